@@ -1,0 +1,273 @@
+package api
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/relais/relais/contracts"
+	"github.com/relais/relais/engine"
+	"github.com/relais/relais/fault"
+	"github.com/relais/relais/httpjson"
+)
+
+type definitionJSON struct {
+	Key            string             `json:"key"`
+	Name           string             `json:"name"`
+	Working        json.RawMessage    `json:"working,omitempty"`
+	WorkingDigest  string             `json:"working_digest,omitempty"`
+	LatestRevision int                `json:"latest_revision"`
+	CreatedAt      time.Time          `json:"created_at"`
+	UpdatedAt      time.Time          `json:"updated_at"`
+	Revisions      []revisionSummary  `json:"revisions,omitempty"`
+	Releases       []releaseJSON      `json:"releases,omitempty"`
+	ReleaseCount   *int               `json:"release_count,omitempty"`
+	Changes        []contracts.Change `json:"unsnapshotted_changes,omitempty"`
+}
+
+type revisionSummary struct {
+	Revision  int       `json:"revision"`
+	Digest    string    `json:"digest"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+type revisionJSON struct {
+	Definition string          `json:"definition"`
+	Revision   int             `json:"revision"`
+	Digest     string          `json:"digest"`
+	CreatedAt  time.Time       `json:"created_at"`
+	Document   json.RawMessage `json:"document"`
+}
+
+type releaseJSON struct {
+	Definition string    `json:"definition"`
+	Name       string    `json:"name"`
+	Revision   int       `json:"revision"`
+	Notes      string    `json:"notes"`
+	CreatedAt  time.Time `json:"created_at"`
+}
+
+func toReleaseJSON(r engine.Release) releaseJSON {
+	return releaseJSON{Definition: r.Key, Name: r.Name, Revision: r.Revision, Notes: r.Notes, CreatedAt: r.CreatedAt}
+}
+
+func (a *API) putWorking() http.Handler {
+	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.cfg.MaxBodyBytes))
+		if err != nil {
+			return fault.New(fault.TooLarge, "body_too_large", "the request body is larger than %d bytes", a.cfg.MaxBodyBytes)
+		}
+		d, created, err := a.eng.SaveWorking(r.Context(), chi.URLParam(r, "key"), body)
+		if err != nil {
+			return err
+		}
+		status := http.StatusOK
+		if created {
+			status = http.StatusCreated
+		}
+		httpjson.Encode(w, status, definitionJSON{Key: d.Key, Name: d.Working.Name, Working: d.Working.Canonical(), WorkingDigest: d.WorkingDigest,
+			LatestRevision: d.LatestRevision, CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt})
+		return nil
+	})
+}
+
+func (a *API) listDefinitions() http.Handler {
+	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
+		after, limit, err := pageParams[string](r)
+		if err != nil {
+			return err
+		}
+		defs, err := a.eng.ListDefinitions(r.Context(), after, limit+1)
+		if err != nil {
+			return err
+		}
+		p := page[definitionJSON]{Items: []definitionJSON{}}
+		for i, d := range defs {
+			if i == limit {
+				p.NextCursor = encodeCursor(defs[i-1].Key)
+				break
+			}
+			n := d.ReleaseCount
+			p.Items = append(p.Items, definitionJSON{Key: d.Key, Name: d.Working.Name, LatestRevision: d.LatestRevision, ReleaseCount: &n, CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt})
+		}
+		httpjson.Encode(w, http.StatusOK, p)
+		return nil
+	})
+}
+
+func (a *API) getDefinition() http.Handler {
+	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
+		key := chi.URLParam(r, "key")
+		d, err := a.eng.GetDefinition(r.Context(), key)
+		if err != nil {
+			return err
+		}
+		revs, err := a.eng.ListRevisions(r.Context(), key)
+		if err != nil {
+			return err
+		}
+		rels, err := a.eng.ListReleases(r.Context(), key)
+		if err != nil {
+			return err
+		}
+		out := definitionJSON{Key: d.Key, Name: d.Working.Name, Working: d.Working.Canonical(), WorkingDigest: d.WorkingDigest,
+			LatestRevision: d.LatestRevision, CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt,
+			Revisions: []revisionSummary{}, Releases: []releaseJSON{}}
+		for _, rv := range revs {
+			out.Revisions = append(out.Revisions, revisionSummary{Revision: rv.Revision, Digest: rv.Digest, CreatedAt: rv.CreatedAt})
+		}
+		if n := len(revs); n > 0 && revs[n-1].Digest != d.WorkingDigest {
+			// Designers see at a glance what a snapshot would change.
+			out.Changes = contracts.Diff(revs[n-1].Working, d.Working)
+		}
+		for _, rl := range rels {
+			out.Releases = append(out.Releases, toReleaseJSON(rl))
+		}
+		httpjson.Encode(w, http.StatusOK, out)
+		return nil
+	})
+}
+
+func (a *API) snapshot() http.Handler {
+	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
+		rev, created, err := a.eng.Snapshot(r.Context(), chi.URLParam(r, "key"))
+		if err != nil {
+			return err
+		}
+		status := http.StatusOK
+		if created {
+			status = http.StatusCreated
+		}
+		httpjson.Encode(w, status, map[string]any{"definition": rev.Key, "revision": rev.Revision, "digest": rev.Digest, "created_at": rev.CreatedAt, "created": created})
+		return nil
+	})
+}
+
+func revisionParam(r *http.Request, name string) (int, error) {
+	n, err := strconv.Atoi(chi.URLParam(r, name))
+	if err != nil || n < 1 {
+		return 0, fault.New(fault.NotFound, "not_found", "revision %q not found", chi.URLParam(r, name))
+	}
+	return n, nil
+}
+
+func (a *API) getRevision() http.Handler {
+	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
+		n, err := revisionParam(r, "n")
+		if err != nil {
+			return err
+		}
+		rev, err := a.eng.GetRevision(r.Context(), chi.URLParam(r, "key"), n)
+		if err != nil {
+			return err
+		}
+		httpjson.Encode(w, http.StatusOK, revisionJSON{Definition: rev.Key, Revision: rev.Revision, Digest: rev.Digest, CreatedAt: rev.CreatedAt, Document: rev.Document})
+		return nil
+	})
+}
+
+func (a *API) getSchema(side string) http.Handler {
+	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
+		n, err := revisionParam(r, "n")
+		if err != nil {
+			return err
+		}
+		rev, err := a.eng.GetRevision(r.Context(), chi.URLParam(r, "key"), n)
+		if err != nil {
+			return err
+		}
+		c := rev.Working.Inputs
+		if side == "outputs" {
+			c = rev.Working.Outputs
+		}
+		w.Header().Set("Content-Type", "application/schema+json")
+		// A revision never changes, so neither does its schema.
+		w.Header().Set("Cache-Control", "private, max-age=31536000, immutable")
+		_, _ = w.Write(c.JSONSchema())
+		return nil
+	})
+}
+
+func (a *API) diff() http.Handler {
+	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
+		from, err := revisionParam(r, "a")
+		if err != nil {
+			return err
+		}
+		to, err := revisionParam(r, "b")
+		if err != nil {
+			return err
+		}
+		changes, err := a.eng.DiffRevisions(r.Context(), chi.URLParam(r, "key"), from, to)
+		if err != nil {
+			return err
+		}
+		out := map[string]any{"definition": chi.URLParam(r, "key"), "from": from, "to": to, "changes": changes}
+		var bp, bw bool
+		for _, c := range changes {
+			bp = bp || c.BreaksProcesses
+			bw = bw || c.BreaksWorkers
+		}
+		out["breaks_processes"], out["breaks_workers"] = bp, bw
+		if changes == nil {
+			out["changes"] = []contracts.Change{}
+		}
+		httpjson.Encode(w, http.StatusOK, out)
+		return nil
+	})
+}
+
+type releaseRequest struct {
+	Name     string `json:"name"`
+	Revision int    `json:"revision"`
+	Notes    string `json:"notes"`
+}
+
+func (a *API) createRelease() http.Handler {
+	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
+		req, err := httpjson.Decode[releaseRequest](w, r, a.cfg.MaxBodyBytes)
+		if err != nil {
+			return err
+		}
+		rel, created, err := a.eng.CreateRelease(r.Context(), chi.URLParam(r, "key"), req.Name, req.Revision, req.Notes)
+		if err != nil {
+			return err
+		}
+		status := http.StatusOK
+		if created {
+			status = http.StatusCreated
+		}
+		httpjson.Encode(w, status, toReleaseJSON(rel))
+		return nil
+	})
+}
+
+func (a *API) listReleases() http.Handler {
+	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
+		rels, err := a.eng.ListReleases(r.Context(), chi.URLParam(r, "key"))
+		if err != nil {
+			return err
+		}
+		p := page[releaseJSON]{Items: []releaseJSON{}}
+		for _, rl := range rels {
+			p.Items = append(p.Items, toReleaseJSON(rl))
+		}
+		httpjson.Encode(w, http.StatusOK, p)
+		return nil
+	})
+}
+
+func (a *API) getRelease() http.Handler {
+	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
+		rel, err := a.eng.GetRelease(r.Context(), chi.URLParam(r, "key"), chi.URLParam(r, "name"))
+		if err != nil {
+			return err
+		}
+		httpjson.Encode(w, http.StatusOK, toReleaseJSON(rel))
+		return nil
+	})
+}

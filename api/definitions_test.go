@@ -1,0 +1,314 @@
+package api_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/santhosh-tekuri/jsonschema/v5"
+	"sigs.k8s.io/yaml"
+
+	"github.com/relais/relais/dbtest"
+	"github.com/relais/relais/relaistest"
+)
+
+func TestMain(m *testing.M) { dbtest.Main(m) }
+
+// exampleWorking reads an example definition file and returns its key and
+// Working document (the file minus kind and key).
+func exampleWorking(t *testing.T, file string) (string, map[string]any) {
+	t.Helper()
+	raw, err := os.ReadFile("../examples/definitions/" + file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := yaml.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	key := doc["key"].(string)
+	delete(doc, "kind")
+	delete(doc, "key")
+	return key, doc
+}
+
+func TestDefinitionLifecycleAsANewUser(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	key, working := exampleWorking(t, "add_company_to_crm.yaml")
+	base := "/api/v1/definitions/" + key
+
+	env.Must(201, "PUT", base+"/working", env.Designer, working)
+	env.Must(200, "PUT", base+"/working", env.Designer, working)
+	r1 := env.Must(201, "POST", base+"/revisions", env.Designer, nil).JSON(t)
+	if r1["revision"] != 1.0 || !strings.HasPrefix(r1["digest"].(string), "sha256:") {
+		t.Fatalf("first snapshot = %v", r1)
+	}
+	again := env.Must(200, "POST", base+"/revisions", env.Designer, nil).JSON(t)
+	if again["revision"] != 1.0 || again["digest"] != r1["digest"] {
+		t.Fatalf("snapshot of an unchanged Working = %v; want revision 1 again", again)
+	}
+	before := env.Must(200, "GET", base+"/revisions/1", env.Operator, nil).Body
+
+	// Change the Working: tighten an input, add a required input, add a
+	// route value, drop an output.
+	inputs := working["inputs"].(map[string]any)["fields"].([]any)
+	inputs[0].(map[string]any)["max_length"] = 100
+	working["inputs"].(map[string]any)["fields"] = append(inputs, map[string]any{"name": "segment", "type": "text", "required": true})
+	outputs := working["outputs"].(map[string]any)["fields"].([]any)
+	outputs[0].(map[string]any)["values"] = []any{"created", "existing", "rejected"}
+	working["outputs"].(map[string]any)["fields"] = outputs[:2]
+	env.Must(200, "PUT", base+"/working", env.Designer, working)
+	r2 := env.Must(201, "POST", base+"/revisions", env.Designer, nil).JSON(t)
+	if r2["revision"] != 2.0 {
+		t.Fatalf("second snapshot = %v", r2)
+	}
+	after := env.Must(200, "GET", base+"/revisions/1", env.Operator, nil).Body
+	if !bytes.Equal(before, after) {
+		t.Fatalf("revision 1 changed after editing the Working:\nbefore %s\nafter  %s", before, after)
+	}
+
+	diff := env.Must(200, "GET", base+"/revisions/1/diff/2", env.Operator, nil).JSON(t)
+	type change struct {
+		Kind            string
+		Path            string
+		BreaksProcesses bool `json:"breaks_processes"`
+		BreaksWorkers   bool `json:"breaks_workers"`
+	}
+	var changes []change
+	b, _ := json.Marshal(diff["changes"])
+	_ = json.Unmarshal(b, &changes)
+	got := map[string]change{}
+	for _, c := range changes {
+		got[c.Kind+" "+c.Path] = c
+	}
+	want := []change{
+		{"constraint_changed", "/inputs/company_name", true, false},
+		{"added", "/inputs/segment", true, false},
+		{"choices_changed", "/outputs/result", true, false},
+		{"removed", "/outputs/matched_on", true, true},
+	}
+	for _, w := range want {
+		g, ok := got[w.Kind+" "+w.Path]
+		if !ok {
+			t.Errorf("diff lacks %s %s; got %v", w.Kind, w.Path, changes)
+			continue
+		}
+		if g.BreaksProcesses != w.BreaksProcesses || g.BreaksWorkers != w.BreaksWorkers {
+			t.Errorf("%s %s: breaks processes/workers = %v/%v, want %v/%v", w.Kind, w.Path, g.BreaksProcesses, g.BreaksWorkers, w.BreaksProcesses, w.BreaksWorkers)
+		}
+	}
+	if len(changes) != len(want) {
+		t.Errorf("diff has %d changes, want %d: %v", len(changes), len(want), changes)
+	}
+
+	detail := env.Must(200, "GET", base, env.Operator, nil).JSON(t)
+	if detail["latest_revision"] != 2.0 || len(detail["revisions"].([]any)) != 2 {
+		t.Errorf("definition detail = %v", detail)
+	}
+	list := env.Must(200, "GET", "/api/v1/definitions", env.Operator, nil).JSON(t)
+	if items := list["items"].([]any); len(items) != 1 || items[0].(map[string]any)["latest_revision"] != 2.0 {
+		t.Errorf("definition list = %v", list)
+	}
+}
+
+func TestServedSchemaAgreesWithServer(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	key, working := exampleWorking(t, "add_company_to_crm.yaml")
+	base := "/api/v1/definitions/" + key
+	env.Must(201, "PUT", base+"/working", env.Designer, working)
+	env.Must(201, "POST", base+"/revisions", env.Designer, nil)
+
+	res := env.Must(200, "GET", base+"/revisions/1/schemas/inputs", env.Operator, nil)
+	if ct := res.Header.Get("Content-Type"); ct != "application/schema+json" {
+		t.Errorf("content type %q", ct)
+	}
+	c := jsonschema.NewCompiler()
+	c.Draft = jsonschema.Draft2020
+	c.AssertFormat = true
+	if err := c.AddResource("inputs.json", bytes.NewReader(res.Body)); err != nil {
+		t.Fatal(err)
+	}
+	schema, err := c.Compile("inputs.json")
+	if err != nil {
+		t.Fatalf("served schema does not compile: %v", err)
+	}
+	rev, err := env.Engine.GetRevision(t.Context(), key, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inputs, _, err := env.Engine.Validators(rev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	payloads := []string{
+		`{"company_name":"Acme","country":"FR","source":"web"}`,
+		`{"company_name":"Acme","country":"FR","source":"web","contact":{"email":"a@acme.fr"}}`,
+		`{"company_name":"Acme","country":"FR","source":"web","contact":{"email":"not an email"}}`,
+		`{"company_name":"Acme","country":"France","source":"web"}`,
+		`{"company_name":"Acme","country":"FR","source":"fax"}`,
+		`{"company_name":"Acme","country":"FR"}`,
+		`{"company_name":"Acme","country":"FR","source":"web","extra":1}`,
+		`{"company_name":"` + strings.Repeat("a", 201) + `","country":"FR","source":"web"}`,
+		`{"company_name":42,"country":"FR","source":"web"}`,
+		`{"company_name":"Acme","country":"FR","source":"web","contact":{"email":"a@acme.fr","fax":"1"}}`,
+	}
+	for _, p := range payloads {
+		var v any
+		dec := json.NewDecoder(strings.NewReader(p))
+		dec.UseNumber()
+		if err := dec.Decode(&v); err != nil {
+			t.Fatal(err)
+		}
+		servedOK := schema.Validate(v) == nil
+		serverOK := len(inputs.Validate(json.RawMessage(p))) == 0
+		if servedOK != serverOK {
+			t.Errorf("payload %.80s: served schema accepts=%v, server accepts=%v", p, servedOK, serverOK)
+		}
+	}
+}
+
+func TestInvalidWorkingIsRefusedWithEveryPointer(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	bad := map[string]any{
+		"name": "Broken",
+		"inputs": map[string]any{"fields": []any{
+			map[string]any{"name": "a", "type": "texte"},
+			map[string]any{"name": "b", "type": "text", "min_length": 5, "max_length": 3},
+			map[string]any{"name": "b", "type": "integer", "pattern": "x"},
+		}},
+		"outputs":        map[string]any{"fields": []any{map[string]any{"name": "r", "type": "text", "required": true}}},
+		"routing_output": "r",
+	}
+	res := env.Do("PUT", "/api/v1/definitions/broken_one/working", env.Designer, bad)
+	if res.Status != 422 || res.Code() != "invalid_contract" {
+		t.Fatalf("got %d %s; want 422 invalid_contract", res.Status, res.Body)
+	}
+	var p struct{ Errors []struct{ Path string } }
+	_ = json.Unmarshal(res.Body, &p)
+	var paths []string
+	for _, e := range p.Errors {
+		paths = append(paths, e.Path)
+	}
+	sort.Strings(paths)
+	for _, want := range []string{"/inputs/fields/0/type", "/inputs/fields/1/min_length", "/inputs/fields/2/name", "/inputs/fields/2/pattern", "/routing_output"} {
+		found := false
+		for _, p := range paths {
+			found = found || p == want
+		}
+		if !found {
+			t.Errorf("errors lack pointer %s; got %v", want, paths)
+		}
+	}
+	if r := env.Do("GET", "/api/v1/definitions/broken_one", env.Operator, nil); r.Status != 404 {
+		t.Errorf("an invalid Working created the definition: %d", r.Status)
+	}
+	if r := env.Do("PUT", "/api/v1/definitions/Bad-Key/working", env.Designer, bad); r.Status != 400 || r.Code() != "invalid_key" {
+		t.Errorf("bad key: %d %s", r.Status, r.Body)
+	}
+}
+
+func TestConcurrentSnapshotsGiveOneRevision(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	key, working := exampleWorking(t, "score_company.yaml")
+	base := "/api/v1/definitions/" + key
+	env.Must(201, "PUT", base+"/working", env.Designer, working)
+	var wg sync.WaitGroup
+	revisions := make([]any, 20)
+	for i := range revisions {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := env.Do("POST", base+"/revisions", env.Designer, nil)
+			if r.Status != 200 && r.Status != 201 {
+				t.Errorf("snapshot: %d %s", r.Status, r.Body)
+				return
+			}
+			revisions[i] = r.JSON(t)["revision"]
+		}()
+	}
+	wg.Wait()
+	for _, r := range revisions {
+		if r != 1.0 {
+			t.Fatalf("revisions returned %v; want all 1", revisions)
+		}
+	}
+	var n int
+	if err := env.Pool.QueryRow(t.Context(), "select count(*) from revisions where definition_key = $1", key).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("%d revisions stored (%v); want 1", n, err)
+	}
+}
+
+func TestReleasesAndImmutability(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	key, working := exampleWorking(t, "score_company.yaml")
+	base := "/api/v1/definitions/" + key
+	env.Must(201, "PUT", base+"/working", env.Designer, working)
+	env.Must(201, "POST", base+"/revisions", env.Designer, nil)
+
+	rel := map[string]any{"name": "2026.11", "revision": 1, "notes": "first"}
+	env.Must(201, "POST", base+"/releases", env.Designer, rel)
+	env.Must(200, "POST", base+"/releases", env.Designer, rel)
+	rel["notes"] = "other"
+	if r := env.Do("POST", base+"/releases", env.Designer, rel); r.Status != 409 || r.Code() != "release_exists" {
+		t.Errorf("conflicting release: %d %s; want 409 release_exists", r.Status, r.Body)
+	}
+	if r := env.Do("POST", base+"/releases", env.Designer, map[string]any{"name": "later", "revision": 7}); r.Status != 422 || r.Code() != "unknown_revision" {
+		t.Errorf("release of unknown revision: %d %s", r.Status, r.Body)
+	}
+	list := env.Must(200, "GET", base+"/releases", env.Operator, nil).JSON(t)
+	if n := len(list["items"].([]any)); n != 1 {
+		t.Errorf("%d releases listed, want 1", n)
+	}
+	for _, c := range []struct{ method, path string }{
+		{"DELETE", base + "/revisions/1"}, {"PUT", base + "/revisions/1"}, {"PATCH", base + "/revisions/1"},
+		{"DELETE", base + "/releases/2026.11"}, {"PUT", base + "/releases/2026.11"},
+	} {
+		if r := env.Do(c.method, c.path, env.Admin, `{}`); r.Status != 405 || r.Code() != "immutable" {
+			t.Errorf("%s %s: %d %s; want 405 immutable", c.method, c.path, r.Status, r.Body)
+		}
+	}
+	if _, err := env.Pool.Exec(t.Context(), "update revisions set digest = 'x'"); err == nil {
+		t.Error("the database let a revision be updated")
+	}
+	if _, err := env.Pool.Exec(t.Context(), "delete from releases"); err == nil {
+		t.Error("the database let a release be deleted")
+	}
+}
+
+func TestDefinitionRoles(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	key, working := exampleWorking(t, "score_company.yaml")
+	base := "/api/v1/definitions/" + key
+	for _, tok := range []string{env.Operator} {
+		if r := env.Do("PUT", base+"/working", tok, working); r.Status != 403 {
+			t.Errorf("operator saving a Working: %d", r.Status)
+		}
+	}
+	env.Must(201, "PUT", base+"/working", env.Admin, working)
+	env.Must(200, "GET", base, env.Designer, nil)
+	if r := env.Do("GET", base, "", nil); r.Status != 401 {
+		t.Errorf("anonymous read: %d", r.Status)
+	}
+	for i := 0; i < 3; i++ {
+		env.Must(201, "PUT", fmt.Sprintf("/api/v1/definitions/def_%d/working", i), env.Designer, working)
+	}
+	p1 := env.Must(200, "GET", "/api/v1/definitions?limit=2", env.Operator, nil).JSON(t)
+	if len(p1["items"].([]any)) != 2 || p1["next_cursor"] == nil {
+		t.Fatalf("page 1 = %v", p1)
+	}
+	p2 := env.Must(200, "GET", "/api/v1/definitions?limit=2&cursor="+p1["next_cursor"].(string), env.Operator, nil).JSON(t)
+	if len(p2["items"].([]any)) != 2 || p2["next_cursor"] != nil {
+		t.Fatalf("page 2 = %v", p2)
+	}
+}

@@ -1,0 +1,140 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/relais/relais/config"
+	"github.com/relais/relais/embeddedpg"
+)
+
+// database is an open connection pool and, in embedded mode, the cluster
+// behind it.
+type database struct {
+	pool    *pgxpool.Pool
+	cluster *embeddedpg.Cluster
+	url     string
+}
+
+// openDatabase connects to RELAIS_DATABASE_URL, or starts (creating on first
+// run) the embedded cluster of the data directory.
+//
+// With attach, a cluster already run by another relais (a serve) is used as
+// is: administration commands must not start a second server on its files.
+func openDatabase(ctx context.Context, cfg config.Config, logger *slog.Logger, attach bool) (*database, error) {
+	db := &database{url: cfg.DatabaseURL}
+	if db.url == "" {
+		dir, err := clusterDir(cfg.DataDir, logger)
+		if err != nil {
+			return nil, err
+		}
+		c, err := embeddedpg.Start(ctx, embeddedpg.Options{Dir: dir, BinDir: cfg.PGBin, Logger: logger})
+		if errors.Is(err, embeddedpg.ErrInUse) && attach {
+			// A relais serve runs this cluster: use it rather than fight it.
+			if db.url, err = embeddedpg.RunningURL(dir, "postgres"); err != nil {
+				return nil, err
+			}
+			logger.Info("using the embedded cluster of a running relais", "dir", dir)
+		} else if err != nil {
+			return nil, err
+		} else {
+			db.cluster = c
+			db.url = c.URL("postgres")
+		}
+	}
+	pcfg, err := pgxpool.ParseConfig(db.url)
+	if err != nil {
+		db.close()
+		return nil, fmt.Errorf("RELAIS_DATABASE_URL: %w", err)
+	}
+	if pcfg.MaxConns < 20 {
+		pcfg.MaxConns = 20
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		db.close()
+		return nil, fmt.Errorf("database: %w", err)
+	}
+	// Fail now, with a clear message, rather than on the first request.
+	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		err = pool.Ping(pctx)
+		if err == nil || pctx.Err() != nil {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err != nil {
+		pool.Close()
+		db.close()
+		return nil, fmt.Errorf("database %s unreachable: %w", pcfg.ConnConfig.Host, err)
+	}
+	db.pool = pool
+	return db, nil
+}
+
+func (db *database) close() {
+	if db.pool != nil {
+		db.pool.Close()
+	}
+	if db.cluster != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = db.cluster.Stop(ctx)
+	}
+}
+
+// clusterDir is where the embedded cluster lives: DATA_DIR/pg. As root the
+// cluster runs as an unprivileged user who must be able to traverse every
+// parent folder; when DATA_DIR sits under a private folder (such as /root),
+// the cluster lives under /var/lib/relais instead and DATA_DIR/pg-location
+// says where, so that `relais serve` works from any checkout.
+func clusterDir(dataDir string, logger *slog.Logger) (string, error) {
+	abs, err := filepath.Abs(dataDir)
+	if err != nil {
+		return "", fmt.Errorf("RELAIS_DATA_DIR: %w", err)
+	}
+	if err := os.MkdirAll(abs, 0o700); err != nil {
+		return "", fmt.Errorf("RELAIS_DATA_DIR: %w", err)
+	}
+	dir := filepath.Join(abs, "pg")
+	if os.Geteuid() != 0 {
+		return dir, nil
+	}
+	// The cluster user must traverse DATA_DIR itself, not read it.
+	if err := os.Chmod(abs, 0o711); err != nil {
+		return "", fmt.Errorf("RELAIS_DATA_DIR: %w", err)
+	}
+	blocked := embeddedpg.UntraversableParent(dir)
+	if blocked == "" {
+		return dir, nil
+	}
+	sum := sha256.Sum256([]byte(abs))
+	alt := filepath.Join("/var/lib/relais/clusters", hex.EncodeToString(sum[:8]))
+	if err := os.MkdirAll(filepath.Dir(alt), 0o711); err != nil {
+		return "", fmt.Errorf("embedded cluster: %s is not traversable by the cluster user and %s cannot be created: %w", blocked, alt, err)
+	}
+	note := fmt.Sprintf("The embedded PostgreSQL cluster of this data directory lives in %s\nbecause %s is not traversable by the unprivileged cluster user.\n", alt, blocked)
+	_ = os.WriteFile(filepath.Join(abs, "pg-location"), []byte(note), 0o600)
+	logger.Warn("embedded cluster placed outside the data directory", "dir", alt, "reason", blocked+" is not traversable by the cluster user")
+	return alt, nil
+}
+
+func newLogger(cfg config.Config, w io.Writer) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: cfg.LogLevel}
+	if cfg.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}

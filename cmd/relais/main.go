@@ -1,0 +1,60 @@
+// Command relais runs the Relais server and its administration commands.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "relais:", err)
+		os.Exit(1)
+	}
+}
+
+const usage = `usage: relais <command> [flags]
+
+commands:
+  serve          run the API, pull protocol, push runner, timers and console
+  migrate        apply pending database migrations and exit
+  token create   create a token: relais token create --role ROLE --name NAME
+  apply          apply definitions, releases and processes: relais apply -f PATH
+  keys rotate    re-encrypt secret values with the first data key
+  version        print the version
+
+Every command reads the configuration of "relais serve --help".
+`
+
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return fmt.Errorf("missing command")
+	}
+	switch args[0] {
+	case "serve":
+		return serve(ctx, args[1:], getenv, stdout, stderr)
+	case "migrate":
+		return migrate(ctx, args[1:], getenv, stdout, stderr)
+	case "token":
+		if len(args) < 2 || args[1] != "create" {
+			return fmt.Errorf("usage: relais token create --role ROLE --name NAME")
+		}
+		return tokenCreate(ctx, args[2:], getenv, stdout, stderr)
+	case "version":
+		fmt.Fprintln(stdout, version())
+		return nil
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	default:
+		fmt.Fprint(stderr, usage)
+		return fmt.Errorf("unknown command %q", args[0])
+	}
+}

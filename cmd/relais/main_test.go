@@ -1,0 +1,309 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/relais/relais/dbtest"
+)
+
+// The test binary doubles as the relais binary for tests that must kill it:
+// with RELAIS_TEST_AS_RELAIS=1 it runs the command in its arguments.
+func TestMain(m *testing.M) {
+	if os.Getenv("RELAIS_TEST_AS_RELAIS") == "1" {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		args := strings.Fields(os.Getenv("RELAIS_TEST_ARGS"))
+		err := run(ctx, args, os.Getenv, os.Stdout, os.Stderr)
+		stop()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "relais:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	dbtest.Main(m)
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader goroutine.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+var listenRE = regexp.MustCompile(`Relais listening on (http://\S+)`)
+
+// relais is a serve running in this process.
+type relais struct {
+	base   string
+	stdout *syncBuffer
+	stderr *syncBuffer
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func startServe(t *testing.T, env map[string]string) *relais {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &relais{stdout: &syncBuffer{}, stderr: &syncBuffer{}, cancel: cancel, done: make(chan error, 1)}
+	if _, ok := env["RELAIS_LISTEN"]; !ok {
+		env["RELAIS_LISTEN"] = "127.0.0.1:0"
+	}
+	go func() {
+		r.done <- run(ctx, []string{"serve"}, func(k string) string { return env[k] }, r.stdout, r.stderr)
+	}()
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		if m := listenRE.FindStringSubmatch(r.stdout.String()); m != nil {
+			r.base = m[1]
+			break
+		}
+		select {
+		case err := <-r.done:
+			t.Fatalf("serve exited: %v\nstderr:\n%s", err, r.stderr)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	if r.base == "" {
+		t.Fatalf("serve did not listen within 60s\nstderr:\n%s", r.stderr)
+	}
+	t.Cleanup(func() { r.stop(t) })
+	return r
+}
+
+func (r *relais) stop(t *testing.T) {
+	t.Helper()
+	if r.cancel == nil {
+		return
+	}
+	r.cancel()
+	r.cancel = nil
+	select {
+	case err := <-r.done:
+		if err != nil {
+			t.Errorf("serve returned %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Error("serve did not stop within 30s")
+	}
+}
+
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (r response) json(t *testing.T) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(r.body, &m); err != nil {
+		t.Fatalf("body %q is not a JSON object: %v", r.body, err)
+	}
+	return m
+}
+
+func call(t *testing.T, method, url, token string, body io.Reader) response {
+	t.Helper()
+	req, err := http.NewRequest(method, url, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return response{status: res.StatusCode, header: res.Header, body: b}
+}
+
+const bootstrap = "test-bootstrap-token-0123456789"
+
+func TestServeReadinessAuthAndProblems(t *testing.T) {
+	t.Parallel()
+	r := startServe(t, map[string]string{"RELAIS_DATABASE_URL": dbtest.EmptyURL(t), "RELAIS_BOOTSTRAP_TOKEN": bootstrap})
+
+	res := call(t, "GET", r.base+"/readyz", "", nil)
+	if res.status != 200 || res.json(t)["schema_version"] == nil {
+		t.Fatalf("readyz = %d %s", res.status, res.body)
+	}
+	if strings.Contains(r.stdout.String(), bootstrap) || strings.Contains(r.stderr.String(), bootstrap) {
+		t.Error("the given bootstrap token was printed")
+	}
+
+	for _, tok := range []string{"", "rls_wrong"} {
+		res = call(t, "GET", r.base+"/api/v1/whoami", tok, nil)
+		if res.status != 401 || res.header.Get("Content-Type") != "application/problem+json" || res.json(t)["code"] != "unauthorized" {
+			t.Errorf("token %q: got %d %s %s; want 401 problem+json", tok, res.status, res.header.Get("Content-Type"), res.body)
+		}
+	}
+	res = call(t, "GET", r.base+"/api/v1/whoami", bootstrap, nil)
+	if res.status != 200 || res.json(t)["role"] != "admin" {
+		t.Fatalf("whoami = %d %s", res.status, res.body)
+	}
+
+	res = call(t, "POST", r.base+"/api/v1/tokens", bootstrap, strings.NewReader(`{"name":"ops","role":"operator"}`))
+	if res.status != 201 {
+		t.Fatalf("create token = %d %s", res.status, res.body)
+	}
+	operator := res.json(t)["token"].(string)
+	res = call(t, "POST", r.base+"/api/v1/tokens", operator, strings.NewReader(`{"name":"x","role":"operator"}`))
+	if res.status != 403 || res.json(t)["code"] != "forbidden" {
+		t.Errorf("operator creating a token: %d %s; want 403 forbidden", res.status, res.body)
+	}
+
+	res = call(t, "POST", r.base+"/api/v1/tokens", bootstrap, strings.NewReader(`{"name":"x","role":"operator","colour":"red"}`))
+	if res.status != 400 || res.json(t)["code"] != "unknown_field" {
+		t.Errorf("unknown field: %d %s; want 400 unknown_field", res.status, res.body)
+	}
+	big := `{"name":"` + strings.Repeat("x", 2<<20) + `","role":"operator"}`
+	res = call(t, "POST", r.base+"/api/v1/tokens", bootstrap, strings.NewReader(big))
+	if res.status != 413 || res.json(t)["code"] != "body_too_large" {
+		t.Errorf("large body: %d %.200s; want 413 body_too_large", res.status, res.body)
+	}
+	res = call(t, "POST", r.base+"/api/v1/tokens", bootstrap, strings.NewReader(`{"name":`))
+	if res.status != 400 || res.json(t)["code"] != "invalid_json" {
+		t.Errorf("malformed JSON: %d %s; want 400 invalid_json", res.status, res.body)
+	}
+	res = call(t, "GET", r.base+"/nowhere", "", nil)
+	if res.status != 404 || res.header.Get("Content-Type") != "application/problem+json" {
+		t.Errorf("unknown route: %d %s", res.status, res.header.Get("Content-Type"))
+	}
+	res = call(t, "GET", r.base+"/metrics", "", nil)
+	if res.status != 200 || !strings.Contains(string(res.body), "relais_http_requests_total") {
+		t.Errorf("metrics: %d", res.status)
+	}
+}
+
+func TestBootstrapTokenPrintedOnceOnEmptyDatabase(t *testing.T) {
+	t.Parallel()
+	url := dbtest.EmptyURL(t)
+	r := startServe(t, map[string]string{"RELAIS_DATABASE_URL": url})
+	m := regexp.MustCompile(`rls_[A-Za-z0-9_-]{43}`).FindString(r.stdout.String())
+	if m == "" {
+		t.Fatalf("no bootstrap token printed; stdout:\n%s", r.stdout)
+	}
+	if res := call(t, "GET", r.base+"/api/v1/whoami", m, nil); res.status != 200 {
+		t.Fatalf("printed token refused: %d %s", res.status, res.body)
+	}
+	r.stop(t)
+	again := startServe(t, map[string]string{"RELAIS_DATABASE_URL": url})
+	if strings.Contains(again.stdout.String(), "rls_") {
+		t.Errorf("second start printed a token:\n%s", again.stdout)
+	}
+}
+
+func TestReplicasStartingTogetherMigrateOnce(t *testing.T) {
+	t.Parallel()
+	url := dbtest.EmptyURL(t)
+	var wg sync.WaitGroup
+	replicas := make([]*relais, 3)
+	for i := range replicas {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			replicas[i] = startServe(t, map[string]string{"RELAIS_DATABASE_URL": url, "RELAIS_BOOTSTRAP_TOKEN": bootstrap})
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	applied := 0
+	for _, r := range replicas {
+		if res := call(t, "GET", r.base+"/readyz", "", nil); res.status != 200 {
+			t.Errorf("replica not ready: %d %s", res.status, res.body)
+		}
+		applied += strings.Count(r.stderr.String(), "migration applied")
+	}
+	if want := len(migrationNames(t)); applied != want {
+		t.Errorf("migrations applied %d times across replicas; want %d (each once)", applied, want)
+	}
+}
+
+func migrationNames(t *testing.T) []string {
+	entries, err := os.ReadDir("../../queries/migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+func TestBadConfigurationExitsNamingTheKey(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ env map[string]string }{
+		{map[string]string{"RELAIS_PULL_DEFAULT_LOCK_DURATION": "PT20M", "RELAIS_PULL_MAX_LOCK_DURATION": "PT10M"}},
+		{map[string]string{"RELAIS_PULL_DEFAULT_LOCK_DURATION": "PT0S"}},
+		{map[string]string{"RELAIS_PULL_DEFAULT_LOCK_DURATION": "1 minute"}},
+	} {
+		var stderr bytes.Buffer
+		err := run(context.Background(), []string{"serve"}, func(k string) string { return tc.env[k] }, io.Discard, &stderr)
+		if err == nil || !strings.Contains(err.Error(), "RELAIS_PULL_DEFAULT_LOCK_DURATION") {
+			t.Errorf("%v: err = %v; want one naming RELAIS_PULL_DEFAULT_LOCK_DURATION", tc.env, err)
+		}
+	}
+}
+
+func TestTokenCreateCommand(t *testing.T) {
+	t.Parallel()
+	url := dbtest.EmptyURL(t)
+	var out, errOut bytes.Buffer
+	env := func(k string) string { return map[string]string{"RELAIS_DATABASE_URL": url}[k] }
+	if err := run(context.Background(), []string{"token", "create", "--role", "designer", "--name", "ci"}, env, &out, &errOut); err != nil {
+		t.Fatalf("token create: %v\n%s", err, errOut.String())
+	}
+	token := strings.TrimSpace(out.String())
+	r := startServe(t, map[string]string{"RELAIS_DATABASE_URL": url})
+	res := call(t, "GET", r.base+"/api/v1/whoami", token, nil)
+	if res.status != 200 || res.json(t)["role"] != "designer" {
+		t.Errorf("whoami with created token = %d %s", res.status, res.body)
+	}
+	if err := run(context.Background(), []string{"token", "create", "--role", "king", "--name", "x"}, env, io.Discard, io.Discard); err == nil {
+		t.Error("unknown role accepted")
+	}
+}
+
+// scanLines returns the lines of s.
+func scanLines(s string) []string {
+	var lines []string
+	sc := bufio.NewScanner(strings.NewReader(s))
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	return lines
+}

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"runtime/debug"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/relais/relais/config"
+	"github.com/relais/relais/engine"
+	"github.com/relais/relais/queries"
+	"github.com/relais/relais/server"
+)
+
+func serve(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	cfg, err := config.Load(args, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	logger := newLogger(cfg, stderr)
+	start := time.Now()
+
+	db, err := openDatabase(ctx, cfg, logger, false)
+	if err != nil {
+		return err
+	}
+	defer db.close()
+
+	if _, err := queries.Migrate(ctx, db.pool, logger); err != nil {
+		return err
+	}
+	eng := engine.New(db.pool, logger)
+	token, err := eng.Bootstrap(ctx, cfg.BootstrapToken)
+	if err != nil {
+		return err
+	}
+	if token != "" {
+		fmt.Fprintf(stdout, "\nBootstrap admin token (shown once, store it now):\n\n    %s\n\n", token)
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	handler := server.New(server.Deps{Logger: logger, Config: cfg, Engine: eng, Registry: reg})
+
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("RELAIS_LISTEN %s: %w", cfg.Listen, err)
+	}
+	srv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          nil,
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	fmt.Fprintf(stdout, "Relais listening on http://%s\n", ln.Addr())
+	logger.Info("relais ready", "listen", ln.Addr().String(), "embedded_postgres", db.cluster != nil,
+		"schema_version", queries.LatestVersion(), "startup", time.Since(start).Round(time.Millisecond))
+
+	var clusterDied <-chan struct{}
+	if db.cluster != nil {
+		clusterDied = db.cluster.Wait()
+	}
+	select {
+	case err := <-serveErr:
+		return fmt.Errorf("http server: %w", err)
+	case <-clusterDied:
+		_ = srv.Close()
+		return errors.New("the embedded PostgreSQL cluster stopped unexpectedly; see postgres.log in its folder")
+	case <-ctx.Done():
+	}
+
+	logger.Info("shutting down: draining in-flight requests", "timeout", cfg.ShutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		logger.Warn("shutdown deadline reached; closing remaining connections", "err", err)
+		_ = srv.Close()
+	}
+	logger.Info("stopped")
+	return nil
+}
+
+func migrate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	cfg, err := config.Load(args, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	logger := newLogger(cfg, stderr)
+	db, err := openDatabase(ctx, cfg, logger, true)
+	if err != nil {
+		return err
+	}
+	defer db.close()
+	applied, err := queries.Migrate(ctx, db.pool, logger)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "schema version %d (%d migrations applied now)\n", queries.LatestVersion(), len(applied))
+	return nil
+}
+
+func version() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "relais (unknown version)"
+	}
+	v := info.Main.Version
+	for _, s := range info.Settings {
+		if s.Key == "vcs.revision" {
+			v += " " + s.Value
+		}
+	}
+	return "relais " + v
+}

@@ -1,0 +1,40 @@
+package contracts
+
+import (
+	"testing"
+)
+
+// BenchmarkValidate20Fields validates a realistic 20-field payload with
+// nested objects and lists through a cached validator, as the API does on
+// every task submission.
+func BenchmarkValidate20Fields(b *testing.B) {
+	w := mustParseWorking(b, richWorking)
+	cache := NewCache()
+	payload := []byte(richPayload)
+	if _, err := cache.Validator(w.Digest(), w.Inputs); err != nil {
+		b.Fatal(err)
+	}
+	digest := w.Digest()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		v, err := cache.Validator(digest, w.Inputs)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if vs := v.Validate(payload); vs != nil {
+			b.Fatalf("Validate: got %v, want no violations", vs)
+		}
+	}
+}
+
+// BenchmarkParseWorking parses the rich definition document.
+func BenchmarkParseWorking(b *testing.B) {
+	doc := []byte(richWorking)
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if _, vs := ParseWorking(doc); vs != nil {
+			b.Fatal(vs)
+		}
+	}
+}

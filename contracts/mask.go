@@ -1,0 +1,392 @@
+package contracts
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// MaskedKey is the single key of the object that replaces a protected
+// value: {"$masked":"sensitive"} or {"$masked":"secret"}. The "$" prefix
+// cannot collide with a field name, so a masked value is unambiguous.
+const MaskedKey = "$masked"
+
+// Redacted replaces protected strings in scrubbed messages.
+const Redacted = "[redacted]"
+
+// Lookup walks nested fields by name. List items are addressed by "*" or
+// by any array index. It returns the field and its effective
+// classification (the most protected along the path).
+func (c Contract) Lookup(path []string) (Field, Classification, bool) {
+	if len(path) == 0 {
+		return Field{}, "", false
+	}
+	class := ClassNormal
+	container := c.Fields
+	var cur Field
+	inList := false
+	for i, seg := range path {
+		if inList {
+			if seg != "*" && !isIndex(seg) {
+				return Field{}, "", false
+			}
+			cur = *cur.Items
+		} else {
+			if i > 0 && cur.Type != TypeObject {
+				return Field{}, "", false
+			}
+			f, ok := find(container, seg)
+			if !ok {
+				return Field{}, "", false
+			}
+			cur = f
+		}
+		class = MaxClass(class, cur.Classification)
+		container = cur.Fields
+		inList = cur.Type == TypeList && cur.Items != nil
+		if cur.Type == TypeList && cur.Items == nil && i < len(path)-1 {
+			return Field{}, "", false
+		}
+	}
+	return cur, class, true
+}
+
+func isIndex(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+func masked(c Classification) map[string]any {
+	return map[string]any{MaskedKey: string(c)}
+}
+
+// Mask returns value with every sensitive or secret value replaced by
+// {"$masked":"<classification>"}, at any depth; a protected object or list
+// is replaced as a whole. Properties the contract does not declare are
+// dropped, and so are object or array values found where the contract
+// expects something else, because a value that failed validation must not
+// leak through a display surface. Invalid JSON or a non-object value
+// yields {}. Output keys are sorted.
+func (c Contract) Mask(value json.RawMessage) json.RawMessage {
+	doc, err := decodeValue(value)
+	obj, ok := doc.(map[string]any)
+	if err != nil || !ok {
+		return json.RawMessage("{}")
+	}
+	out := maskObject(obj, c.Fields, ClassNormal)
+	return appendValue(nil, out)
+}
+
+func maskObject(obj map[string]any, fields []Field, parent Classification) map[string]any {
+	out := make(map[string]any, len(fields))
+	for _, f := range fields {
+		v, ok := obj[f.Name]
+		if !ok {
+			continue
+		}
+		if mv, keep := maskValue(v, f, parent); keep {
+			out[f.Name] = mv
+		}
+	}
+	return out
+}
+
+// maskValue masks one value described by f; keep is false when the value
+// must be dropped altogether.
+func maskValue(v any, f Field, parent Classification) (any, bool) {
+	class := MaxClass(parent, f.Classification)
+	if class.Rank() > 0 {
+		return masked(class), true
+	}
+	switch f.Type {
+	case TypeObject:
+		if obj, ok := v.(map[string]any); ok {
+			return maskObject(obj, f.Fields, class), true
+		}
+	case TypeList:
+		if arr, ok := v.([]any); ok && f.Items != nil {
+			out := make([]any, 0, len(arr))
+			for _, item := range arr {
+				mv, keep := maskValue(item, *f.Items, class)
+				if !keep {
+					// Keep indexes stable so paths in violations still line up.
+					mv = nil
+				}
+				out = append(out, mv)
+			}
+			return out, true
+		}
+	}
+	switch v.(type) {
+	case map[string]any, []any:
+		// Shape mismatch: an undeclared structure could hold anything.
+		return nil, false
+	}
+	return v, true
+}
+
+// Split removes every secret value from value for separate storage.
+// secrets maps each removed value's concrete JSON pointer (for example
+// "/card/token" or "/cards/0/token") to its raw JSON; public keeps
+// everything else, with the secret keys removed rather than nulled. Lists
+// whose items are secret are removed whole, at the list's pointer, because
+// removing single items would shift indexes. Undeclared properties stay in
+// public so that Merge restores the exact value: validate before splitting.
+// Invalid JSON or a non-object value yields {} and no secrets.
+func (c Contract) Split(value json.RawMessage) (public json.RawMessage, secrets map[string]json.RawMessage) {
+	doc, err := decodeValue(value)
+	obj, ok := doc.(map[string]any)
+	if err != nil || !ok {
+		return json.RawMessage("{}"), nil
+	}
+	secrets = map[string]json.RawMessage{}
+	splitObject(obj, c.Fields, ClassNormal, "", secrets)
+	if len(secrets) == 0 {
+		secrets = nil
+	}
+	return appendValue(nil, obj), secrets
+}
+
+func splitObject(obj map[string]any, fields []Field, parent Classification, path string, secrets map[string]json.RawMessage) {
+	for _, f := range fields {
+		v, ok := obj[f.Name]
+		if !ok {
+			continue
+		}
+		class := MaxClass(parent, f.Classification)
+		fp := ptr(path, f.Name)
+		if class == ClassSecret || secretItems(f, class) {
+			secrets[fp] = appendValue(nil, v)
+			delete(obj, f.Name)
+			continue
+		}
+		splitValue(v, f, class, fp, secrets)
+	}
+}
+
+// secretItems reports whether f is a list whose items, possibly through
+// nested lists, are secret as a whole.
+func secretItems(f Field, class Classification) bool {
+	for f.Type == TypeList && f.Items != nil {
+		f = *f.Items
+		class = MaxClass(class, f.Classification)
+		if class == ClassSecret {
+			return true
+		}
+	}
+	return false
+}
+
+func splitValue(v any, f Field, class Classification, path string, secrets map[string]json.RawMessage) {
+	switch f.Type {
+	case TypeObject:
+		if obj, ok := v.(map[string]any); ok {
+			splitObject(obj, f.Fields, class, path, secrets)
+		}
+	case TypeList:
+		arr, ok := v.([]any)
+		if !ok || f.Items == nil {
+			return
+		}
+		items := *f.Items
+		for i, item := range arr {
+			splitValue(item, items, MaxClass(class, items.Classification), ptrIndex(path, i), secrets)
+		}
+	}
+}
+
+// Merge is the inverse of Split: it puts every secret back at its pointer.
+// Merge(Split(v)) is JSON-equal to v. Output keys are sorted.
+func Merge(public json.RawMessage, secrets map[string]json.RawMessage) (json.RawMessage, error) {
+	doc, err := decodeValue(public)
+	if err != nil {
+		return nil, fmt.Errorf("contracts: merge: decode public value: %w", err)
+	}
+	// Sorted pointers make failures deterministic; the pointers Split
+	// produces never nest, so order does not change the result.
+	keys := make([]string, 0, len(secrets))
+	for k := range secrets {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		sv, err := decodeValue(secrets[k])
+		if err != nil {
+			return nil, fmt.Errorf("contracts: merge: decode secret %q: %w", k, err)
+		}
+		doc, err = setPointer(doc, k, sv)
+		if err != nil {
+			return nil, fmt.Errorf("contracts: merge: %w", err)
+		}
+	}
+	return appendValue(nil, doc), nil
+}
+
+var errBadPointer = errors.New("pointer does not address an existing object member or array element")
+
+// setPointer sets the value at pointer p, creating the last object member
+// if needed; every parent must already exist.
+func setPointer(doc any, p string, v any) (any, error) {
+	tokens, err := splitPointer(p)
+	if err != nil {
+		return nil, err
+	}
+	if len(tokens) == 0 {
+		return v, nil
+	}
+	cur := doc
+	for i, t := range tokens {
+		last := i == len(tokens)-1
+		switch c := cur.(type) {
+		case map[string]any:
+			if last {
+				c[t] = v
+				return doc, nil
+			}
+			next, ok := c[t]
+			if !ok {
+				return nil, fmt.Errorf("%q: %w", p, errBadPointer)
+			}
+			cur = next
+		case []any:
+			idx, err := strconv.Atoi(t)
+			if err != nil || idx < 0 || idx >= len(c) {
+				return nil, fmt.Errorf("%q: %w", p, errBadPointer)
+			}
+			if last {
+				c[idx] = v
+				return doc, nil
+			}
+			cur = c[idx]
+		default:
+			return nil, fmt.Errorf("%q: %w", p, errBadPointer)
+		}
+	}
+	return doc, nil
+}
+
+// ProtectedStrings returns the textual forms of every sensitive or secret
+// leaf value in value: strings as they are (and, when different, as they
+// appear inside JSON text), numbers as their literal text. Booleans and
+// null are left out because scrubbing "true" from messages would garble
+// them without protecting anything, and so are empty strings. The result
+// is deduplicated, longest first.
+func (c Contract) ProtectedStrings(value json.RawMessage) []string {
+	doc, err := decodeValue(value)
+	obj, ok := doc.(map[string]any)
+	if err != nil || !ok {
+		return nil
+	}
+	seen := map[string]bool{}
+	protectedObject(obj, c.Fields, ClassNormal, seen)
+	return sortedProtected(seen)
+}
+
+func protectedObject(obj map[string]any, fields []Field, parent Classification, seen map[string]bool) {
+	for _, f := range fields {
+		if v, ok := obj[f.Name]; ok {
+			protectedValue(v, f, parent, seen)
+		}
+	}
+}
+
+func protectedValue(v any, f Field, parent Classification, seen map[string]bool) {
+	class := MaxClass(parent, f.Classification)
+	if class.Rank() > 0 {
+		leaves(v, seen)
+		return
+	}
+	switch f.Type {
+	case TypeObject:
+		if obj, ok := v.(map[string]any); ok {
+			protectedObject(obj, f.Fields, class, seen)
+		}
+	case TypeList:
+		if arr, ok := v.([]any); ok && f.Items != nil {
+			for _, item := range arr {
+				protectedValue(item, *f.Items, class, seen)
+			}
+		}
+	}
+}
+
+// leaves collects every scalar under v, whatever its shape: a protected
+// value that does not match its declared type is still protected.
+func leaves(v any, seen map[string]bool) {
+	switch x := v.(type) {
+	case string:
+		if x == "" {
+			return
+		}
+		seen[x] = true
+		if enc := appendString(nil, x); string(enc[1:len(enc)-1]) != x {
+			seen[string(enc[1:len(enc)-1])] = true
+		}
+	case json.Number:
+		seen[string(x)] = true
+	case []any:
+		for _, e := range x {
+			leaves(e, seen)
+		}
+	case map[string]any:
+		for _, e := range x {
+			leaves(e, seen)
+		}
+	}
+}
+
+func sortedProtected(seen map[string]bool) []string {
+	if len(seen) == 0 {
+		return nil
+	}
+	out := make([]string, 0, len(seen))
+	for s := range seen {
+		out = append(out, s)
+	}
+	sortLongestFirst(out)
+	return out
+}
+
+func sortLongestFirst(s []string) {
+	sort.Slice(s, func(i, j int) bool {
+		if len(s[i]) != len(s[j]) {
+			return len(s[i]) > len(s[j])
+		}
+		return s[i] < s[j]
+	})
+}
+
+// Scrub replaces every occurrence of each protected string in message with
+// "[redacted]". Longer strings are tried first, so that a secret containing
+// another is redacted whole rather than leaving a recognisable remainder.
+func Scrub(message string, protected []string) string {
+	ps := make([]string, 0, len(protected))
+	seen := map[string]bool{}
+	for _, p := range protected {
+		if p != "" && !seen[p] {
+			seen[p] = true
+			ps = append(ps, p)
+		}
+	}
+	if len(ps) == 0 {
+		return message
+	}
+	sortLongestFirst(ps)
+	pairs := make([]string, 0, 2*len(ps))
+	for _, p := range ps {
+		pairs = append(pairs, p, Redacted)
+	}
+	// strings.Replacer tries the old strings in argument order at each
+	// position, which gives longest-first matching here.
+	return strings.NewReplacer(pairs...).Replace(message)
+}

@@ -1,0 +1,527 @@
+package contracts
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/santhosh-tekuri/jsonschema/v5"
+)
+
+// schemaURL is the in-memory address contracts are compiled under; nothing
+// is ever fetched from it.
+const schemaURL = "https://relais.invalid/contract.schema.json"
+
+// Validator checks JSON values against one contract. It is compiled once
+// and safe for concurrent use.
+type Validator struct {
+	schema   *jsonschema.Schema
+	contract Contract
+	fast     *fastNode // nil when the contract is unfit for the fast path
+}
+
+// Compile builds a Validator from the contract's JSON Schema document, so
+// that what the API serves and what it enforces cannot drift apart.
+func Compile(c Contract) (v *Validator, err error) {
+	// Patterns are checked first: the library compiles them with
+	// regexp.MustCompile and would panic on a hand-built contract.
+	if err := checkPatterns(c.Fields); err != nil {
+		return nil, fmt.Errorf("contracts: compile schema: %w", err)
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			v, err = nil, fmt.Errorf("contracts: compile schema: %v", r)
+		}
+	}()
+	compiler := jsonschema.NewCompiler()
+	compiler.Draft = jsonschema.Draft2020
+	// Without AssertFormat, 2020-12 treats format as a mere annotation.
+	compiler.AssertFormat = true
+	// Never reach out to the network or the file system for references.
+	compiler.LoadURL = func(s string) (io.ReadCloser, error) {
+		return nil, fmt.Errorf("contracts: loading %q is not allowed", s)
+	}
+	if err := compiler.AddResource(schemaURL, bytes.NewReader(c.JSONSchema())); err != nil {
+		return nil, fmt.Errorf("contracts: add schema resource: %w", err)
+	}
+	s, err := compiler.Compile(schemaURL)
+	if err != nil {
+		return nil, fmt.Errorf("contracts: compile schema: %w", err)
+	}
+	fast, err := compileFast(c)
+	if err != nil {
+		fast = nil // the library alone still validates correctly
+	}
+	return &Validator{schema: s, contract: c, fast: fast}, nil
+}
+
+func checkPatterns(fs []Field) error {
+	for _, f := range fs {
+		if f.Pattern != "" {
+			if _, err := regexp.Compile(f.Pattern); err != nil {
+				return fmt.Errorf("field %q: %w", f.Name, err)
+			}
+		}
+		if err := checkPatterns(f.Fields); err != nil {
+			return err
+		}
+		if f.Items != nil {
+			if err := checkPatterns([]Field{*f.Items}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// decodeValue decodes exactly one JSON value, keeping numbers exact.
+func decodeValue(data []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, errors.New("empty document")
+		}
+		return nil, err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, errors.New("unexpected data after the top-level value")
+	}
+	return v, nil
+}
+
+// Validate checks value against the contract and returns every violation,
+// deduplicated and sorted by path; nil means valid. Paths are JSON pointers
+// into value. Messages never quote the offending value, because it may be
+// sensitive.
+func (v *Validator) Validate(value json.RawMessage) []Violation {
+	if v.fast != nil && v.fast.accepts(value) {
+		return nil
+	}
+	return v.validateSlow(value)
+}
+
+// validateSlow validates through the schema library and explains every
+// failure.
+func (v *Validator) validateSlow(value json.RawMessage) []Violation {
+	doc, err := decodeValue(value)
+	if err != nil {
+		return []Violation{{Path: "", Message: "invalid json: " + err.Error()}}
+	}
+	obj, ok := doc.(map[string]any)
+	if !ok {
+		return []Violation{{Path: "", Message: "must be an object, not " + kindOf(doc)}}
+	}
+	var vs []Violation
+	// Numbers the schema library cannot represent would make it fail
+	// (big.Rat refuses them); report them and validate a stand-in.
+	sanitizeNumbers(obj, nil, &vs)
+
+	sanitized := len(vs)
+
+	if err := v.schema.Validate(obj); err != nil {
+		var ve *jsonschema.ValidationError
+		if !errors.As(err, &ve) {
+			vs = append(vs, Violation{Path: "", Message: "cannot validate: " + err.Error()})
+		} else {
+			v.collect(ve, obj, &vs)
+		}
+	}
+	if sanitized > 0 {
+		// The stand-in value of an out-of-range number would only add
+		// confusing bound violations at the same place.
+		out := make(map[string]bool, sanitized)
+		for _, x := range vs[:sanitized] {
+			out[x.Path] = true
+		}
+		kept := vs[:sanitized]
+		for _, x := range vs[sanitized:] {
+			if !out[x.Path] {
+				kept = append(kept, x)
+			}
+		}
+		vs = kept
+	}
+	return normalize(vs)
+}
+
+// sanitizeNumbers replaces out-of-range numbers in place.
+func sanitizeNumbers(v any, path []string, vs *[]Violation) any {
+	switch x := v.(type) {
+	case json.Number:
+		if numberInRange(x) {
+			return x
+		}
+		*vs = append(*vs, Violation{Path: joinPointer(path), Message: "number is out of range"})
+		f, _ := strconv.ParseFloat(string(x), 64)
+		switch {
+		case f > 1e308:
+			return json.Number("1e400")
+		case f < -1e308:
+			return json.Number("-1e400")
+		}
+		return json.Number(strconv.FormatFloat(f, 'g', -1, 64))
+	case map[string]any:
+		for k, e := range x {
+			if needsSanitizing(e) {
+				x[k] = sanitizeNumbers(e, append(path, k), vs)
+			}
+		}
+	case []any:
+		for i, e := range x {
+			if needsSanitizing(e) {
+				x[i] = sanitizeNumbers(e, append(path, strconv.Itoa(i)), vs)
+			}
+		}
+	}
+	return v
+}
+
+// needsSanitizing avoids building paths for the common in-range leaves.
+func needsSanitizing(v any) bool {
+	switch x := v.(type) {
+	case json.Number:
+		return !numberInRange(x)
+	case map[string]any, []any:
+		return true
+	}
+	return false
+}
+
+func joinPointer(tokens []string) string {
+	var sb strings.Builder
+	for _, t := range tokens {
+		sb.WriteByte('/')
+		sb.WriteString(escapeToken(t))
+	}
+	return sb.String()
+}
+
+// collect turns the library's error tree into violations. Only leaves are
+// real failures; inner nodes merely group them.
+func (v *Validator) collect(ve *jsonschema.ValidationError, doc any, vs *[]Violation) {
+	if len(ve.Causes) > 0 {
+		for _, c := range ve.Causes {
+			v.collect(c, doc, vs)
+		}
+		return
+	}
+	inst := libPointer(ve.InstanceLocation)
+	kw := ve.KeywordLocation
+	keyword := kw[strings.LastIndexByte(kw, '/')+1:]
+	f, container, ok := v.schemaTarget(kw[:max(strings.LastIndexByte(kw, '/'), 0)])
+	value, _ := resolve(doc, inst)
+	add := func(msg string) { *vs = append(*vs, Violation{Path: inst, Message: msg}) }
+	if !ok {
+		add(ve.Message)
+		return
+	}
+	switch keyword {
+	case "type":
+		add(fmt.Sprintf("must be %s, not %s", typeNoun(f), kindOf(value)))
+	case "required":
+		obj, _ := value.(map[string]any)
+		for _, cf := range container {
+			if _, present := obj[cf.Name]; cf.Required && !present {
+				add(fmt.Sprintf("missing required field %q", cf.Name))
+			}
+		}
+	case "additionalProperties":
+		obj, _ := value.(map[string]any)
+		for k := range obj {
+			if _, known := find(container, k); !known {
+				add(fmt.Sprintf("additional property %q not allowed", k))
+			}
+		}
+	case "enum":
+		add("must be one of " + quoteList(f.Values))
+	case "format":
+		add(formatMessage(f))
+	case "minLength":
+		add(fmt.Sprintf("must be at least %s", plural(derefCount(f.MinLength), "character")))
+	case "maxLength":
+		add(fmt.Sprintf("must be at most %s", plural(derefCount(f.MaxLength), "character")))
+	case "pattern":
+		add(fmt.Sprintf("must match pattern %q", f.Pattern))
+	case "minimum":
+		add("must be at least " + derefNumber(f.Minimum))
+	case "maximum":
+		add("must be at most " + derefNumber(f.Maximum))
+	case "minItems":
+		add(fmt.Sprintf("must have at least %s", plural(derefCount(f.MinItems), "item")))
+	case "maxItems":
+		add(fmt.Sprintf("must have at most %s", plural(derefCount(f.MaxItems), "item")))
+	default:
+		add(ve.Message)
+	}
+}
+
+// schemaTarget maps a keyword location such as
+// /properties/company/properties/tags/items to the field it designates
+// (the zero Field for the root) and the field list of that object level.
+func (v *Validator) schemaTarget(loc string) (Field, []Field, bool) {
+	var cur Field
+	container := v.contract.Fields
+	tokens, err := splitPointer(libPointer(loc))
+	if err != nil {
+		return cur, nil, false
+	}
+	for i := 0; i < len(tokens); i++ {
+		switch tokens[i] {
+		case "properties":
+			if i+1 >= len(tokens) {
+				return cur, nil, false
+			}
+			i++
+			f, ok := find(container, tokens[i])
+			if !ok {
+				return cur, nil, false
+			}
+			cur, container = f, f.Fields
+		case "items":
+			if cur.Items == nil {
+				return cur, nil, false
+			}
+			cur = *cur.Items
+			container = cur.Fields
+		default:
+			return cur, nil, false
+		}
+	}
+	return cur, container, true
+}
+
+// libPointer converts the library's locations, whose tokens are also
+// URL-path-escaped, into plain RFC 6901 pointers.
+func libPointer(loc string) string {
+	if !strings.Contains(loc, "%") {
+		return loc
+	}
+	tokens, err := splitPointer(loc)
+	if err != nil {
+		return loc
+	}
+	for i, t := range tokens {
+		if u, err := url.PathUnescape(t); err == nil {
+			tokens[i] = u
+		}
+	}
+	return joinPointer(tokens)
+}
+
+// resolve returns the value at a JSON pointer.
+func resolve(doc any, pointer string) (any, bool) {
+	tokens, err := splitPointer(pointer)
+	if err != nil {
+		return nil, false
+	}
+	cur := doc
+	for _, t := range tokens {
+		switch c := cur.(type) {
+		case map[string]any:
+			next, ok := c[t]
+			if !ok {
+				return nil, false
+			}
+			cur = next
+		case []any:
+			i, err := strconv.Atoi(t)
+			if err != nil || i < 0 || i >= len(c) {
+				return nil, false
+			}
+			cur = c[i]
+		default:
+			return nil, false
+		}
+	}
+	return cur, true
+}
+
+func kindOf(v any) string {
+	switch v := v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "boolean"
+	case json.Number:
+		if isIntegral(v) {
+			return "integer"
+		}
+		return "number"
+	case float64:
+		return "number"
+	case string:
+		return "string"
+	case []any:
+		return "array"
+	case map[string]any:
+		return "object"
+	}
+	return "unknown"
+}
+
+func typeNoun(f Field) string {
+	switch f.Type {
+	case TypeText:
+		return "a string"
+	case TypeInteger:
+		return "an integer"
+	case TypeNumber:
+		return "a number"
+	case TypeBoolean:
+		return "a boolean"
+	case TypeDate:
+		return "a date string (YYYY-MM-DD)"
+	case TypeDatetime:
+		return "a date-time string (RFC 3339)"
+	case TypeChoice:
+		return "a string"
+	case TypeList:
+		return "an array"
+	default:
+		return "an object"
+	}
+}
+
+func formatMessage(f Field) string {
+	switch {
+	case f.Type == TypeDate:
+		return "must be a valid date (YYYY-MM-DD)"
+	case f.Type == TypeDatetime:
+		return "must be a valid RFC 3339 date-time"
+	case f.Format == FormatEmail:
+		return "must be a valid email address"
+	case f.Format == FormatURI:
+		return "must be a valid absolute URI"
+	case f.Format == FormatUUID:
+		return "must be a valid UUID"
+	}
+	return "must be a valid " + f.Format
+}
+
+func quoteList(values []string) string {
+	q := make([]string, len(values))
+	for i, v := range values {
+		q[i] = strconv.Quote(v)
+	}
+	return strings.Join(q, ", ")
+}
+
+func plural(n int64, unit string) string {
+	if n == 1 {
+		return "1 " + unit
+	}
+	return strconv.FormatInt(n, 10) + " " + unit + "s"
+}
+
+func derefCount(p *int64) int64 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+func derefNumber(p *json.Number) string {
+	if p == nil {
+		return "0"
+	}
+	return string(*p)
+}
+
+// normalize deduplicates violations and sorts them by path (array indexes
+// numerically) then message, so that output is stable across map orders.
+func normalize(vs []Violation) []Violation {
+	if len(vs) == 0 {
+		return nil
+	}
+	sort.Slice(vs, func(i, j int) bool {
+		if c := comparePointers(vs[i].Path, vs[j].Path); c != 0 {
+			return c < 0
+		}
+		return vs[i].Message < vs[j].Message
+	})
+	out := vs[:1]
+	for _, x := range vs[1:] {
+		if x != out[len(out)-1] {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// comparePointers orders pointers token by token, numeric tokens by value.
+func comparePointers(a, b string) int {
+	for a != "" && b != "" {
+		var ta, tb string
+		ta, a = nextToken(a)
+		tb, b = nextToken(b)
+		if ta == tb {
+			continue
+		}
+		na, ea := strconv.Atoi(ta)
+		nb, eb := strconv.Atoi(tb)
+		if ea == nil && eb == nil && na != nb {
+			if na < nb {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(ta, tb)
+	}
+	switch {
+	case a == "" && b == "":
+		return 0
+	case a == "":
+		return -1
+	}
+	return 1
+}
+
+// nextToken splits "/a/b" into "a" and "/b".
+func nextToken(p string) (string, string) {
+	p = p[1:]
+	if i := strings.IndexByte(p, '/'); i >= 0 {
+		return p[:i], p[i:]
+	}
+	return p, ""
+}
+
+// Cache holds compiled validators keyed by revision digest, so that each
+// revision's schema is compiled once per process.
+type Cache struct {
+	m sync.Map // digest → *cacheEntry
+}
+
+type cacheEntry struct {
+	once sync.Once
+	v    *Validator
+	err  error
+}
+
+// NewCache returns an empty Cache.
+func NewCache() *Cache { return &Cache{} }
+
+// Validator returns the validator cached under digest, compiling c on first
+// use. Concurrent callers for the same digest wait for a single compilation.
+// The digest must identify c's content (for example a revision digest):
+// the cache trusts it and never compiles a second contract for one key.
+func (c *Cache) Validator(digest string, ct Contract) (*Validator, error) {
+	e, ok := c.m.Load(digest)
+	if !ok {
+		e, _ = c.m.LoadOrStore(digest, &cacheEntry{})
+	}
+	entry := e.(*cacheEntry)
+	entry.once.Do(func() {
+		entry.v, entry.err = Compile(ct)
+	})
+	return entry.v, entry.err
+}

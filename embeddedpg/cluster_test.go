@@ -1,0 +1,649 @@
+package embeddedpg
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+const (
+	helperDirEnv       = "RELAIS_EMBEDDEDPG_HELPER_DIR"
+	helperBinEnv       = "RELAIS_EMBEDDEDPG_HELPER_BIN"
+	helperNoPdeathEnv  = "RELAIS_EMBEDDEDPG_HELPER_NO_PDEATHSIG"
+	testStartTimeout   = 2 * time.Minute
+	testStopTimeout    = 30 * time.Second
+	helperReadyTimeout = 2 * time.Minute
+)
+
+// testBase is a folder under /tmp with mode 0711, so that the postgres
+// user can traverse it when the tests run as root (t.TempDir is 0700).
+var testBase string
+
+func TestMain(m *testing.M) {
+	if os.Getenv(helperDirEnv) != "" {
+		os.Exit(m.Run())
+	}
+	base, err := os.MkdirTemp("/tmp", "relais-embeddedpg-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	if err := os.Chmod(base, 0o711); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.RemoveAll(base)
+		os.Exit(1)
+	}
+	testBase = base
+	code := m.Run()
+	if err := os.RemoveAll(base); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+	}
+	os.Exit(code)
+}
+
+// testBinDir finds the server binaries or skips: machines without
+// PostgreSQL cannot run these tests.
+func testBinDir(t *testing.T) string {
+	t.Helper()
+	dir, err := FindBinDir(os.Getenv("RELAIS_PG_BIN"))
+	if errors.Is(err, ErrNoServerBinaries) {
+		t.Skipf("no PostgreSQL server binaries: %v", err)
+	}
+	if err != nil {
+		t.Fatalf("FindBinDir: %v", err)
+	}
+	return dir
+}
+
+// testDir returns a not yet existing folder for this test under testBase.
+func testDir(t *testing.T) string {
+	t.Helper()
+	name := regexp.MustCompile(`[^A-Za-z0-9_-]+`).ReplaceAllString(t.Name(), "_")
+	return filepath.Join(testBase, name)
+}
+
+// logBuffer collects slog output; the cluster logs from its own goroutines.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func newLogger() (*slog.Logger, *logBuffer) {
+	b := &logBuffer{}
+	return slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug})), b
+}
+
+// start starts a cluster and registers a Stop for the end of the test.
+func start(t *testing.T, opts Options) (*Cluster, time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testStartTimeout)
+	defer cancel()
+	began := time.Now()
+	c, err := Start(ctx, opts)
+	took := time.Since(began)
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() { stop(t, c) })
+	return c, took
+}
+
+func stop(t *testing.T, c *Cluster) (time.Duration, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testStopTimeout)
+	defer cancel()
+	began := time.Now()
+	err := c.Stop(ctx)
+	return time.Since(began), err
+}
+
+// selectOne checks that the server answers a query.
+func selectOne(t *testing.T, c *Cluster) {
+	t.Helper()
+	rows, err := query(c.Port(), "select 1")
+	if err != nil {
+		t.Fatalf("select 1 on port %d: %v", c.Port(), err)
+	}
+	if len(rows) != 1 || len(rows[0]) != 1 || rows[0][0] != "1" {
+		t.Fatalf("select 1 returned %q, want [[1]]", rows)
+	}
+}
+
+func serverPid(t *testing.T, c *Cluster) int {
+	t.Helper()
+	return c.proc.pid
+}
+
+func TestColdStartQueryStop(t *testing.T) {
+	t.Parallel()
+	bin := testBinDir(t)
+	root := testDir(t)
+	// Parents that Start creates itself must end up traversable.
+	dir := filepath.Join(root, "nested", "pg")
+	logger, logs := newLogger()
+
+	c, took := start(t, Options{Dir: dir, BinDir: bin, Fast: true, Logger: logger})
+	t.Logf("cold start (initdb + start + ready): %v", took)
+	selectOne(t, c)
+
+	wantURL := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/relais?sslmode=disable", c.Port())
+	if got := c.URL("relais"); got != wantURL {
+		t.Errorf("URL(relais) = %q, want %q", got, wantURL)
+	}
+	if !strings.Contains(logs.String(), "embedded postgres started") {
+		t.Errorf("log = %q, want an 'embedded postgres started' record", logs.String())
+	}
+
+	for _, p := range []string{root, filepath.Join(root, "nested")} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fi.Mode().Perm(); got != 0o755 {
+			t.Errorf("mode of created parent %s = %04o, want 0755", p, got)
+		}
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fi.Mode().Perm(); got != 0o700 {
+		t.Errorf("mode of cluster folder = %04o, want 0700", got)
+	}
+	ra, err := resolveRunAs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{dir, filepath.Join(dir, "data"), filepath.Join(dir, "run")} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fi.Sys().(*syscall.Stat_t).Uid; got != ra.uid {
+			t.Errorf("owner of %s = uid %d, want %d (%s)", p, got, ra.uid, ra.name)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "run", ".s.PGSQL."+strconv.Itoa(c.Port()))); err != nil {
+		t.Errorf("Unix socket in the run folder: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "postgres.log")); err != nil {
+		t.Errorf("server log: %v", err)
+	}
+
+	// A second cluster on the same folder must be refused, not clobber it.
+	ctx, cancel := context.WithTimeout(context.Background(), testStartTimeout)
+	defer cancel()
+	if c2, err := Start(ctx, Options{Dir: dir, BinDir: bin, Fast: true}); err == nil {
+		c2.Stop(ctx)
+		t.Errorf("second Start on a folder in use succeeded, want an error")
+	} else if !strings.Contains(err.Error(), "in use") {
+		t.Errorf("second Start error = %q, want it to say the folder is in use", err)
+	}
+
+	pid := serverPid(t, c)
+	stopTook, err := stop(t, c)
+	if err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	t.Logf("stop: %v", stopTook)
+	if processAlive(pid) {
+		t.Errorf("postgres pid %d still alive after Stop", pid)
+	}
+	select {
+	case <-c.Wait():
+	default:
+		t.Errorf("Wait() channel not closed after Stop")
+	}
+	if _, err := stop(t, c); err != nil {
+		t.Errorf("second Stop = %v, want nil (idempotent)", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "data", "postmaster.pid")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("postmaster.pid after Stop: err = %v, want it removed", err)
+	}
+}
+
+func TestWarmRestartReusesCluster(t *testing.T) {
+	t.Parallel()
+	bin := testBinDir(t)
+	dir := testDir(t)
+	logger, logs := newLogger()
+	opts := Options{Dir: dir, BinDir: bin, Fast: true, Logger: logger,
+		Settings: map[string]string{"max_connections": "50"}}
+
+	c, cold := start(t, opts)
+	if _, err := query(c.Port(), "create table kept (v text); insert into kept values ('still here')"); err != nil {
+		t.Fatalf("create table: %v", err)
+	}
+	rows, err := query(c.Port(), "show max_connections")
+	if err != nil || len(rows) != 1 || rows[0][0] != "50" {
+		t.Errorf("show max_connections = %q, %v; want [[50]] from Options.Settings", rows, err)
+	}
+	stop1, err := stop(t, c)
+	if err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	pgVersion, err := os.Stat(filepath.Join(dir, "data", "PG_VERSION"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	c, warm := start(t, opts)
+	rows, err = query(c.Port(), "select v from kept")
+	if err != nil || len(rows) != 1 || rows[0][0] != "still here" {
+		t.Errorf("select from kept = %q, %v; want [[still here]] (cluster reused)", rows, err)
+	}
+	stop2, err := stop(t, c)
+	if err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	if n := strings.Count(logs.String(), "created new cluster"); n != 1 {
+		t.Errorf("initdb ran %d times over two starts, want 1", n)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "data", "PG_VERSION")); err != nil || !os.SameFile(fi, pgVersion) {
+		t.Errorf("PG_VERSION replaced by the warm start (err %v), want the same cluster", err)
+	}
+	t.Logf("cold start %v, stop %v; warm start %v, stop %v", cold, stop1, warm, stop2)
+
+	// A server that dies on its own must close Wait and make Stop report it;
+	// SIGKILL also leaves orphaned backends for the next Start to clear.
+	c, _ = start(t, opts)
+	pid := serverPid(t, c)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-c.Wait():
+	case <-time.After(10 * time.Second):
+		t.Fatalf("Wait() not closed 10s after postgres was killed")
+	}
+	if _, err := stop(t, c); err == nil || !strings.Contains(err.Error(), "exited before Stop") {
+		t.Errorf("Stop after the server died = %v, want an 'exited before Stop' error", err)
+	}
+
+	c, _ = start(t, opts)
+	rows, err = query(c.Port(), "select v from kept")
+	if err != nil || len(rows) != 1 || rows[0][0] != "still here" {
+		t.Errorf("after crash, select from kept = %q, %v; want [[still here]]", rows, err)
+	}
+	if _, err := stop(t, c); err != nil {
+		t.Errorf("Stop: %v", err)
+	}
+}
+
+// TestHelperProcess is not a test: TestKill9Recovery runs the test binary
+// with it to own a cluster in a process that can be killed with SIGKILL.
+func TestHelperProcess(t *testing.T) {
+	dir := os.Getenv(helperDirEnv)
+	if dir == "" {
+		t.Skip("helper process for TestKill9Recovery")
+	}
+	if os.Getenv(helperNoPdeathEnv) == "1" {
+		parentDeathSignal = 0
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testStartTimeout)
+	defer cancel()
+	c, err := Start(ctx, Options{Dir: dir, BinDir: os.Getenv(helperBinEnv), Fast: true})
+	if err != nil {
+		fmt.Printf("ERROR %v\n", strings.ReplaceAll(err.Error(), "\n", " | "))
+		os.Exit(1)
+	}
+	fmt.Printf("READY %d %d\n", c.Port(), c.proc.pid)
+	time.Sleep(10 * time.Minute)
+	os.Exit(1)
+}
+
+func TestKill9Recovery(t *testing.T) {
+	t.Parallel()
+	bin := testBinDir(t)
+	for _, tc := range []struct {
+		name      string
+		pdeathsig bool
+	}{
+		{"parent-death-signal", true},
+		// Without it, the server outlives relais and must be found and
+		// stopped by the next Start.
+		{"orphaned-server", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir := testDir(t)
+			cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$")
+			cmd.Env = append(os.Environ(), helperDirEnv+"="+dir, helperBinEnv+"="+bin)
+			if !tc.pdeathsig {
+				cmd.Env = append(cmd.Env, helperNoPdeathEnv+"=1")
+			}
+			cmd.Stderr = os.Stderr
+			out, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+
+			lines := make(chan string, 1)
+			go func() {
+				sc := bufio.NewScanner(out)
+				for sc.Scan() {
+					if l := sc.Text(); strings.HasPrefix(l, "READY ") || strings.HasPrefix(l, "ERROR ") {
+						lines <- l
+						return
+					}
+				}
+				lines <- "ERROR helper exited without reporting"
+			}()
+			var line string
+			select {
+			case line = <-lines:
+			case <-time.After(helperReadyTimeout):
+				t.Fatalf("helper did not report within %v", helperReadyTimeout)
+			}
+			var port, oldPid int
+			if _, err := fmt.Sscanf(line, "READY %d %d", &port, &oldPid); err != nil {
+				t.Fatalf("helper said %q, want READY PORT PID", line)
+			}
+			// If the test fails before the next Start handles it, the
+			// orphan must not outlive the test run.
+			t.Cleanup(func() {
+				if processAlive(oldPid) && isPostgresFor(oldPid, filepath.Join(dir, "data")) {
+					syscall.Kill(-oldPid, syscall.SIGKILL)
+				}
+			})
+
+			if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			cmd.Wait()
+			if tc.pdeathsig {
+				// The start thread is held until the server exits, so the
+				// signal fires when, and only when, relais dies.
+				if !waitGone(context.Background(), []int{oldPid}, 10*time.Second) {
+					t.Errorf("postgres pid %d still alive 10s after its parent was killed; want the parent-death signal to shut it down", oldPid)
+				}
+			} else {
+				time.Sleep(200 * time.Millisecond)
+				if !processAlive(oldPid) {
+					t.Fatalf("orphaned postgres pid %d died with its parent; want it left running for this test", oldPid)
+				}
+			}
+
+			logger, logs := newLogger()
+			c, took := start(t, Options{Dir: dir, BinDir: bin, Fast: true, Logger: logger})
+			t.Logf("start after kill -9: %v", took)
+			selectOne(t, c)
+			if processAlive(oldPid) {
+				t.Errorf("old postgres pid %d still alive after the new Start", oldPid)
+			}
+			if !tc.pdeathsig && !strings.Contains(logs.String(), "left running") {
+				t.Errorf("log = %q, want a record about stopping the server left running", logs.String())
+			}
+			if _, err := stop(t, c); err != nil {
+				t.Errorf("Stop: %v", err)
+			}
+		})
+	}
+}
+
+func TestStalePidFile(t *testing.T) {
+	t.Parallel()
+	bin := testBinDir(t)
+
+	// A PID that certainly belonged to a process that has exited.
+	ver := exec.Command(filepath.Join(bin, "postgres"), "--version")
+	if err := ver.Run(); err != nil {
+		t.Fatalf("postgres --version: %v", err)
+	}
+	deadPid := ver.Process.Pid
+
+	for _, tc := range []struct {
+		name string
+		pid  int
+	}{
+		{"dead-pid", deadPid},
+		// postgres itself refuses to start while the PID is alive.
+		{"live-unrelated-pid", os.Getpid()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir := testDir(t)
+			c, _ := start(t, Options{Dir: dir, BinDir: bin, Fast: true})
+			if _, err := stop(t, c); err != nil {
+				t.Fatalf("Stop: %v", err)
+			}
+			dataDir := filepath.Join(dir, "data")
+			stale := fmt.Sprintf("%d\n%s\n1700000000\n5432\n%s\n127.0.0.1\n  5432001         0\nready   \n", tc.pid, dataDir, filepath.Join(dir, "run"))
+			if err := os.WriteFile(filepath.Join(dataDir, "postmaster.pid"), []byte(stale), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			// A leftover socket lock file of a port the server no longer uses.
+			if err := os.WriteFile(filepath.Join(dir, "run", ".s.PGSQL.5432.lock"), []byte(strconv.Itoa(tc.pid)+"\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+
+			c, _ = start(t, Options{Dir: dir, BinDir: bin, Fast: true})
+			selectOne(t, c)
+			if _, err := os.Stat(filepath.Join(dir, "run", ".s.PGSQL.5432.lock")); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("stale socket lock file: err = %v, want it removed", err)
+			}
+			if _, err := stop(t, c); err != nil {
+				t.Errorf("Stop: %v", err)
+			}
+		})
+	}
+}
+
+func TestInterruptedInitdbIsRedone(t *testing.T) {
+	t.Parallel()
+	bin := testBinDir(t)
+	dir := testDir(t)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// What a kill -9 during initdb leaves behind.
+	leftover := filepath.Join(dir, "data.init-12345")
+	if err := os.MkdirAll(filepath.Join(leftover, "base"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	// Not Fast: the durable path syncs the new cluster before using it.
+	c, took := start(t, Options{Dir: dir, BinDir: bin})
+	t.Logf("cold start without Fast (initdb + sync + start + ready): %v", took)
+	selectOne(t, c)
+	rows, err := query(c.Port(), "show fsync")
+	if err != nil || len(rows) != 1 || rows[0][0] != "on" {
+		t.Errorf("show fsync = %q, %v; want [[on]] without Fast", rows, err)
+	}
+	if _, err := os.Stat(leftover); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("leftover initdb folder: err = %v, want it removed", err)
+	}
+
+	// No time left for a fast shutdown: Stop must still end the server,
+	// and report that it had to force it.
+	pid := serverPid(t, c)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := c.Stop(ctx); err == nil || !strings.Contains(err.Error(), "SIGQUIT") {
+		t.Errorf("Stop with a cancelled context = %v, want an error saying it sent SIGQUIT", err)
+	}
+	if processAlive(pid) {
+		t.Errorf("postgres pid %d alive after a forced Stop", pid)
+	}
+	c, _ = start(t, Options{Dir: dir, BinDir: bin})
+	selectOne(t, c)
+	if _, err := stop(t, c); err != nil {
+		t.Errorf("Stop: %v", err)
+	}
+}
+
+// TestPortTaken is sequential because it replaces pickPort.
+func TestPortTaken(t *testing.T) {
+	bin := testBinDir(t)
+	dir := testDir(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	taken := l.Addr().(*net.TCPAddr).Port
+
+	ctx, cancel := context.WithTimeout(context.Background(), testStartTimeout)
+	defer cancel()
+	c, err := Start(ctx, Options{Dir: dir, BinDir: bin, Fast: true, Port: taken})
+	if err == nil {
+		c.Stop(ctx)
+		t.Fatalf("Start on taken port %d succeeded, want an error", taken)
+	}
+	for _, want := range []string{"postgres.log", "could not create any TCP/IP sockets"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error = %q, want it to contain %q (the server log tail)", err, want)
+		}
+	}
+
+	calls := 0
+	pickPort = func() (int, error) {
+		calls++
+		if calls == 1 {
+			return taken, nil
+		}
+		return freePort()
+	}
+	t.Cleanup(func() { pickPort = freePort })
+	logger, logs := newLogger()
+	c, _ = start(t, Options{Dir: dir, BinDir: bin, Fast: true, Logger: logger})
+	if c.Port() == taken || calls != 2 {
+		t.Errorf("port %d after %d picks, want a retry away from taken port %d", c.Port(), calls, taken)
+	}
+	if !strings.Contains(logs.String(), "retrying") {
+		t.Errorf("log = %q, want a record of the retry", logs.String())
+	}
+	selectOne(t, c)
+}
+
+func TestNonTraversableParent(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("only root runs the server as another user")
+	}
+	bin := testBinDir(t)
+	private := testDir(t)
+	if err := os.Mkdir(private, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(private, "pg")
+	ctx, cancel := context.WithTimeout(context.Background(), testStartTimeout)
+	defer cancel()
+	c, err := Start(ctx, Options{Dir: dir, BinDir: bin, Fast: true})
+	if err == nil {
+		c.Stop(ctx)
+		t.Fatalf("Start under a 0700 root folder succeeded, want an error")
+	}
+	for _, want := range []string{private, "not traversable", "/var/tmp"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error = %q, want it to contain %q", err, want)
+		}
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("cluster folder created despite the error (stat err %v)", err)
+	}
+	fi, err := os.Stat(private)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fi.Mode().Perm(); got != 0o700 {
+		t.Errorf("mode of the user's folder = %04o, want it left at 0700", got)
+	}
+}
+
+func TestStartInvalidOptions(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		opts Options
+		want string
+	}{
+		{"no-dir", Options{}, "Dir is required"},
+		{"bad-port", Options{Dir: "/tmp/x", Port: 70000}, "invalid port"},
+		{"bad-setting", Options{Dir: "/tmp/x", Settings: map[string]string{"a=b": "c"}}, "invalid setting"},
+	} {
+		if _, err := Start(ctx, tc.opts); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: Start error = %v, want one containing %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+func TestServerArgs(t *testing.T) {
+	t.Parallel()
+	cfg := &config{
+		dir: "/srv/pg", dataDir: "/srv/pg/data", runDir: "/srv/pg/run", fast: true, logger: discardLogger,
+		settings: map[string]string{"max_connections": "20", "port": "1", "work_mem": "8MB"},
+	}
+	got := strings.Join(serverArgs(cfg, 5555), " ")
+	for _, want := range []string{
+		"-D /srv/pg/data", "-c port=5555", "-c listen_addresses=127.0.0.1",
+		`-c unix_socket_directories="/srv/pg/run"`, "-c max_connections=20", "-c shared_buffers=128MB",
+		"-c fsync=off", "-c synchronous_commit=off", "-c full_page_writes=off", "-c work_mem=8MB",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("args = %q, want them to contain %q", got, want)
+		}
+	}
+	if strings.Contains(got, "port=1 ") || strings.Contains(got, "max_connections=200") {
+		t.Errorf("args = %q, want port kept and max_connections overridden", got)
+	}
+
+	cfg.fast = false
+	cfg.runDir = "/" + strings.Repeat("x", 100) + "/run"
+	got = strings.Join(serverArgs(cfg, 5555), " ")
+	if !strings.Contains(got, "unix_socket_directories= ") || strings.Contains(got, "fsync=off") {
+		t.Errorf("args = %q, want sockets disabled for a too long path and no Fast settings", got)
+	}
+}
+
+func TestPidFileReady(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "postmaster.pid")
+	for _, tc := range []struct {
+		content string
+		want    bool
+	}{
+		{"42\n/d\n1\n5432\n/r\n127.0.0.1\n  1  2\nready   \n", true},
+		{"42\n/d\n1\n5432\n/r\n127.0.0.1\n  1  2\nstarting\n", false},
+		{"42\n/d\n1\n5432\n/r\n127.0.0.1\n  1  2\n", false},
+		{"43\n/d\n1\n5432\n/r\n127.0.0.1\n  1  2\nready   \n", false},
+	} {
+		if err := os.WriteFile(path, []byte(tc.content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if got := pidFileReady(path, "42"); got != tc.want {
+			t.Errorf("pidFileReady(%q) = %v, want %v", tc.content, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,326 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"regexp"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/relais/relais/contracts"
+	"github.com/relais/relais/fault"
+	"github.com/relais/relais/queries"
+)
+
+var keyPattern = regexp.MustCompile(`^[a-z][a-z0-9_]{1,62}$`)
+
+// Definition is a class of external work: a key, its mutable Working copy,
+// and its immutable revisions and releases.
+type Definition struct {
+	Key            string
+	Working        contracts.Working
+	WorkingDigest  string
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+	LatestRevision int // 0 before the first snapshot
+	ReleaseCount   int
+}
+
+// Revision is an immutable snapshot of a Working.
+type Revision struct {
+	Key       string
+	Revision  int
+	Digest    string
+	Working   contracts.Working
+	Document  json.RawMessage // the canonical bytes that were digested
+	CreatedAt time.Time
+}
+
+// Release is a named, immutable publication of one revision.
+type Release struct {
+	Key       string
+	Name      string
+	Revision  int
+	Notes     string
+	CreatedAt time.Time
+}
+
+// revisionCache keeps parsed revisions and their compiled validators: a
+// revision never changes, so nothing is ever invalidated.
+type revisionCache struct {
+	revisions sync.Map // revisionKey → *Revision
+	schemas   *contracts.Cache
+}
+
+type revisionKey struct {
+	key string
+	rev int
+}
+
+func checkKey(key string) error {
+	if !keyPattern.MatchString(key) {
+		return fault.New(fault.BadRequest, "invalid_key", "definition key %q must match %s", key, keyPattern)
+	}
+	return nil
+}
+
+func invalidContract(vs []contracts.Violation) error {
+	errs := make([]fault.FieldError, len(vs))
+	for i, v := range vs {
+		errs[i] = fault.FieldError{Path: v.Path, Message: v.Message}
+	}
+	return fault.New(fault.Unprocessable, "invalid_contract", "the Working is invalid: %d problem(s)", len(vs)).WithErrors(errs)
+}
+
+// SaveWorking validates and stores the Working of key, creating the
+// definition when new. An invalid Working changes nothing.
+func (e *Engine) SaveWorking(ctx context.Context, key string, document []byte) (Definition, bool, error) {
+	if err := checkKey(key); err != nil {
+		return Definition{}, false, err
+	}
+	w, vs := contracts.ParseWorking(document)
+	if len(vs) > 0 {
+		return Definition{}, false, invalidContract(vs)
+	}
+	row, err := e.q.DefinitionUpsertWorking(ctx, queries.DefinitionUpsertWorkingParams{Key: key, Working: w.Canonical(), WorkingDigest: w.Digest()})
+	if err != nil {
+		return Definition{}, false, wrap("save working", err)
+	}
+	d := Definition{Key: row.Key, Working: w, WorkingDigest: row.WorkingDigest, CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt}
+	latest, err := e.q.RevisionLatest(ctx, key)
+	if err == nil {
+		d.LatestRevision = int(latest.Revision)
+	} else if !isNoRows(err) {
+		return Definition{}, false, wrap("save working", err)
+	}
+	return d, row.Created, nil
+}
+
+// GetDefinition returns one definition.
+func (e *Engine) GetDefinition(ctx context.Context, key string) (Definition, error) {
+	row, err := e.q.DefinitionGet(ctx, key)
+	if isNoRows(err) {
+		return Definition{}, notFound("definition %q", key)
+	}
+	if err != nil {
+		return Definition{}, wrap("get definition", err)
+	}
+	w, vs := contracts.ParseWorking(row.Working)
+	if len(vs) > 0 {
+		return Definition{}, wrap("get definition", errCorrupt("working of "+key))
+	}
+	d := Definition{Key: row.Key, Working: w, WorkingDigest: row.WorkingDigest, CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt}
+	latest, err := e.q.RevisionLatest(ctx, key)
+	if err == nil {
+		d.LatestRevision = int(latest.Revision)
+	} else if !isNoRows(err) {
+		return Definition{}, wrap("get definition", err)
+	}
+	return d, nil
+}
+
+// ListDefinitions returns definitions ordered by key, after the cursor key.
+func (e *Engine) ListDefinitions(ctx context.Context, after string, limit int) ([]Definition, error) {
+	rows, err := e.q.DefinitionList(ctx, queries.DefinitionListParams{After: after, Max: int32(limit)})
+	if err != nil {
+		return nil, wrap("list definitions", err)
+	}
+	out := make([]Definition, 0, len(rows))
+	for _, row := range rows {
+		w, _ := contracts.ParseWorking(row.Working)
+		out = append(out, Definition{Key: row.Key, Working: w, CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt,
+			LatestRevision: int(row.LatestRevision), ReleaseCount: int(row.ReleaseCount)})
+	}
+	return out, nil
+}
+
+// Snapshot freezes the Working of key as a new revision, or returns the
+// latest revision when the Working is identical to it. The definition row is
+// locked so concurrent snapshots of one Working give one revision.
+func (e *Engine) Snapshot(ctx context.Context, key string) (Revision, bool, error) {
+	var rev Revision
+	var created bool
+	err := e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error {
+		def, err := q.DefinitionGetForUpdate(ctx, key)
+		if isNoRows(err) {
+			return notFound("definition %q", key)
+		}
+		if err != nil {
+			return err
+		}
+		next := int32(1)
+		latest, err := q.RevisionLatest(ctx, key)
+		switch {
+		case err == nil && latest.Digest == def.WorkingDigest:
+			rev, err = revisionFromRow(latest)
+			return err
+		case err == nil:
+			next = latest.Revision + 1
+		case !isNoRows(err):
+			return err
+		}
+		w, vs := contracts.ParseWorking(def.Working)
+		if len(vs) > 0 {
+			return errCorrupt("working of " + key)
+		}
+		row, err := q.RevisionInsert(ctx, queries.RevisionInsertParams{DefinitionKey: key, Revision: next, Digest: w.Digest(), Document: w.Canonical()})
+		if err != nil {
+			return err
+		}
+		created = true
+		rev, err = revisionFromRow(row)
+		return err
+	})
+	return rev, created, wrap("snapshot "+key, err)
+}
+
+func revisionFromRow(row queries.Revision) (Revision, error) {
+	w, vs := contracts.ParseWorking(row.Document)
+	if len(vs) > 0 {
+		return Revision{}, errCorrupt("revision document")
+	}
+	return Revision{Key: row.DefinitionKey, Revision: int(row.Revision), Digest: row.Digest, Working: w, Document: row.Document, CreatedAt: row.CreatedAt}, nil
+}
+
+// GetRevision returns one revision, from memory after the first read.
+func (e *Engine) GetRevision(ctx context.Context, key string, n int) (*Revision, error) {
+	return e.revision(ctx, e.q, key, n)
+}
+
+func (e *Engine) revision(ctx context.Context, q *queries.Queries, key string, n int) (*Revision, error) {
+	k := revisionKey{key, n}
+	if v, ok := e.revisions.revisions.Load(k); ok {
+		return v.(*Revision), nil
+	}
+	row, err := q.RevisionGet(ctx, queries.RevisionGetParams{DefinitionKey: key, Revision: int32(n)})
+	if isNoRows(err) {
+		return nil, notFound("revision %d of definition %q", n, key)
+	}
+	if err != nil {
+		return nil, wrap("get revision", err)
+	}
+	rev, err := revisionFromRow(row)
+	if err != nil {
+		return nil, wrap("get revision", err)
+	}
+	v, _ := e.revisions.revisions.LoadOrStore(k, &rev)
+	return v.(*Revision), nil
+}
+
+// ListRevisions returns every revision of key in order.
+func (e *Engine) ListRevisions(ctx context.Context, key string) ([]Revision, error) {
+	rows, err := e.q.RevisionListByDefinition(ctx, key)
+	if err != nil {
+		return nil, wrap("list revisions", err)
+	}
+	out := make([]Revision, 0, len(rows))
+	for _, row := range rows {
+		r, err := revisionFromRow(row)
+		if err != nil {
+			return nil, wrap("list revisions", err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// Validators returns the compiled input and output validators of a revision.
+func (e *Engine) Validators(r *Revision) (inputs, outputs *contracts.Validator, err error) {
+	inputs, err = e.revisions.schemas.Validator(r.Digest+"/inputs", r.Working.Inputs)
+	if err != nil {
+		return nil, nil, wrap("compile inputs", err)
+	}
+	outputs, err = e.revisions.schemas.Validator(r.Digest+"/outputs", r.Working.Outputs)
+	if err != nil {
+		return nil, nil, wrap("compile outputs", err)
+	}
+	return inputs, outputs, nil
+}
+
+// DiffRevisions lists the changes from revision a to revision b.
+func (e *Engine) DiffRevisions(ctx context.Context, key string, a, b int) ([]contracts.Change, error) {
+	ra, err := e.GetRevision(ctx, key, a)
+	if err != nil {
+		return nil, err
+	}
+	rb, err := e.GetRevision(ctx, key, b)
+	if err != nil {
+		return nil, err
+	}
+	return contracts.Diff(ra.Working, rb.Working), nil
+}
+
+// CreateRelease publishes a revision under a name unique to the definition.
+// Creating the same release again (same revision and notes) returns it with
+// created false, so `relais apply` can be re-run.
+func (e *Engine) CreateRelease(ctx context.Context, key, name string, revision int, notes string) (rel Release, created bool, err error) {
+	var errs []fault.FieldError
+	if !releaseNamePattern.MatchString(name) {
+		errs = append(errs, fault.FieldError{Path: "/name", Message: "must be 1 to 64 letters, digits, dots, dashes or underscores, starting with a letter or digit"})
+	}
+	if revision < 1 {
+		errs = append(errs, fault.FieldError{Path: "/revision", Message: "must be a revision number (1 or more)"})
+	}
+	if len(errs) > 0 {
+		return Release{}, false, fault.New(fault.BadRequest, "invalid_request", "the release is invalid").WithErrors(errs)
+	}
+	if _, err := e.GetDefinition(ctx, key); err != nil {
+		return Release{}, false, err
+	}
+	if _, err := e.GetRevision(ctx, key, revision); err != nil {
+		if fault.HasCode(err, "not_found") {
+			return Release{}, false, fault.New(fault.Unprocessable, "unknown_revision", "definition %q has no revision %d", key, revision).
+				WithErrors([]fault.FieldError{{Path: "/revision", Message: "no such revision"}})
+		}
+		return Release{}, false, err
+	}
+	row, err := e.q.ReleaseInsert(ctx, queries.ReleaseInsertParams{DefinitionKey: key, Name: name, Revision: int32(revision), Notes: notes})
+	if isUniqueViolation(err, "releases_pkey") {
+		existing, gerr := e.q.ReleaseGet(ctx, queries.ReleaseGetParams{DefinitionKey: key, Name: name})
+		if gerr == nil && int(existing.Revision) == revision && existing.Notes == notes {
+			// The same release again: idempotent, so apply can be re-run.
+			return releaseFromRow(existing), false, nil
+		}
+		return Release{}, false, fault.New(fault.Conflict, "release_exists", "release %q of %q already exists (revision %d) and cannot be changed", name, key, existing.Revision)
+	}
+	if err != nil {
+		return Release{}, false, wrap("create release", err)
+	}
+	return releaseFromRow(row), true, nil
+}
+
+var releaseNamePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+func releaseFromRow(row queries.Release) Release {
+	return Release{Key: row.DefinitionKey, Name: row.Name, Revision: int(row.Revision), Notes: row.Notes, CreatedAt: row.CreatedAt}
+}
+
+// ListReleases returns the releases of key in publication order.
+func (e *Engine) ListReleases(ctx context.Context, key string) ([]Release, error) {
+	if _, err := e.q.DefinitionGet(ctx, key); isNoRows(err) {
+		return nil, notFound("definition %q", key)
+	}
+	rows, err := e.q.ReleaseListByDefinition(ctx, key)
+	if err != nil {
+		return nil, wrap("list releases", err)
+	}
+	out := make([]Release, len(rows))
+	for i, r := range rows {
+		out[i] = releaseFromRow(r)
+	}
+	return out, nil
+}
+
+// GetRelease returns one release.
+func (e *Engine) GetRelease(ctx context.Context, key, name string) (Release, error) {
+	row, err := e.q.ReleaseGet(ctx, queries.ReleaseGetParams{DefinitionKey: key, Name: name})
+	if isNoRows(err) {
+		return Release{}, notFound("release %q of definition %q", name, key)
+	}
+	if err != nil {
+		return Release{}, wrap("get release", err)
+	}
+	return releaseFromRow(row), nil
+}

@@ -1,0 +1,79 @@
+// Package fault is the vocabulary of errors Relais shows its users: a stable
+// machine-readable code, a kind that transports map to a status, a detail for
+// people, and every field problem with its JSON pointer. Domain packages
+// return *Error; the HTTP layer renders it as problem+json (DESIGN §8).
+package fault
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Kind classifies an error the way a client must react to it.
+type Kind int
+
+// Kinds, each mapped to one HTTP status by the transport.
+const (
+	Internal        Kind = iota // a bug or an unavailable dependency; details are logged, not shown
+	BadRequest                  // malformed request or a bound exceeded
+	Unauthorized                // missing or unknown credentials
+	Forbidden                   // authenticated without the right role or grant
+	NotFound                    // unknown, or invisible to the caller
+	MethodNotAllowed            // an immutable resource
+	Conflict                    // the state forbids it (stale lock, duplicate name)
+	TooLarge                    // request body above the limit
+	Unprocessable               // well-formed but invalid against a contract
+	TooManyRequests             // a bounded resource is full; retry later
+	Unavailable                 // temporarily unable to serve
+)
+
+// FieldError is one problem at a JSON pointer of the request.
+type FieldError struct {
+	Path    string `json:"path"`
+	Message string `json:"message"`
+}
+
+// Error is a user-facing error with a stable code.
+type Error struct {
+	Kind   Kind
+	Code   string
+	Detail string
+	Errors []FieldError
+	// RetryAfter, when positive, tells the client when to try again.
+	RetryAfter time.Duration
+	// Extra holds additional problem members (e.g. the field and ceiling of
+	// bound_exceeded); keys must not collide with the standard ones.
+	Extra map[string]any
+}
+
+func (e *Error) Error() string {
+	if len(e.Errors) > 0 {
+		return fmt.Sprintf("%s: %s (%d problems, first %s: %s)", e.Code, e.Detail, len(e.Errors), e.Errors[0].Path, e.Errors[0].Message)
+	}
+	return e.Code + ": " + e.Detail
+}
+
+// New returns an error of the given kind and code with a formatted detail.
+func New(kind Kind, code, format string, args ...any) *Error {
+	return &Error{Kind: kind, Code: code, Detail: fmt.Sprintf(format, args...)}
+}
+
+// WithErrors returns e carrying the field errors.
+func (e *Error) WithErrors(errs []FieldError) *Error {
+	e.Errors = errs
+	return e
+}
+
+// As returns the *Error in err's chain, if any.
+func As(err error) (*Error, bool) {
+	var fe *Error
+	ok := errors.As(err, &fe)
+	return fe, ok
+}
+
+// HasCode reports whether err carries a fault with the code.
+func HasCode(err error, code string) bool {
+	fe, ok := As(err)
+	return ok && fe.Code == code
+}

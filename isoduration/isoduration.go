@@ -1,0 +1,170 @@
+// Package isoduration parses and formats ISO-8601 durations (PT1M, P1D,
+// PT0.5S), the only duration syntax Relais accepts in configuration and in
+// its API, so that every client language can produce them without guessing
+// at Go's time.ParseDuration dialect.
+package isoduration
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ErrSyntax is wrapped by every parse error.
+var ErrSyntax = errors.New("not an ISO-8601 duration")
+
+// Parse reads an ISO-8601 duration made of days, hours, minutes and seconds
+// (P[nD][T[nH][nM][n[.f]S]]). Weeks are accepted (PnW). Years and months are
+// refused because their length depends on a calendar date; negative durations
+// are refused because no Relais setting means anything negative.
+func Parse(s string) (time.Duration, error) {
+	orig := s
+	fail := func(why string) (time.Duration, error) {
+		return 0, fmt.Errorf("%q: %w (%s; examples: PT30S, PT5M, PT1H, P1D)", orig, ErrSyntax, why)
+	}
+	if !strings.HasPrefix(s, "P") {
+		return fail("must start with P")
+	}
+	s = s[1:]
+	if s == "" || s == "T" {
+		return fail("no components")
+	}
+	var total float64
+	inTime := false
+	seen := ""
+	components := 0
+	for len(s) > 0 {
+		if s[0] == 'T' {
+			if inTime {
+				return fail("T appears twice")
+			}
+			inTime = true
+			s = s[1:]
+			if s == "" {
+				return fail("T without time components")
+			}
+			continue
+		}
+		i := 0
+		for i < len(s) && (s[i] >= '0' && s[i] <= '9' || s[i] == '.') {
+			i++
+		}
+		if i == 0 || i == len(s) {
+			return fail("expected a number followed by a unit")
+		}
+		num, unit := s[:i], s[i]
+		s = s[i+1:]
+		v, err := strconv.ParseFloat(num, 64)
+		if err != nil || strings.Count(num, ".") > 1 || num[0] == '.' || num[len(num)-1] == '.' {
+			return fail("bad number " + strconv.Quote(num))
+		}
+		key := string(unit)
+		if inTime {
+			key = "T" + key
+		}
+		if strings.Contains(seen, key+",") {
+			return fail("unit " + string(unit) + " repeated")
+		}
+		seen += key + ","
+		var unitDur float64
+		switch {
+		case !inTime && unit == 'W':
+			unitDur = float64(7 * 24 * time.Hour)
+		case !inTime && unit == 'D':
+			unitDur = float64(24 * time.Hour)
+		case !inTime && (unit == 'Y' || unit == 'M'):
+			return fail("years and months have no fixed length; use days")
+		case inTime && unit == 'H':
+			unitDur = float64(time.Hour)
+		case inTime && unit == 'M':
+			unitDur = float64(time.Minute)
+		case inTime && unit == 'S':
+			unitDur = float64(time.Second)
+		default:
+			return fail("unknown unit " + string(unit))
+		}
+		if strings.Contains(num, ".") && !(inTime && unit == 'S') {
+			return fail("only seconds may have a fraction")
+		}
+		total += v * unitDur
+		components++
+	}
+	if components == 0 {
+		return fail("no components")
+	}
+	if total > math.MaxInt64 {
+		return fail("too large")
+	}
+	return time.Duration(math.Round(total)), nil
+}
+
+// Format writes d in the shortest ISO-8601 form Parse reads back exactly:
+// days, hours, minutes and (fractional) seconds. Zero is "PT0S".
+func Format(d time.Duration) string {
+	if d == 0 {
+		return "PT0S"
+	}
+	var b strings.Builder
+	if d < 0 {
+		b.WriteByte('-')
+		d = -d
+	}
+	b.WriteByte('P')
+	if days := d / (24 * time.Hour); days > 0 {
+		fmt.Fprintf(&b, "%dD", days)
+		d -= days * 24 * time.Hour
+	}
+	if d == 0 {
+		return b.String()
+	}
+	b.WriteByte('T')
+	if h := d / time.Hour; h > 0 {
+		fmt.Fprintf(&b, "%dH", h)
+		d -= h * time.Hour
+	}
+	if m := d / time.Minute; m > 0 {
+		fmt.Fprintf(&b, "%dM", m)
+		d -= m * time.Minute
+	}
+	if d > 0 {
+		secs := d / time.Second
+		frac := d % time.Second
+		if frac == 0 {
+			fmt.Fprintf(&b, "%dS", secs)
+		} else {
+			f := strings.TrimRight(fmt.Sprintf("%09d", int64(frac)), "0")
+			fmt.Fprintf(&b, "%d.%sS", secs, f)
+		}
+	}
+	return b.String()
+}
+
+// Duration is a time.Duration that reads and writes itself as an ISO-8601
+// string in JSON. The zero value is zero.
+type Duration time.Duration
+
+// MarshalJSON writes the ISO-8601 form.
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(Format(time.Duration(d)))
+}
+
+// UnmarshalJSON reads an ISO-8601 string; any other JSON type is an error.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("%w (a string such as \"PT1M\" is expected)", ErrSyntax)
+	}
+	v, err := Parse(s)
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Std returns d as a time.Duration.
+func (d Duration) Std() time.Duration { return time.Duration(d) }

@@ -1,0 +1,69 @@
+package isoduration
+
+import (
+	"errors"
+	"testing"
+	"time"
+)
+
+func TestParse(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in   string
+		want time.Duration
+	}{
+		{"PT1M", time.Minute},
+		{"PT0S", 0},
+		{"P1D", 24 * time.Hour},
+		{"P1W", 7 * 24 * time.Hour},
+		{"PT10S", 10 * time.Second},
+		{"PT1H30M", 90 * time.Minute},
+		{"P1DT2H", 26 * time.Hour},
+		{"PT0.5S", 500 * time.Millisecond},
+		{"PT1.25S", 1250 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		got, err := Parse(tt.in)
+		if err != nil || got != tt.want {
+			t.Errorf("Parse(%q) = %v, %v; want %v", tt.in, got, err, tt.want)
+		}
+	}
+}
+
+func TestParseRejects(t *testing.T) {
+	t.Parallel()
+	for _, in := range []string{"", "1 minute", "P", "PT", "1M", "PT1", "P1M", "P1Y", "PT1.5M", "PT1M1M", "PTT1S", "P-1D", "PT.5S", "PT5.S", "PT1.2.3S", "pt1m", "PT1X"} {
+		if got, err := Parse(in); !errors.Is(err, ErrSyntax) {
+			t.Errorf("Parse(%q) = %v, %v; want ErrSyntax", in, got, err)
+		}
+	}
+}
+
+func TestFormatRoundTrip(t *testing.T) {
+	t.Parallel()
+	for _, d := range []time.Duration{0, time.Second, 90 * time.Minute, 26*time.Hour + 5*time.Second, 1500 * time.Millisecond, 3 * 24 * time.Hour} {
+		s := Format(d)
+		back, err := Parse(s)
+		if err != nil || back != d {
+			t.Errorf("Parse(Format(%v)) = Parse(%q) = %v, %v", d, s, back, err)
+		}
+	}
+	if got := Format(time.Minute); got != "PT1M" {
+		t.Errorf("Format(1m) = %q, want PT1M", got)
+	}
+}
+
+func TestDurationJSON(t *testing.T) {
+	t.Parallel()
+	var d Duration
+	if err := d.UnmarshalJSON([]byte(`"PT2M"`)); err != nil || d.Std() != 2*time.Minute {
+		t.Fatalf("got %v, %v", d, err)
+	}
+	if err := d.UnmarshalJSON([]byte(`120`)); err == nil {
+		t.Fatal("a number must be refused")
+	}
+	b, _ := Duration(time.Hour).MarshalJSON()
+	if string(b) != `"PT1H"` {
+		t.Fatalf("got %s", b)
+	}
+}

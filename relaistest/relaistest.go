@@ -1,0 +1,162 @@
+// Package relaistest starts a complete Relais HTTP surface on a fresh
+// database for black-box tests, and calls it the way a user would.
+package relaistest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/relais/relais/auth"
+	"github.com/relais/relais/config"
+	"github.com/relais/relais/dbtest"
+	"github.com/relais/relais/engine"
+	"github.com/relais/relais/server"
+)
+
+// Env is a running Relais with one token per role.
+type Env struct {
+	T        testing.TB
+	URL      string
+	Engine   *engine.Engine
+	Pool     *pgxpool.Pool
+	Config   config.Config
+	Logs     *LogBuffer
+	Admin    string
+	Designer string
+	Operator string
+}
+
+// Option adjusts an Env before it starts.
+type Option func(*config.Config)
+
+// New starts Relais on a fresh database.
+func New(t testing.TB, opts ...Option) *Env {
+	t.Helper()
+	cfg := config.Default()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	pool := dbtest.Pool(t)
+	logs := &LogBuffer{}
+	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	eng := engine.New(pool, logger)
+	srv := httptest.NewServer(server.New(server.Deps{Logger: logger, Config: cfg, Engine: eng, Registry: prometheus.NewRegistry()}))
+	t.Cleanup(srv.Close)
+	e := &Env{T: t, URL: srv.URL, Engine: eng, Pool: pool, Config: cfg, Logs: logs}
+	ctx := context.Background()
+	var err error
+	for _, tok := range []struct {
+		dst  *string
+		role auth.Role
+	}{{&e.Admin, auth.RoleAdmin}, {&e.Designer, auth.RoleDesigner}, {&e.Operator, auth.RoleOperator}} {
+		if *tok.dst, err = eng.CreateToken(ctx, string(tok.role), tok.role); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return e
+}
+
+// Response is a finished call.
+type Response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// JSON decodes the body into a map, failing the test when it is not one.
+func (r Response) JSON(t testing.TB) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(r.Body, &m); err != nil {
+		t.Fatalf("body %q is not a JSON object: %v", r.Body, err)
+	}
+	return m
+}
+
+// Code is the problem code of an error response ("" otherwise).
+func (r Response) Code() string {
+	var m struct{ Code string }
+	_ = json.Unmarshal(r.Body, &m)
+	return m.Code
+}
+
+// Do calls the API. body may be nil, a string, []byte, or any value to
+// encode as JSON.
+func (e *Env) Do(method, path, token string, body any, headers ...string) Response {
+	e.T.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	case []byte:
+		rd = bytes.NewReader(b)
+	default:
+		data, err := json.Marshal(b)
+		if err != nil {
+			e.T.Fatal(err)
+		}
+		rd = bytes.NewReader(data)
+	}
+	req, err := http.NewRequest(method, e.URL+path, rd)
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.T.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer res.Body.Close()
+	data, _ := io.ReadAll(res.Body)
+	return Response{Status: res.StatusCode, Header: res.Header, Body: data}
+}
+
+// Must calls the API and fails the test unless the status is want.
+func (e *Env) Must(want int, method, path, token string, body any) Response {
+	e.T.Helper()
+	r := e.Do(method, path, token, body)
+	if r.Status != want {
+		e.T.Fatalf("%s %s: status %d, want %d; body: %s", method, path, r.Status, want, r.Body)
+	}
+	return r
+}
+
+// LogBuffer collects log output safely across goroutines.
+type LogBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+// Write appends p.
+func (l *LogBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+// String returns everything logged so far.
+func (l *LogBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}

@@ -1,0 +1,115 @@
+// Package server assembles one replica's HTTP surface: health and readiness,
+// metrics, and every API and console route, each surface mounted from its own
+// package. It is the only package that knows all of them.
+package server
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/relais/relais/api"
+	"github.com/relais/relais/auth"
+	"github.com/relais/relais/config"
+	"github.com/relais/relais/engine"
+	"github.com/relais/relais/fault"
+	"github.com/relais/relais/httpjson"
+	"github.com/relais/relais/queries"
+)
+
+// Deps are what the HTTP surface needs from the rest of the replica.
+type Deps struct {
+	Logger   *slog.Logger
+	Config   config.Config
+	Engine   *engine.Engine
+	Registry *prometheus.Registry
+}
+
+// New returns the replica's root handler.
+func New(d Deps) http.Handler {
+	r := chi.NewRouter()
+	r.Use(middleware.RequestID)
+	r.Use(logRequests(d.Logger, newHTTPMetrics(d.Registry)))
+	r.Use(middleware.Recoverer)
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		httpjson.WriteError(w, r, d.Logger, fault.New(fault.NotFound, "not_found", "no route for %s", r.URL.Path))
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		httpjson.WriteError(w, r, d.Logger, fault.New(fault.MethodNotAllowed, "method_not_allowed", "%s is not allowed on %s", r.Method, r.URL.Path))
+	})
+
+	r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		httpjson.Encode(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	r.Method(http.MethodGet, "/readyz", readyz(d.Engine))
+	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(d.Registry, promhttp.HandlerOpts{}))
+
+	r.Route("/api/v1", func(r chi.Router) {
+		lookup := auth.Lookup(d.Engine.LookupToken)
+		any := auth.Require(lookup, d.Logger, auth.RoleDesigner, auth.RoleOperator, auth.RoleConsumer)
+		admin := auth.Require(lookup, d.Logger)
+		r.With(any).Get("/whoami", whoami)
+		r.With(admin).Method(http.MethodPost, "/tokens", createToken(d))
+		api.New(d.Logger, d.Config, d.Engine).Routes(r, lookup)
+	})
+	return r
+}
+
+func readyz(eng *engine.Engine) http.Handler {
+	want := queries.LatestVersion()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		got, err := queries.SchemaVersion(ctx, eng.Pool())
+		switch {
+		case err != nil:
+			httpjson.Encode(w, http.StatusServiceUnavailable, map[string]any{"status": "database unreachable or not migrated", "schema_version": nil, "expected_schema_version": want})
+		case got < want:
+			httpjson.Encode(w, http.StatusServiceUnavailable, map[string]any{"status": "migrations pending", "schema_version": got, "expected_schema_version": want})
+		default:
+			httpjson.Encode(w, http.StatusOK, map[string]any{"status": "ready", "schema_version": got, "expected_schema_version": want})
+		}
+	})
+}
+
+func whoami(w http.ResponseWriter, r *http.Request) {
+	p, _ := auth.FromContext(r.Context())
+	httpjson.Encode(w, http.StatusOK, map[string]any{"name": p.Name, "role": p.Role})
+}
+
+type createTokenRequest struct {
+	Name string `json:"name"`
+	Role string `json:"role"`
+}
+
+func createToken(d Deps) http.Handler {
+	return httpjson.ErrorHandler(d.Logger, func(w http.ResponseWriter, r *http.Request) error {
+		req, err := httpjson.Decode[createTokenRequest](w, r, d.Config.MaxBodyBytes)
+		if err != nil {
+			return err
+		}
+		var errs []fault.FieldError
+		role, rerr := auth.ParseRole(req.Role)
+		if rerr != nil || role == auth.RoleConsumer {
+			errs = append(errs, fault.FieldError{Path: "/role", Message: "must be admin, designer or operator (consumers are created under /api/v1/consumers)"})
+		}
+		if req.Name == "" {
+			errs = append(errs, fault.FieldError{Path: "/name", Message: "is required"})
+		}
+		if len(errs) > 0 {
+			return fault.New(fault.BadRequest, "invalid_request", "the token request is invalid").WithErrors(errs)
+		}
+		token, err := d.Engine.CreateToken(r.Context(), req.Name, role)
+		if err != nil {
+			return err
+		}
+		httpjson.Encode(w, http.StatusCreated, map[string]any{"name": req.Name, "role": role, "token": token})
+		return nil
+	})
+}
