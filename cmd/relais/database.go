@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -46,6 +47,9 @@ func openDatabase(ctx context.Context, cfg config.Config, logger *slog.Logger, a
 			}
 			logger.Info("using the embedded cluster of a running relais", "dir", dir)
 		} else if err != nil {
+			if errors.Is(err, embeddedpg.ErrNoServerBinaries) && !strings.Contains(err.Error(), "RELAIS_DATABASE_URL") {
+				err = fmt.Errorf("%w; or set RELAIS_DATABASE_URL to use an existing PostgreSQL server", err)
+			}
 			return nil, err
 		} else {
 			db.cluster = c

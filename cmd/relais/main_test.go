@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -296,14 +295,4 @@ func TestTokenCreateCommand(t *testing.T) {
 	if err := run(context.Background(), []string{"token", "create", "--role", "king", "--name", "x"}, env, io.Discard, io.Discard); err == nil {
 		t.Error("unknown role accepted")
 	}
-}
-
-// scanLines returns the lines of s.
-func scanLines(s string) []string {
-	var lines []string
-	sc := bufio.NewScanner(strings.NewReader(s))
-	for sc.Scan() {
-		lines = append(lines, sc.Text())
-	}
-	return lines
 }

@@ -1,0 +1,155 @@
+package main
+
+import (
+	"bufio"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// relaisProcess is relais serve running as a child process (the test binary
+// re-executed), so the test can interrupt it or kill -9 it.
+type relaisProcess struct {
+	cmd    *exec.Cmd
+	base   string
+	stderr *syncBuffer
+}
+
+func startProcess(t *testing.T, env ...string) *relaisProcess {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), append([]string{"RELAIS_TEST_AS_RELAIS=1", "RELAIS_TEST_ARGS=serve", "RELAIS_LISTEN=127.0.0.1:0"}, env...)...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &relaisProcess{cmd: cmd, stderr: &syncBuffer{}}
+	cmd.Stderr = p.stderr
+	began := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Signal(os.Interrupt)
+			_ = cmd.Wait()
+		}
+	})
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if m := listenRE.FindStringSubmatch(sc.Text()); m != nil {
+				found <- m[1]
+			}
+		}
+		_, _ = io.Copy(io.Discard, stdout)
+	}()
+	select {
+	case p.base = <-found:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("relais did not listen within 60s; stderr:\n%s", p.stderr)
+	}
+	for {
+		res, err := http.Get(p.base + "/readyz")
+		if err == nil {
+			res.Body.Close()
+			if res.StatusCode == 200 {
+				break
+			}
+		}
+		if time.Since(began) > 60*time.Second {
+			t.Fatalf("relais not ready within 60s; stderr:\n%s", p.stderr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("ready in %v", time.Since(began).Round(time.Millisecond))
+	return p
+}
+
+// postgresRunningIn reports whether a postgres process works in dataDir.
+func postgresRunningIn(t *testing.T, dataDir string) bool {
+	t.Helper()
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, c := range procs {
+		b, err := os.ReadFile(c)
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(b), "\x00")
+		if len(args) > 2 && strings.HasSuffix(args[0], "postgres") && strings.Contains(string(b), dataDir) {
+			return true
+		}
+	}
+	return false
+}
+
+func TestEmbeddedServeStartsStopsAndSurvivesKill9(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("starts embedded clusters")
+	}
+	dir, err := os.MkdirTemp("/tmp", "relais-serve-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = os.Chmod(dir, 0o711)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	dataDir := filepath.Join(dir, "relais-data")
+	env := []string{"RELAIS_DATA_DIR=" + dataDir, "RELAIS_DATABASE_URL="}
+	pgData := filepath.Join(dataDir, "pg", "data")
+
+	cold := startProcess(t, env...)
+	if !strings.Contains(cold.stderr.String(), "created new cluster") {
+		t.Errorf("first start did not create a cluster; stderr:\n%s", cold.stderr)
+	}
+	if err := cold.cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	if err := cold.cmd.Wait(); err != nil {
+		t.Fatalf("relais exited with %v after SIGINT; stderr:\n%s", err, cold.stderr)
+	}
+	if postgresRunningIn(t, pgData) {
+		t.Fatal("the cluster still runs after relais stopped")
+	}
+
+	warm := startProcess(t, env...)
+	if strings.Contains(warm.stderr.String(), "created new cluster") {
+		t.Error("the second start created a new cluster instead of reusing it")
+	}
+	if err := warm.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = warm.cmd.Wait()
+
+	after := startProcess(t, env...)
+	res, err := http.Get(after.base + "/readyz")
+	if err != nil || res.StatusCode != 200 {
+		t.Fatalf("not ready after kill -9 and restart: %v", err)
+	}
+	res.Body.Close()
+	_ = after.cmd.Process.Signal(syscall.SIGTERM)
+	if err := after.cmd.Wait(); err != nil {
+		t.Fatalf("relais exited with %v after SIGTERM", err)
+	}
+	if postgresRunningIn(t, pgData) {
+		t.Fatal("the cluster still runs after relais stopped")
+	}
+}
+
+func TestNoServerBinariesExplainsWhatToDo(t *testing.T) {
+	t.Parallel()
+	empty := t.TempDir()
+	err := run(t.Context(), []string{"serve"}, func(k string) string {
+		return map[string]string{"RELAIS_PG_BIN": empty, "RELAIS_DATA_DIR": filepath.Join(empty, "d"), "RELAIS_LISTEN": "127.0.0.1:0"}[k]
+	}, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "RELAIS_DATABASE_URL") || !strings.Contains(err.Error(), empty) {
+		t.Fatalf("err = %v; want one naming the folder and RELAIS_DATABASE_URL", err)
+	}
+}
