@@ -18,7 +18,7 @@ func TestCanonicalRoundTrip(t *testing.T) {
 		"escapes": `{"name":"Quote \" back\\slash \u00e9 <tag> & \u2028 \u0001 \ud800","description":"line\nbreak\ttab",
 		  "inputs":{"fields":[{"name":"p","type":"text","pattern":"^\\d+\\.\\d+$","description":"/path?"}]},"outputs":{"fields":[]}}`,
 		"numbers": `{"name":"n","inputs":{"fields":[{"name":"a","type":"number","minimum":-1.50E+3,"maximum":0.0001e-2}]},"outputs":{"fields":[]}}`,
-		"nested": `{"name":"n","inputs":{"fields":[{"name":"l","type":"list","classification":"sensitive","min_items":0,"items":{"type":"list","items":{"type":"object","fields":[]}}}]},"outputs":{"fields":[]}}`,
+		"nested":  `{"name":"n","inputs":{"fields":[{"name":"l","type":"list","classification":"sensitive","min_items":0,"items":{"type":"list","items":{"type":"object","fields":[]}}}]},"outputs":{"fields":[]}}`,
 	}
 	for name, doc := range docs {
 		t.Run(name, func(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // maxJSONDepth bounds the nesting of any contract document. Legitimate
@@ -70,88 +71,237 @@ func (n *jnode) get(key string) (*jnode, bool) {
 
 var errTooDeep = errors.New("document nested deeper than " + strconv.Itoa(maxJSONDepth) + " levels")
 
-// readTree reads exactly one JSON value from data.
+// readTree reads exactly one JSON value from data. It accepts exactly what
+// encoding/json accepts (FuzzParseWorking checks this against json.Valid),
+// decodes strings the same way, and is several times faster than the
+// decoder's token API while keeping member order and duplicates.
 func readTree(data []byte) (*jnode, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	root, err := readNode(dec, 1)
+	r := treeReader{b: data}
+	r.ws()
+	if r.i == len(r.b) {
+		return nil, errors.New("empty document")
+	}
+	root, err := r.value(1)
 	if err != nil {
-		if errors.Is(err, io.EOF) {
-			if len(bytes.TrimSpace(data)) == 0 {
-				return nil, errors.New("empty document")
-			}
-			return nil, io.ErrUnexpectedEOF
-		}
 		return nil, err
 	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, errors.New("unexpected data after the top-level value")
+	r.ws()
+	if r.i != len(r.b) {
+		return nil, fmt.Errorf("unexpected data after the top-level value at offset %d", r.i)
 	}
 	return root, nil
 }
 
-func readNode(dec *json.Decoder, depth int) (*jnode, error) {
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, err
+type treeReader struct {
+	b []byte
+	i int
+}
+
+func (r *treeReader) ws() {
+	for r.i < len(r.b) {
+		switch r.b[r.i] {
+		case ' ', '\t', '\n', '\r':
+			r.i++
+		default:
+			return
+		}
 	}
-	switch t := tok.(type) {
-	case nil:
-		return &jnode{kind: jNull}, nil
-	case bool:
-		return &jnode{kind: jBool, b: t}, nil
-	case json.Number:
-		return &jnode{kind: jNumber, num: t}, nil
-	case string:
-		return &jnode{kind: jString, str: t}, nil
-	case json.Delim:
+}
+
+func (r *treeReader) unexpected() error {
+	if r.i >= len(r.b) {
+		return io.ErrUnexpectedEOF
+	}
+	return fmt.Errorf("invalid character %q at offset %d", r.b[r.i], r.i)
+}
+
+func (r *treeReader) value(depth int) (*jnode, error) {
+	r.ws()
+	if r.i >= len(r.b) {
+		return nil, io.ErrUnexpectedEOF
+	}
+	switch c := r.b[r.i]; {
+	case c == '{' || c == '[':
 		if depth > maxJSONDepth {
 			return nil, errTooDeep
 		}
-		switch t {
-		case '[':
-			n := &jnode{kind: jArray}
-			for dec.More() {
-				item, err := readNode(dec, depth+1)
-				if err != nil {
-					return nil, err
-				}
-				n.items = append(n.items, item)
+		if c == '{' {
+			return r.object(depth)
+		}
+		return r.array(depth)
+	case c == '"':
+		str, err := r.str()
+		if err != nil {
+			return nil, err
+		}
+		return &jnode{kind: jString, str: str}, nil
+	case c == 't':
+		return r.literal("true", &jnode{kind: jBool, b: true})
+	case c == 'f':
+		return r.literal("false", &jnode{kind: jBool})
+	case c == 'n':
+		return r.literal("null", &jnode{kind: jNull})
+	case c == '-' || (c >= '0' && c <= '9'):
+		start := r.i
+		for r.i < len(r.b) {
+			c := r.b[r.i]
+			if (c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E' {
+				r.i++
+				continue
 			}
-			if _, err := dec.Token(); err != nil {
-				return nil, err
-			}
-			return n, nil
-		case '{':
-			n := &jnode{kind: jObject}
-			seen := map[string]bool{}
-			for dec.More() {
-				kt, err := dec.Token()
-				if err != nil {
-					return nil, err
-				}
-				key, ok := kt.(string)
-				if !ok {
-					return nil, fmt.Errorf("object key is not a string")
-				}
-				val, err := readNode(dec, depth+1)
-				if err != nil {
-					return nil, err
-				}
-				if seen[key] {
-					n.dups = append(n.dups, len(n.keys))
-				}
-				seen[key] = true
-				n.keys = append(n.keys, key)
-				n.vals = append(n.vals, val)
-			}
-			if _, err := dec.Token(); err != nil {
-				return nil, err
-			}
+			break
+		}
+		// In valid JSON a number is followed by whitespace, a delimiter or
+		// the end, so scanning the longest run of number characters and
+		// then checking the grammar is exact.
+		lit := r.b[start:r.i]
+		if !validNumberLiteral(lit) {
+			return nil, fmt.Errorf("invalid number literal %q at offset %d", lit, start)
+		}
+		return &jnode{kind: jNumber, num: json.Number(lit)}, nil
+	}
+	return nil, r.unexpected()
+}
+
+func (r *treeReader) literal(lit string, n *jnode) (*jnode, error) {
+	if len(r.b)-r.i < len(lit) || string(r.b[r.i:r.i+len(lit)]) != lit {
+		for k := 0; k < len(lit) && r.i < len(r.b) && r.b[r.i] == lit[k]; k++ {
+			r.i++
+		}
+		return nil, r.unexpected()
+	}
+	r.i += len(lit)
+	return n, nil
+}
+
+// str reads a string token; escapes and invalid UTF-8 are decoded by
+// encoding/json itself so that both readers agree byte for byte.
+func (r *treeReader) str() (string, error) {
+	start := r.i
+	i := r.i + 1
+	slow := false
+	for {
+		if i >= len(r.b) {
+			r.i = i
+			return "", io.ErrUnexpectedEOF
+		}
+		c := r.b[i]
+		if c == '"' {
+			break
+		}
+		switch {
+		case c == '\\':
+			slow = true
+			i += 2
+			continue
+		case c < 0x20:
+			r.i = i
+			return "", fmt.Errorf("invalid control character in string at offset %d", i)
+		case c >= utf8.RuneSelf:
+			slow = true
+		}
+		i++
+	}
+	r.i = i + 1
+	tok := r.b[start:r.i]
+	if !slow || utf8.Valid(tok) && bytes.IndexByte(tok, '\\') < 0 {
+		return string(tok[1 : len(tok)-1]), nil
+	}
+	s, ok := decodeString(tok)
+	if !ok {
+		return "", fmt.Errorf("invalid escape in string at offset %d", start)
+	}
+	return s, nil
+}
+
+func (r *treeReader) array(depth int) (*jnode, error) {
+	r.i++ // [
+	n := &jnode{kind: jArray}
+	r.ws()
+	if r.i < len(r.b) && r.b[r.i] == ']' {
+		r.i++
+		return n, nil
+	}
+	for {
+		item, err := r.value(depth + 1)
+		if err != nil {
+			return nil, err
+		}
+		n.items = append(n.items, item)
+		r.ws()
+		if r.i < len(r.b) && r.b[r.i] == ',' {
+			r.i++
+			continue
+		}
+		if r.i < len(r.b) && r.b[r.i] == ']' {
+			r.i++
 			return n, nil
 		}
+		return nil, r.unexpected()
 	}
-	return nil, fmt.Errorf("unexpected token %v", tok)
+}
+
+func (r *treeReader) object(depth int) (*jnode, error) {
+	r.i++ // {
+	n := &jnode{kind: jObject}
+	r.ws()
+	if r.i < len(r.b) && r.b[r.i] == '}' {
+		r.i++
+		return n, nil
+	}
+	var seen map[string]bool // only for wide objects; narrow ones scan keys
+	for {
+		r.ws()
+		if r.i >= len(r.b) || r.b[r.i] != '"' {
+			return nil, r.unexpected()
+		}
+		key, err := r.str()
+		if err != nil {
+			return nil, err
+		}
+		r.ws()
+		if r.i >= len(r.b) || r.b[r.i] != ':' {
+			return nil, r.unexpected()
+		}
+		r.i++
+		val, err := r.value(depth + 1)
+		if err != nil {
+			return nil, err
+		}
+		dup := false
+		if seen == nil && len(n.keys) >= 16 {
+			seen = make(map[string]bool, 2*len(n.keys))
+			for _, k := range n.keys {
+				seen[k] = true
+			}
+		}
+		if seen != nil {
+			dup = seen[key]
+			seen[key] = true
+		} else {
+			for _, k := range n.keys {
+				if k == key {
+					dup = true
+					break
+				}
+			}
+		}
+		if dup {
+			n.dups = append(n.dups, len(n.keys))
+		}
+		n.keys = append(n.keys, key)
+		n.vals = append(n.vals, val)
+		r.ws()
+		if r.i < len(r.b) && r.b[r.i] == ',' {
+			r.i++
+			continue
+		}
+		if r.i < len(r.b) && r.b[r.i] == '}' {
+			r.i++
+			return n, nil
+		}
+		return nil, r.unexpected()
+	}
 }
 
 // escapeToken escapes one RFC 6901 reference token.

@@ -456,4 +456,3 @@ func (p *parser) values(v *jnode, at string, f *Field) {
 	}
 	f.Values = vals
 }
-

@@ -35,7 +35,7 @@ func TestParseWorkingErrors(t *testing.T) {
 	}{
 		{"malformed json", `{"name":`, "", "malformed json: …"},
 		{"empty document", ``, "", "malformed json: empty document"},
-		{"trailing data", `{} {}`, "", "malformed json: unexpected data after the top-level value"},
+		{"trailing data", `{} {}`, "", "malformed json: unexpected data after the top-level value at offset 3"},
 		{"not an object", `[]`, "", "document must be an object, not array"},
 		{"json too deep", `{"name":"x","description":` + strings.Repeat("[", 200) + strings.Repeat("]", 200) + `}`, "", "malformed json: document nested deeper than 128 levels"},
 		{"unknown top key", `{"name":"Doc","inputs":{"fields":[]},"outputs":{"fields":[]},"extra":1}`, "/extra", `unknown key "extra"`},

@@ -28,31 +28,18 @@ type Validator struct {
 	fast     *fastNode // nil when the contract is unfit for the fast path
 }
 
-// Compile builds a Validator from the contract's JSON Schema document, so
-// that what the API serves and what it enforces cannot drift apart.
-func Compile(c Contract) (v *Validator, err error) {
+// Compile builds a Validator from the contract's JSON Schema document,
+// compiled with jsonschema/v5 (draft 2020-12, formats asserted), so that what
+// the API serves and what it enforces cannot drift apart. It also prepares
+// an allocation-light fast path that accepts valid values without the
+// library; anything it does not accept goes through the library.
+func Compile(c Contract) (*Validator, error) {
 	// Patterns are checked first: the library compiles them with
 	// regexp.MustCompile and would panic on a hand-built contract.
 	if err := checkPatterns(c.Fields); err != nil {
 		return nil, fmt.Errorf("contracts: compile schema: %w", err)
 	}
-	defer func() {
-		if r := recover(); r != nil {
-			v, err = nil, fmt.Errorf("contracts: compile schema: %v", r)
-		}
-	}()
-	compiler := jsonschema.NewCompiler()
-	compiler.Draft = jsonschema.Draft2020
-	// Without AssertFormat, 2020-12 treats format as a mere annotation.
-	compiler.AssertFormat = true
-	// Never reach out to the network or the file system for references.
-	compiler.LoadURL = func(s string) (io.ReadCloser, error) {
-		return nil, fmt.Errorf("contracts: loading %q is not allowed", s)
-	}
-	if err := compiler.AddResource(schemaURL, bytes.NewReader(c.JSONSchema())); err != nil {
-		return nil, fmt.Errorf("contracts: add schema resource: %w", err)
-	}
-	s, err := compiler.Compile(schemaURL)
+	s, err := compileSchema(c.JSONSchema())
 	if err != nil {
 		return nil, fmt.Errorf("contracts: compile schema: %w", err)
 	}
@@ -61,6 +48,28 @@ func Compile(c Contract) (v *Validator, err error) {
 		fast = nil // the library alone still validates correctly
 	}
 	return &Validator{schema: s, contract: c, fast: fast}, nil
+}
+
+func compileSchema(doc []byte) (s *jsonschema.Schema, err error) {
+	defer func() {
+		// Last line of defence for hand-built contracts the checks above
+		// did not anticipate: the library panics on some invalid schemas.
+		if r := recover(); r != nil {
+			s, err = nil, fmt.Errorf("schema library panicked: %v", r)
+		}
+	}()
+	compiler := jsonschema.NewCompiler()
+	compiler.Draft = jsonschema.Draft2020
+	// Without AssertFormat, 2020-12 treats format as a mere annotation.
+	compiler.AssertFormat = true
+	// Never reach out to the network or the file system for references.
+	compiler.LoadURL = func(s string) (io.ReadCloser, error) {
+		return nil, fmt.Errorf("loading %q is not allowed", s)
+	}
+	if err := compiler.AddResource(schemaURL, bytes.NewReader(doc)); err != nil {
+		return nil, fmt.Errorf("add resource: %w", err)
+	}
+	return compiler.Compile(schemaURL)
 }
 
 func checkPatterns(fs []Field) error {
@@ -510,9 +519,9 @@ type cacheEntry struct {
 // NewCache returns an empty Cache.
 func NewCache() *Cache { return &Cache{} }
 
-// Validator returns the validator cached under digest, compiling c on first
+// Validator returns the validator cached under digest, compiling ct on first
 // use. Concurrent callers for the same digest wait for a single compilation.
-// The digest must identify c's content (for example a revision digest):
+// The digest must identify ct's content (for example a revision digest):
 // the cache trusts it and never compiles a second contract for one key.
 func (c *Cache) Validator(digest string, ct Contract) (*Validator, error) {
 	e, ok := c.m.Load(digest)

@@ -333,3 +333,29 @@ func TestCacheCompilesOncePerDigest(t *testing.T) {
 		t.Fatalf("outputs validator: got %v, want valid", vs)
 	}
 }
+
+func TestValidatorConcurrentUse(t *testing.T) {
+	t.Parallel()
+	w := mustParseWorking(t, richWorking)
+	v := mustCompile(t, w.Inputs)
+	invalid := `{"company_name":1,"contact_email":"x","tier":"iron"}`
+	want := v.Validate([]byte(invalid))
+	var wg sync.WaitGroup
+	for i := 0; i < 4; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := 0; j < 50; j++ {
+				if got := v.Validate([]byte(richPayload)); got != nil {
+					t.Errorf("valid payload: got %v", got)
+					return
+				}
+				if got := v.Validate([]byte(invalid)); !reflect.DeepEqual(got, want) {
+					t.Errorf("invalid payload: got %v, want %v", got, want)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}

@@ -1,0 +1,172 @@
+package contracts
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestMask(t *testing.T) {
+	t.Parallel()
+	c := mustParseWorking(t, richWorking).Inputs
+	got := string(c.Mask([]byte(richPayload)))
+	want := `{"address":{"city":"Paris","country":"FR","postcode":"75002","street":"12 rue de la Paix"},` +
+		`"annual_revenue":{"$masked":"sensitive"},"api_key":{"$masked":"secret"},"card":{"$masked":"sensitive"},` +
+		`"company_name":"Acme Industries SAS","contact_email":{"$masked":"sensitive"},` +
+		`"contacts":[{"email":"jane.doe@acme.example.com","name":"Jane Doe","phone":{"$masked":"sensitive"}},{"name":"John Roe","phone":{"$masked":"sensitive"}}],` +
+		`"crm_id":"ACM-004211","employees":420,"founded":"1998-04-12","is_customer":true,"last_contact":"2024-05-01T09:30:00Z",` +
+		`"notes":"Met at the Lyon trade fair; wants a demo in June.","owner":{"id":17,"name":"Sales EMEA"},"priority":2,` +
+		`"request_id":"3f2b8c1e-6a4d-4e7b-9c0a-1d2e3f4a5b6c","scores":[88.5,92,79.25],"tags":["manufacturing","b2b","europe"],` +
+		`"tier":"gold","website":"https://acme.example.com/about"}`
+	if got != want {
+		t.Fatalf("Mask:\n got %s\nwant %s", got, want)
+	}
+}
+
+func TestMaskEdgeCases(t *testing.T) {
+	t.Parallel()
+	c := mustParseContract(t, `{"fields":[
+	  {"name":"a","type":"text"},
+	  {"name":"o","type":"object","fields":[{"name":"s","type":"text","classification":"secret"},{"name":"n","type":"integer"}]},
+	  {"name":"keys","type":"list","items":{"type":"text","classification":"secret"}},
+	  {"name":"whole","type":"list","classification":"sensitive","items":{"type":"integer"}}
+	]}`)
+	tests := []struct{ name, in, want string }{
+		{"unknown properties dropped", `{"a":"x","password":"hunter2","o":{"n":1,"extra":"leak"}}`, `{"a":"x","o":{"n":1}}`},
+		{"secret list items", `{"keys":["k1","k2"]}`, `{"keys":[{"$masked":"secret"},{"$masked":"secret"}]}`},
+		{"sensitive list whole", `{"whole":[1,2,3]}`, `{"whole":{"$masked":"sensitive"}}`},
+		{"nested secret", `{"o":{"s":"tok","n":2}}`, `{"o":{"n":2,"s":{"$masked":"secret"}}}`},
+		{"wrong-typed secret still masked", `{"o":{"s":{"deep":"tok"}}}`, `{"o":{"s":{"$masked":"secret"}}}`},
+		{"structure in a text slot dropped", `{"a":{"secret":"x"}}`, `{}`},
+		{"object slot holding a scalar", `{"o":"plain"}`, `{"o":"plain"}`},
+		{"invalid json", `{"a":`, `{}`},
+		{"not an object", `["a"]`, `{}`},
+		{"escaping kept", `{"a":"<b> & \"q\""}`, `{"a":"<b> & \"q\""}`},
+	}
+	for _, tt := range tests {
+		if got := string(c.Mask([]byte(tt.in))); got != tt.want {
+			t.Errorf("%s: Mask(%s):\n got %s\nwant %s", tt.name, tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestSplitMerge(t *testing.T) {
+	t.Parallel()
+	c := mustParseContract(t, `{"fields":[
+	  {"name":"name","type":"text"},
+	  {"name":"card","type":"object","fields":[{"name":"holder","type":"text"},{"name":"token","type":"text","classification":"secret"}]},
+	  {"name":"cards","type":"list","items":{"type":"object","fields":[{"name":"last4","type":"text"},{"name":"token","type":"text","classification":"secret"}]}},
+	  {"name":"pins","type":"list","items":{"type":"integer","classification":"secret"}},
+	  {"name":"vault","type":"object","classification":"secret","fields":[{"name":"k","type":"text"}]},
+	  {"name":"phone","type":"text","classification":"sensitive"}
+	]}`)
+	value := `{"name":"Acme","card":{"holder":"J","token":"tok_1"},"cards":[{"last4":"4242","token":"tok_a"},{"last4":"0005"}],
+	  "pins":[1234,5678],"vault":{"k":"v"},"phone":"+33 1","extra":"kept"}`
+	public, secrets := c.Split([]byte(value))
+	wantPublic := `{"card":{"holder":"J"},"cards":[{"last4":"4242"},{"last4":"0005"}],"extra":"kept","name":"Acme","phone":"+33 1"}`
+	if string(public) != wantPublic {
+		t.Errorf("Split public:\n got %s\nwant %s", public, wantPublic)
+	}
+	wantSecrets := map[string]json.RawMessage{
+		"/card/token":    json.RawMessage(`"tok_1"`),
+		"/cards/0/token": json.RawMessage(`"tok_a"`),
+		"/pins":          json.RawMessage(`[1234,5678]`),
+		"/vault":         json.RawMessage(`{"k":"v"}`),
+	}
+	if !reflect.DeepEqual(secrets, wantSecrets) {
+		t.Errorf("Split secrets:\n got %s\nwant %s", mustJSON(t, secrets), mustJSON(t, wantSecrets))
+	}
+	for _, s := range []string{"tok_1", "tok_a", "1234", `"k"`} {
+		if strings.Contains(string(public), s) {
+			t.Errorf("public part contains secret %s", s)
+		}
+	}
+	merged, err := Merge(public, secrets)
+	if err != nil {
+		t.Fatalf("Merge: %v", err)
+	}
+	if !jsonEqual(t, merged, []byte(value)) {
+		t.Fatalf("Merge(Split(v)):\n got %s\nwant %s", merged, value)
+	}
+
+	// Nothing secret: no map at all, value intact.
+	pub, sec := c.Split([]byte(`{"name":"x"}`))
+	if sec != nil || string(pub) != `{"name":"x"}` {
+		t.Errorf("Split without secrets: got %s %v, want the value and nil", pub, sec)
+	}
+	if pub, sec := c.Split([]byte(`nope`)); string(pub) != `{}` || sec != nil {
+		t.Errorf("Split(invalid): got %s %v, want {} and nil", pub, sec)
+	}
+}
+
+func TestMergeErrors(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		public  string
+		secrets map[string]json.RawMessage
+	}{
+		{"invalid public", `{`, nil},
+		{"invalid secret", `{}`, map[string]json.RawMessage{"/a": json.RawMessage(`{`)}},
+		{"missing parent", `{}`, map[string]json.RawMessage{"/a/b": json.RawMessage(`1`)}},
+		{"index out of range", `{"a":[]}`, map[string]json.RawMessage{"/a/0/b": json.RawMessage(`1`)}},
+		{"bad pointer", `{}`, map[string]json.RawMessage{"a": json.RawMessage(`1`)}},
+	}
+	for _, tt := range tests {
+		if got, err := Merge(json.RawMessage(tt.public), tt.secrets); err == nil {
+			t.Errorf("%s: Merge = %s, nil; want an error", tt.name, got)
+		} else if !strings.HasPrefix(err.Error(), "contracts: merge:") {
+			t.Errorf("%s: error %q, want it prefixed with contracts: merge:", tt.name, err)
+		}
+	}
+	got, err := Merge(json.RawMessage(`{"a":{}}`), map[string]json.RawMessage{"/a/x~1y": json.RawMessage(`"s"`)})
+	if err != nil || string(got) != `{"a":{"x/y":"s"}}` {
+		t.Errorf("Merge with escaped pointer: got %s %v, want {\"a\":{\"x/y\":\"s\"}}", got, err)
+	}
+}
+
+func TestProtectedStringsAndScrub(t *testing.T) {
+	t.Parallel()
+	c := mustParseWorking(t, richWorking).Inputs
+	got := c.ProtectedStrings([]byte(richPayload))
+	want := []string{
+		"jane.doe@acme.example.com", "sk_live_51HxQ2eZvKYlo2C", "+33 1 23 45 67 89", "+33 6 98 76 54 32",
+		"tok_9f8e7d6c5b4a", "12500000.50", "ACME SAS", "12/27",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("ProtectedStrings:\n got %q\nwant %q", got, want)
+	}
+	for _, s := range got {
+		if s == "Acme Industries SAS" || s == "Paris" {
+			t.Errorf("normal value %q reported as protected", s)
+		}
+	}
+
+	msg := `crm rejected {"email":"jane.doe@acme.example.com","key":"sk_live_51HxQ2eZvKYlo2C","rev":12500000.50}`
+	wantMsg := `crm rejected {"email":"[redacted]","key":"[redacted]","rev":[redacted]}`
+	if got := Scrub(msg, got); got != wantMsg {
+		t.Errorf("Scrub:\n got %s\nwant %s", got, wantMsg)
+	}
+
+	// Longest first: a secret containing another is redacted whole.
+	if got := Scrub("token abc123 and abc", []string{"abc", "abc123", "", "abc"}); got != "token [redacted] and [redacted]" {
+		t.Errorf("Scrub overlapping: got %q", got)
+	}
+	if got := Scrub("nothing here", nil); got != "nothing here" {
+		t.Errorf("Scrub without protected strings: got %q", got)
+	}
+
+	// Escaped forms are included so that secrets inside JSON text go too.
+	q := mustParseContract(t, `{"fields":[{"name":"p","type":"text","classification":"secret"}]}`)
+	ps := q.ProtectedStrings([]byte(`{"p":"a\"b"}`))
+	if !reflect.DeepEqual(ps, []string{`a\"b`, `a"b`}) {
+		t.Errorf("ProtectedStrings with quote: got %q, want raw and escaped forms", ps)
+	}
+	if got := Scrub(`body {"p":"a\"b"}`, ps); got != `body {"p":"[redacted]"}` {
+		t.Errorf("Scrub of escaped form: got %s", got)
+	}
+	if ps := q.ProtectedStrings([]byte(`not json`)); ps != nil {
+		t.Errorf("ProtectedStrings(invalid): got %q, want nil", ps)
+	}
+}

@@ -1,0 +1,142 @@
+// Package keyring encrypts secret values at rest with AES-256-GCM under
+// named keys, so keys can be rotated: every ciphertext names the key that
+// sealed it, the first key of the ring seals new values, and older keys stay
+// able to open what they sealed until a rotation has re-encrypted it.
+package keyring
+
+import (
+	"bytes"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// version prefixes every ciphertext so the format can evolve.
+const version = 1
+
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,32}$`)
+
+// Keyring holds named 256-bit keys; the first one seals.
+type Keyring struct {
+	primary string
+	order   []string
+	aeads   map[string]cipher.AEAD
+}
+
+// ErrNoKey is returned when a ciphertext names a key the ring lacks.
+var ErrNoKey = errors.New("keyring: key not in the ring")
+
+// Parse reads "id:base64key[,id:base64key...]" (standard or URL base64 of 32
+// bytes). Whitespace and newlines between entries are ignored, so a key file
+// may hold one key per line.
+func Parse(spec string) (*Keyring, error) {
+	k := &Keyring{aeads: map[string]cipher.AEAD{}}
+	fields := strings.FieldsFunc(spec, func(r rune) bool { return r == ',' || r == '\n' || r == '\r' || r == ' ' || r == '\t' })
+	for i, f := range fields {
+		id, b64, ok := strings.Cut(f, ":")
+		if !ok || !idPattern.MatchString(id) {
+			return nil, fmt.Errorf("keyring: entry %d: want id:base64key with id of letters, digits, . _ -", i+1)
+		}
+		key, err := decodeKey(b64)
+		if err != nil {
+			return nil, fmt.Errorf("keyring: key %q: %w", id, err)
+		}
+		if _, dup := k.aeads[id]; dup {
+			return nil, fmt.Errorf("keyring: key %q appears twice", id)
+		}
+		block, err := aes.NewCipher(key)
+		if err != nil {
+			return nil, fmt.Errorf("keyring: key %q: %w", id, err)
+		}
+		aead, err := cipher.NewGCM(block)
+		if err != nil {
+			return nil, fmt.Errorf("keyring: key %q: %w", id, err)
+		}
+		k.aeads[id] = aead
+		k.order = append(k.order, id)
+	}
+	if len(k.order) == 0 {
+		return nil, errors.New("keyring: no key given")
+	}
+	k.primary = k.order[0]
+	return k, nil
+}
+
+func decodeKey(s string) ([]byte, error) {
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
+		if b, err := enc.DecodeString(s); err == nil {
+			if len(b) != 32 {
+				return nil, fmt.Errorf("decodes to %d bytes; AES-256 needs 32", len(b))
+			}
+			return b, nil
+		}
+	}
+	return nil, errors.New("not base64")
+}
+
+// NewKeySpec returns a fresh "id:base64key" entry.
+func NewKeySpec(id string) string {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("keyring: no randomness: " + err.Error())
+	}
+	return id + ":" + base64.StdEncoding.EncodeToString(b[:])
+}
+
+// Primary is the id of the key that seals.
+func (k *Keyring) Primary() string { return k.primary }
+
+// IDs returns every key id, primary first.
+func (k *Keyring) IDs() []string { return append([]string(nil), k.order...) }
+
+// Seal encrypts plaintext under the primary key. aad binds the ciphertext to
+// its place (e.g. "occurrence/<id>/inputs") so a ciphertext copied to another
+// row does not open there.
+func (k *Keyring) Seal(plaintext, aad []byte) []byte {
+	aead := k.aeads[k.primary]
+	nonce := make([]byte, aead.NonceSize())
+	if _, err := rand.Read(nonce); err != nil {
+		panic("keyring: no randomness: " + err.Error())
+	}
+	var b bytes.Buffer
+	b.WriteByte(version)
+	b.WriteByte(byte(len(k.primary)))
+	b.WriteString(k.primary)
+	b.Write(nonce)
+	return aead.Seal(b.Bytes(), nonce, plaintext, aad)
+}
+
+// KeyID returns the id of the key that sealed a ciphertext.
+func KeyID(sealed []byte) (string, error) {
+	if len(sealed) < 2 || sealed[0] != version || len(sealed) < 2+int(sealed[1]) {
+		return "", errors.New("keyring: not a sealed value")
+	}
+	return string(sealed[2 : 2+int(sealed[1])]), nil
+}
+
+// Open decrypts a value sealed by any key of the ring.
+func (k *Keyring) Open(sealed, aad []byte) ([]byte, error) {
+	id, err := KeyID(sealed)
+	if err != nil {
+		return nil, err
+	}
+	aead, ok := k.aeads[id]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrNoKey, id)
+	}
+	rest := sealed[2+len(id):]
+	if len(rest) < aead.NonceSize() {
+		return nil, errors.New("keyring: truncated value")
+	}
+	nonce, ct := rest[:aead.NonceSize()], rest[aead.NonceSize():]
+	pt, err := aead.Open(nil, nonce, ct, aad)
+	if err != nil {
+		return nil, fmt.Errorf("keyring: value sealed with key %q does not open (wrong key or tampered): %w", id, err)
+	}
+	return pt, nil
+}
