@@ -30,4 +30,37 @@ func (a *API) Routes(r chi.Router, lookup auth.Lookup) {
 		r.With(reader).Method("GET", "/{key}/releases", a.listReleases())
 		r.With(reader).Method("GET", "/{key}/releases/{name}", a.getRelease())
 	})
+
+	starter := auth.Require(lookup, a.logger, auth.RoleDesigner, auth.RoleOperator)
+	operator := auth.Require(lookup, a.logger, auth.RoleOperator)
+	admin := auth.Require(lookup, a.logger)
+
+	r.Route("/processes", func(r chi.Router) {
+		r.With(reader).Method("GET", "/", a.listProcesses())
+		r.With(reader).Method("GET", "/{key}", a.getProcess())
+		r.With(designer).Method("POST", "/{key}/versions", a.publishProcess())
+		r.With(reader).Method("GET", "/{key}/versions/{v}", a.getProcessVersion())
+		for _, m := range []string{"PUT", "PATCH", "DELETE"} {
+			r.Method(m, "/{key}/versions/{v}", a.immutable("a process version"))
+		}
+		r.With(starter).Method("POST", "/{key}/instances", a.startInstance())
+	})
+	r.Route("/instances", func(r chi.Router) {
+		r.With(operator).Method("GET", "/", a.listInstances())
+		r.With(operator).Method("GET", "/{id}", a.getInstance())
+		r.With(operator).Method("POST", "/{id}/stop", a.stopInstance())
+	})
+	r.Route("/occurrences", func(r chi.Router) {
+		r.With(operator).Method("GET", "/", a.listOccurrences())
+		r.With(operator).Method("GET", "/{id}", a.getOccurrence())
+	})
+	r.Route("/consumers", func(r chi.Router) {
+		r.Use(admin)
+		r.Method("POST", "/", a.createConsumer())
+		r.Method("GET", "/", a.listConsumers())
+		r.Method("GET", "/{id}", a.getConsumer())
+		r.Method("PUT", "/{id}/grants", a.setGrants())
+		r.Method("POST", "/{id}/rotate", a.rotateConsumer())
+		r.Method("DELETE", "/{id}", a.revokeConsumer())
+	})
 }

@@ -24,6 +24,8 @@ type Config struct {
 	DataDir         string
 	BootstrapToken  string
 	PGBin           string
+	DataKeys        string
+	DataKeyFile     string
 	MaxBodyBytes    int64
 	ShutdownTimeout time.Duration
 	TimerInterval   time.Duration
@@ -90,6 +92,10 @@ var Settings = []Setting{
 		set: func(c *Config, v any) { c.PGBin = v.(string) }},
 	{Env: "RELAIS_BOOTSTRAP_TOKEN", Flag: "bootstrap-token", Description: "admin token to create on start (for automation; at least 20 characters, never printed); empty prints a generated one on the first start of an empty database", kind: kindSecret,
 		set: func(c *Config, v any) { c.BootstrapToken = v.(string) }},
+	{Env: "RELAIS_DATA_KEYS", Flag: "data-keys", Description: "keys encrypting secret values at rest: id:base64-32-bytes[,id:key...], the first one encrypts", kind: kindSecret,
+		set: func(c *Config, v any) { c.DataKeys = v.(string) }},
+	{Env: "RELAIS_DATA_KEY_FILE", Flag: "data-key-file", Description: "file holding the keys (same syntax, one per line); the embedded default generates DATA_DIR/data-keys (0600)", kind: kindString,
+		set: func(c *Config, v any) { c.DataKeyFile = v.(string) }},
 	{Env: "RELAIS_PULL_DEFAULT_LOCK_DURATION", Flag: "pull-default-lock-duration", Default: "PT1M", Description: "lock duration when a fetch gives none", kind: kindDuration,
 		set: func(c *Config, v any) { c.Pull.DefaultLockDuration = v.(time.Duration) }},
 	{Env: "RELAIS_PULL_MAX_LOCK_DURATION", Flag: "pull-max-lock-duration", Default: "PT10M", Description: "ceiling of lock_duration (fetch and extend)", kind: kindDuration,

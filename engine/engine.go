@@ -5,10 +5,13 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -16,6 +19,8 @@ import (
 
 	"github.com/relais/relais/contracts"
 	"github.com/relais/relais/fault"
+	"github.com/relais/relais/isoduration"
+	"github.com/relais/relais/keyring"
 	"github.com/relais/relais/queries"
 )
 
@@ -24,18 +29,63 @@ type Engine struct {
 	pool   *pgxpool.Pool
 	q      *queries.Queries
 	logger *slog.Logger
+	keys   *keyring.Keyring
+	limits Limits
+	now    func() time.Time // nil: the database's clock
 
 	revisions revisionCache
+	processes sync.Map // processVersionKey → *ProcessVersion
+	schemas   *contracts.Cache
 }
 
-// New returns an engine on pool. A nil logger discards.
-func New(pool *pgxpool.Pool, logger *slog.Logger) *Engine {
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	return &Engine{pool: pool, q: queries.New(pool), logger: logger,
-		revisions: revisionCache{schemas: contracts.NewCache()}}
+// Limits are the operator's bounds the engine enforces.
+type Limits struct {
+	MaxRetryDelay      time.Duration
+	DefaultPushTimeout time.Duration
+	MaxPushTimeout     time.Duration
 }
+
+// DefaultLimits match the configuration defaults.
+var DefaultLimits = Limits{MaxRetryDelay: 24 * time.Hour, DefaultPushTimeout: 5 * time.Second, MaxPushTimeout: 10 * time.Second}
+
+// Options configure an Engine. The zero value works: no encryption key
+// (storing a secret value is then refused), DefaultLimits, a discarding logger.
+type Options struct {
+	Logger *slog.Logger
+	Keys   *keyring.Keyring
+	Limits Limits
+	// Now, when set, replaces the database clock (tests move time with it).
+	Now func() time.Time
+}
+
+// New returns an engine on pool.
+func New(pool *pgxpool.Pool, opts Options) *Engine {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Limits == (Limits{}) {
+		opts.Limits = DefaultLimits
+	}
+	schemas := contracts.NewCache()
+	return &Engine{pool: pool, q: queries.New(pool), logger: opts.Logger, keys: opts.Keys, limits: opts.Limits, now: opts.Now,
+		revisions: revisionCache{schemas: schemas}, schemas: schemas}
+}
+
+// clock returns the time the engine acts at. Without an injected clock it is
+// the database's, so that replicas with drifting clocks agree on lock expiry.
+func (e *Engine) clock(ctx context.Context, db queries.DBTX) (time.Time, error) {
+	if e.now != nil {
+		return e.now().UTC(), nil
+	}
+	var t time.Time
+	if err := db.QueryRow(ctx, "select now()").Scan(&t); err != nil {
+		return time.Time{}, fmt.Errorf("engine: clock: %w", err)
+	}
+	return t.UTC(), nil
+}
+
+// Logger is the engine's logger.
+func (e *Engine) Logger() *slog.Logger { return e.logger }
 
 // Pool returns the engine's connection pool.
 func (e *Engine) Pool() *pgxpool.Pool { return e.pool }
@@ -78,3 +128,7 @@ func wrap(op string, err error) error {
 // errCorrupt reports stored data that no longer parses: a bug or a manual
 // edit, never user input.
 func errCorrupt(what string) error { return fmt.Errorf("stored %s does not parse", what) }
+
+func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }
+
+func formatDuration(d time.Duration) string { return isoduration.Format(d) }

@@ -22,7 +22,11 @@ func (e *Engine) LookupToken(ctx context.Context, hash []byte) (auth.Principal, 
 }
 
 func principalFromRow(row queries.Token) auth.Principal {
-	return auth.Principal{TokenID: row.ID, Name: row.Name, Role: auth.Role(row.Role)}
+	p := auth.Principal{TokenID: row.ID, Name: row.Name, Role: auth.Role(row.Role)}
+	if row.ConsumerID != nil {
+		p.ConsumerID = *row.ConsumerID
+	}
+	return p
 }
 
 // CreateToken issues a token with the role and returns it: the only time its

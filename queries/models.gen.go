@@ -7,7 +7,43 @@ package queries
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/google/uuid"
 )
+
+type Attempt struct {
+	OccurrenceID  uuid.UUID
+	Number        int32
+	ConsumerID    *int64
+	WorkerID      *string
+	RequestID     *string
+	ReservedAt    time.Time
+	LockExpiresAt *time.Time
+	EndedAt       *time.Time
+	Outcome       *string
+	ErrorCode     *string
+	ErrorMessage  *string
+}
+
+type Consumer struct {
+	ID        int64
+	Name      string
+	CreatedAt time.Time
+	RevokedAt *time.Time
+}
+
+type ConsumerGrant struct {
+	ConsumerID    int64
+	DefinitionKey string
+	Revisions     []int32
+}
+
+type DataKey struct {
+	ID        string
+	Probe     []byte
+	CreatedAt time.Time
+	RetiredAt *time.Time
+}
 
 type Definition struct {
 	Key           string
@@ -15,6 +51,79 @@ type Definition struct {
 	WorkingDigest string
 	CreatedAt     time.Time
 	UpdatedAt     time.Time
+}
+
+type Destination struct {
+	Name          string
+	Url           string
+	HeaderNames   []string
+	SealedHeaders []byte
+	MaxTimeout    time.Duration
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+}
+
+type Instance struct {
+	ID             uuid.UUID
+	ProcessKey     string
+	Version        int32
+	Status         string
+	BusinessKey    *string
+	Inputs         json.RawMessage
+	SealedInputs   []byte
+	IdempotencyKey *string
+	RequestDigest  *string
+	EndNode        *string
+	ErrorCode      *string
+	CreatedAt      time.Time
+	EndedAt        *time.Time
+}
+
+type Occurrence struct {
+	ID            uuid.UUID
+	InstanceID    uuid.UUID
+	Node          string
+	DefinitionKey string
+	Revision      int32
+	Mode          string
+	Status        string
+	Priority      int16
+	MaxAttempts   int32
+	RetryDelay    time.Duration
+	Deadline      *time.Duration
+	DeadlineAt    *time.Time
+	Destination   *string
+	Timeout       *time.Duration
+	Attempts      int32
+	AvailableAt   time.Time
+	ClaimableAt   *time.Time
+	ConsumerID    *int64
+	WorkerID      *string
+	ReservedAt    *time.Time
+	LockExpiresAt *time.Time
+	Inputs        json.RawMessage
+	SealedInputs  []byte
+	Outputs       json.RawMessage
+	SealedOutputs []byte
+	OutputsDigest *string
+	Route         *string
+	ErrorCode     *string
+	ErrorMessage  *string
+	CreatedAt     time.Time
+	SettledAt     *time.Time
+}
+
+type Process struct {
+	Key       string
+	CreatedAt time.Time
+}
+
+type ProcessVersion struct {
+	ProcessKey string
+	Version    int32
+	Digest     string
+	Document   json.RawMessage
+	CreatedAt  time.Time
 }
 
 type Release struct {
@@ -34,10 +143,11 @@ type Revision struct {
 }
 
 type Token struct {
-	ID        int64
-	Name      string
-	Role      string
-	Hash      []byte
-	CreatedAt time.Time
-	RevokedAt *time.Time
+	ID         int64
+	Name       string
+	Role       string
+	Hash       []byte
+	CreatedAt  time.Time
+	RevokedAt  *time.Time
+	ConsumerID *int64
 }

@@ -22,7 +22,7 @@ func (q *Queries) TokenCountActive(ctx context.Context) (int64, error) {
 }
 
 const tokenGetByHash = `-- name: TokenGetByHash :one
-select id, name, role, hash, created_at, revoked_at from tokens
+select id, name, role, hash, created_at, revoked_at, consumer_id from tokens
 where hash = $1 and revoked_at is null
 `
 
@@ -36,6 +36,7 @@ func (q *Queries) TokenGetByHash(ctx context.Context, hash []byte) (Token, error
 		&i.Hash,
 		&i.CreatedAt,
 		&i.RevokedAt,
+		&i.ConsumerID,
 	)
 	return i, err
 }
@@ -43,7 +44,7 @@ func (q *Queries) TokenGetByHash(ctx context.Context, hash []byte) (Token, error
 const tokenInsert = `-- name: TokenInsert :one
 insert into tokens (name, role, hash)
 values ($1, $2, $3)
-returning id, name, role, hash, created_at, revoked_at
+returning id, name, role, hash, created_at, revoked_at, consumer_id
 `
 
 type TokenInsertParams struct {
@@ -62,6 +63,7 @@ func (q *Queries) TokenInsert(ctx context.Context, arg TokenInsertParams) (Token
 		&i.Hash,
 		&i.CreatedAt,
 		&i.RevokedAt,
+		&i.ConsumerID,
 	)
 	return i, err
 }
@@ -87,7 +89,7 @@ func (q *Queries) TokenInsertIfHashAbsent(ctx context.Context, arg TokenInsertIf
 }
 
 const tokenList = `-- name: TokenList :many
-select id, name, role, hash, created_at, revoked_at from tokens order by id
+select id, name, role, hash, created_at, revoked_at, consumer_id from tokens order by id
 `
 
 func (q *Queries) TokenList(ctx context.Context) ([]Token, error) {
@@ -106,6 +108,7 @@ func (q *Queries) TokenList(ctx context.Context) ([]Token, error) {
 			&i.Hash,
 			&i.CreatedAt,
 			&i.RevokedAt,
+			&i.ConsumerID,
 		); err != nil {
 			return nil, err
 		}

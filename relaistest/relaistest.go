@@ -21,6 +21,7 @@ import (
 	"github.com/relais/relais/config"
 	"github.com/relais/relais/dbtest"
 	"github.com/relais/relais/engine"
+	"github.com/relais/relais/keyring"
 	"github.com/relais/relais/server"
 )
 
@@ -50,12 +51,21 @@ func New(t testing.TB, opts ...Option) *Env {
 	pool := dbtest.Pool(t)
 	logs := &LogBuffer{}
 	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	eng := engine.New(pool, logger)
-	srv := httptest.NewServer(server.New(server.Deps{Logger: logger, Config: cfg, Engine: eng, Registry: prometheus.NewRegistry()}))
-	t.Cleanup(srv.Close)
+	keys, err := keyring.Parse(keyring.NewKeySpec("test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng := engine.New(pool, engine.Options{Logger: logger, Keys: keys, Limits: engine.Limits{
+		MaxRetryDelay: cfg.Pull.MaxRetryDelay, DefaultPushTimeout: cfg.Push.DefaultTimeout, MaxPushTimeout: cfg.Push.MaxTimeout}})
+	rep := server.Start(context.Background(), server.Deps{Logger: logger, Config: cfg, Engine: eng, Registry: prometheus.NewRegistry()})
+	srv := httptest.NewServer(rep.Handler)
+	t.Cleanup(func() {
+		rep.Drain()
+		srv.Close()
+		rep.Stop()
+	})
 	e := &Env{T: t, URL: srv.URL, Engine: eng, Pool: pool, Config: cfg, Logs: logs}
 	ctx := context.Background()
-	var err error
 	for _, tok := range []struct {
 		dst  *string
 		role auth.Role

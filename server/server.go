@@ -7,6 +7,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -20,10 +21,12 @@ import (
 	"github.com/relais/relais/engine"
 	"github.com/relais/relais/fault"
 	"github.com/relais/relais/httpjson"
+	"github.com/relais/relais/notify"
+	"github.com/relais/relais/pull"
 	"github.com/relais/relais/queries"
 )
 
-// Deps are what the HTTP surface needs from the rest of the replica.
+// Deps are what a replica is built from.
 type Deps struct {
 	Logger   *slog.Logger
 	Config   config.Config
@@ -31,8 +34,48 @@ type Deps struct {
 	Registry *prometheus.Registry
 }
 
-// New returns the replica's root handler.
-func New(d Deps) http.Handler {
+// Replica is one running Relais: its HTTP handler and the background work
+// that moves occurrences (LISTEN connection, timers).
+type Replica struct {
+	Handler http.Handler
+	hub     *pull.Hub
+	cancel  context.CancelFunc
+	done    sync.WaitGroup
+}
+
+// Start builds the replica and starts its background work, which runs until
+// Stop.
+func Start(ctx context.Context, d Deps) *Replica {
+	ctx, cancel := context.WithCancel(ctx)
+	hub := pull.NewHub(d.Config.Pull.MaxWaiters, d.Registry)
+	rep := &Replica{hub: hub, cancel: cancel}
+	listener := notify.New(d.Engine.Pool(), d.Logger)
+	listener.Handle(engine.ChannelOccurrence, hub.Notify)
+	listener.OnReconnect(hub.WakeAll)
+	rep.done.Go(func() { listener.Run(ctx) })
+	rep.done.Go(func() { d.Engine.RunTimerLoop(ctx, d.Config.TimerInterval) })
+	select {
+	case <-listener.Ready():
+	case <-time.After(10 * time.Second):
+		d.Logger.Warn("notification listener not ready after 10s; long polls fall back to polling until it is")
+	case <-ctx.Done():
+	}
+	rep.Handler = newHandler(d, hub)
+	return rep
+}
+
+// Drain makes long-polling fetches answer now and refuses new ones, so that
+// a graceful shutdown does not wait for their deadlines.
+func (r *Replica) Drain() { r.hub.Close() }
+
+// Stop ends the background work and waits for it.
+func (r *Replica) Stop() {
+	r.hub.Close()
+	r.cancel()
+	r.done.Wait()
+}
+
+func newHandler(d Deps, hub *pull.Hub) http.Handler {
 	r := chi.NewRouter()
 	r.Use(middleware.RequestID)
 	r.Use(logRequests(d.Logger, newHTTPMetrics(d.Registry)))
@@ -57,6 +100,9 @@ func New(d Deps) http.Handler {
 		r.With(any).Get("/whoami", whoami)
 		r.With(admin).Method(http.MethodPost, "/tokens", createToken(d))
 		api.New(d.Logger, d.Config, d.Engine).Routes(r, lookup)
+		r.Route("/pull", func(r chi.Router) {
+			pull.New(d.Logger, d.Config, d.Engine, hub, d.Registry).Routes(r, lookup)
+		})
 	})
 	return r
 }

@@ -22,9 +22,10 @@ import (
 // database is an open connection pool and, in embedded mode, the cluster
 // behind it.
 type database struct {
-	pool    *pgxpool.Pool
-	cluster *embeddedpg.Cluster
-	url     string
+	pool     *pgxpool.Pool
+	cluster  *embeddedpg.Cluster
+	attached bool
+	url      string
 }
 
 // openDatabase connects to RELAIS_DATABASE_URL, or starts (creating on first
@@ -45,6 +46,7 @@ func openDatabase(ctx context.Context, cfg config.Config, logger *slog.Logger, a
 			if db.url, err = embeddedpg.RunningURL(dir, "postgres"); err != nil {
 				return nil, err
 			}
+			db.attached = true
 			logger.Info("using the embedded cluster of a running relais", "dir", dir)
 		} else if err != nil {
 			if errors.Is(err, embeddedpg.ErrNoServerBinaries) && !strings.Contains(err.Error(), "RELAIS_DATABASE_URL") {
@@ -87,6 +89,10 @@ func openDatabase(ctx context.Context, cfg config.Config, logger *slog.Logger, a
 	db.pool = pool
 	return db, nil
 }
+
+// embedded reports whether this process runs or uses the embedded cluster
+// of its data directory.
+func (db *database) embedded() bool { return db.cluster != nil || db.attached }
 
 func (db *database) close() {
 	if db.pool != nil {

@@ -36,7 +36,12 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if _, err := queries.Migrate(ctx, db.pool, logger); err != nil {
 		return err
 	}
-	eng := engine.New(db.pool, logger)
+	keys, err := loadKeys(ctx, cfg, db, logger)
+	if err != nil {
+		return err
+	}
+	eng := engine.New(db.pool, engine.Options{Logger: logger, Keys: keys, Limits: engine.Limits{
+		MaxRetryDelay: cfg.Pull.MaxRetryDelay, DefaultPushTimeout: cfg.Push.DefaultTimeout, MaxPushTimeout: cfg.Push.MaxTimeout}})
 	token, err := eng.Bootstrap(ctx, cfg.BootstrapToken)
 	if err != nil {
 		return err
@@ -47,14 +52,15 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	handler := server.New(server.Deps{Logger: logger, Config: cfg, Engine: eng, Registry: reg})
+	replica := server.Start(ctx, server.Deps{Logger: logger, Config: cfg, Engine: eng, Registry: reg})
+	defer replica.Stop()
 
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("RELAIS_LISTEN %s: %w", cfg.Listen, err)
 	}
 	srv := &http.Server{
-		Handler:           handler,
+		Handler:           replica.Handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          nil,
@@ -80,6 +86,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 
 	logger.Info("shutting down: draining in-flight requests", "timeout", cfg.ShutdownTimeout)
+	replica.Drain()
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {

@@ -58,7 +58,7 @@ func tokenCreate(ctx context.Context, args []string, getenv func(string) string,
 	if _, err := queries.Migrate(ctx, db.pool, logger); err != nil {
 		return err
 	}
-	token, err := engine.New(db.pool, logger).CreateToken(ctx, name, role)
+	token, err := engine.New(db.pool, engine.Options{Logger: logger}).CreateToken(ctx, name, role)
 	if err != nil {
 		return err
 	}

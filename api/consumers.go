@@ -1,0 +1,196 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/relais/relais/engine"
+	"github.com/relais/relais/fault"
+	"github.com/relais/relais/httpjson"
+)
+
+// revisionsJSON is a grant's revisions: a list, or "all" (every revision,
+// present and future).
+type revisionsJSON struct {
+	All  bool
+	List []int
+}
+
+func (r revisionsJSON) MarshalJSON() ([]byte, error) {
+	if r.All {
+		return []byte(`"all"`), nil
+	}
+	return json.Marshal(r.List)
+}
+
+func (r *revisionsJSON) UnmarshalJSON(b []byte) error {
+	if bytes.Equal(bytes.TrimSpace(b), []byte(`"all"`)) {
+		r.All = true
+		return nil
+	}
+	if err := json.Unmarshal(b, &r.List); err != nil {
+		return errors.New(`revisions must be a list of revision numbers or "all"`)
+	}
+	if r.List == nil {
+		r.List = []int{}
+	}
+	return nil
+}
+
+type grantJSON struct {
+	Definition string        `json:"definition"`
+	Revisions  revisionsJSON `json:"revisions"`
+}
+
+type consumerJSON struct {
+	ID        int64       `json:"id"`
+	Name      string      `json:"name"`
+	Grants    []grantJSON `json:"grants"`
+	CreatedAt time.Time   `json:"created_at"`
+	RevokedAt *time.Time  `json:"revoked_at"`
+	Token     string      `json:"token,omitempty"`
+}
+
+func toGrants(in []grantJSON) []engine.Grant {
+	out := make([]engine.Grant, len(in))
+	for i, g := range in {
+		out[i] = engine.Grant{Definition: g.Definition}
+		if !g.Revisions.All {
+			out[i].Revisions = g.Revisions.List
+			if out[i].Revisions == nil {
+				out[i].Revisions = []int{}
+			}
+		}
+	}
+	return out
+}
+
+func toConsumerJSON(c engine.Consumer) consumerJSON {
+	out := consumerJSON{ID: c.ID, Name: c.Name, CreatedAt: c.CreatedAt, RevokedAt: c.RevokedAt, Grants: []grantJSON{}}
+	for _, g := range c.Grants {
+		out.Grants = append(out.Grants, grantJSON{Definition: g.Definition, Revisions: revisionsJSON{All: g.Revisions == nil, List: g.Revisions}})
+	}
+	return out
+}
+
+func (a *API) createConsumer() http.Handler {
+	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
+		req, err := httpjson.Decode[struct {
+			Name   string      `json:"name"`
+			Grants []grantJSON `json:"grants"`
+		}](w, r, a.cfg.MaxBodyBytes)
+		if err != nil {
+			return err
+		}
+		c, token, err := a.eng.CreateConsumer(r.Context(), req.Name, toGrants(req.Grants))
+		if err != nil {
+			return err
+		}
+		out := toConsumerJSON(c)
+		out.Token = token
+		httpjson.Encode(w, http.StatusCreated, out)
+		return nil
+	})
+}
+
+func consumerID(r *http.Request) (int64, error) {
+	id, err := strconv.ParseInt(chi.URLParam(r, "id"), 10, 64)
+	if err != nil || id < 1 {
+		return 0, fault.New(fault.NotFound, "not_found", "consumer %q not found", chi.URLParam(r, "id"))
+	}
+	return id, nil
+}
+
+func (a *API) listConsumers() http.Handler {
+	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
+		after, limit, err := pageParams[int64](r)
+		if err != nil {
+			return err
+		}
+		cs, err := a.eng.ListConsumers(r.Context(), after, limit+1)
+		if err != nil {
+			return err
+		}
+		p := page[consumerJSON]{Items: []consumerJSON{}}
+		for i, c := range cs {
+			if i == limit {
+				p.NextCursor = encodeCursor(cs[i-1].ID)
+				break
+			}
+			p.Items = append(p.Items, toConsumerJSON(c))
+		}
+		httpjson.Encode(w, http.StatusOK, p)
+		return nil
+	})
+}
+
+func (a *API) getConsumer() http.Handler {
+	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
+		id, err := consumerID(r)
+		if err != nil {
+			return err
+		}
+		c, err := a.eng.GetConsumer(r.Context(), id)
+		if err != nil {
+			return err
+		}
+		httpjson.Encode(w, http.StatusOK, toConsumerJSON(c))
+		return nil
+	})
+}
+
+func (a *API) setGrants() http.Handler {
+	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
+		id, err := consumerID(r)
+		if err != nil {
+			return err
+		}
+		req, err := httpjson.Decode[struct {
+			Grants []grantJSON `json:"grants"`
+		}](w, r, a.cfg.MaxBodyBytes)
+		if err != nil {
+			return err
+		}
+		c, err := a.eng.SetGrants(r.Context(), id, toGrants(req.Grants))
+		if err != nil {
+			return err
+		}
+		httpjson.Encode(w, http.StatusOK, toConsumerJSON(c))
+		return nil
+	})
+}
+
+func (a *API) rotateConsumer() http.Handler {
+	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
+		id, err := consumerID(r)
+		if err != nil {
+			return err
+		}
+		token, err := a.eng.RotateConsumerToken(r.Context(), id)
+		if err != nil {
+			return err
+		}
+		httpjson.Encode(w, http.StatusOK, map[string]any{"id": id, "token": token})
+		return nil
+	})
+}
+
+func (a *API) revokeConsumer() http.Handler {
+	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
+		id, err := consumerID(r)
+		if err != nil {
+			return err
+		}
+		if err := a.eng.RevokeConsumer(r.Context(), id); err != nil {
+			return err
+		}
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	})
+}

@@ -1,0 +1,193 @@
+package api
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/relais/relais/engine"
+	"github.com/relais/relais/fault"
+	"github.com/relais/relais/httpjson"
+	"github.com/relais/relais/isoduration"
+)
+
+type policyJSON struct {
+	MaxAttempts int                   `json:"max_attempts"`
+	RetryDelay  isoduration.Duration  `json:"retry_delay"`
+	Deadline    *isoduration.Duration `json:"deadline"`
+	Priority    int                   `json:"priority"`
+}
+
+type attemptJSON struct {
+	Number        int          `json:"number"`
+	Consumer      *consumerRef `json:"consumer"`
+	WorkerID      *string      `json:"worker_id"`
+	ReservedAt    time.Time    `json:"reserved_at"`
+	LockExpiresAt *time.Time   `json:"lock_expires_at"`
+	EndedAt       *time.Time   `json:"ended_at"`
+	Outcome       *string      `json:"outcome"`
+	ErrorCode     *string      `json:"error_code"`
+	ErrorMessage  *string      `json:"error_message"`
+}
+
+type consumerRef struct {
+	ID   int64  `json:"id"`
+	Name string `json:"name,omitempty"`
+}
+
+// OccurrenceJSON is an occurrence as the observation API shows it: inputs
+// and outputs masked.
+type occurrenceJSON struct {
+	ID            uuid.UUID             `json:"id"`
+	InstanceID    uuid.UUID             `json:"instance_id"`
+	Node          string                `json:"node"`
+	Definition    string                `json:"definition"`
+	Revision      int                   `json:"revision"`
+	Mode          string                `json:"mode"`
+	Status        string                `json:"status"`
+	Policy        policyJSON            `json:"policy"`
+	Destination   *string               `json:"destination,omitempty"`
+	Timeout       *isoduration.Duration `json:"timeout,omitempty"`
+	AttemptCount  int                   `json:"attempt_count"`
+	Consumer      *consumerRef          `json:"consumer"`
+	WorkerID      *string               `json:"worker_id"`
+	CreatedAt     time.Time             `json:"created_at"`
+	AvailableAt   time.Time             `json:"available_at"`
+	ReservedAt    *time.Time            `json:"reserved_at"`
+	LockExpiresAt *time.Time            `json:"lock_expires_at"`
+	SettledAt     *time.Time            `json:"settled_at"`
+	DeadlineAt    *time.Time            `json:"deadline_at"`
+	Route         *string               `json:"route"`
+	ErrorCode     *string               `json:"error_code"`
+	ErrorMessage  *string               `json:"error_message"`
+	Inputs        json.RawMessage       `json:"inputs"`
+	Outputs       json.RawMessage       `json:"outputs"`
+	Attempts      []attemptJSON         `json:"attempts,omitempty"`
+}
+
+func durPtr(d *time.Duration) *isoduration.Duration {
+	if d == nil {
+		return nil
+	}
+	v := isoduration.Duration(*d)
+	return &v
+}
+
+func toOccurrenceJSON(o engine.Occurrence) occurrenceJSON {
+	out := occurrenceJSON{ID: o.ID, InstanceID: o.InstanceID, Node: o.Node, Definition: o.Definition, Revision: o.Revision, Mode: o.Mode,
+		Status: o.Status, Destination: o.Destination, Timeout: durPtr(o.Timeout), AttemptCount: o.Attempts, WorkerID: o.WorkerID,
+		CreatedAt: o.CreatedAt, AvailableAt: o.AvailableAt, ReservedAt: o.ReservedAt, LockExpiresAt: o.LockExpiresAt,
+		SettledAt: o.SettledAt, DeadlineAt: o.DeadlineAt, Route: o.Route, ErrorCode: o.ErrorCode, ErrorMessage: o.ErrorMessage,
+		Inputs: o.Inputs, Outputs: o.Outputs,
+		Policy: policyJSON{MaxAttempts: o.Policy.MaxAttempts, RetryDelay: isoduration.Duration(o.Policy.RetryDelay), Deadline: durPtr(o.Policy.Deadline), Priority: o.Policy.Priority}}
+	if o.ConsumerID != nil {
+		out.Consumer = &consumerRef{ID: *o.ConsumerID}
+	}
+	if out.Outputs == nil {
+		out.Outputs = json.RawMessage("null")
+	}
+	for _, a := range o.AttemptList {
+		aj := attemptJSON{Number: a.Number, WorkerID: a.WorkerID, ReservedAt: a.ReservedAt, LockExpiresAt: a.LockExpiresAt, EndedAt: a.EndedAt,
+			Outcome: a.Outcome, ErrorCode: a.ErrorCode, ErrorMessage: a.ErrorMessage}
+		if a.ConsumerID != nil {
+			aj.Consumer = &consumerRef{ID: *a.ConsumerID, Name: deref(a.ConsumerName)}
+		}
+		out.Attempts = append(out.Attempts, aj)
+	}
+	return out
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+var occurrenceStatuses = map[string]bool{"available": true, "reserved": true, "completed": true, "failed": true, "cancelled": true}
+
+// occurrenceFilter reads the observation filters shared by the API and
+// the console's URLs.
+func occurrenceFilter(r *http.Request) (engine.OccurrenceFilter, error) {
+	q := r.URL.Query()
+	f := engine.OccurrenceFilter{Definition: q.Get("definition"), Status: q.Get("status")}
+	var errs []fault.FieldError
+	if f.Status != "" && !occurrenceStatuses[f.Status] {
+		errs = append(errs, fault.FieldError{Path: "status", Message: "must be available, reserved, completed, failed or cancelled"})
+	}
+	if s := q.Get("instance"); s != "" {
+		id, err := uuid.Parse(s)
+		if err != nil {
+			errs = append(errs, fault.FieldError{Path: "instance", Message: "must be an instance id"})
+		}
+		f.Instance = &id
+	}
+	if s := q.Get("revision"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			errs = append(errs, fault.FieldError{Path: "revision", Message: "must be a revision number"})
+		}
+		f.Revision = n
+	}
+	if s := q.Get("consumer"); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n < 1 {
+			errs = append(errs, fault.FieldError{Path: "consumer", Message: "must be a consumer id"})
+		}
+		f.ConsumerID = n
+	}
+	if len(errs) > 0 {
+		return f, fault.New(fault.BadRequest, "invalid_request", "invalid filter").WithErrors(errs)
+	}
+	return f, nil
+}
+
+func (a *API) listOccurrences() http.Handler {
+	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
+		before, limit, err := pageParams[*uuid.UUID](r)
+		if err != nil {
+			return err
+		}
+		f, err := occurrenceFilter(r)
+		if err != nil {
+			return err
+		}
+		f.Before, f.Limit = before, limit+1
+		occs, err := a.eng.ListOccurrences(r.Context(), f)
+		if err != nil {
+			return err
+		}
+		p := page[occurrenceJSON]{Items: []occurrenceJSON{}}
+		for i, o := range occs {
+			if i == limit {
+				p.NextCursor = encodeCursor(occs[i-1].ID)
+				break
+			}
+			p.Items = append(p.Items, toOccurrenceJSON(o))
+		}
+		httpjson.Encode(w, http.StatusOK, p)
+		return nil
+	})
+}
+
+func (a *API) getOccurrence() http.Handler {
+	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
+		id, err := idParam(r, "occurrence")
+		if err != nil {
+			return err
+		}
+		o, err := a.eng.GetOccurrence(r.Context(), id)
+		if err != nil {
+			return err
+		}
+		out := toOccurrenceJSON(o)
+		if out.Attempts == nil {
+			out.Attempts = []attemptJSON{}
+		}
+		httpjson.Encode(w, http.StatusOK, out)
+		return nil
+	})
+}

@@ -1,0 +1,113 @@
+package api
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/relais/relais/fault"
+	"github.com/relais/relais/httpjson"
+)
+
+type processVersionJSON struct {
+	Process   string          `json:"process"`
+	Version   int             `json:"version"`
+	Digest    string          `json:"digest"`
+	CreatedAt time.Time       `json:"created_at"`
+	Document  json.RawMessage `json:"document,omitempty"`
+	Created   *bool           `json:"created,omitempty"`
+}
+
+func (a *API) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.cfg.MaxBodyBytes))
+	if err != nil {
+		return nil, fault.New(fault.TooLarge, "body_too_large", "the request body is larger than %d bytes", a.cfg.MaxBodyBytes)
+	}
+	return body, nil
+}
+
+func (a *API) publishProcess() http.Handler {
+	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
+		body, err := a.readBody(w, r)
+		if err != nil {
+			return err
+		}
+		pv, created, err := a.eng.PublishProcess(r.Context(), chi.URLParam(r, "key"), body)
+		if err != nil {
+			return err
+		}
+		status := http.StatusOK
+		if created {
+			status = http.StatusCreated
+		}
+		httpjson.Encode(w, status, processVersionJSON{Process: pv.Key, Version: pv.Version, Digest: pv.Digest, CreatedAt: pv.CreatedAt, Created: &created})
+		return nil
+	})
+}
+
+func (a *API) listProcesses() http.Handler {
+	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
+		after, limit, err := pageParams[string](r)
+		if err != nil {
+			return err
+		}
+		ps, err := a.eng.ListProcesses(r.Context(), after, limit+1)
+		if err != nil {
+			return err
+		}
+		type item struct {
+			Key           string    `json:"key"`
+			LatestVersion int       `json:"latest_version"`
+			CreatedAt     time.Time `json:"created_at"`
+		}
+		p := page[item]{Items: []item{}}
+		for i, ps := range ps {
+			if i == limit {
+				p.NextCursor = encodeCursor(p.Items[i-1].Key)
+				break
+			}
+			p.Items = append(p.Items, item{Key: ps.Key, LatestVersion: ps.LatestVersion, CreatedAt: ps.CreatedAt})
+		}
+		httpjson.Encode(w, http.StatusOK, p)
+		return nil
+	})
+}
+
+func (a *API) getProcess() http.Handler {
+	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
+		key := chi.URLParam(r, "key")
+		vs, err := a.eng.ListProcessVersions(r.Context(), key)
+		if err != nil {
+			return err
+		}
+		out := struct {
+			Key      string               `json:"key"`
+			Versions []processVersionJSON `json:"versions"`
+		}{Key: key, Versions: []processVersionJSON{}}
+		for _, v := range vs {
+			out.Versions = append(out.Versions, processVersionJSON{Process: key, Version: v.Version, Digest: v.Digest, CreatedAt: v.CreatedAt})
+		}
+		httpjson.Encode(w, http.StatusOK, out)
+		return nil
+	})
+}
+
+func (a *API) getProcessVersion() http.Handler {
+	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
+		v, err := strconv.Atoi(chi.URLParam(r, "v"))
+		if err != nil || v < 1 {
+			return fault.New(fault.NotFound, "not_found", "version %q not found", chi.URLParam(r, "v"))
+		}
+		pv, err := a.eng.GetProcessVersion(r.Context(), chi.URLParam(r, "key"), v)
+		if err != nil {
+			return err
+		}
+		httpjson.Encode(w, http.StatusOK, processVersionJSON{Process: pv.Key, Version: pv.Version, Digest: pv.Digest, CreatedAt: pv.CreatedAt, Document: pv.Document})
+		return nil
+	})
+}
+

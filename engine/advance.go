@@ -1,0 +1,313 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/relais/relais/contracts"
+	"github.com/relais/relais/process"
+	"github.com/relais/relais/queries"
+)
+
+// Notification channels. Payloads are small and carry no value: a channel
+// name plus ids, keys and times.
+const (
+	// ChannelOccurrence announces that an occurrence became (or will
+	// become) claimable: "mode|definition|revision|unix-ms".
+	ChannelOccurrence = "relais_occurrence"
+	// ChannelCancel announces that an occurrence was cancelled: its id.
+	ChannelCancel = "relais_cancel"
+)
+
+// Occurrence modes and statuses.
+const (
+	ModePull = "pull"
+	ModePush = "push"
+
+	StatusAvailable = "available"
+	StatusReserved  = "reserved"
+	StatusCompleted = "completed"
+	StatusFailed    = "failed"
+	StatusCancelled = "cancelled"
+)
+
+// Attempt outcomes.
+const (
+	OutcomeCompleted = "completed"
+	OutcomeFailed    = "failed"
+	OutcomeExpired   = "expired"
+	OutcomeRejected  = "rejected"
+	OutcomeCancelled = "cancelled"
+)
+
+// AvailabilityPayload formats a ChannelOccurrence payload.
+func AvailabilityPayload(mode, definition string, revision int, at time.Time) string {
+	return mode + "|" + definition + "|" + strconv.Itoa(revision) + "|" + strconv.FormatInt(at.UnixMilli(), 10)
+}
+
+// ParseAvailabilityPayload reads a ChannelOccurrence payload.
+func ParseAvailabilityPayload(p string) (mode, definition string, revision int, at time.Time, ok bool) {
+	parts := strings.Split(p, "|")
+	if len(parts) != 4 {
+		return "", "", 0, time.Time{}, false
+	}
+	rev, err1 := strconv.Atoi(parts[2])
+	ms, err2 := strconv.ParseInt(parts[3], 10, 64)
+	if err1 != nil || err2 != nil {
+		return "", "", 0, time.Time{}, false
+	}
+	return parts[0], parts[1], rev, time.UnixMilli(ms), true
+}
+
+// run advances one instance inside a transaction that holds its row lock.
+type run struct {
+	e    *Engine
+	ctx  context.Context
+	q    *queries.Queries
+	now  time.Time
+	inst queries.Instance
+	pv   *ProcessVersion
+
+	input   json.RawMessage            // unsealed process inputs, loaded on first need
+	outputs map[string]json.RawMessage // unsealed outputs of completed nodes, loaded on first need
+	// failure is the error code that sent the instance down its current
+	// failure path; a failed end node records it on the instance.
+	failure *string
+}
+
+func (e *Engine) newRun(ctx context.Context, q *queries.Queries, inst queries.Instance, pv *ProcessVersion) (*run, error) {
+	now, err := e.clock(ctx, q.DBTX())
+	if err != nil {
+		return nil, err
+	}
+	return &run{e: e, ctx: ctx, q: q, now: now, inst: inst, pv: pv}, nil
+}
+
+// runFor locks an instance and prepares its run; ok is false when the
+// instance is locked by another transaction and skipLocked is set.
+func (e *Engine) runFor(ctx context.Context, q *queries.Queries, id uuid.UUID, skipLocked bool) (*run, bool, error) {
+	var inst queries.Instance
+	var err error
+	if skipLocked {
+		inst, err = q.InstanceLockSkipLocked(ctx, id)
+		if isNoRows(err) {
+			return nil, false, nil
+		}
+	} else {
+		inst, err = q.InstanceLock(ctx, id)
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	pv, err := e.processVersion(ctx, q, inst.ProcessKey, int(inst.Version))
+	if err != nil {
+		return nil, false, err
+	}
+	r, err := e.newRun(ctx, q, inst, pv)
+	return r, err == nil, err
+}
+
+func (r *run) scope() (process.Scope, error) {
+	if r.input == nil {
+		in, err := r.e.unseal(r.inst.Inputs, r.inst.SealedInputs, aadInstanceInputs(r.inst.ID))
+		if err != nil {
+			return process.Scope{}, err
+		}
+		r.input = in
+	}
+	if r.outputs == nil {
+		rows, err := r.q.OccurrenceCompletedOutputs(r.ctx, r.inst.ID)
+		if err != nil {
+			return process.Scope{}, err
+		}
+		r.outputs = make(map[string]json.RawMessage, len(rows))
+		for _, row := range rows {
+			out, err := r.e.unseal(row.Outputs, row.SealedOutputs, aadOccurrenceOutputs(row.ID))
+			if err != nil {
+				return process.Scope{}, err
+			}
+			r.outputs[row.Node] = out
+		}
+	}
+	return process.Scope{InstanceID: r.inst.ID.String(), BusinessKey: r.inst.BusinessKey, Input: r.input, Outputs: r.outputs}, nil
+}
+
+// enter makes the instance reach node: an end node ends it; a pull or push
+// node materializes its one occurrence. Several calls for one node create
+// one occurrence: the (instance, node) unique key decides, not Go.
+func (r *run) enter(name string) error {
+	if r.inst.Status != InstanceRunning {
+		return nil
+	}
+	node, ok := r.pv.Process.Nodes[name]
+	if !ok {
+		return fmt.Errorf("process %s v%d has no node %q", r.pv.Key, r.pv.Version, name)
+	}
+	if node.Kind == process.KindEnd {
+		status, _ := r.pv.Process.EndStatus(name)
+		var code *string
+		if status == InstanceFailed {
+			code = r.failure
+		}
+		if _, err := r.q.InstanceEnd(r.ctx, queries.InstanceEndParams{ID: r.inst.ID, Status: status, EndNode: &name, ErrorCode: code, Now: &r.now}); err != nil {
+			return err
+		}
+		r.inst.Status = status
+		return nil
+	}
+	rev, err := r.e.revision(r.ctx, r.q, node.Definition, node.Revision)
+	if err != nil {
+		return err
+	}
+	id := uuid.Must(uuid.NewV7())
+	params := queries.OccurrenceInsertParams{
+		ID: id, InstanceID: r.inst.ID, Node: name, DefinitionKey: node.Definition, Revision: int32(node.Revision),
+		Mode: string(node.Kind), Status: StatusAvailable,
+		Priority: int16(node.Policy.Priority), MaxAttempts: int32(node.Policy.MaxAttempts), RetryDelay: node.Policy.RetryDelay,
+		AvailableAt: r.now, ClaimableAt: &r.now, Inputs: json.RawMessage("{}"),
+	}
+	if node.Policy.Deadline > 0 {
+		d, at := node.Policy.Deadline, r.now.Add(node.Policy.Deadline)
+		params.Deadline, params.DeadlineAt = &d, &at
+	}
+	if node.Kind == process.KindPush {
+		t := node.PushTimeout(r.e.processLimits())
+		params.Destination, params.Timeout = &node.Destination, &t
+	}
+
+	problem := r.nodeInputs(name, rev, id, &params)
+	if problem != "" {
+		// The occurrence exists, failed from birth, so operators see why
+		// the instance went down its error path.
+		code := "invalid_inputs"
+		params.Status, params.ClaimableAt, params.ErrorCode, params.ErrorMessage, params.SettledAt = StatusFailed, nil, &code, &problem, &r.now
+	}
+	row, err := r.q.OccurrenceInsert(r.ctx, params)
+	if isNoRows(err) {
+		return nil // another advancement got there first
+	}
+	if err != nil {
+		return err
+	}
+	if row.Status == StatusFailed {
+		return r.followFailure(name, *row.ErrorCode)
+	}
+	return r.q.Notify(r.ctx, queries.NotifyParams{Channel: ChannelOccurrence,
+		Payload: AvailabilityPayload(row.Mode, row.DefinitionKey, int(row.Revision), row.AvailableAt)})
+}
+
+// nodeInputs evaluates the node's bindings and validates them against the
+// pinned revision, filling the stored (sealed) inputs. It returns a problem
+// description, free of values, when the inputs cannot be built or are
+// invalid; errors it cannot attribute to the data are returned as panics of
+// the transaction would be: through the problem text, never silently.
+func (r *run) nodeInputs(name string, rev *Revision, id uuid.UUID, params *queries.OccurrenceInsertParams) string {
+	scope, err := r.scope()
+	if err != nil {
+		return "inputs could not be read: " + err.Error()
+	}
+	inputs, err := r.pv.Process.EvaluateInputs(name, scope)
+	if err != nil {
+		return "inputs could not be built from the bindings"
+	}
+	v, _, err := r.e.Validators(rev)
+	if err != nil {
+		return "the pinned revision does not compile"
+	}
+	if vs := v.Validate(inputs); len(vs) > 0 {
+		return describeViolations(vs)
+	}
+	public, sealed, err := r.e.seal(rev.Working.Inputs, inputs, aadOccurrenceInputs(id))
+	if err != nil {
+		return "inputs could not be sealed: no data key"
+	}
+	params.Inputs, params.SealedInputs = public, sealed
+	return ""
+}
+
+// describeViolations lists pointers and messages; messages come from the
+// validator and name constraints, not values.
+func describeViolations(vs []contracts.Violation) string {
+	parts := make([]string, 0, len(vs))
+	for _, v := range vs {
+		parts = append(parts, v.Path+": "+v.Message)
+	}
+	sort.Strings(parts)
+	return "inputs violate the pinned revision: " + strings.Join(parts, "; ")
+}
+
+// followFailure sends the instance down node's on_error branch, or fails it.
+func (r *run) followFailure(node, code string) error {
+	r.failure = &code
+	if next, ok := r.pv.Process.NextOnFailure(node); ok {
+		return r.enter(next)
+	}
+	if _, err := r.q.InstanceEnd(r.ctx, queries.InstanceEndParams{ID: r.inst.ID, Status: InstanceFailed, EndNode: &node, ErrorCode: &code, Now: &r.now}); err != nil {
+		return err
+	}
+	r.inst.Status = InstanceFailed
+	return nil
+}
+
+// Reconcile makes sure every node an instance has reached has its
+// occurrence, walking from start along settled occurrences. It is
+// idempotent and safe to run concurrently: it is how a replica recovers an
+// instance whose advancement it cannot otherwise prove.
+func (e *Engine) Reconcile(ctx context.Context, id uuid.UUID) error {
+	return wrap("reconcile", e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error {
+		r, _, err := e.runFor(ctx, q, id, false)
+		if err != nil {
+			if isNoRows(err) {
+				return notFound("instance %s", id)
+			}
+			return err
+		}
+		occs, err := q.OccurrenceListByInstance(ctx, id)
+		if err != nil {
+			return err
+		}
+		byNode := make(map[string]queries.Occurrence, len(occs))
+		for _, o := range occs {
+			byNode[o.Node] = o
+		}
+		node := r.pv.Process.Start
+		for steps := 0; steps <= len(r.pv.Process.Nodes) && r.inst.Status == InstanceRunning; steps++ {
+			o, ok := byNode[node]
+			if !ok {
+				return r.enter(node)
+			}
+			switch o.Status {
+			case StatusCompleted:
+				route := ""
+				if o.Route != nil {
+					route = *o.Route
+				}
+				next, err := r.pv.Process.NextOnSuccess(node, route)
+				if err != nil {
+					return err
+				}
+				node = next
+			case StatusFailed:
+				next, ok := r.pv.Process.NextOnFailure(node)
+				if !ok {
+					return nil
+				}
+				node = next
+			default:
+				return nil // still open: nothing to advance
+			}
+			if n := r.pv.Process.Nodes[node]; n != nil && n.Kind == process.KindEnd {
+				return r.enter(node)
+			}
+		}
+		return nil
+	}))
+}

@@ -1,0 +1,251 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/relais/relais/auth"
+	"github.com/relais/relais/fault"
+	"github.com/relais/relais/queries"
+)
+
+// Consumer is an external service allowed to pull occurrences of explicit
+// definitions and revisions.
+type Consumer struct {
+	ID        int64
+	Name      string
+	Grants    []Grant
+	CreatedAt time.Time
+	RevokedAt *time.Time
+}
+
+// Grant authorizes a consumer for one definition; nil Revisions means every
+// revision, present and future.
+type Grant struct {
+	Definition string
+	Revisions  []int
+}
+
+func (e *Engine) checkGrants(ctx context.Context, grants []Grant) error {
+	var errs []fault.FieldError
+	seen := map[string]bool{}
+	for i, g := range grants {
+		at := fmt.Sprintf("/grants/%d", i)
+		if seen[g.Definition] {
+			errs = append(errs, fault.FieldError{Path: at + "/definition", Message: "definition granted twice"})
+			continue
+		}
+		seen[g.Definition] = true
+		if _, err := e.q.DefinitionGet(ctx, g.Definition); isNoRows(err) {
+			errs = append(errs, fault.FieldError{Path: at + "/definition", Message: fmt.Sprintf("unknown definition %q", g.Definition)})
+			continue
+		} else if err != nil {
+			return wrap("check grants", err)
+		}
+		if g.Revisions != nil && len(g.Revisions) == 0 {
+			errs = append(errs, fault.FieldError{Path: at + "/revisions", Message: `must list revisions or be "all"`})
+		}
+		for j, r := range g.Revisions {
+			if r < 1 {
+				errs = append(errs, fault.FieldError{Path: fmt.Sprintf("%s/revisions/%d", at, j), Message: "must be a revision number"})
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return fault.New(fault.Unprocessable, "invalid_grants", "the grants are invalid").WithErrors(errs)
+	}
+	return nil
+}
+
+func toInt32s(in []int) []int32 {
+	if in == nil {
+		return nil
+	}
+	out := make([]int32, len(in))
+	for i, v := range in {
+		out[i] = int32(v)
+	}
+	return out
+}
+
+func toInts(in []int32) []int {
+	if in == nil {
+		return nil
+	}
+	out := make([]int, len(in))
+	for i, v := range in {
+		out[i] = int(v)
+	}
+	return out
+}
+
+// CreateConsumer creates a consumer with its grants and returns its token,
+// shown this once.
+func (e *Engine) CreateConsumer(ctx context.Context, name string, grants []Grant) (Consumer, string, error) {
+	if name == "" {
+		return Consumer{}, "", fault.New(fault.BadRequest, "invalid_request", "name is required").WithErrors([]fault.FieldError{{Path: "/name", Message: "is required"}})
+	}
+	if err := e.checkGrants(ctx, grants); err != nil {
+		return Consumer{}, "", err
+	}
+	token, hash := auth.NewToken()
+	var c queries.Consumer
+	err := e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error {
+		var err error
+		c, err = q.ConsumerInsert(ctx, name)
+		if isUniqueViolation(err, "") {
+			return fault.New(fault.Conflict, "consumer_exists", "a consumer named %q exists", name)
+		}
+		if err != nil {
+			return err
+		}
+		if _, err := q.ConsumerTokenInsert(ctx, queries.ConsumerTokenInsertParams{Name: name, Hash: hash, ConsumerID: &c.ID}); err != nil {
+			return err
+		}
+		return setGrants(ctx, q, c.ID, grants)
+	})
+	if err != nil {
+		return Consumer{}, "", wrap("create consumer", err)
+	}
+	out, err := e.GetConsumer(ctx, c.ID)
+	return out, token, err
+}
+
+func setGrants(ctx context.Context, q *queries.Queries, id int64, grants []Grant) error {
+	if err := q.GrantDeleteAll(ctx, id); err != nil {
+		return err
+	}
+	for _, g := range grants {
+		if err := q.GrantInsert(ctx, queries.GrantInsertParams{ConsumerID: id, DefinitionKey: g.Definition, Revisions: toInt32s(g.Revisions)}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// GetConsumer returns a consumer with its grants.
+func (e *Engine) GetConsumer(ctx context.Context, id int64) (Consumer, error) {
+	row, err := e.q.ConsumerGet(ctx, id)
+	if isNoRows(err) {
+		return Consumer{}, notFound("consumer %d", id)
+	}
+	if err != nil {
+		return Consumer{}, wrap("get consumer", err)
+	}
+	return e.consumerFromRow(ctx, row)
+}
+
+func (e *Engine) consumerFromRow(ctx context.Context, row queries.Consumer) (Consumer, error) {
+	grants, err := e.grants(ctx, row.ID)
+	if err != nil {
+		return Consumer{}, err
+	}
+	return Consumer{ID: row.ID, Name: row.Name, Grants: grants, CreatedAt: row.CreatedAt, RevokedAt: row.RevokedAt}, nil
+}
+
+func (e *Engine) grants(ctx context.Context, id int64) ([]Grant, error) {
+	rows, err := e.q.GrantList(ctx, id)
+	if err != nil {
+		return nil, wrap("list grants", err)
+	}
+	out := make([]Grant, len(rows))
+	for i, g := range rows {
+		out[i] = Grant{Definition: g.DefinitionKey, Revisions: toInts(g.Revisions)}
+	}
+	return out, nil
+}
+
+// ListConsumers returns consumers ordered by id after the cursor.
+func (e *Engine) ListConsumers(ctx context.Context, after int64, limit int) ([]Consumer, error) {
+	rows, err := e.q.ConsumerList(ctx, queries.ConsumerListParams{After: after, Max: int32(limit)})
+	if err != nil {
+		return nil, wrap("list consumers", err)
+	}
+	out := make([]Consumer, 0, len(rows))
+	for _, r := range rows {
+		c, err := e.consumerFromRow(ctx, r)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// SetGrants replaces a consumer's grants.
+func (e *Engine) SetGrants(ctx context.Context, id int64, grants []Grant) (Consumer, error) {
+	if err := e.checkGrants(ctx, grants); err != nil {
+		return Consumer{}, err
+	}
+	err := e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error {
+		c, err := q.ConsumerGet(ctx, id)
+		if isNoRows(err) {
+			return notFound("consumer %d", id)
+		}
+		if err != nil {
+			return err
+		}
+		if c.RevokedAt != nil {
+			return fault.New(fault.Conflict, "consumer_revoked", "consumer %d is revoked", id)
+		}
+		return setGrants(ctx, q, id, grants)
+	})
+	if err != nil {
+		return Consumer{}, wrap("set grants", err)
+	}
+	return e.GetConsumer(ctx, id)
+}
+
+// RotateConsumerToken revokes a consumer's tokens and issues a new one.
+func (e *Engine) RotateConsumerToken(ctx context.Context, id int64) (string, error) {
+	token, hash := auth.NewToken()
+	err := e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error {
+		c, err := q.ConsumerGet(ctx, id)
+		if isNoRows(err) {
+			return notFound("consumer %d", id)
+		}
+		if err != nil {
+			return err
+		}
+		if c.RevokedAt != nil {
+			return fault.New(fault.Conflict, "consumer_revoked", "consumer %d is revoked", id)
+		}
+		if err := q.ConsumerTokenRevokeAll(ctx, &id); err != nil {
+			return err
+		}
+		_, err = q.ConsumerTokenInsert(ctx, queries.ConsumerTokenInsertParams{Name: c.Name, Hash: hash, ConsumerID: &id})
+		return err
+	})
+	return token, wrap("rotate consumer token", err)
+}
+
+// RevokeConsumer revokes a consumer: its tokens stop working at once.
+func (e *Engine) RevokeConsumer(ctx context.Context, id int64) error {
+	return wrap("revoke consumer", e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error {
+		if _, err := q.ConsumerRevoke(ctx, id); isNoRows(err) {
+			return notFound("consumer %d", id)
+		} else if err != nil {
+			return err
+		}
+		return q.ConsumerTokenRevokeAll(ctx, &id)
+	}))
+}
+
+// grantedRevisions resolves a consumer's view of one definition: ok is false
+// when the definition is not granted; all is true when every revision is.
+func (e *Engine) granted(ctx context.Context, consumerID int64, key string, revision int) (bool, error) {
+	grants, err := e.grants(ctx, consumerID)
+	if err != nil {
+		return false, err
+	}
+	for _, g := range grants {
+		if g.Definition == key {
+			return g.Revisions == nil || slices.Contains(g.Revisions, revision), nil
+		}
+	}
+	return false, nil
+}

@@ -1,0 +1,64 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/relais/relais/keyring"
+	"github.com/relais/relais/queries"
+)
+
+var probePlain = []byte("relais data key probe")
+
+const probeAAD = "data_keys/probe"
+
+// CheckKeys verifies the keyring against the database before a replica
+// serves: every key it holds must open its recorded probe (a wrong key is
+// caught now, not when a consumer asks for inputs), the primary key is
+// recorded, and no key that sealed values still in the database may be
+// missing. Without a keyring, it refuses once secret values exist.
+func CheckKeys(ctx context.Context, db queries.DBTX, ring *keyring.Keyring) error {
+	q := queries.New(db)
+	rows, err := q.DataKeyList(ctx)
+	if err != nil {
+		return fmt.Errorf("data keys: %w", err)
+	}
+	if ring == nil {
+		exists, err := q.SealedValuesExist(ctx)
+		if err != nil {
+			return fmt.Errorf("data keys: %w", err)
+		}
+		if exists {
+			return errors.New("secret values are stored encrypted but no data key is configured: set RELAIS_DATA_KEYS or RELAIS_DATA_KEY_FILE")
+		}
+		return nil
+	}
+	ids := ring.IDs()
+	var missing []string
+	known := map[string]bool{}
+	for _, r := range rows {
+		known[r.ID] = true
+		if !slices.Contains(ids, r.ID) {
+			if r.RetiredAt == nil {
+				missing = append(missing, r.ID)
+			}
+			continue
+		}
+		if _, err := ring.Open(r.Probe, []byte(probeAAD)); err != nil {
+			return fmt.Errorf("data key %q does not match the key that was used under that id: %w", r.ID, err)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("values sealed with data key(s) %s may still be stored: keep them in RELAIS_DATA_KEYS (after the primary) until `relais keys rotate` has finished",
+			strings.Join(missing, ", "))
+	}
+	if !known[ring.Primary()] {
+		if err := q.DataKeyInsert(ctx, queries.DataKeyInsertParams{ID: ring.Primary(), Probe: ring.Seal(probePlain, []byte(probeAAD))}); err != nil {
+			return fmt.Errorf("data keys: record %q: %w", ring.Primary(), err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,152 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/relais/relais/queries"
+)
+
+// Occurrence is an observation of one occurrence: its inputs and outputs are
+// masked by the pinned revision's classification (sensitive and secret
+// values never appear).
+type Occurrence struct {
+	ID            uuid.UUID
+	InstanceID    uuid.UUID
+	Node          string
+	Definition    string
+	Revision      int
+	Mode          string
+	Status        string
+	Policy        Policy
+	Destination   *string
+	Timeout       *time.Duration
+	Attempts      int
+	ConsumerID    *int64
+	WorkerID      *string
+	CreatedAt     time.Time
+	AvailableAt   time.Time
+	ReservedAt    *time.Time
+	LockExpiresAt *time.Time
+	SettledAt     *time.Time
+	DeadlineAt    *time.Time
+	Route         *string
+	ErrorCode     *string
+	ErrorMessage  *string
+	Inputs        json.RawMessage
+	Outputs       json.RawMessage // nil until completed
+	AttemptList   []Attempt       // filled by GetOccurrence only
+}
+
+// Policy is the execution policy frozen on an occurrence.
+type Policy struct {
+	MaxAttempts int
+	RetryDelay  time.Duration
+	Deadline    *time.Duration
+	Priority    int
+}
+
+// Attempt is one reservation of an occurrence.
+type Attempt struct {
+	Number        int
+	ConsumerID    *int64
+	ConsumerName  *string
+	WorkerID      *string
+	ReservedAt    time.Time
+	LockExpiresAt *time.Time
+	EndedAt       *time.Time
+	Outcome       *string
+	ErrorCode     *string
+	ErrorMessage  *string
+}
+
+func (e *Engine) occurrenceFromRow(ctx context.Context, o queries.Occurrence) Occurrence {
+	out := Occurrence{ID: o.ID, InstanceID: o.InstanceID, Node: o.Node, Definition: o.DefinitionKey, Revision: int(o.Revision),
+		Mode: o.Mode, Status: o.Status, Destination: o.Destination, Timeout: o.Timeout, Attempts: int(o.Attempts),
+		ConsumerID: o.ConsumerID, WorkerID: o.WorkerID, CreatedAt: o.CreatedAt, AvailableAt: o.AvailableAt, ReservedAt: o.ReservedAt,
+		LockExpiresAt: o.LockExpiresAt, SettledAt: o.SettledAt, DeadlineAt: o.DeadlineAt, Route: o.Route, ErrorCode: o.ErrorCode,
+		ErrorMessage: o.ErrorMessage,
+		Policy:       Policy{MaxAttempts: int(o.MaxAttempts), RetryDelay: o.RetryDelay, Deadline: o.Deadline, Priority: int(o.Priority)},
+		Inputs:       json.RawMessage("{}"),
+	}
+	if rev, err := e.revision(ctx, e.q, o.DefinitionKey, int(o.Revision)); err == nil {
+		out.Inputs = rev.Working.Inputs.Mask(o.Inputs)
+		if o.Outputs != nil {
+			out.Outputs = rev.Working.Outputs.Mask(o.Outputs)
+		}
+	}
+	return out
+}
+
+// GetOccurrence returns one occurrence (masked) with every attempt.
+func (e *Engine) GetOccurrence(ctx context.Context, id uuid.UUID) (Occurrence, error) {
+	row, err := e.q.OccurrenceGet(ctx, id)
+	if isNoRows(err) {
+		return Occurrence{}, notFound("occurrence %s", id)
+	}
+	if err != nil {
+		return Occurrence{}, wrap("get occurrence", err)
+	}
+	o := e.occurrenceFromRow(ctx, row)
+	attempts, err := e.q.AttemptListByOccurrence(ctx, id)
+	if err != nil {
+		return Occurrence{}, wrap("list attempts", err)
+	}
+	o.AttemptList = make([]Attempt, len(attempts))
+	for i, a := range attempts {
+		o.AttemptList[i] = Attempt{Number: int(a.Number), ConsumerID: a.ConsumerID, ConsumerName: a.ConsumerName, WorkerID: a.WorkerID,
+			ReservedAt: a.ReservedAt, LockExpiresAt: a.LockExpiresAt, EndedAt: a.EndedAt, Outcome: a.Outcome,
+			ErrorCode: a.ErrorCode, ErrorMessage: a.ErrorMessage}
+	}
+	return o, nil
+}
+
+// OccurrenceFilter selects occurrences; zero fields do not filter.
+type OccurrenceFilter struct {
+	Definition string
+	Status     string
+	Instance   *uuid.UUID
+	Revision   int
+	ConsumerID int64
+	Before     *uuid.UUID // keyset cursor: ids below it (newest first)
+	Limit      int
+}
+
+// ListOccurrences returns occurrences newest first.
+func (e *Engine) ListOccurrences(ctx context.Context, f OccurrenceFilter) ([]Occurrence, error) {
+	p := queries.OccurrenceListParams{DefinitionKey: strPtr(f.Definition), Status: strPtr(f.Status), InstanceID: f.Instance,
+		Before: f.Before, Max: int32(f.Limit)}
+	if f.Revision > 0 {
+		r := int32(f.Revision)
+		p.Revision = &r
+	}
+	if f.ConsumerID > 0 {
+		p.ConsumerID = &f.ConsumerID
+	}
+	rows, err := e.q.OccurrenceList(ctx, p)
+	if err != nil {
+		return nil, wrap("list occurrences", err)
+	}
+	out := make([]Occurrence, len(rows))
+	for i, r := range rows {
+		out[i] = e.occurrenceFromRow(ctx, r)
+	}
+	return out, nil
+}
+
+// InstanceOccurrences returns an instance's occurrences in the order the
+// instance reached their nodes: its path.
+func (e *Engine) InstanceOccurrences(ctx context.Context, id uuid.UUID) ([]Occurrence, error) {
+	rows, err := e.q.OccurrenceListByInstance(ctx, id)
+	if err != nil {
+		return nil, wrap("instance occurrences", err)
+	}
+	out := make([]Occurrence, len(rows))
+	for i, r := range rows {
+		out[i] = e.occurrenceFromRow(ctx, r)
+	}
+	return out, nil
+}

@@ -1,0 +1,209 @@
+package engine
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/relais/relais/contracts"
+	"github.com/relais/relais/fault"
+	"github.com/relais/relais/process"
+	"github.com/relais/relais/queries"
+)
+
+// ProcessVersion is an immutable, statically checked process version.
+type ProcessVersion struct {
+	Key       string
+	Version   int
+	Digest    string
+	Document  []byte // canonical bytes, as digested
+	Process   *process.Process
+	CreatedAt time.Time
+}
+
+// ProcessSummary is a process key with its latest version.
+type ProcessSummary struct {
+	Key           string
+	LatestVersion int
+	CreatedAt     time.Time
+}
+
+type processVersionKey struct {
+	key     string
+	version int
+}
+
+func violations(code, detail string, vs []contracts.Violation) error {
+	errs := make([]fault.FieldError, len(vs))
+	for i, v := range vs {
+		errs[i] = fault.FieldError{Path: v.Path, Message: v.Message}
+	}
+	return fault.New(fault.Unprocessable, code, "%s: %d problem(s)", detail, len(vs)).WithErrors(errs)
+}
+
+func (e *Engine) processLimits() process.Limits {
+	return process.Limits{MaxRetryDelay: e.limits.MaxRetryDelay, DefaultPushTimeout: e.limits.DefaultPushTimeout, MaxPushTimeout: e.limits.MaxPushTimeout}
+}
+
+// resolver answers the static checker from the database, loading every
+// revision and destination the document names up front.
+type resolver struct {
+	revisions    map[revisionKey]contracts.Working
+	destinations map[string]time.Duration
+}
+
+func (r resolver) Revision(key string, n int) (contracts.Working, bool) {
+	w, ok := r.revisions[revisionKey{key, n}]
+	return w, ok
+}
+
+func (r resolver) Destination(name string) (time.Duration, bool) {
+	d, ok := r.destinations[name]
+	return d, ok
+}
+
+func (e *Engine) newResolver(ctx context.Context, p *process.Process) (resolver, error) {
+	r := resolver{revisions: map[revisionKey]contracts.Working{}, destinations: map[string]time.Duration{}}
+	for _, n := range p.Nodes {
+		if n.Kind == process.KindEnd || n.Definition == "" || n.Revision < 1 {
+			continue
+		}
+		rev, err := e.GetRevision(ctx, n.Definition, n.Revision)
+		if err == nil {
+			r.revisions[revisionKey{n.Definition, n.Revision}] = rev.Working
+		} else if !fault.HasCode(err, "not_found") {
+			return r, err
+		}
+		if n.Kind == process.KindPush && n.Destination != "" {
+			d, err := e.q.DestinationGet(ctx, n.Destination)
+			if err == nil {
+				r.destinations[d.Name] = d.MaxTimeout
+			} else if !isNoRows(err) {
+				return r, wrap("load destination", err)
+			}
+		}
+	}
+	return r, nil
+}
+
+// PublishProcess parses and statically checks a process version and stores
+// it. Publishing a document identical (by digest) to an existing version
+// returns that version with created false.
+func (e *Engine) PublishProcess(ctx context.Context, key string, document []byte) (ProcessVersion, bool, error) {
+	if !keyPattern.MatchString(key) {
+		return ProcessVersion{}, false, fault.New(fault.BadRequest, "invalid_key", "process key %q must match %s", key, keyPattern)
+	}
+	p, vs := process.Parse(document)
+	if len(vs) > 0 {
+		return ProcessVersion{}, false, violations("invalid_process", "the process is invalid", vs)
+	}
+	res, err := e.newResolver(ctx, p)
+	if err != nil {
+		return ProcessVersion{}, false, err
+	}
+	if vs := process.Check(p, res, e.processLimits()); len(vs) > 0 {
+		return ProcessVersion{}, false, violations("invalid_process", "the process is invalid", vs)
+	}
+	canonical, digest := p.Canonical(), p.Digest()
+	var out ProcessVersion
+	var created bool
+	err = e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error {
+		if err := q.ProcessEnsure(ctx, key); err != nil {
+			return err
+		}
+		// Serialize publications of one key so versions are dense and a
+		// digest is stored once.
+		if err := q.ProcessLockForPublish(ctx, key); err != nil {
+			return err
+		}
+		if row, err := q.ProcessVersionGetByDigest(ctx, queries.ProcessVersionGetByDigestParams{ProcessKey: key, Digest: digest}); err == nil {
+			out = ProcessVersion{Key: key, Version: int(row.Version), Digest: row.Digest, Document: row.Document, Process: p, CreatedAt: row.CreatedAt}
+			return nil
+		} else if !isNoRows(err) {
+			return err
+		}
+		next := int32(1)
+		if latest, err := q.ProcessVersionLatest(ctx, key); err == nil {
+			next = latest.Version + 1
+		} else if !isNoRows(err) {
+			return err
+		}
+		row, err := q.ProcessVersionInsert(ctx, queries.ProcessVersionInsertParams{ProcessKey: key, Version: next, Digest: digest, Document: canonical})
+		if err != nil {
+			return err
+		}
+		created = true
+		out = ProcessVersion{Key: key, Version: int(row.Version), Digest: row.Digest, Document: row.Document, Process: p, CreatedAt: row.CreatedAt}
+		return nil
+	})
+	if err != nil {
+		return ProcessVersion{}, false, wrap("publish process "+key, err)
+	}
+	return out, created, nil
+}
+
+// GetProcessVersion returns one version; version 0 means the latest.
+func (e *Engine) GetProcessVersion(ctx context.Context, key string, version int) (*ProcessVersion, error) {
+	return e.processVersion(ctx, e.q, key, version)
+}
+
+func (e *Engine) processVersion(ctx context.Context, q *queries.Queries, key string, version int) (*ProcessVersion, error) {
+	if version > 0 {
+		if v, ok := e.processes.Load(processVersionKey{key, version}); ok {
+			return v.(*ProcessVersion), nil
+		}
+	}
+	var row queries.ProcessVersion
+	var err error
+	if version == 0 {
+		row, err = q.ProcessVersionLatest(ctx, key)
+	} else {
+		row, err = q.ProcessVersionGet(ctx, queries.ProcessVersionGetParams{ProcessKey: key, Version: int32(version)})
+	}
+	if isNoRows(err) {
+		if version == 0 {
+			return nil, notFound("process %q", key)
+		}
+		return nil, notFound("version %d of process %q", version, key)
+	}
+	if err != nil {
+		return nil, wrap("get process version", err)
+	}
+	p, vs := process.Parse(row.Document)
+	if len(vs) > 0 {
+		return nil, wrap("get process version", errCorrupt("process version "+key))
+	}
+	pv := &ProcessVersion{Key: key, Version: int(row.Version), Digest: row.Digest, Document: row.Document, Process: p, CreatedAt: row.CreatedAt}
+	v, _ := e.processes.LoadOrStore(processVersionKey{key, pv.Version}, pv)
+	return v.(*ProcessVersion), nil
+}
+
+// ListProcessVersions returns every version of key.
+func (e *Engine) ListProcessVersions(ctx context.Context, key string) ([]ProcessVersion, error) {
+	rows, err := e.q.ProcessVersionList(ctx, key)
+	if err != nil {
+		return nil, wrap("list process versions", err)
+	}
+	if len(rows) == 0 {
+		return nil, notFound("process %q", key)
+	}
+	out := make([]ProcessVersion, len(rows))
+	for i, r := range rows {
+		out[i] = ProcessVersion{Key: key, Version: int(r.Version), Digest: r.Digest, Document: r.Document, CreatedAt: r.CreatedAt}
+	}
+	return out, nil
+}
+
+// ListProcesses returns processes ordered by key after the cursor.
+func (e *Engine) ListProcesses(ctx context.Context, after string, limit int) ([]ProcessSummary, error) {
+	rows, err := e.q.ProcessList(ctx, queries.ProcessListParams{After: after, Max: int32(limit)})
+	if err != nil {
+		return nil, wrap("list processes", err)
+	}
+	out := make([]ProcessSummary, len(rows))
+	for i, r := range rows {
+		out[i] = ProcessSummary{Key: r.Key, LatestVersion: int(r.LatestVersion), CreatedAt: r.CreatedAt}
+	}
+	return out, nil
+}

@@ -1,0 +1,69 @@
+package engine
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/relais/relais/contracts"
+	"github.com/relais/relais/fault"
+)
+
+// secretMarker stands in the stored (public) JSON where a secret value was:
+// it is what every observation surface shows, and Merge replaces it with the
+// real value only on delivery.
+var secretMarker = json.RawMessage(`{"` + contracts.MaskedKey + `":"secret"}`)
+
+// seal splits the secret values of value (per contract c) out of it and
+// encrypts them, bound to aad. It returns the public JSON to store in clear
+// (secrets replaced by the masked marker) and the sealed blob (nil when
+// value holds no secret).
+func (e *Engine) seal(c contracts.Contract, value json.RawMessage, aad string) (json.RawMessage, []byte, error) {
+	public, secrets := c.Split(value)
+	if len(secrets) == 0 {
+		return public, nil, nil
+	}
+	if e.keys == nil {
+		return nil, nil, fault.New(fault.Unavailable, "encryption_unavailable",
+			"this value holds secret fields but no data key is configured (RELAIS_DATA_KEYS or RELAIS_DATA_KEY_FILE)")
+	}
+	plain, err := json.Marshal(secrets)
+	if err != nil {
+		return nil, nil, fmt.Errorf("engine: seal: %w", err)
+	}
+	markers := make(map[string]json.RawMessage, len(secrets))
+	for p := range secrets {
+		markers[p] = secretMarker
+	}
+	public, err = contracts.Merge(public, markers)
+	if err != nil {
+		return nil, nil, fmt.Errorf("engine: seal: %w", err)
+	}
+	return public, e.keys.Seal(plain, []byte(aad)), nil
+}
+
+// unseal returns the full value: public with the sealed secrets put back.
+// Only deliveries (to an authorized consumer or destination, or to a
+// binding evaluated inside the engine) call it.
+func (e *Engine) unseal(public json.RawMessage, sealed []byte, aad string) (json.RawMessage, error) {
+	if len(sealed) == 0 {
+		return public, nil
+	}
+	if e.keys == nil {
+		return nil, fault.New(fault.Unavailable, "encryption_unavailable", "secret values are stored but no data key is configured")
+	}
+	plain, err := e.keys.Open(sealed, []byte(aad))
+	if err != nil {
+		return nil, fmt.Errorf("engine: unseal %s: %w", aad, err)
+	}
+	var secrets map[string]json.RawMessage
+	if err := json.Unmarshal(plain, &secrets); err != nil {
+		return nil, fmt.Errorf("engine: unseal %s: %w", aad, err)
+	}
+	return contracts.Merge(public, secrets)
+}
+
+func aadInstanceInputs(id fmt.Stringer) string   { return "instance/" + id.String() + "/inputs" }
+func aadOccurrenceInputs(id fmt.Stringer) string { return "occurrence/" + id.String() + "/inputs" }
+func aadOccurrenceOutputs(id fmt.Stringer) string {
+	return "occurrence/" + id.String() + "/outputs"
+}

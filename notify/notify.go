@@ -1,0 +1,123 @@
+// Package notify holds each replica's one LISTEN connection to PostgreSQL
+// and hands notifications to in-process subscribers. Notifications are
+// hints: after a reconnect (when some may have been missed) subscribers are
+// told so they re-check the database.
+package notify
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Handler receives one notification's payload. It must not block.
+type Handler func(payload string)
+
+// Listener is the replica's LISTEN connection.
+type Listener struct {
+	pool   *pgxpool.Pool
+	logger *slog.Logger
+
+	mu          sync.Mutex
+	handlers    map[string][]Handler
+	onReconnect []func()
+	ready       chan struct{}
+	readyOnce   sync.Once
+}
+
+// New returns a listener on pool; call Handle for each channel, then Run.
+func New(pool *pgxpool.Pool, logger *slog.Logger) *Listener {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Listener{pool: pool, logger: logger, handlers: map[string][]Handler{}, ready: make(chan struct{})}
+}
+
+// Handle registers h for channel. Handlers registered after Run started
+// are used from the next (re)connection on.
+func (l *Listener) Handle(channel string, h Handler) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.handlers[channel] = append(l.handlers[channel], h)
+}
+
+// OnReconnect registers f, called after every reconnection (not the first
+// connection): notifications sent while disconnected are lost.
+func (l *Listener) OnReconnect(f func()) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.onReconnect = append(l.onReconnect, f)
+}
+
+// Ready is closed once the first LISTEN is in place.
+func (l *Listener) Ready() <-chan struct{} { return l.ready }
+
+// Run listens until ctx ends, reconnecting with backoff.
+func (l *Listener) Run(ctx context.Context) {
+	backoff := 100 * time.Millisecond
+	first := true
+	for ctx.Err() == nil {
+		err := l.listen(ctx, !first)
+		if ctx.Err() != nil {
+			return
+		}
+		first = false
+		l.logger.Warn("notification listener disconnected; reconnecting", "err", err, "in", backoff)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+func (l *Listener) listen(ctx context.Context, reconnect bool) error {
+	pc, err := l.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	// The connection leaves the pool for good: a LISTEN session must not be
+	// handed to other work.
+	conn := pc.Hijack()
+	defer conn.Close(context.Background())
+
+	l.mu.Lock()
+	channels := make([]string, 0, len(l.handlers))
+	for ch := range l.handlers {
+		channels = append(channels, ch)
+	}
+	callbacks := append([]func(){}, l.onReconnect...)
+	l.mu.Unlock()
+	for _, ch := range channels {
+		if _, err := conn.Exec(ctx, "listen "+pgx.Identifier{ch}.Sanitize()); err != nil {
+			return err
+		}
+	}
+	l.readyOnce.Do(func() { close(l.ready) })
+	if reconnect {
+		for _, f := range callbacks {
+			f()
+		}
+	}
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			if errors.Is(err, context.Canceled) {
+				return nil
+			}
+			return err
+		}
+		l.mu.Lock()
+		hs := l.handlers[n.Channel]
+		l.mu.Unlock()
+		for _, h := range hs {
+			h(n.Payload)
+		}
+	}
+}

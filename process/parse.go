@@ -1,0 +1,451 @@
+package process
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/relais/relais/contracts"
+	"github.com/relais/relais/isoduration"
+)
+
+// maxRevision keeps revisions within the engine's integer column.
+const maxRevision = 1<<31 - 1
+
+var nodeNameRe = regexp.MustCompile(`^[a-z][a-z0-9_]{0,62}$`)
+
+// collector accumulates violations; publishing shows every problem of a
+// document at once, so nothing stops at the first one.
+type collector struct {
+	vs []contracts.Violation
+}
+
+func (c *collector) add(path, format string, args ...any) {
+	c.vs = append(c.vs, contracts.Violation{Path: path, Message: fmt.Sprintf(format, args...)})
+}
+
+// sorted returns the violations ordered by pointer then message, without
+// duplicates, so that callers and tests see a deterministic list.
+func (c *collector) sorted() []contracts.Violation {
+	if len(c.vs) == 0 {
+		return nil
+	}
+	sort.Slice(c.vs, func(i, j int) bool {
+		if c.vs[i].Path != c.vs[j].Path {
+			return c.vs[i].Path < c.vs[j].Path
+		}
+		return c.vs[i].Message < c.vs[j].Message
+	})
+	out := c.vs[:1]
+	for _, v := range c.vs[1:] {
+		if v != out[len(out)-1] {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// Parse strictly parses a process version document and reports every
+// problem found, each at a JSON pointer into data, sorted by pointer then
+// message. The returned Process is nil whenever violations are reported.
+// Parse judges the document alone; graph, contract and limit checks that
+// need the definitions are Check's.
+func Parse(data []byte) (*Process, []contracts.Violation) {
+	root, err := readTree(data)
+	if err != nil {
+		return nil, []contracts.Violation{{Path: "", Message: "malformed json: " + err.Error()}}
+	}
+	var c collector
+	p := c.process(root)
+	if vs := c.sorted(); vs != nil {
+		return nil, vs
+	}
+	return p, nil
+}
+
+// members reports duplicate and unknown keys of an object node.
+func (c *collector) members(n *jnode, path string, allowed ...string) {
+	c.dups(n, path)
+	for _, k := range n.keys {
+		known := false
+		for _, a := range allowed {
+			if a == k {
+				known = true
+				break
+			}
+		}
+		if !known {
+			c.add(ptr(path, k), "unknown key %q", k)
+		}
+	}
+}
+
+// dups reports duplicate keys of an object node whose keys are free-form.
+func (c *collector) dups(n *jnode, path string) {
+	for _, i := range n.dups {
+		c.add(ptr(path, n.keys[i]), "duplicate key %q", n.keys[i])
+	}
+}
+
+// member returns an optional member; JSON null counts as absent because
+// YAML documents converted to JSON write unset values that way.
+func member(n *jnode, key string) (*jnode, bool) {
+	v, ok := n.get(key)
+	if !ok || v.kind == jNull {
+		return nil, false
+	}
+	return v, true
+}
+
+// str reads an optional string member that must not be empty when present.
+func (c *collector) str(n *jnode, key, path string, allowEmpty bool) (string, bool) {
+	v, ok := member(n, key)
+	if !ok {
+		return "", false
+	}
+	at := ptr(path, key)
+	if v.kind != jString {
+		c.add(at, "%s must be a string, not %s", key, v.kind)
+		return "", false
+	}
+	if !allowEmpty && strings.TrimSpace(v.str) == "" {
+		c.add(at, "%s must not be empty", key)
+		return "", false
+	}
+	return v.str, true
+}
+
+// integer reads an optional integer member within [lo, hi].
+func (c *collector) integer(n *jnode, key, path string, lo, hi int) (int, bool) {
+	v, ok := member(n, key)
+	if !ok {
+		return 0, false
+	}
+	at := ptr(path, key)
+	if v.kind != jNumber {
+		c.add(at, "%s must be an integer, not %s", key, v.kind)
+		return 0, false
+	}
+	i, err := strconv.ParseInt(v.num.String(), 10, 64)
+	switch {
+	case err != nil && !isIntegralLiteral(v.num.String()):
+		c.add(at, "%s must be an integer, not %s", key, v.num)
+	case hi == maxRevision && (i > int64(hi) || err != nil && !strings.HasPrefix(v.num.String(), "-")):
+		c.add(at, "%s must be at most %d", key, hi)
+	case hi == maxRevision && (i < int64(lo) || err != nil):
+		c.add(at, "%s must be an integer of at least %d", key, lo)
+	case err != nil || i < int64(lo) || i > int64(hi):
+		c.add(at, "%s must be between %d and %d", key, lo, hi)
+	default:
+		return int(i), true
+	}
+	return 0, false
+}
+
+// isIntegralLiteral reports whether s is an optionally signed run of
+// digits, i.e. an integer too large for int64 rather than a fraction.
+func isIntegralLiteral(s string) bool {
+	s = strings.TrimPrefix(s, "-")
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// duration reads an optional ISO-8601 duration member.
+func (c *collector) duration(n *jnode, key, path string) (time.Duration, bool) {
+	v, ok := member(n, key)
+	if !ok {
+		return 0, false
+	}
+	at := ptr(path, key)
+	if v.kind != jString {
+		c.add(at, "%s must be an ISO-8601 duration string such as PT30S, not %s", key, v.kind)
+		return 0, false
+	}
+	d, err := isoduration.Parse(v.str)
+	if err != nil {
+		c.add(at, "%s: %v", key, err)
+		return 0, false
+	}
+	return d, true
+}
+
+// object reads a required or optional object member.
+func (c *collector) object(n *jnode, key, path string, required bool) (*jnode, bool) {
+	v, ok := member(n, key)
+	at := ptr(path, key)
+	if !ok {
+		if required {
+			c.add(at, "%s is required", key)
+		}
+		return nil, false
+	}
+	if v.kind != jObject {
+		c.add(at, "%s must be an object, not %s", key, v.kind)
+		return nil, false
+	}
+	return v, true
+}
+
+func (c *collector) process(root *jnode) *Process {
+	p := &Process{Nodes: map[string]*Node{}}
+	if root.kind != jObject {
+		c.add("", "document must be an object, not %s", root.kind)
+		return p
+	}
+	c.members(root, "", "name", "description", "inputs", "start", "nodes")
+	p.Name, _ = c.str(root, "name", "", true)
+	p.Description, _ = c.str(root, "description", "", true)
+
+	if v, ok := member(root, "inputs"); !ok {
+		c.add("/inputs", "inputs is required (it may be {\"fields\": []})")
+	} else {
+		// The contract parser is reused so that process inputs follow
+		// exactly the rules of definition contracts; member order and
+		// duplicates are kept so that it judges what was written.
+		ct, vs := contracts.ParseContract(appendTree(nil, v, false))
+		for _, x := range vs {
+			c.add("/inputs"+x.Path, "%s", x.Message)
+		}
+		p.Inputs = ct
+	}
+
+	if s, ok := c.str(root, "start", "", false); ok {
+		p.Start = s
+	} else if _, present := member(root, "start"); !present {
+		c.add("/start", "start is required")
+	}
+
+	if nodes, ok := c.object(root, "nodes", "", true); ok {
+		for _, i := range nodes.dups {
+			c.add(ptr("/nodes", nodes.keys[i]), "duplicate node %q", nodes.keys[i])
+		}
+		if len(nodes.keys) == 0 {
+			c.add("/nodes", "nodes must not be empty")
+		}
+		for i, name := range nodes.keys {
+			at := ptr("/nodes", name)
+			if !nodeNameRe.MatchString(name) {
+				c.add(at, "node name %q must match %s", name, nodeNameRe)
+			}
+			n := c.node(nodes.vals[i], at)
+			if _, dup := p.Nodes[name]; !dup {
+				n.Name = name
+				p.Nodes[name] = n
+			}
+		}
+	}
+	return p
+}
+
+// kindKeys lists the members each node kind accepts. Keys foreign to the
+// kind are reported by name rather than as unknown, because they usually
+// reveal a misunderstanding (a retry policy on a push node, say).
+var kindKeys = map[Kind][]string{
+	KindPull: {"kind", "definition", "revision", "inputs", "policy", "routes", "next", "on_error"},
+	KindPush: {"kind", "definition", "revision", "inputs", "policy", "routes", "next", "on_error", "destination", "timeout"},
+	KindEnd:  {"kind", "status"},
+}
+
+var allNodeKeys = []string{"kind", "definition", "revision", "inputs", "policy", "routes", "next", "on_error", "destination", "timeout", "status"}
+
+func (c *collector) node(v *jnode, at string) *Node {
+	n := &Node{}
+	if v.kind != jObject {
+		c.add(at, "node must be an object, not %s", v.kind)
+		return n
+	}
+	c.members(v, at, allNodeKeys...)
+
+	if k, ok := c.str(v, "kind", at, true); ok {
+		switch Kind(k) {
+		case KindPull, KindPush, KindEnd:
+			n.Kind = Kind(k)
+		default:
+			c.add(ptr(at, "kind"), "unknown kind %q, want pull, push or end", k)
+		}
+	} else if _, present := member(v, "kind"); !present {
+		c.add(ptr(at, "kind"), "kind is required")
+	}
+	if n.Kind == "" {
+		// Without a kind there is nothing to judge the other members
+		// against; their own problems would only be noise.
+		return n
+	}
+	for _, key := range allNodeKeys {
+		if _, ok := member(v, key); ok && !contains(kindKeys[n.Kind], key) {
+			c.add(ptr(at, key), "%s is not allowed on %s nodes", key, n.Kind)
+		}
+	}
+
+	if n.Kind == KindEnd {
+		n.Status = StatusCompleted
+		if s, ok := c.str(v, "status", at, true); ok {
+			if s != StatusCompleted && s != StatusFailed {
+				c.add(ptr(at, "status"), "unknown status %q, want completed or failed", s)
+			} else {
+				n.Status = s
+			}
+		}
+		return n
+	}
+
+	if d, ok := c.str(v, "definition", at, false); ok {
+		n.Definition = d
+	} else if _, present := member(v, "definition"); !present {
+		c.add(ptr(at, "definition"), "definition is required on %s nodes", n.Kind)
+	}
+	if r, ok := c.integer(v, "revision", at, 1, maxRevision); ok {
+		n.Revision = r
+	} else if _, present := member(v, "revision"); !present {
+		c.add(ptr(at, "revision"), "revision is required on %s nodes", n.Kind)
+	}
+
+	n.Inputs = map[string]Binding{}
+	if in, ok := c.object(v, "inputs", at, false); ok {
+		c.dups(in, ptr(at, "inputs"))
+		for i, target := range in.keys {
+			b, ok := c.binding(in.vals[i], ptr(at, "inputs", target))
+			if ok {
+				n.Inputs[target] = b
+			}
+		}
+	}
+
+	c.policy(v, at, n)
+
+	if rs, ok := c.object(v, "routes", at, false); ok {
+		n.Routes = map[string]string{}
+		c.dups(rs, ptr(at, "routes"))
+		for i, route := range rs.keys {
+			rv := rs.vals[i]
+			rat := ptr(at, "routes", route)
+			switch {
+			case route == "":
+				c.add(rat, "route value must not be empty")
+			case rv.kind != jString:
+				c.add(rat, "route target must be a node name string, not %s", rv.kind)
+			case rv.str == "":
+				c.add(rat, "route target must not be empty")
+			default:
+				n.Routes[route] = rv.str
+			}
+		}
+	}
+	n.Next, _ = c.str(v, "next", at, false)
+	n.OnError, _ = c.str(v, "on_error", at, false)
+
+	if n.Kind == KindPush {
+		n.Destination, _ = c.str(v, "destination", at, false)
+		if d, ok := c.duration(v, "timeout", at); ok {
+			if d <= 0 {
+				c.add(ptr(at, "timeout"), "timeout must be positive")
+			} else {
+				n.Timeout = d
+			}
+		}
+	}
+	return n
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// binding parses {"from": "..."} or {"value": ...}.
+func (c *collector) binding(v *jnode, at string) (Binding, bool) {
+	var b Binding
+	if v.kind != jObject {
+		c.add(at, "binding must be an object with from or value, not %s", v.kind)
+		return b, false
+	}
+	before := len(c.vs)
+	c.members(v, at, "from", "value")
+	from, hasFrom := member(v, "from")
+	val, hasValue := member(v, "value")
+	switch {
+	case hasFrom && hasValue:
+		c.add(at, "binding must have either from or value, not both")
+	case !hasFrom && !hasValue:
+		c.add(at, "binding must have either from or value")
+	case hasFrom:
+		if from.kind != jString {
+			c.add(ptr(at, "from"), "from must be a string, not %s", from.kind)
+		} else if from.str == "" {
+			c.add(ptr(at, "from"), "from must not be empty")
+		} else {
+			b.From = from.str
+		}
+	default:
+		c.literalDups(val, ptr(at, "value"))
+		b.Value = appendTree(nil, val, true)
+	}
+	return b, len(c.vs) == before
+}
+
+// literalDups reports duplicate keys inside a literal, which would
+// otherwise be decided silently by whichever JSON library reads it later.
+func (c *collector) literalDups(n *jnode, at string) {
+	switch n.kind {
+	case jObject:
+		c.dups(n, at)
+		for i, k := range n.keys {
+			c.literalDups(n.vals[i], ptr(at, k))
+		}
+	case jArray:
+		for i, item := range n.items {
+			c.literalDups(item, ptr(at, strconv.Itoa(i)))
+		}
+	}
+}
+
+func (c *collector) policy(v *jnode, at string, n *Node) {
+	n.Policy = Policy{MaxAttempts: DefaultMaxAttempts, RetryDelay: DefaultRetryDelay, Priority: DefaultPriority}
+	if n.Kind == KindPush {
+		n.Policy.MaxAttempts, n.Policy.RetryDelay = 1, 0
+	}
+	pv, ok := c.object(v, "policy", at, false)
+	if !ok {
+		return
+	}
+	pat := ptr(at, "policy")
+	c.members(pv, pat, "max_attempts", "retry_delay", "deadline", "priority")
+	if n.Kind == KindPush {
+		for _, key := range []string{"max_attempts", "retry_delay"} {
+			if _, ok := member(pv, key); ok {
+				c.add(ptr(pat, key), "push nodes are never retried: %s is not allowed", key)
+			}
+		}
+	} else {
+		if m, ok := c.integer(pv, "max_attempts", pat, 1, MaxMaxAttempts); ok {
+			n.Policy.MaxAttempts = m
+		}
+		if d, ok := c.duration(pv, "retry_delay", pat); ok {
+			n.Policy.RetryDelay = d
+		}
+	}
+	if d, ok := c.duration(pv, "deadline", pat); ok {
+		if d <= 0 {
+			c.add(ptr(pat, "deadline"), "deadline must be positive")
+		} else {
+			n.Policy.Deadline = d
+		}
+	}
+	if pr, ok := c.integer(pv, "priority", pat, 0, MaxPriority); ok {
+		n.Policy.Priority = pr
+	}
+}

@@ -1,0 +1,177 @@
+// Package process models Relais process versions: a typed graph of pull,
+// push and end nodes that pin exact definition revisions.
+//
+// The package is pure. The engine stores versions and instances and calls
+// it twice: at publish, to parse and statically check a version (Parse,
+// Check), and at run time, inside its transactions, to build a node's
+// inputs and to pick the next node (EvaluateInputs, NextOnSuccess,
+// NextOnFailure, EndStatus). Keeping both halves here means that what was
+// proven at publish is exactly what runs.
+package process
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/relais/relais/contracts"
+)
+
+// Kind says what reaching a node does.
+type Kind string
+
+// Node kinds.
+const (
+	// KindPull materializes an occurrence that an external worker claims.
+	KindPull Kind = "pull"
+	// KindPush materializes an occurrence that Relais delivers to a
+	// destination in one synchronous call.
+	KindPush Kind = "push"
+	// KindEnd finishes the instance with the node's status.
+	KindEnd Kind = "end"
+)
+
+// End statuses.
+const (
+	// StatusCompleted is the default status of an end node.
+	StatusCompleted = "completed"
+	// StatusFailed ends the instance as failed, typically on an on_error
+	// branch.
+	StatusFailed = "failed"
+)
+
+// Policy defaults and bounds (DESIGN §3). They live here because the
+// policy is frozen into each occurrence from the parsed node.
+const (
+	// DefaultMaxAttempts is the attempt budget of a pull node that gives
+	// none.
+	DefaultMaxAttempts = 3
+	// MaxMaxAttempts bounds max_attempts so that a crashing task cannot
+	// hold a worker fleet for ever.
+	MaxMaxAttempts = 100
+	// DefaultRetryDelay is the pause before a retryable failure is offered
+	// again, for a pull node that gives none.
+	DefaultRetryDelay = 10 * time.Second
+	// DefaultPriority is the middle of the 0–9 priority range.
+	DefaultPriority = 5
+	// MaxPriority is the highest priority; fetches claim it first.
+	MaxPriority = 9
+	// HardMaxPushTimeout is the ceiling of every push budget, whatever the
+	// operator configures (DESIGN §4).
+	HardMaxPushTimeout = 10 * time.Second
+	// FallbackPushTimeout is the push budget used when neither the node nor
+	// Limits.DefaultPushTimeout gives one (DESIGN §4 default).
+	FallbackPushTimeout = 5 * time.Second
+)
+
+// Policy is the execution policy frozen into every occurrence a node
+// materializes.
+type Policy struct {
+	// MaxAttempts caps reservations; push nodes always have 1.
+	MaxAttempts int
+	// RetryDelay is the default pause after a retryable failure; push
+	// nodes always have 0.
+	RetryDelay time.Duration
+	// Deadline bounds the occurrence's whole life; 0 means none.
+	Deadline time.Duration
+	// Priority orders fetches, 0–9, highest first.
+	Priority int
+}
+
+// Binding is the source of one input of a node: a path (From) or a literal
+// JSON value (Value). Exactly one is set.
+type Binding struct {
+	// From is a dotted source path: input.<a>..., nodes.<N>.output.<a>...,
+	// instance.id or instance.business_key.
+	From string
+	// Value is a literal, in canonical JSON; nil when From is used.
+	Value json.RawMessage
+}
+
+// Node is one step of a process.
+type Node struct {
+	// Name is the node's key in the document.
+	Name string
+	// Kind is pull, push or end.
+	Kind Kind
+	// Definition and Revision pin the task contract of pull and push nodes.
+	Definition string
+	Revision   int
+	// Inputs maps a top-level input field of the pinned revision to its
+	// source.
+	Inputs map[string]Binding
+	// Policy has its defaults applied: max_attempts 3, retry_delay PT10S,
+	// no deadline, priority 5; push nodes get MaxAttempts 1 and RetryDelay
+	// 0 because they are never retried.
+	Policy Policy
+	// Routes maps each value of the revision's routing output to a node;
+	// nil when the node uses Next. A non-nil empty map means the document
+	// said "routes": {}.
+	Routes map[string]string
+	// Next is the node that follows a success when the revision does not
+	// route.
+	Next string
+	// OnError is the node that follows a failed occurrence; empty means
+	// the failure fails the instance.
+	OnError string
+	// Destination names the registered push destination (push only).
+	Destination string
+	// Timeout is the push budget (push only); 0 means
+	// Limits.DefaultPushTimeout, see PushTimeout.
+	Timeout time.Duration
+	// Status is the instance status an end node sets: "completed" (the
+	// default) or "failed".
+	Status string
+}
+
+// Process is one parsed process version.
+type Process struct {
+	// Name and Description are for people; they do not affect execution
+	// but are part of the digest.
+	Name        string
+	Description string
+	// Inputs is the contract instances are started with.
+	Inputs contracts.Contract
+	// Start is the first node.
+	Start string
+	// Nodes holds every node by name.
+	Nodes map[string]*Node
+}
+
+// Resolver answers the questions Check cannot answer from the document
+// alone. The engine backs it with the definitions and destinations it
+// stores.
+type Resolver interface {
+	// Revision returns the working copy snapshotted as definition@revision.
+	Revision(definition string, revision int) (contracts.Working, bool)
+	// Destination returns the registered destination's max_timeout.
+	Destination(name string) (maxTimeout time.Duration, ok bool)
+}
+
+// Limits are the operator's ceilings and defaults that a process version
+// must respect at publish. A zero ceiling means no ceiling beyond the hard
+// ones, so that a caller that does not care is not forced to invent one.
+type Limits struct {
+	// MaxRetryDelay bounds a pull node's retry_delay.
+	MaxRetryDelay time.Duration
+	// DefaultPushTimeout is the budget of a push node without timeout;
+	// zero means FallbackPushTimeout.
+	DefaultPushTimeout time.Duration
+	// MaxPushTimeout bounds every push budget; it is at most
+	// HardMaxPushTimeout, which applies anyway.
+	MaxPushTimeout time.Duration
+}
+
+// PushTimeout returns the node's effective push budget: its own timeout,
+// else lim.DefaultPushTimeout, else FallbackPushTimeout. The default is
+// resolved here rather than at parse time because it belongs to the
+// operator's configuration, not to the document (and so not to its digest).
+func (n *Node) PushTimeout(lim Limits) time.Duration {
+	switch {
+	case n.Timeout > 0:
+		return n.Timeout
+	case lim.DefaultPushTimeout > 0:
+		return lim.DefaultPushTimeout
+	default:
+		return FallbackPushTimeout
+	}
+}

@@ -1,0 +1,379 @@
+// Package pull is the pull protocol (DESIGN §3) over HTTP: fetch-and-lock
+// with long polling, and complete, fail and extend. The domain rules live
+// in the engine; this package owns bounds, waiting and the wire format.
+package pull
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/relais/relais/auth"
+	"github.com/relais/relais/config"
+	"github.com/relais/relais/engine"
+	"github.com/relais/relais/fault"
+	"github.com/relais/relais/httpjson"
+	"github.com/relais/relais/isoduration"
+)
+
+// fallbackPoll bounds how long a waiter trusts notifications alone: they
+// are hints, so a waiter re-checks the database at least this often.
+const fallbackPoll = 5 * time.Second
+
+// Protocol serves the pull routes.
+type Protocol struct {
+	logger *slog.Logger
+	bounds config.Pull
+	body   int64
+	eng    *engine.Engine
+	hub    *Hub
+
+	claimed prometheus.Counter
+	fetches *prometheus.CounterVec
+}
+
+// New returns the protocol on eng, waking long polls through hub.
+func New(logger *slog.Logger, cfg config.Config, eng *engine.Engine, hub *Hub, reg prometheus.Registerer) *Protocol {
+	p := &Protocol{logger: logger, bounds: cfg.Pull, body: cfg.MaxBodyBytes, eng: eng, hub: hub,
+		claimed: prometheus.NewCounter(prometheus.CounterOpts{Name: "relais_pull_claimed_total", Help: "Occurrences reserved by fetch-and-lock."}),
+		fetches: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "relais_pull_fetches_total", Help: "Fetch-and-lock requests by result."}, []string{"result"}),
+	}
+	if reg != nil {
+		reg.MustRegister(p.claimed, p.fetches)
+	}
+	return p
+}
+
+// Routes mounts the pull routes on r (at /api/v1/pull). Only consumer
+// tokens may pull: an occurrence is delivered to a consumer's grants.
+func (p *Protocol) Routes(r chi.Router, lookup auth.Lookup) {
+	r.Use(auth.Require(lookup, p.logger, auth.RoleConsumer), p.consumerOnly)
+	r.Method("POST", "/fetch-and-lock", p.handle(p.fetch))
+	r.Method("POST", "/occurrences/{id}/complete", p.handle(p.complete))
+	r.Method("POST", "/occurrences/{id}/fail", p.handle(p.fail))
+	r.Method("POST", "/occurrences/{id}/extend", p.handle(p.extend))
+}
+
+func (p *Protocol) consumerOnly(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if pr, _ := auth.FromContext(r.Context()); pr.ConsumerID == 0 {
+			httpjson.WriteError(w, r, p.logger, fault.New(fault.Forbidden, "forbidden", "pull routes need a consumer token (POST /api/v1/consumers)"))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (p *Protocol) handle(h func(w http.ResponseWriter, r *http.Request) error) http.Handler {
+	return httpjson.ErrorHandler(p.logger, h)
+}
+
+type subscriptionJSON struct {
+	Definition string `json:"definition"`
+	Revisions  []int  `json:"revisions"`
+}
+
+type fetchRequest struct {
+	WorkerID      string                `json:"worker_id"`
+	Subscriptions []subscriptionJSON    `json:"subscriptions"`
+	MaxTasks      *int                  `json:"max_tasks"`
+	LockDuration  *isoduration.Duration `json:"lock_duration"`
+	Wait          *isoduration.Duration `json:"wait"`
+	RequestID     string                `json:"request_id"`
+}
+
+// ReservationJSON is one delivered occurrence.
+type reservationJSON struct {
+	ID            uuid.UUID       `json:"id"`
+	Definition    string          `json:"definition"`
+	Revision      int             `json:"revision"`
+	Inputs        json.RawMessage `json:"inputs"`
+	Attempt       int             `json:"attempt"`
+	AttemptsLeft  int             `json:"attempts_left"`
+	LockExpiresAt time.Time       `json:"lock_expires_at"`
+	DeadlineAt    *time.Time      `json:"deadline_at"`
+	InstanceID    uuid.UUID       `json:"instance_id"`
+	Node          string          `json:"node"`
+	Priority      int             `json:"priority"`
+}
+
+func checkWorkerID(id string) *fault.FieldError {
+	if id == "" || len(id) > 200 {
+		return &fault.FieldError{Path: "/worker_id", Message: "is required (1 to 200 characters)"}
+	}
+	return nil
+}
+
+func (p *Protocol) fetchParams(req fetchRequest) (maxTasks int, lock, wait time.Duration, err error) {
+	var errs []fault.FieldError
+	if fe := checkWorkerID(req.WorkerID); fe != nil {
+		errs = append(errs, *fe)
+	}
+	if len(req.Subscriptions) == 0 {
+		errs = append(errs, fault.FieldError{Path: "/subscriptions", Message: "must list at least one definition"})
+	}
+	for i, s := range req.Subscriptions {
+		if s.Definition == "" {
+			errs = append(errs, fault.FieldError{Path: fmt.Sprintf("/subscriptions/%d/definition", i), Message: "is required"})
+		}
+	}
+	if len(req.RequestID) > 200 {
+		errs = append(errs, fault.FieldError{Path: "/request_id", Message: "must be at most 200 characters"})
+	}
+	maxTasks, lock, wait = 1, p.bounds.DefaultLockDuration, 0
+	if req.MaxTasks != nil {
+		maxTasks = *req.MaxTasks
+		if maxTasks < 1 {
+			errs = append(errs, fault.FieldError{Path: "/max_tasks", Message: "must be at least 1"})
+		}
+	}
+	if req.LockDuration != nil {
+		lock = req.LockDuration.Std()
+		if lock <= 0 {
+			errs = append(errs, fault.FieldError{Path: "/lock_duration", Message: "must be above zero"})
+		}
+	}
+	if req.Wait != nil {
+		wait = req.Wait.Std()
+	}
+	if len(errs) > 0 {
+		return 0, 0, 0, fault.New(fault.BadRequest, "invalid_request", "the fetch is invalid").WithErrors(errs)
+	}
+	switch {
+	case maxTasks > p.bounds.MaxTasks:
+		return 0, 0, 0, engine.BoundExceeded("max_tasks", p.bounds.MaxTasks)
+	case lock > p.bounds.MaxLockDuration:
+		return 0, 0, 0, engine.BoundExceeded("lock_duration", p.bounds.MaxLockDuration)
+	case wait > p.bounds.MaxWait:
+		return 0, 0, 0, engine.BoundExceeded("wait", p.bounds.MaxWait)
+	}
+	return maxTasks, lock, wait, nil
+}
+
+func (p *Protocol) fetch(w http.ResponseWriter, r *http.Request) error {
+	req, err := httpjson.Decode[fetchRequest](w, r, p.body)
+	if err != nil {
+		return err
+	}
+	maxTasks, lock, wait, err := p.fetchParams(req)
+	if err != nil {
+		return err
+	}
+	principal, _ := auth.FromContext(r.Context())
+	subs := make([]engine.Subscription, len(req.Subscriptions))
+	for i, s := range req.Subscriptions {
+		subs[i] = engine.Subscription{Definition: s.Definition, Revisions: s.Revisions}
+	}
+	pairs, err := p.eng.ResolveSubscriptions(r.Context(), principal.ConsumerID, subs)
+	if err != nil {
+		return err
+	}
+	claim := engine.ClaimRequest{ConsumerID: principal.ConsumerID, WorkerID: req.WorkerID, Pairs: pairs, MaxTasks: maxTasks,
+		LockDuration: lock, RequestID: req.RequestID}
+	got, err := p.claimOrWait(r.Context(), claim, wait)
+	if err != nil {
+		return err
+	}
+	out := struct {
+		Occurrences []reservationJSON `json:"occurrences"`
+	}{Occurrences: make([]reservationJSON, 0, len(got))}
+	for _, g := range got {
+		out.Occurrences = append(out.Occurrences, reservationJSON{ID: g.ID, Definition: g.Definition, Revision: g.Revision, Inputs: g.Inputs,
+			Attempt: g.Attempt, AttemptsLeft: g.AttemptsLeft, LockExpiresAt: g.LockExpiresAt, DeadlineAt: g.DeadlineAt,
+			InstanceID: g.InstanceID, Node: g.Node, Priority: g.Priority})
+	}
+	p.claimed.Add(float64(len(got)))
+	if len(got) > 0 {
+		p.fetches.WithLabelValues("claimed").Inc()
+	} else {
+		p.fetches.WithLabelValues("empty").Inc()
+	}
+	httpjson.Encode(w, http.StatusOK, out)
+	return nil
+}
+
+// claimOrWait claims at once, or waits up to wait for a matching occurrence
+// to become claimable: woken by notifications (any replica), by the time
+// the earliest deferred occurrence becomes due, and by a bounded fallback
+// poll. A client that disconnects stops the wait.
+func (p *Protocol) claimOrWait(ctx context.Context, claim engine.ClaimRequest, wait time.Duration) ([]engine.Reservation, error) {
+	if wait <= 0 {
+		return p.eng.Claim(ctx, claim)
+	}
+	deadline := time.Now().Add(wait)
+	// Register before the first claim: an occurrence committed between a
+	// claim that found nothing and the registration would otherwise be
+	// missed until the fallback poll.
+	wt, ok := p.hub.register(claim.Pairs)
+	if !ok {
+		p.fetches.WithLabelValues("too_many_waiters").Inc()
+		fe := fault.New(fault.TooManyRequests, "too_many_waiters", "this replica holds its maximum of %d long-polling fetches; retry shortly", p.hub.max)
+		fe.RetryAfter = time.Second
+		return nil, fe
+	}
+	defer p.hub.unregister(wt)
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	<-timer.C
+	for {
+		got, err := p.eng.Claim(ctx, claim)
+		if err != nil || len(got) > 0 {
+			return got, err
+		}
+		now := time.Now()
+		if !now.Before(deadline) {
+			return nil, nil
+		}
+		next := now.Add(fallbackPoll)
+		if deadline.Before(next) {
+			next = deadline
+		}
+		if due, ok, err := p.eng.NextClaimable(ctx, claim.Pairs); err != nil {
+			return nil, err
+		} else if ok && due.Before(next) {
+			// Due times come from the database clock; a little slack keeps
+			// a replica whose clock runs behind from re-checking too early.
+			next = due.Add(5 * time.Millisecond)
+		}
+		timer.Reset(max(time.Until(next), time.Millisecond))
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-p.hub.closing:
+			return nil, nil
+		case <-timer.C:
+		case at := <-wt.wake:
+			if d := time.Until(at); !at.IsZero() && d > 0 {
+				// Announced for later (a retry delay): sleep until then
+				// unless something sooner wakes us.
+				if !timer.Stop() {
+					<-timer.C
+				}
+				timer.Reset(min(d, time.Until(deadline)))
+				select {
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				case <-p.hub.closing:
+					return nil, nil
+				case <-timer.C:
+				case <-wt.wake:
+				}
+			} else if !timer.Stop() {
+				<-timer.C
+			}
+		}
+	}
+}
+
+type completeRequest struct {
+	WorkerID string          `json:"worker_id"`
+	Outputs  json.RawMessage `json:"outputs"`
+}
+
+func (p *Protocol) ref(r *http.Request, workerID string) (engine.WorkerRef, error) {
+	id, err := uuid.Parse(chi.URLParam(r, "id"))
+	if err != nil {
+		return engine.WorkerRef{}, fault.New(fault.NotFound, "not_found", "occurrence %q not found", chi.URLParam(r, "id"))
+	}
+	if fe := checkWorkerID(workerID); fe != nil {
+		return engine.WorkerRef{}, fault.New(fault.BadRequest, "invalid_request", "worker_id is required").WithErrors([]fault.FieldError{*fe})
+	}
+	principal, _ := auth.FromContext(r.Context())
+	return engine.WorkerRef{ConsumerID: principal.ConsumerID, WorkerID: workerID, Occurrence: id}, nil
+}
+
+func (p *Protocol) complete(w http.ResponseWriter, r *http.Request) error {
+	req, err := httpjson.Decode[completeRequest](w, r, p.body)
+	if err != nil {
+		return err
+	}
+	ref, err := p.ref(r, req.WorkerID)
+	if err != nil {
+		return err
+	}
+	if len(req.Outputs) == 0 {
+		return fault.New(fault.BadRequest, "invalid_request", "outputs are required").WithErrors([]fault.FieldError{{Path: "/outputs", Message: "is required"}})
+	}
+	s, err := p.eng.Complete(r.Context(), ref, req.Outputs)
+	if err != nil {
+		return err
+	}
+	out := map[string]any{"status": s.Status, "route": nil}
+	if s.Route != "" {
+		out["route"] = s.Route
+	}
+	httpjson.Encode(w, http.StatusOK, out)
+	return nil
+}
+
+type failRequest struct {
+	WorkerID   string                `json:"worker_id"`
+	ErrorCode  string                `json:"error_code"`
+	Message    string                `json:"message"`
+	Retryable  bool                  `json:"retryable"`
+	RetryDelay *isoduration.Duration `json:"retry_delay"`
+}
+
+func (p *Protocol) fail(w http.ResponseWriter, r *http.Request) error {
+	req, err := httpjson.Decode[failRequest](w, r, p.body)
+	if err != nil {
+		return err
+	}
+	ref, err := p.ref(r, req.WorkerID)
+	if err != nil {
+		return err
+	}
+	f := engine.Failure{ErrorCode: req.ErrorCode, Message: req.Message, Retryable: req.Retryable}
+	if req.RetryDelay != nil {
+		d := req.RetryDelay.Std()
+		if d > p.bounds.MaxRetryDelay {
+			return engine.BoundExceeded("retry_delay", p.bounds.MaxRetryDelay)
+		}
+		f.RetryDelay = &d
+	}
+	s, err := p.eng.Fail(r.Context(), ref, f)
+	if err != nil {
+		return err
+	}
+	httpjson.Encode(w, http.StatusOK, map[string]any{"status": s.Status, "attempts_left": s.AttemptsLeft, "available_at": s.AvailableAt})
+	return nil
+}
+
+type extendRequest struct {
+	WorkerID     string                `json:"worker_id"`
+	LockDuration *isoduration.Duration `json:"lock_duration"`
+}
+
+func (p *Protocol) extend(w http.ResponseWriter, r *http.Request) error {
+	req, err := httpjson.Decode[extendRequest](w, r, p.body)
+	if err != nil {
+		return err
+	}
+	ref, err := p.ref(r, req.WorkerID)
+	if err != nil {
+		return err
+	}
+	d := p.bounds.DefaultLockDuration
+	if req.LockDuration != nil {
+		d = req.LockDuration.Std()
+		if d <= 0 {
+			return fault.New(fault.BadRequest, "invalid_request", "lock_duration must be above zero").WithErrors([]fault.FieldError{{Path: "/lock_duration", Message: "must be above zero"}})
+		}
+		if d > p.bounds.MaxLockDuration {
+			return engine.BoundExceeded("lock_duration", p.bounds.MaxLockDuration)
+		}
+	}
+	until, err := p.eng.Extend(r.Context(), ref, d)
+	if err != nil {
+		return err
+	}
+	httpjson.Encode(w, http.StatusOK, map[string]any{"lock_expires_at": until})
+	return nil
+}

@@ -1,0 +1,26 @@
+-- name: ConsumerInsert :one
+insert into consumers (name) values (@name) returning *;
+
+-- name: ConsumerGet :one
+select * from consumers where id = @id;
+
+-- name: ConsumerList :many
+select * from consumers where id > @after order by id limit @max;
+
+-- name: ConsumerRevoke :one
+update consumers set revoked_at = coalesce(revoked_at, now()) where id = @id returning *;
+
+-- name: ConsumerTokenRevokeAll :exec
+update tokens set revoked_at = now() where consumer_id = @consumer_id and revoked_at is null;
+
+-- name: ConsumerTokenInsert :one
+insert into tokens (name, role, hash, consumer_id) values (@name, 'consumer', @hash, @consumer_id) returning *;
+
+-- name: GrantDeleteAll :exec
+delete from consumer_grants where consumer_id = @consumer_id;
+
+-- name: GrantInsert :exec
+insert into consumer_grants (consumer_id, definition_key, revisions) values (@consumer_id, @definition_key, @revisions);
+
+-- name: GrantList :many
+select * from consumer_grants where consumer_id = @consumer_id order by definition_key;

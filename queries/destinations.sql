@@ -1,0 +1,16 @@
+-- name: DestinationGet :one
+select * from destinations where name = @name;
+
+-- name: DestinationUpsert :one
+insert into destinations (name, url, header_names, sealed_headers, max_timeout)
+values (@name, @url, @header_names, @sealed_headers, @max_timeout)
+on conflict (name) do update
+    set url = excluded.url, header_names = excluded.header_names, sealed_headers = excluded.sealed_headers,
+        max_timeout = excluded.max_timeout, updated_at = now()
+returning *, (xmax = 0)::boolean as created;
+
+-- name: DestinationList :many
+select * from destinations order by name;
+
+-- name: DestinationDelete :execrows
+delete from destinations where name = @name;

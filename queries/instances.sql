@@ -1,0 +1,32 @@
+-- name: InstanceInsert :one
+insert into instances (id, process_key, version, status, business_key, inputs, sealed_inputs, idempotency_key, request_digest)
+values (@id, @process_key, @version, 'running', @business_key, @inputs, @sealed_inputs, @idempotency_key, @request_digest)
+on conflict (process_key, idempotency_key) do nothing
+returning *;
+
+-- name: InstanceGetByIdempotencyKey :one
+select * from instances where process_key = @process_key and idempotency_key = @idempotency_key;
+
+-- name: InstanceGet :one
+select * from instances where id = @id;
+
+-- name: InstanceLock :one
+select * from instances where id = @id for update;
+
+-- name: InstanceLockSkipLocked :one
+select * from instances where id = @id for update skip locked;
+
+-- name: InstanceEnd :execrows
+update instances
+set status = @status, end_node = @end_node, error_code = @error_code,
+    ended_at = coalesce(sqlc.narg('now')::timestamptz, now())
+where id = @id and status = 'running';
+
+-- name: InstanceList :many
+select * from instances
+where (sqlc.narg('process_key')::text is null or process_key = sqlc.narg('process_key'))
+  and (sqlc.narg('status')::text is null or status = sqlc.narg('status'))
+  and (sqlc.narg('business_key')::text is null or business_key = sqlc.narg('business_key'))
+  and (sqlc.narg('before')::uuid is null or id < sqlc.narg('before'))
+order by id desc
+limit @max;

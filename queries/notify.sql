@@ -1,0 +1,2 @@
+-- name: Notify :exec
+select pg_notify(@channel::text, @payload::text);

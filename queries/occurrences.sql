@@ -1,0 +1,182 @@
+-- name: OccurrenceInsert :one
+insert into occurrences (
+    id, instance_id, node, definition_key, revision, mode, status,
+    priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout,
+    available_at, claimable_at, inputs, sealed_inputs, error_code, error_message, settled_at)
+values (
+    @id, @instance_id, @node, @definition_key, @revision, @mode, @status,
+    @priority, @max_attempts, @retry_delay, @deadline, @deadline_at, @destination, @timeout,
+    @available_at, @claimable_at, @inputs, @sealed_inputs, @error_code, @error_message, @settled_at)
+on conflict (instance_id, node) do nothing
+returning *;
+
+-- name: OccurrenceGet :one
+select * from occurrences where id = @id;
+
+-- name: OccurrenceLock :one
+select * from occurrences where id = @id for update;
+
+-- name: OccurrenceLockSkipLocked :one
+select * from occurrences where id = @id for update skip locked;
+
+-- name: OccurrenceInstanceID :one
+select instance_id from occurrences where id = @id;
+
+-- name: OccurrenceListByInstance :many
+select * from occurrences where instance_id = @instance_id order by created_at, id;
+
+-- name: OccurrenceClaimPull :many
+-- One statement claims: the predicate itself re-offers expired locks, so no
+-- sweeper is needed; SKIP LOCKED lets concurrent fetches pass each other.
+with subs as (
+    select unnest(@definition_keys::text[]) as definition_key,
+           unnest(@revisions::integer[])   as revision
+),
+locked as (
+    select o.id
+    from occurrences o
+    join subs s on o.definition_key = s.definition_key and o.revision = s.revision
+    where o.mode = 'pull'
+      and o.claimable_at <= @now::timestamptz
+      and (o.deadline_at is null or o.deadline_at > @now::timestamptz)
+    order by o.priority desc, o.claimable_at, o.id
+    limit @max_tasks
+    for update of o skip locked
+),
+claimed as (
+    update occurrences o
+    set status          = 'reserved',
+        attempts        = o.attempts + 1,
+        consumer_id     = @consumer_id,
+        worker_id       = @worker_id,
+        reserved_at     = @now::timestamptz,
+        lock_expires_at = @lock_expires_at::timestamptz,
+        claimable_at    = case when o.attempts + 1 < o.max_attempts then @lock_expires_at::timestamptz end
+    from locked
+    where o.id = locked.id
+    returning o.*
+),
+expired as (
+    update attempts a
+    set outcome = 'expired', ended_at = a.lock_expires_at
+    from claimed c
+    where a.occurrence_id = c.id and a.number = c.attempts - 1 and a.ended_at is null
+),
+inserted as (
+    insert into attempts (occurrence_id, number, consumer_id, worker_id, request_id, reserved_at, lock_expires_at)
+    select c.id, c.attempts, @consumer_id, @worker_id, sqlc.narg('request_id'), @now::timestamptz, @lock_expires_at::timestamptz
+    from claimed c
+)
+select * from claimed
+order by priority desc, available_at, id;
+
+-- name: OccurrenceReplayRequest :many
+select o.* from attempts a
+join occurrences o on o.id = a.occurrence_id
+where a.consumer_id = @consumer_id and a.worker_id = @worker_id and a.request_id = @request_id
+  and o.status = 'reserved' and o.attempts = a.number
+order by o.priority desc, o.available_at, o.id;
+
+-- name: OccurrenceNextClaimable :one
+with subs as (
+    select unnest(@definition_keys::text[]) as definition_key,
+           unnest(@revisions::integer[])   as revision
+)
+select min(o.claimable_at)::timestamptz
+from occurrences o
+join subs s on o.definition_key = s.definition_key and o.revision = s.revision
+where o.mode = 'pull' and o.claimable_at > @now::timestamptz;
+
+-- name: OccurrenceClaimPush :many
+-- Past lock_expires_at, the replica that made the call is presumed dead and
+-- the timer fails the occurrence with outcome_unknown: never called again.
+with locked as (
+    select id from occurrences
+    where mode = 'push' and claimable_at <= @now::timestamptz
+      and (deadline_at is null or deadline_at > @now::timestamptz)
+    order by priority desc, claimable_at, id
+    limit @max_tasks
+    for update skip locked
+),
+claimed as (
+    update occurrences o
+    set status          = 'reserved',
+        attempts        = o.attempts + 1,
+        worker_id       = @worker_id,
+        reserved_at     = @now::timestamptz,
+        claimable_at    = null,
+        lock_expires_at = @now::timestamptz + o.timeout + @grace::interval
+    from locked
+    where o.id = locked.id
+    returning o.*
+),
+inserted as (
+    insert into attempts (occurrence_id, number, worker_id, reserved_at, lock_expires_at)
+    select c.id, c.attempts, @worker_id, @now::timestamptz, c.lock_expires_at from claimed c
+)
+select * from claimed;
+
+-- name: OccurrenceComplete :exec
+update occurrences
+set status = 'completed', outputs = @outputs, sealed_outputs = sqlc.narg('sealed_outputs'),
+    outputs_digest = @outputs_digest::text, route = sqlc.narg('route'),
+    settled_at = @now::timestamptz, claimable_at = null
+where id = @id;
+
+-- name: OccurrenceFail :exec
+update occurrences
+set status = 'failed', error_code = @error_code, error_message = @error_message,
+    settled_at = @now::timestamptz, claimable_at = null
+where id = @id;
+
+-- name: OccurrenceRetry :one
+update occurrences
+set status = 'available', available_at = @available_at::timestamptz, claimable_at = @available_at::timestamptz,
+    lock_expires_at = null, error_code = @error_code, error_message = @error_message
+where id = @id
+returning *;
+
+-- name: OccurrenceExtend :one
+update occurrences
+set lock_expires_at = @lock_expires_at::timestamptz,
+    claimable_at = case when attempts < max_attempts then @lock_expires_at::timestamptz end
+where id = @id
+returning *;
+
+-- name: OccurrenceCancelOpen :many
+update occurrences
+set status = 'cancelled', settled_at = @now::timestamptz, claimable_at = null
+where instance_id = @instance_id and status in ('available', 'reserved')
+returning id, mode;
+
+-- name: OccurrenceDueForTimer :many
+-- Work that only time moves forward: passed deadlines, the last attempt's
+-- expired lock, and push calls whose replica died (outcome unknown).
+select id, instance_id from occurrences
+where status in ('available', 'reserved') and deadline_at <= @now::timestamptz
+union
+select id, instance_id from occurrences
+where status = 'reserved' and lock_expires_at <= @now::timestamptz
+  and (mode = 'push' or attempts >= max_attempts)
+limit @max;
+
+-- name: OccurrenceList :many
+select * from occurrences o
+where (sqlc.narg('definition_key')::text is null or o.definition_key = sqlc.narg('definition_key'))
+  and (sqlc.narg('status')::text is null or o.status = sqlc.narg('status'))
+  and (sqlc.narg('instance_id')::uuid is null or o.instance_id = sqlc.narg('instance_id'))
+  and (sqlc.narg('revision')::integer is null or o.revision = sqlc.narg('revision'))
+  and (sqlc.narg('consumer_id')::bigint is null or exists (
+        select 1 from attempts a where a.occurrence_id = o.id and a.consumer_id = sqlc.narg('consumer_id')))
+  and (sqlc.narg('before')::uuid is null or o.id < sqlc.narg('before'))
+order by o.id desc
+limit @max;
+
+-- name: OccurrenceCountByStatus :many
+select status, count(*)::bigint as count from occurrences
+where (sqlc.narg('definition_key')::text is null or definition_key = sqlc.narg('definition_key'))
+group by status;
+
+-- name: OccurrenceCompletedOutputs :many
+select node, outputs, sealed_outputs, id from occurrences
+where instance_id = @instance_id and status = 'completed';

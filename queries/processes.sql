@@ -1,0 +1,36 @@
+-- name: ProcessEnsure :exec
+insert into processes (key) values (@key) on conflict (key) do nothing;
+
+-- name: ProcessLockForPublish :exec
+select key from processes where key = @key for update;
+
+-- name: ProcessVersionGetByDigest :one
+select * from process_versions where process_key = @process_key and digest = @digest;
+
+-- name: ProcessVersionLatest :one
+select * from process_versions where process_key = @process_key order by version desc limit 1;
+
+-- name: ProcessVersionInsert :one
+insert into process_versions (process_key, version, digest, document)
+values (@process_key, @version, @digest, @document)
+returning *;
+
+-- name: ProcessVersionGet :one
+select * from process_versions where process_key = @process_key and version = @version;
+
+-- name: ProcessVersionList :many
+select * from process_versions where process_key = @process_key order by version;
+
+-- name: ProcessList :many
+select p.key, p.created_at,
+       coalesce((select max(v.version) from process_versions v where v.process_key = p.key), 0)::integer as latest_version
+from processes p
+where p.key > @after
+order by p.key
+limit @max;
+
+-- name: ProcessUsesDestination :one
+select exists (
+    select 1 from process_versions v, json_each(v.document -> 'nodes') n
+    where n.value ->> 'kind' = 'push' and n.value ->> 'destination' = @destination::text
+)::boolean;
