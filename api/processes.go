@@ -110,4 +110,3 @@ func (a *API) getProcessVersion() http.Handler {
 		return nil
 	})
 }
-
