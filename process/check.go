@@ -39,7 +39,7 @@ func Check(p *Process, r Resolver, lim Limits) []contracts.Violation {
 	}
 	sort.Strings(k.names)
 
-	if _, ok := p.Nodes[p.Start]; !ok || p.Nodes[p.Start] == nil {
+	if !k.known(p.Start) {
 		k.add("/start", "start names unknown node %q", p.Start)
 	} else {
 		k.startOK = true
@@ -178,7 +178,7 @@ func (k *checker) policy(at string, n *Node) {
 		}
 	} else {
 		if pol.MaxAttempts < 1 || pol.MaxAttempts > MaxMaxAttempts {
-			k.add(ptr(pat, "max_attempts"), "max_attempts must be between 1 and %d", MaxMaxAttempts)
+			k.add(ptr(pat, "max_attempts"), "max_attempts must be %s", attemptsRange)
 		}
 		switch {
 		case pol.RetryDelay < 0:
@@ -192,7 +192,7 @@ func (k *checker) policy(at string, n *Node) {
 		k.add(ptr(pat, "deadline"), "deadline must be positive")
 	}
 	if pol.Priority < 0 || pol.Priority > MaxPriority {
-		k.add(ptr(pat, "priority"), "priority must be between 0 and %d", MaxPriority)
+		k.add(ptr(pat, "priority"), "priority must be %s", priorityRange)
 	}
 }
 
@@ -201,7 +201,7 @@ func (k *checker) revision(at string, n *Node) (contracts.Working, bool) {
 	case n.Definition == "":
 		k.add(ptr(at, "definition"), "definition is required on %s nodes", n.Kind)
 	case n.Revision < 1:
-		k.add(ptr(at, "revision"), "revision must be an integer of at least 1")
+		k.add(ptr(at, "revision"), "revision must be %s", revisionRange)
 	default:
 		w, ok := k.r.Revision(n.Definition, n.Revision)
 		if ok {

@@ -46,7 +46,7 @@ func TestCheckHandBuilt(t *testing.T) {
 			[]want{{"/nodes/done/kind", `unknown kind "wait"`}}},
 		{"missing pin", func(p *Process) { p.Nodes["score"].Definition, p.Nodes["charge"].Revision = "", 0 },
 			[]want{
-				{"/nodes/charge/revision", "revision must be an integer of at least 1"},
+				{"/nodes/charge/revision", "revision must be an integer from 1 to 2147483647"},
 				{"/nodes/score/definition", "definition is required on push nodes"}}},
 		{"binding with both from and value", func(p *Process) {
 			p.Nodes["crm"].Inputs["source"] = Binding{From: "input.company.name", Value: []byte(`"web"`)}

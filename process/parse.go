@@ -15,6 +15,14 @@ import (
 // maxRevision keeps revisions within the engine's integer column.
 const maxRevision = 1<<31 - 1
 
+// Range phrases shared by Parse and Check, so that both word a bound the
+// same way.
+var (
+	revisionRange = fmt.Sprintf("an integer from 1 to %d", maxRevision)
+	attemptsRange = fmt.Sprintf("between 1 and %d", MaxMaxAttempts)
+	priorityRange = fmt.Sprintf("between 0 and %d", MaxPriority)
+)
+
 var nodeNameRe = regexp.MustCompile(`^[a-z][a-z0-9_]{0,62}$`)
 
 // collector accumulates violations; publishing shows every problem of a
@@ -118,8 +126,9 @@ func (c *collector) str(n *jnode, key, path string, allowEmpty bool) (string, bo
 	return v.str, true
 }
 
-// integer reads an optional integer member within [lo, hi].
-func (c *collector) integer(n *jnode, key, path string, lo, hi int) (int, bool) {
+// integer reads an optional integer member within [lo, hi]; want states
+// the range in messages.
+func (c *collector) integer(n *jnode, key, path string, lo, hi int, want string) (int, bool) {
 	v, ok := member(n, key)
 	if !ok {
 		return 0, false
@@ -129,16 +138,13 @@ func (c *collector) integer(n *jnode, key, path string, lo, hi int) (int, bool) 
 		c.add(at, "%s must be an integer, not %s", key, v.kind)
 		return 0, false
 	}
-	i, err := strconv.ParseInt(v.num.String(), 10, 64)
+	s := v.num.String()
+	i, err := strconv.ParseInt(s, 10, 64)
 	switch {
-	case err != nil && !isIntegralLiteral(v.num.String()):
-		c.add(at, "%s must be an integer, not %s", key, v.num)
-	case hi == maxRevision && (i > int64(hi) || err != nil && !strings.HasPrefix(v.num.String(), "-")):
-		c.add(at, "%s must be at most %d", key, hi)
-	case hi == maxRevision && (i < int64(lo) || err != nil):
-		c.add(at, "%s must be an integer of at least %d", key, lo)
+	case err != nil && !isIntegralLiteral(s):
+		c.add(at, "%s must be an integer, not %s", key, s)
 	case err != nil || i < int64(lo) || i > int64(hi):
-		c.add(at, "%s must be between %d and %d", key, lo, hi)
+		c.add(at, "%s must be %s", key, want)
 	default:
 		return int(i), true
 	}
@@ -304,7 +310,7 @@ func (c *collector) node(v *jnode, at string) *Node {
 	} else if _, present := member(v, "definition"); !present {
 		c.add(ptr(at, "definition"), "definition is required on %s nodes", n.Kind)
 	}
-	if r, ok := c.integer(v, "revision", at, 1, maxRevision); ok {
+	if r, ok := c.integer(v, "revision", at, 1, maxRevision, revisionRange); ok {
 		n.Revision = r
 	} else if _, present := member(v, "revision"); !present {
 		c.add(ptr(at, "revision"), "revision is required on %s nodes", n.Kind)
@@ -431,7 +437,7 @@ func (c *collector) policy(v *jnode, at string, n *Node) {
 			}
 		}
 	} else {
-		if m, ok := c.integer(pv, "max_attempts", pat, 1, MaxMaxAttempts); ok {
+		if m, ok := c.integer(pv, "max_attempts", pat, 1, MaxMaxAttempts, attemptsRange); ok {
 			n.Policy.MaxAttempts = m
 		}
 		if d, ok := c.duration(pv, "retry_delay", pat); ok {
@@ -445,7 +451,7 @@ func (c *collector) policy(v *jnode, at string, n *Node) {
 			n.Policy.Deadline = d
 		}
 	}
-	if pr, ok := c.integer(pv, "priority", pat, 0, MaxPriority); ok {
+	if pr, ok := c.integer(pv, "priority", pat, 0, MaxPriority, priorityRange); ok {
 		n.Policy.Priority = pr
 	}
 }

@@ -118,7 +118,13 @@ func dig(doc json.RawMessage, path []string, from string) (json.RawMessage, erro
 	for i, seg := range path {
 		var obj map[string]json.RawMessage
 		if err := json.Unmarshal(cur, &obj); err != nil {
-			return nil, fmt.Errorf("source %s: %s is not an object: %w", from, strings.Join(append([]string{"value"}, path[:i]...), "."), err)
+			// The decoder's message is left out: it may quote a byte of
+			// a sensitive value.
+			where := "the source document"
+			if i > 0 {
+				where = strings.Join(path[:i], ".")
+			}
+			return nil, fmt.Errorf("source %s: %s is not an object", from, where)
 		}
 		if obj == nil {
 			return nil, errAbsent

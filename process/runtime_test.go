@@ -113,7 +113,7 @@ func TestEvaluateInputsErrors(t *testing.T) {
 		{"end node", "done", good, `process: evaluate done: node "done" has kind end, not pull or push`},
 		{"outputs missing from scope", "score", good, "outputs of node crm are not in scope"},
 		{"no instance id", "charge", Scope{Input: json.RawMessage(scopeInput)}, "the scope has no instance id"},
-		{"input not an object", "crm", Scope{InstanceID: instanceID, Input: json.RawMessage(`{"company": "Acme"}`)}, "value.company is not an object"},
+		{"input not an object", "crm", Scope{InstanceID: instanceID, Input: json.RawMessage(`{"company": "Acme"}`)}, "source input.company.name: company is not an object"},
 	}
 	for _, tc := range cases {
 		_, err := p.EvaluateInputs(tc.node, tc.s)

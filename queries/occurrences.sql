@@ -105,7 +105,7 @@ claimed as (
         worker_id       = @worker_id,
         reserved_at     = @now::timestamptz,
         claimable_at    = null,
-        lock_expires_at = @now::timestamptz + o.timeout + @grace::interval
+        lock_expires_at = o.timeout + @lock_base::timestamptz
     from locked
     where o.id = locked.id
     returning o.*

@@ -218,7 +218,8 @@ claimed as (
         worker_id       = $3,
         reserved_at     = $1::timestamptz,
         claimable_at    = null,
-        lock_expires_at = $4    from locked
+        lock_expires_at = o.timeout + $4::timestamptz
+    from locked
     where o.id = locked.id
     returning o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at
 ),
@@ -230,10 +231,10 @@ select id, instance_id, node, definition_key, revision, mode, status, priority, 
 `
 
 type OccurrenceClaimPushParams struct {
-	Now                                          time.Time
-	MaxTasks                                     int32
-	WorkerID                                     *string
-	NowtimestamptzotimeoutGracepgCataloginterval *time.Time
+	Now      time.Time
+	MaxTasks int32
+	WorkerID *string
+	LockBase time.Time
 }
 
 type OccurrenceClaimPushRow struct {
@@ -277,7 +278,7 @@ func (q *Queries) OccurrenceClaimPush(ctx context.Context, arg OccurrenceClaimPu
 		arg.Now,
 		arg.MaxTasks,
 		arg.WorkerID,
-		arg.NowtimestamptzotimeoutGracepgCataloginterval,
+		arg.LockBase,
 	)
 	if err != nil {
 		return nil, err

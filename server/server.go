@@ -23,6 +23,7 @@ import (
 	"github.com/relais/relais/httpjson"
 	"github.com/relais/relais/notify"
 	"github.com/relais/relais/pull"
+	"github.com/relais/relais/push"
 	"github.com/relais/relais/queries"
 )
 
@@ -52,6 +53,10 @@ func Start(ctx context.Context, d Deps) *Replica {
 	listener := notify.New(d.Engine.Pool(), d.Logger)
 	listener.Handle(engine.ChannelOccurrence, hub.Notify)
 	listener.OnReconnect(hub.WakeAll)
+	runner := push.NewRunner(d.Engine, d.Logger, d.Config.Push, d.Registry)
+	listener.Handle(engine.ChannelOccurrence, runner.Notify)
+	listener.Handle(engine.ChannelCancel, runner.Cancel)
+	rep.done.Go(func() { runner.Run(ctx) })
 	rep.done.Go(func() { listener.Run(ctx) })
 	rep.done.Go(func() { d.Engine.RunTimerLoop(ctx, d.Config.TimerInterval) })
 	select {
@@ -100,6 +105,9 @@ func newHandler(d Deps, hub *pull.Hub) http.Handler {
 		r.With(any).Get("/whoami", whoami)
 		r.With(admin).Method(http.MethodPost, "/tokens", createToken(d))
 		api.New(d.Logger, d.Config, d.Engine).Routes(r, lookup)
+		r.Route("/destinations", func(r chi.Router) {
+			push.NewDestinations(d.Logger, d.Engine, d.Config.MaxBodyBytes).Routes(r, lookup)
+		})
 		r.Route("/pull", func(r chi.Router) {
 			pull.New(d.Logger, d.Config, d.Engine, hub, d.Registry).Routes(r, lookup)
 		})

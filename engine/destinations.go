@@ -1,0 +1,185 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/relais/relais/fault"
+	"github.com/relais/relais/queries"
+)
+
+// Destination is an admin-registered push endpoint. Header values are
+// stored sealed and never returned: only their names are.
+type Destination struct {
+	Name        string
+	URL         string
+	HeaderNames []string
+	MaxTimeout  time.Duration
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+}
+
+// HardMaxPushTimeout is the ceiling of every destination's max_timeout.
+const HardMaxPushTimeout = 10 * time.Second
+
+var destinationNamePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,62}$`)
+
+// reservedHeaders are set by Relais on every push call; a destination may
+// not override them.
+var reservedHeaders = map[string]bool{"Content-Type": true, "Content-Length": true, "Idempotency-Key": true, "Host": true,
+	"Connection": true, "Transfer-Encoding": true, "Te": true, "Upgrade": true, "Trailer": true, "Keep-Alive": true, "Proxy-Connection": true}
+
+func destinationFromRow(row queries.Destination) Destination {
+	names := append([]string{}, row.HeaderNames...)
+	return Destination{Name: row.Name, URL: row.Url, HeaderNames: names, MaxTimeout: row.MaxTimeout, CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt}
+}
+
+func aadDestinationHeaders(name string) string { return "destination/" + name + "/headers" }
+
+// PutDestination creates or replaces a destination.
+func (e *Engine) PutDestination(ctx context.Context, name, rawURL string, headers map[string]string, maxTimeout time.Duration) (Destination, bool, error) {
+	var errs []fault.FieldError
+	if !destinationNamePattern.MatchString(name) {
+		return Destination{}, false, fault.New(fault.BadRequest, "invalid_name", "destination name %q must match %s", name, destinationNamePattern)
+	}
+	u, err := url.Parse(rawURL)
+	switch {
+	case rawURL == "":
+		errs = append(errs, fault.FieldError{Path: "/url", Message: "is required"})
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+		errs = append(errs, fault.FieldError{Path: "/url", Message: "must be an absolute http or https URL"})
+	case u.User != nil:
+		errs = append(errs, fault.FieldError{Path: "/url", Message: "must not carry credentials; use headers (stored encrypted)"})
+	}
+	switch {
+	case maxTimeout <= 0:
+		errs = append(errs, fault.FieldError{Path: "/max_timeout", Message: "is required and must be above zero"})
+	case maxTimeout > HardMaxPushTimeout:
+		errs = append(errs, fault.FieldError{Path: "/max_timeout", Message: "must be at most PT10S"})
+	}
+	names := make([]string, 0, len(headers))
+	canonical := make(map[string]string, len(headers))
+	for k, v := range headers {
+		ck := http.CanonicalHeaderKey(k)
+		switch {
+		case !validHeaderName(k):
+			errs = append(errs, fault.FieldError{Path: "/headers/" + k, Message: "is not a valid header name"})
+		case reservedHeaders[ck]:
+			errs = append(errs, fault.FieldError{Path: "/headers/" + k, Message: "is set by Relais and cannot be configured"})
+		case strings.ContainsAny(v, "\r\n"):
+			errs = append(errs, fault.FieldError{Path: "/headers/" + k, Message: "value must not contain line breaks"})
+		default:
+			canonical[ck] = v
+			names = append(names, ck)
+		}
+	}
+	if len(errs) > 0 {
+		return Destination{}, false, fault.New(fault.BadRequest, "invalid_destination", "the destination is invalid").WithErrors(errs)
+	}
+	sort.Strings(names)
+	var sealed []byte
+	if len(canonical) > 0 {
+		if e.keys == nil {
+			return Destination{}, false, fault.New(fault.Unavailable, "encryption_unavailable", "header values are stored encrypted but no data key is configured")
+		}
+		plain, _ := json.Marshal(canonical)
+		sealed = e.keys.Seal(plain, []byte(aadDestinationHeaders(name)))
+	}
+	row, err := e.q.DestinationUpsert(ctx, queries.DestinationUpsertParams{Name: name, Url: rawURL, HeaderNames: names, SealedHeaders: sealed, MaxTimeout: maxTimeout})
+	if err != nil {
+		return Destination{}, false, wrap("put destination", err)
+	}
+	d := Destination{Name: row.Name, URL: row.Url, HeaderNames: row.HeaderNames, MaxTimeout: row.MaxTimeout, CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt}
+	return d, row.Created, nil
+}
+
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("!#$%&'*+-.^_`|~", c)) {
+			return false
+		}
+	}
+	return true
+}
+
+// GetDestination returns one destination (header names only).
+func (e *Engine) GetDestination(ctx context.Context, name string) (Destination, error) {
+	row, err := e.q.DestinationGet(ctx, name)
+	if isNoRows(err) {
+		return Destination{}, notFound("destination %q", name)
+	}
+	if err != nil {
+		return Destination{}, wrap("get destination", err)
+	}
+	return destinationFromRow(row), nil
+}
+
+// ListDestinations returns every destination by name.
+func (e *Engine) ListDestinations(ctx context.Context) ([]Destination, error) {
+	rows, err := e.q.DestinationList(ctx)
+	if err != nil {
+		return nil, wrap("list destinations", err)
+	}
+	out := make([]Destination, len(rows))
+	for i, r := range rows {
+		out[i] = destinationFromRow(r)
+	}
+	return out, nil
+}
+
+// DeleteDestination removes a destination no published process version
+// uses (destination_in_use otherwise: versions are immutable, so a used
+// destination must stay).
+func (e *Engine) DeleteDestination(ctx context.Context, name string) error {
+	used, err := e.q.ProcessUsesDestination(ctx, name)
+	if err != nil {
+		return wrap("delete destination", err)
+	}
+	if used {
+		return fault.New(fault.Conflict, "destination_in_use", "destination %q is used by a published process version", name)
+	}
+	n, err := e.q.DestinationDelete(ctx, name)
+	if err != nil {
+		return wrap("delete destination", err)
+	}
+	if n == 0 {
+		return notFound("destination %q", name)
+	}
+	return nil
+}
+
+// destinationCall returns what a push call needs: URL and header values in
+// clear (this is a delivery to an authorized destination).
+func (e *Engine) destinationCall(ctx context.Context, name string) (string, map[string]string, error) {
+	row, err := e.q.DestinationGet(ctx, name)
+	if isNoRows(err) {
+		return "", nil, fmt.Errorf("destination %q no longer exists", name)
+	}
+	if err != nil {
+		return "", nil, err
+	}
+	headers := map[string]string{}
+	if len(row.SealedHeaders) > 0 {
+		if e.keys == nil {
+			return "", nil, fmt.Errorf("destination %q headers are sealed but no data key is configured", name)
+		}
+		plain, err := e.keys.Open(row.SealedHeaders, []byte(aadDestinationHeaders(name)))
+		if err != nil {
+			return "", nil, err
+		}
+		if err := json.Unmarshal(plain, &headers); err != nil {
+			return "", nil, err
+		}
+	}
+	return row.Url, headers, nil
+}

@@ -1,0 +1,164 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/relais/relais/contracts"
+	"github.com/relais/relais/fault"
+	"github.com/relais/relais/queries"
+)
+
+// PushGrace is added to a push call's budget to form its lock: a replica
+// alive at the end of the budget settles the call itself; past the grace,
+// the call is presumed orphaned by a crash and fails outcome_unknown.
+const PushGrace = 5 * time.Second
+
+// PushCall is a claimed push occurrence, ready to be delivered.
+type PushCall struct {
+	ID          uuid.UUID
+	InstanceID  uuid.UUID
+	Definition  string
+	Revision    int
+	Attempt     int
+	Inputs      json.RawMessage // in clear: delivered to the destination
+	DeadlineAt  *time.Time
+	Timeout     time.Duration
+	Destination string
+	URL         string
+	Headers     map[string]string
+	// Protected are the inputs' sensitive and secret values, for scrubbing
+	// the destination's error messages.
+	Protected []string
+}
+
+// ClaimPush reserves up to max push occurrences for this replica (workerID
+// names it in attempts). The reservation is the record that a call is
+// about to be made: it is never made twice.
+func (e *Engine) ClaimPush(ctx context.Context, workerID string, max int) ([]PushCall, error) {
+	now, err := e.clock(ctx, e.pool)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := e.q.OccurrenceClaimPush(ctx, queries.OccurrenceClaimPushParams{Now: now, MaxTasks: int32(max), WorkerID: &workerID, LockBase: now.Add(PushGrace)})
+	if err != nil {
+		return nil, wrap("claim push", err)
+	}
+	calls := make([]PushCall, 0, len(rows))
+	for _, row := range rows {
+		o := queries.Occurrence(row)
+		c, err := e.pushCall(ctx, o)
+		if err != nil {
+			// The reservation stands; fail it now rather than leave it for
+			// outcome_unknown, since no call was made.
+			e.logger.Error("push occurrence cannot be prepared", "occurrence", o.ID, "err", err)
+			_ = e.SettlePush(ctx, o.ID, int(o.Attempts), PushResult{ErrorCode: "push_unprepared", Message: "the call could not be prepared: " + errMessage(err)})
+			continue
+		}
+		calls = append(calls, c)
+	}
+	return calls, nil
+}
+
+func errMessage(err error) string {
+	if fe, ok := fault.As(err); ok {
+		return fe.Detail
+	}
+	return "internal error (see logs)"
+}
+
+func (e *Engine) pushCall(ctx context.Context, o queries.Occurrence) (PushCall, error) {
+	inputs, err := e.unseal(o.Inputs, o.SealedInputs, aadOccurrenceInputs(o.ID))
+	if err != nil {
+		return PushCall{}, err
+	}
+	rev, err := e.revision(ctx, e.q, o.DefinitionKey, int(o.Revision))
+	if err != nil {
+		return PushCall{}, err
+	}
+	if o.Destination == nil || o.Timeout == nil {
+		return PushCall{}, errors.New("push occurrence without destination or timeout")
+	}
+	u, headers, err := e.destinationCall(ctx, *o.Destination)
+	if err != nil {
+		return PushCall{}, err
+	}
+	return PushCall{ID: o.ID, InstanceID: o.InstanceID, Definition: o.DefinitionKey, Revision: int(o.Revision), Attempt: int(o.Attempts),
+		Inputs: inputs, DeadlineAt: o.DeadlineAt, Timeout: *o.Timeout, Destination: *o.Destination, URL: u, Headers: headers,
+		Protected: rev.Working.Inputs.ProtectedStrings(inputs)}, nil
+}
+
+// PushResult is what a push call produced: outputs (the body's "outputs"),
+// or an error code and message.
+type PushResult struct {
+	Outputs   json.RawMessage
+	ErrorCode string
+	Message   string
+}
+
+// SettlePush records the result of a push call made for attempt. Valid
+// outputs complete the node (route derived, instance advanced); anything
+// else fails the occurrence with its code, and the process's error handling
+// decides: there is no automatic retry. A result for an occurrence that is
+// no longer in that attempt (cancelled, or failed by the timer) changes
+// nothing and returns the refusal.
+func (e *Engine) SettlePush(ctx context.Context, id uuid.UUID, attempt int, res PushResult) error {
+	err := e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error {
+		instanceID, err := q.OccurrenceInstanceID(ctx, id)
+		if err != nil {
+			return err
+		}
+		r, _, err := e.runFor(ctx, q, instanceID, false)
+		if err != nil {
+			return err
+		}
+		o, err := q.OccurrenceLock(ctx, id)
+		if err != nil {
+			return err
+		}
+		switch {
+		case o.Status == StatusCancelled:
+			return fault.New(fault.Conflict, "occurrence_cancelled", "occurrence %s was cancelled", id)
+		case o.Status != StatusReserved || int(o.Attempts) != attempt:
+			return fault.New(fault.Conflict, "already_settled", "occurrence %s is %s", id, o.Status)
+		}
+		rev, err := e.revision(ctx, q, o.DefinitionKey, int(o.Revision))
+		if err != nil {
+			return err
+		}
+		protect := func(msg string) (string, error) { return e.scrub(ctx, q, o, msg) }
+		if res.ErrorCode != "" {
+			msg, err := protect(res.Message)
+			if err != nil {
+				return err
+			}
+			return r.fail(o, OutcomeFailed, res.ErrorCode, msg)
+		}
+		_, ov, err := e.Validators(rev)
+		if err != nil {
+			return err
+		}
+		if vs := ov.Validate(res.Outputs); len(vs) > 0 {
+			return r.fail(o, OutcomeRejected, "invalid_outputs", "the destination's outputs violate the pinned revision: "+violationList(vs))
+		}
+		route, err := rev.Working.Route(res.Outputs)
+		if err != nil {
+			return err
+		}
+		return r.complete(o, rev, res.Outputs, OutputsDigest(res.Outputs), route, "")
+	})
+	return wrap("settle push", err)
+}
+
+// violationList names pointers and messages (which name constraints, not
+// values).
+func violationList(vs []contracts.Violation) string {
+	s := describeViolations(vs)
+	const prefix = "inputs violate the pinned revision: "
+	return s[len(prefix):]
+}

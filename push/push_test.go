@@ -1,0 +1,203 @@
+package push_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/relais/relais/dbtest"
+	"github.com/relais/relais/relaistest"
+)
+
+func TestMain(m *testing.M) { dbtest.Main(m) }
+
+// scoreProcess pushes score_company revision 1 to dest with the budget.
+func scoreProcess(dest, timeout string) map[string]any {
+	return map[string]any{
+		"inputs": map[string]any{"fields": []any{map[string]any{"name": "crm_id", "type": "text", "required": true}}},
+		"start":  "score",
+		"nodes": map[string]any{
+			"score": map[string]any{"kind": "push", "definition": "score_company", "revision": 1, "destination": dest, "timeout": timeout,
+				"inputs": map[string]any{"crm_id": map[string]any{"from": "input.crm_id"}, "country": map[string]any{"value": "FR"}},
+				"next":   "done", "on_error": "failed"},
+			"done":   map[string]any{"kind": "end"},
+			"failed": map[string]any{"kind": "end", "status": "failed"},
+		},
+	}
+}
+
+// destination is a local HTTP server counting the calls it receives.
+type destination struct {
+	URL   string
+	calls atomic.Int32
+	last  atomic.Value // http.Header of the last call
+	body  atomic.Value // []byte of the last call
+}
+
+func newDestination(t *testing.T, h http.HandlerFunc) *destination {
+	d := &destination{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		d.calls.Add(1)
+		d.last.Store(r.Header.Clone())
+		b, _ := io.ReadAll(r.Body)
+		d.body.Store(b)
+		h(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	d.URL = srv.URL
+	return d
+}
+
+// waitInstance polls an instance until it leaves running.
+func waitInstance(t *testing.T, env *relaistest.Env, id string, within time.Duration) map[string]any {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		inst := env.Must(200, "GET", "/api/v1/instances/"+id, env.Operator, nil).JSON(t)
+		if inst["status"] != "running" || time.Now().After(deadline) {
+			return inst
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestPushOutcomes(t *testing.T) {
+	t.Parallel()
+	ok := func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"outputs": {"score": 42, "band": "low"}}`)
+	}
+	refused, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refusedURL := "http://" + refused.Addr().String() + "/score"
+	refused.Close()
+
+	tests := []struct {
+		name     string
+		handler  http.HandlerFunc
+		url      string // overrides the local server
+		wantCode string // "" means completed
+	}{
+		{"200 valid", ok, "", ""},
+		{"503", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(503) }, "", "destination_http_503"},
+		{"invalid JSON", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, `{"outputs": {`) }, "", "invalid_outputs"},
+		{"outputs violate the contract", func(w http.ResponseWriter, r *http.Request) {
+			fmt.Fprint(w, `{"outputs": {"score": 420, "band": "low"}}`)
+		}, "", "invalid_outputs"},
+		{"sleeps past the budget", func(w http.ResponseWriter, r *http.Request) {
+			select {
+			case <-time.After(3 * time.Second):
+			case <-r.Context().Done():
+			}
+			ok(w, r)
+		}, "", "deadline_exceeded"},
+		{"redirect", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "http://example.invalid/", http.StatusFound) }, "", "destination_http_302"},
+		{"connection refused", nil, refusedURL, "connection_failed"},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			env := relaistest.New(t)
+			env.Definition("score_company.yaml")
+			var d *destination
+			u := tt.url
+			if tt.handler != nil {
+				d = newDestination(t, tt.handler)
+				u = d.URL + "/score"
+			}
+			name := fmt.Sprintf("dest-%d", i)
+			env.Must(201, "PUT", "/api/v1/destinations/"+name, env.Admin, map[string]any{"url": u, "max_timeout": "PT5S",
+				"headers": map[string]string{"Authorization": "Bearer dest-secret"}})
+			env.Process("scoring", scoreProcess(name, "PT1S"))
+
+			started := time.Now()
+			inst := env.Must(201, "POST", "/api/v1/processes/scoring/instances", env.Operator, map[string]any{"inputs": map[string]any{"crm_id": "C-1"}}).JSON(t)
+			got := waitInstance(t, env, inst["id"].(string), 5*time.Second)
+			elapsed := time.Since(started)
+
+			path := got["path"].([]any)
+			occ := env.Must(200, "GET", "/api/v1/occurrences/"+path[0].(map[string]any)["occurrence_id"].(string), env.Operator, nil).JSON(t)
+			if tt.wantCode == "" {
+				if got["status"] != "completed" || occ["status"] != "completed" {
+					t.Fatalf("instance %v, occurrence %v; want completed", got["status"], occ["status"])
+				}
+			} else {
+				if got["status"] != "failed" || occ["error_code"] != tt.wantCode {
+					t.Fatalf("instance %v, occurrence code %v (%v); want failed with %s", got["status"], occ["error_code"], occ["error_message"], tt.wantCode)
+				}
+			}
+			// The budget is 1 s; the settlement must follow within 200 ms of
+			// it (plus the time the instance start and polling take).
+			if elapsed > time.Second+700*time.Millisecond {
+				t.Errorf("settled after %v; budget PT1S", elapsed)
+			}
+			if d != nil {
+				if n := d.calls.Load(); n != 1 {
+					t.Errorf("destination called %d times; want exactly 1", n)
+				}
+				h := d.last.Load().(http.Header)
+				if h.Get("Idempotency-Key") != occ["id"] || h.Get("Authorization") != "Bearer dest-secret" {
+					t.Errorf("headers = %v", h)
+				}
+				var body map[string]any
+				_ = json.Unmarshal(d.body.Load().([]byte), &body)
+				if body["occurrence_id"] != occ["id"] || body["definition"] != "score_company" || body["inputs"].(map[string]any)["crm_id"] != "C-1" {
+					t.Errorf("body = %v", body)
+				}
+			}
+		})
+	}
+}
+
+func TestDestinations(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	env.Definition("score_company.yaml")
+	res := env.Do("PUT", "/api/v1/destinations/api", env.Admin, map[string]any{"url": "ftp://x", "max_timeout": "PT11S"})
+	if res.Status != 400 || len(res.JSON(t)["errors"].([]any)) != 2 {
+		t.Errorf("invalid destination: %d %s", res.Status, res.Body)
+	}
+	env.Must(201, "PUT", "/api/v1/destinations/api", env.Admin, map[string]any{"url": "http://127.0.0.1:1/x", "max_timeout": "PT2S",
+		"headers": map[string]string{"X-Api-Key": "super-secret-value"}})
+	got := env.Must(200, "GET", "/api/v1/destinations/api", env.Admin, nil)
+	if string(got.Body) == "" || json.Valid(got.Body) && containsString(got.Body, "super-secret-value") {
+		t.Errorf("header value returned: %s", got.Body)
+	}
+	if names := got.JSON(t)["header_names"].([]any); len(names) != 1 || names[0] != "X-Api-Key" {
+		t.Errorf("header names = %v", names)
+	}
+	if r := env.Do("GET", "/api/v1/destinations/api", env.Operator, nil); r.Status != 403 {
+		t.Errorf("operator reading destinations: %d", r.Status)
+	}
+	// A process whose budget exceeds the destination's cap is refused.
+	if r := env.Do("POST", "/api/v1/processes/proc/versions", env.Designer, scoreProcess("api", "PT3S")); r.Status != 422 || !containsString(r.Body, "/nodes/score/timeout") {
+		t.Errorf("budget above the cap: %d %s", r.Status, r.Body)
+	}
+	env.Process("proc", scoreProcess("api", "PT2S"))
+	if r := env.Do("DELETE", "/api/v1/destinations/api", env.Admin, nil); r.Status != 409 || r.Code() != "destination_in_use" {
+		t.Errorf("deleting a used destination: %d %s", r.Status, r.Body)
+	}
+	env.Must(201, "PUT", "/api/v1/destinations/unused", env.Admin, map[string]any{"url": "https://example.com/x", "max_timeout": "PT1S"})
+	env.Must(204, "DELETE", "/api/v1/destinations/unused", env.Admin, nil)
+}
+
+func containsString(b []byte, s string) bool {
+	return len(s) > 0 && len(b) >= len(s) && (string(b) == s || indexOf(string(b), s) >= 0)
+}
+
+func indexOf(s, sub string) int {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return i
+		}
+	}
+	return -1
+}

@@ -1,0 +1,262 @@
+// Package push delivers push occurrences (DESIGN §4): a runner inside each
+// replica claims them, makes one synchronous call per occurrence within a
+// hard budget, and settles the result through the engine. There is no
+// automatic retry. It also serves the destinations admin routes.
+package push
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/relais/relais/config"
+	"github.com/relais/relais/engine"
+)
+
+// fallbackPoll bounds how long the runner trusts notifications alone.
+const fallbackPoll = time.Second
+
+// Runner makes push calls for one replica.
+type Runner struct {
+	eng      *engine.Engine
+	logger   *slog.Logger
+	cfg      config.Push
+	client   *http.Client
+	workerID string
+
+	wake chan struct{}
+	mu   sync.Mutex
+	// inflight maps an occurrence to the cancel of its call, so stopping
+	// the instance aborts the call (ChannelCancel).
+	inflight map[uuid.UUID]context.CancelFunc
+	calls    sync.WaitGroup
+
+	results *prometheus.CounterVec
+	latency prometheus.Histogram
+}
+
+// NewRunner returns a runner; call Run.
+func NewRunner(eng *engine.Engine, logger *slog.Logger, cfg config.Push, reg prometheus.Registerer) *Runner {
+	host, _ := os.Hostname()
+	r := &Runner{eng: eng, logger: logger, cfg: cfg, workerID: fmt.Sprintf("relais-push@%s:%d", host, os.Getpid()),
+		wake: make(chan struct{}, 1), inflight: map[uuid.UUID]context.CancelFunc{},
+		results: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "relais_push_calls_total", Help: "Push calls by result code (ok or the error code)."}, []string{"result"}),
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "relais_push_call_duration_seconds", Help: "Push call latency.",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}}),
+	}
+	if reg != nil {
+		reg.MustRegister(r.results, r.latency)
+	}
+	r.client = &http.Client{
+		Transport: &http.Transport{
+			// Calls go where the destination says, never through an
+			// environment proxy.
+			Proxy:                 nil,
+			DialContext:           (&net.Dialer{KeepAlive: 30 * time.Second}).DialContext,
+			MaxIdleConnsPerHost:   cfg.Concurrency,
+			IdleConnTimeout:       90 * time.Second,
+			TLSHandshakeTimeout:   config.HardMaxPushTimeout,
+			ResponseHeaderTimeout: config.HardMaxPushTimeout,
+		},
+		// A redirect is an answer, not an instruction: following it would
+		// send the inputs somewhere the admin did not register.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	return r
+}
+
+// Notify handles a ChannelOccurrence payload: push availability wakes the
+// runner.
+func (r *Runner) Notify(payload string) {
+	if mode, _, _, _, ok := engine.ParseAvailabilityPayload(payload); ok && mode == engine.ModePush {
+		r.poke()
+	}
+}
+
+func (r *Runner) poke() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Cancel handles a ChannelCancel payload: it aborts the call of a cancelled
+// occurrence if this replica is making it.
+func (r *Runner) Cancel(payload string) {
+	id, err := uuid.Parse(payload)
+	if err != nil {
+		return
+	}
+	r.mu.Lock()
+	cancel := r.inflight[id]
+	r.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+}
+
+// Run claims and calls until ctx ends, then waits for calls in flight (each
+// is bounded by its budget).
+func (r *Runner) Run(ctx context.Context) {
+	slots := make(chan struct{}, r.cfg.Concurrency)
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	defer r.calls.Wait()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.wake:
+		case <-timer.C:
+		}
+		free := r.cfg.Concurrency - len(slots)
+		if free > 0 {
+			calls, err := r.eng.ClaimPush(ctx, r.workerID, free)
+			if err != nil && ctx.Err() == nil {
+				r.logger.Warn("push claim failed", "err", err)
+			}
+			for _, c := range calls {
+				slots <- struct{}{}
+				r.start(ctx, c, func() { <-slots; r.poke() })
+			}
+			if len(calls) == free {
+				r.poke() // maybe more waiting
+			}
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+		timer.Reset(fallbackPoll)
+	}
+}
+
+func (r *Runner) start(ctx context.Context, c engine.PushCall, done func()) {
+	budget := c.Timeout
+	if budget <= 0 || budget > r.cfg.MaxTimeout {
+		budget = r.cfg.MaxTimeout
+	}
+	// The call outlives a replica shutdown request for at most its budget:
+	// abandoning it would leave its outcome unknown.
+	callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), budget)
+	r.mu.Lock()
+	r.inflight[c.ID] = cancel
+	r.mu.Unlock()
+	r.calls.Go(func() {
+		defer done()
+		defer func() {
+			r.mu.Lock()
+			delete(r.inflight, c.ID)
+			r.mu.Unlock()
+			cancel()
+		}()
+		started := time.Now()
+		res := r.call(callCtx, c, budget)
+		r.latency.Observe(time.Since(started).Seconds())
+		result := res.ErrorCode
+		if result == "" {
+			result = "ok"
+		}
+		r.results.WithLabelValues(result).Inc()
+		// Settlement gets its own short context: the call's may be spent.
+		sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer scancel()
+		if err := r.eng.SettlePush(sctx, c.ID, c.Attempt, res); err != nil {
+			r.logger.Info("push result not recorded", "occurrence", c.ID, "reason", err)
+		}
+	})
+}
+
+// callBody is what a destination receives.
+type callBody struct {
+	OccurrenceID uuid.UUID       `json:"occurrence_id"`
+	Definition   string          `json:"definition"`
+	Revision     int             `json:"revision"`
+	Inputs       json.RawMessage `json:"inputs"`
+	Deadline     *time.Time      `json:"deadline"`
+}
+
+// call makes the one HTTP exchange of c. ctx carries the hard budget for
+// the whole exchange: connect, write, read.
+func (r *Runner) call(ctx context.Context, c engine.PushCall, budget time.Duration) engine.PushResult {
+	body, err := json.Marshal(callBody{OccurrenceID: c.ID, Definition: c.Definition, Revision: c.Revision, Inputs: c.Inputs, Deadline: c.DeadlineAt})
+	if err != nil {
+		return engine.PushResult{ErrorCode: "push_unprepared", Message: "the request body could not be encoded"}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.URL, bytes.NewReader(body))
+	if err != nil {
+		return engine.PushResult{ErrorCode: "push_unprepared", Message: "the destination URL is unusable"}
+	}
+	for k, v := range c.Headers {
+		req.Header.Set(k, v)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("Idempotency-Key", c.ID.String())
+	req.Header.Set("User-Agent", "relais-push")
+	res, err := r.client.Do(req)
+	if err != nil {
+		return transportFailure(ctx, err, budget)
+	}
+	defer res.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(res.Body, r.cfg.MaxResponseBytes+1))
+	if err != nil {
+		return transportFailure(ctx, err, budget)
+	}
+	if res.StatusCode < 200 || res.StatusCode > 299 {
+		return engine.PushResult{ErrorCode: "destination_http_" + strconv.Itoa(res.StatusCode),
+			Message: fmt.Sprintf("the destination answered %d: %s", res.StatusCode, snippet(data))}
+	}
+	if int64(len(data)) > r.cfg.MaxResponseBytes {
+		return engine.PushResult{ErrorCode: "response_too_large", Message: fmt.Sprintf("the response is larger than %d bytes", r.cfg.MaxResponseBytes)}
+	}
+	var answer struct {
+		Outputs json.RawMessage `json:"outputs"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&answer); err != nil || len(answer.Outputs) == 0 || dec.More() {
+		return engine.PushResult{ErrorCode: "invalid_outputs", Message: `the response is not a JSON document {"outputs": {...}}`}
+	}
+	return engine.PushResult{Outputs: answer.Outputs}
+}
+
+func transportFailure(ctx context.Context, err error, budget time.Duration) engine.PushResult {
+	switch {
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return engine.PushResult{ErrorCode: "deadline_exceeded", Message: fmt.Sprintf("no complete answer within the budget of %s", budget)}
+	case errors.Is(ctx.Err(), context.Canceled):
+		return engine.PushResult{ErrorCode: "call_aborted", Message: "the call was aborted (instance stopped)"}
+	}
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return engine.PushResult{ErrorCode: "connection_failed", Message: "the destination could not be reached: " + op.Err.Error()}
+	}
+	return engine.PushResult{ErrorCode: "connection_failed", Message: "the exchange with the destination failed"}
+}
+
+// snippet keeps a bounded, printable start of an error body for diagnosis;
+// it is scrubbed of the inputs' protected values before it is stored.
+func snippet(b []byte) string {
+	const max = 300
+	s := string(bytes.ToValidUTF8(b, []byte("?")))
+	if len(s) > max {
+		s = s[:max] + "…"
+	}
+	return s
+}
