@@ -99,7 +99,9 @@ func TestPushOutcomes(t *testing.T) {
 			}
 			ok(w, r)
 		}, "", "deadline_exceeded"},
-		{"redirect", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "http://example.invalid/", http.StatusFound) }, "", "destination_http_302"},
+		{"redirect", func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, "http://example.invalid/", http.StatusFound)
+		}, "", "destination_http_302"},
 		{"connection refused", nil, refusedURL, "connection_failed"},
 	}
 	for i, tt := range tests {
