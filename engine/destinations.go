@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -43,11 +44,24 @@ func destinationFromRow(row queries.Destination) Destination {
 
 func aadDestinationHeaders(name string) string { return "destination/" + name + "/headers" }
 
-// PutDestination creates or replaces a destination.
-func (e *Engine) PutDestination(ctx context.Context, name, rawURL string, headers map[string]string, maxTimeout time.Duration) (Destination, bool, error) {
+// Change says what a put did (or, in a dry run, would do).
+type Change string
+
+// Changes.
+const (
+	Created   Change = "created"
+	Updated   Change = "updated"
+	Unchanged Change = "unchanged"
+)
+
+// PutDestination creates or replaces a destination. An identical
+// destination (header values included) is left untouched and reported
+// Unchanged, so `relais apply` is idempotent; dryRun reports without
+// writing.
+func (e *Engine) PutDestination(ctx context.Context, name, rawURL string, headers map[string]string, maxTimeout time.Duration, dryRun bool) (Destination, Change, error) {
 	var errs []fault.FieldError
 	if !destinationNamePattern.MatchString(name) {
-		return Destination{}, false, fault.New(fault.BadRequest, "invalid_name", "destination name %q must match %s", name, destinationNamePattern)
+		return Destination{}, "", fault.New(fault.BadRequest, "invalid_name", "destination name %q must match %s", name, destinationNamePattern)
 	}
 	u, err := url.Parse(rawURL)
 	switch {
@@ -81,23 +95,42 @@ func (e *Engine) PutDestination(ctx context.Context, name, rawURL string, header
 		}
 	}
 	if len(errs) > 0 {
-		return Destination{}, false, fault.New(fault.BadRequest, "invalid_destination", "the destination is invalid").WithErrors(errs)
+		return Destination{}, "", fault.New(fault.BadRequest, "invalid_destination", "the destination is invalid").WithErrors(errs)
 	}
 	sort.Strings(names)
+	if existing, err := e.GetDestination(ctx, name); err == nil {
+		_, current, err := e.destinationCall(ctx, name)
+		if err != nil {
+			return Destination{}, "", wrap("put destination", err)
+		}
+		if existing.URL == rawURL && existing.MaxTimeout == maxTimeout && maps.Equal(current, canonical) {
+			return existing, Unchanged, nil
+		}
+		if dryRun {
+			return existing, Updated, nil
+		}
+	} else if !fault.HasCode(err, "not_found") {
+		return Destination{}, "", err
+	} else if dryRun {
+		return Destination{Name: name, URL: rawURL, HeaderNames: names, MaxTimeout: maxTimeout}, Created, nil
+	}
 	var sealed []byte
 	if len(canonical) > 0 {
 		if e.keys == nil {
-			return Destination{}, false, fault.New(fault.Unavailable, "encryption_unavailable", "header values are stored encrypted but no data key is configured")
+			return Destination{}, "", fault.New(fault.Unavailable, "encryption_unavailable", "header values are stored encrypted but no data key is configured")
 		}
 		plain, _ := json.Marshal(canonical)
 		sealed = e.keys.Seal(plain, []byte(aadDestinationHeaders(name)))
 	}
 	row, err := e.q.DestinationUpsert(ctx, queries.DestinationUpsertParams{Name: name, Url: rawURL, HeaderNames: names, SealedHeaders: sealed, MaxTimeout: maxTimeout})
 	if err != nil {
-		return Destination{}, false, wrap("put destination", err)
+		return Destination{}, "", wrap("put destination", err)
 	}
 	d := Destination{Name: row.Name, URL: row.Url, HeaderNames: row.HeaderNames, MaxTimeout: row.MaxTimeout, CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt}
-	return d, row.Created, nil
+	if row.Created {
+		return d, Created, nil
+	}
+	return d, Updated, nil
 }
 
 func validHeaderName(s string) bool {

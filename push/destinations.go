@@ -41,6 +41,9 @@ type destinationJSON struct {
 	MaxTimeout  isoduration.Duration `json:"max_timeout"`
 	CreatedAt   time.Time            `json:"created_at"`
 	UpdatedAt   time.Time            `json:"updated_at"`
+	// Change is set on PUT: created, updated or unchanged (what a
+	// ?dry_run=true put would do).
+	Change string `json:"change,omitempty"`
 }
 
 func toJSON(x engine.Destination) destinationJSON {
@@ -62,15 +65,18 @@ func (d *Destinations) put(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	dest, created, err := d.eng.PutDestination(r.Context(), chi.URLParam(r, "name"), req.URL, req.Headers, req.MaxTimeout.Std())
+	dryRun := r.URL.Query().Get("dry_run") == "true"
+	dest, change, err := d.eng.PutDestination(r.Context(), chi.URLParam(r, "name"), req.URL, req.Headers, req.MaxTimeout.Std(), dryRun)
 	if err != nil {
 		return err
 	}
 	status := http.StatusOK
-	if created {
+	if change == engine.Created && !dryRun {
 		status = http.StatusCreated
 	}
-	httpjson.Encode(w, status, toJSON(dest))
+	out := toJSON(dest)
+	out.Change = string(change)
+	httpjson.Encode(w, status, out)
 	return nil
 }
 

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/relais/relais/dbtest"
+)
+
+// testDataKeys is a fixed key for tests on external databases.
+const testDataKeys = "t1:MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="
+
+func applyRun(t *testing.T, base string, args ...string) (string, string, error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	env := map[string]string{"RELAIS_URL": base, "RELAIS_TOKEN": bootstrap}
+	err := run(context.Background(), append([]string{"apply"}, args...), func(k string) string { return env[k] }, &out, &errOut)
+	return out.String(), errOut.String(), err
+}
+
+func TestApplyExamplesIsIdempotent(t *testing.T) {
+	t.Parallel()
+	r := startServe(t, map[string]string{"RELAIS_DATABASE_URL": dbtest.URL(t), "RELAIS_BOOTSTRAP_TOKEN": bootstrap, "RELAIS_DATA_KEYS": testDataKeys})
+
+	plan, _, err := applyRun(t, r.base, "-f", "../../examples", "--dry-run")
+	if err != nil {
+		t.Fatalf("dry run: %v", err)
+	}
+	for _, want := range []string{"definition add_company_to_crm: created (revision 1)", "process onboard_company: published (version 1)", "destination payments: created"} {
+		if !strings.Contains(plan, want) {
+			t.Errorf("plan lacks %q:\n%s", want, plan)
+		}
+	}
+	if res := call(t, "GET", r.base+"/api/v1/definitions", bootstrap, nil); strings.Contains(string(res.body), "add_company_to_crm") {
+		t.Fatal("the dry run changed the server")
+	}
+
+	first, stderr, err := applyRun(t, r.base, "-f", "../../examples")
+	if err != nil {
+		t.Fatalf("apply: %v\n%s", err, stderr)
+	}
+	if strings.Contains(first, "unchanged") {
+		t.Errorf("first apply reports unchanged documents:\n%s", first)
+	}
+	second, _, err := applyRun(t, r.base, "-f", "../../examples")
+	if err != nil {
+		t.Fatalf("second apply: %v", err)
+	}
+	lines := strings.Split(strings.TrimSpace(second), "\n")
+	if len(lines) != len(strings.Split(strings.TrimSpace(first), "\n")) {
+		t.Errorf("second apply reports %d documents, first %d", len(lines), len(strings.Split(strings.TrimSpace(first), "\n")))
+	}
+	for _, l := range lines {
+		if !strings.Contains(l, ": unchanged") {
+			t.Errorf("second apply changed something: %q", l)
+		}
+	}
+}
+
+func TestApplyReportsFilePointerMessage(t *testing.T) {
+	t.Parallel()
+	r := startServe(t, map[string]string{"RELAIS_DATABASE_URL": dbtest.URL(t), "RELAIS_BOOTSTRAP_TOKEN": bootstrap})
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte(`kind: Definition
+key: broken
+name: Broken
+inputs:
+  fields:
+    - {name: a, type: texte}
+outputs:
+  fields: []
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, err := applyRun(t, r.base, "-f", bad)
+	if err == nil || !strings.Contains(stderr, bad+": /inputs/fields/0/type: ") {
+		t.Fatalf("err %v, stderr %q; want file: pointer: message", err, stderr)
+	}
+	// A process the server refuses (unknown revision) is reported the same way.
+	proc := filepath.Join(dir, "proc.yaml")
+	if err := os.WriteFile(proc, []byte(`kind: Process
+key: lonely
+inputs: {fields: []}
+start: a
+nodes:
+  a: {kind: pull, definition: nowhere, revision: 3, next: done}
+  done: {kind: end}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, err = applyRun(t, r.base, "-f", proc)
+	if err == nil || !strings.Contains(stderr, proc+": /nodes/a/definition: ") {
+		t.Fatalf("err %v, stderr %q", err, stderr)
+	}
+}
