@@ -235,16 +235,18 @@ func (e *Engine) RevokeConsumer(ctx context.Context, id int64) error {
 	}))
 }
 
-// grantedRevisions resolves a consumer's view of one definition: ok is false
-// when the definition is not granted; all is true when every revision is.
-func (e *Engine) granted(ctx context.Context, consumerID int64, key string, revision int) (bool, error) {
-	grants, err := e.grants(ctx, consumerID)
+// granted reports whether a consumer may see revision of key. It reads
+// through q because it runs inside settlement transactions: a query on the
+// pool there could wait for a connection held by a transaction waiting for
+// this one's locks.
+func granted(ctx context.Context, q *queries.Queries, consumerID int64, key string, revision int) (bool, error) {
+	rows, err := q.GrantList(ctx, consumerID)
 	if err != nil {
 		return false, err
 	}
-	for _, g := range grants {
-		if g.Definition == key {
-			return g.Revisions == nil || slices.Contains(g.Revisions, revision), nil
+	for _, g := range rows {
+		if g.DefinitionKey == key {
+			return g.Revisions == nil || slices.Contains(g.Revisions, int32(revision)), nil
 		}
 	}
 	return false, nil

@@ -180,11 +180,11 @@ func (e *Engine) NextClaimable(ctx context.Context, p Pairs) (time.Time, bool, e
 		return time.Time{}, false, err
 	}
 	t, err := e.q.OccurrenceNextClaimable(ctx, queries.OccurrenceNextClaimableParams{DefinitionKeys: p.Keys, Revisions: p.Revisions, Now: now})
+	if isNoRows(err) {
+		return time.Time{}, false, nil
+	}
 	if err != nil {
 		return time.Time{}, false, wrap("next claimable", err)
-	}
-	if t.IsZero() {
-		return time.Time{}, false, nil
 	}
 	return t, true, nil
 }
@@ -227,7 +227,7 @@ func (e *Engine) held(ctx context.Context, q *queries.Queries, ref WorkerRef) (*
 	if o.Mode != ModePull {
 		return nil, o, notFound("occurrence %s", ref.Occurrence)
 	}
-	ok, err := e.granted(ctx, ref.ConsumerID, o.DefinitionKey, int(o.Revision))
+	ok, err := granted(ctx, q, ref.ConsumerID, o.DefinitionKey, int(o.Revision))
 	if err != nil {
 		return nil, o, err
 	}

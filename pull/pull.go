@@ -213,6 +213,11 @@ func (p *Protocol) claimOrWait(ctx context.Context, claim engine.ClaimRequest, w
 	// missed until the fallback poll.
 	wt, ok := p.hub.register(claim.Pairs)
 	if !ok {
+		// Only a fetch that would wait is refused: work that is available
+		// now is delivered whatever the number of waiters.
+		if got, err := p.eng.Claim(ctx, claim); err != nil || len(got) > 0 {
+			return got, err
+		}
 		p.fetches.WithLabelValues("too_many_waiters").Inc()
 		fe := fault.New(fault.TooManyRequests, "too_many_waiters", "this replica holds its maximum of %d long-polling fetches; retry shortly", p.hub.max)
 		fe.RetryAfter = time.Second
@@ -245,7 +250,9 @@ func (p *Protocol) claimOrWait(ctx context.Context, claim engine.ClaimRequest, w
 		timer.Reset(max(time.Until(next), time.Millisecond))
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			// The client left: nothing was claimed for it, and its going is
+			// not a server error.
+			return nil, nil
 		case <-p.hub.closing:
 			return nil, nil
 		case <-timer.C:
@@ -259,7 +266,7 @@ func (p *Protocol) claimOrWait(ctx context.Context, claim engine.ClaimRequest, w
 				timer.Reset(min(d, time.Until(deadline)))
 				select {
 				case <-ctx.Done():
-					return nil, ctx.Err()
+					return nil, nil
 				case <-p.hub.closing:
 					return nil, nil
 				case <-timer.C:

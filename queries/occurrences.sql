@@ -82,10 +82,12 @@ with subs as (
     select unnest(@definition_keys::text[]) as definition_key,
            unnest(@revisions::integer[])   as revision
 )
-select min(o.claimable_at)::timestamptz
+select o.claimable_at::timestamptz
 from occurrences o
 join subs s on o.definition_key = s.definition_key and o.revision = s.revision
-where o.mode = 'pull' and o.claimable_at > @now::timestamptz;
+where o.mode = 'pull' and o.claimable_at > @now::timestamptz
+order by o.claimable_at
+limit 1;
 
 -- name: OccurrenceClaimPush :many
 -- Past lock_expires_at, the replica that made the call is presumed dead and

@@ -927,10 +927,12 @@ with subs as (
     select unnest($2::text[]) as definition_key,
            unnest($3::integer[])   as revision
 )
-select min(o.claimable_at)::timestamptz
+select o.claimable_at::timestamptz
 from occurrences o
 join subs s on o.definition_key = s.definition_key and o.revision = s.revision
 where o.mode = 'pull' and o.claimable_at > $1::timestamptz
+order by o.claimable_at
+limit 1
 `
 
 type OccurrenceNextClaimableParams struct {
@@ -941,9 +943,9 @@ type OccurrenceNextClaimableParams struct {
 
 func (q *Queries) OccurrenceNextClaimable(ctx context.Context, arg OccurrenceNextClaimableParams) (time.Time, error) {
 	row := q.db.QueryRow(ctx, occurrenceNextClaimable, arg.Now, arg.DefinitionKeys, arg.Revisions)
-	var column_1 time.Time
-	err := row.Scan(&column_1)
-	return column_1, err
+	var o_claimable_at time.Time
+	err := row.Scan(&o_claimable_at)
+	return o_claimable_at, err
 }
 
 const occurrenceReplayRequest = `-- name: OccurrenceReplayRequest :many

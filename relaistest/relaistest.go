@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"time"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -44,14 +45,33 @@ type Option func(*config.Config)
 // New starts Relais on a fresh database.
 func New(t testing.TB, opts ...Option) *Env {
 	t.Helper()
+	return start(t, dbtest.Pool(t), opts...)
+}
+
+// Replica starts a second Relais replica on e's database, with its own
+// engine, LISTEN connection, hub, timers and push runner, and e's tokens.
+func (e *Env) Replica(opts ...Option) *Env {
+	e.T.Helper()
+	pool, err := pgxpool.New(context.Background(), e.Pool.Config().ConnString())
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	e.T.Cleanup(pool.Close)
+	r := start(e.T, pool, opts...)
+	r.Admin, r.Designer, r.Operator = e.Admin, e.Designer, e.Operator
+	return r
+}
+
+func start(t testing.TB, pool *pgxpool.Pool, opts ...Option) *Env {
+	t.Helper()
 	cfg := config.Default()
+	cfg.TimerInterval = 200 * time.Millisecond
 	for _, o := range opts {
 		o(&cfg)
 	}
-	pool := dbtest.Pool(t)
 	logs := &LogBuffer{}
 	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	keys, err := keyring.Parse(keyring.NewKeySpec("test"))
+	keys, err := keyring.Parse(TestKeys)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,6 +96,10 @@ func New(t testing.TB, opts ...Option) *Env {
 	}
 	return e
 }
+
+// TestKeys is the data key every test replica shares, so replicas on one
+// database open each other's sealed values.
+var TestKeys = keyring.NewKeySpec("test")
 
 // Response is a finished call.
 type Response struct {

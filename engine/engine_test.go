@@ -1,0 +1,386 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/relais/relais/dbtest"
+	"github.com/relais/relais/fault"
+	"github.com/relais/relais/keyring"
+	"github.com/relais/relais/queries"
+)
+
+func TestMain(m *testing.M) { dbtest.Main(m) }
+
+var testKeys = keyring.NewKeySpec("t")
+
+func setup(t testing.TB) *Engine {
+	t.Helper()
+	ring, err := keyring.Parse(testKeys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return New(dbtest.Pool(t), Options{Keys: ring})
+}
+
+const crmWorking = `{"name":"Add company to CRM",
+ "inputs":{"fields":[{"name":"company_name","type":"text","required":true},{"name":"token","type":"text","classification":"secret"}]},
+ "outputs":{"fields":[{"name":"result","type":"choice","required":true,"values":["created","existing"]},{"name":"crm_id","type":"text","required":true}]},
+ "routing_output":"result"}`
+
+// twoStepProcess runs crm then check (both pull), so an instance stays
+// running after its first node.
+func twoStepProcess(policy string) string {
+	return `{"inputs":{"fields":[{"name":"name","type":"text","required":true}]},"start":"crm","nodes":{
+	 "crm":{"kind":"pull","definition":"crm","revision":1,"inputs":{"company_name":{"from":"input.name"}},` + policy + `
+	        "routes":{"created":"check","existing":"check"},"on_error":"failed"},
+	 "check":{"kind":"pull","definition":"crm","revision":1,"inputs":{"company_name":{"from":"nodes.crm.output.crm_id"}},"routes":{"created":"done","existing":"done"}},
+	 "done":{"kind":"end"},"failed":{"kind":"end","status":"failed"}}}`
+}
+
+func prepare(t testing.TB, e *Engine, policy string) {
+	t.Helper()
+	ctx := context.Background()
+	if _, _, err := e.SaveWorking(ctx, "crm", []byte(crmWorking)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.Snapshot(ctx, "crm"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.PublishProcess(ctx, "two_step", []byte(twoStepProcess(policy))); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func consumer(t testing.TB, e *Engine) int64 {
+	t.Helper()
+	c, _, err := e.CreateConsumer(context.Background(), fmt.Sprintf("c-%d", time.Now().UnixNano()), []Grant{{Definition: "crm"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.ID
+}
+
+func occurrences(t testing.TB, e *Engine, inst uuid.UUID) map[string][]queries.Occurrence {
+	t.Helper()
+	rows, err := e.q.OccurrenceListByInstance(context.Background(), inst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]queries.Occurrence{}
+	for _, r := range rows {
+		out[r.Node] = append(out[r.Node], r)
+	}
+	return out
+}
+
+func claimOne(t testing.TB, e *Engine, c int64, worker string) Reservation {
+	t.Helper()
+	got, err := e.Claim(context.Background(), ClaimRequest{ConsumerID: c, WorkerID: worker, Pairs: Pairs{Keys: []string{"crm"}, Revisions: []int32{1}},
+		MaxTasks: 1, LockDuration: time.Minute})
+	if err != nil || len(got) != 1 {
+		t.Fatalf("claim: %v, %v", got, err)
+	}
+	return got[0]
+}
+
+func TestConcurrentAdvancementCreatesOneOccurrencePerNode(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	prepare(t, e, "")
+	ctx := context.Background()
+	pv, err := e.GetProcessVersion(ctx, "two_step", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An instance that has not been advanced yet, as a crash between two
+	// transactions would leave one if advancement were not atomic.
+	id := uuid.Must(uuid.NewV7())
+	if _, err := e.q.InstanceInsert(ctx, queries.InstanceInsertParams{ID: id, ProcessKey: "two_step", Version: int32(pv.Version), Inputs: json.RawMessage(`{"name":"Acme"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	race := func() {
+		var wg sync.WaitGroup
+		for range 50 {
+			wg.Go(func() {
+				if err := e.Reconcile(ctx, id); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	race()
+	if occs := occurrences(t, e, id); len(occs["crm"]) != 1 || len(occs) != 1 {
+		t.Fatalf("after 50 concurrent advancements: %v; want exactly one occurrence of crm", occs)
+	}
+
+	// 50 workers race to complete it: one settlement, one next occurrence.
+	c := consumer(t, e)
+	res := claimOne(t, e, c, "w")
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	codes := map[string]int{}
+	for i := range 50 {
+		wg.Go(func() {
+			outputs := fmt.Sprintf(`{"result":"created","crm_id":"C-%d"}`, i%2)
+			_, err := e.Complete(ctx, WorkerRef{ConsumerID: c, WorkerID: "w", Occurrence: res.ID}, json.RawMessage(outputs))
+			code := "ok"
+			if fe, ok := fault.As(err); ok {
+				code = fe.Code
+			} else if err != nil {
+				code = err.Error()
+			}
+			mu.Lock()
+			codes[code]++
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if codes["ok"] < 1 || codes["ok"]+codes["already_settled"] != 50 {
+		t.Fatalf("completion results %v; want successes (one settlement and its identical replays) and already_settled only", codes)
+	}
+	race()
+	occs := occurrences(t, e, id)
+	if len(occs["crm"]) != 1 || len(occs["check"]) != 1 {
+		t.Fatalf("occurrences %v; want one crm and one check", occs)
+	}
+	var attempts int
+	if err := e.pool.QueryRow(ctx, "select count(*) from attempts where occurrence_id = $1 and outcome = 'completed'", res.ID).Scan(&attempts); err != nil || attempts != 1 {
+		t.Fatalf("%d completed attempts (%v); want 1", attempts, err)
+	}
+}
+
+func TestStopRacingCompletionStaysConsistent(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	prepare(t, e, "")
+	ctx := context.Background()
+	c := consumer(t, e)
+	rounds := 200
+	if testing.Short() {
+		rounds = 20
+	}
+	outcomes := map[string]int{}
+	for i := range rounds {
+		inst, _, err := e.StartInstance(ctx, StartRequest{ProcessKey: "two_step", Inputs: json.RawMessage(`{"name":"Acme"}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := claimOne(t, e, c, "w")
+		var completeErr, stopErr error
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		wg.Go(func() {
+			<-start
+			_, completeErr = e.Complete(ctx, WorkerRef{ConsumerID: c, WorkerID: "w", Occurrence: res.ID}, json.RawMessage(`{"result":"created","crm_id":"C"}`))
+		})
+		wg.Go(func() {
+			<-start
+			_, stopErr = e.StopInstance(ctx, inst.ID)
+		})
+		close(start)
+		wg.Wait()
+		if stopErr != nil {
+			t.Fatalf("round %d: stop: %v", i, stopErr)
+		}
+		got, err := e.GetInstance(ctx, inst.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		occs := occurrences(t, e, inst.ID)
+		crm := occs["crm"][0]
+		switch {
+		case completeErr == nil:
+			// Completion won: crm completed, the instance advanced to
+			// check, and the stop then cancelled check.
+			if crm.Status != StatusCompleted || len(occs["check"]) != 1 || occs["check"][0].Status != StatusCancelled {
+				t.Fatalf("round %d: completion succeeded but crm=%s check=%v", i, crm.Status, occs["check"])
+			}
+			outcomes["completed then stopped"]++
+		case fault.HasCode(completeErr, "occurrence_cancelled"):
+			if crm.Status != StatusCancelled || len(occs["check"]) != 0 {
+				t.Fatalf("round %d: completion refused but crm=%s check=%v", i, crm.Status, occs["check"])
+			}
+			outcomes["stopped first"]++
+		default:
+			t.Fatalf("round %d: completion error %v", i, completeErr)
+		}
+		if got.Status != InstanceCancelled {
+			t.Fatalf("round %d: instance %s; want cancelled (never resurrected)", i, got.Status)
+		}
+		var open int
+		if err := e.pool.QueryRow(ctx, "select count(*) from attempts a join occurrences o on o.id = a.occurrence_id where o.instance_id = $1 and a.ended_at is null", inst.ID).Scan(&open); err != nil || open != 0 {
+			t.Fatalf("round %d: %d attempts left open (%v)", i, open, err)
+		}
+	}
+	t.Logf("outcomes over %d rounds: %v", rounds, outcomes)
+}
+
+func TestDeadlineFailsOnceAcrossTwoReplicas(t *testing.T) {
+	t.Parallel()
+	a := setup(t)
+	prepare(t, a, `"policy":{"deadline":"PT1S"},`)
+	b := New(a.pool, Options{Keys: a.keys})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go a.RunTimerLoop(ctx, 100*time.Millisecond)
+	go b.RunTimerLoop(ctx, 100*time.Millisecond)
+
+	var ids []uuid.UUID
+	for range 10 {
+		inst, _, err := a.StartInstance(ctx, StartRequest{ProcessKey: "two_step", Inputs: json.RawMessage(`{"name":"Acme"}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, inst.ID)
+	}
+	deadline := time.Now().Add(6 * time.Second)
+	for _, id := range ids {
+		for {
+			inst, err := a.GetInstance(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if inst.Status != InstanceRunning {
+				if inst.Status != InstanceFailed || deref(inst.EndNode) != "failed" || deref(inst.ErrorCode) != "deadline_exceeded" {
+					t.Fatalf("instance %s ended %s at %v with %v; want failed at the on_error node with deadline_exceeded", id, inst.Status, deref(inst.EndNode), deref(inst.ErrorCode))
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("instance %s still running 5 s after its PT1S deadline", id)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		occs := occurrences(t, a, id)
+		if len(occs["crm"]) != 1 || occs["crm"][0].Status != StatusFailed || deref(occs["crm"][0].ErrorCode) != "deadline_exceeded" {
+			t.Fatalf("occurrences %v", occs)
+		}
+	}
+}
+
+func TestSettlementRefusedAfterStop(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	prepare(t, e, "")
+	ctx := context.Background()
+	c := consumer(t, e)
+	inst, _, err := e.StartInstance(ctx, StartRequest{ProcessKey: "two_step", Inputs: json.RawMessage(`{"name":"Acme"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := claimOne(t, e, c, "w")
+	if _, err := e.StopInstance(ctx, inst.ID); err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.Complete(ctx, WorkerRef{ConsumerID: c, WorkerID: "w", Occurrence: res.ID}, json.RawMessage(`{"result":"created","crm_id":"C"}`))
+	if !fault.HasCode(err, "occurrence_cancelled") {
+		t.Fatalf("late completion: %v; want occurrence_cancelled", err)
+	}
+	got, _ := e.GetInstance(ctx, inst.ID)
+	if got.Status != InstanceCancelled {
+		t.Fatalf("instance %s after a late completion", got.Status)
+	}
+	if _, err := e.StopInstance(ctx, inst.ID); err != nil {
+		t.Fatalf("stopping twice: %v", err)
+	}
+}
+
+func TestStartIdempotency(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	prepare(t, e, "")
+	ctx := context.Background()
+	req := StartRequest{ProcessKey: "two_step", Inputs: json.RawMessage(`{"name":"Acme"}`), IdempotencyKey: "order-1"}
+	a, created, err := e.StartInstance(ctx, req)
+	if err != nil || !created {
+		t.Fatal(err)
+	}
+	req.Inputs = json.RawMessage(`{ "name" : "Acme" }`)
+	b, created, err := e.StartInstance(ctx, req)
+	if err != nil || created || b.ID != a.ID {
+		t.Fatalf("replay: %v created=%v id %s vs %s", err, created, b.ID, a.ID)
+	}
+	req.Inputs = json.RawMessage(`{"name":"Other"}`)
+	if _, _, err := e.StartInstance(ctx, req); !fault.HasCode(err, "idempotency_key_reused") {
+		t.Fatalf("other body, same key: %v", err)
+	}
+	if _, _, err := e.StartInstance(ctx, StartRequest{ProcessKey: "two_step", Inputs: json.RawMessage(`{"nom":1}`)}); !fault.HasCode(err, "invalid_inputs") {
+		t.Fatalf("invalid inputs: %v", err)
+	}
+}
+
+func TestSecretsAreSealedAtRest(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	if _, _, err := e.SaveWorking(ctx, "crm", []byte(crmWorking)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.Snapshot(ctx, "crm"); err != nil {
+		t.Fatal(err)
+	}
+	doc := `{"inputs":{"fields":[{"name":"name","type":"text","required":true},{"name":"tok","type":"text","required":true,"classification":"secret"}]},
+	 "start":"crm","nodes":{"crm":{"kind":"pull","definition":"crm","revision":1,
+	 "inputs":{"company_name":{"from":"input.name"},"token":{"from":"input.tok"}},"routes":{"created":"done","existing":"done"}},"done":{"kind":"end"}}}`
+	if _, _, err := e.PublishProcess(ctx, "sealed", []byte(doc)); err != nil {
+		t.Fatal(err)
+	}
+	const canary = "CANARY-SECRET-5c1e"
+	inst, _, err := e.StartInstance(ctx, StartRequest{ProcessKey: "sealed", Inputs: json.RawMessage(`{"name":"Acme","tok":"` + canary + `"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var leaks int
+	err = e.pool.QueryRow(ctx, `select (select count(*) from instances where inputs::text like '%'||$1||'%' or encode(sealed_inputs, 'escape') like '%'||$1||'%')
+	                                + (select count(*) from occurrences where inputs::text like '%'||$1||'%' or encode(sealed_inputs, 'escape') like '%'||$1||'%')`, canary).Scan(&leaks)
+	if err != nil || leaks != 0 {
+		t.Fatalf("%d rows hold the secret in clear (%v)", leaks, err)
+	}
+	c := consumer(t, e)
+	res := claimOne(t, e, c, "w")
+	var in map[string]string
+	_ = json.Unmarshal(res.Inputs, &in)
+	if in["token"] != canary {
+		t.Fatalf("the consumer got %v; want the secret in clear", in)
+	}
+	obs, err := e.GetOccurrence(ctx, res.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(obs.Inputs) == "" || json.Valid(obs.Inputs) && containsBytes(obs.Inputs, canary) {
+		t.Fatalf("observation shows the secret: %s", obs.Inputs)
+	}
+	if inst.ID == (uuid.UUID{}) {
+		t.Fatal("no instance")
+	}
+	// A worker's error message echoing the secret is scrubbed.
+	if _, err := e.Fail(ctx, WorkerRef{ConsumerID: c, WorkerID: "w", Occurrence: res.ID}, Failure{ErrorCode: "CRM_DOWN", Message: "token " + canary + " refused", Retryable: true}); err != nil {
+		t.Fatal(err)
+	}
+	obs, _ = e.GetOccurrence(ctx, res.ID)
+	if containsBytes([]byte(deref(obs.ErrorMessage)), canary) || containsBytes([]byte(deref(obs.AttemptList[0].ErrorMessage)), canary) {
+		t.Fatalf("stored message leaks the secret: %q", deref(obs.ErrorMessage))
+	}
+}
+
+func containsBytes(b []byte, s string) bool {
+	return len(s) > 0 && errors.Is(nil, nil) && string(b) != "" && indexOf(string(b), s) >= 0
+}
+
+func indexOf(s, sub string) int {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return i
+		}
+	}
+	return -1
+}
