@@ -18,6 +18,7 @@ import (
 	"github.com/relais/relais/api"
 	"github.com/relais/relais/auth"
 	"github.com/relais/relais/config"
+	"github.com/relais/relais/console"
 	"github.com/relais/relais/engine"
 	"github.com/relais/relais/fault"
 	"github.com/relais/relais/httpjson"
@@ -97,6 +98,7 @@ func newHandler(d Deps, hub *pull.Hub) http.Handler {
 	})
 	r.Method(http.MethodGet, "/readyz", readyz(d.Engine))
 	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(d.Registry, promhttp.HandlerOpts{}))
+	r.Mount("/console", console.New(d.Logger, d.Engine).Handler())
 
 	r.Route("/api/v1", func(r chi.Router) {
 		lookup := auth.Lookup(d.Engine.LookupToken)
