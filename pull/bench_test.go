@@ -218,7 +218,9 @@ func BenchmarkFetchCost(b *testing.B) {
 				_ = rows.Scan(&line)
 				plan.WriteString(line + "\n")
 			}
-			if !strings.Contains(plan.String(), "occurrences_claim") {
+			// With few rows a sequential scan is the right plan; with many,
+			// other definitions must cost nothing: the claim index is used.
+			if others >= 100_000 && !strings.Contains(plan.String(), "occurrences_claim") {
 				b.Errorf("the claim does not use the occurrences_claim index:\n%s", plan.String())
 			}
 			b.Logf("plan with %d others:\n%s", others, plan.String())

@@ -1,0 +1,195 @@
+package worker
+
+import (
+	"bytes"
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// maxResponse bounds what the worker reads from one answer: a fetch of
+// many tasks with large inputs is big, but never unbounded.
+const maxResponse = 64 << 20
+
+// networkError marks a request whose answer never arrived whole. Unlike
+// an HTTP error status, the server may or may not have acted on it.
+type networkError struct{ err error }
+
+func (e *networkError) Error() string { return "relais: " + e.err.Error() }
+func (e *networkError) Unwrap() error { return e.err }
+
+// post sends body as JSON to path and decodes a 2xx answer into out.
+// Errors are *APIError for an answer with another status and
+// *networkError otherwise.
+func (w *Worker) post(ctx context.Context, path string, body, out any) error {
+	payload, err := json.Marshal(body)
+	if err != nil {
+		return fmt.Errorf("relais: encoding the request: %w", err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.base+path, bytes.NewReader(payload))
+	if err != nil {
+		return fmt.Errorf("relais: %w", err)
+	}
+	req.Header.Set("Authorization", "Bearer "+w.cfg.Token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, application/problem+json")
+	req.Header.Set("User-Agent", "relais-worker-go")
+	resp, err := w.cfg.HTTPClient.Do(req)
+	if err != nil {
+		return &networkError{err}
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
+	if err != nil {
+		return &networkError{err}
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return problem(resp, data)
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		// A 2xx the worker cannot read is as good as lost: treat it like
+		// a dropped connection so that callers retry it.
+		return &networkError{fmt.Errorf("decoding the answer to %s: %w", path, err)}
+	}
+	return nil
+}
+
+// problem turns an error answer into an *APIError, keeping problem+json
+// members beyond the standard ones in Extra.
+func problem(resp *http.Response, data []byte) *APIError {
+	ae := &APIError{Status: resp.StatusCode, RetryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())}
+	var doc map[string]json.RawMessage
+	if json.Unmarshal(data, &doc) != nil {
+		// Not a problem document (a proxy's error page, say): a short
+		// excerpt is enough to diagnose it.
+		text := strings.TrimSpace(string(data))
+		if len(text) > 200 {
+			text = text[:200] + "…"
+		}
+		ae.Detail = text
+		return ae
+	}
+	// A malformed member is left empty: the status alone still tells the
+	// worker how to react.
+	for k, v := range doc {
+		switch k {
+		case "code":
+			_ = json.Unmarshal(v, &ae.Code)
+		case "detail":
+			_ = json.Unmarshal(v, &ae.Detail)
+		case "errors":
+			_ = json.Unmarshal(v, &ae.Errors)
+		case "type", "title", "status":
+		default:
+			var x any
+			if json.Unmarshal(v, &x) == nil {
+				if ae.Extra == nil {
+					ae.Extra = map[string]any{}
+				}
+				ae.Extra[k] = x
+			}
+		}
+	}
+	return ae
+}
+
+// parseRetryAfter reads Retry-After as seconds or as an HTTP date.
+func parseRetryAfter(v string, now time.Time) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if secs, err := strconv.Atoi(strings.TrimSpace(v)); err == nil {
+		return max(time.Duration(secs)*time.Second, 0)
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(t.Sub(now), 0)
+	}
+	return 0
+}
+
+// isoDuration formats d the ISO-8601 way Relais reads durations (PT1M,
+// PT0.5S).
+func isoDuration(d time.Duration) string {
+	if d <= 0 {
+		return "PT0S"
+	}
+	var b strings.Builder
+	b.WriteString("PT")
+	if h := d / time.Hour; h > 0 {
+		fmt.Fprintf(&b, "%dH", h)
+		d -= h * time.Hour
+	}
+	if m := d / time.Minute; m > 0 {
+		fmt.Fprintf(&b, "%dM", m)
+		d -= m * time.Minute
+	}
+	if d > 0 {
+		fmt.Fprintf(&b, "%d", d/time.Second)
+		if frac := d % time.Second; frac > 0 {
+			b.WriteString("." + strings.TrimRight(fmt.Sprintf("%09d", int64(frac)), "0"))
+		}
+		b.WriteString("S")
+	}
+	return b.String()
+}
+
+// newRequestID returns a random fetch request id.
+func newRequestID() string {
+	var b [16]byte
+	_, _ = crand.Read(b[:]) // crypto/rand.Read never fails
+	return hex.EncodeToString(b[:])
+}
+
+func occurrencePath(id, action string) string {
+	return "/api/v1/pull/occurrences/" + url.PathEscape(id) + "/" + action
+}
+
+// backoff is exponential backoff with jitter. Half of each delay is
+// random so that workers failing together do not retry together.
+type backoff struct {
+	min, max time.Duration
+	n        int
+}
+
+func (b *backoff) next() time.Duration {
+	d := b.min
+	for i := 0; i < b.n && d < b.max; i++ {
+		d *= 2
+	}
+	d = min(d, b.max)
+	b.n++
+	half := d / 2
+	return half + rand.N(d-half+1)
+}
+
+func (b *backoff) reset() { b.n = 0 }
+
+// sleepCtx waits d unless ctx ends first; it reports whether it waited.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+func isNetworkError(err error) bool {
+	var ne *networkError
+	return errors.As(err, &ne)
+}

@@ -1,0 +1,144 @@
+package worker
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Causes of a handler's context cancellation, read with context.Cause.
+var (
+	// ErrLockLost means the worker no longer holds the occurrence: Relais
+	// refused an extension (lock_expired, locked_by_other_worker,
+	// not_reserved, already_settled, or the occurrence became invisible),
+	// or the lock's expiry passed without a successful extension. Another
+	// worker may already be working on it, so the handler must stop and
+	// nothing is settled.
+	ErrLockLost = errors.New("worker: lock on the occurrence lost")
+	// ErrCancelled means the occurrence was cancelled (its process
+	// instance was stopped); the work is no longer wanted.
+	ErrCancelled = errors.New("worker: occurrence cancelled")
+	// ErrShutdownTimeout means Run's context ended and the handler was
+	// still running after Config.ShutdownTimeout.
+	ErrShutdownTimeout = errors.New("worker: shutdown timeout")
+)
+
+// BusinessError is a non-retryable failure with a business code (for
+// example INVALID_COUNTRY): retrying the same inputs cannot succeed, so
+// the occurrence fails terminally and the process's error handling takes
+// over. Relais may route on Code, so keep it stable; Message is for
+// people. Codes are 1 to 64 letters, digits or _ . : - .
+type BusinessError struct {
+	Code    string
+	Message string
+}
+
+// Fail returns a *BusinessError with the code and a formatted message.
+func Fail(code, format string, args ...any) error {
+	return &BusinessError{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+func (e *BusinessError) Error() string { return e.Code + ": " + e.Message }
+
+// RetryableError is a retryable failure with its own error code and,
+// when Delay is positive, the time to wait before the next attempt (zero
+// keeps the occurrence's retry_delay policy). Any other error a handler
+// returns is retryable too, with code handler_error and the policy delay.
+type RetryableError struct {
+	Code  string
+	Delay time.Duration
+	Err   error
+}
+
+// Retry returns a *RetryableError. An empty code means handler_error.
+func Retry(code string, delay time.Duration, err error) error {
+	return &RetryableError{Code: code, Delay: delay, Err: err}
+}
+
+func (e *RetryableError) Error() string {
+	if e.Err == nil {
+		return e.code()
+	}
+	return e.code() + ": " + e.Err.Error()
+}
+
+// Unwrap returns the underlying error.
+func (e *RetryableError) Unwrap() error { return e.Err }
+
+func (e *RetryableError) code() string {
+	if e.Code == "" {
+		return codeHandlerError
+	}
+	return e.Code
+}
+
+// FieldError is one problem at a JSON pointer, as Relais reports it.
+type FieldError struct {
+	Path    string `json:"path"`
+	Message string `json:"message"`
+}
+
+// APIError is an error answer from Relais (a problem+json document, or
+// any other non-2xx response, whose Code is then empty). Use errors.As to
+// get it from the errors this package returns.
+type APIError struct {
+	Status int
+	Code   string
+	Detail string
+	Errors []FieldError
+	// RetryAfter is the server's Retry-After, when it sent one.
+	RetryAfter time.Duration
+	// Extra holds the problem's non-standard members, such as the field
+	// and ceiling of bound_exceeded.
+	Extra map[string]any
+}
+
+func (e *APIError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "relais: %d", e.Status)
+	if e.Code != "" {
+		b.WriteString(" " + e.Code)
+	} else {
+		b.WriteString(" " + http.StatusText(e.Status))
+	}
+	if e.Detail != "" {
+		b.WriteString(": " + e.Detail)
+	}
+	for i, fe := range e.Errors {
+		if i == 3 {
+			fmt.Fprintf(&b, " (and %d more)", len(e.Errors)-i)
+			break
+		}
+		fmt.Fprintf(&b, "; %s: %s", fe.Path, fe.Message)
+	}
+	return b.String()
+}
+
+// transient reports whether a request that failed with err may succeed
+// if sent again: network trouble, server errors and explicit throttling.
+// Anything else is the server's final word on that request.
+func transient(err error) bool {
+	var ae *APIError
+	if !errors.As(err, &ae) {
+		return true
+	}
+	return ae.Status >= 500 || ae.Status == http.StatusTooManyRequests || ae.Status == http.StatusRequestTimeout
+}
+
+func retryAfter(err error) time.Duration {
+	var ae *APIError
+	if errors.As(err, &ae) {
+		return ae.RetryAfter
+	}
+	return 0
+}
+
+func apiCode(err error) string {
+	var ae *APIError
+	if errors.As(err, &ae) {
+		return ae.Code
+	}
+	return ""
+}

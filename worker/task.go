@@ -1,0 +1,338 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strings"
+	"time"
+)
+
+// Task is one reserved occurrence, as fetch-and-lock delivered it.
+type Task struct {
+	ID         string `json:"id"`
+	Definition string `json:"definition"`
+	Revision   int    `json:"revision"`
+	// Inputs are the validated inputs, secrets in clear: never log them.
+	Inputs       json.RawMessage `json:"inputs"`
+	Attempt      int             `json:"attempt"`
+	AttemptsLeft int             `json:"attempts_left"`
+	// LockExpiresAt is the lock's expiry at delivery, by the server's
+	// clock. The worker extends the lock on its own; it does not update
+	// this field.
+	LockExpiresAt time.Time `json:"lock_expires_at"`
+	// DeadlineAt is when the occurrence times out, if it has a deadline.
+	DeadlineAt *time.Time `json:"deadline_at"`
+	InstanceID string     `json:"instance_id"`
+	Node       string     `json:"node"`
+	Priority   int        `json:"priority"`
+}
+
+// Decode decodes the task's inputs into v, as json.Unmarshal does.
+func (t *Task) Decode(v any) error {
+	if err := json.Unmarshal(t.Inputs, v); err != nil {
+		return fmt.Errorf("worker: decoding the inputs of %s: %w", t.ID, err)
+	}
+	return nil
+}
+
+func taskAttrs(t *Task) []any {
+	return []any{"occurrence", t.ID, "definition", t.Definition, "revision", t.Revision, "attempt", t.Attempt}
+}
+
+// Error codes the worker itself reports.
+const (
+	codeHandlerError   = "handler_error"
+	codeHandlerPanic   = "handler_panic"
+	codeInvalidOutputs = "invalid_outputs"
+	codeWorkerShutdown = "worker_shutdown"
+)
+
+type completeRequest struct {
+	WorkerID string          `json:"worker_id"`
+	Outputs  json.RawMessage `json:"outputs"`
+}
+
+type failRequest struct {
+	WorkerID   string `json:"worker_id"`
+	ErrorCode  string `json:"error_code"`
+	Message    string `json:"message"`
+	Retryable  bool   `json:"retryable"`
+	RetryDelay string `json:"retry_delay,omitempty"`
+}
+
+type extendRequest struct {
+	WorkerID     string `json:"worker_id"`
+	LockDuration string `json:"lock_duration"`
+}
+
+// process runs the handler for t while keeping its lock, then settles.
+func (r *run) process(t *Task, h Handler, lock lockState) {
+	log := r.w.log.With(taskAttrs(t)...)
+	ctx, cancel := context.WithCancelCause(r.handlerCtx)
+	defer cancel(nil)
+	keepCtx, stopKeeping := context.WithCancel(ctx)
+	kept := make(chan struct{})
+	go func() {
+		defer close(kept)
+		r.keepLock(keepCtx, cancel, t.ID, lock, log)
+	}()
+	log.Debug("task started")
+	outputs, err := invoke(ctx, h, t, log)
+	stopKeeping()
+	<-kept
+
+	cause := context.Cause(ctx)
+	switch {
+	case errors.Is(cause, ErrLockLost), errors.Is(cause, ErrCancelled):
+		// Relais would refuse any outcome now, and another worker may
+		// hold the task: settling could only mislead.
+		log.Warn("task abandoned without settling", "cause", cause)
+		return
+	case err == nil:
+		r.complete(t, outputs, log)
+	case errors.Is(cause, ErrShutdownTimeout):
+		// The handler was cut short, not wrong: hand the task back at
+		// once rather than after the retry delay.
+		r.settleFail(t, failRequest{ErrorCode: codeWorkerShutdown, Message: "the worker shut down before the handler finished",
+			Retryable: true, RetryDelay: isoDuration(0)}, log)
+	default:
+		r.settleFail(t, failureOf(err), log)
+	}
+}
+
+// invoke calls h, turning a panic into a retryable failure. Relais gets
+// the panic value (it scrubs protected values from messages); the log
+// gets the stack, which locates the bug, but not the value, which may
+// quote inputs.
+func invoke(ctx context.Context, h Handler, t *Task, log *slog.Logger) (outputs any, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			log.Error("handler panicked", "stack", string(debug.Stack()))
+			outputs, err = nil, &RetryableError{Code: codeHandlerPanic, Err: fmt.Errorf("panic: %v", v)}
+		}
+	}()
+	return h(ctx, t)
+}
+
+// failureOf maps a handler error to the failure reported.
+func failureOf(err error) failRequest {
+	var be *BusinessError
+	var re *RetryableError
+	switch {
+	case errors.As(err, &be):
+		return failRequest{ErrorCode: be.Code, Message: be.Message}
+	case errors.As(err, &re):
+		f := failRequest{ErrorCode: re.code(), Message: err.Error(), Retryable: true}
+		if err == error(re) {
+			// The code is a field of its own: do not repeat it.
+			f.Message = re.code()
+			if re.Err != nil {
+				f.Message = re.Err.Error()
+			}
+		}
+		if re.Delay > 0 {
+			f.RetryDelay = isoDuration(re.Delay)
+		}
+		return f
+	default:
+		return failRequest{ErrorCode: codeHandlerError, Message: err.Error(), Retryable: true}
+	}
+}
+
+// keepLock extends the lock each time half of it is left, until ctx
+// ends. When the lock is lost or the occurrence cancelled, it cancels the
+// handler's context through lose, with the reason as cause.
+func (r *run) keepLock(ctx context.Context, lose context.CancelCauseFunc, id string, lock lockState, log *slog.Logger) {
+	half := r.w.cfg.LockDuration / 2
+	expiry := lock.expiry
+	first := time.Until(expiry.Add(-half))
+	if lock.extendNow {
+		first = 0
+	}
+	timer := time.NewTimer(first)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		}
+		next, err := r.extend(ctx, id, expiry, log)
+		if err != nil {
+			if ctx.Err() == nil {
+				log.Warn("lock lost; cancelling the handler", "cause", err)
+				lose(err)
+			}
+			return
+		}
+		expiry = next
+		timer.Reset(time.Until(expiry.Add(-half)))
+	}
+}
+
+// extend prolongs the lock that ends at expiry, retrying transient
+// errors until then, and returns the new expiry.
+//
+// Expiries are measured on the local clock from when a request was sent,
+// which is never later than the server's own reckoning: comparing the
+// server's timestamps with the local clock would trust two clocks to
+// agree.
+func (r *run) extend(ctx context.Context, id string, expiry time.Time, log *slog.Logger) (time.Time, error) {
+	w := r.w
+	body := extendRequest{WorkerID: w.cfg.WorkerID, LockDuration: isoDuration(w.cfg.LockDuration)}
+	retryEvery := max(w.cfg.LockDuration/8, 10*time.Millisecond)
+	for {
+		sent := time.Now()
+		// A request still pending when the lock expires is moot.
+		rctx, cancel := context.WithDeadline(ctx, expiry)
+		err := w.post(rctx, occurrencePath(id, "extend"), body, nil)
+		cancel()
+		switch {
+		case err == nil:
+			return sent.Add(w.cfg.LockDuration), nil
+		case ctx.Err() != nil:
+			return time.Time{}, ctx.Err()
+		case apiCode(err) == "occurrence_cancelled":
+			return time.Time{}, fmt.Errorf("%w: %w", ErrCancelled, err)
+		case !transient(err):
+			return time.Time{}, fmt.Errorf("%w: %w", ErrLockLost, err)
+		case !time.Now().Before(expiry):
+			return time.Time{}, fmt.Errorf("%w: it expired without a successful extension: %w", ErrLockLost, err)
+		}
+		log.Warn("extending the lock failed; retrying", "err", err)
+		wait := min(max(retryEvery, retryAfter(err)), time.Until(expiry))
+		if !sleepCtx(ctx, wait) {
+			return time.Time{}, ctx.Err()
+		}
+	}
+}
+
+// complete reports the handler's outputs, failing the occurrence without
+// retry when Relais refuses them (see Handler for why).
+func (r *run) complete(t *Task, outputs any, log *slog.Logger) {
+	body, err := encodeOutputs(outputs)
+	if err != nil {
+		log.Error("outputs cannot be encoded as JSON; failing the task", "err_type", fmt.Sprintf("%T", err))
+		r.settleFail(t, failRequest{ErrorCode: codeInvalidOutputs, Message: "the handler's outputs cannot be encoded as JSON"}, log)
+		return
+	}
+	var res struct {
+		Status string  `json:"status"`
+		Route  *string `json:"route"`
+	}
+	err = r.settle(t, "complete", completeRequest{WorkerID: r.w.cfg.WorkerID, Outputs: body}, &res, log)
+	var ae *APIError
+	switch {
+	case err == nil:
+		route := ""
+		if res.Route != nil {
+			route = *res.Route
+		}
+		log.Info("task completed", "route", route)
+	case errors.As(err, &ae) && ae.Status == http.StatusUnprocessableEntity && ae.Code == codeInvalidOutputs:
+		// The problem's pointers and messages describe the contract,
+		// never the values, so they are safe to log.
+		log.Error("outputs violate the contract; failing the task without retry", "errors", ae.Errors)
+		r.settleFail(t, failRequest{ErrorCode: codeInvalidOutputs, Message: violations(ae.Errors)}, log)
+	default:
+		r.logSettleError(log, "complete", err)
+	}
+}
+
+func encodeOutputs(outputs any) (json.RawMessage, error) {
+	if outputs == nil {
+		return json.RawMessage("{}"), nil
+	}
+	b, err := json.Marshal(outputs)
+	if err != nil {
+		return nil, err
+	}
+	if string(b) == "null" {
+		return json.RawMessage("{}"), nil
+	}
+	return b, nil
+}
+
+func violations(errs []FieldError) string {
+	parts := make([]string, len(errs))
+	for i, e := range errs {
+		parts[i] = e.Path + ": " + e.Message
+	}
+	return "the outputs violate the contract: " + strings.Join(parts, "; ")
+}
+
+// settleFail reports a failure. The message goes to Relais, which scrubs
+// protected values before storing it; it is not logged, because a
+// handler's error text may quote its inputs.
+func (r *run) settleFail(t *Task, f failRequest, log *slog.Logger) {
+	f.WorkerID = r.w.cfg.WorkerID
+	var res struct {
+		Status       string     `json:"status"`
+		AttemptsLeft int        `json:"attempts_left"`
+		AvailableAt  *time.Time `json:"available_at"`
+	}
+	if err := r.settle(t, "fail", f, &res, log); err != nil {
+		r.logSettleError(log, "fail", err)
+		return
+	}
+	log.Info("task failed", "error_code", f.ErrorCode, "retryable", f.Retryable, "status", res.Status, "attempts_left", res.AttemptsLeft)
+}
+
+// settleRetried marks a refusal that followed a lost answer: the lost
+// request may well have settled the task already.
+type settleRetried struct{ err error }
+
+func (e *settleRetried) Error() string { return e.err.Error() }
+func (e *settleRetried) Unwrap() error { return e.err }
+
+// settle sends an outcome, retrying network errors, 5xx and 429 a few
+// times: Relais answers a replayed identical completion the same way, so
+// resending is safe. Any other answer is final.
+func (r *run) settle(t *Task, action string, body, out any, log *slog.Logger) error {
+	w := r.w
+	bo := w.settleBackoff
+	for attempt := 1; ; attempt++ {
+		ctx, cancel := context.WithTimeout(r.settleCtx, settleTimeout)
+		err := w.post(ctx, occurrencePath(t.ID, action), body, out)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if !transient(err) {
+			if attempt > 1 {
+				return &settleRetried{err}
+			}
+			return err
+		}
+		if attempt == settleAttempts {
+			return err
+		}
+		d := max(bo.next(), retryAfter(err))
+		log.Warn("reporting the outcome failed; retrying", "action", action, "err", err, "delay", d)
+		if !w.sleep(r.settleCtx, d) {
+			return err
+		}
+	}
+}
+
+func (r *run) logSettleError(log *slog.Logger, action string, err error) {
+	var ae *APIError
+	var retried *settleRetried
+	switch {
+	case errors.As(err, &retried) && errors.As(err, &ae) && ae.Status == http.StatusConflict:
+		log.Info("outcome refused after a lost answer; the earlier request probably settled it", "action", action, "code", ae.Code)
+	case errors.As(err, &ae) && ae.Status == http.StatusConflict:
+		// Final: the lock is gone or the occurrence settled or cancelled
+		// meanwhile; Relais has moved on without this outcome.
+		log.Warn("outcome refused", "action", action, "code", ae.Code, "detail", ae.Detail)
+	case errors.As(err, &ae) && !transient(err):
+		log.Error("outcome refused", "action", action, "err", err)
+	default:
+		log.Error("outcome not reported; the lock will expire and the task run again", "action", action, "err", err)
+	}
+}

@@ -1,0 +1,493 @@
+// Package worker is the Go SDK for Relais pull workers: a service embeds
+// it, registers a Handler per task definition, and Run fetches tasks,
+// runs the handlers, keeps their locks alive and reports the outcome.
+//
+// It speaks the pull protocol over HTTP/JSON and depends on the standard
+// library only. What it guarantees:
+//
+//   - at most Config.Concurrency handlers run at once, and it never
+//     reserves more tasks than it has room to run;
+//   - a handler's context ends as soon as its task may belong to someone
+//     else (lock lost, occurrence cancelled); context.Cause says why;
+//   - outcomes are reported once, retried on network trouble, and never
+//     after the lock was lost;
+//   - logs carry task ids and error codes, never inputs, outputs or
+//     failure messages, which may hold secrets.
+package worker
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Defaults of Config.
+const (
+	DefaultConcurrency     = 4
+	DefaultLockDuration    = time.Minute
+	DefaultWait            = 20 * time.Second
+	DefaultShutdownTimeout = 30 * time.Second
+)
+
+// pollMargin is how long past its long-poll wait a fetch may take before
+// the worker gives up on it: the server answers at the end of the wait,
+// so only a broken connection runs into the margin.
+const pollMargin = 30 * time.Second
+
+// minPollMargin is the least margin a caller's HTTP client must leave
+// over the wait, or every empty long poll would end in a client timeout.
+const minPollMargin = 5 * time.Second
+
+// Config configures a Worker. URL and Token are required.
+type Config struct {
+	// URL is Relais's base URL, such as http://127.0.0.1:8080.
+	URL string
+	// Token is a consumer token: only consumers may pull.
+	Token string
+	// WorkerID names this process to Relais (1 to 200 characters); locks
+	// belong to it. Default: hostname-pid. Two processes must not share
+	// one, or each could settle the other's tasks.
+	WorkerID string
+	// HTTPClient sends the requests. Default: a client whose timeout is
+	// the long-poll wait plus a margin. New refuses a client whose
+	// Timeout would cut long polls short.
+	HTTPClient *http.Client
+	// Concurrency is the most handlers running at once. Default 4.
+	Concurrency int
+	// LockDuration is the lock asked for at fetch and at each extension;
+	// the worker extends it when half of it is left. Default 1m.
+	LockDuration time.Duration
+	// Wait is how long one fetch long-polls for work. Default 20s.
+	Wait time.Duration
+	// ShutdownTimeout bounds how long Run waits for in-flight handlers
+	// after its context ends; then their contexts are cancelled (cause
+	// ErrShutdownTimeout). Default 30s.
+	ShutdownTimeout time.Duration
+	// Logger receives the worker's logs. Default: discarded.
+	Logger *slog.Logger
+}
+
+// Handler does the work of one task. Its outputs are encoded as JSON and
+// must satisfy the definition's output contract (nil means {}). Outputs
+// that Relais refuses (422 invalid_outputs) fail the occurrence at once,
+// without retry and with code invalid_outputs: the handler's code is at
+// fault, and running it again on the same inputs would only spend the
+// remaining attempts on the same mistake. The refusal's JSON pointers are
+// logged.
+//
+// Return a *BusinessError (see Fail) when the task cannot succeed, a
+// *RetryableError (see Retry) to choose the retry code and delay, or any
+// other error for a retryable failure with code handler_error. A panic is
+// recovered and reported as a retryable handler_panic failure.
+//
+// ctx stays alive while Run shuts down gracefully, but ends when the
+// lock is lost or the occurrence cancelled; whatever the handler returns
+// then is dropped, because Relais would refuse it.
+type Handler func(ctx context.Context, t *Task) (outputs any, err error)
+
+// Worker pulls tasks from Relais and runs handlers on them. Create it
+// with New, register handlers with Handle, then call Run once.
+type Worker struct {
+	cfg  Config
+	base string
+	log  *slog.Logger
+
+	mu       sync.Mutex
+	handlers map[string]route
+	started  bool
+	// ownClient is set when New built the HTTP client, whose idle
+	// connections Run then closes on return.
+	ownClient bool
+
+	// Seams for tests: how the worker waits between retries, and the
+	// ranges of its backoffs.
+	sleep         func(ctx context.Context, d time.Duration) bool
+	fetchBackoff  backoff
+	settleBackoff backoff
+	shutdownGrace time.Duration
+}
+
+type route struct {
+	revisions []int
+	h         Handler
+}
+
+// settleAttempts is how many times an outcome is sent before the worker
+// gives up; the lock then expires and Relais hands the task out again.
+const settleAttempts = 5
+
+// settleTimeout bounds one complete, fail or extend request.
+const settleTimeout = 30 * time.Second
+
+// New checks cfg, fills in its defaults and returns a Worker.
+func New(cfg Config) (*Worker, error) {
+	u, err := url.Parse(cfg.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("worker: URL %q must be an absolute http or https URL", cfg.URL)
+	}
+	if cfg.Token == "" {
+		return nil, errors.New("worker: a consumer Token is required")
+	}
+	if cfg.Concurrency < 0 || cfg.LockDuration < 0 || cfg.Wait < 0 || cfg.ShutdownTimeout < 0 {
+		return nil, errors.New("worker: Concurrency and durations must not be negative")
+	}
+	if cfg.WorkerID == "" {
+		host, err := os.Hostname()
+		if err != nil || host == "" {
+			host = "worker"
+		}
+		cfg.WorkerID = host + "-" + strconv.Itoa(os.Getpid())
+	}
+	if len(cfg.WorkerID) > 200 {
+		return nil, errors.New("worker: WorkerID must be at most 200 characters")
+	}
+	cfg.Concurrency = cmp.Or(cfg.Concurrency, DefaultConcurrency)
+	cfg.LockDuration = cmp.Or(cfg.LockDuration, DefaultLockDuration)
+	cfg.Wait = cmp.Or(cfg.Wait, DefaultWait)
+	cfg.ShutdownTimeout = cmp.Or(cfg.ShutdownTimeout, DefaultShutdownTimeout)
+	ownClient := false
+	if cfg.HTTPClient == nil {
+		tr, ok := http.DefaultTransport.(*http.Transport)
+		if ok {
+			tr = tr.Clone()
+		} else {
+			tr = &http.Transport{Proxy: http.ProxyFromEnvironment}
+		}
+		// Each running handler may extend or settle while a long poll is
+		// open: keep that many connections rather than redial each time.
+		tr.MaxIdleConnsPerHost = cfg.Concurrency + 1
+		cfg.HTTPClient = &http.Client{Transport: tr, Timeout: cfg.Wait + pollMargin}
+		ownClient = true
+	} else if t := cfg.HTTPClient.Timeout; t > 0 && t < cfg.Wait+minPollMargin {
+		return nil, fmt.Errorf("worker: HTTPClient.Timeout %v would cut long polls of %v short; use at least %v", t, cfg.Wait, cfg.Wait+minPollMargin)
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Worker{
+		cfg:           cfg,
+		base:          u.String(),
+		log:           logger.With("worker_id", cfg.WorkerID),
+		handlers:      map[string]route{},
+		ownClient:     ownClient,
+		sleep:         sleepCtx,
+		fetchBackoff:  backoff{min: 500 * time.Millisecond, max: 30 * time.Second},
+		settleBackoff: backoff{min: 200 * time.Millisecond, max: 5 * time.Second},
+		shutdownGrace: 5 * time.Second,
+	}, nil
+}
+
+// Handle registers h for tasks of definition, in the revisions it
+// understands (nil: every revision granted to the consumer). It must be
+// called before Run; it panics on a second handler for one definition,
+// like http.ServeMux, because that is a programming error.
+func (w *Worker) Handle(definition string, revisions []int, h Handler) {
+	if definition == "" || h == nil {
+		panic("worker: Handle needs a definition and a handler")
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.started {
+		panic("worker: Handle called after Run")
+	}
+	if _, dup := w.handlers[definition]; dup {
+		panic(fmt.Sprintf("worker: definition %q is already handled", definition))
+	}
+	w.handlers[definition] = route{revisions: slices.Clone(revisions), h: h}
+}
+
+// Run fetches and handles tasks until ctx ends, then shuts down
+// gracefully: it stops fetching (abandoning a pending long poll), lets
+// in-flight handlers finish and report (their contexts are not derived
+// from ctx's cancellation), and returns nil. Handlers still running after
+// Config.ShutdownTimeout have their contexts cancelled; Run returns an
+// error wrapping ErrShutdownTimeout only if some of them then ignore the
+// cancellation for a few more seconds.
+//
+// Errors that retrying cannot fix end Run early, after the same
+// shutdown: a fetch refused with a 4xx other than 408 and 429 (bad token,
+// definition not granted, bound exceeded) is returned as an *APIError.
+// Network errors and 5xx are retried with backoff. Run may be called once.
+func (w *Worker) Run(ctx context.Context) error {
+	w.mu.Lock()
+	if w.started {
+		w.mu.Unlock()
+		return errors.New("worker: Run called twice")
+	}
+	if len(w.handlers) == 0 {
+		w.mu.Unlock()
+		return errors.New("worker: no handler; call Handle before Run")
+	}
+	w.started = true
+	w.mu.Unlock()
+
+	// Handlers and settlements outlive ctx's cancellation (graceful
+	// shutdown) but keep its values.
+	detached := context.WithoutCancel(ctx)
+	handlerCtx, stopHandlers := context.WithCancelCause(detached)
+	defer stopHandlers(nil)
+	r := &run{
+		w:          w,
+		subs:       w.subscriptions(),
+		slots:      make(chan struct{}, w.cfg.Concurrency),
+		handlerCtx: handlerCtx,
+		settleCtx:  detached,
+	}
+	w.log.InfoContext(ctx, "worker started", "concurrency", w.cfg.Concurrency, "definitions", len(r.subs))
+	fatal := r.fetchLoop(ctx)
+	w.log.InfoContext(detached, "worker stopping; waiting for in-flight tasks", "in_flight", len(r.slots))
+	err := errors.Join(fatal, r.drain(stopHandlers))
+	if w.ownClient {
+		// Nobody else uses these connections: leave no goroutine behind.
+		w.cfg.HTTPClient.CloseIdleConnections()
+	}
+	return err
+}
+
+func (w *Worker) subscriptions() []subscription {
+	subs := make([]subscription, 0, len(w.handlers))
+	for def, rt := range w.handlers {
+		subs = append(subs, subscription{Definition: def, Revisions: rt.revisions})
+	}
+	slices.SortFunc(subs, func(a, b subscription) int { return cmp.Compare(a.Definition, b.Definition) })
+	return subs
+}
+
+// run is the state of one Run.
+type run struct {
+	w    *Worker
+	subs []subscription
+	// slots holds one token per task reserved and not yet settled, so
+	// its free capacity is what the next fetch may ask for.
+	slots      chan struct{}
+	handlerCtx context.Context
+	settleCtx  context.Context
+	wg         sync.WaitGroup
+}
+
+// drain waits for in-flight tasks, cancelling them past the shutdown
+// timeout.
+func (r *run) drain(stopHandlers context.CancelCauseFunc) error {
+	done := make(chan struct{})
+	go func() {
+		r.wg.Wait()
+		close(done)
+	}()
+	timer := time.NewTimer(r.w.cfg.ShutdownTimeout)
+	defer timer.Stop()
+	select {
+	case <-done:
+		r.w.log.Info("worker stopped")
+		return nil
+	case <-timer.C:
+	}
+	r.w.log.Warn("shutdown timeout; cancelling in-flight handlers", "in_flight", len(r.slots))
+	stopHandlers(ErrShutdownTimeout)
+	grace := time.NewTimer(r.w.shutdownGrace)
+	defer grace.Stop()
+	select {
+	case <-done:
+		r.w.log.Info("worker stopped")
+		return nil
+	case <-grace.C:
+	}
+	// Returning beats hanging forever on a handler that ignores its
+	// context; its lock simply expires.
+	n := len(r.slots)
+	r.w.log.Error("handlers ignored cancellation; abandoning them", "in_flight", n)
+	return fmt.Errorf("%w: %d handlers did not return after cancellation", ErrShutdownTimeout, n)
+}
+
+// acquire blocks until at least one slot is free, then takes every free
+// slot; it returns how many it took, or 0 once ctx ends.
+func (r *run) acquire(ctx context.Context) int {
+	if ctx.Err() != nil {
+		// select picks at random among ready cases: check first.
+		return 0
+	}
+	select {
+	case r.slots <- struct{}{}:
+	case <-ctx.Done():
+		return 0
+	}
+	n := 1
+	for n < cap(r.slots) {
+		select {
+		case r.slots <- struct{}{}:
+			n++
+		default:
+			return n
+		}
+	}
+	return n
+}
+
+func (r *run) release(n int) {
+	for range n {
+		<-r.slots
+	}
+}
+
+type subscription struct {
+	Definition string `json:"definition"`
+	Revisions  []int  `json:"revisions,omitempty"`
+}
+
+type fetchRequest struct {
+	WorkerID      string         `json:"worker_id"`
+	Subscriptions []subscription `json:"subscriptions"`
+	MaxTasks      int            `json:"max_tasks"`
+	LockDuration  string         `json:"lock_duration"`
+	Wait          string         `json:"wait"`
+	RequestID     string         `json:"request_id"`
+}
+
+const fetchPath = "/api/v1/pull/fetch-and-lock"
+
+// fetchLoop fetches while there is room, until ctx ends (nil) or the
+// server refuses the fetch for good (the error).
+func (r *run) fetchLoop(ctx context.Context) error {
+	w := r.w
+	bo := w.fetchBackoff
+	for {
+		n := r.acquire(ctx)
+		if n == 0 {
+			return nil
+		}
+		started := time.Now()
+		tasks, err := r.fetch(ctx, n)
+		if err != nil {
+			r.release(n)
+			if ctx.Err() != nil {
+				return nil
+			}
+			if !transient(err) {
+				w.log.Error("fetch refused; stopping", "err", err)
+				return fmt.Errorf("worker: fetch-and-lock: %w", err)
+			}
+			d := max(bo.next(), retryAfter(err))
+			w.log.Warn("fetch failed; retrying", "err", err, "delay", d)
+			if !w.sleep(ctx, d) {
+				return nil
+			}
+			continue
+		}
+		r.release(n - min(len(tasks), n))
+		if len(tasks) == 0 {
+			// An empty answer normally comes at the end of the wait. One
+			// that comes early (a server shutting down answers at once)
+			// must not turn this loop into a busy one.
+			if time.Since(started) < w.cfg.Wait/2 {
+				if !w.sleep(ctx, bo.next()) {
+					return nil
+				}
+			} else {
+				bo.reset()
+			}
+			continue
+		}
+		bo.reset()
+		lock := r.lockEstimate(started, time.Now())
+		for i, t := range tasks {
+			if i >= n {
+				r.giveBack(t)
+				continue
+			}
+			r.start(t, lock)
+		}
+	}
+}
+
+// lockEstimate says when, by the local clock, the locks of tasks fetched
+// by a request sent at started and answered at received expire.
+//
+// The server locks a task when it claims it: after the request was
+// sent, so started+LockDuration is a safe bound, unless the fetch
+// long-polled, when the claim may have come much later (even past that
+// bound). The worker then assumes the claim came just before the answer
+// and extends at once, which gives it a safe bound a round trip later.
+func (r *run) lockEstimate(started, received time.Time) lockState {
+	d := r.w.cfg.LockDuration
+	if received.Sub(started) <= d/4 {
+		return lockState{expiry: started.Add(d)}
+	}
+	return lockState{expiry: received.Add(d), extendNow: true}
+}
+
+// lockState is what the worker knows of a lock it holds.
+type lockState struct {
+	expiry    time.Time // local clock
+	extendNow bool      // expiry is a guess: extend at once
+}
+
+// fetch reserves up to n tasks, long-polling.
+func (r *run) fetch(ctx context.Context, n int) ([]*Task, error) {
+	w := r.w
+	req := fetchRequest{
+		WorkerID:      w.cfg.WorkerID,
+		Subscriptions: r.subs,
+		MaxTasks:      n,
+		LockDuration:  isoDuration(w.cfg.LockDuration),
+		Wait:          isoDuration(w.cfg.Wait),
+		RequestID:     newRequestID(),
+	}
+	var out struct {
+		Occurrences []*Task `json:"occurrences"`
+	}
+	err := r.post(ctx, req, &out)
+	if err != nil && isNetworkError(err) && ctx.Err() == nil {
+		// The server may have reserved tasks for a request whose answer
+		// was lost. The same request_id replays those reservations
+		// instead of stranding them until their locks expire.
+		w.log.Warn("fetch interrupted; replaying it once", "err", err)
+		out.Occurrences = nil
+		err = r.post(ctx, req, &out)
+	}
+	return out.Occurrences, err
+}
+
+func (r *run) post(ctx context.Context, req fetchRequest, out any) error {
+	ctx, cancel := context.WithTimeout(ctx, r.w.cfg.Wait+pollMargin)
+	defer cancel()
+	return r.w.post(ctx, fetchPath, req, out)
+}
+
+// start runs t's handler in its own goroutine, holding one slot.
+func (r *run) start(t *Task, lock lockState) {
+	r.w.mu.Lock()
+	rt, ok := r.w.handlers[t.Definition]
+	r.w.mu.Unlock()
+	h := rt.h
+	if !ok {
+		// Only a server bug could deliver an unsubscribed definition;
+		// fail it retryably so another worker may take it.
+		h = func(context.Context, *Task) (any, error) {
+			return nil, Retry("no_handler", 0, fmt.Errorf("worker %s has no handler for %s", r.w.cfg.WorkerID, t.Definition))
+		}
+	}
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		defer r.release(1)
+		r.process(t, h, lock)
+	}()
+}
+
+// giveBack returns a task the server sent beyond max_tasks (it never
+// should) at once, rather than run more handlers than allowed.
+func (r *run) giveBack(t *Task) {
+	log := r.w.log.With(taskAttrs(t)...)
+	log.Error("server sent more tasks than asked; giving one back")
+	r.settleFail(t, failRequest{ErrorCode: "worker_at_capacity", Message: "the worker had no free slot for this task",
+		Retryable: true, RetryDelay: isoDuration(0)}, log)
+}

@@ -1,0 +1,743 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+const def = "add_company_to_crm"
+
+// harness runs a Worker against a fakeServer and records the delays the
+// worker chose, without sleeping them: behaviour is asserted on what was
+// asked for, not on wall-clock tolerances.
+type harness struct {
+	t      *testing.T
+	s      *fakeServer
+	w      *Worker
+	mu     sync.Mutex
+	sleeps []time.Duration
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func newHarness(t *testing.T, s *fakeServer, cfg Config) *harness {
+	t.Helper()
+	cfg.URL = s.srv.URL
+	if cfg.Token == "" {
+		cfg.Token = s.token
+	}
+	cfg.WorkerID = cmpOrString(cfg.WorkerID, "test-worker")
+	cfg.Wait = cmpOrDuration(cfg.Wait, 5*time.Second)
+	cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	w, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{t: t, s: s, w: w}
+	w.fetchBackoff = backoff{min: 2 * time.Millisecond, max: 16 * time.Millisecond}
+	w.settleBackoff = backoff{min: time.Millisecond, max: 4 * time.Millisecond}
+	w.sleep = func(ctx context.Context, d time.Duration) bool {
+		h.mu.Lock()
+		h.sleeps = append(h.sleeps, d)
+		h.mu.Unlock()
+		return sleepCtx(ctx, time.Millisecond)
+	}
+	return h
+}
+
+func cmpOrString(v, d string) string {
+	if v == "" {
+		return d
+	}
+	return v
+}
+
+func cmpOrDuration(v, d time.Duration) time.Duration {
+	if v == 0 {
+		return d
+	}
+	return v
+}
+
+func (h *harness) start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	h.cancel = cancel
+	h.done = make(chan error, 1)
+	go func() { h.done <- h.w.Run(ctx) }()
+	// A test that fails early must not leave its worker running.
+	h.t.Cleanup(func() {
+		cancel()
+		select {
+		case <-h.done:
+		case <-time.After(10 * time.Second):
+		}
+	})
+}
+
+// stop ends Run and returns its error.
+func (h *harness) stop() error {
+	h.t.Helper()
+	h.cancel()
+	select {
+	case err := <-h.done:
+		h.done <- err // for the cleanup
+		return err
+	case <-time.After(10 * time.Second):
+		h.t.Fatal("Run did not return")
+		return nil
+	}
+}
+
+func (h *harness) recordedSleeps() []time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]time.Duration(nil), h.sleeps...)
+}
+
+type crmInputs struct {
+	CompanyName string `json:"company_name"`
+}
+
+func created(_ context.Context, t *Task) (any, error) {
+	var in crmInputs
+	if err := t.Decode(&in); err != nil {
+		return nil, err
+	}
+	return map[string]any{"result": "created", "crm_id": "CRM-" + in.CompanyName}, nil
+}
+
+func TestCompletesTasks(t *testing.T) {
+	s := newFake(t)
+	s.maxAttempts = 3
+	ids := make([]string, 5)
+	for i := range ids {
+		ids[i] = s.add(def, 2, fmt.Sprintf(`{"company_name":"acme-%d"}`, i))
+	}
+	h := newHarness(t, s, Config{})
+	var mu sync.Mutex
+	seen := map[string]Task{}
+	h.w.Handle(def, []int{2, 3}, func(ctx context.Context, task *Task) (any, error) {
+		mu.Lock()
+		seen[task.ID] = *task
+		mu.Unlock()
+		return created(ctx, task)
+	})
+	h.start()
+	waitFor(t, "5 completions", func() bool { return s.countStatus("completed") == 5 })
+	if err := h.stop(); err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	fetches, completes, fails, _ := s.snapshot()
+	if len(fails) != 0 || len(completes) != 5 {
+		t.Fatalf("completes %d, fails %d; want 5, 0", len(completes), len(fails))
+	}
+	for i, id := range ids {
+		if got, want := s.task(id).outputs, fmt.Sprintf(`{"crm_id":"CRM-acme-%d","result":"created"}`, i); got != want {
+			t.Errorf("outputs of %s = %s; want %s", id, got, want)
+		}
+		task := seen[id]
+		if task.Definition != def || task.Revision != 2 || task.Attempt != 1 || task.AttemptsLeft != 2 || task.LockExpiresAt.IsZero() ||
+			task.InstanceID == "" || task.Node != "crm" || task.Priority != 5 || task.DeadlineAt != nil {
+			t.Errorf("task %s delivered as %+v", id, task)
+		}
+	}
+	f := fetches[0]
+	if f.WorkerID != "test-worker" || f.MaxTasks != DefaultConcurrency || f.LockDuration != "PT1M" || f.Wait != "PT5S" || f.RequestID == "" ||
+		len(f.Subscriptions) != 1 || f.Subscriptions[0].Definition != def || fmt.Sprint(f.Subscriptions[0].Revisions) != "[2 3]" {
+		t.Errorf("first fetch = %+v", f)
+	}
+	for _, c := range completes {
+		if c.WorkerID != "test-worker" || c.Status != 200 {
+			t.Errorf("complete = %+v", c)
+		}
+	}
+}
+
+func TestFailures(t *testing.T) {
+	ptr := func(s string) *string { return &s }
+	tests := []struct {
+		name    string
+		handler Handler
+		want    failRecord
+		refused int // completions refused before the failure
+	}{
+		{"business", func(context.Context, *Task) (any, error) {
+			return nil, Fail("INVALID_COUNTRY", "country %q is not ISO", "France")
+		},
+			failRecord{ErrorCode: "INVALID_COUNTRY", Message: `country "France" is not ISO`, Retryable: false}, 0},
+		{"wrapped business", func(context.Context, *Task) (any, error) {
+			return nil, fmt.Errorf("checking: %w", Fail("DUPLICATE", "seen"))
+		}, failRecord{ErrorCode: "DUPLICATE", Message: "seen", Retryable: false}, 0},
+		{"plain error", func(context.Context, *Task) (any, error) { return nil, errors.New("crm down") },
+			failRecord{ErrorCode: "handler_error", Message: "crm down", Retryable: true}, 0},
+		{"retryable with code and delay", func(context.Context, *Task) (any, error) {
+			return nil, Retry("CRM_DOWN", 1500*time.Millisecond, errors.New("timeout"))
+		}, failRecord{ErrorCode: "CRM_DOWN", Message: "timeout", Retryable: true, RetryDelay: ptr("PT1.5S")}, 0},
+		{"wrapped retryable", func(context.Context, *Task) (any, error) {
+			return nil, fmt.Errorf("calling crm: %w", Retry("CRM_DOWN", 2*time.Minute, errors.New("timeout")))
+		}, failRecord{ErrorCode: "CRM_DOWN", Message: "calling crm: CRM_DOWN: timeout", Retryable: true, RetryDelay: ptr("PT2M")}, 0},
+		{"panic", func(context.Context, *Task) (any, error) { panic("boom") },
+			failRecord{ErrorCode: "handler_panic", Message: "panic: boom", Retryable: true}, 0},
+		{"invalid outputs", func(context.Context, *Task) (any, error) { return map[string]string{"result": "created"}, nil },
+			failRecord{ErrorCode: "invalid_outputs", Message: `the outputs violate the contract: /outputs: missing required field "crm_id"`, Retryable: false}, 1},
+		{"unencodable outputs", func(context.Context, *Task) (any, error) { return map[string]any{"crm_id": make(chan int)}, nil },
+			failRecord{ErrorCode: "invalid_outputs", Message: "the handler's outputs cannot be encoded as JSON", Retryable: false}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newFake(t)
+			id := s.add(def, 1, `{"company_name":"acme"}`)
+			h := newHarness(t, s, Config{})
+			h.w.Handle(def, nil, tt.handler)
+			h.start()
+			waitFor(t, "the failure", func() bool { return s.status(id) == "failed" })
+			if err := h.stop(); err != nil {
+				t.Fatalf("Run = %v", err)
+			}
+			_, completes, fails, _ := s.snapshot()
+			if len(fails) != 1 {
+				t.Fatalf("fails = %+v", fails)
+			}
+			got := fails[0]
+			want := tt.want
+			want.ID, want.WorkerID, want.Status = id, "test-worker", 200
+			if deref(got.RetryDelay) != deref(want.RetryDelay) {
+				t.Errorf("retry_delay = %v; want %v", deref(got.RetryDelay), deref(want.RetryDelay))
+			}
+			got.RetryDelay, want.RetryDelay = nil, nil
+			if got != want {
+				t.Errorf("fail = %+v\nwant   %+v", got, want)
+			}
+			if len(completes) != tt.refused {
+				t.Errorf("completes = %+v; want %d", completes, tt.refused)
+			}
+			for _, c := range completes {
+				if c.Status != 422 || c.Code != "invalid_outputs" {
+					t.Errorf("complete = %+v; want 422 invalid_outputs", c)
+				}
+			}
+		})
+	}
+}
+
+func deref(p *string) string {
+	if p == nil {
+		return "<nil>"
+	}
+	return *p
+}
+
+func TestNilOutputsCompleteWithEmptyObject(t *testing.T) {
+	s := newFake(t)
+	s.required = "" // this contract has no required output
+	id := s.add(def, 1, `{}`)
+	h := newHarness(t, s, Config{})
+	h.w.Handle(def, nil, func(context.Context, *Task) (any, error) { return nil, nil })
+	h.start()
+	waitFor(t, "completion", func() bool { return s.status(id) == "completed" })
+	if err := h.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if _, completes, _, _ := s.snapshot(); completes[0].Outputs != "{}" {
+		t.Errorf("outputs = %s; want {}", completes[0].Outputs)
+	}
+}
+
+func TestConcurrencyBound(t *testing.T) {
+	const limit = 3
+	s := newFake(t)
+	for i := range 30 {
+		s.add(def, 1, fmt.Sprintf(`{"company_name":"c%d"}`, i))
+	}
+	h := newHarness(t, s, Config{Concurrency: limit})
+	var inFlight, peak atomic.Int32
+	h.w.Handle(def, nil, func(ctx context.Context, task *Task) (any, error) {
+		n := inFlight.Add(1)
+		defer inFlight.Add(-1)
+		for {
+			p := peak.Load()
+			if n <= p || peak.CompareAndSwap(p, n) {
+				break
+			}
+		}
+		time.Sleep(3 * time.Millisecond)
+		return created(ctx, task)
+	})
+	h.start()
+	waitFor(t, "30 completions", func() bool { return s.countStatus("completed") == 30 })
+	if err := h.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if p := peak.Load(); p > limit || p < 1 {
+		t.Errorf("peak in flight = %d; limit %d", p, limit)
+	}
+	fetches, _, _, _ := s.snapshot()
+	if fetches[0].MaxTasks != limit {
+		t.Errorf("first fetch max_tasks = %d; want %d", fetches[0].MaxTasks, limit)
+	}
+	for i, f := range fetches {
+		if f.MaxTasks < 1 || f.HeldBefore+f.MaxTasks > limit {
+			t.Errorf("fetch %d asked %d tasks while holding %d; limit %d", i, f.MaxTasks, f.HeldBefore, limit)
+		}
+	}
+}
+
+func TestLockExtendedDuringLongHandler(t *testing.T) {
+	s := newFake(t)
+	id := s.add(def, 1, `{"company_name":"slow"}`)
+	s.inject("extend", fault{status: 503, code: "unavailable"}) // one transient refusal is retried
+	h := newHarness(t, s, Config{LockDuration: 200 * time.Millisecond})
+	var ctxErr error
+	h.w.Handle(def, nil, func(ctx context.Context, task *Task) (any, error) {
+		select {
+		case <-ctx.Done():
+		case <-time.After(700 * time.Millisecond):
+		}
+		ctxErr = context.Cause(ctx)
+		return created(ctx, task)
+	})
+	h.start()
+	waitFor(t, "completion", func() bool { return s.status(id) == "completed" })
+	if err := h.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if ctxErr != nil {
+		t.Errorf("handler context ended: %v", ctxErr)
+	}
+	// The fake enforces lock expiry: the completion succeeding proves the
+	// lock was kept alive past its initial 200ms.
+	_, completes, _, extends := s.snapshot()
+	if len(completes) != 1 || completes[0].Status != 200 {
+		t.Errorf("completes = %+v", completes)
+	}
+	ok := 0
+	for _, e := range extends {
+		if e.LockDuration != "PT0.2S" || e.WorkerID != "test-worker" || e.ID != id {
+			t.Errorf("extend = %+v", e)
+		}
+		if e.Status == 200 {
+			ok++
+		}
+	}
+	if ok < 2 {
+		t.Errorf("successful extensions = %d (%+v); want at least 2", ok, extends)
+	}
+}
+
+func TestTaskClaimedLateInLongPoll(t *testing.T) {
+	s := newFake(t)
+	h := newHarness(t, s, Config{LockDuration: 100 * time.Millisecond})
+	h.w.Handle(def, nil, func(ctx context.Context, task *Task) (any, error) {
+		select {
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		case <-time.After(250 * time.Millisecond):
+		}
+		return created(ctx, task)
+	})
+	h.start()
+	waitFor(t, "a pending long poll", func() bool { s.mu.Lock(); defer s.mu.Unlock(); return s.waiting == 1 })
+	// Claimed more than a lock duration after the fetch was sent: the
+	// lock runs from the claim, and the worker must not think it lost.
+	time.Sleep(150 * time.Millisecond)
+	id := s.add(def, 1, `{"company_name":"late"}`)
+	waitFor(t, "settlement", func() bool { return s.status(id) != "reserved" && s.status(id) != "available" })
+	if err := h.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if st := s.status(id); st != "completed" {
+		t.Errorf("status = %s; want completed", st)
+	}
+	if _, _, _, extends := s.snapshot(); len(extends) < 2 || extends[0].Status != 200 {
+		t.Errorf("extends = %+v; want an immediate one, then more", extends)
+	}
+}
+
+// blockingHandler runs until its context ends, then reports the cause and
+// returns valid outputs, which must be dropped.
+func blockingHandler(started chan<- string, causes chan<- error) Handler {
+	return func(ctx context.Context, task *Task) (any, error) {
+		started <- task.ID
+		<-ctx.Done()
+		causes <- context.Cause(ctx)
+		return created(ctx, task)
+	}
+}
+
+func TestLostLockCancelsHandler(t *testing.T) {
+	tests := []struct {
+		name    string
+		prepare func(s *fakeServer)
+		act     func(s *fakeServer, id string)
+		want    error
+		detail  string
+	}{
+		{"occurrence cancelled", nil, (*fakeServer).cancel, ErrCancelled, "occurrence_cancelled"},
+		{"locked by another worker", nil, (*fakeServer).steal, ErrLockLost, "locked_by_other_worker"},
+		{"expired without extension", func(s *fakeServer) {
+			s.inject("extend", fault{hang: true}, fault{hang: true}, fault{hang: true})
+		}, nil, ErrLockLost, "expired without a successful extension"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newFake(t)
+			id := s.add(def, 1, `{"company_name":"acme"}`)
+			if tt.prepare != nil {
+				tt.prepare(s)
+			}
+			h := newHarness(t, s, Config{LockDuration: 200 * time.Millisecond})
+			started, causes := make(chan string, 1), make(chan error, 1)
+			h.w.Handle(def, nil, blockingHandler(started, causes))
+			h.start()
+			<-started
+			if tt.act != nil {
+				tt.act(s, id)
+			}
+			cause := <-causes
+			if err := h.stop(); err != nil {
+				t.Fatal(err)
+			}
+			if !errors.Is(cause, tt.want) || !strings.Contains(cause.Error(), tt.detail) {
+				t.Errorf("cause = %v; want %v (%s)", cause, tt.want, tt.detail)
+			}
+			if _, completes, fails, _ := s.snapshot(); len(completes)+len(fails) != 0 {
+				t.Errorf("settled after losing the lock: completes %+v, fails %+v", completes, fails)
+			}
+		})
+	}
+}
+
+func TestGracefulShutdownWaitsForHandler(t *testing.T) {
+	s := newFake(t)
+	id := s.add(def, 1, `{"company_name":"acme"}`)
+	h := newHarness(t, s, Config{Concurrency: 2})
+	started, release := make(chan struct{}), make(chan struct{})
+	var ctxErr error
+	h.w.Handle(def, nil, func(ctx context.Context, task *Task) (any, error) {
+		close(started)
+		<-release
+		ctxErr = ctx.Err()
+		return created(ctx, task)
+	})
+	h.start()
+	<-started
+	// With one slot free, the worker is long-polling for more.
+	waitFor(t, "a pending long poll", func() bool { s.mu.Lock(); defer s.mu.Unlock(); return s.waiting == 1 })
+	h.cancel()
+	waitFor(t, "the long poll to be abandoned", func() bool { s.mu.Lock(); defer s.mu.Unlock(); return s.aborted == 1 })
+	select {
+	case err := <-h.done:
+		t.Fatalf("Run returned %v with a handler in flight", err)
+	default:
+	}
+	close(release)
+	if err := h.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if ctxErr != nil {
+		t.Errorf("shutdown cancelled the handler: %v", ctxErr)
+	}
+	if st := s.status(id); st != "completed" {
+		t.Errorf("status = %s; want completed", st)
+	}
+	if f, _, _, _ := s.snapshot(); len(f) != 2 {
+		t.Errorf("fetches = %d; want the first and the abandoned one only", len(f))
+	}
+}
+
+func TestShutdownTimeoutCancelsHandler(t *testing.T) {
+	s := newFake(t)
+	s.maxAttempts = 2
+	id := s.add(def, 1, `{"company_name":"acme"}`)
+	h := newHarness(t, s, Config{ShutdownTimeout: 50 * time.Millisecond})
+	started, causes := make(chan string, 1), make(chan error, 1)
+	h.w.Handle(def, nil, func(ctx context.Context, task *Task) (any, error) {
+		started <- task.ID
+		<-ctx.Done()
+		causes <- context.Cause(ctx)
+		return nil, ctx.Err()
+	})
+	h.start()
+	<-started
+	if err := h.stop(); err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	if cause := <-causes; !errors.Is(cause, ErrShutdownTimeout) {
+		t.Errorf("cause = %v; want ErrShutdownTimeout", cause)
+	}
+	_, _, fails, _ := s.snapshot()
+	if len(fails) != 1 || fails[0].ErrorCode != "worker_shutdown" || !fails[0].Retryable || deref(fails[0].RetryDelay) != "PT0S" || fails[0].Status != 200 {
+		t.Errorf("fails = %+v; want one retryable worker_shutdown with retry_delay PT0S", fails)
+	}
+	if st := s.status(id); st != "available" {
+		t.Errorf("status = %s; want available again", st)
+	}
+}
+
+func TestBackoffOnServerErrors(t *testing.T) {
+	s := newFake(t)
+	s.inject("fetch", fault{status: 503, code: "unavailable"}, fault{status: 500, code: "internal"}, fault{status: 503, code: "unavailable"})
+	id := s.add(def, 1, `{"company_name":"acme"}`)
+	h := newHarness(t, s, Config{Wait: 100 * time.Millisecond})
+	h.w.Handle(def, nil, created)
+	h.start()
+	waitFor(t, "completion", func() bool { return s.status(id) == "completed" })
+	s.inject("fetch", fault{status: 502, code: "bad_gateway"})
+	waitFor(t, "a fourth backoff", func() bool { return len(h.recordedSleeps()) == 4 })
+	if err := h.stop(); err != nil {
+		t.Fatal(err)
+	}
+	sleeps := h.recordedSleeps()
+	// Each delay lies in [d/2, d] with d doubling from 2ms, and success
+	// resets it.
+	bounds := [][2]time.Duration{{1, 2}, {2, 4}, {4, 8}, {1, 2}}
+	for i, b := range bounds {
+		if lo, hi := b[0]*time.Millisecond, b[1]*time.Millisecond; sleeps[i] < lo || sleeps[i] > hi {
+			t.Errorf("backoff %d = %v; want within [%v, %v]", i, sleeps[i], lo, hi)
+		}
+	}
+	fetches, _, _, _ := s.snapshot()
+	if len(fetches) < 2 { // the injected answers are not recorded as fetches
+		t.Errorf("fetches = %d", len(fetches))
+	}
+}
+
+func TestBackoffHonoursRetryAfter(t *testing.T) {
+	s := newFake(t)
+	s.inject("fetch", fault{status: 429, code: "too_many_waiters", retryAfter: "7"})
+	id := s.add(def, 1, `{"company_name":"acme"}`)
+	h := newHarness(t, s, Config{})
+	h.w.Handle(def, nil, created)
+	h.start()
+	waitFor(t, "completion", func() bool { return s.status(id) == "completed" })
+	if err := h.stop(); err != nil {
+		t.Fatal(err)
+	}
+	sleeps := h.recordedSleeps()
+	if len(sleeps) != 1 || sleeps[0] < 7*time.Second || sleeps[0] > 7*time.Second+h.w.fetchBackoff.max {
+		t.Errorf("sleeps = %v; want one of about 7s", sleeps)
+	}
+}
+
+func TestFetchNetworkErrorReplaysRequestID(t *testing.T) {
+	s := newFake(t)
+	s.inject("fetch", fault{drop: true})
+	id := s.add(def, 1, `{"company_name":"acme"}`)
+	h := newHarness(t, s, Config{})
+	h.w.Handle(def, nil, created)
+	h.start()
+	waitFor(t, "completion", func() bool { return s.status(id) == "completed" })
+	waitFor(t, "the next fetch", func() bool { f, _, _, _ := s.snapshot(); return len(f) >= 2 })
+	if err := h.stop(); err != nil {
+		t.Fatal(err)
+	}
+	fetches, _, _, _ := s.snapshot()
+	if fetches[0].RequestID != fetches[1].RequestID || fetches[0].Replayed || !fetches[1].Replayed {
+		t.Errorf("the dropped fetch was not replayed with its request_id: %+v", fetches[:2])
+	}
+	if len(fetches) > 2 && fetches[2].RequestID == fetches[0].RequestID {
+		t.Error("a new fetch reused the request_id")
+	}
+	// Replayed, not re-claimed once its lock expired: still attempt 1.
+	if task := s.task(id); task.attempt != 1 {
+		t.Errorf("attempt = %d; want 1", task.attempt)
+	}
+	if len(h.recordedSleeps()) != 0 {
+		t.Errorf("backed off before replaying: %v", h.recordedSleeps())
+	}
+}
+
+func TestFetchReplayedOnlyOnce(t *testing.T) {
+	s := newFake(t)
+	s.maxAttempts = 2
+	s.inject("fetch", fault{drop: true}, fault{drop: true})
+	id := s.add(def, 1, `{"company_name":"acme"}`)
+	h := newHarness(t, s, Config{LockDuration: 100 * time.Millisecond})
+	h.w.Handle(def, nil, created)
+	h.start()
+	// The stranded reservation comes back when its lock expires.
+	waitFor(t, "completion", func() bool { return s.status(id) == "completed" })
+	if err := h.stop(); err != nil {
+		t.Fatal(err)
+	}
+	fetches, _, _, _ := s.snapshot()
+	if fetches[0].RequestID != fetches[1].RequestID || fetches[2].RequestID == fetches[0].RequestID {
+		t.Errorf("request ids = %s %s %s; want a, a, b", fetches[0].RequestID, fetches[1].RequestID, fetches[2].RequestID)
+	}
+	if n := len(h.recordedSleeps()); n != 1 {
+		t.Errorf("backoffs = %d; want 1 after the replay failed", n)
+	}
+	if task := s.task(id); task.attempt != 2 {
+		t.Errorf("attempt = %d; want 2", task.attempt)
+	}
+}
+
+func TestSettlementRetried(t *testing.T) {
+	s := newFake(t)
+	// A 503, then a completion whose answer is lost: the identical
+	// completion is replayed and answered the same.
+	s.inject("complete", fault{status: 503, code: "unavailable"}, fault{drop: true})
+	id := s.add(def, 1, `{"company_name":"acme"}`)
+	h := newHarness(t, s, Config{})
+	h.w.Handle(def, nil, created)
+	h.start()
+	waitFor(t, "two recorded completions", func() bool { _, c, _, _ := s.snapshot(); return len(c) == 2 })
+	if err := h.stop(); err != nil {
+		t.Fatal(err)
+	}
+	_, completes, _, _ := s.snapshot()
+	if completes[0].Status != 200 || completes[1].Status != 200 || completes[0].Outputs != completes[1].Outputs {
+		t.Errorf("completes = %+v", completes)
+	}
+	if s.status(id) != "completed" || len(h.recordedSleeps()) != 2 {
+		t.Errorf("status %s, backoffs %v", s.status(id), h.recordedSleeps())
+	}
+}
+
+func TestOverdeliveredTaskGivenBack(t *testing.T) {
+	s := newFake(t)
+	s.maxAttempts = 2
+	s.overdeliver = 1
+	a := s.add(def, 1, `{"company_name":"a"}`)
+	b := s.add(def, 1, `{"company_name":"b"}`)
+	h := newHarness(t, s, Config{Concurrency: 1})
+	h.w.Handle(def, nil, created)
+	h.start()
+	waitFor(t, "both completed", func() bool { return s.status(a) == "completed" && s.status(b) == "completed" })
+	if err := h.stop(); err != nil {
+		t.Fatal(err)
+	}
+	_, _, fails, _ := s.snapshot()
+	if len(fails) != 1 || fails[0].ID != b || fails[0].ErrorCode != "worker_at_capacity" || !fails[0].Retryable || deref(fails[0].RetryDelay) != "PT0S" {
+		t.Errorf("fails = %+v", fails)
+	}
+}
+
+func TestFatalFetchErrorsEndRun(t *testing.T) {
+	t.Run("bad token", func(t *testing.T) {
+		s := newFake(t)
+		h := newHarness(t, s, Config{Token: "wrong"})
+		h.w.Handle(def, nil, created)
+		err := h.w.Run(context.Background())
+		if ae, ok := errorsAsAPI(err); !ok || ae.Status != 401 || ae.Code != "unauthorized" {
+			t.Errorf("Run = %v; want a 401 *APIError", err)
+		}
+	})
+	t.Run("bound exceeded", func(t *testing.T) {
+		s := newFake(t)
+		h := newHarness(t, s, Config{Concurrency: 101})
+		h.w.Handle(def, nil, created)
+		err := h.w.Run(context.Background())
+		ae, ok := errorsAsAPI(err)
+		if !ok || ae.Code != "bound_exceeded" || ae.Extra["field"] != "max_tasks" || ae.Extra["ceiling"] != float64(100) ||
+			len(ae.Errors) != 1 || ae.Errors[0].Path != "/max_tasks" {
+			t.Errorf("Run = %#v", err)
+		}
+		if len(h.recordedSleeps()) != 0 {
+			t.Error("retried a refusal that cannot change")
+		}
+	})
+}
+
+func TestNewValidates(t *testing.T) {
+	for _, cfg := range []Config{
+		{Token: "t"},
+		{URL: "relais:8080", Token: "t"},
+		{URL: "http://relais"},
+		{URL: "http://relais", Token: "t", Concurrency: -1},
+		{URL: "http://relais", Token: "t", WorkerID: strings.Repeat("x", 201)},
+		{URL: "http://relais", Token: "t", HTTPClient: &httpClientWithTimeout},
+	} {
+		if _, err := New(cfg); err == nil {
+			t.Errorf("New(%+v) accepted", cfg)
+		}
+	}
+	w, err := New(Config{URL: "http://relais", Token: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.cfg.WorkerID == "" || w.cfg.Concurrency != 4 || w.cfg.LockDuration != time.Minute || w.cfg.Wait != 20*time.Second ||
+		w.cfg.ShutdownTimeout != 30*time.Second || w.cfg.HTTPClient.Timeout <= w.cfg.Wait {
+		t.Errorf("defaults = %+v", w.cfg)
+	}
+	if err := w.Run(context.Background()); err == nil {
+		t.Error("Run without handlers accepted")
+	}
+}
+
+var httpClientWithTimeout = http.Client{Timeout: time.Second}
+
+func TestHandleMisuse(t *testing.T) {
+	w, err := New(Config{URL: "http://relais", Token: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Handle(def, nil, created)
+	defer func() {
+		if recover() == nil {
+			t.Error("a second handler for one definition was accepted")
+		}
+	}()
+	w.Handle(def, nil, created)
+}
+
+func TestTaskDecode(t *testing.T) {
+	task := &Task{ID: "x", Inputs: json.RawMessage(`{"company_name":"acme"}`)}
+	var in crmInputs
+	if err := task.Decode(&in); err != nil || in.CompanyName != "acme" {
+		t.Errorf("Decode = %+v, %v", in, err)
+	}
+	if err := task.Decode(&[]int{}); err == nil {
+		t.Error("Decode into the wrong type succeeded")
+	}
+}
+
+func TestISODuration(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		0: "PT0S", time.Minute: "PT1M", 500 * time.Millisecond: "PT0.5S", 90 * time.Minute: "PT1H30M",
+		time.Hour + 2*time.Second + 250*time.Millisecond: "PT1H2.25S", 200 * time.Millisecond: "PT0.2S", time.Nanosecond: "PT0.000000001S",
+	} {
+		if got := isoDuration(d); got != want {
+			t.Errorf("isoDuration(%v) = %s; want %s", d, got, want)
+		}
+		if back, err := parseISO(want); err != nil || back != d {
+			t.Errorf("parseISO(%s) = %v, %v", want, back, err)
+		}
+	}
+}
+
+func TestParseRetryAfter(t *testing.T) {
+	now := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+	for v, want := range map[string]time.Duration{
+		"": 0, "3": 3 * time.Second, "-1": 0, "soon": 0,
+		now.Add(90 * time.Second).Format(http.TimeFormat): 90 * time.Second,
+	} {
+		if got := parseRetryAfter(v, now); got != want {
+			t.Errorf("parseRetryAfter(%q) = %v; want %v", v, got, want)
+		}
+	}
+}
+
+func TestErrorsText(t *testing.T) {
+	ae := &APIError{Status: 409, Code: "lock_expired", Detail: "gone"}
+	if got := ae.Error(); got != "relais: 409 lock_expired: gone" {
+		t.Errorf("APIError = %q", got)
+	}
+	if got := Fail("X", "y %d", 1).Error(); got != "X: y 1" {
+		t.Errorf("BusinessError = %q", got)
+	}
+	inner := errors.New("inner")
+	re := Retry("", 0, inner)
+	if !errors.Is(re, inner) || re.Error() != "handler_error: inner" {
+		t.Errorf("RetryableError = %q", re)
+	}
+}
