@@ -104,7 +104,7 @@ func TestWorkersThatCrashLoseNoWork(t *testing.T) {
 						continue
 					}
 					_, err := e.Complete(ctx, WorkerRef{ConsumerID: c, WorkerID: worker, Occurrence: r.ID}, json.RawMessage(`{"result":"created","crm_id":"X"}`))
-					if fe, ok := fault.As(err); ok && fe.Code == "lock_expired" || ok && fe.Code == "locked_by_other_worker" {
+					if fe, ok := fault.As(err); ok && (fe.Code == "lock_expired" || fe.Code == "locked_by_other_worker" || fe.Code == "already_settled") {
 						// Slow enough that the lock expired: a legitimate
 						// refusal, the task is re-offered.
 						mu.Lock()

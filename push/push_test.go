@@ -40,7 +40,7 @@ type destination struct {
 	body  atomic.Value // []byte of the last call
 }
 
-func newDestination(t *testing.T, h http.HandlerFunc) *destination {
+func newDestination(t testing.TB, h http.HandlerFunc) *destination {
 	d := &destination{}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		d.calls.Add(1)

@@ -26,22 +26,49 @@ select instance_id from occurrences where id = @id;
 select * from occurrences where instance_id = @instance_id order by created_at, id;
 
 -- name: OccurrenceClaimPull :many
--- One statement claims: the predicate itself re-offers expired locks, so no
--- sweeper is needed; SKIP LOCKED lets concurrent fetches pass each other.
+-- One statement claims. Per subscribed (definition, revision) it takes, with
+-- SKIP LOCKED, the first ready occurrences in priority order and the
+-- reserved ones whose lock expired with attempts left (re-offered by the
+-- claim itself: no sweeper), then keeps the best max_tasks of them. Rows
+-- locked but not kept are released when the statement commits.
 with subs as (
     select unnest(@definition_keys::text[]) as definition_key,
            unnest(@revisions::integer[])   as revision
 ),
+candidates as (
+    select c.id, c.priority, c.at
+    from subs s
+    cross join lateral (
+        select o.id, o.priority, o.available_at as at
+        from occurrences o
+        where o.status = 'available' and o.mode = 'pull'
+          and o.definition_key = s.definition_key and o.revision = s.revision
+          and o.available_at <= @now::timestamptz
+          and (o.deadline_at is null or o.deadline_at > @now::timestamptz)
+        order by o.priority desc, o.available_at, o.id
+        limit @max_tasks
+        for update of o skip locked
+    ) c
+    union all
+    select x.id, x.priority, x.at
+    from subs s
+    cross join lateral (
+        select o.id, o.priority, o.lock_expires_at as at
+        from occurrences o
+        where o.status = 'reserved' and o.mode = 'pull'
+          and o.definition_key = s.definition_key and o.revision = s.revision
+          and o.lock_expires_at <= @now::timestamptz
+          and o.attempts < o.max_attempts
+          and (o.deadline_at is null or o.deadline_at > @now::timestamptz)
+        order by o.lock_expires_at
+        limit @max_tasks
+        for update of o skip locked
+    ) x
+),
 locked as (
-    select o.id
-    from occurrences o
-    join subs s on o.definition_key = s.definition_key and o.revision = s.revision
-    where o.mode = 'pull'
-      and o.claimable_at <= @now::timestamptz
-      and (o.deadline_at is null or o.deadline_at > @now::timestamptz)
-    order by o.priority desc, o.claimable_at, o.id
+    select id from candidates
+    order by priority desc, at, id
     limit @max_tasks
-    for update of o skip locked
 ),
 claimed as (
     update occurrences o
@@ -94,9 +121,9 @@ limit 1;
 -- the timer fails the occurrence with outcome_unknown: never called again.
 with locked as (
     select id from occurrences
-    where mode = 'push' and claimable_at <= @now::timestamptz
+    where mode = 'push' and status = 'available' and available_at <= @now::timestamptz
       and (deadline_at is null or deadline_at > @now::timestamptz)
-    order by priority desc, claimable_at, id
+    order by priority desc, available_at, id
     limit @max_tasks
     for update skip locked
 ),

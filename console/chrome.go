@@ -1,0 +1,117 @@
+package console
+
+import (
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/relais/relais/auth"
+)
+
+// staticFiles are the console's assets, compiled into the binary: the
+// console fetches nothing from elsewhere.
+//
+//go:embed static
+var staticFiles embed.FS
+
+// cssHref carries a digest of the stylesheet so browsers may cache it for a
+// long time yet pick up a new version at once.
+var cssHref = func() string {
+	b, err := staticFiles.ReadFile("static/console.css")
+	if err != nil {
+		panic(err) // embedded at build time
+	}
+	sum := sha256.Sum256(b)
+	return basePath + "/static/console.css?v=" + hex.EncodeToString(sum[:6])
+}()
+
+var staticServer = http.StripPrefix(basePath, http.FileServerFS(staticFiles))
+
+// serveStatic serves the embedded assets. The files never change within a
+// binary and their links carry a digest, hence the long cache lifetime.
+func serveStatic(w http.ResponseWriter, r *http.Request) {
+	if strings.HasSuffix(r.URL.Path, "/") {
+		// No directory listings.
+		http.NotFound(w, r)
+		return
+	}
+	w.Header().Set("Cache-Control", "public, max-age=31536000, immutable")
+	staticServer.ServeHTTP(w, r)
+}
+
+// chrome is what the layout shows around every page.
+type chrome struct {
+	Lang      string
+	Title     string
+	AppName   string
+	CSSHref   string
+	HomeHref  string
+	NavLabel  string
+	Nav       []navLink
+	LangLabel string
+	Languages []langLink
+	User      *userBox
+}
+
+type navLink struct {
+	Href    string
+	Label   string
+	TestID  string
+	Current bool
+}
+
+type langLink struct {
+	Href    string
+	Label   string
+	Code    string
+	Current bool
+}
+
+type userBox struct {
+	SignedInAs string
+	SignOut    string
+	Action     string
+	CSRF       string
+}
+
+// languageNames are written in their own language, as language pickers do,
+// so that someone who cannot read the current language still finds theirs;
+// they are therefore the same in every catalog and not translated.
+var languageNames = []struct{ code, name string }{{"en", "English"}, {"fr", "Français"}}
+
+// chrome builds the layout's view model; section marks the current
+// navigation entry ("occurrences", "definitions" or none).
+func (c *Console) chrome(r *http.Request, title, section string) chrome {
+	ctx := r.Context()
+	ch := chrome{
+		Lang: langCode(ctx), Title: title, AppName: T(ctx, "Relais console"), CSSHref: cssHref, HomeHref: homePath,
+		LangLabel: T(ctx, "Language"),
+	}
+	here := r.URL.RequestURI()
+	if r.Method != http.MethodGet {
+		// A page answering a POST (a refused sign-in, a refused stop):
+		// switching language goes to the GET page of the same path, which
+		// shows the same form.
+		here = r.URL.Path
+		if here == basePath+"/sign-out" {
+			here = homePath
+		}
+	}
+	for _, l := range languageNames {
+		ch.Languages = append(ch.Languages, langLink{Href: basePath + "/lang/" + l.code + "?next=" + url.QueryEscape(here),
+			Label: l.name, Code: l.code, Current: l.code == ch.Lang})
+	}
+	if p, ok := auth.FromContext(ctx); ok {
+		ch.NavLabel = T(ctx, "Main navigation")
+		ch.Nav = []navLink{
+			{Href: homePath, Label: T(ctx, "External tasks"), TestID: "nav-occurrences", Current: section == "occurrences"},
+			{Href: basePath + "/definitions", Label: T(ctx, "Definitions"), TestID: "nav-definitions", Current: section == "definitions"},
+		}
+		ch.User = &userBox{SignedInAs: T(ctx, "Signed in as %s (%s)", p.Name, roleLabel(ctx, p.Role)),
+			SignOut: T(ctx, "Sign out"), Action: basePath + "/sign-out", CSRF: currentOf(ctx).csrf}
+	}
+	return ch
+}

@@ -1,0 +1,272 @@
+// Package console is the operators' web console: server-rendered templ
+// pages over the engine's observation methods, in English and French, that
+// work without JavaScript. It is observational: the only change it can make
+// is stopping a process instance; nothing in it fabricates a completion.
+//
+// Each page sits next to its handler (occurrence_list.go and
+// occurrence_list.templ); handlers build a view model whose strings are
+// already translated, because gotext only extracts message literals passed
+// to T at Go call sites.
+package console
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/a-h/templ"
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+
+	"github.com/relais/relais/auth"
+	"github.com/relais/relais/engine"
+	"github.com/relais/relais/fault"
+)
+
+// basePath is where server.go mounts the console; links and cookies use it.
+const basePath = "/console"
+
+// homePath is where a signed-in operator lands: the operations view.
+const homePath = basePath + "/occurrences"
+
+// maxFormBytes bounds a console form body; the largest form holds a token.
+const maxFormBytes = 64 << 10
+
+// Console serves the operators' web console.
+type Console struct {
+	logger   *slog.Logger
+	eng      *engine.Engine
+	sessions *sessionStore
+	counts   *snapshotCache[countSnapshot]
+	menus    *snapshotCache[filterMenus]
+	// now is the clock sessions expire by; tests move it.
+	now func() time.Time
+}
+
+// New returns the console on eng. A nil logger discards.
+func New(logger *slog.Logger, eng *engine.Engine) *Console {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Console{logger: logger, eng: eng, sessions: newSessionStore(), now: time.Now,
+		counts: newSnapshotCache("counts by status", loadCounts(eng), logger, countsTTL),
+		menus:  newSnapshotCache("filter menus", loadMenus(eng), logger, menusTTL)}
+}
+
+// Handler returns the console's routes, to be mounted at /console.
+func (c *Console) Handler() http.Handler {
+	r := chi.NewRouter()
+	r.Use(securityHeaders, withLanguage)
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) { c.notFound(w, r) })
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		c.errorPage(w, r, http.StatusMethodNotAllowed, T(r.Context(), "Not allowed"), T(r.Context(), "This page does not accept that request."))
+	})
+
+	r.Get("/static/*", serveStatic)
+	r.Get("/lang/{lang}", c.setLanguage)
+	r.Get("/sign-in", c.signInPage)
+	r.Post("/sign-in", c.signIn)
+
+	r.Group(func(r chi.Router) {
+		r.Use(c.requireSession)
+		r.Get("/", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, homePath, http.StatusSeeOther) })
+		r.Post("/sign-out", c.signOut)
+		r.Get("/occurrences", c.occurrenceList)
+		r.Get("/occurrences/{id}", c.occurrenceDetail)
+		r.Get("/instances/{id}", c.instanceDetail)
+		r.Get("/instances/{id}/stop", c.instanceStopConfirm)
+		r.Post("/instances/{id}/stop", c.instanceStop)
+		r.Get("/definitions", c.definitionList)
+		r.Get("/definitions/{key}", c.definitionDetail)
+	})
+	return r
+}
+
+// contentSecurityPolicy allows nothing but the console's own stylesheet,
+// images and forms: no script at all, no inline style, no framing.
+const contentSecurityPolicy = "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+
+// securityHeaders sets the headers every console response carries,
+// redirects and errors included.
+func securityHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Security-Policy", contentSecurityPolicy)
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "same-origin")
+		next.ServeHTTP(w, r)
+	})
+}
+
+type sessionCtxKey struct{}
+
+// current is the signed-in session of a request, as handlers need it.
+type current struct {
+	id   string
+	csrf string
+}
+
+func currentOf(ctx context.Context) current {
+	s, _ := ctx.Value(sessionCtxKey{}).(current)
+	return s
+}
+
+// requireSession admits requests of a live session whose token is still
+// valid, and checks the CSRF token of every POST. Others go to sign-in.
+func (c *Console) requireSession(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var id string
+		if ck, err := r.Cookie(sessionCookie); err == nil {
+			id = ck.Value
+		}
+		sess, ok := c.sessions.get(id, c.now())
+		if ok {
+			p, _, err := c.eng.LookupToken(r.Context(), sess.tokenHash)
+			switch {
+			case err == nil && auth.Allowed(p.Role, auth.RoleOperator):
+				sess.principal = p
+			case err == nil || isUnknownToken(err):
+				// Revoked since sign-in: the session ends with the token.
+				c.sessions.delete(id)
+				ok = false
+			default:
+				c.serverError(w, r, err)
+				return
+			}
+		}
+		if !ok {
+			if id != "" {
+				http.SetCookie(w, cookie(r, sessionCookie, "", -1))
+			}
+			redirectToSignIn(w, r)
+			return
+		}
+		if r.Method == http.MethodPost {
+			r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+			if !sameToken(r.PostFormValue(csrfField), sess.csrf) {
+				c.forbiddenForm(w, r)
+				return
+			}
+		}
+		ctx := auth.WithPrincipal(r.Context(), sess.principal)
+		ctx = context.WithValue(ctx, sessionCtxKey{}, current{id: id, csrf: sess.csrf})
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+// redirectToSignIn sends the browser to sign-in, remembering the page it
+// asked for when that was a plain GET.
+func redirectToSignIn(w http.ResponseWriter, r *http.Request) {
+	target := basePath + "/sign-in"
+	if r.Method == http.MethodGet && r.URL.Path != basePath && r.URL.Path != basePath+"/" {
+		target += "?next=" + url.QueryEscape(r.URL.RequestURI())
+	}
+	http.Redirect(w, r, target, http.StatusSeeOther)
+}
+
+// safeNext returns next when it is a console page other than sign-in,
+// else the home page: the sign-in redirects cannot send a browser off the
+// console, nor back to sign-in in a loop.
+func safeNext(next string) string {
+	u := consolePath(next)
+	if u == "" || u == basePath+"/sign-in" || strings.HasPrefix(u, basePath+"/sign-in?") {
+		return homePath
+	}
+	return u
+}
+
+// consolePath returns next as a path and query when it designates a page of
+// the console, or "" for anything else (another site, another surface).
+func consolePath(next string) string {
+	if next == "" || strings.ContainsAny(next, "\\\r\n") || strings.HasPrefix(next, "//") {
+		return ""
+	}
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" {
+		return ""
+	}
+	if u.Path != basePath && !strings.HasPrefix(u.Path, basePath+"/") || strings.Contains(u.Path, "/..") {
+		return ""
+	}
+	return u.RequestURI()
+}
+
+// setLanguage is the language switcher: it remembers the choice in the
+// lang cookie and goes back to the page. It is a GET because it changes a
+// preference of this browser only, which a forged link cannot abuse.
+func (c *Console) setLanguage(w http.ResponseWriter, r *http.Request) {
+	code := chi.URLParam(r, "lang")
+	if _, ok := supportedTag(code); !ok {
+		c.notFound(w, r)
+		return
+	}
+	http.SetCookie(w, preferenceCookie(r, langCookie, code, int((365*24*time.Hour).Seconds())))
+	next := consolePath(r.URL.Query().Get("next"))
+	if next == "" {
+		next = homePath
+	}
+	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+// render writes a page. It renders into a buffer first so that a failing
+// component produces an error page rather than half a page.
+func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, page templ.Component) {
+	var buf bytes.Buffer
+	if err := page.Render(r.Context(), &buf); err != nil {
+		c.logger.Error("console: render", "path", r.URL.Path, "err", err)
+		http.Error(w, http.StatusText(http.StatusInternalServerError), http.StatusInternalServerError)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	// Pages show operational data: keep them out of shared and disk caches.
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// errorPage renders a translated error.
+func (c *Console) errorPage(w http.ResponseWriter, r *http.Request, status int, title, message string) {
+	ctx := r.Context()
+	v := errorView{Chrome: c.chrome(r, title, ""), Message: message, Back: T(ctx, "Back to external tasks"), BackHref: homePath}
+	c.render(w, r, status, errorPage(v))
+}
+
+func (c *Console) notFound(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	c.errorPage(w, r, http.StatusNotFound, T(ctx, "Not found"), T(ctx, "Nothing exists at this address, or it is not visible to you."))
+}
+
+// forbiddenForm answers a POST whose CSRF token is missing or wrong.
+func (c *Console) forbiddenForm(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	c.errorPage(w, r, http.StatusForbidden, T(ctx, "Form refused"),
+		T(ctx, "This form was not sent from this console session, or it has expired. Reload the page and try again."))
+}
+
+// serverError logs err and renders a generic error: details stay in logs.
+func (c *Console) serverError(w http.ResponseWriter, r *http.Request, err error) {
+	ctx := r.Context()
+	requestID := middleware.GetReqID(ctx)
+	c.logger.Error("console: request failed", "path", r.URL.Path, "request_id", requestID, "err", err)
+	c.errorPage(w, r, http.StatusInternalServerError, T(ctx, "Something went wrong"),
+		T(ctx, "The console could not show this page. Try again; if it persists, give your administrator the request id %s.", requestID))
+}
+
+// fail renders the page an engine error deserves: not found for unknown
+// resources, else a server error.
+func (c *Console) fail(w http.ResponseWriter, r *http.Request, err error) {
+	if fe, ok := fault.As(err); ok && fe.Kind == fault.NotFound {
+		c.notFound(w, r)
+		return
+	}
+	c.serverError(w, r, err)
+}
+
+func isUnknownToken(err error) bool { return errors.Is(err, auth.ErrUnknownToken) }

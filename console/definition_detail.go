@@ -1,0 +1,340 @@
+package console
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/relais/relais/contracts"
+	"github.com/relais/relais/engine"
+)
+
+// contractTable is one contract (inputs or outputs) as a table.
+type contractTable struct {
+	Title  string
+	TestID string
+	Empty  string
+	Rows   []contractRow
+}
+
+// revisionSection is one immutable revision.
+type revisionSection struct {
+	Anchor   string
+	Title    string
+	Facts    []fact
+	Inputs   contractTable
+	Outputs  contractTable
+	Releases string
+}
+
+// releaseRow is one named publication.
+type releaseRow struct {
+	Name         string
+	Revision     string
+	RevisionHref string
+	Notes        string
+	Created      timeView
+}
+
+// changeRow is one difference between two revisions.
+type changeRow struct {
+	Path            string
+	Kind            string
+	Detail          string
+	BreaksProcesses bool
+	BreaksWorkers   bool
+	Breaking        bool
+	Yes, No         string
+}
+
+// contractHeads are the column headers of contract tables.
+type contractHeads struct {
+	Field, Type, Required, Classification, Constraints, Description string
+}
+
+// definitionView is the design view of one definition.
+type definitionView struct {
+	Chrome chrome
+
+	WorkingLabel, WorkingIntro string
+	Working                    []fact
+	WorkingInputs              contractTable
+	WorkingOutputs             contractTable
+	Heads                      contractHeads
+
+	RevisionsLabel string
+	NoRevisions    string
+	Revisions      []revisionSection
+
+	ReleasesLabel, NoReleases                         string
+	HeadRelease, HeadRevision, HeadNotes, HeadCreated string
+	Releases                                          []releaseRow
+
+	DiffLabel, DiffIntro, FromLabel, ToLabel, Compare string
+	DiffAction                                        string
+	FromOptions, ToOptions                            []option
+	DiffError, DiffSummary, NoChanges                 string
+	Diffed                                            bool
+	HeadPath, HeadChange, HeadDetail                  string
+	HeadBreaksProcesses, HeadBreaksWorkers            string
+	Changes                                           []changeRow
+}
+
+// definitionDetail shows a definition's Working, every revision's
+// contracts, its releases, and the diff between two chosen revisions
+// (?from=&to=, a GET form so a comparison can be shared).
+func (c *Console) definitionDetail(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	key := chi.URLParam(r, "key")
+	def, err := c.eng.GetDefinition(ctx, key)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	revs, err := c.eng.ListRevisions(ctx, key)
+	if err != nil {
+		c.serverError(w, r, err)
+		return
+	}
+	rels, err := c.eng.ListReleases(ctx, key)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	heads := contractHeads{Field: T(ctx, "Field"), Type: T(ctx, "Type"), Required: T(ctx, "Required"),
+		Classification: T(ctx, "Classification"), Constraints: T(ctx, "Constraints"), Description: T(ctx, "Description")}
+	v := definitionView{
+		Chrome:       c.chrome(r, T(ctx, "Definition %s", key), "definitions"),
+		WorkingLabel: T(ctx, "Working copy"),
+		WorkingIntro: T(ctx, "The only mutable part of a definition. Processes never use it directly: they pin a revision."),
+		Working: []fact{
+			{Label: T(ctx, "Name"), Value: def.Working.Name, TestID: "working-name"},
+			{Label: T(ctx, "Description"), Value: def.Working.Description},
+			{Label: T(ctx, "Routing output"), Value: def.Working.RoutingOutput, Code: true},
+			{Label: T(ctx, "Last saved"), Time: formatTime(ctx, def.UpdatedAt)},
+		},
+		Heads:          heads,
+		RevisionsLabel: T(ctx, "Revisions"),
+		NoRevisions:    T(ctx, "No revision yet: the Working copy has never been snapshotted."),
+		ReleasesLabel:  T(ctx, "Releases"),
+		NoReleases:     T(ctx, "No release yet."),
+		HeadRelease:    T(ctx, "Release"), HeadRevision: T(ctx, "Revision"), HeadNotes: T(ctx, "Notes"), HeadCreated: T(ctx, "Published"),
+		DiffLabel: T(ctx, "Compare revisions"),
+		DiffIntro: T(ctx, "Lists every change from one revision to another, and whom it may break."),
+		FromLabel: T(ctx, "From revision"), ToLabel: T(ctx, "To revision"), Compare: T(ctx, "Compare"),
+		DiffAction: definitionHref(key) + "#diff",
+		HeadPath:   T(ctx, "Field"), HeadChange: T(ctx, "Change"), HeadDetail: T(ctx, "Detail"),
+		HeadBreaksProcesses: T(ctx, "Breaks processes"), HeadBreaksWorkers: T(ctx, "Breaks workers"),
+		NoChanges: T(ctx, "These revisions have the same contracts."),
+	}
+	v.WorkingInputs = contractTable{Title: T(ctx, "Inputs"), TestID: "working-inputs", Empty: T(ctx, "No inputs."),
+		Rows: contractRows(ctx, def.Working.Inputs, "")}
+	v.WorkingOutputs = contractTable{Title: T(ctx, "Outputs"), TestID: "working-outputs", Empty: T(ctx, "No outputs."),
+		Rows: contractRows(ctx, def.Working.Outputs, def.Working.RoutingOutput)}
+
+	releasesOf := map[int][]string{}
+	for _, rel := range rels {
+		releasesOf[rel.Revision] = append(releasesOf[rel.Revision], rel.Name)
+		v.Releases = append(v.Releases, releaseRow{Name: rel.Name, Revision: strconv.Itoa(rel.Revision),
+			RevisionHref: "#revision-" + strconv.Itoa(rel.Revision), Notes: rel.Notes, Created: formatTime(ctx, rel.CreatedAt)})
+	}
+	// Newest first: the revision in use is usually the latest.
+	for i := len(revs) - 1; i >= 0; i-- {
+		rv := revs[i]
+		sec := revisionSection{
+			Anchor: "revision-" + strconv.Itoa(rv.Revision),
+			Title:  T(ctx, "Revision %d", rv.Revision),
+			Facts: []fact{
+				{Label: T(ctx, "Name"), Value: rv.Working.Name},
+				{Label: T(ctx, "Snapshotted"), Time: formatTime(ctx, rv.CreatedAt)},
+				{Label: T(ctx, "Digest"), Value: rv.Digest, Code: true},
+				{Label: T(ctx, "Routing output"), Value: rv.Working.RoutingOutput, Code: true},
+				{Label: T(ctx, "Releases"), Value: strings.Join(releasesOf[rv.Revision], ", ")},
+			},
+			Inputs: contractTable{Title: T(ctx, "Inputs"), TestID: "revision-inputs", Empty: T(ctx, "No inputs."),
+				Rows: contractRows(ctx, rv.Working.Inputs, "")},
+			Outputs: contractTable{Title: T(ctx, "Outputs"), TestID: "revision-outputs", Empty: T(ctx, "No outputs."),
+				Rows: contractRows(ctx, rv.Working.Outputs, rv.Working.RoutingOutput)},
+		}
+		v.Revisions = append(v.Revisions, sec)
+	}
+
+	c.diff(ctx, r, &v, key, revs)
+	c.render(w, r, http.StatusOK, definitionPage(v))
+}
+
+// diff fills the comparison form and, when two revisions were chosen, the
+// changes between them. By default it offers the two latest revisions.
+func (c *Console) diff(ctx context.Context, r *http.Request, v *definitionView, key string, revs []engine.Revision) {
+	q := r.URL.Query()
+	from, to := q.Get("from"), q.Get("to")
+	if len(revs) >= 2 && from == "" && to == "" {
+		from, to = strconv.Itoa(revs[len(revs)-2].Revision), strconv.Itoa(revs[len(revs)-1].Revision)
+	} else if len(revs) == 1 && from == "" && to == "" {
+		from, to = "1", "1"
+	}
+	byNumber := map[int]engine.Revision{}
+	for _, rv := range revs {
+		n := strconv.Itoa(rv.Revision)
+		byNumber[rv.Revision] = rv
+		v.FromOptions = append(v.FromOptions, option{Value: n, Label: n, Selected: n == from})
+		v.ToOptions = append(v.ToOptions, option{Value: n, Label: n, Selected: n == to})
+	}
+	if q.Get("from") == "" && q.Get("to") == "" {
+		return
+	}
+	a, errA := strconv.Atoi(from)
+	b, errB := strconv.Atoi(to)
+	older, okA := byNumber[a]
+	newer, okB := byNumber[b]
+	if errA != nil || errB != nil || !okA || !okB {
+		v.DiffError = T(ctx, "Choose two existing revisions to compare.")
+		return
+	}
+	changes := contracts.Diff(older.Working, newer.Working)
+	v.Diffed = true
+	breaking := 0
+	for _, ch := range changes {
+		row := changeRow{Path: ch.Path, Kind: changeKindLabel(ctx, ch.Kind), Detail: describeChange(ctx, ch, older.Working, newer.Working),
+			BreaksProcesses: ch.BreaksProcesses, BreaksWorkers: ch.BreaksWorkers,
+			Breaking: ch.BreaksProcesses || ch.BreaksWorkers, Yes: yesNo(ctx, true), No: yesNo(ctx, false)}
+		if row.Breaking {
+			breaking++
+		}
+		v.Changes = append(v.Changes, row)
+	}
+	changed := len(changes)
+	v.DiffSummary = T(ctx, "From revision %d to revision %d:", a, b) + " " +
+		T(ctx, "%d changes", changed) + ", " + T(ctx, "%d breaking", breaking)
+}
+
+// describeChange says what changed, in the request's language. The diff's
+// own Detail is English for the API; the console rebuilds the sentence from
+// the two revisions and the change's kind and path, and falls back to that
+// Detail only for a change it cannot locate.
+func describeChange(ctx context.Context, ch contracts.Change, older, newer contracts.Working) string {
+	if ch.Kind == contracts.ChangeRoutingChanged {
+		from, to := orNone(ctx, older.RoutingOutput), orNone(ctx, newer.RoutingOutput)
+		return T(ctx, "routing output %s → %s", from, to)
+	}
+	section, path, ok := splitChangePath(ch.Path)
+	if !ok {
+		return ch.Detail
+	}
+	contract := func(w contracts.Working) contracts.Contract {
+		if section == "inputs" {
+			return w.Inputs
+		}
+		return w.Outputs
+	}
+	fa, ca, okA := contract(older).Lookup(path)
+	fb, cb, okB := contract(newer).Lookup(path)
+	switch ch.Kind {
+	case contracts.ChangeAdded:
+		if okB {
+			return fieldSummary(ctx, fb)
+		}
+	case contracts.ChangeRemoved:
+		if okA {
+			return fieldSummary(ctx, fa)
+		}
+	case contracts.ChangeRequiredChanged:
+		if okB && fb.Required {
+			return T(ctx, "optional → required")
+		} else if okB {
+			return T(ctx, "required → optional")
+		}
+	case contracts.ChangeClassificationChanged:
+		if okA && okB {
+			return classLabel(ctx, ca) + " → " + classLabel(ctx, cb)
+		}
+	case contracts.ChangeTypeChanged:
+		if okA && okB {
+			return typeLabel(ctx, fa.Type) + " → " + typeLabel(ctx, fb.Type)
+		}
+	case contracts.ChangeChoicesChanged:
+		if okA && okB {
+			var parts []string
+			if added := minus(fb.Values, fa.Values); len(added) > 0 {
+				values := strings.Join(added, ", ")
+				parts = append(parts, T(ctx, "values added: %s", values))
+			}
+			if removed := minus(fa.Values, fb.Values); len(removed) > 0 {
+				values := strings.Join(removed, ", ")
+				parts = append(parts, T(ctx, "values removed: %s", values))
+			}
+			if len(parts) == 0 {
+				return T(ctx, "values reordered")
+			}
+			return strings.Join(parts, "; ")
+		}
+	case contracts.ChangeConstraintChanged:
+		// Detail is "<option> <old> → <new>"; the option name is the
+		// contract's own vocabulary, the values are data.
+		name, rest, ok1 := strings.Cut(ch.Detail, " ")
+		was, is, ok2 := strings.Cut(rest, " → ")
+		if ok1 && ok2 {
+			option, was, is := optionLabel(ctx, name), noneWord(ctx, was), noneWord(ctx, is)
+			return T(ctx, "%s: %s → %s", option, was, is)
+		}
+	}
+	return ch.Detail
+}
+
+// splitChangePath turns "/inputs/company/[]/name" into ("inputs",
+// [company * name]) for Contract.Lookup.
+func splitChangePath(p string) (section string, path []string, ok bool) {
+	parts := strings.Split(strings.TrimPrefix(p, "/"), "/")
+	if len(parts) < 2 || (parts[0] != "inputs" && parts[0] != "outputs") {
+		return "", nil, false
+	}
+	path = parts[1:]
+	for i, s := range path {
+		if s == "[]" {
+			path[i] = "*"
+		}
+	}
+	return parts[0], path, true
+}
+
+func fieldSummary(ctx context.Context, f contracts.Field) string {
+	if f.Required {
+		typ := typeLabel(ctx, f.Type)
+		return T(ctx, "required field of type %s", typ)
+	}
+	typ := typeLabel(ctx, f.Type)
+	return T(ctx, "optional field of type %s", typ)
+}
+
+func orNone(ctx context.Context, s string) string {
+	if s == "" {
+		return T(ctx, "none")
+	}
+	return s
+}
+
+// noneWord translates the diff's "none" (an option that is not set).
+func noneWord(ctx context.Context, s string) string {
+	if s == "none" {
+		return T(ctx, "none")
+	}
+	return s
+}
+
+// minus returns the values of a not in b, in a's order.
+func minus(a, b []string) []string {
+	in := make(map[string]bool, len(b))
+	for _, s := range b {
+		in[s] = true
+	}
+	var out []string
+	for _, s := range a {
+		if !in[s] {
+			out = append(out, s)
+		}
+	}
+	return out
+}

@@ -1,0 +1,143 @@
+package console
+
+import (
+	"context"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"golang.org/x/text/language"
+)
+
+func inLanguage(tag language.Tag) context.Context {
+	return context.WithValue(context.Background(), localeKey{}, newLocale(tag))
+}
+
+var (
+	en = inLanguage(language.English)
+	fr = inLanguage(language.French)
+)
+
+func TestFormatTime(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, time.November, 30, 14, 5, 3, 0, time.FixedZone("CET", 3600)).Add(time.Hour)
+	for _, tc := range []struct {
+		ctx  context.Context
+		want string
+	}{
+		{en, "Nov 30, 2026, 14:05:03 UTC"},
+		{fr, "30 nov. 2026, 14:05:03 UTC"},
+	} {
+		got := formatTime(tc.ctx, at)
+		if got.Text != tc.want || got.ISO != "2026-11-30T14:05:03Z" {
+			t.Errorf("formatTime(%s) = %+v, want %q", langCode(tc.ctx), got, tc.want)
+		}
+	}
+	if got := formatTime(fr, time.Date(2027, time.February, 1, 0, 0, 0, 0, time.UTC)).Text; got != "1 févr. 2027, 00:00:00 UTC" {
+		t.Errorf("February in French = %q", got)
+	}
+}
+
+func TestFormatDuration(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		d      time.Duration
+		en, fr string
+	}{
+		{90 * time.Second, "1 min 30 s", "1 min 30 s"},
+		{2 * time.Hour, "2 hours", "2 heures"},
+		{time.Hour, "1 hour", "1 heure"},
+		{24 * time.Hour, "1 day", "1 jour"},
+		{26 * time.Hour, "1 d 2 h", "1 j 2 h"},
+		{10 * time.Second, "10 seconds", "10 secondes"},
+		{time.Second, "1 second", "1 seconde"},
+		{1500 * time.Millisecond, "1 s 500 ms", "1 s 500 ms"},
+		{0, "0 seconds", "0 seconde"},
+	} {
+		if got := formatDuration(en, tc.d); got != tc.en {
+			t.Errorf("en %v = %q, want %q", tc.d, got, tc.en)
+		}
+		if got := formatDuration(fr, tc.d); got != tc.fr {
+			t.Errorf("fr %v = %q, want %q", tc.d, got, tc.fr)
+		}
+	}
+}
+
+func TestPlurals(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		n      int
+		en, fr string
+	}{
+		{0, "0 attempts", "0 tentative"},
+		{1, "1 attempt", "1 tentative"},
+		{2, "2 attempts", "2 tentatives"},
+		{1200, "1,200 attempts", "1\u00a0200 tentatives"},
+	} {
+		if got := T(en, "%d attempts", tc.n); got != tc.en {
+			t.Errorf("en %d = %q, want %q", tc.n, got, tc.en)
+		}
+		if got := T(fr, "%d attempts", tc.n); got != tc.fr {
+			t.Errorf("fr %d = %q, want %q", tc.n, got, tc.fr)
+		}
+	}
+	if got := number(fr, int64(1234567)); got != "1\u00a0234\u00a0567" {
+		t.Errorf("number fr = %q", got)
+	}
+}
+
+func TestNegotiate(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		cookie, accept, want string
+	}{
+		{"", "", "en"},
+		{"", "fr-CA,fr;q=0.9,en;q=0.5", "fr"},
+		{"", "de-DE,de;q=0.9", "en"},
+		{"", "de, fr;q=0.5", "fr"},
+		{"en", "fr", "en"},
+		{"fr", "en", "fr"},
+		{"xx", "fr", "fr"},
+		{"", "not a header;;;", "en"},
+	} {
+		r := httptest.NewRequest("GET", "/console/", nil)
+		if tc.accept != "" {
+			r.Header.Set("Accept-Language", tc.accept)
+		}
+		if tc.cookie != "" {
+			r.Header.Set("Cookie", langCookie+"="+tc.cookie)
+		}
+		got := negotiate(r)
+		if b, _ := got.Base(); b.String() != tc.want {
+			t.Errorf("cookie %q, Accept-Language %q: got %v, want %s", tc.cookie, tc.accept, got, tc.want)
+		}
+	}
+}
+
+func TestSafeNext(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"":                                   homePath,
+		"/console/occurrences?status=failed": "/console/occurrences?status=failed",
+		"/console/definitions/x#revision-2":  "/console/definitions/x",
+		"/console":                           "/console",
+		"https://evil.example/console":       homePath,
+		"//evil.example/console":             homePath,
+		"/\\evil.example":                    homePath,
+		"/consoles":                          homePath,
+		"/api/v1/whoami":                     homePath,
+		"/console/../api":                    homePath,
+		"/console/sign-in?next=x":            homePath,
+	} {
+		if got := safeNext(in); got != want {
+			t.Errorf("safeNext(%q) = %q, want %q", in, got, want)
+		}
+	}
+	// The language switcher may return to sign-in.
+	if got := consolePath("/console/sign-in?next=%2Fconsole%2Fdefinitions"); got != "/console/sign-in?next=%2Fconsole%2Fdefinitions" {
+		t.Errorf("consolePath(sign-in) = %q", got)
+	}
+	if got := consolePath("javascript:alert(1)"); got != "" {
+		t.Errorf("consolePath(javascript:) = %q", got)
+	}
+}

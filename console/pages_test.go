@@ -1,0 +1,292 @@
+package console_test
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+	"unicode"
+
+	"github.com/PuerkitoBio/goquery"
+)
+
+// expect is what one page must show in one language.
+type expect struct {
+	status int
+	// testid → substring its text must contain, per language.
+	texts map[string][2]string
+	// testid → how many elements it selects (at least).
+	atLeast map[string]int
+}
+
+func (f *fixture) expectations() map[string]expect {
+	return map[string]expect{
+		"occurrences": {status: 200,
+			texts: map[string][2]string{
+				"page-title":        {"External tasks", "Tâches externes"},
+				"counts-scope":      {"All definitions", "Toutes les définitions"},
+				"count-available":   {"available 2", "disponible 2"},
+				"count-completed":   {"completed 1", "terminée 1"},
+				"count-failed":      {"failed 1", "en échec 1"},
+				"counts-total":      {"4 occurrences", "4 occurrences"},
+				"nav-occurrences":   {"External tasks", "Tâches externes"},
+				"signed-in-as":      {"Signed in as operator (operator)", "Connecté en tant que operator (opérateur)"},
+				"filter-status":     {"All statuses", "Tous les statuts"},
+				"filter-consumer":   {"vault-sync", "vault-sync"},
+				"filter-definition": {"console_vault", "console_vault"},
+			},
+			atLeast: map[string]int{"occurrence-row": 4, "occurrence-link": 4}},
+		"occurrences-filtered": {status: 200,
+			texts: map[string][2]string{
+				"counts-scope":      {"Definition console_vault", "Définition console_vault"},
+				"count-completed":   {"completed 1", "terminée 1"},
+				"count-available":   {"available 1", "disponible 1"},
+				"counts-total":      {"3 occurrences", "3 occurrences"},
+				"occurrence-status": {"failed", "en échec"},
+				"occurrence-row":    {"2 attempts", "2 tentatives"},
+				"filter-definition": {"console_vault", "console_vault"},
+			},
+			atLeast: map[string]int{"occurrence-row": 1}},
+		"occurrence-completed": {status: 200,
+			texts: map[string][2]string{
+				"status":           {"completed", "terminée"},
+				"attempts-summary": {"1 attempt · at most 3", "1 tentative · au plus 3"},
+				"definition-link":  {"console_vault, revision 1", "console_vault, révision 1"},
+				"route":            {"ok", "ok"},
+				"policy":           {"1 min 30 s", "1 min 30 s"},
+				"attempt-outcome":  {"completed", "terminée"},
+				"inputs":           {"Acme SA", "Acme SA"},
+				"outputs":          {"REF-42", "REF-42"},
+				"masked":           {"••• hidden (secret)", "••• masqué (secret)"},
+			},
+			atLeast: map[string]int{"masked": 4, "attempt-row": 1, "value-row": 10}},
+		"occurrence-failed": {status: 200,
+			texts: map[string][2]string{
+				"status":                {"failed", "en échec"},
+				"attempts-summary":      {"2 attempts · at most 3", "2 tentatives · au plus 3"},
+				"error-code":            {"KEY_REFUSED", "KEY_REFUSED"},
+				"attempt-error-message": {"vault refused [redacted] for [redacted]", "vault refused [redacted] for [redacted]"},
+				"attempt-outcome":       {"failed", "en échec"},
+				"dates":                 {"UTC", "UTC"},
+			},
+			atLeast: map[string]int{"attempt-row": 2, "masked": 2}},
+		"occurrence-available": {status: 200,
+			texts: map[string][2]string{
+				"status":           {"available", "disponible"},
+				"attempts-summary": {"0 attempts", "0 tentative"},
+				"policy":           {"1 day", "1 jour"},
+				"outputs":          {"No outputs yet", "Pas encore de sorties"},
+			}},
+		"instance-completed": {status: 200,
+			texts: map[string][2]string{
+				"instance-status": {"completed", "terminée"},
+				"process-version": {"vault_flow, version 1", "vault_flow, version 1"},
+				"end-node":        {"end_ok", "end_ok"},
+				"path-status":     {"completed", "terminée"},
+				"instance-inputs": {"Acme SA", "Acme SA"},
+				"masked":          {"••• hidden (secret)", "••• masqué (secret)"},
+			},
+			atLeast: map[string]int{"path-step": 1, "path-occurrence": 1}},
+		"instance-failed": {status: 200,
+			texts: map[string][2]string{
+				"instance-status": {"failed", "en échec"},
+				"end-node":        {"end_error", "end_error"},
+			},
+			atLeast: map[string]int{"path-step": 1}},
+		"instance-running": {status: 200,
+			texts: map[string][2]string{
+				"instance-status": {"running", "en cours"},
+				"stop-instance":   {"Stop this instance", "Arrêter cette instance"},
+			}},
+		"instance-stop": {status: 200,
+			texts: map[string][2]string{
+				"stop-question": {"Stop this instance? Its open occurrences are cancelled.", "Arrêter cette instance ? Ses occurrences ouvertes sont annulées."},
+				"confirm-stop":  {"Stop the instance", "Arrêter l’instance"},
+			}},
+		"definitions": {status: 200,
+			texts: map[string][2]string{
+				"page-title": {"Definitions", "Définitions"},
+				"releases":   {"1 release (2026.11)", "1 publication (2026.11)"},
+			},
+			atLeast: map[string]int{"definition-row": 2}},
+		"definition": {status: 200,
+			texts: map[string][2]string{
+				"page-title":     {"Definition console_vault", "Définition console_vault"},
+				"working-name":   {"Vault check", "Vault check"},
+				"diff-summary":   {"From revision 1 to revision 2: 2 changes, 2 breaking", "De la révision 1 à la révision 2 : 2 changements, 2 incompatibles"},
+				"classification": {"secret", "secrète"},
+				"changes":        {"maximum length: 100 → 80", "longueur maximale : 100 → 80"},
+				"revision-2":     {"at most 80 characters", "au plus 80 caractères"},
+			},
+			atLeast: map[string]int{"revision-1": 1, "revision-2": 1, "change-row": 2, "breaks-processes": 2}},
+		"not-found": {status: 404,
+			texts: map[string][2]string{"page-title": {"Not found", "Introuvable"}}},
+	}
+}
+
+// TestEveryPageInBothLanguages renders each page with data in English
+// (Accept-Language) and French (the switcher's cookie) and checks its key
+// elements.
+func TestEveryPageInBothLanguages(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	want := f.expectations()
+	for i, lang := range []string{"en", "fr"} {
+		b := signedIn(t, f.env.URL, lang, f.env.Operator)
+		for _, p := range f.pages() {
+			exp, ok := want[p.name]
+			if !ok {
+				t.Fatalf("no expectations for page %s", p.name)
+			}
+			r := b.mustGet(p.path, exp.status)
+			if got, _ := r.doc.Find("html").Attr("lang"); got != lang {
+				t.Errorf("%s %s: <html lang=%q>", lang, p.name, got)
+			}
+			if text(r, "page-title") == "" {
+				t.Errorf("%s %s: no page title", lang, p.name)
+			}
+			for id, texts := range exp.texts {
+				if got := text(r, id); !strings.Contains(got, texts[i]) {
+					t.Errorf("%s %s: [data-testid=%s] = %q, want it to contain %q", lang, p.name, id, got, texts[i])
+				}
+			}
+			for id, n := range exp.atLeast {
+				if got := count(r, id); got < n {
+					t.Errorf("%s %s: %d [data-testid=%s], want at least %d", lang, p.name, got, id, n)
+				}
+			}
+		}
+		signIn := newBrowser(t, f.env.URL, lang).mustGet("/console/sign-in", 200)
+		if got, want := text(signIn, "sign-in"), []string{"Sign in", "Se connecter"}[i]; got != want {
+			t.Errorf("%s sign-in button = %q, want %q", lang, got, want)
+		}
+	}
+}
+
+// Words of one language's interface that must never appear in pages of the
+// other: the catalog silently falls back to English, so a missing
+// translation shows up here.
+var (
+	englishWords = []string{"Attempts", "attempts", "attempt", "Definitions", "External tasks", "Sign out", "Sign in", "Status",
+		"Created", "Settled", "Inputs", "Outputs", "hidden", "Next page", "Filters", "Apply filters", "Counts by status",
+		"Process instance", "Working copy", "Revisions", "Releases", "release", "Compare", "Breaks processes", "Summary", "Policy",
+		"Retry delay", "Worker id", "Outcome", "Error message", "completed", "failed", "available", "cancelled", "reserved",
+		"running", "yes", "hours", "day", "minutes", "seconds", "Field", "Value", "Required", "Constraints", "Token",
+		"Language", "Stop", "Keep it running", "Path", "Node", "Not found", "Signed in", "items", "at most", "Jan", "Feb",
+		"Dec", "Nov", "Oct", "Sep", "Aug", "Jul", "Jun", "Apr", "Mar", "revision", "Revision", "Definition"}
+	frenchWords = []string{"Tentatives", "tentative", "tentatives", "Définitions", "Tâches externes", "Se déconnecter", "Statut",
+		"Entrées", "Sorties", "masqué", "Page suivante", "Filtres", "Révision", "révision", "Publications", "publication",
+		"Résumé", "Politique", "terminée", "disponible", "annulée", "en échec", "oui", "non", "heures", "jour",
+		"secondes", "Champ", "Valeur", "Obligatoire", "Jeton", "Langue", "Arrêter", "Parcours", "Nœud", "Introuvable",
+		"Connecté", "éléments", "au plus", "nov.", "déc.", "Définition", "Créée", "secrète", "sensible"}
+)
+
+// TestNoOtherLanguageWords fails when a French page shows English interface
+// words, or an English page French ones.
+func TestNoOtherLanguageWords(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	for _, tc := range []struct {
+		lang      string
+		forbidden []string
+	}{{"fr", englishWords}, {"en", frenchWords}} {
+		b := signedIn(t, f.env.URL, tc.lang, f.env.Operator)
+		pages := append(f.pages(), page{"sign-in", "/console/sign-in"})
+		for _, p := range pages {
+			client := b
+			if p.name == "sign-in" {
+				client = newBrowser(t, f.env.URL, tc.lang)
+			}
+			r := client.get(p.path)
+			shown := visibleText(r.doc)
+			for _, w := range tc.forbidden {
+				if containsWord(shown, w) {
+					t.Errorf("%s page %s contains %q: %s", tc.lang, p.name, w, around(shown, w))
+				}
+			}
+		}
+	}
+}
+
+// visibleText is what a reader sees or hears: text nodes, the title, and
+// the attributes browsers show (placeholders, labels, titles).
+func visibleText(doc *goquery.Document) string {
+	var b strings.Builder
+	doc.Find("body").Each(func(_ int, s *goquery.Selection) { b.WriteString(s.Text()) })
+	b.WriteString(" " + doc.Find("title").Text())
+	doc.Find("[placeholder],[aria-label],[title]").Each(func(_ int, s *goquery.Selection) {
+		for _, a := range []string{"placeholder", "aria-label", "title"} {
+			if v, ok := s.Attr(a); ok {
+				b.WriteString(" " + v)
+			}
+		}
+	})
+	return b.String()
+}
+
+// containsWord reports whether w occurs in s between non-letters.
+func containsWord(s, w string) bool {
+	for i := 0; ; {
+		j := strings.Index(s[i:], w)
+		if j < 0 {
+			return false
+		}
+		start, end := i+j, i+j+len(w)
+		before, after := ' ', ' '
+		if start > 0 {
+			before = []rune(s[:start])[len([]rune(s[:start]))-1]
+		}
+		if end < len(s) {
+			after = []rune(s[end:])[0]
+		}
+		if !unicode.IsLetter(before) && !unicode.IsLetter(after) {
+			return true
+		}
+		i = start + 1
+	}
+}
+
+var spaces = regexp.MustCompile(`\s+`)
+
+func around(s, w string) string {
+	i := strings.Index(s, w)
+	lo, hi := max(0, i-40), min(len(s), i+len(w)+40)
+	return spaces.ReplaceAllString(s[lo:hi], " ")
+}
+
+// TestProtectedValuesNeverRendered renders every page, as an operator and
+// as an administrator and in both languages, and fails if a secret or
+// sensitive canary, or any prefix of six characters or more of the secret,
+// appears anywhere in the HTML.
+func TestProtectedValuesNeverRendered(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	var leaks []string
+	for n := 6; n <= len(canarySecret); n++ {
+		leaks = append(leaks, canarySecret[:n])
+	}
+	leaks = append(leaks, canarySensitive, "SENSITIVE-91bd", "SECRET-7f3a", "7f3a", "91bd")
+	masked := 0
+	for _, token := range []string{f.env.Operator, f.env.Admin} {
+		for _, lang := range []string{"en", "fr"} {
+			b := signedIn(t, f.env.URL, lang, token)
+			paths := []string{"/console/sign-in", "/console/occurrences?limit=1", "/console/occurrences?status=failed&definition=console_vault"}
+			for _, p := range f.pages() {
+				paths = append(paths, p.path)
+			}
+			for _, p := range paths {
+				r := b.get(p)
+				for _, leak := range leaks {
+					if strings.Contains(r.body, leak) {
+						t.Errorf("%s %s: the page contains %q", lang, p, leak)
+					}
+				}
+				if r.doc != nil {
+					masked += count(r, "masked")
+				}
+			}
+		}
+	}
+	if masked == 0 {
+		t.Fatal("no masked marker rendered: the pages did not show the protected fields at all")
+	}
+}

@@ -1,0 +1,146 @@
+package console
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/relais/relais/auth"
+)
+
+const (
+	// sessionCookie carries the random session id.
+	sessionCookie = "relais_session"
+	// signInCookie carries the sign-in form's CSRF token (double submit):
+	// before sign-in there is no session to keep a token in.
+	signInCookie = "relais_sign_in"
+	// csrfField is the hidden form field every POST carries.
+	csrfField = "csrf"
+	// idleTimeout ends a session nobody used for that long.
+	idleTimeout = 8 * time.Hour
+	// sweepEvery bounds how often expired sessions are purged.
+	sweepEvery = time.Minute
+)
+
+// session is one signed-in browser.
+type session struct {
+	principal auth.Principal
+	// tokenHash is the stored form of the token signed in with (not the
+	// token): every request looks it up again so that revoking the token
+	// ends its console sessions at once.
+	tokenHash []byte
+	csrf      string
+	expires   time.Time
+}
+
+// sessionStore keeps sessions in this replica's memory, keyed by the
+// SHA-256 of the session id so that the store itself holds nothing a
+// browser could present.
+//
+// The store is per replica: with several replicas behind a load balancer,
+// either route the console with sticky sessions or accept that an operator
+// whose request lands on another replica signs in again. Restarting a
+// replica signs everyone out of it, which is also how an operator would
+// revoke all sessions in an emergency.
+type sessionStore struct {
+	mu        sync.Mutex
+	sessions  map[[32]byte]*session
+	lastSweep time.Time
+}
+
+func newSessionStore() *sessionStore {
+	return &sessionStore{sessions: map[[32]byte]*session{}}
+}
+
+// randomToken returns 256 random bits, base64url encoded.
+func randomToken() string {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("console: no randomness: " + err.Error()) // crypto/rand never fails on Linux
+	}
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+func sessionKey(id string) [32]byte { return sha256.Sum256([]byte(id)) }
+
+// create starts a session for p and returns its id.
+func (s *sessionStore) create(p auth.Principal, tokenHash []byte, now time.Time) (string, session) {
+	id := randomToken()
+	sess := &session{principal: p, tokenHash: tokenHash, csrf: randomToken(), expires: now.Add(idleTimeout)}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sweepLocked(now)
+	s.sessions[sessionKey(id)] = sess
+	return id, *sess
+}
+
+// get returns the live session of id and pushes its expiry back: the
+// timeout counts idleness, not age.
+func (s *sessionStore) get(id string, now time.Time) (session, bool) {
+	if id == "" {
+		return session{}, false
+	}
+	k := sessionKey(id)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sess, ok := s.sessions[k]
+	if !ok {
+		return session{}, false
+	}
+	if !now.Before(sess.expires) {
+		delete(s.sessions, k)
+		return session{}, false
+	}
+	sess.expires = now.Add(idleTimeout)
+	return *sess, true
+}
+
+// delete ends the session of id, if any.
+func (s *sessionStore) delete(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.sessions, sessionKey(id))
+}
+
+// sweepLocked drops expired sessions at most once a minute, so that
+// abandoned sessions do not accumulate without a background goroutine.
+func (s *sessionStore) sweepLocked(now time.Time) {
+	if now.Sub(s.lastSweep) < sweepEvery {
+		return
+	}
+	s.lastSweep = now
+	for k, sess := range s.sessions {
+		if !now.Before(sess.expires) {
+			delete(s.sessions, k)
+		}
+	}
+}
+
+// cookie returns a console cookie: HttpOnly (scripts never need it),
+// SameSite=Strict (another site's form or link never carries it), scoped to
+// /console, and Secure when the request came over TLS. A TLS-terminating
+// proxy must therefore forward to Relais over TLS for Secure to be set;
+// Relais does not trust X-Forwarded-Proto, which any client can send.
+func cookie(r *http.Request, name, value string, maxAge int) *http.Cookie {
+	return &http.Cookie{Name: name, Value: value, Path: basePath, MaxAge: maxAge,
+		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode}
+}
+
+// preferenceCookie is cookie for a preference that authorizes nothing (the
+// language): SameSite=Lax, so that following a link to the console from
+// elsewhere already shows the chosen language.
+func preferenceCookie(r *http.Request, name, value string, maxAge int) *http.Cookie {
+	c := cookie(r, name, value, maxAge)
+	c.SameSite = http.SameSiteLaxMode
+	return c
+}
+
+// sameToken compares a submitted CSRF token with the expected one in
+// constant time; an empty expected token never matches.
+func sameToken(got, want string) bool {
+	return want != "" && subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
+}

@@ -1,0 +1,349 @@
+package console_test
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/PuerkitoBio/goquery"
+	"github.com/go-chi/chi/v5"
+
+	"github.com/relais/relais/console"
+	"github.com/relais/relais/relaistest"
+)
+
+func TestUnauthenticatedPagesRedirectToSignIn(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	b := newBrowser(t, env.URL, "en")
+	for path, next := range map[string]string{
+		"/console":                               "",
+		"/console/":                              "",
+		"/console/occurrences?status=failed":     "/console/occurrences?status=failed",
+		"/console/definitions":                   "/console/definitions",
+		"/console/instances/" + zeroID + "/stop": "/console/instances/" + zeroID + "/stop",
+	} {
+		r := b.get(path)
+		want := "/console/sign-in"
+		if next != "" {
+			want += "?next=" + url.QueryEscape(next)
+		}
+		if r.status != http.StatusSeeOther || r.header.Get("Location") != want {
+			t.Errorf("GET %s: %d Location %q, want 303 %q", path, r.status, r.header.Get("Location"), want)
+		}
+	}
+	if r := b.do("POST", "/console/instances/"+zeroID+"/stop", url.Values{"csrf": {"x"}}); r.status != http.StatusSeeOther {
+		t.Errorf("POST without a session: %d, want 303 to sign-in", r.status)
+	}
+}
+
+const zeroID = "00000000-0000-7000-8000-000000000000"
+
+func TestSignInAndOut(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	for _, token := range []string{env.Operator, env.Admin} {
+		b := newBrowser(t, env.URL, "en")
+		// Sign-in goes back to the page first asked for.
+		first := b.get("/console/definitions")
+		loc := first.header.Get("Location")
+		form := b.mustGet(loc, 200)
+		csrf, _ := form.doc.Find(`[data-testid=sign-in-form] input[name=csrf]`).Attr("value")
+		next, _ := form.doc.Find(`[data-testid=sign-in-form] input[name=next]`).Attr("value")
+		r := b.do("POST", "/console/sign-in", url.Values{"csrf": {csrf}, "next": {next}, "token": {token}})
+		if r.status != http.StatusSeeOther || r.header.Get("Location") != "/console/definitions" {
+			t.Fatalf("sign-in: %d Location %q", r.status, r.header.Get("Location"))
+		}
+		var session *http.Cookie
+		for _, c := range (&http.Response{Header: r.header}).Cookies() {
+			if c.Name == "relais_session" {
+				session = c
+			}
+		}
+		if session == nil || !session.HttpOnly || session.SameSite != http.SameSiteStrictMode || session.Path != "/console" || session.Secure {
+			t.Fatalf("session cookie = %+v, want HttpOnly, SameSite=Strict, Path=/console, not Secure over plain HTTP", session)
+		}
+		if strings.Contains(session.Value, token) || len(session.Value) < 40 {
+			t.Errorf("session id %q is not an independent random value", session.Value)
+		}
+		page := b.mustGet("/console/definitions", 200)
+		// Signing out deletes the session on the server, not just the
+		// cookie: replaying the old cookie gets sign-in again.
+		out := b.do("POST", "/console/sign-out", url.Values{"csrf": {csrfOf(t, page)}})
+		if out.status != http.StatusSeeOther || out.header.Get("Location") != "/console/sign-in?signed-out=1" {
+			t.Fatalf("sign-out: %d %q", out.status, out.header.Get("Location"))
+		}
+		replay := newBrowser(t, env.URL, "en")
+		u, _ := url.Parse(env.URL + "/console/")
+		replay.client.Jar.SetCookies(u, []*http.Cookie{{Name: "relais_session", Value: session.Value, Path: "/console"}})
+		if r := replay.get("/console/definitions"); r.status != http.StatusSeeOther {
+			t.Errorf("the signed-out session still opens pages: %d", r.status)
+		}
+		if r := b.mustGet("/console/sign-in?signed-out=1", 200); text(r, "signed-out") != "You are signed out." {
+			t.Errorf("signed-out notice = %q", text(r, "signed-out"))
+		}
+	}
+}
+
+func TestSignInRefusals(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	for _, tc := range []struct {
+		name, token, lang, message string
+		status                     int
+	}{
+		{"designer", env.Designer, "en", "A designer token cannot open the console", http.StatusForbidden},
+		{"designer fr", env.Designer, "fr", "Un jeton de rôle concepteur ne peut pas ouvrir la console", http.StatusForbidden},
+		{"unknown", "rls_not-a-token", "en", "This token is unknown or has been revoked.", http.StatusUnauthorized},
+		{"empty", "", "fr", "Ce jeton est inconnu ou a été révoqué.", http.StatusUnauthorized},
+	} {
+		b := newBrowser(t, env.URL, tc.lang)
+		r := b.signIn(tc.token)
+		if r.status != tc.status || !strings.Contains(text(r, "sign-in-error"), tc.message) {
+			t.Errorf("%s: %d %q, want %d %q", tc.name, r.status, text(r, "sign-in-error"), tc.status, tc.message)
+		}
+		if strings.Contains(r.header.Get("Set-Cookie"), "relais_session=") {
+			t.Errorf("%s: a session cookie was set", tc.name)
+		}
+		if r := b.get("/console/occurrences"); r.status != http.StatusSeeOther {
+			t.Errorf("%s: pages open after a refused sign-in: %d", tc.name, r.status)
+		}
+	}
+	// A consumer token neither.
+	consumer := env.Consumer("c1")
+	if r := newBrowser(t, env.URL, "en").signIn(consumer); r.status != http.StatusForbidden {
+		t.Errorf("consumer sign-in: %d, want 403", r.status)
+	}
+}
+
+// clock is a settable clock safe for concurrent use.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+
+func (c *clock) Add(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
+
+// ownConsole serves a console with a test clock on env's engine.
+func ownConsole(t *testing.T, env *relaistest.Env) (string, *clock) {
+	t.Helper()
+	clk := &clock{now: time.Now()}
+	c := console.New(slog.New(slog.DiscardHandler), env.Engine)
+	console.SetClock(c, clk.Now)
+	r := chi.NewRouter()
+	r.Mount("/console", c.Handler())
+	srv := httptest.NewServer(r)
+	t.Cleanup(srv.Close)
+	return srv.URL, clk
+}
+
+func TestSessionsExpireAfterEightIdleHours(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	base, clk := ownConsole(t, env)
+	b := signedIn(t, base, "en", env.Operator)
+	// Activity keeps the session alive: the timeout counts idleness.
+	for range 3 {
+		clk.Add(7 * time.Hour)
+		b.mustGet("/console/definitions", 200)
+	}
+	clk.Add(8*time.Hour + time.Second)
+	r := b.get("/console/definitions")
+	if r.status != http.StatusSeeOther || !strings.HasPrefix(r.header.Get("Location"), "/console/sign-in") {
+		t.Fatalf("after 8 idle hours: %d %q, want a redirect to sign-in", r.status, r.header.Get("Location"))
+	}
+	if !strings.Contains(r.header.Get("Set-Cookie"), "relais_session=;") {
+		t.Errorf("the expired session cookie was not cleared: %q", r.header.Get("Set-Cookie"))
+	}
+	signedIn(t, base, "en", env.Operator).mustGet("/console/definitions", 200)
+}
+
+// TestRevokingTheTokenEndsItsSessions: the session stands for the token, so
+// a revoked token stops opening pages at once, not eight hours later.
+func TestRevokingTheTokenEndsItsSessions(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	b := signedIn(t, env.URL, "en", env.Operator)
+	b.mustGet("/console/definitions", 200)
+	if _, err := env.Pool.Exec(context.Background(), "update tokens set revoked_at = now() where role = 'operator'"); err != nil {
+		t.Fatal(err)
+	}
+	if r := b.get("/console/definitions"); r.status != http.StatusSeeOther {
+		t.Fatalf("revoked token: %d, want a redirect to sign-in", r.status)
+	}
+	if r := b.signIn(env.Operator); r.status != http.StatusUnauthorized {
+		t.Errorf("sign-in with the revoked token: %d, want 401", r.status)
+	}
+}
+
+func TestFormsRequireTheirCSRFToken(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	env := f.env
+	b := signedIn(t, env.URL, "en", env.Operator)
+	stop := "/console/instances/" + f.runInst + "/stop"
+	for name, form := range map[string]url.Values{"missing": {}, "wrong": {"csrf": {"forged"}}} {
+		r := b.do("POST", stop, form)
+		if r.status != http.StatusForbidden || text(r, "page-title") != "Form refused" {
+			t.Errorf("stop with %s token: %d %q, want 403", name, r.status, text(r, "page-title"))
+		}
+		if r := b.do("POST", "/console/sign-out", form); r.status != http.StatusForbidden {
+			t.Errorf("sign-out with %s token: %d, want 403", name, r.status)
+		}
+	}
+	if got := env.Must(200, "GET", "/api/v1/instances/"+f.runInst, env.Operator, nil).JSON(t)["status"]; got != "running" {
+		t.Fatalf("a refused form stopped the instance: %v", got)
+	}
+	// Another session's token is no better than a forged one.
+	other := signedIn(t, env.URL, "en", env.Admin)
+	if r := b.do("POST", stop, url.Values{"csrf": {csrfOf(t, other.mustGet(stop, 200))}}); r.status != http.StatusForbidden {
+		t.Errorf("stop with another session's token: %d, want 403", r.status)
+	}
+
+	// Sign-in: the form's token must match the double-submit cookie.
+	fresh := newBrowser(t, env.URL, "fr")
+	form := fresh.mustGet("/console/sign-in", 200)
+	for name, csrf := range map[string]string{"missing": "", "wrong": "x" + csrfOf(t, form)[1:]} {
+		r := fresh.do("POST", "/console/sign-in", url.Values{"csrf": {csrf}, "token": {env.Operator}})
+		if r.status != http.StatusForbidden || text(r, "page-title") != "Formulaire refusé" {
+			t.Errorf("sign-in with %s token: %d %q, want 403", name, r.status, text(r, "page-title"))
+		}
+	}
+	noCookie := newBrowser(t, env.URL, "en")
+	if r := noCookie.do("POST", "/console/sign-in", url.Values{"csrf": {csrfOf(t, form)}, "token": {env.Operator}}); r.status != http.StatusForbidden {
+		t.Errorf("sign-in without the CSRF cookie: %d, want 403", r.status)
+	}
+}
+
+func TestSecurityHeadersOnEveryResponse(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	b := signedIn(t, env.URL, "en", env.Operator)
+	anon := newBrowser(t, env.URL, "en")
+	b.mustGet("/console/sign-in", 303) // signed in already: goes on
+	page := anon.mustGet("/console/sign-in", 200)
+	href, _ := page.doc.Find(`link[rel=stylesheet]`).Attr("href")
+	responses := map[string]response{
+		"sign-in":    page,
+		"page":       b.get("/console/occurrences"),
+		"stylesheet": anon.get(href),
+		"redirect":   anon.get("/console/occurrences"),
+		"not found":  b.get("/console/nowhere"),
+		"forbidden":  b.do("POST", "/console/sign-out", url.Values{}),
+		"language":   anon.get("/console/lang/fr?next=/console/sign-in"),
+	}
+	want := map[string]string{
+		"Content-Security-Policy": "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+		"X-Frame-Options":         "DENY",
+		"X-Content-Type-Options":  "nosniff",
+		"Referrer-Policy":         "same-origin",
+	}
+	for name, r := range responses {
+		for h, v := range want {
+			if got := r.header.Get(h); got != v {
+				t.Errorf("%s: %s = %q, want %q", name, h, got, v)
+			}
+		}
+	}
+	if r := responses["stylesheet"]; r.status != 200 || !strings.HasPrefix(r.header.Get("Content-Type"), "text/css") || !strings.Contains(r.body, ".table-wrap") {
+		t.Errorf("stylesheet: %d %q", r.status, r.header.Get("Content-Type"))
+	}
+	if r := responses["page"]; r.header.Get("Cache-Control") != "no-store" {
+		t.Errorf("pages may be cached: Cache-Control %q", r.header.Get("Cache-Control"))
+	}
+	// No inline script or style anywhere, and nothing fetched from
+	// another origin: the policy would block them anyway.
+	for name, r := range responses {
+		if r.doc == nil {
+			continue
+		}
+		if n := r.doc.Find("script, style, [style]").Length(); n > 0 {
+			t.Errorf("%s: %d inline scripts or styles", name, n)
+		}
+		r.doc.Find("[src], link[href]").Each(func(_ int, s *goquery.Selection) {
+			for _, a := range []string{"src", "href"} {
+				if v, ok := s.Attr(a); ok && !strings.HasPrefix(v, "/console/") {
+					t.Errorf("%s: %s=%q is not served by the console", name, a, v)
+				}
+			}
+		})
+	}
+	if r := responses["language"]; r.status != http.StatusSeeOther || r.header.Get("Location") != "/console/sign-in" ||
+		!strings.Contains(r.header.Get("Set-Cookie"), "lang=fr") {
+		t.Errorf("language switch: %d %q %q", r.status, r.header.Get("Location"), r.header.Get("Set-Cookie"))
+	}
+	if r := anon.get("/console/lang/fr?next=https://evil.example/"); r.header.Get("Location") != "/console/occurrences" {
+		t.Errorf("the language switch redirects off the console: %q", r.header.Get("Location"))
+	}
+}
+
+func TestStopInstanceAfterConfirmation(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	b := signedIn(t, f.env.URL, "fr", f.env.Operator)
+	inst := b.mustGet("/console/instances/"+f.runInst, 200)
+	href, _ := inst.doc.Find(`[data-testid=stop-instance]`).Attr("href")
+	confirm := b.mustGet(href, 200)
+	action, _ := confirm.doc.Find(`[data-testid=stop-form]`).Attr("action")
+	method, _ := confirm.doc.Find(`[data-testid=stop-form]`).Attr("method")
+	if method != "post" || action != "/console/instances/"+f.runInst+"/stop" {
+		t.Fatalf("stop form: %s %s", method, action)
+	}
+	if got := f.env.Must(200, "GET", "/api/v1/instances/"+f.runInst, f.env.Operator, nil).JSON(t)["status"]; got != "running" {
+		t.Fatalf("showing the confirmation stopped the instance: %v", got)
+	}
+	r := b.do("POST", action, url.Values{"csrf": {csrfOf(t, confirm)}})
+	if r.status != http.StatusSeeOther || r.header.Get("Location") != "/console/instances/"+f.runInst+"?stopped=1" {
+		t.Fatalf("stop: %d %q %.300s", r.status, r.header.Get("Location"), r.body)
+	}
+	after := b.mustGet(r.header.Get("Location"), 200)
+	if got := text(after, "instance-status"); got != "annulée" {
+		t.Errorf("status after stop = %q", got)
+	}
+	if text(after, "notice") == "" || count(after, "stop-instance") != 0 {
+		t.Errorf("after stop: notice %q, stop link %d", text(after, "notice"), count(after, "stop-instance"))
+	}
+	if got := text(b.mustGet("/console/occurrences/"+f.available, 200), "status"); got != "annulée" {
+		t.Errorf("open occurrence after stop = %q, want annulée", got)
+	}
+	// Stopping is offered only while running; a late POST is answered.
+	if r := b.get(href); r.status != http.StatusSeeOther {
+		t.Errorf("confirmation of a stopped instance: %d, want a redirect", r.status)
+	}
+	b.mustGet("/console/instances/"+f.completedInst+"/stop", 303)
+	ended := b.do("POST", "/console/instances/"+f.completedInst+"/stop", url.Values{"csrf": {csrfOf(t, confirm)}})
+	if ended.status != http.StatusConflict || text(ended, "stop-error") == "" {
+		t.Errorf("stopping a completed instance: %d %q", ended.status, text(ended, "stop-error"))
+	}
+}
+
+// TestNoControlCompletesAnything checks every form of every page: the
+// console can sign in and out, filter, compare, and stop an instance; no
+// form may settle an occurrence.
+func TestNoControlCompletesAnything(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	b := signedIn(t, f.env.URL, "en", f.env.Admin)
+	allowed := map[string]bool{"/console/sign-out": true, "/console/instances/" + f.runInst + "/stop": true}
+	for _, p := range f.pages() {
+		r := b.get(p.path)
+		r.doc.Find("form").Each(func(_ int, s *goquery.Selection) {
+			method, _ := s.Attr("method")
+			action, _ := s.Attr("action")
+			if strings.EqualFold(method, "post") && !allowed[action] {
+				t.Errorf("%s: a form posts to %s", p.name, action)
+			}
+		})
+		if strings.Contains(strings.ToLower(r.body), "/complete") {
+			t.Errorf("%s links to a completion", p.name)
+		}
+	}
+}

@@ -1,0 +1,111 @@
+package console
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/relais/relais/auth"
+	"github.com/relais/relais/fault"
+)
+
+// signInView is the sign-in form.
+type signInView struct {
+	Chrome     chrome
+	Intro      string
+	TokenLabel string
+	TokenHint  string
+	Submit     string
+	Error      string
+	Action     string
+	CSRF       string
+	Next       string
+	SignedOut  string
+}
+
+// signInPage shows the form. A browser that is already signed in goes on.
+func (c *Console) signInPage(w http.ResponseWriter, r *http.Request) {
+	if ck, err := r.Cookie(sessionCookie); err == nil {
+		if _, ok := c.sessions.get(ck.Value, c.now()); ok {
+			http.Redirect(w, r, safeNext(r.URL.Query().Get("next")), http.StatusSeeOther)
+			return
+		}
+	}
+	v := c.signInView(w, r)
+	if r.URL.Query().Get("signed-out") == "1" {
+		v.SignedOut = T(r.Context(), "You are signed out.")
+	}
+	c.render(w, r, http.StatusOK, signInPage(v))
+}
+
+// signInView builds the form, issuing the double-submit CSRF cookie when
+// the browser has none yet.
+func (c *Console) signInView(w http.ResponseWriter, r *http.Request) signInView {
+	ctx := r.Context()
+	token := ""
+	if ck, err := r.Cookie(signInCookie); err == nil && len(ck.Value) == 43 {
+		token = ck.Value
+	} else {
+		token = randomToken()
+		http.SetCookie(w, cookie(r, signInCookie, token, 0))
+	}
+	next := r.URL.Query().Get("next")
+	if r.Method == http.MethodPost {
+		next = r.PostFormValue("next")
+	}
+	return signInView{
+		Chrome:     c.chrome(r, T(ctx, "Sign in"), ""),
+		Intro:      T(ctx, "Sign in with an operator or administrator token."),
+		TokenLabel: T(ctx, "Token"),
+		TokenHint:  T(ctx, "The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity."),
+		Submit:     T(ctx, "Sign in"),
+		Action:     basePath + "/sign-in",
+		CSRF:       token,
+		Next:       safeNext(next),
+	}
+}
+
+// signIn checks the token and opens a session (Post/Redirect/Get).
+func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+	want := ""
+	if ck, err := r.Cookie(signInCookie); err == nil {
+		want = ck.Value
+	}
+	if !sameToken(r.PostFormValue(csrfField), want) {
+		c.forbiddenForm(w, r)
+		return
+	}
+	token := strings.TrimSpace(r.PostFormValue("token"))
+	p, err := auth.Authenticate(ctx, c.eng.LookupToken, token)
+	if err != nil {
+		if fe, ok := fault.As(err); ok && fe.Kind == fault.Unauthorized {
+			v := c.signInView(w, r)
+			v.Error = T(ctx, "This token is unknown or has been revoked.")
+			c.render(w, r, http.StatusUnauthorized, signInPage(v))
+			return
+		}
+		c.serverError(w, r, err)
+		return
+	}
+	if !auth.Allowed(p.Role, auth.RoleOperator) {
+		v := c.signInView(w, r)
+		v.Error = T(ctx, "A %s token cannot open the console: sign in with an operator or administrator token.", roleLabel(ctx, p.Role))
+		c.render(w, r, http.StatusForbidden, signInPage(v))
+		return
+	}
+	// A fresh id on every sign-in: an id planted before sign-in is never
+	// promoted (no session fixation).
+	id, _ := c.sessions.create(p, auth.Hash(token), c.now())
+	http.SetCookie(w, cookie(r, sessionCookie, id, 0))
+	http.SetCookie(w, cookie(r, signInCookie, "", -1))
+	c.logger.Info("console: signed in", "name", p.Name, "role", p.Role)
+	http.Redirect(w, r, safeNext(r.PostFormValue("next")), http.StatusSeeOther)
+}
+
+// signOut ends the session (its CSRF token was checked by requireSession).
+func (c *Console) signOut(w http.ResponseWriter, r *http.Request) {
+	c.sessions.delete(currentOf(r.Context()).id)
+	http.SetCookie(w, cookie(r, sessionCookie, "", -1))
+	http.Redirect(w, r, basePath+"/sign-in?signed-out=1", http.StatusSeeOther)
+}

@@ -1,0 +1,228 @@
+package console
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strconv"
+	"strings"
+
+	"github.com/relais/relais/contracts"
+)
+
+// maxDepth caps indentation classes (depth-0 … depth-8 in the stylesheet);
+// deeper fields keep the deepest indentation.
+const maxDepth = 8
+
+// depthClass is the CSS class indenting a nested row. Indentation is a
+// class, not a style attribute: the content security policy forbids inline
+// styles.
+func depthClass(depth int) string {
+	if depth > maxDepth {
+		depth = maxDepth
+	}
+	return "depth-" + strconv.Itoa(depth)
+}
+
+// contractRow is one field of a contract as the definitions page lists it.
+type contractRow struct {
+	Depth          int
+	Name           string
+	Type           string
+	Required       string
+	Classification string
+	ClassKey       string // normal, sensitive or secret: styles the badge
+	Constraints    string
+	Description    string
+	Routing        string // set on the routing output
+}
+
+// contractRows flattens a contract, nested fields after their parent and
+// one level deeper. Classifications shown are effective: a nested field is
+// at least as protected as its parent.
+func contractRows(ctx context.Context, c contracts.Contract, routing string) []contractRow {
+	var rows []contractRow
+	var walk func(fields []contracts.Field, depth int, parent contracts.Classification)
+	var field func(f contracts.Field, name string, depth int, parent contracts.Classification, named bool)
+	field = func(f contracts.Field, name string, depth int, parent contracts.Classification, named bool) {
+		class := contracts.MaxClass(parent, f.Classification)
+		row := contractRow{Depth: depth, Name: name, Type: typeLabel(ctx, f.Type), Classification: classLabel(ctx, class),
+			ClassKey: string(class), Constraints: constraints(ctx, f), Description: f.Description}
+		if named {
+			row.Required = yesNo(ctx, f.Required)
+		}
+		if depth == 0 && routing != "" && f.Name == routing {
+			row.Routing = T(ctx, "routing output")
+		}
+		rows = append(rows, row)
+		switch f.Type {
+		case contracts.TypeObject:
+			walk(f.Fields, depth+1, class)
+		case contracts.TypeList:
+			if f.Items != nil {
+				field(*f.Items, T(ctx, "(each item)"), depth+1, class, false)
+			}
+		}
+	}
+	walk = func(fields []contracts.Field, depth int, parent contracts.Classification) {
+		for _, f := range fields {
+			field(f, f.Name, depth, parent, true)
+		}
+	}
+	walk(c.Fields, 0, contracts.ClassNormal)
+	return rows
+}
+
+// constraints describes a field's options for people.
+func constraints(ctx context.Context, f contracts.Field) string {
+	var parts []string
+	if f.MinLength != nil {
+		parts = append(parts, T(ctx, "at least %d characters", *f.MinLength))
+	}
+	if f.MaxLength != nil {
+		parts = append(parts, T(ctx, "at most %d characters", *f.MaxLength))
+	}
+	if f.Pattern != "" {
+		parts = append(parts, T(ctx, "pattern %s", f.Pattern))
+	}
+	if f.Format != "" {
+		parts = append(parts, T(ctx, "format %s", f.Format))
+	}
+	if f.Minimum != nil {
+		minimum := f.Minimum.String()
+		parts = append(parts, T(ctx, "minimum %s", minimum))
+	}
+	if f.Maximum != nil {
+		maximum := f.Maximum.String()
+		parts = append(parts, T(ctx, "maximum %s", maximum))
+	}
+	if len(f.Values) > 0 {
+		values := strings.Join(f.Values, ", ")
+		parts = append(parts, T(ctx, "one of: %s", values))
+	}
+	if f.MinItems != nil {
+		parts = append(parts, T(ctx, "at least %d items", *f.MinItems))
+	}
+	if f.MaxItems != nil {
+		parts = append(parts, T(ctx, "at most %d items", *f.MaxItems))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// valueRow is one value of an occurrence's inputs or outputs.
+type valueRow struct {
+	Depth   int
+	Label   string
+	Value   string
+	Masked  bool // Value is the masked marker
+	Missing bool // Value says the field was not provided
+	Group   bool // an object or list: its members follow
+}
+
+// valueRows lays out a (masked) JSON object along its contract, labelled
+// by field names, nested values after their parent and one level deeper.
+//
+// The engine already replaced protected values by {"$masked": ...}; this
+// function does not rely on it. A field whose effective classification is
+// sensitive or secret shows the masked marker whatever the JSON holds, so
+// a value that escaped masking upstream still never reaches the page, and
+// neither do its length or a prefix. Properties the contract does not
+// declare are not shown.
+func valueRows(ctx context.Context, c contracts.Contract, raw json.RawMessage) []valueRow {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &obj); err != nil || obj == nil {
+		return nil
+	}
+	var rows []valueRow
+	objectRows(ctx, &rows, c.Fields, obj, 0, contracts.ClassNormal)
+	return rows
+}
+
+func objectRows(ctx context.Context, rows *[]valueRow, fields []contracts.Field, obj map[string]json.RawMessage, depth int, parent contracts.Classification) {
+	for _, f := range fields {
+		v, ok := obj[f.Name]
+		if !ok {
+			*rows = append(*rows, valueRow{Depth: depth, Label: f.Name, Value: T(ctx, "not provided"), Missing: true})
+			continue
+		}
+		oneValue(ctx, rows, f, f.Name, v, depth, parent)
+	}
+}
+
+func oneValue(ctx context.Context, rows *[]valueRow, f contracts.Field, label string, v json.RawMessage, depth int, parent contracts.Classification) {
+	class := contracts.MaxClass(parent, f.Classification)
+	if m := maskedClass(v); m != "" {
+		class = contracts.MaxClass(class, m)
+	}
+	if class.Rank() > 0 {
+		*rows = append(*rows, valueRow{Depth: depth, Label: label, Value: maskedMarker(ctx, class), Masked: true})
+		return
+	}
+	switch f.Type {
+	case contracts.TypeObject:
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(v, &obj) == nil && obj != nil {
+			*rows = append(*rows, valueRow{Depth: depth, Label: label, Group: true})
+			objectRows(ctx, rows, f.Fields, obj, depth+1, class)
+			return
+		}
+	case contracts.TypeList:
+		var items []json.RawMessage
+		if json.Unmarshal(v, &items) == nil && items != nil && f.Items != nil {
+			count := len(items)
+			*rows = append(*rows, valueRow{Depth: depth, Label: label, Group: true, Value: T(ctx, "%d items", count)})
+			for i, item := range items {
+				oneValue(ctx, rows, *f.Items, "#"+strconv.Itoa(i+1), item, depth+1, class)
+			}
+			return
+		}
+	}
+	*rows = append(*rows, valueRow{Depth: depth, Label: label, Value: scalar(ctx, v)})
+}
+
+// maskedClass returns the classification of a {"$masked": ...} marker, or
+// "" when v is not one.
+func maskedClass(v json.RawMessage) contracts.Classification {
+	v = bytes.TrimSpace(v)
+	if len(v) == 0 || v[0] != '{' {
+		return ""
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(v, &m) != nil {
+		return ""
+	}
+	raw, ok := m[contracts.MaskedKey]
+	if !ok {
+		return ""
+	}
+	var c string
+	if json.Unmarshal(raw, &c) != nil || (c != string(contracts.ClassSensitive) && c != string(contracts.ClassSecret)) {
+		// An unknown marker is treated as the most protected.
+		return contracts.ClassSecret
+	}
+	return contracts.Classification(c)
+}
+
+// scalar shows a normal JSON value: strings as they are, numbers as
+// written (they are data, such as identifiers, not quantities to regroup),
+// booleans and null in words.
+func scalar(ctx context.Context, v json.RawMessage) string {
+	var x any
+	dec := json.NewDecoder(bytes.NewReader(v))
+	dec.UseNumber()
+	if err := dec.Decode(&x); err != nil {
+		return ""
+	}
+	switch x := x.(type) {
+	case string:
+		return x
+	case json.Number:
+		return x.String()
+	case bool:
+		return yesNo(ctx, x)
+	case nil:
+		return T(ctx, "null")
+	}
+	// A structure where the contract expects a scalar: never dump it.
+	return T(ctx, "unexpected value")
+}

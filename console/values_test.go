@@ -1,0 +1,86 @@
+package console
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/relais/relais/contracts"
+)
+
+func TestValueRowsNeverShowProtectedValues(t *testing.T) {
+	t.Parallel()
+	c := contracts.Contract{Fields: []contracts.Field{
+		{Name: "name", Type: contracts.TypeText},
+		{Name: "key", Type: contracts.TypeText, Classification: contracts.ClassSecret},
+		{Name: "card", Type: contracts.TypeObject, Classification: contracts.ClassSensitive, Fields: []contracts.Field{
+			{Name: "number", Type: contracts.TypeText}}},
+		{Name: "items", Type: contracts.TypeList, Items: &contracts.Field{Type: contracts.TypeObject, Fields: []contracts.Field{
+			{Name: "pin", Type: contracts.TypeText, Classification: contracts.ClassSecret},
+			{Name: "label", Type: contracts.TypeText}}}},
+		{Name: "absent", Type: contracts.TypeInteger},
+	}}
+	// Unmasked protected values, as if masking had failed upstream, and an
+	// undeclared property: none of them may be shown.
+	raw := json.RawMessage(`{"name": "Acme", "key": "TOPSECRET-1", "card": {"number": "4111-SENSITIVE"},
+		"items": [{"pin": "PIN-SECRET", "label": "first"}], "extra": "UNDECLARED"}`)
+	rows := valueRows(en, c, raw)
+	var shown strings.Builder
+	for _, r := range rows {
+		shown.WriteString(r.Label + "=" + r.Value + "\n")
+	}
+	for _, leak := range []string{"TOPSECRET", "4111", "SENSITIVE", "PIN-SECRET", "UNDECLARED", "extra"} {
+		if strings.Contains(shown.String(), leak) {
+			t.Errorf("rows show %q:\n%s", leak, shown.String())
+		}
+	}
+	want := "name=Acme\nkey=••• hidden (secret)\ncard=••• hidden (sensitive)\nitems=1 item\n#1=\npin=••• hidden (secret)\nlabel=first\nabsent=not provided\n"
+	if shown.String() != want {
+		t.Errorf("rows:\n%s\nwant:\n%s", shown.String(), want)
+	}
+	// A marker the engine wrote is honoured even on a field the contract
+	// calls normal, and an unknown marker counts as secret.
+	rows = valueRows(fr, contracts.Contract{Fields: []contracts.Field{{Name: "a", Type: contracts.TypeText}, {Name: "b", Type: contracts.TypeText}}},
+		json.RawMessage(`{"a": {"$masked": "sensitive"}, "b": {"$masked": "whatever"}}`))
+	if len(rows) != 2 || rows[0].Value != "••• masqué (sensible)" || rows[1].Value != "••• masqué (secret)" {
+		t.Errorf("markers: %+v", rows)
+	}
+}
+
+func TestDescribeChangeInBothLanguages(t *testing.T) {
+	t.Parallel()
+	older := contracts.Working{Name: "x",
+		Inputs: contracts.Contract{Fields: []contracts.Field{
+			{Name: "a", Type: contracts.TypeText, Required: true},
+			{Name: "c", Type: contracts.TypeChoice, Values: []string{"x", "y"}},
+			{Name: "gone", Type: contracts.TypeInteger}}},
+		Outputs:       contracts.Contract{Fields: []contracts.Field{{Name: "r", Type: contracts.TypeChoice, Required: true, Values: []string{"ok"}}}},
+		RoutingOutput: "r"}
+	newer := contracts.Working{Name: "x",
+		Inputs: contracts.Contract{Fields: []contracts.Field{
+			{Name: "a", Type: contracts.TypeInteger},
+			{Name: "c", Type: contracts.TypeChoice, Values: []string{"y", "z"}, Classification: contracts.ClassSecret},
+			{Name: "new", Type: contracts.TypeText, Required: true}}},
+		Outputs: contracts.Contract{Fields: []contracts.Field{{Name: "r", Type: contracts.TypeChoice, Required: true, Values: []string{"ok"}}}}}
+	got := map[string][2]string{}
+	for _, ch := range contracts.Diff(older, newer) {
+		got[string(ch.Kind)+" "+ch.Path] = [2]string{describeChange(en, ch, older, newer), describeChange(fr, ch, older, newer)}
+	}
+	want := map[string][2]string{
+		"required_changed /inputs/a":       {"required → optional", "obligatoire → facultatif"},
+		"type_changed /inputs/a":           {"text → integer", "texte → entier"},
+		"choices_changed /inputs/c":        {"values added: z; values removed: x", "valeurs ajoutées : z; valeurs retirées : x"},
+		"classification_changed /inputs/c": {"normal → secret", "normale → secrète"},
+		"removed /inputs/gone":             {"optional field of type integer", "champ facultatif de type entier"},
+		"added /inputs/new":                {"required field of type text", "champ obligatoire de type texte"},
+		"routing_changed /routing_output":  {"routing output r → none", "sortie de routage r → aucune"},
+	}
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("%s: got %q, want %q", k, got[k], w)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("changes %v", got)
+	}
+}
