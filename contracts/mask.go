@@ -144,20 +144,26 @@ func maskValue(v any, f Field, parent Classification) (any, bool) {
 // public so that Merge restores the exact value: validate before splitting.
 // Invalid JSON or a non-object value yields {} and no secrets.
 func (c Contract) Split(value json.RawMessage) (public json.RawMessage, secrets map[string]json.RawMessage) {
+	return c.SplitFrom(value, ClassSecret)
+}
+
+// SplitFrom is Split for every value classified at least min: with
+// ClassSensitive it takes out sensitive and secret values alike.
+func (c Contract) SplitFrom(value json.RawMessage, min Classification) (public json.RawMessage, secrets map[string]json.RawMessage) {
 	doc, err := decodeValue(value)
 	obj, ok := doc.(map[string]any)
 	if err != nil || !ok {
 		return json.RawMessage("{}"), nil
 	}
 	secrets = map[string]json.RawMessage{}
-	splitObject(obj, c.Fields, ClassNormal, "", secrets)
+	splitObject(obj, c.Fields, ClassNormal, "", min, secrets)
 	if len(secrets) == 0 {
 		secrets = nil
 	}
 	return appendValue(nil, obj), secrets
 }
 
-func splitObject(obj map[string]any, fields []Field, parent Classification, path string, secrets map[string]json.RawMessage) {
+func splitObject(obj map[string]any, fields []Field, parent Classification, path string, min Classification, secrets map[string]json.RawMessage) {
 	for _, f := range fields {
 		v, ok := obj[f.Name]
 		if !ok {
@@ -165,33 +171,33 @@ func splitObject(obj map[string]any, fields []Field, parent Classification, path
 		}
 		class := MaxClass(parent, f.Classification)
 		fp := ptr(path, f.Name)
-		if class == ClassSecret || secretItems(f, class) {
+		if class.Rank() >= min.Rank() || protectedItems(f, class, min) {
 			secrets[fp] = appendValue(nil, v)
 			delete(obj, f.Name)
 			continue
 		}
-		splitValue(v, f, class, fp, secrets)
+		splitValue(v, f, class, fp, min, secrets)
 	}
 }
 
-// secretItems reports whether f is a list whose items, possibly through
-// nested lists, are secret as a whole.
-func secretItems(f Field, class Classification) bool {
+// protectedItems reports whether f is a list whose items, possibly through
+// nested lists, are classified at least min as a whole.
+func protectedItems(f Field, class, min Classification) bool {
 	for f.Type == TypeList && f.Items != nil {
 		f = *f.Items
 		class = MaxClass(class, f.Classification)
-		if class == ClassSecret {
+		if class.Rank() >= min.Rank() {
 			return true
 		}
 	}
 	return false
 }
 
-func splitValue(v any, f Field, class Classification, path string, secrets map[string]json.RawMessage) {
+func splitValue(v any, f Field, class Classification, path string, min Classification, secrets map[string]json.RawMessage) {
 	switch f.Type {
 	case TypeObject:
 		if obj, ok := v.(map[string]any); ok {
-			splitObject(obj, f.Fields, class, path, secrets)
+			splitObject(obj, f.Fields, class, path, min, secrets)
 		}
 	case TypeList:
 		arr, ok := v.([]any)
@@ -200,7 +206,7 @@ func splitValue(v any, f Field, class Classification, path string, secrets map[s
 		}
 		items := *f.Items
 		for i, item := range arr {
-			splitValue(item, items, MaxClass(class, items.Classification), ptrIndex(path, i), secrets)
+			splitValue(item, items, MaxClass(class, items.Classification), ptrIndex(path, i), min, secrets)
 		}
 	}
 }

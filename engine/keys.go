@@ -47,6 +47,9 @@ func CheckKeys(ctx context.Context, db queries.DBTX, ring *keyring.Keyring) erro
 			}
 			continue
 		}
+		if r.ID == ring.Primary() && r.RetiredAt != nil {
+			return fmt.Errorf("data key %q was retired by a key rotation: put the newer key first in RELAIS_DATA_KEYS", r.ID)
+		}
 		if _, err := ring.Open(r.Probe, []byte(probeAAD)); err != nil {
 			return fmt.Errorf("data key %q does not match the key that was used under that id: %w", r.ID, err)
 		}

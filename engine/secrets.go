@@ -3,28 +3,33 @@ package engine
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/relais/relais/contracts"
 	"github.com/relais/relais/fault"
 )
 
-// secretMarker stands in the stored (public) JSON where a secret value was:
-// it is what every observation surface shows, and Merge replaces it with the
+// marker stands in the stored (public) JSON where a protected value was: it
+// is what every observation surface shows, and Merge replaces it with the
 // real value only on delivery.
-var secretMarker = json.RawMessage(`{"` + contracts.MaskedKey + `":"secret"}`)
+func marker(class contracts.Classification) json.RawMessage {
+	return json.RawMessage(`{"` + contracts.MaskedKey + `":"` + string(class) + `"}`)
+}
 
-// seal splits the secret values of value (per contract c) out of it and
-// encrypts them, bound to aad. It returns the public JSON to store in clear
-// (secrets replaced by the masked marker) and the sealed blob (nil when
-// value holds no secret).
+// seal splits the protected values of value (per contract c) out of it and
+// encrypts them, bound to aad. DESIGN §5 asks this of secret values;
+// sensitive ones are sealed too, so that a database dump or backup shows
+// neither. It returns the public JSON to store in clear (protected values
+// replaced by their masked marker) and the sealed blob (nil when value
+// holds nothing protected).
 func (e *Engine) seal(c contracts.Contract, value json.RawMessage, aad string) (json.RawMessage, []byte, error) {
-	public, secrets := c.Split(value)
+	public, secrets := c.SplitFrom(value, contracts.ClassSensitive)
 	if len(secrets) == 0 {
 		return public, nil, nil
 	}
 	if e.keys == nil {
 		return nil, nil, fault.New(fault.Unavailable, "encryption_unavailable",
-			"this value holds secret fields but no data key is configured (RELAIS_DATA_KEYS or RELAIS_DATA_KEY_FILE)")
+			"this value holds sensitive or secret fields but no data key is configured (RELAIS_DATA_KEYS or RELAIS_DATA_KEY_FILE)")
 	}
 	plain, err := json.Marshal(secrets)
 	if err != nil {
@@ -32,7 +37,7 @@ func (e *Engine) seal(c contracts.Contract, value json.RawMessage, aad string) (
 	}
 	markers := make(map[string]json.RawMessage, len(secrets))
 	for p := range secrets {
-		markers[p] = secretMarker
+		markers[p] = marker(classAt(c, p))
 	}
 	public, err = contracts.Merge(public, markers)
 	if err != nil {
@@ -66,4 +71,16 @@ func aadInstanceInputs(id fmt.Stringer) string   { return "instance/" + id.Strin
 func aadOccurrenceInputs(id fmt.Stringer) string { return "occurrence/" + id.String() + "/inputs" }
 func aadOccurrenceOutputs(id fmt.Stringer) string {
 	return "occurrence/" + id.String() + "/outputs"
+}
+
+// classAt is the effective classification of the value at a JSON pointer.
+func classAt(c contracts.Contract, pointer string) contracts.Classification {
+	var path []string
+	for _, seg := range strings.Split(strings.TrimPrefix(pointer, "/"), "/") {
+		path = append(path, strings.ReplaceAll(strings.ReplaceAll(seg, "~1", "/"), "~0", "~"))
+	}
+	if _, class, ok := c.Lookup(path); ok {
+		return class
+	}
+	return contracts.ClassSecret
 }

@@ -7,6 +7,8 @@ package queries
 
 import (
 	"context"
+
+	"github.com/google/uuid"
 )
 
 const dataKeyInsert = `-- name: DataKeyInsert :exec
@@ -59,6 +61,168 @@ update data_keys set retired_at = now() where id = $1 and retired_at is null
 func (q *Queries) DataKeyRetire(ctx context.Context, id string) error {
 	_, err := q.db.Exec(ctx, dataKeyRetire, id)
 	return err
+}
+
+const destinationReseal = `-- name: DestinationReseal :exec
+update destinations set sealed_headers = $1 where name = $2
+`
+
+type DestinationResealParams struct {
+	SealedHeaders []byte
+	Name          string
+}
+
+func (q *Queries) DestinationReseal(ctx context.Context, arg DestinationResealParams) error {
+	_, err := q.db.Exec(ctx, destinationReseal, arg.SealedHeaders, arg.Name)
+	return err
+}
+
+const destinationSealedBatch = `-- name: DestinationSealedBatch :many
+select name, sealed_headers from destinations
+where sealed_headers is not null
+  and substring(sealed_headers from 3 for get_byte(sealed_headers, 1)) <> convert_to($1::text, 'UTF8')
+limit $2
+for update skip locked
+`
+
+type DestinationSealedBatchParams struct {
+	PrimaryKey string
+	Max        int32
+}
+
+type DestinationSealedBatchRow struct {
+	Name          string
+	SealedHeaders []byte
+}
+
+func (q *Queries) DestinationSealedBatch(ctx context.Context, arg DestinationSealedBatchParams) ([]DestinationSealedBatchRow, error) {
+	rows, err := q.db.Query(ctx, destinationSealedBatch, arg.PrimaryKey, arg.Max)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []DestinationSealedBatchRow{}
+	for rows.Next() {
+		var i DestinationSealedBatchRow
+		if err := rows.Scan(&i.Name, &i.SealedHeaders); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const instanceReseal = `-- name: InstanceReseal :exec
+update instances set sealed_inputs = $1 where id = $2
+`
+
+type InstanceResealParams struct {
+	SealedInputs []byte
+	ID           uuid.UUID
+}
+
+func (q *Queries) InstanceReseal(ctx context.Context, arg InstanceResealParams) error {
+	_, err := q.db.Exec(ctx, instanceReseal, arg.SealedInputs, arg.ID)
+	return err
+}
+
+const instanceSealedBatch = `-- name: InstanceSealedBatch :many
+select id, sealed_inputs from instances
+where sealed_inputs is not null
+  and substring(sealed_inputs from 3 for get_byte(sealed_inputs, 1)) <> convert_to($1::text, 'UTF8')
+limit $2
+for update skip locked
+`
+
+type InstanceSealedBatchParams struct {
+	PrimaryKey string
+	Max        int32
+}
+
+type InstanceSealedBatchRow struct {
+	ID           uuid.UUID
+	SealedInputs []byte
+}
+
+// Rows sealed with another key than @primary (the key id is stored in the
+// value's header: version byte, id length byte, id).
+func (q *Queries) InstanceSealedBatch(ctx context.Context, arg InstanceSealedBatchParams) ([]InstanceSealedBatchRow, error) {
+	rows, err := q.db.Query(ctx, instanceSealedBatch, arg.PrimaryKey, arg.Max)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []InstanceSealedBatchRow{}
+	for rows.Next() {
+		var i InstanceSealedBatchRow
+		if err := rows.Scan(&i.ID, &i.SealedInputs); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const occurrenceReseal = `-- name: OccurrenceReseal :exec
+update occurrences set sealed_inputs = $1, sealed_outputs = $2 where id = $3
+`
+
+type OccurrenceResealParams struct {
+	SealedInputs  []byte
+	SealedOutputs []byte
+	ID            uuid.UUID
+}
+
+func (q *Queries) OccurrenceReseal(ctx context.Context, arg OccurrenceResealParams) error {
+	_, err := q.db.Exec(ctx, occurrenceReseal, arg.SealedInputs, arg.SealedOutputs, arg.ID)
+	return err
+}
+
+const occurrenceSealedBatch = `-- name: OccurrenceSealedBatch :many
+select id, sealed_inputs, sealed_outputs from occurrences
+where (sealed_inputs is not null
+       and substring(sealed_inputs from 3 for get_byte(sealed_inputs, 1)) <> convert_to($1::text, 'UTF8'))
+   or (sealed_outputs is not null
+       and substring(sealed_outputs from 3 for get_byte(sealed_outputs, 1)) <> convert_to($1::text, 'UTF8'))
+limit $2
+for update skip locked
+`
+
+type OccurrenceSealedBatchParams struct {
+	PrimaryKey string
+	Max        int32
+}
+
+type OccurrenceSealedBatchRow struct {
+	ID            uuid.UUID
+	SealedInputs  []byte
+	SealedOutputs []byte
+}
+
+func (q *Queries) OccurrenceSealedBatch(ctx context.Context, arg OccurrenceSealedBatchParams) ([]OccurrenceSealedBatchRow, error) {
+	rows, err := q.db.Query(ctx, occurrenceSealedBatch, arg.PrimaryKey, arg.Max)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []OccurrenceSealedBatchRow{}
+	for rows.Next() {
+		var i OccurrenceSealedBatchRow
+		if err := rows.Scan(&i.ID, &i.SealedInputs, &i.SealedOutputs); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const sealedValuesExist = `-- name: SealedValuesExist :one

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"github.com/relais/relais/config"
 	"github.com/relais/relais/engine"
 	"github.com/relais/relais/keyring"
+	"github.com/relais/relais/queries"
 )
 
 // loadKeys returns the keyring that encrypts secret values: from
@@ -58,4 +60,39 @@ func loadKeys(ctx context.Context, cfg config.Config, db *database, logger *slog
 		return nil, err
 	}
 	return ring, nil
+}
+
+// keysRotate is `relais keys rotate`: re-encrypt every secret value under the
+// first key of the configured keyring, in resumable batches.
+func keysRotate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	cfg, err := config.Load(args, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	logger := newLogger(cfg, stderr)
+	db, err := openDatabase(ctx, cfg, logger, true)
+	if err != nil {
+		return err
+	}
+	defer db.close()
+	if _, err := queries.Migrate(ctx, db.pool, logger); err != nil {
+		return err
+	}
+	ring, err := loadKeys(ctx, cfg, db, logger)
+	if err != nil {
+		return err
+	}
+	if ring == nil {
+		return errors.New("no data key configured: set RELAIS_DATA_KEYS or RELAIS_DATA_KEY_FILE with the new key first")
+	}
+	eng := engine.New(db.pool, engine.Options{Logger: logger, Keys: ring})
+	fmt.Fprintf(stdout, "re-encrypting secret values with key %q\n", ring.Primary())
+	err = eng.RotateKeys(ctx, func(p engine.RotationProgress) {
+		fmt.Fprintf(stdout, "  %s: %d re-encrypted\n", p.Table, p.Total)
+	})
+	if err != nil {
+		return fmt.Errorf("%w (run the command again to resume)", err)
+	}
+	fmt.Fprintf(stdout, "done: every secret value is sealed with %q; older keys are retired and may be removed from the configuration\n", ring.Primary())
+	return nil
 }

@@ -26,6 +26,7 @@ commands:
   migrate        apply pending database migrations and exit
   token create   create a token: relais token create --role ROLE --name NAME
   apply          apply definitions, releases and processes: relais apply -f PATH
+  keys rotate    re-encrypt secret values with the first data key (resumable)
   version        print the version
 
 Every command reads the configuration of "relais serve --help".
@@ -46,6 +47,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return fmt.Errorf("usage: relais token create --role ROLE --name NAME")
 		}
 		return tokenCreate(ctx, args[2:], getenv, stdout, stderr)
+	case "keys":
+		if len(args) < 2 || args[1] != "rotate" {
+			return fmt.Errorf("usage: relais keys rotate")
+		}
+		return keysRotate(ctx, args[2:], getenv, stdout, stderr)
 	case "apply":
 		return applyCommand(ctx, args[1:], getenv, stdout, stderr)
 	case "version":

@@ -1,0 +1,143 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/relais/relais/keyring"
+	"github.com/relais/relais/queries"
+)
+
+// rotateBatch is how many rows one rotation transaction re-encrypts: small
+// enough to keep locks short on a live system, large enough to move fast.
+const rotateBatch = 500
+
+// RotationProgress reports a batch re-encrypted by RotateKeys.
+type RotationProgress struct {
+	Table string
+	Rows  int
+	Total int
+}
+
+// RotateKeys re-encrypts every sealed value that is not sealed with the
+// primary key, in batches of one transaction each, so it can be
+// interrupted and run again (it resumes where it stopped: rows already
+// under the primary key are not selected). Once nothing is left under an
+// older key, that key is marked retired and may be removed from the
+// configuration. Replicas must already run with the new key first in their
+// keyring, or they would keep sealing with the old one.
+func (e *Engine) RotateKeys(ctx context.Context, progress func(RotationProgress)) error {
+	if e.keys == nil {
+		return fmt.Errorf("engine: rotate: no data key configured")
+	}
+	primary := e.keys.Primary()
+	totals := map[string]int{}
+	steps := []struct {
+		table string
+		batch func(q *queries.Queries) (int, error)
+	}{
+		{"instances", func(q *queries.Queries) (int, error) {
+			rows, err := q.InstanceSealedBatch(ctx, queries.InstanceSealedBatchParams{PrimaryKey: primary, Max: rotateBatch})
+			if err != nil {
+				return 0, err
+			}
+			for _, r := range rows {
+				b, err := reseal(e.keys, r.SealedInputs, aadInstanceInputs(r.ID))
+				if err != nil {
+					return 0, err
+				}
+				if err := q.InstanceReseal(ctx, queries.InstanceResealParams{ID: r.ID, SealedInputs: b}); err != nil {
+					return 0, err
+				}
+			}
+			return len(rows), nil
+		}},
+		{"occurrences", func(q *queries.Queries) (int, error) {
+			rows, err := q.OccurrenceSealedBatch(ctx, queries.OccurrenceSealedBatchParams{PrimaryKey: primary, Max: rotateBatch})
+			if err != nil {
+				return 0, err
+			}
+			for _, r := range rows {
+				in, err := reseal(e.keys, r.SealedInputs, aadOccurrenceInputs(r.ID))
+				if err != nil {
+					return 0, err
+				}
+				out, err := reseal(e.keys, r.SealedOutputs, aadOccurrenceOutputs(r.ID))
+				if err != nil {
+					return 0, err
+				}
+				if err := q.OccurrenceReseal(ctx, queries.OccurrenceResealParams{ID: r.ID, SealedInputs: in, SealedOutputs: out}); err != nil {
+					return 0, err
+				}
+			}
+			return len(rows), nil
+		}},
+		{"destinations", func(q *queries.Queries) (int, error) {
+			rows, err := q.DestinationSealedBatch(ctx, queries.DestinationSealedBatchParams{PrimaryKey: primary, Max: rotateBatch})
+			if err != nil {
+				return 0, err
+			}
+			for _, r := range rows {
+				b, err := reseal(e.keys, r.SealedHeaders, aadDestinationHeaders(r.Name))
+				if err != nil {
+					return 0, err
+				}
+				if err := q.DestinationReseal(ctx, queries.DestinationResealParams{Name: r.Name, SealedHeaders: b}); err != nil {
+					return 0, err
+				}
+			}
+			return len(rows), nil
+		}},
+	}
+	for _, s := range steps {
+		for {
+			var n int
+			err := e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error {
+				var err error
+				n, err = s.batch(q)
+				return err
+			})
+			if err != nil {
+				return fmt.Errorf("engine: rotate %s: %w", s.table, err)
+			}
+			if n == 0 {
+				break
+			}
+			totals[s.table] += n
+			if progress != nil {
+				progress(RotationProgress{Table: s.table, Rows: n, Total: totals[s.table]})
+			}
+		}
+	}
+	// Every value is now under the primary key: older keys are retired.
+	rows, err := e.q.DataKeyList(ctx)
+	if err != nil {
+		return fmt.Errorf("engine: rotate: %w", err)
+	}
+	for _, r := range rows {
+		if r.ID != primary && r.RetiredAt == nil {
+			if err := e.q.DataKeyRetire(ctx, r.ID); err != nil {
+				return fmt.Errorf("engine: rotate: retire %s: %w", r.ID, err)
+			}
+		}
+	}
+	return nil
+}
+
+// reseal opens a value under whatever key sealed it and seals it under the
+// primary key; values already under the primary key, and nil, are kept.
+func reseal(k *keyring.Keyring, sealed []byte, aad string) ([]byte, error) {
+	if len(sealed) == 0 {
+		return sealed, nil
+	}
+	if id, err := keyring.KeyID(sealed); err == nil && id == k.Primary() {
+		return sealed, nil
+	}
+	plain, err := k.Open(sealed, []byte(aad))
+	if err != nil {
+		return nil, err
+	}
+	return k.Seal(plain, []byte(aad)), nil
+}

@@ -1,0 +1,97 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/relais/relais/keyring"
+)
+
+func TestKeyRotation(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	oldSpec, newSpec := keyring.NewKeySpec("old"), keyring.NewKeySpec("new")
+	oldRing, _ := keyring.Parse(oldSpec)
+	e := setup(t)
+	e = New(e.pool, Options{Keys: oldRing})
+	if err := CheckKeys(ctx, e.pool, oldRing); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.SaveWorking(ctx, "crm", []byte(crmWorking)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.Snapshot(ctx, "crm"); err != nil {
+		t.Fatal(err)
+	}
+	doc := `{"inputs":{"fields":[{"name":"tok","type":"text","required":true,"classification":"secret"}]},
+	 "start":"crm","nodes":{"crm":{"kind":"pull","definition":"crm","revision":1,
+	 "inputs":{"company_name":{"value":"Acme"},"token":{"from":"input.tok"}},"routes":{"created":"done","existing":"done"}},"done":{"kind":"end"}}}`
+	if _, _, err := e.PublishProcess(ctx, "sealed", []byte(doc)); err != nil {
+		t.Fatal(err)
+	}
+	start := func(e *Engine, secret string) {
+		if _, _, err := e.StartInstance(ctx, StartRequest{ProcessKey: "sealed", Inputs: json.RawMessage(`{"tok":"` + secret + `"}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 3 {
+		start(e, "old-secret-"+string(rune('a'+i)))
+	}
+	if _, _, err := e.PutDestination(ctx, "api", "https://example.com", map[string]string{"X-Key": "hdr-secret"}, 1e9, false); err != nil {
+		t.Fatal(err)
+	}
+
+	// Step 1: the new key goes first, the old one stays to open old values.
+	both, _ := keyring.Parse(newSpec + "," + oldSpec)
+	if err := CheckKeys(ctx, e.pool, both); err != nil {
+		t.Fatal(err)
+	}
+	r := New(e.pool, Options{Keys: both})
+	start(r, "new-secret")
+	var batches int
+	if err := r.RotateKeys(ctx, func(RotationProgress) { batches++ }); err != nil {
+		t.Fatal(err)
+	}
+	var stale int
+	err := e.pool.QueryRow(ctx, `select
+	    (select count(*) from instances where substring(sealed_inputs from 3 for get_byte(sealed_inputs, 1)) <> 'new'::bytea)
+	  + (select count(*) from occurrences where substring(sealed_inputs from 3 for get_byte(sealed_inputs, 1)) <> 'new'::bytea)
+	  + (select count(*) from destinations where substring(sealed_headers from 3 for get_byte(sealed_headers, 1)) <> 'new'::bytea)`).Scan(&stale)
+	if err != nil || stale != 0 || batches == 0 {
+		t.Fatalf("%d values still under the old key after rotation (%v, %d batches)", stale, err, batches)
+	}
+	// Rotating again is a no-op (resumable).
+	if err := r.RotateKeys(ctx, func(p RotationProgress) { t.Errorf("second rotation re-encrypted %v", p) }); err != nil {
+		t.Fatal(err)
+	}
+
+	// Step 2: the old key is removed; every value still opens.
+	onlyNew, _ := keyring.Parse(newSpec)
+	if err := CheckKeys(ctx, e.pool, onlyNew); err != nil {
+		t.Fatalf("the old key cannot be removed after rotation: %v", err)
+	}
+	if err := CheckKeys(ctx, e.pool, oldRing); err == nil {
+		t.Fatal("booting with the retired key first was accepted")
+	}
+	n := New(e.pool, Options{Keys: onlyNew})
+	c := consumer(t, n)
+	got, err := n.Claim(ctx, ClaimRequest{ConsumerID: c, WorkerID: "w", Pairs: Pairs{Keys: []string{"crm"}, Revisions: []int32{1}}, MaxTasks: 10, LockDuration: 60e9})
+	if err != nil || len(got) != 4 {
+		t.Fatalf("claim after rotation: %d, %v", len(got), err)
+	}
+	seen := map[string]bool{}
+	for _, g := range got {
+		var in map[string]string
+		_ = json.Unmarshal(g.Inputs, &in)
+		seen[in["token"]] = true
+	}
+	for _, want := range []string{"old-secret-a", "old-secret-b", "old-secret-c", "new-secret"} {
+		if !seen[want] {
+			t.Errorf("after rotation the consumer did not get %q (got %v)", want, seen)
+		}
+	}
+	if _, headers, err := n.destinationCall(ctx, "api"); err != nil || headers["X-Key"] != "hdr-secret" {
+		t.Errorf("destination headers after rotation: %v %v", headers, err)
+	}
+}
