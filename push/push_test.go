@@ -203,3 +203,45 @@ func indexOf(s, sub string) int {
 	}
 	return -1
 }
+
+func TestStopAbortsAnInFlightCall(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	env.Definition("score_company.yaml")
+	aborted := make(chan struct{})
+	called := make(chan struct{}, 1)
+	d := newDestination(t, func(w http.ResponseWriter, r *http.Request) {
+		called <- struct{}{}
+		select {
+		case <-r.Context().Done():
+			close(aborted)
+		case <-time.After(8 * time.Second):
+		}
+	})
+	env.Must(201, "PUT", "/api/v1/destinations/slow", env.Admin, map[string]any{"url": d.URL, "max_timeout": "PT10S"})
+	env.Process("scoring", scoreProcess("slow", "PT9S"))
+	inst := env.Must(201, "POST", "/api/v1/processes/scoring/instances", env.Operator, map[string]any{"inputs": map[string]any{"crm_id": "C-1"}}).JSON(t)
+	select {
+	case <-called:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the destination was not called")
+	}
+	stopped := time.Now()
+	env.Must(200, "POST", "/api/v1/instances/"+inst["id"].(string)+"/stop", env.Operator, nil)
+	select {
+	case <-aborted:
+	case <-time.After(3 * time.Second):
+		t.Fatal("stopping the instance did not abort the call")
+	}
+	if d := time.Since(stopped); d > 2*time.Second {
+		t.Errorf("aborted %v after the stop", d)
+	}
+	got := env.Must(200, "GET", "/api/v1/instances/"+inst["id"].(string), env.Operator, nil).JSON(t)
+	step := got["path"].([]any)[0].(map[string]any)
+	if got["status"] != "cancelled" || step["status"] != "cancelled" {
+		t.Fatalf("instance %v, occurrence %v; want both cancelled", got["status"], step["status"])
+	}
+	if n := d.calls.Load(); n != 1 {
+		t.Errorf("destination called %d times", n)
+	}
+}

@@ -296,3 +296,44 @@ func TestTokenCreateCommand(t *testing.T) {
 		t.Error("unknown role accepted")
 	}
 }
+
+// TestShutdownDrainsLongPolls stops a server while a worker long-polls: the
+// poll is answered at once with no occurrence, and serve returns cleanly.
+func TestShutdownDrainsLongPolls(t *testing.T) {
+	t.Parallel()
+	r := startServe(t, map[string]string{"RELAIS_DATABASE_URL": dbtest.URL(t), "RELAIS_BOOTSTRAP_TOKEN": bootstrap, "RELAIS_DATA_KEYS": testDataKeys})
+	if _, stderr, err := applyRun(t, r.base, "-f", "../../examples/definitions"); err != nil {
+		t.Fatalf("apply: %v\n%s", err, stderr)
+	}
+	consumer := must(t, 201, callH(t, "POST", r.base+"/api/v1/consumers", bootstrap, map[string]any{"name": "c",
+		"grants": []any{map[string]any{"definition": "add_company_to_crm", "revisions": "all"}}}))["token"].(string)
+	type result struct {
+		res response
+		at  time.Time
+	}
+	done := make(chan result, 1)
+	go func() {
+		res := callH(t, "POST", r.base+"/api/v1/pull/fetch-and-lock", consumer, map[string]any{"worker_id": "w",
+			"subscriptions": []any{map[string]any{"definition": "add_company_to_crm"}}, "wait": "PT30S"})
+		done <- result{res, time.Now()}
+	}()
+	// Let the poll reach its wait.
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		if strings.Contains(string(call(t, "GET", r.base+"/metrics", "", nil).body), "relais_pull_waiters 1") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the long poll never waited")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	stopAt := time.Now()
+	r.stop(t)
+	got := <-done
+	if got.res.status != 200 || strings.TrimSpace(string(got.res.body)) != `{"occurrences":[]}` {
+		t.Fatalf("drained poll answered %d %s", got.res.status, got.res.body)
+	}
+	if d := got.at.Sub(stopAt); d > 3*time.Second {
+		t.Errorf("the poll was answered %v after shutdown began; want at once", d)
+	}
+}
