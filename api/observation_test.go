@@ -1,0 +1,85 @@
+package api_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/relais/relais/relaistest"
+)
+
+func TestObservationFiltersAndPagination(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	env.Definition("add_company_to_crm.yaml")
+	env.Process("crm_only", relaistest.CRMProcess(nil))
+	consumer := env.Consumer("crm-sync", "add_company_to_crm")
+	var ids []string
+	for i := range 5 {
+		inst := env.Must(201, "POST", "/api/v1/processes/crm_only/instances", env.Operator, map[string]any{
+			"inputs": map[string]any{"name": fmt.Sprint("c", i)}, "business_key": fmt.Sprint("bk-", i)}).JSON(t)
+		ids = append(ids, inst["id"].(string))
+	}
+	// Complete one, so statuses differ.
+	fetched := env.Must(200, "POST", "/api/v1/pull/fetch-and-lock", consumer, map[string]any{"worker_id": "w",
+		"subscriptions": []any{map[string]any{"definition": "add_company_to_crm"}}}).JSON(t)["occurrences"].([]any)[0].(map[string]any)
+	env.Must(200, "POST", "/api/v1/pull/occurrences/"+fetched["id"].(string)+"/complete", consumer, map[string]any{"worker_id": "w",
+		"outputs": map[string]any{"result": "created", "crm_id": "C"}})
+
+	// Instances: newest first, keyset pages, filters.
+	var seen []string
+	cursor := ""
+	for page := 0; page < 5; page++ {
+		res := env.Must(200, "GET", "/api/v1/instances?limit=2&cursor="+cursor, env.Operator, nil).JSON(t)
+		for _, it := range res["items"].([]any) {
+			seen = append(seen, it.(map[string]any)["id"].(string))
+		}
+		next, _ := res["next_cursor"].(string)
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	if len(seen) != 5 || seen[0] != ids[4] || seen[4] != ids[0] {
+		t.Fatalf("paged instances %v; want the 5 newest first", seen)
+	}
+	if got := env.Must(200, "GET", "/api/v1/instances?business_key=bk-2", env.Operator, nil).JSON(t)["items"].([]any); len(got) != 1 || got[0].(map[string]any)["id"] != ids[2] {
+		t.Errorf("business key filter: %v", got)
+	}
+	if got := env.Must(200, "GET", "/api/v1/instances?status=completed", env.Operator, nil).JSON(t)["items"].([]any); len(got) != 1 {
+		t.Errorf("status filter: %d items", len(got))
+	}
+	if r := env.Do("GET", "/api/v1/instances?status=finished", env.Operator, nil); r.Status != 400 {
+		t.Errorf("bad status filter: %d", r.Status)
+	}
+
+	// Occurrences: filters by definition, status, instance, revision, consumer.
+	for _, tc := range []struct {
+		query string
+		want  int
+	}{
+		{"definition=add_company_to_crm", 5},
+		{"definition=add_company_to_crm&status=available", 4},
+		{"status=completed", 1},
+		{"instance=" + fetched["instance_id"].(string), 1},
+		{"revision=1", 5},
+		{"revision=2", 0},
+		{"consumer=1", 1},
+		{"definition=nothing", 0},
+	} {
+		got := env.Must(200, "GET", "/api/v1/occurrences?"+tc.query, env.Operator, nil).JSON(t)["items"].([]any)
+		if len(got) != tc.want {
+			t.Errorf("occurrences?%s: %d items, want %d", tc.query, len(got), tc.want)
+		}
+	}
+	detail := env.Must(200, "GET", "/api/v1/occurrences/"+fetched["id"].(string), env.Operator, nil).JSON(t)
+	attempts := detail["attempts"].([]any)
+	if len(attempts) != 1 || attempts[0].(map[string]any)["outcome"] != "completed" || attempts[0].(map[string]any)["worker_id"] != "w" {
+		t.Errorf("attempts = %v", attempts)
+	}
+	if p := detail["policy"].(map[string]any); p["max_attempts"] != 3.0 || p["retry_delay"] != "PT10S" || p["priority"] != 5.0 {
+		t.Errorf("policy = %v", p)
+	}
+	if r := env.Do("GET", "/api/v1/occurrences?cursor=garbage", env.Operator, nil); r.Status != 400 || r.Code() != "invalid_cursor" {
+		t.Errorf("bad cursor: %d %s", r.Status, r.Body)
+	}
+}
