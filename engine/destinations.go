@@ -99,7 +99,7 @@ func (e *Engine) PutDestination(ctx context.Context, name, rawURL string, header
 	}
 	sort.Strings(names)
 	if existing, err := e.GetDestination(ctx, name); err == nil {
-		_, current, err := e.destinationCall(ctx, name)
+		_, current, err := e.destinationCall(ctx, e.q, name)
 		if err != nil {
 			return Destination{}, "", wrap("put destination", err)
 		}
@@ -193,8 +193,10 @@ func (e *Engine) DeleteDestination(ctx context.Context, name string) error {
 
 // destinationCall returns what a push call needs: URL and header values in
 // clear (this is a delivery to an authorized destination).
-func (e *Engine) destinationCall(ctx context.Context, name string) (string, map[string]string, error) {
-	row, err := e.q.DestinationGet(ctx, name)
+//
+// It reads through q, which may be a transaction's.
+func (e *Engine) destinationCall(ctx context.Context, q *queries.Queries, name string) (string, map[string]string, error) {
+	row, err := q.DestinationGet(ctx, name)
 	if isNoRows(err) {
 		return "", nil, fmt.Errorf("destination %q no longer exists", name)
 	}

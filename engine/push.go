@@ -84,7 +84,7 @@ func (e *Engine) pushCall(ctx context.Context, o queries.Occurrence) (PushCall, 
 	if o.Destination == nil || o.Timeout == nil {
 		return PushCall{}, errors.New("push occurrence without destination or timeout")
 	}
-	u, headers, err := e.destinationCall(ctx, *o.Destination)
+	u, headers, err := e.destinationCall(ctx, e.q, *o.Destination)
 	if err != nil {
 		return PushCall{}, err
 	}
@@ -131,11 +131,21 @@ func (e *Engine) SettlePush(ctx context.Context, id uuid.UUID, attempt int, res 
 		if err != nil {
 			return err
 		}
-		protect := func(msg string) (string, error) { return e.scrub(ctx, q, o, msg) }
 		if res.ErrorCode != "" {
-			msg, err := protect(res.Message)
+			msg, err := e.scrub(ctx, q, o, res.Message)
 			if err != nil {
 				return err
+			}
+			// A destination may echo the credentials it was sent: its
+			// header values are secret too.
+			if o.Destination != nil {
+				if _, headers, err := e.destinationCall(ctx, q, *o.Destination); err == nil {
+					values := make([]string, 0, len(headers))
+					for _, v := range headers {
+						values = append(values, v)
+					}
+					msg = contracts.Scrub(msg, values)
+				}
 			}
 			return r.fail(o, OutcomeFailed, res.ErrorCode, msg)
 		}

@@ -1,0 +1,2 @@
+// Package canary holds the end-to-end test proving that protected values leak nowhere.
+package canary
