@@ -1,5 +1,6 @@
 // Package api is the JSON design and observation API under /api/v1
-// (DESIGN §9): definitions, processes, instances, occurrences, consumers.
+// (DESIGN §9): definitions, processes, instances, occurrences, consumers,
+// and the audit log of revealed sensitive values.
 // Handlers decode, call the engine, and encode; the domain lives in engine.
 package api
 

@@ -53,7 +53,9 @@ func (a *API) Routes(r chi.Router, lookup auth.Lookup) {
 	r.Route("/occurrences", func(r chi.Router) {
 		r.With(operator).Method("GET", "/", a.listOccurrences())
 		r.With(operator).Method("GET", "/{id}", a.getOccurrence())
+		r.With(admin).Method("POST", "/{id}/reveal", a.revealOccurrence())
 	})
+	r.With(admin).Method("GET", "/audit/reveals", a.listReveals())
 	r.Route("/consumers", func(r chi.Router) {
 		r.Use(admin)
 		r.Method("POST", "/", a.createConsumer())

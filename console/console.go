@@ -2,6 +2,8 @@
 // pages over the engine's observation methods, in English and French, that
 // work without JavaScript. It is observational: the only change it can make
 // is stopping a process instance; nothing in it fabricates a completion.
+// Admins may also reveal a sensitive value, which changes nothing but the
+// audit log that records it.
 //
 // Each page sits next to its handler (occurrence_list.go and
 // occurrence_list.templ); handlers build a view model whose strings are
@@ -78,6 +80,8 @@ func (c *Console) Handler() http.Handler {
 		r.Post("/sign-out", c.signOut)
 		r.Get("/occurrences", c.occurrenceList)
 		r.Get("/occurrences/{id}", c.occurrenceDetail)
+		r.Get("/occurrences/{id}/reveal", c.occurrenceRevealGet)
+		r.Post("/occurrences/{id}/reveal", c.occurrenceReveal)
 		r.Get("/instances/{id}", c.instanceDetail)
 		r.Get("/instances/{id}/stop", c.instanceStopConfirm)
 		r.Post("/instances/{id}/stop", c.instanceStop)

@@ -9,6 +9,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/google/uuid"
 
+	"github.com/relais/relais/auth"
 	"github.com/relais/relais/engine"
 )
 
@@ -43,6 +44,17 @@ type valueTable struct {
 	Caption string
 	Empty   string
 	Rows    []valueRow
+	// Reveal, when set, puts a reveal form on every row masked as
+	// sensitive; it is set for admins only, on occurrence pages.
+	Reveal *revealControl
+}
+
+// revealControl is what each reveal form of a value table carries.
+type revealControl struct {
+	Action string
+	CSRF   string
+	Side   string // engine.SideInputs or engine.SideOutputs
+	Label  string
 }
 
 // occurrenceView is the occurrence detail page.
@@ -69,21 +81,30 @@ type occurrenceView struct {
 // dates, policy, attempts, and its inputs and outputs under the masking
 // rules.
 func (c *Console) occurrenceDetail(w http.ResponseWriter, r *http.Request) {
-	ctx := r.Context()
 	id, err := uuid.Parse(chi.URLParam(r, "id"))
 	if err != nil {
 		c.notFound(w, r)
 		return
 	}
-	o, err := c.eng.GetOccurrence(ctx, id)
+	v, err := c.occurrenceView(r, id)
 	if err != nil {
 		c.fail(w, r, err)
 		return
 	}
+	c.render(w, r, http.StatusOK, occurrencePage(v))
+}
+
+// occurrenceView builds the occurrence page, with reveal forms on its
+// sensitive rows when the session is an admin's.
+func (c *Console) occurrenceView(r *http.Request, id uuid.UUID) (occurrenceView, error) {
+	ctx := r.Context()
+	o, err := c.eng.GetOccurrence(ctx, id)
+	if err != nil {
+		return occurrenceView{}, err
+	}
 	rev, err := c.eng.GetRevision(ctx, o.Definition, o.Revision)
 	if err != nil {
-		c.fail(w, r, err)
-		return
+		return occurrenceView{}, err
 	}
 
 	v := occurrenceView{
@@ -154,7 +175,13 @@ func (c *Console) occurrenceDetail(w http.ResponseWriter, r *http.Request) {
 	case o.Status == engine.StatusFailed || o.Status == engine.StatusCancelled:
 		v.Outputs.Empty = T(ctx, "No outputs: the occurrence ended without completing.")
 	}
-	c.render(w, r, http.StatusOK, occurrencePage(v))
+	if p, ok := auth.FromContext(ctx); ok && p.Role == auth.RoleAdmin {
+		label := T(ctx, "Reveal — this is recorded")
+		csrf := currentOf(ctx).csrf
+		v.Inputs.Reveal = &revealControl{Action: revealHref(id), CSRF: csrf, Side: engine.SideInputs, Label: label}
+		v.Outputs.Reveal = &revealControl{Action: revealHref(id), CSRF: csrf, Side: engine.SideOutputs, Label: label}
+	}
+	return v, nil
 }
 
 func attemptRowOf(ctx context.Context, a engine.Attempt) attemptRow {

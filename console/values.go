@@ -111,12 +111,20 @@ func constraints(ctx context.Context, f contracts.Field) string {
 
 // valueRow is one value of an occurrence's inputs or outputs.
 type valueRow struct {
-	Depth   int
-	Label   string
-	Value   string
-	Masked  bool // Value is the masked marker
-	Missing bool // Value says the field was not provided
-	Group   bool // an object or list: its members follow
+	Depth int
+	Label string
+	// Pointer is the RFC 6901 JSON pointer of the value in its document
+	// ("/contacts/0/email"): what a reveal names and the audit records.
+	Pointer   string
+	Value     string
+	Masked    bool // Value is the masked marker
+	Sensitive bool // masked as sensitive, not secret: an admin may reveal it
+	Missing   bool // Value says the field was not provided
+	Group     bool // an object or list: its members follow
+	// RevealNotice is set on the row whose value an admin just revealed:
+	// Revealed shows in place of the marker, for this one response.
+	Revealed     string
+	RevealNotice string
 }
 
 // valueRows lays out a (masked) JSON object along its contract, labelled
@@ -134,50 +142,67 @@ func valueRows(ctx context.Context, c contracts.Contract, raw json.RawMessage) [
 		return nil
 	}
 	var rows []valueRow
-	objectRows(ctx, &rows, c.Fields, obj, 0, contracts.ClassNormal)
+	objectRows(ctx, &rows, c.Fields, obj, "", 0, contracts.ClassNormal)
 	return rows
 }
 
-func objectRows(ctx context.Context, rows *[]valueRow, fields []contracts.Field, obj map[string]json.RawMessage, depth int, parent contracts.Classification) {
+func objectRows(ctx context.Context, rows *[]valueRow, fields []contracts.Field, obj map[string]json.RawMessage, pointer string, depth int, parent contracts.Classification) {
 	for _, f := range fields {
+		p := pointer + "/" + pointerEscaper.Replace(f.Name)
 		v, ok := obj[f.Name]
 		if !ok {
-			*rows = append(*rows, valueRow{Depth: depth, Label: f.Name, Value: T(ctx, "not provided"), Missing: true})
+			*rows = append(*rows, valueRow{Depth: depth, Label: f.Name, Pointer: p, Value: T(ctx, "not provided"), Missing: true})
 			continue
 		}
-		oneValue(ctx, rows, f, f.Name, v, depth, parent)
+		oneValue(ctx, rows, f, f.Name, p, v, depth, parent)
 	}
 }
 
-func oneValue(ctx context.Context, rows *[]valueRow, f contracts.Field, label string, v json.RawMessage, depth int, parent contracts.Classification) {
+func oneValue(ctx context.Context, rows *[]valueRow, f contracts.Field, label, pointer string, v json.RawMessage, depth int, parent contracts.Classification) {
 	class := contracts.MaxClass(parent, f.Classification)
 	if m := maskedClass(v); m != "" {
 		class = contracts.MaxClass(class, m)
 	}
 	if class.Rank() > 0 {
-		*rows = append(*rows, valueRow{Depth: depth, Label: label, Value: maskedMarker(ctx, class), Masked: true})
+		*rows = append(*rows, valueRow{Depth: depth, Label: label, Pointer: pointer, Value: maskedMarker(ctx, class), Masked: true,
+			Sensitive: class == contracts.ClassSensitive})
 		return
 	}
 	switch f.Type {
 	case contracts.TypeObject:
 		var obj map[string]json.RawMessage
 		if json.Unmarshal(v, &obj) == nil && obj != nil {
-			*rows = append(*rows, valueRow{Depth: depth, Label: label, Group: true})
-			objectRows(ctx, rows, f.Fields, obj, depth+1, class)
+			*rows = append(*rows, valueRow{Depth: depth, Label: label, Pointer: pointer, Group: true})
+			objectRows(ctx, rows, f.Fields, obj, pointer, depth+1, class)
 			return
 		}
 	case contracts.TypeList:
 		var items []json.RawMessage
 		if json.Unmarshal(v, &items) == nil && items != nil && f.Items != nil {
 			count := len(items)
-			*rows = append(*rows, valueRow{Depth: depth, Label: label, Group: true, Value: T(ctx, "%d items", count)})
+			*rows = append(*rows, valueRow{Depth: depth, Label: label, Pointer: pointer, Group: true, Value: T(ctx, "%d items", count)})
 			for i, item := range items {
-				oneValue(ctx, rows, *f.Items, "#"+strconv.Itoa(i+1), item, depth+1, class)
+				oneValue(ctx, rows, *f.Items, "#"+strconv.Itoa(i+1), pointer+"/"+strconv.Itoa(i), item, depth+1, class)
 			}
 			return
 		}
 	}
-	*rows = append(*rows, valueRow{Depth: depth, Label: label, Value: scalar(ctx, v)})
+	*rows = append(*rows, valueRow{Depth: depth, Label: label, Pointer: pointer, Value: scalar(ctx, v)})
+}
+
+// pointerEscaper escapes one JSON pointer reference token (RFC 6901: "~"
+// first, then "/").
+var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")
+
+// revealedText shows a revealed value: a scalar as scalar shows it, an
+// object or list as its JSON, in which nested secret values are still
+// masked markers (the engine re-masked them).
+func revealedText(ctx context.Context, v json.RawMessage) string {
+	v = bytes.TrimSpace(v)
+	if len(v) > 0 && (v[0] == '{' || v[0] == '[') {
+		return string(v)
+	}
+	return scalar(ctx, v)
 }
 
 // maskedClass returns the classification of a {"$masked": ...} marker, or

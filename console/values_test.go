@@ -47,6 +47,37 @@ func TestValueRowsNeverShowProtectedValues(t *testing.T) {
 	}
 }
 
+// TestValueRowPointers checks the JSON pointer each row carries (what a
+// reveal names) and which masked rows an admin may reveal.
+func TestValueRowPointers(t *testing.T) {
+	t.Parallel()
+	c := contracts.Contract{Fields: []contracts.Field{
+		{Name: "name", Type: contracts.TypeText},
+		{Name: "key", Type: contracts.TypeText, Classification: contracts.ClassSecret},
+		{Name: "card", Type: contracts.TypeObject, Classification: contracts.ClassSensitive, Fields: []contracts.Field{
+			{Name: "number", Type: contracts.TypeText}}},
+		{Name: "items", Type: contracts.TypeList, Items: &contracts.Field{Type: contracts.TypeObject, Fields: []contracts.Field{
+			{Name: "pin", Type: contracts.TypeText, Classification: contracts.ClassSecret},
+			{Name: "phone", Type: contracts.TypeText, Classification: contracts.ClassSensitive}}}},
+		{Name: "absent", Type: contracts.TypeInteger},
+	}}
+	raw := json.RawMessage(`{"name":"Acme","key":{"$masked":"secret"},"card":{"$masked":"sensitive"},
+		"items":[{"pin":{"$masked":"secret"},"phone":{"$masked":"sensitive"}},{"phone":{"$masked":"sensitive"}}]}`)
+	var got []string
+	for _, r := range valueRows(en, c, raw) {
+		s := r.Pointer
+		if r.Sensitive {
+			s += " (revealable)"
+		}
+		got = append(got, s)
+	}
+	want := []string{"/name", "/key", "/card (revealable)", "/items", "/items/0", "/items/0/pin", "/items/0/phone (revealable)",
+		"/items/1", "/items/1/pin", "/items/1/phone (revealable)", "/absent"}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("pointers:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
 func TestDescribeChangeInBothLanguages(t *testing.T) {
 	t.Parallel()
 	older := contracts.Working{Name: "x",

@@ -83,41 +83,78 @@ func (c Contract) Mask(value json.RawMessage) json.RawMessage {
 	if err != nil || !ok {
 		return json.RawMessage("{}")
 	}
-	out := maskObject(obj, c.Fields, ClassNormal)
+	out := maskObject(obj, c.Fields, ClassNormal, ClassSensitive)
 	return appendValue(nil, out)
 }
 
-func maskObject(obj map[string]any, fields []Field, parent Classification) map[string]any {
+// Reveal returns the value at pointer in value, a complete (unsealed)
+// document, for an explicit reveal of that one value. Values below it
+// classified secret stay replaced by their masked marker: a sensitive
+// object or list may hold secrets, and revealing the sensitive value must
+// not reveal them. Properties the contract does not declare are dropped as
+// Mask drops them. ok is false when pointer addresses no declared field
+// (list items are addressed by index) or value holds nothing there. Reveal
+// does not look at the value's own classification: the caller decides what
+// may be revealed, with Lookup.
+func (c Contract) Reveal(value json.RawMessage, pointer string) (json.RawMessage, bool) {
+	tokens, err := splitPointer(pointer)
+	if err != nil || len(tokens) == 0 {
+		return nil, false
+	}
+	f, class, ok := c.Lookup(tokens)
+	if !ok {
+		return nil, false
+	}
+	doc, err := decodeValue(value)
+	if err != nil {
+		return nil, false
+	}
+	v, ok := resolve(doc, pointer)
+	if !ok {
+		return nil, false
+	}
+	// class already includes f's own classification and its ancestors':
+	// below it, only what is secret is masked.
+	out, keep := maskValue(v, f, class, ClassSecret)
+	if !keep {
+		return nil, false
+	}
+	return appendValue(nil, out), true
+}
+
+// maskObject masks the members of obj classified at least min.
+func maskObject(obj map[string]any, fields []Field, parent, min Classification) map[string]any {
 	out := make(map[string]any, len(fields))
 	for _, f := range fields {
 		v, ok := obj[f.Name]
 		if !ok {
 			continue
 		}
-		if mv, keep := maskValue(v, f, parent); keep {
+		if mv, keep := maskValue(v, f, parent, min); keep {
 			out[f.Name] = mv
 		}
 	}
 	return out
 }
 
-// maskValue masks one value described by f; keep is false when the value
-// must be dropped altogether.
-func maskValue(v any, f Field, parent Classification) (any, bool) {
+// maskValue masks one value described by f when its effective
+// classification is at least min (and, through it, the values below it);
+// keep is false when the value must be dropped altogether.
+func maskValue(v any, f Field, parent, min Classification) (any, bool) {
 	class := MaxClass(parent, f.Classification)
-	if class.Rank() > 0 {
+	if class.Rank() >= min.Rank() {
 		return masked(class), true
 	}
 	switch f.Type {
 	case TypeObject:
 		if obj, ok := v.(map[string]any); ok {
-			return maskObject(obj, f.Fields, class), true
+			return maskObject(obj, f.Fields, class, min), true
 		}
 	case TypeList:
 		if arr, ok := v.([]any); ok && f.Items != nil {
 			out := make([]any, 0, len(arr))
 			for _, item := range arr {
-				mv, keep := maskValue(item, *f.Items, class)
+				mv, keep := maskValue(item, *f.Items, class, min)
 				if !keep {
 					// Keep indexes stable so paths in violations still line up.
 					mv = nil

@@ -51,6 +51,43 @@ func TestMaskEdgeCases(t *testing.T) {
 	}
 }
 
+func TestReveal(t *testing.T) {
+	t.Parallel()
+	c := mustParseContract(t, `{"fields":[
+	  {"name":"a","type":"text"},
+	  {"name":"email","type":"text","classification":"sensitive"},
+	  {"name":"card","type":"object","classification":"sensitive","fields":[
+	    {"name":"holder","type":"text"},{"name":"token","type":"text","classification":"secret"},
+	    {"name":"pins","type":"list","items":{"type":"integer","classification":"secret"}}]},
+	  {"name":"phones","type":"list","items":{"type":"text","classification":"sensitive"}}
+	]}`)
+	doc := `{"a":"x","email":"jane@example.com","card":{"holder":"Jane","token":"tok","pins":[1,2],"extra":"leak"},
+	  "phones":["+33 1","+33 2"]}`
+	tests := []struct {
+		pointer, want string
+		ok            bool
+	}{
+		{"/email", `"jane@example.com"`, true},
+		{"/card", `{"holder":"Jane","pins":[{"$masked":"secret"},{"$masked":"secret"}],"token":{"$masked":"secret"}}`, true},
+		{"/card/holder", `"Jane"`, true},
+		{"/card/token", `{"$masked":"secret"}`, true},
+		{"/phones/1", `"+33 2"`, true},
+		{"/a", `"x"`, true},
+		{"/phones/5", "", false},
+		{"/phones/*", "", false},
+		{"/card/extra", "", false},
+		{"/nowhere", "", false},
+		{"", "", false},
+		{"email", "", false},
+	}
+	for _, tt := range tests {
+		got, ok := c.Reveal(json.RawMessage(doc), tt.pointer)
+		if ok != tt.ok || string(got) != tt.want {
+			t.Errorf("Reveal(%q) = %s, %v; want %s, %v", tt.pointer, got, ok, tt.want, tt.ok)
+		}
+	}
+}
+
 func TestSplitMerge(t *testing.T) {
 	t.Parallel()
 	c := mustParseContract(t, `{"fields":[

@@ -48,7 +48,8 @@ func (e *Engine) seal(c contracts.Contract, value json.RawMessage, aad string) (
 
 // unseal returns the full value: public with the sealed secrets put back.
 // Only deliveries (to an authorized consumer or destination, or to a
-// binding evaluated inside the engine) call it.
+// binding evaluated inside the engine) call it, and an admin's recorded
+// reveal of one sensitive value (reveal.go), which re-masks the secrets.
 func (e *Engine) unseal(public json.RawMessage, sealed []byte, aad string) (json.RawMessage, error) {
 	if len(sealed) == 0 {
 		return public, nil

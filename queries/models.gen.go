@@ -134,6 +134,16 @@ type Release struct {
 	CreatedAt     time.Time
 }
 
+type RevealAudit struct {
+	ID           int64
+	OccurrenceID uuid.UUID
+	Side         string
+	Field        string
+	TokenID      *int64
+	Principal    string
+	RevealedAt   time.Time
+}
+
 type Revision struct {
 	DefinitionKey string
 	Revision      int32

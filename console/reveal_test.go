@@ -1,0 +1,208 @@
+package console_test
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/PuerkitoBio/goquery"
+)
+
+// revealForms returns side+field of every reveal form of a page, and fails
+// when one sits on a row that is not masked as sensitive.
+func revealForms(t *testing.T, r response) []string {
+	t.Helper()
+	var got []string
+	r.doc.Find(`[data-testid=reveal-form]`).Each(func(_ int, s *goquery.Selection) {
+		side, _ := s.Find(`input[name=side]`).Attr("value")
+		field, _ := s.Find(`input[name=field]`).Attr("value")
+		csrf, _ := s.Find(`input[name=csrf]`).Attr("value")
+		if csrf == "" {
+			t.Errorf("reveal form for %s %s without CSRF token", side, field)
+		}
+		if marker := s.Closest("td").Find(`[data-testid=masked]`).Text(); !strings.Contains(marker, "sensitive") && !strings.Contains(marker, "sensible") {
+			t.Errorf("reveal form for %s %s on a row showing %q", side, field, marker)
+		}
+		got = append(got, side+" "+field)
+	})
+	return got
+}
+
+// reveals returns the audit records of an occurrence, through the API.
+func reveals(t *testing.T, f *fixture, occ string) []any {
+	t.Helper()
+	return f.env.Must(200, "GET", "/api/v1/audit/reveals?occurrence="+occ, f.env.Admin, nil).JSON(t)["items"].([]any)
+}
+
+func TestRevealControlsOnlyForAdminsOnSensitiveRows(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	admin := signedIn(t, f.env.URL, "en", f.env.Admin)
+	r := admin.mustGet("/console/occurrences/"+f.completed, 200)
+	got := revealForms(t, r)
+	want := []string{"inputs /contact", "outputs /note"}
+	if strings.Join(got, ", ") != strings.Join(want, ", ") {
+		t.Errorf("reveal forms %v; want %v (sensitive rows only, none on secret rows)", got, want)
+	}
+	r.doc.Find(`[data-testid=value-row]`).Each(func(_ int, s *goquery.Selection) {
+		if strings.Contains(s.Find(`[data-testid=masked]`).Text(), "secret") && s.Find(`form`).Length() > 0 {
+			t.Errorf("a secret row %q has a form", s.AttrOr("data-field", ""))
+		}
+	})
+	if label := text(r, "reveal"); !strings.Contains(label, "Reveal — this is recorded") {
+		t.Errorf("reveal button %q", label)
+	}
+	action, _ := r.doc.Find(`[data-testid=reveal-form]`).First().Attr("action")
+	method, _ := r.doc.Find(`[data-testid=reveal-form]`).First().Attr("method")
+	if action != "/console/occurrences/"+f.completed+"/reveal" || method != "post" {
+		t.Errorf("reveal form: %s %s", method, action)
+	}
+	if got := revealForms(t, admin.mustGet("/console/occurrences/"+f.available, 200)); len(got) != 1 || got[0] != "inputs /contact" {
+		t.Errorf("reveal forms of an occurrence without outputs: %v", got)
+	}
+	// The instance page lays out the same values but reveals nothing.
+	if n := count(admin.mustGet("/console/instances/"+f.completedInst, 200), "reveal-form"); n != 0 {
+		t.Errorf("%d reveal forms on the instance page", n)
+	}
+	fr := signedIn(t, f.env.URL, "fr", f.env.Admin).mustGet("/console/occurrences/"+f.completed, 200)
+	if label := text(fr, "reveal"); !strings.Contains(label, "Révéler — cette action est enregistrée") {
+		t.Errorf("French reveal button %q", label)
+	}
+
+	operator := signedIn(t, f.env.URL, "en", f.env.Operator)
+	for _, p := range f.pages() {
+		if r := operator.get(p.path); r.doc != nil && count(r, "reveal-form")+count(r, "reveal") != 0 {
+			t.Errorf("operator sees a reveal control on %s", p.name)
+		}
+	}
+}
+
+func TestRevealShowsTheValueOnceAndRecordsIt(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	b := signedIn(t, f.env.URL, "en", f.env.Admin)
+	page := "/console/occurrences/" + f.completed
+	action := page + "/reveal"
+	csrf := csrfOf(t, b.mustGet(page, 200))
+
+	// Without the session's CSRF token: refused, nothing revealed.
+	for name, form := range map[string]url.Values{
+		"missing": {"side": {"inputs"}, "field": {"/contact"}},
+		"wrong":   {"csrf": {"forged"}, "side": {"inputs"}, "field": {"/contact"}},
+	} {
+		r := b.do("POST", action, form)
+		if r.status != http.StatusForbidden || text(r, "page-title") != "Form refused" || strings.Contains(r.body, canarySensitive) {
+			t.Errorf("reveal with %s token: %d %q", name, r.status, text(r, "page-title"))
+		}
+	}
+	if n := len(reveals(t, f, f.completed)); n != 0 {
+		t.Fatalf("%d audit records after refused forms", n)
+	}
+
+	r := b.do("POST", action, url.Values{"csrf": {csrf}, "side": {"inputs"}, "field": {"/contact"}})
+	if r.status != http.StatusOK {
+		t.Fatalf("reveal: %d %.500s", r.status, r.body)
+	}
+	if cc := r.header.Get("Cache-Control"); cc != "no-store" {
+		t.Errorf("the revealed page may be cached: Cache-Control %q", cc)
+	}
+	if r.header.Get("Location") != "" || strings.Contains(r.header.Get("Set-Cookie"), "CANARY") {
+		t.Errorf("the value travels in a header: Location %q, Set-Cookie %q", r.header.Get("Location"), r.header.Get("Set-Cookie"))
+	}
+	if got := text(r, "revealed-value"); got != `{"name":"`+canarySensitive+`"}` {
+		t.Errorf("revealed value %q", got)
+	}
+	row := r.doc.Find(`[data-testid=revealed]`).Closest(`[data-testid=value-row]`)
+	if field, _ := row.Attr("data-field"); field != "contact" || count(r, "revealed") != 1 {
+		t.Errorf("revealed in row %q (%d revealed rows); want contact only", field, count(r, "revealed"))
+	}
+	notice := text(r, "reveal-notice")
+	if !strings.HasPrefix(notice, "Revealed by admin at ") || !strings.HasSuffix(notice, "UTC; recorded in the audit log.") {
+		t.Errorf("notice %q", notice)
+	}
+	// The other sensitive value stays masked, and no secret shows.
+	if !strings.Contains(text(r, "outputs"), "hidden (sensitive)") || strings.Count(r.body, canarySensitive) != 1 {
+		t.Errorf("more than the one value is revealed")
+	}
+	for _, leak := range []string{canarySecret, "SECRET-7f3a"} {
+		if strings.Contains(r.body, leak) {
+			t.Errorf("the reveal page contains %q", leak)
+		}
+	}
+
+	recs := reveals(t, f, f.completed)
+	if len(recs) != 1 {
+		t.Fatalf("%d audit records after one reveal", len(recs))
+	}
+	rec := recs[0].(map[string]any)
+	if rec["principal"] != "admin" || rec["side"] != "inputs" || rec["field"] != "/contact" || rec["occurrence_id"] != f.completed {
+		t.Errorf("audit record %v", rec)
+	}
+
+	// The value is shown in that response only.
+	if again := b.mustGet(page, 200); strings.Contains(again.body, canarySensitive) || count(again, "revealed") != 0 {
+		t.Errorf("the occurrence page still shows the revealed value")
+	}
+	if r := b.get(action); r.status != http.StatusSeeOther || r.header.Get("Location") != page {
+		t.Errorf("GET of the reveal address: %d %q", r.status, r.header.Get("Location"))
+	}
+	if strings.Contains(f.env.Logs.String(), canarySensitive) {
+		t.Errorf("the logs hold the revealed value")
+	}
+
+	// In French, with an output.
+	fr := signedIn(t, f.env.URL, "fr", f.env.Admin)
+	rf := fr.do("POST", action, url.Values{"csrf": {csrfOf(t, fr.mustGet(page, 200))}, "side": {"outputs"}, "field": {"/note"}})
+	if rf.status != http.StatusOK || text(rf, "revealed-value") != canarySensitive || !strings.HasPrefix(text(rf, "reveal-notice"), "Révélé par admin le ") ||
+		!strings.HasSuffix(text(rf, "reveal-notice"), "UTC ; consigné dans le journal d’audit.") {
+		t.Errorf("French reveal: %d %q %q", rf.status, text(rf, "revealed-value"), text(rf, "reveal-notice"))
+	}
+	shown := visibleText(rf.doc)
+	for _, w := range englishWords {
+		if containsWord(shown, w) {
+			t.Errorf("French reveal page contains %q: %s", w, around(shown, w))
+		}
+	}
+	if n := len(reveals(t, f, f.completed)); n != 2 {
+		t.Errorf("%d audit records after two reveals", n)
+	}
+}
+
+func TestRevealRefusals(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	action := "/console/occurrences/" + f.completed + "/reveal"
+	admin := signedIn(t, f.env.URL, "en", f.env.Admin)
+	csrf := csrfOf(t, admin.mustGet("/console/occurrences/"+f.completed, 200))
+	for _, tt := range []struct {
+		name, side, field string
+		status            int
+	}{
+		{"secret", "inputs", "/api_key", http.StatusForbidden},
+		{"nested secret", "outputs", "/receipt/signature", http.StatusForbidden},
+		{"normal", "inputs", "/company", http.StatusUnprocessableEntity},
+		{"inside a sensitive row", "inputs", "/contact/name", http.StatusUnprocessableEntity},
+		{"unknown", "inputs", "/nowhere", http.StatusUnprocessableEntity},
+		{"bad side", "everything", "/contact", http.StatusUnprocessableEntity},
+	} {
+		r := admin.do("POST", action, url.Values{"csrf": {csrf}, "side": {tt.side}, "field": {tt.field}})
+		if r.status != tt.status || strings.Contains(r.body, canarySensitive) || strings.Contains(r.body, canarySecret) {
+			t.Errorf("%s: %d, want %d", tt.name, r.status, tt.status)
+		}
+	}
+	if r := admin.do("POST", "/console/occurrences/00000000-0000-7000-8000-000000000000/reveal",
+		url.Values{"csrf": {csrf}, "side": {"inputs"}, "field": {"/contact"}}); r.status != http.StatusNotFound {
+		t.Errorf("unknown occurrence: %d", r.status)
+	}
+
+	operator := signedIn(t, f.env.URL, "en", f.env.Operator)
+	opCSRF := csrfOf(t, operator.mustGet("/console/occurrences/"+f.completed, 200))
+	r := operator.do("POST", action, url.Values{"csrf": {opCSRF}, "side": {"inputs"}, "field": {"/contact"}})
+	if r.status != http.StatusForbidden || strings.Contains(r.body, canarySensitive) {
+		t.Errorf("operator reveal: %d", r.status)
+	}
+	if n := len(reveals(t, f, f.completed)); n != 0 {
+		t.Errorf("%d audit records after refusals; want none", n)
+	}
+}

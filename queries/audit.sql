@@ -1,0 +1,18 @@
+-- name: RevealAuditInsert :one
+insert into reveal_audit (occurrence_id, side, field, token_id, principal, revealed_at)
+values (@occurrence_id, @side, @field, sqlc.narg('token_id'), @principal, coalesce(sqlc.narg('revealed_at')::timestamptz, now()))
+returning *;
+
+-- name: RevealAuditList :many
+-- Newest first; the keyset cursor is the last id of the previous page.
+select * from reveal_audit
+where (sqlc.narg('before')::bigint is null or id < sqlc.narg('before'))
+order by id desc
+limit @max;
+
+-- name: RevealAuditListByOccurrence :many
+select * from reveal_audit
+where occurrence_id = @occurrence_id
+  and (sqlc.narg('before')::bigint is null or id < sqlc.narg('before'))
+order by id desc
+limit @max;
