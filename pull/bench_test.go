@@ -51,7 +51,7 @@ func BenchmarkPickupLatency(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := tx.Exec(ctx, `update occurrences set claimable_at = now() where id = $1`, ids[i]); err != nil {
+		if _, err := tx.Exec(ctx, `update occurrences set available_at = now(), claimable_at = now() where id = $1`, ids[i]); err != nil {
 			b.Fatal(err)
 		}
 		if _, err := tx.Exec(ctx, `select pg_notify($1, $2)`, engine.ChannelOccurrence, engine.AvailabilityPayload("pull", "add_company_to_crm", 1, time.Now())); err != nil {
@@ -69,7 +69,8 @@ func BenchmarkPickupLatency(b *testing.B) {
 	b.ReportMetric(float64(latencies[len(latencies)*99/100].Microseconds())/1000, "p99-ms")
 }
 
-// park starts n instances and parks their occurrences (not claimable).
+// park starts n instances and parks their occurrences: available only a day
+// from now.
 func park(b *testing.B, env *relaistest.Env, n int) []string {
 	b.Helper()
 	var ids []string
@@ -77,7 +78,7 @@ func park(b *testing.B, env *relaistest.Env, n int) []string {
 		inst := env.Must(201, "POST", "/api/v1/processes/crm_only/instances", env.Operator, map[string]any{"inputs": map[string]any{"name": fmt.Sprint("c", i)}}).JSON(b)
 		ids = append(ids, inst["path"].([]any)[0].(map[string]any)["occurrence_id"].(string))
 	}
-	if _, err := env.Pool.Exec(context.Background(), "update occurrences set claimable_at = null"); err != nil {
+	if _, err := env.Pool.Exec(context.Background(), "update occurrences set available_at = now() + interval '1 day', claimable_at = now() + interval '1 day'"); err != nil {
 		b.Fatal(err)
 	}
 	return ids
@@ -200,7 +201,7 @@ func BenchmarkFetchCost(b *testing.B) {
 					b.Fatalf("claim: %v %v", got, err)
 				}
 				b.StopTimer()
-				if _, err := env.Pool.Exec(ctx, `update occurrences set status = 'available', claimable_at = now() - interval '1 minute' where id = $1`, got[0].ID); err != nil {
+				if _, err := env.Pool.Exec(ctx, `update occurrences set status = 'available', available_at = now() - interval '1 minute', claimable_at = now() - interval '1 minute' where id = $1`, got[0].ID); err != nil {
 					b.Fatal(err)
 				}
 				b.StartTimer()
