@@ -253,8 +253,6 @@ func (e *Engine) DiffRevisions(ctx context.Context, key string, a, b int) ([]con
 }
 
 // CreateRelease publishes a revision under a name unique to the definition.
-// Creating the same release again (same revision and notes) returns it with
-// created false, so `relais apply` can be re-run.
 func (e *Engine) CreateRelease(ctx context.Context, key, name string, revision int, notes string) (rel Release, created bool, err error) {
 	var errs []fault.FieldError
 	if !releaseNamePattern.MatchString(name) {
@@ -278,11 +276,9 @@ func (e *Engine) CreateRelease(ctx context.Context, key, name string, revision i
 	}
 	row, err := e.q.ReleaseInsert(ctx, queries.ReleaseInsertParams{DefinitionKey: key, Name: name, Revision: int32(revision), Notes: notes})
 	if isUniqueViolation(err, "releases_pkey") {
-		existing, gerr := e.q.ReleaseGet(ctx, queries.ReleaseGetParams{DefinitionKey: key, Name: name})
-		if gerr == nil && int(existing.Revision) == revision && existing.Notes == notes {
-			// The same release again: idempotent, so apply can be re-run.
-			return releaseFromRow(existing), false, nil
-		}
+		// A name is published once, even with the same content: `relais
+		// apply` reads the release first and reports it unchanged.
+		existing, _ := e.q.ReleaseGet(ctx, queries.ReleaseGetParams{DefinitionKey: key, Name: name})
 		return Release{}, false, fault.New(fault.Conflict, "release_exists", "release %q of %q already exists (revision %d) and cannot be changed", name, key, existing.Revision)
 	}
 	if err != nil {
