@@ -131,12 +131,12 @@ func newFixture(t *testing.T) *fixture {
 	f.failedInst = start()
 	f.failed = fetch("w-1")
 	env.Must(200, "POST", "/api/v1/pull/occurrences/"+f.failed+"/fail", consumer, map[string]any{"worker_id": "w-1",
-		"error_code": "VAULT_DOWN", "message": "vault refused " + canarySecret + " for " + canarySensitive, "retryable": true, "retry_delay": "PT0S"})
+		"error_code": "VAULT_DOWN", "message": "HTTP 503: " + canarySecret + " / " + canarySensitive, "retryable": true, "retry_delay": "PT0S"})
 	if again := fetch("w-2"); again != f.failed {
 		t.Fatalf("second fetch got %s, want the retried %s", again, f.failed)
 	}
 	env.Must(200, "POST", "/api/v1/pull/occurrences/"+f.failed+"/fail", consumer, map[string]any{"worker_id": "w-2",
-		"error_code": "KEY_REFUSED", "message": "key " + canarySecret + " refused", "retryable": false})
+		"error_code": "KEY_REFUSED", "message": "HTTP 403: " + canarySecret, "retryable": false})
 
 	f.runInst = start()
 	occs := env.Must(200, "GET", "/api/v1/occurrences?instance="+f.runInst, env.Operator, nil).JSON(t)["items"].([]any)

@@ -4,12 +4,14 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/google/uuid"
 
 	"github.com/relais/relais/auth"
+	"github.com/relais/relais/contracts"
 	"github.com/relais/relais/engine"
 )
 
@@ -153,7 +155,7 @@ func (c *Console) occurrenceView(r *http.Request, id uuid.UUID) (occurrenceView,
 	if o.ErrorMessage != nil {
 		// Worker-supplied; the engine scrubbed the occurrence's protected
 		// values from it before storing it.
-		v.Summary = append(v.Summary, fact{Label: T(ctx, "Error message"), Value: *o.ErrorMessage, TestID: "error-message"})
+		v.Summary = append(v.Summary, fact{Label: T(ctx, "Error message"), Value: errorMessage(ctx, *o.ErrorMessage), TestID: "error-message"})
 	}
 	if o.Destination != nil {
 		v.Policy = append(v.Policy, fact{Label: T(ctx, "Destination"), Value: *o.Destination, Code: true})
@@ -203,9 +205,17 @@ func attemptRowOf(ctx context.Context, a engine.Attempt) attemptRow {
 		row.ErrorCode = *a.ErrorCode
 	}
 	if a.ErrorMessage != nil {
-		row.ErrorMessage = *a.ErrorMessage
+		row.ErrorMessage = errorMessage(ctx, *a.ErrorMessage)
 	}
 	return row
+}
+
+// errorMessage shows a stored error message with the engine's scrubbing
+// marker in the reader's language; the rest of the message is the
+// worker's or destination's own words.
+func errorMessage(ctx context.Context, msg string) string {
+	// TRANSLATORS: stands where a protected value was removed from a worker's error message.
+	return strings.ReplaceAll(msg, contracts.Redacted, T(ctx, "[redacted]"))
 }
 
 func optionalDuration(ctx context.Context, d *time.Duration) string {

@@ -64,7 +64,7 @@ func (f *fixture) expectations() map[string]expect {
 				"status":                {"failed", "en échec"},
 				"attempts-summary":      {"2 attempts · at most 3", "2 tentatives · au plus 3"},
 				"error-code":            {"KEY_REFUSED", "KEY_REFUSED"},
-				"attempt-error-message": {"vault refused [redacted] for [redacted]", "vault refused [redacted] for [redacted]"},
+				"attempt-error-message": {"HTTP 503: [redacted] / [redacted]", "HTTP 503: [masqué] / [masqué]"},
 				"attempt-outcome":       {"failed", "en échec"},
 				"dates":                 {"UTC", "UTC"},
 			},

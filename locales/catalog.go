@@ -48,24 +48,24 @@ var messageKeyToIndex = map[string]int{
 	"%d days":                       89,
 	"%d h":                          95,
 	"%d hours":                      90,
-	"%d items":                      254,
+	"%d items":                      255,
 	"%d min":                        96,
 	"%d minutes":                    91,
 	"%d ms":                         93,
-	"%d occurrences":                229,
+	"%d occurrences":                230,
 	"%d releases":                   74,
 	"%d s":                          97,
 	"%d seconds":                    92,
 	"%s, revision %s":               177,
 	"%s, version %s":                178,
 	"%s: %s → %s":                   63,
-	"(each item)":                   243,
+	"(each item)":                   244,
 	"0 seconds":                     88,
-	"A %s token cannot open the console: sign in with an operator or administrator token.": 241,
-	"All consumers":          227,
-	"All definitions":        225,
-	"All statuses":           226,
-	"Apply filters":          219,
+	"A %s token cannot open the console: sign in with an operator or administrator token.": 242,
+	"All consumers":          228,
+	"All definitions":        226,
+	"All statuses":           227,
+	"Apply filters":          220,
 	"Apr":                    79,
 	"Attempts":               192,
 	"Aug":                    83,
@@ -75,18 +75,18 @@ var messageKeyToIndex = map[string]int{
 	"Breaks workers":         44,
 	"Business key":           122,
 	"Call timeout":           202,
-	"Cannot reveal":          232,
+	"Cannot reveal":          233,
 	"Change":                 41,
 	"Choose two existing revisions to compare.": 53,
 	"Classification":    19,
-	"Clear filters":     220,
+	"Clear filters":     221,
 	"Compare":           40,
 	"Compare revisions": 36,
 	"Constraints":       20,
 	"Consumer":          195,
-	"Counts are refreshed every few seconds.": 222,
-	"Counts are unavailable right now.":       228,
-	"Counts by status":                        221,
+	"Counts are refreshed every few seconds.": 223,
+	"Counts are unavailable right now.":       229,
+	"Counts by status":                        222,
 	"Created":                                 108,
 	"Dates":                                   182,
 	"Deadline":                                186,
@@ -105,7 +105,7 @@ var messageKeyToIndex = map[string]int{
 	"External tasks":                          3,
 	"Feb":                                     77,
 	"Field":                                   16,
-	"Filters":                                 217,
+	"Filters":                                 218,
 	"First page":                              73,
 	"Form refused":                            12,
 	"From revision":                           38,
@@ -133,7 +133,7 @@ var messageKeyToIndex = map[string]int{
 	"Next page":                            72,
 	"No definition yet.":                   71,
 	"No inputs.":                           47,
-	"No occurrence matches these filters.": 224,
+	"No occurrence matches these filters.": 225,
 	"No outputs yet: the occurrence has not completed.": 206,
 	"No outputs.": 49,
 	"No outputs: the occurrence ended without completing.": 208,
@@ -148,10 +148,10 @@ var messageKeyToIndex = map[string]int{
 	"Nov":                       86,
 	"Occurrence":                103,
 	"Occurrence %s":             179,
-	"Occurrences, newest first": 223,
+	"Occurrences, newest first": 224,
 	"Oct":                       85,
-	"Only a value this page shows as hidden (sensitive) can be revealed.": 233,
-	"Only administrators may reveal a sensitive value.":                   230,
+	"Only a value this page shows as hidden (sensitive) can be revealed.": 234,
+	"Only administrators may reveal a sensitive value.":                   231,
 	"Only operators may stop an instance.":                                129,
 	"Outcome":                                                             197,
 	"Outputs":                                                             48,
@@ -171,18 +171,18 @@ var messageKeyToIndex = map[string]int{
 	"Reserved":                  184,
 	"Retry delay":               189,
 	"Reveal — this is recorded": 209,
-	"Revealed by %s at %s; recorded in the audit log.": 231,
+	"Revealed by %s at %s; recorded in the audit log.": 232,
 	"Revision":                             33,
 	"Revision %d":                          50,
 	"Revisions":                            28,
 	"Route":                                106,
 	"Routing output":                       26,
-	"Secret values can never be revealed.": 234,
+	"Secret values can never be revealed.": 235,
 	"Sep":                                  84,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 126,
 	"Settled": 109,
-	"Sign in": 236,
-	"Sign in with an operator or administrator token.": 237,
+	"Sign in": 237,
+	"Sign in with an operator or administrator token.": 238,
 	"Sign out":                 6,
 	"Signed in as %s (%s)":     5,
 	"Snapshotted":              51,
@@ -200,11 +200,11 @@ var messageKeyToIndex = map[string]int{
 	"The instance was stopped; its open occurrences are cancelled.":                                                               115,
 	"The nodes this instance reached, in order, each with its occurrence.":                                                        101,
 	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                24,
-	"The page cursor is invalid: go back to the first page.":                                                                      215,
-	"The page size must be between 1 and %d.":                                                                                     216,
-	"The process instance must be an instance id (a UUID).":                                                                       212,
-	"The revision must be a whole number, 1 or more.":                                                                             213,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 239,
+	"The page cursor is invalid: go back to the first page.":                                                                      216,
+	"The page size must be between 1 and %d.":                                                                                     217,
+	"The process instance must be an instance id (a UUID).":                                                                       213,
+	"The revision must be a whole number, 1 or more.":                                                                             214,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 240,
 	"These revisions have the same contracts.":                                                                                    45,
 	"This contract has no inputs.":                                                                                                204,
 	"This contract has no outputs.":                                                                                               207,
@@ -213,22 +213,23 @@ var messageKeyToIndex = map[string]int{
 	"This instance has not reached a task yet.":                                                                                   110,
 	"This page does not accept that request.":                                                                                     8,
 	"This process takes no inputs.":                                                                                               114,
-	"This token is unknown or has been revoked.":                                                                                  240,
+	"This token is unknown or has been revoked.":                                                                                  241,
 	"To revision":                     39,
-	"Token":                           238,
+	"Token":                           239,
 	"Type":                            17,
-	"Unknown consumer.":               214,
-	"Unknown status %q.":              211,
+	"Unknown consumer.":               215,
+	"Unknown status %q.":              212,
 	"Value":                           111,
 	"Worker id":                       196,
 	"Working copy":                    23,
-	"You are signed out.":             235,
+	"You are signed out.":             236,
+	"[redacted]":                      211,
 	"administrator":                   155,
-	"at least %d characters":          244,
-	"at least %d items":               251,
+	"at least %d characters":          245,
+	"at least %d items":               252,
 	"at most %d":                      194,
-	"at most %d characters":           245,
-	"at most %d items":                252,
+	"at most %d characters":           246,
+	"at most %d items":                253,
 	"available":                       131,
 	"boolean":                         142,
 	"cancelled":                       135,
@@ -246,33 +247,33 @@ var messageKeyToIndex = map[string]int{
 	"field added":                     161,
 	"field removed":                   162,
 	"format":                          172,
-	"format %s":                       247,
+	"format %s":                       248,
 	"in progress":                     200,
-	"instance id":                     218,
+	"instance id":                     219,
 	"integer":                         140,
 	"list":                            147,
 	"maximum":                         174,
-	"maximum %s":                      249,
+	"maximum %s":                      250,
 	"maximum items":                   176,
 	"maximum length":                  170,
 	"minimum":                         173,
-	"minimum %s":                      248,
+	"minimum %s":                      249,
 	"minimum items":                   175,
 	"minimum length":                  169,
 	"no":                              160,
 	"none":                            66,
 	"none yet":                        70,
 	"normal":                          148,
-	"not provided":                    253,
-	"null":                            255,
+	"not provided":                    254,
+	"null":                            256,
 	"number":                          141,
 	"object":                          146,
-	"one of: %s":                      250,
+	"one of: %s":                      251,
 	"operator":                        156,
 	"optional field of type %s":       65,
 	"optional → required":             58,
 	"pattern":                         171,
-	"pattern %s":                      246,
+	"pattern %s":                      247,
 	"pull (the service fetches it)":   153,
 	"push (Relais calls the service)": 154,
 	"rejected":                        138,
@@ -281,14 +282,14 @@ var messageKeyToIndex = map[string]int{
 	"required → optional":             59,
 	"reserved":                        132,
 	"routing changed":                 168,
-	"routing output":                  242,
+	"routing output":                  243,
 	"routing output %s → %s":          57,
 	"running":                         136,
 	"secret":                          150,
 	"sensitive":                       149,
 	"text":                            139,
 	"type changed":                    163,
-	"unexpected value":                256,
+	"unexpected value":                257,
 	"values added: %s":                60,
 	"values changed":                  165,
 	"values removed: %s":              61,
@@ -298,7 +299,7 @@ var messageKeyToIndex = map[string]int{
 	"••• hidden (sensitive)":          151,
 }
 
-var enIndex = []uint32{ // 258 elements
+var enIndex = []uint32{ // 259 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000f, 0x00000018, 0x00000028,
 	0x00000037, 0x00000043, 0x0000005e, 0x00000067,
@@ -359,23 +360,23 @@ var enIndex = []uint32{ // 258 elements
 	0x00000ed6, 0x00000ee2, 0x00000eee, 0x00000efb,
 	0x00000f29, 0x00000f46, 0x00000f75, 0x00000fa7,
 	0x00000fc5, 0x00000ffa, 0x00001016, 0x00001026,
-	0x0000103c, 0x00001072, 0x000010a2, 0x000010b4,
-	0x000010eb, 0x00001116, 0x0000111e, 0x0000112a,
-	0x00001138, 0x00001146, 0x00001157, 0x0000117f,
+	0x00001031, 0x00001047, 0x0000107d, 0x000010ad,
+	0x000010bf, 0x000010f6, 0x00001121, 0x00001129,
+	0x00001135, 0x00001143, 0x00001151, 0x00001162,
 	// Entry E0 - FF
-	0x00001199, 0x000011be, 0x000011ce, 0x000011db,
-	0x000011e9, 0x0000120b, 0x00001237, 0x00001269,
-	0x000012a0, 0x000012ae, 0x000012f2, 0x00001317,
-	0x0000132b, 0x00001333, 0x00001364, 0x0000136a,
-	0x000013e6, 0x00001411, 0x00001469, 0x00001478,
-	0x00001484, 0x000014c0, 0x000014fa, 0x00001508,
-	0x00001515, 0x00001523, 0x00001531, 0x0000153f,
-	0x00001571, 0x000015a1, 0x000015ae, 0x000015ce,
+	0x0000118a, 0x000011a4, 0x000011c9, 0x000011d9,
+	0x000011e6, 0x000011f4, 0x00001216, 0x00001242,
+	0x00001274, 0x000012ab, 0x000012b9, 0x000012fd,
+	0x00001322, 0x00001336, 0x0000133e, 0x0000136f,
+	0x00001375, 0x000013f1, 0x0000141c, 0x00001474,
+	0x00001483, 0x0000148f, 0x000014cb, 0x00001505,
+	0x00001513, 0x00001520, 0x0000152e, 0x0000153c,
+	0x0000154a, 0x0000157c, 0x000015ac, 0x000015b9,
 	// Entry 100 - 11F
-	0x000015d3, 0x000015e4,
-} // Size: 1056 bytes
+	0x000015d9, 0x000015de, 0x000015ef,
+} // Size: 1060 bytes
 
-const enData string = "" + // Size: 5604 bytes
+const enData string = "" + // Size: 5615 bytes
 	"\x02Relais console\x02Language\x02Main navigation\x02External tasks\x02D" +
 	"efinitions\x02Signed in as %[1]s (%[2]s)\x02Sign out\x02Not allowed\x02T" +
 	"his page does not accept that request.\x02Back to external tasks\x02Not " +
@@ -445,34 +446,34 @@ const enData string = "" + // Size: 5604 bytes
 	"tract has no inputs.\x02Outputs, labelled by revision %[1]d's contract" +
 	"\x02No outputs yet: the occurrence has not completed.\x02This contract h" +
 	"as no outputs.\x02No outputs: the occurrence ended without completing." +
-	"\x02Reveal — this is recorded\x02consumer #%[1]s\x02Unknown status %[1]q" +
-	".\x02The process instance must be an instance id (a UUID).\x02The revisi" +
-	"on must be a whole number, 1 or more.\x02Unknown consumer.\x02The page c" +
-	"ursor is invalid: go back to the first page.\x02The page size must be be" +
-	"tween 1 and %[1]d.\x02Filters\x02instance id\x02Apply filters\x02Clear f" +
-	"ilters\x02Counts by status\x02Counts are refreshed every few seconds." +
-	"\x02Occurrences, newest first\x02No occurrence matches these filters." +
-	"\x02All definitions\x02All statuses\x02All consumers\x02Counts are unava" +
-	"ilable right now.\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00" +
-	"\x12\x02%[1]d occurrences\x02Only administrators may reveal a sensitive " +
-	"value.\x02Revealed by %[1]s at %[2]s; recorded in the audit log.\x02Cann" +
-	"ot reveal\x02Only a value this page shows as hidden (sensitive) can be r" +
-	"evealed.\x02Secret values can never be revealed.\x02You are signed out." +
-	"\x02Sign in\x02Sign in with an operator or administrator token.\x02Token" +
-	"\x02The token is checked once and never stored in your browser; a sessio" +
-	"n cookie stands for it for up to 8 hours of inactivity.\x02This token is" +
-	" unknown or has been revoked.\x02A %[1]s token cannot open the console: " +
-	"sign in with an operator or administrator token.\x02routing output\x02(e" +
-	"ach item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00" +
-	"\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most" +
-	" %[1]d character\x00\x19\x02at most %[1]d characters\x02pattern %[1]s" +
-	"\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14" +
-	"\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]" +
-	"d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at " +
-	"most %[1]d items\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d it" +
-	"em\x00\x0c\x02%[1]d items\x02null\x02unexpected value"
+	"\x02Reveal — this is recorded\x02consumer #%[1]s\x02[redacted]\x02Unknow" +
+	"n status %[1]q.\x02The process instance must be an instance id (a UUID)." +
+	"\x02The revision must be a whole number, 1 or more.\x02Unknown consumer." +
+	"\x02The page cursor is invalid: go back to the first page.\x02The page s" +
+	"ize must be between 1 and %[1]d.\x02Filters\x02instance id\x02Apply filt" +
+	"ers\x02Clear filters\x02Counts by status\x02Counts are refreshed every f" +
+	"ew seconds.\x02Occurrences, newest first\x02No occurrence matches these " +
+	"filters.\x02All definitions\x02All statuses\x02All consumers\x02Counts a" +
+	"re unavailable right now.\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrenc" +
+	"e\x00\x12\x02%[1]d occurrences\x02Only administrators may reveal a sensi" +
+	"tive value.\x02Revealed by %[1]s at %[2]s; recorded in the audit log." +
+	"\x02Cannot reveal\x02Only a value this page shows as hidden (sensitive) " +
+	"can be revealed.\x02Secret values can never be revealed.\x02You are sign" +
+	"ed out.\x02Sign in\x02Sign in with an operator or administrator token." +
+	"\x02Token\x02The token is checked once and never stored in your browser;" +
+	" a session cookie stands for it for up to 8 hours of inactivity.\x02This" +
+	" token is unknown or has been revoked.\x02A %[1]s token cannot open the " +
+	"console: sign in with an operator or administrator token.\x02routing out" +
+	"put\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d charact" +
+	"er\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02a" +
+	"t most %[1]d character\x00\x19\x02at most %[1]d characters\x02pattern %[" +
+	"1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s" +
+	"\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least " +
+	"%[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14" +
+	"\x02at most %[1]d items\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%" +
+	"[1]d item\x00\x0c\x02%[1]d items\x02null\x02unexpected value"
 
-var frIndex = []uint32{ // 258 elements
+var frIndex = []uint32{ // 259 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000f, 0x00000016, 0x0000002c,
 	0x0000003d, 0x0000004a, 0x0000006e, 0x0000007e,
@@ -533,23 +534,23 @@ var frIndex = []uint32{ // 258 elements
 	0x00001236, 0x0000123f, 0x0000124b, 0x0000125c,
 	0x0000129b, 0x000012bc, 0x000012fa, 0x00001338,
 	0x00001358, 0x00001397, 0x000013c3, 0x000013da,
-	0x000013f2, 0x0000143e, 0x00001473, 0x00001489,
-	0x000014c9, 0x00001501, 0x00001509, 0x00001522,
-	0x00001538, 0x0000154c, 0x0000155f, 0x0000159a,
+	0x000013e4, 0x000013fc, 0x00001448, 0x0000147d,
+	0x00001493, 0x000014d3, 0x0000150b, 0x00001513,
+	0x0000152c, 0x00001542, 0x00001556, 0x00001569,
 	// Entry E0 - FF
-	0x000015c4, 0x000015f4, 0x0000160c, 0x0000161d,
-	0x00001634, 0x00001663, 0x0000168f, 0x000016d0,
-	0x00001714, 0x0000172c, 0x0000177f, 0x000017ba,
-	0x000017d3, 0x000017e0, 0x00001823, 0x00001829,
-	0x000018c3, 0x000018ee, 0x00001969, 0x0000197b,
-	0x0000198e, 0x000019cc, 0x00001a08, 0x00001a14,
-	0x00001a21, 0x00001a2f, 0x00001a3d, 0x00001a4b,
-	0x00001a87, 0x00001ac1, 0x00001acc, 0x00001af6,
+	0x000015a4, 0x000015ce, 0x000015fe, 0x00001616,
+	0x00001627, 0x0000163e, 0x0000166d, 0x00001699,
+	0x000016da, 0x0000171e, 0x00001736, 0x00001789,
+	0x000017c4, 0x000017dd, 0x000017ea, 0x0000182d,
+	0x00001833, 0x000018cd, 0x000018f8, 0x00001973,
+	0x00001985, 0x00001998, 0x000019d6, 0x00001a12,
+	0x00001a1e, 0x00001a2b, 0x00001a39, 0x00001a47,
+	0x00001a55, 0x00001a91, 0x00001acb, 0x00001ad6,
 	// Entry 100 - 11F
-	0x00001afa, 0x00001b0c,
-} // Size: 1056 bytes
+	0x00001b00, 0x00001b04, 0x00001b16,
+} // Size: 1060 bytes
 
-const frData string = "" + // Size: 6924 bytes
+const frData string = "" + // Size: 6934 bytes
 	"\x02Console Relais\x02Langue\x02Navigation principale\x02Tâches externes" +
 	"\x02Définitions\x02Connecté en tant que %[1]s (%[2]s)\x02Se déconnecter" +
 	"\x02Non autorisé\x02Cette page n’accepte pas cette requête.\x02Retour au" +
@@ -629,35 +630,35 @@ const frData string = "" + // Size: 6924 bytes
 	"la révision %[1]d\x02Pas encore de sorties : l’occurrence n’est pas term" +
 	"inée.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie : l’occurrence s" +
 	"’est terminée sans aboutir.\x02Révéler — cette action est enregistrée" +
-	"\x02consommateur n° %[1]s\x02Statut inconnu : %[1]q.\x02L’instance de pr" +
-	"ocessus doit être un identifiant d’instance (un UUID).\x02La révision do" +
-	"it être un nombre entier, 1 ou plus.\x02Consommateur inconnu.\x02Le curs" +
-	"eur de page est invalide : revenez à la première page.\x02La taille de p" +
-	"age doit être comprise entre 1 et %[1]d.\x02Filtres\x02identifiant d’ins" +
-	"tance\x02Appliquer les filtres\x02Effacer les filtres\x02Nombres par sta" +
-	"tut\x02Les nombres sont actualisés toutes les quelques secondes.\x02Occu" +
-	"rrences, les plus récentes d’abord\x02Aucune occurrence ne correspond à " +
-	"ces filtres.\x02Toutes les définitions\x02Tous les statuts\x02Tous les c" +
-	"onsommateurs\x02Les nombres sont indisponibles pour le moment.\x14\x01" +
-	"\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences" +
-	"\x02Seuls les administrateurs peuvent révéler une valeur sensible.\x02Ré" +
-	"vélé par %[1]s le %[2]s ; consigné dans le journal d’audit.\x02Révélatio" +
-	"n impossible\x02Seule une valeur que cette page affiche masquée (sensibl" +
-	"e) peut être révélée.\x02Les valeurs secrètes ne peuvent jamais être rév" +
-	"élées.\x02Vous êtes déconnecté.\x02Se connecter\x02Connectez-vous avec " +
-	"un jeton d’opérateur ou d’administrateur.\x02Jeton\x02Le jeton est vérif" +
-	"ié une fois et n’est jamais conservé dans votre navigateur ; un cookie d" +
-	"e session le remplace jusqu’à 8 heures d’inactivité.\x02Ce jeton est inc" +
-	"onnu ou a été révoqué.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la c" +
-	"onsole : connectez-vous avec un jeton d’opérateur ou d’administrateur." +
-	"\x02sortie de routage\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a" +
-	"\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d caractères\x14" +
-	"\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %" +
-	"[1]d caractères\x02motif %[1]s\x02format %[1]s\x02minimum %[1]s\x02maxim" +
-	"um %[1]s\x02parmi : %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d " +
-	"élément\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18" +
-	"\x02au plus %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02non fourn" +
-	"i\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments" +
-	"\x02nul\x02valeur inattendue"
+	"\x02consommateur n° %[1]s\x02[masqué]\x02Statut inconnu : %[1]q.\x02L’in" +
+	"stance de processus doit être un identifiant d’instance (un UUID).\x02La" +
+	" révision doit être un nombre entier, 1 ou plus.\x02Consommateur inconnu" +
+	".\x02Le curseur de page est invalide : revenez à la première page.\x02La" +
+	" taille de page doit être comprise entre 1 et %[1]d.\x02Filtres\x02ident" +
+	"ifiant d’instance\x02Appliquer les filtres\x02Effacer les filtres\x02Nom" +
+	"bres par statut\x02Les nombres sont actualisés toutes les quelques secon" +
+	"des.\x02Occurrences, les plus récentes d’abord\x02Aucune occurrence ne c" +
+	"orrespond à ces filtres.\x02Toutes les définitions\x02Tous les statuts" +
+	"\x02Tous les consommateurs\x02Les nombres sont indisponibles pour le mom" +
+	"ent.\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d oc" +
+	"currences\x02Seuls les administrateurs peuvent révéler une valeur sensib" +
+	"le.\x02Révélé par %[1]s le %[2]s ; consigné dans le journal d’audit.\x02" +
+	"Révélation impossible\x02Seule une valeur que cette page affiche masquée" +
+	" (sensible) peut être révélée.\x02Les valeurs secrètes ne peuvent jamais" +
+	" être révélées.\x02Vous êtes déconnecté.\x02Se connecter\x02Connectez-vo" +
+	"us avec un jeton d’opérateur ou d’administrateur.\x02Jeton\x02Le jeton e" +
+	"st vérifié une fois et n’est jamais conservé dans votre navigateur ; un " +
+	"cookie de session le remplace jusqu’à 8 heures d’inactivité.\x02Ce jeton" +
+	" est inconnu ou a été révoqué.\x02Un jeton de rôle %[1]s ne peut pas ouv" +
+	"rir la console : connectez-vous avec un jeton d’opérateur ou d’administr" +
+	"ateur.\x02sortie de routage\x02(chaque élément)\x14\x01\x81\x01\x00\x02" +
+	"\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d caractères" +
+	"\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au pl" +
+	"us %[1]d caractères\x02motif %[1]s\x02format %[1]s\x02minimum %[1]s\x02m" +
+	"aximum %[1]s\x02parmi : %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[" +
+	"1]d élément\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02" +
+	"\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02non f" +
+	"ourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d élém" +
+	"ents\x02nul\x02valeur inattendue"
 
-	// Total table size 14640 bytes (14KiB); checksum: 280B77B
+	// Total table size 14669 bytes (14KiB); checksum: FB76E353
