@@ -3,8 +3,11 @@ package contracts
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"reflect"
 	"testing"
+
+	"github.com/relais/relais/jsontree"
 )
 
 func FuzzParseWorking(f *testing.F) {
@@ -19,8 +22,8 @@ func FuzzParseWorking(f *testing.F) {
 	f.Add([]byte(`{"name":"\ud800\u2028<>","inputs":{"fields":[]},"outputs":{"fields":[]},"routing_output":""}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		// The tree reader must accept exactly what encoding/json accepts.
-		if _, err := readTree(data); (err == nil) != json.Valid(data) && err != errTooDeep {
-			t.Fatalf("readTree error %v but json.Valid = %v", err, json.Valid(data))
+		if _, err := jsontree.Read(data, maxJSONDepth); (err == nil) != json.Valid(data) && !errors.Is(err, jsontree.ErrTooDeep) {
+			t.Fatalf("jsontree.Read error %v but json.Valid = %v", err, json.Valid(data))
 		}
 		w, vs := ParseWorking(data)
 		if vs != nil {

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/relais/relais/jsontree"
 )
 
 // MaskedKey is the single key of the object that replaces a protected
@@ -97,7 +99,7 @@ func (c Contract) Mask(value json.RawMessage) json.RawMessage {
 // does not look at the value's own classification: the caller decides what
 // may be revealed, with Lookup.
 func (c Contract) Reveal(value json.RawMessage, pointer string) (json.RawMessage, bool) {
-	tokens, err := splitPointer(pointer)
+	tokens, err := jsontree.SplitPointer(pointer)
 	if err != nil || len(tokens) == 0 {
 		return nil, false
 	}
@@ -207,7 +209,7 @@ func splitObject(obj map[string]any, fields []Field, parent Classification, path
 			continue
 		}
 		class := MaxClass(parent, f.Classification)
-		fp := ptr(path, f.Name)
+		fp := jsontree.Pointer(path, f.Name)
 		if class.Rank() >= min.Rank() || protectedItems(f, class, min) {
 			secrets[fp] = appendValue(nil, v)
 			delete(obj, f.Name)
@@ -243,7 +245,7 @@ func splitValue(v any, f Field, class Classification, path string, min Classific
 		}
 		items := *f.Items
 		for i, item := range arr {
-			splitValue(item, items, MaxClass(class, items.Classification), ptrIndex(path, i), min, secrets)
+			splitValue(item, items, MaxClass(class, items.Classification), jsontree.PointerIndex(path, i), min, secrets)
 		}
 	}
 }
@@ -280,7 +282,7 @@ var errBadPointer = errors.New("pointer does not address an existing object memb
 // setPointer sets the value at pointer p, creating the last object member
 // if needed; every parent must already exist.
 func setPointer(doc any, p string, v any) (any, error) {
-	tokens, err := splitPointer(p)
+	tokens, err := jsontree.SplitPointer(p)
 	if err != nil {
 		return nil, err
 	}

@@ -6,11 +6,18 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/relais/relais/jsontree"
 )
 
 // MaxDepth is the deepest field nesting a contract may declare. Top-level
 // fields are at depth 1; every object or list level adds one.
 const MaxDepth = 32
+
+// maxJSONDepth bounds the nesting of any contract document. Legitimate
+// documents at the field nesting limit stay far below it; the bound exists
+// so that hostile input cannot drive the recursive reader arbitrarily deep.
+const maxJSONDepth = 128
 
 // maxCount bounds length and item counts. JSON Schema validators commonly
 // carry these as float64, so larger values would silently lose precision.
@@ -32,7 +39,7 @@ func (p *parser) add(path, format string, args ...any) {
 // problem found, each at a JSON pointer into data. The returned Working is
 // the zero value whenever violations are reported.
 func ParseWorking(data []byte) (Working, []Violation) {
-	root, err := readTree(data)
+	root, err := jsontree.Read(data, maxJSONDepth)
 	if err != nil {
 		return Working{}, []Violation{{Path: "", Message: "malformed json: " + err.Error()}}
 	}
@@ -47,7 +54,7 @@ func ParseWorking(data []byte) (Working, []Violation) {
 // ParseContract strictly parses a bare contract document {"fields":[...]}
 // with the same rules as the inputs and outputs of ParseWorking.
 func ParseContract(data []byte) (Contract, []Violation) {
-	root, err := readTree(data)
+	root, err := jsontree.Read(data, maxJSONDepth)
 	if err != nil {
 		return Contract{}, []Violation{{Path: "", Message: "malformed json: " + err.Error()}}
 	}
@@ -60,13 +67,13 @@ func ParseContract(data []byte) (Contract, []Violation) {
 }
 
 // members reports unknown and duplicate keys of an object node.
-func (p *parser) members(n *jnode, path string, allowed func(string) bool) {
-	for _, i := range n.dups {
-		p.add(ptr(path, n.keys[i]), "duplicate key %q", n.keys[i])
+func (p *parser) members(n *jsontree.Node, path string, allowed func(string) bool) {
+	for _, i := range n.Dups {
+		p.add(jsontree.Pointer(path, n.Keys[i]), "duplicate key %q", n.Keys[i])
 	}
-	for _, k := range n.keys {
+	for _, k := range n.Keys {
 		if !allowed(k) {
-			p.add(ptr(path, k), "unknown key %q", k)
+			p.add(jsontree.Pointer(path, k), "unknown key %q", k)
 		}
 	}
 }
@@ -84,28 +91,28 @@ func keySet(keys ...string) func(string) bool {
 
 // str reads an optional string member. JSON null counts as absent because
 // many clients serialise unset optional values that way.
-func (p *parser) str(n *jnode, key, path string) (string, bool) {
-	v, ok := n.get(key)
-	if !ok || v.kind == jNull {
+func (p *parser) str(n *jsontree.Node, key, path string) (string, bool) {
+	v, ok := n.Get(key)
+	if !ok || v.Kind == jsontree.Null {
 		return "", false
 	}
-	if v.kind != jString {
-		p.add(ptr(path, key), "%s must be a string, not %s", key, v.kind)
+	if v.Kind != jsontree.String {
+		p.add(jsontree.Pointer(path, key), "%s must be a string, not %s", key, v.Kind)
 		return "", false
 	}
-	return v.str, true
+	return v.Str, true
 }
 
-func (p *parser) working(root *jnode) Working {
+func (p *parser) working(root *jsontree.Node) Working {
 	var w Working
-	if root.kind != jObject {
-		p.add("", "document must be an object, not %s", root.kind)
+	if root.Kind != jsontree.Object {
+		p.add("", "document must be an object, not %s", root.Kind)
 		return w
 	}
 	p.members(root, "", keySet("name", "description", "inputs", "outputs", "routing_output"))
 
 	if name, ok := p.str(root, "name", ""); !ok {
-		if v, present := root.get("name"); !present || v.kind == jNull {
+		if v, present := root.Get("name"); !present || v.Kind == jsontree.Null {
 			p.add("/name", "name is required")
 		}
 	} else if strings.TrimSpace(name) == "" {
@@ -119,8 +126,8 @@ func (p *parser) working(root *jnode) Working {
 		key string
 		dst *Contract
 	}{{"inputs", &w.Inputs}, {"outputs", &w.Outputs}} {
-		v, ok := root.get(sec.key)
-		if !ok || v.kind == jNull {
+		v, ok := root.Get(sec.key)
+		if !ok || v.Kind == jsontree.Null {
 			p.add("/"+sec.key, "%s is required", sec.key)
 			continue
 		}
@@ -137,7 +144,7 @@ func (p *parser) working(root *jnode) Working {
 // routing checks the routing output against the parsed outputs. Processes
 // branch on its value, so it must always be present, from a closed set, and
 // safe to show.
-func (p *parser) routing(w Working, root *jnode) {
+func (p *parser) routing(w Working, root *jsontree.Node) {
 	const at = "/routing_output"
 	ro := w.RoutingOutput
 	if ro == "" {
@@ -164,20 +171,20 @@ func (p *parser) routing(w Working, root *jnode) {
 	}
 }
 
-func rawHasOutput(root *jnode, name string) bool {
-	out, ok := root.get("outputs")
-	if !ok || out.kind != jObject {
+func rawHasOutput(root *jsontree.Node, name string) bool {
+	out, ok := root.Get("outputs")
+	if !ok || out.Kind != jsontree.Object {
 		return false
 	}
-	fields, ok := out.get("fields")
-	if !ok || fields.kind != jArray {
+	fields, ok := out.Get("fields")
+	if !ok || fields.Kind != jsontree.Array {
 		return false
 	}
-	for _, f := range fields.items {
-		if f.kind != jObject {
+	for _, f := range fields.Items {
+		if f.Kind != jsontree.Object {
 			continue
 		}
-		if n, ok := f.get("name"); ok && n.kind == jString && n.str == name {
+		if n, ok := f.Get("name"); ok && n.Kind == jsontree.String && n.Str == name {
 			return true
 		}
 	}
@@ -185,40 +192,40 @@ func rawHasOutput(root *jnode, name string) bool {
 }
 
 // contract parses {"fields":[...]} at path; label names it in messages.
-func (p *parser) contract(n *jnode, path, label string) Contract {
+func (p *parser) contract(n *jsontree.Node, path, label string) Contract {
 	var c Contract
 	if label == "" {
 		label = "contract"
 	}
-	if n.kind != jObject {
-		p.add(path, "%s must be an object, not %s", label, n.kind)
+	if n.Kind != jsontree.Object {
+		p.add(path, "%s must be an object, not %s", label, n.Kind)
 		return c
 	}
 	p.members(n, path, keySet("fields"))
-	fv, ok := n.get("fields")
-	if !ok || fv.kind == jNull {
-		p.add(ptr(path, "fields"), "fields is required")
+	fv, ok := n.Get("fields")
+	if !ok || fv.Kind == jsontree.Null {
+		p.add(jsontree.Pointer(path, "fields"), "fields is required")
 		return c
 	}
-	c.Fields = p.fields(fv, ptr(path, "fields"), ClassNormal, 1)
+	c.Fields = p.fields(fv, jsontree.Pointer(path, "fields"), ClassNormal, 1)
 	return c
 }
 
 // fields parses a list of named fields whose parent has effective
 // classification parent.
-func (p *parser) fields(n *jnode, path string, parent Classification, depth int) []Field {
-	if n.kind != jArray {
-		p.add(path, "fields must be an array, not %s", n.kind)
+func (p *parser) fields(n *jsontree.Node, path string, parent Classification, depth int) []Field {
+	if n.Kind != jsontree.Array {
+		p.add(path, "fields must be an array, not %s", n.Kind)
 		return nil
 	}
 	var out []Field
 	seen := map[string]bool{}
-	for i, item := range n.items {
-		fp := ptrIndex(path, i)
+	for i, item := range n.Items {
+		fp := jsontree.PointerIndex(path, i)
 		f, ok := p.field(item, fp, parent, depth, false)
 		if f.Name != "" {
 			if seen[f.Name] {
-				p.add(ptr(fp, "name"), "duplicate field name %q", f.Name)
+				p.add(jsontree.Pointer(fp, "name"), "duplicate field name %q", f.Name)
 				ok = false
 			}
 			seen[f.Name] = true
@@ -237,15 +244,15 @@ var fieldKeys = keySet("name", "type", "required", "classification", "descriptio
 // field parses one field (or list items description when items is true).
 // It returns false when the field has problems of its own, so that callers
 // can leave it out of the model; nested problems are reported all the same.
-func (p *parser) field(n *jnode, path string, parent Classification, depth int, items bool) (Field, bool) {
+func (p *parser) field(n *jsontree.Node, path string, parent Classification, depth int, items bool) (Field, bool) {
 	var f Field
 	before := len(p.vs)
 	what := "field"
 	if items {
 		what = "items"
 	}
-	if n.kind != jObject {
-		p.add(path, "%s must be an object, not %s", what, n.kind)
+	if n.Kind != jsontree.Object {
+		p.add(path, "%s must be an object, not %s", what, n.Kind)
 		return f, false
 	}
 	if depth > MaxDepth {
@@ -256,17 +263,17 @@ func (p *parser) field(n *jnode, path string, parent Classification, depth int, 
 
 	// name
 	if items {
-		if _, ok := n.get("name"); ok {
-			p.add(ptr(path, "name"), "list items must not have a name")
+		if _, ok := n.Get("name"); ok {
+			p.add(jsontree.Pointer(path, "name"), "list items must not have a name")
 		}
 	} else if name, ok := p.str(n, "name", path); ok {
 		if !fieldNameRe.MatchString(name) {
-			p.add(ptr(path, "name"), "field name %q must match %s", name, fieldNameRe)
+			p.add(jsontree.Pointer(path, "name"), "field name %q must match %s", name, fieldNameRe)
 		} else {
 			f.Name = name
 		}
-	} else if v, present := n.get("name"); !present || v.kind == jNull {
-		p.add(ptr(path, "name"), "name is required")
+	} else if v, present := n.Get("name"); !present || v.Kind == jsontree.Null {
+		p.add(jsontree.Pointer(path, "name"), "name is required")
 	}
 
 	// type
@@ -274,21 +281,21 @@ func (p *parser) field(n *jnode, path string, parent Classification, depth int, 
 		if validType(Type(t)) {
 			f.Type = Type(t)
 		} else {
-			p.add(ptr(path, "type"), "unknown type %q", t)
+			p.add(jsontree.Pointer(path, "type"), "unknown type %q", t)
 		}
-	} else if v, present := n.get("type"); !present || v.kind == jNull {
-		p.add(ptr(path, "type"), "type is required")
+	} else if v, present := n.Get("type"); !present || v.Kind == jsontree.Null {
+		p.add(jsontree.Pointer(path, "type"), "type is required")
 	}
 
 	// required
-	if v, ok := n.get("required"); ok && v.kind != jNull {
+	if v, ok := n.Get("required"); ok && v.Kind != jsontree.Null {
 		switch {
 		case items:
-			p.add(ptr(path, "required"), "list items must not set required")
-		case v.kind != jBool:
-			p.add(ptr(path, "required"), "required must be a boolean, not %s", v.kind)
+			p.add(jsontree.Pointer(path, "required"), "list items must not set required")
+		case v.Kind != jsontree.Bool:
+			p.add(jsontree.Pointer(path, "required"), "required must be a boolean, not %s", v.Kind)
 		default:
-			f.Required = v.b
+			f.Required = v.Bool
 		}
 	}
 
@@ -299,7 +306,7 @@ func (p *parser) field(n *jnode, path string, parent Classification, depth int, 
 		if validClass(Classification(c)) {
 			f.Classification = MaxClass(parent, Classification(c))
 		} else {
-			p.add(ptr(path, "classification"), "unknown classification %q, want normal, sensitive or secret", c)
+			p.add(jsontree.Pointer(path, "classification"), "unknown classification %q, want normal, sensitive or secret", c)
 		}
 	}
 	f.Description, _ = p.str(n, "description", path)
@@ -310,16 +317,16 @@ func (p *parser) field(n *jnode, path string, parent Classification, depth int, 
 }
 
 // options parses the type-specific options of f.
-func (p *parser) options(n *jnode, path string, f *Field, depth int) {
+func (p *parser) options(n *jsontree.Node, path string, f *Field, depth int) {
 	// Options foreign to the type are reported at their own pointer; when
 	// the type itself is unknown there is nothing to judge them against.
-	present := func(key string) (*jnode, bool) {
-		v, ok := n.get(key)
-		if !ok || v.kind == jNull {
+	present := func(key string) (*jsontree.Node, bool) {
+		v, ok := n.Get(key)
+		if !ok || v.Kind == jsontree.Null {
 			return nil, false
 		}
 		if f.Type != "" && !allowsOption(f.Type, key) {
-			p.add(ptr(path, key), "%s is not allowed on %s fields", key, f.Type)
+			p.add(jsontree.Pointer(path, key), "%s is not allowed on %s fields", key, f.Type)
 			return nil, false
 		}
 		return v, true
@@ -330,17 +337,17 @@ func (p *parser) options(n *jnode, path string, f *Field, depth int) {
 		if !ok {
 			return nil
 		}
-		at := ptr(path, key)
-		if v.kind != jNumber {
-			p.add(at, "%s must be an integer, not %s", key, v.kind)
+		at := jsontree.Pointer(path, key)
+		if v.Kind != jsontree.Number {
+			p.add(at, "%s must be an integer, not %s", key, v.Kind)
 			return nil
 		}
-		i, err := strconv.ParseInt(v.num.String(), 10, 64)
+		i, err := strconv.ParseInt(v.Num.String(), 10, 64)
 		switch {
-		case err != nil && isIntegral(v.num):
-			p.add(at, "%s %s is too large", key, v.num)
+		case err != nil && isIntegral(v.Num):
+			p.add(at, "%s %s is too large", key, v.Num)
 		case err != nil:
-			p.add(at, "%s must be an integer, not %s", key, v.num)
+			p.add(at, "%s must be an integer, not %s", key, v.Num)
 		case i < 0:
 			p.add(at, "%s must not be negative", key)
 		case i > maxCount:
@@ -356,16 +363,16 @@ func (p *parser) options(n *jnode, path string, f *Field, depth int) {
 		if !ok {
 			return nil
 		}
-		at := ptr(path, key)
+		at := jsontree.Pointer(path, key)
 		switch {
-		case v.kind != jNumber:
-			p.add(at, "%s must be a number, not %s", key, v.kind)
-		case !numberInRange(v.num):
-			p.add(at, "%s %s is out of range", key, v.num)
-		case f.Type == TypeInteger && !isIntegral(v.num):
+		case v.Kind != jsontree.Number:
+			p.add(at, "%s must be a number, not %s", key, v.Kind)
+		case !numberInRange(v.Num):
+			p.add(at, "%s %s is out of range", key, v.Num)
+		case f.Type == TypeInteger && !isIntegral(v.Num):
 			p.add(at, "%s must be an integer on integer fields", key)
 		default:
-			num := v.num
+			num := v.Num
 			return &num
 		}
 		return nil
@@ -373,85 +380,85 @@ func (p *parser) options(n *jnode, path string, f *Field, depth int) {
 
 	f.MinLength, f.MaxLength = count("min_length"), count("max_length")
 	if f.MinLength != nil && f.MaxLength != nil && *f.MinLength > *f.MaxLength {
-		p.add(ptr(path, "min_length"), "min_length %d is above max_length %d", *f.MinLength, *f.MaxLength)
+		p.add(jsontree.Pointer(path, "min_length"), "min_length %d is above max_length %d", *f.MinLength, *f.MaxLength)
 	}
 
 	if v, ok := present("pattern"); ok {
-		at := ptr(path, "pattern")
-		if v.kind != jString {
-			p.add(at, "pattern must be a string, not %s", v.kind)
-		} else if _, err := regexp.Compile(v.str); err != nil {
+		at := jsontree.Pointer(path, "pattern")
+		if v.Kind != jsontree.String {
+			p.add(at, "pattern must be a string, not %s", v.Kind)
+		} else if _, err := regexp.Compile(v.Str); err != nil {
 			p.add(at, "pattern is not a valid regular expression: %s", strings.TrimPrefix(err.Error(), "error parsing regexp: "))
 		} else {
-			f.Pattern = v.str
+			f.Pattern = v.Str
 		}
 	}
 	if v, ok := present("format"); ok {
-		at := ptr(path, "format")
-		if v.kind != jString {
-			p.add(at, "format must be a string, not %s", v.kind)
-		} else if !validFormat(v.str) {
-			p.add(at, "unknown format %q, want email, uri or uuid", v.str)
+		at := jsontree.Pointer(path, "format")
+		if v.Kind != jsontree.String {
+			p.add(at, "format must be a string, not %s", v.Kind)
+		} else if !validFormat(v.Str) {
+			p.add(at, "unknown format %q, want email, uri or uuid", v.Str)
 		} else {
-			f.Format = v.str
+			f.Format = v.Str
 		}
 	}
 
 	f.Minimum, f.Maximum = bound("minimum"), bound("maximum")
 	if f.Minimum != nil && f.Maximum != nil && compareNumbers(*f.Minimum, *f.Maximum) > 0 {
-		p.add(ptr(path, "minimum"), "minimum %s is above maximum %s", *f.Minimum, *f.Maximum)
+		p.add(jsontree.Pointer(path, "minimum"), "minimum %s is above maximum %s", *f.Minimum, *f.Maximum)
 	}
 
 	if v, ok := present("values"); ok {
-		p.values(v, ptr(path, "values"), f)
+		p.values(v, jsontree.Pointer(path, "values"), f)
 	} else if f.Type == TypeChoice {
-		p.add(ptr(path, "values"), "values is required on choice fields")
+		p.add(jsontree.Pointer(path, "values"), "values is required on choice fields")
 	}
 
 	if v, ok := present("fields"); ok {
-		f.Fields = p.fields(v, ptr(path, "fields"), f.Classification, depth+1)
+		f.Fields = p.fields(v, jsontree.Pointer(path, "fields"), f.Classification, depth+1)
 	} else if f.Type == TypeObject {
-		p.add(ptr(path, "fields"), "fields is required on object fields")
+		p.add(jsontree.Pointer(path, "fields"), "fields is required on object fields")
 	}
 
 	if v, ok := present("items"); ok {
-		items, ok := p.field(v, ptr(path, "items"), f.Classification, depth+1, true)
+		items, ok := p.field(v, jsontree.Pointer(path, "items"), f.Classification, depth+1, true)
 		if ok {
 			f.Items = &items
 		}
 	} else if f.Type == TypeList {
-		p.add(ptr(path, "items"), "items is required on list fields")
+		p.add(jsontree.Pointer(path, "items"), "items is required on list fields")
 	}
 
 	f.MinItems, f.MaxItems = count("min_items"), count("max_items")
 	if f.MinItems != nil && f.MaxItems != nil && *f.MinItems > *f.MaxItems {
-		p.add(ptr(path, "min_items"), "min_items %d is above max_items %d", *f.MinItems, *f.MaxItems)
+		p.add(jsontree.Pointer(path, "min_items"), "min_items %d is above max_items %d", *f.MinItems, *f.MaxItems)
 	}
 }
 
-func (p *parser) values(v *jnode, at string, f *Field) {
-	if v.kind != jArray {
-		p.add(at, "values must be an array, not %s", v.kind)
+func (p *parser) values(v *jsontree.Node, at string, f *Field) {
+	if v.Kind != jsontree.Array {
+		p.add(at, "values must be an array, not %s", v.Kind)
 		return
 	}
-	if len(v.items) == 0 {
+	if len(v.Items) == 0 {
 		p.add(at, "values must not be empty")
 		return
 	}
 	seen := map[string]bool{}
-	vals := make([]string, 0, len(v.items))
-	for i, item := range v.items {
-		ip := ptrIndex(at, i)
+	vals := make([]string, 0, len(v.Items))
+	for i, item := range v.Items {
+		ip := jsontree.PointerIndex(at, i)
 		switch {
-		case item.kind != jString:
-			p.add(ip, "choice value must be a string, not %s", item.kind)
-		case item.str == "":
+		case item.Kind != jsontree.String:
+			p.add(ip, "choice value must be a string, not %s", item.Kind)
+		case item.Str == "":
 			p.add(ip, "choice value must not be empty")
-		case seen[item.str]:
-			p.add(ip, "duplicate choice value %q", item.str)
+		case seen[item.Str]:
+			p.add(ip, "duplicate choice value %q", item.Str)
 		default:
-			seen[item.str] = true
-			vals = append(vals, item.str)
+			seen[item.Str] = true
+			vals = append(vals, item.Str)
 		}
 	}
 	f.Values = vals

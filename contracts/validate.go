@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/relais/relais/jsontree"
 	"github.com/santhosh-tekuri/jsonschema/v5"
 )
 
@@ -210,7 +211,7 @@ func joinPointer(tokens []string) string {
 	var sb strings.Builder
 	for _, t := range tokens {
 		sb.WriteByte('/')
-		sb.WriteString(escapeToken(t))
+		sb.WriteString(jsontree.EscapeToken(t))
 	}
 	return sb.String()
 }
@@ -280,7 +281,7 @@ func (v *Validator) collect(ve *jsonschema.ValidationError, doc any, vs *[]Viola
 func (v *Validator) schemaTarget(loc string) (Field, []Field, bool) {
 	var cur Field
 	container := v.contract.Fields
-	tokens, err := splitPointer(libPointer(loc))
+	tokens, err := jsontree.SplitPointer(libPointer(loc))
 	if err != nil {
 		return cur, nil, false
 	}
@@ -315,7 +316,7 @@ func libPointer(loc string) string {
 	if !strings.Contains(loc, "%") {
 		return loc
 	}
-	tokens, err := splitPointer(loc)
+	tokens, err := jsontree.SplitPointer(loc)
 	if err != nil {
 		return loc
 	}
@@ -329,7 +330,7 @@ func libPointer(loc string) string {
 
 // resolve returns the value at a JSON pointer.
 func resolve(doc any, pointer string) (any, bool) {
-	tokens, err := splitPointer(pointer)
+	tokens, err := jsontree.SplitPointer(pointer)
 	if err != nil {
 		return nil, false
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/relais/relais/contracts"
+	"github.com/relais/relais/jsontree"
 )
 
 // Source path roots.
@@ -45,7 +46,7 @@ func className(rank int) string {
 // bindings checks the input bindings of a pull or push node against its
 // pinned revision w.
 func (k *checker) bindings(name string, n *Node, w contracts.Working) {
-	at := ptr("/nodes", name, "inputs")
+	at := jsontree.Pointer("/nodes", name, "inputs")
 	for _, f := range w.Inputs.Fields {
 		if _, bound := n.Inputs[f.Name]; f.Required && !bound {
 			k.add(at, "required input %q is not bound", f.Name)
@@ -53,7 +54,7 @@ func (k *checker) bindings(name string, n *Node, w contracts.Working) {
 	}
 	for _, target := range sortedKeys(n.Inputs) {
 		b := n.Inputs[target]
-		bat := ptr(at, target)
+		bat := jsontree.Pointer(at, target)
 		tf, ok := findField(w.Inputs.Fields, target)
 		if !ok {
 			k.add(bat, "%q is not an input of %s@%d", target, n.Definition, n.Revision)
@@ -69,7 +70,7 @@ func (k *checker) bindings(name string, n *Node, w contracts.Working) {
 		default:
 			src, problem, ok := k.source(name, b.From)
 			if problem != "" {
-				k.add(ptr(bat, "from"), "%s", problem)
+				k.add(jsontree.Pointer(bat, "from"), "%s", problem)
 			}
 			if ok {
 				k.assignBinding(bat, tf, src)
@@ -88,16 +89,16 @@ func (k *checker) literal(bat string, tf contracts.Field, value json.RawMessage)
 		var err error
 		v, err = contracts.Compile(ct)
 		if err != nil {
-			k.add(ptr(bat, "value"), "cannot validate the literal: %v", err)
+			k.add(jsontree.Pointer(bat, "value"), "cannot validate the literal: %v", err)
 			return
 		}
 		k.validators[digest] = v
 	}
-	doc := appendString([]byte{'{'}, tf.Name)
+	doc := jsontree.AppendString([]byte{'{'}, tf.Name)
 	doc = append(doc, ':')
 	doc = append(doc, value...)
 	doc = append(doc, '}')
-	prefix := ptr("", tf.Name)
+	prefix := jsontree.Pointer("", tf.Name)
 	for _, x := range v.Validate(doc) {
 		rest := x.Path
 		if rest == prefix || strings.HasPrefix(rest, prefix+"/") {
@@ -105,7 +106,7 @@ func (k *checker) literal(bat string, tf contracts.Field, value json.RawMessage)
 		} else {
 			rest = ""
 		}
-		k.add(ptr(bat, "value")+rest, "%s", x.Message)
+		k.add(jsontree.Pointer(bat, "value")+rest, "%s", x.Message)
 	}
 }
 

@@ -3,10 +3,12 @@ package process
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"strconv"
 	"time"
 
 	"github.com/relais/relais/isoduration"
+	"github.com/relais/relais/jsontree"
 )
 
 // Canonical returns the canonical JSON encoding of the version: fixed key
@@ -22,24 +24,24 @@ func (p *Process) Canonical() []byte {
 	b = append(b, '{')
 	if p.Name != "" {
 		b = append(b, `"name":`...)
-		b = appendString(b, p.Name)
+		b = jsontree.AppendString(b, p.Name)
 		b = append(b, ',')
 	}
 	if p.Description != "" {
 		b = append(b, `"description":`...)
-		b = appendString(b, p.Description)
+		b = jsontree.AppendString(b, p.Description)
 		b = append(b, ',')
 	}
 	b = append(b, `"inputs":`...)
 	b = append(b, p.Inputs.Canonical()...)
 	b = append(b, `,"start":`...)
-	b = appendString(b, p.Start)
+	b = jsontree.AppendString(b, p.Start)
 	b = append(b, `,"nodes":{`...)
 	for i, name := range sortedKeys(p.Nodes) {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendString(b, name)
+		b = jsontree.AppendString(b, name)
 		b = append(b, ':')
 		b = appendNode(b, p.Nodes[name])
 	}
@@ -58,7 +60,7 @@ func appendNode(b []byte, n *Node) []byte {
 		return append(b, "null"...)
 	}
 	b = append(b, `{"kind":`...)
-	b = appendString(b, string(n.Kind))
+	b = jsontree.AppendString(b, string(n.Kind))
 	switch n.Kind {
 	case KindEnd:
 		status := n.Status
@@ -66,10 +68,10 @@ func appendNode(b []byte, n *Node) []byte {
 			status = StatusCompleted
 		}
 		b = append(b, `,"status":`...)
-		b = appendString(b, status)
+		b = jsontree.AppendString(b, status)
 	case KindPull, KindPush:
 		b = append(b, `,"definition":`...)
-		b = appendString(b, n.Definition)
+		b = jsontree.AppendString(b, n.Definition)
 		b = append(b, `,"revision":`...)
 		b = strconv.AppendInt(b, int64(n.Revision), 10)
 		b = append(b, `,"inputs":{`...)
@@ -77,14 +79,14 @@ func appendNode(b []byte, n *Node) []byte {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendString(b, target)
+			b = jsontree.AppendString(b, target)
 			bd := n.Inputs[target]
 			if bd.Value != nil {
 				b = append(b, `:{"value":`...)
 				b = append(b, canonicalValue(bd.Value)...)
 			} else {
 				b = append(b, `:{"from":`...)
-				b = appendString(b, bd.From)
+				b = jsontree.AppendString(b, bd.From)
 			}
 			b = append(b, '}')
 		}
@@ -110,24 +112,24 @@ func appendNode(b []byte, n *Node) []byte {
 				if i > 0 {
 					b = append(b, ',')
 				}
-				b = appendString(b, route)
+				b = jsontree.AppendString(b, route)
 				b = append(b, ':')
-				b = appendString(b, n.Routes[route])
+				b = jsontree.AppendString(b, n.Routes[route])
 			}
 			b = append(b, '}')
 		}
 		if n.Next != "" {
 			b = append(b, `,"next":`...)
-			b = appendString(b, n.Next)
+			b = jsontree.AppendString(b, n.Next)
 		}
 		if n.OnError != "" {
 			b = append(b, `,"on_error":`...)
-			b = appendString(b, n.OnError)
+			b = jsontree.AppendString(b, n.OnError)
 		}
 		if n.Kind == KindPush {
 			if n.Destination != "" {
 				b = append(b, `,"destination":`...)
-				b = appendString(b, n.Destination)
+				b = jsontree.AppendString(b, n.Destination)
 			}
 			if n.Timeout > 0 {
 				b = append(b, `,"timeout":`...)
@@ -139,5 +141,17 @@ func appendNode(b []byte, n *Node) []byte {
 }
 
 func appendDuration(b []byte, d time.Duration) []byte {
-	return appendString(b, isoduration.Format(d))
+	return jsontree.AppendString(b, isoduration.Format(d))
+}
+
+// canonicalValue returns raw in canonical form (compact, object keys
+// sorted, number literals kept), so that two documents differing only in
+// the key order of a literal digest identically. Invalid JSON becomes null
+// rather than producing an invalid document.
+func canonicalValue(raw json.RawMessage) json.RawMessage {
+	n, err := jsontree.Read(raw, maxJSONDepth)
+	if err != nil {
+		return json.RawMessage("null")
+	}
+	return jsontree.Append(nil, n, true)
 }

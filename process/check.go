@@ -7,6 +7,7 @@ import (
 
 	"github.com/relais/relais/contracts"
 	"github.com/relais/relais/isoduration"
+	"github.com/relais/relais/jsontree"
 )
 
 // Check statically checks a parsed process version against the pinned
@@ -83,7 +84,7 @@ type checker struct {
 }
 
 func (k *checker) node(name string, n *Node) {
-	at := ptr("/nodes", name)
+	at := jsontree.Pointer("/nodes", name)
 	if n == nil {
 		k.add(at, "node %q is nil", name)
 		return
@@ -97,22 +98,22 @@ func (k *checker) node(name string, n *Node) {
 	case KindPull, KindPush:
 		k.task(at, name, n)
 	default:
-		k.add(ptr(at, "kind"), "unknown kind %q, want pull, push or end", n.Kind)
+		k.add(jsontree.Pointer(at, "kind"), "unknown kind %q, want pull, push or end", n.Kind)
 	}
 }
 
 func (k *checker) end(at string, n *Node) {
 	if n.Next != "" {
-		k.add(ptr(at, "next"), "end nodes have no next")
+		k.add(jsontree.Pointer(at, "next"), "end nodes have no next")
 	}
 	if n.Routes != nil {
-		k.add(ptr(at, "routes"), "end nodes have no routes")
+		k.add(jsontree.Pointer(at, "routes"), "end nodes have no routes")
 	}
 	if n.OnError != "" {
-		k.add(ptr(at, "on_error"), "end nodes have no on_error")
+		k.add(jsontree.Pointer(at, "on_error"), "end nodes have no on_error")
 	}
 	if n.Status != "" && n.Status != StatusCompleted && n.Status != StatusFailed {
-		k.add(ptr(at, "status"), "unknown status %q, want completed or failed", n.Status)
+		k.add(jsontree.Pointer(at, "status"), "unknown status %q, want completed or failed", n.Status)
 	}
 }
 
@@ -131,21 +132,21 @@ func (k *checker) task(at, name string, n *Node) {
 		k.add(at, "%s node needs next or routes", n.Kind)
 	}
 	if n.Next != "" && !k.known(n.Next) {
-		k.add(ptr(at, "next"), "next names unknown node %q", n.Next)
+		k.add(jsontree.Pointer(at, "next"), "next names unknown node %q", n.Next)
 	}
 	for _, route := range sortedKeys(n.Routes) {
 		if target := n.Routes[route]; !k.known(target) {
-			k.add(ptr(at, "routes", route), "route %q names unknown node %q", route, target)
+			k.add(jsontree.Pointer(at, "routes", route), "route %q names unknown node %q", route, target)
 		}
 	}
 	switch {
 	case n.OnError == name:
-		k.add(ptr(at, "on_error"), "on_error must not point at the node itself")
+		k.add(jsontree.Pointer(at, "on_error"), "on_error must not point at the node itself")
 	case n.OnError != "" && !k.known(n.OnError):
-		k.add(ptr(at, "on_error"), "on_error names unknown node %q", n.OnError)
+		k.add(jsontree.Pointer(at, "on_error"), "on_error names unknown node %q", n.OnError)
 	}
 	if n.Status != "" {
-		k.add(ptr(at, "status"), "status is not allowed on %s nodes", n.Kind)
+		k.add(jsontree.Pointer(at, "status"), "status is not allowed on %s nodes", n.Kind)
 	}
 
 	k.policy(at, n)
@@ -158,50 +159,50 @@ func (k *checker) task(at, name string, n *Node) {
 		k.push(at, n)
 	} else {
 		if n.Destination != "" {
-			k.add(ptr(at, "destination"), "destination is not allowed on pull nodes")
+			k.add(jsontree.Pointer(at, "destination"), "destination is not allowed on pull nodes")
 		}
 		if n.Timeout != 0 {
-			k.add(ptr(at, "timeout"), "timeout is not allowed on pull nodes")
+			k.add(jsontree.Pointer(at, "timeout"), "timeout is not allowed on pull nodes")
 		}
 	}
 }
 
 func (k *checker) policy(at string, n *Node) {
-	pat := ptr(at, "policy")
+	pat := jsontree.Pointer(at, "policy")
 	pol := n.Policy
 	if n.Kind == KindPush {
 		if pol.MaxAttempts != 1 {
-			k.add(ptr(pat, "max_attempts"), "push nodes are never retried: max_attempts must be 1")
+			k.add(jsontree.Pointer(pat, "max_attempts"), "push nodes are never retried: max_attempts must be 1")
 		}
 		if pol.RetryDelay != 0 {
-			k.add(ptr(pat, "retry_delay"), "push nodes are never retried: retry_delay must be 0")
+			k.add(jsontree.Pointer(pat, "retry_delay"), "push nodes are never retried: retry_delay must be 0")
 		}
 	} else {
 		if pol.MaxAttempts < 1 || pol.MaxAttempts > MaxMaxAttempts {
-			k.add(ptr(pat, "max_attempts"), "max_attempts must be %s", attemptsRange)
+			k.add(jsontree.Pointer(pat, "max_attempts"), "max_attempts must be %s", attemptsRange)
 		}
 		switch {
 		case pol.RetryDelay < 0:
-			k.add(ptr(pat, "retry_delay"), "retry_delay must not be negative")
+			k.add(jsontree.Pointer(pat, "retry_delay"), "retry_delay must not be negative")
 		case k.lim.MaxRetryDelay > 0 && pol.RetryDelay > k.lim.MaxRetryDelay:
-			k.add(ptr(pat, "retry_delay"), "retry_delay %s exceeds the ceiling %s",
+			k.add(jsontree.Pointer(pat, "retry_delay"), "retry_delay %s exceeds the ceiling %s",
 				isoduration.Format(pol.RetryDelay), isoduration.Format(k.lim.MaxRetryDelay))
 		}
 	}
 	if pol.Deadline < 0 {
-		k.add(ptr(pat, "deadline"), "deadline must be positive")
+		k.add(jsontree.Pointer(pat, "deadline"), "deadline must be positive")
 	}
 	if pol.Priority < 0 || pol.Priority > MaxPriority {
-		k.add(ptr(pat, "priority"), "priority must be %s", priorityRange)
+		k.add(jsontree.Pointer(pat, "priority"), "priority must be %s", priorityRange)
 	}
 }
 
 func (k *checker) revision(at string, n *Node) (contracts.Working, bool) {
 	switch {
 	case n.Definition == "":
-		k.add(ptr(at, "definition"), "definition is required on %s nodes", n.Kind)
+		k.add(jsontree.Pointer(at, "definition"), "definition is required on %s nodes", n.Kind)
 	case n.Revision < 1:
-		k.add(ptr(at, "revision"), "revision must be %s", revisionRange)
+		k.add(jsontree.Pointer(at, "revision"), "revision must be %s", revisionRange)
 	default:
 		w, ok := k.r.Revision(n.Definition, n.Revision)
 		if ok {
@@ -209,7 +210,7 @@ func (k *checker) revision(at string, n *Node) (contracts.Working, bool) {
 		}
 		// The resolver answers pairs only, so an unknown key and an
 		// unknown revision of a known key look alike.
-		k.add(ptr(at, "definition"), "unknown definition revision %s@%d", n.Definition, n.Revision)
+		k.add(jsontree.Pointer(at, "definition"), "unknown definition revision %s@%d", n.Definition, n.Revision)
 	}
 	return contracts.Working{}, false
 }
@@ -221,24 +222,24 @@ func (k *checker) routes(at string, n *Node, w contracts.Working) {
 	values := w.Routes()
 	if len(values) == 0 {
 		if n.Routes != nil {
-			k.add(ptr(at, "routes"), "revision %s@%d has no routing output: use next", n.Definition, n.Revision)
+			k.add(jsontree.Pointer(at, "routes"), "revision %s@%d has no routing output: use next", n.Definition, n.Revision)
 		}
 		return
 	}
 	if n.Next != "" && n.Routes == nil {
-		k.add(ptr(at, "next"), "revision has routing output %s: use routes", w.RoutingOutput)
+		k.add(jsontree.Pointer(at, "next"), "revision has routing output %s: use routes", w.RoutingOutput)
 	}
 	if n.Routes == nil {
 		return
 	}
 	for _, v := range values {
 		if _, ok := n.Routes[v]; !ok {
-			k.add(ptr(at, "routes"), "route %q is not mapped", v)
+			k.add(jsontree.Pointer(at, "routes"), "route %q is not mapped", v)
 		}
 	}
 	for _, route := range sortedKeys(n.Routes) {
 		if !contains(values, route) {
-			k.add(ptr(at, "routes", route), "%q is not a value of routing output %s", route, w.RoutingOutput)
+			k.add(jsontree.Pointer(at, "routes", route), "%q is not a value of routing output %s", route, w.RoutingOutput)
 		}
 	}
 }
@@ -247,11 +248,11 @@ func (k *checker) push(at string, n *Node) {
 	var destMax time.Duration
 	destOK := false
 	if n.Destination == "" {
-		k.add(ptr(at, "destination"), "destination is required on push nodes")
+		k.add(jsontree.Pointer(at, "destination"), "destination is required on push nodes")
 	} else if destMax, destOK = k.r.Destination(n.Destination); !destOK {
-		k.add(ptr(at, "destination"), "unknown destination %q", n.Destination)
+		k.add(jsontree.Pointer(at, "destination"), "unknown destination %q", n.Destination)
 	}
-	tat := ptr(at, "timeout")
+	tat := jsontree.Pointer(at, "timeout")
 	t := n.PushTimeout(k.lim)
 	what := "timeout " + isoduration.Format(t)
 	if n.Timeout == 0 {
@@ -286,18 +287,18 @@ func (k *checker) edges(name string) []edge {
 	if n == nil || (n.Kind != KindPull && n.Kind != KindPush) {
 		return nil
 	}
-	at := ptr("/nodes", name)
+	at := jsontree.Pointer("/nodes", name)
 	var out []edge
 	if n.Next != "" && k.known(n.Next) {
-		out = append(out, edge{n.Next, ptr(at, "next"), true})
+		out = append(out, edge{n.Next, jsontree.Pointer(at, "next"), true})
 	}
 	for _, route := range sortedKeys(n.Routes) {
 		if t := n.Routes[route]; k.known(t) {
-			out = append(out, edge{t, ptr(at, "routes", route), true})
+			out = append(out, edge{t, jsontree.Pointer(at, "routes", route), true})
 		}
 	}
 	if n.OnError != "" && n.OnError != name && k.known(n.OnError) {
-		out = append(out, edge{n.OnError, ptr(at, "on_error"), false})
+		out = append(out, edge{n.OnError, jsontree.Pointer(at, "on_error"), false})
 	}
 	return out
 }
@@ -372,7 +373,7 @@ func (k *checker) reachability() {
 	seen := k.reach("")
 	for _, name := range k.names {
 		if !seen[name] {
-			k.add(ptr("/nodes", name), "node %q is not reachable from start", name)
+			k.add(jsontree.Pointer("/nodes", name), "node %q is not reachable from start", name)
 		}
 	}
 }

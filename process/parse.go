@@ -10,7 +10,13 @@ import (
 
 	"github.com/relais/relais/contracts"
 	"github.com/relais/relais/isoduration"
+	"github.com/relais/relais/jsontree"
 )
+
+// maxJSONDepth bounds document nesting so that hostile input cannot drive
+// the recursive reader arbitrarily deep. It leaves room for the inputs
+// contract at its own nesting limit plus the process envelope.
+const maxJSONDepth = 160
 
 // maxRevision keeps revisions within the engine's integer column.
 const maxRevision = 1<<31 - 1
@@ -62,7 +68,7 @@ func (c *collector) sorted() []contracts.Violation {
 // Parse judges the document alone; graph, contract and limit checks that
 // need the definitions are Check's.
 func Parse(data []byte) (*Process, []contracts.Violation) {
-	root, err := readTree(data)
+	root, err := jsontree.Read(data, maxJSONDepth)
 	if err != nil {
 		return nil, []contracts.Violation{{Path: "", Message: "malformed json: " + err.Error()}}
 	}
@@ -75,9 +81,9 @@ func Parse(data []byte) (*Process, []contracts.Violation) {
 }
 
 // members reports duplicate and unknown keys of an object node.
-func (c *collector) members(n *jnode, path string, allowed ...string) {
+func (c *collector) members(n *jsontree.Node, path string, allowed ...string) {
 	c.dups(n, path)
-	for _, k := range n.keys {
+	for _, k := range n.Keys {
 		known := false
 		for _, a := range allowed {
 			if a == k {
@@ -86,59 +92,59 @@ func (c *collector) members(n *jnode, path string, allowed ...string) {
 			}
 		}
 		if !known {
-			c.add(ptr(path, k), "unknown key %q", k)
+			c.add(jsontree.Pointer(path, k), "unknown key %q", k)
 		}
 	}
 }
 
 // dups reports duplicate keys of an object node whose keys are free-form.
-func (c *collector) dups(n *jnode, path string) {
-	for _, i := range n.dups {
-		c.add(ptr(path, n.keys[i]), "duplicate key %q", n.keys[i])
+func (c *collector) dups(n *jsontree.Node, path string) {
+	for _, i := range n.Dups {
+		c.add(jsontree.Pointer(path, n.Keys[i]), "duplicate key %q", n.Keys[i])
 	}
 }
 
 // member returns an optional member; JSON null counts as absent because
 // YAML documents converted to JSON write unset values that way.
-func member(n *jnode, key string) (*jnode, bool) {
-	v, ok := n.get(key)
-	if !ok || v.kind == jNull {
+func member(n *jsontree.Node, key string) (*jsontree.Node, bool) {
+	v, ok := n.Get(key)
+	if !ok || v.Kind == jsontree.Null {
 		return nil, false
 	}
 	return v, true
 }
 
 // str reads an optional string member that must not be empty when present.
-func (c *collector) str(n *jnode, key, path string, allowEmpty bool) (string, bool) {
+func (c *collector) str(n *jsontree.Node, key, path string, allowEmpty bool) (string, bool) {
 	v, ok := member(n, key)
 	if !ok {
 		return "", false
 	}
-	at := ptr(path, key)
-	if v.kind != jString {
-		c.add(at, "%s must be a string, not %s", key, v.kind)
+	at := jsontree.Pointer(path, key)
+	if v.Kind != jsontree.String {
+		c.add(at, "%s must be a string, not %s", key, v.Kind)
 		return "", false
 	}
-	if !allowEmpty && strings.TrimSpace(v.str) == "" {
+	if !allowEmpty && strings.TrimSpace(v.Str) == "" {
 		c.add(at, "%s must not be empty", key)
 		return "", false
 	}
-	return v.str, true
+	return v.Str, true
 }
 
 // integer reads an optional integer member within [lo, hi]; want states
 // the range in messages.
-func (c *collector) integer(n *jnode, key, path string, lo, hi int, want string) (int, bool) {
+func (c *collector) integer(n *jsontree.Node, key, path string, lo, hi int, want string) (int, bool) {
 	v, ok := member(n, key)
 	if !ok {
 		return 0, false
 	}
-	at := ptr(path, key)
-	if v.kind != jNumber {
-		c.add(at, "%s must be an integer, not %s", key, v.kind)
+	at := jsontree.Pointer(path, key)
+	if v.Kind != jsontree.Number {
+		c.add(at, "%s must be an integer, not %s", key, v.Kind)
 		return 0, false
 	}
-	s := v.num.String()
+	s := v.Num.String()
 	i, err := strconv.ParseInt(s, 10, 64)
 	switch {
 	case err != nil && !isIntegralLiteral(s):
@@ -167,17 +173,17 @@ func isIntegralLiteral(s string) bool {
 }
 
 // duration reads an optional ISO-8601 duration member.
-func (c *collector) duration(n *jnode, key, path string) (time.Duration, bool) {
+func (c *collector) duration(n *jsontree.Node, key, path string) (time.Duration, bool) {
 	v, ok := member(n, key)
 	if !ok {
 		return 0, false
 	}
-	at := ptr(path, key)
-	if v.kind != jString {
-		c.add(at, "%s must be an ISO-8601 duration string such as PT30S, not %s", key, v.kind)
+	at := jsontree.Pointer(path, key)
+	if v.Kind != jsontree.String {
+		c.add(at, "%s must be an ISO-8601 duration string such as PT30S, not %s", key, v.Kind)
 		return 0, false
 	}
-	d, err := isoduration.Parse(v.str)
+	d, err := isoduration.Parse(v.Str)
 	if err != nil {
 		c.add(at, "%s: %v", key, err)
 		return 0, false
@@ -186,26 +192,26 @@ func (c *collector) duration(n *jnode, key, path string) (time.Duration, bool) {
 }
 
 // object reads a required or optional object member.
-func (c *collector) object(n *jnode, key, path string, required bool) (*jnode, bool) {
+func (c *collector) object(n *jsontree.Node, key, path string, required bool) (*jsontree.Node, bool) {
 	v, ok := member(n, key)
-	at := ptr(path, key)
+	at := jsontree.Pointer(path, key)
 	if !ok {
 		if required {
 			c.add(at, "%s is required", key)
 		}
 		return nil, false
 	}
-	if v.kind != jObject {
-		c.add(at, "%s must be an object, not %s", key, v.kind)
+	if v.Kind != jsontree.Object {
+		c.add(at, "%s must be an object, not %s", key, v.Kind)
 		return nil, false
 	}
 	return v, true
 }
 
-func (c *collector) process(root *jnode) *Process {
+func (c *collector) process(root *jsontree.Node) *Process {
 	p := &Process{Nodes: map[string]*Node{}}
-	if root.kind != jObject {
-		c.add("", "document must be an object, not %s", root.kind)
+	if root.Kind != jsontree.Object {
+		c.add("", "document must be an object, not %s", root.Kind)
 		return p
 	}
 	c.members(root, "", "name", "description", "inputs", "start", "nodes")
@@ -218,7 +224,7 @@ func (c *collector) process(root *jnode) *Process {
 		// The contract parser is reused so that process inputs follow
 		// exactly the rules of definition contracts; member order and
 		// duplicates are kept so that it judges what was written.
-		ct, vs := contracts.ParseContract(appendTree(nil, v, false))
+		ct, vs := contracts.ParseContract(jsontree.Append(nil, v, false))
 		for _, x := range vs {
 			c.add("/inputs"+x.Path, "%s", x.Message)
 		}
@@ -232,18 +238,18 @@ func (c *collector) process(root *jnode) *Process {
 	}
 
 	if nodes, ok := c.object(root, "nodes", "", true); ok {
-		for _, i := range nodes.dups {
-			c.add(ptr("/nodes", nodes.keys[i]), "duplicate node %q", nodes.keys[i])
+		for _, i := range nodes.Dups {
+			c.add(jsontree.Pointer("/nodes", nodes.Keys[i]), "duplicate node %q", nodes.Keys[i])
 		}
-		if len(nodes.keys) == 0 {
+		if len(nodes.Keys) == 0 {
 			c.add("/nodes", "nodes must not be empty")
 		}
-		for i, name := range nodes.keys {
-			at := ptr("/nodes", name)
+		for i, name := range nodes.Keys {
+			at := jsontree.Pointer("/nodes", name)
 			if !nodeNameRe.MatchString(name) {
 				c.add(at, "node name %q must match %s", name, nodeNameRe)
 			}
-			n := c.node(nodes.vals[i], at)
+			n := c.node(nodes.Vals[i], at)
 			if _, dup := p.Nodes[name]; !dup {
 				n.Name = name
 				p.Nodes[name] = n
@@ -264,10 +270,10 @@ var kindKeys = map[Kind][]string{
 
 var allNodeKeys = []string{"kind", "definition", "revision", "inputs", "policy", "routes", "next", "on_error", "destination", "timeout", "status"}
 
-func (c *collector) node(v *jnode, at string) *Node {
+func (c *collector) node(v *jsontree.Node, at string) *Node {
 	n := &Node{}
-	if v.kind != jObject {
-		c.add(at, "node must be an object, not %s", v.kind)
+	if v.Kind != jsontree.Object {
+		c.add(at, "node must be an object, not %s", v.Kind)
 		return n
 	}
 	c.members(v, at, allNodeKeys...)
@@ -277,10 +283,10 @@ func (c *collector) node(v *jnode, at string) *Node {
 		case KindPull, KindPush, KindEnd:
 			n.Kind = Kind(k)
 		default:
-			c.add(ptr(at, "kind"), "unknown kind %q, want pull, push or end", k)
+			c.add(jsontree.Pointer(at, "kind"), "unknown kind %q, want pull, push or end", k)
 		}
 	} else if _, present := member(v, "kind"); !present {
-		c.add(ptr(at, "kind"), "kind is required")
+		c.add(jsontree.Pointer(at, "kind"), "kind is required")
 	}
 	if n.Kind == "" {
 		// Without a kind there is nothing to judge the other members
@@ -289,7 +295,7 @@ func (c *collector) node(v *jnode, at string) *Node {
 	}
 	for _, key := range allNodeKeys {
 		if _, ok := member(v, key); ok && !contains(kindKeys[n.Kind], key) {
-			c.add(ptr(at, key), "%s is not allowed on %s nodes", key, n.Kind)
+			c.add(jsontree.Pointer(at, key), "%s is not allowed on %s nodes", key, n.Kind)
 		}
 	}
 
@@ -297,7 +303,7 @@ func (c *collector) node(v *jnode, at string) *Node {
 		n.Status = StatusCompleted
 		if s, ok := c.str(v, "status", at, true); ok {
 			if s != StatusCompleted && s != StatusFailed {
-				c.add(ptr(at, "status"), "unknown status %q, want completed or failed", s)
+				c.add(jsontree.Pointer(at, "status"), "unknown status %q, want completed or failed", s)
 			} else {
 				n.Status = s
 			}
@@ -308,19 +314,19 @@ func (c *collector) node(v *jnode, at string) *Node {
 	if d, ok := c.str(v, "definition", at, false); ok {
 		n.Definition = d
 	} else if _, present := member(v, "definition"); !present {
-		c.add(ptr(at, "definition"), "definition is required on %s nodes", n.Kind)
+		c.add(jsontree.Pointer(at, "definition"), "definition is required on %s nodes", n.Kind)
 	}
 	if r, ok := c.integer(v, "revision", at, 1, maxRevision, revisionRange); ok {
 		n.Revision = r
 	} else if _, present := member(v, "revision"); !present {
-		c.add(ptr(at, "revision"), "revision is required on %s nodes", n.Kind)
+		c.add(jsontree.Pointer(at, "revision"), "revision is required on %s nodes", n.Kind)
 	}
 
 	n.Inputs = map[string]Binding{}
 	if in, ok := c.object(v, "inputs", at, false); ok {
-		c.dups(in, ptr(at, "inputs"))
-		for i, target := range in.keys {
-			b, ok := c.binding(in.vals[i], ptr(at, "inputs", target))
+		c.dups(in, jsontree.Pointer(at, "inputs"))
+		for i, target := range in.Keys {
+			b, ok := c.binding(in.Vals[i], jsontree.Pointer(at, "inputs", target))
 			if ok {
 				n.Inputs[target] = b
 			}
@@ -331,19 +337,19 @@ func (c *collector) node(v *jnode, at string) *Node {
 
 	if rs, ok := c.object(v, "routes", at, false); ok {
 		n.Routes = map[string]string{}
-		c.dups(rs, ptr(at, "routes"))
-		for i, route := range rs.keys {
-			rv := rs.vals[i]
-			rat := ptr(at, "routes", route)
+		c.dups(rs, jsontree.Pointer(at, "routes"))
+		for i, route := range rs.Keys {
+			rv := rs.Vals[i]
+			rat := jsontree.Pointer(at, "routes", route)
 			switch {
 			case route == "":
 				c.add(rat, "route value must not be empty")
-			case rv.kind != jString:
-				c.add(rat, "route target must be a node name string, not %s", rv.kind)
-			case rv.str == "":
+			case rv.Kind != jsontree.String:
+				c.add(rat, "route target must be a node name string, not %s", rv.Kind)
+			case rv.Str == "":
 				c.add(rat, "route target must not be empty")
 			default:
-				n.Routes[route] = rv.str
+				n.Routes[route] = rv.Str
 			}
 		}
 	}
@@ -354,7 +360,7 @@ func (c *collector) node(v *jnode, at string) *Node {
 		n.Destination, _ = c.str(v, "destination", at, false)
 		if d, ok := c.duration(v, "timeout", at); ok {
 			if d <= 0 {
-				c.add(ptr(at, "timeout"), "timeout must be positive")
+				c.add(jsontree.Pointer(at, "timeout"), "timeout must be positive")
 			} else {
 				n.Timeout = d
 			}
@@ -373,10 +379,10 @@ func contains(list []string, s string) bool {
 }
 
 // binding parses {"from": "..."} or {"value": ...}.
-func (c *collector) binding(v *jnode, at string) (Binding, bool) {
+func (c *collector) binding(v *jsontree.Node, at string) (Binding, bool) {
 	var b Binding
-	if v.kind != jObject {
-		c.add(at, "binding must be an object with from or value, not %s", v.kind)
+	if v.Kind != jsontree.Object {
+		c.add(at, "binding must be an object with from or value, not %s", v.Kind)
 		return b, false
 	}
 	before := len(c.vs)
@@ -389,37 +395,37 @@ func (c *collector) binding(v *jnode, at string) (Binding, bool) {
 	case !hasFrom && !hasValue:
 		c.add(at, "binding must have either from or value")
 	case hasFrom:
-		if from.kind != jString {
-			c.add(ptr(at, "from"), "from must be a string, not %s", from.kind)
-		} else if from.str == "" {
-			c.add(ptr(at, "from"), "from must not be empty")
+		if from.Kind != jsontree.String {
+			c.add(jsontree.Pointer(at, "from"), "from must be a string, not %s", from.Kind)
+		} else if from.Str == "" {
+			c.add(jsontree.Pointer(at, "from"), "from must not be empty")
 		} else {
-			b.From = from.str
+			b.From = from.Str
 		}
 	default:
-		c.literalDups(val, ptr(at, "value"))
-		b.Value = appendTree(nil, val, true)
+		c.literalDups(val, jsontree.Pointer(at, "value"))
+		b.Value = jsontree.Append(nil, val, true)
 	}
 	return b, len(c.vs) == before
 }
 
 // literalDups reports duplicate keys inside a literal, which would
 // otherwise be decided silently by whichever JSON library reads it later.
-func (c *collector) literalDups(n *jnode, at string) {
-	switch n.kind {
-	case jObject:
+func (c *collector) literalDups(n *jsontree.Node, at string) {
+	switch n.Kind {
+	case jsontree.Object:
 		c.dups(n, at)
-		for i, k := range n.keys {
-			c.literalDups(n.vals[i], ptr(at, k))
+		for i, k := range n.Keys {
+			c.literalDups(n.Vals[i], jsontree.Pointer(at, k))
 		}
-	case jArray:
-		for i, item := range n.items {
-			c.literalDups(item, ptr(at, strconv.Itoa(i)))
+	case jsontree.Array:
+		for i, item := range n.Items {
+			c.literalDups(item, jsontree.PointerIndex(at, i))
 		}
 	}
 }
 
-func (c *collector) policy(v *jnode, at string, n *Node) {
+func (c *collector) policy(v *jsontree.Node, at string, n *Node) {
 	n.Policy = Policy{MaxAttempts: DefaultMaxAttempts, RetryDelay: DefaultRetryDelay, Priority: DefaultPriority}
 	if n.Kind == KindPush {
 		n.Policy.MaxAttempts, n.Policy.RetryDelay = 1, 0
@@ -428,12 +434,12 @@ func (c *collector) policy(v *jnode, at string, n *Node) {
 	if !ok {
 		return
 	}
-	pat := ptr(at, "policy")
+	pat := jsontree.Pointer(at, "policy")
 	c.members(pv, pat, "max_attempts", "retry_delay", "deadline", "priority")
 	if n.Kind == KindPush {
 		for _, key := range []string{"max_attempts", "retry_delay"} {
 			if _, ok := member(pv, key); ok {
-				c.add(ptr(pat, key), "push nodes are never retried: %s is not allowed", key)
+				c.add(jsontree.Pointer(pat, key), "push nodes are never retried: %s is not allowed", key)
 			}
 		}
 	} else {
@@ -446,7 +452,7 @@ func (c *collector) policy(v *jnode, at string, n *Node) {
 	}
 	if d, ok := c.duration(pv, "deadline", pat); ok {
 		if d <= 0 {
-			c.add(ptr(pat, "deadline"), "deadline must be positive")
+			c.add(jsontree.Pointer(pat, "deadline"), "deadline must be positive")
 		} else {
 			n.Policy.Deadline = d
 		}

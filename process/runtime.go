@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/relais/relais/jsontree"
 )
 
 // Scope is everything a binding may read while an instance runs.
@@ -51,7 +53,7 @@ func (p *Process) EvaluateInputs(node string, s Scope) (json.RawMessage, error) 
 			buf.WriteByte(',')
 		}
 		first = false
-		buf.Write(appendString(nil, target))
+		buf.Write(jsontree.AppendString(nil, target))
 		buf.WriteByte(':')
 		if err := json.Compact(&buf, v); err != nil {
 			return nil, fmt.Errorf("process: evaluate %s: input %s: %w", node, target, err)
@@ -96,12 +98,12 @@ func resolve(b Binding, s Scope) (json.RawMessage, error) {
 		if s.InstanceID == "" {
 			return nil, fmt.Errorf("source %s: the scope has no instance id", b.From)
 		}
-		return appendString(nil, s.InstanceID), nil
+		return jsontree.AppendString(nil, s.InstanceID), nil
 	case len(segs) == 2 && segs[0] == srcInstance && segs[1] == srcBusinessKey:
 		if s.BusinessKey == nil {
 			return nil, errAbsent
 		}
-		return appendString(nil, *s.BusinessKey), nil
+		return jsontree.AppendString(nil, *s.BusinessKey), nil
 	}
 	return nil, fmt.Errorf("unknown source %q", b.From)
 }
