@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/relais/relais/auth"
 	"github.com/relais/relais/contracts"
 	"github.com/relais/relais/engine"
 	"github.com/relais/relais/fault"
@@ -175,6 +176,16 @@ func (a *API) getSchema(side string) http.Handler {
 		n, err := revisionParam(r, "n")
 		if err != nil {
 			return err
+		}
+		if p, _ := auth.FromContext(r.Context()); p.Role == auth.RoleConsumer {
+			// A consumer sees its grants only: anything else is unknown.
+			ok, err := a.eng.ConsumerSees(r.Context(), p.ConsumerID, chi.URLParam(r, "key"), n)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return fault.New(fault.NotFound, "not_found", "revision %d of definition %q not found", n, chi.URLParam(r, "key"))
+			}
 		}
 		rev, err := a.eng.GetRevision(r.Context(), chi.URLParam(r, "key"), n)
 		if err != nil {

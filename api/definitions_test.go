@@ -313,3 +313,18 @@ func TestDefinitionRoles(t *testing.T) {
 		t.Fatalf("page 2 = %v", p2)
 	}
 }
+
+func TestConsumersReadOnlyGrantedSchemas(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	env.Definition("add_company_to_crm.yaml")
+	env.Definition("score_company.yaml")
+	token := env.Consumer("crm-sync", "add_company_to_crm")
+	env.Must(200, "GET", "/api/v1/definitions/add_company_to_crm/revisions/1/schemas/outputs", token, nil)
+	if r := env.Do("GET", "/api/v1/definitions/score_company/revisions/1/schemas/inputs", token, nil); r.Status != 404 {
+		t.Errorf("a consumer read a schema outside its grants: %d", r.Status)
+	}
+	if r := env.Do("GET", "/api/v1/definitions/add_company_to_crm", token, nil); r.Status != 403 {
+		t.Errorf("a consumer read a definition: %d", r.Status)
+	}
+}

@@ -251,3 +251,10 @@ func granted(ctx context.Context, q *queries.Queries, consumerID int64, key stri
 	}
 	return false, nil
 }
+
+// ConsumerSees reports whether a consumer is granted revision of key; what
+// it is not granted it must not see at all.
+func (e *Engine) ConsumerSees(ctx context.Context, consumerID int64, key string, revision int) (bool, error) {
+	ok, err := granted(ctx, e.q, consumerID, key, revision)
+	return ok, wrap("consumer grants", err)
+}
