@@ -91,6 +91,24 @@ func (e *Engine) newRun(ctx context.Context, q *queries.Queries, inst queries.In
 	return &run{e: e, ctx: ctx, q: q, now: now, inst: inst, pv: pv}, nil
 }
 
+// runForOccurrence locks the instance of an occurrence (found in the same
+// round trip) and prepares its run. Settlements start here: instance
+// first, then occurrence, the order stop uses too.
+func (e *Engine) runForOccurrence(ctx context.Context, q *queries.Queries, occurrence uuid.UUID) (*run, error) {
+	inst, err := q.InstanceLockByOccurrence(ctx, occurrence)
+	if isNoRows(err) {
+		return nil, notFound("occurrence %s", occurrence)
+	}
+	if err != nil {
+		return nil, err
+	}
+	pv, err := e.processVersion(ctx, q, inst.ProcessKey, int(inst.Version))
+	if err != nil {
+		return nil, err
+	}
+	return e.newRun(ctx, q, inst, pv)
+}
+
 // runFor locks an instance and prepares its run; ok is false when the
 // instance is locked by another transaction and skipLocked is set.
 func (e *Engine) runFor(ctx context.Context, q *queries.Queries, id uuid.UUID, skipLocked bool) (*run, bool, error) {

@@ -127,6 +127,8 @@ func (e *Engine) StartInstance(ctx context.Context, req StartRequest) (Instance,
 		if err != nil {
 			return err
 		}
+		// A new instance has completed no node: no outputs to load.
+		r.outputs = map[string]json.RawMessage{}
 		return r.enter(pv.Process.Start)
 	})
 	if err != nil {

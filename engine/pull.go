@@ -209,14 +209,7 @@ type WorkerRef struct {
 // refusal names its situation. For an occurrence the consumer may not see,
 // it answers 404 exactly as for an unknown id.
 func (e *Engine) held(ctx context.Context, q *queries.Queries, ref WorkerRef) (*run, queries.Occurrence, error) {
-	instanceID, err := q.OccurrenceInstanceID(ctx, ref.Occurrence)
-	if isNoRows(err) {
-		return nil, queries.Occurrence{}, notFound("occurrence %s", ref.Occurrence)
-	}
-	if err != nil {
-		return nil, queries.Occurrence{}, err
-	}
-	r, _, err := e.runFor(ctx, q, instanceID, false)
+	r, err := e.runForOccurrence(ctx, q, ref.Occurrence)
 	if err != nil {
 		return nil, queries.Occurrence{}, err
 	}

@@ -109,11 +109,7 @@ type PushResult struct {
 // nothing and returns the refusal.
 func (e *Engine) SettlePush(ctx context.Context, id uuid.UUID, attempt int, res PushResult) error {
 	err := e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error {
-		instanceID, err := q.OccurrenceInstanceID(ctx, id)
-		if err != nil {
-			return err
-		}
-		r, _, err := e.runFor(ctx, q, instanceID, false)
+		r, err := e.runForOccurrence(ctx, q, id)
 		if err != nil {
 			return err
 		}

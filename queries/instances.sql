@@ -30,3 +30,10 @@ where (sqlc.narg('process_key')::text is null or process_key = sqlc.narg('proces
   and (sqlc.narg('before')::uuid is null or id < sqlc.narg('before'))
 order by id desc
 limit @max;
+
+-- name: InstanceLockByOccurrence :one
+-- Settlements lock the instance before its occurrence (the order stop
+-- uses too), finding it from the occurrence in the same round trip.
+select i.* from instances i
+where i.id = (select o.instance_id from occurrences o where o.id = @occurrence_id)
+for update of i;

@@ -228,6 +228,35 @@ func (q *Queries) InstanceLock(ctx context.Context, id uuid.UUID) (Instance, err
 	return i, err
 }
 
+const instanceLockByOccurrence = `-- name: InstanceLockByOccurrence :one
+select i.id, i.process_key, i.version, i.status, i.business_key, i.inputs, i.sealed_inputs, i.idempotency_key, i.request_digest, i.end_node, i.error_code, i.created_at, i.ended_at from instances i
+where i.id = (select o.instance_id from occurrences o where o.id = $1)
+for update of i
+`
+
+// Settlements lock the instance before its occurrence (the order stop
+// uses too), finding it from the occurrence in the same round trip.
+func (q *Queries) InstanceLockByOccurrence(ctx context.Context, occurrenceID uuid.UUID) (Instance, error) {
+	row := q.db.QueryRow(ctx, instanceLockByOccurrence, occurrenceID)
+	var i Instance
+	err := row.Scan(
+		&i.ID,
+		&i.ProcessKey,
+		&i.Version,
+		&i.Status,
+		&i.BusinessKey,
+		&i.Inputs,
+		&i.SealedInputs,
+		&i.IdempotencyKey,
+		&i.RequestDigest,
+		&i.EndNode,
+		&i.ErrorCode,
+		&i.CreatedAt,
+		&i.EndedAt,
+	)
+	return i, err
+}
+
 const instanceLockSkipLocked = `-- name: InstanceLockSkipLocked :one
 select id, process_key, version, status, business_key, inputs, sealed_inputs, idempotency_key, request_digest, end_node, error_code, created_at, ended_at from instances where id = $1 for update skip locked
 `

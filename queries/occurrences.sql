@@ -19,9 +19,6 @@ select * from occurrences where id = @id for update;
 -- name: OccurrenceLockSkipLocked :one
 select * from occurrences where id = @id for update skip locked;
 
--- name: OccurrenceInstanceID :one
-select instance_id from occurrences where id = @id;
-
 -- name: OccurrenceListByInstance :many
 select * from occurrences where instance_id = @instance_id order by created_at, id;
 

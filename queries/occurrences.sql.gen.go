@@ -713,17 +713,6 @@ func (q *Queries) OccurrenceInsert(ctx context.Context, arg OccurrenceInsertPara
 	return i, err
 }
 
-const occurrenceInstanceID = `-- name: OccurrenceInstanceID :one
-select instance_id from occurrences where id = $1
-`
-
-func (q *Queries) OccurrenceInstanceID(ctx context.Context, id uuid.UUID) (uuid.UUID, error) {
-	row := q.db.QueryRow(ctx, occurrenceInstanceID, id)
-	var instance_id uuid.UUID
-	err := row.Scan(&instance_id)
-	return instance_id, err
-}
-
 const occurrenceList = `-- name: OccurrenceList :many
 select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at from occurrences o
 where ($1::text is null or o.definition_key = $1)
