@@ -36,6 +36,16 @@ func (a *API) publishProcess() http.Handler {
 		if err != nil {
 			return err
 		}
+		if r.URL.Query().Get("dry_run") == "true" {
+			// Every publication check, nothing stored: `relais apply
+			// --dry-run` shows refusals before anything changes.
+			v, exists, err := a.eng.CheckProcess(r.Context(), chi.URLParam(r, "key"), body)
+			if err != nil {
+				return err
+			}
+			httpjson.Encode(w, http.StatusOK, map[string]any{"process": chi.URLParam(r, "key"), "version": v, "exists": exists, "dry_run": true})
+			return nil
+		}
 		pv, created, err := a.eng.PublishProcess(r.Context(), chi.URLParam(r, "key"), body)
 		if err != nil {
 			return err

@@ -258,9 +258,20 @@ func (c *Client) process(ctx context.Context, d Document, dryRun bool) (Result, 
 			return Result{Doc: d, Action: "unchanged", Detail: fmt.Sprintf("version %d", v.Version)}, nil
 		}
 	}
-	next := len(cur.Versions) + 1
 	if dryRun {
-		return Result{Doc: d, Action: "published", Detail: fmt.Sprintf("version %d", next)}, nil
+		// The server runs every publication check without storing.
+		var plan struct {
+			Version int `json:"version"`
+		}
+		if _, err := c.call(ctx, "POST", base+"/versions?dry_run=true", d.Body, &plan); err != nil {
+			if isNotFound(err) || dependsOnPlan(err) {
+				// Its definitions or destinations are only planned in this
+				// dry run: the server cannot check it yet.
+				return Result{Doc: d, Action: "published", Detail: fmt.Sprintf("version %d, checked when its dependencies exist", len(cur.Versions)+1)}, nil
+			}
+			return Result{}, err
+		}
+		return Result{Doc: d, Action: "published", Detail: fmt.Sprintf("version %d", plan.Version)}, nil
 	}
 	var out struct {
 		Version int `json:"version"`
@@ -269,4 +280,19 @@ func (c *Client) process(ctx context.Context, d Document, dryRun bool) (Result, 
 		return Result{}, err
 	}
 	return Result{Doc: d, Action: "published", Detail: fmt.Sprintf("version %d", out.Version)}, nil
+}
+
+// dependsOnPlan reports whether a dry-run refusal of a process only says
+// that a definition revision or destination it needs does not exist yet.
+func dependsOnPlan(err error) bool {
+	ae, ok := err.(*apiError)
+	if !ok || ae.Code != "invalid_process" || len(ae.Errors) == 0 {
+		return false
+	}
+	for _, e := range ae.Errors {
+		if !strings.HasSuffix(e.Path, "/definition") && !strings.HasSuffix(e.Path, "/destination") && !strings.Contains(e.Message, "unknown") {
+			return false
+		}
+	}
+	return true
 }

@@ -16,7 +16,7 @@ import (
 	"sort"
 	"strings"
 
-	"sigs.k8s.io/yaml"
+	"gopkg.in/yaml.v3"
 
 	"github.com/relais/relais/contracts"
 	"github.com/relais/relais/process"
@@ -134,9 +134,16 @@ func parseFile(file string, raw []byte) ([]Document, []Problem) {
 	}
 	for i, part := range nonEmpty {
 		d := Document{File: file, Index: i + 1, Multi: len(nonEmpty) > 1}
-		js, err := yaml.YAMLToJSON([]byte(part))
-		if err != nil {
+		// YAML 1.2 (yaml.v3): yes, no, on and off stay strings, as choice
+		// values often are.
+		var v any
+		if err := yaml.Unmarshal([]byte(part), &v); err != nil {
 			problems = append(problems, Problem{Doc: d, Message: "not valid YAML or JSON: " + err.Error()})
+			continue
+		}
+		js, err := json.Marshal(v)
+		if err != nil {
+			problems = append(problems, Problem{Doc: d, Message: "mapping keys must be strings: " + err.Error()})
 			continue
 		}
 		var m map[string]any

@@ -207,3 +207,36 @@ func (e *Engine) ListProcesses(ctx context.Context, after string, limit int) ([]
 	}
 	return out, nil
 }
+
+// CheckProcess runs every check PublishProcess runs without storing
+// anything, and says which version publishing would give: an existing one
+// (same digest) or the next.
+func (e *Engine) CheckProcess(ctx context.Context, key string, document []byte) (version int, exists bool, err error) {
+	if !keyPattern.MatchString(key) {
+		return 0, false, fault.New(fault.BadRequest, "invalid_key", "process key %q must match %s", key, keyPattern)
+	}
+	p, vs := process.Parse(document)
+	if len(vs) > 0 {
+		return 0, false, violations("invalid_process", "the process is invalid", vs)
+	}
+	res, err := e.newResolver(ctx, p)
+	if err != nil {
+		return 0, false, err
+	}
+	if vs := process.Check(p, res, e.processLimits()); len(vs) > 0 {
+		return 0, false, violations("invalid_process", "the process is invalid", vs)
+	}
+	if row, err := e.q.ProcessVersionGetByDigest(ctx, queries.ProcessVersionGetByDigestParams{ProcessKey: key, Digest: p.Digest()}); err == nil {
+		return int(row.Version), true, nil
+	} else if !isNoRows(err) {
+		return 0, false, wrap("check process", err)
+	}
+	latest, err := e.q.ProcessVersionLatest(ctx, key)
+	if isNoRows(err) {
+		return 1, false, nil
+	}
+	if err != nil {
+		return 0, false, wrap("check process", err)
+	}
+	return int(latest.Version) + 1, false, nil
+}

@@ -1,0 +1,85 @@
+package apply
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func write(t *testing.T, dir, name, body string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestLoadOrdersKindsAndKeepsYAMLStrings(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	write(t, dir, "a.yaml", `kind: Process
+key: p_one
+inputs: {fields: []}
+start: done
+nodes: {done: {kind: end}}
+---
+# a comment-only document is skipped
+---
+kind: Definition
+key: consent
+name: Consent
+inputs:
+  fields:
+    - {name: answer, type: choice, required: true, values: [yes, no, on, off]}
+outputs: {fields: []}
+`)
+	write(t, dir, "b.json", `{"kind": "Destination", "name": "d", "url": "https://example.com", "max_timeout": "PT1S"}`)
+	docs, problems, err := Load(dir)
+	if err != nil || len(problems) > 0 {
+		t.Fatalf("load: %v %v", err, problems)
+	}
+	var kinds []string
+	for _, d := range docs {
+		kinds = append(kinds, d.Kind)
+	}
+	if got := strings.Join(kinds, ","); got != "Destination,Definition,Process" {
+		t.Errorf("apply order %s", got)
+	}
+	values := docs[1].Body["inputs"].(map[string]any)["fields"].([]any)[0].(map[string]any)["values"].([]any)
+	if len(values) != 4 || values[0] != "yes" || values[3] != "off" {
+		t.Errorf("choice values %v; want the strings yes, no, on, off", values)
+	}
+	if !docs[1].Multi || docs[1].Index != 2 {
+		t.Errorf("document position %d (multi %v); want 2 in a multi-document file", docs[1].Index, docs[1].Multi)
+	}
+}
+
+func TestLoadReportsFilePointerMessage(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	p := write(t, dir, "bad.yaml", `kind: Definiton
+key: x
+`)
+	q := write(t, dir, "worse.yaml", `kind: Definition
+key: broken
+name: Broken
+inputs: {fields: [{name: a, type: text, max_items: 3}]}
+outputs: {fields: []}
+`)
+	_, problems, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, pr := range problems {
+		lines = append(lines, pr.String())
+	}
+	all := strings.Join(lines, "\n")
+	for _, want := range []string{p + `: /kind: unknown kind "Definiton"`, q + ": /inputs/fields/0/max_items: "} {
+		if !strings.Contains(all, want) {
+			t.Errorf("problems lack %q:\n%s", want, all)
+		}
+	}
+}
