@@ -241,7 +241,7 @@ func (r *run) nodeInputs(name string, rev *Revision, id uuid.UUID, params *queri
 		return "the pinned revision does not compile"
 	}
 	if vs := v.Validate(inputs); len(vs) > 0 {
-		return describeViolations(vs)
+		return "inputs violate the pinned revision: " + describeViolations(vs)
 	}
 	public, sealed, err := r.e.seal(rev.Working.Inputs, inputs, aadOccurrenceInputs(id))
 	if err != nil {
@@ -259,7 +259,7 @@ func describeViolations(vs []contracts.Violation) string {
 		parts = append(parts, v.Path+": "+v.Message)
 	}
 	sort.Strings(parts)
-	return "inputs violate the pinned revision: " + strings.Join(parts, "; ")
+	return strings.Join(parts, "; ")
 }
 
 // followFailure sends the instance down node's on_error branch, or fails it.

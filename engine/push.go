@@ -150,7 +150,7 @@ func (e *Engine) SettlePush(ctx context.Context, id uuid.UUID, attempt int, res 
 			return err
 		}
 		if vs := ov.Validate(res.Outputs); len(vs) > 0 {
-			return r.fail(o, OutcomeRejected, "invalid_outputs", "the destination's outputs violate the pinned revision: "+violationList(vs))
+			return r.fail(o, OutcomeRejected, "invalid_outputs", "the destination's outputs violate the pinned revision: "+describeViolations(vs))
 		}
 		route, err := rev.Working.Route(res.Outputs)
 		if err != nil {
@@ -159,12 +159,4 @@ func (e *Engine) SettlePush(ctx context.Context, id uuid.UUID, attempt int, res 
 		return r.complete(o, rev, res.Outputs, OutputsDigest(res.Outputs), route, "")
 	})
 	return wrap("settle push", err)
-}
-
-// violationList names pointers and messages (which name constraints, not
-// values).
-func violationList(vs []contracts.Violation) string {
-	s := describeViolations(vs)
-	const prefix = "inputs violate the pinned revision: "
-	return s[len(prefix):]
 }
