@@ -5,7 +5,6 @@
 package engine
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -128,7 +127,5 @@ func wrap(op string, err error) error {
 // errCorrupt reports stored data that no longer parses: a bug or a manual
 // edit, never user input.
 func errCorrupt(what string) error { return fmt.Errorf("stored %s does not parse", what) }
-
-func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }
 
 func formatDuration(d time.Duration) string { return isoduration.Format(d) }

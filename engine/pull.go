@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -254,7 +255,7 @@ func lockRefusal(o queries.Occurrence, ref WorkerRef, now time.Time) error {
 // JSON is equal whatever its formatting.
 func OutputsDigest(outputs json.RawMessage) string {
 	var v any
-	dec := json.NewDecoder(bytesReader(outputs))
+	dec := json.NewDecoder(bytes.NewReader(outputs))
 	dec.UseNumber()
 	_ = dec.Decode(&v)
 	b, _ := json.Marshal(v)
@@ -301,7 +302,7 @@ func (e *Engine) Complete(ctx context.Context, ref WorkerRef, outputs json.RawMe
 		if err != nil {
 			return err
 		}
-		if err := r.complete(o, rev, outputs, digest, route, ""); err != nil {
+		if err := r.complete(o, rev, outputs, digest, route); err != nil {
 			return err
 		}
 		out = Settlement{Status: StatusCompleted, Route: route, AttemptsLeft: int(o.MaxAttempts - o.Attempts)}
@@ -311,7 +312,7 @@ func (e *Engine) Complete(ctx context.Context, ref WorkerRef, outputs json.RawMe
 }
 
 // complete records validated outputs, ends the attempt and advances.
-func (r *run) complete(o queries.Occurrence, rev *Revision, outputs json.RawMessage, digest, route, workerID string) error {
+func (r *run) complete(o queries.Occurrence, rev *Revision, outputs json.RawMessage, digest, route string) error {
 	public, sealed, err := r.e.seal(rev.Working.Outputs, outputs, aadOccurrenceOutputs(o.ID))
 	if err != nil {
 		return err
@@ -422,8 +423,9 @@ func (e *Engine) Fail(ctx context.Context, ref WorkerRef, f Failure) (Settlement
 	return out, wrap("fail", err)
 }
 
-// scrub removes the occurrence's protected values from a worker-supplied
-// message and bounds its length.
+// scrub removes the occurrence's protected values (and, for a push
+// occurrence, its destination's header values) from a worker- or
+// destination-supplied message, and bounds its length.
 func (e *Engine) scrub(ctx context.Context, q *queries.Queries, o queries.Occurrence, message string) (string, error) {
 	rev, err := e.revision(ctx, q, o.DefinitionKey, int(o.Revision))
 	if err != nil {
@@ -434,6 +436,18 @@ func (e *Engine) scrub(ctx context.Context, q *queries.Queries, o queries.Occurr
 		return "", err
 	}
 	protected := rev.Working.Inputs.ProtectedStrings(inputs)
+	if o.Destination != nil {
+		// A destination may echo the credentials it was sent: its header
+		// values are secret too. Headers that cannot be read were not sent
+		// either: the call is prepared from the same lookup.
+		if _, headers, err := e.destinationCall(ctx, q, *o.Destination); err == nil {
+			for _, v := range headers {
+				protected = append(protected, v)
+			}
+		}
+	}
+	// Scrub before truncating, so no protected value is cut in half and
+	// left as a prefix.
 	message = contracts.Scrub(message, protected)
 	if len(message) > maxErrorMessage {
 		message = message[:maxErrorMessage] + "…"

@@ -9,7 +9,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/relais/relais/contracts"
 	"github.com/relais/relais/fault"
 	"github.com/relais/relais/queries"
 )
@@ -132,17 +131,6 @@ func (e *Engine) SettlePush(ctx context.Context, id uuid.UUID, attempt int, res 
 			if err != nil {
 				return err
 			}
-			// A destination may echo the credentials it was sent: its
-			// header values are secret too.
-			if o.Destination != nil {
-				if _, headers, err := e.destinationCall(ctx, q, *o.Destination); err == nil {
-					values := make([]string, 0, len(headers))
-					for _, v := range headers {
-						values = append(values, v)
-					}
-					msg = contracts.Scrub(msg, values)
-				}
-			}
 			return r.fail(o, OutcomeFailed, res.ErrorCode, msg)
 		}
 		_, ov, err := e.Validators(rev)
@@ -156,7 +144,7 @@ func (e *Engine) SettlePush(ctx context.Context, id uuid.UUID, attempt int, res 
 		if err != nil {
 			return err
 		}
-		return r.complete(o, rev, res.Outputs, OutputsDigest(res.Outputs), route, "")
+		return r.complete(o, rev, res.Outputs, OutputsDigest(res.Outputs), route)
 	})
 	return wrap("settle push", err)
 }
