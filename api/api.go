@@ -69,6 +69,21 @@ func pageParams[C any](r *http.Request) (C, int, error) {
 	return c, limit, nil
 }
 
+// newPage builds a list answer from up to limit+1 rows (the extra row only
+// says there is a next page): item converts a row, cursor gives the keyset
+// position of the last row returned.
+func newPage[T, R any](rows []T, limit int, cursor func(T) any, item func(T) R) page[R] {
+	p := page[R]{Items: make([]R, 0, min(len(rows), limit))}
+	for i, row := range rows {
+		if i == limit {
+			p.NextCursor = encodeCursor(cursor(rows[i-1]))
+			break
+		}
+		p.Items = append(p.Items, item(row))
+	}
+	return p
+}
+
 func encodeCursor(c any) string {
 	b, _ := json.Marshal(c)
 	return base64.RawURLEncoding.EncodeToString(b)

@@ -117,15 +117,7 @@ func (a *API) listConsumers() http.Handler {
 		if err != nil {
 			return err
 		}
-		p := page[consumerJSON]{Items: []consumerJSON{}}
-		for i, c := range cs {
-			if i == limit {
-				p.NextCursor = encodeCursor(cs[i-1].ID)
-				break
-			}
-			p.Items = append(p.Items, toConsumerJSON(c))
-		}
-		httpjson.Encode(w, http.StatusOK, p)
+		httpjson.Encode(w, http.StatusOK, newPage(cs, limit, func(c engine.Consumer) any { return c.ID }, toConsumerJSON))
 		return nil
 	})
 }

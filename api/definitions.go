@@ -2,7 +2,6 @@ package api
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -58,9 +57,9 @@ func toReleaseJSON(r engine.Release) releaseJSON {
 
 func (a *API) putWorking() http.Handler {
 	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.cfg.MaxBodyBytes))
+		body, err := a.readBody(w, r)
 		if err != nil {
-			return fault.New(fault.TooLarge, "body_too_large", "the request body is larger than %d bytes", a.cfg.MaxBodyBytes)
+			return err
 		}
 		d, created, err := a.eng.SaveWorking(r.Context(), chi.URLParam(r, "key"), body)
 		if err != nil {
@@ -86,16 +85,10 @@ func (a *API) listDefinitions() http.Handler {
 		if err != nil {
 			return err
 		}
-		p := page[definitionJSON]{Items: []definitionJSON{}}
-		for i, d := range defs {
-			if i == limit {
-				p.NextCursor = encodeCursor(defs[i-1].Key)
-				break
-			}
+		httpjson.Encode(w, http.StatusOK, newPage(defs, limit, func(d engine.Definition) any { return d.Key }, func(d engine.Definition) definitionJSON {
 			n := d.ReleaseCount
-			p.Items = append(p.Items, definitionJSON{Key: d.Key, Name: d.Working.Name, LatestRevision: d.LatestRevision, ReleaseCount: &n, CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt})
-		}
-		httpjson.Encode(w, http.StatusOK, p)
+			return definitionJSON{Key: d.Key, Name: d.Working.Name, LatestRevision: d.LatestRevision, ReleaseCount: &n, CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt}
+		}))
 		return nil
 	})
 }

@@ -146,15 +146,8 @@ func (a *API) listInstances() http.Handler {
 		if err != nil {
 			return err
 		}
-		p := page[instanceJSON]{Items: []instanceJSON{}}
-		for i, inst := range insts {
-			if i == limit {
-				p.NextCursor = encodeCursor(insts[i-1].ID)
-				break
-			}
-			p.Items = append(p.Items, toInstanceJSON(inst, false))
-		}
-		httpjson.Encode(w, http.StatusOK, p)
+		httpjson.Encode(w, http.StatusOK, newPage(insts, limit, func(i engine.Instance) any { return i.ID },
+			func(i engine.Instance) instanceJSON { return toInstanceJSON(i, false) }))
 		return nil
 	})
 }

@@ -160,15 +160,7 @@ func (a *API) listOccurrences() http.Handler {
 		if err != nil {
 			return err
 		}
-		p := page[occurrenceJSON]{Items: []occurrenceJSON{}}
-		for i, o := range occs {
-			if i == limit {
-				p.NextCursor = encodeCursor(occs[i-1].ID)
-				break
-			}
-			p.Items = append(p.Items, toOccurrenceJSON(o))
-		}
-		httpjson.Encode(w, http.StatusOK, p)
+		httpjson.Encode(w, http.StatusOK, newPage(occs, limit, func(o engine.Occurrence) any { return o.ID }, toOccurrenceJSON))
 		return nil
 	})
 }

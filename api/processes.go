@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/relais/relais/engine"
 	"github.com/relais/relais/fault"
 	"github.com/relais/relais/httpjson"
 )
@@ -74,15 +75,9 @@ func (a *API) listProcesses() http.Handler {
 			LatestVersion int       `json:"latest_version"`
 			CreatedAt     time.Time `json:"created_at"`
 		}
-		p := page[item]{Items: []item{}}
-		for i, ps := range ps {
-			if i == limit {
-				p.NextCursor = encodeCursor(p.Items[i-1].Key)
-				break
-			}
-			p.Items = append(p.Items, item{Key: ps.Key, LatestVersion: ps.LatestVersion, CreatedAt: ps.CreatedAt})
-		}
-		httpjson.Encode(w, http.StatusOK, p)
+		httpjson.Encode(w, http.StatusOK, newPage(ps, limit, func(s engine.ProcessSummary) any { return s.Key }, func(s engine.ProcessSummary) item {
+			return item{Key: s.Key, LatestVersion: s.LatestVersion, CreatedAt: s.CreatedAt}
+		}))
 		return nil
 	})
 }

@@ -78,16 +78,9 @@ func (a *API) listReveals() http.Handler {
 		if err != nil {
 			return err
 		}
-		p := page[revealJSON]{Items: []revealJSON{}}
-		for i, rv := range reveals {
-			if i == limit {
-				p.NextCursor = encodeCursor(reveals[i-1].ID)
-				break
-			}
-			p.Items = append(p.Items, revealJSON{ID: rv.ID, OccurrenceID: rv.OccurrenceID, Side: rv.Side, Field: rv.Field,
-				Principal: rv.Principal, RevealedAt: rv.RevealedAt})
-		}
-		httpjson.Encode(w, http.StatusOK, p)
+		httpjson.Encode(w, http.StatusOK, newPage(reveals, limit, func(rv engine.Reveal) any { return rv.ID }, func(rv engine.Reveal) revealJSON {
+			return revealJSON{ID: rv.ID, OccurrenceID: rv.OccurrenceID, Side: rv.Side, Field: rv.Field, Principal: rv.Principal, RevealedAt: rv.RevealedAt}
+		}))
 		return nil
 	})
 }
