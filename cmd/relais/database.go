@@ -17,6 +17,7 @@ import (
 
 	"github.com/relais/relais/config"
 	"github.com/relais/relais/embeddedpg"
+	"github.com/relais/relais/queries"
 )
 
 // database is an open connection pool and, in embedded mode, the cluster
@@ -88,6 +89,22 @@ func openDatabase(ctx context.Context, cfg config.Config, logger *slog.Logger, a
 	}
 	db.pool = pool
 	return db, nil
+}
+
+// openMigrated opens the configured database (see openDatabase) and applies
+// the pending migrations: what every command that touches the database does
+// first. It returns the versions it applied.
+func openMigrated(ctx context.Context, cfg config.Config, logger *slog.Logger, attach bool) (*database, []int, error) {
+	db, err := openDatabase(ctx, cfg, logger, attach)
+	if err != nil {
+		return nil, nil, err
+	}
+	applied, err := queries.Migrate(ctx, db.pool, logger)
+	if err != nil {
+		db.close()
+		return nil, nil, err
+	}
+	return db, applied, nil
 }
 
 // embedded reports whether this process runs or uses the embedded cluster

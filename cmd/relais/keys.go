@@ -13,7 +13,6 @@ import (
 	"github.com/relais/relais/config"
 	"github.com/relais/relais/engine"
 	"github.com/relais/relais/keyring"
-	"github.com/relais/relais/queries"
 )
 
 // loadKeys returns the keyring that encrypts secret values: from
@@ -70,14 +69,11 @@ func keysRotate(ctx context.Context, args []string, getenv func(string) string, 
 		return err
 	}
 	logger := newLogger(cfg, stderr)
-	db, err := openDatabase(ctx, cfg, logger, true)
+	db, _, err := openMigrated(ctx, cfg, logger, true)
 	if err != nil {
 		return err
 	}
 	defer db.close()
-	if _, err := queries.Migrate(ctx, db.pool, logger); err != nil {
-		return err
-	}
 	ring, err := loadKeys(ctx, cfg, db, logger)
 	if err != nil {
 		return err

@@ -27,15 +27,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	logger := newLogger(cfg, stderr)
 	start := time.Now()
 
-	db, err := openDatabase(ctx, cfg, logger, false)
+	db, _, err := openMigrated(ctx, cfg, logger, false)
 	if err != nil {
 		return err
 	}
 	defer db.close()
-
-	if _, err := queries.Migrate(ctx, db.pool, logger); err != nil {
-		return err
-	}
 	keys, err := loadKeys(ctx, cfg, db, logger)
 	if err != nil {
 		return err
@@ -103,15 +99,11 @@ func migrate(ctx context.Context, args []string, getenv func(string) string, std
 		return err
 	}
 	logger := newLogger(cfg, stderr)
-	db, err := openDatabase(ctx, cfg, logger, true)
+	db, applied, err := openMigrated(ctx, cfg, logger, true)
 	if err != nil {
 		return err
 	}
 	defer db.close()
-	applied, err := queries.Migrate(ctx, db.pool, logger)
-	if err != nil {
-		return err
-	}
 	fmt.Fprintf(stdout, "schema version %d (%d migrations applied now)\n", queries.LatestVersion(), len(applied))
 	return nil
 }

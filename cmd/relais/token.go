@@ -10,7 +10,6 @@ import (
 	"github.com/relais/relais/auth"
 	"github.com/relais/relais/config"
 	"github.com/relais/relais/engine"
-	"github.com/relais/relais/queries"
 )
 
 // tokenCreate takes --role and --name; every other flag is configuration
@@ -50,14 +49,11 @@ func tokenCreate(ctx context.Context, args []string, getenv func(string) string,
 		return err
 	}
 	logger := newLogger(cfg, stderr)
-	db, err := openDatabase(ctx, cfg, logger, true)
+	db, _, err := openMigrated(ctx, cfg, logger, true)
 	if err != nil {
 		return err
 	}
 	defer db.close()
-	if _, err := queries.Migrate(ctx, db.pool, logger); err != nil {
-		return err
-	}
 	token, err := engine.New(db.pool, engine.Options{Logger: logger}).CreateToken(ctx, name, role)
 	if err != nil {
 		return err
