@@ -120,32 +120,6 @@ func parseRetryAfter(v string, now time.Time) time.Duration {
 	return 0
 }
 
-// isoDuration formats d the ISO-8601 way Relais reads durations (PT1M,
-// PT0.5S).
-func isoDuration(d time.Duration) string {
-	if d <= 0 {
-		return "PT0S"
-	}
-	var b strings.Builder
-	b.WriteString("PT")
-	if h := d / time.Hour; h > 0 {
-		fmt.Fprintf(&b, "%dH", h)
-		d -= h * time.Hour
-	}
-	if m := d / time.Minute; m > 0 {
-		fmt.Fprintf(&b, "%dM", m)
-		d -= m * time.Minute
-	}
-	if d > 0 {
-		fmt.Fprintf(&b, "%d", d/time.Second)
-		if frac := d % time.Second; frac > 0 {
-			b.WriteString("." + strings.TrimRight(fmt.Sprintf("%09d", int64(frac)), "0"))
-		}
-		b.WriteString("S")
-	}
-	return b.String()
-}
-
 // newRequestID returns a random fetch request id.
 func newRequestID() string {
 	var b [16]byte

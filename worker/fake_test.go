@@ -10,10 +10,11 @@ import (
 	"net/http/httptest"
 	"regexp"
 	"slices"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/relais/relais/isoduration"
 )
 
 // fakeServer is Relais's pull protocol in memory, as DESIGN §3 and the
@@ -292,33 +293,13 @@ func decode(r *http.Request, v any) *protoError {
 	return nil
 }
 
-var isoRE = regexp.MustCompile(`^PT(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?$`)
-
-func parseISO(v string) (time.Duration, error) {
-	m := isoRE.FindStringSubmatch(v)
-	if m == nil || v == "PT" {
-		return 0, fmt.Errorf("%q is not an ISO-8601 duration", v)
-	}
-	h, _ := strconv.Atoi(cmpOrZero(m[1]))
-	mins, _ := strconv.Atoi(cmpOrZero(m[2]))
-	secs, _ := strconv.ParseFloat(cmpOrZero(m[3]), 64)
-	return time.Duration(h)*time.Hour + time.Duration(mins)*time.Minute + time.Duration(secs*float64(time.Second)+0.5), nil
-}
-
-func cmpOrZero(s string) string {
-	if s == "" {
-		return "0"
-	}
-	return s
-}
-
 func duration(field string, v *string, ceiling time.Duration) (time.Duration, *protoError) {
-	d, err := parseISO(*v)
+	d, err := isoduration.Parse(*v)
 	if err != nil {
 		return 0, refuse(http.StatusBadRequest, "invalid_json", "%v", err)
 	}
 	if d > ceiling {
-		return 0, boundExceeded(field, isoDuration(ceiling))
+		return 0, boundExceeded(field, isoduration.Format(ceiling))
 	}
 	return d, nil
 }

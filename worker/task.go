@@ -10,6 +10,8 @@ import (
 	"runtime/debug"
 	"strings"
 	"time"
+
+	"github.com/relais/relais/isoduration"
 )
 
 // Task is one reserved occurrence, as fetch-and-lock delivered it.
@@ -99,7 +101,7 @@ func (r *run) process(t *Task, h Handler, lock lockState) {
 		// The handler was cut short, not wrong: hand the task back at
 		// once rather than after the retry delay.
 		r.settleFail(t, failRequest{ErrorCode: codeWorkerShutdown, Message: "the worker shut down before the handler finished",
-			Retryable: true, RetryDelay: isoDuration(0)}, log)
+			Retryable: true, RetryDelay: isoduration.Format(0)}, log)
 	default:
 		r.settleFail(t, failureOf(err), log)
 	}
@@ -136,7 +138,7 @@ func failureOf(err error) failRequest {
 			}
 		}
 		if re.Delay > 0 {
-			f.RetryDelay = isoDuration(re.Delay)
+			f.RetryDelay = isoduration.Format(re.Delay)
 		}
 		return f
 	default:
@@ -184,7 +186,7 @@ func (r *run) keepLock(ctx context.Context, lose context.CancelCauseFunc, id str
 // agree.
 func (r *run) extend(ctx context.Context, id string, expiry time.Time, log *slog.Logger) (time.Time, error) {
 	w := r.w
-	body := extendRequest{WorkerID: w.cfg.WorkerID, LockDuration: isoDuration(w.cfg.LockDuration)}
+	body := extendRequest{WorkerID: w.cfg.WorkerID, LockDuration: isoduration.Format(w.cfg.LockDuration)}
 	retryEvery := max(w.cfg.LockDuration/8, 10*time.Millisecond)
 	for {
 		sent := time.Now()

@@ -3,7 +3,8 @@
 // runs the handlers, keeps their locks alive and reports the outcome.
 //
 // It speaks the pull protocol over HTTP/JSON and depends on the standard
-// library only. What it guarantees:
+// library and this module's isoduration package only (no server package).
+// What it guarantees:
 //
 //   - at most Config.Concurrency handlers run at once, and it never
 //     reserves more tasks than it has room to run;
@@ -28,6 +29,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/relais/relais/isoduration"
 )
 
 // Defaults of Config.
@@ -437,8 +440,8 @@ func (r *run) fetch(ctx context.Context, n int) ([]*Task, error) {
 		WorkerID:      w.cfg.WorkerID,
 		Subscriptions: r.subs,
 		MaxTasks:      n,
-		LockDuration:  isoDuration(w.cfg.LockDuration),
-		Wait:          isoDuration(w.cfg.Wait),
+		LockDuration:  isoduration.Format(w.cfg.LockDuration),
+		Wait:          isoduration.Format(w.cfg.Wait),
 		RequestID:     newRequestID(),
 	}
 	var out struct {
@@ -489,5 +492,5 @@ func (r *run) giveBack(t *Task) {
 	log := r.w.log.With(taskAttrs(t)...)
 	log.Error("server sent more tasks than asked; giving one back")
 	r.settleFail(t, failRequest{ErrorCode: "worker_at_capacity", Message: "the worker had no free slot for this task",
-		Retryable: true, RetryDelay: isoDuration(0)}, log)
+		Retryable: true, RetryDelay: isoduration.Format(0)}, log)
 }

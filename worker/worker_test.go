@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/relais/relais/isoduration"
 )
 
 const def = "add_company_to_crm"
@@ -701,16 +703,18 @@ func TestTaskDecode(t *testing.T) {
 	}
 }
 
-func TestISODuration(t *testing.T) {
+// TestDurationsOnTheWire checks the durations the worker sends read back
+// exactly (isoduration is what both the worker and Relais use).
+func TestDurationsOnTheWire(t *testing.T) {
 	for d, want := range map[time.Duration]string{
 		0: "PT0S", time.Minute: "PT1M", 500 * time.Millisecond: "PT0.5S", 90 * time.Minute: "PT1H30M",
 		time.Hour + 2*time.Second + 250*time.Millisecond: "PT1H2.25S", 200 * time.Millisecond: "PT0.2S", time.Nanosecond: "PT0.000000001S",
 	} {
-		if got := isoDuration(d); got != want {
-			t.Errorf("isoDuration(%v) = %s; want %s", d, got, want)
+		if got := isoduration.Format(d); got != want {
+			t.Errorf("isoduration.Format(%v) = %s; want %s", d, got, want)
 		}
-		if back, err := parseISO(want); err != nil || back != d {
-			t.Errorf("parseISO(%s) = %v, %v", want, back, err)
+		if back, err := isoduration.Parse(want); err != nil || back != d {
+			t.Errorf("isoduration.Parse(%s) = %v, %v", want, back, err)
 		}
 	}
 }
