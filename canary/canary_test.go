@@ -252,7 +252,7 @@ func TestCanary(t *testing.T) {
 	pullExpiry := start("pull-expiry", pullProcess)
 	pullExpiry.wantStatus = "failed"
 	fetch(pullExpiry, "w-dead", "PT0.3S")
-	waitEnded(t, env, pullExpiry.instance)
+	env.WaitEnded(pullExpiry.instance, 15*time.Second)
 	// The dead worker comes back with protected outputs: refused.
 	settle(pullExpiry, "complete", 409, map[string]any{"worker_id": "w-dead", "outputs": protectedOutputs()})
 
@@ -272,7 +272,7 @@ func TestCanary(t *testing.T) {
 		names[s.instance], names[s.occurrence] = s.name, s.name
 	}
 	for _, s := range scenarios {
-		inst := waitEnded(t, env, s.instance)
+		inst := env.WaitEnded(s.instance, 15*time.Second)
 		occ := env.Must(200, "GET", "/api/v1/occurrences/"+s.occurrence, env.Operator, nil).JSON(t)
 		if inst["status"] != s.wantStatus || (s.wantCode != "" && occ["error_code"] != s.wantCode) {
 			t.Fatalf("%s: instance %v, occurrence %v %v (%v); want instance %s, code %q",

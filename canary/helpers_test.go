@@ -14,7 +14,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/PuerkitoBio/goquery"
 	"github.com/jackc/pgx/v5"
@@ -168,34 +167,6 @@ func (c *corpus) assertPresent(t *testing.T, kind, want string) {
 }
 
 // ---------------------------------------------------------------- waiting
-
-// waitFor polls cond every 20 ms until it holds, failing the test when the
-// deadline passes first.
-func waitFor(t *testing.T, within time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		ok, last := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not reached within %v; last seen: %s", what, within, last)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// waitEnded polls an instance until it leaves running and returns it.
-func waitEnded(t *testing.T, env *relaistest.Env, id string) map[string]any {
-	t.Helper()
-	var inst map[string]any
-	waitFor(t, 15*time.Second, "instance "+id+" ends", func() (bool, string) {
-		inst = env.Must(200, "GET", "/api/v1/instances/"+id, env.Operator, nil).JSON(t)
-		return inst["status"] != "running", fmt.Sprintf("status %v", inst["status"])
-	})
-	return inst
-}
 
 // ------------------------------------------------------------ destination
 

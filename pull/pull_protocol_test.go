@@ -182,27 +182,11 @@ func timeOf(t *testing.T, what string, v any) time.Time {
 // server), not for an asynchronous event.
 func sleepUntil(at time.Time) { time.Sleep(time.Until(at)) }
 
-// waitFor polls cond until it holds or within passes.
-func waitFor(t *testing.T, within time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		ok, last := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not reached within %v; last seen: %s", what, within, last)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // waitStatus polls an occurrence until its status is want.
 func waitStatus(t *testing.T, env *relaistest.Env, occurrence, want string, within time.Duration) map[string]any {
 	t.Helper()
 	var occ map[string]any
-	waitFor(t, within, "occurrence "+occurrence+" status "+want, func() (bool, string) {
+	relaistest.WaitFor(t, within, "occurrence "+occurrence+" status "+want, func() (bool, string) {
 		occ = observe(t, env, occurrence)
 		return occ["status"] == want, fmt.Sprintf("status %v", occ["status"])
 	})
@@ -276,7 +260,7 @@ func background(t *testing.T, env *relaistest.Env, token string, body map[string
 // failing at once if the poll was answered instead.
 func (p *poll) waiting(t *testing.T) {
 	t.Helper()
-	waitFor(t, 3*time.Second, "long poll registered (relais_pull_waiters = 1)", func() (bool, string) {
+	relaistest.WaitFor(t, 3*time.Second, "long poll registered (relais_pull_waiters = 1)", func() (bool, string) {
 		t.Helper()
 		select {
 		case a := <-p.ch:
@@ -320,7 +304,7 @@ func metric(t *testing.T, env *relaistest.Env, name string) (float64, bool) {
 // waitWaiters polls the replica's relais_pull_waiters gauge until it is want.
 func waitWaiters(t *testing.T, env *relaistest.Env, want float64, within time.Duration) {
 	t.Helper()
-	waitFor(t, within, fmt.Sprintf("relais_pull_waiters = %v", want), func() (bool, string) {
+	relaistest.WaitFor(t, within, fmt.Sprintf("relais_pull_waiters = %v", want), func() (bool, string) {
 		v, ok := metric(t, env, "relais_pull_waiters")
 		return ok && v == want, fmt.Sprintf("%v (present %v)", v, ok)
 	})

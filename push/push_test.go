@@ -54,19 +54,6 @@ func newDestination(t testing.TB, h http.HandlerFunc) *destination {
 	return d
 }
 
-// waitInstance polls an instance until it leaves running.
-func waitInstance(t *testing.T, env *relaistest.Env, id string, within time.Duration) map[string]any {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		inst := env.Must(200, "GET", "/api/v1/instances/"+id, env.Operator, nil).JSON(t)
-		if inst["status"] != "running" || time.Now().After(deadline) {
-			return inst
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func TestPushOutcomes(t *testing.T) {
 	t.Parallel()
 	ok := func(w http.ResponseWriter, r *http.Request) {
@@ -122,7 +109,7 @@ func TestPushOutcomes(t *testing.T) {
 
 			started := time.Now()
 			inst := env.Must(201, "POST", "/api/v1/processes/scoring/instances", env.Operator, map[string]any{"inputs": map[string]any{"crm_id": "C-1"}}).JSON(t)
-			got := waitInstance(t, env, inst["id"].(string), 5*time.Second)
+			got := env.WaitEnded(inst["id"].(string), 5*time.Second)
 			elapsed := time.Since(started)
 
 			path := got["path"].([]any)

@@ -36,26 +36,12 @@ func TestAgainstRelais(t *testing.T) {
 		}
 	}()
 
-	end := func(id string) map[string]any {
-		t.Helper()
-		deadline := time.Now().Add(15 * time.Second)
-		for {
-			inst := env.Must(200, "GET", "/api/v1/instances/"+id, env.Operator, nil).JSON(t)
-			if inst["status"] != "running" {
-				return inst
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("instance %s still running", id)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
 	first := env.Must(201, "POST", "/api/v1/processes/crm_only/instances", env.Operator, map[string]any{"inputs": map[string]any{"name": "Acme"}}).JSON(t)
-	if got := end(first["id"].(string)); got["status"] != "completed" || got["end_node"] != "done" {
+	if got := env.WaitEnded(first["id"].(string), 15*time.Second); got["status"] != "completed" || got["end_node"] != "done" {
 		t.Fatalf("first Acme: %v at %v; want completed at done (created)", got["status"], got["end_node"])
 	}
 	second := env.Must(201, "POST", "/api/v1/processes/crm_only/instances", env.Operator, map[string]any{"inputs": map[string]any{"name": " ACME "}}).JSON(t)
-	if got := end(second["id"].(string)); got["status"] != "completed" || got["end_node"] != "known" {
+	if got := env.WaitEnded(second["id"].(string), 15*time.Second); got["status"] != "completed" || got["end_node"] != "known" {
 		t.Fatalf("second Acme: %v at %v; want completed at known (existing)", got["status"], got["end_node"])
 	}
 }
