@@ -89,10 +89,7 @@ func (e *Engine) SaveWorking(ctx context.Context, key string, document []byte) (
 		return Definition{}, false, wrap("save working", err)
 	}
 	d := Definition{Key: row.Key, Working: w, WorkingDigest: row.WorkingDigest, CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt}
-	latest, err := e.q.RevisionLatest(ctx, key)
-	if err == nil {
-		d.LatestRevision = int(latest.Revision)
-	} else if !isNoRows(err) {
+	if d.LatestRevision, err = e.latestRevision(ctx, key); err != nil {
 		return Definition{}, false, wrap("save working", err)
 	}
 	return d, row.Created, nil
@@ -112,13 +109,23 @@ func (e *Engine) GetDefinition(ctx context.Context, key string) (Definition, err
 		return Definition{}, wrap("get definition", errCorrupt("working of "+key))
 	}
 	d := Definition{Key: row.Key, Working: w, WorkingDigest: row.WorkingDigest, CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt}
-	latest, err := e.q.RevisionLatest(ctx, key)
-	if err == nil {
-		d.LatestRevision = int(latest.Revision)
-	} else if !isNoRows(err) {
+	if d.LatestRevision, err = e.latestRevision(ctx, key); err != nil {
 		return Definition{}, wrap("get definition", err)
 	}
 	return d, nil
+}
+
+// latestRevision is the number of key's latest revision, 0 before the first
+// snapshot.
+func (e *Engine) latestRevision(ctx context.Context, key string) (int, error) {
+	latest, err := e.q.RevisionLatest(ctx, key)
+	if isNoRows(err) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return int(latest.Revision), nil
 }
 
 // ListDefinitions returns definitions ordered by key, after the cursor key.
