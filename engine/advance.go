@@ -201,7 +201,10 @@ func (r *run) enter(name string) error {
 		params.Destination, params.Timeout = &node.Destination, &t
 	}
 
-	problem := r.nodeInputs(name, rev, id, &params)
+	problem, err := r.nodeInputs(name, rev, id, &params)
+	if err != nil {
+		return err
+	}
 	if problem != "" {
 		// The occurrence exists, failed from birth, so operators see why
 		// the instance went down its error path.
@@ -223,32 +226,33 @@ func (r *run) enter(name string) error {
 }
 
 // nodeInputs evaluates the node's bindings and validates them against the
-// pinned revision, filling the stored (sealed) inputs. It returns a problem
-// description, free of values, when the inputs cannot be built or are
-// invalid; errors it cannot attribute to the data are returned as panics of
-// the transaction would be: through the problem text, never silently.
-func (r *run) nodeInputs(name string, rev *Revision, id uuid.UUID, params *queries.OccurrenceInsertParams) string {
+// pinned revision, filling the stored (sealed) inputs. When the data make
+// the inputs impossible to build or invalid, it returns a problem
+// description free of values: the occurrence then fails from birth. Other
+// errors (the database, a missing data key) abort the transaction instead,
+// so nothing is advanced on their account.
+func (r *run) nodeInputs(name string, rev *Revision, id uuid.UUID, params *queries.OccurrenceInsertParams) (string, error) {
 	scope, err := r.scope()
 	if err != nil {
-		return "inputs could not be read: " + err.Error()
+		return "", err
 	}
 	inputs, err := r.pv.Process.EvaluateInputs(name, scope)
 	if err != nil {
-		return "inputs could not be built from the bindings"
+		return "inputs could not be built from the bindings", nil
 	}
 	v, _, err := r.e.Validators(rev)
 	if err != nil {
-		return "the pinned revision does not compile"
+		return "", err
 	}
 	if vs := v.Validate(inputs); len(vs) > 0 {
-		return "inputs violate the pinned revision: " + describeViolations(vs)
+		return "inputs violate the pinned revision: " + describeViolations(vs), nil
 	}
 	public, sealed, err := r.e.seal(rev.Working.Inputs, inputs, aadOccurrenceInputs(id))
 	if err != nil {
-		return "inputs could not be sealed: no data key"
+		return "", err
 	}
 	params.Inputs, params.SealedInputs = public, sealed
-	return ""
+	return "", nil
 }
 
 // describeViolations lists pointers and messages; messages come from the
