@@ -87,23 +87,33 @@ func (e *Engine) newResolver(ctx context.Context, p *process.Process) (resolver,
 	return r, nil
 }
 
+// checkProcess parses a process version and checks it statically against
+// the revisions and destinations it names, reporting every problem.
+func (e *Engine) checkProcess(ctx context.Context, key string, document []byte) (*process.Process, error) {
+	if !keyPattern.MatchString(key) {
+		return nil, fault.New(fault.BadRequest, "invalid_key", "process key %q must match %s", key, keyPattern)
+	}
+	p, vs := process.Parse(document)
+	if len(vs) > 0 {
+		return nil, violations("invalid_process", "the process is invalid", vs)
+	}
+	res, err := e.newResolver(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	if vs := process.Check(p, res, e.processLimits()); len(vs) > 0 {
+		return nil, violations("invalid_process", "the process is invalid", vs)
+	}
+	return p, nil
+}
+
 // PublishProcess parses and statically checks a process version and stores
 // it. Publishing a document identical (by digest) to an existing version
 // returns that version with created false.
 func (e *Engine) PublishProcess(ctx context.Context, key string, document []byte) (ProcessVersion, bool, error) {
-	if !keyPattern.MatchString(key) {
-		return ProcessVersion{}, false, fault.New(fault.BadRequest, "invalid_key", "process key %q must match %s", key, keyPattern)
-	}
-	p, vs := process.Parse(document)
-	if len(vs) > 0 {
-		return ProcessVersion{}, false, violations("invalid_process", "the process is invalid", vs)
-	}
-	res, err := e.newResolver(ctx, p)
+	p, err := e.checkProcess(ctx, key, document)
 	if err != nil {
 		return ProcessVersion{}, false, err
-	}
-	if vs := process.Check(p, res, e.processLimits()); len(vs) > 0 {
-		return ProcessVersion{}, false, violations("invalid_process", "the process is invalid", vs)
 	}
 	canonical, digest := p.Canonical(), p.Digest()
 	var out ProcessVersion
@@ -212,19 +222,9 @@ func (e *Engine) ListProcesses(ctx context.Context, after string, limit int) ([]
 // anything, and says which version publishing would give: an existing one
 // (same digest) or the next.
 func (e *Engine) CheckProcess(ctx context.Context, key string, document []byte) (version int, exists bool, err error) {
-	if !keyPattern.MatchString(key) {
-		return 0, false, fault.New(fault.BadRequest, "invalid_key", "process key %q must match %s", key, keyPattern)
-	}
-	p, vs := process.Parse(document)
-	if len(vs) > 0 {
-		return 0, false, violations("invalid_process", "the process is invalid", vs)
-	}
-	res, err := e.newResolver(ctx, p)
+	p, err := e.checkProcess(ctx, key, document)
 	if err != nil {
 		return 0, false, err
-	}
-	if vs := process.Check(p, res, e.processLimits()); len(vs) > 0 {
-		return 0, false, violations("invalid_process", "the process is invalid", vs)
 	}
 	if row, err := e.q.ProcessVersionGetByDigest(ctx, queries.ProcessVersionGetByDigestParams{ProcessKey: key, Digest: p.Digest()}); err == nil {
 		return int(row.Version), true, nil

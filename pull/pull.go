@@ -339,10 +339,8 @@ func (p *Protocol) fail(w http.ResponseWriter, r *http.Request) error {
 	}
 	f := engine.Failure{ErrorCode: req.ErrorCode, Message: req.Message, Retryable: req.Retryable}
 	if req.RetryDelay != nil {
+		// The engine refuses a delay above the ceiling (bound_exceeded).
 		d := req.RetryDelay.Std()
-		if d > p.bounds.MaxRetryDelay {
-			return engine.BoundExceeded("retry_delay", p.bounds.MaxRetryDelay)
-		}
 		f.RetryDelay = &d
 	}
 	s, err := p.eng.Fail(r.Context(), ref, f)
