@@ -128,7 +128,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err := prepareDir(dir, ra); err != nil {
 		return nil, err
 	}
-	lock, err := lockDir(dir)
+	lock, err := lockDir(ctx, dir)
 	if err != nil {
 		return nil, err
 	}

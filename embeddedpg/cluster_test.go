@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -32,6 +33,8 @@ const (
 // testBase is a folder under /tmp with mode 0711, so that the postgres
 // user can traverse it when the tests run as root (t.TempDir is 0700).
 var testBase string
+
+var testDirs atomic.Int64
 
 func TestMain(m *testing.M) {
 	if os.Getenv(helperDirEnv) != "" {
@@ -73,7 +76,8 @@ func testBinDir(t *testing.T) string {
 func testDir(t *testing.T) string {
 	t.Helper()
 	name := regexp.MustCompile(`[^A-Za-z0-9_-]+`).ReplaceAllString(t.Name(), "_")
-	return filepath.Join(testBase, name)
+	// Numbered so that -count=N runs do not find an earlier run's cluster.
+	return filepath.Join(testBase, fmt.Sprintf("%s-%d", name, testDirs.Add(1)))
 }
 
 // logBuffer collects slog output; the cluster logs from its own goroutines.

@@ -153,25 +153,41 @@ func ensureSubdir(path string, ra *runAs) error {
 	return nil
 }
 
+// lockWait bounds how long lockDir retries a lock that looks held. The
+// kernel keeps a flock while any descriptor of the open file exists, and a
+// process forked by any goroutine of this program holds a copy of every
+// descriptor until its exec closes the close-on-exec ones: a lock just
+// released by Stop can look held for that instant. A real holder (another
+// running relais) holds it far longer than this.
+const lockWait = 500 * time.Millisecond
+
 // lockDir takes an exclusive lock on the cluster folder for as long as the
 // returned file stays open. Two servers on one data directory would be
 // refused by postgres anyway, but a second Start would first have deleted
 // the first one's initdb folder or pid file. The kernel drops the lock
 // when the process dies, so a kill -9 never leaves the folder locked, and
 // the descriptor is close-on-exec, so postgres does not inherit it.
-func lockDir(dir string) (*os.File, error) {
+func lockDir(ctx context.Context, dir string) (*os.File, error) {
 	f, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("embeddedpg: lock cluster folder: %w", err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
+	deadline := time.Now().Add(lockWait)
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return f, nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			f.Close()
+			return nil, fmt.Errorf("embeddedpg: lock cluster folder: %w", err)
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			f.Close()
 			return nil, fmt.Errorf("embeddedpg: cluster folder %s: %w", dir, ErrInUse)
 		}
-		return nil, fmt.Errorf("embeddedpg: lock cluster folder: %w", err)
+		time.Sleep(10 * time.Millisecond)
 	}
-	return f, nil
 }
 
 // ensureCluster runs initdb when the data directory holds no cluster. It
