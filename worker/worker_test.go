@@ -508,8 +508,10 @@ func TestBackoffOnServerErrors(t *testing.T) {
 		}
 	}
 	fetches, _, _, _ := s.snapshot()
-	if len(fetches) < 2 { // the injected answers are not recorded as fetches
-		t.Errorf("fetches = %d", len(fetches))
+	// Injected answers are not recorded: at least the fetch that got the
+	// task is; a long poll between completion and the last fault may be too.
+	if len(fetches) == 0 {
+		t.Errorf("fetches = %d, want the one that got the task", len(fetches))
 	}
 }
 
