@@ -890,6 +890,28 @@ func TestPriorityOrdersClaims(t *testing.T) {
 	}
 }
 
+// Re-offers follow the same order as first offers: an occurrence whose
+// lock expired became available at its lock expiry, and priority comes
+// before that time.
+func TestPriorityOrdersReoffers(t *testing.T) {
+	t.Parallel()
+	env, consumer := newCRM(t, nil)
+	env.Process("crm_low", relaistest.CRMProcess(map[string]any{"priority": 1}))
+	env.Process("crm_high", relaistest.CRMProcess(map[string]any{"priority": 9}))
+	_, low := start(t, env, "crm_low", "Low")
+	one(t, fetch(t, env, consumer, fetchBody("dead-1", "max_tasks", 1, "lock_duration", "PT0.2S")), low)
+	_, high := start(t, env, "crm_high", "High")
+	last := one(t, fetch(t, env, consumer, fetchBody("dead-2", "max_tasks", 1, "lock_duration", "PT0.4S")), high)
+	sleepUntil(timeOf(t, "lock_expires_at", last["lock_expires_at"]).Add(100 * time.Millisecond))
+
+	for i, want := range []string{high, low} {
+		occ := one(t, fetch(t, env, consumer, fetchBody("w1", "max_tasks", 1)), "")
+		if occ["id"] != want {
+			t.Errorf("re-offer %d claimed %v (priority %v), want %s", i+1, occ["id"], occ["priority"], want)
+		}
+	}
+}
+
 // ---------------------------------------------------------------- grants
 
 func TestGrants(t *testing.T) {

@@ -24,10 +24,13 @@ select * from occurrences where instance_id = @instance_id order by created_at, 
 
 -- name: OccurrenceClaimPull :many
 -- One statement claims. Per subscribed (definition, revision) it takes, with
--- SKIP LOCKED, the first ready occurrences in priority order and the
--- reserved ones whose lock expired with attempts left (re-offered by the
--- claim itself: no sweeper), then keeps the best max_tasks of them. Rows
--- locked but not kept are released when the statement commits.
+-- SKIP LOCKED, the first ready occurrences and the first reserved ones whose
+-- lock expired with attempts left (re-offered by the claim itself: no
+-- sweeper), then keeps the best max_tasks of them. Both are ordered by
+-- priority, then the time they became available (available_at, or for a
+-- re-offer its lock expiry), then id. Expired locks are found through their
+-- expiry index and sorted: few wait there, since every claim takes them.
+-- Rows locked but not kept are released when the statement commits.
 with subs as (
     select unnest(@definition_keys::text[]) as definition_key,
            unnest(@revisions::integer[])   as revision
@@ -57,7 +60,7 @@ candidates as (
           and o.lock_expires_at <= @now::timestamptz
           and o.attempts < o.max_attempts
           and (o.deadline_at is null or o.deadline_at > @now::timestamptz)
-        order by o.lock_expires_at
+        order by o.priority desc, o.lock_expires_at, o.id
         limit @max_tasks
         for update of o skip locked
     ) x

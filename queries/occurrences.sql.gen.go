@@ -80,7 +80,7 @@ candidates as (
           and o.lock_expires_at <= $3::timestamptz
           and o.attempts < o.max_attempts
           and (o.deadline_at is null or o.deadline_at > $3::timestamptz)
-        order by o.lock_expires_at
+        order by o.priority desc, o.lock_expires_at, o.id
         limit $4
         for update of o skip locked
     ) x
@@ -164,10 +164,13 @@ type OccurrenceClaimPullRow struct {
 }
 
 // One statement claims. Per subscribed (definition, revision) it takes, with
-// SKIP LOCKED, the first ready occurrences in priority order and the
-// reserved ones whose lock expired with attempts left (re-offered by the
-// claim itself: no sweeper), then keeps the best max_tasks of them. Rows
-// locked but not kept are released when the statement commits.
+// SKIP LOCKED, the first ready occurrences and the first reserved ones whose
+// lock expired with attempts left (re-offered by the claim itself: no
+// sweeper), then keeps the best max_tasks of them. Both are ordered by
+// priority, then the time they became available (available_at, or for a
+// re-offer its lock expiry), then id. Expired locks are found through their
+// expiry index and sorted: few wait there, since every claim takes them.
+// Rows locked but not kept are released when the statement commits.
 func (q *Queries) OccurrenceClaimPull(ctx context.Context, arg OccurrenceClaimPullParams) ([]OccurrenceClaimPullRow, error) {
 	rows, err := q.db.Query(ctx, occurrenceClaimPull,
 		arg.DefinitionKeys,
