@@ -20,8 +20,8 @@ func TestMain(m *testing.M) { dbtest.Main(m) }
 // Canary values stored as a secret and a sensitive value: no console page
 // may ever contain them, nor a prefix of the secret.
 const (
-	canarySecret    = "CANARY-SECRET-7f3a"
-	canarySensitive = "CANARY-SENSITIVE-91bd"
+	canarySecret    = "CANARY-SECRET-7q3z"
+	canarySensitive = "CANARY-SENSITIVE-91wx"
 )
 
 // vaultWorking is a test-only definition with a secret input, a sensitive

@@ -264,7 +264,7 @@ func TestProtectedValuesNeverRendered(t *testing.T) {
 	for n := 6; n <= len(canarySecret); n++ {
 		leaks = append(leaks, canarySecret[:n])
 	}
-	leaks = append(leaks, canarySensitive, "SENSITIVE-91bd", "SECRET-7f3a", "7f3a", "91bd")
+	leaks = append(leaks, canarySensitive, "SENSITIVE-91wx", "SECRET-7q3z", "7q3z", "91wx")
 	masked := 0
 	for _, token := range []string{f.env.Operator, f.env.Admin} {
 		for _, lang := range []string{"en", "fr"} {
