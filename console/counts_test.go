@@ -22,11 +22,13 @@ func (c *fakeClock) add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.U
 func TestSnapshotCacheSharesOneLoadAndServesStaleValues(t *testing.T) {
 	t.Parallel()
 	var loads atomic.Int64
-	release := make(chan struct{})
+	// Load n returns once gates[n-1] is closed.
+	gates := []chan struct{}{make(chan struct{}), make(chan struct{}), make(chan struct{})}
+	release := gates[0]
 	clk := &fakeClock{t: time.Unix(0, 0)}
 	c := newSnapshotCache("test", func(ctx context.Context) (int64, error) {
 		n := loads.Add(1)
-		<-release
+		<-gates[min(n, 3)-1]
 		return n, nil
 	}, slog.New(slog.DiscardHandler), 5*time.Second)
 	c.now = clk.now
@@ -59,11 +61,25 @@ func TestSnapshotCacheSharesOneLoadAndServesStaleValues(t *testing.T) {
 		t.Fatalf("fresh value: %d after %d loads", v, loads.Load())
 	}
 	clk.add(2 * time.Second)
+	// The refresh is held until every stale read has answered.
+	stale := make(chan int64, 10)
+	go func() {
+		for range 10 {
+			v, _ := c.get(context.Background())
+			stale <- v
+		}
+	}()
 	for range 10 {
-		if v, _ := c.get(context.Background()); v != 1 {
-			t.Fatalf("a stale read waited for the refresh: got %d", v)
+		select {
+		case v := <-stale:
+			if v != 1 {
+				t.Fatalf("a stale read got %d, want the old value", v)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("a stale read waited for the refresh")
 		}
 	}
+	close(gates[1])
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		if v, _ := c.get(context.Background()); v == 2 {
