@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -390,7 +392,7 @@ func (e *Engine) Fail(ctx context.Context, ref WorkerRef, f Failure) (Settlement
 		if err := lockRefusal(o, ref, r.now); err != nil {
 			return err
 		}
-		message, err := e.scrub(ctx, q, o, f.Message)
+		code, message, err := e.scrub(ctx, q, o, f.ErrorCode, f.Message)
 		if err != nil {
 			return err
 		}
@@ -401,11 +403,11 @@ func (e *Engine) Fail(ctx context.Context, ref WorkerRef, f Failure) (Settlement
 				delay = *f.RetryDelay
 			}
 			at := r.now.Add(delay)
-			if _, err := q.OccurrenceRetry(ctx, queries.OccurrenceRetryParams{ID: o.ID, AvailableAt: at, ErrorCode: &f.ErrorCode, ErrorMessage: &message}); err != nil {
+			if _, err := q.OccurrenceRetry(ctx, queries.OccurrenceRetryParams{ID: o.ID, AvailableAt: at, ErrorCode: &code, ErrorMessage: &message}); err != nil {
 				return err
 			}
 			if err := q.AttemptEnd(ctx, queries.AttemptEndParams{OccurrenceID: o.ID, Number: o.Attempts, Outcome: OutcomeFailed,
-				ErrorCode: &f.ErrorCode, ErrorMessage: &message, Now: r.now}); err != nil {
+				ErrorCode: &code, ErrorMessage: &message, Now: r.now}); err != nil {
 				return err
 			}
 			if err := q.Notify(ctx, queries.NotifyParams{Channel: ChannelOccurrence, Payload: AvailabilityPayload(o.Mode, o.DefinitionKey, int(o.Revision), at)}); err != nil {
@@ -414,7 +416,7 @@ func (e *Engine) Fail(ctx context.Context, ref WorkerRef, f Failure) (Settlement
 			out = Settlement{Status: StatusAvailable, AttemptsLeft: left, AvailableAt: &at}
 			return nil
 		}
-		if err := r.fail(o, OutcomeFailed, f.ErrorCode, message); err != nil {
+		if err := r.fail(o, OutcomeFailed, code, message); err != nil {
 			return err
 		}
 		out = Settlement{Status: StatusFailed, AttemptsLeft: left}
@@ -423,17 +425,22 @@ func (e *Engine) Fail(ctx context.Context, ref WorkerRef, f Failure) (Settlement
 	return out, wrap("fail", err)
 }
 
+// redactedCode replaces an error code that holds a protected value: codes
+// are shown as they are, so they cannot be scrubbed in place.
+const redactedCode = "redacted"
+
 // scrub removes the occurrence's protected values (and, for a push
 // occurrence, its destination's header values) from a worker- or
-// destination-supplied message, and bounds its length.
-func (e *Engine) scrub(ctx context.Context, q *queries.Queries, o queries.Occurrence, message string) (string, error) {
+// destination-supplied failure: the message is scrubbed and bounded, and a
+// code that contains a protected value is replaced by redactedCode.
+func (e *Engine) scrub(ctx context.Context, q *queries.Queries, o queries.Occurrence, code, message string) (string, string, error) {
 	rev, err := e.revision(ctx, q, o.DefinitionKey, int(o.Revision))
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	inputs, err := e.unseal(o.Inputs, o.SealedInputs, aadOccurrenceInputs(o.ID))
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	protected := rev.Working.Inputs.ProtectedStrings(inputs)
 	if o.Destination != nil {
@@ -446,13 +453,21 @@ func (e *Engine) scrub(ctx context.Context, q *queries.Queries, o queries.Occurr
 			}
 		}
 	}
+	if contracts.Scrub(code, protected) != code {
+		code = redactedCode
+	}
 	// Scrub before truncating, so no protected value is cut in half and
 	// left as a prefix.
-	message = contracts.Scrub(message, protected)
+	message = contracts.Scrub(strings.ToValidUTF8(message, "?"), protected)
 	if len(message) > maxErrorMessage {
-		message = message[:maxErrorMessage] + "…"
+		// Cut on a character boundary: the column holds UTF-8 text.
+		cut := maxErrorMessage
+		for cut > 0 && !utf8.RuneStart(message[cut]) {
+			cut--
+		}
+		message = message[:cut] + "…"
 	}
-	return message, nil
+	return code, message, nil
 }
 
 // Extend prolongs the worker's lock. It is also how a worker learns that

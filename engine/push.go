@@ -127,11 +127,11 @@ func (e *Engine) SettlePush(ctx context.Context, id uuid.UUID, attempt int, res 
 			return err
 		}
 		if res.ErrorCode != "" {
-			msg, err := e.scrub(ctx, q, o, res.Message)
+			code, msg, err := e.scrub(ctx, q, o, res.ErrorCode, res.Message)
 			if err != nil {
 				return err
 			}
-			return r.fail(o, OutcomeFailed, res.ErrorCode, msg)
+			return r.fail(o, OutcomeFailed, code, msg)
 		}
 		_, ov, err := e.Validators(rev)
 		if err != nil {

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -1054,7 +1055,9 @@ func TestSecretsClearForConsumerMaskedForObservers(t *testing.T) {
 
 	// A retryable failure, then a terminal one, both echoing the values.
 	msg := "vault refused token " + secret + " for " + email
-	res := env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/fail", consumer, failBody("w1", "message", msg, "retry_delay", "PT0S"))
+	// The error code echoes the secret too: codes are shown as they are,
+	// so one holding a protected value is replaced.
+	res := env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/fail", consumer, failBody("w1", "message", msg, "retry_delay", "PT0S", "error_code", secret))
 	leaks("fail answer", res.Body)
 	one(t, fetch(t, env, consumer, sub), id)
 	env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/fail", consumer, failBody("w1", "message", msg, "retryable", false))
@@ -1068,10 +1071,37 @@ func TestSecretsClearForConsumerMaskedForObservers(t *testing.T) {
 	as := attemptsOf(t, o)
 	if len(as) != 2 || as[0]["error_message"] == nil || as[1]["error_message"] == nil {
 		t.Errorf("attempts = %v, want two failed attempts with their (scrubbed) messages", o["attempts"])
+	} else if as[0]["error_code"] != "redacted" {
+		t.Errorf("first attempt's error_code = %v, want redacted (the worker's code held the secret)", as[0]["error_code"])
 	}
 	leaks("occurrence list", env.Must(200, "GET", "/api/v1/occurrences?instance="+instID, env.Operator, nil).Body)
 	leaks("instance observation", env.Must(200, "GET", "/api/v1/instances/"+instID, env.Operator, nil).Body)
 	if logs := env.Logs.String(); strings.Contains(logs, secret) {
 		t.Errorf("the logs show the secret value")
+	}
+	var dump string
+	if err := env.Pool.QueryRow(context.Background(),
+		"select concat_ws(' ', o::text, (select string_agg(a::text, ' ') from attempts a where a.occurrence_id = o.id), i::text) from occurrences o join instances i on i.id = o.instance_id where o.id = $1", id).Scan(&dump); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(dump, secret) {
+		t.Errorf("the occurrence, its attempts or its instance store the secret in clear")
+	}
+}
+
+// Long messages are cut on a character boundary: the column holds UTF-8.
+func TestLongFailureMessageIsCutOnACharacter(t *testing.T) {
+	t.Parallel()
+	env, consumer := newCRM(t, nil)
+	_, id := start(t, env, "crm_only", "Acme")
+	one(t, fetch(t, env, consumer, fetchBody("w1")), id)
+	msg := "x" + strings.Repeat("é", 1500)
+	res := env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/fail", consumer, failBody("w1", "message", msg, "retryable", false)).JSON(t)
+	if res["status"] != "failed" {
+		t.Fatalf("fail answered %v, want status failed", res)
+	}
+	stored, _ := observe(t, env, id)["error_message"].(string)
+	if !utf8.ValidString(stored) || len(stored) > 2010 || !strings.HasPrefix(msg, strings.TrimSuffix(stored, "…")) {
+		t.Errorf("stored message (%d bytes, valid UTF-8 %v): want a valid prefix of the message of about 2000 bytes", len(stored), utf8.ValidString(stored))
 	}
 }

@@ -1,15 +1,18 @@
 package push_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/relais/relais/dbtest"
 	"github.com/relais/relais/relaistest"
@@ -240,5 +243,48 @@ func TestStopAbortsAnInFlightCall(t *testing.T) {
 	}
 	if n := d.calls.Load(); n != 1 {
 		t.Errorf("destination called %d times", n)
+	}
+}
+
+// A destination that echoes a credential past the start of a long error
+// body must not leave a prefix of it in the stored message: the body is
+// scrubbed whole, then cut.
+func TestEchoedCredentialIsScrubbedBeforeTheMessageIsCut(t *testing.T) {
+	t.Parallel()
+	const credential = "tok-9d2kq-7pw4m-zz81x-hh3v"
+	d := newDestination(t, func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		// The credential straddles byte 300 of the body, and again ends a
+		// body far longer than any stored message.
+		fmt.Fprint(w, strings.Repeat("é", 145)+r.Header.Get("X-Api-Key")+strings.Repeat(".", 5000)+r.Header.Get("X-Api-Key"))
+	})
+	env := relaistest.New(t)
+	env.Definition("score_company.yaml")
+	env.Must(201, "PUT", "/api/v1/destinations/echo", env.Admin, map[string]any{"url": d.URL + "/score", "max_timeout": "PT2S",
+		"headers": map[string]string{"X-Api-Key": credential}})
+	env.Process("scoring", scoreProcess("echo", "PT1S"))
+	inst := env.Must(201, "POST", "/api/v1/processes/scoring/instances", env.Operator, map[string]any{"inputs": map[string]any{"crm_id": "C-1"}}).JSON(t)
+	got := env.WaitEnded(inst["id"].(string), 5*time.Second)
+	occID := got["path"].([]any)[0].(map[string]any)["occurrence_id"].(string)
+	occ := env.Must(200, "GET", "/api/v1/occurrences/"+occID, env.Operator, nil).JSON(t)
+	if occ["error_code"] != "destination_http_503" {
+		t.Fatalf("error_code = %v, want destination_http_503", occ["error_code"])
+	}
+	var stored string
+	if err := env.Pool.QueryRow(context.Background(), "select error_message from occurrences where id = $1", occID).Scan(&stored); err != nil {
+		t.Fatal(err)
+	}
+	for _, msg := range []string{stored, occ["error_message"].(string)} {
+		if !utf8.ValidString(msg) {
+			t.Errorf("message is not valid UTF-8: %q", msg)
+		}
+		for n := 6; n <= len(credential); n++ {
+			if strings.Contains(msg, credential[:n]) {
+				t.Fatalf("message keeps %q, a prefix of the credential: %q", credential[:n], msg)
+			}
+		}
+	}
+	if !strings.Contains(stored, "[redacted]") {
+		t.Errorf("message %q: want the credential's place marked", stored)
 	}
 }

@@ -250,13 +250,9 @@ func transportFailure(ctx context.Context, err error, budget time.Duration) engi
 	return engine.PushResult{ErrorCode: "connection_failed", Message: "the exchange with the destination failed"}
 }
 
-// snippet keeps a bounded, printable start of an error body for diagnosis;
-// it is scrubbed of the inputs' protected values before it is stored.
+// snippet is an error body as text for diagnosis. It is not cut here: the
+// engine scrubs the whole of it of protected values first, then bounds it,
+// so that a value straddling the cut cannot leave a prefix behind.
 func snippet(b []byte) string {
-	const max = 300
-	s := string(bytes.ToValidUTF8(b, []byte("?")))
-	if len(s) > max {
-		s = s[:max] + "…"
-	}
-	return s
+	return string(bytes.ToValidUTF8(b, []byte("?")))
 }
