@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -13,6 +14,14 @@ import (
 // rotateBatch is how many rows one rotation transaction re-encrypts: small
 // enough to keep locks short on a live system, large enough to move fast.
 const rotateBatch = 500
+
+// rotateRetryPause is the pause between passes that wait for rows locked by
+// running work (settlements hold them for milliseconds); rotateStallLimit
+// is how long passes may make no progress before the rotation gives up.
+const (
+	rotateRetryPause = 100 * time.Millisecond
+	rotateStallLimit = time.Minute
+)
 
 // RotationProgress reports a batch re-encrypted by RotateKeys.
 type RotationProgress struct {
@@ -91,24 +100,50 @@ func (e *Engine) RotateKeys(ctx context.Context, progress func(RotationProgress)
 			return len(rows), nil
 		}},
 	}
-	for _, s := range steps {
-		for {
-			var n int
-			err := e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error {
-				var err error
-				n, err = s.batch(q)
-				return err
-			})
-			if err != nil {
-				return fmt.Errorf("engine: rotate %s: %w", s.table, err)
+	// Batches skip rows that running work holds locked, so one pass may
+	// leave some behind: passes repeat until a count that waits for no lock
+	// finds nothing under another key. Only then may a key be retired, or
+	// removing it would make those values unreadable.
+	stalled := time.Now()
+	for {
+		moved := 0
+		for _, s := range steps {
+			for {
+				var n int
+				err := e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error {
+					var err error
+					n, err = s.batch(q)
+					return err
+				})
+				if err != nil {
+					return fmt.Errorf("engine: rotate %s: %w", s.table, err)
+				}
+				if n == 0 {
+					break
+				}
+				moved += n
+				totals[s.table] += n
+				if progress != nil {
+					progress(RotationProgress{Table: s.table, Rows: n, Total: totals[s.table]})
+				}
 			}
-			if n == 0 {
-				break
-			}
-			totals[s.table] += n
-			if progress != nil {
-				progress(RotationProgress{Table: s.table, Rows: n, Total: totals[s.table]})
-			}
+		}
+		left, err := e.q.SealedUnderOtherKeys(ctx, primary)
+		if err != nil {
+			return fmt.Errorf("engine: rotate: %w", err)
+		}
+		if left == 0 {
+			break
+		}
+		if moved > 0 {
+			stalled = time.Now()
+		} else if time.Since(stalled) > rotateStallLimit {
+			return fmt.Errorf("engine: rotate: %d values are still under older keys, held locked by running work for over %s; no key was retired: run the rotation again", left, rotateStallLimit)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("engine: rotate: %w (%d values still under older keys; no key was retired)", ctx.Err(), left)
+		case <-time.After(rotateRetryPause):
 		}
 	}
 	// Every value is now under the primary key: older keys are retired.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/relais/relais/keyring"
 )
@@ -93,5 +94,78 @@ func TestKeyRotation(t *testing.T) {
 	}
 	if _, headers, err := n.destinationCall(ctx, n.q, "api"); err != nil || headers["X-Key"] != "hdr-secret" {
 		t.Errorf("destination headers after rotation: %v %v", headers, err)
+	}
+}
+
+// Rows that running work holds locked are skipped by a batch, not
+// forgotten: the rotation waits for them, and retires the old key only
+// once no value is left under it.
+func TestKeyRotationWaitsForLockedRows(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	oldSpec, newSpec := keyring.NewKeySpec("old"), keyring.NewKeySpec("new")
+	oldRing, _ := keyring.Parse(oldSpec)
+	e := setup(t)
+	e = New(e.pool, Options{Keys: oldRing})
+	if err := CheckKeys(ctx, e.pool, oldRing); err != nil {
+		t.Fatal(err)
+	}
+	doc := `{"inputs":{"fields":[{"name":"tok","type":"text","required":true,"classification":"secret"}]},
+	 "start":"done","nodes":{"done":{"kind":"end"}}}`
+	if _, _, err := e.PublishProcess(ctx, "sealed", []byte(doc)); err != nil {
+		t.Fatal(err)
+	}
+	var held string
+	for i := range 3 {
+		inst, _, err := e.StartInstance(ctx, StartRequest{ProcessKey: "sealed", Inputs: json.RawMessage(`{"tok":"secret-` + string(rune('a'+i)) + `"}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = inst.ID.String()
+	}
+
+	// Running work holds one instance locked while the rotation runs.
+	tx, err := e.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(ctx) })
+	if _, err := tx.Exec(ctx, "select 1 from instances where id = $1 for update", held); err != nil {
+		t.Fatal(err)
+	}
+	both, _ := keyring.Parse(newSpec + "," + oldSpec)
+	if err := CheckKeys(ctx, e.pool, both); err != nil {
+		t.Fatal(err)
+	}
+	r := New(e.pool, Options{Keys: both})
+	done := make(chan error, 1)
+	go func() { done <- r.RotateKeys(ctx, nil) }()
+	select {
+	case err := <-done:
+		t.Fatalf("the rotation ended (%v) while a row under the old key was still locked", err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	var retired bool
+	if err := e.pool.QueryRow(ctx, "select retired_at is not null from data_keys where id = 'old'").Scan(&retired); err != nil || retired {
+		t.Fatalf("old key retired = %v (%v) while a value was still under it", retired, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the rotation did not finish once the lock was released")
+	}
+	var left int
+	if err := e.pool.QueryRow(ctx, "select count(*) from instances where substring(sealed_inputs from 3 for get_byte(sealed_inputs, 1)) <> 'new'::bytea").Scan(&left); err != nil || left != 0 {
+		t.Fatalf("%d instances still under the old key (%v)", left, err)
+	}
+	onlyNew, _ := keyring.Parse(newSpec)
+	if err := CheckKeys(ctx, e.pool, onlyNew); err != nil {
+		t.Fatalf("the old key cannot be removed after rotation: %v", err)
 	}
 }

@@ -45,3 +45,16 @@ for update skip locked;
 
 -- name: DestinationReseal :exec
 update destinations set sealed_headers = @sealed_headers where name = @name;
+
+-- name: SealedUnderOtherKeys :one
+select ((select count(*) from instances
+         where sealed_inputs is not null
+           and substring(sealed_inputs from 3 for get_byte(sealed_inputs, 1)) <> convert_to(@primary_key::text, 'UTF8'))
+      + (select count(*) from occurrences
+         where (sealed_inputs is not null
+                and substring(sealed_inputs from 3 for get_byte(sealed_inputs, 1)) <> convert_to(@primary_key::text, 'UTF8'))
+            or (sealed_outputs is not null
+                and substring(sealed_outputs from 3 for get_byte(sealed_outputs, 1)) <> convert_to(@primary_key::text, 'UTF8')))
+      + (select count(*) from destinations
+         where sealed_headers is not null
+           and substring(sealed_headers from 3 for get_byte(sealed_headers, 1)) <> convert_to(@primary_key::text, 'UTF8')))::bigint;

@@ -225,6 +225,27 @@ func (q *Queries) OccurrenceSealedBatch(ctx context.Context, arg OccurrenceSeale
 	return items, nil
 }
 
+const sealedUnderOtherKeys = `-- name: SealedUnderOtherKeys :one
+select ((select count(*) from instances
+         where sealed_inputs is not null
+           and substring(sealed_inputs from 3 for get_byte(sealed_inputs, 1)) <> convert_to($1::text, 'UTF8'))
+      + (select count(*) from occurrences
+         where (sealed_inputs is not null
+                and substring(sealed_inputs from 3 for get_byte(sealed_inputs, 1)) <> convert_to($1::text, 'UTF8'))
+            or (sealed_outputs is not null
+                and substring(sealed_outputs from 3 for get_byte(sealed_outputs, 1)) <> convert_to($1::text, 'UTF8')))
+      + (select count(*) from destinations
+         where sealed_headers is not null
+           and substring(sealed_headers from 3 for get_byte(sealed_headers, 1)) <> convert_to($1::text, 'UTF8')))::bigint
+`
+
+func (q *Queries) SealedUnderOtherKeys(ctx context.Context, primaryKey string) (int64, error) {
+	row := q.db.QueryRow(ctx, sealedUnderOtherKeys, primaryKey)
+	var column_1 int64
+	err := row.Scan(&column_1)
+	return column_1, err
+}
+
 const sealedValuesExist = `-- name: SealedValuesExist :one
 select (exists (select 1 from instances where sealed_inputs is not null)
     or exists (select 1 from occurrences where sealed_inputs is not null or sealed_outputs is not null)
