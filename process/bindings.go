@@ -66,7 +66,9 @@ func (k *checker) bindings(name string, n *Node, w contracts.Working) {
 		case b.From == "" && b.Value == nil:
 			k.add(bat, "binding must have either from or value")
 		case b.Value != nil:
-			k.literal(bat, tf, b.Value)
+			if !k.literalProtected(bat, tf) {
+				k.literal(bat, tf, b.Value)
+			}
 		default:
 			src, problem, ok := k.source(name, b.From)
 			if problem != "" {
@@ -77,6 +79,50 @@ func (k *checker) bindings(name string, n *Node, w contracts.Working) {
 			}
 		}
 	}
+}
+
+// literalProtected reports at bat, and returns true, when the target
+// field tf is sensitive or secret or holds such a field. A literal is
+// part of the process version document, which is stored, digested and
+// served to designers and operators in clear: a protected value written
+// there would escape the sealing and masking that protect every other
+// copy of it (DESIGN §5). Such a value must come from a process input,
+// whose classification seals and masks it on each instance.
+func (k *checker) literalProtected(bat string, tf contracts.Field) bool {
+	where, class, ok := protectedField(tf, contracts.ClassNormal, tf.Name)
+	if !ok {
+		return false
+	}
+	if where == tf.Name {
+		k.add(bat, `%s input %s cannot take a literal value: the process version would hold it in clear; bind it from a process input declared %s, as in {"from": "input.<path>"}`,
+			class, tf.Name, class)
+	} else {
+		k.add(bat, `input %s cannot take a literal value: its field %s is %s and the process version would hold it in clear; bind %s from a process input whose fields are declared with the same classifications, as in {"from": "input.<path>"}`,
+			tf.Name, where, class, tf.Name)
+	}
+	return true
+}
+
+// protectedField finds the first sensitive or secret field in f (f
+// itself first, then its fields and list items depth first), with its
+// effective classification: the most protected along the path from the
+// target, parent being what f inherits. where names f in messages.
+// Parsed contracts already store effective classifications; combining
+// them again keeps a hand-built contract from slipping through.
+func protectedField(f contracts.Field, parent contracts.Classification, where string) (string, contracts.Classification, bool) {
+	class := contracts.MaxClass(parent, f.Classification)
+	if class.Rank() > 0 {
+		return where, class, true
+	}
+	for _, sf := range f.Fields {
+		if w, c, ok := protectedField(sf, class, where+"."+sf.Name); ok {
+			return w, c, true
+		}
+	}
+	if f.Items != nil {
+		return protectedField(*f.Items, class, where+"[]")
+	}
+	return "", "", false
 }
 
 // literal validates a literal value with the target field's own rules, by

@@ -100,13 +100,39 @@ func TestCheckDocument(t *testing.T) {
 		{"literal of the wrong type", validDoc, func(m map[string]any) {
 			sub(node(m, "charge"), "inputs")["amount_cents"] = map[string]any{"value": "12"}
 		}, nil, []want{{"/nodes/charge/inputs/amount_cents/value", ""}}},
-		{"nested literal violations", validDoc, func(m map[string]any) {
-			sub(node(m, "charge"), "inputs")["cardholder"] = map[string]any{"value": map[string]any{"name": 5, "email": "not-an-email"}}
+		{"nested literal violations", assignDoc, func(m map[string]any) {
+			sub(node(m, "notify"), "inputs")["address"] = map[string]any{"value": map[string]any{"street": 5, "city": "Paris", "postcode": 75001}}
 		}, nil, []want{
-			{"/nodes/charge/inputs/cardholder/value/email", ""},
-			{"/nodes/charge/inputs/cardholder/value/name", ""}}},
-		{"valid nested literal", validDoc, func(m map[string]any) {
+			{"/nodes/notify/inputs/address/value/postcode", ""},
+			{"/nodes/notify/inputs/address/value/street", ""}}},
+		{"valid nested literal", assignDoc, func(m map[string]any) {
+			sub(node(m, "notify"), "inputs")["address"] = map[string]any{"value": map[string]any{"street": "1 rue X", "city": "Paris"}}
+		}, nil, nil},
+		{"literal into a secret field", validDoc, func(m map[string]any) {
+			sub(node(m, "charge"), "inputs")["card_token"] = map[string]any{"value": "tok_4242424242"}
+		}, nil, []want{{"/nodes/charge/inputs/card_token",
+			`secret input card_token cannot take a literal value: the process version would hold it in clear; bind it from a process input declared secret, as in {"from": "input.<path>"}`}}},
+		{"literal into a sensitive object, even a valid one", validDoc, func(m map[string]any) {
 			sub(node(m, "charge"), "inputs")["cardholder"] = map[string]any{"value": map[string]any{"name": "ACME SAS"}}
+		}, nil, []want{{"/nodes/charge/inputs/cardholder", "sensitive input cardholder cannot take a literal value"}}},
+		{"literal into a nested field of a sensitive object, not judged by type", validDoc, func(m map[string]any) {
+			sub(node(m, "charge"), "inputs")["cardholder"] = map[string]any{"value": map[string]any{"name": 5}}
+		}, nil, []want{{"/nodes/charge/inputs/cardholder", "sensitive input cardholder cannot take a literal value"}}},
+		{"literal into a sensitive field of a routing definition", validDoc, func(m map[string]any) {
+			sub(node(m, "crm"), "inputs")["contact"] = map[string]any{"value": map[string]any{"email": "ceo@acme.example"}}
+		}, nil, []want{{"/nodes/crm/inputs/contact", "sensitive input contact cannot take a literal value"}}},
+		{"literal into a normal object holding a secret field", assignDoc, func(m map[string]any) {
+			sub(node(m, "notify"), "inputs")["profile"] = map[string]any{"value": map[string]any{"nickname": "bob", "login": map[string]any{"user": "bob", "pin": "1234"}}}
+		}, nil, []want{{"/nodes/notify/inputs/profile",
+			"input profile cannot take a literal value: its field profile.login.pin is secret and the process version would hold it in clear; bind profile from a process input whose fields are declared with the same classifications"}}},
+		{"literal into a normal object holding a secret field, the secret left out", assignDoc, func(m map[string]any) {
+			sub(node(m, "notify"), "inputs")["profile"] = map[string]any{"value": map[string]any{"nickname": "bob"}}
+		}, nil, []want{{"/nodes/notify/inputs/profile", "its field profile.login.pin is secret"}}},
+		{"literal into a list of sensitive items", assignDoc, func(m map[string]any) {
+			sub(node(m, "notify"), "inputs")["emails"] = map[string]any{"value": []any{"a@b.example"}}
+		}, nil, []want{{"/nodes/notify/inputs/emails", "its field emails[] is sensitive"}}},
+		{"literal into a normal field beside protected ones", assignDoc, func(m map[string]any) {
+			sub(node(m, "notify"), "inputs")["label"] = map[string]any{"value": "hello"}
 		}, nil, nil},
 		{"unknown process input", validDoc, func(m map[string]any) {
 			sub(node(m, "crm"), "inputs")["company_name"] = map[string]any{"from": "input.company.nick"}

@@ -60,7 +60,8 @@ var workingDocs = map[string]string{
 	    {"name": "outcome", "type": "choice", "required": true, "values": ["approved", "declined"]},
 	    {"name": "authorization_code", "type": "text"}]},
 	  "routing_output": "outcome"}`,
-	// Every input optional but one, to judge one binding at a time.
+	// Every input optional but one, to judge one binding at a time;
+	// profile and emails are normal but hold protected fields.
 	"notify@1": `{
 	  "name": "Notify",
 	  "inputs": {"fields": [
@@ -78,7 +79,13 @@ var workingDocs = map[string]string{
 	    {"name": "note", "type": "text", "classification": "sensitive"},
 	    {"name": "holder", "type": "object", "classification": "sensitive", "fields": [
 	      {"name": "name", "type": "text", "required": true},
-	      {"name": "token", "type": "text", "classification": "secret"}]}]},
+	      {"name": "token", "type": "text", "classification": "secret"}]},
+	    {"name": "profile", "type": "object", "fields": [
+	      {"name": "nickname", "type": "text"},
+	      {"name": "login", "type": "object", "fields": [
+	        {"name": "user", "type": "text"},
+	        {"name": "pin", "type": "text", "classification": "secret"}]}]},
+	    {"name": "emails", "type": "list", "items": {"type": "text", "classification": "sensitive"}}]},
 	  "outputs": {"fields": [{"name": "delivered", "type": "boolean", "required": true}]}}`,
 	"noop@1": `{"name": "No-op", "inputs": {"fields": []}, "outputs": {"fields": []}}`,
 }

@@ -83,7 +83,9 @@ type Binding struct {
 	// From is a dotted source path: input.<a>..., nodes.<N>.output.<a>...,
 	// instance.id or instance.business_key.
 	From string
-	// Value is a literal, in canonical JSON; nil when From is used.
+	// Value is a literal, in canonical JSON; nil when From is used. It is
+	// part of the version document, so Check refuses it for a sensitive or
+	// secret target.
 	Value json.RawMessage
 }
 
