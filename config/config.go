@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/relais/relais/isoduration"
+	"github.com/relais/relais/process"
 )
 
 // Config is the validated configuration of one relais process.
@@ -55,8 +56,9 @@ type Push struct {
 }
 
 // HardMaxPushTimeout is the ceiling of every push budget (DESIGN §4): a push
-// call is meant to be a fast synchronous API call.
-const HardMaxPushTimeout = 10 * time.Second
+// call is meant to be a fast synchronous API call. It is process's, so that
+// publish and boot agree.
+const HardMaxPushTimeout = process.HardMaxPushTimeout
 
 type kind int
 
@@ -108,7 +110,7 @@ var Settings = []Setting{
 		set: func(c *Config, v any) { c.Pull.MaxRetryDelay = v.(time.Duration) }},
 	{Env: "RELAIS_PULL_MAX_WAITERS", Flag: "pull-max-waiters", Default: "1000", Description: "long-polling fetches one replica holds at once; past it 429 too_many_waiters", kind: kindInt,
 		set: func(c *Config, v any) { c.Pull.MaxWaiters = v.(int) }},
-	{Env: "RELAIS_PUSH_DEFAULT_TIMEOUT", Flag: "push-default-timeout", Default: "PT5S", Description: "push budget of a node that gives no timeout", kind: kindDuration,
+	{Env: "RELAIS_PUSH_DEFAULT_TIMEOUT", Flag: "push-default-timeout", Default: isoduration.Format(process.FallbackPushTimeout), Description: "push budget of a node that gives no timeout", kind: kindDuration,
 		set: func(c *Config, v any) { c.Push.DefaultTimeout = v.(time.Duration) }},
 	{Env: "RELAIS_PUSH_MAX_TIMEOUT", Flag: "push-max-timeout", Default: "PT10S", Description: "ceiling of every push budget (at most PT10S)", kind: kindDuration,
 		set: func(c *Config, v any) { c.Push.MaxTimeout = v.(time.Duration) }},
@@ -153,6 +155,7 @@ func Load(args []string, getenv func(string) string, output io.Writer) (Config, 
 
 	var c Config
 	var problems []string
+	defaulted := map[string]bool{}
 	for _, s := range Settings {
 		raw, from := s.Default, "default"
 		if v := getenv(s.Env); v != "" {
@@ -161,6 +164,7 @@ func Load(args []string, getenv func(string) string, output io.Writer) (Config, 
 		if given[s.Flag] {
 			raw, from = *flagValues[s.Env], "flag --"+s.Flag
 		}
+		defaulted[s.Env] = from == "default"
 		v, err := parseValue(s, raw)
 		if err != nil {
 			problems = append(problems, fmt.Sprintf("%s (%s): %v", s.Env, from, err))
@@ -169,7 +173,7 @@ func Load(args []string, getenv func(string) string, output io.Writer) (Config, 
 		s.set(&c, v)
 	}
 	if len(problems) == 0 {
-		problems = c.check()
+		problems = c.check(defaulted)
 	}
 	if len(problems) > 0 {
 		return Config{}, &Error{Problems: problems}
@@ -220,19 +224,39 @@ func parseValue(s Setting, raw string) (any, error) {
 	}
 }
 
-// check validates relations between settings.
-func (c Config) check() []string {
+// check validates relations between settings. defaulted says which
+// settings kept their default, so that a message can say the operator
+// lowered a ceiling below a default they never set.
+//
+// Every default is checked against its ceiling, the configurable ones and
+// the built-in ones of process documents alike: a default above its
+// ceiling would let the server boot and then refuse every request or
+// document relying on it, pointing at a field its author never wrote.
+func (c Config) check(defaulted map[string]bool) []string {
 	var p []string
+	aboveCeiling := func(env string, v time.Duration, ceilingEnv string, ceiling time.Duration) {
+		if defaulted[env] {
+			p = append(p, fmt.Sprintf("%s: its default %s is above its ceiling %s %s; set %s at most %s too, or raise %s",
+				env, isoduration.Format(v), ceilingEnv, isoduration.Format(ceiling), env, isoduration.Format(ceiling), ceilingEnv))
+			return
+		}
+		p = append(p, fmt.Sprintf("%s: %s is above its ceiling %s %s", env, isoduration.Format(v), ceilingEnv, isoduration.Format(ceiling)))
+	}
 	if c.Pull.DefaultLockDuration > c.Pull.MaxLockDuration {
-		p = append(p, fmt.Sprintf("RELAIS_PULL_DEFAULT_LOCK_DURATION: %s is above its ceiling RELAIS_PULL_MAX_LOCK_DURATION %s",
-			isoduration.Format(c.Pull.DefaultLockDuration), isoduration.Format(c.Pull.MaxLockDuration)))
+		aboveCeiling("RELAIS_PULL_DEFAULT_LOCK_DURATION", c.Pull.DefaultLockDuration, "RELAIS_PULL_MAX_LOCK_DURATION", c.Pull.MaxLockDuration)
+	}
+	// A pull node without retry_delay gets process.DefaultRetryDelay
+	// (frozen into its document), which publish checks against this
+	// ceiling like a written one.
+	if c.Pull.MaxRetryDelay < process.DefaultRetryDelay {
+		p = append(p, fmt.Sprintf("RELAIS_PULL_MAX_RETRY_DELAY: %s is below the built-in default retry_delay %s of pull nodes that give none, so every such process would be refused at publish; set it to at least %s",
+			isoduration.Format(c.Pull.MaxRetryDelay), isoduration.Format(process.DefaultRetryDelay), isoduration.Format(process.DefaultRetryDelay)))
 	}
 	if c.Push.MaxTimeout > HardMaxPushTimeout {
 		p = append(p, fmt.Sprintf("RELAIS_PUSH_MAX_TIMEOUT: %s is above the hard ceiling %s", isoduration.Format(c.Push.MaxTimeout), isoduration.Format(HardMaxPushTimeout)))
 	}
 	if c.Push.DefaultTimeout > c.Push.MaxTimeout {
-		p = append(p, fmt.Sprintf("RELAIS_PUSH_DEFAULT_TIMEOUT: %s is above its ceiling RELAIS_PUSH_MAX_TIMEOUT %s",
-			isoduration.Format(c.Push.DefaultTimeout), isoduration.Format(c.Push.MaxTimeout)))
+		aboveCeiling("RELAIS_PUSH_DEFAULT_TIMEOUT", c.Push.DefaultTimeout, "RELAIS_PUSH_MAX_TIMEOUT", c.Push.MaxTimeout)
 	}
 	if c.BootstrapToken != "" && len(c.BootstrapToken) < 20 {
 		p = append(p, "RELAIS_BOOTSTRAP_TOKEN: must be at least 20 characters")

@@ -54,6 +54,45 @@ func TestFailsClosedNamingTheKey(t *testing.T) {
 	}
 }
 
+// TestCeilingBelowADefaultFailsClosed: lowering only a ceiling below a
+// default the operator never set, configurable or built into process
+// documents, stops the boot with a message naming the ceiling and the
+// default, instead of booting and refusing every request or document that
+// relies on the default.
+func TestCeilingBelowADefaultFailsClosed(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		env  map[string]string
+		want []string
+	}{
+		{"retry_delay ceiling below the built-in PT10S", map[string]string{"RELAIS_PULL_MAX_RETRY_DELAY": "PT5S"},
+			[]string{"RELAIS_PULL_MAX_RETRY_DELAY: PT5S is below the built-in default retry_delay PT10S", "at least PT10S"}},
+		{"push ceiling below the default push timeout", map[string]string{"RELAIS_PUSH_MAX_TIMEOUT": "PT3S"},
+			[]string{"RELAIS_PUSH_DEFAULT_TIMEOUT: its default PT5S is above its ceiling RELAIS_PUSH_MAX_TIMEOUT PT3S"}},
+		{"lock ceiling below the default lock duration", map[string]string{"RELAIS_PULL_MAX_LOCK_DURATION": "PT30S"},
+			[]string{"RELAIS_PULL_DEFAULT_LOCK_DURATION: its default PT1M is above its ceiling RELAIS_PULL_MAX_LOCK_DURATION PT30S"}},
+	}
+	for _, tt := range tests {
+		_, err := Load(nil, env(tt.env), io.Discard)
+		for _, w := range tt.want {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: error = %v; want one containing %q", tt.name, err, w)
+			}
+		}
+	}
+	for _, ok := range []map[string]string{
+		{"RELAIS_PULL_MAX_RETRY_DELAY": "PT10S"},
+		{"RELAIS_PUSH_MAX_TIMEOUT": "PT5S"},
+		{"RELAIS_PULL_MAX_LOCK_DURATION": "PT1M"},
+		{"RELAIS_PUSH_MAX_TIMEOUT": "PT3S", "RELAIS_PUSH_DEFAULT_TIMEOUT": "PT2S"},
+	} {
+		if _, err := Load(nil, env(ok), io.Discard); err != nil {
+			t.Errorf("%v: %v; want a ceiling equal to its default, or a lowered default, to load", ok, err)
+		}
+	}
+}
+
 func TestFlagsAndEnvironment(t *testing.T) {
 	t.Parallel()
 	c, err := Load([]string{"--listen", ":9999"}, env(map[string]string{"RELAIS_LISTEN": ":1", "RELAIS_PULL_MAX_WAIT": "PT30S"}), io.Discard)
