@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/relais/relais/fault"
 	"github.com/relais/relais/queries"
 )
@@ -173,22 +175,32 @@ func (e *Engine) ListDestinations(ctx context.Context) ([]Destination, error) {
 // DeleteDestination removes a destination no published process version
 // uses (destination_in_use otherwise: versions are immutable, so a used
 // destination must stay).
+//
+// The row is deleted first and the usage checked after, in one
+// transaction: a publication holds the destinations it relies on FOR
+// SHARE until it commits, so the delete waits for it, and the check, a
+// later statement, then sees the version it committed and rolls the
+// delete back. Checking first would let a version commit between the
+// check and the delete.
 func (e *Engine) DeleteDestination(ctx context.Context, name string) error {
-	used, err := e.q.ProcessUsesDestination(ctx, name)
-	if err != nil {
-		return wrap("delete destination", err)
-	}
-	if used {
-		return fault.New(fault.Conflict, "destination_in_use", "destination %q is used by a published process version", name)
-	}
-	n, err := e.q.DestinationDelete(ctx, name)
-	if err != nil {
-		return wrap("delete destination", err)
-	}
-	if n == 0 {
-		return notFound("destination %q", name)
-	}
-	return nil
+	err := e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error {
+		n, err := q.DestinationDelete(ctx, name)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return notFound("destination %q", name)
+		}
+		used, err := q.ProcessUsesDestination(ctx, name)
+		if err != nil {
+			return err
+		}
+		if used {
+			return fault.New(fault.Conflict, "destination_in_use", "destination %q is used by a published process version", name)
+		}
+		return nil
+	})
+	return wrap("delete destination", err)
 }
 
 // destinationCall returns what a push call needs: URL and header values in

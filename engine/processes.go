@@ -88,30 +88,65 @@ func (e *Engine) newResolver(ctx context.Context, p *process.Process) (resolver,
 }
 
 // checkProcess parses a process version and checks it statically against
-// the revisions and destinations it names, reporting every problem.
-func (e *Engine) checkProcess(ctx context.Context, key string, document []byte) (*process.Process, error) {
+// the revisions and destinations it names, reporting every problem. It
+// returns the resolver it checked with, so that a publication can check
+// again with the destinations it locks.
+func (e *Engine) checkProcess(ctx context.Context, key string, document []byte) (*process.Process, resolver, error) {
 	if !keyPattern.MatchString(key) {
-		return nil, fault.New(fault.BadRequest, "invalid_key", "process key %q must match %s", key, keyPattern)
+		return nil, resolver{}, fault.New(fault.BadRequest, "invalid_key", "process key %q must match %s", key, keyPattern)
 	}
 	p, vs := process.Parse(document)
 	if len(vs) > 0 {
-		return nil, violations("invalid_process", "the process is invalid", vs)
+		return nil, resolver{}, violations("invalid_process", "the process is invalid", vs)
 	}
 	res, err := e.newResolver(ctx, p)
 	if err != nil {
-		return nil, err
+		return nil, resolver{}, err
 	}
 	if vs := process.Check(p, res, e.processLimits()); len(vs) > 0 {
-		return nil, violations("invalid_process", "the process is invalid", vs)
+		return nil, resolver{}, violations("invalid_process", "the process is invalid", vs)
 	}
-	return p, nil
+	return p, res, nil
+}
+
+// lockDestinations re-reads, FOR SHARE in the publishing transaction, the
+// destinations p pushes to, and checks p again against them. The first
+// check read them outside the transaction, so a concurrent
+// DeleteDestination could find no version using one and delete it before
+// this version commits. Under the share lock a deletion waits for the
+// publication and then sees the version (destination_in_use), or it came
+// first and the destination is reported unknown here; an update of
+// max_timeout waits likewise, so the version is checked against what it
+// commits with.
+func (e *Engine) lockDestinations(ctx context.Context, q *queries.Queries, p *process.Process, res resolver) error {
+	var names []string
+	for _, n := range p.Nodes {
+		if n.Kind == process.KindPush && n.Destination != "" {
+			names = append(names, n.Destination)
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	rows, err := q.DestinationLockForPublish(ctx, names)
+	if err != nil {
+		return wrap("lock destinations", err)
+	}
+	res.destinations = make(map[string]time.Duration, len(rows))
+	for _, r := range rows {
+		res.destinations[r.Name] = r.MaxTimeout
+	}
+	if vs := process.Check(p, res, e.processLimits()); len(vs) > 0 {
+		return violations("invalid_process", "the process is invalid", vs)
+	}
+	return nil
 }
 
 // PublishProcess parses and statically checks a process version and stores
 // it. Publishing a document identical (by digest) to an existing version
 // returns that version with created false.
 func (e *Engine) PublishProcess(ctx context.Context, key string, document []byte) (ProcessVersion, bool, error) {
-	p, err := e.checkProcess(ctx, key, document)
+	p, res, err := e.checkProcess(ctx, key, document)
 	if err != nil {
 		return ProcessVersion{}, false, err
 	}
@@ -131,6 +166,9 @@ func (e *Engine) PublishProcess(ctx context.Context, key string, document []byte
 			out = ProcessVersion{Key: key, Version: int(row.Version), Digest: row.Digest, Document: row.Document, Process: p, CreatedAt: row.CreatedAt}
 			return nil
 		} else if !isNoRows(err) {
+			return err
+		}
+		if err := e.lockDestinations(ctx, q, p, res); err != nil {
 			return err
 		}
 		next := int32(1)
@@ -222,7 +260,7 @@ func (e *Engine) ListProcesses(ctx context.Context, after string, limit int) ([]
 // anything, and says which version publishing would give: an existing one
 // (same digest) or the next.
 func (e *Engine) CheckProcess(ctx context.Context, key string, document []byte) (version int, exists bool, err error) {
-	p, err := e.checkProcess(ctx, key, document)
+	p, _, err := e.checkProcess(ctx, key, document)
 	if err != nil {
 		return 0, false, err
 	}

@@ -14,3 +14,9 @@ select * from destinations order by name;
 
 -- name: DestinationDelete :execrows
 delete from destinations where name = @name;
+
+-- name: DestinationLockForPublish :many
+select name, max_timeout from destinations
+where name = any(@names::text[])
+order by name
+for share;

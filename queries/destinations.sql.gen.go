@@ -73,6 +73,38 @@ func (q *Queries) DestinationList(ctx context.Context) ([]Destination, error) {
 	return items, nil
 }
 
+const destinationLockForPublish = `-- name: DestinationLockForPublish :many
+select name, max_timeout from destinations
+where name = any($1::text[])
+order by name
+for share
+`
+
+type DestinationLockForPublishRow struct {
+	Name       string
+	MaxTimeout time.Duration
+}
+
+func (q *Queries) DestinationLockForPublish(ctx context.Context, names []string) ([]DestinationLockForPublishRow, error) {
+	rows, err := q.db.Query(ctx, destinationLockForPublish, names)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []DestinationLockForPublishRow{}
+	for rows.Next() {
+		var i DestinationLockForPublishRow
+		if err := rows.Scan(&i.Name, &i.MaxTimeout); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const destinationUpsert = `-- name: DestinationUpsert :one
 insert into destinations (name, url, header_names, sealed_headers, max_timeout)
 values ($1, $2, $3, $4, $5)

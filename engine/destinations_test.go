@@ -1,0 +1,97 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/relais/relais/fault"
+)
+
+// TestPublishRacingDestinationDeleteStaysConsistent races, for many
+// destinations at once, the publication of a version that pushes to the
+// destination against the destination's deletion. Exactly one may win
+// each race: the version is published and the deletion refused with
+// destination_in_use, or the destination is deleted and the publication
+// refused with invalid_process. Afterwards every destination a published
+// version names exists.
+func TestPublishRacingDestinationDeleteStaysConsistent(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	if _, _, err := e.SaveWorking(ctx, "ping", []byte(`{"name":"Ping","inputs":{"fields":[]},"outputs":{"fields":[]}}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.Snapshot(ctx, "ping"); err != nil {
+		t.Fatal(err)
+	}
+	const races = 40
+	for i := range races {
+		if _, _, err := e.PutDestination(ctx, fmt.Sprintf("dest-%d", i), "http://127.0.0.1:9/", nil, 5*time.Second, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	type outcome struct{ publish, remove error }
+	outcomes := make([]outcome, races)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range races {
+		doc := fmt.Sprintf(`{"inputs":{"fields":[]},"start":"call","nodes":{
+		  "call":{"kind":"push","definition":"ping","revision":1,"destination":"dest-%d","next":"done"},
+		  "done":{"kind":"end"}}}`, i)
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			<-start
+			_, _, outcomes[i].publish = e.PublishProcess(ctx, fmt.Sprintf("race_%d", i), []byte(doc))
+		}()
+		// Publishing reads more than deleting does, so deletions would
+		// win nearly every race; a spread of start times lets both kinds
+		// of winner happen, and the races in between.
+		lag := time.Duration(i%10) * 5 * time.Millisecond
+		go func() {
+			defer wg.Done()
+			<-start
+			time.Sleep(lag)
+			outcomes[i].remove = e.DeleteDestination(ctx, fmt.Sprintf("dest-%d", i))
+		}()
+	}
+	close(start)
+	wg.Wait()
+
+	published, deleted := 0, 0
+	for i, o := range outcomes {
+		switch {
+		case o.publish == nil && fault.HasCode(o.remove, "destination_in_use"):
+			published++
+		case o.remove == nil && fault.HasCode(o.publish, "invalid_process"):
+			deleted++
+		default:
+			t.Errorf("race %d: publish %v, delete %v; want exactly one to win", i, o.publish, o.remove)
+		}
+	}
+	t.Logf("%d publications won, %d deletions won", published, deleted)
+
+	rows, err := e.pool.Query(ctx, `
+		select v.process_key, v.version, n.value ->> 'destination'
+		from process_versions v, json_each(v.document -> 'nodes') n
+		where n.value ->> 'kind' = 'push'
+		  and not exists (select 1 from destinations d where d.name = n.value ->> 'destination')`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var key, dest string
+		var version int
+		if err := rows.Scan(&key, &version, &dest); err != nil {
+			t.Fatal(err)
+		}
+		t.Errorf("published version %s@%d pushes to deleted destination %q", key, version, dest)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+}
