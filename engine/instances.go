@@ -5,12 +5,15 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/relais/relais/fault"
+	"github.com/relais/relais/jsontree"
 	"github.com/relais/relais/queries"
 )
 
@@ -56,14 +59,63 @@ func (e *Engine) instanceFromRow(ctx context.Context, row queries.Instance) Inst
 	return inst
 }
 
-// requestDigest identifies a start request's body for Idempotency-Key
-// replays: equal JSON (whatever its formatting and key order) is equal.
+// requestDigest identifies a start request for Idempotency-Key replays,
+// over the request as sent: the process key, the version as given (absent
+// and 0 both mean "the latest"), the inputs and the business key. Equal
+// JSON is equal whatever its formatting and key order; number literals
+// are compared as written, so that two large integers a float64 would
+// confuse never pass for one request. It depends on nothing stored, so a
+// replay is recognized before the version is resolved or the inputs
+// validated.
 func requestDigest(req StartRequest) string {
-	var inputs any
-	_ = json.Unmarshal(req.Inputs, &inputs)
-	b, _ := json.Marshal(map[string]any{"version": req.Version, "inputs": inputs, "business_key": req.BusinessKey})
+	b := append([]byte(nil), `{"business_key":`...)
+	if req.BusinessKey != nil {
+		b = jsontree.AppendString(b, *req.BusinessKey)
+	} else {
+		b = append(b, "null"...)
+	}
+	if n, err := jsontree.Read(req.Inputs, maxInputsDepth); err == nil {
+		b = append(b, `,"inputs":`...)
+		b = jsontree.Append(b, n, true)
+	} else {
+		// Not JSON the reader accepts (too deep): the bytes as sent
+		// stand for it, under a member no JSON inputs can produce.
+		b = append(b, `,"inputs_raw":`...)
+		b = jsontree.AppendString(b, string(req.Inputs))
+	}
+	b = append(b, `,"process":`...)
+	b = jsontree.AppendString(b, req.ProcessKey)
+	b = append(b, `,"version":`...)
+	if req.Version != 0 {
+		b = strconv.AppendInt(b, int64(req.Version), 10)
+	} else {
+		b = append(b, "null"...)
+	}
+	b = append(b, '}')
 	sum := sha256.Sum256(b)
 	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// maxInputsDepth bounds the nesting requestDigest reads; inputs deeper than
+// any contract allows are digested as raw bytes.
+const maxInputsDepth = 160
+
+// replayStart looks up the instance a start request with an
+// Idempotency-Key already created: found is false when the key is unused;
+// otherwise the request replays that instance, or is refused with
+// idempotency_key_reused when its digest differs.
+func replayStart(ctx context.Context, q *queries.Queries, req StartRequest, digest string) (inst queries.Instance, found bool, err error) {
+	existing, err := q.InstanceGetByIdempotencyKey(ctx, queries.InstanceGetByIdempotencyKeyParams{ProcessKey: req.ProcessKey, IdempotencyKey: &req.IdempotencyKey})
+	if isNoRows(err) {
+		return queries.Instance{}, false, nil
+	}
+	if err != nil {
+		return queries.Instance{}, true, err
+	}
+	if existing.RequestDigest == nil || *existing.RequestDigest != digest {
+		return queries.Instance{}, true, fault.New(fault.Unprocessable, "idempotency_key_reused", "Idempotency-Key %q was used for a different request", req.IdempotencyKey)
+	}
+	return existing, true, nil
 }
 
 // StartInstance validates the inputs against the pinned version's contract,
@@ -71,7 +123,30 @@ func requestDigest(req StartRequest) string {
 // transaction. With an IdempotencyKey, a replay of the same request returns
 // the same instance (created false) and a different request with that key
 // is refused with idempotency_key_reused.
+//
+// The key is looked up first, before the version is resolved and the
+// inputs validated: a replay answers what the first request got even after
+// a newer version changed the inputs contract, and another request with
+// the key is refused as such, valid or not. A key whose first request was
+// refused stays unused. Concurrent first requests with one key all pass
+// the lookup; the unique (process_key, idempotency_key) index lets one
+// insert, and the others replay or are refused against it.
 func (e *Engine) StartInstance(ctx context.Context, req StartRequest) (Instance, bool, error) {
+	if len(req.Inputs) == 0 {
+		req.Inputs = json.RawMessage("{}")
+	}
+	var idem, digest *string
+	if req.IdempotencyKey != "" {
+		d := requestDigest(req)
+		idem, digest = &req.IdempotencyKey, &d
+		inst, found, err := replayStart(ctx, e.q, req, d)
+		if err != nil {
+			return Instance{}, false, wrap("start instance", err)
+		}
+		if found {
+			return e.instanceFromRow(ctx, inst), false, nil
+		}
+	}
 	pv, err := e.GetProcessVersion(ctx, req.ProcessKey, req.Version)
 	if err != nil {
 		if fault.HasCode(err, "not_found") && req.Version > 0 {
@@ -79,9 +154,6 @@ func (e *Engine) StartInstance(ctx context.Context, req StartRequest) (Instance,
 				WithErrors([]fault.FieldError{{Path: "/version", Message: "no such version"}})
 		}
 		return Instance{}, false, err
-	}
-	if len(req.Inputs) == 0 {
-		req.Inputs = json.RawMessage("{}")
 	}
 	v, err := e.schemas.Validator(pv.Digest+"/inputs", pv.Process.Inputs)
 	if err != nil {
@@ -98,23 +170,20 @@ func (e *Engine) StartInstance(ctx context.Context, req StartRequest) (Instance,
 	if err != nil {
 		return Instance{}, false, err
 	}
-	var idem, digest *string
-	if req.IdempotencyKey != "" {
-		d := requestDigest(req)
-		idem, digest = &req.IdempotencyKey, &d
-	}
 	var inst queries.Instance
 	created := false
 	err = e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error {
 		rows, err := q.InstanceInsert(ctx, queries.InstanceInsertParams{ID: id, ProcessKey: pv.Key, Version: int32(pv.Version),
 			BusinessKey: req.BusinessKey, Inputs: public, SealedInputs: sealed, IdempotencyKey: idem, RequestDigest: digest})
-		if isNoRows(err) {
-			existing, err := q.InstanceGetByIdempotencyKey(ctx, queries.InstanceGetByIdempotencyKeyParams{ProcessKey: pv.Key, IdempotencyKey: idem})
+		if isNoRows(err) && digest != nil {
+			// A concurrent first request with the key inserted since
+			// the lookup above; ON CONFLICT waited for it to commit.
+			existing, found, err := replayStart(ctx, q, req, *digest)
 			if err != nil {
 				return err
 			}
-			if existing.RequestDigest == nil || *existing.RequestDigest != *digest {
-				return fault.New(fault.Unprocessable, "idempotency_key_reused", "Idempotency-Key %q was used for a different request", req.IdempotencyKey)
+			if !found {
+				return fmt.Errorf("instance with Idempotency-Key %q conflicted but cannot be found", req.IdempotencyKey)
 			}
 			inst = existing
 			return nil
