@@ -127,26 +127,28 @@ type Reservation struct {
 }
 
 // Claim reserves up to MaxTasks claimable occurrences in one statement. A
-// RequestID already used by this worker returns the reservations it made,
-// still held, instead of claiming more.
+// RequestID already used by this worker returns the reservations it made
+// that it still holds (lock not expired) instead of claiming more.
 func (e *Engine) Claim(ctx context.Context, req ClaimRequest) ([]Reservation, error) {
 	if len(req.Pairs.Keys) == 0 {
 		return nil, nil
 	}
+	now, err := e.clock(ctx, e.pool)
+	if err != nil {
+		return nil, err
+	}
 	var rid *string
 	if req.RequestID != "" {
 		rid = &req.RequestID
-		prior, err := e.q.OccurrenceReplayRequest(ctx, queries.OccurrenceReplayRequestParams{ConsumerID: &req.ConsumerID, WorkerID: &req.WorkerID, RequestID: rid})
+		// Only reservations still held are replayed: a lapsed lock is no
+		// longer the worker's, and with none left the request claims anew.
+		prior, err := e.q.OccurrenceReplayRequest(ctx, queries.OccurrenceReplayRequestParams{ConsumerID: &req.ConsumerID, WorkerID: &req.WorkerID, RequestID: rid, Now: now})
 		if err != nil {
 			return nil, wrap("claim replay", err)
 		}
 		if len(prior) > 0 {
 			return e.reservations(prior)
 		}
-	}
-	now, err := e.clock(ctx, e.pool)
-	if err != nil {
-		return nil, err
 	}
 	rows, err := e.q.OccurrenceClaimPull(ctx, queries.OccurrenceClaimPullParams{
 		DefinitionKeys: req.Pairs.Keys, Revisions: req.Pairs.Revisions, Now: now, MaxTasks: int32(req.MaxTasks),

@@ -644,6 +644,22 @@ func TestRequestIDReplaysTheReservation(t *testing.T) {
 	}
 }
 
+// A replay never hands back a lock that lapsed: the worker no longer holds
+// it, and completing it would only meet lock_expired. With nothing still
+// held the request claims anew (here the same occurrence, a new attempt).
+func TestRequestIDReplayLeavesLapsedLocks(t *testing.T) {
+	t.Parallel()
+	env, consumer := newCRM(t, nil)
+	_, id := start(t, env, "crm_only", "Acme")
+	first := one(t, fetch(t, env, consumer, fetchBody("w1", "request_id", "req-1", "lock_duration", "PT0.2S")), id)
+	sleepUntil(timeOf(t, "lock_expires_at", first["lock_expires_at"]).Add(100 * time.Millisecond))
+	again := one(t, fetch(t, env, consumer, fetchBody("w1", "request_id", "req-1", "lock_duration", "PT1M")), id)
+	if again["attempt"] != 2.0 || !timeOf(t, "lock_expires_at", again["lock_expires_at"]).After(time.Now()) {
+		t.Errorf("replay after the lock lapsed got attempt %v locked until %v, want a new attempt 2 with a live lock", again["attempt"], again["lock_expires_at"])
+	}
+	env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/complete", consumer, completeBody("w1", created))
+}
+
 // A fetched occurrence carries every member of DESIGN §3.
 func TestFetchedOccurrenceCarriesEveryMember(t *testing.T) {
 	t.Parallel()

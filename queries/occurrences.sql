@@ -101,7 +101,7 @@ order by priority desc, available_at, id;
 select o.* from attempts a
 join occurrences o on o.id = a.occurrence_id
 where a.consumer_id = @consumer_id and a.worker_id = @worker_id and a.request_id = @request_id
-  and o.status = 'reserved' and o.attempts = a.number
+  and o.status = 'reserved' and o.attempts = a.number and o.lock_expires_at > @now::timestamptz
 order by o.priority desc, o.available_at, o.id;
 
 -- name: OccurrenceNextClaimable :one

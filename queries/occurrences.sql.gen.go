@@ -971,7 +971,7 @@ const occurrenceReplayRequest = `-- name: OccurrenceReplayRequest :many
 select o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at from attempts a
 join occurrences o on o.id = a.occurrence_id
 where a.consumer_id = $1 and a.worker_id = $2 and a.request_id = $3
-  and o.status = 'reserved' and o.attempts = a.number
+  and o.status = 'reserved' and o.attempts = a.number and o.lock_expires_at > $4::timestamptz
 order by o.priority desc, o.available_at, o.id
 `
 
@@ -979,10 +979,16 @@ type OccurrenceReplayRequestParams struct {
 	ConsumerID *int64
 	WorkerID   *string
 	RequestID  *string
+	Now        time.Time
 }
 
 func (q *Queries) OccurrenceReplayRequest(ctx context.Context, arg OccurrenceReplayRequestParams) ([]Occurrence, error) {
-	rows, err := q.db.Query(ctx, occurrenceReplayRequest, arg.ConsumerID, arg.WorkerID, arg.RequestID)
+	rows, err := q.db.Query(ctx, occurrenceReplayRequest,
+		arg.ConsumerID,
+		arg.WorkerID,
+		arg.RequestID,
+		arg.Now,
+	)
 	if err != nil {
 		return nil, err
 	}
