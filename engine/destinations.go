@@ -101,11 +101,11 @@ func (e *Engine) PutDestination(ctx context.Context, name, rawURL string, header
 	}
 	sort.Strings(names)
 	if existing, err := e.GetDestination(ctx, name); err == nil {
-		_, current, err := e.destinationCall(ctx, e.q, name)
+		current, err := e.destinationCall(ctx, e.q, name)
 		if err != nil {
 			return Destination{}, "", wrap("put destination", err)
 		}
-		if existing.URL == rawURL && existing.MaxTimeout == maxTimeout && maps.Equal(current, canonical) {
+		if existing.URL == rawURL && existing.MaxTimeout == maxTimeout && maps.Equal(current.Headers, canonical) {
 			return existing, Unchanged, nil
 		}
 		if dryRun {
@@ -203,30 +203,38 @@ func (e *Engine) DeleteDestination(ctx context.Context, name string) error {
 	return wrap("delete destination", err)
 }
 
-// destinationCall returns what a push call needs: URL and header values in
-// clear (this is a delivery to an authorized destination).
+// destinationTarget is what a push call needs of its destination.
+type destinationTarget struct {
+	URL     string
+	Headers map[string]string // in clear: a delivery to an authorized destination
+	// MaxTimeout is the destination's cap as it is now: an administrator
+	// may have lowered it since a version using it was published.
+	MaxTimeout time.Duration
+}
+
+// destinationCall reads the destination a push call goes to.
 //
 // It reads through q, which may be a transaction's.
-func (e *Engine) destinationCall(ctx context.Context, q *queries.Queries, name string) (string, map[string]string, error) {
+func (e *Engine) destinationCall(ctx context.Context, q *queries.Queries, name string) (destinationTarget, error) {
 	row, err := q.DestinationGet(ctx, name)
 	if isNoRows(err) {
-		return "", nil, fmt.Errorf("destination %q no longer exists", name)
+		return destinationTarget{}, fmt.Errorf("destination %q no longer exists", name)
 	}
 	if err != nil {
-		return "", nil, err
+		return destinationTarget{}, err
 	}
 	headers := map[string]string{}
 	if len(row.SealedHeaders) > 0 {
 		if e.keys == nil {
-			return "", nil, fmt.Errorf("destination %q headers are sealed but no data key is configured", name)
+			return destinationTarget{}, fmt.Errorf("destination %q headers are sealed but no data key is configured", name)
 		}
 		plain, err := e.keys.Open(row.SealedHeaders, []byte(aadDestinationHeaders(name)))
 		if err != nil {
-			return "", nil, err
+			return destinationTarget{}, err
 		}
 		if err := json.Unmarshal(plain, &headers); err != nil {
-			return "", nil, err
+			return destinationTarget{}, err
 		}
 	}
-	return row.Url, headers, nil
+	return destinationTarget{URL: row.Url, Headers: headers, MaxTimeout: row.MaxTimeout}, nil
 }

@@ -449,8 +449,8 @@ func (e *Engine) scrub(ctx context.Context, q *queries.Queries, o queries.Occurr
 		// A destination may echo the credentials it was sent: its header
 		// values are secret too. Headers that cannot be read were not sent
 		// either: the call is prepared from the same lookup.
-		if _, headers, err := e.destinationCall(ctx, q, *o.Destination); err == nil {
-			for _, v := range headers {
+		if dest, err := e.destinationCall(ctx, q, *o.Destination); err == nil {
+			for _, v := range dest.Headers {
 				protected = append(protected, v)
 			}
 		}

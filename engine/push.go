@@ -20,13 +20,15 @@ const PushGrace = 5 * time.Second
 
 // PushCall is a claimed push occurrence, ready to be delivered.
 type PushCall struct {
-	ID          uuid.UUID
-	InstanceID  uuid.UUID
-	Definition  string
-	Revision    int
-	Attempt     int
-	Inputs      json.RawMessage // in clear: delivered to the destination
-	DeadlineAt  *time.Time
+	ID         uuid.UUID
+	InstanceID uuid.UUID
+	Definition string
+	Revision   int
+	Attempt    int
+	Inputs     json.RawMessage // in clear: delivered to the destination
+	DeadlineAt *time.Time
+	// Timeout is the call's budget: the node's, capped by the destination's
+	// current max_timeout.
 	Timeout     time.Duration
 	Destination string
 	URL         string
@@ -83,12 +85,12 @@ func (e *Engine) pushCall(ctx context.Context, o queries.Occurrence) (PushCall, 
 	if o.Destination == nil || o.Timeout == nil {
 		return PushCall{}, errors.New("push occurrence without destination or timeout")
 	}
-	u, headers, err := e.destinationCall(ctx, e.q, *o.Destination)
+	dest, err := e.destinationCall(ctx, e.q, *o.Destination)
 	if err != nil {
 		return PushCall{}, err
 	}
 	return PushCall{ID: o.ID, InstanceID: o.InstanceID, Definition: o.DefinitionKey, Revision: int(o.Revision), Attempt: int(o.Attempts),
-		Inputs: inputs, DeadlineAt: o.DeadlineAt, Timeout: *o.Timeout, Destination: *o.Destination, URL: u, Headers: headers,
+		Inputs: inputs, DeadlineAt: o.DeadlineAt, Timeout: min(*o.Timeout, dest.MaxTimeout), Destination: *o.Destination, URL: dest.URL, Headers: dest.Headers,
 		Protected: rev.Working.Inputs.ProtectedStrings(inputs)}, nil
 }
 

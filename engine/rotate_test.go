@@ -92,8 +92,8 @@ func TestKeyRotation(t *testing.T) {
 			t.Errorf("after rotation the consumer did not get %q (got %v)", want, seen)
 		}
 	}
-	if _, headers, err := n.destinationCall(ctx, n.q, "api"); err != nil || headers["X-Key"] != "hdr-secret" {
-		t.Errorf("destination headers after rotation: %v %v", headers, err)
+	if dest, err := n.destinationCall(ctx, n.q, "api"); err != nil || dest.Headers["X-Key"] != "hdr-secret" {
+		t.Errorf("destination headers after rotation: %v %v", dest.Headers, err)
 	}
 }
 

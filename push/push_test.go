@@ -288,3 +288,47 @@ func TestEchoedCredentialIsScrubbedBeforeTheMessageIsCut(t *testing.T) {
 		t.Errorf("message %q: want the credential's place marked", stored)
 	}
 }
+
+// Lowering a destination's max_timeout caps the budget of calls made from
+// then on, even for a version published with a longer timeout.
+func TestLoweredDestinationCapBoundsCalls(t *testing.T) {
+	t.Parallel()
+	d := newDestination(t, func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-time.After(5 * time.Second):
+		}
+	})
+	env := relaistest.New(t)
+	env.Definition("score_company.yaml")
+	put := func(max string) {
+		if r := env.Do("PUT", "/api/v1/destinations/slow", env.Admin, map[string]any{"url": d.URL + "/score", "max_timeout": max}); r.Status != 200 && r.Status != 201 {
+			t.Fatalf("PUT destination max_timeout %s: %d %s", max, r.Status, r.Body)
+		}
+	}
+	put("PT5S")
+	env.Process("scoring", scoreProcess("slow", "PT3S"))
+	put("PT1S")
+	inst := env.Must(201, "POST", "/api/v1/processes/scoring/instances", env.Operator, map[string]any{"inputs": map[string]any{"crm_id": "C-1"}}).JSON(t)
+	got := env.WaitEnded(inst["id"].(string), 10*time.Second)
+	occID := got["path"].([]any)[0].(map[string]any)["occurrence_id"].(string)
+	occ := env.Must(200, "GET", "/api/v1/occurrences/"+occID, env.Operator, nil).JSON(t)
+	if occ["error_code"] != "deadline_exceeded" {
+		t.Fatalf("error_code = %v, want deadline_exceeded", occ["error_code"])
+	}
+	reserved := timeOf(t, occ["attempts"].([]any)[0].(map[string]any)["reserved_at"])
+	settled := timeOf(t, occ["settled_at"])
+	if d := settled.Sub(reserved); d > time.Second+500*time.Millisecond {
+		t.Errorf("settled %v after the call started; the destination's cap is now PT1S", d)
+	}
+}
+
+func timeOf(t *testing.T, v any) time.Time {
+	t.Helper()
+	s, _ := v.(string)
+	at, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		t.Fatalf("time %v: %v", v, err)
+	}
+	return at
+}
