@@ -2,8 +2,6 @@ package engine
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -59,7 +57,7 @@ func (e *Engine) instanceFromRow(ctx context.Context, row queries.Instance) Inst
 	return inst
 }
 
-// requestDigest identifies a start request for Idempotency-Key replays,
+// canonicalRequest identifies a start request for Idempotency-Key replays,
 // over the request as sent: the process key, the version as given (absent
 // and 0 both mean "the latest"), the inputs and the business key. Equal
 // JSON is equal whatever its formatting and key order; number literals
@@ -67,7 +65,7 @@ func (e *Engine) instanceFromRow(ctx context.Context, row queries.Instance) Inst
 // confuse never pass for one request. It depends on nothing stored, so a
 // replay is recognized before the version is resolved or the inputs
 // validated.
-func requestDigest(req StartRequest) string {
+func canonicalRequest(req StartRequest) []byte {
 	b := append([]byte(nil), `{"business_key":`...)
 	if req.BusinessKey != nil {
 		b = jsontree.AppendString(b, *req.BusinessKey)
@@ -91,12 +89,10 @@ func requestDigest(req StartRequest) string {
 	} else {
 		b = append(b, "null"...)
 	}
-	b = append(b, '}')
-	sum := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(sum[:])
+	return append(b, '}')
 }
 
-// maxInputsDepth bounds the nesting requestDigest reads; inputs deeper than
+// maxInputsDepth bounds the nesting canonicalRequest reads; inputs deeper than
 // any contract allows are digested as raw bytes.
 const maxInputsDepth = 160
 
@@ -104,7 +100,7 @@ const maxInputsDepth = 160
 // Idempotency-Key already created: found is false when the key is unused;
 // otherwise the request replays that instance, or is refused with
 // idempotency_key_reused when its digest differs.
-func replayStart(ctx context.Context, q *queries.Queries, req StartRequest, digest string) (inst queries.Instance, found bool, err error) {
+func (e *Engine) replayStart(ctx context.Context, q *queries.Queries, req StartRequest, canonical []byte) (inst queries.Instance, found bool, err error) {
 	existing, err := q.InstanceGetByIdempotencyKey(ctx, queries.InstanceGetByIdempotencyKeyParams{ProcessKey: req.ProcessKey, IdempotencyKey: &req.IdempotencyKey})
 	if isNoRows(err) {
 		return queries.Instance{}, false, nil
@@ -112,7 +108,7 @@ func replayStart(ctx context.Context, q *queries.Queries, req StartRequest, dige
 	if err != nil {
 		return queries.Instance{}, true, err
 	}
-	if existing.RequestDigest == nil || *existing.RequestDigest != digest {
+	if existing.RequestDigest == nil || !e.sameDigest(canonical, *existing.RequestDigest) {
 		return queries.Instance{}, true, fault.New(fault.Unprocessable, "idempotency_key_reused", "Idempotency-Key %q was used for a different request", req.IdempotencyKey)
 	}
 	return existing, true, nil
@@ -136,10 +132,12 @@ func (e *Engine) StartInstance(ctx context.Context, req StartRequest) (Instance,
 		req.Inputs = json.RawMessage("{}")
 	}
 	var idem, digest *string
+	var canonical []byte
 	if req.IdempotencyKey != "" {
-		d := requestDigest(req)
+		canonical = canonicalRequest(req)
+		d := e.digest(canonical)
 		idem, digest = &req.IdempotencyKey, &d
-		inst, found, err := replayStart(ctx, e.q, req, d)
+		inst, found, err := e.replayStart(ctx, e.q, req, canonical)
 		if err != nil {
 			return Instance{}, false, wrap("start instance", err)
 		}
@@ -178,7 +176,7 @@ func (e *Engine) StartInstance(ctx context.Context, req StartRequest) (Instance,
 		if isNoRows(err) && digest != nil {
 			// A concurrent first request with the key inserted since
 			// the lookup above; ON CONFLICT waited for it to commit.
-			existing, found, err := replayStart(ctx, q, req, *digest)
+			existing, found, err := e.replayStart(ctx, q, req, canonical)
 			if err != nil {
 				return err
 			}

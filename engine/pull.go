@@ -3,8 +3,6 @@ package engine
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"regexp"
@@ -255,16 +253,15 @@ func lockRefusal(o queries.Occurrence, ref WorkerRef, now time.Time) error {
 	return nil
 }
 
-// OutputsDigest identifies an outputs document for replay detection: equal
-// JSON is equal whatever its formatting.
-func OutputsDigest(outputs json.RawMessage) string {
+// canonicalOutputs is an outputs document in one form for replay
+// detection: equal JSON is equal whatever its formatting.
+func canonicalOutputs(outputs json.RawMessage) []byte {
 	var v any
 	dec := json.NewDecoder(bytes.NewReader(outputs))
 	dec.UseNumber()
 	_ = dec.Decode(&v)
 	b, _ := json.Marshal(v)
-	sum := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(sum[:])
+	return b
 }
 
 // Complete settles an occurrence with the worker's outputs, validated
@@ -279,8 +276,8 @@ func (e *Engine) Complete(ctx context.Context, ref WorkerRef, outputs json.RawMe
 		if err != nil {
 			return err
 		}
-		digest := OutputsDigest(outputs)
-		if o.Status == StatusCompleted && o.OutputsDigest != nil && *o.OutputsDigest == digest &&
+		canonical := canonicalOutputs(outputs)
+		if o.Status == StatusCompleted && o.OutputsDigest != nil && e.sameDigest(canonical, *o.OutputsDigest) &&
 			o.ConsumerID != nil && *o.ConsumerID == ref.ConsumerID && o.WorkerID != nil && *o.WorkerID == ref.WorkerID {
 			out = Settlement{Status: StatusCompleted, Route: deref(o.Route), AttemptsLeft: int(o.MaxAttempts - o.Attempts)}
 			return nil
@@ -306,7 +303,7 @@ func (e *Engine) Complete(ctx context.Context, ref WorkerRef, outputs json.RawMe
 		if err != nil {
 			return err
 		}
-		if err := r.complete(o, rev, outputs, digest, route); err != nil {
+		if err := r.complete(o, rev, outputs, route); err != nil {
 			return err
 		}
 		out = Settlement{Status: StatusCompleted, Route: route, AttemptsLeft: int(o.MaxAttempts - o.Attempts)}
@@ -316,7 +313,7 @@ func (e *Engine) Complete(ctx context.Context, ref WorkerRef, outputs json.RawMe
 }
 
 // complete records validated outputs, ends the attempt and advances.
-func (r *run) complete(o queries.Occurrence, rev *Revision, outputs json.RawMessage, digest, route string) error {
+func (r *run) complete(o queries.Occurrence, rev *Revision, outputs json.RawMessage, route string) error {
 	public, sealed, err := r.e.seal(rev.Working.Outputs, outputs, aadOccurrenceOutputs(o.ID))
 	if err != nil {
 		return err
@@ -326,7 +323,7 @@ func (r *run) complete(o queries.Occurrence, rev *Revision, outputs json.RawMess
 		routePtr = &route
 	}
 	if err := r.q.OccurrenceComplete(r.ctx, queries.OccurrenceCompleteParams{ID: o.ID, Outputs: public, SealedOutputs: sealed,
-		OutputsDigest: digest, Route: routePtr, Now: r.now}); err != nil {
+		OutputsDigest: r.e.digest(canonicalOutputs(outputs)), Route: routePtr, Now: r.now}); err != nil {
 		return err
 	}
 	if err := r.q.AttemptEnd(r.ctx, queries.AttemptEndParams{OccurrenceID: o.ID, Number: o.Attempts, Outcome: OutcomeCompleted, Now: r.now}); err != nil {

@@ -1,12 +1,15 @@
 package engine
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strings"
 
 	"github.com/relais/relais/contracts"
 	"github.com/relais/relais/fault"
+	"github.com/relais/relais/keyring"
 )
 
 // marker stands in the stored (public) JSON where a protected value was: it
@@ -84,4 +87,27 @@ func classAt(c contracts.Contract, pointer string) contracts.Classification {
 		return class
 	}
 	return contracts.ClassSecret
+}
+
+// digest identifies a request or outputs document for replay detection.
+// Both may hold protected values, and a plain hash of them in the database
+// would let anyone with a dump confirm a guessed value (a PIN, say): with a
+// data key it is keyed. Without one no protected value can be stored, and a
+// plain hash gives nothing away.
+func (e *Engine) digest(canonical []byte) string {
+	if e.keys != nil {
+		return e.keys.Digest(canonical)
+	}
+	sum := sha256.Sum256(canonical)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// sameDigest reports whether stored is the digest of canonical, under
+// whichever key made it; a digest whose key was removed matches nothing.
+func (e *Engine) sameDigest(canonical []byte, stored string) bool {
+	if keyring.IsKeyedDigest(stored) {
+		return e.keys != nil && e.keys.MatchDigest(canonical, stored)
+	}
+	sum := sha256.Sum256(canonical)
+	return stored == "sha256:"+hex.EncodeToString(sum[:])
 }

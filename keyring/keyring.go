@@ -8,8 +8,11 @@ import (
 	"bytes"
 	"crypto/aes"
 	"crypto/cipher"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"regexp"
@@ -26,6 +29,7 @@ type Keyring struct {
 	primary string
 	order   []string
 	aeads   map[string]cipher.AEAD
+	macKeys map[string][]byte // per key id, derived: never the encryption key itself
 }
 
 // ErrNoKey is returned when a ciphertext names a key the ring lacks.
@@ -35,7 +39,7 @@ var ErrNoKey = errors.New("keyring: key not in the ring")
 // bytes). Whitespace and newlines between entries are ignored, so a key file
 // may hold one key per line.
 func Parse(spec string) (*Keyring, error) {
-	k := &Keyring{aeads: map[string]cipher.AEAD{}}
+	k := &Keyring{aeads: map[string]cipher.AEAD{}, macKeys: map[string][]byte{}}
 	fields := strings.FieldsFunc(spec, func(r rune) bool { return r == ',' || r == '\n' || r == '\r' || r == ' ' || r == '\t' })
 	for i, f := range fields {
 		id, b64, ok := strings.Cut(f, ":")
@@ -58,6 +62,7 @@ func Parse(spec string) (*Keyring, error) {
 			return nil, fmt.Errorf("keyring: key %q: %w", id, err)
 		}
 		k.aeads[id] = aead
+		k.macKeys[id] = deriveMACKey(key)
 		k.order = append(k.order, id)
 	}
 	if len(k.order) == 0 {
@@ -139,4 +144,47 @@ func (k *Keyring) Open(sealed, aad []byte) ([]byte, error) {
 		return nil, fmt.Errorf("keyring: value sealed with key %q does not open (wrong key or tampered): %w", id, err)
 	}
 	return pt, nil
+}
+
+// digestPrefix starts every keyed digest; the key id follows.
+const digestPrefix = "hmac-sha256:"
+
+// deriveMACKey separates the digest key from the encryption key, so that
+// neither use can weaken the other.
+func deriveMACKey(key []byte) []byte {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte("relais keyring digest v1"))
+	return m.Sum(nil)
+}
+
+// Digest returns a keyed digest of data under the primary key,
+// "hmac-sha256:<key id>:<hex>". Equal data digest equally under one key, so
+// it serves replay detection; unlike a plain hash it lets no one holding
+// only the database confirm a guess of a protected value it covers.
+func (k *Keyring) Digest(data []byte) string {
+	return digestPrefix + k.primary + ":" + hex.EncodeToString(k.mac(k.primary, data))
+}
+
+// MatchDigest reports whether d is the digest of data under the key d
+// names; it is false when the ring no longer holds that key.
+func (k *Keyring) MatchDigest(data []byte, d string) bool {
+	rest, ok := strings.CutPrefix(d, digestPrefix)
+	if !ok {
+		return false
+	}
+	id, sum, ok := strings.Cut(rest, ":")
+	if !ok || k.macKeys[id] == nil {
+		return false
+	}
+	want, err := hex.DecodeString(sum)
+	return err == nil && hmac.Equal(want, k.mac(id, data))
+}
+
+// IsKeyedDigest reports whether d was made by Digest.
+func IsKeyedDigest(d string) bool { return strings.HasPrefix(d, digestPrefix) }
+
+func (k *Keyring) mac(id string, data []byte) []byte {
+	m := hmac.New(sha256.New, k.macKeys[id])
+	m.Write(data)
+	return m.Sum(nil)
 }

@@ -47,3 +47,40 @@ func TestParseRejects(t *testing.T) {
 		}
 	}
 }
+
+func TestDigest(t *testing.T) {
+	t.Parallel()
+	old := NewKeySpec("k1")
+	ring1, _ := Parse(old)
+	data := []byte(`{"pin":"1234"}`)
+	d := ring1.Digest(data)
+	if !strings.HasPrefix(d, "hmac-sha256:k1:") || !IsKeyedDigest(d) {
+		t.Fatalf("digest %q: want hmac-sha256:k1:…", d)
+	}
+	if ring1.Digest(data) != d || !ring1.MatchDigest(data, d) {
+		t.Error("equal data must digest equally and match")
+	}
+	if ring1.MatchDigest([]byte(`{"pin":"1235"}`), d) {
+		t.Error("other data matched the digest")
+	}
+	// Without the key, the digest cannot be recomputed from a guess.
+	other, _ := Parse(NewKeySpec("k1"))
+	if other.Digest(data) == d || other.MatchDigest(data, d) {
+		t.Error("another key with the same id produced or matched the digest")
+	}
+	// After rotation the old key still matches what it digested; once it
+	// is removed, nothing does.
+	ring2, _ := Parse(NewKeySpec("k2") + "," + old)
+	if !ring2.MatchDigest(data, d) || !strings.HasPrefix(ring2.Digest(data), "hmac-sha256:k2:") {
+		t.Error("a rotated ring must match old digests and make new ones with its primary key")
+	}
+	onlyNew, _ := Parse(NewKeySpec("k2"))
+	if onlyNew.MatchDigest(data, d) {
+		t.Error("a ring without k1 matched a k1 digest")
+	}
+	for _, bad := range []string{"", "sha256:00", "hmac-sha256:k1", "hmac-sha256:k1:zz"} {
+		if ring1.MatchDigest(data, bad) {
+			t.Errorf("malformed digest %q matched", bad)
+		}
+	}
+}
