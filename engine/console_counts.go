@@ -1,6 +1,10 @@
 package engine
 
-import "context"
+import (
+	"cmp"
+	"context"
+	"slices"
+)
 
 // OccurrenceCount is how many occurrences of one definition are in one
 // status.
@@ -12,7 +16,8 @@ type OccurrenceCount struct {
 
 // CountOccurrencesByDefinitionStatus counts every occurrence per definition
 // and status, ordered by definition then status; pairs without occurrences
-// are absent. It reads the whole occurrences_by_definition_status index, so
+// are absent. Reserved pull occurrences whose lock lapsed count as
+// available, as observations show them. It reads the whole occurrences_by_definition_status index, so
 // it is meant to be cached by its caller (the console refreshes it every few
 // seconds), never run on every request.
 func (e *Engine) CountOccurrencesByDefinitionStatus(ctx context.Context) ([]OccurrenceCount, error) {
@@ -20,9 +25,40 @@ func (e *Engine) CountOccurrencesByDefinitionStatus(ctx context.Context) ([]Occu
 	if err != nil {
 		return nil, wrap("count occurrences", err)
 	}
-	out := make([]OccurrenceCount, len(rows))
-	for i, r := range rows {
-		out[i] = OccurrenceCount{Definition: r.DefinitionKey, Status: r.Status, Count: r.Count}
+	now, err := e.clock(ctx, e.pool)
+	if err != nil {
+		return nil, err
 	}
+	lapsed, err := e.q.OccurrenceLapsedLocksByDefinition(ctx, now)
+	if err != nil {
+		return nil, wrap("count lapsed locks", err)
+	}
+	moved := map[string]int64{}
+	for _, l := range lapsed {
+		moved[l.DefinitionKey] = l.Count
+	}
+	out := make([]OccurrenceCount, 0, len(rows)+len(lapsed))
+	for _, r := range rows {
+		n := r.Count
+		switch r.Status {
+		case StatusReserved:
+			n -= moved[r.DefinitionKey]
+		case StatusAvailable:
+			n += moved[r.DefinitionKey]
+			delete(moved, r.DefinitionKey)
+		}
+		if n > 0 {
+			out = append(out, OccurrenceCount{Definition: r.DefinitionKey, Status: r.Status, Count: n})
+		}
+	}
+	// Definitions with lapsed locks but no stored available occurrence.
+	for def, n := range moved {
+		if n > 0 {
+			out = append(out, OccurrenceCount{Definition: def, Status: StatusAvailable, Count: n})
+		}
+	}
+	slices.SortFunc(out, func(a, b OccurrenceCount) int {
+		return cmp.Or(cmp.Compare(a.Definition, b.Definition), cmp.Compare(a.Status, b.Status))
+	})
 	return out, nil
 }

@@ -63,7 +63,19 @@ type Attempt struct {
 	ErrorMessage  *string
 }
 
-func (e *Engine) occurrenceFromRow(ctx context.Context, o queries.Occurrence) Occurrence {
+// lockLapsed reports whether o is a pull occurrence whose lock expired with
+// attempts left. It stays stored as reserved until a claim takes it (no
+// sweeper), but it is available again (DESIGN §3), and observers see it so.
+func lockLapsed(o queries.Occurrence, now time.Time) bool {
+	return o.Mode == ModePull && o.Status == StatusReserved && o.LockExpiresAt != nil &&
+		!o.LockExpiresAt.After(now) && o.Attempts < o.MaxAttempts
+}
+
+// occurrenceFromRow makes the observation of o as of now.
+func (e *Engine) occurrenceFromRow(ctx context.Context, o queries.Occurrence, now time.Time) Occurrence {
+	if lockLapsed(o, now) {
+		o.Status, o.AvailableAt = StatusAvailable, *o.LockExpiresAt
+	}
 	out := Occurrence{ID: o.ID, InstanceID: o.InstanceID, Node: o.Node, Definition: o.DefinitionKey, Revision: int(o.Revision),
 		Mode: o.Mode, Status: o.Status, Destination: o.Destination, Timeout: o.Timeout, Attempts: int(o.Attempts),
 		ConsumerID: o.ConsumerID, WorkerID: o.WorkerID, CreatedAt: o.CreatedAt, AvailableAt: o.AvailableAt, ReservedAt: o.ReservedAt,
@@ -90,7 +102,12 @@ func (e *Engine) GetOccurrence(ctx context.Context, id uuid.UUID) (Occurrence, e
 	if err != nil {
 		return Occurrence{}, wrap("get occurrence", err)
 	}
-	o := e.occurrenceFromRow(ctx, row)
+	now, err := e.clock(ctx, e.pool)
+	if err != nil {
+		return Occurrence{}, err
+	}
+	lapsed := lockLapsed(row, now)
+	o := e.occurrenceFromRow(ctx, row, now)
 	attempts, err := e.q.AttemptListByOccurrence(ctx, id)
 	if err != nil {
 		return Occurrence{}, wrap("list attempts", err)
@@ -100,6 +117,11 @@ func (e *Engine) GetOccurrence(ctx context.Context, id uuid.UUID) (Occurrence, e
 		o.AttemptList[i] = Attempt{Number: int(a.Number), ConsumerID: a.ConsumerID, ConsumerName: a.ConsumerName, WorkerID: a.WorkerID,
 			ReservedAt: a.ReservedAt, LockExpiresAt: a.LockExpiresAt, EndedAt: a.EndedAt, Outcome: a.Outcome,
 			ErrorCode: a.ErrorCode, ErrorMessage: a.ErrorMessage}
+		if lapsed && a.Number == row.Attempts && a.EndedAt == nil {
+			// What the next claim records: the attempt expired with its lock.
+			expired := OutcomeExpired
+			o.AttemptList[i].Outcome, o.AttemptList[i].EndedAt = &expired, a.LockExpiresAt
+		}
 	}
 	return o, nil
 }
@@ -117,8 +139,12 @@ type OccurrenceFilter struct {
 
 // ListOccurrences returns occurrences newest first.
 func (e *Engine) ListOccurrences(ctx context.Context, f OccurrenceFilter) ([]Occurrence, error) {
+	now, err := e.clock(ctx, e.pool)
+	if err != nil {
+		return nil, err
+	}
 	p := queries.OccurrenceListParams{DefinitionKey: strPtr(f.Definition), Status: strPtr(f.Status), InstanceID: f.Instance,
-		Before: f.Before, Max: int32(f.Limit)}
+		Before: f.Before, Max: int32(f.Limit), Now: now}
 	if f.Revision > 0 {
 		r := int32(f.Revision)
 		p.Revision = &r
@@ -132,7 +158,7 @@ func (e *Engine) ListOccurrences(ctx context.Context, f OccurrenceFilter) ([]Occ
 	}
 	out := make([]Occurrence, len(rows))
 	for i, r := range rows {
-		out[i] = e.occurrenceFromRow(ctx, r)
+		out[i] = e.occurrenceFromRow(ctx, r, now)
 	}
 	return out, nil
 }
@@ -140,13 +166,17 @@ func (e *Engine) ListOccurrences(ctx context.Context, f OccurrenceFilter) ([]Occ
 // InstanceOccurrences returns an instance's occurrences in the order the
 // instance reached their nodes: its path.
 func (e *Engine) InstanceOccurrences(ctx context.Context, id uuid.UUID) ([]Occurrence, error) {
+	now, err := e.clock(ctx, e.pool)
+	if err != nil {
+		return nil, err
+	}
 	rows, err := e.q.OccurrenceListByInstance(ctx, id)
 	if err != nil {
 		return nil, wrap("instance occurrences", err)
 	}
 	out := make([]Occurrence, len(rows))
 	for i, r := range rows {
-		out[i] = e.occurrenceFromRow(ctx, r)
+		out[i] = e.occurrenceFromRow(ctx, r, now)
 	}
 	return out, nil
 }

@@ -340,8 +340,9 @@ func TestRefusalLockExpired(t *testing.T) {
 		wantProblem(t, a+" after the lock expired", act(env, consumer, id, a, bodyFor(a, "w1")), 409, "lock_expired")
 	}
 	got := observe(t, env, id)
-	if got["status"] != "reserved" || got["attempt_count"] != 1.0 || got["route"] != nil {
-		t.Errorf("occurrence after refusals: status %v attempt_count %v route %v, want reserved, 1, null", got["status"], got["attempt_count"], got["route"])
+	// Its lock lapsed: available again, and otherwise unchanged.
+	if got["status"] != "available" || got["attempt_count"] != 1.0 || got["route"] != nil {
+		t.Errorf("occurrence after refusals: status %v attempt_count %v route %v, want available, 1, null", got["status"], got["attempt_count"], got["route"])
 	}
 	if s := instanceOf(t, env, inst)["status"]; s != "running" {
 		t.Errorf("instance status %v, want running (a refused completion must not advance it)", s)
@@ -721,6 +722,53 @@ func TestExpiredLockIsReoffered(t *testing.T) {
 		t.Errorf("attempt 2 = %v, want number 2 by w2, open", as[1])
 	}
 	env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/complete", consumer, completeBody("w2", created))
+}
+
+// Once its lock lapses an occurrence is available again (DESIGN §3), even
+// though no claim has taken it yet: observers see it so, filters and counts
+// agree, and the lapsed attempt shows as expired.
+func TestLapsedLockIsObservedAvailable(t *testing.T) {
+	t.Parallel()
+	env, consumer := newCRM(t, nil)
+	_, id := start(t, env, "crm_only", "Acme")
+	first := one(t, fetch(t, env, consumer, fetchBody("dead-worker", "lock_duration", "PT0.2S")), id)
+	if got := observe(t, env, id); got["status"] != "reserved" {
+		t.Fatalf("status while the lock holds = %v, want reserved", got["status"])
+	}
+	lockEnd := timeOf(t, "lock_expires_at", first["lock_expires_at"])
+	sleepUntil(lockEnd.Add(100 * time.Millisecond))
+
+	got := observe(t, env, id)
+	if got["status"] != "available" || !sameTime(got["available_at"], first["lock_expires_at"]) {
+		t.Errorf("status %v available_at %v after the lock lapsed, want available since %v", got["status"], got["available_at"], first["lock_expires_at"])
+	}
+	if as := attemptsOf(t, got); len(as) != 1 || as[0]["outcome"] != "expired" || !sameTime(as[0]["ended_at"], first["lock_expires_at"]) {
+		t.Errorf("attempts = %v, want one, expired when its lock ended", got["attempts"])
+	}
+	list := func(status string) []string {
+		items := env.Must(200, "GET", "/api/v1/occurrences?definition="+crmKey+"&status="+status, env.Operator, nil).JSON(t)["items"].([]any)
+		var out []string
+		for _, it := range items {
+			out = append(out, it.(map[string]any)["id"].(string))
+		}
+		return out
+	}
+	if a, r := list("available"), list("reserved"); len(a) != 1 || a[0] != id || len(r) != 0 {
+		t.Errorf("status=available lists %v and status=reserved %v, want the occurrence only as available", a, r)
+	}
+	counts, err := env.Engine.CountOccurrencesByDefinitionStatus(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(counts) != 1 || counts[0].Status != "available" || counts[0].Count != 1 {
+		t.Errorf("counts = %+v, want one available", counts)
+	}
+
+	// The next claim takes it as a new attempt and records the expiry.
+	one(t, fetch(t, env, consumer, fetchBody("w2")), id)
+	if got := observe(t, env, id); got["status"] != "reserved" || len(attemptsOf(t, got)) != 2 {
+		t.Errorf("after a new claim: status %v attempts %v, want reserved with two attempts", got["status"], got["attempts"])
+	}
 }
 
 // Extending prolongs the holder's lock: past the original lock end nobody

@@ -9,3 +9,12 @@ select definition_key, status, count(*)::bigint as count
 from occurrences
 group by definition_key, status
 order by definition_key, status;
+
+-- name: OccurrenceLapsedLocksByDefinition :many
+-- Reserved pull occurrences whose lock expired with attempts left: stored
+-- as reserved until a claim takes them, they are available (DESIGN §3).
+-- Few wait there, and occurrences_lock_expiring finds them.
+select definition_key, count(*)::bigint as count
+from occurrences
+where status = 'reserved' and mode = 'pull' and lock_expires_at <= @now::timestamptz and attempts < max_attempts
+group by definition_key;

@@ -7,6 +7,7 @@ package queries
 
 import (
 	"context"
+	"time"
 )
 
 const occurrenceCountByDefinitionStatus = `-- name: OccurrenceCountByDefinitionStatus :many
@@ -38,6 +39,41 @@ func (q *Queries) OccurrenceCountByDefinitionStatus(ctx context.Context) ([]Occu
 	for rows.Next() {
 		var i OccurrenceCountByDefinitionStatusRow
 		if err := rows.Scan(&i.DefinitionKey, &i.Status, &i.Count); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const occurrenceLapsedLocksByDefinition = `-- name: OccurrenceLapsedLocksByDefinition :many
+select definition_key, count(*)::bigint as count
+from occurrences
+where status = 'reserved' and mode = 'pull' and lock_expires_at <= $1::timestamptz and attempts < max_attempts
+group by definition_key
+`
+
+type OccurrenceLapsedLocksByDefinitionRow struct {
+	DefinitionKey string
+	Count         int64
+}
+
+// Reserved pull occurrences whose lock expired with attempts left: stored
+// as reserved until a claim takes them, they are available (DESIGN §3).
+// Few wait there, and occurrences_lock_expiring finds them.
+func (q *Queries) OccurrenceLapsedLocksByDefinition(ctx context.Context, now time.Time) ([]OccurrenceLapsedLocksByDefinitionRow, error) {
+	rows, err := q.db.Query(ctx, occurrenceLapsedLocksByDefinition, now)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []OccurrenceLapsedLocksByDefinitionRow{}
+	for rows.Next() {
+		var i OccurrenceLapsedLocksByDefinitionRow
+		if err := rows.Scan(&i.DefinitionKey, &i.Count); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

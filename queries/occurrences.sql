@@ -192,7 +192,11 @@ limit @max;
 -- name: OccurrenceList :many
 select * from occurrences o
 where (sqlc.narg('definition_key')::text is null or o.definition_key = sqlc.narg('definition_key'))
-  and (sqlc.narg('status')::text is null or o.status = sqlc.narg('status'))
+  and (sqlc.narg('status')::text is null
+       or (o.status = sqlc.narg('status')
+           and not (o.status = 'reserved' and o.mode = 'pull' and o.lock_expires_at <= @now::timestamptz and o.attempts < o.max_attempts))
+       or (sqlc.narg('status') = 'available'
+           and o.status = 'reserved' and o.mode = 'pull' and o.lock_expires_at <= @now::timestamptz and o.attempts < o.max_attempts))
   and (sqlc.narg('instance_id')::uuid is null or o.instance_id = sqlc.narg('instance_id'))
   and (sqlc.narg('revision')::integer is null or o.revision = sqlc.narg('revision'))
   and (sqlc.narg('consumer_id')::bigint is null or exists (
@@ -200,11 +204,6 @@ where (sqlc.narg('definition_key')::text is null or o.definition_key = sqlc.narg
   and (sqlc.narg('before')::uuid is null or o.id < sqlc.narg('before'))
 order by o.id desc
 limit @max;
-
--- name: OccurrenceCountByStatus :many
-select status, count(*)::bigint as count from occurrences
-where (sqlc.narg('definition_key')::text is null or definition_key = sqlc.narg('definition_key'))
-group by status;
 
 -- name: OccurrenceCompletedOutputs :many
 select node, outputs, sealed_outputs, id from occurrences

@@ -426,37 +426,6 @@ func (q *Queries) OccurrenceCompletedOutputs(ctx context.Context, instanceID uui
 	return items, nil
 }
 
-const occurrenceCountByStatus = `-- name: OccurrenceCountByStatus :many
-select status, count(*)::bigint as count from occurrences
-where ($1::text is null or definition_key = $1)
-group by status
-`
-
-type OccurrenceCountByStatusRow struct {
-	Status string
-	Count  int64
-}
-
-func (q *Queries) OccurrenceCountByStatus(ctx context.Context, definitionKey *string) ([]OccurrenceCountByStatusRow, error) {
-	rows, err := q.db.Query(ctx, occurrenceCountByStatus, definitionKey)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []OccurrenceCountByStatusRow{}
-	for rows.Next() {
-		var i OccurrenceCountByStatusRow
-		if err := rows.Scan(&i.Status, &i.Count); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
 const occurrenceDueForTimer = `-- name: OccurrenceDueForTimer :many
 select id, instance_id from occurrences
 where status in ('available', 'reserved') and deadline_at <= $2::timestamptz
@@ -719,19 +688,24 @@ func (q *Queries) OccurrenceInsert(ctx context.Context, arg OccurrenceInsertPara
 const occurrenceList = `-- name: OccurrenceList :many
 select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at from occurrences o
 where ($1::text is null or o.definition_key = $1)
-  and ($2::text is null or o.status = $2)
-  and ($3::uuid is null or o.instance_id = $3)
-  and ($4::integer is null or o.revision = $4)
-  and ($5::bigint is null or exists (
-        select 1 from attempts a where a.occurrence_id = o.id and a.consumer_id = $5))
-  and ($6::uuid is null or o.id < $6)
+  and ($2::text is null
+       or (o.status = $2
+           and not (o.status = 'reserved' and o.mode = 'pull' and o.lock_expires_at <= $3::timestamptz and o.attempts < o.max_attempts))
+       or ($2 = 'available'
+           and o.status = 'reserved' and o.mode = 'pull' and o.lock_expires_at <= $3::timestamptz and o.attempts < o.max_attempts))
+  and ($4::uuid is null or o.instance_id = $4)
+  and ($5::integer is null or o.revision = $5)
+  and ($6::bigint is null or exists (
+        select 1 from attempts a where a.occurrence_id = o.id and a.consumer_id = $6))
+  and ($7::uuid is null or o.id < $7)
 order by o.id desc
-limit $7
+limit $8
 `
 
 type OccurrenceListParams struct {
 	DefinitionKey *string
 	Status        *string
+	Now           time.Time
 	InstanceID    *uuid.UUID
 	Revision      *int32
 	ConsumerID    *int64
@@ -743,6 +717,7 @@ func (q *Queries) OccurrenceList(ctx context.Context, arg OccurrenceListParams) 
 	rows, err := q.db.Query(ctx, occurrenceList,
 		arg.DefinitionKey,
 		arg.Status,
+		arg.Now,
 		arg.InstanceID,
 		arg.Revision,
 		arg.ConsumerID,
