@@ -106,10 +106,11 @@ func (c *Console) chrome(r *http.Request, title, section string) chrome {
 	}
 	if p, ok := auth.FromContext(ctx); ok {
 		ch.NavLabel = T(ctx, "Main navigation")
-		ch.Nav = []navLink{
-			{Href: homePath, Label: T(ctx, "External tasks"), TestID: "nav-occurrences", Current: section == "occurrences"},
-			{Href: basePath + "/definitions", Label: T(ctx, "Definitions"), TestID: "nav-definitions", Current: section == "definitions"},
+		ch.HomeHref = homeFor(p.Role)
+		if auth.Allowed(p.Role, auth.RoleOperator) {
+			ch.Nav = append(ch.Nav, navLink{Href: homePath, Label: T(ctx, "External tasks"), TestID: "nav-occurrences", Current: section == "occurrences"})
 		}
+		ch.Nav = append(ch.Nav, navLink{Href: definitionsPath, Label: T(ctx, "Definitions"), TestID: "nav-definitions", Current: section == "definitions"})
 		ch.User = &userBox{SignedInAs: T(ctx, "Signed in as %s (%s)", p.Name, roleLabel(ctx, p.Role)),
 			SignOut: T(ctx, "Sign out"), Action: basePath + "/sign-out", CSRF: currentOf(ctx).csrf}
 	}

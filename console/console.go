@@ -36,6 +36,38 @@ const basePath = "/console"
 // homePath is where a signed-in operator lands: the operations view.
 const homePath = basePath + "/occurrences"
 
+// definitionsPath is where a designer lands: designers read definitions
+// (DESIGN: "console (read)"), while occurrences and instances are for
+// operators, as in the API.
+const definitionsPath = basePath + "/definitions"
+
+// homeFor is the landing page of a role.
+func homeFor(role auth.Role) string {
+	if role == auth.RoleDesigner {
+		return definitionsPath
+	}
+	return homePath
+}
+
+// canOpenConsole reports whether a role may sign in to the console.
+func canOpenConsole(role auth.Role) bool {
+	return auth.Allowed(role, auth.RoleOperator) || role == auth.RoleDesigner
+}
+
+// requireOperator guards the operations pages (occurrences, instances):
+// a designer's session gets a page saying what its role may read.
+func (c *Console) requireOperator(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p, ok := auth.FromContext(r.Context()); !ok || !auth.Allowed(p.Role, auth.RoleOperator) {
+			ctx := r.Context()
+			c.errorPage(w, r, http.StatusForbidden, T(ctx, "Not allowed"),
+				T(ctx, "Your role can read definitions only: external tasks and process instances are for operators and administrators."))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
 // maxFormBytes bounds a console form body; the largest form holds a token.
 const maxFormBytes = 64 << 10
 
@@ -76,17 +108,23 @@ func (c *Console) Handler() http.Handler {
 
 	r.Group(func(r chi.Router) {
 		r.Use(c.requireSession)
-		r.Get("/", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, homePath, http.StatusSeeOther) })
+		r.Get("/", func(w http.ResponseWriter, r *http.Request) {
+			p, _ := auth.FromContext(r.Context())
+			http.Redirect(w, r, homeFor(p.Role), http.StatusSeeOther)
+		})
 		r.Post("/sign-out", c.signOut)
-		r.Get("/occurrences", c.occurrenceList)
-		r.Get("/occurrences/{id}", c.occurrenceDetail)
-		r.Get("/occurrences/{id}/reveal", c.occurrenceRevealGet)
-		r.Post("/occurrences/{id}/reveal", c.occurrenceReveal)
-		r.Get("/instances/{id}", c.instanceDetail)
-		r.Get("/instances/{id}/stop", c.instanceStopConfirm)
-		r.Post("/instances/{id}/stop", c.instanceStop)
 		r.Get("/definitions", c.definitionList)
 		r.Get("/definitions/{key}", c.definitionDetail)
+		r.Group(func(r chi.Router) {
+			r.Use(c.requireOperator)
+			r.Get("/occurrences", c.occurrenceList)
+			r.Get("/occurrences/{id}", c.occurrenceDetail)
+			r.Get("/occurrences/{id}/reveal", c.occurrenceRevealGet)
+			r.Post("/occurrences/{id}/reveal", c.occurrenceReveal)
+			r.Get("/instances/{id}", c.instanceDetail)
+			r.Get("/instances/{id}/stop", c.instanceStopConfirm)
+			r.Post("/instances/{id}/stop", c.instanceStop)
+		})
 	})
 	return r
 }
@@ -133,7 +171,7 @@ func (c *Console) requireSession(next http.Handler) http.Handler {
 		if ok {
 			p, _, err := c.eng.LookupToken(r.Context(), sess.tokenHash)
 			switch {
-			case err == nil && auth.Allowed(p.Role, auth.RoleOperator):
+			case err == nil && canOpenConsole(p.Role):
 				sess.principal = p
 			case err == nil || isUnknownToken(err):
 				// Revoked since sign-in: the session ends with the token.
@@ -239,6 +277,9 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, pag
 func (c *Console) errorPage(w http.ResponseWriter, r *http.Request, status int, title, message string) {
 	ctx := r.Context()
 	v := errorView{Chrome: c.chrome(r, title, ""), Message: message, Back: T(ctx, "Back to external tasks"), BackHref: homePath}
+	if p, ok := auth.FromContext(ctx); ok && p.Role == auth.RoleDesigner {
+		v.Back, v.BackHref = T(ctx, "Back to definitions"), definitionsPath
+	}
 	c.render(w, r, status, errorPage(v))
 }
 

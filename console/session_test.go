@@ -98,8 +98,6 @@ func TestSignInRefusals(t *testing.T) {
 		name, token, lang, message string
 		status                     int
 	}{
-		{"designer", env.Designer, "en", "A designer token cannot open the console", http.StatusForbidden},
-		{"designer fr", env.Designer, "fr", "Un jeton de rôle concepteur ne peut pas ouvrir la console", http.StatusForbidden},
 		{"unknown", "rls_not-a-token", "en", "This token is unknown or has been revoked.", http.StatusUnauthorized},
 		{"empty", "", "fr", "Ce jeton est inconnu ou a été révoqué.", http.StatusUnauthorized},
 	} {
@@ -115,10 +113,50 @@ func TestSignInRefusals(t *testing.T) {
 			t.Errorf("%s: pages open after a refused sign-in: %d", tc.name, r.status)
 		}
 	}
-	// A consumer token neither.
+	// A consumer token cannot open the console, in either language.
 	consumer := env.Consumer("c1")
-	if r := newBrowser(t, env.URL, "en").signIn(consumer); r.status != http.StatusForbidden {
-		t.Errorf("consumer sign-in: %d, want 403", r.status)
+	for lang, message := range map[string]string{
+		"en": "A consumer token cannot open the console: sign in with an operator, designer or administrator token.",
+		"fr": "Un jeton de rôle consommateur ne peut pas ouvrir la console",
+	} {
+		r := newBrowser(t, env.URL, lang).signIn(consumer)
+		if r.status != http.StatusForbidden || !strings.Contains(text(r, "sign-in-error"), message) {
+			t.Errorf("consumer sign-in (%s): %d %q, want 403 %q", lang, r.status, text(r, "sign-in-error"), message)
+		}
+	}
+}
+
+// Designers read the console's definitions (DESIGN: "console (read)"); the
+// operations pages stay for operators and administrators, as in the API.
+func TestDesignersReadDefinitionsOnly(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	for _, lang := range []string{"en", "fr"} {
+		b := newBrowser(t, f.env.URL, lang)
+		if r := b.signIn(f.env.Designer); r.status != http.StatusSeeOther || r.header.Get("Location") != "/console/definitions" {
+			t.Fatalf("%s designer sign-in: %d to %q, want 303 to /console/definitions", lang, r.status, r.header.Get("Location"))
+		}
+		if r := b.get("/console/"); r.header.Get("Location") != "/console/definitions" {
+			t.Errorf("%s: /console/ sends a designer to %q, want /console/definitions", lang, r.header.Get("Location"))
+		}
+		r := b.mustGet("/console/definitions", http.StatusOK)
+		if r.doc.Find(`[data-testid="nav-occurrences"]`).Length() != 0 || r.doc.Find(`[data-testid="nav-definitions"]`).Length() != 1 {
+			t.Errorf("%s: a designer's navigation must offer definitions only", lang)
+		}
+		b.mustGet("/console/definitions/console_vault", http.StatusOK)
+		for _, p := range f.pages() {
+			if !strings.HasPrefix(p.path, "/console/occurrences") && !strings.HasPrefix(p.path, "/console/instances") {
+				continue
+			}
+			r := b.get(p.path)
+			if r.status != http.StatusForbidden {
+				t.Errorf("%s: designer GET %s = %d, want 403", lang, p.path, r.status)
+				continue
+			}
+			if strings.Contains(r.body, canarySensitive) || r.doc.Find(`a[href="/console/definitions"]`).Length() == 0 {
+				t.Errorf("%s: the refusal of %s must show nothing of the page and lead back to definitions", lang, p.path)
+			}
+		}
 	}
 }
 

@@ -88,9 +88,9 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 		c.serverError(w, r, err)
 		return
 	}
-	if !auth.Allowed(p.Role, auth.RoleOperator) {
+	if !canOpenConsole(p.Role) {
 		v := c.signInView(w, r)
-		v.Error = T(ctx, "A %s token cannot open the console: sign in with an operator or administrator token.", roleLabel(ctx, p.Role))
+		v.Error = T(ctx, "A %s token cannot open the console: sign in with an operator, designer or administrator token.", roleLabel(ctx, p.Role))
 		c.render(w, r, http.StatusForbidden, signInPage(v))
 		return
 	}
@@ -100,7 +100,11 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 	http.SetCookie(w, cookie(r, sessionCookie, id, 0))
 	http.SetCookie(w, cookie(r, signInCookie, "", -1))
 	c.logger.Info("console: signed in", "name", p.Name, "role", p.Role)
-	http.Redirect(w, r, safeNext(r.PostFormValue("next")), http.StatusSeeOther)
+	next := safeNext(r.PostFormValue("next"))
+	if next == homePath {
+		next = homeFor(p.Role)
+	}
+	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 
 // signOut ends the session (its CSRF token was checked by requireSession).

@@ -39,398 +39,403 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s, %[3]s, %[4]s UTC": 75,
-	"%d (0 lowest, 9 highest)":      191,
-	"%d attempts":                   193,
-	"%d breaking":                   56,
-	"%d changes":                    55,
-	"%d d":                          94,
-	"%d days":                       89,
-	"%d h":                          95,
-	"%d hours":                      90,
-	"%d items":                      255,
-	"%d min":                        96,
-	"%d minutes":                    91,
-	"%d ms":                         93,
-	"%d occurrences":                230,
-	"%d releases":                   74,
-	"%d s":                          97,
-	"%d seconds":                    92,
-	"%s, revision %s":               177,
-	"%s, version %s":                178,
-	"%s: %s → %s":                   63,
-	"(each item)":                   244,
-	"0 seconds":                     88,
-	"A %s token cannot open the console: sign in with an operator or administrator token.": 242,
-	"All consumers":          228,
-	"All definitions":        226,
-	"All statuses":           227,
-	"Apply filters":          220,
-	"Apr":                    79,
-	"Attempts":               192,
-	"Aug":                    83,
-	"Available":              183,
-	"Back to external tasks": 9,
-	"Breaks processes":       43,
-	"Breaks workers":         44,
-	"Business key":           122,
-	"Call timeout":           202,
-	"Cannot reveal":          233,
-	"Change":                 41,
-	"Choose two existing revisions to compare.": 53,
-	"Classification":    19,
-	"Clear filters":     221,
-	"Compare":           40,
-	"Compare revisions": 36,
-	"Constraints":       20,
-	"Consumer":          195,
-	"Counts are refreshed every few seconds.": 223,
-	"Counts are unavailable right now.":       229,
-	"Counts by status":                        222,
-	"Created":                                 108,
-	"Dates":                                   182,
-	"Deadline":                                186,
-	"Dec":                                     87,
-	"Definition":                              104,
-	"Definition %s":                           22,
+	"%[1]s %[2]s, %[3]s, %[4]s UTC": 77,
+	"%d (0 lowest, 9 highest)":      193,
+	"%d attempts":                   195,
+	"%d breaking":                   58,
+	"%d changes":                    57,
+	"%d d":                          96,
+	"%d days":                       91,
+	"%d h":                          97,
+	"%d hours":                      92,
+	"%d items":                      257,
+	"%d min":                        98,
+	"%d minutes":                    93,
+	"%d ms":                         95,
+	"%d occurrences":                232,
+	"%d releases":                   76,
+	"%d s":                          99,
+	"%d seconds":                    94,
+	"%s, revision %s":               179,
+	"%s, version %s":                180,
+	"%s: %s → %s":                   65,
+	"(each item)":                   246,
+	"0 seconds":                     90,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.": 244,
+	"All consumers":          230,
+	"All definitions":        228,
+	"All statuses":           229,
+	"Apply filters":          222,
+	"Apr":                    81,
+	"Attempts":               194,
+	"Aug":                    85,
+	"Available":              185,
+	"Back to definitions":    11,
+	"Back to external tasks": 10,
+	"Breaks processes":       45,
+	"Breaks workers":         46,
+	"Business key":           124,
+	"Call timeout":           204,
+	"Cannot reveal":          235,
+	"Change":                 43,
+	"Choose two existing revisions to compare.": 55,
+	"Classification":    21,
+	"Clear filters":     223,
+	"Compare":           42,
+	"Compare revisions": 38,
+	"Constraints":       22,
+	"Consumer":          197,
+	"Counts are refreshed every few seconds.": 225,
+	"Counts are unavailable right now.":       231,
+	"Counts by status":                        224,
+	"Created":                                 110,
+	"Dates":                                   184,
+	"Deadline":                                188,
+	"Dec":                                     89,
+	"Definition":                              106,
+	"Definition %s":                           24,
 	"Definitions":                             4,
-	"Description":                             21,
-	"Destination":                             201,
-	"Detail":                                  42,
-	"Digest":                                  52,
-	"End node":                                121,
-	"Ended":                                   120,
-	"Error code":                              123,
-	"Error message":                           198,
+	"Description":                             23,
+	"Destination":                             203,
+	"Detail":                                  44,
+	"Digest":                                  54,
+	"End node":                                123,
+	"Ended":                                   122,
+	"Error code":                              125,
+	"Error message":                           200,
 	"External tasks":                          3,
-	"Feb":                                     77,
-	"Field":                                   16,
-	"Filters":                                 218,
-	"First page":                              73,
-	"Form refused":                            12,
-	"From revision":                           38,
-	"From revision %d to revision %d:":        54,
-	"Inputs":                                  46,
-	"Inputs the instance was started with, labelled by process version %d's contract": 113,
-	"Inputs, labelled by revision %d's contract":                                      203,
-	"Jan":             76,
-	"Jul":             82,
-	"Jun":             81,
-	"Keep it running": 128,
-	"Key":             68,
+	"Feb":                                     79,
+	"Field":                                   18,
+	"Filters":                                 220,
+	"First page":                              75,
+	"Form refused":                            14,
+	"From revision":                           40,
+	"From revision %d to revision %d:":        56,
+	"Inputs":                                  48,
+	"Inputs the instance was started with, labelled by process version %d's contract": 115,
+	"Inputs, labelled by revision %d's contract":                                      205,
+	"Jan":             78,
+	"Jul":             84,
+	"Jun":             83,
+	"Keep it running": 130,
+	"Key":             70,
 	"Language":        1,
-	"Last saved":      27,
-	"Latest revision": 69,
-	"Lists every change from one revision to another, and whom it may break.": 37,
-	"Lock expires":                         185,
+	"Last saved":      29,
+	"Latest revision": 71,
+	"Lists every change from one revision to another, and whom it may break.": 39,
+	"Lock expires":                         187,
 	"Main navigation":                      2,
-	"Mar":                                  78,
-	"Maximum attempts":                     188,
-	"May":                                  80,
-	"Mode":                                 181,
-	"Name":                                 25,
-	"Next node":                            107,
-	"Next page":                            72,
-	"No definition yet.":                   71,
-	"No inputs.":                           47,
-	"No occurrence matches these filters.": 225,
-	"No outputs yet: the occurrence has not completed.": 206,
-	"No outputs.": 49,
-	"No outputs: the occurrence ended without completing.": 208,
-	"No release yet.": 31,
-	"No revision yet: the Working copy has never been snapshotted.": 29,
-	"No service has reserved this occurrence yet.":                  199,
-	"Node":        102,
+	"Mar":                                  80,
+	"Maximum attempts":                     190,
+	"May":                                  82,
+	"Mode":                                 183,
+	"Name":                                 27,
+	"Next node":                            109,
+	"Next page":                            74,
+	"No definition yet.":                   73,
+	"No inputs.":                           49,
+	"No occurrence matches these filters.": 227,
+	"No outputs yet: the occurrence has not completed.": 208,
+	"No outputs.": 51,
+	"No outputs: the occurrence ended without completing.": 210,
+	"No release yet.": 33,
+	"No revision yet: the Working copy has never been snapshotted.": 31,
+	"No service has reserved this occurrence yet.":                  201,
+	"Node":        104,
 	"Not allowed": 7,
-	"Not found":   10,
-	"Notes":       34,
-	"Nothing exists at this address, or it is not visible to you.": 11,
-	"Nov":                       86,
-	"Occurrence":                103,
-	"Occurrence %s":             179,
-	"Occurrences, newest first": 224,
-	"Oct":                       85,
-	"Only a value this page shows as hidden (sensitive) can be revealed.": 234,
-	"Only administrators may reveal a sensitive value.":                   231,
-	"Only operators may stop an instance.":                                129,
-	"Outcome":                                                             197,
-	"Outputs":                                                             48,
-	"Outputs, labelled by revision %d's contract":                         205,
-	"Path":                      100,
-	"Policy":                    187,
-	"Priority":                  190,
-	"Process":                   118,
-	"Process inputs":            112,
-	"Process instance":          180,
-	"Process instance %s":       98,
-	"Published":                 35,
+	"Not found":   12,
+	"Notes":       36,
+	"Nothing exists at this address, or it is not visible to you.": 13,
+	"Nov":                       88,
+	"Occurrence":                105,
+	"Occurrence %s":             181,
+	"Occurrences, newest first": 226,
+	"Oct":                       87,
+	"Only a value this page shows as hidden (sensitive) can be revealed.": 236,
+	"Only administrators may reveal a sensitive value.":                   233,
+	"Only operators may stop an instance.":                                131,
+	"Outcome":                                                             199,
+	"Outputs":                                                             50,
+	"Outputs, labelled by revision %d's contract":                         207,
+	"Path":                      102,
+	"Policy":                    189,
+	"Priority":                  192,
+	"Process":                   120,
+	"Process inputs":            114,
+	"Process instance":          182,
+	"Process instance %s":       100,
+	"Published":                 37,
 	"Relais console":            0,
-	"Release":                   32,
-	"Releases":                  30,
-	"Required":                  18,
-	"Reserved":                  184,
-	"Retry delay":               189,
-	"Reveal — this is recorded": 209,
-	"Revealed by %s at %s; recorded in the audit log.": 232,
-	"Revision":                             33,
-	"Revision %d":                          50,
-	"Revisions":                            28,
-	"Route":                                106,
-	"Routing output":                       26,
-	"Secret values can never be revealed.": 235,
-	"Sep":                                  84,
-	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 126,
-	"Settled": 109,
-	"Sign in": 237,
-	"Sign in with an operator or administrator token.": 238,
+	"Release":                   34,
+	"Releases":                  32,
+	"Required":                  20,
+	"Reserved":                  186,
+	"Retry delay":               191,
+	"Reveal — this is recorded": 211,
+	"Revealed by %s at %s; recorded in the audit log.": 234,
+	"Revision":                             35,
+	"Revision %d":                          52,
+	"Revisions":                            30,
+	"Route":                                108,
+	"Routing output":                       28,
+	"Secret values can never be revealed.": 237,
+	"Sep":                                  86,
+	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 128,
+	"Settled": 111,
+	"Sign in": 239,
+	"Sign in with an operator or administrator token.": 240,
 	"Sign out":                 6,
 	"Signed in as %s (%s)":     5,
-	"Snapshotted":              51,
-	"Something went wrong":     14,
-	"Started":                  119,
-	"Status":                   105,
-	"Stop process instance %s": 124,
-	"Stop the instance":        127,
-	"Stop this instance? Its open occurrences are cancelled.":                                125,
-	"Stop this instance…":                                                                    116,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.": 117,
-	"Summary": 99,
-	"Task contracts: their Working copy, immutable revisions and named releases.":                                                 67,
-	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                 15,
-	"The instance was stopped; its open occurrences are cancelled.":                                                               115,
-	"The nodes this instance reached, in order, each with its occurrence.":                                                        101,
-	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                24,
-	"The page cursor is invalid: go back to the first page.":                                                                      216,
-	"The page size must be between 1 and %d.":                                                                                     217,
-	"The process instance must be an instance id (a UUID).":                                                                       213,
-	"The revision must be a whole number, 1 or more.":                                                                             214,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 240,
-	"These revisions have the same contracts.":                                                                                    45,
-	"This contract has no inputs.":                                                                                                204,
-	"This contract has no outputs.":                                                                                               207,
-	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                         13,
-	"This instance has already ended; there is nothing to stop.":                                                                  130,
-	"This instance has not reached a task yet.":                                                                                   110,
-	"This page does not accept that request.":                                                                                     8,
-	"This process takes no inputs.":                                                                                               114,
-	"This token is unknown or has been revoked.":                                                                                  241,
-	"To revision":                     39,
-	"Token":                           239,
-	"Type":                            17,
-	"Unknown consumer.":               215,
-	"Unknown status %q.":              212,
-	"Value":                           111,
-	"Worker id":                       196,
-	"Working copy":                    23,
-	"You are signed out.":             236,
-	"[redacted]":                      211,
-	"administrator":                   155,
-	"at least %d characters":          245,
-	"at least %d items":               252,
-	"at most %d":                      194,
-	"at most %d characters":           246,
-	"at most %d items":                253,
-	"available":                       131,
-	"boolean":                         142,
-	"cancelled":                       135,
-	"choice":                          145,
-	"classification changed":          166,
-	"completed":                       133,
-	"constraint changed":              167,
-	"consumer":                        158,
-	"consumer #%s":                    210,
-	"date":                            143,
-	"date and time":                   144,
-	"designer":                        157,
-	"expired":                         137,
-	"failed":                          134,
-	"field added":                     161,
-	"field removed":                   162,
-	"format":                          172,
-	"format %s":                       248,
-	"in progress":                     200,
-	"instance id":                     219,
-	"integer":                         140,
-	"list":                            147,
-	"maximum":                         174,
-	"maximum %s":                      250,
-	"maximum items":                   176,
-	"maximum length":                  170,
-	"minimum":                         173,
-	"minimum %s":                      249,
-	"minimum items":                   175,
-	"minimum length":                  169,
-	"no":                              160,
-	"none":                            66,
-	"none yet":                        70,
-	"normal":                          148,
-	"not provided":                    254,
-	"null":                            256,
-	"number":                          141,
-	"object":                          146,
-	"one of: %s":                      251,
-	"operator":                        156,
-	"optional field of type %s":       65,
-	"optional → required":             58,
-	"pattern":                         171,
-	"pattern %s":                      247,
-	"pull (the service fetches it)":   153,
-	"push (Relais calls the service)": 154,
-	"rejected":                        138,
-	"required changed":                164,
-	"required field of type %s":       64,
-	"required → optional":             59,
-	"reserved":                        132,
-	"routing changed":                 168,
-	"routing output":                  243,
-	"routing output %s → %s":          57,
-	"running":                         136,
-	"secret":                          150,
-	"sensitive":                       149,
-	"text":                            139,
-	"type changed":                    163,
-	"unexpected value":                257,
-	"values added: %s":                60,
-	"values changed":                  165,
-	"values removed: %s":              61,
-	"values reordered":                62,
-	"yes":                             159,
-	"••• hidden (secret)":             152,
-	"••• hidden (sensitive)":          151,
+	"Snapshotted":              53,
+	"Something went wrong":     16,
+	"Started":                  121,
+	"Status":                   107,
+	"Stop process instance %s": 126,
+	"Stop the instance":        129,
+	"Stop this instance? Its open occurrences are cancelled.":                                127,
+	"Stop this instance…":                                                                    118,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.": 119,
+	"Summary": 101,
+	"Task contracts: their Working copy, immutable revisions and named releases.":                                                 69,
+	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                 17,
+	"The instance was stopped; its open occurrences are cancelled.":                                                               117,
+	"The nodes this instance reached, in order, each with its occurrence.":                                                        103,
+	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                26,
+	"The page cursor is invalid: go back to the first page.":                                                                      218,
+	"The page size must be between 1 and %d.":                                                                                     219,
+	"The process instance must be an instance id (a UUID).":                                                                       215,
+	"The revision must be a whole number, 1 or more.":                                                                             216,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 242,
+	"These revisions have the same contracts.":                                                                                    47,
+	"This contract has no inputs.":                                                                                                206,
+	"This contract has no outputs.":                                                                                               209,
+	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                         15,
+	"This instance has already ended; there is nothing to stop.":                                                                  132,
+	"This instance has not reached a task yet.":                                                                                   112,
+	"This page does not accept that request.":                                                                                     9,
+	"This process takes no inputs.":                                                                                               116,
+	"This token is unknown or has been revoked.":                                                                                  243,
+	"To revision":         41,
+	"Token":               241,
+	"Type":                19,
+	"Unknown consumer.":   217,
+	"Unknown status %q.":  214,
+	"Value":               113,
+	"Worker id":           198,
+	"Working copy":        25,
+	"You are signed out.": 238,
+	"Your role can read definitions only: external tasks and process instances are for operators and administrators.": 8,
+	"[redacted]":                      213,
+	"administrator":                   157,
+	"at least %d characters":          247,
+	"at least %d items":               254,
+	"at most %d":                      196,
+	"at most %d characters":           248,
+	"at most %d items":                255,
+	"available":                       133,
+	"boolean":                         144,
+	"cancelled":                       137,
+	"choice":                          147,
+	"classification changed":          168,
+	"completed":                       135,
+	"constraint changed":              169,
+	"consumer":                        160,
+	"consumer #%s":                    212,
+	"date":                            145,
+	"date and time":                   146,
+	"designer":                        159,
+	"expired":                         139,
+	"failed":                          136,
+	"field added":                     163,
+	"field removed":                   164,
+	"format":                          174,
+	"format %s":                       250,
+	"in progress":                     202,
+	"instance id":                     221,
+	"integer":                         142,
+	"list":                            149,
+	"maximum":                         176,
+	"maximum %s":                      252,
+	"maximum items":                   178,
+	"maximum length":                  172,
+	"minimum":                         175,
+	"minimum %s":                      251,
+	"minimum items":                   177,
+	"minimum length":                  171,
+	"no":                              162,
+	"none":                            68,
+	"none yet":                        72,
+	"normal":                          150,
+	"not provided":                    256,
+	"null":                            258,
+	"number":                          143,
+	"object":                          148,
+	"one of: %s":                      253,
+	"operator":                        158,
+	"optional field of type %s":       67,
+	"optional → required":             60,
+	"pattern":                         173,
+	"pattern %s":                      249,
+	"pull (the service fetches it)":   155,
+	"push (Relais calls the service)": 156,
+	"rejected":                        140,
+	"required changed":                166,
+	"required field of type %s":       66,
+	"required → optional":             61,
+	"reserved":                        134,
+	"routing changed":                 170,
+	"routing output":                  245,
+	"routing output %s → %s":          59,
+	"running":                         138,
+	"secret":                          152,
+	"sensitive":                       151,
+	"text":                            141,
+	"type changed":                    165,
+	"unexpected value":                259,
+	"values added: %s":                62,
+	"values changed":                  167,
+	"values removed: %s":              63,
+	"values reordered":                64,
+	"yes":                             161,
+	"••• hidden (secret)":             154,
+	"••• hidden (sensitive)":          153,
 }
 
-var enIndex = []uint32{ // 259 elements
+var enIndex = []uint32{ // 261 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000f, 0x00000018, 0x00000028,
 	0x00000037, 0x00000043, 0x0000005e, 0x00000067,
-	0x00000073, 0x0000009b, 0x000000b2, 0x000000bc,
-	0x000000f9, 0x00000106, 0x0000016a, 0x0000017f,
-	0x000001ee, 0x000001f4, 0x000001f9, 0x00000202,
-	0x00000211, 0x0000021d, 0x00000229, 0x0000023a,
-	0x00000247, 0x000002a4, 0x000002a9, 0x000002b8,
-	0x000002c3, 0x000002cd, 0x0000030b, 0x00000314,
+	0x00000073, 0x000000e3, 0x0000010b, 0x00000122,
+	0x00000136, 0x00000140, 0x0000017d, 0x0000018a,
+	0x000001ee, 0x00000203, 0x00000272, 0x00000278,
+	0x0000027d, 0x00000286, 0x00000295, 0x000002a1,
+	0x000002ad, 0x000002be, 0x000002cb, 0x00000328,
+	0x0000032d, 0x0000033c, 0x00000347, 0x00000351,
 	// Entry 20 - 3F
-	0x00000324, 0x0000032c, 0x00000335, 0x0000033b,
-	0x00000345, 0x00000357, 0x0000039f, 0x000003ad,
-	0x000003b9, 0x000003c1, 0x000003c8, 0x000003cf,
-	0x000003e0, 0x000003ef, 0x00000418, 0x0000041f,
-	0x0000042a, 0x00000432, 0x0000043e, 0x0000044d,
-	0x00000459, 0x00000460, 0x0000048a, 0x000004b1,
-	0x000004d5, 0x000004fc, 0x0000051b, 0x00000531,
-	0x00000547, 0x0000055b, 0x00000571, 0x00000582,
+	0x0000038f, 0x00000398, 0x000003a8, 0x000003b0,
+	0x000003b9, 0x000003bf, 0x000003c9, 0x000003db,
+	0x00000423, 0x00000431, 0x0000043d, 0x00000445,
+	0x0000044c, 0x00000453, 0x00000464, 0x00000473,
+	0x0000049c, 0x000004a3, 0x000004ae, 0x000004b6,
+	0x000004c2, 0x000004d1, 0x000004dd, 0x000004e4,
+	0x0000050e, 0x00000535, 0x00000559, 0x00000580,
+	0x0000059f, 0x000005b5, 0x000005cb, 0x000005df,
 	// Entry 40 - 5F
-	0x00000599, 0x000005b6, 0x000005d3, 0x000005d8,
-	0x00000624, 0x00000628, 0x00000638, 0x00000641,
-	0x00000654, 0x0000065e, 0x00000669, 0x0000068f,
-	0x000006ad, 0x000006b1, 0x000006b5, 0x000006b9,
-	0x000006bd, 0x000006c1, 0x000006c5, 0x000006c9,
-	0x000006cd, 0x000006d1, 0x000006d5, 0x000006d9,
-	0x000006dd, 0x000006e7, 0x00000705, 0x00000725,
-	0x00000749, 0x0000076d, 0x00000776, 0x0000077e,
+	0x000005f5, 0x00000606, 0x0000061d, 0x0000063a,
+	0x00000657, 0x0000065c, 0x000006a8, 0x000006ac,
+	0x000006bc, 0x000006c5, 0x000006d8, 0x000006e2,
+	0x000006ed, 0x00000713, 0x00000731, 0x00000735,
+	0x00000739, 0x0000073d, 0x00000741, 0x00000745,
+	0x00000749, 0x0000074d, 0x00000751, 0x00000755,
+	0x00000759, 0x0000075d, 0x00000761, 0x0000076b,
+	0x00000789, 0x000007a9, 0x000007cd, 0x000007f1,
 	// Entry 60 - 7F
-	0x00000786, 0x00000790, 0x00000798, 0x000007af,
-	0x000007b7, 0x000007bc, 0x00000801, 0x00000806,
-	0x00000811, 0x0000081c, 0x00000823, 0x00000829,
-	0x00000833, 0x0000083b, 0x00000843, 0x0000086d,
-	0x00000873, 0x00000882, 0x000008d5, 0x000008f3,
-	0x00000931, 0x00000947, 0x0000099e, 0x000009a6,
-	0x000009ae, 0x000009b4, 0x000009bd, 0x000009ca,
-	0x000009d5, 0x000009f1, 0x00000a29, 0x00000ad7,
+	0x000007fa, 0x00000802, 0x0000080a, 0x00000814,
+	0x0000081c, 0x00000833, 0x0000083b, 0x00000840,
+	0x00000885, 0x0000088a, 0x00000895, 0x000008a0,
+	0x000008a7, 0x000008ad, 0x000008b7, 0x000008bf,
+	0x000008c7, 0x000008f1, 0x000008f7, 0x00000906,
+	0x00000959, 0x00000977, 0x000009b5, 0x000009cb,
+	0x00000a22, 0x00000a2a, 0x00000a32, 0x00000a38,
+	0x00000a41, 0x00000a4e, 0x00000a59, 0x00000a75,
 	// Entry 80 - 9F
-	0x00000ae9, 0x00000af9, 0x00000b1e, 0x00000b59,
-	0x00000b63, 0x00000b6c, 0x00000b76, 0x00000b7d,
-	0x00000b87, 0x00000b8f, 0x00000b97, 0x00000ba0,
-	0x00000ba5, 0x00000bad, 0x00000bb4, 0x00000bbc,
-	0x00000bc1, 0x00000bcf, 0x00000bd6, 0x00000bdd,
-	0x00000be2, 0x00000be9, 0x00000bf3, 0x00000bfa,
-	0x00000c17, 0x00000c31, 0x00000c4f, 0x00000c6f,
-	0x00000c7d, 0x00000c86, 0x00000c8f, 0x00000c98,
+	0x00000aad, 0x00000b5b, 0x00000b6d, 0x00000b7d,
+	0x00000ba2, 0x00000bdd, 0x00000be7, 0x00000bf0,
+	0x00000bfa, 0x00000c01, 0x00000c0b, 0x00000c13,
+	0x00000c1b, 0x00000c24, 0x00000c29, 0x00000c31,
+	0x00000c38, 0x00000c40, 0x00000c45, 0x00000c53,
+	0x00000c5a, 0x00000c61, 0x00000c66, 0x00000c6d,
+	0x00000c77, 0x00000c7e, 0x00000c9b, 0x00000cb5,
+	0x00000cd3, 0x00000cf3, 0x00000d01, 0x00000d0a,
 	// Entry A0 - BF
-	0x00000c9c, 0x00000c9f, 0x00000cab, 0x00000cb9,
-	0x00000cc6, 0x00000cd7, 0x00000ce6, 0x00000cfd,
-	0x00000d10, 0x00000d20, 0x00000d2f, 0x00000d3e,
-	0x00000d46, 0x00000d4d, 0x00000d55, 0x00000d5d,
-	0x00000d6b, 0x00000d79, 0x00000d8f, 0x00000da4,
-	0x00000db5, 0x00000dc6, 0x00000dcb, 0x00000dd1,
-	0x00000ddb, 0x00000de4, 0x00000df1, 0x00000dfa,
-	0x00000e01, 0x00000e12, 0x00000e1e, 0x00000e27,
+	0x00000d13, 0x00000d1c, 0x00000d20, 0x00000d23,
+	0x00000d2f, 0x00000d3d, 0x00000d4a, 0x00000d5b,
+	0x00000d6a, 0x00000d81, 0x00000d94, 0x00000da4,
+	0x00000db3, 0x00000dc2, 0x00000dca, 0x00000dd1,
+	0x00000dd9, 0x00000de1, 0x00000def, 0x00000dfd,
+	0x00000e13, 0x00000e28, 0x00000e39, 0x00000e4a,
+	0x00000e4f, 0x00000e55, 0x00000e5f, 0x00000e68,
+	0x00000e75, 0x00000e7e, 0x00000e85, 0x00000e96,
 	// Entry C0 - DF
-	0x00000e43, 0x00000e4c, 0x00000e72, 0x00000e80,
-	0x00000e89, 0x00000e93, 0x00000e9b, 0x00000ea9,
-	0x00000ed6, 0x00000ee2, 0x00000eee, 0x00000efb,
-	0x00000f29, 0x00000f46, 0x00000f75, 0x00000fa7,
-	0x00000fc5, 0x00000ffa, 0x00001016, 0x00001026,
-	0x00001031, 0x00001047, 0x0000107d, 0x000010ad,
-	0x000010bf, 0x000010f6, 0x00001121, 0x00001129,
-	0x00001135, 0x00001143, 0x00001151, 0x00001162,
+	0x00000ea2, 0x00000eab, 0x00000ec7, 0x00000ed0,
+	0x00000ef6, 0x00000f04, 0x00000f0d, 0x00000f17,
+	0x00000f1f, 0x00000f2d, 0x00000f5a, 0x00000f66,
+	0x00000f72, 0x00000f7f, 0x00000fad, 0x00000fca,
+	0x00000ff9, 0x0000102b, 0x00001049, 0x0000107e,
+	0x0000109a, 0x000010aa, 0x000010b5, 0x000010cb,
+	0x00001101, 0x00001131, 0x00001143, 0x0000117a,
+	0x000011a5, 0x000011ad, 0x000011b9, 0x000011c7,
 	// Entry E0 - FF
-	0x0000118a, 0x000011a4, 0x000011c9, 0x000011d9,
-	0x000011e6, 0x000011f4, 0x00001216, 0x00001242,
-	0x00001274, 0x000012ab, 0x000012b9, 0x000012fd,
-	0x00001322, 0x00001336, 0x0000133e, 0x0000136f,
-	0x00001375, 0x000013f1, 0x0000141c, 0x00001474,
-	0x00001483, 0x0000148f, 0x000014cb, 0x00001505,
-	0x00001513, 0x00001520, 0x0000152e, 0x0000153c,
-	0x0000154a, 0x0000157c, 0x000015ac, 0x000015b9,
+	0x000011d5, 0x000011e6, 0x0000120e, 0x00001228,
+	0x0000124d, 0x0000125d, 0x0000126a, 0x00001278,
+	0x0000129a, 0x000012c6, 0x000012f8, 0x0000132f,
+	0x0000133d, 0x00001381, 0x000013a6, 0x000013ba,
+	0x000013c2, 0x000013f3, 0x000013f9, 0x00001475,
+	0x000014a0, 0x00001502, 0x00001511, 0x0000151d,
+	0x00001559, 0x00001593, 0x000015a1, 0x000015ae,
+	0x000015bc, 0x000015ca, 0x000015d8, 0x0000160a,
 	// Entry 100 - 11F
-	0x000015d9, 0x000015de, 0x000015ef,
-} // Size: 1060 bytes
+	0x0000163a, 0x00001647, 0x00001667, 0x0000166c,
+	0x0000167d,
+} // Size: 1068 bytes
 
-const enData string = "" + // Size: 5615 bytes
+const enData string = "" + // Size: 5757 bytes
 	"\x02Relais console\x02Language\x02Main navigation\x02External tasks\x02D" +
-	"efinitions\x02Signed in as %[1]s (%[2]s)\x02Sign out\x02Not allowed\x02T" +
-	"his page does not accept that request.\x02Back to external tasks\x02Not " +
-	"found\x02Nothing exists at this address, or it is not visible to you." +
-	"\x02Form refused\x02This form was not sent from this console session, or" +
-	" it has expired. Reload the page and try again.\x02Something went wrong" +
-	"\x02The console could not show this page. Try again; if it persists, giv" +
-	"e your administrator the request id %[1]s.\x02Field\x02Type\x02Required" +
-	"\x02Classification\x02Constraints\x02Description\x02Definition %[1]s\x02" +
-	"Working copy\x02The only mutable part of a definition. Processes never u" +
-	"se it directly: they pin a revision.\x02Name\x02Routing output\x02Last s" +
-	"aved\x02Revisions\x02No revision yet: the Working copy has never been sn" +
-	"apshotted.\x02Releases\x02No release yet.\x02Release\x02Revision\x02Note" +
-	"s\x02Published\x02Compare revisions\x02Lists every change from one revis" +
-	"ion to another, and whom it may break.\x02From revision\x02To revision" +
-	"\x02Compare\x02Change\x02Detail\x02Breaks processes\x02Breaks workers" +
-	"\x02These revisions have the same contracts.\x02Inputs\x02No inputs.\x02" +
-	"Outputs\x02No outputs.\x02Revision %[1]d\x02Snapshotted\x02Digest\x02Cho" +
-	"ose two existing revisions to compare.\x02From revision %[1]d to revisio" +
-	"n %[2]d:\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d ch" +
-	"anges\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d bre" +
-	"aking\x02routing output %[1]s → %[2]s\x02optional → required\x02required" +
-	" → optional\x02values added: %[1]s\x02values removed: %[1]s\x02values re" +
-	"ordered\x02%[1]s: %[2]s → %[3]s\x02required field of type %[1]s\x02optio" +
-	"nal field of type %[1]s\x02none\x02Task contracts: their Working copy, i" +
-	"mmutable revisions and named releases.\x02Key\x02Latest revision\x02none" +
-	" yet\x02No definition yet.\x02Next page\x02First page\x14\x01\x81\x01" +
-	"\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases\x02%[1]s %[2]s, " +
-	"%[3]s, %[4]s UTC\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug" +
-	"\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a" +
-	"\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d" +
-	" hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute" +
-	"\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second" +
-	"\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02%[1]d d\x02%[1]d h\x02%[1]d min" +
-	"\x02%[1]d s\x02Process instance %[1]s\x02Summary\x02Path\x02The nodes th" +
-	"is instance reached, in order, each with its occurrence.\x02Node\x02Occu" +
-	"rrence\x02Definition\x02Status\x02Route\x02Next node\x02Created\x02Settl" +
-	"ed\x02This instance has not reached a task yet.\x02Value\x02Process inpu" +
-	"ts\x02Inputs the instance was started with, labelled by process version " +
-	"%[1]d's contract\x02This process takes no inputs.\x02The instance was st" +
-	"opped; its open occurrences are cancelled.\x02Stop this instance…\x02Sto" +
-	"pping cancels the instance and its open occurrences. It does not complet" +
-	"e anything.\x02Process\x02Started\x02Ended\x02End node\x02Business key" +
-	"\x02Error code\x02Stop process instance %[1]s\x02Stop this instance? Its" +
-	" open occurrences are cancelled.\x02Services that hold one of them learn" +
-	" it when they next report, and their results are refused. Nothing is com" +
-	"pleted on their behalf, and a stopped instance cannot be resumed.\x02Sto" +
-	"p the instance\x02Keep it running\x02Only operators may stop an instance" +
-	".\x02This instance has already ended; there is nothing to stop.\x02avail" +
-	"able\x02reserved\x02completed\x02failed\x02cancelled\x02running\x02expir" +
-	"ed\x02rejected\x02text\x02integer\x02number\x02boolean\x02date\x02date a" +
-	"nd time\x02choice\x02object\x02list\x02normal\x02sensitive\x02secret\x02" +
-	"••• hidden (sensitive)\x02••• hidden (secret)\x02pull (the service fet" +
-	"ches it)\x02push (Relais calls the service)\x02administrator\x02operator" +
+	"efinitions\x02Signed in as %[1]s (%[2]s)\x02Sign out\x02Not allowed\x02Y" +
+	"our role can read definitions only: external tasks and process instances" +
+	" are for operators and administrators.\x02This page does not accept that" +
+	" request.\x02Back to external tasks\x02Back to definitions\x02Not found" +
+	"\x02Nothing exists at this address, or it is not visible to you.\x02Form" +
+	" refused\x02This form was not sent from this console session, or it has " +
+	"expired. Reload the page and try again.\x02Something went wrong\x02The c" +
+	"onsole could not show this page. Try again; if it persists, give your ad" +
+	"ministrator the request id %[1]s.\x02Field\x02Type\x02Required\x02Classi" +
+	"fication\x02Constraints\x02Description\x02Definition %[1]s\x02Working co" +
+	"py\x02The only mutable part of a definition. Processes never use it dire" +
+	"ctly: they pin a revision.\x02Name\x02Routing output\x02Last saved\x02Re" +
+	"visions\x02No revision yet: the Working copy has never been snapshotted." +
+	"\x02Releases\x02No release yet.\x02Release\x02Revision\x02Notes\x02Publi" +
+	"shed\x02Compare revisions\x02Lists every change from one revision to ano" +
+	"ther, and whom it may break.\x02From revision\x02To revision\x02Compare" +
+	"\x02Change\x02Detail\x02Breaks processes\x02Breaks workers\x02These revi" +
+	"sions have the same contracts.\x02Inputs\x02No inputs.\x02Outputs\x02No " +
+	"outputs.\x02Revision %[1]d\x02Snapshotted\x02Digest\x02Choose two existi" +
+	"ng revisions to compare.\x02From revision %[1]d to revision %[2]d:\x14" +
+	"\x01\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d changes\x14" +
+	"\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d breaking\x02" +
+	"routing output %[1]s → %[2]s\x02optional → required\x02required → option" +
+	"al\x02values added: %[1]s\x02values removed: %[1]s\x02values reordered" +
+	"\x02%[1]s: %[2]s → %[3]s\x02required field of type %[1]s\x02optional fie" +
+	"ld of type %[1]s\x02none\x02Task contracts: their Working copy, immutabl" +
+	"e revisions and named releases.\x02Key\x02Latest revision\x02none yet" +
+	"\x02No definition yet.\x02Next page\x02First page\x14\x01\x81\x01\x00" +
+	"\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases\x02%[1]s %[2]s, %[3]" +
+	"s, %[4]s UTC\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02" +
+	"Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1" +
+	"]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour" +
+	"\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00" +
+	"\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00" +
+	"\x0e\x02%[1]d seconds\x02%[1]d ms\x02%[1]d d\x02%[1]d h\x02%[1]d min\x02" +
+	"%[1]d s\x02Process instance %[1]s\x02Summary\x02Path\x02The nodes this i" +
+	"nstance reached, in order, each with its occurrence.\x02Node\x02Occurren" +
+	"ce\x02Definition\x02Status\x02Route\x02Next node\x02Created\x02Settled" +
+	"\x02This instance has not reached a task yet.\x02Value\x02Process inputs" +
+	"\x02Inputs the instance was started with, labelled by process version %[" +
+	"1]d's contract\x02This process takes no inputs.\x02The instance was stop" +
+	"ped; its open occurrences are cancelled.\x02Stop this instance…\x02Stopp" +
+	"ing cancels the instance and its open occurrences. It does not complete " +
+	"anything.\x02Process\x02Started\x02Ended\x02End node\x02Business key\x02" +
+	"Error code\x02Stop process instance %[1]s\x02Stop this instance? Its ope" +
+	"n occurrences are cancelled.\x02Services that hold one of them learn it " +
+	"when they next report, and their results are refused. Nothing is complet" +
+	"ed on their behalf, and a stopped instance cannot be resumed.\x02Stop th" +
+	"e instance\x02Keep it running\x02Only operators may stop an instance." +
+	"\x02This instance has already ended; there is nothing to stop.\x02availa" +
+	"ble\x02reserved\x02completed\x02failed\x02cancelled\x02running\x02expire" +
+	"d\x02rejected\x02text\x02integer\x02number\x02boolean\x02date\x02date an" +
+	"d time\x02choice\x02object\x02list\x02normal\x02sensitive\x02secret\x02•" +
+	"•• hidden (sensitive)\x02••• hidden (secret)\x02pull (the service fetc" +
+	"hes it)\x02push (Relais calls the service)\x02administrator\x02operator" +
 	"\x02designer\x02consumer\x02yes\x02no\x02field added\x02field removed" +
 	"\x02type changed\x02required changed\x02values changed\x02classification" +
 	" changed\x02constraint changed\x02routing changed\x02minimum length\x02m" +
@@ -463,202 +468,207 @@ const enData string = "" + // Size: 5615 bytes
 	"\x02Token\x02The token is checked once and never stored in your browser;" +
 	" a session cookie stands for it for up to 8 hours of inactivity.\x02This" +
 	" token is unknown or has been revoked.\x02A %[1]s token cannot open the " +
-	"console: sign in with an operator or administrator token.\x02routing out" +
-	"put\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d charact" +
-	"er\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02a" +
-	"t most %[1]d character\x00\x19\x02at most %[1]d characters\x02pattern %[" +
-	"1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s" +
-	"\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least " +
-	"%[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14" +
-	"\x02at most %[1]d items\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%" +
-	"[1]d item\x00\x0c\x02%[1]d items\x02null\x02unexpected value"
+	"console: sign in with an operator, designer or administrator token.\x02r" +
+	"outing output\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1" +
+	"]d character\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00" +
+	"\x02\x18\x02at most %[1]d character\x00\x19\x02at most %[1]d characters" +
+	"\x02pattern %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02o" +
+	"ne of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15" +
+	"\x02at least %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d it" +
+	"em\x00\x14\x02at most %[1]d items\x02not provided\x14\x01\x81\x01\x00" +
+	"\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02null\x02unexpected valu" +
+	"e"
 
-var frIndex = []uint32{ // 259 elements
+var frIndex = []uint32{ // 261 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000f, 0x00000016, 0x0000002c,
 	0x0000003d, 0x0000004a, 0x0000006e, 0x0000007e,
-	0x0000008c, 0x000000b7, 0x000000d3, 0x000000df,
-	0x00000120, 0x00000133, 0x000001af, 0x000001c7,
-	0x0000025d, 0x00000263, 0x00000268, 0x00000274,
-	0x00000283, 0x0000028f, 0x0000029b, 0x000002ad,
-	0x000002be, 0x00000340, 0x00000344, 0x00000356,
-	0x0000036d, 0x00000378, 0x000003cb, 0x000003d8,
+	0x0000008c, 0x00000130, 0x0000015b, 0x00000177,
+	0x0000018f, 0x0000019b, 0x000001dc, 0x000001ef,
+	0x0000026b, 0x00000283, 0x00000319, 0x0000031f,
+	0x00000324, 0x00000330, 0x0000033f, 0x0000034b,
+	0x00000357, 0x00000369, 0x0000037a, 0x000003fc,
+	0x00000400, 0x00000412, 0x00000429, 0x00000434,
 	// Entry 20 - 3F
-	0x000003fd, 0x00000409, 0x00000413, 0x00000419,
-	0x00000425, 0x0000043d, 0x0000048c, 0x0000049c,
-	0x000004ac, 0x000004b5, 0x000004c0, 0x000004c8,
-	0x000004dc, 0x000004ef, 0x00000517, 0x00000520,
-	0x00000530, 0x00000538, 0x00000547, 0x00000557,
-	0x00000561, 0x0000056b, 0x0000059e, 0x000005cc,
-	0x000005f8, 0x00000628, 0x0000064a, 0x00000665,
-	0x00000680, 0x0000069a, 0x000006b4, 0x000006ca,
+	0x00000487, 0x00000494, 0x000004b9, 0x000004c5,
+	0x000004cf, 0x000004d5, 0x000004e1, 0x000004f9,
+	0x00000548, 0x00000558, 0x00000568, 0x00000571,
+	0x0000057c, 0x00000584, 0x00000598, 0x000005ab,
+	0x000005d3, 0x000005dc, 0x000005ec, 0x000005f4,
+	0x00000603, 0x00000613, 0x0000061d, 0x00000627,
+	0x0000065a, 0x00000688, 0x000006b4, 0x000006e4,
+	0x00000706, 0x00000721, 0x0000073c, 0x00000756,
 	// Entry 40 - 5F
-	0x000006e2, 0x00000702, 0x00000721, 0x00000728,
-	0x00000790, 0x00000795, 0x000007a9, 0x000007c1,
-	0x000007e6, 0x000007f4, 0x00000803, 0x00000831,
-	0x0000084e, 0x00000854, 0x0000085b, 0x00000860,
-	0x00000865, 0x00000869, 0x0000086e, 0x00000874,
-	0x0000087a, 0x00000880, 0x00000885, 0x0000088a,
-	0x00000890, 0x0000089a, 0x000008ba, 0x000008dc,
-	0x00000900, 0x00000926, 0x0000092f, 0x00000937,
+	0x00000770, 0x00000786, 0x0000079e, 0x000007be,
+	0x000007dd, 0x000007e4, 0x0000084c, 0x00000851,
+	0x00000865, 0x0000087d, 0x000008a2, 0x000008b0,
+	0x000008bf, 0x000008ed, 0x0000090a, 0x00000910,
+	0x00000917, 0x0000091c, 0x00000921, 0x00000925,
+	0x0000092a, 0x00000930, 0x00000936, 0x0000093c,
+	0x00000941, 0x00000946, 0x0000094c, 0x00000956,
+	0x00000976, 0x00000998, 0x000009bc, 0x000009e2,
 	// Entry 60 - 7F
-	0x0000093f, 0x00000949, 0x00000951, 0x0000096d,
-	0x00000976, 0x0000097f, 0x000009d3, 0x000009d9,
-	0x000009e4, 0x000009f0, 0x000009f7, 0x000009fd,
-	0x00000a0b, 0x00000a16, 0x00000a22, 0x00000a55,
-	0x00000a5c, 0x00000a72, 0x00000ae5, 0x00000b0b,
-	0x00000b55, 0x00000b70, 0x00000bc0, 0x00000bca,
-	0x00000bd8, 0x00000be5, 0x00000bf2, 0x00000bff,
-	0x00000c0f, 0x00000c38, 0x00000c7b, 0x00000d40,
+	0x000009eb, 0x000009f3, 0x000009fb, 0x00000a05,
+	0x00000a0d, 0x00000a29, 0x00000a32, 0x00000a3b,
+	0x00000a8f, 0x00000a95, 0x00000aa0, 0x00000aac,
+	0x00000ab3, 0x00000ab9, 0x00000ac7, 0x00000ad2,
+	0x00000ade, 0x00000b11, 0x00000b18, 0x00000b2e,
+	0x00000ba1, 0x00000bc7, 0x00000c11, 0x00000c2c,
+	0x00000c7c, 0x00000c86, 0x00000c94, 0x00000ca1,
+	0x00000cae, 0x00000cbb, 0x00000ccb, 0x00000cf4,
 	// Entry 80 - 9F
-	0x00000d56, 0x00000d6b, 0x00000da0, 0x00000de3,
-	0x00000dee, 0x00000df9, 0x00000e03, 0x00000e0d,
-	0x00000e16, 0x00000e1f, 0x00000e28, 0x00000e31,
-	0x00000e37, 0x00000e3e, 0x00000e45, 0x00000e4e,
-	0x00000e53, 0x00000e61, 0x00000e67, 0x00000e6d,
-	0x00000e73, 0x00000e7b, 0x00000e84, 0x00000e8d,
-	0x00000eaa, 0x00000ec5, 0x00000ee5, 0x00000f06,
-	0x00000f15, 0x00000f20, 0x00000f2b, 0x00000f38,
+	0x00000d37, 0x00000dfc, 0x00000e12, 0x00000e27,
+	0x00000e5c, 0x00000e9f, 0x00000eaa, 0x00000eb5,
+	0x00000ebf, 0x00000ec9, 0x00000ed2, 0x00000edb,
+	0x00000ee4, 0x00000eed, 0x00000ef3, 0x00000efa,
+	0x00000f01, 0x00000f0a, 0x00000f0f, 0x00000f1d,
+	0x00000f23, 0x00000f29, 0x00000f2f, 0x00000f37,
+	0x00000f40, 0x00000f49, 0x00000f66, 0x00000f81,
+	0x00000fa1, 0x00000fc2, 0x00000fd1, 0x00000fdc,
 	// Entry A0 - BF
-	0x00000f3c, 0x00000f40, 0x00000f4e, 0x00000f5c,
-	0x00000f6a, 0x00000f8a, 0x00000f9d, 0x00000fb6,
-	0x00000fcb, 0x00000fdc, 0x00000fee, 0x00001000,
-	0x00001006, 0x0000100d, 0x00001015, 0x0000101d,
-	0x0000103b, 0x00001059, 0x00001070, 0x00001085,
-	0x00001096, 0x000010ac, 0x000010b1, 0x000010b7,
-	0x000010c5, 0x000010d3, 0x000010e6, 0x000010f1,
-	0x0000110a, 0x00001127, 0x00001141, 0x0000114b,
+	0x00000fe7, 0x00000ff4, 0x00000ff8, 0x00000ffc,
+	0x0000100a, 0x00001018, 0x00001026, 0x00001046,
+	0x00001059, 0x00001072, 0x00001087, 0x00001098,
+	0x000010aa, 0x000010bc, 0x000010c2, 0x000010c9,
+	0x000010d1, 0x000010d9, 0x000010f7, 0x00001115,
+	0x0000112c, 0x00001141, 0x00001152, 0x00001168,
+	0x0000116d, 0x00001173, 0x00001181, 0x0000118f,
+	0x000011a2, 0x000011ad, 0x000011c6, 0x000011e3,
 	// Entry C0 - DF
-	0x00001174, 0x0000117f, 0x000011a9, 0x000011b7,
-	0x000011c4, 0x000011e2, 0x000011ec, 0x000011ff,
-	0x00001236, 0x0000123f, 0x0000124b, 0x0000125c,
-	0x0000129b, 0x000012bc, 0x000012fa, 0x00001338,
-	0x00001358, 0x00001397, 0x000013c3, 0x000013da,
-	0x000013e4, 0x000013fc, 0x00001448, 0x0000147d,
-	0x00001493, 0x000014d3, 0x0000150b, 0x00001513,
-	0x0000152c, 0x00001542, 0x00001556, 0x00001569,
+	0x000011fd, 0x00001207, 0x00001230, 0x0000123b,
+	0x00001265, 0x00001273, 0x00001280, 0x0000129e,
+	0x000012a8, 0x000012bb, 0x000012f2, 0x000012fb,
+	0x00001307, 0x00001318, 0x00001357, 0x00001378,
+	0x000013b6, 0x000013f4, 0x00001414, 0x00001453,
+	0x0000147f, 0x00001496, 0x000014a0, 0x000014b8,
+	0x00001504, 0x00001539, 0x0000154f, 0x0000158f,
+	0x000015c7, 0x000015cf, 0x000015e8, 0x000015fe,
 	// Entry E0 - FF
-	0x000015a4, 0x000015ce, 0x000015fe, 0x00001616,
-	0x00001627, 0x0000163e, 0x0000166d, 0x00001699,
-	0x000016da, 0x0000171e, 0x00001736, 0x00001789,
-	0x000017c4, 0x000017dd, 0x000017ea, 0x0000182d,
-	0x00001833, 0x000018cd, 0x000018f8, 0x00001973,
-	0x00001985, 0x00001998, 0x000019d6, 0x00001a12,
-	0x00001a1e, 0x00001a2b, 0x00001a39, 0x00001a47,
-	0x00001a55, 0x00001a91, 0x00001acb, 0x00001ad6,
+	0x00001612, 0x00001625, 0x00001660, 0x0000168a,
+	0x000016ba, 0x000016d2, 0x000016e3, 0x000016fa,
+	0x00001729, 0x00001755, 0x00001796, 0x000017da,
+	0x000017f2, 0x00001845, 0x00001880, 0x00001899,
+	0x000018a6, 0x000018e9, 0x000018ef, 0x00001989,
+	0x000019b4, 0x00001a3e, 0x00001a50, 0x00001a63,
+	0x00001aa1, 0x00001add, 0x00001ae9, 0x00001af6,
+	0x00001b04, 0x00001b12, 0x00001b20, 0x00001b5c,
 	// Entry 100 - 11F
-	0x00001b00, 0x00001b04, 0x00001b16,
-} // Size: 1060 bytes
+	0x00001b96, 0x00001ba1, 0x00001bcb, 0x00001bcf,
+	0x00001be1,
+} // Size: 1068 bytes
 
-const frData string = "" + // Size: 6934 bytes
+const frData string = "" + // Size: 7137 bytes
 	"\x02Console Relais\x02Langue\x02Navigation principale\x02Tâches externes" +
 	"\x02Définitions\x02Connecté en tant que %[1]s (%[2]s)\x02Se déconnecter" +
-	"\x02Non autorisé\x02Cette page n’accepte pas cette requête.\x02Retour au" +
-	"x tâches externes\x02Introuvable\x02Rien n’existe à cette adresse, ou vo" +
-	"us ne pouvez pas le voir.\x02Formulaire refusé\x02Ce formulaire n’a pas " +
-	"été envoyé depuis cette session de la console, ou il a expiré. Recharge" +
-	"z la page et réessayez.\x02Une erreur est survenue\x02La console n’a pas" +
-	" pu afficher cette page. Réessayez ; si le problème persiste, donnez à v" +
-	"otre administrateur l’identifiant de requête %[1]s.\x02Champ\x02Type\x02" +
-	"Obligatoire\x02Classification\x02Contraintes\x02Description\x02Définitio" +
-	"n %[1]s\x02Copie de travail\x02La seule partie modifiable d’une définiti" +
-	"on. Les processus ne l’utilisent jamais directement : ils épinglent une " +
-	"révision.\x02Nom\x02Sortie de routage\x02Dernier enregistrement\x02Révis" +
-	"ions\x02Aucune révision pour l’instant : la copie de travail n’a jamais " +
-	"été figée.\x02Publications\x02Aucune publication pour l’instant.\x02Pub" +
-	"lication\x02Révision\x02Notes\x02Publiée le\x02Comparer des révisions" +
-	"\x02Liste chaque changement d’une révision à une autre, et qui il peut c" +
-	"asser.\x02De la révision\x02À la révision\x02Comparer\x02Changement\x02D" +
-	"étail\x02Casse les processus\x02Casse les services\x02Ces révisions ont" +
-	" les mêmes contrats.\x02Entrées\x02Aucune entrée.\x02Sorties\x02Aucune s" +
-	"ortie.\x02Révision %[1]d\x02Figée le\x02Empreinte\x02Choisissez deux rév" +
-	"isions existantes à comparer.\x02De la révision %[1]d à la révision %[2]" +
-	"d :\x14\x01\x81\x01\x00\x02\x11\x02%[1]d changement\x00\x12\x02%[1]d cha" +
-	"ngements\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incompatible\x00\x14\x02%[" +
-	"1]d incompatibles\x02sortie de routage %[1]s → %[2]s\x02facultatif → obl" +
-	"igatoire\x02obligatoire → facultatif\x02valeurs ajoutées : %[1]s\x02vale" +
-	"urs retirées : %[1]s\x02valeurs réordonnées\x02%[1]s : %[2]s → %[3]s\x02" +
-	"champ obligatoire de type %[1]s\x02champ facultatif de type %[1]s\x02auc" +
-	"une\x02Contrats de tâches : leur copie de travail, leurs révisions immua" +
-	"bles et leurs publications nommées.\x02Clé\x02Dernière révision\x02aucun" +
-	"e pour l’instant\x02Aucune définition pour l’instant.\x02Page suivante" +
-	"\x02Première page\x14\x01\x81\x01\x00\x02\x12\x02%[1]d publication\x00" +
-	"\x13\x02%[1]d publications\x02%[2]s %[1]s %[3]s, %[4]s UTC\x02janv.\x02f" +
-	"évr.\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oct." +
-	"\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jour" +
-	"\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00" +
-	"\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e" +
-	"\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f" +
-	"\x02%[1]d secondes\x02%[1]d ms\x02%[1]d j\x02%[1]d h\x02%[1]d min\x02%[1" +
-	"]d s\x02Instance de processus %[1]s\x02Résumé\x02Parcours\x02Les nœuds a" +
-	"tteints par cette instance, dans l’ordre, chacun avec son occurrence." +
-	"\x02Nœud\x02Occurrence\x02Définition\x02Statut\x02Route\x02Nœud suivant" +
-	"\x02Créée le\x02Réglée le\x02Cette instance n’a encore atteint aucune tâ" +
-	"che.\x02Valeur\x02Entrées du processus\x02Entrées avec lesquelles l’inst" +
-	"ance a démarré, nommées d’après le contrat de la version %[1]d du proces" +
-	"sus\x02Ce processus ne prend aucune entrée.\x02L’instance a été arrêtée " +
-	"; ses occurrences ouvertes sont annulées.\x02Arrêter cette instance…\x02" +
-	"L’arrêt annule l’instance et ses occurrences ouvertes. Il ne termine rie" +
-	"n.\x02Processus\x02Démarrée le\x02Terminée le\x02Nœud de fin\x02Clé méti" +
-	"er\x02Code d’erreur\x02Arrêter l’instance de processus %[1]s\x02Arrêter " +
-	"cette instance ? Ses occurrences ouvertes sont annulées.\x02Les services" +
-	" qui en détiennent une l’apprennent à leur prochain retour, et leurs rés" +
-	"ultats sont refusés. Rien n’est terminé à leur place, et une instance ar" +
-	"rêtée ne peut pas reprendre.\x02Arrêter l’instance\x02La laisser continu" +
-	"er\x02Seuls les opérateurs peuvent arrêter une instance.\x02Cette instan" +
-	"ce est déjà terminée ; il n’y a rien à arrêter.\x02disponible\x02réservé" +
-	"e\x02terminée\x02en échec\x02annulée\x02en cours\x02expirée\x02rejetée" +
-	"\x02texte\x02entier\x02nombre\x02booléen\x02date\x02date et heure\x02cho" +
-	"ix\x02objet\x02liste\x02normale\x02sensible\x02secrète\x02••• masqué (se" +
-	"nsible)\x02••• masqué (secret)\x02pull (le service la récupère)\x02push " +
-	"(Relais appelle le service)\x02administrateur\x02opérateur\x02concepteur" +
-	"\x02consommateur\x02oui\x02non\x02champ ajouté\x02champ retiré\x02type m" +
-	"odifié\x02caractère obligatoire modifié\x02valeurs modifiées\x02classifi" +
-	"cation modifiée\x02contrainte modifiée\x02routage modifié\x02longueur mi" +
-	"nimale\x02longueur maximale\x02motif\x02format\x02minimum\x02maximum\x02" +
-	"nombre minimal d’éléments\x02nombre maximal d’éléments\x02%[1]s, révisio" +
-	"n %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Instance de proce" +
-	"ssus\x02Mode\x02Dates\x02Disponible le\x02Réservée le\x02Verrou expirant" +
-	" le\x02Échéance\x02Politique d’exécution\x02Nombre maximal de tentatives" +
-	"\x02Délai avant nouvel essai\x02Priorité\x02%[1]d (0 la plus basse, 9 la" +
-	" plus haute)\x02Tentatives\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentativ" +
-	"e\x00\x11\x02%[1]d tentatives\x02au plus %[1]d\x02Consommateur\x02Identi" +
-	"fiant de l’exécutant\x02Résultat\x02Message d’erreur\x02Aucun service n’" +
-	"a encore réservé cette occurrence.\x02en cours\x02Destination\x02Délai d" +
-	"’appel\x02Entrées, nommées d’après le contrat de la révision %[1]d\x02" +
-	"Ce contrat n’a aucune entrée.\x02Sorties, nommées d’après le contrat de " +
-	"la révision %[1]d\x02Pas encore de sorties : l’occurrence n’est pas term" +
-	"inée.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie : l’occurrence s" +
-	"’est terminée sans aboutir.\x02Révéler — cette action est enregistrée" +
-	"\x02consommateur n° %[1]s\x02[masqué]\x02Statut inconnu : %[1]q.\x02L’in" +
-	"stance de processus doit être un identifiant d’instance (un UUID).\x02La" +
-	" révision doit être un nombre entier, 1 ou plus.\x02Consommateur inconnu" +
-	".\x02Le curseur de page est invalide : revenez à la première page.\x02La" +
-	" taille de page doit être comprise entre 1 et %[1]d.\x02Filtres\x02ident" +
-	"ifiant d’instance\x02Appliquer les filtres\x02Effacer les filtres\x02Nom" +
-	"bres par statut\x02Les nombres sont actualisés toutes les quelques secon" +
-	"des.\x02Occurrences, les plus récentes d’abord\x02Aucune occurrence ne c" +
-	"orrespond à ces filtres.\x02Toutes les définitions\x02Tous les statuts" +
-	"\x02Tous les consommateurs\x02Les nombres sont indisponibles pour le mom" +
-	"ent.\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d oc" +
-	"currences\x02Seuls les administrateurs peuvent révéler une valeur sensib" +
-	"le.\x02Révélé par %[1]s le %[2]s ; consigné dans le journal d’audit.\x02" +
-	"Révélation impossible\x02Seule une valeur que cette page affiche masquée" +
-	" (sensible) peut être révélée.\x02Les valeurs secrètes ne peuvent jamais" +
-	" être révélées.\x02Vous êtes déconnecté.\x02Se connecter\x02Connectez-vo" +
-	"us avec un jeton d’opérateur ou d’administrateur.\x02Jeton\x02Le jeton e" +
-	"st vérifié une fois et n’est jamais conservé dans votre navigateur ; un " +
-	"cookie de session le remplace jusqu’à 8 heures d’inactivité.\x02Ce jeton" +
-	" est inconnu ou a été révoqué.\x02Un jeton de rôle %[1]s ne peut pas ouv" +
-	"rir la console : connectez-vous avec un jeton d’opérateur ou d’administr" +
-	"ateur.\x02sortie de routage\x02(chaque élément)\x14\x01\x81\x01\x00\x02" +
-	"\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d caractères" +
-	"\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au pl" +
-	"us %[1]d caractères\x02motif %[1]s\x02format %[1]s\x02minimum %[1]s\x02m" +
-	"aximum %[1]s\x02parmi : %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[" +
-	"1]d élément\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02" +
-	"\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02non f" +
-	"ourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d élém" +
-	"ents\x02nul\x02valeur inattendue"
+	"\x02Non autorisé\x02Votre rôle permet de lire les définitions seulement " +
+	": les tâches externes et les instances de processus sont réservées aux o" +
+	"pérateurs et aux administrateurs.\x02Cette page n’accepte pas cette requ" +
+	"ête.\x02Retour aux tâches externes\x02Retour aux définitions\x02Introuv" +
+	"able\x02Rien n’existe à cette adresse, ou vous ne pouvez pas le voir." +
+	"\x02Formulaire refusé\x02Ce formulaire n’a pas été envoyé depuis cette s" +
+	"ession de la console, ou il a expiré. Rechargez la page et réessayez." +
+	"\x02Une erreur est survenue\x02La console n’a pas pu afficher cette page" +
+	". Réessayez ; si le problème persiste, donnez à votre administrateur l’i" +
+	"dentifiant de requête %[1]s.\x02Champ\x02Type\x02Obligatoire\x02Classifi" +
+	"cation\x02Contraintes\x02Description\x02Définition %[1]s\x02Copie de tra" +
+	"vail\x02La seule partie modifiable d’une définition. Les processus ne l’" +
+	"utilisent jamais directement : ils épinglent une révision.\x02Nom\x02Sor" +
+	"tie de routage\x02Dernier enregistrement\x02Révisions\x02Aucune révision" +
+	" pour l’instant : la copie de travail n’a jamais été figée.\x02Publicati" +
+	"ons\x02Aucune publication pour l’instant.\x02Publication\x02Révision\x02" +
+	"Notes\x02Publiée le\x02Comparer des révisions\x02Liste chaque changement" +
+	" d’une révision à une autre, et qui il peut casser.\x02De la révision" +
+	"\x02À la révision\x02Comparer\x02Changement\x02Détail\x02Casse les proce" +
+	"ssus\x02Casse les services\x02Ces révisions ont les mêmes contrats.\x02E" +
+	"ntrées\x02Aucune entrée.\x02Sorties\x02Aucune sortie.\x02Révision %[1]d" +
+	"\x02Figée le\x02Empreinte\x02Choisissez deux révisions existantes à comp" +
+	"arer.\x02De la révision %[1]d à la révision %[2]d :\x14\x01\x81\x01\x00" +
+	"\x02\x11\x02%[1]d changement\x00\x12\x02%[1]d changements\x14\x01\x81" +
+	"\x01\x00\x02\x13\x02%[1]d incompatible\x00\x14\x02%[1]d incompatibles" +
+	"\x02sortie de routage %[1]s → %[2]s\x02facultatif → obligatoire\x02oblig" +
+	"atoire → facultatif\x02valeurs ajoutées : %[1]s\x02valeurs retirées : %[" +
+	"1]s\x02valeurs réordonnées\x02%[1]s : %[2]s → %[3]s\x02champ obligatoire" +
+	" de type %[1]s\x02champ facultatif de type %[1]s\x02aucune\x02Contrats d" +
+	"e tâches : leur copie de travail, leurs révisions immuables et leurs pub" +
+	"lications nommées.\x02Clé\x02Dernière révision\x02aucune pour l’instant" +
+	"\x02Aucune définition pour l’instant.\x02Page suivante\x02Première page" +
+	"\x14\x01\x81\x01\x00\x02\x12\x02%[1]d publication\x00\x13\x02%[1]d publi" +
+	"cations\x02%[2]s %[1]s %[3]s, %[4]s UTC\x02janv.\x02févr.\x02mars\x02avr" +
+	".\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 " +
+	"seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours" +
+	"\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14" +
+	"\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14" +
+	"\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%" +
+	"[1]d ms\x02%[1]d j\x02%[1]d h\x02%[1]d min\x02%[1]d s\x02Instance de pro" +
+	"cessus %[1]s\x02Résumé\x02Parcours\x02Les nœuds atteints par cette insta" +
+	"nce, dans l’ordre, chacun avec son occurrence.\x02Nœud\x02Occurrence\x02" +
+	"Définition\x02Statut\x02Route\x02Nœud suivant\x02Créée le\x02Réglée le" +
+	"\x02Cette instance n’a encore atteint aucune tâche.\x02Valeur\x02Entrées" +
+	" du processus\x02Entrées avec lesquelles l’instance a démarré, nommées d" +
+	"’après le contrat de la version %[1]d du processus\x02Ce processus ne " +
+	"prend aucune entrée.\x02L’instance a été arrêtée ; ses occurrences ouver" +
+	"tes sont annulées.\x02Arrêter cette instance…\x02L’arrêt annule l’instan" +
+	"ce et ses occurrences ouvertes. Il ne termine rien.\x02Processus\x02Déma" +
+	"rrée le\x02Terminée le\x02Nœud de fin\x02Clé métier\x02Code d’erreur\x02" +
+	"Arrêter l’instance de processus %[1]s\x02Arrêter cette instance ? Ses oc" +
+	"currences ouvertes sont annulées.\x02Les services qui en détiennent une " +
+	"l’apprennent à leur prochain retour, et leurs résultats sont refusés. Ri" +
+	"en n’est terminé à leur place, et une instance arrêtée ne peut pas repre" +
+	"ndre.\x02Arrêter l’instance\x02La laisser continuer\x02Seuls les opérate" +
+	"urs peuvent arrêter une instance.\x02Cette instance est déjà terminée ; " +
+	"il n’y a rien à arrêter.\x02disponible\x02réservée\x02terminée\x02en éch" +
+	"ec\x02annulée\x02en cours\x02expirée\x02rejetée\x02texte\x02entier\x02no" +
+	"mbre\x02booléen\x02date\x02date et heure\x02choix\x02objet\x02liste\x02n" +
+	"ormale\x02sensible\x02secrète\x02••• masqué (sensible)\x02••• masqué (se" +
+	"cret)\x02pull (le service la récupère)\x02push (Relais appelle le servic" +
+	"e)\x02administrateur\x02opérateur\x02concepteur\x02consommateur\x02oui" +
+	"\x02non\x02champ ajouté\x02champ retiré\x02type modifié\x02caractère obl" +
+	"igatoire modifié\x02valeurs modifiées\x02classification modifiée\x02cont" +
+	"rainte modifiée\x02routage modifié\x02longueur minimale\x02longueur maxi" +
+	"male\x02motif\x02format\x02minimum\x02maximum\x02nombre minimal d’élémen" +
+	"ts\x02nombre maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, versi" +
+	"on %[2]s\x02Occurrence %[1]s\x02Instance de processus\x02Mode\x02Dates" +
+	"\x02Disponible le\x02Réservée le\x02Verrou expirant le\x02Échéance\x02Po" +
+	"litique d’exécution\x02Nombre maximal de tentatives\x02Délai avant nouve" +
+	"l essai\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute)\x02Tenta" +
+	"tives\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d te" +
+	"ntatives\x02au plus %[1]d\x02Consommateur\x02Identifiant de l’exécutant" +
+	"\x02Résultat\x02Message d’erreur\x02Aucun service n’a encore réservé cet" +
+	"te occurrence.\x02en cours\x02Destination\x02Délai d’appel\x02Entrées, n" +
+	"ommées d’après le contrat de la révision %[1]d\x02Ce contrat n’a aucune " +
+	"entrée.\x02Sorties, nommées d’après le contrat de la révision %[1]d\x02P" +
+	"as encore de sorties : l’occurrence n’est pas terminée.\x02Ce contrat n’" +
+	"a aucune sortie.\x02Aucune sortie : l’occurrence s’est terminée sans abo" +
+	"utir.\x02Révéler — cette action est enregistrée\x02consommateur n° %[1]s" +
+	"\x02[masqué]\x02Statut inconnu : %[1]q.\x02L’instance de processus doit " +
+	"être un identifiant d’instance (un UUID).\x02La révision doit être un n" +
+	"ombre entier, 1 ou plus.\x02Consommateur inconnu.\x02Le curseur de page " +
+	"est invalide : revenez à la première page.\x02La taille de page doit êtr" +
+	"e comprise entre 1 et %[1]d.\x02Filtres\x02identifiant d’instance\x02App" +
+	"liquer les filtres\x02Effacer les filtres\x02Nombres par statut\x02Les n" +
+	"ombres sont actualisés toutes les quelques secondes.\x02Occurrences, les" +
+	" plus récentes d’abord\x02Aucune occurrence ne correspond à ces filtres." +
+	"\x02Toutes les définitions\x02Tous les statuts\x02Tous les consommateurs" +
+	"\x02Les nombres sont indisponibles pour le moment.\x14\x01\x81\x01\x00" +
+	"\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02Seuls les a" +
+	"dministrateurs peuvent révéler une valeur sensible.\x02Révélé par %[1]s " +
+	"le %[2]s ; consigné dans le journal d’audit.\x02Révélation impossible" +
+	"\x02Seule une valeur que cette page affiche masquée (sensible) peut être" +
+	" révélée.\x02Les valeurs secrètes ne peuvent jamais être révélées.\x02Vo" +
+	"us êtes déconnecté.\x02Se connecter\x02Connectez-vous avec un jeton d’op" +
+	"érateur ou d’administrateur.\x02Jeton\x02Le jeton est vérifié une fois " +
+	"et n’est jamais conservé dans votre navigateur ; un cookie de session le" +
+	" remplace jusqu’à 8 heures d’inactivité.\x02Ce jeton est inconnu ou a ét" +
+	"é révoqué.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console : co" +
+	"nnectez-vous avec un jeton d’opérateur, de concepteur ou d’administrateu" +
+	"r.\x02sortie de routage\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a" +
+	"\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d caractères\x14" +
+	"\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %" +
+	"[1]d caractères\x02motif %[1]s\x02format %[1]s\x02minimum %[1]s\x02maxim" +
+	"um %[1]s\x02parmi : %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d " +
+	"élément\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18" +
+	"\x02au plus %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02non fourn" +
+	"i\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments" +
+	"\x02nul\x02valeur inattendue"
 
-	// Total table size 14669 bytes (14KiB); checksum: FB76E353
+	// Total table size 15030 bytes (14KiB); checksum: 607274A9
