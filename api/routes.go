@@ -19,9 +19,11 @@ func (a *API) Routes(r chi.Router, lookup auth.Lookup) {
 		r.With(designer).Method("PUT", "/{key}/working", a.putWorking())
 		r.With(designer).Method("POST", "/{key}/revisions", a.snapshot())
 		r.With(reader).Method("GET", "/{key}/revisions/{n}", a.getRevision())
+		// Refusals of writes to immutable resources are answered to readers
+		// only: every route needs a token, so no token is 401, not 405.
 		for _, m := range []string{"PUT", "PATCH", "DELETE", "POST"} {
-			r.Method(m, "/{key}/revisions/{n}", a.immutable("a revision"))
-			r.Method(m, "/{key}/releases/{name}", a.immutable("a release"))
+			r.With(reader).Method(m, "/{key}/revisions/{n}", a.immutable("a revision"))
+			r.With(reader).Method(m, "/{key}/releases/{name}", a.immutable("a release"))
 		}
 		r.With(schemaReader).Method("GET", "/{key}/revisions/{n}/schemas/inputs", a.getSchema("inputs"))
 		r.With(schemaReader).Method("GET", "/{key}/revisions/{n}/schemas/outputs", a.getSchema("outputs"))
@@ -41,7 +43,7 @@ func (a *API) Routes(r chi.Router, lookup auth.Lookup) {
 		r.With(designer).Method("POST", "/{key}/versions", a.publishProcess())
 		r.With(reader).Method("GET", "/{key}/versions/{v}", a.getProcessVersion())
 		for _, m := range []string{"PUT", "PATCH", "DELETE"} {
-			r.Method(m, "/{key}/versions/{v}", a.immutable("a process version"))
+			r.With(reader).Method(m, "/{key}/versions/{v}", a.immutable("a process version"))
 		}
 		r.With(starter).Method("POST", "/{key}/instances", a.startInstance())
 	})

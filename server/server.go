@@ -86,12 +86,14 @@ func newHandler(d Deps, hub *pull.Hub) http.Handler {
 	r.Use(middleware.RequestID)
 	r.Use(logRequests(d.Logger, newHTTPMetrics(d.Registry)))
 	r.Use(middleware.Recoverer)
-	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+	notFound := func(w http.ResponseWriter, r *http.Request) {
 		httpjson.WriteError(w, r, d.Logger, fault.New(fault.NotFound, "not_found", "no route for %s", r.URL.Path))
-	})
-	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+	}
+	methodNotAllowed := func(w http.ResponseWriter, r *http.Request) {
 		httpjson.WriteError(w, r, d.Logger, fault.New(fault.MethodNotAllowed, "method_not_allowed", "%s is not allowed on %s", r.Method, r.URL.Path))
-	})
+	}
+	r.NotFound(notFound)
+	r.MethodNotAllowed(methodNotAllowed)
 
 	r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		httpjson.Encode(w, http.StatusOK, map[string]string{"status": "ok"})
@@ -104,6 +106,11 @@ func newHandler(d Deps, hub *pull.Hub) http.Handler {
 		lookup := auth.Lookup(d.Engine.LookupToken)
 		any := auth.Require(lookup, d.Logger, auth.RoleDesigner, auth.RoleOperator, auth.RoleConsumer)
 		admin := auth.Require(lookup, d.Logger)
+		// Every API route needs a token (DESIGN §9), paths and methods
+		// that match no route included: without one they are 401, not 404
+		// or 405. Set before the subrouters are mounted, which inherit it.
+		r.NotFound(any(http.HandlerFunc(notFound)).ServeHTTP)
+		r.MethodNotAllowed(any(http.HandlerFunc(methodNotAllowed)).ServeHTTP)
 		r.With(any).Get("/whoami", whoami)
 		r.With(admin).Method(http.MethodPost, "/tokens", createToken(d))
 		api.New(d.Logger, d.Config, d.Engine).Routes(r, lookup)
