@@ -1,15 +1,55 @@
 package server
 
 import (
+	"fmt"
 	"log/slog"
 	"net/http"
+	"runtime/debug"
 	"strconv"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/relais/relais/fault"
+	"github.com/relais/relais/httpjson"
 )
+
+// recoverPanics answers a panicking handler with the 500 internal problem
+// every API error is (DESIGN §8), where chi's Recoverer writes an empty
+// 500. The panic value and stack are logged, never shown: the value may
+// hold anything. http.ErrAbortHandler is panicked again, since it asks
+// net/http to abort the response; so is any panic after the response
+// started, because a problem cannot follow a partial answer and an aborted
+// connection tells the client the answer is incomplete.
+func recoverPanics(logger *slog.Logger) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			ww, ok := w.(middleware.WrapResponseWriter)
+			if !ok {
+				ww = middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+			}
+			defer func() {
+				v := recover()
+				if v == nil {
+					return
+				}
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				logger.ErrorContext(r.Context(), "handler panicked", "method", r.Method, "path", r.URL.Path,
+					"request_id", middleware.GetReqID(r.Context()), "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+				if ww.Status() != 0 {
+					panic(http.ErrAbortHandler)
+				}
+				// An internal fault is written with the generic detail only.
+				httpjson.WriteError(ww, r, nil, fault.New(fault.Internal, "internal", "handler panic"))
+			}()
+			next.ServeHTTP(ww, r)
+		})
+	}
+}
 
 // logRequests logs one line per request with the matched route pattern, so
 // ids in paths do not explode log cardinality and query strings (which may

@@ -85,7 +85,7 @@ func newHandler(d Deps, hub *pull.Hub) http.Handler {
 	r := chi.NewRouter()
 	r.Use(middleware.RequestID)
 	r.Use(logRequests(d.Logger, newHTTPMetrics(d.Registry)))
-	r.Use(middleware.Recoverer)
+	r.Use(recoverPanics(d.Logger))
 	notFound := func(w http.ResponseWriter, r *http.Request) {
 		httpjson.WriteError(w, r, d.Logger, fault.New(fault.NotFound, "not_found", "no route for %s", r.URL.Path))
 	}
