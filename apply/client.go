@@ -240,8 +240,13 @@ func (c *Client) release(ctx context.Context, d Document, dryRun bool) (Result, 
 
 func (c *Client) process(ctx context.Context, d Document, dryRun bool) (Result, error) {
 	js, _ := json.Marshal(d.Body)
-	p, _ := process.Parse(js)
-	digest := p.Digest()
+	// A document that does not parse matches no version: the server
+	// refuses it with every problem (Load checks documents first, but a
+	// Client may be handed any document).
+	digest := ""
+	if p, vs := process.Parse(js); len(vs) == 0 {
+		digest = p.Digest()
+	}
 	base := "/api/v1/processes/" + esc(d.ID)
 	var cur struct {
 		Versions []struct {
@@ -284,13 +289,16 @@ func (c *Client) process(ctx context.Context, d Document, dryRun bool) (Result, 
 
 // dependsOnPlan reports whether a dry-run refusal of a process only says
 // that a definition revision or destination it needs does not exist yet.
+// Any other problem, an unknown node or key included, is the document's.
 func dependsOnPlan(err error) bool {
 	ae, ok := err.(*apiError)
 	if !ok || ae.Code != "invalid_process" || len(ae.Errors) == 0 {
 		return false
 	}
 	for _, e := range ae.Errors {
-		if !strings.HasSuffix(e.Path, "/definition") && !strings.HasSuffix(e.Path, "/destination") && !strings.Contains(e.Message, "unknown") {
+		missingRevision := strings.HasSuffix(e.Path, "/definition") && strings.HasPrefix(e.Message, "unknown definition revision ")
+		missingDestination := strings.HasSuffix(e.Path, "/destination") && strings.HasPrefix(e.Message, "unknown destination ")
+		if !missingRevision && !missingDestination {
 			return false
 		}
 	}

@@ -156,7 +156,26 @@ type Violation struct {
 	// empty string designates the whole document.
 	Path    string `json:"path"`
 	Message string `json:"message"`
+	// Cause says what kind of problem it is; the zero value is Invalid.
+	Cause Cause `json:"-"`
 }
+
+// Cause classifies a Violation, so that a transport can refuse a malformed
+// request (400) apart from a well-formed but invalid one (422).
+type Cause uint8
+
+// Causes of violations.
+const (
+	// Invalid: the document is well-formed but breaks a rule.
+	Invalid Cause = iota
+	// Malformed: the document is not JSON that Relais reads.
+	Malformed
+	// UnknownKey: an object member that the document's format does not
+	// define. Known members misplaced (an option foreign to a field's
+	// type, a key foreign to a node's kind) are Invalid: they are reported
+	// by name because they usually reveal a misunderstanding.
+	UnknownKey
+)
 
 // optionsOf lists the type-specific options a field type accepts, in
 // canonical order. Everything not listed here (besides the common keys) is

@@ -41,7 +41,7 @@ func (p *parser) add(path, format string, args ...any) {
 func ParseWorking(data []byte) (Working, []Violation) {
 	root, err := jsontree.Read(data, maxJSONDepth)
 	if err != nil {
-		return Working{}, []Violation{{Path: "", Message: "malformed json: " + err.Error()}}
+		return Working{}, []Violation{{Path: "", Message: "malformed json: " + err.Error(), Cause: Malformed}}
 	}
 	var p parser
 	w := p.working(root)
@@ -56,7 +56,7 @@ func ParseWorking(data []byte) (Working, []Violation) {
 func ParseContract(data []byte) (Contract, []Violation) {
 	root, err := jsontree.Read(data, maxJSONDepth)
 	if err != nil {
-		return Contract{}, []Violation{{Path: "", Message: "malformed json: " + err.Error()}}
+		return Contract{}, []Violation{{Path: "", Message: "malformed json: " + err.Error(), Cause: Malformed}}
 	}
 	var p parser
 	c := p.contract(root, "", "")
@@ -73,7 +73,7 @@ func (p *parser) members(n *jsontree.Node, path string, allowed func(string) boo
 	}
 	for _, k := range n.Keys {
 		if !allowed(k) {
-			p.add(jsontree.Pointer(path, k), "unknown key %q", k)
+			p.vs = append(p.vs, Violation{Path: jsontree.Pointer(path, k), Message: fmt.Sprintf("unknown key %q", k), Cause: UnknownKey})
 		}
 	}
 }

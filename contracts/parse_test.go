@@ -144,16 +144,16 @@ func TestParseReportsEveryProblemAtOnce(t *testing.T) {
 	}`
 	_, got := ParseWorking([]byte(doc))
 	want := []Violation{
-		{"/colour", `unknown key "colour"`},
-		{"/name", "name must not be empty"},
-		{"/inputs/fields/0/name", `field name "Bad Name" must match ^[a-z][a-z0-9_]{0,62}$`},
-		{"/inputs/fields/0/max_length", "max_length must not be negative"},
-		{"/inputs/fields/1/pattern", "pattern is not allowed on integer fields"},
-		{"/inputs/fields/1/minimum", "minimum 5 is above maximum 1"},
-		{"/inputs/fields/2/values/1", `duplicate choice value "a"`},
-		{"/inputs/fields/3/name", `duplicate field name "n"`},
-		{"/routing_output", `routing_output "r" must be required`},
-		{"/routing_output", `routing_output "r" must have classification normal, not secret`},
+		{"/colour", `unknown key "colour"`, UnknownKey},
+		{"/name", "name must not be empty", Invalid},
+		{"/inputs/fields/0/name", `field name "Bad Name" must match ^[a-z][a-z0-9_]{0,62}$`, Invalid},
+		{"/inputs/fields/0/max_length", "max_length must not be negative", Invalid},
+		{"/inputs/fields/1/pattern", "pattern is not allowed on integer fields", Invalid},
+		{"/inputs/fields/1/minimum", "minimum 5 is above maximum 1", Invalid},
+		{"/inputs/fields/2/values/1", `duplicate choice value "a"`, Invalid},
+		{"/inputs/fields/3/name", `duplicate field name "n"`, Invalid},
+		{"/routing_output", `routing_output "r" must be required`, Invalid},
+		{"/routing_output", `routing_output "r" must have classification normal, not secret`, Invalid},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("ParseWorking:\n got %v\nwant %v", got, want)
@@ -204,16 +204,19 @@ func TestParseContract(t *testing.T) {
 	if c, vs := ParseContract([]byte(`{"fields":[]}`)); vs != nil || len(c.Fields) != 0 {
 		t.Fatalf("empty contract: got %+v %v, want accepted", c, vs)
 	}
-	tests := []struct{ doc, path, message string }{
-		{`{"fields":[{"name":"a","type":"text"},{"name":"a","type":"text"}]}`, "/fields/1/name", `duplicate field name "a"`},
-		{`{"fields":[], "x": 1}`, "/x", `unknown key "x"`},
-		{`{}`, "/fields", "fields is required"},
-		{`[]`, "", "contract must be an object, not array"},
-		{`{"fields":`, "", "malformed json: unexpected EOF"},
+	tests := []struct {
+		doc, path, message string
+		cause              Cause
+	}{
+		{`{"fields":[{"name":"a","type":"text"},{"name":"a","type":"text"}]}`, "/fields/1/name", `duplicate field name "a"`, Invalid},
+		{`{"fields":[], "x": 1}`, "/x", `unknown key "x"`, UnknownKey},
+		{`{}`, "/fields", "fields is required", Invalid},
+		{`[]`, "", "contract must be an object, not array", Invalid},
+		{`{"fields":`, "", "malformed json: unexpected EOF", Malformed},
 	}
 	for _, tt := range tests {
 		_, vs := ParseContract([]byte(tt.doc))
-		want := []Violation{{tt.path, tt.message}}
+		want := []Violation{{tt.path, tt.message, tt.cause}}
 		if !reflect.DeepEqual(vs, want) {
 			t.Errorf("ParseContract(%s): got %v, want %v", tt.doc, vs, want)
 		}

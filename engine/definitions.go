@@ -66,14 +66,6 @@ func checkKey(key string) error {
 	return nil
 }
 
-func invalidContract(vs []contracts.Violation) error {
-	errs := make([]fault.FieldError, len(vs))
-	for i, v := range vs {
-		errs[i] = fault.FieldError{Path: v.Path, Message: v.Message}
-	}
-	return fault.New(fault.Unprocessable, "invalid_contract", "the Working is invalid: %d problem(s)", len(vs)).WithErrors(errs)
-}
-
 // SaveWorking validates and stores the Working of key, creating the
 // definition when new. An invalid Working changes nothing.
 func (e *Engine) SaveWorking(ctx context.Context, key string, document []byte) (Definition, bool, error) {
@@ -82,7 +74,7 @@ func (e *Engine) SaveWorking(ctx context.Context, key string, document []byte) (
 	}
 	w, vs := contracts.ParseWorking(document)
 	if len(vs) > 0 {
-		return Definition{}, false, invalidContract(vs)
+		return Definition{}, false, refuseDocument("the Working", "invalid_contract", vs)
 	}
 	row, err := e.q.DefinitionUpsertWorking(ctx, queries.DefinitionUpsertWorkingParams{Key: key, Working: w.Canonical(), WorkingDigest: w.Digest()})
 	if err != nil {

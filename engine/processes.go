@@ -42,6 +42,33 @@ func violations(code, detail string, vs []contracts.Violation) error {
 	return fault.New(fault.Unprocessable, code, "%s: %d problem(s)", detail, len(vs)).WithErrors(errs)
 }
 
+// refuseDocument is the error for the violations of a submitted document,
+// what being "the Working" or "the process". A document that is not JSON
+// Relais reads is 400 invalid_json and one with keys its format does not
+// define 400 unknown_field, as any other request body (DESIGN §8): the
+// request is malformed whatever else is wrong with it, so only those
+// problems are listed. Anything else is 422 code with every pointer.
+func refuseDocument(what, code string, vs []contracts.Violation) error {
+	for _, c := range []struct {
+		cause        contracts.Cause
+		code, detail string
+	}{
+		{contracts.Malformed, "invalid_json", what + " is not JSON that Relais reads"},
+		{contracts.UnknownKey, "unknown_field", what + " has unknown fields"},
+	} {
+		var errs []fault.FieldError
+		for _, v := range vs {
+			if v.Cause == c.cause {
+				errs = append(errs, fault.FieldError{Path: v.Path, Message: v.Message})
+			}
+		}
+		if len(errs) > 0 {
+			return fault.New(fault.BadRequest, c.code, "%s: %d problem(s)", c.detail, len(errs)).WithErrors(errs)
+		}
+	}
+	return violations(code, what+" is invalid", vs)
+}
+
 func (e *Engine) processLimits() process.Limits {
 	return process.Limits{MaxRetryDelay: e.limits.MaxRetryDelay, DefaultPushTimeout: e.limits.DefaultPushTimeout, MaxPushTimeout: e.limits.MaxPushTimeout}
 }
@@ -97,7 +124,7 @@ func (e *Engine) checkProcess(ctx context.Context, key string, document []byte) 
 	}
 	p, vs := process.Parse(document)
 	if len(vs) > 0 {
-		return nil, resolver{}, violations("invalid_process", "the process is invalid", vs)
+		return nil, resolver{}, refuseDocument("the process", "invalid_process", vs)
 	}
 	res, err := e.newResolver(ctx, p)
 	if err != nil {

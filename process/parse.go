@@ -70,7 +70,7 @@ func (c *collector) sorted() []contracts.Violation {
 func Parse(data []byte) (*Process, []contracts.Violation) {
 	root, err := jsontree.Read(data, maxJSONDepth)
 	if err != nil {
-		return nil, []contracts.Violation{{Path: "", Message: "malformed json: " + err.Error()}}
+		return nil, []contracts.Violation{{Path: "", Message: "malformed json: " + err.Error(), Cause: contracts.Malformed}}
 	}
 	var c collector
 	p := c.process(root)
@@ -92,7 +92,7 @@ func (c *collector) members(n *jsontree.Node, path string, allowed ...string) {
 			}
 		}
 		if !known {
-			c.add(jsontree.Pointer(path, k), "unknown key %q", k)
+			c.vs = append(c.vs, contracts.Violation{Path: jsontree.Pointer(path, k), Message: fmt.Sprintf("unknown key %q", k), Cause: contracts.UnknownKey})
 		}
 	}
 }
@@ -226,7 +226,8 @@ func (c *collector) process(root *jsontree.Node) *Process {
 		// duplicates are kept so that it judges what was written.
 		ct, vs := contracts.ParseContract(jsontree.Append(nil, v, false))
 		for _, x := range vs {
-			c.add("/inputs"+x.Path, "%s", x.Message)
+			x.Path = "/inputs" + x.Path
+			c.vs = append(c.vs, x)
 		}
 		p.Inputs = ct
 	}

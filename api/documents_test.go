@@ -1,0 +1,99 @@
+package api_test
+
+import (
+	"encoding/json"
+	"reflect"
+	"sort"
+	"testing"
+
+	"github.com/relais/relais/relaistest"
+)
+
+// problemPaths checks an error answer's status and code and returns the
+// pointers of its errors, sorted.
+func problemPaths(t *testing.T, what string, r relaistest.Response, status int, code string) []string {
+	t.Helper()
+	if r.Status != status || r.Code() != code || r.Header.Get("Content-Type") != "application/problem+json" {
+		t.Errorf("%s: %d %s %s; want %d %s problem+json", what, r.Status, r.Header.Get("Content-Type"), r.Body, status, code)
+		return nil
+	}
+	var p struct {
+		Errors []struct{ Path, Message string }
+	}
+	if err := json.Unmarshal(r.Body, &p); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	paths := []string{}
+	for _, e := range p.Errors {
+		if e.Message == "" {
+			t.Errorf("%s: error at %q has no message", what, e.Path)
+		}
+		paths = append(paths, e.Path)
+	}
+	sort.Strings(paths)
+	return paths
+}
+
+// TestDocumentsRefuseUnknownKeysAndMalformedJSONWith400: DESIGN §8 rejects
+// unknown JSON fields with 400, and the Working and process documents are
+// request bodies like any other: every unknown key, at any depth, is
+// listed in a 400 unknown_field (even when the document has other
+// problems), malformed JSON is 400 invalid_json, and only well-formed
+// documents with known keys get the 422 with every pointer.
+func TestDocumentsRefuseUnknownKeysAndMalformedJSONWith400(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	env.Definition("add_company_to_crm.yaml")
+
+	_, working := exampleWorking(t, "score_company.yaml")
+	working["colour"] = "red"
+	working["inputs"].(map[string]any)["strict"] = true
+	working["inputs"].(map[string]any)["fields"].([]any)[0].(map[string]any)["default"] = "x"
+	working["outputs"].(map[string]any)["fields"].([]any)[0].(map[string]any)["type"] = "texte" // 422 alone
+	wantUnknown := []string{"/colour", "/inputs/fields/0/default", "/inputs/strict"}
+	res := env.Do("PUT", "/api/v1/definitions/unknown_keys/working", env.Designer, working)
+	if got := problemPaths(t, "Working with unknown keys", res, 400, "unknown_field"); !reflect.DeepEqual(got, wantUnknown) {
+		t.Errorf("Working with unknown keys: pointers %v, want %v", got, wantUnknown)
+	}
+	if r := env.Do("GET", "/api/v1/definitions/unknown_keys", env.Operator, nil); r.Status != 404 {
+		t.Errorf("a refused Working created the definition: %d", r.Status)
+	}
+	for _, body := range []string{`{"name": "x",`, ``, `{"name": "x"} {}`, `[1 2]`} {
+		res := env.Do("PUT", "/api/v1/definitions/malformed/working", env.Designer, body)
+		problemPaths(t, "Working "+body, res, 400, "invalid_json")
+	}
+
+	proc := relaistest.CRMProcess(nil)
+	proc["version"] = 2
+	nodes := proc["nodes"].(map[string]any)
+	crm := nodes["crm"].(map[string]any)
+	crm["colour"] = "blue"
+	crm["policy"] = map[string]any{"backoff": "PT1S", "priority": 42} // priority: 422 alone
+	crm["inputs"].(map[string]any)["source"] = map[string]any{"value": "web", "default": "x"}
+	proc["inputs"].(map[string]any)["fields"].([]any)[0].(map[string]any)["colour"] = "x"
+	nodes["done"].(map[string]any)["next"] = "known" // foreign to end nodes: 422, not unknown
+	wantUnknown = []string{"/inputs/fields/0/colour", "/nodes/crm/colour", "/nodes/crm/inputs/source/default", "/nodes/crm/policy/backoff", "/version"}
+	for _, path := range []string{"/api/v1/processes/unknown_keys/versions", "/api/v1/processes/unknown_keys/versions?dry_run=true"} {
+		res := env.Do("POST", path, env.Designer, proc)
+		if got := problemPaths(t, "process with unknown keys", res, 400, "unknown_field"); !reflect.DeepEqual(got, wantUnknown) {
+			t.Errorf("POST %s with unknown keys: pointers %v, want %v", path, got, wantUnknown)
+		}
+		for _, body := range []string{`{"start": "a",`, ``, `{}{}`} {
+			problemPaths(t, "process "+body, env.Do("POST", path, env.Designer, body), 400, "invalid_json")
+		}
+	}
+
+	// Without unknown keys, the other problems are the usual 422.
+	delete(proc, "version")
+	delete(crm, "colour")
+	crm["policy"] = map[string]any{"priority": 42}
+	crm["inputs"].(map[string]any)["source"] = map[string]any{"value": "web"}
+	delete(proc["inputs"].(map[string]any)["fields"].([]any)[0].(map[string]any), "colour")
+	res = env.Do("POST", "/api/v1/processes/unknown_keys/versions", env.Designer, proc)
+	if got := problemPaths(t, "invalid process", res, 422, "invalid_process"); !reflect.DeepEqual(got, []string{"/nodes/crm/policy/priority", "/nodes/done/next"}) {
+		t.Errorf("invalid process: pointers %v", got)
+	}
+	if r := env.Do("GET", "/api/v1/processes/unknown_keys", env.Operator, nil); r.Status != 404 {
+		t.Errorf("a refused process was stored: %d", r.Status)
+	}
+}
