@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/santhosh-tekuri/jsonschema/v5"
@@ -247,10 +248,11 @@ func (s *fastScanner) str() (raw []byte, decoded string, isDecoded, ok bool) {
 }
 
 // decodeString unquotes a JSON string token with encoding/json's exact
-// rules; kept apart so that the common path does not allocate.
+// rules; kept apart so that the common path does not allocate. A string
+// holding the NUL character is left to the library path, which refuses it.
 func decodeString(tok []byte) (string, bool) {
 	var out string
-	if err := json.Unmarshal(tok, &out); err != nil {
+	if err := json.Unmarshal(tok, &out); err != nil || strings.IndexByte(out, 0) >= 0 {
 		return "", false
 	}
 	return out, true

@@ -20,9 +20,11 @@ func FuzzParseWorking(f *testing.F) {
 	f.Add([]byte(withInput(nested(MaxDepth))))
 	f.Add([]byte(`{"name":"x","inputs":{"fields":[{"name":"A","type":"integer","max_length":-1}]},"outputs":[]}`))
 	f.Add([]byte(`{"name":"\ud800\u2028<>","inputs":{"fields":[]},"outputs":{"fields":[]},"routing_output":""}`))
+	f.Add([]byte(`{"name":"a\u0000","inputs":{"fields":[]},"outputs":{"fields":[]}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		// The tree reader must accept exactly what encoding/json accepts.
-		if _, err := jsontree.Read(data, maxJSONDepth); (err == nil) != json.Valid(data) && !errors.Is(err, jsontree.ErrTooDeep) {
+		// The tree reader must accept exactly what encoding/json accepts,
+		// but the NUL character.
+		if _, err := jsontree.Read(data, maxJSONDepth); (err == nil) != json.Valid(data) && !errors.Is(err, jsontree.ErrTooDeep) && !errors.Is(err, jsontree.ErrNUL) {
 			t.Fatalf("jsontree.Read error %v but json.Valid = %v", err, json.Valid(data))
 		}
 		w, vs := ParseWorking(data)

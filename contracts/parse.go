@@ -2,6 +2,7 @@ package contracts
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -41,7 +42,7 @@ func (p *parser) add(path, format string, args ...any) {
 func ParseWorking(data []byte) (Working, []Violation) {
 	root, err := jsontree.Read(data, maxJSONDepth)
 	if err != nil {
-		return Working{}, []Violation{{Path: "", Message: "malformed json: " + err.Error(), Cause: Malformed}}
+		return Working{}, ReadViolations(err)
 	}
 	var p parser
 	w := p.working(root)
@@ -56,7 +57,7 @@ func ParseWorking(data []byte) (Working, []Violation) {
 func ParseContract(data []byte) (Contract, []Violation) {
 	root, err := jsontree.Read(data, maxJSONDepth)
 	if err != nil {
-		return Contract{}, []Violation{{Path: "", Message: "malformed json: " + err.Error(), Cause: Malformed}}
+		return Contract{}, ReadViolations(err)
 	}
 	var p parser
 	c := p.contract(root, "", "")
@@ -64,6 +65,22 @@ func ParseContract(data []byte) (Contract, []Violation) {
 		return Contract{}, p.vs
 	}
 	return c, nil
+}
+
+// ReadViolations reports a document that jsontree.Read refused as
+// Malformed violations: the NUL character at each of its pointers (the
+// document is well-formed JSON, but not one Relais can store), anything
+// else at the root.
+func ReadViolations(err error) []Violation {
+	var nul *jsontree.NULError
+	if errors.As(err, &nul) {
+		vs := make([]Violation, len(nul.Pointers))
+		for i, at := range nul.Pointers {
+			vs[i] = Violation{Path: at, Message: jsontree.ErrNUL.Error(), Cause: Malformed}
+		}
+		return vs
+	}
+	return []Violation{{Path: "", Message: "malformed json: " + err.Error(), Cause: Malformed}}
 }
 
 // members reports unknown and duplicate keys of an object node.

@@ -112,7 +112,8 @@ func decodeValue(data []byte) (any, error) {
 // Validate checks value against the contract and returns every violation,
 // deduplicated and sorted by path; nil means valid. Paths are JSON pointers
 // into value. Messages never quote the offending value, because it may be
-// sensitive.
+// sensitive. A string or key holding the NUL character is a violation too:
+// PostgreSQL cannot store it, and valid values are stored.
 func (v *Validator) Validate(value json.RawMessage) []Violation {
 	if v.fast != nil && v.fast.accepts(value) {
 		return nil
@@ -161,8 +162,23 @@ func (v *Validator) validateSlow(value json.RawMessage) []Violation {
 		}
 		vs = kept
 	}
+	if bytes.Contains(value, nulEscape) {
+		// encoding/json and the library accept the NUL character: the
+		// strict reader finds where it is (an escaped backslash followed
+		// by u0000 is no NUL, hence the second look).
+		var nul *jsontree.NULError
+		if _, err := jsontree.Read(value, maxJSONDepth); errors.As(err, &nul) {
+			for _, at := range nul.Pointers {
+				vs = append(vs, Violation{Path: at, Message: jsontree.ErrNUL.Error()})
+			}
+		}
+	}
 	return normalize(vs)
 }
+
+// nulEscape is how the NUL character appears in JSON text: a raw NUL byte
+// is not valid JSON.
+var nulEscape = []byte(`\u0000`)
 
 // sanitizeNumbers replaces out-of-range numbers in place.
 func sanitizeNumbers(v any, path []string, vs *[]Violation) any {

@@ -11,35 +11,115 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"reflect"
+	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/relais/relais/fault"
+	"github.com/relais/relais/jsontree"
 )
 
 // ProblemContentType is the media type of every error response.
 const ProblemContentType = "application/problem+json"
 
 // Decode reads r's body as one JSON document into a T, refusing unknown
-// fields, trailing data and bodies above maxBytes. Errors are *fault.Error
-// ready to be written.
+// fields, trailing data, bodies above maxBytes, and strings holding the NUL
+// character (see nulStrings). Errors are *fault.Error ready to be written.
 func Decode[T any](w http.ResponseWriter, r *http.Request, maxBytes int64) (T, error) {
 	var v T
-	body := http.MaxBytesReader(w, r.Body, maxBytes)
-	dec := json.NewDecoder(body)
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return v, decodeError(err, maxBytes)
+		}
+		return v, fault.New(fault.BadRequest, "invalid_json", "the request body could not be read")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	dec.UseNumber()
 	if err := dec.Decode(&v); err != nil {
 		return v, decodeError(err, maxBytes)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return v, decodeError(err, maxBytes)
-		}
 		return v, fault.New(fault.BadRequest, "invalid_json", "the body must hold exactly one JSON document")
 	}
+	if bytes.Contains(body, nulEscape) {
+		var errs []fault.FieldError
+		nulStrings(reflect.ValueOf(v), "", &errs)
+		if len(errs) > 0 {
+			return v, fault.New(fault.BadRequest, "invalid_json", "the body holds the NUL character (\\u0000), which Relais cannot store").WithErrors(errs)
+		}
+	}
 	return v, nil
+}
+
+// nulEscape is how the NUL character appears in JSON text (a raw NUL byte
+// is not valid JSON), so bodies without it skip the search.
+var nulEscape = []byte(`\u0000`)
+
+// nulStrings appends an error at the JSON pointer of every string of v (a
+// decoded request body) that holds the NUL character, which PostgreSQL
+// stores neither in text nor in jsonb; a map key holding it is reported at
+// the map. Byte slices are left alone: the json.RawMessage fields of
+// requests carry values that are validated against their contract, which
+// refuses the character with the pointer (422) as it refuses any invalid
+// value (jsontree finds it).
+func nulStrings(v reflect.Value, at string, errs *[]fault.FieldError) {
+	nul := func(s string) bool { return strings.IndexByte(s, 0) >= 0 }
+	switch v.Kind() {
+	case reflect.String:
+		if nul(v.String()) {
+			*errs = append(*errs, fault.FieldError{Path: at, Message: jsontree.ErrNUL.Error()})
+		}
+	case reflect.Pointer, reflect.Interface:
+		if !v.IsNil() {
+			nulStrings(v.Elem(), at, errs)
+		}
+	case reflect.Slice, reflect.Array:
+		if v.Type().Elem().Kind() == reflect.Uint8 {
+			return
+		}
+		for i := range v.Len() {
+			nulStrings(v.Index(i), jsontree.PointerIndex(at, i), errs)
+		}
+	case reflect.Map:
+		if v.Type().Key().Kind() != reflect.String {
+			return
+		}
+		keys := v.MapKeys()
+		sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
+		reported := false
+		for _, k := range keys {
+			if nul(k.String()) {
+				if !reported {
+					*errs = append(*errs, fault.FieldError{Path: at, Message: jsontree.ErrNUL.Error()})
+					reported = true
+				}
+				continue
+			}
+			nulStrings(v.MapIndex(k), jsontree.Pointer(at, k.String()), errs)
+		}
+	case reflect.Struct:
+		t := v.Type()
+		for i := range t.NumField() {
+			f := t.Field(i)
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			switch {
+			case name == "-":
+				continue
+			case name == "" && f.Anonymous:
+				nulStrings(v.Field(i), at, errs) // its fields are promoted
+				continue
+			case !f.IsExported():
+				continue
+			case name == "":
+				name = f.Name
+			}
+			nulStrings(v.Field(i), jsontree.Pointer(at, name), errs)
+		}
+	}
 }
 
 func decodeError(err error, maxBytes int64) error {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -75,5 +76,57 @@ func TestWriteError(t *testing.T) {
 	WriteError(rec, httptest.NewRequest("GET", "/", nil), nil, errors.New("pq: secret table detail"))
 	if rec.Code != 500 || strings.Contains(rec.Body.String(), "secret table") {
 		t.Errorf("internal error shown: %d %s", rec.Code, rec.Body)
+	}
+}
+
+type nulInner struct {
+	Note string `json:"note"`
+}
+
+type NulEmbedded struct {
+	Promoted string `json:"promoted"`
+}
+
+type nulBody struct {
+	NulEmbedded
+	Name   string            `json:"name"`
+	Tags   []string          `json:"tags"`
+	Labels map[string]string `json:"labels"`
+	Inner  *nulInner         `json:"inner"`
+	Any    any               `json:"any"`
+	Plain  string
+	Raw    json.RawMessage `json:"raw"`
+}
+
+// TestDecodeRefusesNUL: PostgreSQL stores the NUL character in neither text
+// nor jsonb, so Decode refuses it in every decoded string, with a pointer
+// to each (a map key at its map); json.RawMessage values are left to the
+// contract that validates them.
+func TestDecodeRefusesNUL(t *testing.T) {
+	t.Parallel()
+	in := `{"name":"a\u0000b","tags":["ok","\u0000"],"labels":{"k":"\u0000","x\u0000":"v","fine":"f"},
+	  "inner":{"note":"\u0000"},"any":{"deep":["\u0000",{"k\u0000":1}]},"Plain":"\u0000","promoted":"\u0000",
+	  "raw":{"value":"\u0000"}}`
+	_, err := Decode[nulBody](httptest.NewRecorder(), httptest.NewRequest("POST", "/", strings.NewReader(in)), 1000)
+	fe, ok := fault.As(err)
+	if !ok || fe.Kind != fault.BadRequest || fe.Code != "invalid_json" {
+		t.Fatalf("Decode: %v; want 400 invalid_json", err)
+	}
+	var got []string
+	for _, e := range fe.Errors {
+		got = append(got, e.Path)
+		if e.Message != `the NUL character (\u0000) is not allowed` {
+			t.Errorf("%s: message %q", e.Path, e.Message)
+		}
+	}
+	want := []string{"/promoted", "/name", "/tags/1", "/labels/k", "/labels", "/inner/note", "/any/deep/0", "/any/deep/1", "/Plain"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("pointers %q, want %q", got, want)
+	}
+
+	for _, ok := range []string{`{"name":"\\u0000","raw":{"value":"\u0000"}}`, `{"name":"caf\u00e9"}`} {
+		if _, err := Decode[nulBody](httptest.NewRecorder(), httptest.NewRequest("POST", "/", strings.NewReader(ok)), 1000); err != nil {
+			t.Errorf("Decode(%s): %v; want it accepted", ok, err)
+		}
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -98,11 +99,35 @@ func (e depthError) Error() string {
 
 func (e depthError) Is(target error) bool { return target == ErrTooDeep }
 
+// ErrNUL matches, with errors.Is, the error Read returns for a document
+// holding the NUL character (U+0000, written \u0000) in a string or a key.
+var ErrNUL = errors.New("the NUL character (\\u0000) is not allowed")
+
+// NULError lists where a document holds the NUL character. PostgreSQL
+// stores neither text nor jsonb holding it, so Relais refuses it where
+// documents are read rather than fail when it stores them.
+type NULError struct {
+	// Pointers are JSON pointers, in document order, to each string
+	// holding the character and to each object with a key holding it (a
+	// pointer never holds the character itself, so it can be shown and
+	// stored).
+	Pointers []string
+}
+
+func (e *NULError) Error() string {
+	return ErrNUL.Error() + " (at " + strings.Join(e.Pointers, ", ") + ")"
+}
+
+// Is reports whether target is ErrNUL.
+func (e *NULError) Is(target error) bool { return target == ErrNUL }
+
 // Read reads exactly one JSON value from data, surrounded by optional
-// whitespace. It accepts exactly what encoding/json accepts (json.Valid)
-// and decodes strings the same way, invalid UTF-8 and lone surrogates
-// becoming U+FFFD, while being several times faster than the decoder's
-// token API and keeping member order and duplicates.
+// whitespace. It accepts what encoding/json accepts (json.Valid) and
+// decodes strings the same way, invalid UTF-8 and lone surrogates becoming
+// U+FFFD, while being several times faster than the decoder's token API
+// and keeping member order and duplicates. The one exception is the NUL
+// character: a string or key holding it yields a *NULError (matching
+// ErrNUL) that points at every place it occurs.
 //
 // Arrays and objects may nest at most maxDepth levels, the top-level value
 // being at level 1; deeper input yields an error matching ErrTooDeep, so
@@ -123,13 +148,47 @@ func Read(data []byte, maxDepth int) (*Node, error) {
 	if r.i != len(r.b) {
 		return nil, fmt.Errorf("unexpected data after the top-level value at offset %d", r.i)
 	}
+	if r.nul {
+		// Rare: the pointers are only worked out once the tree is built.
+		e := &NULError{}
+		nulPointers(root, "", &e.Pointers)
+		return nil, e
+	}
 	return root, nil
+}
+
+// nulPointers appends the pointers of n's strings holding U+0000, and of
+// its objects with a key holding it.
+func nulPointers(n *Node, at string, out *[]string) {
+	switch n.Kind {
+	case String:
+		if strings.IndexByte(n.Str, 0) >= 0 {
+			*out = append(*out, at)
+		}
+	case Array:
+		for i, item := range n.Items {
+			nulPointers(item, PointerIndex(at, i), out)
+		}
+	case Object:
+		for _, k := range n.Keys {
+			if strings.IndexByte(k, 0) >= 0 {
+				*out = append(*out, at)
+				break
+			}
+		}
+		for i, k := range n.Keys {
+			if strings.IndexByte(k, 0) < 0 {
+				nulPointers(n.Vals[i], Pointer(at, k), out)
+			}
+		}
+	}
 }
 
 type reader struct {
 	b        []byte
 	i        int
 	maxDepth int
+	nul      bool // a string or key holds U+0000
 }
 
 func (r *reader) ws() {
@@ -288,6 +347,11 @@ func (r *reader) str() (string, error) {
 	var s string
 	if err := json.Unmarshal(tok, &s); err != nil {
 		return "", fmt.Errorf("invalid escape in string at offset %d", start)
+	}
+	// Only an escape can produce U+0000: a raw NUL byte is a control
+	// character, refused above.
+	if strings.IndexByte(s, 0) >= 0 {
+		r.nul = true
 	}
 	return s, nil
 }

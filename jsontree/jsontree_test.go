@@ -56,7 +56,7 @@ func TestReadMatchesEncodingJSON(t *testing.T) {
 		`{"a":1,"a":2}`, `[1,]`, `{"a":1,}`, `{,}`, `[01]`, `[1.]`, `[.5]`, `[-]`, `[1e]`, `[+1]`,
 		`[1 2]`, `{"a" 1}`, `{"a":}`, `{1:2}`, `tru`, `nul`, `[true false]`, `"abc`, `"a\x"`, `"\u12"`,
 		"\"a\x01b\"", "\ufeff{}", `[1]x`, `[1]]`, `{"a":1}}`, "", " ", `[[[]]]`, `[1e1000]`, `[-0.0e-0]`,
-		`["\u0000"]`, `{"":""}`, `{"a/b~c":"d"}`, `1`, `-`, `0x1`, `1e+`, `1E-07`, `[1-2]`, `[1.5.5]`,
+		`["\u0001"]`, `{"":""}`, `{"a/b~c":"d"}`, `1`, `-`, `0x1`, `1e+`, `1E-07`, `[1-2]`, `[1.5.5]`,
 		`"a\`, `{"a":1 "b":2}`, `[1,,2]`, `{"a":1,,"b":2}`, "[\v]", "\t\r\n null \n",
 	}
 	for _, in := range inputs {
@@ -70,6 +70,41 @@ func TestReadMatchesEncodingJSON(t *testing.T) {
 		}
 		if got, want := toAny(n), decode(t, []byte(in)); !reflect.DeepEqual(got, want) {
 			t.Errorf("Read(%q) = %#v, encoding/json reads %#v", in, got, want)
+		}
+	}
+}
+
+// TestReadRefusesNUL: the NUL character, which encoding/json accepts but
+// PostgreSQL cannot store, is refused wherever it is, with a pointer to
+// every string holding it and every object with a key holding it; no
+// pointer holds the character itself.
+func TestReadRefusesNUL(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		in   string
+		want []string
+	}{
+		{`"\u0000"`, []string{""}},
+		{`{"a":"x\u0000y","b":["ok","\u0000"],"c":{"d":"\u0000"}}`, []string{"/a", "/b/1", "/c/d"}},
+		{`{"a\u0000":"v","b":{"k\u0000":1,"e":"\u0000"}}`, []string{"", "/b", "/b/e"}},
+		{`{"a/b":"\u0000\u00e9"}`, []string{"/a~1b"}},
+	} {
+		n, err := Read([]byte(tc.in), 128)
+		var ne *NULError
+		if !errors.Is(err, ErrNUL) || !errors.As(err, &ne) || n != nil {
+			t.Errorf("Read(%s) = %v, %v; want a *NULError", tc.in, n, err)
+			continue
+		}
+		if !reflect.DeepEqual(ne.Pointers, tc.want) {
+			t.Errorf("Read(%s) points at %q, want %q", tc.in, ne.Pointers, tc.want)
+		}
+		if !strings.Contains(err.Error(), `the NUL character (\u0000) is not allowed`) || strings.IndexByte(err.Error(), 0) >= 0 {
+			t.Errorf("Read(%s) error %q; want it to name the character, without holding it", tc.in, err)
+		}
+	}
+	for _, in := range []string{`"\\u0000"`, `{"\\u0000":"\\u0000"}`, `"\u0001"`} {
+		if _, err := Read([]byte(in), 128); err != nil {
+			t.Errorf("Read(%s): %v; an escaped backslash before u0000 is no NUL", in, err)
 		}
 	}
 }

@@ -70,7 +70,7 @@ func (c *collector) sorted() []contracts.Violation {
 func Parse(data []byte) (*Process, []contracts.Violation) {
 	root, err := jsontree.Read(data, maxJSONDepth)
 	if err != nil {
-		return nil, []contracts.Violation{{Path: "", Message: "malformed json: " + err.Error(), Cause: contracts.Malformed}}
+		return nil, contracts.ReadViolations(err)
 	}
 	var c collector
 	p := c.process(root)
