@@ -109,7 +109,7 @@ func consumerID(r *http.Request) (int64, error) {
 
 func (a *API) listConsumers() http.Handler {
 	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
-		after, limit, err := pageParams[int64](r)
+		after, limit, err := httpjson.PageParams[int64](r)
 		if err != nil {
 			return err
 		}
@@ -117,7 +117,7 @@ func (a *API) listConsumers() http.Handler {
 		if err != nil {
 			return err
 		}
-		httpjson.Encode(w, http.StatusOK, newPage(cs, limit, func(c engine.Consumer) any { return c.ID }, toConsumerJSON))
+		httpjson.Encode(w, http.StatusOK, httpjson.NewPage(cs, limit, func(c engine.Consumer) any { return c.ID }, toConsumerJSON))
 		return nil
 	})
 }

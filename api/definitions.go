@@ -77,7 +77,7 @@ func (a *API) putWorking() http.Handler {
 
 func (a *API) listDefinitions() http.Handler {
 	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
-		after, limit, err := pageParams[string](r)
+		after, limit, err := httpjson.PageParams[string](r)
 		if err != nil {
 			return err
 		}
@@ -85,7 +85,7 @@ func (a *API) listDefinitions() http.Handler {
 		if err != nil {
 			return err
 		}
-		httpjson.Encode(w, http.StatusOK, newPage(defs, limit, func(d engine.Definition) any { return d.Key }, func(d engine.Definition) definitionJSON {
+		httpjson.Encode(w, http.StatusOK, httpjson.NewPage(defs, limit, func(d engine.Definition) any { return d.Key }, func(d engine.Definition) definitionJSON {
 			n := d.ReleaseCount
 			return definitionJSON{Key: d.Key, Name: d.Working.Name, LatestRevision: d.LatestRevision, ReleaseCount: &n, CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt}
 		}))
@@ -250,17 +250,29 @@ func (a *API) createRelease() http.Handler {
 	})
 }
 
+// releaseCursor is the keyset position of a page of releases.
+type releaseCursor struct {
+	CreatedAt time.Time `json:"created_at"`
+	Name      string    `json:"name"`
+}
+
 func (a *API) listReleases() http.Handler {
 	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
-		rels, err := a.eng.ListReleases(r.Context(), chi.URLParam(r, "key"))
+		after, limit, err := httpjson.PageParams[*releaseCursor](r)
 		if err != nil {
 			return err
 		}
-		p := page[releaseJSON]{Items: []releaseJSON{}}
-		for _, rl := range rels {
-			p.Items = append(p.Items, toReleaseJSON(rl))
+		var pos *engine.ReleasePosition
+		if after != nil {
+			pos = &engine.ReleasePosition{CreatedAt: after.CreatedAt, Name: after.Name}
 		}
-		httpjson.Encode(w, http.StatusOK, p)
+		rels, err := a.eng.ListReleasesAfter(r.Context(), chi.URLParam(r, "key"), pos, limit+1)
+		if err != nil {
+			return err
+		}
+		httpjson.Encode(w, http.StatusOK, httpjson.NewPage(rels, limit, func(rl engine.Release) any {
+			return releaseCursor{CreatedAt: rl.CreatedAt, Name: rl.Name}
+		}, toReleaseJSON))
 		return nil
 	})
 }

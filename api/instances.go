@@ -133,7 +133,7 @@ var instanceStatuses = map[string]bool{"running": true, "completed": true, "fail
 
 func (a *API) listInstances() http.Handler {
 	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
-		before, limit, err := pageParams[*uuid.UUID](r)
+		before, limit, err := httpjson.PageParams[*uuid.UUID](r)
 		if err != nil {
 			return err
 		}
@@ -146,7 +146,7 @@ func (a *API) listInstances() http.Handler {
 		if err != nil {
 			return err
 		}
-		httpjson.Encode(w, http.StatusOK, newPage(insts, limit, func(i engine.Instance) any { return i.ID },
+		httpjson.Encode(w, http.StatusOK, httpjson.NewPage(insts, limit, func(i engine.Instance) any { return i.ID },
 			func(i engine.Instance) instanceJSON { return toInstanceJSON(i, false) }))
 		return nil
 	})

@@ -147,7 +147,7 @@ func occurrenceFilter(r *http.Request) (engine.OccurrenceFilter, error) {
 
 func (a *API) listOccurrences() http.Handler {
 	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
-		before, limit, err := pageParams[*uuid.UUID](r)
+		before, limit, err := httpjson.PageParams[*uuid.UUID](r)
 		if err != nil {
 			return err
 		}
@@ -160,7 +160,7 @@ func (a *API) listOccurrences() http.Handler {
 		if err != nil {
 			return err
 		}
-		httpjson.Encode(w, http.StatusOK, newPage(occs, limit, func(o engine.Occurrence) any { return o.ID }, toOccurrenceJSON))
+		httpjson.Encode(w, http.StatusOK, httpjson.NewPage(occs, limit, func(o engine.Occurrence) any { return o.ID }, toOccurrenceJSON))
 		return nil
 	})
 }

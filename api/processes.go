@@ -62,7 +62,7 @@ func (a *API) publishProcess() http.Handler {
 
 func (a *API) listProcesses() http.Handler {
 	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
-		after, limit, err := pageParams[string](r)
+		after, limit, err := httpjson.PageParams[string](r)
 		if err != nil {
 			return err
 		}
@@ -75,7 +75,7 @@ func (a *API) listProcesses() http.Handler {
 			LatestVersion int       `json:"latest_version"`
 			CreatedAt     time.Time `json:"created_at"`
 		}
-		httpjson.Encode(w, http.StatusOK, newPage(ps, limit, func(s engine.ProcessSummary) any { return s.Key }, func(s engine.ProcessSummary) item {
+		httpjson.Encode(w, http.StatusOK, httpjson.NewPage(ps, limit, func(s engine.ProcessSummary) any { return s.Key }, func(s engine.ProcessSummary) item {
 			return item{Key: s.Key, LatestVersion: s.LatestVersion, CreatedAt: s.CreatedAt}
 		}))
 		return nil

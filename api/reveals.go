@@ -61,7 +61,7 @@ func (a *API) revealOccurrence() http.Handler {
 // occurrence.
 func (a *API) listReveals() http.Handler {
 	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
-		before, limit, err := pageParams[int64](r)
+		before, limit, err := httpjson.PageParams[int64](r)
 		if err != nil {
 			return err
 		}
@@ -78,7 +78,7 @@ func (a *API) listReveals() http.Handler {
 		if err != nil {
 			return err
 		}
-		httpjson.Encode(w, http.StatusOK, newPage(reveals, limit, func(rv engine.Reveal) any { return rv.ID }, func(rv engine.Reveal) revealJSON {
+		httpjson.Encode(w, http.StatusOK, httpjson.NewPage(reveals, limit, func(rv engine.Reveal) any { return rv.ID }, func(rv engine.Reveal) revealJSON {
 			return revealJSON{ID: rv.ID, OccurrenceID: rv.OccurrenceID, Side: rv.Side, Field: rv.Field, Principal: rv.Principal, RevealedAt: rv.RevealedAt}
 		}))
 		return nil

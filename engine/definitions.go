@@ -308,6 +308,34 @@ func (e *Engine) ListReleases(ctx context.Context, key string) ([]Release, error
 	return out, nil
 }
 
+// ReleasePosition is the keyset position of a release in publication
+// order: its publication time, then its name.
+type ReleasePosition struct {
+	CreatedAt time.Time
+	Name      string
+}
+
+// ListReleasesAfter returns up to limit releases of key in publication
+// order, those after the position (nil for the first).
+func (e *Engine) ListReleasesAfter(ctx context.Context, key string, after *ReleasePosition, limit int) ([]Release, error) {
+	if _, err := e.q.DefinitionGet(ctx, key); isNoRows(err) {
+		return nil, notFound("definition %q", key)
+	}
+	params := queries.ReleaseListByDefinitionAfterParams{DefinitionKey: key, Max: int32(limit)}
+	if after != nil {
+		params.AfterCreatedAt, params.AfterName = &after.CreatedAt, &after.Name
+	}
+	rows, err := e.q.ReleaseListByDefinitionAfter(ctx, params)
+	if err != nil {
+		return nil, wrap("list releases", err)
+	}
+	out := make([]Release, len(rows))
+	for i, r := range rows {
+		out[i] = releaseFromRow(r)
+	}
+	return out, nil
+}
+
 // GetRelease returns one release.
 func (e *Engine) GetRelease(ctx context.Context, key, name string) (Release, error) {
 	row, err := e.q.ReleaseGet(ctx, queries.ReleaseGetParams{DefinitionKey: key, Name: name})

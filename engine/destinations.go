@@ -159,9 +159,10 @@ func (e *Engine) GetDestination(ctx context.Context, name string) (Destination, 
 	return destinationFromRow(row), nil
 }
 
-// ListDestinations returns every destination by name.
-func (e *Engine) ListDestinations(ctx context.Context) ([]Destination, error) {
-	rows, err := e.q.DestinationList(ctx)
+// ListDestinations returns up to limit destinations by name, those named
+// after after ("" for the first).
+func (e *Engine) ListDestinations(ctx context.Context, after string, limit int) ([]Destination, error) {
+	rows, err := e.q.DestinationList(ctx, queries.DestinationListParams{After: after, Max: int32(limit)})
 	if err != nil {
 		return nil, wrap("list destinations", err)
 	}

@@ -90,17 +90,15 @@ func (d *Destinations) get(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (d *Destinations) list(w http.ResponseWriter, r *http.Request) error {
-	ds, err := d.eng.ListDestinations(r.Context())
+	after, limit, err := httpjson.PageParams[string](r)
 	if err != nil {
 		return err
 	}
-	out := struct {
-		Items []destinationJSON `json:"items"`
-	}{Items: []destinationJSON{}}
-	for _, x := range ds {
-		out.Items = append(out.Items, toJSON(x))
+	ds, err := d.eng.ListDestinations(r.Context(), after, limit+1)
+	if err != nil {
+		return err
 	}
-	httpjson.Encode(w, http.StatusOK, out)
+	httpjson.Encode(w, http.StatusOK, httpjson.NewPage(ds, limit, func(x engine.Destination) any { return x.Name }, toJSON))
 	return nil
 }
 

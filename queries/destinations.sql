@@ -10,7 +10,7 @@ on conflict (name) do update
 returning *, (xmax = 0)::boolean as created;
 
 -- name: DestinationList :many
-select * from destinations order by name;
+select * from destinations where name > @after order by name limit @max;
 
 -- name: DestinationDelete :execrows
 delete from destinations where name = @name;

@@ -42,11 +42,16 @@ func (q *Queries) DestinationGet(ctx context.Context, name string) (Destination,
 }
 
 const destinationList = `-- name: DestinationList :many
-select name, url, header_names, sealed_headers, max_timeout, created_at, updated_at from destinations order by name
+select name, url, header_names, sealed_headers, max_timeout, created_at, updated_at from destinations where name > $1 order by name limit $2
 `
 
-func (q *Queries) DestinationList(ctx context.Context) ([]Destination, error) {
-	rows, err := q.db.Query(ctx, destinationList)
+type DestinationListParams struct {
+	After string
+	Max   int32
+}
+
+func (q *Queries) DestinationList(ctx context.Context, arg DestinationListParams) ([]Destination, error) {
+	rows, err := q.db.Query(ctx, destinationList, arg.After, arg.Max)
 	if err != nil {
 		return nil, err
 	}

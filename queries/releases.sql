@@ -8,3 +8,11 @@ select * from releases where definition_key = @definition_key and name = @name;
 
 -- name: ReleaseListByDefinition :many
 select * from releases where definition_key = @definition_key order by created_at, name;
+
+-- name: ReleaseListByDefinitionAfter :many
+select * from releases
+where definition_key = @definition_key
+  and (sqlc.narg('after_created_at')::timestamptz is null
+       or (created_at, name) > (sqlc.narg('after_created_at')::timestamptz, sqlc.narg('after_name')::text))
+order by created_at, name
+limit @max;

@@ -7,6 +7,7 @@ package queries
 
 import (
 	"context"
+	"time"
 )
 
 const releaseGet = `-- name: ReleaseGet :one
@@ -68,6 +69,53 @@ select definition_key, name, revision, notes, created_at from releases where def
 
 func (q *Queries) ReleaseListByDefinition(ctx context.Context, definitionKey string) ([]Release, error) {
 	rows, err := q.db.Query(ctx, releaseListByDefinition, definitionKey)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Release{}
+	for rows.Next() {
+		var i Release
+		if err := rows.Scan(
+			&i.DefinitionKey,
+			&i.Name,
+			&i.Revision,
+			&i.Notes,
+			&i.CreatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const releaseListByDefinitionAfter = `-- name: ReleaseListByDefinitionAfter :many
+select definition_key, name, revision, notes, created_at from releases
+where definition_key = $1
+  and ($2::timestamptz is null
+       or (created_at, name) > ($2::timestamptz, $3::text))
+order by created_at, name
+limit $4
+`
+
+type ReleaseListByDefinitionAfterParams struct {
+	DefinitionKey  string
+	AfterCreatedAt *time.Time
+	AfterName      *string
+	Max            int32
+}
+
+func (q *Queries) ReleaseListByDefinitionAfter(ctx context.Context, arg ReleaseListByDefinitionAfterParams) ([]Release, error) {
+	rows, err := q.db.Query(ctx, releaseListByDefinitionAfter,
+		arg.DefinitionKey,
+		arg.AfterCreatedAt,
+		arg.AfterName,
+		arg.Max,
+	)
 	if err != nil {
 		return nil, err
 	}
