@@ -62,3 +62,29 @@ func TestNULCharacterIsRefusedWithItsPointer(t *testing.T) {
 		t.Errorf("%d instances were started; want none", len(items))
 	}
 }
+
+// TestNULInTheAddressIsRefused: a filter, cursor or name holding the NUL
+// character is a 400 naming it, never a 500 from the database.
+func TestNULInTheAddressIsRefused(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	env.Definition("add_company_to_crm.yaml")
+	for _, tc := range []struct{ path, at string }{
+		{"/api/v1/instances?business_key=acme%00", "?business_key"},
+		{"/api/v1/occurrences?definition=add_company_to_crm%00&status=available", "?definition"},
+		{"/api/v1/definitions/add_company_to_crm/releases/2026%00", "path"},
+		{"/api/v1/processes?cursor=%00", "?cursor"},
+	} {
+		r := env.Do("GET", tc.path, env.Admin, nil)
+		var p struct {
+			Errors []struct{ Path, Message string }
+		}
+		_ = json.Unmarshal(r.Body, &p)
+		if r.Status != 400 || r.Code() != "invalid_request" || len(p.Errors) != 1 || p.Errors[0].Path != tc.at {
+			t.Errorf("GET %s: %d %s; want 400 invalid_request at %s", tc.path, r.Status, r.Body, tc.at)
+		}
+	}
+	if r := env.Do("GET", "/api/v1/instances?business_key=%00", "", nil); r.Status != 400 {
+		t.Errorf("the address is checked before the token: %d", r.Status)
+	}
+}

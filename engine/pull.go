@@ -457,7 +457,10 @@ func (e *Engine) scrub(ctx context.Context, q *queries.Queries, o queries.Occurr
 	}
 	// Scrub before truncating, so no protected value is cut in half and
 	// left as a prefix.
-	message = contracts.Scrub(strings.ToValidUTF8(message, "?"), protected)
+	// Text columns hold valid UTF-8 without NUL: a destination's body may
+	// have neither.
+	message = strings.ReplaceAll(strings.ToValidUTF8(message, "?"), "\x00", "?")
+	message = contracts.Scrub(message, protected)
 	if len(message) > maxErrorMessage {
 		// Cut on a character boundary: the column holds UTF-8 text.
 		cut := maxErrorMessage

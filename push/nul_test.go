@@ -41,3 +41,24 @@ func TestDestinationOutputsHoldingNULFailTheOccurrence(t *testing.T) {
 		t.Errorf("destination called %d times; want 1", n)
 	}
 }
+
+// TestDestinationErrorBodyHoldingNULIsStored: a failing destination's body
+// may hold raw NUL bytes, which no text column takes; the stored message
+// shows them as "?" and the occurrence fails with the destination's status.
+func TestDestinationErrorBodyHoldingNULIsStored(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	env.Definition("score_company.yaml")
+	d := newDestination(t, func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusBadGateway)
+		_, _ = w.Write([]byte("upstream\x00down"))
+	})
+	env.Must(201, "PUT", "/api/v1/destinations/nul", env.Admin, map[string]any{"url": d.URL + "/score", "max_timeout": "PT2S"})
+	env.Process("scoring", scoreProcess("nul", "PT1S"))
+	inst := env.Must(201, "POST", "/api/v1/processes/scoring/instances", env.Operator, map[string]any{"inputs": map[string]any{"crm_id": "C-1"}}).JSON(t)
+	got := env.WaitEnded(inst["id"].(string), 5*time.Second)
+	occ := env.Must(200, "GET", "/api/v1/occurrences/"+got["path"].([]any)[0].(map[string]any)["occurrence_id"].(string), env.Operator, nil).JSON(t)
+	if occ["error_code"] != "destination_http_502" || occ["error_message"] != "the destination answered 502: upstream?down" {
+		t.Errorf("occurrence %v %q, want destination_http_502 with the body's NUL shown as ?", occ["error_code"], occ["error_message"])
+	}
+}

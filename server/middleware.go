@@ -5,7 +5,9 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime/debug"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -103,4 +105,33 @@ func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
 	}
 	reg.MustRegister(m.requests, m.duration)
 	return m
+}
+
+// refuseNUL answers 400 for an address whose path or query holds the NUL
+// character: PostgreSQL stores it in no text value, so a filter, cursor or
+// name holding one would otherwise fail as a 500 where it is looked up.
+// Bodies are checked where JSON is read (jsontree).
+func refuseNUL(logger *slog.Logger) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			var errs []fault.FieldError
+			if strings.ContainsRune(r.URL.Path, 0) {
+				errs = append(errs, fault.FieldError{Path: "path", Message: `the NUL character (\u0000) is not allowed`})
+			}
+			for name, values := range r.URL.Query() {
+				for _, v := range values {
+					if strings.ContainsRune(name, 0) || strings.ContainsRune(v, 0) {
+						errs = append(errs, fault.FieldError{Path: "?" + strings.ReplaceAll(name, "\x00", ""), Message: `the NUL character (\u0000) is not allowed`})
+						break
+					}
+				}
+			}
+			if len(errs) > 0 {
+				slices.SortFunc(errs, func(a, b fault.FieldError) int { return strings.Compare(a.Path, b.Path) })
+				httpjson.WriteError(w, r, logger, fault.New(fault.BadRequest, "invalid_request", "the request's address holds a NUL character").WithErrors(errs))
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
 }

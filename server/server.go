@@ -103,6 +103,7 @@ func newHandler(d Deps, hub *pull.Hub) http.Handler {
 	r.Mount("/console", console.New(d.Logger, d.Engine).Handler())
 
 	r.Route("/api/v1", func(r chi.Router) {
+		r.Use(refuseNUL(d.Logger))
 		lookup := auth.Lookup(d.Engine.LookupToken)
 		any := auth.Require(lookup, d.Logger, auth.RoleDesigner, auth.RoleOperator, auth.RoleConsumer)
 		admin := auth.Require(lookup, d.Logger)
