@@ -273,6 +273,9 @@ func violations(errs []FieldError) string {
 // handler's error text may quote its inputs.
 func (r *run) settleFail(t *Task, f failRequest, log *slog.Logger) {
 	f.WorkerID = r.w.cfg.WorkerID
+	// Relais refuses the NUL character, which an error's text may hold
+	// (a C library's message, a binary body): the failure must still land.
+	f.Message = strings.ReplaceAll(f.Message, "\x00", "?")
 	var res struct {
 		Status       string     `json:"status"`
 		AttemptsLeft int        `json:"attempts_left"`

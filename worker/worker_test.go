@@ -181,6 +181,8 @@ func TestFailures(t *testing.T) {
 		}, failRecord{ErrorCode: "DUPLICATE", Message: "seen", Retryable: false}, 0},
 		{"plain error", func(context.Context, *Task) (any, error) { return nil, errors.New("crm down") },
 			failRecord{ErrorCode: "handler_error", Message: "crm down", Retryable: true}, 0},
+		{"message holding NUL", func(context.Context, *Task) (any, error) { return nil, errors.New("crm\x00down") },
+			failRecord{ErrorCode: "handler_error", Message: "crm?down", Retryable: true}, 0},
 		{"retryable with code and delay", func(context.Context, *Task) (any, error) {
 			return nil, Retry("CRM_DOWN", 1500*time.Millisecond, errors.New("timeout"))
 		}, failRecord{ErrorCode: "CRM_DOWN", Message: "timeout", Retryable: true, RetryDelay: ptr("PT1.5S")}, 0},
