@@ -391,10 +391,11 @@ func (e *Engine) Fail(ctx context.Context, ref WorkerRef, f Failure) (Settlement
 		if err := lockRefusal(o, ref, r.now); err != nil {
 			return err
 		}
-		code, message, err := e.scrub(ctx, q, o, f.ErrorCode, f.Message)
+		protected, err := e.protectedOf(ctx, q, o)
 		if err != nil {
 			return err
 		}
+		code, message := redactCode(f.ErrorCode, protected), scrubMessage(f.Message, protected)
 		left := int(o.MaxAttempts - o.Attempts)
 		if f.Retryable && left > 0 {
 			delay := o.RetryDelay
@@ -424,22 +425,26 @@ func (e *Engine) Fail(ctx context.Context, ref WorkerRef, f Failure) (Settlement
 	return out, wrap("fail", err)
 }
 
-// redactedCode replaces an error code that holds a protected value: codes
-// are shown as they are, so they cannot be scrubbed in place.
+// redactedCode replaces a worker's error code that holds a protected value:
+// codes are shown as they are, so they cannot be scrubbed in place.
 const redactedCode = "redacted"
 
-// scrub removes the occurrence's protected values (and, for a push
-// occurrence, its destination's header values) from a worker- or
-// destination-supplied failure: the message is scrubbed and bounded, and a
-// code that contains a protected value is replaced by redactedCode.
-func (e *Engine) scrub(ctx context.Context, q *queries.Queries, o queries.Occurrence, code, message string) (string, string, error) {
+// minCodeMatch is the shortest protected value looked for inside a code;
+// shorter ones (a sensitive "5") only match a code that is exactly them,
+// or every code with a digit would be redacted.
+const minCodeMatch = 4
+
+// protectedOf returns the values a failure reported for o must not show:
+// the occurrence's sensitive and secret inputs and, for a push occurrence,
+// its destination's header values.
+func (e *Engine) protectedOf(ctx context.Context, q *queries.Queries, o queries.Occurrence) ([]string, error) {
 	rev, err := e.revision(ctx, q, o.DefinitionKey, int(o.Revision))
 	if err != nil {
-		return "", "", err
+		return nil, err
 	}
 	inputs, err := e.unseal(o.Inputs, o.SealedInputs, aadOccurrenceInputs(o.ID))
 	if err != nil {
-		return "", "", err
+		return nil, err
 	}
 	protected := rev.Working.Inputs.ProtectedStrings(inputs)
 	if o.Destination != nil {
@@ -452,14 +457,17 @@ func (e *Engine) scrub(ctx context.Context, q *queries.Queries, o queries.Occurr
 			}
 		}
 	}
-	if contracts.Scrub(code, protected) != code {
-		code = redactedCode
-	}
-	// Scrub before truncating, so no protected value is cut in half and
-	// left as a prefix.
+	return protected, nil
+}
+
+// scrubMessage removes protected values from a worker- or
+// destination-supplied message and bounds its length.
+func scrubMessage(message string, protected []string) string {
 	// Text columns hold valid UTF-8 without NUL: a destination's body may
 	// have neither.
 	message = strings.ReplaceAll(strings.ToValidUTF8(message, "?"), "\x00", "?")
+	// Scrub before truncating, so no protected value is cut in half and
+	// left as a prefix.
 	message = contracts.Scrub(message, protected)
 	if len(message) > maxErrorMessage {
 		// Cut on a character boundary: the column holds UTF-8 text.
@@ -469,7 +477,18 @@ func (e *Engine) scrub(ctx context.Context, q *queries.Queries, o queries.Occurr
 		}
 		message = message[:cut] + "…"
 	}
-	return code, message, nil
+	return message
+}
+
+// redactCode replaces a worker's error code that is, or holds, a protected
+// value. Codes Relais makes itself never hold one and are not passed here.
+func redactCode(code string, protected []string) string {
+	for _, p := range protected {
+		if code == p || len(p) >= minCodeMatch && strings.Contains(code, p) {
+			return redactedCode
+		}
+	}
+	return code
 }
 
 // Extend prolongs the worker's lock. It is also how a worker learns that

@@ -129,11 +129,11 @@ func (e *Engine) SettlePush(ctx context.Context, id uuid.UUID, attempt int, res 
 			return err
 		}
 		if res.ErrorCode != "" {
-			code, msg, err := e.scrub(ctx, q, o, res.ErrorCode, res.Message)
+			protected, err := e.protectedOf(ctx, q, o)
 			if err != nil {
 				return err
 			}
-			return r.fail(o, OutcomeFailed, code, msg)
+			return r.fail(o, OutcomeFailed, res.ErrorCode, scrubMessage(res.Message, protected))
 		}
 		_, ov, err := e.Validators(rev)
 		if err != nil {

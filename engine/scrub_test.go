@@ -1,0 +1,21 @@
+package engine
+
+import "testing"
+
+func TestRedactCode(t *testing.T) {
+	t.Parallel()
+	protected := []string{"tok-S3CR3T-7f3a", "5", "1234"}
+	for code, want := range map[string]string{
+		"tok-S3CR3T-7f3a":        redactedCode, // the value itself
+		"AUTH_tok-S3CR3T-7f3a":   redactedCode, // holding it
+		"PIN_1234_REFUSED":       redactedCode, // a value of minCodeMatch characters
+		"5":                      redactedCode, // a short value only as the whole code
+		"HTTP_503":               "HTTP_503",   // holds "5", too short to look for inside
+		"CRM_DOWN":               "CRM_DOWN",
+		"destination_unreliable": "destination_unreliable",
+	} {
+		if got := redactCode(code, protected); got != want {
+			t.Errorf("redactCode(%q) = %q, want %q", code, got, want)
+		}
+	}
+}
