@@ -100,7 +100,7 @@ func (e *Engine) GetDefinition(ctx context.Context, key string) (Definition, err
 	if len(vs) > 0 {
 		return Definition{}, wrap("get definition", errCorrupt("working of "+key))
 	}
-	d := Definition{Key: row.Key, Working: w, WorkingDigest: row.WorkingDigest, CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt}
+	d := Definition{Key: row.Key, Working: w, WorkingDigest: w.Digest(), CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt}
 	if d.LatestRevision, err = e.latestRevision(ctx, key); err != nil {
 		return Definition{}, wrap("get definition", err)
 	}
@@ -149,20 +149,23 @@ func (e *Engine) Snapshot(ctx context.Context, key string) (Revision, bool, erro
 		if err != nil {
 			return err
 		}
+		// Digests come from the stored bytes, not the stored digest: a
+		// Working saved while it was kept as jsonb may have had its numbers
+		// rewritten since it was digested.
+		w, vs := contracts.ParseWorking(def.Working)
+		if len(vs) > 0 {
+			return errCorrupt("working of " + key)
+		}
 		next := int32(1)
 		latest, err := q.RevisionLatest(ctx, key)
 		switch {
-		case err == nil && latest.Digest == def.WorkingDigest:
+		case err == nil && latest.Digest == w.Digest():
 			rev, err = revisionFromRow(latest)
 			return err
 		case err == nil:
 			next = latest.Revision + 1
 		case !isNoRows(err):
 			return err
-		}
-		w, vs := contracts.ParseWorking(def.Working)
-		if len(vs) > 0 {
-			return errCorrupt("working of " + key)
 		}
 		row, err := q.RevisionInsert(ctx, queries.RevisionInsertParams{DefinitionKey: key, Revision: next, Digest: w.Digest(), Document: w.Canonical()})
 		if err != nil {

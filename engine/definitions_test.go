@@ -39,3 +39,32 @@ func TestSnapshotOfNumbersInAnyNotationGivesOneRevision(t *testing.T) {
 		t.Errorf("digests: saved %s, read back %s (recomputed %s), revision %s; want one", d.WorkingDigest, got.WorkingDigest, got.Working.Digest(), first.Digest)
 	}
 }
+
+// A Working saved while it was kept as jsonb has its numbers rewritten
+// (1e2 stored as 100) under the digest of what was sent: digests are taken
+// from the stored bytes, so it still snapshots once.
+func TestSnapshotOfAWorkingRewrittenByJSONB(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := setup(t)
+	working := `{"name":"Score","inputs":{"fields":[{"name":"amount","type":"number","required":true,"maximum":1e2}]},
+	 "outputs":{"fields":[{"name":"ok","type":"boolean","required":true}]}}`
+	if _, _, err := e.SaveWorking(ctx, "score", []byte(working)); err != nil {
+		t.Fatal(err)
+	}
+	// What migration 0006 left of a Working saved before it.
+	if _, err := e.pool.Exec(ctx, "update definitions set working = working::jsonb::json where key = 'score'"); err != nil {
+		t.Fatal(err)
+	}
+	first, _, err := e.Snapshot(ctx, "score")
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, created, err := e.Snapshot(ctx, "score")
+	if err != nil || created || second.Revision != first.Revision {
+		t.Errorf("second snapshot: revision %d created %v (%v), want revision %d again", second.Revision, created, err, first.Revision)
+	}
+	if d, err := e.GetDefinition(ctx, "score"); err != nil || d.WorkingDigest != first.Digest {
+		t.Errorf("working digest %s (%v), want the revision's %s: nothing is left to snapshot", d.WorkingDigest, err, first.Digest)
+	}
+}
