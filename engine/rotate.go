@@ -15,11 +15,14 @@ import (
 // enough to keep locks short on a live system, large enough to move fast.
 const rotateBatch = 500
 
-// rotateRetryPause is the pause between passes that wait for rows locked by
-// running work (settlements hold them for milliseconds); rotateStallLimit
-// is how long passes may make no progress before the rotation gives up.
+// rotateRetryPause is the first pause between passes that wait for rows
+// locked by running work (settlements hold them for milliseconds); it
+// doubles up to rotateMaxPause while nothing moves, since each pass scans
+// the sealed tables. rotateStallLimit is how long passes may leave as many
+// values under older keys before the rotation gives up.
 const (
 	rotateRetryPause = 100 * time.Millisecond
+	rotateMaxPause   = 5 * time.Second
 	rotateStallLimit = time.Minute
 )
 
@@ -104,9 +107,8 @@ func (e *Engine) RotateKeys(ctx context.Context, progress func(RotationProgress)
 	// leave some behind: passes repeat until a count that waits for no lock
 	// finds nothing under another key. Only then may a key be retired, or
 	// removing it would make those values unreadable.
-	stalled := time.Now()
+	stalled, fewest, pause := time.Now(), int64(-1), rotateRetryPause
 	for {
-		moved := 0
 		for _, s := range steps {
 			for {
 				var n int
@@ -121,7 +123,6 @@ func (e *Engine) RotateKeys(ctx context.Context, progress func(RotationProgress)
 				if n == 0 {
 					break
 				}
-				moved += n
 				totals[s.table] += n
 				if progress != nil {
 					progress(RotationProgress{Table: s.table, Rows: n, Total: totals[s.table]})
@@ -135,16 +136,19 @@ func (e *Engine) RotateKeys(ctx context.Context, progress func(RotationProgress)
 		if left == 0 {
 			break
 		}
-		if moved > 0 {
-			stalled = time.Now()
+		// Progress is fewer values left, not rows moved: a replica still
+		// sealing with an old key keeps adding rows to move.
+		if fewest < 0 || left < fewest {
+			stalled, fewest, pause = time.Now(), left, rotateRetryPause
 		} else if time.Since(stalled) > rotateStallLimit {
-			return fmt.Errorf("engine: rotate: %d values are still under older keys, held locked by running work for over %s; no key was retired: run the rotation again", left, rotateStallLimit)
+			return fmt.Errorf("engine: rotate: %d values are still under older keys after %s without progress: rows held locked by running work, or a replica still sealing with an older key (every replica must run with %q first); no key was retired: run the rotation again", left, rotateStallLimit, primary)
 		}
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("engine: rotate: %w (%d values still under older keys; no key was retired)", ctx.Err(), left)
-		case <-time.After(rotateRetryPause):
+		case <-time.After(pause):
 		}
+		pause = min(2*pause, rotateMaxPause)
 	}
 	// Every value is now under the primary key: older keys are retired.
 	rows, err := e.q.DataKeyList(ctx)
