@@ -64,11 +64,13 @@ type Attempt struct {
 }
 
 // lockLapsed reports whether o is a pull occurrence whose lock expired with
-// attempts left. It stays stored as reserved until a claim takes it (no
+// attempts left and its deadline (if any) still ahead: what a claim may
+// take. It stays stored as reserved until a claim takes it (no
 // sweeper), but it is available again (DESIGN §3), and observers see it so.
 func lockLapsed(o queries.Occurrence, now time.Time) bool {
 	return o.Mode == ModePull && o.Status == StatusReserved && o.LockExpiresAt != nil &&
-		!o.LockExpiresAt.After(now) && o.Attempts < o.MaxAttempts
+		!o.LockExpiresAt.After(now) && o.Attempts < o.MaxAttempts &&
+		(o.DeadlineAt == nil || o.DeadlineAt.After(now))
 }
 
 // occurrenceFromRow makes the observation of o as of now.

@@ -17,4 +17,5 @@ order by definition_key, status;
 select definition_key, count(*)::bigint as count
 from occurrences
 where status = 'reserved' and mode = 'pull' and lock_expires_at <= @now::timestamptz and attempts < max_attempts
+  and (deadline_at is null or deadline_at > @now::timestamptz)
 group by definition_key;

@@ -53,6 +53,7 @@ const occurrenceLapsedLocksByDefinition = `-- name: OccurrenceLapsedLocksByDefin
 select definition_key, count(*)::bigint as count
 from occurrences
 where status = 'reserved' and mode = 'pull' and lock_expires_at <= $1::timestamptz and attempts < max_attempts
+  and (deadline_at is null or deadline_at > $1::timestamptz)
 group by definition_key
 `
 

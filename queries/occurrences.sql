@@ -194,9 +194,11 @@ select * from occurrences o
 where (sqlc.narg('definition_key')::text is null or o.definition_key = sqlc.narg('definition_key'))
   and (sqlc.narg('status')::text is null
        or (o.status = sqlc.narg('status')
-           and not (o.status = 'reserved' and o.mode = 'pull' and o.lock_expires_at <= @now::timestamptz and o.attempts < o.max_attempts))
+           and not (o.status = 'reserved' and o.mode = 'pull' and o.lock_expires_at <= @now::timestamptz and o.attempts < o.max_attempts
+                and (o.deadline_at is null or o.deadline_at > @now::timestamptz)))
        or (sqlc.narg('status') = 'available'
-           and o.status = 'reserved' and o.mode = 'pull' and o.lock_expires_at <= @now::timestamptz and o.attempts < o.max_attempts))
+           and o.status = 'reserved' and o.mode = 'pull' and o.lock_expires_at <= @now::timestamptz and o.attempts < o.max_attempts
+                and (o.deadline_at is null or o.deadline_at > @now::timestamptz)))
   and (sqlc.narg('instance_id')::uuid is null or o.instance_id = sqlc.narg('instance_id'))
   and (sqlc.narg('revision')::integer is null or o.revision = sqlc.narg('revision'))
   and (sqlc.narg('consumer_id')::bigint is null or exists (

@@ -690,9 +690,11 @@ select id, instance_id, node, definition_key, revision, mode, status, priority, 
 where ($1::text is null or o.definition_key = $1)
   and ($2::text is null
        or (o.status = $2
-           and not (o.status = 'reserved' and o.mode = 'pull' and o.lock_expires_at <= $3::timestamptz and o.attempts < o.max_attempts))
+           and not (o.status = 'reserved' and o.mode = 'pull' and o.lock_expires_at <= $3::timestamptz and o.attempts < o.max_attempts
+                and (o.deadline_at is null or o.deadline_at > $3::timestamptz)))
        or ($2 = 'available'
-           and o.status = 'reserved' and o.mode = 'pull' and o.lock_expires_at <= $3::timestamptz and o.attempts < o.max_attempts))
+           and o.status = 'reserved' and o.mode = 'pull' and o.lock_expires_at <= $3::timestamptz and o.attempts < o.max_attempts
+                and (o.deadline_at is null or o.deadline_at > $3::timestamptz)))
   and ($4::uuid is null or o.instance_id = $4)
   and ($5::integer is null or o.revision = $5)
   and ($6::bigint is null or exists (
