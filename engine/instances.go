@@ -268,7 +268,7 @@ func (e *Engine) StopInstance(ctx context.Context, id uuid.UUID) (Instance, erro
 		case InstanceCancelled:
 			return nil
 		case InstanceCompleted, InstanceFailed:
-			return fault.New(fault.Conflict, "instance_ended", "instance %s already ended %s", id, inst.Status)
+			return fault.New(fault.Conflict, "instance_ended", "instance %s has already ended (%s): there is nothing to stop", id, inst.Status)
 		}
 		now, err := e.clock(ctx, q.DBTX())
 		if err != nil {

@@ -122,6 +122,27 @@ func (db *database) close() {
 	}
 }
 
+// requireExistingDatabase refuses, in embedded mode, a data directory that
+// holds no cluster yet. Commands that act on a running Relais (token
+// create, keys rotate) would otherwise quietly create a second, empty
+// database when pointed at the wrong folder: a token made there opens
+// nothing.
+func requireExistingDatabase(cfg config.Config) error {
+	if cfg.DatabaseURL != "" {
+		return nil
+	}
+	abs, err := filepath.Abs(cfg.DataDir)
+	if err != nil {
+		return fmt.Errorf("RELAIS_DATA_DIR: %w", err)
+	}
+	for _, p := range []string{filepath.Join(abs, "pg", "data", "PG_VERSION"), filepath.Join(abs, "pg-location")} {
+		if _, err := os.Stat(p); err == nil {
+			return nil
+		}
+	}
+	return fmt.Errorf("no Relais database in %s (its embedded cluster does not exist yet): pass the RELAIS_DATA_DIR (or --data-dir) that relais serve uses, or RELAIS_DATABASE_URL, or run relais serve once first", abs)
+}
+
 // clusterDir is where the embedded cluster lives: DATA_DIR/pg. As root the
 // cluster runs as an unprivileged user who must be able to traverse every
 // parent folder; when DATA_DIR sits under a private folder (such as /root),

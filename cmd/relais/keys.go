@@ -68,6 +68,9 @@ func keysRotate(ctx context.Context, args []string, getenv func(string) string, 
 	if err != nil {
 		return err
 	}
+	if err := requireExistingDatabase(cfg); err != nil {
+		return err
+	}
 	logger := newLogger(cfg, stderr)
 	db, _, err := openMigrated(ctx, cfg, logger, true)
 	if err != nil {

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -335,5 +337,23 @@ func TestShutdownDrainsLongPolls(t *testing.T) {
 	}
 	if d := got.at.Sub(stopAt); d > 3*time.Second {
 		t.Errorf("the poll was answered %v after shutdown began; want at once", d)
+	}
+}
+
+// An administration command pointed at a data directory without a cluster
+// (a typo, or serve runs with another RELAIS_DATA_DIR) says so instead of
+// quietly creating a second, empty database.
+func TestAdminCommandsNeedAnExistingDatabase(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "elsewhere")
+	env := func(k string) string { return map[string]string{"RELAIS_DATA_DIR": dir}[k] }
+	for _, args := range [][]string{{"token", "create", "--role", "operator", "--name", "ops"}, {"keys", "rotate"}} {
+		err := run(context.Background(), args, env, io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "no Relais database in "+dir) || !strings.Contains(err.Error(), "RELAIS_DATA_DIR") {
+			t.Errorf("%v: err = %v, want one saying %s holds no Relais database", args, err, dir)
+		}
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the commands created %s: %v", dir, err)
 	}
 }
