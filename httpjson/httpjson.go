@@ -40,6 +40,9 @@ func Decode[T any](w http.ResponseWriter, r *http.Request, maxBytes int64) (T, e
 	dec.DisallowUnknownFields()
 	dec.UseNumber()
 	if err := dec.Decode(&v); err != nil {
+		if shapeErr := shapeError(body, reflect.TypeOf(&v).Elem()); shapeErr != nil {
+			return v, shapeErr
+		}
 		return v, decodeError(err, maxBytes)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
@@ -120,6 +123,27 @@ func nulStrings(v reflect.Value, at string, errs *[]fault.FieldError) {
 			nulStrings(v.Field(i), jsontree.Pointer(at, name), errs)
 		}
 	}
+}
+
+// shapeError reports every unknown member of a well-formed body (400
+// unknown_field), else every value its type refuses (400 invalid_json), each
+// with its pointer; nil when the body is not well-formed JSON, which
+// decodeError explains.
+func shapeError(body []byte, t reflect.Type) error {
+	unknown, invalid, ok := shapeProblems(body, t)
+	switch {
+	case !ok:
+		return nil
+	case len(unknown) > 0:
+		names := make([]string, len(unknown))
+		for i, u := range unknown {
+			names[i] = u.Path
+		}
+		return fault.New(fault.BadRequest, "unknown_field", "unknown field(s): %s", strings.Join(names, ", ")).WithErrors(unknown)
+	case len(invalid) > 0:
+		return fault.New(fault.BadRequest, "invalid_json", "%d invalid value(s)", len(invalid)).WithErrors(invalid)
+	}
+	return nil
 }
 
 func decodeError(err error, maxBytes int64) error {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/relais/relais/fault"
+	"github.com/relais/relais/isoduration"
 )
 
 type body struct {
@@ -128,5 +129,65 @@ func TestDecodeRefusesNUL(t *testing.T) {
 		if _, err := Decode[nulBody](httptest.NewRecorder(), httptest.NewRequest("POST", "/", strings.NewReader(ok)), 1000); err != nil {
 			t.Errorf("Decode(%s): %v; want it accepted", ok, err)
 		}
+	}
+}
+
+type grant struct {
+	Definition string `json:"definition"`
+	Revisions  []int  `json:"revisions"`
+}
+
+type nested struct {
+	Name   string                `json:"name"`
+	Grants []grant               `json:"grants"`
+	Wait   *isoduration.Duration `json:"wait"`
+	Lock   isoduration.Duration  `json:"lock"`
+	Labels map[string]string     `json:"labels"`
+	Raw    json.RawMessage       `json:"raw"`
+}
+
+// Every problem of a body comes back at once, each at its pointer:
+// encoding/json stops at the first, and names no field for a custom type.
+func TestDecodeReportsEveryProblemWithItsPointer(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in       string
+		code     string
+		problems map[string]string // pointer → part of the message
+	}{
+		{`{"name":"a","colour":"red","grants":[{"definition":"x","bar":1}],"Extra":true}`, "unknown_field",
+			map[string]string{"/colour": "unknown field", "/grants/0/bar": "unknown field", "/Extra": "unknown field"}},
+		{`{"wait":"60s","lock":"PT1M","grants":[{"definition":1,"revisions":[1,"2",3.5]}],"labels":{"a":2}}`, "invalid_json",
+			map[string]string{"/wait": "ISO-8601", "/grants/0/definition": "must be a string", "/grants/0/revisions/1": "must be a number",
+				"/grants/0/revisions/2": "must be an integer", "/labels/a": "must be a string"}},
+		// Members match as encoding/json matches them; raw values are left
+		// to their contract.
+		{`{"NAME":"a","wait":"PT1S","raw":{"anything":[1]},"lock":"1 minute"}`, "invalid_json", map[string]string{"/lock": "ISO-8601"}},
+	}
+	for _, tt := range tests {
+		req := httptest.NewRequest("POST", "/", strings.NewReader(tt.in))
+		_, err := Decode[nested](httptest.NewRecorder(), req, 1<<20)
+		fe, ok := fault.As(err)
+		if !ok || fe.Code != tt.code {
+			t.Errorf("%.50s: %v; want %s", tt.in, err, tt.code)
+			continue
+		}
+		got := map[string]string{}
+		for _, e := range fe.Errors {
+			got[e.Path] = e.Message
+		}
+		if len(got) != len(tt.problems) {
+			t.Errorf("%.50s: errors %v; want exactly %v", tt.in, fe.Errors, tt.problems)
+		}
+		for at, part := range tt.problems {
+			if !strings.Contains(got[at], part) {
+				t.Errorf("%.50s: at %s got %q, want it to say %q", tt.in, at, got[at], part)
+			}
+		}
+	}
+	// A body the type accepts decodes as before.
+	req := httptest.NewRequest("POST", "/", strings.NewReader(`{"name":"a","wait":"PT1S","lock":"PT2M","grants":[{"definition":"x","revisions":[1]}]}`))
+	if v, err := Decode[nested](httptest.NewRecorder(), req, 1<<20); err != nil || v.Lock.Std() != 2*time.Minute {
+		t.Errorf("valid body: %+v, %v", v, err)
 	}
 }
