@@ -15,6 +15,7 @@ import (
 
 	"github.com/relais/relais/config"
 	"github.com/relais/relais/engine"
+	"github.com/relais/relais/isoduration"
 	"github.com/relais/relais/queries"
 	"github.com/relais/relais/server"
 )
@@ -81,7 +82,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	case <-ctx.Done():
 	}
 
-	logger.Info("shutting down: draining in-flight requests", "timeout", cfg.ShutdownTimeout)
+	logger.Info("shutting down: draining in-flight requests", "timeout", isoduration.Format(cfg.ShutdownTimeout))
 	replica.Drain()
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
