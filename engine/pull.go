@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -429,9 +430,10 @@ func (e *Engine) Fail(ctx context.Context, ref WorkerRef, f Failure) (Settlement
 // codes are shown as they are, so they cannot be scrubbed in place.
 const redactedCode = "redacted"
 
-// minCodeMatch is the shortest protected value looked for inside a code;
-// shorter ones (a sensitive "5") only match a code that is exactly them,
-// or every code with a digit would be redacted.
+// minCodeMatch is the shortest protected value looked for anywhere inside
+// a code; shorter ones (a CVV "737", a sensitive "5") are looked for as a
+// whole piece of it between separators, or every code with a digit would
+// be redacted.
 const minCodeMatch = 4
 
 // protectedOf returns the values a failure reported for o must not show:
@@ -480,11 +482,16 @@ func scrubMessage(message string, protected []string) string {
 	return message
 }
 
-// redactCode replaces a worker's error code that is, or holds, a protected
-// value. Codes Relais makes itself never hold one and are not passed here.
+// redactCode replaces a worker's error code that holds a protected value:
+// inside it for values of minCodeMatch characters or more, as a piece
+// between separators (CVV_737_REJECTED) for shorter ones. Codes Relais
+// makes itself never hold one and are not passed here.
 func redactCode(code string, protected []string) string {
+	pieces := strings.FieldsFunc(code, func(r rune) bool {
+		return !unicode.IsLetter(r) && !unicode.IsDigit(r)
+	})
 	for _, p := range protected {
-		if code == p || len(p) >= minCodeMatch && strings.Contains(code, p) {
+		if utf8.RuneCountInString(p) >= minCodeMatch && strings.Contains(code, p) || code == p || slices.Contains(pieces, p) {
 			return redactedCode
 		}
 	}
