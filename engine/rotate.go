@@ -120,12 +120,16 @@ func (e *Engine) RotateKeys(ctx context.Context, progress func(RotationProgress)
 				if err != nil {
 					return fmt.Errorf("engine: rotate %s: %w", s.table, err)
 				}
-				if n == 0 {
-					break
-				}
 				totals[s.table] += n
-				if progress != nil {
+				if n > 0 && progress != nil {
 					progress(RotationProgress{Table: s.table, Rows: n, Total: totals[s.table]})
+				}
+				// A partial batch drained what this pass could take; rows
+				// sealed since then wait for the next pass and its count,
+				// so a replica sealing with an old key cannot keep one
+				// pass going.
+				if n < rotateBatch {
+					break
 				}
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -135,12 +136,27 @@ func requireExistingDatabase(cfg config.Config) error {
 	if err != nil {
 		return fmt.Errorf("RELAIS_DATA_DIR: %w", err)
 	}
-	for _, p := range []string{filepath.Join(abs, "pg", "data", "PG_VERSION"), filepath.Join(abs, "pg-location")} {
-		if _, err := os.Stat(p); err == nil {
+	places := []string{filepath.Join(abs, "pg")}
+	if os.Geteuid() == 0 {
+		places = append(places, fallbackClusterDir(abs))
+	}
+	for _, dir := range places {
+		_, err := os.Stat(filepath.Join(dir, "data", "PG_VERSION"))
+		if err == nil {
 			return nil
 		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("embedded cluster of %s: %w", abs, err)
+		}
 	}
-	return fmt.Errorf("no Relais database in %s (its embedded cluster does not exist yet): pass the RELAIS_DATA_DIR (or --data-dir) that relais serve uses, or RELAIS_DATABASE_URL, or run relais serve once first", abs)
+	return fmt.Errorf("no Relais database in %s (its embedded cluster does not exist yet): pass the RELAIS_DATA_DIR (or --data-dir) that relais serve uses, or RELAIS_DATABASE_URL; or create it first with relais serve or relais migrate", abs)
+}
+
+// fallbackClusterDir is where the cluster of the data directory abs lives
+// when abs cannot be traversed by the cluster user (see clusterDir).
+func fallbackClusterDir(abs string) string {
+	sum := sha256.Sum256([]byte(abs))
+	return filepath.Join("/var/lib/relais/clusters", hex.EncodeToString(sum[:8]))
 }
 
 // clusterDir is where the embedded cluster lives: DATA_DIR/pg. As root the
@@ -168,8 +184,7 @@ func clusterDir(dataDir string, logger *slog.Logger) (string, error) {
 	if blocked == "" {
 		return dir, nil
 	}
-	sum := sha256.Sum256([]byte(abs))
-	alt := filepath.Join("/var/lib/relais/clusters", hex.EncodeToString(sum[:8]))
+	alt := fallbackClusterDir(abs)
 	if err := os.MkdirAll(filepath.Dir(alt), 0o711); err != nil {
 		return "", fmt.Errorf("embedded cluster: %s is not traversable by the cluster user and %s cannot be created: %w", blocked, alt, err)
 	}
