@@ -163,6 +163,10 @@ func TestDecodeReportsEveryProblemWithItsPointer(t *testing.T) {
 		// Members match as encoding/json matches them; raw values are left
 		// to their contract.
 		{`{"NAME":"a","wait":"PT1S","raw":{"anything":[1]},"lock":"1 minute"}`, "invalid_json", map[string]string{"/lock": "ISO-8601"}},
+		// null leaves a pointer unset, but a value with its own decoding
+		// is asked, as encoding/json asks it.
+		{`{"wait":null,"lock":null,"labels":{"a":"60s"},"grants":[{"revisions":[1e400]}]}`, "invalid_json",
+			map[string]string{"/lock": "ISO-8601", "/grants/0/revisions/0": "must be an integer"}},
 	}
 	for _, tt := range tests {
 		req := httptest.NewRequest("POST", "/", strings.NewReader(tt.in))

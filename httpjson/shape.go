@@ -19,6 +19,7 @@ var (
 	unmarshalerType     = reflect.TypeFor[json.Unmarshaler]()
 	textUnmarshalerType = reflect.TypeFor[encoding.TextUnmarshaler]()
 	rawMessageType      = reflect.TypeFor[json.RawMessage]()
+	numberType          = reflect.TypeFor[json.Number]()
 )
 
 // shapeProblems compares a request body with the Go type it decodes into
@@ -48,13 +49,25 @@ func (s *shaper) refuse(at, format string, args ...any) {
 
 func (s *shaper) walk(v any, t reflect.Type, at string) {
 	if v == nil {
-		// null leaves any Go value as it is, as encoding/json does.
+		// null leaves any Go value as it is, as encoding/json does, except
+		// that a value (not a pointer) with its own decoding is asked.
+		if t.Kind() != reflect.Pointer && t != rawMessageType && reflect.PointerTo(t).Implements(unmarshalerType) {
+			if err := json.Unmarshal([]byte("null"), reflect.New(t).Interface()); err != nil {
+				s.refuse(at, "%s", strings.TrimPrefix(err.Error(), "json: "))
+			}
+		}
 		return
 	}
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
 	if t == rawMessageType {
+		return
+	}
+	if t == numberType {
+		if _, isNum := v.(json.Number); !isNum {
+			s.refuse(at, "must be a number, not %s", kindOf(v))
+		}
 		return
 	}
 	if reflect.PointerTo(t).Implements(unmarshalerType) || reflect.PointerTo(t).Implements(textUnmarshalerType) {
@@ -147,7 +160,7 @@ func (s *shaper) walk(v any, t reflect.Type, at string) {
 			s.refuse(at, "must be a number, not %s", kindOf(v))
 			return
 		}
-		if f, err := strconv.ParseFloat(string(n), 64); err != nil || math.IsInf(f, 0) {
+		if f, err := strconv.ParseFloat(string(n), t.Bits()); err != nil || math.IsInf(f, 0) {
 			s.refuse(at, "must be a finite number, not %s", n)
 		}
 	}
@@ -178,12 +191,18 @@ func (fs fieldSet) lookup(name string) (reflect.Type, bool) {
 	if t, ok := fs[name]; ok {
 		return t, true
 	}
-	for n, t := range fs {
+	names := make([]string, 0, len(fs))
+	for n := range fs {
 		if strings.EqualFold(n, name) {
-			return t, true
+			names = append(names, n)
 		}
 	}
-	return nil, false
+	if len(names) == 0 {
+		return nil, false
+	}
+	// Several names fold alike only in odd types; pick one steadily.
+	sort.Strings(names)
+	return fs[names[0]], true
 }
 
 // jsonFields lists the JSON members of a struct type, with those of
@@ -209,6 +228,10 @@ func jsonFields(t reflect.Type) fieldSet {
 				}
 				continue
 			}
+			if !f.IsExported() {
+				continue
+			}
+			name = et.Name()
 		case !f.IsExported():
 			continue
 		case name == "":
