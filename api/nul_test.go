@@ -70,10 +70,10 @@ func TestNULInTheAddressIsRefused(t *testing.T) {
 	env := relaistest.New(t)
 	env.Definition("add_company_to_crm.yaml")
 	for _, tc := range []struct{ path, at string }{
-		{"/api/v1/instances?business_key=acme%00", "?business_key"},
-		{"/api/v1/occurrences?definition=add_company_to_crm%00&status=available", "?definition"},
+		{"/api/v1/instances?business_key=acme%00", "business_key"},
+		{"/api/v1/occurrences?definition=add_company_to_crm%00&status=available", "definition"},
 		{"/api/v1/definitions/add_company_to_crm/releases/2026%00", "path"},
-		{"/api/v1/processes?cursor=%00", "?cursor"},
+		{"/api/v1/processes?cursor=%00", "cursor"},
 	} {
 		r := env.Do("GET", tc.path, env.Admin, nil)
 		var p struct {

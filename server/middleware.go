@@ -138,7 +138,7 @@ func refuseNUL(logger *slog.Logger) func(http.Handler) http.Handler {
 			for name, values := range r.URL.Query() {
 				for _, v := range values {
 					if strings.ContainsRune(name, 0) || strings.ContainsRune(v, 0) {
-						errs = append(errs, fault.FieldError{Path: "?" + strings.ReplaceAll(name, "\x00", ""), Message: `the NUL character (\u0000) is not allowed`})
+						errs = append(errs, fault.FieldError{Path: strings.ReplaceAll(name, "\x00", ""), Message: `the NUL character (\u0000) is not allowed`})
 						break
 					}
 				}
