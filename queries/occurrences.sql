@@ -193,12 +193,15 @@ limit @max;
 select * from occurrences o
 where (sqlc.narg('definition_key')::text is null or o.definition_key = sqlc.narg('definition_key'))
   and (sqlc.narg('status')::text is null
-       or (o.status = sqlc.narg('status')
-           and not (o.status = 'reserved' and o.mode = 'pull' and o.lock_expires_at <= @now::timestamptz and o.attempts < o.max_attempts
-                and (o.deadline_at is null or o.deadline_at > @now::timestamptz)))
        or (sqlc.narg('status') = 'available'
-           and o.status = 'reserved' and o.mode = 'pull' and o.lock_expires_at <= @now::timestamptz and o.attempts < o.max_attempts
-                and (o.deadline_at is null or o.deadline_at > @now::timestamptz)))
+           and (o.status = 'available'
+                or (o.status = 'reserved' and o.mode = 'pull' and o.lock_expires_at <= @now::timestamptz
+                    and o.attempts < o.max_attempts and (o.deadline_at is null or o.deadline_at > @now::timestamptz))))
+       or (sqlc.narg('status') = 'reserved'
+           and o.status = 'reserved'
+           and (o.mode = 'push' or o.lock_expires_at is null or o.lock_expires_at > @now::timestamptz
+                or o.attempts >= o.max_attempts or o.deadline_at <= @now::timestamptz))
+       or (sqlc.narg('status') not in ('available', 'reserved') and o.status = sqlc.narg('status')))
   and (sqlc.narg('instance_id')::uuid is null or o.instance_id = sqlc.narg('instance_id'))
   and (sqlc.narg('revision')::integer is null or o.revision = sqlc.narg('revision'))
   and (sqlc.narg('consumer_id')::bigint is null or exists (

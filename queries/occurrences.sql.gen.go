@@ -689,12 +689,15 @@ const occurrenceList = `-- name: OccurrenceList :many
 select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at from occurrences o
 where ($1::text is null or o.definition_key = $1)
   and ($2::text is null
-       or (o.status = $2
-           and not (o.status = 'reserved' and o.mode = 'pull' and o.lock_expires_at <= $3::timestamptz and o.attempts < o.max_attempts
-                and (o.deadline_at is null or o.deadline_at > $3::timestamptz)))
        or ($2 = 'available'
-           and o.status = 'reserved' and o.mode = 'pull' and o.lock_expires_at <= $3::timestamptz and o.attempts < o.max_attempts
-                and (o.deadline_at is null or o.deadline_at > $3::timestamptz)))
+           and (o.status = 'available'
+                or (o.status = 'reserved' and o.mode = 'pull' and o.lock_expires_at <= $3::timestamptz
+                    and o.attempts < o.max_attempts and (o.deadline_at is null or o.deadline_at > $3::timestamptz))))
+       or ($2 = 'reserved'
+           and o.status = 'reserved'
+           and (o.mode = 'push' or o.lock_expires_at is null or o.lock_expires_at > $3::timestamptz
+                or o.attempts >= o.max_attempts or o.deadline_at <= $3::timestamptz))
+       or ($2 not in ('available', 'reserved') and o.status = $2))
   and ($4::uuid is null or o.instance_id = $4)
   and ($5::integer is null or o.revision = $5)
   and ($6::bigint is null or exists (
