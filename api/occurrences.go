@@ -84,7 +84,7 @@ func toOccurrenceJSON(o engine.Occurrence) occurrenceJSON {
 		Inputs: o.Inputs, Outputs: o.Outputs,
 		Policy: policyJSON{MaxAttempts: o.Policy.MaxAttempts, RetryDelay: isoduration.Duration(o.Policy.RetryDelay), Deadline: durPtr(o.Policy.Deadline), Priority: o.Policy.Priority}}
 	if o.ConsumerID != nil {
-		out.Consumer = &consumerRef{ID: *o.ConsumerID}
+		out.Consumer = &consumerRef{ID: *o.ConsumerID, Name: o.ConsumerName}
 	}
 	if out.Outputs == nil {
 		out.Outputs = json.RawMessage("null")

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -26,6 +27,7 @@ type Occurrence struct {
 	Timeout       *time.Duration
 	Attempts      int
 	ConsumerID    *int64
+	ConsumerName  string // of ConsumerID, when it still exists
 	WorkerID      *string
 	CreatedAt     time.Time
 	AvailableAt   time.Time
@@ -95,6 +97,34 @@ func (e *Engine) occurrenceFromRow(ctx context.Context, o queries.Occurrence, no
 	return out
 }
 
+// nameConsumers fills ConsumerName for observations, with one query for
+// a whole page.
+func (e *Engine) nameConsumers(ctx context.Context, occs []Occurrence) error {
+	var ids []int64
+	for _, o := range occs {
+		if o.ConsumerID != nil && !slices.Contains(ids, *o.ConsumerID) {
+			ids = append(ids, *o.ConsumerID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	rows, err := e.q.ConsumerNames(ctx, ids)
+	if err != nil {
+		return wrap("consumer names", err)
+	}
+	names := make(map[int64]string, len(rows))
+	for _, r := range rows {
+		names[r.ID] = r.Name
+	}
+	for i := range occs {
+		if occs[i].ConsumerID != nil {
+			occs[i].ConsumerName = names[*occs[i].ConsumerID]
+		}
+	}
+	return nil
+}
+
 // GetOccurrence returns one occurrence (masked) with every attempt.
 func (e *Engine) GetOccurrence(ctx context.Context, id uuid.UUID) (Occurrence, error) {
 	row, err := e.q.OccurrenceGet(ctx, id)
@@ -110,6 +140,11 @@ func (e *Engine) GetOccurrence(ctx context.Context, id uuid.UUID) (Occurrence, e
 	}
 	lapsed := lockLapsed(row, now)
 	o := e.occurrenceFromRow(ctx, row, now)
+	one := []Occurrence{o}
+	if err := e.nameConsumers(ctx, one); err != nil {
+		return Occurrence{}, err
+	}
+	o = one[0]
 	attempts, err := e.q.AttemptListByOccurrence(ctx, id)
 	if err != nil {
 		return Occurrence{}, wrap("list attempts", err)
@@ -162,6 +197,9 @@ func (e *Engine) ListOccurrences(ctx context.Context, f OccurrenceFilter) ([]Occ
 	for i, r := range rows {
 		out[i] = e.occurrenceFromRow(ctx, r, now)
 	}
+	if err := e.nameConsumers(ctx, out); err != nil {
+		return nil, err
+	}
 	return out, nil
 }
 
@@ -179,6 +217,9 @@ func (e *Engine) InstanceOccurrences(ctx context.Context, id uuid.UUID) ([]Occur
 	out := make([]Occurrence, len(rows))
 	for i, r := range rows {
 		out[i] = e.occurrenceFromRow(ctx, r, now)
+	}
+	if err := e.nameConsumers(ctx, out); err != nil {
+		return nil, err
 	}
 	return out, nil
 }

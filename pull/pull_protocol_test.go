@@ -747,6 +747,13 @@ func TestLapsedLockIsObservedAvailable(t *testing.T) {
 	if as := attemptsOf(t, got); len(as) != 1 || as[0]["outcome"] != "expired" || !sameTime(as[0]["ended_at"], first["lock_expires_at"]) {
 		t.Errorf("attempts = %v, want one, expired when its lock ended", got["attempts"])
 	}
+	// The last holder is named, in the detail and in lists.
+	items := env.Must(200, "GET", "/api/v1/occurrences?instance="+got["instance_id"].(string), env.Operator, nil).JSON(t)["items"].([]any)
+	for what, o := range map[string]map[string]any{"detail": got, "list": items[0].(map[string]any)} {
+		if c, _ := o["consumer"].(map[string]any); c["name"] != "crm-sync" {
+			t.Errorf("%s consumer = %v, want crm-sync", what, o["consumer"])
+		}
+	}
 	list := func(status string) []string {
 		items := env.Must(200, "GET", "/api/v1/occurrences?definition="+crmKey+"&status="+status, env.Operator, nil).JSON(t)["items"].([]any)
 		var out []string

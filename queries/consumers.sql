@@ -24,3 +24,6 @@ insert into consumer_grants (consumer_id, definition_key, revisions) values (@co
 
 -- name: GrantList :many
 select * from consumer_grants where consumer_id = @consumer_id order by definition_key;
+
+-- name: ConsumerNames :many
+select id, name from consumers where id = any(@ids::bigint[]);

@@ -75,6 +75,35 @@ func (q *Queries) ConsumerList(ctx context.Context, arg ConsumerListParams) ([]C
 	return items, nil
 }
 
+const consumerNames = `-- name: ConsumerNames :many
+select id, name from consumers where id = any($1::bigint[])
+`
+
+type ConsumerNamesRow struct {
+	ID   int64
+	Name string
+}
+
+func (q *Queries) ConsumerNames(ctx context.Context, ids []int64) ([]ConsumerNamesRow, error) {
+	rows, err := q.db.Query(ctx, consumerNames, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ConsumerNamesRow{}
+	for rows.Next() {
+		var i ConsumerNamesRow
+		if err := rows.Scan(&i.ID, &i.Name); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const consumerRevoke = `-- name: ConsumerRevoke :one
 update consumers set revoked_at = coalesce(revoked_at, now()) where id = $1 returning id, name, created_at, revoked_at
 `
