@@ -29,7 +29,9 @@ var (
 // example INVALID_COUNTRY): retrying the same inputs cannot succeed, so
 // the occurrence fails terminally and the process's error handling takes
 // over. Relais may route on Code, so keep it stable; Message is for
-// people. Codes are 1 to 64 letters, digits or _ . : - .
+// people. Codes are 1 to 64 letters, digits or _ . : - ; others are
+// repaired before they are sent (other characters become _, the rest is
+// cut), so that the failure always lands.
 type BusinessError struct {
 	Code    string
 	Message string

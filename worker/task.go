@@ -10,6 +10,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/relais/relais/isoduration"
 )
@@ -52,6 +53,10 @@ const (
 	codeHandlerPanic   = "handler_panic"
 	codeInvalidOutputs = "invalid_outputs"
 	codeWorkerShutdown = "worker_shutdown"
+	// codeBusinessError stands for an empty business failure code.
+	codeBusinessError = "business_error"
+	// codeInvalidFailure reports a failure Relais refused as it was sent.
+	codeInvalidFailure = "invalid_failure"
 )
 
 type completeRequest struct {
@@ -190,8 +195,10 @@ func (r *run) extend(ctx context.Context, id string, expiry time.Time, log *slog
 	retryEvery := max(w.cfg.LockDuration/8, 10*time.Millisecond)
 	for {
 		sent := time.Now()
-		// A request still pending when the lock expires is moot.
-		rctx, cancel := context.WithDeadline(ctx, expiry)
+		// A request still pending when the lock expires is moot; and one
+		// stuck on a dead connection must leave time for another try.
+		left := time.Until(expiry)
+		rctx, cancel := context.WithTimeout(ctx, max(left/3, min(left, time.Second)))
 		err := w.post(rctx, occurrencePath(id, "extend"), body, nil)
 		cancel()
 		switch {
@@ -273,19 +280,77 @@ func violations(errs []FieldError) string {
 // handler's error text may quote its inputs.
 func (r *run) settleFail(t *Task, f failRequest, log *slog.Logger) {
 	f.WorkerID = r.w.cfg.WorkerID
-	// Relais refuses the NUL character, which an error's text may hold
-	// (a C library's message, a binary body): the failure must still land.
-	f.Message = strings.ReplaceAll(f.Message, "\x00", "?")
+	// A failure must land whatever the handler's error holds: a refused
+	// report would leave the task locked until its lock expires and then
+	// run it again, although it failed, and maybe for good.
+	f.ErrorCode, f.Message = wireCode(f.ErrorCode, f.Retryable), wireMessage(f.Message)
 	var res struct {
 		Status       string     `json:"status"`
 		AttemptsLeft int        `json:"attempts_left"`
 		AvailableAt  *time.Time `json:"available_at"`
 	}
-	if err := r.settle(t, "fail", f, &res, log); err != nil {
+	err := r.settle(t, "fail", f, &res, log)
+	var ae *APIError
+	if errors.As(err, &ae) && (ae.Status == http.StatusBadRequest || ae.Status == http.StatusUnprocessableEntity) {
+		// What is left to refuse is the delay (above Relais's ceiling) or
+		// something this SDK does not foresee: report the failure plainly.
+		log.Warn("failure refused; reporting it without its delay", "code", ae.Code, "detail", ae.Detail)
+		f.RetryDelay = ""
+		if ae.Code != "bound_exceeded" {
+			f.ErrorCode, f.Message = codeInvalidFailure, "the worker's failure report was refused ("+ae.Code+"): "+f.Message
+		}
+		err = r.settle(t, "fail", f, &res, log)
+	}
+	if err != nil {
 		r.logSettleError(log, "fail", err)
 		return
 	}
 	log.Info("task failed", "error_code", f.ErrorCode, "retryable", f.Retryable, "status", res.Status, "attempts_left", res.AttemptsLeft)
+}
+
+// maxWireMessage bounds a failure message sent to Relais, which keeps
+// 2,000 bytes of it anyway: an error quoting a whole response body must not
+// make the report too large to be accepted.
+const maxWireMessage = 8 << 10
+
+// wireMessage makes a handler's error text acceptable to Relais: without
+// the NUL character it refuses, and bounded, cut on a character boundary.
+func wireMessage(m string) string {
+	m = strings.ReplaceAll(strings.ToValidUTF8(m, "?"), "\x00", "?")
+	if len(m) > maxWireMessage {
+		cut := maxWireMessage
+		for cut > 0 && !utf8.RuneStart(m[cut]) {
+			cut--
+		}
+		m = m[:cut] + "…"
+	}
+	return m
+}
+
+// wireCode makes a handler's error code one Relais accepts (1 to 64
+// letters, digits or _ . : -, starting with a letter or digit): other
+// characters become _, and an empty code is the default for the kind of
+// failure. A code is for routing and dashboards, so it is repaired rather
+// than refused.
+func wireCode(code string, retryable bool) string {
+	b := []byte(code)
+	for i, c := range b {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == ':' || c == '-'
+		if !ok {
+			b[i] = '_'
+		}
+	}
+	code = strings.TrimLeft(string(b), "_.:-")
+	if len(code) > 64 {
+		code = code[:64]
+	}
+	if code == "" {
+		if retryable {
+			return codeHandlerError
+		}
+		return codeBusinessError
+	}
+	return code
 }
 
 // settleRetried marks a refusal that followed a lost answer: the lost

@@ -183,6 +183,13 @@ func TestFailures(t *testing.T) {
 			failRecord{ErrorCode: "handler_error", Message: "crm down", Retryable: true}, 0},
 		{"message holding NUL", func(context.Context, *Task) (any, error) { return nil, errors.New("crm\x00down") },
 			failRecord{ErrorCode: "handler_error", Message: "crm?down", Retryable: true}, 0},
+		// Codes are repaired into what Relais accepts, not refused.
+		{"code with spaces", func(context.Context, *Task) (any, error) { return nil, Fail(" CRM down/é", "no") },
+			failRecord{ErrorCode: "CRM_down___", Message: "no", Retryable: false}, 0},
+		{"empty business code", func(context.Context, *Task) (any, error) { return nil, Fail("", "no") },
+			failRecord{ErrorCode: "business_error", Message: "no", Retryable: false}, 0},
+		{"long code", func(context.Context, *Task) (any, error) { return nil, Fail(strings.Repeat("X", 70), "no") },
+			failRecord{ErrorCode: strings.Repeat("X", 64), Message: "no", Retryable: false}, 0},
 		{"retryable with code and delay", func(context.Context, *Task) (any, error) {
 			return nil, Retry("CRM_DOWN", 1500*time.Millisecond, errors.New("timeout"))
 		}, failRecord{ErrorCode: "CRM_DOWN", Message: "timeout", Retryable: true, RetryDelay: ptr("PT1.5S")}, 0},
@@ -231,6 +238,46 @@ func TestFailures(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A failure Relais refuses as sent is reported again rather than left to
+// the lock's expiry: without its delay when that was above the ceiling,
+// else under invalid_failure.
+func TestRefusedFailureIsReportedAgain(t *testing.T) {
+	for _, tc := range []struct {
+		refusal          fault
+		code, messageHas string
+	}{
+		{fault{status: 400, code: "bound_exceeded"}, "CRM_DOWN", "timeout"},
+		{fault{status: 400, code: "invalid_request"}, "invalid_failure", "refused (invalid_request): timeout"},
+	} {
+		t.Run(tc.refusal.code, func(t *testing.T) {
+			s := newFake(t)
+			s.inject("fail", tc.refusal)
+			s.add(def, 1, `{"company_name":"acme"}`)
+			h := newHarness(t, s, Config{})
+			h.w.Handle(def, nil, func(context.Context, *Task) (any, error) {
+				return nil, Retry("CRM_DOWN", 48*time.Hour, errors.New("timeout"))
+			})
+			h.start()
+			waitFor(t, "the failure", func() bool { return len(failsOf(s)) > 0 })
+			if err := h.stop(); err != nil {
+				t.Fatal(err)
+			}
+			fails := failsOf(s)
+			if len(fails) != 1 {
+				t.Fatalf("fails = %+v, want the one report after the refusal", fails)
+			}
+			if f := fails[0]; f.ErrorCode != tc.code || !strings.Contains(f.Message, tc.messageHas) || f.RetryDelay != nil || !f.Retryable {
+				t.Errorf("report = %+v (retry_delay %s), want code %s, message with %q, no delay, retryable", f, deref(f.RetryDelay), tc.code, tc.messageHas)
+			}
+		})
+	}
+}
+
+func failsOf(s *fakeServer) []failRecord {
+	_, _, fails, _ := s.snapshot()
+	return fails
 }
 
 func deref(p *string) string {
