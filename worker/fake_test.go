@@ -96,11 +96,12 @@ type extendRecord struct {
 
 // fault replaces the normal handling of one request.
 type fault struct {
-	status     int    // answer this problem status without acting
-	code       string // its code
-	retryAfter string // its Retry-After header
-	drop       bool   // act normally, then drop the connection unanswered
-	hang       bool   // never answer; wait for the client to give up
+	status     int           // answer this problem status without acting
+	code       string        // its code
+	retryAfter string        // its Retry-After header
+	drop       bool          // act normally, then drop the connection unanswered
+	hang       bool          // never answer; wait for the client to give up
+	delay      time.Duration // wait this long before answering the problem
 }
 
 func newFake(t testing.TB) *fakeServer {
@@ -256,6 +257,7 @@ func (s *fakeServer) route(name string, h func(r *http.Request) (any, *protoErro
 			<-r.Context().Done()
 			return
 		case f.status != 0:
+			time.Sleep(f.delay)
 			pe := refuse(f.status, f.code, "injected")
 			if f.retryAfter != "" {
 				pe.headers = map[string]string{"Retry-After": f.retryAfter}

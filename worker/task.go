@@ -88,10 +88,14 @@ func (r *run) process(t *Task, h Handler, lock lockState) {
 		defer close(kept)
 		r.keepLock(keepCtx, cancel, t.ID, lock, log)
 	}()
+	// The lock is kept until the outcome is reported too: a report retried
+	// through a Relais outage must not outlive the lock it settles.
+	defer func() {
+		stopKeeping()
+		<-kept
+	}()
 	log.Debug("task started")
 	outputs, err := invoke(ctx, h, t, log)
-	stopKeeping()
-	<-kept
 
 	cause := context.Cause(ctx)
 	switch {

@@ -275,6 +275,26 @@ func TestRefusedFailureIsReportedAgain(t *testing.T) {
 	}
 }
 
+// The lock is kept while the outcome is reported: a completion retried
+// through a slow outage still lands, since the lock did not lapse meanwhile.
+func TestLockKeptWhileReporting(t *testing.T) {
+	s := newFake(t)
+	s.inject("complete", fault{status: 503, code: "unavailable", delay: 300 * time.Millisecond},
+		fault{status: 503, code: "unavailable", delay: 300 * time.Millisecond})
+	id := s.add(def, 1, `{"company_name":"acme"}`)
+	h := newHarness(t, s, Config{LockDuration: 200 * time.Millisecond})
+	h.w.Handle(def, nil, created)
+	h.start()
+	waitFor(t, "completion", func() bool { return s.status(id) == "completed" })
+	if err := h.stop(); err != nil {
+		t.Fatal(err)
+	}
+	_, _, _, extends := s.snapshot()
+	if len(extends) == 0 {
+		t.Error("no extension while the completion was retried for longer than the lock")
+	}
+}
+
 func failsOf(s *fakeServer) []failRecord {
 	_, _, fails, _ := s.snapshot()
 	return fails
