@@ -95,7 +95,9 @@ func (r *run) process(t *Task, h Handler, lock lockState) {
 		<-kept
 	}()
 	log.Debug("task started")
+	r.handling.Add(1)
 	outputs, err := invoke(ctx, h, t, log)
+	r.handling.Add(-1)
 
 	cause := context.Cause(ctx)
 	switch {

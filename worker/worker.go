@@ -28,6 +28,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/relais/relais/isoduration"
@@ -276,6 +277,9 @@ type run struct {
 	handlerCtx context.Context
 	settleCtx  context.Context
 	wg         sync.WaitGroup
+	// handling counts handlers still running; wg also counts tasks whose
+	// handler returned and whose outcome is still being reported.
+	handling atomic.Int64
 }
 
 // drain waits for in-flight tasks, cancelling them past the shutdown
@@ -304,9 +308,18 @@ func (r *run) drain(stopHandlers context.CancelCauseFunc) error {
 		return nil
 	case <-grace.C:
 	}
+	if r.handling.Load() == 0 {
+		// Every handler returned: what is left is reporting outcomes,
+		// bounded by its own retries. Cutting it short would have the
+		// finished work done again once the locks expire.
+		r.w.log.Warn("handlers returned; waiting for their outcomes to be reported")
+		<-done
+		r.w.log.Info("worker stopped")
+		return nil
+	}
 	// Returning beats hanging forever on a handler that ignores its
 	// context; its lock simply expires.
-	n := len(r.slots)
+	n := r.handling.Load()
 	r.w.log.Error("handlers ignored cancellation; abandoning them", "in_flight", n)
 	return fmt.Errorf("%w: %d handlers did not return after cancellation", ErrShutdownTimeout, n)
 }

@@ -554,6 +554,32 @@ func TestShutdownTimeoutCancelsHandler(t *testing.T) {
 	}
 }
 
+// Past the shutdown timeout and its grace, a worker whose handlers all
+// returned still waits for their outcomes to be reported, rather than
+// leave finished work to be done again.
+func TestShutdownWaitsForOutcomesBeingReported(t *testing.T) {
+	s := newFake(t)
+	s.maxAttempts = 2
+	s.inject("fail", fault{status: 503, code: "unavailable", delay: 300 * time.Millisecond})
+	s.add(def, 1, `{"company_name":"acme"}`)
+	h := newHarness(t, s, Config{ShutdownTimeout: 50 * time.Millisecond})
+	h.w.shutdownGrace = 50 * time.Millisecond
+	started := make(chan struct{}, 1)
+	h.w.Handle(def, nil, func(ctx context.Context, task *Task) (any, error) {
+		started <- struct{}{}
+		<-ctx.Done()
+		return nil, ctx.Err()
+	})
+	h.start()
+	<-started
+	if err := h.stop(); err != nil {
+		t.Fatalf("Run = %v, want nil: every handler returned and its outcome was reported", err)
+	}
+	if fails := failsOf(s); len(fails) != 1 || fails[0].ErrorCode != "worker_shutdown" || fails[0].Status != 200 {
+		t.Errorf("fails = %+v; want the worker_shutdown report, accepted after the 503", fails)
+	}
+}
+
 func TestBackoffOnServerErrors(t *testing.T) {
 	s := newFake(t)
 	s.inject("fetch", fault{status: 503, code: "unavailable"}, fault{status: 500, code: "internal"}, fault{status: 503, code: "unavailable"})
