@@ -107,20 +107,13 @@ func nulStrings(v reflect.Value, at string, errs *[]fault.FieldError) {
 	case reflect.Struct:
 		t := v.Type()
 		for i := range t.NumField() {
-			f := t.Field(i)
-			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-			switch {
-			case name == "-":
-				continue
-			case name == "" && f.Anonymous:
-				nulStrings(v.Field(i), at, errs) // its fields are promoted
-				continue
-			case !f.IsExported():
-				continue
-			case name == "":
-				name = f.Name
+			switch name, promoted, ok := jsonMember(t.Field(i)); {
+			case !ok:
+			case promoted:
+				nulStrings(v.Field(i), at, errs)
+			default:
+				nulStrings(v.Field(i), jsontree.Pointer(at, name), errs)
 			}
-			nulStrings(v.Field(i), jsontree.Pointer(at, name), errs)
 		}
 	}
 }

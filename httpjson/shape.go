@@ -211,33 +211,46 @@ func jsonFields(t reflect.Type) fieldSet {
 	fs := fieldSet{}
 	for i := range t.NumField() {
 		f := t.Field(i)
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		name, promoted, ok := jsonMember(f)
 		switch {
-		case name == "-":
-			continue
-		case name == "" && f.Anonymous:
+		case !ok:
+		case promoted:
 			et := f.Type
 			if et.Kind() == reflect.Pointer {
 				et = et.Elem()
 			}
-			if et.Kind() == reflect.Struct {
-				for n, ft := range jsonFields(et) {
-					if _, shadowed := fs[n]; !shadowed {
-						fs[n] = ft
-					}
+			for n, ft := range jsonFields(et) {
+				if _, shadowed := fs[n]; !shadowed {
+					fs[n] = ft
 				}
-				continue
 			}
-			if !f.IsExported() {
-				continue
-			}
-			name = et.Name()
-		case !f.IsExported():
-			continue
-		case name == "":
-			name = f.Name
+		default:
+			fs[name] = f.Type
 		}
-		fs[name] = f.Type
 	}
 	return fs
+}
+
+// jsonMember says how encoding/json sees a struct field: as the member
+// name, as an embedded struct whose members are promoted, or not at all.
+func jsonMember(f reflect.StructField) (name string, promoted, ok bool) {
+	name, _, _ = strings.Cut(f.Tag.Get("json"), ",")
+	switch {
+	case name == "-":
+		return "", false, false
+	case name == "" && f.Anonymous:
+		et := f.Type
+		if et.Kind() == reflect.Pointer {
+			et = et.Elem()
+		}
+		if et.Kind() == reflect.Struct {
+			return "", true, true
+		}
+		return et.Name(), false, f.IsExported()
+	case !f.IsExported():
+		return "", false, false
+	case name == "":
+		return f.Name, false, true
+	}
+	return name, false, true
 }
