@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"regexp"
 	"sync"
 	"time"
@@ -295,20 +296,9 @@ func releaseFromRow(row queries.Release) Release {
 	return Release{Key: row.DefinitionKey, Name: row.Name, Revision: int(row.Revision), Notes: row.Notes, CreatedAt: row.CreatedAt}
 }
 
-// ListReleases returns the releases of key in publication order.
+// ListReleases returns every release of key in publication order.
 func (e *Engine) ListReleases(ctx context.Context, key string) ([]Release, error) {
-	if _, err := e.q.DefinitionGet(ctx, key); isNoRows(err) {
-		return nil, notFound("definition %q", key)
-	}
-	rows, err := e.q.ReleaseListByDefinition(ctx, key)
-	if err != nil {
-		return nil, wrap("list releases", err)
-	}
-	out := make([]Release, len(rows))
-	for i, r := range rows {
-		out[i] = releaseFromRow(r)
-	}
-	return out, nil
+	return e.ListReleasesAfter(ctx, key, nil, math.MaxInt32)
 }
 
 // ReleasePosition is the keyset position of a release in publication

@@ -6,9 +6,6 @@ returning *;
 -- name: ReleaseGet :one
 select * from releases where definition_key = @definition_key and name = @name;
 
--- name: ReleaseListByDefinition :many
-select * from releases where definition_key = @definition_key order by created_at, name;
-
 -- name: ReleaseListByDefinitionAfter :many
 select * from releases
 where definition_key = @definition_key

@@ -63,36 +63,6 @@ func (q *Queries) ReleaseInsert(ctx context.Context, arg ReleaseInsertParams) (R
 	return i, err
 }
 
-const releaseListByDefinition = `-- name: ReleaseListByDefinition :many
-select definition_key, name, revision, notes, created_at from releases where definition_key = $1 order by created_at, name
-`
-
-func (q *Queries) ReleaseListByDefinition(ctx context.Context, definitionKey string) ([]Release, error) {
-	rows, err := q.db.Query(ctx, releaseListByDefinition, definitionKey)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []Release{}
-	for rows.Next() {
-		var i Release
-		if err := rows.Scan(
-			&i.DefinitionKey,
-			&i.Name,
-			&i.Revision,
-			&i.Notes,
-			&i.CreatedAt,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
 const releaseListByDefinitionAfter = `-- name: ReleaseListByDefinitionAfter :many
 select definition_key, name, revision, notes, created_at from releases
 where definition_key = $1
