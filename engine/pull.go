@@ -304,7 +304,7 @@ func (e *Engine) Complete(ctx context.Context, ref WorkerRef, outputs json.RawMe
 		if err != nil {
 			return err
 		}
-		if err := r.complete(o, rev, outputs, route); err != nil {
+		if err := r.complete(o, rev, outputs, canonical, route); err != nil {
 			return err
 		}
 		out = Settlement{Status: StatusCompleted, Route: route, AttemptsLeft: int(o.MaxAttempts - o.Attempts)}
@@ -313,8 +313,9 @@ func (e *Engine) Complete(ctx context.Context, ref WorkerRef, outputs json.RawMe
 	return out, wrap("complete", err)
 }
 
-// complete records validated outputs, ends the attempt and advances.
-func (r *run) complete(o queries.Occurrence, rev *Revision, outputs json.RawMessage, route string) error {
+// complete records validated outputs (canonical is their canonicalOutputs,
+// which the caller has at hand), ends the attempt and advances.
+func (r *run) complete(o queries.Occurrence, rev *Revision, outputs json.RawMessage, canonical []byte, route string) error {
 	public, sealed, err := r.e.seal(rev.Working.Outputs, outputs, aadOccurrenceOutputs(o.ID))
 	if err != nil {
 		return err
@@ -324,7 +325,7 @@ func (r *run) complete(o queries.Occurrence, rev *Revision, outputs json.RawMess
 		routePtr = &route
 	}
 	if err := r.q.OccurrenceComplete(r.ctx, queries.OccurrenceCompleteParams{ID: o.ID, Outputs: public, SealedOutputs: sealed,
-		OutputsDigest: r.e.digest(canonicalOutputs(outputs)), Route: routePtr, Now: r.now}); err != nil {
+		OutputsDigest: r.e.digest(canonical), Route: routePtr, Now: r.now}); err != nil {
 		return err
 	}
 	if err := r.q.AttemptEnd(r.ctx, queries.AttemptEndParams{OccurrenceID: o.ID, Number: o.Attempts, Outcome: OutcomeCompleted, Now: r.now}); err != nil {

@@ -146,7 +146,7 @@ func (e *Engine) SettlePush(ctx context.Context, id uuid.UUID, attempt int, res 
 		if err != nil {
 			return err
 		}
-		return r.complete(o, rev, res.Outputs, route)
+		return r.complete(o, rev, res.Outputs, canonicalOutputs(res.Outputs), route)
 	})
 	return wrap("settle push", err)
 }
