@@ -157,6 +157,14 @@ func TestDesignersReadDefinitionsOnly(t *testing.T) {
 				t.Errorf("%s: the refusal of %s must show nothing of the page and lead back to definitions", lang, p.path)
 			}
 		}
+		// Nor may a designer stop an instance, with a valid CSRF token.
+		csrf := csrfOf(t, b.mustGet("/console/definitions", http.StatusOK))
+		if r := b.do("POST", "/console/instances/"+f.runInst+"/stop", url.Values{"csrf": {csrf}}); r.status != http.StatusForbidden {
+			t.Errorf("%s: designer POST stop = %d, want 403", lang, r.status)
+		}
+	}
+	if got := f.env.Must(200, "GET", "/api/v1/instances/"+f.runInst, f.env.Operator, nil).JSON(t)["status"]; got != "running" {
+		t.Errorf("instance status %v after designers tried to stop it, want running", got)
 	}
 }
 

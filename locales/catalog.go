@@ -40,80 +40,80 @@ func init() {
 
 var messageKeyToIndex = map[string]int{
 	"%[1]s %[2]s, %[3]s, %[4]s UTC": 77,
-	"%d (0 lowest, 9 highest)":      193,
-	"%d attempts":                   195,
+	"%d (0 lowest, 9 highest)":      192,
+	"%d attempts":                   194,
 	"%d breaking":                   58,
 	"%d changes":                    57,
 	"%d d":                          96,
 	"%d days":                       91,
 	"%d h":                          97,
 	"%d hours":                      92,
-	"%d items":                      257,
+	"%d items":                      256,
 	"%d min":                        98,
 	"%d minutes":                    93,
 	"%d ms":                         95,
-	"%d occurrences":                232,
+	"%d occurrences":                231,
 	"%d releases":                   76,
 	"%d s":                          99,
 	"%d seconds":                    94,
-	"%s, revision %s":               179,
-	"%s, version %s":                180,
+	"%s, revision %s":               178,
+	"%s, version %s":                179,
 	"%s: %s → %s":                   65,
-	"(each item)":                   246,
+	"(each item)":                   245,
 	"0 seconds":                     90,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.": 244,
-	"All consumers":          230,
-	"All definitions":        228,
-	"All statuses":           229,
-	"Apply filters":          222,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.": 243,
+	"All consumers":          229,
+	"All definitions":        227,
+	"All statuses":           228,
+	"Apply filters":          221,
 	"Apr":                    81,
-	"Attempts":               194,
+	"Attempts":               193,
 	"Aug":                    85,
-	"Available":              185,
+	"Available":              184,
 	"Back to definitions":    11,
 	"Back to external tasks": 10,
 	"Breaks processes":       45,
 	"Breaks workers":         46,
 	"Business key":           124,
-	"Call timeout":           204,
-	"Cannot reveal":          235,
+	"Call timeout":           203,
+	"Cannot reveal":          234,
 	"Change":                 43,
 	"Choose two existing revisions to compare.": 55,
 	"Classification":    21,
-	"Clear filters":     223,
+	"Clear filters":     222,
 	"Compare":           42,
 	"Compare revisions": 38,
 	"Constraints":       22,
-	"Consumer":          197,
-	"Counts are refreshed every few seconds.": 225,
-	"Counts are unavailable right now.":       231,
-	"Counts by status":                        224,
+	"Consumer":          196,
+	"Counts are refreshed every few seconds.": 224,
+	"Counts are unavailable right now.":       230,
+	"Counts by status":                        223,
 	"Created":                                 110,
-	"Dates":                                   184,
-	"Deadline":                                188,
+	"Dates":                                   183,
+	"Deadline":                                187,
 	"Dec":                                     89,
 	"Definition":                              106,
 	"Definition %s":                           24,
 	"Definitions":                             4,
 	"Description":                             23,
-	"Destination":                             203,
+	"Destination":                             202,
 	"Detail":                                  44,
 	"Digest":                                  54,
 	"End node":                                123,
 	"Ended":                                   122,
 	"Error code":                              125,
-	"Error message":                           200,
+	"Error message":                           199,
 	"External tasks":                          3,
 	"Feb":                                     79,
 	"Field":                                   18,
-	"Filters":                                 220,
+	"Filters":                                 219,
 	"First page":                              75,
 	"Form refused":                            14,
 	"From revision":                           40,
 	"From revision %d to revision %d:":        56,
 	"Inputs":                                  48,
 	"Inputs the instance was started with, labelled by process version %d's contract": 115,
-	"Inputs, labelled by revision %d's contract":                                      205,
+	"Inputs, labelled by revision %d's contract":                                      204,
 	"Jan":             78,
 	"Jul":             84,
 	"Jun":             83,
@@ -123,24 +123,24 @@ var messageKeyToIndex = map[string]int{
 	"Last saved":      29,
 	"Latest revision": 71,
 	"Lists every change from one revision to another, and whom it may break.": 39,
-	"Lock expires":                         187,
+	"Lock expires":                         186,
 	"Main navigation":                      2,
 	"Mar":                                  80,
-	"Maximum attempts":                     190,
+	"Maximum attempts":                     189,
 	"May":                                  82,
-	"Mode":                                 183,
+	"Mode":                                 182,
 	"Name":                                 27,
 	"Next node":                            109,
 	"Next page":                            74,
 	"No definition yet.":                   73,
 	"No inputs.":                           49,
-	"No occurrence matches these filters.": 227,
-	"No outputs yet: the occurrence has not completed.": 208,
+	"No occurrence matches these filters.": 226,
+	"No outputs yet: the occurrence has not completed.": 207,
 	"No outputs.": 51,
-	"No outputs: the occurrence ended without completing.": 210,
+	"No outputs: the occurrence ended without completing.": 209,
 	"No release yet.": 33,
 	"No revision yet: the Working copy has never been snapshotted.": 31,
-	"No service has reserved this occurrence yet.":                  201,
+	"No service has reserved this occurrence yet.":                  200,
 	"Node":        104,
 	"Not allowed": 7,
 	"Not found":   12,
@@ -148,42 +148,41 @@ var messageKeyToIndex = map[string]int{
 	"Nothing exists at this address, or it is not visible to you.": 13,
 	"Nov":                       88,
 	"Occurrence":                105,
-	"Occurrence %s":             181,
-	"Occurrences, newest first": 226,
+	"Occurrence %s":             180,
+	"Occurrences, newest first": 225,
 	"Oct":                       87,
-	"Only a value this page shows as hidden (sensitive) can be revealed.": 236,
-	"Only administrators may reveal a sensitive value.":                   233,
-	"Only operators may stop an instance.":                                131,
-	"Outcome":                                                             199,
-	"Outputs":                                                             50,
-	"Outputs, labelled by revision %d's contract":                         207,
+	"Only a value this page shows as hidden (sensitive) can be revealed.": 235,
+	"Only administrators may reveal a sensitive value.":                   232,
+	"Outcome": 198,
+	"Outputs": 50,
+	"Outputs, labelled by revision %d's contract": 206,
 	"Path":                      102,
-	"Policy":                    189,
-	"Priority":                  192,
+	"Policy":                    188,
+	"Priority":                  191,
 	"Process":                   120,
 	"Process inputs":            114,
-	"Process instance":          182,
+	"Process instance":          181,
 	"Process instance %s":       100,
 	"Published":                 37,
 	"Relais console":            0,
 	"Release":                   34,
 	"Releases":                  32,
 	"Required":                  20,
-	"Reserved":                  186,
-	"Retry delay":               191,
-	"Reveal — this is recorded": 211,
-	"Revealed by %s at %s; recorded in the audit log.": 234,
+	"Reserved":                  185,
+	"Retry delay":               190,
+	"Reveal — this is recorded": 210,
+	"Revealed by %s at %s; recorded in the audit log.": 233,
 	"Revision":                             35,
 	"Revision %d":                          52,
 	"Revisions":                            30,
 	"Route":                                108,
 	"Routing output":                       28,
-	"Secret values can never be revealed.": 237,
+	"Secret values can never be revealed.": 236,
 	"Sep":                                  86,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 128,
 	"Settled": 111,
-	"Sign in": 239,
-	"Sign in with an operator or administrator token.": 240,
+	"Sign in": 238,
+	"Sign in with an operator or administrator token.": 239,
 	"Sign out":                 6,
 	"Signed in as %s (%s)":     5,
 	"Snapshotted":              53,
@@ -201,107 +200,107 @@ var messageKeyToIndex = map[string]int{
 	"The instance was stopped; its open occurrences are cancelled.":                                                               117,
 	"The nodes this instance reached, in order, each with its occurrence.":                                                        103,
 	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                26,
-	"The page cursor is invalid: go back to the first page.":                                                                      218,
-	"The page size must be between 1 and %d.":                                                                                     219,
-	"The process instance must be an instance id (a UUID).":                                                                       215,
-	"The revision must be a whole number, 1 or more.":                                                                             216,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 242,
+	"The page cursor is invalid: go back to the first page.":                                                                      217,
+	"The page size must be between 1 and %d.":                                                                                     218,
+	"The process instance must be an instance id (a UUID).":                                                                       214,
+	"The revision must be a whole number, 1 or more.":                                                                             215,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 241,
 	"These revisions have the same contracts.":                                                                                    47,
-	"This contract has no inputs.":                                                                                                206,
-	"This contract has no outputs.":                                                                                               209,
+	"This contract has no inputs.":                                                                                                205,
+	"This contract has no outputs.":                                                                                               208,
 	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                         15,
-	"This instance has already ended; there is nothing to stop.":                                                                  132,
+	"This instance has already ended; there is nothing to stop.":                                                                  131,
 	"This instance has not reached a task yet.":                                                                                   112,
 	"This page does not accept that request.":                                                                                     9,
 	"This process takes no inputs.":                                                                                               116,
-	"This token is unknown or has been revoked.":                                                                                  243,
+	"This token is unknown or has been revoked.":                                                                                  242,
 	"To revision":         41,
-	"Token":               241,
+	"Token":               240,
 	"Type":                19,
-	"Unknown consumer.":   217,
-	"Unknown status %q.":  214,
+	"Unknown consumer.":   216,
+	"Unknown status %q.":  213,
 	"Value":               113,
-	"Worker id":           198,
+	"Worker id":           197,
 	"Working copy":        25,
-	"You are signed out.": 238,
+	"You are signed out.": 237,
 	"Your role can read definitions only: external tasks and process instances are for operators and administrators.": 8,
-	"[redacted]":                      213,
-	"administrator":                   157,
-	"at least %d characters":          247,
-	"at least %d items":               254,
-	"at most %d":                      196,
-	"at most %d characters":           248,
-	"at most %d items":                255,
-	"available":                       133,
-	"boolean":                         144,
-	"cancelled":                       137,
-	"choice":                          147,
-	"classification changed":          168,
-	"completed":                       135,
-	"constraint changed":              169,
-	"consumer":                        160,
-	"consumer #%s":                    212,
-	"date":                            145,
-	"date and time":                   146,
-	"designer":                        159,
-	"expired":                         139,
-	"failed":                          136,
-	"field added":                     163,
-	"field removed":                   164,
-	"format":                          174,
-	"format %s":                       250,
-	"in progress":                     202,
-	"instance id":                     221,
-	"integer":                         142,
-	"list":                            149,
-	"maximum":                         176,
-	"maximum %s":                      252,
-	"maximum items":                   178,
-	"maximum length":                  172,
-	"minimum":                         175,
-	"minimum %s":                      251,
-	"minimum items":                   177,
-	"minimum length":                  171,
-	"no":                              162,
+	"[redacted]":                      212,
+	"administrator":                   156,
+	"at least %d characters":          246,
+	"at least %d items":               253,
+	"at most %d":                      195,
+	"at most %d characters":           247,
+	"at most %d items":                254,
+	"available":                       132,
+	"boolean":                         143,
+	"cancelled":                       136,
+	"choice":                          146,
+	"classification changed":          167,
+	"completed":                       134,
+	"constraint changed":              168,
+	"consumer":                        159,
+	"consumer #%s":                    211,
+	"date":                            144,
+	"date and time":                   145,
+	"designer":                        158,
+	"expired":                         138,
+	"failed":                          135,
+	"field added":                     162,
+	"field removed":                   163,
+	"format":                          173,
+	"format %s":                       249,
+	"in progress":                     201,
+	"instance id":                     220,
+	"integer":                         141,
+	"list":                            148,
+	"maximum":                         175,
+	"maximum %s":                      251,
+	"maximum items":                   177,
+	"maximum length":                  171,
+	"minimum":                         174,
+	"minimum %s":                      250,
+	"minimum items":                   176,
+	"minimum length":                  170,
+	"no":                              161,
 	"none":                            68,
 	"none yet":                        72,
-	"normal":                          150,
-	"not provided":                    256,
-	"null":                            258,
-	"number":                          143,
-	"object":                          148,
-	"one of: %s":                      253,
-	"operator":                        158,
+	"normal":                          149,
+	"not provided":                    255,
+	"null":                            257,
+	"number":                          142,
+	"object":                          147,
+	"one of: %s":                      252,
+	"operator":                        157,
 	"optional field of type %s":       67,
 	"optional → required":             60,
-	"pattern":                         173,
-	"pattern %s":                      249,
-	"pull (the service fetches it)":   155,
-	"push (Relais calls the service)": 156,
-	"rejected":                        140,
-	"required changed":                166,
+	"pattern":                         172,
+	"pattern %s":                      248,
+	"pull (the service fetches it)":   154,
+	"push (Relais calls the service)": 155,
+	"rejected":                        139,
+	"required changed":                165,
 	"required field of type %s":       66,
 	"required → optional":             61,
-	"reserved":                        134,
-	"routing changed":                 170,
-	"routing output":                  245,
+	"reserved":                        133,
+	"routing changed":                 169,
+	"routing output":                  244,
 	"routing output %s → %s":          59,
-	"running":                         138,
-	"secret":                          152,
-	"sensitive":                       151,
-	"text":                            141,
-	"type changed":                    165,
-	"unexpected value":                259,
+	"running":                         137,
+	"secret":                          151,
+	"sensitive":                       150,
+	"text":                            140,
+	"type changed":                    164,
+	"unexpected value":                258,
 	"values added: %s":                62,
-	"values changed":                  167,
+	"values changed":                  166,
 	"values removed: %s":              63,
 	"values reordered":                64,
-	"yes":                             161,
-	"••• hidden (secret)":             154,
-	"••• hidden (sensitive)":          153,
+	"yes":                             160,
+	"••• hidden (secret)":             153,
+	"••• hidden (sensitive)":          152,
 }
 
-var enIndex = []uint32{ // 261 elements
+var enIndex = []uint32{ // 260 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000f, 0x00000018, 0x00000028,
 	0x00000037, 0x00000043, 0x0000005e, 0x00000067,
@@ -340,46 +339,45 @@ var enIndex = []uint32{ // 261 elements
 	0x00000a41, 0x00000a4e, 0x00000a59, 0x00000a75,
 	// Entry 80 - 9F
 	0x00000aad, 0x00000b5b, 0x00000b6d, 0x00000b7d,
-	0x00000ba2, 0x00000bdd, 0x00000be7, 0x00000bf0,
-	0x00000bfa, 0x00000c01, 0x00000c0b, 0x00000c13,
-	0x00000c1b, 0x00000c24, 0x00000c29, 0x00000c31,
-	0x00000c38, 0x00000c40, 0x00000c45, 0x00000c53,
-	0x00000c5a, 0x00000c61, 0x00000c66, 0x00000c6d,
-	0x00000c77, 0x00000c7e, 0x00000c9b, 0x00000cb5,
-	0x00000cd3, 0x00000cf3, 0x00000d01, 0x00000d0a,
+	0x00000bb8, 0x00000bc2, 0x00000bcb, 0x00000bd5,
+	0x00000bdc, 0x00000be6, 0x00000bee, 0x00000bf6,
+	0x00000bff, 0x00000c04, 0x00000c0c, 0x00000c13,
+	0x00000c1b, 0x00000c20, 0x00000c2e, 0x00000c35,
+	0x00000c3c, 0x00000c41, 0x00000c48, 0x00000c52,
+	0x00000c59, 0x00000c76, 0x00000c90, 0x00000cae,
+	0x00000cce, 0x00000cdc, 0x00000ce5, 0x00000cee,
 	// Entry A0 - BF
-	0x00000d13, 0x00000d1c, 0x00000d20, 0x00000d23,
-	0x00000d2f, 0x00000d3d, 0x00000d4a, 0x00000d5b,
-	0x00000d6a, 0x00000d81, 0x00000d94, 0x00000da4,
-	0x00000db3, 0x00000dc2, 0x00000dca, 0x00000dd1,
-	0x00000dd9, 0x00000de1, 0x00000def, 0x00000dfd,
-	0x00000e13, 0x00000e28, 0x00000e39, 0x00000e4a,
-	0x00000e4f, 0x00000e55, 0x00000e5f, 0x00000e68,
-	0x00000e75, 0x00000e7e, 0x00000e85, 0x00000e96,
+	0x00000cf7, 0x00000cfb, 0x00000cfe, 0x00000d0a,
+	0x00000d18, 0x00000d25, 0x00000d36, 0x00000d45,
+	0x00000d5c, 0x00000d6f, 0x00000d7f, 0x00000d8e,
+	0x00000d9d, 0x00000da5, 0x00000dac, 0x00000db4,
+	0x00000dbc, 0x00000dca, 0x00000dd8, 0x00000dee,
+	0x00000e03, 0x00000e14, 0x00000e25, 0x00000e2a,
+	0x00000e30, 0x00000e3a, 0x00000e43, 0x00000e50,
+	0x00000e59, 0x00000e60, 0x00000e71, 0x00000e7d,
 	// Entry C0 - DF
-	0x00000ea2, 0x00000eab, 0x00000ec7, 0x00000ed0,
-	0x00000ef6, 0x00000f04, 0x00000f0d, 0x00000f17,
-	0x00000f1f, 0x00000f2d, 0x00000f5a, 0x00000f66,
-	0x00000f72, 0x00000f7f, 0x00000fad, 0x00000fca,
-	0x00000ff9, 0x0000102b, 0x00001049, 0x0000107e,
-	0x0000109a, 0x000010aa, 0x000010b5, 0x000010cb,
-	0x00001101, 0x00001131, 0x00001143, 0x0000117a,
-	0x000011a5, 0x000011ad, 0x000011b9, 0x000011c7,
+	0x00000e86, 0x00000ea2, 0x00000eab, 0x00000ed1,
+	0x00000edf, 0x00000ee8, 0x00000ef2, 0x00000efa,
+	0x00000f08, 0x00000f35, 0x00000f41, 0x00000f4d,
+	0x00000f5a, 0x00000f88, 0x00000fa5, 0x00000fd4,
+	0x00001006, 0x00001024, 0x00001059, 0x00001075,
+	0x00001085, 0x00001090, 0x000010a6, 0x000010dc,
+	0x0000110c, 0x0000111e, 0x00001155, 0x00001180,
+	0x00001188, 0x00001194, 0x000011a2, 0x000011b0,
 	// Entry E0 - FF
-	0x000011d5, 0x000011e6, 0x0000120e, 0x00001228,
-	0x0000124d, 0x0000125d, 0x0000126a, 0x00001278,
-	0x0000129a, 0x000012c6, 0x000012f8, 0x0000132f,
-	0x0000133d, 0x00001381, 0x000013a6, 0x000013ba,
-	0x000013c2, 0x000013f3, 0x000013f9, 0x00001475,
-	0x000014a0, 0x00001502, 0x00001511, 0x0000151d,
-	0x00001559, 0x00001593, 0x000015a1, 0x000015ae,
-	0x000015bc, 0x000015ca, 0x000015d8, 0x0000160a,
+	0x000011c1, 0x000011e9, 0x00001203, 0x00001228,
+	0x00001238, 0x00001245, 0x00001253, 0x00001275,
+	0x000012a1, 0x000012d3, 0x0000130a, 0x00001318,
+	0x0000135c, 0x00001381, 0x00001395, 0x0000139d,
+	0x000013ce, 0x000013d4, 0x00001450, 0x0000147b,
+	0x000014dd, 0x000014ec, 0x000014f8, 0x00001534,
+	0x0000156e, 0x0000157c, 0x00001589, 0x00001597,
+	0x000015a5, 0x000015b3, 0x000015e5, 0x00001615,
 	// Entry 100 - 11F
-	0x0000163a, 0x00001647, 0x00001667, 0x0000166c,
-	0x0000167d,
-} // Size: 1068 bytes
+	0x00001622, 0x00001642, 0x00001647, 0x00001658,
+} // Size: 1064 bytes
 
-const enData string = "" + // Size: 5757 bytes
+const enData string = "" + // Size: 5720 bytes
 	"\x02Relais console\x02Language\x02Main navigation\x02External tasks\x02D" +
 	"efinitions\x02Signed in as %[1]s (%[2]s)\x02Sign out\x02Not allowed\x02Y" +
 	"our role can read definitions only: external tasks and process instances" +
@@ -429,57 +427,56 @@ const enData string = "" + // Size: 5757 bytes
 	"n occurrences are cancelled.\x02Services that hold one of them learn it " +
 	"when they next report, and their results are refused. Nothing is complet" +
 	"ed on their behalf, and a stopped instance cannot be resumed.\x02Stop th" +
-	"e instance\x02Keep it running\x02Only operators may stop an instance." +
-	"\x02This instance has already ended; there is nothing to stop.\x02availa" +
-	"ble\x02reserved\x02completed\x02failed\x02cancelled\x02running\x02expire" +
-	"d\x02rejected\x02text\x02integer\x02number\x02boolean\x02date\x02date an" +
-	"d time\x02choice\x02object\x02list\x02normal\x02sensitive\x02secret\x02•" +
-	"•• hidden (sensitive)\x02••• hidden (secret)\x02pull (the service fetc" +
-	"hes it)\x02push (Relais calls the service)\x02administrator\x02operator" +
-	"\x02designer\x02consumer\x02yes\x02no\x02field added\x02field removed" +
-	"\x02type changed\x02required changed\x02values changed\x02classification" +
-	" changed\x02constraint changed\x02routing changed\x02minimum length\x02m" +
-	"aximum length\x02pattern\x02format\x02minimum\x02maximum\x02minimum item" +
-	"s\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, version %[2]s\x02O" +
-	"ccurrence %[1]s\x02Process instance\x02Mode\x02Dates\x02Available\x02Res" +
-	"erved\x02Lock expires\x02Deadline\x02Policy\x02Maximum attempts\x02Retry" +
-	" delay\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02Attempts\x14\x01" +
-	"\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02at mo" +
-	"st %[1]d\x02Consumer\x02Worker id\x02Outcome\x02Error message\x02No serv" +
-	"ice has reserved this occurrence yet.\x02in progress\x02Destination\x02C" +
-	"all timeout\x02Inputs, labelled by revision %[1]d's contract\x02This con" +
-	"tract has no inputs.\x02Outputs, labelled by revision %[1]d's contract" +
-	"\x02No outputs yet: the occurrence has not completed.\x02This contract h" +
-	"as no outputs.\x02No outputs: the occurrence ended without completing." +
-	"\x02Reveal — this is recorded\x02consumer #%[1]s\x02[redacted]\x02Unknow" +
-	"n status %[1]q.\x02The process instance must be an instance id (a UUID)." +
-	"\x02The revision must be a whole number, 1 or more.\x02Unknown consumer." +
-	"\x02The page cursor is invalid: go back to the first page.\x02The page s" +
-	"ize must be between 1 and %[1]d.\x02Filters\x02instance id\x02Apply filt" +
-	"ers\x02Clear filters\x02Counts by status\x02Counts are refreshed every f" +
-	"ew seconds.\x02Occurrences, newest first\x02No occurrence matches these " +
-	"filters.\x02All definitions\x02All statuses\x02All consumers\x02Counts a" +
-	"re unavailable right now.\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrenc" +
-	"e\x00\x12\x02%[1]d occurrences\x02Only administrators may reveal a sensi" +
-	"tive value.\x02Revealed by %[1]s at %[2]s; recorded in the audit log." +
-	"\x02Cannot reveal\x02Only a value this page shows as hidden (sensitive) " +
-	"can be revealed.\x02Secret values can never be revealed.\x02You are sign" +
-	"ed out.\x02Sign in\x02Sign in with an operator or administrator token." +
-	"\x02Token\x02The token is checked once and never stored in your browser;" +
-	" a session cookie stands for it for up to 8 hours of inactivity.\x02This" +
-	" token is unknown or has been revoked.\x02A %[1]s token cannot open the " +
-	"console: sign in with an operator, designer or administrator token.\x02r" +
-	"outing output\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1" +
-	"]d character\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00" +
-	"\x02\x18\x02at most %[1]d character\x00\x19\x02at most %[1]d characters" +
-	"\x02pattern %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02o" +
-	"ne of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15" +
-	"\x02at least %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d it" +
-	"em\x00\x14\x02at most %[1]d items\x02not provided\x14\x01\x81\x01\x00" +
-	"\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02null\x02unexpected valu" +
-	"e"
+	"e instance\x02Keep it running\x02This instance has already ended; there " +
+	"is nothing to stop.\x02available\x02reserved\x02completed\x02failed\x02c" +
+	"ancelled\x02running\x02expired\x02rejected\x02text\x02integer\x02number" +
+	"\x02boolean\x02date\x02date and time\x02choice\x02object\x02list\x02norm" +
+	"al\x02sensitive\x02secret\x02••• hidden (sensitive)\x02••• hidden (secre" +
+	"t)\x02pull (the service fetches it)\x02push (Relais calls the service)" +
+	"\x02administrator\x02operator\x02designer\x02consumer\x02yes\x02no\x02fi" +
+	"eld added\x02field removed\x02type changed\x02required changed\x02values" +
+	" changed\x02classification changed\x02constraint changed\x02routing chan" +
+	"ged\x02minimum length\x02maximum length\x02pattern\x02format\x02minimum" +
+	"\x02maximum\x02minimum items\x02maximum items\x02%[1]s, revision %[2]s" +
+	"\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Process instance\x02Mode" +
+	"\x02Dates\x02Available\x02Reserved\x02Lock expires\x02Deadline\x02Policy" +
+	"\x02Maximum attempts\x02Retry delay\x02Priority\x02%[1]d (0 lowest, 9 hi" +
+	"ghest)\x02Attempts\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f" +
+	"\x02%[1]d attempts\x02at most %[1]d\x02Consumer\x02Worker id\x02Outcome" +
+	"\x02Error message\x02No service has reserved this occurrence yet.\x02in " +
+	"progress\x02Destination\x02Call timeout\x02Inputs, labelled by revision " +
+	"%[1]d's contract\x02This contract has no inputs.\x02Outputs, labelled by" +
+	" revision %[1]d's contract\x02No outputs yet: the occurrence has not com" +
+	"pleted.\x02This contract has no outputs.\x02No outputs: the occurrence e" +
+	"nded without completing.\x02Reveal — this is recorded\x02consumer #%[1]s" +
+	"\x02[redacted]\x02Unknown status %[1]q.\x02The process instance must be " +
+	"an instance id (a UUID).\x02The revision must be a whole number, 1 or mo" +
+	"re.\x02Unknown consumer.\x02The page cursor is invalid: go back to the f" +
+	"irst page.\x02The page size must be between 1 and %[1]d.\x02Filters\x02i" +
+	"nstance id\x02Apply filters\x02Clear filters\x02Counts by status\x02Coun" +
+	"ts are refreshed every few seconds.\x02Occurrences, newest first\x02No o" +
+	"ccurrence matches these filters.\x02All definitions\x02All statuses\x02A" +
+	"ll consumers\x02Counts are unavailable right now.\x14\x01\x81\x01\x00" +
+	"\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02Only admini" +
+	"strators may reveal a sensitive value.\x02Revealed by %[1]s at %[2]s; re" +
+	"corded in the audit log.\x02Cannot reveal\x02Only a value this page show" +
+	"s as hidden (sensitive) can be revealed.\x02Secret values can never be r" +
+	"evealed.\x02You are signed out.\x02Sign in\x02Sign in with an operator o" +
+	"r administrator token.\x02Token\x02The token is checked once and never s" +
+	"tored in your browser; a session cookie stands for it for up to 8 hours " +
+	"of inactivity.\x02This token is unknown or has been revoked.\x02A %[1]s " +
+	"token cannot open the console: sign in with an operator, designer or adm" +
+	"inistrator token.\x02routing output\x02(each item)\x14\x01\x81\x01\x00" +
+	"\x02\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d character" +
+	"s\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02at m" +
+	"ost %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1]s" +
+	"\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at lea" +
+	"st %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02" +
+	"\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02not provide" +
+	"d\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02nu" +
+	"ll\x02unexpected value"
 
-var frIndex = []uint32{ // 261 elements
+var frIndex = []uint32{ // 260 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000f, 0x00000016, 0x0000002c,
 	0x0000003d, 0x0000004a, 0x0000006e, 0x0000007e,
@@ -518,46 +515,45 @@ var frIndex = []uint32{ // 261 elements
 	0x00000cae, 0x00000cbb, 0x00000ccb, 0x00000cf4,
 	// Entry 80 - 9F
 	0x00000d37, 0x00000dfc, 0x00000e12, 0x00000e27,
-	0x00000e5c, 0x00000e9f, 0x00000eaa, 0x00000eb5,
-	0x00000ebf, 0x00000ec9, 0x00000ed2, 0x00000edb,
-	0x00000ee4, 0x00000eed, 0x00000ef3, 0x00000efa,
-	0x00000f01, 0x00000f0a, 0x00000f0f, 0x00000f1d,
-	0x00000f23, 0x00000f29, 0x00000f2f, 0x00000f37,
-	0x00000f40, 0x00000f49, 0x00000f66, 0x00000f81,
-	0x00000fa1, 0x00000fc2, 0x00000fd1, 0x00000fdc,
+	0x00000e6a, 0x00000e75, 0x00000e80, 0x00000e8a,
+	0x00000e94, 0x00000e9d, 0x00000ea6, 0x00000eaf,
+	0x00000eb8, 0x00000ebe, 0x00000ec5, 0x00000ecc,
+	0x00000ed5, 0x00000eda, 0x00000ee8, 0x00000eee,
+	0x00000ef4, 0x00000efa, 0x00000f02, 0x00000f0b,
+	0x00000f14, 0x00000f31, 0x00000f4c, 0x00000f6c,
+	0x00000f8d, 0x00000f9c, 0x00000fa7, 0x00000fb2,
 	// Entry A0 - BF
-	0x00000fe7, 0x00000ff4, 0x00000ff8, 0x00000ffc,
-	0x0000100a, 0x00001018, 0x00001026, 0x00001046,
-	0x00001059, 0x00001072, 0x00001087, 0x00001098,
-	0x000010aa, 0x000010bc, 0x000010c2, 0x000010c9,
-	0x000010d1, 0x000010d9, 0x000010f7, 0x00001115,
-	0x0000112c, 0x00001141, 0x00001152, 0x00001168,
-	0x0000116d, 0x00001173, 0x00001181, 0x0000118f,
-	0x000011a2, 0x000011ad, 0x000011c6, 0x000011e3,
+	0x00000fbf, 0x00000fc3, 0x00000fc7, 0x00000fd5,
+	0x00000fe3, 0x00000ff1, 0x00001011, 0x00001024,
+	0x0000103d, 0x00001052, 0x00001063, 0x00001075,
+	0x00001087, 0x0000108d, 0x00001094, 0x0000109c,
+	0x000010a4, 0x000010c2, 0x000010e0, 0x000010f7,
+	0x0000110c, 0x0000111d, 0x00001133, 0x00001138,
+	0x0000113e, 0x0000114c, 0x0000115a, 0x0000116d,
+	0x00001178, 0x00001191, 0x000011ae, 0x000011c8,
 	// Entry C0 - DF
-	0x000011fd, 0x00001207, 0x00001230, 0x0000123b,
-	0x00001265, 0x00001273, 0x00001280, 0x0000129e,
-	0x000012a8, 0x000012bb, 0x000012f2, 0x000012fb,
-	0x00001307, 0x00001318, 0x00001357, 0x00001378,
-	0x000013b6, 0x000013f4, 0x00001414, 0x00001453,
-	0x0000147f, 0x00001496, 0x000014a0, 0x000014b8,
-	0x00001504, 0x00001539, 0x0000154f, 0x0000158f,
-	0x000015c7, 0x000015cf, 0x000015e8, 0x000015fe,
+	0x000011d2, 0x000011fb, 0x00001206, 0x00001230,
+	0x0000123e, 0x0000124b, 0x00001269, 0x00001273,
+	0x00001286, 0x000012bd, 0x000012c6, 0x000012d2,
+	0x000012e3, 0x00001322, 0x00001343, 0x00001381,
+	0x000013bf, 0x000013df, 0x0000141e, 0x0000144a,
+	0x00001461, 0x0000146b, 0x00001483, 0x000014cf,
+	0x00001504, 0x0000151a, 0x0000155a, 0x00001592,
+	0x0000159a, 0x000015b3, 0x000015c9, 0x000015dd,
 	// Entry E0 - FF
-	0x00001612, 0x00001625, 0x00001660, 0x0000168a,
-	0x000016ba, 0x000016d2, 0x000016e3, 0x000016fa,
-	0x00001729, 0x00001755, 0x00001796, 0x000017da,
-	0x000017f2, 0x00001845, 0x00001880, 0x00001899,
-	0x000018a6, 0x000018e9, 0x000018ef, 0x00001989,
-	0x000019b4, 0x00001a3e, 0x00001a50, 0x00001a63,
-	0x00001aa1, 0x00001add, 0x00001ae9, 0x00001af6,
-	0x00001b04, 0x00001b12, 0x00001b20, 0x00001b5c,
+	0x000015f0, 0x0000162b, 0x00001655, 0x00001685,
+	0x0000169d, 0x000016ae, 0x000016c5, 0x000016f4,
+	0x00001720, 0x00001761, 0x000017a5, 0x000017bd,
+	0x00001810, 0x0000184b, 0x00001864, 0x00001871,
+	0x000018b4, 0x000018ba, 0x00001954, 0x0000197f,
+	0x00001a09, 0x00001a1b, 0x00001a2e, 0x00001a6c,
+	0x00001aa8, 0x00001ab4, 0x00001ac1, 0x00001acf,
+	0x00001add, 0x00001aeb, 0x00001b27, 0x00001b61,
 	// Entry 100 - 11F
-	0x00001b96, 0x00001ba1, 0x00001bcb, 0x00001bcf,
-	0x00001be1,
-} // Size: 1068 bytes
+	0x00001b6c, 0x00001b96, 0x00001b9a, 0x00001bac,
+} // Size: 1064 bytes
 
-const frData string = "" + // Size: 7137 bytes
+const frData string = "" + // Size: 7084 bytes
 	"\x02Console Relais\x02Langue\x02Navigation principale\x02Tâches externes" +
 	"\x02Définitions\x02Connecté en tant que %[1]s (%[2]s)\x02Se déconnecter" +
 	"\x02Non autorisé\x02Votre rôle permet de lire les définitions seulement " +
@@ -614,61 +610,60 @@ const frData string = "" + // Size: 7137 bytes
 	"currences ouvertes sont annulées.\x02Les services qui en détiennent une " +
 	"l’apprennent à leur prochain retour, et leurs résultats sont refusés. Ri" +
 	"en n’est terminé à leur place, et une instance arrêtée ne peut pas repre" +
-	"ndre.\x02Arrêter l’instance\x02La laisser continuer\x02Seuls les opérate" +
-	"urs peuvent arrêter une instance.\x02Cette instance est déjà terminée ; " +
-	"il n’y a rien à arrêter.\x02disponible\x02réservée\x02terminée\x02en éch" +
-	"ec\x02annulée\x02en cours\x02expirée\x02rejetée\x02texte\x02entier\x02no" +
-	"mbre\x02booléen\x02date\x02date et heure\x02choix\x02objet\x02liste\x02n" +
-	"ormale\x02sensible\x02secrète\x02••• masqué (sensible)\x02••• masqué (se" +
-	"cret)\x02pull (le service la récupère)\x02push (Relais appelle le servic" +
-	"e)\x02administrateur\x02opérateur\x02concepteur\x02consommateur\x02oui" +
-	"\x02non\x02champ ajouté\x02champ retiré\x02type modifié\x02caractère obl" +
-	"igatoire modifié\x02valeurs modifiées\x02classification modifiée\x02cont" +
-	"rainte modifiée\x02routage modifié\x02longueur minimale\x02longueur maxi" +
-	"male\x02motif\x02format\x02minimum\x02maximum\x02nombre minimal d’élémen" +
-	"ts\x02nombre maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, versi" +
-	"on %[2]s\x02Occurrence %[1]s\x02Instance de processus\x02Mode\x02Dates" +
-	"\x02Disponible le\x02Réservée le\x02Verrou expirant le\x02Échéance\x02Po" +
-	"litique d’exécution\x02Nombre maximal de tentatives\x02Délai avant nouve" +
-	"l essai\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute)\x02Tenta" +
-	"tives\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d te" +
-	"ntatives\x02au plus %[1]d\x02Consommateur\x02Identifiant de l’exécutant" +
-	"\x02Résultat\x02Message d’erreur\x02Aucun service n’a encore réservé cet" +
-	"te occurrence.\x02en cours\x02Destination\x02Délai d’appel\x02Entrées, n" +
-	"ommées d’après le contrat de la révision %[1]d\x02Ce contrat n’a aucune " +
-	"entrée.\x02Sorties, nommées d’après le contrat de la révision %[1]d\x02P" +
-	"as encore de sorties : l’occurrence n’est pas terminée.\x02Ce contrat n’" +
-	"a aucune sortie.\x02Aucune sortie : l’occurrence s’est terminée sans abo" +
-	"utir.\x02Révéler — cette action est enregistrée\x02consommateur n° %[1]s" +
-	"\x02[masqué]\x02Statut inconnu : %[1]q.\x02L’instance de processus doit " +
-	"être un identifiant d’instance (un UUID).\x02La révision doit être un n" +
-	"ombre entier, 1 ou plus.\x02Consommateur inconnu.\x02Le curseur de page " +
-	"est invalide : revenez à la première page.\x02La taille de page doit êtr" +
-	"e comprise entre 1 et %[1]d.\x02Filtres\x02identifiant d’instance\x02App" +
-	"liquer les filtres\x02Effacer les filtres\x02Nombres par statut\x02Les n" +
-	"ombres sont actualisés toutes les quelques secondes.\x02Occurrences, les" +
-	" plus récentes d’abord\x02Aucune occurrence ne correspond à ces filtres." +
-	"\x02Toutes les définitions\x02Tous les statuts\x02Tous les consommateurs" +
-	"\x02Les nombres sont indisponibles pour le moment.\x14\x01\x81\x01\x00" +
-	"\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02Seuls les a" +
-	"dministrateurs peuvent révéler une valeur sensible.\x02Révélé par %[1]s " +
-	"le %[2]s ; consigné dans le journal d’audit.\x02Révélation impossible" +
-	"\x02Seule une valeur que cette page affiche masquée (sensible) peut être" +
-	" révélée.\x02Les valeurs secrètes ne peuvent jamais être révélées.\x02Vo" +
-	"us êtes déconnecté.\x02Se connecter\x02Connectez-vous avec un jeton d’op" +
-	"érateur ou d’administrateur.\x02Jeton\x02Le jeton est vérifié une fois " +
-	"et n’est jamais conservé dans votre navigateur ; un cookie de session le" +
-	" remplace jusqu’à 8 heures d’inactivité.\x02Ce jeton est inconnu ou a ét" +
-	"é révoqué.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console : co" +
-	"nnectez-vous avec un jeton d’opérateur, de concepteur ou d’administrateu" +
-	"r.\x02sortie de routage\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a" +
-	"\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d caractères\x14" +
-	"\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %" +
-	"[1]d caractères\x02motif %[1]s\x02format %[1]s\x02minimum %[1]s\x02maxim" +
-	"um %[1]s\x02parmi : %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d " +
-	"élément\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18" +
-	"\x02au plus %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02non fourn" +
-	"i\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments" +
-	"\x02nul\x02valeur inattendue"
+	"ndre.\x02Arrêter l’instance\x02La laisser continuer\x02Cette instance es" +
+	"t déjà terminée ; il n’y a rien à arrêter.\x02disponible\x02réservée\x02" +
+	"terminée\x02en échec\x02annulée\x02en cours\x02expirée\x02rejetée\x02tex" +
+	"te\x02entier\x02nombre\x02booléen\x02date\x02date et heure\x02choix\x02o" +
+	"bjet\x02liste\x02normale\x02sensible\x02secrète\x02••• masqué (sensible)" +
+	"\x02••• masqué (secret)\x02pull (le service la récupère)\x02push (Relais" +
+	" appelle le service)\x02administrateur\x02opérateur\x02concepteur\x02con" +
+	"sommateur\x02oui\x02non\x02champ ajouté\x02champ retiré\x02type modifié" +
+	"\x02caractère obligatoire modifié\x02valeurs modifiées\x02classification" +
+	" modifiée\x02contrainte modifiée\x02routage modifié\x02longueur minimale" +
+	"\x02longueur maximale\x02motif\x02format\x02minimum\x02maximum\x02nombre" +
+	" minimal d’éléments\x02nombre maximal d’éléments\x02%[1]s, révision %[2]" +
+	"s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Instance de processus" +
+	"\x02Mode\x02Dates\x02Disponible le\x02Réservée le\x02Verrou expirant le" +
+	"\x02Échéance\x02Politique d’exécution\x02Nombre maximal de tentatives" +
+	"\x02Délai avant nouvel essai\x02Priorité\x02%[1]d (0 la plus basse, 9 la" +
+	" plus haute)\x02Tentatives\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentativ" +
+	"e\x00\x11\x02%[1]d tentatives\x02au plus %[1]d\x02Consommateur\x02Identi" +
+	"fiant de l’exécutant\x02Résultat\x02Message d’erreur\x02Aucun service n’" +
+	"a encore réservé cette occurrence.\x02en cours\x02Destination\x02Délai d" +
+	"’appel\x02Entrées, nommées d’après le contrat de la révision %[1]d\x02" +
+	"Ce contrat n’a aucune entrée.\x02Sorties, nommées d’après le contrat de " +
+	"la révision %[1]d\x02Pas encore de sorties : l’occurrence n’est pas term" +
+	"inée.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie : l’occurrence s" +
+	"’est terminée sans aboutir.\x02Révéler — cette action est enregistrée" +
+	"\x02consommateur n° %[1]s\x02[masqué]\x02Statut inconnu : %[1]q.\x02L’in" +
+	"stance de processus doit être un identifiant d’instance (un UUID).\x02La" +
+	" révision doit être un nombre entier, 1 ou plus.\x02Consommateur inconnu" +
+	".\x02Le curseur de page est invalide : revenez à la première page.\x02La" +
+	" taille de page doit être comprise entre 1 et %[1]d.\x02Filtres\x02ident" +
+	"ifiant d’instance\x02Appliquer les filtres\x02Effacer les filtres\x02Nom" +
+	"bres par statut\x02Les nombres sont actualisés toutes les quelques secon" +
+	"des.\x02Occurrences, les plus récentes d’abord\x02Aucune occurrence ne c" +
+	"orrespond à ces filtres.\x02Toutes les définitions\x02Tous les statuts" +
+	"\x02Tous les consommateurs\x02Les nombres sont indisponibles pour le mom" +
+	"ent.\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d oc" +
+	"currences\x02Seuls les administrateurs peuvent révéler une valeur sensib" +
+	"le.\x02Révélé par %[1]s le %[2]s ; consigné dans le journal d’audit.\x02" +
+	"Révélation impossible\x02Seule une valeur que cette page affiche masquée" +
+	" (sensible) peut être révélée.\x02Les valeurs secrètes ne peuvent jamais" +
+	" être révélées.\x02Vous êtes déconnecté.\x02Se connecter\x02Connectez-vo" +
+	"us avec un jeton d’opérateur ou d’administrateur.\x02Jeton\x02Le jeton e" +
+	"st vérifié une fois et n’est jamais conservé dans votre navigateur ; un " +
+	"cookie de session le remplace jusqu’à 8 heures d’inactivité.\x02Ce jeton" +
+	" est inconnu ou a été révoqué.\x02Un jeton de rôle %[1]s ne peut pas ouv" +
+	"rir la console : connectez-vous avec un jeton d’opérateur, de concepteur" +
+	" ou d’administrateur.\x02sortie de routage\x02(chaque élément)\x14\x01" +
+	"\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1" +
+	"]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00" +
+	"\x1a\x02au plus %[1]d caractères\x02motif %[1]s\x02format %[1]s\x02minim" +
+	"um %[1]s\x02maximum %[1]s\x02parmi : %[1]s\x14\x01\x81\x01\x00\x02\x19" +
+	"\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d éléments\x14\x01" +
+	"\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1]d é" +
+	"léments\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00" +
+	"\x11\x02%[1]d éléments\x02nul\x02valeur inattendue"
 
-	// Total table size 15030 bytes (14KiB); checksum: 607274A9
+	// Total table size 14932 bytes (14KiB); checksum: CEE67436
