@@ -169,16 +169,6 @@ func attemptsOf(t *testing.T, occ map[string]any) []map[string]any {
 	return out
 }
 
-func timeOf(t *testing.T, what string, v any) time.Time {
-	t.Helper()
-	s, _ := v.(string)
-	at, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		t.Fatalf("%s = %v, want an RFC 3339 time: %v", what, v, err)
-	}
-	return at
-}
-
 // sleepUntil waits for a known clock time (a lock's end announced by the
 // server), not for an asynchronous event.
 func sleepUntil(at time.Time) { time.Sleep(time.Until(at)) }
@@ -334,7 +324,7 @@ func TestRefusalLockExpired(t *testing.T) {
 	env, consumer := newCRM(t, nil)
 	inst, id := start(t, env, "crm_only", "Acme")
 	occ := one(t, fetch(t, env, consumer, fetchBody("w1", "lock_duration", "PT0.3S")), id)
-	sleepUntil(timeOf(t, "lock_expires_at", occ["lock_expires_at"]).Add(100 * time.Millisecond))
+	sleepUntil(relaistest.TimeOf(t, "lock_expires_at", occ["lock_expires_at"]).Add(100 * time.Millisecond))
 
 	for _, a := range actions {
 		wantProblem(t, a+" after the lock expired", act(env, consumer, id, a, bodyFor(a, "w1")), 409, "lock_expired")
@@ -550,7 +540,7 @@ func TestBoundsAreRejections(t *testing.T) {
 
 	before := time.Now()
 	ext := env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/extend", consumer, map[string]any{"worker_id": "w1", "lock_duration": "PT2M"}).JSON(t)
-	if until := timeOf(t, "lock_expires_at", ext["lock_expires_at"]); until.Before(before.Add(2*time.Minute-time.Second)) || until.After(time.Now().Add(2*time.Minute+time.Second)) {
+	if until := relaistest.TimeOf(t, "lock_expires_at", ext["lock_expires_at"]); until.Before(before.Add(2*time.Minute-time.Second)) || until.After(time.Now().Add(2*time.Minute+time.Second)) {
 		t.Errorf("extend at the ceiling: lock_expires_at %v, want about now + 2m", until)
 	}
 	res := env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/fail", consumer, failBody("w1", "retry_delay", "PT1H")).JSON(t)
@@ -653,9 +643,9 @@ func TestRequestIDReplayLeavesLapsedLocks(t *testing.T) {
 	env, consumer := newCRM(t, nil)
 	_, id := start(t, env, "crm_only", "Acme")
 	first := one(t, fetch(t, env, consumer, fetchBody("w1", "request_id", "req-1", "lock_duration", "PT0.2S")), id)
-	sleepUntil(timeOf(t, "lock_expires_at", first["lock_expires_at"]).Add(100 * time.Millisecond))
+	sleepUntil(relaistest.TimeOf(t, "lock_expires_at", first["lock_expires_at"]).Add(100 * time.Millisecond))
 	again := one(t, fetch(t, env, consumer, fetchBody("w1", "request_id", "req-1", "lock_duration", "PT1M")), id)
-	if again["attempt"] != 2.0 || !timeOf(t, "lock_expires_at", again["lock_expires_at"]).After(time.Now()) {
+	if again["attempt"] != 2.0 || !relaistest.TimeOf(t, "lock_expires_at", again["lock_expires_at"]).After(time.Now()) {
 		t.Errorf("replay after the lock lapsed got attempt %v locked until %v, want a new attempt 2 with a live lock", again["attempt"], again["lock_expires_at"])
 	}
 	env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/complete", consumer, completeBody("w1", created))
@@ -680,10 +670,10 @@ func TestFetchedOccurrenceCarriesEveryMember(t *testing.T) {
 		t.Errorf("fetched inputs = %v, want the bound values", occ["inputs"])
 	}
 	slack := 2 * time.Second
-	if l := timeOf(t, "lock_expires_at", occ["lock_expires_at"]); l.Before(before.Add(30*time.Second-slack)) || l.After(after.Add(30*time.Second+slack)) {
+	if l := relaistest.TimeOf(t, "lock_expires_at", occ["lock_expires_at"]); l.Before(before.Add(30*time.Second-slack)) || l.After(after.Add(30*time.Second+slack)) {
 		t.Errorf("lock_expires_at = %v, want about now + 30s", l)
 	}
-	if d := timeOf(t, "deadline_at", occ["deadline_at"]); d.Before(before.Add(time.Hour-time.Minute)) || d.After(after.Add(time.Hour+slack)) {
+	if d := relaistest.TimeOf(t, "deadline_at", occ["deadline_at"]); d.Before(before.Add(time.Hour-time.Minute)) || d.After(after.Add(time.Hour+slack)) {
 		t.Errorf("deadline_at = %v, want about creation + 1h", d)
 	}
 }
@@ -698,7 +688,7 @@ func TestExpiredLockIsReoffered(t *testing.T) {
 	env, consumer := newCRM(t, nil)
 	_, id := start(t, env, "crm_only", "Acme")
 	first := one(t, fetch(t, env, consumer, fetchBody("dead-worker", "lock_duration", "PT0.3S")), id)
-	lockEnd := timeOf(t, "lock_expires_at", first["lock_expires_at"])
+	lockEnd := relaistest.TimeOf(t, "lock_expires_at", first["lock_expires_at"])
 
 	second := one(t, fetch(t, env, consumer, fetchBody("w2", "wait", "PT5S", "lock_duration", "PT1M")), id)
 	if now := time.Now(); now.Before(lockEnd.Add(-50 * time.Millisecond)) {
@@ -732,7 +722,7 @@ func TestLapsedLockIsObservedAvailable(t *testing.T) {
 	env, consumer := newCRM(t, nil)
 	_, id := start(t, env, "crm_only", "Acme")
 	first := one(t, fetch(t, env, consumer, fetchBody("dead-worker", "lock_duration", "PT1S")), id)
-	lockEnd := timeOf(t, "lock_expires_at", first["lock_expires_at"])
+	lockEnd := relaistest.TimeOf(t, "lock_expires_at", first["lock_expires_at"])
 	// Checked only when the answer surely came while the lock held: a
 	// slow machine may take longer than the lock.
 	if got := observe(t, env, id); time.Now().Before(lockEnd.Add(-100*time.Millisecond)) && got["status"] != "reserved" {
@@ -787,11 +777,11 @@ func TestExtendKeepsTheLock(t *testing.T) {
 	env, consumer := newCRM(t, nil)
 	_, id := start(t, env, "crm_only", "Acme")
 	occ := one(t, fetch(t, env, consumer, fetchBody("w1", "lock_duration", "PT0.5S")), id)
-	firstEnd := timeOf(t, "lock_expires_at", occ["lock_expires_at"])
+	firstEnd := relaistest.TimeOf(t, "lock_expires_at", occ["lock_expires_at"])
 
 	before := time.Now()
 	ext := env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/extend", consumer, extendBody("w1")).JSON(t)
-	until := timeOf(t, "lock_expires_at", ext["lock_expires_at"])
+	until := relaistest.TimeOf(t, "lock_expires_at", ext["lock_expires_at"])
 	if until.Before(before.Add(time.Minute-2*time.Second)) || until.After(time.Now().Add(time.Minute+2*time.Second)) {
 		t.Errorf("extend answered lock_expires_at %v, want about now + 1m", until)
 	}
@@ -857,7 +847,7 @@ func TestRetryDelayIsHonoured(t *testing.T) {
 	if res["status"] != "available" || res["attempts_left"] != 2.0 {
 		t.Errorf("fail answered %v, want status available with attempts_left 2", res)
 	}
-	due := timeOf(t, "available_at", res["available_at"])
+	due := relaistest.TimeOf(t, "available_at", res["available_at"])
 	if due.Before(before.Add(time.Second-250*time.Millisecond)) || due.After(answered.Add(time.Second+250*time.Millisecond)) {
 		t.Errorf("available_at = %v, want about now + 1s (fail sent at %v)", due, before)
 	}
@@ -903,7 +893,7 @@ func TestPolicyIsFrozenOnTheOccurrence(t *testing.T) {
 	if res["status"] != "available" || res["attempts_left"] != 3.0 {
 		t.Errorf("fail answered %v, want available with attempts_left 3", res)
 	}
-	if due := timeOf(t, "available_at", res["available_at"]); due.Before(before.Add(2*time.Second-250*time.Millisecond)) || due.After(after.Add(2*time.Second+250*time.Millisecond)) {
+	if due := relaistest.TimeOf(t, "available_at", res["available_at"]); due.Before(before.Add(2*time.Second-250*time.Millisecond)) || due.After(after.Add(2*time.Second+250*time.Millisecond)) {
 		t.Errorf("available_at = %v, want about now + the frozen retry_delay PT2S", due)
 	}
 }
@@ -976,7 +966,7 @@ func TestPriorityOrdersReoffers(t *testing.T) {
 	one(t, fetch(t, env, consumer, fetchBody("dead-1", "max_tasks", 1, "lock_duration", "PT0.2S")), low)
 	_, high := start(t, env, "crm_high", "High")
 	last := one(t, fetch(t, env, consumer, fetchBody("dead-2", "max_tasks", 1, "lock_duration", "PT0.4S")), high)
-	sleepUntil(timeOf(t, "lock_expires_at", last["lock_expires_at"]).Add(100 * time.Millisecond))
+	sleepUntil(relaistest.TimeOf(t, "lock_expires_at", last["lock_expires_at"]).Add(100 * time.Millisecond))
 
 	for i, want := range []string{high, low} {
 		occ := one(t, fetch(t, env, consumer, fetchBody("w1", "max_tasks", 1)), "")

@@ -316,20 +316,10 @@ func TestLoweredDestinationCapBoundsCalls(t *testing.T) {
 	if occ["error_code"] != "deadline_exceeded" {
 		t.Fatalf("error_code = %v, want deadline_exceeded", occ["error_code"])
 	}
-	reserved := timeOf(t, occ["attempts"].([]any)[0].(map[string]any)["reserved_at"])
-	settled := timeOf(t, occ["settled_at"])
+	reserved := relaistest.TimeOf(t, "reserved_at", occ["attempts"].([]any)[0].(map[string]any)["reserved_at"])
+	settled := relaistest.TimeOf(t, "settled_at", occ["settled_at"])
 	// Well under the node's PT5S, with room for a loaded machine.
 	if d := settled.Sub(reserved); d > 3*time.Second {
 		t.Errorf("settled %v after the call started; the destination's cap is now PT1S (the node's timeout is PT5S)", d)
 	}
-}
-
-func timeOf(t *testing.T, v any) time.Time {
-	t.Helper()
-	s, _ := v.(string)
-	at, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		t.Fatalf("time %v: %v", v, err)
-	}
-	return at
 }

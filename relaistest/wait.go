@@ -34,3 +34,15 @@ func (e *Env) WaitEnded(id string, within time.Duration) map[string]any {
 	})
 	return inst
 }
+
+// TimeOf reads a time an API answer carried (RFC 3339), failing the test
+// when v is not one; what names it in the failure.
+func TimeOf(t testing.TB, what string, v any) time.Time {
+	t.Helper()
+	s, _ := v.(string)
+	at, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		t.Fatalf("%s = %v, want an RFC 3339 time: %v", what, v, err)
+	}
+	return at
+}
