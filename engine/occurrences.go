@@ -97,32 +97,34 @@ func (e *Engine) occurrenceFromRow(ctx context.Context, o queries.Occurrence, no
 	return out
 }
 
-// nameConsumers fills ConsumerName for observations, with one query for
-// a whole page.
-func (e *Engine) nameConsumers(ctx context.Context, occs []Occurrence) error {
+// observations makes the observations of rows as of now, naming their
+// consumers with one query for them all.
+func (e *Engine) observations(ctx context.Context, rows []queries.Occurrence, now time.Time) ([]Occurrence, error) {
+	out := make([]Occurrence, len(rows))
 	var ids []int64
-	for _, o := range occs {
-		if o.ConsumerID != nil && !slices.Contains(ids, *o.ConsumerID) {
-			ids = append(ids, *o.ConsumerID)
+	for i, r := range rows {
+		out[i] = e.occurrenceFromRow(ctx, r, now)
+		if r.ConsumerID != nil && !slices.Contains(ids, *r.ConsumerID) {
+			ids = append(ids, *r.ConsumerID)
 		}
 	}
 	if len(ids) == 0 {
-		return nil
+		return out, nil
 	}
-	rows, err := e.q.ConsumerNames(ctx, ids)
+	named, err := e.q.ConsumerNames(ctx, ids)
 	if err != nil {
-		return wrap("consumer names", err)
+		return nil, wrap("consumer names", err)
 	}
-	names := make(map[int64]string, len(rows))
-	for _, r := range rows {
-		names[r.ID] = r.Name
+	names := make(map[int64]string, len(named))
+	for _, n := range named {
+		names[n.ID] = n.Name
 	}
-	for i := range occs {
-		if occs[i].ConsumerID != nil {
-			occs[i].ConsumerName = names[*occs[i].ConsumerID]
+	for i := range out {
+		if out[i].ConsumerID != nil {
+			out[i].ConsumerName = names[*out[i].ConsumerID]
 		}
 	}
-	return nil
+	return out, nil
 }
 
 // GetOccurrence returns one occurrence (masked) with every attempt.
@@ -139,12 +141,11 @@ func (e *Engine) GetOccurrence(ctx context.Context, id uuid.UUID) (Occurrence, e
 		return Occurrence{}, err
 	}
 	lapsed := lockLapsed(row, now)
-	o := e.occurrenceFromRow(ctx, row, now)
-	one := []Occurrence{o}
-	if err := e.nameConsumers(ctx, one); err != nil {
+	one, err := e.observations(ctx, []queries.Occurrence{row}, now)
+	if err != nil {
 		return Occurrence{}, err
 	}
-	o = one[0]
+	o := one[0]
 	attempts, err := e.q.AttemptListByOccurrence(ctx, id)
 	if err != nil {
 		return Occurrence{}, wrap("list attempts", err)
@@ -193,14 +194,7 @@ func (e *Engine) ListOccurrences(ctx context.Context, f OccurrenceFilter) ([]Occ
 	if err != nil {
 		return nil, wrap("list occurrences", err)
 	}
-	out := make([]Occurrence, len(rows))
-	for i, r := range rows {
-		out[i] = e.occurrenceFromRow(ctx, r, now)
-	}
-	if err := e.nameConsumers(ctx, out); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return e.observations(ctx, rows, now)
 }
 
 // InstanceOccurrences returns an instance's occurrences in the order the
@@ -214,12 +208,5 @@ func (e *Engine) InstanceOccurrences(ctx context.Context, id uuid.UUID) ([]Occur
 	if err != nil {
 		return nil, wrap("instance occurrences", err)
 	}
-	out := make([]Occurrence, len(rows))
-	for i, r := range rows {
-		out[i] = e.occurrenceFromRow(ctx, r, now)
-	}
-	if err := e.nameConsumers(ctx, out); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return e.observations(ctx, rows, now)
 }
