@@ -108,6 +108,16 @@ func openMigrated(ctx context.Context, cfg config.Config, logger *slog.Logger, a
 	return db, applied, nil
 }
 
+// openExisting opens, for a command that acts on a running Relais (token
+// create, keys rotate), the database serve uses: see requireExistingDatabase.
+func openExisting(ctx context.Context, cfg config.Config, logger *slog.Logger) (*database, error) {
+	if err := requireExistingDatabase(cfg); err != nil {
+		return nil, err
+	}
+	db, _, err := openMigrated(ctx, cfg, logger, true)
+	return db, err
+}
+
 // embedded reports whether this process runs or uses the embedded cluster
 // of its data directory.
 func (db *database) embedded() bool { return db.cluster != nil || db.attached }

@@ -68,11 +68,8 @@ func keysRotate(ctx context.Context, args []string, getenv func(string) string, 
 	if err != nil {
 		return err
 	}
-	if err := requireExistingDatabase(cfg); err != nil {
-		return err
-	}
 	logger := newLogger(cfg, stderr)
-	db, _, err := openMigrated(ctx, cfg, logger, true)
+	db, err := openExisting(ctx, cfg, logger)
 	if err != nil {
 		return err
 	}
