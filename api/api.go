@@ -8,10 +8,10 @@ import (
 	"log/slog"
 	"net/http"
 
-	"github.com/relais/relais/config"
 	"github.com/relais/relais/engine"
-	"github.com/relais/relais/fault"
-	"github.com/relais/relais/httpjson"
+	"github.com/relais/relais/internal/config"
+	"github.com/relais/relais/internal/fault"
+	"github.com/relais/relais/internal/httpjson"
 )
 
 // API holds what the handlers share.

@@ -11,8 +11,8 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/relais/relais/engine"
-	"github.com/relais/relais/fault"
-	"github.com/relais/relais/httpjson"
+	"github.com/relais/relais/internal/fault"
+	"github.com/relais/relais/internal/httpjson"
 )
 
 // revisionsJSON is a grant's revisions: a list, or "all" (every revision,

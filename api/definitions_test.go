@@ -13,11 +13,12 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v5"
 	"gopkg.in/yaml.v3"
 
-	"github.com/relais/relais/dbtest"
-	"github.com/relais/relais/relaistest"
+	"github.com/relais/relais/engine"
+	"github.com/relais/relais/internal/dbtest"
+	"github.com/relais/relais/internal/relaistest"
 )
 
-func TestMain(m *testing.M) { dbtest.Main(m) }
+func TestMain(m *testing.M) { dbtest.Main(m, engine.SchemaFingerprint(), engine.Migrate) }
 
 // exampleWorking reads an example definition file and returns its key and
 // Working document (the file minus kind and key).

@@ -6,7 +6,7 @@ import (
 	"sort"
 	"testing"
 
-	"github.com/relais/relais/relaistest"
+	"github.com/relais/relais/internal/relaistest"
 )
 
 // problemPaths checks an error answer's status and code and returns the

@@ -9,8 +9,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/relais/relais/engine"
-	"github.com/relais/relais/fault"
-	"github.com/relais/relais/httpjson"
+	"github.com/relais/relais/internal/fault"
+	"github.com/relais/relais/internal/httpjson"
 )
 
 type startRequest struct {

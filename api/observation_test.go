@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/relais/relais/relaistest"
+	"github.com/relais/relais/internal/relaistest"
 )
 
 func TestObservationFiltersAndPagination(t *testing.T) {

@@ -9,9 +9,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/relais/relais/engine"
-	"github.com/relais/relais/fault"
-	"github.com/relais/relais/httpjson"
-	"github.com/relais/relais/isoduration"
+	"github.com/relais/relais/internal/fault"
+	"github.com/relais/relais/internal/httpjson"
+	"github.com/relais/relais/internal/isoduration"
 )
 
 type policyJSON struct {

@@ -6,7 +6,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/relais/relais/relaistest"
+	"github.com/relais/relais/internal/relaistest"
 )
 
 // pageThrough follows next_cursor from the first page of path with the

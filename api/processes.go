@@ -10,8 +10,8 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/relais/relais/engine"
-	"github.com/relais/relais/fault"
-	"github.com/relais/relais/httpjson"
+	"github.com/relais/relais/internal/fault"
+	"github.com/relais/relais/internal/httpjson"
 )
 
 type processVersionJSON struct {

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/relais/relais/relaistest"
+	"github.com/relais/relais/internal/relaistest"
 )
 
 // TestLiteralIntoProtectedFieldIsRefusedAtPublish: a literal is part of the

@@ -7,10 +7,10 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/relais/relais/auth"
 	"github.com/relais/relais/engine"
-	"github.com/relais/relais/fault"
-	"github.com/relais/relais/httpjson"
+	"github.com/relais/relais/internal/auth"
+	"github.com/relais/relais/internal/fault"
+	"github.com/relais/relais/internal/httpjson"
 )
 
 // revealJSON is one reveal audit record; it never holds the value.

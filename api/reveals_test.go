@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/relais/relais/relaistest"
+	"github.com/relais/relais/internal/relaistest"
 )
 
 const (

@@ -1,17 +1,33 @@
 package api
 
 import (
+	"net/http"
+
 	"github.com/go-chi/chi/v5"
 
-	"github.com/relais/relais/auth"
+	"github.com/relais/relais/internal/auth"
+	"github.com/relais/relais/internal/httpauth"
 )
 
-// Routes mounts every route of the design and observation API on r (which
-// sits at /api/v1). Admin may call everything.
+// Routes mounts every /api/v1 route but the pull protocol (package pull) on
+// r, each with the roles that may call it. Admin may call everything; every
+// route needs a token.
 func (a *API) Routes(r chi.Router, lookup auth.Lookup) {
-	designer := auth.Require(lookup, a.logger, auth.RoleDesigner)
-	reader := auth.Require(lookup, a.logger, auth.RoleDesigner, auth.RoleOperator)
-	schemaReader := auth.Require(lookup, a.logger, auth.RoleDesigner, auth.RoleOperator, auth.RoleConsumer)
+	role := func(roles ...auth.Role) func(http.Handler) http.Handler {
+		return httpauth.Require(lookup, a.logger, roles...)
+	}
+	var (
+		anyone   = role(auth.RoleDesigner, auth.RoleOperator, auth.RoleConsumer)
+		designer = role(auth.RoleDesigner)
+		reader   = role(auth.RoleDesigner, auth.RoleOperator)
+		starter  = role(auth.RoleDesigner, auth.RoleOperator)
+		schemas  = role(auth.RoleDesigner, auth.RoleOperator, auth.RoleConsumer)
+		operator = role(auth.RoleOperator)
+		admin    = role()
+	)
+
+	r.With(anyone).Method("GET", "/whoami", a.whoami())
+	r.With(admin).Method("POST", "/tokens", a.createToken())
 
 	r.Route("/definitions", func(r chi.Router) {
 		r.With(reader).Method("GET", "/", a.listDefinitions())
@@ -19,33 +35,28 @@ func (a *API) Routes(r chi.Router, lookup auth.Lookup) {
 		r.With(designer).Method("PUT", "/{key}/working", a.putWorking())
 		r.With(designer).Method("POST", "/{key}/revisions", a.snapshot())
 		r.With(reader).Method("GET", "/{key}/revisions/{n}", a.getRevision())
-		// Refusals of writes to immutable resources are answered to readers
-		// only: every route needs a token, so no token is 401, not 405.
-		for _, m := range []string{"PUT", "PATCH", "DELETE", "POST"} {
-			r.With(reader).Method(m, "/{key}/revisions/{n}", a.immutable("a revision"))
-			r.With(reader).Method(m, "/{key}/releases/{name}", a.immutable("a release"))
-		}
-		r.With(schemaReader).Method("GET", "/{key}/revisions/{n}/schemas/inputs", a.getSchema("inputs"))
-		r.With(schemaReader).Method("GET", "/{key}/revisions/{n}/schemas/outputs", a.getSchema("outputs"))
+		r.With(schemas).Method("GET", "/{key}/revisions/{n}/schemas/inputs", a.getSchema("inputs"))
+		r.With(schemas).Method("GET", "/{key}/revisions/{n}/schemas/outputs", a.getSchema("outputs"))
 		r.With(reader).Method("GET", "/{key}/revisions/{a}/diff/{b}", a.diff())
 		r.With(designer).Method("POST", "/{key}/releases", a.createRelease())
 		r.With(reader).Method("GET", "/{key}/releases", a.listReleases())
 		r.With(reader).Method("GET", "/{key}/releases/{name}", a.getRelease())
+		// Writes to immutable resources are refused to readers only: every
+		// route needs a token, so no token is 401, not 405.
+		for _, m := range []string{"PUT", "PATCH", "DELETE", "POST"} {
+			r.With(reader).Method(m, "/{key}/revisions/{n}", a.immutable("a revision"))
+			r.With(reader).Method(m, "/{key}/releases/{name}", a.immutable("a release"))
+		}
 	})
-
-	starter := auth.Require(lookup, a.logger, auth.RoleDesigner, auth.RoleOperator)
-	operator := auth.Require(lookup, a.logger, auth.RoleOperator)
-	admin := auth.Require(lookup, a.logger)
-
 	r.Route("/processes", func(r chi.Router) {
 		r.With(reader).Method("GET", "/", a.listProcesses())
 		r.With(reader).Method("GET", "/{key}", a.getProcess())
 		r.With(designer).Method("POST", "/{key}/versions", a.publishProcess())
 		r.With(reader).Method("GET", "/{key}/versions/{v}", a.getProcessVersion())
+		r.With(starter).Method("POST", "/{key}/instances", a.startInstance())
 		for _, m := range []string{"PUT", "PATCH", "DELETE"} {
 			r.With(reader).Method(m, "/{key}/versions/{v}", a.immutable("a process version"))
 		}
-		r.With(starter).Method("POST", "/{key}/instances", a.startInstance())
 	})
 	r.Route("/instances", func(r chi.Router) {
 		r.With(operator).Method("GET", "/", a.listInstances())
@@ -59,12 +70,19 @@ func (a *API) Routes(r chi.Router, lookup auth.Lookup) {
 	})
 	r.With(admin).Method("GET", "/audit/reveals", a.listReveals())
 	r.Route("/consumers", func(r chi.Router) {
-		r.Use(admin)
+		r.Use(admin) // and so are this subtree's 404s and 405s
 		r.Method("POST", "/", a.createConsumer())
 		r.Method("GET", "/", a.listConsumers())
 		r.Method("GET", "/{id}", a.getConsumer())
 		r.Method("PUT", "/{id}/grants", a.setGrants())
 		r.Method("POST", "/{id}/rotate", a.rotateConsumer())
 		r.Method("DELETE", "/{id}", a.revokeConsumer())
+	})
+	r.Route("/destinations", func(r chi.Router) {
+		r.Use(admin)
+		r.Method("PUT", "/{name}", a.putDestination())
+		r.Method("GET", "/", a.listDestinations())
+		r.Method("GET", "/{name}", a.getDestination())
+		r.Method("DELETE", "/{name}", a.deleteDestination())
 	})
 }

@@ -3,7 +3,7 @@ package api_test
 import (
 	"testing"
 
-	"github.com/relais/relais/relaistest"
+	"github.com/relais/relais/internal/relaistest"
 )
 
 // TestEveryRouteNeedsAToken: DESIGN §9 puts every /api/v1 route behind a

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/relais/relais/relaistest"
+	"github.com/relais/relais/internal/relaistest"
 )
 
 // benchOccurrences is how many occurrences BenchmarkOperationsView seeds;

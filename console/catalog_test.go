@@ -96,7 +96,7 @@ func TestEveryMessageHasAFrenchTranslation(t *testing.T) {
 		return out
 	}
 	if !slices.Equal(ids(en), ids(fr)) {
-		t.Errorf("en and fr catalogs list different messages: run scripts/gen-locales")
+		t.Errorf("en and fr catalogs list different messages: run tools/gen-locales")
 	}
 	for _, m := range fr.Messages {
 		if !translated(m.Translation) {
@@ -120,7 +120,7 @@ func (renderer) Arg(int) any   { return 1 }
 // TestEveryMessageLiteralIsInTheCompiledCatalog scans the console's sources
 // for T(ctx, "literal", ...) calls, the way gotext extracts them, and looks
 // each up in the generated catalog: a message added without running
-// scripts/gen-locales (or without a French translation) fails here even if
+// tools/gen-locales (or without a French translation) fails here even if
 // no test renders the page that shows it. It also fails on a T call whose
 // message is not a literal, which gotext cannot extract.
 func TestEveryMessageLiteralIsInTheCompiledCatalog(t *testing.T) {
@@ -164,7 +164,7 @@ func TestEveryMessageLiteralIsInTheCompiledCatalog(t *testing.T) {
 	for _, tag := range []language.Tag{language.English, language.French} {
 		for key, pos := range keys {
 			if err := cat.Context(tag, renderer{}).Execute(key); errors.Is(err, catalog.ErrNotFound) {
-				t.Errorf("%s: %q has no %s entry in locales/catalog.go: run scripts/gen-locales and translate it", pos, key, tag)
+				t.Errorf("%s: %q has no %s entry in locales/catalog.go: run tools/gen-locales and translate it", pos, key, tag)
 			}
 		}
 	}

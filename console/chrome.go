@@ -8,7 +8,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/relais/relais/auth"
+	"github.com/relais/relais/internal/auth"
 )
 
 // staticFiles are the console's assets, compiled into the binary: the

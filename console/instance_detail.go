@@ -8,10 +8,10 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/google/uuid"
 
-	"github.com/relais/relais/auth"
 	"github.com/relais/relais/engine"
-	"github.com/relais/relais/fault"
-	"github.com/relais/relais/process"
+	"github.com/relais/relais/engine/process"
+	"github.com/relais/relais/internal/auth"
+	"github.com/relais/relais/internal/fault"
 )
 
 // pathStep is one node the instance went through, with its occurrence.

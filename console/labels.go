@@ -4,8 +4,8 @@ import (
 	"context"
 	"strconv"
 
-	"github.com/relais/relais/auth"
 	"github.com/relais/relais/contracts"
+	"github.com/relais/relais/internal/auth"
 )
 
 // The functions below translate the engine's vocabulary (statuses,

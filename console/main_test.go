@@ -11,11 +11,12 @@ import (
 
 	"github.com/PuerkitoBio/goquery"
 
-	"github.com/relais/relais/dbtest"
-	"github.com/relais/relais/relaistest"
+	"github.com/relais/relais/engine"
+	"github.com/relais/relais/internal/dbtest"
+	"github.com/relais/relais/internal/relaistest"
 )
 
-func TestMain(m *testing.M) { dbtest.Main(m) }
+func TestMain(m *testing.M) { dbtest.Main(m, engine.SchemaFingerprint(), engine.Migrate) }
 
 // Canary values stored as a secret and a sensitive value: no console page
 // may ever contain them, nor a prefix of the secret.

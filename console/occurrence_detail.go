@@ -10,9 +10,9 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/google/uuid"
 
-	"github.com/relais/relais/auth"
 	"github.com/relais/relais/contracts"
 	"github.com/relais/relais/engine"
+	"github.com/relais/relais/internal/auth"
 )
 
 // fact is one labelled value of a detail page.

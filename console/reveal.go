@@ -6,9 +6,9 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/google/uuid"
 
-	"github.com/relais/relais/auth"
 	"github.com/relais/relais/engine"
-	"github.com/relais/relais/fault"
+	"github.com/relais/relais/internal/auth"
+	"github.com/relais/relais/internal/fault"
 )
 
 func revealHref(id uuid.UUID) string { return occurrenceHref(id) + "/reveal" }

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/relais/relais/auth"
+	"github.com/relais/relais/internal/auth"
 )
 
 const (

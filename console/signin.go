@@ -4,8 +4,8 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/relais/relais/auth"
-	"github.com/relais/relais/fault"
+	"github.com/relais/relais/internal/auth"
+	"github.com/relais/relais/internal/fault"
 )
 
 // signInView is the sign-in form.

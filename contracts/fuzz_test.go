@@ -7,7 +7,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/relais/relais/jsontree"
+	"github.com/relais/relais/internal/jsontree"
 )
 
 func FuzzParseWorking(f *testing.F) {

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/relais/relais/jsontree"
+	"github.com/relais/relais/internal/jsontree"
 )
 
 // MaskedKey is the single key of the object that replaces a protected

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/relais/relais/jsontree"
+	"github.com/relais/relais/internal/jsontree"
 )
 
 // MaxDepth is the deepest field nesting a contract may declare. Top-level

@@ -13,8 +13,9 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/relais/relais/jsontree"
 	"github.com/santhosh-tekuri/jsonschema/v5"
+
+	"github.com/relais/relais/internal/jsontree"
 )
 
 // schemaURL is the in-memory address contracts are compiled under; nothing

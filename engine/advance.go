@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/relais/relais/contracts"
-	"github.com/relais/relais/process"
+	"github.com/relais/relais/engine/process"
 	"github.com/relais/relais/queries"
 )
 
@@ -83,54 +83,53 @@ type run struct {
 	failure *string
 }
 
-func (e *Engine) newRun(ctx context.Context, q *queries.Queries, inst queries.Instance, pv *ProcessVersion) (*run, error) {
-	now, err := e.clock(ctx, q.DBTX())
-	if err != nil {
-		return nil, err
-	}
-	return &run{e: e, ctx: ctx, q: q, now: now, inst: inst, pv: pv}, nil
+// newRun prepares the run of inst, locked by this transaction, acting at now
+// (read by the statement that locked it).
+func (e *Engine) newRun(ctx context.Context, q *queries.Queries, inst queries.Instance, now time.Time, pv *ProcessVersion) *run {
+	return &run{e: e, ctx: ctx, q: q, now: now.UTC(), inst: inst, pv: pv}
 }
 
 // runForOccurrence locks the instance of an occurrence (found in the same
 // round trip) and prepares its run. Settlements start here: instance
 // first, then occurrence, the order stop uses too.
 func (e *Engine) runForOccurrence(ctx context.Context, q *queries.Queries, occurrence uuid.UUID) (*run, error) {
-	inst, err := q.InstanceLockByOccurrence(ctx, occurrence)
+	row, err := q.InstanceLockByOccurrence(ctx, queries.InstanceLockByOccurrenceParams{OccurrenceID: occurrence, Now: e.at()})
 	if isNoRows(err) {
 		return nil, notFound("occurrence %s", occurrence)
 	}
 	if err != nil {
 		return nil, err
 	}
-	pv, err := e.processVersion(ctx, q, inst.ProcessKey, int(inst.Version))
+	pv, err := e.processVersion(ctx, q, row.Instance.ProcessKey, int(row.Instance.Version))
 	if err != nil {
 		return nil, err
 	}
-	return e.newRun(ctx, q, inst, pv)
+	return e.newRun(ctx, q, row.Instance, row.Now, pv), nil
 }
 
 // runFor locks an instance and prepares its run; ok is false when the
 // instance is locked by another transaction and skipLocked is set.
 func (e *Engine) runFor(ctx context.Context, q *queries.Queries, id uuid.UUID, skipLocked bool) (*run, bool, error) {
-	var inst queries.Instance
+	var row queries.InstanceLockRow
 	var err error
 	if skipLocked {
-		inst, err = q.InstanceLockSkipLocked(ctx, id)
+		var skipped queries.InstanceLockSkipLockedRow
+		skipped, err = q.InstanceLockSkipLocked(ctx, queries.InstanceLockSkipLockedParams{ID: id, Now: e.at()})
 		if isNoRows(err) {
 			return nil, false, nil
 		}
+		row = queries.InstanceLockRow(skipped)
 	} else {
-		inst, err = q.InstanceLock(ctx, id)
+		row, err = q.InstanceLock(ctx, queries.InstanceLockParams{ID: id, Now: e.at()})
 	}
 	if err != nil {
 		return nil, false, err
 	}
-	pv, err := e.processVersion(ctx, q, inst.ProcessKey, int(inst.Version))
+	pv, err := e.processVersion(ctx, q, row.Instance.ProcessKey, int(row.Instance.Version))
 	if err != nil {
 		return nil, false, err
 	}
-	r, err := e.newRun(ctx, q, inst, pv)
-	return r, err == nil, err
+	return e.newRun(ctx, q, row.Instance, row.Now, pv), true, nil
 }
 
 func (r *run) scope() (process.Scope, error) {
@@ -279,11 +278,11 @@ func (r *run) followFailure(node, code string) error {
 	return nil
 }
 
-// Reconcile makes sure every node an instance has reached has its
+// reconcile makes sure every node an instance has reached has its
 // occurrence, walking from start along settled occurrences. It is
 // idempotent and safe to run concurrently: it is how a replica recovers an
 // instance whose advancement it cannot otherwise prove.
-func (e *Engine) Reconcile(ctx context.Context, id uuid.UUID) error {
+func (e *Engine) reconcile(ctx context.Context, id uuid.UUID) error {
 	return wrap("reconcile", e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error {
 		r, _, err := e.runFor(ctx, q, id, false)
 		if err != nil {

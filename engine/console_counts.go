@@ -25,11 +25,7 @@ func (e *Engine) CountOccurrencesByDefinitionStatus(ctx context.Context) ([]Occu
 	if err != nil {
 		return nil, wrap("count occurrences", err)
 	}
-	now, err := e.clock(ctx, e.pool)
-	if err != nil {
-		return nil, err
-	}
-	lapsed, err := e.q.OccurrenceLapsedLocksByDefinition(ctx, now)
+	lapsed, err := e.q.OccurrenceLapsedLocksByDefinition(ctx, e.at())
 	if err != nil {
 		return nil, wrap("count lapsed locks", err)
 	}

@@ -8,8 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/relais/relais/auth"
-	"github.com/relais/relais/fault"
+	"github.com/relais/relais/internal/auth"
+	"github.com/relais/relais/internal/fault"
 	"github.com/relais/relais/queries"
 )
 

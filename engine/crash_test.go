@@ -11,7 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/relais/relais/fault"
+	"github.com/relais/relais/internal/fault"
 )
 
 // TestWorkersThatCrashLoseNoWork runs many occurrences through concurrent

@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/relais/relais/contracts"
-	"github.com/relais/relais/fault"
+	"github.com/relais/relais/internal/fault"
 	"github.com/relais/relais/queries"
 )
 

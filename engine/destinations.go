@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"net/http"
+	"net/textproto"
 	"net/url"
 	"regexp"
 	"sort"
@@ -14,7 +14,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/relais/relais/fault"
+	"github.com/relais/relais/engine/process"
+	"github.com/relais/relais/internal/fault"
 	"github.com/relais/relais/queries"
 )
 
@@ -28,9 +29,6 @@ type Destination struct {
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
 }
-
-// HardMaxPushTimeout is the ceiling of every destination's max_timeout.
-const HardMaxPushTimeout = 10 * time.Second
 
 var destinationNamePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,62}$`)
 
@@ -77,13 +75,13 @@ func (e *Engine) PutDestination(ctx context.Context, name, rawURL string, header
 	switch {
 	case maxTimeout <= 0:
 		errs = append(errs, fault.FieldError{Path: "/max_timeout", Message: "is required and must be above zero"})
-	case maxTimeout > HardMaxPushTimeout:
-		errs = append(errs, fault.FieldError{Path: "/max_timeout", Message: "must be at most PT10S"})
+	case maxTimeout > process.HardMaxPushTimeout:
+		errs = append(errs, fault.FieldError{Path: "/max_timeout", Message: "must be at most " + formatDuration(process.HardMaxPushTimeout)})
 	}
 	names := make([]string, 0, len(headers))
 	canonical := make(map[string]string, len(headers))
 	for k, v := range headers {
-		ck := http.CanonicalHeaderKey(k)
+		ck := textproto.CanonicalMIMEHeaderKey(k)
 		switch {
 		case !validHeaderName(k):
 			errs = append(errs, fault.FieldError{Path: "/headers/" + k, Message: "is not a valid header name"})

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/relais/relais/fault"
+	"github.com/relais/relais/internal/fault"
 )
 
 // TestPublishRacingDestinationDeleteStaysConsistent races, for many

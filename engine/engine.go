@@ -17,9 +17,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/relais/relais/contracts"
-	"github.com/relais/relais/fault"
-	"github.com/relais/relais/isoduration"
-	"github.com/relais/relais/keyring"
+	"github.com/relais/relais/internal/fault"
+	"github.com/relais/relais/internal/isoduration"
+	"github.com/relais/relais/internal/keyring"
 	"github.com/relais/relais/queries"
 )
 
@@ -70,17 +70,16 @@ func New(pool *pgxpool.Pool, opts Options) *Engine {
 		revisions: revisionCache{schemas: schemas}, schemas: schemas}
 }
 
-// clock returns the time the engine acts at. Without an injected clock it is
-// the database's, so that replicas with drifting clocks agree on lock expiry.
-func (e *Engine) clock(ctx context.Context, db queries.DBTX) (time.Time, error) {
-	if e.now != nil {
-		return e.now().UTC(), nil
+// at is the time to pass as a statement's now parameter: the injected clock's,
+// or nil for the database's own (statements read coalesce(now, now())), so
+// that replicas with drifting clocks agree on lock expiry and reading the
+// clock costs no round trip.
+func (e *Engine) at() *time.Time {
+	if e.now == nil {
+		return nil
 	}
-	var t time.Time
-	if err := db.QueryRow(ctx, "select now()").Scan(&t); err != nil {
-		return time.Time{}, fmt.Errorf("engine: clock: %w", err)
-	}
-	return t.UTC(), nil
+	t := e.now().UTC()
+	return &t
 }
 
 // Logger is the engine's logger.

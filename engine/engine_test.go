@@ -6,18 +6,19 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 
-	"github.com/relais/relais/dbtest"
-	"github.com/relais/relais/fault"
-	"github.com/relais/relais/keyring"
+	"github.com/relais/relais/internal/dbtest"
+	"github.com/relais/relais/internal/fault"
+	"github.com/relais/relais/internal/keyring"
 	"github.com/relais/relais/queries"
 )
 
-func TestMain(m *testing.M) { dbtest.Main(m) }
+func TestMain(m *testing.M) { dbtest.Main(m, SchemaFingerprint(), Migrate) }
 
 var testKeys = keyring.NewKeySpec("t")
 
@@ -110,7 +111,7 @@ func TestConcurrentAdvancementCreatesOneOccurrencePerNode(t *testing.T) {
 		var wg sync.WaitGroup
 		for range 50 {
 			wg.Go(func() {
-				if err := e.Reconcile(ctx, id); err != nil {
+				if err := e.reconcile(ctx, id); err != nil {
 					t.Error(err)
 				}
 			})
@@ -224,11 +225,24 @@ func TestStopRacingCompletionStaysConsistent(t *testing.T) {
 	t.Logf("outcomes over %d rounds: %v", rounds, outcomes)
 }
 
+// testClock is a clock shared by an engine's replicas that a test moves
+// forward instead of sleeping.
+type testClock struct{ offset atomic.Int64 }
+
+func (c *testClock) now() time.Time                        { return time.Now().Add(time.Duration(c.offset.Load())) }
+func (c *testClock) advance(d time.Duration)               { c.offset.Add(int64(d)) }
+func (c *testClock) options(keys *keyring.Keyring) Options { return Options{Keys: keys, Now: c.now} }
+
 func TestDeadlineFailsOnceAcrossTwoReplicas(t *testing.T) {
 	t.Parallel()
-	a := setup(t)
-	prepare(t, a, `"policy":{"deadline":"PT1S"},`)
-	b := New(a.pool, Options{Keys: a.keys})
+	clock := &testClock{}
+	pool := dbtest.Pool(t)
+	ring, err := keyring.Parse(testKeys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := New(pool, clock.options(ring)), New(pool, clock.options(ring))
+	prepare(t, a, `"policy":{"deadline":"PT1H"},`)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go a.RunTimerLoop(ctx, 100*time.Millisecond)
@@ -242,6 +256,7 @@ func TestDeadlineFailsOnceAcrossTwoReplicas(t *testing.T) {
 		}
 		ids = append(ids, inst.ID)
 	}
+	clock.advance(time.Hour)
 	deadline := time.Now().Add(6 * time.Second)
 	for _, id := range ids {
 		for {
@@ -256,7 +271,7 @@ func TestDeadlineFailsOnceAcrossTwoReplicas(t *testing.T) {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("instance %s still running 5 s after its PT1S deadline", id)
+				t.Fatalf("instance %s still running 6 s after its PT1H deadline passed", id)
 			}
 			time.Sleep(50 * time.Millisecond)
 		}

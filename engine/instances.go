@@ -10,8 +10,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/relais/relais/fault"
-	"github.com/relais/relais/jsontree"
+	"github.com/relais/relais/internal/fault"
+	"github.com/relais/relais/internal/jsontree"
 	"github.com/relais/relais/queries"
 )
 
@@ -172,7 +172,7 @@ func (e *Engine) StartInstance(ctx context.Context, req StartRequest) (Instance,
 	created := false
 	err = e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error {
 		rows, err := q.InstanceInsert(ctx, queries.InstanceInsertParams{ID: id, ProcessKey: pv.Key, Version: int32(pv.Version),
-			BusinessKey: req.BusinessKey, Inputs: public, SealedInputs: sealed, IdempotencyKey: idem, RequestDigest: digest})
+			BusinessKey: req.BusinessKey, Inputs: public, SealedInputs: sealed, IdempotencyKey: idem, RequestDigest: digest, Now: e.at()})
 		if isNoRows(err) && digest != nil {
 			// A concurrent first request with the key inserted since
 			// the lookup above; ON CONFLICT waited for it to commit.
@@ -190,10 +190,8 @@ func (e *Engine) StartInstance(ctx context.Context, req StartRequest) (Instance,
 			return err
 		}
 		inst, created = rows, true
-		r, err := e.newRun(ctx, q, inst, pv)
-		if err != nil {
-			return err
-		}
+		// The row's created_at was set from the statement's clock.
+		r := e.newRun(ctx, q, inst, inst.CreatedAt, pv)
 		// A new instance has completed no node: no outputs to load.
 		r.outputs = map[string]json.RawMessage{}
 		return r.enter(pv.Process.Start)
@@ -257,28 +255,25 @@ func strPtr(s string) *string {
 // a finished one is refused with instance_ended.
 func (e *Engine) StopInstance(ctx context.Context, id uuid.UUID) (Instance, error) {
 	err := e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error {
-		inst, err := q.InstanceLock(ctx, id)
+		row, err := q.InstanceLock(ctx, queries.InstanceLockParams{ID: id, Now: e.at()})
 		if isNoRows(err) {
 			return notFound("instance %s", id)
 		}
 		if err != nil {
 			return err
 		}
+		inst, now := row.Instance, row.Now
 		switch inst.Status {
 		case InstanceCancelled:
 			return nil
 		case InstanceCompleted, InstanceFailed:
 			return fault.New(fault.Conflict, "instance_ended", "instance %s has already ended (%s): there is nothing to stop", id, inst.Status)
 		}
-		now, err := e.clock(ctx, q.DBTX())
+		cancelled, err := q.OccurrenceCancelOpen(ctx, queries.OccurrenceCancelOpenParams{InstanceID: id, Now: &now})
 		if err != nil {
 			return err
 		}
-		cancelled, err := q.OccurrenceCancelOpen(ctx, queries.OccurrenceCancelOpenParams{InstanceID: id, Now: now})
-		if err != nil {
-			return err
-		}
-		if err := q.AttemptCancelOpen(ctx, queries.AttemptCancelOpenParams{InstanceID: id, Now: now}); err != nil {
+		if err := q.AttemptCancelOpen(ctx, queries.AttemptCancelOpenParams{InstanceID: id, Now: &now}); err != nil {
 			return err
 		}
 		if _, err := q.InstanceEnd(ctx, queries.InstanceEndParams{ID: id, Status: InstanceCancelled, Now: &now}); err != nil {

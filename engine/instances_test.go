@@ -10,7 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/relais/relais/fault"
+	"github.com/relais/relais/internal/fault"
 )
 
 // TestIdempotentReplayAfterANewerVersion: a replay of a start without

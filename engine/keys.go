@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/relais/relais/keyring"
+	"github.com/relais/relais/internal/keyring"
 	"github.com/relais/relais/queries"
 )
 

@@ -65,19 +65,19 @@ type Attempt struct {
 	ErrorMessage  *string
 }
 
-// lockLapsed reports whether o is a pull occurrence whose lock expired with
-// attempts left and its deadline (if any) still ahead: what a claim may
-// take. It stays stored as reserved until a claim takes it (no
+// observed is an occurrence row as an observation statement read it: with
+// whether its lock lapsed (relais_lock_lapsed, the one definition of it).
+// A lapsed occurrence stays stored as reserved until a claim takes it (no
 // sweeper), but it is available again (DESIGN §3), and observers see it so.
-func lockLapsed(o queries.Occurrence, now time.Time) bool {
-	return o.Mode == ModePull && o.Status == StatusReserved && o.LockExpiresAt != nil &&
-		!o.LockExpiresAt.After(now) && o.Attempts < o.MaxAttempts &&
-		(o.DeadlineAt == nil || o.DeadlineAt.After(now))
+type observed struct {
+	row    queries.Occurrence
+	lapsed bool
 }
 
-// occurrenceFromRow makes the observation of o as of now.
-func (e *Engine) occurrenceFromRow(ctx context.Context, o queries.Occurrence, now time.Time) Occurrence {
-	if lockLapsed(o, now) {
+// occurrenceFromRow makes the observation of o.
+func (e *Engine) occurrenceFromRow(ctx context.Context, x observed) Occurrence {
+	o := x.row
+	if x.lapsed {
 		o.Status, o.AvailableAt = StatusAvailable, *o.LockExpiresAt
 	}
 	out := Occurrence{ID: o.ID, InstanceID: o.InstanceID, Node: o.Node, Definition: o.DefinitionKey, Revision: int(o.Revision),
@@ -97,15 +97,15 @@ func (e *Engine) occurrenceFromRow(ctx context.Context, o queries.Occurrence, no
 	return out
 }
 
-// observations makes the observations of rows as of now, naming their
-// consumers with one query for them all.
-func (e *Engine) observations(ctx context.Context, rows []queries.Occurrence, now time.Time) ([]Occurrence, error) {
+// observations makes the observations of rows, naming their consumers with
+// one query for them all.
+func (e *Engine) observations(ctx context.Context, rows []observed) ([]Occurrence, error) {
 	out := make([]Occurrence, len(rows))
 	var ids []int64
 	for i, r := range rows {
-		out[i] = e.occurrenceFromRow(ctx, r, now)
-		if r.ConsumerID != nil && !slices.Contains(ids, *r.ConsumerID) {
-			ids = append(ids, *r.ConsumerID)
+		out[i] = e.occurrenceFromRow(ctx, r)
+		if id := r.row.ConsumerID; id != nil && !slices.Contains(ids, *id) {
+			ids = append(ids, *id)
 		}
 	}
 	if len(ids) == 0 {
@@ -129,19 +129,15 @@ func (e *Engine) observations(ctx context.Context, rows []queries.Occurrence, no
 
 // GetOccurrence returns one occurrence (masked) with every attempt.
 func (e *Engine) GetOccurrence(ctx context.Context, id uuid.UUID) (Occurrence, error) {
-	row, err := e.q.OccurrenceGet(ctx, id)
+	x, err := e.q.OccurrenceObserve(ctx, queries.OccurrenceObserveParams{ID: id, Now: e.at()})
 	if isNoRows(err) {
 		return Occurrence{}, notFound("occurrence %s", id)
 	}
 	if err != nil {
 		return Occurrence{}, wrap("get occurrence", err)
 	}
-	now, err := e.clock(ctx, e.pool)
-	if err != nil {
-		return Occurrence{}, err
-	}
-	lapsed := lockLapsed(row, now)
-	one, err := e.observations(ctx, []queries.Occurrence{row}, now)
+	row, lapsed := x.Occurrence, x.Lapsed
+	one, err := e.observations(ctx, []observed{{row, lapsed}})
 	if err != nil {
 		return Occurrence{}, err
 	}
@@ -177,12 +173,8 @@ type OccurrenceFilter struct {
 
 // ListOccurrences returns occurrences newest first.
 func (e *Engine) ListOccurrences(ctx context.Context, f OccurrenceFilter) ([]Occurrence, error) {
-	now, err := e.clock(ctx, e.pool)
-	if err != nil {
-		return nil, err
-	}
 	p := queries.OccurrenceListParams{DefinitionKey: strPtr(f.Definition), Status: strPtr(f.Status), InstanceID: f.Instance,
-		Before: f.Before, Max: int32(f.Limit), Now: now}
+		Before: f.Before, Max: int32(f.Limit), Now: e.at()}
 	if f.Revision > 0 {
 		r := int32(f.Revision)
 		p.Revision = &r
@@ -194,19 +186,23 @@ func (e *Engine) ListOccurrences(ctx context.Context, f OccurrenceFilter) ([]Occ
 	if err != nil {
 		return nil, wrap("list occurrences", err)
 	}
-	return e.observations(ctx, rows, now)
+	xs := make([]observed, len(rows))
+	for i, r := range rows {
+		xs[i] = observed{r.Occurrence, r.Lapsed}
+	}
+	return e.observations(ctx, xs)
 }
 
 // InstanceOccurrences returns an instance's occurrences in the order the
 // instance reached their nodes: its path.
 func (e *Engine) InstanceOccurrences(ctx context.Context, id uuid.UUID) ([]Occurrence, error) {
-	now, err := e.clock(ctx, e.pool)
-	if err != nil {
-		return nil, err
-	}
-	rows, err := e.q.OccurrenceListByInstance(ctx, id)
+	rows, err := e.q.OccurrenceObserveByInstance(ctx, queries.OccurrenceObserveByInstanceParams{InstanceID: id, Now: e.at()})
 	if err != nil {
 		return nil, wrap("instance occurrences", err)
 	}
-	return e.observations(ctx, rows, now)
+	xs := make([]observed, len(rows))
+	for i, r := range rows {
+		xs[i] = observed{r.Occurrence, r.Lapsed}
+	}
+	return e.observations(ctx, xs)
 }

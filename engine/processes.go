@@ -7,8 +7,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/relais/relais/contracts"
-	"github.com/relais/relais/fault"
-	"github.com/relais/relais/process"
+	"github.com/relais/relais/engine/process"
+	"github.com/relais/relais/internal/fault"
 	"github.com/relais/relais/queries"
 )
 

@@ -16,7 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/relais/relais/contracts"
-	"github.com/relais/relais/fault"
+	"github.com/relais/relais/internal/fault"
 	"github.com/relais/relais/queries"
 )
 
@@ -132,16 +132,12 @@ func (e *Engine) Claim(ctx context.Context, req ClaimRequest) ([]Reservation, er
 	if len(req.Pairs.Keys) == 0 {
 		return nil, nil
 	}
-	now, err := e.clock(ctx, e.pool)
-	if err != nil {
-		return nil, err
-	}
 	var rid *string
 	if req.RequestID != "" {
 		rid = &req.RequestID
 		// Only reservations still held are replayed: a lapsed lock is no
 		// longer the worker's, and with none left the request claims anew.
-		prior, err := e.q.OccurrenceReplayRequest(ctx, queries.OccurrenceReplayRequestParams{ConsumerID: &req.ConsumerID, WorkerID: &req.WorkerID, RequestID: rid, Now: now})
+		prior, err := e.q.OccurrenceReplayRequest(ctx, queries.OccurrenceReplayRequestParams{ConsumerID: &req.ConsumerID, WorkerID: &req.WorkerID, RequestID: rid, Now: e.at()})
 		if err != nil {
 			return nil, wrap("claim replay", err)
 		}
@@ -150,8 +146,8 @@ func (e *Engine) Claim(ctx context.Context, req ClaimRequest) ([]Reservation, er
 		}
 	}
 	rows, err := e.q.OccurrenceClaimPull(ctx, queries.OccurrenceClaimPullParams{
-		DefinitionKeys: req.Pairs.Keys, Revisions: req.Pairs.Revisions, Now: now, MaxTasks: int32(req.MaxTasks),
-		ConsumerID: &req.ConsumerID, WorkerID: &req.WorkerID, LockExpiresAt: now.Add(req.LockDuration), RequestID: rid})
+		DefinitionKeys: req.Pairs.Keys, Revisions: req.Pairs.Revisions, Now: e.at(), MaxTasks: int32(req.MaxTasks),
+		ConsumerID: &req.ConsumerID, WorkerID: &req.WorkerID, LockDuration: req.LockDuration, RequestID: rid})
 	if err != nil {
 		return nil, wrap("claim", err)
 	}
@@ -179,11 +175,7 @@ func (e *Engine) reservations(rows []queries.Occurrence) ([]Reservation, error) 
 // NextClaimable returns when the earliest not-yet-claimable occurrence of
 // the pairs becomes claimable (a retry delay or a lock ending), if any.
 func (e *Engine) NextClaimable(ctx context.Context, p Pairs) (time.Time, bool, error) {
-	now, err := e.clock(ctx, e.pool)
-	if err != nil {
-		return time.Time{}, false, err
-	}
-	t, err := e.q.OccurrenceNextClaimable(ctx, queries.OccurrenceNextClaimableParams{DefinitionKeys: p.Keys, Revisions: p.Revisions, Now: now})
+	t, err := e.q.OccurrenceNextClaimable(ctx, queries.OccurrenceNextClaimableParams{DefinitionKeys: p.Keys, Revisions: p.Revisions, Now: e.at()})
 	if isNoRows(err) {
 		return time.Time{}, false, nil
 	}
@@ -325,10 +317,10 @@ func (r *run) complete(o queries.Occurrence, rev *Revision, outputs json.RawMess
 		routePtr = &route
 	}
 	if err := r.q.OccurrenceComplete(r.ctx, queries.OccurrenceCompleteParams{ID: o.ID, Outputs: public, SealedOutputs: sealed,
-		OutputsDigest: r.e.digest(canonical), Route: routePtr, Now: r.now}); err != nil {
+		OutputsDigest: r.e.digest(canonical), Route: routePtr, Now: &r.now}); err != nil {
 		return err
 	}
-	if err := r.q.AttemptEnd(r.ctx, queries.AttemptEndParams{OccurrenceID: o.ID, Number: o.Attempts, Outcome: OutcomeCompleted, Now: r.now}); err != nil {
+	if err := r.q.AttemptEnd(r.ctx, queries.AttemptEndParams{OccurrenceID: o.ID, Number: o.Attempts, Outcome: OutcomeCompleted, Now: &r.now}); err != nil {
 		return err
 	}
 	if r.outputs != nil {
@@ -343,12 +335,12 @@ func (r *run) complete(o queries.Occurrence, rev *Revision, outputs json.RawMess
 
 // fail records a terminal failure, ends the attempt and follows on_error.
 func (r *run) fail(o queries.Occurrence, outcome, code, message string) error {
-	if err := r.q.OccurrenceFail(r.ctx, queries.OccurrenceFailParams{ID: o.ID, ErrorCode: &code, ErrorMessage: &message, Now: r.now}); err != nil {
+	if err := r.q.OccurrenceFail(r.ctx, queries.OccurrenceFailParams{ID: o.ID, ErrorCode: &code, ErrorMessage: &message, Now: &r.now}); err != nil {
 		return err
 	}
 	if o.Status == StatusReserved {
 		if err := r.q.AttemptEnd(r.ctx, queries.AttemptEndParams{OccurrenceID: o.ID, Number: o.Attempts, Outcome: outcome,
-			ErrorCode: &code, ErrorMessage: &message, Now: r.now}); err != nil {
+			ErrorCode: &code, ErrorMessage: &message, Now: &r.now}); err != nil {
 			return err
 		}
 	}
@@ -409,7 +401,7 @@ func (e *Engine) Fail(ctx context.Context, ref WorkerRef, f Failure) (Settlement
 				return err
 			}
 			if err := q.AttemptEnd(ctx, queries.AttemptEndParams{OccurrenceID: o.ID, Number: o.Attempts, Outcome: OutcomeFailed,
-				ErrorCode: &code, ErrorMessage: &message, Now: r.now}); err != nil {
+				ErrorCode: &code, ErrorMessage: &message, Now: &r.now}); err != nil {
 				return err
 			}
 			if err := q.Notify(ctx, queries.NotifyParams{Channel: ChannelOccurrence, Payload: AvailabilityPayload(o.Mode, o.DefinitionKey, int(o.Revision), at)}); err != nil {

@@ -9,7 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/relais/relais/fault"
+	"github.com/relais/relais/internal/fault"
 	"github.com/relais/relais/queries"
 )
 
@@ -42,11 +42,7 @@ type PushCall struct {
 // names it in attempts). The reservation is the record that a call is
 // about to be made: it is never made twice.
 func (e *Engine) ClaimPush(ctx context.Context, workerID string, max int) ([]PushCall, error) {
-	now, err := e.clock(ctx, e.pool)
-	if err != nil {
-		return nil, err
-	}
-	rows, err := e.q.OccurrenceClaimPush(ctx, queries.OccurrenceClaimPushParams{Now: now, MaxTasks: int32(max), WorkerID: &workerID, LockBase: now.Add(PushGrace)})
+	rows, err := e.q.OccurrenceClaimPush(ctx, queries.OccurrenceClaimPushParams{Now: e.at(), MaxTasks: int32(max), WorkerID: &workerID, Grace: PushGrace})
 	if err != nil {
 		return nil, wrap("claim push", err)
 	}

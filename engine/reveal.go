@@ -9,9 +9,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/relais/relais/auth"
 	"github.com/relais/relais/contracts"
-	"github.com/relais/relais/fault"
+	"github.com/relais/relais/internal/auth"
+	"github.com/relais/relais/internal/fault"
 	"github.com/relais/relais/queries"
 )
 

@@ -9,8 +9,8 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/relais/relais/auth"
-	"github.com/relais/relais/fault"
+	"github.com/relais/relais/internal/auth"
+	"github.com/relais/relais/internal/fault"
 )
 
 // Canaries stored in protected fields of the reveal fixture.

@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/relais/relais/keyring"
+	"github.com/relais/relais/internal/keyring"
 	"github.com/relais/relais/queries"
 )
 

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/relais/relais/keyring"
+	"github.com/relais/relais/internal/keyring"
 )
 
 func TestKeyRotation(t *testing.T) {

@@ -8,8 +8,8 @@ import (
 	"strings"
 
 	"github.com/relais/relais/contracts"
-	"github.com/relais/relais/fault"
-	"github.com/relais/relais/keyring"
+	"github.com/relais/relais/internal/fault"
+	"github.com/relais/relais/internal/keyring"
 )
 
 // marker stands in the stored (public) JSON where a protected value was: it

@@ -22,11 +22,7 @@ const timerBatch = 100
 // run it: each occurrence is taken with SKIP LOCKED and re-checked under its
 // locks, so it is settled exactly once. It returns how many it settled.
 func (e *Engine) RunTimers(ctx context.Context) (int, error) {
-	now, err := e.clock(ctx, e.pool)
-	if err != nil {
-		return 0, err
-	}
-	due, err := e.q.OccurrenceDueForTimer(ctx, queries.OccurrenceDueForTimerParams{Now: now, Max: timerBatch})
+	due, err := e.q.OccurrenceDueForTimer(ctx, queries.OccurrenceDueForTimerParams{Now: e.at(), Max: timerBatch})
 	if err != nil {
 		return 0, wrap("timers", err)
 	}

@@ -5,7 +5,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/relais/relais/auth"
+	"github.com/relais/relais/internal/auth"
 	"github.com/relais/relais/queries"
 )
 

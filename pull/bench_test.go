@@ -12,11 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/relais/relais/engine"
-	"github.com/relais/relais/queries"
-	"github.com/relais/relais/relaistest"
+	"github.com/relais/relais/internal/relaistest"
 )
 
 // BenchmarkPickupLatency measures the time from the COMMIT that makes an
@@ -207,29 +207,69 @@ func BenchmarkFetchCost(b *testing.B) {
 				b.StartTimer()
 			}
 			b.StopTimer()
-			var plan strings.Builder
-			rows, err := env.Pool.Query(ctx, "explain "+queries.ClaimPullSQL,
-				pairs.Keys, pairs.Revisions, time.Now(), int32(1), c.ID, "w", time.Now().Add(time.Minute), nil)
-			if err != nil {
-				b.Fatal(err)
-			}
-			for rows.Next() {
-				var line string
-				_ = rows.Scan(&line)
-				plan.WriteString(line + "\n")
-			}
-			if err := rows.Err(); err != nil {
-				b.Fatal(err)
-			}
+			plan := claimPlan(b, env, engine.ClaimRequest{ConsumerID: c.ID, WorkerID: "w", Pairs: pairs, MaxTasks: 1, LockDuration: time.Minute})
 			// Other definitions must cost nothing: the ready index is used
 			// whatever the table holds.
-			if others >= 100_000 && !strings.Contains(plan.String(), "occurrences_ready") {
-				b.Errorf("the claim does not use the occurrences_ready index:\n%s", plan.String())
+			if others >= 100_000 && !strings.Contains(plan, "occurrences_ready") {
+				b.Errorf("the claim does not use the occurrences_ready index:\n%s", plan)
 			}
-			b.Logf("plan with %d others:\n%s", others, plan.String())
+			b.Logf("plan with %d others:\n%s", others, plan)
 		})
 	}
 }
+
+// claimPlan returns the plan of the claim statement the engine sends for
+// req: the statement and its arguments are recorded by a tracer on a pool of
+// its own, then explained with the same arguments.
+func claimPlan(b *testing.B, env *relaistest.Env, req engine.ClaimRequest) string {
+	b.Helper()
+	ctx := context.Background()
+	cfg := env.Pool.Config()
+	rec := &statementRecorder{name: "-- name: OccurrenceClaimPull "}
+	cfg.ConnConfig.Tracer = rec
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pool.Close()
+	if _, err := engine.New(pool, engine.Options{}).Claim(ctx, req); err != nil {
+		b.Fatal(err)
+	}
+	if rec.sql == "" {
+		b.Fatal("the claim statement was not seen")
+	}
+	rows, err := env.Pool.Query(ctx, "explain "+rec.sql, rec.args...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var plan strings.Builder
+	for rows.Next() {
+		var line string
+		_ = rows.Scan(&line)
+		plan.WriteString(line + "\n")
+	}
+	if err := rows.Err(); err != nil {
+		b.Fatal(err)
+	}
+	return plan.String()
+}
+
+// statementRecorder keeps the text and arguments of the statement whose
+// sqlc name comment starts with name.
+type statementRecorder struct {
+	name string
+	sql  string
+	args []any
+}
+
+func (r *statementRecorder) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	if strings.HasPrefix(data.SQL, r.name) {
+		r.sql, r.args = data.SQL, data.Args
+	}
+	return ctx
+}
+
+func (r *statementRecorder) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
 // fillOthers inserts n claimable pull occurrences of other definitions and
 // revisions (score_company revision 1, under one instance) in one statement.

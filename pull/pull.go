@@ -15,13 +15,20 @@ import (
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/relais/relais/auth"
-	"github.com/relais/relais/config"
 	"github.com/relais/relais/engine"
-	"github.com/relais/relais/fault"
-	"github.com/relais/relais/httpjson"
-	"github.com/relais/relais/isoduration"
+	"github.com/relais/relais/internal/auth"
+	"github.com/relais/relais/internal/config"
+	"github.com/relais/relais/internal/fault"
+	"github.com/relais/relais/internal/httpjson"
+	"github.com/relais/relais/internal/isoduration"
 )
+
+// dueSlack is added to a due time before re-checking: due times come from
+// the database clock (a replica's own may run behind) and are announced to
+// the millisecond, so a claim made exactly at the announced time may find
+// the occurrence still a fraction of a millisecond ahead, and then nothing
+// is due "later" either: the waiter would sleep until its fallback poll.
+const dueSlack = 5 * time.Millisecond
 
 // fallbackPoll bounds how long a waiter trusts notifications alone: they
 // are hints, so a waiter re-checks the database at least this often.
@@ -49,26 +56,6 @@ func New(logger *slog.Logger, cfg config.Config, eng *engine.Engine, hub *Hub, r
 		reg.MustRegister(p.claimed, p.fetches)
 	}
 	return p
-}
-
-// Routes mounts the pull routes on r (at /api/v1/pull). Only consumer
-// tokens may pull: an occurrence is delivered to a consumer's grants.
-func (p *Protocol) Routes(r chi.Router, lookup auth.Lookup) {
-	r.Use(auth.Require(lookup, p.logger, auth.RoleConsumer), p.consumerOnly)
-	r.Method("POST", "/fetch-and-lock", p.handle(p.fetch))
-	r.Method("POST", "/occurrences/{id}/complete", p.handle(p.complete))
-	r.Method("POST", "/occurrences/{id}/fail", p.handle(p.fail))
-	r.Method("POST", "/occurrences/{id}/extend", p.handle(p.extend))
-}
-
-func (p *Protocol) consumerOnly(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if pr, _ := auth.FromContext(r.Context()); pr.ConsumerID == 0 {
-			httpjson.WriteError(w, r, p.logger, fault.New(fault.Forbidden, "forbidden", "pull routes need a consumer token (POST /api/v1/consumers)"))
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
 }
 
 func (p *Protocol) handle(h func(w http.ResponseWriter, r *http.Request) error) http.Handler {
@@ -243,9 +230,7 @@ func (p *Protocol) claimOrWait(ctx context.Context, claim engine.ClaimRequest, w
 		if due, ok, err := p.eng.NextClaimable(ctx, claim.Pairs); err != nil {
 			return nil, err
 		} else if ok && due.Before(next) {
-			// Due times come from the database clock; a little slack keeps
-			// a replica whose clock runs behind from re-checking too early.
-			next = due.Add(5 * time.Millisecond)
+			next = due.Add(dueSlack)
 		}
 		timer.Reset(max(time.Until(next), time.Millisecond))
 		select {
@@ -257,7 +242,7 @@ func (p *Protocol) claimOrWait(ctx context.Context, claim engine.ClaimRequest, w
 			return nil, nil
 		case <-timer.C:
 		case at := <-wt.wake:
-			if d := time.Until(at); !at.IsZero() && d > 0 {
+			if d := time.Until(at.Add(dueSlack)); !at.IsZero() && d > 0 {
 				// Announced for later (a retry delay): sleep until then
 				// unless something sooner wakes us.
 				if !timer.Stop() {

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/relais/relais/config"
+	"github.com/relais/relais/internal/config"
 )
 
 // A long poll on an empty queue is answered as soon as an instance reaches

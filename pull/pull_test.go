@@ -3,11 +3,12 @@ package pull_test
 import (
 	"testing"
 
-	"github.com/relais/relais/dbtest"
-	"github.com/relais/relais/relaistest"
+	"github.com/relais/relais/engine"
+	"github.com/relais/relais/internal/dbtest"
+	"github.com/relais/relais/internal/relaistest"
 )
 
-func TestMain(m *testing.M) { dbtest.Main(m) }
+func TestMain(m *testing.M) { dbtest.Main(m, engine.SchemaFingerprint(), engine.Migrate) }
 
 func TestFetchCompleteAdvancesTheInstance(t *testing.T) {
 	t.Parallel()

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/relais/relais/relaistest"
+	"github.com/relais/relais/internal/relaistest"
 )
 
 // BenchmarkPushThroughput measures push occurrences completed per second

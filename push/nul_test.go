@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/relais/relais/relaistest"
+	"github.com/relais/relais/internal/relaistest"
 )
 
 // TestDestinationOutputsHoldingNULFailTheOccurrence: outputs holding the NUL

@@ -14,11 +14,12 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/relais/relais/dbtest"
-	"github.com/relais/relais/relaistest"
+	"github.com/relais/relais/engine"
+	"github.com/relais/relais/internal/dbtest"
+	"github.com/relais/relais/internal/relaistest"
 )
 
-func TestMain(m *testing.M) { dbtest.Main(m) }
+func TestMain(m *testing.M) { dbtest.Main(m, engine.SchemaFingerprint(), engine.Migrate) }
 
 // scoreProcess pushes score_company revision 1 to dest with the budget.
 func scoreProcess(dest, timeout string) map[string]any {

@@ -22,8 +22,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/relais/relais/config"
 	"github.com/relais/relais/engine"
+	"github.com/relais/relais/engine/process"
+	"github.com/relais/relais/internal/config"
 )
 
 // fallbackPoll bounds how long the runner trusts notifications alone.
@@ -68,8 +69,8 @@ func NewRunner(eng *engine.Engine, logger *slog.Logger, cfg config.Push, reg pro
 			DialContext:           (&net.Dialer{KeepAlive: 30 * time.Second}).DialContext,
 			MaxIdleConnsPerHost:   cfg.Concurrency,
 			IdleConnTimeout:       90 * time.Second,
-			TLSHandshakeTimeout:   config.HardMaxPushTimeout,
-			ResponseHeaderTimeout: config.HardMaxPushTimeout,
+			TLSHandshakeTimeout:   process.HardMaxPushTimeout,
+			ResponseHeaderTimeout: process.HardMaxPushTimeout,
 		},
 		// A redirect is an answer, not an instruction: following it would
 		// send the inputs somewhere the admin did not register.

@@ -1,6 +1,6 @@
 -- name: AttemptEnd :exec
 update attempts
-set outcome = @outcome::text, ended_at = @now::timestamptz,
+set outcome = @outcome::text, ended_at = coalesce(sqlc.narg('now')::timestamptz, now()),
     error_code = sqlc.narg('error_code'), error_message = sqlc.narg('error_message')
 where occurrence_id = @occurrence_id and number = @number and ended_at is null;
 
@@ -10,7 +10,7 @@ where occurrence_id = @occurrence_id and number = @number;
 
 -- name: AttemptCancelOpen :exec
 update attempts a
-set outcome = 'cancelled', ended_at = @now::timestamptz
+set outcome = 'cancelled', ended_at = coalesce(sqlc.narg('now')::timestamptz, now())
 from occurrences o
 where o.instance_id = @instance_id and a.occurrence_id = o.id and a.ended_at is null;
 

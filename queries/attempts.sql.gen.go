@@ -14,13 +14,13 @@ import (
 
 const attemptCancelOpen = `-- name: AttemptCancelOpen :exec
 update attempts a
-set outcome = 'cancelled', ended_at = $1::timestamptz
+set outcome = 'cancelled', ended_at = coalesce($1::timestamptz, now())
 from occurrences o
 where o.instance_id = $2 and a.occurrence_id = o.id and a.ended_at is null
 `
 
 type AttemptCancelOpenParams struct {
-	Now        time.Time
+	Now        *time.Time
 	InstanceID uuid.UUID
 }
 
@@ -31,14 +31,14 @@ func (q *Queries) AttemptCancelOpen(ctx context.Context, arg AttemptCancelOpenPa
 
 const attemptEnd = `-- name: AttemptEnd :exec
 update attempts
-set outcome = $1::text, ended_at = $2::timestamptz,
+set outcome = $1::text, ended_at = coalesce($2::timestamptz, now()),
     error_code = $3, error_message = $4
 where occurrence_id = $5 and number = $6 and ended_at is null
 `
 
 type AttemptEndParams struct {
 	Outcome      string
-	Now          time.Time
+	Now          *time.Time
 	ErrorCode    *string
 	ErrorMessage *string
 	OccurrenceID uuid.UUID

@@ -16,6 +16,6 @@ order by definition_key, status;
 -- Few wait there, and occurrences_lock_expiring finds them.
 select definition_key, count(*)::bigint as count
 from occurrences
-where status = 'reserved' and mode = 'pull' and lock_expires_at <= @now::timestamptz and attempts < max_attempts
-  and (deadline_at is null or deadline_at > @now::timestamptz)
+where status = 'reserved'
+  and relais_lock_lapsed(status, mode, lock_expires_at, attempts, max_attempts, deadline_at, coalesce(sqlc.narg('now')::timestamptz, now()))
 group by definition_key;

@@ -52,8 +52,8 @@ func (q *Queries) OccurrenceCountByDefinitionStatus(ctx context.Context) ([]Occu
 const occurrenceLapsedLocksByDefinition = `-- name: OccurrenceLapsedLocksByDefinition :many
 select definition_key, count(*)::bigint as count
 from occurrences
-where status = 'reserved' and mode = 'pull' and lock_expires_at <= $1::timestamptz and attempts < max_attempts
-  and (deadline_at is null or deadline_at > $1::timestamptz)
+where status = 'reserved'
+  and relais_lock_lapsed(status, mode, lock_expires_at, attempts, max_attempts, deadline_at, coalesce($1::timestamptz, now()))
 group by definition_key
 `
 
@@ -65,7 +65,7 @@ type OccurrenceLapsedLocksByDefinitionRow struct {
 // Reserved pull occurrences whose lock expired with attempts left: stored
 // as reserved until a claim takes them, they are available (DESIGN §3).
 // Few wait there, and occurrences_lock_expiring finds them.
-func (q *Queries) OccurrenceLapsedLocksByDefinition(ctx context.Context, now time.Time) ([]OccurrenceLapsedLocksByDefinitionRow, error) {
+func (q *Queries) OccurrenceLapsedLocksByDefinition(ctx context.Context, now *time.Time) ([]OccurrenceLapsedLocksByDefinitionRow, error) {
 	rows, err := q.db.Query(ctx, occurrenceLapsedLocksByDefinition, now)
 	if err != nil {
 		return nil, err

@@ -1,6 +1,7 @@
 -- name: InstanceInsert :one
-insert into instances (id, process_key, version, status, business_key, inputs, sealed_inputs, idempotency_key, request_digest)
-values (@id, @process_key, @version, 'running', @business_key, @inputs, @sealed_inputs, @idempotency_key, @request_digest)
+insert into instances (id, process_key, version, status, business_key, inputs, sealed_inputs, idempotency_key, request_digest, created_at)
+values (@id, @process_key, @version, 'running', @business_key, @inputs, @sealed_inputs, @idempotency_key, @request_digest,
+        coalesce(sqlc.narg('now')::timestamptz, now()))
 on conflict (process_key, idempotency_key) do nothing
 returning *;
 
@@ -11,10 +12,12 @@ select * from instances where process_key = @process_key and idempotency_key = @
 select * from instances where id = @id;
 
 -- name: InstanceLock :one
-select * from instances where id = @id for update;
+-- Locking statements also read the clock: the time a transaction acts at
+-- costs no round trip of its own (now() is the transaction's start).
+select sqlc.embed(i), coalesce(sqlc.narg('now')::timestamptz, now())::timestamptz as now from instances i where i.id = @id for update;
 
 -- name: InstanceLockSkipLocked :one
-select * from instances where id = @id for update skip locked;
+select sqlc.embed(i), coalesce(sqlc.narg('now')::timestamptz, now())::timestamptz as now from instances i where i.id = @id for update skip locked;
 
 -- name: InstanceEnd :execrows
 update instances
@@ -34,6 +37,6 @@ limit @max;
 -- name: InstanceLockByOccurrence :one
 -- Settlements lock the instance before its occurrence (the order stop
 -- uses too), finding it from the occurrence in the same round trip.
-select i.* from instances i
+select sqlc.embed(i), coalesce(sqlc.narg('now')::timestamptz, now())::timestamptz as now from instances i
 where i.id = (select o.instance_id from occurrences o where o.id = @occurrence_id)
 for update of i;

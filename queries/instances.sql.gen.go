@@ -98,8 +98,9 @@ func (q *Queries) InstanceGetByIdempotencyKey(ctx context.Context, arg InstanceG
 }
 
 const instanceInsert = `-- name: InstanceInsert :one
-insert into instances (id, process_key, version, status, business_key, inputs, sealed_inputs, idempotency_key, request_digest)
-values ($1, $2, $3, 'running', $4, $5, $6, $7, $8)
+insert into instances (id, process_key, version, status, business_key, inputs, sealed_inputs, idempotency_key, request_digest, created_at)
+values ($1, $2, $3, 'running', $4, $5, $6, $7, $8,
+        coalesce($9::timestamptz, now()))
 on conflict (process_key, idempotency_key) do nothing
 returning id, process_key, version, status, business_key, inputs, sealed_inputs, idempotency_key, request_digest, end_node, error_code, created_at, ended_at
 `
@@ -113,6 +114,7 @@ type InstanceInsertParams struct {
 	SealedInputs   []byte
 	IdempotencyKey *string
 	RequestDigest  *string
+	Now            *time.Time
 }
 
 func (q *Queries) InstanceInsert(ctx context.Context, arg InstanceInsertParams) (Instance, error) {
@@ -125,6 +127,7 @@ func (q *Queries) InstanceInsert(ctx context.Context, arg InstanceInsertParams) 
 		arg.SealedInputs,
 		arg.IdempotencyKey,
 		arg.RequestDigest,
+		arg.Now,
 	)
 	var i Instance
 	err := row.Scan(
@@ -204,80 +207,115 @@ func (q *Queries) InstanceList(ctx context.Context, arg InstanceListParams) ([]I
 }
 
 const instanceLock = `-- name: InstanceLock :one
-select id, process_key, version, status, business_key, inputs, sealed_inputs, idempotency_key, request_digest, end_node, error_code, created_at, ended_at from instances where id = $1 for update
+select i.id, i.process_key, i.version, i.status, i.business_key, i.inputs, i.sealed_inputs, i.idempotency_key, i.request_digest, i.end_node, i.error_code, i.created_at, i.ended_at, coalesce($1::timestamptz, now())::timestamptz as now from instances i where i.id = $2 for update
 `
 
-func (q *Queries) InstanceLock(ctx context.Context, id uuid.UUID) (Instance, error) {
-	row := q.db.QueryRow(ctx, instanceLock, id)
-	var i Instance
+type InstanceLockParams struct {
+	Now *time.Time
+	ID  uuid.UUID
+}
+
+type InstanceLockRow struct {
+	Instance Instance
+	Now      time.Time
+}
+
+// Locking statements also read the clock: the time a transaction acts at
+// costs no round trip of its own (now() is the transaction's start).
+func (q *Queries) InstanceLock(ctx context.Context, arg InstanceLockParams) (InstanceLockRow, error) {
+	row := q.db.QueryRow(ctx, instanceLock, arg.Now, arg.ID)
+	var i InstanceLockRow
 	err := row.Scan(
-		&i.ID,
-		&i.ProcessKey,
-		&i.Version,
-		&i.Status,
-		&i.BusinessKey,
-		&i.Inputs,
-		&i.SealedInputs,
-		&i.IdempotencyKey,
-		&i.RequestDigest,
-		&i.EndNode,
-		&i.ErrorCode,
-		&i.CreatedAt,
-		&i.EndedAt,
+		&i.Instance.ID,
+		&i.Instance.ProcessKey,
+		&i.Instance.Version,
+		&i.Instance.Status,
+		&i.Instance.BusinessKey,
+		&i.Instance.Inputs,
+		&i.Instance.SealedInputs,
+		&i.Instance.IdempotencyKey,
+		&i.Instance.RequestDigest,
+		&i.Instance.EndNode,
+		&i.Instance.ErrorCode,
+		&i.Instance.CreatedAt,
+		&i.Instance.EndedAt,
+		&i.Now,
 	)
 	return i, err
 }
 
 const instanceLockByOccurrence = `-- name: InstanceLockByOccurrence :one
-select i.id, i.process_key, i.version, i.status, i.business_key, i.inputs, i.sealed_inputs, i.idempotency_key, i.request_digest, i.end_node, i.error_code, i.created_at, i.ended_at from instances i
-where i.id = (select o.instance_id from occurrences o where o.id = $1)
+select i.id, i.process_key, i.version, i.status, i.business_key, i.inputs, i.sealed_inputs, i.idempotency_key, i.request_digest, i.end_node, i.error_code, i.created_at, i.ended_at, coalesce($1::timestamptz, now())::timestamptz as now from instances i
+where i.id = (select o.instance_id from occurrences o where o.id = $2)
 for update of i
 `
 
+type InstanceLockByOccurrenceParams struct {
+	Now          *time.Time
+	OccurrenceID uuid.UUID
+}
+
+type InstanceLockByOccurrenceRow struct {
+	Instance Instance
+	Now      time.Time
+}
+
 // Settlements lock the instance before its occurrence (the order stop
 // uses too), finding it from the occurrence in the same round trip.
-func (q *Queries) InstanceLockByOccurrence(ctx context.Context, occurrenceID uuid.UUID) (Instance, error) {
-	row := q.db.QueryRow(ctx, instanceLockByOccurrence, occurrenceID)
-	var i Instance
+func (q *Queries) InstanceLockByOccurrence(ctx context.Context, arg InstanceLockByOccurrenceParams) (InstanceLockByOccurrenceRow, error) {
+	row := q.db.QueryRow(ctx, instanceLockByOccurrence, arg.Now, arg.OccurrenceID)
+	var i InstanceLockByOccurrenceRow
 	err := row.Scan(
-		&i.ID,
-		&i.ProcessKey,
-		&i.Version,
-		&i.Status,
-		&i.BusinessKey,
-		&i.Inputs,
-		&i.SealedInputs,
-		&i.IdempotencyKey,
-		&i.RequestDigest,
-		&i.EndNode,
-		&i.ErrorCode,
-		&i.CreatedAt,
-		&i.EndedAt,
+		&i.Instance.ID,
+		&i.Instance.ProcessKey,
+		&i.Instance.Version,
+		&i.Instance.Status,
+		&i.Instance.BusinessKey,
+		&i.Instance.Inputs,
+		&i.Instance.SealedInputs,
+		&i.Instance.IdempotencyKey,
+		&i.Instance.RequestDigest,
+		&i.Instance.EndNode,
+		&i.Instance.ErrorCode,
+		&i.Instance.CreatedAt,
+		&i.Instance.EndedAt,
+		&i.Now,
 	)
 	return i, err
 }
 
 const instanceLockSkipLocked = `-- name: InstanceLockSkipLocked :one
-select id, process_key, version, status, business_key, inputs, sealed_inputs, idempotency_key, request_digest, end_node, error_code, created_at, ended_at from instances where id = $1 for update skip locked
+select i.id, i.process_key, i.version, i.status, i.business_key, i.inputs, i.sealed_inputs, i.idempotency_key, i.request_digest, i.end_node, i.error_code, i.created_at, i.ended_at, coalesce($1::timestamptz, now())::timestamptz as now from instances i where i.id = $2 for update skip locked
 `
 
-func (q *Queries) InstanceLockSkipLocked(ctx context.Context, id uuid.UUID) (Instance, error) {
-	row := q.db.QueryRow(ctx, instanceLockSkipLocked, id)
-	var i Instance
+type InstanceLockSkipLockedParams struct {
+	Now *time.Time
+	ID  uuid.UUID
+}
+
+type InstanceLockSkipLockedRow struct {
+	Instance Instance
+	Now      time.Time
+}
+
+func (q *Queries) InstanceLockSkipLocked(ctx context.Context, arg InstanceLockSkipLockedParams) (InstanceLockSkipLockedRow, error) {
+	row := q.db.QueryRow(ctx, instanceLockSkipLocked, arg.Now, arg.ID)
+	var i InstanceLockSkipLockedRow
 	err := row.Scan(
-		&i.ID,
-		&i.ProcessKey,
-		&i.Version,
-		&i.Status,
-		&i.BusinessKey,
-		&i.Inputs,
-		&i.SealedInputs,
-		&i.IdempotencyKey,
-		&i.RequestDigest,
-		&i.EndNode,
-		&i.ErrorCode,
-		&i.CreatedAt,
-		&i.EndedAt,
+		&i.Instance.ID,
+		&i.Instance.ProcessKey,
+		&i.Instance.Version,
+		&i.Instance.Status,
+		&i.Instance.BusinessKey,
+		&i.Instance.Inputs,
+		&i.Instance.SealedInputs,
+		&i.Instance.IdempotencyKey,
+		&i.Instance.RequestDigest,
+		&i.Instance.EndNode,
+		&i.Instance.ErrorCode,
+		&i.Instance.CreatedAt,
+		&i.Instance.EndedAt,
+		&i.Now,
 	)
 	return i, err
 }

@@ -22,6 +22,16 @@ select * from occurrences where id = @id for update skip locked;
 -- name: OccurrenceListByInstance :many
 select * from occurrences where instance_id = @instance_id order by created_at, id;
 
+-- name: OccurrenceObserve :one
+-- An occurrence as observers see it: with whether its lock lapsed (it is
+-- then available again, though stored reserved).
+select sqlc.embed(o), relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts, o.deadline_at, coalesce(sqlc.narg('now')::timestamptz, now())) as lapsed
+from occurrences o where o.id = @id;
+
+-- name: OccurrenceObserveByInstance :many
+select sqlc.embed(o), relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts, o.deadline_at, coalesce(sqlc.narg('now')::timestamptz, now())) as lapsed
+from occurrences o where o.instance_id = @instance_id order by o.created_at, o.id;
+
 -- name: OccurrenceClaimPull :many
 -- One statement claims. Per subscribed (definition, revision) it takes, with
 -- SKIP LOCKED, the first ready occurrences and the first reserved ones whose
@@ -43,8 +53,8 @@ candidates as (
         from occurrences o
         where o.status = 'available' and o.mode = 'pull'
           and o.definition_key = s.definition_key and o.revision = s.revision
-          and o.available_at <= @now::timestamptz
-          and (o.deadline_at is null or o.deadline_at > @now::timestamptz)
+          and o.available_at <= coalesce(sqlc.narg('now')::timestamptz, now())
+          and (o.deadline_at is null or o.deadline_at > coalesce(sqlc.narg('now')::timestamptz, now()))
         order by o.priority desc, o.available_at, o.id
         limit @max_tasks
         for update of o skip locked
@@ -55,11 +65,9 @@ candidates as (
     cross join lateral (
         select o.id, o.priority, o.lock_expires_at as at
         from occurrences o
-        where o.status = 'reserved' and o.mode = 'pull'
-          and o.definition_key = s.definition_key and o.revision = s.revision
-          and o.lock_expires_at <= @now::timestamptz
-          and o.attempts < o.max_attempts
-          and (o.deadline_at is null or o.deadline_at > @now::timestamptz)
+        where o.definition_key = s.definition_key and o.revision = s.revision
+          and relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts, o.deadline_at,
+                                 coalesce(sqlc.narg('now')::timestamptz, now()))
         order by o.priority desc, o.lock_expires_at, o.id
         limit @max_tasks
         for update of o skip locked
@@ -76,9 +84,9 @@ claimed as (
         attempts        = o.attempts + 1,
         consumer_id     = @consumer_id,
         worker_id       = @worker_id,
-        reserved_at     = @now::timestamptz,
-        lock_expires_at = @lock_expires_at::timestamptz,
-        claimable_at    = case when o.attempts + 1 < o.max_attempts then @lock_expires_at::timestamptz end
+        reserved_at     = coalesce(sqlc.narg('now')::timestamptz, now()),
+        lock_expires_at = coalesce(sqlc.narg('now')::timestamptz, now()) + @lock_duration::interval,
+        claimable_at    = case when o.attempts + 1 < o.max_attempts then coalesce(sqlc.narg('now')::timestamptz, now()) + @lock_duration::interval end
     from locked
     where o.id = locked.id
     returning o.*
@@ -91,7 +99,7 @@ expired as (
 ),
 inserted as (
     insert into attempts (occurrence_id, number, consumer_id, worker_id, request_id, reserved_at, lock_expires_at)
-    select c.id, c.attempts, @consumer_id, @worker_id, sqlc.narg('request_id'), @now::timestamptz, @lock_expires_at::timestamptz
+    select c.id, c.attempts, @consumer_id, @worker_id, sqlc.narg('request_id'), c.reserved_at, c.lock_expires_at
     from claimed c
 )
 select * from claimed
@@ -101,7 +109,7 @@ order by priority desc, available_at, id;
 select o.* from attempts a
 join occurrences o on o.id = a.occurrence_id
 where a.consumer_id = @consumer_id and a.worker_id = @worker_id and a.request_id = @request_id
-  and o.status = 'reserved' and o.attempts = a.number and o.lock_expires_at > @now::timestamptz
+  and o.status = 'reserved' and o.attempts = a.number and o.lock_expires_at > coalesce(sqlc.narg('now')::timestamptz, now())
 order by o.priority desc, o.available_at, o.id;
 
 -- name: OccurrenceNextClaimable :one
@@ -112,7 +120,7 @@ with subs as (
 select o.claimable_at::timestamptz
 from occurrences o
 join subs s on o.definition_key = s.definition_key and o.revision = s.revision
-where o.mode = 'pull' and o.claimable_at > @now::timestamptz
+where o.mode = 'pull' and o.claimable_at > coalesce(sqlc.narg('now')::timestamptz, now())
 order by o.claimable_at
 limit 1;
 
@@ -121,8 +129,8 @@ limit 1;
 -- the timer fails the occurrence with outcome_unknown: never called again.
 with locked as (
     select id from occurrences
-    where mode = 'push' and status = 'available' and available_at <= @now::timestamptz
-      and (deadline_at is null or deadline_at > @now::timestamptz)
+    where mode = 'push' and status = 'available' and available_at <= coalesce(sqlc.narg('now')::timestamptz, now())
+      and (deadline_at is null or deadline_at > coalesce(sqlc.narg('now')::timestamptz, now()))
     order by priority desc, available_at, id
     limit @max_tasks
     for update skip locked
@@ -132,16 +140,16 @@ claimed as (
     set status          = 'reserved',
         attempts        = o.attempts + 1,
         worker_id       = @worker_id,
-        reserved_at     = @now::timestamptz,
+        reserved_at     = coalesce(sqlc.narg('now')::timestamptz, now()),
         claimable_at    = null,
-        lock_expires_at = o.timeout + @lock_base::timestamptz
+        lock_expires_at = coalesce(sqlc.narg('now')::timestamptz, now()) + o.timeout + @grace::interval
     from locked
     where o.id = locked.id
     returning o.*
 ),
 inserted as (
     insert into attempts (occurrence_id, number, worker_id, reserved_at, lock_expires_at)
-    select c.id, c.attempts, @worker_id, @now::timestamptz, c.lock_expires_at from claimed c
+    select c.id, c.attempts, @worker_id, c.reserved_at, c.lock_expires_at from claimed c
 )
 select * from claimed;
 
@@ -149,13 +157,13 @@ select * from claimed;
 update occurrences
 set status = 'completed', outputs = @outputs, sealed_outputs = sqlc.narg('sealed_outputs'),
     outputs_digest = @outputs_digest::text, route = sqlc.narg('route'),
-    settled_at = @now::timestamptz, claimable_at = null
+    settled_at = coalesce(sqlc.narg('now')::timestamptz, now()), claimable_at = null
 where id = @id;
 
 -- name: OccurrenceFail :exec
 update occurrences
 set status = 'failed', error_code = @error_code, error_message = @error_message,
-    settled_at = @now::timestamptz, claimable_at = null
+    settled_at = coalesce(sqlc.narg('now')::timestamptz, now()), claimable_at = null
 where id = @id;
 
 -- name: OccurrenceRetry :one
@@ -174,7 +182,7 @@ returning *;
 
 -- name: OccurrenceCancelOpen :many
 update occurrences
-set status = 'cancelled', settled_at = @now::timestamptz, claimable_at = null
+set status = 'cancelled', settled_at = coalesce(sqlc.narg('now')::timestamptz, now()), claimable_at = null
 where instance_id = @instance_id and status in ('available', 'reserved')
 returning id, mode;
 
@@ -182,25 +190,26 @@ returning id, mode;
 -- Work that only time moves forward: passed deadlines, the last attempt's
 -- expired lock, and push calls whose replica died (outcome unknown).
 select id, instance_id from occurrences
-where status in ('available', 'reserved') and deadline_at <= @now::timestamptz
+where status in ('available', 'reserved') and deadline_at <= coalesce(sqlc.narg('now')::timestamptz, now())
 union
 select id, instance_id from occurrences
-where status = 'reserved' and lock_expires_at <= @now::timestamptz
+where status = 'reserved' and lock_expires_at <= coalesce(sqlc.narg('now')::timestamptz, now())
   and (mode = 'push' or attempts >= max_attempts)
 limit @max;
 
 -- name: OccurrenceList :many
-select * from occurrences o
+select sqlc.embed(o), relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts, o.deadline_at, coalesce(sqlc.narg('now')::timestamptz, now())) as lapsed
+from occurrences o
 where (sqlc.narg('definition_key')::text is null or o.definition_key = sqlc.narg('definition_key'))
   and (sqlc.narg('status')::text is null
+       -- A lapsed lock is available again though stored reserved. Each status
+       -- is written out so each keeps an index-ordered plan.
        or (sqlc.narg('status') = 'available'
            and (o.status = 'available'
-                or (o.status = 'reserved' and o.mode = 'pull' and o.lock_expires_at <= @now::timestamptz
-                    and o.attempts < o.max_attempts and (o.deadline_at is null or o.deadline_at > @now::timestamptz))))
+                or relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts, o.deadline_at, coalesce(sqlc.narg('now')::timestamptz, now()))))
        or (sqlc.narg('status') = 'reserved'
            and o.status = 'reserved'
-           and (o.mode = 'push' or o.lock_expires_at is null or o.lock_expires_at > @now::timestamptz
-                or o.attempts >= o.max_attempts or o.deadline_at <= @now::timestamptz))
+           and not relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts, o.deadline_at, coalesce(sqlc.narg('now')::timestamptz, now())))
        or (sqlc.narg('status') not in ('available', 'reserved') and o.status = sqlc.narg('status')))
   and (sqlc.narg('instance_id')::uuid is null or o.instance_id = sqlc.narg('instance_id'))
   and (sqlc.narg('revision')::integer is null or o.revision = sqlc.narg('revision'))

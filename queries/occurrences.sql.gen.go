@@ -15,13 +15,13 @@ import (
 
 const occurrenceCancelOpen = `-- name: OccurrenceCancelOpen :many
 update occurrences
-set status = 'cancelled', settled_at = $1::timestamptz, claimable_at = null
+set status = 'cancelled', settled_at = coalesce($1::timestamptz, now()), claimable_at = null
 where instance_id = $2 and status in ('available', 'reserved')
 returning id, mode
 `
 
 type OccurrenceCancelOpenParams struct {
-	Now        time.Time
+	Now        *time.Time
 	InstanceID uuid.UUID
 }
 
@@ -63,8 +63,8 @@ candidates as (
         from occurrences o
         where o.status = 'available' and o.mode = 'pull'
           and o.definition_key = s.definition_key and o.revision = s.revision
-          and o.available_at <= $3::timestamptz
-          and (o.deadline_at is null or o.deadline_at > $3::timestamptz)
+          and o.available_at <= coalesce($3::timestamptz, now())
+          and (o.deadline_at is null or o.deadline_at > coalesce($3::timestamptz, now()))
         order by o.priority desc, o.available_at, o.id
         limit $4
         for update of o skip locked
@@ -75,11 +75,9 @@ candidates as (
     cross join lateral (
         select o.id, o.priority, o.lock_expires_at as at
         from occurrences o
-        where o.status = 'reserved' and o.mode = 'pull'
-          and o.definition_key = s.definition_key and o.revision = s.revision
-          and o.lock_expires_at <= $3::timestamptz
-          and o.attempts < o.max_attempts
-          and (o.deadline_at is null or o.deadline_at > $3::timestamptz)
+        where o.definition_key = s.definition_key and o.revision = s.revision
+          and relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts, o.deadline_at,
+                                 coalesce($3::timestamptz, now()))
         order by o.priority desc, o.lock_expires_at, o.id
         limit $4
         for update of o skip locked
@@ -96,9 +94,9 @@ claimed as (
         attempts        = o.attempts + 1,
         consumer_id     = $5,
         worker_id       = $6,
-        reserved_at     = $3::timestamptz,
-        lock_expires_at = $7::timestamptz,
-        claimable_at    = case when o.attempts + 1 < o.max_attempts then $7::timestamptz end
+        reserved_at     = coalesce($3::timestamptz, now()),
+        lock_expires_at = coalesce($3::timestamptz, now()) + $7::interval,
+        claimable_at    = case when o.attempts + 1 < o.max_attempts then coalesce($3::timestamptz, now()) + $7::interval end
     from locked
     where o.id = locked.id
     returning o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at
@@ -111,7 +109,7 @@ expired as (
 ),
 inserted as (
     insert into attempts (occurrence_id, number, consumer_id, worker_id, request_id, reserved_at, lock_expires_at)
-    select c.id, c.attempts, $5, $6, $8, $3::timestamptz, $7::timestamptz
+    select c.id, c.attempts, $5, $6, $8, c.reserved_at, c.lock_expires_at
     from claimed c
 )
 select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at from claimed
@@ -121,11 +119,11 @@ order by priority desc, available_at, id
 type OccurrenceClaimPullParams struct {
 	DefinitionKeys []string
 	Revisions      []int32
-	Now            time.Time
+	Now            *time.Time
 	MaxTasks       int32
 	ConsumerID     *int64
 	WorkerID       *string
-	LockExpiresAt  time.Time
+	LockDuration   time.Duration
 	RequestID      *string
 }
 
@@ -179,7 +177,7 @@ func (q *Queries) OccurrenceClaimPull(ctx context.Context, arg OccurrenceClaimPu
 		arg.MaxTasks,
 		arg.ConsumerID,
 		arg.WorkerID,
-		arg.LockExpiresAt,
+		arg.LockDuration,
 		arg.RequestID,
 	)
 	if err != nil {
@@ -235,8 +233,8 @@ func (q *Queries) OccurrenceClaimPull(ctx context.Context, arg OccurrenceClaimPu
 const occurrenceClaimPush = `-- name: OccurrenceClaimPush :many
 with locked as (
     select id from occurrences
-    where mode = 'push' and status = 'available' and available_at <= $1::timestamptz
-      and (deadline_at is null or deadline_at > $1::timestamptz)
+    where mode = 'push' and status = 'available' and available_at <= coalesce($1::timestamptz, now())
+      and (deadline_at is null or deadline_at > coalesce($1::timestamptz, now()))
     order by priority desc, available_at, id
     limit $2
     for update skip locked
@@ -246,25 +244,25 @@ claimed as (
     set status          = 'reserved',
         attempts        = o.attempts + 1,
         worker_id       = $3,
-        reserved_at     = $1::timestamptz,
+        reserved_at     = coalesce($1::timestamptz, now()),
         claimable_at    = null,
-        lock_expires_at = o.timeout + $4::timestamptz
+        lock_expires_at = coalesce($1::timestamptz, now()) + o.timeout + $4::interval
     from locked
     where o.id = locked.id
     returning o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at
 ),
 inserted as (
     insert into attempts (occurrence_id, number, worker_id, reserved_at, lock_expires_at)
-    select c.id, c.attempts, $3, $1::timestamptz, c.lock_expires_at from claimed c
+    select c.id, c.attempts, $3, c.reserved_at, c.lock_expires_at from claimed c
 )
 select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at from claimed
 `
 
 type OccurrenceClaimPushParams struct {
-	Now      time.Time
+	Now      *time.Time
 	MaxTasks int32
 	WorkerID *string
-	LockBase time.Time
+	Grace    time.Duration
 }
 
 type OccurrenceClaimPushRow struct {
@@ -308,7 +306,7 @@ func (q *Queries) OccurrenceClaimPush(ctx context.Context, arg OccurrenceClaimPu
 		arg.Now,
 		arg.MaxTasks,
 		arg.WorkerID,
-		arg.LockBase,
+		arg.Grace,
 	)
 	if err != nil {
 		return nil, err
@@ -364,7 +362,7 @@ const occurrenceComplete = `-- name: OccurrenceComplete :exec
 update occurrences
 set status = 'completed', outputs = $1, sealed_outputs = $2,
     outputs_digest = $3::text, route = $4,
-    settled_at = $5::timestamptz, claimable_at = null
+    settled_at = coalesce($5::timestamptz, now()), claimable_at = null
 where id = $6
 `
 
@@ -373,7 +371,7 @@ type OccurrenceCompleteParams struct {
 	SealedOutputs []byte
 	OutputsDigest string
 	Route         *string
-	Now           time.Time
+	Now           *time.Time
 	ID            uuid.UUID
 }
 
@@ -428,17 +426,17 @@ func (q *Queries) OccurrenceCompletedOutputs(ctx context.Context, instanceID uui
 
 const occurrenceDueForTimer = `-- name: OccurrenceDueForTimer :many
 select id, instance_id from occurrences
-where status in ('available', 'reserved') and deadline_at <= $2::timestamptz
+where status in ('available', 'reserved') and deadline_at <= coalesce($2::timestamptz, now())
 union
 select id, instance_id from occurrences
-where status = 'reserved' and lock_expires_at <= $2::timestamptz
+where status = 'reserved' and lock_expires_at <= coalesce($2::timestamptz, now())
   and (mode = 'push' or attempts >= max_attempts)
 limit $1
 `
 
 type OccurrenceDueForTimerParams struct {
 	Max int32
-	Now time.Time
+	Now *time.Time
 }
 
 type OccurrenceDueForTimerRow struct {
@@ -523,14 +521,14 @@ func (q *Queries) OccurrenceExtend(ctx context.Context, arg OccurrenceExtendPara
 const occurrenceFail = `-- name: OccurrenceFail :exec
 update occurrences
 set status = 'failed', error_code = $1, error_message = $2,
-    settled_at = $3::timestamptz, claimable_at = null
+    settled_at = coalesce($3::timestamptz, now()), claimable_at = null
 where id = $4
 `
 
 type OccurrenceFailParams struct {
 	ErrorCode    *string
 	ErrorMessage *string
-	Now          time.Time
+	Now          *time.Time
 	ID           uuid.UUID
 }
 
@@ -686,18 +684,19 @@ func (q *Queries) OccurrenceInsert(ctx context.Context, arg OccurrenceInsertPara
 }
 
 const occurrenceList = `-- name: OccurrenceList :many
-select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at from occurrences o
-where ($1::text is null or o.definition_key = $1)
-  and ($2::text is null
-       or ($2 = 'available'
+select o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts, o.deadline_at, coalesce($1::timestamptz, now())) as lapsed
+from occurrences o
+where ($2::text is null or o.definition_key = $2)
+  and ($3::text is null
+       -- A lapsed lock is available again though stored reserved. Each status
+       -- is written out so each keeps an index-ordered plan.
+       or ($3 = 'available'
            and (o.status = 'available'
-                or (o.status = 'reserved' and o.mode = 'pull' and o.lock_expires_at <= $3::timestamptz
-                    and o.attempts < o.max_attempts and (o.deadline_at is null or o.deadline_at > $3::timestamptz))))
-       or ($2 = 'reserved'
+                or relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts, o.deadline_at, coalesce($1::timestamptz, now()))))
+       or ($3 = 'reserved'
            and o.status = 'reserved'
-           and (o.mode = 'push' or o.lock_expires_at is null or o.lock_expires_at > $3::timestamptz
-                or o.attempts >= o.max_attempts or o.deadline_at <= $3::timestamptz))
-       or ($2 not in ('available', 'reserved') and o.status = $2))
+           and not relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts, o.deadline_at, coalesce($1::timestamptz, now())))
+       or ($3 not in ('available', 'reserved') and o.status = $3))
   and ($4::uuid is null or o.instance_id = $4)
   and ($5::integer is null or o.revision = $5)
   and ($6::bigint is null or exists (
@@ -708,9 +707,9 @@ limit $8
 `
 
 type OccurrenceListParams struct {
+	Now           *time.Time
 	DefinitionKey *string
 	Status        *string
-	Now           time.Time
 	InstanceID    *uuid.UUID
 	Revision      *int32
 	ConsumerID    *int64
@@ -718,11 +717,16 @@ type OccurrenceListParams struct {
 	Max           int32
 }
 
-func (q *Queries) OccurrenceList(ctx context.Context, arg OccurrenceListParams) ([]Occurrence, error) {
+type OccurrenceListRow struct {
+	Occurrence Occurrence
+	Lapsed     bool
+}
+
+func (q *Queries) OccurrenceList(ctx context.Context, arg OccurrenceListParams) ([]OccurrenceListRow, error) {
 	rows, err := q.db.Query(ctx, occurrenceList,
+		arg.Now,
 		arg.DefinitionKey,
 		arg.Status,
-		arg.Now,
 		arg.InstanceID,
 		arg.Revision,
 		arg.ConsumerID,
@@ -733,41 +737,42 @@ func (q *Queries) OccurrenceList(ctx context.Context, arg OccurrenceListParams) 
 		return nil, err
 	}
 	defer rows.Close()
-	items := []Occurrence{}
+	items := []OccurrenceListRow{}
 	for rows.Next() {
-		var i Occurrence
+		var i OccurrenceListRow
 		if err := rows.Scan(
-			&i.ID,
-			&i.InstanceID,
-			&i.Node,
-			&i.DefinitionKey,
-			&i.Revision,
-			&i.Mode,
-			&i.Status,
-			&i.Priority,
-			&i.MaxAttempts,
-			&i.RetryDelay,
-			&i.Deadline,
-			&i.DeadlineAt,
-			&i.Destination,
-			&i.Timeout,
-			&i.Attempts,
-			&i.AvailableAt,
-			&i.ClaimableAt,
-			&i.ConsumerID,
-			&i.WorkerID,
-			&i.ReservedAt,
-			&i.LockExpiresAt,
-			&i.Inputs,
-			&i.SealedInputs,
-			&i.Outputs,
-			&i.SealedOutputs,
-			&i.OutputsDigest,
-			&i.Route,
-			&i.ErrorCode,
-			&i.ErrorMessage,
-			&i.CreatedAt,
-			&i.SettledAt,
+			&i.Occurrence.ID,
+			&i.Occurrence.InstanceID,
+			&i.Occurrence.Node,
+			&i.Occurrence.DefinitionKey,
+			&i.Occurrence.Revision,
+			&i.Occurrence.Mode,
+			&i.Occurrence.Status,
+			&i.Occurrence.Priority,
+			&i.Occurrence.MaxAttempts,
+			&i.Occurrence.RetryDelay,
+			&i.Occurrence.Deadline,
+			&i.Occurrence.DeadlineAt,
+			&i.Occurrence.Destination,
+			&i.Occurrence.Timeout,
+			&i.Occurrence.Attempts,
+			&i.Occurrence.AvailableAt,
+			&i.Occurrence.ClaimableAt,
+			&i.Occurrence.ConsumerID,
+			&i.Occurrence.WorkerID,
+			&i.Occurrence.ReservedAt,
+			&i.Occurrence.LockExpiresAt,
+			&i.Occurrence.Inputs,
+			&i.Occurrence.SealedInputs,
+			&i.Occurrence.Outputs,
+			&i.Occurrence.SealedOutputs,
+			&i.Occurrence.OutputsDigest,
+			&i.Occurrence.Route,
+			&i.Occurrence.ErrorCode,
+			&i.Occurrence.ErrorMessage,
+			&i.Occurrence.CreatedAt,
+			&i.Occurrence.SettledAt,
+			&i.Lapsed,
 		); err != nil {
 			return nil, err
 		}
@@ -929,13 +934,13 @@ with subs as (
 select o.claimable_at::timestamptz
 from occurrences o
 join subs s on o.definition_key = s.definition_key and o.revision = s.revision
-where o.mode = 'pull' and o.claimable_at > $1::timestamptz
+where o.mode = 'pull' and o.claimable_at > coalesce($1::timestamptz, now())
 order by o.claimable_at
 limit 1
 `
 
 type OccurrenceNextClaimableParams struct {
-	Now            time.Time
+	Now            *time.Time
 	DefinitionKeys []string
 	Revisions      []int32
 }
@@ -947,11 +952,136 @@ func (q *Queries) OccurrenceNextClaimable(ctx context.Context, arg OccurrenceNex
 	return o_claimable_at, err
 }
 
+const occurrenceObserve = `-- name: OccurrenceObserve :one
+select o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts, o.deadline_at, coalesce($1::timestamptz, now())) as lapsed
+from occurrences o where o.id = $2
+`
+
+type OccurrenceObserveParams struct {
+	Now *time.Time
+	ID  uuid.UUID
+}
+
+type OccurrenceObserveRow struct {
+	Occurrence Occurrence
+	Lapsed     bool
+}
+
+// An occurrence as observers see it: with whether its lock lapsed (it is
+// then available again, though stored reserved).
+func (q *Queries) OccurrenceObserve(ctx context.Context, arg OccurrenceObserveParams) (OccurrenceObserveRow, error) {
+	row := q.db.QueryRow(ctx, occurrenceObserve, arg.Now, arg.ID)
+	var i OccurrenceObserveRow
+	err := row.Scan(
+		&i.Occurrence.ID,
+		&i.Occurrence.InstanceID,
+		&i.Occurrence.Node,
+		&i.Occurrence.DefinitionKey,
+		&i.Occurrence.Revision,
+		&i.Occurrence.Mode,
+		&i.Occurrence.Status,
+		&i.Occurrence.Priority,
+		&i.Occurrence.MaxAttempts,
+		&i.Occurrence.RetryDelay,
+		&i.Occurrence.Deadline,
+		&i.Occurrence.DeadlineAt,
+		&i.Occurrence.Destination,
+		&i.Occurrence.Timeout,
+		&i.Occurrence.Attempts,
+		&i.Occurrence.AvailableAt,
+		&i.Occurrence.ClaimableAt,
+		&i.Occurrence.ConsumerID,
+		&i.Occurrence.WorkerID,
+		&i.Occurrence.ReservedAt,
+		&i.Occurrence.LockExpiresAt,
+		&i.Occurrence.Inputs,
+		&i.Occurrence.SealedInputs,
+		&i.Occurrence.Outputs,
+		&i.Occurrence.SealedOutputs,
+		&i.Occurrence.OutputsDigest,
+		&i.Occurrence.Route,
+		&i.Occurrence.ErrorCode,
+		&i.Occurrence.ErrorMessage,
+		&i.Occurrence.CreatedAt,
+		&i.Occurrence.SettledAt,
+		&i.Lapsed,
+	)
+	return i, err
+}
+
+const occurrenceObserveByInstance = `-- name: OccurrenceObserveByInstance :many
+select o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts, o.deadline_at, coalesce($1::timestamptz, now())) as lapsed
+from occurrences o where o.instance_id = $2 order by o.created_at, o.id
+`
+
+type OccurrenceObserveByInstanceParams struct {
+	Now        *time.Time
+	InstanceID uuid.UUID
+}
+
+type OccurrenceObserveByInstanceRow struct {
+	Occurrence Occurrence
+	Lapsed     bool
+}
+
+func (q *Queries) OccurrenceObserveByInstance(ctx context.Context, arg OccurrenceObserveByInstanceParams) ([]OccurrenceObserveByInstanceRow, error) {
+	rows, err := q.db.Query(ctx, occurrenceObserveByInstance, arg.Now, arg.InstanceID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []OccurrenceObserveByInstanceRow{}
+	for rows.Next() {
+		var i OccurrenceObserveByInstanceRow
+		if err := rows.Scan(
+			&i.Occurrence.ID,
+			&i.Occurrence.InstanceID,
+			&i.Occurrence.Node,
+			&i.Occurrence.DefinitionKey,
+			&i.Occurrence.Revision,
+			&i.Occurrence.Mode,
+			&i.Occurrence.Status,
+			&i.Occurrence.Priority,
+			&i.Occurrence.MaxAttempts,
+			&i.Occurrence.RetryDelay,
+			&i.Occurrence.Deadline,
+			&i.Occurrence.DeadlineAt,
+			&i.Occurrence.Destination,
+			&i.Occurrence.Timeout,
+			&i.Occurrence.Attempts,
+			&i.Occurrence.AvailableAt,
+			&i.Occurrence.ClaimableAt,
+			&i.Occurrence.ConsumerID,
+			&i.Occurrence.WorkerID,
+			&i.Occurrence.ReservedAt,
+			&i.Occurrence.LockExpiresAt,
+			&i.Occurrence.Inputs,
+			&i.Occurrence.SealedInputs,
+			&i.Occurrence.Outputs,
+			&i.Occurrence.SealedOutputs,
+			&i.Occurrence.OutputsDigest,
+			&i.Occurrence.Route,
+			&i.Occurrence.ErrorCode,
+			&i.Occurrence.ErrorMessage,
+			&i.Occurrence.CreatedAt,
+			&i.Occurrence.SettledAt,
+			&i.Lapsed,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const occurrenceReplayRequest = `-- name: OccurrenceReplayRequest :many
 select o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at from attempts a
 join occurrences o on o.id = a.occurrence_id
 where a.consumer_id = $1 and a.worker_id = $2 and a.request_id = $3
-  and o.status = 'reserved' and o.attempts = a.number and o.lock_expires_at > $4::timestamptz
+  and o.status = 'reserved' and o.attempts = a.number and o.lock_expires_at > coalesce($4::timestamptz, now())
 order by o.priority desc, o.available_at, o.id
 `
 
@@ -959,7 +1089,7 @@ type OccurrenceReplayRequestParams struct {
 	ConsumerID *int64
 	WorkerID   *string
 	RequestID  *string
-	Now        time.Time
+	Now        *time.Time
 }
 
 func (q *Queries) OccurrenceReplayRequest(ctx context.Context, arg OccurrenceReplayRequestParams) ([]Occurrence, error) {

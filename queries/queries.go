@@ -1,12 +1,12 @@
 // Package queries holds Relais's schema migrations, its SQL, and the Go that
-// sqlc generates from them (files ending in .gen.go). Only the engine and
-// tests import it; its rows never leave the engine.
+// sqlc generates from them (files ending in .gen.go). Only the engine
+// imports it (the migration runner included); its rows never leave the engine.
 package queries
 
-// DBTX returns the connection or transaction q runs on, for the few
-// statements that are not worth a generated query (such as reading the clock).
-func (q *Queries) DBTX() DBTX { return q.db }
+import "embed"
 
-// ClaimPullSQL is the text of the pull claim statement, for benchmarks that
-// show its plan.
-const ClaimPullSQL = occurrenceClaimPull
+// MigrationFiles are the schema migrations, migrations/NNNN_name.sql, applied
+// in order by engine.Migrate.
+//
+//go:embed migrations/*.sql
+var MigrationFiles embed.FS

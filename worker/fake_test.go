@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/relais/relais/isoduration"
+	"github.com/relais/relais/internal/isoduration"
 )
 
 // fakeServer is Relais's pull protocol in memory, as DESIGN §3 and the

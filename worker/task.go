@@ -12,7 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/relais/relais/isoduration"
+	"github.com/relais/relais/internal/isoduration"
 )
 
 // Task is one reserved occurrence, as fetch-and-lock delivered it.

@@ -31,7 +31,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/relais/relais/isoduration"
+	"github.com/relais/relais/internal/isoduration"
 )
 
 // Defaults of Config.

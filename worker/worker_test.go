@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/relais/relais/isoduration"
+	"github.com/relais/relais/internal/isoduration"
 )
 
 const def = "add_company_to_crm"

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/relais/relais/apply"
+	"github.com/relais/relais/internal/apply"
 )
 
 // applyCommand is `relais apply -f PATH [--dry-run]` against RELAIS_URL with

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/relais/relais/dbtest"
+	"github.com/relais/relais/internal/dbtest"
 )
 
 // testDataKeys is a fixed key for tests on external databases.

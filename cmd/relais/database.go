@@ -16,9 +16,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/relais/relais/config"
-	"github.com/relais/relais/embeddedpg"
-	"github.com/relais/relais/queries"
+	"github.com/relais/relais/engine"
+	"github.com/relais/relais/internal/config"
+	"github.com/relais/relais/internal/embeddedpg"
 )
 
 // database is an open connection pool and, in embedded mode, the cluster
@@ -100,7 +100,7 @@ func openMigrated(ctx context.Context, cfg config.Config, logger *slog.Logger, a
 	if err != nil {
 		return nil, nil, err
 	}
-	applied, err := queries.Migrate(ctx, db.pool, logger)
+	applied, err := engine.Migrate(ctx, db.pool, logger)
 	if err != nil {
 		db.close()
 		return nil, nil, err

@@ -10,9 +10,9 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/relais/relais/config"
 	"github.com/relais/relais/engine"
-	"github.com/relais/relais/keyring"
+	"github.com/relais/relais/internal/config"
+	"github.com/relais/relais/internal/keyring"
 )
 
 // loadKeys returns the keyring that encrypts secret values: from

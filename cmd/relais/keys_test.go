@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/relais/relais/dbtest"
-	"github.com/relais/relais/keyring"
+	"github.com/relais/relais/internal/dbtest"
+	"github.com/relais/relais/internal/keyring"
 )
 
 // TestServeRefusesToStartWithoutTheKey: once sealed values exist on an

@@ -18,7 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/relais/relais/dbtest"
+	"github.com/relais/relais/engine"
+	"github.com/relais/relais/internal/dbtest"
 )
 
 // The test binary doubles as the relais binary for tests that must kill it:
@@ -35,7 +36,7 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	dbtest.Main(m)
+	dbtest.Main(m, engine.SchemaFingerprint(), engine.Migrate)
 }
 
 // syncBuffer is a bytes.Buffer safe for a writer and a reader goroutine.

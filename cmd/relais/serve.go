@@ -13,11 +13,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/relais/relais/config"
 	"github.com/relais/relais/engine"
-	"github.com/relais/relais/isoduration"
-	"github.com/relais/relais/queries"
-	"github.com/relais/relais/server"
+	"github.com/relais/relais/internal/config"
+	"github.com/relais/relais/internal/isoduration"
+	"github.com/relais/relais/internal/server"
 )
 
 func serve(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -67,7 +66,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	go func() { serveErr <- srv.Serve(ln) }()
 	fmt.Fprintf(stdout, "Relais listening on http://%s\n", ln.Addr())
 	logger.Info("relais ready", "listen", ln.Addr().String(), "embedded_postgres", db.cluster != nil,
-		"schema_version", queries.LatestVersion(), "startup", time.Since(start).Round(time.Millisecond))
+		"schema_version", engine.LatestSchemaVersion(), "startup", time.Since(start).Round(time.Millisecond))
 
 	var clusterDied <-chan struct{}
 	if db.cluster != nil {
@@ -105,7 +104,7 @@ func migrate(ctx context.Context, args []string, getenv func(string) string, std
 		return err
 	}
 	defer db.close()
-	fmt.Fprintf(stdout, "schema version %d (%d migrations applied now)\n", queries.LatestVersion(), len(applied))
+	fmt.Fprintf(stdout, "schema version %d (%d migrations applied now)\n", engine.LatestSchemaVersion(), len(applied))
 	return nil
 }
 

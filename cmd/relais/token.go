@@ -7,9 +7,9 @@ import (
 	"io"
 	"strings"
 
-	"github.com/relais/relais/auth"
-	"github.com/relais/relais/config"
 	"github.com/relais/relais/engine"
+	"github.com/relais/relais/internal/auth"
+	"github.com/relais/relais/internal/config"
 )
 
 // tokenCreate takes --role and --name; every other flag is configuration

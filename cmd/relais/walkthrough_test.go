@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/relais/relais/dbtest"
+	"github.com/relais/relais/internal/dbtest"
 )
 
 func jsonBody(v any) io.Reader {

@@ -6,11 +6,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/relais/relais/dbtest"
-	"github.com/relais/relais/relaistest"
+	"github.com/relais/relais/engine"
+	"github.com/relais/relais/internal/dbtest"
+	"github.com/relais/relais/internal/relaistest"
 )
 
-func TestMain(m *testing.M) { dbtest.Main(m) }
+func TestMain(m *testing.M) { dbtest.Main(m, engine.SchemaFingerprint(), engine.Migrate) }
 
 // TestAgainstRelais runs the example worker against a real Relais: the same
 // company started twice is created once, then found existing, and each

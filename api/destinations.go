@@ -1,0 +1,96 @@
+package api
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/relais/relais/engine"
+	"github.com/relais/relais/internal/httpjson"
+	"github.com/relais/relais/internal/isoduration"
+)
+
+type destinationJSON struct {
+	Name        string               `json:"name"`
+	URL         string               `json:"url"`
+	HeaderNames []string             `json:"header_names"`
+	MaxTimeout  isoduration.Duration `json:"max_timeout"`
+	CreatedAt   time.Time            `json:"created_at"`
+	UpdatedAt   time.Time            `json:"updated_at"`
+	// Change is set on PUT: created, updated or unchanged (what a
+	// ?dry_run=true put would do).
+	Change string `json:"change,omitempty"`
+}
+
+func destinationToJSON(x engine.Destination) destinationJSON {
+	names := x.HeaderNames
+	if names == nil {
+		names = []string{}
+	}
+	return destinationJSON{Name: x.Name, URL: x.URL, HeaderNames: names, MaxTimeout: isoduration.Duration(x.MaxTimeout), CreatedAt: x.CreatedAt, UpdatedAt: x.UpdatedAt}
+}
+
+type putDestinationRequest struct {
+	URL        string               `json:"url"`
+	Headers    map[string]string    `json:"headers"`
+	MaxTimeout isoduration.Duration `json:"max_timeout"`
+}
+
+func (a *API) putDestination() http.Handler {
+	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
+		req, err := httpjson.Decode[putDestinationRequest](w, r, a.cfg.MaxBodyBytes)
+		if err != nil {
+			return err
+		}
+		dryRun := r.URL.Query().Get("dry_run") == "true"
+		dest, change, err := a.eng.PutDestination(r.Context(), chi.URLParam(r, "name"), req.URL, req.Headers, req.MaxTimeout.Std(), dryRun)
+		if err != nil {
+			return err
+		}
+		status := http.StatusOK
+		if change == engine.Created && !dryRun {
+			status = http.StatusCreated
+		}
+		out := destinationToJSON(dest)
+		out.Change = string(change)
+		httpjson.Encode(w, status, out)
+		return nil
+	})
+}
+
+func (a *API) getDestination() http.Handler {
+	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
+		dest, err := a.eng.GetDestination(r.Context(), chi.URLParam(r, "name"))
+		if err != nil {
+			return err
+		}
+		httpjson.Encode(w, http.StatusOK, destinationToJSON(dest))
+		return nil
+	})
+}
+
+func (a *API) listDestinations() http.Handler {
+	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
+		after, limit, err := httpjson.PageParams[string](r)
+		if err != nil {
+			return err
+		}
+		ds, err := a.eng.ListDestinations(r.Context(), after, limit+1)
+		if err != nil {
+			return err
+		}
+		httpjson.Encode(w, http.StatusOK, httpjson.NewPage(ds, limit, func(x engine.Destination) any { return x.Name }, destinationToJSON))
+		return nil
+	})
+}
+
+func (a *API) deleteDestination() http.Handler {
+	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
+		if err := a.eng.DeleteDestination(r.Context(), chi.URLParam(r, "name")); err != nil {
+			return err
+		}
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	})
+}

@@ -1,0 +1,158 @@
+package engine
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/relais/relais/queries"
+)
+
+// migrateLockKey is the advisory lock every replica takes before touching the
+// schema, so that replicas starting at the same moment on one database apply
+// each migration exactly once and all come up.
+const migrateLockKey int64 = 0x72656c6169730001 // "relais" + 1
+
+// Migration is one embedded schema change.
+type Migration struct {
+	Version int
+	Name    string
+	SQL     string
+}
+
+// Migrations returns the embedded migrations in version order.
+func Migrations() []Migration {
+	entries, err := fs.ReadDir(queries.MigrationFiles, "migrations")
+	if err != nil {
+		panic(err) // embedded at build time; unreadable means a broken binary
+	}
+	var ms []Migration
+	for _, e := range entries {
+		name := e.Name()
+		num, _, ok := strings.Cut(name, "_")
+		v, err := strconv.Atoi(num)
+		if !ok || err != nil {
+			panic("engine: migration file without a version prefix: " + name)
+		}
+		body, err := queries.MigrationFiles.ReadFile("migrations/" + name)
+		if err != nil {
+			panic(err)
+		}
+		ms = append(ms, Migration{Version: v, Name: strings.TrimSuffix(name, ".sql"), SQL: string(body)})
+	}
+	sort.Slice(ms, func(i, j int) bool { return ms[i].Version < ms[j].Version })
+	for i, m := range ms {
+		if m.Version != i+1 {
+			panic(fmt.Sprintf("engine: migration versions must be 1..n without gaps; %s is number %d", m.Name, i+1))
+		}
+	}
+	return ms
+}
+
+// LatestSchemaVersion is the schema version this binary expects.
+func LatestSchemaVersion() int { return len(Migrations()) }
+
+// SchemaFingerprint identifies the embedded migrations' content; test harnesses use
+// it to name template databases so a changed migration never reuses a stale one.
+func SchemaFingerprint() string {
+	h := sha256.New()
+	for _, m := range Migrations() {
+		fmt.Fprintf(h, "%d\n%s\n", m.Version, m.SQL)
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+const createMigrationsTable = `
+create table if not exists relais_schema_migrations (
+    version    integer primary key,
+    name       text        not null,
+    applied_at timestamptz not null default now()
+)`
+
+// Migrate applies every embedded migration the database lacks, each in its
+// own transaction, while holding a session advisory lock. It returns the
+// versions it applied (none when another replica got there first).
+func Migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) ([]int, error) {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("migrate: acquire: %w", err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "select pg_advisory_lock($1)", migrateLockKey); err != nil {
+		return nil, fmt.Errorf("migrate: lock: %w", err)
+	}
+	defer func() {
+		// A fresh context: the unlock must happen even when ctx is done,
+		// otherwise the pooled session would keep the lock.
+		uctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if _, err := conn.Exec(uctx, "select pg_advisory_unlock($1)", migrateLockKey); err != nil {
+			conn.Conn().Close(uctx)
+		}
+	}()
+	if _, err := conn.Exec(ctx, createMigrationsTable); err != nil {
+		return nil, fmt.Errorf("migrate: create table: %w", err)
+	}
+	applied, err := appliedVersions(ctx, conn.Conn())
+	if err != nil {
+		return nil, err
+	}
+	var done []int
+	for _, m := range Migrations() {
+		if applied[m.Version] {
+			continue
+		}
+		start := time.Now()
+		err := pgx.BeginFunc(ctx, conn.Conn(), func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, m.SQL); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, "insert into relais_schema_migrations (version, name) values ($1, $2)", m.Version, m.Name)
+			return err
+		})
+		if err != nil {
+			return done, fmt.Errorf("migrate: %s: %w", m.Name, err)
+		}
+		if logger != nil {
+			logger.Info("migration applied", "version", m.Version, "name", m.Name, "duration", time.Since(start).Round(time.Millisecond))
+		}
+		done = append(done, m.Version)
+	}
+	return done, nil
+}
+
+func appliedVersions(ctx context.Context, conn *pgx.Conn) (map[int]bool, error) {
+	rows, err := conn.Query(ctx, "select version from relais_schema_migrations")
+	if err != nil {
+		return nil, fmt.Errorf("migrate: read versions: %w", err)
+	}
+	versions, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		return nil, fmt.Errorf("migrate: read versions: %w", err)
+	}
+	m := make(map[int]bool, len(versions))
+	for _, v := range versions {
+		m[int(v)] = true
+	}
+	return m, nil
+}
+
+// SchemaVersion returns the highest applied migration version, 0 when none.
+func SchemaVersion(ctx context.Context, pool *pgxpool.Pool) (int, error) {
+	var v int32
+	err := pool.QueryRow(ctx, `select coalesce(max(version), 0)::int from relais_schema_migrations`).Scan(&v)
+	if err != nil {
+		return 0, fmt.Errorf("engine: schema version: %w", err)
+	}
+	return int(v), nil
+}

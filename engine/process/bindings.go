@@ -1,0 +1,309 @@
+package process
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/relais/relais/contracts"
+	"github.com/relais/relais/internal/jsontree"
+)
+
+// Source path roots.
+const (
+	srcInput       = "input"
+	srcNodes       = "nodes"
+	srcOutput      = "output"
+	srcInstance    = "instance"
+	srcInstanceID  = "id"
+	srcBusinessKey = "business_key"
+)
+
+// instanceID and businessKey describe the instance sources as fields, so
+// that they go through the same assignability rules as contract fields.
+var (
+	instanceIDField  = contracts.Field{Name: srcInstanceID, Type: contracts.TypeText, Required: true, Classification: contracts.ClassNormal, Format: contracts.FormatUUID}
+	businessKeyField = contracts.Field{Name: srcBusinessKey, Type: contracts.TypeText, Classification: contracts.ClassNormal}
+)
+
+// source is what a from path denotes: the field, its effective
+// classification rank along the path, and whether any step may be absent.
+type source struct {
+	field    contracts.Field
+	rank     int
+	optional bool
+}
+
+var classNames = [...]string{"normal", "sensitive", "secret"}
+
+func className(rank int) string {
+	if rank < 0 || rank >= len(classNames) {
+		return "secret"
+	}
+	return classNames[rank]
+}
+
+// bindings checks the input bindings of a pull or push node against its
+// pinned revision w.
+func (k *checker) bindings(name string, n *Node, w contracts.Working) {
+	at := jsontree.Pointer("/nodes", name, "inputs")
+	for _, f := range w.Inputs.Fields {
+		if _, bound := n.Inputs[f.Name]; f.Required && !bound {
+			k.add(at, "required input %q is not bound", f.Name)
+		}
+	}
+	for _, target := range sortedKeys(n.Inputs) {
+		b := n.Inputs[target]
+		bat := jsontree.Pointer(at, target)
+		tf, ok := findField(w.Inputs.Fields, target)
+		if !ok {
+			k.add(bat, "%q is not an input of %s@%d", target, n.Definition, n.Revision)
+			continue
+		}
+		switch {
+		case b.From != "" && b.Value != nil:
+			k.add(bat, "binding must have either from or value, not both")
+		case b.From == "" && b.Value == nil:
+			k.add(bat, "binding must have either from or value")
+		case b.Value != nil:
+			if !k.literalProtected(bat, tf) {
+				k.literal(bat, tf, b.Value)
+			}
+		default:
+			src, problem, ok := k.source(name, b.From)
+			if problem != "" {
+				k.add(jsontree.Pointer(bat, "from"), "%s", problem)
+			}
+			if ok {
+				k.assignBinding(bat, tf, src)
+			}
+		}
+	}
+}
+
+// literalProtected reports at bat, and returns true, when the target
+// field tf is sensitive or secret or holds such a field. A literal is
+// part of the process version document, which is stored, digested and
+// served to designers and operators in clear: a protected value written
+// there would escape the sealing and masking that protect every other
+// copy of it (DESIGN §5). Such a value must come from a process input,
+// whose classification seals and masks it on each instance.
+func (k *checker) literalProtected(bat string, tf contracts.Field) bool {
+	where, class, ok := protectedField(tf, contracts.ClassNormal, tf.Name)
+	if !ok {
+		return false
+	}
+	if where == tf.Name {
+		k.add(bat, `%s input %s cannot take a literal value: the process version would hold it in clear; bind it from a process input declared %s, as in {"from": "input.<path>"}`,
+			class, tf.Name, class)
+	} else {
+		k.add(bat, `input %s cannot take a literal value: its field %s is %s and the process version would hold it in clear; bind %s from a process input whose fields are declared with the same classifications, as in {"from": "input.<path>"}`,
+			tf.Name, where, class, tf.Name)
+	}
+	return true
+}
+
+// protectedField finds the first sensitive or secret field in f (f
+// itself first, then its fields and list items depth first), with its
+// effective classification: the most protected along the path from the
+// target, parent being what f inherits. where names f in messages.
+// Parsed contracts already store effective classifications; combining
+// them again keeps a hand-built contract from slipping through.
+func protectedField(f contracts.Field, parent contracts.Classification, where string) (string, contracts.Classification, bool) {
+	class := contracts.MaxClass(parent, f.Classification)
+	if class.Rank() > 0 {
+		return where, class, true
+	}
+	for _, sf := range f.Fields {
+		if w, c, ok := protectedField(sf, class, where+"."+sf.Name); ok {
+			return w, c, true
+		}
+	}
+	if f.Items != nil {
+		return protectedField(*f.Items, class, where+"[]")
+	}
+	return "", "", false
+}
+
+// literal validates a literal value with the target field's own rules, by
+// the same validator that will judge the node's inputs at run time.
+func (k *checker) literal(bat string, tf contracts.Field, value json.RawMessage) {
+	ct := contracts.Contract{Fields: []contracts.Field{tf}}
+	digest := ct.Digest()
+	v, ok := k.validators[digest]
+	if !ok {
+		var err error
+		v, err = contracts.Compile(ct)
+		if err != nil {
+			k.add(jsontree.Pointer(bat, "value"), "cannot validate the literal: %v", err)
+			return
+		}
+		k.validators[digest] = v
+	}
+	doc := jsontree.AppendString([]byte{'{'}, tf.Name)
+	doc = append(doc, ':')
+	doc = append(doc, value...)
+	doc = append(doc, '}')
+	prefix := jsontree.Pointer("", tf.Name)
+	for _, x := range v.Validate(doc) {
+		rest := x.Path
+		if rest == prefix || strings.HasPrefix(rest, prefix+"/") {
+			rest = rest[len(prefix):]
+		} else {
+			rest = ""
+		}
+		k.add(jsontree.Pointer(bat, "value")+rest, "%s", x.Message)
+	}
+}
+
+// source resolves a from path seen from node. It returns a problem to
+// report at the from pointer, and ok when the source is known well enough
+// to judge assignability. A source whose node has an unknown revision is
+// neither: that is already reported at the source node.
+func (k *checker) source(node, from string) (src source, problem string, ok bool) {
+	segs := strings.Split(from, ".")
+	for _, s := range segs {
+		if s == "" {
+			return src, fmt.Sprintf("malformed source %q: empty path segment", from), false
+		}
+	}
+	switch segs[0] {
+	case srcInput:
+		if len(segs) < 2 {
+			return src, fmt.Sprintf("source %q must name a process input field, as in input.<field>", from), false
+		}
+		return walk(k.p.Inputs.Fields, segs[1:], from)
+	case srcNodes:
+		if len(segs) < 4 || segs[2] != srcOutput {
+			return src, fmt.Sprintf("source %q must look like nodes.<node>.output.<field>", from), false
+		}
+		up := segs[1]
+		n, known := k.p.Nodes[up]
+		switch {
+		case !known || n == nil:
+			return src, fmt.Sprintf("source %q names unknown node %q", from, up), false
+		case up == node:
+			return src, fmt.Sprintf("source %q: a node cannot read its own outputs", from), false
+		case n.Kind != KindPull && n.Kind != KindPush:
+			return src, fmt.Sprintf("source %q: node %q is an end node and has no outputs", from, up), false
+		}
+		w, pinned := k.revs[up]
+		if !pinned {
+			return src, "", false
+		}
+		src, problem, ok = walk(w.Outputs.Fields, segs[3:], from)
+		if ok && !k.completes(up, node) {
+			// The type is still judged: both problems are worth fixing.
+			problem = fmt.Sprintf("node %q does not always complete before %q: a path from start reaches %q without a successful exit of %q",
+				up, node, node, up)
+		}
+		return src, problem, ok
+	case srcInstance:
+		if len(segs) == 2 {
+			switch segs[1] {
+			case srcInstanceID:
+				return source{field: instanceIDField}, "", true
+			case srcBusinessKey:
+				return source{field: businessKeyField, optional: true}, "", true
+			}
+		}
+		return src, fmt.Sprintf("unknown source %q: want instance.id or instance.business_key", from), false
+	}
+	return src, fmt.Sprintf("unknown source %q: want input.<field>, nodes.<node>.output.<field>, instance.id or instance.business_key", from), false
+}
+
+// walk follows dotted field names through objects. Lists are not
+// traversed: an item has no name and a binding must denote one value.
+func walk(fields []contracts.Field, path []string, from string) (source, string, bool) {
+	var src source
+	for i, seg := range path {
+		if i > 0 {
+			switch src.field.Type {
+			case contracts.TypeObject:
+			case contracts.TypeList:
+				return source{}, fmt.Sprintf("unknown source %q: %s is a list and its items cannot be addressed", from, path[i-1]), false
+			default:
+				return source{}, fmt.Sprintf("unknown source %q: %s is a %s, not an object", from, path[i-1], src.field.Type), false
+			}
+		}
+		f, ok := findField(fields, seg)
+		if !ok {
+			return source{}, fmt.Sprintf("unknown source %q: no field %q", from, seg), false
+		}
+		src.field = f
+		src.rank = max(src.rank, f.Classification.Rank())
+		src.optional = src.optional || !f.Required
+		fields = f.Fields
+	}
+	return src, "", true
+}
+
+// assignBinding reports at bat every reason src cannot feed the top-level
+// target field tf.
+func (k *checker) assignBinding(bat string, tf contracts.Field, src source) {
+	if src.optional && tf.Required {
+		k.add(bat, "source may be absent but input %s is required", tf.Name)
+	}
+	for _, m := range assign(src.field, tf, src.rank, 0, tf.Name, true) {
+		k.add(bat, "%s", m)
+	}
+}
+
+// assign lists why a value of field s (effective rank sRank from its
+// parents) cannot always be accepted by field t (rank tRank from its
+// parents). where names the target field for messages.
+func assign(s, t contracts.Field, sRank, tRank int, where string, top bool) []string {
+	var out []string
+	sRank = max(sRank, s.Classification.Rank())
+	tRank = max(tRank, t.Classification.Rank())
+	if sRank > tRank {
+		// Protection may only grow: a lower class would show or store in
+		// clear what the source promised to protect.
+		out = append(out, fmt.Sprintf("%s source cannot feed %s field %s", className(sRank), className(tRank), where))
+	}
+	mismatch := func() {
+		if top {
+			out = append(out, fmt.Sprintf("type %s cannot feed %s", s.Type, t.Type))
+		} else {
+			out = append(out, fmt.Sprintf("field %s: type %s cannot feed %s", where, s.Type, t.Type))
+		}
+	}
+	switch {
+	case s.Type == t.Type:
+		switch s.Type {
+		case contracts.TypeChoice:
+			for _, v := range s.Values {
+				if !contains(t.Values, v) {
+					out = append(out, fmt.Sprintf("choice value %q of the source is not a value of field %s", v, where))
+				}
+			}
+		case contracts.TypeObject:
+			for _, tf := range t.Fields {
+				sf, ok := findField(s.Fields, tf.Name)
+				if tf.Required && (!ok || !sf.Required) {
+					out = append(out, fmt.Sprintf("field %s.%s is required but the source may lack it", where, tf.Name))
+				}
+			}
+			for _, sf := range s.Fields {
+				tf, ok := findField(t.Fields, sf.Name)
+				if !ok {
+					// Unknown properties are rejected at run time, so a
+					// source field the target lacks would fail every time
+					// it is present.
+					out = append(out, fmt.Sprintf("source field %s.%s is not a field of the target", where, sf.Name))
+					continue
+				}
+				out = append(out, assign(sf, tf, sRank, tRank, where+"."+sf.Name, false)...)
+			}
+		case contracts.TypeList:
+			if s.Items != nil && t.Items != nil {
+				out = append(out, assign(*s.Items, *t.Items, sRank, tRank, where+"[]", false)...)
+			}
+		}
+	case s.Type == contracts.TypeInteger && t.Type == contracts.TypeNumber:
+	case s.Type == contracts.TypeChoice && t.Type == contracts.TypeText:
+	default:
+		mismatch()
+	}
+	return out
+}

@@ -1,0 +1,409 @@
+package process
+
+import (
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/relais/relais/contracts"
+	"github.com/relais/relais/internal/isoduration"
+	"github.com/relais/relais/internal/jsontree"
+)
+
+// Check statically checks a parsed process version against the pinned
+// revisions and destinations (through r) and the operator's limits. It
+// reports every problem at once, each at the JSON pointer of the offending
+// place in the document, sorted by pointer then message; nil means the
+// version may be published.
+//
+// Check is also safe on a hand-built Process: it re-verifies the invariants
+// Parse establishes for the node kinds, so that a Process that did not come
+// from Parse cannot slip past publish.
+func Check(p *Process, r Resolver, lim Limits) []contracts.Violation {
+	if p == nil {
+		return []contracts.Violation{{Path: "", Message: "no process to check"}}
+	}
+	if r == nil {
+		r = emptyResolver{}
+	}
+	k := &checker{
+		p:          p,
+		r:          r,
+		lim:        lim,
+		revs:       map[string]contracts.Working{},
+		validators: map[string]*contracts.Validator{},
+		avoid:      map[string]map[string]bool{},
+	}
+	k.names = make([]string, 0, len(p.Nodes))
+	for name := range p.Nodes {
+		k.names = append(k.names, name)
+	}
+	sort.Strings(k.names)
+
+	if !k.known(p.Start) {
+		k.add("/start", "start names unknown node %q", p.Start)
+	} else {
+		k.startOK = true
+	}
+	for _, name := range k.names {
+		k.node(name, p.Nodes[name])
+	}
+	k.cycles()
+	k.reachability()
+	for _, name := range k.names {
+		if w, ok := k.revs[name]; ok {
+			k.bindings(name, p.Nodes[name], w)
+		}
+	}
+	return k.sorted()
+}
+
+// emptyResolver stands in for a nil Resolver: nothing is known, so every
+// pinned revision and destination is reported rather than dereferencing nil.
+type emptyResolver struct{}
+
+func (emptyResolver) Revision(string, int) (contracts.Working, bool) {
+	return contracts.Working{}, false
+}
+func (emptyResolver) Destination(string) (time.Duration, bool) { return 0, false }
+
+type checker struct {
+	collector
+	p       *Process
+	r       Resolver
+	lim     Limits
+	names   []string
+	startOK bool
+	// revs holds the resolved revision of every pull and push node whose
+	// pin is known; bindings are only judged against those.
+	revs       map[string]contracts.Working
+	validators map[string]*contracts.Validator
+	// avoid caches, per source node, the nodes reachable from start
+	// without taking that node's success edges.
+	avoid map[string]map[string]bool
+}
+
+func (k *checker) node(name string, n *Node) {
+	at := jsontree.Pointer("/nodes", name)
+	if n == nil {
+		k.add(at, "node %q is nil", name)
+		return
+	}
+	if !nodeNameRe.MatchString(name) {
+		k.add(at, "node name %q must match %s", name, nodeNameRe)
+	}
+	switch n.Kind {
+	case KindEnd:
+		k.end(at, n)
+	case KindPull, KindPush:
+		k.task(at, name, n)
+	default:
+		k.add(jsontree.Pointer(at, "kind"), "unknown kind %q, want pull, push or end", n.Kind)
+	}
+}
+
+func (k *checker) end(at string, n *Node) {
+	if n.Next != "" {
+		k.add(jsontree.Pointer(at, "next"), "end nodes have no next")
+	}
+	if n.Routes != nil {
+		k.add(jsontree.Pointer(at, "routes"), "end nodes have no routes")
+	}
+	if n.OnError != "" {
+		k.add(jsontree.Pointer(at, "on_error"), "end nodes have no on_error")
+	}
+	if n.Status != "" && n.Status != StatusCompleted && n.Status != StatusFailed {
+		k.add(jsontree.Pointer(at, "status"), "unknown status %q, want completed or failed", n.Status)
+	}
+}
+
+func (k *checker) known(name string) bool {
+	n, ok := k.p.Nodes[name]
+	return ok && n != nil
+}
+
+// task checks a pull or push node on its own: edges, policy, pinned
+// revision, routes and push budget.
+func (k *checker) task(at, name string, n *Node) {
+	switch {
+	case n.Next != "" && n.Routes != nil:
+		k.add(at, "%s node has both next and routes: use exactly one", n.Kind)
+	case n.Next == "" && n.Routes == nil:
+		k.add(at, "%s node needs next or routes", n.Kind)
+	}
+	if n.Next != "" && !k.known(n.Next) {
+		k.add(jsontree.Pointer(at, "next"), "next names unknown node %q", n.Next)
+	}
+	for _, route := range sortedKeys(n.Routes) {
+		if target := n.Routes[route]; !k.known(target) {
+			k.add(jsontree.Pointer(at, "routes", route), "route %q names unknown node %q", route, target)
+		}
+	}
+	switch {
+	case n.OnError == name:
+		k.add(jsontree.Pointer(at, "on_error"), "on_error must not point at the node itself")
+	case n.OnError != "" && !k.known(n.OnError):
+		k.add(jsontree.Pointer(at, "on_error"), "on_error names unknown node %q", n.OnError)
+	}
+	if n.Status != "" {
+		k.add(jsontree.Pointer(at, "status"), "status is not allowed on %s nodes", n.Kind)
+	}
+
+	k.policy(at, n)
+	w, ok := k.revision(at, n)
+	if ok {
+		k.revs[name] = w
+		k.routes(at, n, w)
+	}
+	if n.Kind == KindPush {
+		k.push(at, n)
+	} else {
+		if n.Destination != "" {
+			k.add(jsontree.Pointer(at, "destination"), "destination is not allowed on pull nodes")
+		}
+		if n.Timeout != 0 {
+			k.add(jsontree.Pointer(at, "timeout"), "timeout is not allowed on pull nodes")
+		}
+	}
+}
+
+func (k *checker) policy(at string, n *Node) {
+	pat := jsontree.Pointer(at, "policy")
+	pol := n.Policy
+	if n.Kind == KindPush {
+		if pol.MaxAttempts != 1 {
+			k.add(jsontree.Pointer(pat, "max_attempts"), "push nodes are never retried: max_attempts must be 1")
+		}
+		if pol.RetryDelay != 0 {
+			k.add(jsontree.Pointer(pat, "retry_delay"), "push nodes are never retried: retry_delay must be 0")
+		}
+	} else {
+		if pol.MaxAttempts < 1 || pol.MaxAttempts > MaxMaxAttempts {
+			k.add(jsontree.Pointer(pat, "max_attempts"), "max_attempts must be %s", attemptsRange)
+		}
+		switch {
+		case pol.RetryDelay < 0:
+			k.add(jsontree.Pointer(pat, "retry_delay"), "retry_delay must not be negative")
+		case k.lim.MaxRetryDelay > 0 && pol.RetryDelay > k.lim.MaxRetryDelay:
+			k.add(jsontree.Pointer(pat, "retry_delay"), "retry_delay %s exceeds the ceiling %s",
+				isoduration.Format(pol.RetryDelay), isoduration.Format(k.lim.MaxRetryDelay))
+		}
+	}
+	if pol.Deadline < 0 {
+		k.add(jsontree.Pointer(pat, "deadline"), "deadline must be positive")
+	}
+	if pol.Priority < 0 || pol.Priority > MaxPriority {
+		k.add(jsontree.Pointer(pat, "priority"), "priority must be %s", priorityRange)
+	}
+}
+
+func (k *checker) revision(at string, n *Node) (contracts.Working, bool) {
+	switch {
+	case n.Definition == "":
+		k.add(jsontree.Pointer(at, "definition"), "definition is required on %s nodes", n.Kind)
+	case n.Revision < 1:
+		k.add(jsontree.Pointer(at, "revision"), "revision must be %s", revisionRange)
+	default:
+		w, ok := k.r.Revision(n.Definition, n.Revision)
+		if ok {
+			return w, true
+		}
+		// The resolver answers pairs only, so an unknown key and an
+		// unknown revision of a known key look alike.
+		k.add(jsontree.Pointer(at, "definition"), "unknown definition revision %s@%d", n.Definition, n.Revision)
+	}
+	return contracts.Working{}, false
+}
+
+// routes checks that the node branches exactly on the pinned revision's
+// routing values: a value left unmapped would strand an instance at run
+// time, and an extra key is dead configuration that hides a typo.
+func (k *checker) routes(at string, n *Node, w contracts.Working) {
+	values := w.Routes()
+	if len(values) == 0 {
+		if n.Routes != nil {
+			k.add(jsontree.Pointer(at, "routes"), "revision %s@%d has no routing output: use next", n.Definition, n.Revision)
+		}
+		return
+	}
+	if n.Next != "" && n.Routes == nil {
+		k.add(jsontree.Pointer(at, "next"), "revision has routing output %s: use routes", w.RoutingOutput)
+	}
+	if n.Routes == nil {
+		return
+	}
+	for _, v := range values {
+		if _, ok := n.Routes[v]; !ok {
+			k.add(jsontree.Pointer(at, "routes"), "route %q is not mapped", v)
+		}
+	}
+	for _, route := range sortedKeys(n.Routes) {
+		if !contains(values, route) {
+			k.add(jsontree.Pointer(at, "routes", route), "%q is not a value of routing output %s", route, w.RoutingOutput)
+		}
+	}
+}
+
+func (k *checker) push(at string, n *Node) {
+	var destMax time.Duration
+	destOK := false
+	if n.Destination == "" {
+		k.add(jsontree.Pointer(at, "destination"), "destination is required on push nodes")
+	} else if destMax, destOK = k.r.Destination(n.Destination); !destOK {
+		k.add(jsontree.Pointer(at, "destination"), "unknown destination %q", n.Destination)
+	}
+	tat := jsontree.Pointer(at, "timeout")
+	t := n.PushTimeout(k.lim)
+	what := "timeout " + isoduration.Format(t)
+	if n.Timeout == 0 {
+		what = "default timeout " + isoduration.Format(t)
+	}
+	switch {
+	case n.Timeout < 0:
+		k.add(tat, "timeout must be positive")
+	case t > HardMaxPushTimeout:
+		k.add(tat, "%s exceeds the hard ceiling %s", what, isoduration.Format(HardMaxPushTimeout))
+	case k.lim.MaxPushTimeout > 0 && t > k.lim.MaxPushTimeout:
+		k.add(tat, "%s exceeds the ceiling %s", what, isoduration.Format(k.lim.MaxPushTimeout))
+	case destOK && t > destMax:
+		k.add(tat, "%s exceeds destination %s's max_timeout %s", what, n.Destination, isoduration.Format(destMax))
+	}
+}
+
+// edge is one possible transition; success is false for on_error, which
+// matters for completion dominance.
+type edge struct {
+	to      string
+	at      string
+	success bool
+}
+
+// edges lists a node's transitions to existing nodes in a fixed order
+// (next, routes by key, on_error), so that cycle reports are
+// deterministic. End nodes never leave, whatever a hand-built struct says;
+// an on_error self-loop is reported on its own and left out here.
+func (k *checker) edges(name string) []edge {
+	n := k.p.Nodes[name]
+	if n == nil || (n.Kind != KindPull && n.Kind != KindPush) {
+		return nil
+	}
+	at := jsontree.Pointer("/nodes", name)
+	var out []edge
+	if n.Next != "" && k.known(n.Next) {
+		out = append(out, edge{n.Next, jsontree.Pointer(at, "next"), true})
+	}
+	for _, route := range sortedKeys(n.Routes) {
+		if t := n.Routes[route]; k.known(t) {
+			out = append(out, edge{t, jsontree.Pointer(at, "routes", route), true})
+		}
+	}
+	if n.OnError != "" && n.OnError != name && k.known(n.OnError) {
+		out = append(out, edge{n.OnError, jsontree.Pointer(at, "on_error"), false})
+	}
+	return out
+}
+
+// cycles reports every back edge found by a depth-first search from each
+// node in name order, once, at the pointer of the edge that closes it.
+func (k *checker) cycles() {
+	const (
+		white = iota
+		grey
+		black
+	)
+	color := map[string]int{}
+	var stack []string
+	var visit func(string)
+	visit = func(name string) {
+		color[name] = grey
+		stack = append(stack, name)
+		for _, e := range k.edges(name) {
+			switch color[e.to] {
+			case white:
+				visit(e.to)
+			case grey:
+				i := len(stack) - 1
+				for i > 0 && stack[i] != e.to {
+					i--
+				}
+				loop := append(append([]string(nil), stack[i:]...), e.to)
+				k.add(e.at, "closes a cycle: %s", strings.Join(loop, " → "))
+			}
+		}
+		stack = stack[:len(stack)-1]
+		color[name] = black
+	}
+	for _, name := range k.names {
+		if color[name] == white {
+			visit(name)
+		}
+	}
+}
+
+// reach returns the nodes reachable from start, skipping the success
+// edges of skip when it is not empty.
+func (k *checker) reach(skip string) map[string]bool {
+	seen := map[string]bool{}
+	if !k.startOK {
+		return seen
+	}
+	queue := []string{k.p.Start}
+	seen[k.p.Start] = true
+	for len(queue) > 0 {
+		cur := queue[0]
+		queue = queue[1:]
+		for _, e := range k.edges(cur) {
+			if cur == skip && e.success {
+				continue
+			}
+			if !seen[e.to] {
+				seen[e.to] = true
+				queue = append(queue, e.to)
+			}
+		}
+	}
+	return seen
+}
+
+func (k *checker) reachability() {
+	if !k.startOK {
+		// Everything would be unreachable; the bad start says it all.
+		return
+	}
+	seen := k.reach("")
+	for _, name := range k.names {
+		if !seen[name] {
+			k.add(jsontree.Pointer("/nodes", name), "node %q is not reachable from start", name)
+		}
+	}
+}
+
+// completes reports whether every path from start to node passes through
+// a successful exit of src, i.e. whether src's outputs are guaranteed to
+// exist when node runs.
+func (k *checker) completes(src, node string) bool {
+	r, ok := k.avoid[src]
+	if !ok {
+		r = k.reach(src)
+		k.avoid[src] = r
+	}
+	return !r[node]
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for key := range m {
+		keys = append(keys, key)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func findField(fs []contracts.Field, name string) (contracts.Field, bool) {
+	for _, f := range fs {
+		if f.Name == name {
+			return f, true
+		}
+	}
+	return contracts.Field{}, false
+}

@@ -1,0 +1,306 @@
+package apply
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/relais/relais/contracts"
+	"github.com/relais/relais/engine/process"
+)
+
+// Client applies documents to a running Relais.
+type Client struct {
+	URL   string
+	Token string
+	HTTP  *http.Client
+}
+
+// Result is what applying (or planning) one document did.
+type Result struct {
+	Doc    Document
+	Action string // created, updated, unchanged, published
+	Detail string
+}
+
+func (r Result) String() string {
+	s := fmt.Sprintf("%s %s: %s", strings.ToLower(r.Doc.Kind), r.Doc.ID, r.Action)
+	if r.Doc.Kind == KindRelease {
+		s = fmt.Sprintf("release %s/%s: %s", r.Doc.Definition, r.Doc.ID, r.Action)
+	}
+	if r.Detail != "" {
+		s += " (" + r.Detail + ")"
+	}
+	return s
+}
+
+// apiError is a problem+json answer.
+type apiError struct {
+	Status int
+	Code   string `json:"code"`
+	Detail string `json:"detail"`
+	Errors []struct {
+		Path    string `json:"path"`
+		Message string `json:"message"`
+	} `json:"errors"`
+}
+
+func (e *apiError) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Detail) }
+
+// problems turns an API error into document problems.
+func problems(d Document, err error) []Problem {
+	if ae, ok := err.(*apiError); ok {
+		if len(ae.Errors) > 0 {
+			out := make([]Problem, len(ae.Errors))
+			for i, e := range ae.Errors {
+				out[i] = Problem{Doc: d, Pointer: e.Path, Message: e.Message}
+			}
+			return out
+		}
+		return []Problem{{Doc: d, Message: fmt.Sprintf("%s (%s)", ae.Detail, ae.Code)}}
+	}
+	return []Problem{{Doc: d, Message: err.Error()}}
+}
+
+func (c *Client) call(ctx context.Context, method, path string, body any, out any) (int, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return 0, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.URL, "/")+path, rd)
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.Token)
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	hc := c.HTTP
+	if hc == nil {
+		hc = &http.Client{Timeout: 60 * time.Second}
+	}
+	res, err := hc.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	defer res.Body.Close()
+	data, _ := io.ReadAll(io.LimitReader(res.Body, 16<<20))
+	if res.StatusCode >= 300 {
+		ae := &apiError{Status: res.StatusCode}
+		if json.Unmarshal(data, ae) != nil || ae.Code == "" {
+			ae.Code, ae.Detail = "http_"+fmt.Sprint(res.StatusCode), strings.TrimSpace(string(data))
+		}
+		return res.StatusCode, ae
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			return res.StatusCode, fmt.Errorf("%s %s: unexpected answer: %w", method, path, err)
+		}
+	}
+	return res.StatusCode, nil
+}
+
+func isNotFound(err error) bool {
+	ae, ok := err.(*apiError)
+	return ok && ae.Status == http.StatusNotFound
+}
+
+// Apply plans (dryRun) or applies every document in order, reporting each
+// result to report. It stops at the first document the server refuses,
+// since later documents may depend on it, and returns the problems.
+func (c *Client) Apply(ctx context.Context, docs []Document, dryRun bool, report func(Result)) []Problem {
+	for _, d := range docs {
+		var res Result
+		var err error
+		switch d.Kind {
+		case KindDestination:
+			res, err = c.destination(ctx, d, dryRun)
+		case KindDefinition:
+			res, err = c.definition(ctx, d, dryRun)
+		case KindRelease:
+			res, err = c.release(ctx, d, dryRun)
+		case KindProcess:
+			res, err = c.process(ctx, d, dryRun)
+		}
+		if err != nil {
+			return problems(d, err)
+		}
+		report(res)
+	}
+	return nil
+}
+
+func esc(s string) string { return url.PathEscape(s) }
+
+func (c *Client) destination(ctx context.Context, d Document, dryRun bool) (Result, error) {
+	path := "/api/v1/destinations/" + esc(d.ID)
+	if dryRun {
+		path += "?dry_run=true"
+	}
+	var out struct {
+		Change string `json:"change"`
+	}
+	if _, err := c.call(ctx, "PUT", path, d.Body, &out); err != nil {
+		return Result{}, err
+	}
+	return Result{Doc: d, Action: out.Change}, nil
+}
+
+func (c *Client) definition(ctx context.Context, d Document, dryRun bool) (Result, error) {
+	js, _ := json.Marshal(d.Body)
+	w, _ := contracts.ParseWorking(js)
+	digest := w.Digest()
+	base := "/api/v1/definitions/" + esc(d.ID)
+	var cur struct {
+		WorkingDigest string `json:"working_digest"`
+		Revisions     []struct {
+			Revision int    `json:"revision"`
+			Digest   string `json:"digest"`
+		} `json:"revisions"`
+	}
+	_, err := c.call(ctx, "GET", base, nil, &cur)
+	if err != nil && !isNotFound(err) {
+		return Result{}, err
+	}
+	latest, latestDigest := 0, ""
+	if n := len(cur.Revisions); n > 0 {
+		latest, latestDigest = cur.Revisions[n-1].Revision, cur.Revisions[n-1].Digest
+	}
+	action, next := "updated", latest+1
+	switch {
+	case isNotFound(err):
+		action = "created"
+	case latestDigest == digest && cur.WorkingDigest == digest:
+		return c.expect(d, Result{Doc: d, Action: "unchanged", Detail: fmt.Sprintf("revision %d", latest)}, latest)
+	case latestDigest == digest:
+		action, next = "working restored", latest
+	}
+	if dryRun {
+		return c.expect(d, Result{Doc: d, Action: action, Detail: fmt.Sprintf("revision %d", next)}, next)
+	}
+	if _, err := c.call(ctx, "PUT", base+"/working", d.Body, nil); err != nil {
+		return Result{}, err
+	}
+	var snap struct {
+		Revision int `json:"revision"`
+	}
+	if _, err := c.call(ctx, "POST", base+"/revisions", nil, &snap); err != nil {
+		return Result{}, err
+	}
+	return c.expect(d, Result{Doc: d, Action: action, Detail: fmt.Sprintf("revision %d", snap.Revision)}, snap.Revision)
+}
+
+// expect checks a Definition's declared revision against the one it is (or
+// would become).
+func (c *Client) expect(d Document, r Result, got int) (Result, error) {
+	if d.ExpectRevision != 0 && d.ExpectRevision != got {
+		return Result{}, &apiError{Status: 0, Code: "unexpected_revision", Detail: fmt.Sprintf("the document declares revision %d but is revision %d on the server", d.ExpectRevision, got),
+			Errors: []struct {
+				Path    string `json:"path"`
+				Message string `json:"message"`
+			}{{Path: "/revision", Message: fmt.Sprintf("declares %d, the server has or would create %d", d.ExpectRevision, got)}}}
+	}
+	return r, nil
+}
+
+func (c *Client) release(ctx context.Context, d Document, dryRun bool) (Result, error) {
+	base := "/api/v1/definitions/" + esc(d.Definition) + "/releases"
+	rev, _ := d.Body["revision"].(json.Number).Int64()
+	notes, _ := d.Body["notes"].(string)
+	var cur struct {
+		Revision int    `json:"revision"`
+		Notes    string `json:"notes"`
+	}
+	_, err := c.call(ctx, "GET", base+"/"+esc(d.ID), nil, &cur)
+	switch {
+	case err == nil && cur.Revision == int(rev) && cur.Notes == notes:
+		return Result{Doc: d, Action: "unchanged", Detail: fmt.Sprintf("revision %d", rev)}, nil
+	case err == nil:
+		return Result{}, &apiError{Code: "release_exists", Detail: fmt.Sprintf("release %s exists with revision %d; releases cannot be changed: publish a new name", d.ID, cur.Revision)}
+	case !isNotFound(err):
+		return Result{}, err
+	}
+	if !dryRun {
+		if _, err := c.call(ctx, "POST", base, map[string]any{"name": d.ID, "revision": rev, "notes": notes}, nil); err != nil {
+			return Result{}, err
+		}
+	}
+	return Result{Doc: d, Action: "created", Detail: fmt.Sprintf("revision %d", rev)}, nil
+}
+
+func (c *Client) process(ctx context.Context, d Document, dryRun bool) (Result, error) {
+	js, _ := json.Marshal(d.Body)
+	// A document that does not parse matches no version: the server
+	// refuses it with every problem (Load checks documents first, but a
+	// Client may be handed any document).
+	digest := ""
+	if p, vs := process.Parse(js); len(vs) == 0 {
+		digest = p.Digest()
+	}
+	base := "/api/v1/processes/" + esc(d.ID)
+	var cur struct {
+		Versions []struct {
+			Version int    `json:"version"`
+			Digest  string `json:"digest"`
+		} `json:"versions"`
+	}
+	_, err := c.call(ctx, "GET", base, nil, &cur)
+	if err != nil && !isNotFound(err) {
+		return Result{}, err
+	}
+	for _, v := range cur.Versions {
+		if v.Digest == digest {
+			return Result{Doc: d, Action: "unchanged", Detail: fmt.Sprintf("version %d", v.Version)}, nil
+		}
+	}
+	if dryRun {
+		// The server runs every publication check without storing.
+		var plan struct {
+			Version int `json:"version"`
+		}
+		if _, err := c.call(ctx, "POST", base+"/versions?dry_run=true", d.Body, &plan); err != nil {
+			if isNotFound(err) || dependsOnPlan(err) {
+				// Its definitions or destinations are only planned in this
+				// dry run: the server cannot check it yet.
+				return Result{Doc: d, Action: "published", Detail: fmt.Sprintf("version %d, checked when its dependencies exist", len(cur.Versions)+1)}, nil
+			}
+			return Result{}, err
+		}
+		return Result{Doc: d, Action: "published", Detail: fmt.Sprintf("version %d", plan.Version)}, nil
+	}
+	var out struct {
+		Version int `json:"version"`
+	}
+	if _, err := c.call(ctx, "POST", base+"/versions", d.Body, &out); err != nil {
+		return Result{}, err
+	}
+	return Result{Doc: d, Action: "published", Detail: fmt.Sprintf("version %d", out.Version)}, nil
+}
+
+// dependsOnPlan reports whether a dry-run refusal of a process only says
+// that a definition revision or destination it needs does not exist yet.
+// Any other problem, an unknown node or key included, is the document's.
+func dependsOnPlan(err error) bool {
+	ae, ok := err.(*apiError)
+	if !ok || ae.Code != "invalid_process" || len(ae.Errors) == 0 {
+		return false
+	}
+	for _, e := range ae.Errors {
+		missingRevision := strings.HasSuffix(e.Path, "/definition") && strings.HasPrefix(e.Message, "unknown definition revision ")
+		missingDestination := strings.HasSuffix(e.Path, "/destination") && strings.HasPrefix(e.Message, "unknown destination ")
+		if !missingRevision && !missingDestination {
+			return false
+		}
+	}
+	return true
+}

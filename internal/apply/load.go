@@ -1,0 +1,258 @@
+// Package apply is the client behind `relais apply -f PATH`: it reads
+// Definition, Release, Process and Destination documents (YAML or JSON),
+// checks them locally, plans what each changes on a running Relais, and
+// applies the plan through the HTTP API. Applying twice changes nothing the
+// second time.
+package apply
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/relais/relais/contracts"
+	"github.com/relais/relais/engine/process"
+)
+
+// Kinds, in the order they are applied: what a document refers to is
+// applied before it.
+const (
+	KindDestination = "Destination"
+	KindDefinition  = "Definition"
+	KindRelease     = "Release"
+	KindProcess     = "Process"
+)
+
+var kindOrder = map[string]int{KindDestination: 0, KindDefinition: 1, KindRelease: 2, KindProcess: 3}
+
+// Document is one YAML or JSON document of a file.
+type Document struct {
+	File  string
+	Index int // 1-based position in its file
+	Multi bool
+	Kind  string
+	// ID is the key (definitions, processes) or name (destinations,
+	// releases) the document is about.
+	ID string
+	// Definition is the definition a Release belongs to.
+	Definition string
+	// Body is the document without its envelope (kind and identity): what
+	// the API receives. Pointers in errors are pointers into it, which are
+	// also pointers into the file's document.
+	Body map[string]any
+	// ExpectRevision, when set on a Definition, is the revision the
+	// document must become.
+	ExpectRevision int
+}
+
+// Where names the document in messages: "file" or "file (document 2)".
+func (d Document) Where() string {
+	if d.Multi {
+		return fmt.Sprintf("%s (document %d)", d.File, d.Index)
+	}
+	return d.File
+}
+
+// Problem is one error found in a document.
+type Problem struct {
+	Doc     Document
+	Pointer string
+	Message string
+}
+
+func (p Problem) String() string {
+	ptr := p.Pointer
+	if ptr == "" {
+		ptr = "/"
+	}
+	return fmt.Sprintf("%s: %s: %s", p.Doc.Where(), ptr, p.Message)
+}
+
+// Load reads path (a file, or a folder of .yaml, .yml and .json files,
+// recursively, in name order) and checks every document locally. It returns
+// the documents in apply order and every problem found.
+func Load(path string) ([]Document, []Problem, error) {
+	var files []string
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	if info.IsDir() {
+		err = filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			switch strings.ToLower(filepath.Ext(p)) {
+			case ".yaml", ".yml", ".json":
+				if !d.IsDir() {
+					files = append(files, p)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+		sort.Strings(files)
+	} else {
+		files = []string{path}
+	}
+	var docs []Document
+	var problems []Problem
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			return nil, nil, err
+		}
+		ds, ps := parseFile(f, raw)
+		docs = append(docs, ds...)
+		problems = append(problems, ps...)
+	}
+	sort.SliceStable(docs, func(i, j int) bool { return kindOrder[docs[i].Kind] < kindOrder[docs[j].Kind] })
+	return docs, problems, nil
+}
+
+var separator = regexp.MustCompile(`(?m)^---\s*$`)
+
+func parseFile(file string, raw []byte) ([]Document, []Problem) {
+	parts := separator.Split(string(raw), -1)
+	var docs []Document
+	var problems []Problem
+	var nonEmpty []string
+	for _, p := range parts {
+		if strings.TrimSpace(stripComments(p)) != "" {
+			nonEmpty = append(nonEmpty, p)
+		}
+	}
+	for i, part := range nonEmpty {
+		d := Document{File: file, Index: i + 1, Multi: len(nonEmpty) > 1}
+		// YAML 1.2 (yaml.v3): yes, no, on and off stay strings, as choice
+		// values often are.
+		var v any
+		if err := yaml.Unmarshal([]byte(part), &v); err != nil {
+			problems = append(problems, Problem{Doc: d, Message: "not valid YAML or JSON: " + err.Error()})
+			continue
+		}
+		js, err := json.Marshal(v)
+		if err != nil {
+			problems = append(problems, Problem{Doc: d, Message: "mapping keys must be strings: " + err.Error()})
+			continue
+		}
+		var m map[string]any
+		dec := json.NewDecoder(bytes.NewReader(js))
+		dec.UseNumber()
+		if err := dec.Decode(&m); err != nil || m == nil {
+			problems = append(problems, Problem{Doc: d, Message: "a document must be a mapping with a kind"})
+			continue
+		}
+		d.Kind, _ = m["kind"].(string)
+		ps := envelope(&d, m)
+		problems = append(problems, ps...)
+		if len(ps) == 0 {
+			problems = append(problems, check(d)...)
+			docs = append(docs, d)
+		}
+	}
+	return docs, problems
+}
+
+func stripComments(s string) string {
+	var b strings.Builder
+	for _, line := range strings.Split(s, "\n") {
+		if t := strings.TrimSpace(line); t != "" && !strings.HasPrefix(t, "#") {
+			b.WriteString(line)
+		}
+	}
+	return b.String()
+}
+
+// envelope takes the kind and identity out of m into d.
+func envelope(d *Document, m map[string]any) []Problem {
+	body := map[string]any{}
+	for k, v := range m {
+		body[k] = v
+	}
+	delete(body, "kind")
+	str := func(key string) (string, []Problem) {
+		v, ok := body[key].(string)
+		delete(body, key)
+		if !ok || v == "" {
+			return "", []Problem{{Doc: *d, Pointer: "/" + key, Message: "is required"}}
+		}
+		return v, nil
+	}
+	var ps []Problem
+	switch d.Kind {
+	case KindDefinition:
+		d.ID, ps = str("key")
+		if r, ok := body["revision"]; ok {
+			n, err := r.(json.Number).Int64()
+			if err != nil || n < 1 {
+				ps = append(ps, Problem{Doc: *d, Pointer: "/revision", Message: "must be a revision number"})
+			}
+			d.ExpectRevision = int(n)
+			delete(body, "revision")
+		}
+	case KindProcess:
+		d.ID, ps = str("key")
+	case KindDestination:
+		d.ID, ps = str("name")
+	case KindRelease:
+		var p2 []Problem
+		d.Definition, ps = str("definition")
+		if n, ok := body["name"].(string); ok && n != "" {
+			d.ID = n
+		} else {
+			p2 = []Problem{{Doc: *d, Pointer: "/name", Message: "is required"}}
+		}
+		ps = append(ps, p2...)
+	case "":
+		return []Problem{{Doc: *d, Pointer: "/kind", Message: "is required (Definition, Release, Process or Destination)"}}
+	default:
+		return []Problem{{Doc: *d, Pointer: "/kind", Message: fmt.Sprintf("unknown kind %q (Definition, Release, Process or Destination)", d.Kind)}}
+	}
+	d.Body = body
+	return ps
+}
+
+// check validates a document locally with the server's own rules where
+// they need nothing but the document.
+func check(d Document) []Problem {
+	js, _ := json.Marshal(d.Body)
+	var ps []Problem
+	add := func(vs []contracts.Violation) {
+		for _, v := range vs {
+			ps = append(ps, Problem{Doc: d, Pointer: v.Path, Message: v.Message})
+		}
+	}
+	switch d.Kind {
+	case KindDefinition:
+		_, vs := contracts.ParseWorking(js)
+		add(vs)
+	case KindProcess:
+		_, vs := process.Parse(js)
+		add(vs)
+	case KindRelease:
+		if n, ok := d.Body["revision"].(json.Number); !ok {
+			ps = append(ps, Problem{Doc: d, Pointer: "/revision", Message: "is required"})
+		} else if v, err := n.Int64(); err != nil || v < 1 {
+			ps = append(ps, Problem{Doc: d, Pointer: "/revision", Message: "must be a revision number"})
+		}
+	case KindDestination:
+		if _, ok := d.Body["url"].(string); !ok {
+			ps = append(ps, Problem{Doc: d, Pointer: "/url", Message: "is required"})
+		}
+		if _, ok := d.Body["max_timeout"].(string); !ok {
+			ps = append(ps, Problem{Doc: d, Pointer: "/max_timeout", Message: "is required (an ISO-8601 duration, at most PT10S)"})
+		}
+	}
+	return ps
+}

@@ -1,0 +1,276 @@
+// Package config reads Relais's configuration from environment variables and
+// matching command-line flags, and validates it so that a bad setting stops
+// the process at boot (fail closed) instead of surfacing as odd behaviour
+// under load.
+package config
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/relais/relais/engine/process"
+	"github.com/relais/relais/internal/isoduration"
+)
+
+// Config is the validated configuration of one relais process.
+type Config struct {
+	DatabaseURL     string
+	Listen          string
+	DataDir         string
+	BootstrapToken  string
+	PGBin           string
+	DataKeys        string
+	DataKeyFile     string
+	MaxBodyBytes    int64
+	ShutdownTimeout time.Duration
+	TimerInterval   time.Duration
+	LogLevel        slog.Level
+	LogFormat       string
+	Pull            Pull
+	Push            Push
+}
+
+// Pull holds the operator's bounds on the pull protocol. Requests above a
+// ceiling are rejected with bound_exceeded, never clamped.
+type Pull struct {
+	DefaultLockDuration time.Duration
+	MaxLockDuration     time.Duration
+	MaxTasks            int
+	MaxWait             time.Duration
+	MaxRetryDelay       time.Duration
+	MaxWaiters          int
+}
+
+// Push holds the push runner's budget and capacity.
+type Push struct {
+	DefaultTimeout   time.Duration
+	MaxTimeout       time.Duration
+	Concurrency      int
+	MaxResponseBytes int64
+}
+
+type kind int
+
+const (
+	kindString kind = iota
+	kindSecret
+	kindDuration
+	kindInt
+	kindLevel
+	kindFormat
+)
+
+// Setting describes one configuration key; the README's configuration table
+// lists exactly these (a test keeps the two in step).
+type Setting struct {
+	Env         string
+	Flag        string
+	Default     string
+	Description string
+	kind        kind
+	set         func(c *Config, v any)
+}
+
+// Settings lists every configuration key in the order the README shows them.
+var Settings = []Setting{
+	{Env: "RELAIS_DATABASE_URL", Flag: "database-url", Description: "PostgreSQL URL; empty runs an embedded cluster in the data directory", kind: kindSecret,
+		set: func(c *Config, v any) { c.DatabaseURL = v.(string) }},
+	{Env: "RELAIS_LISTEN", Flag: "listen", Default: "127.0.0.1:8080", Description: "HTTP listen address", kind: kindString,
+		set: func(c *Config, v any) { c.Listen = v.(string) }},
+	{Env: "RELAIS_DATA_DIR", Flag: "data-dir", Default: "./relais-data", Description: "folder for the embedded cluster and generated key file", kind: kindString,
+		set: func(c *Config, v any) { c.DataDir = v.(string) }},
+	{Env: "RELAIS_PG_BIN", Flag: "pg-bin", Description: "folder with PostgreSQL's initdb and postgres (embedded mode); empty searches PATH, then the newest /usr/lib/postgresql/*/bin", kind: kindString,
+		set: func(c *Config, v any) { c.PGBin = v.(string) }},
+	{Env: "RELAIS_BOOTSTRAP_TOKEN", Flag: "bootstrap-token", Description: "admin token to create on start (for automation; at least 20 characters, never printed); empty prints a generated one on the first start of an empty database", kind: kindSecret,
+		set: func(c *Config, v any) { c.BootstrapToken = v.(string) }},
+	{Env: "RELAIS_DATA_KEYS", Flag: "data-keys", Description: "keys encrypting secret values at rest: id:base64-32-bytes[,id:key...], the first one encrypts", kind: kindSecret,
+		set: func(c *Config, v any) { c.DataKeys = v.(string) }},
+	{Env: "RELAIS_DATA_KEY_FILE", Flag: "data-key-file", Description: "file holding the keys (same syntax, one per line); the embedded default generates DATA_DIR/data-keys (0600)", kind: kindString,
+		set: func(c *Config, v any) { c.DataKeyFile = v.(string) }},
+	{Env: "RELAIS_PULL_DEFAULT_LOCK_DURATION", Flag: "pull-default-lock-duration", Default: "PT1M", Description: "lock duration when a fetch gives none", kind: kindDuration,
+		set: func(c *Config, v any) { c.Pull.DefaultLockDuration = v.(time.Duration) }},
+	{Env: "RELAIS_PULL_MAX_LOCK_DURATION", Flag: "pull-max-lock-duration", Default: "PT10M", Description: "ceiling of lock_duration (fetch and extend)", kind: kindDuration,
+		set: func(c *Config, v any) { c.Pull.MaxLockDuration = v.(time.Duration) }},
+	{Env: "RELAIS_PULL_MAX_TASKS", Flag: "pull-max-tasks", Default: "100", Description: "ceiling of max_tasks in one fetch", kind: kindInt,
+		set: func(c *Config, v any) { c.Pull.MaxTasks = v.(int) }},
+	{Env: "RELAIS_PULL_MAX_WAIT", Flag: "pull-max-wait", Default: "PT60S", Description: "ceiling of a fetch's long-poll wait", kind: kindDuration,
+		set: func(c *Config, v any) { c.Pull.MaxWait = v.(time.Duration) }},
+	{Env: "RELAIS_PULL_MAX_RETRY_DELAY", Flag: "pull-max-retry-delay", Default: "P1D", Description: "ceiling of retry_delay (worker failures and process policies)", kind: kindDuration,
+		set: func(c *Config, v any) { c.Pull.MaxRetryDelay = v.(time.Duration) }},
+	{Env: "RELAIS_PULL_MAX_WAITERS", Flag: "pull-max-waiters", Default: "1000", Description: "long-polling fetches one replica holds at once; past it 429 too_many_waiters", kind: kindInt,
+		set: func(c *Config, v any) { c.Pull.MaxWaiters = v.(int) }},
+	{Env: "RELAIS_PUSH_DEFAULT_TIMEOUT", Flag: "push-default-timeout", Default: isoduration.Format(process.FallbackPushTimeout), Description: "push budget of a node that gives no timeout", kind: kindDuration,
+		set: func(c *Config, v any) { c.Push.DefaultTimeout = v.(time.Duration) }},
+	{Env: "RELAIS_PUSH_MAX_TIMEOUT", Flag: "push-max-timeout", Default: "PT10S", Description: "ceiling of every push budget (at most PT10S)", kind: kindDuration,
+		set: func(c *Config, v any) { c.Push.MaxTimeout = v.(time.Duration) }},
+	{Env: "RELAIS_PUSH_CONCURRENCY", Flag: "push-concurrency", Default: "16", Description: "push calls one replica makes at once", kind: kindInt,
+		set: func(c *Config, v any) { c.Push.Concurrency = v.(int) }},
+	{Env: "RELAIS_PUSH_MAX_RESPONSE_BYTES", Flag: "push-max-response-bytes", Default: "1048576", Description: "largest destination response read", kind: kindInt,
+		set: func(c *Config, v any) { c.Push.MaxResponseBytes = int64(v.(int)) }},
+	{Env: "RELAIS_MAX_BODY_BYTES", Flag: "max-body-bytes", Default: "1048576", Description: "largest API request body (413 above)", kind: kindInt,
+		set: func(c *Config, v any) { c.MaxBodyBytes = int64(v.(int)) }},
+	{Env: "RELAIS_TIMER_INTERVAL", Flag: "timer-interval", Default: "PT1S", Description: "how often a replica looks for deadlines and expired last attempts", kind: kindDuration,
+		set: func(c *Config, v any) { c.TimerInterval = v.(time.Duration) }},
+	{Env: "RELAIS_SHUTDOWN_TIMEOUT", Flag: "shutdown-timeout", Default: "PT30S", Description: "how long a stopping server drains in-flight requests", kind: kindDuration,
+		set: func(c *Config, v any) { c.ShutdownTimeout = v.(time.Duration) }},
+	{Env: "RELAIS_LOG_LEVEL", Flag: "log-level", Default: "info", Description: "debug, info, warn or error", kind: kindLevel,
+		set: func(c *Config, v any) { c.LogLevel = v.(slog.Level) }},
+	{Env: "RELAIS_LOG_FORMAT", Flag: "log-format", Default: "text", Description: "text or json", kind: kindFormat,
+		set: func(c *Config, v any) { c.LogFormat = v.(string) }},
+}
+
+// Load reads every setting from flags (when given), else the environment,
+// else its default, and validates the result. Every problem is reported at
+// once, each naming its environment variable.
+func Load(args []string, getenv func(string) string, output io.Writer) (Config, error) {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(output)
+	flagValues := make(map[string]*string, len(Settings))
+	for _, s := range Settings {
+		help := s.Description + " (env " + s.Env
+		if s.Default != "" {
+			help += ", default " + s.Default
+		}
+		flagValues[s.Env] = fs.String(s.Flag, "", help+")")
+	}
+	if err := fs.Parse(args); err != nil {
+		return Config{}, err
+	}
+	if fs.NArg() > 0 {
+		return Config{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+
+	var c Config
+	var problems []string
+	defaulted := map[string]bool{}
+	for _, s := range Settings {
+		raw, from := s.Default, "default"
+		if v := getenv(s.Env); v != "" {
+			raw, from = v, "environment"
+		}
+		if given[s.Flag] {
+			raw, from = *flagValues[s.Env], "flag --"+s.Flag
+		}
+		defaulted[s.Env] = from == "default"
+		v, err := parseValue(s, raw)
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("%s (%s): %v", s.Env, from, err))
+			continue
+		}
+		s.set(&c, v)
+	}
+	if len(problems) == 0 {
+		problems = c.check(defaulted)
+	}
+	if len(problems) > 0 {
+		return Config{}, &Error{Problems: problems}
+	}
+	return c, nil
+}
+
+// Error lists every configuration problem found.
+type Error struct{ Problems []string }
+
+func (e *Error) Error() string {
+	return "invalid configuration:\n  " + strings.Join(e.Problems, "\n  ")
+}
+
+func parseValue(s Setting, raw string) (any, error) {
+	switch s.kind {
+	case kindDuration:
+		d, err := isoduration.Parse(raw)
+		if err != nil {
+			return nil, err
+		}
+		if d <= 0 {
+			return nil, errors.New("must be above zero")
+		}
+		return d, nil
+	case kindInt:
+		n, err := strconv.Atoi(raw)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not an integer", raw)
+		}
+		if n <= 0 {
+			return nil, errors.New("must be above zero")
+		}
+		return n, nil
+	case kindLevel:
+		var l slog.Level
+		if err := l.UnmarshalText([]byte(raw)); err != nil {
+			return nil, fmt.Errorf("%q is not one of debug, info, warn, error", raw)
+		}
+		return l, nil
+	case kindFormat:
+		if raw != "text" && raw != "json" {
+			return nil, fmt.Errorf("%q is not text or json", raw)
+		}
+		return raw, nil
+	default:
+		return raw, nil
+	}
+}
+
+// check validates relations between settings. defaulted says which
+// settings kept their default, so that a message can say the operator
+// lowered a ceiling below a default they never set.
+//
+// Every default is checked against its ceiling, the configurable ones and
+// the built-in ones of process documents alike: a default above its
+// ceiling would let the server boot and then refuse every request or
+// document relying on it, pointing at a field its author never wrote.
+func (c Config) check(defaulted map[string]bool) []string {
+	var p []string
+	aboveCeiling := func(env string, v time.Duration, ceilingEnv string, ceiling time.Duration) {
+		if defaulted[env] {
+			p = append(p, fmt.Sprintf("%s: its default %s is above its ceiling %s %s; set %s at most %s too, or raise %s",
+				env, isoduration.Format(v), ceilingEnv, isoduration.Format(ceiling), env, isoduration.Format(ceiling), ceilingEnv))
+			return
+		}
+		p = append(p, fmt.Sprintf("%s: %s is above its ceiling %s %s", env, isoduration.Format(v), ceilingEnv, isoduration.Format(ceiling)))
+	}
+	if c.Pull.DefaultLockDuration > c.Pull.MaxLockDuration {
+		aboveCeiling("RELAIS_PULL_DEFAULT_LOCK_DURATION", c.Pull.DefaultLockDuration, "RELAIS_PULL_MAX_LOCK_DURATION", c.Pull.MaxLockDuration)
+	}
+	// A pull node without retry_delay gets process.DefaultRetryDelay
+	// (frozen into its document), which publish checks against this
+	// ceiling like a written one.
+	if c.Pull.MaxRetryDelay < process.DefaultRetryDelay {
+		p = append(p, fmt.Sprintf("RELAIS_PULL_MAX_RETRY_DELAY: %s is below the built-in default retry_delay %s of pull nodes that give none, so every such process would be refused at publish; set it to at least %s",
+			isoduration.Format(c.Pull.MaxRetryDelay), isoduration.Format(process.DefaultRetryDelay), isoduration.Format(process.DefaultRetryDelay)))
+	}
+	if c.Push.MaxTimeout > process.HardMaxPushTimeout {
+		p = append(p, fmt.Sprintf("RELAIS_PUSH_MAX_TIMEOUT: %s is above the hard ceiling %s", isoduration.Format(c.Push.MaxTimeout), isoduration.Format(process.HardMaxPushTimeout)))
+	}
+	if c.Push.DefaultTimeout > c.Push.MaxTimeout {
+		aboveCeiling("RELAIS_PUSH_DEFAULT_TIMEOUT", c.Push.DefaultTimeout, "RELAIS_PUSH_MAX_TIMEOUT", c.Push.MaxTimeout)
+	}
+	if c.BootstrapToken != "" && len(c.BootstrapToken) < 20 {
+		p = append(p, "RELAIS_BOOTSTRAP_TOKEN: must be at least 20 characters")
+	}
+	if c.Listen == "" {
+		p = append(p, "RELAIS_LISTEN: must not be empty")
+	}
+	if c.DatabaseURL == "" && c.DataDir == "" {
+		p = append(p, "RELAIS_DATA_DIR: must not be empty without RELAIS_DATABASE_URL")
+	}
+	return p
+}
+
+// Default returns the configuration with every default, as Load gives with
+// an empty environment. Tests start from it.
+func Default() Config {
+	c, err := Load(nil, func(string) string { return "" }, io.Discard)
+	if err != nil {
+		panic("config: defaults do not validate: " + err.Error())
+	}
+	return c
+}

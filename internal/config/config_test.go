@@ -1,0 +1,121 @@
+package config
+
+import (
+	"io"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+func env(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}
+
+func TestDefaults(t *testing.T) {
+	t.Parallel()
+	c := Default()
+	if c.Listen != "127.0.0.1:8080" || c.DataDir != "./relais-data" {
+		t.Errorf("listen, data dir = %q, %q", c.Listen, c.DataDir)
+	}
+	if c.Pull.DefaultLockDuration != time.Minute || c.Pull.MaxLockDuration != 10*time.Minute {
+		t.Errorf("lock durations = %v, %v", c.Pull.DefaultLockDuration, c.Pull.MaxLockDuration)
+	}
+	if c.Push.DefaultTimeout != 5*time.Second || c.Push.MaxTimeout != 10*time.Second {
+		t.Errorf("push = %+v", c.Push)
+	}
+}
+
+func TestFailsClosedNamingTheKey(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{"default above ceiling", map[string]string{"RELAIS_PULL_DEFAULT_LOCK_DURATION": "PT20M", "RELAIS_PULL_MAX_LOCK_DURATION": "PT10M"}, nil, "RELAIS_PULL_DEFAULT_LOCK_DURATION"},
+		{"zero default", map[string]string{"RELAIS_PULL_DEFAULT_LOCK_DURATION": "PT0S"}, nil, "RELAIS_PULL_DEFAULT_LOCK_DURATION"},
+		{"not ISO", map[string]string{"RELAIS_PULL_DEFAULT_LOCK_DURATION": "1 minute"}, nil, "RELAIS_PULL_DEFAULT_LOCK_DURATION"},
+		{"zero ceiling", map[string]string{"RELAIS_PULL_MAX_WAIT": "PT0S"}, nil, "RELAIS_PULL_MAX_WAIT"},
+		{"push above hard ceiling", map[string]string{"RELAIS_PUSH_MAX_TIMEOUT": "PT11S"}, nil, "RELAIS_PUSH_MAX_TIMEOUT"},
+		{"push default above", map[string]string{"RELAIS_PUSH_DEFAULT_TIMEOUT": "PT8S", "RELAIS_PUSH_MAX_TIMEOUT": "PT6S"}, nil, "RELAIS_PUSH_DEFAULT_TIMEOUT"},
+		{"bad int", map[string]string{"RELAIS_PULL_MAX_TASKS": "ten"}, nil, "RELAIS_PULL_MAX_TASKS"},
+		{"negative int", map[string]string{"RELAIS_PULL_MAX_TASKS": "-1"}, nil, "RELAIS_PULL_MAX_TASKS"},
+		{"flag overrides env", map[string]string{"RELAIS_PULL_MAX_TASKS": "10"}, []string{"--pull-max-tasks", "0"}, "RELAIS_PULL_MAX_TASKS (flag --pull-max-tasks)"},
+		{"short bootstrap token", map[string]string{"RELAIS_BOOTSTRAP_TOKEN": "short"}, nil, "RELAIS_BOOTSTRAP_TOKEN"},
+		{"log level", map[string]string{"RELAIS_LOG_LEVEL": "loud"}, nil, "RELAIS_LOG_LEVEL"},
+	}
+	for _, tt := range tests {
+		_, err := Load(tt.args, env(tt.env), io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: error = %v; want one naming %s", tt.name, err, tt.want)
+		}
+	}
+}
+
+// TestCeilingBelowADefaultFailsClosed: lowering only a ceiling below a
+// default the operator never set, configurable or built into process
+// documents, stops the boot with a message naming the ceiling and the
+// default, instead of booting and refusing every request or document that
+// relies on the default.
+func TestCeilingBelowADefaultFailsClosed(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		env  map[string]string
+		want []string
+	}{
+		{"retry_delay ceiling below the built-in PT10S", map[string]string{"RELAIS_PULL_MAX_RETRY_DELAY": "PT5S"},
+			[]string{"RELAIS_PULL_MAX_RETRY_DELAY: PT5S is below the built-in default retry_delay PT10S", "at least PT10S"}},
+		{"push ceiling below the default push timeout", map[string]string{"RELAIS_PUSH_MAX_TIMEOUT": "PT3S"},
+			[]string{"RELAIS_PUSH_DEFAULT_TIMEOUT: its default PT5S is above its ceiling RELAIS_PUSH_MAX_TIMEOUT PT3S"}},
+		{"lock ceiling below the default lock duration", map[string]string{"RELAIS_PULL_MAX_LOCK_DURATION": "PT30S"},
+			[]string{"RELAIS_PULL_DEFAULT_LOCK_DURATION: its default PT1M is above its ceiling RELAIS_PULL_MAX_LOCK_DURATION PT30S"}},
+	}
+	for _, tt := range tests {
+		_, err := Load(nil, env(tt.env), io.Discard)
+		for _, w := range tt.want {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: error = %v; want one containing %q", tt.name, err, w)
+			}
+		}
+	}
+	for _, ok := range []map[string]string{
+		{"RELAIS_PULL_MAX_RETRY_DELAY": "PT10S"},
+		{"RELAIS_PUSH_MAX_TIMEOUT": "PT5S"},
+		{"RELAIS_PULL_MAX_LOCK_DURATION": "PT1M"},
+		{"RELAIS_PUSH_MAX_TIMEOUT": "PT3S", "RELAIS_PUSH_DEFAULT_TIMEOUT": "PT2S"},
+	} {
+		if _, err := Load(nil, env(ok), io.Discard); err != nil {
+			t.Errorf("%v: %v; want a ceiling equal to its default, or a lowered default, to load", ok, err)
+		}
+	}
+}
+
+func TestFlagsAndEnvironment(t *testing.T) {
+	t.Parallel()
+	c, err := Load([]string{"--listen", ":9999"}, env(map[string]string{"RELAIS_LISTEN": ":1", "RELAIS_PULL_MAX_WAIT": "PT30S"}), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Listen != ":9999" || c.Pull.MaxWait != 30*time.Second {
+		t.Errorf("listen %q, max wait %v", c.Listen, c.Pull.MaxWait)
+	}
+}
+
+func TestReadmeListsEverySetting(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range Settings {
+		if !strings.Contains(string(readme), "`"+s.Env+"`") {
+			t.Errorf("README.md does not document %s", s.Env)
+		}
+		if !strings.Contains(string(readme), "`--"+s.Flag+"`") {
+			t.Errorf("README.md does not document --%s", s.Flag)
+		}
+	}
+}

@@ -1,0 +1,53 @@
+// Package httpauth enforces the auth model on HTTP routes: it reads the
+// bearer token, resolves it to a principal and admits only the roles a
+// route names, answering 401 or 403 as problem+json.
+package httpauth
+
+import (
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/relais/relais/internal/auth"
+	"github.com/relais/relais/internal/fault"
+	"github.com/relais/relais/internal/httpjson"
+)
+
+// Require returns middleware that authenticates the bearer token and admits
+// only the given roles (and admin): 401 without a valid token, 403 with
+// another role.
+func Require(lookup auth.Lookup, logger *slog.Logger, roles ...auth.Role) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			token, ok := bearer(r)
+			if !ok {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="relais"`)
+				httpjson.WriteError(w, r, logger, fault.New(fault.Unauthorized, "unauthorized", "an Authorization: Bearer token is required"))
+				return
+			}
+			p, err := auth.Authenticate(r.Context(), lookup, token)
+			if err != nil {
+				if fe, ok := fault.As(err); ok && fe.Kind == fault.Unauthorized {
+					w.Header().Set("WWW-Authenticate", `Bearer realm="relais", error="invalid_token"`)
+				}
+				httpjson.WriteError(w, r, logger, err)
+				return
+			}
+			if !auth.Allowed(p.Role, roles...) {
+				httpjson.WriteError(w, r, logger, fault.New(fault.Forbidden, "forbidden", "role %s may not do this", p.Role))
+				return
+			}
+			next.ServeHTTP(w, r.WithContext(auth.WithPrincipal(r.Context(), p)))
+		})
+	}
+}
+
+func bearer(r *http.Request) (string, bool) {
+	h := r.Header.Get("Authorization")
+	scheme, token, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimSpace(token)
+	return token, token != ""
+}

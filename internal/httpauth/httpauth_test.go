@@ -1,0 +1,67 @@
+package httpauth
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/relais/relais/internal/auth"
+)
+
+func TestRequire(t *testing.T) {
+	t.Parallel()
+	operator, opHash := auth.NewToken()
+	consumer, cHash := auth.NewToken()
+	lookup := func(_ context.Context, h []byte) (auth.Principal, []byte, error) {
+		switch {
+		case bytes.Equal(h, opHash):
+			return auth.Principal{Name: "op", Role: auth.RoleOperator}, opHash, nil
+		case bytes.Equal(h, cHash):
+			return auth.Principal{Name: "c", Role: auth.RoleConsumer}, cHash, nil
+		}
+		return auth.Principal{}, nil, auth.ErrUnknownToken
+	}
+	var seen auth.Principal
+	h := Require(lookup, nil, auth.RoleOperator)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen, _ = auth.FromContext(r.Context())
+	}))
+	tests := []struct {
+		header     string
+		wantStatus int
+		wantCode   string
+	}{
+		{"", 401, "unauthorized"},
+		{"Basic abc", 401, "unauthorized"},
+		{"Bearer rls_wrong", 401, "unauthorized"},
+		{"Bearer " + consumer, 403, "forbidden"},
+		{"Bearer " + operator, 200, ""},
+		{"bearer " + operator, 200, ""},
+	}
+	for _, tt := range tests {
+		req := httptest.NewRequest("GET", "/", nil)
+		if tt.header != "" {
+			req.Header.Set("Authorization", tt.header)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != tt.wantStatus {
+			t.Errorf("%q: status %d, want %d", tt.header, rec.Code, tt.wantStatus)
+			continue
+		}
+		if tt.wantCode != "" {
+			var p map[string]any
+			if err := json.Unmarshal(rec.Body.Bytes(), &p); err != nil || p["code"] != tt.wantCode {
+				t.Errorf("%q: body %s, want code %s", tt.header, rec.Body, tt.wantCode)
+			}
+			if ct := rec.Header().Get("Content-Type"); ct != "application/problem+json" {
+				t.Errorf("%q: content type %q", tt.header, ct)
+			}
+		}
+	}
+	if seen.Name != "op" {
+		t.Errorf("principal in context = %+v", seen)
+	}
+}

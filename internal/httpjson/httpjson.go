@@ -1,0 +1,287 @@
+// Package httpjson is the JSON side of Relais's HTTP surfaces: strict request
+// decoding, response encoding, and problem+json errors (DESIGN §8) written
+// through one function so every route answers errors the same way.
+package httpjson
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/relais/relais/internal/fault"
+	"github.com/relais/relais/internal/jsontree"
+)
+
+// ProblemContentType is the media type of every error response.
+const ProblemContentType = "application/problem+json"
+
+// Decode reads r's body as one JSON document into a T, refusing unknown
+// fields, trailing data, bodies above maxBytes, and strings holding the NUL
+// character (see nulStrings). Errors are *fault.Error ready to be written.
+func Decode[T any](w http.ResponseWriter, r *http.Request, maxBytes int64) (T, error) {
+	var v T
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return v, decodeError(err, maxBytes)
+		}
+		return v, fault.New(fault.BadRequest, "invalid_json", "the request body could not be read")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		if shapeErr := shapeError(body, reflect.TypeOf(&v).Elem()); shapeErr != nil {
+			return v, shapeErr
+		}
+		return v, decodeError(err, maxBytes)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return v, fault.New(fault.BadRequest, "invalid_json", "the body must hold exactly one JSON document")
+	}
+	if bytes.Contains(body, nulEscape) {
+		var errs []fault.FieldError
+		nulStrings(reflect.ValueOf(v), "", &errs)
+		if len(errs) > 0 {
+			return v, fault.New(fault.BadRequest, "invalid_json", "the body holds the NUL character (\\u0000), which Relais cannot store").WithErrors(errs)
+		}
+	}
+	return v, nil
+}
+
+// nulEscape is how the NUL character appears in JSON text (a raw NUL byte
+// is not valid JSON), so bodies without it skip the search.
+var nulEscape = []byte(`\u0000`)
+
+// nulStrings appends an error at the JSON pointer of every string of v (a
+// decoded request body) that holds the NUL character, which PostgreSQL
+// stores neither in text nor in jsonb; a map key holding it is reported at
+// the map. Byte slices are left alone: the json.RawMessage fields of
+// requests carry values that are validated against their contract, which
+// refuses the character with the pointer (422) as it refuses any invalid
+// value (jsontree finds it).
+func nulStrings(v reflect.Value, at string, errs *[]fault.FieldError) {
+	nul := func(s string) bool { return strings.IndexByte(s, 0) >= 0 }
+	switch v.Kind() {
+	case reflect.String:
+		if nul(v.String()) {
+			*errs = append(*errs, fault.FieldError{Path: at, Message: jsontree.ErrNUL.Error()})
+		}
+	case reflect.Pointer, reflect.Interface:
+		if !v.IsNil() {
+			nulStrings(v.Elem(), at, errs)
+		}
+	case reflect.Slice, reflect.Array:
+		if v.Type().Elem().Kind() == reflect.Uint8 {
+			return
+		}
+		for i := range v.Len() {
+			nulStrings(v.Index(i), jsontree.PointerIndex(at, i), errs)
+		}
+	case reflect.Map:
+		if v.Type().Key().Kind() != reflect.String {
+			return
+		}
+		keys := v.MapKeys()
+		sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
+		reported := false
+		for _, k := range keys {
+			if nul(k.String()) {
+				if !reported {
+					*errs = append(*errs, fault.FieldError{Path: at, Message: jsontree.ErrNUL.Error()})
+					reported = true
+				}
+				continue
+			}
+			nulStrings(v.MapIndex(k), jsontree.Pointer(at, k.String()), errs)
+		}
+	case reflect.Struct:
+		t := v.Type()
+		for i := range t.NumField() {
+			switch name, promoted, ok := jsonMember(t.Field(i)); {
+			case !ok:
+			case promoted:
+				nulStrings(v.Field(i), at, errs)
+			default:
+				nulStrings(v.Field(i), jsontree.Pointer(at, name), errs)
+			}
+		}
+	}
+}
+
+// shapeError reports every unknown member of a well-formed body (400
+// unknown_field), else every value its type refuses (400 invalid_json), each
+// with its pointer; nil when the body is not well-formed JSON, which
+// decodeError explains.
+func shapeError(body []byte, t reflect.Type) error {
+	unknown, invalid, ok := shapeProblems(body, t)
+	switch {
+	case !ok:
+		return nil
+	case len(unknown) > 0:
+		names := make([]string, len(unknown))
+		for i, u := range unknown {
+			names[i] = u.Path
+		}
+		return fault.New(fault.BadRequest, "unknown_field", "unknown field(s): %s", strings.Join(names, ", ")).WithErrors(unknown)
+	case len(invalid) > 0:
+		return fault.New(fault.BadRequest, "invalid_json", "%d invalid value(s)", len(invalid)).WithErrors(invalid)
+	}
+	return nil
+}
+
+func decodeError(err error, maxBytes int64) error {
+	var mbe *http.MaxBytesError
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &mbe):
+		return fault.New(fault.TooLarge, "body_too_large", "the request body is larger than %d bytes", maxBytes)
+	case errors.Is(err, io.EOF):
+		return fault.New(fault.BadRequest, "invalid_json", "the request body is empty")
+	case errors.As(err, &syn):
+		return fault.New(fault.BadRequest, "invalid_json", "malformed JSON at byte %d: %v", syn.Offset, err)
+	case errors.As(err, &typ):
+		path := "/" + strings.ReplaceAll(typ.Field, ".", "/")
+		if typ.Field == "" {
+			path = ""
+		}
+		return fault.New(fault.BadRequest, "invalid_json", "wrong JSON type").WithErrors([]fault.FieldError{{Path: path, Message: fmt.Sprintf("must be %s, not %s", jsonKind(typ.Type.String()), typ.Value)}})
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		name := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+		return fault.New(fault.BadRequest, "unknown_field", "unknown field %q", name).WithErrors([]fault.FieldError{{Path: "/" + name, Message: "unknown field"}})
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return fault.New(fault.BadRequest, "invalid_json", "truncated JSON")
+	default:
+		// Custom UnmarshalJSON errors (durations, enums) land here; their
+		// text is ours and safe to show.
+		return fault.New(fault.BadRequest, "invalid_json", "%v", err)
+	}
+}
+
+func jsonKind(goType string) string {
+	switch {
+	case strings.HasPrefix(goType, "int"), strings.HasPrefix(goType, "uint"), strings.HasPrefix(goType, "float"):
+		return "a number"
+	case goType == "string":
+		return "a string"
+	case goType == "bool":
+		return "a boolean"
+	case strings.HasPrefix(goType, "[]"):
+		return "an array"
+	default:
+		return "an object"
+	}
+}
+
+// Encode writes v as JSON with the status.
+func Encode(w http.ResponseWriter, status int, v any) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		http.Error(w, `{"code":"internal"}`, http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// Status maps a fault kind to its HTTP status.
+func Status(k fault.Kind) int {
+	switch k {
+	case fault.BadRequest:
+		return http.StatusBadRequest
+	case fault.Unauthorized:
+		return http.StatusUnauthorized
+	case fault.Forbidden:
+		return http.StatusForbidden
+	case fault.NotFound:
+		return http.StatusNotFound
+	case fault.MethodNotAllowed:
+		return http.StatusMethodNotAllowed
+	case fault.Conflict:
+		return http.StatusConflict
+	case fault.TooLarge:
+		return http.StatusRequestEntityTooLarge
+	case fault.Unprocessable:
+		return http.StatusUnprocessableEntity
+	case fault.TooManyRequests:
+		return http.StatusTooManyRequests
+	case fault.Unavailable:
+		return http.StatusServiceUnavailable
+	default:
+		return http.StatusInternalServerError
+	}
+}
+
+// Problem is the problem+json document (RFC 9457) Relais writes.
+type Problem struct {
+	Type   string             `json:"type"`
+	Title  string             `json:"title"`
+	Status int                `json:"status"`
+	Detail string             `json:"detail,omitempty"`
+	Code   string             `json:"code"`
+	Errors []fault.FieldError `json:"errors,omitempty"`
+}
+
+// WriteError writes err as problem+json. Errors that are not *fault.Error are
+// internal: logged with their detail and answered with a generic message,
+// because their text may carry anything (SQL, payload fragments).
+func WriteError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err error) {
+	fe, ok := fault.As(err)
+	if !ok || fe.Kind == fault.Internal {
+		if logger != nil {
+			logger.ErrorContext(r.Context(), "internal error", "method", r.Method, "path", r.URL.Path, "err", err)
+		}
+		fe = fault.New(fault.Internal, "internal", "an internal error occurred; it has been logged")
+	}
+	status := Status(fe.Kind)
+	doc := map[string]any{
+		"type":   "urn:relais:problem:" + fe.Code,
+		"title":  http.StatusText(status),
+		"status": status,
+		"code":   fe.Code,
+	}
+	if fe.Detail != "" {
+		doc["detail"] = fe.Detail
+	}
+	if len(fe.Errors) > 0 {
+		doc["errors"] = fe.Errors
+	}
+	for k, v := range fe.Extra {
+		if _, taken := doc[k]; !taken {
+			doc[k] = v
+		}
+	}
+	if fe.RetryAfter > 0 {
+		secs := int(fe.RetryAfter.Seconds() + 0.999)
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+	}
+	body, _ := json.Marshal(doc)
+	w.Header().Set("Content-Type", ProblemContentType)
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+	_, _ = w.Write([]byte("\n"))
+}
+
+// ErrorHandler turns a handler that returns an error into an http.Handler
+// that writes that error as problem+json.
+func ErrorHandler(logger *slog.Logger, h func(w http.ResponseWriter, r *http.Request) error) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := h(w, r); err != nil {
+			WriteError(w, r, logger, err)
+		}
+	})
+}

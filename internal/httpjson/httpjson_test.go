@@ -1,0 +1,197 @@
+package httpjson
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/relais/relais/internal/fault"
+	"github.com/relais/relais/internal/isoduration"
+)
+
+type body struct {
+	Name  string `json:"name"`
+	Count int    `json:"count"`
+}
+
+func TestDecode(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in       string
+		wantCode string
+		wantPath string
+	}{
+		{`{"name":"a","count":1}`, "", ""},
+		{`{"name":"a","colour":"red"}`, "unknown_field", "/colour"},
+		{`{"name":`, "invalid_json", ""},
+		{``, "invalid_json", ""},
+		{`{"name":"a"} {"name":"b"}`, "invalid_json", ""},
+		{`{"count":"three"}`, "invalid_json", "/count"},
+		{`{"name":"` + strings.Repeat("x", 200) + `"}`, "body_too_large", ""},
+	}
+	for _, tt := range tests {
+		req := httptest.NewRequest("POST", "/", strings.NewReader(tt.in))
+		_, err := Decode[body](httptest.NewRecorder(), req, 100)
+		if tt.wantCode == "" {
+			if err != nil {
+				t.Errorf("%.40s: %v", tt.in, err)
+			}
+			continue
+		}
+		fe, ok := fault.As(err)
+		if !ok || fe.Code != tt.wantCode {
+			t.Errorf("%.40s: error %v; want code %s", tt.in, err, tt.wantCode)
+			continue
+		}
+		if tt.wantPath != "" && (len(fe.Errors) == 0 || fe.Errors[0].Path != tt.wantPath) {
+			t.Errorf("%.40s: errors %v; want path %s", tt.in, fe.Errors, tt.wantPath)
+		}
+	}
+}
+
+func TestWriteError(t *testing.T) {
+	t.Parallel()
+	rec := httptest.NewRecorder()
+	fe := fault.New(fault.TooManyRequests, "too_many_waiters", "full")
+	fe.RetryAfter = 1500 * time.Millisecond
+	fe.Extra = map[string]any{"ceiling": 10, "code": "must not override"}
+	WriteError(rec, httptest.NewRequest("GET", "/", nil), nil, fe)
+	var p map[string]any
+	if err := json.Unmarshal(rec.Body.Bytes(), &p); err != nil {
+		t.Fatal(err)
+	}
+	if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") != "2" || rec.Header().Get("Content-Type") != ProblemContentType {
+		t.Errorf("status %d, Retry-After %q, type %q", rec.Code, rec.Header().Get("Retry-After"), rec.Header().Get("Content-Type"))
+	}
+	if p["type"] != "urn:relais:problem:too_many_waiters" || p["code"] != "too_many_waiters" || p["ceiling"] != 10.0 || p["status"] != 429.0 {
+		t.Errorf("problem = %v", p)
+	}
+
+	// Errors that are not faults are internal: their text is not shown.
+	rec = httptest.NewRecorder()
+	WriteError(rec, httptest.NewRequest("GET", "/", nil), nil, errors.New("pq: secret table detail"))
+	if rec.Code != 500 || strings.Contains(rec.Body.String(), "secret table") {
+		t.Errorf("internal error shown: %d %s", rec.Code, rec.Body)
+	}
+}
+
+type nulInner struct {
+	Note string `json:"note"`
+}
+
+type NulEmbedded struct {
+	Promoted string `json:"promoted"`
+}
+
+type nulBody struct {
+	NulEmbedded
+	Name   string            `json:"name"`
+	Tags   []string          `json:"tags"`
+	Labels map[string]string `json:"labels"`
+	Inner  *nulInner         `json:"inner"`
+	Any    any               `json:"any"`
+	Plain  string
+	Raw    json.RawMessage `json:"raw"`
+}
+
+// TestDecodeRefusesNUL: PostgreSQL stores the NUL character in neither text
+// nor jsonb, so Decode refuses it in every decoded string, with a pointer
+// to each (a map key at its map); json.RawMessage values are left to the
+// contract that validates them.
+func TestDecodeRefusesNUL(t *testing.T) {
+	t.Parallel()
+	in := `{"name":"a\u0000b","tags":["ok","\u0000"],"labels":{"k":"\u0000","x\u0000":"v","fine":"f"},
+	  "inner":{"note":"\u0000"},"any":{"deep":["\u0000",{"k\u0000":1}]},"Plain":"\u0000","promoted":"\u0000",
+	  "raw":{"value":"\u0000"}}`
+	_, err := Decode[nulBody](httptest.NewRecorder(), httptest.NewRequest("POST", "/", strings.NewReader(in)), 1000)
+	fe, ok := fault.As(err)
+	if !ok || fe.Kind != fault.BadRequest || fe.Code != "invalid_json" {
+		t.Fatalf("Decode: %v; want 400 invalid_json", err)
+	}
+	var got []string
+	for _, e := range fe.Errors {
+		got = append(got, e.Path)
+		if e.Message != `the NUL character (\u0000) is not allowed` {
+			t.Errorf("%s: message %q", e.Path, e.Message)
+		}
+	}
+	want := []string{"/promoted", "/name", "/tags/1", "/labels/k", "/labels", "/inner/note", "/any/deep/0", "/any/deep/1", "/Plain"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("pointers %q, want %q", got, want)
+	}
+
+	for _, ok := range []string{`{"name":"\\u0000","raw":{"value":"\u0000"}}`, `{"name":"caf\u00e9"}`} {
+		if _, err := Decode[nulBody](httptest.NewRecorder(), httptest.NewRequest("POST", "/", strings.NewReader(ok)), 1000); err != nil {
+			t.Errorf("Decode(%s): %v; want it accepted", ok, err)
+		}
+	}
+}
+
+type grant struct {
+	Definition string `json:"definition"`
+	Revisions  []int  `json:"revisions"`
+}
+
+type nested struct {
+	Name   string                `json:"name"`
+	Grants []grant               `json:"grants"`
+	Wait   *isoduration.Duration `json:"wait"`
+	Lock   isoduration.Duration  `json:"lock"`
+	Labels map[string]string     `json:"labels"`
+	Raw    json.RawMessage       `json:"raw"`
+}
+
+// Every problem of a body comes back at once, each at its pointer:
+// encoding/json stops at the first, and names no field for a custom type.
+func TestDecodeReportsEveryProblemWithItsPointer(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in       string
+		code     string
+		problems map[string]string // pointer → part of the message
+	}{
+		{`{"name":"a","colour":"red","grants":[{"definition":"x","bar":1}],"Extra":true}`, "unknown_field",
+			map[string]string{"/colour": "unknown field", "/grants/0/bar": "unknown field", "/Extra": "unknown field"}},
+		{`{"wait":"60s","lock":"PT1M","grants":[{"definition":1,"revisions":[1,"2",3.5]}],"labels":{"a":2}}`, "invalid_json",
+			map[string]string{"/wait": "ISO-8601", "/grants/0/definition": "must be a string", "/grants/0/revisions/1": "must be a number",
+				"/grants/0/revisions/2": "must be an integer", "/labels/a": "must be a string"}},
+		// Members match as encoding/json matches them; raw values are left
+		// to their contract.
+		{`{"NAME":"a","wait":"PT1S","raw":{"anything":[1]},"lock":"1 minute"}`, "invalid_json", map[string]string{"/lock": "ISO-8601"}},
+		// null leaves a pointer unset, but a value with its own decoding
+		// is asked, as encoding/json asks it.
+		{`{"wait":null,"lock":null,"labels":{"a":"60s"},"grants":[{"revisions":[1e400]}]}`, "invalid_json",
+			map[string]string{"/lock": "ISO-8601", "/grants/0/revisions/0": "must be an integer"}},
+	}
+	for _, tt := range tests {
+		req := httptest.NewRequest("POST", "/", strings.NewReader(tt.in))
+		_, err := Decode[nested](httptest.NewRecorder(), req, 1<<20)
+		fe, ok := fault.As(err)
+		if !ok || fe.Code != tt.code {
+			t.Errorf("%.50s: %v; want %s", tt.in, err, tt.code)
+			continue
+		}
+		got := map[string]string{}
+		for _, e := range fe.Errors {
+			got[e.Path] = e.Message
+		}
+		if len(got) != len(tt.problems) {
+			t.Errorf("%.50s: errors %v; want exactly %v", tt.in, fe.Errors, tt.problems)
+		}
+		for at, part := range tt.problems {
+			if !strings.Contains(got[at], part) {
+				t.Errorf("%.50s: at %s got %q, want it to say %q", tt.in, at, got[at], part)
+			}
+		}
+	}
+	// A body the type accepts decodes as before.
+	req := httptest.NewRequest("POST", "/", strings.NewReader(`{"name":"a","wait":"PT1S","lock":"PT2M","grants":[{"definition":"x","revisions":[1]}]}`))
+	if v, err := Decode[nested](httptest.NewRecorder(), req, 1<<20); err != nil || v.Lock.Std() != 2*time.Minute {
+		t.Errorf("valid body: %+v, %v", v, err)
+	}
+}

@@ -1,0 +1,79 @@
+package httpjson
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/relais/relais/internal/fault"
+)
+
+// Page is a list answer (DESIGN §9): {"items": [...], "next_cursor": "..."},
+// the cursor absent on the last page.
+type Page[T any] struct {
+	Items      []T    `json:"items"`
+	NextCursor string `json:"next_cursor,omitempty"`
+}
+
+// Page sizes: ?limit= defaults to DefaultLimit and may be at most MaxLimit.
+const (
+	DefaultLimit = 50
+	MaxLimit     = 500
+)
+
+// PageParams reads ?cursor=&limit= for keyset pagination and decodes the
+// cursor into a C: the zero C without one (the first page). A limit out of
+// range is 400 invalid_request, a cursor this API did not return 400
+// invalid_cursor.
+func PageParams[C any](r *http.Request) (C, int, error) {
+	var c C
+	limit := DefaultLimit
+	if s := r.URL.Query().Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > MaxLimit {
+			return c, 0, fault.New(fault.BadRequest, "invalid_request", "limit must be an integer from 1 to %d", MaxLimit).
+				WithErrors([]fault.FieldError{{Path: "limit", Message: "out of range"}})
+		}
+		limit = n
+	}
+	if s := r.URL.Query().Get("cursor"); s != "" {
+		b, err := base64.RawURLEncoding.DecodeString(s)
+		if err == nil && bytes.Contains(b, nulEscape) {
+			// No cursor this API returns holds the NUL character, which
+			// would only reach PostgreSQL to be refused there.
+			err = errNULCursor
+		}
+		if err == nil {
+			err = json.Unmarshal(b, &c)
+		}
+		if err != nil {
+			return c, 0, fault.New(fault.BadRequest, "invalid_cursor", "the cursor is not one this API returned")
+		}
+	}
+	return c, limit, nil
+}
+
+var errNULCursor = errors.New("the cursor holds the NUL character")
+
+// NewPage builds a list answer from up to limit+1 rows (the extra row only
+// says there is a next page): item converts a row, cursor gives the keyset
+// position of the last row returned, which PageParams decodes back.
+func NewPage[T, R any](rows []T, limit int, cursor func(T) any, item func(T) R) Page[R] {
+	p := Page[R]{Items: make([]R, 0, min(len(rows), limit))}
+	for i, row := range rows {
+		if i == limit {
+			p.NextCursor = encodeCursor(cursor(rows[i-1]))
+			break
+		}
+		p.Items = append(p.Items, item(row))
+	}
+	return p
+}
+
+func encodeCursor(c any) string {
+	b, _ := json.Marshal(c)
+	return base64.RawURLEncoding.EncodeToString(b)
+}

@@ -1,0 +1,113 @@
+package relaistest
+
+import (
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Root is the repository's root folder.
+func Root() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+// ExampleDocs reads every YAML document of an examples file (relative to
+// examples/) as maps.
+func ExampleDocs(t testing.TB, rel string) []map[string]any {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(Root(), "examples", rel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var docs []map[string]any
+	for _, part := range strings.Split(string(raw), "\n---\n") {
+		var doc map[string]any
+		if err := yaml.Unmarshal([]byte(part), &doc); err != nil {
+			t.Fatalf("%s: %v", rel, err)
+		}
+		if doc != nil {
+			docs = append(docs, doc)
+		}
+	}
+	return docs
+}
+
+// Body returns a document without its apply envelope (kind and the
+// identifying key or name).
+func Body(doc map[string]any, drop ...string) map[string]any {
+	out := map[string]any{}
+	for k, v := range doc {
+		out[k] = v
+	}
+	delete(out, "kind")
+	for _, d := range drop {
+		delete(out, d)
+	}
+	return out
+}
+
+// Definition saves an example definition's Working and snapshots it; it
+// returns the key.
+func (e *Env) Definition(file string) string {
+	e.T.Helper()
+	doc := ExampleDocs(e.T, "definitions/"+file)[0]
+	key := doc["key"].(string)
+	e.Must(201, "PUT", "/api/v1/definitions/"+key+"/working", e.Designer, Body(doc, "key"))
+	e.Must(201, "POST", "/api/v1/definitions/"+key+"/revisions", e.Designer, nil)
+	return key
+}
+
+// Consumer creates a consumer granted every revision of the keys and
+// returns its token.
+func (e *Env) Consumer(name string, keys ...string) string {
+	e.T.Helper()
+	grants := []map[string]any{}
+	for _, k := range keys {
+		grants = append(grants, map[string]any{"definition": k, "revisions": "all"})
+	}
+	res := e.Must(201, "POST", "/api/v1/consumers", e.Admin, map[string]any{"name": name, "grants": grants})
+	return res.JSON(e.T)["token"].(string)
+}
+
+// Process publishes a process version document and returns its version.
+func (e *Env) Process(key string, doc any) int {
+	e.T.Helper()
+	res := e.Do("POST", "/api/v1/processes/"+key+"/versions", e.Designer, doc)
+	if res.Status != 201 && res.Status != 200 {
+		e.T.Fatalf("publish %s: %d %s", key, res.Status, res.Body)
+	}
+	return int(res.JSON(e.T)["version"].(float64))
+}
+
+// CRMProcess is a pull-only process on add_company_to_crm revision 1 with
+// the given policy, routing created and existing to two end nodes.
+func CRMProcess(policy map[string]any) map[string]any {
+	node := map[string]any{
+		"kind": "pull", "definition": "add_company_to_crm", "revision": 1,
+		"inputs": map[string]any{
+			"company_name": map[string]any{"from": "input.name"},
+			"country":      map[string]any{"value": "FR"},
+			"source":       map[string]any{"value": "web"},
+		},
+		"routes":   map[string]any{"created": "done", "existing": "known"},
+		"on_error": "failed",
+	}
+	if policy != nil {
+		node["policy"] = policy
+	}
+	return map[string]any{
+		"inputs": map[string]any{"fields": []any{map[string]any{"name": "name", "type": "text", "required": true}}},
+		"start":  "crm",
+		"nodes": map[string]any{
+			"crm":    node,
+			"done":   map[string]any{"kind": "end"},
+			"known":  map[string]any{"kind": "end"},
+			"failed": map[string]any{"kind": "end", "status": "failed"},
+		},
+	}
+}

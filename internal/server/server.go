@@ -1,0 +1,137 @@
+// Package server assembles one replica's HTTP surface: health and readiness,
+// metrics, and every API and console route, each surface mounted from its own
+// package. It is the only package that knows all of them.
+package server
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/relais/relais/api"
+	"github.com/relais/relais/console"
+	"github.com/relais/relais/engine"
+	"github.com/relais/relais/internal/auth"
+	"github.com/relais/relais/internal/config"
+	"github.com/relais/relais/internal/fault"
+	"github.com/relais/relais/internal/httpauth"
+	"github.com/relais/relais/internal/httpjson"
+	"github.com/relais/relais/internal/notify"
+	"github.com/relais/relais/pull"
+	"github.com/relais/relais/push"
+)
+
+// Deps are what a replica is built from.
+type Deps struct {
+	Logger   *slog.Logger
+	Config   config.Config
+	Engine   *engine.Engine
+	Registry *prometheus.Registry
+}
+
+// Replica is one running Relais: its HTTP handler and the background work
+// that moves occurrences (LISTEN connection, timers).
+type Replica struct {
+	Handler http.Handler
+	hub     *pull.Hub
+	cancel  context.CancelFunc
+	done    sync.WaitGroup
+}
+
+// Start builds the replica and starts its background work, which runs until
+// Stop.
+func Start(ctx context.Context, d Deps) *Replica {
+	ctx, cancel := context.WithCancel(ctx)
+	hub := pull.NewHub(d.Config.Pull.MaxWaiters, d.Registry)
+	rep := &Replica{hub: hub, cancel: cancel}
+	listener := notify.New(d.Engine.Pool(), d.Logger)
+	listener.Handle(engine.ChannelOccurrence, hub.Notify)
+	listener.OnReconnect(hub.WakeAll)
+	runner := push.NewRunner(d.Engine, d.Logger, d.Config.Push, d.Registry)
+	listener.Handle(engine.ChannelOccurrence, runner.Notify)
+	listener.Handle(engine.ChannelCancel, runner.Cancel)
+	rep.done.Go(func() { runner.Run(ctx) })
+	rep.done.Go(func() { listener.Run(ctx) })
+	rep.done.Go(func() { d.Engine.RunTimerLoop(ctx, d.Config.TimerInterval) })
+	select {
+	case <-listener.Ready():
+	case <-time.After(10 * time.Second):
+		d.Logger.Warn("notification listener not ready after 10s; long polls fall back to polling until it is")
+	case <-ctx.Done():
+	}
+	rep.Handler = newHandler(d, hub)
+	return rep
+}
+
+// Drain makes long-polling fetches answer now and refuses new ones, so that
+// a graceful shutdown does not wait for their deadlines.
+func (r *Replica) Drain() { r.hub.Close() }
+
+// Stop ends the background work and waits for it.
+func (r *Replica) Stop() {
+	r.hub.Close()
+	r.cancel()
+	r.done.Wait()
+}
+
+func newHandler(d Deps, hub *pull.Hub) http.Handler {
+	r := chi.NewRouter()
+	r.Use(middleware.RequestID)
+	r.Use(logRequests(d.Logger, newHTTPMetrics(d.Registry)))
+	r.Use(recoverPanics(d.Logger))
+	notFound := func(w http.ResponseWriter, r *http.Request) {
+		httpjson.WriteError(w, r, d.Logger, fault.New(fault.NotFound, "not_found", "no route for %s", r.URL.Path))
+	}
+	methodNotAllowed := func(w http.ResponseWriter, r *http.Request) {
+		httpjson.WriteError(w, r, d.Logger, fault.New(fault.MethodNotAllowed, "method_not_allowed", "%s is not allowed on %s", r.Method, r.URL.Path))
+	}
+	r.NotFound(notFound)
+	r.MethodNotAllowed(methodNotAllowed)
+
+	r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		httpjson.Encode(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	r.Method(http.MethodGet, "/readyz", readyz(d.Engine))
+	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(d.Registry, promhttp.HandlerOpts{}))
+	r.Mount("/console", console.New(d.Logger, d.Engine).Handler())
+
+	lookup := auth.Lookup(d.Engine.LookupToken)
+	r.Route("/api/v1", func(r chi.Router) {
+		r.Use(refuseNUL(d.Logger))
+		// Every API route needs a token (DESIGN §9), paths and methods that
+		// match no route included: without one they are 401, not 404 or
+		// 405. Set before the subrouters are mounted, which inherit it.
+		anyone := httpauth.Require(lookup, d.Logger, auth.RoleDesigner, auth.RoleOperator, auth.RoleConsumer)
+		r.NotFound(anyone(http.HandlerFunc(notFound)).ServeHTTP)
+		r.MethodNotAllowed(anyone(http.HandlerFunc(methodNotAllowed)).ServeHTTP)
+		api.New(d.Logger, d.Config, d.Engine).Routes(r, lookup)
+		r.Route("/pull", func(r chi.Router) {
+			pull.New(d.Logger, d.Config, d.Engine, hub, d.Registry).Routes(r, lookup)
+		})
+	})
+	return r
+}
+
+func readyz(eng *engine.Engine) http.Handler {
+	want := engine.LatestSchemaVersion()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		got, err := engine.SchemaVersion(ctx, eng.Pool())
+		switch {
+		case err != nil:
+			httpjson.Encode(w, http.StatusServiceUnavailable, map[string]any{"status": "database unreachable or not migrated", "schema_version": nil, "expected_schema_version": want})
+		case got < want:
+			httpjson.Encode(w, http.StatusServiceUnavailable, map[string]any{"status": "migrations pending", "schema_version": got, "expected_schema_version": want})
+		default:
+			httpjson.Encode(w, http.StatusOK, map[string]any{"status": "ready", "schema_version": got, "expected_schema_version": want})
+		}
+	})
+}
