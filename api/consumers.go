@@ -61,11 +61,14 @@ func toGrants(in []grantJSON) []engine.Grant {
 	out := make([]engine.Grant, len(in))
 	for i, g := range in {
 		out[i] = engine.Grant{Definition: g.Definition}
-		if !g.Revisions.All {
+		switch {
+		case g.Revisions.All:
+		case g.Revisions.List == nil && engine.IsKeyPattern(g.Definition):
+			// A pattern's revisions are all: saying so is optional.
+		case g.Revisions.List == nil:
+			out[i].Revisions = []int{}
+		default:
 			out[i].Revisions = g.Revisions.List
-			if out[i].Revisions == nil {
-				out[i].Revisions = []int{}
-			}
 		}
 	}
 	return out

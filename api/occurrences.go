@@ -3,7 +3,9 @@ package api
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -63,6 +65,9 @@ type occurrenceJSON struct {
 	Route         *string               `json:"route"`
 	ErrorCode     *string               `json:"error_code"`
 	ErrorMessage  *string               `json:"error_message"`
+	AttemptsLeft  int                   `json:"attempts_left"`
+	DeferredAt    *time.Time            `json:"deferred_at"`
+	DeferReason   *string               `json:"defer_reason"`
 	Inputs        json.RawMessage       `json:"inputs"`
 	Outputs       json.RawMessage       `json:"outputs"`
 	Attempts      []attemptJSON         `json:"attempts,omitempty"`
@@ -81,7 +86,7 @@ func toOccurrenceJSON(o engine.Occurrence) occurrenceJSON {
 		Status: o.Status, Destination: o.Destination, Timeout: durPtr(o.Timeout), AttemptCount: o.Attempts, WorkerID: o.WorkerID,
 		CreatedAt: o.CreatedAt, AvailableAt: o.AvailableAt, ReservedAt: o.ReservedAt, LockExpiresAt: o.LockExpiresAt,
 		SettledAt: o.SettledAt, DeadlineAt: o.DeadlineAt, Route: o.Route, ErrorCode: o.ErrorCode, ErrorMessage: o.ErrorMessage,
-		Inputs: o.Inputs, Outputs: o.Outputs,
+		Inputs: o.Inputs, Outputs: o.Outputs, AttemptsLeft: o.AttemptsLeft, DeferredAt: o.DeferredAt, DeferReason: o.DeferReason,
 		Policy: policyJSON{MaxAttempts: o.Policy.MaxAttempts, RetryDelay: isoduration.Duration(o.Policy.RetryDelay), Deadline: durPtr(o.Policy.Deadline), Priority: o.Policy.Priority}}
 	if o.ConsumerID != nil {
 		out.Consumer = &consumerRef{ID: *o.ConsumerID, Name: o.ConsumerName}
@@ -107,7 +112,7 @@ func deref(s *string) string {
 	return *s
 }
 
-var occurrenceStatuses = map[string]bool{"available": true, "reserved": true, "completed": true, "failed": true, "cancelled": true}
+func occurrenceStatus(s string) bool { return slices.Contains(engine.OccurrenceStatuses, s) }
 
 // occurrenceFilter reads the observation filters shared by the API and
 // the console's URLs.
@@ -115,8 +120,8 @@ func occurrenceFilter(r *http.Request) (engine.OccurrenceFilter, error) {
 	q := r.URL.Query()
 	f := engine.OccurrenceFilter{Definition: q.Get("definition"), Status: q.Get("status")}
 	var errs []fault.FieldError
-	if f.Status != "" && !occurrenceStatuses[f.Status] {
-		errs = append(errs, fault.FieldError{Path: "status", Message: "must be available, reserved, completed, failed or cancelled"})
+	if f.Status != "" && !occurrenceStatus(f.Status) {
+		errs = append(errs, fault.FieldError{Path: "status", Message: "must be one of " + strings.Join(engine.OccurrenceStatuses, ", ")})
 	}
 	if s := q.Get("instance"); s != "" {
 		id, err := uuid.Parse(s)

@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/relais/relais/contracts"
+	"github.com/relais/relais/engine"
 	"github.com/relais/relais/internal/auth"
 )
 
@@ -15,7 +16,7 @@ import (
 
 // occurrenceStatuses are the states an occurrence can be in, in the order
 // the operations view lists them.
-var occurrenceStatuses = []string{"available", "reserved", "completed", "failed", "cancelled"}
+var occurrenceStatuses = engine.OccurrenceStatuses
 
 // statusLabel translates an occurrence or instance status. French uses the
 // feminine: "une occurrence", "une instance".
@@ -25,6 +26,8 @@ func statusLabel(ctx context.Context, s string) string {
 		return T(ctx, "available")
 	case "reserved":
 		return T(ctx, "reserved")
+	case "deferred":
+		return T(ctx, "deferred")
 	case "completed":
 		return T(ctx, "completed")
 	case "failed":
@@ -50,6 +53,10 @@ func outcomeLabel(ctx context.Context, o string) string {
 		return T(ctx, "rejected")
 	case "cancelled":
 		return T(ctx, "cancelled")
+	case "released":
+		return T(ctx, "released")
+	case "disconnected":
+		return T(ctx, "disconnected")
 	}
 	return o
 }

@@ -435,3 +435,66 @@ func Scrub(message string, protected []string) string {
 	// position, which gives longest-first matching here.
 	return strings.NewReplacer(pairs...).Replace(message)
 }
+
+// FieldPointer checks that pointer addresses a declared field that a
+// worker may ask for alone (DESIGN §11, declared fields): a chain of
+// object members from the top level. A list is declared whole: a pointer
+// inside one is refused, since its items have no names to keep.
+func (c Contract) FieldPointer(pointer string) error {
+	tokens, err := jsontree.SplitPointer(pointer)
+	if err != nil || len(tokens) == 0 {
+		return errors.New("must be a JSON pointer to an input field, such as /company/name")
+	}
+	container := c.Fields
+	for i, tok := range tokens {
+		f, ok := find(container, tok)
+		if !ok {
+			return fmt.Errorf("has no input at %s", jsontree.Pointer("", tokens[:i+1]...))
+		}
+		if i < len(tokens)-1 && f.Type != TypeObject {
+			return fmt.Errorf("%s is a %s: only objects have members to select", jsontree.Pointer("", tokens[:i+1]...), f.Type)
+		}
+		container = f.Fields
+	}
+	return nil
+}
+
+// Project returns the members of value at pointers (checked with
+// FieldPointer) with their parents, and nothing else: what a worker that
+// declared those fields receives. Absent members stay absent.
+func Project(value json.RawMessage, pointers []string) json.RawMessage {
+	doc, err := decodeValue(value)
+	obj, ok := doc.(map[string]any)
+	if err != nil || !ok {
+		return json.RawMessage("{}")
+	}
+	out := map[string]any{}
+	for _, p := range pointers {
+		tokens, err := jsontree.SplitPointer(p)
+		if err != nil || len(tokens) == 0 {
+			continue
+		}
+		src, dst := obj, out
+		for i, tok := range tokens {
+			v, present := src[tok]
+			if !present {
+				break
+			}
+			if i == len(tokens)-1 {
+				dst[tok] = v
+				break
+			}
+			child, isObj := v.(map[string]any)
+			if !isObj {
+				break
+			}
+			next, made := dst[tok].(map[string]any)
+			if !made {
+				next = map[string]any{}
+				dst[tok] = next
+			}
+			src, dst = child, next
+		}
+	}
+	return appendValue(nil, out)
+}

@@ -34,10 +34,15 @@ const (
 
 	StatusAvailable = "available"
 	StatusReserved  = "reserved"
+	StatusDeferred  = "deferred"
 	StatusCompleted = "completed"
 	StatusFailed    = "failed"
 	StatusCancelled = "cancelled"
 )
+
+// OccurrenceStatuses are every occurrence status, in lifecycle order: the
+// one list the API's filters and the console's views use.
+var OccurrenceStatuses = []string{StatusAvailable, StatusReserved, StatusDeferred, StatusCompleted, StatusFailed, StatusCancelled}
 
 // Attempt outcomes.
 const (
@@ -46,6 +51,11 @@ const (
 	OutcomeExpired   = "expired"
 	OutcomeRejected  = "rejected"
 	OutcomeCancelled = "cancelled"
+	// OutcomeReleased: the worker handed the reservation back (graceful
+	// shutdown); the attempt is given back to the budget.
+	OutcomeReleased = "released"
+	// OutcomeDisconnected: the stream holding the reservation ended.
+	OutcomeDisconnected = "disconnected"
 )
 
 // AvailabilityPayload formats a ChannelOccurrence payload.
@@ -81,6 +91,10 @@ type run struct {
 	// failure is the error code that sent the instance down its current
 	// failure path; a failed end node records it on the instance.
 	failure *string
+	// reportDigest and reportAnswer, when set, are recorded on the attempt
+	// a worker's failure report ends, so a replay answers the same.
+	reportDigest *string
+	reportAnswer []byte
 }
 
 // newRun prepares the run of inst, locked by this transaction, acting at now

@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -40,6 +39,17 @@ func (e *Engine) checkGrants(ctx context.Context, grants []Grant) error {
 			continue
 		}
 		seen[g.Definition] = true
+		if IsKeyPattern(g.Definition) {
+			// A pattern covers keys created later: nothing to look up.
+			if g.Revisions != nil {
+				errs = append(errs, fault.FieldError{Path: at + "/revisions", Message: `a pattern's revisions are all: omit them or say "all"`})
+			}
+			continue
+		}
+		if !validDefinitionKey(g.Definition) {
+			errs = append(errs, fault.FieldError{Path: at + "/definition", Message: keyError(g.Definition)})
+			continue
+		}
 		if _, err := e.q.DefinitionGet(ctx, g.Definition); isNoRows(err) {
 			errs = append(errs, fault.FieldError{Path: at + "/definition", Message: fmt.Sprintf("unknown definition %q", g.Definition)})
 			continue
@@ -233,23 +243,6 @@ func (e *Engine) RevokeConsumer(ctx context.Context, id int64) error {
 		}
 		return q.ConsumerTokenRevokeAll(ctx, &id)
 	}))
-}
-
-// granted reports whether a consumer may see revision of key. It reads
-// through q because it runs inside settlement transactions: a query on the
-// pool there could wait for a connection held by a transaction waiting for
-// this one's locks.
-func granted(ctx context.Context, q *queries.Queries, consumerID int64, key string, revision int) (bool, error) {
-	rows, err := q.GrantList(ctx, consumerID)
-	if err != nil {
-		return false, err
-	}
-	for _, g := range rows {
-		if g.DefinitionKey == key {
-			return g.Revisions == nil || slices.Contains(g.Revisions, int32(revision)), nil
-		}
-	}
-	return false, nil
 }
 
 // ConsumerSees reports whether a consumer is granted revision of key; what

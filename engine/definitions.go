@@ -15,8 +15,6 @@ import (
 	"github.com/relais/relais/queries"
 )
 
-var keyPattern = regexp.MustCompile(`^[a-z][a-z0-9_]{1,62}$`)
-
 // Definition is a class of external work: a key, its mutable Working copy,
 // and its immutable revisions and releases.
 type Definition struct {
@@ -61,8 +59,8 @@ type revisionKey struct {
 }
 
 func checkKey(key string) error {
-	if !keyPattern.MatchString(key) {
-		return fault.New(fault.BadRequest, "invalid_key", "definition key %q must match %s", key, keyPattern)
+	if !validDefinitionKey(key) {
+		return fault.New(fault.BadRequest, "invalid_key", "definition key %q must be dotted segments matching %s (crm.add_company), at most %d characters", key, keySegment, maxKeyLength)
 	}
 	return nil
 }

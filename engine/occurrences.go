@@ -38,9 +38,14 @@ type Occurrence struct {
 	Route         *string
 	ErrorCode     *string
 	ErrorMessage  *string
-	Inputs        json.RawMessage
-	Outputs       json.RawMessage // nil until completed
-	AttemptList   []Attempt       // filled by GetOccurrence only
+	// AttemptsLeft is what the budget still allows: max_attempts, plus
+	// attempts given back by releases, less those a worker gave up.
+	AttemptsLeft int
+	DeferredAt   *time.Time
+	DeferReason  *string
+	Inputs       json.RawMessage
+	Outputs      json.RawMessage // nil until completed
+	AttemptList  []Attempt       // filled by GetOccurrence only
 }
 
 // Policy is the execution policy frozen on an occurrence.
@@ -84,9 +89,9 @@ func (e *Engine) occurrenceFromRow(ctx context.Context, x observed) Occurrence {
 		Mode: o.Mode, Status: o.Status, Destination: o.Destination, Timeout: o.Timeout, Attempts: int(o.Attempts),
 		ConsumerID: o.ConsumerID, WorkerID: o.WorkerID, CreatedAt: o.CreatedAt, AvailableAt: o.AvailableAt, ReservedAt: o.ReservedAt,
 		LockExpiresAt: o.LockExpiresAt, SettledAt: o.SettledAt, DeadlineAt: o.DeadlineAt, Route: o.Route, ErrorCode: o.ErrorCode,
-		ErrorMessage: o.ErrorMessage,
-		Policy:       Policy{MaxAttempts: int(o.MaxAttempts), RetryDelay: o.RetryDelay, Deadline: o.Deadline, Priority: int(o.Priority)},
-		Inputs:       json.RawMessage("{}"),
+		ErrorMessage: o.ErrorMessage, AttemptsLeft: attemptsLeft(o), DeferredAt: o.DeferredAt, DeferReason: o.DeferReason,
+		Policy: Policy{MaxAttempts: int(o.MaxAttempts), RetryDelay: o.RetryDelay, Deadline: o.Deadline, Priority: int(o.Priority)},
+		Inputs: json.RawMessage("{}"),
 	}
 	if rev, err := e.revision(ctx, e.q, o.DefinitionKey, int(o.Revision)); err == nil {
 		out.Inputs = rev.Working.Inputs.Mask(o.Inputs)

@@ -20,85 +20,6 @@ import (
 	"github.com/relais/relais/queries"
 )
 
-// Subscription is what a worker says it can handle: a definition and the
-// revisions it understands (none: every granted revision).
-type Subscription struct {
-	Definition string
-	Revisions  []int
-}
-
-// Pairs is a resolved subscription list: parallel definition keys and
-// revisions, the shape the claim statement takes.
-type Pairs struct {
-	Keys      []string
-	Revisions []int32
-}
-
-// Matches reports whether (key, revision) is in the pairs.
-func (p Pairs) Matches(key string, revision int) bool {
-	for i, k := range p.Keys {
-		if k == key && int(p.Revisions[i]) == revision {
-			return true
-		}
-	}
-	return false
-}
-
-// ResolveSubscriptions intersects a worker's subscriptions with its
-// consumer's grants. Asking for something not granted is refused
-// (not_granted) rather than silently ignored, so a misconfigured worker
-// learns why it gets nothing; the refusal does not reveal whether the
-// definition exists.
-func (e *Engine) ResolveSubscriptions(ctx context.Context, consumerID int64, subs []Subscription) (Pairs, error) {
-	grants, err := e.grants(ctx, consumerID)
-	if err != nil {
-		return Pairs{}, err
-	}
-	byKey := make(map[string]Grant, len(grants))
-	for _, g := range grants {
-		byKey[g.Definition] = g
-	}
-	var p Pairs
-	var errs []fault.FieldError
-	seen := map[string]bool{}
-	for i, s := range subs {
-		g, ok := byKey[s.Definition]
-		if !ok {
-			errs = append(errs, fault.FieldError{Path: fmt.Sprintf("/subscriptions/%d/definition", i), Message: "not granted to this consumer"})
-			continue
-		}
-		revs := s.Revisions
-		if len(revs) == 0 {
-			if g.Revisions != nil {
-				revs = g.Revisions
-			} else {
-				all, err := e.q.RevisionNumbers(ctx, s.Definition)
-				if err != nil {
-					return Pairs{}, wrap("resolve subscriptions", err)
-				}
-				revs = toInts(all)
-			}
-		} else if g.Revisions != nil {
-			for j, r := range revs {
-				if !slices.Contains(g.Revisions, r) {
-					errs = append(errs, fault.FieldError{Path: fmt.Sprintf("/subscriptions/%d/revisions/%d", i, j), Message: "not granted to this consumer"})
-				}
-			}
-		}
-		for _, r := range revs {
-			k := fmt.Sprintf("%s@%d", s.Definition, r)
-			if !seen[k] {
-				seen[k] = true
-				p.Keys, p.Revisions = append(p.Keys, s.Definition), append(p.Revisions, int32(r))
-			}
-		}
-	}
-	if len(errs) > 0 {
-		return Pairs{}, fault.New(fault.Forbidden, "not_granted", "the consumer is not granted every subscription").WithErrors(errs)
-	}
-	return p, nil
-}
-
 // ClaimRequest claims available occurrences for one worker.
 type ClaimRequest struct {
 	ConsumerID   int64
@@ -142,7 +63,7 @@ func (e *Engine) Claim(ctx context.Context, req ClaimRequest) ([]Reservation, er
 			return nil, wrap("claim replay", err)
 		}
 		if len(prior) > 0 {
-			return e.reservations(prior)
+			return e.reservations(prior, req.Pairs)
 		}
 	}
 	rows, err := e.q.OccurrenceClaimPull(ctx, queries.OccurrenceClaimPullParams{
@@ -155,18 +76,24 @@ func (e *Engine) Claim(ctx context.Context, req ClaimRequest) ([]Reservation, er
 	for i, row := range rows {
 		occs[i] = queries.Occurrence(row)
 	}
-	return e.reservations(occs)
+	return e.reservations(occs, req.Pairs)
 }
 
-func (e *Engine) reservations(rows []queries.Occurrence) ([]Reservation, error) {
+// reservations makes the deliveries of claimed rows: inputs unsealed, and
+// only the declared fields of a subscription that declared some (a value
+// never delivered is never exposed).
+func (e *Engine) reservations(rows []queries.Occurrence, pairs Pairs) ([]Reservation, error) {
 	out := make([]Reservation, 0, len(rows))
 	for _, o := range rows {
 		inputs, err := e.unseal(o.Inputs, o.SealedInputs, aadOccurrenceInputs(o.ID))
 		if err != nil {
 			return nil, err
 		}
+		if fields := pairs.Fields(o.DefinitionKey, int(o.Revision)); fields != nil {
+			inputs = contracts.Project(inputs, fields)
+		}
 		out = append(out, Reservation{ID: o.ID, Definition: o.DefinitionKey, Revision: int(o.Revision), Inputs: inputs,
-			Attempt: int(o.Attempts), AttemptsLeft: int(o.MaxAttempts - o.Attempts), LockExpiresAt: *o.LockExpiresAt,
+			Attempt: int(o.Attempts), AttemptsLeft: attemptsLeft(o), LockExpiresAt: *o.LockExpiresAt,
 			DeadlineAt: o.DeadlineAt, InstanceID: o.InstanceID, Node: o.Node, Priority: int(o.Priority)})
 	}
 	return out, nil
@@ -185,12 +112,18 @@ func (e *Engine) NextClaimable(ctx context.Context, p Pairs) (time.Time, bool, e
 	return t, true, nil
 }
 
-// Settlement is the answer to complete and fail.
+// Settlement is the answer to complete, fail and release.
 type Settlement struct {
-	Status       string
-	Route        string
-	AttemptsLeft int
-	AvailableAt  *time.Time
+	Status       string     `json:"status"`
+	Route        string     `json:"route,omitempty"`
+	AttemptsLeft int        `json:"attempts_left"`
+	AvailableAt  *time.Time `json:"available_at,omitempty"`
+}
+
+// attemptsLeft is how many more reservations o's budget allows: its frozen
+// max_attempts plus the credit releases gave and workers took.
+func attemptsLeft(o queries.Occurrence) int {
+	return max(int(o.MaxAttempts+o.AttemptCredit-o.Attempts), 0)
 }
 
 // WorkerRef identifies the worker acting on an occurrence.
@@ -198,6 +131,19 @@ type WorkerRef struct {
 	ConsumerID int64
 	WorkerID   string
 	Occurrence uuid.UUID
+}
+
+// withHeld runs fn in one transaction holding the instance and occurrence
+// locks of ref's occurrence, once held has checked that the consumer may
+// see it. Every settlement starts here; fn decides which refusals apply.
+func (e *Engine) withHeld(ctx context.Context, ref WorkerRef, fn func(q *queries.Queries, r *run, o queries.Occurrence) error) error {
+	return e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error {
+		r, o, err := e.held(ctx, q, ref)
+		if err != nil {
+			return err
+		}
+		return fn(q, r, o)
+	})
 }
 
 // held locks the instance then the occurrence of ref, and checks that the
@@ -226,8 +172,8 @@ func (e *Engine) held(ctx context.Context, q *queries.Queries, ref WorkerRef) (*
 	return r, o, nil
 }
 
-// lockRefusal explains why ref does not hold a live lock on o, or returns
-// nil when it does.
+// lockRefusal explains why ref may not settle o, or returns nil when it
+// holds a live lock on it (or o is deferred by ref's consumer).
 func lockRefusal(o queries.Occurrence, ref WorkerRef, now time.Time) error {
 	switch o.Status {
 	case StatusCompleted, StatusFailed:
@@ -236,6 +182,13 @@ func lockRefusal(o queries.Occurrence, ref WorkerRef, now time.Time) error {
 		return fault.New(fault.Conflict, "occurrence_cancelled", "occurrence %s was cancelled (its instance was stopped)", o.ID)
 	case StatusAvailable:
 		return fault.New(fault.Conflict, "not_reserved", "occurrence %s is not reserved; fetch it first", o.ID)
+	case StatusDeferred:
+		// No lock to hold: any worker of the consumer that deferred it may
+		// settle it.
+		if o.ConsumerID == nil || *o.ConsumerID != ref.ConsumerID {
+			return fault.New(fault.Conflict, "locked_by_other_worker", "occurrence %s is deferred by another consumer", o.ID)
+		}
+		return nil
 	}
 	if o.ConsumerID == nil || *o.ConsumerID != ref.ConsumerID || o.WorkerID == nil || *o.WorkerID != ref.WorkerID {
 		return fault.New(fault.Conflict, "locked_by_other_worker", "occurrence %s is reserved by another worker", o.ID)
@@ -264,15 +217,14 @@ func canonicalOutputs(outputs json.RawMessage) []byte {
 // of the completion answers the same.
 func (e *Engine) Complete(ctx context.Context, ref WorkerRef, outputs json.RawMessage) (Settlement, error) {
 	var out Settlement
-	err := e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error {
-		r, o, err := e.held(ctx, q, ref)
-		if err != nil {
-			return err
-		}
+	err := e.withHeld(ctx, ref, func(q *queries.Queries, r *run, o queries.Occurrence) error {
 		canonical := canonicalOutputs(outputs)
+		// A deferred occurrence may be completed by any worker of its
+		// consumer: its replay is recognized by the consumer alone.
+		sameWorker := o.DeferredAt != nil || o.WorkerID != nil && *o.WorkerID == ref.WorkerID
 		if o.Status == StatusCompleted && o.OutputsDigest != nil && e.sameDigest(canonical, *o.OutputsDigest) &&
-			o.ConsumerID != nil && *o.ConsumerID == ref.ConsumerID && o.WorkerID != nil && *o.WorkerID == ref.WorkerID {
-			out = Settlement{Status: StatusCompleted, Route: deref(o.Route), AttemptsLeft: int(o.MaxAttempts - o.Attempts)}
+			o.ConsumerID != nil && *o.ConsumerID == ref.ConsumerID && sameWorker {
+			out = Settlement{Status: StatusCompleted, Route: deref(o.Route), AttemptsLeft: attemptsLeft(o)}
 			return nil
 		}
 		if err := lockRefusal(o, ref, r.now); err != nil {
@@ -299,7 +251,7 @@ func (e *Engine) Complete(ctx context.Context, ref WorkerRef, outputs json.RawMe
 		if err := r.complete(o, rev, outputs, canonical, route); err != nil {
 			return err
 		}
-		out = Settlement{Status: StatusCompleted, Route: route, AttemptsLeft: int(o.MaxAttempts - o.Attempts)}
+		out = Settlement{Status: StatusCompleted, Route: route, AttemptsLeft: attemptsLeft(o)}
 		return nil
 	})
 	return out, wrap("complete", err)
@@ -323,6 +275,11 @@ func (r *run) complete(o queries.Occurrence, rev *Revision, outputs json.RawMess
 	if err := r.q.AttemptEnd(r.ctx, queries.AttemptEndParams{OccurrenceID: o.ID, Number: o.Attempts, Outcome: OutcomeCompleted, Now: &r.now}); err != nil {
 		return err
 	}
+	if o.DeferredAt != nil {
+		if err := r.q.SettleTokenDeleteByOccurrence(r.ctx, o.ID); err != nil {
+			return err
+		}
+	}
 	if r.outputs != nil {
 		r.outputs[o.Node] = outputs
 	}
@@ -338,9 +295,14 @@ func (r *run) fail(o queries.Occurrence, outcome, code, message string) error {
 	if err := r.q.OccurrenceFail(r.ctx, queries.OccurrenceFailParams{ID: o.ID, ErrorCode: &code, ErrorMessage: &message, Now: &r.now}); err != nil {
 		return err
 	}
-	if o.Status == StatusReserved {
+	if o.Status == StatusReserved || o.Status == StatusDeferred {
 		if err := r.q.AttemptEnd(r.ctx, queries.AttemptEndParams{OccurrenceID: o.ID, Number: o.Attempts, Outcome: outcome,
-			ErrorCode: &code, ErrorMessage: &message, Now: &r.now}); err != nil {
+			ErrorCode: &code, ErrorMessage: &message, Now: &r.now, ReportDigest: r.reportDigest, ReportAnswer: r.reportAnswer}); err != nil {
+			return err
+		}
+	}
+	if o.DeferredAt != nil {
+		if err := r.q.SettleTokenDeleteByOccurrence(r.ctx, o.ID); err != nil {
 			return err
 		}
 	}
@@ -353,6 +315,21 @@ type Failure struct {
 	Message    string
 	Retryable  bool
 	RetryDelay *time.Duration // nil: the occurrence's frozen retry_delay
+	// AttemptsLeft, when set, lowers the attempts left after this one
+	// (0 makes the failure terminal); it never raises them.
+	AttemptsLeft *int
+}
+
+// canonical is the failure as a replay is recognized: the same worker
+// sending the same report.
+func (f Failure) canonical(workerID string) []byte {
+	b, _ := json.Marshal(struct {
+		Worker, Code, Message string
+		Retryable             bool
+		Delay                 *time.Duration
+		Left                  *int
+	}{workerID, f.ErrorCode, f.Message, f.Retryable, f.RetryDelay, f.AttemptsLeft})
+	return b
 }
 
 var errorCodePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$`)
@@ -376,45 +353,67 @@ func (e *Engine) Fail(ctx context.Context, ref WorkerRef, f Failure) (Settlement
 	if f.RetryDelay != nil && *f.RetryDelay > e.limits.MaxRetryDelay {
 		return Settlement{}, BoundExceeded("retry_delay", e.limits.MaxRetryDelay)
 	}
+	if f.AttemptsLeft != nil && *f.AttemptsLeft < 0 {
+		return Settlement{}, fault.New(fault.BadRequest, "invalid_request", "the failure is invalid").WithErrors(
+			[]fault.FieldError{{Path: "/attempts_left", Message: "must be 0 or more"}})
+	}
+	digest := e.digest(f.canonical(ref.WorkerID))
 	var out Settlement
-	err := e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error {
-		r, o, err := e.held(ctx, q, ref)
-		if err != nil {
+	err := e.withHeld(ctx, ref, func(q *queries.Queries, r *run, o queries.Occurrence) error {
+		// An identical replay of a report that was recorded answers what the
+		// report got, whatever happened since (a lost response).
+		if answer, err := q.AttemptReportAnswer(ctx, queries.AttemptReportAnswerParams{OccurrenceID: o.ID, ConsumerID: &ref.ConsumerID, ReportDigest: &digest}); err == nil {
+			return json.Unmarshal(answer, &out)
+		} else if !isNoRows(err) {
 			return err
 		}
 		if err := lockRefusal(o, ref, r.now); err != nil {
 			return err
+		}
+		left := attemptsLeft(o)
+		if f.AttemptsLeft != nil {
+			if *f.AttemptsLeft > left {
+				return BoundExceeded("attempts_left", left)
+			}
+			if *f.AttemptsLeft < left {
+				credit := o.AttemptCredit - int32(left-*f.AttemptsLeft)
+				if err := q.OccurrenceSetCredit(ctx, queries.OccurrenceSetCreditParams{ID: o.ID, AttemptCredit: credit}); err != nil {
+					return err
+				}
+				o.AttemptCredit, left = credit, *f.AttemptsLeft
+			}
 		}
 		protected, err := e.protectedOf(ctx, q, o)
 		if err != nil {
 			return err
 		}
 		code, message := redactCode(f.ErrorCode, protected), scrubMessage(f.Message, protected)
-		left := int(o.MaxAttempts - o.Attempts)
 		if f.Retryable && left > 0 {
 			delay := o.RetryDelay
 			if f.RetryDelay != nil {
 				delay = *f.RetryDelay
 			}
 			at := r.now.Add(delay)
+			out = Settlement{Status: StatusAvailable, AttemptsLeft: left, AvailableAt: &at}
+			answer, _ := json.Marshal(out)
 			if _, err := q.OccurrenceRetry(ctx, queries.OccurrenceRetryParams{ID: o.ID, AvailableAt: at, ErrorCode: &code, ErrorMessage: &message}); err != nil {
 				return err
 			}
 			if err := q.AttemptEnd(ctx, queries.AttemptEndParams{OccurrenceID: o.ID, Number: o.Attempts, Outcome: OutcomeFailed,
-				ErrorCode: &code, ErrorMessage: &message, Now: &r.now}); err != nil {
+				ErrorCode: &code, ErrorMessage: &message, Now: &r.now, ReportDigest: &digest, ReportAnswer: answer}); err != nil {
 				return err
 			}
-			if err := q.Notify(ctx, queries.NotifyParams{Channel: ChannelOccurrence, Payload: AvailabilityPayload(o.Mode, o.DefinitionKey, int(o.Revision), at)}); err != nil {
-				return err
+			if o.DeferredAt != nil {
+				if err := q.SettleTokenDeleteByOccurrence(ctx, o.ID); err != nil {
+					return err
+				}
 			}
-			out = Settlement{Status: StatusAvailable, AttemptsLeft: left, AvailableAt: &at}
-			return nil
-		}
-		if err := r.fail(o, OutcomeFailed, code, message); err != nil {
-			return err
+			return q.Notify(ctx, queries.NotifyParams{Channel: ChannelOccurrence, Payload: AvailabilityPayload(o.Mode, o.DefinitionKey, int(o.Revision), at)})
 		}
 		out = Settlement{Status: StatusFailed, AttemptsLeft: left}
-		return nil
+		r.reportDigest = &digest
+		r.reportAnswer, _ = json.Marshal(out)
+		return r.fail(o, OutcomeFailed, code, message)
 	})
 	return out, wrap("fail", err)
 }
@@ -495,10 +494,9 @@ func redactCode(code string, protected []string) string {
 // its occurrence was cancelled (occurrence_cancelled).
 func (e *Engine) Extend(ctx context.Context, ref WorkerRef, d time.Duration) (time.Time, error) {
 	var until time.Time
-	err := e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error {
-		r, o, err := e.held(ctx, q, ref)
-		if err != nil {
-			return err
+	err := e.withHeld(ctx, ref, func(q *queries.Queries, r *run, o queries.Occurrence) error {
+		if o.Status == StatusDeferred {
+			return fault.New(fault.Conflict, "not_reserved", "occurrence %s is deferred: it has no lock to extend; complete or fail it", o.ID)
 		}
 		if err := lockRefusal(o, ref, r.now); err != nil {
 			return err

@@ -57,7 +57,7 @@ func (e *Engine) settleDue(ctx context.Context, instanceID, id uuid.UUID) (bool,
 		if err != nil {
 			return err
 		}
-		if o.Status != StatusAvailable && o.Status != StatusReserved {
+		if o.Status != StatusAvailable && o.Status != StatusReserved && o.Status != StatusDeferred {
 			return nil
 		}
 		lockGone := o.Status == StatusReserved && o.LockExpiresAt != nil && !o.LockExpiresAt.After(r.now)
@@ -70,7 +70,7 @@ func (e *Engine) settleDue(ctx context.Context, instanceID, id uuid.UUID) (bool,
 			done = true
 			return r.fail(o, OutcomeFailed, "outcome_unknown",
 				"the replica calling the destination stopped before the answer; the call is not repeated")
-		case lockGone && o.Attempts >= o.MaxAttempts:
+		case lockGone && attemptsLeft(o) == 0:
 			done = true
 			return r.fail(o, OutcomeExpired, "attempts_exhausted",
 				fmt.Sprintf("the lock of the last attempt (%d of %d) expired", o.Attempts, o.MaxAttempts))

@@ -174,47 +174,67 @@ func BenchmarkFullCycle(b *testing.B) {
 	b.ReportMetric(float64(total)/elapsed.Seconds(), "occurrences/s")
 }
 
-// BenchmarkFetchCost compares the cost of one fetch (claim of one
-// occurrence of the subscribed definition) with 1,000 and with 1,000,000
-// claimable occurrences of other definitions and revisions in the table.
+// BenchmarkFetchCost compares the cost of one fetch (resolving the
+// subscription, then claiming one occurrence of the subscribed definition)
+// with 1,000 and with 1,000,000 claimable occurrences of other definitions
+// and revisions in the table, for a subscription to a key and to a pattern
+// (crm.*, granted as a pattern too).
 func BenchmarkFetchCost(b *testing.B) {
-	for _, others := range []int{1_000, 1_000_000} {
-		b.Run(fmt.Sprintf("others=%d", others), func(b *testing.B) {
-			env := relaistest.New(b)
-			env.Definition("add_company_to_crm.yaml")
-			env.Definition("score_company.yaml")
-			env.Process("crm_only", relaistest.CRMProcess(nil))
-			ctx := context.Background()
-			for range 100 {
-				env.Must(201, "POST", "/api/v1/processes/crm_only/instances", env.Operator, map[string]any{"inputs": map[string]any{"name": "x"}})
-			}
-			fillOthers(b, env.Pool, others)
-			c, _, err := env.Engine.CreateConsumer(ctx, "bench", []engine.Grant{{Definition: "add_company_to_crm"}})
-			if err != nil {
-				b.Fatal(err)
-			}
-			pairs := engine.Pairs{Keys: []string{"add_company_to_crm"}, Revisions: []int32{1}}
-			b.ResetTimer()
-			for b.Loop() {
-				got, err := env.Engine.Claim(ctx, engine.ClaimRequest{ConsumerID: c.ID, WorkerID: "w", Pairs: pairs, MaxTasks: 1, LockDuration: time.Minute})
-				if err != nil || len(got) != 1 {
-					b.Fatalf("claim: %v %v", got, err)
+	for _, sub := range []struct{ name, key, subscription string }{
+		{"key", "add_company_to_crm", "add_company_to_crm"},
+		{"pattern", "crm.add_company", "crm.*"},
+	} {
+		for _, others := range []int{1_000, 1_000_000} {
+			b.Run(fmt.Sprintf("%s/others=%d", sub.name, others), func(b *testing.B) {
+				env := relaistest.New(b)
+				env.Definition("add_company_to_crm.yaml")
+				env.Definition("score_company.yaml")
+				process := relaistest.CRMProcess(nil)
+				if sub.key != "add_company_to_crm" {
+					// The same contract under a namespaced key.
+					working := env.Must(200, "GET", "/api/v1/definitions/add_company_to_crm", env.Operator, nil).JSON(b)["working"]
+					env.Must(201, "PUT", "/api/v1/definitions/"+sub.key+"/working", env.Designer, working)
+					env.Must(201, "POST", "/api/v1/definitions/"+sub.key+"/revisions", env.Designer, nil)
+					process["nodes"].(map[string]any)["crm"].(map[string]any)["definition"] = sub.key
 				}
-				b.StopTimer()
-				if _, err := env.Pool.Exec(ctx, `update occurrences set status = 'available', available_at = now() - interval '1 minute', claimable_at = now() - interval '1 minute' where id = $1`, got[0].ID); err != nil {
+				env.Process("crm_only", process)
+				ctx := context.Background()
+				for range 100 {
+					env.Must(201, "POST", "/api/v1/processes/crm_only/instances", env.Operator, map[string]any{"inputs": map[string]any{"name": "x"}})
+				}
+				fillOthers(b, env.Pool, others)
+				c, _, err := env.Engine.CreateConsumer(ctx, "bench", []engine.Grant{{Definition: sub.subscription}})
+				if err != nil {
 					b.Fatal(err)
 				}
-				b.StartTimer()
-			}
-			b.StopTimer()
-			plan := claimPlan(b, env, engine.ClaimRequest{ConsumerID: c.ID, WorkerID: "w", Pairs: pairs, MaxTasks: 1, LockDuration: time.Minute})
-			// Other definitions must cost nothing: the ready index is used
-			// whatever the table holds.
-			if others >= 100_000 && !strings.Contains(plan, "occurrences_ready") {
-				b.Errorf("the claim does not use the occurrences_ready index:\n%s", plan)
-			}
-			b.Logf("plan with %d others:\n%s", others, plan)
-		})
+				subs := []engine.Subscription{{Definition: sub.subscription}}
+				var pairs engine.Pairs
+				b.ResetTimer()
+				for b.Loop() {
+					pairs, err = env.Engine.ResolveSubscriptions(ctx, c.ID, subs)
+					if err != nil {
+						b.Fatal(err)
+					}
+					got, err := env.Engine.Claim(ctx, engine.ClaimRequest{ConsumerID: c.ID, WorkerID: "w", Pairs: pairs, MaxTasks: 1, LockDuration: time.Minute})
+					if err != nil || len(got) != 1 {
+						b.Fatalf("claim: %v %v", got, err)
+					}
+					b.StopTimer()
+					if _, err := env.Pool.Exec(ctx, `update occurrences set status = 'available', available_at = now() - interval '1 minute', claimable_at = now() - interval '1 minute' where id = $1`, got[0].ID); err != nil {
+						b.Fatal(err)
+					}
+					b.StartTimer()
+				}
+				b.StopTimer()
+				plan := claimPlan(b, env, engine.ClaimRequest{ConsumerID: c.ID, WorkerID: "w", Pairs: pairs, MaxTasks: 1, LockDuration: time.Minute})
+				// Other definitions must cost nothing: the ready index is used
+				// whatever the table holds.
+				if others >= 100_000 && !strings.Contains(plan, "occurrences_ready") {
+					b.Errorf("the claim does not use the occurrences_ready index:\n%s", plan)
+				}
+				b.Logf("plan with %d others:\n%s", others, plan)
+			})
+		}
 	}
 }
 

@@ -63,8 +63,9 @@ func (p *Protocol) handle(h func(w http.ResponseWriter, r *http.Request) error) 
 }
 
 type subscriptionJSON struct {
-	Definition string `json:"definition"`
-	Revisions  []int  `json:"revisions"`
+	Definition string   `json:"definition"`
+	Revisions  []int    `json:"revisions"`
+	Fields     []string `json:"fields"`
 }
 
 type fetchRequest struct {
@@ -156,7 +157,7 @@ func (p *Protocol) fetch(w http.ResponseWriter, r *http.Request) error {
 	principal, _ := auth.FromContext(r.Context())
 	subs := make([]engine.Subscription, len(req.Subscriptions))
 	for i, s := range req.Subscriptions {
-		subs[i] = engine.Subscription{Definition: s.Definition, Revisions: s.Revisions}
+		subs[i] = engine.Subscription{Definition: s.Definition, Revisions: s.Revisions, Fields: s.Fields}
 	}
 	pairs, err := p.eng.ResolveSubscriptions(r.Context(), principal.ConsumerID, subs)
 	if err != nil {
@@ -274,6 +275,11 @@ func (p *Protocol) ref(r *http.Request, workerID string) (engine.WorkerRef, erro
 	if err != nil {
 		return engine.WorkerRef{}, fault.New(fault.NotFound, "not_found", "occurrence %q not found", chi.URLParam(r, "id"))
 	}
+	if workerID == "" && viaSettleToken(r.Context()) {
+		// A front end holding a settle token is no worker: it is named so
+		// in the attempt.
+		workerID = settleTokenWorker
+	}
 	if fe := checkWorkerID(workerID); fe != nil {
 		return engine.WorkerRef{}, fault.New(fault.BadRequest, "invalid_request", "worker_id is required").WithErrors([]fault.FieldError{*fe})
 	}
@@ -306,11 +312,12 @@ func (p *Protocol) complete(w http.ResponseWriter, r *http.Request) error {
 }
 
 type failRequest struct {
-	WorkerID   string                `json:"worker_id"`
-	ErrorCode  string                `json:"error_code"`
-	Message    string                `json:"message"`
-	Retryable  bool                  `json:"retryable"`
-	RetryDelay *isoduration.Duration `json:"retry_delay"`
+	WorkerID     string                `json:"worker_id"`
+	ErrorCode    string                `json:"error_code"`
+	Message      string                `json:"message"`
+	Retryable    bool                  `json:"retryable"`
+	RetryDelay   *isoduration.Duration `json:"retry_delay"`
+	AttemptsLeft *int                  `json:"attempts_left"`
 }
 
 func (p *Protocol) fail(w http.ResponseWriter, r *http.Request) error {
@@ -322,7 +329,7 @@ func (p *Protocol) fail(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	f := engine.Failure{ErrorCode: req.ErrorCode, Message: req.Message, Retryable: req.Retryable}
+	f := engine.Failure{ErrorCode: req.ErrorCode, Message: req.Message, Retryable: req.Retryable, AttemptsLeft: req.AttemptsLeft}
 	if req.RetryDelay != nil {
 		// The engine refuses a delay above the ceiling (bound_exceeded).
 		d := req.RetryDelay.Std()
@@ -365,5 +372,66 @@ func (p *Protocol) extend(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	httpjson.Encode(w, http.StatusOK, map[string]any{"lock_expires_at": until})
+	return nil
+}
+
+type deferRequest struct {
+	WorkerID string `json:"worker_id"`
+	Reason   string `json:"reason"`
+}
+
+func (p *Protocol) deferOccurrence(w http.ResponseWriter, r *http.Request) error {
+	req, err := httpjson.Decode[deferRequest](w, r, p.body)
+	if err != nil {
+		return err
+	}
+	ref, err := p.ref(r, req.WorkerID)
+	if err != nil {
+		return err
+	}
+	d, err := p.eng.Defer(r.Context(), ref, req.Reason)
+	if err != nil {
+		return err
+	}
+	httpjson.Encode(w, http.StatusOK, map[string]any{"status": d.Status, "deferred_at": d.DeferredAt, "deadline_at": d.DeadlineAt})
+	return nil
+}
+
+type workerRequest struct {
+	WorkerID string `json:"worker_id"`
+}
+
+func (p *Protocol) release(w http.ResponseWriter, r *http.Request) error {
+	req, err := httpjson.Decode[workerRequest](w, r, p.body)
+	if err != nil {
+		return err
+	}
+	ref, err := p.ref(r, req.WorkerID)
+	if err != nil {
+		return err
+	}
+	s, err := p.eng.Release(r.Context(), ref)
+	if err != nil {
+		return err
+	}
+	httpjson.Encode(w, http.StatusOK, map[string]any{"status": s.Status, "attempts_left": s.AttemptsLeft, "available_at": s.AvailableAt})
+	return nil
+}
+
+func (p *Protocol) settleToken(w http.ResponseWriter, r *http.Request) error {
+	req, err := httpjson.Decode[workerRequest](w, r, p.body)
+	if err != nil {
+		return err
+	}
+	ref, err := p.ref(r, req.WorkerID)
+	if err != nil {
+		return err
+	}
+	t, err := p.eng.IssueSettleToken(r.Context(), ref)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	httpjson.Encode(w, http.StatusCreated, map[string]any{"token": t.Token, "occurrence_id": ref.Occurrence, "expires_at": t.ExpiresAt})
 	return nil
 }

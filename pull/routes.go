@@ -1,10 +1,14 @@
 package pull
 
 import (
+	"context"
+	"log/slog"
 	"net/http"
+	"strings"
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/relais/relais/engine"
 	"github.com/relais/relais/internal/auth"
 	"github.com/relais/relais/internal/fault"
 	"github.com/relais/relais/internal/httpauth"
@@ -13,12 +17,23 @@ import (
 
 // Routes mounts the pull routes on r (at /api/v1/pull). Only consumer
 // tokens may pull: an occurrence is delivered to a consumer's grants.
+// Complete and fail also take a settle token, scoped to one deferred
+// occurrence; every other route refuses it (401).
 func (p *Protocol) Routes(r chi.Router, lookup auth.Lookup) {
-	r.Use(httpauth.Require(lookup, p.logger, auth.RoleConsumer), p.consumerOnly)
-	r.Method("POST", "/fetch-and-lock", p.handle(p.fetch))
-	r.Method("POST", "/occurrences/{id}/complete", p.handle(p.complete))
-	r.Method("POST", "/occurrences/{id}/fail", p.handle(p.fail))
-	r.Method("POST", "/occurrences/{id}/extend", p.handle(p.extend))
+	consumer := httpauth.Require(lookup, p.logger, auth.RoleConsumer)
+	r.Group(func(r chi.Router) {
+		r.Use(consumer, p.consumerOnly)
+		r.Method("POST", "/fetch-and-lock", p.handle(p.fetch))
+		r.Method("POST", "/occurrences/{id}/extend", p.handle(p.extend))
+		r.Method("POST", "/occurrences/{id}/defer", p.handle(p.deferOccurrence))
+		r.Method("POST", "/occurrences/{id}/release", p.handle(p.release))
+		r.Method("POST", "/occurrences/{id}/settle-token", p.handle(p.settleToken))
+	})
+	r.Group(func(r chi.Router) {
+		r.Use(settleTokenOr(p.eng, p.logger, func(next http.Handler) http.Handler { return consumer(p.consumerOnly(next)) }))
+		r.Method("POST", "/occurrences/{id}/complete", p.handle(p.complete))
+		r.Method("POST", "/occurrences/{id}/fail", p.handle(p.fail))
+	})
 }
 
 func (p *Protocol) consumerOnly(next http.Handler) http.Handler {
@@ -29,4 +44,42 @@ func (p *Protocol) consumerOnly(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// settleTokenWorker names a settle token's holder in the attempt it ends.
+const settleTokenWorker = "settle-token"
+
+type settleTokenKey struct{}
+
+func viaSettleToken(ctx context.Context) bool {
+	v, _ := ctx.Value(settleTokenKey{}).(bool)
+	return v
+}
+
+// settleTokenOr authenticates a settle token for the occurrence in the path
+// (a token of another occurrence is 401, like an unknown one), and leaves
+// every other token to otherwise.
+func settleTokenOr(eng *engine.Engine, logger *slog.Logger, otherwise func(http.Handler) http.Handler) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		fallback := otherwise(next)
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+			token = strings.TrimSpace(token)
+			if !strings.EqualFold(scheme, "Bearer") || !engine.IsSettleToken(token) {
+				fallback.ServeHTTP(w, r)
+				return
+			}
+			scope, err := eng.AuthenticateSettleToken(r.Context(), token)
+			if err == nil && scope.Occurrence.String() != strings.ToLower(chi.URLParam(r, "id")) {
+				err = fault.New(fault.Unauthorized, "unauthorized", "this settle token settles another occurrence")
+			}
+			if err != nil {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="relais", error="invalid_token"`)
+				httpjson.WriteError(w, r, logger, err)
+				return
+			}
+			ctx := auth.WithPrincipal(r.Context(), auth.Principal{Name: settleTokenWorker, Role: auth.RoleConsumer, ConsumerID: scope.ConsumerID})
+			next.ServeHTTP(w, r.WithContext(context.WithValue(ctx, settleTokenKey{}, true)))
+		})
+	}
 }

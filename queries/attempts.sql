@@ -1,8 +1,16 @@
 -- name: AttemptEnd :exec
 update attempts
 set outcome = @outcome::text, ended_at = coalesce(sqlc.narg('now')::timestamptz, now()),
-    error_code = sqlc.narg('error_code'), error_message = sqlc.narg('error_message')
+    error_code = sqlc.narg('error_code'), error_message = sqlc.narg('error_message'),
+    report_digest = sqlc.narg('report_digest'), report_answer = sqlc.narg('report_answer')
 where occurrence_id = @occurrence_id and number = @number and ended_at is null;
+
+-- name: AttemptReportAnswer :one
+-- The answer a failure report got, for an identical replay of it.
+select report_answer::jsonb from attempts
+where occurrence_id = @occurrence_id and consumer_id = @consumer_id and report_digest = @report_digest
+order by number desc
+limit 1;
 
 -- name: AttemptExtend :exec
 update attempts set lock_expires_at = @lock_expires_at::timestamptz
@@ -19,3 +27,17 @@ select a.*, c.name as consumer_name
 from attempts a left join consumers c on c.id = a.consumer_id
 where a.occurrence_id = @occurrence_id
 order by a.number;
+
+-- name: SettleTokenInsert :exec
+insert into settle_tokens (hash, occurrence_id, consumer_id, expires_at)
+values (@hash, @occurrence_id, @consumer_id, @expires_at);
+
+-- name: SettleTokenGet :one
+-- A settle token is good while unexpired and its occurrence deferred.
+select t.occurrence_id, t.consumer_id, t.hash,
+       (t.expires_at > coalesce(sqlc.narg('now')::timestamptz, now()) and o.status = 'deferred')::boolean as live
+from settle_tokens t join occurrences o on o.id = t.occurrence_id
+where t.hash = @hash;
+
+-- name: SettleTokenDeleteByOccurrence :exec
+delete from settle_tokens where occurrence_id = @occurrence_id;

@@ -7,6 +7,7 @@ package queries
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/google/uuid"
@@ -32,8 +33,9 @@ func (q *Queries) AttemptCancelOpen(ctx context.Context, arg AttemptCancelOpenPa
 const attemptEnd = `-- name: AttemptEnd :exec
 update attempts
 set outcome = $1::text, ended_at = coalesce($2::timestamptz, now()),
-    error_code = $3, error_message = $4
-where occurrence_id = $5 and number = $6 and ended_at is null
+    error_code = $3, error_message = $4,
+    report_digest = $5, report_answer = $6
+where occurrence_id = $7 and number = $8 and ended_at is null
 `
 
 type AttemptEndParams struct {
@@ -41,6 +43,8 @@ type AttemptEndParams struct {
 	Now          *time.Time
 	ErrorCode    *string
 	ErrorMessage *string
+	ReportDigest *string
+	ReportAnswer json.RawMessage
 	OccurrenceID uuid.UUID
 	Number       int32
 }
@@ -51,6 +55,8 @@ func (q *Queries) AttemptEnd(ctx context.Context, arg AttemptEndParams) error {
 		arg.Now,
 		arg.ErrorCode,
 		arg.ErrorMessage,
+		arg.ReportDigest,
+		arg.ReportAnswer,
 		arg.OccurrenceID,
 		arg.Number,
 	)
@@ -74,7 +80,7 @@ func (q *Queries) AttemptExtend(ctx context.Context, arg AttemptExtendParams) er
 }
 
 const attemptListByOccurrence = `-- name: AttemptListByOccurrence :many
-select a.occurrence_id, a.number, a.consumer_id, a.worker_id, a.request_id, a.reserved_at, a.lock_expires_at, a.ended_at, a.outcome, a.error_code, a.error_message, c.name as consumer_name
+select a.occurrence_id, a.number, a.consumer_id, a.worker_id, a.request_id, a.reserved_at, a.lock_expires_at, a.ended_at, a.outcome, a.error_code, a.error_message, a.report_digest, a.report_answer, c.name as consumer_name
 from attempts a left join consumers c on c.id = a.consumer_id
 where a.occurrence_id = $1
 order by a.number
@@ -92,6 +98,8 @@ type AttemptListByOccurrenceRow struct {
 	Outcome       *string
 	ErrorCode     *string
 	ErrorMessage  *string
+	ReportDigest  *string
+	ReportAnswer  json.RawMessage
 	ConsumerName  *string
 }
 
@@ -116,6 +124,8 @@ func (q *Queries) AttemptListByOccurrence(ctx context.Context, occurrenceID uuid
 			&i.Outcome,
 			&i.ErrorCode,
 			&i.ErrorMessage,
+			&i.ReportDigest,
+			&i.ReportAnswer,
 			&i.ConsumerName,
 		); err != nil {
 			return nil, err
@@ -126,4 +136,88 @@ func (q *Queries) AttemptListByOccurrence(ctx context.Context, occurrenceID uuid
 		return nil, err
 	}
 	return items, nil
+}
+
+const attemptReportAnswer = `-- name: AttemptReportAnswer :one
+select report_answer::jsonb from attempts
+where occurrence_id = $1 and consumer_id = $2 and report_digest = $3
+order by number desc
+limit 1
+`
+
+type AttemptReportAnswerParams struct {
+	OccurrenceID uuid.UUID
+	ConsumerID   *int64
+	ReportDigest *string
+}
+
+// The answer a failure report got, for an identical replay of it.
+func (q *Queries) AttemptReportAnswer(ctx context.Context, arg AttemptReportAnswerParams) (json.RawMessage, error) {
+	row := q.db.QueryRow(ctx, attemptReportAnswer, arg.OccurrenceID, arg.ConsumerID, arg.ReportDigest)
+	var report_answer json.RawMessage
+	err := row.Scan(&report_answer)
+	return report_answer, err
+}
+
+const settleTokenDeleteByOccurrence = `-- name: SettleTokenDeleteByOccurrence :exec
+delete from settle_tokens where occurrence_id = $1
+`
+
+func (q *Queries) SettleTokenDeleteByOccurrence(ctx context.Context, occurrenceID uuid.UUID) error {
+	_, err := q.db.Exec(ctx, settleTokenDeleteByOccurrence, occurrenceID)
+	return err
+}
+
+const settleTokenGet = `-- name: SettleTokenGet :one
+select t.occurrence_id, t.consumer_id, t.hash,
+       (t.expires_at > coalesce($1::timestamptz, now()) and o.status = 'deferred')::boolean as live
+from settle_tokens t join occurrences o on o.id = t.occurrence_id
+where t.hash = $2
+`
+
+type SettleTokenGetParams struct {
+	Now  *time.Time
+	Hash []byte
+}
+
+type SettleTokenGetRow struct {
+	OccurrenceID uuid.UUID
+	ConsumerID   int64
+	Hash         []byte
+	Live         bool
+}
+
+// A settle token is good while unexpired and its occurrence deferred.
+func (q *Queries) SettleTokenGet(ctx context.Context, arg SettleTokenGetParams) (SettleTokenGetRow, error) {
+	row := q.db.QueryRow(ctx, settleTokenGet, arg.Now, arg.Hash)
+	var i SettleTokenGetRow
+	err := row.Scan(
+		&i.OccurrenceID,
+		&i.ConsumerID,
+		&i.Hash,
+		&i.Live,
+	)
+	return i, err
+}
+
+const settleTokenInsert = `-- name: SettleTokenInsert :exec
+insert into settle_tokens (hash, occurrence_id, consumer_id, expires_at)
+values ($1, $2, $3, $4)
+`
+
+type SettleTokenInsertParams struct {
+	Hash         []byte
+	OccurrenceID uuid.UUID
+	ConsumerID   int64
+	ExpiresAt    time.Time
+}
+
+func (q *Queries) SettleTokenInsert(ctx context.Context, arg SettleTokenInsertParams) error {
+	_, err := q.db.Exec(ctx, settleTokenInsert,
+		arg.Hash,
+		arg.OccurrenceID,
+		arg.ConsumerID,
+		arg.ExpiresAt,
+	)
+	return err
 }

@@ -17,5 +17,5 @@ order by definition_key, status;
 select definition_key, count(*)::bigint as count
 from occurrences
 where status = 'reserved'
-  and relais_lock_lapsed(status, mode, lock_expires_at, attempts, max_attempts, deadline_at, coalesce(sqlc.narg('now')::timestamptz, now()))
+  and relais_lock_lapsed(status, mode, lock_expires_at, attempts, max_attempts + attempt_credit, deadline_at, coalesce(sqlc.narg('now')::timestamptz, now()))
 group by definition_key;

@@ -53,7 +53,7 @@ const occurrenceLapsedLocksByDefinition = `-- name: OccurrenceLapsedLocksByDefin
 select definition_key, count(*)::bigint as count
 from occurrences
 where status = 'reserved'
-  and relais_lock_lapsed(status, mode, lock_expires_at, attempts, max_attempts, deadline_at, coalesce($1::timestamptz, now()))
+  and relais_lock_lapsed(status, mode, lock_expires_at, attempts, max_attempts + attempt_credit, deadline_at, coalesce($1::timestamptz, now()))
 group by definition_key
 `
 

@@ -23,6 +23,8 @@ type Attempt struct {
 	Outcome       *string
 	ErrorCode     *string
 	ErrorMessage  *string
+	ReportDigest  *string
+	ReportAnswer  json.RawMessage
 }
 
 type Consumer struct {
@@ -111,6 +113,9 @@ type Occurrence struct {
 	ErrorMessage  *string
 	CreatedAt     time.Time
 	SettledAt     *time.Time
+	DeferredAt    *time.Time
+	DeferReason   *string
+	AttemptCredit int32
 }
 
 type Process struct {
@@ -150,6 +155,14 @@ type Revision struct {
 	Digest        string
 	Document      json.RawMessage
 	CreatedAt     time.Time
+}
+
+type SettleToken struct {
+	Hash         []byte
+	OccurrenceID uuid.UUID
+	ConsumerID   int64
+	CreatedAt    time.Time
+	ExpiresAt    time.Time
 }
 
 type Token struct {

@@ -25,11 +25,11 @@ select * from occurrences where instance_id = @instance_id order by created_at, 
 -- name: OccurrenceObserve :one
 -- An occurrence as observers see it: with whether its lock lapsed (it is
 -- then available again, though stored reserved).
-select sqlc.embed(o), relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts, o.deadline_at, coalesce(sqlc.narg('now')::timestamptz, now())) as lapsed
+select sqlc.embed(o), relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts + o.attempt_credit, o.deadline_at, coalesce(sqlc.narg('now')::timestamptz, now())) as lapsed
 from occurrences o where o.id = @id;
 
 -- name: OccurrenceObserveByInstance :many
-select sqlc.embed(o), relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts, o.deadline_at, coalesce(sqlc.narg('now')::timestamptz, now())) as lapsed
+select sqlc.embed(o), relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts + o.attempt_credit, o.deadline_at, coalesce(sqlc.narg('now')::timestamptz, now())) as lapsed
 from occurrences o where o.instance_id = @instance_id order by o.created_at, o.id;
 
 -- name: OccurrenceClaimPull :many
@@ -66,7 +66,7 @@ candidates as (
         select o.id, o.priority, o.lock_expires_at as at
         from occurrences o
         where o.definition_key = s.definition_key and o.revision = s.revision
-          and relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts, o.deadline_at,
+          and relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts + o.attempt_credit, o.deadline_at,
                                  coalesce(sqlc.narg('now')::timestamptz, now()))
         order by o.priority desc, o.lock_expires_at, o.id
         limit @max_tasks
@@ -86,7 +86,7 @@ claimed as (
         worker_id       = @worker_id,
         reserved_at     = coalesce(sqlc.narg('now')::timestamptz, now()),
         lock_expires_at = coalesce(sqlc.narg('now')::timestamptz, now()) + @lock_duration::interval,
-        claimable_at    = case when o.attempts + 1 < o.max_attempts then coalesce(sqlc.narg('now')::timestamptz, now()) + @lock_duration::interval end
+        claimable_at    = case when o.attempts + 1 < o.max_attempts + o.attempt_credit then coalesce(sqlc.narg('now')::timestamptz, now()) + @lock_duration::interval end
     from locked
     where o.id = locked.id
     returning o.*
@@ -176,29 +176,29 @@ returning *;
 -- name: OccurrenceExtend :one
 update occurrences
 set lock_expires_at = @lock_expires_at::timestamptz,
-    claimable_at = case when attempts < max_attempts then @lock_expires_at::timestamptz end
+    claimable_at = case when attempts < max_attempts + attempt_credit then @lock_expires_at::timestamptz end
 where id = @id
 returning *;
 
 -- name: OccurrenceCancelOpen :many
 update occurrences
 set status = 'cancelled', settled_at = coalesce(sqlc.narg('now')::timestamptz, now()), claimable_at = null
-where instance_id = @instance_id and status in ('available', 'reserved')
+where instance_id = @instance_id and status in ('available', 'reserved', 'deferred')
 returning id, mode;
 
 -- name: OccurrenceDueForTimer :many
 -- Work that only time moves forward: passed deadlines, the last attempt's
 -- expired lock, and push calls whose replica died (outcome unknown).
 select id, instance_id from occurrences
-where status in ('available', 'reserved') and deadline_at <= coalesce(sqlc.narg('now')::timestamptz, now())
+where status in ('available', 'reserved', 'deferred') and deadline_at <= coalesce(sqlc.narg('now')::timestamptz, now())
 union
 select id, instance_id from occurrences
 where status = 'reserved' and lock_expires_at <= coalesce(sqlc.narg('now')::timestamptz, now())
-  and (mode = 'push' or attempts >= max_attempts)
+  and (mode = 'push' or attempts >= max_attempts + attempt_credit)
 limit @max;
 
 -- name: OccurrenceList :many
-select sqlc.embed(o), relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts, o.deadline_at, coalesce(sqlc.narg('now')::timestamptz, now())) as lapsed
+select sqlc.embed(o), relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts + o.attempt_credit, o.deadline_at, coalesce(sqlc.narg('now')::timestamptz, now())) as lapsed
 from occurrences o
 where (sqlc.narg('definition_key')::text is null or o.definition_key = sqlc.narg('definition_key'))
   and (sqlc.narg('status')::text is null
@@ -206,10 +206,10 @@ where (sqlc.narg('definition_key')::text is null or o.definition_key = sqlc.narg
        -- is written out so each keeps an index-ordered plan.
        or (sqlc.narg('status') = 'available'
            and (o.status = 'available'
-                or relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts, o.deadline_at, coalesce(sqlc.narg('now')::timestamptz, now()))))
+                or relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts + o.attempt_credit, o.deadline_at, coalesce(sqlc.narg('now')::timestamptz, now()))))
        or (sqlc.narg('status') = 'reserved'
            and o.status = 'reserved'
-           and not relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts, o.deadline_at, coalesce(sqlc.narg('now')::timestamptz, now())))
+           and not relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts + o.attempt_credit, o.deadline_at, coalesce(sqlc.narg('now')::timestamptz, now())))
        or (sqlc.narg('status') not in ('available', 'reserved') and o.status = sqlc.narg('status')))
   and (sqlc.narg('instance_id')::uuid is null or o.instance_id = sqlc.narg('instance_id'))
   and (sqlc.narg('revision')::integer is null or o.revision = sqlc.narg('revision'))
@@ -222,3 +222,20 @@ limit @max;
 -- name: OccurrenceCompletedOutputs :many
 select node, outputs, sealed_outputs, id from occurrences
 where instance_id = @instance_id and status = 'completed';
+
+-- name: OccurrenceDefer :exec
+update occurrences
+set status = 'deferred', deferred_at = @now::timestamptz, defer_reason = @reason,
+    lock_expires_at = null, claimable_at = null
+where id = @id;
+
+-- name: OccurrenceRelease :one
+-- Hands a reservation back at once; the attempt it spent is given back.
+update occurrences
+set status = 'available', available_at = @now::timestamptz, claimable_at = @now::timestamptz,
+    lock_expires_at = null, attempt_credit = attempt_credit + 1
+where id = @id
+returning *;
+
+-- name: OccurrenceSetCredit :exec
+update occurrences set attempt_credit = @attempt_credit where id = @id;

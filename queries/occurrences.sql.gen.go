@@ -16,7 +16,7 @@ import (
 const occurrenceCancelOpen = `-- name: OccurrenceCancelOpen :many
 update occurrences
 set status = 'cancelled', settled_at = coalesce($1::timestamptz, now()), claimable_at = null
-where instance_id = $2 and status in ('available', 'reserved')
+where instance_id = $2 and status in ('available', 'reserved', 'deferred')
 returning id, mode
 `
 
@@ -76,7 +76,7 @@ candidates as (
         select o.id, o.priority, o.lock_expires_at as at
         from occurrences o
         where o.definition_key = s.definition_key and o.revision = s.revision
-          and relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts, o.deadline_at,
+          and relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts + o.attempt_credit, o.deadline_at,
                                  coalesce($3::timestamptz, now()))
         order by o.priority desc, o.lock_expires_at, o.id
         limit $4
@@ -96,10 +96,10 @@ claimed as (
         worker_id       = $6,
         reserved_at     = coalesce($3::timestamptz, now()),
         lock_expires_at = coalesce($3::timestamptz, now()) + $7::interval,
-        claimable_at    = case when o.attempts + 1 < o.max_attempts then coalesce($3::timestamptz, now()) + $7::interval end
+        claimable_at    = case when o.attempts + 1 < o.max_attempts + o.attempt_credit then coalesce($3::timestamptz, now()) + $7::interval end
     from locked
     where o.id = locked.id
-    returning o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at
+    returning o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit
 ),
 expired as (
     update attempts a
@@ -112,7 +112,7 @@ inserted as (
     select c.id, c.attempts, $5, $6, $8, c.reserved_at, c.lock_expires_at
     from claimed c
 )
-select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at from claimed
+select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit from claimed
 order by priority desc, available_at, id
 `
 
@@ -159,6 +159,9 @@ type OccurrenceClaimPullRow struct {
 	ErrorMessage  *string
 	CreatedAt     time.Time
 	SettledAt     *time.Time
+	DeferredAt    *time.Time
+	DeferReason   *string
+	AttemptCredit int32
 }
 
 // One statement claims. Per subscribed (definition, revision) it takes, with
@@ -219,6 +222,9 @@ func (q *Queries) OccurrenceClaimPull(ctx context.Context, arg OccurrenceClaimPu
 			&i.ErrorMessage,
 			&i.CreatedAt,
 			&i.SettledAt,
+			&i.DeferredAt,
+			&i.DeferReason,
+			&i.AttemptCredit,
 		); err != nil {
 			return nil, err
 		}
@@ -249,13 +255,13 @@ claimed as (
         lock_expires_at = coalesce($1::timestamptz, now()) + o.timeout + $4::interval
     from locked
     where o.id = locked.id
-    returning o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at
+    returning o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit
 ),
 inserted as (
     insert into attempts (occurrence_id, number, worker_id, reserved_at, lock_expires_at)
     select c.id, c.attempts, $3, c.reserved_at, c.lock_expires_at from claimed c
 )
-select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at from claimed
+select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit from claimed
 `
 
 type OccurrenceClaimPushParams struct {
@@ -297,6 +303,9 @@ type OccurrenceClaimPushRow struct {
 	ErrorMessage  *string
 	CreatedAt     time.Time
 	SettledAt     *time.Time
+	DeferredAt    *time.Time
+	DeferReason   *string
+	AttemptCredit int32
 }
 
 // Past lock_expires_at, the replica that made the call is presumed dead and
@@ -347,6 +356,9 @@ func (q *Queries) OccurrenceClaimPush(ctx context.Context, arg OccurrenceClaimPu
 			&i.ErrorMessage,
 			&i.CreatedAt,
 			&i.SettledAt,
+			&i.DeferredAt,
+			&i.DeferReason,
+			&i.AttemptCredit,
 		); err != nil {
 			return nil, err
 		}
@@ -424,13 +436,31 @@ func (q *Queries) OccurrenceCompletedOutputs(ctx context.Context, instanceID uui
 	return items, nil
 }
 
+const occurrenceDefer = `-- name: OccurrenceDefer :exec
+update occurrences
+set status = 'deferred', deferred_at = $1::timestamptz, defer_reason = $2,
+    lock_expires_at = null, claimable_at = null
+where id = $3
+`
+
+type OccurrenceDeferParams struct {
+	Now    time.Time
+	Reason *string
+	ID     uuid.UUID
+}
+
+func (q *Queries) OccurrenceDefer(ctx context.Context, arg OccurrenceDeferParams) error {
+	_, err := q.db.Exec(ctx, occurrenceDefer, arg.Now, arg.Reason, arg.ID)
+	return err
+}
+
 const occurrenceDueForTimer = `-- name: OccurrenceDueForTimer :many
 select id, instance_id from occurrences
-where status in ('available', 'reserved') and deadline_at <= coalesce($2::timestamptz, now())
+where status in ('available', 'reserved', 'deferred') and deadline_at <= coalesce($2::timestamptz, now())
 union
 select id, instance_id from occurrences
 where status = 'reserved' and lock_expires_at <= coalesce($2::timestamptz, now())
-  and (mode = 'push' or attempts >= max_attempts)
+  and (mode = 'push' or attempts >= max_attempts + attempt_credit)
 limit $1
 `
 
@@ -469,9 +499,9 @@ func (q *Queries) OccurrenceDueForTimer(ctx context.Context, arg OccurrenceDueFo
 const occurrenceExtend = `-- name: OccurrenceExtend :one
 update occurrences
 set lock_expires_at = $1::timestamptz,
-    claimable_at = case when attempts < max_attempts then $1::timestamptz end
+    claimable_at = case when attempts < max_attempts + attempt_credit then $1::timestamptz end
 where id = $2
-returning id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at
+returning id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit
 `
 
 type OccurrenceExtendParams struct {
@@ -514,6 +544,9 @@ func (q *Queries) OccurrenceExtend(ctx context.Context, arg OccurrenceExtendPara
 		&i.ErrorMessage,
 		&i.CreatedAt,
 		&i.SettledAt,
+		&i.DeferredAt,
+		&i.DeferReason,
+		&i.AttemptCredit,
 	)
 	return i, err
 }
@@ -543,7 +576,7 @@ func (q *Queries) OccurrenceFail(ctx context.Context, arg OccurrenceFailParams) 
 }
 
 const occurrenceGet = `-- name: OccurrenceGet :one
-select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at from occurrences where id = $1
+select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit from occurrences where id = $1
 `
 
 func (q *Queries) OccurrenceGet(ctx context.Context, id uuid.UUID) (Occurrence, error) {
@@ -581,6 +614,9 @@ func (q *Queries) OccurrenceGet(ctx context.Context, id uuid.UUID) (Occurrence, 
 		&i.ErrorMessage,
 		&i.CreatedAt,
 		&i.SettledAt,
+		&i.DeferredAt,
+		&i.DeferReason,
+		&i.AttemptCredit,
 	)
 	return i, err
 }
@@ -595,7 +631,7 @@ values (
     $8, $9, $10, $11, $12, $13, $14,
     $15, $16, $17, $18, $19, $20, $21)
 on conflict (instance_id, node) do nothing
-returning id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at
+returning id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit
 `
 
 type OccurrenceInsertParams struct {
@@ -679,12 +715,15 @@ func (q *Queries) OccurrenceInsert(ctx context.Context, arg OccurrenceInsertPara
 		&i.ErrorMessage,
 		&i.CreatedAt,
 		&i.SettledAt,
+		&i.DeferredAt,
+		&i.DeferReason,
+		&i.AttemptCredit,
 	)
 	return i, err
 }
 
 const occurrenceList = `-- name: OccurrenceList :many
-select o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts, o.deadline_at, coalesce($1::timestamptz, now())) as lapsed
+select o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts + o.attempt_credit, o.deadline_at, coalesce($1::timestamptz, now())) as lapsed
 from occurrences o
 where ($2::text is null or o.definition_key = $2)
   and ($3::text is null
@@ -692,10 +731,10 @@ where ($2::text is null or o.definition_key = $2)
        -- is written out so each keeps an index-ordered plan.
        or ($3 = 'available'
            and (o.status = 'available'
-                or relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts, o.deadline_at, coalesce($1::timestamptz, now()))))
+                or relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts + o.attempt_credit, o.deadline_at, coalesce($1::timestamptz, now()))))
        or ($3 = 'reserved'
            and o.status = 'reserved'
-           and not relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts, o.deadline_at, coalesce($1::timestamptz, now())))
+           and not relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts + o.attempt_credit, o.deadline_at, coalesce($1::timestamptz, now())))
        or ($3 not in ('available', 'reserved') and o.status = $3))
   and ($4::uuid is null or o.instance_id = $4)
   and ($5::integer is null or o.revision = $5)
@@ -772,6 +811,9 @@ func (q *Queries) OccurrenceList(ctx context.Context, arg OccurrenceListParams) 
 			&i.Occurrence.ErrorMessage,
 			&i.Occurrence.CreatedAt,
 			&i.Occurrence.SettledAt,
+			&i.Occurrence.DeferredAt,
+			&i.Occurrence.DeferReason,
+			&i.Occurrence.AttemptCredit,
 			&i.Lapsed,
 		); err != nil {
 			return nil, err
@@ -785,7 +827,7 @@ func (q *Queries) OccurrenceList(ctx context.Context, arg OccurrenceListParams) 
 }
 
 const occurrenceListByInstance = `-- name: OccurrenceListByInstance :many
-select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at from occurrences where instance_id = $1 order by created_at, id
+select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit from occurrences where instance_id = $1 order by created_at, id
 `
 
 func (q *Queries) OccurrenceListByInstance(ctx context.Context, instanceID uuid.UUID) ([]Occurrence, error) {
@@ -829,6 +871,9 @@ func (q *Queries) OccurrenceListByInstance(ctx context.Context, instanceID uuid.
 			&i.ErrorMessage,
 			&i.CreatedAt,
 			&i.SettledAt,
+			&i.DeferredAt,
+			&i.DeferReason,
+			&i.AttemptCredit,
 		); err != nil {
 			return nil, err
 		}
@@ -841,7 +886,7 @@ func (q *Queries) OccurrenceListByInstance(ctx context.Context, instanceID uuid.
 }
 
 const occurrenceLock = `-- name: OccurrenceLock :one
-select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at from occurrences where id = $1 for update
+select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit from occurrences where id = $1 for update
 `
 
 func (q *Queries) OccurrenceLock(ctx context.Context, id uuid.UUID) (Occurrence, error) {
@@ -879,12 +924,15 @@ func (q *Queries) OccurrenceLock(ctx context.Context, id uuid.UUID) (Occurrence,
 		&i.ErrorMessage,
 		&i.CreatedAt,
 		&i.SettledAt,
+		&i.DeferredAt,
+		&i.DeferReason,
+		&i.AttemptCredit,
 	)
 	return i, err
 }
 
 const occurrenceLockSkipLocked = `-- name: OccurrenceLockSkipLocked :one
-select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at from occurrences where id = $1 for update skip locked
+select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit from occurrences where id = $1 for update skip locked
 `
 
 func (q *Queries) OccurrenceLockSkipLocked(ctx context.Context, id uuid.UUID) (Occurrence, error) {
@@ -922,6 +970,9 @@ func (q *Queries) OccurrenceLockSkipLocked(ctx context.Context, id uuid.UUID) (O
 		&i.ErrorMessage,
 		&i.CreatedAt,
 		&i.SettledAt,
+		&i.DeferredAt,
+		&i.DeferReason,
+		&i.AttemptCredit,
 	)
 	return i, err
 }
@@ -953,7 +1004,7 @@ func (q *Queries) OccurrenceNextClaimable(ctx context.Context, arg OccurrenceNex
 }
 
 const occurrenceObserve = `-- name: OccurrenceObserve :one
-select o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts, o.deadline_at, coalesce($1::timestamptz, now())) as lapsed
+select o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts + o.attempt_credit, o.deadline_at, coalesce($1::timestamptz, now())) as lapsed
 from occurrences o where o.id = $2
 `
 
@@ -1004,13 +1055,16 @@ func (q *Queries) OccurrenceObserve(ctx context.Context, arg OccurrenceObservePa
 		&i.Occurrence.ErrorMessage,
 		&i.Occurrence.CreatedAt,
 		&i.Occurrence.SettledAt,
+		&i.Occurrence.DeferredAt,
+		&i.Occurrence.DeferReason,
+		&i.Occurrence.AttemptCredit,
 		&i.Lapsed,
 	)
 	return i, err
 }
 
 const occurrenceObserveByInstance = `-- name: OccurrenceObserveByInstance :many
-select o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts, o.deadline_at, coalesce($1::timestamptz, now())) as lapsed
+select o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts + o.attempt_credit, o.deadline_at, coalesce($1::timestamptz, now())) as lapsed
 from occurrences o where o.instance_id = $2 order by o.created_at, o.id
 `
 
@@ -1065,6 +1119,9 @@ func (q *Queries) OccurrenceObserveByInstance(ctx context.Context, arg Occurrenc
 			&i.Occurrence.ErrorMessage,
 			&i.Occurrence.CreatedAt,
 			&i.Occurrence.SettledAt,
+			&i.Occurrence.DeferredAt,
+			&i.Occurrence.DeferReason,
+			&i.Occurrence.AttemptCredit,
 			&i.Lapsed,
 		); err != nil {
 			return nil, err
@@ -1077,8 +1134,64 @@ func (q *Queries) OccurrenceObserveByInstance(ctx context.Context, arg Occurrenc
 	return items, nil
 }
 
+const occurrenceRelease = `-- name: OccurrenceRelease :one
+update occurrences
+set status = 'available', available_at = $1::timestamptz, claimable_at = $1::timestamptz,
+    lock_expires_at = null, attempt_credit = attempt_credit + 1
+where id = $2
+returning id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit
+`
+
+type OccurrenceReleaseParams struct {
+	Now time.Time
+	ID  uuid.UUID
+}
+
+// Hands a reservation back at once; the attempt it spent is given back.
+func (q *Queries) OccurrenceRelease(ctx context.Context, arg OccurrenceReleaseParams) (Occurrence, error) {
+	row := q.db.QueryRow(ctx, occurrenceRelease, arg.Now, arg.ID)
+	var i Occurrence
+	err := row.Scan(
+		&i.ID,
+		&i.InstanceID,
+		&i.Node,
+		&i.DefinitionKey,
+		&i.Revision,
+		&i.Mode,
+		&i.Status,
+		&i.Priority,
+		&i.MaxAttempts,
+		&i.RetryDelay,
+		&i.Deadline,
+		&i.DeadlineAt,
+		&i.Destination,
+		&i.Timeout,
+		&i.Attempts,
+		&i.AvailableAt,
+		&i.ClaimableAt,
+		&i.ConsumerID,
+		&i.WorkerID,
+		&i.ReservedAt,
+		&i.LockExpiresAt,
+		&i.Inputs,
+		&i.SealedInputs,
+		&i.Outputs,
+		&i.SealedOutputs,
+		&i.OutputsDigest,
+		&i.Route,
+		&i.ErrorCode,
+		&i.ErrorMessage,
+		&i.CreatedAt,
+		&i.SettledAt,
+		&i.DeferredAt,
+		&i.DeferReason,
+		&i.AttemptCredit,
+	)
+	return i, err
+}
+
 const occurrenceReplayRequest = `-- name: OccurrenceReplayRequest :many
-select o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at from attempts a
+select o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit from attempts a
 join occurrences o on o.id = a.occurrence_id
 where a.consumer_id = $1 and a.worker_id = $2 and a.request_id = $3
   and o.status = 'reserved' and o.attempts = a.number and o.lock_expires_at > coalesce($4::timestamptz, now())
@@ -1138,6 +1251,9 @@ func (q *Queries) OccurrenceReplayRequest(ctx context.Context, arg OccurrenceRep
 			&i.ErrorMessage,
 			&i.CreatedAt,
 			&i.SettledAt,
+			&i.DeferredAt,
+			&i.DeferReason,
+			&i.AttemptCredit,
 		); err != nil {
 			return nil, err
 		}
@@ -1154,7 +1270,7 @@ update occurrences
 set status = 'available', available_at = $1::timestamptz, claimable_at = $1::timestamptz,
     lock_expires_at = null, error_code = $2, error_message = $3
 where id = $4
-returning id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at
+returning id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit
 `
 
 type OccurrenceRetryParams struct {
@@ -1204,6 +1320,23 @@ func (q *Queries) OccurrenceRetry(ctx context.Context, arg OccurrenceRetryParams
 		&i.ErrorMessage,
 		&i.CreatedAt,
 		&i.SettledAt,
+		&i.DeferredAt,
+		&i.DeferReason,
+		&i.AttemptCredit,
 	)
 	return i, err
+}
+
+const occurrenceSetCredit = `-- name: OccurrenceSetCredit :exec
+update occurrences set attempt_credit = $1 where id = $2
+`
+
+type OccurrenceSetCreditParams struct {
+	AttemptCredit int32
+	ID            uuid.UUID
+}
+
+func (q *Queries) OccurrenceSetCredit(ctx context.Context, arg OccurrenceSetCreditParams) error {
+	_, err := q.db.Exec(ctx, occurrenceSetCredit, arg.AttemptCredit, arg.ID)
+	return err
 }

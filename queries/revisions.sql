@@ -17,3 +17,10 @@ select * from revisions where definition_key = @definition_key order by revision
 
 -- name: RevisionNumbers :many
 select revision from revisions where definition_key = @definition_key order by revision;
+
+-- name: RevisionPairsWithPrefix :many
+-- Every (definition, revision) whose key starts with prefix ('' for all):
+-- what a pattern subscription (crm.* or *) resolves to at fetch time.
+select definition_key, revision from revisions
+where starts_with(definition_key, @prefix::text)
+order by definition_key, revision;

@@ -136,3 +136,36 @@ func (q *Queries) RevisionNumbers(ctx context.Context, definitionKey string) ([]
 	}
 	return items, nil
 }
+
+const revisionPairsWithPrefix = `-- name: RevisionPairsWithPrefix :many
+select definition_key, revision from revisions
+where starts_with(definition_key, $1::text)
+order by definition_key, revision
+`
+
+type RevisionPairsWithPrefixRow struct {
+	DefinitionKey string
+	Revision      int32
+}
+
+// Every (definition, revision) whose key starts with prefix (” for all):
+// what a pattern subscription (crm.* or *) resolves to at fetch time.
+func (q *Queries) RevisionPairsWithPrefix(ctx context.Context, prefix string) ([]RevisionPairsWithPrefixRow, error) {
+	rows, err := q.db.Query(ctx, revisionPairsWithPrefix, prefix)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []RevisionPairsWithPrefixRow{}
+	for rows.Next() {
+		var i RevisionPairsWithPrefixRow
+		if err := rows.Scan(&i.DefinitionKey, &i.Revision); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}

@@ -42,6 +42,8 @@ type fakeServer struct {
 	completes []settleRecord
 	fails     []failRecord
 	extends   []extendRecord
+	releases  []settleRecord
+	noRelease bool // answer release with 404, as a Relais before DESIGN §11
 	waiting   int // long polls now waiting
 	aborted   int // long polls the client gave up on
 }
@@ -114,6 +116,7 @@ func newFake(t testing.TB) *fakeServer {
 	mux.HandleFunc("POST /api/v1/pull/occurrences/{id}/complete", s.route("complete", s.complete))
 	mux.HandleFunc("POST /api/v1/pull/occurrences/{id}/fail", s.route("fail", s.fail))
 	mux.HandleFunc("POST /api/v1/pull/occurrences/{id}/extend", s.route("extend", s.extend))
+	mux.HandleFunc("POST /api/v1/pull/occurrences/{id}/release", s.route("release", s.release))
 	s.srv = httptest.NewServer(mux)
 	t.Cleanup(s.srv.Close)
 	return s
@@ -587,6 +590,32 @@ func (s *fakeServer) failLocked(id, worker, errorCode string, retryable *bool, r
 	}
 	t.status = "failed"
 	return map[string]any{"status": "failed", "attempts_left": left, "available_at": nil}, nil
+}
+
+func (s *fakeServer) release(r *http.Request) (any, *protoError) {
+	var req struct {
+		WorkerID string `json:"worker_id"`
+	}
+	if pe := decode(r, &req); pe != nil {
+		return nil, pe
+	}
+	id := r.PathValue("id")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.noRelease {
+		return nil, refuse(http.StatusNotFound, "not_found", "no route for %s", r.URL.Path)
+	}
+	t, pe := s.heldLocked(id, req.WorkerID)
+	rec := settleRecord{ID: id, WorkerID: req.WorkerID}
+	rec.Status, rec.Code = code(pe)
+	s.releases = append(s.releases, rec)
+	if pe != nil {
+		return nil, pe
+	}
+	// The released attempt is given back.
+	t.status, t.availableAt, t.attempt = "available", time.Now(), t.attempt-1
+	s.notifyLocked()
+	return map[string]any{"status": "available", "attempts_left": s.maxAttempts - t.attempt, "available_at": t.availableAt}, nil
 }
 
 func (s *fakeServer) extend(r *http.Request) (any, *protoError) {

@@ -110,9 +110,8 @@ func (r *run) process(t *Task, h Handler, lock lockState) {
 		r.complete(t, outputs, log)
 	case errors.Is(cause, ErrShutdownTimeout):
 		// The handler was cut short, not wrong: hand the task back at
-		// once rather than after the retry delay.
-		r.settleFail(t, failRequest{ErrorCode: codeWorkerShutdown, Message: "the worker shut down before the handler finished",
-			Retryable: true, RetryDelay: isoduration.Format(0)}, log)
+		// once, without spending an attempt.
+		r.handBack(t, log)
 	default:
 		r.settleFail(t, failureOf(err), log)
 	}
@@ -279,6 +278,30 @@ func violations(errs []FieldError) string {
 		parts[i] = e.Path + ": " + e.Message
 	}
 	return "the outputs violate the contract: " + strings.Join(parts, "; ")
+}
+
+type releaseRequest struct {
+	WorkerID string `json:"worker_id"`
+}
+
+// handBack hands t back at once without spending an attempt (a graceful
+// shutdown). A Relais without the release route (before DESIGN §11)
+// answers 404 or 405: it gets a retryable worker_shutdown failure without
+// delay instead, which spends one. (An occurrence unknown to a newer Relais
+// is 404 too; its fail is then refused alike, at no cost.)
+func (r *run) handBack(t *Task, log *slog.Logger) {
+	err := r.settle(t, "release", releaseRequest{WorkerID: r.w.cfg.WorkerID}, nil, log)
+	var ae *APIError
+	if errors.As(err, &ae) && (ae.Status == http.StatusNotFound || ae.Status == http.StatusMethodNotAllowed) {
+		r.settleFail(t, failRequest{ErrorCode: codeWorkerShutdown, Message: "the worker shut down before the handler finished",
+			Retryable: true, RetryDelay: isoduration.Format(0)}, log)
+		return
+	}
+	if err != nil {
+		r.logSettleError(log, "release", err)
+		return
+	}
+	log.Info("task released (the worker is shutting down)")
 }
 
 // settleFail reports a failure. The message goes to Relais, which scrubs

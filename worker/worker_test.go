@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -545,7 +546,34 @@ func TestShutdownTimeoutCancelsHandler(t *testing.T) {
 	if cause := <-causes; !errors.Is(cause, ErrShutdownTimeout) {
 		t.Errorf("cause = %v; want ErrShutdownTimeout", cause)
 	}
-	_, _, fails, _ := s.snapshot()
+	if rs, fails := releasesOf(s), failsOf(s); len(rs) != 1 || rs[0].ID != id || rs[0].Status != 200 || len(fails) != 0 {
+		t.Errorf("releases = %+v, fails = %+v; want one release and no failure", rs, fails)
+	}
+	if st := s.status(id); st != "available" {
+		t.Errorf("status = %s; want available again", st)
+	}
+}
+
+// Against a Relais without the release route, a shutdown hands the task
+// back with a retryable worker_shutdown failure without delay.
+func TestShutdownFallsBackToFailWithoutRelease(t *testing.T) {
+	s := newFake(t)
+	s.maxAttempts = 2
+	s.noRelease = true
+	id := s.add(def, 1, `{"company_name":"acme"}`)
+	h := newHarness(t, s, Config{ShutdownTimeout: 50 * time.Millisecond})
+	started := make(chan struct{}, 1)
+	h.w.Handle(def, nil, func(ctx context.Context, task *Task) (any, error) {
+		started <- struct{}{}
+		<-ctx.Done()
+		return nil, ctx.Err()
+	})
+	h.start()
+	<-started
+	if err := h.stop(); err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	fails := failsOf(s)
 	if len(fails) != 1 || fails[0].ErrorCode != "worker_shutdown" || !fails[0].Retryable || deref(fails[0].RetryDelay) != "PT0S" || fails[0].Status != 200 {
 		t.Errorf("fails = %+v; want one retryable worker_shutdown with retry_delay PT0S", fails)
 	}
@@ -554,13 +582,19 @@ func TestShutdownTimeoutCancelsHandler(t *testing.T) {
 	}
 }
 
+func releasesOf(s *fakeServer) []settleRecord {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.releases)
+}
+
 // Past the shutdown timeout and its grace, a worker whose handlers all
 // returned still waits for their outcomes to be reported, rather than
 // leave finished work to be done again.
 func TestShutdownWaitsForOutcomesBeingReported(t *testing.T) {
 	s := newFake(t)
 	s.maxAttempts = 2
-	s.inject("fail", fault{status: 503, code: "unavailable", delay: 300 * time.Millisecond})
+	s.inject("release", fault{status: 503, code: "unavailable", delay: 300 * time.Millisecond})
 	s.add(def, 1, `{"company_name":"acme"}`)
 	h := newHarness(t, s, Config{ShutdownTimeout: 50 * time.Millisecond})
 	h.w.shutdownGrace = 50 * time.Millisecond
@@ -575,8 +609,8 @@ func TestShutdownWaitsForOutcomesBeingReported(t *testing.T) {
 	if err := h.stop(); err != nil {
 		t.Fatalf("Run = %v, want nil: every handler returned and its outcome was reported", err)
 	}
-	if fails := failsOf(s); len(fails) != 1 || fails[0].ErrorCode != "worker_shutdown" || fails[0].Status != 200 {
-		t.Errorf("fails = %+v; want the worker_shutdown report, accepted after the 503", fails)
+	if rs := releasesOf(s); len(rs) != 1 || rs[0].Status != 200 {
+		t.Errorf("releases = %+v; want the release, accepted after the 503", rs)
 	}
 }
 

@@ -1,0 +1,171 @@
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/relais/relais/internal/fault"
+	"github.com/relais/relais/queries"
+)
+
+// maxDeferReason bounds a defer's reason: a diagnostic, not a payload.
+const maxDeferReason = 500
+
+// Deferral is the answer to a defer.
+type Deferral struct {
+	Status     string
+	DeferredAt time.Time
+	DeadlineAt *time.Time
+}
+
+// Defer hands a held reservation over to be settled later (a human, a slow
+// partner): the occurrence becomes deferred, with no lock and no expiry;
+// its deadline still applies and a stop still cancels it. Any worker of
+// the same consumer may then complete or fail it by id, or ask a settle
+// token for a front end. Deferring it again (the same consumer) answers
+// the same.
+func (e *Engine) Defer(ctx context.Context, ref WorkerRef, reason string) (Deferral, error) {
+	if len(reason) > maxDeferReason {
+		return Deferral{}, fault.New(fault.BadRequest, "invalid_request", "the defer is invalid").WithErrors(
+			[]fault.FieldError{{Path: "/reason", Message: "must be at most 500 bytes"}})
+	}
+	var out Deferral
+	err := e.withHeld(ctx, ref, func(q *queries.Queries, r *run, o queries.Occurrence) error {
+		if o.Status == StatusDeferred && o.ConsumerID != nil && *o.ConsumerID == ref.ConsumerID {
+			out = Deferral{Status: StatusDeferred, DeferredAt: *o.DeferredAt, DeadlineAt: o.DeadlineAt}
+			return nil
+		}
+		if err := lockRefusal(o, ref, r.now); err != nil {
+			return err
+		}
+		protected, err := e.protectedOf(ctx, q, o)
+		if err != nil {
+			return err
+		}
+		reason = scrubMessage(reason, protected)
+		if err := q.OccurrenceDefer(ctx, queries.OccurrenceDeferParams{ID: o.ID, Now: r.now, Reason: &reason}); err != nil {
+			return err
+		}
+		out = Deferral{Status: StatusDeferred, DeferredAt: r.now, DeadlineAt: o.DeadlineAt}
+		return nil
+	})
+	return out, wrap("defer", err)
+}
+
+// Release hands a held reservation back at once without spending an
+// attempt (graceful shutdown): the occurrence is available again now, the
+// attempt ends released, and waiting fetches are woken.
+func (e *Engine) Release(ctx context.Context, ref WorkerRef) (Settlement, error) {
+	var out Settlement
+	err := e.withHeld(ctx, ref, func(q *queries.Queries, r *run, o queries.Occurrence) error {
+		if o.Status == StatusDeferred {
+			return fault.New(fault.Conflict, "not_reserved", "occurrence %s is deferred: there is no reservation to release", o.ID)
+		}
+		if err := lockRefusal(o, ref, r.now); err != nil {
+			return err
+		}
+		return r.release(o, OutcomeReleased, &out)
+	})
+	return out, wrap("release", err)
+}
+
+// release makes o available again at once, its attempt ended with outcome
+// and given back to the budget.
+func (r *run) release(o queries.Occurrence, outcome string, out *Settlement) error {
+	row, err := r.q.OccurrenceRelease(r.ctx, queries.OccurrenceReleaseParams{ID: o.ID, Now: r.now})
+	if err != nil {
+		return err
+	}
+	if err := r.q.AttemptEnd(r.ctx, queries.AttemptEndParams{OccurrenceID: o.ID, Number: o.Attempts, Outcome: outcome, Now: &r.now}); err != nil {
+		return err
+	}
+	*out = Settlement{Status: StatusAvailable, AttemptsLeft: attemptsLeft(row), AvailableAt: &row.AvailableAt}
+	return r.q.Notify(r.ctx, queries.NotifyParams{Channel: ChannelOccurrence, Payload: AvailabilityPayload(o.Mode, o.DefinitionKey, int(o.Revision), r.now)})
+}
+
+// settleTokenPrefix tells settle tokens from staff and consumer tokens, so
+// a request is authenticated against the right table and a settle token
+// presented anywhere but complete and fail is simply unknown (401).
+const settleTokenPrefix = "rlsst_"
+
+// MaxSettleTokenLife bounds a settle token's life when the occurrence has
+// no nearer deadline.
+const MaxSettleTokenLife = 30 * 24 * time.Hour
+
+// IsSettleToken reports whether token has the form of a settle token.
+func IsSettleToken(token string) bool { return strings.HasPrefix(token, settleTokenPrefix) }
+
+// SettleToken is an occurrence-scoped token, shown once.
+type SettleToken struct {
+	Token     string
+	ExpiresAt time.Time
+}
+
+// IssueSettleToken returns a token that settles one deferred occurrence of
+// ref's consumer and nothing else: accepted only by that occurrence's
+// complete and fail, until its deadline or MaxSettleTokenLife, and no
+// longer once the occurrence is settled. Only its hash is stored.
+func (e *Engine) IssueSettleToken(ctx context.Context, ref WorkerRef) (SettleToken, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return SettleToken{}, err
+	}
+	token := settleTokenPrefix + base64.RawURLEncoding.EncodeToString(b[:])
+	var out SettleToken
+	err := e.withHeld(ctx, ref, func(q *queries.Queries, r *run, o queries.Occurrence) error {
+		if err := lockRefusal(o, ref, r.now); err != nil {
+			return err
+		}
+		if o.Status != StatusDeferred {
+			return fault.New(fault.Conflict, "not_deferred", "occurrence %s is not deferred: defer it first (a settle token is for settling it later)", o.ID)
+		}
+		expires := r.now.Add(MaxSettleTokenLife)
+		if o.DeadlineAt != nil && o.DeadlineAt.Before(expires) {
+			expires = *o.DeadlineAt
+		}
+		sum := sha256.Sum256([]byte(token))
+		if err := q.SettleTokenInsert(ctx, queries.SettleTokenInsertParams{Hash: sum[:], OccurrenceID: o.ID, ConsumerID: ref.ConsumerID, ExpiresAt: expires}); err != nil {
+			return err
+		}
+		out = SettleToken{Token: token, ExpiresAt: expires}
+		return nil
+	})
+	return out, wrap("settle token", err)
+}
+
+// SettleScope is what a settle token may do: settle one occurrence on
+// behalf of one consumer.
+type SettleScope struct {
+	Occurrence uuid.UUID
+	ConsumerID int64
+}
+
+// errSettleToken is the one refusal of a settle token, whatever the cause
+// (unknown, expired, settled): it reveals nothing.
+var errSettleToken = fault.New(fault.Unauthorized, "unauthorized", "the settle token is unknown, expired or used (its occurrence is no longer deferred)")
+
+// AuthenticateSettleToken resolves a settle token to its scope.
+func (e *Engine) AuthenticateSettleToken(ctx context.Context, token string) (SettleScope, error) {
+	if !IsSettleToken(token) {
+		return SettleScope{}, errSettleToken
+	}
+	sum := sha256.Sum256([]byte(token))
+	row, err := e.q.SettleTokenGet(ctx, queries.SettleTokenGetParams{Hash: sum[:], Now: e.at()})
+	if isNoRows(err) {
+		return SettleScope{}, errSettleToken
+	}
+	if err != nil {
+		return SettleScope{}, wrap("settle token", err)
+	}
+	if !row.Live || subtle.ConstantTimeCompare(row.Hash, sum[:]) != 1 {
+		return SettleScope{}, errSettleToken
+	}
+	return SettleScope{Occurrence: row.OccurrenceID, ConsumerID: row.ConsumerID}, nil
+}

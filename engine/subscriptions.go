@@ -1,0 +1,293 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/relais/relais/internal/fault"
+	"github.com/relais/relais/queries"
+)
+
+// keySegment is one segment of a definition key; keys are dotted
+// namespaces of segments (crm.add_company) up to maxKeyLength.
+const keySegment = `[a-z][a-z0-9_]{1,62}`
+
+const maxKeyLength = 200
+
+var (
+	keyPattern        = regexp.MustCompile(`^` + keySegment + `$`)
+	definitionKeyRule = regexp.MustCompile(`^` + keySegment + `(\.` + keySegment + `)*$`)
+	keyPatternRule    = regexp.MustCompile(`^(` + keySegment + `(\.` + keySegment + `)*\.)?\*$`)
+)
+
+// validDefinitionKey reports whether key is a definition key: dotted
+// segments, each of the process-key grammar.
+func validDefinitionKey(key string) bool {
+	return len(key) <= maxKeyLength && definitionKeyRule.MatchString(key)
+}
+
+// IsKeyPattern reports whether s is a key pattern (crm.* or *) rather than
+// a key. Patterns are accepted by grants and subscriptions only.
+func IsKeyPattern(s string) bool {
+	return len(s) <= maxKeyLength && keyPatternRule.MatchString(s)
+}
+
+// patternPrefix is what keys matched by pattern start with: "crm." for
+// crm.*, "" for *.
+func patternPrefix(pattern string) string { return strings.TrimSuffix(pattern, "*") }
+
+// keyMatches reports whether key is pattern itself or matched by it.
+func keyMatches(pattern, key string) bool {
+	if IsKeyPattern(pattern) {
+		return strings.HasPrefix(key, patternPrefix(pattern))
+	}
+	return pattern == key
+}
+
+// keyError explains why s is neither a key nor a pattern.
+func keyError(s string) string {
+	switch {
+	case strings.Contains(s, "*"):
+		return "a pattern is a namespace followed by .* (crm.*), or * alone"
+	default:
+		return "must be a definition key (dotted segments of lowercase letters, digits and _, such as crm.add_company) or a pattern (crm.*, *)"
+	}
+}
+
+// Subscription is what a worker says it can handle: a definition key or
+// pattern (crm.*, *), the revisions it understands (none: every granted
+// revision; a pattern's are all), and optionally the input fields it needs
+// (JSON pointers): it then receives only those, with their parents.
+type Subscription struct {
+	Definition string
+	Revisions  []int
+	Fields     []string
+}
+
+// Pairs is a resolved subscription list: parallel definition keys and
+// revisions, the shape the claim statement takes, and the fields each
+// pair's worker declared.
+type Pairs struct {
+	Keys      []string
+	Revisions []int32
+	// fields holds the declared fields per pair index; nil for every input.
+	fields [][]string
+}
+
+// Matches reports whether (key, revision) is in the pairs.
+func (p Pairs) Matches(key string, revision int) bool {
+	return p.index(key, revision) >= 0
+}
+
+func (p Pairs) index(key string, revision int) int {
+	for i, k := range p.Keys {
+		if k == key && int(p.Revisions[i]) == revision {
+			return i
+		}
+	}
+	return -1
+}
+
+// Fields returns the fields declared for (key, revision); nil means every
+// input.
+func (p Pairs) Fields(key string, revision int) []string {
+	if i := p.index(key, revision); i >= 0 && i < len(p.fields) {
+		return p.fields[i]
+	}
+	return nil
+}
+
+func (p *Pairs) add(key string, revision int, fields []string) {
+	if p.Matches(key, revision) {
+		// Subscribed twice (a key and a pattern covering it): the union of
+		// the fields, every input if either wants every input.
+		i := p.index(key, revision)
+		switch {
+		case p.fields[i] == nil || fields == nil:
+			p.fields[i] = nil
+		default:
+			for _, f := range fields {
+				if !slices.Contains(p.fields[i], f) {
+					p.fields[i] = append(p.fields[i], f)
+				}
+			}
+		}
+		return
+	}
+	p.Keys, p.Revisions = append(p.Keys, key), append(p.Revisions, int32(revision))
+	p.fields = append(p.fields, fields)
+}
+
+// grantSet answers which revisions of a key a consumer's grants allow.
+type grantSet []Grant
+
+// revisions returns the revisions of key the grants allow: all (nil, true),
+// some (list, true) or none (false). Grants add up: a key granted with
+// some revisions and covered by a pattern is granted every revision.
+func (g grantSet) revisions(key string) ([]int, bool) {
+	var some []int
+	found := false
+	for _, gr := range g {
+		if !keyMatches(gr.Definition, key) {
+			continue
+		}
+		if gr.Revisions == nil {
+			return nil, true
+		}
+		found = true
+		for _, r := range gr.Revisions {
+			if !slices.Contains(some, r) {
+				some = append(some, r)
+			}
+		}
+	}
+	return some, found
+}
+
+// overlaps reports whether some grant may cover a key matched by pattern.
+func (g grantSet) overlaps(pattern string) bool {
+	prefix := patternPrefix(pattern)
+	for _, gr := range g {
+		if strings.HasPrefix(gr.Definition, prefix) ||
+			(IsKeyPattern(gr.Definition) && strings.HasPrefix(prefix, patternPrefix(gr.Definition))) {
+			return true
+		}
+	}
+	return false
+}
+
+// ResolveSubscriptions intersects a worker's subscriptions with its
+// consumer's grants. Asking for a key that is not granted is refused
+// (not_granted) rather than silently ignored, so a misconfigured worker
+// learns why it gets nothing; the refusal does not reveal whether the
+// definition exists. A pattern resolves, at each fetch, to the granted keys
+// it matches (keys created later included), and is refused only when no
+// grant could ever cover it. Declared fields must exist in the inputs of
+// every revision subscribed.
+func (e *Engine) ResolveSubscriptions(ctx context.Context, consumerID int64, subs []Subscription) (Pairs, error) {
+	gs, err := e.grants(ctx, consumerID)
+	if err != nil {
+		return Pairs{}, err
+	}
+	grants := grantSet(gs)
+	var p Pairs
+	var errs, refused []fault.FieldError
+	for i, s := range subs {
+		at := fmt.Sprintf("/subscriptions/%d", i)
+		var resolved []revisionKey
+		switch {
+		case IsKeyPattern(s.Definition):
+			if len(s.Revisions) > 0 {
+				errs = append(errs, fault.FieldError{Path: at + "/revisions", Message: "a pattern's revisions are all: omit them"})
+				continue
+			}
+			if !grants.overlaps(s.Definition) {
+				refused = append(refused, fault.FieldError{Path: at + "/definition", Message: "not granted to this consumer"})
+				continue
+			}
+			rows, err := e.q.RevisionPairsWithPrefix(ctx, patternPrefix(s.Definition))
+			if err != nil {
+				return Pairs{}, wrap("resolve subscriptions", err)
+			}
+			for _, r := range rows {
+				if revs, ok := grants.revisions(r.DefinitionKey); ok && (revs == nil || slices.Contains(revs, int(r.Revision))) {
+					resolved = append(resolved, revisionKey{key: r.DefinitionKey, rev: int(r.Revision)})
+				}
+			}
+		case validDefinitionKey(s.Definition):
+			granted, ok := grants.revisions(s.Definition)
+			if !ok {
+				refused = append(refused, fault.FieldError{Path: at + "/definition", Message: "not granted to this consumer"})
+				continue
+			}
+			revs := s.Revisions
+			if len(revs) == 0 {
+				if granted != nil {
+					revs = granted
+				} else {
+					all, err := e.q.RevisionNumbers(ctx, s.Definition)
+					if err != nil {
+						return Pairs{}, wrap("resolve subscriptions", err)
+					}
+					revs = toInts(all)
+				}
+			} else if granted != nil {
+				for j, r := range revs {
+					if !slices.Contains(granted, r) {
+						refused = append(refused, fault.FieldError{Path: fmt.Sprintf("%s/revisions/%d", at, j), Message: "not granted to this consumer"})
+					}
+				}
+			}
+			for _, r := range revs {
+				resolved = append(resolved, revisionKey{key: s.Definition, rev: r})
+			}
+		default:
+			errs = append(errs, fault.FieldError{Path: at + "/definition", Message: keyError(s.Definition)})
+			continue
+		}
+		fields, ferrs, err := e.checkFields(ctx, at, s.Fields, resolved)
+		if err != nil {
+			return Pairs{}, err
+		}
+		errs = append(errs, ferrs...)
+		for _, k := range resolved {
+			p.add(k.key, k.rev, fields)
+		}
+	}
+	if len(errs) > 0 {
+		return Pairs{}, fault.New(fault.BadRequest, "invalid_request", "the subscriptions are invalid").WithErrors(errs)
+	}
+	if len(refused) > 0 {
+		return Pairs{}, fault.New(fault.Forbidden, "not_granted", "the consumer is not granted every subscription").WithErrors(refused)
+	}
+	return p, nil
+}
+
+// maxDeclaredFields bounds a subscription's fields list.
+const maxDeclaredFields = 100
+
+// checkFields checks a subscription's declared fields against the inputs
+// contract of every revision it resolved to. It returns nil fields for a
+// subscription that declares none (every input).
+func (e *Engine) checkFields(ctx context.Context, at string, fields []string, resolved []revisionKey) ([]string, []fault.FieldError, error) {
+	if fields == nil {
+		return nil, nil, nil
+	}
+	var errs []fault.FieldError
+	if len(fields) == 0 || len(fields) > maxDeclaredFields {
+		return nil, []fault.FieldError{{Path: at + "/fields", Message: fmt.Sprintf("must list 1 to %d JSON pointers, or be omitted for every input", maxDeclaredFields)}}, nil
+	}
+	for _, k := range resolved {
+		rev, err := e.revision(ctx, e.q, k.key, k.rev)
+		if err != nil {
+			return nil, nil, err
+		}
+		for j, f := range fields {
+			if err := rev.Working.Inputs.FieldPointer(f); err != nil {
+				errs = append(errs, fault.FieldError{Path: fmt.Sprintf("%s/fields/%d", at, j),
+					Message: fmt.Sprintf("%s revision %d: %q %v", k.key, k.rev, f, err)})
+			}
+		}
+	}
+	return slices.Clone(fields), errs, nil
+}
+
+// granted reports whether a consumer may see revision of key. It reads
+// through q because it runs inside settlement transactions: a query on the
+// pool there could wait for a connection held by a transaction waiting for
+// this one's locks.
+func granted(ctx context.Context, q *queries.Queries, consumerID int64, key string, revision int) (bool, error) {
+	rows, err := q.GrantList(ctx, consumerID)
+	if err != nil {
+		return false, err
+	}
+	gs := make(grantSet, len(rows))
+	for i, g := range rows {
+		gs[i] = Grant{Definition: g.DefinitionKey, Revisions: toInts(g.Revisions)}
+	}
+	revs, ok := gs.revisions(key)
+	return ok && (revs == nil || slices.Contains(revs, revision)), nil
+}

@@ -1,0 +1,331 @@
+package pull_test
+
+// Black-box tests of the completed pull protocol (DESIGN §11): namespaced
+// keys and patterns, declared fields, defer and settle tokens, release,
+// idempotent fail and attempts_left.
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/relais/relais/internal/relaistest"
+)
+
+// nsDefinition saves and snapshots a small dotted-key definition whose
+// inputs hold a name, a nested object and a secret.
+func nsDefinition(t *testing.T, env *relaistest.Env, key string) {
+	t.Helper()
+	env.Must(201, "PUT", "/api/v1/definitions/"+key+"/working", env.Designer, map[string]any{
+		"name": key,
+		"inputs": map[string]any{"fields": []any{
+			map[string]any{"name": "company", "type": "text", "required": true},
+			map[string]any{"name": "address", "type": "object", "fields": []any{
+				map[string]any{"name": "city", "type": "text"},
+				map[string]any{"name": "street", "type": "text"},
+			}},
+			map[string]any{"name": "card", "type": "text", "classification": "secret"},
+		}},
+		"outputs": map[string]any{"fields": []any{map[string]any{"name": "ok", "type": "boolean", "required": true}}},
+	})
+	env.Must(201, "POST", "/api/v1/definitions/"+key+"/revisions", env.Designer, nil)
+}
+
+// nsProcess runs one pull node on key@1 fed from the instance inputs.
+func nsProcess(key string) map[string]any {
+	return map[string]any{
+		"inputs": map[string]any{"fields": []any{
+			map[string]any{"name": "company", "type": "text", "required": true},
+			map[string]any{"name": "city", "type": "text", "required": true},
+			map[string]any{"name": "card", "type": "text", "required": true, "classification": "secret"},
+		}},
+		"start": "task",
+		"nodes": map[string]any{
+			"task": map[string]any{"kind": "pull", "definition": key, "revision": 1,
+				"inputs": map[string]any{
+					"company": map[string]any{"from": "input.company"},
+					"address": map[string]any{"value": map[string]any{"street": "1 rue de la Paix"}},
+					"card":    map[string]any{"from": "input.card"},
+				},
+				"next": "done", "on_error": "failed"},
+			"done":   map[string]any{"kind": "end"},
+			"failed": map[string]any{"kind": "end", "status": "failed"},
+		},
+	}
+}
+
+func startNS(t *testing.T, env *relaistest.Env, process string) (instance, occurrence string) {
+	t.Helper()
+	inst := env.Must(201, "POST", "/api/v1/processes/"+process+"/instances", env.Operator,
+		map[string]any{"inputs": map[string]any{"company": "Acme", "city": "Lyon", "card": "4111111111111111"}}).JSON(t)
+	return inst["id"].(string), inst["path"].([]any)[0].(map[string]any)["occurrence_id"].(string)
+}
+
+func subscribe(worker string, subs ...map[string]any) map[string]any {
+	list := make([]any, len(subs))
+	for i, s := range subs {
+		list[i] = s
+	}
+	return map[string]any{"worker_id": worker, "subscriptions": list}
+}
+
+// A pattern grant covers keys created after it; a pattern subscription
+// claims every granted key it matches; what the patterns do not cover stays
+// invisible (404) and ungranted subscriptions are refused.
+func TestPatternGrantsAndSubscriptions(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	nsDefinition(t, env, "crm.add_company")
+	res := env.Must(201, "POST", "/api/v1/consumers", env.Admin, map[string]any{"name": "crm-team",
+		"grants": []any{map[string]any{"definition": "crm.*"}}}).JSON(t)
+	token := res["token"].(string)
+	// Created after the grant: covered all the same.
+	nsDefinition(t, env, "crm.sync.contacts")
+	nsDefinition(t, env, "billing.charge")
+	for _, key := range []string{"crm.add_company", "crm.sync.contacts", "billing.charge"} {
+		env.Process(processKeyFor(key), nsProcess(key))
+	}
+	_, a := startNS(t, env, processKeyFor("crm.add_company"))
+	_, b := startNS(t, env, processKeyFor("crm.sync.contacts"))
+	_, c := startNS(t, env, processKeyFor("billing.charge"))
+
+	seen := map[string]bool{}
+	for _, o := range fetch(t, env, token, map[string]any{"worker_id": "w1", "max_tasks": 10, "subscriptions": []any{map[string]any{"definition": "crm.*"}}}) {
+		seen[o["id"].(string)] = true
+	}
+	if !seen[a] || !seen[b] || seen[c] {
+		t.Errorf("claimed %v, want %s and %s (crm.*) and never %s (billing)", seen, a, b, c)
+	}
+	// Outside the patterns: invisible, as an unknown id.
+	wantProblem(t, "complete of an ungranted occurrence", act(env, token, c, "complete", completeBody("w1", map[string]any{"ok": true})), 404, "not_found")
+	wantProblem(t, "subscription to an ungranted key", env.Do("POST", "/api/v1/pull/fetch-and-lock", token,
+		subscribe("w1", map[string]any{"definition": "billing.charge"})), 403, "not_granted")
+	wantProblem(t, "subscription to an ungranted pattern", env.Do("POST", "/api/v1/pull/fetch-and-lock", token,
+		subscribe("w1", map[string]any{"definition": "billing.*"})), 403, "not_granted")
+}
+
+func processKeyFor(key string) string {
+	out := []byte(key)
+	for i, c := range out {
+		if c == '.' {
+			out[i] = '_'
+		}
+	}
+	return string(out)
+}
+
+// Patterns in the wrong place are refused with the pointer, changing
+// nothing.
+func TestBadPatterns(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	nsDefinition(t, env, "crm.add_company")
+	token := env.Consumer("c", "crm.add_company")
+	for _, bad := range []string{"crm*", "*.x", "a..b", "crm.*.x", "CRM.*", ".crm", "crm."} {
+		r := env.Do("POST", "/api/v1/consumers", env.Admin, map[string]any{"name": "x-" + bad, "grants": []any{map[string]any{"definition": bad}}})
+		if r.Status != 422 && r.Status != 400 {
+			t.Errorf("grant %q: %d %s, want 4xx", bad, r.Status, r.Body)
+		}
+		r = env.Do("POST", "/api/v1/pull/fetch-and-lock", token, subscribe("w1", map[string]any{"definition": bad}))
+		if r.Status != 400 {
+			t.Errorf("subscription %q: %d %s, want 400", bad, r.Status, r.Body)
+		}
+	}
+	r := env.Do("POST", "/api/v1/consumers", env.Admin, map[string]any{"name": "p", "grants": []any{map[string]any{"definition": "crm.*", "revisions": []int{1}}}})
+	if r.Status != 422 {
+		t.Errorf("pattern grant with revisions: %d %s, want 422", r.Status, r.Body)
+	}
+	wantProblem(t, "pattern subscription with revisions", env.Do("POST", "/api/v1/pull/fetch-and-lock", token,
+		subscribe("w1", map[string]any{"definition": "crm.*", "revisions": []int{1}})), 400, "invalid_request")
+	list := env.Must(200, "GET", "/api/v1/consumers", env.Admin, nil).JSON(t)["items"].([]any)
+	if len(list) != 1 {
+		t.Errorf("%d consumers after refused creations, want 1", len(list))
+	}
+}
+
+// A worker that declares fields receives those and their parents only:
+// neither the secret card nor the undeclared street.
+func TestDeclaredFields(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	nsDefinition(t, env, "crm.add_company")
+	env.Process("pp", nsProcess("crm.add_company"))
+	token := env.Consumer("c", "crm.add_company")
+	_, id := startNS(t, env, "pp")
+
+	bad := env.Do("POST", "/api/v1/pull/fetch-and-lock", token,
+		subscribe("w1", map[string]any{"definition": "crm.add_company", "fields": []string{"/company", "/address/zip"}}))
+	p := wantProblem(t, "unknown pointer", bad, 400, "invalid_request")
+	if errs, _ := p["errors"].([]any); len(errs) != 1 || errs[0].(map[string]any)["path"] != "/subscriptions/0/fields/1" {
+		t.Errorf("errors = %v, want one at /subscriptions/0/fields/1 naming the revision", p["errors"])
+	} else if msg := errs[0].(map[string]any)["message"].(string); !strings.Contains(msg, "revision 1") || !strings.Contains(msg, "/address/zip") {
+		t.Errorf("message %q does not name the revision and the pointer", msg)
+	}
+
+	occ := one(t, fetch(t, env, token, subscribe("w1", map[string]any{"definition": "crm.add_company", "fields": []string{"/company", "/address/city"}})), id)
+	var inputs map[string]any
+	raw, _ := json.Marshal(occ["inputs"])
+	_ = json.Unmarshal(raw, &inputs)
+	want := `{"address":{},"company":"Acme"}`
+	if got, _ := json.Marshal(inputs); string(got) != want {
+		t.Errorf("inputs = %s, want %s (the street was not declared, the city is absent)", got, want)
+	}
+	if strings.Contains(string(raw), "4111") || strings.Contains(string(raw), "Paix") {
+		t.Errorf("undeclared values delivered: %s", raw)
+	}
+}
+
+// Defer hands the occurrence over: no lock, visible as deferred, settled
+// later by another worker of the consumer; a settle token settles that
+// occurrence only and nothing else, and not twice.
+func TestDeferAndSettleToken(t *testing.T) {
+	t.Parallel()
+	env, consumer := newCRM(t, map[string]any{"deadline": "P2D"})
+	inst, id := start(t, env, "crm_only", "Acme")
+	one(t, fetch(t, env, consumer, fetchBody("w1")), id)
+
+	// Only the holder may defer: the usual refusals.
+	other := env.Consumer("other", crmKey)
+	wantProblem(t, "defer by another worker", act(env, consumer, id, "defer", map[string]any{"worker_id": "w2"}), 409, "locked_by_other_worker")
+	wantProblem(t, "defer by another consumer", act(env, other, id, "defer", map[string]any{"worker_id": "w1"}), 409, "locked_by_other_worker")
+	d := env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/defer", consumer, map[string]any{"worker_id": "w1", "reason": "waiting for a signature"}).JSON(t)
+	if d["status"] != "deferred" || d["deadline_at"] == nil {
+		t.Errorf("defer answered %v, want deferred with its deadline", d)
+	}
+	again := env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/defer", consumer, map[string]any{"worker_id": "w1"}).JSON(t)
+	if again["deferred_at"] != d["deferred_at"] {
+		t.Errorf("second defer answered %v, want the first %v", again, d)
+	}
+	obs := observe(t, env, id)
+	if obs["status"] != "deferred" || obs["lock_expires_at"] != nil || obs["defer_reason"] != "waiting for a signature" {
+		t.Errorf("observed %v %v %v, want deferred without lock, with its reason", obs["status"], obs["lock_expires_at"], obs["defer_reason"])
+	}
+	items := env.Must(200, "GET", "/api/v1/occurrences?status=deferred", env.Operator, nil).JSON(t)["items"].([]any)
+	if len(items) != 1 {
+		t.Errorf("status=deferred lists %d, want 1", len(items))
+	}
+	// No lock to lapse: a day later nobody can claim it.
+	env.Clock.Advance(24 * time.Hour)
+	if got := fetch(t, env, consumer, fetchBody("w3")); len(got) != 0 {
+		t.Errorf("a deferred occurrence was claimed: %v", ids(got))
+	}
+	wantProblem(t, "extend of a deferred occurrence", act(env, consumer, id, "extend", extendBody("w1")), 409, "not_reserved")
+	wantProblem(t, "release of a deferred occurrence", act(env, consumer, id, "release", map[string]any{"worker_id": "w1"}), 409, "not_reserved")
+
+	tok := env.Must(201, "POST", "/api/v1/pull/occurrences/"+id+"/settle-token", consumer, map[string]any{"worker_id": "ui"}).JSON(t)
+	st := tok["token"].(string)
+	if tok["expires_at"] != obs["deadline_at"] {
+		t.Errorf("settle token expires %v, want at the deadline %v", tok["expires_at"], obs["deadline_at"])
+	}
+	// Refused everywhere else.
+	_, other2 := start(t, env, "crm_only", "Other")
+	wantProblem(t, "settle token on another occurrence", act(env, st, other2, "complete", completeBody("", created)), 401, "unauthorized")
+	wantProblem(t, "settle token on fetch", env.Do("POST", "/api/v1/pull/fetch-and-lock", st, fetchBody("x")), 401, "unauthorized")
+	wantProblem(t, "settle token on extend", act(env, st, id, "extend", extendBody("x")), 401, "unauthorized")
+	wantProblem(t, "settle token on the API", env.Do("GET", "/api/v1/occurrences/"+id, st, nil), 401, "unauthorized")
+
+	res := env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/complete", st, map[string]any{"outputs": created}).JSON(t)
+	if res["status"] != "completed" || res["route"] != "created" {
+		t.Errorf("complete with the settle token answered %v", res)
+	}
+	wantProblem(t, "settle token reused after settlement", act(env, st, id, "complete", map[string]any{"outputs": created}), 401, "unauthorized")
+	if s := instanceOf(t, env, inst)["status"]; s != "completed" {
+		t.Errorf("instance %v, want completed", s)
+	}
+}
+
+// A deferred occurrence is completed or failed by any worker of its
+// consumer; a stop cancels it; its deadline still applies.
+func TestDeferredSettledByAnotherWorkerAndStopped(t *testing.T) {
+	t.Parallel()
+	env, consumer := newCRM(t, map[string]any{"deadline": "PT1H"})
+	_, id := start(t, env, "crm_only", "Acme")
+	one(t, fetch(t, env, consumer, fetchBody("w1")), id)
+	env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/defer", consumer, map[string]any{"worker_id": "w1"})
+	wantProblem(t, "settle token of a reserved occurrence", func() relaistest.Response {
+		_, other := start(t, env, "crm_only", "Other")
+		one(t, fetch(t, env, consumer, fetchBody("w1")), other)
+		return act(env, consumer, other, "settle-token", map[string]any{"worker_id": "w1"})
+	}(), 409, "not_deferred")
+	res := env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/fail", consumer, failBody("w9", "retryable", false)).JSON(t)
+	if res["status"] != "failed" {
+		t.Errorf("fail by another worker answered %v", res)
+	}
+
+	inst2, id2 := start(t, env, "crm_only", "Stopped")
+	one(t, fetch(t, env, consumer, fetchBody("w1")), id2)
+	env.Must(200, "POST", "/api/v1/pull/occurrences/"+id2+"/defer", consumer, map[string]any{"worker_id": "w1"})
+	env.Must(200, "POST", "/api/v1/instances/"+inst2+"/stop", env.Operator, nil)
+	wantProblem(t, "complete after stop", act(env, consumer, id2, "complete", completeBody("w1", created)), 409, "occurrence_cancelled")
+
+	inst3, id3 := start(t, env, "crm_only", "Late")
+	one(t, fetch(t, env, consumer, fetchBody("w1")), id3)
+	env.Must(200, "POST", "/api/v1/pull/occurrences/"+id3+"/defer", consumer, map[string]any{"worker_id": "w1"})
+	env.Clock.Advance(2 * time.Hour)
+	if got := env.WaitEnded(inst3, 5*time.Second); got["status"] != "failed" {
+		t.Errorf("instance %v, want failed", got["status"])
+	}
+	if got := observe(t, env, id3); got["error_code"] != "deadline_exceeded" {
+		t.Errorf("deferred past its deadline: %v %v, want failed deadline_exceeded", got["status"], got["error_code"])
+	}
+}
+
+// Release hands the reservation back at once without spending an attempt.
+func TestRelease(t *testing.T) {
+	t.Parallel()
+	env, consumer := newCRM(t, map[string]any{"max_attempts": 2})
+	_, id := start(t, env, "crm_only", "Acme")
+	first := one(t, fetch(t, env, consumer, fetchBody("w1")), id)
+	if first["attempts_left"] != 1.0 {
+		t.Fatalf("attempts_left %v, want 1", first["attempts_left"])
+	}
+	wantProblem(t, "release by another worker", act(env, consumer, id, "release", map[string]any{"worker_id": "w2"}), 409, "locked_by_other_worker")
+	res := env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/release", consumer, map[string]any{"worker_id": "w1"}).JSON(t)
+	if res["status"] != "available" || res["attempts_left"] != 2.0 {
+		t.Errorf("release answered %v, want available with 2 attempts left", res)
+	}
+	second := one(t, fetch(t, env, consumer, fetchBody("w2")), id)
+	if second["attempt"] != 2.0 || second["attempts_left"] != 1.0 {
+		t.Errorf("after release: attempt %v, attempts_left %v; want 2 and 1 (the released attempt was given back)", second["attempt"], second["attempts_left"])
+	}
+	as := attemptsOf(t, observe(t, env, id))
+	if len(as) != 2 || as[0]["outcome"] != "released" {
+		t.Errorf("attempts %v, want the first released", as)
+	}
+	wantProblem(t, "release after release", act(env, consumer, id, "release", map[string]any{"worker_id": "w1"}), 409, "locked_by_other_worker")
+}
+
+// An identical fail replay answers the same 200; attempts_left lowers the
+// budget and can never raise it.
+func TestFailReplayAndAttemptsLeft(t *testing.T) {
+	t.Parallel()
+	env, consumer := newCRM(t, map[string]any{"max_attempts": 5})
+	_, id := start(t, env, "crm_only", "Acme")
+	one(t, fetch(t, env, consumer, fetchBody("w1")), id)
+	wantProblem(t, "attempts_left above the budget", act(env, consumer, id, "fail", failBody("w1", "attempts_left", 5)), 400, "bound_exceeded")
+	body := failBody("w1", "attempts_left", 1, "retry_delay", "PT1S")
+	first := env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/fail", consumer, body).JSON(t)
+	if first["status"] != "available" || first["attempts_left"] != 1.0 {
+		t.Errorf("fail answered %v, want available with 1 left", first)
+	}
+	replay := env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/fail", consumer, body).JSON(t)
+	if a, b := mustJSON(first), mustJSON(replay); a != b {
+		t.Errorf("replay answered %s, want %s", b, a)
+	}
+	wantProblem(t, "a different fail after settlement", act(env, consumer, id, "fail", failBody("w1", "error_code", "OTHER")), 409, "not_reserved")
+	env.Clock.Advance(2 * time.Second)
+	one(t, fetch(t, env, consumer, fetchBody("w2")), id)
+	last := env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/fail", consumer, failBody("w2", "attempts_left", 0)).JSON(t)
+	if last["status"] != "failed" {
+		t.Errorf("attempts_left 0 answered %v, want failed (terminal)", last)
+	}
+	if r := env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/fail", consumer, failBody("w2", "attempts_left", 0)).JSON(t); mustJSON(r) != mustJSON(last) {
+		t.Errorf("terminal replay answered %v, want %v", r, last)
+	}
+}
+
+func mustJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
