@@ -44,8 +44,8 @@ type fakeServer struct {
 	extends   []extendRecord
 	releases  []settleRecord
 	noRelease bool // answer release with 404, as a Relais before DESIGN §11
-	waiting   int // long polls now waiting
-	aborted   int // long polls the client gave up on
+	waiting   int  // long polls now waiting
+	aborted   int  // long polls the client gave up on
 }
 
 type fakeTask struct {
