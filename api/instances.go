@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -150,4 +151,92 @@ func (a *API) listInstances() http.Handler {
 			func(i engine.Instance) instanceJSON { return toInstanceJSON(i, false) }))
 		return nil
 	})
+}
+
+type batchStartItem struct {
+	IdempotencyKey string          `json:"idempotency_key"`
+	Version        int             `json:"version"`
+	Inputs         json.RawMessage `json:"inputs"`
+	BusinessKey    *string         `json:"business_key"`
+}
+
+type batchStartRequest struct {
+	Items []batchStartItem `json:"items"`
+}
+
+// batchItemJSON is one item's outcome in a batch answer: the status it
+// would have had alone, and its result or its problem.
+type batchItemJSON struct {
+	Index    int            `json:"index"`
+	Status   int            `json:"status"`
+	Instance *instanceJSON  `json:"instance,omitempty"`
+	Problem  map[string]any `json:"problem,omitempty"`
+}
+
+// startInstances starts up to engine.MaxBatch instances in one
+// transaction; each item is answered on its own (201 created, 200
+// replayed, or its problem), the request itself is 200.
+func (a *API) startInstances() http.Handler {
+	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
+		req, err := httpjson.Decode[batchStartRequest](w, r, a.cfg.MaxBodyBytes)
+		if err != nil {
+			return err
+		}
+		switch {
+		case len(req.Items) == 0:
+			return fault.New(fault.BadRequest, "invalid_request", "items must hold at least one start").
+				WithErrors([]fault.FieldError{{Path: "/items", Message: "must hold 1 to " + strconv.Itoa(engine.MaxBatch) + " items"}})
+		case len(req.Items) > engine.MaxBatch:
+			return engine.BoundExceeded("items", engine.MaxBatch)
+		}
+		key := chi.URLParam(r, "key")
+		reqs := make([]engine.StartRequest, len(req.Items))
+		var errs []fault.FieldError
+		for i, it := range req.Items {
+			if len(it.IdempotencyKey) > 200 {
+				errs = append(errs, fault.FieldError{Path: "/items/" + strconv.Itoa(i) + "/idempotency_key", Message: "must be at most 200 characters"})
+			}
+			reqs[i] = engine.StartRequest{ProcessKey: key, Version: it.Version, Inputs: it.Inputs, BusinessKey: it.BusinessKey, IdempotencyKey: it.IdempotencyKey}
+		}
+		if len(errs) > 0 {
+			return fault.New(fault.BadRequest, "invalid_request", "the batch is invalid").WithErrors(errs)
+		}
+		results, err := a.eng.StartInstances(r.Context(), reqs)
+		if err != nil {
+			return err
+		}
+		out := struct {
+			Items []batchItemJSON `json:"items"`
+		}{Items: make([]batchItemJSON, len(results))}
+		for i, res := range results {
+			item := batchItemJSON{Index: i}
+			if res.Err != nil {
+				fe, _ := fault.As(res.Err)
+				item.Status, item.Problem = httpjson.ProblemOf(fe)
+				prefixPaths(item.Problem, "/items/"+strconv.Itoa(i))
+			} else {
+				item.Status = http.StatusOK
+				if res.Created {
+					item.Status = http.StatusCreated
+				}
+				inst := toInstanceJSON(res.Instance, false)
+				item.Instance = &inst
+			}
+			out.Items[i] = item
+		}
+		httpjson.Encode(w, http.StatusOK, out)
+		return nil
+	})
+}
+
+// prefixPaths makes an item's error pointers point into the batch body.
+func prefixPaths(problem map[string]any, prefix string) {
+	errs, _ := problem["errors"].([]fault.FieldError)
+	out := make([]fault.FieldError, len(errs))
+	for i, e := range errs {
+		out[i] = fault.FieldError{Path: prefix + e.Path, Message: e.Message}
+	}
+	if len(out) > 0 {
+		problem["errors"] = out
+	}
 }

@@ -54,6 +54,7 @@ func (a *API) Routes(r chi.Router, lookup auth.Lookup) {
 		r.With(designer).Method("POST", "/{key}/versions", a.publishProcess())
 		r.With(reader).Method("GET", "/{key}/versions/{v}", a.getProcessVersion())
 		r.With(starter).Method("POST", "/{key}/instances", a.startInstance())
+		r.With(starter).Method("POST", "/{key}/instances/batch", a.startInstances())
 		for _, m := range []string{"PUT", "PATCH", "DELETE"} {
 			r.With(reader).Method(m, "/{key}/versions/{v}", a.immutable("a process version"))
 		}

@@ -128,73 +128,18 @@ func (e *Engine) replayStart(ctx context.Context, q *queries.Queries, req StartR
 // the lookup; the unique (process_key, idempotency_key) index lets one
 // insert, and the others replay or are refused against it.
 func (e *Engine) StartInstance(ctx context.Context, req StartRequest) (Instance, bool, error) {
-	if len(req.Inputs) == 0 {
-		req.Inputs = json.RawMessage("{}")
-	}
-	var idem, digest *string
-	var canonical []byte
-	if req.IdempotencyKey != "" {
-		canonical = canonicalRequest(req)
-		d := e.digest(canonical)
-		idem, digest = &req.IdempotencyKey, &d
-		inst, found, err := e.replayStart(ctx, e.q, req, canonical)
-		if err != nil {
-			return Instance{}, false, wrap("start instance", err)
-		}
-		if found {
-			return e.instanceFromRow(ctx, inst), false, nil
-		}
-	}
-	pv, err := e.GetProcessVersion(ctx, req.ProcessKey, req.Version)
-	if err != nil {
-		if fault.HasCode(err, "not_found") && req.Version > 0 {
-			return Instance{}, false, fault.New(fault.Unprocessable, "unknown_version", "process %q has no version %d", req.ProcessKey, req.Version).
-				WithErrors([]fault.FieldError{{Path: "/version", Message: "no such version"}})
-		}
-		return Instance{}, false, err
-	}
-	v, err := e.schemas.Validator(pv.Digest+"/inputs", pv.Process.Inputs)
-	if err != nil {
-		return Instance{}, false, wrap("compile process inputs", err)
-	}
-	if vs := v.Validate(req.Inputs); len(vs) > 0 {
-		for i := range vs {
-			vs[i].Path = "/inputs" + vs[i].Path
-		}
-		return Instance{}, false, violations("invalid_inputs", "the inputs violate the process contract", vs)
-	}
-	id := uuid.Must(uuid.NewV7())
-	public, sealed, err := e.seal(pv.Process.Inputs, req.Inputs, aadInstanceInputs(id))
+	p, err := e.prepareStart(ctx, req)
 	if err != nil {
 		return Instance{}, false, err
+	}
+	if p.replay != nil {
+		return e.instanceFromRow(ctx, *p.replay), false, nil
 	}
 	var inst queries.Instance
 	created := false
 	err = e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error {
-		rows, err := q.InstanceInsert(ctx, queries.InstanceInsertParams{ID: id, ProcessKey: pv.Key, Version: int32(pv.Version),
-			BusinessKey: req.BusinessKey, Inputs: public, SealedInputs: sealed, IdempotencyKey: idem, RequestDigest: digest, Now: e.at()})
-		if isNoRows(err) && digest != nil {
-			// A concurrent first request with the key inserted since
-			// the lookup above; ON CONFLICT waited for it to commit.
-			existing, found, err := e.replayStart(ctx, q, req, canonical)
-			if err != nil {
-				return err
-			}
-			if !found {
-				return fmt.Errorf("instance with Idempotency-Key %q conflicted but cannot be found", req.IdempotencyKey)
-			}
-			inst = existing
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		inst, created = rows, true
-		// The row's created_at was set from the statement's clock.
-		r := e.newRun(ctx, q, inst, inst.CreatedAt, pv)
-		// A new instance has completed no node: no outputs to load.
-		r.outputs = map[string]json.RawMessage{}
-		return r.enter(pv.Process.Start)
+		inst, created, err = e.insertStart(ctx, q, p)
+		return err
 	})
 	if err != nil {
 		return Instance{}, false, wrap("start instance", err)
@@ -206,6 +151,185 @@ func (e *Engine) StartInstance(ctx context.Context, req StartRequest) (Instance,
 		}
 	}
 	return e.instanceFromRow(ctx, inst), created, nil
+}
+
+// preparedStart is a start request checked outside any transaction: its
+// replay found, or its version resolved, its inputs validated and sealed.
+type preparedStart struct {
+	req       StartRequest
+	canonical []byte
+	idem      *string
+	digest    *string
+	replay    *queries.Instance // set when an Idempotency-Key replays
+	pv        *ProcessVersion
+	id        uuid.UUID
+	public    json.RawMessage
+	sealed    []byte
+}
+
+func (e *Engine) prepareStart(ctx context.Context, req StartRequest) (preparedStart, error) {
+	if len(req.Inputs) == 0 {
+		req.Inputs = json.RawMessage("{}")
+	}
+	p := preparedStart{req: req}
+	if req.IdempotencyKey != "" {
+		p.canonical = canonicalRequest(req)
+		d := e.digest(p.canonical)
+		p.idem, p.digest = &req.IdempotencyKey, &d
+		inst, found, err := e.replayStart(ctx, e.q, req, p.canonical)
+		if err != nil {
+			return p, wrap("start instance", err)
+		}
+		if found {
+			p.replay = &inst
+			return p, nil
+		}
+	}
+	pv, err := e.GetProcessVersion(ctx, req.ProcessKey, req.Version)
+	if err != nil {
+		if fault.HasCode(err, "not_found") && req.Version > 0 {
+			return p, fault.New(fault.Unprocessable, "unknown_version", "process %q has no version %d", req.ProcessKey, req.Version).
+				WithErrors([]fault.FieldError{{Path: "/version", Message: "no such version"}})
+		}
+		return p, err
+	}
+	v, err := e.schemas.Validator(pv.Digest+"/inputs", pv.Process.Inputs)
+	if err != nil {
+		return p, wrap("compile process inputs", err)
+	}
+	if vs := v.Validate(req.Inputs); len(vs) > 0 {
+		for i := range vs {
+			vs[i].Path = "/inputs" + vs[i].Path
+		}
+		return p, violations("invalid_inputs", "the inputs violate the process contract", vs)
+	}
+	p.pv = pv
+	p.id = uuid.Must(uuid.NewV7())
+	p.public, p.sealed, err = e.seal(pv.Process.Inputs, req.Inputs, aadInstanceInputs(p.id))
+	return p, err
+}
+
+// insertStart creates a prepared instance and advances it to its first
+// node inside q's transaction; created is false when a concurrent request
+// with the same Idempotency-Key got there first (its instance is returned).
+func (e *Engine) insertStart(ctx context.Context, q *queries.Queries, p preparedStart) (queries.Instance, bool, error) {
+	row, err := q.InstanceInsert(ctx, queries.InstanceInsertParams{ID: p.id, ProcessKey: p.pv.Key, Version: int32(p.pv.Version),
+		BusinessKey: p.req.BusinessKey, Inputs: p.public, SealedInputs: p.sealed, IdempotencyKey: p.idem, RequestDigest: p.digest, Now: e.at()})
+	if isNoRows(err) && p.digest != nil {
+		// A concurrent first request with the key inserted since the
+		// lookup; ON CONFLICT waited for it to commit.
+		existing, found, err := e.replayStart(ctx, q, p.req, p.canonical)
+		if err != nil {
+			return queries.Instance{}, false, err
+		}
+		if !found {
+			return queries.Instance{}, false, fmt.Errorf("instance with Idempotency-Key %q conflicted but cannot be found", p.req.IdempotencyKey)
+		}
+		return existing, false, nil
+	}
+	if err != nil {
+		return queries.Instance{}, false, err
+	}
+	// The row's created_at was set from the statement's clock.
+	r := e.newRun(ctx, q, row, row.CreatedAt, p.pv)
+	// A new instance has completed no node: no outputs to load.
+	r.outputs = map[string]json.RawMessage{}
+	return row, true, r.enter(p.pv.Process.Start)
+}
+
+// MaxBatch bounds the items of one batch request (starts or settlements):
+// one transaction must stay short.
+const MaxBatch = 1000
+
+// StartResult is one item's outcome in a batch start: an instance (created
+// or replayed), or the item's refusal.
+type StartResult struct {
+	Instance Instance
+	Created  bool
+	Err      error
+}
+
+// StartInstances starts a batch of instances of one process in one
+// transaction: one commit for them all. Each item is checked and applied
+// on its own (a savepoint each): a refused item is reported and changes
+// nothing, the others are applied. Each item may carry its own
+// Idempotency-Key, with StartInstance's replay rules. Only a failure of the
+// database itself fails the whole batch.
+func (e *Engine) StartInstances(ctx context.Context, reqs []StartRequest) ([]StartResult, error) {
+	if len(reqs) > MaxBatch {
+		return nil, BoundExceeded("items", MaxBatch)
+	}
+	out := make([]StartResult, len(reqs))
+	prepared := make([]preparedStart, len(reqs))
+	seen := map[string]int{}
+	for i, req := range reqs {
+		if k := req.IdempotencyKey; k != "" {
+			if j, dup := seen[k]; dup {
+				out[i].Err = fault.New(fault.Unprocessable, "duplicate_item", "Idempotency-Key %q is also the key of item %d", k, j)
+				continue
+			}
+			seen[k] = i
+		}
+		p, err := e.prepareStart(ctx, req)
+		if err != nil {
+			if _, ok := fault.As(err); !ok {
+				return nil, err
+			}
+			out[i].Err = err
+			continue
+		}
+		prepared[i] = p
+		if p.replay != nil {
+			out[i].Instance = e.instanceFromRow(ctx, *p.replay)
+		}
+	}
+	rows := make([]queries.Instance, len(reqs))
+	err := e.tx(ctx, func(q *queries.Queries, tx pgx.Tx) error {
+		for i, p := range prepared {
+			if out[i].Err != nil || p.replay != nil {
+				continue
+			}
+			err := pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error {
+				var err error
+				rows[i], out[i].Created, err = e.insertStart(ctx, q.WithTx(sp), p)
+				return err
+			})
+			if err != nil {
+				if _, ok := fault.As(err); !ok {
+					return err
+				}
+				out[i].Err, out[i].Created = err, false
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, wrap("start instances", err)
+	}
+	var ids []uuid.UUID
+	for i, r := range rows {
+		if out[i].Err == nil && prepared[i].replay == nil {
+			ids = append(ids, r.ID)
+		}
+	}
+	// Re-read: advancing may already have ended them.
+	now, err := e.q.InstanceGetMany(ctx, ids)
+	if err != nil {
+		return nil, wrap("start instances", err)
+	}
+	byID := make(map[uuid.UUID]queries.Instance, len(now))
+	for _, r := range now {
+		byID[r.ID] = r
+	}
+	for i, r := range rows {
+		if out[i].Err == nil && prepared[i].replay == nil {
+			if cur, ok := byID[r.ID]; ok {
+				r = cur
+			}
+			out[i].Instance = e.instanceFromRow(ctx, r)
+		}
+	}
+	return out, nil
 }
 
 // GetInstance returns one instance (masked).

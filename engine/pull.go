@@ -138,12 +138,17 @@ type WorkerRef struct {
 // see it. Every settlement starts here; fn decides which refusals apply.
 func (e *Engine) withHeld(ctx context.Context, ref WorkerRef, fn func(q *queries.Queries, r *run, o queries.Occurrence) error) error {
 	return e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error {
-		r, o, err := e.held(ctx, q, ref)
-		if err != nil {
-			return err
-		}
-		return fn(q, r, o)
+		return e.inHeld(ctx, q, ref, func(r *run, o queries.Occurrence) error { return fn(q, r, o) })
 	})
+}
+
+// inHeld is withHeld inside a transaction the caller holds (a batch).
+func (e *Engine) inHeld(ctx context.Context, q *queries.Queries, ref WorkerRef, fn func(r *run, o queries.Occurrence) error) error {
+	r, o, err := e.held(ctx, q, ref)
+	if err != nil {
+		return err
+	}
+	return fn(r, o)
 }
 
 // held locks the instance then the occurrence of ref, and checks that the
@@ -217,7 +222,17 @@ func canonicalOutputs(outputs json.RawMessage) []byte {
 // of the completion answers the same.
 func (e *Engine) Complete(ctx context.Context, ref WorkerRef, outputs json.RawMessage) (Settlement, error) {
 	var out Settlement
-	err := e.withHeld(ctx, ref, func(q *queries.Queries, r *run, o queries.Occurrence) error {
+	err := e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error {
+		var err error
+		out, err = e.completeIn(ctx, q, ref, outputs)
+		return err
+	})
+	return out, wrap("complete", err)
+}
+
+// completeIn is Complete inside q's transaction.
+func (e *Engine) completeIn(ctx context.Context, q *queries.Queries, ref WorkerRef, outputs json.RawMessage) (out Settlement, err error) {
+	err = e.inHeld(ctx, q, ref, func(r *run, o queries.Occurrence) error {
 		canonical := canonicalOutputs(outputs)
 		// A deferred occurrence may be completed by any worker of its
 		// consumer: its replay is recognized by the consumer alone.
@@ -254,7 +269,7 @@ func (e *Engine) Complete(ctx context.Context, ref WorkerRef, outputs json.RawMe
 		out = Settlement{Status: StatusCompleted, Route: route, AttemptsLeft: attemptsLeft(o)}
 		return nil
 	})
-	return out, wrap("complete", err)
+	return out, err
 }
 
 // complete records validated outputs (canonical is their canonicalOutputs,
@@ -343,23 +358,40 @@ const maxErrorMessage = 2000
 // fails terminally and the process's error handling decides. The message is
 // scrubbed of the occurrence's sensitive and secret values before storage.
 func (e *Engine) Fail(ctx context.Context, ref WorkerRef, f Failure) (Settlement, error) {
+	if err := e.checkFailure(f); err != nil {
+		return Settlement{}, err
+	}
+	var out Settlement
+	err := e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error {
+		var err error
+		out, err = e.failIn(ctx, q, ref, f)
+		return err
+	})
+	return out, wrap("fail", err)
+}
+
+// checkFailure refuses a malformed failure report before any lock is taken.
+func (e *Engine) checkFailure(f Failure) error {
 	var errs []fault.FieldError
 	if !errorCodePattern.MatchString(f.ErrorCode) {
 		errs = append(errs, fault.FieldError{Path: "/error_code", Message: "must be 1 to 64 letters, digits or _ . : -"})
 	}
+	if f.AttemptsLeft != nil && *f.AttemptsLeft < 0 {
+		errs = append(errs, fault.FieldError{Path: "/attempts_left", Message: "must be 0 or more"})
+	}
 	if len(errs) > 0 {
-		return Settlement{}, fault.New(fault.BadRequest, "invalid_request", "the failure is invalid").WithErrors(errs)
+		return fault.New(fault.BadRequest, "invalid_request", "the failure is invalid").WithErrors(errs)
 	}
 	if f.RetryDelay != nil && *f.RetryDelay > e.limits.MaxRetryDelay {
-		return Settlement{}, BoundExceeded("retry_delay", e.limits.MaxRetryDelay)
+		return BoundExceeded("retry_delay", e.limits.MaxRetryDelay)
 	}
-	if f.AttemptsLeft != nil && *f.AttemptsLeft < 0 {
-		return Settlement{}, fault.New(fault.BadRequest, "invalid_request", "the failure is invalid").WithErrors(
-			[]fault.FieldError{{Path: "/attempts_left", Message: "must be 0 or more"}})
-	}
+	return nil
+}
+
+// failIn is Fail inside q's transaction, f checked.
+func (e *Engine) failIn(ctx context.Context, q *queries.Queries, ref WorkerRef, f Failure) (out Settlement, err error) {
 	digest := e.digest(f.canonical(ref.WorkerID))
-	var out Settlement
-	err := e.withHeld(ctx, ref, func(q *queries.Queries, r *run, o queries.Occurrence) error {
+	err = e.inHeld(ctx, q, ref, func(r *run, o queries.Occurrence) error {
 		// An identical replay of a report that was recorded answers what the
 		// report got, whatever happened since (a lost response).
 		if answer, err := q.AttemptReportAnswer(ctx, queries.AttemptReportAnswerParams{OccurrenceID: o.ID, ConsumerID: &ref.ConsumerID, ReportDigest: &digest}); err == nil {
@@ -415,7 +447,7 @@ func (e *Engine) Fail(ctx context.Context, ref WorkerRef, f Failure) (Settlement
 		r.reportAnswer, _ = json.Marshal(out)
 		return r.fail(o, OutcomeFailed, code, message)
 	})
-	return out, wrap("fail", err)
+	return out, err
 }
 
 // redactedCode replaces a worker's error code that holds a protected value:

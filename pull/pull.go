@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -433,5 +434,103 @@ func (p *Protocol) settleToken(w http.ResponseWriter, r *http.Request) error {
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	httpjson.Encode(w, http.StatusCreated, map[string]any{"token": t.Token, "occurrence_id": ref.Occurrence, "expires_at": t.ExpiresAt})
+	return nil
+}
+
+type settleItem struct {
+	ID           string                `json:"id"`
+	Outputs      json.RawMessage       `json:"outputs"`
+	ErrorCode    *string               `json:"error_code"`
+	Message      string                `json:"message"`
+	Retryable    bool                  `json:"retryable"`
+	RetryDelay   *isoduration.Duration `json:"retry_delay"`
+	AttemptsLeft *int                  `json:"attempts_left"`
+}
+
+type settleRequest struct {
+	WorkerID string       `json:"worker_id"`
+	Items    []settleItem `json:"items"`
+}
+
+// settle completes and fails many reservations of one worker in one
+// request and one transaction; each item is answered on its own as the
+// single route would (200 with its settlement, or its problem).
+func (p *Protocol) settle(w http.ResponseWriter, r *http.Request) error {
+	req, err := httpjson.Decode[settleRequest](w, r, p.body)
+	if err != nil {
+		return err
+	}
+	var errs []fault.FieldError
+	if fe := checkWorkerID(req.WorkerID); fe != nil {
+		errs = append(errs, *fe)
+	}
+	switch {
+	case len(req.Items) == 0:
+		errs = append(errs, fault.FieldError{Path: "/items", Message: fmt.Sprintf("must hold 1 to %d items", engine.MaxBatch)})
+	case len(req.Items) > engine.MaxBatch:
+		return engine.BoundExceeded("items", engine.MaxBatch)
+	}
+	items := make([]engine.BatchSettlement, len(req.Items))
+	for i, it := range req.Items {
+		at := "/items/" + strconv.Itoa(i)
+		id, err := uuid.Parse(it.ID)
+		if err != nil {
+			errs = append(errs, fault.FieldError{Path: at + "/id", Message: "must be an occurrence id"})
+		}
+		items[i].Occurrence = id
+		switch {
+		case it.ErrorCode != nil && it.Outputs != nil:
+			errs = append(errs, fault.FieldError{Path: at, Message: "either outputs (complete) or error_code (fail), not both"})
+		case it.ErrorCode != nil:
+			f := engine.Failure{ErrorCode: *it.ErrorCode, Message: it.Message, Retryable: it.Retryable, AttemptsLeft: it.AttemptsLeft}
+			if it.RetryDelay != nil {
+				d := it.RetryDelay.Std()
+				f.RetryDelay = &d
+			}
+			items[i].Failure = &f
+		case it.Outputs != nil:
+			items[i].Outputs = it.Outputs
+		default:
+			errs = append(errs, fault.FieldError{Path: at, Message: "needs outputs (complete) or error_code (fail)"})
+		}
+	}
+	if len(errs) > 0 {
+		return fault.New(fault.BadRequest, "invalid_request", "the batch is invalid: nothing was settled").WithErrors(errs)
+	}
+	principal, _ := auth.FromContext(r.Context())
+	results, err := p.eng.SettleBatch(r.Context(), principal.ConsumerID, req.WorkerID, items)
+	if err != nil {
+		return err
+	}
+	type itemJSON struct {
+		Index   int            `json:"index"`
+		ID      string         `json:"id"`
+		Status  int            `json:"status"`
+		Result  map[string]any `json:"result,omitempty"`
+		Problem map[string]any `json:"problem,omitempty"`
+	}
+	out := struct {
+		Items []itemJSON `json:"items"`
+	}{Items: make([]itemJSON, len(results))}
+	for i, res := range results {
+		item := itemJSON{Index: i, ID: req.Items[i].ID}
+		if res.Err != nil {
+			fe, _ := fault.As(res.Err)
+			item.Status, item.Problem = httpjson.ProblemOf(fe)
+		} else {
+			s := res.Settlement
+			item.Status = http.StatusOK
+			if items[i].Failure != nil {
+				item.Result = map[string]any{"status": s.Status, "attempts_left": s.AttemptsLeft, "available_at": s.AvailableAt}
+			} else {
+				item.Result = map[string]any{"status": s.Status, "route": nil}
+				if s.Route != "" {
+					item.Result["route"] = s.Route
+				}
+			}
+		}
+		out.Items[i] = item
+	}
+	httpjson.Encode(w, http.StatusOK, out)
 	return nil
 }

@@ -24,6 +24,7 @@ func (p *Protocol) Routes(r chi.Router, lookup auth.Lookup) {
 	r.Group(func(r chi.Router) {
 		r.Use(consumer, p.consumerOnly)
 		r.Method("POST", "/fetch-and-lock", p.handle(p.fetch))
+		r.Method("POST", "/settle", p.handle(p.settle))
 		r.Method("POST", "/occurrences/{id}/extend", p.handle(p.extend))
 		r.Method("POST", "/occurrences/{id}/defer", p.handle(p.deferOccurrence))
 		r.Method("POST", "/occurrences/{id}/release", p.handle(p.release))

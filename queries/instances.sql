@@ -40,3 +40,6 @@ limit @max;
 select sqlc.embed(i), coalesce(sqlc.narg('now')::timestamptz, now())::timestamptz as now from instances i
 where i.id = (select o.instance_id from occurrences o where o.id = @occurrence_id)
 for update of i;
+
+-- name: InstanceGetMany :many
+select * from instances where id = any(@ids::uuid[]);

@@ -246,6 +246,22 @@ func WriteError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err
 		}
 		fe = fault.New(fault.Internal, "internal", "an internal error occurred; it has been logged")
 	}
+	status, doc := ProblemOf(fe)
+	if fe.RetryAfter > 0 {
+		secs := int(fe.RetryAfter.Seconds() + 0.999)
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+	}
+	body, _ := json.Marshal(doc)
+	w.Header().Set("Content-Type", ProblemContentType)
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+	_, _ = w.Write([]byte("\n"))
+}
+
+// ProblemOf is the problem+json document of fe and its status, for a
+// response or for one item of a batch answer.
+func ProblemOf(fe *fault.Error) (int, map[string]any) {
 	status := Status(fe.Kind)
 	doc := map[string]any{
 		"type":   "urn:relais:problem:" + fe.Code,
@@ -264,16 +280,7 @@ func WriteError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err
 			doc[k] = v
 		}
 	}
-	if fe.RetryAfter > 0 {
-		secs := int(fe.RetryAfter.Seconds() + 0.999)
-		w.Header().Set("Retry-After", strconv.Itoa(secs))
-	}
-	body, _ := json.Marshal(doc)
-	w.Header().Set("Content-Type", ProblemContentType)
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(status)
-	_, _ = w.Write(body)
-	_, _ = w.Write([]byte("\n"))
+	return status, doc
 }
 
 // ErrorHandler turns a handler that returns an error into an http.Handler

@@ -1,0 +1,129 @@
+package pull_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// A batch start applies the valid items in one request, reports each
+// invalid one at its index with pointers into the batch, replays an
+// item's Idempotency-Key, and refuses a batch over the ceiling whole.
+func TestBatchStart(t *testing.T) {
+	t.Parallel()
+	env, _ := newCRM(t, nil)
+	items := []any{
+		map[string]any{"inputs": map[string]any{"name": "Acme"}, "idempotency_key": "k-1"},
+		map[string]any{"inputs": map[string]any{"nom": "Acme"}},
+		map[string]any{"inputs": map[string]any{"name": "Globex"}, "business_key": "G-1"},
+		map[string]any{"inputs": map[string]any{"name": "Acme"}, "idempotency_key": "k-1"},
+	}
+	res := env.Must(200, "POST", "/api/v1/processes/crm_only/instances/batch", env.Operator, map[string]any{"items": items}).JSON(t)
+	got := res["items"].([]any)
+	if len(got) != 4 {
+		t.Fatalf("items = %v, want 4 results", got)
+	}
+	item := func(i int) map[string]any { return got[i].(map[string]any) }
+	if item(0)["status"] != 201.0 || item(2)["status"] != 201.0 {
+		t.Errorf("valid items answered %v and %v, want 201", item(0)["status"], item(2)["status"])
+	}
+	p, _ := item(1)["problem"].(map[string]any)
+	if item(1)["status"] != 422.0 || p["code"] != "invalid_inputs" || !strings.HasPrefix(fmt.Sprint(p["errors"]), "[map[message:") || !strings.Contains(fmt.Sprint(p["errors"]), "/items/1/inputs") {
+		t.Errorf("invalid item = %v, want 422 invalid_inputs with pointers under /items/1/inputs", item(1))
+	}
+	if item(3)["status"] != 422.0 || item(3)["problem"].(map[string]any)["code"] != "duplicate_item" {
+		t.Errorf("repeated key in one batch = %v, want 422 duplicate_item", item(3))
+	}
+	id := item(0)["instance"].(map[string]any)["id"]
+	list := env.Must(200, "GET", "/api/v1/instances?process=crm_only", env.Operator, nil).JSON(t)["items"].([]any)
+	if len(list) != 2 {
+		t.Errorf("%d instances exist, want the 2 valid ones", len(list))
+	}
+	// A later batch replays the key.
+	again := env.Must(200, "POST", "/api/v1/processes/crm_only/instances/batch", env.Operator,
+		map[string]any{"items": []any{items[0]}}).JSON(t)["items"].([]any)[0].(map[string]any)
+	if again["status"] != 200.0 || again["instance"].(map[string]any)["id"] != id {
+		t.Errorf("replayed item = %v, want 200 with instance %v", again, id)
+	}
+	big := make([]any, 1001)
+	for i := range big {
+		big[i] = map[string]any{"inputs": map[string]any{"name": "x"}}
+	}
+	wantProblem(t, "batch over the ceiling", env.Do("POST", "/api/v1/processes/crm_only/instances/batch", env.Operator, map[string]any{"items": big}), 400, "bound_exceeded")
+	wantProblem(t, "empty batch", env.Do("POST", "/api/v1/processes/crm_only/instances/batch", env.Operator, map[string]any{"items": []any{}}), 400, "invalid_request")
+	if n := len(env.Must(200, "GET", "/api/v1/instances?process=crm_only", env.Operator, nil).JSON(t)["items"].([]any)); n != 2 {
+		t.Errorf("%d instances after refused batches, want 2", n)
+	}
+}
+
+// A batch settlement settles each item as the single routes would, with
+// their refusals per item, in one request; a malformed batch (a duplicate
+// id, an item that neither completes nor fails, another worker's member)
+// settles nothing.
+func TestBatchSettle(t *testing.T) {
+	t.Parallel()
+	env, consumer := newCRM(t, nil)
+	var ids []string
+	for i := range 4 {
+		_, id := start(t, env, "crm_only", fmt.Sprint("C", i))
+		ids = append(ids, id)
+	}
+	got := fetch(t, env, consumer, fetchBody("w1", "max_tasks", 3))
+	if len(got) != 3 {
+		t.Fatalf("fetched %d, want 3", len(got))
+	}
+	held := map[string]bool{}
+	for _, o := range got {
+		held[o["id"].(string)] = true
+	}
+	var notHeld string
+	for _, id := range ids {
+		if !held[id] {
+			notHeld = id
+		}
+	}
+	g := ids3(got)
+	for _, bad := range []map[string]any{
+		{"worker_id": "w1", "items": []any{map[string]any{"id": g[0], "outputs": created}, map[string]any{"id": g[0], "outputs": created}}},
+		{"worker_id": "w1", "items": []any{map[string]any{"id": g[0]}}},
+		{"worker_id": "w1", "items": []any{map[string]any{"id": g[0], "outputs": created, "worker_id": "w2"}}},
+	} {
+		r := env.Do("POST", "/api/v1/pull/settle", consumer, bad)
+		if r.Status != 400 {
+			t.Errorf("malformed batch %v: %d %s, want 400", bad, r.Status, r.Body)
+		}
+	}
+	if s := observe(t, env, g[0])["status"]; s != "reserved" {
+		t.Fatalf("after refused batches %s is %v, want still reserved", g[0], s)
+	}
+	res := env.Must(200, "POST", "/api/v1/pull/settle", consumer, map[string]any{"worker_id": "w1", "items": []any{
+		map[string]any{"id": g[0], "outputs": created},
+		map[string]any{"id": g[1], "error_code": "CRM_DOWN", "message": "503", "retryable": true, "retry_delay": "PT1M"},
+		map[string]any{"id": g[2], "outputs": map[string]any{"result": "maybe"}},
+		map[string]any{"id": notHeld, "outputs": created},
+	}}).JSON(t)["items"].([]any)
+	status := func(i int) any { return res[i].(map[string]any)["status"] }
+	code := func(i int) any { p, _ := res[i].(map[string]any)["problem"].(map[string]any); return p["code"] }
+	if status(0) != 200.0 || res[0].(map[string]any)["result"].(map[string]any)["route"] != "created" {
+		t.Errorf("item 0 = %v, want completed on route created", res[0])
+	}
+	if status(1) != 200.0 || res[1].(map[string]any)["result"].(map[string]any)["status"] != "available" {
+		t.Errorf("item 1 = %v, want failed, available again", res[1])
+	}
+	if status(2) != 422.0 || code(2) != "invalid_outputs" {
+		t.Errorf("item 2 = %v, want 422 invalid_outputs", res[2])
+	}
+	if status(3) != 409.0 || code(3) != "not_reserved" {
+		t.Errorf("item 3 = %v, want 409 not_reserved", res[3])
+	}
+	for i, want := range []string{"completed", "available", "reserved", "available"} {
+		id := []string{g[0], g[1], g[2], notHeld}[i]
+		if s := observe(t, env, id)["status"]; s != want {
+			t.Errorf("occurrence %d is %v, want %s", i, s, want)
+		}
+	}
+	// The refused item can still be corrected and resubmitted.
+	env.Must(200, "POST", "/api/v1/pull/occurrences/"+g[2]+"/complete", consumer, completeBody("w1", existing))
+}
+
+func ids3(occs []map[string]any) []string { return ids(occs) }
