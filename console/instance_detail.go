@@ -145,7 +145,16 @@ func pathStepOf(ctx context.Context, n int, o engine.Occurrence, p *process.Proc
 			s.Next = node.Next
 		}
 	case engine.StatusFailed:
-		s.Next = node.OnError
+		code := ""
+		if o.ErrorCode != nil {
+			code = *o.ErrorCode
+		}
+		if t, ok := p.NextOnFailure(o.Node, code); ok {
+			s.Next = t.Node
+			if t.Hold {
+				s.Next = process.Hold
+			}
+		}
 	}
 	return s
 }

@@ -268,8 +268,8 @@ func describeViolations(vs []contracts.Violation) string {
 // followFailure sends the instance down node's on_error branch, or fails it.
 func (r *run) followFailure(node, code string) error {
 	r.failure = &code
-	if next, ok := r.pv.Process.NextOnFailure(node); ok {
-		return r.enter(next)
+	if next, ok := r.pv.Process.NextOnFailure(node, code); ok && !next.Hold {
+		return r.enter(next.Node)
 	}
 	if _, err := r.q.InstanceEnd(r.ctx, queries.InstanceEndParams{ID: r.inst.ID, Status: InstanceFailed, EndNode: &node, ErrorCode: &code, Now: &r.now}); err != nil {
 		return err
@@ -317,11 +317,11 @@ func (e *Engine) reconcile(ctx context.Context, id uuid.UUID) error {
 				}
 				node = next
 			case StatusFailed:
-				next, ok := r.pv.Process.NextOnFailure(node)
-				if !ok {
+				next, ok := r.pv.Process.NextOnFailure(node, deref(o.ErrorCode))
+				if !ok || next.Hold {
 					return nil
 				}
-				node = next
+				node = next.Node
 			default:
 				return nil // still open: nothing to advance
 			}

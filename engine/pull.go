@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/relais/relais/contracts"
+	"github.com/relais/relais/engine/process"
 	"github.com/relais/relais/internal/fault"
 	"github.com/relais/relais/queries"
 )
@@ -355,8 +355,6 @@ type Failure struct {
 	RetryDelay *time.Duration // nil: the occurrence's frozen retry_delay
 }
 
-var errorCodePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$`)
-
 // maxErrorMessage bounds stored worker messages: they are diagnostics, not
 // payloads.
 const maxErrorMessage = 2000
@@ -367,7 +365,8 @@ const maxErrorMessage = 2000
 // scrubbed of the occurrence's sensitive and secret values before storage.
 func (e *Engine) Fail(ctx context.Context, ref WorkerRef, f Failure) (Settlement, error) {
 	var errs []fault.FieldError
-	if !errorCodePattern.MatchString(f.ErrorCode) {
+	// The codes on_error maps are keyed by: one pattern for both.
+	if !process.ErrorCodePattern.MatchString(f.ErrorCode) {
 		errs = append(errs, fault.FieldError{Path: "/error_code", Message: "must be 1 to 64 letters, digits or _ . : -"})
 	}
 	if len(errs) > 0 {
