@@ -192,8 +192,8 @@ func (e *Engine) StartInstance(ctx context.Context, req StartRequest) (Instance,
 		inst, created = rows, true
 		// The row's created_at was set from the statement's clock.
 		r := e.newRun(ctx, q, inst, inst.CreatedAt, pv)
-		// A new instance has completed no node: no outputs to load.
-		r.outputs = map[string]json.RawMessage{}
+		// A new instance has settled no node: nothing to load.
+		r.nothingSettled()
 		return r.enter(pv.Process.Start)
 	})
 	if err != nil {

@@ -344,7 +344,7 @@ func (r *run) fail(o queries.Occurrence, outcome, code, message string) error {
 			return err
 		}
 	}
-	return r.followFailure(o.Node, code)
+	return r.followFailure(o.Node, code, message)
 }
 
 // Failure is a worker's report that it could not do the work.

@@ -219,6 +219,8 @@ where (sqlc.narg('definition_key')::text is null or o.definition_key = sqlc.narg
 order by o.id desc
 limit @max;
 
--- name: OccurrenceCompletedOutputs :many
-select node, outputs, sealed_outputs, id from occurrences
-where instance_id = @instance_id and status = 'completed';
+-- name: OccurrenceListSettled :many
+-- What the bindings of an instance's next nodes may read: the outputs of
+-- its completed occurrences and the errors of its failed ones.
+select node, status, outputs, sealed_outputs, id, error_code, error_message from occurrences
+where instance_id = @instance_id and status in ('completed', 'failed');
