@@ -281,15 +281,25 @@ func describeViolations(vs []contracts.Violation) string {
 	return strings.Join(parts, "; ")
 }
 
-// followFailure sends the instance down node's on_error branch for code,
-// or fails it. message is the failure's stored (scrubbed) message, which
-// the branch's bindings may read.
+// followFailure sends the instance where node's on_error leads for code:
+// down an error branch, or held at node (the failed occurrence stays as it
+// is, failed with its error, for an operator to act on); without a target
+// it fails the instance. message is the failure's stored (scrubbed)
+// message, which the branch's bindings may read.
 func (r *run) followFailure(node, code, message string) error {
 	r.failure = &code
 	if r.errors != nil {
 		r.errors[node] = process.NodeError{Code: code, Message: message}
 	}
-	if next, ok := r.pv.Process.NextOnFailure(node, code); ok && !next.Hold {
+	next, ok := r.pv.Process.NextOnFailure(node, code)
+	switch {
+	case ok && next.Hold:
+		if _, err := r.q.InstanceHold(r.ctx, queries.InstanceHoldParams{ID: r.inst.ID, ErrorCode: &code}); err != nil {
+			return err
+		}
+		r.inst.Status = InstanceHeld
+		return nil
+	case ok:
 		return r.enter(next.Node)
 	}
 	if _, err := r.q.InstanceEnd(r.ctx, queries.InstanceEndParams{ID: r.inst.ID, Status: InstanceFailed, EndNode: &node, ErrorCode: &code, Now: &r.now}); err != nil {

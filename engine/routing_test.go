@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/relais/relais/internal/dbtest"
+	"github.com/relais/relais/internal/fault"
 	"github.com/relais/relais/internal/keyring"
 )
 
@@ -286,5 +287,89 @@ func TestErrorBindingConstraintsAtCreation(t *testing.T) {
 	}
 	if got := instanceStatus(t, e, inst.ID); got.Status != InstanceFailed || deref(got.EndNode) != "failed" || deref(got.ErrorCode) != "invalid_inputs" {
 		t.Errorf("instance %s at %s with %s; want failed at notify's on_error failed with invalid_inputs", got.Status, deref(got.EndNode), deref(got.ErrorCode))
+	}
+}
+
+// TestHoldMakesTheInstanceHeld: a failure routed to hold leaves the
+// instance held at the failed node, the occurrence failed with its error;
+// nothing advances a held instance, and a stop cancels it.
+func TestHoldMakesTheInstanceHeld(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	prepareRouting(t, e, routingProcess(`{"PAYMENT_DECLINED":"notify","CRM_LOCKED":"hold","*":"failed"}`))
+	c := consumer(t, e)
+	inst := startRouting(t, e, `{"name":"Acme"}`)
+	res := failCRM(t, e, c, "CRM_LOCKED", "the record is locked")
+
+	check := func(when string) {
+		t.Helper()
+		got := instanceStatus(t, e, inst.ID)
+		if got.Status != InstanceHeld || deref(got.ErrorCode) != "CRM_LOCKED" || got.EndedAt != nil || got.EndNode != nil {
+			t.Fatalf("%s: instance %s, error %s, ended %v at %s; want held with CRM_LOCKED, not ended",
+				when, got.Status, deref(got.ErrorCode), got.EndedAt, deref(got.EndNode))
+		}
+		occs := occurrences(t, e, inst.ID)
+		if len(occs) != 1 || len(occs["crm"]) != 1 {
+			t.Fatalf("%s: occurrences %v; want crm only", when, occs)
+		}
+		crm := occs["crm"][0]
+		if crm.Status != StatusFailed || deref(crm.ErrorCode) != "CRM_LOCKED" || deref(crm.ErrorMessage) != "the record is locked" {
+			t.Fatalf("%s: crm %s with %s %q; want failed with its error kept", when, crm.Status, deref(crm.ErrorCode), deref(crm.ErrorMessage))
+		}
+	}
+	check("after the failure")
+
+	// Nothing advances it: recovery, timers, a late report.
+	if err := e.reconcile(ctx, inst.ID); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := e.RunTimers(ctx); err != nil || n != 0 {
+		t.Fatalf("timers settled %d, %v; want nothing", n, err)
+	}
+	ref := WorkerRef{ConsumerID: c, WorkerID: "w", Occurrence: res.ID}
+	if _, err := e.Complete(ctx, ref, json.RawMessage(`{"result":"created","crm_id":"C"}`)); !fault.HasCode(err, "already_settled") {
+		t.Fatalf("late completion: %v; want already_settled", err)
+	}
+	if _, err := e.Fail(ctx, ref, Failure{ErrorCode: "OTHER"}); !fault.HasCode(err, "already_settled") {
+		t.Fatalf("late failure: %v; want already_settled", err)
+	}
+	check("after recovery, timers and late reports")
+
+	held, err := e.ListInstances(ctx, InstanceFilter{Status: InstanceHeld, Limit: 10})
+	if err != nil || len(held) != 1 || held[0].ID != inst.ID {
+		t.Fatalf("held instances: %v, %v; want this one", held, err)
+	}
+
+	stopped, err := e.StopInstance(ctx, inst.ID)
+	if err != nil {
+		t.Fatalf("stopping a held instance: %v", err)
+	}
+	if stopped.Status != InstanceCancelled || stopped.EndedAt == nil {
+		t.Fatalf("after stop: %s, ended %v; want cancelled and ended", stopped.Status, stopped.EndedAt)
+	}
+	if occs := occurrences(t, e, inst.ID); occs["crm"][0].Status != StatusFailed {
+		t.Errorf("crm after stop: %s; want still failed", occs["crm"][0].Status)
+	}
+	if again, err := e.StopInstance(ctx, inst.ID); err != nil || again.Status != InstanceCancelled {
+		t.Errorf("stopping again: %s, %v; want cancelled, no error", again.Status, err)
+	}
+}
+
+// TestHoldFromBirth: an occurrence failed at creation holds the instance
+// as it starts, on a string on_error too.
+func TestHoldFromBirth(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	define(t, e, "strict", `{"name":"Strict","inputs":{"fields":[{"name":"company_name","type":"text","required":true,"max_length":3}]},"outputs":{"fields":[]}}`)
+	doc := `{"inputs":{"fields":[{"name":"name","type":"text","required":true}]},"start":"strict","nodes":{
+	 "strict":{"kind":"pull","definition":"strict","revision":1,"inputs":{"company_name":{"from":"input.name"}},"next":"done","on_error":"hold"},
+	 "done":{"kind":"end"}}}`
+	if _, _, err := e.PublishProcess(context.Background(), "routing", []byte(doc)); err != nil {
+		t.Fatal(err)
+	}
+	inst := startRouting(t, e, `{"name":"Acme Corporation"}`)
+	if inst.Status != InstanceHeld || deref(inst.ErrorCode) != "invalid_inputs" {
+		t.Fatalf("started instance %s with %s; want held with invalid_inputs", inst.Status, deref(inst.ErrorCode))
 	}
 }

@@ -39,631 +39,637 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s, %[3]s, %[4]s UTC": 77,
-	"%d (0 lowest, 9 highest)":      192,
-	"%d attempts":                   194,
-	"%d breaking":                   58,
-	"%d changes":                    57,
-	"%d d":                          96,
-	"%d days":                       91,
-	"%d h":                          97,
-	"%d hours":                      92,
-	"%d items":                      256,
-	"%d min":                        98,
-	"%d minutes":                    93,
-	"%d ms":                         95,
-	"%d occurrences":                231,
-	"%d releases":                   76,
-	"%d s":                          99,
-	"%d seconds":                    94,
-	"%s, revision %s":               178,
-	"%s, version %s":                179,
-	"%s: %s → %s":                   65,
-	"(each item)":                   245,
-	"0 seconds":                     90,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.": 243,
-	"All consumers":          229,
-	"All definitions":        227,
-	"All statuses":           228,
-	"Apply filters":          221,
-	"Apr":                    81,
-	"Attempts":               193,
-	"Aug":                    85,
-	"Available":              184,
-	"Back to definitions":    11,
-	"Back to external tasks": 10,
-	"Breaks processes":       45,
-	"Breaks workers":         46,
+	"%[1]s %[2]s, %[3]s, %[4]s UTC": 76,
+	"%d (0 lowest, 9 highest)":      194,
+	"%d attempts":                   196,
+	"%d breaking":                   57,
+	"%d changes":                    56,
+	"%d d":                          95,
+	"%d days":                       90,
+	"%d h":                          96,
+	"%d hours":                      91,
+	"%d items":                      259,
+	"%d min":                        97,
+	"%d minutes":                    92,
+	"%d ms":                         94,
+	"%d occurrences":                233,
+	"%d releases":                   75,
+	"%d s":                          98,
+	"%d seconds":                    93,
+	"%s, revision %s":               180,
+	"%s, version %s":                181,
+	"%s: %s → %s":                   64,
+	"(each item)":                   248,
+	"0 seconds":                     89,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.": 246,
+	"All consumers":          231,
+	"All definitions":        229,
+	"All statuses":           230,
+	"Apply filters":          223,
+	"Apr":                    80,
+	"Attempts":               195,
+	"Aug":                    84,
+	"Available":              186,
+	"Back to definitions":    10,
+	"Back to external tasks": 9,
+	"Breaks processes":       44,
+	"Breaks workers":         45,
 	"Business key":           124,
-	"Call timeout":           203,
-	"Cannot reveal":          234,
-	"Change":                 43,
-	"Choose two existing revisions to compare.": 55,
-	"Classification":    21,
-	"Clear filters":     222,
-	"Compare":           42,
-	"Compare revisions": 38,
-	"Constraints":       22,
-	"Consumer":          196,
-	"Counts are refreshed every few seconds.": 224,
-	"Counts are unavailable right now.":       230,
-	"Counts by status":                        223,
-	"Created":                                 110,
-	"Dates":                                   183,
-	"Deadline":                                187,
-	"Dec":                                     89,
-	"Definition":                              106,
-	"Definition %s":                           24,
+	"Call timeout":           205,
+	"Cannot reveal":          236,
+	"Change":                 42,
+	"Choose two existing revisions to compare.": 54,
+	"Classification":    20,
+	"Clear filters":     224,
+	"Compare":           41,
+	"Compare revisions": 37,
+	"Constraints":       21,
+	"Consumer":          198,
+	"Counts are refreshed every few seconds.": 226,
+	"Counts are unavailable right now.":       232,
+	"Counts by status":                        225,
+	"Created":                                 109,
+	"Dates":                                   185,
+	"Deadline":                                189,
+	"Dec":                                     88,
+	"Definition":                              105,
+	"Definition %s":                           23,
 	"Definitions":                             4,
-	"Description":                             23,
-	"Destination":                             202,
-	"Detail":                                  44,
-	"Digest":                                  54,
-	"End node":                                123,
-	"Ended":                                   122,
+	"Description":                             22,
+	"Destination":                             204,
+	"Detail":                                  43,
+	"Digest":                                  53,
+	"End node":                                122,
+	"Ended":                                   121,
 	"Error code":                              125,
-	"Error message":                           199,
+	"Error message":                           201,
 	"External tasks":                          3,
-	"Feb":                                     79,
-	"Field":                                   18,
-	"Filters":                                 219,
-	"First page":                              75,
-	"Form refused":                            14,
-	"From revision":                           40,
-	"From revision %d to revision %d:":        56,
-	"Inputs":                                  48,
-	"Inputs the instance was started with, labelled by process version %d's contract": 115,
-	"Inputs, labelled by revision %d's contract":                                      204,
-	"Jan":             78,
-	"Jul":             84,
-	"Jun":             83,
-	"Keep it running": 130,
-	"Key":             70,
+	"Feb":                                     78,
+	"Field":                                   17,
+	"Filters":                                 221,
+	"First page":                              74,
+	"Form refused":                            13,
+	"From revision":                           39,
+	"From revision %d to revision %d:":        55,
+	"Held at node":                            123,
+	"Inputs":                                  47,
+	"Inputs the instance was started with, labelled by process version %d's contract": 114,
+	"Inputs, labelled by revision %d's contract":                                      206,
+	"Jan":             77,
+	"Jul":             83,
+	"Jun":             82,
+	"Keep it held":    127,
+	"Keep it running": 126,
+	"Key":             69,
 	"Language":        1,
-	"Last saved":      29,
-	"Latest revision": 71,
-	"Lists every change from one revision to another, and whom it may break.": 39,
-	"Lock expires":                         186,
+	"Last saved":      28,
+	"Latest revision": 70,
+	"Lists every change from one revision to another, and whom it may break.": 38,
+	"Lock expires":                         188,
 	"Main navigation":                      2,
-	"Mar":                                  80,
-	"Maximum attempts":                     189,
-	"May":                                  82,
-	"Mode":                                 182,
-	"Name":                                 27,
-	"Next node":                            109,
-	"Next page":                            74,
-	"No definition yet.":                   73,
-	"No inputs.":                           49,
-	"No occurrence matches these filters.": 226,
-	"No outputs yet: the occurrence has not completed.": 207,
-	"No outputs.": 51,
-	"No outputs: the occurrence ended without completing.": 209,
-	"No release yet.": 33,
-	"No revision yet: the Working copy has never been snapshotted.": 31,
-	"No service has reserved this occurrence yet.":                  200,
-	"Node":        104,
+	"Mar":                                  79,
+	"Maximum attempts":                     191,
+	"May":                                  81,
+	"Mode":                                 184,
+	"Name":                                 26,
+	"Next node":                            108,
+	"Next page":                            73,
+	"No definition yet.":                   72,
+	"No inputs.":                           48,
+	"No occurrence matches these filters.": 228,
+	"No outputs yet: the occurrence has not completed.": 209,
+	"No outputs.": 50,
+	"No outputs: the occurrence ended without completing.": 211,
+	"No release yet.": 32,
+	"No revision yet: the Working copy has never been snapshotted.": 30,
+	"No service has reserved this occurrence yet.":                  202,
+	"Node":        103,
 	"Not allowed": 7,
-	"Not found":   12,
-	"Notes":       36,
-	"Nothing exists at this address, or it is not visible to you.": 13,
-	"Nov":                       88,
-	"Occurrence":                105,
-	"Occurrence %s":             180,
-	"Occurrences, newest first": 225,
-	"Oct":                       87,
-	"Only a value this page shows as hidden (sensitive) can be revealed.": 235,
-	"Only administrators may reveal a sensitive value.":                   232,
-	"Outcome": 198,
-	"Outputs": 50,
-	"Outputs, labelled by revision %d's contract": 206,
-	"Path":                      102,
-	"Policy":                    188,
-	"Priority":                  191,
-	"Process":                   120,
-	"Process inputs":            114,
-	"Process instance":          181,
-	"Process instance %s":       100,
-	"Published":                 37,
+	"Not found":   11,
+	"Notes":       35,
+	"Nothing exists at this address, or it is not visible to you.": 12,
+	"Nov":                       87,
+	"Occurrence":                104,
+	"Occurrence %s":             182,
+	"Occurrences, newest first": 227,
+	"Oct":                       86,
+	"Only a value this page shows as hidden (sensitive) can be revealed.": 237,
+	"Only administrators may reveal a sensitive value.":                   234,
+	"Outcome": 200,
+	"Outputs": 49,
+	"Outputs, labelled by revision %d's contract": 208,
+	"Path":                      101,
+	"Policy":                    190,
+	"Priority":                  193,
+	"Process":                   119,
+	"Process inputs":            113,
+	"Process instance":          183,
+	"Process instance %s":       99,
+	"Published":                 36,
 	"Relais console":            0,
-	"Release":                   34,
-	"Releases":                  32,
-	"Required":                  20,
-	"Reserved":                  185,
-	"Retry delay":               190,
-	"Reveal — this is recorded": 210,
-	"Revealed by %s at %s; recorded in the audit log.": 233,
-	"Revision":                             35,
-	"Revision %d":                          52,
-	"Revisions":                            30,
-	"Route":                                108,
-	"Routing output":                       28,
-	"Secret values can never be revealed.": 236,
-	"Sep":                                  86,
-	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 128,
-	"Settled": 111,
-	"Sign in": 238,
-	"Sign in with an operator or administrator token.": 239,
+	"Release":                   33,
+	"Releases":                  31,
+	"Required":                  19,
+	"Reserved":                  187,
+	"Retry delay":               192,
+	"Reveal — this is recorded": 212,
+	"Revealed by %s at %s; recorded in the audit log.": 235,
+	"Revision":                             34,
+	"Revision %d":                          51,
+	"Revisions":                            29,
+	"Route":                                107,
+	"Routing output":                       27,
+	"Secret values can never be revealed.": 238,
+	"Sep":                                  85,
+	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 130,
+	"Settled": 110,
+	"Sign in": 241,
+	"Sign in with an operator or administrator token.": 242,
 	"Sign out":                 6,
 	"Signed in as %s (%s)":     5,
-	"Snapshotted":              53,
-	"Something went wrong":     16,
-	"Started":                  121,
-	"Status":                   107,
-	"Stop process instance %s": 126,
-	"Stop the instance":        129,
-	"Stop this instance? Its open occurrences are cancelled.":                                127,
-	"Stop this instance…":                                                                    118,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.": 119,
-	"Summary": 101,
-	"Task contracts: their Working copy, immutable revisions and named releases.":                                                 69,
-	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                 17,
-	"The instance was stopped; its open occurrences are cancelled.":                                                               117,
-	"The nodes this instance reached, in order, each with its occurrence.":                                                        103,
-	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                26,
-	"The page cursor is invalid: go back to the first page.":                                                                      217,
-	"The page size must be between 1 and %d.":                                                                                     218,
-	"The process instance must be an instance id (a UUID).":                                                                       214,
-	"The revision must be a whole number, 1 or more.":                                                                             215,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 241,
-	"These revisions have the same contracts.":                                                                                    47,
-	"This contract has no inputs.":                                                                                                205,
-	"This contract has no outputs.":                                                                                               208,
-	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                         15,
-	"This instance has already ended; there is nothing to stop.":                                                                  131,
-	"This instance has not reached a task yet.":                                                                                   112,
-	"This page does not accept that request.":                                                                                     9,
-	"This process takes no inputs.":                                                                                               116,
-	"This token is unknown or has been revoked.":                                                                                  242,
-	"To revision":         41,
-	"Token":               240,
-	"Type":                19,
-	"Unknown consumer.":   216,
-	"Unknown status %q.":  213,
-	"Value":               113,
-	"Worker id":           197,
-	"Working copy":        25,
-	"You are signed out.": 237,
+	"Snapshotted":              52,
+	"Something went wrong":     15,
+	"Started":                  120,
+	"Status":                   106,
+	"Stop process instance %s": 128,
+	"Stop the instance":        131,
+	"Stop this instance? Its open occurrences are cancelled.":                                129,
+	"Stop this instance…":                                                                    117,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.": 118,
+	"Summary": 100,
+	"Task contracts: their Working copy, immutable revisions and named releases.":                                                 68,
+	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                 16,
+	"The instance was stopped; its open occurrences are cancelled.":                                                               116,
+	"The nodes this instance reached, in order, each with its occurrence.":                                                        102,
+	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                25,
+	"The page cursor is invalid: go back to the first page.":                                                                      219,
+	"The page size must be between 1 and %d.":                                                                                     220,
+	"The process instance must be an instance id (a UUID).":                                                                       216,
+	"The revision must be a whole number, 1 or more.":                                                                             217,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 244,
+	"These revisions have the same contracts.":                                                                                    46,
+	"This contract has no inputs.":                                                                                                207,
+	"This contract has no outputs.":                                                                                               210,
+	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                         14,
+	"This instance has already ended; there is nothing to stop.":                                                                  132,
+	"This instance has not reached a task yet.":                                                                                   111,
+	"This page does not accept that request.":                                                                                     239,
+	"This process takes no inputs.":                                                                                               115,
+	"This token is unknown or has been revoked.":                                                                                  245,
+	"To revision":         40,
+	"Token":               243,
+	"Type":                18,
+	"Unknown consumer.":   218,
+	"Unknown status %q.":  215,
+	"Value":               112,
+	"Worker id":           199,
+	"Working copy":        24,
+	"You are signed out.": 240,
 	"Your role can read definitions only: external tasks and process instances are for operators and administrators.": 8,
-	"[redacted]":                      212,
-	"administrator":                   156,
-	"at least %d characters":          246,
-	"at least %d items":               253,
-	"at most %d":                      195,
-	"at most %d characters":           247,
-	"at most %d items":                254,
-	"available":                       132,
-	"boolean":                         143,
-	"cancelled":                       136,
-	"choice":                          146,
-	"classification changed":          167,
-	"completed":                       134,
-	"constraint changed":              168,
-	"consumer":                        159,
-	"consumer #%s":                    211,
-	"date":                            144,
-	"date and time":                   145,
-	"designer":                        158,
-	"expired":                         138,
-	"failed":                          135,
-	"field added":                     162,
-	"field removed":                   163,
-	"format":                          173,
-	"format %s":                       249,
-	"in progress":                     201,
-	"instance id":                     220,
-	"integer":                         141,
-	"list":                            148,
-	"maximum":                         175,
-	"maximum %s":                      251,
-	"maximum items":                   177,
-	"maximum length":                  171,
-	"minimum":                         174,
-	"minimum %s":                      250,
-	"minimum items":                   176,
-	"minimum length":                  170,
-	"no":                              161,
-	"none":                            68,
-	"none yet":                        72,
-	"normal":                          149,
-	"not provided":                    255,
-	"null":                            257,
-	"number":                          142,
-	"object":                          147,
-	"one of: %s":                      252,
-	"operator":                        157,
-	"optional field of type %s":       67,
-	"optional → required":             60,
-	"pattern":                         172,
-	"pattern %s":                      248,
-	"pull (the service fetches it)":   154,
-	"push (Relais calls the service)": 155,
-	"rejected":                        139,
-	"required changed":                165,
-	"required field of type %s":       66,
-	"required → optional":             61,
-	"reserved":                        133,
-	"routing changed":                 169,
-	"routing output":                  244,
-	"routing output %s → %s":          59,
-	"running":                         137,
-	"secret":                          151,
-	"sensitive":                       150,
-	"text":                            140,
-	"type changed":                    164,
-	"unexpected value":                258,
-	"values added: %s":                62,
-	"values changed":                  166,
-	"values removed: %s":              63,
-	"values reordered":                64,
-	"yes":                             160,
-	"••• hidden (secret)":             153,
-	"••• hidden (sensitive)":          152,
+	"[redacted]":                      214,
+	"administrator":                   158,
+	"at least %d characters":          249,
+	"at least %d items":               256,
+	"at most %d":                      197,
+	"at most %d characters":           250,
+	"at most %d items":                257,
+	"available":                       133,
+	"boolean":                         145,
+	"cancelled":                       137,
+	"choice":                          148,
+	"classification changed":          169,
+	"completed":                       135,
+	"constraint changed":              170,
+	"consumer":                        161,
+	"consumer #%s":                    213,
+	"date":                            146,
+	"date and time":                   147,
+	"designer":                        160,
+	"expired":                         140,
+	"failed":                          136,
+	"field added":                     164,
+	"field removed":                   165,
+	"format":                          175,
+	"format %s":                       252,
+	"held":                            139,
+	"in progress":                     203,
+	"instance id":                     222,
+	"integer":                         143,
+	"list":                            150,
+	"maximum":                         177,
+	"maximum %s":                      254,
+	"maximum items":                   179,
+	"maximum length":                  173,
+	"minimum":                         176,
+	"minimum %s":                      253,
+	"minimum items":                   178,
+	"minimum length":                  172,
+	"no":                              163,
+	"none":                            67,
+	"none yet":                        71,
+	"normal":                          151,
+	"not provided":                    258,
+	"null":                            260,
+	"number":                          144,
+	"object":                          149,
+	"one of: %s":                      255,
+	"operator":                        159,
+	"optional field of type %s":       66,
+	"optional → required":             59,
+	"pattern":                         174,
+	"pattern %s":                      251,
+	"pull (the service fetches it)":   156,
+	"push (Relais calls the service)": 157,
+	"rejected":                        141,
+	"required changed":                167,
+	"required field of type %s":       65,
+	"required → optional":             60,
+	"reserved":                        134,
+	"routing changed":                 171,
+	"routing output":                  247,
+	"routing output %s → %s":          58,
+	"running":                         138,
+	"secret":                          153,
+	"sensitive":                       152,
+	"text":                            142,
+	"type changed":                    166,
+	"unexpected value":                261,
+	"values added: %s":                61,
+	"values changed":                  168,
+	"values removed: %s":              62,
+	"values reordered":                63,
+	"yes":                             162,
+	"••• hidden (secret)":             155,
+	"••• hidden (sensitive)":          154,
 }
 
-var enIndex = []uint32{ // 260 elements
+var enIndex = []uint32{ // 263 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000f, 0x00000018, 0x00000028,
 	0x00000037, 0x00000043, 0x0000005e, 0x00000067,
-	0x00000073, 0x000000e3, 0x0000010b, 0x00000122,
-	0x00000136, 0x00000140, 0x0000017d, 0x0000018a,
-	0x000001ee, 0x00000203, 0x00000272, 0x00000278,
-	0x0000027d, 0x00000286, 0x00000295, 0x000002a1,
-	0x000002ad, 0x000002be, 0x000002cb, 0x00000328,
-	0x0000032d, 0x0000033c, 0x00000347, 0x00000351,
+	0x00000073, 0x000000e3, 0x000000fa, 0x0000010e,
+	0x00000118, 0x00000155, 0x00000162, 0x000001c6,
+	0x000001db, 0x0000024a, 0x00000250, 0x00000255,
+	0x0000025e, 0x0000026d, 0x00000279, 0x00000285,
+	0x00000296, 0x000002a3, 0x00000300, 0x00000305,
+	0x00000314, 0x0000031f, 0x00000329, 0x00000367,
 	// Entry 20 - 3F
-	0x0000038f, 0x00000398, 0x000003a8, 0x000003b0,
-	0x000003b9, 0x000003bf, 0x000003c9, 0x000003db,
-	0x00000423, 0x00000431, 0x0000043d, 0x00000445,
-	0x0000044c, 0x00000453, 0x00000464, 0x00000473,
-	0x0000049c, 0x000004a3, 0x000004ae, 0x000004b6,
-	0x000004c2, 0x000004d1, 0x000004dd, 0x000004e4,
-	0x0000050e, 0x00000535, 0x00000559, 0x00000580,
-	0x0000059f, 0x000005b5, 0x000005cb, 0x000005df,
+	0x00000370, 0x00000380, 0x00000388, 0x00000391,
+	0x00000397, 0x000003a1, 0x000003b3, 0x000003fb,
+	0x00000409, 0x00000415, 0x0000041d, 0x00000424,
+	0x0000042b, 0x0000043c, 0x0000044b, 0x00000474,
+	0x0000047b, 0x00000486, 0x0000048e, 0x0000049a,
+	0x000004a9, 0x000004b5, 0x000004bc, 0x000004e6,
+	0x0000050d, 0x00000531, 0x00000558, 0x00000577,
+	0x0000058d, 0x000005a3, 0x000005b7, 0x000005cd,
 	// Entry 40 - 5F
-	0x000005f5, 0x00000606, 0x0000061d, 0x0000063a,
-	0x00000657, 0x0000065c, 0x000006a8, 0x000006ac,
-	0x000006bc, 0x000006c5, 0x000006d8, 0x000006e2,
-	0x000006ed, 0x00000713, 0x00000731, 0x00000735,
-	0x00000739, 0x0000073d, 0x00000741, 0x00000745,
-	0x00000749, 0x0000074d, 0x00000751, 0x00000755,
-	0x00000759, 0x0000075d, 0x00000761, 0x0000076b,
-	0x00000789, 0x000007a9, 0x000007cd, 0x000007f1,
+	0x000005de, 0x000005f5, 0x00000612, 0x0000062f,
+	0x00000634, 0x00000680, 0x00000684, 0x00000694,
+	0x0000069d, 0x000006b0, 0x000006ba, 0x000006c5,
+	0x000006eb, 0x00000709, 0x0000070d, 0x00000711,
+	0x00000715, 0x00000719, 0x0000071d, 0x00000721,
+	0x00000725, 0x00000729, 0x0000072d, 0x00000731,
+	0x00000735, 0x00000739, 0x00000743, 0x00000761,
+	0x00000781, 0x000007a5, 0x000007c9, 0x000007d2,
 	// Entry 60 - 7F
-	0x000007fa, 0x00000802, 0x0000080a, 0x00000814,
-	0x0000081c, 0x00000833, 0x0000083b, 0x00000840,
-	0x00000885, 0x0000088a, 0x00000895, 0x000008a0,
-	0x000008a7, 0x000008ad, 0x000008b7, 0x000008bf,
-	0x000008c7, 0x000008f1, 0x000008f7, 0x00000906,
-	0x00000959, 0x00000977, 0x000009b5, 0x000009cb,
-	0x00000a22, 0x00000a2a, 0x00000a32, 0x00000a38,
-	0x00000a41, 0x00000a4e, 0x00000a59, 0x00000a75,
+	0x000007da, 0x000007e2, 0x000007ec, 0x000007f4,
+	0x0000080b, 0x00000813, 0x00000818, 0x0000085d,
+	0x00000862, 0x0000086d, 0x00000878, 0x0000087f,
+	0x00000885, 0x0000088f, 0x00000897, 0x0000089f,
+	0x000008c9, 0x000008cf, 0x000008de, 0x00000931,
+	0x0000094f, 0x0000098d, 0x000009a3, 0x000009fa,
+	0x00000a02, 0x00000a0a, 0x00000a10, 0x00000a19,
+	0x00000a26, 0x00000a33, 0x00000a3e, 0x00000a4e,
 	// Entry 80 - 9F
-	0x00000aad, 0x00000b5b, 0x00000b6d, 0x00000b7d,
-	0x00000bb8, 0x00000bc2, 0x00000bcb, 0x00000bd5,
-	0x00000bdc, 0x00000be6, 0x00000bee, 0x00000bf6,
-	0x00000bff, 0x00000c04, 0x00000c0c, 0x00000c13,
-	0x00000c1b, 0x00000c20, 0x00000c2e, 0x00000c35,
-	0x00000c3c, 0x00000c41, 0x00000c48, 0x00000c52,
-	0x00000c59, 0x00000c76, 0x00000c90, 0x00000cae,
-	0x00000cce, 0x00000cdc, 0x00000ce5, 0x00000cee,
+	0x00000a5b, 0x00000a77, 0x00000aaf, 0x00000b5d,
+	0x00000b6f, 0x00000baa, 0x00000bb4, 0x00000bbd,
+	0x00000bc7, 0x00000bce, 0x00000bd8, 0x00000be0,
+	0x00000be5, 0x00000bed, 0x00000bf6, 0x00000bfb,
+	0x00000c03, 0x00000c0a, 0x00000c12, 0x00000c17,
+	0x00000c25, 0x00000c2c, 0x00000c33, 0x00000c38,
+	0x00000c3f, 0x00000c49, 0x00000c50, 0x00000c6d,
+	0x00000c87, 0x00000ca5, 0x00000cc5, 0x00000cd3,
 	// Entry A0 - BF
-	0x00000cf7, 0x00000cfb, 0x00000cfe, 0x00000d0a,
-	0x00000d18, 0x00000d25, 0x00000d36, 0x00000d45,
-	0x00000d5c, 0x00000d6f, 0x00000d7f, 0x00000d8e,
-	0x00000d9d, 0x00000da5, 0x00000dac, 0x00000db4,
-	0x00000dbc, 0x00000dca, 0x00000dd8, 0x00000dee,
-	0x00000e03, 0x00000e14, 0x00000e25, 0x00000e2a,
-	0x00000e30, 0x00000e3a, 0x00000e43, 0x00000e50,
-	0x00000e59, 0x00000e60, 0x00000e71, 0x00000e7d,
+	0x00000cdc, 0x00000ce5, 0x00000cee, 0x00000cf2,
+	0x00000cf5, 0x00000d01, 0x00000d0f, 0x00000d1c,
+	0x00000d2d, 0x00000d3c, 0x00000d53, 0x00000d66,
+	0x00000d76, 0x00000d85, 0x00000d94, 0x00000d9c,
+	0x00000da3, 0x00000dab, 0x00000db3, 0x00000dc1,
+	0x00000dcf, 0x00000de5, 0x00000dfa, 0x00000e0b,
+	0x00000e1c, 0x00000e21, 0x00000e27, 0x00000e31,
+	0x00000e3a, 0x00000e47, 0x00000e50, 0x00000e57,
 	// Entry C0 - DF
-	0x00000e86, 0x00000ea2, 0x00000eab, 0x00000ed1,
-	0x00000edf, 0x00000ee8, 0x00000ef2, 0x00000efa,
-	0x00000f08, 0x00000f35, 0x00000f41, 0x00000f4d,
-	0x00000f5a, 0x00000f88, 0x00000fa5, 0x00000fd4,
-	0x00001006, 0x00001024, 0x00001059, 0x00001075,
-	0x00001085, 0x00001090, 0x000010a6, 0x000010dc,
-	0x0000110c, 0x0000111e, 0x00001155, 0x00001180,
-	0x00001188, 0x00001194, 0x000011a2, 0x000011b0,
+	0x00000e68, 0x00000e74, 0x00000e7d, 0x00000e99,
+	0x00000ea2, 0x00000ec8, 0x00000ed6, 0x00000edf,
+	0x00000ee9, 0x00000ef1, 0x00000eff, 0x00000f2c,
+	0x00000f38, 0x00000f44, 0x00000f51, 0x00000f7f,
+	0x00000f9c, 0x00000fcb, 0x00000ffd, 0x0000101b,
+	0x00001050, 0x0000106c, 0x0000107c, 0x00001087,
+	0x0000109d, 0x000010d3, 0x00001103, 0x00001115,
+	0x0000114c, 0x00001177, 0x0000117f, 0x0000118b,
 	// Entry E0 - FF
-	0x000011c1, 0x000011e9, 0x00001203, 0x00001228,
-	0x00001238, 0x00001245, 0x00001253, 0x00001275,
-	0x000012a1, 0x000012d3, 0x0000130a, 0x00001318,
-	0x0000135c, 0x00001381, 0x00001395, 0x0000139d,
-	0x000013ce, 0x000013d4, 0x00001450, 0x0000147b,
-	0x000014dd, 0x000014ec, 0x000014f8, 0x00001534,
-	0x0000156e, 0x0000157c, 0x00001589, 0x00001597,
-	0x000015a5, 0x000015b3, 0x000015e5, 0x00001615,
+	0x00001199, 0x000011a7, 0x000011b8, 0x000011e0,
+	0x000011fa, 0x0000121f, 0x0000122f, 0x0000123c,
+	0x0000124a, 0x0000126c, 0x00001298, 0x000012ca,
+	0x00001301, 0x0000130f, 0x00001353, 0x00001378,
+	0x000013a0, 0x000013b4, 0x000013bc, 0x000013ed,
+	0x000013f3, 0x0000146f, 0x0000149a, 0x000014fc,
+	0x0000150b, 0x00001517, 0x00001553, 0x0000158d,
+	0x0000159b, 0x000015a8, 0x000015b6, 0x000015c4,
 	// Entry 100 - 11F
-	0x00001622, 0x00001642, 0x00001647, 0x00001658,
-} // Size: 1064 bytes
+	0x000015d2, 0x00001604, 0x00001634, 0x00001641,
+	0x00001661, 0x00001666, 0x00001677,
+} // Size: 1076 bytes
 
-const enData string = "" + // Size: 5720 bytes
+const enData string = "" + // Size: 5751 bytes
 	"\x02Relais console\x02Language\x02Main navigation\x02External tasks\x02D" +
 	"efinitions\x02Signed in as %[1]s (%[2]s)\x02Sign out\x02Not allowed\x02Y" +
 	"our role can read definitions only: external tasks and process instances" +
-	" are for operators and administrators.\x02This page does not accept that" +
-	" request.\x02Back to external tasks\x02Back to definitions\x02Not found" +
-	"\x02Nothing exists at this address, or it is not visible to you.\x02Form" +
-	" refused\x02This form was not sent from this console session, or it has " +
-	"expired. Reload the page and try again.\x02Something went wrong\x02The c" +
-	"onsole could not show this page. Try again; if it persists, give your ad" +
-	"ministrator the request id %[1]s.\x02Field\x02Type\x02Required\x02Classi" +
-	"fication\x02Constraints\x02Description\x02Definition %[1]s\x02Working co" +
-	"py\x02The only mutable part of a definition. Processes never use it dire" +
-	"ctly: they pin a revision.\x02Name\x02Routing output\x02Last saved\x02Re" +
-	"visions\x02No revision yet: the Working copy has never been snapshotted." +
-	"\x02Releases\x02No release yet.\x02Release\x02Revision\x02Notes\x02Publi" +
-	"shed\x02Compare revisions\x02Lists every change from one revision to ano" +
-	"ther, and whom it may break.\x02From revision\x02To revision\x02Compare" +
-	"\x02Change\x02Detail\x02Breaks processes\x02Breaks workers\x02These revi" +
-	"sions have the same contracts.\x02Inputs\x02No inputs.\x02Outputs\x02No " +
-	"outputs.\x02Revision %[1]d\x02Snapshotted\x02Digest\x02Choose two existi" +
-	"ng revisions to compare.\x02From revision %[1]d to revision %[2]d:\x14" +
-	"\x01\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d changes\x14" +
-	"\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d breaking\x02" +
-	"routing output %[1]s → %[2]s\x02optional → required\x02required → option" +
-	"al\x02values added: %[1]s\x02values removed: %[1]s\x02values reordered" +
-	"\x02%[1]s: %[2]s → %[3]s\x02required field of type %[1]s\x02optional fie" +
-	"ld of type %[1]s\x02none\x02Task contracts: their Working copy, immutabl" +
-	"e revisions and named releases.\x02Key\x02Latest revision\x02none yet" +
-	"\x02No definition yet.\x02Next page\x02First page\x14\x01\x81\x01\x00" +
-	"\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases\x02%[1]s %[2]s, %[3]" +
-	"s, %[4]s UTC\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02" +
-	"Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1" +
-	"]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour" +
-	"\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00" +
-	"\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00" +
-	"\x0e\x02%[1]d seconds\x02%[1]d ms\x02%[1]d d\x02%[1]d h\x02%[1]d min\x02" +
-	"%[1]d s\x02Process instance %[1]s\x02Summary\x02Path\x02The nodes this i" +
-	"nstance reached, in order, each with its occurrence.\x02Node\x02Occurren" +
-	"ce\x02Definition\x02Status\x02Route\x02Next node\x02Created\x02Settled" +
-	"\x02This instance has not reached a task yet.\x02Value\x02Process inputs" +
-	"\x02Inputs the instance was started with, labelled by process version %[" +
-	"1]d's contract\x02This process takes no inputs.\x02The instance was stop" +
-	"ped; its open occurrences are cancelled.\x02Stop this instance…\x02Stopp" +
-	"ing cancels the instance and its open occurrences. It does not complete " +
-	"anything.\x02Process\x02Started\x02Ended\x02End node\x02Business key\x02" +
-	"Error code\x02Stop process instance %[1]s\x02Stop this instance? Its ope" +
-	"n occurrences are cancelled.\x02Services that hold one of them learn it " +
-	"when they next report, and their results are refused. Nothing is complet" +
-	"ed on their behalf, and a stopped instance cannot be resumed.\x02Stop th" +
-	"e instance\x02Keep it running\x02This instance has already ended; there " +
-	"is nothing to stop.\x02available\x02reserved\x02completed\x02failed\x02c" +
-	"ancelled\x02running\x02expired\x02rejected\x02text\x02integer\x02number" +
-	"\x02boolean\x02date\x02date and time\x02choice\x02object\x02list\x02norm" +
-	"al\x02sensitive\x02secret\x02••• hidden (sensitive)\x02••• hidden (secre" +
-	"t)\x02pull (the service fetches it)\x02push (Relais calls the service)" +
-	"\x02administrator\x02operator\x02designer\x02consumer\x02yes\x02no\x02fi" +
-	"eld added\x02field removed\x02type changed\x02required changed\x02values" +
-	" changed\x02classification changed\x02constraint changed\x02routing chan" +
-	"ged\x02minimum length\x02maximum length\x02pattern\x02format\x02minimum" +
-	"\x02maximum\x02minimum items\x02maximum items\x02%[1]s, revision %[2]s" +
-	"\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Process instance\x02Mode" +
-	"\x02Dates\x02Available\x02Reserved\x02Lock expires\x02Deadline\x02Policy" +
-	"\x02Maximum attempts\x02Retry delay\x02Priority\x02%[1]d (0 lowest, 9 hi" +
-	"ghest)\x02Attempts\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f" +
-	"\x02%[1]d attempts\x02at most %[1]d\x02Consumer\x02Worker id\x02Outcome" +
-	"\x02Error message\x02No service has reserved this occurrence yet.\x02in " +
-	"progress\x02Destination\x02Call timeout\x02Inputs, labelled by revision " +
-	"%[1]d's contract\x02This contract has no inputs.\x02Outputs, labelled by" +
-	" revision %[1]d's contract\x02No outputs yet: the occurrence has not com" +
-	"pleted.\x02This contract has no outputs.\x02No outputs: the occurrence e" +
-	"nded without completing.\x02Reveal — this is recorded\x02consumer #%[1]s" +
-	"\x02[redacted]\x02Unknown status %[1]q.\x02The process instance must be " +
-	"an instance id (a UUID).\x02The revision must be a whole number, 1 or mo" +
-	"re.\x02Unknown consumer.\x02The page cursor is invalid: go back to the f" +
-	"irst page.\x02The page size must be between 1 and %[1]d.\x02Filters\x02i" +
-	"nstance id\x02Apply filters\x02Clear filters\x02Counts by status\x02Coun" +
-	"ts are refreshed every few seconds.\x02Occurrences, newest first\x02No o" +
-	"ccurrence matches these filters.\x02All definitions\x02All statuses\x02A" +
-	"ll consumers\x02Counts are unavailable right now.\x14\x01\x81\x01\x00" +
-	"\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02Only admini" +
-	"strators may reveal a sensitive value.\x02Revealed by %[1]s at %[2]s; re" +
-	"corded in the audit log.\x02Cannot reveal\x02Only a value this page show" +
-	"s as hidden (sensitive) can be revealed.\x02Secret values can never be r" +
-	"evealed.\x02You are signed out.\x02Sign in\x02Sign in with an operator o" +
-	"r administrator token.\x02Token\x02The token is checked once and never s" +
-	"tored in your browser; a session cookie stands for it for up to 8 hours " +
-	"of inactivity.\x02This token is unknown or has been revoked.\x02A %[1]s " +
-	"token cannot open the console: sign in with an operator, designer or adm" +
-	"inistrator token.\x02routing output\x02(each item)\x14\x01\x81\x01\x00" +
-	"\x02\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d character" +
-	"s\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02at m" +
-	"ost %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1]s" +
-	"\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at lea" +
-	"st %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02" +
-	"\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02not provide" +
-	"d\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02nu" +
-	"ll\x02unexpected value"
+	" are for operators and administrators.\x02Back to external tasks\x02Back" +
+	" to definitions\x02Not found\x02Nothing exists at this address, or it is" +
+	" not visible to you.\x02Form refused\x02This form was not sent from this" +
+	" console session, or it has expired. Reload the page and try again.\x02S" +
+	"omething went wrong\x02The console could not show this page. Try again; " +
+	"if it persists, give your administrator the request id %[1]s.\x02Field" +
+	"\x02Type\x02Required\x02Classification\x02Constraints\x02Description\x02" +
+	"Definition %[1]s\x02Working copy\x02The only mutable part of a definitio" +
+	"n. Processes never use it directly: they pin a revision.\x02Name\x02Rout" +
+	"ing output\x02Last saved\x02Revisions\x02No revision yet: the Working co" +
+	"py has never been snapshotted.\x02Releases\x02No release yet.\x02Release" +
+	"\x02Revision\x02Notes\x02Published\x02Compare revisions\x02Lists every c" +
+	"hange from one revision to another, and whom it may break.\x02From revis" +
+	"ion\x02To revision\x02Compare\x02Change\x02Detail\x02Breaks processes" +
+	"\x02Breaks workers\x02These revisions have the same contracts.\x02Inputs" +
+	"\x02No inputs.\x02Outputs\x02No outputs.\x02Revision %[1]d\x02Snapshotte" +
+	"d\x02Digest\x02Choose two existing revisions to compare.\x02From revisio" +
+	"n %[1]d to revision %[2]d:\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d change" +
+	"\x00\x0e\x02%[1]d changes\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking" +
+	"\x00\x0f\x02%[1]d breaking\x02routing output %[1]s → %[2]s\x02optional →" +
+	" required\x02required → optional\x02values added: %[1]s\x02values remove" +
+	"d: %[1]s\x02values reordered\x02%[1]s: %[2]s → %[3]s\x02required field o" +
+	"f type %[1]s\x02optional field of type %[1]s\x02none\x02Task contracts: " +
+	"their Working copy, immutable revisions and named releases.\x02Key\x02La" +
+	"test revision\x02none yet\x02No definition yet.\x02Next page\x02First pa" +
+	"ge\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d release" +
+	"s\x02%[1]s %[2]s, %[3]s, %[4]s UTC\x02Jan\x02Feb\x02Mar\x02Apr\x02May" +
+	"\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01" +
+	"\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01" +
+	"\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00" +
+	"\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00" +
+	"\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02%[1]d d" +
+	"\x02%[1]d h\x02%[1]d min\x02%[1]d s\x02Process instance %[1]s\x02Summary" +
+	"\x02Path\x02The nodes this instance reached, in order, each with its occ" +
+	"urrence.\x02Node\x02Occurrence\x02Definition\x02Status\x02Route\x02Next " +
+	"node\x02Created\x02Settled\x02This instance has not reached a task yet." +
+	"\x02Value\x02Process inputs\x02Inputs the instance was started with, lab" +
+	"elled by process version %[1]d's contract\x02This process takes no input" +
+	"s.\x02The instance was stopped; its open occurrences are cancelled.\x02S" +
+	"top this instance…\x02Stopping cancels the instance and its open occurre" +
+	"nces. It does not complete anything.\x02Process\x02Started\x02Ended\x02E" +
+	"nd node\x02Held at node\x02Business key\x02Error code\x02Keep it running" +
+	"\x02Keep it held\x02Stop process instance %[1]s\x02Stop this instance? I" +
+	"ts open occurrences are cancelled.\x02Services that hold one of them lea" +
+	"rn it when they next report, and their results are refused. Nothing is c" +
+	"ompleted on their behalf, and a stopped instance cannot be resumed.\x02S" +
+	"top the instance\x02This instance has already ended; there is nothing to" +
+	" stop.\x02available\x02reserved\x02completed\x02failed\x02cancelled\x02r" +
+	"unning\x02held\x02expired\x02rejected\x02text\x02integer\x02number\x02bo" +
+	"olean\x02date\x02date and time\x02choice\x02object\x02list\x02normal\x02" +
+	"sensitive\x02secret\x02••• hidden (sensitive)\x02••• hidden (secret)\x02" +
+	"pull (the service fetches it)\x02push (Relais calls the service)\x02admi" +
+	"nistrator\x02operator\x02designer\x02consumer\x02yes\x02no\x02field adde" +
+	"d\x02field removed\x02type changed\x02required changed\x02values changed" +
+	"\x02classification changed\x02constraint changed\x02routing changed\x02m" +
+	"inimum length\x02maximum length\x02pattern\x02format\x02minimum\x02maxim" +
+	"um\x02minimum items\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, " +
+	"version %[2]s\x02Occurrence %[1]s\x02Process instance\x02Mode\x02Dates" +
+	"\x02Available\x02Reserved\x02Lock expires\x02Deadline\x02Policy\x02Maxim" +
+	"um attempts\x02Retry delay\x02Priority\x02%[1]d (0 lowest, 9 highest)" +
+	"\x02Attempts\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1" +
+	"]d attempts\x02at most %[1]d\x02Consumer\x02Worker id\x02Outcome\x02Erro" +
+	"r message\x02No service has reserved this occurrence yet.\x02in progress" +
+	"\x02Destination\x02Call timeout\x02Inputs, labelled by revision %[1]d's " +
+	"contract\x02This contract has no inputs.\x02Outputs, labelled by revisio" +
+	"n %[1]d's contract\x02No outputs yet: the occurrence has not completed." +
+	"\x02This contract has no outputs.\x02No outputs: the occurrence ended wi" +
+	"thout completing.\x02Reveal — this is recorded\x02consumer #%[1]s\x02[re" +
+	"dacted]\x02Unknown status %[1]q.\x02The process instance must be an inst" +
+	"ance id (a UUID).\x02The revision must be a whole number, 1 or more.\x02" +
+	"Unknown consumer.\x02The page cursor is invalid: go back to the first pa" +
+	"ge.\x02The page size must be between 1 and %[1]d.\x02Filters\x02instance" +
+	" id\x02Apply filters\x02Clear filters\x02Counts by status\x02Counts are " +
+	"refreshed every few seconds.\x02Occurrences, newest first\x02No occurren" +
+	"ce matches these filters.\x02All definitions\x02All statuses\x02All cons" +
+	"umers\x02Counts are unavailable right now.\x14\x01\x81\x01\x00\x02\x11" +
+	"\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02Only administrators" +
+	" may reveal a sensitive value.\x02Revealed by %[1]s at %[2]s; recorded i" +
+	"n the audit log.\x02Cannot reveal\x02Only a value this page shows as hid" +
+	"den (sensitive) can be revealed.\x02Secret values can never be revealed." +
+	"\x02This page does not accept that request.\x02You are signed out.\x02Si" +
+	"gn in\x02Sign in with an operator or administrator token.\x02Token\x02Th" +
+	"e token is checked once and never stored in your browser; a session cook" +
+	"ie stands for it for up to 8 hours of inactivity.\x02This token is unkno" +
+	"wn or has been revoked.\x02A %[1]s token cannot open the console: sign i" +
+	"n with an operator, designer or administrator token.\x02routing output" +
+	"\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character" +
+	"\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at " +
+	"most %[1]d character\x00\x19\x02at most %[1]d characters\x02pattern %[1]" +
+	"s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14" +
+	"\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]" +
+	"d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at " +
+	"most %[1]d items\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d it" +
+	"em\x00\x0c\x02%[1]d items\x02null\x02unexpected value"
 
-var frIndex = []uint32{ // 260 elements
+var frIndex = []uint32{ // 263 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000f, 0x00000016, 0x0000002c,
 	0x0000003d, 0x0000004a, 0x0000006e, 0x0000007e,
-	0x0000008c, 0x00000130, 0x0000015b, 0x00000177,
-	0x0000018f, 0x0000019b, 0x000001dc, 0x000001ef,
-	0x0000026b, 0x00000283, 0x00000319, 0x0000031f,
-	0x00000324, 0x00000330, 0x0000033f, 0x0000034b,
-	0x00000357, 0x00000369, 0x0000037a, 0x000003fc,
-	0x00000400, 0x00000412, 0x00000429, 0x00000434,
+	0x0000008c, 0x00000130, 0x0000014c, 0x00000164,
+	0x00000170, 0x000001b1, 0x000001c4, 0x00000240,
+	0x00000258, 0x000002ee, 0x000002f4, 0x000002f9,
+	0x00000305, 0x00000314, 0x00000320, 0x0000032c,
+	0x0000033e, 0x0000034f, 0x000003d1, 0x000003d5,
+	0x000003e7, 0x000003fe, 0x00000409, 0x0000045c,
 	// Entry 20 - 3F
-	0x00000487, 0x00000494, 0x000004b9, 0x000004c5,
-	0x000004cf, 0x000004d5, 0x000004e1, 0x000004f9,
-	0x00000548, 0x00000558, 0x00000568, 0x00000571,
-	0x0000057c, 0x00000584, 0x00000598, 0x000005ab,
-	0x000005d3, 0x000005dc, 0x000005ec, 0x000005f4,
-	0x00000603, 0x00000613, 0x0000061d, 0x00000627,
-	0x0000065a, 0x00000688, 0x000006b4, 0x000006e4,
-	0x00000706, 0x00000721, 0x0000073c, 0x00000756,
+	0x00000469, 0x0000048e, 0x0000049a, 0x000004a4,
+	0x000004aa, 0x000004b6, 0x000004ce, 0x0000051d,
+	0x0000052d, 0x0000053d, 0x00000546, 0x00000551,
+	0x00000559, 0x0000056d, 0x00000580, 0x000005a8,
+	0x000005b1, 0x000005c1, 0x000005c9, 0x000005d8,
+	0x000005e8, 0x000005f2, 0x000005fc, 0x0000062f,
+	0x0000065d, 0x00000689, 0x000006b9, 0x000006db,
+	0x000006f6, 0x00000711, 0x0000072b, 0x00000745,
 	// Entry 40 - 5F
-	0x00000770, 0x00000786, 0x0000079e, 0x000007be,
-	0x000007dd, 0x000007e4, 0x0000084c, 0x00000851,
-	0x00000865, 0x0000087d, 0x000008a2, 0x000008b0,
-	0x000008bf, 0x000008ed, 0x0000090a, 0x00000910,
-	0x00000917, 0x0000091c, 0x00000921, 0x00000925,
-	0x0000092a, 0x00000930, 0x00000936, 0x0000093c,
-	0x00000941, 0x00000946, 0x0000094c, 0x00000956,
-	0x00000976, 0x00000998, 0x000009bc, 0x000009e2,
+	0x0000075b, 0x00000773, 0x00000793, 0x000007b2,
+	0x000007b9, 0x00000821, 0x00000826, 0x0000083a,
+	0x00000852, 0x00000877, 0x00000885, 0x00000894,
+	0x000008c2, 0x000008df, 0x000008e5, 0x000008ec,
+	0x000008f1, 0x000008f6, 0x000008fa, 0x000008ff,
+	0x00000905, 0x0000090b, 0x00000911, 0x00000916,
+	0x0000091b, 0x00000921, 0x0000092b, 0x0000094b,
+	0x0000096d, 0x00000991, 0x000009b7, 0x000009c0,
 	// Entry 60 - 7F
-	0x000009eb, 0x000009f3, 0x000009fb, 0x00000a05,
-	0x00000a0d, 0x00000a29, 0x00000a32, 0x00000a3b,
-	0x00000a8f, 0x00000a95, 0x00000aa0, 0x00000aac,
-	0x00000ab3, 0x00000ab9, 0x00000ac7, 0x00000ad2,
-	0x00000ade, 0x00000b11, 0x00000b18, 0x00000b2e,
-	0x00000ba1, 0x00000bc7, 0x00000c11, 0x00000c2c,
-	0x00000c7c, 0x00000c86, 0x00000c94, 0x00000ca1,
-	0x00000cae, 0x00000cbb, 0x00000ccb, 0x00000cf4,
+	0x000009c8, 0x000009d0, 0x000009da, 0x000009e2,
+	0x000009fe, 0x00000a07, 0x00000a10, 0x00000a64,
+	0x00000a6a, 0x00000a75, 0x00000a81, 0x00000a88,
+	0x00000a8e, 0x00000a9c, 0x00000aa7, 0x00000ab3,
+	0x00000ae6, 0x00000aed, 0x00000b03, 0x00000b76,
+	0x00000b9c, 0x00000be6, 0x00000c01, 0x00000c51,
+	0x00000c5b, 0x00000c69, 0x00000c76, 0x00000c83,
+	0x00000c96, 0x00000ca3, 0x00000cb3, 0x00000cc8,
 	// Entry 80 - 9F
-	0x00000d37, 0x00000dfc, 0x00000e12, 0x00000e27,
-	0x00000e6a, 0x00000e75, 0x00000e80, 0x00000e8a,
-	0x00000e94, 0x00000e9d, 0x00000ea6, 0x00000eaf,
-	0x00000eb8, 0x00000ebe, 0x00000ec5, 0x00000ecc,
-	0x00000ed5, 0x00000eda, 0x00000ee8, 0x00000eee,
-	0x00000ef4, 0x00000efa, 0x00000f02, 0x00000f0b,
-	0x00000f14, 0x00000f31, 0x00000f4c, 0x00000f6c,
-	0x00000f8d, 0x00000f9c, 0x00000fa7, 0x00000fb2,
+	0x00000cdd, 0x00000d06, 0x00000d49, 0x00000e0e,
+	0x00000e24, 0x00000e67, 0x00000e72, 0x00000e7d,
+	0x00000e87, 0x00000e91, 0x00000e9a, 0x00000ea3,
+	0x00000ead, 0x00000eb6, 0x00000ebf, 0x00000ec5,
+	0x00000ecc, 0x00000ed3, 0x00000edc, 0x00000ee1,
+	0x00000eef, 0x00000ef5, 0x00000efb, 0x00000f01,
+	0x00000f09, 0x00000f12, 0x00000f1b, 0x00000f38,
+	0x00000f53, 0x00000f73, 0x00000f94, 0x00000fa3,
 	// Entry A0 - BF
-	0x00000fbf, 0x00000fc3, 0x00000fc7, 0x00000fd5,
-	0x00000fe3, 0x00000ff1, 0x00001011, 0x00001024,
-	0x0000103d, 0x00001052, 0x00001063, 0x00001075,
-	0x00001087, 0x0000108d, 0x00001094, 0x0000109c,
-	0x000010a4, 0x000010c2, 0x000010e0, 0x000010f7,
-	0x0000110c, 0x0000111d, 0x00001133, 0x00001138,
-	0x0000113e, 0x0000114c, 0x0000115a, 0x0000116d,
-	0x00001178, 0x00001191, 0x000011ae, 0x000011c8,
+	0x00000fae, 0x00000fb9, 0x00000fc6, 0x00000fca,
+	0x00000fce, 0x00000fdc, 0x00000fea, 0x00000ff8,
+	0x00001018, 0x0000102b, 0x00001044, 0x00001059,
+	0x0000106a, 0x0000107c, 0x0000108e, 0x00001094,
+	0x0000109b, 0x000010a3, 0x000010ab, 0x000010c9,
+	0x000010e7, 0x000010fe, 0x00001113, 0x00001124,
+	0x0000113a, 0x0000113f, 0x00001145, 0x00001153,
+	0x00001161, 0x00001174, 0x0000117f, 0x00001198,
 	// Entry C0 - DF
-	0x000011d2, 0x000011fb, 0x00001206, 0x00001230,
-	0x0000123e, 0x0000124b, 0x00001269, 0x00001273,
-	0x00001286, 0x000012bd, 0x000012c6, 0x000012d2,
-	0x000012e3, 0x00001322, 0x00001343, 0x00001381,
-	0x000013bf, 0x000013df, 0x0000141e, 0x0000144a,
-	0x00001461, 0x0000146b, 0x00001483, 0x000014cf,
-	0x00001504, 0x0000151a, 0x0000155a, 0x00001592,
-	0x0000159a, 0x000015b3, 0x000015c9, 0x000015dd,
+	0x000011b5, 0x000011cf, 0x000011d9, 0x00001202,
+	0x0000120d, 0x00001237, 0x00001245, 0x00001252,
+	0x00001270, 0x0000127a, 0x0000128d, 0x000012c4,
+	0x000012cd, 0x000012d9, 0x000012ea, 0x00001329,
+	0x0000134a, 0x00001388, 0x000013c6, 0x000013e6,
+	0x00001425, 0x00001451, 0x00001468, 0x00001472,
+	0x0000148a, 0x000014d6, 0x0000150b, 0x00001521,
+	0x00001561, 0x00001599, 0x000015a1, 0x000015ba,
 	// Entry E0 - FF
-	0x000015f0, 0x0000162b, 0x00001655, 0x00001685,
-	0x0000169d, 0x000016ae, 0x000016c5, 0x000016f4,
-	0x00001720, 0x00001761, 0x000017a5, 0x000017bd,
-	0x00001810, 0x0000184b, 0x00001864, 0x00001871,
-	0x000018b4, 0x000018ba, 0x00001954, 0x0000197f,
-	0x00001a09, 0x00001a1b, 0x00001a2e, 0x00001a6c,
-	0x00001aa8, 0x00001ab4, 0x00001ac1, 0x00001acf,
-	0x00001add, 0x00001aeb, 0x00001b27, 0x00001b61,
+	0x000015d0, 0x000015e4, 0x000015f7, 0x00001632,
+	0x0000165c, 0x0000168c, 0x000016a4, 0x000016b5,
+	0x000016cc, 0x000016fb, 0x00001727, 0x00001768,
+	0x000017ac, 0x000017c4, 0x00001817, 0x00001852,
+	0x0000187d, 0x00001896, 0x000018a3, 0x000018e6,
+	0x000018ec, 0x00001986, 0x000019b1, 0x00001a3b,
+	0x00001a4d, 0x00001a60, 0x00001a9e, 0x00001ada,
+	0x00001ae6, 0x00001af3, 0x00001b01, 0x00001b0f,
 	// Entry 100 - 11F
-	0x00001b6c, 0x00001b96, 0x00001b9a, 0x00001bac,
-} // Size: 1064 bytes
+	0x00001b1d, 0x00001b59, 0x00001b93, 0x00001b9e,
+	0x00001bc8, 0x00001bcc, 0x00001bde,
+} // Size: 1076 bytes
 
-const frData string = "" + // Size: 7084 bytes
+const frData string = "" + // Size: 7134 bytes
 	"\x02Console Relais\x02Langue\x02Navigation principale\x02Tâches externes" +
 	"\x02Définitions\x02Connecté en tant que %[1]s (%[2]s)\x02Se déconnecter" +
 	"\x02Non autorisé\x02Votre rôle permet de lire les définitions seulement " +
 	": les tâches externes et les instances de processus sont réservées aux o" +
-	"pérateurs et aux administrateurs.\x02Cette page n’accepte pas cette requ" +
-	"ête.\x02Retour aux tâches externes\x02Retour aux définitions\x02Introuv" +
-	"able\x02Rien n’existe à cette adresse, ou vous ne pouvez pas le voir." +
-	"\x02Formulaire refusé\x02Ce formulaire n’a pas été envoyé depuis cette s" +
-	"ession de la console, ou il a expiré. Rechargez la page et réessayez." +
-	"\x02Une erreur est survenue\x02La console n’a pas pu afficher cette page" +
-	". Réessayez ; si le problème persiste, donnez à votre administrateur l’i" +
-	"dentifiant de requête %[1]s.\x02Champ\x02Type\x02Obligatoire\x02Classifi" +
-	"cation\x02Contraintes\x02Description\x02Définition %[1]s\x02Copie de tra" +
-	"vail\x02La seule partie modifiable d’une définition. Les processus ne l’" +
-	"utilisent jamais directement : ils épinglent une révision.\x02Nom\x02Sor" +
-	"tie de routage\x02Dernier enregistrement\x02Révisions\x02Aucune révision" +
-	" pour l’instant : la copie de travail n’a jamais été figée.\x02Publicati" +
-	"ons\x02Aucune publication pour l’instant.\x02Publication\x02Révision\x02" +
-	"Notes\x02Publiée le\x02Comparer des révisions\x02Liste chaque changement" +
-	" d’une révision à une autre, et qui il peut casser.\x02De la révision" +
-	"\x02À la révision\x02Comparer\x02Changement\x02Détail\x02Casse les proce" +
-	"ssus\x02Casse les services\x02Ces révisions ont les mêmes contrats.\x02E" +
-	"ntrées\x02Aucune entrée.\x02Sorties\x02Aucune sortie.\x02Révision %[1]d" +
-	"\x02Figée le\x02Empreinte\x02Choisissez deux révisions existantes à comp" +
-	"arer.\x02De la révision %[1]d à la révision %[2]d :\x14\x01\x81\x01\x00" +
-	"\x02\x11\x02%[1]d changement\x00\x12\x02%[1]d changements\x14\x01\x81" +
-	"\x01\x00\x02\x13\x02%[1]d incompatible\x00\x14\x02%[1]d incompatibles" +
-	"\x02sortie de routage %[1]s → %[2]s\x02facultatif → obligatoire\x02oblig" +
-	"atoire → facultatif\x02valeurs ajoutées : %[1]s\x02valeurs retirées : %[" +
-	"1]s\x02valeurs réordonnées\x02%[1]s : %[2]s → %[3]s\x02champ obligatoire" +
-	" de type %[1]s\x02champ facultatif de type %[1]s\x02aucune\x02Contrats d" +
-	"e tâches : leur copie de travail, leurs révisions immuables et leurs pub" +
-	"lications nommées.\x02Clé\x02Dernière révision\x02aucune pour l’instant" +
-	"\x02Aucune définition pour l’instant.\x02Page suivante\x02Première page" +
-	"\x14\x01\x81\x01\x00\x02\x12\x02%[1]d publication\x00\x13\x02%[1]d publi" +
-	"cations\x02%[2]s %[1]s %[3]s, %[4]s UTC\x02janv.\x02févr.\x02mars\x02avr" +
-	".\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 " +
-	"seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours" +
-	"\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14" +
-	"\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14" +
-	"\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%" +
-	"[1]d ms\x02%[1]d j\x02%[1]d h\x02%[1]d min\x02%[1]d s\x02Instance de pro" +
-	"cessus %[1]s\x02Résumé\x02Parcours\x02Les nœuds atteints par cette insta" +
-	"nce, dans l’ordre, chacun avec son occurrence.\x02Nœud\x02Occurrence\x02" +
-	"Définition\x02Statut\x02Route\x02Nœud suivant\x02Créée le\x02Réglée le" +
-	"\x02Cette instance n’a encore atteint aucune tâche.\x02Valeur\x02Entrées" +
-	" du processus\x02Entrées avec lesquelles l’instance a démarré, nommées d" +
-	"’après le contrat de la version %[1]d du processus\x02Ce processus ne " +
-	"prend aucune entrée.\x02L’instance a été arrêtée ; ses occurrences ouver" +
-	"tes sont annulées.\x02Arrêter cette instance…\x02L’arrêt annule l’instan" +
-	"ce et ses occurrences ouvertes. Il ne termine rien.\x02Processus\x02Déma" +
-	"rrée le\x02Terminée le\x02Nœud de fin\x02Clé métier\x02Code d’erreur\x02" +
-	"Arrêter l’instance de processus %[1]s\x02Arrêter cette instance ? Ses oc" +
-	"currences ouvertes sont annulées.\x02Les services qui en détiennent une " +
-	"l’apprennent à leur prochain retour, et leurs résultats sont refusés. Ri" +
-	"en n’est terminé à leur place, et une instance arrêtée ne peut pas repre" +
-	"ndre.\x02Arrêter l’instance\x02La laisser continuer\x02Cette instance es" +
-	"t déjà terminée ; il n’y a rien à arrêter.\x02disponible\x02réservée\x02" +
-	"terminée\x02en échec\x02annulée\x02en cours\x02expirée\x02rejetée\x02tex" +
-	"te\x02entier\x02nombre\x02booléen\x02date\x02date et heure\x02choix\x02o" +
-	"bjet\x02liste\x02normale\x02sensible\x02secrète\x02••• masqué (sensible)" +
-	"\x02••• masqué (secret)\x02pull (le service la récupère)\x02push (Relais" +
-	" appelle le service)\x02administrateur\x02opérateur\x02concepteur\x02con" +
-	"sommateur\x02oui\x02non\x02champ ajouté\x02champ retiré\x02type modifié" +
-	"\x02caractère obligatoire modifié\x02valeurs modifiées\x02classification" +
-	" modifiée\x02contrainte modifiée\x02routage modifié\x02longueur minimale" +
-	"\x02longueur maximale\x02motif\x02format\x02minimum\x02maximum\x02nombre" +
-	" minimal d’éléments\x02nombre maximal d’éléments\x02%[1]s, révision %[2]" +
-	"s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Instance de processus" +
-	"\x02Mode\x02Dates\x02Disponible le\x02Réservée le\x02Verrou expirant le" +
-	"\x02Échéance\x02Politique d’exécution\x02Nombre maximal de tentatives" +
-	"\x02Délai avant nouvel essai\x02Priorité\x02%[1]d (0 la plus basse, 9 la" +
-	" plus haute)\x02Tentatives\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentativ" +
-	"e\x00\x11\x02%[1]d tentatives\x02au plus %[1]d\x02Consommateur\x02Identi" +
-	"fiant de l’exécutant\x02Résultat\x02Message d’erreur\x02Aucun service n’" +
-	"a encore réservé cette occurrence.\x02en cours\x02Destination\x02Délai d" +
-	"’appel\x02Entrées, nommées d’après le contrat de la révision %[1]d\x02" +
-	"Ce contrat n’a aucune entrée.\x02Sorties, nommées d’après le contrat de " +
-	"la révision %[1]d\x02Pas encore de sorties : l’occurrence n’est pas term" +
-	"inée.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie : l’occurrence s" +
-	"’est terminée sans aboutir.\x02Révéler — cette action est enregistrée" +
-	"\x02consommateur n° %[1]s\x02[masqué]\x02Statut inconnu : %[1]q.\x02L’in" +
-	"stance de processus doit être un identifiant d’instance (un UUID).\x02La" +
-	" révision doit être un nombre entier, 1 ou plus.\x02Consommateur inconnu" +
-	".\x02Le curseur de page est invalide : revenez à la première page.\x02La" +
-	" taille de page doit être comprise entre 1 et %[1]d.\x02Filtres\x02ident" +
-	"ifiant d’instance\x02Appliquer les filtres\x02Effacer les filtres\x02Nom" +
-	"bres par statut\x02Les nombres sont actualisés toutes les quelques secon" +
-	"des.\x02Occurrences, les plus récentes d’abord\x02Aucune occurrence ne c" +
-	"orrespond à ces filtres.\x02Toutes les définitions\x02Tous les statuts" +
-	"\x02Tous les consommateurs\x02Les nombres sont indisponibles pour le mom" +
-	"ent.\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d oc" +
-	"currences\x02Seuls les administrateurs peuvent révéler une valeur sensib" +
-	"le.\x02Révélé par %[1]s le %[2]s ; consigné dans le journal d’audit.\x02" +
-	"Révélation impossible\x02Seule une valeur que cette page affiche masquée" +
-	" (sensible) peut être révélée.\x02Les valeurs secrètes ne peuvent jamais" +
-	" être révélées.\x02Vous êtes déconnecté.\x02Se connecter\x02Connectez-vo" +
-	"us avec un jeton d’opérateur ou d’administrateur.\x02Jeton\x02Le jeton e" +
-	"st vérifié une fois et n’est jamais conservé dans votre navigateur ; un " +
-	"cookie de session le remplace jusqu’à 8 heures d’inactivité.\x02Ce jeton" +
-	" est inconnu ou a été révoqué.\x02Un jeton de rôle %[1]s ne peut pas ouv" +
-	"rir la console : connectez-vous avec un jeton d’opérateur, de concepteur" +
-	" ou d’administrateur.\x02sortie de routage\x02(chaque élément)\x14\x01" +
-	"\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1" +
-	"]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00" +
-	"\x1a\x02au plus %[1]d caractères\x02motif %[1]s\x02format %[1]s\x02minim" +
-	"um %[1]s\x02maximum %[1]s\x02parmi : %[1]s\x14\x01\x81\x01\x00\x02\x19" +
-	"\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d éléments\x14\x01" +
-	"\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1]d é" +
-	"léments\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00" +
-	"\x11\x02%[1]d éléments\x02nul\x02valeur inattendue"
+	"pérateurs et aux administrateurs.\x02Retour aux tâches externes\x02Retou" +
+	"r aux définitions\x02Introuvable\x02Rien n’existe à cette adresse, ou vo" +
+	"us ne pouvez pas le voir.\x02Formulaire refusé\x02Ce formulaire n’a pas " +
+	"été envoyé depuis cette session de la console, ou il a expiré. Recharge" +
+	"z la page et réessayez.\x02Une erreur est survenue\x02La console n’a pas" +
+	" pu afficher cette page. Réessayez ; si le problème persiste, donnez à v" +
+	"otre administrateur l’identifiant de requête %[1]s.\x02Champ\x02Type\x02" +
+	"Obligatoire\x02Classification\x02Contraintes\x02Description\x02Définitio" +
+	"n %[1]s\x02Copie de travail\x02La seule partie modifiable d’une définiti" +
+	"on. Les processus ne l’utilisent jamais directement : ils épinglent une " +
+	"révision.\x02Nom\x02Sortie de routage\x02Dernier enregistrement\x02Révis" +
+	"ions\x02Aucune révision pour l’instant : la copie de travail n’a jamais " +
+	"été figée.\x02Publications\x02Aucune publication pour l’instant.\x02Pub" +
+	"lication\x02Révision\x02Notes\x02Publiée le\x02Comparer des révisions" +
+	"\x02Liste chaque changement d’une révision à une autre, et qui il peut c" +
+	"asser.\x02De la révision\x02À la révision\x02Comparer\x02Changement\x02D" +
+	"étail\x02Casse les processus\x02Casse les services\x02Ces révisions ont" +
+	" les mêmes contrats.\x02Entrées\x02Aucune entrée.\x02Sorties\x02Aucune s" +
+	"ortie.\x02Révision %[1]d\x02Figée le\x02Empreinte\x02Choisissez deux rév" +
+	"isions existantes à comparer.\x02De la révision %[1]d à la révision %[2]" +
+	"d :\x14\x01\x81\x01\x00\x02\x11\x02%[1]d changement\x00\x12\x02%[1]d cha" +
+	"ngements\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incompatible\x00\x14\x02%[" +
+	"1]d incompatibles\x02sortie de routage %[1]s → %[2]s\x02facultatif → obl" +
+	"igatoire\x02obligatoire → facultatif\x02valeurs ajoutées : %[1]s\x02vale" +
+	"urs retirées : %[1]s\x02valeurs réordonnées\x02%[1]s : %[2]s → %[3]s\x02" +
+	"champ obligatoire de type %[1]s\x02champ facultatif de type %[1]s\x02auc" +
+	"une\x02Contrats de tâches : leur copie de travail, leurs révisions immua" +
+	"bles et leurs publications nommées.\x02Clé\x02Dernière révision\x02aucun" +
+	"e pour l’instant\x02Aucune définition pour l’instant.\x02Page suivante" +
+	"\x02Première page\x14\x01\x81\x01\x00\x02\x12\x02%[1]d publication\x00" +
+	"\x13\x02%[1]d publications\x02%[2]s %[1]s %[3]s, %[4]s UTC\x02janv.\x02f" +
+	"évr.\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oct." +
+	"\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jour" +
+	"\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00" +
+	"\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e" +
+	"\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f" +
+	"\x02%[1]d secondes\x02%[1]d ms\x02%[1]d j\x02%[1]d h\x02%[1]d min\x02%[1" +
+	"]d s\x02Instance de processus %[1]s\x02Résumé\x02Parcours\x02Les nœuds a" +
+	"tteints par cette instance, dans l’ordre, chacun avec son occurrence." +
+	"\x02Nœud\x02Occurrence\x02Définition\x02Statut\x02Route\x02Nœud suivant" +
+	"\x02Créée le\x02Réglée le\x02Cette instance n’a encore atteint aucune tâ" +
+	"che.\x02Valeur\x02Entrées du processus\x02Entrées avec lesquelles l’inst" +
+	"ance a démarré, nommées d’après le contrat de la version %[1]d du proces" +
+	"sus\x02Ce processus ne prend aucune entrée.\x02L’instance a été arrêtée " +
+	"; ses occurrences ouvertes sont annulées.\x02Arrêter cette instance…\x02" +
+	"L’arrêt annule l’instance et ses occurrences ouvertes. Il ne termine rie" +
+	"n.\x02Processus\x02Démarrée le\x02Terminée le\x02Nœud de fin\x02Suspendu" +
+	"e au nœud\x02Clé métier\x02Code d’erreur\x02La laisser continuer\x02La l" +
+	"aisser suspendue\x02Arrêter l’instance de processus %[1]s\x02Arrêter cet" +
+	"te instance ? Ses occurrences ouvertes sont annulées.\x02Les services qu" +
+	"i en détiennent une l’apprennent à leur prochain retour, et leurs résult" +
+	"ats sont refusés. Rien n’est terminé à leur place, et une instance arrêt" +
+	"ée ne peut pas reprendre.\x02Arrêter l’instance\x02Cette instance est d" +
+	"éjà terminée ; il n’y a rien à arrêter.\x02disponible\x02réservée\x02te" +
+	"rminée\x02en échec\x02annulée\x02en cours\x02suspendue\x02expirée\x02rej" +
+	"etée\x02texte\x02entier\x02nombre\x02booléen\x02date\x02date et heure" +
+	"\x02choix\x02objet\x02liste\x02normale\x02sensible\x02secrète\x02••• mas" +
+	"qué (sensible)\x02••• masqué (secret)\x02pull (le service la récupère)" +
+	"\x02push (Relais appelle le service)\x02administrateur\x02opérateur\x02c" +
+	"oncepteur\x02consommateur\x02oui\x02non\x02champ ajouté\x02champ retiré" +
+	"\x02type modifié\x02caractère obligatoire modifié\x02valeurs modifiées" +
+	"\x02classification modifiée\x02contrainte modifiée\x02routage modifié" +
+	"\x02longueur minimale\x02longueur maximale\x02motif\x02format\x02minimum" +
+	"\x02maximum\x02nombre minimal d’éléments\x02nombre maximal d’éléments" +
+	"\x02%[1]s, révision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s" +
+	"\x02Instance de processus\x02Mode\x02Dates\x02Disponible le\x02Réservée " +
+	"le\x02Verrou expirant le\x02Échéance\x02Politique d’exécution\x02Nombre " +
+	"maximal de tentatives\x02Délai avant nouvel essai\x02Priorité\x02%[1]d (" +
+	"0 la plus basse, 9 la plus haute)\x02Tentatives\x14\x01\x81\x01\x00\x02" +
+	"\x10\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x02au plus %[1]d\x02" +
+	"Consommateur\x02Identifiant de l’exécutant\x02Résultat\x02Message d’erre" +
+	"ur\x02Aucun service n’a encore réservé cette occurrence.\x02en cours\x02" +
+	"Destination\x02Délai d’appel\x02Entrées, nommées d’après le contrat de l" +
+	"a révision %[1]d\x02Ce contrat n’a aucune entrée.\x02Sorties, nommées d’" +
+	"après le contrat de la révision %[1]d\x02Pas encore de sorties : l’occur" +
+	"rence n’est pas terminée.\x02Ce contrat n’a aucune sortie.\x02Aucune sor" +
+	"tie : l’occurrence s’est terminée sans aboutir.\x02Révéler — cette actio" +
+	"n est enregistrée\x02consommateur n° %[1]s\x02[masqué]\x02Statut inconnu" +
+	" : %[1]q.\x02L’instance de processus doit être un identifiant d’instance" +
+	" (un UUID).\x02La révision doit être un nombre entier, 1 ou plus.\x02Con" +
+	"sommateur inconnu.\x02Le curseur de page est invalide : revenez à la pre" +
+	"mière page.\x02La taille de page doit être comprise entre 1 et %[1]d." +
+	"\x02Filtres\x02identifiant d’instance\x02Appliquer les filtres\x02Efface" +
+	"r les filtres\x02Nombres par statut\x02Les nombres sont actualisés toute" +
+	"s les quelques secondes.\x02Occurrences, les plus récentes d’abord\x02Au" +
+	"cune occurrence ne correspond à ces filtres.\x02Toutes les définitions" +
+	"\x02Tous les statuts\x02Tous les consommateurs\x02Les nombres sont indis" +
+	"ponibles pour le moment.\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence" +
+	"\x00\x12\x02%[1]d occurrences\x02Seuls les administrateurs peuvent révél" +
+	"er une valeur sensible.\x02Révélé par %[1]s le %[2]s ; consigné dans le " +
+	"journal d’audit.\x02Révélation impossible\x02Seule une valeur que cette " +
+	"page affiche masquée (sensible) peut être révélée.\x02Les valeurs secrèt" +
+	"es ne peuvent jamais être révélées.\x02Cette page n’accepte pas cette re" +
+	"quête.\x02Vous êtes déconnecté.\x02Se connecter\x02Connectez-vous avec u" +
+	"n jeton d’opérateur ou d’administrateur.\x02Jeton\x02Le jeton est vérifi" +
+	"é une fois et n’est jamais conservé dans votre navigateur ; un cookie d" +
+	"e session le remplace jusqu’à 8 heures d’inactivité.\x02Ce jeton est inc" +
+	"onnu ou a été révoqué.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la c" +
+	"onsole : connectez-vous avec un jeton d’opérateur, de concepteur ou d’ad" +
+	"ministrateur.\x02sortie de routage\x02(chaque élément)\x14\x01\x81\x01" +
+	"\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d carac" +
+	"tères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02" +
+	"au plus %[1]d caractères\x02motif %[1]s\x02format %[1]s\x02minimum %[1]s" +
+	"\x02maximum %[1]s\x02parmi : %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moi" +
+	"ns %[1]d élément\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00" +
+	"\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02n" +
+	"on fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d " +
+	"éléments\x02nul\x02valeur inattendue"
 
-	// Total table size 14932 bytes (14KiB); checksum: CEE67436
+	// Total table size 15037 bytes (14KiB); checksum: BF84B565
