@@ -130,7 +130,7 @@ func (a *API) stopInstance() http.Handler {
 	})
 }
 
-var instanceStatuses = map[string]bool{"running": true, "completed": true, "failed": true, "cancelled": true}
+var instanceStatuses = map[string]bool{"running": true, "held": true, "completed": true, "failed": true, "cancelled": true}
 
 func (a *API) listInstances() http.Handler {
 	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
@@ -140,7 +140,7 @@ func (a *API) listInstances() http.Handler {
 		}
 		q := r.URL.Query()
 		if s := q.Get("status"); s != "" && !instanceStatuses[s] {
-			return fault.New(fault.BadRequest, "invalid_request", "status must be running, completed, failed or cancelled")
+			return fault.New(fault.BadRequest, "invalid_request", "status must be running, held, completed, failed or cancelled")
 		}
 		insts, err := a.eng.ListInstances(r.Context(), engine.InstanceFilter{ProcessKey: q.Get("process"), Status: q.Get("status"),
 			BusinessKey: q.Get("business_key"), Before: before, Limit: limit + 1})

@@ -78,7 +78,7 @@ func (c *Console) instanceDetail(w http.ResponseWriter, r *http.Request) {
 	v := instanceView{
 		Chrome:       c.chrome(r, T(ctx, "Process instance %s", id), "occurrences"),
 		SummaryLabel: T(ctx, "Summary"),
-		Summary:      instanceFacts(ctx, inst),
+		Summary:      instanceFacts(ctx, inst, occs),
 		PathLabel:    T(ctx, "Path"),
 		PathIntro:    T(ctx, "The nodes this instance reached, in order, each with its occurrence."),
 		HeadStep:     "#", HeadNode: T(ctx, "Node"), HeadOccurrence: T(ctx, "Occurrence"), HeadDefinition: T(ctx, "Definition"),
@@ -97,7 +97,7 @@ func (c *Console) instanceDetail(w http.ResponseWriter, r *http.Request) {
 		v.Path = append(v.Path, pathStepOf(ctx, i+1, o, pv.Process))
 	}
 	// Only operators and admins reach this page (requireOperator): all may stop.
-	if inst.Status == engine.InstanceRunning {
+	if stoppable(inst.Status) {
 		v.StopLabel = T(ctx, "Stop this instance…")
 		v.StopHref = instanceHref(inst.ID) + "/stop"
 		v.StopIntro = T(ctx, "Stopping cancels the instance and its open occurrences. It does not complete anything.")
@@ -105,7 +105,13 @@ func (c *Console) instanceDetail(w http.ResponseWriter, r *http.Request) {
 	c.render(w, r, http.StatusOK, instancePage(v))
 }
 
-func instanceFacts(ctx context.Context, inst engine.Instance) []fact {
+// stoppable reports whether an instance in status s may be stopped: a
+// running one, and a held one (an incident an operator gives up on).
+func stoppable(s string) bool {
+	return s == engine.InstanceRunning || s == engine.InstanceHeld
+}
+
+func instanceFacts(ctx context.Context, inst engine.Instance, occs []engine.Occurrence) []fact {
 	fs := []fact{
 		{Label: T(ctx, "Status"), Value: statusLabel(ctx, inst.Status), Badge: inst.Status, TestID: "instance-status"},
 		{Label: T(ctx, "Process"), Value: processAtVersion(ctx, inst.ProcessKey, inst.Version), TestID: "process-version"},
@@ -114,6 +120,11 @@ func instanceFacts(ctx context.Context, inst engine.Instance) []fact {
 	}
 	if inst.EndNode != nil {
 		fs = append(fs, fact{Label: T(ctx, "End node"), Value: *inst.EndNode, Code: true, TestID: "end-node"})
+	}
+	if inst.Status == engine.InstanceHeld && len(occs) > 0 {
+		// A held instance stopped at its last node, whose occurrence
+		// failed: nothing came after it.
+		fs = append(fs, fact{Label: T(ctx, "Held at node"), Value: occs[len(occs)-1].Node, Code: true, TestID: "held-node"})
 	}
 	if inst.BusinessKey != nil {
 		fs = append(fs, fact{Label: T(ctx, "Business key"), Value: *inst.BusinessKey, Code: true})
@@ -145,7 +156,16 @@ func pathStepOf(ctx context.Context, n int, o engine.Occurrence, p *process.Proc
 			s.Next = node.Next
 		}
 	case engine.StatusFailed:
-		s.Next = node.OnError
+		code := ""
+		if o.ErrorCode != nil {
+			code = *o.ErrorCode
+		}
+		if t, ok := p.NextOnFailure(o.Node, code); ok {
+			s.Next = t.Node
+			if t.Hold {
+				s.Next = process.Hold
+			}
+		}
 	}
 	return s
 }
@@ -163,8 +183,14 @@ type stopView struct {
 	BackHref    string
 }
 
-func (c *Console) stopView(r *http.Request, id uuid.UUID) stopView {
+// stopView asks to stop instance id; held says it is held rather than
+// running, which only changes the way back.
+func (c *Console) stopView(r *http.Request, id uuid.UUID, held bool) stopView {
 	ctx := r.Context()
+	keep := T(ctx, "Keep it running")
+	if held {
+		keep = T(ctx, "Keep it held")
+	}
 	return stopView{
 		Chrome:      c.chrome(r, T(ctx, "Stop process instance %s", id), "occurrences"),
 		Question:    T(ctx, "Stop this instance? Its open occurrences are cancelled."),
@@ -172,7 +198,7 @@ func (c *Console) stopView(r *http.Request, id uuid.UUID) stopView {
 		Action:      instanceHref(id) + "/stop",
 		CSRF:        currentOf(ctx).csrf,
 		Confirm:     T(ctx, "Stop the instance"),
-		Cancel:      T(ctx, "Keep it running"),
+		Cancel:      keep,
 		BackHref:    instanceHref(id),
 	}
 }
@@ -189,11 +215,11 @@ func (c *Console) instanceStopConfirm(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, err)
 		return
 	}
-	if inst.Status != engine.InstanceRunning {
+	if !stoppable(inst.Status) {
 		http.Redirect(w, r, instanceHref(id), http.StatusSeeOther)
 		return
 	}
-	c.render(w, r, http.StatusOK, stopPage(c.stopView(r, id)))
+	c.render(w, r, http.StatusOK, stopPage(c.stopView(r, id, inst.Status == engine.InstanceHeld)))
 }
 
 // instanceStop stops the instance (the CSRF token was checked by
@@ -207,7 +233,7 @@ func (c *Console) instanceStop(w http.ResponseWriter, r *http.Request) {
 	}
 	if _, err := c.eng.StopInstance(ctx, id); err != nil {
 		if fault.HasCode(err, "instance_ended") {
-			v := c.stopView(r, id)
+			v := c.stopView(r, id, false)
 			v.Error = T(ctx, "This instance has already ended; there is nothing to stop.")
 			c.render(w, r, http.StatusConflict, stopPage(v))
 			return

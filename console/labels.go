@@ -36,6 +36,10 @@ func statusLabel(ctx context.Context, s string) string {
 		return T(ctx, "cancelled")
 	case "running":
 		return T(ctx, "running")
+	case "held":
+		// An instance stopped at a failed node for an operator (an
+		// incident): "suspendue" in French.
+		return T(ctx, "held")
 	}
 	return s
 }

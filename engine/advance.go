@@ -86,8 +86,12 @@ type run struct {
 	inst queries.Instance
 	pv   *ProcessVersion
 
-	input   json.RawMessage            // unsealed process inputs, loaded on first need
-	outputs map[string]json.RawMessage // unsealed outputs of completed nodes, loaded on first need
+	input json.RawMessage // unsealed process inputs, loaded on first need
+	// outputs and errors are the outputs of completed nodes (unsealed)
+	// and the errors of failed ones, loaded together on first need; a
+	// settlement in this run adds to them once loaded.
+	outputs map[string]json.RawMessage
+	errors  map[string]process.NodeError
 	// failure is the error code that sent the instance down its current
 	// failure path; a failed end node records it on the instance.
 	failure *string
@@ -155,12 +159,18 @@ func (r *run) scope() (process.Scope, error) {
 		r.input = in
 	}
 	if r.outputs == nil {
-		rows, err := r.q.OccurrenceCompletedOutputs(r.ctx, r.inst.ID)
+		rows, err := r.q.OccurrenceListSettled(r.ctx, r.inst.ID)
 		if err != nil {
 			return process.Scope{}, err
 		}
 		r.outputs = make(map[string]json.RawMessage, len(rows))
+		r.errors = map[string]process.NodeError{}
 		for _, row := range rows {
+			if row.Status == StatusFailed {
+				// Messages were scrubbed of protected values when stored.
+				r.errors[row.Node] = process.NodeError{Code: deref(row.ErrorCode), Message: deref(row.ErrorMessage)}
+				continue
+			}
 			out, err := r.e.unseal(row.Outputs, row.SealedOutputs, aadOccurrenceOutputs(row.ID))
 			if err != nil {
 				return process.Scope{}, err
@@ -168,7 +178,13 @@ func (r *run) scope() (process.Scope, error) {
 			r.outputs[row.Node] = out
 		}
 	}
-	return process.Scope{InstanceID: r.inst.ID.String(), BusinessKey: r.inst.BusinessKey, Input: r.input, Outputs: r.outputs}, nil
+	return process.Scope{InstanceID: r.inst.ID.String(), BusinessKey: r.inst.BusinessKey, Input: r.input, Outputs: r.outputs, Errors: r.errors}, nil
+}
+
+// nothingSettled tells the run that its instance has no settled
+// occurrence yet (it was just created), so the scope needs no query.
+func (r *run) nothingSettled() {
+	r.outputs, r.errors = map[string]json.RawMessage{}, map[string]process.NodeError{}
 }
 
 // enter makes the instance reach node: an end node ends it; a pull or push
@@ -232,7 +248,7 @@ func (r *run) enter(name string) error {
 		return err
 	}
 	if row.Status == StatusFailed {
-		return r.followFailure(name, *row.ErrorCode)
+		return r.followFailure(name, deref(row.ErrorCode), deref(row.ErrorMessage))
 	}
 	return r.q.Notify(r.ctx, queries.NotifyParams{Channel: ChannelOccurrence,
 		Payload: AvailabilityPayload(row.Mode, row.DefinitionKey, int(row.Revision), row.AvailableAt)})
@@ -279,11 +295,26 @@ func describeViolations(vs []contracts.Violation) string {
 	return strings.Join(parts, "; ")
 }
 
-// followFailure sends the instance down node's on_error branch, or fails it.
-func (r *run) followFailure(node, code string) error {
+// followFailure sends the instance where node's on_error leads for code:
+// down an error branch, or held at node (the failed occurrence stays as it
+// is, failed with its error, for an operator to act on); without a target
+// it fails the instance. message is the failure's stored (scrubbed)
+// message, which the branch's bindings may read.
+func (r *run) followFailure(node, code, message string) error {
 	r.failure = &code
-	if next, ok := r.pv.Process.NextOnFailure(node); ok {
-		return r.enter(next)
+	if r.errors != nil {
+		r.errors[node] = process.NodeError{Code: code, Message: message}
+	}
+	next, ok := r.pv.Process.NextOnFailure(node, code)
+	switch {
+	case ok && next.Hold:
+		if _, err := r.q.InstanceHold(r.ctx, queries.InstanceHoldParams{ID: r.inst.ID, ErrorCode: &code}); err != nil {
+			return err
+		}
+		r.inst.Status = InstanceHeld
+		return nil
+	case ok:
+		return r.enter(next.Node)
 	}
 	if _, err := r.q.InstanceEnd(r.ctx, queries.InstanceEndParams{ID: r.inst.ID, Status: InstanceFailed, EndNode: &node, ErrorCode: &code, Now: &r.now}); err != nil {
 		return err
@@ -331,11 +362,11 @@ func (e *Engine) reconcile(ctx context.Context, id uuid.UUID) error {
 				}
 				node = next
 			case StatusFailed:
-				next, ok := r.pv.Process.NextOnFailure(node)
-				if !ok {
+				next, ok := r.pv.Process.NextOnFailure(node, deref(o.ErrorCode))
+				if !ok || next.Hold {
 					return nil
 				}
-				node = next
+				node = next.Node
 			default:
 				return nil // still open: nothing to advance
 			}

@@ -15,9 +15,11 @@ import (
 	"github.com/relais/relais/queries"
 )
 
-// Instance statuses.
+// Instance statuses. Held is not ended: the instance waits at a failed
+// node whose on_error holds it (an incident), and nothing advances it.
 const (
 	InstanceRunning   = "running"
+	InstanceHeld      = "held"
 	InstanceCompleted = "completed"
 	InstanceFailed    = "failed"
 	InstanceCancelled = "cancelled"
@@ -232,8 +234,8 @@ func (e *Engine) insertStart(ctx context.Context, q *queries.Queries, p prepared
 	}
 	// The row's created_at was set from the statement's clock.
 	r := e.newRun(ctx, q, row, row.CreatedAt, p.pv)
-	// A new instance has completed no node: no outputs to load.
-	r.outputs = map[string]json.RawMessage{}
+	// A new instance has settled no node: nothing to load.
+	r.nothingSettled()
 	return row, true, r.enter(p.pv.Process.Start)
 }
 
@@ -374,9 +376,9 @@ func strPtr(s string) *string {
 	return &s
 }
 
-// StopInstance cancels a running instance and every open occurrence of it in
-// one transaction. Stopping a cancelled instance again is a no-op; stopping
-// a finished one is refused with instance_ended.
+// StopInstance cancels a running or held instance and every open occurrence
+// of it in one transaction. Stopping a cancelled instance again is a no-op;
+// stopping a finished one is refused with instance_ended.
 func (e *Engine) StopInstance(ctx context.Context, id uuid.UUID) (Instance, error) {
 	err := e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error {
 		row, err := q.InstanceLock(ctx, queries.InstanceLockParams{ID: id, Now: e.at()})
@@ -400,7 +402,7 @@ func (e *Engine) StopInstance(ctx context.Context, id uuid.UUID) (Instance, erro
 		if err := q.AttemptCancelOpen(ctx, queries.AttemptCancelOpenParams{InstanceID: id, Now: &now}); err != nil {
 			return err
 		}
-		if _, err := q.InstanceEnd(ctx, queries.InstanceEndParams{ID: id, Status: InstanceCancelled, Now: &now}); err != nil {
+		if _, err := q.InstanceCancel(ctx, queries.InstanceCancelParams{ID: id, Now: &now}); err != nil {
 			return err
 		}
 		for _, c := range cancelled {

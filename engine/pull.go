@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/relais/relais/contracts"
+	"github.com/relais/relais/engine/process"
 	"github.com/relais/relais/internal/fault"
 	"github.com/relais/relais/queries"
 )
@@ -321,7 +321,7 @@ func (r *run) fail(o queries.Occurrence, outcome, code, message string) error {
 			return err
 		}
 	}
-	return r.followFailure(o.Node, code)
+	return r.followFailure(o.Node, code, message)
 }
 
 // Failure is a worker's report that it could not do the work.
@@ -347,8 +347,6 @@ func (f Failure) canonical(workerID string) []byte {
 	return b
 }
 
-var errorCodePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$`)
-
 // maxErrorMessage bounds stored worker messages: they are diagnostics, not
 // payloads.
 const maxErrorMessage = 2000
@@ -373,7 +371,8 @@ func (e *Engine) Fail(ctx context.Context, ref WorkerRef, f Failure) (Settlement
 // checkFailure refuses a malformed failure report before any lock is taken.
 func (e *Engine) checkFailure(f Failure) error {
 	var errs []fault.FieldError
-	if !errorCodePattern.MatchString(f.ErrorCode) {
+	// The codes on_error maps are keyed by: one pattern for both.
+	if !process.ErrorCodePattern.MatchString(f.ErrorCode) {
 		errs = append(errs, fault.FieldError{Path: "/error_code", Message: "must be 1 to 64 letters, digits or _ . : -"})
 	}
 	if f.AttemptsLeft != nil && *f.AttemptsLeft < 0 {

@@ -160,6 +160,40 @@ func TestPushOutcomes(t *testing.T) {
 	}
 }
 
+// TestPushErrorRoutesByCode: the code a call fails with picks the node's
+// on_error target: destination_http_503 holds the instance for an
+// operator, any other code fails it.
+func TestPushErrorRoutesByCode(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	env.Definition("score_company.yaml")
+	var unavailable atomic.Bool
+	d := newDestination(t, func(w http.ResponseWriter, r *http.Request) {
+		if unavailable.Load() {
+			w.WriteHeader(503)
+			return
+		}
+		fmt.Fprint(w, `{"outputs": {"score": "high"}}`)
+	})
+	env.Must(201, "PUT", "/api/v1/destinations/scoring", env.Admin, map[string]any{"url": d.URL, "max_timeout": "PT5S"})
+	doc := scoreProcess("scoring", "PT1S")
+	doc["nodes"].(map[string]any)["score"].(map[string]any)["on_error"] = map[string]any{"destination_http_503": "hold", "*": "failed"}
+	env.Process("scoring", doc)
+	run := func() map[string]any {
+		inst := env.Must(201, "POST", "/api/v1/processes/scoring/instances", env.Operator, map[string]any{"inputs": map[string]any{"crm_id": "C-1"}}).JSON(t)
+		return env.WaitEnded(inst["id"].(string), 5*time.Second)
+	}
+
+	unavailable.Store(true)
+	if got := run(); got["status"] != "held" || got["error_code"] != "destination_http_503" {
+		t.Errorf("after a 503: instance %v with %v; want held with destination_http_503", got["status"], got["error_code"])
+	}
+	unavailable.Store(false)
+	if got := run(); got["status"] != "failed" || got["end_node"] != "failed" || got["error_code"] != "invalid_outputs" {
+		t.Errorf("after invalid outputs: instance %v at %v with %v; want failed at failed with invalid_outputs", got["status"], got["end_node"], got["error_code"])
+	}
+}
+
 func TestDestinations(t *testing.T) {
 	t.Parallel()
 	env := relaistest.New(t)

@@ -25,6 +25,19 @@ set status = @status, end_node = @end_node, error_code = @error_code,
     ended_at = coalesce(sqlc.narg('now')::timestamptz, now())
 where id = @id and status = 'running';
 
+-- name: InstanceHold :execrows
+-- The instance stops at a failed node whose on_error holds it; error_code
+-- says why, as it does for a failed instance.
+update instances
+set status = 'held', error_code = @error_code
+where id = @id and status = 'running';
+
+-- name: InstanceCancel :execrows
+-- A stop ends a running or a held instance.
+update instances
+set status = 'cancelled', ended_at = coalesce(sqlc.narg('now')::timestamptz, now())
+where id = @id and status in ('running', 'held');
+
 -- name: InstanceList :many
 select * from instances
 where (sqlc.narg('process_key')::text is null or process_key = sqlc.narg('process_key'))

@@ -13,6 +13,26 @@ import (
 	"github.com/google/uuid"
 )
 
+const instanceCancel = `-- name: InstanceCancel :execrows
+update instances
+set status = 'cancelled', ended_at = coalesce($1::timestamptz, now())
+where id = $2 and status in ('running', 'held')
+`
+
+type InstanceCancelParams struct {
+	Now *time.Time
+	ID  uuid.UUID
+}
+
+// A stop ends a running or a held instance.
+func (q *Queries) InstanceCancel(ctx context.Context, arg InstanceCancelParams) (int64, error) {
+	result, err := q.db.Exec(ctx, instanceCancel, arg.Now, arg.ID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const instanceEnd = `-- name: InstanceEnd :execrows
 update instances
 set status = $1, end_node = $2, error_code = $3,
@@ -133,6 +153,27 @@ func (q *Queries) InstanceGetMany(ctx context.Context, ids []uuid.UUID) ([]Insta
 		return nil, err
 	}
 	return items, nil
+}
+
+const instanceHold = `-- name: InstanceHold :execrows
+update instances
+set status = 'held', error_code = $1
+where id = $2 and status = 'running'
+`
+
+type InstanceHoldParams struct {
+	ErrorCode *string
+	ID        uuid.UUID
+}
+
+// The instance stops at a failed node whose on_error holds it; error_code
+// says why, as it does for a failed instance.
+func (q *Queries) InstanceHold(ctx context.Context, arg InstanceHoldParams) (int64, error) {
+	result, err := q.db.Exec(ctx, instanceHold, arg.ErrorCode, arg.ID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const instanceInsert = `-- name: InstanceInsert :one

@@ -219,10 +219,6 @@ where (sqlc.narg('definition_key')::text is null or o.definition_key = sqlc.narg
 order by o.id desc
 limit @max;
 
--- name: OccurrenceCompletedOutputs :many
-select node, outputs, sealed_outputs, id from occurrences
-where instance_id = @instance_id and status = 'completed';
-
 -- name: OccurrenceDefer :exec
 update occurrences
 set status = 'deferred', deferred_at = @now::timestamptz, defer_reason = @reason,
@@ -239,3 +235,9 @@ returning *;
 
 -- name: OccurrenceSetCredit :exec
 update occurrences set attempt_credit = @attempt_credit where id = @id;
+
+-- name: OccurrenceListSettled :many
+-- What the bindings of an instance's next nodes may read: the outputs of
+-- its completed occurrences and the errors of its failed ones.
+select node, status, outputs, sealed_outputs, id, error_code, error_message from occurrences
+where instance_id = @instance_id and status in ('completed', 'failed');

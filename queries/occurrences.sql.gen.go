@@ -399,43 +399,6 @@ func (q *Queries) OccurrenceComplete(ctx context.Context, arg OccurrenceComplete
 	return err
 }
 
-const occurrenceCompletedOutputs = `-- name: OccurrenceCompletedOutputs :many
-select node, outputs, sealed_outputs, id from occurrences
-where instance_id = $1 and status = 'completed'
-`
-
-type OccurrenceCompletedOutputsRow struct {
-	Node          string
-	Outputs       json.RawMessage
-	SealedOutputs []byte
-	ID            uuid.UUID
-}
-
-func (q *Queries) OccurrenceCompletedOutputs(ctx context.Context, instanceID uuid.UUID) ([]OccurrenceCompletedOutputsRow, error) {
-	rows, err := q.db.Query(ctx, occurrenceCompletedOutputs, instanceID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []OccurrenceCompletedOutputsRow{}
-	for rows.Next() {
-		var i OccurrenceCompletedOutputsRow
-		if err := rows.Scan(
-			&i.Node,
-			&i.Outputs,
-			&i.SealedOutputs,
-			&i.ID,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
 const occurrenceDefer = `-- name: OccurrenceDefer :exec
 update occurrences
 set status = 'deferred', deferred_at = $1::timestamptz, defer_reason = $2,
@@ -874,6 +837,51 @@ func (q *Queries) OccurrenceListByInstance(ctx context.Context, instanceID uuid.
 			&i.DeferredAt,
 			&i.DeferReason,
 			&i.AttemptCredit,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const occurrenceListSettled = `-- name: OccurrenceListSettled :many
+select node, status, outputs, sealed_outputs, id, error_code, error_message from occurrences
+where instance_id = $1 and status in ('completed', 'failed')
+`
+
+type OccurrenceListSettledRow struct {
+	Node          string
+	Status        string
+	Outputs       json.RawMessage
+	SealedOutputs []byte
+	ID            uuid.UUID
+	ErrorCode     *string
+	ErrorMessage  *string
+}
+
+// What the bindings of an instance's next nodes may read: the outputs of
+// its completed occurrences and the errors of its failed ones.
+func (q *Queries) OccurrenceListSettled(ctx context.Context, instanceID uuid.UUID) ([]OccurrenceListSettledRow, error) {
+	rows, err := q.db.Query(ctx, occurrenceListSettled, instanceID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []OccurrenceListSettledRow{}
+	for rows.Next() {
+		var i OccurrenceListSettledRow
+		if err := rows.Scan(
+			&i.Node,
+			&i.Status,
+			&i.Outputs,
+			&i.SealedOutputs,
+			&i.ID,
+			&i.ErrorCode,
+			&i.ErrorMessage,
 		); err != nil {
 			return nil, err
 		}

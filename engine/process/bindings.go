@@ -14,6 +14,9 @@ const (
 	srcInput       = "input"
 	srcNodes       = "nodes"
 	srcOutput      = "output"
+	srcError       = "error"
+	srcErrorCode   = "code"
+	srcErrorMsg    = "message"
 	srcInstance    = "instance"
 	srcInstanceID  = "id"
 	srcBusinessKey = "business_key"
@@ -24,7 +27,14 @@ const (
 var (
 	instanceIDField  = contracts.Field{Name: srcInstanceID, Type: contracts.TypeText, Required: true, Classification: contracts.ClassNormal, Format: contracts.FormatUUID}
 	businessKeyField = contracts.Field{Name: srcBusinessKey, Type: contracts.TypeText, Classification: contracts.ClassNormal}
+	// A failed occurrence always keeps its code and (scrubbed, maybe
+	// empty) message, so both are required; both are normal (DESIGN §11).
+	errorCodeField    = contracts.Field{Name: srcErrorCode, Type: contracts.TypeText, Required: true, Classification: contracts.ClassNormal}
+	errorMessageField = contracts.Field{Name: srcErrorMsg, Type: contracts.TypeText, Required: true, Classification: contracts.ClassNormal}
 )
+
+// sourceForms lists every source form, for messages about an unknown one.
+const sourceForms = "input.<field>, nodes.<node>.output.<field>, nodes.<node>.error.code, nodes.<node>.error.message, instance.id or instance.business_key"
 
 // source is what a from path denotes: the field, its effective
 // classification rank along the path, and whether any step may be absent.
@@ -174,18 +184,25 @@ func (k *checker) source(node, from string) (src source, problem string, ok bool
 		}
 		return walk(k.p.Inputs.Fields, segs[1:], from)
 	case srcNodes:
-		if len(segs) < 4 || segs[2] != srcOutput {
-			return src, fmt.Sprintf("source %q must look like nodes.<node>.output.<field>", from), false
+		if len(segs) < 3 || (segs[2] != srcOutput && segs[2] != srcError) || (segs[2] == srcOutput && len(segs) < 4) {
+			return src, fmt.Sprintf("source %q must look like nodes.<node>.output.<field> or nodes.<node>.error.code", from), false
 		}
 		up := segs[1]
+		what := "outputs"
+		if segs[2] == srcError {
+			what = "error"
+		}
 		n, known := k.p.Nodes[up]
 		switch {
 		case !known || n == nil:
 			return src, fmt.Sprintf("source %q names unknown node %q", from, up), false
 		case up == node:
-			return src, fmt.Sprintf("source %q: a node cannot read its own outputs", from), false
+			return src, fmt.Sprintf("source %q: a node cannot read its own %s", from, what), false
 		case n.Kind != KindPull && n.Kind != KindPush:
-			return src, fmt.Sprintf("source %q: node %q is an end node and has no outputs", from, up), false
+			return src, fmt.Sprintf("source %q: node %q is an end node and has no %s", from, up, what), false
+		}
+		if segs[2] == srcError {
+			return k.errorSource(up, node, segs[3:], from)
 		}
 		w, pinned := k.revs[up]
 		if !pinned {
@@ -209,7 +226,28 @@ func (k *checker) source(node, from string) (src source, problem string, ok bool
 		}
 		return src, fmt.Sprintf("unknown source %q: want instance.id or instance.business_key", from), false
 	}
-	return src, fmt.Sprintf("unknown source %q: want input.<field>, nodes.<node>.output.<field>, instance.id or instance.business_key", from), false
+	return src, fmt.Sprintf("unknown source %q: want %s", from, sourceForms), false
+}
+
+// errorSource resolves nodes.<up>.error.<rest> read by node: the code or
+// the message of up's failed occurrence. It exists only when up failed, so
+// node must be reached through one of up's on_error edges on every path
+// (up's failure dominates node), as a node's outputs need its success.
+func (k *checker) errorSource(up, node string, rest []string, from string) (source, string, bool) {
+	var src source
+	switch {
+	case len(rest) == 1 && rest[0] == srcErrorCode:
+		src.field = errorCodeField
+	case len(rest) == 1 && rest[0] == srcErrorMsg:
+		src.field = errorMessageField
+	default:
+		return src, fmt.Sprintf("unknown source %q: a node's error has only code and message, as in nodes.%s.error.code", from, up), false
+	}
+	if !k.fails(up, node) {
+		return src, fmt.Sprintf("node %q does not always fail before %q: a path from start reaches %q without an on_error edge of %q",
+			up, node, node, up), true
+	}
+	return src, "", true
 }
 
 // walk follows dotted field names through objects. Lists are not

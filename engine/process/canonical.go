@@ -122,9 +122,9 @@ func appendNode(b []byte, n *Node) []byte {
 			b = append(b, `,"next":`...)
 			b = jsontree.AppendString(b, n.Next)
 		}
-		if n.OnError != "" {
+		if !n.OnError.IsZero() {
 			b = append(b, `,"on_error":`...)
-			b = jsontree.AppendString(b, n.OnError)
+			b = appendOnError(b, n.OnError)
 		}
 		if n.Kind == KindPush {
 			if n.Destination != "" {
@@ -136,6 +136,42 @@ func appendNode(b []byte, n *Node) []byte {
 				b = appendDuration(b, n.Timeout)
 			}
 		}
+	}
+	return append(b, '}')
+}
+
+// appendOnError writes on_error as one target string when it names no
+// code, exactly as versions written before error maps were digested (so
+// their digests stay), and a map written {"*": "x"} the same way since it
+// means the same. Otherwise it is an object with sorted keys, "*" (sorting
+// before every code) included when set.
+func appendOnError(b []byte, o OnError) []byte {
+	if len(o.Codes) == 0 {
+		return jsontree.AppendString(b, o.Default)
+	}
+	var keys []string
+	if o.Default != "" {
+		keys = append(keys, AnyCode)
+	}
+	for _, code := range sortedKeys(o.Codes) {
+		// Only a hand-built Process, which Check refuses, can map "*" in
+		// Codes; writing it twice would make invalid JSON.
+		if code != AnyCode {
+			keys = append(keys, code)
+		}
+	}
+	b = append(b, '{')
+	for i, code := range keys {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		t := o.Default
+		if code != AnyCode {
+			t = o.Codes[code]
+		}
+		b = jsontree.AppendString(b, code)
+		b = append(b, ':')
+		b = jsontree.AppendString(b, t)
 	}
 	return append(b, '}')
 }

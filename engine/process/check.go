@@ -32,7 +32,7 @@ func Check(p *Process, r Resolver, lim Limits) []contracts.Violation {
 		lim:        lim,
 		revs:       map[string]contracts.Working{},
 		validators: map[string]*contracts.Validator{},
-		avoid:      map[string]map[string]bool{},
+		avoid:      map[avoidKey]map[string]bool{},
 	}
 	k.names = make([]string, 0, len(p.Nodes))
 	for name := range p.Nodes {
@@ -78,9 +78,16 @@ type checker struct {
 	// pin is known; bindings are only judged against those.
 	revs       map[string]contracts.Working
 	validators map[string]*contracts.Validator
-	// avoid caches, per source node, the nodes reachable from start
-	// without taking that node's success edges.
-	avoid map[string]map[string]bool
+	// avoid caches, per source node and kind of edge, the nodes
+	// reachable from start without taking that node's edges of that kind.
+	avoid map[avoidKey]map[string]bool
+}
+
+// avoidKey names the edges a reach leaves out: the success edges of node
+// (success true) or its error edges.
+type avoidKey struct {
+	node    string
+	success bool
 }
 
 func (k *checker) node(name string, n *Node) {
@@ -91,6 +98,8 @@ func (k *checker) node(name string, n *Node) {
 	}
 	if !nodeNameRe.MatchString(name) {
 		k.add(at, "node name %q must match %s", name, nodeNameRe)
+	} else if name == Hold {
+		k.add(at, reservedHold)
 	}
 	switch n.Kind {
 	case KindEnd:
@@ -109,7 +118,7 @@ func (k *checker) end(at string, n *Node) {
 	if n.Routes != nil {
 		k.add(jsontree.Pointer(at, "routes"), "end nodes have no routes")
 	}
-	if n.OnError != "" {
+	if !n.OnError.IsZero() {
 		k.add(jsontree.Pointer(at, "on_error"), "end nodes have no on_error")
 	}
 	if n.Status != "" && n.Status != StatusCompleted && n.Status != StatusFailed {
@@ -132,19 +141,14 @@ func (k *checker) task(at, name string, n *Node) {
 		k.add(at, "%s node needs next or routes", n.Kind)
 	}
 	if n.Next != "" && !k.known(n.Next) {
-		k.add(jsontree.Pointer(at, "next"), "next names unknown node %q", n.Next)
+		k.add(jsontree.Pointer(at, "next"), "next names unknown node %q%s", n.Next, holdHint(n.Next))
 	}
 	for _, route := range sortedKeys(n.Routes) {
 		if target := n.Routes[route]; !k.known(target) {
-			k.add(jsontree.Pointer(at, "routes", route), "route %q names unknown node %q", route, target)
+			k.add(jsontree.Pointer(at, "routes", route), "route %q names unknown node %q%s", route, target, holdHint(target))
 		}
 	}
-	switch {
-	case n.OnError == name:
-		k.add(jsontree.Pointer(at, "on_error"), "on_error must not point at the node itself")
-	case n.OnError != "" && !k.known(n.OnError):
-		k.add(jsontree.Pointer(at, "on_error"), "on_error names unknown node %q", n.OnError)
-	}
+	k.onError(at, name, n.OnError)
 	if n.Status != "" {
 		k.add(jsontree.Pointer(at, "status"), "status is not allowed on %s nodes", n.Kind)
 	}
@@ -163,6 +167,53 @@ func (k *checker) task(at, name string, n *Node) {
 		}
 		if n.Timeout != 0 {
 			k.add(jsontree.Pointer(at, "timeout"), "timeout is not allowed on pull nodes")
+		}
+	}
+}
+
+// holdHint explains why hold is unknown where a node is expected.
+func holdHint(target string) string {
+	if target == Hold {
+		return " (hold is an on_error target only)"
+	}
+	return ""
+}
+
+// onError checks every on_error target: a known node other than the node
+// itself, or hold; and every code key (Parse checks them too, but a
+// hand-built Process may hold anything).
+func (k *checker) onError(at, name string, o OnError) {
+	oat := jsontree.Pointer(at, "on_error")
+	target := func(tat, t string) {
+		switch {
+		case t == Hold:
+		case t == name:
+			k.add(tat, "on_error must not point at the node itself")
+		case !k.known(t):
+			k.add(tat, "on_error names unknown node %q", t)
+		}
+	}
+	if o.Codes == nil {
+		if o.Default != "" {
+			target(oat, o.Default)
+		}
+		return
+	}
+	if o.Default != "" {
+		target(jsontree.Pointer(oat, AnyCode), o.Default)
+	}
+	for _, code := range sortedKeys(o.Codes) {
+		cat := jsontree.Pointer(oat, code)
+		switch {
+		case code == AnyCode:
+			k.add(cat, `the "*" target belongs in OnError.Default, not in OnError.Codes`)
+		case !ErrorCodePattern.MatchString(code):
+			k.add(cat, `error code %q must match %s (or be "*" for any other code)`, code, ErrorCodePattern)
+		}
+		if t := o.Codes[code]; t == "" {
+			k.add(cat, "on_error target must not be empty")
+		} else {
+			target(cat, t)
 		}
 	}
 }
@@ -270,8 +321,8 @@ func (k *checker) push(at string, n *Node) {
 	}
 }
 
-// edge is one possible transition; success is false for on_error, which
-// matters for completion dominance.
+// edge is one possible transition; success is false for on_error edges,
+// which matters for completion and failure dominance.
 type edge struct {
 	to      string
 	at      string
@@ -279,9 +330,11 @@ type edge struct {
 }
 
 // edges lists a node's transitions to existing nodes in a fixed order
-// (next, routes by key, on_error), so that cycle reports are
-// deterministic. End nodes never leave, whatever a hand-built struct says;
-// an on_error self-loop is reported on its own and left out here.
+// (next, routes by key, on_error: its "*" or only target, then its codes
+// by key), so that cycle reports are deterministic. Every on_error target
+// is an error edge; hold is not an edge (the instance stops there). End
+// nodes never leave, whatever a hand-built struct says; an on_error
+// self-loop is reported on its own and left out here.
 func (k *checker) edges(name string) []edge {
 	n := k.p.Nodes[name]
 	if n == nil || (n.Kind != KindPull && n.Kind != KindPush) {
@@ -297,8 +350,19 @@ func (k *checker) edges(name string) []edge {
 			out = append(out, edge{t, jsontree.Pointer(at, "routes", route), true})
 		}
 	}
-	if n.OnError != "" && n.OnError != name && k.known(n.OnError) {
-		out = append(out, edge{n.OnError, jsontree.Pointer(at, "on_error"), false})
+	oat := jsontree.Pointer(at, "on_error")
+	errorEdge := func(t, tat string) {
+		if t != name && t != Hold && k.known(t) {
+			out = append(out, edge{t, tat, false})
+		}
+	}
+	if n.OnError.Codes == nil {
+		errorEdge(n.OnError.Default, oat)
+	} else {
+		errorEdge(n.OnError.Default, jsontree.Pointer(oat, AnyCode))
+		for _, code := range sortedKeys(n.OnError.Codes) {
+			errorEdge(n.OnError.Codes[code], jsontree.Pointer(oat, code))
+		}
 	}
 	return out
 }
@@ -340,9 +404,9 @@ func (k *checker) cycles() {
 	}
 }
 
-// reach returns the nodes reachable from start, skipping the success
-// edges of skip when it is not empty.
-func (k *checker) reach(skip string) map[string]bool {
+// reach returns the nodes reachable from start, skipping the edges of
+// skip.node whose success is skip.success (none when skip.node is empty).
+func (k *checker) reach(skip avoidKey) map[string]bool {
 	seen := map[string]bool{}
 	if !k.startOK {
 		return seen
@@ -353,7 +417,7 @@ func (k *checker) reach(skip string) map[string]bool {
 		cur := queue[0]
 		queue = queue[1:]
 		for _, e := range k.edges(cur) {
-			if cur == skip && e.success {
+			if cur == skip.node && e.success == skip.success {
 				continue
 			}
 			if !seen[e.to] {
@@ -370,7 +434,7 @@ func (k *checker) reachability() {
 		// Everything would be unreachable; the bad start says it all.
 		return
 	}
-	seen := k.reach("")
+	seen := k.reach(avoidKey{})
 	for _, name := range k.names {
 		if !seen[name] {
 			k.add(jsontree.Pointer("/nodes", name), "node %q is not reachable from start", name)
@@ -382,10 +446,23 @@ func (k *checker) reachability() {
 // a successful exit of src, i.e. whether src's outputs are guaranteed to
 // exist when node runs.
 func (k *checker) completes(src, node string) bool {
-	r, ok := k.avoid[src]
+	return k.dominates(avoidKey{src, true}, node)
+}
+
+// fails reports whether every path from start to node passes through an
+// on_error edge of src, i.e. whether src's error is guaranteed to exist
+// when node runs.
+func (k *checker) fails(src, node string) bool {
+	return k.dominates(avoidKey{src, false}, node)
+}
+
+// dominates reports whether node is unreachable once the edges skip names
+// are left out: every path to it takes one of them.
+func (k *checker) dominates(skip avoidKey, node string) bool {
+	r, ok := k.avoid[skip]
 	if !ok {
-		r = k.reach(src)
-		k.avoid[src] = r
+		r = k.reach(skip)
+		k.avoid[skip] = r
 	}
 	return !r[node]
 }

@@ -22,6 +22,11 @@ func FuzzParse(f *testing.F) {
 		  "routes": {}, "next": "z"}}}`,
 		`{"inputs": {"fields": []}, "start": "a", "nodes": {"a": {"kind": "pull", "policy": {"max_attempts": 1e3, "deadline": "P1W"}}}}`,
 		`{"nodes": {"a~b/c": {"kind": "end", "status": null}}, "start": null, "inputs": null}`,
+		`{"inputs": {"fields": []}, "start": "a", "nodes": {
+		  "a": {"kind": "pull", "definition": "noop", "revision": 1, "next": "b", "on_error": {"E1": "b", "*": "hold", "x/y": "c", "": 1}},
+		  "b": {"kind": "pull", "definition": "notify", "revision": 1, "inputs": {"reference": {"from": "nodes.a.error.code"}, "label": {"from": "nodes.a.error.message"}},
+		        "next": "c", "on_error": {"*": "c"}},
+		  "hold": {"kind": "end"}, "c": {"kind": "end"}}}`,
 		`[1, {"a": "b"}, null]`,
 		``,
 	} {
@@ -50,7 +55,8 @@ func FuzzParse(f *testing.F) {
 		for name := range p.Nodes {
 			_, _ = p.EvaluateInputs(name, Scope{InstanceID: "id", Input: data})
 			_, _ = p.NextOnSuccess(name, "")
-			_, _ = p.NextOnFailure(name)
+			_, _ = p.NextOnFailure(name, "")
+			_, _ = p.NextOnFailure(name, "PAYMENT_DECLINED")
 			_, _ = p.EndStatus(name)
 		}
 	})

@@ -16,7 +16,7 @@ func TestCheckHandBuilt(t *testing.T) {
 	}{
 		{"end node with next, routes and on_error", func(p *Process) {
 			n := p.Nodes["done"]
-			n.Next, n.Routes, n.OnError = "failed", map[string]string{"x": "failed"}, "failed"
+			n.Next, n.Routes, n.OnError = "failed", map[string]string{"x": "failed"}, OnError{Default: "failed"}
 		}, []want{
 			{"/nodes/done/next", "end nodes have no next"},
 			{"/nodes/done/on_error", "end nodes have no on_error"},

@@ -249,6 +249,8 @@ func (c *collector) process(root *jsontree.Node) *Process {
 			at := jsontree.Pointer("/nodes", name)
 			if !nodeNameRe.MatchString(name) {
 				c.add(at, "node name %q must match %s", name, nodeNameRe)
+			} else if name == Hold {
+				c.add(at, reservedHold)
 			}
 			n := c.node(nodes.Vals[i], at)
 			if _, dup := p.Nodes[name]; !dup {
@@ -355,7 +357,7 @@ func (c *collector) node(v *jsontree.Node, at string) *Node {
 		}
 	}
 	n.Next, _ = c.str(v, "next", at, false)
-	n.OnError, _ = c.str(v, "on_error", at, false)
+	n.OnError = c.onError(v, at)
 
 	if n.Kind == KindPush {
 		n.Destination, _ = c.str(v, "destination", at, false)
@@ -368,6 +370,56 @@ func (c *collector) node(v *jsontree.Node, at string) *Node {
 		}
 	}
 	return n
+}
+
+// reservedHold refuses a node named hold: on_error: "hold" must mean one
+// thing, holding the instance.
+const reservedHold = `node name "hold" is reserved: on_error "hold" holds the instance instead of naming a node`
+
+// onError parses on_error: one target (a node name or hold), or an object
+// mapping error codes, and "*" for any other code, to targets. Targets are
+// judged against the graph by Check.
+func (c *collector) onError(v *jsontree.Node, at string) OnError {
+	ov, ok := member(v, "on_error")
+	if !ok {
+		return OnError{}
+	}
+	oat := jsontree.Pointer(at, "on_error")
+	switch ov.Kind {
+	case jsontree.String:
+		if strings.TrimSpace(ov.Str) == "" {
+			c.add(oat, "on_error must not be empty")
+			return OnError{}
+		}
+		return OnError{Default: ov.Str}
+	case jsontree.Object:
+	default:
+		c.add(oat, "on_error must be a node name, hold, or an object mapping error codes to targets, not %s", ov.Kind)
+		return OnError{}
+	}
+	c.dups(ov, oat)
+	if len(ov.Keys) == 0 {
+		c.add(oat, `on_error must not be an empty object: map at least one error code or "*" to a target`)
+	}
+	o := OnError{Codes: map[string]string{}}
+	for i, code := range ov.Keys {
+		cat := jsontree.Pointer(oat, code)
+		if code != AnyCode && !ErrorCodePattern.MatchString(code) {
+			c.add(cat, `error code %q must match %s (or be "*" for any other code)`, code, ErrorCodePattern)
+		}
+		tv := ov.Vals[i]
+		switch {
+		case tv.Kind != jsontree.String:
+			c.add(cat, "on_error target must be a node name or hold, not %s", tv.Kind)
+		case strings.TrimSpace(tv.Str) == "":
+			c.add(cat, "on_error target must not be empty")
+		case code == AnyCode:
+			o.Default = tv.Str
+		default:
+			o.Codes[code] = tv.Str
+		}
+	}
+	return o
 }
 
 func contains(list []string, s string) bool {

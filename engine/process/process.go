@@ -11,6 +11,7 @@ package process
 
 import (
 	"encoding/json"
+	"regexp"
 	"time"
 
 	"github.com/relais/relais/contracts"
@@ -112,9 +113,9 @@ type Node struct {
 	// Next is the node that follows a success when the revision does not
 	// route.
 	Next string
-	// OnError is the node that follows a failed occurrence; empty means
-	// the failure fails the instance.
-	OnError string
+	// OnError says where a failed occurrence leads, by its error code;
+	// its zero value means every failure fails the instance.
+	OnError OnError
 	// Destination names the registered push destination (push only).
 	Destination string
 	// Timeout is the push budget (push only); 0 means
@@ -123,6 +124,49 @@ type Node struct {
 	// Status is the instance status an end node sets: "completed" (the
 	// default) or "failed".
 	Status string
+}
+
+// Hold is the on_error target that holds the instance at the failed node
+// (an incident an operator resolves, DESIGN §12) instead of failing it. It
+// is a reserved word, not a node name: no node may be called hold, so a
+// target always means one thing.
+const Hold = "hold"
+
+// AnyCode is the on_error map key of the target for codes the map does not
+// name.
+const AnyCode = "*"
+
+// ErrorCodePattern is what an error code looks like: those workers report
+// and those Relais makes (destination_http_503, deadline_exceeded, ...). An
+// on_error map is keyed by such codes (or AnyCode).
+var ErrorCodePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$`)
+
+// OnError routes a failed occurrence by its error code. A target is a
+// node name or Hold.
+type OnError struct {
+	// Codes maps error codes to their targets. It is nil when the
+	// document wrote on_error as one target, non-nil when it wrote a map
+	// (even one holding only "*").
+	Codes map[string]string
+	// Default is the target of every code Codes does not name: the whole
+	// on_error when written as a string, the "*" entry of a map. Empty
+	// means such a failure fails the instance.
+	Default string
+}
+
+// IsZero reports whether on_error names no target at all, i.e. every
+// failure fails the instance.
+func (o OnError) IsZero() bool {
+	return o.Default == "" && len(o.Codes) == 0
+}
+
+// Target returns the target for a failure with code, and false when the
+// failure fails the instance.
+func (o OnError) Target(code string) (string, bool) {
+	if t, ok := o.Codes[code]; ok && t != "" {
+		return t, true
+	}
+	return o.Default, o.Default != ""
 }
 
 // Process is one parsed process version.

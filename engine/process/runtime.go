@@ -22,6 +22,17 @@ type Scope struct {
 	// Outputs maps a node name to its validated outputs, for every node
 	// that has completed.
 	Outputs map[string]json.RawMessage
+	// Errors maps a node name to the error of its failed occurrence, for
+	// every node that has failed.
+	Errors map[string]NodeError
+}
+
+// NodeError is what nodes.<node>.error.code and .message read: the error
+// a failed occurrence keeps (its message already scrubbed of protected
+// values).
+type NodeError struct {
+	Code    string
+	Message string
 }
 
 // errAbsent marks a source with no value in this instance; the target is
@@ -94,6 +105,18 @@ func resolve(b Binding, s Scope) (json.RawMessage, error) {
 			return nil, fmt.Errorf("source %s: outputs of node %s are not in scope", b.From, segs[1])
 		}
 		return dig(out, segs[3:], b.From)
+	case len(segs) == 4 && segs[0] == srcNodes && segs[2] == srcError:
+		e, ok := s.Errors[segs[1]]
+		if !ok {
+			// Check proved the node failed first.
+			return nil, fmt.Errorf("source %s: the error of node %s is not in scope", b.From, segs[1])
+		}
+		switch segs[3] {
+		case srcErrorCode:
+			return jsontree.AppendString(nil, e.Code), nil
+		case srcErrorMsg:
+			return jsontree.AppendString(nil, e.Message), nil
+		}
 	case len(segs) == 2 && segs[0] == srcInstance && segs[1] == srcInstanceID:
 		if s.InstanceID == "" {
 			return nil, fmt.Errorf("source %s: the scope has no instance id", b.From)
@@ -165,14 +188,31 @@ func (p *Process) NextOnSuccess(node, route string) (string, error) {
 	return n.Next, nil
 }
 
-// NextOnFailure returns the node's on_error target; false means a failed
-// occurrence fails the instance.
-func (p *Process) NextOnFailure(node string) (string, bool) {
+// Target is where a failed occurrence leads: a node to enter, or Hold.
+type Target struct {
+	// Node is the node to enter; empty when Hold is set.
+	Node string
+	// Hold means the instance is held at the failed node (an incident,
+	// DESIGN §12) instead of failing.
+	Hold bool
+}
+
+// NextOnFailure returns where a failed occurrence of node with error code
+// leads: the on_error target mapped to code, else its "*" (or only)
+// target. False means the failure fails the instance.
+func (p *Process) NextOnFailure(node, code string) (Target, bool) {
 	n, err := p.task(node)
-	if err != nil || n.OnError == "" {
-		return "", false
+	if err != nil {
+		return Target{}, false
 	}
-	return n.OnError, true
+	t, ok := n.OnError.Target(code)
+	switch {
+	case !ok:
+		return Target{}, false
+	case t == Hold:
+		return Target{Hold: true}, true
+	}
+	return Target{Node: t}, true
 }
 
 // EndStatus returns the instance status an end node sets; false when node

@@ -147,13 +147,13 @@ func TestNavigation(t *testing.T) {
 		}
 	}
 
-	if got, ok := p.NextOnFailure("crm"); !ok || got != "failed" {
-		t.Errorf("NextOnFailure(crm): got %q, %v; want failed, true", got, ok)
+	if got, ok := p.NextOnFailure("crm", "CRM_DOWN"); !ok || got != (Target{Node: "failed"}) {
+		t.Errorf("NextOnFailure(crm): got %+v, %v; want failed, true", got, ok)
 	}
 	noErr := mustParse(t, edit(t, validDoc, func(m map[string]any) { delete(node(m, "score"), "on_error") }))
 	for _, n := range []string{"score", "done", "nope"} {
-		if got, ok := noErr.NextOnFailure(n); ok {
-			t.Errorf("NextOnFailure(%s): got %q, true; want false", n, got)
+		if got, ok := noErr.NextOnFailure(n, "CRM_DOWN"); ok {
+			t.Errorf("NextOnFailure(%s): got %+v, true; want false", n, got)
 		}
 	}
 

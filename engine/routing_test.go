@@ -1,0 +1,375 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/relais/relais/internal/dbtest"
+	"github.com/relais/relais/internal/fault"
+	"github.com/relais/relais/internal/keyring"
+)
+
+// notifyWorking takes an error to report: its code and message.
+const notifyWorking = `{"name":"Notify",
+ "inputs":{"fields":[{"name":"code","type":"text","required":true},{"name":"message","type":"text","required":true}]},
+ "outputs":{"fields":[]}}`
+
+// routingProcess starts with crm, whose on_error is onError; notify reads
+// crm's error. Its token input is secret, so a failure message echoing it
+// is scrubbed before anything reads it.
+func routingProcess(onError string) string {
+	return `{"inputs":{"fields":[{"name":"name","type":"text","required":true},{"name":"token","type":"text","classification":"secret"}]},
+	 "start":"crm","nodes":{
+	 "crm":{"kind":"pull","definition":"crm","revision":1,"inputs":{"company_name":{"from":"input.name"},"token":{"from":"input.token"}},
+	        "routes":{"created":"done","existing":"done"},"on_error":` + onError + `},
+	 "notify":{"kind":"pull","definition":"notify","revision":1,
+	        "inputs":{"code":{"from":"nodes.crm.error.code"},"message":{"from":"nodes.crm.error.message"}},"next":"done","on_error":"failed"},
+	 "done":{"kind":"end"},"failed":{"kind":"end","status":"failed"}}}`
+}
+
+// define saves and snapshots a definition's Working.
+func define(t testing.TB, e *Engine, key, working string) {
+	t.Helper()
+	ctx := context.Background()
+	if _, _, err := e.SaveWorking(ctx, key, []byte(working)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.Snapshot(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// prepareRouting stores crm and notify and publishes doc as process
+// routing.
+func prepareRouting(t testing.TB, e *Engine, doc string) {
+	t.Helper()
+	define(t, e, "crm", crmWorking)
+	define(t, e, "notify", notifyWorking)
+	if _, _, err := e.PublishProcess(context.Background(), "routing", []byte(doc)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func startRouting(t testing.TB, e *Engine, inputs string) Instance {
+	t.Helper()
+	inst, _, err := e.StartInstance(context.Background(), StartRequest{ProcessKey: "routing", Inputs: json.RawMessage(inputs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return inst
+}
+
+// failCRM claims the instance's crm occurrence and fails it for good with
+// code and message.
+func failCRM(t testing.TB, e *Engine, c int64, code, message string) Reservation {
+	t.Helper()
+	res := claimOne(t, e, c, "w")
+	if res.Node != "crm" {
+		t.Fatalf("claimed node %s, want crm", res.Node)
+	}
+	if _, err := e.Fail(context.Background(), WorkerRef{ConsumerID: c, WorkerID: "w", Occurrence: res.ID},
+		Failure{ErrorCode: code, Message: message}); err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// inputsOf returns the stored inputs of an instance's occurrence of node.
+func inputsOf(t testing.TB, e *Engine, inst uuid.UUID, node string) map[string]any {
+	t.Helper()
+	occs := occurrences(t, e, inst)
+	if len(occs[node]) != 1 {
+		t.Fatalf("occurrences %v; want one of %s", occs, node)
+	}
+	in, err := e.unseal(occs[node][0].Inputs, occs[node][0].SealedInputs, aadOccurrenceInputs(occs[node][0].ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(in, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func instanceStatus(t testing.TB, e *Engine, id uuid.UUID) Instance {
+	t.Helper()
+	inst, err := e.GetInstance(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return inst
+}
+
+// TestPullFailureRoutesByCode: a worker's error code picks the on_error
+// target; the error-path node reads the code and the scrubbed message.
+func TestPullFailureRoutesByCode(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	prepareRouting(t, e, routingProcess(`{"PAYMENT_DECLINED":"notify","*":"failed"}`))
+	c := consumer(t, e)
+
+	const token = "tok_CANARY_91f3"
+	declined := startRouting(t, e, `{"name":"Acme","token":"`+token+`"}`)
+	failCRM(t, e, c, "PAYMENT_DECLINED", "card declined for "+token)
+	if got := instanceStatus(t, e, declined.ID); got.Status != InstanceRunning {
+		t.Fatalf("instance %s after PAYMENT_DECLINED; want running at notify", got.Status)
+	}
+	in := inputsOf(t, e, declined.ID, "notify")
+	if in["code"] != "PAYMENT_DECLINED" {
+		t.Errorf("notify's code: got %v, want PAYMENT_DECLINED", in["code"])
+	}
+	msg, _ := in["message"].(string)
+	if !strings.HasPrefix(msg, "card declined for ") || strings.Contains(msg, token) {
+		t.Errorf("notify's message: got %q, want the stored message, scrubbed of the secret token", msg)
+	}
+
+	other := startRouting(t, e, `{"name":"Globex"}`)
+	failCRM(t, e, c, "CRM_DOWN", "")
+	got := instanceStatus(t, e, other.ID)
+	if got.Status != InstanceFailed || deref(got.EndNode) != "failed" || deref(got.ErrorCode) != "CRM_DOWN" {
+		t.Errorf("instance %s at %s with %s after CRM_DOWN; want failed at the \"*\" target failed with CRM_DOWN",
+			got.Status, deref(got.EndNode), deref(got.ErrorCode))
+	}
+	if occs := occurrences(t, e, other.ID); len(occs["notify"]) != 0 {
+		t.Errorf("CRM_DOWN reached notify: %v", occs)
+	}
+}
+
+// TestUnmatchedCodeWithoutDefaultFailsTheInstance: a map without "*"
+// fails the instance on a code it does not name, as no on_error does.
+func TestUnmatchedCodeWithoutDefaultFailsTheInstance(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	prepareRouting(t, e, routingProcess(`{"PAYMENT_DECLINED":"notify"}`))
+	c := consumer(t, e)
+	inst := startRouting(t, e, `{"name":"Acme"}`)
+	failCRM(t, e, c, "CRM_DOWN", "down")
+	got := instanceStatus(t, e, inst.ID)
+	if got.Status != InstanceFailed || deref(got.EndNode) != "crm" || deref(got.ErrorCode) != "CRM_DOWN" {
+		t.Errorf("instance %s at %s with %s; want failed at crm with CRM_DOWN", got.Status, deref(got.EndNode), deref(got.ErrorCode))
+	}
+	if occs := occurrences(t, e, inst.ID); len(occs) != 1 {
+		t.Errorf("occurrences %v; want crm only", occs)
+	}
+}
+
+// TestPushErrorRoutesByCode: codes Relais makes for a push call route like
+// a worker's.
+func TestPushErrorRoutesByCode(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	define(t, e, "crm", crmWorking)
+	define(t, e, "notify", notifyWorking)
+	if _, _, err := e.PutDestination(ctx, "crm-api", "http://127.0.0.1:9/", nil, 5*time.Second, false); err != nil {
+		t.Fatal(err)
+	}
+	doc := `{"inputs":{"fields":[{"name":"name","type":"text","required":true}]},"start":"push","nodes":{
+	 "push":{"kind":"push","definition":"crm","revision":1,"destination":"crm-api","inputs":{"company_name":{"from":"input.name"}},
+	         "routes":{"created":"done","existing":"done"},"on_error":{"destination_http_503":"notify","*":"failed"}},
+	 "notify":{"kind":"pull","definition":"notify","revision":1,
+	         "inputs":{"code":{"from":"nodes.push.error.code"},"message":{"from":"nodes.push.error.message"}},"next":"done"},
+	 "done":{"kind":"end"},"failed":{"kind":"end","status":"failed"}}}`
+	if _, _, err := e.PublishProcess(ctx, "pushing", []byte(doc)); err != nil {
+		t.Fatal(err)
+	}
+	settle := func(res PushResult) uuid.UUID {
+		t.Helper()
+		inst, _, err := e.StartInstance(ctx, StartRequest{ProcessKey: "pushing", Inputs: json.RawMessage(`{"name":"Acme"}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		calls, err := e.ClaimPush(ctx, "replica-1", 1)
+		if err != nil || len(calls) != 1 || calls[0].InstanceID != inst.ID {
+			t.Fatalf("claim push: %v, %v", calls, err)
+		}
+		if err := e.SettlePush(ctx, calls[0].ID, calls[0].Attempt, res); err != nil {
+			t.Fatal(err)
+		}
+		return inst.ID
+	}
+
+	unavailable := settle(PushResult{ErrorCode: "destination_http_503", Message: "HTTP 503 Service Unavailable"})
+	if got := instanceStatus(t, e, unavailable); got.Status != InstanceRunning {
+		t.Fatalf("instance %s after destination_http_503; want running at notify", got.Status)
+	}
+	in := inputsOf(t, e, unavailable, "notify")
+	if in["code"] != "destination_http_503" || in["message"] != "HTTP 503 Service Unavailable" {
+		t.Errorf("notify's inputs: got %v, want the push error's code and message", in)
+	}
+
+	invalid := settle(PushResult{Outputs: json.RawMessage(`{"result":"maybe"}`)})
+	got := instanceStatus(t, e, invalid)
+	if got.Status != InstanceFailed || deref(got.EndNode) != "failed" || deref(got.ErrorCode) != "invalid_outputs" {
+		t.Errorf("instance %s at %s with %s after invalid outputs; want failed at failed with invalid_outputs",
+			got.Status, deref(got.EndNode), deref(got.ErrorCode))
+	}
+}
+
+// TestTimerCodeRoutesByCode: deadline_exceeded, made by the timer, routes
+// by the map too.
+func TestTimerCodeRoutesByCode(t *testing.T) {
+	t.Parallel()
+	clock := &testClock{}
+	ring, err := keyring.Parse(testKeys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := New(dbtest.Pool(t), clock.options(ring))
+	define(t, e, "crm", crmWorking)
+	define(t, e, "notify", notifyWorking)
+	doc := strings.Replace(routingProcess(`{"deadline_exceeded":"notify","*":"failed"}`),
+		`"routes":{"created":"done"`, `"policy":{"deadline":"PT1H"},"routes":{"created":"done"`, 1)
+	if _, _, err := e.PublishProcess(context.Background(), "routing", []byte(doc)); err != nil {
+		t.Fatal(err)
+	}
+	inst := startRouting(t, e, `{"name":"Acme"}`)
+	clock.advance(time.Hour)
+	if n, err := e.RunTimers(context.Background()); err != nil || n != 1 {
+		t.Fatalf("timers settled %d, %v; want 1", n, err)
+	}
+	in := inputsOf(t, e, inst.ID, "notify")
+	if in["code"] != "deadline_exceeded" || !strings.Contains(in["message"].(string), "deadline") {
+		t.Errorf("notify's inputs: got %v, want deadline_exceeded and the timer's message", in)
+	}
+}
+
+// TestFailedFromBirthFeedsItsError: an occurrence whose inputs break the
+// revision fails when created, in the transaction that started the
+// instance, and the node on its error path reads invalid_inputs and the
+// pointers.
+func TestFailedFromBirthFeedsItsError(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	define(t, e, "crm", crmWorking)
+	define(t, e, "notify", notifyWorking)
+	define(t, e, "strict", `{"name":"Strict","inputs":{"fields":[{"name":"company_name","type":"text","required":true,"max_length":3}]},"outputs":{"fields":[]}}`)
+	doc := `{"inputs":{"fields":[{"name":"name","type":"text","required":true}]},"start":"strict","nodes":{
+	 "strict":{"kind":"pull","definition":"strict","revision":1,"inputs":{"company_name":{"from":"input.name"}},"next":"done",
+	           "on_error":{"invalid_inputs":"notify"}},
+	 "notify":{"kind":"pull","definition":"notify","revision":1,
+	           "inputs":{"code":{"from":"nodes.strict.error.code"},"message":{"from":"nodes.strict.error.message"}},"next":"done"},
+	 "done":{"kind":"end"}}}`
+	if _, _, err := e.PublishProcess(context.Background(), "routing", []byte(doc)); err != nil {
+		t.Fatal(err)
+	}
+	inst := startRouting(t, e, `{"name":"Acme Corporation"}`)
+	in := inputsOf(t, e, inst.ID, "notify")
+	if in["code"] != "invalid_inputs" || !strings.Contains(in["message"].(string), "/company_name") {
+		t.Errorf("notify's inputs: got %v, want invalid_inputs and a message naming /company_name", in)
+	}
+}
+
+// TestErrorBindingConstraintsAtCreation: bindings are checked by type at
+// publish, constraints when the occurrence is created: an error code too
+// long for the target fails the reading node from birth.
+func TestErrorBindingConstraintsAtCreation(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	define(t, e, "crm", crmWorking)
+	define(t, e, "notify", strings.Replace(notifyWorking, `{"name":"code","type":"text","required":true}`,
+		`{"name":"code","type":"text","required":true,"max_length":8}`, 1))
+	if _, _, err := e.PublishProcess(context.Background(), "routing", []byte(routingProcess(`"notify"`))); err != nil {
+		t.Fatal(err)
+	}
+	c := consumer(t, e)
+	inst := startRouting(t, e, `{"name":"Acme"}`)
+	failCRM(t, e, c, "PAYMENT_DECLINED", "declined")
+	occs := occurrences(t, e, inst.ID)
+	if len(occs["notify"]) != 1 || occs["notify"][0].Status != StatusFailed || deref(occs["notify"][0].ErrorCode) != "invalid_inputs" {
+		t.Fatalf("notify: %v; want failed from birth with invalid_inputs", occs["notify"])
+	}
+	if got := instanceStatus(t, e, inst.ID); got.Status != InstanceFailed || deref(got.EndNode) != "failed" || deref(got.ErrorCode) != "invalid_inputs" {
+		t.Errorf("instance %s at %s with %s; want failed at notify's on_error failed with invalid_inputs", got.Status, deref(got.EndNode), deref(got.ErrorCode))
+	}
+}
+
+// TestHoldMakesTheInstanceHeld: a failure routed to hold leaves the
+// instance held at the failed node, the occurrence failed with its error;
+// nothing advances a held instance, and a stop cancels it.
+func TestHoldMakesTheInstanceHeld(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	prepareRouting(t, e, routingProcess(`{"PAYMENT_DECLINED":"notify","CRM_LOCKED":"hold","*":"failed"}`))
+	c := consumer(t, e)
+	inst := startRouting(t, e, `{"name":"Acme"}`)
+	res := failCRM(t, e, c, "CRM_LOCKED", "the record is locked")
+
+	check := func(when string) {
+		t.Helper()
+		got := instanceStatus(t, e, inst.ID)
+		if got.Status != InstanceHeld || deref(got.ErrorCode) != "CRM_LOCKED" || got.EndedAt != nil || got.EndNode != nil {
+			t.Fatalf("%s: instance %s, error %s, ended %v at %s; want held with CRM_LOCKED, not ended",
+				when, got.Status, deref(got.ErrorCode), got.EndedAt, deref(got.EndNode))
+		}
+		occs := occurrences(t, e, inst.ID)
+		if len(occs) != 1 || len(occs["crm"]) != 1 {
+			t.Fatalf("%s: occurrences %v; want crm only", when, occs)
+		}
+		crm := occs["crm"][0]
+		if crm.Status != StatusFailed || deref(crm.ErrorCode) != "CRM_LOCKED" || deref(crm.ErrorMessage) != "the record is locked" {
+			t.Fatalf("%s: crm %s with %s %q; want failed with its error kept", when, crm.Status, deref(crm.ErrorCode), deref(crm.ErrorMessage))
+		}
+	}
+	check("after the failure")
+
+	// Nothing advances it: recovery, timers, a late report.
+	if err := e.reconcile(ctx, inst.ID); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := e.RunTimers(ctx); err != nil || n != 0 {
+		t.Fatalf("timers settled %d, %v; want nothing", n, err)
+	}
+	ref := WorkerRef{ConsumerID: c, WorkerID: "w", Occurrence: res.ID}
+	if _, err := e.Complete(ctx, ref, json.RawMessage(`{"result":"created","crm_id":"C"}`)); !fault.HasCode(err, "already_settled") {
+		t.Fatalf("late completion: %v; want already_settled", err)
+	}
+	if _, err := e.Fail(ctx, ref, Failure{ErrorCode: "OTHER"}); !fault.HasCode(err, "already_settled") {
+		t.Fatalf("late failure: %v; want already_settled", err)
+	}
+	check("after recovery, timers and late reports")
+
+	held, err := e.ListInstances(ctx, InstanceFilter{Status: InstanceHeld, Limit: 10})
+	if err != nil || len(held) != 1 || held[0].ID != inst.ID {
+		t.Fatalf("held instances: %v, %v; want this one", held, err)
+	}
+
+	stopped, err := e.StopInstance(ctx, inst.ID)
+	if err != nil {
+		t.Fatalf("stopping a held instance: %v", err)
+	}
+	if stopped.Status != InstanceCancelled || stopped.EndedAt == nil {
+		t.Fatalf("after stop: %s, ended %v; want cancelled and ended", stopped.Status, stopped.EndedAt)
+	}
+	if occs := occurrences(t, e, inst.ID); occs["crm"][0].Status != StatusFailed {
+		t.Errorf("crm after stop: %s; want still failed", occs["crm"][0].Status)
+	}
+	if again, err := e.StopInstance(ctx, inst.ID); err != nil || again.Status != InstanceCancelled {
+		t.Errorf("stopping again: %s, %v; want cancelled, no error", again.Status, err)
+	}
+}
+
+// TestHoldFromBirth: an occurrence failed at creation holds the instance
+// as it starts, on a string on_error too.
+func TestHoldFromBirth(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	define(t, e, "strict", `{"name":"Strict","inputs":{"fields":[{"name":"company_name","type":"text","required":true,"max_length":3}]},"outputs":{"fields":[]}}`)
+	doc := `{"inputs":{"fields":[{"name":"name","type":"text","required":true}]},"start":"strict","nodes":{
+	 "strict":{"kind":"pull","definition":"strict","revision":1,"inputs":{"company_name":{"from":"input.name"}},"next":"done","on_error":"hold"},
+	 "done":{"kind":"end"}}}`
+	if _, _, err := e.PublishProcess(context.Background(), "routing", []byte(doc)); err != nil {
+		t.Fatal(err)
+	}
+	inst := startRouting(t, e, `{"name":"Acme Corporation"}`)
+	if inst.Status != InstanceHeld || deref(inst.ErrorCode) != "invalid_inputs" {
+		t.Fatalf("started instance %s with %s; want held with invalid_inputs", inst.Status, deref(inst.ErrorCode))
+	}
+}
