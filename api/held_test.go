@@ -34,7 +34,7 @@ func TestHeldInstanceIsObservedAndStopped(t *testing.T) {
 	if len(items) != 1 || items[0].(map[string]any)["id"] != id {
 		t.Fatalf("status=held: %v; want the held instance", items)
 	}
-	stopped := env.Must(200, "POST", "/api/v1/instances/"+id+"/stop", env.Operator, nil).JSON(t)
+	stopped := env.Must(200, "POST", "/api/v1/instances/"+id+"/stop", env.Operator, map[string]any{"reason": "test stop"}).JSON(t)
 	if stopped["status"] != "cancelled" || stopped["ended_at"] == nil {
 		t.Fatalf("stop of a held instance: %v; want cancelled", stopped)
 	}

@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/relais/relais/engine"
+	"github.com/relais/relais/internal/auth"
 	"github.com/relais/relais/internal/fault"
 	"github.com/relais/relais/internal/httpjson"
 )
@@ -116,17 +118,141 @@ func (a *API) getInstance() http.Handler {
 	})
 }
 
-func (a *API) stopInstance() http.Handler {
+type actionRequest struct {
+	Reason string `json:"reason"`
+}
+
+// actOnInstance applies an operator action (stop, retry, abandon) to one
+// instance; the reason is required and recorded in the audit log.
+func (a *API) actOnInstance(action engine.Action) http.Handler {
 	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
 		id, err := idParam(r, "instance")
 		if err != nil {
 			return err
 		}
-		inst, err := a.eng.StopInstance(r.Context(), id)
+		req, err := httpjson.Decode[actionRequest](w, r, a.cfg.MaxBodyBytes)
+		if err != nil {
+			return err
+		}
+		inst, err := a.eng.Act(r.Context(), actorOf(r), action, id, req.Reason)
 		if err != nil {
 			return err
 		}
 		return a.writeInstance(w, r, inst, http.StatusOK)
+	})
+}
+
+// actorOf is who makes a request, as the audit log records it.
+func actorOf(r *http.Request) engine.Actor {
+	p, _ := auth.FromContext(r.Context())
+	return engine.Actor{TokenID: p.TokenID, Name: p.Name}
+}
+
+// instanceFilter reads the instance filters shared by the list, bulk
+// actions and the console.
+func instanceFilter(q url.Values) (engine.InstanceFilter, error) {
+	f := engine.InstanceFilter{ProcessKey: q.Get("process"), Status: q.Get("status"), BusinessKey: q.Get("business_key")}
+	var errs []fault.FieldError
+	if f.Status != "" && !instanceStatuses[f.Status] {
+		errs = append(errs, fault.FieldError{Path: "status", Message: "must be running, held, completed, failed or cancelled"})
+	}
+	f.CreatedAfter = timeParam(q, "created_after", &errs)
+	f.CreatedBefore = timeParam(q, "created_before", &errs)
+	if len(errs) > 0 {
+		return f, fault.New(fault.BadRequest, "invalid_request", "invalid filter").WithErrors(errs)
+	}
+	return f, nil
+}
+
+type bulkFilterJSON struct {
+	Process       string     `json:"process"`
+	Status        string     `json:"status"`
+	BusinessKey   string     `json:"business_key"`
+	CreatedAfter  *time.Time `json:"created_after"`
+	CreatedBefore *time.Time `json:"created_before"`
+}
+
+type bulkRequest struct {
+	Action       string         `json:"action"`
+	Reason       string         `json:"reason"`
+	Filter       bulkFilterJSON `json:"filter"`
+	ConfirmCount *int64         `json:"confirm_count"`
+}
+
+// actOnFilter applies an action to every instance a filter matches: without
+// confirm_count it only counts (what the operator confirms); with it, it
+// applies when the count still holds (409 count_changed with the new count
+// otherwise), in batches, and reports what was applied and skipped.
+func (a *API) actOnFilter() http.Handler {
+	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
+		req, err := httpjson.Decode[bulkRequest](w, r, a.cfg.MaxBodyBytes)
+		if err != nil {
+			return err
+		}
+		action, ok := engine.ParseAction(req.Action)
+		if !ok {
+			return fault.New(fault.BadRequest, "invalid_request", "unknown action").
+				WithErrors([]fault.FieldError{{Path: "/action", Message: "must be retry, abandon or stop"}})
+		}
+		f := engine.InstanceFilter{ProcessKey: req.Filter.Process, Status: req.Filter.Status, BusinessKey: req.Filter.BusinessKey,
+			CreatedAfter: req.Filter.CreatedAfter, CreatedBefore: req.Filter.CreatedBefore}
+		if req.ConfirmCount == nil {
+			n, err := a.eng.CountForAction(r.Context(), action, f)
+			if err != nil {
+				return err
+			}
+			httpjson.Encode(w, http.StatusOK, map[string]any{"action": action, "count": n, "applied": false})
+			return nil
+		}
+		res, err := a.eng.ActOnFilter(r.Context(), actorOf(r), action, f, req.Reason, *req.ConfirmCount)
+		if err != nil {
+			return err
+		}
+		httpjson.Encode(w, http.StatusOK, map[string]any{"action": action, "bulk_id": res.ID, "count": res.Matched,
+			"applied": true, "applied_count": res.Applied, "skipped_count": res.Skipped})
+		return nil
+	})
+}
+
+type operatorActionJSON struct {
+	ID           int64      `json:"id"`
+	At           time.Time  `json:"at"`
+	Actor        string     `json:"actor"`
+	Action       string     `json:"action"`
+	Reason       string     `json:"reason"`
+	InstanceID   uuid.UUID  `json:"instance_id"`
+	OccurrenceID *uuid.UUID `json:"occurrence_id"`
+	BulkID       *uuid.UUID `json:"bulk_id"`
+}
+
+func (a *API) listOperatorActions() http.Handler {
+	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
+		before, limit, err := httpjson.PageParams[int64](r)
+		if err != nil {
+			return err
+		}
+		q := r.URL.Query()
+		f := engine.AuditFilter{Action: q.Get("action"), Before: before, Limit: limit + 1}
+		if s := q.Get("instance"); s != "" {
+			id, err := uuid.Parse(s)
+			if err != nil {
+				return fault.New(fault.BadRequest, "invalid_request", "invalid filter").WithErrors([]fault.FieldError{{Path: "instance", Message: "must be an instance id"}})
+			}
+			f.Instance = &id
+		}
+		if _, ok := engine.ParseAction(f.Action); f.Action != "" && !ok {
+			return fault.New(fault.BadRequest, "invalid_request", "invalid filter").WithErrors([]fault.FieldError{{Path: "action", Message: "must be retry, abandon or stop"}})
+		}
+		acts, err := a.eng.ListOperatorActions(r.Context(), f)
+		if err != nil {
+			return err
+		}
+		httpjson.Encode(w, http.StatusOK, httpjson.NewPage(acts, limit, func(x engine.OperatorAction) any { return x.ID },
+			func(x engine.OperatorAction) operatorActionJSON {
+				return operatorActionJSON{ID: x.ID, At: x.At, Actor: x.ActorName, Action: x.Action, Reason: x.Reason,
+					InstanceID: x.InstanceID, OccurrenceID: x.OccurrenceID, BulkID: x.BulkID}
+			}))
+		return nil
 	})
 }
 
@@ -139,11 +265,12 @@ func (a *API) listInstances() http.Handler {
 			return err
 		}
 		q := r.URL.Query()
-		if s := q.Get("status"); s != "" && !instanceStatuses[s] {
-			return fault.New(fault.BadRequest, "invalid_request", "status must be running, held, completed, failed or cancelled")
+		f, err := instanceFilter(q)
+		if err != nil {
+			return err
 		}
-		insts, err := a.eng.ListInstances(r.Context(), engine.InstanceFilter{ProcessKey: q.Get("process"), Status: q.Get("status"),
-			BusinessKey: q.Get("business_key"), Before: before, Limit: limit + 1})
+		f.Before, f.Limit = before, limit+1
+		insts, err := a.eng.ListInstances(r.Context(), f)
 		if err != nil {
 			return err
 		}

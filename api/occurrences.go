@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -144,10 +145,31 @@ func occurrenceFilter(r *http.Request) (engine.OccurrenceFilter, error) {
 		}
 		f.ConsumerID = n
 	}
+	f.ProcessKey, f.BusinessKey, f.ErrorCode = q.Get("process"), q.Get("business_key"), q.Get("error_code")
+	f.CreatedAfter = timeParam(q, "created_after", &errs)
+	f.CreatedBefore = timeParam(q, "created_before", &errs)
+	f.SettledAfter = timeParam(q, "settled_after", &errs)
+	f.SettledBefore = timeParam(q, "settled_before", &errs)
 	if len(errs) > 0 {
 		return f, fault.New(fault.BadRequest, "invalid_request", "invalid filter").WithErrors(errs)
 	}
 	return f, nil
+}
+
+// timeParam reads an RFC 3339 time (or a date, meaning its midnight UTC)
+// from query parameter name.
+func timeParam(q url.Values, name string, errs *[]fault.FieldError) *time.Time {
+	s := q.Get(name)
+	if s == "" {
+		return nil
+	}
+	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04", "2006-01-02"} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return &t
+		}
+	}
+	*errs = append(*errs, fault.FieldError{Path: name, Message: "must be an RFC 3339 time (2026-12-01T15:04:05Z) or a date (2026-12-01)"})
+	return nil
 }
 
 func (a *API) listOccurrences() http.Handler {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/relais/relais/engine"
 	"github.com/relais/relais/internal/auth"
 	"github.com/relais/relais/internal/httpauth"
 )
@@ -62,7 +63,10 @@ func (a *API) Routes(r chi.Router, lookup auth.Lookup) {
 	r.Route("/instances", func(r chi.Router) {
 		r.With(operator).Method("GET", "/", a.listInstances())
 		r.With(operator).Method("GET", "/{id}", a.getInstance())
-		r.With(operator).Method("POST", "/{id}/stop", a.stopInstance())
+		r.With(operator).Method("POST", "/{id}/stop", a.actOnInstance(engine.ActionStop))
+		r.With(operator).Method("POST", "/{id}/retry", a.actOnInstance(engine.ActionRetry))
+		r.With(operator).Method("POST", "/{id}/abandon", a.actOnInstance(engine.ActionAbandon))
+		r.With(operator).Method("POST", "/actions", a.actOnFilter())
 	})
 	r.Route("/occurrences", func(r chi.Router) {
 		r.With(operator).Method("GET", "/", a.listOccurrences())
@@ -70,6 +74,7 @@ func (a *API) Routes(r chi.Router, lookup auth.Lookup) {
 		r.With(admin).Method("POST", "/{id}/reveal", a.revealOccurrence())
 	})
 	r.With(admin).Method("GET", "/audit/reveals", a.listReveals())
+	r.With(operator).Method("GET", "/audit/actions", a.listOperatorActions())
 	r.Route("/consumers", func(r chi.Router) {
 		r.Use(admin) // and so are this subtree's 404s and 405s
 		r.Method("POST", "/", a.createConsumer())

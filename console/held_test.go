@@ -48,7 +48,7 @@ func TestHeldInstancePage(t *testing.T) {
 			t.Errorf("%s: way back %q, want %q", lang, got, want)
 		}
 		if lang == "fr" {
-			r := b.do("POST", href, url.Values{"csrf": {csrfOf(t, confirm)}})
+			r := b.do("POST", href, url.Values{"csrf": {csrfOf(t, confirm)}, "reason": {"incident closed"}})
 			if r.status != http.StatusSeeOther {
 				t.Fatalf("stop: %d %.300s", r.status, r.body)
 			}

@@ -178,6 +178,8 @@ type stopView struct {
 	Error       string
 	Action      string
 	CSRF        string
+	ReasonLabel string
+	Reason      string
 	Confirm     string
 	Cancel      string
 	BackHref    string
@@ -197,6 +199,7 @@ func (c *Console) stopView(r *http.Request, id uuid.UUID, held bool) stopView {
 		Consequence: T(ctx, "Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed."),
 		Action:      instanceHref(id) + "/stop",
 		CSRF:        currentOf(ctx).csrf,
+		ReasonLabel: T(ctx, "Reason (recorded in the audit log)"),
 		Confirm:     T(ctx, "Stop the instance"),
 		Cancel:      keep,
 		BackHref:    instanceHref(id),
@@ -231,17 +234,24 @@ func (c *Console) instanceStop(w http.ResponseWriter, r *http.Request) {
 		c.notFound(w, r)
 		return
 	}
-	if _, err := c.eng.StopInstance(ctx, id); err != nil {
-		if fault.HasCode(err, "instance_ended") {
-			v := c.stopView(r, id, false)
+	p, _ := auth.FromContext(ctx)
+	reason := r.PostFormValue("reason")
+	if _, err := c.eng.Act(ctx, engine.Actor{TokenID: p.TokenID, Name: p.Name}, engine.ActionStop, id, reason); err != nil {
+		v := c.stopView(r, id, false)
+		v.Reason = reason
+		switch {
+		case fault.HasCode(err, "instance_ended"):
 			v.Error = T(ctx, "This instance has already ended; there is nothing to stop.")
 			c.render(w, r, http.StatusConflict, stopPage(v))
+			return
+		case fault.HasCode(err, "invalid_request"):
+			v.Error = T(ctx, "Say why you stop it: the reason is recorded in the audit log (at most 1,000 characters).")
+			c.render(w, r, http.StatusBadRequest, stopPage(v))
 			return
 		}
 		c.fail(w, r, err)
 		return
 	}
-	p, _ := auth.FromContext(ctx)
 	c.logger.Info("console: instance stopped", "instance", id, "by", p.Name)
 	http.Redirect(w, r, instanceHref(id)+"?stopped=1", http.StatusSeeOther)
 }

@@ -346,7 +346,7 @@ func TestStopInstanceAfterConfirmation(t *testing.T) {
 	if got := f.env.Must(200, "GET", "/api/v1/instances/"+f.runInst, f.env.Operator, nil).JSON(t)["status"]; got != "running" {
 		t.Fatalf("showing the confirmation stopped the instance: %v", got)
 	}
-	r := b.do("POST", action, url.Values{"csrf": {csrfOf(t, confirm)}})
+	r := b.do("POST", action, url.Values{"csrf": {csrfOf(t, confirm)}, "reason": {"customer asked"}})
 	if r.status != http.StatusSeeOther || r.header.Get("Location") != "/console/instances/"+f.runInst+"?stopped=1" {
 		t.Fatalf("stop: %d %q %.300s", r.status, r.header.Get("Location"), r.body)
 	}
@@ -365,7 +365,7 @@ func TestStopInstanceAfterConfirmation(t *testing.T) {
 		t.Errorf("confirmation of a stopped instance: %d, want a redirect", r.status)
 	}
 	b.mustGet("/console/instances/"+f.completedInst+"/stop", 303)
-	ended := b.do("POST", "/console/instances/"+f.completedInst+"/stop", url.Values{"csrf": {csrfOf(t, confirm)}})
+	ended := b.do("POST", "/console/instances/"+f.completedInst+"/stop", url.Values{"csrf": {csrfOf(t, confirm)}, "reason": {"customer asked"}})
 	if ended.status != http.StatusConflict || text(ended, "stop-error") == "" {
 		t.Errorf("stopping a completed instance: %d %q", ended.status, text(ended, "stop-error"))
 	}

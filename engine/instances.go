@@ -351,14 +351,31 @@ type InstanceFilter struct {
 	ProcessKey  string
 	Status      string
 	BusinessKey string
-	Before      *uuid.UUID // keyset cursor: ids below it
-	Limit       int
+	// CreatedAfter and CreatedBefore bound the creation time: [after, before).
+	CreatedAfter  *time.Time
+	CreatedBefore *time.Time
+	Before        *uuid.UUID // keyset cursor: ids below it
+	Limit         int
+}
+
+// idBound is the smallest UUIDv7 of the millisecond t: ids are UUIDv7, so
+// a creation window is an id range that keeps the newest-first index order.
+func idBound(t *time.Time) *uuid.UUID {
+	if t == nil {
+		return nil
+	}
+	var u uuid.UUID
+	ms := uint64(t.UnixMilli())
+	for i := range 6 {
+		u[i] = byte(ms >> (40 - 8*i))
+	}
+	return &u
 }
 
 // ListInstances returns instances newest first.
 func (e *Engine) ListInstances(ctx context.Context, f InstanceFilter) ([]Instance, error) {
 	rows, err := e.q.InstanceList(ctx, queries.InstanceListParams{ProcessKey: strPtr(f.ProcessKey), Status: strPtr(f.Status),
-		BusinessKey: strPtr(f.BusinessKey), Before: f.Before, Max: int32(f.Limit)})
+		BusinessKey: strPtr(f.BusinessKey), CreatedFrom: idBound(f.CreatedAfter), CreatedTo: idBound(f.CreatedBefore), Before: f.Before, Max: int32(f.Limit)})
 	if err != nil {
 		return nil, wrap("list instances", err)
 	}
@@ -395,23 +412,7 @@ func (e *Engine) StopInstance(ctx context.Context, id uuid.UUID) (Instance, erro
 		case InstanceCompleted, InstanceFailed:
 			return fault.New(fault.Conflict, "instance_ended", "instance %s has already ended (%s): there is nothing to stop", id, inst.Status)
 		}
-		cancelled, err := q.OccurrenceCancelOpen(ctx, queries.OccurrenceCancelOpenParams{InstanceID: id, Now: &now})
-		if err != nil {
-			return err
-		}
-		if err := q.AttemptCancelOpen(ctx, queries.AttemptCancelOpenParams{InstanceID: id, Now: &now}); err != nil {
-			return err
-		}
-		if _, err := q.InstanceCancel(ctx, queries.InstanceCancelParams{ID: id, Now: &now}); err != nil {
-			return err
-		}
-		for _, c := range cancelled {
-			// Wakes the push runner holding an in-flight call so it aborts.
-			if err := q.Notify(ctx, queries.NotifyParams{Channel: ChannelCancel, Payload: c.ID.String()}); err != nil {
-				return err
-			}
-		}
-		return nil
+		return e.cancelInstance(ctx, q, id, now)
 	})
 	if err != nil {
 		return Instance{}, wrap("stop instance", err)

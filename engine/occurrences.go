@@ -172,14 +172,25 @@ type OccurrenceFilter struct {
 	Instance   *uuid.UUID
 	Revision   int
 	ConsumerID int64
-	Before     *uuid.UUID // keyset cursor: ids below it (newest first)
-	Limit      int
+	// Triage filters: the instance's process and business key, the error
+	// code, and creation and settlement windows [after, before).
+	ProcessKey    string
+	BusinessKey   string
+	ErrorCode     string
+	CreatedAfter  *time.Time
+	CreatedBefore *time.Time
+	SettledAfter  *time.Time
+	SettledBefore *time.Time
+	Before        *uuid.UUID // keyset cursor: ids below it (newest first)
+	Limit         int
 }
 
 // ListOccurrences returns occurrences newest first.
 func (e *Engine) ListOccurrences(ctx context.Context, f OccurrenceFilter) ([]Occurrence, error) {
 	p := queries.OccurrenceListParams{DefinitionKey: strPtr(f.Definition), Status: strPtr(f.Status), InstanceID: f.Instance,
-		Before: f.Before, Max: int32(f.Limit), Now: e.at()}
+		Before: f.Before, Max: int32(f.Limit), Now: e.at(),
+		ProcessKey: strPtr(f.ProcessKey), BusinessKey: strPtr(f.BusinessKey), ErrorCode: strPtr(f.ErrorCode),
+		CreatedFrom: idBound(f.CreatedAfter), CreatedTo: idBound(f.CreatedBefore), SettledAfter: f.SettledAfter, SettledBefore: f.SettledBefore}
 	if f.Revision > 0 {
 		r := int32(f.Revision)
 		p.Revision = &r

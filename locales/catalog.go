@@ -40,73 +40,73 @@ func init() {
 
 var messageKeyToIndex = map[string]int{
 	"%[1]s %[2]s, %[3]s, %[4]s UTC": 76,
-	"%d (0 lowest, 9 highest)":      197,
-	"%d attempts":                   199,
+	"%d (0 lowest, 9 highest)":      199,
+	"%d attempts":                   201,
 	"%d breaking":                   57,
 	"%d changes":                    56,
 	"%d d":                          95,
 	"%d days":                       90,
 	"%d h":                          96,
 	"%d hours":                      91,
-	"%d items":                      262,
+	"%d items":                      264,
 	"%d min":                        97,
 	"%d minutes":                    92,
 	"%d ms":                         94,
-	"%d occurrences":                236,
+	"%d occurrences":                238,
 	"%d releases":                   75,
 	"%d s":                          98,
 	"%d seconds":                    93,
-	"%s, revision %s":               183,
-	"%s, version %s":                184,
+	"%s, revision %s":               185,
+	"%s, version %s":                186,
 	"%s: %s → %s":                   64,
-	"(each item)":                   251,
+	"(each item)":                   253,
 	"0 seconds":                     89,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.": 249,
-	"All consumers":          234,
-	"All definitions":        232,
-	"All statuses":           233,
-	"Apply filters":          226,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.": 251,
+	"All consumers":          236,
+	"All definitions":        234,
+	"All statuses":           235,
+	"Apply filters":          228,
 	"Apr":                    80,
-	"Attempts":               198,
+	"Attempts":               200,
 	"Aug":                    84,
-	"Available":              189,
+	"Available":              191,
 	"Back to definitions":    10,
 	"Back to external tasks": 9,
 	"Breaks processes":       44,
 	"Breaks workers":         45,
 	"Business key":           124,
-	"Call timeout":           208,
-	"Cannot reveal":          239,
+	"Call timeout":           210,
+	"Cannot reveal":          241,
 	"Change":                 42,
 	"Choose two existing revisions to compare.": 54,
 	"Classification":    20,
-	"Clear filters":     227,
+	"Clear filters":     229,
 	"Compare":           41,
 	"Compare revisions": 37,
 	"Constraints":       21,
-	"Consumer":          201,
-	"Counts are refreshed every few seconds.": 229,
-	"Counts are unavailable right now.":       235,
-	"Counts by status":                        228,
+	"Consumer":          203,
+	"Counts are refreshed every few seconds.": 231,
+	"Counts are unavailable right now.":       237,
+	"Counts by status":                        230,
 	"Created":                                 109,
-	"Dates":                                   188,
-	"Deadline":                                192,
+	"Dates":                                   190,
+	"Deadline":                                194,
 	"Dec":                                     88,
 	"Definition":                              105,
 	"Definition %s":                           23,
 	"Definitions":                             4,
 	"Description":                             22,
-	"Destination":                             207,
+	"Destination":                             209,
 	"Detail":                                  43,
 	"Digest":                                  53,
 	"End node":                                122,
 	"Ended":                                   121,
 	"Error code":                              125,
-	"Error message":                           204,
+	"Error message":                           206,
 	"External tasks":                          3,
 	"Feb":                                     78,
 	"Field":                                   17,
-	"Filters":                                 224,
+	"Filters":                                 226,
 	"First page":                              74,
 	"Form refused":                            13,
 	"From revision":                           39,
@@ -114,7 +114,7 @@ var messageKeyToIndex = map[string]int{
 	"Held at node":                            123,
 	"Inputs":                                  47,
 	"Inputs the instance was started with, labelled by process version %d's contract": 114,
-	"Inputs, labelled by revision %d's contract":                                      209,
+	"Inputs, labelled by revision %d's contract":                                      211,
 	"Jan":             77,
 	"Jul":             83,
 	"Jun":             82,
@@ -125,24 +125,24 @@ var messageKeyToIndex = map[string]int{
 	"Last saved":      28,
 	"Latest revision": 70,
 	"Lists every change from one revision to another, and whom it may break.": 38,
-	"Lock expires":                         191,
+	"Lock expires":                         193,
 	"Main navigation":                      2,
 	"Mar":                                  79,
-	"Maximum attempts":                     194,
+	"Maximum attempts":                     196,
 	"May":                                  81,
-	"Mode":                                 187,
+	"Mode":                                 189,
 	"Name":                                 26,
 	"Next node":                            108,
 	"Next page":                            73,
 	"No definition yet.":                   72,
 	"No inputs.":                           48,
-	"No occurrence matches these filters.": 231,
-	"No outputs yet: the occurrence has not completed.": 212,
+	"No occurrence matches these filters.": 233,
+	"No outputs yet: the occurrence has not completed.": 214,
 	"No outputs.": 50,
-	"No outputs: the occurrence ended without completing.": 214,
+	"No outputs: the occurrence ended without completing.": 216,
 	"No release yet.": 32,
 	"No revision yet: the Working copy has never been snapshotted.": 30,
-	"No service has reserved this occurrence yet.":                  205,
+	"No service has reserved this occurrence yet.":                  207,
 	"Node":        103,
 	"Not allowed": 7,
 	"Not found":   11,
@@ -150,41 +150,43 @@ var messageKeyToIndex = map[string]int{
 	"Nothing exists at this address, or it is not visible to you.": 12,
 	"Nov":                       87,
 	"Occurrence":                104,
-	"Occurrence %s":             185,
-	"Occurrences, newest first": 230,
+	"Occurrence %s":             187,
+	"Occurrences, newest first": 232,
 	"Oct":                       86,
-	"Only a value this page shows as hidden (sensitive) can be revealed.": 240,
-	"Only administrators may reveal a sensitive value.":                   237,
-	"Outcome": 203,
+	"Only a value this page shows as hidden (sensitive) can be revealed.": 242,
+	"Only administrators may reveal a sensitive value.":                   239,
+	"Outcome": 205,
 	"Outputs": 49,
-	"Outputs, labelled by revision %d's contract": 211,
-	"Path":                      101,
-	"Policy":                    193,
-	"Priority":                  196,
-	"Process":                   119,
-	"Process inputs":            113,
-	"Process instance":          186,
-	"Process instance %s":       99,
-	"Published":                 36,
-	"Relais console":            0,
-	"Release":                   33,
-	"Releases":                  31,
-	"Required":                  19,
-	"Reserved":                  190,
-	"Retry delay":               195,
-	"Reveal — this is recorded": 215,
-	"Revealed by %s at %s; recorded in the audit log.": 238,
-	"Revision":                             34,
-	"Revision %d":                          51,
-	"Revisions":                            29,
-	"Route":                                107,
-	"Routing output":                       27,
-	"Secret values can never be revealed.": 241,
-	"Sep":                                  85,
+	"Outputs, labelled by revision %d's contract": 213,
+	"Path":                               101,
+	"Policy":                             195,
+	"Priority":                           198,
+	"Process":                            119,
+	"Process inputs":                     113,
+	"Process instance":                   188,
+	"Process instance %s":                99,
+	"Published":                          36,
+	"Reason (recorded in the audit log)": 131,
+	"Relais console":                     0,
+	"Release":                            33,
+	"Releases":                           31,
+	"Required":                           19,
+	"Reserved":                           192,
+	"Retry delay":                        197,
+	"Reveal — this is recorded":          217,
+	"Revealed by %s at %s; recorded in the audit log.": 240,
+	"Revision":       34,
+	"Revision %d":    51,
+	"Revisions":      29,
+	"Route":          107,
+	"Routing output": 27,
+	"Say why you stop it: the reason is recorded in the audit log (at most 1,000 characters).": 134,
+	"Secret values can never be revealed.":                                                     243,
+	"Sep":                                                                                      85,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 130,
 	"Settled": 110,
-	"Sign in": 244,
-	"Sign in with an operator or administrator token.": 245,
+	"Sign in": 246,
+	"Sign in with an operator or administrator token.": 247,
 	"Sign out":                 6,
 	"Signed in as %s (%s)":     5,
 	"Snapshotted":              52,
@@ -192,7 +194,7 @@ var messageKeyToIndex = map[string]int{
 	"Started":                  120,
 	"Status":                   106,
 	"Stop process instance %s": 128,
-	"Stop the instance":        131,
+	"Stop the instance":        132,
 	"Stop this instance? Its open occurrences are cancelled.":                                129,
 	"Stop this instance…":                                                                    117,
 	"Stopping cancels the instance and its open occurrences. It does not complete anything.": 118,
@@ -202,111 +204,111 @@ var messageKeyToIndex = map[string]int{
 	"The instance was stopped; its open occurrences are cancelled.":                                                               116,
 	"The nodes this instance reached, in order, each with its occurrence.":                                                        102,
 	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                25,
-	"The page cursor is invalid: go back to the first page.":                                                                      222,
-	"The page size must be between 1 and %d.":                                                                                     223,
-	"The process instance must be an instance id (a UUID).":                                                                       219,
-	"The revision must be a whole number, 1 or more.":                                                                             220,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 247,
+	"The page cursor is invalid: go back to the first page.":                                                                      224,
+	"The page size must be between 1 and %d.":                                                                                     225,
+	"The process instance must be an instance id (a UUID).":                                                                       221,
+	"The revision must be a whole number, 1 or more.":                                                                             222,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 249,
 	"These revisions have the same contracts.":                                                                                    46,
-	"This contract has no inputs.":                                                                                                210,
-	"This contract has no outputs.":                                                                                               213,
+	"This contract has no inputs.":                                                                                                212,
+	"This contract has no outputs.":                                                                                               215,
 	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                         14,
-	"This instance has already ended; there is nothing to stop.":                                                                  132,
+	"This instance has already ended; there is nothing to stop.":                                                                  133,
 	"This instance has not reached a task yet.":                                                                                   111,
-	"This page does not accept that request.":                                                                                     242,
+	"This page does not accept that request.":                                                                                     244,
 	"This process takes no inputs.":                                                                                               115,
-	"This token is unknown or has been revoked.":                                                                                  248,
+	"This token is unknown or has been revoked.":                                                                                  250,
 	"To revision":         40,
-	"Token":               246,
+	"Token":               248,
 	"Type":                18,
-	"Unknown consumer.":   221,
-	"Unknown status %q.":  218,
+	"Unknown consumer.":   223,
+	"Unknown status %q.":  220,
 	"Value":               112,
-	"Worker id":           202,
+	"Worker id":           204,
 	"Working copy":        24,
-	"You are signed out.": 243,
+	"You are signed out.": 245,
 	"Your role can read definitions only: external tasks and process instances are for operators and administrators.": 8,
-	"[redacted]":                      217,
-	"administrator":                   161,
-	"at least %d characters":          252,
-	"at least %d items":               259,
-	"at most %d":                      200,
-	"at most %d characters":           253,
-	"at most %d items":                260,
-	"available":                       133,
-	"boolean":                         148,
-	"cancelled":                       138,
-	"choice":                          151,
-	"classification changed":          172,
-	"completed":                       136,
-	"constraint changed":              173,
-	"consumer":                        164,
-	"consumer #%s":                    216,
-	"date":                            149,
-	"date and time":                   150,
-	"deferred":                        135,
-	"designer":                        163,
-	"disconnected":                    144,
-	"expired":                         141,
-	"failed":                          137,
-	"field added":                     167,
-	"field removed":                   168,
-	"format":                          178,
-	"format %s":                       255,
-	"held":                            140,
-	"in progress":                     206,
-	"instance id":                     225,
-	"integer":                         146,
-	"list":                            153,
-	"maximum":                         180,
-	"maximum %s":                      257,
-	"maximum items":                   182,
-	"maximum length":                  176,
-	"minimum":                         179,
-	"minimum %s":                      256,
-	"minimum items":                   181,
-	"minimum length":                  175,
-	"no":                              166,
+	"[redacted]":                      219,
+	"administrator":                   163,
+	"at least %d characters":          254,
+	"at least %d items":               261,
+	"at most %d":                      202,
+	"at most %d characters":           255,
+	"at most %d items":                262,
+	"available":                       135,
+	"boolean":                         150,
+	"cancelled":                       140,
+	"choice":                          153,
+	"classification changed":          174,
+	"completed":                       138,
+	"constraint changed":              175,
+	"consumer":                        166,
+	"consumer #%s":                    218,
+	"date":                            151,
+	"date and time":                   152,
+	"deferred":                        137,
+	"designer":                        165,
+	"disconnected":                    146,
+	"expired":                         143,
+	"failed":                          139,
+	"field added":                     169,
+	"field removed":                   170,
+	"format":                          180,
+	"format %s":                       257,
+	"held":                            142,
+	"in progress":                     208,
+	"instance id":                     227,
+	"integer":                         148,
+	"list":                            155,
+	"maximum":                         182,
+	"maximum %s":                      259,
+	"maximum items":                   184,
+	"maximum length":                  178,
+	"minimum":                         181,
+	"minimum %s":                      258,
+	"minimum items":                   183,
+	"minimum length":                  177,
+	"no":                              168,
 	"none":                            67,
 	"none yet":                        71,
-	"normal":                          154,
-	"not provided":                    261,
-	"null":                            263,
-	"number":                          147,
-	"object":                          152,
-	"one of: %s":                      258,
-	"operator":                        162,
+	"normal":                          156,
+	"not provided":                    263,
+	"null":                            265,
+	"number":                          149,
+	"object":                          154,
+	"one of: %s":                      260,
+	"operator":                        164,
 	"optional field of type %s":       66,
 	"optional → required":             59,
-	"pattern":                         177,
-	"pattern %s":                      254,
-	"pull (the service fetches it)":   159,
-	"push (Relais calls the service)": 160,
-	"rejected":                        142,
-	"released":                        143,
-	"required changed":                170,
+	"pattern":                         179,
+	"pattern %s":                      256,
+	"pull (the service fetches it)":   161,
+	"push (Relais calls the service)": 162,
+	"rejected":                        144,
+	"released":                        145,
+	"required changed":                172,
 	"required field of type %s":       65,
 	"required → optional":             60,
-	"reserved":                        134,
-	"routing changed":                 174,
-	"routing output":                  250,
+	"reserved":                        136,
+	"routing changed":                 176,
+	"routing output":                  252,
 	"routing output %s → %s":          58,
-	"running":                         139,
-	"secret":                          156,
-	"sensitive":                       155,
-	"text":                            145,
-	"type changed":                    169,
-	"unexpected value":                264,
+	"running":                         141,
+	"secret":                          158,
+	"sensitive":                       157,
+	"text":                            147,
+	"type changed":                    171,
+	"unexpected value":                266,
 	"values added: %s":                61,
-	"values changed":                  171,
+	"values changed":                  173,
 	"values removed: %s":              62,
 	"values reordered":                63,
-	"yes":                             165,
-	"••• hidden (secret)":             158,
-	"••• hidden (sensitive)":          157,
+	"yes":                             167,
+	"••• hidden (secret)":             160,
+	"••• hidden (sensitive)":          159,
 }
 
-var enIndex = []uint32{ // 266 elements
+var enIndex = []uint32{ // 268 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000f, 0x00000018, 0x00000028,
 	0x00000037, 0x00000043, 0x0000005e, 0x00000067,
@@ -345,47 +347,47 @@ var enIndex = []uint32{ // 266 elements
 	0x00000a26, 0x00000a33, 0x00000a3e, 0x00000a4e,
 	// Entry 80 - 9F
 	0x00000a5b, 0x00000a77, 0x00000aaf, 0x00000b5d,
-	0x00000b6f, 0x00000baa, 0x00000bb4, 0x00000bbd,
-	0x00000bc6, 0x00000bd0, 0x00000bd7, 0x00000be1,
-	0x00000be9, 0x00000bee, 0x00000bf6, 0x00000bff,
-	0x00000c08, 0x00000c15, 0x00000c1a, 0x00000c22,
-	0x00000c29, 0x00000c31, 0x00000c36, 0x00000c44,
-	0x00000c4b, 0x00000c52, 0x00000c57, 0x00000c5e,
-	0x00000c68, 0x00000c6f, 0x00000c8c, 0x00000ca6,
+	0x00000b80, 0x00000b92, 0x00000bcd, 0x00000c26,
+	0x00000c30, 0x00000c39, 0x00000c42, 0x00000c4c,
+	0x00000c53, 0x00000c5d, 0x00000c65, 0x00000c6a,
+	0x00000c72, 0x00000c7b, 0x00000c84, 0x00000c91,
+	0x00000c96, 0x00000c9e, 0x00000ca5, 0x00000cad,
+	0x00000cb2, 0x00000cc0, 0x00000cc7, 0x00000cce,
+	0x00000cd3, 0x00000cda, 0x00000ce4, 0x00000ceb,
 	// Entry A0 - BF
-	0x00000cc4, 0x00000ce4, 0x00000cf2, 0x00000cfb,
-	0x00000d04, 0x00000d0d, 0x00000d11, 0x00000d14,
-	0x00000d20, 0x00000d2e, 0x00000d3b, 0x00000d4c,
-	0x00000d5b, 0x00000d72, 0x00000d85, 0x00000d95,
-	0x00000da4, 0x00000db3, 0x00000dbb, 0x00000dc2,
-	0x00000dca, 0x00000dd2, 0x00000de0, 0x00000dee,
-	0x00000e04, 0x00000e19, 0x00000e2a, 0x00000e3b,
-	0x00000e40, 0x00000e46, 0x00000e50, 0x00000e59,
+	0x00000d08, 0x00000d22, 0x00000d40, 0x00000d60,
+	0x00000d6e, 0x00000d77, 0x00000d80, 0x00000d89,
+	0x00000d8d, 0x00000d90, 0x00000d9c, 0x00000daa,
+	0x00000db7, 0x00000dc8, 0x00000dd7, 0x00000dee,
+	0x00000e01, 0x00000e11, 0x00000e20, 0x00000e2f,
+	0x00000e37, 0x00000e3e, 0x00000e46, 0x00000e4e,
+	0x00000e5c, 0x00000e6a, 0x00000e80, 0x00000e95,
+	0x00000ea6, 0x00000eb7, 0x00000ebc, 0x00000ec2,
 	// Entry C0 - DF
-	0x00000e66, 0x00000e6f, 0x00000e76, 0x00000e87,
-	0x00000e93, 0x00000e9c, 0x00000eb8, 0x00000ec1,
-	0x00000ee7, 0x00000ef5, 0x00000efe, 0x00000f08,
-	0x00000f10, 0x00000f1e, 0x00000f4b, 0x00000f57,
-	0x00000f63, 0x00000f70, 0x00000f9e, 0x00000fbb,
-	0x00000fea, 0x0000101c, 0x0000103a, 0x0000106f,
-	0x0000108b, 0x0000109b, 0x000010a6, 0x000010bc,
-	0x000010f2, 0x00001122, 0x00001134, 0x0000116b,
+	0x00000ecc, 0x00000ed5, 0x00000ee2, 0x00000eeb,
+	0x00000ef2, 0x00000f03, 0x00000f0f, 0x00000f18,
+	0x00000f34, 0x00000f3d, 0x00000f63, 0x00000f71,
+	0x00000f7a, 0x00000f84, 0x00000f8c, 0x00000f9a,
+	0x00000fc7, 0x00000fd3, 0x00000fdf, 0x00000fec,
+	0x0000101a, 0x00001037, 0x00001066, 0x00001098,
+	0x000010b6, 0x000010eb, 0x00001107, 0x00001117,
+	0x00001122, 0x00001138, 0x0000116e, 0x0000119e,
 	// Entry E0 - FF
-	0x00001196, 0x0000119e, 0x000011aa, 0x000011b8,
-	0x000011c6, 0x000011d7, 0x000011ff, 0x00001219,
-	0x0000123e, 0x0000124e, 0x0000125b, 0x00001269,
-	0x0000128b, 0x000012b7, 0x000012e9, 0x00001320,
-	0x0000132e, 0x00001372, 0x00001397, 0x000013bf,
-	0x000013d3, 0x000013db, 0x0000140c, 0x00001412,
-	0x0000148e, 0x000014b9, 0x0000151b, 0x0000152a,
-	0x00001536, 0x00001572, 0x000015ac, 0x000015ba,
+	0x000011b0, 0x000011e7, 0x00001212, 0x0000121a,
+	0x00001226, 0x00001234, 0x00001242, 0x00001253,
+	0x0000127b, 0x00001295, 0x000012ba, 0x000012ca,
+	0x000012d7, 0x000012e5, 0x00001307, 0x00001333,
+	0x00001365, 0x0000139c, 0x000013aa, 0x000013ee,
+	0x00001413, 0x0000143b, 0x0000144f, 0x00001457,
+	0x00001488, 0x0000148e, 0x0000150a, 0x00001535,
+	0x00001597, 0x000015a6, 0x000015b2, 0x000015ee,
 	// Entry 100 - 11F
-	0x000015c7, 0x000015d5, 0x000015e3, 0x000015f1,
-	0x00001623, 0x00001653, 0x00001660, 0x00001680,
-	0x00001685, 0x00001696,
-} // Size: 1088 bytes
+	0x00001628, 0x00001636, 0x00001643, 0x00001651,
+	0x0000165f, 0x0000166d, 0x0000169f, 0x000016cf,
+	0x000016dc, 0x000016fc, 0x00001701, 0x00001712,
+} // Size: 1096 bytes
 
-const enData string = "" + // Size: 5782 bytes
+const enData string = "" + // Size: 5906 bytes
 	"\x02Relais console\x02Language\x02Main navigation\x02External tasks\x02D" +
 	"efinitions\x02Signed in as %[1]s (%[2]s)\x02Sign out\x02Not allowed\x02Y" +
 	"our role can read definitions only: external tasks and process instances" +
@@ -434,58 +436,60 @@ const enData string = "" + // Size: 5782 bytes
 	"\x02Keep it held\x02Stop process instance %[1]s\x02Stop this instance? I" +
 	"ts open occurrences are cancelled.\x02Services that hold one of them lea" +
 	"rn it when they next report, and their results are refused. Nothing is c" +
-	"ompleted on their behalf, and a stopped instance cannot be resumed.\x02S" +
-	"top the instance\x02This instance has already ended; there is nothing to" +
-	" stop.\x02available\x02reserved\x02deferred\x02completed\x02failed\x02ca" +
-	"ncelled\x02running\x02held\x02expired\x02rejected\x02released\x02disconn" +
-	"ected\x02text\x02integer\x02number\x02boolean\x02date\x02date and time" +
-	"\x02choice\x02object\x02list\x02normal\x02sensitive\x02secret\x02••• hid" +
-	"den (sensitive)\x02••• hidden (secret)\x02pull (the service fetches it)" +
-	"\x02push (Relais calls the service)\x02administrator\x02operator\x02desi" +
-	"gner\x02consumer\x02yes\x02no\x02field added\x02field removed\x02type ch" +
-	"anged\x02required changed\x02values changed\x02classification changed" +
-	"\x02constraint changed\x02routing changed\x02minimum length\x02maximum l" +
-	"ength\x02pattern\x02format\x02minimum\x02maximum\x02minimum items\x02max" +
-	"imum items\x02%[1]s, revision %[2]s\x02%[1]s, version %[2]s\x02Occurrenc" +
-	"e %[1]s\x02Process instance\x02Mode\x02Dates\x02Available\x02Reserved" +
-	"\x02Lock expires\x02Deadline\x02Policy\x02Maximum attempts\x02Retry dela" +
-	"y\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02Attempts\x14\x01\x81\x01" +
-	"\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02at most %[1]d" +
-	"\x02Consumer\x02Worker id\x02Outcome\x02Error message\x02No service has " +
-	"reserved this occurrence yet.\x02in progress\x02Destination\x02Call time" +
-	"out\x02Inputs, labelled by revision %[1]d's contract\x02This contract ha" +
-	"s no inputs.\x02Outputs, labelled by revision %[1]d's contract\x02No out" +
-	"puts yet: the occurrence has not completed.\x02This contract has no outp" +
-	"uts.\x02No outputs: the occurrence ended without completing.\x02Reveal —" +
-	" this is recorded\x02consumer #%[1]s\x02[redacted]\x02Unknown status %[1" +
-	"]q.\x02The process instance must be an instance id (a UUID).\x02The revi" +
-	"sion must be a whole number, 1 or more.\x02Unknown consumer.\x02The page" +
-	" cursor is invalid: go back to the first page.\x02The page size must be " +
-	"between 1 and %[1]d.\x02Filters\x02instance id\x02Apply filters\x02Clear" +
-	" filters\x02Counts by status\x02Counts are refreshed every few seconds." +
-	"\x02Occurrences, newest first\x02No occurrence matches these filters." +
-	"\x02All definitions\x02All statuses\x02All consumers\x02Counts are unava" +
-	"ilable right now.\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00" +
-	"\x12\x02%[1]d occurrences\x02Only administrators may reveal a sensitive " +
-	"value.\x02Revealed by %[1]s at %[2]s; recorded in the audit log.\x02Cann" +
-	"ot reveal\x02Only a value this page shows as hidden (sensitive) can be r" +
-	"evealed.\x02Secret values can never be revealed.\x02This page does not a" +
-	"ccept that request.\x02You are signed out.\x02Sign in\x02Sign in with an" +
-	" operator or administrator token.\x02Token\x02The token is checked once " +
-	"and never stored in your browser; a session cookie stands for it for up " +
-	"to 8 hours of inactivity.\x02This token is unknown or has been revoked." +
-	"\x02A %[1]s token cannot open the console: sign in with an operator, des" +
-	"igner or administrator token.\x02routing output\x02(each item)\x14\x01" +
-	"\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at least %[1" +
-	"]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00" +
-	"\x19\x02at most %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02min" +
-	"imum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14" +
-	"\x02at least %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01" +
-	"\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02not" +
-	" provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d ite" +
-	"ms\x02null\x02unexpected value"
+	"ompleted on their behalf, and a stopped instance cannot be resumed.\x02R" +
+	"eason (recorded in the audit log)\x02Stop the instance\x02This instance " +
+	"has already ended; there is nothing to stop.\x02Say why you stop it: the" +
+	" reason is recorded in the audit log (at most 1,000 characters).\x02avai" +
+	"lable\x02reserved\x02deferred\x02completed\x02failed\x02cancelled\x02run" +
+	"ning\x02held\x02expired\x02rejected\x02released\x02disconnected\x02text" +
+	"\x02integer\x02number\x02boolean\x02date\x02date and time\x02choice\x02o" +
+	"bject\x02list\x02normal\x02sensitive\x02secret\x02••• hidden (sensitive)" +
+	"\x02••• hidden (secret)\x02pull (the service fetches it)\x02push (Relais" +
+	" calls the service)\x02administrator\x02operator\x02designer\x02consumer" +
+	"\x02yes\x02no\x02field added\x02field removed\x02type changed\x02require" +
+	"d changed\x02values changed\x02classification changed\x02constraint chan" +
+	"ged\x02routing changed\x02minimum length\x02maximum length\x02pattern" +
+	"\x02format\x02minimum\x02maximum\x02minimum items\x02maximum items\x02%[" +
+	"1]s, revision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Proce" +
+	"ss instance\x02Mode\x02Dates\x02Available\x02Reserved\x02Lock expires" +
+	"\x02Deadline\x02Policy\x02Maximum attempts\x02Retry delay\x02Priority" +
+	"\x02%[1]d (0 lowest, 9 highest)\x02Attempts\x14\x01\x81\x01\x00\x02\x0e" +
+	"\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02at most %[1]d\x02Consumer" +
+	"\x02Worker id\x02Outcome\x02Error message\x02No service has reserved thi" +
+	"s occurrence yet.\x02in progress\x02Destination\x02Call timeout\x02Input" +
+	"s, labelled by revision %[1]d's contract\x02This contract has no inputs." +
+	"\x02Outputs, labelled by revision %[1]d's contract\x02No outputs yet: th" +
+	"e occurrence has not completed.\x02This contract has no outputs.\x02No o" +
+	"utputs: the occurrence ended without completing.\x02Reveal — this is rec" +
+	"orded\x02consumer #%[1]s\x02[redacted]\x02Unknown status %[1]q.\x02The p" +
+	"rocess instance must be an instance id (a UUID).\x02The revision must be" +
+	" a whole number, 1 or more.\x02Unknown consumer.\x02The page cursor is i" +
+	"nvalid: go back to the first page.\x02The page size must be between 1 an" +
+	"d %[1]d.\x02Filters\x02instance id\x02Apply filters\x02Clear filters\x02" +
+	"Counts by status\x02Counts are refreshed every few seconds.\x02Occurrenc" +
+	"es, newest first\x02No occurrence matches these filters.\x02All definiti" +
+	"ons\x02All statuses\x02All consumers\x02Counts are unavailable right now" +
+	".\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occur" +
+	"rences\x02Only administrators may reveal a sensitive value.\x02Revealed " +
+	"by %[1]s at %[2]s; recorded in the audit log.\x02Cannot reveal\x02Only a" +
+	" value this page shows as hidden (sensitive) can be revealed.\x02Secret " +
+	"values can never be revealed.\x02This page does not accept that request." +
+	"\x02You are signed out.\x02Sign in\x02Sign in with an operator or admini" +
+	"strator token.\x02Token\x02The token is checked once and never stored in" +
+	" your browser; a session cookie stands for it for up to 8 hours of inact" +
+	"ivity.\x02This token is unknown or has been revoked.\x02A %[1]s token ca" +
+	"nnot open the console: sign in with an operator, designer or administrat" +
+	"or token.\x02routing output\x02(each item)\x14\x01\x81\x01\x00\x02\x19" +
+	"\x02at least %[1]d character\x00\x1a\x02at least %[1]d characters\x14" +
+	"\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02at most %" +
+	"[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1]s\x02max" +
+	"imum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]" +
+	"d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at" +
+	" most %[1]d item\x00\x14\x02at most %[1]d items\x02not provided\x14\x01" +
+	"\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02null\x02une" +
+	"xpected value"
 
-var frIndex = []uint32{ // 266 elements
+var frIndex = []uint32{ // 268 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000f, 0x00000016, 0x0000002c,
 	0x0000003d, 0x0000004a, 0x0000006e, 0x0000007e,
@@ -524,47 +528,47 @@ var frIndex = []uint32{ // 266 elements
 	0x00000c96, 0x00000ca3, 0x00000cb3, 0x00000cc8,
 	// Entry 80 - 9F
 	0x00000cdd, 0x00000d06, 0x00000d49, 0x00000e0e,
-	0x00000e24, 0x00000e67, 0x00000e72, 0x00000e7d,
-	0x00000e88, 0x00000e92, 0x00000e9c, 0x00000ea5,
-	0x00000eae, 0x00000eb8, 0x00000ec1, 0x00000eca,
-	0x00000ed1, 0x00000edf, 0x00000ee5, 0x00000eec,
-	0x00000ef3, 0x00000efc, 0x00000f01, 0x00000f0f,
-	0x00000f15, 0x00000f1b, 0x00000f21, 0x00000f29,
-	0x00000f32, 0x00000f3b, 0x00000f58, 0x00000f73,
+	0x00000e3a, 0x00000e50, 0x00000e93, 0x00000f07,
+	0x00000f12, 0x00000f1d, 0x00000f28, 0x00000f32,
+	0x00000f3c, 0x00000f45, 0x00000f4e, 0x00000f58,
+	0x00000f61, 0x00000f6a, 0x00000f71, 0x00000f7f,
+	0x00000f85, 0x00000f8c, 0x00000f93, 0x00000f9c,
+	0x00000fa1, 0x00000faf, 0x00000fb5, 0x00000fbb,
+	0x00000fc1, 0x00000fc9, 0x00000fd2, 0x00000fdb,
 	// Entry A0 - BF
-	0x00000f93, 0x00000fb4, 0x00000fc3, 0x00000fce,
-	0x00000fd9, 0x00000fe6, 0x00000fea, 0x00000fee,
-	0x00000ffc, 0x0000100a, 0x00001018, 0x00001038,
-	0x0000104b, 0x00001064, 0x00001079, 0x0000108a,
-	0x0000109c, 0x000010ae, 0x000010b4, 0x000010bb,
-	0x000010c3, 0x000010cb, 0x000010e9, 0x00001107,
-	0x0000111e, 0x00001133, 0x00001144, 0x0000115a,
-	0x0000115f, 0x00001165, 0x00001173, 0x00001181,
+	0x00000ff8, 0x00001013, 0x00001033, 0x00001054,
+	0x00001063, 0x0000106e, 0x00001079, 0x00001086,
+	0x0000108a, 0x0000108e, 0x0000109c, 0x000010aa,
+	0x000010b8, 0x000010d8, 0x000010eb, 0x00001104,
+	0x00001119, 0x0000112a, 0x0000113c, 0x0000114e,
+	0x00001154, 0x0000115b, 0x00001163, 0x0000116b,
+	0x00001189, 0x000011a7, 0x000011be, 0x000011d3,
+	0x000011e4, 0x000011fa, 0x000011ff, 0x00001205,
 	// Entry C0 - DF
-	0x00001194, 0x0000119f, 0x000011b8, 0x000011d5,
-	0x000011ef, 0x000011f9, 0x00001222, 0x0000122d,
-	0x00001257, 0x00001265, 0x00001272, 0x00001290,
-	0x0000129a, 0x000012ad, 0x000012e4, 0x000012ed,
-	0x000012f9, 0x0000130a, 0x00001349, 0x0000136a,
-	0x000013a8, 0x000013e6, 0x00001406, 0x00001445,
-	0x00001471, 0x00001488, 0x00001492, 0x000014aa,
-	0x000014f6, 0x0000152b, 0x00001541, 0x00001581,
+	0x00001213, 0x00001221, 0x00001234, 0x0000123f,
+	0x00001258, 0x00001275, 0x0000128f, 0x00001299,
+	0x000012c2, 0x000012cd, 0x000012f7, 0x00001305,
+	0x00001312, 0x00001330, 0x0000133a, 0x0000134d,
+	0x00001384, 0x0000138d, 0x00001399, 0x000013aa,
+	0x000013e9, 0x0000140a, 0x00001448, 0x00001486,
+	0x000014a6, 0x000014e5, 0x00001511, 0x00001528,
+	0x00001532, 0x0000154a, 0x00001596, 0x000015cb,
 	// Entry E0 - FF
-	0x000015b9, 0x000015c1, 0x000015da, 0x000015f0,
-	0x00001604, 0x00001617, 0x00001652, 0x0000167c,
-	0x000016ac, 0x000016c4, 0x000016d5, 0x000016ec,
-	0x0000171b, 0x00001747, 0x00001788, 0x000017cc,
-	0x000017e4, 0x00001837, 0x00001872, 0x0000189d,
-	0x000018b6, 0x000018c3, 0x00001906, 0x0000190c,
-	0x000019a6, 0x000019d1, 0x00001a5b, 0x00001a6d,
-	0x00001a80, 0x00001abe, 0x00001afa, 0x00001b06,
+	0x000015e1, 0x00001621, 0x00001659, 0x00001661,
+	0x0000167a, 0x00001690, 0x000016a4, 0x000016b7,
+	0x000016f2, 0x0000171c, 0x0000174c, 0x00001764,
+	0x00001775, 0x0000178c, 0x000017bb, 0x000017e7,
+	0x00001828, 0x0000186c, 0x00001884, 0x000018d7,
+	0x00001912, 0x0000193d, 0x00001956, 0x00001963,
+	0x000019a6, 0x000019ac, 0x00001a46, 0x00001a71,
+	0x00001afb, 0x00001b0d, 0x00001b20, 0x00001b5e,
 	// Entry 100 - 11F
-	0x00001b13, 0x00001b21, 0x00001b2f, 0x00001b3d,
-	0x00001b79, 0x00001bb3, 0x00001bbe, 0x00001be8,
-	0x00001bec, 0x00001bfe,
-} // Size: 1088 bytes
+	0x00001b9a, 0x00001ba6, 0x00001bb3, 0x00001bc1,
+	0x00001bcf, 0x00001bdd, 0x00001c19, 0x00001c53,
+	0x00001c5e, 0x00001c88, 0x00001c8c, 0x00001c9e,
+} // Size: 1096 bytes
 
-const frData string = "" + // Size: 7166 bytes
+const frData string = "" + // Size: 7326 bytes
 	"\x02Console Relais\x02Langue\x02Navigation principale\x02Tâches externes" +
 	"\x02Définitions\x02Connecté en tant que %[1]s (%[2]s)\x02Se déconnecter" +
 	"\x02Non autorisé\x02Votre rôle permet de lire les définitions seulement " +
@@ -621,61 +625,64 @@ const frData string = "" + // Size: 7166 bytes
 	"te instance ? Ses occurrences ouvertes sont annulées.\x02Les services qu" +
 	"i en détiennent une l’apprennent à leur prochain retour, et leurs résult" +
 	"ats sont refusés. Rien n’est terminé à leur place, et une instance arrêt" +
-	"ée ne peut pas reprendre.\x02Arrêter l’instance\x02Cette instance est d" +
-	"éjà terminée ; il n’y a rien à arrêter.\x02disponible\x02réservée\x02di" +
-	"fférée\x02terminée\x02en échec\x02annulée\x02en cours\x02suspendue\x02ex" +
-	"pirée\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier\x02nombre" +
-	"\x02booléen\x02date\x02date et heure\x02choix\x02objet\x02liste\x02norma" +
-	"le\x02sensible\x02secrète\x02••• masqué (sensible)\x02••• masqué (secret" +
-	")\x02pull (le service la récupère)\x02push (Relais appelle le service)" +
-	"\x02administrateur\x02opérateur\x02concepteur\x02consommateur\x02oui\x02" +
-	"non\x02champ ajouté\x02champ retiré\x02type modifié\x02caractère obligat" +
-	"oire modifié\x02valeurs modifiées\x02classification modifiée\x02contrain" +
-	"te modifiée\x02routage modifié\x02longueur minimale\x02longueur maximale" +
-	"\x02motif\x02format\x02minimum\x02maximum\x02nombre minimal d’éléments" +
-	"\x02nombre maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, version" +
-	" %[2]s\x02Occurrence %[1]s\x02Instance de processus\x02Mode\x02Dates\x02" +
-	"Disponible le\x02Réservée le\x02Verrou expirant le\x02Échéance\x02Politi" +
-	"que d’exécution\x02Nombre maximal de tentatives\x02Délai avant nouvel es" +
-	"sai\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute)\x02Tentative" +
-	"s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d tentat" +
-	"ives\x02au plus %[1]d\x02Consommateur\x02Identifiant de l’exécutant\x02R" +
-	"ésultat\x02Message d’erreur\x02Aucun service n’a encore réservé cette o" +
-	"ccurrence.\x02en cours\x02Destination\x02Délai d’appel\x02Entrées, nommé" +
-	"es d’après le contrat de la révision %[1]d\x02Ce contrat n’a aucune entr" +
-	"ée.\x02Sorties, nommées d’après le contrat de la révision %[1]d\x02Pas " +
-	"encore de sorties : l’occurrence n’est pas terminée.\x02Ce contrat n’a a" +
-	"ucune sortie.\x02Aucune sortie : l’occurrence s’est terminée sans abouti" +
-	"r.\x02Révéler — cette action est enregistrée\x02consommateur n° %[1]s" +
-	"\x02[masqué]\x02Statut inconnu : %[1]q.\x02L’instance de processus doit " +
-	"être un identifiant d’instance (un UUID).\x02La révision doit être un n" +
-	"ombre entier, 1 ou plus.\x02Consommateur inconnu.\x02Le curseur de page " +
-	"est invalide : revenez à la première page.\x02La taille de page doit êtr" +
-	"e comprise entre 1 et %[1]d.\x02Filtres\x02identifiant d’instance\x02App" +
-	"liquer les filtres\x02Effacer les filtres\x02Nombres par statut\x02Les n" +
-	"ombres sont actualisés toutes les quelques secondes.\x02Occurrences, les" +
-	" plus récentes d’abord\x02Aucune occurrence ne correspond à ces filtres." +
-	"\x02Toutes les définitions\x02Tous les statuts\x02Tous les consommateurs" +
-	"\x02Les nombres sont indisponibles pour le moment.\x14\x01\x81\x01\x00" +
-	"\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02Seuls les a" +
-	"dministrateurs peuvent révéler une valeur sensible.\x02Révélé par %[1]s " +
-	"le %[2]s ; consigné dans le journal d’audit.\x02Révélation impossible" +
-	"\x02Seule une valeur que cette page affiche masquée (sensible) peut être" +
-	" révélée.\x02Les valeurs secrètes ne peuvent jamais être révélées.\x02Ce" +
-	"tte page n’accepte pas cette requête.\x02Vous êtes déconnecté.\x02Se con" +
-	"necter\x02Connectez-vous avec un jeton d’opérateur ou d’administrateur." +
-	"\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais conservé dans" +
-	" votre navigateur ; un cookie de session le remplace jusqu’à 8 heures d’" +
-	"inactivité.\x02Ce jeton est inconnu ou a été révoqué.\x02Un jeton de rôl" +
-	"e %[1]s ne peut pas ouvrir la console : connectez-vous avec un jeton d’o" +
-	"pérateur, de concepteur ou d’administrateur.\x02sortie de routage\x02(ch" +
-	"aque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère" +
-	"\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au " +
-	"plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02motif %[1]s" +
-	"\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi : %[1]s\x14" +
-	"\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %" +
-	"[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00" +
-	"\x19\x02au plus %[1]d éléments\x02non fourni\x14\x01\x81\x01\x00\x02\x10" +
-	"\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02nul\x02valeur inattendue"
+	"ée ne peut pas reprendre.\x02Motif (consigné dans le journal d’audit)" +
+	"\x02Arrêter l’instance\x02Cette instance est déjà terminée ; il n’y a ri" +
+	"en à arrêter.\x02Indiquez pourquoi vous l’arrêtez : le motif est consign" +
+	"é dans le journal d’audit (1 000 caractères au plus).\x02disponible\x02" +
+	"réservée\x02différée\x02terminée\x02en échec\x02annulée\x02en cours\x02s" +
+	"uspendue\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte\x02enti" +
+	"er\x02nombre\x02booléen\x02date\x02date et heure\x02choix\x02objet\x02li" +
+	"ste\x02normale\x02sensible\x02secrète\x02••• masqué (sensible)\x02••• ma" +
+	"squé (secret)\x02pull (le service la récupère)\x02push (Relais appelle l" +
+	"e service)\x02administrateur\x02opérateur\x02concepteur\x02consommateur" +
+	"\x02oui\x02non\x02champ ajouté\x02champ retiré\x02type modifié\x02caract" +
+	"ère obligatoire modifié\x02valeurs modifiées\x02classification modifiée" +
+	"\x02contrainte modifiée\x02routage modifié\x02longueur minimale\x02longu" +
+	"eur maximale\x02motif\x02format\x02minimum\x02maximum\x02nombre minimal " +
+	"d’éléments\x02nombre maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]" +
+	"s, version %[2]s\x02Occurrence %[1]s\x02Instance de processus\x02Mode" +
+	"\x02Dates\x02Disponible le\x02Réservée le\x02Verrou expirant le\x02Échéa" +
+	"nce\x02Politique d’exécution\x02Nombre maximal de tentatives\x02Délai av" +
+	"ant nouvel essai\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute)" +
+	"\x02Tentatives\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11" +
+	"\x02%[1]d tentatives\x02au plus %[1]d\x02Consommateur\x02Identifiant de " +
+	"l’exécutant\x02Résultat\x02Message d’erreur\x02Aucun service n’a encore " +
+	"réservé cette occurrence.\x02en cours\x02Destination\x02Délai d’appel" +
+	"\x02Entrées, nommées d’après le contrat de la révision %[1]d\x02Ce contr" +
+	"at n’a aucune entrée.\x02Sorties, nommées d’après le contrat de la révis" +
+	"ion %[1]d\x02Pas encore de sorties : l’occurrence n’est pas terminée." +
+	"\x02Ce contrat n’a aucune sortie.\x02Aucune sortie : l’occurrence s’est " +
+	"terminée sans aboutir.\x02Révéler — cette action est enregistrée\x02cons" +
+	"ommateur n° %[1]s\x02[masqué]\x02Statut inconnu : %[1]q.\x02L’instance d" +
+	"e processus doit être un identifiant d’instance (un UUID).\x02La révisio" +
+	"n doit être un nombre entier, 1 ou plus.\x02Consommateur inconnu.\x02Le " +
+	"curseur de page est invalide : revenez à la première page.\x02La taille " +
+	"de page doit être comprise entre 1 et %[1]d.\x02Filtres\x02identifiant d" +
+	"’instance\x02Appliquer les filtres\x02Effacer les filtres\x02Nombres p" +
+	"ar statut\x02Les nombres sont actualisés toutes les quelques secondes." +
+	"\x02Occurrences, les plus récentes d’abord\x02Aucune occurrence ne corre" +
+	"spond à ces filtres.\x02Toutes les définitions\x02Tous les statuts\x02To" +
+	"us les consommateurs\x02Les nombres sont indisponibles pour le moment." +
+	"\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurr" +
+	"ences\x02Seuls les administrateurs peuvent révéler une valeur sensible." +
+	"\x02Révélé par %[1]s le %[2]s ; consigné dans le journal d’audit.\x02Rév" +
+	"élation impossible\x02Seule une valeur que cette page affiche masquée (" +
+	"sensible) peut être révélée.\x02Les valeurs secrètes ne peuvent jamais ê" +
+	"tre révélées.\x02Cette page n’accepte pas cette requête.\x02Vous êtes dé" +
+	"connecté.\x02Se connecter\x02Connectez-vous avec un jeton d’opérateur ou" +
+	" d’administrateur.\x02Jeton\x02Le jeton est vérifié une fois et n’est ja" +
+	"mais conservé dans votre navigateur ; un cookie de session le remplace j" +
+	"usqu’à 8 heures d’inactivité.\x02Ce jeton est inconnu ou a été révoqué." +
+	"\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console : connectez-vou" +
+	"s avec un jeton d’opérateur, de concepteur ou d’administrateur.\x02sorti" +
+	"e de routage\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins" +
+	" %[1]d caractère\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01" +
+	"\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractè" +
+	"res\x02motif %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02" +
+	"parmi : %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00" +
+	"\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %" +
+	"[1]d élément\x00\x19\x02au plus %[1]d éléments\x02non fourni\x14\x01\x81" +
+	"\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02nul\x02va" +
+	"leur inattendue"
 
-	// Total table size 15124 bytes (14KiB); checksum: AAC42510
+	// Total table size 15424 bytes (15KiB); checksum: CC440C53

@@ -256,7 +256,7 @@ func TestDeferredSettledByAnotherWorkerAndStopped(t *testing.T) {
 	inst2, id2 := start(t, env, "crm_only", "Stopped")
 	one(t, fetch(t, env, consumer, fetchBody("w1")), id2)
 	env.Must(200, "POST", "/api/v1/pull/occurrences/"+id2+"/defer", consumer, map[string]any{"worker_id": "w1"})
-	env.Must(200, "POST", "/api/v1/instances/"+inst2+"/stop", env.Operator, nil)
+	env.Must(200, "POST", "/api/v1/instances/"+inst2+"/stop", env.Operator, map[string]any{"reason": "test stop"})
 	wantProblem(t, "complete after stop", act(env, consumer, id2, "complete", completeBody("w1", created)), 409, "occurrence_cancelled")
 
 	inst3, id3 := start(t, env, "crm_only", "Late")

@@ -446,7 +446,7 @@ func TestRefusalOccurrenceCancelled(t *testing.T) {
 	inst, id := start(t, env, "crm_only", "Acme")
 	one(t, fetch(t, env, consumer, fetchBody("w1")), id)
 
-	stopped := env.Must(200, "POST", "/api/v1/instances/"+inst+"/stop", env.Operator, nil).JSON(t)
+	stopped := env.Must(200, "POST", "/api/v1/instances/"+inst+"/stop", env.Operator, map[string]any{"reason": "test stop"}).JSON(t)
 	if stopped["status"] != "cancelled" {
 		t.Fatalf("stop answered status %v, want cancelled", stopped["status"])
 	}

@@ -262,7 +262,7 @@ func TestStopAbortsAnInFlightCall(t *testing.T) {
 		t.Fatal("the destination was not called")
 	}
 	stopped := time.Now()
-	env.Must(200, "POST", "/api/v1/instances/"+inst["id"].(string)+"/stop", env.Operator, nil)
+	env.Must(200, "POST", "/api/v1/instances/"+inst["id"].(string)+"/stop", env.Operator, map[string]any{"reason": "test stop"})
 	select {
 	case <-aborted:
 	case <-time.After(3 * time.Second):

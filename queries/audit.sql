@@ -16,3 +16,15 @@ where occurrence_id = @occurrence_id
   and (sqlc.narg('before')::bigint is null or id < sqlc.narg('before'))
 order by id desc
 limit @max;
+
+-- name: OperatorActionInsert :exec
+insert into operator_actions (at, actor_id, actor_name, action, reason, instance_id, occurrence_id, bulk_id)
+values (@at, @actor_id, @actor_name, @action, @reason, @instance_id, @occurrence_id, @bulk_id);
+
+-- name: OperatorActionList :many
+select * from operator_actions
+where (sqlc.narg('instance_id')::uuid is null or instance_id = sqlc.narg('instance_id'))
+  and (sqlc.narg('action')::text is null or action = sqlc.narg('action'))
+  and (sqlc.narg('before')::bigint is null or id < sqlc.narg('before'))
+order by id desc
+limit @max;

@@ -12,6 +12,87 @@ import (
 	"github.com/google/uuid"
 )
 
+const operatorActionInsert = `-- name: OperatorActionInsert :exec
+insert into operator_actions (at, actor_id, actor_name, action, reason, instance_id, occurrence_id, bulk_id)
+values ($1, $2, $3, $4, $5, $6, $7, $8)
+`
+
+type OperatorActionInsertParams struct {
+	At           time.Time
+	ActorID      *int64
+	ActorName    string
+	Action       string
+	Reason       string
+	InstanceID   uuid.UUID
+	OccurrenceID *uuid.UUID
+	BulkID       *uuid.UUID
+}
+
+func (q *Queries) OperatorActionInsert(ctx context.Context, arg OperatorActionInsertParams) error {
+	_, err := q.db.Exec(ctx, operatorActionInsert,
+		arg.At,
+		arg.ActorID,
+		arg.ActorName,
+		arg.Action,
+		arg.Reason,
+		arg.InstanceID,
+		arg.OccurrenceID,
+		arg.BulkID,
+	)
+	return err
+}
+
+const operatorActionList = `-- name: OperatorActionList :many
+select id, at, actor_id, actor_name, action, reason, instance_id, occurrence_id, bulk_id from operator_actions
+where ($1::uuid is null or instance_id = $1)
+  and ($2::text is null or action = $2)
+  and ($3::bigint is null or id < $3)
+order by id desc
+limit $4
+`
+
+type OperatorActionListParams struct {
+	InstanceID *uuid.UUID
+	Action     *string
+	Before     *int64
+	Max        int32
+}
+
+func (q *Queries) OperatorActionList(ctx context.Context, arg OperatorActionListParams) ([]OperatorAction, error) {
+	rows, err := q.db.Query(ctx, operatorActionList,
+		arg.InstanceID,
+		arg.Action,
+		arg.Before,
+		arg.Max,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []OperatorAction{}
+	for rows.Next() {
+		var i OperatorAction
+		if err := rows.Scan(
+			&i.ID,
+			&i.At,
+			&i.ActorID,
+			&i.ActorName,
+			&i.Action,
+			&i.Reason,
+			&i.InstanceID,
+			&i.OccurrenceID,
+			&i.BulkID,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const revealAuditInsert = `-- name: RevealAuditInsert :one
 insert into reveal_audit (occurrence_id, side, field, token_id, principal, revealed_at)
 values ($1, $2, $3, $4, $5, coalesce($6::timestamptz, now()))

@@ -23,7 +23,7 @@ select sqlc.embed(i), coalesce(sqlc.narg('now')::timestamptz, now())::timestampt
 update instances
 set status = @status, end_node = @end_node, error_code = @error_code,
     ended_at = coalesce(sqlc.narg('now')::timestamptz, now())
-where id = @id and status = 'running';
+where id = @id and (status = 'running' or (@from_held::boolean and status = 'held'));
 
 -- name: InstanceHold :execrows
 -- The instance stops at a failed node whose on_error holds it; error_code
@@ -43,9 +43,42 @@ select * from instances
 where (sqlc.narg('process_key')::text is null or process_key = sqlc.narg('process_key'))
   and (sqlc.narg('status')::text is null or status = sqlc.narg('status'))
   and (sqlc.narg('business_key')::text is null or business_key = sqlc.narg('business_key'))
+  -- Ids are UUIDv7: a creation window is an id range, in the list's order.
+  and (sqlc.narg('created_from')::uuid is null or id >= sqlc.narg('created_from'))
+  and (sqlc.narg('created_to')::uuid is null or id < sqlc.narg('created_to'))
   and (sqlc.narg('before')::uuid is null or id < sqlc.narg('before'))
 order by id desc
 limit @max;
+
+-- name: InstanceCount :one
+-- How many instances a bulk action's filter matches now (the count an
+-- operator confirms). status_in, when set, narrows to the statuses the
+-- action applies to.
+select count(*)::bigint from instances
+where (sqlc.narg('process_key')::text is null or process_key = sqlc.narg('process_key'))
+  and (sqlc.narg('status')::text is null or status = sqlc.narg('status'))
+  and status = any(@status_in::text[])
+  and (sqlc.narg('business_key')::text is null or business_key = sqlc.narg('business_key'))
+  and (sqlc.narg('created_from')::uuid is null or id >= sqlc.narg('created_from'))
+  and (sqlc.narg('created_to')::uuid is null or id < sqlc.narg('created_to'));
+
+-- name: InstanceIDsForAction :many
+-- The next page of instances a bulk action applies to, newest first.
+select id from instances
+where (sqlc.narg('process_key')::text is null or process_key = sqlc.narg('process_key'))
+  and (sqlc.narg('status')::text is null or status = sqlc.narg('status'))
+  and status = any(@status_in::text[])
+  and (sqlc.narg('business_key')::text is null or business_key = sqlc.narg('business_key'))
+  and (sqlc.narg('created_from')::uuid is null or id >= sqlc.narg('created_from'))
+  and (sqlc.narg('created_to')::uuid is null or id < sqlc.narg('created_to'))
+  and (sqlc.narg('before')::uuid is null or id < sqlc.narg('before'))
+order by id desc
+limit @max;
+
+-- name: InstanceResume :execrows
+-- A retry puts a held instance back to running.
+update instances set status = 'running', error_code = null
+where id = @id and status = 'held';
 
 -- name: InstanceLockByOccurrence :one
 -- Settlements lock the instance before its occurrence (the order stop

@@ -33,11 +33,47 @@ func (q *Queries) InstanceCancel(ctx context.Context, arg InstanceCancelParams) 
 	return result.RowsAffected(), nil
 }
 
+const instanceCount = `-- name: InstanceCount :one
+select count(*)::bigint from instances
+where ($1::text is null or process_key = $1)
+  and ($2::text is null or status = $2)
+  and status = any($3::text[])
+  and ($4::text is null or business_key = $4)
+  and ($5::uuid is null or id >= $5)
+  and ($6::uuid is null or id < $6)
+`
+
+type InstanceCountParams struct {
+	ProcessKey  *string
+	Status      *string
+	StatusIn    []string
+	BusinessKey *string
+	CreatedFrom *uuid.UUID
+	CreatedTo   *uuid.UUID
+}
+
+// How many instances a bulk action's filter matches now (the count an
+// operator confirms). status_in, when set, narrows to the statuses the
+// action applies to.
+func (q *Queries) InstanceCount(ctx context.Context, arg InstanceCountParams) (int64, error) {
+	row := q.db.QueryRow(ctx, instanceCount,
+		arg.ProcessKey,
+		arg.Status,
+		arg.StatusIn,
+		arg.BusinessKey,
+		arg.CreatedFrom,
+		arg.CreatedTo,
+	)
+	var column_1 int64
+	err := row.Scan(&column_1)
+	return column_1, err
+}
+
 const instanceEnd = `-- name: InstanceEnd :execrows
 update instances
 set status = $1, end_node = $2, error_code = $3,
     ended_at = coalesce($4::timestamptz, now())
-where id = $5 and status = 'running'
+where id = $5 and (status = 'running' or ($6::boolean and status = 'held'))
 `
 
 type InstanceEndParams struct {
@@ -46,6 +82,7 @@ type InstanceEndParams struct {
 	ErrorCode *string
 	Now       *time.Time
 	ID        uuid.UUID
+	FromHeld  bool
 }
 
 func (q *Queries) InstanceEnd(ctx context.Context, arg InstanceEndParams) (int64, error) {
@@ -55,6 +92,7 @@ func (q *Queries) InstanceEnd(ctx context.Context, arg InstanceEndParams) (int64
 		arg.ErrorCode,
 		arg.Now,
 		arg.ID,
+		arg.FromHeld,
 	)
 	if err != nil {
 		return 0, err
@@ -176,6 +214,60 @@ func (q *Queries) InstanceHold(ctx context.Context, arg InstanceHoldParams) (int
 	return result.RowsAffected(), nil
 }
 
+const instanceIDsForAction = `-- name: InstanceIDsForAction :many
+select id from instances
+where ($1::text is null or process_key = $1)
+  and ($2::text is null or status = $2)
+  and status = any($3::text[])
+  and ($4::text is null or business_key = $4)
+  and ($5::uuid is null or id >= $5)
+  and ($6::uuid is null or id < $6)
+  and ($7::uuid is null or id < $7)
+order by id desc
+limit $8
+`
+
+type InstanceIDsForActionParams struct {
+	ProcessKey  *string
+	Status      *string
+	StatusIn    []string
+	BusinessKey *string
+	CreatedFrom *uuid.UUID
+	CreatedTo   *uuid.UUID
+	Before      *uuid.UUID
+	Max         int32
+}
+
+// The next page of instances a bulk action applies to, newest first.
+func (q *Queries) InstanceIDsForAction(ctx context.Context, arg InstanceIDsForActionParams) ([]uuid.UUID, error) {
+	rows, err := q.db.Query(ctx, instanceIDsForAction,
+		arg.ProcessKey,
+		arg.Status,
+		arg.StatusIn,
+		arg.BusinessKey,
+		arg.CreatedFrom,
+		arg.CreatedTo,
+		arg.Before,
+		arg.Max,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []uuid.UUID{}
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const instanceInsert = `-- name: InstanceInsert :one
 insert into instances (id, process_key, version, status, business_key, inputs, sealed_inputs, idempotency_key, request_digest, created_at)
 values ($1, $2, $3, 'running', $4, $5, $6, $7, $8,
@@ -232,15 +324,20 @@ select id, process_key, version, status, business_key, inputs, sealed_inputs, id
 where ($1::text is null or process_key = $1)
   and ($2::text is null or status = $2)
   and ($3::text is null or business_key = $3)
-  and ($4::uuid is null or id < $4)
+  -- Ids are UUIDv7: a creation window is an id range, in the list's order.
+  and ($4::uuid is null or id >= $4)
+  and ($5::uuid is null or id < $5)
+  and ($6::uuid is null or id < $6)
 order by id desc
-limit $5
+limit $7
 `
 
 type InstanceListParams struct {
 	ProcessKey  *string
 	Status      *string
 	BusinessKey *string
+	CreatedFrom *uuid.UUID
+	CreatedTo   *uuid.UUID
 	Before      *uuid.UUID
 	Max         int32
 }
@@ -250,6 +347,8 @@ func (q *Queries) InstanceList(ctx context.Context, arg InstanceListParams) ([]I
 		arg.ProcessKey,
 		arg.Status,
 		arg.BusinessKey,
+		arg.CreatedFrom,
+		arg.CreatedTo,
 		arg.Before,
 		arg.Max,
 	)
@@ -397,4 +496,18 @@ func (q *Queries) InstanceLockSkipLocked(ctx context.Context, arg InstanceLockSk
 		&i.Now,
 	)
 	return i, err
+}
+
+const instanceResume = `-- name: InstanceResume :execrows
+update instances set status = 'running', error_code = null
+where id = $1 and status = 'held'
+`
+
+// A retry puts a held instance back to running.
+func (q *Queries) InstanceResume(ctx context.Context, id uuid.UUID) (int64, error) {
+	result, err := q.db.Exec(ctx, instanceResume, id)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }

@@ -116,6 +116,20 @@ type Occurrence struct {
 	DeferredAt    *time.Time
 	DeferReason   *string
 	AttemptCredit int32
+	ProcessKey    *string
+	BusinessKey   *string
+}
+
+type OperatorAction struct {
+	ID           int64
+	At           time.Time
+	ActorID      *int64
+	ActorName    string
+	Action       string
+	Reason       string
+	InstanceID   uuid.UUID
+	OccurrenceID *uuid.UUID
+	BulkID       *uuid.UUID
 }
 
 type Process struct {

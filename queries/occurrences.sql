@@ -2,11 +2,13 @@
 insert into occurrences (
     id, instance_id, node, definition_key, revision, mode, status,
     priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout,
-    available_at, claimable_at, inputs, sealed_inputs, error_code, error_message, settled_at)
+    available_at, claimable_at, inputs, sealed_inputs, error_code, error_message, settled_at,
+    process_key, business_key)
 values (
     @id, @instance_id, @node, @definition_key, @revision, @mode, @status,
     @priority, @max_attempts, @retry_delay, @deadline, @deadline_at, @destination, @timeout,
-    @available_at, @claimable_at, @inputs, @sealed_inputs, @error_code, @error_message, @settled_at)
+    @available_at, @claimable_at, @inputs, @sealed_inputs, @error_code, @error_message, @settled_at,
+    @process_key, @business_key)
 on conflict (instance_id, node) do nothing
 returning *;
 
@@ -213,6 +215,14 @@ where (sqlc.narg('definition_key')::text is null or o.definition_key = sqlc.narg
        or (sqlc.narg('status') not in ('available', 'reserved') and o.status = sqlc.narg('status')))
   and (sqlc.narg('instance_id')::uuid is null or o.instance_id = sqlc.narg('instance_id'))
   and (sqlc.narg('revision')::integer is null or o.revision = sqlc.narg('revision'))
+  and (sqlc.narg('process_key')::text is null or o.process_key = sqlc.narg('process_key'))
+  and (sqlc.narg('business_key')::text is null or o.business_key = sqlc.narg('business_key'))
+  and (sqlc.narg('error_code')::text is null or o.error_code = sqlc.narg('error_code'))
+  -- Ids are UUIDv7: a creation window is an id range, in the list's order.
+  and (sqlc.narg('created_from')::uuid is null or o.id >= sqlc.narg('created_from'))
+  and (sqlc.narg('created_to')::uuid is null or o.id < sqlc.narg('created_to'))
+  and (sqlc.narg('settled_after')::timestamptz is null or o.settled_at >= sqlc.narg('settled_after'))
+  and (sqlc.narg('settled_before')::timestamptz is null or o.settled_at < sqlc.narg('settled_before'))
   and (sqlc.narg('consumer_id')::bigint is null or exists (
         select 1 from attempts a where a.occurrence_id = o.id and a.consumer_id = sqlc.narg('consumer_id')))
   and (sqlc.narg('before')::uuid is null or o.id < sqlc.narg('before'))
@@ -241,3 +251,20 @@ update occurrences set attempt_credit = @attempt_credit where id = @id;
 -- its completed occurrences and the errors of its failed ones.
 select node, status, outputs, sealed_outputs, id, error_code, error_message from occurrences
 where instance_id = @instance_id and status in ('completed', 'failed');
+
+-- name: OccurrenceHeldAt :one
+-- The failed occurrence a held instance stopped at: its latest settled.
+select * from occurrences
+where instance_id = @instance_id and status = 'failed'
+order by settled_at desc, created_at desc
+limit 1;
+
+-- name: OccurrenceRetryHeld :one
+-- An operator's retry: offered again now with a fresh max_attempts (the
+-- credit makes attempts left equal max_attempts), its attempt history and
+-- last error kept.
+update occurrences
+set status = 'available', available_at = @now::timestamptz, claimable_at = @now::timestamptz,
+    lock_expires_at = null, settled_at = null, attempt_credit = attempts
+where id = @id and status = 'failed'
+returning *;

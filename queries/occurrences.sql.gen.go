@@ -99,7 +99,7 @@ claimed as (
         claimable_at    = case when o.attempts + 1 < o.max_attempts + o.attempt_credit then coalesce($3::timestamptz, now()) + $7::interval end
     from locked
     where o.id = locked.id
-    returning o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit
+    returning o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, o.process_key, o.business_key
 ),
 expired as (
     update attempts a
@@ -112,7 +112,7 @@ inserted as (
     select c.id, c.attempts, $5, $6, $8, c.reserved_at, c.lock_expires_at
     from claimed c
 )
-select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit from claimed
+select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key from claimed
 order by priority desc, available_at, id
 `
 
@@ -162,6 +162,8 @@ type OccurrenceClaimPullRow struct {
 	DeferredAt    *time.Time
 	DeferReason   *string
 	AttemptCredit int32
+	ProcessKey    *string
+	BusinessKey   *string
 }
 
 // One statement claims. Per subscribed (definition, revision) it takes, with
@@ -225,6 +227,8 @@ func (q *Queries) OccurrenceClaimPull(ctx context.Context, arg OccurrenceClaimPu
 			&i.DeferredAt,
 			&i.DeferReason,
 			&i.AttemptCredit,
+			&i.ProcessKey,
+			&i.BusinessKey,
 		); err != nil {
 			return nil, err
 		}
@@ -255,13 +259,13 @@ claimed as (
         lock_expires_at = coalesce($1::timestamptz, now()) + o.timeout + $4::interval
     from locked
     where o.id = locked.id
-    returning o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit
+    returning o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, o.process_key, o.business_key
 ),
 inserted as (
     insert into attempts (occurrence_id, number, worker_id, reserved_at, lock_expires_at)
     select c.id, c.attempts, $3, c.reserved_at, c.lock_expires_at from claimed c
 )
-select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit from claimed
+select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key from claimed
 `
 
 type OccurrenceClaimPushParams struct {
@@ -306,6 +310,8 @@ type OccurrenceClaimPushRow struct {
 	DeferredAt    *time.Time
 	DeferReason   *string
 	AttemptCredit int32
+	ProcessKey    *string
+	BusinessKey   *string
 }
 
 // Past lock_expires_at, the replica that made the call is presumed dead and
@@ -359,6 +365,8 @@ func (q *Queries) OccurrenceClaimPush(ctx context.Context, arg OccurrenceClaimPu
 			&i.DeferredAt,
 			&i.DeferReason,
 			&i.AttemptCredit,
+			&i.ProcessKey,
+			&i.BusinessKey,
 		); err != nil {
 			return nil, err
 		}
@@ -464,7 +472,7 @@ update occurrences
 set lock_expires_at = $1::timestamptz,
     claimable_at = case when attempts < max_attempts + attempt_credit then $1::timestamptz end
 where id = $2
-returning id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit
+returning id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key
 `
 
 type OccurrenceExtendParams struct {
@@ -510,6 +518,8 @@ func (q *Queries) OccurrenceExtend(ctx context.Context, arg OccurrenceExtendPara
 		&i.DeferredAt,
 		&i.DeferReason,
 		&i.AttemptCredit,
+		&i.ProcessKey,
+		&i.BusinessKey,
 	)
 	return i, err
 }
@@ -539,7 +549,7 @@ func (q *Queries) OccurrenceFail(ctx context.Context, arg OccurrenceFailParams) 
 }
 
 const occurrenceGet = `-- name: OccurrenceGet :one
-select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit from occurrences where id = $1
+select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key from occurrences where id = $1
 `
 
 func (q *Queries) OccurrenceGet(ctx context.Context, id uuid.UUID) (Occurrence, error) {
@@ -580,6 +590,60 @@ func (q *Queries) OccurrenceGet(ctx context.Context, id uuid.UUID) (Occurrence, 
 		&i.DeferredAt,
 		&i.DeferReason,
 		&i.AttemptCredit,
+		&i.ProcessKey,
+		&i.BusinessKey,
+	)
+	return i, err
+}
+
+const occurrenceHeldAt = `-- name: OccurrenceHeldAt :one
+select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key from occurrences
+where instance_id = $1 and status = 'failed'
+order by settled_at desc, created_at desc
+limit 1
+`
+
+// The failed occurrence a held instance stopped at: its latest settled.
+func (q *Queries) OccurrenceHeldAt(ctx context.Context, instanceID uuid.UUID) (Occurrence, error) {
+	row := q.db.QueryRow(ctx, occurrenceHeldAt, instanceID)
+	var i Occurrence
+	err := row.Scan(
+		&i.ID,
+		&i.InstanceID,
+		&i.Node,
+		&i.DefinitionKey,
+		&i.Revision,
+		&i.Mode,
+		&i.Status,
+		&i.Priority,
+		&i.MaxAttempts,
+		&i.RetryDelay,
+		&i.Deadline,
+		&i.DeadlineAt,
+		&i.Destination,
+		&i.Timeout,
+		&i.Attempts,
+		&i.AvailableAt,
+		&i.ClaimableAt,
+		&i.ConsumerID,
+		&i.WorkerID,
+		&i.ReservedAt,
+		&i.LockExpiresAt,
+		&i.Inputs,
+		&i.SealedInputs,
+		&i.Outputs,
+		&i.SealedOutputs,
+		&i.OutputsDigest,
+		&i.Route,
+		&i.ErrorCode,
+		&i.ErrorMessage,
+		&i.CreatedAt,
+		&i.SettledAt,
+		&i.DeferredAt,
+		&i.DeferReason,
+		&i.AttemptCredit,
+		&i.ProcessKey,
+		&i.BusinessKey,
 	)
 	return i, err
 }
@@ -588,13 +652,15 @@ const occurrenceInsert = `-- name: OccurrenceInsert :one
 insert into occurrences (
     id, instance_id, node, definition_key, revision, mode, status,
     priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout,
-    available_at, claimable_at, inputs, sealed_inputs, error_code, error_message, settled_at)
+    available_at, claimable_at, inputs, sealed_inputs, error_code, error_message, settled_at,
+    process_key, business_key)
 values (
     $1, $2, $3, $4, $5, $6, $7,
     $8, $9, $10, $11, $12, $13, $14,
-    $15, $16, $17, $18, $19, $20, $21)
+    $15, $16, $17, $18, $19, $20, $21,
+    $22, $23)
 on conflict (instance_id, node) do nothing
-returning id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit
+returning id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key
 `
 
 type OccurrenceInsertParams struct {
@@ -619,6 +685,8 @@ type OccurrenceInsertParams struct {
 	ErrorCode     *string
 	ErrorMessage  *string
 	SettledAt     *time.Time
+	ProcessKey    *string
+	BusinessKey   *string
 }
 
 func (q *Queries) OccurrenceInsert(ctx context.Context, arg OccurrenceInsertParams) (Occurrence, error) {
@@ -644,6 +712,8 @@ func (q *Queries) OccurrenceInsert(ctx context.Context, arg OccurrenceInsertPara
 		arg.ErrorCode,
 		arg.ErrorMessage,
 		arg.SettledAt,
+		arg.ProcessKey,
+		arg.BusinessKey,
 	)
 	var i Occurrence
 	err := row.Scan(
@@ -681,12 +751,14 @@ func (q *Queries) OccurrenceInsert(ctx context.Context, arg OccurrenceInsertPara
 		&i.DeferredAt,
 		&i.DeferReason,
 		&i.AttemptCredit,
+		&i.ProcessKey,
+		&i.BusinessKey,
 	)
 	return i, err
 }
 
 const occurrenceList = `-- name: OccurrenceList :many
-select o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts + o.attempt_credit, o.deadline_at, coalesce($1::timestamptz, now())) as lapsed
+select o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, o.process_key, o.business_key, relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts + o.attempt_credit, o.deadline_at, coalesce($1::timestamptz, now())) as lapsed
 from occurrences o
 where ($2::text is null or o.definition_key = $2)
   and ($3::text is null
@@ -701,11 +773,19 @@ where ($2::text is null or o.definition_key = $2)
        or ($3 not in ('available', 'reserved') and o.status = $3))
   and ($4::uuid is null or o.instance_id = $4)
   and ($5::integer is null or o.revision = $5)
-  and ($6::bigint is null or exists (
-        select 1 from attempts a where a.occurrence_id = o.id and a.consumer_id = $6))
-  and ($7::uuid is null or o.id < $7)
+  and ($6::text is null or o.process_key = $6)
+  and ($7::text is null or o.business_key = $7)
+  and ($8::text is null or o.error_code = $8)
+  -- Ids are UUIDv7: a creation window is an id range, in the list's order.
+  and ($9::uuid is null or o.id >= $9)
+  and ($10::uuid is null or o.id < $10)
+  and ($11::timestamptz is null or o.settled_at >= $11)
+  and ($12::timestamptz is null or o.settled_at < $12)
+  and ($13::bigint is null or exists (
+        select 1 from attempts a where a.occurrence_id = o.id and a.consumer_id = $13))
+  and ($14::uuid is null or o.id < $14)
 order by o.id desc
-limit $8
+limit $15
 `
 
 type OccurrenceListParams struct {
@@ -714,6 +794,13 @@ type OccurrenceListParams struct {
 	Status        *string
 	InstanceID    *uuid.UUID
 	Revision      *int32
+	ProcessKey    *string
+	BusinessKey   *string
+	ErrorCode     *string
+	CreatedFrom   *uuid.UUID
+	CreatedTo     *uuid.UUID
+	SettledAfter  *time.Time
+	SettledBefore *time.Time
 	ConsumerID    *int64
 	Before        *uuid.UUID
 	Max           int32
@@ -731,6 +818,13 @@ func (q *Queries) OccurrenceList(ctx context.Context, arg OccurrenceListParams) 
 		arg.Status,
 		arg.InstanceID,
 		arg.Revision,
+		arg.ProcessKey,
+		arg.BusinessKey,
+		arg.ErrorCode,
+		arg.CreatedFrom,
+		arg.CreatedTo,
+		arg.SettledAfter,
+		arg.SettledBefore,
 		arg.ConsumerID,
 		arg.Before,
 		arg.Max,
@@ -777,6 +871,8 @@ func (q *Queries) OccurrenceList(ctx context.Context, arg OccurrenceListParams) 
 			&i.Occurrence.DeferredAt,
 			&i.Occurrence.DeferReason,
 			&i.Occurrence.AttemptCredit,
+			&i.Occurrence.ProcessKey,
+			&i.Occurrence.BusinessKey,
 			&i.Lapsed,
 		); err != nil {
 			return nil, err
@@ -790,7 +886,7 @@ func (q *Queries) OccurrenceList(ctx context.Context, arg OccurrenceListParams) 
 }
 
 const occurrenceListByInstance = `-- name: OccurrenceListByInstance :many
-select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit from occurrences where instance_id = $1 order by created_at, id
+select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key from occurrences where instance_id = $1 order by created_at, id
 `
 
 func (q *Queries) OccurrenceListByInstance(ctx context.Context, instanceID uuid.UUID) ([]Occurrence, error) {
@@ -837,6 +933,8 @@ func (q *Queries) OccurrenceListByInstance(ctx context.Context, instanceID uuid.
 			&i.DeferredAt,
 			&i.DeferReason,
 			&i.AttemptCredit,
+			&i.ProcessKey,
+			&i.BusinessKey,
 		); err != nil {
 			return nil, err
 		}
@@ -894,7 +992,7 @@ func (q *Queries) OccurrenceListSettled(ctx context.Context, instanceID uuid.UUI
 }
 
 const occurrenceLock = `-- name: OccurrenceLock :one
-select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit from occurrences where id = $1 for update
+select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key from occurrences where id = $1 for update
 `
 
 func (q *Queries) OccurrenceLock(ctx context.Context, id uuid.UUID) (Occurrence, error) {
@@ -935,12 +1033,14 @@ func (q *Queries) OccurrenceLock(ctx context.Context, id uuid.UUID) (Occurrence,
 		&i.DeferredAt,
 		&i.DeferReason,
 		&i.AttemptCredit,
+		&i.ProcessKey,
+		&i.BusinessKey,
 	)
 	return i, err
 }
 
 const occurrenceLockSkipLocked = `-- name: OccurrenceLockSkipLocked :one
-select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit from occurrences where id = $1 for update skip locked
+select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key from occurrences where id = $1 for update skip locked
 `
 
 func (q *Queries) OccurrenceLockSkipLocked(ctx context.Context, id uuid.UUID) (Occurrence, error) {
@@ -981,6 +1081,8 @@ func (q *Queries) OccurrenceLockSkipLocked(ctx context.Context, id uuid.UUID) (O
 		&i.DeferredAt,
 		&i.DeferReason,
 		&i.AttemptCredit,
+		&i.ProcessKey,
+		&i.BusinessKey,
 	)
 	return i, err
 }
@@ -1012,7 +1114,7 @@ func (q *Queries) OccurrenceNextClaimable(ctx context.Context, arg OccurrenceNex
 }
 
 const occurrenceObserve = `-- name: OccurrenceObserve :one
-select o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts + o.attempt_credit, o.deadline_at, coalesce($1::timestamptz, now())) as lapsed
+select o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, o.process_key, o.business_key, relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts + o.attempt_credit, o.deadline_at, coalesce($1::timestamptz, now())) as lapsed
 from occurrences o where o.id = $2
 `
 
@@ -1066,13 +1168,15 @@ func (q *Queries) OccurrenceObserve(ctx context.Context, arg OccurrenceObservePa
 		&i.Occurrence.DeferredAt,
 		&i.Occurrence.DeferReason,
 		&i.Occurrence.AttemptCredit,
+		&i.Occurrence.ProcessKey,
+		&i.Occurrence.BusinessKey,
 		&i.Lapsed,
 	)
 	return i, err
 }
 
 const occurrenceObserveByInstance = `-- name: OccurrenceObserveByInstance :many
-select o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts + o.attempt_credit, o.deadline_at, coalesce($1::timestamptz, now())) as lapsed
+select o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, o.process_key, o.business_key, relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts + o.attempt_credit, o.deadline_at, coalesce($1::timestamptz, now())) as lapsed
 from occurrences o where o.instance_id = $2 order by o.created_at, o.id
 `
 
@@ -1130,6 +1234,8 @@ func (q *Queries) OccurrenceObserveByInstance(ctx context.Context, arg Occurrenc
 			&i.Occurrence.DeferredAt,
 			&i.Occurrence.DeferReason,
 			&i.Occurrence.AttemptCredit,
+			&i.Occurrence.ProcessKey,
+			&i.Occurrence.BusinessKey,
 			&i.Lapsed,
 		); err != nil {
 			return nil, err
@@ -1147,7 +1253,7 @@ update occurrences
 set status = 'available', available_at = $1::timestamptz, claimable_at = $1::timestamptz,
     lock_expires_at = null, attempt_credit = attempt_credit + 1
 where id = $2
-returning id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit
+returning id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key
 `
 
 type OccurrenceReleaseParams struct {
@@ -1194,12 +1300,14 @@ func (q *Queries) OccurrenceRelease(ctx context.Context, arg OccurrenceReleasePa
 		&i.DeferredAt,
 		&i.DeferReason,
 		&i.AttemptCredit,
+		&i.ProcessKey,
+		&i.BusinessKey,
 	)
 	return i, err
 }
 
 const occurrenceReplayRequest = `-- name: OccurrenceReplayRequest :many
-select o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit from attempts a
+select o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, o.process_key, o.business_key from attempts a
 join occurrences o on o.id = a.occurrence_id
 where a.consumer_id = $1 and a.worker_id = $2 and a.request_id = $3
   and o.status = 'reserved' and o.attempts = a.number and o.lock_expires_at > coalesce($4::timestamptz, now())
@@ -1262,6 +1370,8 @@ func (q *Queries) OccurrenceReplayRequest(ctx context.Context, arg OccurrenceRep
 			&i.DeferredAt,
 			&i.DeferReason,
 			&i.AttemptCredit,
+			&i.ProcessKey,
+			&i.BusinessKey,
 		); err != nil {
 			return nil, err
 		}
@@ -1278,7 +1388,7 @@ update occurrences
 set status = 'available', available_at = $1::timestamptz, claimable_at = $1::timestamptz,
     lock_expires_at = null, error_code = $2, error_message = $3
 where id = $4
-returning id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit
+returning id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key
 `
 
 type OccurrenceRetryParams struct {
@@ -1331,6 +1441,68 @@ func (q *Queries) OccurrenceRetry(ctx context.Context, arg OccurrenceRetryParams
 		&i.DeferredAt,
 		&i.DeferReason,
 		&i.AttemptCredit,
+		&i.ProcessKey,
+		&i.BusinessKey,
+	)
+	return i, err
+}
+
+const occurrenceRetryHeld = `-- name: OccurrenceRetryHeld :one
+update occurrences
+set status = 'available', available_at = $1::timestamptz, claimable_at = $1::timestamptz,
+    lock_expires_at = null, settled_at = null, attempt_credit = attempts
+where id = $2 and status = 'failed'
+returning id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key
+`
+
+type OccurrenceRetryHeldParams struct {
+	Now time.Time
+	ID  uuid.UUID
+}
+
+// An operator's retry: offered again now with a fresh max_attempts (the
+// credit makes attempts left equal max_attempts), its attempt history and
+// last error kept.
+func (q *Queries) OccurrenceRetryHeld(ctx context.Context, arg OccurrenceRetryHeldParams) (Occurrence, error) {
+	row := q.db.QueryRow(ctx, occurrenceRetryHeld, arg.Now, arg.ID)
+	var i Occurrence
+	err := row.Scan(
+		&i.ID,
+		&i.InstanceID,
+		&i.Node,
+		&i.DefinitionKey,
+		&i.Revision,
+		&i.Mode,
+		&i.Status,
+		&i.Priority,
+		&i.MaxAttempts,
+		&i.RetryDelay,
+		&i.Deadline,
+		&i.DeadlineAt,
+		&i.Destination,
+		&i.Timeout,
+		&i.Attempts,
+		&i.AvailableAt,
+		&i.ClaimableAt,
+		&i.ConsumerID,
+		&i.WorkerID,
+		&i.ReservedAt,
+		&i.LockExpiresAt,
+		&i.Inputs,
+		&i.SealedInputs,
+		&i.Outputs,
+		&i.SealedOutputs,
+		&i.OutputsDigest,
+		&i.Route,
+		&i.ErrorCode,
+		&i.ErrorMessage,
+		&i.CreatedAt,
+		&i.SettledAt,
+		&i.DeferredAt,
+		&i.DeferReason,
+		&i.AttemptCredit,
+		&i.ProcessKey,
+		&i.BusinessKey,
 	)
 	return i, err
 }

@@ -1,0 +1,167 @@
+package api_test
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/relais/relais/internal/relaistest"
+)
+
+// incidents starts Relais with a process whose CRM node holds the instance
+// on any failure (max_attempts 1), and returns a helper that starts an
+// instance and makes it held.
+func incidents(t *testing.T) (*relaistest.Env, string, func(name string) (instance, occurrence string)) {
+	t.Helper()
+	env := relaistest.New(t)
+	env.Definition("add_company_to_crm.yaml")
+	doc := relaistest.CRMProcess(map[string]any{"max_attempts": 1})
+	doc["nodes"].(map[string]any)["crm"].(map[string]any)["on_error"] = "hold"
+	delete(doc["nodes"].(map[string]any), "failed")
+	env.Process("crm_hold", doc)
+	consumer := env.Consumer("crm-sync", "add_company_to_crm")
+	hold := func(name string) (string, string) {
+		t.Helper()
+		inst := env.Must(201, "POST", "/api/v1/processes/crm_hold/instances", env.Operator, map[string]any{
+			"inputs": map[string]any{"name": name}, "business_key": name}).JSON(t)
+		occ := inst["path"].([]any)[0].(map[string]any)["occurrence_id"].(string)
+		got := env.Must(200, "POST", "/api/v1/pull/fetch-and-lock", consumer, map[string]any{"worker_id": "w", "max_tasks": 1,
+			"subscriptions": []any{map[string]any{"definition": "add_company_to_crm"}}}).JSON(t)["occurrences"].([]any)
+		if len(got) != 1 || got[0].(map[string]any)["id"] != occ {
+			t.Fatalf("fetched %v, want %s", got, occ)
+		}
+		env.Must(200, "POST", "/api/v1/pull/occurrences/"+occ+"/fail", consumer, map[string]any{"worker_id": "w",
+			"error_code": "CRM_DOWN", "message": "503", "retryable": true})
+		if s := env.Must(200, "GET", "/api/v1/instances/"+inst["id"].(string), env.Operator, nil).JSON(t)["status"]; s != "held" {
+			t.Fatalf("instance %v, want held", s)
+		}
+		return inst["id"].(string), occ
+	}
+	return env, consumer, hold
+}
+
+// Retry offers the held occurrence again with a fresh max_attempts, its
+// history kept, and the instance runs on; abandon fails it abandoned; each
+// needs a reason and is recorded in the audit log with who and why.
+func TestRetryAndAbandonHeldInstances(t *testing.T) {
+	t.Parallel()
+	env, consumer, hold := incidents(t)
+	a, occ := hold("Acme")
+	b, _ := hold("Globex")
+
+	if r := env.Do("POST", "/api/v1/instances/"+a+"/retry", env.Operator, map[string]any{}); r.Status != 400 || r.Code() != "invalid_request" {
+		t.Errorf("retry without a reason: %d %s, want 400", r.Status, r.Body)
+	}
+	if r := env.Do("POST", "/api/v1/instances/"+a+"/retry", env.Designer, map[string]any{"reason": "x"}); r.Status != 403 {
+		t.Errorf("retry by a designer: %d, want 403", r.Status)
+	}
+	inst := env.Must(200, "POST", "/api/v1/instances/"+a+"/retry", env.Operator, map[string]any{"reason": "CRM is back"}).JSON(t)
+	if inst["status"] != "running" || inst["error_code"] != nil {
+		t.Errorf("after retry: %v %v, want running without error", inst["status"], inst["error_code"])
+	}
+	o := env.Must(200, "GET", "/api/v1/occurrences/"+occ, env.Operator, nil).JSON(t)
+	if o["status"] != "available" || o["attempts_left"] != 1.0 || len(o["attempts"].([]any)) != 1 || o["settled_at"] != nil {
+		t.Errorf("retried occurrence: status %v attempts_left %v attempts %v settled %v; want available, a fresh budget, history kept",
+			o["status"], o["attempts_left"], len(o["attempts"].([]any)), o["settled_at"])
+	}
+	if r := env.Do("POST", "/api/v1/instances/"+a+"/retry", env.Operator, map[string]any{"reason": "again"}); r.Status != 409 || r.Code() != "not_held" {
+		t.Errorf("retry of a running instance: %d %s, want 409 not_held", r.Status, r.Body)
+	}
+	got := env.Must(200, "POST", "/api/v1/pull/fetch-and-lock", consumer, map[string]any{"worker_id": "w2",
+		"subscriptions": []any{map[string]any{"definition": "add_company_to_crm"}}}).JSON(t)["occurrences"].([]any)
+	if len(got) != 1 || got[0].(map[string]any)["attempt"] != 2.0 {
+		t.Fatalf("after retry fetched %v, want attempt 2 of %s", got, occ)
+	}
+	env.Must(200, "POST", "/api/v1/pull/occurrences/"+occ+"/complete", consumer, map[string]any{"worker_id": "w2",
+		"outputs": map[string]any{"result": "created", "crm_id": "C-1"}})
+	if s := env.Must(200, "GET", "/api/v1/instances/"+a, env.Operator, nil).JSON(t)["status"]; s != "completed" {
+		t.Errorf("retried instance %v, want completed", s)
+	}
+
+	ab := env.Must(200, "POST", "/api/v1/instances/"+b+"/abandon", env.Operator, map[string]any{"reason": "duplicate company"}).JSON(t)
+	if ab["status"] != "failed" || ab["error_code"] != "abandoned" || ab["ended_at"] == nil {
+		t.Errorf("abandoned: %v", ab)
+	}
+	if r := env.Do("POST", "/api/v1/instances/"+b+"/retry", env.Operator, map[string]any{"reason": "x"}); r.Status != 409 || r.Code() != "not_held" {
+		t.Errorf("retry of an abandoned instance: %d, want 409 not_held", r.Status)
+	}
+
+	log := env.Must(200, "GET", "/api/v1/audit/actions", env.Operator, nil).JSON(t)["items"].([]any)
+	if len(log) != 2 {
+		t.Fatalf("audit log %v, want 2 records", log)
+	}
+	last, first := log[0].(map[string]any), log[1].(map[string]any)
+	if last["action"] != "abandon" || last["reason"] != "duplicate company" || last["instance_id"] != b || last["actor"] != "operator" || last["at"] == nil ||
+		first["action"] != "retry" || first["reason"] != "CRM is back" || first["occurrence_id"] != occ {
+		t.Errorf("audit log %v", log)
+	}
+	if one := env.Must(200, "GET", "/api/v1/audit/actions?instance="+a, env.Operator, nil).JSON(t)["items"].([]any); len(one) != 1 {
+		t.Errorf("audit log of one instance: %v", one)
+	}
+}
+
+// Concurrent retries and abandons of one held instance: exactly one is
+// applied, the others are refused (409 not_held), and the audit log has
+// one record.
+func TestConcurrentActionsApplyOnce(t *testing.T) {
+	t.Parallel()
+	env, _, hold := incidents(t)
+	id, _ := hold("Acme")
+	var wg sync.WaitGroup
+	statuses := make([]int, 12)
+	for i := range statuses {
+		action := []string{"retry", "abandon"}[i%2]
+		wg.Go(func() {
+			statuses[i] = env.Do("POST", "/api/v1/instances/"+id+"/"+action, env.Operator, map[string]any{"reason": "race"}).Status
+		})
+	}
+	wg.Wait()
+	ok := 0
+	for _, s := range statuses {
+		if s == 200 {
+			ok++
+		}
+	}
+	log := env.Must(200, "GET", "/api/v1/audit/actions?instance="+id, env.Operator, nil).JSON(t)["items"].([]any)
+	if len(log) != 1 || ok != 1 {
+		t.Errorf("statuses %v, audit %v; want one applied action", statuses, log)
+	}
+}
+
+// A bulk action is counted, then applied when the count is confirmed; a
+// stale count is refused whole; a repeat matches nothing.
+func TestBulkActions(t *testing.T) {
+	t.Parallel()
+	env, _, hold := incidents(t)
+	for i := range 3 {
+		hold(fmt.Sprint("C", i))
+	}
+	filter := map[string]any{"process": "crm_hold"}
+	count := env.Must(200, "POST", "/api/v1/instances/actions", env.Operator, map[string]any{"action": "abandon", "reason": "cleanup", "filter": filter}).JSON(t)
+	if count["count"] != 3.0 || count["applied"] != false {
+		t.Fatalf("count = %v, want 3, nothing applied", count)
+	}
+	hold("C3")
+	stale := env.Do("POST", "/api/v1/instances/actions", env.Operator, map[string]any{"action": "abandon", "reason": "cleanup", "filter": filter, "confirm_count": 3})
+	if stale.Status != 409 || stale.Code() != "count_changed" || stale.JSON(t)["count"] != 4.0 {
+		t.Errorf("stale confirmation: %d %s, want 409 count_changed with count 4", stale.Status, stale.Body)
+	}
+	if n := len(env.Must(200, "GET", "/api/v1/instances?status=held", env.Operator, nil).JSON(t)["items"].([]any)); n != 4 {
+		t.Errorf("%d held after a refused bulk action, want 4", n)
+	}
+	if r := env.Do("POST", "/api/v1/instances/actions", env.Operator, map[string]any{"action": "retry", "reason": "x", "filter": map[string]any{"status": "running"}}); r.Status != 400 {
+		t.Errorf("retry of running instances: %d, want 400", r.Status)
+	}
+	done := env.Must(200, "POST", "/api/v1/instances/actions", env.Operator, map[string]any{"action": "abandon", "reason": "cleanup", "filter": filter, "confirm_count": 4}).JSON(t)
+	if done["applied_count"] != 4.0 || done["skipped_count"] != 0.0 || done["bulk_id"] == nil {
+		t.Errorf("bulk abandon = %v, want 4 applied", done)
+	}
+	again := env.Must(200, "POST", "/api/v1/instances/actions", env.Operator, map[string]any{"action": "abandon", "reason": "cleanup", "filter": filter}).JSON(t)
+	if again["count"] != 0.0 {
+		t.Errorf("repeated bulk action matches %v, want 0", again["count"])
+	}
+	log := env.Must(200, "GET", "/api/v1/audit/actions?action=abandon", env.Operator, nil).JSON(t)["items"].([]any)
+	if len(log) != 4 || log[0].(map[string]any)["bulk_id"] != done["bulk_id"] {
+		t.Errorf("audit log %v, want 4 records of the bulk action", log)
+	}
+}

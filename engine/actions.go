@@ -1,0 +1,311 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/relais/relais/internal/fault"
+	"github.com/relais/relais/queries"
+)
+
+// Action is an operator action on an instance (DESIGN §12). None of them
+// fabricates outputs: nothing completes an occurrence on a worker's behalf.
+type Action string
+
+// Operator actions.
+const (
+	// ActionRetry offers a held instance's failed occurrence again with a
+	// fresh max_attempts, its attempt history kept; the instance runs again.
+	ActionRetry Action = "retry"
+	// ActionAbandon fails a held instance with the error code abandoned.
+	ActionAbandon Action = "abandon"
+	// ActionStop cancels a running or held instance and its open
+	// occurrences.
+	ActionStop Action = "stop"
+)
+
+// ParseAction returns the action named s.
+func ParseAction(s string) (Action, bool) {
+	switch a := Action(s); a {
+	case ActionRetry, ActionAbandon, ActionStop:
+		return a, true
+	}
+	return "", false
+}
+
+// appliesTo are the instance statuses an action changes.
+func (a Action) appliesTo() []string {
+	if a == ActionStop {
+		return []string{InstanceRunning, InstanceHeld}
+	}
+	return []string{InstanceHeld}
+}
+
+// Actor is who acts: recorded in the audit log with the action.
+type Actor struct {
+	TokenID int64
+	Name    string
+}
+
+// MaxReason bounds an action's reason.
+const MaxReason = 1000
+
+// AbandonedCode is the error code of an abandoned instance.
+const AbandonedCode = "abandoned"
+
+func checkReason(reason string) error {
+	switch r := strings.TrimSpace(reason); {
+	case r == "":
+		return fault.New(fault.BadRequest, "invalid_request", "a reason is required").
+			WithErrors([]fault.FieldError{{Path: "/reason", Message: "is required: say why, it is recorded in the audit log"}})
+	case len(reason) > MaxReason:
+		return fault.New(fault.BadRequest, "invalid_request", "the reason is too long").
+			WithErrors([]fault.FieldError{{Path: "/reason", Message: fmt.Sprintf("must be at most %d bytes", MaxReason)}})
+	}
+	return nil
+}
+
+// Act applies action to one instance, with a required reason, in one
+// transaction with its audit record. Retry and abandon need a held
+// instance (409 not_held otherwise), stop a running or held one (409
+// instance_ended once it completed or failed); stopping a cancelled
+// instance again changes nothing and records nothing.
+func (e *Engine) Act(ctx context.Context, actor Actor, action Action, id uuid.UUID, reason string) (Instance, error) {
+	if err := checkReason(reason); err != nil {
+		return Instance{}, err
+	}
+	err := e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error {
+		_, err := e.actIn(ctx, q, actor, action, id, strings.TrimSpace(reason), nil)
+		return err
+	})
+	if err != nil {
+		return Instance{}, wrap(string(action)+" instance", err)
+	}
+	return e.GetInstance(ctx, id)
+}
+
+// actIn applies action to id inside q's transaction; applied is false when
+// the instance was already as the action would leave it (a repeated stop).
+func (e *Engine) actIn(ctx context.Context, q *queries.Queries, actor Actor, action Action, id uuid.UUID, reason string, bulk *uuid.UUID) (applied bool, err error) {
+	row, err := q.InstanceLock(ctx, queries.InstanceLockParams{ID: id, Now: e.at()})
+	if isNoRows(err) {
+		return false, notFound("instance %s", id)
+	}
+	if err != nil {
+		return false, err
+	}
+	inst, now := row.Instance, row.Now
+	var occurrence *uuid.UUID
+	switch action {
+	case ActionStop:
+		switch inst.Status {
+		case InstanceCancelled:
+			return false, nil
+		case InstanceCompleted, InstanceFailed:
+			return false, fault.New(fault.Conflict, "instance_ended", "instance %s has already ended (%s): there is nothing to stop", id, inst.Status)
+		}
+		if err := e.cancelInstance(ctx, q, id, now); err != nil {
+			return false, err
+		}
+	case ActionRetry, ActionAbandon:
+		if inst.Status != InstanceHeld {
+			return false, fault.New(fault.Conflict, "not_held", "instance %s is %s, not held: only a held instance can be retried or abandoned", id, inst.Status)
+		}
+		o, err := q.OccurrenceHeldAt(ctx, id)
+		if err != nil {
+			return false, err
+		}
+		occurrence = &o.ID
+		if action == ActionRetry {
+			if o.Attempts == 0 {
+				return false, fault.New(fault.Conflict, "not_retryable", "the occurrence at %s failed before any attempt (its inputs could not be built: %s); abandon or stop the instance", o.Node, deref(o.ErrorCode))
+			}
+			if _, err := q.OccurrenceRetryHeld(ctx, queries.OccurrenceRetryHeldParams{ID: o.ID, Now: now}); err != nil {
+				return false, err
+			}
+			if _, err := q.InstanceResume(ctx, id); err != nil {
+				return false, err
+			}
+			if err := q.Notify(ctx, queries.NotifyParams{Channel: ChannelOccurrence, Payload: AvailabilityPayload(o.Mode, o.DefinitionKey, int(o.Revision), now)}); err != nil {
+				return false, err
+			}
+		} else {
+			code := AbandonedCode
+			if _, err := q.InstanceEnd(ctx, queries.InstanceEndParams{ID: id, Status: InstanceFailed, EndNode: &o.Node, ErrorCode: &code, Now: &now, FromHeld: true}); err != nil {
+				return false, err
+			}
+		}
+	default:
+		return false, fault.New(fault.BadRequest, "invalid_request", "unknown action %q", action)
+	}
+	var actorID *int64
+	if actor.TokenID != 0 {
+		actorID = &actor.TokenID
+	}
+	return true, q.OperatorActionInsert(ctx, queries.OperatorActionInsertParams{At: now, ActorID: actorID, ActorName: actor.Name,
+		Action: string(action), Reason: reason, InstanceID: id, OccurrenceID: occurrence, BulkID: bulk})
+}
+
+// cancelInstance cancels id (locked) and its open occurrences, waking the
+// push runner holding an in-flight call so that it aborts.
+func (e *Engine) cancelInstance(ctx context.Context, q *queries.Queries, id uuid.UUID, now time.Time) error {
+	cancelled, err := q.OccurrenceCancelOpen(ctx, queries.OccurrenceCancelOpenParams{InstanceID: id, Now: &now})
+	if err != nil {
+		return err
+	}
+	if err := q.AttemptCancelOpen(ctx, queries.AttemptCancelOpenParams{InstanceID: id, Now: &now}); err != nil {
+		return err
+	}
+	if _, err := q.InstanceCancel(ctx, queries.InstanceCancelParams{ID: id, Now: &now}); err != nil {
+		return err
+	}
+	for _, c := range cancelled {
+		if err := q.Notify(ctx, queries.NotifyParams{Channel: ChannelCancel, Payload: c.ID.String()}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// BulkResult reports an action applied to every instance a filter
+// matched.
+type BulkResult struct {
+	ID      uuid.UUID // the bulk id every audit record of it carries
+	Matched int64     // what the filter matched when the count was confirmed
+	Applied int64
+	// Skipped instances changed since the count (a worker settled them,
+	// another operator acted first): left as they are.
+	Skipped int64
+}
+
+// bulkBatch bounds the instances one transaction of a bulk action changes.
+const bulkBatch = 100
+
+// CountForAction is how many instances action would change among those f
+// matches: the count an operator confirms before a bulk action.
+func (e *Engine) CountForAction(ctx context.Context, action Action, f InstanceFilter) (int64, error) {
+	if err := checkBulkFilter(action, f); err != nil {
+		return 0, err
+	}
+	n, err := e.q.InstanceCount(ctx, queries.InstanceCountParams{ProcessKey: strPtr(f.ProcessKey), Status: strPtr(f.Status),
+		StatusIn: action.appliesTo(), BusinessKey: strPtr(f.BusinessKey), CreatedFrom: idBound(f.CreatedAfter), CreatedTo: idBound(f.CreatedBefore)})
+	return n, wrap("count instances", err)
+}
+
+func checkBulkFilter(action Action, f InstanceFilter) error {
+	if f.Status == "" {
+		return nil
+	}
+	for _, s := range action.appliesTo() {
+		if s == f.Status {
+			return nil
+		}
+	}
+	return fault.New(fault.BadRequest, "invalid_request", "%s applies to %s instances, not %s", action, strings.Join(action.appliesTo(), " or "), f.Status).
+		WithErrors([]fault.FieldError{{Path: "/filter/status", Message: "must be " + strings.Join(action.appliesTo(), " or ")}})
+}
+
+// ActOnFilter applies action to every instance f matches, once the
+// operator confirmed the count: if the filter now matches another number
+// (confirm differs from CountForAction), nothing is applied and the
+// refusal (409 count_changed) carries the current count. It works in
+// batches of bulkBatch, each one transaction; every instance is re-checked
+// under its lock, and one that changed meanwhile is skipped. Repeating it
+// is harmless: what was applied no longer matches.
+func (e *Engine) ActOnFilter(ctx context.Context, actor Actor, action Action, f InstanceFilter, reason string, confirm int64) (BulkResult, error) {
+	if err := checkReason(reason); err != nil {
+		return BulkResult{}, err
+	}
+	count, err := e.CountForAction(ctx, action, f)
+	if err != nil {
+		return BulkResult{}, err
+	}
+	if count != confirm {
+		fe := fault.New(fault.Conflict, "count_changed", "the filter matches %d instances now, not the %d confirmed: confirm the new count", count, confirm)
+		fe.Extra = map[string]any{"count": count}
+		return BulkResult{}, fe
+	}
+	res := BulkResult{ID: uuid.Must(uuid.NewV7()), Matched: count}
+	reason = strings.TrimSpace(reason)
+	var before *uuid.UUID
+	for {
+		ids, err := e.q.InstanceIDsForAction(ctx, queries.InstanceIDsForActionParams{ProcessKey: strPtr(f.ProcessKey), Status: strPtr(f.Status),
+			StatusIn: action.appliesTo(), BusinessKey: strPtr(f.BusinessKey), CreatedFrom: idBound(f.CreatedAfter), CreatedTo: idBound(f.CreatedBefore),
+			Before: before, Max: bulkBatch})
+		if err != nil {
+			return res, wrap("bulk "+string(action), err)
+		}
+		if len(ids) == 0 {
+			return res, nil
+		}
+		err = e.tx(ctx, func(q *queries.Queries, tx pgx.Tx) error {
+			for _, id := range ids {
+				var applied bool
+				err := pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error {
+					var err error
+					applied, err = e.actIn(ctx, q.WithTx(sp), actor, action, id, reason, &res.ID)
+					return err
+				})
+				switch _, refused := fault.As(err); {
+				case err != nil && !refused:
+					return err
+				case applied:
+					res.Applied++
+				default:
+					res.Skipped++
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return res, wrap("bulk "+string(action), err)
+		}
+		before = &ids[len(ids)-1]
+		if ctx.Err() != nil {
+			return res, ctx.Err()
+		}
+	}
+}
+
+// OperatorAction is one record of the operator audit log.
+type OperatorAction struct {
+	ID           int64
+	At           time.Time
+	ActorName    string
+	Action       string
+	Reason       string
+	InstanceID   uuid.UUID
+	OccurrenceID *uuid.UUID
+	BulkID       *uuid.UUID
+}
+
+// AuditFilter selects audit records; zero fields do not filter.
+type AuditFilter struct {
+	Instance *uuid.UUID
+	Action   string
+	Before   int64 // keyset cursor: ids below it (newest first)
+	Limit    int
+}
+
+// ListOperatorActions returns the operator audit log, newest first.
+func (e *Engine) ListOperatorActions(ctx context.Context, f AuditFilter) ([]OperatorAction, error) {
+	p := queries.OperatorActionListParams{InstanceID: f.Instance, Action: strPtr(f.Action), Max: int32(f.Limit)}
+	if f.Before > 0 {
+		p.Before = &f.Before
+	}
+	rows, err := e.q.OperatorActionList(ctx, p)
+	if err != nil {
+		return nil, wrap("list operator actions", err)
+	}
+	out := make([]OperatorAction, len(rows))
+	for i, r := range rows {
+		out[i] = OperatorAction{ID: r.ID, At: r.At, ActorName: r.ActorName, Action: r.Action, Reason: r.Reason,
+			InstanceID: r.InstanceID, OccurrenceID: r.OccurrenceID, BulkID: r.BulkID}
+	}
+	return out, nil
+}
