@@ -89,3 +89,32 @@ for update of i;
 
 -- name: InstanceGetMany :many
 select * from instances where id = any(@ids::uuid[]);
+
+-- name: InstanceDeleteEnded :one
+-- One retention batch, in one statement: the oldest ended instances before
+-- the cutoff, skipping any another replica is deleting, with everything
+-- that hangs from them. Foreign keys are checked at the statement's end,
+-- when the children are gone too.
+with doomed as (
+    select id from instances
+    where ended_at < @cutoff::timestamptz and status in ('completed', 'failed', 'cancelled')
+    order by ended_at
+    limit @max
+    for update skip locked
+),
+occ as (
+    select o.id from occurrences o where o.instance_id in (select id from doomed)
+),
+gone_attempts as (
+    delete from attempts where occurrence_id in (select id from occ)
+),
+gone_tokens as (
+    delete from settle_tokens where occurrence_id in (select id from occ)
+),
+gone_occurrences as (
+    delete from occurrences where id in (select id from occ)
+),
+gone as (
+    delete from instances where id in (select id from doomed) returning 1
+)
+select count(*)::bigint from gone;

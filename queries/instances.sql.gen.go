@@ -69,6 +69,48 @@ func (q *Queries) InstanceCount(ctx context.Context, arg InstanceCountParams) (i
 	return column_1, err
 }
 
+const instanceDeleteEnded = `-- name: InstanceDeleteEnded :one
+with doomed as (
+    select id from instances
+    where ended_at < $1::timestamptz and status in ('completed', 'failed', 'cancelled')
+    order by ended_at
+    limit $2
+    for update skip locked
+),
+occ as (
+    select o.id from occurrences o where o.instance_id in (select id from doomed)
+),
+gone_attempts as (
+    delete from attempts where occurrence_id in (select id from occ)
+),
+gone_tokens as (
+    delete from settle_tokens where occurrence_id in (select id from occ)
+),
+gone_occurrences as (
+    delete from occurrences where id in (select id from occ)
+),
+gone as (
+    delete from instances where id in (select id from doomed) returning 1
+)
+select count(*)::bigint from gone
+`
+
+type InstanceDeleteEndedParams struct {
+	Cutoff time.Time
+	Max    int32
+}
+
+// One retention batch, in one statement: the oldest ended instances before
+// the cutoff, skipping any another replica is deleting, with everything
+// that hangs from them. Foreign keys are checked at the statement's end,
+// when the children are gone too.
+func (q *Queries) InstanceDeleteEnded(ctx context.Context, arg InstanceDeleteEndedParams) (int64, error) {
+	row := q.db.QueryRow(ctx, instanceDeleteEnded, arg.Cutoff, arg.Max)
+	var column_1 int64
+	err := row.Scan(&column_1)
+	return column_1, err
+}
+
 const instanceEnd = `-- name: InstanceEnd :execrows
 update instances
 set status = $1, end_node = $2, error_code = $3,

@@ -30,10 +30,12 @@ type Config struct {
 	MaxBodyBytes    int64
 	ShutdownTimeout time.Duration
 	TimerInterval   time.Duration
-	LogLevel        slog.Level
-	LogFormat       string
-	Pull            Pull
-	Push            Push
+	// Retention is how long ended instances are kept; 0 keeps them forever.
+	Retention time.Duration
+	LogLevel  slog.Level
+	LogFormat string
+	Pull      Pull
+	Push      Push
 }
 
 // Pull holds the operator's bounds on the pull protocol. Requests above a
@@ -64,7 +66,12 @@ const (
 	kindInt
 	kindLevel
 	kindFormat
+	kindRetention
 )
+
+// MinRetention is the shortest retention accepted: history an operator is
+// still reading must not vanish under them.
+const MinRetention = time.Hour
 
 // Setting describes one configuration key; the README's configuration table
 // lists exactly these (a test keeps the two in step).
@@ -117,6 +124,8 @@ var Settings = []Setting{
 		set: func(c *Config, v any) { c.MaxBodyBytes = int64(v.(int)) }},
 	{Env: "RELAIS_TIMER_INTERVAL", Flag: "timer-interval", Default: "PT1S", Description: "how often a replica looks for deadlines and expired last attempts", kind: kindDuration,
 		set: func(c *Config, v any) { c.TimerInterval = v.(time.Duration) }},
+	{Env: "RELAIS_RETENTION", Flag: "retention", Default: "P30D", Description: "how long ended instances (completed, failed, cancelled) are kept with their occurrences and attempts, at least PT1H; forever keeps everything (audit logs are kept regardless)", kind: kindRetention,
+		set: func(c *Config, v any) { c.Retention = v.(time.Duration) }},
 	{Env: "RELAIS_SHUTDOWN_TIMEOUT", Flag: "shutdown-timeout", Default: "PT30S", Description: "how long a stopping server drains in-flight requests", kind: kindDuration,
 		set: func(c *Config, v any) { c.ShutdownTimeout = v.(time.Duration) }},
 	{Env: "RELAIS_LOG_LEVEL", Flag: "log-level", Default: "info", Description: "debug, info, warn or error", kind: kindLevel,
@@ -209,6 +218,18 @@ func parseValue(s Setting, raw string) (any, error) {
 			return nil, fmt.Errorf("%q is not one of debug, info, warn, error", raw)
 		}
 		return l, nil
+	case kindRetention:
+		if raw == "forever" {
+			return time.Duration(0), nil
+		}
+		d, err := isoduration.Parse(raw)
+		if err != nil {
+			return nil, fmt.Errorf("%w (or forever)", err)
+		}
+		if d < MinRetention {
+			return nil, fmt.Errorf("must be at least %s (or forever)", isoduration.Format(MinRetention))
+		}
+		return d, nil
 	case kindFormat:
 		if raw != "text" && raw != "json" {
 			return nil, fmt.Errorf("%q is not text or json", raw)

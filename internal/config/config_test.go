@@ -38,6 +38,8 @@ func TestFailsClosedNamingTheKey(t *testing.T) {
 		{"zero default", map[string]string{"RELAIS_PULL_DEFAULT_LOCK_DURATION": "PT0S"}, nil, "RELAIS_PULL_DEFAULT_LOCK_DURATION"},
 		{"not ISO", map[string]string{"RELAIS_PULL_DEFAULT_LOCK_DURATION": "1 minute"}, nil, "RELAIS_PULL_DEFAULT_LOCK_DURATION"},
 		{"zero ceiling", map[string]string{"RELAIS_PULL_MAX_WAIT": "PT0S"}, nil, "RELAIS_PULL_MAX_WAIT"},
+		{"retention too short", map[string]string{"RELAIS_RETENTION": "PT5M"}, nil, "RELAIS_RETENTION"},
+		{"retention not a duration", map[string]string{"RELAIS_RETENTION": "never"}, nil, "RELAIS_RETENTION"},
 		{"push above hard ceiling", map[string]string{"RELAIS_PUSH_MAX_TIMEOUT": "PT11S"}, nil, "RELAIS_PUSH_MAX_TIMEOUT"},
 		{"push default above", map[string]string{"RELAIS_PUSH_DEFAULT_TIMEOUT": "PT8S", "RELAIS_PUSH_MAX_TIMEOUT": "PT6S"}, nil, "RELAIS_PUSH_DEFAULT_TIMEOUT"},
 		{"bad int", map[string]string{"RELAIS_PULL_MAX_TASKS": "ten"}, nil, "RELAIS_PULL_MAX_TASKS"},
@@ -90,6 +92,17 @@ func TestCeilingBelowADefaultFailsClosed(t *testing.T) {
 		if _, err := Load(nil, env(ok), io.Discard); err != nil {
 			t.Errorf("%v: %v; want a ceiling equal to its default, or a lowered default, to load", ok, err)
 		}
+	}
+}
+
+func TestRetention(t *testing.T) {
+	t.Parallel()
+	if c := Default(); c.Retention != 30*24*time.Hour {
+		t.Errorf("default retention %v, want P30D", c.Retention)
+	}
+	c, err := Load(nil, env(map[string]string{"RELAIS_RETENTION": "forever"}), io.Discard)
+	if err != nil || c.Retention != 0 {
+		t.Errorf("forever: %v %v, want 0 (keep everything)", c.Retention, err)
 	}
 }
 

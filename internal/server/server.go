@@ -28,6 +28,10 @@ import (
 	"github.com/relais/relais/push"
 )
 
+// retentionInterval is how often a replica deletes history past the
+// retention: often enough that a pass stays small.
+const retentionInterval = time.Minute
+
 // Deps are what a replica is built from.
 type Deps struct {
 	Logger   *slog.Logger
@@ -60,6 +64,7 @@ func Start(ctx context.Context, d Deps) *Replica {
 	rep.done.Go(func() { runner.Run(ctx) })
 	rep.done.Go(func() { listener.Run(ctx) })
 	rep.done.Go(func() { d.Engine.RunTimerLoop(ctx, d.Config.TimerInterval) })
+	rep.done.Go(func() { d.Engine.RunRetentionLoop(ctx, d.Config.Retention, retentionInterval) })
 	select {
 	case <-listener.Ready():
 	case <-time.After(10 * time.Second):

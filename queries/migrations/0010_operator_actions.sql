@@ -29,3 +29,8 @@ create index occurrences_by_process on occurrences (process_key, id desc);
 create index occurrences_by_business_key on occurrences (business_key, id desc) where business_key is not null;
 create index occurrences_by_error_code on occurrences (error_code, id desc) where error_code is not null;
 create index occurrences_by_settled on occurrences (settled_at desc, id desc) where settled_at is not null;
+
+-- Retention (DESIGN §13) deletes ended instances oldest first; the reveal
+-- audit outlives the occurrences it names, like the operator audit.
+create index instances_ended on instances (ended_at) where ended_at is not null;
+alter table reveal_audit drop constraint reveal_audit_occurrence_id_fkey;

@@ -1,0 +1,62 @@
+package engine
+
+import (
+	"context"
+	"time"
+
+	"github.com/relais/relais/queries"
+)
+
+// retentionBatch bounds one retention statement, so that deleting a long
+// history is many short transactions, never one long one.
+const retentionBatch = 1000
+
+// DeleteEnded deletes, in batches, the ended instances (completed, failed,
+// cancelled) that ended more than retention ago, with their occurrences,
+// attempts and settle tokens (DESIGN §13). Audit logs are kept. Any replica
+// may run it: batches skip the rows another is deleting. It returns how
+// many instances it deleted, stopping early when ctx ends.
+func (e *Engine) DeleteEnded(ctx context.Context, retention time.Duration) (int64, error) {
+	now := time.Now()
+	if at := e.at(); at != nil {
+		now = *at
+	}
+	cutoff := now.Add(-retention)
+	var total int64
+	for ctx.Err() == nil {
+		n, err := e.q.InstanceDeleteEnded(ctx, queries.InstanceDeleteEndedParams{Cutoff: cutoff, Max: retentionBatch})
+		if err != nil {
+			return total, wrap("retention", err)
+		}
+		total += n
+		if n < retentionBatch {
+			break
+		}
+	}
+	return total, nil
+}
+
+// RunRetentionLoop runs DeleteEnded every interval until ctx ends; a zero
+// retention (forever) runs nothing.
+func (e *Engine) RunRetentionLoop(ctx context.Context, retention, interval time.Duration) {
+	if retention <= 0 {
+		return
+	}
+	t := time.NewTimer(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		n, err := e.DeleteEnded(ctx, retention)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			e.logger.Warn("retention pass failed", "err", err)
+		case n > 0:
+			e.logger.Info("retention: ended instances deleted", "count", n, "retention", formatDuration(retention))
+		}
+		t.Reset(interval)
+	}
+}

@@ -1,0 +1,88 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/relais/relais/internal/dbtest"
+	"github.com/relais/relais/internal/keyring"
+)
+
+// Retention deletes ended instances older than the retention with their
+// occurrences and attempts, once, across concurrent replicas; it keeps
+// running and held instances, recent ones, and the audit logs.
+func TestRetentionDeletesEndedHistoryOnce(t *testing.T) {
+	t.Parallel()
+	clock := &testClock{}
+	pool := dbtest.Pool(t)
+	ring, err := keyring.Parse(testKeys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := New(pool, clock.options(ring)), New(pool, clock.options(ring))
+	prepare(t, a, "")
+	ctx := context.Background()
+	start := func() uuid.UUID {
+		inst, _, err := a.StartInstance(ctx, StartRequest{ProcessKey: "two_step", Inputs: json.RawMessage(`{"name":"Acme"}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return inst.ID
+	}
+	var old []uuid.UUID
+	for range 30 {
+		id := start()
+		// Ended by a stop, with an attempt recorded first.
+		c := consumer(t, a)
+		claimOne(t, a, c, "w")
+		if _, err := a.Act(ctx, Actor{Name: "ops"}, ActionStop, id, "cleanup"); err != nil {
+			t.Fatal(err)
+		}
+		old = append(old, id)
+	}
+	running := start()
+	clock.advance(40 * 24 * time.Hour)
+	recent := start()
+	if _, err := a.Act(ctx, Actor{Name: "ops"}, ActionStop, recent, "cleanup"); err != nil {
+		t.Fatal(err)
+	}
+
+	var wg sync.WaitGroup
+	var na, nb int64
+	wg.Go(func() { na, _ = a.DeleteEnded(ctx, 30*24*time.Hour) })
+	wg.Go(func() { nb, _ = b.DeleteEnded(ctx, 30*24*time.Hour) })
+	wg.Wait()
+	if na+nb != int64(len(old)) {
+		t.Errorf("replicas deleted %d + %d instances, want %d in all", na, nb, len(old))
+	}
+	count := func(sql string, args ...any) int {
+		var n int
+		if err := pool.QueryRow(ctx, sql, args...).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := count("select count(*) from instances where id = any($1)", old); n != 0 {
+		t.Errorf("%d old ended instances left", n)
+	}
+	if n := count("select count(*) from occurrences o where not exists (select 1 from instances i where i.id = o.instance_id)"); n != 0 {
+		t.Errorf("%d orphan occurrences", n)
+	}
+	if n := count("select count(*) from attempts a where not exists (select 1 from occurrences o where o.id = a.occurrence_id)"); n != 0 {
+		t.Errorf("%d orphan attempts", n)
+	}
+	if n := count("select count(*) from instances where id = any($1)", []uuid.UUID{running, recent}); n != 2 {
+		t.Errorf("the running and the recent instances: %d left, want 2", n)
+	}
+	if n := count("select count(*) from operator_actions"); n != len(old)+1 {
+		t.Errorf("%d operator actions left, want %d: audit logs outlive retention", n, len(old)+1)
+	}
+	if n, err := a.DeleteEnded(ctx, 30*24*time.Hour); err != nil || n != 0 {
+		t.Errorf("a second pass deleted %d (%v), want 0", n, err)
+	}
+}
