@@ -82,9 +82,12 @@ func (a *API) startInstance() http.Handler {
 }
 
 func (a *API) writeInstance(w http.ResponseWriter, r *http.Request, inst engine.Instance, status int) error {
-	occs, err := a.eng.InstanceOccurrences(r.Context(), inst.ID)
-	if err != nil {
-		return err
+	occs := inst.Path
+	if occs == nil {
+		var err error
+		if occs, err = a.eng.InstanceOccurrences(r.Context(), inst.ID); err != nil {
+			return err
+		}
 	}
 	out := toInstanceJSON(inst, true)
 	out.Path = []pathStep{}

@@ -99,6 +99,8 @@ type run struct {
 	// a worker's failure report ends, so a replay answers the same.
 	reportDigest *string
 	reportAnswer []byte
+	// created are the occurrences this run inserted, in order.
+	created []queries.Occurrence
 }
 
 // newRun prepares the run of inst, locked by this transaction, acting at now
@@ -207,7 +209,7 @@ func (r *run) enter(name string) error {
 		if _, err := r.q.InstanceEnd(r.ctx, queries.InstanceEndParams{ID: r.inst.ID, Status: status, EndNode: &name, ErrorCode: code, Now: &r.now}); err != nil {
 			return err
 		}
-		r.inst.Status = status
+		r.ended(status, name, code)
 		return nil
 	}
 	rev, err := r.e.revision(r.ctx, r.q, node.Definition, node.Revision)
@@ -248,6 +250,7 @@ func (r *run) enter(name string) error {
 	if err != nil {
 		return err
 	}
+	r.created = append(r.created, row)
 	if row.Status == StatusFailed {
 		return r.followFailure(name, deref(row.ErrorCode), deref(row.ErrorMessage))
 	}
@@ -296,6 +299,13 @@ func describeViolations(vs []contracts.Violation) string {
 	return strings.Join(parts, "; ")
 }
 
+// ended records on r.inst what InstanceEnd stored, so the run's caller
+// knows the instance without reading it again.
+func (r *run) ended(status, node string, code *string) {
+	now := r.now
+	r.inst.Status, r.inst.EndNode, r.inst.ErrorCode, r.inst.EndedAt = status, &node, code, &now
+}
+
 // followFailure sends the instance where node's on_error leads for code:
 // down an error branch, or held at node (the failed occurrence stays as it
 // is, failed with its error, for an operator to act on); without a target
@@ -312,7 +322,7 @@ func (r *run) followFailure(node, code, message string) error {
 		if _, err := r.q.InstanceHold(r.ctx, queries.InstanceHoldParams{ID: r.inst.ID, ErrorCode: &code}); err != nil {
 			return err
 		}
-		r.inst.Status = InstanceHeld
+		r.inst.Status, r.inst.ErrorCode = InstanceHeld, &code
 		return nil
 	case ok:
 		return r.enter(next.Node)
@@ -320,7 +330,7 @@ func (r *run) followFailure(node, code, message string) error {
 	if _, err := r.q.InstanceEnd(r.ctx, queries.InstanceEndParams{ID: r.inst.ID, Status: InstanceFailed, EndNode: &node, ErrorCode: &code, Now: &r.now}); err != nil {
 		return err
 	}
-	r.inst.Status = InstanceFailed
+	r.ended(InstanceFailed, node, &code)
 	return nil
 }
 

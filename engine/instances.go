@@ -38,6 +38,10 @@ type Instance struct {
 	Inputs      json.RawMessage
 	CreatedAt   time.Time
 	EndedAt     *time.Time
+	// Path holds the occurrences a start created, when StartInstance
+	// created the instance (it knows them without reading them again);
+	// nil otherwise: ask InstanceOccurrences.
+	Path []Occurrence
 }
 
 // StartRequest starts an instance.
@@ -138,21 +142,25 @@ func (e *Engine) StartInstance(ctx context.Context, req StartRequest) (Instance,
 		return e.instanceFromRow(ctx, *p.replay), false, nil
 	}
 	var inst queries.Instance
+	var path []queries.Occurrence
 	created := false
 	err = e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error {
-		inst, created, err = e.insertStart(ctx, q, p)
+		inst, path, created, err = e.insertStart(ctx, q, p)
 		return err
 	})
 	if err != nil {
 		return Instance{}, false, wrap("start instance", err)
 	}
+	out := e.instanceFromRow(ctx, inst)
 	if created {
-		// Re-read: advancing may already have ended the instance.
-		if row, err := e.q.InstanceGet(ctx, inst.ID); err == nil {
-			inst = row
+		// The run knows the instance as it left it (advancing may have
+		// ended it already) and the occurrences it created: no re-read.
+		out.Path = make([]Occurrence, len(path))
+		for i, o := range path {
+			out.Path[i] = e.occurrenceFromRow(ctx, observed{row: o})
 		}
 	}
-	return e.instanceFromRow(ctx, inst), created, nil
+	return out, created, nil
 }
 
 // preparedStart is a start request checked outside any transaction: its
@@ -212,9 +220,10 @@ func (e *Engine) prepareStart(ctx context.Context, req StartRequest) (preparedSt
 }
 
 // insertStart creates a prepared instance and advances it to its first
-// node inside q's transaction; created is false when a concurrent request
-// with the same Idempotency-Key got there first (its instance is returned).
-func (e *Engine) insertStart(ctx context.Context, q *queries.Queries, p preparedStart) (queries.Instance, bool, error) {
+// node inside q's transaction, returning it as the run left it and the
+// occurrences it created; created is false when a concurrent request with
+// the same Idempotency-Key got there first (its instance is returned).
+func (e *Engine) insertStart(ctx context.Context, q *queries.Queries, p preparedStart) (inst queries.Instance, path []queries.Occurrence, created bool, err error) {
 	row, err := q.InstanceInsert(ctx, queries.InstanceInsertParams{ID: p.id, ProcessKey: p.pv.Key, Version: int32(p.pv.Version),
 		BusinessKey: p.req.BusinessKey, Inputs: p.public, SealedInputs: p.sealed, IdempotencyKey: p.idem, RequestDigest: p.digest, Now: e.at()})
 	if isNoRows(err) && p.digest != nil {
@@ -222,21 +231,24 @@ func (e *Engine) insertStart(ctx context.Context, q *queries.Queries, p prepared
 		// lookup; ON CONFLICT waited for it to commit.
 		existing, found, err := e.replayStart(ctx, q, p.req, p.canonical)
 		if err != nil {
-			return queries.Instance{}, false, err
+			return queries.Instance{}, nil, false, err
 		}
 		if !found {
-			return queries.Instance{}, false, fmt.Errorf("instance with Idempotency-Key %q conflicted but cannot be found", p.req.IdempotencyKey)
+			return queries.Instance{}, nil, false, fmt.Errorf("instance with Idempotency-Key %q conflicted but cannot be found", p.req.IdempotencyKey)
 		}
-		return existing, false, nil
+		return existing, nil, false, nil
 	}
 	if err != nil {
-		return queries.Instance{}, false, err
+		return queries.Instance{}, nil, false, err
 	}
 	// The row's created_at was set from the statement's clock.
 	r := e.newRun(ctx, q, row, row.CreatedAt, p.pv)
 	// A new instance has settled no node: nothing to load.
 	r.nothingSettled()
-	return row, true, r.enter(p.pv.Process.Start)
+	if err := r.enter(p.pv.Process.Start); err != nil {
+		return queries.Instance{}, nil, false, err
+	}
+	return r.inst, r.created, true, nil
 }
 
 // MaxBatch bounds the items of one batch request (starts or settlements):
@@ -293,7 +305,7 @@ func (e *Engine) StartInstances(ctx context.Context, reqs []StartRequest) ([]Sta
 			}
 			err := pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error {
 				var err error
-				rows[i], out[i].Created, err = e.insertStart(ctx, q.WithTx(sp), p)
+				rows[i], _, out[i].Created, err = e.insertStart(ctx, q.WithTx(sp), p)
 				return err
 			})
 			if err != nil {
@@ -308,26 +320,9 @@ func (e *Engine) StartInstances(ctx context.Context, reqs []StartRequest) ([]Sta
 	if err != nil {
 		return nil, wrap("start instances", err)
 	}
-	var ids []uuid.UUID
 	for i, r := range rows {
+		// As the run left it: advancing may already have ended it.
 		if out[i].Err == nil && prepared[i].replay == nil {
-			ids = append(ids, r.ID)
-		}
-	}
-	// Re-read: advancing may already have ended them.
-	now, err := e.q.InstanceGetMany(ctx, ids)
-	if err != nil {
-		return nil, wrap("start instances", err)
-	}
-	byID := make(map[uuid.UUID]queries.Instance, len(now))
-	for _, r := range now {
-		byID[r.ID] = r
-	}
-	for i, r := range rows {
-		if out[i].Err == nil && prepared[i].replay == nil {
-			if cur, ok := byID[r.ID]; ok {
-				r = cur
-			}
 			out[i].Instance = e.instanceFromRow(ctx, r)
 		}
 	}

@@ -87,9 +87,6 @@ select sqlc.embed(i), coalesce(sqlc.narg('now')::timestamptz, now())::timestampt
 where i.id = (select o.instance_id from occurrences o where o.id = @occurrence_id)
 for update of i;
 
--- name: InstanceGetMany :many
-select * from instances where id = any(@ids::uuid[]);
-
 -- name: InstanceDeleteEnded :one
 -- One retention batch, in one statement: the oldest ended instances before
 -- the cutoff, skipping any another replica is deleting, with everything

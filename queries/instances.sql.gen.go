@@ -197,44 +197,6 @@ func (q *Queries) InstanceGetByIdempotencyKey(ctx context.Context, arg InstanceG
 	return i, err
 }
 
-const instanceGetMany = `-- name: InstanceGetMany :many
-select id, process_key, version, status, business_key, inputs, sealed_inputs, idempotency_key, request_digest, end_node, error_code, created_at, ended_at from instances where id = any($1::uuid[])
-`
-
-func (q *Queries) InstanceGetMany(ctx context.Context, ids []uuid.UUID) ([]Instance, error) {
-	rows, err := q.db.Query(ctx, instanceGetMany, ids)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []Instance{}
-	for rows.Next() {
-		var i Instance
-		if err := rows.Scan(
-			&i.ID,
-			&i.ProcessKey,
-			&i.Version,
-			&i.Status,
-			&i.BusinessKey,
-			&i.Inputs,
-			&i.SealedInputs,
-			&i.IdempotencyKey,
-			&i.RequestDigest,
-			&i.EndNode,
-			&i.ErrorCode,
-			&i.CreatedAt,
-			&i.EndedAt,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
 const instanceHold = `-- name: InstanceHold :execrows
 update instances
 set status = 'held', error_code = $1
