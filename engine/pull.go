@@ -284,10 +284,7 @@ func (r *run) complete(o queries.Occurrence, rev *Revision, outputs json.RawMess
 		routePtr = &route
 	}
 	if err := r.q.OccurrenceComplete(r.ctx, queries.OccurrenceCompleteParams{ID: o.ID, Outputs: public, SealedOutputs: sealed,
-		OutputsDigest: r.e.digest(canonical), Route: routePtr, Now: &r.now}); err != nil {
-		return err
-	}
-	if err := r.q.AttemptEnd(r.ctx, queries.AttemptEndParams{OccurrenceID: o.ID, Number: o.Attempts, Outcome: OutcomeCompleted, Now: &r.now}); err != nil {
+		OutputsDigest: r.e.digest(canonical), Route: routePtr, Now: r.now}); err != nil {
 		return err
 	}
 	if o.DeferredAt != nil {

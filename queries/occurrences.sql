@@ -156,11 +156,19 @@ inserted as (
 select * from claimed;
 
 -- name: OccurrenceComplete :exec
-update occurrences
-set status = 'completed', outputs = @outputs, sealed_outputs = sqlc.narg('sealed_outputs'),
-    outputs_digest = @outputs_digest::text, route = sqlc.narg('route'),
-    settled_at = coalesce(sqlc.narg('now')::timestamptz, now()), claimable_at = null
-where id = @id;
+-- The occurrence and its attempt settle in one statement: one round trip.
+with done as (
+    update occurrences
+    set status = 'completed', outputs = @outputs, sealed_outputs = sqlc.narg('sealed_outputs'),
+        outputs_digest = @outputs_digest::text, route = sqlc.narg('route'),
+        settled_at = @now::timestamptz, claimable_at = null
+    where id = @id
+    returning id, attempts
+)
+update attempts a
+set outcome = 'completed', ended_at = @now::timestamptz
+from done
+where a.occurrence_id = done.id and a.number = done.attempts and a.ended_at is null;
 
 -- name: OccurrenceFail :exec
 update occurrences

@@ -379,29 +379,37 @@ func (q *Queries) OccurrenceClaimPush(ctx context.Context, arg OccurrenceClaimPu
 }
 
 const occurrenceComplete = `-- name: OccurrenceComplete :exec
-update occurrences
-set status = 'completed', outputs = $1, sealed_outputs = $2,
-    outputs_digest = $3::text, route = $4,
-    settled_at = coalesce($5::timestamptz, now()), claimable_at = null
-where id = $6
+with done as (
+    update occurrences
+    set status = 'completed', outputs = $2, sealed_outputs = $3,
+        outputs_digest = $4::text, route = $5,
+        settled_at = $1::timestamptz, claimable_at = null
+    where id = $6
+    returning id, attempts
+)
+update attempts a
+set outcome = 'completed', ended_at = $1::timestamptz
+from done
+where a.occurrence_id = done.id and a.number = done.attempts and a.ended_at is null
 `
 
 type OccurrenceCompleteParams struct {
+	Now           time.Time
 	Outputs       json.RawMessage
 	SealedOutputs []byte
 	OutputsDigest string
 	Route         *string
-	Now           *time.Time
 	ID            uuid.UUID
 }
 
+// The occurrence and its attempt settle in one statement: one round trip.
 func (q *Queries) OccurrenceComplete(ctx context.Context, arg OccurrenceCompleteParams) error {
 	_, err := q.db.Exec(ctx, occurrenceComplete,
+		arg.Now,
 		arg.Outputs,
 		arg.SealedOutputs,
 		arg.OutputsDigest,
 		arg.Route,
-		arg.Now,
 		arg.ID,
 	)
 	return err
