@@ -23,6 +23,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/goleak"
 
 	"github.com/relais/relais/internal/embeddedpg"
 )
@@ -47,6 +48,16 @@ var (
 	schemaMigrate     Migrate
 )
 
+// LeakOptions are what goleak ignores after a package's tests: idle HTTP
+// keep-alive connections of test clients, which the transport closes on
+// its own schedule, not leaks of the code under test.
+func LeakOptions() []goleak.Option {
+	return []goleak.Option{
+		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
+		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
+	}
+}
+
 // Migrate applies a schema to an empty database (engine.Migrate).
 type Migrate func(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) ([]int, error)
 
@@ -64,6 +75,14 @@ func Main(m *testing.M, fingerprint string, migrate Migrate) {
 	}
 	if baseDir != "" {
 		_ = os.RemoveAll(baseDir)
+	}
+	// Every replica, runner, listener and pool a test started must be gone
+	// with it: a goroutine left behind is a leak the product would have too.
+	if code == 0 && os.Getenv("RELAIS_SKIP_LEAK_CHECK") == "" {
+		if err := goleak.Find(LeakOptions()...); err != nil {
+			fmt.Fprintf(os.Stderr, "dbtest: goroutines outlived the tests: %v\n", err)
+			code = 1
+		}
 	}
 	os.Exit(code)
 }
