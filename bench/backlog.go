@@ -35,9 +35,9 @@ func runBacklog(ctx context.Context, b *bench) ([]measurement, error) {
 			return nil, fmt.Errorf("%s: %w", sys.name, err)
 		}
 		out = append(out,
-			measurement{Scenario: "backlog", System: sys.name, Metric: fmt.Sprintf("fetch p50, %d others", smallBacklog), Value: p50[0], Unit: "ms", Better: "lower"},
-			measurement{Scenario: "backlog", System: sys.name, Metric: fmt.Sprintf("fetch p50, %d others", b.opts.BacklogRows), Value: p50[1], Unit: "ms", Better: "lower"},
-			measurement{Scenario: "backlog", System: sys.name, Metric: fmt.Sprintf("%d ÷ %d others", b.opts.BacklogRows, smallBacklog), Value: p50[1] / p50[0], Unit: "×", Better: "lower"})
+			measurement{Scenario: "backlog", System: sys.name, Metric: "fetch p50, " + thousands(smallBacklog) + " others", Value: p50[0], Unit: "ms", Better: "lower"},
+			measurement{Scenario: "backlog", System: sys.name, Metric: "fetch p50, " + thousands(b.opts.BacklogRows) + " others", Value: p50[1], Unit: "ms", Better: "lower"},
+			measurement{Scenario: "backlog", System: sys.name, Metric: thousands(b.opts.BacklogRows) + " ÷ " + thousands(smallBacklog) + " others", Value: p50[1] / p50[0], Unit: "×", Better: "lower"})
 	}
 	return out, nil
 }

@@ -130,6 +130,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	env.GoVersion, env.CPUs = runtime.Version(), runtime.NumCPU()
+	env.River = riverVersion
+	env.RiverTuned = fmt.Sprintf("FetchCooldown %s, FetchPollInterval %s", riverTuned.fetchCooldown, riverTuned.fetchPoll)
 	b.log.printf("PostgreSQL %s (fsync %s, synchronous_commit %s); Go %s on %d CPUs; %d workers, %d producers",
 		env.Postgres, env.Fsync, env.SynchronousCommit, env.GoVersion, env.CPUs, o.Workers, o.Producers)
 	if env.Fsync != "on" || env.SynchronousCommit != "on" {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 )
@@ -17,6 +18,9 @@ type environment struct {
 	Embedded          bool   `json:"embedded_postgres"`
 	GoVersion         string `json:"go"`
 	CPUs              int    `json:"cpus"`
+	River             string `json:"river"`
+	// RiverTuned is the tuned client's fetch settings.
+	RiverTuned string `json:"river_tuned"`
 }
 
 // report is the whole run: --json prints it as is.
@@ -125,4 +129,13 @@ func formatValue(v float64, unit string) string {
 	default:
 		return fmt.Sprintf("%.1f", v)
 	}
+}
+
+// thousands writes n with comma separators: 1,000,000.
+func thousands(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0 && s[i-1] != '-'; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }
