@@ -69,15 +69,17 @@ func (t *tally) reached(target int) <-chan struct{} {
 
 // load is a throughput run: units [from, from+n) are started by producers
 // goroutines calling start, one unit per call, while the system's workers
-// (started by the caller) settle them and count them in settled. A unit is
-// whatever the scenario starts in one call: one instance or job here; a
-// batch scenario would start and count a batch.
+// (started by the caller) settle them and count each settlement in settled.
+// A unit is whatever the scenario starts in one call: one instance or job
+// in cycle; a batch scenario starts a batch per call and sets perUnit.
 type load struct {
 	label     string
 	from, n   int
 	producers int
 	start     func(ctx context.Context, i int) error
 	settled   *tally
+	// perUnit is the settlements one unit leads to (0 means 1).
+	perUnit int
 	// failed reports an error of the workers, which ends the run.
 	failed <-chan error
 }
@@ -103,7 +105,8 @@ func (l load) run(ctx context.Context, log *progress) (time.Duration, error) {
 			}
 		})
 	}
-	done := l.settled.reached(l.from + l.n)
+	per := max(l.perUnit, 1)
+	done := l.settled.reached((l.from + l.n) * per)
 	began := time.Now()
 	go func() {
 		defer close(units)
@@ -129,9 +132,9 @@ func (l load) run(ctx context.Context, log *progress) (time.Duration, error) {
 		case <-ctx.Done():
 			return 0, ctx.Err()
 		case <-tick.C:
-			got := l.settled.count() - l.from
+			got := l.settled.count() - l.from*per
 			elapsed := time.Since(began)
-			log.printf("%s: %d/%d settled (%.0f/s)", l.label, got, l.n, float64(got)/elapsed.Seconds())
+			log.printf("%s: %d/%d settled (%.0f/s)", l.label, got, l.n*per, float64(got)/elapsed.Seconds())
 		}
 	}
 }
