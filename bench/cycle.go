@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"runtime/pprof"
+	"time"
+)
+
+// runCycle measures full-cycle throughput: --n starts by --producers, one
+// per request (Relais: POST /processes/crm_only/instances of a one-pull-node
+// process) or per transaction (River: InsertTx then COMMIT), settled by
+// --workers workers (Relais: fetch-and-lock with a long poll and max_tasks,
+// then complete each; River: MaxWorkers). The clock runs from the first
+// start to the last settlement, after a warm-up.
+func runCycle(ctx context.Context, b *bench) ([]measurement, error) {
+	var out []measurement
+	rate, err := relaisCycle(ctx, b)
+	if err != nil {
+		return nil, fmt.Errorf("relais: %w", err)
+	}
+	out = append(out, cycleMeasurement(sysRelais, rate))
+	for _, v := range []riverVariant{riverTuned, riverDefaults} {
+		rate, err := riverCycle(ctx, b, v)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", v.system, err)
+		}
+		out = append(out, cycleMeasurement(v.system, rate))
+	}
+	return out, nil
+}
+
+func cycleMeasurement(system string, rate float64) measurement {
+	return measurement{Scenario: "cycle", System: system, Metric: "throughput", Value: rate, Unit: "occurrences/s", Better: "higher", Compare: true}
+}
+
+func relaisCycle(ctx context.Context, b *bench) (float64, error) {
+	db, err := b.pg.freshDatabase(ctx, "bench_cycle_relais")
+	if err != nil {
+		return 0, err
+	}
+	defer db.drop()
+	r, err := startRelais(ctx, b, db)
+	if err != nil {
+		return 0, err
+	}
+	defer r.stop()
+	token, err := r.setupPull(ctx, b.opts.Examples)
+	if err != nil {
+		return 0, err
+	}
+
+	settled := &tally{}
+	workers := r.startWorkers(ctx, token, b.opts.Workers, b.opts.MaxTasks, "PT5S", settled, nil)
+	defer workers.stop(r)
+	if err := r.awaitWaiters(ctx, b.opts.Workers); err != nil {
+		return 0, err
+	}
+
+	start := func(ctx context.Context, i int) error {
+		_, err := r.startInstance(ctx, "crm_only", mustJSON(map[string]any{"inputs": map[string]any{"name": fmt.Sprint("c", i)}}))
+		return err
+	}
+	warm := warmup(b.opts.N)
+	if _, err := (load{label: "relais warm-up", n: warm, producers: b.opts.Producers, start: start, settled: settled, failed: workers.failed}).run(ctx, b.log); err != nil {
+		return 0, err
+	}
+	prof, err := b.beginProfile(ctx, "cycle-relais", db, r.stats, true)
+	if err != nil {
+		return 0, err
+	}
+	elapsed, err := clientLoad(ctx, load{label: "relais", from: warm, n: b.opts.N, producers: b.opts.Producers, start: start, settled: settled, failed: workers.failed}, b.log)
+	prof.end(ctx, b.opts.N, "occurrence")
+	if err != nil {
+		return 0, err
+	}
+	rate := float64(b.opts.N) / elapsed.Seconds()
+	b.log.printf("relais: %d occurrences in %s: %.0f/s", b.opts.N, elapsed.Round(time.Millisecond), rate)
+
+	var completed int
+	if err := r.pool.QueryRow(ctx, "select count(*) from instances where status = 'completed'").Scan(&completed); err != nil {
+		return 0, err
+	}
+	if completed != warm+b.opts.N {
+		return 0, fmt.Errorf("%d instances completed, want %d", completed, warm+b.opts.N)
+	}
+	return rate, nil
+}
+
+func riverCycle(ctx context.Context, b *bench, v riverVariant) (float64, error) {
+	db, err := b.pg.freshDatabase(ctx, "bench_cycle_"+v.system)
+	if err != nil {
+		return 0, err
+	}
+	defer db.drop()
+	warm := warmup(b.opts.N)
+	s, err := startRiver(ctx, b, db, v, warm+b.opts.N, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer s.stop()
+	if _, err := (load{label: v.system + " warm-up", n: warm, producers: b.opts.Producers, start: s.insert, settled: s.settled, failed: s.failed}).run(ctx, b.log); err != nil {
+		return 0, err
+	}
+	prof, err := b.beginProfile(ctx, "cycle-"+v.system, db, s.stats, false)
+	if err != nil {
+		return 0, err
+	}
+	elapsed, err := clientLoad(ctx, load{label: v.system, from: warm, n: b.opts.N, producers: b.opts.Producers, start: s.insert, settled: s.settled, failed: s.failed}, b.log)
+	prof.end(ctx, b.opts.N, "job")
+	if err != nil {
+		return 0, err
+	}
+	rate := float64(b.opts.N) / elapsed.Seconds()
+	b.log.printf("%s: %d jobs in %s: %.0f/s", v.system, b.opts.N, elapsed.Round(time.Millisecond), rate)
+
+	var completed int
+	if err := s.pool.QueryRow(ctx, "select count(*) from river_job where state = 'completed'").Scan(&completed); err != nil {
+		return 0, err
+	}
+	if completed != warm+b.opts.N {
+		return 0, fmt.Errorf("%d jobs completed, want %d", completed, warm+b.opts.N)
+	}
+	return rate, nil
+}
+
+// clientLoad runs l with the producers labelled as the client side of a
+// CPU profile.
+func clientLoad(ctx context.Context, l load, log *progress) (d time.Duration, err error) {
+	pprof.Do(ctx, sideClient, func(ctx context.Context) { d, err = l.run(ctx, log) })
+	return d, err
+}

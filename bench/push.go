@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"path/filepath"
+	"time"
+)
+
+// runPush measures Relais push throughput: --n starts by --producers of a
+// one-push-node process whose destination is a local HTTP server answering
+// at once, from the first start to the last instance ended (the push
+// runner's concurrency is relais serve's default). River has no push
+// equivalent: the figure stands alone.
+func runPush(ctx context.Context, b *bench) ([]measurement, error) {
+	rate, err := relaisPush(ctx, b)
+	if err != nil {
+		return nil, fmt.Errorf("relais: %w", err)
+	}
+	return []measurement{{Scenario: "push", System: sysRelais, Metric: "throughput", Value: rate, Unit: "occurrences/s", Better: "higher"}}, nil
+}
+
+// scoringProcess is one push node on score_company revision 1.
+func scoringProcess(destination string) map[string]any {
+	return map[string]any{
+		"inputs": map[string]any{"fields": []any{map[string]any{"name": "crm_id", "type": "text", "required": true}}},
+		"start":  "score",
+		"nodes": map[string]any{
+			"score": map[string]any{"kind": "push", "definition": "score_company", "revision": 1, "destination": destination, "timeout": "PT5S",
+				"inputs": map[string]any{"crm_id": map[string]any{"from": "input.crm_id"}, "country": map[string]any{"value": "FR"}},
+				"next":   "done", "on_error": "failed"},
+			"done":   map[string]any{"kind": "end"},
+			"failed": map[string]any{"kind": "end", "status": "failed"},
+		},
+	}
+}
+
+// startDestination serves a scoring API on loopback that answers every
+// call at once.
+func startDestination() (string, func(), error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"outputs": {"score": 42, "band": "low"}}`)
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	return "http://" + ln.Addr().String() + "/score", func() { _ = srv.Close() }, nil
+}
+
+func relaisPush(ctx context.Context, b *bench) (float64, error) {
+	db, err := b.pg.freshDatabase(ctx, "bench_push_relais")
+	if err != nil {
+		return 0, err
+	}
+	defer db.drop()
+	r, err := startRelais(ctx, b, db)
+	if err != nil {
+		return 0, err
+	}
+	defer r.stop()
+	dest, closeDest, err := startDestination()
+	if err != nil {
+		return 0, err
+	}
+	defer closeDest()
+	if err := r.applyFile(ctx, filepath.Join(b.opts.Examples, "definitions", "score_company.yaml")); err != nil {
+		return 0, err
+	}
+	if err := r.api.expect(ctx, http.StatusCreated, "PUT", "/api/v1/destinations/local", r.admin, mustJSON(map[string]any{"url": dest, "max_timeout": "PT5S"}), nil); err != nil {
+		return 0, err
+	}
+	if err := r.publish(ctx, "scoring", scoringProcess("local")); err != nil {
+		return 0, err
+	}
+
+	// Ended instances are counted by polling: the push runner settles
+	// them in the background.
+	// A pool of its own keeps the polls out of the replica's SQL profile.
+	monitor, err := db.pool(ctx, nil)
+	if err != nil {
+		return 0, err
+	}
+	settled := &tally{}
+	failed := make(chan error, 1)
+	pctx, cancel := context.WithCancel(ctx)
+	polled := make(chan struct{})
+	defer func() { cancel(); <-polled }()
+	go func() {
+		defer close(polled)
+		for pctx.Err() == nil {
+			var n int
+			if err := monitor.QueryRow(pctx, "select count(*) from instances where status <> 'running'").Scan(&n); err != nil {
+				if pctx.Err() == nil && !errors.Is(err, context.Canceled) {
+					failed <- err
+				}
+				return
+			}
+			settled.set(n)
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	start := func(ctx context.Context, i int) error {
+		_, err := r.startInstance(ctx, "scoring", mustJSON(map[string]any{"inputs": map[string]any{"crm_id": fmt.Sprint("CRM-", i)}}))
+		return err
+	}
+	warm := warmup(b.opts.N)
+	if _, err := (load{label: "relais warm-up", n: warm, producers: b.opts.Producers, start: start, settled: settled, failed: failed}).run(ctx, b.log); err != nil {
+		return 0, err
+	}
+	prof, err := b.beginProfile(ctx, "push-relais", db, r.stats, true)
+	if err != nil {
+		return 0, err
+	}
+	elapsed, err := clientLoad(ctx, load{label: "relais push", from: warm, n: b.opts.N, producers: b.opts.Producers, start: start, settled: settled, failed: failed}, b.log)
+	prof.end(ctx, b.opts.N, "occurrence")
+	if err != nil {
+		return 0, err
+	}
+	rate := float64(b.opts.N) / elapsed.Seconds()
+	b.log.printf("relais push: %d occurrences in %s: %.0f/s", b.opts.N, elapsed.Round(time.Millisecond), rate)
+	var completed int
+	if err := r.pool.QueryRow(ctx, "select count(*) from instances where status = 'completed'").Scan(&completed); err != nil {
+		return 0, err
+	}
+	if completed != warm+b.opts.N {
+		return 0, fmt.Errorf("%d instances completed, want %d", completed, warm+b.opts.N)
+	}
+	return rate, nil
+}
