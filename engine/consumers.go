@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -126,6 +127,9 @@ func (e *Engine) CreateConsumer(ctx context.Context, name string, grants []Grant
 }
 
 func setGrants(ctx context.Context, q *queries.Queries, id int64, grants []Grant) error {
+	if err := notifyInvalidate(ctx, q, "grants:"+strconv.FormatInt(id, 10)); err != nil {
+		return err
+	}
 	if err := q.GrantDeleteAll(ctx, id); err != nil {
 		return err
 	}
@@ -158,7 +162,18 @@ func (e *Engine) consumerFromRow(ctx context.Context, row queries.Consumer) (Con
 }
 
 func (e *Engine) grants(ctx context.Context, id int64) ([]Grant, error) {
-	rows, err := e.q.GrantList(ctx, id)
+	return grantsOf(ctx, e.memo, e.q, id)
+}
+
+// grantsOf reads a consumer's grants through q (inside settlement
+// transactions: a query on the pool there could wait for a connection held
+// by a transaction waiting for this one's locks), or from the memo.
+func grantsOf(ctx context.Context, m *memo, q *queries.Queries, id int64) ([]Grant, error) {
+	gs, ok, gen := memoGet(m, m.grants, id)
+	if ok {
+		return gs, nil
+	}
+	rows, err := q.GrantList(ctx, id)
 	if err != nil {
 		return nil, wrap("list grants", err)
 	}
@@ -166,6 +181,7 @@ func (e *Engine) grants(ctx context.Context, id int64) ([]Grant, error) {
 	for i, g := range rows {
 		out[i] = Grant{Definition: g.DefinitionKey, Revisions: toInts(g.Revisions)}
 	}
+	memoPut(m, m.grants, id, out, gen)
 	return out, nil
 }
 
@@ -241,6 +257,9 @@ func (e *Engine) RevokeConsumer(ctx context.Context, id int64) error {
 		} else if err != nil {
 			return err
 		}
+		if err := notifyInvalidate(ctx, q, "grants:"+strconv.FormatInt(id, 10)); err != nil {
+			return err
+		}
 		return q.ConsumerTokenRevokeAll(ctx, &id)
 	}))
 }
@@ -248,6 +267,6 @@ func (e *Engine) RevokeConsumer(ctx context.Context, id int64) error {
 // ConsumerSees reports whether a consumer is granted revision of key; what
 // it is not granted it must not see at all.
 func (e *Engine) ConsumerSees(ctx context.Context, consumerID int64, key string, revision int) (bool, error) {
-	ok, err := granted(ctx, e.q, consumerID, key, revision)
+	ok, err := granted(ctx, e.memo, e.q, consumerID, key, revision)
 	return ok, wrap("consumer grants", err)
 }

@@ -170,6 +170,9 @@ func (e *Engine) Snapshot(ctx context.Context, key string) (Revision, bool, erro
 		if err != nil {
 			return err
 		}
+		if err := notifyInvalidate(ctx, q, "revisions:"+key); err != nil {
+			return err
+		}
 		created = true
 		rev, err = revisionFromRow(row)
 		return err

@@ -35,6 +35,7 @@ type Engine struct {
 	revisions revisionCache
 	processes sync.Map // processVersionKey → *ProcessVersion
 	schemas   *contracts.Cache
+	memo      *memo
 }
 
 // Limits are the operator's bounds the engine enforces.
@@ -67,7 +68,7 @@ func New(pool *pgxpool.Pool, opts Options) *Engine {
 	}
 	schemas := contracts.NewCache()
 	return &Engine{pool: pool, q: queries.New(pool), logger: opts.Logger, keys: opts.Keys, limits: opts.Limits, now: opts.Now,
-		revisions: revisionCache{schemas: schemas}, schemas: schemas}
+		revisions: revisionCache{schemas: schemas}, schemas: schemas, memo: newMemo()}
 }
 
 // at is the time to pass as a statement's now parameter: the injected clock's,

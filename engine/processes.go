@@ -208,6 +208,9 @@ func (e *Engine) PublishProcess(ctx context.Context, key string, document []byte
 		if err != nil {
 			return err
 		}
+		if err := notifyInvalidate(ctx, q, "process:"+key); err != nil {
+			return err
+		}
 		created = true
 		out = ProcessVersion{Key: key, Version: int(row.Version), Digest: row.Digest, Document: row.Document, Process: p, CreatedAt: row.CreatedAt}
 		return nil
@@ -231,7 +234,13 @@ func (e *Engine) processVersion(ctx context.Context, q *queries.Queries, key str
 	}
 	var row queries.ProcessVersion
 	var err error
+	var gen uint64
 	if version == 0 {
+		var pv *ProcessVersion
+		var ok bool
+		if pv, ok, gen = memoGet(e.memo, e.memo.latest, key); ok {
+			return pv, nil
+		}
 		row, err = q.ProcessVersionLatest(ctx, key)
 	} else {
 		row, err = q.ProcessVersionGet(ctx, queries.ProcessVersionGetParams{ProcessKey: key, Version: int32(version)})
@@ -245,13 +254,22 @@ func (e *Engine) processVersion(ctx context.Context, q *queries.Queries, key str
 	if err != nil {
 		return nil, wrap("get process version", err)
 	}
-	p, vs := process.Parse(row.Document)
-	if len(vs) > 0 {
-		return nil, wrap("get process version", errCorrupt("process version "+key))
+	var pv *ProcessVersion
+	if v, ok := e.processes.Load(processVersionKey{key, int(row.Version)}); ok {
+		pv = v.(*ProcessVersion)
+	} else {
+		p, vs := process.Parse(row.Document)
+		if len(vs) > 0 {
+			return nil, wrap("get process version", errCorrupt("process version "+key))
+		}
+		pv = &ProcessVersion{Key: key, Version: int(row.Version), Digest: row.Digest, Document: row.Document, Process: p, CreatedAt: row.CreatedAt}
+		v, _ := e.processes.LoadOrStore(processVersionKey{key, pv.Version}, pv)
+		pv = v.(*ProcessVersion)
 	}
-	pv := &ProcessVersion{Key: key, Version: int(row.Version), Digest: row.Digest, Document: row.Document, Process: p, CreatedAt: row.CreatedAt}
-	v, _ := e.processes.LoadOrStore(processVersionKey{key, pv.Version}, pv)
-	return v.(*ProcessVersion), nil
+	if version == 0 {
+		memoPut(e.memo, e.memo.latest, key, pv, gen)
+	}
+	return pv, nil
 }
 
 // ListProcessVersions returns every version of key.

@@ -167,7 +167,7 @@ func (e *Engine) held(ctx context.Context, q *queries.Queries, ref WorkerRef) (*
 	if o.Mode != ModePull {
 		return nil, o, notFound("occurrence %s", ref.Occurrence)
 	}
-	ok, err := granted(ctx, q, ref.ConsumerID, o.DefinitionKey, int(o.Revision))
+	ok, err := granted(ctx, e.memo, q, ref.ConsumerID, o.DefinitionKey, int(o.Revision))
 	if err != nil {
 		return nil, o, err
 	}

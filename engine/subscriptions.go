@@ -188,9 +188,9 @@ func (e *Engine) ResolveSubscriptions(ctx context.Context, consumerID int64, sub
 				refused = append(refused, fault.FieldError{Path: at + "/definition", Message: "not granted to this consumer"})
 				continue
 			}
-			rows, err := e.q.RevisionPairsWithPrefix(ctx, patternPrefix(s.Definition))
+			rows, err := e.revisionsWithPrefix(ctx, patternPrefix(s.Definition))
 			if err != nil {
-				return Pairs{}, wrap("resolve subscriptions", err)
+				return Pairs{}, err
 			}
 			for _, r := range rows {
 				if revs, ok := grants.revisions(r.DefinitionKey); ok && (revs == nil || slices.Contains(revs, int(r.Revision))) {
@@ -208,9 +208,9 @@ func (e *Engine) ResolveSubscriptions(ctx context.Context, consumerID int64, sub
 				if granted != nil {
 					revs = granted
 				} else {
-					all, err := e.q.RevisionNumbers(ctx, s.Definition)
+					all, err := e.revisionNumbers(ctx, s.Definition)
 					if err != nil {
-						return Pairs{}, wrap("resolve subscriptions", err)
+						return Pairs{}, err
 					}
 					revs = toInts(all)
 				}
@@ -279,15 +279,42 @@ func (e *Engine) checkFields(ctx context.Context, at string, fields []string, re
 // through q because it runs inside settlement transactions: a query on the
 // pool there could wait for a connection held by a transaction waiting for
 // this one's locks.
-func granted(ctx context.Context, q *queries.Queries, consumerID int64, key string, revision int) (bool, error) {
-	rows, err := q.GrantList(ctx, consumerID)
+func granted(ctx context.Context, m *memo, q *queries.Queries, consumerID int64, key string, revision int) (bool, error) {
+	gs, err := grantsOf(ctx, m, q, consumerID)
 	if err != nil {
 		return false, err
 	}
-	gs := make(grantSet, len(rows))
-	for i, g := range rows {
-		gs[i] = Grant{Definition: g.DefinitionKey, Revisions: toInts(g.Revisions)}
-	}
-	revs, ok := gs.revisions(key)
+	revs, ok := grantSet(gs).revisions(key)
 	return ok && (revs == nil || slices.Contains(revs, revision)), nil
+}
+
+// revisionNumbers returns the revisions of key, from the memo when it can.
+func (e *Engine) revisionNumbers(ctx context.Context, key string) ([]int32, error) {
+	m := e.memo
+	revs, ok, gen := memoGet(m, m.revisions, key)
+	if ok {
+		return revs, nil
+	}
+	revs, err := e.q.RevisionNumbers(ctx, key)
+	if err != nil {
+		return nil, wrap("revisions of "+key, err)
+	}
+	memoPut(m, m.revisions, key, revs, gen)
+	return revs, nil
+}
+
+// revisionsWithPrefix returns every (key, revision) under a namespace
+// prefix, from the memo when it can.
+func (e *Engine) revisionsWithPrefix(ctx context.Context, prefix string) ([]queries.RevisionPairsWithPrefixRow, error) {
+	m := e.memo
+	rows, ok, gen := memoGet(m, m.prefixes, prefix)
+	if ok {
+		return rows, nil
+	}
+	rows, err := e.q.RevisionPairsWithPrefix(ctx, prefix)
+	if err != nil {
+		return nil, wrap("revisions under "+prefix, err)
+	}
+	memoPut(m, m.prefixes, prefix, rows, gen)
+	return rows, nil
 }

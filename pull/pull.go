@@ -244,7 +244,9 @@ func (p *Protocol) claimOrWait(ctx context.Context, claim engine.ClaimRequest, w
 			return nil, nil
 		case <-timer.C:
 		case at := <-wt.wake:
-			if d := time.Until(at.Add(dueSlack)); !at.IsZero() && d > 0 {
+			// Only a time still ahead is slept until (with the slack): an
+			// occurrence announced as available now is claimed at once.
+			if d := time.Until(at.Add(dueSlack)); !at.IsZero() && time.Until(at) > 0 {
 				// Announced for later (a retry delay): sleep until then
 				// unless something sooner wakes us.
 				if !timer.Stop() {

@@ -26,6 +26,7 @@ type Listener struct {
 	mu          sync.Mutex
 	handlers    map[string][]Handler
 	onReconnect []func()
+	onListening []func(bool)
 	ready       chan struct{}
 	readyOnce   sync.Once
 }
@@ -52,6 +53,16 @@ func (l *Listener) OnReconnect(f func()) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.onReconnect = append(l.onReconnect, f)
+}
+
+// OnListening registers f, called with true each time the LISTEN session
+// is in place and with false when it ends: in between, notifications may be
+// missed, so what relies on them (caches dropped by invalidations) must
+// stop relying on them.
+func (l *Listener) OnListening(f func(listening bool)) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.onListening = append(l.onListening, f)
 }
 
 // Ready is closed once the first LISTEN is in place.
@@ -93,12 +104,21 @@ func (l *Listener) listen(ctx context.Context, reconnect bool) error {
 		channels = append(channels, ch)
 	}
 	callbacks := append([]func(){}, l.onReconnect...)
+	listening := append([]func(bool){}, l.onListening...)
 	l.mu.Unlock()
 	for _, ch := range channels {
 		if _, err := conn.Exec(ctx, "listen "+pgx.Identifier{ch}.Sanitize()); err != nil {
 			return err
 		}
 	}
+	for _, f := range listening {
+		f(true)
+	}
+	defer func() {
+		for _, f := range listening {
+			f(false)
+		}
+	}()
 	l.readyOnce.Do(func() { close(l.ready) })
 	if reconnect {
 		for _, f := range callbacks {

@@ -58,6 +58,8 @@ func Start(ctx context.Context, d Deps) *Replica {
 	listener := notify.New(d.Engine.Pool(), d.Logger)
 	listener.Handle(engine.ChannelOccurrence, hub.Notify)
 	listener.OnReconnect(hub.WakeAll)
+	listener.Handle(engine.ChannelInvalidate, d.Engine.Invalidate)
+	listener.OnListening(d.Engine.SetListening)
 	runner := push.NewRunner(d.Engine, d.Logger, d.Config.Push, d.Registry)
 	listener.Handle(engine.ChannelOccurrence, runner.Notify)
 	listener.Handle(engine.ChannelCancel, runner.Cancel)

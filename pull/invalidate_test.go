@@ -1,0 +1,54 @@
+package pull_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/relais/relais/internal/relaistest"
+)
+
+// What a replica keeps in memory to spare the database on every fetch,
+// settlement and start (grants, revisions, the latest process version) is
+// dropped on every replica when it changes on any: the change is seen at
+// once, not after a timeout.
+func TestCachedKnowledgeFollowsChangesAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	a, consumer := newCRM(t, nil)
+	b := a.Replica()
+	var consumerID float64
+	for _, c := range a.Must(200, "GET", "/api/v1/consumers", a.Admin, nil).JSON(t)["items"].([]any) {
+		consumerID = c.(map[string]any)["id"].(float64)
+	}
+	// Replica a learns the grants and the revisions.
+	fetch(t, a, consumer, fetchBody("w1"))
+
+	// A new revision snapshotted on b is subscribed on a at once.
+	working := a.Must(200, "GET", "/api/v1/definitions/"+crmKey, a.Operator, nil).JSON(t)["working"].(map[string]any)
+	working["description"] = "changed"
+	b.Must(200, "PUT", "/api/v1/definitions/"+crmKey+"/working", b.Designer, working)
+	b.Must(201, "POST", "/api/v1/definitions/"+crmKey+"/revisions", b.Designer, nil)
+	doc := relaistest.CRMProcess(nil)
+	doc["nodes"].(map[string]any)["crm"].(map[string]any)["revision"] = 2
+	b.Process("crm_only", doc)
+	relaistest.WaitFor(t, 2*time.Second, "replica a starts version 2", func() (bool, string) {
+		inst := a.Must(201, "POST", "/api/v1/processes/crm_only/instances", a.Operator, map[string]any{"inputs": map[string]any{"name": "x"}}).JSON(t)
+		return inst["version"] == 2.0, fmt.Sprint("version ", inst["version"])
+	})
+	relaistest.WaitFor(t, 2*time.Second, "replica a claims revision 2", func() (bool, string) {
+		got := fetch(t, a, consumer, fetchBody("w1", "max_tasks", 10))
+		for _, o := range got {
+			if o["revision"] == 2.0 {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprint(len(got), " claimed, none of revision 2")
+	})
+
+	// Grants withdrawn on b: a refuses at once.
+	b.Must(200, "PUT", fmt.Sprintf("/api/v1/consumers/%d/grants", int(consumerID)), b.Admin, map[string]any{"grants": []any{}})
+	relaistest.WaitFor(t, 2*time.Second, "replica a refuses the withdrawn grant", func() (bool, string) {
+		r := a.Do("POST", "/api/v1/pull/fetch-and-lock", consumer, fetchBody("w1"))
+		return r.Status == 403, fmt.Sprint(r.Status)
+	})
+}
