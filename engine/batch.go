@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/google/uuid"
@@ -29,7 +30,7 @@ type SettleResult struct {
 // SettleBatch completes and fails many reservations of one worker in one
 // transaction: one commit for them all (what a worker finishing many small
 // tasks needs). Each item is settled exactly as Complete or Fail would,
-// with the same refusals, under a savepoint of its own: a refused item
+// with the same refusals, on its own (see applyEach): a refused item
 // changes nothing and the others stand. An occurrence may appear once.
 // Only a failure of the database itself fails the whole batch.
 func (e *Engine) SettleBatch(ctx context.Context, consumerID int64, workerID string, items []BatchSettlement) ([]SettleResult, error) {
@@ -56,32 +57,75 @@ func (e *Engine) SettleBatch(ctx context.Context, consumerID int64, workerID str
 			out[i].Err = e.checkFailure(*it.Failure)
 		}
 	}
-	err := e.tx(ctx, func(q *queries.Queries, tx pgx.Tx) error {
-		for i, it := range items {
-			if out[i].Err != nil {
-				continue
-			}
-			ref := WorkerRef{ConsumerID: consumerID, WorkerID: workerID, Occurrence: it.Occurrence}
-			err := pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error {
-				var err error
-				if it.Failure != nil {
-					out[i].Settlement, err = e.failIn(ctx, q.WithTx(sp), ref, *it.Failure)
-				} else {
-					out[i].Settlement, err = e.completeIn(ctx, q.WithTx(sp), ref, it.Outputs)
-				}
-				return err
-			})
-			if err != nil {
-				if _, ok := fault.As(err); !ok {
-					return err
-				}
-				out[i] = SettleResult{Err: err}
-			}
+	checked := make([]bool, len(items))
+	for i := range items {
+		checked[i] = out[i].Err != nil
+	}
+	refusals, err := e.applyEach(ctx, len(items), func(i int) bool { return checked[i] }, func(q *queries.Queries, i int) error {
+		it := items[i]
+		ref := WorkerRef{ConsumerID: consumerID, WorkerID: workerID, Occurrence: it.Occurrence}
+		var err error
+		if it.Failure != nil {
+			out[i].Settlement, err = e.failIn(ctx, q, ref, *it.Failure)
+		} else {
+			out[i].Settlement, err = e.completeIn(ctx, q, ref, it.Outputs)
 		}
-		return nil
+		return err
 	})
 	if err != nil {
 		return nil, wrap("settle batch", err)
 	}
+	for i, r := range refusals {
+		if r != nil {
+			out[i] = SettleResult{Err: r}
+		}
+	}
 	return out, nil
+}
+
+// errBatchRefusal aborts a batch's fast path when one item is refused.
+var errBatchRefusal = errors.New("an item of the batch was refused")
+
+// applyEach applies apply to items 0..n-1 in one transaction: one commit for
+// them all. It first runs them all without savepoints, the common case
+// where every item is accepted; when one is refused (a fault), that
+// transaction is rolled back and every item runs again under a savepoint
+// of its own, so a refused item changes nothing and the others stand.
+// skip(i) leaves out items already answered. It returns each item's
+// refusal; an error that is not a refusal fails the whole batch.
+func (e *Engine) applyEach(ctx context.Context, n int, skip func(i int) bool, apply func(q *queries.Queries, i int) error) ([]error, error) {
+	refusals := make([]error, n)
+	err := e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error {
+		for i := range n {
+			if skip(i) {
+				continue
+			}
+			if err := apply(q, i); err != nil {
+				if _, refused := fault.As(err); refused {
+					return errBatchRefusal
+				}
+				return err
+			}
+		}
+		return nil
+	})
+	if !errors.Is(err, errBatchRefusal) {
+		return refusals, err
+	}
+	err = e.tx(ctx, func(q *queries.Queries, tx pgx.Tx) error {
+		for i := range n {
+			if skip(i) {
+				continue
+			}
+			err := pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error { return apply(q.WithTx(sp), i) })
+			if err != nil {
+				if _, refused := fault.As(err); !refused {
+					return err
+				}
+				refusals[i] = err
+			}
+		}
+		return nil
+	})
+	return refusals, err
 }

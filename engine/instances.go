@@ -266,7 +266,7 @@ type StartResult struct {
 // StartInstances starts a batch of instances of one process in one
 // transaction: one commit for them all. Each item is checked and applied
 // on its own (a savepoint each): a refused item is reported and changes
-// nothing, the others are applied. Each item may carry its own
+// nothing, the others are applied (see applyEach). Each item may carry its own
 // Idempotency-Key, with StartInstance's replay rules. Only a failure of the
 // database itself fails the whole batch.
 func (e *Engine) StartInstances(ctx context.Context, reqs []StartRequest) ([]StartResult, error) {
@@ -298,27 +298,22 @@ func (e *Engine) StartInstances(ctx context.Context, reqs []StartRequest) ([]Sta
 		}
 	}
 	rows := make([]queries.Instance, len(reqs))
-	err := e.tx(ctx, func(q *queries.Queries, tx pgx.Tx) error {
-		for i, p := range prepared {
-			if out[i].Err != nil || p.replay != nil {
-				continue
-			}
-			err := pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error {
-				var err error
-				rows[i], _, out[i].Created, err = e.insertStart(ctx, q.WithTx(sp), p)
-				return err
-			})
-			if err != nil {
-				if _, ok := fault.As(err); !ok {
-					return err
-				}
-				out[i].Err, out[i].Created = err, false
-			}
-		}
-		return nil
+	answered := make([]bool, len(reqs))
+	for i, p := range prepared {
+		answered[i] = out[i].Err != nil || p.replay != nil
+	}
+	refusals, err := e.applyEach(ctx, len(reqs), func(i int) bool { return answered[i] }, func(q *queries.Queries, i int) error {
+		var err error
+		rows[i], _, out[i].Created, err = e.insertStart(ctx, q, prepared[i])
+		return err
 	})
 	if err != nil {
 		return nil, wrap("start instances", err)
+	}
+	for i, r := range refusals {
+		if r != nil {
+			out[i].Err, out[i].Created = r, false
+		}
 	}
 	for i, r := range rows {
 		// As the run left it: advancing may already have ended it.
