@@ -28,6 +28,7 @@ import (
 	"github.com/relais/relais/engine"
 	"github.com/relais/relais/internal/auth"
 	"github.com/relais/relais/internal/fault"
+	"github.com/relais/relais/internal/httpjson"
 )
 
 // basePath is where server.go mounts the console; links and cookies use it.
@@ -262,6 +263,14 @@ func (c *Console) forbiddenForm(w http.ResponseWriter, r *http.Request) {
 func (c *Console) serverError(w http.ResponseWriter, r *http.Request, err error) {
 	ctx := r.Context()
 	requestID := middleware.GetReqID(ctx)
+	if ctx.Err() != nil {
+		// The browser left (a closed tab, a second click): no fault of
+		// ours, and nobody reads the page. 499 is what the request log
+		// shows for it.
+		c.logger.Debug("console: request abandoned by the client", "path", r.URL.Path, "request_id", requestID, "err", err)
+		w.WriteHeader(httpjson.StatusClientClosedRequest)
+		return
+	}
 	c.logger.Error("console: request failed", "path", r.URL.Path, "request_id", requestID, "err", err)
 	c.errorPage(w, r, http.StatusInternalServerError, T(ctx, "Something went wrong"),
 		T(ctx, "The console could not show this page. Try again; if it persists, give your administrator the request id %s.", requestID))

@@ -23,6 +23,10 @@ import (
 // ProblemContentType is the media type of every error response.
 const ProblemContentType = "application/problem+json"
 
+// StatusClientClosedRequest is the status logged for a request whose client
+// disconnected before the answer (nginx's 499): no client ever reads it.
+const StatusClientClosedRequest = 499
+
 // Decode reads r's body as one JSON document into a T, refusing unknown
 // fields, trailing data, bodies above maxBytes, and strings holding the NUL
 // character (see nulStrings). Errors are *fault.Error ready to be written.
@@ -240,6 +244,16 @@ type Problem struct {
 // because their text may carry anything (SQL, payload fragments).
 func WriteError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err error) {
 	fe, ok := fault.As(err)
+	if (!ok || fe.Kind == fault.Internal) && r.Context().Err() != nil {
+		// The client went away (or its deadline passed) and the work
+		// failed because of it: not a server fault, nobody reads the
+		// answer, and an ERROR line would page someone for a closed tab.
+		if logger != nil {
+			logger.DebugContext(r.Context(), "request abandoned by the client", "method", r.Method, "path", r.URL.Path, "err", err)
+		}
+		w.WriteHeader(StatusClientClosedRequest)
+		return
+	}
 	if !ok || fe.Kind == fault.Internal {
 		if logger != nil {
 			logger.ErrorContext(r.Context(), "internal error", "method", r.Method, "path", r.URL.Path, "err", err)

@@ -19,6 +19,23 @@ import (
 	"github.com/relais/relais/internal/httpjson"
 )
 
+// headAsGet routes HEAD requests to the GET route of their path, as RFC
+// 9110 expects of every GET resource (monitors and link checkers send
+// HEAD); net/http drops the body. No route is registered for HEAD itself.
+// chi's middleware.GetHead does this only where its look-ahead finds no
+// HEAD route, and that look-ahead wrongly finds one at the root of every
+// r.Route subrouter (/api/v1/definitions answered 405).
+func headAsGet(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodHead {
+			if rctx := chi.RouteContext(r.Context()); rctx != nil {
+				rctx.RouteMethod = http.MethodGet
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
 // recoverPanics answers a panicking handler with the 500 internal problem
 // every API error is (DESIGN §8), where chi's Recoverer writes an empty
 // 500. The panic value and stack are logged, never shown: the value may

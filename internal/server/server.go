@@ -86,6 +86,7 @@ func newHandler(d Deps, hub *pull.Hub) http.Handler {
 	r.Use(middleware.RequestID)
 	r.Use(logRequests(d.Logger, newHTTPMetrics(d.Registry)))
 	r.Use(recoverPanics(d.Logger))
+	r.Use(headAsGet)
 	notFound := func(w http.ResponseWriter, r *http.Request) {
 		httpjson.WriteError(w, r, d.Logger, fault.New(fault.NotFound, "not_found", "no route for %s", r.URL.Path))
 	}
