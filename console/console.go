@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -269,6 +270,15 @@ func (c *Console) serverError(w http.ResponseWriter, r *http.Request, err error)
 		// shows for it.
 		c.logger.Debug("console: request abandoned by the client", "path", r.URL.Path, "request_id", requestID, "err", err)
 		w.WriteHeader(httpjson.StatusClientClosedRequest)
+		return
+	}
+	if fe, ok := fault.As(err); ok && fe.Kind == fault.Unavailable {
+		// The database is down or restarting: say so, and when to retry,
+		// rather than ask for a request id nobody needs.
+		c.logger.Warn("console: database unavailable", "path", r.URL.Path, "request_id", requestID, "err", err)
+		w.Header().Set("Retry-After", strconv.Itoa(int(fe.RetryAfter.Seconds())))
+		c.errorPage(w, r, http.StatusServiceUnavailable, T(ctx, "Temporarily unavailable"),
+			T(ctx, "The database cannot be reached right now. Try again in a few seconds."))
 		return
 	}
 	c.logger.Error("console: request failed", "path", r.URL.Path, "request_id", requestID, "err", err)

@@ -39,530 +39,536 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s, %[3]s, %[4]s UTC": 77,
-	"%d (0 lowest, 9 highest)":      192,
-	"%d attempts":                   194,
-	"%d breaking":                   58,
-	"%d changes":                    57,
-	"%d d":                          96,
-	"%d days":                       91,
-	"%d h":                          97,
-	"%d hours":                      92,
-	"%d items":                      256,
-	"%d min":                        98,
-	"%d minutes":                    93,
-	"%d ms":                         95,
-	"%d occurrences":                231,
-	"%d releases":                   76,
-	"%d s":                          99,
-	"%d seconds":                    94,
-	"%s, revision %s":               178,
-	"%s, version %s":                179,
-	"%s: %s → %s":                   65,
-	"(each item)":                   245,
-	"0 seconds":                     90,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.": 243,
-	"All consumers":          229,
-	"All definitions":        227,
-	"All statuses":           228,
-	"Apply filters":          221,
-	"Apr":                    81,
-	"Attempts":               193,
-	"Aug":                    85,
-	"Available":              184,
-	"Back to definitions":    11,
-	"Back to external tasks": 10,
-	"Breaks processes":       45,
-	"Breaks workers":         46,
-	"Business key":           124,
-	"Call timeout":           203,
-	"Cannot reveal":          234,
-	"Change":                 43,
-	"Choose two existing revisions to compare.": 55,
-	"Classification":    21,
-	"Clear filters":     222,
-	"Compare":           42,
-	"Compare revisions": 38,
-	"Constraints":       22,
-	"Consumer":          196,
-	"Counts are refreshed every few seconds.": 224,
-	"Counts are unavailable right now.":       230,
-	"Counts by status":                        223,
-	"Created":                                 110,
-	"Dates":                                   183,
-	"Deadline":                                187,
-	"Dec":                                     89,
-	"Definition":                              106,
-	"Definition %s":                           24,
+	"%[1]s %[2]s, %[3]s, %[4]s UTC": 78,
+	"%d (0 lowest, 9 highest)":      193,
+	"%d attempts":                   195,
+	"%d breaking":                   59,
+	"%d changes":                    58,
+	"%d d":                          97,
+	"%d days":                       92,
+	"%d h":                          98,
+	"%d hours":                      93,
+	"%d items":                      258,
+	"%d min":                        99,
+	"%d minutes":                    94,
+	"%d ms":                         96,
+	"%d occurrences":                232,
+	"%d releases":                   77,
+	"%d s":                          100,
+	"%d seconds":                    95,
+	"%s, revision %s":               179,
+	"%s, version %s":                180,
+	"%s: %s → %s":                   66,
+	"(each item)":                   247,
+	"0 seconds":                     91,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.": 245,
+	"All consumers":          230,
+	"All definitions":        228,
+	"All statuses":           229,
+	"Apply filters":          222,
+	"Apr":                    82,
+	"Attempts":               194,
+	"Aug":                    86,
+	"Available":              185,
+	"Back to definitions":    10,
+	"Back to external tasks": 9,
+	"Breaks processes":       46,
+	"Breaks workers":         47,
+	"Business key":           125,
+	"Call timeout":           204,
+	"Cannot reveal":          235,
+	"Change":                 44,
+	"Choose two existing revisions to compare.": 56,
+	"Classification":    22,
+	"Clear filters":     223,
+	"Compare":           43,
+	"Compare revisions": 39,
+	"Constraints":       23,
+	"Consumer":          197,
+	"Counts are refreshed every few seconds.": 225,
+	"Counts are unavailable right now.":       231,
+	"Counts by status":                        224,
+	"Created":                                 111,
+	"Dates":                                   184,
+	"Deadline":                                188,
+	"Dec":                                     90,
+	"Definition":                              107,
+	"Definition %s":                           25,
 	"Definitions":                             4,
-	"Description":                             23,
-	"Destination":                             202,
-	"Detail":                                  44,
-	"Digest":                                  54,
-	"End node":                                123,
-	"Ended":                                   122,
-	"Error code":                              125,
-	"Error message":                           199,
+	"Description":                             24,
+	"Destination":                             203,
+	"Detail":                                  45,
+	"Digest":                                  55,
+	"End node":                                124,
+	"Ended":                                   123,
+	"Error code":                              126,
+	"Error message":                           200,
 	"External tasks":                          3,
-	"Feb":                                     79,
-	"Field":                                   18,
-	"Filters":                                 219,
-	"First page":                              75,
-	"Form refused":                            14,
-	"From revision":                           40,
-	"From revision %d to revision %d:":        56,
-	"Inputs":                                  48,
-	"Inputs the instance was started with, labelled by process version %d's contract": 115,
-	"Inputs, labelled by revision %d's contract":                                      204,
-	"Jan":             78,
-	"Jul":             84,
-	"Jun":             83,
-	"Keep it running": 130,
-	"Key":             70,
+	"Feb":                                     80,
+	"Field":                                   19,
+	"Filters":                                 220,
+	"First page":                              76,
+	"Form refused":                            13,
+	"From revision":                           41,
+	"From revision %d to revision %d:":        57,
+	"Inputs":                                  49,
+	"Inputs the instance was started with, labelled by process version %d's contract": 116,
+	"Inputs, labelled by revision %d's contract":                                      205,
+	"Jan":             79,
+	"Jul":             85,
+	"Jun":             84,
+	"Keep it running": 131,
+	"Key":             71,
 	"Language":        1,
-	"Last saved":      29,
-	"Latest revision": 71,
-	"Lists every change from one revision to another, and whom it may break.": 39,
-	"Lock expires":                         186,
+	"Last saved":      30,
+	"Latest revision": 72,
+	"Lists every change from one revision to another, and whom it may break.": 40,
+	"Lock expires":                         187,
 	"Main navigation":                      2,
-	"Mar":                                  80,
-	"Maximum attempts":                     189,
-	"May":                                  82,
-	"Mode":                                 182,
-	"Name":                                 27,
-	"Next node":                            109,
-	"Next page":                            74,
-	"No definition yet.":                   73,
-	"No inputs.":                           49,
-	"No occurrence matches these filters.": 226,
-	"No outputs yet: the occurrence has not completed.": 207,
-	"No outputs.": 51,
-	"No outputs: the occurrence ended without completing.": 209,
-	"No release yet.": 33,
-	"No revision yet: the Working copy has never been snapshotted.": 31,
-	"No service has reserved this occurrence yet.":                  200,
-	"Node":        104,
+	"Mar":                                  81,
+	"Maximum attempts":                     190,
+	"May":                                  83,
+	"Mode":                                 183,
+	"Name":                                 28,
+	"Next node":                            110,
+	"Next page":                            75,
+	"No definition yet.":                   74,
+	"No inputs.":                           50,
+	"No occurrence matches these filters.": 227,
+	"No outputs yet: the occurrence has not completed.": 208,
+	"No outputs.": 52,
+	"No outputs: the occurrence ended without completing.": 210,
+	"No release yet.": 34,
+	"No revision yet: the Working copy has never been snapshotted.": 32,
+	"No service has reserved this occurrence yet.":                  201,
+	"Node":        105,
 	"Not allowed": 7,
-	"Not found":   12,
-	"Notes":       36,
-	"Nothing exists at this address, or it is not visible to you.": 13,
-	"Nov":                       88,
-	"Occurrence":                105,
-	"Occurrence %s":             180,
-	"Occurrences, newest first": 225,
-	"Oct":                       87,
-	"Only a value this page shows as hidden (sensitive) can be revealed.": 235,
-	"Only administrators may reveal a sensitive value.":                   232,
-	"Outcome": 198,
-	"Outputs": 50,
-	"Outputs, labelled by revision %d's contract": 206,
-	"Path":                      102,
-	"Policy":                    188,
-	"Priority":                  191,
-	"Process":                   120,
-	"Process inputs":            114,
-	"Process instance":          181,
-	"Process instance %s":       100,
-	"Published":                 37,
+	"Not found":   11,
+	"Notes":       37,
+	"Nothing exists at this address, or it is not visible to you.": 12,
+	"Nov":                       89,
+	"Occurrence":                106,
+	"Occurrence %s":             181,
+	"Occurrences, newest first": 226,
+	"Oct":                       88,
+	"Only a value this page shows as hidden (sensitive) can be revealed.": 236,
+	"Only administrators may reveal a sensitive value.":                   233,
+	"Outcome": 199,
+	"Outputs": 51,
+	"Outputs, labelled by revision %d's contract": 207,
+	"Path":                      103,
+	"Policy":                    189,
+	"Priority":                  192,
+	"Process":                   121,
+	"Process inputs":            115,
+	"Process instance":          182,
+	"Process instance %s":       101,
+	"Published":                 38,
 	"Relais console":            0,
-	"Release":                   34,
-	"Releases":                  32,
-	"Required":                  20,
-	"Reserved":                  185,
-	"Retry delay":               190,
-	"Reveal — this is recorded": 210,
-	"Revealed by %s at %s; recorded in the audit log.": 233,
-	"Revision":                             35,
-	"Revision %d":                          52,
-	"Revisions":                            30,
-	"Route":                                108,
-	"Routing output":                       28,
-	"Secret values can never be revealed.": 236,
-	"Sep":                                  86,
-	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 128,
-	"Settled": 111,
-	"Sign in": 238,
-	"Sign in with an operator or administrator token.": 239,
+	"Release":                   35,
+	"Releases":                  33,
+	"Required":                  21,
+	"Reserved":                  186,
+	"Retry delay":               191,
+	"Reveal — this is recorded": 211,
+	"Revealed by %s at %s; recorded in the audit log.": 234,
+	"Revision":                             36,
+	"Revision %d":                          53,
+	"Revisions":                            31,
+	"Route":                                109,
+	"Routing output":                       29,
+	"Secret values can never be revealed.": 237,
+	"Sep":                                  87,
+	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 129,
+	"Settled": 112,
+	"Sign in": 240,
+	"Sign in with an operator or administrator token.": 241,
 	"Sign out":                 6,
 	"Signed in as %s (%s)":     5,
-	"Snapshotted":              53,
-	"Something went wrong":     16,
-	"Started":                  121,
-	"Status":                   107,
-	"Stop process instance %s": 126,
-	"Stop the instance":        129,
-	"Stop this instance? Its open occurrences are cancelled.":                                127,
-	"Stop this instance…":                                                                    118,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.": 119,
-	"Summary": 101,
-	"Task contracts: their Working copy, immutable revisions and named releases.":                                                 69,
-	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                 17,
-	"The instance was stopped; its open occurrences are cancelled.":                                                               117,
-	"The nodes this instance reached, in order, each with its occurrence.":                                                        103,
-	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                26,
-	"The page cursor is invalid: go back to the first page.":                                                                      217,
-	"The page size must be between 1 and %d.":                                                                                     218,
-	"The process instance must be an instance id (a UUID).":                                                                       214,
-	"The revision must be a whole number, 1 or more.":                                                                             215,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 241,
-	"These revisions have the same contracts.":                                                                                    47,
-	"This contract has no inputs.":                                                                                                205,
-	"This contract has no outputs.":                                                                                               208,
-	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                         15,
-	"This instance has already ended; there is nothing to stop.":                                                                  131,
-	"This instance has not reached a task yet.":                                                                                   112,
-	"This page does not accept that request.":                                                                                     9,
-	"This process takes no inputs.":                                                                                               116,
-	"This token is unknown or has been revoked.":                                                                                  242,
-	"To revision":         41,
-	"Token":               240,
-	"Type":                19,
-	"Unknown consumer.":   216,
-	"Unknown status %q.":  213,
-	"Value":               113,
-	"Worker id":           197,
-	"Working copy":        25,
-	"You are signed out.": 237,
+	"Snapshotted":              54,
+	"Something went wrong":     17,
+	"Started":                  122,
+	"Status":                   108,
+	"Stop process instance %s": 127,
+	"Stop the instance":        130,
+	"Stop this instance? Its open occurrences are cancelled.":                                128,
+	"Stop this instance…":                                                                    119,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.": 120,
+	"Summary": 102,
+	"Task contracts: their Working copy, immutable revisions and named releases.": 70,
+	"Temporarily unavailable": 15,
+	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                 18,
+	"The database cannot be reached right now. Try again in a few seconds.":                                                       16,
+	"The instance was stopped; its open occurrences are cancelled.":                                                               118,
+	"The nodes this instance reached, in order, each with its occurrence.":                                                        104,
+	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                27,
+	"The page cursor is invalid: go back to the first page.":                                                                      218,
+	"The page size must be between 1 and %d.":                                                                                     219,
+	"The process instance must be an instance id (a UUID).":                                                                       215,
+	"The revision must be a whole number, 1 or more.":                                                                             216,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 243,
+	"These revisions have the same contracts.":                                                                                    48,
+	"This contract has no inputs.":                                                                                                206,
+	"This contract has no outputs.":                                                                                               209,
+	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                         14,
+	"This instance has already ended; there is nothing to stop.":                                                                  132,
+	"This instance has not reached a task yet.":                                                                                   113,
+	"This page does not accept that request.":                                                                                     238,
+	"This process takes no inputs.":                                                                                               117,
+	"This token is unknown or has been revoked.":                                                                                  244,
+	"To revision":         42,
+	"Token":               242,
+	"Type":                20,
+	"Unknown consumer.":   217,
+	"Unknown status %q.":  214,
+	"Value":               114,
+	"Worker id":           198,
+	"Working copy":        26,
+	"You are signed out.": 239,
 	"Your role can read definitions only: external tasks and process instances are for operators and administrators.": 8,
-	"[redacted]":                      212,
-	"administrator":                   156,
-	"at least %d characters":          246,
-	"at least %d items":               253,
-	"at most %d":                      195,
-	"at most %d characters":           247,
-	"at most %d items":                254,
-	"available":                       132,
-	"boolean":                         143,
-	"cancelled":                       136,
-	"choice":                          146,
-	"classification changed":          167,
-	"completed":                       134,
-	"constraint changed":              168,
-	"consumer":                        159,
-	"consumer #%s":                    211,
-	"date":                            144,
-	"date and time":                   145,
-	"designer":                        158,
-	"expired":                         138,
-	"failed":                          135,
-	"field added":                     162,
-	"field removed":                   163,
-	"format":                          173,
-	"format %s":                       249,
-	"in progress":                     201,
-	"instance id":                     220,
-	"integer":                         141,
-	"list":                            148,
-	"maximum":                         175,
-	"maximum %s":                      251,
-	"maximum items":                   177,
-	"maximum length":                  171,
-	"minimum":                         174,
-	"minimum %s":                      250,
-	"minimum items":                   176,
-	"minimum length":                  170,
-	"no":                              161,
-	"none":                            68,
-	"none yet":                        72,
-	"normal":                          149,
-	"not provided":                    255,
-	"null":                            257,
-	"number":                          142,
-	"object":                          147,
-	"one of: %s":                      252,
-	"operator":                        157,
-	"optional field of type %s":       67,
-	"optional → required":             60,
-	"pattern":                         172,
-	"pattern %s":                      248,
-	"pull (the service fetches it)":   154,
-	"push (Relais calls the service)": 155,
-	"rejected":                        139,
-	"required changed":                165,
-	"required field of type %s":       66,
-	"required → optional":             61,
-	"reserved":                        133,
-	"routing changed":                 169,
-	"routing output":                  244,
-	"routing output %s → %s":          59,
-	"running":                         137,
-	"secret":                          151,
-	"sensitive":                       150,
-	"text":                            140,
-	"type changed":                    164,
-	"unexpected value":                258,
-	"values added: %s":                62,
-	"values changed":                  166,
-	"values removed: %s":              63,
-	"values reordered":                64,
-	"yes":                             160,
-	"••• hidden (secret)":             153,
-	"••• hidden (sensitive)":          152,
+	"[redacted]":                      213,
+	"administrator":                   157,
+	"at least %d characters":          248,
+	"at least %d items":               255,
+	"at most %d":                      196,
+	"at most %d characters":           249,
+	"at most %d items":                256,
+	"available":                       133,
+	"boolean":                         144,
+	"cancelled":                       137,
+	"choice":                          147,
+	"classification changed":          168,
+	"completed":                       135,
+	"constraint changed":              169,
+	"consumer":                        160,
+	"consumer #%s":                    212,
+	"date":                            145,
+	"date and time":                   146,
+	"designer":                        159,
+	"expired":                         139,
+	"failed":                          136,
+	"field added":                     163,
+	"field removed":                   164,
+	"format":                          174,
+	"format %s":                       251,
+	"in progress":                     202,
+	"instance id":                     221,
+	"integer":                         142,
+	"list":                            149,
+	"maximum":                         176,
+	"maximum %s":                      253,
+	"maximum items":                   178,
+	"maximum length":                  172,
+	"minimum":                         175,
+	"minimum %s":                      252,
+	"minimum items":                   177,
+	"minimum length":                  171,
+	"no":                              162,
+	"none":                            69,
+	"none yet":                        73,
+	"normal":                          150,
+	"not provided":                    257,
+	"null":                            259,
+	"number":                          143,
+	"object":                          148,
+	"one of: %s":                      254,
+	"operator":                        158,
+	"optional field of type %s":       68,
+	"optional → required":             61,
+	"pattern":                         173,
+	"pattern %s":                      250,
+	"pull (the service fetches it)":   155,
+	"push (Relais calls the service)": 156,
+	"rejected":                        140,
+	"required changed":                166,
+	"required field of type %s":       67,
+	"required → optional":             62,
+	"reserved":                        134,
+	"routing changed":                 170,
+	"routing output":                  246,
+	"routing output %s → %s":          60,
+	"running":                         138,
+	"secret":                          152,
+	"sensitive":                       151,
+	"text":                            141,
+	"type changed":                    165,
+	"unexpected value":                260,
+	"values added: %s":                63,
+	"values changed":                  167,
+	"values removed: %s":              64,
+	"values reordered":                65,
+	"yes":                             161,
+	"••• hidden (secret)":             154,
+	"••• hidden (sensitive)":          153,
 }
 
-var enIndex = []uint32{ // 260 elements
+var enIndex = []uint32{ // 262 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000f, 0x00000018, 0x00000028,
 	0x00000037, 0x00000043, 0x0000005e, 0x00000067,
-	0x00000073, 0x000000e3, 0x0000010b, 0x00000122,
-	0x00000136, 0x00000140, 0x0000017d, 0x0000018a,
-	0x000001ee, 0x00000203, 0x00000272, 0x00000278,
-	0x0000027d, 0x00000286, 0x00000295, 0x000002a1,
-	0x000002ad, 0x000002be, 0x000002cb, 0x00000328,
-	0x0000032d, 0x0000033c, 0x00000347, 0x00000351,
+	0x00000073, 0x000000e3, 0x000000fa, 0x0000010e,
+	0x00000118, 0x00000155, 0x00000162, 0x000001c6,
+	0x000001de, 0x00000224, 0x00000239, 0x000002a8,
+	0x000002ae, 0x000002b3, 0x000002bc, 0x000002cb,
+	0x000002d7, 0x000002e3, 0x000002f4, 0x00000301,
+	0x0000035e, 0x00000363, 0x00000372, 0x0000037d,
 	// Entry 20 - 3F
-	0x0000038f, 0x00000398, 0x000003a8, 0x000003b0,
-	0x000003b9, 0x000003bf, 0x000003c9, 0x000003db,
-	0x00000423, 0x00000431, 0x0000043d, 0x00000445,
-	0x0000044c, 0x00000453, 0x00000464, 0x00000473,
-	0x0000049c, 0x000004a3, 0x000004ae, 0x000004b6,
-	0x000004c2, 0x000004d1, 0x000004dd, 0x000004e4,
-	0x0000050e, 0x00000535, 0x00000559, 0x00000580,
-	0x0000059f, 0x000005b5, 0x000005cb, 0x000005df,
+	0x00000387, 0x000003c5, 0x000003ce, 0x000003de,
+	0x000003e6, 0x000003ef, 0x000003f5, 0x000003ff,
+	0x00000411, 0x00000459, 0x00000467, 0x00000473,
+	0x0000047b, 0x00000482, 0x00000489, 0x0000049a,
+	0x000004a9, 0x000004d2, 0x000004d9, 0x000004e4,
+	0x000004ec, 0x000004f8, 0x00000507, 0x00000513,
+	0x0000051a, 0x00000544, 0x0000056b, 0x0000058f,
+	0x000005b6, 0x000005d5, 0x000005eb, 0x00000601,
 	// Entry 40 - 5F
-	0x000005f5, 0x00000606, 0x0000061d, 0x0000063a,
-	0x00000657, 0x0000065c, 0x000006a8, 0x000006ac,
-	0x000006bc, 0x000006c5, 0x000006d8, 0x000006e2,
-	0x000006ed, 0x00000713, 0x00000731, 0x00000735,
-	0x00000739, 0x0000073d, 0x00000741, 0x00000745,
-	0x00000749, 0x0000074d, 0x00000751, 0x00000755,
-	0x00000759, 0x0000075d, 0x00000761, 0x0000076b,
-	0x00000789, 0x000007a9, 0x000007cd, 0x000007f1,
+	0x00000615, 0x0000062b, 0x0000063c, 0x00000653,
+	0x00000670, 0x0000068d, 0x00000692, 0x000006de,
+	0x000006e2, 0x000006f2, 0x000006fb, 0x0000070e,
+	0x00000718, 0x00000723, 0x00000749, 0x00000767,
+	0x0000076b, 0x0000076f, 0x00000773, 0x00000777,
+	0x0000077b, 0x0000077f, 0x00000783, 0x00000787,
+	0x0000078b, 0x0000078f, 0x00000793, 0x00000797,
+	0x000007a1, 0x000007bf, 0x000007df, 0x00000803,
 	// Entry 60 - 7F
-	0x000007fa, 0x00000802, 0x0000080a, 0x00000814,
-	0x0000081c, 0x00000833, 0x0000083b, 0x00000840,
-	0x00000885, 0x0000088a, 0x00000895, 0x000008a0,
-	0x000008a7, 0x000008ad, 0x000008b7, 0x000008bf,
-	0x000008c7, 0x000008f1, 0x000008f7, 0x00000906,
-	0x00000959, 0x00000977, 0x000009b5, 0x000009cb,
-	0x00000a22, 0x00000a2a, 0x00000a32, 0x00000a38,
-	0x00000a41, 0x00000a4e, 0x00000a59, 0x00000a75,
+	0x00000827, 0x00000830, 0x00000838, 0x00000840,
+	0x0000084a, 0x00000852, 0x00000869, 0x00000871,
+	0x00000876, 0x000008bb, 0x000008c0, 0x000008cb,
+	0x000008d6, 0x000008dd, 0x000008e3, 0x000008ed,
+	0x000008f5, 0x000008fd, 0x00000927, 0x0000092d,
+	0x0000093c, 0x0000098f, 0x000009ad, 0x000009eb,
+	0x00000a01, 0x00000a58, 0x00000a60, 0x00000a68,
+	0x00000a6e, 0x00000a77, 0x00000a84, 0x00000a8f,
 	// Entry 80 - 9F
-	0x00000aad, 0x00000b5b, 0x00000b6d, 0x00000b7d,
-	0x00000bb8, 0x00000bc2, 0x00000bcb, 0x00000bd5,
-	0x00000bdc, 0x00000be6, 0x00000bee, 0x00000bf6,
-	0x00000bff, 0x00000c04, 0x00000c0c, 0x00000c13,
-	0x00000c1b, 0x00000c20, 0x00000c2e, 0x00000c35,
-	0x00000c3c, 0x00000c41, 0x00000c48, 0x00000c52,
-	0x00000c59, 0x00000c76, 0x00000c90, 0x00000cae,
-	0x00000cce, 0x00000cdc, 0x00000ce5, 0x00000cee,
+	0x00000aab, 0x00000ae3, 0x00000b91, 0x00000ba3,
+	0x00000bb3, 0x00000bee, 0x00000bf8, 0x00000c01,
+	0x00000c0b, 0x00000c12, 0x00000c1c, 0x00000c24,
+	0x00000c2c, 0x00000c35, 0x00000c3a, 0x00000c42,
+	0x00000c49, 0x00000c51, 0x00000c56, 0x00000c64,
+	0x00000c6b, 0x00000c72, 0x00000c77, 0x00000c7e,
+	0x00000c88, 0x00000c8f, 0x00000cac, 0x00000cc6,
+	0x00000ce4, 0x00000d04, 0x00000d12, 0x00000d1b,
 	// Entry A0 - BF
-	0x00000cf7, 0x00000cfb, 0x00000cfe, 0x00000d0a,
-	0x00000d18, 0x00000d25, 0x00000d36, 0x00000d45,
-	0x00000d5c, 0x00000d6f, 0x00000d7f, 0x00000d8e,
-	0x00000d9d, 0x00000da5, 0x00000dac, 0x00000db4,
-	0x00000dbc, 0x00000dca, 0x00000dd8, 0x00000dee,
-	0x00000e03, 0x00000e14, 0x00000e25, 0x00000e2a,
-	0x00000e30, 0x00000e3a, 0x00000e43, 0x00000e50,
-	0x00000e59, 0x00000e60, 0x00000e71, 0x00000e7d,
+	0x00000d24, 0x00000d2d, 0x00000d31, 0x00000d34,
+	0x00000d40, 0x00000d4e, 0x00000d5b, 0x00000d6c,
+	0x00000d7b, 0x00000d92, 0x00000da5, 0x00000db5,
+	0x00000dc4, 0x00000dd3, 0x00000ddb, 0x00000de2,
+	0x00000dea, 0x00000df2, 0x00000e00, 0x00000e0e,
+	0x00000e24, 0x00000e39, 0x00000e4a, 0x00000e5b,
+	0x00000e60, 0x00000e66, 0x00000e70, 0x00000e79,
+	0x00000e86, 0x00000e8f, 0x00000e96, 0x00000ea7,
 	// Entry C0 - DF
-	0x00000e86, 0x00000ea2, 0x00000eab, 0x00000ed1,
-	0x00000edf, 0x00000ee8, 0x00000ef2, 0x00000efa,
-	0x00000f08, 0x00000f35, 0x00000f41, 0x00000f4d,
-	0x00000f5a, 0x00000f88, 0x00000fa5, 0x00000fd4,
-	0x00001006, 0x00001024, 0x00001059, 0x00001075,
-	0x00001085, 0x00001090, 0x000010a6, 0x000010dc,
-	0x0000110c, 0x0000111e, 0x00001155, 0x00001180,
-	0x00001188, 0x00001194, 0x000011a2, 0x000011b0,
+	0x00000eb3, 0x00000ebc, 0x00000ed8, 0x00000ee1,
+	0x00000f07, 0x00000f15, 0x00000f1e, 0x00000f28,
+	0x00000f30, 0x00000f3e, 0x00000f6b, 0x00000f77,
+	0x00000f83, 0x00000f90, 0x00000fbe, 0x00000fdb,
+	0x0000100a, 0x0000103c, 0x0000105a, 0x0000108f,
+	0x000010ab, 0x000010bb, 0x000010c6, 0x000010dc,
+	0x00001112, 0x00001142, 0x00001154, 0x0000118b,
+	0x000011b6, 0x000011be, 0x000011ca, 0x000011d8,
 	// Entry E0 - FF
-	0x000011c1, 0x000011e9, 0x00001203, 0x00001228,
-	0x00001238, 0x00001245, 0x00001253, 0x00001275,
-	0x000012a1, 0x000012d3, 0x0000130a, 0x00001318,
-	0x0000135c, 0x00001381, 0x00001395, 0x0000139d,
-	0x000013ce, 0x000013d4, 0x00001450, 0x0000147b,
-	0x000014dd, 0x000014ec, 0x000014f8, 0x00001534,
-	0x0000156e, 0x0000157c, 0x00001589, 0x00001597,
-	0x000015a5, 0x000015b3, 0x000015e5, 0x00001615,
+	0x000011e6, 0x000011f7, 0x0000121f, 0x00001239,
+	0x0000125e, 0x0000126e, 0x0000127b, 0x00001289,
+	0x000012ab, 0x000012d7, 0x00001309, 0x00001340,
+	0x0000134e, 0x00001392, 0x000013b7, 0x000013df,
+	0x000013f3, 0x000013fb, 0x0000142c, 0x00001432,
+	0x000014ae, 0x000014d9, 0x0000153b, 0x0000154a,
+	0x00001556, 0x00001592, 0x000015cc, 0x000015da,
+	0x000015e7, 0x000015f5, 0x00001603, 0x00001611,
 	// Entry 100 - 11F
-	0x00001622, 0x00001642, 0x00001647, 0x00001658,
-} // Size: 1064 bytes
+	0x00001643, 0x00001673, 0x00001680, 0x000016a0,
+	0x000016a5, 0x000016b6,
+} // Size: 1072 bytes
 
-const enData string = "" + // Size: 5720 bytes
+const enData string = "" + // Size: 5814 bytes
 	"\x02Relais console\x02Language\x02Main navigation\x02External tasks\x02D" +
 	"efinitions\x02Signed in as %[1]s (%[2]s)\x02Sign out\x02Not allowed\x02Y" +
 	"our role can read definitions only: external tasks and process instances" +
-	" are for operators and administrators.\x02This page does not accept that" +
-	" request.\x02Back to external tasks\x02Back to definitions\x02Not found" +
-	"\x02Nothing exists at this address, or it is not visible to you.\x02Form" +
-	" refused\x02This form was not sent from this console session, or it has " +
-	"expired. Reload the page and try again.\x02Something went wrong\x02The c" +
-	"onsole could not show this page. Try again; if it persists, give your ad" +
-	"ministrator the request id %[1]s.\x02Field\x02Type\x02Required\x02Classi" +
-	"fication\x02Constraints\x02Description\x02Definition %[1]s\x02Working co" +
-	"py\x02The only mutable part of a definition. Processes never use it dire" +
-	"ctly: they pin a revision.\x02Name\x02Routing output\x02Last saved\x02Re" +
-	"visions\x02No revision yet: the Working copy has never been snapshotted." +
-	"\x02Releases\x02No release yet.\x02Release\x02Revision\x02Notes\x02Publi" +
-	"shed\x02Compare revisions\x02Lists every change from one revision to ano" +
-	"ther, and whom it may break.\x02From revision\x02To revision\x02Compare" +
-	"\x02Change\x02Detail\x02Breaks processes\x02Breaks workers\x02These revi" +
-	"sions have the same contracts.\x02Inputs\x02No inputs.\x02Outputs\x02No " +
-	"outputs.\x02Revision %[1]d\x02Snapshotted\x02Digest\x02Choose two existi" +
-	"ng revisions to compare.\x02From revision %[1]d to revision %[2]d:\x14" +
-	"\x01\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d changes\x14" +
-	"\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d breaking\x02" +
-	"routing output %[1]s → %[2]s\x02optional → required\x02required → option" +
-	"al\x02values added: %[1]s\x02values removed: %[1]s\x02values reordered" +
-	"\x02%[1]s: %[2]s → %[3]s\x02required field of type %[1]s\x02optional fie" +
-	"ld of type %[1]s\x02none\x02Task contracts: their Working copy, immutabl" +
-	"e revisions and named releases.\x02Key\x02Latest revision\x02none yet" +
-	"\x02No definition yet.\x02Next page\x02First page\x14\x01\x81\x01\x00" +
-	"\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases\x02%[1]s %[2]s, %[3]" +
-	"s, %[4]s UTC\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02" +
-	"Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1" +
-	"]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour" +
-	"\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00" +
-	"\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00" +
-	"\x0e\x02%[1]d seconds\x02%[1]d ms\x02%[1]d d\x02%[1]d h\x02%[1]d min\x02" +
-	"%[1]d s\x02Process instance %[1]s\x02Summary\x02Path\x02The nodes this i" +
-	"nstance reached, in order, each with its occurrence.\x02Node\x02Occurren" +
-	"ce\x02Definition\x02Status\x02Route\x02Next node\x02Created\x02Settled" +
-	"\x02This instance has not reached a task yet.\x02Value\x02Process inputs" +
-	"\x02Inputs the instance was started with, labelled by process version %[" +
-	"1]d's contract\x02This process takes no inputs.\x02The instance was stop" +
-	"ped; its open occurrences are cancelled.\x02Stop this instance…\x02Stopp" +
-	"ing cancels the instance and its open occurrences. It does not complete " +
-	"anything.\x02Process\x02Started\x02Ended\x02End node\x02Business key\x02" +
-	"Error code\x02Stop process instance %[1]s\x02Stop this instance? Its ope" +
-	"n occurrences are cancelled.\x02Services that hold one of them learn it " +
-	"when they next report, and their results are refused. Nothing is complet" +
-	"ed on their behalf, and a stopped instance cannot be resumed.\x02Stop th" +
-	"e instance\x02Keep it running\x02This instance has already ended; there " +
-	"is nothing to stop.\x02available\x02reserved\x02completed\x02failed\x02c" +
-	"ancelled\x02running\x02expired\x02rejected\x02text\x02integer\x02number" +
-	"\x02boolean\x02date\x02date and time\x02choice\x02object\x02list\x02norm" +
-	"al\x02sensitive\x02secret\x02••• hidden (sensitive)\x02••• hidden (secre" +
-	"t)\x02pull (the service fetches it)\x02push (Relais calls the service)" +
-	"\x02administrator\x02operator\x02designer\x02consumer\x02yes\x02no\x02fi" +
-	"eld added\x02field removed\x02type changed\x02required changed\x02values" +
-	" changed\x02classification changed\x02constraint changed\x02routing chan" +
-	"ged\x02minimum length\x02maximum length\x02pattern\x02format\x02minimum" +
-	"\x02maximum\x02minimum items\x02maximum items\x02%[1]s, revision %[2]s" +
-	"\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Process instance\x02Mode" +
-	"\x02Dates\x02Available\x02Reserved\x02Lock expires\x02Deadline\x02Policy" +
-	"\x02Maximum attempts\x02Retry delay\x02Priority\x02%[1]d (0 lowest, 9 hi" +
-	"ghest)\x02Attempts\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f" +
-	"\x02%[1]d attempts\x02at most %[1]d\x02Consumer\x02Worker id\x02Outcome" +
-	"\x02Error message\x02No service has reserved this occurrence yet.\x02in " +
-	"progress\x02Destination\x02Call timeout\x02Inputs, labelled by revision " +
-	"%[1]d's contract\x02This contract has no inputs.\x02Outputs, labelled by" +
-	" revision %[1]d's contract\x02No outputs yet: the occurrence has not com" +
-	"pleted.\x02This contract has no outputs.\x02No outputs: the occurrence e" +
-	"nded without completing.\x02Reveal — this is recorded\x02consumer #%[1]s" +
-	"\x02[redacted]\x02Unknown status %[1]q.\x02The process instance must be " +
-	"an instance id (a UUID).\x02The revision must be a whole number, 1 or mo" +
-	"re.\x02Unknown consumer.\x02The page cursor is invalid: go back to the f" +
-	"irst page.\x02The page size must be between 1 and %[1]d.\x02Filters\x02i" +
-	"nstance id\x02Apply filters\x02Clear filters\x02Counts by status\x02Coun" +
-	"ts are refreshed every few seconds.\x02Occurrences, newest first\x02No o" +
-	"ccurrence matches these filters.\x02All definitions\x02All statuses\x02A" +
-	"ll consumers\x02Counts are unavailable right now.\x14\x01\x81\x01\x00" +
-	"\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02Only admini" +
-	"strators may reveal a sensitive value.\x02Revealed by %[1]s at %[2]s; re" +
-	"corded in the audit log.\x02Cannot reveal\x02Only a value this page show" +
-	"s as hidden (sensitive) can be revealed.\x02Secret values can never be r" +
-	"evealed.\x02You are signed out.\x02Sign in\x02Sign in with an operator o" +
-	"r administrator token.\x02Token\x02The token is checked once and never s" +
-	"tored in your browser; a session cookie stands for it for up to 8 hours " +
-	"of inactivity.\x02This token is unknown or has been revoked.\x02A %[1]s " +
-	"token cannot open the console: sign in with an operator, designer or adm" +
-	"inistrator token.\x02routing output\x02(each item)\x14\x01\x81\x01\x00" +
-	"\x02\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d character" +
-	"s\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02at m" +
-	"ost %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1]s" +
-	"\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at lea" +
-	"st %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02" +
-	"\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02not provide" +
-	"d\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02nu" +
-	"ll\x02unexpected value"
+	" are for operators and administrators.\x02Back to external tasks\x02Back" +
+	" to definitions\x02Not found\x02Nothing exists at this address, or it is" +
+	" not visible to you.\x02Form refused\x02This form was not sent from this" +
+	" console session, or it has expired. Reload the page and try again.\x02T" +
+	"emporarily unavailable\x02The database cannot be reached right now. Try " +
+	"again in a few seconds.\x02Something went wrong\x02The console could not" +
+	" show this page. Try again; if it persists, give your administrator the " +
+	"request id %[1]s.\x02Field\x02Type\x02Required\x02Classification\x02Cons" +
+	"traints\x02Description\x02Definition %[1]s\x02Working copy\x02The only m" +
+	"utable part of a definition. Processes never use it directly: they pin a" +
+	" revision.\x02Name\x02Routing output\x02Last saved\x02Revisions\x02No re" +
+	"vision yet: the Working copy has never been snapshotted.\x02Releases\x02" +
+	"No release yet.\x02Release\x02Revision\x02Notes\x02Published\x02Compare " +
+	"revisions\x02Lists every change from one revision to another, and whom i" +
+	"t may break.\x02From revision\x02To revision\x02Compare\x02Change\x02Det" +
+	"ail\x02Breaks processes\x02Breaks workers\x02These revisions have the sa" +
+	"me contracts.\x02Inputs\x02No inputs.\x02Outputs\x02No outputs.\x02Revis" +
+	"ion %[1]d\x02Snapshotted\x02Digest\x02Choose two existing revisions to c" +
+	"ompare.\x02From revision %[1]d to revision %[2]d:\x14\x01\x81\x01\x00" +
+	"\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d changes\x14\x01\x81\x01\x00" +
+	"\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d breaking\x02routing output %" +
+	"[1]s → %[2]s\x02optional → required\x02required → optional\x02values add" +
+	"ed: %[1]s\x02values removed: %[1]s\x02values reordered\x02%[1]s: %[2]s →" +
+	" %[3]s\x02required field of type %[1]s\x02optional field of type %[1]s" +
+	"\x02none\x02Task contracts: their Working copy, immutable revisions and " +
+	"named releases.\x02Key\x02Latest revision\x02none yet\x02No definition y" +
+	"et.\x02Next page\x02First page\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d rele" +
+	"ase\x00\x0f\x02%[1]d releases\x02%[1]s %[2]s, %[3]s, %[4]s UTC\x02Jan" +
+	"\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov" +
+	"\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b" +
+	"\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]" +
+	"d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d min" +
+	"utes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d second" +
+	"s\x02%[1]d ms\x02%[1]d d\x02%[1]d h\x02%[1]d min\x02%[1]d s\x02Process i" +
+	"nstance %[1]s\x02Summary\x02Path\x02The nodes this instance reached, in " +
+	"order, each with its occurrence.\x02Node\x02Occurrence\x02Definition\x02" +
+	"Status\x02Route\x02Next node\x02Created\x02Settled\x02This instance has " +
+	"not reached a task yet.\x02Value\x02Process inputs\x02Inputs the instanc" +
+	"e was started with, labelled by process version %[1]d's contract\x02This" +
+	" process takes no inputs.\x02The instance was stopped; its open occurren" +
+	"ces are cancelled.\x02Stop this instance…\x02Stopping cancels the instan" +
+	"ce and its open occurrences. It does not complete anything.\x02Process" +
+	"\x02Started\x02Ended\x02End node\x02Business key\x02Error code\x02Stop p" +
+	"rocess instance %[1]s\x02Stop this instance? Its open occurrences are ca" +
+	"ncelled.\x02Services that hold one of them learn it when they next repor" +
+	"t, and their results are refused. Nothing is completed on their behalf, " +
+	"and a stopped instance cannot be resumed.\x02Stop the instance\x02Keep i" +
+	"t running\x02This instance has already ended; there is nothing to stop." +
+	"\x02available\x02reserved\x02completed\x02failed\x02cancelled\x02running" +
+	"\x02expired\x02rejected\x02text\x02integer\x02number\x02boolean\x02date" +
+	"\x02date and time\x02choice\x02object\x02list\x02normal\x02sensitive\x02" +
+	"secret\x02••• hidden (sensitive)\x02••• hidden (secret)\x02pull (the ser" +
+	"vice fetches it)\x02push (Relais calls the service)\x02administrator\x02" +
+	"operator\x02designer\x02consumer\x02yes\x02no\x02field added\x02field re" +
+	"moved\x02type changed\x02required changed\x02values changed\x02classific" +
+	"ation changed\x02constraint changed\x02routing changed\x02minimum length" +
+	"\x02maximum length\x02pattern\x02format\x02minimum\x02maximum\x02minimum" +
+	" items\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, version %[2]s" +
+	"\x02Occurrence %[1]s\x02Process instance\x02Mode\x02Dates\x02Available" +
+	"\x02Reserved\x02Lock expires\x02Deadline\x02Policy\x02Maximum attempts" +
+	"\x02Retry delay\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02Attempts" +
+	"\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts" +
+	"\x02at most %[1]d\x02Consumer\x02Worker id\x02Outcome\x02Error message" +
+	"\x02No service has reserved this occurrence yet.\x02in progress\x02Desti" +
+	"nation\x02Call timeout\x02Inputs, labelled by revision %[1]d's contract" +
+	"\x02This contract has no inputs.\x02Outputs, labelled by revision %[1]d'" +
+	"s contract\x02No outputs yet: the occurrence has not completed.\x02This " +
+	"contract has no outputs.\x02No outputs: the occurrence ended without com" +
+	"pleting.\x02Reveal — this is recorded\x02consumer #%[1]s\x02[redacted]" +
+	"\x02Unknown status %[1]q.\x02The process instance must be an instance id" +
+	" (a UUID).\x02The revision must be a whole number, 1 or more.\x02Unknown" +
+	" consumer.\x02The page cursor is invalid: go back to the first page.\x02" +
+	"The page size must be between 1 and %[1]d.\x02Filters\x02instance id\x02" +
+	"Apply filters\x02Clear filters\x02Counts by status\x02Counts are refresh" +
+	"ed every few seconds.\x02Occurrences, newest first\x02No occurrence matc" +
+	"hes these filters.\x02All definitions\x02All statuses\x02All consumers" +
+	"\x02Counts are unavailable right now.\x14\x01\x81\x01\x00\x02\x11\x02%[1" +
+	"]d occurrence\x00\x12\x02%[1]d occurrences\x02Only administrators may re" +
+	"veal a sensitive value.\x02Revealed by %[1]s at %[2]s; recorded in the a" +
+	"udit log.\x02Cannot reveal\x02Only a value this page shows as hidden (se" +
+	"nsitive) can be revealed.\x02Secret values can never be revealed.\x02Thi" +
+	"s page does not accept that request.\x02You are signed out.\x02Sign in" +
+	"\x02Sign in with an operator or administrator token.\x02Token\x02The tok" +
+	"en is checked once and never stored in your browser; a session cookie st" +
+	"ands for it for up to 8 hours of inactivity.\x02This token is unknown or" +
+	" has been revoked.\x02A %[1]s token cannot open the console: sign in wit" +
+	"h an operator, designer or administrator token.\x02routing output\x02(ea" +
+	"ch item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a" +
+	"\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1" +
+	"]d character\x00\x19\x02at most %[1]d characters\x02pattern %[1]s\x02for" +
+	"mat %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81" +
+	"\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]d items" +
+	"\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[" +
+	"1]d items\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00" +
+	"\x0c\x02%[1]d items\x02null\x02unexpected value"
 
-var frIndex = []uint32{ // 260 elements
+var frIndex = []uint32{ // 262 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000f, 0x00000016, 0x0000002c,
 	0x0000003d, 0x0000004a, 0x0000006e, 0x0000007e,
-	0x0000008c, 0x00000130, 0x0000015b, 0x00000177,
-	0x0000018f, 0x0000019b, 0x000001dc, 0x000001ef,
-	0x0000026b, 0x00000283, 0x00000319, 0x0000031f,
-	0x00000324, 0x00000330, 0x0000033f, 0x0000034b,
-	0x00000357, 0x00000369, 0x0000037a, 0x000003fc,
-	0x00000400, 0x00000412, 0x00000429, 0x00000434,
+	0x0000008c, 0x00000130, 0x0000014c, 0x00000164,
+	0x00000170, 0x000001b1, 0x000001c4, 0x00000240,
+	0x0000025c, 0x000002b3, 0x000002cb, 0x00000361,
+	0x00000367, 0x0000036c, 0x00000378, 0x00000387,
+	0x00000393, 0x0000039f, 0x000003b1, 0x000003c2,
+	0x00000444, 0x00000448, 0x0000045a, 0x00000471,
 	// Entry 20 - 3F
-	0x00000487, 0x00000494, 0x000004b9, 0x000004c5,
-	0x000004cf, 0x000004d5, 0x000004e1, 0x000004f9,
-	0x00000548, 0x00000558, 0x00000568, 0x00000571,
-	0x0000057c, 0x00000584, 0x00000598, 0x000005ab,
-	0x000005d3, 0x000005dc, 0x000005ec, 0x000005f4,
-	0x00000603, 0x00000613, 0x0000061d, 0x00000627,
-	0x0000065a, 0x00000688, 0x000006b4, 0x000006e4,
-	0x00000706, 0x00000721, 0x0000073c, 0x00000756,
+	0x0000047c, 0x000004cf, 0x000004dc, 0x00000501,
+	0x0000050d, 0x00000517, 0x0000051d, 0x00000529,
+	0x00000541, 0x00000590, 0x000005a0, 0x000005b0,
+	0x000005b9, 0x000005c4, 0x000005cc, 0x000005e0,
+	0x000005f3, 0x0000061b, 0x00000624, 0x00000634,
+	0x0000063c, 0x0000064b, 0x0000065b, 0x00000665,
+	0x0000066f, 0x000006a2, 0x000006d0, 0x000006fc,
+	0x0000072c, 0x0000074e, 0x00000769, 0x00000784,
 	// Entry 40 - 5F
-	0x00000770, 0x00000786, 0x0000079e, 0x000007be,
-	0x000007dd, 0x000007e4, 0x0000084c, 0x00000851,
-	0x00000865, 0x0000087d, 0x000008a2, 0x000008b0,
-	0x000008bf, 0x000008ed, 0x0000090a, 0x00000910,
-	0x00000917, 0x0000091c, 0x00000921, 0x00000925,
-	0x0000092a, 0x00000930, 0x00000936, 0x0000093c,
-	0x00000941, 0x00000946, 0x0000094c, 0x00000956,
-	0x00000976, 0x00000998, 0x000009bc, 0x000009e2,
+	0x0000079e, 0x000007b8, 0x000007ce, 0x000007e6,
+	0x00000806, 0x00000825, 0x0000082c, 0x00000894,
+	0x00000899, 0x000008ad, 0x000008c5, 0x000008ea,
+	0x000008f8, 0x00000907, 0x00000935, 0x00000952,
+	0x00000958, 0x0000095f, 0x00000964, 0x00000969,
+	0x0000096d, 0x00000972, 0x00000978, 0x0000097e,
+	0x00000984, 0x00000989, 0x0000098e, 0x00000994,
+	0x0000099e, 0x000009be, 0x000009e0, 0x00000a04,
 	// Entry 60 - 7F
-	0x000009eb, 0x000009f3, 0x000009fb, 0x00000a05,
-	0x00000a0d, 0x00000a29, 0x00000a32, 0x00000a3b,
-	0x00000a8f, 0x00000a95, 0x00000aa0, 0x00000aac,
-	0x00000ab3, 0x00000ab9, 0x00000ac7, 0x00000ad2,
-	0x00000ade, 0x00000b11, 0x00000b18, 0x00000b2e,
-	0x00000ba1, 0x00000bc7, 0x00000c11, 0x00000c2c,
-	0x00000c7c, 0x00000c86, 0x00000c94, 0x00000ca1,
-	0x00000cae, 0x00000cbb, 0x00000ccb, 0x00000cf4,
+	0x00000a2a, 0x00000a33, 0x00000a3b, 0x00000a43,
+	0x00000a4d, 0x00000a55, 0x00000a71, 0x00000a7a,
+	0x00000a83, 0x00000ad7, 0x00000add, 0x00000ae8,
+	0x00000af4, 0x00000afb, 0x00000b01, 0x00000b0f,
+	0x00000b1a, 0x00000b26, 0x00000b59, 0x00000b60,
+	0x00000b76, 0x00000be9, 0x00000c0f, 0x00000c59,
+	0x00000c74, 0x00000cc4, 0x00000cce, 0x00000cdc,
+	0x00000ce9, 0x00000cf6, 0x00000d03, 0x00000d13,
 	// Entry 80 - 9F
-	0x00000d37, 0x00000dfc, 0x00000e12, 0x00000e27,
-	0x00000e6a, 0x00000e75, 0x00000e80, 0x00000e8a,
-	0x00000e94, 0x00000e9d, 0x00000ea6, 0x00000eaf,
-	0x00000eb8, 0x00000ebe, 0x00000ec5, 0x00000ecc,
-	0x00000ed5, 0x00000eda, 0x00000ee8, 0x00000eee,
-	0x00000ef4, 0x00000efa, 0x00000f02, 0x00000f0b,
-	0x00000f14, 0x00000f31, 0x00000f4c, 0x00000f6c,
-	0x00000f8d, 0x00000f9c, 0x00000fa7, 0x00000fb2,
+	0x00000d3c, 0x00000d7f, 0x00000e44, 0x00000e5a,
+	0x00000e6f, 0x00000eb2, 0x00000ebd, 0x00000ec8,
+	0x00000ed2, 0x00000edc, 0x00000ee5, 0x00000eee,
+	0x00000ef7, 0x00000f00, 0x00000f06, 0x00000f0d,
+	0x00000f14, 0x00000f1d, 0x00000f22, 0x00000f30,
+	0x00000f36, 0x00000f3c, 0x00000f42, 0x00000f4a,
+	0x00000f53, 0x00000f5c, 0x00000f79, 0x00000f94,
+	0x00000fb4, 0x00000fd5, 0x00000fe4, 0x00000fef,
 	// Entry A0 - BF
-	0x00000fbf, 0x00000fc3, 0x00000fc7, 0x00000fd5,
-	0x00000fe3, 0x00000ff1, 0x00001011, 0x00001024,
-	0x0000103d, 0x00001052, 0x00001063, 0x00001075,
-	0x00001087, 0x0000108d, 0x00001094, 0x0000109c,
-	0x000010a4, 0x000010c2, 0x000010e0, 0x000010f7,
-	0x0000110c, 0x0000111d, 0x00001133, 0x00001138,
-	0x0000113e, 0x0000114c, 0x0000115a, 0x0000116d,
-	0x00001178, 0x00001191, 0x000011ae, 0x000011c8,
+	0x00000ffa, 0x00001007, 0x0000100b, 0x0000100f,
+	0x0000101d, 0x0000102b, 0x00001039, 0x00001059,
+	0x0000106c, 0x00001085, 0x0000109a, 0x000010ab,
+	0x000010bd, 0x000010cf, 0x000010d5, 0x000010dc,
+	0x000010e4, 0x000010ec, 0x0000110a, 0x00001128,
+	0x0000113f, 0x00001154, 0x00001165, 0x0000117b,
+	0x00001180, 0x00001186, 0x00001194, 0x000011a2,
+	0x000011b5, 0x000011c0, 0x000011d9, 0x000011f6,
 	// Entry C0 - DF
-	0x000011d2, 0x000011fb, 0x00001206, 0x00001230,
-	0x0000123e, 0x0000124b, 0x00001269, 0x00001273,
-	0x00001286, 0x000012bd, 0x000012c6, 0x000012d2,
-	0x000012e3, 0x00001322, 0x00001343, 0x00001381,
-	0x000013bf, 0x000013df, 0x0000141e, 0x0000144a,
-	0x00001461, 0x0000146b, 0x00001483, 0x000014cf,
-	0x00001504, 0x0000151a, 0x0000155a, 0x00001592,
-	0x0000159a, 0x000015b3, 0x000015c9, 0x000015dd,
+	0x00001210, 0x0000121a, 0x00001243, 0x0000124e,
+	0x00001278, 0x00001286, 0x00001293, 0x000012b1,
+	0x000012bb, 0x000012ce, 0x00001305, 0x0000130e,
+	0x0000131a, 0x0000132b, 0x0000136a, 0x0000138b,
+	0x000013c9, 0x00001407, 0x00001427, 0x00001466,
+	0x00001492, 0x000014a9, 0x000014b3, 0x000014cb,
+	0x00001517, 0x0000154c, 0x00001562, 0x000015a2,
+	0x000015da, 0x000015e2, 0x000015fb, 0x00001611,
 	// Entry E0 - FF
-	0x000015f0, 0x0000162b, 0x00001655, 0x00001685,
-	0x0000169d, 0x000016ae, 0x000016c5, 0x000016f4,
-	0x00001720, 0x00001761, 0x000017a5, 0x000017bd,
-	0x00001810, 0x0000184b, 0x00001864, 0x00001871,
-	0x000018b4, 0x000018ba, 0x00001954, 0x0000197f,
-	0x00001a09, 0x00001a1b, 0x00001a2e, 0x00001a6c,
-	0x00001aa8, 0x00001ab4, 0x00001ac1, 0x00001acf,
-	0x00001add, 0x00001aeb, 0x00001b27, 0x00001b61,
+	0x00001625, 0x00001638, 0x00001673, 0x0000169d,
+	0x000016cd, 0x000016e5, 0x000016f6, 0x0000170d,
+	0x0000173c, 0x00001768, 0x000017a9, 0x000017ed,
+	0x00001805, 0x00001858, 0x00001893, 0x000018be,
+	0x000018d7, 0x000018e4, 0x00001927, 0x0000192d,
+	0x000019c7, 0x000019f2, 0x00001a7c, 0x00001a8e,
+	0x00001aa1, 0x00001adf, 0x00001b1b, 0x00001b27,
+	0x00001b34, 0x00001b42, 0x00001b50, 0x00001b5e,
 	// Entry 100 - 11F
-	0x00001b6c, 0x00001b96, 0x00001b9a, 0x00001bac,
-} // Size: 1064 bytes
+	0x00001b9a, 0x00001bd4, 0x00001bdf, 0x00001c09,
+	0x00001c0d, 0x00001c1f,
+} // Size: 1072 bytes
 
-const frData string = "" + // Size: 7084 bytes
+const frData string = "" + // Size: 7199 bytes
 	"\x02Console Relais\x02Langue\x02Navigation principale\x02Tâches externes" +
 	"\x02Définitions\x02Connecté en tant que %[1]s (%[2]s)\x02Se déconnecter" +
 	"\x02Non autorisé\x02Votre rôle permet de lire les définitions seulement " +
 	": les tâches externes et les instances de processus sont réservées aux o" +
-	"pérateurs et aux administrateurs.\x02Cette page n’accepte pas cette requ" +
-	"ête.\x02Retour aux tâches externes\x02Retour aux définitions\x02Introuv" +
-	"able\x02Rien n’existe à cette adresse, ou vous ne pouvez pas le voir." +
-	"\x02Formulaire refusé\x02Ce formulaire n’a pas été envoyé depuis cette s" +
-	"ession de la console, ou il a expiré. Rechargez la page et réessayez." +
+	"pérateurs et aux administrateurs.\x02Retour aux tâches externes\x02Retou" +
+	"r aux définitions\x02Introuvable\x02Rien n’existe à cette adresse, ou vo" +
+	"us ne pouvez pas le voir.\x02Formulaire refusé\x02Ce formulaire n’a pas " +
+	"été envoyé depuis cette session de la console, ou il a expiré. Recharge" +
+	"z la page et réessayez.\x02Temporairement indisponible\x02La base de don" +
+	"nées est injoignable pour le moment. Réessayez dans quelques secondes." +
 	"\x02Une erreur est survenue\x02La console n’a pas pu afficher cette page" +
 	". Réessayez ; si le problème persiste, donnez à votre administrateur l’i" +
 	"dentifiant de requête %[1]s.\x02Champ\x02Type\x02Obligatoire\x02Classifi" +
@@ -650,20 +656,21 @@ const frData string = "" + // Size: 7084 bytes
 	"le.\x02Révélé par %[1]s le %[2]s ; consigné dans le journal d’audit.\x02" +
 	"Révélation impossible\x02Seule une valeur que cette page affiche masquée" +
 	" (sensible) peut être révélée.\x02Les valeurs secrètes ne peuvent jamais" +
-	" être révélées.\x02Vous êtes déconnecté.\x02Se connecter\x02Connectez-vo" +
-	"us avec un jeton d’opérateur ou d’administrateur.\x02Jeton\x02Le jeton e" +
-	"st vérifié une fois et n’est jamais conservé dans votre navigateur ; un " +
-	"cookie de session le remplace jusqu’à 8 heures d’inactivité.\x02Ce jeton" +
-	" est inconnu ou a été révoqué.\x02Un jeton de rôle %[1]s ne peut pas ouv" +
-	"rir la console : connectez-vous avec un jeton d’opérateur, de concepteur" +
-	" ou d’administrateur.\x02sortie de routage\x02(chaque élément)\x14\x01" +
-	"\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1" +
-	"]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00" +
-	"\x1a\x02au plus %[1]d caractères\x02motif %[1]s\x02format %[1]s\x02minim" +
-	"um %[1]s\x02maximum %[1]s\x02parmi : %[1]s\x14\x01\x81\x01\x00\x02\x19" +
-	"\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d éléments\x14\x01" +
-	"\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1]d é" +
-	"léments\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00" +
-	"\x11\x02%[1]d éléments\x02nul\x02valeur inattendue"
+	" être révélées.\x02Cette page n’accepte pas cette requête.\x02Vous êtes " +
+	"déconnecté.\x02Se connecter\x02Connectez-vous avec un jeton d’opérateur " +
+	"ou d’administrateur.\x02Jeton\x02Le jeton est vérifié une fois et n’est " +
+	"jamais conservé dans votre navigateur ; un cookie de session le remplace" +
+	" jusqu’à 8 heures d’inactivité.\x02Ce jeton est inconnu ou a été révoqué" +
+	".\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console : connectez-vo" +
+	"us avec un jeton d’opérateur, de concepteur ou d’administrateur.\x02sort" +
+	"ie de routage\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moin" +
+	"s %[1]d caractère\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01" +
+	"\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractè" +
+	"res\x02motif %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02" +
+	"parmi : %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00" +
+	"\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %" +
+	"[1]d élément\x00\x19\x02au plus %[1]d éléments\x02non fourni\x14\x01\x81" +
+	"\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02nul\x02va" +
+	"leur inattendue"
 
-	// Total table size 14932 bytes (14KiB); checksum: CEE67436
+	// Total table size 15157 bytes (14KiB); checksum: 153009B5

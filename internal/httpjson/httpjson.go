@@ -18,6 +18,7 @@ import (
 
 	"github.com/relais/relais/internal/fault"
 	"github.com/relais/relais/internal/jsontree"
+	"github.com/relais/relais/internal/pgfault"
 )
 
 // ProblemContentType is the media type of every error response.
@@ -254,11 +255,20 @@ func WriteError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err
 		w.WriteHeader(StatusClientClosedRequest)
 		return
 	}
+	if !ok && pgfault.Lost(err) {
+		// The engine turns these into the fault below; an error that
+		// reached here another way (a lookup outside the engine) is
+		// answered alike.
+		fe, ok = pgfault.Unavailable(err), true
+	}
 	if !ok || fe.Kind == fault.Internal {
 		if logger != nil {
 			logger.ErrorContext(r.Context(), "internal error", "method", r.Method, "path", r.URL.Path, "err", err)
 		}
 		fe = fault.New(fault.Internal, "internal", "an internal error occurred; it has been logged")
+	}
+	if fe.Kind == fault.Unavailable && fe.Cause != nil && logger != nil {
+		logger.WarnContext(r.Context(), "dependency unavailable", "method", r.Method, "path", r.URL.Path, "code", fe.Code, "err", fe.Cause)
 	}
 	status := Status(fe.Kind)
 	doc := map[string]any{

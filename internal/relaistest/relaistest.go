@@ -51,6 +51,13 @@ func New(t testing.TB, opts ...Option) *Env {
 	return start(t, dbtest.Pool(t), &Clock{}, opts...)
 }
 
+// NewOnPool starts Relais on pool, whose database must be migrated: for
+// tests that control the PostgreSQL server itself (stop it, restart it).
+func NewOnPool(t testing.TB, pool *pgxpool.Pool, opts ...Option) *Env {
+	t.Helper()
+	return start(t, pool, &Clock{}, opts...)
+}
+
 // Replica starts a second Relais replica on e's database, with its own
 // engine, LISTEN connection, hub, timers and push runner, and e's tokens.
 func (e *Env) Replica(opts ...Option) *Env {
