@@ -20,20 +20,23 @@ import (
 
 // Config is the validated configuration of one relais process.
 type Config struct {
-	DatabaseURL     string
-	Listen          string
-	DataDir         string
-	BootstrapToken  string
-	PGBin           string
-	DataKeys        string
-	DataKeyFile     string
-	MaxBodyBytes    int64
-	ShutdownTimeout time.Duration
-	TimerInterval   time.Duration
-	LogLevel        slog.Level
-	LogFormat       string
-	Pull            Pull
-	Push            Push
+	DatabaseURL string
+	// DatabaseConnectTimeout bounds how long a start waits for the
+	// database to accept connections before giving up.
+	DatabaseConnectTimeout time.Duration
+	Listen                 string
+	DataDir                string
+	BootstrapToken         string
+	PGBin                  string
+	DataKeys               string
+	DataKeyFile            string
+	MaxBodyBytes           int64
+	ShutdownTimeout        time.Duration
+	TimerInterval          time.Duration
+	LogLevel               slog.Level
+	LogFormat              string
+	Pull                   Pull
+	Push                   Push
 }
 
 // Pull holds the operator's bounds on the pull protocol. Requests above a
@@ -81,6 +84,8 @@ type Setting struct {
 var Settings = []Setting{
 	{Env: "RELAIS_DATABASE_URL", Flag: "database-url", Description: "PostgreSQL URL; empty runs an embedded cluster in the data directory", kind: kindSecret,
 		set: func(c *Config, v any) { c.DatabaseURL = v.(string) }},
+	{Env: "RELAIS_DATABASE_CONNECT_TIMEOUT", Flag: "database-connect-timeout", Default: "PT30S", Description: "how long a start waits for PostgreSQL to accept connections (logging why every 2 s) before exiting", kind: kindDuration,
+		set: func(c *Config, v any) { c.DatabaseConnectTimeout = v.(time.Duration) }},
 	{Env: "RELAIS_LISTEN", Flag: "listen", Default: "127.0.0.1:8080", Description: "HTTP listen address", kind: kindString,
 		set: func(c *Config, v any) { c.Listen = v.(string) }},
 	{Env: "RELAIS_DATA_DIR", Flag: "data-dir", Default: "./relais-data", Description: "folder for the embedded cluster and generated key file", kind: kindString,
