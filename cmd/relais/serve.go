@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"runtime/debug"
 	"time"
 
@@ -55,17 +54,20 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if err != nil {
 		return fmt.Errorf("RELAIS_LISTEN %s: %w", cfg.Listen, err)
 	}
-	srv := &http.Server{
-		Handler:           replica.Handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          nil,
-		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	srv, err := server.NewHTTPServer(cfg, replica.Handler)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	srv.BaseContext = func(net.Listener) context.Context { return context.WithoutCancel(ctx) }
+	scheme := "http"
+	if cfg.TLSCertFile != "" {
+		scheme = "https"
 	}
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
-	fmt.Fprintf(stdout, "Relais listening on http://%s\n", ln.Addr())
-	logger.Info("relais ready", "listen", ln.Addr().String(), "embedded_postgres", db.cluster != nil,
+	go func() { serveErr <- server.Serve(srv, ln) }()
+	fmt.Fprintf(stdout, "Relais listening on %s://%s\n", scheme, ln.Addr())
+	logger.Info("relais ready", "listen", ln.Addr().String(), "tls", scheme == "https", "embedded_postgres", db.cluster != nil,
 		"schema_version", engine.LatestSchemaVersion(), "startup", time.Since(start).Round(time.Millisecond))
 
 	var clusterDied <-chan struct{}

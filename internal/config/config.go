@@ -5,16 +5,19 @@
 package config
 
 import (
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/relais/relais/engine/process"
+	"github.com/relais/relais/internal/forwarded"
 	"github.com/relais/relais/internal/isoduration"
 )
 
@@ -25,18 +28,24 @@ type Config struct {
 	// database to accept connections before giving up.
 	DatabaseConnectTimeout time.Duration
 	Listen                 string
-	DataDir                string
-	BootstrapToken         string
-	PGBin                  string
-	DataKeys               string
-	DataKeyFile            string
-	MaxBodyBytes           int64
-	ShutdownTimeout        time.Duration
-	TimerInterval          time.Duration
-	LogLevel               slog.Level
-	LogFormat              string
-	Pull                   Pull
-	Push                   Push
+	// TLSCertFile and TLSKeyFile, both set, make the listener speak TLS.
+	TLSCertFile string
+	TLSKeyFile  string
+	// TrustedProxies are the peers whose X-Forwarded-For and
+	// X-Forwarded-Proto headers are believed; nil believes nobody.
+	TrustedProxies  []netip.Prefix
+	DataDir         string
+	BootstrapToken  string
+	PGBin           string
+	DataKeys        string
+	DataKeyFile     string
+	MaxBodyBytes    int64
+	ShutdownTimeout time.Duration
+	TimerInterval   time.Duration
+	LogLevel        slog.Level
+	LogFormat       string
+	Pull            Pull
+	Push            Push
 }
 
 // Pull holds the operator's bounds on the pull protocol. Requests above a
@@ -67,6 +76,7 @@ const (
 	kindInt
 	kindLevel
 	kindFormat
+	kindPrefixes
 )
 
 // Setting describes one configuration key; the README's configuration table
@@ -88,6 +98,12 @@ var Settings = []Setting{
 		set: func(c *Config, v any) { c.DatabaseConnectTimeout = v.(time.Duration) }},
 	{Env: "RELAIS_LISTEN", Flag: "listen", Default: "127.0.0.1:8080", Description: "HTTP listen address", kind: kindString,
 		set: func(c *Config, v any) { c.Listen = v.(string) }},
+	{Env: "RELAIS_TLS_CERT_FILE", Flag: "tls-cert-file", Description: "PEM certificate chain; with RELAIS_TLS_KEY_FILE the listener serves HTTPS (HTTP/2 and HTTP/1.1) and sends HSTS; without both it serves cleartext HTTP/1.1 and h2c", kind: kindString,
+		set: func(c *Config, v any) { c.TLSCertFile = v.(string) }},
+	{Env: "RELAIS_TLS_KEY_FILE", Flag: "tls-key-file", Description: "PEM private key of RELAIS_TLS_CERT_FILE (both or neither)", kind: kindString,
+		set: func(c *Config, v any) { c.TLSKeyFile = v.(string) }},
+	{Env: "RELAIS_TRUSTED_PROXIES", Flag: "trusted-proxies", Description: "comma-separated CIDR prefixes (or addresses) of reverse proxies whose X-Forwarded-For and X-Forwarded-Proto are believed; others' are ignored", kind: kindPrefixes,
+		set: func(c *Config, v any) { c.TrustedProxies = v.([]netip.Prefix) }},
 	{Env: "RELAIS_DATA_DIR", Flag: "data-dir", Default: "./relais-data", Description: "folder for the embedded cluster and generated key file", kind: kindString,
 		set: func(c *Config, v any) { c.DataDir = v.(string) }},
 	{Env: "RELAIS_PG_BIN", Flag: "pg-bin", Description: "folder with PostgreSQL's initdb and postgres (embedded mode); empty searches PATH, then the newest /usr/lib/postgresql/*/bin", kind: kindString,
@@ -214,6 +230,8 @@ func parseValue(s Setting, raw string) (any, error) {
 			return nil, fmt.Errorf("%q is not one of debug, info, warn, error", raw)
 		}
 		return l, nil
+	case kindPrefixes:
+		return forwarded.ParsePrefixes(raw)
 	case kindFormat:
 		if raw != "text" && raw != "json" {
 			return nil, fmt.Errorf("%q is not text or json", raw)
@@ -260,6 +278,18 @@ func (c Config) check(defaulted map[string]bool) []string {
 	}
 	if c.BootstrapToken != "" && len(c.BootstrapToken) < 20 {
 		p = append(p, "RELAIS_BOOTSTRAP_TOKEN: must be at least 20 characters")
+	}
+	switch {
+	case (c.TLSCertFile == "") != (c.TLSKeyFile == ""):
+		missing := "RELAIS_TLS_KEY_FILE"
+		if c.TLSCertFile == "" {
+			missing = "RELAIS_TLS_CERT_FILE"
+		}
+		p = append(p, missing+": must be set with the other of RELAIS_TLS_CERT_FILE and RELAIS_TLS_KEY_FILE (both or neither)")
+	case c.TLSCertFile != "":
+		if _, err := tls.LoadX509KeyPair(c.TLSCertFile, c.TLSKeyFile); err != nil {
+			p = append(p, "RELAIS_TLS_CERT_FILE, RELAIS_TLS_KEY_FILE: "+err.Error())
+		}
 	}
 	if c.Listen == "" {
 		p = append(p, "RELAIS_LISTEN: must not be empty")

@@ -28,12 +28,15 @@ import (
 
 // Env is a running Relais with one token per role.
 type Env struct {
-	T      testing.TB
-	URL    string
-	Engine *engine.Engine
-	Pool   *pgxpool.Pool
-	Config config.Config
-	Logs   *LogBuffer
+	T   testing.TB
+	URL string
+	// Handler is the replica's HTTP handler, for tests that serve it
+	// themselves (over TLS, say).
+	Handler http.Handler
+	Engine  *engine.Engine
+	Pool    *pgxpool.Pool
+	Config  config.Config
+	Logs    *LogBuffer
 	// Clock is the engine's clock: tests Advance it past lock expiries and
 	// deadlines instead of sleeping.
 	Clock    *Clock
@@ -94,7 +97,7 @@ func start(t testing.TB, pool *pgxpool.Pool, clock *Clock, opts ...Option) *Env 
 		srv.Close()
 		rep.Stop()
 	})
-	e := &Env{T: t, URL: srv.URL, Engine: eng, Pool: pool, Config: cfg, Logs: logs, Clock: clock}
+	e := &Env{T: t, URL: srv.URL, Handler: rep.Handler, Engine: eng, Pool: pool, Config: cfg, Logs: logs, Clock: clock}
 	ctx := context.Background()
 	for _, tok := range []struct {
 		dst  *string

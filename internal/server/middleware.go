@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/relais/relais/internal/fault"
+	"github.com/relais/relais/internal/forwarded"
 	"github.com/relais/relais/internal/httpjson"
 )
 
@@ -31,6 +32,19 @@ func headAsGet(next http.Handler) http.Handler {
 			if rctx := chi.RouteContext(r.Context()); rctx != nil {
 				rctx.RouteMethod = http.MethodGet
 			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// strictTransportSecurity tells browsers that reached Relais over HTTPS
+// (directly, or through a trusted proxy) to use nothing else for a year.
+// Sent over cleartext it would be ignored, and it would wrongly promise
+// HTTPS on a deployment that has none.
+func strictTransportSecurity(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if forwarded.IsHTTPS(r) {
+			w.Header().Set("Strict-Transport-Security", "max-age=31536000")
 		}
 		next.ServeHTTP(w, r)
 	})
@@ -112,7 +126,7 @@ func logRequests(logger *slog.Logger, metrics *httpMetrics) func(http.Handler) h
 			logger.Log(r.Context(), level, "request",
 				"method", r.Method, "route", route, "path", r.URL.Path,
 				"status", status, "bytes", ww.BytesWritten(), "duration", elapsed.Round(time.Microsecond),
-				"request_id", middleware.GetReqID(r.Context()))
+				"request_id", middleware.GetReqID(r.Context()), "client", forwarded.Of(r).Addr)
 		})
 	}
 }

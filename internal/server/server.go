@@ -21,6 +21,7 @@ import (
 	"github.com/relais/relais/internal/auth"
 	"github.com/relais/relais/internal/config"
 	"github.com/relais/relais/internal/fault"
+	"github.com/relais/relais/internal/forwarded"
 	"github.com/relais/relais/internal/httpauth"
 	"github.com/relais/relais/internal/httpjson"
 	"github.com/relais/relais/internal/notify"
@@ -84,9 +85,10 @@ func (r *Replica) Stop() {
 func newHandler(d Deps, hub *pull.Hub) http.Handler {
 	r := chi.NewRouter()
 	r.Use(middleware.RequestID)
+	r.Use(forwarded.Middleware(d.Config.TrustedProxies))
 	r.Use(logRequests(d.Logger, newHTTPMetrics(d.Registry)))
 	r.Use(recoverPanics(d.Logger))
-	r.Use(headAsGet)
+	r.Use(headAsGet, strictTransportSecurity)
 	notFound := func(w http.ResponseWriter, r *http.Request) {
 		httpjson.WriteError(w, r, d.Logger, fault.New(fault.NotFound, "not_found", "no route for %s", r.URL.Path))
 	}
