@@ -78,6 +78,7 @@ type Console struct {
 	logger   *slog.Logger
 	eng      *engine.Engine
 	sessions *sessionStore
+	throttle *signInThrottle
 	counts   *snapshotCache[countSnapshot]
 	menus    *snapshotCache[filterMenus]
 	// now is the clock sessions expire by; tests move it.
@@ -89,7 +90,7 @@ func New(logger *slog.Logger, eng *engine.Engine) *Console {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Console{logger: logger, eng: eng, sessions: newSessionStore(), now: time.Now,
+	return &Console{logger: logger, eng: eng, sessions: newSessionStore(), throttle: newSignInThrottle(), now: time.Now,
 		counts: newSnapshotCache("counts by status", loadCounts(eng), logger, countsTTL),
 		menus:  newSnapshotCache("filter menus", loadMenus(eng), logger, menusTTL)}
 }

@@ -48,7 +48,7 @@ var messageKeyToIndex = map[string]int{
 	"%d days":                       92,
 	"%d h":                          98,
 	"%d hours":                      93,
-	"%d items":                      258,
+	"%d items":                      259,
 	"%d min":                        99,
 	"%d minutes":                    94,
 	"%d ms":                         96,
@@ -59,9 +59,9 @@ var messageKeyToIndex = map[string]int{
 	"%s, revision %s":               179,
 	"%s, version %s":                180,
 	"%s: %s → %s":                   66,
-	"(each item)":                   247,
+	"(each item)":                   248,
 	"0 seconds":                     91,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.": 245,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.": 246,
 	"All consumers":          230,
 	"All definitions":        228,
 	"All statuses":           229,
@@ -215,9 +215,10 @@ var messageKeyToIndex = map[string]int{
 	"This instance has not reached a task yet.":                                                                                   113,
 	"This page does not accept that request.":                                                                                     238,
 	"This process takes no inputs.":                                                                                               117,
-	"This token is unknown or has been revoked.":                                                                                  244,
-	"To revision":         42,
-	"Token":               242,
+	"This token is unknown or has been revoked.":                                                                                  245,
+	"To revision": 42,
+	"Token":       242,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 244,
 	"Type":                20,
 	"Unknown consumer.":   217,
 	"Unknown status %q.":  214,
@@ -228,11 +229,11 @@ var messageKeyToIndex = map[string]int{
 	"Your role can read definitions only: external tasks and process instances are for operators and administrators.": 8,
 	"[redacted]":                      213,
 	"administrator":                   157,
-	"at least %d characters":          248,
-	"at least %d items":               255,
+	"at least %d characters":          249,
+	"at least %d items":               256,
 	"at most %d":                      196,
-	"at most %d characters":           249,
-	"at most %d items":                256,
+	"at most %d characters":           250,
+	"at most %d items":                257,
 	"available":                       133,
 	"boolean":                         144,
 	"cancelled":                       137,
@@ -250,33 +251,33 @@ var messageKeyToIndex = map[string]int{
 	"field added":                     163,
 	"field removed":                   164,
 	"format":                          174,
-	"format %s":                       251,
+	"format %s":                       252,
 	"in progress":                     202,
 	"instance id":                     221,
 	"integer":                         142,
 	"list":                            149,
 	"maximum":                         176,
-	"maximum %s":                      253,
+	"maximum %s":                      254,
 	"maximum items":                   178,
 	"maximum length":                  172,
 	"minimum":                         175,
-	"minimum %s":                      252,
+	"minimum %s":                      253,
 	"minimum items":                   177,
 	"minimum length":                  171,
 	"no":                              162,
 	"none":                            69,
 	"none yet":                        73,
 	"normal":                          150,
-	"not provided":                    257,
-	"null":                            259,
+	"not provided":                    258,
+	"null":                            260,
 	"number":                          143,
 	"object":                          148,
-	"one of: %s":                      254,
+	"one of: %s":                      255,
 	"operator":                        158,
 	"optional field of type %s":       68,
 	"optional → required":             61,
 	"pattern":                         173,
-	"pattern %s":                      250,
+	"pattern %s":                      251,
 	"pull (the service fetches it)":   155,
 	"push (Relais calls the service)": 156,
 	"rejected":                        140,
@@ -285,14 +286,14 @@ var messageKeyToIndex = map[string]int{
 	"required → optional":             62,
 	"reserved":                        134,
 	"routing changed":                 170,
-	"routing output":                  246,
+	"routing output":                  247,
 	"routing output %s → %s":          60,
 	"running":                         138,
 	"secret":                          152,
 	"sensitive":                       151,
 	"text":                            141,
 	"type changed":                    165,
-	"unexpected value":                260,
+	"unexpected value":                261,
 	"values added: %s":                63,
 	"values changed":                  167,
 	"values removed: %s":              64,
@@ -302,7 +303,7 @@ var messageKeyToIndex = map[string]int{
 	"••• hidden (sensitive)":          153,
 }
 
-var enIndex = []uint32{ // 262 elements
+var enIndex = []uint32{ // 263 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000f, 0x00000018, 0x00000028,
 	0x00000037, 0x00000043, 0x0000005e, 0x00000067,
@@ -372,15 +373,15 @@ var enIndex = []uint32{ // 262 elements
 	0x000012ab, 0x000012d7, 0x00001309, 0x00001340,
 	0x0000134e, 0x00001392, 0x000013b7, 0x000013df,
 	0x000013f3, 0x000013fb, 0x0000142c, 0x00001432,
-	0x000014ae, 0x000014d9, 0x0000153b, 0x0000154a,
-	0x00001556, 0x00001592, 0x000015cc, 0x000015da,
-	0x000015e7, 0x000015f5, 0x00001603, 0x00001611,
+	0x000014ae, 0x000014f6, 0x00001521, 0x00001583,
+	0x00001592, 0x0000159e, 0x000015da, 0x00001614,
+	0x00001622, 0x0000162f, 0x0000163d, 0x0000164b,
 	// Entry 100 - 11F
-	0x00001643, 0x00001673, 0x00001680, 0x000016a0,
-	0x000016a5, 0x000016b6,
-} // Size: 1072 bytes
+	0x00001659, 0x0000168b, 0x000016bb, 0x000016c8,
+	0x000016e8, 0x000016ed, 0x000016fe,
+} // Size: 1076 bytes
 
-const enData string = "" + // Size: 5814 bytes
+const enData string = "" + // Size: 5886 bytes
 	"\x02Relais console\x02Language\x02Main navigation\x02External tasks\x02D" +
 	"efinitions\x02Signed in as %[1]s (%[2]s)\x02Sign out\x02Not allowed\x02Y" +
 	"our role can read definitions only: external tasks and process instances" +
@@ -468,19 +469,20 @@ const enData string = "" + // Size: 5814 bytes
 	"s page does not accept that request.\x02You are signed out.\x02Sign in" +
 	"\x02Sign in with an operator or administrator token.\x02Token\x02The tok" +
 	"en is checked once and never stored in your browser; a session cookie st" +
-	"ands for it for up to 8 hours of inactivity.\x02This token is unknown or" +
-	" has been revoked.\x02A %[1]s token cannot open the console: sign in wit" +
-	"h an operator, designer or administrator token.\x02routing output\x02(ea" +
-	"ch item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a" +
-	"\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1" +
-	"]d character\x00\x19\x02at most %[1]d characters\x02pattern %[1]s\x02for" +
-	"mat %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81" +
-	"\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]d items" +
-	"\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[" +
-	"1]d items\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00" +
-	"\x0c\x02%[1]d items\x02null\x02unexpected value"
+	"ands for it for up to 8 hours of inactivity.\x02Too many failed sign-ins" +
+	" from your address. Try again in %[1]d seconds.\x02This token is unknown" +
+	" or has been revoked.\x02A %[1]s token cannot open the console: sign in " +
+	"with an operator, designer or administrator token.\x02routing output\x02" +
+	"(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00" +
+	"\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most" +
+	" %[1]d character\x00\x19\x02at most %[1]d characters\x02pattern %[1]s" +
+	"\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14" +
+	"\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]" +
+	"d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at " +
+	"most %[1]d items\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d it" +
+	"em\x00\x0c\x02%[1]d items\x02null\x02unexpected value"
 
-var frIndex = []uint32{ // 262 elements
+var frIndex = []uint32{ // 263 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000f, 0x00000016, 0x0000002c,
 	0x0000003d, 0x0000004a, 0x0000006e, 0x0000007e,
@@ -550,15 +552,15 @@ var frIndex = []uint32{ // 262 elements
 	0x0000173c, 0x00001768, 0x000017a9, 0x000017ed,
 	0x00001805, 0x00001858, 0x00001893, 0x000018be,
 	0x000018d7, 0x000018e4, 0x00001927, 0x0000192d,
-	0x000019c7, 0x000019f2, 0x00001a7c, 0x00001a8e,
-	0x00001aa1, 0x00001adf, 0x00001b1b, 0x00001b27,
-	0x00001b34, 0x00001b42, 0x00001b50, 0x00001b5e,
+	0x000019c7, 0x00001a1b, 0x00001a46, 0x00001ad0,
+	0x00001ae2, 0x00001af5, 0x00001b33, 0x00001b6f,
+	0x00001b7b, 0x00001b88, 0x00001b96, 0x00001ba4,
 	// Entry 100 - 11F
-	0x00001b9a, 0x00001bd4, 0x00001bdf, 0x00001c09,
-	0x00001c0d, 0x00001c1f,
-} // Size: 1072 bytes
+	0x00001bb2, 0x00001bee, 0x00001c28, 0x00001c33,
+	0x00001c5d, 0x00001c61, 0x00001c73,
+} // Size: 1076 bytes
 
-const frData string = "" + // Size: 7199 bytes
+const frData string = "" + // Size: 7283 bytes
 	"\x02Console Relais\x02Langue\x02Navigation principale\x02Tâches externes" +
 	"\x02Définitions\x02Connecté en tant que %[1]s (%[2]s)\x02Se déconnecter" +
 	"\x02Non autorisé\x02Votre rôle permet de lire les définitions seulement " +
@@ -660,17 +662,18 @@ const frData string = "" + // Size: 7199 bytes
 	"déconnecté.\x02Se connecter\x02Connectez-vous avec un jeton d’opérateur " +
 	"ou d’administrateur.\x02Jeton\x02Le jeton est vérifié une fois et n’est " +
 	"jamais conservé dans votre navigateur ; un cookie de session le remplace" +
-	" jusqu’à 8 heures d’inactivité.\x02Ce jeton est inconnu ou a été révoqué" +
-	".\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console : connectez-vo" +
-	"us avec un jeton d’opérateur, de concepteur ou d’administrateur.\x02sort" +
-	"ie de routage\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moin" +
-	"s %[1]d caractère\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01" +
-	"\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractè" +
-	"res\x02motif %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02" +
-	"parmi : %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00" +
-	"\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %" +
-	"[1]d élément\x00\x19\x02au plus %[1]d éléments\x02non fourni\x14\x01\x81" +
-	"\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02nul\x02va" +
-	"leur inattendue"
+	" jusqu’à 8 heures d’inactivité.\x02Trop de connexions échouées depuis vo" +
+	"tre adresse. Réessayez dans %[1]d secondes.\x02Ce jeton est inconnu ou a" +
+	" été révoqué.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console : " +
+	"connectez-vous avec un jeton d’opérateur, de concepteur ou d’administrat" +
+	"eur.\x02sortie de routage\x02(chaque élément)\x14\x01\x81\x01\x00\x02" +
+	"\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d caractères" +
+	"\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au pl" +
+	"us %[1]d caractères\x02motif %[1]s\x02format %[1]s\x02minimum %[1]s\x02m" +
+	"aximum %[1]s\x02parmi : %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[" +
+	"1]d élément\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02" +
+	"\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02non f" +
+	"ourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d élém" +
+	"ents\x02nul\x02valeur inattendue"
 
-	// Total table size 15157 bytes (14KiB); checksum: 153009B5
+	// Total table size 15321 bytes (14KiB); checksum: 38D7D82D
