@@ -39,412 +39,438 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s, %[3]s, %[4]s UTC": 78,
-	"%d (0 lowest, 9 highest)":      193,
-	"%d attempts":                   195,
-	"%d breaking":                   59,
-	"%d changes":                    58,
-	"%d d":                          97,
-	"%d days":                       92,
-	"%d h":                          98,
-	"%d hours":                      93,
-	"%d items":                      259,
-	"%d min":                        99,
-	"%d minutes":                    94,
-	"%d ms":                         96,
-	"%d occurrences":                232,
-	"%d releases":                   77,
-	"%d s":                          100,
-	"%d seconds":                    95,
-	"%s, revision %s":               179,
-	"%s, version %s":                180,
-	"%s: %s → %s":                   66,
-	"(each item)":                   248,
-	"0 seconds":                     91,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.": 246,
-	"All consumers":          230,
-	"All definitions":        228,
-	"All statuses":           229,
-	"Apply filters":          222,
-	"Apr":                    82,
-	"Attempts":               194,
-	"Aug":                    86,
-	"Available":              185,
-	"Back to definitions":    10,
-	"Back to external tasks": 9,
-	"Breaks processes":       46,
-	"Breaks workers":         47,
-	"Business key":           125,
-	"Call timeout":           204,
-	"Cannot reveal":          235,
-	"Change":                 44,
-	"Choose two existing revisions to compare.": 56,
-	"Classification":    22,
-	"Clear filters":     223,
-	"Compare":           43,
-	"Compare revisions": 39,
-	"Constraints":       23,
-	"Consumer":          197,
-	"Counts are refreshed every few seconds.": 225,
-	"Counts are unavailable right now.":       231,
-	"Counts by status":                        224,
-	"Created":                                 111,
-	"Dates":                                   184,
-	"Deadline":                                188,
-	"Dec":                                     90,
-	"Definition":                              107,
-	"Definition %s":                           25,
+	"%[1]s %[2]s, %[3]s, %[4]s UTC": 79,
+	"%d (0 lowest, 9 highest)":      194,
+	"%d attempts":                   196,
+	"%d breaking":                   60,
+	"%d changes":                    59,
+	"%d d":                          98,
+	"%d days":                       93,
+	"%d h":                          99,
+	"%d hours":                      94,
+	"%d items":                      280,
+	"%d min":                        100,
+	"%d minutes":                    95,
+	"%d ms":                         97,
+	"%d occurrences":                233,
+	"%d releases":                   78,
+	"%d s":                          101,
+	"%d seconds":                    96,
+	"%s, revision %s":               180,
+	"%s, version %s":                181,
+	"%s: %s → %s":                   67,
+	"(each item)":                   269,
+	"0 seconds":                     92,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.": 247,
+	"All consumers":          231,
+	"All definitions":        229,
+	"All statuses":           230,
+	"Apply filters":          223,
+	"Apr":                    83,
+	"Attempts":               195,
+	"Aug":                    87,
+	"Available":              186,
+	"Back to definitions":    11,
+	"Back to external tasks": 10,
+	"Breaks processes":       47,
+	"Breaks workers":         48,
+	"Business key":           126,
+	"Call timeout":           205,
+	"Cannot reveal":          236,
+	"Change":                 45,
+	"Choose two existing revisions to compare.": 57,
+	"Classification":    23,
+	"Clear filters":     224,
+	"Compare":           44,
+	"Compare revisions": 40,
+	"Constraints":       24,
+	"Consumer":          198,
+	"Counts are refreshed every few seconds.": 226,
+	"Counts are unavailable right now.":       232,
+	"Counts by status":                        225,
+	"Created":                                 112,
+	"Dates":                                   185,
+	"Deadline":                                189,
+	"Dec":                                     91,
+	"Definition":                              108,
+	"Definition %s":                           26,
 	"Definitions":                             4,
-	"Description":                             24,
-	"Destination":                             203,
-	"Detail":                                  45,
-	"Digest":                                  55,
-	"End node":                                124,
-	"Ended":                                   123,
-	"Error code":                              126,
-	"Error message":                           200,
+	"Description":                             25,
+	"Destination":                             204,
+	"Detail":                                  46,
+	"Digest":                                  56,
+	"End node":                                125,
+	"Ended":                                   124,
+	"Error code":                              127,
+	"Error message":                           201,
+	"Expired token":                           256,
+	"Expires":                                 253,
 	"External tasks":                          3,
-	"Feb":                                     80,
-	"Field":                                   19,
-	"Filters":                                 220,
-	"First page":                              76,
-	"Form refused":                            13,
-	"From revision":                           41,
-	"From revision %d to revision %d:":        57,
-	"Inputs":                                  49,
-	"Inputs the instance was started with, labelled by process version %d's contract": 116,
-	"Inputs, labelled by revision %d's contract":                                      205,
-	"Jan":             79,
-	"Jul":             85,
-	"Jun":             84,
-	"Keep it running": 131,
-	"Key":             71,
+	"Feb":                                     81,
+	"Field":                                   20,
+	"Filters":                                 221,
+	"First page":                              77,
+	"Form refused":                            14,
+	"From revision":                           42,
+	"From revision %d to revision %d:":        58,
+	"ID":                                      250,
+	"Inputs":                                  50,
+	"Inputs the instance was started with, labelled by process version %d's contract":                                                 117,
+	"Inputs, labelled by revision %d's contract":                                                                                      206,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.": 263,
+	"Jan":             80,
+	"Jul":             86,
+	"Jun":             85,
+	"Keep it":         265,
+	"Keep it running": 132,
+	"Key":             72,
 	"Language":        1,
-	"Last saved":      30,
-	"Latest revision": 72,
-	"Lists every change from one revision to another, and whom it may break.": 40,
-	"Lock expires":                         187,
+	"Last saved":      31,
+	"Last used":       252,
+	"Latest revision": 73,
+	"Lists every change from one revision to another, and whom it may break.": 41,
+	"Lock expires":                         188,
 	"Main navigation":                      2,
-	"Mar":                                  81,
-	"Maximum attempts":                     190,
-	"May":                                  83,
-	"Mode":                                 183,
-	"Name":                                 28,
-	"Next node":                            110,
-	"Next page":                            75,
-	"No definition yet.":                   74,
-	"No inputs.":                           50,
-	"No occurrence matches these filters.": 227,
-	"No outputs yet: the occurrence has not completed.": 208,
-	"No outputs.": 52,
-	"No outputs: the occurrence ended without completing.": 210,
-	"No release yet.": 34,
-	"No revision yet: the Working copy has never been snapshotted.": 32,
-	"No service has reserved this occurrence yet.":                  201,
-	"Node":        105,
-	"Not allowed": 7,
-	"Not found":   11,
-	"Notes":       37,
-	"Nothing exists at this address, or it is not visible to you.": 12,
-	"Nov":                       89,
-	"Occurrence":                106,
-	"Occurrence %s":             181,
-	"Occurrences, newest first": 226,
-	"Oct":                       88,
-	"Only a value this page shows as hidden (sensitive) can be revealed.": 236,
-	"Only administrators may reveal a sensitive value.":                   233,
-	"Outcome": 199,
-	"Outputs": 51,
-	"Outputs, labelled by revision %d's contract": 207,
-	"Path":                      103,
-	"Policy":                    189,
-	"Priority":                  192,
-	"Process":                   121,
-	"Process inputs":            115,
-	"Process instance":          182,
-	"Process instance %s":       101,
-	"Published":                 38,
+	"Mar":                                  82,
+	"Maximum attempts":                     191,
+	"May":                                  84,
+	"Mode":                                 184,
+	"Name":                                 29,
+	"Next node":                            111,
+	"Next page":                            76,
+	"No definition yet.":                   75,
+	"No inputs.":                           51,
+	"No occurrence matches these filters.": 228,
+	"No outputs yet: the occurrence has not completed.": 209,
+	"No outputs.": 53,
+	"No outputs: the occurrence ended without completing.": 211,
+	"No release yet.": 35,
+	"No revision yet: the Working copy has never been snapshotted.": 33,
+	"No service has reserved this occurrence yet.":                  202,
+	"No token.":   259,
+	"Node":        106,
+	"Not allowed": 8,
+	"Not found":   12,
+	"Notes":       38,
+	"Nothing exists at this address, or it is not visible to you.": 13,
+	"Nov":                       90,
+	"Occurrence":                107,
+	"Occurrence %s":             182,
+	"Occurrences, newest first": 227,
+	"Oct":                       89,
+	"Only a value this page shows as hidden (sensitive) can be revealed.": 237,
+	"Only administrators manage tokens.":                                  248,
+	"Only administrators may reveal a sensitive value.":                   234,
+	"Outcome": 200,
+	"Outputs": 52,
+	"Outputs, labelled by revision %d's contract": 208,
+	"Path":                      104,
+	"Policy":                    190,
+	"Priority":                  193,
+	"Process":                   122,
+	"Process inputs":            116,
+	"Process instance":          183,
+	"Process instance %s":       102,
+	"Published":                 39,
 	"Relais console":            0,
-	"Release":                   35,
-	"Releases":                  33,
-	"Required":                  21,
-	"Reserved":                  186,
-	"Retry delay":               191,
-	"Reveal — this is recorded": 211,
-	"Revealed by %s at %s; recorded in the audit log.": 234,
-	"Revision":                             36,
-	"Revision %d":                          53,
-	"Revisions":                            31,
-	"Route":                                109,
-	"Routing output":                       29,
-	"Secret values can never be revealed.": 237,
-	"Sep":                                  87,
-	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 129,
-	"Settled": 112,
-	"Sign in": 240,
-	"Sign in with an operator or administrator token.": 241,
-	"Sign out":                 6,
-	"Signed in as %s (%s)":     5,
-	"Snapshotted":              54,
-	"Something went wrong":     17,
-	"Started":                  122,
-	"Status":                   108,
-	"Stop process instance %s": 127,
-	"Stop the instance":        130,
-	"Stop this instance? Its open occurrences are cancelled.":                                128,
-	"Stop this instance…":                                                                    119,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.": 120,
-	"Summary": 102,
-	"Task contracts: their Working copy, immutable revisions and named releases.": 70,
-	"Temporarily unavailable": 15,
-	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                 18,
-	"The database cannot be reached right now. Try again in a few seconds.":                                                       16,
-	"The instance was stopped; its open occurrences are cancelled.":                                                               118,
-	"The nodes this instance reached, in order, each with its occurrence.":                                                        104,
-	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                27,
-	"The page cursor is invalid: go back to the first page.":                                                                      218,
-	"The page size must be between 1 and %d.":                                                                                     219,
-	"The process instance must be an instance id (a UUID).":                                                                       215,
-	"The revision must be a whole number, 1 or more.":                                                                             216,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 243,
-	"These revisions have the same contracts.":                                                                                    48,
-	"This contract has no inputs.":                                                                                                206,
-	"This contract has no outputs.":                                                                                               209,
-	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                         14,
-	"This instance has already ended; there is nothing to stop.":                                                                  132,
-	"This instance has not reached a task yet.":                                                                                   113,
-	"This page does not accept that request.":                                                                                     238,
-	"This process takes no inputs.":                                                                                               117,
-	"This token is unknown or has been revoked.":                                                                                  245,
-	"To revision": 42,
-	"Token":       242,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 244,
-	"Type":                20,
-	"Unknown consumer.":   217,
-	"Unknown status %q.":  214,
-	"Value":               114,
-	"Worker id":           198,
-	"Working copy":        26,
-	"You are signed out.": 239,
-	"Your role can read definitions only: external tasks and process instances are for operators and administrators.": 8,
-	"[redacted]":                      213,
-	"administrator":                   157,
-	"at least %d characters":          249,
-	"at least %d items":               256,
-	"at most %d":                      196,
-	"at most %d characters":           250,
-	"at most %d items":                257,
-	"available":                       133,
-	"boolean":                         144,
-	"cancelled":                       137,
-	"choice":                          147,
-	"classification changed":          168,
-	"completed":                       135,
-	"constraint changed":              169,
-	"consumer":                        160,
-	"consumer #%s":                    212,
-	"date":                            145,
-	"date and time":                   146,
-	"designer":                        159,
-	"expired":                         139,
-	"failed":                          136,
-	"field added":                     163,
-	"field removed":                   164,
-	"format":                          174,
-	"format %s":                       252,
-	"in progress":                     202,
-	"instance id":                     221,
-	"integer":                         142,
-	"list":                            149,
-	"maximum":                         176,
-	"maximum %s":                      254,
-	"maximum items":                   178,
-	"maximum length":                  172,
-	"minimum":                         175,
-	"minimum %s":                      253,
-	"minimum items":                   177,
-	"minimum length":                  171,
-	"no":                              162,
-	"none":                            69,
-	"none yet":                        73,
-	"normal":                          150,
-	"not provided":                    258,
-	"null":                            260,
-	"number":                          143,
-	"object":                          148,
-	"one of: %s":                      255,
-	"operator":                        158,
-	"optional field of type %s":       68,
-	"optional → required":             61,
-	"pattern":                         173,
-	"pattern %s":                      251,
-	"pull (the service fetches it)":   155,
-	"push (Relais calls the service)": 156,
-	"rejected":                        140,
-	"required changed":                166,
-	"required field of type %s":       67,
-	"required → optional":             62,
-	"reserved":                        134,
-	"routing changed":                 170,
-	"routing output":                  247,
-	"routing output %s → %s":          60,
-	"running":                         138,
-	"secret":                          152,
-	"sensitive":                       151,
-	"text":                            141,
-	"type changed":                    165,
-	"unexpected value":                261,
-	"values added: %s":                63,
-	"values changed":                  167,
-	"values removed: %s":              64,
-	"values reordered":                65,
-	"yes":                             161,
-	"••• hidden (secret)":             154,
-	"••• hidden (sensitive)":          153,
+	"Release":                   36,
+	"Releases":                  34,
+	"Required":                  22,
+	"Reserved":                  187,
+	"Retry delay":               192,
+	"Reveal — this is recorded": 212,
+	"Revealed by %s at %s; recorded in the audit log.": 235,
+	"Revision":                             37,
+	"Revision %d":                          54,
+	"Revisions":                            32,
+	"Revoke the %s token “%s”?":            262,
+	"Revoke the token":                     264,
+	"Revoke token %d":                      261,
+	"Revoke…":                              257,
+	"Role":                                 251,
+	"Route":                                110,
+	"Routing output":                       30,
+	"Secret values can never be revealed.": 238,
+	"Sep":                                  88,
+	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 130,
+	"Settled": 113,
+	"Sign in": 241,
+	"Sign in with an operator or administrator token.": 242,
+	"Sign out":             7,
+	"Signed in as %s (%s)": 6,
+	"Snapshotted":          55,
+	"Something went wrong": 18,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 249,
+	"Started":                  123,
+	"Status":                   109,
+	"Stop process instance %s": 128,
+	"Stop the instance":        131,
+	"Stop this instance? Its open occurrences are cancelled.":                                129,
+	"Stop this instance…":                                                                    120,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.": 121,
+	"Summary": 103,
+	"Task contracts: their Working copy, immutable revisions and named releases.": 71,
+	"Temporarily unavailable": 16,
+	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                 19,
+	"The database cannot be reached right now. Try again in a few seconds.":                                                       17,
+	"The instance was stopped; its open occurrences are cancelled.":                                                               119,
+	"The nodes this instance reached, in order, each with its occurrence.":                                                        105,
+	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                28,
+	"The page cursor is invalid: go back to the first page.":                                                                      219,
+	"The page size must be between 1 and %d.":                                                                                     220,
+	"The process instance must be an instance id (a UUID).":                                                                       216,
+	"The revision must be a whole number, 1 or more.":                                                                             217,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 244,
+	"The token was revoked.":                   260,
+	"These revisions have the same contracts.": 49,
+	"This contract has no inputs.":             207,
+	"This contract has no outputs.":            210,
+	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                  15,
+	"This instance has already ended; there is nothing to stop.":                                                           133,
+	"This instance has not reached a task yet.":                                                                            114,
+	"This is the last usable administrator token: create another one before revoking it.":                                  267,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.": 266,
+	"This page does not accept that request.":                                                                              239,
+	"This process takes no inputs.":                                                                                        118,
+	"This token is unknown or has been revoked.":                                                                           246,
+	"To revision": 43,
+	"Token":       243,
+	"Tokens":      5,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 245,
+	"Type":                21,
+	"Unknown consumer.":   218,
+	"Unknown status %q.":  215,
+	"Value":               115,
+	"Worker id":           199,
+	"Working copy":        27,
+	"You are signed out.": 240,
+	"Your role can read definitions only: external tasks and process instances are for operators and administrators.": 9,
+	"[redacted]":                      214,
+	"administrator":                   158,
+	"at least %d characters":          270,
+	"at least %d items":               277,
+	"at most %d":                      197,
+	"at most %d characters":           271,
+	"at most %d items":                278,
+	"available":                       134,
+	"boolean":                         145,
+	"cancelled":                       138,
+	"choice":                          148,
+	"classification changed":          169,
+	"completed":                       136,
+	"constraint changed":              170,
+	"consumer":                        161,
+	"consumer #%s":                    213,
+	"date":                            146,
+	"date and time":                   147,
+	"designer":                        160,
+	"expired":                         140,
+	"failed":                          137,
+	"field added":                     164,
+	"field removed":                   165,
+	"format":                          175,
+	"format %s":                       273,
+	"in progress":                     203,
+	"instance id":                     222,
+	"integer":                         143,
+	"list":                            150,
+	"maximum":                         177,
+	"maximum %s":                      275,
+	"maximum items":                   179,
+	"maximum length":                  173,
+	"minimum":                         176,
+	"minimum %s":                      274,
+	"minimum items":                   178,
+	"minimum length":                  172,
+	"never":                           254,
+	"no":                              163,
+	"none":                            70,
+	"none yet":                        74,
+	"normal":                          151,
+	"not provided":                    279,
+	"not yet":                         255,
+	"null":                            281,
+	"number":                          144,
+	"object":                          149,
+	"one of: %s":                      276,
+	"operator":                        159,
+	"optional field of type %s":       69,
+	"optional → required":             62,
+	"pattern":                         174,
+	"pattern %s":                      272,
+	"pull (the service fetches it)":   156,
+	"push (Relais calls the service)": 157,
+	"rejected":                        141,
+	"required changed":                167,
+	"required field of type %s":       68,
+	"required → optional":             63,
+	"reserved":                        135,
+	"routing changed":                 171,
+	"routing output":                  268,
+	"routing output %s → %s":          61,
+	"running":                         139,
+	"secret":                          153,
+	"sensitive":                       152,
+	"text":                            142,
+	"this session":                    258,
+	"type changed":                    166,
+	"unexpected value":                282,
+	"values added: %s":                64,
+	"values changed":                  168,
+	"values removed: %s":              65,
+	"values reordered":                66,
+	"yes":                             162,
+	"••• hidden (secret)":             155,
+	"••• hidden (sensitive)":          154,
 }
 
-var enIndex = []uint32{ // 263 elements
+var enIndex = []uint32{ // 284 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000f, 0x00000018, 0x00000028,
-	0x00000037, 0x00000043, 0x0000005e, 0x00000067,
-	0x00000073, 0x000000e3, 0x000000fa, 0x0000010e,
-	0x00000118, 0x00000155, 0x00000162, 0x000001c6,
-	0x000001de, 0x00000224, 0x00000239, 0x000002a8,
-	0x000002ae, 0x000002b3, 0x000002bc, 0x000002cb,
-	0x000002d7, 0x000002e3, 0x000002f4, 0x00000301,
-	0x0000035e, 0x00000363, 0x00000372, 0x0000037d,
+	0x00000037, 0x00000043, 0x0000004a, 0x00000065,
+	0x0000006e, 0x0000007a, 0x000000ea, 0x00000101,
+	0x00000115, 0x0000011f, 0x0000015c, 0x00000169,
+	0x000001cd, 0x000001e5, 0x0000022b, 0x00000240,
+	0x000002af, 0x000002b5, 0x000002ba, 0x000002c3,
+	0x000002d2, 0x000002de, 0x000002ea, 0x000002fb,
+	0x00000308, 0x00000365, 0x0000036a, 0x00000379,
 	// Entry 20 - 3F
-	0x00000387, 0x000003c5, 0x000003ce, 0x000003de,
-	0x000003e6, 0x000003ef, 0x000003f5, 0x000003ff,
-	0x00000411, 0x00000459, 0x00000467, 0x00000473,
-	0x0000047b, 0x00000482, 0x00000489, 0x0000049a,
-	0x000004a9, 0x000004d2, 0x000004d9, 0x000004e4,
-	0x000004ec, 0x000004f8, 0x00000507, 0x00000513,
-	0x0000051a, 0x00000544, 0x0000056b, 0x0000058f,
-	0x000005b6, 0x000005d5, 0x000005eb, 0x00000601,
+	0x00000384, 0x0000038e, 0x000003cc, 0x000003d5,
+	0x000003e5, 0x000003ed, 0x000003f6, 0x000003fc,
+	0x00000406, 0x00000418, 0x00000460, 0x0000046e,
+	0x0000047a, 0x00000482, 0x00000489, 0x00000490,
+	0x000004a1, 0x000004b0, 0x000004d9, 0x000004e0,
+	0x000004eb, 0x000004f3, 0x000004ff, 0x0000050e,
+	0x0000051a, 0x00000521, 0x0000054b, 0x00000572,
+	0x00000596, 0x000005bd, 0x000005dc, 0x000005f2,
 	// Entry 40 - 5F
-	0x00000615, 0x0000062b, 0x0000063c, 0x00000653,
-	0x00000670, 0x0000068d, 0x00000692, 0x000006de,
-	0x000006e2, 0x000006f2, 0x000006fb, 0x0000070e,
-	0x00000718, 0x00000723, 0x00000749, 0x00000767,
-	0x0000076b, 0x0000076f, 0x00000773, 0x00000777,
-	0x0000077b, 0x0000077f, 0x00000783, 0x00000787,
-	0x0000078b, 0x0000078f, 0x00000793, 0x00000797,
-	0x000007a1, 0x000007bf, 0x000007df, 0x00000803,
+	0x00000608, 0x0000061c, 0x00000632, 0x00000643,
+	0x0000065a, 0x00000677, 0x00000694, 0x00000699,
+	0x000006e5, 0x000006e9, 0x000006f9, 0x00000702,
+	0x00000715, 0x0000071f, 0x0000072a, 0x00000750,
+	0x0000076e, 0x00000772, 0x00000776, 0x0000077a,
+	0x0000077e, 0x00000782, 0x00000786, 0x0000078a,
+	0x0000078e, 0x00000792, 0x00000796, 0x0000079a,
+	0x0000079e, 0x000007a8, 0x000007c6, 0x000007e6,
 	// Entry 60 - 7F
-	0x00000827, 0x00000830, 0x00000838, 0x00000840,
-	0x0000084a, 0x00000852, 0x00000869, 0x00000871,
-	0x00000876, 0x000008bb, 0x000008c0, 0x000008cb,
-	0x000008d6, 0x000008dd, 0x000008e3, 0x000008ed,
-	0x000008f5, 0x000008fd, 0x00000927, 0x0000092d,
-	0x0000093c, 0x0000098f, 0x000009ad, 0x000009eb,
-	0x00000a01, 0x00000a58, 0x00000a60, 0x00000a68,
-	0x00000a6e, 0x00000a77, 0x00000a84, 0x00000a8f,
+	0x0000080a, 0x0000082e, 0x00000837, 0x0000083f,
+	0x00000847, 0x00000851, 0x00000859, 0x00000870,
+	0x00000878, 0x0000087d, 0x000008c2, 0x000008c7,
+	0x000008d2, 0x000008dd, 0x000008e4, 0x000008ea,
+	0x000008f4, 0x000008fc, 0x00000904, 0x0000092e,
+	0x00000934, 0x00000943, 0x00000996, 0x000009b4,
+	0x000009f2, 0x00000a08, 0x00000a5f, 0x00000a67,
+	0x00000a6f, 0x00000a75, 0x00000a7e, 0x00000a8b,
 	// Entry 80 - 9F
-	0x00000aab, 0x00000ae3, 0x00000b91, 0x00000ba3,
-	0x00000bb3, 0x00000bee, 0x00000bf8, 0x00000c01,
-	0x00000c0b, 0x00000c12, 0x00000c1c, 0x00000c24,
-	0x00000c2c, 0x00000c35, 0x00000c3a, 0x00000c42,
-	0x00000c49, 0x00000c51, 0x00000c56, 0x00000c64,
-	0x00000c6b, 0x00000c72, 0x00000c77, 0x00000c7e,
-	0x00000c88, 0x00000c8f, 0x00000cac, 0x00000cc6,
-	0x00000ce4, 0x00000d04, 0x00000d12, 0x00000d1b,
+	0x00000a96, 0x00000ab2, 0x00000aea, 0x00000b98,
+	0x00000baa, 0x00000bba, 0x00000bf5, 0x00000bff,
+	0x00000c08, 0x00000c12, 0x00000c19, 0x00000c23,
+	0x00000c2b, 0x00000c33, 0x00000c3c, 0x00000c41,
+	0x00000c49, 0x00000c50, 0x00000c58, 0x00000c5d,
+	0x00000c6b, 0x00000c72, 0x00000c79, 0x00000c7e,
+	0x00000c85, 0x00000c8f, 0x00000c96, 0x00000cb3,
+	0x00000ccd, 0x00000ceb, 0x00000d0b, 0x00000d19,
 	// Entry A0 - BF
-	0x00000d24, 0x00000d2d, 0x00000d31, 0x00000d34,
-	0x00000d40, 0x00000d4e, 0x00000d5b, 0x00000d6c,
-	0x00000d7b, 0x00000d92, 0x00000da5, 0x00000db5,
-	0x00000dc4, 0x00000dd3, 0x00000ddb, 0x00000de2,
-	0x00000dea, 0x00000df2, 0x00000e00, 0x00000e0e,
-	0x00000e24, 0x00000e39, 0x00000e4a, 0x00000e5b,
-	0x00000e60, 0x00000e66, 0x00000e70, 0x00000e79,
-	0x00000e86, 0x00000e8f, 0x00000e96, 0x00000ea7,
+	0x00000d22, 0x00000d2b, 0x00000d34, 0x00000d38,
+	0x00000d3b, 0x00000d47, 0x00000d55, 0x00000d62,
+	0x00000d73, 0x00000d82, 0x00000d99, 0x00000dac,
+	0x00000dbc, 0x00000dcb, 0x00000dda, 0x00000de2,
+	0x00000de9, 0x00000df1, 0x00000df9, 0x00000e07,
+	0x00000e15, 0x00000e2b, 0x00000e40, 0x00000e51,
+	0x00000e62, 0x00000e67, 0x00000e6d, 0x00000e77,
+	0x00000e80, 0x00000e8d, 0x00000e96, 0x00000e9d,
 	// Entry C0 - DF
-	0x00000eb3, 0x00000ebc, 0x00000ed8, 0x00000ee1,
-	0x00000f07, 0x00000f15, 0x00000f1e, 0x00000f28,
-	0x00000f30, 0x00000f3e, 0x00000f6b, 0x00000f77,
-	0x00000f83, 0x00000f90, 0x00000fbe, 0x00000fdb,
-	0x0000100a, 0x0000103c, 0x0000105a, 0x0000108f,
-	0x000010ab, 0x000010bb, 0x000010c6, 0x000010dc,
-	0x00001112, 0x00001142, 0x00001154, 0x0000118b,
-	0x000011b6, 0x000011be, 0x000011ca, 0x000011d8,
+	0x00000eae, 0x00000eba, 0x00000ec3, 0x00000edf,
+	0x00000ee8, 0x00000f0e, 0x00000f1c, 0x00000f25,
+	0x00000f2f, 0x00000f37, 0x00000f45, 0x00000f72,
+	0x00000f7e, 0x00000f8a, 0x00000f97, 0x00000fc5,
+	0x00000fe2, 0x00001011, 0x00001043, 0x00001061,
+	0x00001096, 0x000010b2, 0x000010c2, 0x000010cd,
+	0x000010e3, 0x00001119, 0x00001149, 0x0000115b,
+	0x00001192, 0x000011bd, 0x000011c5, 0x000011d1,
 	// Entry E0 - FF
-	0x000011e6, 0x000011f7, 0x0000121f, 0x00001239,
-	0x0000125e, 0x0000126e, 0x0000127b, 0x00001289,
-	0x000012ab, 0x000012d7, 0x00001309, 0x00001340,
-	0x0000134e, 0x00001392, 0x000013b7, 0x000013df,
-	0x000013f3, 0x000013fb, 0x0000142c, 0x00001432,
-	0x000014ae, 0x000014f6, 0x00001521, 0x00001583,
-	0x00001592, 0x0000159e, 0x000015da, 0x00001614,
-	0x00001622, 0x0000162f, 0x0000163d, 0x0000164b,
+	0x000011df, 0x000011ed, 0x000011fe, 0x00001226,
+	0x00001240, 0x00001265, 0x00001275, 0x00001282,
+	0x00001290, 0x000012b2, 0x000012de, 0x00001310,
+	0x00001347, 0x00001355, 0x00001399, 0x000013be,
+	0x000013e6, 0x000013fa, 0x00001402, 0x00001433,
+	0x00001439, 0x000014b5, 0x000014fd, 0x00001528,
+	0x0000158a, 0x000015ad, 0x00001654, 0x00001657,
+	0x0000165c, 0x00001666, 0x0000166e, 0x00001674,
 	// Entry 100 - 11F
-	0x00001659, 0x0000168b, 0x000016bb, 0x000016c8,
-	0x000016e8, 0x000016ed, 0x000016fe,
-} // Size: 1076 bytes
+	0x0000167c, 0x0000168a, 0x00001694, 0x000016a1,
+	0x000016ab, 0x000016c2, 0x000016d5, 0x000016f9,
+	0x00001779, 0x0000178a, 0x00001792, 0x00001807,
+	0x0000185b, 0x0000186a, 0x00001876, 0x000018b2,
+	0x000018ec, 0x000018fa, 0x00001907, 0x00001915,
+	0x00001923, 0x00001931, 0x00001963, 0x00001993,
+	0x000019a0, 0x000019c0, 0x000019c5, 0x000019d6,
+} // Size: 1160 bytes
 
-const enData string = "" + // Size: 5886 bytes
+const enData string = "" + // Size: 6614 bytes
 	"\x02Relais console\x02Language\x02Main navigation\x02External tasks\x02D" +
-	"efinitions\x02Signed in as %[1]s (%[2]s)\x02Sign out\x02Not allowed\x02Y" +
-	"our role can read definitions only: external tasks and process instances" +
-	" are for operators and administrators.\x02Back to external tasks\x02Back" +
-	" to definitions\x02Not found\x02Nothing exists at this address, or it is" +
-	" not visible to you.\x02Form refused\x02This form was not sent from this" +
-	" console session, or it has expired. Reload the page and try again.\x02T" +
-	"emporarily unavailable\x02The database cannot be reached right now. Try " +
-	"again in a few seconds.\x02Something went wrong\x02The console could not" +
-	" show this page. Try again; if it persists, give your administrator the " +
-	"request id %[1]s.\x02Field\x02Type\x02Required\x02Classification\x02Cons" +
-	"traints\x02Description\x02Definition %[1]s\x02Working copy\x02The only m" +
-	"utable part of a definition. Processes never use it directly: they pin a" +
-	" revision.\x02Name\x02Routing output\x02Last saved\x02Revisions\x02No re" +
-	"vision yet: the Working copy has never been snapshotted.\x02Releases\x02" +
-	"No release yet.\x02Release\x02Revision\x02Notes\x02Published\x02Compare " +
-	"revisions\x02Lists every change from one revision to another, and whom i" +
-	"t may break.\x02From revision\x02To revision\x02Compare\x02Change\x02Det" +
-	"ail\x02Breaks processes\x02Breaks workers\x02These revisions have the sa" +
-	"me contracts.\x02Inputs\x02No inputs.\x02Outputs\x02No outputs.\x02Revis" +
-	"ion %[1]d\x02Snapshotted\x02Digest\x02Choose two existing revisions to c" +
-	"ompare.\x02From revision %[1]d to revision %[2]d:\x14\x01\x81\x01\x00" +
-	"\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d changes\x14\x01\x81\x01\x00" +
-	"\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d breaking\x02routing output %" +
-	"[1]s → %[2]s\x02optional → required\x02required → optional\x02values add" +
-	"ed: %[1]s\x02values removed: %[1]s\x02values reordered\x02%[1]s: %[2]s →" +
-	" %[3]s\x02required field of type %[1]s\x02optional field of type %[1]s" +
-	"\x02none\x02Task contracts: their Working copy, immutable revisions and " +
-	"named releases.\x02Key\x02Latest revision\x02none yet\x02No definition y" +
-	"et.\x02Next page\x02First page\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d rele" +
-	"ase\x00\x0f\x02%[1]d releases\x02%[1]s %[2]s, %[3]s, %[4]s UTC\x02Jan" +
-	"\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov" +
-	"\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b" +
-	"\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]" +
-	"d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d min" +
-	"utes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d second" +
-	"s\x02%[1]d ms\x02%[1]d d\x02%[1]d h\x02%[1]d min\x02%[1]d s\x02Process i" +
-	"nstance %[1]s\x02Summary\x02Path\x02The nodes this instance reached, in " +
-	"order, each with its occurrence.\x02Node\x02Occurrence\x02Definition\x02" +
-	"Status\x02Route\x02Next node\x02Created\x02Settled\x02This instance has " +
-	"not reached a task yet.\x02Value\x02Process inputs\x02Inputs the instanc" +
-	"e was started with, labelled by process version %[1]d's contract\x02This" +
-	" process takes no inputs.\x02The instance was stopped; its open occurren" +
-	"ces are cancelled.\x02Stop this instance…\x02Stopping cancels the instan" +
-	"ce and its open occurrences. It does not complete anything.\x02Process" +
-	"\x02Started\x02Ended\x02End node\x02Business key\x02Error code\x02Stop p" +
-	"rocess instance %[1]s\x02Stop this instance? Its open occurrences are ca" +
-	"ncelled.\x02Services that hold one of them learn it when they next repor" +
-	"t, and their results are refused. Nothing is completed on their behalf, " +
-	"and a stopped instance cannot be resumed.\x02Stop the instance\x02Keep i" +
-	"t running\x02This instance has already ended; there is nothing to stop." +
-	"\x02available\x02reserved\x02completed\x02failed\x02cancelled\x02running" +
-	"\x02expired\x02rejected\x02text\x02integer\x02number\x02boolean\x02date" +
-	"\x02date and time\x02choice\x02object\x02list\x02normal\x02sensitive\x02" +
-	"secret\x02••• hidden (sensitive)\x02••• hidden (secret)\x02pull (the ser" +
-	"vice fetches it)\x02push (Relais calls the service)\x02administrator\x02" +
-	"operator\x02designer\x02consumer\x02yes\x02no\x02field added\x02field re" +
-	"moved\x02type changed\x02required changed\x02values changed\x02classific" +
-	"ation changed\x02constraint changed\x02routing changed\x02minimum length" +
-	"\x02maximum length\x02pattern\x02format\x02minimum\x02maximum\x02minimum" +
-	" items\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, version %[2]s" +
-	"\x02Occurrence %[1]s\x02Process instance\x02Mode\x02Dates\x02Available" +
-	"\x02Reserved\x02Lock expires\x02Deadline\x02Policy\x02Maximum attempts" +
+	"efinitions\x02Tokens\x02Signed in as %[1]s (%[2]s)\x02Sign out\x02Not al" +
+	"lowed\x02Your role can read definitions only: external tasks and process" +
+	" instances are for operators and administrators.\x02Back to external tas" +
+	"ks\x02Back to definitions\x02Not found\x02Nothing exists at this address" +
+	", or it is not visible to you.\x02Form refused\x02This form was not sent" +
+	" from this console session, or it has expired. Reload the page and try a" +
+	"gain.\x02Temporarily unavailable\x02The database cannot be reached right" +
+	" now. Try again in a few seconds.\x02Something went wrong\x02The console" +
+	" could not show this page. Try again; if it persists, give your administ" +
+	"rator the request id %[1]s.\x02Field\x02Type\x02Required\x02Classificati" +
+	"on\x02Constraints\x02Description\x02Definition %[1]s\x02Working copy\x02" +
+	"The only mutable part of a definition. Processes never use it directly: " +
+	"they pin a revision.\x02Name\x02Routing output\x02Last saved\x02Revision" +
+	"s\x02No revision yet: the Working copy has never been snapshotted.\x02Re" +
+	"leases\x02No release yet.\x02Release\x02Revision\x02Notes\x02Published" +
+	"\x02Compare revisions\x02Lists every change from one revision to another" +
+	", and whom it may break.\x02From revision\x02To revision\x02Compare\x02C" +
+	"hange\x02Detail\x02Breaks processes\x02Breaks workers\x02These revisions" +
+	" have the same contracts.\x02Inputs\x02No inputs.\x02Outputs\x02No outpu" +
+	"ts.\x02Revision %[1]d\x02Snapshotted\x02Digest\x02Choose two existing re" +
+	"visions to compare.\x02From revision %[1]d to revision %[2]d:\x14\x01" +
+	"\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d changes\x14\x01" +
+	"\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d breaking\x02rout" +
+	"ing output %[1]s → %[2]s\x02optional → required\x02required → optional" +
+	"\x02values added: %[1]s\x02values removed: %[1]s\x02values reordered\x02" +
+	"%[1]s: %[2]s → %[3]s\x02required field of type %[1]s\x02optional field o" +
+	"f type %[1]s\x02none\x02Task contracts: their Working copy, immutable re" +
+	"visions and named releases.\x02Key\x02Latest revision\x02none yet\x02No " +
+	"definition yet.\x02Next page\x02First page\x14\x01\x81\x01\x00\x02\x0e" +
+	"\x02%[1]d release\x00\x0f\x02%[1]d releases\x02%[1]s %[2]s, %[3]s, %[4]s" +
+	" UTC\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02O" +
+	"ct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day" +
+	"\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c" +
+	"\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%" +
+	"[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]" +
+	"d seconds\x02%[1]d ms\x02%[1]d d\x02%[1]d h\x02%[1]d min\x02%[1]d s\x02P" +
+	"rocess instance %[1]s\x02Summary\x02Path\x02The nodes this instance reac" +
+	"hed, in order, each with its occurrence.\x02Node\x02Occurrence\x02Defini" +
+	"tion\x02Status\x02Route\x02Next node\x02Created\x02Settled\x02This insta" +
+	"nce has not reached a task yet.\x02Value\x02Process inputs\x02Inputs the" +
+	" instance was started with, labelled by process version %[1]d's contract" +
+	"\x02This process takes no inputs.\x02The instance was stopped; its open " +
+	"occurrences are cancelled.\x02Stop this instance…\x02Stopping cancels th" +
+	"e instance and its open occurrences. It does not complete anything.\x02P" +
+	"rocess\x02Started\x02Ended\x02End node\x02Business key\x02Error code\x02" +
+	"Stop process instance %[1]s\x02Stop this instance? Its open occurrences " +
+	"are cancelled.\x02Services that hold one of them learn it when they next" +
+	" report, and their results are refused. Nothing is completed on their be" +
+	"half, and a stopped instance cannot be resumed.\x02Stop the instance\x02" +
+	"Keep it running\x02This instance has already ended; there is nothing to " +
+	"stop.\x02available\x02reserved\x02completed\x02failed\x02cancelled\x02ru" +
+	"nning\x02expired\x02rejected\x02text\x02integer\x02number\x02boolean\x02" +
+	"date\x02date and time\x02choice\x02object\x02list\x02normal\x02sensitive" +
+	"\x02secret\x02••• hidden (sensitive)\x02••• hidden (secret)\x02pull (the" +
+	" service fetches it)\x02push (Relais calls the service)\x02administrator" +
+	"\x02operator\x02designer\x02consumer\x02yes\x02no\x02field added\x02fiel" +
+	"d removed\x02type changed\x02required changed\x02values changed\x02class" +
+	"ification changed\x02constraint changed\x02routing changed\x02minimum le" +
+	"ngth\x02maximum length\x02pattern\x02format\x02minimum\x02maximum\x02min" +
+	"imum items\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, version %" +
+	"[2]s\x02Occurrence %[1]s\x02Process instance\x02Mode\x02Dates\x02Availab" +
+	"le\x02Reserved\x02Lock expires\x02Deadline\x02Policy\x02Maximum attempts" +
 	"\x02Retry delay\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02Attempts" +
 	"\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts" +
 	"\x02at most %[1]d\x02Consumer\x02Worker id\x02Outcome\x02Error message" +
@@ -472,129 +498,145 @@ const enData string = "" + // Size: 5886 bytes
 	"ands for it for up to 8 hours of inactivity.\x02Too many failed sign-ins" +
 	" from your address. Try again in %[1]d seconds.\x02This token is unknown" +
 	" or has been revoked.\x02A %[1]s token cannot open the console: sign in " +
-	"with an operator, designer or administrator token.\x02routing output\x02" +
-	"(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00" +
-	"\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most" +
-	" %[1]d character\x00\x19\x02at most %[1]d characters\x02pattern %[1]s" +
-	"\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14" +
-	"\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]" +
-	"d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at " +
-	"most %[1]d items\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d it" +
-	"em\x00\x0c\x02%[1]d items\x02null\x02unexpected value"
+	"with an operator, designer or administrator token.\x02Only administrator" +
+	"s manage tokens.\x02Staff tokens (administrators, designers, operators) " +
+	"that are not revoked. Consumer tokens are managed with their consumers. " +
+	"Revoking a token refuses its next request.\x02ID\x02Role\x02Last used" +
+	"\x02Expires\x02never\x02not yet\x02Expired token\x02Revoke…\x02this sess" +
+	"ion\x02No token.\x02The token was revoked.\x02Revoke token %[1]d\x02Revo" +
+	"ke the %[1]s token “%[2]s”?\x02Its next request is refused, and console " +
+	"sessions opened with it end. This cannot be undone: whoever uses it need" +
+	"s a new token.\x02Revoke the token\x02Keep it\x02This is the token you s" +
+	"igned in with: revoking it signs you out. Its next request is refused. T" +
+	"his cannot be undone.\x02This is the last usable administrator token: cr" +
+	"eate another one before revoking it.\x02routing output\x02(each item)" +
+	"\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at l" +
+	"east %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d chara" +
+	"cter\x00\x19\x02at most %[1]d characters\x02pattern %[1]s\x02format %[1]" +
+	"s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00" +
+	"\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]d items\x14\x01" +
+	"\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d item" +
+	"s\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%" +
+	"[1]d items\x02null\x02unexpected value"
 
-var frIndex = []uint32{ // 263 elements
+var frIndex = []uint32{ // 284 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000f, 0x00000016, 0x0000002c,
-	0x0000003d, 0x0000004a, 0x0000006e, 0x0000007e,
-	0x0000008c, 0x00000130, 0x0000014c, 0x00000164,
-	0x00000170, 0x000001b1, 0x000001c4, 0x00000240,
-	0x0000025c, 0x000002b3, 0x000002cb, 0x00000361,
-	0x00000367, 0x0000036c, 0x00000378, 0x00000387,
-	0x00000393, 0x0000039f, 0x000003b1, 0x000003c2,
-	0x00000444, 0x00000448, 0x0000045a, 0x00000471,
+	0x0000003d, 0x0000004a, 0x00000051, 0x00000075,
+	0x00000085, 0x00000093, 0x00000137, 0x00000153,
+	0x0000016b, 0x00000177, 0x000001b8, 0x000001cb,
+	0x00000247, 0x00000263, 0x000002ba, 0x000002d2,
+	0x00000368, 0x0000036e, 0x00000373, 0x0000037f,
+	0x0000038e, 0x0000039a, 0x000003a6, 0x000003b8,
+	0x000003c9, 0x0000044b, 0x0000044f, 0x00000461,
 	// Entry 20 - 3F
-	0x0000047c, 0x000004cf, 0x000004dc, 0x00000501,
-	0x0000050d, 0x00000517, 0x0000051d, 0x00000529,
-	0x00000541, 0x00000590, 0x000005a0, 0x000005b0,
-	0x000005b9, 0x000005c4, 0x000005cc, 0x000005e0,
-	0x000005f3, 0x0000061b, 0x00000624, 0x00000634,
-	0x0000063c, 0x0000064b, 0x0000065b, 0x00000665,
-	0x0000066f, 0x000006a2, 0x000006d0, 0x000006fc,
-	0x0000072c, 0x0000074e, 0x00000769, 0x00000784,
+	0x00000478, 0x00000483, 0x000004d6, 0x000004e3,
+	0x00000508, 0x00000514, 0x0000051e, 0x00000524,
+	0x00000530, 0x00000548, 0x00000597, 0x000005a7,
+	0x000005b7, 0x000005c0, 0x000005cb, 0x000005d3,
+	0x000005e7, 0x000005fa, 0x00000622, 0x0000062b,
+	0x0000063b, 0x00000643, 0x00000652, 0x00000662,
+	0x0000066c, 0x00000676, 0x000006a9, 0x000006d7,
+	0x00000703, 0x00000733, 0x00000755, 0x00000770,
 	// Entry 40 - 5F
-	0x0000079e, 0x000007b8, 0x000007ce, 0x000007e6,
-	0x00000806, 0x00000825, 0x0000082c, 0x00000894,
-	0x00000899, 0x000008ad, 0x000008c5, 0x000008ea,
-	0x000008f8, 0x00000907, 0x00000935, 0x00000952,
-	0x00000958, 0x0000095f, 0x00000964, 0x00000969,
-	0x0000096d, 0x00000972, 0x00000978, 0x0000097e,
-	0x00000984, 0x00000989, 0x0000098e, 0x00000994,
-	0x0000099e, 0x000009be, 0x000009e0, 0x00000a04,
+	0x0000078b, 0x000007a5, 0x000007bf, 0x000007d5,
+	0x000007ed, 0x0000080d, 0x0000082c, 0x00000833,
+	0x0000089b, 0x000008a0, 0x000008b4, 0x000008cc,
+	0x000008f1, 0x000008ff, 0x0000090e, 0x0000093c,
+	0x00000959, 0x0000095f, 0x00000966, 0x0000096b,
+	0x00000970, 0x00000974, 0x00000979, 0x0000097f,
+	0x00000985, 0x0000098b, 0x00000990, 0x00000995,
+	0x0000099b, 0x000009a5, 0x000009c5, 0x000009e7,
 	// Entry 60 - 7F
-	0x00000a2a, 0x00000a33, 0x00000a3b, 0x00000a43,
-	0x00000a4d, 0x00000a55, 0x00000a71, 0x00000a7a,
-	0x00000a83, 0x00000ad7, 0x00000add, 0x00000ae8,
-	0x00000af4, 0x00000afb, 0x00000b01, 0x00000b0f,
-	0x00000b1a, 0x00000b26, 0x00000b59, 0x00000b60,
-	0x00000b76, 0x00000be9, 0x00000c0f, 0x00000c59,
-	0x00000c74, 0x00000cc4, 0x00000cce, 0x00000cdc,
-	0x00000ce9, 0x00000cf6, 0x00000d03, 0x00000d13,
+	0x00000a0b, 0x00000a31, 0x00000a3a, 0x00000a42,
+	0x00000a4a, 0x00000a54, 0x00000a5c, 0x00000a78,
+	0x00000a81, 0x00000a8a, 0x00000ade, 0x00000ae4,
+	0x00000aef, 0x00000afb, 0x00000b02, 0x00000b08,
+	0x00000b16, 0x00000b21, 0x00000b2d, 0x00000b60,
+	0x00000b67, 0x00000b7d, 0x00000bf0, 0x00000c16,
+	0x00000c60, 0x00000c7b, 0x00000ccb, 0x00000cd5,
+	0x00000ce3, 0x00000cf0, 0x00000cfd, 0x00000d0a,
 	// Entry 80 - 9F
-	0x00000d3c, 0x00000d7f, 0x00000e44, 0x00000e5a,
-	0x00000e6f, 0x00000eb2, 0x00000ebd, 0x00000ec8,
-	0x00000ed2, 0x00000edc, 0x00000ee5, 0x00000eee,
-	0x00000ef7, 0x00000f00, 0x00000f06, 0x00000f0d,
-	0x00000f14, 0x00000f1d, 0x00000f22, 0x00000f30,
-	0x00000f36, 0x00000f3c, 0x00000f42, 0x00000f4a,
-	0x00000f53, 0x00000f5c, 0x00000f79, 0x00000f94,
-	0x00000fb4, 0x00000fd5, 0x00000fe4, 0x00000fef,
+	0x00000d1a, 0x00000d43, 0x00000d86, 0x00000e4b,
+	0x00000e61, 0x00000e76, 0x00000eb9, 0x00000ec4,
+	0x00000ecf, 0x00000ed9, 0x00000ee3, 0x00000eec,
+	0x00000ef5, 0x00000efe, 0x00000f07, 0x00000f0d,
+	0x00000f14, 0x00000f1b, 0x00000f24, 0x00000f29,
+	0x00000f37, 0x00000f3d, 0x00000f43, 0x00000f49,
+	0x00000f51, 0x00000f5a, 0x00000f63, 0x00000f80,
+	0x00000f9b, 0x00000fbb, 0x00000fdc, 0x00000feb,
 	// Entry A0 - BF
-	0x00000ffa, 0x00001007, 0x0000100b, 0x0000100f,
-	0x0000101d, 0x0000102b, 0x00001039, 0x00001059,
-	0x0000106c, 0x00001085, 0x0000109a, 0x000010ab,
-	0x000010bd, 0x000010cf, 0x000010d5, 0x000010dc,
-	0x000010e4, 0x000010ec, 0x0000110a, 0x00001128,
-	0x0000113f, 0x00001154, 0x00001165, 0x0000117b,
-	0x00001180, 0x00001186, 0x00001194, 0x000011a2,
-	0x000011b5, 0x000011c0, 0x000011d9, 0x000011f6,
+	0x00000ff6, 0x00001001, 0x0000100e, 0x00001012,
+	0x00001016, 0x00001024, 0x00001032, 0x00001040,
+	0x00001060, 0x00001073, 0x0000108c, 0x000010a1,
+	0x000010b2, 0x000010c4, 0x000010d6, 0x000010dc,
+	0x000010e3, 0x000010eb, 0x000010f3, 0x00001111,
+	0x0000112f, 0x00001146, 0x0000115b, 0x0000116c,
+	0x00001182, 0x00001187, 0x0000118d, 0x0000119b,
+	0x000011a9, 0x000011bc, 0x000011c7, 0x000011e0,
 	// Entry C0 - DF
-	0x00001210, 0x0000121a, 0x00001243, 0x0000124e,
-	0x00001278, 0x00001286, 0x00001293, 0x000012b1,
-	0x000012bb, 0x000012ce, 0x00001305, 0x0000130e,
-	0x0000131a, 0x0000132b, 0x0000136a, 0x0000138b,
-	0x000013c9, 0x00001407, 0x00001427, 0x00001466,
-	0x00001492, 0x000014a9, 0x000014b3, 0x000014cb,
-	0x00001517, 0x0000154c, 0x00001562, 0x000015a2,
-	0x000015da, 0x000015e2, 0x000015fb, 0x00001611,
+	0x000011fd, 0x00001217, 0x00001221, 0x0000124a,
+	0x00001255, 0x0000127f, 0x0000128d, 0x0000129a,
+	0x000012b8, 0x000012c2, 0x000012d5, 0x0000130c,
+	0x00001315, 0x00001321, 0x00001332, 0x00001371,
+	0x00001392, 0x000013d0, 0x0000140e, 0x0000142e,
+	0x0000146d, 0x00001499, 0x000014b0, 0x000014ba,
+	0x000014d2, 0x0000151e, 0x00001553, 0x00001569,
+	0x000015a9, 0x000015e1, 0x000015e9, 0x00001602,
 	// Entry E0 - FF
-	0x00001625, 0x00001638, 0x00001673, 0x0000169d,
-	0x000016cd, 0x000016e5, 0x000016f6, 0x0000170d,
-	0x0000173c, 0x00001768, 0x000017a9, 0x000017ed,
-	0x00001805, 0x00001858, 0x00001893, 0x000018be,
-	0x000018d7, 0x000018e4, 0x00001927, 0x0000192d,
-	0x000019c7, 0x00001a1b, 0x00001a46, 0x00001ad0,
-	0x00001ae2, 0x00001af5, 0x00001b33, 0x00001b6f,
-	0x00001b7b, 0x00001b88, 0x00001b96, 0x00001ba4,
+	0x00001618, 0x0000162c, 0x0000163f, 0x0000167a,
+	0x000016a4, 0x000016d4, 0x000016ec, 0x000016fd,
+	0x00001714, 0x00001743, 0x0000176f, 0x000017b0,
+	0x000017f4, 0x0000180c, 0x0000185f, 0x0000189a,
+	0x000018c5, 0x000018de, 0x000018eb, 0x0000192e,
+	0x00001934, 0x000019ce, 0x00001a22, 0x00001a4d,
+	0x00001ad7, 0x00001b05, 0x00001bc7, 0x00001bca,
+	0x00001bd0, 0x00001be6, 0x00001bf1, 0x00001bf8,
 	// Entry 100 - 11F
-	0x00001bb2, 0x00001bee, 0x00001c28, 0x00001c33,
-	0x00001c5d, 0x00001c61, 0x00001c73,
-} // Size: 1076 bytes
+	0x00001c03, 0x00001c11, 0x00001c1e, 0x00001c2c,
+	0x00001c39, 0x00001c55, 0x00001c6e, 0x00001c95,
+	0x00001d3c, 0x00001d4f, 0x00001d59, 0x00001de6,
+	0x00001e45, 0x00001e57, 0x00001e6a, 0x00001ea8,
+	0x00001ee4, 0x00001ef0, 0x00001efd, 0x00001f0b,
+	0x00001f19, 0x00001f27, 0x00001f63, 0x00001f9d,
+	0x00001fa8, 0x00001fd2, 0x00001fd6, 0x00001fe8,
+} // Size: 1160 bytes
 
-const frData string = "" + // Size: 7283 bytes
+const frData string = "" + // Size: 8168 bytes
 	"\x02Console Relais\x02Langue\x02Navigation principale\x02Tâches externes" +
-	"\x02Définitions\x02Connecté en tant que %[1]s (%[2]s)\x02Se déconnecter" +
-	"\x02Non autorisé\x02Votre rôle permet de lire les définitions seulement " +
-	": les tâches externes et les instances de processus sont réservées aux o" +
-	"pérateurs et aux administrateurs.\x02Retour aux tâches externes\x02Retou" +
-	"r aux définitions\x02Introuvable\x02Rien n’existe à cette adresse, ou vo" +
-	"us ne pouvez pas le voir.\x02Formulaire refusé\x02Ce formulaire n’a pas " +
-	"été envoyé depuis cette session de la console, ou il a expiré. Recharge" +
-	"z la page et réessayez.\x02Temporairement indisponible\x02La base de don" +
-	"nées est injoignable pour le moment. Réessayez dans quelques secondes." +
-	"\x02Une erreur est survenue\x02La console n’a pas pu afficher cette page" +
-	". Réessayez ; si le problème persiste, donnez à votre administrateur l’i" +
-	"dentifiant de requête %[1]s.\x02Champ\x02Type\x02Obligatoire\x02Classifi" +
-	"cation\x02Contraintes\x02Description\x02Définition %[1]s\x02Copie de tra" +
-	"vail\x02La seule partie modifiable d’une définition. Les processus ne l’" +
-	"utilisent jamais directement : ils épinglent une révision.\x02Nom\x02Sor" +
-	"tie de routage\x02Dernier enregistrement\x02Révisions\x02Aucune révision" +
-	" pour l’instant : la copie de travail n’a jamais été figée.\x02Publicati" +
-	"ons\x02Aucune publication pour l’instant.\x02Publication\x02Révision\x02" +
-	"Notes\x02Publiée le\x02Comparer des révisions\x02Liste chaque changement" +
-	" d’une révision à une autre, et qui il peut casser.\x02De la révision" +
-	"\x02À la révision\x02Comparer\x02Changement\x02Détail\x02Casse les proce" +
-	"ssus\x02Casse les services\x02Ces révisions ont les mêmes contrats.\x02E" +
-	"ntrées\x02Aucune entrée.\x02Sorties\x02Aucune sortie.\x02Révision %[1]d" +
-	"\x02Figée le\x02Empreinte\x02Choisissez deux révisions existantes à comp" +
-	"arer.\x02De la révision %[1]d à la révision %[2]d :\x14\x01\x81\x01\x00" +
-	"\x02\x11\x02%[1]d changement\x00\x12\x02%[1]d changements\x14\x01\x81" +
-	"\x01\x00\x02\x13\x02%[1]d incompatible\x00\x14\x02%[1]d incompatibles" +
-	"\x02sortie de routage %[1]s → %[2]s\x02facultatif → obligatoire\x02oblig" +
-	"atoire → facultatif\x02valeurs ajoutées : %[1]s\x02valeurs retirées : %[" +
-	"1]s\x02valeurs réordonnées\x02%[1]s : %[2]s → %[3]s\x02champ obligatoire" +
-	" de type %[1]s\x02champ facultatif de type %[1]s\x02aucune\x02Contrats d" +
-	"e tâches : leur copie de travail, leurs révisions immuables et leurs pub" +
-	"lications nommées.\x02Clé\x02Dernière révision\x02aucune pour l’instant" +
+	"\x02Définitions\x02Jetons\x02Connecté en tant que %[1]s (%[2]s)\x02Se dé" +
+	"connecter\x02Non autorisé\x02Votre rôle permet de lire les définitions s" +
+	"eulement : les tâches externes et les instances de processus sont réserv" +
+	"ées aux opérateurs et aux administrateurs.\x02Retour aux tâches externe" +
+	"s\x02Retour aux définitions\x02Introuvable\x02Rien n’existe à cette adre" +
+	"sse, ou vous ne pouvez pas le voir.\x02Formulaire refusé\x02Ce formulair" +
+	"e n’a pas été envoyé depuis cette session de la console, ou il a expiré." +
+	" Rechargez la page et réessayez.\x02Temporairement indisponible\x02La ba" +
+	"se de données est injoignable pour le moment. Réessayez dans quelques se" +
+	"condes.\x02Une erreur est survenue\x02La console n’a pas pu afficher cet" +
+	"te page. Réessayez ; si le problème persiste, donnez à votre administrat" +
+	"eur l’identifiant de requête %[1]s.\x02Champ\x02Type\x02Obligatoire\x02C" +
+	"lassification\x02Contraintes\x02Description\x02Définition %[1]s\x02Copie" +
+	" de travail\x02La seule partie modifiable d’une définition. Les processu" +
+	"s ne l’utilisent jamais directement : ils épinglent une révision.\x02Nom" +
+	"\x02Sortie de routage\x02Dernier enregistrement\x02Révisions\x02Aucune r" +
+	"évision pour l’instant : la copie de travail n’a jamais été figée.\x02P" +
+	"ublications\x02Aucune publication pour l’instant.\x02Publication\x02Révi" +
+	"sion\x02Notes\x02Publiée le\x02Comparer des révisions\x02Liste chaque ch" +
+	"angement d’une révision à une autre, et qui il peut casser.\x02De la rév" +
+	"ision\x02À la révision\x02Comparer\x02Changement\x02Détail\x02Casse les " +
+	"processus\x02Casse les services\x02Ces révisions ont les mêmes contrats." +
+	"\x02Entrées\x02Aucune entrée.\x02Sorties\x02Aucune sortie.\x02Révision %" +
+	"[1]d\x02Figée le\x02Empreinte\x02Choisissez deux révisions existantes à " +
+	"comparer.\x02De la révision %[1]d à la révision %[2]d :\x14\x01\x81\x01" +
+	"\x00\x02\x11\x02%[1]d changement\x00\x12\x02%[1]d changements\x14\x01" +
+	"\x81\x01\x00\x02\x13\x02%[1]d incompatible\x00\x14\x02%[1]d incompatible" +
+	"s\x02sortie de routage %[1]s → %[2]s\x02facultatif → obligatoire\x02obli" +
+	"gatoire → facultatif\x02valeurs ajoutées : %[1]s\x02valeurs retirées : %" +
+	"[1]s\x02valeurs réordonnées\x02%[1]s : %[2]s → %[3]s\x02champ obligatoir" +
+	"e de type %[1]s\x02champ facultatif de type %[1]s\x02aucune\x02Contrats " +
+	"de tâches : leur copie de travail, leurs révisions immuables et leurs pu" +
+	"blications nommées.\x02Clé\x02Dernière révision\x02aucune pour l’instant" +
 	"\x02Aucune définition pour l’instant.\x02Page suivante\x02Première page" +
 	"\x14\x01\x81\x01\x00\x02\x12\x02%[1]d publication\x00\x13\x02%[1]d publi" +
 	"cations\x02%[2]s %[1]s %[3]s, %[4]s UTC\x02janv.\x02févr.\x02mars\x02avr" +
@@ -666,14 +708,26 @@ const frData string = "" + // Size: 7283 bytes
 	"tre adresse. Réessayez dans %[1]d secondes.\x02Ce jeton est inconnu ou a" +
 	" été révoqué.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console : " +
 	"connectez-vous avec un jeton d’opérateur, de concepteur ou d’administrat" +
-	"eur.\x02sortie de routage\x02(chaque élément)\x14\x01\x81\x01\x00\x02" +
-	"\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d caractères" +
-	"\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au pl" +
-	"us %[1]d caractères\x02motif %[1]s\x02format %[1]s\x02minimum %[1]s\x02m" +
-	"aximum %[1]s\x02parmi : %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[" +
-	"1]d élément\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02" +
-	"\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02non f" +
-	"ourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d élém" +
-	"ents\x02nul\x02valeur inattendue"
+	"eur.\x02Seuls les administrateurs gèrent les jetons.\x02Jetons du person" +
+	"nel (administrateurs, concepteurs, opérateurs) non révoqués. Les jetons " +
+	"des consommateurs se gèrent avec leurs consommateurs. Révoquer un jeton " +
+	"refuse sa requête suivante.\x02ID\x02Rôle\x02Dernière utilisation\x02Exp" +
+	"iration\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette se" +
+	"ssion\x02Aucun jeton.\x02Le jeton a été révoqué.\x02Révoquer le jeton %[" +
+	"1]d\x02Révoquer le jeton %[1]s « %[2]s » ?\x02Sa requête suivante est re" +
+	"fusée et les sessions de console ouvertes avec lui prennent fin. C’est i" +
+	"rréversible : qui l’utilise aura besoin d’un nouveau jeton.\x02Révoquer " +
+	"le jeton\x02Le garder\x02C’est le jeton avec lequel vous êtes connecté :" +
+	" le révoquer vous déconnecte. Sa requête suivante est refusée. C’est irr" +
+	"éversible.\x02C’est le dernier jeton administrateur utilisable : créez-" +
+	"en un autre avant de le révoquer.\x02sortie de routage\x02(chaque élémen" +
+	"t)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au" +
+	" moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d car" +
+	"actère\x00\x1a\x02au plus %[1]d caractères\x02motif %[1]s\x02format %[1]" +
+	"s\x02minimum %[1]s\x02maximum %[1]s\x02parmi : %[1]s\x14\x01\x81\x01\x00" +
+	"\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d éléments" +
+	"\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus" +
+	" %[1]d éléments\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d éléme" +
+	"nt\x00\x11\x02%[1]d éléments\x02nul\x02valeur inattendue"
 
-	// Total table size 15321 bytes (14KiB); checksum: 38D7D82D
+	// Total table size 17102 bytes (16KiB); checksum: 3ED0D59A

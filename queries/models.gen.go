@@ -160,4 +160,6 @@ type Token struct {
 	CreatedAt  time.Time
 	RevokedAt  *time.Time
 	ConsumerID *int64
+	ExpiresAt  *time.Time
+	LastUsedAt *time.Time
 }

@@ -103,7 +103,7 @@ func start(t testing.TB, pool *pgxpool.Pool, clock *Clock, opts ...Option) *Env 
 		dst  *string
 		role auth.Role
 	}{{&e.Admin, auth.RoleAdmin}, {&e.Designer, auth.RoleDesigner}, {&e.Operator, auth.RoleOperator}} {
-		if *tok.dst, err = eng.CreateToken(ctx, string(tok.role), tok.role); err != nil {
+		if *tok.dst, _, err = eng.CreateToken(ctx, string(tok.role), tok.role, engine.Expiry{}); err != nil {
 			t.Fatal(err)
 		}
 	}
