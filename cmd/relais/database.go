@@ -33,6 +33,10 @@ type database struct {
 	cluster  *embeddedpg.Cluster
 	attached bool
 	url      string
+	// clusterOpts started cluster, so that it can be started again.
+	clusterOpts embeddedpg.Options
+	// supervisor, once superviseCluster is called, owns cluster.
+	supervisor *embeddedpg.Supervisor
 }
 
 // openDatabase connects to RELAIS_DATABASE_URL, or starts (creating on first
@@ -47,7 +51,8 @@ func openDatabase(ctx context.Context, cfg config.Config, logger *slog.Logger, a
 		if err != nil {
 			return nil, err
 		}
-		c, err := embeddedpg.Start(ctx, embeddedpg.Options{Dir: dir, BinDir: cfg.PGBin, Logger: logger})
+		db.clusterOpts = embeddedpg.Options{Dir: dir, BinDir: cfg.PGBin, Logger: logger}
+		c, err := embeddedpg.Start(ctx, db.clusterOpts)
 		if errors.Is(err, embeddedpg.ErrInUse) && attach {
 			// A relais serve runs this cluster: use it rather than fight it.
 			if db.url, err = embeddedpg.RunningURL(dir, "postgres"); err != nil {
@@ -188,9 +193,27 @@ func openExisting(ctx context.Context, cfg config.Config, logger *slog.Logger) (
 // of its data directory.
 func (db *database) embedded() bool { return db.cluster != nil || db.attached }
 
+// superviseCluster has the embedded cluster, if this process runs one,
+// restarted when its server dies (see embeddedpg.Supervisor); the channel
+// it returns receives why supervision gave up. Without a cluster it
+// returns nil, which never receives.
+func (db *database) superviseCluster(policy embeddedpg.RestartPolicy) <-chan error {
+	if db.cluster == nil {
+		return nil
+	}
+	db.supervisor = embeddedpg.Supervise(db.cluster, db.clusterOpts, policy)
+	return db.supervisor.Failed()
+}
+
 func (db *database) close() {
 	if db.pool != nil {
 		db.pool.Close()
+	}
+	if db.supervisor != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = db.supervisor.Stop(ctx)
+		return
 	}
 	if db.cluster != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/relais/relais/engine"
 	"github.com/relais/relais/internal/config"
+	"github.com/relais/relais/internal/embeddedpg"
 	"github.com/relais/relais/internal/isoduration"
 	"github.com/relais/relais/internal/server"
 )
@@ -70,16 +70,16 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	logger.Info("relais ready", "listen", ln.Addr().String(), "tls", scheme == "https", "embedded_postgres", db.cluster != nil,
 		"schema_version", engine.LatestSchemaVersion(), "startup", time.Since(start).Round(time.Millisecond))
 
-	var clusterDied <-chan struct{}
-	if db.cluster != nil {
-		clusterDied = db.cluster.Wait()
-	}
+	// A dead embedded server is restarted while the HTTP surface stays up
+	// (API requests answer 503 database_unavailable meanwhile); only when
+	// restarts keep failing does serve give up.
+	clusterFailed := db.superviseCluster(embeddedpg.DefaultRestartPolicy)
 	select {
 	case err := <-serveErr:
 		return fmt.Errorf("http server: %w", err)
-	case <-clusterDied:
+	case err := <-clusterFailed:
 		_ = srv.Close()
-		return errors.New("the embedded PostgreSQL cluster stopped unexpectedly; see postgres.log in its folder")
+		return fmt.Errorf("giving up: %w; see postgres.log in that folder", err)
 	case <-ctx.Done():
 	}
 
