@@ -41,6 +41,9 @@ func Decode[T any](w http.ResponseWriter, r *http.Request, maxBytes int64) (T, e
 		}
 		return v, fault.New(fault.BadRequest, "invalid_json", "the request body could not be read")
 	}
+	if err := CheckText(body); err != nil {
+		return v, err
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	dec.UseNumber()
@@ -61,6 +64,46 @@ func Decode[T any](w http.ResponseWriter, r *http.Request, maxBytes int64) (T, e
 		}
 	}
 	return v, nil
+}
+
+// maxCheckDepth bounds the nesting CheckText follows; encoding/json's
+// own limit is 10,000 and refuses deeper documents itself.
+const maxCheckDepth = 10_000
+
+// CheckText refuses (400 invalid_json, every problem at its pointer) a
+// request body whose meaning would be guessed: a string or key holding
+// invalid UTF-8 or an escaped lone surrogate (decoders store U+FFFD in
+// its place, not what was sent) or a duplicate key (decoders keep the
+// last one). Malformed bodies pass: the decoder reports them. Decode
+// applies it; routes that read bodies themselves must too.
+func CheckText(body []byte) error {
+	problems := jsontree.CheckText(body, maxCheckDepth)
+	if len(problems) == 0 {
+		return nil
+	}
+	errs := make([]fault.FieldError, len(problems))
+	for i, p := range problems {
+		errs[i] = fault.FieldError{Path: p.Pointer, Message: p.Message}
+	}
+	return fault.New(fault.BadRequest, "invalid_json", "the body is not strict JSON: %d problem(s), first at %q: %s", len(errs), errs[0].Path, errs[0].Message).WithErrors(errs)
+}
+
+// CheckBody refuses a request body that is not strict JSON: malformed
+// (400 invalid_json with the offset), or refused by CheckText. An empty
+// body passes: whether one is needed is the route's business.
+func CheckBody(body []byte) error {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil
+	}
+	if !json.Valid(body) {
+		var v json.RawMessage
+		err := json.Unmarshal(body, &v)
+		if err == nil {
+			err = errors.New("malformed JSON")
+		}
+		return decodeError(err, 0)
+	}
+	return CheckText(body)
 }
 
 // nulEscape is how the NUL character appears in JSON text (a raw NUL byte
