@@ -16,6 +16,7 @@ import (
 
 	"github.com/relais/relais/engine/process"
 	"github.com/relais/relais/internal/fault"
+	"github.com/relais/relais/internal/jsontree"
 	"github.com/relais/relais/queries"
 )
 
@@ -67,6 +68,8 @@ func (e *Engine) PutDestination(ctx context.Context, name, rawURL string, header
 	switch {
 	case rawURL == "":
 		errs = append(errs, fault.FieldError{Path: "/url", Message: "is required"})
+	case len(rawURL) > MaxDestinationURL:
+		errs = append(errs, tooLong("/url", MaxDestinationURL))
 	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
 		errs = append(errs, fault.FieldError{Path: "/url", Message: "must be an absolute http or https URL"})
 	case u.User != nil:
@@ -78,11 +81,18 @@ func (e *Engine) PutDestination(ctx context.Context, name, rawURL string, header
 	case maxTimeout > process.HardMaxPushTimeout:
 		errs = append(errs, fault.FieldError{Path: "/max_timeout", Message: "must be at most " + formatDuration(process.HardMaxPushTimeout)})
 	}
+	if len(headers) > MaxDestinationHdrs {
+		errs = append(errs, fault.FieldError{Path: "/headers", Message: fmt.Sprintf("holds more than %d headers", MaxDestinationHdrs)})
+	}
 	names := make([]string, 0, len(headers))
 	canonical := make(map[string]string, len(headers))
 	for k, v := range headers {
 		ck := textproto.CanonicalMIMEHeaderKey(k)
 		switch {
+		case len(k) > MaxHeaderName:
+			errs = append(errs, fault.FieldError{Path: "/headers", Message: fmt.Sprintf("a header name is longer than %d bytes", MaxHeaderName)})
+		case len(v) > MaxHeaderValue:
+			errs = append(errs, tooLong(jsontree.Pointer("/headers", k), MaxHeaderValue))
 		case !validHeaderName(k):
 			errs = append(errs, fault.FieldError{Path: "/headers/" + k, Message: "is not a valid header name"})
 		case reservedHeaders[ck]:

@@ -153,6 +153,10 @@ func (e *Engine) StartInstance(ctx context.Context, req StartRequest) (Instance,
 		}
 		return Instance{}, false, err
 	}
+	if req.BusinessKey != nil && len(*req.BusinessKey) > MaxBusinessKey {
+		return Instance{}, false, fault.New(fault.BadRequest, "invalid_request", "business_key is too long").
+			WithErrors([]fault.FieldError{tooLong("/business_key", MaxBusinessKey)})
+	}
 	v, err := e.schemas.Validator(pv.Digest+"/inputs", pv.Process.Inputs)
 	if err != nil {
 		return Instance{}, false, wrap("compile process inputs", err)

@@ -29,9 +29,6 @@ type Expiry struct {
 	In time.Duration
 }
 
-// MaxTokenName bounds a token's name (bytes).
-const MaxTokenName = 200
-
 // LookupToken implements auth.Lookup against the tokens table: revoked and
 // expired tokens are unknown. It records the use at most once a minute per
 // token, so that authenticating costs no write per request.
