@@ -54,13 +54,14 @@ type Definition struct {
 }
 
 type Destination struct {
-	Name          string
-	Url           string
-	HeaderNames   []string
-	SealedHeaders []byte
-	MaxTimeout    time.Duration
-	CreatedAt     time.Time
-	UpdatedAt     time.Time
+	Name           string
+	Url            string
+	HeaderNames    []string
+	SealedHeaders  []byte
+	MaxTimeout     time.Duration
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+	SealedUrlQuery []byte
 }
 
 type Instance struct {
