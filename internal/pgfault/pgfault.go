@@ -6,6 +6,7 @@
 package pgfault
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -26,7 +27,8 @@ const RetryAfter = 5 * time.Second
 // connect, a broken or timed-out connection, or a server that refuses
 // sessions because it is shutting down, crashed or still starting.
 func Lost(err error) bool {
-	if err == nil {
+	if err == nil || errors.Is(err, context.Canceled) {
+		// A cancelled request is the caller's doing, not the database's.
 		return false
 	}
 	var pgErr *pgconn.PgError
