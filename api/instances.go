@@ -2,10 +2,12 @@ package api
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/google/uuid"
@@ -65,8 +67,13 @@ func (a *API) startInstance() http.Handler {
 			return err
 		}
 		idem := r.Header.Get("Idempotency-Key")
-		if len(idem) > 200 {
-			return fault.New(fault.BadRequest, "invalid_request", "Idempotency-Key is longer than 200 characters")
+		if !utf8.ValidString(idem) {
+			return fault.New(fault.BadRequest, "invalid_request", "Idempotency-Key must be UTF-8 text").
+				WithErrors([]fault.FieldError{{Path: "Idempotency-Key", Message: "holds bytes that are not UTF-8 text"}})
+		}
+		if len(idem) > engine.MaxIdempotencyKey {
+			return fault.New(fault.BadRequest, "invalid_request", "Idempotency-Key is longer than %d bytes", engine.MaxIdempotencyKey).
+				WithErrors([]fault.FieldError{{Path: "Idempotency-Key", Message: fmt.Sprintf("is longer than %d bytes", engine.MaxIdempotencyKey)}})
 		}
 		inst, created, err := a.eng.StartInstance(r.Context(), engine.StartRequest{ProcessKey: chi.URLParam(r, "key"), Version: req.Version,
 			Inputs: req.Inputs, BusinessKey: req.BusinessKey, IdempotencyKey: idem})

@@ -28,7 +28,9 @@ func (a *API) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	if err != nil {
 		return nil, fault.New(fault.TooLarge, "body_too_large", "the request body is larger than %d bytes", a.cfg.MaxBodyBytes)
 	}
-	return body, nil
+	// Documents are parsed strictly by their own readers, which see no
+	// invalid UTF-8 once decoded: refuse it here, as every body is.
+	return body, httpjson.CheckText(body)
 }
 
 func (a *API) publishProcess() http.Handler {

@@ -28,7 +28,12 @@ func (a *API) Routes(r chi.Router, lookup auth.Lookup) {
 	)
 
 	r.With(anyone).Method("GET", "/whoami", a.whoami())
-	r.With(admin).Method("POST", "/tokens", a.createToken())
+	r.Route("/tokens", func(r chi.Router) {
+		r.Use(admin)
+		r.Method("POST", "/", a.createToken())
+		r.Method("GET", "/", a.listTokens())
+		r.Method("DELETE", "/{id}", a.revokeToken())
+	})
 
 	r.Route("/definitions", func(r chi.Router) {
 		r.With(reader).Method("GET", "/", a.listDefinitions())

@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -28,6 +29,7 @@ import (
 	"github.com/relais/relais/engine"
 	"github.com/relais/relais/internal/auth"
 	"github.com/relais/relais/internal/fault"
+	"github.com/relais/relais/internal/httpjson"
 )
 
 // basePath is where server.go mounts the console; links and cookies use it.
@@ -76,6 +78,7 @@ type Console struct {
 	logger   *slog.Logger
 	eng      *engine.Engine
 	sessions *sessionStore
+	throttle *signInThrottle
 	counts   *snapshotCache[countSnapshot]
 	menus    *snapshotCache[filterMenus]
 	// now is the clock sessions expire by; tests move it.
@@ -87,7 +90,7 @@ func New(logger *slog.Logger, eng *engine.Engine) *Console {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Console{logger: logger, eng: eng, sessions: newSessionStore(), now: time.Now,
+	return &Console{logger: logger, eng: eng, sessions: newSessionStore(), throttle: newSignInThrottle(), now: time.Now,
 		counts: newSnapshotCache("counts by status", loadCounts(eng), logger, countsTTL),
 		menus:  newSnapshotCache("filter menus", loadMenus(eng), logger, menusTTL)}
 }
@@ -262,6 +265,23 @@ func (c *Console) forbiddenForm(w http.ResponseWriter, r *http.Request) {
 func (c *Console) serverError(w http.ResponseWriter, r *http.Request, err error) {
 	ctx := r.Context()
 	requestID := middleware.GetReqID(ctx)
+	if ctx.Err() != nil {
+		// The browser left (a closed tab, a second click): no fault of
+		// ours, and nobody reads the page. 499 is what the request log
+		// shows for it.
+		c.logger.Debug("console: request abandoned by the client", "path", r.URL.Path, "request_id", requestID, "err", err)
+		w.WriteHeader(httpjson.StatusClientClosedRequest)
+		return
+	}
+	if fe, ok := fault.As(err); ok && fe.Kind == fault.Unavailable {
+		// The database is down or restarting: say so, and when to retry,
+		// rather than ask for a request id nobody needs.
+		c.logger.Warn("console: database unavailable", "path", r.URL.Path, "request_id", requestID, "err", err)
+		w.Header().Set("Retry-After", strconv.Itoa(int(fe.RetryAfter.Seconds())))
+		c.errorPage(w, r, http.StatusServiceUnavailable, T(ctx, "Temporarily unavailable"),
+			T(ctx, "The database cannot be reached right now. Try again in a few seconds."))
+		return
+	}
 	c.logger.Error("console: request failed", "path", r.URL.Path, "request_id", requestID, "err", err)
 	c.errorPage(w, r, http.StatusInternalServerError, T(ctx, "Something went wrong"),
 		T(ctx, "The console could not show this page. Try again; if it persists, give your administrator the request id %s.", requestID))

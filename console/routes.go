@@ -41,6 +41,12 @@ func (c *Console) Handler() http.Handler {
 			r.Get("/instances/{id}/stop", c.instanceStopConfirm)
 			r.Post("/instances/{id}/stop", c.instanceStop)
 		})
+		r.Group(func(r chi.Router) {
+			r.Use(c.requireAdmin)
+			r.Get("/tokens", c.tokenList)
+			r.Get("/tokens/{id}/revoke", c.tokenRevokeConfirm)
+			r.Post("/tokens/{id}/revoke", c.tokenRevoke)
+		})
 	})
 	return r
 }

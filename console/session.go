@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/relais/relais/internal/auth"
+	"github.com/relais/relais/internal/forwarded"
 )
 
 const (
@@ -122,12 +123,12 @@ func (s *sessionStore) sweepLocked(now time.Time) {
 
 // cookie returns a console cookie: HttpOnly (scripts never need it),
 // SameSite=Strict (another site's form or link never carries it), scoped to
-// /console, and Secure when the request came over TLS. A TLS-terminating
-// proxy must therefore forward to Relais over TLS for Secure to be set;
-// Relais does not trust X-Forwarded-Proto, which any client can send.
+// /console, and Secure whenever the browser spoke HTTPS: to Relais itself,
+// or to a proxy of RELAIS_TRUSTED_PROXIES that says so in
+// X-Forwarded-Proto (anyone else's header is ignored).
 func cookie(r *http.Request, name, value string, maxAge int) *http.Cookie {
 	return &http.Cookie{Name: name, Value: value, Path: basePath, MaxAge: maxAge,
-		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode}
+		HttpOnly: true, Secure: forwarded.IsHTTPS(r), SameSite: http.SameSiteStrictMode}
 }
 
 // preferenceCookie is cookie for a preference that authorizes nothing (the

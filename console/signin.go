@@ -2,10 +2,12 @@ package console
 
 import (
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/relais/relais/internal/auth"
 	"github.com/relais/relais/internal/fault"
+	"github.com/relais/relais/internal/forwarded"
 )
 
 // signInView is the sign-in form.
@@ -76,10 +78,22 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 		c.forbiddenForm(w, r)
 		return
 	}
+	client := forwarded.Of(r).Addr
+	if wait, blocked := c.throttle.blocked(client, c.now()); blocked {
+		secs := int(wait.Seconds() + 0.999)
+		c.logger.Warn("console: sign-in throttled", "client", client, "retry_after", secs)
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+		v := c.signInView(w, r)
+		v.Error = T(ctx, "Too many failed sign-ins from your address. Try again in %d seconds.", secs)
+		c.render(w, r, http.StatusTooManyRequests, signInPage(v))
+		return
+	}
 	token := strings.TrimSpace(r.PostFormValue("token"))
 	p, err := auth.Authenticate(ctx, c.eng.LookupToken, token)
 	if err != nil {
 		if fe, ok := fault.As(err); ok && fe.Kind == fault.Unauthorized {
+			c.throttle.fail(client, c.now())
+			c.logger.Info("console: sign-in refused", "client", client)
 			v := c.signInView(w, r)
 			v.Error = T(ctx, "This token is unknown or has been revoked.")
 			c.render(w, r, http.StatusUnauthorized, signInPage(v))

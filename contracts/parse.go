@@ -26,6 +26,26 @@ const maxCount = 1<<53 - 1
 
 var fieldNameRe = regexp.MustCompile(`^[a-z][a-z0-9_]{0,62}$`)
 
+// Bounds of a Working's free text, in bytes of UTF-8. They keep documents
+// (stored, digested, diffed, shown in the console) to a size people write;
+// a longer value is a violation at its pointer.
+const (
+	MaxNameBytes             = 200    // the Working's name
+	MaxDescriptionBytes      = 10_000 // the Working's description
+	MaxFieldDescriptionBytes = 2_000  // a field's description
+	MaxPatternBytes          = 1_000  // a text field's pattern
+	MaxChoiceValueBytes      = 200    // one value of a choice field (a route when it is the routing output)
+)
+
+// longer reports s at path as a violation when it exceeds maxBytes.
+func (p *parser) longer(path, s string, maxBytes int) bool {
+	if len(s) <= maxBytes {
+		return false
+	}
+	p.add(path, "is longer than %d bytes", maxBytes)
+	return true
+}
+
 // parser accumulates violations; it never stops at the first one because
 // the editor shows every problem of a submission at once.
 type parser struct {
@@ -134,10 +154,12 @@ func (p *parser) working(root *jsontree.Node) Working {
 		}
 	} else if strings.TrimSpace(name) == "" {
 		p.add("/name", "name must not be empty")
-	} else {
+	} else if !p.longer("/name", name, MaxNameBytes) {
 		w.Name = name
 	}
-	w.Description, _ = p.str(root, "description", "")
+	if d, ok := p.str(root, "description", ""); ok && !p.longer("/description", d, MaxDescriptionBytes) {
+		w.Description = d
+	}
 
 	for _, sec := range []struct {
 		key string
@@ -326,7 +348,9 @@ func (p *parser) field(n *jsontree.Node, path string, parent Classification, dep
 			p.add(jsontree.Pointer(path, "classification"), "unknown classification %q, want normal, sensitive or secret", c)
 		}
 	}
-	f.Description, _ = p.str(n, "description", path)
+	if d, ok := p.str(n, "description", path); ok && !p.longer(jsontree.Pointer(path, "description"), d, MaxFieldDescriptionBytes) {
+		f.Description = d
+	}
 
 	p.options(n, path, &f, depth)
 
@@ -402,12 +426,16 @@ func (p *parser) options(n *jsontree.Node, path string, f *Field, depth int) {
 
 	if v, ok := present("pattern"); ok {
 		at := jsontree.Pointer(path, "pattern")
-		if v.Kind != jsontree.String {
+		switch {
+		case v.Kind != jsontree.String:
 			p.add(at, "pattern must be a string, not %s", v.Kind)
-		} else if _, err := regexp.Compile(v.Str); err != nil {
-			p.add(at, "pattern is not a valid regular expression: %s", strings.TrimPrefix(err.Error(), "error parsing regexp: "))
-		} else {
-			f.Pattern = v.Str
+		case p.longer(at, v.Str, MaxPatternBytes):
+		default:
+			if _, err := regexp.Compile(v.Str); err != nil {
+				p.add(at, "pattern is not a valid regular expression: %s", strings.TrimPrefix(err.Error(), "error parsing regexp: "))
+			} else {
+				f.Pattern = v.Str
+			}
 		}
 	}
 	if v, ok := present("format"); ok {
@@ -471,6 +499,7 @@ func (p *parser) values(v *jsontree.Node, at string, f *Field) {
 			p.add(ip, "choice value must be a string, not %s", item.Kind)
 		case item.Str == "":
 			p.add(ip, "choice value must not be empty")
+		case p.longer(ip, item.Str, MaxChoiceValueBytes):
 		case seen[item.Str]:
 			p.add(ip, "duplicate choice value %q", item.Str)
 		default:

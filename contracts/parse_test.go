@@ -2,6 +2,7 @@ package contracts
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -276,5 +277,36 @@ func TestLookupMisses(t *testing.T) {
 	f, class, ok := c.Lookup([]string{"contacts", "0", "phone"})
 	if !ok || f.Name != "phone" || class != ClassSensitive {
 		t.Errorf("Lookup(contacts/0/phone): got %+v %s %v, want sensitive phone", f, class, ok)
+	}
+}
+
+// TestFreeTextBounds: a Working's free text above its documented maximum
+// is a violation at its pointer.
+func TestFreeTextBounds(t *testing.T) {
+	t.Parallel()
+	long := func(n int) string { return strings.Repeat("é", n/2+1) } // n+2 bytes
+	doc := fmt.Sprintf(`{"name": %q, "description": %q, "inputs": {"fields": [
+		{"name": "a", "type": "text", "description": %q, "pattern": %q},
+		{"name": "b", "type": "choice", "values": ["ok", %q]}]}, "outputs": {"fields": []}}`,
+		long(MaxNameBytes), long(MaxDescriptionBytes), long(MaxFieldDescriptionBytes), long(MaxPatternBytes), long(MaxChoiceValueBytes))
+	_, vs := ParseWorking([]byte(doc))
+	got := map[string]string{}
+	for _, v := range vs {
+		got[v.Path] = v.Message
+	}
+	for path, limit := range map[string]int{"/name": MaxNameBytes, "/description": MaxDescriptionBytes,
+		"/inputs/fields/0/description": MaxFieldDescriptionBytes, "/inputs/fields/0/pattern": MaxPatternBytes,
+		"/inputs/fields/1/values/1": MaxChoiceValueBytes} {
+		if want := fmt.Sprintf("is longer than %d bytes", limit); got[path] != want {
+			t.Errorf("%s: %q; want %q", path, got[path], want)
+		}
+	}
+	if len(vs) != 5 {
+		t.Errorf("%d violations; want 5: %v", len(vs), vs)
+	}
+	at := fmt.Sprintf(`{"name": %q, "description": %q, "inputs": {"fields": []}, "outputs": {"fields": []}}`,
+		strings.Repeat("n", MaxNameBytes), strings.Repeat("d", MaxDescriptionBytes))
+	if _, vs := ParseWorking([]byte(at)); len(vs) != 0 {
+		t.Errorf("values at their maximum refused: %v", vs)
 	}
 }

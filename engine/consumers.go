@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -60,9 +61,22 @@ func (e *Engine) checkGrants(ctx context.Context, grants []Grant) error {
 		if g.Revisions != nil && len(g.Revisions) == 0 {
 			errs = append(errs, fault.FieldError{Path: at + "/revisions", Message: `must list revisions or be "all"`})
 		}
+		var existing []int32
+		if len(g.Revisions) > 0 {
+			var err error
+			if existing, err = e.q.RevisionNumbers(ctx, g.Definition); err != nil {
+				return wrap("check grants", err)
+			}
+		}
 		for j, r := range g.Revisions {
-			if r < 1 {
+			switch {
+			case r < 1:
 				errs = append(errs, fault.FieldError{Path: fmt.Sprintf("%s/revisions/%d", at, j), Message: "must be a revision number"})
+			case !slices.Contains(existing, int32(r)):
+				// A grant to a revision that does not exist yet would
+				// silently widen when it is snapshotted, to a contract
+				// nobody reviewed for this consumer.
+				errs = append(errs, fault.FieldError{Path: fmt.Sprintf("%s/revisions/%d", at, j), Message: fmt.Sprintf("definition %q has no revision %d", g.Definition, r)})
 			}
 		}
 	}
@@ -99,6 +113,9 @@ func toInts(in []int32) []int {
 func (e *Engine) CreateConsumer(ctx context.Context, name string, grants []Grant) (Consumer, string, error) {
 	if name == "" {
 		return Consumer{}, "", fault.New(fault.BadRequest, "invalid_request", "name is required").WithErrors([]fault.FieldError{{Path: "/name", Message: "is required"}})
+	}
+	if len(name) > MaxConsumerName {
+		return Consumer{}, "", fault.New(fault.BadRequest, "invalid_request", "name is too long").WithErrors([]fault.FieldError{tooLong("/name", MaxConsumerName)})
 	}
 	if err := e.checkGrants(ctx, grants); err != nil {
 		return Consumer{}, "", err

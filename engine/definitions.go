@@ -265,6 +265,9 @@ func (e *Engine) CreateRelease(ctx context.Context, key, name string, revision i
 	if revision < 1 {
 		errs = append(errs, fault.FieldError{Path: "/revision", Message: "must be a revision number (1 or more)"})
 	}
+	if len(notes) > MaxReleaseNotes {
+		errs = append(errs, tooLong("/notes", MaxReleaseNotes))
+	}
 	if len(errs) > 0 {
 		return Release{}, false, fault.New(fault.BadRequest, "invalid_request", "the release is invalid").WithErrors(errs)
 	}

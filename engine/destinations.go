@@ -16,11 +16,14 @@ import (
 
 	"github.com/relais/relais/engine/process"
 	"github.com/relais/relais/internal/fault"
+	"github.com/relais/relais/internal/jsontree"
 	"github.com/relais/relais/queries"
 )
 
-// Destination is an admin-registered push endpoint. Header values are
-// stored sealed and never returned: only their names are.
+// Destination is an admin-registered push endpoint. Header values and the
+// URL's query values are stored sealed and never returned: only header
+// names are, and the URL with each query value masked
+// (https://x.example/hook?token=***).
 type Destination struct {
 	Name        string
 	URL         string
@@ -39,10 +42,85 @@ var reservedHeaders = map[string]bool{"Content-Type": true, "Content-Length": tr
 
 func destinationFromRow(row queries.Destination) Destination {
 	names := append([]string{}, row.HeaderNames...)
-	return Destination{Name: row.Name, URL: row.Url, HeaderNames: names, MaxTimeout: row.MaxTimeout, CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt}
+	u := row.Url
+	if row.SealedUrlQuery == nil {
+		// Saved before queries were sealed: masked when shown all the same.
+		if rest, query := splitQuery(u); query != "" {
+			u = withQuery(rest, maskQuery(query))
+		}
+	}
+	return Destination{Name: row.Name, URL: u, HeaderNames: names, MaxTimeout: row.MaxTimeout, CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt}
 }
 
 func aadDestinationHeaders(name string) string { return "destination/" + name + "/headers" }
+
+func aadDestinationQuery(name string) string { return "destination/" + name + "/url-query" }
+
+// maskedQuery is what stands for a sealed query value.
+const maskedQuery = "***"
+
+// splitQuery cuts a URL's query out of it: the URL without the query
+// (fragment kept) and the query, "" when there is none. It works on the
+// text as given, so that putting the two back together is exact.
+func splitQuery(rawURL string) (rest, query string) {
+	q := strings.IndexByte(rawURL, '?')
+	if q < 0 || strings.IndexByte(rawURL[:q], '#') >= 0 {
+		return rawURL, ""
+	}
+	query = rawURL[q+1:]
+	frag := ""
+	if f := strings.IndexByte(query, '#'); f >= 0 {
+		query, frag = query[:f], query[f:]
+	}
+	return rawURL[:q] + frag, query
+}
+
+// withQuery puts a query back into a URL that splitQuery cut it from; ""
+// leaves the URL as it is.
+func withQuery(rest, query string) string {
+	if query == "" {
+		return rest
+	}
+	frag := ""
+	if f := strings.IndexByte(rest, '#'); f >= 0 {
+		rest, frag = rest[:f], rest[f:]
+	}
+	return rest + "?" + query + frag
+}
+
+// maskQuery keeps a query's parameter names and masks every value (a
+// parameter without "=" is all value).
+func maskQuery(query string) string {
+	parts := strings.Split(query, "&")
+	for i, p := range parts {
+		if name, _, ok := strings.Cut(p, "="); ok {
+			parts[i] = name + "=" + maskedQuery
+		} else if p != "" {
+			parts[i] = maskedQuery
+		}
+	}
+	return strings.Join(parts, "&")
+}
+
+// querySecrets lists a query's values, as sent and decoded, for scrubbing
+// what a destination says back. Values under four bytes are left out: they
+// are no credential, and scrubbing them would garble every message.
+func querySecrets(query string) []string {
+	var out []string
+	for p := range strings.SplitSeq(query, "&") {
+		_, v, ok := strings.Cut(p, "=")
+		if !ok {
+			v = p
+		}
+		if len(v) >= 4 {
+			out = append(out, v)
+			if d, err := url.QueryUnescape(v); err == nil && d != v {
+				out = append(out, d)
+			}
+		}
+	}
+	return out
+}
 
 // Change says what a put did (or, in a dry run, would do).
 type Change string
@@ -67,6 +145,8 @@ func (e *Engine) PutDestination(ctx context.Context, name, rawURL string, header
 	switch {
 	case rawURL == "":
 		errs = append(errs, fault.FieldError{Path: "/url", Message: "is required"})
+	case len(rawURL) > MaxDestinationURL:
+		errs = append(errs, tooLong("/url", MaxDestinationURL))
 	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
 		errs = append(errs, fault.FieldError{Path: "/url", Message: "must be an absolute http or https URL"})
 	case u.User != nil:
@@ -78,11 +158,18 @@ func (e *Engine) PutDestination(ctx context.Context, name, rawURL string, header
 	case maxTimeout > process.HardMaxPushTimeout:
 		errs = append(errs, fault.FieldError{Path: "/max_timeout", Message: "must be at most " + formatDuration(process.HardMaxPushTimeout)})
 	}
+	if len(headers) > MaxDestinationHdrs {
+		errs = append(errs, fault.FieldError{Path: "/headers", Message: fmt.Sprintf("holds more than %d headers", MaxDestinationHdrs)})
+	}
 	names := make([]string, 0, len(headers))
 	canonical := make(map[string]string, len(headers))
 	for k, v := range headers {
 		ck := textproto.CanonicalMIMEHeaderKey(k)
 		switch {
+		case len(k) > MaxHeaderName:
+			errs = append(errs, fault.FieldError{Path: "/headers", Message: fmt.Sprintf("a header name is longer than %d bytes", MaxHeaderName)})
+		case len(v) > MaxHeaderValue:
+			errs = append(errs, tooLong(jsontree.Pointer("/headers", k), MaxHeaderValue))
 		case !validHeaderName(k):
 			errs = append(errs, fault.FieldError{Path: "/headers/" + k, Message: "is not a valid header name"})
 		case reservedHeaders[ck]:
@@ -103,7 +190,7 @@ func (e *Engine) PutDestination(ctx context.Context, name, rawURL string, header
 		if err != nil {
 			return Destination{}, "", wrap("put destination", err)
 		}
-		if existing.URL == rawURL && existing.MaxTimeout == maxTimeout && maps.Equal(current.Headers, canonical) {
+		if current.URL == rawURL && existing.MaxTimeout == maxTimeout && maps.Equal(current.Headers, canonical) {
 			return existing, Unchanged, nil
 		}
 		if dryRun {
@@ -112,21 +199,33 @@ func (e *Engine) PutDestination(ctx context.Context, name, rawURL string, header
 	} else if !fault.HasCode(err, "not_found") {
 		return Destination{}, "", err
 	} else if dryRun {
-		return Destination{Name: name, URL: rawURL, HeaderNames: names, MaxTimeout: maxTimeout}, Created, nil
-	}
-	var sealed []byte
-	if len(canonical) > 0 {
-		if e.keys == nil {
-			return Destination{}, "", fault.New(fault.Unavailable, "encryption_unavailable", "header values are stored encrypted but no data key is configured")
+		rest, query := splitQuery(rawURL)
+		if query != "" {
+			rest = withQuery(rest, maskQuery(query))
 		}
+		return Destination{Name: name, URL: rest, HeaderNames: names, MaxTimeout: maxTimeout}, Created, nil
+	}
+	rest, query := splitQuery(rawURL)
+	if (len(canonical) > 0 || query != "") && e.keys == nil {
+		return Destination{}, "", fault.New(fault.Unavailable, "encryption_unavailable", "header values and URL query values are stored encrypted but no data key is configured")
+	}
+	var sealed, sealedQuery []byte
+	if len(canonical) > 0 {
 		plain, _ := json.Marshal(canonical)
 		sealed = e.keys.Seal(plain, []byte(aadDestinationHeaders(name)))
 	}
-	row, err := e.q.DestinationUpsert(ctx, queries.DestinationUpsertParams{Name: name, Url: rawURL, HeaderNames: names, SealedHeaders: sealed, MaxTimeout: maxTimeout})
+	stored := rawURL
+	if query != "" {
+		sealedQuery = e.keys.Seal([]byte(query), []byte(aadDestinationQuery(name)))
+		stored = withQuery(rest, maskQuery(query))
+	}
+	row, err := e.q.DestinationUpsert(ctx, queries.DestinationUpsertParams{Name: name, Url: stored, SealedUrlQuery: sealedQuery,
+		HeaderNames: names, SealedHeaders: sealed, MaxTimeout: maxTimeout})
 	if err != nil {
 		return Destination{}, "", wrap("put destination", err)
 	}
-	d := Destination{Name: row.Name, URL: row.Url, HeaderNames: row.HeaderNames, MaxTimeout: row.MaxTimeout, CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt}
+	d := destinationFromRow(queries.Destination{Name: row.Name, Url: row.Url, HeaderNames: row.HeaderNames, SealedUrlQuery: row.SealedUrlQuery,
+		MaxTimeout: row.MaxTimeout, CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt})
 	if row.Created {
 		return d, Created, nil
 	}
@@ -204,8 +303,11 @@ func (e *Engine) DeleteDestination(ctx context.Context, name string) error {
 
 // destinationTarget is what a push call needs of its destination.
 type destinationTarget struct {
-	URL     string
+	URL     string            // in clear, query included
 	Headers map[string]string // in clear: a delivery to an authorized destination
+	// Secrets are the header and query values, which the destination's
+	// answers are scrubbed of.
+	Secrets []string
 	// MaxTimeout is the destination's cap as it is now: an administrator
 	// may have lowered it since a version using it was published.
 	MaxTimeout time.Duration
@@ -235,5 +337,22 @@ func (e *Engine) destinationCall(ctx context.Context, q *queries.Queries, name s
 			return destinationTarget{}, err
 		}
 	}
-	return destinationTarget{URL: row.Url, Headers: headers, MaxTimeout: row.MaxTimeout}, nil
+	t := destinationTarget{URL: row.Url, Headers: headers, MaxTimeout: row.MaxTimeout}
+	for _, v := range headers {
+		t.Secrets = append(t.Secrets, v)
+	}
+	if row.SealedUrlQuery != nil {
+		if e.keys == nil {
+			return destinationTarget{}, fmt.Errorf("destination %q URL query is sealed but no data key is configured", name)
+		}
+		query, err := e.keys.Open(row.SealedUrlQuery, []byte(aadDestinationQuery(name)))
+		if err != nil {
+			return destinationTarget{}, err
+		}
+		rest, _ := splitQuery(row.Url)
+		t.URL = withQuery(rest, string(query))
+	}
+	_, query := splitQuery(t.URL)
+	t.Secrets = append(t.Secrets, querySecrets(query)...)
+	return t, nil
 }

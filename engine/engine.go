@@ -20,6 +20,7 @@ import (
 	"github.com/relais/relais/internal/fault"
 	"github.com/relais/relais/internal/isoduration"
 	"github.com/relais/relais/internal/keyring"
+	"github.com/relais/relais/internal/pgfault"
 	"github.com/relais/relais/queries"
 )
 
@@ -114,6 +115,9 @@ func notFound(what string, args ...any) *fault.Error {
 	return fault.New(fault.NotFound, "not_found", what+" not found", args...)
 }
 
+// wrap prefixes an error with the operation that met it. Every error the
+// engine returns passes here, which makes it the one place where a lost
+// database becomes 503 database_unavailable rather than 500 internal.
 func wrap(op string, err error) error {
 	if err == nil {
 		return nil
@@ -121,7 +125,11 @@ func wrap(op string, err error) error {
 	if _, ok := fault.As(err); ok {
 		return err
 	}
-	return fmt.Errorf("engine: %s: %w", op, err)
+	err = fmt.Errorf("engine: %s: %w", op, err)
+	if pgfault.Lost(err) {
+		return pgfault.Unavailable(err)
+	}
+	return err
 }
 
 // errCorrupt reports stored data that no longer parses: a bug or a manual

@@ -203,6 +203,10 @@ func (e *Engine) prepareStart(ctx context.Context, req StartRequest) (preparedSt
 		}
 		return p, err
 	}
+	if req.BusinessKey != nil && len(*req.BusinessKey) > MaxBusinessKey {
+		return p, fault.New(fault.BadRequest, "invalid_request", "business_key is too long").
+			WithErrors([]fault.FieldError{tooLong("/business_key", MaxBusinessKey)})
+	}
 	v, err := e.schemas.Validator(pv.Digest+"/inputs", pv.Process.Inputs)
 	if err != nil {
 		return p, wrap("compile process inputs", err)

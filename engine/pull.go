@@ -471,12 +471,10 @@ func (e *Engine) protectedOf(ctx context.Context, q *queries.Queries, o queries.
 	protected := rev.Working.Inputs.ProtectedStrings(inputs)
 	if o.Destination != nil {
 		// A destination may echo the credentials it was sent: its header
-		// values are secret too. Headers that cannot be read were not sent
-		// either: the call is prepared from the same lookup.
+		// and URL query values are secret too. What cannot be read was
+		// not sent either: the call is prepared from the same lookup.
 		if dest, err := e.destinationCall(ctx, q, *o.Destination); err == nil {
-			for _, v := range dest.Headers {
-				protected = append(protected, v)
-			}
+			protected = append(protected, dest.Secrets...)
 		}
 	}
 	return protected, nil

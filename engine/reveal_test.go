@@ -76,7 +76,7 @@ func revealFixture(t *testing.T) (e *Engine, occ uuid.UUID, admin, operator auth
 func principal(t *testing.T, e *Engine, name string, role auth.Role) auth.Principal {
 	t.Helper()
 	ctx := context.Background()
-	token, err := e.CreateToken(ctx, name, role)
+	token, _, err := e.CreateToken(ctx, name, role, Expiry{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -92,11 +92,15 @@ func (e *Engine) RotateKeys(ctx context.Context, progress func(RotationProgress)
 				return 0, err
 			}
 			for _, r := range rows {
-				b, err := reseal(e.keys, r.SealedHeaders, aadDestinationHeaders(r.Name))
+				headers, err := reseal(e.keys, r.SealedHeaders, aadDestinationHeaders(r.Name))
 				if err != nil {
 					return 0, err
 				}
-				if err := q.DestinationReseal(ctx, queries.DestinationResealParams{Name: r.Name, SealedHeaders: b}); err != nil {
+				query, err := reseal(e.keys, r.SealedUrlQuery, aadDestinationQuery(r.Name))
+				if err != nil {
+					return 0, err
+				}
+				if err := q.DestinationReseal(ctx, queries.DestinationResealParams{Name: r.Name, SealedHeaders: headers, SealedUrlQuery: query}); err != nil {
 					return 0, err
 				}
 			}

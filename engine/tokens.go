@@ -2,48 +2,165 @@ package engine
 
 import (
 	"context"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/relais/relais/internal/auth"
+	"github.com/relais/relais/internal/fault"
 	"github.com/relais/relais/queries"
 )
 
-// LookupToken implements auth.Lookup against the tokens table.
+// StaffToken describes an admin, designer or operator token, never its
+// secret (which exists only when it is created) nor its hash.
+type StaffToken struct {
+	ID         int64
+	Name       string
+	Role       auth.Role
+	CreatedAt  time.Time
+	LastUsedAt *time.Time // at most a minute behind the last use
+	ExpiresAt  *time.Time // nil: never
+}
+
+// Expiry says when a new token stops working: at At, or In after it is
+// created. The zero Expiry never expires; setting both is refused.
+type Expiry struct {
+	At *time.Time
+	In time.Duration
+}
+
+// LookupToken implements auth.Lookup against the tokens table: revoked and
+// expired tokens are unknown. It records the use at most once a minute per
+// token, so that authenticating costs no write per request.
 func (e *Engine) LookupToken(ctx context.Context, hash []byte) (auth.Principal, []byte, error) {
-	row, err := e.q.TokenGetByHash(ctx, hash)
+	row, err := e.q.TokenGetByHash(ctx, queries.TokenGetByHashParams{Hash: hash, Now: e.at()})
 	if isNoRows(err) {
 		return auth.Principal{}, nil, auth.ErrUnknownToken
 	}
 	if err != nil {
 		return auth.Principal{}, nil, wrap("token lookup", err)
 	}
-	return principalFromRow(row), row.Hash, nil
-}
-
-func principalFromRow(row queries.Token) auth.Principal {
+	if row.TouchDue {
+		// Best effort: a failed bookkeeping write must not refuse a
+		// valid token.
+		if err := e.q.TokenTouch(ctx, queries.TokenTouchParams{ID: row.ID, Now: e.at()}); err != nil && ctx.Err() == nil {
+			e.logger.Warn("engine: recording a token's use failed", "token_id", row.ID, "err", err)
+		}
+	}
 	p := auth.Principal{TokenID: row.ID, Name: row.Name, Role: auth.Role(row.Role)}
 	if row.ConsumerID != nil {
 		p.ConsumerID = *row.ConsumerID
 	}
-	return p
+	return p, row.Hash, nil
 }
 
-// CreateToken issues a token with the role and returns it: the only time its
-// value exists outside the caller.
-func (e *Engine) CreateToken(ctx context.Context, name string, role auth.Role) (string, error) {
-	token, hash := auth.NewToken()
-	if _, err := e.q.TokenInsert(ctx, queries.TokenInsertParams{Name: name, Role: string(role), Hash: hash}); err != nil {
-		return "", wrap("create token", err)
+// CreateToken issues a staff token with the role and returns it (the only
+// time its value exists outside the caller) and its description.
+func (e *Engine) CreateToken(ctx context.Context, name string, role auth.Role, expiry Expiry) (string, StaffToken, error) {
+	var errs []fault.FieldError
+	switch {
+	case name == "":
+		errs = append(errs, fault.FieldError{Path: "/name", Message: "is required"})
+	case len(name) > MaxTokenName:
+		errs = append(errs, tooLong("/name", MaxTokenName))
 	}
-	return token, nil
+	if role == auth.RoleConsumer {
+		errs = append(errs, fault.FieldError{Path: "/role", Message: "must be admin, designer or operator (consumer tokens belong to consumers)"})
+	}
+	now := time.Now()
+	if e.now != nil {
+		now = e.now()
+	}
+	expiresAt := expiry.At
+	switch {
+	case expiry.At != nil && expiry.In != 0:
+		errs = append(errs, fault.FieldError{Path: "/expires_in", Message: "give expires_at or expires_in, not both"})
+	case expiry.At != nil && !expiry.At.After(now):
+		errs = append(errs, fault.FieldError{Path: "/expires_at", Message: "is not in the future"})
+	case expiry.In < 0:
+		errs = append(errs, fault.FieldError{Path: "/expires_in", Message: "must be a positive duration"})
+	case expiry.In > 0:
+		t := now.Add(expiry.In)
+		expiresAt = &t
+	}
+	if len(errs) > 0 {
+		return "", StaffToken{}, fault.New(fault.BadRequest, "invalid_request", "the token request is invalid").WithErrors(errs)
+	}
+	token, hash := auth.NewToken()
+	row, err := e.q.TokenInsert(ctx, queries.TokenInsertParams{Name: name, Role: string(role), Hash: hash, ExpiresAt: expiresAt})
+	if err != nil {
+		return "", StaffToken{}, wrap("create token", err)
+	}
+	return token, staffToken(row), nil
+}
+
+func staffToken(row queries.Token) StaffToken {
+	return StaffToken{ID: row.ID, Name: row.Name, Role: auth.Role(row.Role), CreatedAt: row.CreatedAt, LastUsedAt: row.LastUsedAt, ExpiresAt: row.ExpiresAt}
+}
+
+// ListStaffTokens returns the staff tokens not revoked (expired ones
+// included) ordered by id after the cursor. Consumer tokens are managed
+// with their consumers.
+func (e *Engine) ListStaffTokens(ctx context.Context, after int64, limit int) ([]StaffToken, error) {
+	rows, err := e.q.TokenListStaff(ctx, queries.TokenListStaffParams{After: after, Max: int32(limit)})
+	if err != nil {
+		return nil, wrap("list tokens", err)
+	}
+	out := make([]StaffToken, len(rows))
+	for i, r := range rows {
+		out[i] = staffToken(r)
+	}
+	return out, nil
+}
+
+// GetStaffToken returns a staff token that is not revoked.
+func (e *Engine) GetStaffToken(ctx context.Context, id int64) (StaffToken, error) {
+	row, err := e.q.TokenGetStaff(ctx, id)
+	if isNoRows(err) {
+		return StaffToken{}, notFound("token %d", id)
+	}
+	if err != nil {
+		return StaffToken{}, wrap("get token", err)
+	}
+	return staffToken(row), nil
+}
+
+// RevokeStaffToken revokes a staff token at once: its next request is 401
+// and its console sessions end. A consumer's token, an unknown or an
+// already revoked one is not found. The last usable admin token cannot be
+// revoked (409 last_admin_token): nobody could then manage tokens, nor
+// create another, short of the command line on the database.
+func (e *Engine) RevokeStaffToken(ctx context.Context, id int64) error {
+	return wrap("revoke token", e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error {
+		admins, err := q.TokenLockUsableAdmins(ctx, e.at())
+		if err != nil {
+			return err
+		}
+		row, err := q.TokenGetStaffForUpdate(ctx, id)
+		if isNoRows(err) {
+			return notFound("token %d", id)
+		}
+		if err != nil {
+			return err
+		}
+		usable := false
+		for _, a := range admins {
+			usable = usable || a == row.ID
+		}
+		if usable && len(admins) == 1 {
+			return fault.New(fault.Conflict, "last_admin_token", "token %d is the last usable admin token; create another admin token before revoking it", id)
+		}
+		_, err = q.TokenRevoke(ctx, queries.TokenRevokeParams{ID: id, Now: e.at()})
+		return err
+	}))
 }
 
 // Bootstrap makes sure an admin can reach a new installation. With a given
-// token it ensures that token exists as an admin (idempotent, never printed);
-// without one it creates and returns a fresh admin token only when the
-// database has no active token at all. It runs under the migration lock's
-// sibling advisory lock so replicas starting together create one token.
+// token it ensures that token exists as an admin (idempotent, never printed;
+// once revoked it stays revoked); without one it creates and returns a
+// fresh admin token only when the database has no active token at all. It
+// runs under the migration lock's sibling advisory lock so replicas
+// starting together create one token.
 func (e *Engine) Bootstrap(ctx context.Context, given string) (created string, err error) {
 	err = e.tx(ctx, func(q *queries.Queries, tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "select pg_advisory_xact_lock($1)", bootstrapLockKey); err != nil {

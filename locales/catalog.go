@@ -39,650 +39,716 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s, %[3]s, %[4]s UTC": 76,
-	"%d (0 lowest, 9 highest)":      199,
-	"%d attempts":                   201,
-	"%d breaking":                   57,
-	"%d changes":                    56,
-	"%d d":                          95,
-	"%d days":                       90,
-	"%d h":                          96,
-	"%d hours":                      91,
-	"%d items":                      264,
-	"%d min":                        97,
-	"%d minutes":                    92,
-	"%d ms":                         94,
-	"%d occurrences":                238,
-	"%d releases":                   75,
-	"%d s":                          98,
-	"%d seconds":                    93,
-	"%s, revision %s":               185,
-	"%s, version %s":                186,
-	"%s: %s → %s":                   64,
-	"(each item)":                   253,
-	"0 seconds":                     89,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.": 251,
-	"All consumers":          236,
-	"All definitions":        234,
-	"All statuses":           235,
-	"Apply filters":          228,
-	"Apr":                    80,
-	"Attempts":               200,
-	"Aug":                    84,
-	"Available":              191,
-	"Back to definitions":    10,
-	"Back to external tasks": 9,
-	"Breaks processes":       44,
-	"Breaks workers":         45,
-	"Business key":           124,
-	"Call timeout":           210,
-	"Cannot reveal":          241,
-	"Change":                 42,
-	"Choose two existing revisions to compare.": 54,
-	"Classification":    20,
-	"Clear filters":     229,
-	"Compare":           41,
-	"Compare revisions": 37,
-	"Constraints":       21,
-	"Consumer":          203,
-	"Counts are refreshed every few seconds.": 231,
-	"Counts are unavailable right now.":       237,
-	"Counts by status":                        230,
-	"Created":                                 109,
-	"Dates":                                   190,
-	"Deadline":                                194,
-	"Dec":                                     88,
-	"Definition":                              105,
-	"Definition %s":                           23,
+	"%[1]s %[2]s, %[3]s, %[4]s UTC": 79,
+	"%d (0 lowest, 9 highest)":      202,
+	"%d attempts":                   204,
+	"%d breaking":                   60,
+	"%d changes":                    59,
+	"%d d":                          98,
+	"%d days":                       93,
+	"%d h":                          99,
+	"%d hours":                      94,
+	"%d items":                      288,
+	"%d min":                        100,
+	"%d minutes":                    95,
+	"%d ms":                         97,
+	"%d occurrences":                241,
+	"%d releases":                   78,
+	"%d s":                          101,
+	"%d seconds":                    96,
+	"%s, revision %s":               188,
+	"%s, version %s":                189,
+	"%s: %s → %s":                   67,
+	"(each item)":                   277,
+	"0 seconds":                     92,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.": 255,
+	"All consumers":          239,
+	"All definitions":        237,
+	"All statuses":           238,
+	"Apply filters":          231,
+	"Apr":                    83,
+	"Attempts":               203,
+	"Aug":                    87,
+	"Available":              194,
+	"Back to definitions":    11,
+	"Back to external tasks": 10,
+	"Breaks processes":       47,
+	"Breaks workers":         48,
+	"Business key":           127,
+	"Call timeout":           213,
+	"Cannot reveal":          244,
+	"Change":                 45,
+	"Choose two existing revisions to compare.": 57,
+	"Classification":    23,
+	"Clear filters":     232,
+	"Compare":           44,
+	"Compare revisions": 40,
+	"Constraints":       24,
+	"Consumer":          206,
+	"Counts are refreshed every few seconds.": 234,
+	"Counts are unavailable right now.":       240,
+	"Counts by status":                        233,
+	"Created":                                 112,
+	"Dates":                                   193,
+	"Deadline":                                197,
+	"Dec":                                     91,
+	"Definition":                              108,
+	"Definition %s":                           26,
 	"Definitions":                             4,
-	"Description":                             22,
-	"Destination":                             209,
-	"Detail":                                  43,
-	"Digest":                                  53,
-	"End node":                                122,
-	"Ended":                                   121,
-	"Error code":                              125,
-	"Error message":                           206,
+	"Description":                             25,
+	"Destination":                             212,
+	"Detail":                                  46,
+	"Digest":                                  56,
+	"End node":                                125,
+	"Ended":                                   124,
+	"Error code":                              128,
+	"Error message":                           209,
+	"Expired token":                           264,
+	"Expires":                                 261,
 	"External tasks":                          3,
-	"Feb":                                     78,
-	"Field":                                   17,
-	"Filters":                                 226,
-	"First page":                              74,
-	"Form refused":                            13,
-	"From revision":                           39,
-	"From revision %d to revision %d:":        55,
-	"Held at node":                            123,
-	"Inputs":                                  47,
-	"Inputs the instance was started with, labelled by process version %d's contract": 114,
-	"Inputs, labelled by revision %d's contract":                                      211,
-	"Jan":             77,
-	"Jul":             83,
-	"Jun":             82,
-	"Keep it held":    127,
-	"Keep it running": 126,
-	"Key":             69,
+	"Feb":                                     81,
+	"Field":                                   20,
+	"Filters":                                 229,
+	"First page":                              77,
+	"Form refused":                            14,
+	"From revision":                           42,
+	"From revision %d to revision %d:":        58,
+	"Held at node":                            126,
+	"ID":                                      258,
+	"Inputs":                                  50,
+	"Inputs the instance was started with, labelled by process version %d's contract":                                                 117,
+	"Inputs, labelled by revision %d's contract":                                                                                      214,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.": 271,
+	"Jan":             80,
+	"Jul":             86,
+	"Jun":             85,
+	"Keep it":         273,
+	"Keep it held":    130,
+	"Keep it running": 129,
+	"Key":             72,
 	"Language":        1,
-	"Last saved":      28,
-	"Latest revision": 70,
-	"Lists every change from one revision to another, and whom it may break.": 38,
-	"Lock expires":                         193,
+	"Last saved":      31,
+	"Last used":       260,
+	"Latest revision": 73,
+	"Lists every change from one revision to another, and whom it may break.": 41,
+	"Lock expires":                         196,
 	"Main navigation":                      2,
-	"Mar":                                  79,
-	"Maximum attempts":                     196,
-	"May":                                  81,
-	"Mode":                                 189,
-	"Name":                                 26,
-	"Next node":                            108,
-	"Next page":                            73,
-	"No definition yet.":                   72,
-	"No inputs.":                           48,
-	"No occurrence matches these filters.": 233,
-	"No outputs yet: the occurrence has not completed.": 214,
-	"No outputs.": 50,
-	"No outputs: the occurrence ended without completing.": 216,
-	"No release yet.": 32,
-	"No revision yet: the Working copy has never been snapshotted.": 30,
-	"No service has reserved this occurrence yet.":                  207,
-	"Node":        103,
-	"Not allowed": 7,
-	"Not found":   11,
-	"Notes":       35,
-	"Nothing exists at this address, or it is not visible to you.": 12,
-	"Nov":                       87,
-	"Occurrence":                104,
-	"Occurrence %s":             187,
-	"Occurrences, newest first": 232,
-	"Oct":                       86,
-	"Only a value this page shows as hidden (sensitive) can be revealed.": 242,
-	"Only administrators may reveal a sensitive value.":                   239,
-	"Outcome": 205,
-	"Outputs": 49,
-	"Outputs, labelled by revision %d's contract": 213,
-	"Path":                               101,
-	"Policy":                             195,
-	"Priority":                           198,
-	"Process":                            119,
-	"Process inputs":                     113,
-	"Process instance":                   188,
-	"Process instance %s":                99,
-	"Published":                          36,
-	"Reason (recorded in the audit log)": 131,
+	"Mar":                                  82,
+	"Maximum attempts":                     199,
+	"May":                                  84,
+	"Mode":                                 192,
+	"Name":                                 29,
+	"Next node":                            111,
+	"Next page":                            76,
+	"No definition yet.":                   75,
+	"No inputs.":                           51,
+	"No occurrence matches these filters.": 236,
+	"No outputs yet: the occurrence has not completed.": 217,
+	"No outputs.": 53,
+	"No outputs: the occurrence ended without completing.": 219,
+	"No release yet.": 35,
+	"No revision yet: the Working copy has never been snapshotted.": 33,
+	"No service has reserved this occurrence yet.":                  210,
+	"No token.":   267,
+	"Node":        106,
+	"Not allowed": 8,
+	"Not found":   12,
+	"Notes":       38,
+	"Nothing exists at this address, or it is not visible to you.": 13,
+	"Nov":                       90,
+	"Occurrence":                107,
+	"Occurrence %s":             190,
+	"Occurrences, newest first": 235,
+	"Oct":                       89,
+	"Only a value this page shows as hidden (sensitive) can be revealed.": 245,
+	"Only administrators manage tokens.":                                  256,
+	"Only administrators may reveal a sensitive value.":                   242,
+	"Outcome": 208,
+	"Outputs": 52,
+	"Outputs, labelled by revision %d's contract": 216,
+	"Path":                               104,
+	"Policy":                             198,
+	"Priority":                           201,
+	"Process":                            122,
+	"Process inputs":                     116,
+	"Process instance":                   191,
+	"Process instance %s":                102,
+	"Published":                          39,
+	"Reason (recorded in the audit log)": 134,
 	"Relais console":                     0,
-	"Release":                            33,
-	"Releases":                           31,
-	"Required":                           19,
-	"Reserved":                           192,
-	"Retry delay":                        197,
-	"Reveal — this is recorded":          217,
-	"Revealed by %s at %s; recorded in the audit log.": 240,
-	"Revision":       34,
-	"Revision %d":    51,
-	"Revisions":      29,
-	"Route":          107,
-	"Routing output": 27,
-	"Say why you stop it: the reason is recorded in the audit log (at most 1,000 characters).": 134,
-	"Secret values can never be revealed.":                                                     243,
-	"Sep":                                                                                      85,
-	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 130,
-	"Settled": 110,
-	"Sign in": 246,
-	"Sign in with an operator or administrator token.": 247,
-	"Sign out":                 6,
-	"Signed in as %s (%s)":     5,
-	"Snapshotted":              52,
-	"Something went wrong":     15,
-	"Started":                  120,
-	"Status":                   106,
-	"Stop process instance %s": 128,
-	"Stop the instance":        132,
-	"Stop this instance? Its open occurrences are cancelled.":                                129,
-	"Stop this instance…":                                                                    117,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.": 118,
-	"Summary": 100,
-	"Task contracts: their Working copy, immutable revisions and named releases.":                                                 68,
-	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                 16,
-	"The instance was stopped; its open occurrences are cancelled.":                                                               116,
-	"The nodes this instance reached, in order, each with its occurrence.":                                                        102,
-	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                25,
-	"The page cursor is invalid: go back to the first page.":                                                                      224,
-	"The page size must be between 1 and %d.":                                                                                     225,
-	"The process instance must be an instance id (a UUID).":                                                                       221,
-	"The revision must be a whole number, 1 or more.":                                                                             222,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 249,
-	"These revisions have the same contracts.":                                                                                    46,
-	"This contract has no inputs.":                                                                                                212,
-	"This contract has no outputs.":                                                                                               215,
-	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                         14,
-	"This instance has already ended; there is nothing to stop.":                                                                  133,
-	"This instance has not reached a task yet.":                                                                                   111,
-	"This page does not accept that request.":                                                                                     244,
-	"This process takes no inputs.":                                                                                               115,
-	"This token is unknown or has been revoked.":                                                                                  250,
-	"To revision":         40,
-	"Token":               248,
-	"Type":                18,
-	"Unknown consumer.":   223,
-	"Unknown status %q.":  220,
-	"Value":               112,
-	"Worker id":           204,
-	"Working copy":        24,
-	"You are signed out.": 245,
-	"Your role can read definitions only: external tasks and process instances are for operators and administrators.": 8,
-	"[redacted]":                      219,
-	"administrator":                   163,
-	"at least %d characters":          254,
-	"at least %d items":               261,
-	"at most %d":                      202,
-	"at most %d characters":           255,
-	"at most %d items":                262,
-	"available":                       135,
-	"boolean":                         150,
-	"cancelled":                       140,
-	"choice":                          153,
-	"classification changed":          174,
-	"completed":                       138,
-	"constraint changed":              175,
-	"consumer":                        166,
-	"consumer #%s":                    218,
-	"date":                            151,
-	"date and time":                   152,
-	"deferred":                        137,
-	"designer":                        165,
-	"disconnected":                    146,
-	"expired":                         143,
-	"failed":                          139,
-	"field added":                     169,
-	"field removed":                   170,
-	"format":                          180,
-	"format %s":                       257,
-	"held":                            142,
-	"in progress":                     208,
-	"instance id":                     227,
-	"integer":                         148,
-	"list":                            155,
-	"maximum":                         182,
-	"maximum %s":                      259,
-	"maximum items":                   184,
-	"maximum length":                  178,
-	"minimum":                         181,
-	"minimum %s":                      258,
-	"minimum items":                   183,
-	"minimum length":                  177,
-	"no":                              168,
-	"none":                            67,
-	"none yet":                        71,
-	"normal":                          156,
-	"not provided":                    263,
-	"null":                            265,
-	"number":                          149,
-	"object":                          154,
-	"one of: %s":                      260,
-	"operator":                        164,
-	"optional field of type %s":       66,
-	"optional → required":             59,
-	"pattern":                         179,
-	"pattern %s":                      256,
-	"pull (the service fetches it)":   161,
-	"push (Relais calls the service)": 162,
-	"rejected":                        144,
-	"released":                        145,
-	"required changed":                172,
-	"required field of type %s":       65,
-	"required → optional":             60,
-	"reserved":                        136,
-	"routing changed":                 176,
-	"routing output":                  252,
-	"routing output %s → %s":          58,
-	"running":                         141,
-	"secret":                          158,
-	"sensitive":                       157,
-	"text":                            147,
-	"type changed":                    171,
-	"unexpected value":                266,
-	"values added: %s":                61,
-	"values changed":                  173,
-	"values removed: %s":              62,
-	"values reordered":                63,
-	"yes":                             167,
-	"••• hidden (secret)":             160,
-	"••• hidden (sensitive)":          159,
+	"Release":                            36,
+	"Releases":                           34,
+	"Required":                           22,
+	"Reserved":                           195,
+	"Retry delay":                        200,
+	"Reveal — this is recorded":          220,
+	"Revealed by %s at %s; recorded in the audit log.": 243,
+	"Revision":                  37,
+	"Revision %d":               54,
+	"Revisions":                 32,
+	"Revoke the %s token “%s”?": 270,
+	"Revoke the token":          272,
+	"Revoke token %d":           269,
+	"Revoke…":                   265,
+	"Role":                      259,
+	"Route":                     110,
+	"Routing output":            30,
+	"Say why you stop it: the reason is recorded in the audit log (at most 1,000 characters).": 137,
+	"Secret values can never be revealed.":                                                     246,
+	"Sep":                                                                                      88,
+	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 133,
+	"Settled": 113,
+	"Sign in": 249,
+	"Sign in with an operator or administrator token.": 250,
+	"Sign out":             7,
+	"Signed in as %s (%s)": 6,
+	"Snapshotted":          55,
+	"Something went wrong": 18,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 257,
+	"Started":                  123,
+	"Status":                   109,
+	"Stop process instance %s": 131,
+	"Stop the instance":        135,
+	"Stop this instance? Its open occurrences are cancelled.":                                132,
+	"Stop this instance…":                                                                    120,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.": 121,
+	"Summary": 103,
+	"Task contracts: their Working copy, immutable revisions and named releases.": 71,
+	"Temporarily unavailable": 16,
+	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                 19,
+	"The database cannot be reached right now. Try again in a few seconds.":                                                       17,
+	"The instance was stopped; its open occurrences are cancelled.":                                                               119,
+	"The nodes this instance reached, in order, each with its occurrence.":                                                        105,
+	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                28,
+	"The page cursor is invalid: go back to the first page.":                                                                      227,
+	"The page size must be between 1 and %d.":                                                                                     228,
+	"The process instance must be an instance id (a UUID).":                                                                       224,
+	"The revision must be a whole number, 1 or more.":                                                                             225,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 252,
+	"The token was revoked.":                   268,
+	"These revisions have the same contracts.": 49,
+	"This contract has no inputs.":             215,
+	"This contract has no outputs.":            218,
+	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                  15,
+	"This instance has already ended; there is nothing to stop.":                                                           136,
+	"This instance has not reached a task yet.":                                                                            114,
+	"This is the last usable administrator token: create another one before revoking it.":                                  275,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.": 274,
+	"This page does not accept that request.":                                                                              247,
+	"This process takes no inputs.":                                                                                        118,
+	"This token is unknown or has been revoked.":                                                                           254,
+	"To revision": 43,
+	"Token":       251,
+	"Tokens":      5,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 253,
+	"Type":                21,
+	"Unknown consumer.":   226,
+	"Unknown status %q.":  223,
+	"Value":               115,
+	"Worker id":           207,
+	"Working copy":        27,
+	"You are signed out.": 248,
+	"Your role can read definitions only: external tasks and process instances are for operators and administrators.": 9,
+	"[redacted]":                      222,
+	"administrator":                   166,
+	"at least %d characters":          278,
+	"at least %d items":               285,
+	"at most %d":                      205,
+	"at most %d characters":           279,
+	"at most %d items":                286,
+	"available":                       138,
+	"boolean":                         153,
+	"cancelled":                       143,
+	"choice":                          156,
+	"classification changed":          177,
+	"completed":                       141,
+	"constraint changed":              178,
+	"consumer":                        169,
+	"consumer #%s":                    221,
+	"date":                            154,
+	"date and time":                   155,
+	"deferred":                        140,
+	"designer":                        168,
+	"disconnected":                    149,
+	"expired":                         146,
+	"failed":                          142,
+	"field added":                     172,
+	"field removed":                   173,
+	"format":                          183,
+	"format %s":                       281,
+	"held":                            145,
+	"in progress":                     211,
+	"instance id":                     230,
+	"integer":                         151,
+	"list":                            158,
+	"maximum":                         185,
+	"maximum %s":                      283,
+	"maximum items":                   187,
+	"maximum length":                  181,
+	"minimum":                         184,
+	"minimum %s":                      282,
+	"minimum items":                   186,
+	"minimum length":                  180,
+	"never":                           262,
+	"no":                              171,
+	"none":                            70,
+	"none yet":                        74,
+	"normal":                          159,
+	"not provided":                    287,
+	"not yet":                         263,
+	"null":                            289,
+	"number":                          152,
+	"object":                          157,
+	"one of: %s":                      284,
+	"operator":                        167,
+	"optional field of type %s":       69,
+	"optional → required":             62,
+	"pattern":                         182,
+	"pattern %s":                      280,
+	"pull (the service fetches it)":   164,
+	"push (Relais calls the service)": 165,
+	"rejected":                        147,
+	"released":                        148,
+	"required changed":                175,
+	"required field of type %s":       68,
+	"required → optional":             63,
+	"reserved":                        139,
+	"routing changed":                 179,
+	"routing output":                  276,
+	"routing output %s → %s":          61,
+	"running":                         144,
+	"secret":                          161,
+	"sensitive":                       160,
+	"text":                            150,
+	"this session":                    266,
+	"type changed":                    174,
+	"unexpected value":                290,
+	"values added: %s":                64,
+	"values changed":                  176,
+	"values removed: %s":              65,
+	"values reordered":                66,
+	"yes":                             170,
+	"••• hidden (secret)":             163,
+	"••• hidden (sensitive)":          162,
 }
 
-var enIndex = []uint32{ // 268 elements
+var enIndex = []uint32{ // 292 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000f, 0x00000018, 0x00000028,
-	0x00000037, 0x00000043, 0x0000005e, 0x00000067,
-	0x00000073, 0x000000e3, 0x000000fa, 0x0000010e,
-	0x00000118, 0x00000155, 0x00000162, 0x000001c6,
-	0x000001db, 0x0000024a, 0x00000250, 0x00000255,
-	0x0000025e, 0x0000026d, 0x00000279, 0x00000285,
-	0x00000296, 0x000002a3, 0x00000300, 0x00000305,
-	0x00000314, 0x0000031f, 0x00000329, 0x00000367,
+	0x00000037, 0x00000043, 0x0000004a, 0x00000065,
+	0x0000006e, 0x0000007a, 0x000000ea, 0x00000101,
+	0x00000115, 0x0000011f, 0x0000015c, 0x00000169,
+	0x000001cd, 0x000001e5, 0x0000022b, 0x00000240,
+	0x000002af, 0x000002b5, 0x000002ba, 0x000002c3,
+	0x000002d2, 0x000002de, 0x000002ea, 0x000002fb,
+	0x00000308, 0x00000365, 0x0000036a, 0x00000379,
 	// Entry 20 - 3F
-	0x00000370, 0x00000380, 0x00000388, 0x00000391,
-	0x00000397, 0x000003a1, 0x000003b3, 0x000003fb,
-	0x00000409, 0x00000415, 0x0000041d, 0x00000424,
-	0x0000042b, 0x0000043c, 0x0000044b, 0x00000474,
-	0x0000047b, 0x00000486, 0x0000048e, 0x0000049a,
-	0x000004a9, 0x000004b5, 0x000004bc, 0x000004e6,
-	0x0000050d, 0x00000531, 0x00000558, 0x00000577,
-	0x0000058d, 0x000005a3, 0x000005b7, 0x000005cd,
+	0x00000384, 0x0000038e, 0x000003cc, 0x000003d5,
+	0x000003e5, 0x000003ed, 0x000003f6, 0x000003fc,
+	0x00000406, 0x00000418, 0x00000460, 0x0000046e,
+	0x0000047a, 0x00000482, 0x00000489, 0x00000490,
+	0x000004a1, 0x000004b0, 0x000004d9, 0x000004e0,
+	0x000004eb, 0x000004f3, 0x000004ff, 0x0000050e,
+	0x0000051a, 0x00000521, 0x0000054b, 0x00000572,
+	0x00000596, 0x000005bd, 0x000005dc, 0x000005f2,
 	// Entry 40 - 5F
-	0x000005de, 0x000005f5, 0x00000612, 0x0000062f,
-	0x00000634, 0x00000680, 0x00000684, 0x00000694,
-	0x0000069d, 0x000006b0, 0x000006ba, 0x000006c5,
-	0x000006eb, 0x00000709, 0x0000070d, 0x00000711,
-	0x00000715, 0x00000719, 0x0000071d, 0x00000721,
-	0x00000725, 0x00000729, 0x0000072d, 0x00000731,
-	0x00000735, 0x00000739, 0x00000743, 0x00000761,
-	0x00000781, 0x000007a5, 0x000007c9, 0x000007d2,
+	0x00000608, 0x0000061c, 0x00000632, 0x00000643,
+	0x0000065a, 0x00000677, 0x00000694, 0x00000699,
+	0x000006e5, 0x000006e9, 0x000006f9, 0x00000702,
+	0x00000715, 0x0000071f, 0x0000072a, 0x00000750,
+	0x0000076e, 0x00000772, 0x00000776, 0x0000077a,
+	0x0000077e, 0x00000782, 0x00000786, 0x0000078a,
+	0x0000078e, 0x00000792, 0x00000796, 0x0000079a,
+	0x0000079e, 0x000007a8, 0x000007c6, 0x000007e6,
 	// Entry 60 - 7F
-	0x000007da, 0x000007e2, 0x000007ec, 0x000007f4,
-	0x0000080b, 0x00000813, 0x00000818, 0x0000085d,
-	0x00000862, 0x0000086d, 0x00000878, 0x0000087f,
-	0x00000885, 0x0000088f, 0x00000897, 0x0000089f,
-	0x000008c9, 0x000008cf, 0x000008de, 0x00000931,
-	0x0000094f, 0x0000098d, 0x000009a3, 0x000009fa,
-	0x00000a02, 0x00000a0a, 0x00000a10, 0x00000a19,
-	0x00000a26, 0x00000a33, 0x00000a3e, 0x00000a4e,
+	0x0000080a, 0x0000082e, 0x00000837, 0x0000083f,
+	0x00000847, 0x00000851, 0x00000859, 0x00000870,
+	0x00000878, 0x0000087d, 0x000008c2, 0x000008c7,
+	0x000008d2, 0x000008dd, 0x000008e4, 0x000008ea,
+	0x000008f4, 0x000008fc, 0x00000904, 0x0000092e,
+	0x00000934, 0x00000943, 0x00000996, 0x000009b4,
+	0x000009f2, 0x00000a08, 0x00000a5f, 0x00000a67,
+	0x00000a6f, 0x00000a75, 0x00000a7e, 0x00000a8b,
 	// Entry 80 - 9F
-	0x00000a5b, 0x00000a77, 0x00000aaf, 0x00000b5d,
-	0x00000b80, 0x00000b92, 0x00000bcd, 0x00000c26,
-	0x00000c30, 0x00000c39, 0x00000c42, 0x00000c4c,
-	0x00000c53, 0x00000c5d, 0x00000c65, 0x00000c6a,
-	0x00000c72, 0x00000c7b, 0x00000c84, 0x00000c91,
-	0x00000c96, 0x00000c9e, 0x00000ca5, 0x00000cad,
-	0x00000cb2, 0x00000cc0, 0x00000cc7, 0x00000cce,
-	0x00000cd3, 0x00000cda, 0x00000ce4, 0x00000ceb,
+	0x00000a98, 0x00000aa3, 0x00000ab3, 0x00000ac0,
+	0x00000adc, 0x00000b14, 0x00000bc2, 0x00000be5,
+	0x00000bf7, 0x00000c32, 0x00000c8b, 0x00000c95,
+	0x00000c9e, 0x00000ca7, 0x00000cb1, 0x00000cb8,
+	0x00000cc2, 0x00000cca, 0x00000ccf, 0x00000cd7,
+	0x00000ce0, 0x00000ce9, 0x00000cf6, 0x00000cfb,
+	0x00000d03, 0x00000d0a, 0x00000d12, 0x00000d17,
+	0x00000d25, 0x00000d2c, 0x00000d33, 0x00000d38,
 	// Entry A0 - BF
-	0x00000d08, 0x00000d22, 0x00000d40, 0x00000d60,
-	0x00000d6e, 0x00000d77, 0x00000d80, 0x00000d89,
-	0x00000d8d, 0x00000d90, 0x00000d9c, 0x00000daa,
-	0x00000db7, 0x00000dc8, 0x00000dd7, 0x00000dee,
-	0x00000e01, 0x00000e11, 0x00000e20, 0x00000e2f,
-	0x00000e37, 0x00000e3e, 0x00000e46, 0x00000e4e,
-	0x00000e5c, 0x00000e6a, 0x00000e80, 0x00000e95,
-	0x00000ea6, 0x00000eb7, 0x00000ebc, 0x00000ec2,
+	0x00000d3f, 0x00000d49, 0x00000d50, 0x00000d6d,
+	0x00000d87, 0x00000da5, 0x00000dc5, 0x00000dd3,
+	0x00000ddc, 0x00000de5, 0x00000dee, 0x00000df2,
+	0x00000df5, 0x00000e01, 0x00000e0f, 0x00000e1c,
+	0x00000e2d, 0x00000e3c, 0x00000e53, 0x00000e66,
+	0x00000e76, 0x00000e85, 0x00000e94, 0x00000e9c,
+	0x00000ea3, 0x00000eab, 0x00000eb3, 0x00000ec1,
+	0x00000ecf, 0x00000ee5, 0x00000efa, 0x00000f0b,
 	// Entry C0 - DF
-	0x00000ecc, 0x00000ed5, 0x00000ee2, 0x00000eeb,
-	0x00000ef2, 0x00000f03, 0x00000f0f, 0x00000f18,
-	0x00000f34, 0x00000f3d, 0x00000f63, 0x00000f71,
-	0x00000f7a, 0x00000f84, 0x00000f8c, 0x00000f9a,
-	0x00000fc7, 0x00000fd3, 0x00000fdf, 0x00000fec,
-	0x0000101a, 0x00001037, 0x00001066, 0x00001098,
-	0x000010b6, 0x000010eb, 0x00001107, 0x00001117,
-	0x00001122, 0x00001138, 0x0000116e, 0x0000119e,
+	0x00000f1c, 0x00000f21, 0x00000f27, 0x00000f31,
+	0x00000f3a, 0x00000f47, 0x00000f50, 0x00000f57,
+	0x00000f68, 0x00000f74, 0x00000f7d, 0x00000f99,
+	0x00000fa2, 0x00000fc8, 0x00000fd6, 0x00000fdf,
+	0x00000fe9, 0x00000ff1, 0x00000fff, 0x0000102c,
+	0x00001038, 0x00001044, 0x00001051, 0x0000107f,
+	0x0000109c, 0x000010cb, 0x000010fd, 0x0000111b,
+	0x00001150, 0x0000116c, 0x0000117c, 0x00001187,
 	// Entry E0 - FF
-	0x000011b0, 0x000011e7, 0x00001212, 0x0000121a,
-	0x00001226, 0x00001234, 0x00001242, 0x00001253,
-	0x0000127b, 0x00001295, 0x000012ba, 0x000012ca,
-	0x000012d7, 0x000012e5, 0x00001307, 0x00001333,
-	0x00001365, 0x0000139c, 0x000013aa, 0x000013ee,
-	0x00001413, 0x0000143b, 0x0000144f, 0x00001457,
-	0x00001488, 0x0000148e, 0x0000150a, 0x00001535,
-	0x00001597, 0x000015a6, 0x000015b2, 0x000015ee,
+	0x0000119d, 0x000011d3, 0x00001203, 0x00001215,
+	0x0000124c, 0x00001277, 0x0000127f, 0x0000128b,
+	0x00001299, 0x000012a7, 0x000012b8, 0x000012e0,
+	0x000012fa, 0x0000131f, 0x0000132f, 0x0000133c,
+	0x0000134a, 0x0000136c, 0x00001398, 0x000013ca,
+	0x00001401, 0x0000140f, 0x00001453, 0x00001478,
+	0x000014a0, 0x000014b4, 0x000014bc, 0x000014ed,
+	0x000014f3, 0x0000156f, 0x000015b7, 0x000015e2,
 	// Entry 100 - 11F
-	0x00001628, 0x00001636, 0x00001643, 0x00001651,
-	0x0000165f, 0x0000166d, 0x0000169f, 0x000016cf,
-	0x000016dc, 0x000016fc, 0x00001701, 0x00001712,
-} // Size: 1096 bytes
+	0x00001644, 0x00001667, 0x0000170e, 0x00001711,
+	0x00001716, 0x00001720, 0x00001728, 0x0000172e,
+	0x00001736, 0x00001744, 0x0000174e, 0x0000175b,
+	0x00001765, 0x0000177c, 0x0000178f, 0x000017b3,
+	0x00001833, 0x00001844, 0x0000184c, 0x000018c1,
+	0x00001915, 0x00001924, 0x00001930, 0x0000196c,
+	0x000019a6, 0x000019b4, 0x000019c1, 0x000019cf,
+	0x000019dd, 0x000019eb, 0x00001a1d, 0x00001a4d,
+	// Entry 120 - 13F
+	0x00001a5a, 0x00001a7a, 0x00001a7f, 0x00001a90,
+} // Size: 1192 bytes
 
-const enData string = "" + // Size: 5906 bytes
+const enData string = "" + // Size: 6800 bytes
 	"\x02Relais console\x02Language\x02Main navigation\x02External tasks\x02D" +
-	"efinitions\x02Signed in as %[1]s (%[2]s)\x02Sign out\x02Not allowed\x02Y" +
-	"our role can read definitions only: external tasks and process instances" +
-	" are for operators and administrators.\x02Back to external tasks\x02Back" +
-	" to definitions\x02Not found\x02Nothing exists at this address, or it is" +
-	" not visible to you.\x02Form refused\x02This form was not sent from this" +
-	" console session, or it has expired. Reload the page and try again.\x02S" +
-	"omething went wrong\x02The console could not show this page. Try again; " +
-	"if it persists, give your administrator the request id %[1]s.\x02Field" +
-	"\x02Type\x02Required\x02Classification\x02Constraints\x02Description\x02" +
-	"Definition %[1]s\x02Working copy\x02The only mutable part of a definitio" +
-	"n. Processes never use it directly: they pin a revision.\x02Name\x02Rout" +
-	"ing output\x02Last saved\x02Revisions\x02No revision yet: the Working co" +
-	"py has never been snapshotted.\x02Releases\x02No release yet.\x02Release" +
-	"\x02Revision\x02Notes\x02Published\x02Compare revisions\x02Lists every c" +
-	"hange from one revision to another, and whom it may break.\x02From revis" +
-	"ion\x02To revision\x02Compare\x02Change\x02Detail\x02Breaks processes" +
-	"\x02Breaks workers\x02These revisions have the same contracts.\x02Inputs" +
-	"\x02No inputs.\x02Outputs\x02No outputs.\x02Revision %[1]d\x02Snapshotte" +
-	"d\x02Digest\x02Choose two existing revisions to compare.\x02From revisio" +
-	"n %[1]d to revision %[2]d:\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d change" +
-	"\x00\x0e\x02%[1]d changes\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking" +
-	"\x00\x0f\x02%[1]d breaking\x02routing output %[1]s → %[2]s\x02optional →" +
-	" required\x02required → optional\x02values added: %[1]s\x02values remove" +
-	"d: %[1]s\x02values reordered\x02%[1]s: %[2]s → %[3]s\x02required field o" +
-	"f type %[1]s\x02optional field of type %[1]s\x02none\x02Task contracts: " +
-	"their Working copy, immutable revisions and named releases.\x02Key\x02La" +
-	"test revision\x02none yet\x02No definition yet.\x02Next page\x02First pa" +
-	"ge\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d release" +
-	"s\x02%[1]s %[2]s, %[3]s, %[4]s UTC\x02Jan\x02Feb\x02Mar\x02Apr\x02May" +
-	"\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01" +
-	"\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01" +
-	"\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00" +
-	"\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00" +
-	"\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02%[1]d d" +
-	"\x02%[1]d h\x02%[1]d min\x02%[1]d s\x02Process instance %[1]s\x02Summary" +
-	"\x02Path\x02The nodes this instance reached, in order, each with its occ" +
-	"urrence.\x02Node\x02Occurrence\x02Definition\x02Status\x02Route\x02Next " +
-	"node\x02Created\x02Settled\x02This instance has not reached a task yet." +
-	"\x02Value\x02Process inputs\x02Inputs the instance was started with, lab" +
-	"elled by process version %[1]d's contract\x02This process takes no input" +
-	"s.\x02The instance was stopped; its open occurrences are cancelled.\x02S" +
-	"top this instance…\x02Stopping cancels the instance and its open occurre" +
-	"nces. It does not complete anything.\x02Process\x02Started\x02Ended\x02E" +
-	"nd node\x02Held at node\x02Business key\x02Error code\x02Keep it running" +
-	"\x02Keep it held\x02Stop process instance %[1]s\x02Stop this instance? I" +
-	"ts open occurrences are cancelled.\x02Services that hold one of them lea" +
-	"rn it when they next report, and their results are refused. Nothing is c" +
-	"ompleted on their behalf, and a stopped instance cannot be resumed.\x02R" +
-	"eason (recorded in the audit log)\x02Stop the instance\x02This instance " +
-	"has already ended; there is nothing to stop.\x02Say why you stop it: the" +
-	" reason is recorded in the audit log (at most 1,000 characters).\x02avai" +
-	"lable\x02reserved\x02deferred\x02completed\x02failed\x02cancelled\x02run" +
-	"ning\x02held\x02expired\x02rejected\x02released\x02disconnected\x02text" +
-	"\x02integer\x02number\x02boolean\x02date\x02date and time\x02choice\x02o" +
-	"bject\x02list\x02normal\x02sensitive\x02secret\x02••• hidden (sensitive)" +
-	"\x02••• hidden (secret)\x02pull (the service fetches it)\x02push (Relais" +
-	" calls the service)\x02administrator\x02operator\x02designer\x02consumer" +
-	"\x02yes\x02no\x02field added\x02field removed\x02type changed\x02require" +
-	"d changed\x02values changed\x02classification changed\x02constraint chan" +
-	"ged\x02routing changed\x02minimum length\x02maximum length\x02pattern" +
-	"\x02format\x02minimum\x02maximum\x02minimum items\x02maximum items\x02%[" +
-	"1]s, revision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Proce" +
-	"ss instance\x02Mode\x02Dates\x02Available\x02Reserved\x02Lock expires" +
-	"\x02Deadline\x02Policy\x02Maximum attempts\x02Retry delay\x02Priority" +
-	"\x02%[1]d (0 lowest, 9 highest)\x02Attempts\x14\x01\x81\x01\x00\x02\x0e" +
-	"\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02at most %[1]d\x02Consumer" +
-	"\x02Worker id\x02Outcome\x02Error message\x02No service has reserved thi" +
-	"s occurrence yet.\x02in progress\x02Destination\x02Call timeout\x02Input" +
-	"s, labelled by revision %[1]d's contract\x02This contract has no inputs." +
-	"\x02Outputs, labelled by revision %[1]d's contract\x02No outputs yet: th" +
-	"e occurrence has not completed.\x02This contract has no outputs.\x02No o" +
-	"utputs: the occurrence ended without completing.\x02Reveal — this is rec" +
-	"orded\x02consumer #%[1]s\x02[redacted]\x02Unknown status %[1]q.\x02The p" +
-	"rocess instance must be an instance id (a UUID).\x02The revision must be" +
-	" a whole number, 1 or more.\x02Unknown consumer.\x02The page cursor is i" +
-	"nvalid: go back to the first page.\x02The page size must be between 1 an" +
-	"d %[1]d.\x02Filters\x02instance id\x02Apply filters\x02Clear filters\x02" +
-	"Counts by status\x02Counts are refreshed every few seconds.\x02Occurrenc" +
-	"es, newest first\x02No occurrence matches these filters.\x02All definiti" +
-	"ons\x02All statuses\x02All consumers\x02Counts are unavailable right now" +
-	".\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occur" +
-	"rences\x02Only administrators may reveal a sensitive value.\x02Revealed " +
-	"by %[1]s at %[2]s; recorded in the audit log.\x02Cannot reveal\x02Only a" +
-	" value this page shows as hidden (sensitive) can be revealed.\x02Secret " +
-	"values can never be revealed.\x02This page does not accept that request." +
-	"\x02You are signed out.\x02Sign in\x02Sign in with an operator or admini" +
-	"strator token.\x02Token\x02The token is checked once and never stored in" +
-	" your browser; a session cookie stands for it for up to 8 hours of inact" +
-	"ivity.\x02This token is unknown or has been revoked.\x02A %[1]s token ca" +
-	"nnot open the console: sign in with an operator, designer or administrat" +
-	"or token.\x02routing output\x02(each item)\x14\x01\x81\x01\x00\x02\x19" +
-	"\x02at least %[1]d character\x00\x1a\x02at least %[1]d characters\x14" +
-	"\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02at most %" +
-	"[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1]s\x02max" +
-	"imum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]" +
-	"d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at" +
-	" most %[1]d item\x00\x14\x02at most %[1]d items\x02not provided\x14\x01" +
-	"\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02null\x02une" +
-	"xpected value"
+	"efinitions\x02Tokens\x02Signed in as %[1]s (%[2]s)\x02Sign out\x02Not al" +
+	"lowed\x02Your role can read definitions only: external tasks and process" +
+	" instances are for operators and administrators.\x02Back to external tas" +
+	"ks\x02Back to definitions\x02Not found\x02Nothing exists at this address" +
+	", or it is not visible to you.\x02Form refused\x02This form was not sent" +
+	" from this console session, or it has expired. Reload the page and try a" +
+	"gain.\x02Temporarily unavailable\x02The database cannot be reached right" +
+	" now. Try again in a few seconds.\x02Something went wrong\x02The console" +
+	" could not show this page. Try again; if it persists, give your administ" +
+	"rator the request id %[1]s.\x02Field\x02Type\x02Required\x02Classificati" +
+	"on\x02Constraints\x02Description\x02Definition %[1]s\x02Working copy\x02" +
+	"The only mutable part of a definition. Processes never use it directly: " +
+	"they pin a revision.\x02Name\x02Routing output\x02Last saved\x02Revision" +
+	"s\x02No revision yet: the Working copy has never been snapshotted.\x02Re" +
+	"leases\x02No release yet.\x02Release\x02Revision\x02Notes\x02Published" +
+	"\x02Compare revisions\x02Lists every change from one revision to another" +
+	", and whom it may break.\x02From revision\x02To revision\x02Compare\x02C" +
+	"hange\x02Detail\x02Breaks processes\x02Breaks workers\x02These revisions" +
+	" have the same contracts.\x02Inputs\x02No inputs.\x02Outputs\x02No outpu" +
+	"ts.\x02Revision %[1]d\x02Snapshotted\x02Digest\x02Choose two existing re" +
+	"visions to compare.\x02From revision %[1]d to revision %[2]d:\x14\x01" +
+	"\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d changes\x14\x01" +
+	"\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d breaking\x02rout" +
+	"ing output %[1]s → %[2]s\x02optional → required\x02required → optional" +
+	"\x02values added: %[1]s\x02values removed: %[1]s\x02values reordered\x02" +
+	"%[1]s: %[2]s → %[3]s\x02required field of type %[1]s\x02optional field o" +
+	"f type %[1]s\x02none\x02Task contracts: their Working copy, immutable re" +
+	"visions and named releases.\x02Key\x02Latest revision\x02none yet\x02No " +
+	"definition yet.\x02Next page\x02First page\x14\x01\x81\x01\x00\x02\x0e" +
+	"\x02%[1]d release\x00\x0f\x02%[1]d releases\x02%[1]s %[2]s, %[3]s, %[4]s" +
+	" UTC\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02O" +
+	"ct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day" +
+	"\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c" +
+	"\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%" +
+	"[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]" +
+	"d seconds\x02%[1]d ms\x02%[1]d d\x02%[1]d h\x02%[1]d min\x02%[1]d s\x02P" +
+	"rocess instance %[1]s\x02Summary\x02Path\x02The nodes this instance reac" +
+	"hed, in order, each with its occurrence.\x02Node\x02Occurrence\x02Defini" +
+	"tion\x02Status\x02Route\x02Next node\x02Created\x02Settled\x02This insta" +
+	"nce has not reached a task yet.\x02Value\x02Process inputs\x02Inputs the" +
+	" instance was started with, labelled by process version %[1]d's contract" +
+	"\x02This process takes no inputs.\x02The instance was stopped; its open " +
+	"occurrences are cancelled.\x02Stop this instance…\x02Stopping cancels th" +
+	"e instance and its open occurrences. It does not complete anything.\x02P" +
+	"rocess\x02Started\x02Ended\x02End node\x02Held at node\x02Business key" +
+	"\x02Error code\x02Keep it running\x02Keep it held\x02Stop process instan" +
+	"ce %[1]s\x02Stop this instance? Its open occurrences are cancelled.\x02S" +
+	"ervices that hold one of them learn it when they next report, and their " +
+	"results are refused. Nothing is completed on their behalf, and a stopped" +
+	" instance cannot be resumed.\x02Reason (recorded in the audit log)\x02St" +
+	"op the instance\x02This instance has already ended; there is nothing to " +
+	"stop.\x02Say why you stop it: the reason is recorded in the audit log (a" +
+	"t most 1,000 characters).\x02available\x02reserved\x02deferred\x02comple" +
+	"ted\x02failed\x02cancelled\x02running\x02held\x02expired\x02rejected\x02" +
+	"released\x02disconnected\x02text\x02integer\x02number\x02boolean\x02date" +
+	"\x02date and time\x02choice\x02object\x02list\x02normal\x02sensitive\x02" +
+	"secret\x02••• hidden (sensitive)\x02••• hidden (secret)\x02pull (the ser" +
+	"vice fetches it)\x02push (Relais calls the service)\x02administrator\x02" +
+	"operator\x02designer\x02consumer\x02yes\x02no\x02field added\x02field re" +
+	"moved\x02type changed\x02required changed\x02values changed\x02classific" +
+	"ation changed\x02constraint changed\x02routing changed\x02minimum length" +
+	"\x02maximum length\x02pattern\x02format\x02minimum\x02maximum\x02minimum" +
+	" items\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, version %[2]s" +
+	"\x02Occurrence %[1]s\x02Process instance\x02Mode\x02Dates\x02Available" +
+	"\x02Reserved\x02Lock expires\x02Deadline\x02Policy\x02Maximum attempts" +
+	"\x02Retry delay\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02Attempts" +
+	"\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts" +
+	"\x02at most %[1]d\x02Consumer\x02Worker id\x02Outcome\x02Error message" +
+	"\x02No service has reserved this occurrence yet.\x02in progress\x02Desti" +
+	"nation\x02Call timeout\x02Inputs, labelled by revision %[1]d's contract" +
+	"\x02This contract has no inputs.\x02Outputs, labelled by revision %[1]d'" +
+	"s contract\x02No outputs yet: the occurrence has not completed.\x02This " +
+	"contract has no outputs.\x02No outputs: the occurrence ended without com" +
+	"pleting.\x02Reveal — this is recorded\x02consumer #%[1]s\x02[redacted]" +
+	"\x02Unknown status %[1]q.\x02The process instance must be an instance id" +
+	" (a UUID).\x02The revision must be a whole number, 1 or more.\x02Unknown" +
+	" consumer.\x02The page cursor is invalid: go back to the first page.\x02" +
+	"The page size must be between 1 and %[1]d.\x02Filters\x02instance id\x02" +
+	"Apply filters\x02Clear filters\x02Counts by status\x02Counts are refresh" +
+	"ed every few seconds.\x02Occurrences, newest first\x02No occurrence matc" +
+	"hes these filters.\x02All definitions\x02All statuses\x02All consumers" +
+	"\x02Counts are unavailable right now.\x14\x01\x81\x01\x00\x02\x11\x02%[1" +
+	"]d occurrence\x00\x12\x02%[1]d occurrences\x02Only administrators may re" +
+	"veal a sensitive value.\x02Revealed by %[1]s at %[2]s; recorded in the a" +
+	"udit log.\x02Cannot reveal\x02Only a value this page shows as hidden (se" +
+	"nsitive) can be revealed.\x02Secret values can never be revealed.\x02Thi" +
+	"s page does not accept that request.\x02You are signed out.\x02Sign in" +
+	"\x02Sign in with an operator or administrator token.\x02Token\x02The tok" +
+	"en is checked once and never stored in your browser; a session cookie st" +
+	"ands for it for up to 8 hours of inactivity.\x02Too many failed sign-ins" +
+	" from your address. Try again in %[1]d seconds.\x02This token is unknown" +
+	" or has been revoked.\x02A %[1]s token cannot open the console: sign in " +
+	"with an operator, designer or administrator token.\x02Only administrator" +
+	"s manage tokens.\x02Staff tokens (administrators, designers, operators) " +
+	"that are not revoked. Consumer tokens are managed with their consumers. " +
+	"Revoking a token refuses its next request.\x02ID\x02Role\x02Last used" +
+	"\x02Expires\x02never\x02not yet\x02Expired token\x02Revoke…\x02this sess" +
+	"ion\x02No token.\x02The token was revoked.\x02Revoke token %[1]d\x02Revo" +
+	"ke the %[1]s token “%[2]s”?\x02Its next request is refused, and console " +
+	"sessions opened with it end. This cannot be undone: whoever uses it need" +
+	"s a new token.\x02Revoke the token\x02Keep it\x02This is the token you s" +
+	"igned in with: revoking it signs you out. Its next request is refused. T" +
+	"his cannot be undone.\x02This is the last usable administrator token: cr" +
+	"eate another one before revoking it.\x02routing output\x02(each item)" +
+	"\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at l" +
+	"east %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d chara" +
+	"cter\x00\x19\x02at most %[1]d characters\x02pattern %[1]s\x02format %[1]" +
+	"s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00" +
+	"\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]d items\x14\x01" +
+	"\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d item" +
+	"s\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%" +
+	"[1]d items\x02null\x02unexpected value"
 
-var frIndex = []uint32{ // 268 elements
+var frIndex = []uint32{ // 292 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000f, 0x00000016, 0x0000002c,
-	0x0000003d, 0x0000004a, 0x0000006e, 0x0000007e,
-	0x0000008c, 0x00000130, 0x0000014c, 0x00000164,
-	0x00000170, 0x000001b1, 0x000001c4, 0x00000240,
-	0x00000258, 0x000002ee, 0x000002f4, 0x000002f9,
-	0x00000305, 0x00000314, 0x00000320, 0x0000032c,
-	0x0000033e, 0x0000034f, 0x000003d1, 0x000003d5,
-	0x000003e7, 0x000003fe, 0x00000409, 0x0000045c,
+	0x0000003d, 0x0000004a, 0x00000051, 0x00000075,
+	0x00000085, 0x00000093, 0x00000137, 0x00000153,
+	0x0000016b, 0x00000177, 0x000001b8, 0x000001cb,
+	0x00000247, 0x00000263, 0x000002ba, 0x000002d2,
+	0x00000368, 0x0000036e, 0x00000373, 0x0000037f,
+	0x0000038e, 0x0000039a, 0x000003a6, 0x000003b8,
+	0x000003c9, 0x0000044b, 0x0000044f, 0x00000461,
 	// Entry 20 - 3F
-	0x00000469, 0x0000048e, 0x0000049a, 0x000004a4,
-	0x000004aa, 0x000004b6, 0x000004ce, 0x0000051d,
-	0x0000052d, 0x0000053d, 0x00000546, 0x00000551,
-	0x00000559, 0x0000056d, 0x00000580, 0x000005a8,
-	0x000005b1, 0x000005c1, 0x000005c9, 0x000005d8,
-	0x000005e8, 0x000005f2, 0x000005fc, 0x0000062f,
-	0x0000065d, 0x00000689, 0x000006b9, 0x000006db,
-	0x000006f6, 0x00000711, 0x0000072b, 0x00000745,
+	0x00000478, 0x00000483, 0x000004d6, 0x000004e3,
+	0x00000508, 0x00000514, 0x0000051e, 0x00000524,
+	0x00000530, 0x00000548, 0x00000597, 0x000005a7,
+	0x000005b7, 0x000005c0, 0x000005cb, 0x000005d3,
+	0x000005e7, 0x000005fa, 0x00000622, 0x0000062b,
+	0x0000063b, 0x00000643, 0x00000652, 0x00000662,
+	0x0000066c, 0x00000676, 0x000006a9, 0x000006d7,
+	0x00000703, 0x00000733, 0x00000755, 0x00000770,
 	// Entry 40 - 5F
-	0x0000075b, 0x00000773, 0x00000793, 0x000007b2,
-	0x000007b9, 0x00000821, 0x00000826, 0x0000083a,
-	0x00000852, 0x00000877, 0x00000885, 0x00000894,
-	0x000008c2, 0x000008df, 0x000008e5, 0x000008ec,
-	0x000008f1, 0x000008f6, 0x000008fa, 0x000008ff,
-	0x00000905, 0x0000090b, 0x00000911, 0x00000916,
-	0x0000091b, 0x00000921, 0x0000092b, 0x0000094b,
-	0x0000096d, 0x00000991, 0x000009b7, 0x000009c0,
+	0x0000078b, 0x000007a5, 0x000007bf, 0x000007d5,
+	0x000007ed, 0x0000080d, 0x0000082c, 0x00000833,
+	0x0000089b, 0x000008a0, 0x000008b4, 0x000008cc,
+	0x000008f1, 0x000008ff, 0x0000090e, 0x0000093c,
+	0x00000959, 0x0000095f, 0x00000966, 0x0000096b,
+	0x00000970, 0x00000974, 0x00000979, 0x0000097f,
+	0x00000985, 0x0000098b, 0x00000990, 0x00000995,
+	0x0000099b, 0x000009a5, 0x000009c5, 0x000009e7,
 	// Entry 60 - 7F
-	0x000009c8, 0x000009d0, 0x000009da, 0x000009e2,
-	0x000009fe, 0x00000a07, 0x00000a10, 0x00000a64,
-	0x00000a6a, 0x00000a75, 0x00000a81, 0x00000a88,
-	0x00000a8e, 0x00000a9c, 0x00000aa7, 0x00000ab3,
-	0x00000ae6, 0x00000aed, 0x00000b03, 0x00000b76,
-	0x00000b9c, 0x00000be6, 0x00000c01, 0x00000c51,
-	0x00000c5b, 0x00000c69, 0x00000c76, 0x00000c83,
-	0x00000c96, 0x00000ca3, 0x00000cb3, 0x00000cc8,
+	0x00000a0b, 0x00000a31, 0x00000a3a, 0x00000a42,
+	0x00000a4a, 0x00000a54, 0x00000a5c, 0x00000a78,
+	0x00000a81, 0x00000a8a, 0x00000ade, 0x00000ae4,
+	0x00000aef, 0x00000afb, 0x00000b02, 0x00000b08,
+	0x00000b16, 0x00000b21, 0x00000b2d, 0x00000b60,
+	0x00000b67, 0x00000b7d, 0x00000bf0, 0x00000c16,
+	0x00000c60, 0x00000c7b, 0x00000ccb, 0x00000cd5,
+	0x00000ce3, 0x00000cf0, 0x00000cfd, 0x00000d10,
 	// Entry 80 - 9F
-	0x00000cdd, 0x00000d06, 0x00000d49, 0x00000e0e,
-	0x00000e3a, 0x00000e50, 0x00000e93, 0x00000f07,
-	0x00000f12, 0x00000f1d, 0x00000f28, 0x00000f32,
-	0x00000f3c, 0x00000f45, 0x00000f4e, 0x00000f58,
-	0x00000f61, 0x00000f6a, 0x00000f71, 0x00000f7f,
-	0x00000f85, 0x00000f8c, 0x00000f93, 0x00000f9c,
-	0x00000fa1, 0x00000faf, 0x00000fb5, 0x00000fbb,
-	0x00000fc1, 0x00000fc9, 0x00000fd2, 0x00000fdb,
+	0x00000d1d, 0x00000d2d, 0x00000d42, 0x00000d57,
+	0x00000d80, 0x00000dc3, 0x00000e88, 0x00000eb4,
+	0x00000eca, 0x00000f0d, 0x00000f81, 0x00000f8c,
+	0x00000f97, 0x00000fa2, 0x00000fac, 0x00000fb6,
+	0x00000fbf, 0x00000fc8, 0x00000fd2, 0x00000fdb,
+	0x00000fe4, 0x00000feb, 0x00000ff9, 0x00000fff,
+	0x00001006, 0x0000100d, 0x00001016, 0x0000101b,
+	0x00001029, 0x0000102f, 0x00001035, 0x0000103b,
 	// Entry A0 - BF
-	0x00000ff8, 0x00001013, 0x00001033, 0x00001054,
-	0x00001063, 0x0000106e, 0x00001079, 0x00001086,
-	0x0000108a, 0x0000108e, 0x0000109c, 0x000010aa,
-	0x000010b8, 0x000010d8, 0x000010eb, 0x00001104,
-	0x00001119, 0x0000112a, 0x0000113c, 0x0000114e,
-	0x00001154, 0x0000115b, 0x00001163, 0x0000116b,
-	0x00001189, 0x000011a7, 0x000011be, 0x000011d3,
-	0x000011e4, 0x000011fa, 0x000011ff, 0x00001205,
+	0x00001043, 0x0000104c, 0x00001055, 0x00001072,
+	0x0000108d, 0x000010ad, 0x000010ce, 0x000010dd,
+	0x000010e8, 0x000010f3, 0x00001100, 0x00001104,
+	0x00001108, 0x00001116, 0x00001124, 0x00001132,
+	0x00001152, 0x00001165, 0x0000117e, 0x00001193,
+	0x000011a4, 0x000011b6, 0x000011c8, 0x000011ce,
+	0x000011d5, 0x000011dd, 0x000011e5, 0x00001203,
+	0x00001221, 0x00001238, 0x0000124d, 0x0000125e,
 	// Entry C0 - DF
-	0x00001213, 0x00001221, 0x00001234, 0x0000123f,
-	0x00001258, 0x00001275, 0x0000128f, 0x00001299,
-	0x000012c2, 0x000012cd, 0x000012f7, 0x00001305,
-	0x00001312, 0x00001330, 0x0000133a, 0x0000134d,
-	0x00001384, 0x0000138d, 0x00001399, 0x000013aa,
-	0x000013e9, 0x0000140a, 0x00001448, 0x00001486,
-	0x000014a6, 0x000014e5, 0x00001511, 0x00001528,
-	0x00001532, 0x0000154a, 0x00001596, 0x000015cb,
+	0x00001274, 0x00001279, 0x0000127f, 0x0000128d,
+	0x0000129b, 0x000012ae, 0x000012b9, 0x000012d2,
+	0x000012ef, 0x00001309, 0x00001313, 0x0000133c,
+	0x00001347, 0x00001371, 0x0000137f, 0x0000138c,
+	0x000013aa, 0x000013b4, 0x000013c7, 0x000013fe,
+	0x00001407, 0x00001413, 0x00001424, 0x00001463,
+	0x00001484, 0x000014c2, 0x00001500, 0x00001520,
+	0x0000155f, 0x0000158b, 0x000015a2, 0x000015ac,
 	// Entry E0 - FF
-	0x000015e1, 0x00001621, 0x00001659, 0x00001661,
-	0x0000167a, 0x00001690, 0x000016a4, 0x000016b7,
-	0x000016f2, 0x0000171c, 0x0000174c, 0x00001764,
-	0x00001775, 0x0000178c, 0x000017bb, 0x000017e7,
-	0x00001828, 0x0000186c, 0x00001884, 0x000018d7,
-	0x00001912, 0x0000193d, 0x00001956, 0x00001963,
-	0x000019a6, 0x000019ac, 0x00001a46, 0x00001a71,
-	0x00001afb, 0x00001b0d, 0x00001b20, 0x00001b5e,
+	0x000015c4, 0x00001610, 0x00001645, 0x0000165b,
+	0x0000169b, 0x000016d3, 0x000016db, 0x000016f4,
+	0x0000170a, 0x0000171e, 0x00001731, 0x0000176c,
+	0x00001796, 0x000017c6, 0x000017de, 0x000017ef,
+	0x00001806, 0x00001835, 0x00001861, 0x000018a2,
+	0x000018e6, 0x000018fe, 0x00001951, 0x0000198c,
+	0x000019b7, 0x000019d0, 0x000019dd, 0x00001a20,
+	0x00001a26, 0x00001ac0, 0x00001b14, 0x00001b3f,
 	// Entry 100 - 11F
-	0x00001b9a, 0x00001ba6, 0x00001bb3, 0x00001bc1,
-	0x00001bcf, 0x00001bdd, 0x00001c19, 0x00001c53,
-	0x00001c5e, 0x00001c88, 0x00001c8c, 0x00001c9e,
-} // Size: 1096 bytes
+	0x00001bc9, 0x00001bf7, 0x00001cb9, 0x00001cbc,
+	0x00001cc2, 0x00001cd8, 0x00001ce3, 0x00001cea,
+	0x00001cf5, 0x00001d03, 0x00001d10, 0x00001d1e,
+	0x00001d2b, 0x00001d47, 0x00001d60, 0x00001d87,
+	0x00001e2e, 0x00001e41, 0x00001e4b, 0x00001ed8,
+	0x00001f37, 0x00001f49, 0x00001f5c, 0x00001f9a,
+	0x00001fd6, 0x00001fe2, 0x00001fef, 0x00001ffd,
+	0x0000200b, 0x00002019, 0x00002055, 0x0000208f,
+	// Entry 120 - 13F
+	0x0000209a, 0x000020c4, 0x000020c8, 0x000020da,
+} // Size: 1192 bytes
 
-const frData string = "" + // Size: 7326 bytes
+const frData string = "" + // Size: 8410 bytes
 	"\x02Console Relais\x02Langue\x02Navigation principale\x02Tâches externes" +
-	"\x02Définitions\x02Connecté en tant que %[1]s (%[2]s)\x02Se déconnecter" +
-	"\x02Non autorisé\x02Votre rôle permet de lire les définitions seulement " +
-	": les tâches externes et les instances de processus sont réservées aux o" +
-	"pérateurs et aux administrateurs.\x02Retour aux tâches externes\x02Retou" +
-	"r aux définitions\x02Introuvable\x02Rien n’existe à cette adresse, ou vo" +
-	"us ne pouvez pas le voir.\x02Formulaire refusé\x02Ce formulaire n’a pas " +
-	"été envoyé depuis cette session de la console, ou il a expiré. Recharge" +
-	"z la page et réessayez.\x02Une erreur est survenue\x02La console n’a pas" +
-	" pu afficher cette page. Réessayez ; si le problème persiste, donnez à v" +
-	"otre administrateur l’identifiant de requête %[1]s.\x02Champ\x02Type\x02" +
-	"Obligatoire\x02Classification\x02Contraintes\x02Description\x02Définitio" +
-	"n %[1]s\x02Copie de travail\x02La seule partie modifiable d’une définiti" +
-	"on. Les processus ne l’utilisent jamais directement : ils épinglent une " +
-	"révision.\x02Nom\x02Sortie de routage\x02Dernier enregistrement\x02Révis" +
-	"ions\x02Aucune révision pour l’instant : la copie de travail n’a jamais " +
-	"été figée.\x02Publications\x02Aucune publication pour l’instant.\x02Pub" +
-	"lication\x02Révision\x02Notes\x02Publiée le\x02Comparer des révisions" +
-	"\x02Liste chaque changement d’une révision à une autre, et qui il peut c" +
-	"asser.\x02De la révision\x02À la révision\x02Comparer\x02Changement\x02D" +
-	"étail\x02Casse les processus\x02Casse les services\x02Ces révisions ont" +
-	" les mêmes contrats.\x02Entrées\x02Aucune entrée.\x02Sorties\x02Aucune s" +
-	"ortie.\x02Révision %[1]d\x02Figée le\x02Empreinte\x02Choisissez deux rév" +
-	"isions existantes à comparer.\x02De la révision %[1]d à la révision %[2]" +
-	"d :\x14\x01\x81\x01\x00\x02\x11\x02%[1]d changement\x00\x12\x02%[1]d cha" +
-	"ngements\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incompatible\x00\x14\x02%[" +
-	"1]d incompatibles\x02sortie de routage %[1]s → %[2]s\x02facultatif → obl" +
-	"igatoire\x02obligatoire → facultatif\x02valeurs ajoutées : %[1]s\x02vale" +
-	"urs retirées : %[1]s\x02valeurs réordonnées\x02%[1]s : %[2]s → %[3]s\x02" +
-	"champ obligatoire de type %[1]s\x02champ facultatif de type %[1]s\x02auc" +
-	"une\x02Contrats de tâches : leur copie de travail, leurs révisions immua" +
-	"bles et leurs publications nommées.\x02Clé\x02Dernière révision\x02aucun" +
-	"e pour l’instant\x02Aucune définition pour l’instant.\x02Page suivante" +
-	"\x02Première page\x14\x01\x81\x01\x00\x02\x12\x02%[1]d publication\x00" +
-	"\x13\x02%[1]d publications\x02%[2]s %[1]s %[3]s, %[4]s UTC\x02janv.\x02f" +
-	"évr.\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oct." +
-	"\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jour" +
-	"\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00" +
-	"\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e" +
-	"\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f" +
-	"\x02%[1]d secondes\x02%[1]d ms\x02%[1]d j\x02%[1]d h\x02%[1]d min\x02%[1" +
-	"]d s\x02Instance de processus %[1]s\x02Résumé\x02Parcours\x02Les nœuds a" +
-	"tteints par cette instance, dans l’ordre, chacun avec son occurrence." +
-	"\x02Nœud\x02Occurrence\x02Définition\x02Statut\x02Route\x02Nœud suivant" +
-	"\x02Créée le\x02Réglée le\x02Cette instance n’a encore atteint aucune tâ" +
-	"che.\x02Valeur\x02Entrées du processus\x02Entrées avec lesquelles l’inst" +
-	"ance a démarré, nommées d’après le contrat de la version %[1]d du proces" +
-	"sus\x02Ce processus ne prend aucune entrée.\x02L’instance a été arrêtée " +
-	"; ses occurrences ouvertes sont annulées.\x02Arrêter cette instance…\x02" +
-	"L’arrêt annule l’instance et ses occurrences ouvertes. Il ne termine rie" +
-	"n.\x02Processus\x02Démarrée le\x02Terminée le\x02Nœud de fin\x02Suspendu" +
-	"e au nœud\x02Clé métier\x02Code d’erreur\x02La laisser continuer\x02La l" +
-	"aisser suspendue\x02Arrêter l’instance de processus %[1]s\x02Arrêter cet" +
-	"te instance ? Ses occurrences ouvertes sont annulées.\x02Les services qu" +
-	"i en détiennent une l’apprennent à leur prochain retour, et leurs résult" +
-	"ats sont refusés. Rien n’est terminé à leur place, et une instance arrêt" +
-	"ée ne peut pas reprendre.\x02Motif (consigné dans le journal d’audit)" +
-	"\x02Arrêter l’instance\x02Cette instance est déjà terminée ; il n’y a ri" +
-	"en à arrêter.\x02Indiquez pourquoi vous l’arrêtez : le motif est consign" +
-	"é dans le journal d’audit (1 000 caractères au plus).\x02disponible\x02" +
-	"réservée\x02différée\x02terminée\x02en échec\x02annulée\x02en cours\x02s" +
-	"uspendue\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte\x02enti" +
-	"er\x02nombre\x02booléen\x02date\x02date et heure\x02choix\x02objet\x02li" +
-	"ste\x02normale\x02sensible\x02secrète\x02••• masqué (sensible)\x02••• ma" +
-	"squé (secret)\x02pull (le service la récupère)\x02push (Relais appelle l" +
-	"e service)\x02administrateur\x02opérateur\x02concepteur\x02consommateur" +
-	"\x02oui\x02non\x02champ ajouté\x02champ retiré\x02type modifié\x02caract" +
-	"ère obligatoire modifié\x02valeurs modifiées\x02classification modifiée" +
-	"\x02contrainte modifiée\x02routage modifié\x02longueur minimale\x02longu" +
-	"eur maximale\x02motif\x02format\x02minimum\x02maximum\x02nombre minimal " +
-	"d’éléments\x02nombre maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]" +
-	"s, version %[2]s\x02Occurrence %[1]s\x02Instance de processus\x02Mode" +
-	"\x02Dates\x02Disponible le\x02Réservée le\x02Verrou expirant le\x02Échéa" +
-	"nce\x02Politique d’exécution\x02Nombre maximal de tentatives\x02Délai av" +
-	"ant nouvel essai\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute)" +
-	"\x02Tentatives\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11" +
-	"\x02%[1]d tentatives\x02au plus %[1]d\x02Consommateur\x02Identifiant de " +
-	"l’exécutant\x02Résultat\x02Message d’erreur\x02Aucun service n’a encore " +
-	"réservé cette occurrence.\x02en cours\x02Destination\x02Délai d’appel" +
-	"\x02Entrées, nommées d’après le contrat de la révision %[1]d\x02Ce contr" +
-	"at n’a aucune entrée.\x02Sorties, nommées d’après le contrat de la révis" +
-	"ion %[1]d\x02Pas encore de sorties : l’occurrence n’est pas terminée." +
-	"\x02Ce contrat n’a aucune sortie.\x02Aucune sortie : l’occurrence s’est " +
-	"terminée sans aboutir.\x02Révéler — cette action est enregistrée\x02cons" +
-	"ommateur n° %[1]s\x02[masqué]\x02Statut inconnu : %[1]q.\x02L’instance d" +
-	"e processus doit être un identifiant d’instance (un UUID).\x02La révisio" +
-	"n doit être un nombre entier, 1 ou plus.\x02Consommateur inconnu.\x02Le " +
-	"curseur de page est invalide : revenez à la première page.\x02La taille " +
-	"de page doit être comprise entre 1 et %[1]d.\x02Filtres\x02identifiant d" +
-	"’instance\x02Appliquer les filtres\x02Effacer les filtres\x02Nombres p" +
-	"ar statut\x02Les nombres sont actualisés toutes les quelques secondes." +
-	"\x02Occurrences, les plus récentes d’abord\x02Aucune occurrence ne corre" +
-	"spond à ces filtres.\x02Toutes les définitions\x02Tous les statuts\x02To" +
-	"us les consommateurs\x02Les nombres sont indisponibles pour le moment." +
-	"\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurr" +
-	"ences\x02Seuls les administrateurs peuvent révéler une valeur sensible." +
-	"\x02Révélé par %[1]s le %[2]s ; consigné dans le journal d’audit.\x02Rév" +
-	"élation impossible\x02Seule une valeur que cette page affiche masquée (" +
-	"sensible) peut être révélée.\x02Les valeurs secrètes ne peuvent jamais ê" +
-	"tre révélées.\x02Cette page n’accepte pas cette requête.\x02Vous êtes dé" +
-	"connecté.\x02Se connecter\x02Connectez-vous avec un jeton d’opérateur ou" +
-	" d’administrateur.\x02Jeton\x02Le jeton est vérifié une fois et n’est ja" +
-	"mais conservé dans votre navigateur ; un cookie de session le remplace j" +
-	"usqu’à 8 heures d’inactivité.\x02Ce jeton est inconnu ou a été révoqué." +
-	"\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console : connectez-vou" +
-	"s avec un jeton d’opérateur, de concepteur ou d’administrateur.\x02sorti" +
-	"e de routage\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins" +
-	" %[1]d caractère\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01" +
-	"\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractè" +
-	"res\x02motif %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02" +
-	"parmi : %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00" +
-	"\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %" +
-	"[1]d élément\x00\x19\x02au plus %[1]d éléments\x02non fourni\x14\x01\x81" +
-	"\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02nul\x02va" +
-	"leur inattendue"
+	"\x02Définitions\x02Jetons\x02Connecté en tant que %[1]s (%[2]s)\x02Se dé" +
+	"connecter\x02Non autorisé\x02Votre rôle permet de lire les définitions s" +
+	"eulement : les tâches externes et les instances de processus sont réserv" +
+	"ées aux opérateurs et aux administrateurs.\x02Retour aux tâches externe" +
+	"s\x02Retour aux définitions\x02Introuvable\x02Rien n’existe à cette adre" +
+	"sse, ou vous ne pouvez pas le voir.\x02Formulaire refusé\x02Ce formulair" +
+	"e n’a pas été envoyé depuis cette session de la console, ou il a expiré." +
+	" Rechargez la page et réessayez.\x02Temporairement indisponible\x02La ba" +
+	"se de données est injoignable pour le moment. Réessayez dans quelques se" +
+	"condes.\x02Une erreur est survenue\x02La console n’a pas pu afficher cet" +
+	"te page. Réessayez ; si le problème persiste, donnez à votre administrat" +
+	"eur l’identifiant de requête %[1]s.\x02Champ\x02Type\x02Obligatoire\x02C" +
+	"lassification\x02Contraintes\x02Description\x02Définition %[1]s\x02Copie" +
+	" de travail\x02La seule partie modifiable d’une définition. Les processu" +
+	"s ne l’utilisent jamais directement : ils épinglent une révision.\x02Nom" +
+	"\x02Sortie de routage\x02Dernier enregistrement\x02Révisions\x02Aucune r" +
+	"évision pour l’instant : la copie de travail n’a jamais été figée.\x02P" +
+	"ublications\x02Aucune publication pour l’instant.\x02Publication\x02Révi" +
+	"sion\x02Notes\x02Publiée le\x02Comparer des révisions\x02Liste chaque ch" +
+	"angement d’une révision à une autre, et qui il peut casser.\x02De la rév" +
+	"ision\x02À la révision\x02Comparer\x02Changement\x02Détail\x02Casse les " +
+	"processus\x02Casse les services\x02Ces révisions ont les mêmes contrats." +
+	"\x02Entrées\x02Aucune entrée.\x02Sorties\x02Aucune sortie.\x02Révision %" +
+	"[1]d\x02Figée le\x02Empreinte\x02Choisissez deux révisions existantes à " +
+	"comparer.\x02De la révision %[1]d à la révision %[2]d :\x14\x01\x81\x01" +
+	"\x00\x02\x11\x02%[1]d changement\x00\x12\x02%[1]d changements\x14\x01" +
+	"\x81\x01\x00\x02\x13\x02%[1]d incompatible\x00\x14\x02%[1]d incompatible" +
+	"s\x02sortie de routage %[1]s → %[2]s\x02facultatif → obligatoire\x02obli" +
+	"gatoire → facultatif\x02valeurs ajoutées : %[1]s\x02valeurs retirées : %" +
+	"[1]s\x02valeurs réordonnées\x02%[1]s : %[2]s → %[3]s\x02champ obligatoir" +
+	"e de type %[1]s\x02champ facultatif de type %[1]s\x02aucune\x02Contrats " +
+	"de tâches : leur copie de travail, leurs révisions immuables et leurs pu" +
+	"blications nommées.\x02Clé\x02Dernière révision\x02aucune pour l’instant" +
+	"\x02Aucune définition pour l’instant.\x02Page suivante\x02Première page" +
+	"\x14\x01\x81\x01\x00\x02\x12\x02%[1]d publication\x00\x13\x02%[1]d publi" +
+	"cations\x02%[2]s %[1]s %[3]s, %[4]s UTC\x02janv.\x02févr.\x02mars\x02avr" +
+	".\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 " +
+	"seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours" +
+	"\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14" +
+	"\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14" +
+	"\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%" +
+	"[1]d ms\x02%[1]d j\x02%[1]d h\x02%[1]d min\x02%[1]d s\x02Instance de pro" +
+	"cessus %[1]s\x02Résumé\x02Parcours\x02Les nœuds atteints par cette insta" +
+	"nce, dans l’ordre, chacun avec son occurrence.\x02Nœud\x02Occurrence\x02" +
+	"Définition\x02Statut\x02Route\x02Nœud suivant\x02Créée le\x02Réglée le" +
+	"\x02Cette instance n’a encore atteint aucune tâche.\x02Valeur\x02Entrées" +
+	" du processus\x02Entrées avec lesquelles l’instance a démarré, nommées d" +
+	"’après le contrat de la version %[1]d du processus\x02Ce processus ne " +
+	"prend aucune entrée.\x02L’instance a été arrêtée ; ses occurrences ouver" +
+	"tes sont annulées.\x02Arrêter cette instance…\x02L’arrêt annule l’instan" +
+	"ce et ses occurrences ouvertes. Il ne termine rien.\x02Processus\x02Déma" +
+	"rrée le\x02Terminée le\x02Nœud de fin\x02Suspendue au nœud\x02Clé métier" +
+	"\x02Code d’erreur\x02La laisser continuer\x02La laisser suspendue\x02Arr" +
+	"êter l’instance de processus %[1]s\x02Arrêter cette instance ? Ses occu" +
+	"rrences ouvertes sont annulées.\x02Les services qui en détiennent une l’" +
+	"apprennent à leur prochain retour, et leurs résultats sont refusés. Rien" +
+	" n’est terminé à leur place, et une instance arrêtée ne peut pas reprend" +
+	"re.\x02Motif (consigné dans le journal d’audit)\x02Arrêter l’instance" +
+	"\x02Cette instance est déjà terminée ; il n’y a rien à arrêter.\x02Indiq" +
+	"uez pourquoi vous l’arrêtez : le motif est consigné dans le journal d’au" +
+	"dit (1 000 caractères au plus).\x02disponible\x02réservée\x02différée" +
+	"\x02terminée\x02en échec\x02annulée\x02en cours\x02suspendue\x02expirée" +
+	"\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier\x02nombre\x02boo" +
+	"léen\x02date\x02date et heure\x02choix\x02objet\x02liste\x02normale\x02s" +
+	"ensible\x02secrète\x02••• masqué (sensible)\x02••• masqué (secret)\x02pu" +
+	"ll (le service la récupère)\x02push (Relais appelle le service)\x02admin" +
+	"istrateur\x02opérateur\x02concepteur\x02consommateur\x02oui\x02non\x02ch" +
+	"amp ajouté\x02champ retiré\x02type modifié\x02caractère obligatoire modi" +
+	"fié\x02valeurs modifiées\x02classification modifiée\x02contrainte modifi" +
+	"ée\x02routage modifié\x02longueur minimale\x02longueur maximale\x02moti" +
+	"f\x02format\x02minimum\x02maximum\x02nombre minimal d’éléments\x02nombre" +
+	" maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, version %[2]s\x02" +
+	"Occurrence %[1]s\x02Instance de processus\x02Mode\x02Dates\x02Disponible" +
+	" le\x02Réservée le\x02Verrou expirant le\x02Échéance\x02Politique d’exéc" +
+	"ution\x02Nombre maximal de tentatives\x02Délai avant nouvel essai\x02Pri" +
+	"orité\x02%[1]d (0 la plus basse, 9 la plus haute)\x02Tentatives\x14\x01" +
+	"\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x02a" +
+	"u plus %[1]d\x02Consommateur\x02Identifiant de l’exécutant\x02Résultat" +
+	"\x02Message d’erreur\x02Aucun service n’a encore réservé cette occurrenc" +
+	"e.\x02en cours\x02Destination\x02Délai d’appel\x02Entrées, nommées d’apr" +
+	"ès le contrat de la révision %[1]d\x02Ce contrat n’a aucune entrée.\x02" +
+	"Sorties, nommées d’après le contrat de la révision %[1]d\x02Pas encore d" +
+	"e sorties : l’occurrence n’est pas terminée.\x02Ce contrat n’a aucune so" +
+	"rtie.\x02Aucune sortie : l’occurrence s’est terminée sans aboutir.\x02Ré" +
+	"véler — cette action est enregistrée\x02consommateur n° %[1]s\x02[masqué" +
+	"]\x02Statut inconnu : %[1]q.\x02L’instance de processus doit être un ide" +
+	"ntifiant d’instance (un UUID).\x02La révision doit être un nombre entier" +
+	", 1 ou plus.\x02Consommateur inconnu.\x02Le curseur de page est invalide" +
+	" : revenez à la première page.\x02La taille de page doit être comprise e" +
+	"ntre 1 et %[1]d.\x02Filtres\x02identifiant d’instance\x02Appliquer les f" +
+	"iltres\x02Effacer les filtres\x02Nombres par statut\x02Les nombres sont " +
+	"actualisés toutes les quelques secondes.\x02Occurrences, les plus récent" +
+	"es d’abord\x02Aucune occurrence ne correspond à ces filtres.\x02Toutes l" +
+	"es définitions\x02Tous les statuts\x02Tous les consommateurs\x02Les nomb" +
+	"res sont indisponibles pour le moment.\x14\x01\x81\x01\x00\x02\x11\x02%[" +
+	"1]d occurrence\x00\x12\x02%[1]d occurrences\x02Seuls les administrateurs" +
+	" peuvent révéler une valeur sensible.\x02Révélé par %[1]s le %[2]s ; con" +
+	"signé dans le journal d’audit.\x02Révélation impossible\x02Seule une val" +
+	"eur que cette page affiche masquée (sensible) peut être révélée.\x02Les " +
+	"valeurs secrètes ne peuvent jamais être révélées.\x02Cette page n’accept" +
+	"e pas cette requête.\x02Vous êtes déconnecté.\x02Se connecter\x02Connect" +
+	"ez-vous avec un jeton d’opérateur ou d’administrateur.\x02Jeton\x02Le je" +
+	"ton est vérifié une fois et n’est jamais conservé dans votre navigateur " +
+	"; un cookie de session le remplace jusqu’à 8 heures d’inactivité.\x02Tro" +
+	"p de connexions échouées depuis votre adresse. Réessayez dans %[1]d seco" +
+	"ndes.\x02Ce jeton est inconnu ou a été révoqué.\x02Un jeton de rôle %[1]" +
+	"s ne peut pas ouvrir la console : connectez-vous avec un jeton d’opérate" +
+	"ur, de concepteur ou d’administrateur.\x02Seuls les administrateurs gère" +
+	"nt les jetons.\x02Jetons du personnel (administrateurs, concepteurs, opé" +
+	"rateurs) non révoqués. Les jetons des consommateurs se gèrent avec leurs" +
+	" consommateurs. Révoquer un jeton refuse sa requête suivante.\x02ID\x02R" +
+	"ôle\x02Dernière utilisation\x02Expiration\x02jamais\x02pas encore\x02Je" +
+	"ton expiré\x02Révoquer…\x02cette session\x02Aucun jeton.\x02Le jeton a é" +
+	"té révoqué.\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s « %[2]" +
+	"s » ?\x02Sa requête suivante est refusée et les sessions de console ouve" +
+	"rtes avec lui prennent fin. C’est irréversible : qui l’utilise aura beso" +
+	"in d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder\x02C’est le jet" +
+	"on avec lequel vous êtes connecté : le révoquer vous déconnecte. Sa requ" +
+	"ête suivante est refusée. C’est irréversible.\x02C’est le dernier jeton" +
+	" administrateur utilisable : créez-en un autre avant de le révoquer.\x02" +
+	"sortie de routage\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au " +
+	"moins %[1]d caractère\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81" +
+	"\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %[1]d car" +
+	"actères\x02motif %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s" +
+	"\x02parmi : %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément" +
+	"\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au pl" +
+	"us %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02non fourni\x14\x01" +
+	"\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02nul" +
+	"\x02valeur inattendue"
 
-	// Total table size 15424 bytes (15KiB); checksum: CC440C53
+	// Total table size 17594 bytes (17KiB); checksum: 6C727277

@@ -358,3 +358,54 @@ func TestLoweredDestinationCapBoundsCalls(t *testing.T) {
 		t.Errorf("settled %v after the call started; the destination's cap is now PT1S (the node's timeout is PT5S)", d)
 	}
 }
+
+// TestDestinationURLQueryIsSealed: a destination URL's query values are
+// secret like header values: responses mask them, the database holds them
+// sealed only, the call carries them, and an echo of one is scrubbed.
+func TestDestinationURLQueryIsSealed(t *testing.T) {
+	t.Parallel()
+	const credential = "qk-7f3d9a2b11c4"
+	var query atomic.Value
+	d := newDestination(t, func(w http.ResponseWriter, r *http.Request) {
+		query.Store(r.URL.RawQuery)
+		w.WriteHeader(http.StatusBadGateway)
+		fmt.Fprint(w, "bad key "+r.URL.Query().Get("api_key"))
+	})
+	env := relaistest.New(t)
+	env.Definition("score_company.yaml")
+	put := env.Must(201, "PUT", "/api/v1/destinations/keyed", env.Admin, map[string]any{"url": d.URL + "/score?api_key=" + credential + "&region=eu-west#frag",
+		"max_timeout": "PT2S"}).JSON(t)
+	want := d.URL + "/score?api_key=***&region=***#frag"
+	if put["url"] != want {
+		t.Errorf("PUT answered url %v; want %s", put["url"], want)
+	}
+	for _, path := range []string{"/api/v1/destinations/keyed", "/api/v1/destinations"} {
+		if body := env.Must(200, "GET", path, env.Admin, nil).Body; strings.Contains(string(body), credential) || !strings.Contains(string(body), "api_key=***") {
+			t.Errorf("GET %s: %s; want the query masked", path, body)
+		}
+	}
+	var stored string
+	if err := env.Pool.QueryRow(context.Background(), "select url || coalesce(encode(sealed_url_query, 'escape'), '') from destinations where name = 'keyed'").Scan(&stored); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(stored, credential) || strings.Contains(stored, "eu-west") {
+		t.Errorf("the database holds the query in clear: %q", stored)
+	}
+	// The same URL again is unchanged: it is compared in clear.
+	if again := env.Must(200, "PUT", "/api/v1/destinations/keyed", env.Admin, map[string]any{"url": d.URL + "/score?api_key=" + credential + "&region=eu-west#frag",
+		"max_timeout": "PT2S"}).JSON(t); again["change"] != "unchanged" {
+		t.Errorf("putting the same destination again: %v; want unchanged", again["change"])
+	}
+
+	env.Process("scoring", scoreProcess("keyed", "PT1S"))
+	inst := env.Must(201, "POST", "/api/v1/processes/scoring/instances", env.Operator, map[string]any{"inputs": map[string]any{"crm_id": "C-1"}}).JSON(t)
+	got := env.WaitEnded(inst["id"].(string), 5*time.Second)
+	if q, _ := query.Load().(string); q != "api_key="+credential+"&region=eu-west" {
+		t.Errorf("the call's query = %q; want the real one", q)
+	}
+	occID := got["path"].([]any)[0].(map[string]any)["occurrence_id"].(string)
+	occ := env.Must(200, "GET", "/api/v1/occurrences/"+occID, env.Operator, nil).JSON(t)
+	if msg, _ := occ["error_message"].(string); strings.Contains(msg, credential) || !strings.Contains(msg, "[redacted]") {
+		t.Errorf("error message %q: want the echoed query value redacted", msg)
+	}
+}

@@ -121,7 +121,7 @@ func (q *Queries) ConsumerRevoke(ctx context.Context, id int64) (Consumer, error
 }
 
 const consumerTokenInsert = `-- name: ConsumerTokenInsert :one
-insert into tokens (name, role, hash, consumer_id) values ($1, 'consumer', $2, $3) returning id, name, role, hash, created_at, revoked_at, consumer_id
+insert into tokens (name, role, hash, consumer_id) values ($1, 'consumer', $2, $3) returning id, name, role, hash, created_at, revoked_at, consumer_id, expires_at, last_used_at
 `
 
 type ConsumerTokenInsertParams struct {
@@ -141,6 +141,8 @@ func (q *Queries) ConsumerTokenInsert(ctx context.Context, arg ConsumerTokenInse
 		&i.CreatedAt,
 		&i.RevokedAt,
 		&i.ConsumerID,
+		&i.ExpiresAt,
+		&i.LastUsedAt,
 	)
 	return i, err
 }

@@ -10,7 +10,7 @@ update data_keys set retired_at = now() where id = @id and retired_at is null;
 -- name: SealedValuesExist :one
 select (exists (select 1 from instances where sealed_inputs is not null)
     or exists (select 1 from occurrences where sealed_inputs is not null or sealed_outputs is not null)
-    or exists (select 1 from destinations where sealed_headers is not null))::boolean;
+    or exists (select 1 from destinations where sealed_headers is not null or sealed_url_query is not null))::boolean;
 
 -- name: InstanceSealedBatch :many
 -- Rows sealed with another key than @primary (the key id is stored in the
@@ -37,14 +37,16 @@ for update skip locked;
 update occurrences set sealed_inputs = @sealed_inputs, sealed_outputs = @sealed_outputs where id = @id;
 
 -- name: DestinationSealedBatch :many
-select name, sealed_headers from destinations
-where sealed_headers is not null
-  and substring(sealed_headers from 3 for get_byte(sealed_headers, 1)) <> convert_to(@primary_key::text, 'UTF8')
+select name, sealed_headers, sealed_url_query from destinations
+where (sealed_headers is not null
+       and substring(sealed_headers from 3 for get_byte(sealed_headers, 1)) <> convert_to(@primary_key::text, 'UTF8'))
+   or (sealed_url_query is not null
+       and substring(sealed_url_query from 3 for get_byte(sealed_url_query, 1)) <> convert_to(@primary_key::text, 'UTF8'))
 limit @max
 for update skip locked;
 
 -- name: DestinationReseal :exec
-update destinations set sealed_headers = @sealed_headers where name = @name;
+update destinations set sealed_headers = @sealed_headers, sealed_url_query = @sealed_url_query where name = @name;
 
 -- name: SealedUnderOtherKeys :one
 select ((select count(*) from instances
@@ -56,5 +58,7 @@ select ((select count(*) from instances
             or (sealed_outputs is not null
                 and substring(sealed_outputs from 3 for get_byte(sealed_outputs, 1)) <> convert_to(@primary_key::text, 'UTF8')))
       + (select count(*) from destinations
-         where sealed_headers is not null
-           and substring(sealed_headers from 3 for get_byte(sealed_headers, 1)) <> convert_to(@primary_key::text, 'UTF8')))::bigint;
+         where (sealed_headers is not null
+                and substring(sealed_headers from 3 for get_byte(sealed_headers, 1)) <> convert_to(@primary_key::text, 'UTF8'))
+            or (sealed_url_query is not null
+                and substring(sealed_url_query from 3 for get_byte(sealed_url_query, 1)) <> convert_to(@primary_key::text, 'UTF8'))))::bigint;

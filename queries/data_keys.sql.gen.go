@@ -64,23 +64,26 @@ func (q *Queries) DataKeyRetire(ctx context.Context, id string) error {
 }
 
 const destinationReseal = `-- name: DestinationReseal :exec
-update destinations set sealed_headers = $1 where name = $2
+update destinations set sealed_headers = $1, sealed_url_query = $2 where name = $3
 `
 
 type DestinationResealParams struct {
-	SealedHeaders []byte
-	Name          string
+	SealedHeaders  []byte
+	SealedUrlQuery []byte
+	Name           string
 }
 
 func (q *Queries) DestinationReseal(ctx context.Context, arg DestinationResealParams) error {
-	_, err := q.db.Exec(ctx, destinationReseal, arg.SealedHeaders, arg.Name)
+	_, err := q.db.Exec(ctx, destinationReseal, arg.SealedHeaders, arg.SealedUrlQuery, arg.Name)
 	return err
 }
 
 const destinationSealedBatch = `-- name: DestinationSealedBatch :many
-select name, sealed_headers from destinations
-where sealed_headers is not null
-  and substring(sealed_headers from 3 for get_byte(sealed_headers, 1)) <> convert_to($1::text, 'UTF8')
+select name, sealed_headers, sealed_url_query from destinations
+where (sealed_headers is not null
+       and substring(sealed_headers from 3 for get_byte(sealed_headers, 1)) <> convert_to($1::text, 'UTF8'))
+   or (sealed_url_query is not null
+       and substring(sealed_url_query from 3 for get_byte(sealed_url_query, 1)) <> convert_to($1::text, 'UTF8'))
 limit $2
 for update skip locked
 `
@@ -91,8 +94,9 @@ type DestinationSealedBatchParams struct {
 }
 
 type DestinationSealedBatchRow struct {
-	Name          string
-	SealedHeaders []byte
+	Name           string
+	SealedHeaders  []byte
+	SealedUrlQuery []byte
 }
 
 func (q *Queries) DestinationSealedBatch(ctx context.Context, arg DestinationSealedBatchParams) ([]DestinationSealedBatchRow, error) {
@@ -104,7 +108,7 @@ func (q *Queries) DestinationSealedBatch(ctx context.Context, arg DestinationSea
 	items := []DestinationSealedBatchRow{}
 	for rows.Next() {
 		var i DestinationSealedBatchRow
-		if err := rows.Scan(&i.Name, &i.SealedHeaders); err != nil {
+		if err := rows.Scan(&i.Name, &i.SealedHeaders, &i.SealedUrlQuery); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -235,8 +239,10 @@ select ((select count(*) from instances
             or (sealed_outputs is not null
                 and substring(sealed_outputs from 3 for get_byte(sealed_outputs, 1)) <> convert_to($1::text, 'UTF8')))
       + (select count(*) from destinations
-         where sealed_headers is not null
-           and substring(sealed_headers from 3 for get_byte(sealed_headers, 1)) <> convert_to($1::text, 'UTF8')))::bigint
+         where (sealed_headers is not null
+                and substring(sealed_headers from 3 for get_byte(sealed_headers, 1)) <> convert_to($1::text, 'UTF8'))
+            or (sealed_url_query is not null
+                and substring(sealed_url_query from 3 for get_byte(sealed_url_query, 1)) <> convert_to($1::text, 'UTF8'))))::bigint
 `
 
 func (q *Queries) SealedUnderOtherKeys(ctx context.Context, primaryKey string) (int64, error) {
@@ -249,7 +255,7 @@ func (q *Queries) SealedUnderOtherKeys(ctx context.Context, primaryKey string) (
 const sealedValuesExist = `-- name: SealedValuesExist :one
 select (exists (select 1 from instances where sealed_inputs is not null)
     or exists (select 1 from occurrences where sealed_inputs is not null or sealed_outputs is not null)
-    or exists (select 1 from destinations where sealed_headers is not null))::boolean
+    or exists (select 1 from destinations where sealed_headers is not null or sealed_url_query is not null))::boolean
 `
 
 func (q *Queries) SealedValuesExist(ctx context.Context) (bool, error) {

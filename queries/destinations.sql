@@ -2,11 +2,11 @@
 select * from destinations where name = @name;
 
 -- name: DestinationUpsert :one
-insert into destinations (name, url, header_names, sealed_headers, max_timeout)
-values (@name, @url, @header_names, @sealed_headers, @max_timeout)
+insert into destinations (name, url, sealed_url_query, header_names, sealed_headers, max_timeout)
+values (@name, @url, @sealed_url_query, @header_names, @sealed_headers, @max_timeout)
 on conflict (name) do update
-    set url = excluded.url, header_names = excluded.header_names, sealed_headers = excluded.sealed_headers,
-        max_timeout = excluded.max_timeout, updated_at = now()
+    set url = excluded.url, sealed_url_query = excluded.sealed_url_query, header_names = excluded.header_names,
+        sealed_headers = excluded.sealed_headers, max_timeout = excluded.max_timeout, updated_at = now()
 returning *, (xmax = 0)::boolean as created;
 
 -- name: DestinationList :many

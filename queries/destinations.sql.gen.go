@@ -23,7 +23,7 @@ func (q *Queries) DestinationDelete(ctx context.Context, name string) (int64, er
 }
 
 const destinationGet = `-- name: DestinationGet :one
-select name, url, header_names, sealed_headers, max_timeout, created_at, updated_at from destinations where name = $1
+select name, url, header_names, sealed_headers, max_timeout, created_at, updated_at, sealed_url_query from destinations where name = $1
 `
 
 func (q *Queries) DestinationGet(ctx context.Context, name string) (Destination, error) {
@@ -37,12 +37,13 @@ func (q *Queries) DestinationGet(ctx context.Context, name string) (Destination,
 		&i.MaxTimeout,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.SealedUrlQuery,
 	)
 	return i, err
 }
 
 const destinationList = `-- name: DestinationList :many
-select name, url, header_names, sealed_headers, max_timeout, created_at, updated_at from destinations where name > $1 order by name limit $2
+select name, url, header_names, sealed_headers, max_timeout, created_at, updated_at, sealed_url_query from destinations where name > $1 order by name limit $2
 `
 
 type DestinationListParams struct {
@@ -67,6 +68,7 @@ func (q *Queries) DestinationList(ctx context.Context, arg DestinationListParams
 			&i.MaxTimeout,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.SealedUrlQuery,
 		); err != nil {
 			return nil, err
 		}
@@ -111,37 +113,40 @@ func (q *Queries) DestinationLockForPublish(ctx context.Context, names []string)
 }
 
 const destinationUpsert = `-- name: DestinationUpsert :one
-insert into destinations (name, url, header_names, sealed_headers, max_timeout)
-values ($1, $2, $3, $4, $5)
+insert into destinations (name, url, sealed_url_query, header_names, sealed_headers, max_timeout)
+values ($1, $2, $3, $4, $5, $6)
 on conflict (name) do update
-    set url = excluded.url, header_names = excluded.header_names, sealed_headers = excluded.sealed_headers,
-        max_timeout = excluded.max_timeout, updated_at = now()
-returning name, url, header_names, sealed_headers, max_timeout, created_at, updated_at, (xmax = 0)::boolean as created
+    set url = excluded.url, sealed_url_query = excluded.sealed_url_query, header_names = excluded.header_names,
+        sealed_headers = excluded.sealed_headers, max_timeout = excluded.max_timeout, updated_at = now()
+returning name, url, header_names, sealed_headers, max_timeout, created_at, updated_at, sealed_url_query, (xmax = 0)::boolean as created
 `
 
 type DestinationUpsertParams struct {
-	Name          string
-	Url           string
-	HeaderNames   []string
-	SealedHeaders []byte
-	MaxTimeout    time.Duration
+	Name           string
+	Url            string
+	SealedUrlQuery []byte
+	HeaderNames    []string
+	SealedHeaders  []byte
+	MaxTimeout     time.Duration
 }
 
 type DestinationUpsertRow struct {
-	Name          string
-	Url           string
-	HeaderNames   []string
-	SealedHeaders []byte
-	MaxTimeout    time.Duration
-	CreatedAt     time.Time
-	UpdatedAt     time.Time
-	Created       bool
+	Name           string
+	Url            string
+	HeaderNames    []string
+	SealedHeaders  []byte
+	MaxTimeout     time.Duration
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+	SealedUrlQuery []byte
+	Created        bool
 }
 
 func (q *Queries) DestinationUpsert(ctx context.Context, arg DestinationUpsertParams) (DestinationUpsertRow, error) {
 	row := q.db.QueryRow(ctx, destinationUpsert,
 		arg.Name,
 		arg.Url,
+		arg.SealedUrlQuery,
 		arg.HeaderNames,
 		arg.SealedHeaders,
 		arg.MaxTimeout,
@@ -155,6 +160,7 @@ func (q *Queries) DestinationUpsert(ctx context.Context, arg DestinationUpsertPa
 		&i.MaxTimeout,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.SealedUrlQuery,
 		&i.Created,
 	)
 	return i, err

@@ -56,13 +56,14 @@ type Definition struct {
 }
 
 type Destination struct {
-	Name          string
-	Url           string
-	HeaderNames   []string
-	SealedHeaders []byte
-	MaxTimeout    time.Duration
-	CreatedAt     time.Time
-	UpdatedAt     time.Time
+	Name           string
+	Url            string
+	HeaderNames    []string
+	SealedHeaders  []byte
+	MaxTimeout     time.Duration
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+	SealedUrlQuery []byte
 }
 
 type Instance struct {
@@ -187,4 +188,6 @@ type Token struct {
 	CreatedAt  time.Time
 	RevokedAt  *time.Time
 	ConsumerID *int64
+	ExpiresAt  *time.Time
+	LastUsedAt *time.Time
 }

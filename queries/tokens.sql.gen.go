@@ -22,12 +22,58 @@ func (q *Queries) TokenCountActive(ctx context.Context) (int64, error) {
 }
 
 const tokenGetByHash = `-- name: TokenGetByHash :one
-select id, name, role, hash, created_at, revoked_at, consumer_id from tokens
-where hash = $1 and revoked_at is null
+select tokens.id, tokens.name, tokens.role, tokens.hash, tokens.created_at, tokens.revoked_at, tokens.consumer_id, tokens.expires_at, tokens.last_used_at,
+       (last_used_at is null or last_used_at <= coalesce($1::timestamptz, now()) - interval '1 minute')::boolean as touch_due
+from tokens
+where hash = $2 and revoked_at is null
+  and (expires_at is null or expires_at > coalesce($1::timestamptz, now()))
 `
 
-func (q *Queries) TokenGetByHash(ctx context.Context, hash []byte) (Token, error) {
-	row := q.db.QueryRow(ctx, tokenGetByHash, hash)
+type TokenGetByHashParams struct {
+	Now  *time.Time
+	Hash []byte
+}
+
+type TokenGetByHashRow struct {
+	ID         int64
+	Name       string
+	Role       string
+	Hash       []byte
+	CreatedAt  time.Time
+	RevokedAt  *time.Time
+	ConsumerID *int64
+	ExpiresAt  *time.Time
+	LastUsedAt *time.Time
+	TouchDue   bool
+}
+
+// touch_due says last_used_at is a minute old or unset, so that the caller
+// writes it at most once a minute (TokenTouch).
+func (q *Queries) TokenGetByHash(ctx context.Context, arg TokenGetByHashParams) (TokenGetByHashRow, error) {
+	row := q.db.QueryRow(ctx, tokenGetByHash, arg.Now, arg.Hash)
+	var i TokenGetByHashRow
+	err := row.Scan(
+		&i.ID,
+		&i.Name,
+		&i.Role,
+		&i.Hash,
+		&i.CreatedAt,
+		&i.RevokedAt,
+		&i.ConsumerID,
+		&i.ExpiresAt,
+		&i.LastUsedAt,
+		&i.TouchDue,
+	)
+	return i, err
+}
+
+const tokenGetStaff = `-- name: TokenGetStaff :one
+select id, name, role, hash, created_at, revoked_at, consumer_id, expires_at, last_used_at from tokens
+where id = $1 and consumer_id is null and revoked_at is null
+`
+
+func (q *Queries) TokenGetStaff(ctx context.Context, id int64) (Token, error) {
+	row := q.db.QueryRow(ctx, tokenGetStaff, id)
 	var i Token
 	err := row.Scan(
 		&i.ID,
@@ -37,24 +83,55 @@ func (q *Queries) TokenGetByHash(ctx context.Context, hash []byte) (Token, error
 		&i.CreatedAt,
 		&i.RevokedAt,
 		&i.ConsumerID,
+		&i.ExpiresAt,
+		&i.LastUsedAt,
+	)
+	return i, err
+}
+
+const tokenGetStaffForUpdate = `-- name: TokenGetStaffForUpdate :one
+select id, name, role, hash, created_at, revoked_at, consumer_id, expires_at, last_used_at from tokens
+where id = $1 and consumer_id is null and revoked_at is null
+for update
+`
+
+func (q *Queries) TokenGetStaffForUpdate(ctx context.Context, id int64) (Token, error) {
+	row := q.db.QueryRow(ctx, tokenGetStaffForUpdate, id)
+	var i Token
+	err := row.Scan(
+		&i.ID,
+		&i.Name,
+		&i.Role,
+		&i.Hash,
+		&i.CreatedAt,
+		&i.RevokedAt,
+		&i.ConsumerID,
+		&i.ExpiresAt,
+		&i.LastUsedAt,
 	)
 	return i, err
 }
 
 const tokenInsert = `-- name: TokenInsert :one
-insert into tokens (name, role, hash)
-values ($1, $2, $3)
-returning id, name, role, hash, created_at, revoked_at, consumer_id
+insert into tokens (name, role, hash, expires_at)
+values ($1, $2, $3, $4)
+returning id, name, role, hash, created_at, revoked_at, consumer_id, expires_at, last_used_at
 `
 
 type TokenInsertParams struct {
-	Name string
-	Role string
-	Hash []byte
+	Name      string
+	Role      string
+	Hash      []byte
+	ExpiresAt *time.Time
 }
 
 func (q *Queries) TokenInsert(ctx context.Context, arg TokenInsertParams) (Token, error) {
-	row := q.db.QueryRow(ctx, tokenInsert, arg.Name, arg.Role, arg.Hash)
+	row := q.db.QueryRow(ctx, tokenInsert,
+		arg.Name,
+		arg.Role,
+		arg.Hash,
+		arg.ExpiresAt,
+	)
 	var i Token
 	err := row.Scan(
 		&i.ID,
@@ -64,6 +141,8 @@ func (q *Queries) TokenInsert(ctx context.Context, arg TokenInsertParams) (Token
 		&i.CreatedAt,
 		&i.RevokedAt,
 		&i.ConsumerID,
+		&i.ExpiresAt,
+		&i.LastUsedAt,
 	)
 	return i, err
 }
@@ -88,12 +167,22 @@ func (q *Queries) TokenInsertIfHashAbsent(ctx context.Context, arg TokenInsertIf
 	return result.RowsAffected(), nil
 }
 
-const tokenList = `-- name: TokenList :many
-select id, name, role, hash, created_at, revoked_at, consumer_id from tokens order by id
+const tokenListStaff = `-- name: TokenListStaff :many
+select id, name, role, hash, created_at, revoked_at, consumer_id, expires_at, last_used_at from tokens
+where consumer_id is null and revoked_at is null and id > $1
+order by id
+limit $2
 `
 
-func (q *Queries) TokenList(ctx context.Context) ([]Token, error) {
-	rows, err := q.db.Query(ctx, tokenList)
+type TokenListStaffParams struct {
+	After int64
+	Max   int32
+}
+
+// Staff tokens not revoked, expired ones included (an admin cleans them up);
+// consumer tokens belong to their consumers and are managed there.
+func (q *Queries) TokenListStaff(ctx context.Context, arg TokenListStaffParams) ([]Token, error) {
+	rows, err := q.db.Query(ctx, tokenListStaff, arg.After, arg.Max)
 	if err != nil {
 		return nil, err
 	}
@@ -109,10 +198,42 @@ func (q *Queries) TokenList(ctx context.Context) ([]Token, error) {
 			&i.CreatedAt,
 			&i.RevokedAt,
 			&i.ConsumerID,
+			&i.ExpiresAt,
+			&i.LastUsedAt,
 		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const tokenLockUsableAdmins = `-- name: TokenLockUsableAdmins :many
+select id from tokens
+where role = 'admin' and revoked_at is null
+  and (expires_at is null or expires_at > coalesce($1::timestamptz, now()))
+order by id
+for update
+`
+
+// Locks every usable admin token, so that two admins revoking each other's
+// tokens at once cannot both see the other as the remaining admin.
+func (q *Queries) TokenLockUsableAdmins(ctx context.Context, now *time.Time) ([]int64, error) {
+	rows, err := q.db.Query(ctx, tokenLockUsableAdmins, now)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []int64{}
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
@@ -136,4 +257,22 @@ func (q *Queries) TokenRevoke(ctx context.Context, arg TokenRevokeParams) (int64
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const tokenTouch = `-- name: TokenTouch :exec
+update tokens set last_used_at = coalesce($1::timestamptz, now())
+where id = $2
+  and (last_used_at is null or last_used_at <= coalesce($1::timestamptz, now()) - interval '1 minute')
+`
+
+type TokenTouchParams struct {
+	Now *time.Time
+	ID  int64
+}
+
+// The condition repeats TokenGetByHash's so that concurrent requests of one
+// token write once.
+func (q *Queries) TokenTouch(ctx context.Context, arg TokenTouchParams) error {
+	_, err := q.db.Exec(ctx, tokenTouch, arg.Now, arg.ID)
+	return err
 }

@@ -38,6 +38,8 @@ type fakeServer struct {
 	wake    chan struct{}
 	faults  map[string][]fault
 
+	downUntil time.Time // every request before it is dropped unanswered (an outage)
+
 	fetches   []fetchRecord
 	completes []settleRecord
 	fails     []failRecord
@@ -46,6 +48,7 @@ type fakeServer struct {
 	noRelease bool // answer release with 404, as a Relais before DESIGN §11
 	waiting   int  // long polls now waiting
 	aborted   int  // long polls the client gave up on
+	dropped   int  // requests lost to an outage
 }
 
 type fakeTask struct {
@@ -153,6 +156,13 @@ func (s *fakeServer) steal(id string) {
 	s.tasks[id].lockExpires = time.Now().Add(time.Hour)
 }
 
+// outage makes every request fail as if the server were unreachable for d.
+func (s *fakeServer) outage(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.downUntil = time.Now().Add(d)
+}
+
 func (s *fakeServer) inject(route string, fs ...fault) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -251,7 +261,15 @@ func (s *fakeServer) route(name string, h func(r *http.Request) (any, *protoErro
 		if q := s.faults[name]; len(q) > 0 {
 			f, s.faults[name] = q[0], q[1:]
 		}
+		down := time.Now().Before(s.downUntil)
+		if down {
+			s.dropped++
+		}
 		s.mu.Unlock()
+		if down {
+			// Like a server that is gone: the request never arrives.
+			panic(http.ErrAbortHandler)
+		}
 		switch {
 		case f.hang:
 			// The server notices a client hanging up only once the body

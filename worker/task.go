@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -83,10 +84,11 @@ func (r *run) process(t *Task, h Handler, lock lockState) {
 	ctx, cancel := context.WithCancelCause(r.handlerCtx)
 	defer cancel(nil)
 	keepCtx, stopKeeping := context.WithCancel(ctx)
+	held := newHeldLock(ctx, lock.expiry)
 	kept := make(chan struct{})
 	go func() {
 		defer close(kept)
-		r.keepLock(keepCtx, cancel, t.ID, lock, log)
+		r.keepLock(keepCtx, cancel, t.ID, lock, held, log)
 	}()
 	// The lock is kept until the outcome is reported too: a report retried
 	// through a Relais outage must not outlive the lock it settles.
@@ -107,13 +109,13 @@ func (r *run) process(t *Task, h Handler, lock lockState) {
 		log.Warn("task abandoned without settling", "cause", cause)
 		return
 	case err == nil:
-		r.complete(t, outputs, log)
+		r.complete(t, outputs, held, log)
 	case errors.Is(cause, ErrShutdownTimeout):
 		// The handler was cut short, not wrong: hand the task back at
 		// once, without spending an attempt.
-		r.handBack(t, log)
+		r.handBack(t, held, log)
 	default:
-		r.settleFail(t, failureOf(err), log)
+		r.settleFail(t, failureOf(err), held, log)
 	}
 }
 
@@ -157,9 +159,10 @@ func failureOf(err error) failRequest {
 }
 
 // keepLock extends the lock each time half of it is left, until ctx
-// ends. When the lock is lost or the occurrence cancelled, it cancels the
-// handler's context through lose, with the reason as cause.
-func (r *run) keepLock(ctx context.Context, lose context.CancelCauseFunc, id string, lock lockState, log *slog.Logger) {
+// ends, and tells held each new expiry. When the lock is lost or the
+// occurrence cancelled, it cancels the handler's context through lose,
+// with the reason as cause.
+func (r *run) keepLock(ctx context.Context, lose context.CancelCauseFunc, id string, lock lockState, held *heldLock, log *slog.Logger) {
 	half := r.w.cfg.LockDuration / 2
 	expiry := lock.expiry
 	first := time.Until(expiry.Add(-half))
@@ -183,6 +186,7 @@ func (r *run) keepLock(ctx context.Context, lose context.CancelCauseFunc, id str
 			return
 		}
 		expiry = next
+		held.extended(next)
 		timer.Reset(time.Until(expiry.Add(-half)))
 	}
 }
@@ -228,18 +232,18 @@ func (r *run) extend(ctx context.Context, id string, expiry time.Time, log *slog
 
 // complete reports the handler's outputs, failing the occurrence without
 // retry when Relais refuses them (see Handler for why).
-func (r *run) complete(t *Task, outputs any, log *slog.Logger) {
+func (r *run) complete(t *Task, outputs any, held *heldLock, log *slog.Logger) {
 	body, err := encodeOutputs(outputs)
 	if err != nil {
 		log.Error("outputs cannot be encoded as JSON; failing the task", "err_type", fmt.Sprintf("%T", err))
-		r.settleFail(t, failRequest{ErrorCode: codeInvalidOutputs, Message: "the handler's outputs cannot be encoded as JSON"}, log)
+		r.settleFail(t, failRequest{ErrorCode: codeInvalidOutputs, Message: "the handler's outputs cannot be encoded as JSON"}, held, log)
 		return
 	}
 	var res struct {
 		Status string  `json:"status"`
 		Route  *string `json:"route"`
 	}
-	err = r.settle(t, "complete", completeRequest{WorkerID: r.w.cfg.WorkerID, Outputs: body}, &res, log)
+	err = r.settle(t, "complete", completeRequest{WorkerID: r.w.cfg.WorkerID, Outputs: body}, &res, held, log)
 	var ae *APIError
 	switch {
 	case err == nil:
@@ -252,7 +256,7 @@ func (r *run) complete(t *Task, outputs any, log *slog.Logger) {
 		// The problem's pointers and messages describe the contract,
 		// never the values, so they are safe to log.
 		log.Error("outputs violate the contract; failing the task without retry", "errors", ae.Errors)
-		r.settleFail(t, failRequest{ErrorCode: codeInvalidOutputs, Message: violations(ae.Errors)}, log)
+		r.settleFail(t, failRequest{ErrorCode: codeInvalidOutputs, Message: violations(ae.Errors)}, held, log)
 	default:
 		r.logSettleError(log, "complete", err)
 	}
@@ -289,12 +293,12 @@ type releaseRequest struct {
 // answers 404 or 405: it gets a retryable worker_shutdown failure without
 // delay instead, which spends one. (An occurrence unknown to a newer Relais
 // is 404 too; its fail is then refused alike, at no cost.)
-func (r *run) handBack(t *Task, log *slog.Logger) {
-	err := r.settle(t, "release", releaseRequest{WorkerID: r.w.cfg.WorkerID}, nil, log)
+func (r *run) handBack(t *Task, held *heldLock, log *slog.Logger) {
+	err := r.settle(t, "release", releaseRequest{WorkerID: r.w.cfg.WorkerID}, nil, held, log)
 	var ae *APIError
 	if errors.As(err, &ae) && (ae.Status == http.StatusNotFound || ae.Status == http.StatusMethodNotAllowed) {
 		r.settleFail(t, failRequest{ErrorCode: codeWorkerShutdown, Message: "the worker shut down before the handler finished",
-			Retryable: true, RetryDelay: isoduration.Format(0)}, log)
+			Retryable: true, RetryDelay: isoduration.Format(0)}, held, log)
 		return
 	}
 	if err != nil {
@@ -307,7 +311,7 @@ func (r *run) handBack(t *Task, log *slog.Logger) {
 // settleFail reports a failure. The message goes to Relais, which scrubs
 // protected values before storing it; it is not logged, because a
 // handler's error text may quote its inputs.
-func (r *run) settleFail(t *Task, f failRequest, log *slog.Logger) {
+func (r *run) settleFail(t *Task, f failRequest, held *heldLock, log *slog.Logger) {
 	f.WorkerID = r.w.cfg.WorkerID
 	// A failure must land whatever the handler's error holds: a refused
 	// report would leave the task locked until its lock expires and then
@@ -318,7 +322,7 @@ func (r *run) settleFail(t *Task, f failRequest, log *slog.Logger) {
 		AttemptsLeft int        `json:"attempts_left"`
 		AvailableAt  *time.Time `json:"available_at"`
 	}
-	err := r.settle(t, "fail", f, &res, log)
+	err := r.settle(t, "fail", f, &res, held, log)
 	var ae *APIError
 	if errors.As(err, &ae) && (ae.Status == http.StatusBadRequest || ae.Status == http.StatusUnprocessableEntity) {
 		// What is left to refuse is the delay (above Relais's ceiling) or
@@ -328,7 +332,7 @@ func (r *run) settleFail(t *Task, f failRequest, log *slog.Logger) {
 		if ae.Code != "bound_exceeded" {
 			f.ErrorCode, f.Message = codeInvalidFailure, "the worker's failure report was refused ("+ae.Code+"): "+f.Message
 		}
-		err = r.settle(t, "fail", f, &res, log)
+		err = r.settle(t, "fail", f, &res, held, log)
 	}
 	if err != nil {
 		r.logSettleError(log, "fail", err)
@@ -389,14 +393,22 @@ type settleRetried struct{ err error }
 func (e *settleRetried) Error() string { return e.err.Error() }
 func (e *settleRetried) Unwrap() error { return e.err }
 
-// settle sends an outcome, retrying network errors, 5xx and 429 a few
-// times: Relais answers a replayed identical completion the same way, so
-// resending is safe. Any other answer is final.
-func (r *run) settle(t *Task, action string, body, out any, log *slog.Logger) error {
+// settle sends an outcome, retrying network errors, 5xx and 429 with
+// backoff for as long as the lock lasts: Relais answers a replayed
+// identical completion the same way, so resending is safe, and an outcome
+// that lands before the lock expires spares the task a second run. Past
+// the lock (or once it is lost) Relais would refuse the outcome and may
+// have handed the task to another worker, so the worker stops. Any other
+// answer is final.
+func (r *run) settle(t *Task, action string, body, out any, held *heldLock, log *slog.Logger) error {
 	w := r.w
 	bo := w.settleBackoff
 	for attempt := 1; ; attempt++ {
-		ctx, cancel := context.WithTimeout(r.settleCtx, settleTimeout)
+		// A request stuck on a dead connection must leave time for
+		// another try before the lock ends; the first one is sent even
+		// if the lock seems gone, to learn what Relais says.
+		left := time.Until(held.expiry())
+		ctx, cancel := context.WithTimeout(r.settleCtx, min(settleTimeout, max(left/3, time.Second)))
 		err := w.post(ctx, occurrencePath(t.ID, action), body, out)
 		cancel()
 		if err == nil {
@@ -408,15 +420,39 @@ func (r *run) settle(t *Task, action string, body, out any, log *slog.Logger) er
 			}
 			return err
 		}
-		if attempt == settleAttempts {
+		left = time.Until(held.expiry())
+		if left <= 0 || held.lost() {
 			return err
 		}
-		d := max(bo.next(), retryAfter(err))
-		log.Warn("reporting the outcome failed; retrying", "action", action, "err", err, "delay", d)
+		d := min(max(bo.next(), retryAfter(err)), left)
+		log.Warn("reporting the outcome failed; retrying until the lock expires", "action", action, "err", err, "delay", d, "lock_left", left.Round(time.Millisecond))
 		if !w.sleep(r.settleCtx, d) {
 			return err
 		}
 	}
+}
+
+// heldLock is what settle needs to know of a task's lock: until when, by
+// the local clock, the latest extension keeps it, and whether it is lost.
+type heldLock struct {
+	taskCtx context.Context // the handler's: its cause says the lock was lost
+	until   atomic.Int64    // unix nanoseconds
+}
+
+func newHeldLock(taskCtx context.Context, expiry time.Time) *heldLock {
+	h := &heldLock{taskCtx: taskCtx}
+	h.until.Store(expiry.UnixNano())
+	return h
+}
+
+func (h *heldLock) extended(expiry time.Time) { h.until.Store(expiry.UnixNano()) }
+
+func (h *heldLock) expiry() time.Time { return time.Unix(0, h.until.Load()) }
+
+// lost reports whether the lock was lost or the occurrence cancelled.
+func (h *heldLock) lost() bool {
+	cause := context.Cause(h.taskCtx)
+	return errors.Is(cause, ErrLockLost) || errors.Is(cause, ErrCancelled)
 }
 
 func (r *run) logSettleError(log *slog.Logger, action string, err error) {

@@ -10,8 +10,9 @@
 //     reserves more tasks than it has room to run;
 //   - a handler's context ends as soon as its task may belong to someone
 //     else (lock lost, occurrence cancelled); context.Cause says why;
-//   - outcomes are reported once, retried on network trouble, and never
-//     after the lock was lost;
+//   - outcomes are reported once, retried through network trouble and
+//     server outages for as long as the lock lasts (so finished work is
+//     not done again), and never after the lock was lost;
 //   - logs carry task ids and error codes, never inputs, outputs or
 //     failure messages, which may hold secrets.
 package worker
@@ -124,10 +125,6 @@ type route struct {
 	revisions []int
 	h         Handler
 }
-
-// settleAttempts is how many times an outcome is sent before the worker
-// gives up; the lock then expires and Relais hands the task out again.
-const settleAttempts = 5
 
 // settleTimeout bounds one complete, fail or extend request.
 const settleTimeout = 30 * time.Second
@@ -416,7 +413,7 @@ func (r *run) fetchLoop(ctx context.Context) error {
 		lock := r.lockEstimate(started, time.Now())
 		for i, t := range tasks {
 			if i >= n {
-				r.giveBack(t)
+				r.giveBack(t, lock)
 				continue
 			}
 			r.start(t, lock)
@@ -501,9 +498,9 @@ func (r *run) start(t *Task, lock lockState) {
 
 // giveBack returns a task the server sent beyond max_tasks (it never
 // should) at once, rather than run more handlers than allowed.
-func (r *run) giveBack(t *Task) {
+func (r *run) giveBack(t *Task, lock lockState) {
 	log := r.w.log.With(taskAttrs(t)...)
 	log.Error("server sent more tasks than asked; giving one back")
 	r.settleFail(t, failRequest{ErrorCode: "worker_at_capacity", Message: "the worker had no free slot for this task",
-		Retryable: true, RetryDelay: isoduration.Format(0)}, log)
+		Retryable: true, RetryDelay: isoduration.Format(0)}, newHeldLock(context.Background(), lock.expiry), log)
 }

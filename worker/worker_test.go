@@ -876,3 +876,49 @@ func TestErrorsText(t *testing.T) {
 		t.Errorf("RetryableError = %q", re)
 	}
 }
+
+// TestOutcomeOutlastsAnOutage: a handler that finishes as the server goes
+// away for 5 s has its outcome retried, with backoff, until the server is
+// back (the lock is still held): the task is done once, not again after
+// its lock expires.
+func TestOutcomeOutlastsAnOutage(t *testing.T) {
+	t.Parallel()
+	s := newFake(t)
+	s.maxAttempts = 3 // room for the second run a lost outcome would cause
+	id := s.add(def, 1, `{"company_name":"acme"}`)
+	h := newHarness(t, s, Config{LockDuration: 8 * time.Second, Wait: time.Second})
+	// Real waits, with the SDK's own backoff ranges: the outage is real time.
+	h.w.sleep = sleepCtx
+	h.w.settleBackoff = backoff{min: 200 * time.Millisecond, max: 5 * time.Second}
+	h.w.fetchBackoff = backoff{min: 100 * time.Millisecond, max: time.Second}
+	var runs atomic.Int32
+	h.w.Handle(def, nil, func(ctx context.Context, t *Task) (any, error) {
+		runs.Add(1)
+		s.outage(5 * time.Second)
+		return created(ctx, t)
+	})
+	began := time.Now()
+	h.start()
+	deadline := time.Now().Add(20 * time.Second)
+	for s.status(id) != "completed" {
+		if time.Now().After(deadline) {
+			t.Fatalf("not completed within 20s; status %s, %d runs", s.status(id), runs.Load())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := h.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if n := runs.Load(); n != 1 {
+		t.Errorf("the handler ran %d times; want once", n)
+	}
+	if took := time.Since(began); took < 5*time.Second {
+		t.Errorf("completed after %v, within the outage?", took)
+	}
+	s.mu.Lock()
+	dropped := s.dropped
+	s.mu.Unlock()
+	if dropped < 2 {
+		t.Errorf("%d requests lost to the outage; want the outcome retried through it", dropped)
+	}
+}

@@ -9,16 +9,21 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/relais/relais/engine"
 	"github.com/relais/relais/internal/config"
 	"github.com/relais/relais/internal/embeddedpg"
+	"github.com/relais/relais/internal/isoduration"
 )
 
 // database is an open connection pool and, in embedded mode, the cluster
@@ -28,6 +33,10 @@ type database struct {
 	cluster  *embeddedpg.Cluster
 	attached bool
 	url      string
+	// clusterOpts started cluster, so that it can be started again.
+	clusterOpts embeddedpg.Options
+	// supervisor, once superviseCluster is called, owns cluster.
+	supervisor *embeddedpg.Supervisor
 }
 
 // openDatabase connects to RELAIS_DATABASE_URL, or starts (creating on first
@@ -42,7 +51,8 @@ func openDatabase(ctx context.Context, cfg config.Config, logger *slog.Logger, a
 		if err != nil {
 			return nil, err
 		}
-		c, err := embeddedpg.Start(ctx, embeddedpg.Options{Dir: dir, BinDir: cfg.PGBin, Logger: logger})
+		db.clusterOpts = embeddedpg.Options{Dir: dir, BinDir: cfg.PGBin, Logger: logger}
+		c, err := embeddedpg.Start(ctx, db.clusterOpts)
 		if errors.Is(err, embeddedpg.ErrInUse) && attach {
 			// A relais serve runs this cluster: use it rather than fight it.
 			if db.url, err = embeddedpg.RunningURL(dir, "postgres"); err != nil {
@@ -74,22 +84,83 @@ func openDatabase(ctx context.Context, cfg config.Config, logger *slog.Logger, a
 		return nil, fmt.Errorf("database: %w", err)
 	}
 	// Fail now, with a clear message, rather than on the first request.
-	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	for {
-		err = pool.Ping(pctx)
-		if err == nil || pctx.Err() != nil {
-			break
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	if err != nil {
+	if err := waitForDatabase(ctx, pool, pcfg, cfg.DatabaseConnectTimeout, logger); err != nil {
 		pool.Close()
 		db.close()
-		return nil, fmt.Errorf("database %s unreachable: %w", pcfg.ConnConfig.Host, err)
+		return nil, err
 	}
 	db.pool = pool
 	return db, nil
+}
+
+// Waiting for the database: each attempt is bounded so that a server that
+// accepts connections and never answers cannot hold the start silent, and
+// the operator hears why every reportEvery.
+const (
+	connectAttemptTimeout = 2 * time.Second
+	connectRetryDelay     = 200 * time.Millisecond
+	reportEvery           = 2 * time.Second
+)
+
+// waitForDatabase pings until the database answers, for at most timeout.
+// Meanwhile it logs where it is waiting and why every reportEvery, and it
+// gives up at once on what waiting cannot fix (a refused password, a
+// missing database). Messages name host and port, never the password:
+// pgx's errors do not carry it.
+func waitForDatabase(ctx context.Context, pool *pgxpool.Pool, pcfg *pgxpool.Config, timeout time.Duration, logger *slog.Logger) error {
+	where := net.JoinHostPort(pcfg.ConnConfig.Host, strconv.Itoa(int(pcfg.ConnConfig.Port)))
+	began := time.Now()
+	deadline := began.Add(timeout)
+	nextReport := began.Add(reportEvery)
+	for {
+		// One connection of its own per attempt rather than pool.Ping: the
+		// pool answers a slow connect with its caller's bare deadline,
+		// while a connect says what it met (refused, timeout, a DNS
+		// failure).
+		actx, cancel := context.WithTimeout(ctx, connectAttemptTimeout)
+		conn, err := pgx.ConnectConfig(actx, pcfg.ConnConfig)
+		if err == nil {
+			err = conn.Ping(actx)
+			_ = conn.Close(actx)
+		}
+		if err == nil {
+			err = pool.Ping(actx)
+		}
+		cancel()
+		switch {
+		case err == nil:
+			if time.Since(began) > reportEvery {
+				logger.Info("PostgreSQL is reachable", "at", where, "waited", time.Since(began).Round(time.Millisecond))
+			}
+			return nil
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case !worthWaiting(err):
+			return fmt.Errorf("database at %s refused the connection: %w", where, err)
+		case !time.Now().Before(deadline):
+			return fmt.Errorf("database at %s still unreachable after %s (RELAIS_DATABASE_CONNECT_TIMEOUT): %w", where, isoduration.Format(timeout), err)
+		}
+		if !time.Now().Before(nextReport) {
+			logger.Warn("waiting for PostgreSQL at "+where+": "+err.Error(), "waited", time.Since(began).Round(time.Second))
+			nextReport = nextReport.Add(reportEvery)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(min(connectRetryDelay, time.Until(deadline))):
+		}
+	}
+}
+
+// worthWaiting reports whether a failed ping may succeed later: a server
+// that is down or starting may come up, a wrong password or database name
+// will not.
+func worthWaiting(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return !strings.HasPrefix(pgErr.Code, "28") && pgErr.Code != "3D000"
+	}
+	return true
 }
 
 // openMigrated opens the configured database (see openDatabase) and applies
@@ -122,9 +193,27 @@ func openExisting(ctx context.Context, cfg config.Config, logger *slog.Logger) (
 // of its data directory.
 func (db *database) embedded() bool { return db.cluster != nil || db.attached }
 
+// superviseCluster has the embedded cluster, if this process runs one,
+// restarted when its server dies (see embeddedpg.Supervisor); the channel
+// it returns receives why supervision gave up. Without a cluster it
+// returns nil, which never receives.
+func (db *database) superviseCluster(policy embeddedpg.RestartPolicy) <-chan error {
+	if db.cluster == nil {
+		return nil
+	}
+	db.supervisor = embeddedpg.Supervise(db.cluster, db.clusterOpts, policy)
+	return db.supervisor.Failed()
+}
+
 func (db *database) close() {
 	if db.pool != nil {
 		db.pool.Close()
+	}
+	if db.supervisor != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = db.supervisor.Stop(ctx)
+		return
 	}
 	if db.cluster != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -151,5 +152,87 @@ func TestNoServerBinariesExplainsWhatToDo(t *testing.T) {
 	}, io.Discard, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "RELAIS_DATABASE_URL") || !strings.Contains(err.Error(), empty) {
 		t.Fatalf("err = %v; want one naming the folder and RELAIS_DATABASE_URL", err)
+	}
+}
+
+// TestEmbeddedServeRestartsAKilledCluster: when the embedded postmaster
+// is killed (kill -9), relais keeps serving: /healthz stays 200, API
+// requests answer 503 database_unavailable (never 500) until the cluster,
+// restarted with backoff, is back, and then succeed again.
+func TestEmbeddedServeRestartsAKilledCluster(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("starts embedded clusters")
+	}
+	dir, err := os.MkdirTemp("/tmp", "relais-serve-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = os.Chmod(dir, 0o711)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	dataDir := filepath.Join(dir, "relais-data")
+	p := startProcess(t, "RELAIS_DATA_DIR="+dataDir, "RELAIS_DATABASE_URL=", "RELAIS_BOOTSTRAP_TOKEN="+bootstrap)
+	pgData := filepath.Join(dataDir, "pg", "data")
+	pidFile, err := os.ReadFile(filepath.Join(pgData, "postmaster.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(string(pidFile), "\n", 2)[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := call(t, "GET", p.base+"/api/v1/whoami", bootstrap, nil); res.status != 200 {
+		t.Fatalf("whoami before the kill: %d %s", res.status, res.body)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	unavailable := 0
+	for {
+		res := call(t, "GET", p.base+"/api/v1/whoami", bootstrap, nil)
+		// A connection to a backend that has not yet noticed its
+		// postmaster's death may still answer: recovery is a 200 after
+		// the outage was seen.
+		if res.status == 200 && unavailable > 0 {
+			break
+		}
+		if res.status == 200 {
+			if time.Since(killed) > 20*time.Second {
+				t.Fatalf("requests still succeed 20s after the kill; stderr:\n%s", p.stderr)
+			}
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		if res.status != 503 || res.json(t)["code"] != "database_unavailable" {
+			t.Fatalf("whoami while the cluster is down: %d %s; want 503 database_unavailable", res.status, res.body)
+		}
+		unavailable++
+		if h := call(t, "GET", p.base+"/healthz", "", nil); h.status != 200 {
+			t.Fatalf("healthz while the cluster is down: %d", h.status)
+		}
+		if time.Since(killed) > 60*time.Second {
+			t.Fatalf("no recovery 60s after the kill; stderr:\n%s", p.stderr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("recovered %v after the kill, %d requests answered 503 meanwhile", time.Since(killed).Round(time.Millisecond), unavailable)
+	// The server may accept a session a moment before Start returns and
+	// the restart is logged.
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(p.stderr.String(), "server restarted"); {
+		if time.Now().After(deadline) {
+			t.Fatalf("the restart was not logged; stderr:\n%s", p.stderr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if res := call(t, "GET", p.base+"/readyz", "", nil); res.status != 200 {
+		t.Errorf("readyz after recovery: %d %s", res.status, res.body)
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	if err := p.cmd.Wait(); err != nil {
+		t.Fatalf("relais exited with %v after SIGTERM; stderr:\n%s", err, p.stderr)
+	}
+	if postgresRunningIn(t, pgData) {
+		t.Fatal("the restarted cluster still runs after relais stopped")
 	}
 }

@@ -25,7 +25,9 @@ const usage = `usage: relais <command> [flags]
 commands:
   serve          run the API, pull protocol, push runner, timers and console
   migrate        apply pending database migrations and exit
-  token create   create a token: relais token create --role ROLE --name NAME
+  token create   create a staff token: relais token create --role ROLE --name NAME [--expires-in P90D]
+  token list     list the staff tokens (id, name, role, created, last used, expires)
+  token revoke   revoke a staff token at once: relais token revoke ID
   apply          apply definitions, releases and processes: relais apply -f PATH
   keys rotate    re-encrypt secret values with the first data key (resumable)
   version        print the version
@@ -44,10 +46,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case "migrate":
 		return migrate(ctx, args[1:], getenv, stdout, stderr)
 	case "token":
-		if len(args) < 2 || args[1] != "create" {
-			return fmt.Errorf("usage: relais token create --role ROLE --name NAME")
-		}
-		return tokenCreate(ctx, args[2:], getenv, stdout, stderr)
+		return tokenCommand(ctx, args[1:], getenv, stdout, stderr)
 	case "keys":
 		if len(args) < 2 || args[1] != "rotate" {
 			return fmt.Errorf("usage: relais keys rotate")

@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"runtime/debug"
 	"time"
 
@@ -15,6 +13,7 @@ import (
 
 	"github.com/relais/relais/engine"
 	"github.com/relais/relais/internal/config"
+	"github.com/relais/relais/internal/embeddedpg"
 	"github.com/relais/relais/internal/isoduration"
 	"github.com/relais/relais/internal/server"
 )
@@ -55,29 +54,32 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if err != nil {
 		return fmt.Errorf("RELAIS_LISTEN %s: %w", cfg.Listen, err)
 	}
-	srv := &http.Server{
-		Handler:           replica.Handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          nil,
-		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	srv, err := server.NewHTTPServer(cfg, replica.Handler)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	srv.BaseContext = func(net.Listener) context.Context { return context.WithoutCancel(ctx) }
+	scheme := "http"
+	if cfg.TLSCertFile != "" {
+		scheme = "https"
 	}
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
-	fmt.Fprintf(stdout, "Relais listening on http://%s\n", ln.Addr())
-	logger.Info("relais ready", "listen", ln.Addr().String(), "embedded_postgres", db.cluster != nil,
+	go func() { serveErr <- server.Serve(srv, ln) }()
+	fmt.Fprintf(stdout, "Relais listening on %s://%s\n", scheme, ln.Addr())
+	logger.Info("relais ready", "listen", ln.Addr().String(), "tls", scheme == "https", "embedded_postgres", db.cluster != nil,
 		"schema_version", engine.LatestSchemaVersion(), "startup", time.Since(start).Round(time.Millisecond))
 
-	var clusterDied <-chan struct{}
-	if db.cluster != nil {
-		clusterDied = db.cluster.Wait()
-	}
+	// A dead embedded server is restarted while the HTTP surface stays up
+	// (API requests answer 503 database_unavailable meanwhile); only when
+	// restarts keep failing does serve give up.
+	clusterFailed := db.superviseCluster(embeddedpg.DefaultRestartPolicy)
 	select {
 	case err := <-serveErr:
 		return fmt.Errorf("http server: %w", err)
-	case <-clusterDied:
+	case err := <-clusterFailed:
 		_ = srv.Close()
-		return errors.New("the embedded PostgreSQL cluster stopped unexpectedly; see postgres.log in its folder")
+		return fmt.Errorf("giving up: %w; see postgres.log in that folder", err)
 	case <-ctx.Done():
 	}
 

@@ -5,18 +5,44 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
+	"text/tabwriter"
+	"time"
 
 	"github.com/relais/relais/engine"
 	"github.com/relais/relais/internal/auth"
 	"github.com/relais/relais/internal/config"
+	"github.com/relais/relais/internal/isoduration"
 )
 
-// tokenCreate takes --role and --name; every other flag is configuration
-// (e.g. --database-url), so the command reaches the same database as serve.
-func tokenCreate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	own := map[string]string{"role": "", "name": ""}
-	var rest []string
+// tokenPage is how many tokens token list reads at once.
+const tokenPage = 500
+
+const tokenUsage = "usage: relais token create --role ROLE --name NAME [--expires-in DURATION] | relais token list | relais token revoke ID"
+
+// tokenCommand runs relais token create, list and revoke against the
+// database serve uses (like serve, it needs no running server and no
+// token: whoever can reach the database is an administrator already).
+func tokenCommand(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return errors.New(tokenUsage)
+	}
+	switch args[0] {
+	case "create":
+		return tokenCreate(ctx, args[1:], getenv, stdout, stderr)
+	case "list":
+		return tokenList(ctx, args[1:], getenv, stdout, stderr)
+	case "revoke":
+		return tokenRevoke(ctx, args[1:], getenv, stdout, stderr)
+	}
+	return errors.New(tokenUsage)
+}
+
+// ownFlags takes the command's own flags (named in own) out of args; what
+// is left is configuration (e.g. --database-url), so that the command
+// reaches the same database as serve.
+func ownFlags(args []string, own map[string]string) (rest []string, err error) {
 	for i := 0; i < len(args); i++ {
 		key := strings.TrimLeft(args[i], "-")
 		key, value, hasValue := strings.Cut(key, "=")
@@ -26,39 +52,121 @@ func tokenCreate(ctx context.Context, args []string, getenv func(string) string,
 		}
 		if !hasValue {
 			if i+1 >= len(args) {
-				return fmt.Errorf("--%s needs a value", key)
+				return nil, fmt.Errorf("--%s needs a value", key)
 			}
 			i++
 			value = args[i]
 		}
 		own[key] = value
 	}
-	roleFlag, name := own["role"], own["name"]
-	role, err := auth.ParseRole(roleFlag)
+	return rest, nil
+}
+
+// openEngine opens the existing database of cfg for an administration
+// command.
+func openEngine(ctx context.Context, rest []string, getenv func(string) string, stderr io.Writer) (*engine.Engine, func(), error) {
+	cfg, err := config.Load(rest, getenv, stderr)
+	if err != nil {
+		return nil, nil, err
+	}
+	logger := newLogger(cfg, stderr)
+	db, err := openExisting(ctx, cfg, logger)
+	if err != nil {
+		return nil, nil, err
+	}
+	return engine.New(db.pool, engine.Options{Logger: logger}), db.close, nil
+}
+
+// tokenCreate takes --role, --name and --expires-in.
+func tokenCreate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	own := map[string]string{"role": "", "name": "", "expires-in": ""}
+	rest, err := ownFlags(args, own)
+	if err != nil {
+		return err
+	}
+	role, err := auth.ParseRole(own["role"])
 	if err != nil {
 		return err
 	}
 	if role == auth.RoleConsumer {
 		return errors.New("consumer tokens belong to a consumer: create one with POST /api/v1/consumers")
 	}
+	name := own["name"]
 	if name == "" {
 		return errors.New("--name is required")
 	}
-	cfg, err := config.Load(rest, getenv, stderr)
+	var expiry engine.Expiry
+	if s := own["expires-in"]; s != "" {
+		if expiry.In, err = isoduration.Parse(s); err != nil || expiry.In <= 0 {
+			return fmt.Errorf("--expires-in %q: must be a positive ISO-8601 duration such as P90D", s)
+		}
+	}
+	eng, closeDB, err := openEngine(ctx, rest, getenv, stderr)
 	if err != nil {
 		return err
 	}
-	logger := newLogger(cfg, stderr)
-	db, err := openExisting(ctx, cfg, logger)
-	if err != nil {
-		return err
-	}
-	defer db.close()
-	token, err := engine.New(db.pool, engine.Options{Logger: logger}).CreateToken(ctx, name, role)
+	defer closeDB()
+	token, st, err := eng.CreateToken(ctx, name, role, expiry)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "%s\n", token)
-	fmt.Fprintf(stderr, "token %q with role %s created; it is shown once.\n", name, role)
+	until := ""
+	if st.ExpiresAt != nil {
+		until = ", valid until " + st.ExpiresAt.UTC().Format(time.RFC3339)
+	}
+	fmt.Fprintf(stderr, "token %d %q with role %s created%s; it is shown once.\n", st.ID, name, role, until)
+	return nil
+}
+
+// tokenList prints every staff token that is not revoked.
+func tokenList(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	eng, closeDB, err := openEngine(ctx, args, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	defer closeDB()
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tNAME\tROLE\tCREATED\tLAST USED\tEXPIRES")
+	when := func(t *time.Time) string {
+		if t == nil {
+			return "-"
+		}
+		return t.UTC().Format(time.RFC3339)
+	}
+	for after := int64(0); ; {
+		page, err := eng.ListStaffTokens(ctx, after, tokenPage)
+		if err != nil {
+			return err
+		}
+		for _, t := range page {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Name, t.Role, when(&t.CreatedAt), when(t.LastUsedAt), when(t.ExpiresAt))
+			after = t.ID
+		}
+		if len(page) < tokenPage {
+			break
+		}
+	}
+	return tw.Flush()
+}
+
+// tokenRevoke revokes the staff token with the id given.
+func tokenRevoke(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		return errors.New("usage: relais token revoke ID (see relais token list)")
+	}
+	id, err := strconv.ParseInt(args[0], 10, 64)
+	if err != nil || id < 1 {
+		return fmt.Errorf("token id %q is not a number (see relais token list)", args[0])
+	}
+	eng, closeDB, err := openEngine(ctx, args[1:], getenv, stderr)
+	if err != nil {
+		return err
+	}
+	defer closeDB()
+	if err := eng.RevokeStaffToken(ctx, id); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "token %d revoked\n", id)
 	return nil
 }

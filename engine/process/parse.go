@@ -215,8 +215,18 @@ func (c *collector) process(root *jsontree.Node) *Process {
 		return p
 	}
 	c.members(root, "", "name", "description", "inputs", "start", "nodes")
-	p.Name, _ = c.str(root, "name", "", true)
-	p.Description, _ = c.str(root, "description", "", true)
+	// The same bounds as a definition's Working.
+	for _, t := range []struct {
+		key      string
+		dst      *string
+		maxBytes int
+	}{{"name", &p.Name, contracts.MaxNameBytes}, {"description", &p.Description, contracts.MaxDescriptionBytes}} {
+		if s, ok := c.str(root, t.key, "", true); ok && len(s) > t.maxBytes {
+			c.add("/"+t.key, "is longer than %d bytes", t.maxBytes)
+		} else {
+			*t.dst = s
+		}
+	}
 
 	if v, ok := member(root, "inputs"); !ok {
 		c.add("/inputs", "inputs is required (it may be {\"fields\": []})")

@@ -63,8 +63,8 @@ type Principal struct {
 	ConsumerID int64 // zero unless Role is consumer
 }
 
-// ErrUnknownToken is returned by a Lookup for a token that does not exist or
-// was revoked.
+// ErrUnknownToken is returned by a Lookup for a token that does not exist,
+// was revoked or has expired.
 var ErrUnknownToken = errors.New("unknown token")
 
 // Lookup finds the principal of a token hash. It returns the stored hash so
@@ -93,13 +93,13 @@ func Authenticate(ctx context.Context, lookup Lookup, token string) (Principal, 
 	want := Hash(token)
 	p, stored, err := lookup(ctx, want)
 	if errors.Is(err, ErrUnknownToken) {
-		return Principal{}, fault.New(fault.Unauthorized, "unauthorized", "the token is unknown or revoked")
+		return Principal{}, fault.New(fault.Unauthorized, "unauthorized", "the token is unknown, revoked or expired")
 	}
 	if err != nil {
 		return Principal{}, fmt.Errorf("auth: lookup: %w", err)
 	}
 	if subtle.ConstantTimeCompare(stored, want) != 1 {
-		return Principal{}, fault.New(fault.Unauthorized, "unauthorized", "the token is unknown or revoked")
+		return Principal{}, fault.New(fault.Unauthorized, "unauthorized", "the token is unknown, revoked or expired")
 	}
 	return p, nil
 }

@@ -5,23 +5,35 @@
 package config
 
 import (
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/relais/relais/engine/process"
+	"github.com/relais/relais/internal/forwarded"
 	"github.com/relais/relais/internal/isoduration"
 )
 
 // Config is the validated configuration of one relais process.
 type Config struct {
-	DatabaseURL     string
-	Listen          string
+	DatabaseURL string
+	// DatabaseConnectTimeout bounds how long a start waits for the
+	// database to accept connections before giving up.
+	DatabaseConnectTimeout time.Duration
+	Listen                 string
+	// TLSCertFile and TLSKeyFile, both set, make the listener speak TLS.
+	TLSCertFile string
+	TLSKeyFile  string
+	// TrustedProxies are the peers whose X-Forwarded-For and
+	// X-Forwarded-Proto headers are believed; nil believes nobody.
+	TrustedProxies  []netip.Prefix
 	DataDir         string
 	BootstrapToken  string
 	PGBin           string
@@ -67,6 +79,7 @@ const (
 	kindLevel
 	kindFormat
 	kindRetention
+	kindPrefixes
 )
 
 // MinRetention is the shortest retention accepted: history an operator is
@@ -88,8 +101,16 @@ type Setting struct {
 var Settings = []Setting{
 	{Env: "RELAIS_DATABASE_URL", Flag: "database-url", Description: "PostgreSQL URL; empty runs an embedded cluster in the data directory", kind: kindSecret,
 		set: func(c *Config, v any) { c.DatabaseURL = v.(string) }},
+	{Env: "RELAIS_DATABASE_CONNECT_TIMEOUT", Flag: "database-connect-timeout", Default: "PT30S", Description: "how long a start waits for PostgreSQL to accept connections (logging why every 2 s) before exiting", kind: kindDuration,
+		set: func(c *Config, v any) { c.DatabaseConnectTimeout = v.(time.Duration) }},
 	{Env: "RELAIS_LISTEN", Flag: "listen", Default: "127.0.0.1:8080", Description: "HTTP listen address", kind: kindString,
 		set: func(c *Config, v any) { c.Listen = v.(string) }},
+	{Env: "RELAIS_TLS_CERT_FILE", Flag: "tls-cert-file", Description: "PEM certificate chain; with RELAIS_TLS_KEY_FILE the listener serves HTTPS (HTTP/2 and HTTP/1.1) and sends HSTS; without both it serves cleartext HTTP/1.1 and h2c", kind: kindString,
+		set: func(c *Config, v any) { c.TLSCertFile = v.(string) }},
+	{Env: "RELAIS_TLS_KEY_FILE", Flag: "tls-key-file", Description: "PEM private key of RELAIS_TLS_CERT_FILE (both or neither)", kind: kindString,
+		set: func(c *Config, v any) { c.TLSKeyFile = v.(string) }},
+	{Env: "RELAIS_TRUSTED_PROXIES", Flag: "trusted-proxies", Description: "comma-separated CIDR prefixes (or addresses) of reverse proxies whose X-Forwarded-For and X-Forwarded-Proto are believed; others' are ignored", kind: kindPrefixes,
+		set: func(c *Config, v any) { c.TrustedProxies = v.([]netip.Prefix) }},
 	{Env: "RELAIS_DATA_DIR", Flag: "data-dir", Default: "./relais-data", Description: "folder for the embedded cluster and generated key file", kind: kindString,
 		set: func(c *Config, v any) { c.DataDir = v.(string) }},
 	{Env: "RELAIS_PG_BIN", Flag: "pg-bin", Description: "folder with PostgreSQL's initdb and postgres (embedded mode); empty searches PATH, then the newest /usr/lib/postgresql/*/bin", kind: kindString,
@@ -230,6 +251,8 @@ func parseValue(s Setting, raw string) (any, error) {
 			return nil, fmt.Errorf("must be at least %s (or forever)", isoduration.Format(MinRetention))
 		}
 		return d, nil
+	case kindPrefixes:
+		return forwarded.ParsePrefixes(raw)
 	case kindFormat:
 		if raw != "text" && raw != "json" {
 			return nil, fmt.Errorf("%q is not text or json", raw)
@@ -276,6 +299,18 @@ func (c Config) check(defaulted map[string]bool) []string {
 	}
 	if c.BootstrapToken != "" && len(c.BootstrapToken) < 20 {
 		p = append(p, "RELAIS_BOOTSTRAP_TOKEN: must be at least 20 characters")
+	}
+	switch {
+	case (c.TLSCertFile == "") != (c.TLSKeyFile == ""):
+		missing := "RELAIS_TLS_KEY_FILE"
+		if c.TLSCertFile == "" {
+			missing = "RELAIS_TLS_CERT_FILE"
+		}
+		p = append(p, missing+": must be set with the other of RELAIS_TLS_CERT_FILE and RELAIS_TLS_KEY_FILE (both or neither)")
+	case c.TLSCertFile != "":
+		if _, err := tls.LoadX509KeyPair(c.TLSCertFile, c.TLSKeyFile); err != nil {
+			p = append(p, "RELAIS_TLS_CERT_FILE, RELAIS_TLS_KEY_FILE: "+err.Error())
+		}
 	}
 	if c.Listen == "" {
 		p = append(p, "RELAIS_LISTEN: must not be empty")

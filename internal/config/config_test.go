@@ -47,6 +47,11 @@ func TestFailsClosedNamingTheKey(t *testing.T) {
 		{"flag overrides env", map[string]string{"RELAIS_PULL_MAX_TASKS": "10"}, []string{"--pull-max-tasks", "0"}, "RELAIS_PULL_MAX_TASKS (flag --pull-max-tasks)"},
 		{"short bootstrap token", map[string]string{"RELAIS_BOOTSTRAP_TOKEN": "short"}, nil, "RELAIS_BOOTSTRAP_TOKEN"},
 		{"log level", map[string]string{"RELAIS_LOG_LEVEL": "loud"}, nil, "RELAIS_LOG_LEVEL"},
+		{"certificate without key", map[string]string{"RELAIS_TLS_CERT_FILE": "/etc/relais/cert.pem"}, nil, "RELAIS_TLS_KEY_FILE: must be set"},
+		{"key without certificate", map[string]string{"RELAIS_TLS_KEY_FILE": "/etc/relais/key.pem"}, nil, "RELAIS_TLS_CERT_FILE: must be set"},
+		{"pair that does not load", map[string]string{"RELAIS_TLS_CERT_FILE": "/nonexistent/cert.pem", "RELAIS_TLS_KEY_FILE": "/nonexistent/key.pem"}, nil, "RELAIS_TLS_CERT_FILE, RELAIS_TLS_KEY_FILE"},
+		{"trusted proxies", map[string]string{"RELAIS_TRUSTED_PROXIES": "10.0.0.0/8,10.0.0.0/33"}, nil, "RELAIS_TRUSTED_PROXIES"},
+		{"connect timeout", map[string]string{"RELAIS_DATABASE_CONNECT_TIMEOUT": "30s"}, nil, "RELAIS_DATABASE_CONNECT_TIMEOUT"},
 	}
 	for _, tt := range tests {
 		_, err := Load(tt.args, env(tt.env), io.Discard)

@@ -45,7 +45,12 @@ type Error struct {
 	// Extra holds additional problem members (e.g. the field and ceiling of
 	// bound_exceeded); keys must not collide with the standard ones.
 	Extra map[string]any
+	// Cause, when set, is the error behind this one: logged, never shown.
+	Cause error
 }
+
+// Unwrap returns the cause, so errors.Is and errors.As see through e.
+func (e *Error) Unwrap() error { return e.Cause }
 
 func (e *Error) Error() string {
 	if len(e.Errors) > 0 {

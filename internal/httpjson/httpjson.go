@@ -18,10 +18,15 @@ import (
 
 	"github.com/relais/relais/internal/fault"
 	"github.com/relais/relais/internal/jsontree"
+	"github.com/relais/relais/internal/pgfault"
 )
 
 // ProblemContentType is the media type of every error response.
 const ProblemContentType = "application/problem+json"
+
+// StatusClientClosedRequest is the status logged for a request whose client
+// disconnected before the answer (nginx's 499): no client ever reads it.
+const StatusClientClosedRequest = 499
 
 // Decode reads r's body as one JSON document into a T, refusing unknown
 // fields, trailing data, bodies above maxBytes, and strings holding the NUL
@@ -35,6 +40,9 @@ func Decode[T any](w http.ResponseWriter, r *http.Request, maxBytes int64) (T, e
 			return v, decodeError(err, maxBytes)
 		}
 		return v, fault.New(fault.BadRequest, "invalid_json", "the request body could not be read")
+	}
+	if err := CheckText(body); err != nil {
+		return v, err
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
@@ -56,6 +64,46 @@ func Decode[T any](w http.ResponseWriter, r *http.Request, maxBytes int64) (T, e
 		}
 	}
 	return v, nil
+}
+
+// maxCheckDepth bounds the nesting CheckText follows; encoding/json's
+// own limit is 10,000 and refuses deeper documents itself.
+const maxCheckDepth = 10_000
+
+// CheckText refuses (400 invalid_json, every problem at its pointer) a
+// request body whose meaning would be guessed: a string or key holding
+// invalid UTF-8 or an escaped lone surrogate (decoders store U+FFFD in
+// its place, not what was sent) or a duplicate key (decoders keep the
+// last one). Malformed bodies pass: the decoder reports them. Decode
+// applies it; routes that read bodies themselves must too.
+func CheckText(body []byte) error {
+	problems := jsontree.CheckText(body, maxCheckDepth)
+	if len(problems) == 0 {
+		return nil
+	}
+	errs := make([]fault.FieldError, len(problems))
+	for i, p := range problems {
+		errs[i] = fault.FieldError{Path: p.Pointer, Message: p.Message}
+	}
+	return fault.New(fault.BadRequest, "invalid_json", "the body is not strict JSON: %d problem(s), first at %q: %s", len(errs), errs[0].Path, errs[0].Message).WithErrors(errs)
+}
+
+// CheckBody refuses a request body that is not strict JSON: malformed
+// (400 invalid_json with the offset), or refused by CheckText. An empty
+// body passes: whether one is needed is the route's business.
+func CheckBody(body []byte) error {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil
+	}
+	if !json.Valid(body) {
+		var v json.RawMessage
+		err := json.Unmarshal(body, &v)
+		if err == nil {
+			err = errors.New("malformed JSON")
+		}
+		return decodeError(err, 0)
+	}
+	return CheckText(body)
 }
 
 // nulEscape is how the NUL character appears in JSON text (a raw NUL byte
@@ -240,11 +288,30 @@ type Problem struct {
 // because their text may carry anything (SQL, payload fragments).
 func WriteError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err error) {
 	fe, ok := fault.As(err)
+	if (!ok || fe.Kind == fault.Internal) && r.Context().Err() != nil {
+		// The client went away (or its deadline passed) and the work
+		// failed because of it: not a server fault, nobody reads the
+		// answer, and an ERROR line would page someone for a closed tab.
+		if logger != nil {
+			logger.DebugContext(r.Context(), "request abandoned by the client", "method", r.Method, "path", r.URL.Path, "err", err)
+		}
+		w.WriteHeader(StatusClientClosedRequest)
+		return
+	}
+	if !ok && pgfault.Lost(err) {
+		// The engine turns these into the fault below; an error that
+		// reached here another way (a lookup outside the engine) is
+		// answered alike.
+		fe, ok = pgfault.Unavailable(err), true
+	}
 	if !ok || fe.Kind == fault.Internal {
 		if logger != nil {
 			logger.ErrorContext(r.Context(), "internal error", "method", r.Method, "path", r.URL.Path, "err", err)
 		}
 		fe = fault.New(fault.Internal, "internal", "an internal error occurred; it has been logged")
+	}
+	if fe.Kind == fault.Unavailable && fe.Cause != nil && logger != nil {
+		logger.WarnContext(r.Context(), "dependency unavailable", "method", r.Method, "path", r.URL.Path, "code", fe.Code, "err", fe.Cause)
 	}
 	status, doc := ProblemOf(fe)
 	if fe.RetryAfter > 0 {

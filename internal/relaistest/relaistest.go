@@ -28,12 +28,15 @@ import (
 
 // Env is a running Relais with one token per role.
 type Env struct {
-	T      testing.TB
-	URL    string
-	Engine *engine.Engine
-	Pool   *pgxpool.Pool
-	Config config.Config
-	Logs   *LogBuffer
+	T   testing.TB
+	URL string
+	// Handler is the replica's HTTP handler, for tests that serve it
+	// themselves (over TLS, say).
+	Handler http.Handler
+	Engine  *engine.Engine
+	Pool    *pgxpool.Pool
+	Config  config.Config
+	Logs    *LogBuffer
 	// Clock is the engine's clock: tests Advance it past lock expiries and
 	// deadlines instead of sleeping.
 	Clock    *Clock
@@ -49,6 +52,13 @@ type Option func(*config.Config)
 func New(t testing.TB, opts ...Option) *Env {
 	t.Helper()
 	return start(t, dbtest.Pool(t), &Clock{}, opts...)
+}
+
+// NewOnPool starts Relais on pool, whose database must be migrated: for
+// tests that control the PostgreSQL server itself (stop it, restart it).
+func NewOnPool(t testing.TB, pool *pgxpool.Pool, opts ...Option) *Env {
+	t.Helper()
+	return start(t, pool, &Clock{}, opts...)
 }
 
 // Replica starts a second Relais replica on e's database, with its own
@@ -87,13 +97,13 @@ func start(t testing.TB, pool *pgxpool.Pool, clock *Clock, opts ...Option) *Env 
 		srv.Close()
 		rep.Stop()
 	})
-	e := &Env{T: t, URL: srv.URL, Engine: eng, Pool: pool, Config: cfg, Logs: logs, Clock: clock}
+	e := &Env{T: t, URL: srv.URL, Handler: rep.Handler, Engine: eng, Pool: pool, Config: cfg, Logs: logs, Clock: clock}
 	ctx := context.Background()
 	for _, tok := range []struct {
 		dst  *string
 		role auth.Role
 	}{{&e.Admin, auth.RoleAdmin}, {&e.Designer, auth.RoleDesigner}, {&e.Operator, auth.RoleOperator}} {
-		if *tok.dst, err = eng.CreateToken(ctx, string(tok.role), tok.role); err != nil {
+		if *tok.dst, _, err = eng.CreateToken(ctx, string(tok.role), tok.role, engine.Expiry{}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -1,7 +1,10 @@
 package server
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"runtime"
@@ -10,14 +13,46 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/relais/relais/internal/fault"
+	"github.com/relais/relais/internal/forwarded"
 	"github.com/relais/relais/internal/httpjson"
 )
+
+// headAsGet routes HEAD requests to the GET route of their path, as RFC
+// 9110 expects of every GET resource (monitors and link checkers send
+// HEAD); net/http drops the body. No route is registered for HEAD itself.
+// chi's middleware.GetHead does this only where its look-ahead finds no
+// HEAD route, and that look-ahead wrongly finds one at the root of every
+// r.Route subrouter (/api/v1/definitions answered 405).
+func headAsGet(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodHead {
+			if rctx := chi.RouteContext(r.Context()); rctx != nil {
+				rctx.RouteMethod = http.MethodGet
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// strictTransportSecurity tells browsers that reached Relais over HTTPS
+// (directly, or through a trusted proxy) to use nothing else for a year.
+// Sent over cleartext it would be ignored, and it would wrongly promise
+// HTTPS on a deployment that has none.
+func strictTransportSecurity(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if forwarded.IsHTTPS(r) {
+			w.Header().Set("Strict-Transport-Security", "max-age=31536000")
+		}
+		next.ServeHTTP(w, r)
+	})
+}
 
 // recoverPanics answers a panicking handler with the 500 internal problem
 // every API error is (DESIGN §8), where chi's Recoverer writes an empty
@@ -95,7 +130,7 @@ func logRequests(logger *slog.Logger, metrics *httpMetrics) func(http.Handler) h
 			logger.Log(r.Context(), level, "request",
 				"method", r.Method, "route", route, "path", r.URL.Path,
 				"status", status, "bytes", ww.BytesWritten(), "duration", elapsed.Round(time.Microsecond),
-				"request_id", middleware.GetReqID(r.Context()))
+				"request_id", middleware.GetReqID(r.Context()), "client", forwarded.Of(r).Addr)
 		})
 	}
 }
@@ -119,11 +154,49 @@ func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
 	return m
 }
 
-// refuseNUL answers 400 for an address whose path or query holds the NUL
-// character: PostgreSQL stores it in no text value, so a filter, cursor or
-// name holding one would otherwise fail as a 500 where it is looked up.
-// Bodies are checked where JSON is read (jsontree).
-func refuseNUL(logger *slog.Logger) func(http.Handler) http.Handler {
+// strictBodies reads the body of every write request and refuses, before
+// any route sees it, one above maxBytes (413 body_too_large) or one that
+// is not strict JSON (400 invalid_json: malformed, invalid UTF-8, an
+// escaped lone surrogate or a duplicate key, each at its pointer). Routes
+// that take no body (a snapshot, a stop, a rotation, a delete) would
+// otherwise ignore what they were sent and act; routes that decode one
+// would store U+FFFD where a client sent something else. The route reads
+// the body again from memory.
+func strictBodies(logger *slog.Logger, maxBytes int64) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodGet || r.Method == http.MethodHead || r.Method == http.MethodOptions ||
+				r.Body == nil || r.Body == http.NoBody || r.Header.Get("Authorization") == "" {
+				// Without a token, its 401 comes first.
+				next.ServeHTTP(w, r)
+				return
+			}
+			body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBytes))
+			if err != nil {
+				var mbe *http.MaxBytesError
+				if errors.As(err, &mbe) {
+					httpjson.WriteError(w, r, logger, fault.New(fault.TooLarge, "body_too_large", "the request body is larger than %d bytes", maxBytes))
+				} else {
+					httpjson.WriteError(w, r, logger, fault.New(fault.BadRequest, "invalid_json", "the request body could not be read"))
+				}
+				return
+			}
+			if err := httpjson.CheckBody(body); err != nil {
+				httpjson.WriteError(w, r, logger, err)
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+// refuseUnstorable answers 400 for an address whose path or query holds
+// the NUL character or bytes that are not UTF-8 text (both arrive
+// percent-encoded): PostgreSQL stores neither in a text value, so a
+// filter, cursor or name holding one would otherwise fail as a 500 where
+// it is looked up. Bodies are checked where JSON is read.
+func refuseUnstorable(logger *slog.Logger) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.Header.Get("Authorization") == "" {
@@ -131,21 +204,34 @@ func refuseNUL(logger *slog.Logger) func(http.Handler) http.Handler {
 				next.ServeHTTP(w, r)
 				return
 			}
+			problem := func(s string) string {
+				switch {
+				case strings.ContainsRune(s, 0):
+					return `the NUL character (\u0000) is not allowed`
+				case !utf8.ValidString(s):
+					return "holds bytes that are not UTF-8 text"
+				}
+				return ""
+			}
 			var errs []fault.FieldError
-			if strings.ContainsRune(r.URL.Path, 0) {
-				errs = append(errs, fault.FieldError{Path: "path", Message: `the NUL character (\u0000) is not allowed`})
+			if msg := problem(r.URL.Path); msg != "" {
+				errs = append(errs, fault.FieldError{Path: "path", Message: msg})
 			}
 			for name, values := range r.URL.Query() {
 				for _, v := range values {
-					if strings.ContainsRune(name, 0) || strings.ContainsRune(v, 0) {
-						errs = append(errs, fault.FieldError{Path: strings.ReplaceAll(name, "\x00", ""), Message: `the NUL character (\u0000) is not allowed`})
+					msg := problem(name)
+					if msg == "" {
+						msg = problem(v)
+					}
+					if msg != "" {
+						errs = append(errs, fault.FieldError{Path: strings.ToValidUTF8(strings.ReplaceAll(name, "\x00", ""), "?"), Message: msg})
 						break
 					}
 				}
 			}
 			if len(errs) > 0 {
 				slices.SortFunc(errs, func(a, b fault.FieldError) int { return strings.Compare(a.Path, b.Path) })
-				httpjson.WriteError(w, r, logger, fault.New(fault.BadRequest, "invalid_request", "the request's address holds a NUL character").WithErrors(errs))
+				httpjson.WriteError(w, r, logger, fault.New(fault.BadRequest, "invalid_request", "the request's address holds a NUL character or bytes that are not UTF-8 text").WithErrors(errs))
 				return
 			}
 			next.ServeHTTP(w, r)

@@ -21,6 +21,7 @@ import (
 	"github.com/relais/relais/internal/auth"
 	"github.com/relais/relais/internal/config"
 	"github.com/relais/relais/internal/fault"
+	"github.com/relais/relais/internal/forwarded"
 	"github.com/relais/relais/internal/httpauth"
 	"github.com/relais/relais/internal/httpjson"
 	"github.com/relais/relais/internal/notify"
@@ -91,8 +92,10 @@ func (r *Replica) Stop() {
 func newHandler(d Deps, hub *pull.Hub) http.Handler {
 	r := chi.NewRouter()
 	r.Use(middleware.RequestID)
+	r.Use(forwarded.Middleware(d.Config.TrustedProxies))
 	r.Use(logRequests(d.Logger, newHTTPMetrics(d.Registry)))
 	r.Use(recoverPanics(d.Logger))
+	r.Use(headAsGet, strictTransportSecurity)
 	notFound := func(w http.ResponseWriter, r *http.Request) {
 		httpjson.WriteError(w, r, d.Logger, fault.New(fault.NotFound, "not_found", "no route for %s", r.URL.Path))
 	}
@@ -111,7 +114,7 @@ func newHandler(d Deps, hub *pull.Hub) http.Handler {
 
 	lookup := auth.Lookup(d.Engine.LookupToken)
 	r.Route("/api/v1", func(r chi.Router) {
-		r.Use(refuseNUL(d.Logger))
+		r.Use(refuseUnstorable(d.Logger), strictBodies(d.Logger, d.Config.MaxBodyBytes))
 		// Every API route needs a token (DESIGN §9), paths and methods that
 		// match no route included: without one they are 401, not 404 or
 		// 405. Set before the subrouters are mounted, which inherit it.

@@ -1,0 +1,85 @@
+package api_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/relais/relais/internal/relaistest"
+)
+
+// TestFreeTextBounds: every free-text field has a documented maximum; a
+// value above it is refused naming the field (400 for request fields, 422
+// invalid_contract or invalid_process inside documents), never a 500 (a
+// 2.7 KB business_key or consumer name used to break a btree index), and
+// a value at the maximum is accepted.
+func TestFreeTextBounds(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	key := env.Definition("add_company_to_crm.yaml")
+	env.Process("crm_flow", relaistest.CRMProcess(nil))
+	working := relaistest.Body(relaistest.ExampleDocs(t, "definitions/add_company_to_crm.yaml")[0], "key")
+	with := func(m map[string]any, k string, v any) map[string]any {
+		out := map[string]any{}
+		for kk, vv := range m {
+			out[kk] = vv
+		}
+		out[k] = v
+		return out
+	}
+	huge := strings.Repeat("x", 2700)
+	start := func(bk string) map[string]any {
+		return map[string]any{"business_key": bk, "inputs": map[string]any{"name": "Acme"}}
+	}
+	for _, c := range []struct {
+		name, method, path, token string
+		body                      any
+		status                    int
+		pointer                   string
+	}{
+		{"business key", "POST", "/api/v1/processes/crm_flow/instances", env.Operator, start(huge), 400, "/business_key"},
+		{"business key at its maximum", "POST", "/api/v1/processes/crm_flow/instances", env.Operator, start(strings.Repeat("b", 200)), 201, ""},
+		{"consumer name", "POST", "/api/v1/consumers", env.Admin, map[string]any{"name": huge, "grants": []any{}}, 400, "/name"},
+		{"consumer name at its maximum", "POST", "/api/v1/consumers", env.Admin, map[string]any{"name": strings.Repeat("c", 200), "grants": []any{}}, 201, ""},
+		{"token name", "POST", "/api/v1/tokens", env.Admin, map[string]any{"name": huge, "role": "operator"}, 400, "/name"},
+		{"release notes", "POST", "/api/v1/definitions/" + key + "/releases", env.Designer, map[string]any{"name": "r1", "revision": 1, "notes": strings.Repeat("n", 10_001)}, 400, "/notes"},
+		{"release name", "POST", "/api/v1/definitions/" + key + "/releases", env.Designer, map[string]any{"name": huge, "revision": 1}, 400, "/name"},
+		{"destination url", "PUT", "/api/v1/destinations/d1", env.Admin, map[string]any{"url": "https://x.example/" + strings.Repeat("p", 2048), "max_timeout": "PT1S"}, 400, "/url"},
+		{"destination header value", "PUT", "/api/v1/destinations/d1", env.Admin, map[string]any{"url": "https://x.example/", "max_timeout": "PT1S",
+			"headers": map[string]string{"X-Key": strings.Repeat("k", 8193)}}, 400, "/headers/X-Key"},
+		{"definition name", "PUT", "/api/v1/definitions/bounded/working", env.Designer, with(working, "name", huge), 422, "/name"},
+		{"definition description", "PUT", "/api/v1/definitions/bounded/working", env.Designer, with(working, "description", strings.Repeat("d", 10_001)), 422, "/description"},
+		{"process name", "POST", "/api/v1/processes/bounded/versions", env.Designer, with(relaistest.CRMProcess(nil), "name", huge), 422, "/name"},
+		{"worker id", "POST", "/api/v1/pull/fetch-and-lock", env.Consumer("c1", key), map[string]any{"worker_id": huge,
+			"subscriptions": []any{map[string]any{"definition": key}}}, 400, "/worker_id"},
+		{"grant of a revision that does not exist", "POST", "/api/v1/consumers", env.Admin, map[string]any{"name": "c2",
+			"grants": []any{map[string]any{"definition": key, "revisions": []int{1, 7}}}}, 422, "/grants/0/revisions/1"},
+	} {
+		r := env.Do(c.method, c.path, c.token, c.body)
+		if r.Status != c.status {
+			t.Errorf("%s: %d %.300s; want %d", c.name, r.Status, r.Body, c.status)
+			continue
+		}
+		if c.pointer == "" {
+			continue
+		}
+		found := false
+		for _, e := range r.JSON(t)["errors"].([]any) {
+			found = found || e.(map[string]any)["path"] == c.pointer
+		}
+		if !found {
+			t.Errorf("%s: %s; want an error at %s", c.name, r.Body, c.pointer)
+		}
+	}
+
+	for _, h := range []string{strings.Repeat("i", 201), "k\xff"} {
+		r := env.Do("POST", "/api/v1/processes/crm_flow/instances", env.Operator, start("ok"), "Idempotency-Key", h)
+		if r.Status != 400 {
+			t.Errorf("Idempotency-Key %.20q: %d %s; want 400", h, r.Status, r.Body)
+		}
+	}
+	for _, path := range []string{"/api/v1/instances?business_key=%FF", "/api/v1/definitions/%FF%FE", "/api/v1/occurrences?definition=a%C3"} {
+		if r := env.Do("GET", path, env.Operator, nil); r.Status != 400 || r.Code() != "invalid_request" {
+			t.Errorf("GET %s: %d %s; want 400 invalid_request", path, r.Status, r.Body)
+		}
+	}
+}

@@ -1,0 +1,185 @@
+package api_test
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/relais/relais/internal/relaistest"
+)
+
+// tokenList reads every page of GET /tokens, limit at a time.
+func tokenList(t *testing.T, env *relaistest.Env, limit int) []map[string]any {
+	t.Helper()
+	var all []map[string]any
+	cursor := ""
+	for {
+		page := env.Must(200, "GET", "/api/v1/tokens?limit="+strconv.Itoa(limit)+"&cursor="+cursor, env.Admin, nil).JSON(t)
+		for _, it := range page["items"].([]any) {
+			all = append(all, it.(map[string]any))
+		}
+		next, _ := page["next_cursor"].(string)
+		if next == "" {
+			return all
+		}
+		cursor = next
+	}
+}
+
+func tokenByName(t *testing.T, env *relaistest.Env, name string) map[string]any {
+	t.Helper()
+	for _, tok := range tokenList(t, env, 50) {
+		if tok["name"] == name {
+			return tok
+		}
+	}
+	t.Fatalf("token %q not listed", name)
+	return nil
+}
+
+// TestStaffTokensListed: admins list staff tokens with their dates, page
+// by page, never with a secret or hash, and without consumer tokens.
+func TestStaffTokensListed(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	key := env.Definition("add_company_to_crm.yaml")
+	env.Consumer("crm-sync", key)
+	created := env.Must(201, "POST", "/api/v1/tokens", env.Admin, map[string]any{"name": "ci", "role": "designer", "expires_in": "P30D"}).JSON(t)
+	if created["token"] == "" || created["id"] == nil || created["expires_at"] == nil {
+		t.Fatalf("create answered %v; want the token once, its id and expiry", created)
+	}
+
+	all := tokenList(t, env, 1)
+	names := map[string]bool{}
+	for _, tok := range all {
+		names[tok["name"].(string)] = true
+		for _, k := range []string{"id", "name", "role", "created_at", "last_used_at", "expires_at"} {
+			if _, ok := tok[k]; !ok {
+				t.Errorf("token %v has no %s", tok["name"], k)
+			}
+		}
+		for _, k := range []string{"token", "hash"} {
+			if _, ok := tok[k]; ok {
+				t.Errorf("token %v shows its %s", tok["name"], k)
+			}
+		}
+		if tok["role"] == "consumer" {
+			t.Errorf("a consumer token is listed: %v", tok)
+		}
+	}
+	for _, want := range []string{"admin", "designer", "operator", "ci"} {
+		if !names[want] {
+			t.Errorf("token %q not listed; got %v", want, names)
+		}
+	}
+	if len(all) != 4 {
+		t.Errorf("%d tokens listed; want 4", len(all))
+	}
+	if r := env.Do("GET", "/api/v1/tokens", env.Operator, nil); r.Status != 403 {
+		t.Errorf("an operator listing tokens: %d; want 403", r.Status)
+	}
+}
+
+// TestStaffTokenRevokedAtOnce: a revoked token's next request is 401; the
+// last usable admin token cannot be revoked; consumer tokens are not
+// revoked here.
+func TestStaffTokenRevokedAtOnce(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	op := tokenByName(t, env, "operator")
+	env.Must(200, "GET", "/api/v1/instances", env.Operator, nil)
+	env.Must(204, "DELETE", "/api/v1/tokens/"+id(op), env.Admin, nil)
+	if r := env.Do("GET", "/api/v1/instances", env.Operator, nil); r.Status != 401 {
+		t.Errorf("the revoked token's next request: %d; want 401", r.Status)
+	}
+	if r := env.Do("DELETE", "/api/v1/tokens/"+id(op), env.Admin, nil); r.Status != 404 {
+		t.Errorf("revoking it again: %d; want 404", r.Status)
+	}
+
+	key := env.Definition("add_company_to_crm.yaml")
+	env.Consumer("crm-sync", key)
+	var consumerTokenID int64
+	if err := env.Pool.QueryRow(context.Background(), "select id from tokens where consumer_id is not null").Scan(&consumerTokenID); err != nil {
+		t.Fatal(err)
+	}
+	if r := env.Do("DELETE", "/api/v1/tokens/"+strconv.FormatInt(consumerTokenID, 10), env.Admin, nil); r.Status != 404 {
+		t.Errorf("revoking a consumer's token here: %d %s; want 404", r.Status, r.Body)
+	}
+
+	admin := tokenByName(t, env, "admin")
+	if r := env.Do("DELETE", "/api/v1/tokens/"+id(admin), env.Admin, nil); r.Status != 409 || r.Code() != "last_admin_token" {
+		t.Fatalf("revoking the only admin token: %d %s; want 409 last_admin_token", r.Status, r.Body)
+	}
+	// An admin token that has expired does not keep an admin around.
+	env.Must(201, "POST", "/api/v1/tokens", env.Admin, map[string]any{"name": "short", "role": "admin", "expires_in": "PT1M"})
+	env.Clock.Advance(2 * time.Minute)
+	if r := env.Do("DELETE", "/api/v1/tokens/"+id(admin), env.Admin, nil); r.Status != 409 {
+		t.Fatalf("revoking the only usable admin token beside an expired one: %d %s; want 409", r.Status, r.Body)
+	}
+	second := env.Must(201, "POST", "/api/v1/tokens", env.Admin, map[string]any{"name": "second", "role": "admin"}).JSON(t)
+	env.Must(204, "DELETE", "/api/v1/tokens/"+id(admin), second["token"].(string), nil)
+	if r := env.Do("GET", "/api/v1/whoami", env.Admin, nil); r.Status != 401 {
+		t.Errorf("the revoked admin token: %d; want 401", r.Status)
+	}
+	if r := env.Do("DELETE", "/api/v1/tokens/"+id(second), second["token"].(string), nil); r.Status != 409 {
+		t.Errorf("revoking the new last admin token: %d; want 409", r.Status)
+	}
+}
+
+// TestStaffTokenExpiry: a token made with expires_in or expires_at is
+// refused (401) once that time has passed; nonsense expiries are 400.
+func TestStaffTokenExpiry(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	in := env.Must(201, "POST", "/api/v1/tokens", env.Admin, map[string]any{"name": "in", "role": "operator", "expires_in": "PT1H"}).JSON(t)["token"].(string)
+	at := env.Must(201, "POST", "/api/v1/tokens", env.Admin, map[string]any{"name": "at", "role": "operator",
+		"expires_at": env.Clock.Now().Add(2 * time.Hour).Format(time.RFC3339)}).JSON(t)["token"].(string)
+	env.Must(200, "GET", "/api/v1/whoami", in, nil)
+	env.Clock.Advance(61 * time.Minute)
+	if r := env.Do("GET", "/api/v1/whoami", in, nil); r.Status != 401 {
+		t.Errorf("a token past expires_in: %d; want 401", r.Status)
+	}
+	env.Must(200, "GET", "/api/v1/whoami", at, nil)
+	env.Clock.Advance(time.Hour)
+	if r := env.Do("GET", "/api/v1/whoami", at, nil); r.Status != 401 {
+		t.Errorf("a token past expires_at: %d; want 401", r.Status)
+	}
+	for _, body := range []map[string]any{
+		{"name": "x", "role": "operator", "expires_at": "2000-01-01T00:00:00Z"},
+		{"name": "x", "role": "operator", "expires_in": "PT0S"},
+		{"name": "x", "role": "operator", "expires_in": "1 hour"},
+		{"name": "x", "role": "operator", "expires_in": "PT1H", "expires_at": "2999-01-01T00:00:00Z"},
+	} {
+		if r := env.Do("POST", "/api/v1/tokens", env.Admin, body); r.Status != 400 {
+			t.Errorf("create %v: %d %s; want 400", body, r.Status, r.Body)
+		}
+	}
+}
+
+// TestLastUsedWrittenAtMostOnceAMinute: last_used_at follows use, but is
+// not rewritten within a minute of its last value.
+func TestLastUsedWrittenAtMostOnceAMinute(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	if tok := tokenByName(t, env, "designer"); tok["last_used_at"] != nil {
+		t.Fatalf("an unused token has last_used_at %v", tok["last_used_at"])
+	}
+	env.Must(200, "GET", "/api/v1/whoami", env.Designer, nil)
+	first := tokenByName(t, env, "designer")["last_used_at"]
+	if first == nil {
+		t.Fatal("last_used_at not set after a use")
+	}
+	env.Clock.Advance(30 * time.Second)
+	env.Must(200, "GET", "/api/v1/whoami", env.Designer, nil)
+	if got := tokenByName(t, env, "designer")["last_used_at"]; got != first {
+		t.Errorf("last_used_at rewritten 30 s later: %v, then %v", first, got)
+	}
+	env.Clock.Advance(31 * time.Second)
+	env.Must(200, "GET", "/api/v1/whoami", env.Designer, nil)
+	if got := tokenByName(t, env, "designer")["last_used_at"]; got == first {
+		t.Errorf("last_used_at not updated over a minute later: still %v", got)
+	}
+}
+
+func id(tok map[string]any) string { return strconv.Itoa(int(tok["id"].(float64))) }

@@ -1,0 +1,97 @@
+package console_test
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/PuerkitoBio/goquery"
+
+	"github.com/relais/relais/internal/relaistest"
+)
+
+// TestTokensPage: admins see the staff tokens (not consumers') in both
+// languages and revoke one after a confirmation, by a POST carrying the
+// session's CSRF token; the token is refused at once. Operators get no
+// such page, and the last usable admin token is kept.
+func TestTokensPage(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	key := env.Definition("add_company_to_crm.yaml")
+	env.Consumer("crm-sync", key)
+	for i, lang := range []string{"en", "fr"} {
+		b := signedIn(t, env.URL, lang, env.Admin)
+		page := b.mustGet("/console/tokens", 200)
+		if got, want := text(page, "page-title"), []string{"Tokens", "Jetons"}[i]; got != want {
+			t.Errorf("%s: title %q, want %q", lang, got, want)
+		}
+		if n := count(page, "token-row"); n != 3 {
+			t.Errorf("%s: %d token rows, want 3 (admin, designer, operator; no consumer token)", lang, n)
+		}
+		if count(page, "nav-tokens") != 1 {
+			t.Errorf("%s: no Tokens entry in an admin's navigation", lang)
+		}
+		forbidden := []string{"Created", "Last used", "Expires", "Revoke", "never", "Tokens"}
+		if lang == "en" {
+			forbidden = []string{"Jetons", "Créé", "Dernière utilisation", "Révoquer", "jamais"}
+		}
+		for _, w := range forbidden {
+			if containsWord(visibleText(page.doc), w) {
+				t.Errorf("%s tokens page shows %q", lang, w)
+			}
+		}
+	}
+
+	op := signedIn(t, env.URL, "en", env.Operator)
+	if r := op.get("/console/tokens"); r.status != http.StatusForbidden {
+		t.Errorf("an operator opening the tokens page: %d, want 403", r.status)
+	}
+	if count(op.mustGet("/console/definitions", 200), "nav-tokens") != 0 {
+		t.Error("an operator's navigation offers tokens")
+	}
+
+	b := signedIn(t, env.URL, "en", env.Admin)
+	revokeHref := func(name string) string {
+		t.Helper()
+		href := ""
+		b.mustGet("/console/tokens", 200).doc.Find(`[data-testid=token-row]`).Each(func(_ int, s *goquery.Selection) {
+			if strings.Fields(s.Find(`[data-testid=token-name]`).Text())[0] == name {
+				href, _ = s.Find(`[data-testid=revoke-token]`).Attr("href")
+			}
+		})
+		if href == "" {
+			t.Fatalf("no revoke link for token %s", name)
+		}
+		return href
+	}
+	href := revokeHref("designer")
+	confirm := b.mustGet(href, 200)
+	if count(confirm, "revoke-form") != 1 || !strings.Contains(text(confirm, "revoke-question"), "designer") {
+		t.Fatalf("confirmation page: %.500s", confirm.body)
+	}
+	env.Must(200, "GET", "/api/v1/whoami", env.Designer, nil)
+	if r := b.do("POST", href, url.Values{"csrf": {"forged"}}); r.status != http.StatusForbidden {
+		t.Errorf("revoke without the session's CSRF token: %d, want 403", r.status)
+	}
+	env.Must(200, "GET", "/api/v1/whoami", env.Designer, nil)
+	r := b.do("POST", href, url.Values{"csrf": {csrfOf(t, confirm)}})
+	if r.status != http.StatusSeeOther || r.header.Get("Location") != "/console/tokens?revoked=1" {
+		t.Fatalf("revoke: %d Location %q", r.status, r.header.Get("Location"))
+	}
+	if res := env.Do("GET", "/api/v1/whoami", env.Designer, nil); res.Status != 401 {
+		t.Errorf("the revoked token's next request: %d, want 401", res.Status)
+	}
+	after := b.mustGet("/console/tokens?revoked=1", 200)
+	if count(after, "token-row") != 2 || text(after, "notice") == "" {
+		t.Errorf("after revoking: %d rows, notice %q; want 2 and a notice", count(after, "token-row"), text(after, "notice"))
+	}
+
+	own := revokeHref("admin")
+	confirm = b.mustGet(own, 200)
+	r = b.do("POST", own, url.Values{"csrf": {csrfOf(t, confirm)}})
+	if r.status != http.StatusConflict || text(r, "revoke-error") == "" {
+		t.Errorf("revoking the last admin token: %d %q, want 409 with an explanation", r.status, text(r, "revoke-error"))
+	}
+	env.Must(200, "GET", "/api/v1/whoami", env.Admin, nil)
+}

@@ -1,0 +1,32 @@
+package engine
+
+import (
+	"fmt"
+
+	"github.com/relais/relais/internal/fault"
+)
+
+// Bounds of free-text request fields, in bytes of UTF-8, each refused
+// above with 400 naming the field. Names and keys are indexed, and
+// PostgreSQL refuses an index row above about 2.7 KB (a 500 before these
+// bounds); the others keep stored text to a size people write. Names with
+// a pattern (definition and process keys, release and destination names,
+// field and node names) are bounded by it.
+const (
+	MaxTokenName       = 200    // a staff token's name
+	MaxConsumerName    = 200    // a consumer's name
+	MaxBusinessKey     = 200    // an instance's business_key
+	MaxIdempotencyKey  = 200    // the Idempotency-Key header of a start
+	MaxReleaseNotes    = 10_000 // a release's notes
+	MaxDestinationURL  = 2_048  // a destination's url, query included
+	MaxHeaderName      = 200    // a destination header's name
+	MaxHeaderValue     = 8_192  // a destination header's value
+	MaxDestinationHdrs = 50     // headers of one destination
+)
+
+// tooLong is the problem of a free-text field over its documented maximum.
+// Lengths are counted in bytes of UTF-8, the unit PostgreSQL's index rows
+// are bounded in.
+func tooLong(path string, maxBytes int) fault.FieldError {
+	return fault.FieldError{Path: path, Message: fmt.Sprintf("is longer than %d bytes", maxBytes)}
+}

@@ -1,0 +1,66 @@
+// Package pgfault recognizes the errors that mean PostgreSQL cannot be
+// reached right now (the server is down, restarting, or the connection to
+// it broke), as opposed to errors in what was asked of it. Relais answers
+// those 503 database_unavailable with Retry-After, never 500 internal: the
+// request was fine and will work again once the database is back.
+package pgfault
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/relais/relais/internal/fault"
+)
+
+// RetryAfter is what clients are told to wait before trying again: long
+// enough not to hammer a restarting server, short enough that a blip
+// costs little.
+const RetryAfter = 5 * time.Second
+
+// Lost reports whether err says the database cannot be reached: a failed
+// connect, a broken or timed-out connection, or a server that refuses
+// sessions because it is shutting down, crashed or still starting.
+func Lost(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) {
+		// A cancelled request is the caller's doing, not the database's.
+		return false
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		// Class 08 is connection exceptions; 57P01 admin shutdown, 57P02
+		// crash shutdown, 57P03 cannot connect now (starting up or in
+		// recovery). Any other server error is about the statement.
+		switch {
+		case strings.HasPrefix(pgErr.Code, "08"), pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03":
+			return true
+		}
+		return false
+	}
+	var connectErr *pgconn.ConnectError
+	var netErr net.Error
+	switch {
+	case errors.As(err, &connectErr), errors.As(err, &netErr), pgconn.Timeout(err):
+		return true
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		// The server closed the connection under a statement.
+		return true
+	}
+	// pgx reports a connection it already knows is dead with a bare
+	// "conn closed" error that has no type of its own.
+	return strings.Contains(err.Error(), "conn closed")
+}
+
+// Unavailable returns the 503 database_unavailable fault for err, which
+// it keeps as the cause for the log.
+func Unavailable(err error) *fault.Error {
+	fe := fault.New(fault.Unavailable, "database_unavailable", "the database cannot be reached right now; try again shortly")
+	fe.RetryAfter = RetryAfter
+	fe.Cause = err
+	return fe
+}

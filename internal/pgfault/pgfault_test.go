@@ -1,0 +1,49 @@
+package pgfault
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/relais/relais/internal/fault"
+)
+
+func TestLost(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"nil", nil, false},
+		{"connection failure", &pgconn.PgError{Code: "08006"}, true},
+		{"admin shutdown", &pgconn.PgError{Code: "57P01"}, true},
+		{"crash shutdown", &pgconn.PgError{Code: "57P02"}, true},
+		{"cannot connect now", &pgconn.PgError{Code: "57P03"}, true},
+		{"query cancelled", &pgconn.PgError{Code: "57014"}, false},
+		{"unique violation", fmt.Errorf("engine: x: %w", &pgconn.PgError{Code: "23505"}), false},
+		{"dial refused", fmt.Errorf("engine: x: %w", &net.OpError{Op: "dial", Err: errors.New("connection refused")}), true},
+		{"unexpected EOF", fmt.Errorf("engine: x: %w", io.ErrUnexpectedEOF), true},
+		{"conn closed", errors.New("engine: x: conn closed"), true},
+		{"client cancelled", fmt.Errorf("engine: x: %w", context.Canceled), false},
+		{"anything else", errors.New("stored revision does not parse"), false},
+	} {
+		if got := Lost(c.err); got != c.want {
+			t.Errorf("%s: Lost(%v) = %v; want %v", c.name, c.err, got, c.want)
+		}
+	}
+}
+
+func TestUnavailableKeepsTheCause(t *testing.T) {
+	t.Parallel()
+	cause := io.ErrUnexpectedEOF
+	fe := Unavailable(cause)
+	if fe.Kind != fault.Unavailable || fe.Code != "database_unavailable" || fe.RetryAfter <= 0 || !errors.Is(fe, cause) {
+		t.Errorf("Unavailable = %+v; want a 503 fault with Retry-After that wraps its cause", fe)
+	}
+}

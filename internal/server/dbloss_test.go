@@ -1,0 +1,136 @@
+package server_test
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/relais/relais/engine"
+	"github.com/relais/relais/internal/embeddedpg"
+	"github.com/relais/relais/internal/relaistest"
+)
+
+// ownCluster starts a PostgreSQL cluster of the test's own on a fixed
+// port, so that the test may stop it and start it again where the pool
+// looks for it. It returns the start options and the running cluster.
+func ownCluster(t *testing.T) (embeddedpg.Options, *embeddedpg.Cluster) {
+	t.Helper()
+	dir, err := os.MkdirTemp("/tmp", "relais-dbloss-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	opts := embeddedpg.Options{Dir: filepath.Join(dir, "pg"), Port: port, Fast: true, BinDir: os.Getenv("RELAIS_PG_BIN")}
+	c, err := embeddedpg.Start(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return opts, c
+}
+
+// TestDatabaseLossIsUnavailable: while PostgreSQL cannot be reached, API
+// requests answer 503 database_unavailable with Retry-After (never 500
+// internal), /readyz says not ready while /healthz stays up, and requests
+// succeed again once the server is back.
+func TestDatabaseLossIsUnavailable(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	opts, cluster := ownCluster(t)
+	pool, err := pgxpool.New(ctx, cluster.URL("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	if _, err := engine.Migrate(ctx, pool, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	env := relaistest.NewOnPool(t, pool)
+	env.Must(200, "GET", "/api/v1/definitions", env.Operator, nil)
+
+	if err := cluster.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		method, path string
+		body         any
+	}{
+		{"GET", "/api/v1/definitions", nil},
+		{"GET", "/api/v1/definitions", nil}, // on a fresh connection attempt
+		{"PUT", "/api/v1/destinations/scoring", map[string]any{"url": "https://scoring.example/v1", "max_timeout": "PT5S"}},
+		{"GET", "/api/v1/whoami", nil},
+	} {
+		r := env.Do(c.method, c.path, env.Admin, c.body)
+		if r.Status != 503 || r.Code() != "database_unavailable" || r.Header.Get("Retry-After") == "" {
+			t.Errorf("%s %s with the database down: %d %s (Retry-After %q); want 503 database_unavailable with Retry-After",
+				c.method, c.path, r.Status, r.Body, r.Header.Get("Retry-After"))
+		}
+	}
+	if r := env.Do("GET", "/readyz", "", nil); r.Status != 503 {
+		t.Errorf("readyz with the database down: %d %s; want 503", r.Status, r.Body)
+	}
+	if r := env.Do("GET", "/healthz", "", nil); r.Status != 200 {
+		t.Errorf("healthz with the database down: %d %s; want 200 (the process is alive)", r.Status, r.Body)
+	}
+
+	if status := consoleSignIn(t, env.URL, env.Operator); status != 503 {
+		t.Errorf("console sign-in with the database down: %d; want 503", status)
+	}
+
+	again, err := embeddedpg.Start(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = again.Stop(context.Background()) })
+	relaistest.WaitFor(t, 15*time.Second, "requests succeed once the database is back", func() (bool, string) {
+		r := env.Do("GET", "/api/v1/definitions", env.Operator, nil)
+		return r.Status == 200, string(r.Body)
+	})
+	if logs := env.Logs.String(); strings.Contains(logs, `msg="internal error"`) {
+		t.Errorf("a lost database was logged as an internal error:\n%s", logs)
+	}
+}
+
+// consoleSignIn posts the console's sign-in form with token, as a browser
+// does (CSRF cookie first), and returns the status of the answer.
+func consoleSignIn(t *testing.T, base, token string) int {
+	t.Helper()
+	jar, _ := cookiejar.New(nil)
+	client := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	res, err := client.Get(base + "/console/sign-in")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	u, _ := url.Parse(base + "/console/")
+	csrf := ""
+	for _, c := range jar.Cookies(u) {
+		if c.Name == "relais_sign_in" {
+			csrf = c.Value
+		}
+	}
+	res, err = client.PostForm(base+"/console/sign-in", url.Values{"csrf": {csrf}, "token": {token}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	return res.StatusCode
+}
