@@ -2,6 +2,9 @@ package engine
 
 import (
 	"context"
+	"time"
+
+	"github.com/relais/relais/internal/auth"
 	"strconv"
 	"strings"
 	"sync"
@@ -13,7 +16,8 @@ import (
 // ChannelInvalidate announces that cached knowledge changed: "grants:<id>"
 // (a consumer's grants or its revocation), "revisions:<key>" (a new
 // revision of a definition), "process:<key>" (a new version of a
-// process). Every replica drops what it kept about it.
+// process), "tokens" (a token revoked or rotated). Every replica drops what
+// it kept about it.
 const ChannelInvalidate = "relais_invalidate"
 
 // memo is what the hot paths (fetch, settle, start) would otherwise read
@@ -36,11 +40,21 @@ type memo struct {
 	revisions map[string][]int32                              // by key
 	prefixes  map[string][]queries.RevisionPairsWithPrefixRow // by namespace prefix
 	latest    map[string]*ProcessVersion                      // by process key
+	tokens    map[string]*cachedToken                         // by hash
+}
+
+// cachedToken is a token a lookup found usable; its expiry is checked at
+// every use, its use recorded at most once a minute.
+type cachedToken struct {
+	principal auth.Principal
+	hash      []byte
+	expiresAt *time.Time
+	touched   atomic.Int64 // unix nanoseconds of the last recorded use
 }
 
 func newMemo() *memo {
 	return &memo{grants: map[int64][]Grant{}, revisions: map[string][]int32{},
-		prefixes: map[string][]queries.RevisionPairsWithPrefixRow{}, latest: map[string]*ProcessVersion{}}
+		prefixes: map[string][]queries.RevisionPairsWithPrefixRow{}, latest: map[string]*ProcessVersion{}, tokens: map[string]*cachedToken{}}
 }
 
 // SetListening tells the engine whether this replica receives
@@ -54,6 +68,7 @@ func (e *Engine) SetListening(on bool) {
 	clear(e.memo.revisions)
 	clear(e.memo.prefixes)
 	clear(e.memo.latest)
+	clear(e.memo.tokens)
 	e.memo.live.Store(on)
 }
 
@@ -81,12 +96,15 @@ func (e *Engine) Invalidate(payload string) {
 		}
 	case "process":
 		delete(m.latest, arg)
+	case "tokens":
+		clear(m.tokens)
 	default:
 		// An unknown kind (a newer replica's): forget everything.
 		clear(m.grants)
 		clear(m.revisions)
 		clear(m.prefixes)
 		clear(m.latest)
+		clear(m.tokens)
 	}
 }
 
@@ -112,7 +130,12 @@ func memoPut[K comparable, V any](m *memo, into map[K]V, k K, v V, gen uint64) {
 }
 
 // notifyInvalidate announces, in q's transaction, that what payload names
-// changed: every replica drops it once the transaction commits.
-func notifyInvalidate(ctx context.Context, q *queries.Queries, payload string) error {
+// changed: every replica drops it once the transaction commits. This
+// replica drops it at once too, so that the request that made the change,
+// once answered, is followed by requests that see it (the notification
+// reaches this replica too, a moment later, and drops anything read from
+// the database before the commit).
+func (e *Engine) notifyInvalidate(ctx context.Context, q *queries.Queries, payload string) error {
+	e.Invalidate(payload)
 	return q.Notify(ctx, queries.NotifyParams{Channel: ChannelInvalidate, Payload: payload})
 }

@@ -134,7 +134,7 @@ func (e *Engine) CreateConsumer(ctx context.Context, name string, grants []Grant
 		if _, err := q.ConsumerTokenInsert(ctx, queries.ConsumerTokenInsertParams{Name: name, Hash: hash, ConsumerID: &c.ID}); err != nil {
 			return err
 		}
-		return setGrants(ctx, q, c.ID, grants)
+		return e.setGrants(ctx, q, c.ID, grants)
 	})
 	if err != nil {
 		return Consumer{}, "", wrap("create consumer", err)
@@ -143,8 +143,8 @@ func (e *Engine) CreateConsumer(ctx context.Context, name string, grants []Grant
 	return out, token, err
 }
 
-func setGrants(ctx context.Context, q *queries.Queries, id int64, grants []Grant) error {
-	if err := notifyInvalidate(ctx, q, "grants:"+strconv.FormatInt(id, 10)); err != nil {
+func (e *Engine) setGrants(ctx context.Context, q *queries.Queries, id int64, grants []Grant) error {
+	if err := e.notifyInvalidate(ctx, q, "grants:"+strconv.FormatInt(id, 10)); err != nil {
 		return err
 	}
 	if err := q.GrantDeleteAll(ctx, id); err != nil {
@@ -235,7 +235,7 @@ func (e *Engine) SetGrants(ctx context.Context, id int64, grants []Grant) (Consu
 		if c.RevokedAt != nil {
 			return fault.New(fault.Conflict, "consumer_revoked", "consumer %d is revoked", id)
 		}
-		return setGrants(ctx, q, id, grants)
+		return e.setGrants(ctx, q, id, grants)
 	})
 	if err != nil {
 		return Consumer{}, wrap("set grants", err)
@@ -257,6 +257,9 @@ func (e *Engine) RotateConsumerToken(ctx context.Context, id int64) (string, err
 		if c.RevokedAt != nil {
 			return fault.New(fault.Conflict, "consumer_revoked", "consumer %d is revoked", id)
 		}
+		if err := e.notifyInvalidate(ctx, q, "tokens"); err != nil {
+			return err
+		}
 		if err := q.ConsumerTokenRevokeAll(ctx, &id); err != nil {
 			return err
 		}
@@ -274,7 +277,10 @@ func (e *Engine) RevokeConsumer(ctx context.Context, id int64) error {
 		} else if err != nil {
 			return err
 		}
-		if err := notifyInvalidate(ctx, q, "grants:"+strconv.FormatInt(id, 10)); err != nil {
+		if err := e.notifyInvalidate(ctx, q, "grants:"+strconv.FormatInt(id, 10)); err != nil {
+			return err
+		}
+		if err := e.notifyInvalidate(ctx, q, "tokens"); err != nil {
 			return err
 		}
 		return q.ConsumerTokenRevokeAll(ctx, &id)

@@ -170,7 +170,7 @@ func (e *Engine) Snapshot(ctx context.Context, key string) (Revision, bool, erro
 		if err != nil {
 			return err
 		}
-		if err := notifyInvalidate(ctx, q, "revisions:"+key); err != nil {
+		if err := e.notifyInvalidate(ctx, q, "revisions:"+key); err != nil {
 			return err
 		}
 		created = true

@@ -208,7 +208,7 @@ func (e *Engine) PublishProcess(ctx context.Context, key string, document []byte
 		if err != nil {
 			return err
 		}
-		if err := notifyInvalidate(ctx, q, "process:"+key); err != nil {
+		if err := e.notifyInvalidate(ctx, q, "process:"+key); err != nil {
 			return err
 		}
 		created = true

@@ -32,7 +32,28 @@ type Expiry struct {
 // LookupToken implements auth.Lookup against the tokens table: revoked and
 // expired tokens are unknown. It records the use at most once a minute per
 // token, so that authenticating costs no write per request.
+//
+// Usable tokens are kept in memory (every request authenticates): a
+// revocation or rotation drops them on every replica through the
+// notification it commits, and they are not kept while the replica does
+// not listen; an expiry is checked at each use.
 func (e *Engine) LookupToken(ctx context.Context, hash []byte) (auth.Principal, []byte, error) {
+	now := time.Now()
+	if at := e.at(); at != nil {
+		now = *at
+	}
+	m := e.memo
+	c, ok, gen := memoGet(m, m.tokens, string(hash))
+	if ok {
+		if c.expiresAt != nil && !c.expiresAt.After(now) {
+			return auth.Principal{}, nil, auth.ErrUnknownToken
+		}
+		if now.UnixNano()-c.touched.Load() >= int64(time.Minute) {
+			c.touched.Store(now.UnixNano())
+			e.touchToken(ctx, c.principal.TokenID)
+		}
+		return c.principal, c.hash, nil
+	}
 	row, err := e.q.TokenGetByHash(ctx, queries.TokenGetByHashParams{Hash: hash, Now: e.at()})
 	if isNoRows(err) {
 		return auth.Principal{}, nil, auth.ErrUnknownToken
@@ -41,17 +62,24 @@ func (e *Engine) LookupToken(ctx context.Context, hash []byte) (auth.Principal, 
 		return auth.Principal{}, nil, wrap("token lookup", err)
 	}
 	if row.TouchDue {
-		// Best effort: a failed bookkeeping write must not refuse a
-		// valid token.
-		if err := e.q.TokenTouch(ctx, queries.TokenTouchParams{ID: row.ID, Now: e.at()}); err != nil && ctx.Err() == nil {
-			e.logger.Warn("engine: recording a token's use failed", "token_id", row.ID, "err", err)
-		}
+		e.touchToken(ctx, row.ID)
 	}
 	p := auth.Principal{TokenID: row.ID, Name: row.Name, Role: auth.Role(row.Role)}
 	if row.ConsumerID != nil {
 		p.ConsumerID = *row.ConsumerID
 	}
+	c = &cachedToken{principal: p, hash: row.Hash, expiresAt: row.ExpiresAt}
+	c.touched.Store(now.UnixNano())
+	memoPut(m, m.tokens, string(hash), c, gen)
 	return p, row.Hash, nil
+}
+
+// touchToken records a token's use. Best effort: a failed bookkeeping write
+// must not refuse a valid token.
+func (e *Engine) touchToken(ctx context.Context, id int64) {
+	if err := e.q.TokenTouch(ctx, queries.TokenTouchParams{ID: id, Now: e.at()}); err != nil && ctx.Err() == nil {
+		e.logger.Warn("engine: recording a token's use failed", "token_id", id, "err", err)
+	}
 }
 
 // CreateToken issues a staff token with the role and returns it (the only
@@ -149,6 +177,9 @@ func (e *Engine) RevokeStaffToken(ctx context.Context, id int64) error {
 		}
 		if usable && len(admins) == 1 {
 			return fault.New(fault.Conflict, "last_admin_token", "token %d is the last usable admin token; create another admin token before revoking it", id)
+		}
+		if err := e.notifyInvalidate(ctx, q, "tokens"); err != nil {
+			return err
 		}
 		_, err = q.TokenRevoke(ctx, queries.TokenRevokeParams{ID: id, Now: e.at()})
 		return err

@@ -52,3 +52,24 @@ func TestCachedKnowledgeFollowsChangesAcrossReplicas(t *testing.T) {
 		return r.Status == 403, fmt.Sprint(r.Status)
 	})
 }
+
+// A token revoked behind Relais's back (an operator's SQL in an emergency)
+// is forgotten by every replica that kept it, through the trigger's
+// notification: within its delivery, not at the next restart.
+func TestTokenRevokedBySQLIsForgotten(t *testing.T) {
+	t.Parallel()
+	a, consumer := newCRM(t, nil)
+	b := a.Replica()
+	for _, env := range []*relaistest.Env{a, b} {
+		env.Must(200, "POST", "/api/v1/pull/fetch-and-lock", consumer, fetchBody("w1"))
+	}
+	if _, err := a.Pool.Exec(t.Context(), "update tokens set revoked_at = now() where consumer_id is not null"); err != nil {
+		t.Fatal(err)
+	}
+	for name, env := range map[string]*relaistest.Env{"a": a, "b": b} {
+		relaistest.WaitFor(t, 2*time.Second, "replica "+name+" refuses the revoked token", func() (bool, string) {
+			r := env.Do("POST", "/api/v1/pull/fetch-and-lock", consumer, fetchBody("w1"))
+			return r.Status == 401, fmt.Sprint(r.Status)
+		})
+	}
+}
