@@ -45,6 +45,7 @@ type options struct {
 	Producers   int      `json:"producers"`
 	N           int      `json:"n"`
 	MaxTasks    int      `json:"max_tasks"`
+	BatchSize   int      `json:"batch_size"`
 	Pickups     int      `json:"pickups"`
 	BacklogRows int      `json:"backlog_rows"`
 	Fetches     int      `json:"backlog_fetches"`
@@ -72,6 +73,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.Producers, "producers", 4, "producers starting instances (Relais) or inserting jobs (River), one per request or transaction")
 	fs.IntVar(&o.N, "n", 5000, "starts measured in the cycle and push scenarios")
 	fs.IntVar(&o.MaxTasks, "max-tasks", 50, "max_tasks of a Relais fetch-and-lock")
+	fs.IntVar(&o.BatchSize, "batch-size", 100, "starts per batch request (Relais) or InsertMany call (River) in cycle-batch")
 	fs.IntVar(&o.Pickups, "pickups", 1000, "pickups measured in the latency scenario")
 	fs.IntVar(&o.BacklogRows, "backlog-rows", 1_000_000, "other rows in the table for the backlog scenario's large case (the small case has 1,000)")
 	fs.IntVar(&o.Fetches, "backlog-fetches", 300, "fetches timed per case in the backlog scenario")
@@ -99,8 +101,8 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	switch {
 	case len(o.Scenarios) == 0:
 		return o, errors.New("--scenarios names none")
-	case o.Workers < 1 || o.Producers < 1 || o.N < 1 || o.MaxTasks < 1 || o.Pickups < 1 || o.Fetches < 1:
-		return o, errors.New("--workers, --producers, --n, --max-tasks, --pickups and --backlog-fetches must be at least 1")
+	case o.Workers < 1 || o.Producers < 1 || o.N < 1 || o.MaxTasks < 1 || o.Pickups < 1 || o.Fetches < 1 || o.BatchSize < 1 || o.BatchSize > 1000:
+		return o, errors.New("--workers, --producers, --n, --max-tasks, --pickups and --backlog-fetches must be at least 1, --batch-size 1 to 1000")
 	case o.BacklogRows < smallBacklog:
 		return o, fmt.Errorf("--backlog-rows must be at least %d (the small case)", smallBacklog)
 	}

@@ -14,6 +14,7 @@ type scenario struct {
 // scenarios are run in this order.
 var scenarios = []scenario{
 	{name: "cycle", about: "start → fetch → complete, one start per request or transaction; occurrences (jobs) per second", run: runCycle},
+	{name: "cycle-batch", about: "start → fetch → settle with batch starts (POST .../instances/batch; River InsertMany) and batch settlements (POST /pull/settle)", run: runCycleBatch},
 	{name: "latency", about: "idle pickup latency: start committed → worker receives it, one start at a time", run: runLatency},
 	{name: "backlog", about: "cost of fetching one occurrence (job) with 1,000 vs many other rows in the table", run: runBacklog},
 	{name: "push", about: "Relais push throughput to a local HTTP destination (River has no equivalent)", run: runPush},
