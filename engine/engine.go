@@ -90,9 +90,11 @@ func (e *Engine) Logger() *slog.Logger { return e.logger }
 // Pool returns the engine's connection pool.
 func (e *Engine) Pool() *pgxpool.Pool { return e.pool }
 
-// tx runs fn in one transaction; fn's error rolls it back.
+// tx runs fn in one transaction; fn's error rolls it back. Its statements
+// are pipelined (pipeTx): writes whose answer nobody reads travel with the
+// next statement that is answered.
 func (e *Engine) tx(ctx context.Context, fn func(q *queries.Queries, tx pgx.Tx) error) error {
-	return pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
+	return inPipeTx(ctx, e.pool, func(tx pgx.Tx) error {
 		return fn(e.q.WithTx(tx), tx)
 	})
 }

@@ -1,0 +1,366 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// pipeTx is one transaction whose statements travel in as few round trips
+// as the engine's logic allows: a statement whose answer nobody reads (a
+// sqlc ":exec" query, and BEGIN, RELEASE SAVEPOINT, COMMIT) is not sent on
+// its own but with the next statement that must be answered, in one batch.
+// A settlement is then three round trips: BEGIN with the instance lock, the
+// occurrence lock, and every write with COMMIT.
+//
+// Statements run in the order they were issued, so locking and visibility
+// are what sequential execution gives. What changes is when a deferred
+// write's error surfaces: with the next answered statement, or at COMMIT.
+// The transaction fails as a whole then, as it would have; only a write
+// that fails is never retried on its own (the engine never does that).
+//
+// It implements pgx.Tx so that queries.Queries.WithTx and pgx.BeginFunc
+// (savepoints) work on it unchanged.
+type pipeTx struct {
+	conn    *pgx.Conn
+	pending []pendingStmt
+	// sent is set once BEGIN left: a rollback must then reach the server.
+	sent   bool
+	closed bool
+	// savepoints counts nested savepoints, to name them.
+	savepoints int
+}
+
+type pendingStmt struct {
+	sql  string
+	args []any
+}
+
+// errTxClosed is the error of a statement on a finished transaction.
+var errTxClosed = errors.New("engine: statement on a finished transaction")
+
+// beginPipeTx starts a transaction on conn; BEGIN leaves with the first
+// statement that is answered.
+func beginPipeTx(conn *pgx.Conn) *pipeTx {
+	return &pipeTx{conn: conn, pending: []pendingStmt{{sql: "begin"}}}
+}
+
+// deferrable reports whether sql's answer is never read: sqlc marks the
+// queries whose result is only an error with ":exec" on their name line
+// (":execrows" and ":execresult" read what they changed, so they are sent
+// at once).
+func deferrable(sql string) bool {
+	line, _, _ := strings.Cut(sql, "\n")
+	return strings.HasPrefix(line, "-- name: ") && strings.HasSuffix(strings.TrimSpace(line), " :exec")
+}
+
+// batch sends the pending statements followed by last (if any) in one
+// round trip, and checks the pending ones' answers. The caller reads last's
+// answer from the returned results and closes them.
+func (t *pipeTx) batch(ctx context.Context, last *pendingStmt) (pgx.BatchResults, error) {
+	if t.closed {
+		return nil, errTxClosed
+	}
+	b := &pgx.Batch{}
+	for _, p := range t.pending {
+		b.Queue(p.sql, p.args...)
+	}
+	n := len(t.pending)
+	t.pending = t.pending[:0]
+	if last != nil {
+		b.Queue(last.sql, last.args...)
+	}
+	if b.Len() == 0 {
+		return nil, nil
+	}
+	t.sent = true
+	br := t.conn.SendBatch(ctx, b)
+	for range n {
+		if _, err := br.Exec(); err != nil {
+			_ = br.Close()
+			return nil, err
+		}
+	}
+	return br, nil
+}
+
+// flush sends what is pending.
+func (t *pipeTx) flush(ctx context.Context) error {
+	br, err := t.batch(ctx, nil)
+	if err != nil || br == nil {
+		return err
+	}
+	return br.Close()
+}
+
+// Exec defers a statement whose answer is never read; any other is sent at
+// once with what is pending.
+func (t *pipeTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	if t.closed {
+		return pgconn.CommandTag{}, errTxClosed
+	}
+	if deferrable(sql) {
+		t.pending = append(t.pending, pendingStmt{sql, args})
+		return pgconn.CommandTag{}, nil
+	}
+	br, err := t.batch(ctx, &pendingStmt{sql, args})
+	if err != nil {
+		return pgconn.CommandTag{}, err
+	}
+	tag, err := br.Exec()
+	return tag, errors.Join(err, br.Close())
+}
+
+// Query sends sql with what is pending; the rows are read as usual.
+func (t *pipeTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	br, err := t.batch(ctx, &pendingStmt{sql, args})
+	if err != nil {
+		return nil, err
+	}
+	rows, err := br.Query()
+	if err != nil {
+		_ = br.Close()
+		return nil, err
+	}
+	return &batchRows{Rows: rows, br: br}, nil
+}
+
+// QueryRow sends sql with what is pending.
+func (t *pipeTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	rows, err := t.Query(ctx, sql, args...)
+	if err != nil {
+		return errRow{err}
+	}
+	return batchRow{rows: rows}
+}
+
+// batchRows closes its batch when closed, so that the connection is free
+// for the next statement.
+type batchRows struct {
+	pgx.Rows
+	br     pgx.BatchResults
+	closed bool
+	err    error
+}
+
+func (r *batchRows) Close() {
+	if r.closed {
+		return
+	}
+	r.closed = true
+	r.Rows.Close()
+	r.err = r.br.Close()
+}
+
+func (r *batchRows) Err() error {
+	if err := r.Rows.Err(); err != nil {
+		return err
+	}
+	return r.err
+}
+
+func (r *batchRows) Next() bool {
+	if r.Rows.Next() {
+		return true
+	}
+	r.Close()
+	return false
+}
+
+// batchRow reads the first row as pgx.Conn.QueryRow does.
+type batchRow struct{ rows pgx.Rows }
+
+func (r batchRow) Scan(dest ...any) error {
+	defer r.rows.Close()
+	if !r.rows.Next() {
+		if err := r.rows.Err(); err != nil {
+			return err
+		}
+		return pgx.ErrNoRows
+	}
+	if err := r.rows.Scan(dest...); err != nil {
+		return err
+	}
+	r.rows.Close()
+	return r.rows.Err()
+}
+
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
+
+// Commit sends what is pending with COMMIT, in one round trip.
+func (t *pipeTx) Commit(ctx context.Context) error {
+	if t.closed {
+		return pgx.ErrTxClosed
+	}
+	if !t.sent {
+		// Nothing but BEGIN was ever issued: there is nothing to commit.
+		t.closed, t.pending = true, nil
+		return nil
+	}
+	br, err := t.batch(ctx, &pendingStmt{sql: "commit"})
+	t.closed = true
+	if err != nil {
+		return err
+	}
+	tag, err := br.Exec()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && tag.String() == "ROLLBACK" {
+		// The server rolled back (an error it had not reported yet).
+		err = pgx.ErrTxCommitRollback
+	}
+	return err
+}
+
+// Rollback drops what is pending and rolls back what reached the server.
+func (t *pipeTx) Rollback(ctx context.Context) error {
+	if t.closed {
+		return pgx.ErrTxClosed
+	}
+	t.closed, t.pending = true, nil
+	if !t.sent {
+		return nil
+	}
+	_, err := t.conn.Exec(ctx, "rollback")
+	return err
+}
+
+// Begin starts a savepoint; RELEASE travels with the next answered
+// statement, ROLLBACK TO is sent at once.
+func (t *pipeTx) Begin(ctx context.Context) (pgx.Tx, error) {
+	if t.closed {
+		return nil, errTxClosed
+	}
+	t.savepoints++
+	name := fmt.Sprintf("relais_sp_%d", t.savepoints)
+	t.pending = append(t.pending, pendingStmt{sql: "savepoint " + name})
+	return &pipeSavepoint{parent: t, name: name}, nil
+}
+
+func (t *pipeTx) CopyFrom(ctx context.Context, table pgx.Identifier, cols []string, src pgx.CopyFromSource) (int64, error) {
+	if err := t.flush(ctx); err != nil {
+		return 0, err
+	}
+	return t.conn.CopyFrom(ctx, table, cols, src)
+}
+
+func (t *pipeTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	if err := t.flush(ctx); err != nil {
+		return errBatch{err}
+	}
+	return t.conn.SendBatch(ctx, b)
+}
+
+func (t *pipeTx) LargeObjects() pgx.LargeObjects { return pgx.LargeObjects{} }
+
+func (t *pipeTx) Prepare(ctx context.Context, name, sql string) (*pgconn.StatementDescription, error) {
+	if err := t.flush(ctx); err != nil {
+		return nil, err
+	}
+	return t.conn.Prepare(ctx, name, sql)
+}
+
+func (t *pipeTx) Conn() *pgx.Conn { return t.conn }
+
+// pipeSavepoint is a savepoint of a pipeTx.
+type pipeSavepoint struct {
+	parent *pipeTx
+	name   string
+	closed bool
+}
+
+func (s *pipeSavepoint) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	return s.parent.Exec(ctx, sql, args...)
+}
+
+func (s *pipeSavepoint) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	return s.parent.Query(ctx, sql, args...)
+}
+
+func (s *pipeSavepoint) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	return s.parent.QueryRow(ctx, sql, args...)
+}
+
+func (s *pipeSavepoint) Begin(ctx context.Context) (pgx.Tx, error) { return s.parent.Begin(ctx) }
+
+func (s *pipeSavepoint) Commit(ctx context.Context) error {
+	if s.closed {
+		return pgx.ErrTxClosed
+	}
+	s.closed = true
+	s.parent.pending = append(s.parent.pending, pendingStmt{sql: "release savepoint " + s.name})
+	return nil
+}
+
+// Rollback undoes everything since the savepoint. What is pending is sent
+// first (it belongs to the transaction, and may be what failed), then
+// ROLLBACK TO on its own: after an error the server ignores the rest of a
+// batch.
+func (s *pipeSavepoint) Rollback(ctx context.Context) error {
+	if s.closed {
+		return pgx.ErrTxClosed
+	}
+	s.closed = true
+	_ = s.parent.flush(ctx)
+	if s.parent.closed {
+		return errTxClosed
+	}
+	_, err := s.parent.conn.Exec(ctx, "rollback to savepoint "+s.name)
+	return err
+}
+
+func (s *pipeSavepoint) CopyFrom(ctx context.Context, table pgx.Identifier, cols []string, src pgx.CopyFromSource) (int64, error) {
+	return s.parent.CopyFrom(ctx, table, cols, src)
+}
+
+func (s *pipeSavepoint) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	return s.parent.SendBatch(ctx, b)
+}
+
+func (s *pipeSavepoint) LargeObjects() pgx.LargeObjects { return s.parent.LargeObjects() }
+
+func (s *pipeSavepoint) Prepare(ctx context.Context, name, sql string) (*pgconn.StatementDescription, error) {
+	return s.parent.Prepare(ctx, name, sql)
+}
+
+func (s *pipeSavepoint) Conn() *pgx.Conn { return s.parent.conn }
+
+// errBatch is the results of a batch that could not be sent.
+type errBatch struct{ err error }
+
+func (b errBatch) Exec() (pgconn.CommandTag, error) { return pgconn.CommandTag{}, b.err }
+func (b errBatch) Query() (pgx.Rows, error)         { return nil, b.err }
+func (b errBatch) QueryRow() pgx.Row                { return errRow{b.err} }
+func (b errBatch) Close() error                     { return b.err }
+func (b errBatch) Tx() pgx.Tx                       { return nil }
+
+// inPipeTx runs fn in one pipelined transaction on a connection of pool;
+// fn's error rolls it back.
+func inPipeTx(ctx context.Context, pool *pgxpool.Pool, fn func(tx pgx.Tx) error) (err error) {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	tx := beginPipeTx(conn.Conn())
+	defer func() {
+		if !tx.closed {
+			// A rollback that cannot reach the server leaves the
+			// connection in a transaction: the pool then closes it
+			// instead of reusing it.
+			_ = tx.Rollback(context.WithoutCancel(ctx))
+		}
+	}()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
