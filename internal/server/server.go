@@ -23,6 +23,7 @@ import (
 	"github.com/relais/relais/internal/fault"
 	"github.com/relais/relais/internal/httpauth"
 	"github.com/relais/relais/internal/httpjson"
+	"github.com/relais/relais/internal/longpoll"
 	"github.com/relais/relais/internal/notify"
 	"github.com/relais/relais/pull"
 	"github.com/relais/relais/push"
@@ -40,7 +41,7 @@ type Deps struct {
 // that moves occurrences (LISTEN connection, timers).
 type Replica struct {
 	Handler http.Handler
-	hub     *pull.Hub
+	hub     *longpoll.Hub
 	cancel  context.CancelFunc
 	done    sync.WaitGroup
 }
@@ -49,7 +50,7 @@ type Replica struct {
 // Stop.
 func Start(ctx context.Context, d Deps) *Replica {
 	ctx, cancel := context.WithCancel(ctx)
-	hub := pull.NewHub(d.Config.Pull.MaxWaiters, d.Registry)
+	hub := longpoll.NewHub(d.Config.Pull.MaxWaiters, d.Registry)
 	rep := &Replica{hub: hub, cancel: cancel}
 	listener := notify.New(d.Engine.Pool(), d.Logger)
 	listener.Handle(engine.ChannelOccurrence, hub.Notify)
@@ -81,7 +82,7 @@ func (r *Replica) Stop() {
 	r.done.Wait()
 }
 
-func newHandler(d Deps, hub *pull.Hub) http.Handler {
+func newHandler(d Deps, hub *longpoll.Hub) http.Handler {
 	r := chi.NewRouter()
 	r.Use(middleware.RequestID)
 	r.Use(logRequests(d.Logger, newHTTPMetrics(d.Registry)))
