@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/relais/relais/api"
+	"github.com/relais/relais/camunda"
 	"github.com/relais/relais/console"
 	"github.com/relais/relais/engine"
 	"github.com/relais/relais/internal/auth"
@@ -116,6 +117,9 @@ func newHandler(d Deps, hub *longpoll.Hub) http.Handler {
 		r.Route("/pull", func(r chi.Router) {
 			pull.New(d.Logger, d.Config, d.Engine, hub, d.Registry).Routes(r, lookup)
 		})
+	})
+	r.Route("/engine-rest", func(r chi.Router) {
+		camunda.New(d.Logger, d.Config, d.Engine, hub).Routes(r, lookup)
 	})
 	return r
 }
