@@ -444,6 +444,8 @@ func TestListAndCount(t *testing.T) {
 		"?lockExpirationAfter=yesterday":   "lockExpirationAfter",
 		"?processVariables=a_eq_b":         "processVariables",
 		"?priorityHigherThanOrEquals=high": "priorityHigherThanOrEquals",
+		"?topicName=crm%00typed":           "NUL",
+		"?workerId=%00":                    "NUL",
 	} {
 		mustException(t, f.call("GET", "/external-task"+query, nil), 400, "InvalidRequestException", fragment)
 	}

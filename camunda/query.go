@@ -119,6 +119,13 @@ func (qr *queryReader) integer(name string) *int {
 // openFilter reads the filters of GET /external-task and its count.
 func openFilter(q url.Values) (engine.OpenFilter, bool, error) {
 	qr := &queryReader{q: q}
+	for name, values := range q {
+		// PostgreSQL stores no NUL character: refused here, it is bad
+		// input (400), not a failed query (500).
+		if slices.ContainsFunc(values, func(v string) bool { return strings.ContainsRune(v, 0) }) {
+			qr.fail(name, "holds the NUL character")
+		}
+	}
 	var f engine.OpenFilter
 	f.IDs = qr.ids("externalTaskId", "externalTaskIdIn")
 	f.Definition = qr.str("topicName")
