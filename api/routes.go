@@ -28,6 +28,7 @@ func (a *API) Routes(r chi.Router, lookup auth.Lookup) {
 	)
 
 	r.With(anyone).Method("GET", "/whoami", a.whoami())
+	r.With(anyone).Method("GET", "/openapi.json", a.openAPI())
 	r.With(admin).Method("POST", "/tokens", a.createToken())
 
 	r.Route("/definitions", func(r chi.Router) {
