@@ -597,3 +597,28 @@ func TestPriorityAndPerTopicLocks(t *testing.T) {
 		t.Errorf("the first matching topic asked 5 s, the lock ends in %v", d)
 	}
 }
+
+// A deferred occurrence (DESIGN §11) is listed as an unlocked task whose
+// run is still counted; unlock refuses it (it holds no lock), and any
+// worker of the consumer may complete it. Another consumer granted the
+// same definition may not unlock what this one holds.
+func TestDeferredAndForeignTasks(t *testing.T) {
+	t.Parallel()
+	f := setup(t, map[string]any{"max_attempts": 3})
+	_, occ := f.start("Acme")
+	f.fetch("w", 1)
+	other := f.Consumer("other-team", typedKey)
+	mustException(t, f.Do("POST", "/engine-rest/external-task/"+occ+"/unlock", other, nil), 400, "RestException", "locked_by_other_worker")
+	f.Must(200, "POST", "/api/v1/pull/occurrences/"+occ+"/defer", f.token, map[string]any{"worker_id": "w", "reason": "waiting for a signature"})
+	view := f.call("GET", "/external-task/"+occ, nil)
+	mustJSON(t, view, 200)
+	if v := view.JSON(t); v["lockExpirationTime"] != nil || v["retries"] != 3.0 {
+		t.Errorf("a deferred task shows %v, want no lock and retries 3 (its run counted)", v)
+	}
+	if n := f.call("GET", "/external-task/count?notLocked=true", nil).JSON(t)["count"]; n != 1.0 {
+		t.Errorf("notLocked count = %v, want the deferred task", n)
+	}
+	mustException(t, f.call("POST", "/external-task/"+occ+"/unlock", nil), 400, "RestException", "deferred")
+	mustNoContent(t, f.call("POST", "/external-task/"+occ+"/complete", map[string]any{"workerId": "front-end",
+		"variables": map[string]any{"result": map[string]any{"value": "created"}, "crm_id": map[string]any{"value": "C-9"}}}))
+}
