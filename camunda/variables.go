@@ -161,7 +161,10 @@ func typedValue(raw json.RawMessage, f contracts.Field) (variable, error) {
 		}
 		t, err := time.Parse(layout, s)
 		if err != nil {
-			return v, err
+			// Valid for the contract, yet not in the form Go reads (a
+			// lower-case t or z): the worker gets the text as it is.
+			v.Type, v.Value = typeString, raw
+			break
 		}
 		v.Type = typeDate
 		v.Value, _ = json.Marshal(t.UTC().Format(dateLayout))
