@@ -28,6 +28,7 @@ func (a *API) Routes(r chi.Router, lookup auth.Lookup) {
 	)
 
 	r.With(anyone).Method("GET", "/whoami", a.whoami())
+	r.With(anyone).Method("GET", "/openapi.json", a.openAPI())
 	r.Route("/tokens", func(r chi.Router) {
 		r.Use(admin)
 		r.Method("POST", "/", a.createToken())

@@ -7,6 +7,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/relais/relais/api/openapi"
 	"github.com/relais/relais/engine"
 	"github.com/relais/relais/internal/auth"
 	"github.com/relais/relais/internal/fault"
@@ -19,6 +20,19 @@ func (a *API) whoami() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, _ := auth.FromContext(r.Context())
 		httpjson.Encode(w, http.StatusOK, map[string]any{"name": p.Name, "role": p.Role})
+	})
+}
+
+// openAPI serves the OpenAPI 3.1 description of the API (this route and
+// the Camunda facade included). Like every /api/v1 route it needs a token;
+// the same document is in the repository at api/openapi/openapi.yaml for
+// generators that run without one.
+func (a *API) openAPI() http.Handler {
+	doc := openapi.JSON()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-cache")
+		_, _ = w.Write(doc)
 	})
 }
 

@@ -43,9 +43,13 @@ type Occurrence struct {
 	AttemptsLeft int
 	DeferredAt   *time.Time
 	DeferReason  *string
-	Inputs       json.RawMessage
-	Outputs      json.RawMessage // nil until completed
-	AttemptList  []Attempt       // filled by GetOccurrence only
+	// ProcessKey and BusinessKey are the instance's (nil when unknown or
+	// without a business key).
+	ProcessKey  *string
+	BusinessKey *string
+	Inputs      json.RawMessage
+	Outputs     json.RawMessage // nil until completed
+	AttemptList []Attempt       // filled by GetOccurrence only
 }
 
 // Policy is the execution policy frozen on an occurrence.
@@ -90,6 +94,7 @@ func (e *Engine) occurrenceFromRow(ctx context.Context, x observed) Occurrence {
 		ConsumerID: o.ConsumerID, WorkerID: o.WorkerID, CreatedAt: o.CreatedAt, AvailableAt: o.AvailableAt, ReservedAt: o.ReservedAt,
 		LockExpiresAt: o.LockExpiresAt, SettledAt: o.SettledAt, DeadlineAt: o.DeadlineAt, Route: o.Route, ErrorCode: o.ErrorCode,
 		ErrorMessage: o.ErrorMessage, AttemptsLeft: attemptsLeft(o), DeferredAt: o.DeferredAt, DeferReason: o.DeferReason,
+		ProcessKey: o.ProcessKey, BusinessKey: o.BusinessKey,
 		Policy: Policy{MaxAttempts: int(o.MaxAttempts), RetryDelay: o.RetryDelay, Deadline: o.Deadline, Priority: int(o.Priority)},
 		Inputs: json.RawMessage("{}"),
 	}

@@ -44,6 +44,15 @@ type Reservation struct {
 	InstanceID    uuid.UUID
 	Node          string
 	Priority      int
+	CreatedAt     time.Time
+	// ProcessKey and BusinessKey are those of the occurrence's instance
+	// (nil for an occurrence made before they were recorded, or without a
+	// business key).
+	ProcessKey  *string
+	BusinessKey *string
+	// ErrorMessage is the message of the latest failure reported for the
+	// occurrence (scrubbed), nil before any.
+	ErrorMessage *string
 }
 
 // Claim reserves up to MaxTasks claimable occurrences in one statement. A
@@ -94,7 +103,8 @@ func (e *Engine) reservations(rows []queries.Occurrence, pairs Pairs) ([]Reserva
 		}
 		out = append(out, Reservation{ID: o.ID, Definition: o.DefinitionKey, Revision: int(o.Revision), Inputs: inputs,
 			Attempt: int(o.Attempts), AttemptsLeft: attemptsLeft(o), LockExpiresAt: *o.LockExpiresAt,
-			DeadlineAt: o.DeadlineAt, InstanceID: o.InstanceID, Node: o.Node, Priority: int(o.Priority)})
+			DeadlineAt: o.DeadlineAt, InstanceID: o.InstanceID, Node: o.Node, Priority: int(o.Priority),
+			CreatedAt: o.CreatedAt, ProcessKey: o.ProcessKey, BusinessKey: o.BusinessKey, ErrorMessage: o.ErrorMessage})
 	}
 	return out, nil
 }
@@ -330,6 +340,11 @@ type Failure struct {
 	// AttemptsLeft, when set, lowers the attempts left after this one
 	// (0 makes the failure terminal); it never raises them.
 	AttemptsLeft *int
+	// ClampAttemptsLeft makes an AttemptsLeft above what the budget allows
+	// leave the budget as it is, where it is otherwise refused
+	// (bound_exceeded). The Camunda facade sets it: a Camunda worker's
+	// retries is a wish the occurrence's frozen budget caps.
+	ClampAttemptsLeft bool
 }
 
 // canonical is the failure as a replay is recognized: the same worker
@@ -340,7 +355,9 @@ func (f Failure) canonical(workerID string) []byte {
 		Retryable             bool
 		Delay                 *time.Duration
 		Left                  *int
-	}{workerID, f.ErrorCode, f.Message, f.Retryable, f.RetryDelay, f.AttemptsLeft})
+		// omitempty: the digests of reports without it stay as they were.
+		Clamp bool `json:",omitempty"`
+	}{workerID, f.ErrorCode, f.Message, f.Retryable, f.RetryDelay, f.AttemptsLeft, f.ClampAttemptsLeft})
 	return b
 }
 
@@ -400,7 +417,7 @@ func (e *Engine) failIn(ctx context.Context, q *queries.Queries, ref WorkerRef, 
 		}
 		left := attemptsLeft(o)
 		if f.AttemptsLeft != nil {
-			if *f.AttemptsLeft > left {
+			if *f.AttemptsLeft > left && !f.ClampAttemptsLeft {
 				return BoundExceeded("attempts_left", left)
 			}
 			if *f.AttemptsLeft < left {

@@ -39,6 +39,10 @@ func IsKeyPattern(s string) bool {
 // crm.*, "" for *.
 func patternPrefix(pattern string) string { return strings.TrimSuffix(pattern, "*") }
 
+// KeyMatches reports whether key is pattern itself (a key) or matched by
+// it (crm.*, *): which subscription a claimed occurrence answers.
+func KeyMatches(pattern, key string) bool { return keyMatches(pattern, key) }
+
 // keyMatches reports whether key is pattern itself or matched by it.
 func keyMatches(pattern, key string) bool {
 	if IsKeyPattern(pattern) {

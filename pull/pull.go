@@ -4,7 +4,6 @@
 package pull
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -22,18 +21,8 @@ import (
 	"github.com/relais/relais/internal/fault"
 	"github.com/relais/relais/internal/httpjson"
 	"github.com/relais/relais/internal/isoduration"
+	"github.com/relais/relais/internal/longpoll"
 )
-
-// dueSlack is added to a due time before re-checking: due times come from
-// the database clock (a replica's own may run behind) and are announced to
-// the millisecond, so a claim made exactly at the announced time may find
-// the occurrence still a fraction of a millisecond ahead, and then nothing
-// is due "later" either: the waiter would sleep until its fallback poll.
-const dueSlack = 5 * time.Millisecond
-
-// fallbackPoll bounds how long a waiter trusts notifications alone: they
-// are hints, so a waiter re-checks the database at least this often.
-const fallbackPoll = 5 * time.Second
 
 // Protocol serves the pull routes.
 type Protocol struct {
@@ -41,14 +30,14 @@ type Protocol struct {
 	bounds config.Pull
 	body   int64
 	eng    *engine.Engine
-	hub    *Hub
+	hub    *longpoll.Hub
 
 	claimed prometheus.Counter
 	fetches *prometheus.CounterVec
 }
 
 // New returns the protocol on eng, waking long polls through hub.
-func New(logger *slog.Logger, cfg config.Config, eng *engine.Engine, hub *Hub, reg prometheus.Registerer) *Protocol {
+func New(logger *slog.Logger, cfg config.Config, eng *engine.Engine, hub *longpoll.Hub, reg prometheus.Registerer) *Protocol {
 	p := &Protocol{logger: logger, bounds: cfg.Pull, body: cfg.MaxBodyBytes, eng: eng, hub: hub,
 		claimed: prometheus.NewCounter(prometheus.CounterOpts{Name: "relais_pull_claimed_total", Help: "Occurrences reserved by fetch-and-lock."}),
 		fetches: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "relais_pull_fetches_total", Help: "Fetch-and-lock requests by result."}, []string{"result"}),
@@ -166,7 +155,10 @@ func (p *Protocol) fetch(w http.ResponseWriter, r *http.Request) error {
 	}
 	claim := engine.ClaimRequest{ConsumerID: principal.ConsumerID, WorkerID: req.WorkerID, Pairs: pairs, MaxTasks: maxTasks,
 		LockDuration: lock, RequestID: req.RequestID}
-	got, err := p.claimOrWait(r.Context(), claim, wait)
+	got, err := p.hub.ClaimOrWait(r.Context(), p.eng, claim, wait)
+	if fault.HasCode(err, longpoll.CodeTooManyWaiters) {
+		p.fetches.WithLabelValues("too_many_waiters").Inc()
+	}
 	if err != nil {
 		return err
 	}
@@ -186,86 +178,6 @@ func (p *Protocol) fetch(w http.ResponseWriter, r *http.Request) error {
 	}
 	httpjson.Encode(w, http.StatusOK, out)
 	return nil
-}
-
-// claimOrWait claims at once, or waits up to wait for a matching occurrence
-// to become claimable: woken by notifications (any replica), by the time
-// the earliest deferred occurrence becomes due, and by a bounded fallback
-// poll. A client that disconnects stops the wait.
-func (p *Protocol) claimOrWait(ctx context.Context, claim engine.ClaimRequest, wait time.Duration) ([]engine.Reservation, error) {
-	if wait <= 0 {
-		return p.eng.Claim(ctx, claim)
-	}
-	deadline := time.Now().Add(wait)
-	// Register before the first claim: an occurrence committed between a
-	// claim that found nothing and the registration would otherwise be
-	// missed until the fallback poll.
-	wt, ok := p.hub.register(claim.Pairs)
-	if !ok {
-		// Only a fetch that would wait is refused: work that is available
-		// now is delivered whatever the number of waiters.
-		if got, err := p.eng.Claim(ctx, claim); err != nil || len(got) > 0 {
-			return got, err
-		}
-		p.fetches.WithLabelValues("too_many_waiters").Inc()
-		fe := fault.New(fault.TooManyRequests, "too_many_waiters", "this replica holds its maximum of %d long-polling fetches; retry shortly", p.hub.max)
-		fe.RetryAfter = time.Second
-		return nil, fe
-	}
-	defer p.hub.unregister(wt)
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	<-timer.C
-	for {
-		got, err := p.eng.Claim(ctx, claim)
-		if err != nil || len(got) > 0 {
-			return got, err
-		}
-		now := time.Now()
-		if !now.Before(deadline) {
-			return nil, nil
-		}
-		next := now.Add(fallbackPoll)
-		if deadline.Before(next) {
-			next = deadline
-		}
-		if due, ok, err := p.eng.NextClaimable(ctx, claim.Pairs); err != nil {
-			return nil, err
-		} else if ok && due.Before(next) {
-			next = due.Add(dueSlack)
-		}
-		timer.Reset(max(time.Until(next), time.Millisecond))
-		select {
-		case <-ctx.Done():
-			// The client left: nothing was claimed for it, and its going is
-			// not a server error.
-			return nil, nil
-		case <-p.hub.closing:
-			return nil, nil
-		case <-timer.C:
-		case at := <-wt.wake:
-			// Only a time still ahead is slept until (with the slack): an
-			// occurrence announced as available now is claimed at once.
-			if d := time.Until(at.Add(dueSlack)); !at.IsZero() && time.Until(at) > 0 {
-				// Announced for later (a retry delay): sleep until then
-				// unless something sooner wakes us.
-				if !timer.Stop() {
-					<-timer.C
-				}
-				timer.Reset(min(d, time.Until(deadline)))
-				select {
-				case <-ctx.Done():
-					return nil, nil
-				case <-p.hub.closing:
-					return nil, nil
-				case <-timer.C:
-				case <-wt.wake:
-				}
-			} else if !timer.Stop() {
-				<-timer.C
-			}
-		}
-	}
 }
 
 type completeRequest struct {

@@ -276,3 +276,69 @@ set status = 'available', available_at = @now::timestamptz, claimable_at = @now:
     lock_expires_at = null, settled_at = null, attempt_credit = attempts
 where id = @id and status = 'failed'
 returning *;
+
+-- name: OccurrenceListOpenPull :many
+-- The open pull occurrences of some (definition, revision) pairs (a
+-- consumer's grants), as the Camunda facade lists external tasks: filtered,
+-- sorted by one key then id, paged by offset. A lapsed lock is not locked;
+-- what remains of the budget counts the attempt in progress (a live lock or
+-- a deferral).
+select sqlc.embed(o), relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts + o.attempt_credit, o.deadline_at, coalesce(sqlc.narg('now')::timestamptz, now())) as lapsed
+from occurrences o
+join (select unnest(@definition_keys::text[]) as definition_key,
+             unnest(@revisions::integer[])   as revision) s
+  on o.definition_key = s.definition_key and o.revision = s.revision
+where o.mode = 'pull' and o.status in ('available', 'reserved', 'deferred')
+  and (sqlc.narg('ids')::uuid[] is null or o.id = any(sqlc.narg('ids')::uuid[]))
+  and (sqlc.narg('definition_key')::text is null or o.definition_key = sqlc.narg('definition_key'))
+  and (sqlc.narg('worker_id')::text is null or o.worker_id = sqlc.narg('worker_id'))
+  and (sqlc.narg('lock_expires_after')::timestamptz is null or o.lock_expires_at > sqlc.narg('lock_expires_after'))
+  and (sqlc.narg('lock_expires_before')::timestamptz is null or o.lock_expires_at < sqlc.narg('lock_expires_before'))
+  and (sqlc.narg('nodes')::text[] is null or o.node = any(sqlc.narg('nodes')::text[]))
+  and (sqlc.narg('instance_ids')::uuid[] is null or o.instance_id = any(sqlc.narg('instance_ids')::uuid[]))
+  and (sqlc.narg('process_keys')::text[] is null or o.process_key = any(sqlc.narg('process_keys')::text[]))
+  and (sqlc.narg('min_priority')::integer is null or o.priority >= sqlc.narg('min_priority'))
+  and (sqlc.narg('max_priority')::integer is null or o.priority <= sqlc.narg('max_priority'))
+  and (sqlc.narg('locked')::boolean is null
+       or coalesce(o.status = 'reserved' and o.lock_expires_at > coalesce(sqlc.narg('now')::timestamptz, now()), false) = sqlc.narg('locked'))
+  and (sqlc.narg('has_remaining')::boolean is null
+       or (o.max_attempts + o.attempt_credit - o.attempts
+           + case when (o.status = 'reserved' and not relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts + o.attempt_credit, o.deadline_at, coalesce(sqlc.narg('now')::timestamptz, now()))) or o.status = 'deferred' then 1 else 0 end > 0)
+          = sqlc.narg('has_remaining'))
+order by
+    case when @sort_by::text = 'priority' and not @descending::boolean then o.priority end,
+    case when @sort_by::text = 'priority' and @descending::boolean then o.priority end desc,
+    case when @sort_by::text = 'lock_expires_at' and not @descending::boolean then o.lock_expires_at end,
+    case when @sort_by::text = 'lock_expires_at' and @descending::boolean then o.lock_expires_at end desc,
+    case when @sort_by::text = 'instance' and not @descending::boolean then o.instance_id end,
+    case when @sort_by::text = 'instance' and @descending::boolean then o.instance_id end desc,
+    case when @sort_by::text = 'process' and not @descending::boolean then o.process_key end,
+    case when @sort_by::text = 'process' and @descending::boolean then o.process_key end desc,
+    case when @descending::boolean then o.id end desc,
+    o.id
+limit @max offset @skip;
+
+-- name: OccurrenceCountOpenPull :one
+-- How many occurrences OccurrenceListOpenPull would list without paging.
+select count(*)
+from occurrences o
+join (select unnest(@definition_keys::text[]) as definition_key,
+             unnest(@revisions::integer[])   as revision) s
+  on o.definition_key = s.definition_key and o.revision = s.revision
+where o.mode = 'pull' and o.status in ('available', 'reserved', 'deferred')
+  and (sqlc.narg('ids')::uuid[] is null or o.id = any(sqlc.narg('ids')::uuid[]))
+  and (sqlc.narg('definition_key')::text is null or o.definition_key = sqlc.narg('definition_key'))
+  and (sqlc.narg('worker_id')::text is null or o.worker_id = sqlc.narg('worker_id'))
+  and (sqlc.narg('lock_expires_after')::timestamptz is null or o.lock_expires_at > sqlc.narg('lock_expires_after'))
+  and (sqlc.narg('lock_expires_before')::timestamptz is null or o.lock_expires_at < sqlc.narg('lock_expires_before'))
+  and (sqlc.narg('nodes')::text[] is null or o.node = any(sqlc.narg('nodes')::text[]))
+  and (sqlc.narg('instance_ids')::uuid[] is null or o.instance_id = any(sqlc.narg('instance_ids')::uuid[]))
+  and (sqlc.narg('process_keys')::text[] is null or o.process_key = any(sqlc.narg('process_keys')::text[]))
+  and (sqlc.narg('min_priority')::integer is null or o.priority >= sqlc.narg('min_priority'))
+  and (sqlc.narg('max_priority')::integer is null or o.priority <= sqlc.narg('max_priority'))
+  and (sqlc.narg('locked')::boolean is null
+       or coalesce(o.status = 'reserved' and o.lock_expires_at > coalesce(sqlc.narg('now')::timestamptz, now()), false) = sqlc.narg('locked'))
+  and (sqlc.narg('has_remaining')::boolean is null
+       or (o.max_attempts + o.attempt_credit - o.attempts
+           + case when (o.status = 'reserved' and not relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts + o.attempt_credit, o.deadline_at, coalesce(sqlc.narg('now')::timestamptz, now()))) or o.status = 'deferred' then 1 else 0 end > 0)
+          = sqlc.narg('has_remaining'));

@@ -415,6 +415,73 @@ func (q *Queries) OccurrenceComplete(ctx context.Context, arg OccurrenceComplete
 	return err
 }
 
+const occurrenceCountOpenPull = `-- name: OccurrenceCountOpenPull :one
+select count(*)
+from occurrences o
+join (select unnest($1::text[]) as definition_key,
+             unnest($2::integer[])   as revision) s
+  on o.definition_key = s.definition_key and o.revision = s.revision
+where o.mode = 'pull' and o.status in ('available', 'reserved', 'deferred')
+  and ($3::uuid[] is null or o.id = any($3::uuid[]))
+  and ($4::text is null or o.definition_key = $4)
+  and ($5::text is null or o.worker_id = $5)
+  and ($6::timestamptz is null or o.lock_expires_at > $6)
+  and ($7::timestamptz is null or o.lock_expires_at < $7)
+  and ($8::text[] is null or o.node = any($8::text[]))
+  and ($9::uuid[] is null or o.instance_id = any($9::uuid[]))
+  and ($10::text[] is null or o.process_key = any($10::text[]))
+  and ($11::integer is null or o.priority >= $11)
+  and ($12::integer is null or o.priority <= $12)
+  and ($13::boolean is null
+       or coalesce(o.status = 'reserved' and o.lock_expires_at > coalesce($14::timestamptz, now()), false) = $13)
+  and ($15::boolean is null
+       or (o.max_attempts + o.attempt_credit - o.attempts
+           + case when (o.status = 'reserved' and not relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts + o.attempt_credit, o.deadline_at, coalesce($14::timestamptz, now()))) or o.status = 'deferred' then 1 else 0 end > 0)
+          = $15)
+`
+
+type OccurrenceCountOpenPullParams struct {
+	DefinitionKeys    []string
+	Revisions         []int32
+	Ids               []uuid.UUID
+	DefinitionKey     *string
+	WorkerID          *string
+	LockExpiresAfter  *time.Time
+	LockExpiresBefore *time.Time
+	Nodes             []string
+	InstanceIds       []uuid.UUID
+	ProcessKeys       []string
+	MinPriority       *int32
+	MaxPriority       *int32
+	Locked            *bool
+	Now               *time.Time
+	HasRemaining      *bool
+}
+
+// How many occurrences OccurrenceListOpenPull would list without paging.
+func (q *Queries) OccurrenceCountOpenPull(ctx context.Context, arg OccurrenceCountOpenPullParams) (int64, error) {
+	row := q.db.QueryRow(ctx, occurrenceCountOpenPull,
+		arg.DefinitionKeys,
+		arg.Revisions,
+		arg.Ids,
+		arg.DefinitionKey,
+		arg.WorkerID,
+		arg.LockExpiresAfter,
+		arg.LockExpiresBefore,
+		arg.Nodes,
+		arg.InstanceIds,
+		arg.ProcessKeys,
+		arg.MinPriority,
+		arg.MaxPriority,
+		arg.Locked,
+		arg.Now,
+		arg.HasRemaining,
+	)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
+}
+
 const occurrenceDefer = `-- name: OccurrenceDefer :exec
 update occurrences
 set status = 'deferred', deferred_at = $1::timestamptz, defer_reason = $2,
@@ -943,6 +1010,153 @@ func (q *Queries) OccurrenceListByInstance(ctx context.Context, instanceID uuid.
 			&i.AttemptCredit,
 			&i.ProcessKey,
 			&i.BusinessKey,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const occurrenceListOpenPull = `-- name: OccurrenceListOpenPull :many
+select o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, o.process_key, o.business_key, relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts + o.attempt_credit, o.deadline_at, coalesce($1::timestamptz, now())) as lapsed
+from occurrences o
+join (select unnest($2::text[]) as definition_key,
+             unnest($3::integer[])   as revision) s
+  on o.definition_key = s.definition_key and o.revision = s.revision
+where o.mode = 'pull' and o.status in ('available', 'reserved', 'deferred')
+  and ($4::uuid[] is null or o.id = any($4::uuid[]))
+  and ($5::text is null or o.definition_key = $5)
+  and ($6::text is null or o.worker_id = $6)
+  and ($7::timestamptz is null or o.lock_expires_at > $7)
+  and ($8::timestamptz is null or o.lock_expires_at < $8)
+  and ($9::text[] is null or o.node = any($9::text[]))
+  and ($10::uuid[] is null or o.instance_id = any($10::uuid[]))
+  and ($11::text[] is null or o.process_key = any($11::text[]))
+  and ($12::integer is null or o.priority >= $12)
+  and ($13::integer is null or o.priority <= $13)
+  and ($14::boolean is null
+       or coalesce(o.status = 'reserved' and o.lock_expires_at > coalesce($1::timestamptz, now()), false) = $14)
+  and ($15::boolean is null
+       or (o.max_attempts + o.attempt_credit - o.attempts
+           + case when (o.status = 'reserved' and not relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts + o.attempt_credit, o.deadline_at, coalesce($1::timestamptz, now()))) or o.status = 'deferred' then 1 else 0 end > 0)
+          = $15)
+order by
+    case when $16::text = 'priority' and not $17::boolean then o.priority end,
+    case when $16::text = 'priority' and $17::boolean then o.priority end desc,
+    case when $16::text = 'lock_expires_at' and not $17::boolean then o.lock_expires_at end,
+    case when $16::text = 'lock_expires_at' and $17::boolean then o.lock_expires_at end desc,
+    case when $16::text = 'instance' and not $17::boolean then o.instance_id end,
+    case when $16::text = 'instance' and $17::boolean then o.instance_id end desc,
+    case when $16::text = 'process' and not $17::boolean then o.process_key end,
+    case when $16::text = 'process' and $17::boolean then o.process_key end desc,
+    case when $17::boolean then o.id end desc,
+    o.id
+limit $19 offset $18
+`
+
+type OccurrenceListOpenPullParams struct {
+	Now               *time.Time
+	DefinitionKeys    []string
+	Revisions         []int32
+	Ids               []uuid.UUID
+	DefinitionKey     *string
+	WorkerID          *string
+	LockExpiresAfter  *time.Time
+	LockExpiresBefore *time.Time
+	Nodes             []string
+	InstanceIds       []uuid.UUID
+	ProcessKeys       []string
+	MinPriority       *int32
+	MaxPriority       *int32
+	Locked            *bool
+	HasRemaining      *bool
+	SortBy            string
+	Descending        bool
+	Skip              int32
+	Max               int32
+}
+
+type OccurrenceListOpenPullRow struct {
+	Occurrence Occurrence
+	Lapsed     bool
+}
+
+// The open pull occurrences of some (definition, revision) pairs (a
+// consumer's grants), as the Camunda facade lists external tasks: filtered,
+// sorted by one key then id, paged by offset. A lapsed lock is not locked;
+// what remains of the budget counts the attempt in progress (a live lock or
+// a deferral).
+func (q *Queries) OccurrenceListOpenPull(ctx context.Context, arg OccurrenceListOpenPullParams) ([]OccurrenceListOpenPullRow, error) {
+	rows, err := q.db.Query(ctx, occurrenceListOpenPull,
+		arg.Now,
+		arg.DefinitionKeys,
+		arg.Revisions,
+		arg.Ids,
+		arg.DefinitionKey,
+		arg.WorkerID,
+		arg.LockExpiresAfter,
+		arg.LockExpiresBefore,
+		arg.Nodes,
+		arg.InstanceIds,
+		arg.ProcessKeys,
+		arg.MinPriority,
+		arg.MaxPriority,
+		arg.Locked,
+		arg.HasRemaining,
+		arg.SortBy,
+		arg.Descending,
+		arg.Skip,
+		arg.Max,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []OccurrenceListOpenPullRow{}
+	for rows.Next() {
+		var i OccurrenceListOpenPullRow
+		if err := rows.Scan(
+			&i.Occurrence.ID,
+			&i.Occurrence.InstanceID,
+			&i.Occurrence.Node,
+			&i.Occurrence.DefinitionKey,
+			&i.Occurrence.Revision,
+			&i.Occurrence.Mode,
+			&i.Occurrence.Status,
+			&i.Occurrence.Priority,
+			&i.Occurrence.MaxAttempts,
+			&i.Occurrence.RetryDelay,
+			&i.Occurrence.Deadline,
+			&i.Occurrence.DeadlineAt,
+			&i.Occurrence.Destination,
+			&i.Occurrence.Timeout,
+			&i.Occurrence.Attempts,
+			&i.Occurrence.AvailableAt,
+			&i.Occurrence.ClaimableAt,
+			&i.Occurrence.ConsumerID,
+			&i.Occurrence.WorkerID,
+			&i.Occurrence.ReservedAt,
+			&i.Occurrence.LockExpiresAt,
+			&i.Occurrence.Inputs,
+			&i.Occurrence.SealedInputs,
+			&i.Occurrence.Outputs,
+			&i.Occurrence.SealedOutputs,
+			&i.Occurrence.OutputsDigest,
+			&i.Occurrence.Route,
+			&i.Occurrence.ErrorCode,
+			&i.Occurrence.ErrorMessage,
+			&i.Occurrence.CreatedAt,
+			&i.Occurrence.SettledAt,
+			&i.Occurrence.DeferredAt,
+			&i.Occurrence.DeferReason,
+			&i.Occurrence.AttemptCredit,
+			&i.Occurrence.ProcessKey,
+			&i.Occurrence.BusinessKey,
+			&i.Lapsed,
 		); err != nil {
 			return nil, err
 		}

@@ -21,7 +21,7 @@ type Package struct {
 
 // surfaces serve the product over a transport; none may import another, so
 // each can be read, tested and changed alone.
-var surfaces = []string{"api", "console", "pull", "push"}
+var surfaces = []string{"api", "camunda", "console", "pull", "push"}
 
 // pureDomain must link no net/http: the domain is reachable from any
 // transport (REST, streams, the console, a CLI) and owned by none.

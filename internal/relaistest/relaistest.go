@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -91,7 +92,11 @@ func start(t testing.TB, pool *pgxpool.Pool, clock *Clock, opts ...Option) *Env 
 	eng := engine.New(pool, engine.Options{Logger: logger, Keys: keys, Now: clock.Now, Limits: engine.Limits{
 		MaxRetryDelay: cfg.Pull.MaxRetryDelay, DefaultPushTimeout: cfg.Push.DefaultTimeout, MaxPushTimeout: cfg.Push.MaxTimeout}})
 	rep := server.Start(context.Background(), server.Deps{Logger: logger, Config: cfg, Engine: eng, Registry: prometheus.NewRegistry()})
-	srv := httptest.NewServer(rep.Handler)
+	handler, err := recorder(os.Getenv(RecordEnv), rep.Handler)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(handler)
 	t.Cleanup(func() {
 		rep.Drain()
 		srv.Close()

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/relais/relais/api"
+	"github.com/relais/relais/camunda"
 	"github.com/relais/relais/console"
 	"github.com/relais/relais/engine"
 	"github.com/relais/relais/internal/auth"
@@ -24,6 +25,7 @@ import (
 	"github.com/relais/relais/internal/forwarded"
 	"github.com/relais/relais/internal/httpauth"
 	"github.com/relais/relais/internal/httpjson"
+	"github.com/relais/relais/internal/longpoll"
 	"github.com/relais/relais/internal/notify"
 	"github.com/relais/relais/pull"
 	"github.com/relais/relais/push"
@@ -45,7 +47,7 @@ type Deps struct {
 // that moves occurrences (LISTEN connection, timers).
 type Replica struct {
 	Handler http.Handler
-	hub     *pull.Hub
+	hub     *longpoll.Hub
 	cancel  context.CancelFunc
 	done    sync.WaitGroup
 }
@@ -54,7 +56,7 @@ type Replica struct {
 // Stop.
 func Start(ctx context.Context, d Deps) *Replica {
 	ctx, cancel := context.WithCancel(ctx)
-	hub := pull.NewHub(d.Config.Pull.MaxWaiters, d.Registry)
+	hub := longpoll.NewHub(d.Config.Pull.MaxWaiters, d.Registry)
 	rep := &Replica{hub: hub, cancel: cancel}
 	listener := notify.New(d.Engine.Pool(), d.Logger)
 	listener.Handle(engine.ChannelOccurrence, hub.Notify)
@@ -89,7 +91,7 @@ func (r *Replica) Stop() {
 	r.done.Wait()
 }
 
-func newHandler(d Deps, hub *pull.Hub) http.Handler {
+func newHandler(d Deps, hub *longpoll.Hub) http.Handler {
 	r := chi.NewRouter()
 	r.Use(middleware.RequestID)
 	r.Use(forwarded.Middleware(d.Config.TrustedProxies))
@@ -125,6 +127,9 @@ func newHandler(d Deps, hub *pull.Hub) http.Handler {
 		r.Route("/pull", func(r chi.Router) {
 			pull.New(d.Logger, d.Config, d.Engine, hub, d.Registry).Routes(r, lookup)
 		})
+	})
+	r.Route("/engine-rest", func(r chi.Router) {
+		camunda.New(d.Logger, d.Config, d.Engine, hub).Routes(r, lookup)
 	})
 	return r
 }

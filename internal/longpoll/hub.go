@@ -1,4 +1,7 @@
-package pull
+// Package longpoll holds a replica's long-polling fetches: the hub the
+// LISTEN connection wakes, and the claim-or-wait loop every surface that
+// long-polls (the pull protocol, the Camunda facade) runs on the engine.
+package longpoll
 
 import (
 	"strconv"

@@ -1,0 +1,115 @@
+// Package openapi holds the OpenAPI 3.1 description of Relais's HTTP API:
+// every /api/v1 route (the pull protocol included) and the Camunda facade
+// under /engine-rest, with their parameters, bodies, problem+json errors
+// and roles. The document is written by hand in openapi.yaml, next to the
+// routes it describes, and served as JSON at /api/v1/openapi.json. Tests
+// keep it in step with the router (every route documented, nothing
+// documented that the router lacks) and with the suite's real traffic
+// (every exchange valid against it, every route exercised).
+package openapi
+
+import (
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+
+	"gopkg.in/yaml.v3"
+)
+
+//go:embed openapi.yaml
+var source []byte
+
+// YAML is the document as written.
+func YAML() []byte { return source }
+
+// JSON is the document as JSON, converted once.
+var JSON = sync.OnceValue(func() []byte {
+	b, err := toJSON(source)
+	if err != nil {
+		// The document is embedded: a test fails on it long before a
+		// binary ships.
+		panic("openapi: " + err.Error())
+	}
+	return b
+})
+
+// toJSON converts a YAML document to JSON. Mapping keys are strings in
+// JSON: an unquoted 200 status key becomes "200".
+func toJSON(src []byte) ([]byte, error) {
+	var doc any
+	if err := yaml.Unmarshal(src, &doc); err != nil {
+		return nil, fmt.Errorf("parse openapi.yaml: %w", err)
+	}
+	v, err := jsonValue(doc)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(v)
+}
+
+func jsonValue(v any) (any, error) {
+	switch x := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			c, err := jsonValue(e)
+			if err != nil {
+				return nil, err
+			}
+			out[k] = c
+		}
+		return out, nil
+	case map[any]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			c, err := jsonValue(e)
+			if err != nil {
+				return nil, err
+			}
+			out[fmt.Sprint(k)] = c
+		}
+		return out, nil
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			c, err := jsonValue(e)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = c
+		}
+		return out, nil
+	case string, bool, int, int64, uint64, float64, nil:
+		return x, nil
+	default:
+		return nil, fmt.Errorf("openapi.yaml holds a %T (%v), which JSON cannot hold: quote it", v, v)
+	}
+}
+
+// Operation is one documented route: a method and a path template.
+type Operation struct {
+	Method string // upper case
+	Path   string // as documented, /api/v1/definitions/{key}
+}
+
+// Operations lists the documented routes.
+func Operations() ([]Operation, error) {
+	var doc struct {
+		Paths map[string]map[string]json.RawMessage `json:"paths"`
+	}
+	if err := json.Unmarshal(JSON(), &doc); err != nil {
+		return nil, err
+	}
+	var ops []Operation
+	for path, item := range doc.Paths {
+		for method := range item {
+			switch method {
+			case "get", "put", "post", "delete", "patch", "head", "options", "trace":
+				ops = append(ops, Operation{Method: strings.ToUpper(method), Path: path})
+			}
+		}
+	}
+	return ops, nil
+}

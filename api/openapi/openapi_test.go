@@ -1,0 +1,317 @@
+package openapi_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/pb33f/libopenapi"
+	validator "github.com/pb33f/libopenapi-validator"
+	"github.com/pb33f/libopenapi-validator/config"
+	liberrors "github.com/pb33f/libopenapi-validator/errors"
+
+	"github.com/relais/relais/api/openapi"
+	"github.com/relais/relais/internal/relaistest"
+)
+
+// RecordingsEnv names a folder of exchanges already recorded (by .ci/run's
+// test run, with relaistest.RecordEnv set) for TestRecordedExchanges to
+// validate instead of recording its own.
+const RecordingsEnv = "RELAIS_OPENAPI_RECORDINGS"
+
+func newValidator(t *testing.T) validator.Validator {
+	t.Helper()
+	doc, err := libopenapi.NewDocument(openapi.JSON())
+	if err != nil {
+		t.Fatalf("libopenapi cannot read the document: %v", err)
+	}
+	v, errs := validator.NewValidator(doc, config.WithFormatAssertions())
+	if len(errs) > 0 {
+		t.Fatalf("libopenapi-validator cannot build a validator: %v", errs)
+	}
+	return v
+}
+
+func describe(errs []*liberrors.ValidationError) string {
+	var b strings.Builder
+	for _, e := range errs {
+		fmt.Fprintf(&b, "\n    %s: %s", e.Message, e.Reason)
+		for _, se := range e.SchemaValidationErrors {
+			fmt.Fprintf(&b, "\n      at %s: %s", se.FieldPath, se.Reason)
+		}
+	}
+	return b.String()
+}
+
+// The document is valid OpenAPI 3.1 (checked against the specification's
+// own schema, offline), and every operation says who may call it.
+func TestDocumentIsValidOpenAPI(t *testing.T) {
+	t.Parallel()
+	v := newValidator(t)
+	if ok, errs := v.ValidateDocument(); !ok {
+		t.Fatalf("the document is not valid OpenAPI 3.1:%s", describe(errs))
+	}
+	var doc struct {
+		OpenAPI string                                `json:"openapi"`
+		Paths   map[string]map[string]json.RawMessage `json:"paths"`
+	}
+	if err := json.Unmarshal(openapi.JSON(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.OpenAPI != "3.1.0" {
+		t.Errorf("openapi %q, want 3.1.0", doc.OpenAPI)
+	}
+	ops, err := openapi.Operations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range ops {
+		var o map[string]any
+		if err := json.Unmarshal(doc.Paths[op.Path][strings.ToLower(op.Method)], &o); err != nil {
+			t.Fatal(err)
+		}
+		if roles, _ := o["x-relais-roles"].([]any); len(roles) == 0 {
+			t.Errorf("%s %s has no x-relais-roles", op.Method, op.Path)
+		}
+		responses, _ := o["responses"].(map[string]any)
+		if _, ok := responses["401"]; !ok {
+			t.Errorf("%s %s does not document 401: every route needs a token", op.Method, op.Path)
+		}
+	}
+}
+
+// operation is one documented route, as a pattern over request paths.
+type operation struct {
+	openapi.Operation
+	pattern *regexp.Regexp
+	params  int
+}
+
+func operations(t *testing.T) []operation {
+	t.Helper()
+	ops, err := openapi.Operations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]operation, len(ops))
+	param := regexp.MustCompile(`\\\{[^}]+\\\}`)
+	for i, op := range ops {
+		quoted := regexp.QuoteMeta(op.Path)
+		out[i] = operation{Operation: op, params: strings.Count(op.Path, "{"),
+			pattern: regexp.MustCompile("^" + param.ReplaceAllString(quoted, `[^/]+`) + "$")}
+	}
+	return out
+}
+
+// match returns the documented operation of a request (the most literal
+// path when several match, as routers do), or false.
+func match(ops []operation, method, path string) (operation, bool) {
+	var best operation
+	found := false
+	for _, op := range ops {
+		if op.Method == method && op.pattern.MatchString(path) && (!found || op.params < best.params) {
+			best, found = op, true
+		}
+	}
+	return best, found
+}
+
+// TestRecordedExchanges replays the suite's real requests and responses
+// through libopenapi-validator and fails on any mismatch in either
+// direction: a response that breaks its documented schema, status or media
+// type; a request the document refuses that the server accepted (the
+// suite's deliberately bad requests are fine when they are refused); a
+// route the document lacks that answered anything but 401, 404 or 405.
+// It also fails for every documented operation the suite never called, and
+// for every one that documents a success the suite never got.
+//
+// The exchanges come from RELAIS_OPENAPI_RECORDINGS (.ci/run records the
+// whole suite), or else from a run of the API test packages this test
+// starts itself.
+func TestRecordedExchanges(t *testing.T) {
+	dir := os.Getenv(RecordingsEnv)
+	if dir == "" {
+		switch {
+		case os.Getenv(relaistest.RecordEnv) != "":
+			t.Skipf("this run records exchanges (%s is set); run this test afterwards with %s set to that folder", relaistest.RecordEnv, RecordingsEnv)
+		case testing.Short():
+			t.Skip("-short: recording the API test packages' exchanges takes minutes")
+		}
+		dir = recordSuite(t)
+	}
+	exchanges := readExchanges(t, dir)
+	if len(exchanges) < 100 {
+		t.Fatalf("%d exchanges recorded in %s: the suite's traffic is missing", len(exchanges), dir)
+	}
+	v := newValidator(t)
+	ops := operations(t)
+	called, succeeded := map[string]int{}, map[string]int{}
+	problems := map[string]int{}
+	var order []string
+	report := func(format string, args ...any) {
+		p := fmt.Sprintf(format, args...)
+		if problems[p] == 0 {
+			order = append(order, p)
+		}
+		problems[p]++
+	}
+	for _, ex := range exchanges {
+		if ex.Status == 499 {
+			// The client had gone (a test cancelling a long poll): nobody
+			// received this answer, so no client relies on its shape.
+			continue
+		}
+		path, _, _ := strings.Cut(ex.URL, "?")
+		op, ok := match(ops, ex.Method, path)
+		if !ok {
+			if ex.Status != 401 && ex.Status != 404 && ex.Status != 405 {
+				report("%s %s is not documented, yet it answered %d", ex.Method, path, ex.Status)
+			}
+			continue
+		}
+		name := op.Method + " " + op.Path
+		called[name]++
+		if ex.Status >= 200 && ex.Status < 300 {
+			succeeded[name]++
+		}
+		// Problems are told once per operation: the concrete path (ids)
+		// gives way to the documented one.
+		general := func(errs []*liberrors.ValidationError) string {
+			return strings.ReplaceAll(describe(errs), path, op.Path)
+		}
+		req, _ := ex.http(t)
+		if ok, errs := v.ValidateHttpRequestSync(req); !ok && ex.Status < 400 {
+			report("%s: the document refuses a request the server accepted (%d):%s", name, ex.Status, general(errs))
+		}
+		// A fresh pair: validating the request read its body.
+		req, res := ex.http(t)
+		if ok, errs := v.ValidateHttpResponse(req, res); !ok {
+			report("%s: the %d response breaks the document:%s", name, ex.Status, general(errs))
+		}
+		if ex.Status >= 500 {
+			report("%s answered %d: %s", name, ex.Status, clip(ex.ResponseBody))
+		}
+	}
+	var doc struct {
+		Paths map[string]map[string]json.RawMessage `json:"paths"`
+	}
+	if err := json.Unmarshal(openapi.JSON(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	var never, unsuccessful []string
+	for _, op := range ops {
+		name := op.Method + " " + op.Path
+		if called[name] == 0 {
+			never = append(never, name)
+			continue
+		}
+		var o struct {
+			Responses map[string]any `json:"responses"`
+		}
+		if err := json.Unmarshal(doc.Paths[op.Path][strings.ToLower(op.Method)], &o); err != nil {
+			t.Fatal(err)
+		}
+		for status := range o.Responses {
+			if strings.HasPrefix(status, "2") && succeeded[name] == 0 {
+				unsuccessful = append(unsuccessful, name)
+				break
+			}
+		}
+	}
+	slices.Sort(never)
+	slices.Sort(unsuccessful)
+	for _, p := range order {
+		t.Errorf("%s (%d times)", p, problems[p])
+	}
+	for _, name := range never {
+		t.Errorf("%s: no test calls it (each documented route needs at least one recorded exchange)", name)
+	}
+	for _, name := range unsuccessful {
+		t.Errorf("%s: no test gets its documented success", name)
+	}
+	t.Logf("%d exchanges, %d operations called", len(exchanges), len(called))
+}
+
+func clip(b []byte) string {
+	if len(b) > 400 {
+		return string(b[:400]) + "…"
+	}
+	return string(b)
+}
+
+// exchange is a recorded relaistest.Exchange.
+type exchange relaistest.Exchange
+
+func (ex exchange) http(t *testing.T) (*http.Request, *http.Response) {
+	t.Helper()
+	req, err := http.NewRequest(ex.Method, "http://relais.test"+ex.URL, bytes.NewReader(ex.RequestBody))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range ex.RequestHeaders {
+		req.Header.Set(k, v)
+	}
+	res := &http.Response{StatusCode: ex.Status, Header: http.Header{}, Body: io.NopCloser(bytes.NewReader(ex.ResponseBody)), Request: req}
+	for k, v := range ex.ResponseHeaders {
+		res.Header.Set(k, v)
+	}
+	return req, res
+}
+
+func readExchanges(t *testing.T, dir string) []exchange {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []exchange
+	for _, f := range files {
+		fh, err := os.Open(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(fh)
+		sc.Buffer(make([]byte, 1<<20), 64<<20)
+		for sc.Scan() {
+			var ex exchange
+			if err := json.Unmarshal(sc.Bytes(), &ex); err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			out = append(out, ex)
+		}
+		if err := sc.Err(); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		fh.Close()
+	}
+	return out
+}
+
+// recordedPackages are the test packages whose traffic covers the
+// documented routes; .ci/run records every package instead.
+var recordedPackages = []string{"./api/...", "./pull/...", "./camunda/..."}
+
+// recordSuite runs the API test packages with recording on and returns
+// the folder of their exchanges.
+func recordSuite(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	cmd := exec.Command("go", append([]string{"test", "-count=1"}, recordedPackages...)...)
+	cmd.Dir = relaistest.Root()
+	cmd.Env = append(os.Environ(), relaistest.RecordEnv+"="+dir)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("recording run of %s failed: %v\n%s", strings.Join(recordedPackages, " "), err, out)
+	}
+	return dir
+}

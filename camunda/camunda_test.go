@@ -1,0 +1,624 @@
+package camunda_test
+
+// Black-box tests of the Camunda 7 external-task facade (DESIGN §14), over
+// HTTP against a replica on a real database.
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/relais/relais/internal/config"
+)
+
+// Every member Camunda's LockedExternalTaskDto has is written, nulls
+// included; variables are typed by the pinned revision's inputs contract;
+// dates are yyyy-MM-dd'T'HH:mm:ss.SSSZ; the secret reaches the lock holder.
+func TestFetchAndLockAnswersCamundaTasks(t *testing.T) {
+	t.Parallel()
+	f := setup(t, map[string]any{"priority": 7, "max_attempts": 3})
+	inst, occ := f.start("Acme")
+	before := f.Clock.Now()
+	tasks := f.fetch("worker-1", 5, map[string]any{"topicName": typedKey, "lockDuration": 30000, "includeExtensionProperties": true})
+	if len(tasks) != 1 {
+		t.Fatalf("got %d tasks, want 1", len(tasks))
+	}
+	task := tasks[0]
+	want := map[string]any{
+		"activityId": "task", "activityInstanceId": nil, "errorMessage": nil, "errorDetails": nil, "executionId": nil,
+		"id": occ, "processDefinitionId": nil, "processDefinitionKey": "typed", "processDefinitionVersionTag": nil,
+		"processInstanceId": inst, "tenantId": nil, "retries": 3.0, "suspended": false, "workerId": "worker-1",
+		"priority": 7.0, "topicName": typedKey, "businessKey": nil,
+	}
+	for k, v := range want {
+		got, ok := task[k]
+		if !ok {
+			t.Errorf("member %s missing (Camunda always writes it)", k)
+		} else if fmt.Sprint(got) != fmt.Sprint(v) {
+			t.Errorf("%s = %v, want %v", k, got, v)
+		}
+	}
+	for _, k := range []string{"lockExpirationTime", "createTime", "variables", "extensionProperties"} {
+		if _, ok := task[k]; !ok {
+			t.Errorf("member %s missing", k)
+		}
+	}
+	if n := len(task); n != len(want)+4 {
+		t.Errorf("task has %d members, want %d: %v", n, len(want)+4, task)
+	}
+	lock := camundaTime(t, "lockExpirationTime", task["lockExpirationTime"])
+	if d := lock.Sub(before); d < 29*time.Second || d > 31*time.Second {
+		t.Errorf("lock expires %v after the fetch, want about 30s (lockDuration ms)", d)
+	}
+	if !strings.HasSuffix(task["createTime"].(string), "+0000") {
+		t.Errorf("createTime %v, want UTC as +0000", task["createTime"])
+	}
+	vars := task["variables"].(map[string]any)
+	wantVars := map[string][2]any{
+		"name":    {"String", "Acme"},
+		"count":   {"Integer", 42.0},
+		"big":     {"Long", 5000000000.0},
+		"ratio":   {"Double", 0.75},
+		"vip":     {"Boolean", true},
+		"since":   {"Date", "2026-12-01T00:00:00.000+0000"},
+		"seen_at": {"Date", "2026-12-01T13:04:05.123+0000"},
+		"tier":    {"String", "gold"},
+		"address": {"Json", `{"city":"Lyon","zip":"69001"}`},
+		"tags":    {"Json", `["a","b"]`},
+		"card":    {"String", "4111111111111111"},
+	}
+	if len(vars) != len(wantVars) {
+		t.Errorf("variables %v, want %d", vars, len(wantVars))
+	}
+	for name, tv := range wantVars {
+		v, _ := vars[name].(map[string]any)
+		if v["type"] != tv[0] || v["value"] != tv[1] || v["valueInfo"] == nil {
+			t.Errorf("variable %s = %v, want type %v value %v with valueInfo", name, v, tv[0], tv[1])
+		}
+	}
+	ext := task["extensionProperties"].(map[string]any)
+	if ext["relais.revision"] != "1" || ext["relais.attempt"] != "1" {
+		t.Errorf("extensionProperties %v, want relais.revision 1 and relais.attempt 1", ext)
+	}
+}
+
+// The variables list narrows what is delivered (declared fields): a name
+// the contract lacks is refused naming it, and an empty list delivers none.
+func TestFetchVariablesAreDeclaredFields(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	f.start("Acme")
+	res := f.call("POST", "/external-task/fetchAndLock", map[string]any{"workerId": "w", "maxTasks": 1,
+		"topics": []any{map[string]any{"topicName": typedKey, "lockDuration": 1000, "variables": []any{"name", "nope"}}}})
+	mustException(t, res, 400, "InvalidRequestException", "/topics/0/variables/1", "nope")
+	tasks := f.fetch("w", 1, map[string]any{"topicName": typedKey, "lockDuration": 60000, "variables": []any{"name", "address"}})
+	vars := tasks[0]["variables"].(map[string]any)
+	if len(vars) != 2 || vars["name"] == nil || vars["address"] == nil {
+		t.Errorf("variables %v, want only name and address", vars)
+	}
+	if strings.Contains(string(mustMarshal(tasks)), "4111111111111111") {
+		t.Error("the secret card was delivered though not asked for")
+	}
+	f.start("Beta")
+	tasks = f.fetch("w", 1, map[string]any{"topicName": "crm.*", "lockDuration": 60000, "variables": []any{}})
+	if len(tasks) != 1 || len(tasks[0]["variables"].(map[string]any)) != 0 {
+		t.Errorf("with variables [] got %v, want one task without variables", tasks)
+	}
+}
+
+func mustMarshal(v any) []byte {
+	b, _ := json.Marshal(v)
+	return b
+}
+
+// Completion converts typed variables by the outputs contract, answers 204
+// without a body, and the route the outputs give moves the instance.
+func TestCompleteWithTypedVariables(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	inst, occ := f.start("Acme")
+	f.fetch("w", 1)
+	body := map[string]any{"workerId": "w",
+		"variables": map[string]any{
+			"result": map[string]any{"type": "string", "value": "created"},
+			"crm_id": map[string]any{"value": "C-42"},
+			"score":  map[string]any{"type": "Integer", "value": 7},
+			"rate":   map[string]any{"type": "double", "value": 0.5},
+			"ok":     map[string]any{"type": "boolean", "value": true},
+			"due":    map[string]any{"type": "date", "value": "2026-12-24T00:00:00.000+0000"},
+			"at":     map[string]any{"type": "Date", "value": "2026-12-01T15:04:05.000+0100"},
+			"meta":   map[string]any{"type": "json", "value": `{"note":"hi"}`},
+			"gone":   map[string]any{"type": "Null", "value": nil},
+		},
+		"localVariables": map[string]any{
+			"items": map[string]any{"type": "Object", "value": "[1,2]",
+				"valueInfo": map[string]any{"serializationDataFormat": "application/json", "objectTypeName": "java.util.ArrayList"}},
+		},
+	}
+	mustNoContent(t, f.call("POST", "/external-task/"+occ+"/complete", body))
+	o := f.occurrence(occ)
+	want := `{"at":"2026-12-01T15:04:05+01:00","crm_id":"C-42","due":"2026-12-24","items":[1,2],"meta":{"note":"hi"},"ok":true,"rate":0.5,"result":"created","score":7}`
+	if got := string(mustMarshal(o["outputs"])); got != want {
+		t.Errorf("outputs %s, want %s", got, want)
+	}
+	if o["status"] != "completed" || o["route"] != "created" {
+		t.Errorf("occurrence %v %v, want completed by route created", o["status"], o["route"])
+	}
+	if ended := f.WaitEnded(inst, 5*time.Second); ended["status"] != "completed" || ended["end_node"] != "done" {
+		t.Errorf("instance %v at %v, want completed at done", ended["status"], ended["end_node"])
+	}
+	// The same completion again is a replay (204); another is refused: the
+	// task no longer exists (404, as Camunda answers).
+	mustNoContent(t, f.call("POST", "/external-task/"+occ+"/complete", body))
+	other := map[string]any{"workerId": "w", "variables": map[string]any{"result": map[string]any{"value": "existing"}, "crm_id": map[string]any{"value": "C-1"}}}
+	mustException(t, f.call("POST", "/external-task/"+occ+"/complete", other), 404, "RestException", "already_settled")
+}
+
+// Variables that violate the pinned revision are 400 with every pointer in
+// the message, and the lock stays: the worker corrects and completes.
+func TestCompleteValidatesAgainstThePinnedRevision(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	_, occ := f.start("Acme")
+	f.fetch("w", 1)
+	bad := map[string]any{"workerId": "w", "variables": map[string]any{
+		"result": map[string]any{"type": "String", "value": "maybe"},
+		"score":  map[string]any{"type": "String", "value": "seven"},
+		"extra":  map[string]any{"type": "String", "value": "x"},
+	}}
+	mustException(t, f.call("POST", "/external-task/"+occ+"/complete", bad), 400, "InvalidRequestException",
+		"invalid_outputs", "/result", "/score", `"crm_id"`, `"extra"`)
+	notJSON := map[string]any{"workerId": "w", "variables": map[string]any{"meta": map[string]any{"type": "Json", "value": "{nope"}}}
+	mustException(t, f.call("POST", "/external-task/"+occ+"/complete", notJSON), 400, "InvalidRequestException", "/variables/meta/value")
+	notMidnight := map[string]any{"workerId": "w", "variables": map[string]any{"due": map[string]any{"type": "Date", "value": "2026-12-24T10:00:00.000+0000"}}}
+	mustException(t, f.call("POST", "/external-task/"+occ+"/complete", notMidnight), 400, "InvalidRequestException", "/variables/due/value", "midnight")
+	file := map[string]any{"workerId": "w", "variables": map[string]any{"doc": map[string]any{"type": "File", "value": "aGk="}}}
+	mustException(t, f.call("POST", "/external-task/"+occ+"/complete", file), 400, "InvalidRequestException", "File")
+	clash := map[string]any{"workerId": "w",
+		"variables":      map[string]any{"crm_id": map[string]any{"value": "A"}},
+		"localVariables": map[string]any{"crm_id": map[string]any{"value": "B"}}}
+	mustException(t, f.call("POST", "/external-task/"+occ+"/complete", clash), 400, "InvalidRequestException", "/localVariables/crm_id/value")
+	if o := f.occurrence(occ); o["status"] != "reserved" {
+		t.Fatalf("after refused completions the occurrence is %v, want still reserved", o["status"])
+	}
+	good := map[string]any{"workerId": "w", "variables": map[string]any{
+		"result": map[string]any{"value": "existing"}, "crm_id": map[string]any{"value": "C-7"}}}
+	mustNoContent(t, f.call("POST", "/external-task/"+occ+"/complete", good))
+}
+
+// Settling needs the live lock: another worker, an expired lock (which
+// Camunda would accept) and an unknown or foreign task are refused with
+// Camunda's statuses; bad input is never a 500.
+func TestSettleRefusals(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	_, occ := f.start("Acme")
+	tasks := f.fetch("w", 1, map[string]any{"topicName": typedKey, "lockDuration": 1000})
+	done := map[string]any{"workerId": "w", "variables": map[string]any{"result": map[string]any{"value": "created"}, "crm_id": map[string]any{"value": "C"}}}
+	other := map[string]any{"workerId": "intruder", "variables": done["variables"]}
+	mustException(t, f.call("POST", "/external-task/"+occ+"/complete", other), 400, "RestException", "locked_by_other_worker")
+	mustException(t, f.call("POST", "/external-task/"+occ+"/extendLock", map[string]any{"workerId": "intruder", "newDuration": 1000}), 400, "RestException")
+	f.Clock.AdvanceTo(camundaTime(t, "lockExpirationTime", tasks[0]["lockExpirationTime"]).Add(time.Millisecond))
+	mustException(t, f.call("POST", "/external-task/"+occ+"/complete", done), 400, "RestException", "lock_expired")
+	mustException(t, f.call("POST", "/external-task/"+occ+"/failure", map[string]any{"workerId": "w", "retries": 1}), 400, "RestException", "lock_expired")
+
+	unknown := "0190a5f0-0000-7000-8000-000000000000"
+	mustException(t, f.call("POST", "/external-task/"+unknown+"/complete", done), 404, "RestException", "External task with id "+unknown+" does not exist")
+	mustException(t, f.call("POST", "/external-task/not-a-uuid/complete", done), 404, "RestException")
+	mustException(t, f.call("GET", "/external-task/"+unknown, nil), 404, "RestException")
+	// Another consumer, granted something else, sees nothing of it.
+	f.Must(201, "PUT", "/api/v1/definitions/billing.charge/working", f.Designer, map[string]any{"name": "Charge",
+		"inputs": map[string]any{"fields": []any{}}, "outputs": map[string]any{"fields": []any{}}})
+	stranger := f.Consumer("stranger", "billing.charge")
+	res := f.Do("POST", "/engine-rest/external-task/"+occ+"/complete", stranger, done)
+	mustException(t, res, 404, "RestException", "does not exist")
+	mustException(t, f.Do("GET", "/engine-rest/external-task/"+occ, stranger, nil), 404, "RestException")
+
+	for name, body := range map[string]string{
+		"malformed JSON": `{"workerId":`,
+		"unknown field":  `{"workerId":"w","bogus":1}`,
+		"wrong type":     `{"workerId":"w","variables":[]}`,
+		"no worker":      `{"variables":{}}`,
+	} {
+		res := f.call("POST", "/external-task/"+occ+"/complete", body)
+		if res.Status != 400 {
+			t.Errorf("%s: status %d, want 400; body %s", name, res.Status, res.Body)
+		}
+	}
+}
+
+// failure follows Camunda's retries (how many more runs), within the
+// occurrence's budget: retries above it leave it as it is, 0 is terminal
+// and routes by external_task_failure; retryTimeout delays the next offer.
+func TestFailureRetries(t *testing.T) {
+	t.Parallel()
+	f := setup(t, map[string]any{"max_attempts": 3, "retry_delay": "PT10S"})
+	inst, occ := f.start("Acme")
+	task := f.fetch("w", 1)[0]
+	if task["retries"] != 3.0 {
+		t.Fatalf("first fetch retries %v, want 3 (the budget, this run included)", task["retries"])
+	}
+	// Above the budget: the budget stays (2 more runs).
+	mustNoContent(t, f.call("POST", "/external-task/"+occ+"/failure", map[string]any{"workerId": "w",
+		"errorMessage": "CRM timed out", "errorDetails": "stack…", "retries": 10, "retryTimeout": 2000}))
+	o := f.occurrence(occ)
+	if o["status"] != "available" || o["attempts_left"] != 2.0 || o["error_code"] != "external_task_failure" {
+		t.Fatalf("after failure: %v attempts_left %v code %v, want available, 2, external_task_failure", o["status"], o["attempts_left"], o["error_code"])
+	}
+	got := f.call("GET", "/external-task/"+occ, nil)
+	mustJSON(t, got, 200)
+	view := got.JSON(t)
+	if view["errorMessage"] != "CRM timed out" || view["retries"] != 2.0 || view["lockExpirationTime"] != nil {
+		t.Errorf("GET after failure %v, want errorMessage, retries 2, no lock", view)
+	}
+	if tasks := f.fetch("w", 1); len(tasks) != 0 {
+		t.Fatalf("fetched %d tasks during the 2 s retryTimeout, want none", len(tasks))
+	}
+	f.Clock.Advance(2100 * time.Millisecond)
+	task = f.fetch("w", 1)[0]
+	if task["retries"] != 2.0 || task["errorMessage"] != "CRM timed out" {
+		t.Fatalf("second fetch %v, want retries 2 with the last error message", task)
+	}
+	// retries lowered to 0: terminal now, on_error "*" decides.
+	mustNoContent(t, f.call("POST", "/external-task/"+occ+"/failure", map[string]any{"workerId": "w", "errorMessage": "gave up", "retries": 0}))
+	if o := f.occurrence(occ); o["status"] != "failed" {
+		t.Fatalf("after retries 0: %v, want failed", o["status"])
+	}
+	if ended := f.WaitEnded(inst, 5*time.Second); ended["end_node"] != "failed" {
+		t.Errorf("instance ended at %v, want failed (on_error *)", ended["end_node"])
+	}
+	mustException(t, f.call("POST", "/external-task/"+occ+"/failure", map[string]any{"workerId": "w", "retries": -1}), 400, "InvalidRequestException", "/retries")
+}
+
+// A failure without retries keeps the budget; a retryTimeout above the
+// ceiling and variables are refused.
+func TestFailureWithoutRetriesKeepsTheBudget(t *testing.T) {
+	t.Parallel()
+	f := setup(t, map[string]any{"max_attempts": 2})
+	_, occ := f.start("Acme")
+	f.fetch("w", 1)
+	mustException(t, f.call("POST", "/external-task/"+occ+"/failure", map[string]any{"workerId": "w", "retryTimeout": (48 * time.Hour).Milliseconds()}),
+		400, "InvalidRequestException", "bound_exceeded", "/retryTimeout")
+	mustException(t, f.call("POST", "/external-task/"+occ+"/failure", map[string]any{"workerId": "w", "variables": map[string]any{"x": map[string]any{"value": 1}}}),
+		400, "InvalidRequestException", "not_supported")
+	mustNoContent(t, f.call("POST", "/external-task/"+occ+"/failure", map[string]any{"workerId": "w", "errorMessage": "flaky", "retryTimeout": 0}))
+	if o := f.occurrence(occ); o["status"] != "available" || o["attempts_left"] != 1.0 {
+		t.Errorf("after a failure without retries: %v with %v left, want available with 1", o["status"], o["attempts_left"])
+	}
+}
+
+// A BPMN error fails the occurrence for good with its code, and on_error
+// routes by it.
+func TestBpmnErrorRoutesByCode(t *testing.T) {
+	t.Parallel()
+	f := setup(t, map[string]any{"max_attempts": 5})
+	inst, occ := f.start("Acme")
+	f.fetch("w", 1)
+	mustException(t, f.call("POST", "/external-task/"+occ+"/bpmnError", map[string]any{"workerId": "w", "errorCode": "not a code!"}),
+		400, "InvalidRequestException", "/errorCode")
+	mustNoContent(t, f.call("POST", "/external-task/"+occ+"/bpmnError", map[string]any{"workerId": "w", "errorCode": "CRM_DOWN", "errorMessage": "CRM is down"}))
+	o := f.occurrence(occ)
+	if o["status"] != "failed" || o["error_code"] != "CRM_DOWN" || o["error_message"] != "CRM is down" {
+		t.Fatalf("after bpmnError: %v %v %v", o["status"], o["error_code"], o["error_message"])
+	}
+	if ended := f.WaitEnded(inst, 5*time.Second); ended["end_node"] != "down" {
+		t.Errorf("instance ended at %v, want down (on_error CRM_DOWN)", ended["end_node"])
+	}
+}
+
+// extendLock sets the lock to newDuration from now; above the ceiling it is
+// refused.
+func TestExtendLock(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	_, occ := f.start("Acme")
+	f.fetch("w", 1, map[string]any{"topicName": typedKey, "lockDuration": 1000})
+	before := f.Clock.Now()
+	mustNoContent(t, f.call("POST", "/external-task/"+occ+"/extendLock", map[string]any{"workerId": "w", "newDuration": 120000}))
+	view := f.call("GET", "/external-task/"+occ, nil).JSON(t)
+	if d := camundaTime(t, "lockExpirationTime", view["lockExpirationTime"]).Sub(before); d < 119*time.Second || d > 121*time.Second {
+		t.Errorf("lock ends %v from now, want about 120s", d)
+	}
+	mustException(t, f.call("POST", "/external-task/"+occ+"/extendLock", map[string]any{"workerId": "w", "newDuration": (time.Hour).Milliseconds()}),
+		400, "InvalidRequestException", "bound_exceeded", "/newDuration")
+	mustException(t, f.call("POST", "/external-task/"+occ+"/extendLock", map[string]any{"workerId": "w"}), 400, "InvalidRequestException", "/newDuration")
+}
+
+// unlock hands the task back without spending an attempt, whichever worker
+// of the consumer holds it; an unlocked task unlocks again harmlessly.
+func TestUnlockReleases(t *testing.T) {
+	t.Parallel()
+	f := setup(t, map[string]any{"max_attempts": 2})
+	_, occ := f.start("Acme")
+	f.fetch("w", 1)
+	mustNoContent(t, f.call("POST", "/external-task/"+occ+"/unlock", nil))
+	o := f.occurrence(occ)
+	if o["status"] != "available" || o["attempts_left"] != 2.0 {
+		t.Fatalf("after unlock: %v with %v left, want available with 2", o["status"], o["attempts_left"])
+	}
+	mustNoContent(t, f.call("POST", "/external-task/"+occ+"/unlock", nil))
+	if tasks := f.fetch("other", 1); len(tasks) != 1 || tasks[0]["retries"] != 2.0 {
+		t.Errorf("after unlock, another worker fetched %v, want the task with retries 2", tasks)
+	}
+	mustException(t, f.call("POST", "/external-task/0190a5f0-0000-7000-8000-000000000000/unlock", nil), 404, "RestException")
+}
+
+// GET /external-task lists the consumer's open tasks with Camunda's
+// filters, sorting and paging; count agrees; settled tasks are gone; no
+// variables (and so no secret) appear.
+func TestListAndCount(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	inst1, occ1 := f.start("One")
+	_, occ2 := f.start("Two")
+	_, occ3 := f.start("Three")
+	f.fetch("w1", 1) // occ1
+	list := func(query string) []map[string]any {
+		t.Helper()
+		res := f.call("GET", "/external-task"+query, nil)
+		mustJSON(t, res, 200)
+		var out []map[string]any
+		if err := json.Unmarshal(res.Body, &out); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(res.Body), "4111111111111111") {
+			t.Errorf("GET /external-task%s shows the secret", query)
+		}
+		return out
+	}
+	ids := func(tasks []map[string]any) string {
+		var s []string
+		for _, task := range tasks {
+			s = append(s, task["id"].(string))
+		}
+		return strings.Join(s, ",")
+	}
+	count := func(query string) float64 {
+		t.Helper()
+		res := f.call("GET", "/external-task/count"+query, nil)
+		mustJSON(t, res, 200)
+		return res.JSON(t)["count"].(float64)
+	}
+	all := occ1 + "," + occ2 + "," + occ3
+	for query, want := range map[string]string{
+		"":                                       all,
+		"?topicName=" + typedKey:                 all,
+		"?topicName=crm.other":                   "",
+		"?locked=true":                           occ1,
+		"?notLocked=true":                        occ2 + "," + occ3,
+		"?workerId=w1":                           occ1,
+		"?processInstanceId=" + inst1:            occ1,
+		"?externalTaskIdIn=" + occ2 + "," + occ3: occ2 + "," + occ3,
+		"?externalTaskId=nope":                   "",
+		"?activityId=task":                       all,
+		"?activityIdIn=other":                    "",
+		"?processDefinitionKey=typed":            all,
+		"?withRetriesLeft=true":                  all,
+		"?noRetriesLeft=true":                    "",
+		"?tenantIdIn=t1":                         "",
+		"?executionId=x":                         "",
+		"?suspended=true":                        "",
+		"?active=true":                           all,
+		"?priorityHigherThanOrEquals=5&priorityLowerThanOrEquals=5": all,
+		"?priorityHigherThanOrEquals=6":                             "",
+		"?sortBy=id&sortOrder=desc":                                 occ3 + "," + occ2 + "," + occ1,
+		"?sortBy=id&sortOrder=asc&firstResult=1&maxResults=1":       occ2,
+		"?maxResults=0": "",
+	} {
+		if got := ids(list(query)); got != want {
+			t.Errorf("GET /external-task%s = %s, want %s", query, got, want)
+		}
+		if !strings.Contains(query, "Result") && !strings.Contains(query, "sort") {
+			wantN := 0
+			if want != "" {
+				wantN = len(strings.Split(want, ","))
+			}
+			if n := count(query); int(n) != wantN {
+				t.Errorf("count%s = %v, want %d", query, n, wantN)
+			}
+		}
+	}
+	view := f.call("GET", "/external-task/"+occ1, nil).JSON(t)
+	if view["workerId"] != "w1" || view["retries"] != 3.0 || view["lockExpirationTime"] == nil || view["suspended"] != false {
+		t.Errorf("GET %s = %v", occ1, view)
+	}
+	for _, k := range []string{"variables", "errorDetails", "extensionProperties"} {
+		if _, ok := view[k]; ok {
+			t.Errorf("GET /external-task/{id} has %s: Camunda's ExternalTaskDto has not", k)
+		}
+	}
+	// Settled: no longer an external task.
+	mustNoContent(t, f.call("POST", "/external-task/"+occ1+"/complete", map[string]any{"workerId": "w1",
+		"variables": map[string]any{"result": map[string]any{"value": "created"}, "crm_id": map[string]any{"value": "C"}}}))
+	mustException(t, f.call("GET", "/external-task/"+occ1, nil), 404, "RestException")
+	if got := ids(list("")); got != occ2+","+occ3 {
+		t.Errorf("after completion the list is %s", got)
+	}
+	for query, fragment := range map[string]string{
+		"?locked=maybe":                    "locked",
+		"?sortBy=id":                       "sortOrder",
+		"?sortBy=name&sortOrder=asc":       "sortBy",
+		"?maxResults=5000":                 "maxResults",
+		"?lockExpirationAfter=yesterday":   "lockExpirationAfter",
+		"?processVariables=a_eq_b":         "processVariables",
+		"?priorityHigherThanOrEquals=high": "priorityHigherThanOrEquals",
+		"?topicName=crm%00typed":           "NUL",
+		"?workerId=%00":                    "NUL",
+	} {
+		mustException(t, f.call("GET", "/external-task"+query, nil), 400, "InvalidRequestException", fragment)
+	}
+}
+
+// Authentication: the consumer's token as Bearer, or Basic with its name;
+// nothing else, and every refusal in Camunda's body.
+func TestAuthentication(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	mustJSON(t, f.basic(f.consumer, f.token, "GET", "/external-task/count", nil), 200)
+	mustJSON(t, f.call("GET", "/external-task/count", nil), 200)
+	res := f.Do("GET", "/engine-rest/external-task/count", "", nil)
+	mustException(t, res, 401, "AuthenticationException")
+	if len(res.Header.Values("WWW-Authenticate")) != 2 {
+		t.Errorf("WWW-Authenticate %v, want Basic and Bearer challenges", res.Header.Values("WWW-Authenticate"))
+	}
+	mustException(t, f.basic("someone-else", f.token, "GET", "/external-task/count", nil), 401, "AuthenticationException")
+	mustException(t, f.basic(f.consumer, "rls_wrong", "GET", "/external-task/count", nil), 401, "AuthenticationException")
+	mustException(t, f.Do("GET", "/engine-rest/external-task/count", "", nil, "Authorization", "Basic %%%"), 401, "AuthenticationException")
+	mustException(t, f.Do("GET", "/engine-rest/external-task/count", f.Operator, nil), 403, "AuthorizationException")
+	mustException(t, f.Do("GET", "/engine-rest/nope", "", nil), 401, "AuthenticationException")
+	mustException(t, f.call("GET", "/nope", nil), 404, "NotFoundException")
+	mustException(t, f.call("DELETE", "/external-task/count", nil), 405, "NotAllowedException")
+	// A revoked consumer is refused at once.
+	consumers := f.Must(200, "GET", "/api/v1/consumers", f.Admin, nil).JSON(t)["items"].([]any)
+	id := consumers[0].(map[string]any)["id"]
+	f.Must(204, "DELETE", fmt.Sprintf("/api/v1/consumers/%v", id), f.Admin, nil)
+	mustException(t, f.call("GET", "/external-task/count", nil), 401, "AuthenticationException")
+}
+
+// A fetch long-polls up to asyncResponseTimeout and wakes when an
+// occurrence arrives; Camunda's and Relais's ceilings are refusals.
+func TestFetchLongPolls(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil, func(c *config.Config) { c.Pull.MaxWaiters = 1 })
+	done := make(chan []map[string]any, 1)
+	go func() {
+		res := f.call("POST", "/external-task/fetchAndLock", map[string]any{"workerId": "w", "maxTasks": 1, "asyncResponseTimeout": 20000,
+			"topics": []any{map[string]any{"topicName": "crm.*", "lockDuration": 60000}}})
+		var tasks []map[string]any
+		_ = json.Unmarshal(res.Body, &tasks)
+		done <- tasks
+	}()
+	f.waitForWaiters(1)
+	// The replica's waiter bound applies to the facade too: past it a fetch
+	// that would wait is 429, with Retry-After.
+	full := f.call("POST", "/external-task/fetchAndLock", map[string]any{"workerId": "w2", "maxTasks": 1, "asyncResponseTimeout": 20000,
+		"topics": []any{map[string]any{"topicName": "crm.*", "lockDuration": 60000}}})
+	mustException(t, full, 429, "RestException", "too_many_waiters")
+	if full.Header.Get("Retry-After") == "" {
+		t.Error("429 without Retry-After")
+	}
+	start := time.Now()
+	_, occ := f.start("Late")
+	select {
+	case tasks := <-done:
+		if len(tasks) != 1 || tasks[0]["id"] != occ {
+			t.Fatalf("long poll answered %v, want %s", tasks, occ)
+		}
+		if d := time.Since(start); d > 3*time.Second {
+			t.Errorf("long poll woke %v after the start, want at once", d)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the long poll did not wake")
+	}
+	empty := f.call("POST", "/external-task/fetchAndLock", map[string]any{"workerId": "w", "maxTasks": 1, "asyncResponseTimeout": 100,
+		"topics": []any{map[string]any{"topicName": typedKey, "lockDuration": 1000}}})
+	mustJSON(t, empty, 200)
+	if strings.TrimSpace(string(empty.Body)) != "[]" {
+		t.Errorf("an empty long poll answered %s, want []", empty.Body)
+	}
+	mustException(t, f.call("POST", "/external-task/fetchAndLock", map[string]any{"workerId": "w", "maxTasks": 1, "asyncResponseTimeout": 1800001,
+		"topics": []any{map[string]any{"topicName": typedKey, "lockDuration": 1000}}}), 400, "InvalidRequestException", "1800000")
+	mustException(t, f.call("POST", "/external-task/fetchAndLock", map[string]any{"workerId": "w", "maxTasks": 1, "asyncResponseTimeout": 120000,
+		"topics": []any{map[string]any{"topicName": typedKey, "lockDuration": 1000}}}), 400, "InvalidRequestException", "bound_exceeded", "/asyncResponseTimeout")
+}
+
+// Fetch bounds and Camunda filters Relais cannot honour are refused, never
+// clamped or ignored; topics not granted are refused.
+func TestFetchRefusals(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil, func(c *config.Config) { c.Pull.MaxTasks = 5 })
+	topic := func(extra ...any) []any {
+		m := map[string]any{"topicName": typedKey, "lockDuration": 1000}
+		for i := 0; i+1 < len(extra); i += 2 {
+			m[extra[i].(string)] = extra[i+1]
+		}
+		return []any{m}
+	}
+	for name, c := range map[string]struct {
+		body     map[string]any
+		status   int
+		fragment string
+	}{
+		"no worker":        {map[string]any{"maxTasks": 1, "topics": topic()}, 400, "/workerId"},
+		"no maxTasks":      {map[string]any{"workerId": "w", "topics": topic()}, 400, "/maxTasks"},
+		"maxTasks ceiling": {map[string]any{"workerId": "w", "maxTasks": 6, "topics": topic()}, 400, "bound_exceeded"},
+		"lock ceiling":     {map[string]any{"workerId": "w", "maxTasks": 1, "topics": topic("lockDuration", 3600000)}, 400, "/topics/0/lockDuration"},
+		"zero lock":        {map[string]any{"workerId": "w", "maxTasks": 1, "topics": topic("lockDuration", 0)}, 400, "/topics/0/lockDuration"},
+		"no topic name":    {map[string]any{"workerId": "w", "maxTasks": 1, "topics": []any{map[string]any{"lockDuration": 1000}}}, 400, "/topics/0/topicName"},
+		"business key":     {map[string]any{"workerId": "w", "maxTasks": 1, "topics": topic("businessKey", "b")}, 400, "businessKey"},
+		"process key":      {map[string]any{"workerId": "w", "maxTasks": 1, "topics": topic("processDefinitionKeyIn", []any{"typed"})}, 400, "processDefinitionKey"},
+		"tenants":          {map[string]any{"workerId": "w", "maxTasks": 1, "topics": topic("tenantIdIn", []any{"t"})}, 400, "tenantIdIn"},
+		"process vars":     {map[string]any{"workerId": "w", "maxTasks": 1, "topics": topic("processVariables", map[string]any{"a": 1})}, 400, "processVariables"},
+		"sorting desc":     {map[string]any{"workerId": "w", "maxTasks": 1, "topics": topic(), "sorting": []any{map[string]any{"sortBy": "createTime", "sortOrder": "desc"}}}, 400, "sortOrder"},
+		"unknown member":   {map[string]any{"workerId": "w", "maxTasks": 1, "topics": topic(), "bogus": true}, 400, "bogus"},
+		"bad pattern":      {map[string]any{"workerId": "w", "maxTasks": 1, "topics": []any{map[string]any{"topicName": "crm*", "lockDuration": 1000}}}, 400, "/topics/0/topicName"},
+		"not granted":      {map[string]any{"workerId": "w", "maxTasks": 1, "topics": []any{map[string]any{"topicName": "billing.charge", "lockDuration": 1000}}}, 403, "not_granted"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			res := f.call("POST", "/external-task/fetchAndLock", c.body)
+			typ := "InvalidRequestException"
+			if c.status == 403 {
+				typ = "AuthorizationException"
+			}
+			mustException(t, res, c.status, typ, c.fragment)
+		})
+	}
+	// Accepted and honoured as Camunda means them.
+	ok := f.call("POST", "/external-task/fetchAndLock", map[string]any{"workerId": "w", "maxTasks": 1, "usePriority": false,
+		"topics":  topic("withoutTenantId", true, "localVariables", true, "deserializeValues", true),
+		"sorting": []any{map[string]any{"sortBy": "createTime", "sortOrder": "asc"}}})
+	mustJSON(t, ok, 200)
+}
+
+// usePriority: the highest priority is claimed first; topics with their
+// own lockDuration get their own lock.
+func TestPriorityAndPerTopicLocks(t *testing.T) {
+	t.Parallel()
+	f := setup(t, map[string]any{"priority": 2})
+	_, low := f.start("Low")
+	// A second process on the same definition, at a higher priority.
+	f.Process("urgent", typedProcess(map[string]any{"priority": 9}))
+	inst := f.Must(201, "POST", "/api/v1/processes/urgent/instances", f.Operator, map[string]any{"inputs": typedInputs("High")}).JSON(t)
+	high := inst["path"].([]any)[0].(map[string]any)["occurrence_id"].(string)
+	tasks := f.fetch("w", 1, map[string]any{"topicName": typedKey, "lockDuration": 60000})
+	if len(tasks) != 1 || tasks[0]["id"] != high || tasks[0]["priority"] != 9.0 {
+		t.Fatalf("usePriority fetched %v, want %s first", tasks, high)
+	}
+	before := f.Clock.Now()
+	tasks = f.fetch("w", 1,
+		map[string]any{"topicName": typedKey, "lockDuration": 5000},
+		map[string]any{"topicName": "crm.*", "lockDuration": 300000})
+	if len(tasks) != 1 || tasks[0]["id"] != low {
+		t.Fatalf("fetched %v, want %s", tasks, low)
+	}
+	if d := camundaTime(t, "lockExpirationTime", tasks[0]["lockExpirationTime"]).Sub(before); d < 4*time.Second || d > 6*time.Second {
+		t.Errorf("the first matching topic asked 5 s, the lock ends in %v", d)
+	}
+}
+
+// A deferred occurrence (DESIGN §11) is listed as an unlocked task whose
+// run is still counted; unlock refuses it (it holds no lock), and any
+// worker of the consumer may complete it. Another consumer granted the
+// same definition may not unlock what this one holds.
+func TestDeferredAndForeignTasks(t *testing.T) {
+	t.Parallel()
+	f := setup(t, map[string]any{"max_attempts": 3})
+	_, occ := f.start("Acme")
+	f.fetch("w", 1)
+	other := f.Consumer("other-team", typedKey)
+	mustException(t, f.Do("POST", "/engine-rest/external-task/"+occ+"/unlock", other, nil), 400, "RestException", "locked_by_other_worker")
+	f.Must(200, "POST", "/api/v1/pull/occurrences/"+occ+"/defer", f.token, map[string]any{"worker_id": "w", "reason": "waiting for a signature"})
+	view := f.call("GET", "/external-task/"+occ, nil)
+	mustJSON(t, view, 200)
+	if v := view.JSON(t); v["lockExpirationTime"] != nil || v["retries"] != 3.0 {
+		t.Errorf("a deferred task shows %v, want no lock and retries 3 (its run counted)", v)
+	}
+	if n := f.call("GET", "/external-task/count?notLocked=true", nil).JSON(t)["count"]; n != 1.0 {
+		t.Errorf("notLocked count = %v, want the deferred task", n)
+	}
+	mustException(t, f.call("POST", "/external-task/"+occ+"/unlock", nil), 400, "RestException", "deferred")
+	mustNoContent(t, f.call("POST", "/external-task/"+occ+"/complete", map[string]any{"workerId": "front-end",
+		"variables": map[string]any{"result": map[string]any{"value": "created"}, "crm_id": map[string]any{"value": "C-9"}}}))
+}

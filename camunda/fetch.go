@@ -1,0 +1,244 @@
+package camunda
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/relais/relais/engine"
+	"github.com/relais/relais/internal/auth"
+	"github.com/relais/relais/internal/fault"
+	"github.com/relais/relais/internal/httpjson"
+	"github.com/relais/relais/internal/jsontree"
+)
+
+// maxAsyncResponseTimeout is Camunda's own ceiling of a long poll (30
+// minutes); Relais's RELAIS_PULL_MAX_WAIT is usually lower and applies too.
+const maxAsyncResponseTimeout = 1_800_000
+
+// FailureCode is the error code of a failure reported through the facade
+// (POST /external-task/{id}/failure): Camunda failures carry none, and a
+// process's on_error map may route it by this code.
+const FailureCode = "external_task_failure"
+
+type sortingJSON struct {
+	SortBy    string `json:"sortBy"`
+	SortOrder string `json:"sortOrder"`
+}
+
+type topicJSON struct {
+	TopicName                   string         `json:"topicName"`
+	LockDuration                *int64         `json:"lockDuration"`
+	Variables                   []string       `json:"variables"`
+	LocalVariables              *bool          `json:"localVariables"`
+	BusinessKey                 *string        `json:"businessKey"`
+	ProcessDefinitionID         *string        `json:"processDefinitionId"`
+	ProcessDefinitionIDIn       []string       `json:"processDefinitionIdIn"`
+	ProcessDefinitionKey        *string        `json:"processDefinitionKey"`
+	ProcessDefinitionKeyIn      []string       `json:"processDefinitionKeyIn"`
+	ProcessDefinitionVersionTag *string        `json:"processDefinitionVersionTag"`
+	WithoutTenantID             *bool          `json:"withoutTenantId"`
+	TenantIDIn                  []string       `json:"tenantIdIn"`
+	ProcessVariables            map[string]any `json:"processVariables"`
+	DeserializeValues           *bool          `json:"deserializeValues"`
+	IncludeExtensionProperties  *bool          `json:"includeExtensionProperties"`
+}
+
+type fetchRequest struct {
+	WorkerID             string        `json:"workerId"`
+	MaxTasks             *int          `json:"maxTasks"`
+	UsePriority          *bool         `json:"usePriority"`
+	AsyncResponseTimeout *int64        `json:"asyncResponseTimeout"`
+	Topics               []topicJSON   `json:"topics"`
+	Sorting              []sortingJSON `json:"sorting"`
+}
+
+// millis reads a duration in milliseconds at path: required or not, above
+// zero (or zero when zeroOK), at most ceiling.
+func millis(path string, ms *int64, def time.Duration, zeroOK bool, ceiling time.Duration) (time.Duration, error) {
+	if ms == nil {
+		return def, nil
+	}
+	if *ms < 0 || *ms == 0 && !zeroOK {
+		if zeroOK {
+			return 0, badRequest(path, "must be 0 or more (milliseconds)")
+		}
+		return 0, badRequest(path, "must be above 0 (milliseconds)")
+	}
+	if *ms > ceiling.Milliseconds() {
+		return 0, boundExceeded(path, ceiling)
+	}
+	return time.Duration(*ms) * time.Millisecond, nil
+}
+
+// boundExceeded refuses a value above an operator ceiling, in
+// milliseconds: bounds are rejections, never clamps.
+func boundExceeded(path string, ceiling time.Duration) *fault.Error {
+	fe := fault.New(fault.BadRequest, "bound_exceeded", "%s is above Relais's ceiling of %d ms", path, ceiling.Milliseconds())
+	fe.Errors = []fault.FieldError{{Path: path, Message: "must be at most " + strconv.FormatInt(ceiling.Milliseconds(), 10) + " ms"}}
+	return fe
+}
+
+func checkWorkerID(path, id string) error {
+	if id == "" || len(id) > 200 {
+		return badRequest(path, "is required (1 to 200 characters)")
+	}
+	return nil
+}
+
+// checkTopic refuses the topic filters Relais has nothing to filter on.
+func checkTopic(at string, t topicJSON) error {
+	switch {
+	case t.BusinessKey != nil:
+		return unsupported(at+"/businessKey", "a fetch claims by topic (definition) and revision, not by business key")
+	case t.ProcessDefinitionID != nil, len(t.ProcessDefinitionIDIn) > 0:
+		return unsupported(at+"/processDefinitionId", "a fetch claims by topic (definition) and revision, not by process")
+	case t.ProcessDefinitionKey != nil, len(t.ProcessDefinitionKeyIn) > 0:
+		return unsupported(at+"/processDefinitionKey", "a fetch claims by topic (definition) and revision, not by process")
+	case t.ProcessDefinitionVersionTag != nil:
+		return unsupported(at+"/processDefinitionVersionTag", "Relais process versions have no tag")
+	case len(t.TenantIDIn) > 0:
+		return unsupported(at+"/tenantIdIn", "Relais has no tenants (every task is without tenant)")
+	case len(t.ProcessVariables) > 0:
+		return unsupported(at+"/processVariables", "a fetch does not filter on values")
+	}
+	return nil
+}
+
+// fetchAndLock claims occurrences of the topics (definition keys or
+// patterns) for the worker, long-polling up to asyncResponseTimeout.
+func (f *Facade) fetchAndLock(w http.ResponseWriter, r *http.Request) error {
+	req, err := httpjson.Decode[fetchRequest](w, r, f.body)
+	if err != nil {
+		return err
+	}
+	if err := checkWorkerID("/workerId", req.WorkerID); err != nil {
+		return err
+	}
+	switch {
+	case req.MaxTasks == nil:
+		return badRequest("/maxTasks", "is required")
+	case *req.MaxTasks < 0:
+		return badRequest("/maxTasks", "must be 0 or more")
+	case *req.MaxTasks > f.bounds.MaxTasks:
+		fe := fault.New(fault.BadRequest, "bound_exceeded", "maxTasks is above Relais's ceiling of %d", f.bounds.MaxTasks)
+		return fe.WithErrors([]fault.FieldError{{Path: "/maxTasks", Message: "must be at most " + strconv.Itoa(f.bounds.MaxTasks)}})
+	}
+	if t := req.AsyncResponseTimeout; t != nil && *t > maxAsyncResponseTimeout {
+		return badRequest("/asyncResponseTimeout", "the asynchronous response timeout cannot be set to a value greater than %d milliseconds", maxAsyncResponseTimeout)
+	}
+	wait, err := millis("/asyncResponseTimeout", req.AsyncResponseTimeout, 0, true, f.bounds.MaxWait)
+	if err != nil {
+		return err
+	}
+	for i, s := range req.Sorting {
+		at := "/sorting/" + strconv.Itoa(i)
+		if s.SortBy != "createTime" {
+			return badRequest(at+"/sortBy", "must be createTime")
+		}
+		if s.SortOrder != "asc" {
+			// Relais claims by priority, then by the time an occurrence
+			// became available (its creation for a first offer), then id.
+			return unsupported(at+"/sortOrder", "occurrences are claimed oldest first (after priority); desc cannot be honoured")
+		}
+	}
+	subs := make([]engine.Subscription, len(req.Topics))
+	locks := make([]time.Duration, len(req.Topics))
+	lock := time.Duration(0)
+	for i, t := range req.Topics {
+		at := "/topics/" + strconv.Itoa(i)
+		if t.TopicName == "" {
+			return badRequest(at+"/topicName", "is required")
+		}
+		if err := checkTopic(at, t); err != nil {
+			return err
+		}
+		if locks[i], err = millis(at+"/lockDuration", t.LockDuration, f.bounds.DefaultLockDuration, false, f.bounds.MaxLockDuration); err != nil {
+			return err
+		}
+		lock = max(lock, locks[i])
+		subs[i] = engine.Subscription{Definition: t.TopicName}
+		if len(t.Variables) > 0 {
+			// Declared fields: the worker receives only these inputs.
+			for _, name := range t.Variables {
+				subs[i].Fields = append(subs[i].Fields, jsontree.Pointer("", name))
+			}
+		}
+	}
+	if len(req.Topics) == 0 || *req.MaxTasks == 0 {
+		encode(w, http.StatusOK, []lockedTask{})
+		return nil
+	}
+	principal, _ := auth.FromContext(r.Context())
+	pairs, err := f.eng.ResolveSubscriptions(r.Context(), principal.ConsumerID, subs)
+	if err != nil {
+		return renamePaths(err)
+	}
+	claim := engine.ClaimRequest{ConsumerID: principal.ConsumerID, WorkerID: req.WorkerID, Pairs: pairs, MaxTasks: *req.MaxTasks, LockDuration: lock}
+	got, err := f.hub.ClaimOrWait(r.Context(), f.eng, claim, wait)
+	if err != nil {
+		return err
+	}
+	out := make([]lockedTask, 0, len(got))
+	for _, res := range got {
+		topic := 0
+		for i, t := range req.Topics {
+			if engine.KeyMatches(t.TopicName, res.Definition) {
+				topic = i
+				break
+			}
+		}
+		t := req.Topics[topic]
+		if locks[topic] < lock {
+			// One claim locks for the longest duration asked; a topic that
+			// asked less gets its own.
+			f.shortenLock(r.Context(), principal.ConsumerID, req.WorkerID, &res, locks[topic])
+		}
+		task, err := f.lockedTask(r.Context(), res, req.WorkerID, t)
+		if err != nil {
+			return err
+		}
+		out = append(out, task)
+	}
+	encode(w, http.StatusOK, out)
+	return nil
+}
+
+// shortenLock sets res's lock to d from now. Failing that, the longer lock
+// stays: the worker holds the occurrence a while longer, nothing is lost.
+func (f *Facade) shortenLock(ctx context.Context, consumerID int64, workerID string, res *engine.Reservation, d time.Duration) {
+	until, err := f.eng.Extend(ctx, engine.WorkerRef{ConsumerID: consumerID, WorkerID: workerID, Occurrence: res.ID}, d)
+	if err != nil {
+		f.logger.WarnContext(ctx, "camunda: the lock of a claimed occurrence could not be set to its topic's duration", "occurrence", res.ID, "err", err)
+		return
+	}
+	res.LockExpiresAt = until
+}
+
+// renamePaths rewrites the pointers of the engine's subscription problems
+// (/subscriptions/N/definition, /subscriptions/N/fields/M) into the
+// request's (/topics/N/topicName, /topics/N/variables/M).
+func renamePaths(err error) error {
+	fe, ok := fault.As(err)
+	if !ok || len(fe.Errors) == 0 {
+		return err
+	}
+	out := *fe
+	out.Errors = make([]fault.FieldError, len(fe.Errors))
+	for i, e := range fe.Errors {
+		toks, perr := jsontree.SplitPointer(e.Path)
+		if perr == nil && len(toks) >= 3 && toks[0] == "subscriptions" {
+			toks[0] = "topics"
+			switch toks[2] {
+			case "definition":
+				toks[2] = "topicName"
+			case "fields":
+				toks[2] = "variables"
+			}
+			e.Path = jsontree.Pointer("", toks...)
+		}
+		out.Errors[i] = e
+	}
+	return &out
+}

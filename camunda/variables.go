@@ -1,0 +1,298 @@
+package camunda
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/big"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/relais/relais/contracts"
+	"github.com/relais/relais/internal/fault"
+	"github.com/relais/relais/internal/jsontree"
+)
+
+// dateLayout is Camunda's default REST date format, yyyy-MM-dd'T'HH:mm:ss.SSSZ
+// (2026-12-01T15:04:05.000+0000). Relais writes it in UTC.
+const dateLayout = "2006-01-02T15:04:05.000-0700"
+
+// camundaTime is a time written in Camunda's date format.
+type camundaTime time.Time
+
+// MarshalJSON writes the time in UTC, to the millisecond.
+func (t camundaTime) MarshalJSON() ([]byte, error) {
+	return json.Marshal(time.Time(t).UTC().Format(dateLayout))
+}
+
+func timePtr(t *time.Time) *camundaTime {
+	if t == nil {
+		return nil
+	}
+	c := camundaTime(*t)
+	return &c
+}
+
+// parseDate reads a date as Camunda clients send it: Camunda's format (a
+// numeric zone without colon, as the JavaScript client writes
+// 2026-12-01T15:04:05.000+0000), or RFC 3339.
+func parseDate(s string) (time.Time, bool) {
+	for _, layout := range []string{dateLayout, "2006-01-02T15:04:05-0700", time.RFC3339Nano} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// Camunda value types, as Camunda writes them (clients may send any case).
+const (
+	typeString  = "String"
+	typeInteger = "Integer"
+	typeLong    = "Long"
+	typeDouble  = "Double"
+	typeBoolean = "Boolean"
+	typeDate    = "Date"
+	typeJSON    = "Json"
+	typeNull    = "Null"
+)
+
+// variable is a Camunda typed value.
+type variable struct {
+	Type      string          `json:"type"`
+	Value     json.RawMessage `json:"value"`
+	ValueInfo map[string]any  `json:"valueInfo"`
+}
+
+// variableIn is a typed value as a client sends it: type and valueInfo
+// are optional.
+type variableIn struct {
+	Type      string          `json:"type"`
+	Value     json.RawMessage `json:"value"`
+	ValueInfo json.RawMessage `json:"valueInfo"`
+}
+
+// topFields indexes a contract's top-level fields by name.
+func topFields(c contracts.Contract) map[string]contracts.Field {
+	m := make(map[string]contracts.Field, len(c.Fields))
+	for _, f := range c.Fields {
+		m[f.Name] = f
+	}
+	return m
+}
+
+// variablesOf makes Camunda typed values of an occurrence's inputs, typed
+// by the pinned revision's inputs contract: text and choice are String,
+// integer is Integer or Long by magnitude, number Double, boolean Boolean,
+// date and datetime Date, object and list Json (the value as a JSON
+// string).
+func variablesOf(inputs json.RawMessage, c contracts.Contract) (map[string]variable, error) {
+	var values map[string]json.RawMessage
+	if err := json.Unmarshal(inputs, &values); err != nil {
+		return nil, fmt.Errorf("camunda: inputs are not an object: %w", err)
+	}
+	fields := topFields(c)
+	out := make(map[string]variable, len(values))
+	for name, raw := range values {
+		f, ok := fields[name]
+		if !ok {
+			// Not in the contract (never stored so): typed by its JSON.
+			f = contracts.Field{Type: inferType(raw)}
+		}
+		v, err := typedValue(raw, f)
+		if err != nil {
+			return nil, fmt.Errorf("camunda: input %q: %w", name, err)
+		}
+		out[name] = v
+	}
+	return out, nil
+}
+
+func inferType(raw json.RawMessage) contracts.Type {
+	switch t := bytes.TrimSpace(raw); {
+	case len(t) == 0:
+		return contracts.TypeText
+	case t[0] == '"':
+		return contracts.TypeText
+	case t[0] == 't' || t[0] == 'f':
+		return contracts.TypeBoolean
+	case t[0] == '{' || t[0] == '[':
+		return contracts.TypeObject
+	case t[0] == 'n':
+		return contracts.TypeText // null is typed below
+	default:
+		return contracts.TypeNumber
+	}
+}
+
+func typedValue(raw json.RawMessage, f contracts.Field) (variable, error) {
+	v := variable{ValueInfo: map[string]any{}}
+	if string(bytes.TrimSpace(raw)) == "null" {
+		v.Type, v.Value = typeNull, json.RawMessage("null")
+		return v, nil
+	}
+	switch f.Type {
+	case contracts.TypeText, contracts.TypeChoice:
+		v.Type, v.Value = typeString, raw
+	case contracts.TypeBoolean:
+		v.Type, v.Value = typeBoolean, raw
+	case contracts.TypeNumber:
+		v.Type, v.Value = typeDouble, raw
+	case contracts.TypeInteger:
+		n, ok := integerOf(raw)
+		if !ok {
+			v.Type, v.Value = typeDouble, raw
+			break
+		}
+		v.Type, v.Value = typeLong, json.RawMessage(fmt.Sprint(n))
+		if n >= math.MinInt32 && n <= math.MaxInt32 {
+			v.Type = typeInteger
+		}
+	case contracts.TypeDate, contracts.TypeDatetime:
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return v, err
+		}
+		layout := time.RFC3339Nano
+		if f.Type == contracts.TypeDate {
+			layout = time.DateOnly
+		}
+		t, err := time.Parse(layout, s)
+		if err != nil {
+			// Valid for the contract, yet not in the form Go reads (a
+			// lower-case t or z): the worker gets the text as it is.
+			v.Type, v.Value = typeString, raw
+			break
+		}
+		v.Type = typeDate
+		v.Value, _ = json.Marshal(t.UTC().Format(dateLayout))
+	default: // object, list
+		var compact bytes.Buffer
+		if err := json.Compact(&compact, raw); err != nil {
+			return v, err
+		}
+		v.Type = typeJSON
+		v.Value, _ = json.Marshal(compact.String())
+	}
+	return v, nil
+}
+
+// integerOf reads an integral JSON number that fits 64 bits (1e3 is 1000).
+func integerOf(raw json.RawMessage) (int64, bool) {
+	f, _, err := big.ParseFloat(string(bytes.TrimSpace(raw)), 10, 256, big.ToNearestEven)
+	if err != nil || !f.IsInt() {
+		return 0, false
+	}
+	n, acc := f.Int64()
+	return n, acc == big.Exact
+}
+
+// outputsOf converts the typed values a worker completes with (variables,
+// then localVariables) into an outputs document for the pinned revision's
+// outputs contract, by the contract's types: a Date becomes a date or a
+// date-time, a Json (or JSON-serialized Object) string the object or list
+// it holds; other values pass as they are, for the contract to judge. A
+// null value leaves the field unset. A name set by both lists with other
+// values is refused.
+func outputsOf(variables, local map[string]variableIn, c contracts.Contract) (json.RawMessage, error) {
+	fields := topFields(c)
+	out := map[string]json.RawMessage{}
+	var errs []fault.FieldError
+	convert := func(list string, vars map[string]variableIn) {
+		names := make([]string, 0, len(vars))
+		for name := range vars {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		for _, name := range names {
+			at := jsontree.Pointer("", list, name, "value")
+			value, set, err := outputValue(vars[name], fields[name])
+			if err != nil {
+				errs = append(errs, fault.FieldError{Path: at, Message: err.Error()})
+				continue
+			}
+			if !set {
+				continue
+			}
+			if prev, dup := out[name]; dup && !jsonEqual(prev, value) {
+				errs = append(errs, fault.FieldError{Path: at, Message: "differs from the value variables gives it"})
+				continue
+			}
+			out[name] = value
+		}
+	}
+	convert("variables", variables)
+	convert("localVariables", local)
+	if len(errs) > 0 {
+		return nil, fault.New(fault.BadRequest, "invalid_request", "the variables cannot be converted to the outputs").WithErrors(errs)
+	}
+	b, err := json.Marshal(out)
+	return b, err
+}
+
+func jsonEqual(a, b json.RawMessage) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	ja, _ := json.Marshal(x)
+	jb, _ := json.Marshal(y)
+	return bytes.Equal(ja, jb)
+}
+
+// outputValue converts one typed value for field f (the zero Field for a
+// name the contract lacks: its value passes, and the contract refuses it
+// by name).
+func outputValue(v variableIn, f contracts.Field) (json.RawMessage, bool, error) {
+	kind := strings.ToLower(v.Type)
+	raw := bytes.TrimSpace(v.Value)
+	if len(raw) == 0 || string(raw) == "null" || kind == "null" {
+		return nil, false, nil
+	}
+	switch kind {
+	case "", "string", "integer", "long", "short", "double", "boolean", "date", "json", "object":
+	default:
+		return nil, false, fmt.Errorf("type %s is not supported by Relais (String, Integer, Long, Short, Double, Boolean, Date, Json, Object as JSON, Null)", v.Type)
+	}
+	if kind == "object" {
+		var info struct {
+			SerializationDataFormat string `json:"serializationDataFormat"`
+		}
+		_ = json.Unmarshal(v.ValueInfo, &info)
+		if info.SerializationDataFormat != "application/json" {
+			return nil, false, fmt.Errorf("an Object is accepted serialized as application/json only")
+		}
+	}
+	var s string
+	isString := json.Unmarshal(raw, &s) == nil
+	switch f.Type {
+	case contracts.TypeDate, contracts.TypeDatetime:
+		if !isString {
+			break
+		}
+		t, ok := parseDate(s)
+		if !ok {
+			break // a String the contract will judge (a full-date passes)
+		}
+		if f.Type == contracts.TypeDatetime {
+			b, _ := json.Marshal(t.Format(time.RFC3339Nano))
+			return b, true, nil
+		}
+		if h, m, sec := t.Clock(); h != 0 || m != 0 || sec != 0 || t.Nanosecond() != 0 {
+			return nil, false, fmt.Errorf("a date field takes a Date at midnight (in its own offset) or a yyyy-MM-dd String, not %s", s)
+		}
+		b, _ := json.Marshal(t.Format(time.DateOnly))
+		return b, true, nil
+	case contracts.TypeObject, contracts.TypeList:
+		if isString && (kind == "json" || kind == "object") {
+			var doc json.RawMessage
+			if err := json.Unmarshal([]byte(s), &doc); err != nil {
+				return nil, false, fmt.Errorf("a %s value must hold JSON: %v", v.Type, err)
+			}
+			return doc, true, nil
+		}
+	}
+	return json.RawMessage(raw), true, nil
+}

@@ -1,0 +1,60 @@
+package camunda
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/relais/relais/contracts"
+)
+
+// Inputs become Camunda typed values by the contract's types, and values
+// the contract would accept but Go cannot read as times stay text.
+func TestVariablesOf(t *testing.T) {
+	t.Parallel()
+	c := contracts.Contract{Fields: []contracts.Field{
+		{Name: "small", Type: contracts.TypeInteger}, {Name: "huge", Type: contracts.TypeInteger},
+		{Name: "exp", Type: contracts.TypeInteger}, {Name: "when", Type: contracts.TypeDatetime},
+		{Name: "odd", Type: contracts.TypeDatetime}, {Name: "day", Type: contracts.TypeDate},
+		{Name: "nothing", Type: contracts.TypeText},
+	}}
+	got, err := variablesOf(json.RawMessage(`{"small":2147483647,"huge":2147483648,"exp":1e3,"when":"2026-12-01T23:30:00-02:00",
+		"odd":"2026-12-01t10:00:00z","day":"2026-02-28","nothing":null,"extra":{"a":[1]}}`), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][2]string{
+		"small": {"Integer", "2147483647"}, "huge": {"Long", "2147483648"}, "exp": {"Integer", "1000"},
+		"when": {"Date", `"2026-12-02T01:30:00.000+0000"`}, "odd": {"String", `"2026-12-01t10:00:00z"`},
+		"day": {"Date", `"2026-02-28T00:00:00.000+0000"`}, "nothing": {"Null", "null"}, "extra": {"Json", `"{\"a\":[1]}"`},
+	}
+	for name, w := range want {
+		if v := got[name]; v.Type != w[0] || string(v.Value) != w[1] || v.ValueInfo == nil {
+			t.Errorf("%s = %s %s, want %s %s", name, v.Type, v.Value, w[0], w[1])
+		}
+	}
+}
+
+// Typed values become outputs by the contract's types.
+func TestOutputsOf(t *testing.T) {
+	t.Parallel()
+	c := contracts.Contract{Fields: []contracts.Field{
+		{Name: "day", Type: contracts.TypeDate}, {Name: "at", Type: contracts.TypeDatetime},
+		{Name: "obj", Type: contracts.TypeObject}, {Name: "raw", Type: contracts.TypeList}, {Name: "text", Type: contracts.TypeText},
+	}}
+	vars := map[string]variableIn{
+		"day":  {Type: "date", Value: json.RawMessage(`"2026-12-24T00:00:00.000+0200"`)},
+		"at":   {Type: "DATE", Value: json.RawMessage(`"2026-12-24T10:11:12.345+0000"`)},
+		"obj":  {Type: "Json", Value: json.RawMessage(`"{\"k\": 1}"`)},
+		"raw":  {Value: json.RawMessage(`[1, 2]`)},
+		"text": {Type: "Date", Value: json.RawMessage(`"2026-12-24T00:00:00.000+0000"`)},
+		"none": {Type: "Null"},
+	}
+	got, err := outputsOf(vars, nil, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"at":"2026-12-24T10:11:12.345Z","day":"2026-12-24","obj":{"k":1},"raw":[1,2],"text":"2026-12-24T00:00:00.000+0000"}`
+	if string(got) != want {
+		t.Errorf("outputs %s, want %s", got, want)
+	}
+}

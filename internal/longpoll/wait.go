@@ -1,0 +1,104 @@
+package longpoll
+
+import (
+	"context"
+	"time"
+
+	"github.com/relais/relais/engine"
+	"github.com/relais/relais/internal/fault"
+)
+
+// dueSlack is added to a due time before re-checking: due times come from
+// the database clock (a replica's own may run behind) and are announced to
+// the millisecond, so a claim made exactly at the announced time may find
+// the occurrence still a fraction of a millisecond ahead, and then nothing
+// is due "later" either: the waiter would sleep until its fallback poll.
+const dueSlack = 5 * time.Millisecond
+
+// fallbackPoll bounds how long a waiter trusts notifications alone: they
+// are hints, so a waiter re-checks the database at least this often.
+const fallbackPoll = 5 * time.Second
+
+// CodeTooManyWaiters is the code of the refusal of a fetch that would wait
+// while the hub is full.
+const CodeTooManyWaiters = "too_many_waiters"
+
+// ClaimOrWait claims at once, or waits up to wait for a matching occurrence
+// to become claimable: woken by notifications (any replica), by the time
+// the earliest deferred occurrence becomes due, and by a bounded fallback
+// poll. A client that disconnects stops the wait. A fetch that would wait
+// while the hub is full is refused (429 too_many_waiters, Retry-After).
+func (h *Hub) ClaimOrWait(ctx context.Context, eng *engine.Engine, claim engine.ClaimRequest, wait time.Duration) ([]engine.Reservation, error) {
+	if wait <= 0 {
+		return eng.Claim(ctx, claim)
+	}
+	deadline := time.Now().Add(wait)
+	// Register before the first claim: an occurrence committed between a
+	// claim that found nothing and the registration would otherwise be
+	// missed until the fallback poll.
+	wt, ok := h.register(claim.Pairs)
+	if !ok {
+		// Only a fetch that would wait is refused: work that is available
+		// now is delivered whatever the number of waiters.
+		if got, err := eng.Claim(ctx, claim); err != nil || len(got) > 0 {
+			return got, err
+		}
+		fe := fault.New(fault.TooManyRequests, CodeTooManyWaiters, "this replica holds its maximum of %d long-polling fetches; retry shortly", h.max)
+		fe.RetryAfter = time.Second
+		return nil, fe
+	}
+	defer h.unregister(wt)
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	<-timer.C
+	for {
+		got, err := eng.Claim(ctx, claim)
+		if err != nil || len(got) > 0 {
+			return got, err
+		}
+		now := time.Now()
+		if !now.Before(deadline) {
+			return nil, nil
+		}
+		next := now.Add(fallbackPoll)
+		if deadline.Before(next) {
+			next = deadline
+		}
+		if due, ok, err := eng.NextClaimable(ctx, claim.Pairs); err != nil {
+			return nil, err
+		} else if ok && due.Before(next) {
+			next = due.Add(dueSlack)
+		}
+		timer.Reset(max(time.Until(next), time.Millisecond))
+		select {
+		case <-ctx.Done():
+			// The client left: nothing was claimed for it, and its going is
+			// not a server error.
+			return nil, nil
+		case <-h.closing:
+			return nil, nil
+		case <-timer.C:
+		case at := <-wt.wake:
+			// Only a time still ahead is slept until (with the slack): an
+			// occurrence announced as available now is claimed at once.
+			if d := time.Until(at.Add(dueSlack)); !at.IsZero() && time.Until(at) > 0 {
+				// Announced for later (a retry delay): sleep until then
+				// unless something sooner wakes us.
+				if !timer.Stop() {
+					<-timer.C
+				}
+				timer.Reset(min(d, time.Until(deadline)))
+				select {
+				case <-ctx.Done():
+					return nil, nil
+				case <-h.closing:
+					return nil, nil
+				case <-timer.C:
+				case <-wt.wake:
+				}
+			} else if !timer.Stop() {
+				<-timer.C
+			}
+		}
+	}
+}
