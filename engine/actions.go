@@ -288,13 +288,14 @@ type OperatorAction struct {
 type AuditFilter struct {
 	Instance *uuid.UUID
 	Action   string
-	Before   int64 // keyset cursor: ids below it (newest first)
+	Bulk     *uuid.UUID // the records of one bulk action
+	Before   int64      // keyset cursor: ids below it (newest first)
 	Limit    int
 }
 
 // ListOperatorActions returns the operator audit log, newest first.
 func (e *Engine) ListOperatorActions(ctx context.Context, f AuditFilter) ([]OperatorAction, error) {
-	p := queries.OperatorActionListParams{InstanceID: f.Instance, Action: strPtr(f.Action), Max: int32(f.Limit)}
+	p := queries.OperatorActionListParams{InstanceID: f.Instance, Action: strPtr(f.Action), BulkID: f.Bulk, Max: int32(f.Limit)}
 	if f.Before > 0 {
 		p.Before = &f.Before
 	}
