@@ -36,6 +36,15 @@ const basePath = "/console"
 // homePath is where a signed-in operator lands: the operations view.
 const homePath = basePath + "/occurrences"
 
+// Paths of the operations pages.
+const (
+	healthPath    = basePath + "/health"
+	instancesPath = basePath + "/instances"
+	processesPath = basePath + "/processes"
+	auditPath     = basePath + "/audit"
+	searchPath    = basePath + "/search"
+)
+
 // definitionsPath is where a designer lands: designers read definitions
 // (DESIGN: "console (read)"), while occurrences and instances are for
 // operators, as in the API.
@@ -246,7 +255,33 @@ func (c *Console) errorPage(w http.ResponseWriter, r *http.Request, status int, 
 	c.render(w, r, status, errorPage(v))
 }
 
+// optionalSession attaches the browser's session to a request that no
+// guard read it for (an unknown address): the page then keeps the full
+// chrome (navigation, search, the signed-in box) instead of looking like
+// the browser was signed out. Nothing else is allowed by it.
+func (c *Console) optionalSession(r *http.Request) *http.Request {
+	if _, ok := auth.FromContext(r.Context()); ok {
+		return r
+	}
+	ck, err := r.Cookie(sessionCookie)
+	if err != nil {
+		return r
+	}
+	sess, ok := c.sessions.get(ck.Value, c.now())
+	if !ok {
+		return r
+	}
+	p, _, err := c.eng.LookupToken(r.Context(), sess.tokenHash)
+	if err != nil || !canOpenConsole(p.Role) {
+		return r
+	}
+	ctx := auth.WithPrincipal(r.Context(), p)
+	ctx = context.WithValue(ctx, sessionCtxKey{}, current{id: ck.Value, csrf: sess.csrf})
+	return r.WithContext(ctx)
+}
+
 func (c *Console) notFound(w http.ResponseWriter, r *http.Request) {
+	r = c.optionalSession(r)
 	ctx := r.Context()
 	c.errorPage(w, r, http.StatusNotFound, T(ctx, "Not found"), T(ctx, "Nothing exists at this address, or it is not visible to you."))
 }

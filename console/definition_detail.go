@@ -269,7 +269,7 @@ func describeChange(ctx context.Context, ch contracts.Change, older, newer contr
 			if len(parts) == 0 {
 				return T(ctx, "values reordered")
 			}
-			return strings.Join(parts, "; ")
+			return semicolonList(ctx, parts)
 		}
 	case contracts.ChangeConstraintChanged:
 		// Detail is "<option> <old> → <new>"; the option name is the
@@ -277,7 +277,7 @@ func describeChange(ctx context.Context, ch contracts.Change, older, newer contr
 		name, rest, ok1 := strings.Cut(ch.Detail, " ")
 		was, is, ok2 := strings.Cut(rest, " → ")
 		if ok1 && ok2 {
-			option, was, is := optionLabel(ctx, name), noneWord(ctx, was), noneWord(ctx, is)
+			option, was, is := optionLabel(ctx, name), noneWord(ctx, localNumber(ctx, was)), noneWord(ctx, localNumber(ctx, is))
 			return T(ctx, "%s: %s → %s", option, was, is)
 		}
 	}

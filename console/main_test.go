@@ -280,9 +280,15 @@ func csrfOf(t testing.TB, r response) string {
 	return v
 }
 
-// text is the trimmed text of the elements a data-testid selects.
+// text is the trimmed text of the elements a data-testid selects, its
+// runs of ASCII white space made one space. No-break spaces stay: French
+// typography puts them before : ; ? ! and tests check it.
 func text(r response, testid string) string {
-	return strings.Join(strings.Fields(r.doc.Find(`[data-testid="`+testid+`"]`).Text()), " ")
+	return collapse(r.doc.Find(`[data-testid="` + testid + `"]`).Text())
+}
+
+func collapse(s string) string {
+	return strings.Join(strings.FieldsFunc(s, func(r rune) bool { return r == ' ' || r == '\t' || r == '\n' || r == '\r' || r == '\f' }), " ")
 }
 
 func count(r response, testid string) int {

@@ -99,7 +99,7 @@ func (f *fixture) expectations() map[string]expect {
 			}},
 		"instance-stop": {status: 200,
 			texts: map[string][2]string{
-				"stop-question": {"Stop this instance? Its open occurrences are cancelled.", "Arrêter cette instance ? Ses occurrences ouvertes sont annulées."},
+				"stop-question": {"Stop this instance? Its open occurrences are cancelled.", "Arrêter cette instance\u202f? Ses occurrences ouvertes sont annulées."},
 				"confirm-stop":  {"Stop the instance", "Arrêter l’instance"},
 			}},
 		"definitions": {status: 200,
@@ -112,9 +112,9 @@ func (f *fixture) expectations() map[string]expect {
 			texts: map[string][2]string{
 				"page-title":     {"Definition console_vault", "Définition console_vault"},
 				"working-name":   {"Vault check", "Vault check"},
-				"diff-summary":   {"From revision 1 to revision 2: 2 changes, 2 breaking", "De la révision 1 à la révision 2 : 2 changements, 2 incompatibles"},
+				"diff-summary":   {"From revision 1 to revision 2: 2 changes, 2 breaking", "De la révision 1 à la révision 2\u202f: 2 changements, 2 incompatibles"},
 				"classification": {"secret", "secrète"},
-				"changes":        {"maximum length: 100 → 80", "longueur maximale : 100 → 80"},
+				"changes":        {"maximum length: 100 → 80", "longueur maximale\u202f: 100 → 80"},
 				"revision-2":     {"at most 80 characters", "au plus 80 caractères"},
 			},
 			atLeast: map[string]int{"revision-1": 1, "revision-2": 1, "change-row": 2, "breaks-processes": 2}},

@@ -11,9 +11,10 @@ import (
 // Handler returns the console's routes, to be mounted at /console.
 func (c *Console) Handler() http.Handler {
 	r := chi.NewRouter()
-	r.Use(securityHeaders, withLanguage)
+	r.Use(securityHeaders, withLanguage, c.withPreferences)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) { c.notFound(w, r) })
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		r = c.optionalSession(r)
 		c.errorPage(w, r, http.StatusMethodNotAllowed, T(r.Context(), "Not allowed"), T(r.Context(), "This page does not accept that request."))
 	})
 
@@ -29,6 +30,8 @@ func (c *Console) Handler() http.Handler {
 			http.Redirect(w, r, homeFor(p.Role), http.StatusSeeOther)
 		})
 		r.Post("/sign-out", c.signOut)
+		r.Get("/preferences", c.preferencesPage)
+		r.Post("/preferences", c.savePreferences)
 		r.Get("/definitions", c.definitionList)
 		r.Get("/definitions/{key}", c.definitionDetail)
 		r.Group(func(r chi.Router) {

@@ -39,409 +39,452 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s, %[3]s, %[4]s UTC": 76,
-	"%d (0 lowest, 9 highest)":      199,
-	"%d attempts":                   201,
-	"%d breaking":                   57,
-	"%d changes":                    56,
-	"%d d":                          95,
-	"%d days":                       90,
-	"%d h":                          96,
-	"%d hours":                      91,
-	"%d items":                      264,
-	"%d min":                        97,
-	"%d minutes":                    92,
-	"%d ms":                         94,
-	"%d occurrences":                238,
-	"%d releases":                   75,
-	"%d s":                          98,
-	"%d seconds":                    93,
-	"%s, revision %s":               185,
-	"%s, version %s":                186,
-	"%s: %s → %s":                   64,
-	"(each item)":                   253,
-	"0 seconds":                     89,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.": 251,
-	"All consumers":          236,
-	"All definitions":        234,
-	"All statuses":           235,
-	"Apply filters":          228,
-	"Apr":                    80,
-	"Attempts":               200,
-	"Aug":                    84,
-	"Available":              191,
-	"Back to definitions":    10,
-	"Back to external tasks": 9,
-	"Breaks processes":       44,
-	"Breaks workers":         45,
-	"Business key":           124,
-	"Call timeout":           210,
-	"Cannot reveal":          241,
-	"Change":                 42,
-	"Choose two existing revisions to compare.": 54,
-	"Classification":    20,
-	"Clear filters":     229,
-	"Compare":           41,
-	"Compare revisions": 37,
-	"Constraints":       21,
-	"Consumer":          203,
-	"Counts are refreshed every few seconds.": 231,
-	"Counts are unavailable right now.":       237,
-	"Counts by status":                        230,
-	"Created":                                 109,
-	"Dates":                                   190,
-	"Deadline":                                194,
-	"Dec":                                     88,
-	"Definition":                              105,
-	"Definition %s":                           23,
-	"Definitions":                             4,
-	"Description":                             22,
-	"Destination":                             209,
-	"Detail":                                  43,
-	"Digest":                                  53,
-	"End node":                                122,
-	"Ended":                                   121,
-	"Error code":                              125,
-	"Error message":                           206,
-	"External tasks":                          3,
-	"Feb":                                     78,
-	"Field":                                   17,
-	"Filters":                                 226,
-	"First page":                              74,
-	"Form refused":                            13,
-	"From revision":                           39,
-	"From revision %d to revision %d:":        55,
-	"Held at node":                            123,
-	"Inputs":                                  47,
-	"Inputs the instance was started with, labelled by process version %d's contract": 114,
-	"Inputs, labelled by revision %d's contract":                                      211,
-	"Jan":             77,
-	"Jul":             83,
-	"Jun":             82,
-	"Keep it held":    127,
-	"Keep it running": 126,
-	"Key":             69,
+	"%[1]s %[2]s":                     90,
+	"%[1]s %[2]s, %[3]s %[4]s":        91,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s": 89,
+	"%[1]s; %[2]s":                    88,
+	"%d (0 lowest, 9 highest)":        217,
+	"%d attempts":                     219,
+	"%d breaking":                     69,
+	"%d changes":                      68,
+	"%d d":                            98,
+	"%d days":                         112,
+	"%d h":                            97,
+	"%d hours":                        113,
+	"%d items":                        293,
+	"%d min":                          96,
+	"%d minutes":                      114,
+	"%d ms":                           116,
+	"%d occurrences":                  256,
+	"%d releases":                     87,
+	"%d s":                            95,
+	"%d seconds":                      115,
+	"%s ago":                          93,
+	"%s, revision %s":                 203,
+	"%s, version %s":                  204,
+	"%s: %s → %s":                     76,
+	"(each item)":                     282,
+	"0 seconds":                       111,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.": 280,
+	"All consumers":          254,
+	"All definitions":        252,
+	"All statuses":           253,
+	"Apply filters":          246,
+	"Apr":                    102,
+	"Attempts":               218,
+	"Audit log":              8,
+	"Aug":                    106,
+	"Available":              209,
+	"Back to definitions":    22,
+	"Back to external tasks": 21,
+	"Back without saving":    263,
+	"Breaks processes":       56,
+	"Breaks workers":         57,
+	"Business key":           142,
+	"Call timeout":           228,
+	"Cannot reveal":          270,
+	"Change":                 54,
+	"Choose two existing revisions to compare.": 66,
+	"Classification":    32,
+	"Clear filters":     247,
+	"Compare":           53,
+	"Compare revisions": 49,
+	"Constraints":       33,
+	"Consumer":          221,
+	"Counts are refreshed every few seconds.": 249,
+	"Counts are unavailable right now.":       255,
+	"Counts by status":                        248,
+	"Created":                                 127,
+	"Dates":                                   208,
+	"Deadline":                                212,
+	"Dec":                                     110,
+	"Definition":                              123,
+	"Definition %s":                           35,
+	"Definitions":                             12,
+	"Description":                             34,
+	"Destination":                             227,
+	"Detail":                                  55,
+	"Digest":                                  65,
+	"Display settings":                        15,
+	"End node":                                140,
+	"Ended":                                   139,
+	"Error code":                              143,
+	"Error message":                           224,
+	"Every %d seconds":                        267,
+	"External tasks":                          5,
+	"Feb":                                     100,
+	"Field":                                   29,
+	"Filters":                                 244,
+	"Find":                                    11,
+	"Find an instance or occurrence":          9,
+	"First page":                              86,
+	"Form refused":                            25,
+	"From revision":                           51,
+	"From revision %d to revision %d:":        67,
+	"Health":                                  4,
+	"Held at node":                            141,
+	"Inputs":                                  59,
+	"Inputs the instance was started with, labelled by process version %d's contract": 132,
+	"Inputs, labelled by revision %d's contract":                                      229,
+	"Instances":       6,
+	"Jan":             99,
+	"Jul":             105,
+	"Jun":             104,
+	"Keep it held":    145,
+	"Keep it running": 144,
+	"Key":             81,
 	"Language":        1,
-	"Last saved":      28,
-	"Latest revision": 70,
-	"Lists every change from one revision to another, and whom it may break.": 38,
-	"Lock expires":                         193,
-	"Main navigation":                      2,
-	"Mar":                                  79,
-	"Maximum attempts":                     196,
-	"May":                                  81,
-	"Mode":                                 189,
-	"Name":                                 26,
-	"Next node":                            108,
-	"Next page":                            73,
-	"No definition yet.":                   72,
-	"No inputs.":                           48,
-	"No occurrence matches these filters.": 233,
-	"No outputs yet: the occurrence has not completed.": 214,
-	"No outputs.": 50,
-	"No outputs: the occurrence ended without completing.": 216,
-	"No release yet.": 32,
-	"No revision yet: the Working copy has never been snapshotted.": 30,
-	"No service has reserved this occurrence yet.":                  207,
-	"Node":        103,
-	"Not allowed": 7,
-	"Not found":   11,
-	"Notes":       35,
-	"Nothing exists at this address, or it is not visible to you.": 12,
-	"Nov":                       87,
-	"Occurrence":                104,
-	"Occurrence %s":             187,
-	"Occurrences, newest first": 232,
-	"Oct":                       86,
-	"Only a value this page shows as hidden (sensitive) can be revealed.": 242,
-	"Only administrators may reveal a sensitive value.":                   239,
-	"Outcome": 205,
-	"Outputs": 49,
-	"Outputs, labelled by revision %d's contract": 213,
-	"Path":                               101,
-	"Policy":                             195,
-	"Priority":                           198,
-	"Process":                            119,
-	"Process inputs":                     113,
-	"Process instance":                   188,
-	"Process instance %s":                99,
-	"Published":                          36,
-	"Reason (recorded in the audit log)": 131,
+	"Last saved":      40,
+	"Latest revision": 82,
+	"Lists every change from one revision to another, and whom it may break.": 50,
+	"Local time at %s":                     265,
+	"Lock expires":                         211,
+	"Main navigation":                      3,
+	"Mar":                                  101,
+	"Maximum attempts":                     214,
+	"May":                                  103,
+	"Mode":                                 207,
+	"Name":                                 38,
+	"Never":                                266,
+	"Next node":                            126,
+	"Next page":                            85,
+	"No definition yet.":                   84,
+	"No inputs.":                           60,
+	"No occurrence matches these filters.": 251,
+	"No outputs yet: the occurrence has not completed.": 232,
+	"No outputs.": 62,
+	"No outputs: the occurrence ended without completing.": 234,
+	"No release yet.": 44,
+	"No revision yet: the Working copy has never been snapshotted.": 42,
+	"No service has reserved this occurrence yet.":                  225,
+	"Node":        121,
+	"Not allowed": 19,
+	"Not found":   23,
+	"Notes":       47,
+	"Nothing exists at this address, or it is not visible to you.": 24,
+	"Nov":                       109,
+	"Occurrence":                122,
+	"Occurrence %s":             205,
+	"Occurrences, newest first": 250,
+	"Oct":                       108,
+	"Only a value this page shows as hidden (sensitive) can be revealed.": 271,
+	"Only administrators may reveal a sensitive value.":                   268,
+	"Outcome": 223,
+	"Outputs": 61,
+	"Outputs, labelled by revision %d's contract":                           231,
+	"Pages with a form, such as a confirmation, never reload on their own.": 261,
+	"Path":                               119,
+	"Policy":                             213,
+	"Priority":                           216,
+	"Process":                            137,
+	"Process inputs":                     131,
+	"Process instance":                   206,
+	"Process instance %s":                117,
+	"Processes":                          7,
+	"Published":                          48,
+	"Reason (recorded in the audit log)": 149,
 	"Relais console":                     0,
-	"Release":                            33,
-	"Releases":                           31,
-	"Required":                           19,
-	"Reserved":                           192,
-	"Retry delay":                        197,
-	"Reveal — this is recorded":          217,
-	"Revealed by %s at %s; recorded in the audit log.": 240,
-	"Revision":       34,
-	"Revision %d":    51,
-	"Revisions":      29,
-	"Route":          107,
-	"Routing output": 27,
-	"Say why you stop it: the reason is recorded in the audit log (at most 1,000 characters).": 134,
-	"Secret values can never be revealed.":                                                     243,
-	"Sep":                                                                                      85,
-	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 130,
-	"Settled": 110,
-	"Sign in": 246,
-	"Sign in with an operator or administrator token.": 247,
-	"Sign out":                 6,
-	"Signed in as %s (%s)":     5,
-	"Snapshotted":              52,
-	"Something went wrong":     15,
-	"Started":                  120,
-	"Status":                   106,
-	"Stop process instance %s": 128,
-	"Stop the instance":        132,
-	"Stop this instance? Its open occurrences are cancelled.":                                129,
-	"Stop this instance…":                                                                    117,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.": 118,
-	"Summary": 100,
-	"Task contracts: their Working copy, immutable revisions and named releases.":                                                 68,
-	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                 16,
-	"The instance was stopped; its open occurrences are cancelled.":                                                               116,
-	"The nodes this instance reached, in order, each with its occurrence.":                                                        102,
-	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                25,
-	"The page cursor is invalid: go back to the first page.":                                                                      224,
-	"The page size must be between 1 and %d.":                                                                                     225,
-	"The process instance must be an instance id (a UUID).":                                                                       221,
-	"The revision must be a whole number, 1 or more.":                                                                             222,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 249,
-	"These revisions have the same contracts.":                                                                                    46,
-	"This contract has no inputs.":                                                                                                212,
-	"This contract has no outputs.":                                                                                               215,
-	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                         14,
-	"This instance has already ended; there is nothing to stop.":                                                                  133,
-	"This instance has not reached a task yet.":                                                                                   111,
-	"This page does not accept that request.":                                                                                     244,
-	"This process takes no inputs.":                                                                                               115,
-	"This token is unknown or has been revoked.":                                                                                  250,
-	"To revision":         40,
-	"Token":               248,
-	"Type":                18,
-	"Unknown consumer.":   223,
-	"Unknown status %q.":  220,
-	"Value":               112,
-	"Worker id":           204,
-	"Working copy":        24,
-	"You are signed out.": 245,
-	"Your role can read definitions only: external tasks and process instances are for operators and administrators.": 8,
-	"[redacted]":                      219,
-	"administrator":                   163,
-	"at least %d characters":          254,
-	"at least %d items":               261,
-	"at most %d":                      202,
-	"at most %d characters":           255,
-	"at most %d items":                262,
-	"available":                       135,
-	"boolean":                         150,
-	"cancelled":                       140,
-	"choice":                          153,
-	"classification changed":          174,
-	"completed":                       138,
-	"constraint changed":              175,
-	"consumer":                        166,
-	"consumer #%s":                    218,
-	"date":                            151,
-	"date and time":                   152,
-	"deferred":                        137,
-	"designer":                        165,
-	"disconnected":                    146,
-	"expired":                         143,
-	"failed":                          139,
-	"field added":                     169,
-	"field removed":                   170,
-	"format":                          180,
-	"format %s":                       257,
-	"held":                            142,
-	"in progress":                     208,
-	"instance id":                     227,
-	"integer":                         148,
-	"list":                            155,
-	"maximum":                         182,
-	"maximum %s":                      259,
-	"maximum items":                   184,
-	"maximum length":                  178,
-	"minimum":                         181,
-	"minimum %s":                      258,
-	"minimum items":                   183,
-	"minimum length":                  177,
-	"no":                              168,
-	"none":                            67,
-	"none yet":                        71,
-	"normal":                          156,
-	"not provided":                    263,
-	"null":                            265,
-	"number":                          149,
-	"object":                          154,
-	"one of: %s":                      260,
-	"operator":                        164,
-	"optional field of type %s":       66,
-	"optional → required":             59,
-	"pattern":                         179,
-	"pattern %s":                      256,
-	"pull (the service fetches it)":   161,
-	"push (Relais calls the service)": 162,
-	"rejected":                        144,
-	"released":                        145,
-	"required changed":                172,
-	"required field of type %s":       65,
-	"required → optional":             60,
-	"reserved":                        136,
-	"routing changed":                 176,
-	"routing output":                  252,
-	"routing output %s → %s":          58,
-	"running":                         141,
-	"secret":                          158,
-	"sensitive":                       157,
-	"text":                            147,
-	"type changed":                    171,
-	"unexpected value":                266,
-	"values added: %s":                61,
-	"values changed":                  173,
-	"values removed: %s":              62,
-	"values reordered":                63,
-	"yes":                             167,
-	"••• hidden (secret)":             160,
-	"••• hidden (sensitive)":          159,
+	"Release":                            45,
+	"Releases":                           43,
+	"Reload lists and detail pages":      260,
+	"Required":                           31,
+	"Reserved":                           210,
+	"Retry delay":                        215,
+	"Reveal — this is recorded":          235,
+	"Revealed by %s at %s; recorded in the audit log.": 269,
+	"Revision":       46,
+	"Revision %d":    63,
+	"Revisions":      41,
+	"Route":          125,
+	"Routing output": 39,
+	"Save settings":  262,
+	"Say why you stop it: the reason is recorded in the audit log (at most 1,000 characters).": 152,
+	"Secret values can never be revealed.":                                                     272,
+	"Sep":                                                                                      107,
+	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 148,
+	"Settled":       128,
+	"Show times in": 258,
+	"Sign in":       275,
+	"Sign in with an operator or administrator token.": 276,
+	"Sign out":                 14,
+	"Signed in as %s (%s)":     13,
+	"Skip to content":          2,
+	"Snapshotted":              64,
+	"Something went wrong":     27,
+	"Started":                  138,
+	"Status":                   124,
+	"Stop process instance %s": 146,
+	"Stop the instance":        150,
+	"Stop this instance? Its open occurrences are cancelled.":                                147,
+	"Stop this instance…":                                                                    135,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.": 136,
+	"Summary": 118,
+	"Task contracts: their Working copy, immutable revisions and named releases.":                                                                      80,
+	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                      28,
+	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.": 259,
+	"The instance was stopped; its open occurrences are cancelled.":                                                                                    134,
+	"The nodes this instance reached, in order, each with its occurrence.":                                                                             120,
+	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                     37,
+	"The page cursor is invalid: go back to the first page.":                                                                                           242,
+	"The page size must be between 1 and %d.":                                                                                                          243,
+	"The process instance must be an instance id (a UUID).":                                                                                            239,
+	"The revision must be a whole number, 1 or more.":                                                                                                  240,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                      278,
+	"These revisions have the same contracts.":                                                                                                         58,
+	"These settings are kept in this browser only.":                                                                                                    257,
+	"This contract has no inputs.":                                                                                                                     230,
+	"This contract has no outputs.":                                                                                                                    233,
+	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                                              26,
+	"This instance has already ended; there is nothing to stop.":                                                                                       151,
+	"This instance has not reached a task yet.":                                                                                                        129,
+	"This page does not accept that request.":                                                                                                          273,
+	"This page reloads every %d seconds.":                                                                                                              18,
+	"This process takes no inputs.":                                                                                                                    133,
+	"This token is unknown or has been revoked.":                                                                                                       279,
+	"Times in %s · no auto-reload":                                                                                                                     17,
+	"Times in %s · reload every %d s":                                                                                                                  16,
+	"To revision":                                                                                                                                      52,
+	"Token":                                                                                                                                            277,
+	"Type":                                                                                                                                             30,
+	"UTC (coordinated universal time)":                                                                                                                 264,
+	"Unknown consumer.":                                                                                                                                241,
+	"Unknown status %q.":                                                                                                                               238,
+	"Value":                                                                                                                                            130,
+	"Worker id":                                                                                                                                        222,
+	"Working copy":                                                                                                                                     36,
+	"You are signed out.":                                                                                                                              274,
+	"Your role can read definitions only: external tasks and process instances are for operators and administrators.": 20,
+	"[redacted]":                      237,
+	"administrator":                   181,
+	"at least %d characters":          283,
+	"at least %d items":               290,
+	"at most %d":                      220,
+	"at most %d characters":           284,
+	"at most %d items":                291,
+	"available":                       153,
+	"boolean":                         168,
+	"cancelled":                       158,
+	"choice":                          171,
+	"classification changed":          192,
+	"completed":                       156,
+	"constraint changed":              193,
+	"consumer":                        184,
+	"consumer #%s":                    236,
+	"date":                            169,
+	"date and time":                   170,
+	"deferred":                        155,
+	"designer":                        183,
+	"disconnected":                    164,
+	"expired":                         161,
+	"failed":                          157,
+	"field added":                     187,
+	"field removed":                   188,
+	"format":                          198,
+	"format %s":                       286,
+	"held":                            160,
+	"id or business key":              10,
+	"in %s":                           92,
+	"in progress":                     226,
+	"instance id":                     245,
+	"integer":                         166,
+	"just now":                        94,
+	"list":                            173,
+	"maximum":                         200,
+	"maximum %s":                      288,
+	"maximum items":                   202,
+	"maximum length":                  196,
+	"minimum":                         199,
+	"minimum %s":                      287,
+	"minimum items":                   201,
+	"minimum length":                  195,
+	"no":                              186,
+	"none":                            79,
+	"none yet":                        83,
+	"normal":                          174,
+	"not provided":                    292,
+	"null":                            294,
+	"number":                          167,
+	"object":                          172,
+	"one of: %s":                      289,
+	"operator":                        182,
+	"optional field of type %s":       78,
+	"optional → required":             71,
+	"pattern":                         197,
+	"pattern %s":                      285,
+	"pull (the service fetches it)":   179,
+	"push (Relais calls the service)": 180,
+	"rejected":                        162,
+	"released":                        163,
+	"required changed":                190,
+	"required field of type %s":       77,
+	"required → optional":             72,
+	"reserved":                        154,
+	"routing changed":                 194,
+	"routing output":                  281,
+	"routing output %s → %s":          70,
+	"running":                         159,
+	"secret":                          176,
+	"sensitive":                       175,
+	"text":                            165,
+	"type changed":                    189,
+	"unexpected value":                295,
+	"values added: %s":                73,
+	"values changed":                  191,
+	"values removed: %s":              74,
+	"values reordered":                75,
+	"yes":                             185,
+	"••• hidden (secret)":             178,
+	"••• hidden (sensitive)":          177,
 }
 
-var enIndex = []uint32{ // 268 elements
+var enIndex = []uint32{ // 297 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000f, 0x00000018, 0x00000028,
-	0x00000037, 0x00000043, 0x0000005e, 0x00000067,
-	0x00000073, 0x000000e3, 0x000000fa, 0x0000010e,
-	0x00000118, 0x00000155, 0x00000162, 0x000001c6,
-	0x000001db, 0x0000024a, 0x00000250, 0x00000255,
-	0x0000025e, 0x0000026d, 0x00000279, 0x00000285,
-	0x00000296, 0x000002a3, 0x00000300, 0x00000305,
-	0x00000314, 0x0000031f, 0x00000329, 0x00000367,
+	0x00000038, 0x0000003f, 0x0000004e, 0x00000058,
+	0x00000062, 0x0000006c, 0x0000008b, 0x0000009e,
+	0x000000a3, 0x000000af, 0x000000ca, 0x000000d3,
+	0x000000e4, 0x0000010b, 0x0000012c, 0x00000153,
+	0x0000015f, 0x000001cf, 0x000001e6, 0x000001fa,
+	0x00000204, 0x00000241, 0x0000024e, 0x000002b2,
+	0x000002c7, 0x00000336, 0x0000033c, 0x00000341,
 	// Entry 20 - 3F
-	0x00000370, 0x00000380, 0x00000388, 0x00000391,
-	0x00000397, 0x000003a1, 0x000003b3, 0x000003fb,
-	0x00000409, 0x00000415, 0x0000041d, 0x00000424,
-	0x0000042b, 0x0000043c, 0x0000044b, 0x00000474,
-	0x0000047b, 0x00000486, 0x0000048e, 0x0000049a,
-	0x000004a9, 0x000004b5, 0x000004bc, 0x000004e6,
-	0x0000050d, 0x00000531, 0x00000558, 0x00000577,
-	0x0000058d, 0x000005a3, 0x000005b7, 0x000005cd,
+	0x0000034a, 0x00000359, 0x00000365, 0x00000371,
+	0x00000382, 0x0000038f, 0x000003ec, 0x000003f1,
+	0x00000400, 0x0000040b, 0x00000415, 0x00000453,
+	0x0000045c, 0x0000046c, 0x00000474, 0x0000047d,
+	0x00000483, 0x0000048d, 0x0000049f, 0x000004e7,
+	0x000004f5, 0x00000501, 0x00000509, 0x00000510,
+	0x00000517, 0x00000528, 0x00000537, 0x00000560,
+	0x00000567, 0x00000572, 0x0000057a, 0x00000586,
 	// Entry 40 - 5F
-	0x000005de, 0x000005f5, 0x00000612, 0x0000062f,
-	0x00000634, 0x00000680, 0x00000684, 0x00000694,
-	0x0000069d, 0x000006b0, 0x000006ba, 0x000006c5,
-	0x000006eb, 0x00000709, 0x0000070d, 0x00000711,
-	0x00000715, 0x00000719, 0x0000071d, 0x00000721,
-	0x00000725, 0x00000729, 0x0000072d, 0x00000731,
-	0x00000735, 0x00000739, 0x00000743, 0x00000761,
-	0x00000781, 0x000007a5, 0x000007c9, 0x000007d2,
+	0x00000595, 0x000005a1, 0x000005a8, 0x000005d2,
+	0x000005f9, 0x0000061d, 0x00000644, 0x00000663,
+	0x00000679, 0x0000068f, 0x000006a3, 0x000006b9,
+	0x000006ca, 0x000006e1, 0x000006fe, 0x0000071b,
+	0x00000720, 0x0000076c, 0x00000770, 0x00000780,
+	0x00000789, 0x0000079c, 0x000007a6, 0x000007b1,
+	0x000007d7, 0x000007e4, 0x00000804, 0x00000810,
+	0x00000829, 0x00000832, 0x0000083c, 0x00000845,
 	// Entry 60 - 7F
-	0x000007da, 0x000007e2, 0x000007ec, 0x000007f4,
-	0x0000080b, 0x00000813, 0x00000818, 0x0000085d,
-	0x00000862, 0x0000086d, 0x00000878, 0x0000087f,
-	0x00000885, 0x0000088f, 0x00000897, 0x0000089f,
-	0x000008c9, 0x000008cf, 0x000008de, 0x00000931,
-	0x0000094f, 0x0000098d, 0x000009a3, 0x000009fa,
-	0x00000a02, 0x00000a0a, 0x00000a10, 0x00000a19,
-	0x00000a26, 0x00000a33, 0x00000a3e, 0x00000a4e,
+	0x0000084d, 0x00000857, 0x0000085f, 0x00000867,
+	0x0000086b, 0x0000086f, 0x00000873, 0x00000877,
+	0x0000087b, 0x0000087f, 0x00000883, 0x00000887,
+	0x0000088b, 0x0000088f, 0x00000893, 0x00000897,
+	0x000008a1, 0x000008bf, 0x000008df, 0x00000903,
+	0x00000927, 0x00000930, 0x00000947, 0x0000094f,
+	0x00000954, 0x00000999, 0x0000099e, 0x000009a9,
+	0x000009b4, 0x000009bb, 0x000009c1, 0x000009cb,
 	// Entry 80 - 9F
-	0x00000a5b, 0x00000a77, 0x00000aaf, 0x00000b5d,
-	0x00000b80, 0x00000b92, 0x00000bcd, 0x00000c26,
-	0x00000c30, 0x00000c39, 0x00000c42, 0x00000c4c,
-	0x00000c53, 0x00000c5d, 0x00000c65, 0x00000c6a,
-	0x00000c72, 0x00000c7b, 0x00000c84, 0x00000c91,
-	0x00000c96, 0x00000c9e, 0x00000ca5, 0x00000cad,
-	0x00000cb2, 0x00000cc0, 0x00000cc7, 0x00000cce,
-	0x00000cd3, 0x00000cda, 0x00000ce4, 0x00000ceb,
+	0x000009d3, 0x000009db, 0x00000a05, 0x00000a0b,
+	0x00000a1a, 0x00000a6d, 0x00000a8b, 0x00000ac9,
+	0x00000adf, 0x00000b36, 0x00000b3e, 0x00000b46,
+	0x00000b4c, 0x00000b55, 0x00000b62, 0x00000b6f,
+	0x00000b7a, 0x00000b8a, 0x00000b97, 0x00000bb3,
+	0x00000beb, 0x00000c99, 0x00000cbc, 0x00000cce,
+	0x00000d09, 0x00000d62, 0x00000d6c, 0x00000d75,
+	0x00000d7e, 0x00000d88, 0x00000d8f, 0x00000d99,
 	// Entry A0 - BF
-	0x00000d08, 0x00000d22, 0x00000d40, 0x00000d60,
-	0x00000d6e, 0x00000d77, 0x00000d80, 0x00000d89,
-	0x00000d8d, 0x00000d90, 0x00000d9c, 0x00000daa,
-	0x00000db7, 0x00000dc8, 0x00000dd7, 0x00000dee,
-	0x00000e01, 0x00000e11, 0x00000e20, 0x00000e2f,
-	0x00000e37, 0x00000e3e, 0x00000e46, 0x00000e4e,
-	0x00000e5c, 0x00000e6a, 0x00000e80, 0x00000e95,
-	0x00000ea6, 0x00000eb7, 0x00000ebc, 0x00000ec2,
+	0x00000da1, 0x00000da6, 0x00000dae, 0x00000db7,
+	0x00000dc0, 0x00000dcd, 0x00000dd2, 0x00000dda,
+	0x00000de1, 0x00000de9, 0x00000dee, 0x00000dfc,
+	0x00000e03, 0x00000e0a, 0x00000e0f, 0x00000e16,
+	0x00000e20, 0x00000e27, 0x00000e44, 0x00000e5e,
+	0x00000e7c, 0x00000e9c, 0x00000eaa, 0x00000eb3,
+	0x00000ebc, 0x00000ec5, 0x00000ec9, 0x00000ecc,
+	0x00000ed8, 0x00000ee6, 0x00000ef3, 0x00000f04,
 	// Entry C0 - DF
-	0x00000ecc, 0x00000ed5, 0x00000ee2, 0x00000eeb,
-	0x00000ef2, 0x00000f03, 0x00000f0f, 0x00000f18,
-	0x00000f34, 0x00000f3d, 0x00000f63, 0x00000f71,
-	0x00000f7a, 0x00000f84, 0x00000f8c, 0x00000f9a,
-	0x00000fc7, 0x00000fd3, 0x00000fdf, 0x00000fec,
-	0x0000101a, 0x00001037, 0x00001066, 0x00001098,
-	0x000010b6, 0x000010eb, 0x00001107, 0x00001117,
-	0x00001122, 0x00001138, 0x0000116e, 0x0000119e,
+	0x00000f13, 0x00000f2a, 0x00000f3d, 0x00000f4d,
+	0x00000f5c, 0x00000f6b, 0x00000f73, 0x00000f7a,
+	0x00000f82, 0x00000f8a, 0x00000f98, 0x00000fa6,
+	0x00000fbc, 0x00000fd1, 0x00000fe2, 0x00000ff3,
+	0x00000ff8, 0x00000ffe, 0x00001008, 0x00001011,
+	0x0000101e, 0x00001027, 0x0000102e, 0x0000103f,
+	0x0000104b, 0x00001054, 0x00001070, 0x00001079,
+	0x0000109f, 0x000010ad, 0x000010b6, 0x000010c0,
 	// Entry E0 - FF
-	0x000011b0, 0x000011e7, 0x00001212, 0x0000121a,
-	0x00001226, 0x00001234, 0x00001242, 0x00001253,
-	0x0000127b, 0x00001295, 0x000012ba, 0x000012ca,
-	0x000012d7, 0x000012e5, 0x00001307, 0x00001333,
-	0x00001365, 0x0000139c, 0x000013aa, 0x000013ee,
-	0x00001413, 0x0000143b, 0x0000144f, 0x00001457,
-	0x00001488, 0x0000148e, 0x0000150a, 0x00001535,
-	0x00001597, 0x000015a6, 0x000015b2, 0x000015ee,
+	0x000010c8, 0x000010d6, 0x00001103, 0x0000110f,
+	0x0000111b, 0x00001128, 0x00001156, 0x00001173,
+	0x000011a2, 0x000011d4, 0x000011f2, 0x00001227,
+	0x00001243, 0x00001253, 0x0000125e, 0x00001274,
+	0x000012aa, 0x000012da, 0x000012ec, 0x00001323,
+	0x0000134e, 0x00001356, 0x00001362, 0x00001370,
+	0x0000137e, 0x0000138f, 0x000013b7, 0x000013d1,
+	0x000013f6, 0x00001406, 0x00001413, 0x00001421,
 	// Entry 100 - 11F
-	0x00001628, 0x00001636, 0x00001643, 0x00001651,
-	0x0000165f, 0x0000166d, 0x0000169f, 0x000016cf,
-	0x000016dc, 0x000016fc, 0x00001701, 0x00001712,
-} // Size: 1096 bytes
+	0x00001443, 0x0000146f, 0x0000149d, 0x000014ab,
+	0x0000153e, 0x0000155c, 0x000015a2, 0x000015b0,
+	0x000015c4, 0x000015e5, 0x000015f9, 0x000015ff,
+	0x00001613, 0x00001645, 0x0000167c, 0x0000168a,
+	0x000016ce, 0x000016f3, 0x0000171b, 0x0000172f,
+	0x00001737, 0x00001768, 0x0000176e, 0x000017ea,
+	0x00001815, 0x00001877, 0x00001886, 0x00001892,
+	0x000018ce, 0x00001908, 0x00001916, 0x00001923,
+	// Entry 120 - 13F
+	0x00001931, 0x0000193f, 0x0000194d, 0x0000197f,
+	0x000019af, 0x000019bc, 0x000019dc, 0x000019e1,
+	0x000019f2,
+} // Size: 1212 bytes
 
-const enData string = "" + // Size: 5906 bytes
-	"\x02Relais console\x02Language\x02Main navigation\x02External tasks\x02D" +
-	"efinitions\x02Signed in as %[1]s (%[2]s)\x02Sign out\x02Not allowed\x02Y" +
-	"our role can read definitions only: external tasks and process instances" +
-	" are for operators and administrators.\x02Back to external tasks\x02Back" +
-	" to definitions\x02Not found\x02Nothing exists at this address, or it is" +
-	" not visible to you.\x02Form refused\x02This form was not sent from this" +
-	" console session, or it has expired. Reload the page and try again.\x02S" +
-	"omething went wrong\x02The console could not show this page. Try again; " +
-	"if it persists, give your administrator the request id %[1]s.\x02Field" +
-	"\x02Type\x02Required\x02Classification\x02Constraints\x02Description\x02" +
-	"Definition %[1]s\x02Working copy\x02The only mutable part of a definitio" +
-	"n. Processes never use it directly: they pin a revision.\x02Name\x02Rout" +
-	"ing output\x02Last saved\x02Revisions\x02No revision yet: the Working co" +
-	"py has never been snapshotted.\x02Releases\x02No release yet.\x02Release" +
-	"\x02Revision\x02Notes\x02Published\x02Compare revisions\x02Lists every c" +
-	"hange from one revision to another, and whom it may break.\x02From revis" +
-	"ion\x02To revision\x02Compare\x02Change\x02Detail\x02Breaks processes" +
-	"\x02Breaks workers\x02These revisions have the same contracts.\x02Inputs" +
-	"\x02No inputs.\x02Outputs\x02No outputs.\x02Revision %[1]d\x02Snapshotte" +
-	"d\x02Digest\x02Choose two existing revisions to compare.\x02From revisio" +
-	"n %[1]d to revision %[2]d:\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d change" +
-	"\x00\x0e\x02%[1]d changes\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking" +
-	"\x00\x0f\x02%[1]d breaking\x02routing output %[1]s → %[2]s\x02optional →" +
-	" required\x02required → optional\x02values added: %[1]s\x02values remove" +
-	"d: %[1]s\x02values reordered\x02%[1]s: %[2]s → %[3]s\x02required field o" +
-	"f type %[1]s\x02optional field of type %[1]s\x02none\x02Task contracts: " +
-	"their Working copy, immutable revisions and named releases.\x02Key\x02La" +
-	"test revision\x02none yet\x02No definition yet.\x02Next page\x02First pa" +
-	"ge\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d release" +
-	"s\x02%[1]s %[2]s, %[3]s, %[4]s UTC\x02Jan\x02Feb\x02Mar\x02Apr\x02May" +
-	"\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01" +
-	"\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01" +
-	"\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00" +
-	"\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00" +
-	"\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02%[1]d d" +
-	"\x02%[1]d h\x02%[1]d min\x02%[1]d s\x02Process instance %[1]s\x02Summary" +
-	"\x02Path\x02The nodes this instance reached, in order, each with its occ" +
-	"urrence.\x02Node\x02Occurrence\x02Definition\x02Status\x02Route\x02Next " +
-	"node\x02Created\x02Settled\x02This instance has not reached a task yet." +
-	"\x02Value\x02Process inputs\x02Inputs the instance was started with, lab" +
-	"elled by process version %[1]d's contract\x02This process takes no input" +
-	"s.\x02The instance was stopped; its open occurrences are cancelled.\x02S" +
-	"top this instance…\x02Stopping cancels the instance and its open occurre" +
-	"nces. It does not complete anything.\x02Process\x02Started\x02Ended\x02E" +
-	"nd node\x02Held at node\x02Business key\x02Error code\x02Keep it running" +
-	"\x02Keep it held\x02Stop process instance %[1]s\x02Stop this instance? I" +
-	"ts open occurrences are cancelled.\x02Services that hold one of them lea" +
-	"rn it when they next report, and their results are refused. Nothing is c" +
-	"ompleted on their behalf, and a stopped instance cannot be resumed.\x02R" +
-	"eason (recorded in the audit log)\x02Stop the instance\x02This instance " +
-	"has already ended; there is nothing to stop.\x02Say why you stop it: the" +
-	" reason is recorded in the audit log (at most 1,000 characters).\x02avai" +
-	"lable\x02reserved\x02deferred\x02completed\x02failed\x02cancelled\x02run" +
-	"ning\x02held\x02expired\x02rejected\x02released\x02disconnected\x02text" +
+const enData string = "" + // Size: 6642 bytes
+	"\x02Relais console\x02Language\x02Skip to content\x02Main navigation\x02" +
+	"Health\x02External tasks\x02Instances\x02Processes\x02Audit log\x02Find " +
+	"an instance or occurrence\x02id or business key\x02Find\x02Definitions" +
+	"\x02Signed in as %[1]s (%[2]s)\x02Sign out\x02Display settings\x02Times " +
+	"in %[1]s · reload every %[2]d s\x02Times in %[1]s · no auto-reload\x02Th" +
+	"is page reloads every %[1]d seconds.\x02Not allowed\x02Your role can rea" +
+	"d definitions only: external tasks and process instances are for operato" +
+	"rs and administrators.\x02Back to external tasks\x02Back to definitions" +
+	"\x02Not found\x02Nothing exists at this address, or it is not visible to" +
+	" you.\x02Form refused\x02This form was not sent from this console sessio" +
+	"n, or it has expired. Reload the page and try again.\x02Something went w" +
+	"rong\x02The console could not show this page. Try again; if it persists," +
+	" give your administrator the request id %[1]s.\x02Field\x02Type\x02Requi" +
+	"red\x02Classification\x02Constraints\x02Description\x02Definition %[1]s" +
+	"\x02Working copy\x02The only mutable part of a definition. Processes nev" +
+	"er use it directly: they pin a revision.\x02Name\x02Routing output\x02La" +
+	"st saved\x02Revisions\x02No revision yet: the Working copy has never bee" +
+	"n snapshotted.\x02Releases\x02No release yet.\x02Release\x02Revision\x02" +
+	"Notes\x02Published\x02Compare revisions\x02Lists every change from one r" +
+	"evision to another, and whom it may break.\x02From revision\x02To revisi" +
+	"on\x02Compare\x02Change\x02Detail\x02Breaks processes\x02Breaks workers" +
+	"\x02These revisions have the same contracts.\x02Inputs\x02No inputs.\x02" +
+	"Outputs\x02No outputs.\x02Revision %[1]d\x02Snapshotted\x02Digest\x02Cho" +
+	"ose two existing revisions to compare.\x02From revision %[1]d to revisio" +
+	"n %[2]d:\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d ch" +
+	"anges\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d bre" +
+	"aking\x02routing output %[1]s → %[2]s\x02optional → required\x02required" +
+	" → optional\x02values added: %[1]s\x02values removed: %[1]s\x02values re" +
+	"ordered\x02%[1]s: %[2]s → %[3]s\x02required field of type %[1]s\x02optio" +
+	"nal field of type %[1]s\x02none\x02Task contracts: their Working copy, i" +
+	"mmutable revisions and named releases.\x02Key\x02Latest revision\x02none" +
+	" yet\x02No definition yet.\x02Next page\x02First page\x14\x01\x81\x01" +
+	"\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases\x02%[1]s; %[2]s" +
+	"\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s" +
+	" %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d min\x02%" +
+	"[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Au" +
+	"g\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a" +
+	"\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d" +
+	" hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute" +
+	"\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second" +
+	"\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process instance %[1]s\x02Summa" +
+	"ry\x02Path\x02The nodes this instance reached, in order, each with its o" +
+	"ccurrence.\x02Node\x02Occurrence\x02Definition\x02Status\x02Route\x02Nex" +
+	"t node\x02Created\x02Settled\x02This instance has not reached a task yet" +
+	".\x02Value\x02Process inputs\x02Inputs the instance was started with, la" +
+	"belled by process version %[1]d's contract\x02This process takes no inpu" +
+	"ts.\x02The instance was stopped; its open occurrences are cancelled.\x02" +
+	"Stop this instance…\x02Stopping cancels the instance and its open occurr" +
+	"ences. It does not complete anything.\x02Process\x02Started\x02Ended\x02" +
+	"End node\x02Held at node\x02Business key\x02Error code\x02Keep it runnin" +
+	"g\x02Keep it held\x02Stop process instance %[1]s\x02Stop this instance? " +
+	"Its open occurrences are cancelled.\x02Services that hold one of them le" +
+	"arn it when they next report, and their results are refused. Nothing is " +
+	"completed on their behalf, and a stopped instance cannot be resumed.\x02" +
+	"Reason (recorded in the audit log)\x02Stop the instance\x02This instance" +
+	" has already ended; there is nothing to stop.\x02Say why you stop it: th" +
+	"e reason is recorded in the audit log (at most 1,000 characters).\x02ava" +
+	"ilable\x02reserved\x02deferred\x02completed\x02failed\x02cancelled\x02ru" +
+	"nning\x02held\x02expired\x02rejected\x02released\x02disconnected\x02text" +
 	"\x02integer\x02number\x02boolean\x02date\x02date and time\x02choice\x02o" +
 	"bject\x02list\x02normal\x02sensitive\x02secret\x02••• hidden (sensitive)" +
 	"\x02••• hidden (secret)\x02pull (the service fetches it)\x02push (Relais" +
@@ -470,122 +513,142 @@ const enData string = "" + // Size: 5906 bytes
 	"es, newest first\x02No occurrence matches these filters.\x02All definiti" +
 	"ons\x02All statuses\x02All consumers\x02Counts are unavailable right now" +
 	".\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occur" +
-	"rences\x02Only administrators may reveal a sensitive value.\x02Revealed " +
-	"by %[1]s at %[2]s; recorded in the audit log.\x02Cannot reveal\x02Only a" +
-	" value this page shows as hidden (sensitive) can be revealed.\x02Secret " +
-	"values can never be revealed.\x02This page does not accept that request." +
-	"\x02You are signed out.\x02Sign in\x02Sign in with an operator or admini" +
-	"strator token.\x02Token\x02The token is checked once and never stored in" +
-	" your browser; a session cookie stands for it for up to 8 hours of inact" +
-	"ivity.\x02This token is unknown or has been revoked.\x02A %[1]s token ca" +
-	"nnot open the console: sign in with an operator, designer or administrat" +
-	"or token.\x02routing output\x02(each item)\x14\x01\x81\x01\x00\x02\x19" +
-	"\x02at least %[1]d character\x00\x1a\x02at least %[1]d characters\x14" +
-	"\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02at most %" +
-	"[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1]s\x02max" +
-	"imum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]" +
-	"d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at" +
-	" most %[1]d item\x00\x14\x02at most %[1]d items\x02not provided\x14\x01" +
-	"\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02null\x02une" +
-	"xpected value"
+	"rences\x02These settings are kept in this browser only.\x02Show times in" +
+	"\x02The console runs no script, so it cannot read your computer’s time z" +
+	"one: choose its offset from UTC. Offsets do not follow daylight saving t" +
+	"ime.\x02Reload lists and detail pages\x02Pages with a form, such as a co" +
+	"nfirmation, never reload on their own.\x02Save settings\x02Back without " +
+	"saving\x02UTC (coordinated universal time)\x02Local time at %[1]s\x02Nev" +
+	"er\x02Every %[1]d seconds\x02Only administrators may reveal a sensitive " +
+	"value.\x02Revealed by %[1]s at %[2]s; recorded in the audit log.\x02Cann" +
+	"ot reveal\x02Only a value this page shows as hidden (sensitive) can be r" +
+	"evealed.\x02Secret values can never be revealed.\x02This page does not a" +
+	"ccept that request.\x02You are signed out.\x02Sign in\x02Sign in with an" +
+	" operator or administrator token.\x02Token\x02The token is checked once " +
+	"and never stored in your browser; a session cookie stands for it for up " +
+	"to 8 hours of inactivity.\x02This token is unknown or has been revoked." +
+	"\x02A %[1]s token cannot open the console: sign in with an operator, des" +
+	"igner or administrator token.\x02routing output\x02(each item)\x14\x01" +
+	"\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at least %[1" +
+	"]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00" +
+	"\x19\x02at most %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02min" +
+	"imum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14" +
+	"\x02at least %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01" +
+	"\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02not" +
+	" provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d ite" +
+	"ms\x02null\x02unexpected value"
 
-var frIndex = []uint32{ // 268 elements
+var frIndex = []uint32{ // 297 elements
 	// Entry 0 - 1F
-	0x00000000, 0x0000000f, 0x00000016, 0x0000002c,
-	0x0000003d, 0x0000004a, 0x0000006e, 0x0000007e,
-	0x0000008c, 0x00000130, 0x0000014c, 0x00000164,
-	0x00000170, 0x000001b1, 0x000001c4, 0x00000240,
-	0x00000258, 0x000002ee, 0x000002f4, 0x000002f9,
-	0x00000305, 0x00000314, 0x00000320, 0x0000032c,
-	0x0000033e, 0x0000034f, 0x000003d1, 0x000003d5,
-	0x000003e7, 0x000003fe, 0x00000409, 0x0000045c,
+	0x00000000, 0x0000000f, 0x00000016, 0x00000027,
+	0x0000003d, 0x00000043, 0x00000054, 0x0000005e,
+	0x00000068, 0x0000007a, 0x000000a1, 0x000000bd,
+	0x000000c5, 0x000000d2, 0x000000f6, 0x00000106,
+	0x0000011e, 0x00000151, 0x00000182, 0x000001b4,
+	0x000001c2, 0x00000268, 0x00000284, 0x0000029c,
+	0x000002a8, 0x000002e9, 0x000002fc, 0x00000378,
+	0x00000390, 0x00000428, 0x0000042e, 0x00000433,
 	// Entry 20 - 3F
-	0x00000469, 0x0000048e, 0x0000049a, 0x000004a4,
-	0x000004aa, 0x000004b6, 0x000004ce, 0x0000051d,
-	0x0000052d, 0x0000053d, 0x00000546, 0x00000551,
-	0x00000559, 0x0000056d, 0x00000580, 0x000005a8,
-	0x000005b1, 0x000005c1, 0x000005c9, 0x000005d8,
-	0x000005e8, 0x000005f2, 0x000005fc, 0x0000062f,
-	0x0000065d, 0x00000689, 0x000006b9, 0x000006db,
-	0x000006f6, 0x00000711, 0x0000072b, 0x00000745,
+	0x0000043f, 0x0000044e, 0x0000045a, 0x00000466,
+	0x00000478, 0x00000489, 0x0000050d, 0x00000511,
+	0x00000523, 0x0000053a, 0x00000545, 0x0000059a,
+	0x000005a7, 0x000005cc, 0x000005d8, 0x000005e2,
+	0x000005e8, 0x000005f4, 0x0000060c, 0x0000065b,
+	0x0000066b, 0x0000067b, 0x00000684, 0x0000068f,
+	0x00000697, 0x000006ab, 0x000006be, 0x000006e6,
+	0x000006ef, 0x000006ff, 0x00000707, 0x00000716,
 	// Entry 40 - 5F
-	0x0000075b, 0x00000773, 0x00000793, 0x000007b2,
-	0x000007b9, 0x00000821, 0x00000826, 0x0000083a,
-	0x00000852, 0x00000877, 0x00000885, 0x00000894,
-	0x000008c2, 0x000008df, 0x000008e5, 0x000008ec,
-	0x000008f1, 0x000008f6, 0x000008fa, 0x000008ff,
-	0x00000905, 0x0000090b, 0x00000911, 0x00000916,
-	0x0000091b, 0x00000921, 0x0000092b, 0x0000094b,
-	0x0000096d, 0x00000991, 0x000009b7, 0x000009c0,
+	0x00000726, 0x00000730, 0x0000073a, 0x0000076d,
+	0x0000079d, 0x000007c9, 0x000007f9, 0x0000081b,
+	0x00000836, 0x00000851, 0x0000086d, 0x00000889,
+	0x0000089f, 0x000008b9, 0x000008d9, 0x000008f8,
+	0x000008ff, 0x00000969, 0x0000096e, 0x00000982,
+	0x0000099a, 0x000009bf, 0x000009cd, 0x000009dc,
+	0x00000a0a, 0x00000a1a, 0x00000a39, 0x00000a45,
+	0x00000a5e, 0x00000a69, 0x00000a76, 0x00000a85,
 	// Entry 60 - 7F
-	0x000009c8, 0x000009d0, 0x000009da, 0x000009e2,
-	0x000009fe, 0x00000a07, 0x00000a10, 0x00000a64,
-	0x00000a6a, 0x00000a75, 0x00000a81, 0x00000a88,
-	0x00000a8e, 0x00000a9c, 0x00000aa7, 0x00000ab3,
-	0x00000ae6, 0x00000aed, 0x00000b03, 0x00000b76,
-	0x00000b9c, 0x00000be6, 0x00000c01, 0x00000c51,
-	0x00000c5b, 0x00000c69, 0x00000c76, 0x00000c83,
-	0x00000c96, 0x00000ca3, 0x00000cb3, 0x00000cc8,
+	0x00000a8d, 0x00000a97, 0x00000a9f, 0x00000aa7,
+	0x00000aad, 0x00000ab4, 0x00000ab9, 0x00000abe,
+	0x00000ac2, 0x00000ac7, 0x00000acd, 0x00000ad3,
+	0x00000ad9, 0x00000ade, 0x00000ae3, 0x00000ae9,
+	0x00000af3, 0x00000b13, 0x00000b35, 0x00000b59,
+	0x00000b7f, 0x00000b88, 0x00000ba4, 0x00000bad,
+	0x00000bb6, 0x00000c0a, 0x00000c10, 0x00000c1b,
+	0x00000c27, 0x00000c2e, 0x00000c34, 0x00000c42,
 	// Entry 80 - 9F
-	0x00000cdd, 0x00000d06, 0x00000d49, 0x00000e0e,
-	0x00000e3a, 0x00000e50, 0x00000e93, 0x00000f07,
-	0x00000f12, 0x00000f1d, 0x00000f28, 0x00000f32,
-	0x00000f3c, 0x00000f45, 0x00000f4e, 0x00000f58,
-	0x00000f61, 0x00000f6a, 0x00000f71, 0x00000f7f,
-	0x00000f85, 0x00000f8c, 0x00000f93, 0x00000f9c,
-	0x00000fa1, 0x00000faf, 0x00000fb5, 0x00000fbb,
-	0x00000fc1, 0x00000fc9, 0x00000fd2, 0x00000fdb,
+	0x00000c4d, 0x00000c59, 0x00000c8c, 0x00000c93,
+	0x00000ca9, 0x00000d1c, 0x00000d42, 0x00000d8e,
+	0x00000da9, 0x00000df9, 0x00000e03, 0x00000e11,
+	0x00000e1e, 0x00000e2b, 0x00000e3e, 0x00000e4b,
+	0x00000e5b, 0x00000e70, 0x00000e85, 0x00000eae,
+	0x00000ef3, 0x00000fb8, 0x00000fe4, 0x00000ffa,
+	0x0000103f, 0x000010b5, 0x000010c0, 0x000010cb,
+	0x000010d6, 0x000010e0, 0x000010ea, 0x000010f3,
 	// Entry A0 - BF
-	0x00000ff8, 0x00001013, 0x00001033, 0x00001054,
-	0x00001063, 0x0000106e, 0x00001079, 0x00001086,
-	0x0000108a, 0x0000108e, 0x0000109c, 0x000010aa,
-	0x000010b8, 0x000010d8, 0x000010eb, 0x00001104,
-	0x00001119, 0x0000112a, 0x0000113c, 0x0000114e,
-	0x00001154, 0x0000115b, 0x00001163, 0x0000116b,
-	0x00001189, 0x000011a7, 0x000011be, 0x000011d3,
-	0x000011e4, 0x000011fa, 0x000011ff, 0x00001205,
+	0x000010fc, 0x00001106, 0x0000110f, 0x00001118,
+	0x0000111f, 0x0000112d, 0x00001133, 0x0000113a,
+	0x00001141, 0x0000114a, 0x0000114f, 0x0000115d,
+	0x00001163, 0x00001169, 0x0000116f, 0x00001177,
+	0x00001180, 0x00001189, 0x000011a6, 0x000011c1,
+	0x000011e1, 0x00001202, 0x00001211, 0x0000121c,
+	0x00001227, 0x00001234, 0x00001238, 0x0000123c,
+	0x0000124a, 0x00001258, 0x00001266, 0x00001286,
 	// Entry C0 - DF
-	0x00001213, 0x00001221, 0x00001234, 0x0000123f,
-	0x00001258, 0x00001275, 0x0000128f, 0x00001299,
-	0x000012c2, 0x000012cd, 0x000012f7, 0x00001305,
-	0x00001312, 0x00001330, 0x0000133a, 0x0000134d,
-	0x00001384, 0x0000138d, 0x00001399, 0x000013aa,
-	0x000013e9, 0x0000140a, 0x00001448, 0x00001486,
-	0x000014a6, 0x000014e5, 0x00001511, 0x00001528,
-	0x00001532, 0x0000154a, 0x00001596, 0x000015cb,
+	0x00001299, 0x000012b2, 0x000012c7, 0x000012d8,
+	0x000012ea, 0x000012fc, 0x00001302, 0x00001309,
+	0x00001311, 0x00001319, 0x00001337, 0x00001355,
+	0x0000136c, 0x00001381, 0x00001392, 0x000013a8,
+	0x000013ad, 0x000013b3, 0x000013c1, 0x000013cf,
+	0x000013e2, 0x000013ed, 0x00001406, 0x00001423,
+	0x0000143d, 0x00001447, 0x00001470, 0x0000147b,
+	0x000014a5, 0x000014b3, 0x000014c0, 0x000014de,
 	// Entry E0 - FF
-	0x000015e1, 0x00001621, 0x00001659, 0x00001661,
-	0x0000167a, 0x00001690, 0x000016a4, 0x000016b7,
-	0x000016f2, 0x0000171c, 0x0000174c, 0x00001764,
-	0x00001775, 0x0000178c, 0x000017bb, 0x000017e7,
-	0x00001828, 0x0000186c, 0x00001884, 0x000018d7,
-	0x00001912, 0x0000193d, 0x00001956, 0x00001963,
-	0x000019a6, 0x000019ac, 0x00001a46, 0x00001a71,
-	0x00001afb, 0x00001b0d, 0x00001b20, 0x00001b5e,
+	0x000014e8, 0x000014fb, 0x00001532, 0x0000153b,
+	0x00001547, 0x00001558, 0x00001597, 0x000015b8,
+	0x000015f6, 0x00001636, 0x00001656, 0x00001697,
+	0x000016c3, 0x000016da, 0x000016e4, 0x000016fe,
+	0x0000174a, 0x0000177f, 0x00001795, 0x000017d7,
+	0x0000180f, 0x00001817, 0x00001830, 0x00001846,
+	0x0000185a, 0x0000186d, 0x000018a8, 0x000018d2,
+	0x00001902, 0x0000191a, 0x0000192b, 0x00001942,
 	// Entry 100 - 11F
-	0x00001b9a, 0x00001ba6, 0x00001bb3, 0x00001bc1,
-	0x00001bcf, 0x00001bdd, 0x00001c19, 0x00001c53,
-	0x00001c5e, 0x00001c88, 0x00001c8c, 0x00001c9e,
-} // Size: 1096 bytes
+	0x00001971, 0x0000199d, 0x000019d9, 0x000019f0,
+	0x00001ab8, 0x00001ae5, 0x00001b50, 0x00001b6a,
+	0x00001b83, 0x00001ba4, 0x00001bba, 0x00001bc1,
+	0x00001bdb, 0x00001c1c, 0x00001c62, 0x00001c7a,
+	0x00001ccd, 0x00001d08, 0x00001d33, 0x00001d4c,
+	0x00001d59, 0x00001d9c, 0x00001da2, 0x00001e3e,
+	0x00001e69, 0x00001ef5, 0x00001f07, 0x00001f1a,
+	0x00001f58, 0x00001f94, 0x00001fa0, 0x00001fad,
+	// Entry 120 - 13F
+	0x00001fbb, 0x00001fc9, 0x00001fd9, 0x00002015,
+	0x0000204f, 0x0000205a, 0x00002084, 0x00002088,
+	0x0000209a,
+} // Size: 1212 bytes
 
-const frData string = "" + // Size: 7326 bytes
-	"\x02Console Relais\x02Langue\x02Navigation principale\x02Tâches externes" +
-	"\x02Définitions\x02Connecté en tant que %[1]s (%[2]s)\x02Se déconnecter" +
-	"\x02Non autorisé\x02Votre rôle permet de lire les définitions seulement " +
-	": les tâches externes et les instances de processus sont réservées aux o" +
-	"pérateurs et aux administrateurs.\x02Retour aux tâches externes\x02Retou" +
-	"r aux définitions\x02Introuvable\x02Rien n’existe à cette adresse, ou vo" +
-	"us ne pouvez pas le voir.\x02Formulaire refusé\x02Ce formulaire n’a pas " +
-	"été envoyé depuis cette session de la console, ou il a expiré. Recharge" +
-	"z la page et réessayez.\x02Une erreur est survenue\x02La console n’a pas" +
-	" pu afficher cette page. Réessayez ; si le problème persiste, donnez à v" +
-	"otre administrateur l’identifiant de requête %[1]s.\x02Champ\x02Type\x02" +
-	"Obligatoire\x02Classification\x02Contraintes\x02Description\x02Définitio" +
-	"n %[1]s\x02Copie de travail\x02La seule partie modifiable d’une définiti" +
-	"on. Les processus ne l’utilisent jamais directement : ils épinglent une " +
-	"révision.\x02Nom\x02Sortie de routage\x02Dernier enregistrement\x02Révis" +
-	"ions\x02Aucune révision pour l’instant : la copie de travail n’a jamais " +
-	"été figée.\x02Publications\x02Aucune publication pour l’instant.\x02Pub" +
+const frData string = "" + // Size: 8346 bytes
+	"\x02Console Relais\x02Langue\x02Aller au contenu\x02Navigation principal" +
+	"e\x02État\x02Tâches externes\x02Instances\x02Processus\x02Journal d’audi" +
+	"t\x02Trouver une instance ou une occurrence\x02identifiant ou clé métier" +
+	"\x02Trouver\x02Définitions\x02Connecté en tant que %[1]s (%[2]s)\x02Se d" +
+	"éconnecter\x02Réglages d’affichage\x02Heures en %[1]s · rechargement to" +
+	"utes les %[2]d s\x02Heures en %[1]s · sans rechargement automatique\x02C" +
+	"ette page se recharge toutes les %[1]d secondes.\x02Non autorisé\x02Votr" +
+	"e rôle permet de lire les définitions seulement\u202f: les tâches extern" +
+	"es et les instances de processus sont réservées aux opérateurs et aux ad" +
+	"ministrateurs.\x02Retour aux tâches externes\x02Retour aux définitions" +
+	"\x02Introuvable\x02Rien n’existe à cette adresse, ou vous ne pouvez pas " +
+	"le voir.\x02Formulaire refusé\x02Ce formulaire n’a pas été envoyé depuis" +
+	" cette session de la console, ou il a expiré. Rechargez la page et réess" +
+	"ayez.\x02Une erreur est survenue\x02La console n’a pas pu afficher cette" +
+	" page. Réessayez\u202f; si le problème persiste, donnez à votre administ" +
+	"rateur l’identifiant de requête %[1]s.\x02Champ\x02Type\x02Obligatoire" +
+	"\x02Classification\x02Contraintes\x02Description\x02Définition %[1]s\x02" +
+	"Copie de travail\x02La seule partie modifiable d’une définition. Les pro" +
+	"cessus ne l’utilisent jamais directement\u202f: ils épinglent une révisi" +
+	"on.\x02Nom\x02Sortie de routage\x02Dernier enregistrement\x02Révisions" +
+	"\x02Aucune révision pour l’instant\u202f: la copie de travail n’a jamais" +
+	" été figée.\x02Publications\x02Aucune publication pour l’instant.\x02Pub" +
 	"lication\x02Révision\x02Notes\x02Publiée le\x02Comparer des révisions" +
 	"\x02Liste chaque changement d’une révision à une autre, et qui il peut c" +
 	"asser.\x02De la révision\x02À la révision\x02Comparer\x02Changement\x02D" +
@@ -593,96 +656,107 @@ const frData string = "" + // Size: 7326 bytes
 	" les mêmes contrats.\x02Entrées\x02Aucune entrée.\x02Sorties\x02Aucune s" +
 	"ortie.\x02Révision %[1]d\x02Figée le\x02Empreinte\x02Choisissez deux rév" +
 	"isions existantes à comparer.\x02De la révision %[1]d à la révision %[2]" +
-	"d :\x14\x01\x81\x01\x00\x02\x11\x02%[1]d changement\x00\x12\x02%[1]d cha" +
-	"ngements\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incompatible\x00\x14\x02%[" +
-	"1]d incompatibles\x02sortie de routage %[1]s → %[2]s\x02facultatif → obl" +
-	"igatoire\x02obligatoire → facultatif\x02valeurs ajoutées : %[1]s\x02vale" +
-	"urs retirées : %[1]s\x02valeurs réordonnées\x02%[1]s : %[2]s → %[3]s\x02" +
-	"champ obligatoire de type %[1]s\x02champ facultatif de type %[1]s\x02auc" +
-	"une\x02Contrats de tâches : leur copie de travail, leurs révisions immua" +
-	"bles et leurs publications nommées.\x02Clé\x02Dernière révision\x02aucun" +
-	"e pour l’instant\x02Aucune définition pour l’instant.\x02Page suivante" +
-	"\x02Première page\x14\x01\x81\x01\x00\x02\x12\x02%[1]d publication\x00" +
-	"\x13\x02%[1]d publications\x02%[2]s %[1]s %[3]s, %[4]s UTC\x02janv.\x02f" +
-	"évr.\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oct." +
-	"\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jour" +
-	"\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00" +
-	"\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e" +
-	"\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f" +
-	"\x02%[1]d secondes\x02%[1]d ms\x02%[1]d j\x02%[1]d h\x02%[1]d min\x02%[1" +
-	"]d s\x02Instance de processus %[1]s\x02Résumé\x02Parcours\x02Les nœuds a" +
-	"tteints par cette instance, dans l’ordre, chacun avec son occurrence." +
-	"\x02Nœud\x02Occurrence\x02Définition\x02Statut\x02Route\x02Nœud suivant" +
-	"\x02Créée le\x02Réglée le\x02Cette instance n’a encore atteint aucune tâ" +
-	"che.\x02Valeur\x02Entrées du processus\x02Entrées avec lesquelles l’inst" +
-	"ance a démarré, nommées d’après le contrat de la version %[1]d du proces" +
-	"sus\x02Ce processus ne prend aucune entrée.\x02L’instance a été arrêtée " +
-	"; ses occurrences ouvertes sont annulées.\x02Arrêter cette instance…\x02" +
-	"L’arrêt annule l’instance et ses occurrences ouvertes. Il ne termine rie" +
-	"n.\x02Processus\x02Démarrée le\x02Terminée le\x02Nœud de fin\x02Suspendu" +
-	"e au nœud\x02Clé métier\x02Code d’erreur\x02La laisser continuer\x02La l" +
-	"aisser suspendue\x02Arrêter l’instance de processus %[1]s\x02Arrêter cet" +
-	"te instance ? Ses occurrences ouvertes sont annulées.\x02Les services qu" +
-	"i en détiennent une l’apprennent à leur prochain retour, et leurs résult" +
-	"ats sont refusés. Rien n’est terminé à leur place, et une instance arrêt" +
-	"ée ne peut pas reprendre.\x02Motif (consigné dans le journal d’audit)" +
-	"\x02Arrêter l’instance\x02Cette instance est déjà terminée ; il n’y a ri" +
-	"en à arrêter.\x02Indiquez pourquoi vous l’arrêtez : le motif est consign" +
-	"é dans le journal d’audit (1 000 caractères au plus).\x02disponible\x02" +
-	"réservée\x02différée\x02terminée\x02en échec\x02annulée\x02en cours\x02s" +
-	"uspendue\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte\x02enti" +
-	"er\x02nombre\x02booléen\x02date\x02date et heure\x02choix\x02objet\x02li" +
-	"ste\x02normale\x02sensible\x02secrète\x02••• masqué (sensible)\x02••• ma" +
-	"squé (secret)\x02pull (le service la récupère)\x02push (Relais appelle l" +
-	"e service)\x02administrateur\x02opérateur\x02concepteur\x02consommateur" +
-	"\x02oui\x02non\x02champ ajouté\x02champ retiré\x02type modifié\x02caract" +
-	"ère obligatoire modifié\x02valeurs modifiées\x02classification modifiée" +
-	"\x02contrainte modifiée\x02routage modifié\x02longueur minimale\x02longu" +
-	"eur maximale\x02motif\x02format\x02minimum\x02maximum\x02nombre minimal " +
-	"d’éléments\x02nombre maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]" +
-	"s, version %[2]s\x02Occurrence %[1]s\x02Instance de processus\x02Mode" +
-	"\x02Dates\x02Disponible le\x02Réservée le\x02Verrou expirant le\x02Échéa" +
-	"nce\x02Politique d’exécution\x02Nombre maximal de tentatives\x02Délai av" +
-	"ant nouvel essai\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute)" +
-	"\x02Tentatives\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11" +
-	"\x02%[1]d tentatives\x02au plus %[1]d\x02Consommateur\x02Identifiant de " +
-	"l’exécutant\x02Résultat\x02Message d’erreur\x02Aucun service n’a encore " +
-	"réservé cette occurrence.\x02en cours\x02Destination\x02Délai d’appel" +
-	"\x02Entrées, nommées d’après le contrat de la révision %[1]d\x02Ce contr" +
-	"at n’a aucune entrée.\x02Sorties, nommées d’après le contrat de la révis" +
-	"ion %[1]d\x02Pas encore de sorties : l’occurrence n’est pas terminée." +
-	"\x02Ce contrat n’a aucune sortie.\x02Aucune sortie : l’occurrence s’est " +
-	"terminée sans aboutir.\x02Révéler — cette action est enregistrée\x02cons" +
-	"ommateur n° %[1]s\x02[masqué]\x02Statut inconnu : %[1]q.\x02L’instance d" +
-	"e processus doit être un identifiant d’instance (un UUID).\x02La révisio" +
-	"n doit être un nombre entier, 1 ou plus.\x02Consommateur inconnu.\x02Le " +
-	"curseur de page est invalide : revenez à la première page.\x02La taille " +
-	"de page doit être comprise entre 1 et %[1]d.\x02Filtres\x02identifiant d" +
-	"’instance\x02Appliquer les filtres\x02Effacer les filtres\x02Nombres p" +
-	"ar statut\x02Les nombres sont actualisés toutes les quelques secondes." +
-	"\x02Occurrences, les plus récentes d’abord\x02Aucune occurrence ne corre" +
-	"spond à ces filtres.\x02Toutes les définitions\x02Tous les statuts\x02To" +
-	"us les consommateurs\x02Les nombres sont indisponibles pour le moment." +
-	"\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurr" +
-	"ences\x02Seuls les administrateurs peuvent révéler une valeur sensible." +
-	"\x02Révélé par %[1]s le %[2]s ; consigné dans le journal d’audit.\x02Rév" +
-	"élation impossible\x02Seule une valeur que cette page affiche masquée (" +
-	"sensible) peut être révélée.\x02Les valeurs secrètes ne peuvent jamais ê" +
-	"tre révélées.\x02Cette page n’accepte pas cette requête.\x02Vous êtes dé" +
-	"connecté.\x02Se connecter\x02Connectez-vous avec un jeton d’opérateur ou" +
-	" d’administrateur.\x02Jeton\x02Le jeton est vérifié une fois et n’est ja" +
-	"mais conservé dans votre navigateur ; un cookie de session le remplace j" +
-	"usqu’à 8 heures d’inactivité.\x02Ce jeton est inconnu ou a été révoqué." +
-	"\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console : connectez-vou" +
-	"s avec un jeton d’opérateur, de concepteur ou d’administrateur.\x02sorti" +
-	"e de routage\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins" +
-	" %[1]d caractère\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01" +
-	"\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractè" +
-	"res\x02motif %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02" +
-	"parmi : %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00" +
-	"\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %" +
-	"[1]d élément\x00\x19\x02au plus %[1]d éléments\x02non fourni\x14\x01\x81" +
-	"\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02nul\x02va" +
-	"leur inattendue"
+	"d\u202f:\x14\x01\x81\x01\x00\x02\x11\x02%[1]d changement\x00\x12\x02%[1]" +
+	"d changements\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incompatible\x00\x14" +
+	"\x02%[1]d incompatibles\x02sortie de routage %[1]s → %[2]s\x02facultatif" +
+	" → obligatoire\x02obligatoire → facultatif\x02valeurs ajoutées\u202f: %[" +
+	"1]s\x02valeurs retirées\u202f: %[1]s\x02valeurs réordonnées\x02%[1]s" +
+	"\u202f: %[2]s → %[3]s\x02champ obligatoire de type %[1]s\x02champ facult" +
+	"atif de type %[1]s\x02aucune\x02Contrats de tâches\u202f: leur copie de " +
+	"travail, leurs révisions immuables et leurs publications nommées.\x02Clé" +
+	"\x02Dernière révision\x02aucune pour l’instant\x02Aucune définition pour" +
+	" l’instant.\x02Page suivante\x02Première page\x14\x01\x81\x01\x00\x02" +
+	"\x12\x02%[1]d publication\x00\x13\x02%[1]d publications\x02%[1]s\u202f; " +
+	"%[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %" +
+	"[3]s %[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’instant\x02%[1]d s\x02%[" +
+	"1]d min\x02%[1]d h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02avr.\x02mai" +
+	"\x02juin\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 seconde" +
+	"\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours\x14" +
+	"\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14\x01" +
+	"\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01" +
+	"\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%[1]d" +
+	" ms\x02Instance de processus %[1]s\x02Résumé\x02Parcours\x02Les nœuds at" +
+	"teints par cette instance, dans l’ordre, chacun avec son occurrence.\x02" +
+	"Nœud\x02Occurrence\x02Définition\x02Statut\x02Route\x02Nœud suivant\x02C" +
+	"réée le\x02Réglée le\x02Cette instance n’a encore atteint aucune tâche." +
+	"\x02Valeur\x02Entrées du processus\x02Entrées avec lesquelles l’instance" +
+	" a démarré, nommées d’après le contrat de la version %[1]d du processus" +
+	"\x02Ce processus ne prend aucune entrée.\x02L’instance a été arrêtée" +
+	"\u202f; ses occurrences ouvertes sont annulées.\x02Arrêter cette instanc" +
+	"e…\x02L’arrêt annule l’instance et ses occurrences ouvertes. Il ne termi" +
+	"ne rien.\x02Processus\x02Démarrée le\x02Terminée le\x02Nœud de fin\x02Su" +
+	"spendue au nœud\x02Clé métier\x02Code d’erreur\x02La laisser continuer" +
+	"\x02La laisser suspendue\x02Arrêter l’instance de processus %[1]s\x02Arr" +
+	"êter cette instance\u202f? Ses occurrences ouvertes sont annulées.\x02L" +
+	"es services qui en détiennent une l’apprennent à leur prochain retour, e" +
+	"t leurs résultats sont refusés. Rien n’est terminé à leur place, et une " +
+	"instance arrêtée ne peut pas reprendre.\x02Motif (consigné dans le journ" +
+	"al d’audit)\x02Arrêter l’instance\x02Cette instance est déjà terminée" +
+	"\u202f; il n’y a rien à arrêter.\x02Indiquez pourquoi vous l’arrêtez" +
+	"\u202f: le motif est consigné dans le journal d’audit (1 000 caractères " +
+	"au plus).\x02disponible\x02réservée\x02différée\x02terminée\x02en échec" +
+	"\x02annulée\x02en cours\x02suspendue\x02expirée\x02rejetée\x02rendue\x02" +
+	"déconnectée\x02texte\x02entier\x02nombre\x02booléen\x02date\x02date et h" +
+	"eure\x02choix\x02objet\x02liste\x02normale\x02sensible\x02secrète\x02•••" +
+	" masqué (sensible)\x02••• masqué (secret)\x02pull (le service la récupèr" +
+	"e)\x02push (Relais appelle le service)\x02administrateur\x02opérateur" +
+	"\x02concepteur\x02consommateur\x02oui\x02non\x02champ ajouté\x02champ re" +
+	"tiré\x02type modifié\x02caractère obligatoire modifié\x02valeurs modifié" +
+	"es\x02classification modifiée\x02contrainte modifiée\x02routage modifié" +
+	"\x02longueur minimale\x02longueur maximale\x02motif\x02format\x02minimum" +
+	"\x02maximum\x02nombre minimal d’éléments\x02nombre maximal d’éléments" +
+	"\x02%[1]s, révision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s" +
+	"\x02Instance de processus\x02Mode\x02Dates\x02Disponible le\x02Réservée " +
+	"le\x02Verrou expirant le\x02Échéance\x02Politique d’exécution\x02Nombre " +
+	"maximal de tentatives\x02Délai avant nouvel essai\x02Priorité\x02%[1]d (" +
+	"0 la plus basse, 9 la plus haute)\x02Tentatives\x14\x01\x81\x01\x00\x02" +
+	"\x10\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x02au plus %[1]d\x02" +
+	"Consommateur\x02Identifiant de l’exécutant\x02Résultat\x02Message d’erre" +
+	"ur\x02Aucun service n’a encore réservé cette occurrence.\x02en cours\x02" +
+	"Destination\x02Délai d’appel\x02Entrées, nommées d’après le contrat de l" +
+	"a révision %[1]d\x02Ce contrat n’a aucune entrée.\x02Sorties, nommées d’" +
+	"après le contrat de la révision %[1]d\x02Pas encore de sorties\u202f: l’" +
+	"occurrence n’est pas terminée.\x02Ce contrat n’a aucune sortie.\x02Aucun" +
+	"e sortie\u202f: l’occurrence s’est terminée sans aboutir.\x02Révéler — c" +
+	"ette action est enregistrée\x02consommateur n° %[1]s\x02[masqué]\x02Stat" +
+	"ut inconnu\u202f: %[1]q.\x02L’instance de processus doit être un identif" +
+	"iant d’instance (un UUID).\x02La révision doit être un nombre entier, 1 " +
+	"ou plus.\x02Consommateur inconnu.\x02Le curseur de page est invalide" +
+	"\u202f: revenez à la première page.\x02La taille de page doit être compr" +
+	"ise entre 1 et %[1]d.\x02Filtres\x02identifiant d’instance\x02Appliquer " +
+	"les filtres\x02Effacer les filtres\x02Nombres par statut\x02Les nombres " +
+	"sont actualisés toutes les quelques secondes.\x02Occurrences, les plus r" +
+	"écentes d’abord\x02Aucune occurrence ne correspond à ces filtres.\x02To" +
+	"utes les définitions\x02Tous les statuts\x02Tous les consommateurs\x02Le" +
+	"s nombres sont indisponibles pour le moment.\x14\x01\x81\x01\x00\x02\x11" +
+	"\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02Ces réglages sont c" +
+	"onservés dans ce navigateur seulement.\x02Afficher les heures en\x02La c" +
+	"onsole n’exécute aucun script et ne peut donc pas lire le fuseau horaire" +
+	" de votre ordinateur\u202f: choisissez son décalage par rapport à UTC. L" +
+	"es décalages ne suivent pas l’heure d’été.\x02Recharger les listes et le" +
+	"s pages de détail\x02Les pages qui contiennent un formulaire, comme une " +
+	"confirmation, ne se rechargent jamais d’elles-mêmes.\x02Enregistrer les " +
+	"réglages\x02Revenir sans enregistrer\x02UTC (temps universel coordonné)" +
+	"\x02Heure locale à %[1]s\x02Jamais\x02Toutes les %[1]d secondes\x02Seuls" +
+	" les administrateurs peuvent révéler une valeur sensible.\x02Révélé par " +
+	"%[1]s le %[2]s\u202f; consigné dans le journal d’audit.\x02Révélation im" +
+	"possible\x02Seule une valeur que cette page affiche masquée (sensible) p" +
+	"eut être révélée.\x02Les valeurs secrètes ne peuvent jamais être révélée" +
+	"s.\x02Cette page n’accepte pas cette requête.\x02Vous êtes déconnecté." +
+	"\x02Se connecter\x02Connectez-vous avec un jeton d’opérateur ou d’admini" +
+	"strateur.\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais cons" +
+	"ervé dans votre navigateur\u202f; un cookie de session le remplace jusqu" +
+	"’à 8 heures d’inactivité.\x02Ce jeton est inconnu ou a été révoqué." +
+	"\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: connecte" +
+	"z-vous avec un jeton d’opérateur, de concepteur ou d’administrateur.\x02" +
+	"sortie de routage\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au " +
+	"moins %[1]d caractère\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81" +
+	"\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %[1]d car" +
+	"actères\x02motif %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s" +
+	"\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élé" +
+	"ment\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02a" +
+	"u plus %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02non fourni\x14" +
+	"\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02n" +
+	"ul\x02valeur inattendue"
 
-	// Total table size 15424 bytes (15KiB); checksum: CC440C53
+	// Total table size 17412 bytes (17KiB); checksum: 1D807970
