@@ -87,6 +87,10 @@ type Console struct {
 	sessions *sessionStore
 	counts   *snapshotCache[countSnapshot]
 	menus    *snapshotCache[filterMenus]
+	// nodeCounts are each process version's occurrences per node.
+	nodeCounts *versionCounts
+	// healthCache is the health page's snapshot of queues and last hour.
+	healthCache *snapshotCache[engine.Health]
 	// now is the clock sessions expire by; tests move it.
 	now func() time.Time
 }
@@ -96,9 +100,14 @@ func New(logger *slog.Logger, eng *engine.Engine) *Console {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Console{logger: logger, eng: eng, sessions: newSessionStore(), now: time.Now,
+	c := &Console{logger: logger, eng: eng, sessions: newSessionStore(), now: time.Now,
 		counts: newSnapshotCache("counts by status", loadCounts(eng), logger, countsTTL),
 		menus:  newSnapshotCache("filter menus", loadMenus(eng), logger, menusTTL)}
+	c.counts.clock = eng.Now
+	c.nodeCounts = &versionCounts{eng: eng, c: c}
+	c.healthCache = newSnapshotCache("health", eng.Health, logger, countsTTL)
+	c.healthCache.clock = eng.Now
+	return c
 }
 
 // contentSecurityPolicy allows nothing but the console's own stylesheet,

@@ -347,15 +347,22 @@ func TestStopInstanceAfterConfirmation(t *testing.T) {
 		t.Fatalf("showing the confirmation stopped the instance: %v", got)
 	}
 	r := b.do("POST", action, url.Values{"csrf": {csrfOf(t, confirm)}, "reason": {"customer asked"}})
-	if r.status != http.StatusSeeOther || r.header.Get("Location") != "/console/instances/"+f.runInst+"?stopped=1" {
+	if r.status != http.StatusSeeOther || r.header.Get("Location") != "/console/instances/"+f.runInst {
 		t.Fatalf("stop: %d %q %.300s", r.status, r.header.Get("Location"), r.body)
 	}
 	after := b.mustGet(r.header.Get("Location"), 200)
 	if got := text(after, "instance-status"); got != "annulée" {
 		t.Errorf("status after stop = %q", got)
 	}
-	if text(after, "notice") == "" || count(after, "stop-instance") != 0 {
-		t.Errorf("after stop: notice %q, stop link %d", text(after, "notice"), count(after, "stop-instance"))
+	if !strings.HasPrefix(text(after, "flash"), "Arrêt\u202f: l’instance") || count(after, "stop-instance") != 0 {
+		t.Errorf("after stop: notice %q, stop link %d", text(after, "flash"), count(after, "stop-instance"))
+	}
+	if got := text(after, "attribution"); !strings.HasPrefix(got, "Arrêtée par operator le ") || !strings.HasSuffix(got, "« customer asked »") {
+		t.Errorf("attribution %q, want who stopped it and why", got)
+	}
+	// The notice is shown once: a reload does not repeat it.
+	if again := b.mustGet(r.header.Get("Location"), 200); count(again, "flash") != 0 {
+		t.Errorf("the notice came back on reload: %q", text(again, "flash"))
 	}
 	if got := text(b.mustGet("/console/occurrences/"+f.available, 200), "status"); got != "annulée" {
 		t.Errorf("open occurrence after stop = %q, want annulée", got)

@@ -125,6 +125,17 @@ type valueRow struct {
 	// Revealed shows in place of the marker, for this one response.
 	Revealed     string
 	RevealNotice string
+	// RevealName is the accessible name of the row's reveal button, which
+	// names the field (every button shows the same words).
+	RevealName string
+}
+
+// maskClass styles a masked marker: secret apart from sensitive.
+func (r valueRow) maskClass() string {
+	if r.Sensitive {
+		return "masked masked-sensitive"
+	}
+	return "masked masked-secret"
 }
 
 // valueRows lays out a (masked) JSON object along its contract, labelled

@@ -39,724 +39,1371 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                     90,
-	"%[1]s %[2]s, %[3]s %[4]s":        91,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s": 89,
-	"%[1]s; %[2]s":                    88,
-	"%d (0 lowest, 9 highest)":        217,
-	"%d attempts":                     219,
-	"%d breaking":                     69,
-	"%d changes":                      68,
-	"%d d":                            98,
-	"%d days":                         112,
-	"%d h":                            97,
-	"%d hours":                        113,
-	"%d items":                        293,
-	"%d min":                          96,
-	"%d minutes":                      114,
-	"%d ms":                           116,
-	"%d occurrences":                  256,
-	"%d releases":                     87,
-	"%d s":                            95,
-	"%d seconds":                      115,
-	"%s ago":                          93,
-	"%s, revision %s":                 203,
-	"%s, version %s":                  204,
-	"%s: %s → %s":                     76,
-	"(each item)":                     282,
-	"0 seconds":                       111,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.": 280,
-	"All consumers":          254,
-	"All definitions":        252,
-	"All statuses":           253,
-	"Apply filters":          246,
-	"Apr":                    102,
-	"Attempts":               218,
-	"Audit log":              8,
-	"Aug":                    106,
-	"Available":              209,
-	"Back to definitions":    22,
-	"Back to external tasks": 21,
-	"Back without saving":    263,
-	"Breaks processes":       56,
-	"Breaks workers":         57,
-	"Business key":           142,
-	"Call timeout":           228,
-	"Cannot reveal":          270,
-	"Change":                 54,
-	"Choose two existing revisions to compare.": 66,
-	"Classification":    32,
-	"Clear filters":     247,
-	"Compare":           53,
-	"Compare revisions": 49,
-	"Constraints":       33,
-	"Consumer":          221,
-	"Counts are refreshed every few seconds.": 249,
-	"Counts are unavailable right now.":       255,
-	"Counts by status":                        248,
-	"Created":                                 127,
-	"Dates":                                   208,
-	"Deadline":                                212,
-	"Dec":                                     110,
-	"Definition":                              123,
-	"Definition %s":                           35,
-	"Definitions":                             12,
-	"Description":                             34,
-	"Destination":                             227,
-	"Detail":                                  55,
-	"Digest":                                  65,
-	"Display settings":                        15,
-	"End node":                                140,
-	"Ended":                                   139,
-	"Error code":                              143,
-	"Error message":                           224,
-	"Every %d seconds":                        267,
-	"External tasks":                          5,
-	"Feb":                                     100,
-	"Field":                                   29,
-	"Filters":                                 244,
-	"Find":                                    11,
-	"Find an instance or occurrence":          9,
-	"First page":                              86,
-	"Form refused":                            25,
-	"From revision":                           51,
-	"From revision %d to revision %d:":        67,
-	"Health":                                  4,
-	"Held at node":                            141,
-	"Inputs":                                  59,
-	"Inputs the instance was started with, labelled by process version %d's contract": 132,
-	"Inputs, labelled by revision %d's contract":                                      229,
-	"Instances":       6,
-	"Jan":             99,
-	"Jul":             105,
-	"Jun":             104,
-	"Keep it held":    145,
-	"Keep it running": 144,
-	"Key":             81,
-	"Language":        1,
-	"Last saved":      40,
-	"Latest revision": 82,
-	"Lists every change from one revision to another, and whom it may break.": 50,
-	"Local time at %s":                     265,
-	"Lock expires":                         211,
-	"Main navigation":                      3,
-	"Mar":                                  101,
-	"Maximum attempts":                     214,
-	"May":                                  103,
-	"Mode":                                 207,
-	"Name":                                 38,
-	"Never":                                266,
-	"Next node":                            126,
-	"Next page":                            85,
-	"No definition yet.":                   84,
-	"No inputs.":                           60,
-	"No occurrence matches these filters.": 251,
-	"No outputs yet: the occurrence has not completed.": 232,
-	"No outputs.": 62,
-	"No outputs: the occurrence ended without completing.": 234,
-	"No release yet.": 44,
-	"No revision yet: the Working copy has never been snapshotted.": 42,
-	"No service has reserved this occurrence yet.":                  225,
-	"Node":        121,
-	"Not allowed": 19,
-	"Not found":   23,
-	"Notes":       47,
-	"Nothing exists at this address, or it is not visible to you.": 24,
-	"Nov":                       109,
-	"Occurrence":                122,
-	"Occurrence %s":             205,
-	"Occurrences, newest first": 250,
-	"Oct":                       108,
-	"Only a value this page shows as hidden (sensitive) can be revealed.": 271,
-	"Only administrators may reveal a sensitive value.":                   268,
-	"Outcome": 223,
-	"Outputs": 61,
-	"Outputs, labelled by revision %d's contract":                           231,
-	"Pages with a form, such as a confirmation, never reload on their own.": 261,
-	"Path":                               119,
-	"Policy":                             213,
-	"Priority":                           216,
-	"Process":                            137,
-	"Process inputs":                     131,
-	"Process instance":                   206,
-	"Process instance %s":                117,
-	"Processes":                          7,
-	"Published":                          48,
-	"Reason (recorded in the audit log)": 149,
-	"Relais console":                     0,
-	"Release":                            45,
-	"Releases":                           43,
-	"Reload lists and detail pages":      260,
-	"Required":                           31,
-	"Reserved":                           210,
-	"Retry delay":                        215,
-	"Reveal — this is recorded":          235,
-	"Revealed by %s at %s; recorded in the audit log.": 269,
-	"Revision":       46,
-	"Revision %d":    63,
-	"Revisions":      41,
-	"Route":          125,
-	"Routing output": 39,
-	"Save settings":  262,
-	"Say why you stop it: the reason is recorded in the audit log (at most 1,000 characters).": 152,
-	"Secret values can never be revealed.":                                                     272,
-	"Sep":                                                                                      107,
-	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 148,
-	"Settled":       128,
-	"Show times in": 258,
-	"Sign in":       275,
-	"Sign in with an operator or administrator token.": 276,
-	"Sign out":                 14,
-	"Signed in as %s (%s)":     13,
-	"Skip to content":          2,
-	"Snapshotted":              64,
-	"Something went wrong":     27,
-	"Started":                  138,
-	"Status":                   124,
-	"Stop process instance %s": 146,
-	"Stop the instance":        150,
-	"Stop this instance? Its open occurrences are cancelled.":                                147,
-	"Stop this instance…":                                                                    135,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.": 136,
-	"Summary": 118,
-	"Task contracts: their Working copy, immutable revisions and named releases.":                                                                      80,
-	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                      28,
-	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.": 259,
-	"The instance was stopped; its open occurrences are cancelled.":                                                                                    134,
-	"The nodes this instance reached, in order, each with its occurrence.":                                                                             120,
-	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                     37,
-	"The page cursor is invalid: go back to the first page.":                                                                                           242,
-	"The page size must be between 1 and %d.":                                                                                                          243,
-	"The process instance must be an instance id (a UUID).":                                                                                            239,
-	"The revision must be a whole number, 1 or more.":                                                                                                  240,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                      278,
-	"These revisions have the same contracts.":                                                                                                         58,
-	"These settings are kept in this browser only.":                                                                                                    257,
-	"This contract has no inputs.":                                                                                                                     230,
-	"This contract has no outputs.":                                                                                                                    233,
-	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                                              26,
-	"This instance has already ended; there is nothing to stop.":                                                                                       151,
-	"This instance has not reached a task yet.":                                                                                                        129,
-	"This page does not accept that request.":                                                                                                          273,
-	"This page reloads every %d seconds.":                                                                                                              18,
-	"This process takes no inputs.":                                                                                                                    133,
-	"This token is unknown or has been revoked.":                                                                                                       279,
-	"Times in %s · no auto-reload":                                                                                                                     17,
-	"Times in %s · reload every %d s":                                                                                                                  16,
-	"To revision":                                                                                                                                      52,
-	"Token":                                                                                                                                            277,
-	"Type":                                                                                                                                             30,
-	"UTC (coordinated universal time)":                                                                                                                 264,
-	"Unknown consumer.":                                                                                                                                241,
-	"Unknown status %q.":                                                                                                                               238,
-	"Value":                                                                                                                                            130,
-	"Worker id":                                                                                                                                        222,
-	"Working copy":                                                                                                                                     36,
-	"You are signed out.":                                                                                                                              274,
-	"Your role can read definitions only: external tasks and process instances are for operators and administrators.": 20,
-	"[redacted]":                      237,
-	"administrator":                   181,
-	"at least %d characters":          283,
-	"at least %d items":               290,
-	"at most %d":                      220,
-	"at most %d characters":           284,
-	"at most %d items":                291,
-	"available":                       153,
-	"boolean":                         168,
-	"cancelled":                       158,
-	"choice":                          171,
-	"classification changed":          192,
-	"completed":                       156,
-	"constraint changed":              193,
-	"consumer":                        184,
-	"consumer #%s":                    236,
-	"date":                            169,
-	"date and time":                   170,
-	"deferred":                        155,
-	"designer":                        183,
-	"disconnected":                    164,
-	"expired":                         161,
-	"failed":                          157,
-	"field added":                     187,
-	"field removed":                   188,
-	"format":                          198,
-	"format %s":                       286,
-	"held":                            160,
-	"id or business key":              10,
-	"in %s":                           92,
-	"in progress":                     226,
-	"instance id":                     245,
-	"integer":                         166,
-	"just now":                        94,
-	"list":                            173,
-	"maximum":                         200,
-	"maximum %s":                      288,
-	"maximum items":                   202,
-	"maximum length":                  196,
-	"minimum":                         199,
-	"minimum %s":                      287,
-	"minimum items":                   201,
-	"minimum length":                  195,
-	"no":                              186,
-	"none":                            79,
-	"none yet":                        83,
-	"normal":                          174,
-	"not provided":                    292,
-	"null":                            294,
-	"number":                          167,
-	"object":                          172,
-	"one of: %s":                      289,
-	"operator":                        182,
-	"optional field of type %s":       78,
-	"optional → required":             71,
-	"pattern":                         197,
-	"pattern %s":                      285,
-	"pull (the service fetches it)":   179,
-	"push (Relais calls the service)": 180,
-	"rejected":                        162,
-	"released":                        163,
-	"required changed":                190,
-	"required field of type %s":       77,
-	"required → optional":             72,
-	"reserved":                        154,
-	"routing changed":                 194,
-	"routing output":                  281,
-	"routing output %s → %s":          70,
-	"running":                         159,
-	"secret":                          176,
-	"sensitive":                       175,
-	"text":                            165,
-	"type changed":                    189,
-	"unexpected value":                295,
-	"values added: %s":                73,
-	"values changed":                  191,
-	"values removed: %s":              74,
-	"values reordered":                75,
-	"yes":                             185,
-	"••• hidden (secret)":             178,
-	"••• hidden (sensitive)":          177,
+	"%[1]s %[2]s":                              211,
+	"%[1]s %[2]s, %[3]s %[4]s":                 212,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          210,
+	"%[1]s; %[2]s":                             209,
+	"%d (0 lowest, 9 highest)":                 340,
+	"%d attempts":                              360,
+	"%d attempts, retry after %s, priority %d": 483,
+	"%d breaking":                              156,
+	"%d changes":                               155,
+	"%d completed":                             207,
+	"%d d":                                     219,
+	"%d days":                                  233,
+	"%d failed":                                208,
+	"%d h":                                     218,
+	"%d held instances match now.":             45,
+	"%d hours":                                 234,
+	"%d items":                                 516,
+	"%d left":                                  362,
+	"%d min":                                   217,
+	"%d minutes":                               235,
+	"%d ms":                                    237,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 473,
+	"%d occurrences": 429,
+	"%d releases":    172,
+	"%d running or held instances match now.": 52,
+	"%d s":       216,
+	"%d seconds": 236,
+	"%d skipped: they changed after the count (settled, or acted on by someone else).": 65,
+	"%s ago":                            214,
+	"%s so far":                         406,
+	"%s → %s":                           478,
+	"%s, revision %s":                   330,
+	"%s, version %s":                    331,
+	"%s: %s → %s":                       163,
+	"%s: a date is written 2026-12-01.": 440,
+	"%s: the first day comes after the last.": 441,
+	"%s–%s":       206,
+	"(each item)": 505,
+	"(worker %s)": 395,
+	"0 seconds":   232,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.": 503,
+	"Abandon %d instances":                                           49,
+	"Abandon every held instance this filter matches":                47,
+	"Abandon every held instance…":                                   7,
+	"Abandon process instance %s":                                    17,
+	"Abandon the instance":                                           20,
+	"Abandon this instance? It fails with the error code abandoned.": 18,
+	"Abandoned by %s at %s — “%s”":                                   261,
+	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 35,
+	"Abandon…": 1,
+	"Act on every instance this filter matches": 274,
+	"Action":                              68,
+	"All actions":                         79,
+	"All consumers":                       426,
+	"All definitions":                     197,
+	"All processes":                       280,
+	"All statuses":                        281,
+	"An operator abandoned the instance.": 388,
+	"Apply filters":                       76,
+	"Apr":                                 223,
+	"As of %s (%s); refreshed every few seconds.": 194,
+	"Attempts":                         341,
+	"Audit log":                        73,
+	"Aug":                              227,
+	"Available from":                   370,
+	"Back to definitions":              109,
+	"Back to external tasks":           108,
+	"Back to the list":                 42,
+	"Back without saving":              448,
+	"Breaks processes":                 143,
+	"Breaks workers":                   144,
+	"Bulk %s applied to %d instances.": 64,
+	"Bulk action":                      72,
+	"Business key":                     58,
+	"Call timeout":                     357,
+	"Cancelled: the instance was stopped (%s).":               405,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 404,
+	"Cannot act on this filter":                               61,
+	"Cannot reveal":                                           488,
+	"Change":                                                  141,
+	"Choose two existing revisions to compare.":               153,
+	"Classification":                                          119,
+	"Clear filters":                                           77,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 462,
+	"Compare":              140,
+	"Compare revisions":    136,
+	"Completed":            205,
+	"Completed (%s).":      400,
+	"Completed, last hour": 190,
+	"Completions and failures per 5 minutes, last hour: %s":    198,
+	"Completions and failures per 5-minute slot, oldest first": 203,
+	"Completions and failures, last hour":                      183,
+	"Constraints":                                              120,
+	"Consumer":                                                 343,
+	"Consumer and worker":                                      423,
+	"Counts are unavailable right now.":                        193,
+	"Counts as of %s (%s); refreshed every few seconds.":       471,
+	"Counts by status":                                         419,
+	"Created":                                                  248,
+	"Created from":                                             59,
+	"Created to":                                               60,
+	"Dates":                                                    334,
+	"Deadline":                                                 338,
+	"Dec":                                                      231,
+	"Deferred":                                                 374,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 399,
+	"Definition":    185,
+	"Definition %s": 122,
+	"Definitions":   99,
+	"Definitions, those needing attention first": 184,
+	"Description":          121,
+	"Destination":          352,
+	"Destination’s answer": 347,
+	"Detail":               142,
+	"Digest":               152,
+	"Display settings":     102,
+	"Duration":             346,
+	"Each definition’s queue and incidents now, and what its workers finished in the last hour.":                              182,
+	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  51,
+	"Each one fails with the error code abandoned and cannot be resumed.":                                                     48,
+	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 44,
+	"End node":                    265,
+	"End node or error":           278,
+	"Ended":                       264,
+	"Error":                       422,
+	"Error (before any attempt)":  376,
+	"Error code":                  268,
+	"Error message":               349,
+	"Every %d seconds":            452,
+	"Every attempt, oldest first": 342,
+	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log (GET /api/v1/audit/reveals).": 74,
+	"External tasks":                   93,
+	"Failed":                           188,
+	"Failed (%s).":                     403,
+	"Failed occurrence":                267,
+	"Failed, last hour":                191,
+	"Feb":                              221,
+	"Field":                            116,
+	"Filter":                           40,
+	"Filters":                          75,
+	"Find":                             98,
+	"Find an instance or occurrence":   96,
+	"First page":                       87,
+	"Form refused":                     112,
+	"From revision":                    138,
+	"From revision %d to revision %d:": 154,
+	"Give a reason: it is recorded in the audit log (at most 1,000 characters). Nothing was done.": 31,
+	"Graph":                   461,
+	"Graph of %s":             472,
+	"HTTP 2xx, unusable body": 409,
+	"Health":                  92,
+	"Held at node":            266,
+	"Held instances":          187,
+	"In the last hour: %d completed, %d failed. The table after the chart gives each 5-minute slot.": 199,
+	"Inputs": 146,
+	"Inputs the instance was started with, labelled by process version %d's contract": 256,
+	"Inputs, labelled by revision %d's contract":                                      363,
+	"Instance":                  277,
+	"Instances":                 94,
+	"Instances of this process": 470,
+	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.": 19,
+	"Its instance is held here, waiting for an operator.":                                                                   401,
+	"Its instance went on along the node’s error path.":                                                                     402,
+	"Its message": 377,
+	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 29,
+	"Jan":                     220,
+	"Jul":                     226,
+	"Jun":                     225,
+	"Keep it held":            12,
+	"Keep it running":         11,
+	"Key":                     168,
+	"Kind":                    465,
+	"Language":                89,
+	"Last error (attempt %d)": 375,
+	"Last reserved":           372,
+	"Last saved":              127,
+	"Latest revision":         169,
+	"Lists every change from one revision to another, and whom it may break.": 137,
+	"Local time at %s": 450,
+	"Lock expired %s — waiting to be offered again.": 392,
+	"Lock expires":                     373,
+	"Main navigation":                  91,
+	"Mar":                              222,
+	"Maximum attempts":                 336,
+	"May":                              224,
+	"Message from Relais (in English)": 378,
+	"Message from the service (as it sent it)": 379,
+	"Mode": 333,
+	"More filters: instance, revision, consumer, dates": 417,
+	"Name":                               125,
+	"Never":                              451,
+	"Next attempt":                       371,
+	"Next attempt or settled":            424,
+	"Next node":                          247,
+	"Next page":                          86,
+	"No definition has occurrences yet.": 192,
+	"No definition yet.":                 171,
+	"No inputs.":                         147,
+	"No instance matches these filters.": 279,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 496,
+	"No occurrence matches these filters.":                                                   425,
+	"No operator action matches.":                                                            78,
+	"No operator has acted on this instance.":                                                252,
+	"No outputs yet: the occurrence has not completed.":                                      366,
+	"No outputs.": 149,
+	"No outputs: the occurrence ended without completing.":          368,
+	"No process is published yet.":                                  456,
+	"No release yet.":                                               131,
+	"No revision yet: the Working copy has never been snapshotted.": 129,
+	"No service has reserved this occurrence yet.":                  350,
+	"Node":    244,
+	"Node %s": 181,
+	"Nodes":   463,
+	"Nodes of this version, with their occurrences now": 464,
+	"Nodes reached, in order":                           243,
+	"Not allowed":                                       106,
+	"Not found":                                         110,
+	"Notes":                                             134,
+	"Nothing exists at this address, or it is not visible to you.":          111,
+	"Nothing to do: no instance this action applies to matches the filter.": 54,
+	"Nothing to find: the search box is empty.":                             494,
+	"Nov":                       230,
+	"Now":                       358,
+	"Occurrence":                245,
+	"Occurrence %s":             332,
+	"Occurrence offered again":  71,
+	"Occurrences now":           469,
+	"Occurrences, newest first": 420,
+	"Oct":                       229,
+	"Offered from %s — %s.":     391,
+	"Oldest claimable waits":    189,
+	"On error":                  468,
+	"On success":                467,
+	"Only a value this page shows as hidden (sensitive) can be revealed.": 489,
+	"Only administrators may reveal a sensitive value.":                   486,
+	"Open":             186,
+	"Operator actions": 240,
+	"Operator actions on this instance, newest first": 253,
+	"Operator actions, newest first":                  84,
+	"Outcome":                                         348,
+	"Outputs":                                         148,
+	"Outputs, labelled by revision %d's contract":     365,
+	"Pages": 85,
+	"Pages with a form, such as a confirmation, never reload on their own.": 446,
+	"Path":                            241,
+	"Pinned revision":                 466,
+	"Policy":                          335,
+	"Previous page":                   438,
+	"Priority":                        339,
+	"Process":                         56,
+	"Process %s":                      458,
+	"Process and node":                421,
+	"Process inputs":                  255,
+	"Process instance":                70,
+	"Process instance %s":             238,
+	"Process instances":               271,
+	"Process instances, newest first": 276,
+	"Processes":                       95,
+	"Processes by key":                454,
+	"Published":                       135,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 453,
+	"Reason": 69,
+	"Reason (recorded in the audit log for every instance)": 41,
+	"Reason (recorded in the audit log)":                    9,
+	"Reason given by the worker":                            356,
+	"Recorded operator actions":                             251,
+	"Relais console":                                        88,
+	"Relais has not called the destination yet.":            354,
+	"Relais is calling the destination (since %s).":         396,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 355,
+	"Relais refused the action. Nothing was done.":                                                         32,
+	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 382,
+	"Release":                             132,
+	"Releases":                            130,
+	"Reload lists and detail pages":       445,
+	"Replica":                             353,
+	"Required":                            118,
+	"Reserved":                            345,
+	"Reserved by %s.":                     398,
+	"Reserved by %s; lock until %s — %s.": 397,
+	"Retried by %s at %s — “%s”":          262,
+	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 34,
+	"Retry %d instances": 46,
+	"Retry at %s — %s.":  390,
+	"Retry delay":        337,
+	"Retry every held instance this filter matches": 43,
+	"Retry every held instance…":                    6,
+	"Retry or abandon it from its instance":         359,
+	"Retry process instance %s":                     13,
+	"Retry the instance":                            16,
+	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 14,
+	"Retrying and abandoning apply to held instances, not %s ones.":                                           39,
+	"Retry…":                    0,
+	"Reveal — this is recorded": 369,
+	"Revealed by %s at %s; recorded in the audit log.": 487,
+	"Revision":       133,
+	"Revision %d":    150,
+	"Revisions":      128,
+	"Route":          246,
+	"Routing output": 126,
+	"Rows %s–%s":     439,
+	"Save settings":  447,
+	"Say why, for whoever reads the log later: at most 1,000 characters.": 10,
+	"Search":                               492,
+	"Secret values can never be revealed.": 490,
+	"Sep":                                  228,
+	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 23,
+	"Settled":              249,
+	"Show all definitions": 196,
+	"Show times in":        443,
+	"Showing the instances bulk action %s changed.": 82,
+	"Sign in": 498,
+	"Sign in with an operator or administrator token.": 499,
+	"Sign out":             101,
+	"Signed in as %s (%s)": 100,
+	"Skip to content":      90,
+	"Slot":                 204,
+	"Snapshotted":          151,
+	"Something went wrong": 114,
+	"Start node":           460,
+	"Started":              263,
+	"Status":               57,
+	"Stop %d instances":    53,
+	"Stop every running or held instance this filter matches": 50,
+	"Stop every running or held instance…":                    8,
+	"Stop process instance %s":                                21,
+	"Stop the instance":                                       24,
+	"Stop this instance? Its open occurrences are cancelled.": 22,
+	"Stop this instance…":                                     2,
+	"Stopped by %s at %s — “%s”":                              260,
+	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 36,
+	"Stopping applies to running or held instances, not %s ones.":                              38,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   259,
+	"Summary": 239,
+	"Task contracts: their Working copy, immutable revisions and named releases.":                                 167,
+	"That is too long to be an id or a business key.":                                                             495,
+	"The bulk action must be its id (a UUID).":                                                                    81,
+	"The call could not be prepared.":                                                                             383,
+	"The chart’s numbers":                                                                                         202,
+	"The confirmed count is missing: start again from the list.":                                                  62,
+	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.": 115,
+	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      444,
+	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 63,
+	"The deadline passed before a result arrived.":                                                                                380,
+	"The destination answered HTTP %s.":                                                                                           389,
+	"The destination could not be reached.":                                                                                       384,
+	"The destination’s answer was too large.":                                                                                     385,
+	"The inputs could not be built from the process’s bindings.":                                                                  387,
+	"The last attempt’s lock expired with no attempt left.":                                                                       386,
+	"The next page counts them and asks for a reason before anything changes.":                                                    275,
+	"The nodes this instance reached, in order, each with its occurrence.":                                                        242,
+	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                124,
+	"The page cursor is invalid: go back to the first page.":                                                                      83,
+	"The page size must be between 1 and %d.":                                                                                     270,
+	"The process instance must be an instance id (a UUID).":                                                                       80,
+	"The result did not match the revision's outputs contract.":                                                                   381,
+	"The revision must be a whole number, 1 or more.":                                                                             415,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 501,
+	"These revisions have the same contracts.":                                                                                    145,
+	"These settings are kept in this browser only.":                                                                               442,
+	"This contract has no inputs.":                                                                                                364,
+	"This contract has no outputs.":                                                                                               367,
+	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                         113,
+	"This instance has already ended; there is nothing to stop.":                                                                  30,
+	"This instance has not reached a task yet.":                                                                                   250,
+	"This instance is %s, not held: there is nothing to abandon.":                                                                 26,
+	"This instance is %s, not held: there is nothing to retry.":                                                                   25,
+	"This instance is %s: there is nothing to stop.":                                                                              27,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 258,
+	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                          28,
+	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                   33,
+	"This page does not accept that request.":                      491,
+	"This page reloads every %d seconds.":                          105,
+	"This process takes no inputs.":                                257,
+	"This token is unknown or has been revoked.":                   502,
+	"Times in %s · no auto-reload":                                 104,
+	"Times in %s · reload every %d s":                              103,
+	"To revision":                                                  139,
+	"Token":                                                        500,
+	"Totals of all definitions, not narrowed by the other filters": 428,
+	"Totals of definition %s, not narrowed by the other filters":   427,
+	"Type": 117,
+	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 493,
+	"UTC (coordinated universal time)": 449,
+	"Unknown action.":                  37,
+	"Unknown consumer.":                416,
+	"Unknown status %q.":               269,
+	"Value":                            254,
+	"Version":                          459,
+	"Versions, newest first":           455,
+	"Waiting for Relais to call the destination since %s (%s).": 393,
+	"Waiting for a worker since %s (%s).":                       394,
+	"When":                                                      66,
+	"Who":                                                       67,
+	"Worker id":                                                 344,
+	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 15,
+	"Working copy":        123,
+	"You are signed out.": 497,
+	"Your role can read definitions only: external tasks and process instances are for operators and administrators.": 107,
+	"[redacted]":                          414,
+	"abandon":                             4,
+	"administrator":                       308,
+	"an incident: retry, abandon or stop": 176,
+	"answer too large":                    412,
+	"any":                                 55,
+	"any other code → %s":                 481,
+	"any other error":                     174,
+	"as of %s (%s); counts are refreshed every few seconds.": 430,
+	"at least %d characters":                                 506,
+	"at least %d items":                                      513,
+	"at most %d":                                             361,
+	"at most %d characters":                                  507,
+	"at most %d items":                                       514,
+	"available":                                              282,
+	"boolean":                                                295,
+	"call in progress since":                                 435,
+	"cancelled":                                              285,
+	"choice":                                                 298,
+	"claimable since":                                        434,
+	"claimable since %s":                                     195,
+	"classification changed":                                 319,
+	"completed":                                              200,
+	"constraint changed":                                     320,
+	"consumer":                                               311,
+	"consumer #%s":                                           407,
+	"date":                                                   296,
+	"date and time":                                          297,
+	"deadline %s":                                            484,
+	"deferred":                                               284,
+	"deferred since":                                         437,
+	"designer":                                               310,
+	"disconnected":                                           291,
+	"end (completes)":                                        476,
+	"end (fails)":                                            477,
+	"end: completes the instance":                            177,
+	"end: fails the instance":                                178,
+	"expired":                                                288,
+	"failed":                                                 201,
+	"fails the instance":                                     482,
+	"field added":                                            314,
+	"field removed":                                          315,
+	"format":                                                 325,
+	"format %s":                                              509,
+	"from":                                                   272,
+	"held":                                                   287,
+	"held for an operator":                                   175,
+	"hold (an incident for an operator)":                     480,
+	"id or business key":                                     97,
+	"in %s":                                                  213,
+	"in progress":                                            351,
+	"instance id":                                            418,
+	"integer":                                                293,
+	"just now":                                               215,
+	"list":                                                   300,
+	"lock until":                                             436,
+	"maximum":                                                327,
+	"maximum %s":                                             511,
+	"maximum items":                                          329,
+	"maximum length":                                         323,
+	"minimum":                                                326,
+	"minimum %s":                                             510,
+	"minimum items":                                          328,
+	"minimum length":                                         322,
+	"next attempt":                                           433,
+	"no":                                                     313,
+	"no answer within the timeout":                           410,
+	"no connection":                                          411,
+	"none":                                                   166,
+	"none yet":                                               170,
+	"normal":                                                 301,
+	"not provided":                                           515,
+	"null":                                                   517,
+	"number":                                                 294,
+	"object":                                                 299,
+	"on error":                                               173,
+	"one of: %s":                                             512,
+	"operator":                                               309,
+	"optional field of type %s":                              165,
+	"optional → required":                                    158,
+	"pattern":                                                324,
+	"pattern %s":                                             508,
+	"pull":                                                   474,
+	"pull %s":                                                180,
+	"pull (the service fetches it)":                          306,
+	"push %s":                                                179,
+	"push (Relais calls the service)":                        307,
+	"push to %s":                                             475,
+	"rejected":                                               289,
+	"released":                                               290,
+	"required changed":                                       317,
+	"required field of type %s":                              164,
+	"required → optional":                                    159,
+	"reserved":                                               283,
+	"retry":                                                  3,
+	"revision %d":                                            431,
+	"routing changed":                                        321,
+	"routing output":                                         504,
+	"routing output %s → %s":                                 157,
+	"running":                                                286,
+	"secret":                                                 303,
+	"sensitive":                                              302,
+	"settled":                                                432,
+	"stop":                                                   5,
+	"text":                                                   292,
+	"timeout %s":                                             485,
+	"to":                                                     273,
+	"type changed":                                           316,
+	"unexpected value":                                       518,
+	"unknown":                                                413,
+	"values added: %s":                                       160,
+	"values changed":                                         318,
+	"values removed: %s":                                     161,
+	"values reordered":                                       162,
+	"version %d":                                             457,
+	"waiting":                                                408,
+	"yes":                                                    312,
+	"••• hidden (secret)":                                    305,
+	"••• hidden (sensitive)":                                 304,
+	"→ %s":                                                   479,
 }
 
-var enIndex = []uint32{ // 297 elements
+var enIndex = []uint32{ // 520 elements
 	// Entry 0 - 1F
-	0x00000000, 0x0000000f, 0x00000018, 0x00000028,
-	0x00000038, 0x0000003f, 0x0000004e, 0x00000058,
-	0x00000062, 0x0000006c, 0x0000008b, 0x0000009e,
-	0x000000a3, 0x000000af, 0x000000ca, 0x000000d3,
-	0x000000e4, 0x0000010b, 0x0000012c, 0x00000153,
-	0x0000015f, 0x000001cf, 0x000001e6, 0x000001fa,
-	0x00000204, 0x00000241, 0x0000024e, 0x000002b2,
-	0x000002c7, 0x00000336, 0x0000033c, 0x00000341,
+	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
+	0x00000030, 0x00000038, 0x0000003d, 0x0000005a,
+	0x00000079, 0x000000a0, 0x000000c3, 0x00000107,
+	0x00000117, 0x00000124, 0x00000141, 0x000001ac,
+	0x0000025b, 0x0000026e, 0x0000028d, 0x000002cc,
+	0x00000342, 0x00000357, 0x00000373, 0x000003ab,
+	0x00000459, 0x0000046b, 0x000004a8, 0x000004e7,
+	0x00000519, 0x00000582, 0x00000627, 0x00000662,
 	// Entry 20 - 3F
-	0x0000034a, 0x00000359, 0x00000365, 0x00000371,
-	0x00000382, 0x0000038f, 0x000003ec, 0x000003f1,
-	0x00000400, 0x0000040b, 0x00000415, 0x00000453,
-	0x0000045c, 0x0000046c, 0x00000474, 0x0000047d,
-	0x00000483, 0x0000048d, 0x0000049f, 0x000004e7,
-	0x000004f5, 0x00000501, 0x00000509, 0x00000510,
-	0x00000517, 0x00000528, 0x00000537, 0x00000560,
-	0x00000567, 0x00000572, 0x0000057a, 0x00000586,
+	0x000006bf, 0x000006ec, 0x00000739, 0x0000078c,
+	0x000007e5, 0x0000083e, 0x0000084e, 0x0000088d,
+	0x000008ce, 0x000008d5, 0x0000090b, 0x0000091c,
+	0x0000094a, 0x000009c6, 0x00000a10, 0x00000a44,
+	0x00000a74, 0x00000ab8, 0x00000af0, 0x00000b28,
+	0x00000b7f, 0x00000bdf, 0x00000c11, 0x00000c57,
+	0x00000c5b, 0x00000c63, 0x00000c6a, 0x00000c77,
+	0x00000c84, 0x00000c8f, 0x00000ca9, 0x00000ce4,
 	// Entry 40 - 5F
-	0x00000595, 0x000005a1, 0x000005a8, 0x000005d2,
-	0x000005f9, 0x0000061d, 0x00000644, 0x00000663,
-	0x00000679, 0x0000068f, 0x000006a3, 0x000006b9,
-	0x000006ca, 0x000006e1, 0x000006fe, 0x0000071b,
-	0x00000720, 0x0000076c, 0x00000770, 0x00000780,
-	0x00000789, 0x0000079c, 0x000007a6, 0x000007b1,
-	0x000007d7, 0x000007e4, 0x00000804, 0x00000810,
-	0x00000829, 0x00000832, 0x0000083c, 0x00000845,
+	0x00000d8d, 0x00000de2, 0x00000e91, 0x00000e96,
+	0x00000e9a, 0x00000ea1, 0x00000ea8, 0x00000eb9,
+	0x00000ed2, 0x00000ede, 0x00000ee8, 0x00000f78,
+	0x00000f80, 0x00000f8e, 0x00000f9c, 0x00000fb8,
+	0x00000fc4, 0x00000ffa, 0x00001023, 0x00001054,
+	0x0000108b, 0x000010aa, 0x000010b0, 0x000010ba,
+	0x000010c5, 0x000010d4, 0x000010dd, 0x000010ed,
+	0x000010fd, 0x00001104, 0x00001113, 0x0000111d,
 	// Entry 60 - 7F
-	0x0000084d, 0x00000857, 0x0000085f, 0x00000867,
-	0x0000086b, 0x0000086f, 0x00000873, 0x00000877,
-	0x0000087b, 0x0000087f, 0x00000883, 0x00000887,
-	0x0000088b, 0x0000088f, 0x00000893, 0x00000897,
-	0x000008a1, 0x000008bf, 0x000008df, 0x00000903,
-	0x00000927, 0x00000930, 0x00000947, 0x0000094f,
-	0x00000954, 0x00000999, 0x0000099e, 0x000009a9,
-	0x000009b4, 0x000009bb, 0x000009c1, 0x000009cb,
+	0x00001127, 0x00001146, 0x00001159, 0x0000115e,
+	0x0000116a, 0x00001185, 0x0000118e, 0x0000119f,
+	0x000011c6, 0x000011e7, 0x0000120e, 0x0000121a,
+	0x0000128a, 0x000012a1, 0x000012b5, 0x000012bf,
+	0x000012fc, 0x00001309, 0x0000136d, 0x00001382,
+	0x000013f1, 0x000013f7, 0x000013fc, 0x00001405,
+	0x00001414, 0x00001420, 0x0000142c, 0x0000143d,
+	0x0000144a, 0x000014a7, 0x000014ac, 0x000014bb,
 	// Entry 80 - 9F
-	0x000009d3, 0x000009db, 0x00000a05, 0x00000a0b,
-	0x00000a1a, 0x00000a6d, 0x00000a8b, 0x00000ac9,
-	0x00000adf, 0x00000b36, 0x00000b3e, 0x00000b46,
-	0x00000b4c, 0x00000b55, 0x00000b62, 0x00000b6f,
-	0x00000b7a, 0x00000b8a, 0x00000b97, 0x00000bb3,
-	0x00000beb, 0x00000c99, 0x00000cbc, 0x00000cce,
-	0x00000d09, 0x00000d62, 0x00000d6c, 0x00000d75,
-	0x00000d7e, 0x00000d88, 0x00000d8f, 0x00000d99,
+	0x000014c6, 0x000014d0, 0x0000150e, 0x00001517,
+	0x00001527, 0x0000152f, 0x00001538, 0x0000153e,
+	0x00001548, 0x0000155a, 0x000015a2, 0x000015b0,
+	0x000015bc, 0x000015c4, 0x000015cb, 0x000015d2,
+	0x000015e3, 0x000015f2, 0x0000161b, 0x00001622,
+	0x0000162d, 0x00001635, 0x00001641, 0x00001650,
+	0x0000165c, 0x00001663, 0x0000168d, 0x000016b4,
+	0x000016d8, 0x000016ff, 0x0000171e, 0x00001734,
 	// Entry A0 - BF
-	0x00000da1, 0x00000da6, 0x00000dae, 0x00000db7,
-	0x00000dc0, 0x00000dcd, 0x00000dd2, 0x00000dda,
-	0x00000de1, 0x00000de9, 0x00000dee, 0x00000dfc,
-	0x00000e03, 0x00000e0a, 0x00000e0f, 0x00000e16,
-	0x00000e20, 0x00000e27, 0x00000e44, 0x00000e5e,
-	0x00000e7c, 0x00000e9c, 0x00000eaa, 0x00000eb3,
-	0x00000ebc, 0x00000ec5, 0x00000ec9, 0x00000ecc,
-	0x00000ed8, 0x00000ee6, 0x00000ef3, 0x00000f04,
+	0x0000174a, 0x0000175e, 0x00001774, 0x00001785,
+	0x0000179c, 0x000017b9, 0x000017d6, 0x000017db,
+	0x00001827, 0x0000182b, 0x0000183b, 0x00001844,
+	0x00001857, 0x0000187d, 0x00001886, 0x00001896,
+	0x000018ab, 0x000018cf, 0x000018eb, 0x00001903,
+	0x0000190e, 0x00001919, 0x00001924, 0x00001981,
+	0x000019a5, 0x000019d0, 0x000019db, 0x000019e0,
+	0x000019ef, 0x000019f6, 0x00001a0d, 0x00001a22,
 	// Entry C0 - DF
-	0x00000f13, 0x00000f2a, 0x00000f3d, 0x00000f4d,
-	0x00000f5c, 0x00000f6b, 0x00000f73, 0x00000f7a,
-	0x00000f82, 0x00000f8a, 0x00000f98, 0x00000fa6,
-	0x00000fbc, 0x00000fd1, 0x00000fe2, 0x00000ff3,
-	0x00000ff8, 0x00000ffe, 0x00001008, 0x00001011,
-	0x0000101e, 0x00001027, 0x0000102e, 0x0000103f,
-	0x0000104b, 0x00001054, 0x00001070, 0x00001079,
-	0x0000109f, 0x000010ad, 0x000010b6, 0x000010c0,
+	0x00001a34, 0x00001a57, 0x00001a79, 0x00001aab,
+	0x00001ac1, 0x00001ad6, 0x00001ae6, 0x00001b1f,
+	0x00001b84, 0x00001b8e, 0x00001b95, 0x00001bab,
+	0x00001be4, 0x00001be9, 0x00001bf3, 0x00001c01,
+	0x00001c11, 0x00001c1e, 0x00001c2b, 0x00001c4b,
+	0x00001c57, 0x00001c70, 0x00001c79, 0x00001c83,
+	0x00001c8c, 0x00001c94, 0x00001c9e, 0x00001ca6,
+	0x00001cae, 0x00001cb2, 0x00001cb6, 0x00001cba,
 	// Entry E0 - FF
-	0x000010c8, 0x000010d6, 0x00001103, 0x0000110f,
-	0x0000111b, 0x00001128, 0x00001156, 0x00001173,
-	0x000011a2, 0x000011d4, 0x000011f2, 0x00001227,
-	0x00001243, 0x00001253, 0x0000125e, 0x00001274,
-	0x000012aa, 0x000012da, 0x000012ec, 0x00001323,
-	0x0000134e, 0x00001356, 0x00001362, 0x00001370,
-	0x0000137e, 0x0000138f, 0x000013b7, 0x000013d1,
-	0x000013f6, 0x00001406, 0x00001413, 0x00001421,
+	0x00001cbe, 0x00001cc2, 0x00001cc6, 0x00001cca,
+	0x00001cce, 0x00001cd2, 0x00001cd6, 0x00001cda,
+	0x00001cde, 0x00001ce8, 0x00001d06, 0x00001d26,
+	0x00001d4a, 0x00001d6e, 0x00001d77, 0x00001d8e,
+	0x00001d96, 0x00001da7, 0x00001dac, 0x00001df1,
+	0x00001e09, 0x00001e0e, 0x00001e19, 0x00001e1f,
+	0x00001e29, 0x00001e31, 0x00001e39, 0x00001e63,
+	0x00001e7d, 0x00001ea5, 0x00001ed5, 0x00001edb,
 	// Entry 100 - 11F
-	0x00001443, 0x0000146f, 0x0000149d, 0x000014ab,
-	0x0000153e, 0x0000155c, 0x000015a2, 0x000015b0,
-	0x000015c4, 0x000015e5, 0x000015f9, 0x000015ff,
-	0x00001613, 0x00001645, 0x0000167c, 0x0000168a,
-	0x000016ce, 0x000016f3, 0x0000171b, 0x0000172f,
-	0x00001737, 0x00001768, 0x0000176e, 0x000017ea,
-	0x00001815, 0x00001877, 0x00001886, 0x00001892,
-	0x000018ce, 0x00001908, 0x00001916, 0x00001923,
+	0x00001eea, 0x00001f3d, 0x00001f5b, 0x0000201a,
+	0x00002071, 0x0000209b, 0x000020c7, 0x000020f1,
+	0x000020f9, 0x000020ff, 0x00002108, 0x00002115,
+	0x00002127, 0x00002132, 0x00002148, 0x00002173,
+	0x00002185, 0x0000218a, 0x0000218d, 0x000021b7,
+	0x00002200, 0x00002220, 0x00002229, 0x0000223b,
+	0x0000225e, 0x0000226c, 0x00002279, 0x00002283,
+	0x0000228c, 0x00002295, 0x0000229f, 0x000022a7,
 	// Entry 120 - 13F
-	0x00001931, 0x0000193f, 0x0000194d, 0x0000197f,
-	0x000019af, 0x000019bc, 0x000019dc, 0x000019e1,
-	0x000019f2,
-} // Size: 1212 bytes
+	0x000022ac, 0x000022b4, 0x000022bd, 0x000022c6,
+	0x000022d3, 0x000022d8, 0x000022e0, 0x000022e7,
+	0x000022ef, 0x000022f4, 0x00002302, 0x00002309,
+	0x00002310, 0x00002315, 0x0000231c, 0x00002326,
+	0x0000232d, 0x0000234a, 0x00002364, 0x00002382,
+	0x000023a2, 0x000023b0, 0x000023b9, 0x000023c2,
+	0x000023cb, 0x000023cf, 0x000023d2, 0x000023de,
+	0x000023ec, 0x000023f9, 0x0000240a, 0x00002419,
+	// Entry 140 - 15F
+	0x00002430, 0x00002443, 0x00002453, 0x00002462,
+	0x00002471, 0x00002479, 0x00002480, 0x00002488,
+	0x00002490, 0x0000249e, 0x000024ac, 0x000024c2,
+	0x000024d7, 0x000024e8, 0x000024ed, 0x000024f3,
+	0x000024fa, 0x0000250b, 0x00002517, 0x00002520,
+	0x00002529, 0x00002545, 0x0000254e, 0x0000256a,
+	0x00002573, 0x0000257d, 0x00002586, 0x0000258f,
+	0x000025a6, 0x000025ae, 0x000025bc, 0x000025e9,
+	// Entry 160 - 17F
+	0x000025f5, 0x00002601, 0x00002609, 0x00002634,
+	0x000026f6, 0x00002711, 0x0000271e, 0x00002722,
+	0x00002748, 0x0000276e, 0x0000277c, 0x00002787,
+	0x000027b5, 0x000027d2, 0x00002801, 0x00002833,
+	0x00002851, 0x00002886, 0x000028a2, 0x000028b1,
+	0x000028be, 0x000028cc, 0x000028d9, 0x000028e2,
+	0x000028fd, 0x00002918, 0x00002924, 0x00002945,
+	0x0000296e, 0x0000299b, 0x000029d5, 0x00002a3a,
+	// Entry 180 - 19F
+	0x00002a5a, 0x00002a80, 0x00002aaa, 0x00002ae2,
+	0x00002b1f, 0x00002b43, 0x00002b68, 0x00002b82,
+	0x00002ba0, 0x00002bd4, 0x00002c14, 0x00002c3e,
+	0x00002c4d, 0x00002c7e, 0x00002cad, 0x00002cc0,
+	0x00002d35, 0x00002d48, 0x00002d7c, 0x00002db0,
+	0x00002dc0, 0x00002e07, 0x00002e34, 0x00002e41,
+	0x00002e51, 0x00002e59, 0x00002e71, 0x00002e8e,
+	0x00002e9c, 0x00002ead, 0x00002eb5, 0x00002ec0,
+	// Entry 1A0 - 1BF
+	0x00002ef0, 0x00002f02, 0x00002f34, 0x00002f40,
+	0x00002f51, 0x00002f6b, 0x00002f7c, 0x00002f82,
+	0x00002f96, 0x00002fae, 0x00002fd3, 0x00002fe1,
+	0x0000301f, 0x0000305c, 0x00003088, 0x000030c5,
+	0x000030d4, 0x000030dc, 0x000030e9, 0x000030f9,
+	0x00003110, 0x0000311b, 0x0000312a, 0x00003138,
+	0x0000314b, 0x00003170, 0x0000319b, 0x000031c9,
+	0x000031d7, 0x0000326a, 0x00003288, 0x000032ce,
+	// Entry 1C0 - 1DF
+	0x000032dc, 0x000032f0, 0x00003311, 0x00003325,
+	0x0000332b, 0x0000333f, 0x000033b2, 0x000033c3,
+	0x000033da, 0x000033f7, 0x00003405, 0x00003413,
+	0x0000341b, 0x00003426, 0x0000342c, 0x0000351e,
+	0x00003524, 0x00003556, 0x0000355b, 0x0000356b,
+	0x00003576, 0x0000357f, 0x0000358f, 0x000035a9,
+	0x000035e2, 0x000035f1, 0x000036ab, 0x000036b0,
+	0x000036be, 0x000036ce, 0x000036da, 0x000036ea,
+	// Entry 1E0 - 1FF
+	0x000036f4, 0x00003717, 0x00003730, 0x00003743,
+	0x000037af, 0x000037be, 0x000037cc, 0x000037fe,
+	0x00003835, 0x00003843, 0x00003887, 0x000038ac,
+	0x000038d4, 0x000038db, 0x00003936, 0x00003960,
+	0x00003990, 0x000039ee, 0x00003a02, 0x00003a0a,
+	0x00003a3b, 0x00003a41, 0x00003abd, 0x00003ae8,
+	0x00003b4a, 0x00003b59, 0x00003b65, 0x00003ba1,
+	0x00003bdb, 0x00003be9, 0x00003bf6, 0x00003c04,
+	// Entry 200 - 21F
+	0x00003c12, 0x00003c20, 0x00003c52, 0x00003c82,
+	0x00003c8f, 0x00003caf, 0x00003cb4, 0x00003cc5,
+} // Size: 2104 bytes
 
-const enData string = "" + // Size: 6642 bytes
-	"\x02Relais console\x02Language\x02Skip to content\x02Main navigation\x02" +
-	"Health\x02External tasks\x02Instances\x02Processes\x02Audit log\x02Find " +
-	"an instance or occurrence\x02id or business key\x02Find\x02Definitions" +
-	"\x02Signed in as %[1]s (%[2]s)\x02Sign out\x02Display settings\x02Times " +
-	"in %[1]s · reload every %[2]d s\x02Times in %[1]s · no auto-reload\x02Th" +
-	"is page reloads every %[1]d seconds.\x02Not allowed\x02Your role can rea" +
-	"d definitions only: external tasks and process instances are for operato" +
-	"rs and administrators.\x02Back to external tasks\x02Back to definitions" +
-	"\x02Not found\x02Nothing exists at this address, or it is not visible to" +
-	" you.\x02Form refused\x02This form was not sent from this console sessio" +
-	"n, or it has expired. Reload the page and try again.\x02Something went w" +
-	"rong\x02The console could not show this page. Try again; if it persists," +
-	" give your administrator the request id %[1]s.\x02Field\x02Type\x02Requi" +
-	"red\x02Classification\x02Constraints\x02Description\x02Definition %[1]s" +
-	"\x02Working copy\x02The only mutable part of a definition. Processes nev" +
-	"er use it directly: they pin a revision.\x02Name\x02Routing output\x02La" +
-	"st saved\x02Revisions\x02No revision yet: the Working copy has never bee" +
-	"n snapshotted.\x02Releases\x02No release yet.\x02Release\x02Revision\x02" +
-	"Notes\x02Published\x02Compare revisions\x02Lists every change from one r" +
-	"evision to another, and whom it may break.\x02From revision\x02To revisi" +
-	"on\x02Compare\x02Change\x02Detail\x02Breaks processes\x02Breaks workers" +
-	"\x02These revisions have the same contracts.\x02Inputs\x02No inputs.\x02" +
-	"Outputs\x02No outputs.\x02Revision %[1]d\x02Snapshotted\x02Digest\x02Cho" +
-	"ose two existing revisions to compare.\x02From revision %[1]d to revisio" +
-	"n %[2]d:\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d ch" +
-	"anges\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d bre" +
-	"aking\x02routing output %[1]s → %[2]s\x02optional → required\x02required" +
-	" → optional\x02values added: %[1]s\x02values removed: %[1]s\x02values re" +
-	"ordered\x02%[1]s: %[2]s → %[3]s\x02required field of type %[1]s\x02optio" +
-	"nal field of type %[1]s\x02none\x02Task contracts: their Working copy, i" +
-	"mmutable revisions and named releases.\x02Key\x02Latest revision\x02none" +
-	" yet\x02No definition yet.\x02Next page\x02First page\x14\x01\x81\x01" +
-	"\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases\x02%[1]s; %[2]s" +
-	"\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s" +
-	" %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d min\x02%" +
-	"[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Au" +
-	"g\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a" +
-	"\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d" +
-	" hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute" +
-	"\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second" +
-	"\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process instance %[1]s\x02Summa" +
-	"ry\x02Path\x02The nodes this instance reached, in order, each with its o" +
-	"ccurrence.\x02Node\x02Occurrence\x02Definition\x02Status\x02Route\x02Nex" +
-	"t node\x02Created\x02Settled\x02This instance has not reached a task yet" +
-	".\x02Value\x02Process inputs\x02Inputs the instance was started with, la" +
-	"belled by process version %[1]d's contract\x02This process takes no inpu" +
-	"ts.\x02The instance was stopped; its open occurrences are cancelled.\x02" +
-	"Stop this instance…\x02Stopping cancels the instance and its open occurr" +
-	"ences. It does not complete anything.\x02Process\x02Started\x02Ended\x02" +
-	"End node\x02Held at node\x02Business key\x02Error code\x02Keep it runnin" +
-	"g\x02Keep it held\x02Stop process instance %[1]s\x02Stop this instance? " +
-	"Its open occurrences are cancelled.\x02Services that hold one of them le" +
-	"arn it when they next report, and their results are refused. Nothing is " +
-	"completed on their behalf, and a stopped instance cannot be resumed.\x02" +
-	"Reason (recorded in the audit log)\x02Stop the instance\x02This instance" +
-	" has already ended; there is nothing to stop.\x02Say why you stop it: th" +
-	"e reason is recorded in the audit log (at most 1,000 characters).\x02ava" +
-	"ilable\x02reserved\x02deferred\x02completed\x02failed\x02cancelled\x02ru" +
-	"nning\x02held\x02expired\x02rejected\x02released\x02disconnected\x02text" +
-	"\x02integer\x02number\x02boolean\x02date\x02date and time\x02choice\x02o" +
-	"bject\x02list\x02normal\x02sensitive\x02secret\x02••• hidden (sensitive)" +
-	"\x02••• hidden (secret)\x02pull (the service fetches it)\x02push (Relais" +
-	" calls the service)\x02administrator\x02operator\x02designer\x02consumer" +
-	"\x02yes\x02no\x02field added\x02field removed\x02type changed\x02require" +
-	"d changed\x02values changed\x02classification changed\x02constraint chan" +
-	"ged\x02routing changed\x02minimum length\x02maximum length\x02pattern" +
-	"\x02format\x02minimum\x02maximum\x02minimum items\x02maximum items\x02%[" +
-	"1]s, revision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Proce" +
-	"ss instance\x02Mode\x02Dates\x02Available\x02Reserved\x02Lock expires" +
-	"\x02Deadline\x02Policy\x02Maximum attempts\x02Retry delay\x02Priority" +
-	"\x02%[1]d (0 lowest, 9 highest)\x02Attempts\x14\x01\x81\x01\x00\x02\x0e" +
-	"\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02at most %[1]d\x02Consumer" +
-	"\x02Worker id\x02Outcome\x02Error message\x02No service has reserved thi" +
-	"s occurrence yet.\x02in progress\x02Destination\x02Call timeout\x02Input" +
-	"s, labelled by revision %[1]d's contract\x02This contract has no inputs." +
-	"\x02Outputs, labelled by revision %[1]d's contract\x02No outputs yet: th" +
-	"e occurrence has not completed.\x02This contract has no outputs.\x02No o" +
-	"utputs: the occurrence ended without completing.\x02Reveal — this is rec" +
-	"orded\x02consumer #%[1]s\x02[redacted]\x02Unknown status %[1]q.\x02The p" +
-	"rocess instance must be an instance id (a UUID).\x02The revision must be" +
-	" a whole number, 1 or more.\x02Unknown consumer.\x02The page cursor is i" +
-	"nvalid: go back to the first page.\x02The page size must be between 1 an" +
-	"d %[1]d.\x02Filters\x02instance id\x02Apply filters\x02Clear filters\x02" +
-	"Counts by status\x02Counts are refreshed every few seconds.\x02Occurrenc" +
-	"es, newest first\x02No occurrence matches these filters.\x02All definiti" +
-	"ons\x02All statuses\x02All consumers\x02Counts are unavailable right now" +
-	".\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occur" +
-	"rences\x02These settings are kept in this browser only.\x02Show times in" +
-	"\x02The console runs no script, so it cannot read your computer’s time z" +
-	"one: choose its offset from UTC. Offsets do not follow daylight saving t" +
-	"ime.\x02Reload lists and detail pages\x02Pages with a form, such as a co" +
-	"nfirmation, never reload on their own.\x02Save settings\x02Back without " +
-	"saving\x02UTC (coordinated universal time)\x02Local time at %[1]s\x02Nev" +
-	"er\x02Every %[1]d seconds\x02Only administrators may reveal a sensitive " +
-	"value.\x02Revealed by %[1]s at %[2]s; recorded in the audit log.\x02Cann" +
-	"ot reveal\x02Only a value this page shows as hidden (sensitive) can be r" +
-	"evealed.\x02Secret values can never be revealed.\x02This page does not a" +
-	"ccept that request.\x02You are signed out.\x02Sign in\x02Sign in with an" +
-	" operator or administrator token.\x02Token\x02The token is checked once " +
-	"and never stored in your browser; a session cookie stands for it for up " +
-	"to 8 hours of inactivity.\x02This token is unknown or has been revoked." +
-	"\x02A %[1]s token cannot open the console: sign in with an operator, des" +
-	"igner or administrator token.\x02routing output\x02(each item)\x14\x01" +
-	"\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at least %[1" +
-	"]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00" +
-	"\x19\x02at most %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02min" +
-	"imum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14" +
-	"\x02at least %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01" +
-	"\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02not" +
-	" provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d ite" +
-	"ms\x02null\x02unexpected value"
+const enData string = "" + // Size: 15557 bytes
+	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
+	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
+	"every running or held instance…\x02Reason (recorded in the audit log)" +
+	"\x02Say why, for whoever reads the log later: at most 1,000 characters." +
+	"\x02Keep it running\x02Keep it held\x02Retry process instance %[1]s\x02R" +
+	"etry this instance? Its failed occurrence at node %[1]s is offered again" +
+	" with a fresh budget of attempts.\x02Workers may take it again (a push o" +
+	"ccurrence calls its destination again). Its earlier attempts and last er" +
+	"ror stay in its history. Nothing is completed on anyone’s behalf.\x02Ret" +
+	"ry the instance\x02Abandon process instance %[1]s\x02Abandon this instan" +
+	"ce? It fails with the error code abandoned.\x02Its failed occurrence sta" +
+	"ys as it is and nothing is completed on its behalf. An abandoned instanc" +
+	"e cannot be resumed.\x02Abandon the instance\x02Stop process instance %[" +
+	"1]s\x02Stop this instance? Its open occurrences are cancelled.\x02Servic" +
+	"es that hold one of them learn it when they next report, and their resul" +
+	"ts are refused. Nothing is completed on their behalf, and a stopped inst" +
+	"ance cannot be resumed.\x02Stop the instance\x02This instance is %[1]s, " +
+	"not held: there is nothing to retry.\x02This instance is %[1]s, not held" +
+	": there is nothing to abandon.\x02This instance is %[1]s: there is nothi" +
+	"ng to stop.\x02This instance is no longer held (it is %[1]s now): someon" +
+	"e may have acted on it first. Nothing was done.\x02Its occurrence failed" +
+	" before any attempt: its inputs could not be built, so a retry would fai" +
+	"l the same way. Abandon or stop the instance instead. Nothing was done." +
+	"\x02This instance has already ended; there is nothing to stop.\x02Give a" +
+	" reason: it is recorded in the audit log (at most 1,000 characters). Not" +
+	"hing was done.\x02Relais refused the action. Nothing was done.\x02This i" +
+	"nstance was already stopped; nothing changed and nothing was recorded." +
+	"\x02Retried: the occurrence at node %[1]s is offered again. Recorded in " +
+	"the audit log.\x02Abandoned: the instance failed with the error code aba" +
+	"ndoned. Recorded in the audit log.\x02Stopped: the instance and its open" +
+	" occurrences are cancelled. Recorded in the audit log.\x02Unknown action" +
+	".\x02Stopping applies to running or held instances, not %[1]s ones.\x02R" +
+	"etrying and abandoning apply to held instances, not %[1]s ones.\x02Filte" +
+	"r\x02Reason (recorded in the audit log for every instance)\x02Back to th" +
+	"e list\x02Retry every held instance this filter matches\x02Each one’s fa" +
+	"iled occurrence is offered again with a fresh budget of attempts. Nothin" +
+	"g is completed on anyone’s behalf.\x14\x01\x81\x01\x00\x02!\x02%[1]d hel" +
+	"d instance matches now.\x00 \x02%[1]d held instances match now.\x14\x01" +
+	"\x81\x01\x00\x02\x15\x02Retry %[1]d instance\x00\x16\x02Retry %[1]d inst" +
+	"ances\x02Abandon every held instance this filter matches\x02Each one fai" +
+	"ls with the error code abandoned and cannot be resumed.\x14\x01\x81\x01" +
+	"\x00\x02\x17\x02Abandon %[1]d instance\x00\x18\x02Abandon %[1]d instance" +
+	"s\x02Stop every running or held instance this filter matches\x02Each one" +
+	" and its open occurrences are cancelled; a stopped instance cannot be re" +
+	"sumed.\x14\x01\x81\x01\x00\x02,\x02%[1]d running or held instance matche" +
+	"s now.\x00+\x02%[1]d running or held instances match now.\x14\x01\x81" +
+	"\x01\x00\x02\x14\x02Stop %[1]d instance\x00\x15\x02Stop %[1]d instances" +
+	"\x02Nothing to do: no instance this action applies to matches the filter" +
+	".\x02any\x02Process\x02Status\x02Business key\x02Created from\x02Created" +
+	" to\x02Cannot act on this filter\x02The confirmed count is missing: star" +
+	"t again from the list.\x02The count changed since you confirmed it (it w" +
+	"as %[1]d): instances were settled, started or acted on meanwhile. Nothin" +
+	"g was done; check the new count and confirm again.\x14\x02\x80\x01\x02&" +
+	"\x02Bulk %[1]s applied to %[2]d instance.\x00'\x02Bulk %[1]s applied to " +
+	"%[2]d instances.\x14\x01\x81\x01\x00\x02R\x02%[1]d skipped: it changed a" +
+	"fter the count (settled, or acted on by someone else).\x00T\x02%[1]d ski" +
+	"pped: they changed after the count (settled, or acted on by someone else" +
+	").\x02When\x02Who\x02Action\x02Reason\x02Process instance\x02Occurrence " +
+	"offered again\x02Bulk action\x02Audit log\x02Every retry, abandon and st" +
+	"op an operator applied, with its reason. Reveals of sensitive values hav" +
+	"e their own log (GET /api/v1/audit/reveals).\x02Filters\x02Apply filters" +
+	"\x02Clear filters\x02No operator action matches.\x02All actions\x02The p" +
+	"rocess instance must be an instance id (a UUID).\x02The bulk action must" +
+	" be its id (a UUID).\x02Showing the instances bulk action %[1]s changed." +
+	"\x02The page cursor is invalid: go back to the first page.\x02Operator a" +
+	"ctions, newest first\x02Pages\x02Next page\x02First page\x02Relais conso" +
+	"le\x02Language\x02Skip to content\x02Main navigation\x02Health\x02Extern" +
+	"al tasks\x02Instances\x02Processes\x02Find an instance or occurrence\x02" +
+	"id or business key\x02Find\x02Definitions\x02Signed in as %[1]s (%[2]s)" +
+	"\x02Sign out\x02Display settings\x02Times in %[1]s · reload every %[2]d " +
+	"s\x02Times in %[1]s · no auto-reload\x02This page reloads every %[1]d se" +
+	"conds.\x02Not allowed\x02Your role can read definitions only: external t" +
+	"asks and process instances are for operators and administrators.\x02Back" +
+	" to external tasks\x02Back to definitions\x02Not found\x02Nothing exists" +
+	" at this address, or it is not visible to you.\x02Form refused\x02This f" +
+	"orm was not sent from this console session, or it has expired. Reload th" +
+	"e page and try again.\x02Something went wrong\x02The console could not s" +
+	"how this page. Try again; if it persists, give your administrator the re" +
+	"quest id %[1]s.\x02Field\x02Type\x02Required\x02Classification\x02Constr" +
+	"aints\x02Description\x02Definition %[1]s\x02Working copy\x02The only mut" +
+	"able part of a definition. Processes never use it directly: they pin a r" +
+	"evision.\x02Name\x02Routing output\x02Last saved\x02Revisions\x02No revi" +
+	"sion yet: the Working copy has never been snapshotted.\x02Releases\x02No" +
+	" release yet.\x02Release\x02Revision\x02Notes\x02Published\x02Compare re" +
+	"visions\x02Lists every change from one revision to another, and whom it " +
+	"may break.\x02From revision\x02To revision\x02Compare\x02Change\x02Detai" +
+	"l\x02Breaks processes\x02Breaks workers\x02These revisions have the same" +
+	" contracts.\x02Inputs\x02No inputs.\x02Outputs\x02No outputs.\x02Revisio" +
+	"n %[1]d\x02Snapshotted\x02Digest\x02Choose two existing revisions to com" +
+	"pare.\x02From revision %[1]d to revision %[2]d:\x14\x01\x81\x01\x00\x02" +
+	"\x0d\x02%[1]d change\x00\x0e\x02%[1]d changes\x14\x01\x81\x01\x00\x02" +
+	"\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d breaking\x02routing output %[1]s" +
+	" → %[2]s\x02optional → required\x02required → optional\x02values added: " +
+	"%[1]s\x02values removed: %[1]s\x02values reordered\x02%[1]s: %[2]s → %[3" +
+	"]s\x02required field of type %[1]s\x02optional field of type %[1]s\x02no" +
+	"ne\x02Task contracts: their Working copy, immutable revisions and named " +
+	"releases.\x02Key\x02Latest revision\x02none yet\x02No definition yet." +
+	"\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases" +
+	"\x02on error\x02any other error\x02held for an operator\x02an incident: " +
+	"retry, abandon or stop\x02end: completes the instance\x02end: fails the " +
+	"instance\x02push %[1]s\x02pull %[1]s\x02Node %[1]s\x02Each definition’s " +
+	"queue and incidents now, and what its workers finished in the last hour." +
+	"\x02Completions and failures, last hour\x02Definitions, those needing at" +
+	"tention first\x02Definition\x02Open\x02Held instances\x02Failed\x02Oldes" +
+	"t claimable waits\x02Completed, last hour\x02Failed, last hour\x02No def" +
+	"inition has occurrences yet.\x02Counts are unavailable right now.\x02As " +
+	"of %[1]s (%[2]s); refreshed every few seconds.\x02claimable since %[1]s" +
+	"\x02Show all definitions\x02All definitions\x02Completions and failures " +
+	"per 5 minutes, last hour: %[1]s\x02In the last hour: %[1]d completed, %[" +
+	"2]d failed. The table after the chart gives each 5-minute slot.\x02compl" +
+	"eted\x02failed\x02The chart’s numbers\x02Completions and failures per 5-" +
+	"minute slot, oldest first\x02Slot\x02Completed\x02%[1]s–%[2]s\x02%[1]d c" +
+	"ompleted\x02%[1]d failed\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[" +
+	"5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago" +
+	"\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb" +
+	"\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec" +
+	"\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d " +
+	"days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours" +
+	"\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes" +
+	"\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d seconds" +
+	"\x02%[1]d ms\x02Process instance %[1]s\x02Summary\x02Operator actions" +
+	"\x02Path\x02The nodes this instance reached, in order, each with its occ" +
+	"urrence.\x02Nodes reached, in order\x02Node\x02Occurrence\x02Route\x02Ne" +
+	"xt node\x02Created\x02Settled\x02This instance has not reached a task ye" +
+	"t.\x02Recorded operator actions\x02No operator has acted on this instanc" +
+	"e.\x02Operator actions on this instance, newest first\x02Value\x02Proces" +
+	"s inputs\x02Inputs the instance was started with, labelled by process ve" +
+	"rsion %[1]d's contract\x02This process takes no inputs.\x02This instance" +
+	" is held at a failed node: an incident. Retry offers the failed occurren" +
+	"ce again; abandon fails the instance; stop cancels it. Each asks for a r" +
+	"eason, recorded in the audit log.\x02Stopping cancels the instance and i" +
+	"ts open occurrences. It does not complete anything.\x02Stopped by %[1]s " +
+	"at %[2]s — “%[3]s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”\x02Retried b" +
+	"y %[1]s at %[2]s — “%[3]s”\x02Started\x02Ended\x02End node\x02Held at no" +
+	"de\x02Failed occurrence\x02Error code\x02Unknown status %[1]q.\x02The pa" +
+	"ge size must be between 1 and %[1]d.\x02Process instances\x02from\x02to" +
+	"\x02Act on every instance this filter matches\x02The next page counts th" +
+	"em and asks for a reason before anything changes.\x02Process instances, " +
+	"newest first\x02Instance\x02End node or error\x02No instance matches the" +
+	"se filters.\x02All processes\x02All statuses\x02available\x02reserved" +
+	"\x02deferred\x02cancelled\x02running\x02held\x02expired\x02rejected\x02r" +
+	"eleased\x02disconnected\x02text\x02integer\x02number\x02boolean\x02date" +
+	"\x02date and time\x02choice\x02object\x02list\x02normal\x02sensitive\x02" +
+	"secret\x02••• hidden (sensitive)\x02••• hidden (secret)\x02pull (the ser" +
+	"vice fetches it)\x02push (Relais calls the service)\x02administrator\x02" +
+	"operator\x02designer\x02consumer\x02yes\x02no\x02field added\x02field re" +
+	"moved\x02type changed\x02required changed\x02values changed\x02classific" +
+	"ation changed\x02constraint changed\x02routing changed\x02minimum length" +
+	"\x02maximum length\x02pattern\x02format\x02minimum\x02maximum\x02minimum" +
+	" items\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, version %[2]s" +
+	"\x02Occurrence %[1]s\x02Mode\x02Dates\x02Policy\x02Maximum attempts\x02R" +
+	"etry delay\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02Att" +
+	"empts\x02Every attempt, oldest first\x02Consumer\x02Worker id\x02Reserve" +
+	"d\x02Duration\x02Destination’s answer\x02Outcome\x02Error message\x02No " +
+	"service has reserved this occurrence yet.\x02in progress\x02Destination" +
+	"\x02Replica\x02Relais has not called the destination yet.\x02Relais keep" +
+	"s the destination’s status code only when it refused the call (destinati" +
+	"on_http_NNN); a completed call answered 2xx. The duration runs from the " +
+	"claim of the call to its settlement.\x02Reason given by the worker\x02Ca" +
+	"ll timeout\x02Now\x02Retry or abandon it from its instance\x14\x01\x81" +
+	"\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02at most %" +
+	"[1]d\x02%[1]d left\x02Inputs, labelled by revision %[1]d's contract\x02T" +
+	"his contract has no inputs.\x02Outputs, labelled by revision %[1]d's con" +
+	"tract\x02No outputs yet: the occurrence has not completed.\x02This contr" +
+	"act has no outputs.\x02No outputs: the occurrence ended without completi" +
+	"ng.\x02Reveal — this is recorded\x02Available from\x02Next attempt\x02La" +
+	"st reserved\x02Lock expires\x02Deferred\x02Last error (attempt %[1]d)" +
+	"\x02Error (before any attempt)\x02Its message\x02Message from Relais (in" +
+	" English)\x02Message from the service (as it sent it)\x02The deadline pa" +
+	"ssed before a result arrived.\x02The result did not match the revision's" +
+	" outputs contract.\x02Relais stopped during the call: whether the destin" +
+	"ation acted is unknown, so it is not called again.\x02The call could not" +
+	" be prepared.\x02The destination could not be reached.\x02The destinatio" +
+	"n’s answer was too large.\x02The last attempt’s lock expired with no att" +
+	"empt left.\x02The inputs could not be built from the process’s bindings." +
+	"\x02An operator abandoned the instance.\x02The destination answered HTTP" +
+	" %[1]s.\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Loc" +
+	"k expired %[1]s — waiting to be offered again.\x02Waiting for Relais to " +
+	"call the destination since %[1]s (%[2]s).\x02Waiting for a worker since " +
+	"%[1]s (%[2]s).\x02(worker %[1]s)\x02Relais is calling the destination (s" +
+	"ince %[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02Reserved" +
+	" by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker of the same consume" +
+	"r, or a front end with a settle token, completes it later.\x02Completed " +
+	"(%[1]s).\x02Its instance is held here, waiting for an operator.\x02Its i" +
+	"nstance went on along the node’s error path.\x02Failed (%[1]s).\x02Cance" +
+	"lled: the instance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled" +
+	": the instance was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s" +
+	"\x02waiting\x02HTTP 2xx, unusable body\x02no answer within the timeout" +
+	"\x02no connection\x02answer too large\x02unknown\x02[redacted]\x02The re" +
+	"vision must be a whole number, 1 or more.\x02Unknown consumer.\x02More f" +
+	"ilters: instance, revision, consumer, dates\x02instance id\x02Counts by " +
+	"status\x02Occurrences, newest first\x02Process and node\x02Error\x02Cons" +
+	"umer and worker\x02Next attempt or settled\x02No occurrence matches thes" +
+	"e filters.\x02All consumers\x02Totals of definition %[1]s, not narrowed " +
+	"by the other filters\x02Totals of all definitions, not narrowed by the o" +
+	"ther filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02" +
+	"%[1]d occurrences\x02as of %[1]s (%[2]s); counts are refreshed every few" +
+	" seconds.\x02revision %[1]d\x02settled\x02next attempt\x02claimable sinc" +
+	"e\x02call in progress since\x02lock until\x02deferred since\x02Previous " +
+	"page\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 2026-12-01.\x02%[1]" +
+	"s: the first day comes after the last.\x02These settings are kept in thi" +
+	"s browser only.\x02Show times in\x02The console runs no script, so it ca" +
+	"nnot read your computer’s time zone: choose its offset from UTC. Offsets" +
+	" do not follow daylight saving time.\x02Reload lists and detail pages" +
+	"\x02Pages with a form, such as a confirmation, never reload on their own" +
+	".\x02Save settings\x02Back without saving\x02UTC (coordinated universal " +
+	"time)\x02Local time at %[1]s\x02Never\x02Every %[1]d seconds\x02Publishe" +
+	"d process versions: their nodes, routes and pinned revisions, drawn, wit" +
+	"h where their occurrences are now.\x02Processes by key\x02Versions, newe" +
+	"st first\x02No process is published yet.\x02version %[1]d\x02Process %[1" +
+	"]s\x02Version\x02Start node\x02Graph\x02Columns follow the longest path " +
+	"from the start node. Solid arrows are successes (labelled with their rou" +
+	"te), dashed ones failures (labelled with their error codes). Each box sa" +
+	"ys how many of this version’s occurrences are at that node now.\x02Nodes" +
+	"\x02Nodes of this version, with their occurrences now\x02Kind\x02Pinned " +
+	"revision\x02On success\x02On error\x02Occurrences now\x02Instances of th" +
+	"is process\x02Counts as of %[1]s (%[2]s); refreshed every few seconds." +
+	"\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %" +
+	"[2]s. The table below lists the same nodes, routes and counts.\x00Y\x02%" +
+	"[1]d nodes, starting at %[2]s. The table below lists the same nodes, rou" +
+	"tes and counts.\x02pull\x02push to %[1]s\x02end (completes)\x02end (fail" +
+	"s)\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02" +
+	"any other code → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021" +
+	"\x02%[1]d attempt, retry after %[2]s, priority %[3]d\x002\x02%[1]d attem" +
+	"pts, retry after %[2]s, priority %[3]d\x02deadline %[1]s\x02timeout %[1]" +
+	"s\x02Only administrators may reveal a sensitive value.\x02Revealed by %[" +
+	"1]s at %[2]s; recorded in the audit log.\x02Cannot reveal\x02Only a valu" +
+	"e this page shows as hidden (sensitive) can be revealed.\x02Secret value" +
+	"s can never be revealed.\x02This page does not accept that request.\x02S" +
+	"earch\x02Type an instance or occurrence id (a UUID, as the pages show on" +
+	" hover), or a business key.\x02Nothing to find: the search box is empty." +
+	"\x02That is too long to be an id or a business key.\x02No instance or oc" +
+	"currence has the id “%[1]s”, and no instance has it as its business key." +
+	"\x02You are signed out.\x02Sign in\x02Sign in with an operator or admini" +
+	"strator token.\x02Token\x02The token is checked once and never stored in" +
+	" your browser; a session cookie stands for it for up to 8 hours of inact" +
+	"ivity.\x02This token is unknown or has been revoked.\x02A %[1]s token ca" +
+	"nnot open the console: sign in with an operator, designer or administrat" +
+	"or token.\x02routing output\x02(each item)\x14\x01\x81\x01\x00\x02\x19" +
+	"\x02at least %[1]d character\x00\x1a\x02at least %[1]d characters\x14" +
+	"\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02at most %" +
+	"[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1]s\x02max" +
+	"imum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]" +
+	"d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at" +
+	" most %[1]d item\x00\x14\x02at most %[1]d items\x02not provided\x14\x01" +
+	"\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02null\x02une" +
+	"xpected value"
 
-var frIndex = []uint32{ // 297 elements
+var frIndex = []uint32{ // 520 elements
 	// Entry 0 - 1F
-	0x00000000, 0x0000000f, 0x00000016, 0x00000027,
-	0x0000003d, 0x00000043, 0x00000054, 0x0000005e,
-	0x00000068, 0x0000007a, 0x000000a1, 0x000000bd,
-	0x000000c5, 0x000000d2, 0x000000f6, 0x00000106,
-	0x0000011e, 0x00000151, 0x00000182, 0x000001b4,
-	0x000001c2, 0x00000268, 0x00000284, 0x0000029c,
-	0x000002a8, 0x000002e9, 0x000002fc, 0x00000378,
-	0x00000390, 0x00000428, 0x0000042e, 0x00000433,
+	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
+	0x0000003e, 0x00000046, 0x0000004d, 0x0000007a,
+	0x000000a8, 0x000000e0, 0x0000010c, 0x0000015e,
+	0x00000173, 0x00000188, 0x000001b2, 0x00000234,
+	0x00000306, 0x0000031d, 0x00000348, 0x0000039e,
+	0x00000424, 0x0000043c, 0x00000465, 0x000004aa,
+	0x0000056f, 0x00000585, 0x000005cf, 0x0000061a,
+	0x00000654, 0x000006da, 0x000007b2, 0x000007f7,
 	// Entry 20 - 3F
-	0x0000043f, 0x0000044e, 0x0000045a, 0x00000466,
-	0x00000478, 0x00000489, 0x0000050d, 0x00000511,
-	0x00000523, 0x0000053a, 0x00000545, 0x0000059a,
-	0x000005a7, 0x000005cc, 0x000005d8, 0x000005e2,
-	0x000005e8, 0x000005f4, 0x0000060c, 0x0000065b,
-	0x0000066b, 0x0000067b, 0x00000684, 0x0000068f,
-	0x00000697, 0x000006ab, 0x000006be, 0x000006e6,
-	0x000006ef, 0x000006ff, 0x00000707, 0x00000716,
+	0x0000086c, 0x000008a0, 0x000008fd, 0x00000966,
+	0x000009dd, 0x00000a46, 0x00000a57, 0x00000ab3,
+	0x00000b14, 0x00000b1b, 0x00000b5c, 0x00000b70,
+	0x00000bb0, 0x00000c41, 0x00000cc3, 0x00000cff,
+	0x00000d40, 0x00000d99, 0x00000dd7, 0x00000e22,
+	0x00000e8b, 0x00000f25, 0x00000f5f, 0x00000fc0,
+	0x00000fc7, 0x00000fd1, 0x00000fd8, 0x00000fe5,
+	0x00000ff8, 0x0000100c, 0x0000102e, 0x00001063,
 	// Entry 40 - 5F
-	0x00000726, 0x00000730, 0x0000073a, 0x0000076d,
-	0x0000079d, 0x000007c9, 0x000007f9, 0x0000081b,
-	0x00000836, 0x00000851, 0x0000086d, 0x00000889,
-	0x0000089f, 0x000008b9, 0x000008d9, 0x000008f8,
-	0x000008ff, 0x00000969, 0x0000096e, 0x00000982,
-	0x0000099a, 0x000009bf, 0x000009cd, 0x000009dc,
-	0x00000a0a, 0x00000a1a, 0x00000a39, 0x00000a45,
-	0x00000a5e, 0x00000a69, 0x00000a76, 0x00000a85,
+	0x0000114c, 0x000011c1, 0x000012a0, 0x000012a6,
+	0x000012aa, 0x000012b1, 0x000012b7, 0x000012cd,
+	0x000012e4, 0x000012f4, 0x00001306, 0x000013b1,
+	0x000013b9, 0x000013cf, 0x000013e3, 0x0000140f,
+	0x00001422, 0x0000146e, 0x000014b7, 0x000014eb,
+	0x0000152d, 0x00001563, 0x00001569, 0x00001577,
+	0x00001586, 0x00001595, 0x0000159c, 0x000015ad,
+	0x000015c3, 0x000015c9, 0x000015da, 0x000015e4,
 	// Entry 60 - 7F
-	0x00000a8d, 0x00000a97, 0x00000a9f, 0x00000aa7,
-	0x00000aad, 0x00000ab4, 0x00000ab9, 0x00000abe,
-	0x00000ac2, 0x00000ac7, 0x00000acd, 0x00000ad3,
-	0x00000ad9, 0x00000ade, 0x00000ae3, 0x00000ae9,
-	0x00000af3, 0x00000b13, 0x00000b35, 0x00000b59,
-	0x00000b7f, 0x00000b88, 0x00000ba4, 0x00000bad,
-	0x00000bb6, 0x00000c0a, 0x00000c10, 0x00000c1b,
-	0x00000c27, 0x00000c2e, 0x00000c34, 0x00000c42,
+	0x000015ee, 0x00001615, 0x00001631, 0x00001639,
+	0x00001646, 0x0000166a, 0x0000167a, 0x00001692,
+	0x000016c5, 0x000016f6, 0x00001728, 0x00001736,
+	0x000017dc, 0x000017f8, 0x00001810, 0x0000181c,
+	0x0000185d, 0x00001870, 0x000018ec, 0x00001904,
+	0x0000199c, 0x000019a2, 0x000019a7, 0x000019b3,
+	0x000019c2, 0x000019ce, 0x000019da, 0x000019ec,
+	0x000019fd, 0x00001a81, 0x00001a85, 0x00001a97,
 	// Entry 80 - 9F
-	0x00000c4d, 0x00000c59, 0x00000c8c, 0x00000c93,
-	0x00000ca9, 0x00000d1c, 0x00000d42, 0x00000d8e,
-	0x00000da9, 0x00000df9, 0x00000e03, 0x00000e11,
-	0x00000e1e, 0x00000e2b, 0x00000e3e, 0x00000e4b,
-	0x00000e5b, 0x00000e70, 0x00000e85, 0x00000eae,
-	0x00000ef3, 0x00000fb8, 0x00000fe4, 0x00000ffa,
-	0x0000103f, 0x000010b5, 0x000010c0, 0x000010cb,
-	0x000010d6, 0x000010e0, 0x000010ea, 0x000010f3,
+	0x00001aae, 0x00001ab9, 0x00001b0e, 0x00001b1b,
+	0x00001b40, 0x00001b4c, 0x00001b56, 0x00001b5c,
+	0x00001b68, 0x00001b80, 0x00001bcf, 0x00001bdf,
+	0x00001bef, 0x00001bf8, 0x00001c03, 0x00001c0b,
+	0x00001c1f, 0x00001c32, 0x00001c5a, 0x00001c63,
+	0x00001c73, 0x00001c7b, 0x00001c8a, 0x00001c9a,
+	0x00001ca4, 0x00001cae, 0x00001ce1, 0x00001d11,
+	0x00001d3d, 0x00001d6d, 0x00001d8f, 0x00001daa,
 	// Entry A0 - BF
-	0x000010fc, 0x00001106, 0x0000110f, 0x00001118,
-	0x0000111f, 0x0000112d, 0x00001133, 0x0000113a,
-	0x00001141, 0x0000114a, 0x0000114f, 0x0000115d,
-	0x00001163, 0x00001169, 0x0000116f, 0x00001177,
-	0x00001180, 0x00001189, 0x000011a6, 0x000011c1,
-	0x000011e1, 0x00001202, 0x00001211, 0x0000121c,
-	0x00001227, 0x00001234, 0x00001238, 0x0000123c,
-	0x0000124a, 0x00001258, 0x00001266, 0x00001286,
+	0x00001dc5, 0x00001de1, 0x00001dfd, 0x00001e13,
+	0x00001e2d, 0x00001e4d, 0x00001e6c, 0x00001e73,
+	0x00001edd, 0x00001ee2, 0x00001ef6, 0x00001f0e,
+	0x00001f33, 0x00001f61, 0x00001f73, 0x00001f86,
+	0x00001fa3, 0x00001fd5, 0x00001ff2, 0x00002015,
+	0x00002020, 0x0000202b, 0x00002037, 0x000020bb,
+	0x000020e2, 0x00002120, 0x0000212c, 0x00002135,
+	0x0000214a, 0x00002154, 0x0000217b, 0x00002197,
 	// Entry C0 - DF
-	0x00001299, 0x000012b2, 0x000012c7, 0x000012d8,
-	0x000012ea, 0x000012fc, 0x00001302, 0x00001309,
-	0x00001311, 0x00001319, 0x00001337, 0x00001355,
-	0x0000136c, 0x00001381, 0x00001392, 0x000013a8,
-	0x000013ad, 0x000013b3, 0x000013c1, 0x000013cf,
-	0x000013e2, 0x000013ed, 0x00001406, 0x00001423,
-	0x0000143d, 0x00001447, 0x00001470, 0x0000147b,
-	0x000014a5, 0x000014b3, 0x000014c0, 0x000014de,
+	0x000021b2, 0x000021e2, 0x00002211, 0x0000224f,
+	0x0000226a, 0x0000228b, 0x000022a3, 0x000022e9,
+	0x00002368, 0x00002372, 0x0000237c, 0x00002396,
+	0x000023df, 0x000023e7, 0x000023f2, 0x00002400,
+	0x0000242a, 0x00002453, 0x00002463, 0x00002482,
+	0x0000248e, 0x000024a7, 0x000024b2, 0x000024bf,
+	0x000024ce, 0x000024d6, 0x000024e0, 0x000024e8,
+	0x000024f0, 0x000024f6, 0x000024fd, 0x00002502,
 	// Entry E0 - FF
-	0x000014e8, 0x000014fb, 0x00001532, 0x0000153b,
-	0x00001547, 0x00001558, 0x00001597, 0x000015b8,
-	0x000015f6, 0x00001636, 0x00001656, 0x00001697,
-	0x000016c3, 0x000016da, 0x000016e4, 0x000016fe,
-	0x0000174a, 0x0000177f, 0x00001795, 0x000017d7,
-	0x0000180f, 0x00001817, 0x00001830, 0x00001846,
-	0x0000185a, 0x0000186d, 0x000018a8, 0x000018d2,
-	0x00001902, 0x0000191a, 0x0000192b, 0x00001942,
+	0x00002507, 0x0000250b, 0x00002510, 0x00002516,
+	0x0000251c, 0x00002522, 0x00002527, 0x0000252c,
+	0x00002532, 0x0000253c, 0x0000255c, 0x0000257e,
+	0x000025a2, 0x000025c8, 0x000025d1, 0x000025ed,
+	0x000025f6, 0x0000260d, 0x00002616, 0x0000266a,
+	0x0000268a, 0x00002690, 0x0000269b, 0x000026a1,
+	0x000026af, 0x000026ba, 0x000026c6, 0x000026f9,
+	0x0000271d, 0x0000274c, 0x00002795, 0x0000279c,
 	// Entry 100 - 11F
-	0x00001971, 0x0000199d, 0x000019d9, 0x000019f0,
-	0x00001ab8, 0x00001ae5, 0x00001b50, 0x00001b6a,
-	0x00001b83, 0x00001ba4, 0x00001bba, 0x00001bc1,
-	0x00001bdb, 0x00001c1c, 0x00001c62, 0x00001c7a,
-	0x00001ccd, 0x00001d08, 0x00001d33, 0x00001d4c,
-	0x00001d59, 0x00001d9c, 0x00001da2, 0x00001e3e,
-	0x00001e69, 0x00001ef5, 0x00001f07, 0x00001f1a,
-	0x00001f58, 0x00001f94, 0x00001fa0, 0x00001fad,
+	0x000027b2, 0x00002825, 0x0000284b, 0x00002953,
+	0x000029a3, 0x000029d0, 0x000029ff, 0x00002a2a,
+	0x00002a38, 0x00002a45, 0x00002a52, 0x00002a65,
+	0x00002a7a, 0x00002a8a, 0x00002aa4, 0x00002adc,
+	0x00002af3, 0x00002af6, 0x00002af9, 0x00002b2d,
+	0x00002b77, 0x00002bac, 0x00002bb5, 0x00002bcc,
+	0x00002bfa, 0x00002c0d, 0x00002c1e, 0x00002c29,
+	0x00002c34, 0x00002c3f, 0x00002c48, 0x00002c51,
 	// Entry 120 - 13F
-	0x00001fbb, 0x00001fc9, 0x00001fd9, 0x00002015,
-	0x0000204f, 0x0000205a, 0x00002084, 0x00002088,
-	0x0000209a,
-} // Size: 1212 bytes
+	0x00002c5b, 0x00002c64, 0x00002c6d, 0x00002c74,
+	0x00002c82, 0x00002c88, 0x00002c8f, 0x00002c96,
+	0x00002c9f, 0x00002ca4, 0x00002cb2, 0x00002cb8,
+	0x00002cbe, 0x00002cc4, 0x00002ccc, 0x00002cd5,
+	0x00002cde, 0x00002cfb, 0x00002d16, 0x00002d36,
+	0x00002d57, 0x00002d66, 0x00002d71, 0x00002d7c,
+	0x00002d89, 0x00002d8d, 0x00002d91, 0x00002d9f,
+	0x00002dad, 0x00002dbb, 0x00002ddb, 0x00002dee,
+	// Entry 140 - 15F
+	0x00002e07, 0x00002e1c, 0x00002e2d, 0x00002e3f,
+	0x00002e51, 0x00002e57, 0x00002e5e, 0x00002e66,
+	0x00002e6e, 0x00002e8c, 0x00002eaa, 0x00002ec1,
+	0x00002ed6, 0x00002ee7, 0x00002eec, 0x00002ef2,
+	0x00002f0b, 0x00002f28, 0x00002f42, 0x00002f4d,
+	0x00002f57, 0x00002f80, 0x00002f8b, 0x00002fbf,
+	0x00002fcc, 0x00002fea, 0x00002ff8, 0x00002fff,
+	0x0000301a, 0x00003024, 0x00003037, 0x0000306e,
+	// Entry 160 - 17F
+	0x00003077, 0x00003083, 0x0000308d, 0x000030bd,
+	0x000031a4, 0x000031c0, 0x000031d1, 0x000031dc,
+	0x0000320f, 0x00003239, 0x00003247, 0x0000326f,
+	0x000032ae, 0x000032cf, 0x0000330d, 0x0000334d,
+	0x0000336d, 0x000033ae, 0x000033da, 0x000033f2,
+	0x00003406, 0x0000341d, 0x00003430, 0x0000343b,
+	0x0000345e, 0x0000347d, 0x00003489, 0x000034a8,
+	0x000034d7, 0x00003517, 0x0000355d, 0x000035cf,
+	// Entry 180 - 19F
+	0x000035f7, 0x0000361a, 0x00003651, 0x00003698,
+	0x000036eb, 0x00003714, 0x0000373a, 0x00003761,
+	0x00003789, 0x000037d0, 0x0000381a, 0x0000384a,
+	0x0000385a, 0x00003888, 0x000038c4, 0x000038da,
+	0x0000396b, 0x0000397e, 0x000039bc, 0x000039f8,
+	0x00003a0b, 0x00003a5b, 0x00003a90, 0x00003aa2,
+	0x00003ab9, 0x00003ac4, 0x00003ae1, 0x00003b00,
+	0x00003b11, 0x00003b2b, 0x00003b34, 0x00003b3e,
+	// Entry 1A0 - 1BF
+	0x00003b73, 0x00003b89, 0x00003bc6, 0x00003bdf,
+	0x00003bf2, 0x00003c1c, 0x00003c2f, 0x00003c36,
+	0x00003c4e, 0x00003c70, 0x00003ca0, 0x00003cb7,
+	0x00003cef, 0x00003d2a, 0x00003d56, 0x00003da9,
+	0x00003db9, 0x00003dc5, 0x00003ddc, 0x00003df1,
+	0x00003e0a, 0x00003e1c, 0x00003e31, 0x00003e43,
+	0x00003e59, 0x00003e83, 0x00003eb6, 0x00003ef2,
+	0x00003f09, 0x00003fd1, 0x00003ffe, 0x00004069,
+	// Entry 1C0 - 1DF
+	0x00004083, 0x0000409c, 0x000040bd, 0x000040d3,
+	0x000040da, 0x000040f4, 0x00004189, 0x0000419c,
+	0x000041c3, 0x000041eb, 0x000041f9, 0x00004209,
+	0x00004211, 0x00004222, 0x00004229, 0x0000435f,
+	0x00004366, 0x000043a0, 0x000043a5, 0x000043ba,
+	0x000043ce, 0x000043e0, 0x000043f6, 0x00004410,
+	0x0000445a, 0x0000446a, 0x00004544, 0x00004549,
+	0x00004559, 0x00004567, 0x00004577, 0x00004587,
+	// Entry 1E0 - 1FF
+	0x00004591, 0x000045bd, 0x000045d7, 0x000045f2,
+	0x00004680, 0x00004691, 0x0000469e, 0x000046df,
+	0x00004725, 0x0000473d, 0x00004790, 0x000047cb,
+	0x000047f6, 0x00004800, 0x0000487a, 0x000048af,
+	0x000048f0, 0x00004960, 0x00004979, 0x00004986,
+	0x000049c9, 0x000049cf, 0x00004a6b, 0x00004a96,
+	0x00004b22, 0x00004b34, 0x00004b47, 0x00004b85,
+	0x00004bc1, 0x00004bcd, 0x00004bda, 0x00004be8,
+	// Entry 200 - 21F
+	0x00004bf6, 0x00004c06, 0x00004c42, 0x00004c7c,
+	0x00004c87, 0x00004cb1, 0x00004cb5, 0x00004cc7,
+} // Size: 2104 bytes
 
-const frData string = "" + // Size: 8346 bytes
+const frData string = "" + // Size: 19655 bytes
+	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
+	"bandon\x02arrêt\x02Reprendre toutes les instances suspendues…\x02Abandon" +
+	"ner toutes les instances suspendues…\x02Arrêter toutes les instances en " +
+	"cours ou suspendues…\x02Motif (consigné dans le journal d’audit)\x02Dite" +
+	"s pourquoi, pour qui lira le journal plus tard\u202f: 1 000 caractères a" +
+	"u plus.\x02La laisser continuer\x02La laisser suspendue\x02Reprendre l’i" +
+	"nstance de processus %[1]s\x02Reprendre cette instance\u202f? Son occurr" +
+	"ence en échec au nœud %[1]s est proposée de nouveau, avec un budget de t" +
+	"entatives neuf.\x02Les services peuvent la reprendre (une occurrence pus" +
+	"h rappelle sa destination). Ses tentatives précédentes et sa dernière er" +
+	"reur restent dans son historique. Rien n’est terminé à la place de quico" +
+	"nque.\x02Reprendre l’instance\x02Abandonner l’instance de processus %[1]" +
+	"s\x02Abandonner cette instance\u202f? Elle passe en échec avec le code d" +
+	"’erreur abandoned.\x02Son occurrence en échec reste telle quelle et ri" +
+	"en n’est terminé à sa place. Une instance abandonnée ne peut pas être re" +
+	"prise.\x02Abandonner l’instance\x02Arrêter l’instance de processus %[1]s" +
+	"\x02Arrêter cette instance\u202f? Ses occurrences ouvertes sont annulées" +
+	".\x02Les services qui en détiennent une l’apprennent à leur prochain ret" +
+	"our, et leurs résultats sont refusés. Rien n’est terminé à leur place, e" +
+	"t une instance arrêtée ne peut pas reprendre.\x02Arrêter l’instance\x02C" +
+	"ette instance est %[1]s, pas suspendue\u202f: il n’y a rien à reprendre." +
+	"\x02Cette instance est %[1]s, pas suspendue\u202f: il n’y a rien à aband" +
+	"onner.\x02Cette instance est %[1]s\u202f: il n’y a rien à arrêter.\x02Ce" +
+	"tte instance n’est plus suspendue (elle est %[1]s désormais)\u202f: quel" +
+	"qu’un a sans doute agi avant vous. Rien n’a été fait.\x02Son occurrence " +
+	"a échoué avant toute tentative\u202f: ses entrées n’ont pas pu être cons" +
+	"truites, une reprise échouerait donc de la même façon. Abandonnez ou arr" +
+	"êtez plutôt l’instance. Rien n’a été fait.\x02Cette instance est déjà t" +
+	"erminée\u202f; il n’y a rien à arrêter.\x02Indiquez un motif\u202f: il e" +
+	"st consigné dans le journal d’audit (1 000 caractères au plus). Rien n’a" +
+	" été fait.\x02Relais a refusé l’action. Rien n’a été fait.\x02Cette inst" +
+	"ance était déjà arrêtée\u202f; rien n’a changé et rien n’a été consigné." +
+	"\x02Reprise\u202f: l’occurrence du nœud %[1]s est proposée de nouveau. C" +
+	"onsigné dans le journal d’audit.\x02Abandon\u202f: l’instance est passée" +
+	" en échec avec le code d’erreur abandoned. Consigné dans le journal d’au" +
+	"dit.\x02Arrêt\u202f: l’instance et ses occurrences ouvertes sont annulée" +
+	"s. Consigné dans le journal d’audit.\x02Action inconnue.\x02L’arrêt s’ap" +
+	"plique aux instances en cours ou suspendues, pas à celles qui sont %[1]s" +
+	".\x02La reprise et l’abandon s’appliquent aux instances suspendues, pas " +
+	"à celles qui sont %[1]s.\x02Filtre\x02Motif (consigné dans le journal d" +
+	"’audit pour chaque instance)\x02Revenir à la liste\x02Reprendre toutes" +
+	" les instances suspendues que ce filtre retient\x02L’occurrence en échec" +
+	" de chacune est proposée de nouveau, avec un budget de tentatives neuf. " +
+	"Rien n’est terminé à la place de quiconque.\x14\x01\x81\x01\x00\x02:\x02" +
+	"%[1]d instance suspendue correspond au filtre maintenant.\x00?\x02%[1]d " +
+	"instances suspendues correspondent au filtre maintenant.\x14\x01\x81\x01" +
+	"\x00\x02\x19\x02Reprendre %[1]d instance\x00\x1a\x02Reprendre %[1]d inst" +
+	"ances\x02Abandonner toutes les instances suspendues que ce filtre retien" +
+	"t\x02Chacune passe en échec avec le code d’erreur abandoned et ne peut p" +
+	"lus être reprise.\x14\x01\x81\x01\x00\x02\x1a\x02Abandonner %[1]d instan" +
+	"ce\x00\x1b\x02Abandonner %[1]d instances\x02Arrêter toutes les instances" +
+	" en cours ou suspendues que ce filtre retient\x02Chacune est annulée ave" +
+	"c ses occurrences ouvertes\u202f; une instance arrêtée ne peut pas être " +
+	"reprise.\x14\x01\x81\x01\x00\x02F\x02%[1]d instance en cours ou suspendu" +
+	"e correspond au filtre maintenant.\x00K\x02%[1]d instances en cours ou s" +
+	"uspendues correspondent au filtre maintenant.\x14\x01\x81\x01\x00\x02" +
+	"\x18\x02Arrêter %[1]d instance\x00\x19\x02Arrêter %[1]d instances\x02Rie" +
+	"n à faire\u202f: aucune instance à laquelle cette action s’applique ne c" +
+	"orrespond au filtre.\x02toutes\x02Processus\x02Statut\x02Clé métier\x02C" +
+	"réées depuis le\x02Créées jusqu’au\x02Impossible d’agir sur ce filtre" +
+	"\x02Le nombre confirmé manque\u202f: repartez de la liste.\x02Le nombre " +
+	"a changé depuis que vous l’avez confirmé (il était de %[1]d)\u202f: entr" +
+	"e-temps, des instances ont été réglées, démarrées ou traitées. Rien n’a " +
+	"été fait\u202f; vérifiez le nouveau nombre et confirmez de nouveau.\x14" +
+	"\x02\x80\x01\x026\x02Action groupée (%[1]s) appliquée à %[2]d instance." +
+	"\x007\x02Action groupée (%[1]s) appliquée à %[2]d instances.\x14\x01\x81" +
+	"\x01\x00\x02h\x02%[1]d ignorée\u202f: elle a changé après le comptage (r" +
+	"églée, ou traitée par quelqu’un d’autre).\x00n\x02%[1]d ignorées\u202f:" +
+	" elles ont changé après le comptage (réglées, ou traitées par quelqu’un " +
+	"d’autre).\x02Quand\x02Qui\x02Action\x02Motif\x02Instance de processus" +
+	"\x02Occurrence reproposée\x02Action groupée\x02Journal d’audit\x02Chaque" +
+	" reprise, abandon et arrêt appliqué par un opérateur, avec son motif. Le" +
+	"s révélations de valeurs sensibles ont leur propre journal (GET /api/v1/" +
+	"audit/reveals).\x02Filtres\x02Appliquer les filtres\x02Effacer les filtr" +
+	"es\x02Aucune action d’opérateur ne correspond.\x02Toutes les actions\x02" +
+	"L’instance de processus doit être un identifiant d’instance (un UUID)." +
+	"\x02L’action groupée doit être désignée par son identifiant (un UUID)." +
+	"\x02Instances modifiées par l’action groupée %[1]s.\x02Le curseur de pag" +
+	"e est invalide\u202f: revenez à la première page.\x02Actions d’opérateur" +
+	"s, les plus récentes d’abord\x02Pages\x02Page suivante\x02Première page" +
 	"\x02Console Relais\x02Langue\x02Aller au contenu\x02Navigation principal" +
-	"e\x02État\x02Tâches externes\x02Instances\x02Processus\x02Journal d’audi" +
-	"t\x02Trouver une instance ou une occurrence\x02identifiant ou clé métier" +
-	"\x02Trouver\x02Définitions\x02Connecté en tant que %[1]s (%[2]s)\x02Se d" +
-	"éconnecter\x02Réglages d’affichage\x02Heures en %[1]s · rechargement to" +
-	"utes les %[2]d s\x02Heures en %[1]s · sans rechargement automatique\x02C" +
-	"ette page se recharge toutes les %[1]d secondes.\x02Non autorisé\x02Votr" +
-	"e rôle permet de lire les définitions seulement\u202f: les tâches extern" +
-	"es et les instances de processus sont réservées aux opérateurs et aux ad" +
-	"ministrateurs.\x02Retour aux tâches externes\x02Retour aux définitions" +
-	"\x02Introuvable\x02Rien n’existe à cette adresse, ou vous ne pouvez pas " +
-	"le voir.\x02Formulaire refusé\x02Ce formulaire n’a pas été envoyé depuis" +
-	" cette session de la console, ou il a expiré. Rechargez la page et réess" +
-	"ayez.\x02Une erreur est survenue\x02La console n’a pas pu afficher cette" +
-	" page. Réessayez\u202f; si le problème persiste, donnez à votre administ" +
-	"rateur l’identifiant de requête %[1]s.\x02Champ\x02Type\x02Obligatoire" +
-	"\x02Classification\x02Contraintes\x02Description\x02Définition %[1]s\x02" +
-	"Copie de travail\x02La seule partie modifiable d’une définition. Les pro" +
-	"cessus ne l’utilisent jamais directement\u202f: ils épinglent une révisi" +
-	"on.\x02Nom\x02Sortie de routage\x02Dernier enregistrement\x02Révisions" +
-	"\x02Aucune révision pour l’instant\u202f: la copie de travail n’a jamais" +
-	" été figée.\x02Publications\x02Aucune publication pour l’instant.\x02Pub" +
-	"lication\x02Révision\x02Notes\x02Publiée le\x02Comparer des révisions" +
-	"\x02Liste chaque changement d’une révision à une autre, et qui il peut c" +
-	"asser.\x02De la révision\x02À la révision\x02Comparer\x02Changement\x02D" +
-	"étail\x02Casse les processus\x02Casse les services\x02Ces révisions ont" +
-	" les mêmes contrats.\x02Entrées\x02Aucune entrée.\x02Sorties\x02Aucune s" +
-	"ortie.\x02Révision %[1]d\x02Figée le\x02Empreinte\x02Choisissez deux rév" +
-	"isions existantes à comparer.\x02De la révision %[1]d à la révision %[2]" +
-	"d\u202f:\x14\x01\x81\x01\x00\x02\x11\x02%[1]d changement\x00\x12\x02%[1]" +
-	"d changements\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incompatible\x00\x14" +
-	"\x02%[1]d incompatibles\x02sortie de routage %[1]s → %[2]s\x02facultatif" +
-	" → obligatoire\x02obligatoire → facultatif\x02valeurs ajoutées\u202f: %[" +
-	"1]s\x02valeurs retirées\u202f: %[1]s\x02valeurs réordonnées\x02%[1]s" +
-	"\u202f: %[2]s → %[3]s\x02champ obligatoire de type %[1]s\x02champ facult" +
-	"atif de type %[1]s\x02aucune\x02Contrats de tâches\u202f: leur copie de " +
-	"travail, leurs révisions immuables et leurs publications nommées.\x02Clé" +
-	"\x02Dernière révision\x02aucune pour l’instant\x02Aucune définition pour" +
-	" l’instant.\x02Page suivante\x02Première page\x14\x01\x81\x01\x00\x02" +
-	"\x12\x02%[1]d publication\x00\x13\x02%[1]d publications\x02%[1]s\u202f; " +
-	"%[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %" +
-	"[3]s %[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’instant\x02%[1]d s\x02%[" +
-	"1]d min\x02%[1]d h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02avr.\x02mai" +
-	"\x02juin\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 seconde" +
-	"\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours\x14" +
-	"\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14\x01" +
-	"\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01" +
-	"\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%[1]d" +
-	" ms\x02Instance de processus %[1]s\x02Résumé\x02Parcours\x02Les nœuds at" +
-	"teints par cette instance, dans l’ordre, chacun avec son occurrence.\x02" +
-	"Nœud\x02Occurrence\x02Définition\x02Statut\x02Route\x02Nœud suivant\x02C" +
-	"réée le\x02Réglée le\x02Cette instance n’a encore atteint aucune tâche." +
-	"\x02Valeur\x02Entrées du processus\x02Entrées avec lesquelles l’instance" +
-	" a démarré, nommées d’après le contrat de la version %[1]d du processus" +
-	"\x02Ce processus ne prend aucune entrée.\x02L’instance a été arrêtée" +
-	"\u202f; ses occurrences ouvertes sont annulées.\x02Arrêter cette instanc" +
-	"e…\x02L’arrêt annule l’instance et ses occurrences ouvertes. Il ne termi" +
-	"ne rien.\x02Processus\x02Démarrée le\x02Terminée le\x02Nœud de fin\x02Su" +
-	"spendue au nœud\x02Clé métier\x02Code d’erreur\x02La laisser continuer" +
-	"\x02La laisser suspendue\x02Arrêter l’instance de processus %[1]s\x02Arr" +
-	"êter cette instance\u202f? Ses occurrences ouvertes sont annulées.\x02L" +
-	"es services qui en détiennent une l’apprennent à leur prochain retour, e" +
-	"t leurs résultats sont refusés. Rien n’est terminé à leur place, et une " +
-	"instance arrêtée ne peut pas reprendre.\x02Motif (consigné dans le journ" +
-	"al d’audit)\x02Arrêter l’instance\x02Cette instance est déjà terminée" +
-	"\u202f; il n’y a rien à arrêter.\x02Indiquez pourquoi vous l’arrêtez" +
-	"\u202f: le motif est consigné dans le journal d’audit (1 000 caractères " +
-	"au plus).\x02disponible\x02réservée\x02différée\x02terminée\x02en échec" +
-	"\x02annulée\x02en cours\x02suspendue\x02expirée\x02rejetée\x02rendue\x02" +
-	"déconnectée\x02texte\x02entier\x02nombre\x02booléen\x02date\x02date et h" +
-	"eure\x02choix\x02objet\x02liste\x02normale\x02sensible\x02secrète\x02•••" +
-	" masqué (sensible)\x02••• masqué (secret)\x02pull (le service la récupèr" +
-	"e)\x02push (Relais appelle le service)\x02administrateur\x02opérateur" +
-	"\x02concepteur\x02consommateur\x02oui\x02non\x02champ ajouté\x02champ re" +
-	"tiré\x02type modifié\x02caractère obligatoire modifié\x02valeurs modifié" +
-	"es\x02classification modifiée\x02contrainte modifiée\x02routage modifié" +
-	"\x02longueur minimale\x02longueur maximale\x02motif\x02format\x02minimum" +
-	"\x02maximum\x02nombre minimal d’éléments\x02nombre maximal d’éléments" +
-	"\x02%[1]s, révision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s" +
-	"\x02Instance de processus\x02Mode\x02Dates\x02Disponible le\x02Réservée " +
-	"le\x02Verrou expirant le\x02Échéance\x02Politique d’exécution\x02Nombre " +
-	"maximal de tentatives\x02Délai avant nouvel essai\x02Priorité\x02%[1]d (" +
-	"0 la plus basse, 9 la plus haute)\x02Tentatives\x14\x01\x81\x01\x00\x02" +
-	"\x10\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x02au plus %[1]d\x02" +
-	"Consommateur\x02Identifiant de l’exécutant\x02Résultat\x02Message d’erre" +
-	"ur\x02Aucun service n’a encore réservé cette occurrence.\x02en cours\x02" +
-	"Destination\x02Délai d’appel\x02Entrées, nommées d’après le contrat de l" +
-	"a révision %[1]d\x02Ce contrat n’a aucune entrée.\x02Sorties, nommées d’" +
-	"après le contrat de la révision %[1]d\x02Pas encore de sorties\u202f: l’" +
-	"occurrence n’est pas terminée.\x02Ce contrat n’a aucune sortie.\x02Aucun" +
-	"e sortie\u202f: l’occurrence s’est terminée sans aboutir.\x02Révéler — c" +
-	"ette action est enregistrée\x02consommateur n° %[1]s\x02[masqué]\x02Stat" +
-	"ut inconnu\u202f: %[1]q.\x02L’instance de processus doit être un identif" +
-	"iant d’instance (un UUID).\x02La révision doit être un nombre entier, 1 " +
-	"ou plus.\x02Consommateur inconnu.\x02Le curseur de page est invalide" +
-	"\u202f: revenez à la première page.\x02La taille de page doit être compr" +
-	"ise entre 1 et %[1]d.\x02Filtres\x02identifiant d’instance\x02Appliquer " +
-	"les filtres\x02Effacer les filtres\x02Nombres par statut\x02Les nombres " +
-	"sont actualisés toutes les quelques secondes.\x02Occurrences, les plus r" +
-	"écentes d’abord\x02Aucune occurrence ne correspond à ces filtres.\x02To" +
-	"utes les définitions\x02Tous les statuts\x02Tous les consommateurs\x02Le" +
-	"s nombres sont indisponibles pour le moment.\x14\x01\x81\x01\x00\x02\x11" +
-	"\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02Ces réglages sont c" +
-	"onservés dans ce navigateur seulement.\x02Afficher les heures en\x02La c" +
-	"onsole n’exécute aucun script et ne peut donc pas lire le fuseau horaire" +
-	" de votre ordinateur\u202f: choisissez son décalage par rapport à UTC. L" +
-	"es décalages ne suivent pas l’heure d’été.\x02Recharger les listes et le" +
-	"s pages de détail\x02Les pages qui contiennent un formulaire, comme une " +
-	"confirmation, ne se rechargent jamais d’elles-mêmes.\x02Enregistrer les " +
-	"réglages\x02Revenir sans enregistrer\x02UTC (temps universel coordonné)" +
-	"\x02Heure locale à %[1]s\x02Jamais\x02Toutes les %[1]d secondes\x02Seuls" +
-	" les administrateurs peuvent révéler une valeur sensible.\x02Révélé par " +
-	"%[1]s le %[2]s\u202f; consigné dans le journal d’audit.\x02Révélation im" +
-	"possible\x02Seule une valeur que cette page affiche masquée (sensible) p" +
-	"eut être révélée.\x02Les valeurs secrètes ne peuvent jamais être révélée" +
-	"s.\x02Cette page n’accepte pas cette requête.\x02Vous êtes déconnecté." +
-	"\x02Se connecter\x02Connectez-vous avec un jeton d’opérateur ou d’admini" +
-	"strateur.\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais cons" +
-	"ervé dans votre navigateur\u202f; un cookie de session le remplace jusqu" +
-	"’à 8 heures d’inactivité.\x02Ce jeton est inconnu ou a été révoqué." +
-	"\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: connecte" +
-	"z-vous avec un jeton d’opérateur, de concepteur ou d’administrateur.\x02" +
-	"sortie de routage\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au " +
-	"moins %[1]d caractère\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81" +
-	"\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %[1]d car" +
-	"actères\x02motif %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s" +
-	"\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élé" +
-	"ment\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02a" +
-	"u plus %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02non fourni\x14" +
-	"\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02n" +
-	"ul\x02valeur inattendue"
+	"e\x02État\x02Tâches externes\x02Instances\x02Processus\x02Trouver une in" +
+	"stance ou une occurrence\x02identifiant ou clé métier\x02Trouver\x02Défi" +
+	"nitions\x02Connecté en tant que %[1]s (%[2]s)\x02Se déconnecter\x02Régla" +
+	"ges d’affichage\x02Heures en %[1]s · rechargement toutes les %[2]d s\x02" +
+	"Heures en %[1]s · sans rechargement automatique\x02Cette page se recharg" +
+	"e toutes les %[1]d secondes.\x02Non autorisé\x02Votre rôle permet de lir" +
+	"e les définitions seulement\u202f: les tâches externes et les instances " +
+	"de processus sont réservées aux opérateurs et aux administrateurs.\x02Re" +
+	"tour aux tâches externes\x02Retour aux définitions\x02Introuvable\x02Rie" +
+	"n n’existe à cette adresse, ou vous ne pouvez pas le voir.\x02Formulaire" +
+	" refusé\x02Ce formulaire n’a pas été envoyé depuis cette session de la c" +
+	"onsole, ou il a expiré. Rechargez la page et réessayez.\x02Une erreur es" +
+	"t survenue\x02La console n’a pas pu afficher cette page. Réessayez\u202f" +
+	"; si le problème persiste, donnez à votre administrateur l’identifiant d" +
+	"e requête %[1]s.\x02Champ\x02Type\x02Obligatoire\x02Classification\x02Co" +
+	"ntraintes\x02Description\x02Définition %[1]s\x02Copie de travail\x02La s" +
+	"eule partie modifiable d’une définition. Les processus ne l’utilisent ja" +
+	"mais directement\u202f: ils épinglent une révision.\x02Nom\x02Sortie de " +
+	"routage\x02Dernier enregistrement\x02Révisions\x02Aucune révision pour l" +
+	"’instant\u202f: la copie de travail n’a jamais été figée.\x02Publicati" +
+	"ons\x02Aucune publication pour l’instant.\x02Publication\x02Révision\x02" +
+	"Notes\x02Publiée le\x02Comparer des révisions\x02Liste chaque changement" +
+	" d’une révision à une autre, et qui il peut casser.\x02De la révision" +
+	"\x02À la révision\x02Comparer\x02Changement\x02Détail\x02Casse les proce" +
+	"ssus\x02Casse les services\x02Ces révisions ont les mêmes contrats.\x02E" +
+	"ntrées\x02Aucune entrée.\x02Sorties\x02Aucune sortie.\x02Révision %[1]d" +
+	"\x02Figée le\x02Empreinte\x02Choisissez deux révisions existantes à comp" +
+	"arer.\x02De la révision %[1]d à la révision %[2]d\u202f:\x14\x01\x81\x01" +
+	"\x00\x02\x11\x02%[1]d changement\x00\x12\x02%[1]d changements\x14\x01" +
+	"\x81\x01\x00\x02\x13\x02%[1]d incompatible\x00\x14\x02%[1]d incompatible" +
+	"s\x02sortie de routage %[1]s → %[2]s\x02facultatif → obligatoire\x02obli" +
+	"gatoire → facultatif\x02valeurs ajoutées\u202f: %[1]s\x02valeurs retirée" +
+	"s\u202f: %[1]s\x02valeurs réordonnées\x02%[1]s\u202f: %[2]s → %[3]s\x02c" +
+	"hamp obligatoire de type %[1]s\x02champ facultatif de type %[1]s\x02aucu" +
+	"ne\x02Contrats de tâches\u202f: leur copie de travail, leurs révisions i" +
+	"mmuables et leurs publications nommées.\x02Clé\x02Dernière révision\x02a" +
+	"ucune pour l’instant\x02Aucune définition pour l’instant.\x14\x01\x81" +
+	"\x01\x00\x02\x12\x02%[1]d publication\x00\x13\x02%[1]d publications\x02e" +
+	"n cas d’erreur\x02toute autre erreur\x02suspendue pour un opérateur\x02u" +
+	"n incident\u202f: reprendre, abandonner ou arrêter\x02fin\u202f: termine" +
+	" l’instance\x02fin\u202f: met l’instance en échec\x02push %[1]s\x02pull " +
+	"%[1]s\x02Nœud %[1]s\x02La file d’attente et les incidents de chaque défi" +
+	"nition maintenant, et ce que ses services ont terminé dans la dernière h" +
+	"eure.\x02Réussites et échecs, dernière heure\x02Définitions, celles qui " +
+	"demandent de l’attention d’abord\x02Définition\x02Ouvertes\x02Instances " +
+	"suspendues\x02En échec\x02Attente de la plus ancienne disponible\x02Term" +
+	"inées, dernière heure\x02En échec, dernière heure\x02Aucune définition n" +
+	"’a encore d’occurrence.\x02Les nombres sont indisponibles pour le mome" +
+	"nt.\x02Au %[1]s (%[2]s)\u202f; actualisé toutes les quelques secondes." +
+	"\x02disponible depuis le %[1]s\x02Afficher toutes les définitions\x02Tou" +
+	"tes les définitions\x02Réussites et échecs par tranche de 5 min, dernièr" +
+	"e heure\u202f: %[1]s\x02Dans la dernière heure\u202f: %[1]d terminées, %" +
+	"[2]d en échec. Le tableau qui suit le graphique donne chaque tranche de " +
+	"5 min.\x02terminée\x02en échec\x02Les chiffres du graphique\x02Réussites" +
+	" et échecs par tranche de 5 min, les plus anciennes d’abord\x02Tranche" +
+	"\x02Terminées\x02%[1]s–%[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d termin" +
+	"ée\x00\x11\x02%[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en é" +
+	"chec\x00\x10\x02%[1]d en échec\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]" +
+	"s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s" +
+	"\x02il y a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[" +
+	"1]d j\x02janv.\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août" +
+	"\x02sept.\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02" +
+	"\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c" +
+	"\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%" +
+	"[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0e\x02%[1]" +
+	"d seconde\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02Instance de processus" +
+	" %[1]s\x02Résumé\x02Actions d’opérateur\x02Parcours\x02Les nœuds atteint" +
+	"s par cette instance, dans l’ordre, chacun avec son occurrence.\x02Nœuds" +
+	" atteints, dans l’ordre\x02Nœud\x02Occurrence\x02Route\x02Nœud suivant" +
+	"\x02Créée le\x02Réglée le\x02Cette instance n’a encore atteint aucune tâ" +
+	"che.\x02Actions d’opérateurs consignées\x02Aucun opérateur n’a agi sur c" +
+	"ette instance.\x02Actions d’opérateurs sur cette instance, les plus réce" +
+	"ntes d’abord\x02Valeur\x02Entrées du processus\x02Entrées avec lesquelle" +
+	"s l’instance a démarré, nommées d’après le contrat de la version %[1]d d" +
+	"u processus\x02Ce processus ne prend aucune entrée.\x02Cette instance es" +
+	"t suspendue à un nœud en échec\u202f: c’est un incident. La reprise prop" +
+	"ose de nouveau l’occurrence en échec\u202f; l’abandon met l’instance en " +
+	"échec\u202f; l’arrêt l’annule. Chacune demande un motif, consigné dans " +
+	"le journal d’audit.\x02L’arrêt annule l’instance et ses occurrences ouve" +
+	"rtes. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — « %[3]s »\x02A" +
+	"bandonnée par %[1]s le %[2]s — « %[3]s »\x02Reprise par %[1]s le %[2]s —" +
+	" « %[3]s »\x02Démarrée le\x02Terminée le\x02Nœud de fin\x02Suspendue au " +
+	"nœud\x02Occurrence en échec\x02Code d’erreur\x02Statut inconnu\u202f: %[" +
+	"1]q.\x02La taille de page doit être comprise entre 1 et %[1]d.\x02Instan" +
+	"ces de processus\x02du\x02au\x02Agir sur toutes les instances que ce fil" +
+	"tre retient\x02La page suivante les compte et demande un motif avant que" +
+	" rien ne change.\x02Instances de processus, les plus récentes d’abord" +
+	"\x02Instance\x02Nœud de fin ou erreur\x02Aucune instance ne correspond à" +
+	" ces filtres.\x02Tous les processus\x02Tous les statuts\x02disponible" +
+	"\x02réservée\x02différée\x02annulée\x02en cours\x02suspendue\x02expirée" +
+	"\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier\x02nombre\x02boo" +
+	"léen\x02date\x02date et heure\x02choix\x02objet\x02liste\x02normale\x02s" +
+	"ensible\x02secrète\x02••• masqué (sensible)\x02••• masqué (secret)\x02pu" +
+	"ll (le service la récupère)\x02push (Relais appelle le service)\x02admin" +
+	"istrateur\x02opérateur\x02concepteur\x02consommateur\x02oui\x02non\x02ch" +
+	"amp ajouté\x02champ retiré\x02type modifié\x02caractère obligatoire modi" +
+	"fié\x02valeurs modifiées\x02classification modifiée\x02contrainte modifi" +
+	"ée\x02routage modifié\x02longueur minimale\x02longueur maximale\x02moti" +
+	"f\x02format\x02minimum\x02maximum\x02nombre minimal d’éléments\x02nombre" +
+	" maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, version %[2]s\x02" +
+	"Occurrence %[1]s\x02Mode\x02Dates\x02Politique d’exécution\x02Nombre max" +
+	"imal de tentatives\x02Délai avant nouvel essai\x02Échéance\x02Priorité" +
+	"\x02%[1]d (0 la plus basse, 9 la plus haute)\x02Tentatives\x02Toutes les" +
+	" tentatives, les plus anciennes d’abord\x02Consommateur\x02Identifiant d" +
+	"e l’exécutant\x02Réservée le\x02Durée\x02Réponse de la destination\x02Ré" +
+	"sultat\x02Message d’erreur\x02Aucun service n’a encore réservé cette occ" +
+	"urrence.\x02en cours\x02Destination\x02Réplique\x02Relais n’a pas encore" +
+	" appelé la destination.\x02Relais ne conserve le code de statut de la de" +
+	"stination que lorsqu’elle a refusé l’appel (destination_http_NNN)\u202f;" +
+	" un appel terminé a reçu une réponse 2xx. La durée va de la prise en cha" +
+	"rge de l’appel à son règlement.\x02Motif donné par le service\x02Délai d" +
+	"’appel\x02Maintenant\x02La reprendre ou l’abandonner depuis son instan" +
+	"ce\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d tenta" +
+	"tives\x02au plus %[1]d\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00" +
+	"\x10\x02%[1]d restantes\x02Entrées, nommées d’après le contrat de la rév" +
+	"ision %[1]d\x02Ce contrat n’a aucune entrée.\x02Sorties, nommées d’après" +
+	" le contrat de la révision %[1]d\x02Pas encore de sorties\u202f: l’occur" +
+	"rence n’est pas terminée.\x02Ce contrat n’a aucune sortie.\x02Aucune sor" +
+	"tie\u202f: l’occurrence s’est terminée sans aboutir.\x02Révéler — cette " +
+	"action est enregistrée\x02Disponible à partir du\x02Prochaine tentative" +
+	"\x02Dernière réservation\x02Verrou expirant le\x02Différée\x02Dernière e" +
+	"rreur (tentative %[1]d)\x02Erreur (avant toute tentative)\x02Son message" +
+	"\x02Message de Relais (en anglais)\x02Message du service (tel qu’il l’a " +
+	"envoyé)\x02L’échéance est passée avant l’arrivée d’un résultat.\x02Le ré" +
+	"sultat ne respectait pas le contrat de sorties de la révision.\x02Relais" +
+	" s’est arrêté pendant l’appel\u202f: on ignore si la destination a agi, " +
+	"elle n’est donc pas rappelée.\x02L’appel n’a pas pu être préparé.\x02La " +
+	"destination était injoignable.\x02La réponse de la destination était tro" +
+	"p volumineuse.\x02Le verrou de la dernière tentative a expiré sans tenta" +
+	"tive restante.\x02Les entrées n’ont pas pu être construites à partir des" +
+	" liaisons du processus.\x02Un opérateur a abandonné l’instance.\x02La de" +
+	"stination a répondu HTTP %[1]s.\x02Nouvelle tentative à %[1]s — %[2]s." +
+	"\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en at" +
+	"tente d’être proposée de nouveau.\x02En attente de l’appel de Relais à l" +
+	"a destination depuis %[1]s (%[2]s).\x02En attente d’un service depuis %[" +
+	"1]s (%[2]s).\x02(service %[1]s)\x02Relais appelle la destination (depuis" +
+	" %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02R" +
+	"éservée par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un service d" +
+	"u même consommateur, ou une interface munie d’un jeton de règlement, la " +
+	"terminera plus tard.\x02Terminée (%[1]s).\x02Son instance est suspendue " +
+	"ici, en attente d’un opérateur.\x02Son instance a continué par le chemin" +
+	" d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée\u202f: l’instance a é" +
+	"té arrêtée par %[1]s à %[2]s — « %[3]s ».\x02Annulée\u202f: l’instance a" +
+	" été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02en " +
+	"attente\x02HTTP 2xx, corps inutilisable\x02pas de réponse dans le délai" +
+	"\x02pas de connexion\x02réponse trop volumineuse\x02inconnue\x02[masqué]" +
+	"\x02La révision doit être un nombre entier, 1 ou plus.\x02Consommateur i" +
+	"nconnu.\x02Plus de filtres\u202f: instance, révision, consommateur, date" +
+	"s\x02identifiant d’instance\x02Nombres par statut\x02Occurrences, les pl" +
+	"us récentes d’abord\x02Processus et nœud\x02Erreur\x02Consommateur et se" +
+	"rvice\x02Prochaine tentative ou règlement\x02Aucune occurrence ne corres" +
+	"pond à ces filtres.\x02Tous les consommateurs\x02Totaux de la définition" +
+	" %[1]s, sans les autres filtres\x02Totaux de toutes les définitions, san" +
+	"s les autres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00" +
+	"\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; les décomptes sont " +
+	"actualisés toutes les quelques secondes.\x02révision %[1]d\x02réglée le" +
+	"\x02prochaine tentative le\x02disponible depuis le\x02appel en cours dep" +
+	"uis le\x02verrou jusqu’au\x02différée depuis le\x02Page précédente\x02Li" +
+	"gnes %[1]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s" +
+	"\u202f: le premier jour vient après le dernier.\x02Ces réglages sont con" +
+	"servés dans ce navigateur seulement.\x02Afficher les heures en\x02La con" +
+	"sole n’exécute aucun script et ne peut donc pas lire le fuseau horaire d" +
+	"e votre ordinateur\u202f: choisissez son décalage par rapport à UTC. Les" +
+	" décalages ne suivent pas l’heure d’été.\x02Recharger les listes et les " +
+	"pages de détail\x02Les pages qui contiennent un formulaire, comme une co" +
+	"nfirmation, ne se rechargent jamais d’elles-mêmes.\x02Enregistrer les ré" +
+	"glages\x02Revenir sans enregistrer\x02UTC (temps universel coordonné)" +
+	"\x02Heure locale à %[1]s\x02Jamais\x02Toutes les %[1]d secondes\x02Les v" +
+	"ersions de processus publiées\u202f: leurs nœuds, routes et révisions ép" +
+	"inglées, dessinés, avec l’emplacement actuel de leurs occurrences.\x02Pr" +
+	"ocessus par clé\x02Versions, les plus récentes d’abord\x02Aucun processu" +
+	"s n’est encore publié.\x02version %[1]d\x02Processus %[1]s\x02Version" +
+	"\x02Nœud de départ\x02Graphe\x02Les colonnes suivent le plus long chemin" +
+	" depuis le nœud de départ. Les flèches pleines sont les réussites (étiqu" +
+	"etées par leur route), les pointillées les échecs (étiquetées par leurs " +
+	"codes d’erreur). Chaque case indique combien d’occurrences de cette vers" +
+	"ion se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version" +
+	", avec leurs occurrences actuelles\x02Type\x02Révision épinglée\x02En ca" +
+	"s de réussite\x02En cas d’erreur\x02Occurrences actuelles\x02Instances d" +
+	"e ce processus\x02Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes le" +
+	"s quelques secondes.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]" +
+	"d nœud, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds" +
+	", routes et décomptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tablea" +
+	"u ci-dessous reprend les mêmes nœuds, routes et décomptes.\x02pull\x02pu" +
+	"sh vers %[1]s\x02fin (termine)\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %" +
+	"[1]s\x02suspension (un incident pour un opérateur)\x02tout autre code → " +
+	"%[1]s\x02met l’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tenta" +
+	"tive, nouvelle tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d tenta" +
+	"tives, nouvelle tentative après %[2]s, priorité %[3]d\x02échéance %[1]s" +
+	"\x02délai %[1]s\x02Seuls les administrateurs peuvent révéler une valeur " +
+	"sensible.\x02Révélé par %[1]s le %[2]s\u202f; consigné dans le journal d" +
+	"’audit.\x02Révélation impossible\x02Seule une valeur que cette page af" +
+	"fiche masquée (sensible) peut être révélée.\x02Les valeurs secrètes ne p" +
+	"euvent jamais être révélées.\x02Cette page n’accepte pas cette requête." +
+	"\x02Recherche\x02Saisissez un identifiant d’instance ou d’occurrence (un" +
+	" UUID, que les pages affichent au survol) ou une clé métier.\x02Rien à c" +
+	"hercher\u202f: le champ de recherche est vide.\x02C’est trop long pour ê" +
+	"tre un identifiant ou une clé métier.\x02Aucune instance ni occurrence n" +
+	"’a l’identifiant « %[1]s », et aucune instance ne l’a pour clé métier." +
+	"\x02Vous êtes déconnecté.\x02Se connecter\x02Connectez-vous avec un jeto" +
+	"n d’opérateur ou d’administrateur.\x02Jeton\x02Le jeton est vérifié une " +
+	"fois et n’est jamais conservé dans votre navigateur\u202f; un cookie de " +
+	"session le remplace jusqu’à 8 heures d’inactivité.\x02Ce jeton est incon" +
+	"nu ou a été révoqué.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la con" +
+	"sole\u202f: connectez-vous avec un jeton d’opérateur, de concepteur ou d" +
+	"’administrateur.\x02sortie de routage\x02(chaque élément)\x14\x01\x81" +
+	"\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d c" +
+	"aractères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a" +
+	"\x02au plus %[1]d caractères\x02motif %[1]s\x02format %[1]s\x02minimum %" +
+	"[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19" +
+	"\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d éléments\x14\x01" +
+	"\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1]d é" +
+	"léments\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00" +
+	"\x11\x02%[1]d éléments\x02nul\x02valeur inattendue"
 
-	// Total table size 17412 bytes (17KiB); checksum: 1D807970
+	// Total table size 39420 bytes (38KiB); checksum: 684F07A3
