@@ -40,7 +40,7 @@ func (c *Console) auditTable(ctx context.Context, acts []engine.OperatorAction, 
 		HeadReason: T(ctx, "Reason"), HeadInstance: T(ctx, "Process instance"), HeadOccurrence: T(ctx, "Occurrence offered again"),
 		HeadBulk: T(ctx, "Bulk action"), ShowInstance: showInstance}
 	for _, a := range acts {
-		row := auditRow{At: formatTime(ctx, a.At), Who: a.ActorName, Action: a.Action, ActionLabel: actionName(ctx, a.Action),
+		row := auditRow{At: listTime(ctx, a.At), Who: a.ActorName, Action: a.Action, ActionLabel: actionName(ctx, a.Action),
 			Reason: a.Reason, InstanceID: a.InstanceID.String(), InstanceHref: instanceHref(a.InstanceID)}
 		if a.OccurrenceID != nil && a.Action == string(engine.ActionRetry) {
 			row.OccurrenceID, row.OccurrenceHref = a.OccurrenceID.String(), occurrenceHref(*a.OccurrenceID)

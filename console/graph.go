@@ -5,7 +5,6 @@ import (
 	"maps"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/relais/relais/engine/process"
 )
@@ -18,9 +17,9 @@ import (
 
 const (
 	graphPad     = 16
-	graphNodeW   = 236
+	graphNodeW   = 256
 	graphNodeH   = 86
-	graphColGap  = 120
+	graphColGap  = 180
 	graphRowGap  = 26
 	graphLineGap = 16
 )
@@ -47,9 +46,13 @@ type graphEdge struct {
 	D          string // the path
 	Class      string
 	Marker     string
-	Label      string
-	LX, LY     string
+	Labels     []edgeLabel // one line per route or code
 	LabelClass string
+}
+
+// edgeLabel is one line of an edge's label.
+type edgeLabel struct {
+	Text, X, Y string
 }
 
 // graphView is a drawn process version.
@@ -219,10 +222,22 @@ func graphOf(ctx context.Context, p *process.Process, lines map[string][]string)
 			g.Nodes = append(g.Nodes, gn)
 		}
 	}
+	// A success and a failure between the same two nodes are drawn apart.
+	both := map[[2]string]int{}
+	for _, s := range specs {
+		both[[2]string{s.from, s.to}]++
+	}
 	for _, s := range specs {
 		a, b := at[s.from], at[s.to]
-		x1, y1 := a.X+a.W, a.Y+a.H/2
-		x2, y2 := b.X-6, b.Y+b.H/2 // the arrowhead ends at the box
+		shift := 0
+		if both[[2]string{s.from, s.to}] > 1 {
+			shift = -10
+			if s.err {
+				shift = 10
+			}
+		}
+		x1, y1 := a.X+a.W, a.Y+a.H/2+shift
+		x2, y2 := b.X-6, b.Y+b.H/2+shift // the arrowhead ends at the box
 		c := graphColGap / 2
 		e := graphEdge{Class: "edge", Marker: "url(#arrow)", LabelClass: "edge-label"}
 		e.D = "M" + strconv.Itoa(x1) + " " + strconv.Itoa(y1) +
@@ -233,10 +248,16 @@ func graphOf(ctx context.Context, p *process.Process, lines map[string][]string)
 			e.Marker = "url(#arrow-error)"
 			e.LabelClass += " error"
 		}
-		e.Label = strings.Join(s.labels, ", ")
-		// The label sits just past the source, where edges fanning out of
-		// one node are still apart.
-		e.LX, e.LY = strconv.Itoa(x1+8), strconv.Itoa(y1+(y2-y1)/4-4)
+		// The label ends just before the arrowhead, one line per route
+		// or code, above the curve (below the lower of two parallel
+		// edges): arrows into different boxes are a row apart there.
+		for i, l := range s.labels {
+			y := y2 - 6 - (len(s.labels)-1-i)*13
+			if shift > 0 {
+				y = y2 + 15 + i*13
+			}
+			e.Labels = append(e.Labels, edgeLabel{Text: l, X: strconv.Itoa(x2 - 10), Y: strconv.Itoa(y)})
+		}
 		g.Edges = append(g.Edges, e)
 	}
 	return g

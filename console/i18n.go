@@ -151,6 +151,8 @@ type timeView struct {
 	Text string
 	ISO  string
 	Rel  string
+	// Title, when set, is the full date on hover of a shortened Text.
+	Title string
 }
 
 // Set reports whether the instant exists (zero values render as a dash).
@@ -181,6 +183,22 @@ func formatTimePtr(ctx context.Context, t *time.Time) timeView {
 		return timeView{}
 	}
 	return formatTime(ctx, *t)
+}
+
+// listTime is formatTime shortened for a list's column ("14:05 UTC"
+// today, "Nov 30, 14:05 UTC" another day), the full date on hover.
+func listTime(ctx context.Context, t time.Time) timeView {
+	v := formatTime(ctx, t)
+	v.Title, v.Text = v.Text, clockTime(ctx, t)
+	return v
+}
+
+// listTimePtr is listTime for optional instants.
+func listTimePtr(ctx context.Context, t *time.Time) timeView {
+	if t == nil {
+		return timeView{}
+	}
+	return listTime(ctx, *t)
 }
 
 // clockTime is a short form of an instant for sentences: "15:20 UTC" on

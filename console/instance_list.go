@@ -210,7 +210,7 @@ func (c *Console) instancePage(ctx context.Context, ef engine.InstanceFilter, li
 func instanceRowOf(ctx context.Context, in engine.Instance) instanceRow {
 	row := instanceRow{ID: in.ID.String(), Href: instanceHref(in.ID), Process: processAtVersion(ctx, in.ProcessKey, in.Version),
 		ProcessHref: processVersionHref(in.ProcessKey, in.Version), Status: in.Status, StatusLabel: statusLabel(ctx, in.Status),
-		Created: formatTime(ctx, in.CreatedAt), Ended: formatTimePtr(ctx, in.EndedAt)}
+		Created: listTime(ctx, in.CreatedAt), Ended: listTimePtr(ctx, in.EndedAt)}
 	if in.BusinessKey != nil {
 		row.BusinessKey = *in.BusinessKey
 	}

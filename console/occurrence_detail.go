@@ -180,6 +180,11 @@ func (c *Console) occurrenceView(r *http.Request, id uuid.UUID) (occurrenceView,
 		v.Summary = append(v.Summary, fact{Label: T(ctx, "Reason given by the worker"), Value: *o.DeferReason, TestID: "defer-reason"})
 	}
 	v.Dates = occurrenceDates(ctx, o)
+	if push {
+		// A push call is never retried: its failure takes the node's
+		// error path at once, whatever max_attempts says.
+		v.Policy = []fact{{Label: T(ctx, "Retries"), Value: T(ctx, "none: a failed call takes the node’s error path")}, v.Policy[2], v.Policy[3]}
+	}
 	if o.Destination != nil {
 		v.Policy = append(v.Policy, fact{Label: T(ctx, "Destination"), Value: *o.Destination, Code: true})
 	}

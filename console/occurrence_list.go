@@ -163,7 +163,7 @@ type occurrenceRow struct {
 
 // occurrenceHeads are the column names, also each card's labels.
 type occurrenceHeads struct {
-	ID, Definition, Process, BusinessKey, Status, Attempts, Error, Consumer, When, Created, Instance string
+	ID, Definition, Process, BusinessKey, Status, Attempts, Error, Consumer, When, Instance string
 }
 
 // occurrenceListView is the operations view.
@@ -218,8 +218,7 @@ func (c *Console) occurrenceList(w http.ResponseWriter, r *http.Request) {
 		TableLabel:  T(ctx, "Occurrences, newest first"),
 		Head: occurrenceHeads{ID: T(ctx, "Occurrence"), Definition: T(ctx, "Definition"), Process: T(ctx, "Process and node"),
 			BusinessKey: T(ctx, "Business key"), Status: T(ctx, "Status"), Attempts: T(ctx, "Attempts"), Error: T(ctx, "Error"),
-			Consumer: T(ctx, "Consumer and worker"), When: T(ctx, "Next attempt or settled"), Created: T(ctx, "Created"),
-			Instance: T(ctx, "Process instance")},
+			Consumer: T(ctx, "Consumer and worker"), When: T(ctx, "Next attempt or settled"), Instance: T(ctx, "Process instance")},
 		Empty: T(ctx, "No occurrence matches these filters."),
 	}
 
@@ -359,7 +358,7 @@ func occurrenceRowOf(ctx context.Context, o engine.Occurrence) occurrenceRow {
 		ID: o.ID.String(), Href: occurrenceHref(o.ID), Definition: o.Definition,
 		DefinitionHref: revisionHref(o.Definition, o.Revision), Revision: T(ctx, "revision %d", o.Revision), Node: o.Node,
 		Process: o.ProcessKey, Status: o.Status, StatusLabel: statusLabel(ctx, o.Status), Attempts: T(ctx, "%d attempts", o.Attempts),
-		Created: formatTime(ctx, o.CreatedAt), InstanceID: o.InstanceID.String(), InstanceHref: instanceHref(o.InstanceID),
+		InstanceID: o.InstanceID.String(), InstanceHref: instanceHref(o.InstanceID),
 		Consumer: o.ConsumerName,
 	}
 	if o.ProcessKey != "" && o.ProcessVersion > 0 {
@@ -391,19 +390,19 @@ func whenOf(ctx context.Context, o engine.Occurrence) (string, timeView) {
 	now := prefsOf(ctx).now
 	switch o.Status {
 	case engine.StatusCompleted, engine.StatusFailed, engine.StatusCancelled:
-		return T(ctx, "settled"), formatTimePtr(ctx, o.SettledAt)
+		return T(ctx, "settled"), listTimePtr(ctx, o.SettledAt)
 	case engine.StatusAvailable:
 		if o.AvailableAt.After(now) {
-			return T(ctx, "next attempt"), formatTime(ctx, o.AvailableAt)
+			return T(ctx, "next attempt"), listTime(ctx, o.AvailableAt)
 		}
-		return T(ctx, "claimable since"), formatTime(ctx, o.AvailableAt)
+		return T(ctx, "claimable since"), listTime(ctx, o.AvailableAt)
 	case engine.StatusReserved:
 		if o.Mode == "push" {
-			return T(ctx, "call in progress since"), formatTimePtr(ctx, o.ReservedAt)
+			return T(ctx, "call in progress since"), listTimePtr(ctx, o.ReservedAt)
 		}
-		return T(ctx, "lock until"), formatTimePtr(ctx, o.LockExpiresAt)
+		return T(ctx, "lock until"), listTimePtr(ctx, o.LockExpiresAt)
 	case engine.StatusDeferred:
-		return T(ctx, "deferred since"), formatTimePtr(ctx, o.DeferredAt)
+		return T(ctx, "deferred since"), listTimePtr(ctx, o.DeferredAt)
 	}
 	return "", timeView{}
 }

@@ -39,143 +39,145 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                              211,
-	"%[1]s %[2]s, %[3]s %[4]s":                 212,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          210,
-	"%[1]s; %[2]s":                             209,
-	"%d (0 lowest, 9 highest)":                 340,
-	"%d attempts":                              360,
-	"%d attempts, retry after %s, priority %d": 483,
-	"%d breaking":                              156,
-	"%d changes":                               155,
-	"%d completed":                             207,
-	"%d d":                                     219,
-	"%d days":                                  233,
-	"%d failed":                                208,
-	"%d h":                                     218,
+	"%[1]s %[2]s":                              218,
+	"%[1]s %[2]s, %[3]s %[4]s":                 219,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          217,
+	"%[1]s; %[2]s":                             216,
+	"%d (0 lowest, 9 highest)":                 347,
+	"%d attempts":                              369,
+	"%d attempts, retry after %s, priority %d": 492,
+	"%d breaking":                              162,
+	"%d changes":                               161,
+	"%d completed":                             214,
+	"%d d":                                     226,
+	"%d days":                                  240,
+	"%d failed":                                215,
+	"%d h":                                     225,
 	"%d held instances match now.":             45,
-	"%d hours":                                 234,
-	"%d items":                                 516,
-	"%d left":                                  362,
-	"%d min":                                   217,
-	"%d minutes":                               235,
-	"%d ms":                                    237,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 473,
-	"%d occurrences": 429,
-	"%d releases":    172,
+	"%d hours":                                 241,
+	"%d items":                                 525,
+	"%d left":                                  371,
+	"%d min":                                   224,
+	"%d minutes":                               242,
+	"%d ms":                                    244,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 482,
+	"%d occurrences": 438,
+	"%d releases":    179,
 	"%d running or held instances match now.": 52,
-	"%d s":       216,
-	"%d seconds": 236,
+	"%d s":       223,
+	"%d seconds": 243,
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 65,
-	"%s ago":                            214,
-	"%s so far":                         406,
-	"%s → %s":                           478,
-	"%s, revision %s":                   330,
-	"%s, version %s":                    331,
-	"%s: %s → %s":                       163,
-	"%s: a date is written 2026-12-01.": 440,
-	"%s: the first day comes after the last.": 441,
-	"%s–%s":       206,
-	"(each item)": 505,
-	"(worker %s)": 395,
-	"0 seconds":   232,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.": 503,
+	"%s ago":                            221,
+	"%s so far":                         415,
+	"%s → %s":                           487,
+	"%s, revision %s":                   337,
+	"%s, version %s":                    338,
+	"%s: %s → %s":                       169,
+	"%s: a date is written 2026-12-01.": 449,
+	"%s: the first day comes after the last.": 450,
+	"%s–%s":       213,
+	"(each item)": 514,
+	"(worker %s)": 404,
+	"0 seconds":   239,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.": 512,
 	"Abandon %d instances":                                           49,
 	"Abandon every held instance this filter matches":                47,
 	"Abandon every held instance…":                                   7,
 	"Abandon process instance %s":                                    17,
 	"Abandon the instance":                                           20,
 	"Abandon this instance? It fails with the error code abandoned.": 18,
-	"Abandoned by %s at %s — “%s”":                                   261,
+	"Abandoned by %s at %s — “%s”":                                   268,
 	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 35,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 274,
+	"Act on every instance this filter matches": 281,
 	"Action":                              68,
 	"All actions":                         79,
-	"All consumers":                       426,
-	"All definitions":                     197,
-	"All processes":                       280,
-	"All statuses":                        281,
-	"An operator abandoned the instance.": 388,
+	"All consumers":                       435,
+	"All definitions":                     204,
+	"All processes":                       287,
+	"All statuses":                        288,
+	"An operator abandoned the instance.": 397,
 	"Apply filters":                       76,
-	"Apr":                                 223,
-	"As of %s (%s); refreshed every few seconds.": 194,
-	"Attempts":                         341,
+	"Apr":                                 230,
+	"As of %s (%s); refreshed every few seconds.": 201,
+	"Attempts":                         348,
 	"Audit log":                        73,
-	"Aug":                              227,
-	"Available from":                   370,
+	"Aug":                              234,
+	"Available from":                   379,
 	"Back to definitions":              109,
 	"Back to external tasks":           108,
 	"Back to the list":                 42,
-	"Back without saving":              448,
+	"Back without saving":              457,
 	"Breaks processes":                 143,
 	"Breaks workers":                   144,
 	"Bulk %s applied to %d instances.": 64,
 	"Bulk action":                      72,
 	"Business key":                     58,
-	"Call timeout":                     357,
-	"Cancelled: the instance was stopped (%s).":               405,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 404,
+	"Call timeout":                     366,
+	"Cancelled: the instance was stopped (%s).":               414,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 413,
 	"Cannot act on this filter":                               61,
-	"Cannot reveal":                                           488,
+	"Cannot reveal":                                           497,
 	"Change":                                                  141,
-	"Choose two existing revisions to compare.":               153,
+	"Changes between the two revisions":                       153,
+	"Choose two existing revisions to compare.":               159,
 	"Classification":                                          119,
 	"Clear filters":                                           77,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 462,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 471,
 	"Compare":              140,
 	"Compare revisions":    136,
-	"Completed":            205,
-	"Completed (%s).":      400,
-	"Completed, last hour": 190,
-	"Completions and failures per 5 minutes, last hour: %s":    198,
-	"Completions and failures per 5-minute slot, oldest first": 203,
-	"Completions and failures, last hour":                      183,
+	"Completed":            212,
+	"Completed (%s).":      409,
+	"Completed, last hour": 197,
+	"Completions and failures per 5 minutes, last hour: %s":    205,
+	"Completions and failures per 5-minute slot, oldest first": 210,
+	"Completions and failures, last hour":                      190,
 	"Constraints":                                              120,
-	"Consumer":                                                 343,
-	"Consumer and worker":                                      423,
-	"Counts are unavailable right now.":                        193,
-	"Counts as of %s (%s); refreshed every few seconds.":       471,
-	"Counts by status":                                         419,
-	"Created":                                                  248,
+	"Consumer":                                                 350,
+	"Consumer and worker":                                      432,
+	"Counts are unavailable right now.":                        200,
+	"Counts as of %s (%s); refreshed every few seconds.":       480,
+	"Counts by status":                                         428,
+	"Created":                                                  255,
 	"Created from":                                             59,
 	"Created to":                                               60,
-	"Dates":                                                    334,
-	"Deadline":                                                 338,
-	"Dec":                                                      231,
-	"Deferred":                                                 374,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 399,
-	"Definition":    185,
-	"Definition %s": 122,
-	"Definitions":   99,
-	"Definitions, those needing attention first": 184,
+	"Dates":                                                    341,
+	"Deadline":                                                 345,
+	"Dec":                                                      238,
+	"Deferred":                                                 383,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 408,
+	"Definition":         192,
+	"Definition %s":      122,
+	"Definitions":        99,
+	"Definitions by key": 174,
+	"Definitions, those needing attention first": 191,
 	"Description":          121,
-	"Destination":          352,
-	"Destination’s answer": 347,
+	"Destination":          359,
+	"Destination’s answer": 354,
 	"Detail":               142,
-	"Digest":               152,
+	"Digest":               156,
 	"Display settings":     102,
-	"Duration":             346,
-	"Each definition’s queue and incidents now, and what its workers finished in the last hour.":                              182,
+	"Duration":             353,
+	"Each definition’s queue and incidents now, and what its workers finished in the last hour.":                              189,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  51,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     48,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 44,
-	"End node":                    265,
-	"End node or error":           278,
-	"Ended":                       264,
-	"Error":                       422,
-	"Error (before any attempt)":  376,
-	"Error code":                  268,
-	"Error message":               349,
-	"Every %d seconds":            452,
-	"Every attempt, oldest first": 342,
+	"End node":                    272,
+	"End node or error":           285,
+	"Ended":                       271,
+	"Error":                       431,
+	"Error (before any attempt)":  385,
+	"Error code":                  275,
+	"Error message":               356,
+	"Every %d seconds":            461,
+	"Every attempt, oldest first": 349,
 	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log (GET /api/v1/audit/reveals).": 74,
 	"External tasks":                   93,
-	"Failed":                           188,
-	"Failed (%s).":                     403,
-	"Failed occurrence":                267,
-	"Failed, last hour":                191,
-	"Feb":                              221,
+	"Failed":                           195,
+	"Failed (%s).":                     412,
+	"Failed occurrence":                274,
+	"Failed, last hour":                198,
+	"Feb":                              228,
 	"Field":                            116,
 	"Filter":                           40,
 	"Filters":                          75,
@@ -184,182 +186,188 @@ var messageKeyToIndex = map[string]int{
 	"First page":                       87,
 	"Form refused":                     112,
 	"From revision":                    138,
-	"From revision %d to revision %d:": 154,
+	"From revision %d to revision %d:": 160,
 	"Give a reason: it is recorded in the audit log (at most 1,000 characters). Nothing was done.": 31,
-	"Graph":                   461,
-	"Graph of %s":             472,
-	"HTTP 2xx, unusable body": 409,
+	"Graph":                   470,
+	"Graph of %s":             481,
+	"HTTP 2xx, unusable body": 418,
 	"Health":                  92,
-	"Held at node":            266,
-	"Held instances":          187,
-	"In the last hour: %d completed, %d failed. The table after the chart gives each 5-minute slot.": 199,
-	"Inputs": 146,
-	"Inputs the instance was started with, labelled by process version %d's contract": 256,
-	"Inputs, labelled by revision %d's contract":                                      363,
-	"Instance":                  277,
+	"Held at node":            273,
+	"Held instances":          194,
+	"In the last hour: %d completed, %d failed. The table after the chart gives each 5-minute slot.": 206,
+	"Inputs":                     146,
+	"Inputs of revision %d":      157,
+	"Inputs of the working copy": 148,
+	"Inputs the instance was started with, labelled by process version %d's contract": 263,
+	"Inputs, labelled by revision %d's contract":                                      372,
+	"Instance":                  284,
 	"Instances":                 94,
-	"Instances of this process": 470,
+	"Instances of this process": 479,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.": 19,
-	"Its instance is held here, waiting for an operator.":                                                                   401,
-	"Its instance went on along the node’s error path.":                                                                     402,
-	"Its message": 377,
+	"Its instance is held here, waiting for an operator.":                                                                   410,
+	"Its instance went on along the node’s error path.":                                                                     411,
+	"Its message": 386,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 29,
-	"Jan":                     220,
-	"Jul":                     226,
-	"Jun":                     225,
+	"Jan":                     227,
+	"Jul":                     233,
+	"Jun":                     232,
 	"Keep it held":            12,
 	"Keep it running":         11,
-	"Key":                     168,
-	"Kind":                    465,
+	"Key":                     175,
+	"Kind":                    474,
 	"Language":                89,
-	"Last error (attempt %d)": 375,
-	"Last reserved":           372,
+	"Last error (attempt %d)": 384,
+	"Last reserved":           381,
 	"Last saved":              127,
-	"Latest revision":         169,
+	"Latest revision":         176,
 	"Lists every change from one revision to another, and whom it may break.": 137,
-	"Local time at %s": 450,
-	"Lock expired %s — waiting to be offered again.": 392,
-	"Lock expires":                     373,
+	"Local time at %s": 459,
+	"Lock expired %s — waiting to be offered again.": 401,
+	"Lock expires":                     382,
 	"Main navigation":                  91,
-	"Mar":                              222,
-	"Maximum attempts":                 336,
-	"May":                              224,
-	"Message from Relais (in English)": 378,
-	"Message from the service (as it sent it)": 379,
-	"Mode": 333,
-	"More filters: instance, revision, consumer, dates": 417,
+	"Mar":                              229,
+	"Maximum attempts":                 343,
+	"May":                              231,
+	"Message from Relais (in English)": 387,
+	"Message from the service (as it sent it)": 388,
+	"Mode": 340,
+	"More filters: instance, revision, consumer, dates": 426,
 	"Name":                               125,
-	"Never":                              451,
-	"Next attempt":                       371,
-	"Next attempt or settled":            424,
-	"Next node":                          247,
+	"Never":                              460,
+	"Next attempt":                       380,
+	"Next attempt or settled":            433,
+	"Next node":                          254,
 	"Next page":                          86,
-	"No definition has occurrences yet.": 192,
-	"No definition yet.":                 171,
+	"No definition has occurrences yet.": 199,
+	"No definition yet.":                 178,
 	"No inputs.":                         147,
-	"No instance matches these filters.": 279,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 496,
-	"No occurrence matches these filters.":                                                   425,
+	"No instance matches these filters.": 286,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 505,
+	"No occurrence matches these filters.":                                                   434,
 	"No operator action matches.":                                                            78,
-	"No operator has acted on this instance.":                                                252,
-	"No outputs yet: the occurrence has not completed.":                                      366,
-	"No outputs.": 149,
-	"No outputs: the occurrence ended without completing.":          368,
-	"No process is published yet.":                                  456,
+	"No operator has acted on this instance.":                                                259,
+	"No outputs yet: the occurrence has not completed.":                                      375,
+	"No outputs.": 150,
+	"No outputs: the occurrence ended without completing.":          377,
+	"No process is published yet.":                                  465,
 	"No release yet.":                                               131,
 	"No revision yet: the Working copy has never been snapshotted.": 129,
-	"No service has reserved this occurrence yet.":                  350,
-	"Node":    244,
-	"Node %s": 181,
-	"Nodes":   463,
-	"Nodes of this version, with their occurrences now": 464,
-	"Nodes reached, in order":                           243,
+	"No service has reserved this occurrence yet.":                  357,
+	"Node":    251,
+	"Node %s": 188,
+	"Nodes":   472,
+	"Nodes of this version, with their occurrences now": 473,
+	"Nodes reached, in order":                           250,
 	"Not allowed":                                       106,
 	"Not found":                                         110,
 	"Notes":                                             134,
 	"Nothing exists at this address, or it is not visible to you.":          111,
 	"Nothing to do: no instance this action applies to matches the filter.": 54,
-	"Nothing to find: the search box is empty.":                             494,
-	"Nov":                       230,
-	"Now":                       358,
-	"Occurrence":                245,
-	"Occurrence %s":             332,
+	"Nothing to find: the search box is empty.":                             503,
+	"Nov":                       237,
+	"Now":                       367,
+	"Occurrence":                252,
+	"Occurrence %s":             339,
 	"Occurrence offered again":  71,
-	"Occurrences now":           469,
-	"Occurrences, newest first": 420,
-	"Oct":                       229,
-	"Offered from %s — %s.":     391,
-	"Oldest claimable waits":    189,
-	"On error":                  468,
-	"On success":                467,
-	"Only a value this page shows as hidden (sensitive) can be revealed.": 489,
-	"Only administrators may reveal a sensitive value.":                   486,
-	"Open":             186,
-	"Operator actions": 240,
-	"Operator actions on this instance, newest first": 253,
+	"Occurrences now":           478,
+	"Occurrences, newest first": 429,
+	"Oct":                       236,
+	"Offered from %s — %s.":     400,
+	"Oldest claimable waits":    196,
+	"On error":                  477,
+	"On success":                476,
+	"Only a value this page shows as hidden (sensitive) can be revealed.": 498,
+	"Only administrators may reveal a sensitive value.":                   495,
+	"Open":             193,
+	"Operator actions": 247,
+	"Operator actions on this instance, newest first": 260,
 	"Operator actions, newest first":                  84,
-	"Outcome":                                         348,
-	"Outputs":                                         148,
-	"Outputs, labelled by revision %d's contract":     365,
+	"Outcome":                                         355,
+	"Outputs":                                         149,
+	"Outputs of revision %d":                          158,
+	"Outputs of the working copy":                     151,
+	"Outputs, labelled by revision %d's contract":     374,
 	"Pages": 85,
-	"Pages with a form, such as a confirmation, never reload on their own.": 446,
-	"Path":                            241,
-	"Pinned revision":                 466,
-	"Policy":                          335,
-	"Previous page":                   438,
-	"Priority":                        339,
+	"Pages with a form, such as a confirmation, never reload on their own.": 455,
+	"Path":                            248,
+	"Pinned revision":                 475,
+	"Policy":                          342,
+	"Previous page":                   447,
+	"Priority":                        346,
 	"Process":                         56,
-	"Process %s":                      458,
-	"Process and node":                421,
-	"Process inputs":                  255,
+	"Process %s":                      467,
+	"Process and node":                430,
+	"Process inputs":                  262,
 	"Process instance":                70,
-	"Process instance %s":             238,
-	"Process instances":               271,
-	"Process instances, newest first": 276,
+	"Process instance %s":             245,
+	"Process instances":               278,
+	"Process instances, newest first": 283,
 	"Processes":                       95,
-	"Processes by key":                454,
+	"Processes by key":                463,
 	"Published":                       135,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 453,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 462,
 	"Reason": 69,
 	"Reason (recorded in the audit log for every instance)": 41,
 	"Reason (recorded in the audit log)":                    9,
-	"Reason given by the worker":                            356,
-	"Recorded operator actions":                             251,
+	"Reason given by the worker":                            363,
+	"Recorded operator actions":                             258,
 	"Relais console":                                        88,
-	"Relais has not called the destination yet.":            354,
-	"Relais is calling the destination (since %s).":         396,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 355,
+	"Relais has not called the destination yet.":            361,
+	"Relais is calling the destination (since %s).":         405,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 362,
 	"Relais refused the action. Nothing was done.":                                                         32,
-	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 382,
+	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 391,
 	"Release":                             132,
 	"Releases":                            130,
-	"Reload lists and detail pages":       445,
-	"Replica":                             353,
+	"Releases, oldest first":              152,
+	"Reload lists and detail pages":       454,
+	"Replica":                             360,
 	"Required":                            118,
-	"Reserved":                            345,
-	"Reserved by %s.":                     398,
-	"Reserved by %s; lock until %s — %s.": 397,
-	"Retried by %s at %s — “%s”":          262,
+	"Reserved":                            352,
+	"Reserved by %s.":                     407,
+	"Reserved by %s; lock until %s — %s.": 406,
+	"Retried by %s at %s — “%s”":          269,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 34,
+	"Retries":            364,
 	"Retry %d instances": 46,
-	"Retry at %s — %s.":  390,
-	"Retry delay":        337,
+	"Retry at %s — %s.":  399,
+	"Retry delay":        344,
 	"Retry every held instance this filter matches": 43,
 	"Retry every held instance…":                    6,
-	"Retry or abandon it from its instance":         359,
+	"Retry or abandon it from its instance":         368,
 	"Retry process instance %s":                     13,
 	"Retry the instance":                            16,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 14,
 	"Retrying and abandoning apply to held instances, not %s ones.":                                           39,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 369,
-	"Revealed by %s at %s; recorded in the audit log.": 487,
+	"Reveal — this is recorded": 378,
+	"Revealed by %s at %s; recorded in the audit log.": 496,
 	"Revision":       133,
-	"Revision %d":    150,
+	"Revision %d":    154,
 	"Revisions":      128,
-	"Route":          246,
+	"Route":          253,
 	"Routing output": 126,
-	"Rows %s–%s":     439,
-	"Save settings":  447,
+	"Rows %s–%s":     448,
+	"Save settings":  456,
 	"Say why, for whoever reads the log later: at most 1,000 characters.": 10,
-	"Search":                               492,
-	"Secret values can never be revealed.": 490,
-	"Sep":                                  228,
+	"Search":                               501,
+	"Secret values can never be revealed.": 499,
+	"Sep":                                  235,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 23,
-	"Settled":              249,
-	"Show all definitions": 196,
-	"Show times in":        443,
+	"Settled":              256,
+	"Show all definitions": 203,
+	"Show times in":        452,
 	"Showing the instances bulk action %s changed.": 82,
-	"Sign in": 498,
-	"Sign in with an operator or administrator token.": 499,
+	"Sign in": 507,
+	"Sign in with an operator or administrator token.": 508,
 	"Sign out":             101,
 	"Signed in as %s (%s)": 100,
 	"Skip to content":      90,
-	"Slot":                 204,
-	"Snapshotted":          151,
+	"Slot":                 211,
+	"Snapshotted":          155,
 	"Something went wrong": 114,
-	"Start node":           460,
-	"Started":              263,
+	"Start node":           469,
+	"Started":              270,
 	"Status":               57,
 	"Stop %d instances":    53,
 	"Stop every running or held instance this filter matches": 50,
@@ -368,199 +376,200 @@ var messageKeyToIndex = map[string]int{
 	"Stop the instance":                                       24,
 	"Stop this instance? Its open occurrences are cancelled.": 22,
 	"Stop this instance…":                                     2,
-	"Stopped by %s at %s — “%s”":                              260,
+	"Stopped by %s at %s — “%s”":                              267,
 	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 36,
 	"Stopping applies to running or held instances, not %s ones.":                              38,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   259,
-	"Summary": 239,
-	"Task contracts: their Working copy, immutable revisions and named releases.":                                 167,
-	"That is too long to be an id or a business key.":                                                             495,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   266,
+	"Summary": 246,
+	"Task contracts: their Working copy, immutable revisions and named releases.":                                 173,
+	"That is too long to be an id or a business key.":                                                             504,
 	"The bulk action must be its id (a UUID).":                                                                    81,
-	"The call could not be prepared.":                                                                             383,
-	"The chart’s numbers":                                                                                         202,
+	"The call could not be prepared.":                                                                             392,
+	"The chart’s numbers":                                                                                         209,
 	"The confirmed count is missing: start again from the list.":                                                  62,
 	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.": 115,
-	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      444,
+	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      453,
 	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 63,
-	"The deadline passed before a result arrived.":                                                                                380,
-	"The destination answered HTTP %s.":                                                                                           389,
-	"The destination could not be reached.":                                                                                       384,
-	"The destination’s answer was too large.":                                                                                     385,
-	"The inputs could not be built from the process’s bindings.":                                                                  387,
-	"The last attempt’s lock expired with no attempt left.":                                                                       386,
-	"The next page counts them and asks for a reason before anything changes.":                                                    275,
-	"The nodes this instance reached, in order, each with its occurrence.":                                                        242,
+	"The deadline passed before a result arrived.":                                                                                389,
+	"The destination answered HTTP %s.":                                                                                           398,
+	"The destination could not be reached.":                                                                                       393,
+	"The destination’s answer was too large.":                                                                                     394,
+	"The inputs could not be built from the process’s bindings.":                                                                  396,
+	"The last attempt’s lock expired with no attempt left.":                                                                       395,
+	"The next page counts them and asks for a reason before anything changes.":                                                    282,
+	"The nodes this instance reached, in order, each with its occurrence.":                                                        249,
 	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                124,
 	"The page cursor is invalid: go back to the first page.":                                                                      83,
-	"The page size must be between 1 and %d.":                                                                                     270,
+	"The page size must be between 1 and %d.":                                                                                     277,
 	"The process instance must be an instance id (a UUID).":                                                                       80,
-	"The result did not match the revision's outputs contract.":                                                                   381,
-	"The revision must be a whole number, 1 or more.":                                                                             415,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 501,
+	"The result did not match the revision's outputs contract.":                                                                   390,
+	"The revision must be a whole number, 1 or more.":                                                                             424,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 510,
 	"These revisions have the same contracts.":                                                                                    145,
-	"These settings are kept in this browser only.":                                                                               442,
-	"This contract has no inputs.":                                                                                                364,
-	"This contract has no outputs.":                                                                                               367,
+	"These settings are kept in this browser only.":                                                                               451,
+	"This contract has no inputs.":                                                                                                373,
+	"This contract has no outputs.":                                                                                               376,
 	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                         113,
 	"This instance has already ended; there is nothing to stop.":                                                                  30,
-	"This instance has not reached a task yet.":                                                                                   250,
+	"This instance has not reached a task yet.":                                                                                   257,
 	"This instance is %s, not held: there is nothing to abandon.":                                                                 26,
 	"This instance is %s, not held: there is nothing to retry.":                                                                   25,
 	"This instance is %s: there is nothing to stop.":                                                                              27,
-	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 258,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 265,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                          28,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                   33,
-	"This page does not accept that request.":                      491,
+	"This page does not accept that request.":                      500,
 	"This page reloads every %d seconds.":                          105,
-	"This process takes no inputs.":                                257,
-	"This token is unknown or has been revoked.":                   502,
+	"This process takes no inputs.":                                264,
+	"This token is unknown or has been revoked.":                   511,
 	"Times in %s · no auto-reload":                                 104,
 	"Times in %s · reload every %d s":                              103,
 	"To revision":                                                  139,
-	"Token":                                                        500,
-	"Totals of all definitions, not narrowed by the other filters": 428,
-	"Totals of definition %s, not narrowed by the other filters":   427,
+	"Token":                                                        509,
+	"Totals of all definitions, not narrowed by the other filters": 437,
+	"Totals of definition %s, not narrowed by the other filters":   436,
 	"Type": 117,
-	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 493,
-	"UTC (coordinated universal time)": 449,
+	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 502,
+	"UTC (coordinated universal time)": 458,
 	"Unknown action.":                  37,
-	"Unknown consumer.":                416,
-	"Unknown status %q.":               269,
-	"Value":                            254,
-	"Version":                          459,
-	"Versions, newest first":           455,
-	"Waiting for Relais to call the destination since %s (%s).": 393,
-	"Waiting for a worker since %s (%s).":                       394,
+	"Unknown consumer.":                425,
+	"Unknown status %q.":               276,
+	"Value":                            261,
+	"Version":                          468,
+	"Versions, newest first":           464,
+	"Waiting for Relais to call the destination since %s (%s).": 402,
+	"Waiting for a worker since %s (%s).":                       403,
 	"When":                                                      66,
 	"Who":                                                       67,
-	"Worker id":                                                 344,
+	"Worker id":                                                 351,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 15,
 	"Working copy":        123,
-	"You are signed out.": 497,
+	"You are signed out.": 506,
 	"Your role can read definitions only: external tasks and process instances are for operators and administrators.": 107,
-	"[redacted]":                          414,
+	"[redacted]":                          423,
 	"abandon":                             4,
-	"administrator":                       308,
-	"an incident: retry, abandon or stop": 176,
-	"answer too large":                    412,
+	"administrator":                       315,
+	"an incident: retry, abandon or stop": 183,
+	"answer too large":                    421,
 	"any":                                 55,
-	"any other code → %s":                 481,
-	"any other error":                     174,
-	"as of %s (%s); counts are refreshed every few seconds.": 430,
-	"at least %d characters":                                 506,
-	"at least %d items":                                      513,
-	"at most %d":                                             361,
-	"at most %d characters":                                  507,
-	"at most %d items":                                       514,
-	"available":                                              282,
-	"boolean":                                                295,
-	"call in progress since":                                 435,
-	"cancelled":                                              285,
-	"choice":                                                 298,
-	"claimable since":                                        434,
-	"claimable since %s":                                     195,
-	"classification changed":                                 319,
-	"completed":                                              200,
-	"constraint changed":                                     320,
-	"consumer":                                               311,
-	"consumer #%s":                                           407,
-	"date":                                                   296,
-	"date and time":                                          297,
-	"deadline %s":                                            484,
-	"deferred":                                               284,
-	"deferred since":                                         437,
-	"designer":                                               310,
-	"disconnected":                                           291,
-	"end (completes)":                                        476,
-	"end (fails)":                                            477,
-	"end: completes the instance":                            177,
-	"end: fails the instance":                                178,
-	"expired":                                                288,
-	"failed":                                                 201,
-	"fails the instance":                                     482,
-	"field added":                                            314,
-	"field removed":                                          315,
-	"format":                                                 325,
-	"format %s":                                              509,
-	"from":                                                   272,
-	"held":                                                   287,
-	"held for an operator":                                   175,
-	"hold (an incident for an operator)":                     480,
+	"any other code → %s":                 490,
+	"any other error":                     181,
+	"as of %s (%s); counts are refreshed every few seconds.": 439,
+	"at least %d characters":                                 515,
+	"at least %d items":                                      522,
+	"at most %d":                                             370,
+	"at most %d characters":                                  516,
+	"at most %d items":                                       523,
+	"available":                                              289,
+	"boolean":                                                302,
+	"call in progress since":                                 444,
+	"cancelled":                                              292,
+	"choice":                                                 305,
+	"claimable since":                                        443,
+	"claimable since %s":                                     202,
+	"classification changed":                                 326,
+	"completed":                                              207,
+	"constraint changed":                                     327,
+	"consumer":                                               318,
+	"consumer #%s":                                           416,
+	"date":                                                   303,
+	"date and time":                                          304,
+	"deadline %s":                                            493,
+	"deferred":                                               291,
+	"deferred since":                                         446,
+	"designer":                                               317,
+	"disconnected":                                           298,
+	"end (completes)":                                        485,
+	"end (fails)":                                            486,
+	"end: completes the instance":                            184,
+	"end: fails the instance":                                185,
+	"expired":                                                295,
+	"failed":                                                 208,
+	"fails the instance":                                     491,
+	"field added":                                            321,
+	"field removed":                                          322,
+	"format":                                                 332,
+	"format %s":                                              518,
+	"from":                                                   279,
+	"held":                                                   294,
+	"held for an operator":                                   182,
+	"hold (an incident for an operator)":                     489,
 	"id or business key":                                     97,
-	"in %s":                                                  213,
-	"in progress":                                            351,
-	"instance id":                                            418,
-	"integer":                                                293,
-	"just now":                                               215,
-	"list":                                                   300,
-	"lock until":                                             436,
-	"maximum":                                                327,
-	"maximum %s":                                             511,
-	"maximum items":                                          329,
-	"maximum length":                                         323,
-	"minimum":                                                326,
-	"minimum %s":                                             510,
-	"minimum items":                                          328,
-	"minimum length":                                         322,
-	"next attempt":                                           433,
-	"no":                                                     313,
-	"no answer within the timeout":                           410,
-	"no connection":                                          411,
-	"none":                                                   166,
-	"none yet":                                               170,
-	"normal":                                                 301,
-	"not provided":                                           515,
-	"null":                                                   517,
-	"number":                                                 294,
-	"object":                                                 299,
-	"on error":                                               173,
-	"one of: %s":                                             512,
-	"operator":                                               309,
-	"optional field of type %s":                              165,
-	"optional → required":                                    158,
-	"pattern":                                                324,
-	"pattern %s":                                             508,
-	"pull":                                                   474,
-	"pull %s":                                                180,
-	"pull (the service fetches it)":                          306,
-	"push %s":                                                179,
-	"push (Relais calls the service)":                        307,
-	"push to %s":                                             475,
-	"rejected":                                               289,
-	"released":                                               290,
-	"required changed":                                       317,
-	"required field of type %s":                              164,
-	"required → optional":                                    159,
-	"reserved":                                               283,
-	"retry":                                                  3,
-	"revision %d":                                            431,
-	"routing changed":                                        321,
-	"routing output":                                         504,
-	"routing output %s → %s":                                 157,
-	"running":                                                286,
-	"secret":                                                 303,
-	"sensitive":                                              302,
-	"settled":                                                432,
-	"stop":                                                   5,
-	"text":                                                   292,
-	"timeout %s":                                             485,
-	"to":                                                     273,
-	"type changed":                                           316,
-	"unexpected value":                                       518,
-	"unknown":                                                413,
-	"values added: %s":                                       160,
-	"values changed":                                         318,
-	"values removed: %s":                                     161,
-	"values reordered":                                       162,
-	"version %d":                                             457,
-	"waiting":                                                408,
-	"yes":                                                    312,
-	"••• hidden (secret)":                                    305,
-	"••• hidden (sensitive)":                                 304,
-	"→ %s":                                                   479,
+	"in %s":                                                  220,
+	"in progress":                                            358,
+	"instance id":                                            427,
+	"integer":                                                300,
+	"just now":                                               222,
+	"list":                                                   307,
+	"lock until":                                             445,
+	"maximum":                                                334,
+	"maximum %s":                                             520,
+	"maximum items":                                          336,
+	"maximum length":                                         330,
+	"minimum":                                                333,
+	"minimum %s":                                             519,
+	"minimum items":                                          335,
+	"minimum length":                                         329,
+	"next attempt":                                           442,
+	"no":                                                     320,
+	"no answer within the timeout":                           419,
+	"no connection":                                          420,
+	"none":                                                   172,
+	"none yet":                                               177,
+	"none: a failed call takes the node’s error path": 365,
+	"normal":                          308,
+	"not provided":                    524,
+	"null":                            526,
+	"number":                          301,
+	"object":                          306,
+	"on error":                        180,
+	"one of: %s":                      521,
+	"operator":                        316,
+	"optional field of type %s":       171,
+	"optional → required":             164,
+	"pattern":                         331,
+	"pattern %s":                      517,
+	"pull":                            483,
+	"pull %s":                         187,
+	"pull (the service fetches it)":   313,
+	"push %s":                         186,
+	"push (Relais calls the service)": 314,
+	"push to %s":                      484,
+	"rejected":                        296,
+	"released":                        297,
+	"required changed":                324,
+	"required field of type %s":       170,
+	"required → optional":             165,
+	"reserved":                        290,
+	"retry":                           3,
+	"revision %d":                     440,
+	"routing changed":                 328,
+	"routing output":                  513,
+	"routing output %s → %s":          163,
+	"running":                         293,
+	"secret":                          310,
+	"sensitive":                       309,
+	"settled":                         441,
+	"stop":                            5,
+	"text":                            299,
+	"timeout %s":                      494,
+	"to":                              280,
+	"type changed":                    323,
+	"unexpected value":                527,
+	"unknown":                         422,
+	"values added: %s":                166,
+	"values changed":                  325,
+	"values removed: %s":              167,
+	"values reordered":                168,
+	"version %d":                      466,
+	"waiting":                         417,
+	"yes":                             319,
+	"••• hidden (secret)":             312,
+	"••• hidden (sensitive)":          311,
+	"→ %s":                            488,
 }
 
-var enIndex = []uint32{ // 520 elements
+var enIndex = []uint32{ // 529 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x0000005a,
@@ -603,114 +612,117 @@ var enIndex = []uint32{ // 520 elements
 	0x00001548, 0x0000155a, 0x000015a2, 0x000015b0,
 	0x000015bc, 0x000015c4, 0x000015cb, 0x000015d2,
 	0x000015e3, 0x000015f2, 0x0000161b, 0x00001622,
-	0x0000162d, 0x00001635, 0x00001641, 0x00001650,
-	0x0000165c, 0x00001663, 0x0000168d, 0x000016b4,
-	0x000016d8, 0x000016ff, 0x0000171e, 0x00001734,
+	0x0000162d, 0x00001648, 0x00001650, 0x0000165c,
+	0x00001678, 0x0000168f, 0x000016b1, 0x000016c0,
+	0x000016cc, 0x000016d3, 0x000016ec, 0x00001706,
 	// Entry A0 - BF
-	0x0000174a, 0x0000175e, 0x00001774, 0x00001785,
-	0x0000179c, 0x000017b9, 0x000017d6, 0x000017db,
-	0x00001827, 0x0000182b, 0x0000183b, 0x00001844,
-	0x00001857, 0x0000187d, 0x00001886, 0x00001896,
-	0x000018ab, 0x000018cf, 0x000018eb, 0x00001903,
-	0x0000190e, 0x00001919, 0x00001924, 0x00001981,
-	0x000019a5, 0x000019d0, 0x000019db, 0x000019e0,
-	0x000019ef, 0x000019f6, 0x00001a0d, 0x00001a22,
+	0x00001730, 0x00001757, 0x0000177b, 0x000017a2,
+	0x000017c1, 0x000017d7, 0x000017ed, 0x00001801,
+	0x00001817, 0x00001828, 0x0000183f, 0x0000185c,
+	0x00001879, 0x0000187e, 0x000018ca, 0x000018dd,
+	0x000018e1, 0x000018f1, 0x000018fa, 0x0000190d,
+	0x00001933, 0x0000193c, 0x0000194c, 0x00001961,
+	0x00001985, 0x000019a1, 0x000019b9, 0x000019c4,
+	0x000019cf, 0x000019da, 0x00001a37, 0x00001a5b,
 	// Entry C0 - DF
-	0x00001a34, 0x00001a57, 0x00001a79, 0x00001aab,
-	0x00001ac1, 0x00001ad6, 0x00001ae6, 0x00001b1f,
-	0x00001b84, 0x00001b8e, 0x00001b95, 0x00001bab,
-	0x00001be4, 0x00001be9, 0x00001bf3, 0x00001c01,
-	0x00001c11, 0x00001c1e, 0x00001c2b, 0x00001c4b,
-	0x00001c57, 0x00001c70, 0x00001c79, 0x00001c83,
-	0x00001c8c, 0x00001c94, 0x00001c9e, 0x00001ca6,
-	0x00001cae, 0x00001cb2, 0x00001cb6, 0x00001cba,
+	0x00001a86, 0x00001a91, 0x00001a96, 0x00001aa5,
+	0x00001aac, 0x00001ac3, 0x00001ad8, 0x00001aea,
+	0x00001b0d, 0x00001b2f, 0x00001b61, 0x00001b77,
+	0x00001b8c, 0x00001b9c, 0x00001bd5, 0x00001c3a,
+	0x00001c44, 0x00001c4b, 0x00001c61, 0x00001c9a,
+	0x00001c9f, 0x00001ca9, 0x00001cb7, 0x00001cc7,
+	0x00001cd4, 0x00001ce1, 0x00001d01, 0x00001d0d,
+	0x00001d26, 0x00001d2f, 0x00001d39, 0x00001d42,
 	// Entry E0 - FF
-	0x00001cbe, 0x00001cc2, 0x00001cc6, 0x00001cca,
-	0x00001cce, 0x00001cd2, 0x00001cd6, 0x00001cda,
-	0x00001cde, 0x00001ce8, 0x00001d06, 0x00001d26,
-	0x00001d4a, 0x00001d6e, 0x00001d77, 0x00001d8e,
-	0x00001d96, 0x00001da7, 0x00001dac, 0x00001df1,
-	0x00001e09, 0x00001e0e, 0x00001e19, 0x00001e1f,
-	0x00001e29, 0x00001e31, 0x00001e39, 0x00001e63,
-	0x00001e7d, 0x00001ea5, 0x00001ed5, 0x00001edb,
+	0x00001d4a, 0x00001d54, 0x00001d5c, 0x00001d64,
+	0x00001d68, 0x00001d6c, 0x00001d70, 0x00001d74,
+	0x00001d78, 0x00001d7c, 0x00001d80, 0x00001d84,
+	0x00001d88, 0x00001d8c, 0x00001d90, 0x00001d94,
+	0x00001d9e, 0x00001dbc, 0x00001ddc, 0x00001e00,
+	0x00001e24, 0x00001e2d, 0x00001e44, 0x00001e4c,
+	0x00001e5d, 0x00001e62, 0x00001ea7, 0x00001ebf,
+	0x00001ec4, 0x00001ecf, 0x00001ed5, 0x00001edf,
 	// Entry 100 - 11F
-	0x00001eea, 0x00001f3d, 0x00001f5b, 0x0000201a,
-	0x00002071, 0x0000209b, 0x000020c7, 0x000020f1,
-	0x000020f9, 0x000020ff, 0x00002108, 0x00002115,
-	0x00002127, 0x00002132, 0x00002148, 0x00002173,
-	0x00002185, 0x0000218a, 0x0000218d, 0x000021b7,
-	0x00002200, 0x00002220, 0x00002229, 0x0000223b,
-	0x0000225e, 0x0000226c, 0x00002279, 0x00002283,
-	0x0000228c, 0x00002295, 0x0000229f, 0x000022a7,
+	0x00001ee7, 0x00001eef, 0x00001f19, 0x00001f33,
+	0x00001f5b, 0x00001f8b, 0x00001f91, 0x00001fa0,
+	0x00001ff3, 0x00002011, 0x000020d0, 0x00002127,
+	0x00002151, 0x0000217d, 0x000021a7, 0x000021af,
+	0x000021b5, 0x000021be, 0x000021cb, 0x000021dd,
+	0x000021e8, 0x000021fe, 0x00002229, 0x0000223b,
+	0x00002240, 0x00002243, 0x0000226d, 0x000022b6,
+	0x000022d6, 0x000022df, 0x000022f1, 0x00002314,
 	// Entry 120 - 13F
-	0x000022ac, 0x000022b4, 0x000022bd, 0x000022c6,
-	0x000022d3, 0x000022d8, 0x000022e0, 0x000022e7,
-	0x000022ef, 0x000022f4, 0x00002302, 0x00002309,
-	0x00002310, 0x00002315, 0x0000231c, 0x00002326,
-	0x0000232d, 0x0000234a, 0x00002364, 0x00002382,
-	0x000023a2, 0x000023b0, 0x000023b9, 0x000023c2,
-	0x000023cb, 0x000023cf, 0x000023d2, 0x000023de,
-	0x000023ec, 0x000023f9, 0x0000240a, 0x00002419,
+	0x00002322, 0x0000232f, 0x00002339, 0x00002342,
+	0x0000234b, 0x00002355, 0x0000235d, 0x00002362,
+	0x0000236a, 0x00002373, 0x0000237c, 0x00002389,
+	0x0000238e, 0x00002396, 0x0000239d, 0x000023a5,
+	0x000023aa, 0x000023b8, 0x000023bf, 0x000023c6,
+	0x000023cb, 0x000023d2, 0x000023dc, 0x000023e3,
+	0x00002400, 0x0000241a, 0x00002438, 0x00002458,
+	0x00002466, 0x0000246f, 0x00002478, 0x00002481,
 	// Entry 140 - 15F
-	0x00002430, 0x00002443, 0x00002453, 0x00002462,
-	0x00002471, 0x00002479, 0x00002480, 0x00002488,
-	0x00002490, 0x0000249e, 0x000024ac, 0x000024c2,
-	0x000024d7, 0x000024e8, 0x000024ed, 0x000024f3,
-	0x000024fa, 0x0000250b, 0x00002517, 0x00002520,
-	0x00002529, 0x00002545, 0x0000254e, 0x0000256a,
-	0x00002573, 0x0000257d, 0x00002586, 0x0000258f,
-	0x000025a6, 0x000025ae, 0x000025bc, 0x000025e9,
+	0x00002485, 0x00002488, 0x00002494, 0x000024a2,
+	0x000024af, 0x000024c0, 0x000024cf, 0x000024e6,
+	0x000024f9, 0x00002509, 0x00002518, 0x00002527,
+	0x0000252f, 0x00002536, 0x0000253e, 0x00002546,
+	0x00002554, 0x00002562, 0x00002578, 0x0000258d,
+	0x0000259e, 0x000025a3, 0x000025a9, 0x000025b0,
+	0x000025c1, 0x000025cd, 0x000025d6, 0x000025df,
+	0x000025fb, 0x00002604, 0x00002620, 0x00002629,
 	// Entry 160 - 17F
-	0x000025f5, 0x00002601, 0x00002609, 0x00002634,
-	0x000026f6, 0x00002711, 0x0000271e, 0x00002722,
-	0x00002748, 0x0000276e, 0x0000277c, 0x00002787,
-	0x000027b5, 0x000027d2, 0x00002801, 0x00002833,
-	0x00002851, 0x00002886, 0x000028a2, 0x000028b1,
-	0x000028be, 0x000028cc, 0x000028d9, 0x000028e2,
-	0x000028fd, 0x00002918, 0x00002924, 0x00002945,
-	0x0000296e, 0x0000299b, 0x000029d5, 0x00002a3a,
+	0x00002633, 0x0000263c, 0x00002645, 0x0000265c,
+	0x00002664, 0x00002672, 0x0000269f, 0x000026ab,
+	0x000026b7, 0x000026bf, 0x000026ea, 0x000027ac,
+	0x000027c7, 0x000027cf, 0x00002801, 0x0000280e,
+	0x00002812, 0x00002838, 0x0000285e, 0x0000286c,
+	0x00002877, 0x000028a5, 0x000028c2, 0x000028f1,
+	0x00002923, 0x00002941, 0x00002976, 0x00002992,
+	0x000029a1, 0x000029ae, 0x000029bc, 0x000029c9,
 	// Entry 180 - 19F
-	0x00002a5a, 0x00002a80, 0x00002aaa, 0x00002ae2,
-	0x00002b1f, 0x00002b43, 0x00002b68, 0x00002b82,
-	0x00002ba0, 0x00002bd4, 0x00002c14, 0x00002c3e,
-	0x00002c4d, 0x00002c7e, 0x00002cad, 0x00002cc0,
-	0x00002d35, 0x00002d48, 0x00002d7c, 0x00002db0,
-	0x00002dc0, 0x00002e07, 0x00002e34, 0x00002e41,
-	0x00002e51, 0x00002e59, 0x00002e71, 0x00002e8e,
-	0x00002e9c, 0x00002ead, 0x00002eb5, 0x00002ec0,
+	0x000029d2, 0x000029ed, 0x00002a08, 0x00002a14,
+	0x00002a35, 0x00002a5e, 0x00002a8b, 0x00002ac5,
+	0x00002b2a, 0x00002b4a, 0x00002b70, 0x00002b9a,
+	0x00002bd2, 0x00002c0f, 0x00002c33, 0x00002c58,
+	0x00002c72, 0x00002c90, 0x00002cc4, 0x00002d04,
+	0x00002d2e, 0x00002d3d, 0x00002d6e, 0x00002d9d,
+	0x00002db0, 0x00002e25, 0x00002e38, 0x00002e6c,
+	0x00002ea0, 0x00002eb0, 0x00002ef7, 0x00002f24,
 	// Entry 1A0 - 1BF
-	0x00002ef0, 0x00002f02, 0x00002f34, 0x00002f40,
-	0x00002f51, 0x00002f6b, 0x00002f7c, 0x00002f82,
-	0x00002f96, 0x00002fae, 0x00002fd3, 0x00002fe1,
-	0x0000301f, 0x0000305c, 0x00003088, 0x000030c5,
-	0x000030d4, 0x000030dc, 0x000030e9, 0x000030f9,
-	0x00003110, 0x0000311b, 0x0000312a, 0x00003138,
-	0x0000314b, 0x00003170, 0x0000319b, 0x000031c9,
-	0x000031d7, 0x0000326a, 0x00003288, 0x000032ce,
+	0x00002f31, 0x00002f41, 0x00002f49, 0x00002f61,
+	0x00002f7e, 0x00002f8c, 0x00002f9d, 0x00002fa5,
+	0x00002fb0, 0x00002fe0, 0x00002ff2, 0x00003024,
+	0x00003030, 0x00003041, 0x0000305b, 0x0000306c,
+	0x00003072, 0x00003086, 0x0000309e, 0x000030c3,
+	0x000030d1, 0x0000310f, 0x0000314c, 0x00003178,
+	0x000031b5, 0x000031c4, 0x000031cc, 0x000031d9,
+	0x000031e9, 0x00003200, 0x0000320b, 0x0000321a,
 	// Entry 1C0 - 1DF
-	0x000032dc, 0x000032f0, 0x00003311, 0x00003325,
-	0x0000332b, 0x0000333f, 0x000033b2, 0x000033c3,
-	0x000033da, 0x000033f7, 0x00003405, 0x00003413,
-	0x0000341b, 0x00003426, 0x0000342c, 0x0000351e,
-	0x00003524, 0x00003556, 0x0000355b, 0x0000356b,
-	0x00003576, 0x0000357f, 0x0000358f, 0x000035a9,
-	0x000035e2, 0x000035f1, 0x000036ab, 0x000036b0,
-	0x000036be, 0x000036ce, 0x000036da, 0x000036ea,
+	0x00003228, 0x0000323b, 0x00003260, 0x0000328b,
+	0x000032b9, 0x000032c7, 0x0000335a, 0x00003378,
+	0x000033be, 0x000033cc, 0x000033e0, 0x00003401,
+	0x00003415, 0x0000341b, 0x0000342f, 0x000034a2,
+	0x000034b3, 0x000034ca, 0x000034e7, 0x000034f5,
+	0x00003503, 0x0000350b, 0x00003516, 0x0000351c,
+	0x0000360e, 0x00003614, 0x00003646, 0x0000364b,
+	0x0000365b, 0x00003666, 0x0000366f, 0x0000367f,
 	// Entry 1E0 - 1FF
-	0x000036f4, 0x00003717, 0x00003730, 0x00003743,
-	0x000037af, 0x000037be, 0x000037cc, 0x000037fe,
-	0x00003835, 0x00003843, 0x00003887, 0x000038ac,
-	0x000038d4, 0x000038db, 0x00003936, 0x00003960,
-	0x00003990, 0x000039ee, 0x00003a02, 0x00003a0a,
-	0x00003a3b, 0x00003a41, 0x00003abd, 0x00003ae8,
-	0x00003b4a, 0x00003b59, 0x00003b65, 0x00003ba1,
-	0x00003bdb, 0x00003be9, 0x00003bf6, 0x00003c04,
+	0x00003699, 0x000036d2, 0x000036e1, 0x0000379b,
+	0x000037a0, 0x000037ae, 0x000037be, 0x000037ca,
+	0x000037da, 0x000037e4, 0x00003807, 0x00003820,
+	0x00003833, 0x0000389f, 0x000038ae, 0x000038bc,
+	0x000038ee, 0x00003925, 0x00003933, 0x00003977,
+	0x0000399c, 0x000039c4, 0x000039cb, 0x00003a26,
+	0x00003a50, 0x00003a80, 0x00003ade, 0x00003af2,
+	0x00003afa, 0x00003b2b, 0x00003b31, 0x00003bad,
 	// Entry 200 - 21F
-	0x00003c12, 0x00003c20, 0x00003c52, 0x00003c82,
-	0x00003c8f, 0x00003caf, 0x00003cb4, 0x00003cc5,
-} // Size: 2104 bytes
+	0x00003bd8, 0x00003c3a, 0x00003c49, 0x00003c55,
+	0x00003c91, 0x00003ccb, 0x00003cd9, 0x00003ce6,
+	0x00003cf4, 0x00003d02, 0x00003d10, 0x00003d42,
+	0x00003d72, 0x00003d7f, 0x00003d9f, 0x00003da4,
+	0x00003db5,
+} // Size: 2140 bytes
 
-const enData string = "" + // Size: 15557 bytes
+const enData string = "" + // Size: 15797 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every running or held instance…\x02Reason (recorded in the audit log)" +
@@ -798,168 +810,171 @@ const enData string = "" + // Size: 15557 bytes
 	"visions\x02Lists every change from one revision to another, and whom it " +
 	"may break.\x02From revision\x02To revision\x02Compare\x02Change\x02Detai" +
 	"l\x02Breaks processes\x02Breaks workers\x02These revisions have the same" +
-	" contracts.\x02Inputs\x02No inputs.\x02Outputs\x02No outputs.\x02Revisio" +
-	"n %[1]d\x02Snapshotted\x02Digest\x02Choose two existing revisions to com" +
-	"pare.\x02From revision %[1]d to revision %[2]d:\x14\x01\x81\x01\x00\x02" +
-	"\x0d\x02%[1]d change\x00\x0e\x02%[1]d changes\x14\x01\x81\x01\x00\x02" +
-	"\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d breaking\x02routing output %[1]s" +
-	" → %[2]s\x02optional → required\x02required → optional\x02values added: " +
-	"%[1]s\x02values removed: %[1]s\x02values reordered\x02%[1]s: %[2]s → %[3" +
-	"]s\x02required field of type %[1]s\x02optional field of type %[1]s\x02no" +
-	"ne\x02Task contracts: their Working copy, immutable revisions and named " +
-	"releases.\x02Key\x02Latest revision\x02none yet\x02No definition yet." +
-	"\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases" +
-	"\x02on error\x02any other error\x02held for an operator\x02an incident: " +
-	"retry, abandon or stop\x02end: completes the instance\x02end: fails the " +
-	"instance\x02push %[1]s\x02pull %[1]s\x02Node %[1]s\x02Each definition’s " +
-	"queue and incidents now, and what its workers finished in the last hour." +
-	"\x02Completions and failures, last hour\x02Definitions, those needing at" +
-	"tention first\x02Definition\x02Open\x02Held instances\x02Failed\x02Oldes" +
-	"t claimable waits\x02Completed, last hour\x02Failed, last hour\x02No def" +
-	"inition has occurrences yet.\x02Counts are unavailable right now.\x02As " +
-	"of %[1]s (%[2]s); refreshed every few seconds.\x02claimable since %[1]s" +
-	"\x02Show all definitions\x02All definitions\x02Completions and failures " +
-	"per 5 minutes, last hour: %[1]s\x02In the last hour: %[1]d completed, %[" +
-	"2]d failed. The table after the chart gives each 5-minute slot.\x02compl" +
-	"eted\x02failed\x02The chart’s numbers\x02Completions and failures per 5-" +
-	"minute slot, oldest first\x02Slot\x02Completed\x02%[1]s–%[2]s\x02%[1]d c" +
-	"ompleted\x02%[1]d failed\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[" +
-	"5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago" +
-	"\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb" +
-	"\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec" +
-	"\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d " +
-	"days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours" +
-	"\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes" +
-	"\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d seconds" +
-	"\x02%[1]d ms\x02Process instance %[1]s\x02Summary\x02Operator actions" +
-	"\x02Path\x02The nodes this instance reached, in order, each with its occ" +
-	"urrence.\x02Nodes reached, in order\x02Node\x02Occurrence\x02Route\x02Ne" +
-	"xt node\x02Created\x02Settled\x02This instance has not reached a task ye" +
-	"t.\x02Recorded operator actions\x02No operator has acted on this instanc" +
-	"e.\x02Operator actions on this instance, newest first\x02Value\x02Proces" +
-	"s inputs\x02Inputs the instance was started with, labelled by process ve" +
-	"rsion %[1]d's contract\x02This process takes no inputs.\x02This instance" +
-	" is held at a failed node: an incident. Retry offers the failed occurren" +
-	"ce again; abandon fails the instance; stop cancels it. Each asks for a r" +
-	"eason, recorded in the audit log.\x02Stopping cancels the instance and i" +
-	"ts open occurrences. It does not complete anything.\x02Stopped by %[1]s " +
-	"at %[2]s — “%[3]s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”\x02Retried b" +
-	"y %[1]s at %[2]s — “%[3]s”\x02Started\x02Ended\x02End node\x02Held at no" +
-	"de\x02Failed occurrence\x02Error code\x02Unknown status %[1]q.\x02The pa" +
-	"ge size must be between 1 and %[1]d.\x02Process instances\x02from\x02to" +
-	"\x02Act on every instance this filter matches\x02The next page counts th" +
-	"em and asks for a reason before anything changes.\x02Process instances, " +
-	"newest first\x02Instance\x02End node or error\x02No instance matches the" +
-	"se filters.\x02All processes\x02All statuses\x02available\x02reserved" +
-	"\x02deferred\x02cancelled\x02running\x02held\x02expired\x02rejected\x02r" +
-	"eleased\x02disconnected\x02text\x02integer\x02number\x02boolean\x02date" +
-	"\x02date and time\x02choice\x02object\x02list\x02normal\x02sensitive\x02" +
-	"secret\x02••• hidden (sensitive)\x02••• hidden (secret)\x02pull (the ser" +
-	"vice fetches it)\x02push (Relais calls the service)\x02administrator\x02" +
-	"operator\x02designer\x02consumer\x02yes\x02no\x02field added\x02field re" +
-	"moved\x02type changed\x02required changed\x02values changed\x02classific" +
-	"ation changed\x02constraint changed\x02routing changed\x02minimum length" +
-	"\x02maximum length\x02pattern\x02format\x02minimum\x02maximum\x02minimum" +
-	" items\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, version %[2]s" +
-	"\x02Occurrence %[1]s\x02Mode\x02Dates\x02Policy\x02Maximum attempts\x02R" +
-	"etry delay\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02Att" +
-	"empts\x02Every attempt, oldest first\x02Consumer\x02Worker id\x02Reserve" +
-	"d\x02Duration\x02Destination’s answer\x02Outcome\x02Error message\x02No " +
-	"service has reserved this occurrence yet.\x02in progress\x02Destination" +
-	"\x02Replica\x02Relais has not called the destination yet.\x02Relais keep" +
-	"s the destination’s status code only when it refused the call (destinati" +
-	"on_http_NNN); a completed call answered 2xx. The duration runs from the " +
-	"claim of the call to its settlement.\x02Reason given by the worker\x02Ca" +
-	"ll timeout\x02Now\x02Retry or abandon it from its instance\x14\x01\x81" +
-	"\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02at most %" +
-	"[1]d\x02%[1]d left\x02Inputs, labelled by revision %[1]d's contract\x02T" +
-	"his contract has no inputs.\x02Outputs, labelled by revision %[1]d's con" +
-	"tract\x02No outputs yet: the occurrence has not completed.\x02This contr" +
-	"act has no outputs.\x02No outputs: the occurrence ended without completi" +
-	"ng.\x02Reveal — this is recorded\x02Available from\x02Next attempt\x02La" +
-	"st reserved\x02Lock expires\x02Deferred\x02Last error (attempt %[1]d)" +
-	"\x02Error (before any attempt)\x02Its message\x02Message from Relais (in" +
-	" English)\x02Message from the service (as it sent it)\x02The deadline pa" +
-	"ssed before a result arrived.\x02The result did not match the revision's" +
-	" outputs contract.\x02Relais stopped during the call: whether the destin" +
-	"ation acted is unknown, so it is not called again.\x02The call could not" +
-	" be prepared.\x02The destination could not be reached.\x02The destinatio" +
-	"n’s answer was too large.\x02The last attempt’s lock expired with no att" +
-	"empt left.\x02The inputs could not be built from the process’s bindings." +
-	"\x02An operator abandoned the instance.\x02The destination answered HTTP" +
-	" %[1]s.\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Loc" +
-	"k expired %[1]s — waiting to be offered again.\x02Waiting for Relais to " +
-	"call the destination since %[1]s (%[2]s).\x02Waiting for a worker since " +
-	"%[1]s (%[2]s).\x02(worker %[1]s)\x02Relais is calling the destination (s" +
-	"ince %[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02Reserved" +
-	" by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker of the same consume" +
-	"r, or a front end with a settle token, completes it later.\x02Completed " +
-	"(%[1]s).\x02Its instance is held here, waiting for an operator.\x02Its i" +
-	"nstance went on along the node’s error path.\x02Failed (%[1]s).\x02Cance" +
-	"lled: the instance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled" +
-	": the instance was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s" +
-	"\x02waiting\x02HTTP 2xx, unusable body\x02no answer within the timeout" +
-	"\x02no connection\x02answer too large\x02unknown\x02[redacted]\x02The re" +
-	"vision must be a whole number, 1 or more.\x02Unknown consumer.\x02More f" +
-	"ilters: instance, revision, consumer, dates\x02instance id\x02Counts by " +
-	"status\x02Occurrences, newest first\x02Process and node\x02Error\x02Cons" +
-	"umer and worker\x02Next attempt or settled\x02No occurrence matches thes" +
-	"e filters.\x02All consumers\x02Totals of definition %[1]s, not narrowed " +
-	"by the other filters\x02Totals of all definitions, not narrowed by the o" +
-	"ther filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02" +
-	"%[1]d occurrences\x02as of %[1]s (%[2]s); counts are refreshed every few" +
-	" seconds.\x02revision %[1]d\x02settled\x02next attempt\x02claimable sinc" +
-	"e\x02call in progress since\x02lock until\x02deferred since\x02Previous " +
-	"page\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 2026-12-01.\x02%[1]" +
-	"s: the first day comes after the last.\x02These settings are kept in thi" +
-	"s browser only.\x02Show times in\x02The console runs no script, so it ca" +
-	"nnot read your computer’s time zone: choose its offset from UTC. Offsets" +
-	" do not follow daylight saving time.\x02Reload lists and detail pages" +
-	"\x02Pages with a form, such as a confirmation, never reload on their own" +
-	".\x02Save settings\x02Back without saving\x02UTC (coordinated universal " +
-	"time)\x02Local time at %[1]s\x02Never\x02Every %[1]d seconds\x02Publishe" +
-	"d process versions: their nodes, routes and pinned revisions, drawn, wit" +
-	"h where their occurrences are now.\x02Processes by key\x02Versions, newe" +
-	"st first\x02No process is published yet.\x02version %[1]d\x02Process %[1" +
-	"]s\x02Version\x02Start node\x02Graph\x02Columns follow the longest path " +
-	"from the start node. Solid arrows are successes (labelled with their rou" +
-	"te), dashed ones failures (labelled with their error codes). Each box sa" +
-	"ys how many of this version’s occurrences are at that node now.\x02Nodes" +
-	"\x02Nodes of this version, with their occurrences now\x02Kind\x02Pinned " +
-	"revision\x02On success\x02On error\x02Occurrences now\x02Instances of th" +
-	"is process\x02Counts as of %[1]s (%[2]s); refreshed every few seconds." +
-	"\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %" +
-	"[2]s. The table below lists the same nodes, routes and counts.\x00Y\x02%" +
-	"[1]d nodes, starting at %[2]s. The table below lists the same nodes, rou" +
-	"tes and counts.\x02pull\x02push to %[1]s\x02end (completes)\x02end (fail" +
-	"s)\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02" +
-	"any other code → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021" +
-	"\x02%[1]d attempt, retry after %[2]s, priority %[3]d\x002\x02%[1]d attem" +
-	"pts, retry after %[2]s, priority %[3]d\x02deadline %[1]s\x02timeout %[1]" +
-	"s\x02Only administrators may reveal a sensitive value.\x02Revealed by %[" +
-	"1]s at %[2]s; recorded in the audit log.\x02Cannot reveal\x02Only a valu" +
-	"e this page shows as hidden (sensitive) can be revealed.\x02Secret value" +
-	"s can never be revealed.\x02This page does not accept that request.\x02S" +
-	"earch\x02Type an instance or occurrence id (a UUID, as the pages show on" +
-	" hover), or a business key.\x02Nothing to find: the search box is empty." +
-	"\x02That is too long to be an id or a business key.\x02No instance or oc" +
-	"currence has the id “%[1]s”, and no instance has it as its business key." +
-	"\x02You are signed out.\x02Sign in\x02Sign in with an operator or admini" +
-	"strator token.\x02Token\x02The token is checked once and never stored in" +
-	" your browser; a session cookie stands for it for up to 8 hours of inact" +
-	"ivity.\x02This token is unknown or has been revoked.\x02A %[1]s token ca" +
-	"nnot open the console: sign in with an operator, designer or administrat" +
-	"or token.\x02routing output\x02(each item)\x14\x01\x81\x01\x00\x02\x19" +
-	"\x02at least %[1]d character\x00\x1a\x02at least %[1]d characters\x14" +
-	"\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02at most %" +
-	"[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1]s\x02max" +
-	"imum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]" +
-	"d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at" +
-	" most %[1]d item\x00\x14\x02at most %[1]d items\x02not provided\x14\x01" +
-	"\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02null\x02une" +
-	"xpected value"
+	" contracts.\x02Inputs\x02No inputs.\x02Inputs of the working copy\x02Out" +
+	"puts\x02No outputs.\x02Outputs of the working copy\x02Releases, oldest f" +
+	"irst\x02Changes between the two revisions\x02Revision %[1]d\x02Snapshott" +
+	"ed\x02Digest\x02Inputs of revision %[1]d\x02Outputs of revision %[1]d" +
+	"\x02Choose two existing revisions to compare.\x02From revision %[1]d to " +
+	"revision %[2]d:\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e\x02%" +
+	"[1]d changes\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[" +
+	"1]d breaking\x02routing output %[1]s → %[2]s\x02optional → required\x02r" +
+	"equired → optional\x02values added: %[1]s\x02values removed: %[1]s\x02va" +
+	"lues reordered\x02%[1]s: %[2]s → %[3]s\x02required field of type %[1]s" +
+	"\x02optional field of type %[1]s\x02none\x02Task contracts: their Workin" +
+	"g copy, immutable revisions and named releases.\x02Definitions by key" +
+	"\x02Key\x02Latest revision\x02none yet\x02No definition yet.\x14\x01\x81" +
+	"\x01\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases\x02on error" +
+	"\x02any other error\x02held for an operator\x02an incident: retry, aband" +
+	"on or stop\x02end: completes the instance\x02end: fails the instance\x02" +
+	"push %[1]s\x02pull %[1]s\x02Node %[1]s\x02Each definition’s queue and in" +
+	"cidents now, and what its workers finished in the last hour.\x02Completi" +
+	"ons and failures, last hour\x02Definitions, those needing attention firs" +
+	"t\x02Definition\x02Open\x02Held instances\x02Failed\x02Oldest claimable " +
+	"waits\x02Completed, last hour\x02Failed, last hour\x02No definition has " +
+	"occurrences yet.\x02Counts are unavailable right now.\x02As of %[1]s (%[" +
+	"2]s); refreshed every few seconds.\x02claimable since %[1]s\x02Show all " +
+	"definitions\x02All definitions\x02Completions and failures per 5 minutes" +
+	", last hour: %[1]s\x02In the last hour: %[1]d completed, %[2]d failed. T" +
+	"he table after the chart gives each 5-minute slot.\x02completed\x02faile" +
+	"d\x02The chart’s numbers\x02Completions and failures per 5-minute slot, " +
+	"oldest first\x02Slot\x02Completed\x02%[1]s–%[2]s\x02%[1]d completed\x02%" +
+	"[1]d failed\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s " +
+	"%[2]s\x02%[1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just now" +
+	"\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02A" +
+	"pr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds" +
+	"\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01" +
+	"\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81" +
+	"\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81" +
+	"\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d seconds\x02%[1]d ms" +
+	"\x02Process instance %[1]s\x02Summary\x02Operator actions\x02Path\x02The" +
+	" nodes this instance reached, in order, each with its occurrence.\x02Nod" +
+	"es reached, in order\x02Node\x02Occurrence\x02Route\x02Next node\x02Crea" +
+	"ted\x02Settled\x02This instance has not reached a task yet.\x02Recorded " +
+	"operator actions\x02No operator has acted on this instance.\x02Operator " +
+	"actions on this instance, newest first\x02Value\x02Process inputs\x02Inp" +
+	"uts the instance was started with, labelled by process version %[1]d's c" +
+	"ontract\x02This process takes no inputs.\x02This instance is held at a f" +
+	"ailed node: an incident. Retry offers the failed occurrence again; aband" +
+	"on fails the instance; stop cancels it. Each asks for a reason, recorded" +
+	" in the audit log.\x02Stopping cancels the instance and its open occurre" +
+	"nces. It does not complete anything.\x02Stopped by %[1]s at %[2]s — “%[3" +
+	"]s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]" +
+	"s — “%[3]s”\x02Started\x02Ended\x02End node\x02Held at node\x02Failed oc" +
+	"currence\x02Error code\x02Unknown status %[1]q.\x02The page size must be" +
+	" between 1 and %[1]d.\x02Process instances\x02from\x02to\x02Act on every" +
+	" instance this filter matches\x02The next page counts them and asks for " +
+	"a reason before anything changes.\x02Process instances, newest first\x02" +
+	"Instance\x02End node or error\x02No instance matches these filters.\x02A" +
+	"ll processes\x02All statuses\x02available\x02reserved\x02deferred\x02can" +
+	"celled\x02running\x02held\x02expired\x02rejected\x02released\x02disconne" +
+	"cted\x02text\x02integer\x02number\x02boolean\x02date\x02date and time" +
+	"\x02choice\x02object\x02list\x02normal\x02sensitive\x02secret\x02••• hid" +
+	"den (sensitive)\x02••• hidden (secret)\x02pull (the service fetches it)" +
+	"\x02push (Relais calls the service)\x02administrator\x02operator\x02desi" +
+	"gner\x02consumer\x02yes\x02no\x02field added\x02field removed\x02type ch" +
+	"anged\x02required changed\x02values changed\x02classification changed" +
+	"\x02constraint changed\x02routing changed\x02minimum length\x02maximum l" +
+	"ength\x02pattern\x02format\x02minimum\x02maximum\x02minimum items\x02max" +
+	"imum items\x02%[1]s, revision %[2]s\x02%[1]s, version %[2]s\x02Occurrenc" +
+	"e %[1]s\x02Mode\x02Dates\x02Policy\x02Maximum attempts\x02Retry delay" +
+	"\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02Attempts\x02E" +
+	"very attempt, oldest first\x02Consumer\x02Worker id\x02Reserved\x02Durat" +
+	"ion\x02Destination’s answer\x02Outcome\x02Error message\x02No service ha" +
+	"s reserved this occurrence yet.\x02in progress\x02Destination\x02Replica" +
+	"\x02Relais has not called the destination yet.\x02Relais keeps the desti" +
+	"nation’s status code only when it refused the call (destination_http_NNN" +
+	"); a completed call answered 2xx. The duration runs from the claim of th" +
+	"e call to its settlement.\x02Reason given by the worker\x02Retries\x02no" +
+	"ne: a failed call takes the node’s error path\x02Call timeout\x02Now\x02" +
+	"Retry or abandon it from its instance\x14\x01\x81\x01\x00\x02\x0e\x02%[1" +
+	"]d attempt\x00\x0f\x02%[1]d attempts\x02at most %[1]d\x02%[1]d left\x02I" +
+	"nputs, labelled by revision %[1]d's contract\x02This contract has no inp" +
+	"uts.\x02Outputs, labelled by revision %[1]d's contract\x02No outputs yet" +
+	": the occurrence has not completed.\x02This contract has no outputs.\x02" +
+	"No outputs: the occurrence ended without completing.\x02Reveal — this is" +
+	" recorded\x02Available from\x02Next attempt\x02Last reserved\x02Lock exp" +
+	"ires\x02Deferred\x02Last error (attempt %[1]d)\x02Error (before any atte" +
+	"mpt)\x02Its message\x02Message from Relais (in English)\x02Message from " +
+	"the service (as it sent it)\x02The deadline passed before a result arriv" +
+	"ed.\x02The result did not match the revision's outputs contract.\x02Rela" +
+	"is stopped during the call: whether the destination acted is unknown, so" +
+	" it is not called again.\x02The call could not be prepared.\x02The desti" +
+	"nation could not be reached.\x02The destination’s answer was too large." +
+	"\x02The last attempt’s lock expired with no attempt left.\x02The inputs " +
+	"could not be built from the process’s bindings.\x02An operator abandoned" +
+	" the instance.\x02The destination answered HTTP %[1]s.\x02Retry at %[1]s" +
+	" — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting" +
+	" to be offered again.\x02Waiting for Relais to call the destination sinc" +
+	"e %[1]s (%[2]s).\x02Waiting for a worker since %[1]s (%[2]s).\x02(worker" +
+	" %[1]s)\x02Relais is calling the destination (since %[1]s).\x02Reserved " +
+	"by %[1]s; lock until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred si" +
+	"nce %[1]s (%[2]s): a worker of the same consumer, or a front end with a " +
+	"settle token, completes it later.\x02Completed (%[1]s).\x02Its instance " +
+	"is held here, waiting for an operator.\x02Its instance went on along the" +
+	" node’s error path.\x02Failed (%[1]s).\x02Cancelled: the instance was st" +
+	"opped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the instance was stoppe" +
+	"d (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02waiting\x02HTTP 2xx, un" +
+	"usable body\x02no answer within the timeout\x02no connection\x02answer t" +
+	"oo large\x02unknown\x02[redacted]\x02The revision must be a whole number" +
+	", 1 or more.\x02Unknown consumer.\x02More filters: instance, revision, c" +
+	"onsumer, dates\x02instance id\x02Counts by status\x02Occurrences, newest" +
+	" first\x02Process and node\x02Error\x02Consumer and worker\x02Next attem" +
+	"pt or settled\x02No occurrence matches these filters.\x02All consumers" +
+	"\x02Totals of definition %[1]s, not narrowed by the other filters\x02Tot" +
+	"als of all definitions, not narrowed by the other filters\x14\x01\x81" +
+	"\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as " +
+	"of %[1]s (%[2]s); counts are refreshed every few seconds.\x02revision %[" +
+	"1]d\x02settled\x02next attempt\x02claimable since\x02call in progress si" +
+	"nce\x02lock until\x02deferred since\x02Previous page\x02Rows %[1]s–%[2]s" +
+	"\x02%[1]s: a date is written 2026-12-01.\x02%[1]s: the first day comes a" +
+	"fter the last.\x02These settings are kept in this browser only.\x02Show " +
+	"times in\x02The console runs no script, so it cannot read your computer’" +
+	"s time zone: choose its offset from UTC. Offsets do not follow daylight " +
+	"saving time.\x02Reload lists and detail pages\x02Pages with a form, such" +
+	" as a confirmation, never reload on their own.\x02Save settings\x02Back " +
+	"without saving\x02UTC (coordinated universal time)\x02Local time at %[1]" +
+	"s\x02Never\x02Every %[1]d seconds\x02Published process versions: their n" +
+	"odes, routes and pinned revisions, drawn, with where their occurrences a" +
+	"re now.\x02Processes by key\x02Versions, newest first\x02No process is p" +
+	"ublished yet.\x02version %[1]d\x02Process %[1]s\x02Version\x02Start node" +
+	"\x02Graph\x02Columns follow the longest path from the start node. Solid " +
+	"arrows are successes (labelled with their route), dashed ones failures (" +
+	"labelled with their error codes). Each box says how many of this version" +
+	"’s occurrences are at that node now.\x02Nodes\x02Nodes of this version" +
+	", with their occurrences now\x02Kind\x02Pinned revision\x02On success" +
+	"\x02On error\x02Occurrences now\x02Instances of this process\x02Counts a" +
+	"s of %[1]s (%[2]s); refreshed every few seconds.\x02Graph of %[1]s\x14" +
+	"\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The table below " +
+	"lists the same nodes, routes and counts.\x00Y\x02%[1]d nodes, starting a" +
+	"t %[2]s. The table below lists the same nodes, routes and counts.\x02pul" +
+	"l\x02push to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s → %[2]s" +
+	"\x02→ %[1]s\x02hold (an incident for an operator)\x02any other code → %[" +
+	"1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, ret" +
+	"ry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, retry after %[2]s" +
+	", priority %[3]d\x02deadline %[1]s\x02timeout %[1]s\x02Only administrato" +
+	"rs may reveal a sensitive value.\x02Revealed by %[1]s at %[2]s; recorded" +
+	" in the audit log.\x02Cannot reveal\x02Only a value this page shows as h" +
+	"idden (sensitive) can be revealed.\x02Secret values can never be reveale" +
+	"d.\x02This page does not accept that request.\x02Search\x02Type an insta" +
+	"nce or occurrence id (a UUID, as the pages show on hover), or a business" +
+	" key.\x02Nothing to find: the search box is empty.\x02That is too long t" +
+	"o be an id or a business key.\x02No instance or occurrence has the id “%" +
+	"[1]s”, and no instance has it as its business key.\x02You are signed out" +
+	".\x02Sign in\x02Sign in with an operator or administrator token.\x02Toke" +
+	"n\x02The token is checked once and never stored in your browser; a sessi" +
+	"on cookie stands for it for up to 8 hours of inactivity.\x02This token i" +
+	"s unknown or has been revoked.\x02A %[1]s token cannot open the console:" +
+	" sign in with an operator, designer or administrator token.\x02routing o" +
+	"utput\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d chara" +
+	"cter\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18" +
+	"\x02at most %[1]d character\x00\x19\x02at most %[1]d characters\x02patte" +
+	"rn %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[" +
+	"1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at lea" +
+	"st %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14" +
+	"\x02at most %[1]d items\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%" +
+	"[1]d item\x00\x0c\x02%[1]d items\x02null\x02unexpected value"
 
-var frIndex = []uint32{ // 520 elements
+var frIndex = []uint32{ // 529 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x0000007a,
@@ -1002,114 +1017,117 @@ var frIndex = []uint32{ // 520 elements
 	0x00001b68, 0x00001b80, 0x00001bcf, 0x00001bdf,
 	0x00001bef, 0x00001bf8, 0x00001c03, 0x00001c0b,
 	0x00001c1f, 0x00001c32, 0x00001c5a, 0x00001c63,
-	0x00001c73, 0x00001c7b, 0x00001c8a, 0x00001c9a,
-	0x00001ca4, 0x00001cae, 0x00001ce1, 0x00001d11,
-	0x00001d3d, 0x00001d6d, 0x00001d8f, 0x00001daa,
+	0x00001c73, 0x00001c93, 0x00001c9b, 0x00001caa,
+	0x00001cc9, 0x00001cf4, 0x00001d1a, 0x00001d2a,
+	0x00001d34, 0x00001d3e, 0x00001d5d, 0x00001d7b,
 	// Entry A0 - BF
-	0x00001dc5, 0x00001de1, 0x00001dfd, 0x00001e13,
-	0x00001e2d, 0x00001e4d, 0x00001e6c, 0x00001e73,
-	0x00001edd, 0x00001ee2, 0x00001ef6, 0x00001f0e,
-	0x00001f33, 0x00001f61, 0x00001f73, 0x00001f86,
-	0x00001fa3, 0x00001fd5, 0x00001ff2, 0x00002015,
-	0x00002020, 0x0000202b, 0x00002037, 0x000020bb,
-	0x000020e2, 0x00002120, 0x0000212c, 0x00002135,
-	0x0000214a, 0x00002154, 0x0000217b, 0x00002197,
+	0x00001dae, 0x00001dde, 0x00001e0a, 0x00001e3a,
+	0x00001e5c, 0x00001e77, 0x00001e92, 0x00001eae,
+	0x00001eca, 0x00001ee0, 0x00001efa, 0x00001f1a,
+	0x00001f39, 0x00001f40, 0x00001faa, 0x00001fc0,
+	0x00001fc5, 0x00001fd9, 0x00001ff1, 0x00002016,
+	0x00002044, 0x00002056, 0x00002069, 0x00002086,
+	0x000020b3, 0x000020d0, 0x000020f3, 0x000020fe,
+	0x00002109, 0x00002115, 0x00002199, 0x000021c0,
 	// Entry C0 - DF
-	0x000021b2, 0x000021e2, 0x00002211, 0x0000224f,
-	0x0000226a, 0x0000228b, 0x000022a3, 0x000022e9,
-	0x00002368, 0x00002372, 0x0000237c, 0x00002396,
-	0x000023df, 0x000023e7, 0x000023f2, 0x00002400,
-	0x0000242a, 0x00002453, 0x00002463, 0x00002482,
-	0x0000248e, 0x000024a7, 0x000024b2, 0x000024bf,
-	0x000024ce, 0x000024d6, 0x000024e0, 0x000024e8,
-	0x000024f0, 0x000024f6, 0x000024fd, 0x00002502,
+	0x000021fe, 0x0000220a, 0x00002213, 0x00002228,
+	0x00002232, 0x00002259, 0x00002275, 0x00002290,
+	0x000022c0, 0x000022ef, 0x0000232d, 0x00002348,
+	0x00002369, 0x00002381, 0x000023c7, 0x00002446,
+	0x00002450, 0x0000245a, 0x00002474, 0x000024bd,
+	0x000024c5, 0x000024d0, 0x000024de, 0x00002508,
+	0x00002531, 0x00002541, 0x00002560, 0x0000256c,
+	0x00002585, 0x00002590, 0x0000259d, 0x000025ac,
 	// Entry E0 - FF
-	0x00002507, 0x0000250b, 0x00002510, 0x00002516,
-	0x0000251c, 0x00002522, 0x00002527, 0x0000252c,
-	0x00002532, 0x0000253c, 0x0000255c, 0x0000257e,
-	0x000025a2, 0x000025c8, 0x000025d1, 0x000025ed,
-	0x000025f6, 0x0000260d, 0x00002616, 0x0000266a,
-	0x0000268a, 0x00002690, 0x0000269b, 0x000026a1,
-	0x000026af, 0x000026ba, 0x000026c6, 0x000026f9,
-	0x0000271d, 0x0000274c, 0x00002795, 0x0000279c,
+	0x000025b4, 0x000025be, 0x000025c6, 0x000025ce,
+	0x000025d4, 0x000025db, 0x000025e0, 0x000025e5,
+	0x000025e9, 0x000025ee, 0x000025f4, 0x000025fa,
+	0x00002600, 0x00002605, 0x0000260a, 0x00002610,
+	0x0000261a, 0x0000263a, 0x0000265c, 0x00002680,
+	0x000026a6, 0x000026af, 0x000026cb, 0x000026d4,
+	0x000026eb, 0x000026f4, 0x00002748, 0x00002768,
+	0x0000276e, 0x00002779, 0x0000277f, 0x0000278d,
 	// Entry 100 - 11F
-	0x000027b2, 0x00002825, 0x0000284b, 0x00002953,
-	0x000029a3, 0x000029d0, 0x000029ff, 0x00002a2a,
-	0x00002a38, 0x00002a45, 0x00002a52, 0x00002a65,
-	0x00002a7a, 0x00002a8a, 0x00002aa4, 0x00002adc,
-	0x00002af3, 0x00002af6, 0x00002af9, 0x00002b2d,
-	0x00002b77, 0x00002bac, 0x00002bb5, 0x00002bcc,
-	0x00002bfa, 0x00002c0d, 0x00002c1e, 0x00002c29,
-	0x00002c34, 0x00002c3f, 0x00002c48, 0x00002c51,
+	0x00002798, 0x000027a4, 0x000027d7, 0x000027fb,
+	0x0000282a, 0x00002873, 0x0000287a, 0x00002890,
+	0x00002903, 0x00002929, 0x00002a31, 0x00002a81,
+	0x00002aae, 0x00002add, 0x00002b08, 0x00002b16,
+	0x00002b23, 0x00002b30, 0x00002b43, 0x00002b58,
+	0x00002b68, 0x00002b82, 0x00002bba, 0x00002bd1,
+	0x00002bd4, 0x00002bd7, 0x00002c0b, 0x00002c55,
+	0x00002c8a, 0x00002c93, 0x00002caa, 0x00002cd8,
 	// Entry 120 - 13F
-	0x00002c5b, 0x00002c64, 0x00002c6d, 0x00002c74,
-	0x00002c82, 0x00002c88, 0x00002c8f, 0x00002c96,
-	0x00002c9f, 0x00002ca4, 0x00002cb2, 0x00002cb8,
-	0x00002cbe, 0x00002cc4, 0x00002ccc, 0x00002cd5,
-	0x00002cde, 0x00002cfb, 0x00002d16, 0x00002d36,
-	0x00002d57, 0x00002d66, 0x00002d71, 0x00002d7c,
-	0x00002d89, 0x00002d8d, 0x00002d91, 0x00002d9f,
-	0x00002dad, 0x00002dbb, 0x00002ddb, 0x00002dee,
+	0x00002ceb, 0x00002cfc, 0x00002d07, 0x00002d12,
+	0x00002d1d, 0x00002d26, 0x00002d2f, 0x00002d39,
+	0x00002d42, 0x00002d4b, 0x00002d52, 0x00002d60,
+	0x00002d66, 0x00002d6d, 0x00002d74, 0x00002d7d,
+	0x00002d82, 0x00002d90, 0x00002d96, 0x00002d9c,
+	0x00002da2, 0x00002daa, 0x00002db3, 0x00002dbc,
+	0x00002dd9, 0x00002df4, 0x00002e14, 0x00002e35,
+	0x00002e44, 0x00002e4f, 0x00002e5a, 0x00002e67,
 	// Entry 140 - 15F
-	0x00002e07, 0x00002e1c, 0x00002e2d, 0x00002e3f,
-	0x00002e51, 0x00002e57, 0x00002e5e, 0x00002e66,
-	0x00002e6e, 0x00002e8c, 0x00002eaa, 0x00002ec1,
-	0x00002ed6, 0x00002ee7, 0x00002eec, 0x00002ef2,
-	0x00002f0b, 0x00002f28, 0x00002f42, 0x00002f4d,
-	0x00002f57, 0x00002f80, 0x00002f8b, 0x00002fbf,
-	0x00002fcc, 0x00002fea, 0x00002ff8, 0x00002fff,
-	0x0000301a, 0x00003024, 0x00003037, 0x0000306e,
+	0x00002e6b, 0x00002e6f, 0x00002e7d, 0x00002e8b,
+	0x00002e99, 0x00002eb9, 0x00002ecc, 0x00002ee5,
+	0x00002efa, 0x00002f0b, 0x00002f1d, 0x00002f2f,
+	0x00002f35, 0x00002f3c, 0x00002f44, 0x00002f4c,
+	0x00002f6a, 0x00002f88, 0x00002f9f, 0x00002fb4,
+	0x00002fc5, 0x00002fca, 0x00002fd0, 0x00002fe9,
+	0x00003006, 0x00003020, 0x0000302b, 0x00003035,
+	0x0000305e, 0x00003069, 0x0000309d, 0x000030aa,
 	// Entry 160 - 17F
-	0x00003077, 0x00003083, 0x0000308d, 0x000030bd,
-	0x000031a4, 0x000031c0, 0x000031d1, 0x000031dc,
-	0x0000320f, 0x00003239, 0x00003247, 0x0000326f,
-	0x000032ae, 0x000032cf, 0x0000330d, 0x0000334d,
-	0x0000336d, 0x000033ae, 0x000033da, 0x000033f2,
-	0x00003406, 0x0000341d, 0x00003430, 0x0000343b,
-	0x0000345e, 0x0000347d, 0x00003489, 0x000034a8,
-	0x000034d7, 0x00003517, 0x0000355d, 0x000035cf,
+	0x000030c8, 0x000030d6, 0x000030dd, 0x000030f8,
+	0x00003102, 0x00003115, 0x0000314c, 0x00003155,
+	0x00003161, 0x0000316b, 0x0000319b, 0x00003282,
+	0x0000329e, 0x000032b3, 0x000032f4, 0x00003305,
+	0x00003310, 0x00003343, 0x0000336d, 0x0000337b,
+	0x000033a3, 0x000033e2, 0x00003403, 0x00003441,
+	0x00003481, 0x000034a1, 0x000034e2, 0x0000350e,
+	0x00003526, 0x0000353a, 0x00003551, 0x00003564,
 	// Entry 180 - 19F
-	0x000035f7, 0x0000361a, 0x00003651, 0x00003698,
-	0x000036eb, 0x00003714, 0x0000373a, 0x00003761,
-	0x00003789, 0x000037d0, 0x0000381a, 0x0000384a,
-	0x0000385a, 0x00003888, 0x000038c4, 0x000038da,
-	0x0000396b, 0x0000397e, 0x000039bc, 0x000039f8,
-	0x00003a0b, 0x00003a5b, 0x00003a90, 0x00003aa2,
-	0x00003ab9, 0x00003ac4, 0x00003ae1, 0x00003b00,
-	0x00003b11, 0x00003b2b, 0x00003b34, 0x00003b3e,
+	0x0000356f, 0x00003592, 0x000035b1, 0x000035bd,
+	0x000035dc, 0x0000360b, 0x0000364b, 0x00003691,
+	0x00003703, 0x0000372b, 0x0000374e, 0x00003785,
+	0x000037cc, 0x0000381f, 0x00003848, 0x0000386e,
+	0x00003895, 0x000038bd, 0x00003904, 0x0000394e,
+	0x0000397e, 0x0000398e, 0x000039bc, 0x000039f8,
+	0x00003a0e, 0x00003a9f, 0x00003ab2, 0x00003af0,
+	0x00003b2c, 0x00003b3f, 0x00003b8f, 0x00003bc4,
 	// Entry 1A0 - 1BF
-	0x00003b73, 0x00003b89, 0x00003bc6, 0x00003bdf,
-	0x00003bf2, 0x00003c1c, 0x00003c2f, 0x00003c36,
-	0x00003c4e, 0x00003c70, 0x00003ca0, 0x00003cb7,
-	0x00003cef, 0x00003d2a, 0x00003d56, 0x00003da9,
-	0x00003db9, 0x00003dc5, 0x00003ddc, 0x00003df1,
-	0x00003e0a, 0x00003e1c, 0x00003e31, 0x00003e43,
-	0x00003e59, 0x00003e83, 0x00003eb6, 0x00003ef2,
-	0x00003f09, 0x00003fd1, 0x00003ffe, 0x00004069,
+	0x00003bd6, 0x00003bed, 0x00003bf8, 0x00003c15,
+	0x00003c34, 0x00003c45, 0x00003c5f, 0x00003c68,
+	0x00003c72, 0x00003ca7, 0x00003cbd, 0x00003cfa,
+	0x00003d13, 0x00003d26, 0x00003d50, 0x00003d63,
+	0x00003d6a, 0x00003d82, 0x00003da4, 0x00003dd4,
+	0x00003deb, 0x00003e23, 0x00003e5e, 0x00003e8a,
+	0x00003edd, 0x00003eed, 0x00003ef6, 0x00003f0a,
+	0x00003f1c, 0x00003f32, 0x00003f44, 0x00003f56,
 	// Entry 1C0 - 1DF
-	0x00004083, 0x0000409c, 0x000040bd, 0x000040d3,
-	0x000040da, 0x000040f4, 0x00004189, 0x0000419c,
-	0x000041c3, 0x000041eb, 0x000041f9, 0x00004209,
-	0x00004211, 0x00004222, 0x00004229, 0x0000435f,
-	0x00004366, 0x000043a0, 0x000043a5, 0x000043ba,
-	0x000043ce, 0x000043e0, 0x000043f6, 0x00004410,
-	0x0000445a, 0x0000446a, 0x00004544, 0x00004549,
-	0x00004559, 0x00004567, 0x00004577, 0x00004587,
+	0x00003f68, 0x00003f7e, 0x00003fa8, 0x00003fdb,
+	0x00004017, 0x0000402e, 0x000040f6, 0x00004123,
+	0x0000418e, 0x000041a8, 0x000041c1, 0x000041e2,
+	0x000041f8, 0x000041ff, 0x00004219, 0x000042ae,
+	0x000042c1, 0x000042e8, 0x00004310, 0x0000431e,
+	0x0000432e, 0x00004336, 0x00004347, 0x0000434e,
+	0x00004484, 0x0000448b, 0x000044c5, 0x000044ca,
+	0x000044df, 0x000044f3, 0x00004505, 0x0000451b,
 	// Entry 1E0 - 1FF
-	0x00004591, 0x000045bd, 0x000045d7, 0x000045f2,
-	0x00004680, 0x00004691, 0x0000469e, 0x000046df,
-	0x00004725, 0x0000473d, 0x00004790, 0x000047cb,
-	0x000047f6, 0x00004800, 0x0000487a, 0x000048af,
-	0x000048f0, 0x00004960, 0x00004979, 0x00004986,
-	0x000049c9, 0x000049cf, 0x00004a6b, 0x00004a96,
-	0x00004b22, 0x00004b34, 0x00004b47, 0x00004b85,
-	0x00004bc1, 0x00004bcd, 0x00004bda, 0x00004be8,
+	0x00004535, 0x0000457f, 0x0000458f, 0x00004669,
+	0x0000466e, 0x0000467e, 0x0000468c, 0x0000469c,
+	0x000046ac, 0x000046b6, 0x000046e2, 0x000046fc,
+	0x00004717, 0x000047a5, 0x000047b6, 0x000047c3,
+	0x00004804, 0x0000484a, 0x00004862, 0x000048b5,
+	0x000048f0, 0x0000491b, 0x00004925, 0x0000499f,
+	0x000049d4, 0x00004a15, 0x00004a85, 0x00004a9e,
+	0x00004aab, 0x00004aee, 0x00004af4, 0x00004b90,
 	// Entry 200 - 21F
-	0x00004bf6, 0x00004c06, 0x00004c42, 0x00004c7c,
-	0x00004c87, 0x00004cb1, 0x00004cb5, 0x00004cc7,
-} // Size: 2104 bytes
+	0x00004bbb, 0x00004c47, 0x00004c59, 0x00004c6c,
+	0x00004caa, 0x00004ce6, 0x00004cf2, 0x00004cff,
+	0x00004d0d, 0x00004d1b, 0x00004d2b, 0x00004d67,
+	0x00004da1, 0x00004dac, 0x00004dd6, 0x00004dda,
+	0x00004dec,
+} // Size: 2140 bytes
 
-const frData string = "" + // Size: 19655 bytes
+const frData string = "" + // Size: 19948 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances suspendues…\x02Abandon" +
 	"ner toutes les instances suspendues…\x02Arrêter toutes les instances en " +
@@ -1216,194 +1234,199 @@ const frData string = "" + // Size: 19655 bytes
 	" d’une révision à une autre, et qui il peut casser.\x02De la révision" +
 	"\x02À la révision\x02Comparer\x02Changement\x02Détail\x02Casse les proce" +
 	"ssus\x02Casse les services\x02Ces révisions ont les mêmes contrats.\x02E" +
-	"ntrées\x02Aucune entrée.\x02Sorties\x02Aucune sortie.\x02Révision %[1]d" +
-	"\x02Figée le\x02Empreinte\x02Choisissez deux révisions existantes à comp" +
-	"arer.\x02De la révision %[1]d à la révision %[2]d\u202f:\x14\x01\x81\x01" +
-	"\x00\x02\x11\x02%[1]d changement\x00\x12\x02%[1]d changements\x14\x01" +
-	"\x81\x01\x00\x02\x13\x02%[1]d incompatible\x00\x14\x02%[1]d incompatible" +
-	"s\x02sortie de routage %[1]s → %[2]s\x02facultatif → obligatoire\x02obli" +
-	"gatoire → facultatif\x02valeurs ajoutées\u202f: %[1]s\x02valeurs retirée" +
-	"s\u202f: %[1]s\x02valeurs réordonnées\x02%[1]s\u202f: %[2]s → %[3]s\x02c" +
-	"hamp obligatoire de type %[1]s\x02champ facultatif de type %[1]s\x02aucu" +
-	"ne\x02Contrats de tâches\u202f: leur copie de travail, leurs révisions i" +
-	"mmuables et leurs publications nommées.\x02Clé\x02Dernière révision\x02a" +
-	"ucune pour l’instant\x02Aucune définition pour l’instant.\x14\x01\x81" +
-	"\x01\x00\x02\x12\x02%[1]d publication\x00\x13\x02%[1]d publications\x02e" +
-	"n cas d’erreur\x02toute autre erreur\x02suspendue pour un opérateur\x02u" +
-	"n incident\u202f: reprendre, abandonner ou arrêter\x02fin\u202f: termine" +
-	" l’instance\x02fin\u202f: met l’instance en échec\x02push %[1]s\x02pull " +
-	"%[1]s\x02Nœud %[1]s\x02La file d’attente et les incidents de chaque défi" +
-	"nition maintenant, et ce que ses services ont terminé dans la dernière h" +
-	"eure.\x02Réussites et échecs, dernière heure\x02Définitions, celles qui " +
-	"demandent de l’attention d’abord\x02Définition\x02Ouvertes\x02Instances " +
-	"suspendues\x02En échec\x02Attente de la plus ancienne disponible\x02Term" +
-	"inées, dernière heure\x02En échec, dernière heure\x02Aucune définition n" +
-	"’a encore d’occurrence.\x02Les nombres sont indisponibles pour le mome" +
-	"nt.\x02Au %[1]s (%[2]s)\u202f; actualisé toutes les quelques secondes." +
-	"\x02disponible depuis le %[1]s\x02Afficher toutes les définitions\x02Tou" +
-	"tes les définitions\x02Réussites et échecs par tranche de 5 min, dernièr" +
-	"e heure\u202f: %[1]s\x02Dans la dernière heure\u202f: %[1]d terminées, %" +
-	"[2]d en échec. Le tableau qui suit le graphique donne chaque tranche de " +
-	"5 min.\x02terminée\x02en échec\x02Les chiffres du graphique\x02Réussites" +
-	" et échecs par tranche de 5 min, les plus anciennes d’abord\x02Tranche" +
-	"\x02Terminées\x02%[1]s–%[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d termin" +
-	"ée\x00\x11\x02%[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en é" +
-	"chec\x00\x10\x02%[1]d en échec\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]" +
-	"s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s" +
-	"\x02il y a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[" +
-	"1]d j\x02janv.\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août" +
-	"\x02sept.\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02" +
-	"\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c" +
-	"\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%" +
-	"[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0e\x02%[1]" +
-	"d seconde\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02Instance de processus" +
-	" %[1]s\x02Résumé\x02Actions d’opérateur\x02Parcours\x02Les nœuds atteint" +
-	"s par cette instance, dans l’ordre, chacun avec son occurrence.\x02Nœuds" +
-	" atteints, dans l’ordre\x02Nœud\x02Occurrence\x02Route\x02Nœud suivant" +
-	"\x02Créée le\x02Réglée le\x02Cette instance n’a encore atteint aucune tâ" +
-	"che.\x02Actions d’opérateurs consignées\x02Aucun opérateur n’a agi sur c" +
-	"ette instance.\x02Actions d’opérateurs sur cette instance, les plus réce" +
-	"ntes d’abord\x02Valeur\x02Entrées du processus\x02Entrées avec lesquelle" +
-	"s l’instance a démarré, nommées d’après le contrat de la version %[1]d d" +
-	"u processus\x02Ce processus ne prend aucune entrée.\x02Cette instance es" +
-	"t suspendue à un nœud en échec\u202f: c’est un incident. La reprise prop" +
-	"ose de nouveau l’occurrence en échec\u202f; l’abandon met l’instance en " +
-	"échec\u202f; l’arrêt l’annule. Chacune demande un motif, consigné dans " +
-	"le journal d’audit.\x02L’arrêt annule l’instance et ses occurrences ouve" +
-	"rtes. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — « %[3]s »\x02A" +
-	"bandonnée par %[1]s le %[2]s — « %[3]s »\x02Reprise par %[1]s le %[2]s —" +
-	" « %[3]s »\x02Démarrée le\x02Terminée le\x02Nœud de fin\x02Suspendue au " +
-	"nœud\x02Occurrence en échec\x02Code d’erreur\x02Statut inconnu\u202f: %[" +
-	"1]q.\x02La taille de page doit être comprise entre 1 et %[1]d.\x02Instan" +
-	"ces de processus\x02du\x02au\x02Agir sur toutes les instances que ce fil" +
-	"tre retient\x02La page suivante les compte et demande un motif avant que" +
-	" rien ne change.\x02Instances de processus, les plus récentes d’abord" +
-	"\x02Instance\x02Nœud de fin ou erreur\x02Aucune instance ne correspond à" +
-	" ces filtres.\x02Tous les processus\x02Tous les statuts\x02disponible" +
-	"\x02réservée\x02différée\x02annulée\x02en cours\x02suspendue\x02expirée" +
-	"\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier\x02nombre\x02boo" +
-	"léen\x02date\x02date et heure\x02choix\x02objet\x02liste\x02normale\x02s" +
-	"ensible\x02secrète\x02••• masqué (sensible)\x02••• masqué (secret)\x02pu" +
-	"ll (le service la récupère)\x02push (Relais appelle le service)\x02admin" +
-	"istrateur\x02opérateur\x02concepteur\x02consommateur\x02oui\x02non\x02ch" +
-	"amp ajouté\x02champ retiré\x02type modifié\x02caractère obligatoire modi" +
-	"fié\x02valeurs modifiées\x02classification modifiée\x02contrainte modifi" +
-	"ée\x02routage modifié\x02longueur minimale\x02longueur maximale\x02moti" +
-	"f\x02format\x02minimum\x02maximum\x02nombre minimal d’éléments\x02nombre" +
-	" maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, version %[2]s\x02" +
-	"Occurrence %[1]s\x02Mode\x02Dates\x02Politique d’exécution\x02Nombre max" +
-	"imal de tentatives\x02Délai avant nouvel essai\x02Échéance\x02Priorité" +
-	"\x02%[1]d (0 la plus basse, 9 la plus haute)\x02Tentatives\x02Toutes les" +
-	" tentatives, les plus anciennes d’abord\x02Consommateur\x02Identifiant d" +
-	"e l’exécutant\x02Réservée le\x02Durée\x02Réponse de la destination\x02Ré" +
-	"sultat\x02Message d’erreur\x02Aucun service n’a encore réservé cette occ" +
-	"urrence.\x02en cours\x02Destination\x02Réplique\x02Relais n’a pas encore" +
-	" appelé la destination.\x02Relais ne conserve le code de statut de la de" +
-	"stination que lorsqu’elle a refusé l’appel (destination_http_NNN)\u202f;" +
-	" un appel terminé a reçu une réponse 2xx. La durée va de la prise en cha" +
-	"rge de l’appel à son règlement.\x02Motif donné par le service\x02Délai d" +
-	"’appel\x02Maintenant\x02La reprendre ou l’abandonner depuis son instan" +
-	"ce\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d tenta" +
-	"tives\x02au plus %[1]d\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00" +
-	"\x10\x02%[1]d restantes\x02Entrées, nommées d’après le contrat de la rév" +
-	"ision %[1]d\x02Ce contrat n’a aucune entrée.\x02Sorties, nommées d’après" +
-	" le contrat de la révision %[1]d\x02Pas encore de sorties\u202f: l’occur" +
-	"rence n’est pas terminée.\x02Ce contrat n’a aucune sortie.\x02Aucune sor" +
-	"tie\u202f: l’occurrence s’est terminée sans aboutir.\x02Révéler — cette " +
-	"action est enregistrée\x02Disponible à partir du\x02Prochaine tentative" +
-	"\x02Dernière réservation\x02Verrou expirant le\x02Différée\x02Dernière e" +
-	"rreur (tentative %[1]d)\x02Erreur (avant toute tentative)\x02Son message" +
-	"\x02Message de Relais (en anglais)\x02Message du service (tel qu’il l’a " +
-	"envoyé)\x02L’échéance est passée avant l’arrivée d’un résultat.\x02Le ré" +
-	"sultat ne respectait pas le contrat de sorties de la révision.\x02Relais" +
-	" s’est arrêté pendant l’appel\u202f: on ignore si la destination a agi, " +
-	"elle n’est donc pas rappelée.\x02L’appel n’a pas pu être préparé.\x02La " +
-	"destination était injoignable.\x02La réponse de la destination était tro" +
-	"p volumineuse.\x02Le verrou de la dernière tentative a expiré sans tenta" +
-	"tive restante.\x02Les entrées n’ont pas pu être construites à partir des" +
-	" liaisons du processus.\x02Un opérateur a abandonné l’instance.\x02La de" +
-	"stination a répondu HTTP %[1]s.\x02Nouvelle tentative à %[1]s — %[2]s." +
-	"\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en at" +
-	"tente d’être proposée de nouveau.\x02En attente de l’appel de Relais à l" +
-	"a destination depuis %[1]s (%[2]s).\x02En attente d’un service depuis %[" +
-	"1]s (%[2]s).\x02(service %[1]s)\x02Relais appelle la destination (depuis" +
-	" %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02R" +
-	"éservée par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un service d" +
-	"u même consommateur, ou une interface munie d’un jeton de règlement, la " +
-	"terminera plus tard.\x02Terminée (%[1]s).\x02Son instance est suspendue " +
-	"ici, en attente d’un opérateur.\x02Son instance a continué par le chemin" +
-	" d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée\u202f: l’instance a é" +
-	"té arrêtée par %[1]s à %[2]s — « %[3]s ».\x02Annulée\u202f: l’instance a" +
-	" été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02en " +
-	"attente\x02HTTP 2xx, corps inutilisable\x02pas de réponse dans le délai" +
-	"\x02pas de connexion\x02réponse trop volumineuse\x02inconnue\x02[masqué]" +
-	"\x02La révision doit être un nombre entier, 1 ou plus.\x02Consommateur i" +
-	"nconnu.\x02Plus de filtres\u202f: instance, révision, consommateur, date" +
-	"s\x02identifiant d’instance\x02Nombres par statut\x02Occurrences, les pl" +
-	"us récentes d’abord\x02Processus et nœud\x02Erreur\x02Consommateur et se" +
-	"rvice\x02Prochaine tentative ou règlement\x02Aucune occurrence ne corres" +
-	"pond à ces filtres.\x02Tous les consommateurs\x02Totaux de la définition" +
-	" %[1]s, sans les autres filtres\x02Totaux de toutes les définitions, san" +
-	"s les autres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00" +
-	"\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; les décomptes sont " +
-	"actualisés toutes les quelques secondes.\x02révision %[1]d\x02réglée le" +
-	"\x02prochaine tentative le\x02disponible depuis le\x02appel en cours dep" +
-	"uis le\x02verrou jusqu’au\x02différée depuis le\x02Page précédente\x02Li" +
-	"gnes %[1]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s" +
-	"\u202f: le premier jour vient après le dernier.\x02Ces réglages sont con" +
-	"servés dans ce navigateur seulement.\x02Afficher les heures en\x02La con" +
-	"sole n’exécute aucun script et ne peut donc pas lire le fuseau horaire d" +
-	"e votre ordinateur\u202f: choisissez son décalage par rapport à UTC. Les" +
-	" décalages ne suivent pas l’heure d’été.\x02Recharger les listes et les " +
-	"pages de détail\x02Les pages qui contiennent un formulaire, comme une co" +
-	"nfirmation, ne se rechargent jamais d’elles-mêmes.\x02Enregistrer les ré" +
-	"glages\x02Revenir sans enregistrer\x02UTC (temps universel coordonné)" +
-	"\x02Heure locale à %[1]s\x02Jamais\x02Toutes les %[1]d secondes\x02Les v" +
-	"ersions de processus publiées\u202f: leurs nœuds, routes et révisions ép" +
-	"inglées, dessinés, avec l’emplacement actuel de leurs occurrences.\x02Pr" +
-	"ocessus par clé\x02Versions, les plus récentes d’abord\x02Aucun processu" +
-	"s n’est encore publié.\x02version %[1]d\x02Processus %[1]s\x02Version" +
-	"\x02Nœud de départ\x02Graphe\x02Les colonnes suivent le plus long chemin" +
-	" depuis le nœud de départ. Les flèches pleines sont les réussites (étiqu" +
-	"etées par leur route), les pointillées les échecs (étiquetées par leurs " +
-	"codes d’erreur). Chaque case indique combien d’occurrences de cette vers" +
-	"ion se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version" +
-	", avec leurs occurrences actuelles\x02Type\x02Révision épinglée\x02En ca" +
-	"s de réussite\x02En cas d’erreur\x02Occurrences actuelles\x02Instances d" +
-	"e ce processus\x02Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes le" +
-	"s quelques secondes.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]" +
-	"d nœud, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds" +
-	", routes et décomptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tablea" +
-	"u ci-dessous reprend les mêmes nœuds, routes et décomptes.\x02pull\x02pu" +
-	"sh vers %[1]s\x02fin (termine)\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %" +
-	"[1]s\x02suspension (un incident pour un opérateur)\x02tout autre code → " +
-	"%[1]s\x02met l’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tenta" +
-	"tive, nouvelle tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d tenta" +
-	"tives, nouvelle tentative après %[2]s, priorité %[3]d\x02échéance %[1]s" +
-	"\x02délai %[1]s\x02Seuls les administrateurs peuvent révéler une valeur " +
-	"sensible.\x02Révélé par %[1]s le %[2]s\u202f; consigné dans le journal d" +
-	"’audit.\x02Révélation impossible\x02Seule une valeur que cette page af" +
-	"fiche masquée (sensible) peut être révélée.\x02Les valeurs secrètes ne p" +
-	"euvent jamais être révélées.\x02Cette page n’accepte pas cette requête." +
-	"\x02Recherche\x02Saisissez un identifiant d’instance ou d’occurrence (un" +
-	" UUID, que les pages affichent au survol) ou une clé métier.\x02Rien à c" +
-	"hercher\u202f: le champ de recherche est vide.\x02C’est trop long pour ê" +
-	"tre un identifiant ou une clé métier.\x02Aucune instance ni occurrence n" +
-	"’a l’identifiant « %[1]s », et aucune instance ne l’a pour clé métier." +
-	"\x02Vous êtes déconnecté.\x02Se connecter\x02Connectez-vous avec un jeto" +
-	"n d’opérateur ou d’administrateur.\x02Jeton\x02Le jeton est vérifié une " +
-	"fois et n’est jamais conservé dans votre navigateur\u202f; un cookie de " +
-	"session le remplace jusqu’à 8 heures d’inactivité.\x02Ce jeton est incon" +
-	"nu ou a été révoqué.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la con" +
-	"sole\u202f: connectez-vous avec un jeton d’opérateur, de concepteur ou d" +
-	"’administrateur.\x02sortie de routage\x02(chaque élément)\x14\x01\x81" +
-	"\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d c" +
-	"aractères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a" +
-	"\x02au plus %[1]d caractères\x02motif %[1]s\x02format %[1]s\x02minimum %" +
-	"[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19" +
-	"\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d éléments\x14\x01" +
-	"\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1]d é" +
-	"léments\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00" +
-	"\x11\x02%[1]d éléments\x02nul\x02valeur inattendue"
+	"ntrées\x02Aucune entrée.\x02Entrées de la copie de travail\x02Sorties" +
+	"\x02Aucune sortie.\x02Sorties de la copie de travail\x02Publications, le" +
+	"s plus anciennes d’abord\x02Changements entre les deux révisions\x02Révi" +
+	"sion %[1]d\x02Figée le\x02Empreinte\x02Entrées de la révision %[1]d\x02S" +
+	"orties de la révision %[1]d\x02Choisissez deux révisions existantes à co" +
+	"mparer.\x02De la révision %[1]d à la révision %[2]d\u202f:\x14\x01\x81" +
+	"\x01\x00\x02\x11\x02%[1]d changement\x00\x12\x02%[1]d changements\x14" +
+	"\x01\x81\x01\x00\x02\x13\x02%[1]d incompatible\x00\x14\x02%[1]d incompat" +
+	"ibles\x02sortie de routage %[1]s → %[2]s\x02facultatif → obligatoire\x02" +
+	"obligatoire → facultatif\x02valeurs ajoutées\u202f: %[1]s\x02valeurs ret" +
+	"irées\u202f: %[1]s\x02valeurs réordonnées\x02%[1]s\u202f: %[2]s → %[3]s" +
+	"\x02champ obligatoire de type %[1]s\x02champ facultatif de type %[1]s" +
+	"\x02aucune\x02Contrats de tâches\u202f: leur copie de travail, leurs rév" +
+	"isions immuables et leurs publications nommées.\x02Définitions par clé" +
+	"\x02Clé\x02Dernière révision\x02aucune pour l’instant\x02Aucune définiti" +
+	"on pour l’instant.\x14\x01\x81\x01\x00\x02\x12\x02%[1]d publication\x00" +
+	"\x13\x02%[1]d publications\x02en cas d’erreur\x02toute autre erreur\x02s" +
+	"uspendue pour un opérateur\x02incident\u202f: reprendre, abandonner, arr" +
+	"êter\x02fin\u202f: termine l’instance\x02fin\u202f: met l’instance en é" +
+	"chec\x02push %[1]s\x02pull %[1]s\x02Nœud %[1]s\x02La file d’attente et l" +
+	"es incidents de chaque définition maintenant, et ce que ses services ont" +
+	" terminé dans la dernière heure.\x02Réussites et échecs, dernière heure" +
+	"\x02Définitions, celles qui demandent de l’attention d’abord\x02Définiti" +
+	"on\x02Ouvertes\x02Instances suspendues\x02En échec\x02Attente de la plus" +
+	" ancienne disponible\x02Terminées, dernière heure\x02En échec, dernière " +
+	"heure\x02Aucune définition n’a encore d’occurrence.\x02Les nombres sont " +
+	"indisponibles pour le moment.\x02Au %[1]s (%[2]s)\u202f; actualisé toute" +
+	"s les quelques secondes.\x02disponible depuis le %[1]s\x02Afficher toute" +
+	"s les définitions\x02Toutes les définitions\x02Réussites et échecs par t" +
+	"ranche de 5 min, dernière heure\u202f: %[1]s\x02Dans la dernière heure" +
+	"\u202f: %[1]d terminées, %[2]d en échec. Le tableau qui suit le graphiqu" +
+	"e donne chaque tranche de 5 min.\x02terminée\x02en échec\x02Les chiffres" +
+	" du graphique\x02Réussites et échecs par tranche de 5 min, les plus anci" +
+	"ennes d’abord\x02Tranche\x02Terminées\x02%[1]s–%[2]s\x14\x01\x81\x01\x00" +
+	"\x02\x10\x02%[1]d terminée\x00\x11\x02%[1]d terminées\x14\x01\x81\x01" +
+	"\x00\x02\x10\x02%[1]d en échec\x00\x10\x02%[1]d en échec\x02%[1]s\u202f;" +
+	" %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, " +
+	"%[3]s %[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’instant\x02%[1]d s\x02%" +
+	"[1]d min\x02%[1]d h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02avr.\x02mai" +
+	"\x02juin\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 seconde" +
+	"\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours\x14" +
+	"\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14\x01" +
+	"\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01" +
+	"\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%[1]d" +
+	" ms\x02Instance de processus %[1]s\x02Résumé\x02Actions d’opérateur\x02P" +
+	"arcours\x02Les nœuds atteints par cette instance, dans l’ordre, chacun a" +
+	"vec son occurrence.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02Occurrenc" +
+	"e\x02Route\x02Nœud suivant\x02Créée le\x02Réglée le\x02Cette instance n’" +
+	"a encore atteint aucune tâche.\x02Actions d’opérateurs consignées\x02Auc" +
+	"un opérateur n’a agi sur cette instance.\x02Actions d’opérateurs sur cet" +
+	"te instance, les plus récentes d’abord\x02Valeur\x02Entrées du processus" +
+	"\x02Entrées avec lesquelles l’instance a démarré, nommées d’après le con" +
+	"trat de la version %[1]d du processus\x02Ce processus ne prend aucune en" +
+	"trée.\x02Cette instance est suspendue à un nœud en échec\u202f: c’est un" +
+	" incident. La reprise propose de nouveau l’occurrence en échec\u202f; l’" +
+	"abandon met l’instance en échec\u202f; l’arrêt l’annule. Chacune demande" +
+	" un motif, consigné dans le journal d’audit.\x02L’arrêt annule l’instanc" +
+	"e et ses occurrences ouvertes. Il ne termine rien.\x02Arrêtée par %[1]s " +
+	"le %[2]s — « %[3]s »\x02Abandonnée par %[1]s le %[2]s — « %[3]s »\x02Rep" +
+	"rise par %[1]s le %[2]s — « %[3]s »\x02Démarrée le\x02Terminée le\x02Nœu" +
+	"d de fin\x02Suspendue au nœud\x02Occurrence en échec\x02Code d’erreur" +
+	"\x02Statut inconnu\u202f: %[1]q.\x02La taille de page doit être comprise" +
+	" entre 1 et %[1]d.\x02Instances de processus\x02du\x02au\x02Agir sur tou" +
+	"tes les instances que ce filtre retient\x02La page suivante les compte e" +
+	"t demande un motif avant que rien ne change.\x02Instances de processus, " +
+	"les plus récentes d’abord\x02Instance\x02Nœud de fin ou erreur\x02Aucune" +
+	" instance ne correspond à ces filtres.\x02Tous les processus\x02Tous les" +
+	" statuts\x02disponible\x02réservée\x02différée\x02annulée\x02en cours" +
+	"\x02suspendue\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte" +
+	"\x02entier\x02nombre\x02booléen\x02date\x02date et heure\x02choix\x02obj" +
+	"et\x02liste\x02normale\x02sensible\x02secrète\x02••• masqué (sensible)" +
+	"\x02••• masqué (secret)\x02pull (le service la récupère)\x02push (Relais" +
+	" appelle le service)\x02administrateur\x02opérateur\x02concepteur\x02con" +
+	"sommateur\x02oui\x02non\x02champ ajouté\x02champ retiré\x02type modifié" +
+	"\x02caractère obligatoire modifié\x02valeurs modifiées\x02classification" +
+	" modifiée\x02contrainte modifiée\x02routage modifié\x02longueur minimale" +
+	"\x02longueur maximale\x02motif\x02format\x02minimum\x02maximum\x02nombre" +
+	" minimal d’éléments\x02nombre maximal d’éléments\x02%[1]s, révision %[2]" +
+	"s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Mode\x02Dates\x02Politi" +
+	"que d’exécution\x02Nombre maximal de tentatives\x02Délai avant nouvel es" +
+	"sai\x02Échéance\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute)" +
+	"\x02Tentatives\x02Toutes les tentatives, les plus anciennes d’abord\x02C" +
+	"onsommateur\x02Identifiant de l’exécutant\x02Réservée le\x02Durée\x02Rép" +
+	"onse de la destination\x02Résultat\x02Message d’erreur\x02Aucun service " +
+	"n’a encore réservé cette occurrence.\x02en cours\x02Destination\x02Répli" +
+	"que\x02Relais n’a pas encore appelé la destination.\x02Relais ne conserv" +
+	"e le code de statut de la destination que lorsqu’elle a refusé l’appel (" +
+	"destination_http_NNN)\u202f; un appel terminé a reçu une réponse 2xx. La" +
+	" durée va de la prise en charge de l’appel à son règlement.\x02Motif don" +
+	"né par le service\x02Nouvelles tentatives\x02aucune\u202f: un appel en é" +
+	"chec suit le chemin d’erreur du nœud\x02Délai d’appel\x02Maintenant\x02L" +
+	"a reprendre ou l’abandonner depuis son instance\x14\x01\x81\x01\x00\x02" +
+	"\x10\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x02au plus %[1]d\x14" +
+	"\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes" +
+	"\x02Entrées, nommées d’après le contrat de la révision %[1]d\x02Ce contr" +
+	"at n’a aucune entrée.\x02Sorties, nommées d’après le contrat de la révis" +
+	"ion %[1]d\x02Pas encore de sorties\u202f: l’occurrence n’est pas terminé" +
+	"e.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occurrence" +
+	" s’est terminée sans aboutir.\x02Révéler — cette action est enregistrée" +
+	"\x02Disponible à partir du\x02Prochaine tentative\x02Dernière réservatio" +
+	"n\x02Verrou expirant le\x02Différée\x02Dernière erreur (tentative %[1]d)" +
+	"\x02Erreur (avant toute tentative)\x02Son message\x02Message de Relais (" +
+	"en anglais)\x02Message du service (tel qu’il l’a envoyé)\x02L’échéance e" +
+	"st passée avant l’arrivée d’un résultat.\x02Le résultat ne respectait pa" +
+	"s le contrat de sorties de la révision.\x02Relais s’est arrêté pendant l" +
+	"’appel\u202f: on ignore si la destination a agi, elle n’est donc pas r" +
+	"appelée.\x02L’appel n’a pas pu être préparé.\x02La destination était inj" +
+	"oignable.\x02La réponse de la destination était trop volumineuse.\x02Le " +
+	"verrou de la dernière tentative a expiré sans tentative restante.\x02Les" +
+	" entrées n’ont pas pu être construites à partir des liaisons du processu" +
+	"s.\x02Un opérateur a abandonné l’instance.\x02La destination a répondu H" +
+	"TTP %[1]s.\x02Nouvelle tentative à %[1]s — %[2]s.\x02Proposée à partir d" +
+	"e %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en attente d’être proposée d" +
+	"e nouveau.\x02En attente de l’appel de Relais à la destination depuis %[" +
+	"1]s (%[2]s).\x02En attente d’un service depuis %[1]s (%[2]s).\x02(servic" +
+	"e %[1]s)\x02Relais appelle la destination (depuis %[1]s).\x02Réservée pa" +
+	"r %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02D" +
+	"ifférée depuis %[1]s (%[2]s)\u202f: un service du même consommateur, ou " +
+	"une interface munie d’un jeton de règlement, la terminera plus tard.\x02" +
+	"Terminée (%[1]s).\x02Son instance est suspendue ici, en attente d’un opé" +
+	"rateur.\x02Son instance a continué par le chemin d’erreur du nœud.\x02En" +
+	" échec (%[1]s).\x02Annulée\u202f: l’instance a été arrêtée par %[1]s à %" +
+	"[2]s — « %[3]s ».\x02Annulée\u202f: l’instance a été arrêtée (%[1]s)." +
+	"\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02en attente\x02HTTP 2xx, " +
+	"corps inutilisable\x02pas de réponse dans le délai\x02pas de connexion" +
+	"\x02réponse trop volumineuse\x02inconnue\x02[masqué]\x02La révision doit" +
+	" être un nombre entier, 1 ou plus.\x02Consommateur inconnu.\x02Plus de f" +
+	"iltres\u202f: instance, révision, consommateur, dates\x02identifiant d’i" +
+	"nstance\x02Nombres par statut\x02Occurrences, les plus récentes d’abord" +
+	"\x02Processus et nœud\x02Erreur\x02Consommateur et service\x02Prochaine " +
+	"tentative ou règlement\x02Aucune occurrence ne correspond à ces filtres." +
+	"\x02Tous les consommateurs\x02Totaux de la définition %[1]s, sans les au" +
+	"tres filtres\x02Totaux de toutes les définitions, sans les autres filtre" +
+	"s\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occur" +
+	"rences\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés toutes l" +
+	"es quelques secondes.\x02révision %[1]d\x02réglée\x02prochaine tentative" +
+	"\x02disponible depuis\x02appel en cours depuis\x02verrou jusqu’à\x02diff" +
+	"érée depuis\x02Page précédente\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: " +
+	"une date s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour vient après" +
+	" le dernier.\x02Ces réglages sont conservés dans ce navigateur seulement" +
+	".\x02Afficher les heures en\x02La console n’exécute aucun script et ne p" +
+	"eut donc pas lire le fuseau horaire de votre ordinateur\u202f: choisisse" +
+	"z son décalage par rapport à UTC. Les décalages ne suivent pas l’heure d" +
+	"’été.\x02Recharger les listes et les pages de détail\x02Les pages qui " +
+	"contiennent un formulaire, comme une confirmation, ne se rechargent jama" +
+	"is d’elles-mêmes.\x02Enregistrer les réglages\x02Revenir sans enregistre" +
+	"r\x02UTC (temps universel coordonné)\x02Heure locale à %[1]s\x02Jamais" +
+	"\x02Toutes les %[1]d secondes\x02Les versions de processus publiées" +
+	"\u202f: leurs nœuds, routes et révisions épinglées, dessinés, avec l’emp" +
+	"lacement actuel de leurs occurrences.\x02Processus par clé\x02Versions, " +
+	"les plus récentes d’abord\x02Aucun processus n’est encore publié.\x02ver" +
+	"sion %[1]d\x02Processus %[1]s\x02Version\x02Nœud de départ\x02Graphe\x02" +
+	"Les colonnes suivent le plus long chemin depuis le nœud de départ. Les f" +
+	"lèches pleines sont les réussites (étiquetées par leur route), les point" +
+	"illées les échecs (étiquetées par leurs codes d’erreur). Chaque case ind" +
+	"ique combien d’occurrences de cette version se trouvent à ce nœud mainte" +
+	"nant.\x02Nœuds\x02Nœuds de cette version, avec leurs occurrences actuell" +
+	"es\x02Type\x02Révision épinglée\x02En cas de réussite\x02En cas d’erreur" +
+	"\x02Occurrences actuelles\x02Instances de ce processus\x02Décomptes au %" +
+	"[1]s (%[2]s)\u202f; actualisés toutes les quelques secondes.\x02Graphe d" +
+	"e %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le ta" +
+	"bleau ci-dessous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%" +
+	"[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes n" +
+	"œuds, routes et décomptes.\x02pull\x02push vers %[1]s\x02fin (termine)" +
+	"\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02suspension (un inciden" +
+	"t pour un opérateur)\x02tout autre code → %[1]s\x02met l’instance en éch" +
+	"ec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative après" +
+	" %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative aprè" +
+	"s %[2]s, priorité %[3]d\x02échéance %[1]s\x02délai %[1]s\x02Seuls les ad" +
+	"ministrateurs peuvent révéler une valeur sensible.\x02Révélé par %[1]s l" +
+	"e %[2]s\u202f; consigné dans le journal d’audit.\x02Révélation impossibl" +
+	"e\x02Seule une valeur que cette page affiche masquée (sensible) peut êtr" +
+	"e révélée.\x02Les valeurs secrètes ne peuvent jamais être révélées.\x02C" +
+	"ette page n’accepte pas cette requête.\x02Recherche\x02Saisissez un iden" +
+	"tifiant d’instance ou d’occurrence (un UUID, que les pages affichent au " +
+	"survol) ou une clé métier.\x02Rien à chercher\u202f: le champ de recherc" +
+	"he est vide.\x02C’est trop long pour être un identifiant ou une clé méti" +
+	"er.\x02Aucune instance ni occurrence n’a l’identifiant « %[1]s », et auc" +
+	"une instance ne l’a pour clé métier.\x02Vous êtes déconnecté.\x02Se conn" +
+	"ecter\x02Connectez-vous avec un jeton d’opérateur ou d’administrateur." +
+	"\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais conservé dans" +
+	" votre navigateur\u202f; un cookie de session le remplace jusqu’à 8 heur" +
+	"es d’inactivité.\x02Ce jeton est inconnu ou a été révoqué.\x02Un jeton d" +
+	"e rôle %[1]s ne peut pas ouvrir la console\u202f: connectez-vous avec un" +
+	" jeton d’opérateur, de concepteur ou d’administrateur.\x02sortie de rout" +
+	"age\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d ca" +
+	"ractère\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19" +
+	"\x02au plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02motif" +
+	" %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f:" +
+	" %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02" +
+	"au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élé" +
+	"ment\x00\x19\x02au plus %[1]d éléments\x02non fourni\x14\x01\x81\x01\x00" +
+	"\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02nul\x02valeur ina" +
+	"ttendue"
 
-	// Total table size 39420 bytes (38KiB); checksum: 684F07A3
+	// Total table size 40025 bytes (39KiB); checksum: 9C011F90
