@@ -216,6 +216,19 @@ func (b *tab) shot(name string) {
 	}
 }
 
+// shotViewport saves what the screen shows (not the whole page): the
+// phone views the README uses.
+func (b *tab) shotViewport(name string) {
+	b.t.Helper()
+	png, err := chromedp.Run(b.ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		b.t.Fatalf("screenshot %s: %v", name, err)
+	}
+	if err := os.WriteFile(filepath.Join(screenshotDir, b.prefix+"-screen-"+name+".png"), png, 0o644); err != nil {
+		b.t.Fatal(err)
+	}
+}
+
 // signIn signs in through the form, in lang (switched with the switcher).
 func (b *tab) signIn(base, lang, token string) {
 	b.t.Helper()
@@ -262,6 +275,13 @@ func TestBrowserEveryPage(t *testing.T) {
 						t.Errorf("%s: lang %q", p.name, got)
 					}
 					b.shot(p.name)
+					if vp == phone {
+						b.shotViewport(p.name)
+						if p.name == "occurrences" {
+							b.do("scroll to the list", chromedp.ScrollIntoView(chromedp.CSS(`table.cards caption`)))
+							b.shotViewport("occurrences-cards")
+						}
+					}
 				}
 				// The skip link comes first and shows when focused; focus
 				// is a 3 px ring.

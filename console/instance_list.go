@@ -63,7 +63,7 @@ func (f instanceFilter) engineFilter(ctx context.Context) (engine.InstanceFilter
 		errs = append(errs, T(ctx, "Unknown status %q.", f.Status))
 	}
 	var e []string
-	ef.CreatedAfter, ef.CreatedBefore, e = dayBounds(ctx, f.CreatedFrom, f.CreatedTo, T(ctx, "Created"))
+	ef.CreatedAfter, ef.CreatedBefore, e = dayBounds(ctx, f.CreatedFrom, f.CreatedTo, T(ctx, "Creation date"))
 	errs = append(errs, e...)
 	ef.Before, ef.After, e = f.Page.cursors(ctx)
 	errs = append(errs, e...)
@@ -127,7 +127,7 @@ func (c *Console) instanceList(w http.ResponseWriter, r *http.Request) {
 	v := instanceListView{
 		Chrome:       c.liveChrome(r, T(ctx, "Process instances"), "instances"),
 		FiltersLabel: T(ctx, "Filters"), ProcessLabel: T(ctx, "Process"), StatusLabel: T(ctx, "Status"),
-		BusinessKeyLabel: T(ctx, "Business key"), CreatedLabel: T(ctx, "Created"), FromLabel: T(ctx, "from"), ToLabel: T(ctx, "to"),
+		BusinessKeyLabel: T(ctx, "Business key"), CreatedLabel: T(ctx, "Creation date"), FromLabel: T(ctx, "from"), ToLabel: T(ctx, "to"),
 		Apply: T(ctx, "Apply filters"), Reset: T(ctx, "Clear filters"), ResetHref: instancesPath,
 		Filter: f, Errors: errs,
 		BulkLabel:  T(ctx, "Act on every instance this filter matches"),

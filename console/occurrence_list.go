@@ -111,9 +111,9 @@ func (f occurrenceFilter) engineFilter(ctx context.Context) (engine.OccurrenceFi
 		ef.ConsumerID = n
 	}
 	var e []string
-	ef.CreatedAfter, ef.CreatedBefore, e = dayBounds(ctx, f.CreatedFrom, f.CreatedTo, T(ctx, "Created"))
+	ef.CreatedAfter, ef.CreatedBefore, e = dayBounds(ctx, f.CreatedFrom, f.CreatedTo, T(ctx, "Creation date"))
 	errs = append(errs, e...)
-	ef.SettledAfter, ef.SettledBefore, e = dayBounds(ctx, f.SettledFrom, f.SettledTo, T(ctx, "Settled"))
+	ef.SettledAfter, ef.SettledBefore, e = dayBounds(ctx, f.SettledFrom, f.SettledTo, T(ctx, "Settlement date"))
 	errs = append(errs, e...)
 	ef.Before, ef.After, e = f.Page.cursors(ctx)
 	errs = append(errs, e...)
@@ -208,7 +208,7 @@ func (c *Console) occurrenceList(w http.ResponseWriter, r *http.Request) {
 		DefinitionLabel: T(ctx, "Definition"), StatusLabel: T(ctx, "Status"),
 		InstanceLabel: T(ctx, "Process instance"), RevisionLabel: T(ctx, "Revision"), ConsumerLabel: T(ctx, "Consumer"),
 		ProcessLabel: T(ctx, "Process"), BusinessKeyLabel: T(ctx, "Business key"), ErrorCodeLabel: T(ctx, "Error code"),
-		CreatedLabel: T(ctx, "Created"), SettledLabel: T(ctx, "Settled"), FromLabel: T(ctx, "from"), ToLabel: T(ctx, "to"),
+		CreatedLabel: T(ctx, "Creation date"), SettledLabel: T(ctx, "Settlement date"), FromLabel: T(ctx, "from"), ToLabel: T(ctx, "to"),
 		InstancePlaceholder: T(ctx, "instance id"),
 		Apply:               T(ctx, "Apply filters"), Reset: T(ctx, "Clear filters"), ResetHref: homePath,
 		Filter:      f,

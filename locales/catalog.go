@@ -43,9 +43,9 @@ var messageKeyToIndex = map[string]int{
 	"%[1]s %[2]s, %[3]s %[4]s":                 219,
 	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          217,
 	"%[1]s; %[2]s":                             216,
-	"%d (0 lowest, 9 highest)":                 347,
-	"%d attempts":                              369,
-	"%d attempts, retry after %s, priority %d": 492,
+	"%d (0 lowest, 9 highest)":                 348,
+	"%d attempts":                              370,
+	"%d attempts, retry after %s, priority %d": 494,
 	"%d breaking":                              162,
 	"%d changes":                               161,
 	"%d completed":                             214,
@@ -55,31 +55,31 @@ var messageKeyToIndex = map[string]int{
 	"%d h":                                     225,
 	"%d held instances match now.":             45,
 	"%d hours":                                 241,
-	"%d items":                                 525,
-	"%d left":                                  371,
+	"%d items":                                 527,
+	"%d left":                                  372,
 	"%d min":                                   224,
 	"%d minutes":                               242,
 	"%d ms":                                    244,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 482,
-	"%d occurrences": 438,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 484,
+	"%d occurrences": 440,
 	"%d releases":    179,
 	"%d running or held instances match now.": 52,
 	"%d s":       223,
 	"%d seconds": 243,
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 65,
 	"%s ago":                            221,
-	"%s so far":                         415,
-	"%s → %s":                           487,
-	"%s, revision %s":                   337,
-	"%s, version %s":                    338,
+	"%s so far":                         416,
+	"%s → %s":                           489,
+	"%s, revision %s":                   338,
+	"%s, version %s":                    339,
 	"%s: %s → %s":                       169,
-	"%s: a date is written 2026-12-01.": 449,
-	"%s: the first day comes after the last.": 450,
+	"%s: a date is written 2026-12-01.": 451,
+	"%s: the first day comes after the last.": 452,
 	"%s–%s":       213,
-	"(each item)": 514,
-	"(worker %s)": 404,
+	"(each item)": 516,
+	"(worker %s)": 405,
 	"0 seconds":   239,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.": 512,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.": 514,
 	"Abandon %d instances":                                           49,
 	"Abandon every held instance this filter matches":                47,
 	"Abandon every held instance…":                                   7,
@@ -89,92 +89,93 @@ var messageKeyToIndex = map[string]int{
 	"Abandoned by %s at %s — “%s”":                                   268,
 	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 35,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 281,
+	"Act on every instance this filter matches": 282,
 	"Action":                              68,
 	"All actions":                         79,
-	"All consumers":                       435,
+	"All consumers":                       437,
 	"All definitions":                     204,
-	"All processes":                       287,
-	"All statuses":                        288,
-	"An operator abandoned the instance.": 397,
+	"All processes":                       288,
+	"All statuses":                        289,
+	"An operator abandoned the instance.": 398,
 	"Apply filters":                       76,
 	"Apr":                                 230,
 	"As of %s (%s); refreshed every few seconds.": 201,
-	"Attempts":                         348,
+	"Attempts":                         349,
 	"Audit log":                        73,
 	"Aug":                              234,
-	"Available from":                   379,
+	"Available from":                   380,
 	"Back to definitions":              109,
 	"Back to external tasks":           108,
 	"Back to the list":                 42,
-	"Back without saving":              457,
+	"Back without saving":              459,
 	"Breaks processes":                 143,
 	"Breaks workers":                   144,
 	"Bulk %s applied to %d instances.": 64,
 	"Bulk action":                      72,
 	"Business key":                     58,
-	"Call timeout":                     366,
-	"Cancelled: the instance was stopped (%s).":               414,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 413,
+	"Call timeout":                     367,
+	"Cancelled: the instance was stopped (%s).":               415,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 414,
 	"Cannot act on this filter":                               61,
-	"Cannot reveal":                                           497,
+	"Cannot reveal":                                           499,
 	"Change":                                                  141,
 	"Changes between the two revisions":                       153,
 	"Choose two existing revisions to compare.":               159,
 	"Classification":                                          119,
 	"Clear filters":                                           77,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 471,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 473,
 	"Compare":              140,
 	"Compare revisions":    136,
 	"Completed":            212,
-	"Completed (%s).":      409,
+	"Completed (%s).":      410,
 	"Completed, last hour": 197,
 	"Completions and failures per 5 minutes, last hour: %s":    205,
 	"Completions and failures per 5-minute slot, oldest first": 210,
 	"Completions and failures, last hour":                      190,
 	"Constraints":                                              120,
-	"Consumer":                                                 350,
-	"Consumer and worker":                                      432,
+	"Consumer":                                                 351,
+	"Consumer and worker":                                      434,
 	"Counts are unavailable right now.":                        200,
-	"Counts as of %s (%s); refreshed every few seconds.":       480,
-	"Counts by status":                                         428,
+	"Counts as of %s (%s); refreshed every few seconds.":       482,
+	"Counts by status":                                         430,
 	"Created":                                                  255,
 	"Created from":                                             59,
 	"Created to":                                               60,
-	"Dates":                                                    341,
-	"Deadline":                                                 345,
+	"Creation date":                                            277,
+	"Dates":                                                    342,
+	"Deadline":                                                 346,
 	"Dec":                                                      238,
-	"Deferred":                                                 383,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 408,
+	"Deferred":                                                 384,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 409,
 	"Definition":         192,
 	"Definition %s":      122,
 	"Definitions":        99,
 	"Definitions by key": 174,
 	"Definitions, those needing attention first": 191,
 	"Description":          121,
-	"Destination":          359,
-	"Destination’s answer": 354,
+	"Destination":          360,
+	"Destination’s answer": 355,
 	"Detail":               142,
 	"Digest":               156,
 	"Display settings":     102,
-	"Duration":             353,
+	"Duration":             354,
 	"Each definition’s queue and incidents now, and what its workers finished in the last hour.":                              189,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  51,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     48,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 44,
 	"End node":                    272,
-	"End node or error":           285,
+	"End node or error":           286,
 	"Ended":                       271,
-	"Error":                       431,
-	"Error (before any attempt)":  385,
+	"Error":                       433,
+	"Error (before any attempt)":  386,
 	"Error code":                  275,
-	"Error message":               356,
-	"Every %d seconds":            461,
-	"Every attempt, oldest first": 349,
+	"Error message":               357,
+	"Every %d seconds":            463,
+	"Every attempt, oldest first": 350,
 	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log (GET /api/v1/audit/reveals).": 74,
 	"External tasks":                   93,
 	"Failed":                           195,
-	"Failed (%s).":                     412,
+	"Failed (%s).":                     413,
 	"Failed occurrence":                274,
 	"Failed, last hour":                198,
 	"Feb":                              228,
@@ -188,9 +189,9 @@ var messageKeyToIndex = map[string]int{
 	"From revision":                    138,
 	"From revision %d to revision %d:": 160,
 	"Give a reason: it is recorded in the audit log (at most 1,000 characters). Nothing was done.": 31,
-	"Graph":                   470,
-	"Graph of %s":             481,
-	"HTTP 2xx, unusable body": 418,
+	"Graph":                   472,
+	"Graph of %s":             483,
+	"HTTP 2xx, unusable body": 419,
 	"Health":                  92,
 	"Held at node":            273,
 	"Held instances":          194,
@@ -199,14 +200,14 @@ var messageKeyToIndex = map[string]int{
 	"Inputs of revision %d":      157,
 	"Inputs of the working copy": 148,
 	"Inputs the instance was started with, labelled by process version %d's contract": 263,
-	"Inputs, labelled by revision %d's contract":                                      372,
-	"Instance":                  284,
+	"Inputs, labelled by revision %d's contract":                                      373,
+	"Instance":                  285,
 	"Instances":                 94,
-	"Instances of this process": 479,
+	"Instances of this process": 481,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.": 19,
-	"Its instance is held here, waiting for an operator.":                                                                   410,
-	"Its instance went on along the node’s error path.":                                                                     411,
-	"Its message": 386,
+	"Its instance is held here, waiting for an operator.":                                                                   411,
+	"Its instance went on along the node’s error path.":                                                                     412,
+	"Its message": 387,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 29,
 	"Jan":                     227,
 	"Jul":                     233,
@@ -214,159 +215,160 @@ var messageKeyToIndex = map[string]int{
 	"Keep it held":            12,
 	"Keep it running":         11,
 	"Key":                     175,
-	"Kind":                    474,
+	"Kind":                    476,
 	"Language":                89,
-	"Last error (attempt %d)": 384,
-	"Last reserved":           381,
+	"Last error (attempt %d)": 385,
+	"Last reserved":           382,
 	"Last saved":              127,
 	"Latest revision":         176,
 	"Lists every change from one revision to another, and whom it may break.": 137,
-	"Local time at %s": 459,
-	"Lock expired %s — waiting to be offered again.": 401,
-	"Lock expires":                     382,
+	"Local time at %s": 461,
+	"Lock expired %s — waiting to be offered again.": 402,
+	"Lock expires":                     383,
 	"Main navigation":                  91,
 	"Mar":                              229,
-	"Maximum attempts":                 343,
+	"Maximum attempts":                 344,
 	"May":                              231,
-	"Message from Relais (in English)": 387,
-	"Message from the service (as it sent it)": 388,
-	"Mode": 340,
-	"More filters: instance, revision, consumer, dates": 426,
+	"Message from Relais (in English)": 388,
+	"Message from the service (as it sent it)": 389,
+	"Mode": 341,
+	"More filters: instance, revision, consumer, dates": 428,
 	"Name":                               125,
-	"Never":                              460,
-	"Next attempt":                       380,
-	"Next attempt or settled":            433,
+	"Never":                              462,
+	"Next attempt":                       381,
+	"Next attempt or settled":            435,
 	"Next node":                          254,
 	"Next page":                          86,
 	"No definition has occurrences yet.": 199,
 	"No definition yet.":                 178,
 	"No inputs.":                         147,
-	"No instance matches these filters.": 286,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 505,
-	"No occurrence matches these filters.":                                                   434,
+	"No instance matches these filters.": 287,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 507,
+	"No occurrence matches these filters.":                                                   436,
 	"No operator action matches.":                                                            78,
 	"No operator has acted on this instance.":                                                259,
-	"No outputs yet: the occurrence has not completed.":                                      375,
+	"No outputs yet: the occurrence has not completed.":                                      376,
 	"No outputs.": 150,
-	"No outputs: the occurrence ended without completing.":          377,
-	"No process is published yet.":                                  465,
+	"No outputs: the occurrence ended without completing.":          378,
+	"No process is published yet.":                                  467,
 	"No release yet.":                                               131,
 	"No revision yet: the Working copy has never been snapshotted.": 129,
-	"No service has reserved this occurrence yet.":                  357,
+	"No service has reserved this occurrence yet.":                  358,
 	"Node":    251,
 	"Node %s": 188,
-	"Nodes":   472,
-	"Nodes of this version, with their occurrences now": 473,
+	"Nodes":   474,
+	"Nodes of this version, with their occurrences now": 475,
 	"Nodes reached, in order":                           250,
 	"Not allowed":                                       106,
 	"Not found":                                         110,
 	"Notes":                                             134,
 	"Nothing exists at this address, or it is not visible to you.":          111,
 	"Nothing to do: no instance this action applies to matches the filter.": 54,
-	"Nothing to find: the search box is empty.":                             503,
+	"Nothing to find: the search box is empty.":                             505,
 	"Nov":                       237,
-	"Now":                       367,
+	"Now":                       368,
 	"Occurrence":                252,
-	"Occurrence %s":             339,
+	"Occurrence %s":             340,
 	"Occurrence offered again":  71,
-	"Occurrences now":           478,
-	"Occurrences, newest first": 429,
+	"Occurrences now":           480,
+	"Occurrences, newest first": 431,
 	"Oct":                       236,
-	"Offered from %s — %s.":     400,
+	"Offered from %s — %s.":     401,
 	"Oldest claimable waits":    196,
-	"On error":                  477,
-	"On success":                476,
-	"Only a value this page shows as hidden (sensitive) can be revealed.": 498,
-	"Only administrators may reveal a sensitive value.":                   495,
+	"On error":                  479,
+	"On success":                478,
+	"Only a value this page shows as hidden (sensitive) can be revealed.": 500,
+	"Only administrators may reveal a sensitive value.":                   497,
 	"Open":             193,
 	"Operator actions": 247,
 	"Operator actions on this instance, newest first": 260,
 	"Operator actions, newest first":                  84,
-	"Outcome":                                         355,
+	"Outcome":                                         356,
 	"Outputs":                                         149,
 	"Outputs of revision %d":                          158,
 	"Outputs of the working copy":                     151,
-	"Outputs, labelled by revision %d's contract":     374,
+	"Outputs, labelled by revision %d's contract":     375,
 	"Pages": 85,
-	"Pages with a form, such as a confirmation, never reload on their own.": 455,
+	"Pages with a form, such as a confirmation, never reload on their own.": 457,
 	"Path":                            248,
-	"Pinned revision":                 475,
-	"Policy":                          342,
-	"Previous page":                   447,
-	"Priority":                        346,
+	"Pinned revision":                 477,
+	"Policy":                          343,
+	"Previous page":                   449,
+	"Priority":                        347,
 	"Process":                         56,
-	"Process %s":                      467,
-	"Process and node":                430,
+	"Process %s":                      469,
+	"Process and node":                432,
 	"Process inputs":                  262,
 	"Process instance":                70,
 	"Process instance %s":             245,
-	"Process instances":               278,
-	"Process instances, newest first": 283,
+	"Process instances":               279,
+	"Process instances, newest first": 284,
 	"Processes":                       95,
-	"Processes by key":                463,
+	"Processes by key":                465,
 	"Published":                       135,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 462,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 464,
 	"Reason": 69,
 	"Reason (recorded in the audit log for every instance)": 41,
 	"Reason (recorded in the audit log)":                    9,
-	"Reason given by the worker":                            363,
+	"Reason given by the worker":                            364,
 	"Recorded operator actions":                             258,
 	"Relais console":                                        88,
-	"Relais has not called the destination yet.":            361,
-	"Relais is calling the destination (since %s).":         405,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 362,
+	"Relais has not called the destination yet.":            362,
+	"Relais is calling the destination (since %s).":         406,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 363,
 	"Relais refused the action. Nothing was done.":                                                         32,
-	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 391,
+	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 392,
 	"Release":                             132,
 	"Releases":                            130,
 	"Releases, oldest first":              152,
-	"Reload lists and detail pages":       454,
-	"Replica":                             360,
+	"Reload lists and detail pages":       456,
+	"Replica":                             361,
 	"Required":                            118,
-	"Reserved":                            352,
-	"Reserved by %s.":                     407,
-	"Reserved by %s; lock until %s — %s.": 406,
+	"Reserved":                            353,
+	"Reserved by %s.":                     408,
+	"Reserved by %s; lock until %s — %s.": 407,
 	"Retried by %s at %s — “%s”":          269,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 34,
-	"Retries":            364,
+	"Retries":            365,
 	"Retry %d instances": 46,
-	"Retry at %s — %s.":  399,
-	"Retry delay":        344,
+	"Retry at %s — %s.":  400,
+	"Retry delay":        345,
 	"Retry every held instance this filter matches": 43,
 	"Retry every held instance…":                    6,
-	"Retry or abandon it from its instance":         368,
+	"Retry or abandon it from its instance":         369,
 	"Retry process instance %s":                     13,
 	"Retry the instance":                            16,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 14,
 	"Retrying and abandoning apply to held instances, not %s ones.":                                           39,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 378,
-	"Revealed by %s at %s; recorded in the audit log.": 496,
+	"Reveal — this is recorded": 379,
+	"Revealed by %s at %s; recorded in the audit log.": 498,
 	"Revision":       133,
 	"Revision %d":    154,
 	"Revisions":      128,
 	"Route":          253,
 	"Routing output": 126,
-	"Rows %s–%s":     448,
-	"Save settings":  456,
+	"Rows %s–%s":     450,
+	"Save settings":  458,
 	"Say why, for whoever reads the log later: at most 1,000 characters.": 10,
-	"Search":                               501,
-	"Secret values can never be revealed.": 499,
+	"Search":                               503,
+	"Secret values can never be revealed.": 501,
 	"Sep":                                  235,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 23,
 	"Settled":              256,
+	"Settlement date":      427,
 	"Show all definitions": 203,
-	"Show times in":        452,
+	"Show times in":        454,
 	"Showing the instances bulk action %s changed.": 82,
-	"Sign in": 507,
-	"Sign in with an operator or administrator token.": 508,
+	"Sign in": 509,
+	"Sign in with an operator or administrator token.": 510,
 	"Sign out":             101,
 	"Signed in as %s (%s)": 100,
 	"Skip to content":      90,
 	"Slot":                 211,
 	"Snapshotted":          155,
 	"Something went wrong": 114,
-	"Start node":           469,
+	"Start node":           471,
 	"Started":              270,
 	"Status":               57,
 	"Stop %d instances":    53,
@@ -382,33 +384,33 @@ var messageKeyToIndex = map[string]int{
 	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   266,
 	"Summary": 246,
 	"Task contracts: their Working copy, immutable revisions and named releases.":                                 173,
-	"That is too long to be an id or a business key.":                                                             504,
+	"That is too long to be an id or a business key.":                                                             506,
 	"The bulk action must be its id (a UUID).":                                                                    81,
-	"The call could not be prepared.":                                                                             392,
+	"The call could not be prepared.":                                                                             393,
 	"The chart’s numbers":                                                                                         209,
 	"The confirmed count is missing: start again from the list.":                                                  62,
 	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.": 115,
-	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      453,
+	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      455,
 	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 63,
-	"The deadline passed before a result arrived.":                                                                                389,
-	"The destination answered HTTP %s.":                                                                                           398,
-	"The destination could not be reached.":                                                                                       393,
-	"The destination’s answer was too large.":                                                                                     394,
-	"The inputs could not be built from the process’s bindings.":                                                                  396,
-	"The last attempt’s lock expired with no attempt left.":                                                                       395,
-	"The next page counts them and asks for a reason before anything changes.":                                                    282,
+	"The deadline passed before a result arrived.":                                                                                390,
+	"The destination answered HTTP %s.":                                                                                           399,
+	"The destination could not be reached.":                                                                                       394,
+	"The destination’s answer was too large.":                                                                                     395,
+	"The inputs could not be built from the process’s bindings.":                                                                  397,
+	"The last attempt’s lock expired with no attempt left.":                                                                       396,
+	"The next page counts them and asks for a reason before anything changes.":                                                    283,
 	"The nodes this instance reached, in order, each with its occurrence.":                                                        249,
 	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                124,
 	"The page cursor is invalid: go back to the first page.":                                                                      83,
-	"The page size must be between 1 and %d.":                                                                                     277,
+	"The page size must be between 1 and %d.":                                                                                     278,
 	"The process instance must be an instance id (a UUID).":                                                                       80,
-	"The result did not match the revision's outputs contract.":                                                                   390,
-	"The revision must be a whole number, 1 or more.":                                                                             424,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 510,
+	"The result did not match the revision's outputs contract.":                                                                   391,
+	"The revision must be a whole number, 1 or more.":                                                                             425,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 512,
 	"These revisions have the same contracts.":                                                                                    145,
-	"These settings are kept in this browser only.":                                                                               451,
-	"This contract has no inputs.":                                                                                                373,
-	"This contract has no outputs.":                                                                                               376,
+	"These settings are kept in this browser only.":                                                                               453,
+	"This contract has no inputs.":                                                                                                374,
+	"This contract has no outputs.":                                                                                               377,
 	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                         113,
 	"This instance has already ended; there is nothing to stop.":                                                                  30,
 	"This instance has not reached a task yet.":                                                                                   257,
@@ -418,158 +420,158 @@ var messageKeyToIndex = map[string]int{
 	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 265,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                          28,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                   33,
-	"This page does not accept that request.":                      500,
+	"This page does not accept that request.":                      502,
 	"This page reloads every %d seconds.":                          105,
 	"This process takes no inputs.":                                264,
-	"This token is unknown or has been revoked.":                   511,
+	"This token is unknown or has been revoked.":                   513,
 	"Times in %s · no auto-reload":                                 104,
 	"Times in %s · reload every %d s":                              103,
 	"To revision":                                                  139,
-	"Token":                                                        509,
-	"Totals of all definitions, not narrowed by the other filters": 437,
-	"Totals of definition %s, not narrowed by the other filters":   436,
+	"Token":                                                        511,
+	"Totals of all definitions, not narrowed by the other filters": 439,
+	"Totals of definition %s, not narrowed by the other filters":   438,
 	"Type": 117,
-	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 502,
-	"UTC (coordinated universal time)": 458,
+	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 504,
+	"UTC (coordinated universal time)": 460,
 	"Unknown action.":                  37,
-	"Unknown consumer.":                425,
+	"Unknown consumer.":                426,
 	"Unknown status %q.":               276,
 	"Value":                            261,
-	"Version":                          468,
-	"Versions, newest first":           464,
-	"Waiting for Relais to call the destination since %s (%s).": 402,
-	"Waiting for a worker since %s (%s).":                       403,
+	"Version":                          470,
+	"Versions, newest first":           466,
+	"Waiting for Relais to call the destination since %s (%s).": 403,
+	"Waiting for a worker since %s (%s).":                       404,
 	"When":                                                      66,
 	"Who":                                                       67,
-	"Worker id":                                                 351,
+	"Worker id":                                                 352,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 15,
 	"Working copy":        123,
-	"You are signed out.": 506,
+	"You are signed out.": 508,
 	"Your role can read definitions only: external tasks and process instances are for operators and administrators.": 107,
-	"[redacted]":                          423,
+	"[redacted]":                          424,
 	"abandon":                             4,
-	"administrator":                       315,
+	"administrator":                       316,
 	"an incident: retry, abandon or stop": 183,
-	"answer too large":                    421,
+	"answer too large":                    422,
 	"any":                                 55,
-	"any other code → %s":                 490,
+	"any other code → %s":                 492,
 	"any other error":                     181,
-	"as of %s (%s); counts are refreshed every few seconds.": 439,
-	"at least %d characters":                                 515,
-	"at least %d items":                                      522,
-	"at most %d":                                             370,
-	"at most %d characters":                                  516,
-	"at most %d items":                                       523,
-	"available":                                              289,
-	"boolean":                                                302,
-	"call in progress since":                                 444,
-	"cancelled":                                              292,
-	"choice":                                                 305,
-	"claimable since":                                        443,
+	"as of %s (%s); counts are refreshed every few seconds.": 441,
+	"at least %d characters":                                 517,
+	"at least %d items":                                      524,
+	"at most %d":                                             371,
+	"at most %d characters":                                  518,
+	"at most %d items":                                       525,
+	"available":                                              290,
+	"boolean":                                                303,
+	"call in progress since":                                 446,
+	"cancelled":                                              293,
+	"choice":                                                 306,
+	"claimable since":                                        445,
 	"claimable since %s":                                     202,
-	"classification changed":                                 326,
+	"classification changed":                                 327,
 	"completed":                                              207,
-	"constraint changed":                                     327,
-	"consumer":                                               318,
-	"consumer #%s":                                           416,
-	"date":                                                   303,
-	"date and time":                                          304,
-	"deadline %s":                                            493,
-	"deferred":                                               291,
-	"deferred since":                                         446,
-	"designer":                                               317,
-	"disconnected":                                           298,
-	"end (completes)":                                        485,
-	"end (fails)":                                            486,
+	"constraint changed":                                     328,
+	"consumer":                                               319,
+	"consumer #%s":                                           417,
+	"date":                                                   304,
+	"date and time":                                          305,
+	"deadline %s":                                            495,
+	"deferred":                                               292,
+	"deferred since":                                         448,
+	"designer":                                               318,
+	"disconnected":                                           299,
+	"end (completes)":                                        487,
+	"end (fails)":                                            488,
 	"end: completes the instance":                            184,
 	"end: fails the instance":                                185,
-	"expired":                                                295,
+	"expired":                                                296,
 	"failed":                                                 208,
-	"fails the instance":                                     491,
-	"field added":                                            321,
-	"field removed":                                          322,
-	"format":                                                 332,
-	"format %s":                                              518,
-	"from":                                                   279,
-	"held":                                                   294,
+	"fails the instance":                                     493,
+	"field added":                                            322,
+	"field removed":                                          323,
+	"format":                                                 333,
+	"format %s":                                              520,
+	"from":                                                   280,
+	"held":                                                   295,
 	"held for an operator":                                   182,
-	"hold (an incident for an operator)":                     489,
+	"hold (an incident for an operator)":                     491,
 	"id or business key":                                     97,
 	"in %s":                                                  220,
-	"in progress":                                            358,
-	"instance id":                                            427,
-	"integer":                                                300,
+	"in progress":                                            359,
+	"instance id":                                            429,
+	"integer":                                                301,
 	"just now":                                               222,
-	"list":                                                   307,
-	"lock until":                                             445,
-	"maximum":                                                334,
-	"maximum %s":                                             520,
-	"maximum items":                                          336,
-	"maximum length":                                         330,
-	"minimum":                                                333,
-	"minimum %s":                                             519,
-	"minimum items":                                          335,
-	"minimum length":                                         329,
-	"next attempt":                                           442,
-	"no":                                                     320,
-	"no answer within the timeout":                           419,
-	"no connection":                                          420,
+	"list":                                                   308,
+	"lock until":                                             447,
+	"maximum":                                                335,
+	"maximum %s":                                             522,
+	"maximum items":                                          337,
+	"maximum length":                                         331,
+	"minimum":                                                334,
+	"minimum %s":                                             521,
+	"minimum items":                                          336,
+	"minimum length":                                         330,
+	"next attempt":                                           444,
+	"no":                                                     321,
+	"no answer within the timeout":                           420,
+	"no connection":                                          421,
 	"none":                                                   172,
 	"none yet":                                               177,
-	"none: a failed call takes the node’s error path": 365,
-	"normal":                          308,
-	"not provided":                    524,
-	"null":                            526,
-	"number":                          301,
-	"object":                          306,
+	"none: a failed call takes the node’s error path": 366,
+	"normal":                          309,
+	"not provided":                    526,
+	"null":                            528,
+	"number":                          302,
+	"object":                          307,
 	"on error":                        180,
-	"one of: %s":                      521,
-	"operator":                        316,
+	"one of: %s":                      523,
+	"operator":                        317,
 	"optional field of type %s":       171,
 	"optional → required":             164,
-	"pattern":                         331,
-	"pattern %s":                      517,
-	"pull":                            483,
+	"pattern":                         332,
+	"pattern %s":                      519,
+	"pull":                            485,
 	"pull %s":                         187,
-	"pull (the service fetches it)":   313,
+	"pull (the service fetches it)":   314,
 	"push %s":                         186,
-	"push (Relais calls the service)": 314,
-	"push to %s":                      484,
-	"rejected":                        296,
-	"released":                        297,
-	"required changed":                324,
+	"push (Relais calls the service)": 315,
+	"push to %s":                      486,
+	"rejected":                        297,
+	"released":                        298,
+	"required changed":                325,
 	"required field of type %s":       170,
 	"required → optional":             165,
-	"reserved":                        290,
+	"reserved":                        291,
 	"retry":                           3,
-	"revision %d":                     440,
-	"routing changed":                 328,
-	"routing output":                  513,
+	"revision %d":                     442,
+	"routing changed":                 329,
+	"routing output":                  515,
 	"routing output %s → %s":          163,
-	"running":                         293,
-	"secret":                          310,
-	"sensitive":                       309,
-	"settled":                         441,
+	"running":                         294,
+	"secret":                          311,
+	"sensitive":                       310,
+	"settled":                         443,
 	"stop":                            5,
-	"text":                            299,
-	"timeout %s":                      494,
-	"to":                              280,
-	"type changed":                    323,
-	"unexpected value":                527,
-	"unknown":                         422,
+	"text":                            300,
+	"timeout %s":                      496,
+	"to":                              281,
+	"type changed":                    324,
+	"unexpected value":                529,
+	"unknown":                         423,
 	"values added: %s":                166,
-	"values changed":                  325,
+	"values changed":                  326,
 	"values removed: %s":              167,
 	"values reordered":                168,
-	"version %d":                      466,
-	"waiting":                         417,
-	"yes":                             319,
-	"••• hidden (secret)":             312,
-	"••• hidden (sensitive)":          311,
-	"→ %s":                            488,
+	"version %d":                      468,
+	"waiting":                         418,
+	"yes":                             320,
+	"••• hidden (secret)":             313,
+	"••• hidden (sensitive)":          312,
+	"→ %s":                            490,
 }
 
-var enIndex = []uint32{ // 529 elements
+var enIndex = []uint32{ // 531 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x0000005a,
@@ -648,81 +650,81 @@ var enIndex = []uint32{ // 529 elements
 	0x00001ff3, 0x00002011, 0x000020d0, 0x00002127,
 	0x00002151, 0x0000217d, 0x000021a7, 0x000021af,
 	0x000021b5, 0x000021be, 0x000021cb, 0x000021dd,
-	0x000021e8, 0x000021fe, 0x00002229, 0x0000223b,
-	0x00002240, 0x00002243, 0x0000226d, 0x000022b6,
-	0x000022d6, 0x000022df, 0x000022f1, 0x00002314,
+	0x000021e8, 0x000021fe, 0x0000220c, 0x00002237,
+	0x00002249, 0x0000224e, 0x00002251, 0x0000227b,
+	0x000022c4, 0x000022e4, 0x000022ed, 0x000022ff,
 	// Entry 120 - 13F
-	0x00002322, 0x0000232f, 0x00002339, 0x00002342,
-	0x0000234b, 0x00002355, 0x0000235d, 0x00002362,
-	0x0000236a, 0x00002373, 0x0000237c, 0x00002389,
-	0x0000238e, 0x00002396, 0x0000239d, 0x000023a5,
-	0x000023aa, 0x000023b8, 0x000023bf, 0x000023c6,
-	0x000023cb, 0x000023d2, 0x000023dc, 0x000023e3,
-	0x00002400, 0x0000241a, 0x00002438, 0x00002458,
-	0x00002466, 0x0000246f, 0x00002478, 0x00002481,
+	0x00002322, 0x00002330, 0x0000233d, 0x00002347,
+	0x00002350, 0x00002359, 0x00002363, 0x0000236b,
+	0x00002370, 0x00002378, 0x00002381, 0x0000238a,
+	0x00002397, 0x0000239c, 0x000023a4, 0x000023ab,
+	0x000023b3, 0x000023b8, 0x000023c6, 0x000023cd,
+	0x000023d4, 0x000023d9, 0x000023e0, 0x000023ea,
+	0x000023f1, 0x0000240e, 0x00002428, 0x00002446,
+	0x00002466, 0x00002474, 0x0000247d, 0x00002486,
 	// Entry 140 - 15F
-	0x00002485, 0x00002488, 0x00002494, 0x000024a2,
-	0x000024af, 0x000024c0, 0x000024cf, 0x000024e6,
-	0x000024f9, 0x00002509, 0x00002518, 0x00002527,
-	0x0000252f, 0x00002536, 0x0000253e, 0x00002546,
-	0x00002554, 0x00002562, 0x00002578, 0x0000258d,
-	0x0000259e, 0x000025a3, 0x000025a9, 0x000025b0,
-	0x000025c1, 0x000025cd, 0x000025d6, 0x000025df,
-	0x000025fb, 0x00002604, 0x00002620, 0x00002629,
+	0x0000248f, 0x00002493, 0x00002496, 0x000024a2,
+	0x000024b0, 0x000024bd, 0x000024ce, 0x000024dd,
+	0x000024f4, 0x00002507, 0x00002517, 0x00002526,
+	0x00002535, 0x0000253d, 0x00002544, 0x0000254c,
+	0x00002554, 0x00002562, 0x00002570, 0x00002586,
+	0x0000259b, 0x000025ac, 0x000025b1, 0x000025b7,
+	0x000025be, 0x000025cf, 0x000025db, 0x000025e4,
+	0x000025ed, 0x00002609, 0x00002612, 0x0000262e,
 	// Entry 160 - 17F
-	0x00002633, 0x0000263c, 0x00002645, 0x0000265c,
-	0x00002664, 0x00002672, 0x0000269f, 0x000026ab,
-	0x000026b7, 0x000026bf, 0x000026ea, 0x000027ac,
-	0x000027c7, 0x000027cf, 0x00002801, 0x0000280e,
-	0x00002812, 0x00002838, 0x0000285e, 0x0000286c,
-	0x00002877, 0x000028a5, 0x000028c2, 0x000028f1,
-	0x00002923, 0x00002941, 0x00002976, 0x00002992,
-	0x000029a1, 0x000029ae, 0x000029bc, 0x000029c9,
+	0x00002637, 0x00002641, 0x0000264a, 0x00002653,
+	0x0000266a, 0x00002672, 0x00002680, 0x000026ad,
+	0x000026b9, 0x000026c5, 0x000026cd, 0x000026f8,
+	0x000027ba, 0x000027d5, 0x000027dd, 0x0000280f,
+	0x0000281c, 0x00002820, 0x00002846, 0x0000286c,
+	0x0000287a, 0x00002885, 0x000028b3, 0x000028d0,
+	0x000028ff, 0x00002931, 0x0000294f, 0x00002984,
+	0x000029a0, 0x000029af, 0x000029bc, 0x000029ca,
 	// Entry 180 - 19F
-	0x000029d2, 0x000029ed, 0x00002a08, 0x00002a14,
-	0x00002a35, 0x00002a5e, 0x00002a8b, 0x00002ac5,
-	0x00002b2a, 0x00002b4a, 0x00002b70, 0x00002b9a,
-	0x00002bd2, 0x00002c0f, 0x00002c33, 0x00002c58,
-	0x00002c72, 0x00002c90, 0x00002cc4, 0x00002d04,
-	0x00002d2e, 0x00002d3d, 0x00002d6e, 0x00002d9d,
-	0x00002db0, 0x00002e25, 0x00002e38, 0x00002e6c,
-	0x00002ea0, 0x00002eb0, 0x00002ef7, 0x00002f24,
+	0x000029d7, 0x000029e0, 0x000029fb, 0x00002a16,
+	0x00002a22, 0x00002a43, 0x00002a6c, 0x00002a99,
+	0x00002ad3, 0x00002b38, 0x00002b58, 0x00002b7e,
+	0x00002ba8, 0x00002be0, 0x00002c1d, 0x00002c41,
+	0x00002c66, 0x00002c80, 0x00002c9e, 0x00002cd2,
+	0x00002d12, 0x00002d3c, 0x00002d4b, 0x00002d7c,
+	0x00002dab, 0x00002dbe, 0x00002e33, 0x00002e46,
+	0x00002e7a, 0x00002eae, 0x00002ebe, 0x00002f05,
 	// Entry 1A0 - 1BF
-	0x00002f31, 0x00002f41, 0x00002f49, 0x00002f61,
-	0x00002f7e, 0x00002f8c, 0x00002f9d, 0x00002fa5,
-	0x00002fb0, 0x00002fe0, 0x00002ff2, 0x00003024,
-	0x00003030, 0x00003041, 0x0000305b, 0x0000306c,
-	0x00003072, 0x00003086, 0x0000309e, 0x000030c3,
-	0x000030d1, 0x0000310f, 0x0000314c, 0x00003178,
-	0x000031b5, 0x000031c4, 0x000031cc, 0x000031d9,
-	0x000031e9, 0x00003200, 0x0000320b, 0x0000321a,
+	0x00002f32, 0x00002f3f, 0x00002f4f, 0x00002f57,
+	0x00002f6f, 0x00002f8c, 0x00002f9a, 0x00002fab,
+	0x00002fb3, 0x00002fbe, 0x00002fee, 0x00003000,
+	0x00003010, 0x00003042, 0x0000304e, 0x0000305f,
+	0x00003079, 0x0000308a, 0x00003090, 0x000030a4,
+	0x000030bc, 0x000030e1, 0x000030ef, 0x0000312d,
+	0x0000316a, 0x00003196, 0x000031d3, 0x000031e2,
+	0x000031ea, 0x000031f7, 0x00003207, 0x0000321e,
 	// Entry 1C0 - 1DF
-	0x00003228, 0x0000323b, 0x00003260, 0x0000328b,
-	0x000032b9, 0x000032c7, 0x0000335a, 0x00003378,
-	0x000033be, 0x000033cc, 0x000033e0, 0x00003401,
-	0x00003415, 0x0000341b, 0x0000342f, 0x000034a2,
-	0x000034b3, 0x000034ca, 0x000034e7, 0x000034f5,
-	0x00003503, 0x0000350b, 0x00003516, 0x0000351c,
-	0x0000360e, 0x00003614, 0x00003646, 0x0000364b,
-	0x0000365b, 0x00003666, 0x0000366f, 0x0000367f,
+	0x00003229, 0x00003238, 0x00003246, 0x00003259,
+	0x0000327e, 0x000032a9, 0x000032d7, 0x000032e5,
+	0x00003378, 0x00003396, 0x000033dc, 0x000033ea,
+	0x000033fe, 0x0000341f, 0x00003433, 0x00003439,
+	0x0000344d, 0x000034c0, 0x000034d1, 0x000034e8,
+	0x00003505, 0x00003513, 0x00003521, 0x00003529,
+	0x00003534, 0x0000353a, 0x0000362c, 0x00003632,
+	0x00003664, 0x00003669, 0x00003679, 0x00003684,
 	// Entry 1E0 - 1FF
-	0x00003699, 0x000036d2, 0x000036e1, 0x0000379b,
-	0x000037a0, 0x000037ae, 0x000037be, 0x000037ca,
-	0x000037da, 0x000037e4, 0x00003807, 0x00003820,
-	0x00003833, 0x0000389f, 0x000038ae, 0x000038bc,
-	0x000038ee, 0x00003925, 0x00003933, 0x00003977,
-	0x0000399c, 0x000039c4, 0x000039cb, 0x00003a26,
-	0x00003a50, 0x00003a80, 0x00003ade, 0x00003af2,
-	0x00003afa, 0x00003b2b, 0x00003b31, 0x00003bad,
+	0x0000368d, 0x0000369d, 0x000036b7, 0x000036f0,
+	0x000036ff, 0x000037b9, 0x000037be, 0x000037cc,
+	0x000037dc, 0x000037e8, 0x000037f8, 0x00003802,
+	0x00003825, 0x0000383e, 0x00003851, 0x000038bd,
+	0x000038cc, 0x000038da, 0x0000390c, 0x00003943,
+	0x00003951, 0x00003995, 0x000039ba, 0x000039e2,
+	0x000039e9, 0x00003a44, 0x00003a6e, 0x00003a9e,
+	0x00003afc, 0x00003b10, 0x00003b18, 0x00003b49,
 	// Entry 200 - 21F
-	0x00003bd8, 0x00003c3a, 0x00003c49, 0x00003c55,
-	0x00003c91, 0x00003ccb, 0x00003cd9, 0x00003ce6,
-	0x00003cf4, 0x00003d02, 0x00003d10, 0x00003d42,
-	0x00003d72, 0x00003d7f, 0x00003d9f, 0x00003da4,
-	0x00003db5,
-} // Size: 2140 bytes
+	0x00003b4f, 0x00003bcb, 0x00003bf6, 0x00003c58,
+	0x00003c67, 0x00003c73, 0x00003caf, 0x00003ce9,
+	0x00003cf7, 0x00003d04, 0x00003d12, 0x00003d20,
+	0x00003d2e, 0x00003d60, 0x00003d90, 0x00003d9d,
+	0x00003dbd, 0x00003dc2, 0x00003dd3,
+} // Size: 2148 bytes
 
-const enData string = "" + // Size: 15797 bytes
+const enData string = "" + // Size: 15827 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every running or held instance…\x02Reason (recorded in the audit log)" +
@@ -860,121 +862,122 @@ const enData string = "" + // Size: 15797 bytes
 	"nces. It does not complete anything.\x02Stopped by %[1]s at %[2]s — “%[3" +
 	"]s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]" +
 	"s — “%[3]s”\x02Started\x02Ended\x02End node\x02Held at node\x02Failed oc" +
-	"currence\x02Error code\x02Unknown status %[1]q.\x02The page size must be" +
-	" between 1 and %[1]d.\x02Process instances\x02from\x02to\x02Act on every" +
-	" instance this filter matches\x02The next page counts them and asks for " +
-	"a reason before anything changes.\x02Process instances, newest first\x02" +
-	"Instance\x02End node or error\x02No instance matches these filters.\x02A" +
-	"ll processes\x02All statuses\x02available\x02reserved\x02deferred\x02can" +
-	"celled\x02running\x02held\x02expired\x02rejected\x02released\x02disconne" +
-	"cted\x02text\x02integer\x02number\x02boolean\x02date\x02date and time" +
-	"\x02choice\x02object\x02list\x02normal\x02sensitive\x02secret\x02••• hid" +
-	"den (sensitive)\x02••• hidden (secret)\x02pull (the service fetches it)" +
-	"\x02push (Relais calls the service)\x02administrator\x02operator\x02desi" +
-	"gner\x02consumer\x02yes\x02no\x02field added\x02field removed\x02type ch" +
-	"anged\x02required changed\x02values changed\x02classification changed" +
-	"\x02constraint changed\x02routing changed\x02minimum length\x02maximum l" +
-	"ength\x02pattern\x02format\x02minimum\x02maximum\x02minimum items\x02max" +
-	"imum items\x02%[1]s, revision %[2]s\x02%[1]s, version %[2]s\x02Occurrenc" +
-	"e %[1]s\x02Mode\x02Dates\x02Policy\x02Maximum attempts\x02Retry delay" +
-	"\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02Attempts\x02E" +
-	"very attempt, oldest first\x02Consumer\x02Worker id\x02Reserved\x02Durat" +
-	"ion\x02Destination’s answer\x02Outcome\x02Error message\x02No service ha" +
-	"s reserved this occurrence yet.\x02in progress\x02Destination\x02Replica" +
-	"\x02Relais has not called the destination yet.\x02Relais keeps the desti" +
-	"nation’s status code only when it refused the call (destination_http_NNN" +
-	"); a completed call answered 2xx. The duration runs from the claim of th" +
-	"e call to its settlement.\x02Reason given by the worker\x02Retries\x02no" +
-	"ne: a failed call takes the node’s error path\x02Call timeout\x02Now\x02" +
-	"Retry or abandon it from its instance\x14\x01\x81\x01\x00\x02\x0e\x02%[1" +
-	"]d attempt\x00\x0f\x02%[1]d attempts\x02at most %[1]d\x02%[1]d left\x02I" +
-	"nputs, labelled by revision %[1]d's contract\x02This contract has no inp" +
-	"uts.\x02Outputs, labelled by revision %[1]d's contract\x02No outputs yet" +
-	": the occurrence has not completed.\x02This contract has no outputs.\x02" +
-	"No outputs: the occurrence ended without completing.\x02Reveal — this is" +
-	" recorded\x02Available from\x02Next attempt\x02Last reserved\x02Lock exp" +
-	"ires\x02Deferred\x02Last error (attempt %[1]d)\x02Error (before any atte" +
-	"mpt)\x02Its message\x02Message from Relais (in English)\x02Message from " +
-	"the service (as it sent it)\x02The deadline passed before a result arriv" +
-	"ed.\x02The result did not match the revision's outputs contract.\x02Rela" +
-	"is stopped during the call: whether the destination acted is unknown, so" +
-	" it is not called again.\x02The call could not be prepared.\x02The desti" +
-	"nation could not be reached.\x02The destination’s answer was too large." +
-	"\x02The last attempt’s lock expired with no attempt left.\x02The inputs " +
-	"could not be built from the process’s bindings.\x02An operator abandoned" +
-	" the instance.\x02The destination answered HTTP %[1]s.\x02Retry at %[1]s" +
-	" — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting" +
-	" to be offered again.\x02Waiting for Relais to call the destination sinc" +
-	"e %[1]s (%[2]s).\x02Waiting for a worker since %[1]s (%[2]s).\x02(worker" +
-	" %[1]s)\x02Relais is calling the destination (since %[1]s).\x02Reserved " +
-	"by %[1]s; lock until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred si" +
-	"nce %[1]s (%[2]s): a worker of the same consumer, or a front end with a " +
-	"settle token, completes it later.\x02Completed (%[1]s).\x02Its instance " +
-	"is held here, waiting for an operator.\x02Its instance went on along the" +
-	" node’s error path.\x02Failed (%[1]s).\x02Cancelled: the instance was st" +
-	"opped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the instance was stoppe" +
-	"d (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02waiting\x02HTTP 2xx, un" +
-	"usable body\x02no answer within the timeout\x02no connection\x02answer t" +
-	"oo large\x02unknown\x02[redacted]\x02The revision must be a whole number" +
-	", 1 or more.\x02Unknown consumer.\x02More filters: instance, revision, c" +
-	"onsumer, dates\x02instance id\x02Counts by status\x02Occurrences, newest" +
-	" first\x02Process and node\x02Error\x02Consumer and worker\x02Next attem" +
-	"pt or settled\x02No occurrence matches these filters.\x02All consumers" +
-	"\x02Totals of definition %[1]s, not narrowed by the other filters\x02Tot" +
-	"als of all definitions, not narrowed by the other filters\x14\x01\x81" +
-	"\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as " +
-	"of %[1]s (%[2]s); counts are refreshed every few seconds.\x02revision %[" +
-	"1]d\x02settled\x02next attempt\x02claimable since\x02call in progress si" +
-	"nce\x02lock until\x02deferred since\x02Previous page\x02Rows %[1]s–%[2]s" +
-	"\x02%[1]s: a date is written 2026-12-01.\x02%[1]s: the first day comes a" +
-	"fter the last.\x02These settings are kept in this browser only.\x02Show " +
-	"times in\x02The console runs no script, so it cannot read your computer’" +
-	"s time zone: choose its offset from UTC. Offsets do not follow daylight " +
-	"saving time.\x02Reload lists and detail pages\x02Pages with a form, such" +
-	" as a confirmation, never reload on their own.\x02Save settings\x02Back " +
-	"without saving\x02UTC (coordinated universal time)\x02Local time at %[1]" +
-	"s\x02Never\x02Every %[1]d seconds\x02Published process versions: their n" +
-	"odes, routes and pinned revisions, drawn, with where their occurrences a" +
-	"re now.\x02Processes by key\x02Versions, newest first\x02No process is p" +
-	"ublished yet.\x02version %[1]d\x02Process %[1]s\x02Version\x02Start node" +
-	"\x02Graph\x02Columns follow the longest path from the start node. Solid " +
-	"arrows are successes (labelled with their route), dashed ones failures (" +
-	"labelled with their error codes). Each box says how many of this version" +
-	"’s occurrences are at that node now.\x02Nodes\x02Nodes of this version" +
-	", with their occurrences now\x02Kind\x02Pinned revision\x02On success" +
-	"\x02On error\x02Occurrences now\x02Instances of this process\x02Counts a" +
-	"s of %[1]s (%[2]s); refreshed every few seconds.\x02Graph of %[1]s\x14" +
-	"\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The table below " +
-	"lists the same nodes, routes and counts.\x00Y\x02%[1]d nodes, starting a" +
-	"t %[2]s. The table below lists the same nodes, routes and counts.\x02pul" +
-	"l\x02push to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s → %[2]s" +
-	"\x02→ %[1]s\x02hold (an incident for an operator)\x02any other code → %[" +
-	"1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, ret" +
-	"ry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, retry after %[2]s" +
-	", priority %[3]d\x02deadline %[1]s\x02timeout %[1]s\x02Only administrato" +
-	"rs may reveal a sensitive value.\x02Revealed by %[1]s at %[2]s; recorded" +
-	" in the audit log.\x02Cannot reveal\x02Only a value this page shows as h" +
-	"idden (sensitive) can be revealed.\x02Secret values can never be reveale" +
-	"d.\x02This page does not accept that request.\x02Search\x02Type an insta" +
-	"nce or occurrence id (a UUID, as the pages show on hover), or a business" +
-	" key.\x02Nothing to find: the search box is empty.\x02That is too long t" +
-	"o be an id or a business key.\x02No instance or occurrence has the id “%" +
-	"[1]s”, and no instance has it as its business key.\x02You are signed out" +
-	".\x02Sign in\x02Sign in with an operator or administrator token.\x02Toke" +
-	"n\x02The token is checked once and never stored in your browser; a sessi" +
-	"on cookie stands for it for up to 8 hours of inactivity.\x02This token i" +
-	"s unknown or has been revoked.\x02A %[1]s token cannot open the console:" +
-	" sign in with an operator, designer or administrator token.\x02routing o" +
-	"utput\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d chara" +
-	"cter\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18" +
-	"\x02at most %[1]d character\x00\x19\x02at most %[1]d characters\x02patte" +
-	"rn %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[" +
-	"1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at lea" +
-	"st %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14" +
-	"\x02at most %[1]d items\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%" +
-	"[1]d item\x00\x0c\x02%[1]d items\x02null\x02unexpected value"
+	"currence\x02Error code\x02Unknown status %[1]q.\x02Creation date\x02The " +
+	"page size must be between 1 and %[1]d.\x02Process instances\x02from\x02t" +
+	"o\x02Act on every instance this filter matches\x02The next page counts t" +
+	"hem and asks for a reason before anything changes.\x02Process instances," +
+	" newest first\x02Instance\x02End node or error\x02No instance matches th" +
+	"ese filters.\x02All processes\x02All statuses\x02available\x02reserved" +
+	"\x02deferred\x02cancelled\x02running\x02held\x02expired\x02rejected\x02r" +
+	"eleased\x02disconnected\x02text\x02integer\x02number\x02boolean\x02date" +
+	"\x02date and time\x02choice\x02object\x02list\x02normal\x02sensitive\x02" +
+	"secret\x02••• hidden (sensitive)\x02••• hidden (secret)\x02pull (the ser" +
+	"vice fetches it)\x02push (Relais calls the service)\x02administrator\x02" +
+	"operator\x02designer\x02consumer\x02yes\x02no\x02field added\x02field re" +
+	"moved\x02type changed\x02required changed\x02values changed\x02classific" +
+	"ation changed\x02constraint changed\x02routing changed\x02minimum length" +
+	"\x02maximum length\x02pattern\x02format\x02minimum\x02maximum\x02minimum" +
+	" items\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, version %[2]s" +
+	"\x02Occurrence %[1]s\x02Mode\x02Dates\x02Policy\x02Maximum attempts\x02R" +
+	"etry delay\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02Att" +
+	"empts\x02Every attempt, oldest first\x02Consumer\x02Worker id\x02Reserve" +
+	"d\x02Duration\x02Destination’s answer\x02Outcome\x02Error message\x02No " +
+	"service has reserved this occurrence yet.\x02in progress\x02Destination" +
+	"\x02Replica\x02Relais has not called the destination yet.\x02Relais keep" +
+	"s the destination’s status code only when it refused the call (destinati" +
+	"on_http_NNN); a completed call answered 2xx. The duration runs from the " +
+	"claim of the call to its settlement.\x02Reason given by the worker\x02Re" +
+	"tries\x02none: a failed call takes the node’s error path\x02Call timeout" +
+	"\x02Now\x02Retry or abandon it from its instance\x14\x01\x81\x01\x00\x02" +
+	"\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02at most %[1]d\x02%[1]" +
+	"d left\x02Inputs, labelled by revision %[1]d's contract\x02This contract" +
+	" has no inputs.\x02Outputs, labelled by revision %[1]d's contract\x02No " +
+	"outputs yet: the occurrence has not completed.\x02This contract has no o" +
+	"utputs.\x02No outputs: the occurrence ended without completing.\x02Revea" +
+	"l — this is recorded\x02Available from\x02Next attempt\x02Last reserved" +
+	"\x02Lock expires\x02Deferred\x02Last error (attempt %[1]d)\x02Error (bef" +
+	"ore any attempt)\x02Its message\x02Message from Relais (in English)\x02M" +
+	"essage from the service (as it sent it)\x02The deadline passed before a " +
+	"result arrived.\x02The result did not match the revision's outputs contr" +
+	"act.\x02Relais stopped during the call: whether the destination acted is" +
+	" unknown, so it is not called again.\x02The call could not be prepared." +
+	"\x02The destination could not be reached.\x02The destination’s answer wa" +
+	"s too large.\x02The last attempt’s lock expired with no attempt left." +
+	"\x02The inputs could not be built from the process’s bindings.\x02An ope" +
+	"rator abandoned the instance.\x02The destination answered HTTP %[1]s." +
+	"\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expir" +
+	"ed %[1]s — waiting to be offered again.\x02Waiting for Relais to call th" +
+	"e destination since %[1]s (%[2]s).\x02Waiting for a worker since %[1]s (" +
+	"%[2]s).\x02(worker %[1]s)\x02Relais is calling the destination (since %[" +
+	"1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02Reserved by %[1" +
+	"]s.\x02Deferred since %[1]s (%[2]s): a worker of the same consumer, or a" +
+	" front end with a settle token, completes it later.\x02Completed (%[1]s)" +
+	".\x02Its instance is held here, waiting for an operator.\x02Its instance" +
+	" went on along the node’s error path.\x02Failed (%[1]s).\x02Cancelled: t" +
+	"he instance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the i" +
+	"nstance was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02waiti" +
+	"ng\x02HTTP 2xx, unusable body\x02no answer within the timeout\x02no conn" +
+	"ection\x02answer too large\x02unknown\x02[redacted]\x02The revision must" +
+	" be a whole number, 1 or more.\x02Unknown consumer.\x02Settlement date" +
+	"\x02More filters: instance, revision, consumer, dates\x02instance id\x02" +
+	"Counts by status\x02Occurrences, newest first\x02Process and node\x02Err" +
+	"or\x02Consumer and worker\x02Next attempt or settled\x02No occurrence ma" +
+	"tches these filters.\x02All consumers\x02Totals of definition %[1]s, not" +
+	" narrowed by the other filters\x02Totals of all definitions, not narrowe" +
+	"d by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence" +
+	"\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); counts are refresh" +
+	"ed every few seconds.\x02revision %[1]d\x02settled\x02next attempt\x02cl" +
+	"aimable since\x02call in progress since\x02lock until\x02deferred since" +
+	"\x02Previous page\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 2026-1" +
+	"2-01.\x02%[1]s: the first day comes after the last.\x02These settings ar" +
+	"e kept in this browser only.\x02Show times in\x02The console runs no scr" +
+	"ipt, so it cannot read your computer’s time zone: choose its offset from" +
+	" UTC. Offsets do not follow daylight saving time.\x02Reload lists and de" +
+	"tail pages\x02Pages with a form, such as a confirmation, never reload on" +
+	" their own.\x02Save settings\x02Back without saving\x02UTC (coordinated " +
+	"universal time)\x02Local time at %[1]s\x02Never\x02Every %[1]d seconds" +
+	"\x02Published process versions: their nodes, routes and pinned revisions" +
+	", drawn, with where their occurrences are now.\x02Processes by key\x02Ve" +
+	"rsions, newest first\x02No process is published yet.\x02version %[1]d" +
+	"\x02Process %[1]s\x02Version\x02Start node\x02Graph\x02Columns follow th" +
+	"e longest path from the start node. Solid arrows are successes (labelled" +
+	" with their route), dashed ones failures (labelled with their error code" +
+	"s). Each box says how many of this version’s occurrences are at that nod" +
+	"e now.\x02Nodes\x02Nodes of this version, with their occurrences now\x02" +
+	"Kind\x02Pinned revision\x02On success\x02On error\x02Occurrences now\x02" +
+	"Instances of this process\x02Counts as of %[1]s (%[2]s); refreshed every" +
+	" few seconds.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, " +
+	"starting at %[2]s. The table below lists the same nodes, routes and coun" +
+	"ts.\x00Y\x02%[1]d nodes, starting at %[2]s. The table below lists the sa" +
+	"me nodes, routes and counts.\x02pull\x02push to %[1]s\x02end (completes)" +
+	"\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an " +
+	"operator)\x02any other code → %[1]s\x02fails the instance\x14\x01\x81" +
+	"\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, priority %[3]d\x002" +
+	"\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02deadline %[1]s" +
+	"\x02timeout %[1]s\x02Only administrators may reveal a sensitive value." +
+	"\x02Revealed by %[1]s at %[2]s; recorded in the audit log.\x02Cannot rev" +
+	"eal\x02Only a value this page shows as hidden (sensitive) can be reveale" +
+	"d.\x02Secret values can never be revealed.\x02This page does not accept " +
+	"that request.\x02Search\x02Type an instance or occurrence id (a UUID, as" +
+	" the pages show on hover), or a business key.\x02Nothing to find: the se" +
+	"arch box is empty.\x02That is too long to be an id or a business key." +
+	"\x02No instance or occurrence has the id “%[1]s”, and no instance has it" +
+	" as its business key.\x02You are signed out.\x02Sign in\x02Sign in with " +
+	"an operator or administrator token.\x02Token\x02The token is checked onc" +
+	"e and never stored in your browser; a session cookie stands for it for u" +
+	"p to 8 hours of inactivity.\x02This token is unknown or has been revoked" +
+	".\x02A %[1]s token cannot open the console: sign in with an operator, de" +
+	"signer or administrator token.\x02routing output\x02(each item)\x14\x01" +
+	"\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at least %[1" +
+	"]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00" +
+	"\x19\x02at most %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02min" +
+	"imum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14" +
+	"\x02at least %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01" +
+	"\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02not" +
+	" provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d ite" +
+	"ms\x02null\x02unexpected value"
 
-var frIndex = []uint32{ // 529 elements
+var frIndex = []uint32{ // 531 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x0000007a,
@@ -1006,128 +1009,128 @@ var frIndex = []uint32{ // 529 elements
 	0x000015ee, 0x00001615, 0x00001631, 0x00001639,
 	0x00001646, 0x0000166a, 0x0000167a, 0x00001692,
 	0x000016c5, 0x000016f6, 0x00001728, 0x00001736,
-	0x000017dc, 0x000017f8, 0x00001810, 0x0000181c,
-	0x0000185d, 0x00001870, 0x000018ec, 0x00001904,
-	0x0000199c, 0x000019a2, 0x000019a7, 0x000019b3,
-	0x000019c2, 0x000019ce, 0x000019da, 0x000019ec,
-	0x000019fd, 0x00001a81, 0x00001a85, 0x00001a97,
+	0x000017d9, 0x000017f5, 0x0000180d, 0x00001819,
+	0x0000185c, 0x0000186f, 0x000018eb, 0x00001903,
+	0x0000199b, 0x000019a1, 0x000019a6, 0x000019b2,
+	0x000019c1, 0x000019cd, 0x000019d9, 0x000019eb,
+	0x000019fc, 0x00001a80, 0x00001a84, 0x00001a96,
 	// Entry 80 - 9F
-	0x00001aae, 0x00001ab9, 0x00001b0e, 0x00001b1b,
-	0x00001b40, 0x00001b4c, 0x00001b56, 0x00001b5c,
-	0x00001b68, 0x00001b80, 0x00001bcf, 0x00001bdf,
-	0x00001bef, 0x00001bf8, 0x00001c03, 0x00001c0b,
-	0x00001c1f, 0x00001c32, 0x00001c5a, 0x00001c63,
-	0x00001c73, 0x00001c93, 0x00001c9b, 0x00001caa,
-	0x00001cc9, 0x00001cf4, 0x00001d1a, 0x00001d2a,
-	0x00001d34, 0x00001d3e, 0x00001d5d, 0x00001d7b,
+	0x00001aad, 0x00001ab8, 0x00001b0d, 0x00001b1a,
+	0x00001b3f, 0x00001b4b, 0x00001b55, 0x00001b5b,
+	0x00001b67, 0x00001b7f, 0x00001bd1, 0x00001be1,
+	0x00001bf1, 0x00001bfa, 0x00001c05, 0x00001c0d,
+	0x00001c21, 0x00001c34, 0x00001c5c, 0x00001c65,
+	0x00001c75, 0x00001c95, 0x00001c9d, 0x00001cac,
+	0x00001ccb, 0x00001cf6, 0x00001d1c, 0x00001d2c,
+	0x00001d36, 0x00001d40, 0x00001d5f, 0x00001d7d,
 	// Entry A0 - BF
-	0x00001dae, 0x00001dde, 0x00001e0a, 0x00001e3a,
-	0x00001e5c, 0x00001e77, 0x00001e92, 0x00001eae,
-	0x00001eca, 0x00001ee0, 0x00001efa, 0x00001f1a,
-	0x00001f39, 0x00001f40, 0x00001faa, 0x00001fc0,
-	0x00001fc5, 0x00001fd9, 0x00001ff1, 0x00002016,
-	0x00002044, 0x00002056, 0x00002069, 0x00002086,
-	0x000020b3, 0x000020d0, 0x000020f3, 0x000020fe,
-	0x00002109, 0x00002115, 0x00002199, 0x000021c0,
+	0x00001db0, 0x00001de0, 0x00001e0c, 0x00001e3c,
+	0x00001e5e, 0x00001e79, 0x00001e94, 0x00001eb0,
+	0x00001ecc, 0x00001ee2, 0x00001efc, 0x00001f1c,
+	0x00001f3b, 0x00001f42, 0x00001fac, 0x00001fc2,
+	0x00001fc7, 0x00001fdb, 0x00001ff3, 0x00002018,
+	0x00002046, 0x00002058, 0x0000206b, 0x00002088,
+	0x000020b5, 0x000020d2, 0x000020f5, 0x00002100,
+	0x0000210b, 0x00002117, 0x0000219b, 0x000021c2,
 	// Entry C0 - DF
-	0x000021fe, 0x0000220a, 0x00002213, 0x00002228,
-	0x00002232, 0x00002259, 0x00002275, 0x00002290,
-	0x000022c0, 0x000022ef, 0x0000232d, 0x00002348,
-	0x00002369, 0x00002381, 0x000023c7, 0x00002446,
-	0x00002450, 0x0000245a, 0x00002474, 0x000024bd,
-	0x000024c5, 0x000024d0, 0x000024de, 0x00002508,
-	0x00002531, 0x00002541, 0x00002560, 0x0000256c,
-	0x00002585, 0x00002590, 0x0000259d, 0x000025ac,
+	0x00002200, 0x0000220c, 0x00002215, 0x0000222a,
+	0x00002234, 0x0000225b, 0x00002277, 0x00002292,
+	0x000022c2, 0x000022f4, 0x00002332, 0x0000234d,
+	0x0000236e, 0x00002386, 0x000023cc, 0x0000244b,
+	0x00002455, 0x0000245f, 0x00002479, 0x000024c2,
+	0x000024ca, 0x000024d5, 0x000024e3, 0x0000250d,
+	0x00002536, 0x00002546, 0x00002565, 0x00002571,
+	0x0000258a, 0x00002595, 0x000025a2, 0x000025b1,
 	// Entry E0 - FF
-	0x000025b4, 0x000025be, 0x000025c6, 0x000025ce,
-	0x000025d4, 0x000025db, 0x000025e0, 0x000025e5,
-	0x000025e9, 0x000025ee, 0x000025f4, 0x000025fa,
-	0x00002600, 0x00002605, 0x0000260a, 0x00002610,
-	0x0000261a, 0x0000263a, 0x0000265c, 0x00002680,
-	0x000026a6, 0x000026af, 0x000026cb, 0x000026d4,
-	0x000026eb, 0x000026f4, 0x00002748, 0x00002768,
-	0x0000276e, 0x00002779, 0x0000277f, 0x0000278d,
+	0x000025b9, 0x000025c3, 0x000025cb, 0x000025d3,
+	0x000025d9, 0x000025e0, 0x000025e5, 0x000025ea,
+	0x000025ee, 0x000025f3, 0x000025f9, 0x000025ff,
+	0x00002605, 0x0000260a, 0x0000260f, 0x00002615,
+	0x0000261f, 0x0000263f, 0x00002661, 0x00002685,
+	0x000026ab, 0x000026b4, 0x000026d0, 0x000026d9,
+	0x000026f0, 0x000026f9, 0x0000274d, 0x0000276d,
+	0x00002773, 0x0000277e, 0x00002784, 0x00002792,
 	// Entry 100 - 11F
-	0x00002798, 0x000027a4, 0x000027d7, 0x000027fb,
-	0x0000282a, 0x00002873, 0x0000287a, 0x00002890,
-	0x00002903, 0x00002929, 0x00002a31, 0x00002a81,
-	0x00002aae, 0x00002add, 0x00002b08, 0x00002b16,
-	0x00002b23, 0x00002b30, 0x00002b43, 0x00002b58,
-	0x00002b68, 0x00002b82, 0x00002bba, 0x00002bd1,
-	0x00002bd4, 0x00002bd7, 0x00002c0b, 0x00002c55,
-	0x00002c8a, 0x00002c93, 0x00002caa, 0x00002cd8,
+	0x0000279d, 0x000027a9, 0x000027dc, 0x00002800,
+	0x0000282f, 0x00002878, 0x0000287f, 0x00002895,
+	0x00002908, 0x0000292e, 0x00002a36, 0x00002a86,
+	0x00002ab3, 0x00002ae2, 0x00002b0d, 0x00002b1b,
+	0x00002b28, 0x00002b35, 0x00002b48, 0x00002b5d,
+	0x00002b6d, 0x00002b87, 0x00002b99, 0x00002bd1,
+	0x00002be8, 0x00002beb, 0x00002bee, 0x00002c22,
+	0x00002c6c, 0x00002ca1, 0x00002caa, 0x00002cc1,
 	// Entry 120 - 13F
-	0x00002ceb, 0x00002cfc, 0x00002d07, 0x00002d12,
-	0x00002d1d, 0x00002d26, 0x00002d2f, 0x00002d39,
-	0x00002d42, 0x00002d4b, 0x00002d52, 0x00002d60,
-	0x00002d66, 0x00002d6d, 0x00002d74, 0x00002d7d,
-	0x00002d82, 0x00002d90, 0x00002d96, 0x00002d9c,
-	0x00002da2, 0x00002daa, 0x00002db3, 0x00002dbc,
-	0x00002dd9, 0x00002df4, 0x00002e14, 0x00002e35,
-	0x00002e44, 0x00002e4f, 0x00002e5a, 0x00002e67,
+	0x00002cef, 0x00002d02, 0x00002d13, 0x00002d1e,
+	0x00002d29, 0x00002d34, 0x00002d3d, 0x00002d46,
+	0x00002d50, 0x00002d59, 0x00002d62, 0x00002d69,
+	0x00002d77, 0x00002d7d, 0x00002d84, 0x00002d8b,
+	0x00002d94, 0x00002d99, 0x00002da7, 0x00002dad,
+	0x00002db3, 0x00002db9, 0x00002dc1, 0x00002dca,
+	0x00002dd3, 0x00002df0, 0x00002e0b, 0x00002e2b,
+	0x00002e4c, 0x00002e5b, 0x00002e66, 0x00002e71,
 	// Entry 140 - 15F
-	0x00002e6b, 0x00002e6f, 0x00002e7d, 0x00002e8b,
-	0x00002e99, 0x00002eb9, 0x00002ecc, 0x00002ee5,
-	0x00002efa, 0x00002f0b, 0x00002f1d, 0x00002f2f,
-	0x00002f35, 0x00002f3c, 0x00002f44, 0x00002f4c,
-	0x00002f6a, 0x00002f88, 0x00002f9f, 0x00002fb4,
-	0x00002fc5, 0x00002fca, 0x00002fd0, 0x00002fe9,
-	0x00003006, 0x00003020, 0x0000302b, 0x00003035,
-	0x0000305e, 0x00003069, 0x0000309d, 0x000030aa,
+	0x00002e7e, 0x00002e82, 0x00002e86, 0x00002e94,
+	0x00002ea2, 0x00002eb0, 0x00002ed0, 0x00002ee3,
+	0x00002efc, 0x00002f11, 0x00002f22, 0x00002f34,
+	0x00002f46, 0x00002f4c, 0x00002f53, 0x00002f5b,
+	0x00002f63, 0x00002f81, 0x00002f9f, 0x00002fb6,
+	0x00002fcb, 0x00002fdc, 0x00002fe1, 0x00002fe7,
+	0x00003000, 0x0000301d, 0x0000303d, 0x00003048,
+	0x00003052, 0x0000307b, 0x00003086, 0x000030ba,
 	// Entry 160 - 17F
-	0x000030c8, 0x000030d6, 0x000030dd, 0x000030f8,
-	0x00003102, 0x00003115, 0x0000314c, 0x00003155,
-	0x00003161, 0x0000316b, 0x0000319b, 0x00003282,
-	0x0000329e, 0x000032b3, 0x000032f4, 0x00003305,
-	0x00003310, 0x00003343, 0x0000336d, 0x0000337b,
-	0x000033a3, 0x000033e2, 0x00003403, 0x00003441,
-	0x00003481, 0x000034a1, 0x000034e2, 0x0000350e,
-	0x00003526, 0x0000353a, 0x00003551, 0x00003564,
+	0x000030c7, 0x000030de, 0x000030ec, 0x000030f3,
+	0x0000310e, 0x00003118, 0x0000312b, 0x00003162,
+	0x0000316b, 0x00003177, 0x00003181, 0x000031b1,
+	0x00003298, 0x000032b4, 0x000032c9, 0x0000330a,
+	0x0000331b, 0x00003326, 0x00003359, 0x00003383,
+	0x00003391, 0x000033b9, 0x000033f8, 0x00003419,
+	0x00003457, 0x00003497, 0x000034b7, 0x000034f8,
+	0x00003524, 0x0000353c, 0x00003550, 0x00003567,
 	// Entry 180 - 19F
-	0x0000356f, 0x00003592, 0x000035b1, 0x000035bd,
-	0x000035dc, 0x0000360b, 0x0000364b, 0x00003691,
-	0x00003703, 0x0000372b, 0x0000374e, 0x00003785,
-	0x000037cc, 0x0000381f, 0x00003848, 0x0000386e,
-	0x00003895, 0x000038bd, 0x00003904, 0x0000394e,
-	0x0000397e, 0x0000398e, 0x000039bc, 0x000039f8,
-	0x00003a0e, 0x00003a9f, 0x00003ab2, 0x00003af0,
-	0x00003b2c, 0x00003b3f, 0x00003b8f, 0x00003bc4,
+	0x00003575, 0x00003580, 0x000035a3, 0x000035c2,
+	0x000035ce, 0x000035ed, 0x0000361c, 0x0000365c,
+	0x000036a2, 0x00003714, 0x0000373c, 0x0000375f,
+	0x00003796, 0x000037dd, 0x00003830, 0x00003859,
+	0x0000387f, 0x000038a6, 0x000038ce, 0x00003915,
+	0x0000395f, 0x0000398f, 0x0000399f, 0x000039cd,
+	0x00003a09, 0x00003a1f, 0x00003ab0, 0x00003ac3,
+	0x00003b01, 0x00003b3d, 0x00003b50, 0x00003ba0,
 	// Entry 1A0 - 1BF
-	0x00003bd6, 0x00003bed, 0x00003bf8, 0x00003c15,
-	0x00003c34, 0x00003c45, 0x00003c5f, 0x00003c68,
-	0x00003c72, 0x00003ca7, 0x00003cbd, 0x00003cfa,
-	0x00003d13, 0x00003d26, 0x00003d50, 0x00003d63,
-	0x00003d6a, 0x00003d82, 0x00003da4, 0x00003dd4,
-	0x00003deb, 0x00003e23, 0x00003e5e, 0x00003e8a,
-	0x00003edd, 0x00003eed, 0x00003ef6, 0x00003f0a,
-	0x00003f1c, 0x00003f32, 0x00003f44, 0x00003f56,
+	0x00003bd5, 0x00003be7, 0x00003bfe, 0x00003c09,
+	0x00003c26, 0x00003c45, 0x00003c56, 0x00003c70,
+	0x00003c79, 0x00003c83, 0x00003cb8, 0x00003cce,
+	0x00003ce1, 0x00003d1e, 0x00003d37, 0x00003d4d,
+	0x00003d77, 0x00003d8a, 0x00003d91, 0x00003da9,
+	0x00003dcb, 0x00003dfb, 0x00003e12, 0x00003e4a,
+	0x00003e85, 0x00003eb1, 0x00003f04, 0x00003f14,
+	0x00003f1d, 0x00003f31, 0x00003f43, 0x00003f59,
 	// Entry 1C0 - 1DF
-	0x00003f68, 0x00003f7e, 0x00003fa8, 0x00003fdb,
-	0x00004017, 0x0000402e, 0x000040f6, 0x00004123,
-	0x0000418e, 0x000041a8, 0x000041c1, 0x000041e2,
-	0x000041f8, 0x000041ff, 0x00004219, 0x000042ae,
-	0x000042c1, 0x000042e8, 0x00004310, 0x0000431e,
-	0x0000432e, 0x00004336, 0x00004347, 0x0000434e,
-	0x00004484, 0x0000448b, 0x000044c5, 0x000044ca,
-	0x000044df, 0x000044f3, 0x00004505, 0x0000451b,
+	0x00003f6b, 0x00003f7d, 0x00003f8f, 0x00003fa5,
+	0x00003fcf, 0x00004002, 0x0000403e, 0x00004055,
+	0x0000411d, 0x0000414a, 0x000041b5, 0x000041cf,
+	0x000041e8, 0x00004209, 0x0000421f, 0x00004226,
+	0x00004240, 0x000042d5, 0x000042e8, 0x0000430f,
+	0x00004337, 0x00004345, 0x00004355, 0x0000435d,
+	0x0000436e, 0x00004375, 0x000044ab, 0x000044b2,
+	0x000044ec, 0x000044f1, 0x00004506, 0x0000451a,
 	// Entry 1E0 - 1FF
-	0x00004535, 0x0000457f, 0x0000458f, 0x00004669,
-	0x0000466e, 0x0000467e, 0x0000468c, 0x0000469c,
-	0x000046ac, 0x000046b6, 0x000046e2, 0x000046fc,
-	0x00004717, 0x000047a5, 0x000047b6, 0x000047c3,
-	0x00004804, 0x0000484a, 0x00004862, 0x000048b5,
-	0x000048f0, 0x0000491b, 0x00004925, 0x0000499f,
-	0x000049d4, 0x00004a15, 0x00004a85, 0x00004a9e,
-	0x00004aab, 0x00004aee, 0x00004af4, 0x00004b90,
+	0x0000452c, 0x00004542, 0x0000455c, 0x000045a6,
+	0x000045b6, 0x00004690, 0x00004695, 0x000046a5,
+	0x000046b3, 0x000046c3, 0x000046d3, 0x000046dd,
+	0x00004709, 0x00004723, 0x0000473e, 0x000047cc,
+	0x000047dd, 0x000047ea, 0x0000482b, 0x00004871,
+	0x00004889, 0x000048dc, 0x00004917, 0x00004942,
+	0x0000494c, 0x000049c6, 0x000049fb, 0x00004a3c,
+	0x00004aac, 0x00004ac5, 0x00004ad2, 0x00004b15,
 	// Entry 200 - 21F
-	0x00004bbb, 0x00004c47, 0x00004c59, 0x00004c6c,
-	0x00004caa, 0x00004ce6, 0x00004cf2, 0x00004cff,
-	0x00004d0d, 0x00004d1b, 0x00004d2b, 0x00004d67,
-	0x00004da1, 0x00004dac, 0x00004dd6, 0x00004dda,
-	0x00004dec,
-} // Size: 2140 bytes
+	0x00004b1b, 0x00004bb7, 0x00004be2, 0x00004c6e,
+	0x00004c80, 0x00004c93, 0x00004cd1, 0x00004d0d,
+	0x00004d19, 0x00004d26, 0x00004d34, 0x00004d42,
+	0x00004d52, 0x00004d8e, 0x00004dc8, 0x00004dd3,
+	0x00004dfd, 0x00004e01, 0x00004e13,
+} // Size: 2148 bytes
 
-const frData string = "" + // Size: 19948 bytes
+const frData string = "" + // Size: 19987 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances suspendues…\x02Abandon" +
 	"ner toutes les instances suspendues…\x02Arrêter toutes les instances en " +
@@ -1214,95 +1217,95 @@ const frData string = "" + // Size: 19948 bytes
 	"nitions\x02Connecté en tant que %[1]s (%[2]s)\x02Se déconnecter\x02Régla" +
 	"ges d’affichage\x02Heures en %[1]s · rechargement toutes les %[2]d s\x02" +
 	"Heures en %[1]s · sans rechargement automatique\x02Cette page se recharg" +
-	"e toutes les %[1]d secondes.\x02Non autorisé\x02Votre rôle permet de lir" +
-	"e les définitions seulement\u202f: les tâches externes et les instances " +
-	"de processus sont réservées aux opérateurs et aux administrateurs.\x02Re" +
-	"tour aux tâches externes\x02Retour aux définitions\x02Introuvable\x02Rie" +
-	"n n’existe à cette adresse, ou vous ne pouvez pas le voir.\x02Formulaire" +
-	" refusé\x02Ce formulaire n’a pas été envoyé depuis cette session de la c" +
-	"onsole, ou il a expiré. Rechargez la page et réessayez.\x02Une erreur es" +
-	"t survenue\x02La console n’a pas pu afficher cette page. Réessayez\u202f" +
-	"; si le problème persiste, donnez à votre administrateur l’identifiant d" +
-	"e requête %[1]s.\x02Champ\x02Type\x02Obligatoire\x02Classification\x02Co" +
-	"ntraintes\x02Description\x02Définition %[1]s\x02Copie de travail\x02La s" +
-	"eule partie modifiable d’une définition. Les processus ne l’utilisent ja" +
-	"mais directement\u202f: ils épinglent une révision.\x02Nom\x02Sortie de " +
-	"routage\x02Dernier enregistrement\x02Révisions\x02Aucune révision pour l" +
-	"’instant\u202f: la copie de travail n’a jamais été figée.\x02Publicati" +
-	"ons\x02Aucune publication pour l’instant.\x02Publication\x02Révision\x02" +
-	"Notes\x02Publiée le\x02Comparer des révisions\x02Liste chaque changement" +
-	" d’une révision à une autre, et qui il peut casser.\x02De la révision" +
-	"\x02À la révision\x02Comparer\x02Changement\x02Détail\x02Casse les proce" +
-	"ssus\x02Casse les services\x02Ces révisions ont les mêmes contrats.\x02E" +
-	"ntrées\x02Aucune entrée.\x02Entrées de la copie de travail\x02Sorties" +
-	"\x02Aucune sortie.\x02Sorties de la copie de travail\x02Publications, le" +
-	"s plus anciennes d’abord\x02Changements entre les deux révisions\x02Révi" +
-	"sion %[1]d\x02Figée le\x02Empreinte\x02Entrées de la révision %[1]d\x02S" +
-	"orties de la révision %[1]d\x02Choisissez deux révisions existantes à co" +
-	"mparer.\x02De la révision %[1]d à la révision %[2]d\u202f:\x14\x01\x81" +
-	"\x01\x00\x02\x11\x02%[1]d changement\x00\x12\x02%[1]d changements\x14" +
-	"\x01\x81\x01\x00\x02\x13\x02%[1]d incompatible\x00\x14\x02%[1]d incompat" +
-	"ibles\x02sortie de routage %[1]s → %[2]s\x02facultatif → obligatoire\x02" +
-	"obligatoire → facultatif\x02valeurs ajoutées\u202f: %[1]s\x02valeurs ret" +
-	"irées\u202f: %[1]s\x02valeurs réordonnées\x02%[1]s\u202f: %[2]s → %[3]s" +
-	"\x02champ obligatoire de type %[1]s\x02champ facultatif de type %[1]s" +
-	"\x02aucune\x02Contrats de tâches\u202f: leur copie de travail, leurs rév" +
-	"isions immuables et leurs publications nommées.\x02Définitions par clé" +
-	"\x02Clé\x02Dernière révision\x02aucune pour l’instant\x02Aucune définiti" +
-	"on pour l’instant.\x14\x01\x81\x01\x00\x02\x12\x02%[1]d publication\x00" +
-	"\x13\x02%[1]d publications\x02en cas d’erreur\x02toute autre erreur\x02s" +
-	"uspendue pour un opérateur\x02incident\u202f: reprendre, abandonner, arr" +
-	"êter\x02fin\u202f: termine l’instance\x02fin\u202f: met l’instance en é" +
-	"chec\x02push %[1]s\x02pull %[1]s\x02Nœud %[1]s\x02La file d’attente et l" +
-	"es incidents de chaque définition maintenant, et ce que ses services ont" +
-	" terminé dans la dernière heure.\x02Réussites et échecs, dernière heure" +
-	"\x02Définitions, celles qui demandent de l’attention d’abord\x02Définiti" +
-	"on\x02Ouvertes\x02Instances suspendues\x02En échec\x02Attente de la plus" +
-	" ancienne disponible\x02Terminées, dernière heure\x02En échec, dernière " +
-	"heure\x02Aucune définition n’a encore d’occurrence.\x02Les nombres sont " +
-	"indisponibles pour le moment.\x02Au %[1]s (%[2]s)\u202f; actualisé toute" +
-	"s les quelques secondes.\x02disponible depuis le %[1]s\x02Afficher toute" +
-	"s les définitions\x02Toutes les définitions\x02Réussites et échecs par t" +
-	"ranche de 5 min, dernière heure\u202f: %[1]s\x02Dans la dernière heure" +
-	"\u202f: %[1]d terminées, %[2]d en échec. Le tableau qui suit le graphiqu" +
-	"e donne chaque tranche de 5 min.\x02terminée\x02en échec\x02Les chiffres" +
-	" du graphique\x02Réussites et échecs par tranche de 5 min, les plus anci" +
-	"ennes d’abord\x02Tranche\x02Terminées\x02%[1]s–%[2]s\x14\x01\x81\x01\x00" +
-	"\x02\x10\x02%[1]d terminée\x00\x11\x02%[1]d terminées\x14\x01\x81\x01" +
-	"\x00\x02\x10\x02%[1]d en échec\x00\x10\x02%[1]d en échec\x02%[1]s\u202f;" +
-	" %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, " +
-	"%[3]s %[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’instant\x02%[1]d s\x02%" +
-	"[1]d min\x02%[1]d h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02avr.\x02mai" +
-	"\x02juin\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 seconde" +
-	"\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours\x14" +
-	"\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14\x01" +
-	"\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01" +
-	"\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%[1]d" +
-	" ms\x02Instance de processus %[1]s\x02Résumé\x02Actions d’opérateur\x02P" +
-	"arcours\x02Les nœuds atteints par cette instance, dans l’ordre, chacun a" +
-	"vec son occurrence.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02Occurrenc" +
-	"e\x02Route\x02Nœud suivant\x02Créée le\x02Réglée le\x02Cette instance n’" +
-	"a encore atteint aucune tâche.\x02Actions d’opérateurs consignées\x02Auc" +
-	"un opérateur n’a agi sur cette instance.\x02Actions d’opérateurs sur cet" +
-	"te instance, les plus récentes d’abord\x02Valeur\x02Entrées du processus" +
-	"\x02Entrées avec lesquelles l’instance a démarré, nommées d’après le con" +
-	"trat de la version %[1]d du processus\x02Ce processus ne prend aucune en" +
-	"trée.\x02Cette instance est suspendue à un nœud en échec\u202f: c’est un" +
-	" incident. La reprise propose de nouveau l’occurrence en échec\u202f; l’" +
-	"abandon met l’instance en échec\u202f; l’arrêt l’annule. Chacune demande" +
-	" un motif, consigné dans le journal d’audit.\x02L’arrêt annule l’instanc" +
-	"e et ses occurrences ouvertes. Il ne termine rien.\x02Arrêtée par %[1]s " +
-	"le %[2]s — « %[3]s »\x02Abandonnée par %[1]s le %[2]s — « %[3]s »\x02Rep" +
-	"rise par %[1]s le %[2]s — « %[3]s »\x02Démarrée le\x02Terminée le\x02Nœu" +
-	"d de fin\x02Suspendue au nœud\x02Occurrence en échec\x02Code d’erreur" +
-	"\x02Statut inconnu\u202f: %[1]q.\x02La taille de page doit être comprise" +
-	" entre 1 et %[1]d.\x02Instances de processus\x02du\x02au\x02Agir sur tou" +
-	"tes les instances que ce filtre retient\x02La page suivante les compte e" +
-	"t demande un motif avant que rien ne change.\x02Instances de processus, " +
-	"les plus récentes d’abord\x02Instance\x02Nœud de fin ou erreur\x02Aucune" +
-	" instance ne correspond à ces filtres.\x02Tous les processus\x02Tous les" +
-	" statuts\x02disponible\x02réservée\x02différée\x02annulée\x02en cours" +
-	"\x02suspendue\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte" +
+	"e toutes les %[1]d secondes.\x02Non autorisé\x02Votre rôle ne permet de " +
+	"lire que les définitions\u202f: les tâches externes et les instances de " +
+	"processus sont réservées aux opérateurs et aux administrateurs.\x02Retou" +
+	"r aux tâches externes\x02Retour aux définitions\x02Introuvable\x02Cette " +
+	"adresse ne mène à rien, ou à rien que vous puissiez voir.\x02Formulaire " +
+	"refusé\x02Ce formulaire n’a pas été envoyé depuis cette session de la co" +
+	"nsole, ou il a expiré. Rechargez la page et réessayez.\x02Une erreur est" +
+	" survenue\x02La console n’a pas pu afficher cette page. Réessayez\u202f;" +
+	" si le problème persiste, donnez à votre administrateur l’identifiant de" +
+	" requête %[1]s.\x02Champ\x02Type\x02Obligatoire\x02Classification\x02Con" +
+	"traintes\x02Description\x02Définition %[1]s\x02Copie de travail\x02La se" +
+	"ule partie modifiable d’une définition. Les processus ne l’utilisent jam" +
+	"ais directement\u202f: ils épinglent une révision.\x02Nom\x02Sortie de r" +
+	"outage\x02Dernier enregistrement\x02Révisions\x02Aucune révision pour l’" +
+	"instant\u202f: la copie de travail n’a jamais été figée.\x02Publications" +
+	"\x02Aucune publication pour l’instant.\x02Publication\x02Révision\x02Not" +
+	"es\x02Publiée le\x02Comparer des révisions\x02Liste chaque changement d’" +
+	"une révision à l’autre et ce qu’il peut casser.\x02De la révision\x02À l" +
+	"a révision\x02Comparer\x02Changement\x02Détail\x02Casse les processus" +
+	"\x02Casse les services\x02Ces révisions ont les mêmes contrats.\x02Entré" +
+	"es\x02Aucune entrée.\x02Entrées de la copie de travail\x02Sorties\x02Auc" +
+	"une sortie.\x02Sorties de la copie de travail\x02Publications, les plus " +
+	"anciennes d’abord\x02Changements entre les deux révisions\x02Révision %[" +
+	"1]d\x02Figée le\x02Empreinte\x02Entrées de la révision %[1]d\x02Sorties " +
+	"de la révision %[1]d\x02Choisissez deux révisions existantes à comparer." +
+	"\x02De la révision %[1]d à la révision %[2]d\u202f:\x14\x01\x81\x01\x00" +
+	"\x02\x11\x02%[1]d changement\x00\x12\x02%[1]d changements\x14\x01\x81" +
+	"\x01\x00\x02\x13\x02%[1]d incompatible\x00\x14\x02%[1]d incompatibles" +
+	"\x02sortie de routage %[1]s → %[2]s\x02facultatif → obligatoire\x02oblig" +
+	"atoire → facultatif\x02valeurs ajoutées\u202f: %[1]s\x02valeurs retirées" +
+	"\u202f: %[1]s\x02valeurs réordonnées\x02%[1]s\u202f: %[2]s → %[3]s\x02ch" +
+	"amp obligatoire de type %[1]s\x02champ facultatif de type %[1]s\x02aucun" +
+	"e\x02Contrats de tâches\u202f: leur copie de travail, leurs révisions im" +
+	"muables et leurs publications nommées.\x02Définitions par clé\x02Clé\x02" +
+	"Dernière révision\x02aucune pour l’instant\x02Aucune définition pour l’i" +
+	"nstant.\x14\x01\x81\x01\x00\x02\x12\x02%[1]d publication\x00\x13\x02%[1]" +
+	"d publications\x02en cas d’erreur\x02toute autre erreur\x02suspendue pou" +
+	"r un opérateur\x02incident\u202f: reprendre, abandonner, arrêter\x02fin" +
+	"\u202f: termine l’instance\x02fin\u202f: met l’instance en échec\x02push" +
+	" %[1]s\x02pull %[1]s\x02Nœud %[1]s\x02La file d’attente et les incidents" +
+	" de chaque définition maintenant, et ce que ses services ont terminé dan" +
+	"s la dernière heure.\x02Réussites et échecs, dernière heure\x02Définitio" +
+	"ns, celles qui demandent de l’attention d’abord\x02Définition\x02Ouverte" +
+	"s\x02Instances suspendues\x02En échec\x02Attente de la plus ancienne dis" +
+	"ponible\x02Terminées, dernière heure\x02En échec, dernière heure\x02Aucu" +
+	"ne définition n’a encore d’occurrence.\x02Les décomptes sont indisponibl" +
+	"es pour le moment.\x02Au %[1]s (%[2]s)\u202f; actualisé toutes les quelq" +
+	"ues secondes.\x02disponible depuis le %[1]s\x02Afficher toutes les défin" +
+	"itions\x02Toutes les définitions\x02Réussites et échecs par tranche de 5" +
+	" min, dernière heure\u202f: %[1]s\x02Dans la dernière heure\u202f: %[1]d" +
+	" terminées, %[2]d en échec. Le tableau qui suit le graphique donne chaqu" +
+	"e tranche de 5 min.\x02terminée\x02en échec\x02Les chiffres du graphique" +
+	"\x02Réussites et échecs par tranche de 5 min, les plus anciennes d’abord" +
+	"\x02Tranche\x02Terminées\x02%[1]s–%[2]s\x14\x01\x81\x01\x00\x02\x10\x02%" +
+	"[1]d terminée\x00\x11\x02%[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02" +
+	"%[1]d en échec\x00\x10\x02%[1]d en échec\x02%[1]s\u202f; %[2]s\x02%[2]s " +
+	"%[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02d" +
+	"ans %[1]s\x02il y a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]" +
+	"d h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil." +
+	"\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01" +
+	"\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00" +
+	"\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02" +
+	"\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02" +
+	"\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02Instance " +
+	"de processus %[1]s\x02Résumé\x02Actions d’opérateur\x02Parcours\x02Les n" +
+	"œuds atteints par cette instance, dans l’ordre, chacun avec son occurre" +
+	"nce.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02Occurrence\x02Route\x02N" +
+	"œud suivant\x02Créée le\x02Réglée le\x02Cette instance n’a encore attei" +
+	"nt aucune tâche.\x02Actions d’opérateurs consignées\x02Aucun opérateur n" +
+	"’a agi sur cette instance.\x02Actions d’opérateurs sur cette instance," +
+	" les plus récentes d’abord\x02Valeur\x02Entrées du processus\x02Entrées " +
+	"avec lesquelles l’instance a démarré, nommées d’après le contrat de la v" +
+	"ersion %[1]d du processus\x02Ce processus ne prend aucune entrée.\x02Cet" +
+	"te instance est suspendue à un nœud en échec\u202f: c’est un incident. L" +
+	"a reprise propose de nouveau l’occurrence en échec\u202f; l’abandon met " +
+	"l’instance en échec\u202f; l’arrêt l’annule. Chacune demande un motif, c" +
+	"onsigné dans le journal d’audit.\x02L’arrêt annule l’instance et ses occ" +
+	"urrences ouvertes. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — «" +
+	" %[3]s »\x02Abandonnée par %[1]s le %[2]s — « %[3]s »\x02Reprise par %[1" +
+	"]s le %[2]s — « %[3]s »\x02Démarrée le\x02Terminée le\x02Nœud de fin\x02" +
+	"Suspendue au nœud\x02Occurrence en échec\x02Code d’erreur\x02Statut inco" +
+	"nnu\u202f: %[1]q.\x02Date de création\x02La taille de page doit être com" +
+	"prise entre 1 et %[1]d.\x02Instances de processus\x02du\x02au\x02Agir su" +
+	"r toutes les instances que ce filtre retient\x02La page suivante les com" +
+	"pte et demande un motif avant que rien ne change.\x02Instances de proces" +
+	"sus, les plus récentes d’abord\x02Instance\x02Nœud de fin ou erreur\x02A" +
+	"ucune instance ne correspond à ces filtres.\x02Tous les processus\x02Tou" +
+	"s les statuts\x02disponible\x02réservée\x02différée\x02annulée\x02en cou" +
+	"rs\x02suspendue\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte" +
 	"\x02entier\x02nombre\x02booléen\x02date\x02date et heure\x02choix\x02obj" +
 	"et\x02liste\x02normale\x02sensible\x02secrète\x02••• masqué (sensible)" +
 	"\x02••• masqué (secret)\x02pull (le service la récupère)\x02push (Relais" +
@@ -1313,120 +1316,120 @@ const frData string = "" + // Size: 19948 bytes
 	"\x02longueur maximale\x02motif\x02format\x02minimum\x02maximum\x02nombre" +
 	" minimal d’éléments\x02nombre maximal d’éléments\x02%[1]s, révision %[2]" +
 	"s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Mode\x02Dates\x02Politi" +
-	"que d’exécution\x02Nombre maximal de tentatives\x02Délai avant nouvel es" +
-	"sai\x02Échéance\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute)" +
-	"\x02Tentatives\x02Toutes les tentatives, les plus anciennes d’abord\x02C" +
-	"onsommateur\x02Identifiant de l’exécutant\x02Réservée le\x02Durée\x02Rép" +
-	"onse de la destination\x02Résultat\x02Message d’erreur\x02Aucun service " +
-	"n’a encore réservé cette occurrence.\x02en cours\x02Destination\x02Répli" +
-	"que\x02Relais n’a pas encore appelé la destination.\x02Relais ne conserv" +
-	"e le code de statut de la destination que lorsqu’elle a refusé l’appel (" +
-	"destination_http_NNN)\u202f; un appel terminé a reçu une réponse 2xx. La" +
-	" durée va de la prise en charge de l’appel à son règlement.\x02Motif don" +
-	"né par le service\x02Nouvelles tentatives\x02aucune\u202f: un appel en é" +
-	"chec suit le chemin d’erreur du nœud\x02Délai d’appel\x02Maintenant\x02L" +
-	"a reprendre ou l’abandonner depuis son instance\x14\x01\x81\x01\x00\x02" +
-	"\x10\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x02au plus %[1]d\x14" +
-	"\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes" +
-	"\x02Entrées, nommées d’après le contrat de la révision %[1]d\x02Ce contr" +
-	"at n’a aucune entrée.\x02Sorties, nommées d’après le contrat de la révis" +
-	"ion %[1]d\x02Pas encore de sorties\u202f: l’occurrence n’est pas terminé" +
-	"e.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occurrence" +
-	" s’est terminée sans aboutir.\x02Révéler — cette action est enregistrée" +
-	"\x02Disponible à partir du\x02Prochaine tentative\x02Dernière réservatio" +
-	"n\x02Verrou expirant le\x02Différée\x02Dernière erreur (tentative %[1]d)" +
-	"\x02Erreur (avant toute tentative)\x02Son message\x02Message de Relais (" +
-	"en anglais)\x02Message du service (tel qu’il l’a envoyé)\x02L’échéance e" +
-	"st passée avant l’arrivée d’un résultat.\x02Le résultat ne respectait pa" +
-	"s le contrat de sorties de la révision.\x02Relais s’est arrêté pendant l" +
-	"’appel\u202f: on ignore si la destination a agi, elle n’est donc pas r" +
-	"appelée.\x02L’appel n’a pas pu être préparé.\x02La destination était inj" +
-	"oignable.\x02La réponse de la destination était trop volumineuse.\x02Le " +
-	"verrou de la dernière tentative a expiré sans tentative restante.\x02Les" +
-	" entrées n’ont pas pu être construites à partir des liaisons du processu" +
-	"s.\x02Un opérateur a abandonné l’instance.\x02La destination a répondu H" +
-	"TTP %[1]s.\x02Nouvelle tentative à %[1]s — %[2]s.\x02Proposée à partir d" +
-	"e %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en attente d’être proposée d" +
-	"e nouveau.\x02En attente de l’appel de Relais à la destination depuis %[" +
-	"1]s (%[2]s).\x02En attente d’un service depuis %[1]s (%[2]s).\x02(servic" +
-	"e %[1]s)\x02Relais appelle la destination (depuis %[1]s).\x02Réservée pa" +
-	"r %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02D" +
-	"ifférée depuis %[1]s (%[2]s)\u202f: un service du même consommateur, ou " +
-	"une interface munie d’un jeton de règlement, la terminera plus tard.\x02" +
-	"Terminée (%[1]s).\x02Son instance est suspendue ici, en attente d’un opé" +
-	"rateur.\x02Son instance a continué par le chemin d’erreur du nœud.\x02En" +
-	" échec (%[1]s).\x02Annulée\u202f: l’instance a été arrêtée par %[1]s à %" +
-	"[2]s — « %[3]s ».\x02Annulée\u202f: l’instance a été arrêtée (%[1]s)." +
-	"\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02en attente\x02HTTP 2xx, " +
-	"corps inutilisable\x02pas de réponse dans le délai\x02pas de connexion" +
-	"\x02réponse trop volumineuse\x02inconnue\x02[masqué]\x02La révision doit" +
-	" être un nombre entier, 1 ou plus.\x02Consommateur inconnu.\x02Plus de f" +
-	"iltres\u202f: instance, révision, consommateur, dates\x02identifiant d’i" +
-	"nstance\x02Nombres par statut\x02Occurrences, les plus récentes d’abord" +
-	"\x02Processus et nœud\x02Erreur\x02Consommateur et service\x02Prochaine " +
-	"tentative ou règlement\x02Aucune occurrence ne correspond à ces filtres." +
-	"\x02Tous les consommateurs\x02Totaux de la définition %[1]s, sans les au" +
-	"tres filtres\x02Totaux de toutes les définitions, sans les autres filtre" +
-	"s\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occur" +
-	"rences\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés toutes l" +
-	"es quelques secondes.\x02révision %[1]d\x02réglée\x02prochaine tentative" +
-	"\x02disponible depuis\x02appel en cours depuis\x02verrou jusqu’à\x02diff" +
-	"érée depuis\x02Page précédente\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: " +
-	"une date s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour vient après" +
-	" le dernier.\x02Ces réglages sont conservés dans ce navigateur seulement" +
-	".\x02Afficher les heures en\x02La console n’exécute aucun script et ne p" +
-	"eut donc pas lire le fuseau horaire de votre ordinateur\u202f: choisisse" +
-	"z son décalage par rapport à UTC. Les décalages ne suivent pas l’heure d" +
-	"’été.\x02Recharger les listes et les pages de détail\x02Les pages qui " +
-	"contiennent un formulaire, comme une confirmation, ne se rechargent jama" +
-	"is d’elles-mêmes.\x02Enregistrer les réglages\x02Revenir sans enregistre" +
-	"r\x02UTC (temps universel coordonné)\x02Heure locale à %[1]s\x02Jamais" +
-	"\x02Toutes les %[1]d secondes\x02Les versions de processus publiées" +
-	"\u202f: leurs nœuds, routes et révisions épinglées, dessinés, avec l’emp" +
-	"lacement actuel de leurs occurrences.\x02Processus par clé\x02Versions, " +
-	"les plus récentes d’abord\x02Aucun processus n’est encore publié.\x02ver" +
-	"sion %[1]d\x02Processus %[1]s\x02Version\x02Nœud de départ\x02Graphe\x02" +
-	"Les colonnes suivent le plus long chemin depuis le nœud de départ. Les f" +
-	"lèches pleines sont les réussites (étiquetées par leur route), les point" +
-	"illées les échecs (étiquetées par leurs codes d’erreur). Chaque case ind" +
-	"ique combien d’occurrences de cette version se trouvent à ce nœud mainte" +
-	"nant.\x02Nœuds\x02Nœuds de cette version, avec leurs occurrences actuell" +
-	"es\x02Type\x02Révision épinglée\x02En cas de réussite\x02En cas d’erreur" +
-	"\x02Occurrences actuelles\x02Instances de ce processus\x02Décomptes au %" +
-	"[1]s (%[2]s)\u202f; actualisés toutes les quelques secondes.\x02Graphe d" +
-	"e %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le ta" +
-	"bleau ci-dessous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%" +
-	"[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes n" +
-	"œuds, routes et décomptes.\x02pull\x02push vers %[1]s\x02fin (termine)" +
-	"\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02suspension (un inciden" +
-	"t pour un opérateur)\x02tout autre code → %[1]s\x02met l’instance en éch" +
-	"ec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative après" +
-	" %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative aprè" +
-	"s %[2]s, priorité %[3]d\x02échéance %[1]s\x02délai %[1]s\x02Seuls les ad" +
-	"ministrateurs peuvent révéler une valeur sensible.\x02Révélé par %[1]s l" +
-	"e %[2]s\u202f; consigné dans le journal d’audit.\x02Révélation impossibl" +
-	"e\x02Seule une valeur que cette page affiche masquée (sensible) peut êtr" +
-	"e révélée.\x02Les valeurs secrètes ne peuvent jamais être révélées.\x02C" +
-	"ette page n’accepte pas cette requête.\x02Recherche\x02Saisissez un iden" +
-	"tifiant d’instance ou d’occurrence (un UUID, que les pages affichent au " +
-	"survol) ou une clé métier.\x02Rien à chercher\u202f: le champ de recherc" +
-	"he est vide.\x02C’est trop long pour être un identifiant ou une clé méti" +
-	"er.\x02Aucune instance ni occurrence n’a l’identifiant « %[1]s », et auc" +
-	"une instance ne l’a pour clé métier.\x02Vous êtes déconnecté.\x02Se conn" +
-	"ecter\x02Connectez-vous avec un jeton d’opérateur ou d’administrateur." +
-	"\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais conservé dans" +
-	" votre navigateur\u202f; un cookie de session le remplace jusqu’à 8 heur" +
-	"es d’inactivité.\x02Ce jeton est inconnu ou a été révoqué.\x02Un jeton d" +
-	"e rôle %[1]s ne peut pas ouvrir la console\u202f: connectez-vous avec un" +
-	" jeton d’opérateur, de concepteur ou d’administrateur.\x02sortie de rout" +
-	"age\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d ca" +
-	"ractère\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19" +
-	"\x02au plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02motif" +
-	" %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f:" +
-	" %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02" +
-	"au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élé" +
-	"ment\x00\x19\x02au plus %[1]d éléments\x02non fourni\x14\x01\x81\x01\x00" +
-	"\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02nul\x02valeur ina" +
-	"ttendue"
+	"que d’exécution\x02Nombre maximal de tentatives\x02Délai avant nouvelle " +
+	"tentative\x02Échéance\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus h" +
+	"aute)\x02Tentatives\x02Toutes les tentatives, les plus anciennes d’abord" +
+	"\x02Consommateur\x02Identifiant du service\x02Réservée le\x02Durée\x02Ré" +
+	"ponse de la destination\x02Résultat\x02Message d’erreur\x02Aucun service" +
+	" n’a encore réservé cette occurrence.\x02en cours\x02Destination\x02Répl" +
+	"ique\x02Relais n’a pas encore appelé la destination.\x02Relais ne conser" +
+	"ve le code de statut de la destination que lorsqu’elle a refusé l’appel " +
+	"(destination_http_NNN)\u202f; un appel terminé a reçu une réponse 2xx. L" +
+	"a durée va de la prise en charge de l’appel à son règlement.\x02Motif do" +
+	"nné par le service\x02Nouvelles tentatives\x02aucune\u202f: un appel en " +
+	"échec suit le chemin d’erreur du nœud\x02Délai d’appel\x02Maintenant" +
+	"\x02La reprendre ou l’abandonner depuis son instance\x14\x01\x81\x01\x00" +
+	"\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x02au plus %[1]d" +
+	"\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d restante" +
+	"s\x02Entrées, nommées d’après le contrat de la révision %[1]d\x02Ce cont" +
+	"rat n’a aucune entrée.\x02Sorties, nommées d’après le contrat de la révi" +
+	"sion %[1]d\x02Pas encore de sorties\u202f: l’occurrence n’est pas termin" +
+	"ée.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occurren" +
+	"ce s’est terminée sans aboutir.\x02Révéler — cette action est enregistré" +
+	"e\x02Disponible à partir du\x02Prochaine tentative\x02Dernière réservati" +
+	"on\x02Fin du verrou\x02Différée\x02Dernière erreur (tentative %[1]d)\x02" +
+	"Erreur (avant toute tentative)\x02Son message\x02Message de Relais (en a" +
+	"nglais)\x02Message du service (tel qu’il l’a envoyé)\x02L’échéance est p" +
+	"assée avant l’arrivée d’un résultat.\x02Le résultat ne respectait pas le" +
+	" contrat de sorties de la révision.\x02Relais s’est arrêté pendant l’app" +
+	"el\u202f: on ignore si la destination a agi, elle n’est donc pas rappelé" +
+	"e.\x02L’appel n’a pas pu être préparé.\x02La destination était injoignab" +
+	"le.\x02La réponse de la destination était trop volumineuse.\x02Le verrou" +
+	" de la dernière tentative a expiré sans tentative restante.\x02Les entré" +
+	"es n’ont pas pu être construites à partir des liaisons du processus.\x02" +
+	"Un opérateur a abandonné l’instance.\x02La destination a répondu HTTP %[" +
+	"1]s.\x02Nouvelle tentative à %[1]s — %[2]s.\x02Proposée à partir de %[1]" +
+	"s — %[2]s.\x02Verrou expiré à %[1]s — en attente d’être proposée de nouv" +
+	"eau.\x02En attente de l’appel de Relais à la destination depuis %[1]s (%" +
+	"[2]s).\x02En attente d’un service depuis %[1]s (%[2]s).\x02(service %[1]" +
+	"s)\x02Relais appelle la destination (depuis %[1]s).\x02Réservée par %[1]" +
+	"s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différé" +
+	"e depuis %[1]s (%[2]s)\u202f: un service du même consommateur, ou une in" +
+	"terface munie d’un jeton de règlement, la terminera plus tard.\x02Termin" +
+	"ée (%[1]s).\x02Son instance est suspendue ici, en attente d’un opérateu" +
+	"r.\x02Son instance a continué par le chemin d’erreur du nœud.\x02En éche" +
+	"c (%[1]s).\x02Annulée\u202f: l’instance a été arrêtée par %[1]s à %[2]s " +
+	"— « %[3]s ».\x02Annulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[" +
+	"1]s jusqu’ici\x02consommateur n° %[1]s\x02en attente\x02HTTP 2xx, corps " +
+	"inutilisable\x02pas de réponse dans le délai\x02pas de connexion\x02répo" +
+	"nse trop volumineuse\x02inconnue\x02[masqué]\x02La révision doit être un" +
+	" nombre entier, 1 ou plus.\x02Consommateur inconnu.\x02Date de règlement" +
+	"\x02Plus de filtres\u202f: instance, révision, consommateur, dates\x02id" +
+	"entifiant d’instance\x02Décomptes par statut\x02Occurrences, les plus ré" +
+	"centes d’abord\x02Processus et nœud\x02Erreur\x02Consommateur et service" +
+	"\x02Prochaine tentative ou règlement\x02Aucune occurrence ne correspond " +
+	"à ces filtres.\x02Tous les consommateurs\x02Totaux de la définition %[1" +
+	"]s, sans les autres filtres\x02Totaux de toutes les définitions, sans le" +
+	"s autres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12" +
+	"\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; les décomptes sont actu" +
+	"alisés toutes les quelques secondes.\x02révision %[1]d\x02réglée\x02proc" +
+	"haine tentative\x02disponible depuis\x02appel en cours depuis\x02verrou " +
+	"jusqu’à\x02différée depuis\x02Page précédente\x02Lignes %[1]s à %[2]s" +
+	"\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le premier" +
+	" jour vient après le dernier.\x02Ces réglages sont conservés dans ce nav" +
+	"igateur seulement.\x02Afficher les heures en\x02La console n’exécute auc" +
+	"un script et ne peut donc pas lire le fuseau horaire de votre ordinateur" +
+	"\u202f: choisissez son décalage par rapport à UTC. Les décalages ne suiv" +
+	"ent pas l’heure d’été.\x02Recharger les listes et les pages de détail" +
+	"\x02Les pages qui contiennent un formulaire, comme une confirmation, ne " +
+	"se rechargent jamais d’elles-mêmes.\x02Enregistrer les réglages\x02Reven" +
+	"ir sans enregistrer\x02UTC (temps universel coordonné)\x02Heure locale à" +
+	" %[1]s\x02Jamais\x02Toutes les %[1]d secondes\x02Les versions de process" +
+	"us publiées\u202f: leurs nœuds, routes et révisions épinglées, dessinés," +
+	" avec l’emplacement actuel de leurs occurrences.\x02Processus par clé" +
+	"\x02Versions, les plus récentes d’abord\x02Aucun processus n’est encore " +
+	"publié.\x02version %[1]d\x02Processus %[1]s\x02Version\x02Nœud de départ" +
+	"\x02Graphe\x02Les colonnes suivent le plus long chemin depuis le nœud de" +
+	" départ. Les flèches pleines sont les réussites (étiquetées par leur rou" +
+	"te), les pointillées les échecs (étiquetées par leurs codes d’erreur). C" +
+	"haque case indique combien d’occurrences de cette version se trouvent à " +
+	"ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version, avec leurs occur" +
+	"rences actuelles\x02Type\x02Révision épinglée\x02En cas de réussite\x02E" +
+	"n cas d’erreur\x02Occurrences actuelles\x02Instances de ce processus\x02" +
+	"Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes les quelques seconde" +
+	"s.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir d" +
+	"e %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes et décomp" +
+	"tes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous repre" +
+	"nd les mêmes nœuds, routes et décomptes.\x02pull\x02push vers %[1]s\x02f" +
+	"in (termine)\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02suspension" +
+	" (un incident pour un opérateur)\x02tout autre code → %[1]s\x02met l’ins" +
+	"tance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle ten" +
+	"tative après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle te" +
+	"ntative après %[2]s, priorité %[3]d\x02échéance %[1]s\x02délai %[1]s\x02" +
+	"Seuls les administrateurs peuvent révéler une valeur sensible.\x02Révélé" +
+	" par %[1]s le %[2]s\u202f; consigné dans le journal d’audit.\x02Révélati" +
+	"on impossible\x02Seule une valeur que cette page affiche masquée (sensib" +
+	"le) peut être révélée.\x02Les valeurs secrètes ne peuvent jamais être ré" +
+	"vélées.\x02Cette page n’accepte pas cette requête.\x02Recherche\x02Saisi" +
+	"ssez un identifiant d’instance ou d’occurrence (un UUID, que les pages a" +
+	"ffichent au survol) ou une clé métier.\x02Rien à chercher\u202f: le cham" +
+	"p de recherche est vide.\x02C’est trop long pour être un identifiant ou " +
+	"une clé métier.\x02Aucune instance ni occurrence n’a l’identifiant « %[1" +
+	"]s », et aucune instance ne l’a pour clé métier.\x02Vous êtes déconnecté" +
+	".\x02Se connecter\x02Connectez-vous avec un jeton d’opérateur ou d’admin" +
+	"istrateur.\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais con" +
+	"servé dans votre navigateur\u202f; un cookie de session le remplace jusq" +
+	"u’à 8 heures d’inactivité.\x02Ce jeton est inconnu ou a été révoqué.\x02" +
+	"Un jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: connectez-vo" +
+	"us avec un jeton d’opérateur, de concepteur ou d’administrateur.\x02sort" +
+	"ie de routage\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moin" +
+	"s %[1]d caractère\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01" +
+	"\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractè" +
+	"res\x02motif %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02" +
+	"parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément" +
+	"\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au pl" +
+	"us %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02non fourni\x14\x01" +
+	"\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02nul" +
+	"\x02valeur inattendue"
 
-	// Total table size 40025 bytes (39KiB); checksum: 9C011F90
+	// Total table size 40110 bytes (39KiB); checksum: C25407B3
