@@ -1,9 +1,11 @@
 // Package console is the operators' web console: server-rendered templ
 // pages over the engine's observation methods, in English and French, that
-// work without JavaScript. It is observational: the only change it can make
-// is stopping a process instance; nothing in it fabricates a completion.
-// Admins may also reveal a sensitive value, which changes nothing but the
-// audit log that records it.
+// work without JavaScript. It observes, and changes only what operators
+// decide on incidents (DESIGN §12): retry or abandon a held instance, stop a
+// running or held one, one at a time or every instance a filter matches,
+// each with a reason recorded in the audit log. Nothing in it fabricates a
+// completion. Admins may also reveal a sensitive value, which changes
+// nothing but the audit log that records it.
 //
 // Each page sits next to its handler (occurrence_list.go and
 // occurrence_list.templ); handlers build a view model whose strings are
