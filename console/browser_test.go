@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
 	cdplog "github.com/chromedp/cdproto/log"
 	"github.com/chromedp/chromedp"
 )
@@ -291,7 +292,23 @@ func TestBrowserEveryPage(t *testing.T) {
 					t.Errorf("first Tab focuses %q, want the skip link with a 3px solid ring", got)
 				}
 				b.shot("focus-skip-link")
+				// Dark mode follows the system's preference.
+				if _, err := chromedp.Call(b.ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+					Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "dark"}}}); err != nil {
+					t.Fatal(err)
+				}
+				for _, p := range []string{"/console/health", "/console/instances/" + f.pullHeld, "/console/processes/checkout/versions/1"} {
+					b.open(f.env.URL, p, 200)
+					if got := b.eval(`getComputedStyle(document.body).backgroundColor`); got != "rgb(17, 21, 27)" {
+						t.Errorf("%s in dark mode: background %s, want the dark scheme's", p, got)
+					}
+					b.shot("dark")
+				}
+				if _, err := chromedp.Call(b.ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{}); err != nil {
+					t.Fatal(err)
+				}
 				if vp == phone {
+					b.open(f.env.URL, "/console/occurrences", 200)
 					got := b.eval(`(() => { const tr = document.querySelector('table.cards tbody tr');
 						const cells = [...tr.children].filter(c => getComputedStyle(c).display !== 'none');
 						const first = cells.reduce((a, c) => c.getBoundingClientRect().top < a.getBoundingClientRect().top ? c : a);
