@@ -80,8 +80,16 @@ func taskOf(o engine.Occurrence) externalTask {
 	return externalTask{
 		ActivityID: o.Node, ErrorMessage: o.ErrorMessage, ID: o.ID.String(),
 		LockExpirationTime: timePtr(o.LockExpiresAt), CreateTime: camundaTime(o.CreatedAt),
-		ProcessDefinitionKey: o.ProcessKey, ProcessInstanceID: o.InstanceID.String(),
+		ProcessDefinitionKey: nonEmpty(o.ProcessKey), ProcessInstanceID: o.InstanceID.String(),
 		Retries: o.Remaining(), WorkerID: o.WorkerID, Priority: o.Policy.Priority,
 		TopicName: o.Definition, BusinessKey: o.BusinessKey,
 	}
+}
+
+// nonEmpty is s, or nil (JSON null) when Relais does not know it.
+func nonEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }

@@ -11,14 +11,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
+	cdplog "github.com/chromedp/cdproto/log"
 	"github.com/chromedp/chromedp"
 )
 
 // chromiumPath is where Debian's chromium package installs the browser.
 const chromiumPath = "/usr/bin/chromium"
 
-// screenshotDir collects the browser test's screenshots (gitignored) so a
-// person can look at both languages after a run.
+// screenshotDir collects the browser tests' screenshots (gitignored) so a
+// person can look at every page, in both languages and both widths, after
+// a run.
 const screenshotDir = "testdata/screenshots"
 
 var installChromium sync.Once
@@ -58,25 +62,33 @@ func needChromium(t *testing.T) string {
 	return chromiumPath
 }
 
-// TestBrowserWalkthrough drives headless Chromium through the console in
-// both languages, without JavaScript on the pages (there is none): sign in,
-// filter the operations view by key and status, open an occurrence, follow
-// the link to its instance. It saves a screenshot of every step.
-func TestBrowserWalkthrough(t *testing.T) {
-	t.Parallel()
-	browserPath := needChromium(t)
-	f := newFixture(t)
+// viewport is a screen the pages must fit.
+type viewport struct {
+	name          string
+	width, height int64
+}
+
+var (
+	desktop = viewport{"desktop", 1280, 900}
+	phone   = viewport{"phone", 390, 844}
+)
+
+// tab is one headless Chromium tab with helpers that fail the test.
+type tab struct {
+	t      *testing.T
+	ctx    context.Context
+	prefix string
+	step   int
+	mu     sync.Mutex
+	errors []string // logged errors and CSP violations since the last check
+}
+
+// openTab starts Chromium at vp's size; shots are named prefix-NN-name.
+func openTab(t *testing.T, browserPath string, vp viewport, prefix string) *tab {
+	t.Helper()
 	if err := os.MkdirAll(screenshotDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for _, lang := range []string{"en", "fr"} {
-		t.Run(lang, func(t *testing.T) {
-			walkthrough(t, browserPath, f, lang)
-		})
-	}
-}
-
-func walkthrough(t *testing.T, browserPath string, f *fixture, lang string) {
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
 		chromedp.ExecPath(browserPath),
 		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
@@ -85,124 +97,335 @@ func walkthrough(t *testing.T, browserPath string, f *fixture, lang string) {
 		chromedp.Flag("disable-sync", true),
 		chromedp.Flag("disable-dev-shm-usage", true),
 		chromedp.Flag("lang", "en-US"),
+		chromedp.Flag("hide-scrollbars", true),
 		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1280, 900),
+		chromedp.WindowSize(int(vp.width), int(vp.height)),
 	)
-	defer cancelAlloc()
 	ctx, cancel := chromedp.NewContext(allocCtx)
-	defer cancel()
-	ctx, cancelTimeout := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancelTimeout()
-
-	words := map[string]map[string]string{
-		"en": {"title": "External tasks", "failed": "failed", "instance": "Process instance", "signin": "Sign in"},
-		"fr": {"title": "Tâches externes", "failed": "en échec", "instance": "Instance de processus", "signin": "Se connecter"},
-	}[lang]
-	step := 0
-	shot := func(name string) {
-		t.Helper()
-		step++
-		// Quality 100 gives a PNG; anything lower, a JPEG.
-		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-		if err != nil {
-			t.Fatalf("screenshot %s: %v", name, err)
+	ctx, cancelTimeout := context.WithTimeout(ctx, 4*time.Minute)
+	t.Cleanup(func() { cancelTimeout(); cancel(); cancelAlloc() })
+	tb := &tab{t: t, ctx: ctx, prefix: prefix}
+	if err := chromedp.Listen(ctx, func(ev any) {
+		tb.mu.Lock()
+		defer tb.mu.Unlock()
+		switch ev := ev.(type) {
+		case *cdplog.EventEntryAdded:
+			if ev.Entry.Level == cdplog.EntryLevelError || ev.Entry.Source == cdplog.EntrySourceSecurity || ev.Entry.Source == cdplog.EntrySourceViolation {
+				tb.errors = append(tb.errors, fmt.Sprintf("%s %s: %s (%s)", ev.Entry.Source, ev.Entry.Level, ev.Entry.Text, ev.Entry.URL))
+			}
 		}
-		file := filepath.Join(screenshotDir, fmt.Sprintf("%s-%02d-%s.png", lang, step, name))
-		if err := os.WriteFile(file, png, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	do := func(what string, actions ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(ctx, actions...); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
-	// click follows a link or submits a form and waits for the next page.
-	click := func(what, selector string) {
-		t.Helper()
-		if _, err := chromedp.RunResponse(ctx, chromedp.Click(chromedp.CSS(selector), chromedp.NodeVisible)); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
-	textOf := func(selector string) string {
-		t.Helper()
-		s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(selector), chromedp.NodeVisible))
-		if err != nil {
-			t.Fatalf("text of %s: %v", selector, err)
-		}
-		return strings.TrimSpace(s)
-	}
-	location := func() string {
-		t.Helper()
-		u, err := chromedp.Run(ctx, chromedp.Location())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return u
-	}
-	noLeak := func(where string) {
-		t.Helper()
-		html, err := chromedp.Run(ctx, chromedp.OuterHTML(chromedp.CSS("html")))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if strings.Contains(html, canarySecret[:6]) || strings.Contains(html, canarySensitive) {
-			t.Errorf("%s: a protected value reached the browser", where)
-		}
-	}
-
-	// The browser asks for English (Accept-Language en-US); French is
-	// chosen with the switcher.
-	do("open sign-in", chromedp.Navigate(f.env.URL+"/console/occurrences"))
-	if lang == "fr" {
-		click("switch to French", `[data-testid=lang-fr]`)
-	}
-	if got := textOf(`[data-testid=sign-in]`); got != words["signin"] {
-		t.Fatalf("sign-in button = %q, want %q", got, words["signin"])
-	}
-	do("type the token", chromedp.SendKeys(chromedp.CSS(`#token`), f.env.Operator, chromedp.NodeVisible))
-	click("sign in", `[data-testid=sign-in]`)
-	if got := textOf(`[data-testid=page-title]`); got != words["title"] {
-		t.Fatalf("after sign-in the title is %q, want %q (at %s)", got, words["title"], location())
-	}
-	shot("operations")
-
-	do("filter", chromedp.SetValue(chromedp.CSS(`#f-definition`), "console_vault"),
-		chromedp.SetValue(chromedp.CSS(`#f-status`), "failed"))
-	click("apply filters", `[data-testid=apply-filters]`)
-	if u := location(); !strings.Contains(u, "definition=console_vault") || !strings.Contains(u, "status=failed") {
-		t.Errorf("the filters are not in the URL: %s", u)
-	}
-	rows, err := chromedp.Run(ctx, chromedp.Nodes(chromedp.CSSAll(`[data-testid=occurrence-row]`), chromedp.AtLeast(0)))
-	if err != nil || len(rows) != 1 {
-		t.Fatalf("filtered rows: %d, %v", len(rows), err)
-	}
-	shot("filtered")
-
-	click("open the occurrence", `[data-testid=occurrence-link]`)
-	if got := textOf(`[data-testid=status]`); got != words["failed"] {
-		t.Errorf("occurrence status = %q, want %q", got, words["failed"])
-	}
-	noLeak("occurrence")
-	shot("occurrence")
-
-	click("follow the instance link", `[data-testid=instance-link] a`)
-	if got := textOf(`[data-testid=page-title]`); !strings.HasPrefix(got, words["instance"]) || !strings.Contains(location(), f.failedInst) {
-		t.Errorf("instance page: title %q at %s", got, location())
-	}
-	noLeak("instance")
-	shot("instance")
-
-	// A phone: the page must not scroll sideways; wide tables scroll
-	// inside their own box.
-	do("phone viewport", chromedp.EmulateViewport(390, 844), chromedp.Navigate(f.env.URL+"/console/occurrences/"+f.completed))
-	width, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.documentElement.scrollWidth - document.documentElement.clientWidth`))
-	if err != nil {
+	}); err != nil {
 		t.Fatal(err)
 	}
-	if width > 0 {
-		t.Errorf("on a phone the page is %dpx wider than the screen", width)
+	if _, err := chromedp.Call(ctx, cdplog.Enable, cdp.Empty{}); err != nil {
+		t.Fatal(err)
 	}
-	shot("phone-occurrence")
+	tb.do("viewport", chromedp.EmulateViewport(vp.width, vp.height))
+	return tb
+}
+
+func (b *tab) do(what string, actions ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	if err := chromedp.Do(b.ctx, actions...); err != nil {
+		b.t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// open navigates to path, expects its status, and checks the page: no
+// sideways scrolling, no logged error or CSP violation.
+func (b *tab) open(base, path string, status int) {
+	b.t.Helper()
+	res, err := chromedp.Run(b.ctx, chromedp.NavigateResponse(base+path))
+	if err != nil {
+		b.t.Fatalf("open %s: %v", path, err)
+	}
+	if int(res.Status) != status {
+		b.t.Errorf("%s: status %d, want %d", path, res.Status, status)
+	}
+	b.check(path)
+}
+
+// click follows a link or submits a form and waits for the next page.
+func (b *tab) click(what, selector string) {
+	b.t.Helper()
+	if _, err := chromedp.RunResponse(b.ctx, chromedp.Click(chromedp.CSS(selector), chromedp.NodeVisible)); err != nil {
+		b.t.Fatalf("%s: %v", what, err)
+	}
+	b.check(what)
+}
+
+// check fails on what the page must never do.
+func (b *tab) check(where string) {
+	b.t.Helper()
+	over, err := chromedp.Run(b.ctx, chromedp.Evaluate[int](`document.documentElement.scrollWidth - document.documentElement.clientWidth`))
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	if over > 0 {
+		b.t.Errorf("%s: the page is %dpx wider than the screen", where, over)
+	}
+	b.mu.Lock()
+	errs := b.errors
+	b.errors = nil
+	b.mu.Unlock()
+	for _, e := range errs {
+		if strings.Contains(e, "favicon.ico") || strings.Contains(e, "the server responded with a status of 404") {
+			continue // no favicon (the browser asks anyway); 404 pages are checked by status
+		}
+		b.t.Errorf("%s: %s", where, e)
+	}
+}
+
+func (b *tab) text(selector string) string {
+	b.t.Helper()
+	s, err := chromedp.Run(b.ctx, chromedp.Text(chromedp.CSS(selector), chromedp.NodeVisible))
+	if err != nil {
+		b.t.Fatalf("text of %s: %v", selector, err)
+	}
+	return strings.TrimSpace(s)
+}
+
+func (b *tab) location() string {
+	b.t.Helper()
+	u, err := chromedp.Run(b.ctx, chromedp.Location())
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return u
+}
+
+func (b *tab) eval(js string) string {
+	b.t.Helper()
+	v, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](js))
+	if err != nil {
+		b.t.Fatalf("%s: %v", js, err)
+	}
+	return v
+}
+
+// shot saves a full-page screenshot.
+func (b *tab) shot(name string) {
+	b.t.Helper()
+	b.step++
+	png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100)) // 100: PNG
+	if err != nil {
+		b.t.Fatalf("screenshot %s: %v", name, err)
+	}
+	file := filepath.Join(screenshotDir, fmt.Sprintf("%s-%02d-%s.png", b.prefix, b.step, name))
+	if err := os.WriteFile(file, png, 0o644); err != nil {
+		b.t.Fatal(err)
+	}
+}
+
+// shotViewport saves what the screen shows (not the whole page): the
+// phone views the README uses.
+func (b *tab) shotViewport(name string) {
+	b.t.Helper()
+	png, err := chromedp.Run(b.ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		b.t.Fatalf("screenshot %s: %v", name, err)
+	}
+	if err := os.WriteFile(filepath.Join(screenshotDir, b.prefix+"-screen-"+name+".png"), png, 0o644); err != nil {
+		b.t.Fatal(err)
+	}
+}
+
+// signIn signs in through the form, in lang (switched with the switcher).
+func (b *tab) signIn(base, lang, token string) {
+	b.t.Helper()
+	b.open(base, "/console/occurrences", 200)
+	if lang == "fr" {
+		b.click("switch to French", `[data-testid=lang-fr]`)
+	}
+	b.do("type the token", chromedp.SendKeys(chromedp.CSS(`#token`), token, chromedp.NodeVisible))
+	b.click("sign in", `[data-testid=sign-in]`)
+	if !strings.HasSuffix(b.location(), "/console/occurrences") {
+		b.t.Fatalf("after sign-in: %s", b.location())
+	}
+}
+
+// TestBrowserEveryPage opens every page of the console in headless
+// Chromium, in English and French, on a laptop and on a 390 px phone: none
+// scrolls sideways, none logs an error or a CSP violation (an inline style
+// in an SVG would), lists turn into cards with the status first on the
+// phone, focus shows a 3 px ring. Screenshots of each land in
+// testdata/screenshots.
+func TestBrowserEveryPage(t *testing.T) {
+	t.Parallel()
+	browserPath := needChromium(t)
+	f := newIncidentFixture(t)
+	for _, lang := range []string{"en", "fr"} {
+		for _, vp := range []viewport{desktop, phone} {
+			t.Run(lang+"-"+vp.name, func(t *testing.T) {
+				b := openTab(t, browserPath, vp, "pages-"+lang+"-"+vp.name)
+				b.signIn(f.env.URL, lang, f.env.Operator)
+				only := os.Getenv("RELAIS_BROWSER_PAGES") // a name fragment, to look at some pages only
+				for _, p := range f.allPages() {
+					if only != "" && !strings.Contains(p.name, only) {
+						continue
+					}
+					status := 200
+					if p.name == "not-found" || p.name == "search-nothing" {
+						status = 404
+					}
+					b.open(f.env.URL, p.path, status)
+					if title := b.text(`[data-testid=page-title]`); title == "" {
+						t.Errorf("%s: no title", p.name)
+					}
+					if got := b.eval(`document.documentElement.lang`); got != lang {
+						t.Errorf("%s: lang %q", p.name, got)
+					}
+					b.shot(p.name)
+					if vp == phone {
+						b.shotViewport(p.name)
+						if p.name == "occurrences" {
+							b.do("scroll to the list", chromedp.ScrollIntoView(chromedp.CSS(`table.cards caption`)))
+							b.shotViewport("occurrences-cards")
+						}
+					}
+				}
+				// The skip link comes first and shows when focused; focus
+				// is a 3 px ring.
+				b.open(f.env.URL, "/console/occurrences", 200)
+				b.do("tab", chromedp.KeyEvent("\t"))
+				if got := b.eval(`document.activeElement.dataset.testid + " " + getComputedStyle(document.activeElement).outlineWidth + " " + getComputedStyle(document.activeElement).outlineStyle`); got != "skip-link 3px solid" {
+					t.Errorf("first Tab focuses %q, want the skip link with a 3px solid ring", got)
+				}
+				b.shot("focus-skip-link")
+				// Dark mode follows the system's preference.
+				if _, err := chromedp.Call(b.ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+					Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "dark"}}}); err != nil {
+					t.Fatal(err)
+				}
+				for _, p := range []string{"/console/health", "/console/instances/" + f.pullHeld, "/console/processes/checkout/versions/1"} {
+					b.open(f.env.URL, p, 200)
+					if got := b.eval(`getComputedStyle(document.body).backgroundColor`); got != "rgb(17, 21, 27)" {
+						t.Errorf("%s in dark mode: background %s, want the dark scheme's", p, got)
+					}
+					b.shot("dark")
+				}
+				if _, err := chromedp.Call(b.ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{}); err != nil {
+					t.Fatal(err)
+				}
+				if vp == phone {
+					b.open(f.env.URL, "/console/occurrences", 200)
+					got := b.eval(`(() => { const tr = document.querySelector('table.cards tbody tr');
+						const cells = [...tr.children].filter(c => getComputedStyle(c).display !== 'none');
+						const first = cells.reduce((a, c) => c.getBoundingClientRect().top < a.getBoundingClientRect().top ? c : a);
+						return getComputedStyle(tr).display + ' ' + first.className; })()`)
+					if got != "flex status-cell" {
+						t.Errorf("on a phone a list row shows as %q, want a card (flex) with the status first", got)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestBrowserActions does each operator action in the browser, in both
+// languages: retry a held instance from its page, act on every held
+// instance a filter matches, find an order by its business key, choose
+// local times and auto-refresh.
+func TestBrowserActions(t *testing.T) {
+	t.Parallel()
+	browserPath := needChromium(t)
+	f := newIncidentFixture(t)
+	held := map[string]string{"en": f.pullHeld}
+	held["fr"], _ = f.holdScoring(t, "lead-fr")
+	words := map[string]map[string]string{
+		"en": {"retried": "Retried: the occurrence at node score is offered again.", "running": "running",
+			"bulk": "Bulk stop applied to ", "found": "Process instances", "refresh": "This page reloads every 10 seconds."},
+		"fr": {"retried": "Reprise\u202f: l’occurrence du nœud score est proposée de nouveau.", "running": "en cours",
+			"bulk": "Action groupée (arrêt) appliquée à ", "found": "Instances de processus", "refresh": "Cette page se recharge toutes les 10 secondes."},
+	}
+	for _, lang := range []string{"en", "fr"} {
+		for _, vp := range []viewport{desktop, phone} {
+			t.Run(lang+"-"+vp.name, func(t *testing.T) {
+				w := words[lang]
+				b := openTab(t, browserPath, vp, "actions-"+lang+"-"+vp.name)
+				b.signIn(f.env.URL, lang, f.env.Operator)
+				if vp == desktop {
+					// Retry, from the instance page.
+					b.open(f.env.URL, "/console/instances/"+held[lang], 200)
+					b.shot("held-instance")
+					b.click("retry", `[data-testid=retry-instance]`)
+					b.do("reason", chromedp.SendKeys(chromedp.CSS(`#action-reason`), "scorer redeployed", chromedp.NodeVisible))
+					b.shot("retry-confirm")
+					b.click("confirm retry", `[data-testid=confirm-retry]`)
+					if got := b.text(`[data-testid=flash]`); !strings.HasPrefix(got, w["retried"]) {
+						t.Errorf("after retry: %q", got)
+					}
+					if got := b.text(`[data-testid=instance-status]`); got != w["running"] {
+						t.Errorf("status after retry: %q", got)
+					}
+					b.shot("retried")
+				}
+
+				// Bulk: stop every held checkout order (a fresh one each run).
+				order := f.env.Must(201, "POST", "/api/v1/processes/checkout/instances", f.env.Operator, map[string]any{"business_key": "bulk-" + lang + "-" + vp.name,
+					"inputs": map[string]any{"order_id": "o", "amount_cents": 1, "currency": "EUR", "card_token": "tok-12345678",
+						"cardholder": map[string]any{"name": "n"}}}).JSON(t)["id"].(string)
+				waitHeld(t, f, order)
+				b.open(f.env.URL, "/console/instances?process=checkout&status=held&business_key=bulk-"+lang+"-"+vp.name, 200)
+				b.do("open the bulk actions", chromedp.Click(chromedp.CSS(`[data-testid=bulk-actions] summary`), chromedp.NodeVisible))
+				b.shot("bulk-offer")
+				b.click("bulk stop", `[data-testid=bulk-stop]`)
+				b.do("reason", chromedp.SendKeys(chromedp.CSS(`#bulk-reason`), "payments provider down", chromedp.NodeVisible))
+				b.shot("bulk-confirm")
+				b.click("confirm bulk", `[data-testid=bulk-submit]`)
+				if got := b.text(`[data-testid=flash]`); !strings.HasPrefix(got, w["bulk"]+"1") {
+					t.Errorf("after the bulk stop: %q", got)
+				}
+				b.shot("bulk-result")
+
+				// Search by business key.
+				b.do("search", chromedp.SendKeys(chromedp.CSS(`#search-q`), "order-1001", chromedp.NodeVisible))
+				b.click("find", `[data-testid=search-submit]`)
+				if !strings.Contains(b.location(), "/console/instances?business_key=order-1001") || b.text(`[data-testid=page-title]`) != w["found"] {
+					t.Errorf("search went to %s", b.location())
+				}
+				b.shot("search")
+
+				// Local time and auto-refresh.
+				b.click("display settings", `[data-testid=prefs-link]`)
+				b.do("zone", chromedp.SetValue(chromedp.CSS(`#pref-tz`), "+02:00"), chromedp.SetValue(chromedp.CSS(`#pref-refresh`), "10"))
+				b.shot("preferences")
+				b.click("save", `[data-testid=save-prefs]`)
+				if got := b.text(`[data-testid=refresh-note]`); got != w["refresh"] {
+					t.Errorf("refresh note %q", got)
+				}
+				if got := b.eval(`document.querySelector('meta[http-equiv=refresh]').content`); got != "10" {
+					t.Errorf("meta refresh %q", got)
+				}
+				if got := b.text(`[data-testid=prefs-link]`); !strings.Contains(got, "UTC+02:00") {
+					t.Errorf("settings link %q", got)
+				}
+				b.shot("local-times")
+				b.open(f.env.URL, "/console/instances/"+f.pushHeld[1]+"/stop", 200)
+				if got := b.eval(`String(document.querySelectorAll('meta[http-equiv=refresh]').length)`); got != "0" {
+					t.Errorf("a confirmation page reloads itself (%s meta refresh)", got)
+				}
+				b.open(f.env.URL, "/console/occurrences/"+f.pushHeldOcc, 200)
+				if got := b.text(`[data-testid=dates]`); !strings.Contains(got, "UTC+02:00") {
+					t.Errorf("dates not in the chosen zone: %q", got)
+				}
+				b.shot("occurrence-local")
+				// Back to UTC without refresh, for the other runs' screenshots.
+				b.click("display settings", `[data-testid=prefs-link]`)
+				b.do("zone", chromedp.SetValue(chromedp.CSS(`#pref-tz`), "UTC"), chromedp.SetValue(chromedp.CSS(`#pref-refresh`), "0"))
+				b.click("save", `[data-testid=save-prefs]`)
+			})
+		}
+	}
+}
+
+func waitHeld(t *testing.T, f *fixture, id string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for f.status(t, id) != "held" {
+		if time.Now().After(deadline) {
+			t.Fatalf("instance %s never held", id)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

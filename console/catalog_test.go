@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode"
 
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
@@ -166,6 +167,56 @@ func TestEveryMessageLiteralIsInTheCompiledCatalog(t *testing.T) {
 			if err := cat.Context(tag, renderer{}).Execute(key); errors.Is(err, catalog.ErrNotFound) {
 				t.Errorf("%s: %q has no %s entry in locales/catalog.go: run tools/gen-locales and translate it", pos, key, tag)
 			}
+		}
+	}
+}
+
+// TestFrenchTypography: French puts a narrow no-break space (U+202F)
+// before : ; ? and !, which a plain space lets a line break separate from
+// its word. Every French translation must use it, and nothing else, there;
+// a colon inside a time or a URL (no space after it) is not punctuation.
+func TestFrenchTypography(t *testing.T) {
+	t.Parallel()
+	var texts []string
+	var collect func(raw json.RawMessage)
+	collect = func(raw json.RawMessage) {
+		var s string
+		if json.Unmarshal(raw, &s) == nil {
+			texts = append(texts, s)
+			return
+		}
+		var m map[string]json.RawMessage
+		if json.Unmarshal(raw, &m) == nil {
+			for _, v := range m {
+				collect(v)
+			}
+		}
+	}
+	for _, m := range readCatalog(t, "fr").Messages {
+		collect(m.Translation)
+	}
+	if len(texts) < 100 {
+		t.Fatalf("read %d French texts: is the catalog there?", len(texts))
+	}
+	for _, s := range texts {
+		r := []rune(s)
+		for i, c := range r {
+			if !strings.ContainsRune(":;?!", c) {
+				continue
+			}
+			followedBySpace := i+1 == len(r) || unicode.IsSpace(r[i+1]) || strings.ContainsRune("\"»”)", r[i+1])
+			if c == ':' && !followedBySpace {
+				continue // 14:05, https://
+			}
+			if i == 0 || r[i-1] != '\u202f' {
+				t.Errorf("French %q: %q at %d is not preceded by a narrow no-break space (U+202F)", s, c, i)
+			}
+		}
+	}
+	for _, m := range readCatalog(t, "en").Messages {
+		var s string
+		if json.Unmarshal(m.Translation, &s) == nil && strings.ContainsRune(s, '\u202f') {
+			t.Errorf("English %q carries a narrow no-break space", s)
 		}
 	}
 }

@@ -49,11 +49,26 @@ type chrome struct {
 	AppName   string
 	CSSHref   string
 	HomeHref  string
+	SkipLabel string
 	NavLabel  string
 	Nav       []navLink
 	LangLabel string
 	Languages []langLink
 	User      *userBox
+	Search    *searchBox
+	// Prefs links to the display settings, saying the current ones.
+	PrefsHref, PrefsLabel, PrefsText string
+	// Refresh, when positive, reloads the page every that many seconds
+	// (a meta refresh: no script); only pages without a form set it.
+	Refresh     int
+	RefreshNote string
+	// Flash is what the previous form did, shown once.
+	Flash string
+}
+
+// searchBox is the header's search form: an id or a business key.
+type searchBox struct {
+	Action, Label, Placeholder, Button, Value string
 }
 
 type navLink struct {
@@ -88,7 +103,7 @@ func (c *Console) chrome(r *http.Request, title, section string) chrome {
 	ctx := r.Context()
 	ch := chrome{
 		Lang: langCode(ctx), Title: title, AppName: T(ctx, "Relais console"), CSSHref: cssHref, HomeHref: homePath,
-		LangLabel: T(ctx, "Language"),
+		LangLabel: T(ctx, "Language"), SkipLabel: T(ctx, "Skip to content"),
 	}
 	here := r.URL.RequestURI()
 	if r.Method != http.MethodGet {
@@ -108,7 +123,17 @@ func (c *Console) chrome(r *http.Request, title, section string) chrome {
 		ch.NavLabel = T(ctx, "Main navigation")
 		ch.HomeHref = homeFor(p.Role)
 		if auth.Allowed(p.Role, auth.RoleOperator) {
-			ch.Nav = append(ch.Nav, navLink{Href: homePath, Label: T(ctx, "External tasks"), TestID: "nav-occurrences", Current: section == "occurrences"})
+			ch.Nav = append(ch.Nav,
+				navLink{Href: healthPath, Label: T(ctx, "Health"), TestID: "nav-health", Current: section == "health"},
+				navLink{Href: homePath, Label: T(ctx, "External tasks"), TestID: "nav-occurrences", Current: section == "occurrences"},
+				navLink{Href: instancesPath, Label: T(ctx, "Instances"), TestID: "nav-instances", Current: section == "instances"},
+				navLink{Href: processesPath, Label: T(ctx, "Processes"), TestID: "nav-processes", Current: section == "processes"},
+				navLink{Href: auditPath, Label: T(ctx, "Audit log"), TestID: "nav-audit", Current: section == "audit"})
+			ch.Search = &searchBox{Action: searchPath, Label: T(ctx, "Find an instance or occurrence"),
+				Placeholder: T(ctx, "id or business key"), Button: T(ctx, "Find")}
+			if r.URL.Path == searchPath {
+				ch.Search.Value = r.URL.Query().Get("q")
+			}
 		}
 		ch.Nav = append(ch.Nav, navLink{Href: definitionsPath, Label: T(ctx, "Definitions"), TestID: "nav-definitions", Current: section == "definitions"})
 		if p.Role == auth.RoleAdmin {
@@ -116,6 +141,38 @@ func (c *Console) chrome(r *http.Request, title, section string) chrome {
 		}
 		ch.User = &userBox{SignedInAs: T(ctx, "Signed in as %s (%s)", p.Name, roleLabel(ctx, p.Role)),
 			SignOut: T(ctx, "Sign out"), Action: basePath + "/sign-out", CSRF: currentOf(ctx).csrf}
+		pr := prefsOf(ctx)
+		zone := zoneLabel(pr.utc, pr.offset)
+		ch.PrefsHref = basePath + "/preferences?next=" + url.QueryEscape(here)
+		ch.PrefsLabel = T(ctx, "Display settings")
+		if pr.refresh > 0 {
+			ch.PrefsText = T(ctx, "Times in %s · reload every %d s", zone, pr.refresh)
+		} else {
+			ch.PrefsText = T(ctx, "Times in %s · no auto-reload", zone)
+		}
+		if id := currentOf(ctx).id; id != "" && r.Method == http.MethodGet {
+			ch.Flash = c.sessions.takeFlash(id)
+		}
 	}
 	return ch
+}
+
+// liveChrome is chrome for a page that may reload itself: lists and
+// detail pages, which have no form an operator could be typing into.
+func (c *Console) liveChrome(r *http.Request, title, section string) chrome {
+	ch := c.chrome(r, title, section)
+	if n := prefsOf(r.Context()).refresh; n > 0 && ch.User != nil {
+		ch.Refresh = n
+		ch.RefreshNote = T(r.Context(), "This page reloads every %d seconds.", n)
+	}
+	return ch
+}
+
+// shortIDText is the end of an id, which tells ids made together apart:
+// "…9c1e4f2a".
+func shortIDText(id string) string {
+	if len(id) <= 9 {
+		return id
+	}
+	return "…" + id[len(id)-8:]
 }

@@ -1,9 +1,11 @@
 // Package console is the operators' web console: server-rendered templ
 // pages over the engine's observation methods, in English and French, that
-// work without JavaScript. It is observational: the only change it can make
-// is stopping a process instance; nothing in it fabricates a completion.
-// Admins may also reveal a sensitive value, which changes nothing but the
-// audit log that records it.
+// work without JavaScript. It observes, and changes only what operators
+// decide on incidents (DESIGN §12): retry or abandon a held instance, stop a
+// running or held one, one at a time or every instance a filter matches,
+// each with a reason recorded in the audit log. Nothing in it fabricates a
+// completion. Admins may also reveal a sensitive value, which changes
+// nothing but the audit log that records it.
 //
 // Each page sits next to its handler (occurrence_list.go and
 // occurrence_list.templ); handlers build a view model whose strings are
@@ -37,6 +39,15 @@ const basePath = "/console"
 
 // homePath is where a signed-in operator lands: the operations view.
 const homePath = basePath + "/occurrences"
+
+// Paths of the operations pages.
+const (
+	healthPath    = basePath + "/health"
+	instancesPath = basePath + "/instances"
+	processesPath = basePath + "/processes"
+	auditPath     = basePath + "/audit"
+	searchPath    = basePath + "/search"
+)
 
 // definitionsPath is where a designer lands: designers read definitions
 // (DESIGN: "console (read)"), while occurrences and instances are for
@@ -81,6 +92,10 @@ type Console struct {
 	throttle *signInThrottle
 	counts   *snapshotCache[countSnapshot]
 	menus    *snapshotCache[filterMenus]
+	// nodeCounts are each process version's occurrences per node.
+	nodeCounts *versionCounts
+	// healthCache is the health page's snapshot of queues and last hour.
+	healthCache *snapshotCache[engine.Health]
 	// now is the clock sessions expire by; tests move it.
 	now func() time.Time
 }
@@ -90,9 +105,14 @@ func New(logger *slog.Logger, eng *engine.Engine) *Console {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Console{logger: logger, eng: eng, sessions: newSessionStore(), throttle: newSignInThrottle(), now: time.Now,
+	c := &Console{logger: logger, eng: eng, sessions: newSessionStore(), throttle: newSignInThrottle(), now: time.Now,
 		counts: newSnapshotCache("counts by status", loadCounts(eng), logger, countsTTL),
 		menus:  newSnapshotCache("filter menus", loadMenus(eng), logger, menusTTL)}
+	c.counts.clock = eng.Now
+	c.nodeCounts = &versionCounts{eng: eng, c: c}
+	c.healthCache = newSnapshotCache("health", eng.Health, logger, countsTTL)
+	c.healthCache.clock = eng.Now
+	return c
 }
 
 // contentSecurityPolicy allows nothing but the console's own stylesheet,
@@ -249,7 +269,33 @@ func (c *Console) errorPage(w http.ResponseWriter, r *http.Request, status int, 
 	c.render(w, r, status, errorPage(v))
 }
 
+// optionalSession attaches the browser's session to a request that no
+// guard read it for (an unknown address): the page then keeps the full
+// chrome (navigation, search, the signed-in box) instead of looking like
+// the browser was signed out. Nothing else is allowed by it.
+func (c *Console) optionalSession(r *http.Request) *http.Request {
+	if _, ok := auth.FromContext(r.Context()); ok {
+		return r
+	}
+	ck, err := r.Cookie(sessionCookie)
+	if err != nil {
+		return r
+	}
+	sess, ok := c.sessions.get(ck.Value, c.now())
+	if !ok {
+		return r
+	}
+	p, _, err := c.eng.LookupToken(r.Context(), sess.tokenHash)
+	if err != nil || !canOpenConsole(p.Role) {
+		return r
+	}
+	ctx := auth.WithPrincipal(r.Context(), p)
+	ctx = context.WithValue(ctx, sessionCtxKey{}, current{id: ck.Value, csrf: sess.csrf})
+	return r.WithContext(ctx)
+}
+
 func (c *Console) notFound(w http.ResponseWriter, r *http.Request) {
+	r = c.optionalSession(r)
 	ctx := r.Context()
 	c.errorPage(w, r, http.StatusNotFound, T(ctx, "Not found"), T(ctx, "Nothing exists at this address, or it is not visible to you."))
 }

@@ -40,10 +40,15 @@ type snapshotCache[T any] struct {
 	logger *slog.Logger
 	ttl    time.Duration
 	now    func() time.Time
+	// clock dates a value for display; nil uses now.
+	clock func() time.Time
 
-	mu         sync.Mutex
-	value      T
-	at         time.Time // zero until the first successful load
+	mu    sync.Mutex
+	value T
+	at    time.Time // zero until the first successful load
+	// readAt is when the value was read by the clock pages compare with
+	// (the engine's); at, by the cache's own clock, decides its age.
+	readAt     time.Time
 	refreshing chan struct{}
 	lastErr    error
 }
@@ -54,30 +59,36 @@ func newSnapshotCache[T any](name string, load func(context.Context) (T, error),
 
 // get returns the cached value, refreshing it as described on the type.
 func (s *snapshotCache[T]) get(ctx context.Context) (T, error) {
+	v, _, err := s.getAt(ctx)
+	return v, err
+}
+
+// getAt is get with the time the value was read, which pages show ("as
+// of 14:05:03"): a cached value must say how old it is.
+func (s *snapshotCache[T]) getAt(ctx context.Context) (T, time.Time, error) {
+	var zero T
 	s.mu.Lock()
 	if !s.at.IsZero() {
 		if s.now().Sub(s.at) >= s.ttl {
 			s.startRefreshLocked()
 		}
-		v := s.value
+		v, at := s.value, s.readAt
 		s.mu.Unlock()
-		return v, nil
+		return v, at, nil
 	}
 	done := s.startRefreshLocked()
 	s.mu.Unlock()
 	select {
 	case <-done:
 	case <-ctx.Done():
-		var zero T
-		return zero, ctx.Err()
+		return zero, time.Time{}, ctx.Err()
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.at.IsZero() {
-		var zero T
-		return zero, s.lastErr
+		return zero, time.Time{}, s.lastErr
 	}
-	return s.value, nil
+	return s.value, s.readAt, nil
 }
 
 // startRefreshLocked starts a refresh unless one runs, and returns the
@@ -94,6 +105,10 @@ func (s *snapshotCache[T]) startRefreshLocked() chan struct{} {
 		// cancel the read other requests wait for.
 		ctx, cancel := context.WithTimeout(context.Background(), refreshTimeout)
 		defer cancel()
+		readAt := s.now()
+		if s.clock != nil {
+			readAt = s.clock()
+		}
 		v, err := s.load(ctx)
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -103,7 +118,7 @@ func (s *snapshotCache[T]) startRefreshLocked() chan struct{} {
 			s.logger.Warn("console: refreshing a cached view failed; the previous one stays", "what", s.name, "err", err)
 			return
 		}
-		s.value, s.at, s.lastErr = v, s.now(), nil
+		s.value, s.at, s.readAt, s.lastErr = v, s.now(), readAt, nil
 	}()
 	return done
 }
@@ -144,9 +159,10 @@ func (s countSnapshot) forDefinition(key string) map[string]int64 {
 	return out
 }
 
-// filterMenus are the choices the operations view's filter form offers.
+// filterMenus are the choices the filter forms offer.
 type filterMenus struct {
 	definitions []string
+	processes   []string
 	consumers   []consumerChoice
 }
 
@@ -167,6 +183,13 @@ func loadMenus(eng *engine.Engine) func(context.Context) (filterMenus, error) {
 		}
 		for _, d := range defs {
 			m.definitions = append(m.definitions, d.Key)
+		}
+		procs, err := eng.ListProcesses(ctx, "", maxOptions)
+		if err != nil {
+			return m, err
+		}
+		for _, p := range procs {
+			m.processes = append(m.processes, p.Key)
 		}
 		cs, err := eng.ListConsumers(ctx, 0, maxOptions)
 		if err != nil {

@@ -14,10 +14,11 @@ import (
 
 // contractTable is one contract (inputs or outputs) as a table.
 type contractTable struct {
-	Title  string
-	TestID string
-	Empty  string
-	Rows   []contractRow
+	Title   string
+	Caption string
+	TestID  string
+	Empty   string
+	Rows    []contractRow
 }
 
 // revisionSection is one immutable revision.
@@ -71,6 +72,7 @@ type definitionView struct {
 
 	ReleasesLabel, NoReleases                         string
 	HeadRelease, HeadRevision, HeadNotes, HeadCreated string
+	ReleasesCaption, ChangesCaption                   string
 	Releases                                          []releaseRow
 
 	DiffLabel, DiffIntro, FromLabel, ToLabel, Compare string
@@ -131,9 +133,11 @@ func (c *Console) definitionDetail(w http.ResponseWriter, r *http.Request) {
 		NoChanges: T(ctx, "These revisions have the same contracts."),
 	}
 	v.WorkingInputs = contractTable{Title: T(ctx, "Inputs"), TestID: "working-inputs", Empty: T(ctx, "No inputs."),
-		Rows: contractRows(ctx, def.Working.Inputs, "")}
+		Caption: T(ctx, "Inputs of the working copy"), Rows: contractRows(ctx, def.Working.Inputs, "")}
 	v.WorkingOutputs = contractTable{Title: T(ctx, "Outputs"), TestID: "working-outputs", Empty: T(ctx, "No outputs."),
-		Rows: contractRows(ctx, def.Working.Outputs, def.Working.RoutingOutput)}
+		Caption: T(ctx, "Outputs of the working copy"), Rows: contractRows(ctx, def.Working.Outputs, def.Working.RoutingOutput)}
+	v.ReleasesCaption = T(ctx, "Releases, oldest first")
+	v.ChangesCaption = T(ctx, "Changes between the two revisions")
 
 	releasesOf := map[int][]string{}
 	for _, rel := range rels {
@@ -155,9 +159,9 @@ func (c *Console) definitionDetail(w http.ResponseWriter, r *http.Request) {
 				{Label: T(ctx, "Releases"), Value: strings.Join(releasesOf[rv.Revision], ", ")},
 			},
 			Inputs: contractTable{Title: T(ctx, "Inputs"), TestID: "revision-inputs", Empty: T(ctx, "No inputs."),
-				Rows: contractRows(ctx, rv.Working.Inputs, "")},
+				Caption: T(ctx, "Inputs of revision %d", rv.Revision), Rows: contractRows(ctx, rv.Working.Inputs, "")},
 			Outputs: contractTable{Title: T(ctx, "Outputs"), TestID: "revision-outputs", Empty: T(ctx, "No outputs."),
-				Rows: contractRows(ctx, rv.Working.Outputs, rv.Working.RoutingOutput)},
+				Caption: T(ctx, "Outputs of revision %d", rv.Revision), Rows: contractRows(ctx, rv.Working.Outputs, rv.Working.RoutingOutput)},
 		}
 		v.Revisions = append(v.Revisions, sec)
 	}
@@ -269,7 +273,7 @@ func describeChange(ctx context.Context, ch contracts.Change, older, newer contr
 			if len(parts) == 0 {
 				return T(ctx, "values reordered")
 			}
-			return strings.Join(parts, "; ")
+			return semicolonList(ctx, parts)
 		}
 	case contracts.ChangeConstraintChanged:
 		// Detail is "<option> <old> → <new>"; the option name is the
@@ -277,7 +281,7 @@ func describeChange(ctx context.Context, ch contracts.Change, older, newer contr
 		name, rest, ok1 := strings.Cut(ch.Detail, " ")
 		was, is, ok2 := strings.Cut(rest, " → ")
 		if ok1 && ok2 {
-			option, was, is := optionLabel(ctx, name), noneWord(ctx, was), noneWord(ctx, is)
+			option, was, is := optionLabel(ctx, name), noneWord(ctx, localNumber(ctx, was)), noneWord(ctx, localNumber(ctx, is))
 			return T(ctx, "%s: %s → %s", option, was, is)
 		}
 	}

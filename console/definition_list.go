@@ -24,7 +24,7 @@ type definitionRow struct {
 // definitionListView is the design view's index.
 type definitionListView struct {
 	Chrome                                            chrome
-	Intro                                             string
+	Intro, Caption                                    string
 	HeadKey, HeadName, HeadLatest, HeadReleases       string
 	NoRevision                                        string
 	Rows                                              []definitionRow
@@ -47,6 +47,7 @@ func (c *Console) definitionList(w http.ResponseWriter, r *http.Request) {
 	v := definitionListView{
 		Chrome:  c.chrome(r, T(ctx, "Definitions"), "definitions"),
 		Intro:   T(ctx, "Task contracts: their Working copy, immutable revisions and named releases."),
+		Caption: T(ctx, "Definitions by key"),
 		HeadKey: T(ctx, "Key"), HeadName: T(ctx, "Name"), HeadLatest: T(ctx, "Latest revision"), HeadReleases: T(ctx, "Releases"),
 		NoRevision: T(ctx, "none yet"),
 		Empty:      T(ctx, "No definition yet."),

@@ -2,12 +2,15 @@ package console
 
 import (
 	"context"
+	"math"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
+	xnumber "golang.org/x/text/number"
 
 	// The generated catalog registers the en and fr translations as
 	// message.DefaultCatalog, which every printer below reads.
@@ -108,28 +111,69 @@ func number[N int | int64](ctx context.Context, n N) string {
 	return localeOf(ctx).printer.Sprint(n)
 }
 
-// timeView is an instant as shown: text for people, ISO for <time datetime>.
+// localNumber writes a number taken from a document (a contract's
+// minimum, a constraint in a diff) the way the language writes numbers:
+// "1,000.5" or "1 000,5". Anything that is not a plain decimal number is
+// returned as it is.
+func localNumber(ctx context.Context, s string) string {
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return number(ctx, n)
+	}
+	if strings.ContainsAny(s, "eE") {
+		return s // an exponent: keep the author's notation
+	}
+	if f, err := strconv.ParseFloat(s, 64); err == nil && !math.IsInf(f, 0) && !math.IsNaN(f) {
+		decimals := 0
+		if _, frac, ok := strings.Cut(s, "."); ok {
+			decimals = len(frac)
+		}
+		return localeOf(ctx).printer.Sprint(xnumber.Decimal(f, xnumber.MinFractionDigits(decimals), xnumber.MaxFractionDigits(decimals)))
+	}
+	return s
+}
+
+// semicolonList joins clauses the way the language writes them: "a; b",
+// and in French "a ; b" with a narrow no-break space.
+func semicolonList(ctx context.Context, parts []string) string {
+	if len(parts) == 0 {
+		return ""
+	}
+	out := parts[0]
+	for _, next := range parts[1:] {
+		out = T(ctx, "%[1]s; %[2]s", out, next)
+	}
+	return out
+}
+
+// timeView is an instant as shown: text for people, ISO for <time
+// datetime>, and how far it is from now ("in 5 min", "3 min ago").
 type timeView struct {
 	Text string
 	ISO  string
+	Rel  string
+	// Title, when set, is the full date on hover of a shortened Text.
+	Title string
 }
 
 // Set reports whether the instant exists (zero values render as a dash).
 func (t timeView) Set() bool { return t.ISO != "" }
 
-// formatTime shows an instant in UTC, the way the language writes dates:
-// "Nov 30, 2026, 14:05:03 UTC" or "30 nov. 2026, 14:05:03 UTC". The
-// console knows nothing of the operator's time zone, so it says UTC rather
-// than guess.
+// formatTime shows an instant in the zone the operator chose (UTC unless
+// set otherwise), the way the language writes dates, the zone always
+// named: "Nov 30, 2026, 14:05:03 UTC" or "30 nov. 2026, 16:05:03
+// UTC+02:00"; Rel says how far it is from now.
 func formatTime(ctx context.Context, t time.Time) timeView {
-	t = t.UTC()
-	month := monthAbbr(ctx, t.Month())
-	day := strconv.Itoa(t.Day())
-	year := strconv.Itoa(t.Year()) // not through the printer: no digit grouping in years
-	clock := t.Format("15:04:05")
+	p := prefsOf(ctx)
+	local := t.In(p.location())
+	month := monthAbbr(ctx, local.Month())
+	day := strconv.Itoa(local.Day())
+	year := strconv.Itoa(local.Year()) // not through the printer: no digit grouping in years
+	clock := local.Format("15:04:05")
+	zone := zoneLabel(p.utc, p.offset)
 	return timeView{
-		Text: T(ctx, "%[1]s %[2]s, %[3]s, %[4]s UTC", month, day, year, clock),
-		ISO:  t.Format(time.RFC3339),
+		Text: T(ctx, "%[1]s %[2]s, %[3]s, %[4]s %[5]s", month, day, year, clock, zone),
+		ISO:  t.UTC().Format(time.RFC3339),
+		Rel:  relative(ctx, t),
 	}
 }
 
@@ -139,6 +183,80 @@ func formatTimePtr(ctx context.Context, t *time.Time) timeView {
 		return timeView{}
 	}
 	return formatTime(ctx, *t)
+}
+
+// listTime is formatTime shortened for a list's column ("14:05 UTC"
+// today, "Nov 30, 14:05 UTC" another day), the full date on hover.
+func listTime(ctx context.Context, t time.Time) timeView {
+	v := formatTime(ctx, t)
+	v.Title, v.Text = v.Text, clockTime(ctx, t)
+	return v
+}
+
+// listTimePtr is listTime for optional instants.
+func listTimePtr(ctx context.Context, t *time.Time) timeView {
+	if t == nil {
+		return timeView{}
+	}
+	return listTime(ctx, *t)
+}
+
+// clockTime is a short form of an instant for sentences: "15:20 UTC" on
+// the current day, "Dec 2, 15:20 UTC" on another.
+func clockTime(ctx context.Context, t time.Time) string {
+	p := prefsOf(ctx)
+	loc := p.location()
+	local, today := t.In(loc), p.now.In(loc)
+	clock := local.Format("15:04")
+	zone := zoneLabel(p.utc, p.offset)
+	if local.Year() == today.Year() && local.YearDay() == today.YearDay() {
+		return T(ctx, "%[1]s %[2]s", clock, zone)
+	}
+	month := monthAbbr(ctx, local.Month())
+	day := strconv.Itoa(local.Day())
+	return T(ctx, "%[1]s %[2]s, %[3]s %[4]s", month, day, clock, zone)
+}
+
+// relative says how far t is from the request's now: "in 1 h 59 min",
+// "3 min ago", "just now".
+func relative(ctx context.Context, t time.Time) string {
+	d := t.Sub(prefsOf(ctx).now)
+	switch {
+	case d >= time.Second:
+		span := approxDuration(ctx, d)
+		return T(ctx, "in %s", span)
+	case d <= -time.Second:
+		span := approxDuration(ctx, -d)
+		return T(ctx, "%s ago", span)
+	}
+	return T(ctx, "just now")
+}
+
+// approxDuration rounds a span for reading at a glance: seconds under a
+// minute, minutes under an hour, hours and minutes under a day, then days
+// and hours ("45 s", "12 min", "1 h 59 min", "3 d 4 h").
+func approxDuration(ctx context.Context, d time.Duration) string {
+	// The variables are named as in formatDuration: gotext names a
+	// message's placeholders after them, so both share one message.
+	switch {
+	case d < time.Minute:
+		seconds := int64(d / time.Second)
+		return T(ctx, "%d s", seconds)
+	case d < time.Hour:
+		minutes := int64(d / time.Minute)
+		return T(ctx, "%d min", minutes)
+	case d < 24*time.Hour:
+		hours, minutes := int64(d/time.Hour), int64(d%time.Hour/time.Minute)
+		if minutes == 0 {
+			return T(ctx, "%d h", hours)
+		}
+		return T(ctx, "%d h", hours) + " " + T(ctx, "%d min", minutes)
+	}
+	days, hours := int64(d/(24*time.Hour)), int64(d%(24*time.Hour)/time.Hour)
+	if hours == 0 {
+		return T(ctx, "%d d", days)
+	}
+	return T(ctx, "%d d", days) + " " + T(ctx, "%d h", hours)
 }
 
 func monthAbbr(ctx context.Context, m time.Month) string {

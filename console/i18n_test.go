@@ -141,3 +141,79 @@ func TestSafeNext(t *testing.T) {
 		t.Errorf("consolePath(javascript:) = %q", got)
 	}
 }
+
+// at is ctx seen from now, with times shown in zone ("UTC" or "+02:00").
+func at(ctx context.Context, now time.Time, zone string) context.Context {
+	utc, off := parseZone(zone)
+	return context.WithValue(ctx, prefsKey{}, prefs{utc: utc, offset: off, now: now})
+}
+
+func TestTimesInTheChosenZoneWithRelativeSpans(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, time.December, 1, 13, 21, 0, 0, time.UTC)
+	retry := time.Date(2026, time.December, 1, 15, 20, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		ctx              context.Context
+		text, rel, clock string
+	}{
+		{at(en, now, "UTC"), "Dec 1, 2026, 15:20:00 UTC", "in 1 h 59 min", "15:20 UTC"},
+		{at(fr, now, "UTC"), "1 déc. 2026, 15:20:00 UTC", "dans 1 h 59 min", "15:20 UTC"},
+		{at(en, now, "+02:00"), "Dec 1, 2026, 17:20:00 UTC+02:00", "in 1 h 59 min", "17:20 UTC+02:00"},
+		{at(fr, now, "-03:30"), "1 déc. 2026, 11:50:00 UTC−03:30", "dans 1 h 59 min", "11:50 UTC−03:30"},
+		// A zone nobody uses falls back to UTC.
+		{at(en, now, "+01:17"), "Dec 1, 2026, 15:20:00 UTC", "in 1 h 59 min", "15:20 UTC"},
+	} {
+		got := formatTime(tc.ctx, retry)
+		if got.Text != tc.text || got.Rel != tc.rel || got.ISO != "2026-12-01T15:20:00Z" {
+			t.Errorf("formatTime = %+v, want %q, %q", got, tc.text, tc.rel)
+		}
+		if c := clockTime(tc.ctx, retry); c != tc.clock {
+			t.Errorf("clockTime = %q, want %q", c, tc.clock)
+		}
+	}
+	for _, tc := range []struct {
+		d      time.Duration
+		en, fr string
+	}{
+		{-3 * time.Minute, "3 min ago", "il y a 3 min"},
+		{-40 * time.Second, "40 s ago", "il y a 40 s"},
+		{0, "just now", "à l’instant"},
+		{26*time.Hour + 5*time.Minute, "in 1 d 2 h", "dans 1 j 2 h"},
+		{2 * time.Hour, "in 2 h", "dans 2 h"},
+	} {
+		if got := relative(at(en, now, "UTC"), now.Add(tc.d)); got != tc.en {
+			t.Errorf("en relative %v = %q, want %q", tc.d, got, tc.en)
+		}
+		if got := relative(at(fr, now, "UTC"), now.Add(tc.d)); got != tc.fr {
+			t.Errorf("fr relative %v = %q, want %q", tc.d, got, tc.fr)
+		}
+	}
+	// Another day says which.
+	if got := clockTime(at(fr, now, "UTC"), now.Add(24*time.Hour)); got != "2 déc., 13:21 UTC" {
+		t.Errorf("clockTime tomorrow = %q", got)
+	}
+}
+
+func TestLocalNumbersAndLists(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ in, en, fr string }{
+		{"1000", "1,000", "1\u00a0000"},
+		{"-2.50", "-2.50", "-2,50"},
+		{"1234.5", "1,234.5", "1\u00a0234,5"},
+		{"1e3", "1e3", "1e3"},
+		{"^[a-z]+$", "^[a-z]+$", "^[a-z]+$"},
+	} {
+		if got := localNumber(en, tc.in); got != tc.en {
+			t.Errorf("en %s = %q, want %q", tc.in, got, tc.en)
+		}
+		if got := localNumber(fr, tc.in); got != tc.fr {
+			t.Errorf("fr %s = %q, want %q", tc.in, got, tc.fr)
+		}
+	}
+	if got := semicolonList(fr, []string{"a", "b", "c"}); got != "a\u202f; b\u202f; c" {
+		t.Errorf("fr list = %q", got)
+	}
+	if got := semicolonList(en, []string{"a", "b"}); got != "a; b" {
+		t.Errorf("en list = %q", got)
+	}
+}

@@ -10,8 +10,6 @@ import (
 
 	"github.com/relais/relais/engine"
 	"github.com/relais/relais/engine/process"
-	"github.com/relais/relais/internal/auth"
-	"github.com/relais/relais/internal/fault"
 )
 
 // pathStep is one node the instance went through, with its occurrence.
@@ -34,25 +32,32 @@ type pathStep struct {
 type instanceView struct {
 	Chrome chrome
 
-	Notice       string
 	SummaryLabel string
 	Summary      []fact
+	// Attribution says who ended or changed the instance, from the audit
+	// log: "Stopped by ops-alice at 15:20 UTC — “customer asked”".
+	Attribution []string
 
-	PathLabel, PathIntro                                           string
+	ActionsLabel, ActionsIntro string
+	Actions                    []bulkLink
+
+	PathLabel, PathIntro, PathCaption                              string
 	HeadStep, HeadNode, HeadOccurrence, HeadDefinition, HeadStatus string
 	HeadRoute, HeadNext, HeadCreated, HeadSettled                  string
 	Path                                                           []pathStep
-	NoPath, EndLabel, End                                          string
+	NoPath                                                         string
+
+	HistoryLabel, HistoryCaption, NoHistory string
+	History                                 auditTable
 
 	HeadField, HeadValue string
 	Inputs               valueTable
-
-	StopLabel, StopHref, StopIntro string
 }
 
-// instanceDetail shows an instance: its status, pinned process version, the
-// path through its nodes with each node's occurrence and route, and its
-// (masked) inputs.
+// instanceDetail shows an instance: its status and who changed it, the
+// actions an operator may take on it, its pinned process version, the path
+// through its nodes with each node's occurrence and route, the operator
+// actions recorded on it, and its (masked) inputs.
 func (c *Console) instanceDetail(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	id, err := uuid.Parse(chi.URLParam(r, "id"))
@@ -75,62 +80,100 @@ func (c *Console) instanceDetail(w http.ResponseWriter, r *http.Request) {
 		c.serverError(w, r, err)
 		return
 	}
+	acts, err := c.eng.ListOperatorActions(ctx, engine.AuditFilter{Instance: &id, Limit: maxHistory})
+	if err != nil {
+		c.serverError(w, r, err)
+		return
+	}
 	v := instanceView{
-		Chrome:       c.chrome(r, T(ctx, "Process instance %s", id), "occurrences"),
+		Chrome:       c.liveChrome(r, T(ctx, "Process instance %s", id), "instances"),
 		SummaryLabel: T(ctx, "Summary"),
 		Summary:      instanceFacts(ctx, inst, occs),
+		Attribution:  attribution(ctx, inst, acts),
+		ActionsLabel: T(ctx, "Operator actions"),
 		PathLabel:    T(ctx, "Path"),
 		PathIntro:    T(ctx, "The nodes this instance reached, in order, each with its occurrence."),
+		PathCaption:  T(ctx, "Nodes reached, in order"),
 		HeadStep:     "#", HeadNode: T(ctx, "Node"), HeadOccurrence: T(ctx, "Occurrence"), HeadDefinition: T(ctx, "Definition"),
 		HeadStatus: T(ctx, "Status"), HeadRoute: T(ctx, "Route"), HeadNext: T(ctx, "Next node"),
 		HeadCreated: T(ctx, "Created"), HeadSettled: T(ctx, "Settled"),
-		NoPath:    T(ctx, "This instance has not reached a task yet."),
-		HeadField: T(ctx, "Field"), HeadValue: T(ctx, "Value"),
+		NoPath:       T(ctx, "This instance has not reached a task yet."),
+		HistoryLabel: T(ctx, "Recorded operator actions"),
+		NoHistory:    T(ctx, "No operator has acted on this instance."),
+		History:      c.auditTable(ctx, acts, T(ctx, "Operator actions on this instance, newest first"), false),
+		HeadField:    T(ctx, "Field"), HeadValue: T(ctx, "Value"),
 		Inputs: valueTable{Title: T(ctx, "Process inputs"), TestID: "instance-inputs",
 			Caption: T(ctx, "Inputs the instance was started with, labelled by process version %d's contract", inst.Version),
 			Empty:   T(ctx, "This process takes no inputs."), Rows: valueRows(ctx, pv.Process.Inputs, inst.Inputs)},
 	}
-	if r.URL.Query().Get("stopped") == "1" {
-		v.Notice = T(ctx, "The instance was stopped; its open occurrences are cancelled.")
-	}
 	for i, o := range occs {
 		v.Path = append(v.Path, pathStepOf(ctx, i+1, o, pv.Process))
 	}
-	// Only operators and admins reach this page (requireOperator): all may stop.
-	if stoppable(inst.Status) {
-		v.StopLabel = T(ctx, "Stop this instance…")
-		v.StopHref = instanceHref(inst.ID) + "/stop"
-		v.StopIntro = T(ctx, "Stopping cancels the instance and its open occurrences. It does not complete anything.")
+	// Only operators and admins reach this page (requireOperator): all may act.
+	for _, a := range []engine.Action{engine.ActionRetry, engine.ActionAbandon, engine.ActionStop} {
+		if actionAppliesTo(a, inst.Status) {
+			v.Actions = append(v.Actions, bulkLink{Action: string(a), Label: actionLabel(ctx, a), Href: instanceHref(id) + "/" + string(a)})
+		}
+	}
+	switch inst.Status {
+	case engine.InstanceHeld:
+		v.ActionsIntro = T(ctx, "This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.")
+	case engine.InstanceRunning:
+		v.ActionsIntro = T(ctx, "Stopping cancels the instance and its open occurrences. It does not complete anything.")
 	}
 	c.render(w, r, http.StatusOK, instancePage(v))
 }
 
-// stoppable reports whether an instance in status s may be stopped: a
-// running one, and a held one (an incident an operator gives up on).
-func stoppable(s string) bool {
-	return s == engine.InstanceRunning || s == engine.InstanceHeld
+// maxHistory bounds the operator actions an instance page lists.
+const maxHistory = 50
+
+// attribution says who stopped, abandoned or retried the instance, newest
+// first, from the audit log.
+func attribution(ctx context.Context, inst engine.Instance, acts []engine.OperatorAction) []string {
+	var out []string
+	for _, a := range acts {
+		who, when, why := a.ActorName, formatTime(ctx, a.At).Text, a.Reason
+		switch engine.Action(a.Action) {
+		case engine.ActionStop:
+			out = append(out, T(ctx, "Stopped by %s at %s — “%s”", who, when, why))
+		case engine.ActionAbandon:
+			out = append(out, T(ctx, "Abandoned by %s at %s — “%s”", who, when, why))
+		case engine.ActionRetry:
+			out = append(out, T(ctx, "Retried by %s at %s — “%s”", who, when, why))
+		}
+	}
+	return out
 }
 
 func instanceFacts(ctx context.Context, inst engine.Instance, occs []engine.Occurrence) []fact {
 	fs := []fact{
 		{Label: T(ctx, "Status"), Value: statusLabel(ctx, inst.Status), Badge: inst.Status, TestID: "instance-status"},
-		{Label: T(ctx, "Process"), Value: processAtVersion(ctx, inst.ProcessKey, inst.Version), TestID: "process-version"},
+		{Label: T(ctx, "Process"), Value: processAtVersion(ctx, inst.ProcessKey, inst.Version), TestID: "process-version",
+			Href: processVersionHref(inst.ProcessKey, inst.Version)},
 		{Label: T(ctx, "Started"), Time: formatTime(ctx, inst.CreatedAt)},
-		{Label: T(ctx, "Ended"), Time: formatTimePtr(ctx, inst.EndedAt)},
+	}
+	if inst.EndedAt != nil {
+		fs = append(fs, fact{Label: T(ctx, "Ended"), Time: formatTime(ctx, *inst.EndedAt)})
 	}
 	if inst.EndNode != nil {
 		fs = append(fs, fact{Label: T(ctx, "End node"), Value: *inst.EndNode, Code: true, TestID: "end-node"})
 	}
-	if inst.Status == engine.InstanceHeld && len(occs) > 0 {
-		// A held instance stopped at its last node, whose occurrence
-		// failed: nothing came after it.
-		fs = append(fs, fact{Label: T(ctx, "Held at node"), Value: occs[len(occs)-1].Node, Code: true, TestID: "held-node"})
+	if inst.Status == engine.InstanceHeld {
+		// A held instance waits at its latest failed occurrence's node.
+		for i := len(occs) - 1; i >= 0; i-- {
+			if o := occs[i]; o.Status == engine.StatusFailed {
+				fs = append(fs, fact{Label: T(ctx, "Held at node"), Value: o.Node, Code: true, TestID: "held-node"},
+					fact{Label: T(ctx, "Failed occurrence"), Value: o.ID.String(), Href: occurrenceHref(o.ID), Code: true, TestID: "held-occurrence"})
+				break
+			}
+		}
 	}
 	if inst.BusinessKey != nil {
-		fs = append(fs, fact{Label: T(ctx, "Business key"), Value: *inst.BusinessKey, Code: true})
+		fs = append(fs, fact{Label: T(ctx, "Business key"), Value: *inst.BusinessKey, Code: true, TestID: "business-key"})
 	}
 	if inst.ErrorCode != nil {
-		fs = append(fs, fact{Label: T(ctx, "Error code"), Value: *inst.ErrorCode, Code: true})
+		fs = append(fs, fact{Label: T(ctx, "Error code"), Value: *inst.ErrorCode, Code: true, TestID: "instance-error-code",
+			Note: errorCodeMeaning(ctx, *inst.ErrorCode)})
 	}
 	return fs
 }
@@ -168,90 +211,4 @@ func pathStepOf(ctx context.Context, n int, o engine.Occurrence, p *process.Proc
 		}
 	}
 	return s
-}
-
-// stopView is the confirmation step before stopping an instance.
-type stopView struct {
-	Chrome      chrome
-	Question    string
-	Consequence string
-	Error       string
-	Action      string
-	CSRF        string
-	ReasonLabel string
-	Reason      string
-	Confirm     string
-	Cancel      string
-	BackHref    string
-}
-
-// stopView asks to stop instance id; held says it is held rather than
-// running, which only changes the way back.
-func (c *Console) stopView(r *http.Request, id uuid.UUID, held bool) stopView {
-	ctx := r.Context()
-	keep := T(ctx, "Keep it running")
-	if held {
-		keep = T(ctx, "Keep it held")
-	}
-	return stopView{
-		Chrome:      c.chrome(r, T(ctx, "Stop process instance %s", id), "occurrences"),
-		Question:    T(ctx, "Stop this instance? Its open occurrences are cancelled."),
-		Consequence: T(ctx, "Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed."),
-		Action:      instanceHref(id) + "/stop",
-		CSRF:        currentOf(ctx).csrf,
-		ReasonLabel: T(ctx, "Reason (recorded in the audit log)"),
-		Confirm:     T(ctx, "Stop the instance"),
-		Cancel:      keep,
-		BackHref:    instanceHref(id),
-	}
-}
-
-// instanceStopConfirm asks before stopping.
-func (c *Console) instanceStopConfirm(w http.ResponseWriter, r *http.Request) {
-	id, err := uuid.Parse(chi.URLParam(r, "id"))
-	if err != nil {
-		c.notFound(w, r)
-		return
-	}
-	inst, err := c.eng.GetInstance(r.Context(), id)
-	if err != nil {
-		c.fail(w, r, err)
-		return
-	}
-	if !stoppable(inst.Status) {
-		http.Redirect(w, r, instanceHref(id), http.StatusSeeOther)
-		return
-	}
-	c.render(w, r, http.StatusOK, stopPage(c.stopView(r, id, inst.Status == engine.InstanceHeld)))
-}
-
-// instanceStop stops the instance (the CSRF token was checked by
-// requireSession) and redirects to it.
-func (c *Console) instanceStop(w http.ResponseWriter, r *http.Request) {
-	ctx := r.Context()
-	id, err := uuid.Parse(chi.URLParam(r, "id"))
-	if err != nil {
-		c.notFound(w, r)
-		return
-	}
-	p, _ := auth.FromContext(ctx)
-	reason := r.PostFormValue("reason")
-	if _, err := c.eng.Act(ctx, engine.Actor{TokenID: p.TokenID, Name: p.Name}, engine.ActionStop, id, reason); err != nil {
-		v := c.stopView(r, id, false)
-		v.Reason = reason
-		switch {
-		case fault.HasCode(err, "instance_ended"):
-			v.Error = T(ctx, "This instance has already ended; there is nothing to stop.")
-			c.render(w, r, http.StatusConflict, stopPage(v))
-			return
-		case fault.HasCode(err, "invalid_request"):
-			v.Error = T(ctx, "Say why you stop it: the reason is recorded in the audit log (at most 1,000 characters).")
-			c.render(w, r, http.StatusBadRequest, stopPage(v))
-			return
-		}
-		c.fail(w, r, err)
-		return
-	}
-	c.logger.Info("console: instance stopped", "instance", id, "by", p.Name)
-	http.Redirect(w, r, instanceHref(id)+"?stopped=1", http.StatusSeeOther)
 }

@@ -89,6 +89,12 @@ type fixture struct {
 	// crmOcc is an available occurrence of add_company_to_crm.
 	crmOcc, crmInst string
 	consumerID      int64
+
+	// Set by addIncidents (empty otherwise).
+	pullHeld, pullHeldOcc string
+	pushHeld              []string
+	pushHeldOcc, stopped  string
+	scorer                string
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -172,6 +178,37 @@ func (f *fixture) pages() []page {
 		{"definition", "/console/definitions/console_vault?from=1&to=2"},
 		{"not-found", "/console/occurrences/00000000-0000-7000-8000-000000000000"},
 	}
+}
+
+// incidentPages are the pages that need addIncidents' data.
+func (f *fixture) incidentPages() []page {
+	return []page{
+		{"health", "/console/health"},
+		{"health-scoped", "/console/health?definition=charge_card"},
+		{"occurrences-triage", "/console/occurrences?process=checkout&error_code=destination_http_503"},
+		{"occurrence-push-held", "/console/occurrences/" + f.pushHeldOcc},
+		{"occurrence-pull-held", "/console/occurrences/" + f.pullHeldOcc},
+		{"instances", "/console/instances"},
+		{"instances-held", "/console/instances?status=held&process=checkout"},
+		{"instance-held", "/console/instances/" + f.pullHeld},
+		{"instance-stopped", "/console/instances/" + f.stopped},
+		{"instance-retry", "/console/instances/" + f.pullHeld + "/retry"},
+		{"instance-abandon", "/console/instances/" + f.pullHeld + "/abandon"},
+		{"bulk-retry", "/console/instances/bulk?action=retry&process=checkout&status=held"},
+		{"audit", "/console/audit"},
+		{"processes", "/console/processes"},
+		{"process-version", "/console/processes/checkout/versions/1"},
+		{"search-nothing", "/console/search?q=no-such-key"},
+		{"preferences", "/console/preferences"},
+	}
+}
+
+// allPages is every page the fixture has data for.
+func (f *fixture) allPages() []page {
+	if f.pullHeld == "" {
+		return f.pages()
+	}
+	return append(f.pages(), f.incidentPages()...)
 }
 
 // browser calls the console like a browser without JavaScript: a cookie
@@ -280,9 +317,15 @@ func csrfOf(t testing.TB, r response) string {
 	return v
 }
 
-// text is the trimmed text of the elements a data-testid selects.
+// text is the trimmed text of the elements a data-testid selects, its
+// runs of ASCII white space made one space. No-break spaces stay: French
+// typography puts them before : ; ? ! and tests check it.
 func text(r response, testid string) string {
-	return strings.Join(strings.Fields(r.doc.Find(`[data-testid="`+testid+`"]`).Text()), " ")
+	return collapse(r.doc.Find(`[data-testid="` + testid + `"]`).Text())
+}
+
+func collapse(s string) string {
+	return strings.Join(strings.FieldsFunc(s, func(r rune) bool { return r == ' ' || r == '\t' || r == '\n' || r == '\r' || r == '\f' }), " ")
 }
 
 func count(r response, testid string) int {

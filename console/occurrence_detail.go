@@ -24,6 +24,12 @@ type fact struct {
 	TestID string
 	Badge  string // status key: Value shows as a status badge
 	Code   bool   // Value is an identifier or code
+	// Note follows the value, in the reader's language (what an error
+	// code means, a relative time).
+	Note string
+	// Lang marks Value as written in another language than the page (an
+	// engine message kept in English) for assistive technology.
+	Lang string
 }
 
 // attemptRow is one reservation of the occurrence.
@@ -33,10 +39,13 @@ type attemptRow struct {
 	Worker       string
 	Reserved     timeView
 	Ended        timeView
+	Duration     string
+	HTTP         string // push attempts: the destination's answer, as far as it is known
 	Outcome      string
 	OutcomeKey   string
 	ErrorCode    string
 	ErrorMessage string
+	ErrorLang    string
 }
 
 // valueTable is the inputs or outputs of an occurrence or an instance.
@@ -70,9 +79,19 @@ type occurrenceView struct {
 	PolicyLabel  string
 	Policy       []fact
 
-	AttemptsLabel, AttemptsSummary                                    string
+	// State says in words what the occurrence is doing or waiting for.
+	StateLabel, State string
+	StateTime         timeView
+	StateNote         string
+	ActionHref        string
+	ActionLabel       string
+
+	AttemptsLabel, AttemptsSummary, AttemptsCaption                   string
 	HeadNumber, HeadConsumer, HeadWorker, HeadReserved, HeadEnded     string
+	HeadDuration, HeadHTTP                                            string
 	HeadOutcome, HeadErrorCode, HeadErrorMessage, NoAttempts, Running string
+	Push                                                              bool
+	HTTPNote                                                          string
 	Attempts                                                          []attemptRow
 
 	HeadField, HeadValue string
@@ -109,26 +128,24 @@ func (c *Console) occurrenceView(r *http.Request, id uuid.UUID) (occurrenceView,
 		return occurrenceView{}, err
 	}
 
+	inst, err := c.eng.GetInstance(ctx, o.InstanceID)
+	if err != nil {
+		return occurrenceView{}, err
+	}
+	push := o.Mode == "push"
 	v := occurrenceView{
-		Chrome:       c.chrome(r, T(ctx, "Occurrence %s", id), "occurrences"),
+		Chrome:       c.liveChrome(r, T(ctx, "Occurrence %s", id), "occurrences"),
 		SummaryLabel: T(ctx, "Summary"),
 		Summary: []fact{
 			{Label: T(ctx, "Definition"), Value: definitionAtRevision(ctx, o.Definition, o.Revision),
 				Href: revisionHref(o.Definition, o.Revision), TestID: "definition-link"},
 			{Label: T(ctx, "Process instance"), Value: o.InstanceID.String(), Href: instanceHref(o.InstanceID), TestID: "instance-link", Code: true},
+			{Label: T(ctx, "Process"), Value: processAtVersion(ctx, inst.ProcessKey, inst.Version), Href: processVersionHref(inst.ProcessKey, inst.Version)},
 			{Label: T(ctx, "Node"), Value: o.Node, Code: true},
 			{Label: T(ctx, "Mode"), Value: modeLabel(ctx, o.Mode)},
 			{Label: T(ctx, "Status"), Value: statusLabel(ctx, o.Status), Badge: o.Status, TestID: "status"},
 		},
-		DatesLabel: T(ctx, "Dates"),
-		Dates: []fact{
-			{Label: T(ctx, "Created"), Time: formatTime(ctx, o.CreatedAt), TestID: "created"},
-			{Label: T(ctx, "Available"), Time: formatTime(ctx, o.AvailableAt)},
-			{Label: T(ctx, "Reserved"), Time: formatTimePtr(ctx, o.ReservedAt)},
-			{Label: T(ctx, "Lock expires"), Time: formatTimePtr(ctx, o.LockExpiresAt)},
-			{Label: T(ctx, "Settled"), Time: formatTimePtr(ctx, o.SettledAt)},
-			{Label: T(ctx, "Deadline"), Time: formatTimePtr(ctx, o.DeadlineAt)},
-		},
+		DatesLabel:  T(ctx, "Dates"),
 		PolicyLabel: T(ctx, "Policy"),
 		Policy: []fact{
 			{Label: T(ctx, "Maximum attempts"), Value: number(ctx, o.Policy.MaxAttempts)},
@@ -136,26 +153,37 @@ func (c *Console) occurrenceView(r *http.Request, id uuid.UUID) (occurrenceView,
 			{Label: T(ctx, "Deadline"), Value: optionalDuration(ctx, o.Policy.Deadline)},
 			{Label: T(ctx, "Priority"), Value: T(ctx, "%d (0 lowest, 9 highest)", o.Policy.Priority)},
 		},
-		AttemptsLabel: T(ctx, "Attempts"),
-		AttemptsSummary: T(ctx, "%d attempts", o.Attempts) + " · " +
-			T(ctx, "at most %d", o.Policy.MaxAttempts),
-		HeadNumber: "#", HeadConsumer: T(ctx, "Consumer"), HeadWorker: T(ctx, "Worker id"),
-		HeadReserved: T(ctx, "Reserved"), HeadEnded: T(ctx, "Ended"), HeadOutcome: T(ctx, "Outcome"),
-		HeadErrorCode: T(ctx, "Error code"), HeadErrorMessage: T(ctx, "Error message"),
+		AttemptsLabel:   T(ctx, "Attempts"),
+		AttemptsCaption: T(ctx, "Every attempt, oldest first"),
+		HeadNumber:      "#", HeadConsumer: T(ctx, "Consumer"), HeadWorker: T(ctx, "Worker id"),
+		HeadReserved: T(ctx, "Reserved"), HeadEnded: T(ctx, "Ended"), HeadDuration: T(ctx, "Duration"),
+		HeadHTTP:    T(ctx, "Destination’s answer"),
+		HeadOutcome: T(ctx, "Outcome"), HeadErrorCode: T(ctx, "Error code"), HeadErrorMessage: T(ctx, "Error message"),
 		NoAttempts: T(ctx, "No service has reserved this occurrence yet."),
 		Running:    T(ctx, "in progress"),
 		HeadField:  T(ctx, "Field"), HeadValue: T(ctx, "Value"),
+		Push: push,
+	}
+	if push {
+		v.HeadConsumer, v.HeadWorker = T(ctx, "Destination"), T(ctx, "Replica")
+		v.NoAttempts = T(ctx, "Relais has not called the destination yet.")
+		v.HTTPNote = T(ctx, "Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.")
+	}
+	if o.BusinessKey != nil {
+		v.Summary = append(v.Summary, fact{Label: T(ctx, "Business key"), Value: *o.BusinessKey, Code: true, TestID: "business-key"})
 	}
 	if o.Route != nil {
 		v.Summary = append(v.Summary, fact{Label: T(ctx, "Route"), Value: *o.Route, Code: true, TestID: "route"})
 	}
-	if o.ErrorCode != nil {
-		v.Summary = append(v.Summary, fact{Label: T(ctx, "Error code"), Value: *o.ErrorCode, Code: true, TestID: "error-code"})
+	v.Summary = append(v.Summary, c.lastError(ctx, o)...)
+	if o.DeferReason != nil && o.Status == engine.StatusDeferred {
+		v.Summary = append(v.Summary, fact{Label: T(ctx, "Reason given by the worker"), Value: *o.DeferReason, TestID: "defer-reason"})
 	}
-	if o.ErrorMessage != nil {
-		// Worker-supplied; the engine scrubbed the occurrence's protected
-		// values from it before storing it.
-		v.Summary = append(v.Summary, fact{Label: T(ctx, "Error message"), Value: errorMessage(ctx, *o.ErrorMessage), TestID: "error-message"})
+	v.Dates = occurrenceDates(ctx, o)
+	if push {
+		// A push call is never retried: its failure takes the node's
+		// error path at once, whatever max_attempts says.
+		v.Policy = []fact{{Label: T(ctx, "Retries"), Value: T(ctx, "none: a failed call takes the node’s error path")}, v.Policy[2], v.Policy[3]}
 	}
 	if o.Destination != nil {
 		v.Policy = append(v.Policy, fact{Label: T(ctx, "Destination"), Value: *o.Destination, Code: true})
@@ -163,8 +191,18 @@ func (c *Console) occurrenceView(r *http.Request, id uuid.UUID) (occurrenceView,
 	if o.Timeout != nil {
 		v.Policy = append(v.Policy, fact{Label: T(ctx, "Call timeout"), Value: formatDuration(ctx, *o.Timeout)})
 	}
+	stop := c.stopRecord(ctx, o, inst)
+	v.StateLabel = T(ctx, "Now")
+	v.State, v.StateTime, v.StateNote = occurrenceState(ctx, o, inst, stop)
+	if inst.Status == engine.InstanceHeld && o.Status == engine.StatusFailed {
+		v.ActionHref, v.ActionLabel = instanceHref(inst.ID)+"#actions", T(ctx, "Retry or abandon it from its instance")
+	}
+	v.AttemptsSummary = T(ctx, "%d attempts", o.Attempts) + " · " + T(ctx, "at most %d", o.Policy.MaxAttempts)
+	if !settled(o.Status) {
+		v.AttemptsSummary += " · " + T(ctx, "%d left", o.AttemptsLeft)
+	}
 	for _, a := range o.AttemptList {
-		v.Attempts = append(v.Attempts, attemptRowOf(ctx, a))
+		v.Attempts = append(v.Attempts, attemptRowOf(ctx, a, push, o.Destination))
 	}
 	v.Inputs = valueTable{Title: T(ctx, "Inputs"), TestID: "inputs", Caption: T(ctx, "Inputs, labelled by revision %d's contract", o.Revision),
 		Empty: T(ctx, "This contract has no inputs."), Rows: valueRows(ctx, rev.Working.Inputs, o.Inputs)}
@@ -182,12 +220,239 @@ func (c *Console) occurrenceView(r *http.Request, id uuid.UUID) (occurrenceView,
 		csrf := currentOf(ctx).csrf
 		v.Inputs.Reveal = &revealControl{Action: revealHref(id), CSRF: csrf, Side: engine.SideInputs, Label: label}
 		v.Outputs.Reveal = &revealControl{Action: revealHref(id), CSRF: csrf, Side: engine.SideOutputs, Label: label}
+		for _, t := range []*valueTable{&v.Inputs, &v.Outputs} {
+			for i := range t.Rows {
+				if row := &t.Rows[i]; row.Masked && row.Sensitive {
+					// Every button says the same; its accessible name
+					// also says which field (it begins with the visible
+					// words, as WCAG's "label in name" asks).
+					row.RevealName = label + " (" + t.Title + " " + row.Pointer + ")"
+				}
+			}
+		}
 	}
 	return v, nil
 }
 
-func attemptRowOf(ctx context.Context, a engine.Attempt) attemptRow {
+// settled reports whether an occurrence status is final.
+func settled(status string) bool {
+	return status == engine.StatusCompleted || status == engine.StatusFailed || status == engine.StatusCancelled
+}
+
+// occurrenceDates are the dates that mean something in the occurrence's
+// state: no lock expiry once it settled, for a push call (its budget is
+// the timeout), or while nothing holds it.
+func occurrenceDates(ctx context.Context, o engine.Occurrence) []fact {
+	fs := []fact{{Label: T(ctx, "Created"), Time: formatTime(ctx, o.CreatedAt), TestID: "created"}}
+	if !settled(o.Status) {
+		label := T(ctx, "Available from")
+		if o.Status == engine.StatusAvailable && o.AvailableAt.After(prefsOf(ctx).now) && o.Attempts > 0 {
+			label = T(ctx, "Next attempt")
+		}
+		if o.Status == engine.StatusAvailable {
+			fs = append(fs, fact{Label: label, Time: formatTime(ctx, o.AvailableAt), TestID: "available-at"})
+		}
+	}
+	if o.ReservedAt != nil {
+		fs = append(fs, fact{Label: T(ctx, "Last reserved"), Time: formatTime(ctx, *o.ReservedAt)})
+	}
+	if o.Status == engine.StatusReserved && o.Mode == "pull" && o.LockExpiresAt != nil {
+		fs = append(fs, fact{Label: T(ctx, "Lock expires"), Time: formatTime(ctx, *o.LockExpiresAt), TestID: "lock-expires"})
+	}
+	if o.DeferredAt != nil && o.Status == engine.StatusDeferred {
+		fs = append(fs, fact{Label: T(ctx, "Deferred"), Time: formatTime(ctx, *o.DeferredAt), TestID: "deferred-at"})
+	}
+	if o.SettledAt != nil && settled(o.Status) {
+		fs = append(fs, fact{Label: T(ctx, "Settled"), Time: formatTime(ctx, *o.SettledAt), TestID: "settled-at"})
+	}
+	if o.DeadlineAt != nil {
+		fs = append(fs, fact{Label: T(ctx, "Deadline"), Time: formatTime(ctx, *o.DeadlineAt), TestID: "deadline-at"})
+	}
+	return fs
+}
+
+// lastError is the summary's error: the last one, said to be so and of
+// which attempt, while it matters (the occurrence failed, or waits to be
+// tried again after it); a completed occurrence's earlier failures stay in
+// its attempts.
+func (c *Console) lastError(ctx context.Context, o engine.Occurrence) []fact {
+	if o.ErrorCode == nil || o.Status == engine.StatusCompleted {
+		return nil
+	}
+	if o.Status == engine.StatusReserved || o.Status == engine.StatusDeferred {
+		// A worker holds it again: its previous error is history.
+		return nil
+	}
+	code := *o.ErrorCode
+	n := 0
+	for _, a := range o.AttemptList {
+		if a.ErrorCode != nil && *a.ErrorCode == code {
+			n = a.Number
+		}
+	}
+	if n == 0 {
+		n = o.Attempts
+	}
+	label := T(ctx, "Last error (attempt %d)", n)
+	if n == 0 {
+		label = T(ctx, "Error (before any attempt)")
+	}
+	fs := []fact{{Label: label, Value: code, Code: true, TestID: "error-code", Note: errorCodeMeaning(ctx, code)}}
+	if o.ErrorMessage != nil && *o.ErrorMessage != "" {
+		f := fact{Label: T(ctx, "Its message"), Value: errorMessage(ctx, *o.ErrorMessage), TestID: "error-message"}
+		if relaisCode(code) {
+			// Relais wrote it, in English: say so in the reader's language.
+			f.Label, f.Lang = T(ctx, "Message from Relais (in English)"), "en"
+		} else {
+			f.Label = T(ctx, "Message from the service (as it sent it)")
+		}
+		fs = append(fs, f)
+	}
+	return fs
+}
+
+// relaisCode reports whether Relais, not a worker or a destination's
+// body, made an error code: its message is then Relais's, in English.
+func relaisCode(code string) bool {
+	switch code {
+	case "deadline_exceeded", "invalid_outputs", "outcome_unknown", "push_unprepared", "connection_failed",
+		"response_too_large", "attempts_exhausted", "invalid_inputs", engine.AbandonedCode:
+		return true
+	}
+	return strings.HasPrefix(code, "destination_http_")
+}
+
+// errorCodeMeaning explains the error codes Relais makes; a worker's own
+// code means what its service says.
+func errorCodeMeaning(ctx context.Context, code string) string {
+	switch code {
+	case "deadline_exceeded":
+		return T(ctx, "The deadline passed before a result arrived.")
+	case "invalid_outputs":
+		return T(ctx, "The result did not match the revision's outputs contract.")
+	case "outcome_unknown":
+		return T(ctx, "Relais stopped during the call: whether the destination acted is unknown, so it is not called again.")
+	case "push_unprepared":
+		return T(ctx, "The call could not be prepared.")
+	case "connection_failed":
+		return T(ctx, "The destination could not be reached.")
+	case "response_too_large":
+		return T(ctx, "The destination’s answer was too large.")
+	case "attempts_exhausted":
+		return T(ctx, "The last attempt’s lock expired with no attempt left.")
+	case "invalid_inputs":
+		return T(ctx, "The inputs could not be built from the process’s bindings.")
+	case engine.AbandonedCode:
+		return T(ctx, "An operator abandoned the instance.")
+	}
+	if status, ok := strings.CutPrefix(code, "destination_http_"); ok {
+		return T(ctx, "The destination answered HTTP %s.", status)
+	}
+	return ""
+}
+
+// stopRecord is the audit record of the stop that cancelled a cancelled
+// occurrence's instance, if the log has one.
+func (c *Console) stopRecord(ctx context.Context, o engine.Occurrence, inst engine.Instance) *engine.OperatorAction {
+	if o.Status != engine.StatusCancelled || inst.Status != engine.InstanceCancelled {
+		return nil
+	}
+	acts, err := c.eng.ListOperatorActions(ctx, engine.AuditFilter{Instance: &inst.ID, Action: string(engine.ActionStop), Limit: 1})
+	if err != nil || len(acts) == 0 {
+		if err != nil {
+			c.logger.Warn("console: audit log unavailable", "err", err)
+		}
+		return nil
+	}
+	return &acts[0]
+}
+
+// occurrenceState says in words what the occurrence is doing or waiting
+// for, with the instant that matters and how far it is.
+func occurrenceState(ctx context.Context, o engine.Occurrence, inst engine.Instance, stop *engine.OperatorAction) (string, timeView, string) {
+	now := prefsOf(ctx).now
+	var last *engine.Attempt
+	if n := len(o.AttemptList); n > 0 {
+		last = &o.AttemptList[n-1]
+	}
+	switch o.Status {
+	case engine.StatusAvailable:
+		at := formatTime(ctx, o.AvailableAt)
+		when := clockTime(ctx, o.AvailableAt)
+		if o.AvailableAt.After(now) {
+			if o.Attempts > 0 {
+				return T(ctx, "Retry at %s — %s.", when, at.Rel), at, ""
+			}
+			return T(ctx, "Offered from %s — %s.", when, at.Rel), at, ""
+		}
+		if last != nil && last.Outcome != nil && *last.Outcome == engine.OutcomeExpired && last.LockExpiresAt != nil &&
+			last.LockExpiresAt.Equal(o.AvailableAt) {
+			return T(ctx, "Lock expired %s — waiting to be offered again.", when), at, ""
+		}
+		if o.Mode == "push" {
+			return T(ctx, "Waiting for Relais to call the destination since %s (%s).", when, at.Rel), at, ""
+		}
+		return T(ctx, "Waiting for a worker since %s (%s).", when, at.Rel), at, ""
+	case engine.StatusReserved:
+		holder := o.ConsumerName
+		if o.WorkerID != nil {
+			holder = strings.TrimSpace(holder + " " + T(ctx, "(worker %s)", *o.WorkerID))
+		}
+		if o.Mode == "push" {
+			t := formatTimePtr(ctx, o.ReservedAt)
+			return T(ctx, "Relais is calling the destination (since %s).", t.Rel), t, ""
+		}
+		if o.LockExpiresAt != nil {
+			t := formatTime(ctx, *o.LockExpiresAt)
+			when := clockTime(ctx, *o.LockExpiresAt)
+			return T(ctx, "Reserved by %s; lock until %s — %s.", holder, when, t.Rel), t, ""
+		}
+		return T(ctx, "Reserved by %s.", holder), timeView{}, ""
+	case engine.StatusDeferred:
+		t := formatTimePtr(ctx, o.DeferredAt)
+		when := ""
+		if o.DeferredAt != nil {
+			when = clockTime(ctx, *o.DeferredAt)
+		}
+		return T(ctx, "Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.", when, t.Rel), t, ""
+	case engine.StatusCompleted:
+		t := formatTimePtr(ctx, o.SettledAt)
+		return T(ctx, "Completed (%s).", t.Rel), t, ""
+	case engine.StatusFailed:
+		t := formatTimePtr(ctx, o.SettledAt)
+		note := ""
+		switch inst.Status {
+		case engine.InstanceHeld:
+			note = T(ctx, "Its instance is held here, waiting for an operator.")
+		case engine.InstanceRunning:
+			note = T(ctx, "Its instance went on along the node’s error path.")
+		}
+		return T(ctx, "Failed (%s).", t.Rel), t, note
+	case engine.StatusCancelled:
+		t := formatTimePtr(ctx, o.SettledAt)
+		if stop != nil {
+			who, when := stop.ActorName, clockTime(ctx, stop.At)
+			return T(ctx, "Cancelled: the instance was stopped by %s at %s — “%s”.", who, when, stop.Reason), t, ""
+		}
+		return T(ctx, "Cancelled: the instance was stopped (%s).", t.Rel), t, ""
+	}
+	return statusLabel(ctx, o.Status), timeView{}, ""
+}
+
+func attemptRowOf(ctx context.Context, a engine.Attempt, push bool, destination *string) attemptRow {
 	row := attemptRow{Number: strconv.Itoa(a.Number), Reserved: formatTime(ctx, a.ReservedAt), Ended: formatTimePtr(ctx, a.EndedAt)}
+	if a.EndedAt != nil {
+		row.Duration = formatDuration(ctx, a.EndedAt.Sub(a.ReservedAt).Round(time.Millisecond))
+	} else {
+		elapsed := approxDuration(ctx, prefsOf(ctx).now.Sub(a.ReservedAt).Round(time.Second))
+		row.Duration = T(ctx, "%s so far", elapsed)
+	}
+	if push {
+		row.HTTP = pushAnswer(ctx, a)
+		if destination != nil {
+			row.Consumer = *destination
+		}
+	}
 	switch {
 	case a.ConsumerName != nil:
 		row.Consumer = *a.ConsumerName
@@ -206,8 +471,41 @@ func attemptRowOf(ctx context.Context, a engine.Attempt) attemptRow {
 	}
 	if a.ErrorMessage != nil {
 		row.ErrorMessage = errorMessage(ctx, *a.ErrorMessage)
+		if a.ErrorCode != nil && relaisCode(*a.ErrorCode) {
+			row.ErrorLang = "en"
+		}
 	}
 	return row
+}
+
+// pushAnswer is what is known of the destination's answer to one call:
+// the status it refused with (kept in the error code), 2xx for a
+// completed call, or why there was none. Nothing else is stored, so
+// nothing else is shown.
+func pushAnswer(ctx context.Context, a engine.Attempt) string {
+	if a.Outcome == nil {
+		return T(ctx, "waiting")
+	}
+	code := ""
+	if a.ErrorCode != nil {
+		code = *a.ErrorCode
+	}
+	if status, ok := strings.CutPrefix(code, "destination_http_"); ok {
+		return "HTTP " + status
+	}
+	switch {
+	case *a.Outcome == engine.OutcomeCompleted:
+		return "HTTP 2xx"
+	case code == "invalid_outputs":
+		return T(ctx, "HTTP 2xx, unusable body")
+	case code == "deadline_exceeded":
+		return T(ctx, "no answer within the timeout")
+	case code == "connection_failed":
+		return T(ctx, "no connection")
+	case code == "response_too_large":
+		return T(ctx, "answer too large")
+	}
+	return T(ctx, "unknown")
 }
 
 // errorMessage shows a stored error message with the engine's scrubbing

@@ -14,42 +14,45 @@ import (
 )
 
 const (
-	// defaultPageSize is the operations view's page size.
+	// defaultPageSize is the lists' page size.
 	defaultPageSize = 50
 	// maxPageSize bounds ?limit= so one request cannot ask for the table.
 	maxPageSize = 200
-	// maxOptions bounds the definitions and consumers offered in the
-	// filter form; a longer list would not be usable as a menu anyway.
+	// maxOptions bounds the definitions, processes and consumers offered
+	// in filter forms; a longer list would not be usable as a menu anyway.
 	maxOptions = 500
 )
 
 // occurrenceFilter is the operations view's query, exactly as it appears
 // in the URL so that a view can be shared.
 type occurrenceFilter struct {
-	Definition string
-	Status     string
-	Instance   string
-	Revision   string
-	Consumer   string
-	Before     string
-	Limit      string
+	Definition, Status, Instance, Revision, Consumer string
+	Process, BusinessKey, ErrorCode                  string
+	CreatedFrom, CreatedTo, SettledFrom, SettledTo   string
+	Limit                                            string
+	Page                                             page
 }
 
 func filterFromQuery(q url.Values) occurrenceFilter {
 	get := func(k string) string { return strings.TrimSpace(q.Get(k)) }
 	return occurrenceFilter{Definition: get("definition"), Status: get("status"), Instance: get("instance"),
-		Revision: get("revision"), Consumer: get("consumer"), Before: get("before"), Limit: get("limit")}
+		Revision: get("revision"), Consumer: get("consumer"), Process: get("process"), BusinessKey: get("business_key"),
+		ErrorCode: get("error_code"), CreatedFrom: get("created_from"), CreatedTo: get("created_to"),
+		SettledFrom: get("settled_from"), SettledTo: get("settled_to"), Limit: get("limit"), Page: pageFromQuery(q)}
 }
 
 // query encodes the filter, without empty parameters.
 func (f occurrenceFilter) query() url.Values {
 	q := url.Values{}
 	for _, kv := range [][2]string{{"definition", f.Definition}, {"status", f.Status}, {"instance", f.Instance},
-		{"revision", f.Revision}, {"consumer", f.Consumer}, {"limit", f.Limit}, {"before", f.Before}} {
+		{"revision", f.Revision}, {"consumer", f.Consumer}, {"process", f.Process}, {"business_key", f.BusinessKey},
+		{"error_code", f.ErrorCode}, {"created_from", f.CreatedFrom}, {"created_to", f.CreatedTo},
+		{"settled_from", f.SettledFrom}, {"settled_to", f.SettledTo}, {"limit", f.Limit}} {
 		if kv[1] != "" {
 			q.Set(kv[0], kv[1])
 		}
 	}
+	f.Page.set(q)
 	return q
 }
 
@@ -60,9 +63,25 @@ func (f occurrenceFilter) href() string {
 	return homePath
 }
 
+// narrowed reports whether the filter selects by more than definition and
+// status: the counts by status, cached per definition, then cannot follow
+// it and say so.
+func (f occurrenceFilter) narrowed() bool {
+	return f.Instance != "" || f.Revision != "" || f.Consumer != "" || f.Process != "" || f.BusinessKey != "" ||
+		f.ErrorCode != "" || f.CreatedFrom != "" || f.CreatedTo != "" || f.SettledFrom != "" || f.SettledTo != ""
+}
+
+// moreOpen reports whether a filter of the form's second part is set, so
+// that it opens unfolded.
+func (f occurrenceFilter) moreOpen() bool {
+	return f.Instance != "" || f.Revision != "" || f.Consumer != "" || f.CreatedFrom != "" || f.CreatedTo != "" ||
+		f.SettledFrom != "" || f.SettledTo != ""
+}
+
 // engineFilter validates the filter; each problem is a translated message.
 func (f occurrenceFilter) engineFilter(ctx context.Context) (engine.OccurrenceFilter, []string) {
-	ef := engine.OccurrenceFilter{Definition: f.Definition, Limit: defaultPageSize}
+	ef := engine.OccurrenceFilter{Definition: f.Definition, ProcessKey: f.Process, BusinessKey: f.BusinessKey,
+		ErrorCode: f.ErrorCode, Limit: defaultPageSize}
 	var errs []string
 	if f.Status != "" {
 		if !slices.Contains(occurrenceStatuses, f.Status) {
@@ -91,13 +110,13 @@ func (f occurrenceFilter) engineFilter(ctx context.Context) (engine.OccurrenceFi
 		}
 		ef.ConsumerID = n
 	}
-	if f.Before != "" {
-		id, err := uuid.Parse(f.Before)
-		if err != nil {
-			errs = append(errs, T(ctx, "The page cursor is invalid: go back to the first page."))
-		}
-		ef.Before = &id
-	}
+	var e []string
+	ef.CreatedAfter, ef.CreatedBefore, e = dayBounds(ctx, f.CreatedFrom, f.CreatedTo, T(ctx, "Creation date"))
+	errs = append(errs, e...)
+	ef.SettledAfter, ef.SettledBefore, e = dayBounds(ctx, f.SettledFrom, f.SettledTo, T(ctx, "Settlement date"))
+	errs = append(errs, e...)
+	ef.Before, ef.After, e = f.Page.cursors(ctx)
+	errs = append(errs, e...)
 	if f.Limit != "" {
 		n, err := strconv.Atoi(f.Limit)
 		if err != nil || n < 1 || n > maxPageSize {
@@ -126,30 +145,41 @@ type statusCount struct {
 
 // occurrenceRow is one line of the operations view.
 type occurrenceRow struct {
-	ID             string
-	Href           string
-	Definition     string
-	DefinitionHref string
-	Revision       string
-	Node           string
-	Status         string
-	StatusLabel    string
-	Attempts       string
-	Created        timeView
-	InstanceID     string
-	InstanceHref   string
+	ID, Href                   string
+	Definition, DefinitionHref string
+	Revision                   string
+	Process, ProcessHref, Node string
+	BusinessKey                string
+	Status, StatusLabel        string
+	Attempts                   string
+	ErrorCode, ErrorTitle      string
+	Consumer, Worker           string
+	// When says what the occurrence waits for or when it settled.
+	WhenLabel                string
+	When                     timeView
+	Created                  timeView
+	InstanceID, InstanceHref string
+}
+
+// occurrenceHeads are the column names, also each card's labels.
+type occurrenceHeads struct {
+	ID, Definition, Process, BusinessKey, Status, Attempts, Error, Consumer, When, Instance string
 }
 
 // occurrenceListView is the operations view.
 type occurrenceListView struct {
 	Chrome chrome
 
-	FiltersLabel, DefinitionLabel, StatusLabel, InstanceLabel, RevisionLabel, ConsumerLabel string
-	Apply, Reset, ResetHref                                                                 string
-	InstancePlaceholder                                                                     string
-	DefinitionOptions, StatusOptions, ConsumerOptions                                       []option
-	Filter                                                                                  occurrenceFilter
-	Errors                                                                                  []string
+	FiltersLabel, MoreFilters                                                 string
+	DefinitionLabel, StatusLabel, InstanceLabel, RevisionLabel, ConsumerLabel string
+	ProcessLabel, BusinessKeyLabel, ErrorCodeLabel                            string
+	CreatedLabel, SettledLabel, FromLabel, ToLabel                            string
+	Apply, Reset, ResetHref                                                   string
+	InstancePlaceholder                                                       string
+	DefinitionOptions, StatusOptions, ConsumerOptions, ProcessOptions         []option
+	Filter                                                                    occurrenceFilter
+	MoreOpen                                                                  bool
+	Errors                                                                    []string
 
 	CountsLabel   string
 	CountsScope   string
@@ -158,37 +188,38 @@ type occurrenceListView struct {
 	CountsMissing string
 	Counts        []statusCount
 
-	TableLabel                                                               string
-	HeadID, HeadDefinition, HeadRevision, HeadNode, HeadStatus, HeadAttempts string
-	HeadCreated, HeadInstance                                                string
-	Rows                                                                     []occurrenceRow
-	Empty                                                                    string
-	NextLabel, NextHref, FirstLabel, FirstHref                               string
+	TableLabel string
+	Head       occurrenceHeads
+	Rows       []occurrenceRow
+	Empty      string
+	Pager      pagerView
 }
 
 // occurrenceList is the operations view: occurrences newest first, filtered
-// by the query, with counts by status and keyset pagination.
+// by the query, with counts by status and keyset pagination both ways.
 func (c *Console) occurrenceList(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	f := filterFromQuery(r.URL.Query())
 	ef, errs := f.engineFilter(ctx)
 
 	v := occurrenceListView{
-		Chrome:       c.chrome(r, T(ctx, "External tasks"), "occurrences"),
-		FiltersLabel: T(ctx, "Filters"), DefinitionLabel: T(ctx, "Definition"), StatusLabel: T(ctx, "Status"),
+		Chrome:       c.liveChrome(r, T(ctx, "External tasks"), "occurrences"),
+		FiltersLabel: T(ctx, "Filters"), MoreFilters: T(ctx, "More filters: instance, revision, consumer, dates"),
+		DefinitionLabel: T(ctx, "Definition"), StatusLabel: T(ctx, "Status"),
 		InstanceLabel: T(ctx, "Process instance"), RevisionLabel: T(ctx, "Revision"), ConsumerLabel: T(ctx, "Consumer"),
+		ProcessLabel: T(ctx, "Process"), BusinessKeyLabel: T(ctx, "Business key"), ErrorCodeLabel: T(ctx, "Error code"),
+		CreatedLabel: T(ctx, "Creation date"), SettledLabel: T(ctx, "Settlement date"), FromLabel: T(ctx, "from"), ToLabel: T(ctx, "to"),
 		InstancePlaceholder: T(ctx, "instance id"),
 		Apply:               T(ctx, "Apply filters"), Reset: T(ctx, "Clear filters"), ResetHref: homePath,
 		Filter:      f,
+		MoreOpen:    f.moreOpen(),
 		Errors:      errs,
 		CountsLabel: T(ctx, "Counts by status"),
-		CountsNote:  T(ctx, "Counts are refreshed every few seconds."),
 		TableLabel:  T(ctx, "Occurrences, newest first"),
-		HeadID:      T(ctx, "Occurrence"), HeadDefinition: T(ctx, "Definition"), HeadRevision: T(ctx, "Revision"),
-		HeadNode: T(ctx, "Node"), HeadStatus: T(ctx, "Status"), HeadAttempts: T(ctx, "Attempts"),
-		HeadCreated: T(ctx, "Created"), HeadInstance: T(ctx, "Process instance"),
-		Empty:     T(ctx, "No occurrence matches these filters."),
-		NextLabel: T(ctx, "Next page"), FirstLabel: T(ctx, "First page"),
+		Head: occurrenceHeads{ID: T(ctx, "Occurrence"), Definition: T(ctx, "Definition"), Process: T(ctx, "Process and node"),
+			BusinessKey: T(ctx, "Business key"), Status: T(ctx, "Status"), Attempts: T(ctx, "Attempts"), Error: T(ctx, "Error"),
+			Consumer: T(ctx, "Consumer and worker"), When: T(ctx, "Next attempt or settled"), Instance: T(ctx, "Process instance")},
+		Empty: T(ctx, "No occurrence matches these filters."),
 	}
 
 	menus, err := c.menus.get(ctx)
@@ -196,15 +227,8 @@ func (c *Console) occurrenceList(w http.ResponseWriter, r *http.Request) {
 		c.serverError(w, r, err)
 		return
 	}
-	v.DefinitionOptions = []option{{Value: "", Label: T(ctx, "All definitions"), Selected: f.Definition == ""}}
-	for _, key := range menus.definitions {
-		v.DefinitionOptions = append(v.DefinitionOptions, option{Value: key, Label: key, Selected: key == f.Definition})
-	}
-	if f.Definition != "" && !slices.Contains(menus.definitions, f.Definition) {
-		// Keep a shared link's filter visible, even for a key the menu does
-		// not list (yet).
-		v.DefinitionOptions = append(v.DefinitionOptions, option{Value: f.Definition, Label: f.Definition, Selected: true})
-	}
+	v.DefinitionOptions = menuOptions(T(ctx, "All definitions"), menus.definitions, f.Definition)
+	v.ProcessOptions = menuOptions(T(ctx, "All processes"), menus.processes, f.Process)
 	v.StatusOptions = []option{{Value: "", Label: T(ctx, "All statuses"), Selected: f.Status == ""}}
 	for _, s := range occurrenceStatuses {
 		v.StatusOptions = append(v.StatusOptions, option{Value: s, Label: statusLabel(ctx, s), Selected: s == f.Status})
@@ -221,65 +245,166 @@ func (c *Console) occurrenceList(w http.ResponseWriter, r *http.Request) {
 		v.ConsumerOptions = append(v.ConsumerOptions, option{Value: consumer, Label: T(ctx, "consumer #%s", consumer), Selected: true})
 	}
 
-	if f.Definition != "" {
-		key := f.Definition
-		v.CountsScope = T(ctx, "Definition %s", key)
-	} else {
-		v.CountsScope = T(ctx, "All definitions")
-	}
-	if snap, err := c.counts.get(ctx); err != nil {
-		c.logger.Warn("console: counts unavailable", "err", err)
-		v.CountsMissing = T(ctx, "Counts are unavailable right now.")
-	} else {
-		byStatus := snap.forDefinition(f.Definition)
-		var total int64
-		for _, s := range occurrenceStatuses {
-			n := byStatus[s]
-			total += n
-			link := occurrenceFilter{Definition: f.Definition, Status: s}
-			v.Counts = append(v.Counts, statusCount{Status: s, Label: statusLabel(ctx, s), Count: number(ctx, n),
-				Href: link.href(), Current: s == f.Status})
-		}
-		v.CountsTotal = T(ctx, "%d occurrences", total)
-	}
+	c.occurrenceCounts(r, f, &v)
 
 	if len(errs) == 0 {
-		// One more than the page tells whether a next page exists.
 		limit := ef.Limit
-		ef.Limit = limit + 1
-		occs, err := c.eng.ListOccurrences(ctx, ef)
+		occs, moreOlder, moreNewer, err := c.occurrencePage(ctx, ef, limit)
 		if err != nil {
 			c.serverError(w, r, err)
 			return
 		}
-		more := len(occs) > limit
-		if more {
-			occs = occs[:limit]
-		}
-		for _, o := range occs {
+		ids := make([]string, len(occs))
+		for i, o := range occs {
 			v.Rows = append(v.Rows, occurrenceRowOf(ctx, o))
+			ids[i] = o.ID.String()
 		}
-		if more {
-			next := f
-			next.Before = occs[len(occs)-1].ID.String()
-			v.NextHref = next.href()
+		cur := f.Page
+		if ef.After != nil && ef.Before == nil && !moreNewer {
+			cur = page{} // the page above the cursor is the first page
 		}
-		if f.Before != "" {
-			first := f
-			first.Before = ""
-			v.FirstHref = first.href()
-		}
+		v.Pager = keysetPage(ctx, cur, ids, limit, moreOlder, moreNewer, func(p page) string {
+			g := f
+			g.Page = p
+			return g.href()
+		})
 	}
 	c.render(w, r, http.StatusOK, occurrenceListPage(v))
 }
 
-func occurrenceRowOf(ctx context.Context, o engine.Occurrence) occurrenceRow {
-	return occurrenceRow{
-		ID: o.ID.String(), Href: occurrenceHref(o.ID), Definition: o.Definition,
-		DefinitionHref: revisionHref(o.Definition, o.Revision), Revision: strconv.Itoa(o.Revision), Node: o.Node,
-		Status: o.Status, StatusLabel: statusLabel(ctx, o.Status), Attempts: T(ctx, "%d attempts", o.Attempts),
-		Created: formatTime(ctx, o.CreatedAt), InstanceID: o.InstanceID.String(), InstanceHref: instanceHref(o.InstanceID),
+// occurrencePage reads one page of ef (before a cursor, after one, or the
+// first), newest first, and whether older and newer rows exist beyond it.
+// A previous page that comes back short is the start of the list: the
+// first page is read instead, so that it shows full.
+func (c *Console) occurrencePage(ctx context.Context, ef engine.OccurrenceFilter, limit int) (occs []engine.Occurrence, moreOlder, moreNewer bool, err error) {
+	ef.Limit = limit + 1 // one more than the page says whether more follow
+	occs, err = c.eng.ListOccurrences(ctx, ef)
+	if err != nil {
+		return nil, false, false, err
 	}
+	if ef.After != nil && ef.Before == nil {
+		if len(occs) > limit {
+			// Read upwards and returned newest first: the extra row is the
+			// newest, beyond the page.
+			return occs[1:], true, true, nil
+		}
+		if len(occs) == limit {
+			return occs, true, false, nil
+		}
+		ef.After = nil
+		occs, err = c.eng.ListOccurrences(ctx, ef)
+		if err != nil {
+			return nil, false, false, err
+		}
+	}
+	moreOlder = len(occs) > limit
+	if moreOlder {
+		occs = occs[:limit]
+	}
+	return occs, moreOlder, ef.Before != nil, nil
+}
+
+// occurrenceCounts fills the counts by status: cached per definition (a
+// count over a million rows per request would not do), scoped to the
+// definition filter, labelled as totals when other filters narrow the list
+// further, and dated.
+func (c *Console) occurrenceCounts(r *http.Request, f occurrenceFilter, v *occurrenceListView) {
+	ctx := r.Context()
+	switch key := f.Definition; {
+	case key != "" && f.narrowed():
+		v.CountsScope = T(ctx, "Totals of definition %s, not narrowed by the other filters", key)
+	case key != "":
+		v.CountsScope = T(ctx, "Definition %s", key)
+	case f.narrowed():
+		v.CountsScope = T(ctx, "Totals of all definitions, not narrowed by the other filters")
+	default:
+		v.CountsScope = T(ctx, "All definitions")
+	}
+	snap, at, err := c.counts.getAt(ctx)
+	if err != nil {
+		c.logger.Warn("console: counts unavailable", "err", err)
+		v.CountsMissing = T(ctx, "Counts are unavailable right now.")
+		return
+	}
+	byStatus := snap.forDefinition(f.Definition)
+	var total int64
+	for _, s := range occurrenceStatuses {
+		n := byStatus[s]
+		total += n
+		link := occurrenceFilter{Definition: f.Definition, Status: s}
+		v.Counts = append(v.Counts, statusCount{Status: s, Label: statusLabel(ctx, s), Count: number(ctx, n),
+			Href: link.href(), Current: s == f.Status})
+	}
+	v.CountsTotal = T(ctx, "%d occurrences", total)
+	when := formatTime(ctx, at)
+	v.CountsNote = T(ctx, "as of %s (%s); counts are refreshed every few seconds.", when.Text, when.Rel)
+}
+
+// menuOptions is a filter's <select>: every choice, and the current value
+// even when the menu does not list it (a shared link), so it stays visible.
+func menuOptions(all string, values []string, current string) []option {
+	out := []option{{Value: "", Label: all, Selected: current == ""}}
+	for _, k := range values {
+		out = append(out, option{Value: k, Label: k, Selected: k == current})
+	}
+	if current != "" && !slices.Contains(values, current) {
+		out = append(out, option{Value: current, Label: current, Selected: true})
+	}
+	return out
+}
+
+func occurrenceRowOf(ctx context.Context, o engine.Occurrence) occurrenceRow {
+	row := occurrenceRow{
+		ID: o.ID.String(), Href: occurrenceHref(o.ID), Definition: o.Definition,
+		DefinitionHref: revisionHref(o.Definition, o.Revision), Revision: T(ctx, "revision %d", o.Revision), Node: o.Node,
+		Process: o.ProcessKey, Status: o.Status, StatusLabel: statusLabel(ctx, o.Status), Attempts: T(ctx, "%d attempts", o.Attempts),
+		InstanceID: o.InstanceID.String(), InstanceHref: instanceHref(o.InstanceID),
+		Consumer: o.ConsumerName,
+	}
+	if o.ProcessKey != "" && o.ProcessVersion > 0 {
+		row.ProcessHref = processVersionHref(o.ProcessKey, o.ProcessVersion)
+	}
+	if o.BusinessKey != nil {
+		row.BusinessKey = *o.BusinessKey
+	}
+	if row.Consumer == "" && o.ConsumerID != nil {
+		consumer := strconv.FormatInt(*o.ConsumerID, 10)
+		row.Consumer = T(ctx, "consumer #%s", consumer)
+	}
+	if o.WorkerID != nil {
+		row.Worker = *o.WorkerID
+	}
+	if o.ErrorCode != nil {
+		row.ErrorCode = *o.ErrorCode
+		if o.ErrorMessage != nil {
+			row.ErrorTitle = errorMessage(ctx, *o.ErrorMessage)
+		}
+	}
+	row.WhenLabel, row.When = whenOf(ctx, o)
+	return row
+}
+
+// whenOf says, in a list, what an occurrence waits for and until when, or
+// when it settled.
+func whenOf(ctx context.Context, o engine.Occurrence) (string, timeView) {
+	now := prefsOf(ctx).now
+	switch o.Status {
+	case engine.StatusCompleted, engine.StatusFailed, engine.StatusCancelled:
+		return T(ctx, "settled"), listTimePtr(ctx, o.SettledAt)
+	case engine.StatusAvailable:
+		if o.AvailableAt.After(now) {
+			return T(ctx, "next attempt"), listTime(ctx, o.AvailableAt)
+		}
+		return T(ctx, "claimable since"), listTime(ctx, o.AvailableAt)
+	case engine.StatusReserved:
+		if o.Mode == "push" {
+			return T(ctx, "call in progress since"), listTimePtr(ctx, o.ReservedAt)
+		}
+		return T(ctx, "lock until"), listTimePtr(ctx, o.LockExpiresAt)
+	case engine.StatusDeferred:
+		return T(ctx, "deferred since"), listTimePtr(ctx, o.DeferredAt)
+	}
+	return "", timeView{}
 }
 
 func occurrenceHref(id uuid.UUID) string { return basePath + "/occurrences/" + id.String() }
@@ -291,4 +416,9 @@ func definitionHref(key string) string { return basePath + "/definitions/" + url
 // revisionHref links to one revision's section of its definition's page.
 func revisionHref(key string, n int) string {
 	return definitionHref(key) + "#revision-" + strconv.Itoa(n)
+}
+
+// processVersionHref links to a process version's page.
+func processVersionHref(key string, version int) string {
+	return processesPath + "/" + url.PathEscape(key) + "/versions/" + strconv.Itoa(version)
 }

@@ -26,8 +26,9 @@ func (f *fixture) expectations() map[string]expect {
 				"counts-scope":      {"All definitions", "Toutes les définitions"},
 				"count-available":   {"available 2", "disponible 2"},
 				"count-completed":   {"completed 1", "terminée 1"},
-				"count-failed":      {"failed 1", "en échec 1"},
-				"counts-total":      {"4 occurrences", "4 occurrences"},
+				"count-failed":      {"failed 5", "en échec 5"},
+				"counts-total":      {"8 occurrences", "8 occurrences"},
+				"counts-as-of":      {"as of ", "au "},
 				"nav-occurrences":   {"External tasks", "Tâches externes"},
 				"signed-in-as":      {"Signed in as operator (operator)", "Connecté en tant que operator (opérateur)"},
 				"filter-status":     {"All statuses", "Tous les statuts"},
@@ -99,7 +100,7 @@ func (f *fixture) expectations() map[string]expect {
 			}},
 		"instance-stop": {status: 200,
 			texts: map[string][2]string{
-				"stop-question": {"Stop this instance? Its open occurrences are cancelled.", "Arrêter cette instance ? Ses occurrences ouvertes sont annulées."},
+				"stop-question": {"Stop this instance? Its open occurrences are cancelled.", "Arrêter cette instance\u202f? Ses occurrences ouvertes sont annulées."},
 				"confirm-stop":  {"Stop the instance", "Arrêter l’instance"},
 			}},
 		"definitions": {status: 200,
@@ -112,14 +113,95 @@ func (f *fixture) expectations() map[string]expect {
 			texts: map[string][2]string{
 				"page-title":     {"Definition console_vault", "Définition console_vault"},
 				"working-name":   {"Vault check", "Vault check"},
-				"diff-summary":   {"From revision 1 to revision 2: 2 changes, 2 breaking", "De la révision 1 à la révision 2 : 2 changements, 2 incompatibles"},
+				"diff-summary":   {"From revision 1 to revision 2: 2 changes, 2 breaking", "De la révision 1 à la révision 2\u202f: 2 changements, 2 incompatibles"},
 				"classification": {"secret", "secrète"},
-				"changes":        {"maximum length: 100 → 80", "longueur maximale : 100 → 80"},
+				"changes":        {"maximum length: 100 → 80", "longueur maximale\u202f: 100 → 80"},
 				"revision-2":     {"at most 80 characters", "au plus 80 caractères"},
 			},
 			atLeast: map[string]int{"revision-1": 1, "revision-2": 1, "change-row": 2, "breaks-processes": 2}},
 		"not-found": {status: 404,
-			texts: map[string][2]string{"page-title": {"Not found", "Introuvable"}}},
+			texts: map[string][2]string{"page-title": {"Not found", "Introuvable"}, "nav-occurrences": {"External tasks", "Tâches externes"}}},
+
+		"health": {status: 200,
+			texts: map[string][2]string{
+				"page-title":   {"Health", "État"},
+				"chart-scope":  {"All definitions", "Toutes les définitions"},
+				"health-as-of": {"As of ", "Au "},
+			},
+			atLeast: map[string]int{"health-row": 4, "chart": 1}},
+		"health-scoped": {status: 200,
+			texts: map[string][2]string{"chart-scope": {"Definition charge_card", "Définition charge_card"}}},
+		"occurrences-triage": {status: 200,
+			texts: map[string][2]string{
+				"counts-scope":            {"Totals of all definitions, not narrowed by the other filters", "Totaux de toutes les définitions, sans les autres filtres"},
+				"occurrence-error":        {"destination_http_503", "destination_http_503"},
+				"occurrence-business-key": {"order-100", "order-100"},
+				"page-range":              {"Rows 1–3", "Lignes 1 à 3"},
+			},
+			atLeast: map[string]int{"occurrence-row": 3}},
+		"occurrence-push-held": {status: 200,
+			texts: map[string][2]string{
+				"status":       {"failed", "en échec"},
+				"error-code":   {"destination_http_503 — The destination answered HTTP 503.", "destination_http_503 — La destination a répondu HTTP 503."},
+				"attempt-http": {"HTTP 503", "HTTP 503"},
+				"state-note":   {"Its instance is held here, waiting for an operator.", "Son instance est suspendue ici, en attente d’un opérateur."},
+				"summary":      {"Last error (attempt 1)", "Dernière erreur (tentative 1)"},
+				"business-key": {"order-1001", "order-1001"},
+			},
+			atLeast: map[string]int{"http-note": 1, "instance-actions-link": 1}},
+		"occurrence-pull-held": {status: 200,
+			texts: map[string][2]string{
+				"error-code":    {"SCORER_DOWN", "SCORER_DOWN"},
+				"error-message": {"the scoring model is being redeployed", "the scoring model is being redeployed"},
+				"summary":       {"Message from the service (as it sent it)", "Message du service (tel qu’il l’a envoyé)"},
+				"state-text":    {"Failed (", "En échec ("},
+			}},
+		"instances": {status: 200,
+			texts:   map[string][2]string{"page-title": {"Process instances", "Instances de processus"}},
+			atLeast: map[string]int{"instance-row": 8}},
+		"instances-held": {status: 200,
+			texts:   map[string][2]string{"bulk-retry": {"Retry every held instance…", "Reprendre toutes les instances suspendues…"}},
+			atLeast: map[string]int{"instance-row": 2}},
+		"instance-held": {status: 200,
+			texts: map[string][2]string{
+				"instance-status":  {"held", "suspendue"},
+				"held-node":        {"score", "score"},
+				"retry-instance":   {"Retry…", "Reprendre…"},
+				"abandon-instance": {"Abandon…", "Abandonner…"},
+				"business-key":     {"lead-7", "lead-7"},
+			}},
+		"instance-stopped": {status: 200,
+			texts: map[string][2]string{
+				"instance-status": {"cancelled", "annulée"},
+				"attribution":     {"Stopped by ops-alice at ", "Arrêtée par ops-alice le "},
+				"audit-reason":    {"duplicate order (OPS-1234)", "duplicate order (OPS-1234)"},
+			}},
+		"instance-retry": {status: 200,
+			texts: map[string][2]string{"retry-question": {"Retry this instance? Its failed occurrence at node score is offered again",
+				"Reprendre cette instance\u202f? Son occurrence en échec au nœud score est proposée de nouveau"}}},
+		"instance-abandon": {status: 200,
+			texts: map[string][2]string{"abandon-question": {"Abandon this instance? It fails with the error code abandoned.",
+				"Abandonner cette instance\u202f? Elle passe en échec avec le code d’erreur abandoned."}}},
+		"bulk-retry": {status: 200,
+			texts: map[string][2]string{"bulk-count": {"2 held instances match now.", "2 instances suspendues correspondent au filtre maintenant."},
+				"bulk-submit": {"Retry 2 instances", "Reprendre 2 instances"}}},
+		"audit": {status: 200,
+			texts:   map[string][2]string{"audit-who": {"ops-alice", "ops-alice"}, "audit-action": {"stop", "arrêt"}},
+			atLeast: map[string]int{"audit-row": 1}},
+		"processes": {status: 200,
+			atLeast: map[string]int{"process-row": 4}},
+		"process-version": {status: 200,
+			texts: map[string][2]string{
+				"page-title":        {"Process checkout, version 1", "Processus checkout, version 1"},
+				"node-on-error":     {"destination_http_503 → hold (an incident for an operator)", "destination_http_503 → suspension (un incident pour un opérateur)"},
+				"node-counts":       {"failed 3", "en échec 3"},
+				"node-counts-as-of": {"Counts as of ", "Décomptes au "},
+			},
+			atLeast: map[string]int{"graph-node": 4, "node-row": 3}},
+		"search-nothing": {status: 404,
+			texts: map[string][2]string{"search-message": {"No instance or occurrence has the id “no-such-key”", "Aucune instance ni occurrence n’a l’identifiant « no-such-key »"}}},
+		"preferences": {status: 200,
+			texts: map[string][2]string{"save-prefs": {"Save settings", "Enregistrer les réglages"}}},
 	}
 }
 
@@ -128,11 +210,11 @@ func (f *fixture) expectations() map[string]expect {
 // elements.
 func TestEveryPageInBothLanguages(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
+	f := newIncidentFixture(t)
 	want := f.expectations()
 	for i, lang := range []string{"en", "fr"} {
 		b := signedIn(t, f.env.URL, lang, f.env.Operator)
-		for _, p := range f.pages() {
+		for _, p := range f.allPages() {
 			exp, ok := want[p.name]
 			if !ok {
 				t.Fatalf("no expectations for page %s", p.name)
@@ -184,13 +266,13 @@ var (
 // words, or an English page French ones.
 func TestNoOtherLanguageWords(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
+	f := newIncidentFixture(t)
 	for _, tc := range []struct {
 		lang      string
 		forbidden []string
 	}{{"fr", englishWords}, {"en", frenchWords}} {
 		b := signedIn(t, f.env.URL, tc.lang, f.env.Operator)
-		pages := append(f.pages(), page{"sign-in", "/console/sign-in"})
+		pages := append(f.allPages(), page{"sign-in", "/console/sign-in"})
 		for _, p := range pages {
 			client := b
 			if p.name == "sign-in" {
@@ -259,7 +341,7 @@ func around(s, w string) string {
 // appears anywhere in the HTML.
 func TestProtectedValuesNeverRendered(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
+	f := newIncidentFixture(t)
 	var leaks []string
 	for n := 6; n <= len(canarySecret); n++ {
 		leaks = append(leaks, canarySecret[:n])
@@ -270,7 +352,7 @@ func TestProtectedValuesNeverRendered(t *testing.T) {
 		for _, lang := range []string{"en", "fr"} {
 			b := signedIn(t, f.env.URL, lang, token)
 			paths := []string{"/console/sign-in", "/console/occurrences?limit=1", "/console/occurrences?status=failed&definition=console_vault"}
-			for _, p := range f.pages() {
+			for _, p := range f.allPages() {
 				paths = append(paths, p.path)
 			}
 			for _, p := range paths {

@@ -155,7 +155,7 @@ func TestRevealShowsTheValueOnceAndRecordsIt(t *testing.T) {
 	fr := signedIn(t, f.env.URL, "fr", f.env.Admin)
 	rf := fr.do("POST", action, url.Values{"csrf": {csrfOf(t, fr.mustGet(page, 200))}, "side": {"outputs"}, "field": {"/note"}})
 	if rf.status != http.StatusOK || text(rf, "revealed-value") != canarySensitive || !strings.HasPrefix(text(rf, "reveal-notice"), "Révélé par admin le ") ||
-		!strings.HasSuffix(text(rf, "reveal-notice"), "UTC ; consigné dans le journal d’audit.") {
+		!strings.HasSuffix(text(rf, "reveal-notice"), "UTC\u202f; consigné dans le journal d’audit.") {
 		t.Errorf("French reveal: %d %q %q", rf.status, text(rf, "revealed-value"), text(rf, "reveal-notice"))
 	}
 	shown := visibleText(rf.doc)

@@ -11,9 +11,10 @@ import (
 // Handler returns the console's routes, to be mounted at /console.
 func (c *Console) Handler() http.Handler {
 	r := chi.NewRouter()
-	r.Use(securityHeaders, withLanguage)
+	r.Use(securityHeaders, withLanguage, c.withPreferences)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) { c.notFound(w, r) })
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		r = c.optionalSession(r)
 		c.errorPage(w, r, http.StatusMethodNotAllowed, T(r.Context(), "Not allowed"), T(r.Context(), "This page does not accept that request."))
 	})
 
@@ -29,17 +30,27 @@ func (c *Console) Handler() http.Handler {
 			http.Redirect(w, r, homeFor(p.Role), http.StatusSeeOther)
 		})
 		r.Post("/sign-out", c.signOut)
+		r.Get("/preferences", c.preferencesPage)
+		r.Post("/preferences", c.savePreferences)
 		r.Get("/definitions", c.definitionList)
 		r.Get("/definitions/{key}", c.definitionDetail)
 		r.Group(func(r chi.Router) {
 			r.Use(c.requireOperator)
+			r.Get("/health", c.health)
+			r.Get("/search", c.search)
 			r.Get("/occurrences", c.occurrenceList)
 			r.Get("/occurrences/{id}", c.occurrenceDetail)
 			r.Get("/occurrences/{id}/reveal", c.occurrenceRevealGet)
 			r.Post("/occurrences/{id}/reveal", c.occurrenceReveal)
+			r.Get("/instances", c.instanceList)
+			r.Get("/instances/bulk", c.bulkConfirm)
+			r.Post("/instances/bulk", c.bulkAct)
 			r.Get("/instances/{id}", c.instanceDetail)
-			r.Get("/instances/{id}/stop", c.instanceStopConfirm)
-			r.Post("/instances/{id}/stop", c.instanceStop)
+			r.Get("/instances/{id}/{action:retry|abandon|stop}", c.instanceActionConfirm)
+			r.Post("/instances/{id}/{action:retry|abandon|stop}", c.instanceAct)
+			r.Get("/processes", c.processList)
+			r.Get("/processes/{key}/versions/{version}", c.processVersion)
+			r.Get("/audit", c.auditList)
 		})
 		r.Group(func(r chi.Router) {
 			r.Use(c.requireAdmin)

@@ -36,6 +36,9 @@ type session struct {
 	tokenHash []byte
 	csrf      string
 	expires   time.Time
+	// flash is a notice for the next page this session opens: what a
+	// form did, shown once after its redirect (Post/Redirect/Get).
+	flash string
 }
 
 // sessionStore keeps sessions in this replica's memory, keyed by the
@@ -98,6 +101,29 @@ func (s *sessionStore) get(id string, now time.Time) (session, bool) {
 	}
 	sess.expires = now.Add(idleTimeout)
 	return *sess, true
+}
+
+// setFlash keeps a notice for the next page the session of id opens.
+func (s *sessionStore) setFlash(id, msg string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sess, ok := s.sessions[sessionKey(id)]; ok {
+		sess.flash = msg
+	}
+}
+
+// takeFlash returns the session's notice and forgets it: a reload does not
+// show it again.
+func (s *sessionStore) takeFlash(id string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sess, ok := s.sessions[sessionKey(id)]
+	if !ok {
+		return ""
+	}
+	msg := sess.flash
+	sess.flash = ""
+	return msg
 }
 
 // delete ends the session of id, if any.

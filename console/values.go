@@ -89,11 +89,11 @@ func constraints(ctx context.Context, f contracts.Field) string {
 		parts = append(parts, T(ctx, "format %s", f.Format))
 	}
 	if f.Minimum != nil {
-		minimum := f.Minimum.String()
+		minimum := localNumber(ctx, f.Minimum.String())
 		parts = append(parts, T(ctx, "minimum %s", minimum))
 	}
 	if f.Maximum != nil {
-		maximum := f.Maximum.String()
+		maximum := localNumber(ctx, f.Maximum.String())
 		parts = append(parts, T(ctx, "maximum %s", maximum))
 	}
 	if len(f.Values) > 0 {
@@ -106,7 +106,7 @@ func constraints(ctx context.Context, f contracts.Field) string {
 	if f.MaxItems != nil {
 		parts = append(parts, T(ctx, "at most %d items", *f.MaxItems))
 	}
-	return strings.Join(parts, "; ")
+	return semicolonList(ctx, parts)
 }
 
 // valueRow is one value of an occurrence's inputs or outputs.
@@ -125,6 +125,17 @@ type valueRow struct {
 	// Revealed shows in place of the marker, for this one response.
 	Revealed     string
 	RevealNotice string
+	// RevealName is the accessible name of the row's reveal button, which
+	// names the field (every button shows the same words).
+	RevealName string
+}
+
+// maskClass styles a masked marker: secret apart from sensitive.
+func (r valueRow) maskClass() string {
+	if r.Sensitive {
+		return "masked masked-sensitive"
+	}
+	return "masked masked-secret"
 }
 
 // valueRows lays out a (masked) JSON object along its contract, labelled

@@ -100,7 +100,7 @@ func TestDescribeChangeInBothLanguages(t *testing.T) {
 	want := map[string][2]string{
 		"required_changed /inputs/a":       {"required → optional", "obligatoire → facultatif"},
 		"type_changed /inputs/a":           {"text → integer", "texte → entier"},
-		"choices_changed /inputs/c":        {"values added: z; values removed: x", "valeurs ajoutées : z; valeurs retirées : x"},
+		"choices_changed /inputs/c":        {"values added: z; values removed: x", "valeurs ajoutées\u202f: z\u202f; valeurs retirées\u202f: x"},
 		"classification_changed /inputs/c": {"normal → secret", "normale → secrète"},
 		"removed /inputs/gone":             {"optional field of type integer", "champ facultatif de type entier"},
 		"added /inputs/new":                {"required field of type text", "champ obligatoire de type texte"},

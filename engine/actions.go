@@ -76,17 +76,28 @@ func checkReason(reason string) error {
 // instance_ended once it completed or failed); stopping a cancelled
 // instance again changes nothing and records nothing.
 func (e *Engine) Act(ctx context.Context, actor Actor, action Action, id uuid.UUID, reason string) (Instance, error) {
+	inst, _, err := e.ActApplied(ctx, actor, action, id, reason)
+	return inst, err
+}
+
+// ActApplied is Act, also saying whether the action changed anything:
+// applied is false when the instance already was as the action leaves it
+// (a stop of a stopped instance), in which case nothing was recorded. A
+// console tells the operator who lost a race that way.
+func (e *Engine) ActApplied(ctx context.Context, actor Actor, action Action, id uuid.UUID, reason string) (inst Instance, applied bool, err error) {
 	if err := checkReason(reason); err != nil {
-		return Instance{}, err
+		return Instance{}, false, err
 	}
-	err := e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error {
-		_, err := e.actIn(ctx, q, actor, action, id, strings.TrimSpace(reason), nil)
+	err = e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error {
+		var err error
+		applied, err = e.actIn(ctx, q, actor, action, id, strings.TrimSpace(reason), nil)
 		return err
 	})
 	if err != nil {
-		return Instance{}, wrap(string(action)+" instance", err)
+		return Instance{}, false, wrap(string(action)+" instance", err)
 	}
-	return e.GetInstance(ctx, id)
+	inst, err = e.GetInstance(ctx, id)
+	return inst, applied, err
 }
 
 // actIn applies action to id inside q's transaction; applied is false when
@@ -288,13 +299,14 @@ type OperatorAction struct {
 type AuditFilter struct {
 	Instance *uuid.UUID
 	Action   string
-	Before   int64 // keyset cursor: ids below it (newest first)
+	Bulk     *uuid.UUID // the records of one bulk action
+	Before   int64      // keyset cursor: ids below it (newest first)
 	Limit    int
 }
 
 // ListOperatorActions returns the operator audit log, newest first.
 func (e *Engine) ListOperatorActions(ctx context.Context, f AuditFilter) ([]OperatorAction, error) {
-	p := queries.OperatorActionListParams{InstanceID: f.Instance, Action: strPtr(f.Action), Max: int32(f.Limit)}
+	p := queries.OperatorActionListParams{InstanceID: f.Instance, Action: strPtr(f.Action), BulkID: f.Bulk, Max: int32(f.Limit)}
 	if f.Before > 0 {
 		p.Before = &f.Before
 	}

@@ -222,7 +222,7 @@ func (r *run) enter(name string) error {
 		Mode: string(node.Kind), Status: StatusAvailable,
 		Priority: int16(node.Policy.Priority), MaxAttempts: int32(node.Policy.MaxAttempts), RetryDelay: node.Policy.RetryDelay,
 		AvailableAt: r.now, ClaimableAt: &r.now, Inputs: json.RawMessage("{}"),
-		ProcessKey: &r.inst.ProcessKey, BusinessKey: r.inst.BusinessKey,
+		ProcessKey: &r.inst.ProcessKey, BusinessKey: r.inst.BusinessKey, ProcessVersion: &r.inst.Version,
 	}
 	if node.Policy.Deadline > 0 {
 		d, at := node.Policy.Deadline, r.now.Add(node.Policy.Deadline)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -349,7 +350,10 @@ type InstanceFilter struct {
 	CreatedAfter  *time.Time
 	CreatedBefore *time.Time
 	Before        *uuid.UUID // keyset cursor: ids below it
-	Limit         int
+	// After, when set (and Before is not), asks for the page just above
+	// it, still returned newest first (a list's previous page).
+	After *uuid.UUID
+	Limit int
 }
 
 // idBound is the smallest UUIDv7 of the millisecond t: ids are UUIDv7, so
@@ -368,8 +372,16 @@ func idBound(t *time.Time) *uuid.UUID {
 
 // ListInstances returns instances newest first.
 func (e *Engine) ListInstances(ctx context.Context, f InstanceFilter) ([]Instance, error) {
-	rows, err := e.q.InstanceList(ctx, queries.InstanceListParams{ProcessKey: strPtr(f.ProcessKey), Status: strPtr(f.Status),
-		BusinessKey: strPtr(f.BusinessKey), CreatedFrom: idBound(f.CreatedAfter), CreatedTo: idBound(f.CreatedBefore), Before: f.Before, Max: int32(f.Limit)})
+	var rows []queries.Instance
+	var err error
+	if f.After != nil && f.Before == nil {
+		rows, err = e.q.InstanceListAfter(ctx, queries.InstanceListAfterParams{ProcessKey: strPtr(f.ProcessKey), Status: strPtr(f.Status),
+			BusinessKey: strPtr(f.BusinessKey), CreatedFrom: idBound(f.CreatedAfter), CreatedTo: idBound(f.CreatedBefore), After: *f.After, Max: int32(f.Limit)})
+		slices.Reverse(rows)
+	} else {
+		rows, err = e.q.InstanceList(ctx, queries.InstanceListParams{ProcessKey: strPtr(f.ProcessKey), Status: strPtr(f.Status),
+			BusinessKey: strPtr(f.BusinessKey), CreatedFrom: idBound(f.CreatedAfter), CreatedTo: idBound(f.CreatedBefore), Before: f.Before, Max: int32(f.Limit)})
+	}
 	if err != nil {
 		return nil, wrap("list instances", err)
 	}

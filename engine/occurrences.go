@@ -43,13 +43,15 @@ type Occurrence struct {
 	AttemptsLeft int
 	DeferredAt   *time.Time
 	DeferReason  *string
-	// ProcessKey and BusinessKey are the instance's (nil when unknown or
-	// without a business key).
-	ProcessKey  *string
-	BusinessKey *string
-	Inputs      json.RawMessage
-	Outputs     json.RawMessage // nil until completed
-	AttemptList []Attempt       // filled by GetOccurrence only
+	// ProcessKey, ProcessVersion and BusinessKey are the instance's,
+	// copied onto the occurrence when it was created (empty or 0 for
+	// occurrences older than the copies).
+	ProcessKey     string
+	ProcessVersion int
+	BusinessKey    *string
+	Inputs         json.RawMessage
+	Outputs        json.RawMessage // nil until completed
+	AttemptList    []Attempt       // filled by GetOccurrence only
 }
 
 // Policy is the execution policy frozen on an occurrence.
@@ -94,9 +96,11 @@ func (e *Engine) occurrenceFromRow(ctx context.Context, x observed) Occurrence {
 		ConsumerID: o.ConsumerID, WorkerID: o.WorkerID, CreatedAt: o.CreatedAt, AvailableAt: o.AvailableAt, ReservedAt: o.ReservedAt,
 		LockExpiresAt: o.LockExpiresAt, SettledAt: o.SettledAt, DeadlineAt: o.DeadlineAt, Route: o.Route, ErrorCode: o.ErrorCode,
 		ErrorMessage: o.ErrorMessage, AttemptsLeft: attemptsLeft(o), DeferredAt: o.DeferredAt, DeferReason: o.DeferReason,
-		ProcessKey: o.ProcessKey, BusinessKey: o.BusinessKey,
 		Policy: Policy{MaxAttempts: int(o.MaxAttempts), RetryDelay: o.RetryDelay, Deadline: o.Deadline, Priority: int(o.Priority)},
-		Inputs: json.RawMessage("{}"),
+		Inputs: json.RawMessage("{}"), ProcessKey: deref(o.ProcessKey), BusinessKey: o.BusinessKey,
+	}
+	if o.ProcessVersion != nil {
+		out.ProcessVersion = int(*o.ProcessVersion)
 	}
 	if rev, err := e.revision(ctx, e.q, o.DefinitionKey, int(o.Revision)); err == nil {
 		out.Inputs = rev.Working.Inputs.Mask(o.Inputs)
@@ -187,7 +191,11 @@ type OccurrenceFilter struct {
 	SettledAfter  *time.Time
 	SettledBefore *time.Time
 	Before        *uuid.UUID // keyset cursor: ids below it (newest first)
-	Limit         int
+	// After, when set (and Before is not), asks for the page just above
+	// it: the Limit oldest ids greater than After, still returned newest
+	// first. It is how a list goes back a page.
+	After *uuid.UUID
+	Limit int
 }
 
 // ListOccurrences returns occurrences newest first.
@@ -203,13 +211,29 @@ func (e *Engine) ListOccurrences(ctx context.Context, f OccurrenceFilter) ([]Occ
 	if f.ConsumerID > 0 {
 		p.ConsumerID = &f.ConsumerID
 	}
-	rows, err := e.q.OccurrenceList(ctx, p)
-	if err != nil {
-		return nil, wrap("list occurrences", err)
-	}
-	xs := make([]observed, len(rows))
-	for i, r := range rows {
-		xs[i] = observed{r.Occurrence, r.Lapsed}
+	var xs []observed
+	if f.After != nil && f.Before == nil {
+		rows, err := e.q.OccurrenceListAfter(ctx, queries.OccurrenceListAfterParams{Now: p.Now, DefinitionKey: p.DefinitionKey,
+			Status: p.Status, InstanceID: p.InstanceID, Revision: p.Revision, ProcessKey: p.ProcessKey, BusinessKey: p.BusinessKey,
+			ErrorCode: p.ErrorCode, CreatedFrom: p.CreatedFrom, CreatedTo: p.CreatedTo, SettledAfter: p.SettledAfter,
+			SettledBefore: p.SettledBefore, ConsumerID: p.ConsumerID, After: *f.After, Max: p.Max})
+		if err != nil {
+			return nil, wrap("list occurrences", err)
+		}
+		xs = make([]observed, len(rows))
+		for i, r := range rows {
+			// Ascending from the cursor: reversed, newest first.
+			xs[len(rows)-1-i] = observed{r.Occurrence, r.Lapsed}
+		}
+	} else {
+		rows, err := e.q.OccurrenceList(ctx, p)
+		if err != nil {
+			return nil, wrap("list occurrences", err)
+		}
+		xs = make([]observed, len(rows))
+		for i, r := range rows {
+			xs[i] = observed{r.Occurrence, r.Lapsed}
+		}
 	}
 	return e.observations(ctx, xs)
 }

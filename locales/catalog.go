@@ -39,716 +39,1464 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s, %[3]s, %[4]s UTC": 79,
-	"%d (0 lowest, 9 highest)":      202,
-	"%d attempts":                   204,
-	"%d breaking":                   60,
-	"%d changes":                    59,
-	"%d d":                          98,
-	"%d days":                       93,
-	"%d h":                          99,
-	"%d hours":                      94,
-	"%d items":                      288,
-	"%d min":                        100,
-	"%d minutes":                    95,
-	"%d ms":                         97,
-	"%d occurrences":                241,
-	"%d releases":                   78,
-	"%d s":                          101,
-	"%d seconds":                    96,
-	"%s, revision %s":               188,
-	"%s, version %s":                189,
-	"%s: %s → %s":                   67,
-	"(each item)":                   277,
-	"0 seconds":                     92,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.": 255,
-	"All consumers":          239,
-	"All definitions":        237,
-	"All statuses":           238,
-	"Apply filters":          231,
-	"Apr":                    83,
-	"Attempts":               203,
-	"Aug":                    87,
-	"Available":              194,
-	"Back to definitions":    11,
-	"Back to external tasks": 10,
-	"Breaks processes":       47,
-	"Breaks workers":         48,
-	"Business key":           127,
-	"Call timeout":           213,
-	"Cannot reveal":          244,
-	"Change":                 45,
-	"Choose two existing revisions to compare.": 57,
-	"Classification":    23,
-	"Clear filters":     232,
-	"Compare":           44,
-	"Compare revisions": 40,
-	"Constraints":       24,
-	"Consumer":          206,
-	"Counts are refreshed every few seconds.": 234,
-	"Counts are unavailable right now.":       240,
-	"Counts by status":                        233,
-	"Created":                                 112,
-	"Dates":                                   193,
-	"Deadline":                                197,
-	"Dec":                                     91,
-	"Definition":                              108,
-	"Definition %s":                           26,
-	"Definitions":                             4,
-	"Description":                             25,
-	"Destination":                             212,
-	"Detail":                                  46,
-	"Digest":                                  56,
-	"End node":                                125,
-	"Ended":                                   124,
-	"Error code":                              128,
-	"Error message":                           209,
-	"Expired token":                           264,
-	"Expires":                                 261,
-	"External tasks":                          3,
-	"Feb":                                     81,
-	"Field":                                   20,
-	"Filters":                                 229,
-	"First page":                              77,
-	"Form refused":                            14,
-	"From revision":                           42,
-	"From revision %d to revision %d:":        58,
-	"Held at node":                            126,
-	"ID":                                      258,
-	"Inputs":                                  50,
-	"Inputs the instance was started with, labelled by process version %d's contract":                                                 117,
-	"Inputs, labelled by revision %d's contract":                                                                                      214,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.": 271,
-	"Jan":             80,
-	"Jul":             86,
-	"Jun":             85,
-	"Keep it":         273,
-	"Keep it held":    130,
-	"Keep it running": 129,
-	"Key":             72,
-	"Language":        1,
-	"Last saved":      31,
-	"Last used":       260,
-	"Latest revision": 73,
-	"Lists every change from one revision to another, and whom it may break.": 41,
-	"Lock expires":                         196,
-	"Main navigation":                      2,
-	"Mar":                                  82,
-	"Maximum attempts":                     199,
-	"May":                                  84,
-	"Mode":                                 192,
-	"Name":                                 29,
-	"Next node":                            111,
-	"Next page":                            76,
-	"No definition yet.":                   75,
-	"No inputs.":                           51,
-	"No occurrence matches these filters.": 236,
-	"No outputs yet: the occurrence has not completed.": 217,
-	"No outputs.": 53,
-	"No outputs: the occurrence ended without completing.": 219,
-	"No release yet.": 35,
-	"No revision yet: the Working copy has never been snapshotted.": 33,
-	"No service has reserved this occurrence yet.":                  210,
-	"No token.":   267,
-	"Node":        106,
-	"Not allowed": 8,
-	"Not found":   12,
-	"Notes":       38,
-	"Nothing exists at this address, or it is not visible to you.": 13,
-	"Nov":                       90,
-	"Occurrence":                107,
-	"Occurrence %s":             190,
-	"Occurrences, newest first": 235,
-	"Oct":                       89,
-	"Only a value this page shows as hidden (sensitive) can be revealed.": 245,
-	"Only administrators manage tokens.":                                  256,
-	"Only administrators may reveal a sensitive value.":                   242,
-	"Outcome": 208,
-	"Outputs": 52,
-	"Outputs, labelled by revision %d's contract": 216,
-	"Path":                               104,
-	"Policy":                             198,
-	"Priority":                           201,
-	"Process":                            122,
-	"Process inputs":                     116,
-	"Process instance":                   191,
-	"Process instance %s":                102,
-	"Published":                          39,
-	"Reason (recorded in the audit log)": 134,
-	"Relais console":                     0,
-	"Release":                            36,
-	"Releases":                           34,
-	"Required":                           22,
-	"Reserved":                           195,
-	"Retry delay":                        200,
-	"Reveal — this is recorded":          220,
-	"Revealed by %s at %s; recorded in the audit log.": 243,
-	"Revision":                  37,
-	"Revision %d":               54,
-	"Revisions":                 32,
-	"Revoke the %s token “%s”?": 270,
-	"Revoke the token":          272,
-	"Revoke token %d":           269,
-	"Revoke…":                   265,
-	"Role":                      259,
-	"Route":                     110,
-	"Routing output":            30,
-	"Say why you stop it: the reason is recorded in the audit log (at most 1,000 characters).": 137,
-	"Secret values can never be revealed.":                                                     246,
-	"Sep":                                                                                      88,
-	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 133,
-	"Settled": 113,
-	"Sign in": 249,
-	"Sign in with an operator or administrator token.": 250,
-	"Sign out":             7,
-	"Signed in as %s (%s)": 6,
-	"Snapshotted":          55,
-	"Something went wrong": 18,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 257,
-	"Started":                  123,
-	"Status":                   109,
-	"Stop process instance %s": 131,
-	"Stop the instance":        135,
-	"Stop this instance? Its open occurrences are cancelled.":                                132,
-	"Stop this instance…":                                                                    120,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.": 121,
-	"Summary": 103,
-	"Task contracts: their Working copy, immutable revisions and named releases.": 71,
-	"Temporarily unavailable": 16,
-	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                 19,
-	"The database cannot be reached right now. Try again in a few seconds.":                                                       17,
-	"The instance was stopped; its open occurrences are cancelled.":                                                               119,
-	"The nodes this instance reached, in order, each with its occurrence.":                                                        105,
-	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                28,
-	"The page cursor is invalid: go back to the first page.":                                                                      227,
-	"The page size must be between 1 and %d.":                                                                                     228,
-	"The process instance must be an instance id (a UUID).":                                                                       224,
-	"The revision must be a whole number, 1 or more.":                                                                             225,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 252,
-	"The token was revoked.":                   268,
-	"These revisions have the same contracts.": 49,
-	"This contract has no inputs.":             215,
-	"This contract has no outputs.":            218,
-	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                  15,
-	"This instance has already ended; there is nothing to stop.":                                                           136,
-	"This instance has not reached a task yet.":                                                                            114,
-	"This is the last usable administrator token: create another one before revoking it.":                                  275,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.": 274,
-	"This page does not accept that request.":                                                                              247,
-	"This process takes no inputs.":                                                                                        118,
-	"This token is unknown or has been revoked.":                                                                           254,
-	"To revision": 43,
-	"Token":       251,
-	"Tokens":      5,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 253,
-	"Type":                21,
-	"Unknown consumer.":   226,
-	"Unknown status %q.":  223,
-	"Value":               115,
-	"Worker id":           207,
-	"Working copy":        27,
-	"You are signed out.": 248,
-	"Your role can read definitions only: external tasks and process instances are for operators and administrators.": 9,
-	"[redacted]":                      222,
-	"administrator":                   166,
-	"at least %d characters":          278,
-	"at least %d items":               285,
-	"at most %d":                      205,
-	"at most %d characters":           279,
-	"at most %d items":                286,
-	"available":                       138,
-	"boolean":                         153,
-	"cancelled":                       143,
-	"choice":                          156,
-	"classification changed":          177,
-	"completed":                       141,
-	"constraint changed":              178,
-	"consumer":                        169,
-	"consumer #%s":                    221,
-	"date":                            154,
-	"date and time":                   155,
-	"deferred":                        140,
-	"designer":                        168,
-	"disconnected":                    149,
-	"expired":                         146,
-	"failed":                          142,
-	"field added":                     172,
-	"field removed":                   173,
-	"format":                          183,
-	"format %s":                       281,
-	"held":                            145,
-	"in progress":                     211,
-	"instance id":                     230,
-	"integer":                         151,
-	"list":                            158,
-	"maximum":                         185,
-	"maximum %s":                      283,
-	"maximum items":                   187,
-	"maximum length":                  181,
-	"minimum":                         184,
-	"minimum %s":                      282,
-	"minimum items":                   186,
-	"minimum length":                  180,
-	"never":                           262,
-	"no":                              171,
-	"none":                            70,
-	"none yet":                        74,
-	"normal":                          159,
-	"not provided":                    287,
-	"not yet":                         263,
-	"null":                            289,
-	"number":                          152,
-	"object":                          157,
-	"one of: %s":                      284,
-	"operator":                        167,
-	"optional field of type %s":       69,
-	"optional → required":             62,
-	"pattern":                         182,
-	"pattern %s":                      280,
-	"pull (the service fetches it)":   164,
-	"push (Relais calls the service)": 165,
-	"rejected":                        147,
-	"released":                        148,
-	"required changed":                175,
-	"required field of type %s":       68,
-	"required → optional":             63,
-	"reserved":                        139,
-	"routing changed":                 179,
-	"routing output":                  276,
-	"routing output %s → %s":          61,
-	"running":                         144,
-	"secret":                          161,
-	"sensitive":                       160,
-	"text":                            150,
-	"this session":                    266,
-	"type changed":                    174,
-	"unexpected value":                290,
-	"values added: %s":                64,
-	"values changed":                  176,
-	"values removed: %s":              65,
-	"values reordered":                66,
-	"yes":                             170,
-	"••• hidden (secret)":             163,
-	"••• hidden (sensitive)":          162,
+	"%[1]s %[2]s":                              221,
+	"%[1]s %[2]s, %[3]s %[4]s":                 222,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          220,
+	"%[1]s; %[2]s":                             219,
+	"%d (0 lowest, 9 highest)":                 351,
+	"%d attempts":                              373,
+	"%d attempts, retry after %s, priority %d": 497,
+	"%d breaking":                              165,
+	"%d changes":                               164,
+	"%d completed":                             217,
+	"%d d":                                     229,
+	"%d days":                                  243,
+	"%d failed":                                218,
+	"%d h":                                     228,
+	"%d held instances match now.":             45,
+	"%d hours":                                 244,
+	"%d items":                                 551,
+	"%d left":                                  375,
+	"%d min":                                   227,
+	"%d minutes":                               245,
+	"%d ms":                                    247,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 487,
+	"%d occurrences": 443,
+	"%d releases":    182,
+	"%d running or held instances match now.": 52,
+	"%d s":       226,
+	"%d seconds": 246,
+	"%d skipped: they changed after the count (settled, or acted on by someone else).": 65,
+	"%s ago":                            224,
+	"%s so far":                         419,
+	"%s → %s":                           492,
+	"%s, revision %s":                   341,
+	"%s, version %s":                    342,
+	"%s: %s → %s":                       172,
+	"%s: a date is written 2026-12-01.": 454,
+	"%s: the first day comes after the last.": 455,
+	"%s–%s":       216,
+	"(each item)": 540,
+	"(worker %s)": 408,
+	"0 seconds":   242,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.": 518,
+	"Abandon %d instances":                                           49,
+	"Abandon every held instance this filter matches":                47,
+	"Abandon every held instance…":                                   7,
+	"Abandon process instance %s":                                    17,
+	"Abandon the instance":                                           20,
+	"Abandon this instance? It fails with the error code abandoned.": 18,
+	"Abandoned by %s at %s — “%s”":                                   271,
+	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 35,
+	"Abandon…": 1,
+	"Act on every instance this filter matches": 285,
+	"Action":                              68,
+	"All actions":                         79,
+	"All consumers":                       440,
+	"All definitions":                     207,
+	"All processes":                       291,
+	"All statuses":                        292,
+	"An operator abandoned the instance.": 401,
+	"Apply filters":                       76,
+	"Apr":                                 233,
+	"As of %s (%s); refreshed every few seconds.": 204,
+	"Attempts":                         352,
+	"Audit log":                        73,
+	"Aug":                              237,
+	"Available from":                   383,
+	"Back to definitions":              110,
+	"Back to external tasks":           109,
+	"Back to the list":                 42,
+	"Back without saving":              462,
+	"Breaks processes":                 146,
+	"Breaks workers":                   147,
+	"Bulk %s applied to %d instances.": 64,
+	"Bulk action":                      72,
+	"Business key":                     58,
+	"Call timeout":                     370,
+	"Cancelled: the instance was stopped (%s).":               418,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 417,
+	"Cannot act on this filter":                               61,
+	"Cannot reveal":                                           502,
+	"Change":                                                  144,
+	"Changes between the two revisions":                       156,
+	"Choose two existing revisions to compare.":               162,
+	"Classification":                                          122,
+	"Clear filters":                                           77,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 476,
+	"Compare":              143,
+	"Compare revisions":    139,
+	"Completed":            215,
+	"Completed (%s).":      413,
+	"Completed, last hour": 200,
+	"Completions and failures per 5 minutes, last hour: %s":    208,
+	"Completions and failures per 5-minute slot, oldest first": 213,
+	"Completions and failures, last hour":                      193,
+	"Constraints":                                              123,
+	"Consumer":                                                 354,
+	"Consumer and worker":                                      437,
+	"Counts are unavailable right now.":                        203,
+	"Counts as of %s (%s); refreshed every few seconds.":       485,
+	"Counts by status":                                         433,
+	"Created":                                                  258,
+	"Created from":                                             59,
+	"Created to":                                               60,
+	"Creation date":                                            280,
+	"Dates":                                                    345,
+	"Deadline":                                                 349,
+	"Dec":                                                      241,
+	"Deferred":                                                 387,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 412,
+	"Definition":         195,
+	"Definition %s":      125,
+	"Definitions":        99,
+	"Definitions by key": 177,
+	"Definitions, those needing attention first": 194,
+	"Description":          124,
+	"Destination":          363,
+	"Destination’s answer": 358,
+	"Detail":               145,
+	"Digest":               159,
+	"Display settings":     103,
+	"Duration":             357,
+	"Each definition’s queue and incidents now, and what its workers finished in the last hour.":                              192,
+	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  51,
+	"Each one fails with the error code abandoned and cannot be resumed.":                                                     48,
+	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 44,
+	"End node":                    275,
+	"End node or error":           289,
+	"Ended":                       274,
+	"Error":                       436,
+	"Error (before any attempt)":  389,
+	"Error code":                  278,
+	"Error message":               360,
+	"Every %d seconds":            466,
+	"Every attempt, oldest first": 353,
+	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log (GET /api/v1/audit/reveals).": 74,
+	"Expired token":                    527,
+	"Expires":                          524,
+	"External tasks":                   93,
+	"Failed":                           198,
+	"Failed (%s).":                     416,
+	"Failed occurrence":                277,
+	"Failed, last hour":                201,
+	"Feb":                              231,
+	"Field":                            119,
+	"Filter":                           40,
+	"Filters":                          75,
+	"Find":                             98,
+	"Find an instance or occurrence":   96,
+	"First page":                       87,
+	"Form refused":                     113,
+	"From revision":                    141,
+	"From revision %d to revision %d:": 163,
+	"Give a reason: it is recorded in the audit log (at most 1,000 characters). Nothing was done.": 31,
+	"Graph":                   475,
+	"Graph of %s":             486,
+	"HTTP 2xx, unusable body": 422,
+	"Health":                  92,
+	"Held at node":            276,
+	"Held instances":          197,
+	"ID":                      521,
+	"In the last hour: %d completed, %d failed. The table after the chart gives each 5-minute slot.": 209,
+	"Inputs":                     149,
+	"Inputs of revision %d":      160,
+	"Inputs of the working copy": 151,
+	"Inputs the instance was started with, labelled by process version %d's contract": 266,
+	"Inputs, labelled by revision %d's contract":                                      376,
+	"Instance":                  288,
+	"Instances":                 94,
+	"Instances of this process": 484,
+	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.": 19,
+	"Its instance is held here, waiting for an operator.":                                                                   414,
+	"Its instance went on along the node’s error path.":                                                                     415,
+	"Its message": 390,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      534,
+	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 29,
+	"Jan":                     230,
+	"Jul":                     236,
+	"Jun":                     235,
+	"Keep it":                 536,
+	"Keep it held":            12,
+	"Keep it running":         11,
+	"Key":                     178,
+	"Kind":                    479,
+	"Language":                89,
+	"Last error (attempt %d)": 388,
+	"Last reserved":           385,
+	"Last saved":              130,
+	"Last used":               523,
+	"Latest revision":         179,
+	"Lists every change from one revision to another, and whom it may break.": 140,
+	"Local time at %s": 464,
+	"Lock expired %s — waiting to be offered again.": 405,
+	"Lock expires":                     386,
+	"Main navigation":                  91,
+	"Mar":                              232,
+	"Maximum attempts":                 347,
+	"May":                              234,
+	"Message from Relais (in English)": 391,
+	"Message from the service (as it sent it)": 392,
+	"Mode": 344,
+	"More filters: instance, revision, consumer, dates": 431,
+	"Name":                               128,
+	"Never":                              465,
+	"Next attempt":                       384,
+	"Next attempt or settled":            438,
+	"Next node":                          257,
+	"Next page":                          86,
+	"No definition has occurrences yet.": 202,
+	"No definition yet.":                 181,
+	"No inputs.":                         150,
+	"No instance matches these filters.": 290,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 510,
+	"No occurrence matches these filters.":                                                   439,
+	"No operator action matches.":                                                            78,
+	"No operator has acted on this instance.":                                                262,
+	"No outputs yet: the occurrence has not completed.":                                      379,
+	"No outputs.": 153,
+	"No outputs: the occurrence ended without completing.":          381,
+	"No process is published yet.":                                  470,
+	"No release yet.":                                               134,
+	"No revision yet: the Working copy has never been snapshotted.": 132,
+	"No service has reserved this occurrence yet.":                  361,
+	"No token.": 530,
+	"Node":      254,
+	"Node %s":   191,
+	"Nodes":     477,
+	"Nodes of this version, with their occurrences now": 478,
+	"Nodes reached, in order":                           253,
+	"Not allowed":                                       107,
+	"Not found":                                         111,
+	"Notes":                                             137,
+	"Nothing exists at this address, or it is not visible to you.":          112,
+	"Nothing to do: no instance this action applies to matches the filter.": 54,
+	"Nothing to find: the search box is empty.":                             508,
+	"Nov":                       240,
+	"Now":                       371,
+	"Occurrence":                255,
+	"Occurrence %s":             343,
+	"Occurrence offered again":  71,
+	"Occurrences now":           483,
+	"Occurrences, newest first": 434,
+	"Oct":                       239,
+	"Offered from %s — %s.":     404,
+	"Oldest claimable waits":    199,
+	"On error":                  482,
+	"On success":                481,
+	"Only a value this page shows as hidden (sensitive) can be revealed.": 503,
+	"Only administrators manage tokens.":                                  519,
+	"Only administrators may reveal a sensitive value.":                   500,
+	"Open":             196,
+	"Operator actions": 250,
+	"Operator actions on this instance, newest first": 263,
+	"Operator actions, newest first":                  84,
+	"Outcome":                                         359,
+	"Outputs":                                         152,
+	"Outputs of revision %d":                          161,
+	"Outputs of the working copy":                     154,
+	"Outputs, labelled by revision %d's contract":     378,
+	"Pages": 85,
+	"Pages with a form, such as a confirmation, never reload on their own.": 460,
+	"Path":                            251,
+	"Pinned revision":                 480,
+	"Policy":                          346,
+	"Previous page":                   452,
+	"Priority":                        350,
+	"Process":                         56,
+	"Process %s":                      472,
+	"Process and node":                435,
+	"Process inputs":                  265,
+	"Process instance":                70,
+	"Process instance %s":             248,
+	"Process instances":               282,
+	"Process instances, newest first": 287,
+	"Processes":                       95,
+	"Processes by key":                468,
+	"Published":                       138,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 467,
+	"Reason": 69,
+	"Reason (recorded in the audit log for every instance)": 41,
+	"Reason (recorded in the audit log)":                    9,
+	"Reason given by the worker":                            367,
+	"Recorded operator actions":                             261,
+	"Relais console":                                        88,
+	"Relais has not called the destination yet.":            365,
+	"Relais is calling the destination (since %s).":         409,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 366,
+	"Relais refused the action. Nothing was done.":                                                         32,
+	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 395,
+	"Release":                             135,
+	"Releases":                            133,
+	"Releases, oldest first":              155,
+	"Reload lists and detail pages":       459,
+	"Replica":                             364,
+	"Required":                            121,
+	"Reserved":                            356,
+	"Reserved by %s.":                     411,
+	"Reserved by %s; lock until %s — %s.": 410,
+	"Retried by %s at %s — “%s”":          272,
+	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 34,
+	"Retries":            368,
+	"Retry %d instances": 46,
+	"Retry at %s — %s.":  403,
+	"Retry delay":        348,
+	"Retry every held instance this filter matches": 43,
+	"Retry every held instance…":                    6,
+	"Retry or abandon it from its instance":         372,
+	"Retry process instance %s":                     13,
+	"Retry the instance":                            16,
+	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 14,
+	"Retrying and abandoning apply to held instances, not %s ones.":                                           39,
+	"Retry…":                    0,
+	"Reveal — this is recorded": 382,
+	"Revealed by %s at %s; recorded in the audit log.": 501,
+	"Revision":                  136,
+	"Revision %d":               157,
+	"Revisions":                 131,
+	"Revoke the %s token “%s”?": 533,
+	"Revoke the token":          535,
+	"Revoke token %d":           532,
+	"Revoke…":                   528,
+	"Role":                      522,
+	"Route":                     256,
+	"Routing output":            129,
+	"Rows %s–%s":                453,
+	"Save settings":             461,
+	"Say why, for whoever reads the log later: at most 1,000 characters.": 10,
+	"Search":                               506,
+	"Secret values can never be revealed.": 504,
+	"Sep":                                  238,
+	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 23,
+	"Settled":              259,
+	"Settlement date":      430,
+	"Show all definitions": 206,
+	"Show times in":        457,
+	"Showing the instances bulk action %s changed.": 82,
+	"Sign in": 512,
+	"Sign in with an operator or administrator token.": 513,
+	"Sign out":             102,
+	"Signed in as %s (%s)": 101,
+	"Skip to content":      90,
+	"Slot":                 214,
+	"Snapshotted":          158,
+	"Something went wrong": 117,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 520,
+	"Start node":        474,
+	"Started":           273,
+	"Status":            57,
+	"Stop %d instances": 53,
+	"Stop every running or held instance this filter matches": 50,
+	"Stop every running or held instance…":                    8,
+	"Stop process instance %s":                                21,
+	"Stop the instance":                                       24,
+	"Stop this instance? Its open occurrences are cancelled.": 22,
+	"Stop this instance…":                                     2,
+	"Stopped by %s at %s — “%s”":                              270,
+	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 36,
+	"Stopping applies to running or held instances, not %s ones.":                              38,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   269,
+	"Summary": 249,
+	"Task contracts: their Working copy, immutable revisions and named releases.": 176,
+	"Temporarily unavailable":                                    115,
+	"That is too long to be an id or a business key.":            509,
+	"The bulk action must be its id (a UUID).":                   81,
+	"The call could not be prepared.":                            396,
+	"The chart’s numbers":                                        212,
+	"The confirmed count is missing: start again from the list.": 62,
+	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           118,
+	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      458,
+	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 63,
+	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 116,
+	"The deadline passed before a result arrived.":                                                                                393,
+	"The destination answered HTTP %s.":                                                                                           402,
+	"The destination could not be reached.":                                                                                       397,
+	"The destination’s answer was too large.":                                                                                     398,
+	"The inputs could not be built from the process’s bindings.":                                                                  400,
+	"The last attempt’s lock expired with no attempt left.":                                                                       399,
+	"The next page counts them and asks for a reason before anything changes.":                                                    286,
+	"The nodes this instance reached, in order, each with its occurrence.":                                                        252,
+	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                127,
+	"The page cursor is invalid: go back to the first page.":                                                                      83,
+	"The page size must be between 1 and %d.":                                                                                     281,
+	"The process instance must be an instance id (a UUID).":                                                                       80,
+	"The result did not match the revision's outputs contract.":                                                                   394,
+	"The revision must be a whole number, 1 or more.":                                                                             428,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 515,
+	"The token was revoked.":                                                                                                      531,
+	"These revisions have the same contracts.":                                                                                    148,
+	"These settings are kept in this browser only.":                                                                               456,
+	"This contract has no inputs.":                                                                                                377,
+	"This contract has no outputs.":                                                                                               380,
+	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                         114,
+	"This instance has already ended; there is nothing to stop.":                                                                  30,
+	"This instance has not reached a task yet.":                                                                                   260,
+	"This instance is %s, not held: there is nothing to abandon.":                                                                 26,
+	"This instance is %s, not held: there is nothing to retry.":                                                                   25,
+	"This instance is %s: there is nothing to stop.":                                                                              27,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 268,
+	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                          28,
+	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                   33,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                            538,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                           537,
+	"This page does not accept that request.":    505,
+	"This page reloads every %d seconds.":        106,
+	"This process takes no inputs.":              267,
+	"This token is unknown or has been revoked.": 517,
+	"Times in %s · no auto-reload":               105,
+	"Times in %s · reload every %d s":            104,
+	"To revision":                                142,
+	"Token":                                      514,
+	"Tokens":                                     100,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 516,
+	"Totals of all definitions, not narrowed by the other filters":         442,
+	"Totals of definition %s, not narrowed by the other filters":           441,
+	"Type": 120,
+	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 507,
+	"UTC (coordinated universal time)": 463,
+	"Unknown action.":                  37,
+	"Unknown consumer.":                429,
+	"Unknown status %q.":               279,
+	"Value":                            264,
+	"Version":                          473,
+	"Versions, newest first":           469,
+	"Waiting for Relais to call the destination since %s (%s).": 406,
+	"Waiting for a worker since %s (%s).":                       407,
+	"When":                                                      66,
+	"Who":                                                       67,
+	"Worker id":                                                 355,
+	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 15,
+	"Working copy":        126,
+	"You are signed out.": 511,
+	"Your role can read definitions only: external tasks and process instances are for operators and administrators.": 108,
+	"[redacted]":                          427,
+	"abandon":                             4,
+	"administrator":                       319,
+	"an incident: retry, abandon or stop": 186,
+	"answer too large":                    425,
+	"any":                                 55,
+	"any other code → %s":                 495,
+	"any other error":                     184,
+	"as of %s (%s); counts are refreshed every few seconds.": 444,
+	"at least %d characters":                                 541,
+	"at least %d items":                                      548,
+	"at most %d":                                             374,
+	"at most %d characters":                                  542,
+	"at most %d items":                                       549,
+	"available":                                              293,
+	"boolean":                                                306,
+	"call in progress since":                                 449,
+	"cancelled":                                              296,
+	"choice":                                                 309,
+	"claimable since":                                        448,
+	"claimable since %s":                                     205,
+	"classification changed":                                 330,
+	"completed":                                              210,
+	"constraint changed":                                     331,
+	"consumer":                                               322,
+	"consumer #%s":                                           420,
+	"date":                                                   307,
+	"date and time":                                          308,
+	"deadline %s":                                            498,
+	"deferred":                                               295,
+	"deferred since":                                         451,
+	"designer":                                               321,
+	"disconnected":                                           302,
+	"end (completes)":                                        490,
+	"end (fails)":                                            491,
+	"end: completes the instance":                            187,
+	"end: fails the instance":                                188,
+	"expired":                                                299,
+	"failed":                                                 211,
+	"fails the instance":                                     496,
+	"field added":                                            325,
+	"field removed":                                          326,
+	"format":                                                 336,
+	"format %s":                                              544,
+	"from":                                                   283,
+	"held":                                                   298,
+	"held for an operator":                                   185,
+	"hold (an incident for an operator)":                     494,
+	"id or business key":                                     97,
+	"in %s":                                                  223,
+	"in progress":                                            362,
+	"instance id":                                            432,
+	"integer":                                                304,
+	"just now":                                               225,
+	"list":                                                   311,
+	"lock until":                                             450,
+	"maximum":                                                338,
+	"maximum %s":                                             546,
+	"maximum items":                                          340,
+	"maximum length":                                         334,
+	"minimum":                                                337,
+	"minimum %s":                                             545,
+	"minimum items":                                          339,
+	"minimum length":                                         333,
+	"never":                                                  525,
+	"next attempt":                                           447,
+	"no":                                                     324,
+	"no answer within the timeout":                           423,
+	"no connection":                                          424,
+	"none":                                                   175,
+	"none yet":                                               180,
+	"none: a failed call takes the node’s error path": 369,
+	"normal":                          312,
+	"not provided":                    550,
+	"not yet":                         526,
+	"null":                            552,
+	"number":                          305,
+	"object":                          310,
+	"on error":                        183,
+	"one of: %s":                      547,
+	"operator":                        320,
+	"optional field of type %s":       174,
+	"optional → required":             167,
+	"pattern":                         335,
+	"pattern %s":                      543,
+	"pull":                            488,
+	"pull %s":                         190,
+	"pull (the service fetches it)":   317,
+	"push %s":                         189,
+	"push (Relais calls the service)": 318,
+	"push to %s":                      489,
+	"rejected":                        300,
+	"released":                        301,
+	"required changed":                328,
+	"required field of type %s":       173,
+	"required → optional":             168,
+	"reserved":                        294,
+	"retry":                           3,
+	"revision %d":                     445,
+	"routing changed":                 332,
+	"routing output":                  539,
+	"routing output %s → %s":          166,
+	"running":                         297,
+	"secret":                          314,
+	"sensitive":                       313,
+	"settled":                         446,
+	"stop":                            5,
+	"text":                            303,
+	"this session":                    529,
+	"timeout %s":                      499,
+	"to":                              284,
+	"type changed":                    327,
+	"unexpected value":                553,
+	"unknown":                         426,
+	"values added: %s":                169,
+	"values changed":                  329,
+	"values removed: %s":              170,
+	"values reordered":                171,
+	"version %d":                      471,
+	"waiting":                         421,
+	"yes":                             323,
+	"••• hidden (secret)":             316,
+	"••• hidden (sensitive)":          315,
+	"→ %s":                            493,
 }
 
-var enIndex = []uint32{ // 292 elements
+var enIndex = []uint32{ // 555 elements
 	// Entry 0 - 1F
-	0x00000000, 0x0000000f, 0x00000018, 0x00000028,
-	0x00000037, 0x00000043, 0x0000004a, 0x00000065,
-	0x0000006e, 0x0000007a, 0x000000ea, 0x00000101,
-	0x00000115, 0x0000011f, 0x0000015c, 0x00000169,
-	0x000001cd, 0x000001e5, 0x0000022b, 0x00000240,
-	0x000002af, 0x000002b5, 0x000002ba, 0x000002c3,
-	0x000002d2, 0x000002de, 0x000002ea, 0x000002fb,
-	0x00000308, 0x00000365, 0x0000036a, 0x00000379,
+	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
+	0x00000030, 0x00000038, 0x0000003d, 0x0000005a,
+	0x00000079, 0x000000a0, 0x000000c3, 0x00000107,
+	0x00000117, 0x00000124, 0x00000141, 0x000001ac,
+	0x0000025b, 0x0000026e, 0x0000028d, 0x000002cc,
+	0x00000342, 0x00000357, 0x00000373, 0x000003ab,
+	0x00000459, 0x0000046b, 0x000004a8, 0x000004e7,
+	0x00000519, 0x00000582, 0x00000627, 0x00000662,
 	// Entry 20 - 3F
-	0x00000384, 0x0000038e, 0x000003cc, 0x000003d5,
-	0x000003e5, 0x000003ed, 0x000003f6, 0x000003fc,
-	0x00000406, 0x00000418, 0x00000460, 0x0000046e,
-	0x0000047a, 0x00000482, 0x00000489, 0x00000490,
-	0x000004a1, 0x000004b0, 0x000004d9, 0x000004e0,
-	0x000004eb, 0x000004f3, 0x000004ff, 0x0000050e,
-	0x0000051a, 0x00000521, 0x0000054b, 0x00000572,
-	0x00000596, 0x000005bd, 0x000005dc, 0x000005f2,
+	0x000006bf, 0x000006ec, 0x00000739, 0x0000078c,
+	0x000007e5, 0x0000083e, 0x0000084e, 0x0000088d,
+	0x000008ce, 0x000008d5, 0x0000090b, 0x0000091c,
+	0x0000094a, 0x000009c6, 0x00000a10, 0x00000a44,
+	0x00000a74, 0x00000ab8, 0x00000af0, 0x00000b28,
+	0x00000b7f, 0x00000bdf, 0x00000c11, 0x00000c57,
+	0x00000c5b, 0x00000c63, 0x00000c6a, 0x00000c77,
+	0x00000c84, 0x00000c8f, 0x00000ca9, 0x00000ce4,
 	// Entry 40 - 5F
-	0x00000608, 0x0000061c, 0x00000632, 0x00000643,
-	0x0000065a, 0x00000677, 0x00000694, 0x00000699,
-	0x000006e5, 0x000006e9, 0x000006f9, 0x00000702,
-	0x00000715, 0x0000071f, 0x0000072a, 0x00000750,
-	0x0000076e, 0x00000772, 0x00000776, 0x0000077a,
-	0x0000077e, 0x00000782, 0x00000786, 0x0000078a,
-	0x0000078e, 0x00000792, 0x00000796, 0x0000079a,
-	0x0000079e, 0x000007a8, 0x000007c6, 0x000007e6,
+	0x00000d8d, 0x00000de2, 0x00000e91, 0x00000e96,
+	0x00000e9a, 0x00000ea1, 0x00000ea8, 0x00000eb9,
+	0x00000ed2, 0x00000ede, 0x00000ee8, 0x00000f78,
+	0x00000f80, 0x00000f8e, 0x00000f9c, 0x00000fb8,
+	0x00000fc4, 0x00000ffa, 0x00001023, 0x00001054,
+	0x0000108b, 0x000010aa, 0x000010b0, 0x000010ba,
+	0x000010c5, 0x000010d4, 0x000010dd, 0x000010ed,
+	0x000010fd, 0x00001104, 0x00001113, 0x0000111d,
 	// Entry 60 - 7F
-	0x0000080a, 0x0000082e, 0x00000837, 0x0000083f,
-	0x00000847, 0x00000851, 0x00000859, 0x00000870,
-	0x00000878, 0x0000087d, 0x000008c2, 0x000008c7,
-	0x000008d2, 0x000008dd, 0x000008e4, 0x000008ea,
-	0x000008f4, 0x000008fc, 0x00000904, 0x0000092e,
-	0x00000934, 0x00000943, 0x00000996, 0x000009b4,
-	0x000009f2, 0x00000a08, 0x00000a5f, 0x00000a67,
-	0x00000a6f, 0x00000a75, 0x00000a7e, 0x00000a8b,
+	0x00001127, 0x00001146, 0x00001159, 0x0000115e,
+	0x0000116a, 0x00001171, 0x0000118c, 0x00001195,
+	0x000011a6, 0x000011cd, 0x000011ee, 0x00001215,
+	0x00001221, 0x00001291, 0x000012a8, 0x000012bc,
+	0x000012c6, 0x00001303, 0x00001310, 0x00001374,
+	0x0000138c, 0x000013d2, 0x000013e7, 0x00001456,
+	0x0000145c, 0x00001461, 0x0000146a, 0x00001479,
+	0x00001485, 0x00001491, 0x000014a2, 0x000014af,
 	// Entry 80 - 9F
-	0x00000a98, 0x00000aa3, 0x00000ab3, 0x00000ac0,
-	0x00000adc, 0x00000b14, 0x00000bc2, 0x00000be5,
-	0x00000bf7, 0x00000c32, 0x00000c8b, 0x00000c95,
-	0x00000c9e, 0x00000ca7, 0x00000cb1, 0x00000cb8,
-	0x00000cc2, 0x00000cca, 0x00000ccf, 0x00000cd7,
-	0x00000ce0, 0x00000ce9, 0x00000cf6, 0x00000cfb,
-	0x00000d03, 0x00000d0a, 0x00000d12, 0x00000d17,
-	0x00000d25, 0x00000d2c, 0x00000d33, 0x00000d38,
+	0x0000150c, 0x00001511, 0x00001520, 0x0000152b,
+	0x00001535, 0x00001573, 0x0000157c, 0x0000158c,
+	0x00001594, 0x0000159d, 0x000015a3, 0x000015ad,
+	0x000015bf, 0x00001607, 0x00001615, 0x00001621,
+	0x00001629, 0x00001630, 0x00001637, 0x00001648,
+	0x00001657, 0x00001680, 0x00001687, 0x00001692,
+	0x000016ad, 0x000016b5, 0x000016c1, 0x000016dd,
+	0x000016f4, 0x00001716, 0x00001725, 0x00001731,
 	// Entry A0 - BF
-	0x00000d3f, 0x00000d49, 0x00000d50, 0x00000d6d,
-	0x00000d87, 0x00000da5, 0x00000dc5, 0x00000dd3,
-	0x00000ddc, 0x00000de5, 0x00000dee, 0x00000df2,
-	0x00000df5, 0x00000e01, 0x00000e0f, 0x00000e1c,
-	0x00000e2d, 0x00000e3c, 0x00000e53, 0x00000e66,
-	0x00000e76, 0x00000e85, 0x00000e94, 0x00000e9c,
-	0x00000ea3, 0x00000eab, 0x00000eb3, 0x00000ec1,
-	0x00000ecf, 0x00000ee5, 0x00000efa, 0x00000f0b,
+	0x00001738, 0x00001751, 0x0000176b, 0x00001795,
+	0x000017bc, 0x000017e0, 0x00001807, 0x00001826,
+	0x0000183c, 0x00001852, 0x00001866, 0x0000187c,
+	0x0000188d, 0x000018a4, 0x000018c1, 0x000018de,
+	0x000018e3, 0x0000192f, 0x00001942, 0x00001946,
+	0x00001956, 0x0000195f, 0x00001972, 0x00001998,
+	0x000019a1, 0x000019b1, 0x000019c6, 0x000019ea,
+	0x00001a06, 0x00001a1e, 0x00001a29, 0x00001a34,
 	// Entry C0 - DF
-	0x00000f1c, 0x00000f21, 0x00000f27, 0x00000f31,
-	0x00000f3a, 0x00000f47, 0x00000f50, 0x00000f57,
-	0x00000f68, 0x00000f74, 0x00000f7d, 0x00000f99,
-	0x00000fa2, 0x00000fc8, 0x00000fd6, 0x00000fdf,
-	0x00000fe9, 0x00000ff1, 0x00000fff, 0x0000102c,
-	0x00001038, 0x00001044, 0x00001051, 0x0000107f,
-	0x0000109c, 0x000010cb, 0x000010fd, 0x0000111b,
-	0x00001150, 0x0000116c, 0x0000117c, 0x00001187,
+	0x00001a3f, 0x00001a9c, 0x00001ac0, 0x00001aeb,
+	0x00001af6, 0x00001afb, 0x00001b0a, 0x00001b11,
+	0x00001b28, 0x00001b3d, 0x00001b4f, 0x00001b72,
+	0x00001b94, 0x00001bc6, 0x00001bdc, 0x00001bf1,
+	0x00001c01, 0x00001c3a, 0x00001c9f, 0x00001ca9,
+	0x00001cb0, 0x00001cc6, 0x00001cff, 0x00001d04,
+	0x00001d0e, 0x00001d1c, 0x00001d2c, 0x00001d39,
+	0x00001d46, 0x00001d66, 0x00001d72, 0x00001d8b,
 	// Entry E0 - FF
-	0x0000119d, 0x000011d3, 0x00001203, 0x00001215,
-	0x0000124c, 0x00001277, 0x0000127f, 0x0000128b,
-	0x00001299, 0x000012a7, 0x000012b8, 0x000012e0,
-	0x000012fa, 0x0000131f, 0x0000132f, 0x0000133c,
-	0x0000134a, 0x0000136c, 0x00001398, 0x000013ca,
-	0x00001401, 0x0000140f, 0x00001453, 0x00001478,
-	0x000014a0, 0x000014b4, 0x000014bc, 0x000014ed,
-	0x000014f3, 0x0000156f, 0x000015b7, 0x000015e2,
+	0x00001d94, 0x00001d9e, 0x00001da7, 0x00001daf,
+	0x00001db9, 0x00001dc1, 0x00001dc9, 0x00001dcd,
+	0x00001dd1, 0x00001dd5, 0x00001dd9, 0x00001ddd,
+	0x00001de1, 0x00001de5, 0x00001de9, 0x00001ded,
+	0x00001df1, 0x00001df5, 0x00001df9, 0x00001e03,
+	0x00001e21, 0x00001e41, 0x00001e65, 0x00001e89,
+	0x00001e92, 0x00001ea9, 0x00001eb1, 0x00001ec2,
+	0x00001ec7, 0x00001f0c, 0x00001f24, 0x00001f29,
 	// Entry 100 - 11F
-	0x00001644, 0x00001667, 0x0000170e, 0x00001711,
-	0x00001716, 0x00001720, 0x00001728, 0x0000172e,
-	0x00001736, 0x00001744, 0x0000174e, 0x0000175b,
-	0x00001765, 0x0000177c, 0x0000178f, 0x000017b3,
-	0x00001833, 0x00001844, 0x0000184c, 0x000018c1,
-	0x00001915, 0x00001924, 0x00001930, 0x0000196c,
-	0x000019a6, 0x000019b4, 0x000019c1, 0x000019cf,
-	0x000019dd, 0x000019eb, 0x00001a1d, 0x00001a4d,
+	0x00001f34, 0x00001f3a, 0x00001f44, 0x00001f4c,
+	0x00001f54, 0x00001f7e, 0x00001f98, 0x00001fc0,
+	0x00001ff0, 0x00001ff6, 0x00002005, 0x00002058,
+	0x00002076, 0x00002135, 0x0000218c, 0x000021b6,
+	0x000021e2, 0x0000220c, 0x00002214, 0x0000221a,
+	0x00002223, 0x00002230, 0x00002242, 0x0000224d,
+	0x00002263, 0x00002271, 0x0000229c, 0x000022ae,
+	0x000022b3, 0x000022b6, 0x000022e0, 0x00002329,
 	// Entry 120 - 13F
-	0x00001a5a, 0x00001a7a, 0x00001a7f, 0x00001a90,
-} // Size: 1192 bytes
+	0x00002349, 0x00002352, 0x00002364, 0x00002387,
+	0x00002395, 0x000023a2, 0x000023ac, 0x000023b5,
+	0x000023be, 0x000023c8, 0x000023d0, 0x000023d5,
+	0x000023dd, 0x000023e6, 0x000023ef, 0x000023fc,
+	0x00002401, 0x00002409, 0x00002410, 0x00002418,
+	0x0000241d, 0x0000242b, 0x00002432, 0x00002439,
+	0x0000243e, 0x00002445, 0x0000244f, 0x00002456,
+	0x00002473, 0x0000248d, 0x000024ab, 0x000024cb,
+	// Entry 140 - 15F
+	0x000024d9, 0x000024e2, 0x000024eb, 0x000024f4,
+	0x000024f8, 0x000024fb, 0x00002507, 0x00002515,
+	0x00002522, 0x00002533, 0x00002542, 0x00002559,
+	0x0000256c, 0x0000257c, 0x0000258b, 0x0000259a,
+	0x000025a2, 0x000025a9, 0x000025b1, 0x000025b9,
+	0x000025c7, 0x000025d5, 0x000025eb, 0x00002600,
+	0x00002611, 0x00002616, 0x0000261c, 0x00002623,
+	0x00002634, 0x00002640, 0x00002649, 0x00002652,
+	// Entry 160 - 17F
+	0x0000266e, 0x00002677, 0x00002693, 0x0000269c,
+	0x000026a6, 0x000026af, 0x000026b8, 0x000026cf,
+	0x000026d7, 0x000026e5, 0x00002712, 0x0000271e,
+	0x0000272a, 0x00002732, 0x0000275d, 0x0000281f,
+	0x0000283a, 0x00002842, 0x00002874, 0x00002881,
+	0x00002885, 0x000028ab, 0x000028d1, 0x000028df,
+	0x000028ea, 0x00002918, 0x00002935, 0x00002964,
+	0x00002996, 0x000029b4, 0x000029e9, 0x00002a05,
+	// Entry 180 - 19F
+	0x00002a14, 0x00002a21, 0x00002a2f, 0x00002a3c,
+	0x00002a45, 0x00002a60, 0x00002a7b, 0x00002a87,
+	0x00002aa8, 0x00002ad1, 0x00002afe, 0x00002b38,
+	0x00002b9d, 0x00002bbd, 0x00002be3, 0x00002c0d,
+	0x00002c45, 0x00002c82, 0x00002ca6, 0x00002ccb,
+	0x00002ce5, 0x00002d03, 0x00002d37, 0x00002d77,
+	0x00002da1, 0x00002db0, 0x00002de1, 0x00002e10,
+	0x00002e23, 0x00002e98, 0x00002eab, 0x00002edf,
+	// Entry 1A0 - 1BF
+	0x00002f13, 0x00002f23, 0x00002f6a, 0x00002f97,
+	0x00002fa4, 0x00002fb4, 0x00002fbc, 0x00002fd4,
+	0x00002ff1, 0x00002fff, 0x00003010, 0x00003018,
+	0x00003023, 0x00003053, 0x00003065, 0x00003075,
+	0x000030a7, 0x000030b3, 0x000030c4, 0x000030de,
+	0x000030ef, 0x000030f5, 0x00003109, 0x00003121,
+	0x00003146, 0x00003154, 0x00003192, 0x000031cf,
+	0x000031fb, 0x00003238, 0x00003247, 0x0000324f,
+	// Entry 1C0 - 1DF
+	0x0000325c, 0x0000326c, 0x00003283, 0x0000328e,
+	0x0000329d, 0x000032ab, 0x000032be, 0x000032e3,
+	0x0000330e, 0x0000333c, 0x0000334a, 0x000033dd,
+	0x000033fb, 0x00003441, 0x0000344f, 0x00003463,
+	0x00003484, 0x00003498, 0x0000349e, 0x000034b2,
+	0x00003525, 0x00003536, 0x0000354d, 0x0000356a,
+	0x00003578, 0x00003586, 0x0000358e, 0x00003599,
+	0x0000359f, 0x00003691, 0x00003697, 0x000036c9,
+	// Entry 1E0 - 1FF
+	0x000036ce, 0x000036de, 0x000036e9, 0x000036f2,
+	0x00003702, 0x0000371c, 0x00003755, 0x00003764,
+	0x0000381e, 0x00003823, 0x00003831, 0x00003841,
+	0x0000384d, 0x0000385d, 0x00003867, 0x0000388a,
+	0x000038a3, 0x000038b6, 0x00003922, 0x00003931,
+	0x0000393f, 0x00003971, 0x000039a8, 0x000039b6,
+	0x000039fa, 0x00003a1f, 0x00003a47, 0x00003a4e,
+	0x00003aa9, 0x00003ad3, 0x00003b03, 0x00003b61,
+	// Entry 200 - 21F
+	0x00003b75, 0x00003b7d, 0x00003bae, 0x00003bb4,
+	0x00003c30, 0x00003c78, 0x00003ca3, 0x00003d05,
+	0x00003d28, 0x00003dcf, 0x00003dd2, 0x00003dd7,
+	0x00003de1, 0x00003de9, 0x00003def, 0x00003df7,
+	0x00003e05, 0x00003e0f, 0x00003e1c, 0x00003e26,
+	0x00003e3d, 0x00003e50, 0x00003e74, 0x00003ef4,
+	0x00003f05, 0x00003f0d, 0x00003f82, 0x00003fd6,
+	0x00003fe5, 0x00003ff1, 0x0000402d, 0x00004067,
+	// Entry 220 - 23F
+	0x00004075, 0x00004082, 0x00004090, 0x0000409e,
+	0x000040ac, 0x000040de, 0x0000410e, 0x0000411b,
+	0x0000413b, 0x00004140, 0x00004151,
+} // Size: 2244 bytes
 
-const enData string = "" + // Size: 6800 bytes
-	"\x02Relais console\x02Language\x02Main navigation\x02External tasks\x02D" +
-	"efinitions\x02Tokens\x02Signed in as %[1]s (%[2]s)\x02Sign out\x02Not al" +
-	"lowed\x02Your role can read definitions only: external tasks and process" +
-	" instances are for operators and administrators.\x02Back to external tas" +
-	"ks\x02Back to definitions\x02Not found\x02Nothing exists at this address" +
-	", or it is not visible to you.\x02Form refused\x02This form was not sent" +
-	" from this console session, or it has expired. Reload the page and try a" +
-	"gain.\x02Temporarily unavailable\x02The database cannot be reached right" +
-	" now. Try again in a few seconds.\x02Something went wrong\x02The console" +
-	" could not show this page. Try again; if it persists, give your administ" +
-	"rator the request id %[1]s.\x02Field\x02Type\x02Required\x02Classificati" +
-	"on\x02Constraints\x02Description\x02Definition %[1]s\x02Working copy\x02" +
-	"The only mutable part of a definition. Processes never use it directly: " +
-	"they pin a revision.\x02Name\x02Routing output\x02Last saved\x02Revision" +
-	"s\x02No revision yet: the Working copy has never been snapshotted.\x02Re" +
-	"leases\x02No release yet.\x02Release\x02Revision\x02Notes\x02Published" +
-	"\x02Compare revisions\x02Lists every change from one revision to another" +
-	", and whom it may break.\x02From revision\x02To revision\x02Compare\x02C" +
-	"hange\x02Detail\x02Breaks processes\x02Breaks workers\x02These revisions" +
-	" have the same contracts.\x02Inputs\x02No inputs.\x02Outputs\x02No outpu" +
-	"ts.\x02Revision %[1]d\x02Snapshotted\x02Digest\x02Choose two existing re" +
-	"visions to compare.\x02From revision %[1]d to revision %[2]d:\x14\x01" +
-	"\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d changes\x14\x01" +
-	"\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d breaking\x02rout" +
-	"ing output %[1]s → %[2]s\x02optional → required\x02required → optional" +
-	"\x02values added: %[1]s\x02values removed: %[1]s\x02values reordered\x02" +
-	"%[1]s: %[2]s → %[3]s\x02required field of type %[1]s\x02optional field o" +
-	"f type %[1]s\x02none\x02Task contracts: their Working copy, immutable re" +
-	"visions and named releases.\x02Key\x02Latest revision\x02none yet\x02No " +
-	"definition yet.\x02Next page\x02First page\x14\x01\x81\x01\x00\x02\x0e" +
-	"\x02%[1]d release\x00\x0f\x02%[1]d releases\x02%[1]s %[2]s, %[3]s, %[4]s" +
-	" UTC\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02O" +
-	"ct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day" +
-	"\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c" +
-	"\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%" +
-	"[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]" +
-	"d seconds\x02%[1]d ms\x02%[1]d d\x02%[1]d h\x02%[1]d min\x02%[1]d s\x02P" +
-	"rocess instance %[1]s\x02Summary\x02Path\x02The nodes this instance reac" +
-	"hed, in order, each with its occurrence.\x02Node\x02Occurrence\x02Defini" +
-	"tion\x02Status\x02Route\x02Next node\x02Created\x02Settled\x02This insta" +
-	"nce has not reached a task yet.\x02Value\x02Process inputs\x02Inputs the" +
-	" instance was started with, labelled by process version %[1]d's contract" +
-	"\x02This process takes no inputs.\x02The instance was stopped; its open " +
-	"occurrences are cancelled.\x02Stop this instance…\x02Stopping cancels th" +
-	"e instance and its open occurrences. It does not complete anything.\x02P" +
-	"rocess\x02Started\x02Ended\x02End node\x02Held at node\x02Business key" +
-	"\x02Error code\x02Keep it running\x02Keep it held\x02Stop process instan" +
-	"ce %[1]s\x02Stop this instance? Its open occurrences are cancelled.\x02S" +
-	"ervices that hold one of them learn it when they next report, and their " +
-	"results are refused. Nothing is completed on their behalf, and a stopped" +
-	" instance cannot be resumed.\x02Reason (recorded in the audit log)\x02St" +
-	"op the instance\x02This instance has already ended; there is nothing to " +
-	"stop.\x02Say why you stop it: the reason is recorded in the audit log (a" +
-	"t most 1,000 characters).\x02available\x02reserved\x02deferred\x02comple" +
-	"ted\x02failed\x02cancelled\x02running\x02held\x02expired\x02rejected\x02" +
-	"released\x02disconnected\x02text\x02integer\x02number\x02boolean\x02date" +
-	"\x02date and time\x02choice\x02object\x02list\x02normal\x02sensitive\x02" +
-	"secret\x02••• hidden (sensitive)\x02••• hidden (secret)\x02pull (the ser" +
-	"vice fetches it)\x02push (Relais calls the service)\x02administrator\x02" +
-	"operator\x02designer\x02consumer\x02yes\x02no\x02field added\x02field re" +
-	"moved\x02type changed\x02required changed\x02values changed\x02classific" +
-	"ation changed\x02constraint changed\x02routing changed\x02minimum length" +
-	"\x02maximum length\x02pattern\x02format\x02minimum\x02maximum\x02minimum" +
-	" items\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, version %[2]s" +
-	"\x02Occurrence %[1]s\x02Process instance\x02Mode\x02Dates\x02Available" +
-	"\x02Reserved\x02Lock expires\x02Deadline\x02Policy\x02Maximum attempts" +
-	"\x02Retry delay\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02Attempts" +
-	"\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts" +
-	"\x02at most %[1]d\x02Consumer\x02Worker id\x02Outcome\x02Error message" +
-	"\x02No service has reserved this occurrence yet.\x02in progress\x02Desti" +
-	"nation\x02Call timeout\x02Inputs, labelled by revision %[1]d's contract" +
-	"\x02This contract has no inputs.\x02Outputs, labelled by revision %[1]d'" +
-	"s contract\x02No outputs yet: the occurrence has not completed.\x02This " +
-	"contract has no outputs.\x02No outputs: the occurrence ended without com" +
-	"pleting.\x02Reveal — this is recorded\x02consumer #%[1]s\x02[redacted]" +
-	"\x02Unknown status %[1]q.\x02The process instance must be an instance id" +
-	" (a UUID).\x02The revision must be a whole number, 1 or more.\x02Unknown" +
-	" consumer.\x02The page cursor is invalid: go back to the first page.\x02" +
-	"The page size must be between 1 and %[1]d.\x02Filters\x02instance id\x02" +
-	"Apply filters\x02Clear filters\x02Counts by status\x02Counts are refresh" +
-	"ed every few seconds.\x02Occurrences, newest first\x02No occurrence matc" +
-	"hes these filters.\x02All definitions\x02All statuses\x02All consumers" +
-	"\x02Counts are unavailable right now.\x14\x01\x81\x01\x00\x02\x11\x02%[1" +
-	"]d occurrence\x00\x12\x02%[1]d occurrences\x02Only administrators may re" +
-	"veal a sensitive value.\x02Revealed by %[1]s at %[2]s; recorded in the a" +
-	"udit log.\x02Cannot reveal\x02Only a value this page shows as hidden (se" +
-	"nsitive) can be revealed.\x02Secret values can never be revealed.\x02Thi" +
-	"s page does not accept that request.\x02You are signed out.\x02Sign in" +
-	"\x02Sign in with an operator or administrator token.\x02Token\x02The tok" +
-	"en is checked once and never stored in your browser; a session cookie st" +
-	"ands for it for up to 8 hours of inactivity.\x02Too many failed sign-ins" +
-	" from your address. Try again in %[1]d seconds.\x02This token is unknown" +
-	" or has been revoked.\x02A %[1]s token cannot open the console: sign in " +
-	"with an operator, designer or administrator token.\x02Only administrator" +
-	"s manage tokens.\x02Staff tokens (administrators, designers, operators) " +
-	"that are not revoked. Consumer tokens are managed with their consumers. " +
-	"Revoking a token refuses its next request.\x02ID\x02Role\x02Last used" +
-	"\x02Expires\x02never\x02not yet\x02Expired token\x02Revoke…\x02this sess" +
-	"ion\x02No token.\x02The token was revoked.\x02Revoke token %[1]d\x02Revo" +
-	"ke the %[1]s token “%[2]s”?\x02Its next request is refused, and console " +
-	"sessions opened with it end. This cannot be undone: whoever uses it need" +
-	"s a new token.\x02Revoke the token\x02Keep it\x02This is the token you s" +
-	"igned in with: revoking it signs you out. Its next request is refused. T" +
-	"his cannot be undone.\x02This is the last usable administrator token: cr" +
-	"eate another one before revoking it.\x02routing output\x02(each item)" +
-	"\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at l" +
-	"east %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d chara" +
-	"cter\x00\x19\x02at most %[1]d characters\x02pattern %[1]s\x02format %[1]" +
-	"s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00" +
-	"\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]d items\x14\x01" +
-	"\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d item" +
-	"s\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%" +
-	"[1]d items\x02null\x02unexpected value"
+const enData string = "" + // Size: 16721 bytes
+	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
+	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
+	"every running or held instance…\x02Reason (recorded in the audit log)" +
+	"\x02Say why, for whoever reads the log later: at most 1,000 characters." +
+	"\x02Keep it running\x02Keep it held\x02Retry process instance %[1]s\x02R" +
+	"etry this instance? Its failed occurrence at node %[1]s is offered again" +
+	" with a fresh budget of attempts.\x02Workers may take it again (a push o" +
+	"ccurrence calls its destination again). Its earlier attempts and last er" +
+	"ror stay in its history. Nothing is completed on anyone’s behalf.\x02Ret" +
+	"ry the instance\x02Abandon process instance %[1]s\x02Abandon this instan" +
+	"ce? It fails with the error code abandoned.\x02Its failed occurrence sta" +
+	"ys as it is and nothing is completed on its behalf. An abandoned instanc" +
+	"e cannot be resumed.\x02Abandon the instance\x02Stop process instance %[" +
+	"1]s\x02Stop this instance? Its open occurrences are cancelled.\x02Servic" +
+	"es that hold one of them learn it when they next report, and their resul" +
+	"ts are refused. Nothing is completed on their behalf, and a stopped inst" +
+	"ance cannot be resumed.\x02Stop the instance\x02This instance is %[1]s, " +
+	"not held: there is nothing to retry.\x02This instance is %[1]s, not held" +
+	": there is nothing to abandon.\x02This instance is %[1]s: there is nothi" +
+	"ng to stop.\x02This instance is no longer held (it is %[1]s now): someon" +
+	"e may have acted on it first. Nothing was done.\x02Its occurrence failed" +
+	" before any attempt: its inputs could not be built, so a retry would fai" +
+	"l the same way. Abandon or stop the instance instead. Nothing was done." +
+	"\x02This instance has already ended; there is nothing to stop.\x02Give a" +
+	" reason: it is recorded in the audit log (at most 1,000 characters). Not" +
+	"hing was done.\x02Relais refused the action. Nothing was done.\x02This i" +
+	"nstance was already stopped; nothing changed and nothing was recorded." +
+	"\x02Retried: the occurrence at node %[1]s is offered again. Recorded in " +
+	"the audit log.\x02Abandoned: the instance failed with the error code aba" +
+	"ndoned. Recorded in the audit log.\x02Stopped: the instance and its open" +
+	" occurrences are cancelled. Recorded in the audit log.\x02Unknown action" +
+	".\x02Stopping applies to running or held instances, not %[1]s ones.\x02R" +
+	"etrying and abandoning apply to held instances, not %[1]s ones.\x02Filte" +
+	"r\x02Reason (recorded in the audit log for every instance)\x02Back to th" +
+	"e list\x02Retry every held instance this filter matches\x02Each one’s fa" +
+	"iled occurrence is offered again with a fresh budget of attempts. Nothin" +
+	"g is completed on anyone’s behalf.\x14\x01\x81\x01\x00\x02!\x02%[1]d hel" +
+	"d instance matches now.\x00 \x02%[1]d held instances match now.\x14\x01" +
+	"\x81\x01\x00\x02\x15\x02Retry %[1]d instance\x00\x16\x02Retry %[1]d inst" +
+	"ances\x02Abandon every held instance this filter matches\x02Each one fai" +
+	"ls with the error code abandoned and cannot be resumed.\x14\x01\x81\x01" +
+	"\x00\x02\x17\x02Abandon %[1]d instance\x00\x18\x02Abandon %[1]d instance" +
+	"s\x02Stop every running or held instance this filter matches\x02Each one" +
+	" and its open occurrences are cancelled; a stopped instance cannot be re" +
+	"sumed.\x14\x01\x81\x01\x00\x02,\x02%[1]d running or held instance matche" +
+	"s now.\x00+\x02%[1]d running or held instances match now.\x14\x01\x81" +
+	"\x01\x00\x02\x14\x02Stop %[1]d instance\x00\x15\x02Stop %[1]d instances" +
+	"\x02Nothing to do: no instance this action applies to matches the filter" +
+	".\x02any\x02Process\x02Status\x02Business key\x02Created from\x02Created" +
+	" to\x02Cannot act on this filter\x02The confirmed count is missing: star" +
+	"t again from the list.\x02The count changed since you confirmed it (it w" +
+	"as %[1]d): instances were settled, started or acted on meanwhile. Nothin" +
+	"g was done; check the new count and confirm again.\x14\x02\x80\x01\x02&" +
+	"\x02Bulk %[1]s applied to %[2]d instance.\x00'\x02Bulk %[1]s applied to " +
+	"%[2]d instances.\x14\x01\x81\x01\x00\x02R\x02%[1]d skipped: it changed a" +
+	"fter the count (settled, or acted on by someone else).\x00T\x02%[1]d ski" +
+	"pped: they changed after the count (settled, or acted on by someone else" +
+	").\x02When\x02Who\x02Action\x02Reason\x02Process instance\x02Occurrence " +
+	"offered again\x02Bulk action\x02Audit log\x02Every retry, abandon and st" +
+	"op an operator applied, with its reason. Reveals of sensitive values hav" +
+	"e their own log (GET /api/v1/audit/reveals).\x02Filters\x02Apply filters" +
+	"\x02Clear filters\x02No operator action matches.\x02All actions\x02The p" +
+	"rocess instance must be an instance id (a UUID).\x02The bulk action must" +
+	" be its id (a UUID).\x02Showing the instances bulk action %[1]s changed." +
+	"\x02The page cursor is invalid: go back to the first page.\x02Operator a" +
+	"ctions, newest first\x02Pages\x02Next page\x02First page\x02Relais conso" +
+	"le\x02Language\x02Skip to content\x02Main navigation\x02Health\x02Extern" +
+	"al tasks\x02Instances\x02Processes\x02Find an instance or occurrence\x02" +
+	"id or business key\x02Find\x02Definitions\x02Tokens\x02Signed in as %[1]" +
+	"s (%[2]s)\x02Sign out\x02Display settings\x02Times in %[1]s · reload eve" +
+	"ry %[2]d s\x02Times in %[1]s · no auto-reload\x02This page reloads every" +
+	" %[1]d seconds.\x02Not allowed\x02Your role can read definitions only: e" +
+	"xternal tasks and process instances are for operators and administrators" +
+	".\x02Back to external tasks\x02Back to definitions\x02Not found\x02Nothi" +
+	"ng exists at this address, or it is not visible to you.\x02Form refused" +
+	"\x02This form was not sent from this console session, or it has expired." +
+	" Reload the page and try again.\x02Temporarily unavailable\x02The databa" +
+	"se cannot be reached right now. Try again in a few seconds.\x02Something" +
+	" went wrong\x02The console could not show this page. Try again; if it pe" +
+	"rsists, give your administrator the request id %[1]s.\x02Field\x02Type" +
+	"\x02Required\x02Classification\x02Constraints\x02Description\x02Definiti" +
+	"on %[1]s\x02Working copy\x02The only mutable part of a definition. Proce" +
+	"sses never use it directly: they pin a revision.\x02Name\x02Routing outp" +
+	"ut\x02Last saved\x02Revisions\x02No revision yet: the Working copy has n" +
+	"ever been snapshotted.\x02Releases\x02No release yet.\x02Release\x02Revi" +
+	"sion\x02Notes\x02Published\x02Compare revisions\x02Lists every change fr" +
+	"om one revision to another, and whom it may break.\x02From revision\x02T" +
+	"o revision\x02Compare\x02Change\x02Detail\x02Breaks processes\x02Breaks " +
+	"workers\x02These revisions have the same contracts.\x02Inputs\x02No inpu" +
+	"ts.\x02Inputs of the working copy\x02Outputs\x02No outputs.\x02Outputs o" +
+	"f the working copy\x02Releases, oldest first\x02Changes between the two " +
+	"revisions\x02Revision %[1]d\x02Snapshotted\x02Digest\x02Inputs of revisi" +
+	"on %[1]d\x02Outputs of revision %[1]d\x02Choose two existing revisions t" +
+	"o compare.\x02From revision %[1]d to revision %[2]d:\x14\x01\x81\x01\x00" +
+	"\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d changes\x14\x01\x81\x01\x00" +
+	"\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d breaking\x02routing output %" +
+	"[1]s → %[2]s\x02optional → required\x02required → optional\x02values add" +
+	"ed: %[1]s\x02values removed: %[1]s\x02values reordered\x02%[1]s: %[2]s →" +
+	" %[3]s\x02required field of type %[1]s\x02optional field of type %[1]s" +
+	"\x02none\x02Task contracts: their Working copy, immutable revisions and " +
+	"named releases.\x02Definitions by key\x02Key\x02Latest revision\x02none " +
+	"yet\x02No definition yet.\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d release" +
+	"\x00\x0f\x02%[1]d releases\x02on error\x02any other error\x02held for an" +
+	" operator\x02an incident: retry, abandon or stop\x02end: completes the i" +
+	"nstance\x02end: fails the instance\x02push %[1]s\x02pull %[1]s\x02Node %" +
+	"[1]s\x02Each definition’s queue and incidents now, and what its workers " +
+	"finished in the last hour.\x02Completions and failures, last hour\x02Def" +
+	"initions, those needing attention first\x02Definition\x02Open\x02Held in" +
+	"stances\x02Failed\x02Oldest claimable waits\x02Completed, last hour\x02F" +
+	"ailed, last hour\x02No definition has occurrences yet.\x02Counts are una" +
+	"vailable right now.\x02As of %[1]s (%[2]s); refreshed every few seconds." +
+	"\x02claimable since %[1]s\x02Show all definitions\x02All definitions\x02" +
+	"Completions and failures per 5 minutes, last hour: %[1]s\x02In the last " +
+	"hour: %[1]d completed, %[2]d failed. The table after the chart gives eac" +
+	"h 5-minute slot.\x02completed\x02failed\x02The chart’s numbers\x02Comple" +
+	"tions and failures per 5-minute slot, oldest first\x02Slot\x02Completed" +
+	"\x02%[1]s–%[2]s\x02%[1]d completed\x02%[1]d failed\x02%[1]s; %[2]s\x02%[" +
+	"1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s" +
+	"\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d h" +
+	"\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02S" +
+	"ep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]" +
+	"d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour" +
+	"\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00" +
+	"\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00" +
+	"\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process instance %[1]s\x02Summary" +
+	"\x02Operator actions\x02Path\x02The nodes this instance reached, in orde" +
+	"r, each with its occurrence.\x02Nodes reached, in order\x02Node\x02Occur" +
+	"rence\x02Route\x02Next node\x02Created\x02Settled\x02This instance has n" +
+	"ot reached a task yet.\x02Recorded operator actions\x02No operator has a" +
+	"cted on this instance.\x02Operator actions on this instance, newest firs" +
+	"t\x02Value\x02Process inputs\x02Inputs the instance was started with, la" +
+	"belled by process version %[1]d's contract\x02This process takes no inpu" +
+	"ts.\x02This instance is held at a failed node: an incident. Retry offers" +
+	" the failed occurrence again; abandon fails the instance; stop cancels i" +
+	"t. Each asks for a reason, recorded in the audit log.\x02Stopping cancel" +
+	"s the instance and its open occurrences. It does not complete anything." +
+	"\x02Stopped by %[1]s at %[2]s — “%[3]s”\x02Abandoned by %[1]s at %[2]s —" +
+	" “%[3]s”\x02Retried by %[1]s at %[2]s — “%[3]s”\x02Started\x02Ended\x02E" +
+	"nd node\x02Held at node\x02Failed occurrence\x02Error code\x02Unknown st" +
+	"atus %[1]q.\x02Creation date\x02The page size must be between 1 and %[1]" +
+	"d.\x02Process instances\x02from\x02to\x02Act on every instance this filt" +
+	"er matches\x02The next page counts them and asks for a reason before any" +
+	"thing changes.\x02Process instances, newest first\x02Instance\x02End nod" +
+	"e or error\x02No instance matches these filters.\x02All processes\x02All" +
+	" statuses\x02available\x02reserved\x02deferred\x02cancelled\x02running" +
+	"\x02held\x02expired\x02rejected\x02released\x02disconnected\x02text\x02i" +
+	"nteger\x02number\x02boolean\x02date\x02date and time\x02choice\x02object" +
+	"\x02list\x02normal\x02sensitive\x02secret\x02••• hidden (sensitive)\x02•" +
+	"•• hidden (secret)\x02pull (the service fetches it)\x02push (Relais ca" +
+	"lls the service)\x02administrator\x02operator\x02designer\x02consumer" +
+	"\x02yes\x02no\x02field added\x02field removed\x02type changed\x02require" +
+	"d changed\x02values changed\x02classification changed\x02constraint chan" +
+	"ged\x02routing changed\x02minimum length\x02maximum length\x02pattern" +
+	"\x02format\x02minimum\x02maximum\x02minimum items\x02maximum items\x02%[" +
+	"1]s, revision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Mode" +
+	"\x02Dates\x02Policy\x02Maximum attempts\x02Retry delay\x02Deadline\x02Pr" +
+	"iority\x02%[1]d (0 lowest, 9 highest)\x02Attempts\x02Every attempt, olde" +
+	"st first\x02Consumer\x02Worker id\x02Reserved\x02Duration\x02Destination" +
+	"’s answer\x02Outcome\x02Error message\x02No service has reserved this " +
+	"occurrence yet.\x02in progress\x02Destination\x02Replica\x02Relais has n" +
+	"ot called the destination yet.\x02Relais keeps the destination’s status " +
+	"code only when it refused the call (destination_http_NNN); a completed c" +
+	"all answered 2xx. The duration runs from the claim of the call to its se" +
+	"ttlement.\x02Reason given by the worker\x02Retries\x02none: a failed cal" +
+	"l takes the node’s error path\x02Call timeout\x02Now\x02Retry or abandon" +
+	" it from its instance\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00" +
+	"\x0f\x02%[1]d attempts\x02at most %[1]d\x02%[1]d left\x02Inputs, labelle" +
+	"d by revision %[1]d's contract\x02This contract has no inputs.\x02Output" +
+	"s, labelled by revision %[1]d's contract\x02No outputs yet: the occurren" +
+	"ce has not completed.\x02This contract has no outputs.\x02No outputs: th" +
+	"e occurrence ended without completing.\x02Reveal — this is recorded\x02A" +
+	"vailable from\x02Next attempt\x02Last reserved\x02Lock expires\x02Deferr" +
+	"ed\x02Last error (attempt %[1]d)\x02Error (before any attempt)\x02Its me" +
+	"ssage\x02Message from Relais (in English)\x02Message from the service (a" +
+	"s it sent it)\x02The deadline passed before a result arrived.\x02The res" +
+	"ult did not match the revision's outputs contract.\x02Relais stopped dur" +
+	"ing the call: whether the destination acted is unknown, so it is not cal" +
+	"led again.\x02The call could not be prepared.\x02The destination could n" +
+	"ot be reached.\x02The destination’s answer was too large.\x02The last at" +
+	"tempt’s lock expired with no attempt left.\x02The inputs could not be bu" +
+	"ilt from the process’s bindings.\x02An operator abandoned the instance." +
+	"\x02The destination answered HTTP %[1]s.\x02Retry at %[1]s — %[2]s.\x02O" +
+	"ffered from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to be offered" +
+	" again.\x02Waiting for Relais to call the destination since %[1]s (%[2]s" +
+	").\x02Waiting for a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02Rel" +
+	"ais is calling the destination (since %[1]s).\x02Reserved by %[1]s; lock" +
+	" until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2" +
+	"]s): a worker of the same consumer, or a front end with a settle token, " +
+	"completes it later.\x02Completed (%[1]s).\x02Its instance is held here, " +
+	"waiting for an operator.\x02Its instance went on along the node’s error " +
+	"path.\x02Failed (%[1]s).\x02Cancelled: the instance was stopped by %[1]s" +
+	" at %[2]s — “%[3]s”.\x02Cancelled: the instance was stopped (%[1]s).\x02" +
+	"%[1]s so far\x02consumer #%[1]s\x02waiting\x02HTTP 2xx, unusable body" +
+	"\x02no answer within the timeout\x02no connection\x02answer too large" +
+	"\x02unknown\x02[redacted]\x02The revision must be a whole number, 1 or m" +
+	"ore.\x02Unknown consumer.\x02Settlement date\x02More filters: instance, " +
+	"revision, consumer, dates\x02instance id\x02Counts by status\x02Occurren" +
+	"ces, newest first\x02Process and node\x02Error\x02Consumer and worker" +
+	"\x02Next attempt or settled\x02No occurrence matches these filters.\x02A" +
+	"ll consumers\x02Totals of definition %[1]s, not narrowed by the other fi" +
+	"lters\x02Totals of all definitions, not narrowed by the other filters" +
+	"\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurr" +
+	"ences\x02as of %[1]s (%[2]s); counts are refreshed every few seconds." +
+	"\x02revision %[1]d\x02settled\x02next attempt\x02claimable since\x02call" +
+	" in progress since\x02lock until\x02deferred since\x02Previous page\x02R" +
+	"ows %[1]s–%[2]s\x02%[1]s: a date is written 2026-12-01.\x02%[1]s: the fi" +
+	"rst day comes after the last.\x02These settings are kept in this browser" +
+	" only.\x02Show times in\x02The console runs no script, so it cannot read" +
+	" your computer’s time zone: choose its offset from UTC. Offsets do not f" +
+	"ollow daylight saving time.\x02Reload lists and detail pages\x02Pages wi" +
+	"th a form, such as a confirmation, never reload on their own.\x02Save se" +
+	"ttings\x02Back without saving\x02UTC (coordinated universal time)\x02Loc" +
+	"al time at %[1]s\x02Never\x02Every %[1]d seconds\x02Published process ve" +
+	"rsions: their nodes, routes and pinned revisions, drawn, with where thei" +
+	"r occurrences are now.\x02Processes by key\x02Versions, newest first\x02" +
+	"No process is published yet.\x02version %[1]d\x02Process %[1]s\x02Versio" +
+	"n\x02Start node\x02Graph\x02Columns follow the longest path from the sta" +
+	"rt node. Solid arrows are successes (labelled with their route), dashed " +
+	"ones failures (labelled with their error codes). Each box says how many " +
+	"of this version’s occurrences are at that node now.\x02Nodes\x02Nodes of" +
+	" this version, with their occurrences now\x02Kind\x02Pinned revision\x02" +
+	"On success\x02On error\x02Occurrences now\x02Instances of this process" +
+	"\x02Counts as of %[1]s (%[2]s); refreshed every few seconds.\x02Graph of" +
+	" %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The ta" +
+	"ble below lists the same nodes, routes and counts.\x00Y\x02%[1]d nodes, " +
+	"starting at %[2]s. The table below lists the same nodes, routes and coun" +
+	"ts.\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s " +
+	"→ %[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02any other " +
+	"code → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%[1]d att" +
+	"empt, retry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, retry af" +
+	"ter %[2]s, priority %[3]d\x02deadline %[1]s\x02timeout %[1]s\x02Only adm" +
+	"inistrators may reveal a sensitive value.\x02Revealed by %[1]s at %[2]s;" +
+	" recorded in the audit log.\x02Cannot reveal\x02Only a value this page s" +
+	"hows as hidden (sensitive) can be revealed.\x02Secret values can never b" +
+	"e revealed.\x02This page does not accept that request.\x02Search\x02Type" +
+	" an instance or occurrence id (a UUID, as the pages show on hover), or a" +
+	" business key.\x02Nothing to find: the search box is empty.\x02That is t" +
+	"oo long to be an id or a business key.\x02No instance or occurrence has " +
+	"the id “%[1]s”, and no instance has it as its business key.\x02You are s" +
+	"igned out.\x02Sign in\x02Sign in with an operator or administrator token" +
+	".\x02Token\x02The token is checked once and never stored in your browser" +
+	"; a session cookie stands for it for up to 8 hours of inactivity.\x02Too" +
+	" many failed sign-ins from your address. Try again in %[1]d seconds.\x02" +
+	"This token is unknown or has been revoked.\x02A %[1]s token cannot open " +
+	"the console: sign in with an operator, designer or administrator token." +
+	"\x02Only administrators manage tokens.\x02Staff tokens (administrators, " +
+	"designers, operators) that are not revoked. Consumer tokens are managed " +
+	"with their consumers. Revoking a token refuses its next request.\x02ID" +
+	"\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02Expired token" +
+	"\x02Revoke…\x02this session\x02No token.\x02The token was revoked.\x02Re" +
+	"voke token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request " +
+	"is refused, and console sessions opened with it end. This cannot be undo" +
+	"ne: whoever uses it needs a new token.\x02Revoke the token\x02Keep it" +
+	"\x02This is the token you signed in with: revoking it signs you out. Its" +
+	" next request is refused. This cannot be undone.\x02This is the last usa" +
+	"ble administrator token: create another one before revoking it.\x02routi" +
+	"ng output\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d c" +
+	"haracter\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02" +
+	"\x18\x02at most %[1]d character\x00\x19\x02at most %[1]d characters\x02p" +
+	"attern %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of" +
+	": %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at" +
+	" least %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00" +
+	"\x14\x02at most %[1]d items\x02not provided\x14\x01\x81\x01\x00\x02\x0b" +
+	"\x02%[1]d item\x00\x0c\x02%[1]d items\x02null\x02unexpected value"
 
-var frIndex = []uint32{ // 292 elements
+var frIndex = []uint32{ // 555 elements
 	// Entry 0 - 1F
-	0x00000000, 0x0000000f, 0x00000016, 0x0000002c,
-	0x0000003d, 0x0000004a, 0x00000051, 0x00000075,
-	0x00000085, 0x00000093, 0x00000137, 0x00000153,
-	0x0000016b, 0x00000177, 0x000001b8, 0x000001cb,
-	0x00000247, 0x00000263, 0x000002ba, 0x000002d2,
-	0x00000368, 0x0000036e, 0x00000373, 0x0000037f,
-	0x0000038e, 0x0000039a, 0x000003a6, 0x000003b8,
-	0x000003c9, 0x0000044b, 0x0000044f, 0x00000461,
+	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
+	0x0000003e, 0x00000046, 0x0000004d, 0x0000007a,
+	0x000000a8, 0x000000e0, 0x0000010c, 0x0000015e,
+	0x00000173, 0x00000188, 0x000001b2, 0x00000234,
+	0x00000306, 0x0000031d, 0x00000348, 0x0000039e,
+	0x00000424, 0x0000043c, 0x00000465, 0x000004aa,
+	0x0000056f, 0x00000585, 0x000005cf, 0x0000061a,
+	0x00000654, 0x000006da, 0x000007b2, 0x000007f7,
 	// Entry 20 - 3F
-	0x00000478, 0x00000483, 0x000004d6, 0x000004e3,
-	0x00000508, 0x00000514, 0x0000051e, 0x00000524,
-	0x00000530, 0x00000548, 0x00000597, 0x000005a7,
-	0x000005b7, 0x000005c0, 0x000005cb, 0x000005d3,
-	0x000005e7, 0x000005fa, 0x00000622, 0x0000062b,
-	0x0000063b, 0x00000643, 0x00000652, 0x00000662,
-	0x0000066c, 0x00000676, 0x000006a9, 0x000006d7,
-	0x00000703, 0x00000733, 0x00000755, 0x00000770,
+	0x0000086c, 0x000008a0, 0x000008fd, 0x00000966,
+	0x000009dd, 0x00000a46, 0x00000a57, 0x00000ab3,
+	0x00000b14, 0x00000b1b, 0x00000b5c, 0x00000b70,
+	0x00000bb0, 0x00000c41, 0x00000cc3, 0x00000cff,
+	0x00000d40, 0x00000d99, 0x00000dd7, 0x00000e22,
+	0x00000e8b, 0x00000f25, 0x00000f5f, 0x00000fc0,
+	0x00000fc7, 0x00000fd1, 0x00000fd8, 0x00000fe5,
+	0x00000ff8, 0x0000100c, 0x0000102e, 0x00001063,
 	// Entry 40 - 5F
-	0x0000078b, 0x000007a5, 0x000007bf, 0x000007d5,
-	0x000007ed, 0x0000080d, 0x0000082c, 0x00000833,
-	0x0000089b, 0x000008a0, 0x000008b4, 0x000008cc,
-	0x000008f1, 0x000008ff, 0x0000090e, 0x0000093c,
-	0x00000959, 0x0000095f, 0x00000966, 0x0000096b,
-	0x00000970, 0x00000974, 0x00000979, 0x0000097f,
-	0x00000985, 0x0000098b, 0x00000990, 0x00000995,
-	0x0000099b, 0x000009a5, 0x000009c5, 0x000009e7,
+	0x0000114c, 0x000011c1, 0x000012a0, 0x000012a6,
+	0x000012aa, 0x000012b1, 0x000012b7, 0x000012cd,
+	0x000012e4, 0x000012f4, 0x00001306, 0x000013b1,
+	0x000013b9, 0x000013cf, 0x000013e3, 0x0000140f,
+	0x00001422, 0x0000146e, 0x000014b7, 0x000014eb,
+	0x0000152d, 0x00001563, 0x00001569, 0x00001577,
+	0x00001586, 0x00001595, 0x0000159c, 0x000015ad,
+	0x000015c3, 0x000015c9, 0x000015da, 0x000015e4,
 	// Entry 60 - 7F
-	0x00000a0b, 0x00000a31, 0x00000a3a, 0x00000a42,
-	0x00000a4a, 0x00000a54, 0x00000a5c, 0x00000a78,
-	0x00000a81, 0x00000a8a, 0x00000ade, 0x00000ae4,
-	0x00000aef, 0x00000afb, 0x00000b02, 0x00000b08,
-	0x00000b16, 0x00000b21, 0x00000b2d, 0x00000b60,
-	0x00000b67, 0x00000b7d, 0x00000bf0, 0x00000c16,
-	0x00000c60, 0x00000c7b, 0x00000ccb, 0x00000cd5,
-	0x00000ce3, 0x00000cf0, 0x00000cfd, 0x00000d10,
+	0x000015ee, 0x00001615, 0x00001631, 0x00001639,
+	0x00001646, 0x0000164d, 0x00001671, 0x00001681,
+	0x00001699, 0x000016cc, 0x000016fd, 0x0000172f,
+	0x0000173d, 0x000017e0, 0x000017fc, 0x00001814,
+	0x00001820, 0x00001863, 0x00001876, 0x000018f2,
+	0x0000190e, 0x00001965, 0x0000197d, 0x00001a15,
+	0x00001a1b, 0x00001a20, 0x00001a2c, 0x00001a3b,
+	0x00001a47, 0x00001a53, 0x00001a65, 0x00001a76,
 	// Entry 80 - 9F
-	0x00000d1d, 0x00000d2d, 0x00000d42, 0x00000d57,
-	0x00000d80, 0x00000dc3, 0x00000e88, 0x00000eb4,
-	0x00000eca, 0x00000f0d, 0x00000f81, 0x00000f8c,
-	0x00000f97, 0x00000fa2, 0x00000fac, 0x00000fb6,
-	0x00000fbf, 0x00000fc8, 0x00000fd2, 0x00000fdb,
-	0x00000fe4, 0x00000feb, 0x00000ff9, 0x00000fff,
-	0x00001006, 0x0000100d, 0x00001016, 0x0000101b,
-	0x00001029, 0x0000102f, 0x00001035, 0x0000103b,
+	0x00001afa, 0x00001afe, 0x00001b10, 0x00001b27,
+	0x00001b32, 0x00001b87, 0x00001b94, 0x00001bb9,
+	0x00001bc5, 0x00001bcf, 0x00001bd5, 0x00001be1,
+	0x00001bf9, 0x00001c4b, 0x00001c5b, 0x00001c6b,
+	0x00001c74, 0x00001c7f, 0x00001c87, 0x00001c9b,
+	0x00001cae, 0x00001cd6, 0x00001cdf, 0x00001cef,
+	0x00001d0f, 0x00001d17, 0x00001d26, 0x00001d45,
+	0x00001d70, 0x00001d96, 0x00001da6, 0x00001db0,
 	// Entry A0 - BF
-	0x00001043, 0x0000104c, 0x00001055, 0x00001072,
-	0x0000108d, 0x000010ad, 0x000010ce, 0x000010dd,
-	0x000010e8, 0x000010f3, 0x00001100, 0x00001104,
-	0x00001108, 0x00001116, 0x00001124, 0x00001132,
-	0x00001152, 0x00001165, 0x0000117e, 0x00001193,
-	0x000011a4, 0x000011b6, 0x000011c8, 0x000011ce,
-	0x000011d5, 0x000011dd, 0x000011e5, 0x00001203,
-	0x00001221, 0x00001238, 0x0000124d, 0x0000125e,
+	0x00001dba, 0x00001dd9, 0x00001df7, 0x00001e2a,
+	0x00001e5a, 0x00001e86, 0x00001eb6, 0x00001ed8,
+	0x00001ef3, 0x00001f0e, 0x00001f2a, 0x00001f46,
+	0x00001f5c, 0x00001f76, 0x00001f96, 0x00001fb5,
+	0x00001fbc, 0x00002026, 0x0000203c, 0x00002041,
+	0x00002055, 0x0000206d, 0x00002092, 0x000020c0,
+	0x000020d2, 0x000020e5, 0x00002102, 0x0000212f,
+	0x0000214c, 0x0000216f, 0x0000217a, 0x00002185,
 	// Entry C0 - DF
-	0x00001274, 0x00001279, 0x0000127f, 0x0000128d,
-	0x0000129b, 0x000012ae, 0x000012b9, 0x000012d2,
-	0x000012ef, 0x00001309, 0x00001313, 0x0000133c,
-	0x00001347, 0x00001371, 0x0000137f, 0x0000138c,
-	0x000013aa, 0x000013b4, 0x000013c7, 0x000013fe,
-	0x00001407, 0x00001413, 0x00001424, 0x00001463,
-	0x00001484, 0x000014c2, 0x00001500, 0x00001520,
-	0x0000155f, 0x0000158b, 0x000015a2, 0x000015ac,
+	0x00002191, 0x00002215, 0x0000223c, 0x0000227a,
+	0x00002286, 0x0000228f, 0x000022a4, 0x000022ae,
+	0x000022d5, 0x000022f1, 0x0000230c, 0x0000233c,
+	0x0000236e, 0x000023ac, 0x000023c7, 0x000023e8,
+	0x00002400, 0x00002446, 0x000024c5, 0x000024cf,
+	0x000024d9, 0x000024f3, 0x0000253c, 0x00002544,
+	0x0000254f, 0x0000255d, 0x00002587, 0x000025b0,
+	0x000025c0, 0x000025df, 0x000025eb, 0x00002604,
 	// Entry E0 - FF
-	0x000015c4, 0x00001610, 0x00001645, 0x0000165b,
-	0x0000169b, 0x000016d3, 0x000016db, 0x000016f4,
-	0x0000170a, 0x0000171e, 0x00001731, 0x0000176c,
-	0x00001796, 0x000017c6, 0x000017de, 0x000017ef,
-	0x00001806, 0x00001835, 0x00001861, 0x000018a2,
-	0x000018e6, 0x000018fe, 0x00001951, 0x0000198c,
-	0x000019b7, 0x000019d0, 0x000019dd, 0x00001a20,
-	0x00001a26, 0x00001ac0, 0x00001b14, 0x00001b3f,
+	0x0000260f, 0x0000261c, 0x0000262b, 0x00002633,
+	0x0000263d, 0x00002645, 0x0000264d, 0x00002653,
+	0x0000265a, 0x0000265f, 0x00002664, 0x00002668,
+	0x0000266d, 0x00002673, 0x00002679, 0x0000267f,
+	0x00002684, 0x00002689, 0x0000268f, 0x00002699,
+	0x000026b9, 0x000026db, 0x000026ff, 0x00002725,
+	0x0000272e, 0x0000274a, 0x00002753, 0x0000276a,
+	0x00002773, 0x000027c7, 0x000027e7, 0x000027ed,
 	// Entry 100 - 11F
-	0x00001bc9, 0x00001bf7, 0x00001cb9, 0x00001cbc,
-	0x00001cc2, 0x00001cd8, 0x00001ce3, 0x00001cea,
-	0x00001cf5, 0x00001d03, 0x00001d10, 0x00001d1e,
-	0x00001d2b, 0x00001d47, 0x00001d60, 0x00001d87,
-	0x00001e2e, 0x00001e41, 0x00001e4b, 0x00001ed8,
-	0x00001f37, 0x00001f49, 0x00001f5c, 0x00001f9a,
-	0x00001fd6, 0x00001fe2, 0x00001fef, 0x00001ffd,
-	0x0000200b, 0x00002019, 0x00002055, 0x0000208f,
+	0x000027f8, 0x000027fe, 0x0000280c, 0x00002817,
+	0x00002823, 0x00002856, 0x0000287a, 0x000028a9,
+	0x000028f2, 0x000028f9, 0x0000290f, 0x00002982,
+	0x000029a8, 0x00002ab0, 0x00002b00, 0x00002b2d,
+	0x00002b5c, 0x00002b87, 0x00002b95, 0x00002ba2,
+	0x00002baf, 0x00002bc2, 0x00002bd7, 0x00002be7,
+	0x00002c01, 0x00002c13, 0x00002c4b, 0x00002c62,
+	0x00002c65, 0x00002c68, 0x00002c9c, 0x00002ce6,
 	// Entry 120 - 13F
-	0x0000209a, 0x000020c4, 0x000020c8, 0x000020da,
-} // Size: 1192 bytes
+	0x00002d1b, 0x00002d24, 0x00002d3b, 0x00002d69,
+	0x00002d7c, 0x00002d8d, 0x00002d98, 0x00002da3,
+	0x00002dae, 0x00002db7, 0x00002dc0, 0x00002dca,
+	0x00002dd3, 0x00002ddc, 0x00002de3, 0x00002df1,
+	0x00002df7, 0x00002dfe, 0x00002e05, 0x00002e0e,
+	0x00002e13, 0x00002e21, 0x00002e27, 0x00002e2d,
+	0x00002e33, 0x00002e3b, 0x00002e44, 0x00002e4d,
+	0x00002e6a, 0x00002e85, 0x00002ea5, 0x00002ec6,
+	// Entry 140 - 15F
+	0x00002ed5, 0x00002ee0, 0x00002eeb, 0x00002ef8,
+	0x00002efc, 0x00002f00, 0x00002f0e, 0x00002f1c,
+	0x00002f2a, 0x00002f4a, 0x00002f5d, 0x00002f76,
+	0x00002f8b, 0x00002f9c, 0x00002fae, 0x00002fc0,
+	0x00002fc6, 0x00002fcd, 0x00002fd5, 0x00002fdd,
+	0x00002ffb, 0x00003019, 0x00003030, 0x00003045,
+	0x00003056, 0x0000305b, 0x00003061, 0x0000307a,
+	0x00003097, 0x000030b7, 0x000030c2, 0x000030cc,
+	// Entry 160 - 17F
+	0x000030f5, 0x00003100, 0x00003134, 0x00003141,
+	0x00003158, 0x00003166, 0x0000316d, 0x00003188,
+	0x00003192, 0x000031a5, 0x000031dc, 0x000031e5,
+	0x000031f1, 0x000031fb, 0x0000322b, 0x00003312,
+	0x0000332e, 0x00003343, 0x00003384, 0x00003395,
+	0x000033a0, 0x000033d3, 0x000033fd, 0x0000340b,
+	0x00003433, 0x00003472, 0x00003493, 0x000034d1,
+	0x00003511, 0x00003531, 0x00003572, 0x0000359e,
+	// Entry 180 - 19F
+	0x000035b6, 0x000035ca, 0x000035e1, 0x000035ef,
+	0x000035fa, 0x0000361d, 0x0000363c, 0x00003648,
+	0x00003667, 0x00003696, 0x000036d6, 0x0000371c,
+	0x0000378e, 0x000037b6, 0x000037d9, 0x00003810,
+	0x00003857, 0x000038aa, 0x000038d3, 0x000038f9,
+	0x00003920, 0x00003948, 0x0000398f, 0x000039d9,
+	0x00003a09, 0x00003a19, 0x00003a47, 0x00003a83,
+	0x00003a99, 0x00003b2a, 0x00003b3d, 0x00003b7b,
+	// Entry 1A0 - 1BF
+	0x00003bb7, 0x00003bca, 0x00003c1a, 0x00003c4f,
+	0x00003c61, 0x00003c78, 0x00003c83, 0x00003ca0,
+	0x00003cbf, 0x00003cd0, 0x00003cea, 0x00003cf3,
+	0x00003cfd, 0x00003d32, 0x00003d48, 0x00003d5b,
+	0x00003d98, 0x00003db1, 0x00003dc7, 0x00003df1,
+	0x00003e04, 0x00003e0b, 0x00003e23, 0x00003e45,
+	0x00003e75, 0x00003e8c, 0x00003ec4, 0x00003eff,
+	0x00003f2b, 0x00003f7e, 0x00003f8e, 0x00003f97,
+	// Entry 1C0 - 1DF
+	0x00003fab, 0x00003fbd, 0x00003fd3, 0x00003fe5,
+	0x00003ff7, 0x00004009, 0x0000401f, 0x00004049,
+	0x0000407c, 0x000040b8, 0x000040cf, 0x00004197,
+	0x000041c4, 0x0000422f, 0x00004249, 0x00004262,
+	0x00004283, 0x00004299, 0x000042a0, 0x000042ba,
+	0x0000434f, 0x00004362, 0x00004389, 0x000043b1,
+	0x000043bf, 0x000043cf, 0x000043d7, 0x000043e8,
+	0x000043ef, 0x00004525, 0x0000452c, 0x00004566,
+	// Entry 1E0 - 1FF
+	0x0000456b, 0x00004580, 0x00004594, 0x000045a6,
+	0x000045bc, 0x000045d6, 0x00004620, 0x00004630,
+	0x0000470a, 0x0000470f, 0x0000471f, 0x0000472d,
+	0x0000473d, 0x0000474d, 0x00004757, 0x00004783,
+	0x0000479d, 0x000047b8, 0x00004846, 0x00004857,
+	0x00004864, 0x000048a5, 0x000048eb, 0x00004903,
+	0x00004956, 0x00004991, 0x000049bc, 0x000049c6,
+	0x00004a40, 0x00004a75, 0x00004ab6, 0x00004b26,
+	// Entry 200 - 21F
+	0x00004b3f, 0x00004b4c, 0x00004b8f, 0x00004b95,
+	0x00004c31, 0x00004c85, 0x00004cb0, 0x00004d3c,
+	0x00004d6a, 0x00004e2c, 0x00004e2f, 0x00004e35,
+	0x00004e4b, 0x00004e56, 0x00004e5d, 0x00004e68,
+	0x00004e76, 0x00004e83, 0x00004e91, 0x00004e9e,
+	0x00004eba, 0x00004ed3, 0x00004efc, 0x00004fa5,
+	0x00004fb8, 0x00004fc2, 0x00005051, 0x000050b2,
+	0x000050c4, 0x000050d7, 0x00005115, 0x00005151,
+	// Entry 220 - 23F
+	0x0000515d, 0x0000516a, 0x00005178, 0x00005186,
+	0x00005196, 0x000051d2, 0x0000520c, 0x00005217,
+	0x00005241, 0x00005245, 0x00005257,
+} // Size: 2244 bytes
 
-const frData string = "" + // Size: 8410 bytes
-	"\x02Console Relais\x02Langue\x02Navigation principale\x02Tâches externes" +
-	"\x02Définitions\x02Jetons\x02Connecté en tant que %[1]s (%[2]s)\x02Se dé" +
-	"connecter\x02Non autorisé\x02Votre rôle permet de lire les définitions s" +
-	"eulement : les tâches externes et les instances de processus sont réserv" +
-	"ées aux opérateurs et aux administrateurs.\x02Retour aux tâches externe" +
-	"s\x02Retour aux définitions\x02Introuvable\x02Rien n’existe à cette adre" +
-	"sse, ou vous ne pouvez pas le voir.\x02Formulaire refusé\x02Ce formulair" +
-	"e n’a pas été envoyé depuis cette session de la console, ou il a expiré." +
-	" Rechargez la page et réessayez.\x02Temporairement indisponible\x02La ba" +
-	"se de données est injoignable pour le moment. Réessayez dans quelques se" +
-	"condes.\x02Une erreur est survenue\x02La console n’a pas pu afficher cet" +
-	"te page. Réessayez ; si le problème persiste, donnez à votre administrat" +
-	"eur l’identifiant de requête %[1]s.\x02Champ\x02Type\x02Obligatoire\x02C" +
-	"lassification\x02Contraintes\x02Description\x02Définition %[1]s\x02Copie" +
-	" de travail\x02La seule partie modifiable d’une définition. Les processu" +
-	"s ne l’utilisent jamais directement : ils épinglent une révision.\x02Nom" +
-	"\x02Sortie de routage\x02Dernier enregistrement\x02Révisions\x02Aucune r" +
-	"évision pour l’instant : la copie de travail n’a jamais été figée.\x02P" +
-	"ublications\x02Aucune publication pour l’instant.\x02Publication\x02Révi" +
-	"sion\x02Notes\x02Publiée le\x02Comparer des révisions\x02Liste chaque ch" +
-	"angement d’une révision à une autre, et qui il peut casser.\x02De la rév" +
-	"ision\x02À la révision\x02Comparer\x02Changement\x02Détail\x02Casse les " +
-	"processus\x02Casse les services\x02Ces révisions ont les mêmes contrats." +
-	"\x02Entrées\x02Aucune entrée.\x02Sorties\x02Aucune sortie.\x02Révision %" +
-	"[1]d\x02Figée le\x02Empreinte\x02Choisissez deux révisions existantes à " +
-	"comparer.\x02De la révision %[1]d à la révision %[2]d :\x14\x01\x81\x01" +
-	"\x00\x02\x11\x02%[1]d changement\x00\x12\x02%[1]d changements\x14\x01" +
-	"\x81\x01\x00\x02\x13\x02%[1]d incompatible\x00\x14\x02%[1]d incompatible" +
-	"s\x02sortie de routage %[1]s → %[2]s\x02facultatif → obligatoire\x02obli" +
-	"gatoire → facultatif\x02valeurs ajoutées : %[1]s\x02valeurs retirées : %" +
-	"[1]s\x02valeurs réordonnées\x02%[1]s : %[2]s → %[3]s\x02champ obligatoir" +
-	"e de type %[1]s\x02champ facultatif de type %[1]s\x02aucune\x02Contrats " +
-	"de tâches : leur copie de travail, leurs révisions immuables et leurs pu" +
-	"blications nommées.\x02Clé\x02Dernière révision\x02aucune pour l’instant" +
-	"\x02Aucune définition pour l’instant.\x02Page suivante\x02Première page" +
-	"\x14\x01\x81\x01\x00\x02\x12\x02%[1]d publication\x00\x13\x02%[1]d publi" +
-	"cations\x02%[2]s %[1]s %[3]s, %[4]s UTC\x02janv.\x02févr.\x02mars\x02avr" +
-	".\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 " +
-	"seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours" +
-	"\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14" +
-	"\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14" +
-	"\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%" +
-	"[1]d ms\x02%[1]d j\x02%[1]d h\x02%[1]d min\x02%[1]d s\x02Instance de pro" +
-	"cessus %[1]s\x02Résumé\x02Parcours\x02Les nœuds atteints par cette insta" +
-	"nce, dans l’ordre, chacun avec son occurrence.\x02Nœud\x02Occurrence\x02" +
-	"Définition\x02Statut\x02Route\x02Nœud suivant\x02Créée le\x02Réglée le" +
-	"\x02Cette instance n’a encore atteint aucune tâche.\x02Valeur\x02Entrées" +
-	" du processus\x02Entrées avec lesquelles l’instance a démarré, nommées d" +
-	"’après le contrat de la version %[1]d du processus\x02Ce processus ne " +
-	"prend aucune entrée.\x02L’instance a été arrêtée ; ses occurrences ouver" +
-	"tes sont annulées.\x02Arrêter cette instance…\x02L’arrêt annule l’instan" +
-	"ce et ses occurrences ouvertes. Il ne termine rien.\x02Processus\x02Déma" +
-	"rrée le\x02Terminée le\x02Nœud de fin\x02Suspendue au nœud\x02Clé métier" +
-	"\x02Code d’erreur\x02La laisser continuer\x02La laisser suspendue\x02Arr" +
-	"êter l’instance de processus %[1]s\x02Arrêter cette instance ? Ses occu" +
-	"rrences ouvertes sont annulées.\x02Les services qui en détiennent une l’" +
-	"apprennent à leur prochain retour, et leurs résultats sont refusés. Rien" +
-	" n’est terminé à leur place, et une instance arrêtée ne peut pas reprend" +
-	"re.\x02Motif (consigné dans le journal d’audit)\x02Arrêter l’instance" +
-	"\x02Cette instance est déjà terminée ; il n’y a rien à arrêter.\x02Indiq" +
-	"uez pourquoi vous l’arrêtez : le motif est consigné dans le journal d’au" +
-	"dit (1 000 caractères au plus).\x02disponible\x02réservée\x02différée" +
-	"\x02terminée\x02en échec\x02annulée\x02en cours\x02suspendue\x02expirée" +
-	"\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier\x02nombre\x02boo" +
-	"léen\x02date\x02date et heure\x02choix\x02objet\x02liste\x02normale\x02s" +
-	"ensible\x02secrète\x02••• masqué (sensible)\x02••• masqué (secret)\x02pu" +
-	"ll (le service la récupère)\x02push (Relais appelle le service)\x02admin" +
-	"istrateur\x02opérateur\x02concepteur\x02consommateur\x02oui\x02non\x02ch" +
-	"amp ajouté\x02champ retiré\x02type modifié\x02caractère obligatoire modi" +
-	"fié\x02valeurs modifiées\x02classification modifiée\x02contrainte modifi" +
-	"ée\x02routage modifié\x02longueur minimale\x02longueur maximale\x02moti" +
-	"f\x02format\x02minimum\x02maximum\x02nombre minimal d’éléments\x02nombre" +
-	" maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, version %[2]s\x02" +
-	"Occurrence %[1]s\x02Instance de processus\x02Mode\x02Dates\x02Disponible" +
-	" le\x02Réservée le\x02Verrou expirant le\x02Échéance\x02Politique d’exéc" +
-	"ution\x02Nombre maximal de tentatives\x02Délai avant nouvel essai\x02Pri" +
-	"orité\x02%[1]d (0 la plus basse, 9 la plus haute)\x02Tentatives\x14\x01" +
-	"\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x02a" +
-	"u plus %[1]d\x02Consommateur\x02Identifiant de l’exécutant\x02Résultat" +
-	"\x02Message d’erreur\x02Aucun service n’a encore réservé cette occurrenc" +
-	"e.\x02en cours\x02Destination\x02Délai d’appel\x02Entrées, nommées d’apr" +
-	"ès le contrat de la révision %[1]d\x02Ce contrat n’a aucune entrée.\x02" +
-	"Sorties, nommées d’après le contrat de la révision %[1]d\x02Pas encore d" +
-	"e sorties : l’occurrence n’est pas terminée.\x02Ce contrat n’a aucune so" +
-	"rtie.\x02Aucune sortie : l’occurrence s’est terminée sans aboutir.\x02Ré" +
-	"véler — cette action est enregistrée\x02consommateur n° %[1]s\x02[masqué" +
-	"]\x02Statut inconnu : %[1]q.\x02L’instance de processus doit être un ide" +
-	"ntifiant d’instance (un UUID).\x02La révision doit être un nombre entier" +
-	", 1 ou plus.\x02Consommateur inconnu.\x02Le curseur de page est invalide" +
-	" : revenez à la première page.\x02La taille de page doit être comprise e" +
-	"ntre 1 et %[1]d.\x02Filtres\x02identifiant d’instance\x02Appliquer les f" +
-	"iltres\x02Effacer les filtres\x02Nombres par statut\x02Les nombres sont " +
-	"actualisés toutes les quelques secondes.\x02Occurrences, les plus récent" +
-	"es d’abord\x02Aucune occurrence ne correspond à ces filtres.\x02Toutes l" +
-	"es définitions\x02Tous les statuts\x02Tous les consommateurs\x02Les nomb" +
-	"res sont indisponibles pour le moment.\x14\x01\x81\x01\x00\x02\x11\x02%[" +
-	"1]d occurrence\x00\x12\x02%[1]d occurrences\x02Seuls les administrateurs" +
-	" peuvent révéler une valeur sensible.\x02Révélé par %[1]s le %[2]s ; con" +
-	"signé dans le journal d’audit.\x02Révélation impossible\x02Seule une val" +
-	"eur que cette page affiche masquée (sensible) peut être révélée.\x02Les " +
-	"valeurs secrètes ne peuvent jamais être révélées.\x02Cette page n’accept" +
-	"e pas cette requête.\x02Vous êtes déconnecté.\x02Se connecter\x02Connect" +
-	"ez-vous avec un jeton d’opérateur ou d’administrateur.\x02Jeton\x02Le je" +
-	"ton est vérifié une fois et n’est jamais conservé dans votre navigateur " +
-	"; un cookie de session le remplace jusqu’à 8 heures d’inactivité.\x02Tro" +
-	"p de connexions échouées depuis votre adresse. Réessayez dans %[1]d seco" +
-	"ndes.\x02Ce jeton est inconnu ou a été révoqué.\x02Un jeton de rôle %[1]" +
-	"s ne peut pas ouvrir la console : connectez-vous avec un jeton d’opérate" +
-	"ur, de concepteur ou d’administrateur.\x02Seuls les administrateurs gère" +
-	"nt les jetons.\x02Jetons du personnel (administrateurs, concepteurs, opé" +
-	"rateurs) non révoqués. Les jetons des consommateurs se gèrent avec leurs" +
-	" consommateurs. Révoquer un jeton refuse sa requête suivante.\x02ID\x02R" +
-	"ôle\x02Dernière utilisation\x02Expiration\x02jamais\x02pas encore\x02Je" +
-	"ton expiré\x02Révoquer…\x02cette session\x02Aucun jeton.\x02Le jeton a é" +
-	"té révoqué.\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s « %[2]" +
-	"s » ?\x02Sa requête suivante est refusée et les sessions de console ouve" +
-	"rtes avec lui prennent fin. C’est irréversible : qui l’utilise aura beso" +
-	"in d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder\x02C’est le jet" +
-	"on avec lequel vous êtes connecté : le révoquer vous déconnecte. Sa requ" +
-	"ête suivante est refusée. C’est irréversible.\x02C’est le dernier jeton" +
-	" administrateur utilisable : créez-en un autre avant de le révoquer.\x02" +
-	"sortie de routage\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au " +
-	"moins %[1]d caractère\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81" +
-	"\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %[1]d car" +
-	"actères\x02motif %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s" +
-	"\x02parmi : %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément" +
-	"\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au pl" +
-	"us %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02non fourni\x14\x01" +
-	"\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02nul" +
-	"\x02valeur inattendue"
+const frData string = "" + // Size: 21079 bytes
+	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
+	"bandon\x02arrêt\x02Reprendre toutes les instances suspendues…\x02Abandon" +
+	"ner toutes les instances suspendues…\x02Arrêter toutes les instances en " +
+	"cours ou suspendues…\x02Motif (consigné dans le journal d’audit)\x02Dite" +
+	"s pourquoi, pour qui lira le journal plus tard\u202f: 1 000 caractères a" +
+	"u plus.\x02La laisser continuer\x02La laisser suspendue\x02Reprendre l’i" +
+	"nstance de processus %[1]s\x02Reprendre cette instance\u202f? Son occurr" +
+	"ence en échec au nœud %[1]s est proposée de nouveau, avec un budget de t" +
+	"entatives neuf.\x02Les services peuvent la reprendre (une occurrence pus" +
+	"h rappelle sa destination). Ses tentatives précédentes et sa dernière er" +
+	"reur restent dans son historique. Rien n’est terminé à la place de quico" +
+	"nque.\x02Reprendre l’instance\x02Abandonner l’instance de processus %[1]" +
+	"s\x02Abandonner cette instance\u202f? Elle passe en échec avec le code d" +
+	"’erreur abandoned.\x02Son occurrence en échec reste telle quelle et ri" +
+	"en n’est terminé à sa place. Une instance abandonnée ne peut pas être re" +
+	"prise.\x02Abandonner l’instance\x02Arrêter l’instance de processus %[1]s" +
+	"\x02Arrêter cette instance\u202f? Ses occurrences ouvertes sont annulées" +
+	".\x02Les services qui en détiennent une l’apprennent à leur prochain ret" +
+	"our, et leurs résultats sont refusés. Rien n’est terminé à leur place, e" +
+	"t une instance arrêtée ne peut pas reprendre.\x02Arrêter l’instance\x02C" +
+	"ette instance est %[1]s, pas suspendue\u202f: il n’y a rien à reprendre." +
+	"\x02Cette instance est %[1]s, pas suspendue\u202f: il n’y a rien à aband" +
+	"onner.\x02Cette instance est %[1]s\u202f: il n’y a rien à arrêter.\x02Ce" +
+	"tte instance n’est plus suspendue (elle est %[1]s désormais)\u202f: quel" +
+	"qu’un a sans doute agi avant vous. Rien n’a été fait.\x02Son occurrence " +
+	"a échoué avant toute tentative\u202f: ses entrées n’ont pas pu être cons" +
+	"truites, une reprise échouerait donc de la même façon. Abandonnez ou arr" +
+	"êtez plutôt l’instance. Rien n’a été fait.\x02Cette instance est déjà t" +
+	"erminée\u202f; il n’y a rien à arrêter.\x02Indiquez un motif\u202f: il e" +
+	"st consigné dans le journal d’audit (1 000 caractères au plus). Rien n’a" +
+	" été fait.\x02Relais a refusé l’action. Rien n’a été fait.\x02Cette inst" +
+	"ance était déjà arrêtée\u202f; rien n’a changé et rien n’a été consigné." +
+	"\x02Reprise\u202f: l’occurrence du nœud %[1]s est proposée de nouveau. C" +
+	"onsigné dans le journal d’audit.\x02Abandon\u202f: l’instance est passée" +
+	" en échec avec le code d’erreur abandoned. Consigné dans le journal d’au" +
+	"dit.\x02Arrêt\u202f: l’instance et ses occurrences ouvertes sont annulée" +
+	"s. Consigné dans le journal d’audit.\x02Action inconnue.\x02L’arrêt s’ap" +
+	"plique aux instances en cours ou suspendues, pas à celles qui sont %[1]s" +
+	".\x02La reprise et l’abandon s’appliquent aux instances suspendues, pas " +
+	"à celles qui sont %[1]s.\x02Filtre\x02Motif (consigné dans le journal d" +
+	"’audit pour chaque instance)\x02Revenir à la liste\x02Reprendre toutes" +
+	" les instances suspendues que ce filtre retient\x02L’occurrence en échec" +
+	" de chacune est proposée de nouveau, avec un budget de tentatives neuf. " +
+	"Rien n’est terminé à la place de quiconque.\x14\x01\x81\x01\x00\x02:\x02" +
+	"%[1]d instance suspendue correspond au filtre maintenant.\x00?\x02%[1]d " +
+	"instances suspendues correspondent au filtre maintenant.\x14\x01\x81\x01" +
+	"\x00\x02\x19\x02Reprendre %[1]d instance\x00\x1a\x02Reprendre %[1]d inst" +
+	"ances\x02Abandonner toutes les instances suspendues que ce filtre retien" +
+	"t\x02Chacune passe en échec avec le code d’erreur abandoned et ne peut p" +
+	"lus être reprise.\x14\x01\x81\x01\x00\x02\x1a\x02Abandonner %[1]d instan" +
+	"ce\x00\x1b\x02Abandonner %[1]d instances\x02Arrêter toutes les instances" +
+	" en cours ou suspendues que ce filtre retient\x02Chacune est annulée ave" +
+	"c ses occurrences ouvertes\u202f; une instance arrêtée ne peut pas être " +
+	"reprise.\x14\x01\x81\x01\x00\x02F\x02%[1]d instance en cours ou suspendu" +
+	"e correspond au filtre maintenant.\x00K\x02%[1]d instances en cours ou s" +
+	"uspendues correspondent au filtre maintenant.\x14\x01\x81\x01\x00\x02" +
+	"\x18\x02Arrêter %[1]d instance\x00\x19\x02Arrêter %[1]d instances\x02Rie" +
+	"n à faire\u202f: aucune instance à laquelle cette action s’applique ne c" +
+	"orrespond au filtre.\x02toutes\x02Processus\x02Statut\x02Clé métier\x02C" +
+	"réées depuis le\x02Créées jusqu’au\x02Impossible d’agir sur ce filtre" +
+	"\x02Le nombre confirmé manque\u202f: repartez de la liste.\x02Le nombre " +
+	"a changé depuis que vous l’avez confirmé (il était de %[1]d)\u202f: entr" +
+	"e-temps, des instances ont été réglées, démarrées ou traitées. Rien n’a " +
+	"été fait\u202f; vérifiez le nouveau nombre et confirmez de nouveau.\x14" +
+	"\x02\x80\x01\x026\x02Action groupée (%[1]s) appliquée à %[2]d instance." +
+	"\x007\x02Action groupée (%[1]s) appliquée à %[2]d instances.\x14\x01\x81" +
+	"\x01\x00\x02h\x02%[1]d ignorée\u202f: elle a changé après le comptage (r" +
+	"églée, ou traitée par quelqu’un d’autre).\x00n\x02%[1]d ignorées\u202f:" +
+	" elles ont changé après le comptage (réglées, ou traitées par quelqu’un " +
+	"d’autre).\x02Quand\x02Qui\x02Action\x02Motif\x02Instance de processus" +
+	"\x02Occurrence reproposée\x02Action groupée\x02Journal d’audit\x02Chaque" +
+	" reprise, abandon et arrêt appliqué par un opérateur, avec son motif. Le" +
+	"s révélations de valeurs sensibles ont leur propre journal (GET /api/v1/" +
+	"audit/reveals).\x02Filtres\x02Appliquer les filtres\x02Effacer les filtr" +
+	"es\x02Aucune action d’opérateur ne correspond.\x02Toutes les actions\x02" +
+	"L’instance de processus doit être un identifiant d’instance (un UUID)." +
+	"\x02L’action groupée doit être désignée par son identifiant (un UUID)." +
+	"\x02Instances modifiées par l’action groupée %[1]s.\x02Le curseur de pag" +
+	"e est invalide\u202f: revenez à la première page.\x02Actions d’opérateur" +
+	"s, les plus récentes d’abord\x02Pages\x02Page suivante\x02Première page" +
+	"\x02Console Relais\x02Langue\x02Aller au contenu\x02Navigation principal" +
+	"e\x02État\x02Tâches externes\x02Instances\x02Processus\x02Trouver une in" +
+	"stance ou une occurrence\x02identifiant ou clé métier\x02Trouver\x02Défi" +
+	"nitions\x02Jetons\x02Connecté en tant que %[1]s (%[2]s)\x02Se déconnecte" +
+	"r\x02Réglages d’affichage\x02Heures en %[1]s · rechargement toutes les %" +
+	"[2]d s\x02Heures en %[1]s · sans rechargement automatique\x02Cette page " +
+	"se recharge toutes les %[1]d secondes.\x02Non autorisé\x02Votre rôle ne " +
+	"permet de lire que les définitions\u202f: les tâches externes et les ins" +
+	"tances de processus sont réservées aux opérateurs et aux administrateurs" +
+	".\x02Retour aux tâches externes\x02Retour aux définitions\x02Introuvable" +
+	"\x02Cette adresse ne mène à rien, ou à rien que vous puissiez voir.\x02F" +
+	"ormulaire refusé\x02Ce formulaire n’a pas été envoyé depuis cette sessio" +
+	"n de la console, ou il a expiré. Rechargez la page et réessayez.\x02Temp" +
+	"orairement indisponible\x02La base de données est injoignable pour le mo" +
+	"ment. Réessayez dans quelques secondes.\x02Une erreur est survenue\x02La" +
+	" console n’a pas pu afficher cette page. Réessayez\u202f; si le problème" +
+	" persiste, donnez à votre administrateur l’identifiant de requête %[1]s." +
+	"\x02Champ\x02Type\x02Obligatoire\x02Classification\x02Contraintes\x02Des" +
+	"cription\x02Définition %[1]s\x02Copie de travail\x02La seule partie modi" +
+	"fiable d’une définition. Les processus ne l’utilisent jamais directement" +
+	"\u202f: ils épinglent une révision.\x02Nom\x02Sortie de routage\x02Derni" +
+	"er enregistrement\x02Révisions\x02Aucune révision pour l’instant\u202f: " +
+	"la copie de travail n’a jamais été figée.\x02Publications\x02Aucune publ" +
+	"ication pour l’instant.\x02Publication\x02Révision\x02Notes\x02Publiée l" +
+	"e\x02Comparer des révisions\x02Liste chaque changement d’une révision à " +
+	"l’autre et ce qu’il peut casser.\x02De la révision\x02À la révision\x02C" +
+	"omparer\x02Changement\x02Détail\x02Casse les processus\x02Casse les serv" +
+	"ices\x02Ces révisions ont les mêmes contrats.\x02Entrées\x02Aucune entré" +
+	"e.\x02Entrées de la copie de travail\x02Sorties\x02Aucune sortie.\x02Sor" +
+	"ties de la copie de travail\x02Publications, les plus anciennes d’abord" +
+	"\x02Changements entre les deux révisions\x02Révision %[1]d\x02Figée le" +
+	"\x02Empreinte\x02Entrées de la révision %[1]d\x02Sorties de la révision " +
+	"%[1]d\x02Choisissez deux révisions existantes à comparer.\x02De la révis" +
+	"ion %[1]d à la révision %[2]d\u202f:\x14\x01\x81\x01\x00\x02\x11\x02%[1]" +
+	"d changement\x00\x12\x02%[1]d changements\x14\x01\x81\x01\x00\x02\x13" +
+	"\x02%[1]d incompatible\x00\x14\x02%[1]d incompatibles\x02sortie de routa" +
+	"ge %[1]s → %[2]s\x02facultatif → obligatoire\x02obligatoire → facultatif" +
+	"\x02valeurs ajoutées\u202f: %[1]s\x02valeurs retirées\u202f: %[1]s\x02va" +
+	"leurs réordonnées\x02%[1]s\u202f: %[2]s → %[3]s\x02champ obligatoire de " +
+	"type %[1]s\x02champ facultatif de type %[1]s\x02aucune\x02Contrats de tâ" +
+	"ches\u202f: leur copie de travail, leurs révisions immuables et leurs pu" +
+	"blications nommées.\x02Définitions par clé\x02Clé\x02Dernière révision" +
+	"\x02aucune pour l’instant\x02Aucune définition pour l’instant.\x14\x01" +
+	"\x81\x01\x00\x02\x12\x02%[1]d publication\x00\x13\x02%[1]d publications" +
+	"\x02en cas d’erreur\x02toute autre erreur\x02suspendue pour un opérateur" +
+	"\x02incident\u202f: reprendre, abandonner, arrêter\x02fin\u202f: termine" +
+	" l’instance\x02fin\u202f: met l’instance en échec\x02push %[1]s\x02pull " +
+	"%[1]s\x02Nœud %[1]s\x02La file d’attente et les incidents de chaque défi" +
+	"nition maintenant, et ce que ses services ont terminé dans la dernière h" +
+	"eure.\x02Réussites et échecs, dernière heure\x02Définitions, celles qui " +
+	"demandent de l’attention d’abord\x02Définition\x02Ouvertes\x02Instances " +
+	"suspendues\x02En échec\x02Attente de la plus ancienne disponible\x02Term" +
+	"inées, dernière heure\x02En échec, dernière heure\x02Aucune définition n" +
+	"’a encore d’occurrence.\x02Les décomptes sont indisponibles pour le mo" +
+	"ment.\x02Au %[1]s (%[2]s)\u202f; actualisé toutes les quelques secondes." +
+	"\x02disponible depuis le %[1]s\x02Afficher toutes les définitions\x02Tou" +
+	"tes les définitions\x02Réussites et échecs par tranche de 5 min, dernièr" +
+	"e heure\u202f: %[1]s\x02Dans la dernière heure\u202f: %[1]d terminées, %" +
+	"[2]d en échec. Le tableau qui suit le graphique donne chaque tranche de " +
+	"5 min.\x02terminée\x02en échec\x02Les chiffres du graphique\x02Réussites" +
+	" et échecs par tranche de 5 min, les plus anciennes d’abord\x02Tranche" +
+	"\x02Terminées\x02%[1]s–%[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d termin" +
+	"ée\x00\x11\x02%[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en é" +
+	"chec\x00\x10\x02%[1]d en échec\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]" +
+	"s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s" +
+	"\x02il y a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[" +
+	"1]d j\x02janv.\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août" +
+	"\x02sept.\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02" +
+	"\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c" +
+	"\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%" +
+	"[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0e\x02%[1]" +
+	"d seconde\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02Instance de processus" +
+	" %[1]s\x02Résumé\x02Actions d’opérateur\x02Parcours\x02Les nœuds atteint" +
+	"s par cette instance, dans l’ordre, chacun avec son occurrence.\x02Nœuds" +
+	" atteints, dans l’ordre\x02Nœud\x02Occurrence\x02Route\x02Nœud suivant" +
+	"\x02Créée le\x02Réglée le\x02Cette instance n’a encore atteint aucune tâ" +
+	"che.\x02Actions d’opérateurs consignées\x02Aucun opérateur n’a agi sur c" +
+	"ette instance.\x02Actions d’opérateurs sur cette instance, les plus réce" +
+	"ntes d’abord\x02Valeur\x02Entrées du processus\x02Entrées avec lesquelle" +
+	"s l’instance a démarré, nommées d’après le contrat de la version %[1]d d" +
+	"u processus\x02Ce processus ne prend aucune entrée.\x02Cette instance es" +
+	"t suspendue à un nœud en échec\u202f: c’est un incident. La reprise prop" +
+	"ose de nouveau l’occurrence en échec\u202f; l’abandon met l’instance en " +
+	"échec\u202f; l’arrêt l’annule. Chacune demande un motif, consigné dans " +
+	"le journal d’audit.\x02L’arrêt annule l’instance et ses occurrences ouve" +
+	"rtes. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — « %[3]s »\x02A" +
+	"bandonnée par %[1]s le %[2]s — « %[3]s »\x02Reprise par %[1]s le %[2]s —" +
+	" « %[3]s »\x02Démarrée le\x02Terminée le\x02Nœud de fin\x02Suspendue au " +
+	"nœud\x02Occurrence en échec\x02Code d’erreur\x02Statut inconnu\u202f: %[" +
+	"1]q.\x02Date de création\x02La taille de page doit être comprise entre 1" +
+	" et %[1]d.\x02Instances de processus\x02du\x02au\x02Agir sur toutes les " +
+	"instances que ce filtre retient\x02La page suivante les compte et demand" +
+	"e un motif avant que rien ne change.\x02Instances de processus, les plus" +
+	" récentes d’abord\x02Instance\x02Nœud de fin ou erreur\x02Aucune instanc" +
+	"e ne correspond à ces filtres.\x02Tous les processus\x02Tous les statuts" +
+	"\x02disponible\x02réservée\x02différée\x02annulée\x02en cours\x02suspend" +
+	"ue\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier\x02" +
+	"nombre\x02booléen\x02date\x02date et heure\x02choix\x02objet\x02liste" +
+	"\x02normale\x02sensible\x02secrète\x02••• masqué (sensible)\x02••• masqu" +
+	"é (secret)\x02pull (le service la récupère)\x02push (Relais appelle le " +
+	"service)\x02administrateur\x02opérateur\x02concepteur\x02consommateur" +
+	"\x02oui\x02non\x02champ ajouté\x02champ retiré\x02type modifié\x02caract" +
+	"ère obligatoire modifié\x02valeurs modifiées\x02classification modifiée" +
+	"\x02contrainte modifiée\x02routage modifié\x02longueur minimale\x02longu" +
+	"eur maximale\x02motif\x02format\x02minimum\x02maximum\x02nombre minimal " +
+	"d’éléments\x02nombre maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]" +
+	"s, version %[2]s\x02Occurrence %[1]s\x02Mode\x02Dates\x02Politique d’exé" +
+	"cution\x02Nombre maximal de tentatives\x02Délai avant nouvelle tentative" +
+	"\x02Échéance\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute)\x02" +
+	"Tentatives\x02Toutes les tentatives, les plus anciennes d’abord\x02Conso" +
+	"mmateur\x02Identifiant du service\x02Réservée le\x02Durée\x02Réponse de " +
+	"la destination\x02Résultat\x02Message d’erreur\x02Aucun service n’a enco" +
+	"re réservé cette occurrence.\x02en cours\x02Destination\x02Réplique\x02R" +
+	"elais n’a pas encore appelé la destination.\x02Relais ne conserve le cod" +
+	"e de statut de la destination que lorsqu’elle a refusé l’appel (destinat" +
+	"ion_http_NNN)\u202f; un appel terminé a reçu une réponse 2xx. La durée v" +
+	"a de la prise en charge de l’appel à son règlement.\x02Motif donné par l" +
+	"e service\x02Nouvelles tentatives\x02aucune\u202f: un appel en échec sui" +
+	"t le chemin d’erreur du nœud\x02Délai d’appel\x02Maintenant\x02La repren" +
+	"dre ou l’abandonner depuis son instance\x14\x01\x81\x01\x00\x02\x10\x02%" +
+	"[1]d tentative\x00\x11\x02%[1]d tentatives\x02au plus %[1]d\x14\x01\x81" +
+	"\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes\x02Entrées" +
+	", nommées d’après le contrat de la révision %[1]d\x02Ce contrat n’a aucu" +
+	"ne entrée.\x02Sorties, nommées d’après le contrat de la révision %[1]d" +
+	"\x02Pas encore de sorties\u202f: l’occurrence n’est pas terminée.\x02Ce " +
+	"contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occurrence s’est te" +
+	"rminée sans aboutir.\x02Révéler — cette action est enregistrée\x02Dispon" +
+	"ible à partir du\x02Prochaine tentative\x02Dernière réservation\x02Fin d" +
+	"u verrou\x02Différée\x02Dernière erreur (tentative %[1]d)\x02Erreur (ava" +
+	"nt toute tentative)\x02Son message\x02Message de Relais (en anglais)\x02" +
+	"Message du service (tel qu’il l’a envoyé)\x02L’échéance est passée avant" +
+	" l’arrivée d’un résultat.\x02Le résultat ne respectait pas le contrat de" +
+	" sorties de la révision.\x02Relais s’est arrêté pendant l’appel\u202f: o" +
+	"n ignore si la destination a agi, elle n’est donc pas rappelée.\x02L’app" +
+	"el n’a pas pu être préparé.\x02La destination était injoignable.\x02La r" +
+	"éponse de la destination était trop volumineuse.\x02Le verrou de la der" +
+	"nière tentative a expiré sans tentative restante.\x02Les entrées n’ont p" +
+	"as pu être construites à partir des liaisons du processus.\x02Un opérate" +
+	"ur a abandonné l’instance.\x02La destination a répondu HTTP %[1]s.\x02No" +
+	"uvelle tentative à %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s." +
+	"\x02Verrou expiré à %[1]s — en attente d’être proposée de nouveau.\x02En" +
+	" attente de l’appel de Relais à la destination depuis %[1]s (%[2]s).\x02" +
+	"En attente d’un service depuis %[1]s (%[2]s).\x02(service %[1]s)\x02Rela" +
+	"is appelle la destination (depuis %[1]s).\x02Réservée par %[1]s\u202f; v" +
+	"errou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %" +
+	"[1]s (%[2]s)\u202f: un service du même consommateur, ou une interface mu" +
+	"nie d’un jeton de règlement, la terminera plus tard.\x02Terminée (%[1]s)" +
+	".\x02Son instance est suspendue ici, en attente d’un opérateur.\x02Son i" +
+	"nstance a continué par le chemin d’erreur du nœud.\x02En échec (%[1]s)." +
+	"\x02Annulée\u202f: l’instance a été arrêtée par %[1]s à %[2]s — « %[3]s " +
+	"».\x02Annulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’i" +
+	"ci\x02consommateur n° %[1]s\x02en attente\x02HTTP 2xx, corps inutilisabl" +
+	"e\x02pas de réponse dans le délai\x02pas de connexion\x02réponse trop vo" +
+	"lumineuse\x02inconnue\x02[masqué]\x02La révision doit être un nombre ent" +
+	"ier, 1 ou plus.\x02Consommateur inconnu.\x02Date de règlement\x02Plus de" +
+	" filtres\u202f: instance, révision, consommateur, dates\x02identifiant d" +
+	"’instance\x02Décomptes par statut\x02Occurrences, les plus récentes d’" +
+	"abord\x02Processus et nœud\x02Erreur\x02Consommateur et service\x02Proch" +
+	"aine tentative ou règlement\x02Aucune occurrence ne correspond à ces fil" +
+	"tres.\x02Tous les consommateurs\x02Totaux de la définition %[1]s, sans l" +
+	"es autres filtres\x02Totaux de toutes les définitions, sans les autres f" +
+	"iltres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d " +
+	"occurrences\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés tou" +
+	"tes les quelques secondes.\x02révision %[1]d\x02réglée\x02prochaine tent" +
+	"ative\x02disponible depuis\x02appel en cours depuis\x02verrou jusqu’à" +
+	"\x02différée depuis\x02Page précédente\x02Lignes %[1]s à %[2]s\x02%[1]s" +
+	"\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour vie" +
+	"nt après le dernier.\x02Ces réglages sont conservés dans ce navigateur s" +
+	"eulement.\x02Afficher les heures en\x02La console n’exécute aucun script" +
+	" et ne peut donc pas lire le fuseau horaire de votre ordinateur\u202f: c" +
+	"hoisissez son décalage par rapport à UTC. Les décalages ne suivent pas l" +
+	"’heure d’été.\x02Recharger les listes et les pages de détail\x02Les pa" +
+	"ges qui contiennent un formulaire, comme une confirmation, ne se recharg" +
+	"ent jamais d’elles-mêmes.\x02Enregistrer les réglages\x02Revenir sans en" +
+	"registrer\x02UTC (temps universel coordonné)\x02Heure locale à %[1]s\x02" +
+	"Jamais\x02Toutes les %[1]d secondes\x02Les versions de processus publiée" +
+	"s\u202f: leurs nœuds, routes et révisions épinglées, dessinés, avec l’em" +
+	"placement actuel de leurs occurrences.\x02Processus par clé\x02Versions," +
+	" les plus récentes d’abord\x02Aucun processus n’est encore publié.\x02ve" +
+	"rsion %[1]d\x02Processus %[1]s\x02Version\x02Nœud de départ\x02Graphe" +
+	"\x02Les colonnes suivent le plus long chemin depuis le nœud de départ. L" +
+	"es flèches pleines sont les réussites (étiquetées par leur route), les p" +
+	"ointillées les échecs (étiquetées par leurs codes d’erreur). Chaque case" +
+	" indique combien d’occurrences de cette version se trouvent à ce nœud ma" +
+	"intenant.\x02Nœuds\x02Nœuds de cette version, avec leurs occurrences act" +
+	"uelles\x02Type\x02Révision épinglée\x02En cas de réussite\x02En cas d’er" +
+	"reur\x02Occurrences actuelles\x02Instances de ce processus\x02Décomptes " +
+	"au %[1]s (%[2]s)\u202f; actualisés toutes les quelques secondes.\x02Grap" +
+	"he de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. L" +
+	"e tableau ci-dessous reprend les mêmes nœuds, routes et décomptes.\x00i" +
+	"\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mê" +
+	"mes nœuds, routes et décomptes.\x02pull\x02push vers %[1]s\x02fin (termi" +
+	"ne)\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02suspension (un inci" +
+	"dent pour un opérateur)\x02tout autre code → %[1]s\x02met l’instance en " +
+	"échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative a" +
+	"près %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative " +
+	"après %[2]s, priorité %[3]d\x02échéance %[1]s\x02délai %[1]s\x02Seuls le" +
+	"s administrateurs peuvent révéler une valeur sensible.\x02Révélé par %[1" +
+	"]s le %[2]s\u202f; consigné dans le journal d’audit.\x02Révélation impos" +
+	"sible\x02Seule une valeur que cette page affiche masquée (sensible) peut" +
+	" être révélée.\x02Les valeurs secrètes ne peuvent jamais être révélées." +
+	"\x02Cette page n’accepte pas cette requête.\x02Recherche\x02Saisissez un" +
+	" identifiant d’instance ou d’occurrence (un UUID, que les pages affichen" +
+	"t au survol) ou une clé métier.\x02Rien à chercher\u202f: le champ de re" +
+	"cherche est vide.\x02C’est trop long pour être un identifiant ou une clé" +
+	" métier.\x02Aucune instance ni occurrence n’a l’identifiant « %[1]s », e" +
+	"t aucune instance ne l’a pour clé métier.\x02Vous êtes déconnecté.\x02Se" +
+	" connecter\x02Connectez-vous avec un jeton d’opérateur ou d’administrate" +
+	"ur.\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais conservé d" +
+	"ans votre navigateur\u202f; un cookie de session le remplace jusqu’à 8 h" +
+	"eures d’inactivité.\x02Trop de connexions échouées depuis votre adresse." +
+	" Réessayez dans %[1]d secondes.\x02Ce jeton est inconnu ou a été révoqué" +
+	".\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: connect" +
+	"ez-vous avec un jeton d’opérateur, de concepteur ou d’administrateur." +
+	"\x02Seuls les administrateurs gèrent les jetons.\x02Jetons du personnel " +
+	"(administrateurs, concepteurs, opérateurs) non révoqués. Les jetons des " +
+	"consommateurs se gèrent avec leurs consommateurs. Révoquer un jeton refu" +
+	"se sa requête suivante.\x02ID\x02Rôle\x02Dernière utilisation\x02Expirat" +
+	"ion\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette sessio" +
+	"n\x02Aucun jeton.\x02Le jeton a été révoqué.\x02Révoquer le jeton %[1]d" +
+	"\x02Révoquer le jeton %[1]s « %[2]s »\u202f?\x02Sa requête suivante est " +
+	"refusée et les sessions de console ouvertes avec lui prennent fin. C’est" +
+	" irréversible\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Ré" +
+	"voquer le jeton\x02Le garder\x02C’est le jeton avec lequel vous êtes con" +
+	"necté\u202f: le révoquer vous déconnecte. Sa requête suivante est refusé" +
+	"e. C’est irréversible.\x02C’est le dernier jeton administrateur utilisab" +
+	"le\u202f: créez-en un autre avant de le révoquer.\x02sortie de routage" +
+	"\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d carac" +
+	"tère\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19" +
+	"\x02au plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02motif" +
+	" %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f:" +
+	" %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02" +
+	"au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élé" +
+	"ment\x00\x19\x02au plus %[1]d éléments\x02non fourni\x14\x01\x81\x01\x00" +
+	"\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02nul\x02valeur ina" +
+	"ttendue"
 
-	// Total table size 17594 bytes (17KiB); checksum: 6C727277
+	// Total table size 42288 bytes (41KiB); checksum: 8EC8A12F

@@ -25,6 +25,7 @@ values (@at, @actor_id, @actor_name, @action, @reason, @instance_id, @occurrence
 select * from operator_actions
 where (sqlc.narg('instance_id')::uuid is null or instance_id = sqlc.narg('instance_id'))
   and (sqlc.narg('action')::text is null or action = sqlc.narg('action'))
+  and (sqlc.narg('bulk_id')::uuid is null or bulk_id = sqlc.narg('bulk_id'))
   and (sqlc.narg('before')::bigint is null or id < sqlc.narg('before'))
 order by id desc
 limit @max;

@@ -46,14 +46,16 @@ const operatorActionList = `-- name: OperatorActionList :many
 select id, at, actor_id, actor_name, action, reason, instance_id, occurrence_id, bulk_id from operator_actions
 where ($1::uuid is null or instance_id = $1)
   and ($2::text is null or action = $2)
-  and ($3::bigint is null or id < $3)
+  and ($3::uuid is null or bulk_id = $3)
+  and ($4::bigint is null or id < $4)
 order by id desc
-limit $4
+limit $5
 `
 
 type OperatorActionListParams struct {
 	InstanceID *uuid.UUID
 	Action     *string
+	BulkID     *uuid.UUID
 	Before     *int64
 	Max        int32
 }
@@ -62,6 +64,7 @@ func (q *Queries) OperatorActionList(ctx context.Context, arg OperatorActionList
 	rows, err := q.db.Query(ctx, operatorActionList,
 		arg.InstanceID,
 		arg.Action,
+		arg.BulkID,
 		arg.Before,
 		arg.Max,
 	)

@@ -19,3 +19,64 @@ from occurrences
 where status = 'reserved'
   and relais_lock_lapsed(status, mode, lock_expires_at, attempts, max_attempts + attempt_credit, deadline_at, coalesce(sqlc.narg('now')::timestamptz, now()))
 group by definition_key;
+
+-- name: OccurrenceCountByNode :many
+-- Each node's occurrences of one process version by stored status, from
+-- occurrences_by_process_node (an index-only scan once the visibility map
+-- is set). It reads every entry of the version: the console caches it for a
+-- few seconds, as it does the counts by definition.
+select node, status, count(*)::bigint as count
+from occurrences
+where process_key = @process_key and process_version = @process_version
+group by node, status;
+
+-- name: OccurrenceLapsedLocksByNode :many
+-- The reserved occurrences of a process version whose lock lapsed: they
+-- count as available (DESIGN §3). Few wait there.
+select node, count(*)::bigint as count
+from occurrences
+where status = 'reserved' and process_key = @process_key and process_version = @process_version
+  and relais_lock_lapsed(status, mode, lock_expires_at, attempts, max_attempts + attempt_credit, deadline_at, coalesce(sqlc.narg('now')::timestamptz, now()))
+group by node;
+
+-- name: OccurrenceOldestAvailableByDefinition :many
+-- Queue lag, part one: per definition, the time its oldest available
+-- occurrence due by now became available. One probe of
+-- occurrences_available_since per definition, however long the queue.
+select d.key as definition_key, o.available_at
+from definitions d
+cross join lateral (
+    select x.available_at from occurrences x
+    where x.status = 'available' and x.definition_key = d.key
+      and x.available_at <= coalesce(sqlc.narg('now')::timestamptz, now())
+    order by x.available_at
+    limit 1
+) o;
+
+-- name: OccurrenceOldestLapsedByRevision :many
+-- Queue lag, part two: per revision, the oldest lock that lapsed with
+-- attempts left (available again though stored reserved). One probe of
+-- occurrences_lock_expiring per revision.
+select r.definition_key, o.lock_expires_at
+from revisions r
+cross join lateral (
+    select x.lock_expires_at from occurrences x
+    where x.mode = 'pull' and x.definition_key = r.definition_key and x.revision = r.revision and x.status = 'reserved'
+      and relais_lock_lapsed(x.status, x.mode, x.lock_expires_at, x.attempts, x.max_attempts + x.attempt_credit, x.deadline_at,
+                             coalesce(sqlc.narg('now')::timestamptz, now()))
+    order by x.lock_expires_at
+    limit 1
+) o;
+
+-- name: OccurrenceSettledBuckets :many
+-- Completions and failures of the last hour per definition and 5-minute
+-- bucket (0 is the latest), from occurrences_by_settled: it reads the
+-- hour's settlements only, however long the history.
+select definition_key, status,
+    floor(extract(epoch from (coalesce(sqlc.narg('now')::timestamptz, now()) - settled_at)) / 300)::integer as bucket,
+    count(*)::bigint as count
+from occurrences
+where settled_at > coalesce(sqlc.narg('now')::timestamptz, now()) - interval '1 hour'
+  and settled_at <= coalesce(sqlc.narg('now')::timestamptz, now())
+  and status in ('completed', 'failed')
+group by definition_key, status, bucket;

@@ -49,6 +49,48 @@ func (q *Queries) OccurrenceCountByDefinitionStatus(ctx context.Context) ([]Occu
 	return items, nil
 }
 
+const occurrenceCountByNode = `-- name: OccurrenceCountByNode :many
+select node, status, count(*)::bigint as count
+from occurrences
+where process_key = $1 and process_version = $2
+group by node, status
+`
+
+type OccurrenceCountByNodeParams struct {
+	ProcessKey     *string
+	ProcessVersion *int32
+}
+
+type OccurrenceCountByNodeRow struct {
+	Node   string
+	Status string
+	Count  int64
+}
+
+// Each node's occurrences of one process version by stored status, from
+// occurrences_by_process_node (an index-only scan once the visibility map
+// is set). It reads every entry of the version: the console caches it for a
+// few seconds, as it does the counts by definition.
+func (q *Queries) OccurrenceCountByNode(ctx context.Context, arg OccurrenceCountByNodeParams) ([]OccurrenceCountByNodeRow, error) {
+	rows, err := q.db.Query(ctx, occurrenceCountByNode, arg.ProcessKey, arg.ProcessVersion)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []OccurrenceCountByNodeRow{}
+	for rows.Next() {
+		var i OccurrenceCountByNodeRow
+		if err := rows.Scan(&i.Node, &i.Status, &i.Count); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const occurrenceLapsedLocksByDefinition = `-- name: OccurrenceLapsedLocksByDefinition :many
 select definition_key, count(*)::bigint as count
 from occurrences
@@ -75,6 +117,174 @@ func (q *Queries) OccurrenceLapsedLocksByDefinition(ctx context.Context, now *ti
 	for rows.Next() {
 		var i OccurrenceLapsedLocksByDefinitionRow
 		if err := rows.Scan(&i.DefinitionKey, &i.Count); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const occurrenceLapsedLocksByNode = `-- name: OccurrenceLapsedLocksByNode :many
+select node, count(*)::bigint as count
+from occurrences
+where status = 'reserved' and process_key = $1 and process_version = $2
+  and relais_lock_lapsed(status, mode, lock_expires_at, attempts, max_attempts + attempt_credit, deadline_at, coalesce($3::timestamptz, now()))
+group by node
+`
+
+type OccurrenceLapsedLocksByNodeParams struct {
+	ProcessKey     *string
+	ProcessVersion *int32
+	Now            *time.Time
+}
+
+type OccurrenceLapsedLocksByNodeRow struct {
+	Node  string
+	Count int64
+}
+
+// The reserved occurrences of a process version whose lock lapsed: they
+// count as available (DESIGN §3). Few wait there.
+func (q *Queries) OccurrenceLapsedLocksByNode(ctx context.Context, arg OccurrenceLapsedLocksByNodeParams) ([]OccurrenceLapsedLocksByNodeRow, error) {
+	rows, err := q.db.Query(ctx, occurrenceLapsedLocksByNode, arg.ProcessKey, arg.ProcessVersion, arg.Now)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []OccurrenceLapsedLocksByNodeRow{}
+	for rows.Next() {
+		var i OccurrenceLapsedLocksByNodeRow
+		if err := rows.Scan(&i.Node, &i.Count); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const occurrenceOldestAvailableByDefinition = `-- name: OccurrenceOldestAvailableByDefinition :many
+select d.key as definition_key, o.available_at
+from definitions d
+cross join lateral (
+    select x.available_at from occurrences x
+    where x.status = 'available' and x.definition_key = d.key
+      and x.available_at <= coalesce($1::timestamptz, now())
+    order by x.available_at
+    limit 1
+) o
+`
+
+type OccurrenceOldestAvailableByDefinitionRow struct {
+	DefinitionKey string
+	AvailableAt   time.Time
+}
+
+// Queue lag, part one: per definition, the time its oldest available
+// occurrence due by now became available. One probe of
+// occurrences_available_since per definition, however long the queue.
+func (q *Queries) OccurrenceOldestAvailableByDefinition(ctx context.Context, now *time.Time) ([]OccurrenceOldestAvailableByDefinitionRow, error) {
+	rows, err := q.db.Query(ctx, occurrenceOldestAvailableByDefinition, now)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []OccurrenceOldestAvailableByDefinitionRow{}
+	for rows.Next() {
+		var i OccurrenceOldestAvailableByDefinitionRow
+		if err := rows.Scan(&i.DefinitionKey, &i.AvailableAt); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const occurrenceOldestLapsedByRevision = `-- name: OccurrenceOldestLapsedByRevision :many
+select r.definition_key, o.lock_expires_at
+from revisions r
+cross join lateral (
+    select x.lock_expires_at from occurrences x
+    where x.mode = 'pull' and x.definition_key = r.definition_key and x.revision = r.revision and x.status = 'reserved'
+      and relais_lock_lapsed(x.status, x.mode, x.lock_expires_at, x.attempts, x.max_attempts + x.attempt_credit, x.deadline_at,
+                             coalesce($1::timestamptz, now()))
+    order by x.lock_expires_at
+    limit 1
+) o
+`
+
+type OccurrenceOldestLapsedByRevisionRow struct {
+	DefinitionKey string
+	LockExpiresAt *time.Time
+}
+
+// Queue lag, part two: per revision, the oldest lock that lapsed with
+// attempts left (available again though stored reserved). One probe of
+// occurrences_lock_expiring per revision.
+func (q *Queries) OccurrenceOldestLapsedByRevision(ctx context.Context, now *time.Time) ([]OccurrenceOldestLapsedByRevisionRow, error) {
+	rows, err := q.db.Query(ctx, occurrenceOldestLapsedByRevision, now)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []OccurrenceOldestLapsedByRevisionRow{}
+	for rows.Next() {
+		var i OccurrenceOldestLapsedByRevisionRow
+		if err := rows.Scan(&i.DefinitionKey, &i.LockExpiresAt); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const occurrenceSettledBuckets = `-- name: OccurrenceSettledBuckets :many
+select definition_key, status,
+    floor(extract(epoch from (coalesce($1::timestamptz, now()) - settled_at)) / 300)::integer as bucket,
+    count(*)::bigint as count
+from occurrences
+where settled_at > coalesce($1::timestamptz, now()) - interval '1 hour'
+  and settled_at <= coalesce($1::timestamptz, now())
+  and status in ('completed', 'failed')
+group by definition_key, status, bucket
+`
+
+type OccurrenceSettledBucketsRow struct {
+	DefinitionKey string
+	Status        string
+	Bucket        int32
+	Count         int64
+}
+
+// Completions and failures of the last hour per definition and 5-minute
+// bucket (0 is the latest), from occurrences_by_settled: it reads the
+// hour's settlements only, however long the history.
+func (q *Queries) OccurrenceSettledBuckets(ctx context.Context, now *time.Time) ([]OccurrenceSettledBucketsRow, error) {
+	rows, err := q.db.Query(ctx, occurrenceSettledBuckets, now)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []OccurrenceSettledBucketsRow{}
+	for rows.Next() {
+		var i OccurrenceSettledBucketsRow
+		if err := rows.Scan(
+			&i.DefinitionKey,
+			&i.Status,
+			&i.Bucket,
+			&i.Count,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

@@ -50,6 +50,19 @@ where (sqlc.narg('process_key')::text is null or process_key = sqlc.narg('proces
 order by id desc
 limit @max;
 
+-- name: InstanceListAfter :many
+-- The page before a keyset page, ascending (the caller reverses it).
+select * from instances
+where (sqlc.narg('process_key')::text is null or process_key = sqlc.narg('process_key'))
+  and (sqlc.narg('status')::text is null or status = sqlc.narg('status'))
+  and (sqlc.narg('business_key')::text is null or business_key = sqlc.narg('business_key'))
+  -- Ids are UUIDv7: a creation window is an id range, in the list's order.
+  and (sqlc.narg('created_from')::uuid is null or id >= sqlc.narg('created_from'))
+  and (sqlc.narg('created_to')::uuid is null or id < sqlc.narg('created_to'))
+  and id > @after::uuid
+order by id
+limit @max;
+
 -- name: InstanceCount :one
 -- How many instances a bulk action's filter matches now (the count an
 -- operator confirms). status_in, when set, narrows to the statuses the
@@ -115,3 +128,20 @@ gone as (
     delete from instances where id in (select id from doomed) returning 1
 )
 select count(*)::bigint from gone;
+
+-- name: InstanceGetMany :many
+select * from instances where id = any(@ids::uuid[]);
+
+-- name: InstanceHeldByDefinition :many
+-- Held instances (incidents) by the definition of the occurrence each is
+-- held at: few instances are held, and instances_by_status finds them.
+select o.definition_key, count(*)::bigint as count
+from instances i
+cross join lateral (
+    select x.definition_key from occurrences x
+    where x.instance_id = i.id and x.status = 'failed'
+    order by x.settled_at desc, x.created_at desc
+    limit 1
+) o
+where i.status = 'held'
+group by o.definition_key;

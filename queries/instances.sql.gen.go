@@ -197,6 +197,84 @@ func (q *Queries) InstanceGetByIdempotencyKey(ctx context.Context, arg InstanceG
 	return i, err
 }
 
+const instanceGetMany = `-- name: InstanceGetMany :many
+select id, process_key, version, status, business_key, inputs, sealed_inputs, idempotency_key, request_digest, end_node, error_code, created_at, ended_at from instances where id = any($1::uuid[])
+`
+
+func (q *Queries) InstanceGetMany(ctx context.Context, ids []uuid.UUID) ([]Instance, error) {
+	rows, err := q.db.Query(ctx, instanceGetMany, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Instance{}
+	for rows.Next() {
+		var i Instance
+		if err := rows.Scan(
+			&i.ID,
+			&i.ProcessKey,
+			&i.Version,
+			&i.Status,
+			&i.BusinessKey,
+			&i.Inputs,
+			&i.SealedInputs,
+			&i.IdempotencyKey,
+			&i.RequestDigest,
+			&i.EndNode,
+			&i.ErrorCode,
+			&i.CreatedAt,
+			&i.EndedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const instanceHeldByDefinition = `-- name: InstanceHeldByDefinition :many
+select o.definition_key, count(*)::bigint as count
+from instances i
+cross join lateral (
+    select x.definition_key from occurrences x
+    where x.instance_id = i.id and x.status = 'failed'
+    order by x.settled_at desc, x.created_at desc
+    limit 1
+) o
+where i.status = 'held'
+group by o.definition_key
+`
+
+type InstanceHeldByDefinitionRow struct {
+	DefinitionKey string
+	Count         int64
+}
+
+// Held instances (incidents) by the definition of the occurrence each is
+// held at: few instances are held, and instances_by_status finds them.
+func (q *Queries) InstanceHeldByDefinition(ctx context.Context) ([]InstanceHeldByDefinitionRow, error) {
+	rows, err := q.db.Query(ctx, instanceHeldByDefinition)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []InstanceHeldByDefinitionRow{}
+	for rows.Next() {
+		var i InstanceHeldByDefinitionRow
+		if err := rows.Scan(&i.DefinitionKey, &i.Count); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const instanceHold = `-- name: InstanceHold :execrows
 update instances
 set status = 'held', error_code = $1
@@ -354,6 +432,72 @@ func (q *Queries) InstanceList(ctx context.Context, arg InstanceListParams) ([]I
 		arg.CreatedFrom,
 		arg.CreatedTo,
 		arg.Before,
+		arg.Max,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Instance{}
+	for rows.Next() {
+		var i Instance
+		if err := rows.Scan(
+			&i.ID,
+			&i.ProcessKey,
+			&i.Version,
+			&i.Status,
+			&i.BusinessKey,
+			&i.Inputs,
+			&i.SealedInputs,
+			&i.IdempotencyKey,
+			&i.RequestDigest,
+			&i.EndNode,
+			&i.ErrorCode,
+			&i.CreatedAt,
+			&i.EndedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const instanceListAfter = `-- name: InstanceListAfter :many
+select id, process_key, version, status, business_key, inputs, sealed_inputs, idempotency_key, request_digest, end_node, error_code, created_at, ended_at from instances
+where ($1::text is null or process_key = $1)
+  and ($2::text is null or status = $2)
+  and ($3::text is null or business_key = $3)
+  -- Ids are UUIDv7: a creation window is an id range, in the list's order.
+  and ($4::uuid is null or id >= $4)
+  and ($5::uuid is null or id < $5)
+  and id > $6::uuid
+order by id
+limit $7
+`
+
+type InstanceListAfterParams struct {
+	ProcessKey  *string
+	Status      *string
+	BusinessKey *string
+	CreatedFrom *uuid.UUID
+	CreatedTo   *uuid.UUID
+	After       uuid.UUID
+	Max         int32
+}
+
+// The page before a keyset page, ascending (the caller reverses it).
+func (q *Queries) InstanceListAfter(ctx context.Context, arg InstanceListAfterParams) ([]Instance, error) {
+	rows, err := q.db.Query(ctx, instanceListAfter,
+		arg.ProcessKey,
+		arg.Status,
+		arg.BusinessKey,
+		arg.CreatedFrom,
+		arg.CreatedTo,
+		arg.After,
 		arg.Max,
 	)
 	if err != nil {

@@ -3,12 +3,12 @@ insert into occurrences (
     id, instance_id, node, definition_key, revision, mode, status,
     priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout,
     available_at, claimable_at, inputs, sealed_inputs, error_code, error_message, settled_at,
-    process_key, business_key)
+    process_key, business_key, process_version)
 values (
     @id, @instance_id, @node, @definition_key, @revision, @mode, @status,
     @priority, @max_attempts, @retry_delay, @deadline, @deadline_at, @destination, @timeout,
     @available_at, @claimable_at, @inputs, @sealed_inputs, @error_code, @error_message, @settled_at,
-    @process_key, @business_key)
+    @process_key, @business_key, @process_version)
 on conflict (instance_id, node) do nothing
 returning *;
 
@@ -235,6 +235,39 @@ where (sqlc.narg('definition_key')::text is null or o.definition_key = sqlc.narg
         select 1 from attempts a where a.occurrence_id = o.id and a.consumer_id = sqlc.narg('consumer_id')))
   and (sqlc.narg('before')::uuid is null or o.id < sqlc.narg('before'))
 order by o.id desc
+limit @max;
+
+-- name: OccurrenceListAfter :many
+-- The page before a keyset page (the console's "previous page"): the same
+-- filters as OccurrenceList, ids above the cursor in ascending order, which
+-- the same indexes give read backwards; the caller reverses the page.
+select sqlc.embed(o), relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts + o.attempt_credit, o.deadline_at, coalesce(sqlc.narg('now')::timestamptz, now())) as lapsed
+from occurrences o
+where (sqlc.narg('definition_key')::text is null or o.definition_key = sqlc.narg('definition_key'))
+  and (sqlc.narg('status')::text is null
+       -- A lapsed lock is available again though stored reserved. Each status
+       -- is written out so each keeps an index-ordered plan.
+       or (sqlc.narg('status') = 'available'
+           and (o.status = 'available'
+                or relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts + o.attempt_credit, o.deadline_at, coalesce(sqlc.narg('now')::timestamptz, now()))))
+       or (sqlc.narg('status') = 'reserved'
+           and o.status = 'reserved'
+           and not relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts + o.attempt_credit, o.deadline_at, coalesce(sqlc.narg('now')::timestamptz, now())))
+       or (sqlc.narg('status') not in ('available', 'reserved') and o.status = sqlc.narg('status')))
+  and (sqlc.narg('instance_id')::uuid is null or o.instance_id = sqlc.narg('instance_id'))
+  and (sqlc.narg('revision')::integer is null or o.revision = sqlc.narg('revision'))
+  and (sqlc.narg('process_key')::text is null or o.process_key = sqlc.narg('process_key'))
+  and (sqlc.narg('business_key')::text is null or o.business_key = sqlc.narg('business_key'))
+  and (sqlc.narg('error_code')::text is null or o.error_code = sqlc.narg('error_code'))
+  -- Ids are UUIDv7: a creation window is an id range, in the list's order.
+  and (sqlc.narg('created_from')::uuid is null or o.id >= sqlc.narg('created_from'))
+  and (sqlc.narg('created_to')::uuid is null or o.id < sqlc.narg('created_to'))
+  and (sqlc.narg('settled_after')::timestamptz is null or o.settled_at >= sqlc.narg('settled_after'))
+  and (sqlc.narg('settled_before')::timestamptz is null or o.settled_at < sqlc.narg('settled_before'))
+  and (sqlc.narg('consumer_id')::bigint is null or exists (
+        select 1 from attempts a where a.occurrence_id = o.id and a.consumer_id = sqlc.narg('consumer_id')))
+  and o.id > @after::uuid
+order by o.id
 limit @max;
 
 -- name: OccurrenceDefer :exec

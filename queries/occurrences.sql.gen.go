@@ -99,7 +99,7 @@ claimed as (
         claimable_at    = case when o.attempts + 1 < o.max_attempts + o.attempt_credit then coalesce($3::timestamptz, now()) + $7::interval end
     from locked
     where o.id = locked.id
-    returning o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, o.process_key, o.business_key
+    returning o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, o.process_key, o.business_key, o.process_version
 ),
 expired as (
     update attempts a
@@ -112,7 +112,7 @@ inserted as (
     select c.id, c.attempts, $5, $6, $8, c.reserved_at, c.lock_expires_at
     from claimed c
 )
-select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key from claimed
+select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key, process_version from claimed
 order by priority desc, available_at, id
 `
 
@@ -128,42 +128,43 @@ type OccurrenceClaimPullParams struct {
 }
 
 type OccurrenceClaimPullRow struct {
-	ID            uuid.UUID
-	InstanceID    uuid.UUID
-	Node          string
-	DefinitionKey string
-	Revision      int32
-	Mode          string
-	Status        string
-	Priority      int16
-	MaxAttempts   int32
-	RetryDelay    time.Duration
-	Deadline      *time.Duration
-	DeadlineAt    *time.Time
-	Destination   *string
-	Timeout       *time.Duration
-	Attempts      int32
-	AvailableAt   time.Time
-	ClaimableAt   *time.Time
-	ConsumerID    *int64
-	WorkerID      *string
-	ReservedAt    *time.Time
-	LockExpiresAt *time.Time
-	Inputs        json.RawMessage
-	SealedInputs  []byte
-	Outputs       json.RawMessage
-	SealedOutputs []byte
-	OutputsDigest *string
-	Route         *string
-	ErrorCode     *string
-	ErrorMessage  *string
-	CreatedAt     time.Time
-	SettledAt     *time.Time
-	DeferredAt    *time.Time
-	DeferReason   *string
-	AttemptCredit int32
-	ProcessKey    *string
-	BusinessKey   *string
+	ID             uuid.UUID
+	InstanceID     uuid.UUID
+	Node           string
+	DefinitionKey  string
+	Revision       int32
+	Mode           string
+	Status         string
+	Priority       int16
+	MaxAttempts    int32
+	RetryDelay     time.Duration
+	Deadline       *time.Duration
+	DeadlineAt     *time.Time
+	Destination    *string
+	Timeout        *time.Duration
+	Attempts       int32
+	AvailableAt    time.Time
+	ClaimableAt    *time.Time
+	ConsumerID     *int64
+	WorkerID       *string
+	ReservedAt     *time.Time
+	LockExpiresAt  *time.Time
+	Inputs         json.RawMessage
+	SealedInputs   []byte
+	Outputs        json.RawMessage
+	SealedOutputs  []byte
+	OutputsDigest  *string
+	Route          *string
+	ErrorCode      *string
+	ErrorMessage   *string
+	CreatedAt      time.Time
+	SettledAt      *time.Time
+	DeferredAt     *time.Time
+	DeferReason    *string
+	AttemptCredit  int32
+	ProcessKey     *string
+	BusinessKey    *string
+	ProcessVersion *int32
 }
 
 // One statement claims. Per subscribed (definition, revision) it takes, with
@@ -229,6 +230,7 @@ func (q *Queries) OccurrenceClaimPull(ctx context.Context, arg OccurrenceClaimPu
 			&i.AttemptCredit,
 			&i.ProcessKey,
 			&i.BusinessKey,
+			&i.ProcessVersion,
 		); err != nil {
 			return nil, err
 		}
@@ -259,13 +261,13 @@ claimed as (
         lock_expires_at = coalesce($1::timestamptz, now()) + o.timeout + $4::interval
     from locked
     where o.id = locked.id
-    returning o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, o.process_key, o.business_key
+    returning o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, o.process_key, o.business_key, o.process_version
 ),
 inserted as (
     insert into attempts (occurrence_id, number, worker_id, reserved_at, lock_expires_at)
     select c.id, c.attempts, $3, c.reserved_at, c.lock_expires_at from claimed c
 )
-select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key from claimed
+select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key, process_version from claimed
 `
 
 type OccurrenceClaimPushParams struct {
@@ -276,42 +278,43 @@ type OccurrenceClaimPushParams struct {
 }
 
 type OccurrenceClaimPushRow struct {
-	ID            uuid.UUID
-	InstanceID    uuid.UUID
-	Node          string
-	DefinitionKey string
-	Revision      int32
-	Mode          string
-	Status        string
-	Priority      int16
-	MaxAttempts   int32
-	RetryDelay    time.Duration
-	Deadline      *time.Duration
-	DeadlineAt    *time.Time
-	Destination   *string
-	Timeout       *time.Duration
-	Attempts      int32
-	AvailableAt   time.Time
-	ClaimableAt   *time.Time
-	ConsumerID    *int64
-	WorkerID      *string
-	ReservedAt    *time.Time
-	LockExpiresAt *time.Time
-	Inputs        json.RawMessage
-	SealedInputs  []byte
-	Outputs       json.RawMessage
-	SealedOutputs []byte
-	OutputsDigest *string
-	Route         *string
-	ErrorCode     *string
-	ErrorMessage  *string
-	CreatedAt     time.Time
-	SettledAt     *time.Time
-	DeferredAt    *time.Time
-	DeferReason   *string
-	AttemptCredit int32
-	ProcessKey    *string
-	BusinessKey   *string
+	ID             uuid.UUID
+	InstanceID     uuid.UUID
+	Node           string
+	DefinitionKey  string
+	Revision       int32
+	Mode           string
+	Status         string
+	Priority       int16
+	MaxAttempts    int32
+	RetryDelay     time.Duration
+	Deadline       *time.Duration
+	DeadlineAt     *time.Time
+	Destination    *string
+	Timeout        *time.Duration
+	Attempts       int32
+	AvailableAt    time.Time
+	ClaimableAt    *time.Time
+	ConsumerID     *int64
+	WorkerID       *string
+	ReservedAt     *time.Time
+	LockExpiresAt  *time.Time
+	Inputs         json.RawMessage
+	SealedInputs   []byte
+	Outputs        json.RawMessage
+	SealedOutputs  []byte
+	OutputsDigest  *string
+	Route          *string
+	ErrorCode      *string
+	ErrorMessage   *string
+	CreatedAt      time.Time
+	SettledAt      *time.Time
+	DeferredAt     *time.Time
+	DeferReason    *string
+	AttemptCredit  int32
+	ProcessKey     *string
+	BusinessKey    *string
+	ProcessVersion *int32
 }
 
 // Past lock_expires_at, the replica that made the call is presumed dead and
@@ -367,6 +370,7 @@ func (q *Queries) OccurrenceClaimPush(ctx context.Context, arg OccurrenceClaimPu
 			&i.AttemptCredit,
 			&i.ProcessKey,
 			&i.BusinessKey,
+			&i.ProcessVersion,
 		); err != nil {
 			return nil, err
 		}
@@ -547,7 +551,7 @@ update occurrences
 set lock_expires_at = $1::timestamptz,
     claimable_at = case when attempts < max_attempts + attempt_credit then $1::timestamptz end
 where id = $2
-returning id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key
+returning id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key, process_version
 `
 
 type OccurrenceExtendParams struct {
@@ -595,6 +599,7 @@ func (q *Queries) OccurrenceExtend(ctx context.Context, arg OccurrenceExtendPara
 		&i.AttemptCredit,
 		&i.ProcessKey,
 		&i.BusinessKey,
+		&i.ProcessVersion,
 	)
 	return i, err
 }
@@ -624,7 +629,7 @@ func (q *Queries) OccurrenceFail(ctx context.Context, arg OccurrenceFailParams) 
 }
 
 const occurrenceGet = `-- name: OccurrenceGet :one
-select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key from occurrences where id = $1
+select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key, process_version from occurrences where id = $1
 `
 
 func (q *Queries) OccurrenceGet(ctx context.Context, id uuid.UUID) (Occurrence, error) {
@@ -667,12 +672,13 @@ func (q *Queries) OccurrenceGet(ctx context.Context, id uuid.UUID) (Occurrence, 
 		&i.AttemptCredit,
 		&i.ProcessKey,
 		&i.BusinessKey,
+		&i.ProcessVersion,
 	)
 	return i, err
 }
 
 const occurrenceHeldAt = `-- name: OccurrenceHeldAt :one
-select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key from occurrences
+select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key, process_version from occurrences
 where instance_id = $1 and status = 'failed'
 order by settled_at desc, created_at desc
 limit 1
@@ -719,6 +725,7 @@ func (q *Queries) OccurrenceHeldAt(ctx context.Context, instanceID uuid.UUID) (O
 		&i.AttemptCredit,
 		&i.ProcessKey,
 		&i.BusinessKey,
+		&i.ProcessVersion,
 	)
 	return i, err
 }
@@ -728,40 +735,41 @@ insert into occurrences (
     id, instance_id, node, definition_key, revision, mode, status,
     priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout,
     available_at, claimable_at, inputs, sealed_inputs, error_code, error_message, settled_at,
-    process_key, business_key)
+    process_key, business_key, process_version)
 values (
     $1, $2, $3, $4, $5, $6, $7,
     $8, $9, $10, $11, $12, $13, $14,
     $15, $16, $17, $18, $19, $20, $21,
-    $22, $23)
+    $22, $23, $24)
 on conflict (instance_id, node) do nothing
-returning id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key
+returning id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key, process_version
 `
 
 type OccurrenceInsertParams struct {
-	ID            uuid.UUID
-	InstanceID    uuid.UUID
-	Node          string
-	DefinitionKey string
-	Revision      int32
-	Mode          string
-	Status        string
-	Priority      int16
-	MaxAttempts   int32
-	RetryDelay    time.Duration
-	Deadline      *time.Duration
-	DeadlineAt    *time.Time
-	Destination   *string
-	Timeout       *time.Duration
-	AvailableAt   time.Time
-	ClaimableAt   *time.Time
-	Inputs        json.RawMessage
-	SealedInputs  []byte
-	ErrorCode     *string
-	ErrorMessage  *string
-	SettledAt     *time.Time
-	ProcessKey    *string
-	BusinessKey   *string
+	ID             uuid.UUID
+	InstanceID     uuid.UUID
+	Node           string
+	DefinitionKey  string
+	Revision       int32
+	Mode           string
+	Status         string
+	Priority       int16
+	MaxAttempts    int32
+	RetryDelay     time.Duration
+	Deadline       *time.Duration
+	DeadlineAt     *time.Time
+	Destination    *string
+	Timeout        *time.Duration
+	AvailableAt    time.Time
+	ClaimableAt    *time.Time
+	Inputs         json.RawMessage
+	SealedInputs   []byte
+	ErrorCode      *string
+	ErrorMessage   *string
+	SettledAt      *time.Time
+	ProcessKey     *string
+	BusinessKey    *string
+	ProcessVersion *int32
 }
 
 func (q *Queries) OccurrenceInsert(ctx context.Context, arg OccurrenceInsertParams) (Occurrence, error) {
@@ -789,6 +797,7 @@ func (q *Queries) OccurrenceInsert(ctx context.Context, arg OccurrenceInsertPara
 		arg.SettledAt,
 		arg.ProcessKey,
 		arg.BusinessKey,
+		arg.ProcessVersion,
 	)
 	var i Occurrence
 	err := row.Scan(
@@ -828,12 +837,13 @@ func (q *Queries) OccurrenceInsert(ctx context.Context, arg OccurrenceInsertPara
 		&i.AttemptCredit,
 		&i.ProcessKey,
 		&i.BusinessKey,
+		&i.ProcessVersion,
 	)
 	return i, err
 }
 
 const occurrenceList = `-- name: OccurrenceList :many
-select o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, o.process_key, o.business_key, relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts + o.attempt_credit, o.deadline_at, coalesce($1::timestamptz, now())) as lapsed
+select o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, o.process_key, o.business_key, o.process_version, relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts + o.attempt_credit, o.deadline_at, coalesce($1::timestamptz, now())) as lapsed
 from occurrences o
 where ($2::text is null or o.definition_key = $2)
   and ($3::text is null
@@ -948,6 +958,139 @@ func (q *Queries) OccurrenceList(ctx context.Context, arg OccurrenceListParams) 
 			&i.Occurrence.AttemptCredit,
 			&i.Occurrence.ProcessKey,
 			&i.Occurrence.BusinessKey,
+			&i.Occurrence.ProcessVersion,
+			&i.Lapsed,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const occurrenceListAfter = `-- name: OccurrenceListAfter :many
+select o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, o.process_key, o.business_key, o.process_version, relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts + o.attempt_credit, o.deadline_at, coalesce($1::timestamptz, now())) as lapsed
+from occurrences o
+where ($2::text is null or o.definition_key = $2)
+  and ($3::text is null
+       -- A lapsed lock is available again though stored reserved. Each status
+       -- is written out so each keeps an index-ordered plan.
+       or ($3 = 'available'
+           and (o.status = 'available'
+                or relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts + o.attempt_credit, o.deadline_at, coalesce($1::timestamptz, now()))))
+       or ($3 = 'reserved'
+           and o.status = 'reserved'
+           and not relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts + o.attempt_credit, o.deadline_at, coalesce($1::timestamptz, now())))
+       or ($3 not in ('available', 'reserved') and o.status = $3))
+  and ($4::uuid is null or o.instance_id = $4)
+  and ($5::integer is null or o.revision = $5)
+  and ($6::text is null or o.process_key = $6)
+  and ($7::text is null or o.business_key = $7)
+  and ($8::text is null or o.error_code = $8)
+  -- Ids are UUIDv7: a creation window is an id range, in the list's order.
+  and ($9::uuid is null or o.id >= $9)
+  and ($10::uuid is null or o.id < $10)
+  and ($11::timestamptz is null or o.settled_at >= $11)
+  and ($12::timestamptz is null or o.settled_at < $12)
+  and ($13::bigint is null or exists (
+        select 1 from attempts a where a.occurrence_id = o.id and a.consumer_id = $13))
+  and o.id > $14::uuid
+order by o.id
+limit $15
+`
+
+type OccurrenceListAfterParams struct {
+	Now           *time.Time
+	DefinitionKey *string
+	Status        *string
+	InstanceID    *uuid.UUID
+	Revision      *int32
+	ProcessKey    *string
+	BusinessKey   *string
+	ErrorCode     *string
+	CreatedFrom   *uuid.UUID
+	CreatedTo     *uuid.UUID
+	SettledAfter  *time.Time
+	SettledBefore *time.Time
+	ConsumerID    *int64
+	After         uuid.UUID
+	Max           int32
+}
+
+type OccurrenceListAfterRow struct {
+	Occurrence Occurrence
+	Lapsed     bool
+}
+
+// The page before a keyset page (the console's "previous page"): the same
+// filters as OccurrenceList, ids above the cursor in ascending order, which
+// the same indexes give read backwards; the caller reverses the page.
+func (q *Queries) OccurrenceListAfter(ctx context.Context, arg OccurrenceListAfterParams) ([]OccurrenceListAfterRow, error) {
+	rows, err := q.db.Query(ctx, occurrenceListAfter,
+		arg.Now,
+		arg.DefinitionKey,
+		arg.Status,
+		arg.InstanceID,
+		arg.Revision,
+		arg.ProcessKey,
+		arg.BusinessKey,
+		arg.ErrorCode,
+		arg.CreatedFrom,
+		arg.CreatedTo,
+		arg.SettledAfter,
+		arg.SettledBefore,
+		arg.ConsumerID,
+		arg.After,
+		arg.Max,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []OccurrenceListAfterRow{}
+	for rows.Next() {
+		var i OccurrenceListAfterRow
+		if err := rows.Scan(
+			&i.Occurrence.ID,
+			&i.Occurrence.InstanceID,
+			&i.Occurrence.Node,
+			&i.Occurrence.DefinitionKey,
+			&i.Occurrence.Revision,
+			&i.Occurrence.Mode,
+			&i.Occurrence.Status,
+			&i.Occurrence.Priority,
+			&i.Occurrence.MaxAttempts,
+			&i.Occurrence.RetryDelay,
+			&i.Occurrence.Deadline,
+			&i.Occurrence.DeadlineAt,
+			&i.Occurrence.Destination,
+			&i.Occurrence.Timeout,
+			&i.Occurrence.Attempts,
+			&i.Occurrence.AvailableAt,
+			&i.Occurrence.ClaimableAt,
+			&i.Occurrence.ConsumerID,
+			&i.Occurrence.WorkerID,
+			&i.Occurrence.ReservedAt,
+			&i.Occurrence.LockExpiresAt,
+			&i.Occurrence.Inputs,
+			&i.Occurrence.SealedInputs,
+			&i.Occurrence.Outputs,
+			&i.Occurrence.SealedOutputs,
+			&i.Occurrence.OutputsDigest,
+			&i.Occurrence.Route,
+			&i.Occurrence.ErrorCode,
+			&i.Occurrence.ErrorMessage,
+			&i.Occurrence.CreatedAt,
+			&i.Occurrence.SettledAt,
+			&i.Occurrence.DeferredAt,
+			&i.Occurrence.DeferReason,
+			&i.Occurrence.AttemptCredit,
+			&i.Occurrence.ProcessKey,
+			&i.Occurrence.BusinessKey,
+			&i.Occurrence.ProcessVersion,
 			&i.Lapsed,
 		); err != nil {
 			return nil, err
@@ -961,7 +1104,7 @@ func (q *Queries) OccurrenceList(ctx context.Context, arg OccurrenceListParams) 
 }
 
 const occurrenceListByInstance = `-- name: OccurrenceListByInstance :many
-select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key from occurrences where instance_id = $1 order by created_at, id
+select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key, process_version from occurrences where instance_id = $1 order by created_at, id
 `
 
 func (q *Queries) OccurrenceListByInstance(ctx context.Context, instanceID uuid.UUID) ([]Occurrence, error) {
@@ -1010,6 +1153,7 @@ func (q *Queries) OccurrenceListByInstance(ctx context.Context, instanceID uuid.
 			&i.AttemptCredit,
 			&i.ProcessKey,
 			&i.BusinessKey,
+			&i.ProcessVersion,
 		); err != nil {
 			return nil, err
 		}
@@ -1022,7 +1166,7 @@ func (q *Queries) OccurrenceListByInstance(ctx context.Context, instanceID uuid.
 }
 
 const occurrenceListOpenPull = `-- name: OccurrenceListOpenPull :many
-select o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, o.process_key, o.business_key, relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts + o.attempt_credit, o.deadline_at, coalesce($1::timestamptz, now())) as lapsed
+select o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, o.process_key, o.business_key, o.process_version, relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts + o.attempt_credit, o.deadline_at, coalesce($1::timestamptz, now())) as lapsed
 from occurrences o
 join (select unnest($2::text[]) as definition_key,
              unnest($3::integer[])   as revision) s
@@ -1156,6 +1300,7 @@ func (q *Queries) OccurrenceListOpenPull(ctx context.Context, arg OccurrenceList
 			&i.Occurrence.AttemptCredit,
 			&i.Occurrence.ProcessKey,
 			&i.Occurrence.BusinessKey,
+			&i.Occurrence.ProcessVersion,
 			&i.Lapsed,
 		); err != nil {
 			return nil, err
@@ -1214,7 +1359,7 @@ func (q *Queries) OccurrenceListSettled(ctx context.Context, instanceID uuid.UUI
 }
 
 const occurrenceLock = `-- name: OccurrenceLock :one
-select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key from occurrences where id = $1 for update
+select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key, process_version from occurrences where id = $1 for update
 `
 
 func (q *Queries) OccurrenceLock(ctx context.Context, id uuid.UUID) (Occurrence, error) {
@@ -1257,12 +1402,13 @@ func (q *Queries) OccurrenceLock(ctx context.Context, id uuid.UUID) (Occurrence,
 		&i.AttemptCredit,
 		&i.ProcessKey,
 		&i.BusinessKey,
+		&i.ProcessVersion,
 	)
 	return i, err
 }
 
 const occurrenceLockSkipLocked = `-- name: OccurrenceLockSkipLocked :one
-select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key from occurrences where id = $1 for update skip locked
+select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key, process_version from occurrences where id = $1 for update skip locked
 `
 
 func (q *Queries) OccurrenceLockSkipLocked(ctx context.Context, id uuid.UUID) (Occurrence, error) {
@@ -1305,6 +1451,7 @@ func (q *Queries) OccurrenceLockSkipLocked(ctx context.Context, id uuid.UUID) (O
 		&i.AttemptCredit,
 		&i.ProcessKey,
 		&i.BusinessKey,
+		&i.ProcessVersion,
 	)
 	return i, err
 }
@@ -1336,7 +1483,7 @@ func (q *Queries) OccurrenceNextClaimable(ctx context.Context, arg OccurrenceNex
 }
 
 const occurrenceObserve = `-- name: OccurrenceObserve :one
-select o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, o.process_key, o.business_key, relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts + o.attempt_credit, o.deadline_at, coalesce($1::timestamptz, now())) as lapsed
+select o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, o.process_key, o.business_key, o.process_version, relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts + o.attempt_credit, o.deadline_at, coalesce($1::timestamptz, now())) as lapsed
 from occurrences o where o.id = $2
 `
 
@@ -1392,13 +1539,14 @@ func (q *Queries) OccurrenceObserve(ctx context.Context, arg OccurrenceObservePa
 		&i.Occurrence.AttemptCredit,
 		&i.Occurrence.ProcessKey,
 		&i.Occurrence.BusinessKey,
+		&i.Occurrence.ProcessVersion,
 		&i.Lapsed,
 	)
 	return i, err
 }
 
 const occurrenceObserveByInstance = `-- name: OccurrenceObserveByInstance :many
-select o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, o.process_key, o.business_key, relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts + o.attempt_credit, o.deadline_at, coalesce($1::timestamptz, now())) as lapsed
+select o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, o.process_key, o.business_key, o.process_version, relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts + o.attempt_credit, o.deadline_at, coalesce($1::timestamptz, now())) as lapsed
 from occurrences o where o.instance_id = $2 order by o.created_at, o.id
 `
 
@@ -1458,6 +1606,7 @@ func (q *Queries) OccurrenceObserveByInstance(ctx context.Context, arg Occurrenc
 			&i.Occurrence.AttemptCredit,
 			&i.Occurrence.ProcessKey,
 			&i.Occurrence.BusinessKey,
+			&i.Occurrence.ProcessVersion,
 			&i.Lapsed,
 		); err != nil {
 			return nil, err
@@ -1475,7 +1624,7 @@ update occurrences
 set status = 'available', available_at = $1::timestamptz, claimable_at = $1::timestamptz,
     lock_expires_at = null, attempt_credit = attempt_credit + 1
 where id = $2
-returning id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key
+returning id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key, process_version
 `
 
 type OccurrenceReleaseParams struct {
@@ -1524,12 +1673,13 @@ func (q *Queries) OccurrenceRelease(ctx context.Context, arg OccurrenceReleasePa
 		&i.AttemptCredit,
 		&i.ProcessKey,
 		&i.BusinessKey,
+		&i.ProcessVersion,
 	)
 	return i, err
 }
 
 const occurrenceReplayRequest = `-- name: OccurrenceReplayRequest :many
-select o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, o.process_key, o.business_key from attempts a
+select o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, o.process_key, o.business_key, o.process_version from attempts a
 join occurrences o on o.id = a.occurrence_id
 where a.consumer_id = $1 and a.worker_id = $2 and a.request_id = $3
   and o.status = 'reserved' and o.attempts = a.number and o.lock_expires_at > coalesce($4::timestamptz, now())
@@ -1594,6 +1744,7 @@ func (q *Queries) OccurrenceReplayRequest(ctx context.Context, arg OccurrenceRep
 			&i.AttemptCredit,
 			&i.ProcessKey,
 			&i.BusinessKey,
+			&i.ProcessVersion,
 		); err != nil {
 			return nil, err
 		}
@@ -1610,7 +1761,7 @@ update occurrences
 set status = 'available', available_at = $1::timestamptz, claimable_at = $1::timestamptz,
     lock_expires_at = null, error_code = $2, error_message = $3
 where id = $4
-returning id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key
+returning id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key, process_version
 `
 
 type OccurrenceRetryParams struct {
@@ -1665,6 +1816,7 @@ func (q *Queries) OccurrenceRetry(ctx context.Context, arg OccurrenceRetryParams
 		&i.AttemptCredit,
 		&i.ProcessKey,
 		&i.BusinessKey,
+		&i.ProcessVersion,
 	)
 	return i, err
 }
@@ -1674,7 +1826,7 @@ update occurrences
 set status = 'available', available_at = $1::timestamptz, claimable_at = $1::timestamptz,
     lock_expires_at = null, settled_at = null, attempt_credit = attempts
 where id = $2 and status = 'failed'
-returning id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key
+returning id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key, process_version
 `
 
 type OccurrenceRetryHeldParams struct {
@@ -1725,6 +1877,7 @@ func (q *Queries) OccurrenceRetryHeld(ctx context.Context, arg OccurrenceRetryHe
 		&i.AttemptCredit,
 		&i.ProcessKey,
 		&i.BusinessKey,
+		&i.ProcessVersion,
 	)
 	return i, err
 }

@@ -1,0 +1,438 @@
+package console
+
+import (
+	"context"
+	"maps"
+	"net/http"
+	"slices"
+	"strconv"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/google/uuid"
+
+	"github.com/relais/relais/engine"
+	"github.com/relais/relais/internal/auth"
+	"github.com/relais/relais/internal/fault"
+)
+
+// Operator actions (DESIGN §12): retry or abandon a held instance, stop a
+// running or held one, each with a required reason recorded in the audit
+// log, on one instance or on every instance a filter matches. Every action
+// is a confirmation page (GET) and a form (POST, CSRF checked by
+// requireSession, operators and admins only by requireOperator) that
+// redirects when it is applied (Post/Redirect/Get). None completes an
+// occurrence.
+
+// bulkPath is the bulk action's confirmation page and form.
+const bulkPath = instancesPath + "/bulk"
+
+// actionLabel is the button that opens an action's confirmation.
+func actionLabel(ctx context.Context, a engine.Action) string {
+	switch a {
+	case engine.ActionRetry:
+		return T(ctx, "Retry…")
+	case engine.ActionAbandon:
+		return T(ctx, "Abandon…")
+	}
+	return T(ctx, "Stop this instance…")
+}
+
+// actionName is an action in the audit log.
+func actionName(ctx context.Context, a string) string {
+	switch engine.Action(a) {
+	case engine.ActionRetry:
+		return T(ctx, "retry")
+	case engine.ActionAbandon:
+		return T(ctx, "abandon")
+	case engine.ActionStop:
+		return T(ctx, "stop")
+	}
+	return a
+}
+
+// bulkActionLabel offers an action on every instance a filter matches.
+func bulkActionLabel(ctx context.Context, a engine.Action) string {
+	switch a {
+	case engine.ActionRetry:
+		return T(ctx, "Retry every held instance…")
+	case engine.ActionAbandon:
+		return T(ctx, "Abandon every held instance…")
+	}
+	return T(ctx, "Stop every running or held instance…")
+}
+
+// actionView is the confirmation of an action on one instance.
+type actionView struct {
+	Chrome      chrome
+	Action      string
+	Question    string
+	Consequence string
+	Error       string
+	Detail      string // the engine's own words, in English, when no translation explains the refusal
+	FormAction  string
+	CSRF        string
+	ReasonLabel string
+	ReasonHint  string
+	Reason      string
+	Confirm     string
+	Cancel      string
+	BackHref    string
+	Danger      bool
+}
+
+// actionView asks to apply a to inst.
+func (c *Console) actionView(r *http.Request, a engine.Action, inst engine.Instance, heldAt string) actionView {
+	ctx := r.Context()
+	id := inst.ID
+	v := actionView{
+		Action:      string(a),
+		FormAction:  instanceHref(id) + "/" + string(a),
+		CSRF:        currentOf(ctx).csrf,
+		ReasonLabel: T(ctx, "Reason (recorded in the audit log)"),
+		ReasonHint:  T(ctx, "Say why, for whoever reads the log later: at most 1,000 characters."),
+		BackHref:    instanceHref(id),
+		Cancel:      T(ctx, "Keep it running"),
+	}
+	if inst.Status == engine.InstanceHeld {
+		v.Cancel = T(ctx, "Keep it held")
+	}
+	switch a {
+	case engine.ActionRetry:
+		v.Chrome = c.chrome(r, T(ctx, "Retry process instance %s", id), "instances")
+		v.Question = T(ctx, "Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.", heldAt)
+		v.Consequence = T(ctx, "Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.")
+		v.Confirm = T(ctx, "Retry the instance")
+	case engine.ActionAbandon:
+		v.Chrome = c.chrome(r, T(ctx, "Abandon process instance %s", id), "instances")
+		v.Question = T(ctx, "Abandon this instance? It fails with the error code abandoned.")
+		v.Consequence = T(ctx, "Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.")
+		v.Confirm = T(ctx, "Abandon the instance")
+		v.Danger = true
+	default:
+		v.Chrome = c.chrome(r, T(ctx, "Stop process instance %s", id), "instances")
+		v.Question = T(ctx, "Stop this instance? Its open occurrences are cancelled.")
+		v.Consequence = T(ctx, "Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.")
+		v.Confirm = T(ctx, "Stop the instance")
+		v.Danger = true
+	}
+	return v
+}
+
+// actionOf reads the {action} of the URL.
+func actionOf(r *http.Request) (engine.Action, bool) {
+	return engine.ParseAction(chi.URLParam(r, "action"))
+}
+
+// heldNode is the node a held instance waits at: its latest failed
+// occurrence's.
+func (c *Console) heldNode(ctx context.Context, id uuid.UUID) (string, error) {
+	occs, err := c.eng.InstanceOccurrences(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	node := ""
+	for _, o := range occs {
+		if o.Status == engine.StatusFailed {
+			node = o.Node
+		}
+	}
+	return node, nil
+}
+
+// instanceActionConfirm asks before acting. An instance the action no
+// longer applies to goes back to its page, which says why.
+func (c *Console) instanceActionConfirm(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	a, ok := actionOf(r)
+	id, err := uuid.Parse(chi.URLParam(r, "id"))
+	if !ok || err != nil {
+		c.notFound(w, r)
+		return
+	}
+	inst, err := c.eng.GetInstance(ctx, id)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	if !actionAppliesTo(a, inst.Status) {
+		c.sessions.setFlash(currentOf(ctx).id, notApplicable(ctx, a, inst.Status))
+		http.Redirect(w, r, instanceHref(id), http.StatusSeeOther)
+		return
+	}
+	node, err := c.heldNode(ctx, id)
+	if err != nil {
+		c.serverError(w, r, err)
+		return
+	}
+	c.render(w, r, http.StatusOK, actionPage(c.actionView(r, a, inst, node)))
+}
+
+// notApplicable says why an action does not apply to an instance now.
+func notApplicable(ctx context.Context, a engine.Action, status string) string {
+	s := statusLabel(ctx, status)
+	switch a {
+	case engine.ActionRetry:
+		return T(ctx, "This instance is %s, not held: there is nothing to retry.", s)
+	case engine.ActionAbandon:
+		return T(ctx, "This instance is %s, not held: there is nothing to abandon.", s)
+	}
+	return T(ctx, "This instance is %s: there is nothing to stop.", s)
+}
+
+// instanceAct applies the action (Post/Redirect/Get). A refusal re-renders
+// the confirmation with what happened, the reason kept: another operator
+// acted first (409), the occurrence cannot be retried (409), the reason is
+// missing (400).
+func (c *Console) instanceAct(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	a, ok := actionOf(r)
+	id, err := uuid.Parse(chi.URLParam(r, "id"))
+	if !ok || err != nil {
+		c.notFound(w, r)
+		return
+	}
+	p, _ := auth.FromContext(ctx)
+	reason := r.PostFormValue("reason")
+	before, err := c.eng.GetInstance(ctx, id)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	node, err := c.heldNode(ctx, id)
+	if err != nil {
+		c.serverError(w, r, err)
+		return
+	}
+	inst, applied, err := c.eng.ActApplied(ctx, engine.Actor{TokenID: p.TokenID, Name: p.Name}, a, id, reason)
+	if err != nil {
+		fe, isFault := fault.As(err)
+		if !isFault || fe.Kind == fault.NotFound || fe.Kind == fault.Internal {
+			c.fail(w, r, err)
+			return
+		}
+		now, gerr := c.eng.GetInstance(ctx, id)
+		if gerr != nil {
+			now = before
+		}
+		v := c.actionView(r, a, now, node)
+		v.Reason = reason
+		status := http.StatusConflict
+		switch fe.Code {
+		case "not_held":
+			v.Error = T(ctx, "This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.", statusLabel(ctx, now.Status))
+		case "not_retryable":
+			v.Error = T(ctx, "Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.")
+		case "instance_ended":
+			v.Error = T(ctx, "This instance has already ended; there is nothing to stop.")
+		case "invalid_request":
+			status = http.StatusBadRequest
+			v.Error = T(ctx, "Give a reason: it is recorded in the audit log (at most 1,000 characters). Nothing was done.")
+		default:
+			v.Error = T(ctx, "Relais refused the action. Nothing was done.")
+			v.Detail = fe.Detail
+		}
+		c.render(w, r, status, actionPage(v))
+		return
+	}
+	msg := ""
+	switch {
+	case !applied:
+		msg = T(ctx, "This instance was already stopped; nothing changed and nothing was recorded.")
+	case a == engine.ActionRetry:
+		msg = T(ctx, "Retried: the occurrence at node %s is offered again. Recorded in the audit log.", node)
+	case a == engine.ActionAbandon:
+		msg = T(ctx, "Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.")
+	default:
+		msg = T(ctx, "Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.")
+	}
+	c.sessions.setFlash(currentOf(ctx).id, msg)
+	c.logger.Info("console: operator action", "action", a, "instance", id, "applied", applied, "status", inst.Status, "by", p.Name)
+	http.Redirect(w, r, instanceHref(id), http.StatusSeeOther)
+}
+
+// bulkView is the confirmation of an action on every instance a filter
+// matches.
+type bulkView struct {
+	Chrome      chrome
+	Action      string
+	Question    string
+	FilterLabel string
+	Filter      []fact
+	Count       string
+	CountValue  string
+	Nothing     string
+	Changed     string
+	Error       string
+	Detail      string
+	FormAction  string
+	CSRF        string
+	Hidden      []option // the filter's fields, carried through the form
+	ReasonLabel string
+	ReasonHint  string
+	Reason      string
+	Confirm     string
+	Cancel      string
+	BackHref    string
+	Danger      bool
+}
+
+// bulkAction reads the action and filter of a bulk request (query or
+// form), validated.
+func bulkAction(ctx context.Context, get func(string) string) (engine.Action, instanceFilter, engine.InstanceFilter, []string) {
+	f := instanceFilterFrom(get)
+	f.Page, f.Limit = page{}, ""
+	ef, errs := f.engineFilter(ctx)
+	ef.Limit = 0
+	a, ok := engine.ParseAction(get("action"))
+	if !ok {
+		errs = append(errs, T(ctx, "Unknown action."))
+	} else if f.Status != "" && !actionAppliesTo(a, f.Status) {
+		errs = append(errs, notApplicableToStatus(ctx, a, f.Status))
+	}
+	return a, f, ef, errs
+}
+
+func notApplicableToStatus(ctx context.Context, a engine.Action, status string) string {
+	s := statusLabel(ctx, status)
+	if a == engine.ActionStop {
+		return T(ctx, "Stopping applies to running or held instances, not %s ones.", s)
+	}
+	return T(ctx, "Retrying and abandoning apply to held instances, not %s ones.", s)
+}
+
+// bulkView builds the confirmation for count matching instances.
+func (c *Console) bulkView(r *http.Request, a engine.Action, f instanceFilter, count int64) bulkView {
+	ctx := r.Context()
+	v := bulkView{
+		Action:      string(a),
+		FilterLabel: T(ctx, "Filter"),
+		FormAction:  bulkPath,
+		CSRF:        currentOf(ctx).csrf,
+		ReasonLabel: T(ctx, "Reason (recorded in the audit log for every instance)"),
+		ReasonHint:  T(ctx, "Say why, for whoever reads the log later: at most 1,000 characters."),
+		Cancel:      T(ctx, "Back to the list"),
+		BackHref:    f.href(),
+		CountValue:  strconv.FormatInt(count, 10),
+	}
+	n := count
+	switch a {
+	case engine.ActionRetry:
+		v.Chrome = c.chrome(r, T(ctx, "Retry every held instance this filter matches"), "instances")
+		v.Question = T(ctx, "Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.")
+		v.Count = T(ctx, "%d held instances match now.", n)
+		v.Confirm = T(ctx, "Retry %d instances", n)
+	case engine.ActionAbandon:
+		v.Chrome = c.chrome(r, T(ctx, "Abandon every held instance this filter matches"), "instances")
+		v.Question = T(ctx, "Each one fails with the error code abandoned and cannot be resumed.")
+		v.Count = T(ctx, "%d held instances match now.", n)
+		v.Confirm = T(ctx, "Abandon %d instances", n)
+		v.Danger = true
+	default:
+		v.Chrome = c.chrome(r, T(ctx, "Stop every running or held instance this filter matches"), "instances")
+		v.Question = T(ctx, "Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.")
+		v.Count = T(ctx, "%d running or held instances match now.", n)
+		v.Confirm = T(ctx, "Stop %d instances", n)
+		v.Danger = true
+	}
+	if count == 0 {
+		v.Nothing = T(ctx, "Nothing to do: no instance this action applies to matches the filter.")
+	}
+	all := T(ctx, "any")
+	v.Filter = []fact{
+		{Label: T(ctx, "Process"), Value: orAll(f.Process, all), Code: f.Process != ""},
+		{Label: T(ctx, "Status"), Value: orAll(statusLabel(ctx, f.Status), all)},
+		{Label: T(ctx, "Business key"), Value: orAll(f.BusinessKey, all), Code: f.BusinessKey != ""},
+		{Label: T(ctx, "Created from"), Value: orAll(f.CreatedFrom, all)},
+		{Label: T(ctx, "Created to"), Value: orAll(f.CreatedTo, all)},
+	}
+	crit := f.criteria()
+	for _, k := range slices.Sorted(maps.Keys(crit)) {
+		v.Hidden = append(v.Hidden, option{Value: crit.Get(k), Label: k})
+	}
+	return v
+}
+
+func orAll(s, all string) string {
+	if s == "" {
+		return all
+	}
+	return s
+}
+
+// bulkConfirm counts what the action would change and asks to confirm
+// that count with a reason.
+func (c *Console) bulkConfirm(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	a, f, ef, errs := bulkAction(ctx, r.URL.Query().Get)
+	if len(errs) > 0 {
+		c.errorPage(w, r, http.StatusBadRequest, T(ctx, "Cannot act on this filter"), semicolonList(ctx, errs))
+		return
+	}
+	n, err := c.eng.CountForAction(ctx, a, ef)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	c.render(w, r, http.StatusOK, bulkPage(c.bulkView(r, a, f, n)))
+}
+
+// bulkAct applies the action to every instance the filter matches, if the
+// count the operator confirmed still holds; otherwise it shows the new
+// count to confirm again (409) and applies nothing. Applied, it redirects
+// to the audit records of this bulk action, with what was applied and
+// skipped (instances that changed meanwhile).
+func (c *Console) bulkAct(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	a, f, ef, errs := bulkAction(ctx, r.PostFormValue)
+	if len(errs) > 0 {
+		c.errorPage(w, r, http.StatusBadRequest, T(ctx, "Cannot act on this filter"), semicolonList(ctx, errs))
+		return
+	}
+	confirm, err := strconv.ParseInt(r.PostFormValue("confirm_count"), 10, 64)
+	if err != nil || confirm < 0 {
+		c.errorPage(w, r, http.StatusBadRequest, T(ctx, "Cannot act on this filter"), T(ctx, "The confirmed count is missing: start again from the list."))
+		return
+	}
+	p, _ := auth.FromContext(ctx)
+	reason := r.PostFormValue("reason")
+	res, err := c.eng.ActOnFilter(ctx, engine.Actor{TokenID: p.TokenID, Name: p.Name}, a, ef, reason, confirm)
+	if err != nil {
+		fe, isFault := fault.As(err)
+		if !isFault || fe.Kind == fault.Internal {
+			c.serverError(w, r, err)
+			return
+		}
+		count := confirm
+		if fe.Code == "count_changed" {
+			if n, ok := fe.Extra["count"].(int64); ok {
+				count = n
+			}
+		}
+		v := c.bulkView(r, a, f, count)
+		v.Reason = reason
+		status := http.StatusConflict
+		switch fe.Code {
+		case "count_changed":
+			was := confirm
+			v.Changed = T(ctx, "The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.", was)
+		case "invalid_request":
+			status = http.StatusBadRequest
+			v.Error = T(ctx, "Give a reason: it is recorded in the audit log (at most 1,000 characters). Nothing was done.")
+		default:
+			status = http.StatusBadRequest
+			v.Error = T(ctx, "Relais refused the action. Nothing was done.")
+			v.Detail = fe.Detail
+		}
+		c.render(w, r, status, bulkPage(v))
+		return
+	}
+	applied, skipped := res.Applied, res.Skipped
+	name := actionName(ctx, string(a))
+	msg := T(ctx, "Bulk %s applied to %d instances.", name, applied)
+	if skipped > 0 {
+		msg += " " + T(ctx, "%d skipped: they changed after the count (settled, or acted on by someone else).", skipped)
+	}
+	c.sessions.setFlash(currentOf(ctx).id, msg)
+	c.logger.Info("console: bulk operator action", "action", a, "bulk", res.ID, "applied", applied, "skipped", skipped, "by", p.Name)
+	http.Redirect(w, r, auditPath+"?bulk="+res.ID.String(), http.StatusSeeOther)
+}

@@ -1,0 +1,459 @@
+package console_test
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/PuerkitoBio/goquery"
+)
+
+// formOf returns the action and the hidden fields of the form a testid
+// selects: what a browser would send with it.
+func formOf(t *testing.T, r response, testid string) (string, url.Values) {
+	t.Helper()
+	form := r.doc.Find(`form[data-testid="` + testid + `"]`)
+	if form.Length() != 1 {
+		t.Fatalf("%d forms %s on the page; body %.400s", form.Length(), testid, r.body)
+	}
+	action, _ := form.Attr("action")
+	vals := url.Values{}
+	form.Find(`input[type=hidden]`).Each(func(_ int, s *goquery.Selection) {
+		name, _ := s.Attr("name")
+		v, _ := s.Attr("value")
+		vals.Add(name, v)
+	})
+	return action, vals
+}
+
+// auditCount is how many audit records of action the instance has.
+func (f *fixture) auditCount(t *testing.T, instance, action string) int {
+	t.Helper()
+	items := f.env.Must(200, "GET", "/api/v1/audit/actions?instance="+instance+"&action="+action, f.env.Operator, nil).JSON(t)["items"].([]any)
+	return len(items)
+}
+
+func (f *fixture) status(t *testing.T, instance string) string {
+	t.Helper()
+	return f.env.Must(200, "GET", "/api/v1/instances/"+instance, f.env.Operator, nil).JSON(t)["status"].(string)
+}
+
+func (f *fixture) occurrence(t *testing.T, id string) map[string]any {
+	t.Helper()
+	return f.env.Must(200, "GET", "/api/v1/occurrences/"+id, f.env.Operator, nil).JSON(t)
+}
+
+// holdScoring starts a scoring instance with businessKey and holds it
+// (its worker fails it with SCORER_DOWN); it returns the instance and its
+// occurrence.
+func (f *fixture) holdScoring(t *testing.T, businessKey string) (string, string) {
+	t.Helper()
+	env := f.env
+	id := env.Must(201, "POST", "/api/v1/processes/scoring/instances", env.Operator, map[string]any{
+		"business_key": businessKey, "inputs": map[string]any{"crm_id": "CRM-" + businessKey}}).JSON(t)["id"].(string)
+	occs := env.Must(200, "GET", "/api/v1/occurrences?instance="+id, env.Operator, nil).JSON(t)["items"].([]any)
+	occ := occs[0].(map[string]any)["id"].(string)
+	f.failScoring(t, occ)
+	if s := f.status(t, id); s != "held" {
+		t.Fatalf("scoring %s is %s, want held", businessKey, s)
+	}
+	return id, occ
+}
+
+// failScoring has the scorer fetch every available scoring occurrence and
+// fail occ with SCORER_DOWN, handing the others back.
+func (f *fixture) failScoring(t *testing.T, occ string) {
+	t.Helper()
+	env := f.env
+	got := env.Must(200, "POST", "/api/v1/pull/fetch-and-lock", f.scorer, map[string]any{"worker_id": "scorer-2", "max_tasks": 100,
+		"subscriptions": []any{map[string]any{"definition": "score_company"}}}).JSON(t)["occurrences"].([]any)
+	found := false
+	for _, o := range got {
+		id := o.(map[string]any)["id"].(string)
+		if id == occ {
+			found = true
+			continue
+		}
+		env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/release", f.scorer, map[string]any{"worker_id": "scorer-2"})
+	}
+	if !found {
+		t.Fatalf("occurrence %s was not offered to the scorer (%d fetched)", occ, len(got))
+	}
+	env.Must(200, "POST", "/api/v1/pull/occurrences/"+occ+"/fail", f.scorer, map[string]any{"worker_id": "scorer-2",
+		"error_code": "SCORER_DOWN", "message": "down", "retryable": false})
+}
+
+// TestRetryThenAbandonAHeldInstance walks an incident through the console:
+// a retry needs a reason, is confirmed, redirects, offers the occurrence
+// again with a fresh budget (completing nothing), is attributed and
+// audited; abandoning a running instance is refused; once held again it
+// can be abandoned.
+func TestRetryThenAbandonAHeldInstance(t *testing.T) {
+	t.Parallel()
+	f := newIncidentFixture(t)
+	b := signedIn(t, f.env.URL, "fr", f.env.Operator)
+	inst := "/console/instances/" + f.pullHeld
+
+	page := b.mustGet(inst, 200)
+	href, _ := page.doc.Find(`[data-testid=retry-instance]`).Attr("href")
+	confirm := b.mustGet(href, 200)
+	action, form := formOf(t, confirm, "retry-form")
+	if method, _ := confirm.doc.Find(`[data-testid=retry-form]`).Attr("method"); method != "post" || action != inst+"/retry" {
+		t.Fatalf("retry form: %s %s", method, action)
+	}
+	if f.status(t, f.pullHeld) != "held" {
+		t.Fatal("showing the confirmation acted")
+	}
+
+	// No reason: refused, explained, nothing done.
+	form.Set("reason", "   ")
+	r := b.do("POST", action, form)
+	if r.status != http.StatusBadRequest || !strings.HasPrefix(text(r, "retry-error"), "Indiquez un motif\u202f:") {
+		t.Errorf("retry without a reason: %d %q", r.status, text(r, "retry-error"))
+	}
+	if f.status(t, f.pullHeld) != "held" || f.auditCount(t, f.pullHeld, "retry") != 0 {
+		t.Fatal("a retry without a reason changed something")
+	}
+
+	form.Set("reason", "scoring model redeployed")
+	r = b.do("POST", action, form)
+	if r.status != http.StatusSeeOther || r.header.Get("Location") != inst {
+		t.Fatalf("retry: %d %q %.300s", r.status, r.header.Get("Location"), r.body)
+	}
+	after := b.mustGet(inst, 200)
+	if got := text(after, "flash"); got != "Reprise\u202f: l’occurrence du nœud score est proposée de nouveau. Consigné dans le journal d’audit." {
+		t.Errorf("flash after retry = %q", got)
+	}
+	if got := text(after, "instance-status"); got != "en cours" {
+		t.Errorf("status after retry = %q, want en cours", got)
+	}
+	if got := text(after, "attribution"); !strings.HasPrefix(got, "Reprise par operator le ") || !strings.Contains(got, "« scoring model redeployed »") {
+		t.Errorf("attribution = %q", got)
+	}
+	occ := f.occurrence(t, f.pullHeldOcc)
+	if occ["status"] != "available" || occ["attempts_left"].(float64) != 2 || occ["outputs"] != nil {
+		t.Errorf("occurrence after retry: status %v, attempts_left %v, outputs %v; want available, 2 (a fresh budget), none",
+			occ["status"], occ["attempts_left"], occ["outputs"])
+	}
+	if n := f.auditCount(t, f.pullHeld, "retry"); n != 1 {
+		t.Errorf("%d retry records, want 1", n)
+	}
+
+	// Abandon no longer applies: the link is gone, the page redirects and
+	// a late form is refused with what happened.
+	if count(after, "abandon-instance") != 0 || count(after, "retry-instance") != 0 || count(after, "stop-instance") != 1 {
+		t.Errorf("a running instance offers retry %d, abandon %d, stop %d", count(after, "retry-instance"), count(after, "abandon-instance"), count(after, "stop-instance"))
+	}
+	if r := b.get(inst + "/abandon"); r.status != http.StatusSeeOther {
+		t.Errorf("abandon confirmation of a running instance: %d, want a redirect", r.status)
+	}
+	if got := text(b.mustGet(inst, 200), "flash"); got != "Cette instance est en cours, pas suspendue\u202f: il n’y a rien à abandonner." {
+		t.Errorf("flash = %q", got)
+	}
+	late := b.do("POST", inst+"/abandon", url.Values{"csrf": {csrfOf(t, after)}, "reason": {"late"}})
+	if late.status != http.StatusConflict || !strings.HasPrefix(text(late, "abandon-error"), "Cette instance n’est plus suspendue (elle est en cours désormais)") {
+		t.Errorf("abandoning a running instance: %d %q", late.status, text(late, "abandon-error"))
+	}
+	if text(late, "abandon-reason") != "late" {
+		t.Errorf("the refused form lost the reason: %q", text(late, "abandon-reason"))
+	}
+
+	// Held again, then abandoned, in English.
+	f.failScoring(t, f.pullHeldOcc)
+	en := signedIn(t, f.env.URL, "en", f.env.Admin)
+	confirm = en.mustGet(inst+"/abandon", 200)
+	action, form = formOf(t, confirm, "abandon-form")
+	form.Set("reason", "lead withdrawn")
+	if r := en.do("POST", action, form); r.status != http.StatusSeeOther {
+		t.Fatalf("abandon: %d %.300s", r.status, r.body)
+	}
+	page = en.mustGet(inst, 200)
+	if text(page, "instance-status") != "failed" || !strings.HasPrefix(text(page, "instance-error-code"), "abandoned") ||
+		!strings.HasPrefix(text(page, "attribution"), "Abandoned by admin at ") {
+		t.Errorf("after abandon: %q %q %q", text(page, "instance-status"), text(page, "instance-error-code"), text(page, "attribution"))
+	}
+	if count(page, "instance-actions") != 0 {
+		t.Error("an ended instance still offers actions")
+	}
+}
+
+// TestConcurrentActionsOnOneInstanceApplyOnce: operators racing to retry
+// and abandon one held instance, then to stop it, each get a defined
+// answer (one applies, the others are told someone acted first), and the
+// audit log records each change once.
+func TestConcurrentActionsOnOneInstanceApplyOnce(t *testing.T) {
+	t.Parallel()
+	f := newIncidentFixture(t)
+	inst := "/console/instances/" + f.pullHeld
+	const racers = 8
+	browsers := make([]*browser, racers)
+	forms := make([]url.Values, racers)
+	for i := range browsers {
+		browsers[i] = signedIn(t, f.env.URL, "en", f.env.Operator)
+		forms[i] = url.Values{"csrf": {csrfOf(t, browsers[i].mustGet(inst, 200))}, "reason": {"race"}}
+	}
+	race := func(actions func(i int) string) []response {
+		out := make([]response, racers)
+		var wg sync.WaitGroup
+		for i := range racers {
+			wg.Go(func() { out[i] = browsers[i].do("POST", inst+"/"+actions(i), forms[i]) })
+		}
+		wg.Wait()
+		return out
+	}
+	res := race(func(i int) string { return []string{"retry", "abandon"}[i%2] })
+	applied := 0
+	for i, r := range res {
+		switch r.status {
+		case http.StatusSeeOther:
+			applied++
+		case http.StatusConflict:
+			a := []string{"retry", "abandon"}[i%2]
+			if !strings.HasPrefix(text(r, a+"-error"), "This instance is no longer held") {
+				t.Errorf("racer %d (%s): 409 saying %q", i, a, text(r, a+"-error"))
+			}
+		default:
+			t.Errorf("racer %d: %d %.200s", i, r.status, r.body)
+		}
+	}
+	records := f.auditCount(t, f.pullHeld, "retry") + f.auditCount(t, f.pullHeld, "abandon")
+	if applied != 1 || records != 1 {
+		t.Fatalf("%d racers applied, %d records; want exactly one of each", applied, records)
+	}
+
+	status := f.status(t, f.pullHeld)
+	res = race(func(int) string { return "stop" })
+	stops := f.auditCount(t, f.pullHeld, "stop")
+	switch status {
+	case "running":
+		if stops != 1 || f.status(t, f.pullHeld) != "cancelled" {
+			t.Errorf("stopping a running instance concurrently: %d records, status %s", stops, f.status(t, f.pullHeld))
+		}
+		for i, r := range res {
+			if r.status != http.StatusSeeOther {
+				t.Errorf("stop racer %d: %d", i, r.status)
+			}
+		}
+	case "failed": // abandoned first: nothing to stop
+		if stops != 0 {
+			t.Errorf("%d stop records on an abandoned instance", stops)
+		}
+		for i, r := range res {
+			if r.status != http.StatusConflict {
+				t.Errorf("stop racer %d on an ended instance: %d, want 409", i, r.status)
+			}
+		}
+	default:
+		t.Fatalf("status %s after the race", status)
+	}
+	// Every racer's next page says what happened to it; the losers of the
+	// stop race learn that it was already stopped.
+	already := 0
+	for _, b := range browsers {
+		if strings.HasPrefix(text(b.mustGet(inst, 200), "flash"), "This instance was already stopped") {
+			already++
+		}
+	}
+	if status == "running" && already != racers-1 {
+		t.Errorf("%d stop racers were told it was already stopped, want %d", already, racers-1)
+	}
+}
+
+// TestRetryAfterStopIsRefused: an operator who confirmed a retry while
+// another stopped the instance gets a 409 saying so; the occurrence is not
+// offered again.
+func TestRetryAfterStopIsRefused(t *testing.T) {
+	t.Parallel()
+	f := newIncidentFixture(t)
+	b := signedIn(t, f.env.URL, "en", f.env.Operator)
+	inst := "/console/instances/" + f.pushHeld[0]
+	action, form := formOf(t, b.mustGet(inst+"/retry", 200), "retry-form")
+	f.env.Must(200, "POST", "/api/v1/instances/"+f.pushHeld[0]+"/stop", f.env.Admin, map[string]any{"reason": "customer left"})
+	form.Set("reason", "try again")
+	r := b.do("POST", action, form)
+	if r.status != http.StatusConflict || !strings.HasPrefix(text(r, "retry-error"), "This instance is no longer held (it is cancelled now)") {
+		t.Errorf("retry of a stopped instance: %d %q", r.status, text(r, "retry-error"))
+	}
+	if occ := f.occurrence(t, f.pushHeldOcc); occ["status"] != "failed" {
+		t.Errorf("the stopped instance's occurrence is %v, want still failed", occ["status"])
+	}
+	if n := f.auditCount(t, f.pushHeld[0], "retry"); n != 0 {
+		t.Errorf("%d retry records", n)
+	}
+	if got := text(b.mustGet("/console/occurrences/"+f.pushHeldOcc, 200), "state-text"); !strings.HasPrefix(got, "Failed") {
+		t.Errorf("occurrence state %q", got)
+	}
+}
+
+// TestBulkRetryConfirmsTheCount: the count shown is the count confirmed; a
+// count that changed meanwhile is shown again to confirm and nothing is
+// applied; applied, the result says how many; repeating the form applies
+// nothing twice.
+func TestBulkRetryConfirmsTheCount(t *testing.T) {
+	t.Parallel()
+	f := newIncidentFixture(t)
+	a, _ := f.holdScoring(t, "lead-8")
+	c, _ := f.holdScoring(t, "lead-9")
+	b := signedIn(t, f.env.URL, "fr", f.env.Operator)
+
+	list := b.mustGet("/console/instances?process=scoring&status=held", 200)
+	if got := count(list, "instance-row"); got != 3 {
+		t.Fatalf("%d held scoring instances listed, want 3", got)
+	}
+	href, _ := list.doc.Find(`[data-testid=bulk-retry]`).Attr("href")
+	confirm := b.mustGet(href, 200)
+	if got, _ := confirm.doc.Find(`[data-testid=bulk-count]`).Attr("data-count"); got != "3" {
+		t.Fatalf("bulk count %q, want 3 (%s)", got, text(confirm, "bulk-count"))
+	}
+	action, form := formOf(t, confirm, "bulk-form")
+	if form.Get("process") != "scoring" || form.Get("status") != "held" || form.Get("confirm_count") != "3" {
+		t.Fatalf("the bulk form carries %v", form)
+	}
+
+	// Someone stops one meanwhile: the confirmed 3 no longer holds.
+	f.env.Must(200, "POST", "/api/v1/instances/"+c+"/stop", f.env.Admin, map[string]any{"reason": "duplicate"})
+	form.Set("reason", "scorer is back")
+	stale := b.do("POST", action, form)
+	if stale.status != http.StatusConflict || !strings.HasPrefix(text(stale, "bulk-changed"), "Le nombre a changé depuis que vous l’avez confirmé (il était de 3)") {
+		t.Fatalf("stale count: %d %q", stale.status, text(stale, "bulk-changed"))
+	}
+	if n := f.auditCount(t, a, "retry"); n != 0 || f.status(t, a) != "held" {
+		t.Fatal("a stale count applied something")
+	}
+	action, form = formOf(t, stale, "bulk-form")
+	if form.Get("confirm_count") != "2" || text(stale, "bulk-reason") != "scorer is back" {
+		t.Fatalf("re-confirmation carries %v and reason %q", form, text(stale, "bulk-reason"))
+	}
+	form.Set("reason", text(stale, "bulk-reason"))
+	done := b.do("POST", action, form)
+	if done.status != http.StatusSeeOther || !strings.HasPrefix(done.header.Get("Location"), "/console/audit?bulk=") {
+		t.Fatalf("bulk retry: %d %q %.300s", done.status, done.header.Get("Location"), done.body)
+	}
+	result := b.mustGet(done.header.Get("Location"), 200)
+	if got := text(result, "flash"); got != "Action groupée (reprise) appliquée à 2 instances." {
+		t.Errorf("result notice %q", got)
+	}
+	if got := count(result, "audit-row"); got != 2 {
+		t.Errorf("%d audit rows for the bulk action, want 2", got)
+	}
+	for _, id := range []string{a, f.pullHeld} {
+		if f.status(t, id) != "running" || f.auditCount(t, id, "retry") != 1 {
+			t.Errorf("instance %s: %s with %d retries, want running with 1", id, f.status(t, id), f.auditCount(t, id, "retry"))
+		}
+	}
+
+	// The same form again (a double click, a reload): the count no longer
+	// holds, nothing is applied twice.
+	again := b.do("POST", action, form)
+	if again.status != http.StatusConflict || count(again, "bulk-nothing") != 1 || count(again, "bulk-form") != 0 {
+		t.Errorf("repeated bulk form: %d, nothing %d, form %d", again.status, count(again, "bulk-nothing"), count(again, "bulk-form"))
+	}
+	if f.auditCount(t, a, "retry") != 1 {
+		t.Error("a repeated bulk form retried again")
+	}
+
+	// A filter the action cannot apply to is refused before counting.
+	if r := b.get("/console/instances/bulk?action=retry&status=running"); r.status != http.StatusBadRequest {
+		t.Errorf("bulk retry of running instances: %d, want 400", r.status)
+	}
+}
+
+// TestActionFormsNeedCSRFAndAnOperator: every form that changes something
+// refuses a missing, wrong or foreign CSRF token (403) and a designer (403),
+// and changes nothing; an administrator may act like an operator.
+func TestActionFormsNeedCSRFAndAnOperator(t *testing.T) {
+	t.Parallel()
+	f := newIncidentFixture(t)
+	inst := "/console/instances/" + f.pullHeld
+	posts := map[string]url.Values{
+		inst + "/retry":           {"reason": {"x"}},
+		inst + "/abandon":         {"reason": {"x"}},
+		inst + "/stop":            {"reason": {"x"}},
+		"/console/instances/bulk": {"action": {"stop"}, "confirm_count": {"9"}, "reason": {"x"}},
+		"/console/preferences":    {"tz": {"+02:00"}},
+	}
+	op := signedIn(t, f.env.URL, "en", f.env.Operator)
+	other := signedIn(t, f.env.URL, "en", f.env.Admin)
+	foreign := csrfOf(t, other.mustGet(inst, 200))
+	for path, form := range posts {
+		for name, csrf := range map[string][]string{"missing": nil, "wrong": {"forged"}, "foreign": {foreign}} {
+			vals := url.Values{}
+			for k, v := range form {
+				vals[k] = v
+			}
+			if csrf != nil {
+				vals["csrf"] = csrf
+			}
+			if r := op.do("POST", path, vals); r.status != http.StatusForbidden || text(r, "page-title") != "Form refused" {
+				t.Errorf("POST %s with a %s token: %d %q, want 403", path, name, r.status, text(r, "page-title"))
+			}
+		}
+	}
+	designer := newBrowser(t, f.env.URL, "en")
+	designer.signIn(f.env.Designer)
+	csrf := csrfOf(t, designer.mustGet("/console/definitions", 200))
+	for path, form := range posts {
+		if path == "/console/preferences" {
+			continue // a display preference: every role has one
+		}
+		vals := url.Values{"csrf": {csrf}}
+		for k, v := range form {
+			vals[k] = v
+		}
+		if r := designer.do("POST", path, vals); r.status != http.StatusForbidden {
+			t.Errorf("designer POST %s: %d, want 403", path, r.status)
+		}
+	}
+	for _, p := range f.incidentPages() {
+		if p.name == "preferences" {
+			continue
+		}
+		if r := designer.get(p.path); r.status != http.StatusForbidden {
+			t.Errorf("designer GET %s: %d, want 403", p.path, r.status)
+		}
+	}
+	if f.status(t, f.pullHeld) != "held" || f.auditCount(t, f.pullHeld, "") != 0 {
+		t.Fatal("a refused form changed the instance")
+	}
+	// An administrator may act.
+	action, form := formOf(t, other.mustGet(inst+"/stop", 200), "stop-form")
+	form.Set("reason", "admin closes the incident")
+	if r := other.do("POST", action, form); r.status != http.StatusSeeOther || f.status(t, f.pullHeld) != "cancelled" {
+		t.Errorf("admin stop: %d, status %s", r.status, f.status(t, f.pullHeld))
+	}
+}
+
+// TestSearchBox: an id goes to its page, a business key to the instances
+// it names, anything else says it found nothing.
+func TestSearchBox(t *testing.T) {
+	t.Parallel()
+	f := newIncidentFixture(t)
+	b := signedIn(t, f.env.URL, "fr", f.env.Operator)
+	for q, want := range map[string]string{
+		f.pullHeld:             "/console/instances/" + f.pullHeld,
+		f.pullHeldOcc:          "/console/occurrences/" + f.pullHeldOcc,
+		" " + f.pullHeld + " ": "/console/instances/" + f.pullHeld,
+		"order-1001":           "/console/instances?business_key=order-1001",
+	} {
+		r := b.get("/console/search?q=" + url.QueryEscape(q))
+		if r.status != http.StatusSeeOther || r.header.Get("Location") != want {
+			t.Errorf("search %q: %d to %q, want %q", q, r.status, r.header.Get("Location"), want)
+		}
+	}
+	list := b.mustGet("/console/instances?business_key=order-1001", 200)
+	if ids := count(list, "instance-row"); ids != 1 {
+		t.Errorf("business key order-1001 lists %d instances", ids)
+	}
+	none := b.get("/console/search?q=" + url.QueryEscape("00000000-0000-7000-8000-00000000beef"))
+	if none.status != http.StatusNotFound || !strings.HasPrefix(text(none, "search-message"), "Aucune instance ni occurrence n’a l’identifiant") {
+		t.Errorf("unknown id: %d %q", none.status, text(none, "search-message"))
+	}
+	if v, _ := none.doc.Find(`#search-q`).Attr("value"); v != "00000000-0000-7000-8000-00000000beef" {
+		t.Errorf("the search box lost what was typed: %q", v)
+	}
+	if r := b.get("/console/search?q="); r.status != 200 || text(r, "search-message") == "" {
+		t.Errorf("empty search: %d %q", r.status, text(r, "search-message"))
+	}
+}

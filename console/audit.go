@@ -1,0 +1,154 @@
+package console
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/relais/relais/engine"
+)
+
+// auditRow is one operator action of the audit log.
+type auditRow struct {
+	At                       timeView
+	Who                      string
+	Action, ActionLabel      string
+	Reason                   string
+	InstanceID, InstanceHref string
+	OccurrenceID             string
+	OccurrenceHref           string
+	BulkID, BulkHref         string
+}
+
+// auditTable is the audit log as a table, on its page and on an
+// instance's.
+type auditTable struct {
+	Caption                                                 string
+	HeadWhen, HeadWho, HeadAction, HeadReason, HeadInstance string
+	HeadOccurrence, HeadBulk                                string
+	ShowInstance                                            bool
+	Rows                                                    []auditRow
+}
+
+func (c *Console) auditTable(ctx context.Context, acts []engine.OperatorAction, caption string, showInstance bool) auditTable {
+	t := auditTable{Caption: caption, HeadWhen: T(ctx, "When"), HeadWho: T(ctx, "Who"), HeadAction: T(ctx, "Action"),
+		HeadReason: T(ctx, "Reason"), HeadInstance: T(ctx, "Process instance"), HeadOccurrence: T(ctx, "Occurrence offered again"),
+		HeadBulk: T(ctx, "Bulk action"), ShowInstance: showInstance}
+	for _, a := range acts {
+		row := auditRow{At: listTime(ctx, a.At), Who: a.ActorName, Action: a.Action, ActionLabel: actionName(ctx, a.Action),
+			Reason: a.Reason, InstanceID: a.InstanceID.String(), InstanceHref: instanceHref(a.InstanceID)}
+		if a.OccurrenceID != nil && a.Action == string(engine.ActionRetry) {
+			row.OccurrenceID, row.OccurrenceHref = a.OccurrenceID.String(), occurrenceHref(*a.OccurrenceID)
+		}
+		if a.BulkID != nil {
+			row.BulkID, row.BulkHref = a.BulkID.String(), auditPath+"?bulk="+a.BulkID.String()
+		}
+		t.Rows = append(t.Rows, row)
+	}
+	return t
+}
+
+// auditListView is the audit log page.
+type auditListView struct {
+	Chrome                                   chrome
+	Intro                                    string
+	FiltersLabel, ActionLabel, InstanceLabel string
+	BulkLabel, Bulk                          string
+	Apply, Reset, ResetHref                  string
+	ActionOptions                            []option
+	Instance                                 string
+	Errors                                   []string
+	Table                                    auditTable
+	Empty                                    string
+	Pager                                    pagerView
+}
+
+// auditList is the operator audit log: who did what, when, why and to
+// which instance, newest first, filtered by action, instance or bulk
+// action, keyset paginated.
+func (c *Console) auditList(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	q := r.URL.Query()
+	action, instance, bulk, before := strings.TrimSpace(q.Get("action")), strings.TrimSpace(q.Get("instance")),
+		strings.TrimSpace(q.Get("bulk")), q.Get("before")
+	v := auditListView{
+		Chrome:       c.liveChrome(r, T(ctx, "Audit log"), "audit"),
+		Intro:        T(ctx, "Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log (GET /api/v1/audit/reveals)."),
+		FiltersLabel: T(ctx, "Filters"), ActionLabel: T(ctx, "Action"), InstanceLabel: T(ctx, "Process instance"),
+		Apply: T(ctx, "Apply filters"), Reset: T(ctx, "Clear filters"), ResetHref: auditPath,
+		Instance: instance, Bulk: bulk,
+		Empty: T(ctx, "No operator action matches."),
+	}
+	f := engine.AuditFilter{Action: action, Limit: defaultPageSize + 1}
+	v.ActionOptions = []option{{Value: "", Label: T(ctx, "All actions"), Selected: action == ""}}
+	for _, a := range []string{string(engine.ActionRetry), string(engine.ActionAbandon), string(engine.ActionStop)} {
+		v.ActionOptions = append(v.ActionOptions, option{Value: a, Label: actionName(ctx, a), Selected: a == action})
+	}
+	if action != "" && !slices.ContainsFunc(v.ActionOptions, func(o option) bool { return o.Value == action }) {
+		v.Errors = append(v.Errors, T(ctx, "Unknown action."))
+	}
+	if instance != "" {
+		id, err := uuid.Parse(instance)
+		if err != nil {
+			v.Errors = append(v.Errors, T(ctx, "The process instance must be an instance id (a UUID)."))
+		}
+		f.Instance = &id
+	}
+	if bulk != "" {
+		id, err := uuid.Parse(bulk)
+		if err != nil {
+			v.Errors = append(v.Errors, T(ctx, "The bulk action must be its id (a UUID)."))
+		}
+		f.Bulk = &id
+		short := shortIDText(bulk)
+		v.BulkLabel = T(ctx, "Showing the instances bulk action %s changed.", short)
+	}
+	if before != "" {
+		n, err := strconv.ParseInt(before, 10, 64)
+		if err != nil || n < 1 {
+			v.Errors = append(v.Errors, T(ctx, "The page cursor is invalid: go back to the first page."))
+		}
+		f.Before = n
+	}
+	caption := T(ctx, "Operator actions, newest first")
+	if len(v.Errors) == 0 {
+		acts, err := c.eng.ListOperatorActions(ctx, f)
+		if err != nil {
+			c.serverError(w, r, err)
+			return
+		}
+		more := len(acts) > defaultPageSize
+		if more {
+			acts = acts[:defaultPageSize]
+		}
+		v.Table = c.auditTable(ctx, acts, caption, true)
+		v.Pager = pagerView{Label: T(ctx, "Pages"), NextLabel: T(ctx, "Next page"), FirstLabel: T(ctx, "First page")}
+		link := func(before int64) string {
+			q := url.Values{}
+			for k, val := range map[string]string{"action": action, "instance": instance, "bulk": bulk} {
+				if val != "" {
+					q.Set(k, val)
+				}
+			}
+			if before > 0 {
+				q.Set("before", strconv.FormatInt(before, 10))
+			}
+			if e := q.Encode(); e != "" {
+				return auditPath + "?" + e
+			}
+			return auditPath
+		}
+		if more {
+			v.Pager.NextHref = link(acts[len(acts)-1].ID)
+		}
+		if before != "" {
+			v.Pager.FirstHref = link(0)
+		}
+	}
+	c.render(w, r, http.StatusOK, auditListPage(v))
+}

@@ -1,0 +1,250 @@
+package console
+
+import (
+	"context"
+	"maps"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/relais/relais/engine"
+)
+
+// definitionHealth is one definition's line on the health page.
+type definitionHealth struct {
+	Key, Href                        string
+	Open, OpenHref                   string
+	Held, HeldHref                   string
+	Failed, FailedHref               string
+	Lag, LagTitle                    string
+	LagLong                          bool
+	Completed1h, Failed1h, ChartHref string
+	Attention                        bool
+}
+
+// healthView is the health page: every definition at a glance.
+type healthView struct {
+	Chrome                                           chrome
+	Intro, AsOf                                      string
+	Missing                                          string
+	ChartLabel, ChartScope, ChartAllHref, ChartAll   string
+	Chart                                            chartView
+	TableCaption                                     string
+	HeadKey, HeadOpen, HeadHeld, HeadFailed, HeadLag string
+	HeadCompleted, HeadFailed1h                      string
+	Rows                                             []definitionHealth
+	Empty                                            string
+	ChartTable                                       chartTable
+}
+
+// chartBar is one bar of the chart.
+type chartBar struct {
+	X, Y, W, H string
+	Class      string
+	Title      string
+}
+
+// chartTick is one label of an axis.
+type chartTick struct {
+	X, Y, Label, Anchor string
+}
+
+// chartView is the last hour drawn as SVG bars: completions and failures
+// per 5-minute bucket.
+type chartView struct {
+	Width, Height, ViewBox string
+	Title, Desc            string
+	AxisX1, AxisX2, AxisY  string
+	Bars                   []chartBar
+	Ticks                  []chartTick
+	LegendOK, LegendBad    string
+}
+
+// chartTable is the chart's data as a table, for who cannot see it.
+type chartTable struct {
+	Summary, Caption                    string
+	HeadSlot, HeadCompleted, HeadFailed string
+	Rows                                [][3]string
+}
+
+// Chart geometry, in SVG user units.
+const (
+	chartW      = 720
+	chartH      = 230
+	chartLeft   = 52
+	chartRight  = 8
+	chartTop    = 12
+	chartBottom = 34
+)
+
+// health is the operators' overview: per definition, what is open, held
+// and failed, the queue lag (how long the oldest claimable occurrence has
+// waited), and the last hour's completions and failures, drawn as a chart
+// (all definitions, or the one chosen).
+func (c *Console) health(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	scope := strings.TrimSpace(r.URL.Query().Get("definition"))
+	v := healthView{
+		Chrome:       c.liveChrome(r, T(ctx, "Health"), "health"),
+		Intro:        T(ctx, "Each definition’s queue and incidents now, and what its workers finished in the last hour."),
+		ChartLabel:   T(ctx, "Completions and failures, last hour"),
+		TableCaption: T(ctx, "Definitions, those needing attention first"),
+		HeadKey:      T(ctx, "Definition"), HeadOpen: T(ctx, "Open"), HeadHeld: T(ctx, "Held instances"),
+		HeadFailed: T(ctx, "Failed"), HeadLag: T(ctx, "Oldest claimable waits"),
+		HeadCompleted: T(ctx, "Completed, last hour"), HeadFailed1h: T(ctx, "Failed, last hour"),
+		Empty: T(ctx, "No definition has occurrences yet."),
+	}
+	snap, countsAt, err := c.counts.getAt(ctx)
+	if err != nil {
+		c.logger.Warn("console: counts unavailable", "err", err)
+		v.Missing = T(ctx, "Counts are unavailable right now.")
+	}
+	h, healthAt, err := c.healthCache.getAt(ctx)
+	if err != nil {
+		c.logger.Warn("console: health unavailable", "err", err)
+		v.Missing = T(ctx, "Counts are unavailable right now.")
+		c.render(w, r, http.StatusOK, healthPage(v))
+		return
+	}
+	asOf := formatTime(ctx, countsAt)
+	if healthAt.Before(countsAt) {
+		asOf = formatTime(ctx, healthAt)
+	}
+	v.AsOf = T(ctx, "As of %s (%s); refreshed every few seconds.", asOf.Text, asOf.Rel)
+
+	keys := map[string]bool{}
+	for k := range snap {
+		keys[k] = true
+	}
+	for k := range h.Definitions {
+		keys[k] = true
+	}
+	now := prefsOf(ctx).now
+	for _, key := range slices.Sorted(maps.Keys(keys)) {
+		byStatus := snap[key]
+		dh := h.Definitions[key]
+		open := byStatus[engine.StatusAvailable] + byStatus[engine.StatusReserved] + byStatus[engine.StatusDeferred]
+		row := definitionHealth{Key: key, Href: occurrenceFilter{Definition: key}.href(),
+			Open: number(ctx, open), OpenHref: occurrenceFilter{Definition: key, Status: engine.StatusAvailable}.href(),
+			Failed: number(ctx, byStatus[engine.StatusFailed]), FailedHref: occurrenceFilter{Definition: key, Status: engine.StatusFailed}.href(),
+			Held: number(ctx, 0), HeldHref: instanceFilter{Status: engine.InstanceHeld}.href(),
+			Lag:       "—",
+			ChartHref: healthPath + "?definition=" + key + "#chart",
+		}
+		if dh != nil {
+			row.Held = number(ctx, dh.Held)
+			row.Attention = dh.Held > 0
+			var done, failed int64
+			for _, b := range dh.Buckets {
+				done += b.Completed
+				failed += b.Failed
+			}
+			row.Completed1h, row.Failed1h = number(ctx, done), number(ctx, failed)
+			row.Attention = row.Attention || failed > 0
+			if dh.ClaimableSince != nil {
+				lag := max(now.Sub(*dh.ClaimableSince), 0)
+				row.Lag = approxDuration(ctx, lag)
+				since := formatTime(ctx, *dh.ClaimableSince).Text
+				row.LagTitle = T(ctx, "claimable since %s", since)
+				row.LagLong = lag > 5*time.Minute
+				row.Attention = row.Attention || row.LagLong
+			}
+		} else {
+			row.Completed1h, row.Failed1h = number(ctx, 0), number(ctx, 0)
+		}
+		v.Rows = append(v.Rows, row)
+	}
+	slices.SortStableFunc(v.Rows, func(a, b definitionHealth) int {
+		switch {
+		case a.Attention == b.Attention:
+			return 0
+		case a.Attention:
+			return -1
+		}
+		return 1
+	})
+
+	var buckets [engine.HealthBuckets]engine.HealthBucket
+	if scope != "" {
+		if dh := h.Definitions[scope]; dh != nil {
+			buckets = dh.Buckets
+		}
+		key := scope
+		v.ChartScope = T(ctx, "Definition %s", key)
+		v.ChartAllHref, v.ChartAll = healthPath+"#chart", T(ctx, "Show all definitions")
+	} else {
+		for _, dh := range h.Definitions {
+			for i, b := range dh.Buckets {
+				buckets[i].Completed += b.Completed
+				buckets[i].Failed += b.Failed
+			}
+		}
+		v.ChartScope = T(ctx, "All definitions")
+	}
+	v.Chart, v.ChartTable = chartOf(ctx, buckets, h.At, v.ChartScope)
+	c.render(w, r, http.StatusOK, healthPage(v))
+}
+
+// chartOf draws the last hour's buckets (oldest first, the last ending at
+// end) as grouped bars, with a table of the same numbers.
+func chartOf(ctx context.Context, buckets [engine.HealthBuckets]engine.HealthBucket, end time.Time, scope string) (chartView, chartTable) {
+	var top, done, failed int64 = 1, 0, 0
+	for _, b := range buckets {
+		top = max(top, b.Completed, b.Failed)
+		done += b.Completed
+		failed += b.Failed
+	}
+	plotW, plotH := chartW-chartLeft-chartRight, chartH-chartTop-chartBottom
+	slot := plotW / engine.HealthBuckets
+	barW := (slot - 10) / 2
+	base := chartTop + plotH
+	cv := chartView{Width: strconv.Itoa(chartW), Height: strconv.Itoa(chartH), ViewBox: "0 0 " + strconv.Itoa(chartW) + " " + strconv.Itoa(chartH),
+		Title:  T(ctx, "Completions and failures per 5 minutes, last hour: %s", scope),
+		Desc:   T(ctx, "In the last hour: %d completed, %d failed. The table after the chart gives each 5-minute slot.", done, failed),
+		AxisX1: strconv.Itoa(chartLeft), AxisX2: strconv.Itoa(chartW - chartRight), AxisY: strconv.Itoa(base),
+		LegendOK:  T(ctx, "completed"),
+		LegendBad: T(ctx, "failed"),
+	}
+	ct := chartTable{Summary: T(ctx, "The chart’s numbers"), Caption: T(ctx, "Completions and failures per 5-minute slot, oldest first"),
+		HeadSlot: T(ctx, "Slot"), HeadCompleted: T(ctx, "Completed"), HeadFailed: T(ctx, "Failed")}
+	scale := func(n int64) int { return int(float64(plotH) * float64(n) / float64(top)) }
+	for i, b := range buckets {
+		from := end.Add(-time.Duration(engine.HealthBuckets-i) * 5 * time.Minute)
+		to := from.Add(5 * time.Minute)
+		first, last := clockTime(ctx, from), clockTime(ctx, to)
+		slotLabel := T(ctx, "%s–%s", first, last)
+		x := chartLeft + i*slot + 4
+		for j, bar := range []struct {
+			n     int64
+			class string
+			what  string
+		}{{b.Completed, "bar-ok", T(ctx, "%d completed", b.Completed)}, {b.Failed, "bar-bad", T(ctx, "%d failed", b.Failed)}} {
+			h := scale(bar.n)
+			if bar.n > 0 && h < 2 {
+				h = 2 // a non-zero count stays visible
+			}
+			cv.Bars = append(cv.Bars, chartBar{X: strconv.Itoa(x + j*(barW+2)), Y: strconv.Itoa(base - h), W: strconv.Itoa(barW),
+				H: strconv.Itoa(h), Class: bar.class, Title: slotLabel + ": " + bar.what})
+		}
+		if i%3 == 0 || i == engine.HealthBuckets-1 {
+			label := from.In(prefsOf(ctx).location()).Format("15:04")
+			if i == engine.HealthBuckets-1 {
+				label = to.In(prefsOf(ctx).location()).Format("15:04")
+				cv.Ticks = append(cv.Ticks, chartTick{X: strconv.Itoa(chartLeft + plotW), Y: strconv.Itoa(base + 18), Label: label, Anchor: "end"})
+			} else {
+				cv.Ticks = append(cv.Ticks, chartTick{X: strconv.Itoa(chartLeft + i*slot), Y: strconv.Itoa(base + 18), Label: label, Anchor: "start"})
+			}
+		}
+		ct.Rows = append(ct.Rows, [3]string{slotLabel, number(ctx, b.Completed), number(ctx, b.Failed)})
+	}
+	for _, n := range []int64{0, top / 2, top} {
+		if n == top/2 && (top < 2) {
+			continue
+		}
+		y := base - scale(n)
+		cv.Ticks = append(cv.Ticks, chartTick{X: strconv.Itoa(chartLeft - 6), Y: strconv.Itoa(y + 4), Label: number(ctx, n), Anchor: "end"})
+	}
+	return cv, ct
+}

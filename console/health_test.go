@@ -1,0 +1,152 @@
+package console_test
+
+import (
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/PuerkitoBio/goquery"
+)
+
+// TestHealthPage: per definition, open, held and failed counts, the queue
+// lag of a definition with a waiting occurrence, and the last hour's
+// completions and failures, the chart's numbers matching the table.
+func TestHealthPage(t *testing.T) {
+	t.Parallel()
+	f := newIncidentFixture(t)
+	b := signedIn(t, f.env.URL, "en", f.env.Operator)
+	r := b.mustGet("/console/health", 200)
+	row := func(key string) map[string]string {
+		out := map[string]string{}
+		s := r.doc.Find(`[data-testid=health-row][data-key="` + key + `"]`)
+		if s.Length() != 1 {
+			t.Fatalf("no health row for %s", key)
+		}
+		for _, id := range []string{"health-open", "health-held", "health-failed", "health-lag", "health-completed", "health-failed-1h"} {
+			out[id] = collapse(s.Find(`[data-testid=` + id + `]`).Text())
+		}
+		return out
+	}
+	for key, want := range map[string]map[string]string{
+		"charge_card":        {"health-open": "0", "health-held": "2", "health-failed": "3", "health-lag": "—", "health-completed": "0", "health-failed-1h": "3"},
+		"score_company":      {"health-open": "0", "health-held": "1", "health-failed": "1", "health-failed-1h": "1"},
+		"console_vault":      {"health-open": "1", "health-held": "0", "health-failed": "1", "health-completed": "1", "health-failed-1h": "1"},
+		"add_company_to_crm": {"health-open": "1", "health-held": "0", "health-failed": "0"},
+	} {
+		got := row(key)
+		for id, v := range want {
+			if got[id] != v {
+				t.Errorf("%s %s = %q, want %q", key, id, got[id], v)
+			}
+		}
+	}
+	if lag := row("add_company_to_crm")["health-lag"]; !strings.HasSuffix(lag, " s") && !strings.HasSuffix(lag, " min") {
+		t.Errorf("queue lag of a waiting occurrence = %q, want a duration", lag)
+	}
+	// Held or failing definitions come first.
+	first, _ := r.doc.Find(`[data-testid=health-row]`).First().Attr("data-key")
+	if first != "charge_card" && first != "score_company" && first != "console_vault" {
+		t.Errorf("first row %s: definitions needing attention come first", first)
+	}
+	// The chart: one bar per status and 5-minute slot, its numbers in a
+	// table, no inline style.
+	chart := r.doc.Find(`svg[data-testid=chart]`)
+	if n := chart.Find("rect").Length(); n != 24 {
+		t.Errorf("%d bars, want 24 (12 slots × 2)", n)
+	}
+	total := 0
+	r.doc.Find(`[data-testid=chart-data] tbody tr`).Each(func(_ int, s *goquery.Selection) {
+		if s.Find("td").Eq(1).Text() != "0" {
+			total++
+		}
+	})
+	if total == 0 || !strings.Contains(chart.Find("desc").Text(), "1 completed, 5 failed") {
+		t.Errorf("chart data: %d slots with failures; desc %q", total, chart.Find("desc").Text())
+	}
+	scoped := b.mustGet("/console/health?definition=charge_card", 200)
+	if got := scoped.doc.Find(`svg[data-testid=chart] desc`).Text(); !strings.Contains(got, "0 completed, 3 failed") {
+		t.Errorf("scoped chart desc %q", got)
+	}
+}
+
+// TestProcessVersionGraph: the graph names every node and the hold, draws
+// error edges apart with their codes, counts each node's occurrences of
+// that version, and uses no inline style (the CSP would drop it).
+func TestProcessVersionGraph(t *testing.T) {
+	t.Parallel()
+	f := newIncidentFixture(t)
+	b := signedIn(t, f.env.URL, "fr", f.env.Operator)
+	r := b.mustGet("/console/processes/checkout/versions/1", 200)
+	svg := r.doc.Find(`svg[data-testid=process-graph]`)
+	var nodes []string
+	svg.Find(`[data-testid=graph-node]`).Each(func(_ int, s *goquery.Selection) {
+		n, _ := s.Attr("data-node")
+		nodes = append(nodes, n)
+	})
+	if strings.Join(nodes, ",") != "charge,paid,refused,suspendue pour un opérateur" {
+		t.Errorf("graph nodes %v", nodes)
+	}
+	// Error edges, one per target: the two codes that hold share one.
+	if n := svg.Find("path.edge-error").Length(); n != 2 {
+		t.Errorf("%d error edges, want 2 (503 and deadline to hold, the rest to refused)", n)
+	}
+	var labels []string
+	svg.Find("text.edge-label").Each(func(_ int, s *goquery.Selection) { labels = append(labels, s.Text()) })
+	for _, want := range []string{"approved", "declined", "deadline_exceeded", "destination_http_503", "toute autre erreur"} {
+		if !slices.Contains(labels, want) {
+			t.Errorf("edge labels %q lack %q", labels, want)
+		}
+	}
+	charge := collapse(svg.Find(`[data-node=charge]`).Text())
+	if !strings.Contains(charge, "en échec 3") {
+		t.Errorf("charge node %q: want its 3 failed occurrences", charge)
+	}
+	if svg.Find("[style]").Length() != 0 || strings.Contains(r.body, "style=") {
+		t.Error("the graph carries inline styles")
+	}
+	if r := b.get("/console/processes/checkout/versions/9"); r.status != http.StatusNotFound {
+		t.Errorf("unknown version: %d", r.status)
+	}
+}
+
+// TestDisplayPreferences: times show in the zone chosen, on every page;
+// auto-refresh reloads lists and detail pages only, never a page with a
+// form; anything not offered falls back to UTC and no refresh.
+func TestDisplayPreferences(t *testing.T) {
+	t.Parallel()
+	f := newIncidentFixture(t)
+	b := signedIn(t, f.env.URL, "en", f.env.Operator)
+	page := b.mustGet("/console/preferences?next="+url.QueryEscape("/console/instances/"+f.pullHeld), 200)
+	action, form := formOf(t, page, "prefs-form")
+	form.Set("tz", "+05:30")
+	form.Set("refresh", "5")
+	r := b.do("POST", action, form)
+	if r.status != http.StatusSeeOther || r.header.Get("Location") != "/console/instances/"+f.pullHeld {
+		t.Fatalf("save: %d %q", r.status, r.header.Get("Location"))
+	}
+	inst := b.mustGet("/console/instances/"+f.pullHeld, 200)
+	if got := text(inst, "instance-summary"); !strings.Contains(got, "UTC+05:30") {
+		t.Errorf("times not in UTC+05:30: %q", got)
+	}
+	if got, _ := inst.doc.Find(`meta[http-equiv=refresh]`).Attr("content"); got != "5" {
+		t.Errorf("meta refresh %q, want 5", got)
+	}
+	for _, p := range []string{"/console/instances/" + f.pullHeld + "/retry", "/console/instances/bulk?action=stop&process=checkout", "/console/preferences"} {
+		if n := b.mustGet(p, 200).doc.Find(`meta[http-equiv=refresh]`).Length(); n != 0 {
+			t.Errorf("%s reloads itself: a form would lose what was typed", p)
+		}
+	}
+	// Forged values: UTC, no refresh.
+	form.Set("tz", "+01:17")
+	form.Set("refresh", "1")
+	b.do("POST", action, form)
+	again := b.mustGet("/console/instances/"+f.pullHeld, 200)
+	if got := text(again, "instance-summary"); strings.Contains(got, "UTC+") || !strings.Contains(got, "UTC") {
+		t.Errorf("an offset not offered was kept: %q", got)
+	}
+	if again.doc.Find(`meta[http-equiv=refresh]`).Length() != 0 {
+		t.Error("a refresh period not offered was kept")
+	}
+}

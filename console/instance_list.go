@@ -1,0 +1,232 @@
+package console
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/relais/relais/engine"
+)
+
+// instanceStatuses are the statuses an instance can be in, in the order
+// the filter lists them.
+var instanceStatuses = []string{engine.InstanceRunning, engine.InstanceHeld, engine.InstanceCompleted, engine.InstanceFailed, engine.InstanceCancelled}
+
+// instanceFilter is the instances list's query, as the URL carries it; the
+// bulk actions take the same filter.
+type instanceFilter struct {
+	Process, Status, BusinessKey string
+	CreatedFrom, CreatedTo       string
+	Limit                        string
+	Page                         page
+}
+
+func instanceFilterFrom(get func(string) string) instanceFilter {
+	g := func(k string) string { return strings.TrimSpace(get(k)) }
+	return instanceFilter{Process: g("process"), Status: g("status"), BusinessKey: g("business_key"),
+		CreatedFrom: g("created_from"), CreatedTo: g("created_to"), Limit: g("limit"),
+		Page: page{Before: g("before"), After: g("after"), From: g("from")}}
+}
+
+// criteria are the filter's selecting parameters, without paging.
+func (f instanceFilter) criteria() url.Values {
+	q := url.Values{}
+	for _, kv := range [][2]string{{"process", f.Process}, {"status", f.Status}, {"business_key", f.BusinessKey},
+		{"created_from", f.CreatedFrom}, {"created_to", f.CreatedTo}} {
+		if kv[1] != "" {
+			q.Set(kv[0], kv[1])
+		}
+	}
+	return q
+}
+
+func (f instanceFilter) href() string {
+	q := f.criteria()
+	if f.Limit != "" {
+		q.Set("limit", f.Limit)
+	}
+	f.Page.set(q)
+	if e := q.Encode(); e != "" {
+		return instancesPath + "?" + e
+	}
+	return instancesPath
+}
+
+// engineFilter validates the filter; each problem is a translated message.
+func (f instanceFilter) engineFilter(ctx context.Context) (engine.InstanceFilter, []string) {
+	ef := engine.InstanceFilter{ProcessKey: f.Process, Status: f.Status, BusinessKey: f.BusinessKey, Limit: defaultPageSize}
+	var errs []string
+	if f.Status != "" && !slices.Contains(instanceStatuses, f.Status) {
+		errs = append(errs, T(ctx, "Unknown status %q.", f.Status))
+	}
+	var e []string
+	ef.CreatedAfter, ef.CreatedBefore, e = dayBounds(ctx, f.CreatedFrom, f.CreatedTo, T(ctx, "Creation date"))
+	errs = append(errs, e...)
+	ef.Before, ef.After, e = f.Page.cursors(ctx)
+	errs = append(errs, e...)
+	if f.Limit != "" {
+		n, err := strconv.Atoi(f.Limit)
+		if err != nil || n < 1 || n > maxPageSize {
+			errs = append(errs, T(ctx, "The page size must be between 1 and %d.", maxPageSize))
+		}
+		ef.Limit = n
+	}
+	return ef, errs
+}
+
+// instanceRow is one line of the instances list.
+type instanceRow struct {
+	ID, Href             string
+	Process, ProcessHref string
+	BusinessKey          string
+	Status, StatusLabel  string
+	ErrorCode, EndNode   string
+	Created, Ended       timeView
+}
+
+type instanceHeads struct {
+	ID, Process, BusinessKey, Status, Outcome, Created, Ended string
+}
+
+// bulkLink offers one bulk action over the list's filter.
+type bulkLink struct {
+	Action, Label, Href string
+}
+
+// instanceListView is the instances list.
+type instanceListView struct {
+	Chrome chrome
+
+	FiltersLabel, ProcessLabel, StatusLabel, BusinessKeyLabel string
+	CreatedLabel, FromLabel, ToLabel, Apply, Reset, ResetHref string
+	ProcessOptions, StatusOptions                             []option
+	Filter                                                    instanceFilter
+	Errors                                                    []string
+
+	BulkLabel, BulkIntro string
+	Bulk                 []bulkLink
+
+	TableLabel string
+	Head       instanceHeads
+	Rows       []instanceRow
+	Empty      string
+	Pager      pagerView
+}
+
+// instanceList lists process instances newest first, filtered by process,
+// status (held included), business key and creation dates, keyset
+// paginated both ways; from it, an operator acts on every instance the
+// filter matches.
+func (c *Console) instanceList(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	f := instanceFilterFrom(r.URL.Query().Get)
+	ef, errs := f.engineFilter(ctx)
+	v := instanceListView{
+		Chrome:       c.liveChrome(r, T(ctx, "Process instances"), "instances"),
+		FiltersLabel: T(ctx, "Filters"), ProcessLabel: T(ctx, "Process"), StatusLabel: T(ctx, "Status"),
+		BusinessKeyLabel: T(ctx, "Business key"), CreatedLabel: T(ctx, "Creation date"), FromLabel: T(ctx, "from"), ToLabel: T(ctx, "to"),
+		Apply: T(ctx, "Apply filters"), Reset: T(ctx, "Clear filters"), ResetHref: instancesPath,
+		Filter: f, Errors: errs,
+		BulkLabel:  T(ctx, "Act on every instance this filter matches"),
+		BulkIntro:  T(ctx, "The next page counts them and asks for a reason before anything changes."),
+		TableLabel: T(ctx, "Process instances, newest first"),
+		Head: instanceHeads{ID: T(ctx, "Instance"), Process: T(ctx, "Process"), BusinessKey: T(ctx, "Business key"),
+			Status: T(ctx, "Status"), Outcome: T(ctx, "End node or error"), Created: T(ctx, "Started"), Ended: T(ctx, "Ended")},
+		Empty: T(ctx, "No instance matches these filters."),
+	}
+	menus, err := c.menus.get(ctx)
+	if err != nil {
+		c.serverError(w, r, err)
+		return
+	}
+	v.ProcessOptions = menuOptions(T(ctx, "All processes"), menus.processes, f.Process)
+	v.StatusOptions = []option{{Value: "", Label: T(ctx, "All statuses"), Selected: f.Status == ""}}
+	for _, s := range instanceStatuses {
+		v.StatusOptions = append(v.StatusOptions, option{Value: s, Label: statusLabel(ctx, s), Selected: s == f.Status})
+	}
+	if len(errs) == 0 {
+		for _, a := range []engine.Action{engine.ActionRetry, engine.ActionAbandon, engine.ActionStop} {
+			if f.Status != "" && !actionAppliesTo(a, f.Status) {
+				continue
+			}
+			q := f.criteria()
+			q.Set("action", string(a))
+			v.Bulk = append(v.Bulk, bulkLink{Action: string(a), Label: bulkActionLabel(ctx, a), Href: bulkPath + "?" + q.Encode()})
+		}
+
+		limit := ef.Limit
+		insts, moreOlder, moreNewer, err := c.instancePage(ctx, ef, limit)
+		if err != nil {
+			c.serverError(w, r, err)
+			return
+		}
+		ids := make([]string, len(insts))
+		for i, in := range insts {
+			v.Rows = append(v.Rows, instanceRowOf(ctx, in))
+			ids[i] = in.ID.String()
+		}
+		cur := f.Page
+		if ef.After != nil && ef.Before == nil && !moreNewer {
+			cur = page{}
+		}
+		v.Pager = keysetPage(ctx, cur, ids, limit, moreOlder, moreNewer, func(p page) string {
+			g := f
+			g.Page = p
+			return g.href()
+		})
+	}
+	c.render(w, r, http.StatusOK, instanceListPage(v))
+}
+
+// instancePage is occurrencePage for instances.
+func (c *Console) instancePage(ctx context.Context, ef engine.InstanceFilter, limit int) (insts []engine.Instance, moreOlder, moreNewer bool, err error) {
+	ef.Limit = limit + 1
+	insts, err = c.eng.ListInstances(ctx, ef)
+	if err != nil {
+		return nil, false, false, err
+	}
+	if ef.After != nil && ef.Before == nil {
+		if len(insts) > limit {
+			return insts[1:], true, true, nil
+		}
+		if len(insts) == limit {
+			return insts, true, false, nil
+		}
+		ef.After = nil
+		if insts, err = c.eng.ListInstances(ctx, ef); err != nil {
+			return nil, false, false, err
+		}
+	}
+	moreOlder = len(insts) > limit
+	if moreOlder {
+		insts = insts[:limit]
+	}
+	return insts, moreOlder, ef.Before != nil, nil
+}
+
+func instanceRowOf(ctx context.Context, in engine.Instance) instanceRow {
+	row := instanceRow{ID: in.ID.String(), Href: instanceHref(in.ID), Process: processAtVersion(ctx, in.ProcessKey, in.Version),
+		ProcessHref: processVersionHref(in.ProcessKey, in.Version), Status: in.Status, StatusLabel: statusLabel(ctx, in.Status),
+		Created: listTime(ctx, in.CreatedAt), Ended: listTimePtr(ctx, in.EndedAt)}
+	if in.BusinessKey != nil {
+		row.BusinessKey = *in.BusinessKey
+	}
+	if in.ErrorCode != nil {
+		row.ErrorCode = *in.ErrorCode
+	}
+	if in.EndNode != nil {
+		row.EndNode = *in.EndNode
+	}
+	return row
+}
+
+// actionAppliesTo reports whether action changes an instance in status.
+func actionAppliesTo(a engine.Action, status string) bool {
+	if a == engine.ActionStop {
+		return status == engine.InstanceRunning || status == engine.InstanceHeld
+	}
+	return status == engine.InstanceHeld
+}

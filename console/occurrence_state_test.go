@@ -1,0 +1,105 @@
+package console_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/relais/relais/internal/relaistest"
+)
+
+// TestOccurrencePageSaysWhatHappens follows one pull occurrence through
+// every state and checks that its page says what it waits for, in words,
+// with the instant that matters and how far it is; that a lock expiry shows
+// only while a worker holds the occurrence; and that the last error shows,
+// with its attempt, only while it matters.
+func TestOccurrencePageSaysWhatHappens(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	env.Definition("add_company_to_crm.yaml")
+	env.Process("crm_only", relaistest.CRMProcess(map[string]any{"max_attempts": 4, "retry_delay": "PT10S"}))
+	consumer := env.Consumer("crm-sync", "add_company_to_crm")
+	inst := env.Must(201, "POST", "/api/v1/processes/crm_only/instances", env.Operator, map[string]any{"inputs": map[string]any{"name": "Acme"}}).JSON(t)["id"].(string)
+	occ := env.Must(200, "GET", "/api/v1/occurrences?instance="+inst, env.Operator, nil).JSON(t)["items"].([]any)[0].(map[string]any)["id"].(string)
+	b := signedIn(t, env.URL, "en", env.Operator)
+	fr := signedIn(t, env.URL, "fr", env.Operator)
+	path := "/console/occurrences/" + occ
+	fetch := func(worker string) {
+		t.Helper()
+		got := env.Must(200, "POST", "/api/v1/pull/fetch-and-lock", consumer, map[string]any{"worker_id": worker, "lock_duration": "PT1M",
+			"subscriptions": []any{map[string]any{"definition": "add_company_to_crm"}}}).JSON(t)["occurrences"].([]any)
+		if len(got) != 1 {
+			t.Fatalf("fetch by %s: %v", worker, got)
+		}
+	}
+	type want struct {
+		state     string // the state sentence starts with it
+		contains  string // and contains it
+		lock      bool   // the lock expiry is shown
+		lastError string // the summary's error label, "" for none
+		frState   string // the French sentence starts with it
+	}
+	check := func(step string, w want) {
+		t.Helper()
+		r := b.mustGet(path, 200)
+		state := text(r, "state-text")
+		if !strings.HasPrefix(state, w.state) || !strings.Contains(state, w.contains) {
+			t.Errorf("%s: state %q, want it to start with %q and contain %q", step, state, w.state, w.contains)
+		}
+		if got := count(r, "lock-expires"); (got == 1) != w.lock {
+			t.Errorf("%s: lock expiry shown %d times, want %v", step, got, w.lock)
+		}
+		summary := text(r, "summary")
+		if w.lastError == "" && count(r, "error-code") != 0 {
+			t.Errorf("%s: an error shows in the summary: %q", step, summary)
+		}
+		if w.lastError != "" && !strings.Contains(summary, w.lastError) {
+			t.Errorf("%s: summary %q, want %q", step, summary, w.lastError)
+		}
+		if w.frState != "" {
+			if got := text(fr.mustGet(path, 200), "state-text"); !strings.HasPrefix(got, w.frState) {
+				t.Errorf("%s: French state %q, want it to start with %q", step, got, w.frState)
+			}
+		}
+	}
+
+	check("new", want{state: "Waiting for a worker since ", contains: "(just now)", frState: "En attente d’un service depuis "})
+
+	fetch("w1")
+	check("reserved", want{state: "Reserved by crm-sync (worker w1); lock until ", contains: "— in ", lock: true,
+		frState: "Réservée par crm-sync (service w1)\u202f; verrou jusqu’à "})
+
+	env.Must(200, "POST", "/api/v1/pull/occurrences/"+occ+"/fail", consumer, map[string]any{"worker_id": "w1",
+		"error_code": "CRM_DOWN", "message": "503 from the CRM", "retryable": true, "retry_delay": "PT2H"})
+	check("retry waiting", want{state: "Retry at ", contains: " UTC — in 1 h 59 min.", lastError: "Last error (attempt 1)CRM_DOWN",
+		frState: "Nouvelle tentative à "})
+
+	env.Clock.Advance(2*time.Hour + time.Second)
+	check("retry due", want{state: "Waiting for a worker since ", contains: "(1 s ago)", lastError: "Last error (attempt 1)CRM_DOWN"})
+
+	fetch("w2")
+	env.Clock.Advance(2 * time.Minute) // past the one-minute lock
+	check("lock lapsed", want{state: "Lock expired ", contains: "waiting to be offered again", lastError: "Last error (attempt 1)",
+		frState: "Verrou expiré à "})
+	r := b.mustGet(path, 200)
+	if got := text(r, "attempts"); !strings.Contains(got, "expired") {
+		t.Errorf("attempts %q: the lapsed attempt should read expired", got)
+	}
+	if got := r.doc.Find(`[data-testid=attempt-duration]`).Eq(1).Text(); got != "1 minute" {
+		t.Errorf("the lapsed attempt lasted %q, want its lock (1 minute)", got)
+	}
+
+	fetch("w3")
+	env.Must(200, "POST", "/api/v1/pull/occurrences/"+occ+"/defer", consumer, map[string]any{"worker_id": "w3", "reason": "waiting for the signed contract"})
+	check("deferred", want{state: "Deferred since ", contains: "a worker of the same consumer", frState: "Différée depuis "})
+	if got := text(b.mustGet(path, 200), "defer-reason"); got != "waiting for the signed contract" {
+		t.Errorf("defer reason %q", got)
+	}
+
+	env.Must(200, "POST", "/api/v1/pull/occurrences/"+occ+"/complete", consumer, map[string]any{"worker_id": "w3",
+		"outputs": map[string]any{"result": "created", "crm_id": "CRM-1"}})
+	check("completed", want{state: "Completed (", frState: "Terminée ("})
+	if got := text(b.mustGet(path, 200), "dates"); strings.Contains(got, "Lock") || !strings.Contains(got, "Settled") {
+		t.Errorf("dates of a completed occurrence: %q", got)
+	}
+}

@@ -1,0 +1,189 @@
+package console
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+)
+
+// Display preferences of one browser, each in a cookie of its own: how
+// times are shown (UTC, or an offset the operator picks: the console runs
+// no script, so it cannot read the browser's time zone) and whether list
+// and detail pages reload themselves. They authorize nothing, so they are
+// preference cookies (SameSite=Lax) like the language.
+const (
+	zoneCookie    = "tz"
+	refreshCookie = "refresh"
+)
+
+// refreshChoices are the auto-refresh periods offered, in seconds; 0 is
+// off, the default.
+var refreshChoices = []int{0, 5, 10, 30}
+
+// zoneChoices are the UTC offsets offered, in minutes: every offset in use
+// somewhere, from UTC−12:00 to UTC+14:00.
+var zoneChoices = []int{
+	-720, -660, -600, -570, -540, -480, -420, -360, -300, -240, -210, -180, -120, -60,
+	0, 60, 120, 180, 210, 240, 270, 300, 330, 345, 360, 390, 420, 480, 525, 540, 570, 600, 630, 660, 720, 765, 780, 840,
+}
+
+// prefs are a request's display preferences and the instant "now" is for
+// every relative time of the page.
+type prefs struct {
+	// offset is the chosen UTC offset in minutes; utc is true when the
+	// operator keeps UTC (the default), which is not the same as +00:00
+	// chosen as a local offset only in its label.
+	offset  int
+	utc     bool
+	refresh int
+	now     time.Time
+}
+
+type prefsKey struct{}
+
+// zoneCode is the cookie value of an offset: "UTC" or "+02:00".
+func zoneCode(utc bool, offset int) string {
+	if utc {
+		return "UTC"
+	}
+	sign := '+'
+	if offset < 0 {
+		sign, offset = '-', -offset
+	}
+	return fmt.Sprintf("%c%02d:%02d", sign, offset/60, offset%60)
+}
+
+// parseZone reads a zone cookie value; anything not offered is UTC.
+func parseZone(s string) (utc bool, offset int) {
+	if len(s) != 6 || (s[0] != '+' && s[0] != '-') || s[3] != ':' {
+		return true, 0
+	}
+	h, err1 := strconv.Atoi(s[1:3])
+	m, err2 := strconv.Atoi(s[4:6])
+	if err1 != nil || err2 != nil {
+		return true, 0
+	}
+	offset = h*60 + m
+	if s[0] == '-' {
+		offset = -offset
+	}
+	if !slices.Contains(zoneChoices, offset) {
+		return true, 0
+	}
+	return false, offset
+}
+
+// zoneLabel names a zone as times show it: "UTC", "UTC+02:00", "UTC−03:30".
+func zoneLabel(utc bool, offset int) string {
+	if utc {
+		return "UTC"
+	}
+	code := zoneCode(false, offset)
+	if code[0] == '-' {
+		code = "−" + code[1:] // a minus sign, not a hyphen
+	}
+	return "UTC" + code
+}
+
+func parseRefresh(s string) int {
+	n, err := strconv.Atoi(s)
+	if err != nil || !slices.Contains(refreshChoices, n) {
+		return 0
+	}
+	return n
+}
+
+// withPreferences puts the browser's display preferences and the engine's
+// current time in the request's context.
+func (c *Console) withPreferences(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := prefs{utc: true, now: c.eng.Now()}
+		if ck, err := r.Cookie(zoneCookie); err == nil {
+			p.utc, p.offset = parseZone(ck.Value)
+		}
+		if ck, err := r.Cookie(refreshCookie); err == nil {
+			p.refresh = parseRefresh(ck.Value)
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), prefsKey{}, p)))
+	})
+}
+
+func prefsOf(ctx context.Context) prefs {
+	if p, ok := ctx.Value(prefsKey{}).(prefs); ok {
+		return p
+	}
+	return prefs{utc: true, now: time.Now()}
+}
+
+// location is where a request's times are shown.
+func (p prefs) location() *time.Location {
+	if p.utc {
+		return time.UTC
+	}
+	return time.FixedZone(zoneLabel(false, p.offset), p.offset*60)
+}
+
+// preferencesView is the display settings page.
+type preferencesView struct {
+	Chrome                            chrome
+	Intro, ZoneLabel, ZoneHint        string
+	RefreshLabel, RefreshHint, Submit string
+	Action, CSRF, Next, Cancel        string
+	ZoneOptions, RefreshOptions       []option
+	Saved                             string
+}
+
+// preferencesPage shows the display settings form.
+func (c *Console) preferencesPage(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	p := prefsOf(ctx)
+	next := consolePath(r.URL.Query().Get("next"))
+	if next == "" {
+		next = homePath
+	}
+	v := preferencesView{
+		Chrome:       c.chrome(r, T(ctx, "Display settings"), ""),
+		Intro:        T(ctx, "These settings are kept in this browser only."),
+		ZoneLabel:    T(ctx, "Show times in"),
+		ZoneHint:     T(ctx, "The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time."),
+		RefreshLabel: T(ctx, "Reload lists and detail pages"),
+		RefreshHint:  T(ctx, "Pages with a form, such as a confirmation, never reload on their own."),
+		Submit:       T(ctx, "Save settings"),
+		Action:       basePath + "/preferences",
+		CSRF:         currentOf(ctx).csrf,
+		Next:         next,
+		Cancel:       T(ctx, "Back without saving"),
+	}
+	v.ZoneOptions = append(v.ZoneOptions, option{Value: "UTC", Label: T(ctx, "UTC (coordinated universal time)"), Selected: p.utc})
+	for _, off := range zoneChoices {
+		label := zoneLabel(false, off)
+		v.ZoneOptions = append(v.ZoneOptions, option{Value: zoneCode(false, off), Label: T(ctx, "Local time at %s", label),
+			Selected: !p.utc && p.offset == off})
+	}
+	for _, s := range refreshChoices {
+		label := T(ctx, "Never")
+		if s > 0 {
+			label = T(ctx, "Every %d seconds", s)
+		}
+		v.RefreshOptions = append(v.RefreshOptions, option{Value: strconv.Itoa(s), Label: label, Selected: p.refresh == s})
+	}
+	c.render(w, r, http.StatusOK, preferencesPageView(v))
+}
+
+// savePreferences stores the settings in their cookies (the CSRF token was
+// checked by requireSession) and goes back to the page they were opened
+// from (Post/Redirect/Get).
+func (c *Console) savePreferences(w http.ResponseWriter, r *http.Request) {
+	year := int((365 * 24 * time.Hour).Seconds())
+	utc, offset := parseZone(r.PostFormValue("tz"))
+	http.SetCookie(w, preferenceCookie(r, zoneCookie, zoneCode(utc, offset), year))
+	http.SetCookie(w, preferenceCookie(r, refreshCookie, strconv.Itoa(parseRefresh(r.PostFormValue("refresh"))), year))
+	next := consolePath(r.PostFormValue("next"))
+	if next == "" {
+		next = homePath
+	}
+	http.Redirect(w, r, next, http.StatusSeeOther)
+}

@@ -1,0 +1,288 @@
+package console
+
+import (
+	"context"
+	"maps"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/relais/relais/engine"
+	"github.com/relais/relais/engine/process"
+)
+
+// processRow is one process of the list.
+type processRow struct {
+	Key, Href, Latest, Created string
+	Versions                   []processVersionLink
+}
+
+type processVersionLink struct {
+	Label, Href string
+}
+
+// processListView lists processes.
+type processListView struct {
+	Chrome                                       chrome
+	Intro, Caption, HeadKey, HeadVersions, Empty string
+	Rows                                         []processRow
+	NextHref, NextLabel                          string
+}
+
+// maxVersionLinks bounds the version links a process row shows (the
+// newest ones).
+const maxVersionLinks = 10
+
+// processList lists processes by key, each with links to its newest
+// versions.
+func (c *Console) processList(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	after := r.URL.Query().Get("after")
+	procs, err := c.eng.ListProcesses(ctx, after, definitionsPageSize+1)
+	if err != nil {
+		c.serverError(w, r, err)
+		return
+	}
+	more := len(procs) > definitionsPageSize
+	if more {
+		procs = procs[:definitionsPageSize]
+	}
+	v := processListView{Chrome: c.chrome(r, T(ctx, "Processes"), "processes"),
+		Intro:   T(ctx, "Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now."),
+		Caption: T(ctx, "Processes by key"), HeadKey: T(ctx, "Key"), HeadVersions: T(ctx, "Versions, newest first"),
+		Empty: T(ctx, "No process is published yet."), NextLabel: T(ctx, "Next page")}
+	for _, p := range procs {
+		row := processRow{Key: p.Key}
+		for n := p.LatestVersion; n >= 1 && n > p.LatestVersion-maxVersionLinks; n-- {
+			row.Versions = append(row.Versions, processVersionLink{Label: T(ctx, "version %d", n), Href: processVersionHref(p.Key, n)})
+		}
+		v.Rows = append(v.Rows, row)
+	}
+	if more {
+		v.NextHref = processesPath + "?after=" + url.QueryEscape(procs[len(procs)-1].Key)
+	}
+	c.render(w, r, http.StatusOK, processListPage(v))
+}
+
+// nodeRow is one node of a process version, as its table lists it.
+type nodeRow struct {
+	Name, Anchor, Kind, Definition, DefinitionHref string
+	Routes                                         []string
+	OnError                                        []string
+	Policy                                         string
+	Counts                                         []statusCount
+	Start                                          bool
+}
+
+// processVersionView is a process version page.
+type processVersionView struct {
+	Chrome                                                                              chrome
+	Summary                                                                             []fact
+	GraphLabel, GraphIntro                                                              string
+	Graph                                                                               graphView
+	CountsNote, CountsMissing                                                           string
+	NodesLabel, NodesCaption                                                            string
+	HeadNode, HeadKind, HeadDefinition, HeadRoutes, HeadOnError, HeadPolicy, HeadCounts string
+	Nodes                                                                               []nodeRow
+	NoCounts                                                                            string
+	InstancesHref, InstancesLabel                                                       string
+}
+
+// processVersion shows a process version, read-only: its graph drawn as
+// SVG (nodes by depth, routes, error edges with their codes, hold) with
+// each node's occurrences of this version by status, and the same as a
+// table.
+func (c *Console) processVersion(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	key := chi.URLParam(r, "key")
+	n, err := strconv.Atoi(chi.URLParam(r, "version"))
+	if err != nil || n < 1 {
+		c.notFound(w, r)
+		return
+	}
+	pv, err := c.eng.GetProcessVersion(ctx, key, n)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	p := pv.Process
+	name := processAtVersion(ctx, key, n)
+	v := processVersionView{
+		Chrome: c.liveChrome(r, T(ctx, "Process %s", name), "processes"),
+		Summary: []fact{
+			{Label: T(ctx, "Key"), Value: key, Code: true},
+			{Label: T(ctx, "Version"), Value: strconv.Itoa(n), TestID: "version"},
+			{Label: T(ctx, "Published"), Time: formatTime(ctx, pv.CreatedAt)},
+			{Label: T(ctx, "Start node"), Value: p.Start, Code: true, TestID: "start-node"},
+			{Label: T(ctx, "Digest"), Value: pv.Digest, Code: true},
+		},
+		GraphLabel: T(ctx, "Graph"),
+		GraphIntro: T(ctx, "Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now."),
+		NodesLabel: T(ctx, "Nodes"), NodesCaption: T(ctx, "Nodes of this version, with their occurrences now"),
+		HeadNode: T(ctx, "Node"), HeadKind: T(ctx, "Kind"), HeadDefinition: T(ctx, "Pinned revision"), HeadRoutes: T(ctx, "On success"),
+		HeadOnError: T(ctx, "On error"), HeadPolicy: T(ctx, "Policy"), HeadCounts: T(ctx, "Occurrences now"),
+		NoCounts:       T(ctx, "none"),
+		InstancesHref:  instanceFilter{Process: key}.href(),
+		InstancesLabel: T(ctx, "Instances of this process"),
+	}
+	if p.Name != "" {
+		v.Summary = append(v.Summary, fact{Label: T(ctx, "Name"), Value: p.Name})
+	}
+	counts, at, err := c.nodeCounts.get(ctx, key, n)
+	byNode := map[string]map[string]int64{}
+	if err != nil {
+		c.logger.Warn("console: node counts unavailable", "err", err)
+		v.CountsMissing = T(ctx, "Counts are unavailable right now.")
+	} else {
+		for _, nc := range counts {
+			if byNode[nc.Node] == nil {
+				byNode[nc.Node] = map[string]int64{}
+			}
+			byNode[nc.Node][nc.Status] = nc.Count
+		}
+		when := formatTime(ctx, at)
+		v.CountsNote = T(ctx, "Counts as of %s (%s); refreshed every few seconds.", when.Text, when.Rel)
+	}
+	lines := map[string][]string{}
+	for node, byStatus := range byNode {
+		var open, done []string
+		for _, s := range occurrenceStatuses {
+			if cnt := byStatus[s]; cnt > 0 {
+				part := statusLabel(ctx, s) + " " + number(ctx, cnt)
+				if settled(s) {
+					done = append(done, part)
+				} else {
+					open = append(open, part)
+				}
+			}
+		}
+		for _, l := range [][]string{open, done} {
+			if len(l) > 0 {
+				lines[node] = append(lines[node], strings.Join(l, " · "))
+			}
+		}
+	}
+	v.Graph = graphOf(ctx, p, lines)
+	v.Graph.Title = T(ctx, "Graph of %s", name)
+	v.Graph.Desc = T(ctx, "%d nodes, starting at %s. The table below lists the same nodes, routes and counts.", len(p.Nodes), p.Start)
+	for _, node := range slices.Sorted(maps.Keys(p.Nodes)) {
+		v.Nodes = append(v.Nodes, nodeRowOf(ctx, p, node, byNode[node], key))
+	}
+	// The start node first, then by name.
+	slices.SortStableFunc(v.Nodes, func(a, b nodeRow) int {
+		switch {
+		case a.Start == b.Start:
+			return 0
+		case a.Start:
+			return -1
+		}
+		return 1
+	})
+	c.render(w, r, http.StatusOK, processVersionPage(v))
+}
+
+func nodeRowOf(ctx context.Context, p *process.Process, name string, byStatus map[string]int64, key string) nodeRow {
+	n := p.Nodes[name]
+	row := nodeRow{Name: name, Anchor: "node-" + name, Start: name == p.Start}
+	switch n.Kind {
+	case process.KindPull:
+		row.Kind = T(ctx, "pull")
+	case process.KindPush:
+		row.Kind = T(ctx, "push to %s", n.Destination)
+	case process.KindEnd:
+		row.Kind = T(ctx, "end (completes)")
+		if n.Status == process.StatusFailed {
+			row.Kind = T(ctx, "end (fails)")
+		}
+	}
+	if n.Definition != "" {
+		row.Definition = definitionAtRevision(ctx, n.Definition, n.Revision)
+		row.DefinitionHref = revisionHref(n.Definition, n.Revision)
+	}
+	for _, route := range slices.Sorted(maps.Keys(n.Routes)) {
+		target := n.Routes[route]
+		row.Routes = append(row.Routes, T(ctx, "%s → %s", route, target))
+	}
+	if n.Next != "" {
+		next := n.Next
+		row.Routes = append(row.Routes, T(ctx, "→ %s", next))
+	}
+	targetName := func(t string) string {
+		if t == process.Hold {
+			return T(ctx, "hold (an incident for an operator)")
+		}
+		return t
+	}
+	codes := n.OnError.Codes
+	for _, code := range slices.Sorted(maps.Keys(codes)) {
+		if code == process.AnyCode {
+			continue
+		}
+		route, target := code, targetName(codes[code])
+		row.OnError = append(row.OnError, T(ctx, "%s → %s", route, target))
+	}
+	if d := n.OnError.Default; d != "" {
+		next := targetName(d)
+		if codes != nil {
+			row.OnError = append(row.OnError, T(ctx, "any other code → %s", next))
+		} else {
+			row.OnError = append(row.OnError, T(ctx, "→ %s", next))
+		}
+	}
+	if n.Kind != process.KindEnd && n.OnError.IsZero() {
+		row.OnError = append(row.OnError, T(ctx, "fails the instance"))
+	}
+	if n.Kind == process.KindPull {
+		row.Policy = T(ctx, "%d attempts, retry after %s, priority %d", n.Policy.MaxAttempts, formatDuration(ctx, n.Policy.RetryDelay), n.Policy.Priority)
+		if n.Policy.Deadline > 0 {
+			deadline := formatDuration(ctx, n.Policy.Deadline)
+			row.Policy = semicolonList(ctx, []string{row.Policy, T(ctx, "deadline %s", deadline)})
+		}
+	} else if n.Kind == process.KindPush && n.Timeout > 0 {
+		timeout := formatDuration(ctx, n.Timeout)
+		row.Policy = T(ctx, "timeout %s", timeout)
+	}
+	for _, s := range occurrenceStatuses {
+		if cnt := byStatus[s]; cnt > 0 {
+			row.Counts = append(row.Counts, statusCount{Status: s, Label: statusLabel(ctx, s), Count: number(ctx, cnt)})
+		}
+	}
+	return row
+}
+
+// versionCounts caches each process version's node counts like the
+// counts by status: a count reads every occurrence of the version.
+type versionCounts struct {
+	eng    *engine.Engine
+	c      *Console
+	mu     sync.Mutex
+	caches map[string]*snapshotCache[[]engine.NodeCount]
+}
+
+// maxVersionCaches bounds the versions whose counts are kept; past it the
+// caches start over (a console looks at a handful of versions at a time).
+const maxVersionCaches = 256
+
+func (vc *versionCounts) get(ctx context.Context, key string, version int) ([]engine.NodeCount, time.Time, error) {
+	id := key + "\x00" + strconv.Itoa(version)
+	vc.mu.Lock()
+	if vc.caches == nil || len(vc.caches) >= maxVersionCaches {
+		vc.caches = map[string]*snapshotCache[[]engine.NodeCount]{}
+	}
+	sc := vc.caches[id]
+	if sc == nil {
+		sc = newSnapshotCache("node counts", func(ctx context.Context) ([]engine.NodeCount, error) {
+			return vc.eng.CountOccurrencesByNode(ctx, key, version)
+		}, vc.c.logger, countsTTL)
+		sc.clock = vc.eng.Now
+		vc.caches[id] = sc
+	}
+	vc.mu.Unlock()
+	return sc.getAt(ctx)
+}

@@ -1,0 +1,169 @@
+package engine
+
+import (
+	"context"
+	"time"
+
+	"github.com/relais/relais/queries"
+)
+
+// Now is the engine's clock: the injected one in tests, else the machine's.
+// Observers compare instants with it ("in 5 min", "3 min ago") so that they
+// agree with the times the engine stores.
+func (e *Engine) Now() time.Time {
+	if e.now != nil {
+		return e.now().UTC()
+	}
+	return time.Now().UTC()
+}
+
+// NodeCount is how many occurrences of one process version are in one
+// status at one node.
+type NodeCount struct {
+	Node   string
+	Status string
+	Count  int64
+}
+
+// CountOccurrencesByNode counts the occurrences of a process version per
+// node and status; reserved occurrences whose lock lapsed count as
+// available, as observations show them. It reads every occurrence of the
+// version (from one index), so callers cache it.
+func (e *Engine) CountOccurrencesByNode(ctx context.Context, key string, version int) ([]NodeCount, error) {
+	v := int32(version)
+	rows, err := e.q.OccurrenceCountByNode(ctx, queries.OccurrenceCountByNodeParams{ProcessKey: &key, ProcessVersion: &v})
+	if err != nil {
+		return nil, wrap("count occurrences by node", err)
+	}
+	lapsed, err := e.q.OccurrenceLapsedLocksByNode(ctx, queries.OccurrenceLapsedLocksByNodeParams{ProcessKey: &key, ProcessVersion: &v, Now: e.at()})
+	if err != nil {
+		return nil, wrap("count lapsed locks by node", err)
+	}
+	moved := map[string]int64{}
+	for _, l := range lapsed {
+		moved[l.Node] = l.Count
+	}
+	byKey := map[[2]string]int64{}
+	var order [][2]string
+	add := func(node, status string, n int64) {
+		k := [2]string{node, status}
+		if _, ok := byKey[k]; !ok {
+			order = append(order, k)
+		}
+		byKey[k] += n
+	}
+	for _, r := range rows {
+		n := r.Count
+		if r.Status == StatusReserved {
+			n -= moved[r.Node]
+		}
+		add(r.Node, r.Status, n)
+	}
+	for node, n := range moved {
+		add(node, StatusAvailable, n)
+	}
+	out := make([]NodeCount, 0, len(order))
+	for _, k := range order {
+		if n := byKey[k]; n > 0 {
+			out = append(out, NodeCount{Node: k[0], Status: k[1], Count: n})
+		}
+	}
+	return out, nil
+}
+
+// HealthBuckets is how many 5-minute buckets the last hour has.
+const HealthBuckets = 12
+
+// HealthBucket is one 5-minute slice of the last hour.
+type HealthBucket struct {
+	Completed int64
+	Failed    int64
+}
+
+// DefinitionHealth is what the console's health page shows of one
+// definition besides its counts by status.
+type DefinitionHealth struct {
+	Definition string
+	// ClaimableSince is when the oldest occurrence a worker could take now
+	// became claimable (available, or its lock lapsed); nil when none
+	// waits. Now minus it is the queue lag.
+	ClaimableSince *time.Time
+	// Held is how many instances are held (incidents) at a node of this
+	// definition.
+	Held int64
+	// Buckets are the last hour's settlements, oldest first: Buckets[11]
+	// ends at At.
+	Buckets [HealthBuckets]HealthBucket
+}
+
+// Health is a snapshot of every definition's queue and last hour.
+type Health struct {
+	At          time.Time
+	Definitions map[string]*DefinitionHealth
+}
+
+// Health reads the queue lag, the held instances and the last hour's
+// completions and failures of every definition. Each part reads an index
+// range bounded by what it reports (one probe per definition or revision,
+// the held instances, the hour's settlements), not the whole history.
+func (e *Engine) Health(ctx context.Context) (Health, error) {
+	at := e.at()
+	h := Health{At: e.Now(), Definitions: map[string]*DefinitionHealth{}}
+	if at != nil {
+		h.At = *at
+	}
+	of := func(key string) *DefinitionHealth {
+		d := h.Definitions[key]
+		if d == nil {
+			d = &DefinitionHealth{Definition: key}
+			h.Definitions[key] = d
+		}
+		return d
+	}
+	since := func(key string, t time.Time) {
+		d := of(key)
+		if d.ClaimableSince == nil || t.Before(*d.ClaimableSince) {
+			d.ClaimableSince = &t
+		}
+	}
+	avail, err := e.q.OccurrenceOldestAvailableByDefinition(ctx, at)
+	if err != nil {
+		return h, wrap("health: oldest available", err)
+	}
+	for _, r := range avail {
+		since(r.DefinitionKey, r.AvailableAt)
+	}
+	lapsed, err := e.q.OccurrenceOldestLapsedByRevision(ctx, at)
+	if err != nil {
+		return h, wrap("health: oldest lapsed lock", err)
+	}
+	for _, r := range lapsed {
+		if r.LockExpiresAt != nil {
+			since(r.DefinitionKey, *r.LockExpiresAt)
+		}
+	}
+	held, err := e.q.InstanceHeldByDefinition(ctx)
+	if err != nil {
+		return h, wrap("health: held instances", err)
+	}
+	for _, r := range held {
+		of(r.DefinitionKey).Held = r.Count
+	}
+	buckets, err := e.q.OccurrenceSettledBuckets(ctx, at)
+	if err != nil {
+		return h, wrap("health: settlements", err)
+	}
+	for _, r := range buckets {
+		if r.Bucket < 0 || r.Bucket >= HealthBuckets {
+			continue
+		}
+		b := &of(r.DefinitionKey).Buckets[HealthBuckets-1-int(r.Bucket)]
+		switch r.Status {
+		case StatusCompleted:
+			b.Completed += r.Count
+		case StatusFailed:
+			b.Failed += r.Count
+		}
+	}
+	return h, nil
+}
