@@ -242,7 +242,7 @@ func (p *Protocol) claimOrWait(ctx context.Context, claim engine.ClaimRequest, w
 		case <-p.hub.closing:
 			return nil, nil
 		case <-timer.C:
-		case at := <-wt.wake:
+		case at := <-wt.C():
 			if d := time.Until(at.Add(dueSlack)); !at.IsZero() && d > 0 {
 				// Announced for later (a retry delay): sleep until then
 				// unless something sooner wakes us.
@@ -256,7 +256,7 @@ func (p *Protocol) claimOrWait(ctx context.Context, claim engine.ClaimRequest, w
 				case <-p.hub.closing:
 					return nil, nil
 				case <-timer.C:
-				case <-wt.wake:
+				case <-wt.C():
 				}
 			} else if !timer.Stop() {
 				<-timer.C
