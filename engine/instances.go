@@ -280,8 +280,9 @@ func (e *Engine) StopInstance(ctx context.Context, id uuid.UUID) (Instance, erro
 			return err
 		}
 		for _, c := range cancelled {
-			// Wakes the push runner holding an in-flight call so it aborts.
-			if err := q.Notify(ctx, queries.NotifyParams{Channel: ChannelCancel, Payload: c.ID.String()}); err != nil {
+			// Wakes the push runner holding an in-flight call so it aborts,
+			// and tells the worker stream holding it (any replica).
+			if err := q.Notify(ctx, queries.NotifyParams{Channel: ChannelCancel, Payload: CancelPayload(c.ID, CancelInstanceStopped)}); err != nil {
 				return err
 			}
 		}

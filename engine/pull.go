@@ -118,6 +118,9 @@ type Settlement struct {
 	Route        string     `json:"route,omitempty"`
 	AttemptsLeft int        `json:"attempts_left"`
 	AvailableAt  *time.Time `json:"available_at,omitempty"`
+	// Attempt is the attempt the settlement ended (0 for an answer replayed
+	// from an earlier report): a worker stream frees exactly that one.
+	Attempt int `json:"-"`
 }
 
 // attemptsLeft is how many more reservations o's budget allows: its frozen
@@ -224,7 +227,7 @@ func (e *Engine) Complete(ctx context.Context, ref WorkerRef, outputs json.RawMe
 		sameWorker := o.DeferredAt != nil || o.WorkerID != nil && *o.WorkerID == ref.WorkerID
 		if o.Status == StatusCompleted && o.OutputsDigest != nil && e.sameDigest(canonical, *o.OutputsDigest) &&
 			o.ConsumerID != nil && *o.ConsumerID == ref.ConsumerID && sameWorker {
-			out = Settlement{Status: StatusCompleted, Route: deref(o.Route), AttemptsLeft: attemptsLeft(o)}
+			out = Settlement{Status: StatusCompleted, Route: deref(o.Route), AttemptsLeft: attemptsLeft(o), Attempt: int(o.Attempts)}
 			return nil
 		}
 		if err := lockRefusal(o, ref, r.now); err != nil {
@@ -251,7 +254,7 @@ func (e *Engine) Complete(ctx context.Context, ref WorkerRef, outputs json.RawMe
 		if err := r.complete(o, rev, outputs, canonical, route); err != nil {
 			return err
 		}
-		out = Settlement{Status: StatusCompleted, Route: route, AttemptsLeft: attemptsLeft(o)}
+		out = Settlement{Status: StatusCompleted, Route: route, AttemptsLeft: attemptsLeft(o), Attempt: int(o.Attempts)}
 		return nil
 	})
 	return out, wrap("complete", err)
@@ -396,6 +399,7 @@ func (e *Engine) Fail(ctx context.Context, ref WorkerRef, f Failure) (Settlement
 			at := r.now.Add(delay)
 			out = Settlement{Status: StatusAvailable, AttemptsLeft: left, AvailableAt: &at}
 			answer, _ := json.Marshal(out)
+			out.Attempt = int(o.Attempts)
 			if _, err := q.OccurrenceRetry(ctx, queries.OccurrenceRetryParams{ID: o.ID, AvailableAt: at, ErrorCode: &code, ErrorMessage: &message}); err != nil {
 				return err
 			}
@@ -413,6 +417,7 @@ func (e *Engine) Fail(ctx context.Context, ref WorkerRef, f Failure) (Settlement
 		out = Settlement{Status: StatusFailed, AttemptsLeft: left}
 		r.reportDigest = &digest
 		r.reportAnswer, _ = json.Marshal(out)
+		out.Attempt = int(o.Attempts)
 		return r.fail(o, OutcomeFailed, code, message)
 	})
 	return out, wrap("fail", err)

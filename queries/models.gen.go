@@ -174,3 +174,16 @@ type Token struct {
 	RevokedAt  *time.Time
 	ConsumerID *int64
 }
+
+type Worker struct {
+	ID             uuid.UUID
+	ConsumerID     int64
+	WorkerID       string
+	Protocol       string
+	Replica        string
+	Subscriptions  json.RawMessage
+	DefinitionKeys []string
+	ConnectedAt    time.Time
+	LastSeenAt     time.Time
+	LiveUntil      time.Time
+}
