@@ -10,6 +10,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -194,8 +195,10 @@ type subscription struct {
 	ended  chan error
 	cancel context.CancelFunc
 	done   chan struct{}
-	// autoAck acknowledges each heartbeat read.
-	autoAck bool
+	// silent stops acknowledging heartbeats.
+	silent atomic.Bool
+	// ackVia is the client acknowledgements go through (c by default).
+	ackVia atomic.Pointer[client]
 }
 
 // open subscribes and reads the first heartbeat; the subscription is
@@ -228,7 +231,8 @@ func tryOpen(t testing.TB, c *client, token string, req *workerv1.SubscribeReque
 		t.Fatalf("%s: first event %v, want heartbeat 0 naming the stream", c.name, first)
 	}
 	s := &subscription{t: t, c: c, token: token, id: hb.GetStreamId(), events: make(chan *workerv1.WorkerEvent, 100),
-		ended: make(chan error, 1), cancel: cancel, done: make(chan struct{}), autoAck: true}
+		ended: make(chan error, 1), cancel: cancel, done: make(chan struct{})}
+	s.ackVia.Store(c)
 	s.ack(0)
 	go func() {
 		defer close(s.done)
@@ -238,8 +242,10 @@ func tryOpen(t testing.TB, c *client, token string, req *workerv1.SubscribeReque
 				s.ended <- err
 				return
 			}
-			if hb := e.GetHeartbeat(); hb != nil && s.autoAck {
-				s.ack(hb.GetSequence())
+			if hb := e.GetHeartbeat(); hb != nil {
+				if !s.silent.Load() {
+					s.ack(hb.GetSequence())
+				}
 				continue
 			}
 			s.events <- e
@@ -250,7 +256,7 @@ func tryOpen(t testing.TB, c *client, token string, req *workerv1.SubscribeReque
 }
 
 func (s *subscription) ack(seq int64) {
-	_, _ = call[workerv1.HeartbeatRequest, workerv1.HeartbeatResponse](context.Background(), s.c, s.token,
+	_, _ = call[workerv1.HeartbeatRequest, workerv1.HeartbeatResponse](context.Background(), s.ackVia.Load(), s.token,
 		workerv1connect.WorkerServiceHeartbeatProcedure, &workerv1.HeartbeatRequest{StreamId: s.id, Sequence: seq})
 }
 

@@ -44,7 +44,14 @@ type Env struct {
 	Operator string
 	// Metrics is the replica's Prometheus registry.
 	Metrics *prometheus.Registry
+
+	drain func()
 }
+
+// Drain stops the replica as relais serve does on SIGTERM, before the test
+// ends: long polls answer, worker streams hand their assignments back and
+// end. The HTTP server and the database stay up.
+func (e *Env) Drain() { e.drain() }
 
 // replicas numbers the test replicas, which name themselves in the worker
 // catalog.
@@ -102,7 +109,7 @@ func start(t testing.TB, pool *pgxpool.Pool, clock *Clock, opts ...Option) *Env 
 		srv.Close()
 		rep.Stop()
 	})
-	e := &Env{T: t, URL: srv.URL, Engine: eng, Pool: pool, Config: cfg, Logs: logs, Clock: clock, Metrics: reg}
+	e := &Env{T: t, URL: srv.URL, Engine: eng, Pool: pool, Config: cfg, Logs: logs, Clock: clock, Metrics: reg, drain: rep.Drain}
 	ctx := context.Background()
 	for _, tok := range []struct {
 		dst  *string
