@@ -13,6 +13,15 @@ import (
 	"github.com/relais/relais/internal/wake"
 )
 
+// recentFor is how long a cancellation nobody held is remembered: far
+// longer than a claim takes to be indexed.
+const recentFor = 10 * time.Second
+
+type recentCancel struct {
+	reason string
+	at     time.Time
+}
+
 // workerKey names a worker: at most one stream per worker on all replicas.
 type workerKey struct {
 	consumer int64
@@ -35,7 +44,11 @@ type registry struct {
 	// revisions created later (a pattern, or a key without revisions):
 	// a notification for a pair they do not have yet makes them resolve
 	// again.
-	open    map[*session]struct{}
+	open map[*session]struct{}
+	// recent are cancellations no stream held when they arrived: a claim
+	// may have committed just before the cancellation and not be indexed
+	// yet. hold checks them, so that none is missed.
+	recent  map[uuid.UUID]recentCancel
 	closed  bool
 	closing chan struct{}
 	running sync.WaitGroup
@@ -47,7 +60,8 @@ type registry struct {
 
 func newRegistry(max int, reg prometheus.Registerer) *registry {
 	r := &registry{max: max, wake: wake.NewHub(), byID: map[uuid.UUID]*session{}, byWorker: map[workerKey]*session{},
-		byHeld: map[uuid.UUID]*session{}, open: map[*session]struct{}{}, closing: make(chan struct{}), byKey: map[string]int{},
+		byHeld: map[uuid.UUID]*session{}, open: map[*session]struct{}{}, recent: map[uuid.UUID]recentCancel{},
+		closing: make(chan struct{}), byKey: map[string]int{},
 		streams: prometheus.NewGauge(prometheus.GaugeOpts{Name: "relais_worker_streams", Help: "Worker streams connected to this replica."}),
 		connected: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "relais_workers_connected",
 			Help: "Worker streams connected to this replica, by subscribed definition (sum over replicas for the total)."}, []string{"definition"}),
@@ -95,8 +109,9 @@ func (r *registry) remove(s *session) {
 	if k := (workerKey{s.consumerID, s.workerID}); r.byWorker[k] == s {
 		delete(r.byWorker, k)
 	}
-	for id, holder := range r.byHeld {
-		if holder == s {
+	// remove runs on the session's own goroutine, which owns held.
+	for id := range s.held {
+		if r.byHeld[id] == s {
 			delete(r.byHeld, id)
 		}
 	}
@@ -133,11 +148,16 @@ func (r *registry) resolved(s *session, p engine.Pairs) {
 	r.setKeys(s, p.DefinitionKeys())
 }
 
-// hold and drop index the occurrences a session holds.
+// hold and drop index the occurrences a session holds. A cancellation
+// that arrived before hold is passed on.
 func (r *registry) hold(s *session, id uuid.UUID) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.byHeld[id] = s
+	if c, ok := r.recent[id]; ok {
+		delete(r.recent, id)
+		s.post(event{kind: eventCancel, occurrence: id, reason: c.reason})
+	}
 }
 
 func (r *registry) drop(s *session, id uuid.UUID) {
@@ -183,9 +203,19 @@ func (r *registry) cancel(payload string) {
 	if !ok {
 		return
 	}
-	if s := r.holder(id); s != nil {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if s := r.byHeld[id]; s != nil {
 		s.post(event{kind: eventCancel, occurrence: id, reason: reason})
+		return
 	}
+	now := time.Now()
+	for k, c := range r.recent {
+		if now.Sub(c.at) > recentFor {
+			delete(r.recent, k)
+		}
+	}
+	r.recent[id] = recentCancel{reason: reason, at: now}
 }
 
 // signal handles a ChannelWorker payload.

@@ -32,6 +32,10 @@ const missedHeartbeats = 3
 // picked up at once, from their first notification).
 const resolveEvery = 6
 
+// minStreamLock is the shortest lock a stream may ask for: it is kept
+// alive three times per duration, by a database statement each time.
+const minStreamLock = time.Second
+
 // handBackTimeout bounds handing a stream's assignments back when it ends.
 const handBackTimeout = 10 * time.Second
 
@@ -163,8 +167,8 @@ func (svc *Service) subscribeParams(m *workerv1.SubscribeRequest) (subscribePara
 		errs = append(errs, fault.FieldError{Path: "/max_in_flight", Message: "must be at least 1: it is how many unsettled assignments the stream may hold"})
 	}
 	if d := m.GetLockDuration(); d != nil {
-		if err := d.CheckValid(); err != nil || d.AsDuration() <= 0 {
-			errs = append(errs, fault.FieldError{Path: "/lock_duration", Message: "must be above zero"})
+		if err := d.CheckValid(); err != nil || d.AsDuration() < minStreamLock {
+			errs = append(errs, fault.FieldError{Path: "/lock_duration", Message: "must be at least PT1S: the stream extends it three times per duration"})
 		} else {
 			p.lock = d.AsDuration()
 		}
@@ -314,7 +318,11 @@ func (r *runner) claim(ctx context.Context) error {
 	svc, s := r.svc, r.s
 	r.dirty = false
 	want := s.credit - len(s.held)
-	got, err := svc.eng.Claim(ctx, engine.ClaimRequest{ConsumerID: s.consumerID, WorkerID: s.workerID, Pairs: s.pairs,
+	// A claim that began finishes even if the client leaves meanwhile, so
+	// that what it reserved is known and handed back.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), handBackTimeout)
+	defer cancel()
+	got, err := svc.eng.Claim(cctx, engine.ClaimRequest{ConsumerID: s.consumerID, WorkerID: s.workerID, Pairs: s.pairs,
 		MaxTasks: want, LockDuration: s.lock})
 	if err != nil {
 		if ctx.Err() == nil {

@@ -194,6 +194,8 @@ func TestSubscribeRefusals(t *testing.T) {
 		{"credit one over", f.consumer, subscribeRequest("w", 11), "invalid_argument", "bound_exceeded", "/max_in_flight"},
 		{"lock above the ceiling", f.consumer, &workerv1.SubscribeRequest{WorkerId: "w", MaxInFlight: 1, Subscriptions: sub("add_company_to_crm"),
 			LockDuration: durationpb.New(time.Hour)}, "invalid_argument", "bound_exceeded", "/lock_duration"},
+		{"lock under a second", f.consumer, &workerv1.SubscribeRequest{WorkerId: "w", MaxInFlight: 1, Subscriptions: sub("add_company_to_crm"),
+			LockDuration: durationpb.New(500 * time.Millisecond)}, "invalid_argument", "invalid_request", "/lock_duration"},
 		{"zero lock", f.consumer, &workerv1.SubscribeRequest{WorkerId: "w", MaxInFlight: 1, Subscriptions: sub("add_company_to_crm"),
 			LockDuration: durationpb.New(0)}, "invalid_argument", "invalid_request", "/lock_duration"},
 	}
