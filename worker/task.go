@@ -33,6 +33,10 @@ type Task struct {
 	InstanceID string     `json:"instance_id"`
 	Node       string     `json:"node"`
 	Priority   int        `json:"priority"`
+
+	// wire reports the task's outcome: the REST routes for a fetched task,
+	// the worker protocol for a streamed one.
+	wire wire
 }
 
 // Decode decodes the task's inputs into v, as json.Unmarshal does.
@@ -53,6 +57,7 @@ const (
 	codeHandlerPanic   = "handler_panic"
 	codeInvalidOutputs = "invalid_outputs"
 	codeWorkerShutdown = "worker_shutdown"
+	codeHandlerTimeout = "handler_timeout"
 	// codeBusinessError stands for an empty business failure code.
 	codeBusinessError = "business_error"
 	// codeInvalidFailure reports a failure Relais refused as it was sent.
@@ -77,27 +82,63 @@ type extendRequest struct {
 	LockDuration string `json:"lock_duration"`
 }
 
-// process runs the handler for t while keeping its lock, then settles.
-func (r *run) process(t *Task, h Handler, lock lockState) {
+// process runs the handler for t in ctx, which keep (when set) keeps
+// alive by extending the lock, then settles. cancel ends ctx: the lock
+// keeping, a stream's Cancellation and the handler timeout call it with
+// their cause.
+func (r *run) process(t *Task, h Handler, ctx context.Context, cancel context.CancelCauseFunc, keep func(context.Context, context.CancelCauseFunc)) {
 	log := r.w.log.With(taskAttrs(t)...)
-	ctx, cancel := context.WithCancelCause(r.handlerCtx)
 	defer cancel(nil)
-	keepCtx, stopKeeping := context.WithCancel(ctx)
-	kept := make(chan struct{})
-	go func() {
-		defer close(kept)
-		r.keepLock(keepCtx, cancel, t.ID, lock, log)
-	}()
-	// The lock is kept until the outcome is reported too: a report retried
-	// through a Relais outage must not outlive the lock it settles.
-	defer func() {
-		stopKeeping()
-		<-kept
-	}()
+	if keep != nil {
+		keepCtx, stopKeeping := context.WithCancel(ctx)
+		kept := make(chan struct{})
+		go func() {
+			defer close(kept)
+			keep(keepCtx, cancel)
+		}()
+		// The lock is kept until the outcome is reported too: a report
+		// retried through a Relais outage must not outlive the lock it
+		// settles.
+		defer func() {
+			stopKeeping()
+			<-kept
+		}()
+	}
+	// The handler timeout cancels the context first, then fails the task.
+	timeout := time.AfterFunc(r.w.cfg.HandlerTimeout, func() { cancel(ErrHandlerTimeout) })
+	defer timeout.Stop()
 	log.Debug("task started")
 	r.handling.Add(1)
-	outputs, err := invoke(ctx, h, t, log)
-	r.handling.Add(-1)
+	var outputs any
+	var err error
+	returned := make(chan struct{})
+	go func() {
+		defer close(returned)
+		defer r.handling.Add(-1)
+		outputs, err = invoke(ctx, h, t, log)
+	}()
+	select {
+	case <-returned:
+	case <-ctx.Done():
+		if !errors.Is(context.Cause(ctx), ErrHandlerTimeout) {
+			<-returned
+			break
+		}
+		grace := time.NewTimer(r.w.shutdownGrace)
+		select {
+		case <-returned:
+			grace.Stop()
+		case <-grace.C:
+			// The handler ignores its cancelled context: report the
+			// timeout now, so that the task is retried elsewhere instead
+			// of held, and wait for the handler (it keeps its slot: the
+			// concurrency bound holds).
+			log.Error("handler ignored the handler timeout; failing the task and waiting for the handler to return")
+			r.settleFail(t, timeoutFailure(r.w.cfg.HandlerTimeout), log)
+			<-returned
+			return
+		}
+	}
 
 	cause := context.Cause(ctx)
 	switch {
@@ -106,6 +147,10 @@ func (r *run) process(t *Task, h Handler, lock lockState) {
 		// hold the task: settling could only mislead.
 		log.Warn("task abandoned without settling", "cause", cause)
 		return
+	case errors.Is(cause, ErrHandlerTimeout):
+		// Whatever it returned once cut short is not the work asked for.
+		log.Warn("handler timed out; failing the task", "timeout", r.w.cfg.HandlerTimeout)
+		r.settleFail(t, timeoutFailure(r.w.cfg.HandlerTimeout), log)
 	case err == nil:
 		r.complete(t, outputs, log)
 	case errors.Is(cause, ErrShutdownTimeout):
@@ -115,6 +160,10 @@ func (r *run) process(t *Task, h Handler, lock lockState) {
 	default:
 		r.settleFail(t, failureOf(err), log)
 	}
+}
+
+func timeoutFailure(d time.Duration) failRequest {
+	return failRequest{ErrorCode: codeHandlerTimeout, Message: "the handler did not finish within " + d.String(), Retryable: true}
 }
 
 // invoke calls h, turning a panic into a retryable failure. Relais gets
@@ -235,11 +284,11 @@ func (r *run) complete(t *Task, outputs any, log *slog.Logger) {
 		r.settleFail(t, failRequest{ErrorCode: codeInvalidOutputs, Message: "the handler's outputs cannot be encoded as JSON"}, log)
 		return
 	}
-	var res struct {
-		Status string  `json:"status"`
-		Route  *string `json:"route"`
-	}
-	err = r.settle(t, "complete", completeRequest{WorkerID: r.w.cfg.WorkerID, Outputs: body}, &res, log)
+	var res completeResult
+	err = r.settle(t, "complete", func(ctx context.Context) (err error) {
+		res, err = t.wire.complete(ctx, t.ID, completeRequest{WorkerID: r.w.cfg.WorkerID, Outputs: body})
+		return err
+	}, log)
 	var ae *APIError
 	switch {
 	case err == nil:
@@ -290,7 +339,9 @@ type releaseRequest struct {
 // delay instead, which spends one. (An occurrence unknown to a newer Relais
 // is 404 too; its fail is then refused alike, at no cost.)
 func (r *run) handBack(t *Task, log *slog.Logger) {
-	err := r.settle(t, "release", releaseRequest{WorkerID: r.w.cfg.WorkerID}, nil, log)
+	err := r.settle(t, "release", func(ctx context.Context) error {
+		return t.wire.release(ctx, t.ID, releaseRequest{WorkerID: r.w.cfg.WorkerID})
+	}, log)
 	var ae *APIError
 	if errors.As(err, &ae) && (ae.Status == http.StatusNotFound || ae.Status == http.StatusMethodNotAllowed) {
 		r.settleFail(t, failRequest{ErrorCode: codeWorkerShutdown, Message: "the worker shut down before the handler finished",
@@ -313,12 +364,12 @@ func (r *run) settleFail(t *Task, f failRequest, log *slog.Logger) {
 	// report would leave the task locked until its lock expires and then
 	// run it again, although it failed, and maybe for good.
 	f.ErrorCode, f.Message = wireCode(f.ErrorCode, f.Retryable), wireMessage(f.Message)
-	var res struct {
-		Status       string     `json:"status"`
-		AttemptsLeft int        `json:"attempts_left"`
-		AvailableAt  *time.Time `json:"available_at"`
+	var res failResult
+	send := func(ctx context.Context) (err error) {
+		res, err = t.wire.fail(ctx, t.ID, f)
+		return err
 	}
-	err := r.settle(t, "fail", f, &res, log)
+	err := r.settle(t, "fail", send, log)
 	var ae *APIError
 	if errors.As(err, &ae) && (ae.Status == http.StatusBadRequest || ae.Status == http.StatusUnprocessableEntity) {
 		// What is left to refuse is the delay (above Relais's ceiling) or
@@ -328,7 +379,7 @@ func (r *run) settleFail(t *Task, f failRequest, log *slog.Logger) {
 		if ae.Code != "bound_exceeded" {
 			f.ErrorCode, f.Message = codeInvalidFailure, "the worker's failure report was refused ("+ae.Code+"): "+f.Message
 		}
-		err = r.settle(t, "fail", f, &res, log)
+		err = r.settle(t, "fail", send, log)
 	}
 	if err != nil {
 		r.logSettleError(log, "fail", err)
@@ -389,15 +440,15 @@ type settleRetried struct{ err error }
 func (e *settleRetried) Error() string { return e.err.Error() }
 func (e *settleRetried) Unwrap() error { return e.err }
 
-// settle sends an outcome, retrying network errors, 5xx and 429 a few
-// times: Relais answers a replayed identical completion the same way, so
-// resending is safe. Any other answer is final.
-func (r *run) settle(t *Task, action string, body, out any, log *slog.Logger) error {
+// settle sends an outcome with send, retrying network errors, 5xx and 429
+// a few times: Relais answers a replayed identical completion the same
+// way, so resending is safe. Any other answer is final.
+func (r *run) settle(t *Task, action string, send func(ctx context.Context) error, log *slog.Logger) error {
 	w := r.w
 	bo := w.settleBackoff
 	for attempt := 1; ; attempt++ {
 		ctx, cancel := context.WithTimeout(r.settleCtx, settleTimeout)
-		err := w.post(ctx, occurrencePath(t.ID, action), body, out)
+		err := send(ctx)
 		cancel()
 		if err == nil {
 			return nil

@@ -40,6 +40,18 @@ const (
 	DefaultLockDuration    = time.Minute
 	DefaultWait            = 20 * time.Second
 	DefaultShutdownTimeout = 30 * time.Second
+	DefaultHandlerTimeout  = 5 * time.Minute
+)
+
+// Protocols of Config.Protocol.
+const (
+	// ProtocolAuto connects a worker stream, and long-polls instead when
+	// the server has no stream (a Relais before DESIGN §10).
+	ProtocolAuto = ""
+	// ProtocolStream connects a worker stream only.
+	ProtocolStream = "stream"
+	// ProtocolLongPoll long-polls the REST pull routes only.
+	ProtocolLongPoll = "long_poll"
 )
 
 // pollMargin is how long past its long-poll wait a fetch may take before
@@ -74,8 +86,17 @@ type Config struct {
 	Wait time.Duration
 	// ShutdownTimeout bounds how long Run waits for in-flight handlers
 	// after its context ends; then their contexts are cancelled (cause
-	// ErrShutdownTimeout). Default 30s.
+	// ErrShutdownTimeout) and their tasks released. Default 30s.
 	ShutdownTimeout time.Duration
+	// HandlerTimeout bounds one handler: past it, its context is cancelled
+	// (cause ErrHandlerTimeout), then the task is failed, retryable, with
+	// code handler_timeout (at once if the handler returns, after a few
+	// seconds' grace if it ignores its context). Default 5m.
+	HandlerTimeout time.Duration
+	// Protocol chooses how tasks arrive: ProtocolAuto (the default) uses
+	// a worker stream and falls back to long polling when the server has
+	// none; ProtocolStream and ProtocolLongPoll use only one.
+	Protocol string
 	// Logger receives the worker's logs. Default: discarded.
 	Logger *slog.Logger
 }
@@ -141,8 +162,13 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.Token == "" {
 		return nil, errors.New("worker: a consumer Token is required")
 	}
-	if cfg.Concurrency < 0 || cfg.LockDuration < 0 || cfg.Wait < 0 || cfg.ShutdownTimeout < 0 {
+	if cfg.Concurrency < 0 || cfg.LockDuration < 0 || cfg.Wait < 0 || cfg.ShutdownTimeout < 0 || cfg.HandlerTimeout < 0 {
 		return nil, errors.New("worker: Concurrency and durations must not be negative")
+	}
+	switch cfg.Protocol {
+	case ProtocolAuto, ProtocolStream, ProtocolLongPoll:
+	default:
+		return nil, fmt.Errorf("worker: Protocol %q is not %q, %q or empty (auto)", cfg.Protocol, ProtocolStream, ProtocolLongPoll)
 	}
 	if cfg.WorkerID == "" {
 		host, err := os.Hostname()
@@ -158,6 +184,7 @@ func New(cfg Config) (*Worker, error) {
 	cfg.LockDuration = cmp.Or(cfg.LockDuration, DefaultLockDuration)
 	cfg.Wait = cmp.Or(cfg.Wait, DefaultWait)
 	cfg.ShutdownTimeout = cmp.Or(cfg.ShutdownTimeout, DefaultShutdownTimeout)
+	cfg.HandlerTimeout = cmp.Or(cfg.HandlerTimeout, DefaultHandlerTimeout)
 	ownClient := false
 	if cfg.HTTPClient == nil {
 		tr, ok := http.DefaultTransport.(*http.Transport)
@@ -478,30 +505,41 @@ func (r *run) post(ctx context.Context, req fetchRequest, out any) error {
 	return r.w.post(ctx, fetchPath, req, out)
 }
 
-// start runs t's handler in its own goroutine, holding one slot.
+// start runs a fetched task's handler in its own goroutine, holding one
+// slot, and keeps its lock by extending it.
 func (r *run) start(t *Task, lock lockState) {
-	r.w.mu.Lock()
-	rt, ok := r.w.handlers[t.Definition]
-	r.w.mu.Unlock()
-	h := rt.h
-	if !ok {
-		// Only a server bug could deliver an unsubscribed definition;
-		// fail it retryably so another worker may take it.
-		h = func(context.Context, *Task) (any, error) {
-			return nil, Retry("no_handler", 0, fmt.Errorf("worker %s has no handler for %s", r.w.cfg.WorkerID, t.Definition))
-		}
+	t.wire = restWire{r.w}
+	ctx, cancel := context.WithCancelCause(r.handlerCtx)
+	keep := func(ctx context.Context, lose context.CancelCauseFunc) {
+		r.keepLock(ctx, lose, t.ID, lock, r.w.log.With(taskAttrs(t)...))
 	}
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
 		defer r.release(1)
-		r.process(t, h, lock)
+		r.process(t, r.handler(t), ctx, cancel, keep)
 	}()
+}
+
+// handler returns the handler of t's definition.
+func (r *run) handler(t *Task) Handler {
+	r.w.mu.Lock()
+	rt, ok := r.w.handlers[t.Definition]
+	r.w.mu.Unlock()
+	if !ok {
+		// Only a server bug could deliver an unsubscribed definition;
+		// fail it retryably so another worker may take it.
+		return func(context.Context, *Task) (any, error) {
+			return nil, Retry("no_handler", 0, fmt.Errorf("worker %s has no handler for %s", r.w.cfg.WorkerID, t.Definition))
+		}
+	}
+	return rt.h
 }
 
 // giveBack returns a task the server sent beyond max_tasks (it never
 // should) at once, rather than run more handlers than allowed.
 func (r *run) giveBack(t *Task) {
+	t.wire = restWire{r.w}
 	log := r.w.log.With(taskAttrs(t)...)
 	log.Error("server sent more tasks than asked; giving one back")
 	r.settleFail(t, failRequest{ErrorCode: "worker_at_capacity", Message: "the worker had no free slot for this task",
