@@ -1,13 +1,17 @@
 // Package worker is the Go SDK for Relais pull workers: a service embeds
-// it, registers a Handler per task definition, and Run fetches tasks,
+// it, registers a Handler per task definition, and Run receives tasks,
 // runs the handlers, keeps their locks alive and reports the outcome.
 //
-// It speaks the pull protocol over HTTP/JSON and depends on the standard
-// library and this module's isoduration package only (no server package).
-// What it guarantees:
+// By default it connects a worker stream (relais.worker.v1.WorkerService,
+// DESIGN §10): tasks are pushed as soon as they are claimable and Relais
+// keeps their locks alive while the stream lives. Against a server without
+// streams it long-polls the REST pull protocol instead (Config.Protocol).
+// It depends on this module's isoduration and generated protocol packages
+// only (no server package). What it guarantees:
 //
 //   - at most Config.Concurrency handlers run at once, and it never
-//     reserves more tasks than it has room to run;
+//     reserves more tasks than it has room to run (a stream's
+//     max_in_flight is Config.Concurrency);
 //   - a handler's context ends as soon as its task may belong to someone
 //     else (lock lost, occurrence cancelled); context.Cause says why;
 //   - outcomes are reported once, retried on network trouble, and never
@@ -275,9 +279,26 @@ func (w *Worker) Run(ctx context.Context) error {
 		settleCtx:  detached,
 	}
 	w.log.InfoContext(ctx, "worker started", "concurrency", w.cfg.Concurrency, "definitions", len(r.subs))
-	fatal := r.fetchLoop(ctx)
+	var fatal error
+	if w.cfg.Protocol == ProtocolLongPoll {
+		fatal = r.fetchLoop(ctx)
+	} else {
+		var fallback bool
+		fallback, fatal = r.streamLoop(ctx)
+		if fallback {
+			fatal = r.fetchLoop(ctx)
+		}
+	}
 	w.log.InfoContext(detached, "worker stopping; waiting for in-flight tasks", "in_flight", len(r.slots))
+	if r.stream != nil {
+		// The stream stays open, and keeps the locks alive, until the
+		// tasks in flight are settled or released.
+		r.stream.drain()
+	}
 	err := errors.Join(fatal, r.drain(stopHandlers))
+	if r.stream != nil {
+		r.stream.close()
+	}
 	if w.ownClient {
 		// Nobody else uses these connections: leave no goroutine behind.
 		w.cfg.HTTPClient.CloseIdleConnections()
@@ -307,6 +328,8 @@ type run struct {
 	// handling counts handlers still running; wg also counts tasks whose
 	// handler returned and whose outcome is still being reported.
 	handling atomic.Int64
+	// stream is the worker stream in use, if any.
+	stream *streamSession
 }
 
 // drain waits for in-flight tasks, cancelling them past the shutdown
