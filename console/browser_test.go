@@ -95,8 +95,10 @@ func walkthrough(t *testing.T, browserPath string, f *fixture, lang string) {
 	defer cancelTimeout()
 
 	words := map[string]map[string]string{
-		"en": {"title": "External tasks", "failed": "failed", "instance": "Process instance", "signin": "Sign in"},
-		"fr": {"title": "Tâches externes", "failed": "en échec", "instance": "Instance de processus", "signin": "Se connecter"},
+		"en": {"title": "External tasks", "failed": "failed", "instance": "Process instance", "signin": "Sign in",
+			"workers": "Workers", "stream": "stream", "served": "Served by"},
+		"fr": {"title": "Tâches externes", "failed": "en échec", "instance": "Instance de processus", "signin": "Se connecter",
+			"workers": "Exécutants", "stream": "flux", "served": "Servie par"},
 	}[lang]
 	step := 0
 	shot := func(name string) {
@@ -193,6 +195,23 @@ func walkthrough(t *testing.T, browserPath string, f *fixture, lang string) {
 	}
 	noLeak("instance")
 	shot("instance")
+
+	// The Workers page, from the navigation; a worker's definition leads
+	// to its page, which says who serves it.
+	click("open the workers page", `[data-testid=nav-workers]`)
+	if got := textOf(`[data-testid=page-title]`); got != words["workers"] {
+		t.Errorf("workers page title %q, want %q", got, words["workers"])
+	}
+	if got := textOf(`[data-testid=worker-row][data-worker=stream-7] [data-testid=worker-protocol]`); got != words["stream"] {
+		t.Errorf("stream-7's protocol reads %q, want %q", got, words["stream"])
+	}
+	noLeak("workers")
+	shot("workers")
+	click("open a served definition", `[data-testid=worker-row][data-worker=stream-7] [data-testid=worker-definitions] a`)
+	if got := textOf(`[data-testid=served-by]`); !strings.HasPrefix(got, words["served"]) {
+		t.Errorf("the definition page says %q, want it to start %q", got, words["served"])
+	}
+	shot("definition-served")
 
 	// A phone: the page must not scroll sideways; wide tables scroll
 	// inside their own box.

@@ -111,6 +111,9 @@ func (c *Console) chrome(r *http.Request, title, section string) chrome {
 			ch.Nav = append(ch.Nav, navLink{Href: homePath, Label: T(ctx, "External tasks"), TestID: "nav-occurrences", Current: section == "occurrences"})
 		}
 		ch.Nav = append(ch.Nav, navLink{Href: definitionsPath, Label: T(ctx, "Definitions"), TestID: "nav-definitions", Current: section == "definitions"})
+		if auth.Allowed(p.Role, auth.RoleOperator) {
+			ch.Nav = append(ch.Nav, navLink{Href: workersPath, Label: T(ctx, "Workers"), TestID: "nav-workers", Current: section == "workers"})
+		}
 		ch.User = &userBox{SignedInAs: T(ctx, "Signed in as %s (%s)", p.Name, roleLabel(ctx, p.Role)),
 			SignOut: T(ctx, "Sign out"), Action: basePath + "/sign-out", CSRF: currentOf(ctx).csrf}
 	}

@@ -37,6 +37,7 @@ func (c *Console) Handler() http.Handler {
 			r.Get("/occurrences/{id}", c.occurrenceDetail)
 			r.Get("/occurrences/{id}/reveal", c.occurrenceRevealGet)
 			r.Post("/occurrences/{id}/reveal", c.occurrenceReveal)
+			r.Get("/workers", c.workerList)
 			r.Get("/instances/{id}", c.instanceDetail)
 			r.Get("/instances/{id}/stop", c.instanceStopConfirm)
 			r.Post("/instances/{id}/stop", c.instanceStop)

@@ -39,637 +39,685 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s, %[3]s, %[4]s UTC": 76,
-	"%d (0 lowest, 9 highest)":      194,
-	"%d attempts":                   196,
-	"%d breaking":                   57,
-	"%d changes":                    56,
-	"%d d":                          95,
-	"%d days":                       90,
-	"%d h":                          96,
-	"%d hours":                      91,
-	"%d items":                      259,
-	"%d min":                        97,
-	"%d minutes":                    92,
-	"%d ms":                         94,
-	"%d occurrences":                233,
-	"%d releases":                   75,
-	"%d s":                          98,
-	"%d seconds":                    93,
-	"%s, revision %s":               180,
-	"%s, version %s":                181,
-	"%s: %s → %s":                   64,
-	"(each item)":                   248,
-	"0 seconds":                     89,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.": 246,
-	"All consumers":          231,
-	"All definitions":        229,
-	"All statuses":           230,
-	"Apply filters":          223,
-	"Apr":                    80,
-	"Attempts":               195,
-	"Aug":                    84,
-	"Available":              186,
-	"Back to definitions":    10,
-	"Back to external tasks": 9,
-	"Breaks processes":       44,
-	"Breaks workers":         45,
-	"Business key":           123,
-	"Call timeout":           205,
-	"Cannot reveal":          236,
-	"Change":                 42,
-	"Choose two existing revisions to compare.": 54,
-	"Classification":    20,
-	"Clear filters":     224,
-	"Compare":           41,
-	"Compare revisions": 37,
-	"Constraints":       21,
-	"Consumer":          198,
-	"Counts are refreshed every few seconds.": 226,
-	"Counts are unavailable right now.":       232,
-	"Counts by status":                        225,
-	"Created":                                 109,
-	"Dates":                                   185,
-	"Deadline":                                189,
-	"Dec":                                     88,
-	"Definition":                              105,
-	"Definition %s":                           23,
+	"%[1]s %[2]s, %[3]s, %[4]s UTC": 77,
+	"%d (0 lowest, 9 highest)":      195,
+	"%d attempts":                   197,
+	"%d breaking":                   58,
+	"%d changes":                    57,
+	"%d d":                          96,
+	"%d days":                       91,
+	"%d h":                          97,
+	"%d hours":                      92,
+	"%d items":                      260,
+	"%d min":                        98,
+	"%d minutes":                    93,
+	"%d ms":                         95,
+	"%d occurrences":                234,
+	"%d releases":                   76,
+	"%d s":                          99,
+	"%d seconds":                    94,
+	"%s, revision %s":               181,
+	"%s, version %s":                182,
+	"%s: %s → %s":                   65,
+	"(each item)":                   249,
+	"0 seconds":                     90,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.": 247,
+	"All consumers":          232,
+	"All definitions":        230,
+	"All statuses":           231,
+	"All workers":            275,
+	"Apply filters":          224,
+	"Apr":                    81,
+	"Attempts":               196,
+	"Aug":                    85,
+	"Available":              187,
+	"Back to definitions":    11,
+	"Back to external tasks": 10,
+	"Breaks processes":       45,
+	"Breaks workers":         46,
+	"Business key":           124,
+	"Call timeout":           206,
+	"Cannot reveal":          237,
+	"Change":                 43,
+	"Choose two existing revisions to compare.": 55,
+	"Classification":    21,
+	"Clear filters":     225,
+	"Compare":           42,
+	"Compare revisions": 38,
+	"Connected":         270,
+	"Constraints":       22,
+	"Consumer":          199,
+	"Counts are refreshed every few seconds.": 227,
+	"Counts are unavailable right now.":       233,
+	"Counts by status":                        226,
+	"Created":                                 110,
+	"Dates":                                   186,
+	"Deadline":                                190,
+	"Dec":                                     89,
+	"Definition":                              106,
+	"Definition %s":                           24,
 	"Definitions":                             4,
-	"Description":                             22,
-	"Destination":                             204,
-	"Detail":                                  43,
-	"Digest":                                  53,
-	"End node":                                122,
-	"Ended":                                   121,
-	"Error code":                              124,
-	"Error message":                           201,
+	"Definitions served":                      268,
+	"Description":                             23,
+	"Destination":                             205,
+	"Detail":                                  44,
+	"Digest":                                  54,
+	"End node":                                123,
+	"Ended":                                   122,
+	"Error code":                              125,
+	"Error message":                           202,
 	"External tasks":                          3,
-	"Feb":                                     78,
-	"Field":                                   17,
-	"Filters":                                 221,
-	"First page":                              74,
-	"Form refused":                            13,
-	"From revision":                           39,
-	"From revision %d to revision %d:":        55,
-	"Inputs":                                  47,
-	"Inputs the instance was started with, labelled by process version %d's contract": 114,
-	"Inputs, labelled by revision %d's contract":                                      206,
-	"Jan":             77,
-	"Jul":             83,
-	"Jun":             82,
-	"Keep it running": 129,
-	"Key":             69,
+	"Feb":                                     79,
+	"Field":                                   18,
+	"Filters":                                 222,
+	"First page":                              75,
+	"Form refused":                            14,
+	"From revision":                           40,
+	"From revision %d to revision %d:":        56,
+	"In flight":                               269,
+	"Inputs":                                  48,
+	"Inputs the instance was started with, labelled by process version %d's contract": 115,
+	"Inputs, labelled by revision %d's contract":                                      207,
+	"Invalid page":    263,
+	"Jan":             78,
+	"Jul":             84,
+	"Jun":             83,
+	"Keep it running": 130,
+	"Key":             70,
 	"Language":        1,
-	"Last saved":      28,
-	"Latest revision": 70,
-	"Lists every change from one revision to another, and whom it may break.": 38,
-	"Lock expires":                         188,
+	"Last saved":      29,
+	"Last seen":       271,
+	"Latest revision": 71,
+	"Lists every change from one revision to another, and whom it may break.": 39,
+	"Lock expires":                         189,
 	"Main navigation":                      2,
-	"Mar":                                  79,
-	"Maximum attempts":                     191,
-	"May":                                  81,
-	"Mode":                                 184,
-	"Name":                                 26,
-	"Next node":                            108,
-	"Next page":                            73,
-	"No definition yet.":                   72,
-	"No inputs.":                           48,
-	"No occurrence matches these filters.": 228,
-	"No outputs yet: the occurrence has not completed.": 209,
-	"No outputs.": 50,
-	"No outputs: the occurrence ended without completing.": 211,
-	"No release yet.": 32,
-	"No revision yet: the Working copy has never been snapshotted.": 30,
-	"No service has reserved this occurrence yet.":                  202,
-	"Node":        103,
-	"Not allowed": 7,
-	"Not found":   11,
-	"Notes":       35,
-	"Nothing exists at this address, or it is not visible to you.": 12,
-	"Nov":                       87,
-	"Occurrence":                104,
-	"Occurrence %s":             182,
-	"Occurrences, newest first": 227,
-	"Oct":                       86,
-	"Only a value this page shows as hidden (sensitive) can be revealed.": 237,
-	"Only administrators may reveal a sensitive value.":                   234,
-	"Outcome": 200,
-	"Outputs": 49,
-	"Outputs, labelled by revision %d's contract": 208,
-	"Path":                      101,
-	"Policy":                    190,
-	"Priority":                  193,
-	"Process":                   119,
-	"Process inputs":            113,
-	"Process instance":          183,
-	"Process instance %s":       99,
-	"Published":                 36,
+	"Mar":                                  80,
+	"Maximum attempts":                     192,
+	"May":                                  82,
+	"Mode":                                 185,
+	"Name":                                 27,
+	"Next node":                            109,
+	"Next page":                            74,
+	"No definition yet.":                   73,
+	"No inputs.":                           49,
+	"No occurrence matches these filters.": 229,
+	"No outputs yet: the occurrence has not completed.": 210,
+	"No outputs.": 51,
+	"No outputs: the occurrence ended without completing.": 212,
+	"No release yet.": 33,
+	"No revision yet: the Working copy has never been snapshotted.":                       31,
+	"No service has reserved this occurrence yet.":                                        203,
+	"No worker is connected.":                                                             273,
+	"No worker serves this definition.":                                                   276,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 279,
+	"Node":        104,
+	"Not allowed": 8,
+	"Not found":   12,
+	"Notes":       36,
+	"Nothing exists at this address, or it is not visible to you.": 13,
+	"Nov":                       88,
+	"Occurrence":                105,
+	"Occurrence %s":             183,
+	"Occurrences, newest first": 228,
+	"Oct":                       87,
+	"Only a value this page shows as hidden (sensitive) can be revealed.": 238,
+	"Only administrators may reveal a sensitive value.":                   235,
+	"Outcome": 201,
+	"Outputs": 50,
+	"Outputs, labelled by revision %d's contract": 209,
+	"Path":                      102,
+	"Policy":                    191,
+	"Priority":                  194,
+	"Process":                   120,
+	"Process inputs":            114,
+	"Process instance":          184,
+	"Process instance %s":       100,
+	"Protocol":                  267,
+	"Published":                 37,
 	"Relais console":            0,
-	"Release":                   33,
-	"Releases":                  31,
-	"Required":                  19,
-	"Reserved":                  187,
-	"Retry delay":               192,
-	"Reveal — this is recorded": 212,
-	"Revealed by %s at %s; recorded in the audit log.": 235,
-	"Revision":                             34,
-	"Revision %d":                          51,
-	"Revisions":                            29,
-	"Route":                                107,
-	"Routing output":                       27,
-	"Secret values can never be revealed.": 238,
-	"Sep":                                  85,
-	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 127,
-	"Settled": 110,
-	"Sign in": 241,
-	"Sign in with an operator or administrator token.": 242,
-	"Sign out":                 6,
-	"Signed in as %s (%s)":     5,
-	"Snapshotted":              52,
-	"Something went wrong":     15,
-	"Started":                  120,
-	"Status":                   106,
-	"Stop process instance %s": 125,
-	"Stop the instance":        128,
-	"Stop this instance? Its open occurrences are cancelled.":                                126,
-	"Stop this instance…":                                                                    117,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.": 118,
-	"Summary": 100,
-	"Task contracts: their Working copy, immutable revisions and named releases.":                                                 68,
-	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                 16,
-	"The instance was stopped; its open occurrences are cancelled.":                                                               116,
-	"The nodes this instance reached, in order, each with its occurrence.":                                                        102,
-	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                25,
-	"The page cursor is invalid: go back to the first page.":                                                                      219,
-	"The page size must be between 1 and %d.":                                                                                     220,
-	"The process instance must be an instance id (a UUID).":                                                                       216,
-	"The revision must be a whole number, 1 or more.":                                                                             217,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 244,
-	"These revisions have the same contracts.":                                                                                    46,
-	"This contract has no inputs.":                                                                                                207,
-	"This contract has no outputs.":                                                                                               210,
-	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                         14,
-	"This instance has already ended; there is nothing to stop.":                                                                  130,
-	"This instance has not reached a task yet.":                                                                                   111,
-	"This page does not accept that request.":                                                                                     239,
-	"This process takes no inputs.":                                                                                               115,
-	"This token is unknown or has been revoked.":                                                                                  245,
-	"To revision":         40,
-	"Token":               243,
-	"Type":                18,
-	"Unknown consumer.":   218,
-	"Unknown status %q.":  215,
-	"Value":               112,
-	"Worker id":           199,
-	"Working copy":        24,
-	"You are signed out.": 240,
-	"Your role can read definitions only: external tasks and process instances are for operators and administrators.": 8,
-	"[redacted]":                      214,
-	"administrator":                   158,
-	"at least %d characters":          249,
-	"at least %d items":               256,
-	"at most %d":                      197,
-	"at most %d characters":           250,
-	"at most %d items":                257,
-	"available":                       131,
-	"boolean":                         145,
-	"cancelled":                       136,
-	"choice":                          148,
-	"classification changed":          169,
-	"completed":                       134,
-	"constraint changed":              170,
-	"consumer":                        161,
-	"consumer #%s":                    213,
-	"date":                            146,
-	"date and time":                   147,
-	"deferred":                        133,
-	"designer":                        160,
-	"disconnected":                    141,
-	"expired":                         138,
-	"failed":                          135,
-	"field added":                     164,
-	"field removed":                   165,
-	"format":                          175,
-	"format %s":                       252,
-	"in progress":                     203,
-	"instance id":                     222,
-	"integer":                         143,
-	"list":                            150,
-	"maximum":                         177,
-	"maximum %s":                      254,
-	"maximum items":                   179,
-	"maximum length":                  173,
-	"minimum":                         176,
-	"minimum %s":                      253,
-	"minimum items":                   178,
-	"minimum length":                  172,
-	"no":                              163,
-	"none":                            67,
-	"none yet":                        71,
-	"normal":                          151,
-	"not provided":                    258,
-	"null":                            260,
-	"number":                          144,
-	"object":                          149,
-	"one of: %s":                      255,
-	"operator":                        159,
-	"optional field of type %s":       66,
-	"optional → required":             59,
-	"pattern":                         174,
-	"pattern %s":                      251,
-	"pull (the service fetches it)":   156,
-	"push (Relais calls the service)": 157,
-	"rejected":                        139,
-	"released":                        140,
-	"required changed":                167,
-	"required field of type %s":       65,
-	"required → optional":             60,
-	"reserved":                        132,
-	"routing changed":                 171,
-	"routing output":                  247,
-	"routing output %s → %s":          58,
-	"running":                         137,
-	"secret":                          153,
-	"sensitive":                       152,
-	"text":                            142,
-	"type changed":                    166,
-	"unexpected value":                261,
-	"values added: %s":                61,
-	"values changed":                  168,
-	"values removed: %s":              62,
-	"values reordered":                63,
-	"yes":                             162,
-	"••• hidden (secret)":             155,
-	"••• hidden (sensitive)":          154,
+	"Release":                   34,
+	"Releases":                  32,
+	"Replica":                   272,
+	"Required":                  20,
+	"Reserved":                  188,
+	"Retry delay":               193,
+	"Reveal — this is recorded": 213,
+	"Revealed by %s at %s; recorded in the audit log.": 236,
+	"Revision":                             35,
+	"Revision %d":                          52,
+	"Revisions":                            30,
+	"Route":                                108,
+	"Routing output":                       28,
+	"Secret values can never be revealed.": 239,
+	"Sep":                                  86,
+	"Served by %d workers":                 280,
+	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 128,
+	"Settled": 111,
+	"Sign in": 242,
+	"Sign in with an operator or administrator token.": 243,
+	"Sign out":                 7,
+	"Signed in as %s (%s)":     6,
+	"Snapshotted":              53,
+	"Something went wrong":     16,
+	"Started":                  121,
+	"Status":                   107,
+	"Stop process instance %s": 126,
+	"Stop the instance":        129,
+	"Stop this instance? Its open occurrences are cancelled.":                                127,
+	"Stop this instance…":                                                                    118,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.": 119,
+	"Summary": 101,
+	"Task contracts: their Working copy, immutable revisions and named releases.":                                                 69,
+	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                 17,
+	"The instance was stopped; its open occurrences are cancelled.":                                                               117,
+	"The nodes this instance reached, in order, each with its occurrence.":                                                        103,
+	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                26,
+	"The page cursor is invalid: go back to the first page.":                                                                      220,
+	"The page size must be between 1 and %d.":                                                                                     221,
+	"The process instance must be an instance id (a UUID).":                                                                       217,
+	"The revision must be a whole number, 1 or more.":                                                                             218,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 245,
+	"These revisions have the same contracts.":                                                                                    47,
+	"This contract has no inputs.":                                                                                                208,
+	"This contract has no outputs.":                                                                                               211,
+	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                         15,
+	"This instance has already ended; there is nothing to stop.":                                                                  131,
+	"This instance has not reached a task yet.":                                                                                   112,
+	"This page does not accept that request.":                                                                                     240,
+	"This page link is not one the console made.":                                                                                 264,
+	"This process takes no inputs.":                                                                                               116,
+	"This token is unknown or has been revoked.":                                                                                  246,
+	"To revision":        41,
+	"Token":              244,
+	"Type":               19,
+	"Unknown consumer.":  219,
+	"Unknown status %q.": 216,
+	"Value":              113,
+	"Worker":             266,
+	"Worker id":          200,
+	"Workers":            5,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.": 265,
+	"Workers serving %s":  274,
+	"Working copy":        25,
+	"You are signed out.": 241,
+	"Your role can read definitions only: external tasks and process instances are for operators and administrators.": 9,
+	"[redacted]":                      215,
+	"administrator":                   159,
+	"at least %d characters":          250,
+	"at least %d items":               257,
+	"at most %d":                      198,
+	"at most %d characters":           251,
+	"at most %d items":                258,
+	"available":                       132,
+	"boolean":                         146,
+	"cancelled":                       137,
+	"choice":                          149,
+	"classification changed":          170,
+	"completed":                       135,
+	"constraint changed":              171,
+	"consumer":                        162,
+	"consumer #%s":                    214,
+	"date":                            147,
+	"date and time":                   148,
+	"deferred":                        134,
+	"designer":                        161,
+	"disconnected":                    142,
+	"expired":                         139,
+	"failed":                          136,
+	"field added":                     165,
+	"field removed":                   166,
+	"format":                          176,
+	"format %s":                       253,
+	"in progress":                     204,
+	"instance id":                     223,
+	"integer":                         144,
+	"list":                            151,
+	"long polling":                    278,
+	"maximum":                         178,
+	"maximum %s":                      255,
+	"maximum items":                   180,
+	"maximum length":                  174,
+	"minimum":                         177,
+	"minimum %s":                      254,
+	"minimum items":                   179,
+	"minimum length":                  173,
+	"no":                              164,
+	"none":                            68,
+	"none yet":                        72,
+	"normal":                          152,
+	"not provided":                    259,
+	"null":                            261,
+	"number":                          145,
+	"object":                          150,
+	"one of: %s":                      256,
+	"operator":                        160,
+	"optional field of type %s":       67,
+	"optional → required":             60,
+	"pattern":                         175,
+	"pattern %s":                      252,
+	"pull (the service fetches it)":   157,
+	"push (Relais calls the service)": 158,
+	"rejected":                        140,
+	"released":                        141,
+	"required changed":                168,
+	"required field of type %s":       66,
+	"required → optional":             61,
+	"reserved":                        133,
+	"routing changed":                 172,
+	"routing output":                  248,
+	"routing output %s → %s":          59,
+	"running":                         138,
+	"secret":                          154,
+	"sensitive":                       153,
+	"stream":                          277,
+	"text":                            143,
+	"type changed":                    167,
+	"unexpected value":                262,
+	"values added: %s":                62,
+	"values changed":                  169,
+	"values removed: %s":              63,
+	"values reordered":                64,
+	"yes":                             163,
+	"••• hidden (secret)":             156,
+	"••• hidden (sensitive)":          155,
 }
 
-var enIndex = []uint32{ // 263 elements
+var enIndex = []uint32{ // 282 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000f, 0x00000018, 0x00000028,
-	0x00000037, 0x00000043, 0x0000005e, 0x00000067,
-	0x00000073, 0x000000e3, 0x000000fa, 0x0000010e,
-	0x00000118, 0x00000155, 0x00000162, 0x000001c6,
-	0x000001db, 0x0000024a, 0x00000250, 0x00000255,
-	0x0000025e, 0x0000026d, 0x00000279, 0x00000285,
-	0x00000296, 0x000002a3, 0x00000300, 0x00000305,
-	0x00000314, 0x0000031f, 0x00000329, 0x00000367,
+	0x00000037, 0x00000043, 0x0000004b, 0x00000066,
+	0x0000006f, 0x0000007b, 0x000000eb, 0x00000102,
+	0x00000116, 0x00000120, 0x0000015d, 0x0000016a,
+	0x000001ce, 0x000001e3, 0x00000252, 0x00000258,
+	0x0000025d, 0x00000266, 0x00000275, 0x00000281,
+	0x0000028d, 0x0000029e, 0x000002ab, 0x00000308,
+	0x0000030d, 0x0000031c, 0x00000327, 0x00000331,
 	// Entry 20 - 3F
-	0x00000370, 0x00000380, 0x00000388, 0x00000391,
-	0x00000397, 0x000003a1, 0x000003b3, 0x000003fb,
-	0x00000409, 0x00000415, 0x0000041d, 0x00000424,
-	0x0000042b, 0x0000043c, 0x0000044b, 0x00000474,
-	0x0000047b, 0x00000486, 0x0000048e, 0x0000049a,
-	0x000004a9, 0x000004b5, 0x000004bc, 0x000004e6,
-	0x0000050d, 0x00000531, 0x00000558, 0x00000577,
-	0x0000058d, 0x000005a3, 0x000005b7, 0x000005cd,
+	0x0000036f, 0x00000378, 0x00000388, 0x00000390,
+	0x00000399, 0x0000039f, 0x000003a9, 0x000003bb,
+	0x00000403, 0x00000411, 0x0000041d, 0x00000425,
+	0x0000042c, 0x00000433, 0x00000444, 0x00000453,
+	0x0000047c, 0x00000483, 0x0000048e, 0x00000496,
+	0x000004a2, 0x000004b1, 0x000004bd, 0x000004c4,
+	0x000004ee, 0x00000515, 0x00000539, 0x00000560,
+	0x0000057f, 0x00000595, 0x000005ab, 0x000005bf,
 	// Entry 40 - 5F
-	0x000005de, 0x000005f5, 0x00000612, 0x0000062f,
-	0x00000634, 0x00000680, 0x00000684, 0x00000694,
-	0x0000069d, 0x000006b0, 0x000006ba, 0x000006c5,
-	0x000006eb, 0x00000709, 0x0000070d, 0x00000711,
-	0x00000715, 0x00000719, 0x0000071d, 0x00000721,
-	0x00000725, 0x00000729, 0x0000072d, 0x00000731,
-	0x00000735, 0x00000739, 0x00000743, 0x00000761,
-	0x00000781, 0x000007a5, 0x000007c9, 0x000007d2,
+	0x000005d5, 0x000005e6, 0x000005fd, 0x0000061a,
+	0x00000637, 0x0000063c, 0x00000688, 0x0000068c,
+	0x0000069c, 0x000006a5, 0x000006b8, 0x000006c2,
+	0x000006cd, 0x000006f3, 0x00000711, 0x00000715,
+	0x00000719, 0x0000071d, 0x00000721, 0x00000725,
+	0x00000729, 0x0000072d, 0x00000731, 0x00000735,
+	0x00000739, 0x0000073d, 0x00000741, 0x0000074b,
+	0x00000769, 0x00000789, 0x000007ad, 0x000007d1,
 	// Entry 60 - 7F
-	0x000007da, 0x000007e2, 0x000007ec, 0x000007f4,
-	0x0000080b, 0x00000813, 0x00000818, 0x0000085d,
-	0x00000862, 0x0000086d, 0x00000878, 0x0000087f,
-	0x00000885, 0x0000088f, 0x00000897, 0x0000089f,
-	0x000008c9, 0x000008cf, 0x000008de, 0x00000931,
-	0x0000094f, 0x0000098d, 0x000009a3, 0x000009fa,
-	0x00000a02, 0x00000a0a, 0x00000a10, 0x00000a19,
-	0x00000a26, 0x00000a31, 0x00000a4d, 0x00000a85,
+	0x000007da, 0x000007e2, 0x000007ea, 0x000007f4,
+	0x000007fc, 0x00000813, 0x0000081b, 0x00000820,
+	0x00000865, 0x0000086a, 0x00000875, 0x00000880,
+	0x00000887, 0x0000088d, 0x00000897, 0x0000089f,
+	0x000008a7, 0x000008d1, 0x000008d7, 0x000008e6,
+	0x00000939, 0x00000957, 0x00000995, 0x000009ab,
+	0x00000a02, 0x00000a0a, 0x00000a12, 0x00000a18,
+	0x00000a21, 0x00000a2e, 0x00000a39, 0x00000a55,
 	// Entry 80 - 9F
-	0x00000b33, 0x00000b45, 0x00000b55, 0x00000b90,
-	0x00000b9a, 0x00000ba3, 0x00000bac, 0x00000bb6,
-	0x00000bbd, 0x00000bc7, 0x00000bcf, 0x00000bd7,
-	0x00000be0, 0x00000be9, 0x00000bf6, 0x00000bfb,
-	0x00000c03, 0x00000c0a, 0x00000c12, 0x00000c17,
-	0x00000c25, 0x00000c2c, 0x00000c33, 0x00000c38,
-	0x00000c3f, 0x00000c49, 0x00000c50, 0x00000c6d,
-	0x00000c87, 0x00000ca5, 0x00000cc5, 0x00000cd3,
+	0x00000a8d, 0x00000b3b, 0x00000b4d, 0x00000b5d,
+	0x00000b98, 0x00000ba2, 0x00000bab, 0x00000bb4,
+	0x00000bbe, 0x00000bc5, 0x00000bcf, 0x00000bd7,
+	0x00000bdf, 0x00000be8, 0x00000bf1, 0x00000bfe,
+	0x00000c03, 0x00000c0b, 0x00000c12, 0x00000c1a,
+	0x00000c1f, 0x00000c2d, 0x00000c34, 0x00000c3b,
+	0x00000c40, 0x00000c47, 0x00000c51, 0x00000c58,
+	0x00000c75, 0x00000c8f, 0x00000cad, 0x00000ccd,
 	// Entry A0 - BF
-	0x00000cdc, 0x00000ce5, 0x00000cee, 0x00000cf2,
-	0x00000cf5, 0x00000d01, 0x00000d0f, 0x00000d1c,
-	0x00000d2d, 0x00000d3c, 0x00000d53, 0x00000d66,
-	0x00000d76, 0x00000d85, 0x00000d94, 0x00000d9c,
-	0x00000da3, 0x00000dab, 0x00000db3, 0x00000dc1,
-	0x00000dcf, 0x00000de5, 0x00000dfa, 0x00000e0b,
-	0x00000e1c, 0x00000e21, 0x00000e27, 0x00000e31,
-	0x00000e3a, 0x00000e47, 0x00000e50, 0x00000e57,
+	0x00000cdb, 0x00000ce4, 0x00000ced, 0x00000cf6,
+	0x00000cfa, 0x00000cfd, 0x00000d09, 0x00000d17,
+	0x00000d24, 0x00000d35, 0x00000d44, 0x00000d5b,
+	0x00000d6e, 0x00000d7e, 0x00000d8d, 0x00000d9c,
+	0x00000da4, 0x00000dab, 0x00000db3, 0x00000dbb,
+	0x00000dc9, 0x00000dd7, 0x00000ded, 0x00000e02,
+	0x00000e13, 0x00000e24, 0x00000e29, 0x00000e2f,
+	0x00000e39, 0x00000e42, 0x00000e4f, 0x00000e58,
 	// Entry C0 - DF
-	0x00000e68, 0x00000e74, 0x00000e7d, 0x00000e99,
-	0x00000ea2, 0x00000ec8, 0x00000ed6, 0x00000edf,
-	0x00000ee9, 0x00000ef1, 0x00000eff, 0x00000f2c,
-	0x00000f38, 0x00000f44, 0x00000f51, 0x00000f7f,
-	0x00000f9c, 0x00000fcb, 0x00000ffd, 0x0000101b,
-	0x00001050, 0x0000106c, 0x0000107c, 0x00001087,
-	0x0000109d, 0x000010d3, 0x00001103, 0x00001115,
-	0x0000114c, 0x00001177, 0x0000117f, 0x0000118b,
+	0x00000e5f, 0x00000e70, 0x00000e7c, 0x00000e85,
+	0x00000ea1, 0x00000eaa, 0x00000ed0, 0x00000ede,
+	0x00000ee7, 0x00000ef1, 0x00000ef9, 0x00000f07,
+	0x00000f34, 0x00000f40, 0x00000f4c, 0x00000f59,
+	0x00000f87, 0x00000fa4, 0x00000fd3, 0x00001005,
+	0x00001023, 0x00001058, 0x00001074, 0x00001084,
+	0x0000108f, 0x000010a5, 0x000010db, 0x0000110b,
+	0x0000111d, 0x00001154, 0x0000117f, 0x00001187,
 	// Entry E0 - FF
-	0x00001199, 0x000011a7, 0x000011b8, 0x000011e0,
-	0x000011fa, 0x0000121f, 0x0000122f, 0x0000123c,
-	0x0000124a, 0x0000126c, 0x00001298, 0x000012ca,
-	0x00001301, 0x0000130f, 0x00001353, 0x00001378,
-	0x000013a0, 0x000013b4, 0x000013bc, 0x000013ed,
-	0x000013f3, 0x0000146f, 0x0000149a, 0x000014fc,
-	0x0000150b, 0x00001517, 0x00001553, 0x0000158d,
-	0x0000159b, 0x000015a8, 0x000015b6, 0x000015c4,
+	0x00001193, 0x000011a1, 0x000011af, 0x000011c0,
+	0x000011e8, 0x00001202, 0x00001227, 0x00001237,
+	0x00001244, 0x00001252, 0x00001274, 0x000012a0,
+	0x000012d2, 0x00001309, 0x00001317, 0x0000135b,
+	0x00001380, 0x000013a8, 0x000013bc, 0x000013c4,
+	0x000013f5, 0x000013fb, 0x00001477, 0x000014a2,
+	0x00001504, 0x00001513, 0x0000151f, 0x0000155b,
+	0x00001595, 0x000015a3, 0x000015b0, 0x000015be,
 	// Entry 100 - 11F
-	0x000015d2, 0x00001604, 0x00001634, 0x00001641,
-	0x00001661, 0x00001666, 0x00001677,
-} // Size: 1076 bytes
+	0x000015cc, 0x000015da, 0x0000160c, 0x0000163c,
+	0x00001649, 0x00001669, 0x0000166e, 0x0000167f,
+	0x0000168c, 0x000016b8, 0x0000173e, 0x00001745,
+	0x0000174e, 0x00001761, 0x0000176b, 0x00001775,
+	0x0000177f, 0x00001787, 0x0000179f, 0x000017b5,
+	0x000017c1, 0x000017e3, 0x000017ea, 0x000017f7,
+	0x0000184b, 0x00001883,
+} // Size: 1152 bytes
 
-const enData string = "" + // Size: 5751 bytes
+const enData string = "" + // Size: 6275 bytes
 	"\x02Relais console\x02Language\x02Main navigation\x02External tasks\x02D" +
-	"efinitions\x02Signed in as %[1]s (%[2]s)\x02Sign out\x02Not allowed\x02Y" +
-	"our role can read definitions only: external tasks and process instances" +
-	" are for operators and administrators.\x02Back to external tasks\x02Back" +
-	" to definitions\x02Not found\x02Nothing exists at this address, or it is" +
-	" not visible to you.\x02Form refused\x02This form was not sent from this" +
-	" console session, or it has expired. Reload the page and try again.\x02S" +
-	"omething went wrong\x02The console could not show this page. Try again; " +
-	"if it persists, give your administrator the request id %[1]s.\x02Field" +
-	"\x02Type\x02Required\x02Classification\x02Constraints\x02Description\x02" +
-	"Definition %[1]s\x02Working copy\x02The only mutable part of a definitio" +
-	"n. Processes never use it directly: they pin a revision.\x02Name\x02Rout" +
-	"ing output\x02Last saved\x02Revisions\x02No revision yet: the Working co" +
-	"py has never been snapshotted.\x02Releases\x02No release yet.\x02Release" +
-	"\x02Revision\x02Notes\x02Published\x02Compare revisions\x02Lists every c" +
-	"hange from one revision to another, and whom it may break.\x02From revis" +
-	"ion\x02To revision\x02Compare\x02Change\x02Detail\x02Breaks processes" +
-	"\x02Breaks workers\x02These revisions have the same contracts.\x02Inputs" +
-	"\x02No inputs.\x02Outputs\x02No outputs.\x02Revision %[1]d\x02Snapshotte" +
-	"d\x02Digest\x02Choose two existing revisions to compare.\x02From revisio" +
-	"n %[1]d to revision %[2]d:\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d change" +
-	"\x00\x0e\x02%[1]d changes\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking" +
-	"\x00\x0f\x02%[1]d breaking\x02routing output %[1]s → %[2]s\x02optional →" +
-	" required\x02required → optional\x02values added: %[1]s\x02values remove" +
-	"d: %[1]s\x02values reordered\x02%[1]s: %[2]s → %[3]s\x02required field o" +
-	"f type %[1]s\x02optional field of type %[1]s\x02none\x02Task contracts: " +
-	"their Working copy, immutable revisions and named releases.\x02Key\x02La" +
-	"test revision\x02none yet\x02No definition yet.\x02Next page\x02First pa" +
-	"ge\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d release" +
-	"s\x02%[1]s %[2]s, %[3]s, %[4]s UTC\x02Jan\x02Feb\x02Mar\x02Apr\x02May" +
-	"\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01" +
-	"\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01" +
-	"\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00" +
-	"\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00" +
-	"\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02%[1]d d" +
-	"\x02%[1]d h\x02%[1]d min\x02%[1]d s\x02Process instance %[1]s\x02Summary" +
-	"\x02Path\x02The nodes this instance reached, in order, each with its occ" +
-	"urrence.\x02Node\x02Occurrence\x02Definition\x02Status\x02Route\x02Next " +
-	"node\x02Created\x02Settled\x02This instance has not reached a task yet." +
-	"\x02Value\x02Process inputs\x02Inputs the instance was started with, lab" +
-	"elled by process version %[1]d's contract\x02This process takes no input" +
-	"s.\x02The instance was stopped; its open occurrences are cancelled.\x02S" +
-	"top this instance…\x02Stopping cancels the instance and its open occurre" +
-	"nces. It does not complete anything.\x02Process\x02Started\x02Ended\x02E" +
-	"nd node\x02Business key\x02Error code\x02Stop process instance %[1]s\x02" +
-	"Stop this instance? Its open occurrences are cancelled.\x02Services that" +
-	" hold one of them learn it when they next report, and their results are " +
-	"refused. Nothing is completed on their behalf, and a stopped instance ca" +
-	"nnot be resumed.\x02Stop the instance\x02Keep it running\x02This instanc" +
-	"e has already ended; there is nothing to stop.\x02available\x02reserved" +
-	"\x02deferred\x02completed\x02failed\x02cancelled\x02running\x02expired" +
-	"\x02rejected\x02released\x02disconnected\x02text\x02integer\x02number" +
-	"\x02boolean\x02date\x02date and time\x02choice\x02object\x02list\x02norm" +
-	"al\x02sensitive\x02secret\x02••• hidden (sensitive)\x02••• hidden (secre" +
-	"t)\x02pull (the service fetches it)\x02push (Relais calls the service)" +
-	"\x02administrator\x02operator\x02designer\x02consumer\x02yes\x02no\x02fi" +
-	"eld added\x02field removed\x02type changed\x02required changed\x02values" +
-	" changed\x02classification changed\x02constraint changed\x02routing chan" +
-	"ged\x02minimum length\x02maximum length\x02pattern\x02format\x02minimum" +
-	"\x02maximum\x02minimum items\x02maximum items\x02%[1]s, revision %[2]s" +
-	"\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Process instance\x02Mode" +
-	"\x02Dates\x02Available\x02Reserved\x02Lock expires\x02Deadline\x02Policy" +
-	"\x02Maximum attempts\x02Retry delay\x02Priority\x02%[1]d (0 lowest, 9 hi" +
-	"ghest)\x02Attempts\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f" +
-	"\x02%[1]d attempts\x02at most %[1]d\x02Consumer\x02Worker id\x02Outcome" +
-	"\x02Error message\x02No service has reserved this occurrence yet.\x02in " +
-	"progress\x02Destination\x02Call timeout\x02Inputs, labelled by revision " +
-	"%[1]d's contract\x02This contract has no inputs.\x02Outputs, labelled by" +
-	" revision %[1]d's contract\x02No outputs yet: the occurrence has not com" +
-	"pleted.\x02This contract has no outputs.\x02No outputs: the occurrence e" +
-	"nded without completing.\x02Reveal — this is recorded\x02consumer #%[1]s" +
-	"\x02[redacted]\x02Unknown status %[1]q.\x02The process instance must be " +
-	"an instance id (a UUID).\x02The revision must be a whole number, 1 or mo" +
-	"re.\x02Unknown consumer.\x02The page cursor is invalid: go back to the f" +
-	"irst page.\x02The page size must be between 1 and %[1]d.\x02Filters\x02i" +
-	"nstance id\x02Apply filters\x02Clear filters\x02Counts by status\x02Coun" +
-	"ts are refreshed every few seconds.\x02Occurrences, newest first\x02No o" +
-	"ccurrence matches these filters.\x02All definitions\x02All statuses\x02A" +
-	"ll consumers\x02Counts are unavailable right now.\x14\x01\x81\x01\x00" +
-	"\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02Only admini" +
-	"strators may reveal a sensitive value.\x02Revealed by %[1]s at %[2]s; re" +
-	"corded in the audit log.\x02Cannot reveal\x02Only a value this page show" +
-	"s as hidden (sensitive) can be revealed.\x02Secret values can never be r" +
-	"evealed.\x02This page does not accept that request.\x02You are signed ou" +
-	"t.\x02Sign in\x02Sign in with an operator or administrator token.\x02Tok" +
-	"en\x02The token is checked once and never stored in your browser; a sess" +
-	"ion cookie stands for it for up to 8 hours of inactivity.\x02This token " +
-	"is unknown or has been revoked.\x02A %[1]s token cannot open the console" +
-	": sign in with an operator, designer or administrator token.\x02routing " +
-	"output\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d char" +
-	"acter\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18" +
-	"\x02at most %[1]d character\x00\x19\x02at most %[1]d characters\x02patte" +
-	"rn %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[" +
-	"1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at lea" +
-	"st %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14" +
-	"\x02at most %[1]d items\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%" +
-	"[1]d item\x00\x0c\x02%[1]d items\x02null\x02unexpected value"
+	"efinitions\x02Workers\x02Signed in as %[1]s (%[2]s)\x02Sign out\x02Not a" +
+	"llowed\x02Your role can read definitions only: external tasks and proces" +
+	"s instances are for operators and administrators.\x02Back to external ta" +
+	"sks\x02Back to definitions\x02Not found\x02Nothing exists at this addres" +
+	"s, or it is not visible to you.\x02Form refused\x02This form was not sen" +
+	"t from this console session, or it has expired. Reload the page and try " +
+	"again.\x02Something went wrong\x02The console could not show this page. " +
+	"Try again; if it persists, give your administrator the request id %[1]s." +
+	"\x02Field\x02Type\x02Required\x02Classification\x02Constraints\x02Descri" +
+	"ption\x02Definition %[1]s\x02Working copy\x02The only mutable part of a " +
+	"definition. Processes never use it directly: they pin a revision.\x02Nam" +
+	"e\x02Routing output\x02Last saved\x02Revisions\x02No revision yet: the W" +
+	"orking copy has never been snapshotted.\x02Releases\x02No release yet." +
+	"\x02Release\x02Revision\x02Notes\x02Published\x02Compare revisions\x02Li" +
+	"sts every change from one revision to another, and whom it may break." +
+	"\x02From revision\x02To revision\x02Compare\x02Change\x02Detail\x02Break" +
+	"s processes\x02Breaks workers\x02These revisions have the same contracts" +
+	".\x02Inputs\x02No inputs.\x02Outputs\x02No outputs.\x02Revision %[1]d" +
+	"\x02Snapshotted\x02Digest\x02Choose two existing revisions to compare." +
+	"\x02From revision %[1]d to revision %[2]d:\x14\x01\x81\x01\x00\x02\x0d" +
+	"\x02%[1]d change\x00\x0e\x02%[1]d changes\x14\x01\x81\x01\x00\x02\x0f" +
+	"\x02%[1]d breaking\x00\x0f\x02%[1]d breaking\x02routing output %[1]s → %" +
+	"[2]s\x02optional → required\x02required → optional\x02values added: %[1]" +
+	"s\x02values removed: %[1]s\x02values reordered\x02%[1]s: %[2]s → %[3]s" +
+	"\x02required field of type %[1]s\x02optional field of type %[1]s\x02none" +
+	"\x02Task contracts: their Working copy, immutable revisions and named re" +
+	"leases.\x02Key\x02Latest revision\x02none yet\x02No definition yet.\x02N" +
+	"ext page\x02First page\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d release\x00" +
+	"\x0f\x02%[1]d releases\x02%[1]s %[2]s, %[3]s, %[4]s UTC\x02Jan\x02Feb" +
+	"\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec" +
+	"\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d " +
+	"days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours" +
+	"\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes" +
+	"\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d seconds" +
+	"\x02%[1]d ms\x02%[1]d d\x02%[1]d h\x02%[1]d min\x02%[1]d s\x02Process in" +
+	"stance %[1]s\x02Summary\x02Path\x02The nodes this instance reached, in o" +
+	"rder, each with its occurrence.\x02Node\x02Occurrence\x02Definition\x02S" +
+	"tatus\x02Route\x02Next node\x02Created\x02Settled\x02This instance has n" +
+	"ot reached a task yet.\x02Value\x02Process inputs\x02Inputs the instance" +
+	" was started with, labelled by process version %[1]d's contract\x02This " +
+	"process takes no inputs.\x02The instance was stopped; its open occurrenc" +
+	"es are cancelled.\x02Stop this instance…\x02Stopping cancels the instanc" +
+	"e and its open occurrences. It does not complete anything.\x02Process" +
+	"\x02Started\x02Ended\x02End node\x02Business key\x02Error code\x02Stop p" +
+	"rocess instance %[1]s\x02Stop this instance? Its open occurrences are ca" +
+	"ncelled.\x02Services that hold one of them learn it when they next repor" +
+	"t, and their results are refused. Nothing is completed on their behalf, " +
+	"and a stopped instance cannot be resumed.\x02Stop the instance\x02Keep i" +
+	"t running\x02This instance has already ended; there is nothing to stop." +
+	"\x02available\x02reserved\x02deferred\x02completed\x02failed\x02cancelle" +
+	"d\x02running\x02expired\x02rejected\x02released\x02disconnected\x02text" +
+	"\x02integer\x02number\x02boolean\x02date\x02date and time\x02choice\x02o" +
+	"bject\x02list\x02normal\x02sensitive\x02secret\x02••• hidden (sensitive)" +
+	"\x02••• hidden (secret)\x02pull (the service fetches it)\x02push (Relais" +
+	" calls the service)\x02administrator\x02operator\x02designer\x02consumer" +
+	"\x02yes\x02no\x02field added\x02field removed\x02type changed\x02require" +
+	"d changed\x02values changed\x02classification changed\x02constraint chan" +
+	"ged\x02routing changed\x02minimum length\x02maximum length\x02pattern" +
+	"\x02format\x02minimum\x02maximum\x02minimum items\x02maximum items\x02%[" +
+	"1]s, revision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Proce" +
+	"ss instance\x02Mode\x02Dates\x02Available\x02Reserved\x02Lock expires" +
+	"\x02Deadline\x02Policy\x02Maximum attempts\x02Retry delay\x02Priority" +
+	"\x02%[1]d (0 lowest, 9 highest)\x02Attempts\x14\x01\x81\x01\x00\x02\x0e" +
+	"\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02at most %[1]d\x02Consumer" +
+	"\x02Worker id\x02Outcome\x02Error message\x02No service has reserved thi" +
+	"s occurrence yet.\x02in progress\x02Destination\x02Call timeout\x02Input" +
+	"s, labelled by revision %[1]d's contract\x02This contract has no inputs." +
+	"\x02Outputs, labelled by revision %[1]d's contract\x02No outputs yet: th" +
+	"e occurrence has not completed.\x02This contract has no outputs.\x02No o" +
+	"utputs: the occurrence ended without completing.\x02Reveal — this is rec" +
+	"orded\x02consumer #%[1]s\x02[redacted]\x02Unknown status %[1]q.\x02The p" +
+	"rocess instance must be an instance id (a UUID).\x02The revision must be" +
+	" a whole number, 1 or more.\x02Unknown consumer.\x02The page cursor is i" +
+	"nvalid: go back to the first page.\x02The page size must be between 1 an" +
+	"d %[1]d.\x02Filters\x02instance id\x02Apply filters\x02Clear filters\x02" +
+	"Counts by status\x02Counts are refreshed every few seconds.\x02Occurrenc" +
+	"es, newest first\x02No occurrence matches these filters.\x02All definiti" +
+	"ons\x02All statuses\x02All consumers\x02Counts are unavailable right now" +
+	".\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occur" +
+	"rences\x02Only administrators may reveal a sensitive value.\x02Revealed " +
+	"by %[1]s at %[2]s; recorded in the audit log.\x02Cannot reveal\x02Only a" +
+	" value this page shows as hidden (sensitive) can be revealed.\x02Secret " +
+	"values can never be revealed.\x02This page does not accept that request." +
+	"\x02You are signed out.\x02Sign in\x02Sign in with an operator or admini" +
+	"strator token.\x02Token\x02The token is checked once and never stored in" +
+	" your browser; a session cookie stands for it for up to 8 hours of inact" +
+	"ivity.\x02This token is unknown or has been revoked.\x02A %[1]s token ca" +
+	"nnot open the console: sign in with an operator, designer or administrat" +
+	"or token.\x02routing output\x02(each item)\x14\x01\x81\x01\x00\x02\x19" +
+	"\x02at least %[1]d character\x00\x1a\x02at least %[1]d characters\x14" +
+	"\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02at most %" +
+	"[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1]s\x02max" +
+	"imum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]" +
+	"d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at" +
+	" most %[1]d item\x00\x14\x02at most %[1]d items\x02not provided\x14\x01" +
+	"\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02null\x02une" +
+	"xpected value\x02Invalid page\x02This page link is not one the console m" +
+	"ade.\x02Workers connected by a stream, and polling workers by their last" +
+	" fetch. A worker is listed while it was seen within three heartbeats." +
+	"\x02Worker\x02Protocol\x02Definitions served\x02In flight\x02Connected" +
+	"\x02Last seen\x02Replica\x02No worker is connected.\x02Workers serving %" +
+	"[1]s\x02All workers\x02No worker serves this definition.\x02stream\x02lo" +
+	"ng polling\x02No worker serves this definition: its occurrences wait unt" +
+	"il one connects or polls.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d" +
+	" worker\x00\x18\x02Served by %[1]d workers"
 
-var frIndex = []uint32{ // 263 elements
+var frIndex = []uint32{ // 282 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000f, 0x00000016, 0x0000002c,
-	0x0000003d, 0x0000004a, 0x0000006e, 0x0000007e,
-	0x0000008c, 0x00000130, 0x0000014c, 0x00000164,
-	0x00000170, 0x000001b1, 0x000001c4, 0x00000240,
-	0x00000258, 0x000002ee, 0x000002f4, 0x000002f9,
-	0x00000305, 0x00000314, 0x00000320, 0x0000032c,
-	0x0000033e, 0x0000034f, 0x000003d1, 0x000003d5,
-	0x000003e7, 0x000003fe, 0x00000409, 0x0000045c,
+	0x0000003d, 0x0000004a, 0x00000056, 0x0000007a,
+	0x0000008a, 0x00000098, 0x0000013c, 0x00000158,
+	0x00000170, 0x0000017c, 0x000001bd, 0x000001d0,
+	0x0000024c, 0x00000264, 0x000002fa, 0x00000300,
+	0x00000305, 0x00000311, 0x00000320, 0x0000032c,
+	0x00000338, 0x0000034a, 0x0000035b, 0x000003dd,
+	0x000003e1, 0x000003f3, 0x0000040a, 0x00000415,
 	// Entry 20 - 3F
-	0x00000469, 0x0000048e, 0x0000049a, 0x000004a4,
-	0x000004aa, 0x000004b6, 0x000004ce, 0x0000051d,
-	0x0000052d, 0x0000053d, 0x00000546, 0x00000551,
-	0x00000559, 0x0000056d, 0x00000580, 0x000005a8,
-	0x000005b1, 0x000005c1, 0x000005c9, 0x000005d8,
-	0x000005e8, 0x000005f2, 0x000005fc, 0x0000062f,
-	0x0000065d, 0x00000689, 0x000006b9, 0x000006db,
-	0x000006f6, 0x00000711, 0x0000072b, 0x00000745,
+	0x00000468, 0x00000475, 0x0000049a, 0x000004a6,
+	0x000004b0, 0x000004b6, 0x000004c2, 0x000004da,
+	0x00000529, 0x00000539, 0x00000549, 0x00000552,
+	0x0000055d, 0x00000565, 0x00000579, 0x0000058c,
+	0x000005b4, 0x000005bd, 0x000005cd, 0x000005d5,
+	0x000005e4, 0x000005f4, 0x000005fe, 0x00000608,
+	0x0000063b, 0x00000669, 0x00000695, 0x000006c5,
+	0x000006e7, 0x00000702, 0x0000071d, 0x00000737,
 	// Entry 40 - 5F
-	0x0000075b, 0x00000773, 0x00000793, 0x000007b2,
-	0x000007b9, 0x00000821, 0x00000826, 0x0000083a,
-	0x00000852, 0x00000877, 0x00000885, 0x00000894,
-	0x000008c2, 0x000008df, 0x000008e5, 0x000008ec,
-	0x000008f1, 0x000008f6, 0x000008fa, 0x000008ff,
-	0x00000905, 0x0000090b, 0x00000911, 0x00000916,
-	0x0000091b, 0x00000921, 0x0000092b, 0x0000094b,
-	0x0000096d, 0x00000991, 0x000009b7, 0x000009c0,
+	0x00000751, 0x00000767, 0x0000077f, 0x0000079f,
+	0x000007be, 0x000007c5, 0x0000082d, 0x00000832,
+	0x00000846, 0x0000085e, 0x00000883, 0x00000891,
+	0x000008a0, 0x000008ce, 0x000008eb, 0x000008f1,
+	0x000008f8, 0x000008fd, 0x00000902, 0x00000906,
+	0x0000090b, 0x00000911, 0x00000917, 0x0000091d,
+	0x00000922, 0x00000927, 0x0000092d, 0x00000937,
+	0x00000957, 0x00000979, 0x0000099d, 0x000009c3,
 	// Entry 60 - 7F
-	0x000009c8, 0x000009d0, 0x000009da, 0x000009e2,
-	0x000009fe, 0x00000a07, 0x00000a10, 0x00000a64,
-	0x00000a6a, 0x00000a75, 0x00000a81, 0x00000a88,
-	0x00000a8e, 0x00000a9c, 0x00000aa7, 0x00000ab3,
-	0x00000ae6, 0x00000aed, 0x00000b03, 0x00000b76,
-	0x00000b9c, 0x00000be6, 0x00000c01, 0x00000c51,
-	0x00000c5b, 0x00000c69, 0x00000c76, 0x00000c83,
-	0x00000c90, 0x00000ca0, 0x00000cc9, 0x00000d0c,
+	0x000009cc, 0x000009d4, 0x000009dc, 0x000009e6,
+	0x000009ee, 0x00000a0a, 0x00000a13, 0x00000a1c,
+	0x00000a70, 0x00000a76, 0x00000a81, 0x00000a8d,
+	0x00000a94, 0x00000a9a, 0x00000aa8, 0x00000ab3,
+	0x00000abf, 0x00000af2, 0x00000af9, 0x00000b0f,
+	0x00000b82, 0x00000ba8, 0x00000bf2, 0x00000c0d,
+	0x00000c5d, 0x00000c67, 0x00000c75, 0x00000c82,
+	0x00000c8f, 0x00000c9c, 0x00000cac, 0x00000cd5,
 	// Entry 80 - 9F
-	0x00000dd1, 0x00000de7, 0x00000dfc, 0x00000e3f,
-	0x00000e4a, 0x00000e55, 0x00000e60, 0x00000e6a,
-	0x00000e74, 0x00000e7d, 0x00000e86, 0x00000e8f,
-	0x00000e98, 0x00000e9f, 0x00000ead, 0x00000eb3,
-	0x00000eba, 0x00000ec1, 0x00000eca, 0x00000ecf,
-	0x00000edd, 0x00000ee3, 0x00000ee9, 0x00000eef,
-	0x00000ef7, 0x00000f00, 0x00000f09, 0x00000f26,
-	0x00000f41, 0x00000f61, 0x00000f82, 0x00000f91,
+	0x00000d18, 0x00000ddd, 0x00000df3, 0x00000e08,
+	0x00000e4b, 0x00000e56, 0x00000e61, 0x00000e6c,
+	0x00000e76, 0x00000e80, 0x00000e89, 0x00000e92,
+	0x00000e9b, 0x00000ea4, 0x00000eab, 0x00000eb9,
+	0x00000ebf, 0x00000ec6, 0x00000ecd, 0x00000ed6,
+	0x00000edb, 0x00000ee9, 0x00000eef, 0x00000ef5,
+	0x00000efb, 0x00000f03, 0x00000f0c, 0x00000f15,
+	0x00000f32, 0x00000f4d, 0x00000f6d, 0x00000f8e,
 	// Entry A0 - BF
-	0x00000f9c, 0x00000fa7, 0x00000fb4, 0x00000fb8,
-	0x00000fbc, 0x00000fca, 0x00000fd8, 0x00000fe6,
-	0x00001006, 0x00001019, 0x00001032, 0x00001047,
-	0x00001058, 0x0000106a, 0x0000107c, 0x00001082,
-	0x00001089, 0x00001091, 0x00001099, 0x000010b7,
-	0x000010d5, 0x000010ec, 0x00001101, 0x00001112,
-	0x00001128, 0x0000112d, 0x00001133, 0x00001141,
-	0x0000114f, 0x00001162, 0x0000116d, 0x00001186,
+	0x00000f9d, 0x00000fa8, 0x00000fb3, 0x00000fc0,
+	0x00000fc4, 0x00000fc8, 0x00000fd6, 0x00000fe4,
+	0x00000ff2, 0x00001012, 0x00001025, 0x0000103e,
+	0x00001053, 0x00001064, 0x00001076, 0x00001088,
+	0x0000108e, 0x00001095, 0x0000109d, 0x000010a5,
+	0x000010c3, 0x000010e1, 0x000010f8, 0x0000110d,
+	0x0000111e, 0x00001134, 0x00001139, 0x0000113f,
+	0x0000114d, 0x0000115b, 0x0000116e, 0x00001179,
 	// Entry C0 - DF
-	0x000011a3, 0x000011bd, 0x000011c7, 0x000011f0,
-	0x000011fb, 0x00001225, 0x00001233, 0x00001240,
-	0x0000125e, 0x00001268, 0x0000127b, 0x000012b2,
-	0x000012bb, 0x000012c7, 0x000012d8, 0x00001317,
-	0x00001338, 0x00001376, 0x000013b4, 0x000013d4,
-	0x00001413, 0x0000143f, 0x00001456, 0x00001460,
-	0x00001478, 0x000014c4, 0x000014f9, 0x0000150f,
-	0x0000154f, 0x00001587, 0x0000158f, 0x000015a8,
+	0x00001192, 0x000011af, 0x000011c9, 0x000011d3,
+	0x000011fc, 0x00001207, 0x00001231, 0x0000123f,
+	0x0000124c, 0x0000126a, 0x00001274, 0x00001287,
+	0x000012be, 0x000012c7, 0x000012d3, 0x000012e4,
+	0x00001323, 0x00001344, 0x00001382, 0x000013c0,
+	0x000013e0, 0x0000141f, 0x0000144b, 0x00001462,
+	0x0000146c, 0x00001484, 0x000014d0, 0x00001505,
+	0x0000151b, 0x0000155b, 0x00001593, 0x0000159b,
 	// Entry E0 - FF
-	0x000015be, 0x000015d2, 0x000015e5, 0x00001620,
-	0x0000164a, 0x0000167a, 0x00001692, 0x000016a3,
-	0x000016ba, 0x000016e9, 0x00001715, 0x00001756,
-	0x0000179a, 0x000017b2, 0x00001805, 0x00001840,
-	0x0000186b, 0x00001884, 0x00001891, 0x000018d4,
-	0x000018da, 0x00001974, 0x0000199f, 0x00001a29,
-	0x00001a3b, 0x00001a4e, 0x00001a8c, 0x00001ac8,
-	0x00001ad4, 0x00001ae1, 0x00001aef, 0x00001afd,
+	0x000015b4, 0x000015ca, 0x000015de, 0x000015f1,
+	0x0000162c, 0x00001656, 0x00001686, 0x0000169e,
+	0x000016af, 0x000016c6, 0x000016f5, 0x00001721,
+	0x00001762, 0x000017a6, 0x000017be, 0x00001811,
+	0x0000184c, 0x00001877, 0x00001890, 0x0000189d,
+	0x000018e0, 0x000018e6, 0x00001980, 0x000019ab,
+	0x00001a35, 0x00001a47, 0x00001a5a, 0x00001a98,
+	0x00001ad4, 0x00001ae0, 0x00001aed, 0x00001afb,
 	// Entry 100 - 11F
-	0x00001b0b, 0x00001b47, 0x00001b81, 0x00001b8c,
-	0x00001bb6, 0x00001bba, 0x00001bcc,
-} // Size: 1076 bytes
+	0x00001b09, 0x00001b17, 0x00001b53, 0x00001b8d,
+	0x00001b98, 0x00001bc2, 0x00001bc6, 0x00001bd8,
+	0x00001be6, 0x00001c12, 0x00001cd4, 0x00001cdf,
+	0x00001ce9, 0x00001cfe, 0x00001d07, 0x00001d11,
+	0x00001d1f, 0x00001d29, 0x00001d4d, 0x00001d67,
+	0x00001d7c, 0x00001da8, 0x00001dad, 0x00001dc2,
+	0x00001e36, 0x00001e78,
+} // Size: 1152 bytes
 
-const frData string = "" + // Size: 7116 bytes
+const frData string = "" + // Size: 7800 bytes
 	"\x02Console Relais\x02Langue\x02Navigation principale\x02Tâches externes" +
-	"\x02Définitions\x02Connecté en tant que %[1]s (%[2]s)\x02Se déconnecter" +
-	"\x02Non autorisé\x02Votre rôle permet de lire les définitions seulement " +
-	": les tâches externes et les instances de processus sont réservées aux o" +
-	"pérateurs et aux administrateurs.\x02Retour aux tâches externes\x02Retou" +
-	"r aux définitions\x02Introuvable\x02Rien n’existe à cette adresse, ou vo" +
-	"us ne pouvez pas le voir.\x02Formulaire refusé\x02Ce formulaire n’a pas " +
-	"été envoyé depuis cette session de la console, ou il a expiré. Recharge" +
-	"z la page et réessayez.\x02Une erreur est survenue\x02La console n’a pas" +
-	" pu afficher cette page. Réessayez ; si le problème persiste, donnez à v" +
-	"otre administrateur l’identifiant de requête %[1]s.\x02Champ\x02Type\x02" +
-	"Obligatoire\x02Classification\x02Contraintes\x02Description\x02Définitio" +
-	"n %[1]s\x02Copie de travail\x02La seule partie modifiable d’une définiti" +
-	"on. Les processus ne l’utilisent jamais directement : ils épinglent une " +
-	"révision.\x02Nom\x02Sortie de routage\x02Dernier enregistrement\x02Révis" +
-	"ions\x02Aucune révision pour l’instant : la copie de travail n’a jamais " +
-	"été figée.\x02Publications\x02Aucune publication pour l’instant.\x02Pub" +
-	"lication\x02Révision\x02Notes\x02Publiée le\x02Comparer des révisions" +
-	"\x02Liste chaque changement d’une révision à une autre, et qui il peut c" +
-	"asser.\x02De la révision\x02À la révision\x02Comparer\x02Changement\x02D" +
-	"étail\x02Casse les processus\x02Casse les services\x02Ces révisions ont" +
-	" les mêmes contrats.\x02Entrées\x02Aucune entrée.\x02Sorties\x02Aucune s" +
-	"ortie.\x02Révision %[1]d\x02Figée le\x02Empreinte\x02Choisissez deux rév" +
-	"isions existantes à comparer.\x02De la révision %[1]d à la révision %[2]" +
-	"d :\x14\x01\x81\x01\x00\x02\x11\x02%[1]d changement\x00\x12\x02%[1]d cha" +
-	"ngements\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incompatible\x00\x14\x02%[" +
-	"1]d incompatibles\x02sortie de routage %[1]s → %[2]s\x02facultatif → obl" +
-	"igatoire\x02obligatoire → facultatif\x02valeurs ajoutées : %[1]s\x02vale" +
-	"urs retirées : %[1]s\x02valeurs réordonnées\x02%[1]s : %[2]s → %[3]s\x02" +
-	"champ obligatoire de type %[1]s\x02champ facultatif de type %[1]s\x02auc" +
-	"une\x02Contrats de tâches : leur copie de travail, leurs révisions immua" +
-	"bles et leurs publications nommées.\x02Clé\x02Dernière révision\x02aucun" +
-	"e pour l’instant\x02Aucune définition pour l’instant.\x02Page suivante" +
-	"\x02Première page\x14\x01\x81\x01\x00\x02\x12\x02%[1]d publication\x00" +
-	"\x13\x02%[1]d publications\x02%[2]s %[1]s %[3]s, %[4]s UTC\x02janv.\x02f" +
-	"évr.\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oct." +
-	"\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jour" +
-	"\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00" +
-	"\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e" +
-	"\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f" +
-	"\x02%[1]d secondes\x02%[1]d ms\x02%[1]d j\x02%[1]d h\x02%[1]d min\x02%[1" +
-	"]d s\x02Instance de processus %[1]s\x02Résumé\x02Parcours\x02Les nœuds a" +
-	"tteints par cette instance, dans l’ordre, chacun avec son occurrence." +
-	"\x02Nœud\x02Occurrence\x02Définition\x02Statut\x02Route\x02Nœud suivant" +
-	"\x02Créée le\x02Réglée le\x02Cette instance n’a encore atteint aucune tâ" +
-	"che.\x02Valeur\x02Entrées du processus\x02Entrées avec lesquelles l’inst" +
-	"ance a démarré, nommées d’après le contrat de la version %[1]d du proces" +
-	"sus\x02Ce processus ne prend aucune entrée.\x02L’instance a été arrêtée " +
-	"; ses occurrences ouvertes sont annulées.\x02Arrêter cette instance…\x02" +
-	"L’arrêt annule l’instance et ses occurrences ouvertes. Il ne termine rie" +
-	"n.\x02Processus\x02Démarrée le\x02Terminée le\x02Nœud de fin\x02Clé méti" +
-	"er\x02Code d’erreur\x02Arrêter l’instance de processus %[1]s\x02Arrêter " +
-	"cette instance ? Ses occurrences ouvertes sont annulées.\x02Les services" +
-	" qui en détiennent une l’apprennent à leur prochain retour, et leurs rés" +
-	"ultats sont refusés. Rien n’est terminé à leur place, et une instance ar" +
-	"rêtée ne peut pas reprendre.\x02Arrêter l’instance\x02La laisser continu" +
-	"er\x02Cette instance est déjà terminée ; il n’y a rien à arrêter.\x02dis" +
-	"ponible\x02réservée\x02différée\x02terminée\x02en échec\x02annulée\x02en" +
-	" cours\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier" +
-	"\x02nombre\x02booléen\x02date\x02date et heure\x02choix\x02objet\x02list" +
-	"e\x02normale\x02sensible\x02secrète\x02••• masqué (sensible)\x02••• masq" +
-	"ué (secret)\x02pull (le service la récupère)\x02push (Relais appelle le " +
-	"service)\x02administrateur\x02opérateur\x02concepteur\x02consommateur" +
-	"\x02oui\x02non\x02champ ajouté\x02champ retiré\x02type modifié\x02caract" +
-	"ère obligatoire modifié\x02valeurs modifiées\x02classification modifiée" +
-	"\x02contrainte modifiée\x02routage modifié\x02longueur minimale\x02longu" +
-	"eur maximale\x02motif\x02format\x02minimum\x02maximum\x02nombre minimal " +
-	"d’éléments\x02nombre maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]" +
-	"s, version %[2]s\x02Occurrence %[1]s\x02Instance de processus\x02Mode" +
-	"\x02Dates\x02Disponible le\x02Réservée le\x02Verrou expirant le\x02Échéa" +
-	"nce\x02Politique d’exécution\x02Nombre maximal de tentatives\x02Délai av" +
-	"ant nouvel essai\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute)" +
-	"\x02Tentatives\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11" +
-	"\x02%[1]d tentatives\x02au plus %[1]d\x02Consommateur\x02Identifiant de " +
-	"l’exécutant\x02Résultat\x02Message d’erreur\x02Aucun service n’a encore " +
-	"réservé cette occurrence.\x02en cours\x02Destination\x02Délai d’appel" +
-	"\x02Entrées, nommées d’après le contrat de la révision %[1]d\x02Ce contr" +
-	"at n’a aucune entrée.\x02Sorties, nommées d’après le contrat de la révis" +
-	"ion %[1]d\x02Pas encore de sorties : l’occurrence n’est pas terminée." +
-	"\x02Ce contrat n’a aucune sortie.\x02Aucune sortie : l’occurrence s’est " +
-	"terminée sans aboutir.\x02Révéler — cette action est enregistrée\x02cons" +
-	"ommateur n° %[1]s\x02[masqué]\x02Statut inconnu : %[1]q.\x02L’instance d" +
-	"e processus doit être un identifiant d’instance (un UUID).\x02La révisio" +
-	"n doit être un nombre entier, 1 ou plus.\x02Consommateur inconnu.\x02Le " +
-	"curseur de page est invalide : revenez à la première page.\x02La taille " +
-	"de page doit être comprise entre 1 et %[1]d.\x02Filtres\x02identifiant d" +
-	"’instance\x02Appliquer les filtres\x02Effacer les filtres\x02Nombres p" +
-	"ar statut\x02Les nombres sont actualisés toutes les quelques secondes." +
-	"\x02Occurrences, les plus récentes d’abord\x02Aucune occurrence ne corre" +
-	"spond à ces filtres.\x02Toutes les définitions\x02Tous les statuts\x02To" +
-	"us les consommateurs\x02Les nombres sont indisponibles pour le moment." +
-	"\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurr" +
-	"ences\x02Seuls les administrateurs peuvent révéler une valeur sensible." +
-	"\x02Révélé par %[1]s le %[2]s ; consigné dans le journal d’audit.\x02Rév" +
-	"élation impossible\x02Seule une valeur que cette page affiche masquée (" +
-	"sensible) peut être révélée.\x02Les valeurs secrètes ne peuvent jamais ê" +
-	"tre révélées.\x02Cette page n’accepte pas cette requête.\x02Vous êtes dé" +
-	"connecté.\x02Se connecter\x02Connectez-vous avec un jeton d’opérateur ou" +
-	" d’administrateur.\x02Jeton\x02Le jeton est vérifié une fois et n’est ja" +
-	"mais conservé dans votre navigateur ; un cookie de session le remplace j" +
-	"usqu’à 8 heures d’inactivité.\x02Ce jeton est inconnu ou a été révoqué." +
-	"\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console : connectez-vou" +
-	"s avec un jeton d’opérateur, de concepteur ou d’administrateur.\x02sorti" +
-	"e de routage\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins" +
-	" %[1]d caractère\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01" +
+	"\x02Définitions\x02Exécutants\x02Connecté en tant que %[1]s (%[2]s)\x02S" +
+	"e déconnecter\x02Non autorisé\x02Votre rôle permet de lire les définitio" +
+	"ns seulement : les tâches externes et les instances de processus sont ré" +
+	"servées aux opérateurs et aux administrateurs.\x02Retour aux tâches exte" +
+	"rnes\x02Retour aux définitions\x02Introuvable\x02Rien n’existe à cette a" +
+	"dresse, ou vous ne pouvez pas le voir.\x02Formulaire refusé\x02Ce formul" +
+	"aire n’a pas été envoyé depuis cette session de la console, ou il a expi" +
+	"ré. Rechargez la page et réessayez.\x02Une erreur est survenue\x02La con" +
+	"sole n’a pas pu afficher cette page. Réessayez ; si le problème persiste" +
+	", donnez à votre administrateur l’identifiant de requête %[1]s.\x02Champ" +
+	"\x02Type\x02Obligatoire\x02Classification\x02Contraintes\x02Description" +
+	"\x02Définition %[1]s\x02Copie de travail\x02La seule partie modifiable d" +
+	"’une définition. Les processus ne l’utilisent jamais directement : ils" +
+	" épinglent une révision.\x02Nom\x02Sortie de routage\x02Dernier enregist" +
+	"rement\x02Révisions\x02Aucune révision pour l’instant : la copie de trav" +
+	"ail n’a jamais été figée.\x02Publications\x02Aucune publication pour l’i" +
+	"nstant.\x02Publication\x02Révision\x02Notes\x02Publiée le\x02Comparer de" +
+	"s révisions\x02Liste chaque changement d’une révision à une autre, et qu" +
+	"i il peut casser.\x02De la révision\x02À la révision\x02Comparer\x02Chan" +
+	"gement\x02Détail\x02Casse les processus\x02Casse les services\x02Ces rév" +
+	"isions ont les mêmes contrats.\x02Entrées\x02Aucune entrée.\x02Sorties" +
+	"\x02Aucune sortie.\x02Révision %[1]d\x02Figée le\x02Empreinte\x02Choisis" +
+	"sez deux révisions existantes à comparer.\x02De la révision %[1]d à la r" +
+	"évision %[2]d :\x14\x01\x81\x01\x00\x02\x11\x02%[1]d changement\x00\x12" +
+	"\x02%[1]d changements\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incompatible" +
+	"\x00\x14\x02%[1]d incompatibles\x02sortie de routage %[1]s → %[2]s\x02fa" +
+	"cultatif → obligatoire\x02obligatoire → facultatif\x02valeurs ajoutées :" +
+	" %[1]s\x02valeurs retirées : %[1]s\x02valeurs réordonnées\x02%[1]s : %[2" +
+	"]s → %[3]s\x02champ obligatoire de type %[1]s\x02champ facultatif de typ" +
+	"e %[1]s\x02aucune\x02Contrats de tâches : leur copie de travail, leurs r" +
+	"évisions immuables et leurs publications nommées.\x02Clé\x02Dernière ré" +
+	"vision\x02aucune pour l’instant\x02Aucune définition pour l’instant.\x02" +
+	"Page suivante\x02Première page\x14\x01\x81\x01\x00\x02\x12\x02%[1]d publ" +
+	"ication\x00\x13\x02%[1]d publications\x02%[2]s %[1]s %[3]s, %[4]s UTC" +
+	"\x02janv.\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août\x02se" +
+	"pt.\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02" +
+	"%[1]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d h" +
+	"eure\x00\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute" +
+	"\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde" +
+	"\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02%[1]d j\x02%[1]d h\x02%[1]d mi" +
+	"n\x02%[1]d s\x02Instance de processus %[1]s\x02Résumé\x02Parcours\x02Les" +
+	" nœuds atteints par cette instance, dans l’ordre, chacun avec son occurr" +
+	"ence.\x02Nœud\x02Occurrence\x02Définition\x02Statut\x02Route\x02Nœud sui" +
+	"vant\x02Créée le\x02Réglée le\x02Cette instance n’a encore atteint aucun" +
+	"e tâche.\x02Valeur\x02Entrées du processus\x02Entrées avec lesquelles l’" +
+	"instance a démarré, nommées d’après le contrat de la version %[1]d du pr" +
+	"ocessus\x02Ce processus ne prend aucune entrée.\x02L’instance a été arrê" +
+	"tée ; ses occurrences ouvertes sont annulées.\x02Arrêter cette instance…" +
+	"\x02L’arrêt annule l’instance et ses occurrences ouvertes. Il ne termine" +
+	" rien.\x02Processus\x02Démarrée le\x02Terminée le\x02Nœud de fin\x02Clé " +
+	"métier\x02Code d’erreur\x02Arrêter l’instance de processus %[1]s\x02Arrê" +
+	"ter cette instance ? Ses occurrences ouvertes sont annulées.\x02Les serv" +
+	"ices qui en détiennent une l’apprennent à leur prochain retour, et leurs" +
+	" résultats sont refusés. Rien n’est terminé à leur place, et une instanc" +
+	"e arrêtée ne peut pas reprendre.\x02Arrêter l’instance\x02La laisser con" +
+	"tinuer\x02Cette instance est déjà terminée ; il n’y a rien à arrêter." +
+	"\x02disponible\x02réservée\x02différée\x02terminée\x02en échec\x02annulé" +
+	"e\x02en cours\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte" +
+	"\x02entier\x02nombre\x02booléen\x02date\x02date et heure\x02choix\x02obj" +
+	"et\x02liste\x02normale\x02sensible\x02secrète\x02••• masqué (sensible)" +
+	"\x02••• masqué (secret)\x02pull (le service la récupère)\x02push (Relais" +
+	" appelle le service)\x02administrateur\x02opérateur\x02concepteur\x02con" +
+	"sommateur\x02oui\x02non\x02champ ajouté\x02champ retiré\x02type modifié" +
+	"\x02caractère obligatoire modifié\x02valeurs modifiées\x02classification" +
+	" modifiée\x02contrainte modifiée\x02routage modifié\x02longueur minimale" +
+	"\x02longueur maximale\x02motif\x02format\x02minimum\x02maximum\x02nombre" +
+	" minimal d’éléments\x02nombre maximal d’éléments\x02%[1]s, révision %[2]" +
+	"s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Instance de processus" +
+	"\x02Mode\x02Dates\x02Disponible le\x02Réservée le\x02Verrou expirant le" +
+	"\x02Échéance\x02Politique d’exécution\x02Nombre maximal de tentatives" +
+	"\x02Délai avant nouvel essai\x02Priorité\x02%[1]d (0 la plus basse, 9 la" +
+	" plus haute)\x02Tentatives\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentativ" +
+	"e\x00\x11\x02%[1]d tentatives\x02au plus %[1]d\x02Consommateur\x02Identi" +
+	"fiant de l’exécutant\x02Résultat\x02Message d’erreur\x02Aucun service n’" +
+	"a encore réservé cette occurrence.\x02en cours\x02Destination\x02Délai d" +
+	"’appel\x02Entrées, nommées d’après le contrat de la révision %[1]d\x02" +
+	"Ce contrat n’a aucune entrée.\x02Sorties, nommées d’après le contrat de " +
+	"la révision %[1]d\x02Pas encore de sorties : l’occurrence n’est pas term" +
+	"inée.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie : l’occurrence s" +
+	"’est terminée sans aboutir.\x02Révéler — cette action est enregistrée" +
+	"\x02consommateur n° %[1]s\x02[masqué]\x02Statut inconnu : %[1]q.\x02L’in" +
+	"stance de processus doit être un identifiant d’instance (un UUID).\x02La" +
+	" révision doit être un nombre entier, 1 ou plus.\x02Consommateur inconnu" +
+	".\x02Le curseur de page est invalide : revenez à la première page.\x02La" +
+	" taille de page doit être comprise entre 1 et %[1]d.\x02Filtres\x02ident" +
+	"ifiant d’instance\x02Appliquer les filtres\x02Effacer les filtres\x02Nom" +
+	"bres par statut\x02Les nombres sont actualisés toutes les quelques secon" +
+	"des.\x02Occurrences, les plus récentes d’abord\x02Aucune occurrence ne c" +
+	"orrespond à ces filtres.\x02Toutes les définitions\x02Tous les statuts" +
+	"\x02Tous les consommateurs\x02Les nombres sont indisponibles pour le mom" +
+	"ent.\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d oc" +
+	"currences\x02Seuls les administrateurs peuvent révéler une valeur sensib" +
+	"le.\x02Révélé par %[1]s le %[2]s ; consigné dans le journal d’audit.\x02" +
+	"Révélation impossible\x02Seule une valeur que cette page affiche masquée" +
+	" (sensible) peut être révélée.\x02Les valeurs secrètes ne peuvent jamais" +
+	" être révélées.\x02Cette page n’accepte pas cette requête.\x02Vous êtes " +
+	"déconnecté.\x02Se connecter\x02Connectez-vous avec un jeton d’opérateur " +
+	"ou d’administrateur.\x02Jeton\x02Le jeton est vérifié une fois et n’est " +
+	"jamais conservé dans votre navigateur ; un cookie de session le remplace" +
+	" jusqu’à 8 heures d’inactivité.\x02Ce jeton est inconnu ou a été révoqué" +
+	".\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console : connectez-vo" +
+	"us avec un jeton d’opérateur, de concepteur ou d’administrateur.\x02sort" +
+	"ie de routage\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moin" +
+	"s %[1]d caractère\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01" +
 	"\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractè" +
 	"res\x02motif %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02" +
 	"parmi : %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00" +
 	"\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %" +
 	"[1]d élément\x00\x19\x02au plus %[1]d éléments\x02non fourni\x14\x01\x81" +
 	"\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02nul\x02va" +
-	"leur inattendue"
+	"leur inattendue\x02Page invalide\x02Ce lien de page ne vient pas de la c" +
+	"onsole.\x02Les exécutants connectés par un flux, et ceux qui interrogent" +
+	" par leur dernière demande. Un exécutant est listé tant qu’il s’est mani" +
+	"festé dans les trois derniers battements de cœur.\x02Exécutant\x02Protoc" +
+	"ole\x02Définitions servies\x02En cours\x02Connexion\x02Dernier signe\x02" +
+	"Réplique\x02Aucun exécutant n’est connecté.\x02Exécutants servant %[1]s" +
+	"\x02Tous les exécutants\x02Aucun exécutant ne sert cette définition.\x02" +
+	"flux\x02interrogation longue\x02Aucun exécutant ne sert cette définition" +
+	" : ses occurrences attendent qu’un exécutant se connecte ou interroge." +
+	"\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Se" +
+	"rvie par %[1]d exécutants"
 
-	// Total table size 15019 bytes (14KiB); checksum: 16979805
+	// Total table size 16379 bytes (15KiB); checksum: C0B2D00
