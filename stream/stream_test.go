@@ -273,3 +273,77 @@ func newRawRequest(url, token, body string) (*http.Request, error) {
 	req.Header.Set("Authorization", "Bearer "+token)
 	return req, nil
 }
+
+// The unary calls settle as the REST routes do, and each refusal maps to
+// its code with the Relais problem: lock_expired, locked_by_other_worker,
+// not_found outside the grants, bound_exceeded; a release gives the
+// attempt back; a settle token completes its own occurrence only.
+func TestUnaryCallsAndTheirRefusals(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	c := newClient(t, "connect", f.env.URL)
+	ctx := context.Background()
+	extend := func(token, worker, id string, d time.Duration) (*workerv1.ExtendResponse, error) {
+		return call[workerv1.ExtendRequest, workerv1.ExtendResponse](ctx, c, token, workerv1connect.WorkerServiceExtendProcedure,
+			&workerv1.ExtendRequest{OccurrenceId: id, WorkerId: worker, LockDuration: durationpb.New(d)})
+	}
+	release := func(worker, id string) (*workerv1.ReleaseResponse, error) {
+		return call[workerv1.ReleaseRequest, workerv1.ReleaseResponse](ctx, c, f.consumer, workerv1connect.WorkerServiceReleaseProcedure,
+			&workerv1.ReleaseRequest{OccurrenceId: id, WorkerId: worker})
+	}
+	s := open(t, c, f.consumer, subscribeRequest("w", 1))
+	start(t, f.env, "Acme")
+	a := s.assignment(5 * time.Second)
+	id := a.GetOccurrenceId()
+
+	if res, err := extend(f.consumer, "w", id, 5*time.Minute); err != nil || res.GetLockExpiresAt() == nil {
+		t.Fatalf("extend = %v, %v", res, err)
+	}
+	_, err := extend(f.consumer, "w", id, time.Hour)
+	wantRefusal(t, "extend above the ceiling", err, "invalid_argument", "bound_exceeded")
+	_, err = extend(f.consumer, "intruder", id, time.Minute)
+	wantRefusal(t, "extend by another worker", err, "failed_precondition", "locked_by_other_worker")
+	f.env.Definition("charge_card.yaml")
+	_, err = extend(f.env.Consumer("stranger", "charge_card"), "w", id, time.Minute)
+	wantRefusal(t, "extend outside the grants", err, "not_found", "not_found")
+
+	// A release hands it back without spending the attempt; the stream
+	// takes it again (its credit was freed).
+	if res, err := release("w", id); err != nil || res.GetStatus() != "available" || res.GetAttemptsLeft() != 3 {
+		t.Fatalf("release = %v, %v; want available with 3 attempts left", res, err)
+	}
+	again := s.assignment(5 * time.Second)
+	if again.GetOccurrenceId() != id || again.GetAttempt() != 2 || again.GetAttemptsLeft() != 2 {
+		t.Fatalf("after the release: %v", again)
+	}
+
+	// Past its lock (the stream gone, the clock moved), a completion is
+	// refused as lock_expired.
+	s.close()
+	_, err = fail(c, f.consumer, &workerv1.FailRequest{OccurrenceId: id, WorkerId: "w", ErrorCode: "X", RetryDelay: durationpb.New(-time.Second)})
+	wantRefusal(t, "a negative retry delay", err, "invalid_argument", "invalid_request")
+	start(t, f.env, "Beta")
+	s2 := open(t, c, f.consumer, subscribeRequest("w2", 1))
+	b := s2.assignment(5 * time.Second)
+	s2.close()
+	f.env.Clock.Advance(2 * time.Minute)
+	_, err = complete(c, f.consumer, "w2", b.GetOccurrenceId(), outputs("created", "C"))
+	wantRefusal(t, "a completion after the lock", err, "failed_precondition", "lock_expired")
+
+	// Deferred, then completed with a settle token through the protocol.
+	start(t, f.env, "Gamma")
+	s3 := open(t, c, f.consumer, subscribeRequest("w3", 1))
+	d := s3.assignment(5 * time.Second)
+	if _, err := call[workerv1.DeferRequest, workerv1.DeferResponse](ctx, c, f.consumer, workerv1connect.WorkerServiceDeferProcedure,
+		&workerv1.DeferRequest{OccurrenceId: d.GetOccurrenceId(), WorkerId: "w3"}); err != nil {
+		t.Fatal(err)
+	}
+	st := f.env.Must(201, "POST", "/api/v1/pull/occurrences/"+d.GetOccurrenceId()+"/settle-token", f.consumer, map[string]any{"worker_id": "w3"}).JSON(t)["token"].(string)
+	_, err = complete(c, st, "", b.GetOccurrenceId(), outputs("created", "C"))
+	wantRefusal(t, "a settle token on another occurrence", err, "unauthenticated", "unauthorized")
+	if res, err := complete(c, st, "", d.GetOccurrenceId(), outputs("existing", "C-9")); err != nil || res.GetRoute() != "existing" {
+		t.Fatalf("completion with the settle token = %v, %v", res, err)
+	}
+	_, err = extend(st, "w3", d.GetOccurrenceId(), time.Minute)
+	wantRefusal(t, "a settle token anywhere else", err, "unauthenticated", "unauthorized")
+}
