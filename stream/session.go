@@ -386,11 +386,13 @@ func (r *runner) handle(ctx context.Context, events []event) (string, error) {
 }
 
 // forget drops an occurrence the stream no longer holds, freeing its
-// credit.
+// credit. The freed slot is filled at once if work is known to wait (a
+// wake-up came while the stream was full, or its last claim was full):
+// dirty says so. Claiming on every settlement regardless would cost an
+// empty claim per settlement whenever the queue is empty.
 func (r *runner) forget(id uuid.UUID) {
 	delete(r.s.held, id)
 	r.svc.reg.drop(r.s, id)
-	r.dirty = true
 }
 
 // keepAlive extends every held lock in one statement and pushes a
