@@ -84,7 +84,10 @@ type Config struct {
 	// Concurrency is the most handlers running at once. Default 4.
 	Concurrency int
 	// LockDuration is the lock asked for at fetch and at each extension;
-	// the worker extends it when half of it is left. Default 1m.
+	// the worker extends it when half of it is left. On a stream Relais
+	// keeps it alive instead, and it only bounds how long the tasks of a
+	// worker whose replica died stay locked (a stream refuses less than
+	// 1s). Default 1m.
 	LockDuration time.Duration
 	// Wait is how long one fetch long-polls for work. Default 20s.
 	Wait time.Duration
