@@ -362,3 +362,42 @@ func TestDrainStopsNewAssignments(t *testing.T) {
 		workerv1connect.WorkerServiceDrainProcedure, &workerv1.DrainRequest{StreamId: s.id})
 	wantRefusal(t, "draining another consumer's stream", err, "not_found", "not_found")
 }
+
+// Work that becomes claimable later is pushed when it does, not at the
+// next keep-alive: a retry after its delay, and a lock of a polling worker
+// that lapsed.
+func TestWorkDueLaterIsPushedWhenDue(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil) // heartbeat (and keep-alive) 10s: far later
+	c := newClient(t, "grpc", f.env.URL)
+	s := open(t, c, f.consumer, subscribeRequest("w", 1))
+	start(t, f.env, "Acme")
+	a := s.assignment(5 * time.Second)
+	if _, err := fail(c, f.consumer, &workerv1.FailRequest{OccurrenceId: a.GetOccurrenceId(), WorkerId: "w", ErrorCode: "CRM_DOWN",
+		Retryable: true, RetryDelay: durationpb.New(time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	failed := time.Now()
+	again := s.assignment(5 * time.Second)
+	if d := time.Since(failed); again.GetOccurrenceId() != a.GetOccurrenceId() || d < 900*time.Millisecond || d > 3*time.Second {
+		t.Errorf("retry pushed after %v (%v), want about 1s", d, again.GetOccurrenceId())
+	}
+	if _, err := complete(c, f.consumer, "w", again.GetOccurrenceId(), outputs("created", "C")); err != nil {
+		t.Fatal(err)
+	}
+
+	// A polling worker takes the next one with a 1s lock and vanishes.
+	s.close()
+	start(t, f.env, "Beta")
+	got := f.env.Must(200, "POST", "/api/v1/pull/fetch-and-lock", f.consumer, map[string]any{"worker_id": "poller",
+		"subscriptions": []any{map[string]any{"definition": "add_company_to_crm"}}, "lock_duration": "PT1S"}).JSON(t)["occurrences"].([]any)
+	if len(got) != 1 {
+		t.Fatalf("fetched %v", got)
+	}
+	taken := time.Now()
+	s2 := open(t, c, f.consumer, subscribeRequest("w2", 1))
+	b := s2.assignment(5 * time.Second)
+	if d := time.Since(taken); b.GetAttempt() != 2 || d > 3*time.Second {
+		t.Errorf("the lapsed lock was pushed after %v (attempt %d), want soon after its second", d, b.GetAttempt())
+	}
+}

@@ -231,8 +231,20 @@ type runner struct {
 
 	draining bool
 	dirty    bool
-	due      *time.Timer
-	beats    int
+	// due fires at dueAt, the earliest time something is known to become
+	// claimable (a retry delay, a lock ending).
+	due   *time.Timer
+	dueAt time.Time
+	beats int
+}
+
+// wakeAt arms the due timer for at, unless it is armed for sooner.
+func (r *runner) wakeAt(at time.Time) {
+	if !r.dueAt.IsZero() && !at.Before(r.dueAt) {
+		return
+	}
+	r.dueAt = at
+	r.due.Reset(max(time.Until(at), time.Millisecond))
 }
 
 func (r *runner) run(ctx context.Context) error {
@@ -275,13 +287,14 @@ func (r *runner) run(ctx context.Context) error {
 			reason = endReplicaStopping
 			return replicaStopping()
 		case at := <-s.waiter.C():
-			if d := time.Until(at.Add(dueSlack)); !at.IsZero() && d > 0 {
+			if due := at.Add(dueSlack); !at.IsZero() && time.Until(due) > 0 {
 				// Announced for later (a retry delay).
-				r.due.Reset(d)
+				r.wakeAt(due)
 			} else {
 				r.dirty = true
 			}
 		case <-r.due.C:
+			r.dueAt = time.Time{}
 			r.dirty = true
 		case <-s.signal:
 			if reason, endErr = r.handle(ctx, s.take()); reason != "" {
@@ -346,7 +359,7 @@ func (r *runner) claim(ctx context.Context) error {
 		r.dirty = true
 	case len(got) == 0:
 		if due, ok, err := svc.eng.NextClaimable(ctx, s.pairs); err == nil && ok {
-			r.due.Reset(max(time.Until(due.Add(dueSlack)), time.Millisecond))
+			r.wakeAt(due.Add(dueSlack))
 		}
 	}
 	return nil
