@@ -81,7 +81,9 @@ func BenchmarkPickupLatency(b *testing.B) {
 
 	fetch := map[string]any{"worker_id": "bench-poll", "subscriptions": []any{map[string]any{"definition": "add_company_to_crm"}},
 		"max_tasks": 1, "lock_duration": "PT1M", "wait": "PT10S"}
-	release := func(key, id string) {
+	// release makes id claimable and notifies in one transaction, and
+	// returns when its COMMIT was sent: the clock starts there.
+	release := func(key, id string) time.Time {
 		tx, err := f.env.Pool.Begin(ctx)
 		if err != nil {
 			b.Fatal(err)
@@ -92,9 +94,11 @@ func BenchmarkPickupLatency(b *testing.B) {
 		if _, err := tx.Exec(ctx, `select pg_notify($1, $2)`, engine.ChannelOccurrence, engine.AvailabilityPayload("pull", key, 1, time.Now())); err != nil {
 			b.Fatal(err)
 		}
+		committed := time.Now()
 		if err := tx.Commit(ctx); err != nil {
 			b.Fatal(err)
 		}
+		return committed
 	}
 	var streamLat, pollLat []time.Duration
 	b.ResetTimer()
@@ -111,14 +115,12 @@ func BenchmarkPickupLatency(b *testing.B) {
 			got <- at
 		}()
 		waitForWaiters(b, f.env, 1)
-		began := time.Now()
-		release("add_company_to_crm", id)
+		began := release("add_company_to_crm", id)
 		pollLat = append(pollLat, (<-got).Sub(began))
 
 		// Stream: the idle stream is pushed the next one.
 		id = streamIDs[i]
-		began = time.Now()
-		release("bench_stream", id)
+		began = release("bench_stream", id)
 		a := <-arrivals
 		if a.ev.GetAssignment().GetOccurrenceId() != id {
 			b.Fatalf("stream got %v, want the assignment of %s", a.ev, id)
