@@ -48,6 +48,7 @@ func (a *API) Routes(r chi.Router, lookup auth.Lookup) {
 		r.With(designer).Method("POST", "/{key}/releases", a.createRelease())
 		r.With(reader).Method("GET", "/{key}/releases", a.listReleases())
 		r.With(reader).Method("GET", "/{key}/releases/{name}", a.getRelease())
+		r.With(operator).Method("GET", "/{key}/workers", a.listWorkers(true))
 		// Writes to immutable resources are refused to readers only: every
 		// route needs a token, so no token is 401, not 405.
 		for _, m := range []string{"PUT", "PATCH", "DELETE", "POST"} {
@@ -81,6 +82,7 @@ func (a *API) Routes(r chi.Router, lookup auth.Lookup) {
 	})
 	r.With(admin).Method("GET", "/audit/reveals", a.listReveals())
 	r.With(operator).Method("GET", "/audit/actions", a.listOperatorActions())
+	r.With(operator).Method("GET", "/workers", a.listWorkers(false))
 	r.Route("/consumers", func(r chi.Router) {
 		r.Use(admin) // and so are this subtree's 404s and 405s
 		r.Method("POST", "/", a.createConsumer())

@@ -136,6 +136,9 @@ func (c *Console) chrome(r *http.Request, title, section string) chrome {
 			}
 		}
 		ch.Nav = append(ch.Nav, navLink{Href: definitionsPath, Label: T(ctx, "Definitions"), TestID: "nav-definitions", Current: section == "definitions"})
+		if auth.Allowed(p.Role, auth.RoleOperator) {
+			ch.Nav = append(ch.Nav, navLink{Href: workersPath, Label: T(ctx, "Workers"), TestID: "nav-workers", Current: section == "workers"})
+		}
 		if p.Role == auth.RoleAdmin {
 			ch.Nav = append(ch.Nav, navLink{Href: tokensPath, Label: T(ctx, "Tokens"), TestID: "nav-tokens", Current: section == "tokens"})
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/relais/relais/contracts"
 	"github.com/relais/relais/engine"
+	"github.com/relais/relais/internal/auth"
 )
 
 // contractTable is one contract (inputs or outputs) as a table.
@@ -59,6 +60,8 @@ type contractHeads struct {
 // definitionView is the design view of one definition.
 type definitionView struct {
 	Chrome chrome
+	// ServedBy says which workers serve the definition now.
+	ServedBy servedBy
 
 	WorkingLabel, WorkingIntro string
 	Working                    []fact
@@ -106,10 +109,17 @@ func (c *Console) definitionDetail(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, err)
 		return
 	}
+	p, _ := auth.FromContext(ctx)
+	served, err := c.workersServing(ctx, key, auth.Allowed(p.Role, auth.RoleOperator))
+	if err != nil {
+		c.serverError(w, r, err)
+		return
+	}
 	heads := contractHeads{Field: T(ctx, "Field"), Type: T(ctx, "Type"), Required: T(ctx, "Required"),
 		Classification: T(ctx, "Classification"), Constraints: T(ctx, "Constraints"), Description: T(ctx, "Description")}
 	v := definitionView{
 		Chrome:       c.chrome(r, T(ctx, "Definition %s", key), "definitions"),
+		ServedBy:     served,
 		WorkingLabel: T(ctx, "Working copy"),
 		WorkingIntro: T(ctx, "The only mutable part of a definition. Processes never use it directly: they pin a revision."),
 		Working: []fact{

@@ -1,6 +1,7 @@
 package console_test
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -8,8 +9,10 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/PuerkitoBio/goquery"
+	"github.com/google/uuid"
 
 	"github.com/relais/relais/engine"
 	"github.com/relais/relais/internal/dbtest"
@@ -154,6 +157,14 @@ func newFixture(t *testing.T) *fixture {
 	f.crmInst = env.Must(201, "POST", "/api/v1/processes/crm_only/instances", env.Operator, map[string]any{"inputs": map[string]any{"name": "Globex"}}).JSON(t)["id"].(string)
 	occs = env.Must(200, "GET", "/api/v1/occurrences?instance="+f.crmInst, env.Operator, nil).JSON(t)["items"].([]any)
 	f.crmOcc = occs[0].(map[string]any)["id"].(string)
+
+	// A worker stream of console_vault, in the catalog for the whole test
+	// (the fetches above list their pollers too, for a while).
+	if err := env.Engine.SeeStream(context.Background(), engine.StreamPresence{ID: uuid.Must(uuid.NewV7()), ConsumerID: f.consumerID,
+		WorkerID: "stream-7", Subscriptions: []engine.Subscription{{Definition: "console_vault"}},
+		Pairs: engine.Pairs{Keys: []string{"console_vault"}, Revisions: []int32{2}}, ConnectedAt: time.Now(), LiveFor: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
 	return f
 }
 
@@ -176,6 +187,9 @@ func (f *fixture) pages() []page {
 		{"instance-stop", "/console/instances/" + f.runInst + "/stop"},
 		{"definitions", "/console/definitions"},
 		{"definition", "/console/definitions/console_vault?from=1&to=2"},
+		{"definition-unserved", "/console/definitions/add_company_to_crm"},
+		{"workers", "/console/workers"},
+		{"workers-of-definition", "/console/workers?definition=console_vault"},
 		{"not-found", "/console/occurrences/00000000-0000-7000-8000-000000000000"},
 	}
 }

@@ -117,8 +117,28 @@ func (f *fixture) expectations() map[string]expect {
 				"classification": {"secret", "secrète"},
 				"changes":        {"maximum length: 100 → 80", "longueur maximale\u202f: 100 → 80"},
 				"revision-2":     {"at most 80 characters", "au plus 80 caractères"},
+				"served-by":      {"Served by", "Servie par"},
 			},
 			atLeast: map[string]int{"revision-1": 1, "revision-2": 1, "change-row": 2, "breaks-processes": 2}},
+		"definition-unserved": {status: 200,
+			texts: map[string][2]string{
+				"served-by": {"No worker serves this definition", "Aucun exécutant ne sert cette définition"},
+			}},
+		"workers": {status: 200,
+			texts: map[string][2]string{
+				"page-title":         {"Workers", "Exécutants"},
+				"nav-workers":        {"Workers", "Exécutants"},
+				"worker-id":          {"stream-7", "stream-7"},
+				"worker-protocol":    {"stream", "flux"},
+				"worker-definitions": {"console_vault", "console_vault"},
+			},
+			atLeast: map[string]int{"worker-row": 1}},
+		"workers-of-definition": {status: 200,
+			texts: map[string][2]string{
+				"workers-scope": {"Workers serving console_vault", "Exécutants servant console_vault"},
+				"worker-id":     {"stream-7", "stream-7"},
+			},
+			atLeast: map[string]int{"worker-row": 1}},
 		"not-found": {status: 404,
 			texts: map[string][2]string{"page-title": {"Not found", "Introuvable"}, "nav-occurrences": {"External tasks", "Tâches externes"}}},
 
@@ -254,12 +274,14 @@ var (
 		"Retry delay", "Worker id", "Outcome", "Error message", "completed", "failed", "available", "cancelled", "reserved",
 		"running", "yes", "hours", "day", "minutes", "seconds", "Field", "Value", "Required", "Constraints", "Token",
 		"Language", "Stop", "Keep it running", "Path", "Node", "Not found", "Signed in", "items", "at most", "Jan", "Feb",
-		"Dec", "Nov", "Oct", "Sep", "Aug", "Jul", "Jun", "Apr", "Mar", "revision", "Revision", "Definition"}
+		"Dec", "Nov", "Oct", "Sep", "Aug", "Jul", "Jun", "Apr", "Mar", "revision", "Revision", "Definition", "Workers", "Last seen",
+		"In flight", "long polling"}
 	frenchWords = []string{"Tentatives", "tentative", "tentatives", "Définitions", "Tâches externes", "Se déconnecter", "Statut",
 		"Entrées", "Sorties", "masqué", "Page suivante", "Filtres", "Révision", "révision", "Publications", "publication",
 		"Résumé", "Politique", "terminée", "disponible", "annulée", "en échec", "oui", "non", "heures", "jour",
 		"secondes", "Champ", "Valeur", "Obligatoire", "Jeton", "Langue", "Arrêter", "Parcours", "Nœud", "Introuvable",
-		"Connecté", "éléments", "au plus", "nov.", "déc.", "Définition", "Créée", "secrète", "sensible"}
+		"Connecté", "éléments", "au plus", "nov.", "déc.", "Définition", "Créée", "secrète", "sensible", "Exécutants", "Dernier signe",
+		"interrogation longue"}
 )
 
 // TestNoOtherLanguageWords fails when a French page shows English interface

@@ -45,6 +45,7 @@ func (c *Console) Handler() http.Handler {
 			r.Get("/instances", c.instanceList)
 			r.Get("/instances/bulk", c.bulkConfirm)
 			r.Post("/instances/bulk", c.bulkAct)
+			r.Get("/workers", c.workerList)
 			r.Get("/instances/{id}", c.instanceDetail)
 			r.Get("/instances/{id}/{action:retry|abandon|stop}", c.instanceActionConfirm)
 			r.Post("/instances/{id}/{action:retry|abandon|stop}", c.instanceAct)

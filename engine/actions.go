@@ -176,7 +176,9 @@ func (e *Engine) cancelInstance(ctx context.Context, q *queries.Queries, id uuid
 		return err
 	}
 	for _, c := range cancelled {
-		if err := q.Notify(ctx, queries.NotifyParams{Channel: ChannelCancel, Payload: c.ID.String()}); err != nil {
+		// Wakes the push runner holding an in-flight call so it aborts,
+		// and tells the worker stream holding it (any replica).
+		if err := q.Notify(ctx, queries.NotifyParams{Channel: ChannelCancel, Payload: CancelPayload(c.ID, CancelInstanceStopped)}); err != nil {
 			return err
 		}
 	}

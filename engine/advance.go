@@ -23,7 +23,8 @@ const (
 	// ChannelOccurrence announces that an occurrence became (or will
 	// become) claimable: "mode|definition|revision|unix-ms".
 	ChannelOccurrence = "relais_occurrence"
-	// ChannelCancel announces that an occurrence was cancelled: its id.
+	// ChannelCancel announces that an occurrence was taken from whoever
+	// holds it: "id|reason" (CancelPayload).
 	ChannelCancel = "relais_cancel"
 )
 

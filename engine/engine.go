@@ -5,10 +5,13 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"strconv"
 	"sync"
 	"time"
 
@@ -32,6 +35,9 @@ type Engine struct {
 	keys   *keyring.Keyring
 	limits Limits
 	now    func() time.Time // nil: the database's clock
+	// replica names this process in the worker catalog.
+	replica string
+	pollers pollerSeen
 
 	revisions revisionCache
 	processes sync.Map // processVersionKey → *ProcessVersion
@@ -57,6 +63,9 @@ type Options struct {
 	Limits Limits
 	// Now, when set, replaces the database clock (tests move time with it).
 	Now func() time.Time
+	// Replica names this process in the worker catalog. Default:
+	// hostname-pid.
+	Replica string
 }
 
 // New returns an engine on pool.
@@ -67,10 +76,17 @@ func New(pool *pgxpool.Pool, opts Options) *Engine {
 	if opts.Limits == (Limits{}) {
 		opts.Limits = DefaultLimits
 	}
+	if opts.Replica == "" {
+		host, _ := os.Hostname()
+		opts.Replica = cmp.Or(host, "relais") + "-" + strconv.Itoa(os.Getpid())
+	}
 	schemas := contracts.NewCache()
 	return &Engine{pool: pool, q: queries.New(pool), logger: opts.Logger, keys: opts.Keys, limits: opts.Limits, now: opts.Now,
-		revisions: revisionCache{schemas: schemas}, schemas: schemas, memo: newMemo()}
+		replica: opts.Replica, revisions: revisionCache{schemas: schemas}, schemas: schemas, memo: newMemo()}
 }
+
+// Replica is the name this process has in the worker catalog.
+func (e *Engine) Replica() string { return e.replica }
 
 // at is the time to pass as a statement's now parameter: the injected clock's,
 // or nil for the database's own (statements read coalesce(now, now())), so

@@ -128,6 +128,9 @@ type Settlement struct {
 	Route        string     `json:"route,omitempty"`
 	AttemptsLeft int        `json:"attempts_left"`
 	AvailableAt  *time.Time `json:"available_at,omitempty"`
+	// Attempt is the attempt the settlement ended (0 for an answer replayed
+	// from an earlier report): a worker stream frees exactly that one.
+	Attempt int `json:"-"`
 }
 
 // attemptsLeft is how many more reservations o's budget allows: its frozen
@@ -249,7 +252,7 @@ func (e *Engine) completeIn(ctx context.Context, q *queries.Queries, ref WorkerR
 		sameWorker := o.DeferredAt != nil || o.WorkerID != nil && *o.WorkerID == ref.WorkerID
 		if o.Status == StatusCompleted && o.OutputsDigest != nil && e.sameDigest(canonical, *o.OutputsDigest) &&
 			o.ConsumerID != nil && *o.ConsumerID == ref.ConsumerID && sameWorker {
-			out = Settlement{Status: StatusCompleted, Route: deref(o.Route), AttemptsLeft: attemptsLeft(o)}
+			out = Settlement{Status: StatusCompleted, Route: deref(o.Route), AttemptsLeft: attemptsLeft(o), Attempt: int(o.Attempts)}
 			return nil
 		}
 		if err := lockRefusal(o, ref, r.now); err != nil {
@@ -276,7 +279,7 @@ func (e *Engine) completeIn(ctx context.Context, q *queries.Queries, ref WorkerR
 		if err := r.complete(o, rev, outputs, canonical, route); err != nil {
 			return err
 		}
-		out = Settlement{Status: StatusCompleted, Route: route, AttemptsLeft: attemptsLeft(o)}
+		out = Settlement{Status: StatusCompleted, Route: route, AttemptsLeft: attemptsLeft(o), Attempt: int(o.Attempts)}
 		return nil
 	})
 	return out, err
@@ -441,6 +444,7 @@ func (e *Engine) failIn(ctx context.Context, q *queries.Queries, ref WorkerRef, 
 			at := r.now.Add(delay)
 			out = Settlement{Status: StatusAvailable, AttemptsLeft: left, AvailableAt: &at}
 			answer, _ := json.Marshal(out)
+			out.Attempt = int(o.Attempts)
 			if _, err := q.OccurrenceRetry(ctx, queries.OccurrenceRetryParams{ID: o.ID, AvailableAt: at, ErrorCode: &code, ErrorMessage: &message}); err != nil {
 				return err
 			}
@@ -458,6 +462,7 @@ func (e *Engine) failIn(ctx context.Context, q *queries.Queries, ref WorkerRef, 
 		out = Settlement{Status: StatusFailed, AttemptsLeft: left}
 		r.reportDigest = &digest
 		r.reportAnswer, _ = json.Marshal(out)
+		out.Attempt = int(o.Attempts)
 		return r.fail(o, OutcomeFailed, code, message)
 	})
 	return out, err

@@ -23,6 +23,9 @@ type Deferral struct {
 	Status     string
 	DeferredAt time.Time
 	DeadlineAt *time.Time
+	// Attempt is the attempt that deferred it: a worker stream frees that
+	// one.
+	Attempt int
 }
 
 // Defer hands a held reservation over to be settled later (a human, a slow
@@ -39,7 +42,7 @@ func (e *Engine) Defer(ctx context.Context, ref WorkerRef, reason string) (Defer
 	var out Deferral
 	err := e.withHeld(ctx, ref, func(q *queries.Queries, r *run, o queries.Occurrence) error {
 		if o.Status == StatusDeferred && o.ConsumerID != nil && *o.ConsumerID == ref.ConsumerID {
-			out = Deferral{Status: StatusDeferred, DeferredAt: *o.DeferredAt, DeadlineAt: o.DeadlineAt}
+			out = Deferral{Status: StatusDeferred, DeferredAt: *o.DeferredAt, DeadlineAt: o.DeadlineAt, Attempt: int(o.Attempts)}
 			return nil
 		}
 		if err := lockRefusal(o, ref, r.now); err != nil {
@@ -53,7 +56,7 @@ func (e *Engine) Defer(ctx context.Context, ref WorkerRef, reason string) (Defer
 		if err := q.OccurrenceDefer(ctx, queries.OccurrenceDeferParams{ID: o.ID, Now: r.now, Reason: &reason}); err != nil {
 			return err
 		}
-		out = Deferral{Status: StatusDeferred, DeferredAt: r.now, DeadlineAt: o.DeadlineAt}
+		out = Deferral{Status: StatusDeferred, DeferredAt: r.now, DeadlineAt: o.DeadlineAt, Attempt: int(o.Attempts)}
 		return nil
 	})
 	return out, wrap("defer", err)
@@ -86,7 +89,7 @@ func (r *run) release(o queries.Occurrence, outcome string, out *Settlement) err
 	if err := r.q.AttemptEnd(r.ctx, queries.AttemptEndParams{OccurrenceID: o.ID, Number: o.Attempts, Outcome: outcome, Now: &r.now}); err != nil {
 		return err
 	}
-	*out = Settlement{Status: StatusAvailable, AttemptsLeft: attemptsLeft(row), AvailableAt: &row.AvailableAt}
+	*out = Settlement{Status: StatusAvailable, AttemptsLeft: attemptsLeft(row), AvailableAt: &row.AvailableAt, Attempt: int(o.Attempts)}
 	return r.q.Notify(r.ctx, queries.NotifyParams{Channel: ChannelOccurrence, Payload: AvailabilityPayload(o.Mode, o.DefinitionKey, int(o.Revision), r.now)})
 }
 

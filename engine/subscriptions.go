@@ -81,6 +81,18 @@ type Pairs struct {
 	fields [][]string
 }
 
+// DefinitionKeys returns the distinct definition keys of the pairs, in
+// their order.
+func (p Pairs) DefinitionKeys() []string {
+	keys := make([]string, 0, len(p.Keys))
+	for _, k := range p.Keys {
+		if !slices.Contains(keys, k) {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
 // Matches reports whether (key, revision) is in the pairs.
 func (p Pairs) Matches(key string, revision int) bool {
 	return p.index(key, revision) >= 0

@@ -64,6 +64,13 @@ func (e *Engine) settleDue(ctx context.Context, instanceID, id uuid.UUID) (bool,
 		switch {
 		case o.DeadlineAt != nil && !o.DeadlineAt.After(r.now):
 			done = true
+			if o.Status == StatusReserved {
+				// The holder learns at once (a worker stream, a push call in
+				// flight), not at its next extension.
+				if err := q.Notify(ctx, queries.NotifyParams{Channel: ChannelCancel, Payload: CancelPayload(o.ID, CancelDeadlineExceeded)}); err != nil {
+					return err
+				}
+			}
 			return r.fail(o, OutcomeExpired, "deadline_exceeded",
 				fmt.Sprintf("the deadline (%s after creation) passed", formatDuration(derefDuration(o.Deadline))))
 		case lockGone && o.Mode == ModePush:
@@ -101,6 +108,9 @@ func (e *Engine) RunTimerLoop(ctx context.Context, interval time.Duration) {
 		n, err := e.RunTimers(ctx)
 		if err != nil && ctx.Err() == nil {
 			e.logger.Warn("timer pass failed", "err", err)
+		}
+		if _, err := e.PruneWorkers(ctx); err != nil && ctx.Err() == nil {
+			e.logger.Warn("worker catalog pruning failed", "err", err)
 		}
 		next := interval
 		if n >= timerBatch {

@@ -29,8 +29,11 @@ type Protocol struct {
 	logger *slog.Logger
 	bounds config.Pull
 	body   int64
-	eng    *engine.Engine
-	hub    *longpoll.Hub
+	// heartbeat is the worker streams' heartbeat: a poller stays live in
+	// the worker catalog for its wait plus three of them.
+	heartbeat time.Duration
+	eng       *engine.Engine
+	hub       *longpoll.Hub
 
 	claimed prometheus.Counter
 	fetches *prometheus.CounterVec
@@ -38,7 +41,7 @@ type Protocol struct {
 
 // New returns the protocol on eng, waking long polls through hub.
 func New(logger *slog.Logger, cfg config.Config, eng *engine.Engine, hub *longpoll.Hub, reg prometheus.Registerer) *Protocol {
-	p := &Protocol{logger: logger, bounds: cfg.Pull, body: cfg.MaxBodyBytes, eng: eng, hub: hub,
+	p := &Protocol{logger: logger, bounds: cfg.Pull, body: cfg.MaxBodyBytes, heartbeat: cfg.Stream.Heartbeat, eng: eng, hub: hub,
 		claimed: prometheus.NewCounter(prometheus.CounterOpts{Name: "relais_pull_claimed_total", Help: "Occurrences reserved by fetch-and-lock."}),
 		fetches: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "relais_pull_fetches_total", Help: "Fetch-and-lock requests by result."}, []string{"result"}),
 	}
@@ -153,6 +156,10 @@ func (p *Protocol) fetch(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	// The worker catalog lists pollers by their last fetch (written at
+	// most every few seconds per worker).
+	p.eng.SeePoller(r.Context(), engine.PollerSighting{ConsumerID: principal.ConsumerID, WorkerID: req.WorkerID, Subscriptions: subs,
+		Pairs: pairs, LiveFor: wait + engine.LiveHeartbeats*p.heartbeat})
 	claim := engine.ClaimRequest{ConsumerID: principal.ConsumerID, WorkerID: req.WorkerID, Pairs: pairs, MaxTasks: maxTasks,
 		LockDuration: lock, RequestID: req.RequestID}
 	got, err := p.hub.ClaimOrWait(r.Context(), p.eng, claim, wait)

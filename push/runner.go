@@ -97,8 +97,8 @@ func (r *Runner) poke() {
 // Cancel handles a ChannelCancel payload: it aborts the call of a cancelled
 // occurrence if this replica is making it.
 func (r *Runner) Cancel(payload string) {
-	id, err := uuid.Parse(payload)
-	if err != nil {
+	id, _, ok := engine.ParseCancelPayload(payload)
+	if !ok {
 		return
 	}
 	r.mu.Lock()

@@ -192,3 +192,16 @@ type Token struct {
 	ExpiresAt  *time.Time
 	LastUsedAt *time.Time
 }
+
+type Worker struct {
+	ID             uuid.UUID
+	ConsumerID     int64
+	WorkerID       string
+	Protocol       string
+	Replica        string
+	Subscriptions  json.RawMessage
+	DefinitionKeys []string
+	ConnectedAt    time.Time
+	LastSeenAt     time.Time
+	LiveUntil      time.Time
+}

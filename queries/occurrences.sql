@@ -375,3 +375,107 @@ where o.mode = 'pull' and o.status in ('available', 'reserved', 'deferred')
        or (o.max_attempts + o.attempt_credit - o.attempts
            + case when (o.status = 'reserved' and not relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts + o.attempt_credit, o.deadline_at, coalesce(sqlc.narg('now')::timestamptz, now()))) or o.status = 'deferred' then 1 else 0 end > 0)
           = sqlc.narg('has_remaining'));
+
+-- name: OccurrenceKeepAlive :many
+-- Extends, in one statement, every lock a worker stream still holds (each
+-- occurrence at the attempt it was assigned, its lock not lapsed), and
+-- reports what became of the others: each held occurrence's status and the
+-- outcome of its assigned attempt, so the stream can tell a settlement
+-- from a cancellation or a lost lock. Rows are locked in id order.
+with held as (
+    select unnest(@ids::uuid[]) as id, unnest(@attempts::integer[]) as attempt
+),
+locked as (
+    select o.id from occurrences o
+    join held h on h.id = o.id and h.attempt = o.attempts
+    where o.status = 'reserved' and o.consumer_id = @consumer_id and o.worker_id = @worker_id
+      and o.lock_expires_at > coalesce(sqlc.narg('now')::timestamptz, now())
+    order by o.id
+    for update of o
+),
+extended as (
+    update occurrences o
+    set lock_expires_at = coalesce(sqlc.narg('now')::timestamptz, now()) + @lock_duration::interval,
+        claimable_at = case when o.attempts < o.max_attempts + o.attempt_credit
+                            then coalesce(sqlc.narg('now')::timestamptz, now()) + @lock_duration::interval end
+    from locked l
+    where o.id = l.id
+    returning o.id, o.attempts, o.lock_expires_at
+),
+attempts_extended as (
+    update attempts a set lock_expires_at = e.lock_expires_at
+    from extended e
+    where a.occurrence_id = e.id and a.number = e.attempts
+)
+select h.id::uuid as id, h.attempt::integer as attempt, (e.id is not null)::boolean as kept, o.status, o.error_code, a.outcome
+from held h
+join occurrences o on o.id = h.id
+left join attempts a on a.occurrence_id = h.id and a.number = h.attempt
+left join extended e on e.id = h.id;
+
+-- name: OccurrenceDisconnect :many
+-- Ends the unsettled assignments of a worker stream that ended: each lock
+-- expires now and its attempt ends disconnected, which counts (a task that
+-- kills its workers still ends). The claim re-offers them at once, as any
+-- lapsed lock, and the timer fails those without attempts left.
+with held as (
+    select unnest(@ids::uuid[]) as id, unnest(@attempts::integer[]) as attempt
+),
+locked as (
+    select o.id from occurrences o
+    join held h on h.id = o.id and h.attempt = o.attempts
+    where o.status = 'reserved' and o.consumer_id = @consumer_id and o.worker_id = @worker_id
+    order by o.id
+    for update of o
+),
+handed as (
+    update occurrences o
+    set lock_expires_at = least(o.lock_expires_at, coalesce(sqlc.narg('now')::timestamptz, now())),
+        claimable_at = case when o.attempts < o.max_attempts + o.attempt_credit
+                            then least(o.lock_expires_at, coalesce(sqlc.narg('now')::timestamptz, now())) end
+    from locked l
+    where o.id = l.id
+    returning o.id, o.attempts, o.mode, o.definition_key, o.revision,
+              coalesce(sqlc.narg('now')::timestamptz, now())::timestamptz as at
+),
+ended as (
+    update attempts a
+    set outcome = 'disconnected', ended_at = coalesce(sqlc.narg('now')::timestamptz, now())
+    from handed h
+    where a.occurrence_id = h.id and a.number = h.attempts and a.ended_at is null
+)
+select id, attempts, mode, definition_key, revision, at from handed;
+
+-- name: OccurrenceReleaseHeld :many
+-- Hands back the assignments of a stream its replica is ending (shutting
+-- down): available again now, the attempt ends released and is given back
+-- to the budget, as a worker's own release. A lapsed lock is left as it is
+-- (already offered again).
+with held as (
+    select unnest(@ids::uuid[]) as id, unnest(@attempts::integer[]) as attempt
+),
+locked as (
+    select o.id from occurrences o
+    join held h on h.id = o.id and h.attempt = o.attempts
+    where o.status = 'reserved' and o.consumer_id = @consumer_id and o.worker_id = @worker_id
+      and o.lock_expires_at > coalesce(sqlc.narg('now')::timestamptz, now())
+    order by o.id
+    for update of o
+),
+handed as (
+    update occurrences o
+    set status = 'available', available_at = coalesce(sqlc.narg('now')::timestamptz, now()),
+        claimable_at = coalesce(sqlc.narg('now')::timestamptz, now()),
+        lock_expires_at = null, attempt_credit = o.attempt_credit + 1
+    from locked l
+    where o.id = l.id
+    returning o.id, o.attempts, o.mode, o.definition_key, o.revision,
+              coalesce(sqlc.narg('now')::timestamptz, now())::timestamptz as at
+),
+ended as (
+    update attempts a
+    set outcome = 'released', ended_at = coalesce(sqlc.narg('now')::timestamptz, now())
+    from handed h
+    where a.occurrence_id = h.id and a.number = h.attempts and a.ended_at is null
+)
+select id, attempts, mode, definition_key, revision, at from handed;

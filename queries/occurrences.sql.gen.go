@@ -504,6 +504,90 @@ func (q *Queries) OccurrenceDefer(ctx context.Context, arg OccurrenceDeferParams
 	return err
 }
 
+const occurrenceDisconnect = `-- name: OccurrenceDisconnect :many
+with held as (
+    select unnest($1::uuid[]) as id, unnest($2::integer[]) as attempt
+),
+locked as (
+    select o.id from occurrences o
+    join held h on h.id = o.id and h.attempt = o.attempts
+    where o.status = 'reserved' and o.consumer_id = $3 and o.worker_id = $4
+    order by o.id
+    for update of o
+),
+handed as (
+    update occurrences o
+    set lock_expires_at = least(o.lock_expires_at, coalesce($5::timestamptz, now())),
+        claimable_at = case when o.attempts < o.max_attempts + o.attempt_credit
+                            then least(o.lock_expires_at, coalesce($5::timestamptz, now())) end
+    from locked l
+    where o.id = l.id
+    returning o.id, o.attempts, o.mode, o.definition_key, o.revision,
+              coalesce($5::timestamptz, now())::timestamptz as at
+),
+ended as (
+    update attempts a
+    set outcome = 'disconnected', ended_at = coalesce($5::timestamptz, now())
+    from handed h
+    where a.occurrence_id = h.id and a.number = h.attempts and a.ended_at is null
+)
+select id, attempts, mode, definition_key, revision, at from handed
+`
+
+type OccurrenceDisconnectParams struct {
+	Ids        []uuid.UUID
+	Attempts   []int32
+	ConsumerID *int64
+	WorkerID   *string
+	Now        *time.Time
+}
+
+type OccurrenceDisconnectRow struct {
+	ID            uuid.UUID
+	Attempts      int32
+	Mode          string
+	DefinitionKey string
+	Revision      int32
+	At            time.Time
+}
+
+// Ends the unsettled assignments of a worker stream that ended: each lock
+// expires now and its attempt ends disconnected, which counts (a task that
+// kills its workers still ends). The claim re-offers them at once, as any
+// lapsed lock, and the timer fails those without attempts left.
+func (q *Queries) OccurrenceDisconnect(ctx context.Context, arg OccurrenceDisconnectParams) ([]OccurrenceDisconnectRow, error) {
+	rows, err := q.db.Query(ctx, occurrenceDisconnect,
+		arg.Ids,
+		arg.Attempts,
+		arg.ConsumerID,
+		arg.WorkerID,
+		arg.Now,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []OccurrenceDisconnectRow{}
+	for rows.Next() {
+		var i OccurrenceDisconnectRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Attempts,
+			&i.Mode,
+			&i.DefinitionKey,
+			&i.Revision,
+			&i.At,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const occurrenceDueForTimer = `-- name: OccurrenceDueForTimer :many
 select id, instance_id from occurrences
 where status in ('available', 'reserved', 'deferred') and deadline_at <= coalesce($2::timestamptz, now())
@@ -840,6 +924,96 @@ func (q *Queries) OccurrenceInsert(ctx context.Context, arg OccurrenceInsertPara
 		&i.ProcessVersion,
 	)
 	return i, err
+}
+
+const occurrenceKeepAlive = `-- name: OccurrenceKeepAlive :many
+with held as (
+    select unnest($1::uuid[]) as id, unnest($2::integer[]) as attempt
+),
+locked as (
+    select o.id from occurrences o
+    join held h on h.id = o.id and h.attempt = o.attempts
+    where o.status = 'reserved' and o.consumer_id = $3 and o.worker_id = $4
+      and o.lock_expires_at > coalesce($5::timestamptz, now())
+    order by o.id
+    for update of o
+),
+extended as (
+    update occurrences o
+    set lock_expires_at = coalesce($5::timestamptz, now()) + $6::interval,
+        claimable_at = case when o.attempts < o.max_attempts + o.attempt_credit
+                            then coalesce($5::timestamptz, now()) + $6::interval end
+    from locked l
+    where o.id = l.id
+    returning o.id, o.attempts, o.lock_expires_at
+),
+attempts_extended as (
+    update attempts a set lock_expires_at = e.lock_expires_at
+    from extended e
+    where a.occurrence_id = e.id and a.number = e.attempts
+)
+select h.id::uuid as id, h.attempt::integer as attempt, (e.id is not null)::boolean as kept, o.status, o.error_code, a.outcome
+from held h
+join occurrences o on o.id = h.id
+left join attempts a on a.occurrence_id = h.id and a.number = h.attempt
+left join extended e on e.id = h.id
+`
+
+type OccurrenceKeepAliveParams struct {
+	Ids          []uuid.UUID
+	Attempts     []int32
+	ConsumerID   *int64
+	WorkerID     *string
+	Now          *time.Time
+	LockDuration time.Duration
+}
+
+type OccurrenceKeepAliveRow struct {
+	ID        uuid.UUID
+	Attempt   int32
+	Kept      bool
+	Status    string
+	ErrorCode *string
+	Outcome   *string
+}
+
+// Extends, in one statement, every lock a worker stream still holds (each
+// occurrence at the attempt it was assigned, its lock not lapsed), and
+// reports what became of the others: each held occurrence's status and the
+// outcome of its assigned attempt, so the stream can tell a settlement
+// from a cancellation or a lost lock. Rows are locked in id order.
+func (q *Queries) OccurrenceKeepAlive(ctx context.Context, arg OccurrenceKeepAliveParams) ([]OccurrenceKeepAliveRow, error) {
+	rows, err := q.db.Query(ctx, occurrenceKeepAlive,
+		arg.Ids,
+		arg.Attempts,
+		arg.ConsumerID,
+		arg.WorkerID,
+		arg.Now,
+		arg.LockDuration,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []OccurrenceKeepAliveRow{}
+	for rows.Next() {
+		var i OccurrenceKeepAliveRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Attempt,
+			&i.Kept,
+			&i.Status,
+			&i.ErrorCode,
+			&i.Outcome,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const occurrenceList = `-- name: OccurrenceList :many
@@ -1676,6 +1850,91 @@ func (q *Queries) OccurrenceRelease(ctx context.Context, arg OccurrenceReleasePa
 		&i.ProcessVersion,
 	)
 	return i, err
+}
+
+const occurrenceReleaseHeld = `-- name: OccurrenceReleaseHeld :many
+with held as (
+    select unnest($1::uuid[]) as id, unnest($2::integer[]) as attempt
+),
+locked as (
+    select o.id from occurrences o
+    join held h on h.id = o.id and h.attempt = o.attempts
+    where o.status = 'reserved' and o.consumer_id = $3 and o.worker_id = $4
+      and o.lock_expires_at > coalesce($5::timestamptz, now())
+    order by o.id
+    for update of o
+),
+handed as (
+    update occurrences o
+    set status = 'available', available_at = coalesce($5::timestamptz, now()),
+        claimable_at = coalesce($5::timestamptz, now()),
+        lock_expires_at = null, attempt_credit = o.attempt_credit + 1
+    from locked l
+    where o.id = l.id
+    returning o.id, o.attempts, o.mode, o.definition_key, o.revision,
+              coalesce($5::timestamptz, now())::timestamptz as at
+),
+ended as (
+    update attempts a
+    set outcome = 'released', ended_at = coalesce($5::timestamptz, now())
+    from handed h
+    where a.occurrence_id = h.id and a.number = h.attempts and a.ended_at is null
+)
+select id, attempts, mode, definition_key, revision, at from handed
+`
+
+type OccurrenceReleaseHeldParams struct {
+	Ids        []uuid.UUID
+	Attempts   []int32
+	ConsumerID *int64
+	WorkerID   *string
+	Now        *time.Time
+}
+
+type OccurrenceReleaseHeldRow struct {
+	ID            uuid.UUID
+	Attempts      int32
+	Mode          string
+	DefinitionKey string
+	Revision      int32
+	At            time.Time
+}
+
+// Hands back the assignments of a stream its replica is ending (shutting
+// down): available again now, the attempt ends released and is given back
+// to the budget, as a worker's own release. A lapsed lock is left as it is
+// (already offered again).
+func (q *Queries) OccurrenceReleaseHeld(ctx context.Context, arg OccurrenceReleaseHeldParams) ([]OccurrenceReleaseHeldRow, error) {
+	rows, err := q.db.Query(ctx, occurrenceReleaseHeld,
+		arg.Ids,
+		arg.Attempts,
+		arg.ConsumerID,
+		arg.WorkerID,
+		arg.Now,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []OccurrenceReleaseHeldRow{}
+	for rows.Next() {
+		var i OccurrenceReleaseHeldRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Attempts,
+			&i.Mode,
+			&i.DefinitionKey,
+			&i.Revision,
+			&i.At,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const occurrenceReplayRequest = `-- name: OccurrenceReplayRequest :many

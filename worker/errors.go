@@ -23,6 +23,10 @@ var (
 	// ErrShutdownTimeout means Run's context ended and the handler was
 	// still running after Config.ShutdownTimeout.
 	ErrShutdownTimeout = errors.New("worker: shutdown timeout")
+	// ErrHandlerTimeout means the handler ran longer than
+	// Config.HandlerTimeout; the task is failed (retryable) with code
+	// handler_timeout.
+	ErrHandlerTimeout = errors.New("worker: handler timeout")
 )
 
 // BusinessError is a non-retryable failure with a business code (for

@@ -2,26 +2,25 @@ package worker
 
 import (
 	"fmt"
-	"os"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/relais/relais/engine"
+	"github.com/relais/relais/internal/dbtest"
 )
 
 // TestMain fails the run when goroutines outlive the tests: Run promises
-// that none of its goroutines survive it. go.uber.org/goleak would do
-// this, but the module does not require it (it is only in go.sum, through
-// a dependency's tests), and this package may not add dependencies.
+// that none of its goroutines survive it. The stream tests run against a
+// real Relais, on the database harness; the check runs once it stopped.
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if code == 0 {
+	dbtest.Main(m, engine.SchemaFingerprint(), engine.Migrate, func() error {
 		if leaked := leakedGoroutines(5 * time.Second); len(leaked) > 0 {
-			fmt.Fprintf(os.Stderr, "%d goroutines leaked:\n\n%s\n", len(leaked), strings.Join(leaked, "\n\n"))
-			code = 1
+			return fmt.Errorf("%d goroutines leaked:\n\n%s", len(leaked), strings.Join(leaked, "\n\n"))
 		}
-	}
-	os.Exit(code)
+		return nil
+	})
 }
 
 // leakedGoroutines returns the stacks of goroutines other than the

@@ -34,6 +34,13 @@ type Task struct {
 	InstanceID string     `json:"instance_id"`
 	Node       string     `json:"node"`
 	Priority   int        `json:"priority"`
+
+	// wire reports the task's outcome: the REST routes for a fetched task,
+	// the worker protocol for a streamed one.
+	wire wire
+	// held is a fetched task's lock as the worker keeps it (nil for a
+	// streamed task: the server keeps it while the stream lives).
+	held *heldLock
 }
 
 // Decode decodes the task's inputs into v, as json.Unmarshal does.
@@ -54,6 +61,7 @@ const (
 	codeHandlerPanic   = "handler_panic"
 	codeInvalidOutputs = "invalid_outputs"
 	codeWorkerShutdown = "worker_shutdown"
+	codeHandlerTimeout = "handler_timeout"
 	// codeBusinessError stands for an empty business failure code.
 	codeBusinessError = "business_error"
 	// codeInvalidFailure reports a failure Relais refused as it was sent.
@@ -78,28 +86,63 @@ type extendRequest struct {
 	LockDuration string `json:"lock_duration"`
 }
 
-// process runs the handler for t while keeping its lock, then settles.
-func (r *run) process(t *Task, h Handler, lock lockState) {
+// process runs the handler for t in ctx, which keep (when set) keeps
+// alive by extending the lock, then settles. cancel ends ctx: the lock
+// keeping, a stream's Cancellation and the handler timeout call it with
+// their cause.
+func (r *run) process(t *Task, h Handler, ctx context.Context, cancel context.CancelCauseFunc, keep func(context.Context, context.CancelCauseFunc)) {
 	log := r.w.log.With(taskAttrs(t)...)
-	ctx, cancel := context.WithCancelCause(r.handlerCtx)
 	defer cancel(nil)
-	keepCtx, stopKeeping := context.WithCancel(ctx)
-	held := newHeldLock(ctx, lock.expiry)
-	kept := make(chan struct{})
-	go func() {
-		defer close(kept)
-		r.keepLock(keepCtx, cancel, t.ID, lock, held, log)
-	}()
-	// The lock is kept until the outcome is reported too: a report retried
-	// through a Relais outage must not outlive the lock it settles.
-	defer func() {
-		stopKeeping()
-		<-kept
-	}()
+	if keep != nil {
+		keepCtx, stopKeeping := context.WithCancel(ctx)
+		kept := make(chan struct{})
+		go func() {
+			defer close(kept)
+			keep(keepCtx, cancel)
+		}()
+		// The lock is kept until the outcome is reported too: a report
+		// retried through a Relais outage must not outlive the lock it
+		// settles.
+		defer func() {
+			stopKeeping()
+			<-kept
+		}()
+	}
+	// The handler timeout cancels the context first, then fails the task.
+	timeout := time.AfterFunc(r.w.cfg.HandlerTimeout, func() { cancel(ErrHandlerTimeout) })
+	defer timeout.Stop()
 	log.Debug("task started")
 	r.handling.Add(1)
-	outputs, err := invoke(ctx, h, t, log)
-	r.handling.Add(-1)
+	var outputs any
+	var err error
+	returned := make(chan struct{})
+	go func() {
+		defer close(returned)
+		defer r.handling.Add(-1)
+		outputs, err = invoke(ctx, h, t, log)
+	}()
+	select {
+	case <-returned:
+	case <-ctx.Done():
+		if !errors.Is(context.Cause(ctx), ErrHandlerTimeout) {
+			<-returned
+			break
+		}
+		grace := time.NewTimer(r.w.shutdownGrace)
+		select {
+		case <-returned:
+			grace.Stop()
+		case <-grace.C:
+			// The handler ignores its cancelled context: report the
+			// timeout now, so that the task is retried elsewhere instead
+			// of held, and wait for the handler (it keeps its slot: the
+			// concurrency bound holds).
+			log.Error("handler ignored the handler timeout; failing the task and waiting for the handler to return")
+			r.settleFail(t, timeoutFailure(r.w.cfg.HandlerTimeout), log)
+			<-returned
+			return
+		}
+	}
 
 	cause := context.Cause(ctx)
 	switch {
@@ -108,15 +151,23 @@ func (r *run) process(t *Task, h Handler, lock lockState) {
 		// hold the task: settling could only mislead.
 		log.Warn("task abandoned without settling", "cause", cause)
 		return
+	case errors.Is(cause, ErrHandlerTimeout):
+		// Whatever it returned once cut short is not the work asked for.
+		log.Warn("handler timed out; failing the task", "timeout", r.w.cfg.HandlerTimeout)
+		r.settleFail(t, timeoutFailure(r.w.cfg.HandlerTimeout), log)
 	case err == nil:
-		r.complete(t, outputs, held, log)
+		r.complete(t, outputs, log)
 	case errors.Is(cause, ErrShutdownTimeout):
 		// The handler was cut short, not wrong: hand the task back at
 		// once, without spending an attempt.
-		r.handBack(t, held, log)
+		r.handBack(t, log)
 	default:
-		r.settleFail(t, failureOf(err), held, log)
+		r.settleFail(t, failureOf(err), log)
 	}
+}
+
+func timeoutFailure(d time.Duration) failRequest {
+	return failRequest{ErrorCode: codeHandlerTimeout, Message: "the handler did not finish within " + d.String(), Retryable: true}
 }
 
 // invoke calls h, turning a panic into a retryable failure. Relais gets
@@ -232,18 +283,18 @@ func (r *run) extend(ctx context.Context, id string, expiry time.Time, log *slog
 
 // complete reports the handler's outputs, failing the occurrence without
 // retry when Relais refuses them (see Handler for why).
-func (r *run) complete(t *Task, outputs any, held *heldLock, log *slog.Logger) {
+func (r *run) complete(t *Task, outputs any, log *slog.Logger) {
 	body, err := encodeOutputs(outputs)
 	if err != nil {
 		log.Error("outputs cannot be encoded as JSON; failing the task", "err_type", fmt.Sprintf("%T", err))
-		r.settleFail(t, failRequest{ErrorCode: codeInvalidOutputs, Message: "the handler's outputs cannot be encoded as JSON"}, held, log)
+		r.settleFail(t, failRequest{ErrorCode: codeInvalidOutputs, Message: "the handler's outputs cannot be encoded as JSON"}, log)
 		return
 	}
-	var res struct {
-		Status string  `json:"status"`
-		Route  *string `json:"route"`
-	}
-	err = r.settle(t, "complete", completeRequest{WorkerID: r.w.cfg.WorkerID, Outputs: body}, &res, held, log)
+	var res completeResult
+	err = r.settle(t, "complete", func(ctx context.Context) (err error) {
+		res, err = t.wire.complete(ctx, t.ID, completeRequest{WorkerID: r.w.cfg.WorkerID, Outputs: body})
+		return err
+	}, log)
 	var ae *APIError
 	switch {
 	case err == nil:
@@ -256,7 +307,7 @@ func (r *run) complete(t *Task, outputs any, held *heldLock, log *slog.Logger) {
 		// The problem's pointers and messages describe the contract,
 		// never the values, so they are safe to log.
 		log.Error("outputs violate the contract; failing the task without retry", "errors", ae.Errors)
-		r.settleFail(t, failRequest{ErrorCode: codeInvalidOutputs, Message: violations(ae.Errors)}, held, log)
+		r.settleFail(t, failRequest{ErrorCode: codeInvalidOutputs, Message: violations(ae.Errors)}, log)
 	default:
 		r.logSettleError(log, "complete", err)
 	}
@@ -293,12 +344,14 @@ type releaseRequest struct {
 // answers 404 or 405: it gets a retryable worker_shutdown failure without
 // delay instead, which spends one. (An occurrence unknown to a newer Relais
 // is 404 too; its fail is then refused alike, at no cost.)
-func (r *run) handBack(t *Task, held *heldLock, log *slog.Logger) {
-	err := r.settle(t, "release", releaseRequest{WorkerID: r.w.cfg.WorkerID}, nil, held, log)
+func (r *run) handBack(t *Task, log *slog.Logger) {
+	err := r.settle(t, "release", func(ctx context.Context) error {
+		return t.wire.release(ctx, t.ID, releaseRequest{WorkerID: r.w.cfg.WorkerID})
+	}, log)
 	var ae *APIError
 	if errors.As(err, &ae) && (ae.Status == http.StatusNotFound || ae.Status == http.StatusMethodNotAllowed) {
 		r.settleFail(t, failRequest{ErrorCode: codeWorkerShutdown, Message: "the worker shut down before the handler finished",
-			Retryable: true, RetryDelay: isoduration.Format(0)}, held, log)
+			Retryable: true, RetryDelay: isoduration.Format(0)}, log)
 		return
 	}
 	if err != nil {
@@ -311,18 +364,18 @@ func (r *run) handBack(t *Task, held *heldLock, log *slog.Logger) {
 // settleFail reports a failure. The message goes to Relais, which scrubs
 // protected values before storing it; it is not logged, because a
 // handler's error text may quote its inputs.
-func (r *run) settleFail(t *Task, f failRequest, held *heldLock, log *slog.Logger) {
+func (r *run) settleFail(t *Task, f failRequest, log *slog.Logger) {
 	f.WorkerID = r.w.cfg.WorkerID
 	// A failure must land whatever the handler's error holds: a refused
 	// report would leave the task locked until its lock expires and then
 	// run it again, although it failed, and maybe for good.
 	f.ErrorCode, f.Message = wireCode(f.ErrorCode, f.Retryable), wireMessage(f.Message)
-	var res struct {
-		Status       string     `json:"status"`
-		AttemptsLeft int        `json:"attempts_left"`
-		AvailableAt  *time.Time `json:"available_at"`
+	var res failResult
+	send := func(ctx context.Context) (err error) {
+		res, err = t.wire.fail(ctx, t.ID, f)
+		return err
 	}
-	err := r.settle(t, "fail", f, &res, held, log)
+	err := r.settle(t, "fail", send, log)
 	var ae *APIError
 	if errors.As(err, &ae) && (ae.Status == http.StatusBadRequest || ae.Status == http.StatusUnprocessableEntity) {
 		// What is left to refuse is the delay (above Relais's ceiling) or
@@ -332,7 +385,7 @@ func (r *run) settleFail(t *Task, f failRequest, held *heldLock, log *slog.Logge
 		if ae.Code != "bound_exceeded" {
 			f.ErrorCode, f.Message = codeInvalidFailure, "the worker's failure report was refused ("+ae.Code+"): "+f.Message
 		}
-		err = r.settle(t, "fail", f, &res, held, log)
+		err = r.settle(t, "fail", send, log)
 	}
 	if err != nil {
 		r.logSettleError(log, "fail", err)
@@ -393,23 +446,28 @@ type settleRetried struct{ err error }
 func (e *settleRetried) Error() string { return e.err.Error() }
 func (e *settleRetried) Unwrap() error { return e.err }
 
-// settle sends an outcome, retrying network errors, 5xx and 429 with
-// backoff for as long as the lock lasts: Relais answers a replayed
-// identical completion the same way, so resending is safe, and an outcome
-// that lands before the lock expires spares the task a second run. Past
-// the lock (or once it is lost) Relais would refuse the outcome and may
-// have handed the task to another worker, so the worker stops. Any other
-// answer is final.
-func (r *run) settle(t *Task, action string, body, out any, held *heldLock, log *slog.Logger) error {
+// settle sends an outcome with send, retrying network errors, 5xx and 429
+// with backoff: Relais answers a replayed identical completion the same
+// way, so resending is safe. A fetched task's outcome is retried for as
+// long as its lock lasts, so that finished work is not done again after an
+// outage; past the lock (or once it is lost) Relais would refuse it and
+// may have handed the task to another worker, so the worker stops. A
+// streamed task's outcome is tried settleAttempts times. Any other answer
+// is final.
+func (r *run) settle(t *Task, action string, send func(ctx context.Context) error, log *slog.Logger) error {
 	w := r.w
 	bo := w.settleBackoff
+	held := t.held
 	for attempt := 1; ; attempt++ {
-		// A request stuck on a dead connection must leave time for
-		// another try before the lock ends; the first one is sent even
-		// if the lock seems gone, to learn what Relais says.
-		left := time.Until(held.expiry())
-		ctx, cancel := context.WithTimeout(r.settleCtx, min(settleTimeout, max(left/3, time.Second)))
-		err := w.post(ctx, occurrencePath(t.ID, action), body, out)
+		timeout := settleTimeout
+		if held != nil {
+			// A request stuck on a dead connection must leave time for
+			// another try before the lock ends; the first one is sent
+			// even if the lock seems gone, to learn what Relais says.
+			timeout = min(settleTimeout, max(time.Until(held.expiry())/3, time.Second))
+		}
+		ctx, cancel := context.WithTimeout(r.settleCtx, timeout)
+		err := send(ctx)
 		cancel()
 		if err == nil {
 			return nil
@@ -420,20 +478,29 @@ func (r *run) settle(t *Task, action string, body, out any, held *heldLock, log 
 			}
 			return err
 		}
-		left = time.Until(held.expiry())
-		if left <= 0 || held.lost() {
-			return err
+		d := max(bo.next(), retryAfter(err))
+		if held != nil {
+			left := time.Until(held.expiry())
+			if left <= 0 || held.lost() {
+				return err
+			}
+			d = min(d, left)
+			log.Warn("reporting the outcome failed; retrying until the lock expires", "action", action, "err", err, "delay", d, "lock_left", left.Round(time.Millisecond))
+		} else {
+			if attempt == settleAttempts {
+				return err
+			}
+			log.Warn("reporting the outcome failed; retrying", "action", action, "err", err, "delay", d)
 		}
-		d := min(max(bo.next(), retryAfter(err)), left)
-		log.Warn("reporting the outcome failed; retrying until the lock expires", "action", action, "err", err, "delay", d, "lock_left", left.Round(time.Millisecond))
 		if !w.sleep(r.settleCtx, d) {
 			return err
 		}
 	}
 }
 
-// heldLock is what settle needs to know of a task's lock: until when, by
-// the local clock, the latest extension keeps it, and whether it is lost.
+// heldLock is what settle needs to know of a fetched task's lock: until
+// when, by the local clock, the latest extension keeps it, and whether it
+// is lost.
 type heldLock struct {
 	taskCtx context.Context // the handler's: its cause says the lock was lost
 	until   atomic.Int64    // unix nanoseconds

@@ -1,18 +1,21 @@
 // Package worker is the Go SDK for Relais pull workers: a service embeds
-// it, registers a Handler per task definition, and Run fetches tasks,
+// it, registers a Handler per task definition, and Run receives tasks,
 // runs the handlers, keeps their locks alive and reports the outcome.
 //
-// It speaks the pull protocol over HTTP/JSON and depends on the standard
-// library and this module's isoduration package only (no server package).
-// What it guarantees:
+// By default it connects a worker stream (relais.worker.v1.WorkerService,
+// DESIGN §10): tasks are pushed as soon as they are claimable and Relais
+// keeps their locks alive while the stream lives. Against a server without
+// streams it long-polls the REST pull protocol instead (Config.Protocol).
+// It depends on this module's isoduration and generated protocol packages
+// only (no server package). What it guarantees:
 //
 //   - at most Config.Concurrency handlers run at once, and it never
-//     reserves more tasks than it has room to run;
+//     reserves more tasks than it has room to run (a stream's
+//     max_in_flight is Config.Concurrency);
 //   - a handler's context ends as soon as its task may belong to someone
 //     else (lock lost, occurrence cancelled); context.Cause says why;
-//   - outcomes are reported once, retried through network trouble and
-//     server outages for as long as the lock lasts (so finished work is
-//     not done again), and never after the lock was lost;
+//   - outcomes are reported once, retried on network trouble, and never
+//     after the lock was lost;
 //   - logs carry task ids and error codes, never inputs, outputs or
 //     failure messages, which may hold secrets.
 package worker
@@ -41,6 +44,18 @@ const (
 	DefaultLockDuration    = time.Minute
 	DefaultWait            = 20 * time.Second
 	DefaultShutdownTimeout = 30 * time.Second
+	DefaultHandlerTimeout  = 5 * time.Minute
+)
+
+// Protocols of Config.Protocol.
+const (
+	// ProtocolAuto connects a worker stream, and long-polls instead when
+	// the server has no stream (a Relais before DESIGN §10).
+	ProtocolAuto = ""
+	// ProtocolStream connects a worker stream only.
+	ProtocolStream = "stream"
+	// ProtocolLongPoll long-polls the REST pull routes only.
+	ProtocolLongPoll = "long_poll"
 )
 
 // pollMargin is how long past its long-poll wait a fetch may take before
@@ -69,14 +84,26 @@ type Config struct {
 	// Concurrency is the most handlers running at once. Default 4.
 	Concurrency int
 	// LockDuration is the lock asked for at fetch and at each extension;
-	// the worker extends it when half of it is left. Default 1m.
+	// the worker extends it when half of it is left. On a stream Relais
+	// keeps it alive instead, and it only bounds how long the tasks of a
+	// worker whose replica died stay locked (a stream refuses less than
+	// 1s). Default 1m.
 	LockDuration time.Duration
 	// Wait is how long one fetch long-polls for work. Default 20s.
 	Wait time.Duration
 	// ShutdownTimeout bounds how long Run waits for in-flight handlers
 	// after its context ends; then their contexts are cancelled (cause
-	// ErrShutdownTimeout). Default 30s.
+	// ErrShutdownTimeout) and their tasks released. Default 30s.
 	ShutdownTimeout time.Duration
+	// HandlerTimeout bounds one handler: past it, its context is cancelled
+	// (cause ErrHandlerTimeout), then the task is failed, retryable, with
+	// code handler_timeout (at once if the handler returns, after a few
+	// seconds' grace if it ignores its context). Default 5m.
+	HandlerTimeout time.Duration
+	// Protocol chooses how tasks arrive: ProtocolAuto (the default) uses
+	// a worker stream and falls back to long polling when the server has
+	// none; ProtocolStream and ProtocolLongPoll use only one.
+	Protocol string
 	// Logger receives the worker's logs. Default: discarded.
 	Logger *slog.Logger
 }
@@ -126,6 +153,12 @@ type route struct {
 	h         Handler
 }
 
+// settleAttempts is how many times the outcome of a streamed task (whose
+// lock the server keeps while the stream lives) is sent before the worker
+// gives up; a fetched task's outcome is retried for as long as its lock
+// lasts instead; the lock then expires and Relais hands the task out again.
+const settleAttempts = 5
+
 // settleTimeout bounds one complete, fail or extend request.
 const settleTimeout = 30 * time.Second
 
@@ -138,8 +171,13 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.Token == "" {
 		return nil, errors.New("worker: a consumer Token is required")
 	}
-	if cfg.Concurrency < 0 || cfg.LockDuration < 0 || cfg.Wait < 0 || cfg.ShutdownTimeout < 0 {
+	if cfg.Concurrency < 0 || cfg.LockDuration < 0 || cfg.Wait < 0 || cfg.ShutdownTimeout < 0 || cfg.HandlerTimeout < 0 {
 		return nil, errors.New("worker: Concurrency and durations must not be negative")
+	}
+	switch cfg.Protocol {
+	case ProtocolAuto, ProtocolStream, ProtocolLongPoll:
+	default:
+		return nil, fmt.Errorf("worker: Protocol %q is not %q, %q or empty (auto)", cfg.Protocol, ProtocolStream, ProtocolLongPoll)
 	}
 	if cfg.WorkerID == "" {
 		host, err := os.Hostname()
@@ -155,6 +193,7 @@ func New(cfg Config) (*Worker, error) {
 	cfg.LockDuration = cmp.Or(cfg.LockDuration, DefaultLockDuration)
 	cfg.Wait = cmp.Or(cfg.Wait, DefaultWait)
 	cfg.ShutdownTimeout = cmp.Or(cfg.ShutdownTimeout, DefaultShutdownTimeout)
+	cfg.HandlerTimeout = cmp.Or(cfg.HandlerTimeout, DefaultHandlerTimeout)
 	ownClient := false
 	if cfg.HTTPClient == nil {
 		tr, ok := http.DefaultTransport.(*http.Transport)
@@ -245,9 +284,26 @@ func (w *Worker) Run(ctx context.Context) error {
 		settleCtx:  detached,
 	}
 	w.log.InfoContext(ctx, "worker started", "concurrency", w.cfg.Concurrency, "definitions", len(r.subs))
-	fatal := r.fetchLoop(ctx)
+	var fatal error
+	if w.cfg.Protocol == ProtocolLongPoll {
+		fatal = r.fetchLoop(ctx)
+	} else {
+		var fallback bool
+		fallback, fatal = r.streamLoop(ctx)
+		if fallback {
+			fatal = r.fetchLoop(ctx)
+		}
+	}
 	w.log.InfoContext(detached, "worker stopping; waiting for in-flight tasks", "in_flight", len(r.slots))
+	if r.stream != nil {
+		// The stream stays open, and keeps the locks alive, until the
+		// tasks in flight are settled or released.
+		r.stream.drain()
+	}
 	err := errors.Join(fatal, r.drain(stopHandlers))
+	if r.stream != nil {
+		r.stream.close()
+	}
 	if w.ownClient {
 		// Nobody else uses these connections: leave no goroutine behind.
 		w.cfg.HTTPClient.CloseIdleConnections()
@@ -277,6 +333,8 @@ type run struct {
 	// handling counts handlers still running; wg also counts tasks whose
 	// handler returned and whose outcome is still being reported.
 	handling atomic.Int64
+	// stream is the worker stream in use, if any.
+	stream *streamSession
 }
 
 // drain waits for in-flight tasks, cancelling them past the shutdown
@@ -413,7 +471,7 @@ func (r *run) fetchLoop(ctx context.Context) error {
 		lock := r.lockEstimate(started, time.Now())
 		for i, t := range tasks {
 			if i >= n {
-				r.giveBack(t, lock)
+				r.giveBack(t)
 				continue
 			}
 			r.start(t, lock)
@@ -475,32 +533,44 @@ func (r *run) post(ctx context.Context, req fetchRequest, out any) error {
 	return r.w.post(ctx, fetchPath, req, out)
 }
 
-// start runs t's handler in its own goroutine, holding one slot.
+// start runs a fetched task's handler in its own goroutine, holding one
+// slot, and keeps its lock by extending it.
 func (r *run) start(t *Task, lock lockState) {
-	r.w.mu.Lock()
-	rt, ok := r.w.handlers[t.Definition]
-	r.w.mu.Unlock()
-	h := rt.h
-	if !ok {
-		// Only a server bug could deliver an unsubscribed definition;
-		// fail it retryably so another worker may take it.
-		h = func(context.Context, *Task) (any, error) {
-			return nil, Retry("no_handler", 0, fmt.Errorf("worker %s has no handler for %s", r.w.cfg.WorkerID, t.Definition))
-		}
+	t.wire = restWire{r.w}
+	ctx, cancel := context.WithCancelCause(r.handlerCtx)
+	t.held = newHeldLock(ctx, lock.expiry)
+	keep := func(ctx context.Context, lose context.CancelCauseFunc) {
+		r.keepLock(ctx, lose, t.ID, lock, t.held, r.w.log.With(taskAttrs(t)...))
 	}
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
 		defer r.release(1)
-		r.process(t, h, lock)
+		r.process(t, r.handler(t), ctx, cancel, keep)
 	}()
+}
+
+// handler returns the handler of t's definition.
+func (r *run) handler(t *Task) Handler {
+	r.w.mu.Lock()
+	rt, ok := r.w.handlers[t.Definition]
+	r.w.mu.Unlock()
+	if !ok {
+		// Only a server bug could deliver an unsubscribed definition;
+		// fail it retryably so another worker may take it.
+		return func(context.Context, *Task) (any, error) {
+			return nil, Retry("no_handler", 0, fmt.Errorf("worker %s has no handler for %s", r.w.cfg.WorkerID, t.Definition))
+		}
+	}
+	return rt.h
 }
 
 // giveBack returns a task the server sent beyond max_tasks (it never
 // should) at once, rather than run more handlers than allowed.
-func (r *run) giveBack(t *Task, lock lockState) {
+func (r *run) giveBack(t *Task) {
+	t.wire = restWire{r.w}
 	log := r.w.log.With(taskAttrs(t)...)
 	log.Error("server sent more tasks than asked; giving one back")
 	r.settleFail(t, failRequest{ErrorCode: "worker_at_capacity", Message: "the worker had no free slot for this task",
-		Retryable: true, RetryDelay: isoduration.Format(0)}, newHeldLock(context.Background(), lock.expiry), log)
+		Retryable: true, RetryDelay: isoduration.Format(0)}, log)
 }

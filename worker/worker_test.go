@@ -877,6 +877,58 @@ func TestErrorsText(t *testing.T) {
 	}
 }
 
+// A handler running past HandlerTimeout has its context cancelled first
+// (cause ErrHandlerTimeout), then its task failed, retryable, as
+// handler_timeout; one that ignores the cancellation is failed after a
+// grace while it keeps its slot.
+func TestHandlerTimeout(t *testing.T) {
+	for _, ignores := range []bool{false, true} {
+		t.Run(fmt.Sprintf("ignores the context %v", ignores), func(t *testing.T) {
+			s := newFake(t)
+			s.maxAttempts = 2
+			id := s.add(def, 1, `{"company_name":"acme"}`)
+			h := newHarness(t, s, Config{HandlerTimeout: 100 * time.Millisecond, Concurrency: 1})
+			h.w.shutdownGrace = 50 * time.Millisecond
+			causes, release := make(chan error, 1), make(chan struct{})
+			h.w.Handle(def, nil, func(ctx context.Context, task *Task) (any, error) {
+				<-ctx.Done()
+				causes <- context.Cause(ctx)
+				if ignores {
+					<-release
+				}
+				return created(ctx, task)
+			})
+			h.start()
+			if cause := <-causes; !errors.Is(cause, ErrHandlerTimeout) {
+				t.Errorf("cause = %v; want ErrHandlerTimeout", cause)
+			}
+			waitFor(t, "the timeout reported", func() bool { return len(failsOf(s)) == 1 })
+			f := failsOf(s)[0]
+			if f.ID != id || f.ErrorCode != "handler_timeout" || !f.Retryable {
+				t.Errorf("failure = %+v; want a retryable handler_timeout of %s", f, id)
+			}
+			if ignores {
+				// The handler still runs: its slot is not given to another task.
+				s.add(def, 1, `{"company_name":"next"}`)
+				time.Sleep(100 * time.Millisecond)
+				if fetches, _, _, _ := s.snapshot(); len(fetches) != 1 {
+					t.Errorf("fetches while the handler still ran = %d, want 1 (its slot is held)", len(fetches))
+				}
+				close(release)
+			}
+			if err := h.stop(); err != nil {
+				t.Fatal(err)
+			}
+			_, completes, _, _ := s.snapshot()
+			for _, c := range completes {
+				if c.ID == id {
+					t.Errorf("the timed-out task was completed too: %+v", c)
+				}
+			}
+		})
+	}
+}
+
 // TestOutcomeOutlastsAnOutage: a handler that finishes as the server goes
 // away for 5 s has its outcome retried, with backoff, until the server is
 // back (the lock is still held): the task is done once, not again after

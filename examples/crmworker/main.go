@@ -40,7 +40,9 @@ func run(ctx context.Context, getenv func(string) string, logger *slog.Logger) e
 	if url == "" || token == "" {
 		return errors.New("RELAIS_URL and RELAIS_TOKEN (a consumer token granted add_company_to_crm) are required")
 	}
-	w, err := worker.New(worker.Config{URL: url, Token: token, Logger: logger})
+	// RELAIS_WORKER_PROTOCOL: stream or long_poll; empty tries the stream
+	// and long-polls when the server has none.
+	w, err := worker.New(worker.Config{URL: url, Token: token, Logger: logger, Protocol: getenv("RELAIS_WORKER_PROTOCOL")})
 	if err != nil {
 		return err
 	}

@@ -79,7 +79,9 @@ func TestOutcomeReportedAcrossAnOutage(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, func(k string) string {
-			return map[string]string{"RELAIS_URL": srv.URL, "RELAIS_TOKEN": token}[k]
+			// The proxy's outage follows a fetch-and-lock: this is the
+			// long-poll path (a stream's server keeps the lock alive).
+			return map[string]string{"RELAIS_URL": srv.URL, "RELAIS_TOKEN": token, "RELAIS_WORKER_PROTOCOL": "long_poll"}[k]
 		}, slog.New(slog.DiscardHandler))
 	}()
 	defer func() {

@@ -21,15 +21,22 @@ type Package struct {
 
 // surfaces serve the product over a transport; none may import another, so
 // each can be read, tested and changed alone.
-var surfaces = []string{"api", "camunda", "console", "pull", "push"}
+var surfaces = []string{"api", "camunda", "console", "pull", "push", "stream"}
 
 // pureDomain must link no net/http: the domain is reachable from any
 // transport (REST, streams, the console, a CLI) and owned by none.
 var pureDomain = []string{"engine", "engine/process", "contracts"}
 
 // workerLeaves are what the public SDK may import of the module: it ships
-// to other teams' services, so it stays free of the server.
-var workerLeaves = []string{"internal/isoduration"}
+// to other teams' services, so it stays free of the server. The generated
+// worker protocol is the wire it speaks.
+var workerLeaves = []string{"internal/isoduration", protoPackage, protoPackage + "/workerv1connect"}
+
+// protoPackage is the generated worker protocol. It is generated code on
+// the wire format: it imports no other package of the module (the SDK and
+// other teams' clients take it alone), and only the stream surface, the SDK
+// and tests use it.
+const protoPackage = "proto/relais/worker/v1"
 
 // Check returns one message per broken rule, each naming the package and
 // the import that breaks it.
@@ -59,6 +66,12 @@ func Check(pkgs []Package) []string {
 			if (rel == "worker" || strings.HasPrefix(rel, "worker/")) && !slices.Contains(workerLeaves, irel) {
 				add("%s imports %s: the worker SDK may import only %s of this module", rel, imp, strings.Join(workerLeaves, ", "))
 			}
+			if strings.HasPrefix(rel, "proto/") && !strings.HasPrefix(irel, protoPackage) {
+				add("%s imports %s: the generated protocol imports nothing else of this module", rel, imp)
+			}
+			if strings.HasPrefix(irel, "proto/") && !protoUser(rel) {
+				add("%s imports %s: only the stream surface and the worker SDK speak the worker protocol (the domain stays transport-free)", rel, imp)
+			}
 		}
 		if slices.Contains(pureDomain, rel) {
 			for _, d := range p.Deps {
@@ -69,6 +82,14 @@ func Check(pkgs []Package) []string {
 		}
 	}
 	return problems
+}
+
+// protoUser reports whether the package rel may import the generated
+// protocol: the surface serving it, the SDK speaking it, the generated
+// packages themselves, and the server assembly that mounts the surface.
+func protoUser(rel string) bool {
+	return rel == "stream" || strings.HasPrefix(rel, "stream/") || rel == "worker" || strings.HasPrefix(rel, "worker/") ||
+		strings.HasPrefix(rel, "proto/")
 }
 
 // throughModule names the module packages p imports that pull in net/http,

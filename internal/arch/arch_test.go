@@ -25,7 +25,7 @@ func TestModuleFollowsTheRules(t *testing.T) {
 		t.Error(p)
 	}
 	// The rules must be looking at the real packages, not at nothing.
-	for _, want := range []string{"engine", "contracts", "api", "camunda", "console", "pull", "push", "worker", "queries"} {
+	for _, want := range []string{"engine", "contracts", "api", "camunda", "console", "pull", "push", "worker", "queries", "proto/relais/worker/v1", "stream"} {
 		found := false
 		for _, p := range pkgs {
 			if p.ImportPath == Module+"/"+want {
@@ -106,6 +106,11 @@ func TestCheckNamesEachForbiddenImport(t *testing.T) {
 		{"contracts imports queries", Package{ImportPath: m("contracts"), Imports: []string{m("queries")}}, "contracts imports " + m("queries")},
 		{"worker imports engine", Package{ImportPath: m("worker"), Imports: []string{m("engine")}}, "worker imports " + m("engine")},
 		{"worker imports httpjson", Package{ImportPath: m("worker"), Imports: []string{m("internal/httpjson")}}, "worker imports " + m("internal/httpjson")},
+		{"stream imports pull", Package{ImportPath: m("stream"), Imports: []string{m("pull")}}, "stream imports " + m("pull")},
+		{"pull imports stream", Package{ImportPath: m("pull"), Imports: []string{m("stream")}}, "pull imports " + m("stream")},
+		{"the protocol imports isoduration", Package{ImportPath: m("proto/relais/worker/v1"), Imports: []string{m("internal/isoduration")}}, "proto/relais/worker/v1 imports " + m("internal/isoduration")},
+		{"the engine speaks the protocol", Package{ImportPath: m("engine"), Imports: []string{m("proto/relais/worker/v1")}}, "engine imports " + m("proto/relais/worker/v1")},
+		{"pull speaks the protocol", Package{ImportPath: m("pull"), Imports: []string{m("proto/relais/worker/v1/workerv1connect")}}, "pull imports " + m("proto/relais/worker/v1/workerv1connect")},
 		{"engine links net/http", Package{ImportPath: m("engine"), Imports: []string{m("internal/httpjson")}, Deps: []string{"net/http", m("internal/httpjson")}}, "engine depends on net/http (through " + m("internal/httpjson")},
 		{"process links net/http", Package{ImportPath: m("engine/process"), Imports: []string{"net/http"}, Deps: []string{"net/http"}}, "engine/process depends on net/http"},
 	}
@@ -120,9 +125,11 @@ func TestCheckNamesEachForbiddenImport(t *testing.T) {
 	}
 	allowed := []Package{
 		{ImportPath: m("engine"), Imports: []string{m("queries"), m("contracts")}},
-		{ImportPath: m("worker"), Imports: []string{m("internal/isoduration"), "net/http"}},
+		{ImportPath: m("worker"), Imports: []string{m("internal/isoduration"), "net/http", m("proto/relais/worker/v1"), m("proto/relais/worker/v1/workerv1connect")}},
+		{ImportPath: m("stream"), Imports: []string{m("engine"), m("proto/relais/worker/v1"), m("proto/relais/worker/v1/workerv1connect")}},
+		{ImportPath: m("proto/relais/worker/v1/workerv1connect"), Imports: []string{m("proto/relais/worker/v1")}},
 		{ImportPath: m("api"), Imports: []string{m("engine"), m("internal/httpjson")}, Deps: []string{"net/http"}},
-		{ImportPath: m("internal/server"), Imports: []string{m("api"), m("camunda"), m("pull"), m("push"), m("console")}},
+		{ImportPath: m("internal/server"), Imports: []string{m("api"), m("camunda"), m("pull"), m("push"), m("console"), m("stream")}},
 		{ImportPath: m("camunda"), Imports: []string{m("engine"), m("internal/longpoll")}},
 	}
 	if got := Check(allowed); len(got) != 0 {

@@ -48,6 +48,7 @@ type Config struct {
 	LogFormat string
 	Pull      Pull
 	Push      Push
+	Stream    Stream
 }
 
 // Pull holds the operator's bounds on the pull protocol. Requests above a
@@ -59,6 +60,17 @@ type Pull struct {
 	MaxWait             time.Duration
 	MaxRetryDelay       time.Duration
 	MaxWaiters          int
+}
+
+// Stream holds the bounds of worker streams (DESIGN §10). Requests above a
+// ceiling are rejected, never clamped.
+type Stream struct {
+	// Heartbeat is how often a stream sends a heartbeat; a worker unseen
+	// for three is no longer live.
+	Heartbeat   time.Duration
+	MaxInFlight int
+	// MaxStreams bounds the streams one replica holds at once.
+	MaxStreams int
 }
 
 // Push holds the push runner's budget and capacity.
@@ -133,6 +145,12 @@ var Settings = []Setting{
 		set: func(c *Config, v any) { c.Pull.MaxRetryDelay = v.(time.Duration) }},
 	{Env: "RELAIS_PULL_MAX_WAITERS", Flag: "pull-max-waiters", Default: "1000", Description: "long-polling fetches one replica holds at once; past it 429 too_many_waiters", kind: kindInt,
 		set: func(c *Config, v any) { c.Pull.MaxWaiters = v.(int) }},
+	{Env: "RELAIS_STREAM_HEARTBEAT", Flag: "stream-heartbeat", Default: "PT10S", Description: "heartbeat interval of worker streams; a worker unseen for three heartbeats is no longer live", kind: kindDuration,
+		set: func(c *Config, v any) { c.Stream.Heartbeat = v.(time.Duration) }},
+	{Env: "RELAIS_STREAM_MAX_IN_FLIGHT", Flag: "stream-max-in-flight", Default: "100", Description: "ceiling of a worker stream's max_in_flight", kind: kindInt,
+		set: func(c *Config, v any) { c.Stream.MaxInFlight = v.(int) }},
+	{Env: "RELAIS_STREAM_MAX_STREAMS", Flag: "stream-max-streams", Default: "1000", Description: "worker streams one replica holds at once; past it RESOURCE_EXHAUSTED", kind: kindInt,
+		set: func(c *Config, v any) { c.Stream.MaxStreams = v.(int) }},
 	{Env: "RELAIS_PUSH_DEFAULT_TIMEOUT", Flag: "push-default-timeout", Default: isoduration.Format(process.FallbackPushTimeout), Description: "push budget of a node that gives no timeout", kind: kindDuration,
 		set: func(c *Config, v any) { c.Push.DefaultTimeout = v.(time.Duration) }},
 	{Env: "RELAIS_PUSH_MAX_TIMEOUT", Flag: "push-max-timeout", Default: "PT10S", Description: "ceiling of every push budget (at most PT10S)", kind: kindDuration,

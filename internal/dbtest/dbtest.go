@@ -64,7 +64,11 @@ type Migrate func(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) 
 // Main runs the tests of a package and tears down what they started.
 // Template databases are named by fingerprint (engine.SchemaFingerprint), so a
 // changed schema never reuses a stale template, and built with migrate.
-func Main(m *testing.M, fingerprint string, migrate Migrate) {
+//
+// Each of after runs once the tests passed and the cluster stopped, so that
+// nothing of the harness is left running: a goroutine leak check
+// (goleak.Find) belongs there. An error it returns fails the run.
+func Main(m *testing.M, fingerprint string, migrate Migrate, after ...func() error) {
 	mainUsed = true
 	schemaFingerprint, schemaMigrate = fingerprint, migrate
 	code := m.Run()
@@ -81,6 +85,15 @@ func Main(m *testing.M, fingerprint string, migrate Migrate) {
 	if code == 0 && os.Getenv("RELAIS_SKIP_LEAK_CHECK") == "" {
 		if err := goleak.Find(LeakOptions()...); err != nil {
 			fmt.Fprintf(os.Stderr, "dbtest: goroutines outlived the tests: %v\n", err)
+			code = 1
+		}
+	}
+	for _, check := range after {
+		if code != 0 {
+			break
+		}
+		if err := check(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
 			code = 1
 		}
 	}

@@ -78,7 +78,7 @@ func (h *Hub) ClaimOrWait(ctx context.Context, eng *engine.Engine, claim engine.
 		case <-h.closing:
 			return nil, nil
 		case <-timer.C:
-		case at := <-wt.wake:
+		case at := <-wt.C():
 			// Only a time still ahead is slept until (with the slack): an
 			// occurrence announced as available now is claimed at once.
 			if d := time.Until(at.Add(dueSlack)); !at.IsZero() && time.Until(at) > 0 {
@@ -94,7 +94,7 @@ func (h *Hub) ClaimOrWait(ctx context.Context, eng *engine.Engine, claim engine.
 				case <-h.closing:
 					return nil, nil
 				case <-timer.C:
-				case <-wt.wake:
+				case <-wt.C():
 				}
 			} else if !timer.Stop() {
 				<-timer.C

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -44,7 +46,20 @@ type Env struct {
 	Admin    string
 	Designer string
 	Operator string
+	// Metrics is the replica's Prometheus registry.
+	Metrics *prometheus.Registry
+
+	drain func()
 }
+
+// Drain stops the replica as relais serve does on SIGTERM, before the test
+// ends: long polls answer, worker streams hand their assignments back and
+// end. The HTTP server and the database stay up.
+func (e *Env) Drain() { e.drain() }
+
+// replicas numbers the test replicas, which name themselves in the worker
+// catalog.
+var replicas atomic.Int64
 
 // Option adjusts an Env before it starts.
 type Option func(*config.Config)
@@ -89,20 +104,27 @@ func start(t testing.TB, pool *pgxpool.Pool, clock *Clock, opts ...Option) *Env 
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng := engine.New(pool, engine.Options{Logger: logger, Keys: keys, Now: clock.Now, Limits: engine.Limits{
-		MaxRetryDelay: cfg.Pull.MaxRetryDelay, DefaultPushTimeout: cfg.Push.DefaultTimeout, MaxPushTimeout: cfg.Push.MaxTimeout}})
-	rep := server.Start(context.Background(), server.Deps{Logger: logger, Config: cfg, Engine: eng, Registry: prometheus.NewRegistry()})
+	eng := engine.New(pool, engine.Options{Logger: logger, Keys: keys, Now: clock.Now, Replica: fmt.Sprintf("replica-%d", replicas.Add(1)),
+		Limits: engine.Limits{MaxRetryDelay: cfg.Pull.MaxRetryDelay, DefaultPushTimeout: cfg.Push.DefaultTimeout, MaxPushTimeout: cfg.Push.MaxTimeout}})
+	reg := prometheus.NewRegistry()
+	rep := server.Start(context.Background(), server.Deps{Logger: logger, Config: cfg, Engine: eng, Registry: reg})
 	handler, err := recorder(os.Getenv(RecordEnv), rep.Handler)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(handler)
+	// HTTP/1.1 and cleartext HTTP/2 (h2c), as relais serve listens: gRPC
+	// clients need HTTP/2.
+	srv := httptest.NewUnstartedServer(handler)
+	srv.Config.Protocols = new(http.Protocols)
+	srv.Config.Protocols.SetHTTP1(true)
+	srv.Config.Protocols.SetUnencryptedHTTP2(true)
+	srv.Start()
 	t.Cleanup(func() {
 		rep.Drain()
 		srv.Close()
 		rep.Stop()
 	})
-	e := &Env{T: t, URL: srv.URL, Handler: rep.Handler, Engine: eng, Pool: pool, Config: cfg, Logs: logs, Clock: clock}
+	e := &Env{T: t, URL: srv.URL, Handler: rep.Handler, Engine: eng, Pool: pool, Config: cfg, Logs: logs, Clock: clock, Metrics: reg, drain: rep.Drain}
 	ctx := context.Background()
 	for _, tok := range []struct {
 		dst  *string

@@ -29,6 +29,7 @@ import (
 	"github.com/relais/relais/internal/notify"
 	"github.com/relais/relais/pull"
 	"github.com/relais/relais/push"
+	"github.com/relais/relais/stream"
 )
 
 // retentionInterval is how often a replica deletes history past the
@@ -48,8 +49,12 @@ type Deps struct {
 type Replica struct {
 	Handler http.Handler
 	hub     *longpoll.Hub
-	cancel  context.CancelFunc
-	done    sync.WaitGroup
+	streams *stream.Service
+	// streamDrain bounds how long stopping waits for worker streams to hand
+	// their assignments back.
+	streamDrain time.Duration
+	cancel      context.CancelFunc
+	done        sync.WaitGroup
 }
 
 // Start builds the replica and starts its background work, which runs until
@@ -57,10 +62,16 @@ type Replica struct {
 func Start(ctx context.Context, d Deps) *Replica {
 	ctx, cancel := context.WithCancel(ctx)
 	hub := longpoll.NewHub(d.Config.Pull.MaxWaiters, d.Registry)
-	rep := &Replica{hub: hub, cancel: cancel}
+	lookup := auth.Lookup(d.Engine.LookupToken)
+	streams := stream.New(d.Logger, d.Config, d.Engine, lookup, d.Registry)
+	rep := &Replica{hub: hub, streams: streams, streamDrain: d.Config.ShutdownTimeout, cancel: cancel}
 	listener := notify.New(d.Engine.Pool(), d.Logger)
 	listener.Handle(engine.ChannelOccurrence, hub.Notify)
 	listener.OnReconnect(hub.WakeAll)
+	listener.Handle(engine.ChannelOccurrence, streams.Notify)
+	listener.Handle(engine.ChannelCancel, streams.Cancel)
+	listener.Handle(engine.ChannelWorker, streams.Signal)
+	listener.OnReconnect(streams.WakeAll)
 	listener.Handle(engine.ChannelInvalidate, d.Engine.Invalidate)
 	listener.OnListening(d.Engine.SetListening)
 	runner := push.NewRunner(d.Engine, d.Logger, d.Config.Push, d.Registry)
@@ -76,22 +87,30 @@ func Start(ctx context.Context, d Deps) *Replica {
 		d.Logger.Warn("notification listener not ready after 10s; long polls fall back to polling until it is")
 	case <-ctx.Done():
 	}
-	rep.Handler = newHandler(d, hub)
+	rep.Handler = newHandler(d, hub, streams)
 	return rep
 }
 
 // Drain makes long-polling fetches answer now and refuses new ones, so that
-// a graceful shutdown does not wait for their deadlines.
-func (r *Replica) Drain() { r.hub.Close() }
+// a graceful shutdown does not wait for their deadlines; worker streams end
+// after handing their assignments back (released), and Drain waits for
+// them, up to the shutdown timeout.
+func (r *Replica) Drain() {
+	r.hub.Close()
+	// Streams still running past the timeout are cut by the HTTP server's
+	// shutdown; their locks lapse like a dead replica's.
+	r.streams.Close(r.streamDrain)
+}
 
 // Stop ends the background work and waits for it.
 func (r *Replica) Stop() {
 	r.hub.Close()
+	r.streams.Close(r.streamDrain)
 	r.cancel()
 	r.done.Wait()
 }
 
-func newHandler(d Deps, hub *longpoll.Hub) http.Handler {
+func newHandler(d Deps, hub *longpoll.Hub, streams *stream.Service) http.Handler {
 	r := chi.NewRouter()
 	r.Use(middleware.RequestID)
 	r.Use(forwarded.Middleware(d.Config.TrustedProxies))
@@ -113,6 +132,11 @@ func newHandler(d Deps, hub *longpoll.Hub) http.Handler {
 	r.Method(http.MethodGet, "/readyz", readyz(d.Engine))
 	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(d.Registry, promhttp.HandlerOpts{}))
 	r.Mount("/console", console.New(d.Logger, d.Engine).Handler())
+	// The worker protocol (gRPC, gRPC-Web, Connect), reflection and health,
+	// at the paths their clients call; each call authenticates itself.
+	for path, h := range streams.Handlers() {
+		r.Handle(path+"*", h)
+	}
 
 	lookup := auth.Lookup(d.Engine.LookupToken)
 	r.Route("/api/v1", func(r chi.Router) {

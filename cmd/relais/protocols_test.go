@@ -1,0 +1,85 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	healthv1 "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/relais/relais/internal/dbtest"
+	workerv1 "github.com/relais/relais/proto/relais/worker/v1"
+	"github.com/relais/relais/proto/relais/worker/v1/workerv1connect"
+)
+
+// relais serve speaks cleartext HTTP/2 to gRPC workers on the listener of
+// the REST API, and a stopping serve ends their streams cleanly.
+func TestServeSpeaksGRPCOverH2CAndEndsStreamsOnShutdown(t *testing.T) {
+	t.Parallel()
+	r := startServe(t, map[string]string{"RELAIS_DATABASE_URL": dbtest.URL(t), "RELAIS_BOOTSTRAP_TOKEN": bootstrap, "RELAIS_DATA_KEYS": testDataKeys})
+	if _, stderr, err := applyRun(t, r.base, "-f", "../../examples/definitions"); err != nil {
+		t.Fatalf("apply: %v\n%s", err, stderr)
+	}
+	consumer := must(t, 201, callH(t, "POST", r.base+"/api/v1/consumers", bootstrap, map[string]any{"name": "c",
+		"grants": []any{map[string]any{"definition": "add_company_to_crm", "revisions": "all"}}}))["token"].(string)
+
+	conn, err := grpc.NewClient(strings.TrimPrefix(r.base, "http://"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	health, err := healthv1.NewHealthClient(conn).Check(ctx, &healthv1.HealthCheckRequest{Service: workerv1connect.WorkerServiceName})
+	if err != nil || health.GetStatus() != healthv1.HealthCheckResponse_SERVING {
+		t.Fatalf("health over h2c = %v, %v", health, err)
+	}
+
+	sctx := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+consumer)
+	s, err := conn.NewStream(sctx, &grpc.StreamDesc{ServerStreams: true}, workerv1connect.WorkerServiceSubscribeProcedure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SendMsg(&workerv1.SubscribeRequest{WorkerId: "w", MaxInFlight: 1,
+		Subscriptions: []*workerv1.Subscription{{Definition: "add_company_to_crm"}}}); err != nil {
+		t.Fatal(err)
+	}
+	_ = s.CloseSend()
+	var first workerv1.WorkerEvent
+	if err := s.RecvMsg(&first); err != nil || first.GetHeartbeat() == nil {
+		t.Fatalf("first event %v, %v", &first, err)
+	}
+	ended := make(chan error, 1)
+	go func() {
+		for {
+			var ev workerv1.WorkerEvent
+			if err := s.RecvMsg(&ev); err != nil {
+				ended <- err
+				return
+			}
+		}
+	}()
+	stopAt := time.Now()
+	r.stop(t)
+	select {
+	case err := <-ended:
+		if st, _ := status.FromError(err); st.Code() != codes.Unavailable || !strings.Contains(st.Message(), "shutting down") {
+			t.Errorf("the stream ended with %v, want UNAVAILABLE (replica stopping)", err)
+		}
+		if errors.Is(err, context.DeadlineExceeded) {
+			t.Error("the stream outlived the shutdown")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stream did not end with the server")
+	}
+	if d := time.Since(stopAt); d > 5*time.Second {
+		t.Errorf("shutdown with a stream took %v", d)
+	}
+}

@@ -1,0 +1,137 @@
+package console
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/relais/relais/engine"
+)
+
+// workersPath lists the live workers.
+const workersPath = basePath + "/workers"
+
+// workersPageSize is the workers page's page size.
+const workersPageSize = 100
+
+// workerRow is one live worker.
+type workerRow struct {
+	WorkerID    string
+	Consumer    string
+	Protocol    string
+	Definitions []workerDefinition
+	InFlight    string
+	Connected   timeView
+	LastSeen    timeView
+	Replica     string
+}
+
+type workerDefinition struct {
+	Key, Href string
+}
+
+// workerListView is the Workers page: who serves which definitions now.
+type workerListView struct {
+	Chrome                                                                chrome
+	Intro, Scope, ScopeHref, AllWorkers                                   string
+	Caption                                                               string
+	HeadWorker, HeadConsumer, HeadProtocol, HeadDefinitions, HeadInFlight string
+	HeadConnected, HeadLastSeen, HeadReplica                              string
+	Rows                                                                  []workerRow
+	Empty, NextLabel, NextHref                                            string
+}
+
+// workerList lists live workers (streams and pollers), of one definition
+// with ?definition=, keyset-paginated by ?after=.
+func (c *Console) workerList(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	q := r.URL.Query()
+	f := engine.WorkerFilter{Definition: strings.TrimSpace(q.Get("definition")), Limit: workersPageSize + 1}
+	if a := q.Get("after"); a != "" {
+		id, err := uuid.Parse(a)
+		if err != nil {
+			c.errorPage(w, r, http.StatusBadRequest, T(ctx, "Invalid page"), T(ctx, "This page link is not one the console made."))
+			return
+		}
+		f.After = &id
+	}
+	workers, err := c.eng.ListWorkers(ctx, f)
+	if err != nil {
+		c.serverError(w, r, err)
+		return
+	}
+	v := workerListView{
+		Chrome:     c.chrome(r, T(ctx, "Workers"), "workers"),
+		Intro:      T(ctx, "Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats."),
+		Caption:    T(ctx, "Workers seen within three heartbeats"),
+		HeadWorker: T(ctx, "Worker"), HeadConsumer: T(ctx, "Consumer"), HeadProtocol: T(ctx, "Protocol"),
+		HeadDefinitions: T(ctx, "Definitions served"), HeadInFlight: T(ctx, "In flight"),
+		HeadConnected: T(ctx, "Connected"), HeadLastSeen: T(ctx, "Last seen"), HeadReplica: T(ctx, "Replica"),
+		Empty:     T(ctx, "No worker is connected."),
+		NextLabel: T(ctx, "Next page"),
+	}
+	if f.Definition != "" {
+		v.Scope = T(ctx, "Workers serving %s", f.Definition)
+		v.ScopeHref, v.AllWorkers = workersPath, T(ctx, "All workers")
+		v.Empty = T(ctx, "No worker serves this definition.")
+	}
+	if len(workers) > workersPageSize {
+		workers = workers[:workersPageSize]
+		next := url.Values{"after": {workers[len(workers)-1].ID.String()}}
+		if f.Definition != "" {
+			next.Set("definition", f.Definition)
+		}
+		v.NextHref = workersPath + "?" + next.Encode()
+	}
+	for _, wk := range workers {
+		row := workerRow{WorkerID: wk.WorkerID, Consumer: wk.ConsumerName, Protocol: protocolLabel(ctx, wk.Protocol),
+			InFlight: number(ctx, wk.InFlight), Connected: formatTime(ctx, wk.ConnectedAt), LastSeen: formatTime(ctx, wk.LastSeenAt),
+			Replica: wk.Replica}
+		for _, k := range wk.Definitions {
+			row.Definitions = append(row.Definitions, workerDefinition{Key: k, Href: definitionHref(k)})
+		}
+		v.Rows = append(v.Rows, row)
+	}
+	c.render(w, r, http.StatusOK, workerListPage(v))
+}
+
+func protocolLabel(ctx context.Context, p string) string {
+	switch p {
+	case engine.ProtocolStream:
+		return T(ctx, "stream")
+	case engine.ProtocolLongPoll:
+		return T(ctx, "long polling")
+	}
+	return p
+}
+
+// servedBy is what a definition page says of the workers serving it.
+type servedBy struct {
+	Count   int
+	Text    string
+	Href    string // the Workers page, for operators
+	Warning bool
+}
+
+// workersServing counts the live workers of a definition. Designers read
+// definitions but not the Workers page: they get the count without a link.
+func (c *Console) workersServing(ctx context.Context, key string, operator bool) (servedBy, error) {
+	n, err := c.eng.CountWorkers(ctx, key)
+	if err != nil {
+		return servedBy{}, err
+	}
+	s := servedBy{Count: n}
+	if n == 0 {
+		s.Warning = true
+		s.Text = T(ctx, "No worker serves this definition: its occurrences wait until one connects or polls.")
+	} else {
+		s.Text = T(ctx, "Served by %d workers", n)
+	}
+	if operator {
+		s.Href = workersPath + "?" + url.Values{"definition": {key}}.Encode()
+	}
+	return s, nil
+}

@@ -1,0 +1,159 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+func TestCancelPayloadRoundTrip(t *testing.T) {
+	t.Parallel()
+	id := uuid.Must(uuid.NewV7())
+	for _, reason := range []string{CancelInstanceStopped, CancelDeadlineExceeded} {
+		got, r, ok := ParseCancelPayload(CancelPayload(id, reason))
+		if !ok || got != id || r != reason {
+			t.Errorf("ParseCancelPayload(CancelPayload(%s, %s)) = %s, %s, %v", id, reason, got, r, ok)
+		}
+	}
+	if got, r, ok := ParseCancelPayload(id.String()); !ok || got != id || r != CancelInstanceStopped {
+		t.Errorf("a bare id (the older form) = %s, %s, %v; want a stop", got, r, ok)
+	}
+	if _, _, ok := ParseCancelPayload("nope|instance_stopped"); ok {
+		t.Error("a payload without an id parsed")
+	}
+}
+
+func TestWorkerSignalRoundTrip(t *testing.T) {
+	t.Parallel()
+	s := WorkerSignal{Kind: SignalSettled, Stream: uuid.Must(uuid.NewV7()), ConsumerID: 42, WorkerID: "odd|worker|id",
+		Occurrence: uuid.Must(uuid.NewV7()), Attempt: 3, Sequence: 9}
+	got, ok := ParseWorkerSignal(s.payload())
+	if !ok || got != s {
+		t.Errorf("ParseWorkerSignal(payload) = %+v, %v; want %+v", got, ok, s)
+	}
+	for _, bad := range []string{"", "ack|x", "ack|" + s.Stream.String() + "|x|" + s.Occurrence.String() + "|1|2|w"} {
+		if _, ok := ParseWorkerSignal(bad); ok {
+			t.Errorf("ParseWorkerSignal(%q) parsed", bad)
+		}
+	}
+}
+
+func TestGoneReason(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		status, code, outcome, want string
+	}{
+		{StatusCompleted, "", OutcomeCompleted, ""},
+		{StatusAvailable, "CRM_DOWN", OutcomeFailed, ""},
+		{StatusFailed, "CRM_DOWN", OutcomeFailed, ""},
+		{StatusAvailable, "", OutcomeReleased, ""},
+		{StatusDeferred, "", "", ""},
+		{StatusCancelled, "", OutcomeCancelled, CancelInstanceStopped},
+		{StatusFailed, "deadline_exceeded", OutcomeExpired, CancelDeadlineExceeded},
+		{StatusReserved, "", OutcomeExpired, CancelLockLost},
+		{StatusReserved, "", "", CancelLockLost},
+		{StatusFailed, "attempts_exhausted", OutcomeExpired, CancelLockLost},
+	}
+	for _, tt := range tests {
+		if got := goneReason(tt.status, tt.code, tt.outcome); got != tt.want {
+			t.Errorf("goneReason(%s, %s, %s) = %q, want %q", tt.status, tt.code, tt.outcome, got, tt.want)
+		}
+	}
+}
+
+// TestHandBackEndsOnlyTheAttemptHeld holds HandBack and KeepAlive to the
+// attempt a stream was assigned: a disconnect counts the attempt and makes
+// the occurrence claimable at once; a release gives the attempt back; and
+// a stale hand-back (the same occurrence re-claimed since) changes nothing.
+func TestHandBackEndsOnlyTheAttemptHeld(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	prepare(t, e, `"policy":{"max_attempts":2},`)
+	ctx := context.Background()
+	c := consumer(t, e)
+	if _, _, err := e.StartInstance(ctx, StartRequest{ProcessKey: "two_step", Inputs: json.RawMessage(`{"name":"Acme"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	first := claimOne(t, e, c, "w")
+	held := []Held{{Occurrence: first.ID, Attempt: first.Attempt}}
+	states, err := e.KeepAlive(ctx, c, "w", held, 5*time.Minute)
+	if err != nil || len(states) != 1 || !states[0].Kept {
+		t.Fatalf("KeepAlive of a live lock = %+v, %v; want it kept", states, err)
+	}
+	if other, _ := e.KeepAlive(ctx, c, "someone-else", held, time.Minute); len(other) != 1 || other[0].Kept || other[0].Gone != CancelLockLost {
+		t.Errorf("KeepAlive by another worker = %+v; want not kept, lock_lost", other)
+	}
+
+	handed, err := e.HandBack(ctx, c, "w", held, false)
+	if err != nil || len(handed) != 1 {
+		t.Fatalf("HandBack (disconnected) = %v, %v", handed, err)
+	}
+	o, _ := e.GetOccurrence(ctx, first.ID)
+	if o.Status != StatusAvailable || deref(o.AttemptList[0].Outcome) != OutcomeDisconnected || o.AttemptsLeft != 1 {
+		t.Fatalf("after a disconnect: status %s, outcome %s, attempts left %d; want available, disconnected, 1 (it counts)",
+			o.Status, deref(o.AttemptList[0].Outcome), o.AttemptsLeft)
+	}
+	// Claimable at once, by anyone.
+	second := claimOne(t, e, c, "w")
+	if second.ID != first.ID || second.Attempt != 2 {
+		t.Fatalf("re-claim = %s attempt %d; want %s attempt 2", second.ID, second.Attempt, first.ID)
+	}
+	// The first stream's state is stale: nothing it does touches attempt 2.
+	if again, _ := e.HandBack(ctx, c, "w", held, false); len(again) != 0 {
+		t.Errorf("a stale hand-back handed back %v", again)
+	}
+	if stale, _ := e.KeepAlive(ctx, c, "w", held, time.Minute); len(stale) != 1 || stale[0].Kept {
+		t.Errorf("a stale keep-alive = %+v; want not kept", stale)
+	}
+	o, _ = e.GetOccurrence(ctx, first.ID)
+	if o.Status != StatusReserved || o.AttemptList[1].Outcome != nil {
+		t.Fatalf("attempt 2 after stale calls: status %s, outcome %v; want reserved and open", o.Status, o.AttemptList[1].Outcome)
+	}
+
+	// A release (a replica shutting down) gives the attempt back.
+	handed, err = e.HandBack(ctx, c, "w", []Held{{Occurrence: second.ID, Attempt: second.Attempt}}, true)
+	if err != nil || len(handed) != 1 {
+		t.Fatalf("HandBack (release) = %v, %v", handed, err)
+	}
+	o, _ = e.GetOccurrence(ctx, first.ID)
+	if o.Status != StatusAvailable || deref(o.AttemptList[1].Outcome) != OutcomeReleased || o.AttemptsLeft != 1 {
+		t.Fatalf("after a release: status %s, outcome %s, attempts left %d; want available, released, 1",
+			o.Status, deref(o.AttemptList[1].Outcome), o.AttemptsLeft)
+	}
+}
+
+// TestDisconnectOfTheLastAttemptFailsTheOccurrence: a disconnect counts,
+// so a task whose workers keep dying still ends.
+func TestDisconnectOfTheLastAttemptFailsTheOccurrence(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	prepare(t, e, `"policy":{"max_attempts":1},`)
+	ctx := context.Background()
+	c := consumer(t, e)
+	inst, _, err := e.StartInstance(ctx, StartRequest{ProcessKey: "two_step", Inputs: json.RawMessage(`{"name":"Acme"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := claimOne(t, e, c, "w")
+	if _, err := e.HandBack(ctx, c, "w", []Held{{Occurrence: r.ID, Attempt: r.Attempt}}, false); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := e.Claim(ctx, ClaimRequest{ConsumerID: c, WorkerID: "w2", Pairs: Pairs{Keys: []string{"crm"}, Revisions: []int32{1}},
+		MaxTasks: 1, LockDuration: time.Minute}); err != nil || len(got) != 0 {
+		t.Fatalf("claim after the last attempt disconnected = %v, %v; want nothing", got, err)
+	}
+	if n, err := e.RunTimers(ctx); err != nil || n != 1 {
+		t.Fatalf("RunTimers = %d, %v; want the occurrence failed", n, err)
+	}
+	o, _ := e.GetOccurrence(ctx, r.ID)
+	if o.Status != StatusFailed || deref(o.ErrorCode) != "attempts_exhausted" || deref(o.AttemptList[0].Outcome) != OutcomeDisconnected {
+		t.Errorf("occurrence = %s %s, attempt %s; want failed attempts_exhausted, disconnected", o.Status, deref(o.ErrorCode), deref(o.AttemptList[0].Outcome))
+	}
+	got, _ := e.GetInstance(ctx, inst.ID)
+	if got.Status != InstanceFailed {
+		t.Errorf("instance %s, want failed (on_error)", got.Status)
+	}
+}

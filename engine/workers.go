@@ -1,0 +1,236 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/relais/relais/queries"
+)
+
+// Worker protocols, as the catalog records them.
+const (
+	ProtocolStream   = "stream"
+	ProtocolLongPoll = "long_poll"
+)
+
+// Log events of the worker catalog: stable names for connects and
+// disconnects (DESIGN §10).
+const (
+	EventWorkerConnected    = "worker.connected"
+	EventWorkerDisconnected = "worker.disconnected"
+)
+
+// LiveHeartbeats is how many heartbeats a worker may go unseen and still
+// be live.
+const LiveHeartbeats = 3
+
+// pollerRefresh bounds how often one polling worker's catalog row is
+// written: a busy poller fetches many times a second.
+const pollerRefresh = 5 * time.Second
+
+// Worker is a live worker in the catalog: a connected stream, or a polling
+// worker seen by its last fetch.
+type Worker struct {
+	ID            uuid.UUID
+	ConsumerID    int64
+	ConsumerName  string
+	WorkerID      string
+	Protocol      string
+	Replica       string
+	Subscriptions []Subscription // as the worker asked
+	Definitions   []string       // the keys they resolved to
+	InFlight      int            // occurrences it holds now (live locks)
+	ConnectedAt   time.Time
+	LastSeenAt    time.Time
+}
+
+// subscriptionJSON is how a subscription is stored in the catalog.
+type subscriptionJSON struct {
+	Definition string   `json:"definition"`
+	Revisions  []int    `json:"revisions,omitempty"`
+	Fields     []string `json:"fields,omitempty"`
+}
+
+func encodeSubscriptions(subs []Subscription) json.RawMessage {
+	out := make([]subscriptionJSON, len(subs))
+	for i, s := range subs {
+		out[i] = subscriptionJSON(s)
+	}
+	b, _ := json.Marshal(out)
+	return b
+}
+
+func decodeSubscriptions(b json.RawMessage) []Subscription {
+	var in []subscriptionJSON
+	_ = json.Unmarshal(b, &in)
+	out := make([]Subscription, len(in))
+	for i, s := range in {
+		out[i] = Subscription(s)
+	}
+	return out
+}
+
+// StreamPresence is a worker stream as the catalog records it.
+type StreamPresence struct {
+	ID            uuid.UUID
+	ConsumerID    int64
+	WorkerID      string
+	Subscriptions []Subscription
+	Pairs         Pairs
+	ConnectedAt   time.Time
+	// LiveFor is how long the row stays live without being seen again:
+	// LiveHeartbeats heartbeats.
+	LiveFor time.Duration
+}
+
+// SeeStream writes a stream's catalog row: when it connects, then every
+// heartbeat (its resolved keys may change as patterns match new keys).
+func (e *Engine) SeeStream(ctx context.Context, s StreamPresence) error {
+	err := e.q.WorkerStreamUpsert(ctx, queries.WorkerStreamUpsertParams{ID: s.ID, ConsumerID: s.ConsumerID, WorkerID: s.WorkerID,
+		Replica: e.replica, Subscriptions: encodeSubscriptions(s.Subscriptions), DefinitionKeys: s.Pairs.DefinitionKeys(),
+		ConnectedAt: s.ConnectedAt, Now: e.at(), LiveFor: s.LiveFor})
+	return wrap("see stream", err)
+}
+
+// ForgetStream removes an ended stream's catalog row.
+func (e *Engine) ForgetStream(ctx context.Context, id uuid.UUID) error {
+	return wrap("forget stream", e.q.WorkerDelete(ctx, id))
+}
+
+// StreamConsumer returns the consumer of a stream the catalog lists
+// (connected to any replica), or ErrNotFound's fault.
+func (e *Engine) StreamConsumer(ctx context.Context, id uuid.UUID) (int64, error) {
+	c, err := e.q.WorkerStreamOf(ctx, id)
+	if isNoRows(err) {
+		return 0, notFound("stream %s", id)
+	}
+	return c, wrap("stream consumer", err)
+}
+
+// PollerSighting is one fetch of a polling worker.
+type PollerSighting struct {
+	ConsumerID    int64
+	WorkerID      string
+	Subscriptions []Subscription
+	Pairs         Pairs
+	// LiveFor is how long the worker stays live without fetching again:
+	// its long-poll wait plus LiveHeartbeats heartbeats.
+	LiveFor time.Duration
+}
+
+// pollerSeen remembers when this replica last wrote each poller's row.
+type pollerSeen struct {
+	mu   sync.Mutex
+	last map[pollerKey]time.Time
+}
+
+type pollerKey struct {
+	consumer int64
+	worker   string
+}
+
+// SeePoller records a polling worker's fetch in the catalog, at most once
+// every few seconds per worker and replica, so the catalog costs a busy
+// poller nothing; it logs worker.connected when the worker (re)appears.
+// It never fails a fetch: the catalog is for operators.
+func (e *Engine) SeePoller(ctx context.Context, s PollerSighting) {
+	k := pollerKey{s.ConsumerID, s.WorkerID}
+	now := time.Now()
+	e.pollers.mu.Lock()
+	if e.pollers.last == nil {
+		e.pollers.last = map[pollerKey]time.Time{}
+	}
+	if last, ok := e.pollers.last[k]; ok && now.Sub(last) < pollerRefresh {
+		e.pollers.mu.Unlock()
+		return
+	}
+	e.pollers.last[k] = now
+	if len(e.pollers.last) > 10000 {
+		// Forget workers not seen for a while rather than grow forever.
+		for key, t := range e.pollers.last {
+			if now.Sub(t) > pollerRefresh {
+				delete(e.pollers.last, key)
+			}
+		}
+	}
+	e.pollers.mu.Unlock()
+	connected, err := e.q.WorkerPollerSeen(ctx, queries.WorkerPollerSeenParams{ID: uuid.Must(uuid.NewV7()), ConsumerID: s.ConsumerID,
+		WorkerID: s.WorkerID, Replica: e.replica, Subscriptions: encodeSubscriptions(s.Subscriptions),
+		DefinitionKeys: s.Pairs.DefinitionKeys(), Now: e.at(), LiveFor: s.LiveFor + pollerRefresh})
+	if err != nil {
+		if ctx.Err() == nil {
+			e.logger.Warn("recording a polling worker in the catalog failed", "err", err)
+		}
+		e.pollers.mu.Lock()
+		delete(e.pollers.last, k)
+		e.pollers.mu.Unlock()
+		return
+	}
+	if connected {
+		e.LogWorker(EventWorkerConnected, ProtocolLongPoll, s.ConsumerID, s.WorkerID, e.replica)
+	}
+}
+
+// LogWorker logs a worker's connection or disconnection under its stable
+// event name.
+func (e *Engine) LogWorker(event, protocol string, consumerID int64, workerID, replica string, attrs ...any) {
+	msg := "worker connected"
+	if event == EventWorkerDisconnected {
+		msg = "worker disconnected"
+	}
+	e.logger.Info(msg, append([]any{"event", event, "protocol", protocol, "consumer", consumerID, "worker_id", workerID, "replica", replica}, attrs...)...)
+}
+
+// WorkerFilter selects live workers.
+type WorkerFilter struct {
+	Definition string     // only workers subscribed to this key ("" for all)
+	After      *uuid.UUID // keyset cursor
+	Limit      int
+}
+
+// ListWorkers returns the live workers: streams connected to any replica
+// and pollers seen within their wait plus LiveHeartbeats heartbeats.
+func (e *Engine) ListWorkers(ctx context.Context, f WorkerFilter) ([]Worker, error) {
+	rows, err := e.q.WorkerListLive(ctx, queries.WorkerListLiveParams{DefinitionKey: strPtr(f.Definition), After: f.After, Max: int32(f.Limit), Now: e.at()})
+	if err != nil {
+		return nil, wrap("list workers", err)
+	}
+	out := make([]Worker, len(rows))
+	for i, r := range rows {
+		out[i] = Worker{ID: r.ID, ConsumerID: r.ConsumerID, ConsumerName: r.ConsumerName, WorkerID: r.WorkerID, Protocol: r.Protocol,
+			Replica: r.Replica, Subscriptions: decodeSubscriptions(r.Subscriptions), Definitions: r.DefinitionKeys, InFlight: int(r.InFlight),
+			ConnectedAt: r.ConnectedAt, LastSeenAt: r.LastSeenAt}
+	}
+	return out, nil
+}
+
+// CountWorkers returns how many live workers serve a definition key.
+func (e *Engine) CountWorkers(ctx context.Context, definition string) (int, error) {
+	n, err := e.q.WorkerCountLive(ctx, queries.WorkerCountLiveParams{DefinitionKey: definition, Now: e.at()})
+	return int(n), wrap("count workers", err)
+}
+
+// pruneBatch bounds one pass over catalog rows that are no longer live.
+const pruneBatch = 100
+
+// PruneWorkers removes catalog rows that stopped being live (pollers that
+// stopped fetching, streams whose replica died) and logs each as
+// worker.disconnected. Any replica may run it: each row is taken once.
+func (e *Engine) PruneWorkers(ctx context.Context) (int, error) {
+	rows, err := e.q.WorkerPrune(ctx, queries.WorkerPruneParams{Now: e.at(), Max: pruneBatch})
+	if err != nil {
+		return 0, wrap("prune workers", err)
+	}
+	for _, r := range rows {
+		reason := "stopped polling"
+		if r.Protocol == ProtocolStream {
+			reason = "replica lost"
+		}
+		e.LogWorker(EventWorkerDisconnected, r.Protocol, r.ConsumerID, r.WorkerID, r.Replica, "reason", reason)
+	}
+	return len(rows), nil
+}

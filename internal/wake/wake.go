@@ -1,0 +1,136 @@
+// Package wake wakes this replica's waiters for work (long-polling fetches,
+// worker streams) when an occurrence they subscribe to becomes claimable.
+// It is fed by the replica's LISTEN connection (engine.ChannelOccurrence)
+// and wakes only the waiters whose (definition, revision) pairs match.
+// Wake-ups are hints: a woken waiter re-checks the database.
+package wake
+
+import (
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/relais/relais/engine"
+)
+
+// Hub indexes waiters by the pairs they subscribe to. The zero value is
+// not usable; call NewHub. It does not bound its size: its users do.
+type Hub struct {
+	mu     sync.Mutex
+	byPair map[string]map[*Waiter]struct{}
+}
+
+// Waiter is one registered waiter. Its channel carries the time from which
+// the announced occurrence is claimable (a retry may be announced early),
+// or the zero time for "re-check now".
+type Waiter struct {
+	pairs []string
+	c     chan time.Time
+}
+
+// C is the channel a wake-up arrives on. It holds at most one pending
+// wake-up: the earliest.
+func (w *Waiter) C() <-chan time.Time { return w.c }
+
+// NewHub returns an empty hub.
+func NewHub() *Hub { return &Hub{byPair: map[string]map[*Waiter]struct{}{}} }
+
+func pairKey(key string, revision int) string { return key + "@" + strconv.Itoa(revision) }
+
+// Register adds a waiter for the pairs.
+func (h *Hub) Register(p engine.Pairs) *Waiter {
+	w := &Waiter{c: make(chan time.Time, 1)}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.index(w, p)
+	return w
+}
+
+// Update replaces the pairs of a registered waiter (a pattern subscription
+// that resolved to a new key).
+func (h *Hub) Update(w *Waiter, p engine.Pairs) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.unindex(w)
+	h.index(w, p)
+}
+
+// Unregister removes a waiter.
+func (h *Hub) Unregister(w *Waiter) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.unindex(w)
+}
+
+func (h *Hub) index(w *Waiter, p engine.Pairs) {
+	w.pairs = w.pairs[:0]
+	for i, k := range p.Keys {
+		pk := pairKey(k, int(p.Revisions[i]))
+		w.pairs = append(w.pairs, pk)
+		set := h.byPair[pk]
+		if set == nil {
+			set = map[*Waiter]struct{}{}
+			h.byPair[pk] = set
+		}
+		set[w] = struct{}{}
+	}
+}
+
+func (h *Hub) unindex(w *Waiter) {
+	for _, pk := range w.pairs {
+		if set := h.byPair[pk]; set != nil {
+			delete(set, w)
+			if len(set) == 0 {
+				delete(h.byPair, pk)
+			}
+		}
+	}
+	w.pairs = w.pairs[:0]
+}
+
+// Notify handles a ChannelOccurrence payload: it wakes the waiters of its
+// pair. It never blocks.
+func (h *Hub) Notify(payload string) {
+	mode, key, rev, at, ok := engine.ParseAvailabilityPayload(payload)
+	if !ok || mode != engine.ModePull {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for w := range h.byPair[pairKey(key, rev)] {
+		send(w, at)
+	}
+}
+
+// WakeAll wakes every waiter to re-check, e.g. after the LISTEN connection
+// was lost and notifications may have been missed.
+func (h *Hub) WakeAll() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, set := range h.byPair {
+		for w := range set {
+			send(w, time.Time{})
+		}
+	}
+}
+
+// send keeps the earliest pending wake: a waiter that has not consumed one
+// yet needs only the soonest time to re-check. The zero time (re-check now)
+// is the earliest of all.
+func send(w *Waiter, at time.Time) {
+	select {
+	case w.c <- at:
+	default:
+		select {
+		case prev := <-w.c:
+			if prev.IsZero() || !at.IsZero() && prev.Before(at) {
+				at = prev
+			}
+		default:
+		}
+		select {
+		case w.c <- at:
+		default:
+		}
+	}
+}

@@ -1,0 +1,93 @@
+package wake
+
+import (
+	"testing"
+	"time"
+
+	"github.com/relais/relais/engine"
+)
+
+func pairs(keys ...string) engine.Pairs {
+	var p engine.Pairs
+	for _, k := range keys {
+		p.Keys, p.Revisions = append(p.Keys, k), append(p.Revisions, 1)
+	}
+	return p
+}
+
+func payload(key string, at time.Time) string {
+	return engine.AvailabilityPayload(engine.ModePull, key, 1, at)
+}
+
+func pending(w *Waiter) (time.Time, bool) {
+	select {
+	case at := <-w.C():
+		return at, true
+	default:
+		return time.Time{}, false
+	}
+}
+
+func TestNotifyWakesOnlyMatchingWaiters(t *testing.T) {
+	t.Parallel()
+	h := NewHub()
+	a, b := h.Register(pairs("crm.a")), h.Register(pairs("crm.b"))
+	now := time.UnixMilli(time.Now().UnixMilli())
+	h.Notify(payload("crm.a", now))
+	if at, ok := pending(a); !ok || !at.Equal(now) {
+		t.Errorf("waiter of crm.a: woken %v at %v, want woken at %v", ok, at, now)
+	}
+	if _, ok := pending(b); ok {
+		t.Error("waiter of crm.b woken by crm.a")
+	}
+	h.Notify(engine.AvailabilityPayload(engine.ModePush, "crm.b", 1, now))
+	if _, ok := pending(b); ok {
+		t.Error("a push occurrence woke a pull waiter")
+	}
+}
+
+func TestPendingWakeKeepsTheEarliestTime(t *testing.T) {
+	t.Parallel()
+	h := NewHub()
+	w := h.Register(pairs("k"))
+	now := time.UnixMilli(time.Now().UnixMilli())
+	h.Notify(payload("k", now.Add(time.Minute)))
+	h.Notify(payload("k", now))
+	h.Notify(payload("k", now.Add(time.Hour)))
+	if at, _ := pending(w); !at.Equal(now) {
+		t.Errorf("pending wake at %v, want the earliest %v", at, now)
+	}
+	h.Notify(payload("k", now.Add(time.Hour)))
+	h.WakeAll()
+	if at, ok := pending(w); !ok || !at.IsZero() {
+		t.Errorf("after WakeAll the pending wake is %v (%v), want the zero time: re-check now", at, ok)
+	}
+	h.WakeAll()
+	h.Notify(payload("k", now))
+	if at, ok := pending(w); !ok || !at.IsZero() {
+		t.Errorf("a notice after WakeAll replaced its pending wake: %v (%v), want the zero time", at, ok)
+	}
+}
+
+func TestUpdateAndUnregister(t *testing.T) {
+	t.Parallel()
+	h := NewHub()
+	w := h.Register(pairs("old"))
+	h.Update(w, pairs("new", "other"))
+	h.Notify(payload("old", time.Now()))
+	if _, ok := pending(w); ok {
+		t.Error("woken for a pair it no longer waits for")
+	}
+	h.Notify(payload("other", time.Now()))
+	if _, ok := pending(w); !ok {
+		t.Error("not woken for a pair it was updated to")
+	}
+	h.Unregister(w)
+	h.Notify(payload("new", time.Now()))
+	if _, ok := pending(w); ok {
+		t.Error("woken after Unregister")
+	}
+	if len(h.byPair) != 0 {
+		t.Errorf("index not empty after the last waiter left: %v", h.byPair)
+	}
+}

@@ -1,0 +1,61 @@
+-- name: WorkerStreamUpsert :exec
+-- A stream's catalog row, written when it connects and every heartbeat
+-- (re-created should a pruning replica have taken it meanwhile).
+insert into workers (id, consumer_id, worker_id, protocol, replica, subscriptions, definition_keys,
+                     connected_at, last_seen_at, live_until)
+values (@id, @consumer_id, @worker_id, 'stream', @replica, @subscriptions, @definition_keys::text[],
+        @connected_at::timestamptz, coalesce(sqlc.narg('now')::timestamptz, now()),
+        coalesce(sqlc.narg('now')::timestamptz, now()) + @live_for::interval)
+on conflict (id) do update
+set definition_keys = excluded.definition_keys, last_seen_at = excluded.last_seen_at, live_until = excluded.live_until;
+
+-- name: WorkerDelete :exec
+delete from workers where id = @id;
+
+-- name: WorkerPollerSeen :one
+-- A polling worker's row, upserted by its fetches. connected says whether
+-- it (re)appeared: a new row, or one that was no longer live.
+insert into workers (id, consumer_id, worker_id, protocol, replica, subscriptions, definition_keys,
+                     connected_at, last_seen_at, live_until)
+values (@id, @consumer_id, @worker_id, 'long_poll', @replica, @subscriptions, @definition_keys::text[],
+        coalesce(sqlc.narg('now')::timestamptz, now()), coalesce(sqlc.narg('now')::timestamptz, now()),
+        coalesce(sqlc.narg('now')::timestamptz, now()) + @live_for::interval)
+on conflict (consumer_id, worker_id) where protocol = 'long_poll' do update
+set replica = excluded.replica, subscriptions = excluded.subscriptions, definition_keys = excluded.definition_keys,
+    connected_at = case when workers.live_until <= excluded.last_seen_at then excluded.connected_at else workers.connected_at end,
+    last_seen_at = excluded.last_seen_at, live_until = excluded.live_until
+returning (connected_at = last_seen_at)::boolean as connected;
+
+-- name: WorkerListLive :many
+-- Live workers (by id, for keyset pagination), each with what it holds now.
+select w.*, c.name as consumer_name,
+       (select count(*) from occurrences o
+        where o.consumer_id = w.consumer_id and o.worker_id = w.worker_id and o.status = 'reserved'
+          and o.lock_expires_at > coalesce(sqlc.narg('now')::timestamptz, now()))::integer as in_flight
+from workers w
+join consumers c on c.id = w.consumer_id
+where w.live_until > coalesce(sqlc.narg('now')::timestamptz, now())
+  and (sqlc.narg('definition_key')::text is null or sqlc.narg('definition_key')::text = any(w.definition_keys))
+  and (sqlc.narg('after')::uuid is null or w.id > sqlc.narg('after')::uuid)
+order by w.id
+limit @max;
+
+-- name: WorkerCountLive :one
+select count(*)::integer from workers
+where live_until > coalesce(sqlc.narg('now')::timestamptz, now()) and @definition_key::text = any(definition_keys);
+
+-- name: WorkerStreamOf :one
+-- The consumer of a stream still in the catalog.
+select consumer_id from workers where id = @id and protocol = 'stream';
+
+-- name: WorkerPrune :many
+-- Takes rows that are no longer live: pollers that stopped fetching and
+-- streams whose replica died. Each is taken by one replica (SKIP LOCKED).
+delete from workers
+where id in (
+    select id from workers
+    where live_until <= coalesce(sqlc.narg('now')::timestamptz, now())
+    order by live_until
+    limit @max
+    for update skip locked)
+returning id, consumer_id, worker_id, protocol, replica;

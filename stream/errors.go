@@ -1,0 +1,92 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/relais/relais/internal/fault"
+	workerv1 "github.com/relais/relais/proto/relais/worker/v1"
+)
+
+// codes maps the kinds of Relais errors to gRPC/Connect codes, as the REST
+// error writer maps them to HTTP statuses: the Relais code travels in the
+// Problem detail.
+var codes = map[fault.Kind]connect.Code{
+	fault.BadRequest:       connect.CodeInvalidArgument,
+	fault.Unauthorized:     connect.CodeUnauthenticated,
+	fault.Forbidden:        connect.CodePermissionDenied,
+	fault.NotFound:         connect.CodeNotFound,
+	fault.MethodNotAllowed: connect.CodeUnimplemented,
+	fault.Conflict:         connect.CodeFailedPrecondition,
+	fault.TooLarge:         connect.CodeResourceExhausted,
+	fault.Unprocessable:    connect.CodeInvalidArgument,
+	fault.TooManyRequests:  connect.CodeResourceExhausted,
+	fault.Unavailable:      connect.CodeUnavailable,
+}
+
+// CodeOf returns the gRPC/Connect code of a fault kind.
+func CodeOf(k fault.Kind) connect.Code {
+	if c, ok := codes[k]; ok {
+		return c
+	}
+	return connect.CodeInternal
+}
+
+// toConnect turns an error of the engine or of this package into a
+// connect error carrying a Problem. Internal errors are logged with their
+// cause and answered with a generic detail, as REST does.
+func toConnect(ctx context.Context, logger *slog.Logger, procedure string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		return ce
+	}
+	fe, ok := fault.As(err)
+	if !ok || fe.Kind == fault.Internal {
+		if ctx.Err() != nil {
+			// The client left or the call timed out: not a server error.
+			return connect.NewError(connect.CodeCanceled, ctx.Err())
+		}
+		logger.ErrorContext(ctx, "worker protocol call failed", "procedure", procedure, "err", err)
+		fe = fault.New(fault.Internal, "internal", "an internal error occurred; it was logged")
+	}
+	return problemError(fe)
+}
+
+// problemError is fe as a connect error with its Problem detail.
+func problemError(fe *fault.Error) *connect.Error {
+	ce := connect.NewError(CodeOf(fe.Kind), errors.New(fe.Detail))
+	p := &workerv1.Problem{Code: fe.Code, Detail: fe.Detail}
+	for _, e := range fe.Errors {
+		p.Errors = append(p.Errors, &workerv1.FieldError{Path: e.Path, Message: e.Message})
+	}
+	if fe.RetryAfter > 0 {
+		p.RetryAfter = durationpb.New(fe.RetryAfter)
+	}
+	if d, err := connect.NewErrorDetail(p); err == nil {
+		ce.AddDetail(d)
+	}
+	return ce
+}
+
+// ProblemOf returns the Problem detail of a connect error, if it has one.
+func ProblemOf(err error) (*workerv1.Problem, bool) {
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		return nil, false
+	}
+	for _, d := range ce.Details() {
+		if v, err := d.Value(); err == nil {
+			if p, ok := v.(*workerv1.Problem); ok {
+				return p, true
+			}
+		}
+	}
+	return nil, false
+}

@@ -1,0 +1,69 @@
+package stream
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/relais/relais/engine"
+)
+
+func newTestSession(worker string) *session {
+	return &session{id: uuid.Must(uuid.NewV7()), consumerID: 1, workerID: worker, held: map[uuid.UUID]int{}, signal: make(chan struct{}, 1),
+		subs: []engine.Subscription{{Definition: "crm.*"}}}
+}
+
+// A cancellation that arrives between a claim's commit and the claim being
+// indexed is not lost: hold passes it on.
+func TestCancellationBeforeHoldIsPassedOn(t *testing.T) {
+	t.Parallel()
+	r := newRegistry(10, nil)
+	s := newTestSession("w")
+	if _, err := r.admit(s); err != nil {
+		t.Fatal(err)
+	}
+	id := uuid.Must(uuid.NewV7())
+	r.cancel(engine.CancelPayload(id, engine.CancelInstanceStopped))
+	if got := s.take(); len(got) != 0 {
+		t.Fatalf("events before hold: %v", got)
+	}
+	r.hold(s, id)
+	got := s.take()
+	if len(got) != 1 || got[0].kind != eventCancel || got[0].occurrence != id || got[0].reason != engine.CancelInstanceStopped {
+		t.Fatalf("events after hold: %+v, want the cancellation", got)
+	}
+	r.hold(s, id)
+	if again := s.take(); len(again) != 0 {
+		t.Errorf("the cancellation was passed on twice: %+v", again)
+	}
+}
+
+// Only open subscriptions that lack a notified pair are made to resolve
+// again.
+func TestNotificationsOfNewPairsResolveOpenStreams(t *testing.T) {
+	t.Parallel()
+	r := newRegistry(10, nil)
+	pattern, fixed := newTestSession("a"), newTestSession("b")
+	fixed.subs = []engine.Subscription{{Definition: "crm.add", Revisions: []int{1}}}
+	fixed.pairs = engine.Pairs{Keys: []string{"crm.add"}, Revisions: []int32{1}}
+	fixed.pairsSeen = fixed.pairs
+	for _, s := range []*session{pattern, fixed} {
+		if _, err := r.admit(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.notify(engine.AvailabilityPayload(engine.ModePull, "crm.add", 2, testNow))
+	if got := pattern.take(); len(got) != 1 || got[0].kind != eventResolve {
+		t.Errorf("pattern stream events %+v, want a resolve", got)
+	}
+	if got := fixed.take(); len(got) != 0 {
+		t.Errorf("a stream with fixed revisions got %+v", got)
+	}
+	r.notify(engine.AvailabilityPayload(engine.ModePull, "billing.charge", 1, testNow))
+	if got := pattern.take(); len(got) != 0 {
+		t.Errorf("crm.* resolved for billing.charge: %+v", got)
+	}
+}
+
+var testNow = time.Now()

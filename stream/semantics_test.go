@@ -1,0 +1,405 @@
+package stream_test
+
+// The stream semantics of DESIGN §10: hand-back when a stream ends,
+// cancellations, liveness, takeover, replicas, bounds, shutdown.
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/relais/relais/internal/config"
+	"github.com/relais/relais/internal/relaistest"
+	workerv1 "github.com/relais/relais/proto/relais/worker/v1"
+	"github.com/relais/relais/proto/relais/worker/v1/workerv1connect"
+)
+
+func heartbeat(d time.Duration) relaistest.Option {
+	return func(c *config.Config) { c.Stream.Heartbeat = d }
+}
+
+// Killing a client mid-task offers its occurrence to another stream at
+// once (not after the lock), and the attempt counts as disconnected.
+func TestKilledClientsWorkIsOfferedAgainAtOnce(t *testing.T) {
+	t.Parallel()
+	for _, kind := range protocols {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			f := setup(t, nil)
+			a := open(t, newClient(t, kind, f.env.URL), f.consumer, subscribeRequest("doomed", 1))
+			start(t, f.env, "Acme")
+			first := a.assignment(5 * time.Second)
+			b := open(t, newClient(t, "grpc", f.env.URL), f.consumer, subscribeRequest("survivor", 1))
+			b.quiet(100 * time.Millisecond)
+
+			killed := time.Now()
+			a.close()
+			again := b.assignment(5 * time.Second)
+			took := time.Since(killed)
+			if again.GetOccurrenceId() != first.GetOccurrenceId() || again.GetAttempt() != 2 {
+				t.Fatalf("after the kill: %v, want %s attempt 2", again, first.GetOccurrenceId())
+			}
+			if took > time.Second {
+				t.Errorf("offered again %v after the kill, want at once (the lock is a minute)", took)
+			}
+			t.Logf("%s: offered to another stream %v after the client was killed", kind, took)
+			if got := outcomes(t, f.env, first.GetOccurrenceId()); !slices.Equal(got, []string{"disconnected", ""}) {
+				t.Errorf("attempt outcomes %q, want [disconnected, open]", got)
+			}
+			if !strings.Contains(f.env.Logs.String(), "event=worker.disconnected") {
+				t.Error("no worker.disconnected log event")
+			}
+		})
+	}
+}
+
+// A stop reaches the stream holding the occurrence as a Cancellation,
+// which frees its credit; a late completion is refused.
+func TestStopIsPushedAsACancellation(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	c := newClient(t, "connect", f.env.URL)
+	s := open(t, c, f.consumer, subscribeRequest("w", 1))
+	inst := start(t, f.env, "Acme")
+	a := s.assignment(5 * time.Second)
+	start(t, f.env, "Next")
+	s.quiet(100 * time.Millisecond)
+	f.env.Must(200, "POST", "/api/v1/instances/"+inst+"/stop", f.env.Operator, map[string]any{"reason": "test"})
+	e := s.next(2 * time.Second)
+	if cn := e.GetCancellation(); cn.GetOccurrenceId() != a.GetOccurrenceId() || cn.GetReason() != workerv1.CancellationReason_CANCELLATION_REASON_INSTANCE_STOPPED {
+		t.Fatalf("after the stop: %v, want the cancellation of %s (instance_stopped)", e, a.GetOccurrenceId())
+	}
+	// The freed credit takes the next occurrence.
+	s.assignment(2 * time.Second)
+	_, err := complete(c, f.consumer, "w", a.GetOccurrenceId(), outputs("created", "C-1"))
+	wantRefusal(t, "late completion", err, "failed_precondition", "occurrence_cancelled")
+}
+
+// The p99 of stop → Cancellation over 200 stops is at most 100 ms,
+// measured from before the stop request is sent (so it includes the
+// request, its commit and the notification).
+func TestCancellationLatencyOver200Stops(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	s := open(t, newClient(t, "grpc", f.env.URL), f.consumer, subscribeRequest("w", 1))
+	const n = 200
+	took := make([]time.Duration, 0, n)
+	for range n {
+		inst := start(t, f.env, "Acme")
+		a := s.assignment(5 * time.Second)
+		began := time.Now()
+		f.env.Must(200, "POST", "/api/v1/instances/"+inst+"/stop", f.env.Operator, map[string]any{"reason": "test"})
+		e := s.next(5 * time.Second)
+		if e.GetCancellation().GetOccurrenceId() != a.GetOccurrenceId() {
+			t.Fatalf("got %v, want the cancellation of %s", e, a.GetOccurrenceId())
+		}
+		took = append(took, time.Since(began))
+	}
+	slices.Sort(took)
+	p50, p99 := took[n/2], took[n*99/100-1]
+	t.Logf("stop → Cancellation over %d stops: p50 %v, p99 %v, max %v", n, p50, p99, took[n-1])
+	if p99 > 100*time.Millisecond {
+		t.Errorf("p99 %v, want at most 100 ms", p99)
+	}
+}
+
+// A deadline passed by the timer reaches the holder as a Cancellation.
+func TestDeadlineIsPushedAsACancellation(t *testing.T) {
+	t.Parallel()
+	f := setup(t, map[string]any{"deadline": "PT5M"})
+	s := open(t, newClient(t, "grpcweb", f.env.URL), f.consumer, &workerv1.SubscribeRequest{WorkerId: "w", MaxInFlight: 1,
+		Subscriptions: []*workerv1.Subscription{{Definition: "add_company_to_crm"}}, LockDuration: durationpb.New(10 * time.Minute)})
+	start(t, f.env, "Acme")
+	a := s.assignment(5 * time.Second)
+	f.env.Clock.Advance(6 * time.Minute)
+	e := s.next(5 * time.Second)
+	if cn := e.GetCancellation(); cn.GetOccurrenceId() != a.GetOccurrenceId() || cn.GetReason() != workerv1.CancellationReason_CANCELLATION_REASON_DEADLINE_EXCEEDED {
+		t.Fatalf("after the deadline: %v, want the cancellation of %s (deadline_exceeded)", e, a.GetOccurrenceId())
+	}
+}
+
+// While the stream lives its locks are kept alive, far past their
+// duration, without any Extend; when the lock is lost anyway (here the
+// clock jumps past it), the stream is told.
+func TestLocksLiveAsLongAsTheStream(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil, heartbeat(200*time.Millisecond))
+	c := newClient(t, "grpc", f.env.URL)
+	s := open(t, c, f.consumer, &workerv1.SubscribeRequest{WorkerId: "w", MaxInFlight: 1,
+		Subscriptions: []*workerv1.Subscription{{Definition: "add_company_to_crm"}}, LockDuration: durationpb.New(time.Second)})
+	start(t, f.env, "Acme")
+	a := s.assignment(5 * time.Second)
+	time.Sleep(2500 * time.Millisecond) // 2.5 lock durations
+	got := f.env.Must(200, "POST", "/api/v1/pull/fetch-and-lock", f.consumer, map[string]any{"worker_id": "thief",
+		"subscriptions": []any{map[string]any{"definition": "add_company_to_crm"}}}).JSON(t)
+	if occs := got["occurrences"].([]any); len(occs) != 0 {
+		t.Fatalf("another worker claimed %v while the stream held it", occs)
+	}
+	if o := occurrence(t, f.env, a.GetOccurrenceId()); o["status"] != "reserved" || o["attempt_count"] != 1.0 {
+		t.Fatalf("occurrence %v attempt %v, want reserved by its first attempt", o["status"], o["attempt_count"])
+	}
+
+	f.env.Clock.Advance(time.Minute)
+	e := s.next(3 * time.Second)
+	if cn := e.GetCancellation(); cn.GetOccurrenceId() != a.GetOccurrenceId() || cn.GetReason() != workerv1.CancellationReason_CANCELLATION_REASON_LOCK_LOST {
+		t.Fatalf("after the lock lapsed: %v, want the cancellation of %s (lock_lost)", e, a.GetOccurrenceId())
+	}
+	// The stream takes it again as a new attempt.
+	if again := s.assignment(3 * time.Second); again.GetOccurrenceId() != a.GetOccurrenceId() || again.GetAttempt() != 2 {
+		t.Fatalf("after the lapse: %v, want %s attempt 2", again, a.GetOccurrenceId())
+	}
+}
+
+// A client that stops reading (and so stops acknowledging heartbeats) is
+// dropped after three heartbeats, and what it held goes to a live stream.
+func TestAClientThatNeverReadsIsDropped(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil, heartbeat(100*time.Millisecond))
+	start(t, f.env, "Acme")
+	c := newClient(t, "connect", f.env.URL)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// Subscribed, never read from, never acknowledged.
+	silent, err := workerv1connect.NewWorkerServiceClient(c.http, c.url).Subscribe(ctx, withToken(subscribeRequest("silent", 1), f.consumer))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	relaistest.WaitFor(t, 5*time.Second, "the silent stream holds the occurrence", func() (bool, string) {
+		occ := f.env.Must(200, "GET", "/api/v1/occurrences?status=reserved", f.env.Operator, nil).JSON(t)["items"].([]any)
+		return len(occ) == 1, fmt.Sprint(len(occ), " reserved")
+	})
+	live := open(t, newClient(t, "grpc", f.env.URL), f.consumer, subscribeRequest("live", 1))
+	a := live.assignment(5 * time.Second)
+	if a.GetAttempt() != 2 {
+		t.Errorf("the live stream got attempt %d, want 2", a.GetAttempt())
+	}
+	if got := outcomes(t, f.env, a.GetOccurrenceId()); got[0] != "disconnected" {
+		t.Errorf("the silent stream's attempt ended %q, want disconnected", got[0])
+	}
+	// The drop is logged once the stream's goroutine finishes ending it,
+	// which may come after the hand-back the live stream just saw.
+	relaistest.WaitFor(t, 5*time.Second, "the drop logged with reason heartbeat_missed", func() (bool, string) {
+		return strings.Contains(f.env.Logs.String(), "reason=heartbeat_missed"), "not logged"
+	})
+
+	// One that reads but never acknowledges ends with a clear error.
+	quiet := open(t, newClient(t, "grpc", f.env.URL), f.consumer, subscribeRequest("reads-only", 1))
+	quiet.silent.Store(true)
+	wantRefusal(t, "a stream never acknowledged", quiet.end(5*time.Second), "unavailable", "heartbeat_missed")
+}
+
+func withToken[T any](m *T, token string) *connect.Request[T] {
+	r := connect.NewRequest(m)
+	r.Header().Set("Authorization", "Bearer "+token)
+	return r
+}
+
+// Acknowledged heartbeats keep a stream open well past three of them.
+func TestAcknowledgedHeartbeatsKeepAStreamOpen(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil, heartbeat(50*time.Millisecond))
+	s := open(t, newClient(t, "grpcweb", f.env.URL), f.consumer, subscribeRequest("w", 1))
+	s.quiet(time.Second) // 20 heartbeats
+}
+
+// A client reconnecting with the worker_id of a stream that still lives
+// ends the old stream, whose assignment is handed back and offered to the
+// new one. On this replica and across replicas.
+func TestSameWorkerIDReplacesTheOlderStream(t *testing.T) {
+	t.Parallel()
+	for _, where := range []string{"same replica", "other replica"} {
+		t.Run(where, func(t *testing.T) {
+			t.Parallel()
+			f := setup(t, nil)
+			second := f.env
+			if where == "other replica" {
+				second = f.env.Replica()
+			}
+			old := open(t, newClient(t, "grpc", f.env.URL), f.consumer, subscribeRequest("w", 1))
+			start(t, f.env, "Acme")
+			a := old.assignment(5 * time.Second)
+			fresh := open(t, newClient(t, "connect", second.URL), f.consumer, subscribeRequest("w", 1))
+			wantRefusal(t, "the older stream", old.end(5*time.Second), "failed_precondition", "stream_replaced")
+			again := fresh.assignment(5 * time.Second)
+			if again.GetOccurrenceId() != a.GetOccurrenceId() || again.GetAttempt() != 2 {
+				t.Fatalf("the new stream got %v, want %s attempt 2", again, a.GetOccurrenceId())
+			}
+			if got := outcomes(t, f.env, a.GetOccurrenceId()); !slices.Equal(got, []string{"disconnected", ""}) {
+				t.Errorf("outcomes %q, want [disconnected, open]", got)
+			}
+			if _, err := complete(fresh.c, f.consumer, "w", again.GetOccurrenceId(), outputs("created", "C")); err != nil {
+				t.Fatal(err)
+			}
+			if got := outcomes(t, f.env, a.GetOccurrenceId()); !slices.Equal(got, []string{"disconnected", "completed"}) {
+				t.Errorf("outcomes %q, want [disconnected, completed]: settled once", got)
+			}
+		})
+	}
+}
+
+// Two replicas: a stream on one is pushed an occurrence created on the
+// other, a stop on the other reaches it, and settlements and heartbeat
+// acknowledgements sent to the other act on it at once.
+func TestTwoReplicas(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil, heartbeat(100*time.Millisecond))
+	other := f.env.Replica(heartbeat(100 * time.Millisecond))
+	here := newClient(t, "grpc", f.env.URL)
+	there := newClient(t, "connect", other.URL)
+	s := open(t, here, f.consumer, subscribeRequest("w", 1))
+	// Heartbeats are acknowledged through the other replica only.
+	s.ackVia.Store(there)
+
+	began := time.Now()
+	inst := start(t, other, "Acme")
+	a := s.assignment(5 * time.Second)
+	t.Logf("created on the other replica, pushed after %v", time.Since(began))
+	start(t, other, "Beta")
+	if _, err := complete(there, f.consumer, "w", a.GetOccurrenceId(), outputs("created", "C")); err != nil {
+		t.Fatal(err)
+	}
+	settled := time.Now()
+	b := s.assignment(5 * time.Second)
+	if d := time.Since(settled); d > time.Second {
+		t.Errorf("credit freed %v after a settlement on the other replica, want at once", d)
+	}
+	if got := other.WaitEnded(inst, 5*time.Second)["status"]; got != "completed" {
+		t.Errorf("instance %v", got)
+	}
+	stopped := time.Now()
+	binst := b.GetInstanceId()
+	other.Must(200, "POST", "/api/v1/instances/"+binst+"/stop", other.Operator, map[string]any{"reason": "test"})
+	if e := s.next(2 * time.Second); e.GetCancellation().GetOccurrenceId() != b.GetOccurrenceId() {
+		t.Fatalf("after a stop on the other replica: %v", e)
+	}
+	t.Logf("stop on the other replica pushed after %v", time.Since(stopped))
+	s.quiet(500 * time.Millisecond) // 5 heartbeats, acknowledged elsewhere
+}
+
+// Streams per replica are bounded: past the bound a subscription is
+// refused with RESOURCE_EXHAUSTED, like the 429 of long polls.
+func TestStreamsPerReplicaAreBounded(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil, func(c *config.Config) { c.Stream.MaxStreams = 2 })
+	c := newClient(t, "grpc", f.env.URL)
+	first := open(t, c, f.consumer, subscribeRequest("one", 1))
+	open(t, c, f.consumer, subscribeRequest("two", 1))
+	_, err := tryOpen(t, c, f.consumer, subscribeRequest("three", 1))
+	p := wantRefusal(t, "a third stream", err, "resource_exhausted", "too_many_streams")
+	if p.GetRetryAfter().AsDuration() <= 0 {
+		t.Errorf("no retry_after in %v", p)
+	}
+	// Replacing a worker's own stream is not a new one.
+	open(t, c, f.consumer, subscribeRequest("two", 1))
+	first.close()
+	relaistest.WaitFor(t, 5*time.Second, "a slot frees", func() (bool, string) {
+		s, err := tryOpen(t, c, f.consumer, subscribeRequest("three", 1))
+		if err == nil {
+			s.close()
+		}
+		return err == nil, fmt.Sprint(err)
+	})
+}
+
+// A replica shutting down tells its streams, hands their assignments back
+// released (the attempt is given back) and ends them; a stream on another
+// replica takes the work at once.
+func TestReplicaShutdownHandsBack(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	other := f.env.Replica()
+	s := open(t, newClient(t, "connect", f.env.URL), f.consumer, subscribeRequest("w", 1))
+	start(t, f.env, "Acme")
+	a := s.assignment(5 * time.Second)
+	elsewhere := open(t, newClient(t, "grpc", other.URL), f.consumer, subscribeRequest("elsewhere", 1))
+
+	f.env.Drain()
+	e := s.next(2 * time.Second)
+	if cn := e.GetCancellation(); cn.GetOccurrenceId() != a.GetOccurrenceId() || cn.GetReason() != workerv1.CancellationReason_CANCELLATION_REASON_LOCK_LOST {
+		t.Fatalf("on shutdown: %v, want the cancellation of %s", e, a.GetOccurrenceId())
+	}
+	wantRefusal(t, "the stream of a stopping replica", s.end(5*time.Second), "unavailable", "replica_stopping")
+	again := elsewhere.assignment(5 * time.Second)
+	if again.GetOccurrenceId() != a.GetOccurrenceId() || again.GetAttemptsLeft() != 2 {
+		t.Fatalf("the other replica got %v, want %s with 2 attempts left (the released one given back)", again, a.GetOccurrenceId())
+	}
+	if got := outcomes(t, other, a.GetOccurrenceId()); got[0] != "released" {
+		t.Errorf("outcomes %q, want the first released", got)
+	}
+	_, err := tryOpen(t, newClient(t, "grpc", f.env.URL), f.consumer, subscribeRequest("late", 1))
+	wantRefusal(t, "subscribing to a stopping replica", err, "unavailable", "replica_stopping")
+}
+
+// Drain stops new assignments; what the stream holds stays its own until
+// settled, and closing the drained stream hands nothing back.
+func TestDrainStopsNewAssignments(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil, heartbeat(200*time.Millisecond))
+	c := newClient(t, "grpcweb", f.env.URL)
+	s := open(t, c, f.consumer, &workerv1.SubscribeRequest{WorkerId: "w", MaxInFlight: 2,
+		Subscriptions: []*workerv1.Subscription{{Definition: "add_company_to_crm"}}, LockDuration: durationpb.New(time.Second)})
+	start(t, f.env, "Acme")
+	a := s.assignment(5 * time.Second)
+	if _, err := call[workerv1.DrainRequest, workerv1.DrainResponse](context.Background(), c, f.consumer, workerv1connect.WorkerServiceDrainProcedure,
+		&workerv1.DrainRequest{StreamId: s.id}); err != nil {
+		t.Fatal(err)
+	}
+	start(t, f.env, "Beta")
+	s.quiet(1500 * time.Millisecond) // the lock (1s) is kept meanwhile
+	if _, err := complete(c, f.consumer, "w", a.GetOccurrenceId(), outputs("created", "C")); err != nil {
+		t.Fatalf("completing after drain, past the lock duration: %v", err)
+	}
+	s.close()
+	if got := outcomes(t, f.env, a.GetOccurrenceId()); !slices.Equal(got, []string{"completed"}) {
+		t.Errorf("outcomes %q, want [completed]", got)
+	}
+	_, err := call[workerv1.DrainRequest, workerv1.DrainResponse](context.Background(), c, f.env.Consumer("nosy", "add_company_to_crm"),
+		workerv1connect.WorkerServiceDrainProcedure, &workerv1.DrainRequest{StreamId: s.id})
+	wantRefusal(t, "draining another consumer's stream", err, "not_found", "not_found")
+}
+
+// Work that becomes claimable later is pushed when it does, not at the
+// next keep-alive: a retry after its delay, and a lock of a polling worker
+// that lapsed.
+func TestWorkDueLaterIsPushedWhenDue(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil) // heartbeat (and keep-alive) 10s: far later
+	c := newClient(t, "grpc", f.env.URL)
+	s := open(t, c, f.consumer, subscribeRequest("w", 1))
+	start(t, f.env, "Acme")
+	a := s.assignment(5 * time.Second)
+	if _, err := fail(c, f.consumer, &workerv1.FailRequest{OccurrenceId: a.GetOccurrenceId(), WorkerId: "w", ErrorCode: "CRM_DOWN",
+		Retryable: true, RetryDelay: durationpb.New(time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	failed := time.Now()
+	again := s.assignment(5 * time.Second)
+	if d := time.Since(failed); again.GetOccurrenceId() != a.GetOccurrenceId() || d < 900*time.Millisecond || d > 3*time.Second {
+		t.Errorf("retry pushed after %v (%v), want about 1s", d, again.GetOccurrenceId())
+	}
+	if _, err := complete(c, f.consumer, "w", again.GetOccurrenceId(), outputs("created", "C")); err != nil {
+		t.Fatal(err)
+	}
+
+	// A polling worker takes the next one with a 1s lock and vanishes.
+	s.close()
+	start(t, f.env, "Beta")
+	got := f.env.Must(200, "POST", "/api/v1/pull/fetch-and-lock", f.consumer, map[string]any{"worker_id": "poller",
+		"subscriptions": []any{map[string]any{"definition": "add_company_to_crm"}}, "lock_duration": "PT1S"}).JSON(t)["occurrences"].([]any)
+	if len(got) != 1 {
+		t.Fatalf("fetched %v", got)
+	}
+	taken := time.Now()
+	s2 := open(t, c, f.consumer, subscribeRequest("w2", 1))
+	b := s2.assignment(5 * time.Second)
+	if d := time.Since(taken); b.GetAttempt() != 2 || d > 3*time.Second {
+		t.Errorf("the lapsed lock was pushed after %v (attempt %d), want soon after its second", d, b.GetAttempt())
+	}
+}

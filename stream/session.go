@@ -1,0 +1,563 @@
+package stream
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/google/uuid"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/relais/relais/engine"
+	"github.com/relais/relais/internal/auth"
+	"github.com/relais/relais/internal/fault"
+	"github.com/relais/relais/internal/wake"
+	workerv1 "github.com/relais/relais/proto/relais/worker/v1"
+)
+
+// dueSlack is added to a due time before re-checking: due times come from
+// the database clock and are announced to the millisecond (as in pull).
+const dueSlack = 5 * time.Millisecond
+
+// missedHeartbeats is how many heartbeats in a row a client may leave
+// unacknowledged before its stream is ended.
+const missedHeartbeats = 3
+
+// resolveEvery is how many heartbeats pass between two resolutions of a
+// stream's subscriptions against its grants (a pattern's new keys are
+// picked up at once, from their first notification).
+const resolveEvery = 6
+
+// minStreamLock is the shortest lock a stream may ask for: it is kept
+// alive three times per duration, by a database statement each time.
+const minStreamLock = time.Second
+
+// handBackTimeout bounds handing a stream's assignments back when it ends.
+const handBackTimeout = 10 * time.Second
+
+// Event kinds a session receives from other goroutines.
+const (
+	eventCancel   = iota // occurrence taken away (reason)
+	eventSettled         // the worker settled attempt of occurrence
+	eventReplaced        // a newer stream of the same worker connected
+	eventDrain           // the client asked for no more assignments
+	eventResolve         // resolve the subscriptions again
+	eventRecheck         // notifications may have been missed
+)
+
+type event struct {
+	kind       int
+	occurrence uuid.UUID
+	attempt    int
+	reason     string
+}
+
+// Reasons a stream ends, as logged with worker.disconnected.
+const (
+	endClientLeft      = "client_left"
+	endHeartbeatMissed = "heartbeat_missed"
+	endSendFailed      = "send_failed"
+	endReplaced        = "replaced"
+	endReplicaStopping = "replica_stopping"
+	endTokenRevoked    = "token_revoked"
+	endNotGranted      = "not_granted"
+)
+
+// session is one Subscribe stream. Its loop runs on the handler's
+// goroutine and owns everything but the inbox and the acknowledged
+// heartbeat, which other goroutines (notifications, unary calls) write.
+type session struct {
+	id          uuid.UUID
+	consumerID  int64
+	token       string
+	workerID    string
+	subs        []engine.Subscription
+	credit      int
+	lock        time.Duration
+	connectedAt time.Time
+
+	pairs engine.Pairs
+	held  map[uuid.UUID]int // occurrence → the attempt assigned
+	seq   int64             // last heartbeat sent (-1 before the first)
+	// Set by the registry under its lock.
+	waiter    *wake.Waiter
+	pairsSeen engine.Pairs
+	keys      []string
+
+	acked  atomic.Int64
+	mu     sync.Mutex
+	inbox  []event
+	signal chan struct{}
+}
+
+func (s *session) post(e event) {
+	s.mu.Lock()
+	s.inbox = append(s.inbox, e)
+	s.mu.Unlock()
+	select {
+	case s.signal <- struct{}{}:
+	default:
+	}
+}
+
+func (s *session) take() []event {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	in := s.inbox
+	s.inbox = nil
+	return in
+}
+
+// ack records that the client read heartbeat seq.
+func (s *session) ack(seq int64) {
+	for {
+		cur := s.acked.Load()
+		if seq <= cur || s.acked.CompareAndSwap(cur, seq) {
+			return
+		}
+	}
+}
+
+func (s *session) heldList() []engine.Held {
+	out := make([]engine.Held, 0, len(s.held))
+	for id, a := range s.held {
+		out = append(out, engine.Held{Occurrence: id, Attempt: a})
+	}
+	return out
+}
+
+// subscribeParams are a validated SubscribeRequest.
+type subscribeParams struct {
+	workerID string
+	subs     []engine.Subscription
+	credit   int
+	lock     time.Duration
+}
+
+func (svc *Service) subscribeParams(m *workerv1.SubscribeRequest) (subscribeParams, error) {
+	var errs []fault.FieldError
+	if fe := checkWorkerID(m.GetWorkerId()); fe != nil {
+		errs = append(errs, *fe)
+	}
+	if len(m.GetSubscriptions()) == 0 {
+		errs = append(errs, fault.FieldError{Path: "/subscriptions", Message: "must list at least one definition"})
+	}
+	p := subscribeParams{workerID: m.GetWorkerId(), credit: int(m.GetMaxInFlight()), lock: svc.cfg.Pull.DefaultLockDuration}
+	for i, sub := range m.GetSubscriptions() {
+		if sub.GetDefinition() == "" {
+			errs = append(errs, fault.FieldError{Path: pointer("subscriptions", i, "definition"), Message: "is required"})
+		}
+		s := engine.Subscription{Definition: sub.GetDefinition()}
+		for j, r := range sub.GetRevisions() {
+			if r < 1 {
+				errs = append(errs, fault.FieldError{Path: pointer("subscriptions", i, "revisions", j), Message: "must be a revision number (1 or more)"})
+			}
+			s.Revisions = append(s.Revisions, int(r))
+		}
+		if len(sub.GetFields()) > 0 {
+			s.Fields = sub.GetFields()
+		}
+		p.subs = append(p.subs, s)
+	}
+	if m.GetMaxInFlight() < 1 {
+		errs = append(errs, fault.FieldError{Path: "/max_in_flight", Message: "must be at least 1: it is how many unsettled assignments the stream may hold"})
+	}
+	if d := m.GetLockDuration(); d != nil {
+		if err := d.CheckValid(); err != nil || d.AsDuration() < minStreamLock {
+			errs = append(errs, fault.FieldError{Path: "/lock_duration", Message: "must be at least PT1S: the stream extends it three times per duration"})
+		} else {
+			p.lock = d.AsDuration()
+		}
+	}
+	if len(errs) > 0 {
+		return p, fault.New(fault.BadRequest, "invalid_request", "the subscription is invalid").WithErrors(errs)
+	}
+	switch {
+	case p.credit > svc.cfg.Stream.MaxInFlight:
+		return p, engine.BoundExceeded("max_in_flight", svc.cfg.Stream.MaxInFlight)
+	case p.lock > svc.cfg.Pull.MaxLockDuration:
+		return p, engine.BoundExceeded("lock_duration", svc.cfg.Pull.MaxLockDuration)
+	}
+	return p, nil
+}
+
+// Subscribe serves one worker stream (DESIGN §10).
+func (svc *Service) Subscribe(ctx context.Context, req *connect.Request[workerv1.SubscribeRequest], out *connect.ServerStream[workerv1.WorkerEvent]) error {
+	const procedure = "Subscribe"
+	principal, token, err := svc.consumer(ctx, req.Header())
+	if err != nil {
+		return toConnect(ctx, svc.logger, procedure, err)
+	}
+	p, err := svc.subscribeParams(req.Msg)
+	if err != nil {
+		return toConnect(ctx, svc.logger, procedure, err)
+	}
+	pairs, err := svc.eng.ResolveSubscriptions(ctx, principal.ConsumerID, p.subs)
+	if err != nil {
+		return toConnect(ctx, svc.logger, procedure, err)
+	}
+	s := &session{id: uuid.Must(uuid.NewV7()), consumerID: principal.ConsumerID, token: token, workerID: p.workerID, subs: p.subs,
+		credit: p.credit, lock: p.lock, connectedAt: time.Now(), pairs: pairs, pairsSeen: pairs, held: map[uuid.UUID]int{},
+		signal: make(chan struct{}, 1)}
+	s.acked.Store(-1)
+	s.seq = -1 // the first heartbeat, sent at once, is 0
+	replaced, err := svc.reg.admit(s)
+	if err != nil {
+		return toConnect(ctx, svc.logger, procedure, err)
+	}
+	defer svc.reg.remove(s)
+	if replaced != nil {
+		replaced.post(event{kind: eventReplaced})
+	}
+	// A stream of this worker on another replica ends too.
+	if err := svc.eng.SignalWorkers(ctx, engine.WorkerSignal{Kind: engine.SignalTakeover, Stream: s.id,
+		ConsumerID: s.consumerID, WorkerID: s.workerID}); err != nil {
+		return toConnect(ctx, svc.logger, procedure, err)
+	}
+	r := &runner{svc: svc, s: s, out: out, rc: responseController(ctx)}
+	return r.run(ctx)
+}
+
+// runner drives one session's loop.
+type runner struct {
+	svc *Service
+	s   *session
+	out *connect.ServerStream[workerv1.WorkerEvent]
+	rc  *http.ResponseController
+
+	draining bool
+	dirty    bool
+	// due fires at dueAt, the earliest time something is known to become
+	// claimable (a retry delay, a lock ending).
+	due   *time.Timer
+	dueAt time.Time
+	beats int
+}
+
+// wakeAt arms the due timer for at, unless it is armed for sooner.
+func (r *runner) wakeAt(at time.Time) {
+	if !r.dueAt.IsZero() && !at.Before(r.dueAt) {
+		return
+	}
+	r.dueAt = at
+	r.due.Reset(max(time.Until(at), time.Millisecond))
+}
+
+func (r *runner) run(ctx context.Context) error {
+	svc, s := r.svc, r.s
+	if err := svc.eng.SeeStream(ctx, r.presence()); err != nil {
+		return toConnect(ctx, svc.logger, "Subscribe", err)
+	}
+	svc.eng.LogWorker(engine.EventWorkerConnected, engine.ProtocolStream, s.consumerID, s.workerID, svc.eng.Replica(),
+		"stream", s.id, "max_in_flight", s.credit, "definitions", len(s.keys))
+	reason := endClientLeft
+	var endErr error
+	defer func() { r.end(ctx, reason) }()
+
+	if err := r.heartbeat(); err != nil {
+		reason = endSendFailed
+		return nil
+	}
+	heartbeat := svc.cfg.Stream.Heartbeat
+	keepAlive := time.NewTicker(min(heartbeat, s.lock/3))
+	defer keepAlive.Stop()
+	beat := time.NewTicker(heartbeat)
+	defer beat.Stop()
+	r.due = time.NewTimer(time.Hour)
+	r.due.Stop()
+	defer r.due.Stop()
+	r.dirty = true
+	for {
+		if r.dirty && !r.draining && len(s.held) < s.credit {
+			if err := r.claim(ctx); err != nil {
+				if ctx.Err() == nil {
+					reason = endSendFailed
+				}
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-svc.reg.closing:
+			reason = endReplicaStopping
+			return replicaStopping()
+		case at := <-s.waiter.C():
+			if due := at.Add(dueSlack); !at.IsZero() && time.Until(due) > 0 {
+				// Announced for later (a retry delay).
+				r.wakeAt(due)
+			} else {
+				r.dirty = true
+			}
+		case <-r.due.C:
+			r.dueAt = time.Time{}
+			r.dirty = true
+		case <-s.signal:
+			if reason, endErr = r.handle(ctx, s.take()); reason != "" {
+				return endErr
+			}
+		case <-keepAlive.C:
+			if err := r.keepAlive(ctx); err != nil {
+				if ctx.Err() == nil {
+					reason = endSendFailed
+				}
+				return nil
+			}
+			// Notifications are hints: this is also the fallback poll.
+			r.dirty = true
+		case <-beat.C:
+			if reason, endErr = r.beat(ctx); reason != "" {
+				return endErr
+			}
+		}
+	}
+}
+
+// presence is s as the catalog records it.
+func (r *runner) presence() engine.StreamPresence {
+	s := r.s
+	return engine.StreamPresence{ID: s.id, ConsumerID: s.consumerID, WorkerID: s.workerID, Subscriptions: s.subs, Pairs: s.pairs,
+		ConnectedAt: s.connectedAt, LiveFor: engine.LiveHeartbeats * r.svc.cfg.Stream.Heartbeat}
+}
+
+// claim fills the stream's free credit with claimable occurrences and
+// pushes them. Only a failed send is returned: a database error is logged
+// and retried at the next keep-alive.
+func (r *runner) claim(ctx context.Context) error {
+	svc, s := r.svc, r.s
+	r.dirty = false
+	want := s.credit - len(s.held)
+	// A claim that began finishes even if the client leaves meanwhile, so
+	// that what it reserved is known and handed back.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), handBackTimeout)
+	defer cancel()
+	got, err := svc.eng.Claim(cctx, engine.ClaimRequest{ConsumerID: s.consumerID, WorkerID: s.workerID, Pairs: s.pairs,
+		MaxTasks: want, LockDuration: s.lock})
+	if err != nil {
+		if ctx.Err() == nil {
+			svc.logger.Warn("stream claim failed; retrying", "stream", s.id, "err", err)
+		}
+		return nil
+	}
+	for _, g := range got {
+		s.held[g.ID] = g.Attempt
+		svc.reg.hold(s, g.ID)
+	}
+	svc.claimed.Add(float64(len(got)))
+	for _, g := range got {
+		if err := r.send(&workerv1.WorkerEvent{Event: &workerv1.WorkerEvent_Assignment{Assignment: assignment(g)}}); err != nil {
+			return err
+		}
+	}
+	switch {
+	case len(got) == want:
+		// There may be more: ask again once a slot frees.
+		r.dirty = true
+	case len(got) == 0:
+		if due, ok, err := svc.eng.NextClaimable(ctx, s.pairs); err == nil && ok {
+			r.wakeAt(due.Add(dueSlack))
+		}
+	}
+	return nil
+}
+
+// handle processes events posted to the session. It returns a reason when
+// the stream must end, and the error to end it with.
+func (r *runner) handle(ctx context.Context, events []event) (string, error) {
+	s := r.s
+	for _, e := range events {
+		switch e.kind {
+		case eventCancel:
+			if _, ok := s.held[e.occurrence]; ok {
+				r.forget(e.occurrence)
+				if err := r.cancellation(e.occurrence, e.reason); err != nil {
+					return endSendFailed, nil
+				}
+			}
+		case eventSettled:
+			if a, ok := s.held[e.occurrence]; ok && a == e.attempt {
+				r.forget(e.occurrence)
+			}
+		case eventReplaced:
+			return endReplaced, problemError(fault.New(fault.Conflict, "stream_replaced",
+				"another stream of worker %q connected; this one ended and its assignments were handed back (two processes must not share a worker_id)", s.workerID))
+		case eventDrain:
+			r.draining = true
+		case eventResolve:
+			if reason, err := r.resolve(ctx); reason != "" {
+				return reason, err
+			}
+		case eventRecheck:
+			r.dirty = true
+		}
+	}
+	return "", nil
+}
+
+// forget drops an occurrence the stream no longer holds, freeing its
+// credit. The freed slot is filled at once if work is known to wait (a
+// wake-up came while the stream was full, or its last claim was full):
+// dirty says so. Claiming on every settlement regardless would cost an
+// empty claim per settlement whenever the queue is empty.
+func (r *runner) forget(id uuid.UUID) {
+	delete(r.s.held, id)
+	r.svc.reg.drop(r.s, id)
+}
+
+// keepAlive extends every held lock in one statement and pushes a
+// cancellation for what was taken away meanwhile.
+func (r *runner) keepAlive(ctx context.Context) error {
+	s := r.s
+	if len(s.held) == 0 {
+		return nil
+	}
+	states, err := r.svc.eng.KeepAlive(ctx, s.consumerID, s.workerID, s.heldList(), s.lock)
+	if err != nil {
+		if ctx.Err() == nil {
+			r.svc.logger.Warn("stream keep-alive failed; retrying", "stream", s.id, "err", err)
+		}
+		return nil
+	}
+	for _, st := range states {
+		if st.Kept || s.held[st.Occurrence] != st.Attempt {
+			continue
+		}
+		r.forget(st.Occurrence)
+		if st.Gone != "" {
+			if err := r.cancellation(st.Occurrence, st.Gone); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// beat sends a heartbeat, ends a stream whose client stopped reading,
+// refreshes the catalog, and checks the token and the subscriptions.
+func (r *runner) beat(ctx context.Context) (string, error) {
+	svc, s := r.svc, r.s
+	// The client acknowledged none of the last missedHeartbeats sent.
+	if s.seq-s.acked.Load() >= missedHeartbeats {
+		return endHeartbeatMissed, problemError(fault.New(fault.Unavailable, "heartbeat_missed",
+			"the client acknowledged none of the last %d heartbeats (WorkerService.Heartbeat with the sequence read); the stream ended and its assignments were handed back", missedHeartbeats))
+	}
+	if err := r.heartbeat(); err != nil {
+		return endSendFailed, nil
+	}
+	if _, err := auth.Authenticate(ctx, svc.lookup, s.token); err != nil {
+		if fe, ok := fault.As(err); ok && fe.Kind == fault.Unauthorized {
+			return endTokenRevoked, problemError(fe)
+		}
+	}
+	r.beats++
+	if r.beats%resolveEvery == 0 {
+		if reason, err := r.resolve(ctx); reason != "" {
+			return reason, err
+		}
+	}
+	if err := svc.eng.SeeStream(ctx, r.presence()); err != nil && ctx.Err() == nil {
+		svc.logger.Warn("refreshing the stream's catalog row failed", "stream", s.id, "err", err)
+	}
+	return "", nil
+}
+
+// resolve resolves the subscriptions again: a pattern's new keys, a new
+// revision, changed grants. A subscription no longer granted ends the
+// stream, as a fetch would be refused.
+func (r *runner) resolve(ctx context.Context) (string, error) {
+	svc, s := r.svc, r.s
+	pairs, err := svc.eng.ResolveSubscriptions(ctx, s.consumerID, s.subs)
+	if err != nil {
+		if fe, ok := fault.As(err); ok && fe.Kind != fault.Internal {
+			return endNotGranted, problemError(fe)
+		}
+		if ctx.Err() == nil {
+			svc.logger.Warn("resolving the stream's subscriptions failed", "stream", s.id, "err", err)
+		}
+		return "", nil
+	}
+	s.pairs = pairs
+	svc.reg.resolved(s, pairs)
+	r.dirty = true
+	return "", nil
+}
+
+func (r *runner) heartbeat() error {
+	s := r.s
+	s.seq++
+	return r.send(&workerv1.WorkerEvent{Event: &workerv1.WorkerEvent_Heartbeat{Heartbeat: &workerv1.Heartbeat{
+		ServerTime: timestamppb.Now(), Sequence: s.seq, StreamId: s.id.String(), InFlight: int32(len(s.held)),
+		Interval: durationpb.New(r.svc.cfg.Stream.Heartbeat)}}})
+}
+
+func (r *runner) cancellation(id uuid.UUID, reason string) error {
+	return r.send(&workerv1.WorkerEvent{Event: &workerv1.WorkerEvent_Cancellation{Cancellation: &workerv1.Cancellation{
+		OccurrenceId: id.String(), Reason: cancellationReason(reason)}}})
+}
+
+// send pushes one event. A client that does not read lets the transport's
+// flow control fill up: the write then blocks, and the deadline ends it.
+func (r *runner) send(e *workerv1.WorkerEvent) error {
+	if r.rc != nil {
+		_ = r.rc.SetWriteDeadline(time.Now().Add(r.svc.sendTimeout()))
+		defer func() { _ = r.rc.SetWriteDeadline(time.Time{}) }()
+	}
+	return r.out.Send(e)
+}
+
+// end hands back what the stream still holds and forgets it: released
+// (attempt given back) when this replica stops, disconnected (the attempt
+// counts) otherwise.
+func (r *runner) end(ctx context.Context, reason string) {
+	svc, s := r.svc, r.s
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), handBackTimeout)
+	defer cancel()
+	release := reason == endReplicaStopping
+	if release {
+		// Tell the worker before the stream ends (best effort).
+		for id := range s.held {
+			if r.cancellation(id, engine.CancelLockLost) != nil {
+				break
+			}
+		}
+	}
+	handed, err := svc.eng.HandBack(ctx, s.consumerID, s.workerID, s.heldList(), release)
+	if err != nil {
+		svc.logger.Error("handing a stream's assignments back failed; their locks lapse instead", "stream", s.id, "err", err)
+	}
+	if err := svc.eng.ForgetStream(ctx, s.id); err != nil {
+		svc.logger.Warn("removing the stream's catalog row failed; it is pruned once no longer live", "stream", s.id, "err", err)
+	}
+	svc.eng.LogWorker(engine.EventWorkerDisconnected, engine.ProtocolStream, s.consumerID, s.workerID, svc.eng.Replica(),
+		"stream", s.id, "reason", reason, "handed_back", len(handed))
+}
+
+func replicaStopping() error {
+	return problemError(fault.New(fault.Unavailable, "replica_stopping",
+		"this replica is shutting down; its assignments were handed back: subscribe again"))
+}
+
+func assignment(g engine.Reservation) *workerv1.Assignment {
+	a := &workerv1.Assignment{OccurrenceId: g.ID.String(), Definition: g.Definition, Revision: int32(g.Revision), Inputs: g.Inputs,
+		Attempt: int32(g.Attempt), AttemptsLeft: int32(g.AttemptsLeft), LockExpiresAt: timestamppb.New(g.LockExpiresAt),
+		InstanceId: g.InstanceID.String(), Node: g.Node, Priority: int32(g.Priority)}
+	if g.DeadlineAt != nil {
+		a.DeadlineAt = timestamppb.New(*g.DeadlineAt)
+	}
+	return a
+}
+
+func cancellationReason(reason string) workerv1.CancellationReason {
+	switch reason {
+	case engine.CancelInstanceStopped:
+		return workerv1.CancellationReason_CANCELLATION_REASON_INSTANCE_STOPPED
+	case engine.CancelDeadlineExceeded:
+		return workerv1.CancellationReason_CANCELLATION_REASON_DEADLINE_EXCEEDED
+	default:
+		return workerv1.CancellationReason_CANCELLATION_REASON_LOCK_LOST
+	}
+}

@@ -1,0 +1,422 @@
+// Package stream is the connected-worker protocol (DESIGN §10): the
+// relais.worker.v1.WorkerService, served with connect-go on the REST
+// listener so that gRPC, gRPC-Web and Connect clients all work, with gRPC
+// server reflection and health.
+//
+// A worker subscribes once; its stream is pushed an assignment as soon as
+// an occurrence it subscribes to is claimable (NOTIFY, any replica), never
+// more than its credit (max_in_flight) at once. While the stream lives, its
+// locks are kept alive by one statement per keep-alive tick; when it ends,
+// what it still holds is offered again at once. Cancellations (a stop, a
+// deadline) are pushed as they commit. Settlements are unary calls on the
+// engine's one path, with the REST protocol's refusals as error details.
+//
+// The domain rules live in the engine; this package owns the wire format,
+// bounds, credit, liveness and the streams of its replica. It does not
+// import the pull surface: what both need lives in the engine and in
+// internal/wake.
+package stream
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"connectrpc.com/connect"
+	"connectrpc.com/grpchealth"
+	"connectrpc.com/grpcreflect"
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/relais/relais/engine"
+	"github.com/relais/relais/internal/auth"
+	"github.com/relais/relais/internal/config"
+	"github.com/relais/relais/internal/fault"
+	workerv1 "github.com/relais/relais/proto/relais/worker/v1"
+	"github.com/relais/relais/proto/relais/worker/v1/workerv1connect"
+)
+
+// Service serves relais.worker.v1.WorkerService on one replica.
+type Service struct {
+	logger *slog.Logger
+	cfg    config.Config
+	eng    *engine.Engine
+	lookup auth.Lookup
+	reg    *registry
+
+	claimed prometheus.Counter
+}
+
+var _ workerv1connect.WorkerServiceHandler = (*Service)(nil)
+
+// New returns the service on eng; lookup authenticates bearer tokens.
+func New(logger *slog.Logger, cfg config.Config, eng *engine.Engine, lookup auth.Lookup, reg prometheus.Registerer) *Service {
+	s := &Service{logger: logger, cfg: cfg, eng: eng, lookup: lookup, reg: newRegistry(cfg.Stream.MaxStreams, reg),
+		claimed: prometheus.NewCounter(prometheus.CounterOpts{Name: "relais_stream_claimed_total", Help: "Occurrences assigned to worker streams."})}
+	if reg != nil {
+		reg.MustRegister(s.claimed)
+	}
+	return s
+}
+
+// Notify handles a ChannelOccurrence payload (wakes the matching streams).
+func (s *Service) Notify(payload string) { s.reg.notify(payload) }
+
+// Cancel handles a ChannelCancel payload (pushes a Cancellation to the
+// stream holding the occurrence, if on this replica).
+func (s *Service) Cancel(payload string) { s.reg.cancel(payload) }
+
+// Signal handles a ChannelWorker payload (a unary call made on another
+// replica about a stream of this one).
+func (s *Service) Signal(payload string) { s.reg.signal(payload) }
+
+// WakeAll makes every stream re-check the database, after notifications
+// may have been missed.
+func (s *Service) WakeAll() { s.reg.wakeAll() }
+
+// Close ends every stream of this replica after handing its assignments
+// back (released: the attempt is given back), refuses new ones, and waits
+// up to timeout for them to end. It reports whether they all did.
+func (s *Service) Close(timeout time.Duration) bool { return s.reg.close(timeout) }
+
+// sendTimeout bounds one write to a stream: a client that stopped reading
+// fills the flow-control window and the write blocks.
+func (s *Service) sendTimeout() time.Duration { return max(s.cfg.Stream.Heartbeat, 5*time.Second) }
+
+// Handlers returns the routes to mount at the root of the listener: the
+// worker service, gRPC server reflection (v1 and v1alpha) and the gRPC
+// health service, each as a path prefix and its handler.
+func (s *Service) Handlers() map[string]http.Handler {
+	opts := []connect.HandlerOption{connect.WithReadMaxBytes(int(s.cfg.MaxBodyBytes)), connect.WithRecover(s.recovered)}
+	out := map[string]http.Handler{}
+	path, h := workerv1connect.NewWorkerServiceHandler(s, opts...)
+	out[path] = withResponseController(h)
+	reflector := grpcreflect.NewStaticReflector(workerv1connect.WorkerServiceName, grpchealth.HealthV1ServiceName)
+	path, h = grpcreflect.NewHandlerV1(reflector)
+	out[path] = h
+	path, h = grpcreflect.NewHandlerV1Alpha(reflector)
+	out[path] = h
+	path, h = grpchealth.NewHandler(health{s.reg})
+	out[path] = h
+	return out
+}
+
+// recovered answers a panicking handler with Internal; the value is not
+// shown (it may hold a payload) and the stack is logged.
+func (s *Service) recovered(ctx context.Context, spec connect.Spec, _ http.Header, v any) error {
+	s.logger.ErrorContext(ctx, "worker protocol handler panicked", "procedure", spec.Procedure, "panic", fmt.Sprintf("a value of type %T", v))
+	return problemError(fault.New(fault.Internal, "internal", "an internal error occurred; it was logged"))
+}
+
+// health reports the worker service as serving until its replica drains.
+type health struct{ reg *registry }
+
+func (h health) Check(_ context.Context, req *grpchealth.CheckRequest) (*grpchealth.CheckResponse, error) {
+	switch req.Service {
+	case "", workerv1connect.WorkerServiceName:
+	default:
+		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("unknown service %q", req.Service))
+	}
+	select {
+	case <-h.reg.closing:
+		return &grpchealth.CheckResponse{Status: grpchealth.StatusNotServing}, nil
+	default:
+		return &grpchealth.CheckResponse{Status: grpchealth.StatusServing}, nil
+	}
+}
+
+type responseControllerKey struct{}
+
+// withResponseController gives handlers the response's controller, to
+// bound each write to a stream with a deadline.
+func withResponseController(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx := context.WithValue(r.Context(), responseControllerKey{}, http.NewResponseController(w))
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+func responseController(ctx context.Context) *http.ResponseController {
+	rc, _ := ctx.Value(responseControllerKey{}).(*http.ResponseController)
+	return rc
+}
+
+// settleTokenWorker names a settle token's holder in the attempt it ends,
+// as the REST routes do.
+const settleTokenWorker = "settle-token"
+
+// consumer authenticates the call's bearer token: only consumers may work.
+// It returns the token too (a stream checks it is still valid).
+func (s *Service) consumer(ctx context.Context, h http.Header) (auth.Principal, string, error) {
+	token, ok := bearer(h)
+	if !ok {
+		return auth.Principal{}, "", fault.New(fault.Unauthorized, "unauthorized", "an authorization: Bearer <consumer token> header is required")
+	}
+	p, err := auth.Authenticate(ctx, s.lookup, token)
+	if err != nil {
+		return auth.Principal{}, "", err
+	}
+	if p.ConsumerID == 0 {
+		return auth.Principal{}, "", fault.New(fault.Forbidden, "forbidden", "the worker protocol needs a consumer token (POST /api/v1/consumers)")
+	}
+	return p, token, nil
+}
+
+func bearer(h http.Header) (string, bool) {
+	scheme, token, ok := strings.Cut(h.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimSpace(token)
+	return token, token != ""
+}
+
+func checkWorkerID(id string) *fault.FieldError {
+	if id == "" || len(id) > 200 || strings.ContainsRune(id, 0) || !utf8.ValidString(id) {
+		return &fault.FieldError{Path: "/worker_id", Message: "is required (1 to 200 characters, without NUL)"}
+	}
+	return nil
+}
+
+func pointer(parts ...any) string {
+	var b strings.Builder
+	for _, p := range parts {
+		fmt.Fprintf(&b, "/%v", p)
+	}
+	return b.String()
+}
+
+// ref authenticates a settlement and names its occurrence and worker. A
+// settle token is accepted where settleToken is set (complete and fail),
+// for its own occurrence only.
+func (s *Service) ref(ctx context.Context, h http.Header, occurrence, workerID string, settleToken bool) (engine.WorkerRef, error) {
+	id, err := uuid.Parse(occurrence)
+	if token, ok := bearer(h); ok && settleToken && engine.IsSettleToken(token) {
+		scope, serr := s.eng.AuthenticateSettleToken(ctx, token)
+		if serr != nil {
+			return engine.WorkerRef{}, serr
+		}
+		if err != nil || scope.Occurrence != id {
+			return engine.WorkerRef{}, fault.New(fault.Unauthorized, "unauthorized", "this settle token settles another occurrence")
+		}
+		if workerID == "" {
+			workerID = settleTokenWorker
+		}
+		if fe := checkWorkerID(workerID); fe != nil {
+			return engine.WorkerRef{}, fault.New(fault.BadRequest, "invalid_request", "worker_id is invalid").WithErrors([]fault.FieldError{*fe})
+		}
+		return engine.WorkerRef{ConsumerID: scope.ConsumerID, WorkerID: workerID, Occurrence: id}, nil
+	}
+	p, _, err2 := s.consumer(ctx, h)
+	if err2 != nil {
+		return engine.WorkerRef{}, err2
+	}
+	if err != nil {
+		return engine.WorkerRef{}, fault.New(fault.NotFound, "not_found", "occurrence %q not found", occurrence)
+	}
+	if fe := checkWorkerID(workerID); fe != nil {
+		return engine.WorkerRef{}, fault.New(fault.BadRequest, "invalid_request", "worker_id is required").WithErrors([]fault.FieldError{*fe})
+	}
+	return engine.WorkerRef{ConsumerID: p.ConsumerID, WorkerID: workerID, Occurrence: id}, nil
+}
+
+// settled frees the credit of the stream holding ref's occurrence: at once
+// on this replica, through a signal on another.
+func (s *Service) settled(ctx context.Context, ref engine.WorkerRef, attempt int) {
+	if attempt == 0 {
+		return // a replayed answer: the settlement was signalled when it happened
+	}
+	if h := s.reg.holder(ref.Occurrence); h != nil {
+		h.post(event{kind: eventSettled, occurrence: ref.Occurrence, attempt: attempt})
+		return
+	}
+	if err := s.eng.SignalWorkers(ctx, engine.WorkerSignal{Kind: engine.SignalSettled, Occurrence: ref.Occurrence, Attempt: attempt,
+		ConsumerID: ref.ConsumerID, WorkerID: ref.WorkerID}); err != nil && ctx.Err() == nil {
+		// The stream learns at its next keep-alive instead.
+		s.logger.Warn("signalling a settlement to its stream failed", "occurrence", ref.Occurrence, "err", err)
+	}
+}
+
+// Complete settles an assignment with its outputs.
+func (s *Service) Complete(ctx context.Context, req *connect.Request[workerv1.CompleteRequest]) (*connect.Response[workerv1.CompleteResponse], error) {
+	const procedure = "Complete"
+	ref, err := s.ref(ctx, req.Header(), req.Msg.GetOccurrenceId(), req.Msg.GetWorkerId(), true)
+	if err != nil {
+		return nil, toConnect(ctx, s.logger, procedure, err)
+	}
+	outputs := req.Msg.GetOutputs()
+	switch {
+	case len(outputs) == 0:
+		err = fault.New(fault.BadRequest, "invalid_request", "outputs are required").WithErrors([]fault.FieldError{{Path: "/outputs", Message: "is required (a JSON object)"}})
+	case !utf8.Valid(outputs) || !json.Valid(outputs):
+		err = fault.New(fault.BadRequest, "invalid_json", "outputs are not JSON").WithErrors([]fault.FieldError{{Path: "/outputs", Message: "must be a UTF-8 JSON object"}})
+	}
+	if err != nil {
+		return nil, toConnect(ctx, s.logger, procedure, err)
+	}
+	st, err := s.eng.Complete(ctx, ref, json.RawMessage(outputs))
+	if err != nil {
+		return nil, toConnect(ctx, s.logger, procedure, err)
+	}
+	s.settled(ctx, ref, st.Attempt)
+	return connect.NewResponse(&workerv1.CompleteResponse{Status: st.Status, Route: st.Route}), nil
+}
+
+// Fail reports that the work could not be done.
+func (s *Service) Fail(ctx context.Context, req *connect.Request[workerv1.FailRequest]) (*connect.Response[workerv1.FailResponse], error) {
+	const procedure = "Fail"
+	m := req.Msg
+	ref, err := s.ref(ctx, req.Header(), m.GetOccurrenceId(), m.GetWorkerId(), true)
+	if err != nil {
+		return nil, toConnect(ctx, s.logger, procedure, err)
+	}
+	f := engine.Failure{ErrorCode: m.GetErrorCode(), Message: m.GetMessage(), Retryable: m.GetRetryable()}
+	if d := m.GetRetryDelay(); d != nil {
+		if d.CheckValid() != nil || d.AsDuration() < 0 {
+			return nil, toConnect(ctx, s.logger, procedure, fault.New(fault.BadRequest, "invalid_request", "the failure is invalid").
+				WithErrors([]fault.FieldError{{Path: "/retry_delay", Message: "must be zero or more"}}))
+		}
+		delay := d.AsDuration()
+		f.RetryDelay = &delay
+	}
+	if m.AttemptsLeft != nil {
+		left := int(m.GetAttemptsLeft())
+		f.AttemptsLeft = &left
+	}
+	st, err := s.eng.Fail(ctx, ref, f)
+	if err != nil {
+		return nil, toConnect(ctx, s.logger, procedure, err)
+	}
+	s.settled(ctx, ref, st.Attempt)
+	res := &workerv1.FailResponse{Status: st.Status, AttemptsLeft: int32(st.AttemptsLeft)}
+	if st.AvailableAt != nil {
+		res.AvailableAt = timestamppb.New(*st.AvailableAt)
+	}
+	return connect.NewResponse(res), nil
+}
+
+// Extend prolongs a lock held without a stream.
+func (s *Service) Extend(ctx context.Context, req *connect.Request[workerv1.ExtendRequest]) (*connect.Response[workerv1.ExtendResponse], error) {
+	const procedure = "Extend"
+	ref, err := s.ref(ctx, req.Header(), req.Msg.GetOccurrenceId(), req.Msg.GetWorkerId(), false)
+	if err != nil {
+		return nil, toConnect(ctx, s.logger, procedure, err)
+	}
+	d := s.cfg.Pull.DefaultLockDuration
+	if ld := req.Msg.GetLockDuration(); ld != nil {
+		if ld.CheckValid() != nil || ld.AsDuration() <= 0 {
+			return nil, toConnect(ctx, s.logger, procedure, fault.New(fault.BadRequest, "invalid_request", "lock_duration must be above zero").
+				WithErrors([]fault.FieldError{{Path: "/lock_duration", Message: "must be above zero"}}))
+		}
+		if d = ld.AsDuration(); d > s.cfg.Pull.MaxLockDuration {
+			return nil, toConnect(ctx, s.logger, procedure, engine.BoundExceeded("lock_duration", s.cfg.Pull.MaxLockDuration))
+		}
+	}
+	until, err := s.eng.Extend(ctx, ref, d)
+	if err != nil {
+		return nil, toConnect(ctx, s.logger, procedure, err)
+	}
+	return connect.NewResponse(&workerv1.ExtendResponse{LockExpiresAt: timestamppb.New(until)}), nil
+}
+
+// Defer hands the occurrence over to be settled later.
+func (s *Service) Defer(ctx context.Context, req *connect.Request[workerv1.DeferRequest]) (*connect.Response[workerv1.DeferResponse], error) {
+	const procedure = "Defer"
+	ref, err := s.ref(ctx, req.Header(), req.Msg.GetOccurrenceId(), req.Msg.GetWorkerId(), false)
+	if err != nil {
+		return nil, toConnect(ctx, s.logger, procedure, err)
+	}
+	d, err := s.eng.Defer(ctx, ref, req.Msg.GetReason())
+	if err != nil {
+		return nil, toConnect(ctx, s.logger, procedure, err)
+	}
+	s.settled(ctx, ref, d.Attempt)
+	res := &workerv1.DeferResponse{Status: d.Status, DeferredAt: timestamppb.New(d.DeferredAt)}
+	if d.DeadlineAt != nil {
+		res.DeadlineAt = timestamppb.New(*d.DeadlineAt)
+	}
+	return connect.NewResponse(res), nil
+}
+
+// Release hands the reservation back without spending an attempt.
+func (s *Service) Release(ctx context.Context, req *connect.Request[workerv1.ReleaseRequest]) (*connect.Response[workerv1.ReleaseResponse], error) {
+	const procedure = "Release"
+	ref, err := s.ref(ctx, req.Header(), req.Msg.GetOccurrenceId(), req.Msg.GetWorkerId(), false)
+	if err != nil {
+		return nil, toConnect(ctx, s.logger, procedure, err)
+	}
+	st, err := s.eng.Release(ctx, ref)
+	if err != nil {
+		return nil, toConnect(ctx, s.logger, procedure, err)
+	}
+	s.settled(ctx, ref, st.Attempt)
+	res := &workerv1.ReleaseResponse{Status: st.Status, AttemptsLeft: int32(st.AttemptsLeft)}
+	if st.AvailableAt != nil {
+		res.AvailableAt = timestamppb.New(*st.AvailableAt)
+	}
+	return connect.NewResponse(res), nil
+}
+
+// streamOf finds the stream a Heartbeat or Drain names, on this replica or
+// (through the catalog) another one; the caller's consumer must own it.
+func (s *Service) streamOf(ctx context.Context, h http.Header, streamID string) (*session, uuid.UUID, int64, error) {
+	p, _, err := s.consumer(ctx, h)
+	if err != nil {
+		return nil, uuid.UUID{}, 0, err
+	}
+	id, err := uuid.Parse(streamID)
+	if err != nil {
+		return nil, uuid.UUID{}, 0, fault.New(fault.NotFound, "not_found", "stream %q not found: subscribe again", streamID)
+	}
+	if local := s.reg.stream(id); local != nil && local.consumerID == p.ConsumerID {
+		return local, id, p.ConsumerID, nil
+	}
+	owner, err := s.eng.StreamConsumer(ctx, id)
+	if err != nil {
+		if fault.HasCode(err, "not_found") {
+			return nil, id, 0, fault.New(fault.NotFound, "not_found", "stream %s not found (it ended): subscribe again", id)
+		}
+		return nil, id, 0, err
+	}
+	if owner != p.ConsumerID {
+		return nil, id, 0, fault.New(fault.NotFound, "not_found", "stream %s not found (it ended): subscribe again", id)
+	}
+	return nil, id, owner, nil
+}
+
+// Heartbeat acknowledges the last heartbeat the client read.
+func (s *Service) Heartbeat(ctx context.Context, req *connect.Request[workerv1.HeartbeatRequest]) (*connect.Response[workerv1.HeartbeatResponse], error) {
+	const procedure = "Heartbeat"
+	local, id, consumer, err := s.streamOf(ctx, req.Header(), req.Msg.GetStreamId())
+	if err != nil {
+		return nil, toConnect(ctx, s.logger, procedure, err)
+	}
+	if local != nil {
+		local.ack(req.Msg.GetSequence())
+	} else if err := s.eng.SignalWorkers(ctx, engine.WorkerSignal{Kind: engine.SignalAck, Stream: id, ConsumerID: consumer,
+		Sequence: req.Msg.GetSequence()}); err != nil {
+		return nil, toConnect(ctx, s.logger, procedure, err)
+	}
+	return connect.NewResponse(&workerv1.HeartbeatResponse{}), nil
+}
+
+// Drain stops a stream from sending new assignments.
+func (s *Service) Drain(ctx context.Context, req *connect.Request[workerv1.DrainRequest]) (*connect.Response[workerv1.DrainResponse], error) {
+	const procedure = "Drain"
+	local, id, consumer, err := s.streamOf(ctx, req.Header(), req.Msg.GetStreamId())
+	if err != nil {
+		return nil, toConnect(ctx, s.logger, procedure, err)
+	}
+	if local != nil {
+		local.post(event{kind: eventDrain})
+	} else if err := s.eng.SignalWorkers(ctx, engine.WorkerSignal{Kind: engine.SignalDrain, Stream: id, ConsumerID: consumer}); err != nil {
+		return nil, toConnect(ctx, s.logger, procedure, err)
+	}
+	return connect.NewResponse(&workerv1.DrainResponse{}), nil
+}

@@ -1,0 +1,499 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/relais/relais/internal/isoduration"
+	workerv1 "github.com/relais/relais/proto/relais/worker/v1"
+	"github.com/relais/relais/proto/relais/worker/v1/workerv1connect"
+)
+
+// The worker stream (DESIGN §10): one Subscribe stream pushes the tasks,
+// up to Concurrency unsettled at once, and keeps their locks alive while
+// it lives; outcomes go through the protocol's unary calls. Streams speak
+// the Connect protocol over the configured HTTP client, so they pass
+// proxies that only know HTTP/1.1.
+
+// silentHeartbeats is how many heartbeat intervals without any event the
+// worker waits before it presumes the connection dead and reconnects.
+const silentHeartbeats = 3
+
+// streamClient is the worker protocol's client with the consumer token.
+type streamClient struct {
+	api   workerv1connect.WorkerServiceClient
+	token string
+}
+
+func newStreamClient(w *Worker) streamClient {
+	// The stream lives as long as Run: a client timeout would cut it.
+	hc := &http.Client{Transport: w.cfg.HTTPClient.Transport, CheckRedirect: w.cfg.HTTPClient.CheckRedirect, Jar: w.cfg.HTTPClient.Jar}
+	return streamClient{api: workerv1connect.NewWorkerServiceClient(hc, w.base, connect.WithReadMaxBytes(maxResponse)), token: w.cfg.Token}
+}
+
+func request[T any](c streamClient, m *T) *connect.Request[T] {
+	r := connect.NewRequest(m)
+	r.Header().Set("Authorization", "Bearer "+c.token)
+	r.Header().Set("User-Agent", "relais-worker-go")
+	return r
+}
+
+// streamWire settles streamed tasks with the protocol's unary calls. Any
+// replica takes them: the one holding the stream learns at once.
+type streamWire struct{ c streamClient }
+
+func (sw streamWire) complete(ctx context.Context, id string, req completeRequest) (completeResult, error) {
+	res, err := sw.c.api.Complete(ctx, request(sw.c, &workerv1.CompleteRequest{OccurrenceId: id, WorkerId: req.WorkerID, Outputs: req.Outputs}))
+	if err != nil {
+		return completeResult{}, wireError(err)
+	}
+	out := completeResult{Status: res.Msg.GetStatus()}
+	if route := res.Msg.GetRoute(); route != "" {
+		out.Route = &route
+	}
+	return out, nil
+}
+
+func (sw streamWire) fail(ctx context.Context, id string, req failRequest) (failResult, error) {
+	m := &workerv1.FailRequest{OccurrenceId: id, WorkerId: req.WorkerID, ErrorCode: req.ErrorCode, Message: req.Message, Retryable: req.Retryable}
+	if req.RetryDelay != "" {
+		d, err := isoduration.Parse(req.RetryDelay)
+		if err != nil {
+			return failResult{}, fmt.Errorf("relais: retry delay %q: %w", req.RetryDelay, err)
+		}
+		m.RetryDelay = durationpb.New(d)
+	}
+	res, err := sw.c.api.Fail(ctx, request(sw.c, m))
+	if err != nil {
+		return failResult{}, wireError(err)
+	}
+	out := failResult{Status: res.Msg.GetStatus(), AttemptsLeft: int(res.Msg.GetAttemptsLeft())}
+	if at := res.Msg.GetAvailableAt(); at != nil {
+		t := at.AsTime()
+		out.AvailableAt = &t
+	}
+	return out, nil
+}
+
+func (sw streamWire) release(ctx context.Context, id string, req releaseRequest) error {
+	_, err := sw.c.api.Release(ctx, request(sw.c, &workerv1.ReleaseRequest{OccurrenceId: id, WorkerId: req.WorkerID}))
+	return wireError(err)
+}
+
+// wireError makes a protocol error what the REST wire returns: an
+// *APIError with the HTTP status of the gRPC code and the Relais problem,
+// or a *networkError when no answer came, so that retries and refusals are
+// told apart the same way.
+func wireError(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		return &networkError{err}
+	}
+	var p *workerv1.Problem
+	for _, d := range ce.Details() {
+		if v, derr := d.Value(); derr == nil {
+			if pv, ok := v.(*workerv1.Problem); ok {
+				p = pv
+			}
+		}
+	}
+	status := 0
+	switch ce.Code() {
+	case connect.CodeInvalidArgument:
+		status = http.StatusBadRequest
+		if p != nil && (p.GetCode() == codeInvalidOutputs || p.GetCode() == "invalid_inputs") {
+			status = http.StatusUnprocessableEntity
+		}
+	case connect.CodeUnauthenticated:
+		status = http.StatusUnauthorized
+	case connect.CodePermissionDenied:
+		status = http.StatusForbidden
+	case connect.CodeNotFound:
+		status = http.StatusNotFound
+	case connect.CodeUnimplemented:
+		status = http.StatusNotImplemented
+	case connect.CodeFailedPrecondition, connect.CodeAlreadyExists:
+		status = http.StatusConflict
+	case connect.CodeResourceExhausted:
+		status = http.StatusTooManyRequests
+	case connect.CodeUnavailable:
+		status = http.StatusServiceUnavailable
+	case connect.CodeInternal, connect.CodeDataLoss:
+		status = http.StatusInternalServerError
+	default:
+		// Canceled, DeadlineExceeded, Unknown, Aborted: the call may or
+		// may not have acted.
+		return &networkError{err}
+	}
+	ae := &APIError{Status: status, Detail: ce.Message()}
+	if p != nil {
+		ae.Code, ae.Detail = p.GetCode(), p.GetDetail()
+		for _, e := range p.GetErrors() {
+			ae.Errors = append(ae.Errors, FieldError{Path: e.GetPath(), Message: e.GetMessage()})
+		}
+		ae.RetryAfter = p.GetRetryAfter().AsDuration()
+	}
+	return ae
+}
+
+// streamSession is one Subscribe stream and the goroutines serving it: a
+// reader that starts tasks and cancels them, an acknowledger of
+// heartbeats, and a watchdog that drops a silent connection.
+type streamSession struct {
+	r        *run
+	c        streamClient
+	cancel   context.CancelFunc
+	id       string
+	interval time.Duration
+	ended    chan struct{} // closed when the reader returned; err says why
+	err      error
+	done     sync.WaitGroup
+
+	lastEvent atomic.Int64 // unix nanoseconds
+	acks      chan int64
+
+	mu sync.Mutex
+	// draining: no task starts any more (set under mu, so that no task is
+	// added to the run's WaitGroup once its drain waits on it).
+	draining bool
+	tasks    map[string]*streamTask
+}
+
+// streamTask is a streamed task its Cancellation may end.
+type streamTask struct{ cancel context.CancelCauseFunc }
+
+// subscribe opens a stream and reads its first heartbeat.
+func (r *run) subscribe(ctx context.Context, c streamClient) (*streamSession, error) {
+	w := r.w
+	req := &workerv1.SubscribeRequest{WorkerId: w.cfg.WorkerID, MaxInFlight: int32(w.cfg.Concurrency),
+		LockDuration: durationpb.New(w.cfg.LockDuration)}
+	for _, s := range r.subs {
+		sub := &workerv1.Subscription{Definition: s.Definition}
+		for _, rev := range s.Revisions {
+			sub.Revisions = append(sub.Revisions, int32(rev))
+		}
+		req.Subscriptions = append(req.Subscriptions, sub)
+	}
+	// The stream outlives ctx: a graceful shutdown keeps it (and so the
+	// locks) until the tasks in flight are settled.
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	// ctx ending while connecting gives up; once connected, it no longer
+	// ends the stream.
+	watching := context.AfterFunc(ctx, cancel)
+	stream, err := c.api.Subscribe(sctx, request(c, req))
+	if err == nil && !stream.Receive() {
+		err = stream.Err()
+		if err == nil {
+			err = errors.New("the stream ended before its first heartbeat")
+		}
+	}
+	if !watching() && err == nil {
+		err = ctx.Err()
+	}
+	if err != nil {
+		if stream != nil {
+			_ = stream.Close()
+		}
+		cancel()
+		return nil, wireError(err)
+	}
+	hb := stream.Msg().GetHeartbeat()
+	if hb == nil || hb.GetStreamId() == "" {
+		_ = stream.Close()
+		cancel()
+		return nil, &networkError{errors.New("the stream's first event is not its heartbeat")}
+	}
+	s := &streamSession{r: r, c: c, cancel: cancel, id: hb.GetStreamId(), interval: max(hb.GetInterval().AsDuration(), 10*time.Millisecond),
+		ended: make(chan struct{}), acks: make(chan int64, 1), tasks: map[string]*streamTask{}}
+	s.lastEvent.Store(time.Now().UnixNano())
+	s.ack(hb.GetSequence())
+	s.done.Add(3)
+	go s.read(stream)
+	go s.acknowledge(sctx)
+	go s.watch(sctx)
+	return s, nil
+}
+
+// read handles the stream's events until it ends.
+func (s *streamSession) read(stream *connect.ServerStreamForClient[workerv1.WorkerEvent]) {
+	defer s.done.Done()
+	log := s.r.w.log.With("stream", s.id)
+	for stream.Receive() {
+		s.lastEvent.Store(time.Now().UnixNano())
+		switch e := stream.Msg().GetEvent().(type) {
+		case *workerv1.WorkerEvent_Assignment:
+			s.assigned(taskOf(e.Assignment))
+		case *workerv1.WorkerEvent_Cancellation:
+			cause := fmt.Errorf("%w: the lock was lost (%s)", ErrLockLost, reasonText(e.Cancellation.GetReason()))
+			if r := e.Cancellation.GetReason(); r == workerv1.CancellationReason_CANCELLATION_REASON_INSTANCE_STOPPED ||
+				r == workerv1.CancellationReason_CANCELLATION_REASON_DEADLINE_EXCEEDED {
+				cause = fmt.Errorf("%w (%s)", ErrCancelled, reasonText(r))
+			}
+			s.cancelTask(e.Cancellation.GetOccurrenceId(), cause)
+		case *workerv1.WorkerEvent_Heartbeat:
+			s.ack(e.Heartbeat.GetSequence())
+		}
+	}
+	s.err = stream.Err()
+	_ = stream.Close()
+	// Whatever it held is handed back by the server (or its lock lapses):
+	// another worker may take it.
+	s.mu.Lock()
+	for id, t := range s.tasks {
+		t.cancel(fmt.Errorf("%w: the stream ended", ErrLockLost))
+		delete(s.tasks, id)
+	}
+	s.mu.Unlock()
+	s.mu.Lock()
+	draining := s.draining
+	s.mu.Unlock()
+	if s.err != nil && !draining {
+		log.Warn("stream ended", "err", s.err)
+	}
+	s.cancel()
+	close(s.ended)
+}
+
+func reasonText(r workerv1.CancellationReason) string {
+	switch r {
+	case workerv1.CancellationReason_CANCELLATION_REASON_INSTANCE_STOPPED:
+		return "instance stopped"
+	case workerv1.CancellationReason_CANCELLATION_REASON_DEADLINE_EXCEEDED:
+		return "deadline exceeded"
+	default:
+		return "lock lost"
+	}
+}
+
+func taskOf(a *workerv1.Assignment) *Task {
+	t := &Task{ID: a.GetOccurrenceId(), Definition: a.GetDefinition(), Revision: int(a.GetRevision()), Inputs: a.GetInputs(),
+		Attempt: int(a.GetAttempt()), AttemptsLeft: int(a.GetAttemptsLeft()), LockExpiresAt: a.GetLockExpiresAt().AsTime(),
+		InstanceID: a.GetInstanceId(), Node: a.GetNode(), Priority: int(a.GetPriority())}
+	if d := a.GetDeadlineAt(); d != nil {
+		at := d.AsTime()
+		t.DeadlineAt = &at
+	}
+	return t
+}
+
+// assigned starts a pushed task in a free slot. The server never sends
+// more than Concurrency unsettled tasks; one it sends while the worker
+// drains, or beyond its slots, is released at once (no attempt spent).
+func (s *streamSession) assigned(t *Task) {
+	r := s.r
+	t.wire = streamWire{s.c}
+	log := r.w.log.With(taskAttrs(t)...)
+	s.mu.Lock()
+	if s.draining {
+		s.mu.Unlock()
+		log.Info("task sent while the worker drains; releasing it")
+		r.handBack(t, log)
+		return
+	}
+	if !r.tryAcquire() {
+		r.wg.Add(1)
+		s.mu.Unlock()
+		log.Error("server sent more tasks than the worker's concurrency; releasing one")
+		go func() {
+			defer r.wg.Done()
+			r.handBack(t, log)
+		}()
+		return
+	}
+	ctx, cancel := context.WithCancelCause(r.handlerCtx)
+	entry := &streamTask{cancel: cancel}
+	if old := s.tasks[t.ID]; old != nil {
+		old.cancel(fmt.Errorf("%w: assigned again", ErrLockLost))
+	}
+	s.tasks[t.ID] = entry
+	r.wg.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer r.wg.Done()
+		defer r.release(1)
+		defer func() {
+			s.mu.Lock()
+			if s.tasks[t.ID] == entry {
+				delete(s.tasks, t.ID)
+			}
+			s.mu.Unlock()
+		}()
+		r.process(t, r.handler(t), ctx, cancel, nil)
+	}()
+}
+
+func (s *streamSession) cancelTask(id string, cause error) {
+	s.mu.Lock()
+	t := s.tasks[id]
+	delete(s.tasks, id)
+	s.mu.Unlock()
+	if t != nil {
+		s.r.w.log.Warn("task cancelled by Relais; cancelling the handler", "occurrence", id, "cause", cause)
+		t.cancel(cause)
+	}
+}
+
+// ack queues the acknowledgement of heartbeat seq, replacing an older
+// one not sent yet.
+func (s *streamSession) ack(seq int64) {
+	for {
+		select {
+		case s.acks <- seq:
+			return
+		default:
+		}
+		select {
+		case <-s.acks:
+		default:
+		}
+	}
+}
+
+// acknowledge sends heartbeat acknowledgements: a stream whose client
+// acknowledges none of three heartbeats is ended by the server.
+func (s *streamSession) acknowledge(ctx context.Context) {
+	defer s.done.Done()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case seq := <-s.acks:
+			actx, cancel := context.WithTimeout(ctx, s.interval)
+			_, err := s.c.api.Heartbeat(actx, request(s.c, &workerv1.HeartbeatRequest{StreamId: s.id, Sequence: seq}))
+			cancel()
+			if connect.CodeOf(err) == connect.CodeNotFound {
+				// The server no longer knows the stream.
+				s.cancel()
+				return
+			}
+		}
+	}
+}
+
+// watch drops a connection that fell silent: a half-open TCP connection
+// would otherwise hold the worker forever.
+func (s *streamSession) watch(ctx context.Context) {
+	defer s.done.Done()
+	t := time.NewTicker(s.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if silent := time.Since(time.Unix(0, s.lastEvent.Load())); silent > silentHeartbeats*s.interval+time.Second {
+				s.r.w.log.Warn("stream silent; reconnecting", "stream", s.id, "silent", silent.Round(time.Millisecond))
+				s.cancel()
+				return
+			}
+		}
+	}
+}
+
+// drain asks the server for no more tasks; those in flight keep their
+// locks until they are settled.
+func (s *streamSession) drain() {
+	s.mu.Lock()
+	s.draining = true
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+	defer cancel()
+	if _, err := s.c.api.Drain(ctx, request(s.c, &workerv1.DrainRequest{StreamId: s.id})); err != nil {
+		s.r.w.log.Warn("asking the stream to stop sending tasks failed; tasks sent meanwhile are released", "err", err)
+	}
+}
+
+// close ends the stream and waits for its goroutines. What it still holds
+// is handed back by the server.
+func (s *streamSession) close() {
+	s.mu.Lock()
+	s.draining = true
+	s.mu.Unlock()
+	s.cancel()
+	s.done.Wait()
+}
+
+// streamLoop receives tasks from worker streams, reconnecting when one
+// ends, until ctx ends (nil, the stream left open in r.stream for the
+// drain) or a refusal that retrying cannot fix (the error). fallback
+// reports a server without streams, when Config.Protocol allows polling.
+func (r *run) streamLoop(ctx context.Context) (fallback bool, err error) {
+	w := r.w
+	c := newStreamClient(w)
+	bo := w.fetchBackoff
+	for first := true; ; first = false {
+		if ctx.Err() != nil {
+			return false, nil
+		}
+		s, err := r.subscribe(ctx, c)
+		if err != nil {
+			if ctx.Err() != nil {
+				return false, nil
+			}
+			var ae *APIError
+			if errors.As(err, &ae) && ae.Status == http.StatusNotImplemented {
+				if w.cfg.Protocol == ProtocolAuto && first {
+					w.log.Info("the server has no worker stream; long polling instead")
+					return true, nil
+				}
+				return false, fmt.Errorf("worker: subscribe: the server has no worker stream: %w", err)
+			}
+			if !transient(err) {
+				w.log.Error("subscription refused; stopping", "err", err)
+				return false, fmt.Errorf("worker: subscribe: %w", err)
+			}
+			d := max(bo.next(), retryAfter(err))
+			w.log.Warn("subscribing failed; retrying", "err", err, "delay", d)
+			if !w.sleep(ctx, d) {
+				return false, nil
+			}
+			continue
+		}
+		w.log.Info("stream connected", "stream", s.id, "max_in_flight", w.cfg.Concurrency)
+		r.stream = s
+		connectedAt := time.Now()
+		select {
+		case <-ctx.Done():
+			return false, nil
+		case <-s.ended:
+		}
+		s.close()
+		r.stream = nil
+		if ae := (*APIError)(nil); errors.As(wireError(s.err), &ae) && ae.Code == "stream_replaced" {
+			return false, fmt.Errorf("worker: another process subscribed with worker id %q (two processes must not share one): %w", w.cfg.WorkerID, wireError(s.err))
+		}
+		if time.Since(connectedAt) > time.Minute {
+			bo.reset()
+		}
+		// A replica stopping asks to reconnect at once; anything else waits
+		// a little, growing if streams keep ending.
+		d := bo.next()
+		if ae := (*APIError)(nil); errors.As(wireError(s.err), &ae) && ae.Code == "replica_stopping" {
+			d = 0
+		}
+		if !w.sleep(ctx, d) {
+			return false, nil
+		}
+	}
+}
+
+// tryAcquire takes one slot if one is free.
+func (r *run) tryAcquire() bool {
+	select {
+	case r.slots <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}

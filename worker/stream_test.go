@@ -1,0 +1,248 @@
+package worker
+
+// The SDK on a worker stream, against a real Relais (relaistest): the
+// default protocol, cancellations, graceful shutdown and the handler
+// timeout.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/relais/relais/internal/relaistest"
+)
+
+type relais struct {
+	env      *relaistest.Env
+	consumer string
+}
+
+func newRelais(t *testing.T, policy map[string]any) *relais {
+	t.Helper()
+	env := relaistest.New(t)
+	env.Definition("add_company_to_crm.yaml")
+	env.Process("crm_only", relaistest.CRMProcess(policy))
+	return &relais{env: env, consumer: env.Consumer("crm-sync", def)}
+}
+
+func (r *relais) start(t *testing.T, name string) string {
+	t.Helper()
+	return r.env.Must(201, "POST", "/api/v1/processes/crm_only/instances", r.env.Operator,
+		map[string]any{"inputs": map[string]any{"name": name}}).JSON(t)["id"].(string)
+}
+
+// occurrenceOf returns the occurrence of an instance, as an operator sees it.
+func (r *relais) occurrenceOf(t *testing.T, inst string) map[string]any {
+	t.Helper()
+	path := r.env.Must(200, "GET", "/api/v1/instances/"+inst, r.env.Operator, nil).JSON(t)["path"].([]any)
+	id := path[0].(map[string]any)["occurrence_id"].(string)
+	return r.env.Must(200, "GET", "/api/v1/occurrences/"+id, r.env.Operator, nil).JSON(t)
+}
+
+type running struct {
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func (r *relais) run(t *testing.T, cfg Config, h Handler) *running {
+	t.Helper()
+	cfg.URL, cfg.Token = r.env.URL, r.consumer
+	cfg.WorkerID = cmpOrString(cfg.WorkerID, "stream-worker")
+	cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	w, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Handle(def, nil, h)
+	ctx, cancel := context.WithCancel(context.Background())
+	run := &running{cancel: cancel, done: make(chan error, 1)}
+	go func() { run.done <- w.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-run.done:
+		case <-time.After(20 * time.Second):
+			t.Error("Run did not return")
+		}
+	})
+	// Connected once the catalog lists the stream.
+	relaistest.WaitFor(t, 10*time.Second, "the worker's stream connects", func() (bool, string) {
+		items := r.env.Must(200, "GET", "/api/v1/workers", r.env.Operator, nil).JSON(t)["items"].([]any)
+		for _, it := range items {
+			if w := it.(map[string]any); w["worker_id"] == cfg.WorkerID && w["protocol"] == "stream" {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprint(items)
+	})
+	return run
+}
+
+func (run *running) stop(t *testing.T) error {
+	t.Helper()
+	run.cancel()
+	select {
+	case err := <-run.done:
+		run.done <- err
+		return err
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run did not return")
+		return nil
+	}
+}
+
+// By default the worker takes its tasks from a stream, and settles them
+// through the worker protocol: no fetch-and-lock is made.
+func TestStreamIsTheDefault(t *testing.T) {
+	r := newRelais(t, nil)
+	run := r.run(t, Config{Concurrency: 2}, created)
+	var insts []string
+	for i := range 5 {
+		insts = append(insts, r.start(t, fmt.Sprint("Acme", i)))
+	}
+	for _, id := range insts {
+		if got := r.env.WaitEnded(id, 10*time.Second)["status"]; got != "completed" {
+			t.Errorf("instance %s %v", id, got)
+		}
+	}
+	if err := run.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	logs := r.env.Logs.String()
+	if strings.Contains(logs, "/pull/fetch-and-lock") || strings.Contains(logs, "/pull/occurrences/") {
+		t.Error("the worker used the REST pull routes although the server has a stream")
+	}
+	if !strings.Contains(logs, "path=/relais.worker.v1.WorkerService/Complete") {
+		t.Error("no completion went through the worker protocol")
+	}
+}
+
+// A stop reaches the handler at once, as ErrCancelled; nothing is settled.
+func TestStreamCancellationEndsTheHandler(t *testing.T) {
+	r := newRelais(t, nil)
+	started, causes := make(chan string, 1), make(chan error, 1)
+	run := r.run(t, Config{}, blockingHandler(started, causes))
+	inst := r.start(t, "Acme")
+	<-started
+	stopped := time.Now()
+	r.env.Must(200, "POST", "/api/v1/instances/"+inst+"/stop", r.env.Operator, map[string]any{"reason": "test"})
+	cause := <-causes
+	if !errors.Is(cause, ErrCancelled) {
+		t.Errorf("cause = %v, want ErrCancelled", cause)
+	}
+	if d := time.Since(stopped); d > time.Second {
+		t.Errorf("the handler learned of the stop after %v", d)
+	}
+	if err := run.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if o := r.occurrenceOf(t, inst); o["status"] != "cancelled" {
+		t.Errorf("occurrence %v", o["status"])
+	}
+}
+
+// A graceful shutdown asks the stream for no more tasks, lets the handler
+// in flight finish (its lock kept alive), and leaves new work to others.
+func TestStreamGracefulShutdownFinishesInFlightWork(t *testing.T) {
+	r := newRelais(t, nil)
+	started, finish := make(chan string, 2), make(chan struct{})
+	run := r.run(t, Config{Concurrency: 2, LockDuration: time.Second}, func(ctx context.Context, task *Task) (any, error) {
+		started <- task.ID
+		<-finish
+		return created(ctx, task)
+	})
+	first := r.start(t, "Acme")
+	<-started
+	run.cancel()
+	time.Sleep(200 * time.Millisecond) // the drain reaches the server
+	second := r.start(t, "Beta")
+	time.Sleep(1500 * time.Millisecond) // past the lock duration
+	select {
+	case id := <-started:
+		t.Fatalf("task %s started during the shutdown", id)
+	default:
+	}
+	close(finish)
+	if err := run.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.env.WaitEnded(first, 5*time.Second)["status"]; got != "completed" {
+		t.Errorf("the task in flight: instance %v, want completed", got)
+	}
+	if o := r.occurrenceOf(t, second); o["status"] != "available" || o["attempt_count"] != 0.0 {
+		t.Errorf("the task started meanwhile: %v, %v attempts; want available, untouched", o["status"], o["attempt_count"])
+	}
+}
+
+// Past the shutdown timeout, the handler is cancelled and its task
+// released: handed back without spending an attempt.
+func TestStreamShutdownTimeoutReleases(t *testing.T) {
+	r := newRelais(t, nil)
+	started, causes := make(chan string, 1), make(chan error, 1)
+	run := r.run(t, Config{ShutdownTimeout: 100 * time.Millisecond}, func(ctx context.Context, task *Task) (any, error) {
+		started <- task.ID
+		<-ctx.Done()
+		causes <- context.Cause(ctx)
+		return nil, ctx.Err()
+	})
+	inst := r.start(t, "Acme")
+	<-started
+	if err := run.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if cause := <-causes; !errors.Is(cause, ErrShutdownTimeout) {
+		t.Errorf("cause = %v, want ErrShutdownTimeout", cause)
+	}
+	o := r.occurrenceOf(t, inst)
+	attempts := o["attempts"].([]any)
+	if o["status"] != "available" || o["attempts_left"] != 3.0 || attempts[0].(map[string]any)["outcome"] != "released" {
+		t.Errorf("occurrence %v, %v attempts left, attempt %v; want available, 3, released", o["status"], o["attempts_left"], attempts[0])
+	}
+}
+
+// A handler past its timeout is cancelled, then its task failed as
+// handler_timeout.
+func TestStreamHandlerTimeout(t *testing.T) {
+	r := newRelais(t, map[string]any{"max_attempts": 1})
+	started, causes := make(chan string, 1), make(chan error, 1)
+	run := r.run(t, Config{HandlerTimeout: 200 * time.Millisecond}, blockingHandler(started, causes))
+	inst := r.start(t, "Acme")
+	if cause := <-causes; !errors.Is(cause, ErrHandlerTimeout) {
+		t.Errorf("cause = %v, want ErrHandlerTimeout", cause)
+	}
+	if got := r.env.WaitEnded(inst, 5*time.Second)["status"]; got != "failed" {
+		t.Errorf("instance %v, want failed", got)
+	}
+	if o := r.occurrenceOf(t, inst); o["error_code"] != "handler_timeout" {
+		t.Errorf("error_code %v, want handler_timeout", o["error_code"])
+	}
+	if err := run.stop(t); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// With ProtocolStream, a server without streams is an error; by default
+// the worker falls back to long polling (the fake has no stream: every
+// other test of this package runs so).
+func TestStreamOnlyAgainstAServerWithoutStreams(t *testing.T) {
+	s := newFake(t)
+	h := newHarness(t, s, Config{Protocol: ProtocolStream})
+	h.w.Handle(def, nil, created)
+	h.start()
+	select {
+	case err := <-h.done:
+		h.done <- err
+		if err == nil || !strings.Contains(err.Error(), "no worker stream") {
+			t.Errorf("Run = %v, want an error naming the missing stream", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not give up")
+	}
+	if _, err := New(Config{URL: s.srv.URL, Token: "t", Protocol: "carrier-pigeon"}); err == nil {
+		t.Error("New accepted an unknown protocol")
+	}
+}

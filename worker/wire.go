@@ -1,0 +1,44 @@
+package worker
+
+import (
+	"context"
+	"time"
+)
+
+// wire is how a task's outcome reaches Relais. Errors are *APIError for a
+// refusal and *networkError when the answer was lost, whichever the wire.
+type wire interface {
+	complete(ctx context.Context, id string, req completeRequest) (completeResult, error)
+	fail(ctx context.Context, id string, req failRequest) (failResult, error)
+	release(ctx context.Context, id string, req releaseRequest) error
+}
+
+type completeResult struct {
+	Status string  `json:"status"`
+	Route  *string `json:"route"`
+}
+
+type failResult struct {
+	Status       string     `json:"status"`
+	AttemptsLeft int        `json:"attempts_left"`
+	AvailableAt  *time.Time `json:"available_at"`
+}
+
+// restWire settles tasks through the REST pull routes.
+type restWire struct{ w *Worker }
+
+func (rw restWire) complete(ctx context.Context, id string, req completeRequest) (completeResult, error) {
+	var res completeResult
+	err := rw.w.post(ctx, occurrencePath(id, "complete"), req, &res)
+	return res, err
+}
+
+func (rw restWire) fail(ctx context.Context, id string, req failRequest) (failResult, error) {
+	var res failResult
+	err := rw.w.post(ctx, occurrencePath(id, "fail"), req, &res)
+	return res, err
+}
+
+func (rw restWire) release(ctx context.Context, id string, req releaseRequest) error {
+	return rw.w.post(ctx, occurrencePath(id, "release"), req, nil)
+}
