@@ -30,6 +30,7 @@ import (
 	"github.com/relais/relais/internal/auth"
 	"github.com/relais/relais/internal/fault"
 	"github.com/relais/relais/internal/httpjson"
+	"github.com/relais/relais/internal/snapshot"
 )
 
 // basePath is where server.go mounts the console; links and cookies use it.
@@ -79,8 +80,7 @@ type Console struct {
 	eng      *engine.Engine
 	sessions *sessionStore
 	throttle *signInThrottle
-	counts   *snapshotCache[countSnapshot]
-	menus    *snapshotCache[filterMenus]
+	menus    *snapshot.Cache[filterMenus]
 	// now is the clock sessions expire by; tests move it.
 	now func() time.Time
 }
@@ -91,8 +91,7 @@ func New(logger *slog.Logger, eng *engine.Engine) *Console {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	return &Console{logger: logger, eng: eng, sessions: newSessionStore(), throttle: newSignInThrottle(), now: time.Now,
-		counts: newSnapshotCache("counts by status", loadCounts(eng), logger, countsTTL),
-		menus:  newSnapshotCache("filter menus", loadMenus(eng), logger, menusTTL)}
+		menus: snapshot.New("filter menus", loadMenus(eng), logger, menusTTL)}
 }
 
 // contentSecurityPolicy allows nothing but the console's own stylesheet,

@@ -2,131 +2,35 @@ package console
 
 import (
 	"context"
-	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/relais/relais/engine"
 )
 
-// countsTTL is how old the counts by status may be before a refresh starts.
-const countsTTL = 5 * time.Second
-
 // menusTTL is how old the filter form's lists of definitions and consumers
 // may be: they change when a designer or an administrator adds one.
 const menusTTL = 30 * time.Second
 
-// refreshTimeout bounds one refresh, which runs detached from the request
-// that started it.
-const refreshTimeout = 30 * time.Second
-
-// snapshotCache keeps the result of an expensive read for a while.
-//
-// It exists for the operations view's counts by status. Counting reads
-// every entry of an index: at a million occurrences that takes hundreds of
-// milliseconds, too slow for every request and wasteful when several
-// operators watch the same view. So the counts are computed by one GROUP BY
-// over occurrences_by_definition_status and kept for countsTTL. When they
-// are older, the next request still answers at once with them and starts
-// one refresh in the background (stale-while-revalidate); only the first
-// request of a replica waits, and concurrent first requests share that one
-// query (singleflight). Exact counters kept in a table by triggers were
-// rejected: every state change of every occurrence would contend on a few
-// counter rows, slowing the pull protocol to make a display a few seconds
-// fresher.
-type snapshotCache[T any] struct {
-	name   string
-	load   func(context.Context) (T, error)
-	logger *slog.Logger
-	ttl    time.Duration
-	now    func() time.Time
-
-	mu         sync.Mutex
-	value      T
-	at         time.Time // zero until the first successful load
-	refreshing chan struct{}
-	lastErr    error
-}
-
-func newSnapshotCache[T any](name string, load func(context.Context) (T, error), logger *slog.Logger, ttl time.Duration) *snapshotCache[T] {
-	return &snapshotCache[T]{name: name, load: load, logger: logger, ttl: ttl, now: time.Now}
-}
-
-// get returns the cached value, refreshing it as described on the type.
-func (s *snapshotCache[T]) get(ctx context.Context) (T, error) {
-	s.mu.Lock()
-	if !s.at.IsZero() {
-		if s.now().Sub(s.at) >= s.ttl {
-			s.startRefreshLocked()
-		}
-		v := s.value
-		s.mu.Unlock()
-		return v, nil
-	}
-	done := s.startRefreshLocked()
-	s.mu.Unlock()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		var zero T
-		return zero, ctx.Err()
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.at.IsZero() {
-		var zero T
-		return zero, s.lastErr
-	}
-	return s.value, nil
-}
-
-// startRefreshLocked starts a refresh unless one runs, and returns the
-// channel closed when the running one ends.
-func (s *snapshotCache[T]) startRefreshLocked() chan struct{} {
-	if s.refreshing != nil {
-		return s.refreshing
-	}
-	done := make(chan struct{})
-	s.refreshing = done
-	go func() {
-		defer close(done)
-		// Detached from the request: a browser closing its tab must not
-		// cancel the read other requests wait for.
-		ctx, cancel := context.WithTimeout(context.Background(), refreshTimeout)
-		defer cancel()
-		v, err := s.load(ctx)
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		s.refreshing = nil
-		if err != nil {
-			s.lastErr = err
-			s.logger.Warn("console: refreshing a cached view failed; the previous one stays", "what", s.name, "err", err)
-			return
-		}
-		s.value, s.at, s.lastErr = v, s.now(), nil
-	}()
-	return done
-}
-
 // countSnapshot is definition → status → number of occurrences.
 type countSnapshot map[string]map[string]int64
 
-// loadCounts reads the counts of every (definition, status) pair.
-func loadCounts(eng *engine.Engine) func(context.Context) (countSnapshot, error) {
-	return func(ctx context.Context) (countSnapshot, error) {
-		rows, err := eng.CountOccurrencesByDefinitionStatus(ctx)
-		if err != nil {
-			return nil, err
-		}
-		snap := countSnapshot{}
-		for _, r := range rows {
-			if snap[r.Definition] == nil {
-				snap[r.Definition] = map[string]int64{}
-			}
-			snap[r.Definition][r.Status] = r.Count
-		}
-		return snap, nil
+// counts reads the counts of every (definition, status) pair from the
+// engine's cache (engine.OccurrenceCounts): counting reads every entry of
+// an index, hundreds of milliseconds at a million occurrences, too slow for
+// every request and wasteful when several operators watch the same view.
+func counts(ctx context.Context, eng *engine.Engine) (countSnapshot, error) {
+	rows, _, err := eng.OccurrenceCounts(ctx)
+	if err != nil {
+		return nil, err
 	}
+	snap := countSnapshot{}
+	for _, r := range rows {
+		if snap[r.Definition] == nil {
+			snap[r.Definition] = map[string]int64{}
+		}
+		snap[r.Definition][r.Status] = r.Count
+	}
+	return snap, nil
 }
 
 // forDefinition returns the counts by status of one definition, or of all

@@ -191,7 +191,7 @@ func (c *Console) occurrenceList(w http.ResponseWriter, r *http.Request) {
 		NextLabel: T(ctx, "Next page"), FirstLabel: T(ctx, "First page"),
 	}
 
-	menus, err := c.menus.get(ctx)
+	menus, _, err := c.menus.Get(ctx)
 	if err != nil {
 		c.serverError(w, r, err)
 		return
@@ -227,7 +227,7 @@ func (c *Console) occurrenceList(w http.ResponseWriter, r *http.Request) {
 	} else {
 		v.CountsScope = T(ctx, "All definitions")
 	}
-	if snap, err := c.counts.get(ctx); err != nil {
+	if snap, err := counts(ctx, c.eng); err != nil {
 		c.logger.Warn("console: counts unavailable", "err", err)
 		v.CountsMissing = T(ctx, "Counts are unavailable right now.")
 	} else {

@@ -21,6 +21,7 @@ import (
 	"github.com/relais/relais/internal/isoduration"
 	"github.com/relais/relais/internal/keyring"
 	"github.com/relais/relais/internal/pgfault"
+	"github.com/relais/relais/internal/snapshot"
 	"github.com/relais/relais/queries"
 )
 
@@ -37,6 +38,7 @@ type Engine struct {
 	processes sync.Map // processVersionKey → *ProcessVersion
 	schemas   *contracts.Cache
 	memo      *memo
+	counts    *snapshot.Cache[[]OccurrenceCount]
 }
 
 // Limits are the operator's bounds the engine enforces.
@@ -68,8 +70,10 @@ func New(pool *pgxpool.Pool, opts Options) *Engine {
 		opts.Limits = DefaultLimits
 	}
 	schemas := contracts.NewCache()
-	return &Engine{pool: pool, q: queries.New(pool), logger: opts.Logger, keys: opts.Keys, limits: opts.Limits, now: opts.Now,
+	e := &Engine{pool: pool, q: queries.New(pool), logger: opts.Logger, keys: opts.Keys, limits: opts.Limits, now: opts.Now,
 		revisions: revisionCache{schemas: schemas}, schemas: schemas, memo: newMemo()}
+	e.counts = snapshot.New("occurrence counts by definition and status", e.CountOccurrencesByDefinitionStatus, opts.Logger, OccurrenceCountsTTL)
+	return e
 }
 
 // at is the time to pass as a statement's now parameter: the injected clock's,
