@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -46,7 +47,7 @@ type Runner struct {
 	calls    sync.WaitGroup
 
 	results *prometheus.CounterVec
-	latency prometheus.Histogram
+	latency *prometheus.HistogramVec
 }
 
 // NewRunner returns a runner; call Run.
@@ -55,8 +56,10 @@ func NewRunner(eng *engine.Engine, logger *slog.Logger, cfg config.Push, reg pro
 	r := &Runner{eng: eng, logger: logger, cfg: cfg, workerID: fmt.Sprintf("relais-push@%s:%d", host, os.Getpid()),
 		wake: make(chan struct{}, 1), inflight: map[uuid.UUID]context.CancelFunc{},
 		results: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "relais_push_calls_total", Help: "Push calls by result code (ok or the error code)."}, []string{"result"}),
-		latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "relais_push_call_duration_seconds", Help: "Push call latency.",
-			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "relais_push_call_duration_seconds",
+			Help: "Push call duration by destination and outcome: ok (a 2xx {\"outputs\"} answer, checked against the contract afterwards), " +
+				"http_error (a non-2xx status), deadline_exceeded, connection_failed, invalid_outputs, response_too_large, aborted (instance stopped), unprepared.",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}}, []string{"destination", "outcome"}),
 	}
 	if reg != nil {
 		reg.MustRegister(r.results, r.latency)
@@ -168,7 +171,7 @@ func (r *Runner) start(ctx context.Context, c engine.PushCall, done func()) {
 		}()
 		started := time.Now()
 		res := r.call(callCtx, c, budget)
-		r.latency.Observe(time.Since(started).Seconds())
+		r.latency.WithLabelValues(c.Destination, outcomeOf(res.ErrorCode)).Observe(time.Since(started).Seconds())
 		result := res.ErrorCode
 		if result == "" {
 			result = "ok"
@@ -181,6 +184,23 @@ func (r *Runner) start(ctx context.Context, c engine.PushCall, done func()) {
 			r.logger.Info("push result not recorded", "occurrence", c.ID, "reason", err)
 		}
 	})
+}
+
+// outcomeOf is the outcome label of a call that ended with errorCode: the
+// error codes the runner makes, with every HTTP status folded into
+// http_error so the label keeps a handful of values per destination.
+func outcomeOf(errorCode string) string {
+	switch {
+	case errorCode == "":
+		return "ok"
+	case strings.HasPrefix(errorCode, "destination_http_"):
+		return "http_error"
+	case errorCode == "call_aborted":
+		return "aborted"
+	case errorCode == "push_unprepared":
+		return "unprepared"
+	}
+	return errorCode
 }
 
 // callBody is what a destination receives.
