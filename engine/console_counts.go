@@ -70,7 +70,8 @@ func (e *Engine) CountOccurrencesByDefinitionStatus(ctx context.Context) ([]Occu
 // at most. The counts answered may be up to OccurrenceCountsTTL old (plus
 // the time a refresh takes); only the first call of an engine, or one made
 // while no count has succeeded yet, waits for the query. It also returns
-// when the counts were taken.
+// when the counting began: the counts show the database as of then or
+// later.
 func (e *Engine) OccurrenceCounts(ctx context.Context) ([]OccurrenceCount, time.Time, error) {
 	return e.counts.Get(ctx)
 }

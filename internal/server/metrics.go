@@ -45,7 +45,7 @@ func newOccurrenceCounts(eng *engine.Engine, logger *slog.Logger) *occurrenceCou
 			"Occurrences by definition and status, as counted at relais_occurrences_counted_timestamp_seconds (a reserved pull occurrence whose lock lapsed counts as available).",
 			[]string{"definition", "status"}, nil),
 		at: prometheus.NewDesc("relais_occurrences_counted_timestamp_seconds",
-			"When the counts of relais_occurrences were taken (Unix time); they are refreshed in the background when older than 5 s.",
+			"When the counting behind relais_occurrences began (Unix time): the counts show the database as of then or later; they are refreshed in the background when older than 5 s.",
 			nil, nil),
 	}
 }

@@ -36,7 +36,7 @@ type Cache[T any] struct {
 
 	mu         sync.Mutex
 	value      T
-	at         time.Time // zero until the first successful load
+	at         time.Time // when the load of value began; zero until one succeeded
 	refreshing chan struct{}
 	lastErr    error
 }
@@ -50,8 +50,9 @@ func New[T any](name string, load func(context.Context) (T, error), logger *slog
 	return &Cache[T]{name: name, load: load, logger: logger, ttl: ttl, now: time.Now}
 }
 
-// Get returns the cached value and when it was loaded, refreshing it as
-// described on the type. It waits for a load (at most until ctx ends) only
+// Get returns the cached value and when the load that read it began (it
+// shows the source as of that moment or later), refreshing it as described
+// on the type. It waits for a load (at most until ctx ends) only
 // while no load has succeeded yet; then an error is the load's.
 func (s *Cache[T]) Get(ctx context.Context) (T, time.Time, error) {
 	s.mu.Lock()
@@ -93,6 +94,9 @@ func (s *Cache[T]) startRefreshLocked() chan struct{} {
 		// cancel the read other requests wait for.
 		ctx, cancel := context.WithTimeout(context.Background(), refreshTimeout)
 		defer cancel()
+		// A value is stamped with when its load began: it shows the
+		// database as of that moment or later, never earlier.
+		began := s.now()
 		v, err := s.load(ctx)
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -102,7 +106,7 @@ func (s *Cache[T]) startRefreshLocked() chan struct{} {
 			s.logger.Warn("refreshing a cached snapshot failed; the previous one stays", "what", s.name, "err", err)
 			return
 		}
-		s.value, s.at, s.lastErr = v, s.now(), nil
+		s.value, s.at, s.lastErr = v, began, nil
 	}()
 	return done
 }
