@@ -26,6 +26,8 @@ import (
 	"github.com/relais/relais/engine"
 	"github.com/relais/relais/engine/process"
 	"github.com/relais/relais/internal/config"
+	"github.com/relais/relais/internal/fault"
+	"github.com/relais/relais/internal/pgfault"
 )
 
 // fallbackPoll bounds how long the runner trusts notifications alone.
@@ -178,12 +180,59 @@ func (r *Runner) start(ctx context.Context, c engine.PushCall, done func()) {
 		}
 		r.results.WithLabelValues(result).Inc()
 		// Settlement gets its own short context: the call's may be spent.
-		sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 		defer scancel()
-		if err := r.eng.SettlePush(sctx, c.ID, c.Attempt, res); err != nil {
-			r.logger.Info("push result not recorded", "occurrence", c.ID, "reason", err)
-		}
+		r.settle(sctx, ctx.Done(), c, res)
 	})
+}
+
+// settleTimeout bounds the recording of one call's result, retries
+// included.
+const settleTimeout = 30 * time.Second
+
+// settle records the result of c's call. While the database cannot be
+// reached (a restart, a failover), it tries again with backoff until ctx
+// ends or the replica stops: a call the destination answered is recorded
+// through a short outage rather than failed outcome_unknown by the timers
+// once its reservation expires. Both cannot land: SettlePush and the timer
+// each lock the occurrence and act only on the attempt still open, so
+// whichever comes second changes nothing.
+func (r *Runner) settle(ctx context.Context, stopping <-chan struct{}, c engine.PushCall, res engine.PushResult) {
+	delay := 100 * time.Millisecond
+	for tries := 1; ; tries++ {
+		err := r.eng.SettlePush(ctx, c.ID, c.Attempt, res)
+		if err == nil {
+			if tries > 1 {
+				r.logger.Info("push result recorded once the database was back", "occurrence", c.ID, "tries", tries)
+			}
+			return
+		}
+		if !databaseUnavailable(err) {
+			r.logger.Info("push result not recorded", "occurrence", c.ID, "reason", err)
+			return
+		}
+		timer := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+		case <-stopping:
+		case <-timer.C:
+			delay = min(2*delay, time.Second)
+			continue
+		}
+		timer.Stop()
+		r.logger.Warn("push result not recorded: the database could not be reached; the timers fail the call outcome_unknown once its reservation expires",
+			"occurrence", c.ID, "tries", tries, "err", err)
+		return
+	}
+}
+
+// databaseUnavailable reports whether err says PostgreSQL could not be
+// reached, which waiting may cure.
+func databaseUnavailable(err error) bool {
+	if fe, ok := fault.As(err); ok {
+		return fe.Code == pgfault.UnavailableCode
+	}
+	return pgfault.Lost(err)
 }
 
 // outcomeOf is the outcome label of a call that ended with errorCode: the
