@@ -422,7 +422,11 @@ func (s *suite) killReplica() (string, error) {
 	if err := s.b.start(ctx); err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("killed with %d push calls in flight, back in %v", inFlight, time.Since(began).Round(100*time.Millisecond)), nil
+	calls := "calls"
+	if inFlight == 1 {
+		calls = "call"
+	}
+	return fmt.Sprintf("killed with %d push %s in flight, back in %v", inFlight, calls, time.Since(began).Round(100*time.Millisecond)), nil
 }
 
 // stopPostgres shuts the cluster down with pg_ctl in mode (fast or
