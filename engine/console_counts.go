@@ -4,7 +4,12 @@ import (
 	"cmp"
 	"context"
 	"slices"
+	"time"
 )
+
+// OccurrenceCountsTTL is how old the counts OccurrenceCounts answers may
+// be before it starts a refresh.
+const OccurrenceCountsTTL = 5 * time.Second
 
 // OccurrenceCount is how many occurrences of one definition are in one
 // status.
@@ -17,9 +22,9 @@ type OccurrenceCount struct {
 // CountOccurrencesByDefinitionStatus counts every occurrence per definition
 // and status, ordered by definition then status; pairs without occurrences
 // are absent. Reserved pull occurrences whose lock lapsed count as
-// available, as observations show them. It reads the whole occurrences_by_definition_status index, so
-// it is meant to be cached by its caller (the console refreshes it every few
-// seconds), never run on every request.
+// available, as observations show them. It reads the whole
+// occurrences_by_definition_status index, so it is never run on every
+// request: readers ask OccurrenceCounts, its cache.
 func (e *Engine) CountOccurrencesByDefinitionStatus(ctx context.Context) ([]OccurrenceCount, error) {
 	rows, err := e.q.OccurrenceCountByDefinitionStatus(ctx)
 	if err != nil {
@@ -57,4 +62,16 @@ func (e *Engine) CountOccurrencesByDefinitionStatus(ctx context.Context) ([]Occu
 		return cmp.Or(cmp.Compare(a.Definition, b.Definition), cmp.Compare(a.Status, b.Status))
 	})
 	return out, nil
+}
+
+// OccurrenceCounts is CountOccurrencesByDefinitionStatus cached for the
+// replica: the console's counts by status and the relais_occurrences gauge
+// read it, and together cost one counting query every OccurrenceCountsTTL
+// at most. The counts answered may be up to OccurrenceCountsTTL old (plus
+// the time a refresh takes); only the first call of an engine, or one made
+// while no count has succeeded yet, waits for the query. It also returns
+// when the counting began: the counts show the database as of then or
+// later.
+func (e *Engine) OccurrenceCounts(ctx context.Context) ([]OccurrenceCount, time.Time, error) {
+	return e.counts.Get(ctx)
 }

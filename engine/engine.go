@@ -24,6 +24,7 @@ import (
 	"github.com/relais/relais/internal/isoduration"
 	"github.com/relais/relais/internal/keyring"
 	"github.com/relais/relais/internal/pgfault"
+	"github.com/relais/relais/internal/snapshot"
 	"github.com/relais/relais/queries"
 )
 
@@ -43,6 +44,7 @@ type Engine struct {
 	processes sync.Map // processVersionKey → *ProcessVersion
 	schemas   *contracts.Cache
 	memo      *memo
+	counts    *snapshot.Cache[[]OccurrenceCount]
 }
 
 // Limits are the operator's bounds the engine enforces.
@@ -81,8 +83,10 @@ func New(pool *pgxpool.Pool, opts Options) *Engine {
 		opts.Replica = cmp.Or(host, "relais") + "-" + strconv.Itoa(os.Getpid())
 	}
 	schemas := contracts.NewCache()
-	return &Engine{pool: pool, q: queries.New(pool), logger: opts.Logger, keys: opts.Keys, limits: opts.Limits, now: opts.Now,
+	e := &Engine{pool: pool, q: queries.New(pool), logger: opts.Logger, keys: opts.Keys, limits: opts.Limits, now: opts.Now,
 		replica: opts.Replica, revisions: revisionCache{schemas: schemas}, schemas: schemas, memo: newMemo()}
+	e.counts = snapshot.New("occurrence counts by definition and status", e.CountOccurrencesByDefinitionStatus, opts.Logger, OccurrenceCountsTTL)
+	return e
 }
 
 // Replica is the name this process has in the worker catalog.

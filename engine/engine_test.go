@@ -245,8 +245,8 @@ func TestDeadlineFailsOnceAcrossTwoReplicas(t *testing.T) {
 	prepare(t, a, `"policy":{"deadline":"PT1H"},`)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go a.RunTimerLoop(ctx, 100*time.Millisecond)
-	go b.RunTimerLoop(ctx, 100*time.Millisecond)
+	go a.RunTimerLoop(ctx, 100*time.Millisecond, nil)
+	go b.RunTimerLoop(ctx, 100*time.Millisecond, nil)
 
 	var ids []uuid.UUID
 	for range 10 {
@@ -398,4 +398,53 @@ func indexOf(s, sub string) int {
 		}
 	}
 	return -1
+}
+
+// TestTimerPassReportsItsLag: a pass takes the longest-overdue occurrences
+// first and says how late it runs, by the database clock (the
+// relais_timer_lag_seconds gauge); nothing due is no lag.
+func TestTimerPassReportsItsLag(t *testing.T) {
+	t.Parallel()
+	clock := &testClock{}
+	ring, err := keyring.Parse(testKeys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := New(dbtest.Pool(t), clock.options(ring))
+	prepare(t, e, `"policy":{"deadline":"PT1H"},`)
+	ctx := context.Background()
+	if pass, err := e.RunTimerPass(ctx); err != nil || pass != (TimerPass{Took: pass.Took}) {
+		t.Fatalf("pass with nothing due: %+v, %v; want nothing found and no lag", pass, err)
+	}
+	var oldest uuid.UUID
+	for i := range timerBatch + 1 {
+		inst, _, err := e.StartInstance(ctx, StartRequest{ProcessKey: "two_step", Inputs: json.RawMessage(`{"name":"Acme"}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			oldest = inst.ID
+			// The first one's deadline passes 10 minutes before the others'.
+			clock.advance(10 * time.Minute)
+		}
+	}
+	clock.advance(time.Hour + 7*time.Second)
+	pass, err := e.RunTimerPass(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pass.Due != timerBatch || pass.Settled != timerBatch {
+		t.Errorf("pass found %d and settled %d; want a full batch of %d", pass.Due, pass.Settled, timerBatch)
+	}
+	// 10 min 7 s overdue, give or take the time the starts took.
+	if want := 10*time.Minute + 7*time.Second; pass.Lag < want || pass.Lag > want+30*time.Second {
+		t.Errorf("lag %v; want about %v (the oldest deadline's)", pass.Lag, want)
+	}
+	if got := occurrences(t, e, oldest)["crm"][0]; got.Status != StatusFailed {
+		t.Errorf("the longest-overdue occurrence is %s after a full batch; want it settled first", got.Status)
+	}
+	pass, err = e.RunTimerPass(ctx)
+	if err != nil || pass.Due != 1 || pass.Settled != 1 || pass.Lag < 7*time.Second || pass.Lag > 40*time.Second {
+		t.Errorf("second pass: %+v, %v; want the last one, about 7 s late", pass, err)
+	}
 }

@@ -22,11 +22,36 @@ const timerBatch = 100
 // run it: each occurrence is taken with SKIP LOCKED and re-checked under its
 // locks, so it is settled exactly once. It returns how many it settled.
 func (e *Engine) RunTimers(ctx context.Context) (int, error) {
+	pass, err := e.RunTimerPass(ctx)
+	return pass.Settled, err
+}
+
+// TimerPass is what one timer pass found and did.
+type TimerPass struct {
+	// Due is how many occurrences were due (at most one batch); Settled
+	// how many of them this pass settled (another replica may have taken
+	// the others, or they changed meanwhile).
+	Due, Settled int
+	// Lag is how overdue the longest-overdue occurrence found was, by the
+	// database clock: how late the timers run. Zero when nothing was due.
+	Lag time.Duration
+	// Took is how long the pass took.
+	Took time.Duration
+}
+
+// RunTimerPass is RunTimers, answering what the pass found: the oldest
+// due first, one batch at most.
+func (e *Engine) RunTimerPass(ctx context.Context) (TimerPass, error) {
+	began := time.Now()
 	due, err := e.q.OccurrenceDueForTimer(ctx, queries.OccurrenceDueForTimerParams{Now: e.at(), Max: timerBatch})
 	if err != nil {
-		return 0, wrap("timers", err)
+		return TimerPass{Took: time.Since(began)}, wrap("timers", err)
 	}
-	settled := 0
+	pass := TimerPass{Due: len(due)}
+	if len(due) > 0 {
+		// The query answers the longest overdue first.
+		pass.Lag = max(due[0].Overdue, 0)
+	}
 	for _, d := range due {
 		if ctx.Err() != nil {
 			break
@@ -37,10 +62,11 @@ func (e *Engine) RunTimers(ctx context.Context) (int, error) {
 			continue
 		}
 		if done {
-			settled++
+			pass.Settled++
 		}
 	}
-	return settled, nil
+	pass.Took = time.Since(began)
+	return pass, nil
 }
 
 func (e *Engine) settleDue(ctx context.Context, instanceID, id uuid.UUID) (bool, error) {
@@ -95,8 +121,9 @@ func derefDuration(d *time.Duration) time.Duration {
 }
 
 // RunTimerLoop runs RunTimers every interval until ctx ends, and sooner when
-// a pass found a full batch (a backlog).
-func (e *Engine) RunTimerLoop(ctx context.Context, interval time.Duration) {
+// a pass found a full batch (a backlog). observe, when not nil, is told of
+// every pass that could read what was due (for metrics).
+func (e *Engine) RunTimerLoop(ctx context.Context, interval time.Duration, observe func(TimerPass)) {
 	t := time.NewTimer(interval)
 	defer t.Stop()
 	for {
@@ -105,15 +132,18 @@ func (e *Engine) RunTimerLoop(ctx context.Context, interval time.Duration) {
 			return
 		case <-t.C:
 		}
-		n, err := e.RunTimers(ctx)
+		pass, err := e.RunTimerPass(ctx)
 		if err != nil && ctx.Err() == nil {
 			e.logger.Warn("timer pass failed", "err", err)
+		}
+		if err == nil && observe != nil {
+			observe(pass)
 		}
 		if _, err := e.PruneWorkers(ctx); err != nil && ctx.Err() == nil {
 			e.logger.Warn("worker catalog pruning failed", "err", err)
 		}
 		next := interval
-		if n >= timerBatch {
+		if pass.Settled >= timerBatch {
 			next = 0
 		}
 		t.Reset(next)

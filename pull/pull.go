@@ -4,6 +4,7 @@
 package pull
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -22,6 +23,7 @@ import (
 	"github.com/relais/relais/internal/httpjson"
 	"github.com/relais/relais/internal/isoduration"
 	"github.com/relais/relais/internal/longpoll"
+	"github.com/relais/relais/internal/pgfault"
 )
 
 // Protocol serves the pull routes.
@@ -37,18 +39,89 @@ type Protocol struct {
 
 	claimed prometheus.Counter
 	fetches *prometheus.CounterVec
+	// fetchTime is the duration of fetch-and-lock by result (a long poll's
+	// wait included); settleTime that of the settling routes by action
+	// and result. Results are a fixed vocabulary (see resultOf).
+	fetchTime  *prometheus.HistogramVec
+	settleTime *prometheus.HistogramVec
 }
+
+// durationBuckets cover a settlement (milliseconds) and a long poll that
+// waited its whole wait (up to RELAIS_PULL_MAX_WAIT's default, 60 s).
+var durationBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
 
 // New returns the protocol on eng, waking long polls through hub.
 func New(logger *slog.Logger, cfg config.Config, eng *engine.Engine, hub *longpoll.Hub, reg prometheus.Registerer) *Protocol {
 	p := &Protocol{logger: logger, bounds: cfg.Pull, body: cfg.MaxBodyBytes, heartbeat: cfg.Stream.Heartbeat, eng: eng, hub: hub,
 		claimed: prometheus.NewCounter(prometheus.CounterOpts{Name: "relais_pull_claimed_total", Help: "Occurrences reserved by fetch-and-lock."}),
 		fetches: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "relais_pull_fetches_total", Help: "Fetch-and-lock requests by result."}, []string{"result"}),
+		fetchTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "relais_pull_fetch_duration_seconds",
+			Help: "Fetch-and-lock duration, long-poll wait included, by result: claimed, empty, throttled (too_many_waiters), " +
+				"refused (4xx), unavailable (database_unavailable), error, abandoned (the client left).",
+			Buckets: durationBuckets}, []string{"result"}),
+		settleTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "relais_pull_settle_duration_seconds",
+			Help: "Duration of complete, fail, extend, defer, release, settle (a batch) and settle-token requests by action and result: " +
+				"ok, conflict (409: a stale lock, already settled, cancelled), refused (other 4xx), unavailable, error, abandoned.",
+			Buckets: durationBuckets}, []string{"action", "result"}),
 	}
 	if reg != nil {
-		reg.MustRegister(p.claimed, p.fetches)
+		reg.MustRegister(p.claimed, p.fetches, p.fetchTime, p.settleTime)
 	}
 	return p
+}
+
+// resultOf classifies how a request that reached its handler ended, for
+// the duration metrics: a fixed vocabulary, never a detail of the request.
+func resultOf(ctx context.Context, err error) string {
+	if err == nil {
+		return "ok"
+	}
+	fe, ok := fault.As(err)
+	switch {
+	case (!ok || fe.Kind == fault.Internal) && ctx.Err() != nil:
+		return "abandoned"
+	case !ok && pgfault.Lost(err):
+		return "unavailable"
+	case !ok:
+		return "error"
+	}
+	switch fe.Kind {
+	case fault.Internal:
+		return "error"
+	case fault.Unavailable:
+		return "unavailable"
+	case fault.Conflict:
+		return "conflict"
+	case fault.TooManyRequests:
+		return "throttled"
+	}
+	return "refused"
+}
+
+// timed observes how long a settling route's handler took, by action and
+// result.
+func (p *Protocol) timed(action string, h func(w http.ResponseWriter, r *http.Request) error) func(w http.ResponseWriter, r *http.Request) error {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		began := time.Now()
+		err := h(w, r)
+		p.settleTime.WithLabelValues(action, resultOf(r.Context(), err)).Observe(time.Since(began).Seconds())
+		return err
+	}
+}
+
+// fetchTimed is fetch, observing its duration by result.
+func (p *Protocol) fetchTimed(w http.ResponseWriter, r *http.Request) error {
+	began := time.Now()
+	claimed, err := p.fetch(w, r)
+	result := resultOf(r.Context(), err)
+	switch {
+	case err == nil && claimed > 0:
+		result = "claimed"
+	case err == nil:
+		result = "empty"
+	}
+	p.fetchTime.WithLabelValues(result).Observe(time.Since(began).Seconds())
+	return err
 }
 
 func (p *Protocol) handle(h func(w http.ResponseWriter, r *http.Request) error) http.Handler {
@@ -138,14 +211,16 @@ func (p *Protocol) fetchParams(req fetchRequest) (maxTasks int, lock, wait time.
 	return maxTasks, lock, wait, nil
 }
 
-func (p *Protocol) fetch(w http.ResponseWriter, r *http.Request) error {
+// fetch serves fetch-and-lock and returns how many occurrences it
+// delivered.
+func (p *Protocol) fetch(w http.ResponseWriter, r *http.Request) (int, error) {
 	req, err := httpjson.Decode[fetchRequest](w, r, p.body)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	maxTasks, lock, wait, err := p.fetchParams(req)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	principal, _ := auth.FromContext(r.Context())
 	subs := make([]engine.Subscription, len(req.Subscriptions))
@@ -154,7 +229,7 @@ func (p *Protocol) fetch(w http.ResponseWriter, r *http.Request) error {
 	}
 	pairs, err := p.eng.ResolveSubscriptions(r.Context(), principal.ConsumerID, subs)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	// The worker catalog lists pollers by their last fetch (written at
 	// most every few seconds per worker).
@@ -167,7 +242,7 @@ func (p *Protocol) fetch(w http.ResponseWriter, r *http.Request) error {
 		p.fetches.WithLabelValues("too_many_waiters").Inc()
 	}
 	if err != nil {
-		return err
+		return 0, err
 	}
 	out := struct {
 		Occurrences []reservationJSON `json:"occurrences"`
@@ -184,7 +259,7 @@ func (p *Protocol) fetch(w http.ResponseWriter, r *http.Request) error {
 		p.fetches.WithLabelValues("empty").Inc()
 	}
 	httpjson.Encode(w, http.StatusOK, out)
-	return nil
+	return len(got), nil
 }
 
 type completeRequest struct {

@@ -23,17 +23,17 @@ func (p *Protocol) Routes(r chi.Router, lookup auth.Lookup) {
 	consumer := httpauth.Require(lookup, p.logger, auth.RoleConsumer)
 	r.Group(func(r chi.Router) {
 		r.Use(consumer, p.consumerOnly)
-		r.Method("POST", "/fetch-and-lock", p.handle(p.fetch))
-		r.Method("POST", "/settle", p.handle(p.settle))
-		r.Method("POST", "/occurrences/{id}/extend", p.handle(p.extend))
-		r.Method("POST", "/occurrences/{id}/defer", p.handle(p.deferOccurrence))
-		r.Method("POST", "/occurrences/{id}/release", p.handle(p.release))
-		r.Method("POST", "/occurrences/{id}/settle-token", p.handle(p.settleToken))
+		r.Method("POST", "/fetch-and-lock", p.handle(p.fetchTimed))
+		r.Method("POST", "/settle", p.handle(p.timed("settle", p.settle)))
+		r.Method("POST", "/occurrences/{id}/extend", p.handle(p.timed("extend", p.extend)))
+		r.Method("POST", "/occurrences/{id}/defer", p.handle(p.timed("defer", p.deferOccurrence)))
+		r.Method("POST", "/occurrences/{id}/release", p.handle(p.timed("release", p.release)))
+		r.Method("POST", "/occurrences/{id}/settle-token", p.handle(p.timed("settle_token", p.settleToken)))
 	})
 	r.Group(func(r chi.Router) {
 		r.Use(settleTokenOr(p.eng, p.logger, func(next http.Handler) http.Handler { return consumer(p.consumerOnly(next)) }))
-		r.Method("POST", "/occurrences/{id}/complete", p.handle(p.complete))
-		r.Method("POST", "/occurrences/{id}/fail", p.handle(p.fail))
+		r.Method("POST", "/occurrences/{id}/complete", p.handle(p.timed("complete", p.complete)))
+		r.Method("POST", "/occurrences/{id}/fail", p.handle(p.timed("fail", p.fail)))
 	})
 }
 

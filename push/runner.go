@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,6 +26,8 @@ import (
 	"github.com/relais/relais/engine"
 	"github.com/relais/relais/engine/process"
 	"github.com/relais/relais/internal/config"
+	"github.com/relais/relais/internal/fault"
+	"github.com/relais/relais/internal/pgfault"
 )
 
 // fallbackPoll bounds how long the runner trusts notifications alone.
@@ -46,7 +49,7 @@ type Runner struct {
 	calls    sync.WaitGroup
 
 	results *prometheus.CounterVec
-	latency prometheus.Histogram
+	latency *prometheus.HistogramVec
 }
 
 // NewRunner returns a runner; call Run.
@@ -55,8 +58,10 @@ func NewRunner(eng *engine.Engine, logger *slog.Logger, cfg config.Push, reg pro
 	r := &Runner{eng: eng, logger: logger, cfg: cfg, workerID: fmt.Sprintf("relais-push@%s:%d", host, os.Getpid()),
 		wake: make(chan struct{}, 1), inflight: map[uuid.UUID]context.CancelFunc{},
 		results: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "relais_push_calls_total", Help: "Push calls by result code (ok or the error code)."}, []string{"result"}),
-		latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "relais_push_call_duration_seconds", Help: "Push call latency.",
-			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "relais_push_call_duration_seconds",
+			Help: "Push call duration by destination and outcome: ok (a 2xx {\"outputs\"} answer, checked against the contract afterwards), " +
+				"http_error (a non-2xx status), deadline_exceeded, connection_failed, invalid_outputs, response_too_large, aborted (instance stopped), unprepared.",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}}, []string{"destination", "outcome"}),
 	}
 	if reg != nil {
 		reg.MustRegister(r.results, r.latency)
@@ -168,19 +173,83 @@ func (r *Runner) start(ctx context.Context, c engine.PushCall, done func()) {
 		}()
 		started := time.Now()
 		res := r.call(callCtx, c, budget)
-		r.latency.Observe(time.Since(started).Seconds())
+		r.latency.WithLabelValues(c.Destination, outcomeOf(res.ErrorCode)).Observe(time.Since(started).Seconds())
 		result := res.ErrorCode
 		if result == "" {
 			result = "ok"
 		}
 		r.results.WithLabelValues(result).Inc()
 		// Settlement gets its own short context: the call's may be spent.
-		sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 		defer scancel()
-		if err := r.eng.SettlePush(sctx, c.ID, c.Attempt, res); err != nil {
-			r.logger.Info("push result not recorded", "occurrence", c.ID, "reason", err)
-		}
+		r.settle(sctx, ctx.Done(), c, res)
 	})
+}
+
+// settleTimeout bounds the recording of one call's result, retries
+// included.
+const settleTimeout = 30 * time.Second
+
+// settle records the result of c's call. While the database cannot be
+// reached (a restart, a failover), it tries again with backoff until ctx
+// ends or the replica stops: a call the destination answered is recorded
+// through a short outage rather than failed outcome_unknown by the timers
+// once its reservation expires. Both cannot land: SettlePush and the timer
+// each lock the occurrence and act only on the attempt still open, so
+// whichever comes second changes nothing.
+func (r *Runner) settle(ctx context.Context, stopping <-chan struct{}, c engine.PushCall, res engine.PushResult) {
+	delay := 100 * time.Millisecond
+	for tries := 1; ; tries++ {
+		err := r.eng.SettlePush(ctx, c.ID, c.Attempt, res)
+		if err == nil {
+			if tries > 1 {
+				r.logger.Info("push result recorded once the database was back", "occurrence", c.ID, "tries", tries)
+			}
+			return
+		}
+		if !databaseUnavailable(err) {
+			r.logger.Info("push result not recorded", "occurrence", c.ID, "reason", err)
+			return
+		}
+		timer := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+		case <-stopping:
+		case <-timer.C:
+			delay = min(2*delay, time.Second)
+			continue
+		}
+		timer.Stop()
+		r.logger.Warn("push result not recorded: the database could not be reached; the timers fail the call outcome_unknown once its reservation expires",
+			"occurrence", c.ID, "tries", tries, "err", err)
+		return
+	}
+}
+
+// databaseUnavailable reports whether err says PostgreSQL could not be
+// reached, which waiting may cure.
+func databaseUnavailable(err error) bool {
+	if fe, ok := fault.As(err); ok {
+		return fe.Code == pgfault.UnavailableCode
+	}
+	return pgfault.Lost(err)
+}
+
+// outcomeOf is the outcome label of a call that ended with errorCode: the
+// error codes the runner makes, with every HTTP status folded into
+// http_error so the label keeps a handful of values per destination.
+func outcomeOf(errorCode string) string {
+	switch {
+	case errorCode == "":
+		return "ok"
+	case strings.HasPrefix(errorCode, "destination_http_"):
+		return "http_error"
+	case errorCode == "call_aborted":
+		return "aborted"
+	case errorCode == "push_unprepared":
+		return "unprepared"
+	}
+	return errorCode
 }
 
 // callBody is what a destination receives.

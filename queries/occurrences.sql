@@ -198,13 +198,26 @@ returning id, mode;
 
 -- name: OccurrenceDueForTimer :many
 -- Work that only time moves forward: passed deadlines, the last attempt's
--- expired lock, and push calls whose replica died (outcome unknown).
-select id, instance_id from occurrences
-where status in ('available', 'reserved', 'deferred') and deadline_at <= coalesce(sqlc.narg('now')::timestamptz, now())
-union
-select id, instance_id from occurrences
-where status = 'reserved' and lock_expires_at <= coalesce(sqlc.narg('now')::timestamptz, now())
-  and (mode = 'push' or attempts >= max_attempts + attempt_credit)
+-- expired lock, and push calls whose replica died (outcome unknown). The
+-- longest overdue come first, each with how overdue it is (the timer's
+-- lag). Each branch walks its own index in due order and stops at @max,
+-- so a backlog costs at most twice @max rows whatever its size.
+select id, instance_id, min(due_at)::timestamptz as due_at,
+       (coalesce(sqlc.narg('now')::timestamptz, now()) - min(due_at))::interval as overdue
+from (
+    (select id, instance_id, deadline_at as due_at from occurrences
+     where status in ('available', 'reserved', 'deferred') and deadline_at <= coalesce(sqlc.narg('now')::timestamptz, now())
+     order by deadline_at
+     limit @max)
+    union all
+    (select id, instance_id, lock_expires_at as due_at from occurrences
+     where status = 'reserved' and lock_expires_at <= coalesce(sqlc.narg('now')::timestamptz, now())
+       and (mode = 'push' or attempts >= max_attempts + attempt_credit)
+     order by lock_expires_at
+     limit @max)
+) due
+group by id, instance_id
+order by min(due_at), id
 limit @max;
 
 -- name: OccurrenceList :many

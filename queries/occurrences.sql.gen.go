@@ -589,29 +589,44 @@ func (q *Queries) OccurrenceDisconnect(ctx context.Context, arg OccurrenceDiscon
 }
 
 const occurrenceDueForTimer = `-- name: OccurrenceDueForTimer :many
-select id, instance_id from occurrences
-where status in ('available', 'reserved', 'deferred') and deadline_at <= coalesce($2::timestamptz, now())
-union
-select id, instance_id from occurrences
-where status = 'reserved' and lock_expires_at <= coalesce($2::timestamptz, now())
-  and (mode = 'push' or attempts >= max_attempts + attempt_credit)
-limit $1
+select id, instance_id, min(due_at)::timestamptz as due_at,
+       (coalesce($1::timestamptz, now()) - min(due_at))::interval as overdue
+from (
+    (select id, instance_id, deadline_at as due_at from occurrences
+     where status in ('available', 'reserved', 'deferred') and deadline_at <= coalesce($1::timestamptz, now())
+     order by deadline_at
+     limit $2)
+    union all
+    (select id, instance_id, lock_expires_at as due_at from occurrences
+     where status = 'reserved' and lock_expires_at <= coalesce($1::timestamptz, now())
+       and (mode = 'push' or attempts >= max_attempts + attempt_credit)
+     order by lock_expires_at
+     limit $2)
+) due
+group by id, instance_id
+order by min(due_at), id
+limit $2
 `
 
 type OccurrenceDueForTimerParams struct {
-	Max int32
 	Now *time.Time
+	Max int32
 }
 
 type OccurrenceDueForTimerRow struct {
 	ID         uuid.UUID
 	InstanceID uuid.UUID
+	DueAt      time.Time
+	Overdue    time.Duration
 }
 
 // Work that only time moves forward: passed deadlines, the last attempt's
-// expired lock, and push calls whose replica died (outcome unknown).
+// expired lock, and push calls whose replica died (outcome unknown). The
+// longest overdue come first, each with how overdue it is (the timer's
+// lag). Each branch walks its own index in due order and stops at @max,
+// so a backlog costs at most twice @max rows whatever its size.
 func (q *Queries) OccurrenceDueForTimer(ctx context.Context, arg OccurrenceDueForTimerParams) ([]OccurrenceDueForTimerRow, error) {
-	rows, err := q.db.Query(ctx, occurrenceDueForTimer, arg.Max, arg.Now)
+	rows, err := q.db.Query(ctx, occurrenceDueForTimer, arg.Now, arg.Max)
 	if err != nil {
 		return nil, err
 	}
@@ -619,7 +634,12 @@ func (q *Queries) OccurrenceDueForTimer(ctx context.Context, arg OccurrenceDueFo
 	items := []OccurrenceDueForTimerRow{}
 	for rows.Next() {
 		var i OccurrenceDueForTimerRow
-		if err := rows.Scan(&i.ID, &i.InstanceID); err != nil {
+		if err := rows.Scan(
+			&i.ID,
+			&i.InstanceID,
+			&i.DueAt,
+			&i.Overdue,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

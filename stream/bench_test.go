@@ -253,7 +253,7 @@ func waitForWaiters(b *testing.B, env *relaistest.Env, n int) {
 	b.Helper()
 	want := fmt.Sprintf("relais_pull_waiters %d", n)
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
-		families, err := env.Metrics.Gather()
+		families, err := env.Registry.Gather()
 		if err == nil {
 			for _, f := range families {
 				if f.GetName() == "relais_pull_waiters" && len(f.GetMetric()) == 1 && int(f.GetMetric()[0].GetGauge().GetValue()) == n {

@@ -109,7 +109,7 @@ func TestPollersLeaveTheCatalogWhenTheyStop(t *testing.T) {
 // replica (0 when the series is absent).
 func connectedGauge(t *testing.T, env *relaistest.Env, definition string) float64 {
 	t.Helper()
-	families, err := env.Metrics.Gather()
+	families, err := env.Registry.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -313,6 +313,7 @@ func WriteError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err
 	if fe.Kind == fault.Unavailable && fe.Cause != nil && logger != nil {
 		logger.WarnContext(r.Context(), "dependency unavailable", "method", r.Method, "path", r.URL.Path, "code", fe.Code, "err", fe.Cause)
 	}
+	NoteProblem(r.Context(), fe.Code)
 	status, doc := ProblemOf(fe)
 	if fe.RetryAfter > 0 {
 		secs := int(fe.RetryAfter.Seconds() + 0.999)

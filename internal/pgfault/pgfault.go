@@ -56,10 +56,14 @@ func Lost(err error) bool {
 	return strings.Contains(err.Error(), "conn closed")
 }
 
+// UnavailableCode is the problem code of a request answered while the
+// database could not be reached.
+const UnavailableCode = "database_unavailable"
+
 // Unavailable returns the 503 database_unavailable fault for err, which
 // it keeps as the cause for the log.
 func Unavailable(err error) *fault.Error {
-	fe := fault.New(fault.Unavailable, "database_unavailable", "the database cannot be reached right now; try again shortly")
+	fe := fault.New(fault.Unavailable, UnavailableCode, "the database cannot be reached right now; try again shortly")
 	fe.RetryAfter = RetryAfter
 	fe.Cause = err
 	return fe

@@ -46,8 +46,8 @@ type Env struct {
 	Admin    string
 	Designer string
 	Operator string
-	// Metrics is the replica's Prometheus registry.
-	Metrics *prometheus.Registry
+	// Registry is the replica's Prometheus registry.
+	Registry *prometheus.Registry
 
 	drain func()
 }
@@ -124,7 +124,7 @@ func start(t testing.TB, pool *pgxpool.Pool, clock *Clock, opts ...Option) *Env 
 		srv.Close()
 		rep.Stop()
 	})
-	e := &Env{T: t, URL: srv.URL, Handler: rep.Handler, Engine: eng, Pool: pool, Config: cfg, Logs: logs, Clock: clock, Metrics: reg, drain: rep.Drain}
+	e := &Env{T: t, URL: srv.URL, Handler: rep.Handler, Engine: eng, Pool: pool, Config: cfg, Logs: logs, Clock: clock, Registry: reg, drain: rep.Drain}
 	ctx := context.Background()
 	for _, tok := range []struct {
 		dst  *string

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -94,6 +95,14 @@ func TestDatabaseLossIsUnavailable(t *testing.T) {
 	if status := consoleSignIn(t, env.URL, env.Operator); status != 503 {
 		t.Errorf("console sign-in with the database down: %d; want 503", status)
 	}
+	// Every 503 database_unavailable is counted, the console's page too;
+	// the probe sees the database gone within its interval.
+	relaistest.WaitFor(t, 10*time.Second, "the metrics see the database gone", func() (bool, string) {
+		m := env.Metrics()
+		up, _ := m.Get("relais_database_up")
+		n, _ := m.Get("relais_database_unavailable_total")
+		return up == 0 && n == 5, fmt.Sprintf("relais_database_up %v, relais_database_unavailable_total %v (want 0 and 5)", up, n)
+	})
 
 	again, err := embeddedpg.Start(ctx, opts)
 	if err != nil {
@@ -104,6 +113,13 @@ func TestDatabaseLossIsUnavailable(t *testing.T) {
 		r := env.Do("GET", "/api/v1/definitions", env.Operator, nil)
 		return r.Status == 200, string(r.Body)
 	})
+	relaistest.WaitFor(t, 10*time.Second, "relais_database_up is 1 again", func() (bool, string) {
+		up, _ := env.Metrics().Get("relais_database_up")
+		return up == 1, fmt.Sprintf("relais_database_up %v", up)
+	})
+	if logs := env.Logs.String(); !strings.Contains(logs, "code=database_unavailable") {
+		t.Errorf("the request log does not name the problem code:\n%s", logs)
+	}
 	if logs := env.Logs.String(); strings.Contains(logs, `msg="internal error"`) {
 		t.Errorf("a lost database was logged as an internal error:\n%s", logs)
 	}

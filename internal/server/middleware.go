@@ -22,6 +22,7 @@ import (
 	"github.com/relais/relais/internal/fault"
 	"github.com/relais/relais/internal/forwarded"
 	"github.com/relais/relais/internal/httpjson"
+	"github.com/relais/relais/internal/pgfault"
 )
 
 // headAsGet routes HEAD requests to the GET route of their path, as RFC
@@ -108,6 +109,8 @@ func logRequests(logger *slog.Logger, metrics *httpMetrics) func(http.Handler) h
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			start := time.Now()
 			ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+			ctx, problem := httpjson.WithProblemNote(r.Context())
+			r = r.WithContext(ctx)
 			next.ServeHTTP(ww, r)
 			route := chi.RouteContext(r.Context()).RoutePattern()
 			if route == "" {
@@ -120,6 +123,10 @@ func logRequests(logger *slog.Logger, metrics *httpMetrics) func(http.Handler) h
 			}
 			metrics.requests.WithLabelValues(r.Method, route, strconv.Itoa(status)).Inc()
 			metrics.duration.WithLabelValues(r.Method, route).Observe(elapsed.Seconds())
+			code := problem()
+			if code == pgfault.UnavailableCode {
+				metrics.databaseUnavailable.Inc()
+			}
 			level := slog.LevelInfo
 			if status >= 500 {
 				level = slog.LevelError
@@ -127,10 +134,13 @@ func logRequests(logger *slog.Logger, metrics *httpMetrics) func(http.Handler) h
 			if route == "/healthz" || route == "/readyz" || route == "/metrics" {
 				level = slog.LevelDebug
 			}
-			logger.Log(r.Context(), level, "request",
-				"method", r.Method, "route", route, "path", r.URL.Path,
+			attrs := []any{"method", r.Method, "route", route, "path", r.URL.Path,
 				"status", status, "bytes", ww.BytesWritten(), "duration", elapsed.Round(time.Microsecond),
-				"request_id", middleware.GetReqID(r.Context()), "client", forwarded.Of(r).Addr)
+				"request_id", middleware.GetReqID(r.Context()), "client", forwarded.Of(r).Addr}
+			if code != "" {
+				attrs = append(attrs, "code", code)
+			}
+			logger.Log(r.Context(), level, "request", attrs...)
 		})
 	}
 }
@@ -138,6 +148,9 @@ func logRequests(logger *slog.Logger, metrics *httpMetrics) func(http.Handler) h
 type httpMetrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+	// databaseUnavailable counts 503 database_unavailable answers (API
+	// problems and console pages alike).
+	databaseUnavailable prometheus.Counter
 }
 
 func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
@@ -149,8 +162,11 @@ func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
 			Name: "relais_http_request_duration_seconds", Help: "HTTP request latency by method and route pattern.",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
 		}, []string{"method", "route"}),
+		databaseUnavailable: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "relais_database_unavailable_total", Help: "Requests answered 503 database_unavailable because PostgreSQL could not be reached.",
+		}),
 	}
-	reg.MustRegister(m.requests, m.duration)
+	reg.MustRegister(m.requests, m.duration, m.databaseUnavailable)
 	return m
 }
 

@@ -58,8 +58,12 @@ type Replica struct {
 }
 
 // Start builds the replica and starts its background work, which runs until
-// Stop.
+// Stop. A nil Deps.Registry keeps the metrics in a registry of the
+// replica's own, which /metrics serves.
 func Start(ctx context.Context, d Deps) *Replica {
+	if d.Registry == nil {
+		d.Registry = prometheus.NewRegistry()
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	hub := longpoll.NewHub(d.Config.Pull.MaxWaiters, d.Registry)
 	lookup := auth.Lookup(d.Engine.LookupToken)
@@ -79,7 +83,12 @@ func Start(ctx context.Context, d Deps) *Replica {
 	listener.Handle(engine.ChannelCancel, runner.Cancel)
 	rep.done.Go(func() { runner.Run(ctx) })
 	rep.done.Go(func() { listener.Run(ctx) })
-	rep.done.Go(func() { d.Engine.RunTimerLoop(ctx, d.Config.TimerInterval) })
+	timers := newTimerMetrics(d.Registry)
+	rep.done.Go(func() { d.Engine.RunTimerLoop(ctx, d.Config.TimerInterval, timers.observe) })
+	databaseUp := prometheus.NewGauge(prometheus.GaugeOpts{Name: "relais_database_up",
+		Help: "1 while PostgreSQL answers this replica's periodic ping (every 2 s), 0 from the first ping it does not answer."})
+	d.Registry.MustRegister(databaseUp, newOccurrenceCounts(d.Engine, d.Logger))
+	rep.done.Go(func() { probeDatabase(ctx, d.Engine.Pool(), databaseUp, d.Logger) })
 	rep.done.Go(func() { d.Engine.RunRetentionLoop(ctx, d.Config.Retention, retentionInterval) })
 	select {
 	case <-listener.Ready():

@@ -1,4 +1,4 @@
-package console
+package snapshot
 
 import (
 	"context"
@@ -19,14 +19,14 @@ type fakeClock struct {
 func (c *fakeClock) now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
 func (c *fakeClock) add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
 
-func TestSnapshotCacheSharesOneLoadAndServesStaleValues(t *testing.T) {
+func TestCacheSharesOneLoadAndServesStaleValues(t *testing.T) {
 	t.Parallel()
 	var loads atomic.Int64
 	// Load n returns once gates[n-1] is closed.
 	gates := []chan struct{}{make(chan struct{}), make(chan struct{}), make(chan struct{})}
 	release := gates[0]
 	clk := &fakeClock{t: time.Unix(0, 0)}
-	c := newSnapshotCache("test", func(ctx context.Context) (int64, error) {
+	c := New("test", func(ctx context.Context) (int64, error) {
 		n := loads.Add(1)
 		<-gates[min(n, 3)-1]
 		return n, nil
@@ -38,7 +38,7 @@ func TestSnapshotCacheSharesOneLoadAndServesStaleValues(t *testing.T) {
 	got := make([]int64, 20)
 	for i := range got {
 		wg.Go(func() {
-			v, err := c.get(context.Background())
+			v, _, err := c.Get(context.Background())
 			if err != nil {
 				t.Error(err)
 			}
@@ -57,7 +57,7 @@ func TestSnapshotCacheSharesOneLoadAndServesStaleValues(t *testing.T) {
 
 	// Fresh: no load. Stale: the old value at once, one refresh behind it.
 	clk.add(4 * time.Second)
-	if v, _ := c.get(context.Background()); v != 1 || loads.Load() != 1 {
+	if v, _, _ := c.Get(context.Background()); v != 1 || loads.Load() != 1 {
 		t.Fatalf("fresh value: %d after %d loads", v, loads.Load())
 	}
 	clk.add(2 * time.Second)
@@ -65,7 +65,7 @@ func TestSnapshotCacheSharesOneLoadAndServesStaleValues(t *testing.T) {
 	stale := make(chan int64, 10)
 	go func() {
 		for range 10 {
-			v, _ := c.get(context.Background())
+			v, _, _ := c.Get(context.Background())
 			stale <- v
 		}
 	}()
@@ -82,7 +82,7 @@ func TestSnapshotCacheSharesOneLoadAndServesStaleValues(t *testing.T) {
 	close(gates[1])
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		if v, _ := c.get(context.Background()); v == 2 {
+		if v, _, _ := c.Get(context.Background()); v == 2 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -95,12 +95,12 @@ func TestSnapshotCacheSharesOneLoadAndServesStaleValues(t *testing.T) {
 	}
 }
 
-func TestSnapshotCacheKeepsTheLastValueWhenARefreshFails(t *testing.T) {
+func TestCacheKeepsTheLastValueWhenARefreshFails(t *testing.T) {
 	t.Parallel()
 	var fail atomic.Bool
 	var loads atomic.Int64
 	clk := &fakeClock{t: time.Unix(0, 0)}
-	c := newSnapshotCache("test", func(ctx context.Context) (int64, error) {
+	c := New("test", func(ctx context.Context) (int64, error) {
 		loads.Add(1)
 		if fail.Load() {
 			return 0, errors.New("database down")
@@ -108,13 +108,13 @@ func TestSnapshotCacheKeepsTheLastValueWhenARefreshFails(t *testing.T) {
 		return 7, nil
 	}, slog.New(slog.DiscardHandler), time.Second)
 	c.now = clk.now
-	if v, err := c.get(context.Background()); v != 7 || err != nil {
+	if v, _, err := c.Get(context.Background()); v != 7 || err != nil {
 		t.Fatalf("first get: %d %v", v, err)
 	}
 	fail.Store(true)
 	clk.add(2 * time.Second)
 	for range 100 {
-		if v, err := c.get(context.Background()); v != 7 || err != nil {
+		if v, _, err := c.Get(context.Background()); v != 7 || err != nil {
 			t.Fatalf("after a failed refresh: %d %v, want the last value", v, err)
 		}
 		time.Sleep(time.Millisecond)
@@ -123,9 +123,9 @@ func TestSnapshotCacheKeepsTheLastValueWhenARefreshFails(t *testing.T) {
 		t.Error("no refresh was attempted")
 	}
 
-	cold := newSnapshotCache("cold", func(ctx context.Context) (int, error) { return 0, errors.New("down") },
+	cold := New("cold", func(ctx context.Context) (int, error) { return 0, errors.New("down") },
 		slog.New(slog.DiscardHandler), time.Second)
-	if _, err := cold.get(context.Background()); err == nil {
+	if _, _, err := cold.Get(context.Background()); err == nil {
 		t.Error("a cold cache whose load fails returned no error")
 	}
 }

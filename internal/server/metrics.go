@@ -1,0 +1,170 @@
+package server
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/relais/relais/engine"
+)
+
+// The replica's own metrics (the surfaces register theirs: pull, push).
+// Label values are operator-defined names (definition keys, destination
+// names) or fixed vocabularies (statuses, results), never ids, worker ids,
+// business keys or payload values: cardinality stays bounded and nothing
+// protected reaches /metrics (DESIGN §5).
+
+// occurrenceStatuses are the statuses relais_occurrences reports for every
+// definition it has seen, zero included, so that a series falls to 0
+// rather than vanishing when its last occurrence moves on.
+var occurrenceStatuses = []string{engine.StatusAvailable, engine.StatusReserved, engine.StatusDeferred,
+	engine.StatusCompleted, engine.StatusFailed, engine.StatusCancelled}
+
+// countsScrapeTimeout bounds how long a scrape waits for the first count of
+// a replica; later scrapes answer at once from the cache.
+const countsScrapeTimeout = 5 * time.Second
+
+// occurrenceCounts exports the engine's cached counts by definition and
+// status (engine.OccurrenceCounts, which the console's counts share): a
+// scrape never runs the counting query itself, it starts a background
+// refresh when the counts are older than engine.OccurrenceCountsTTL.
+type occurrenceCounts struct {
+	eng     *engine.Engine
+	logger  *slog.Logger
+	byState *prometheus.Desc
+	at      *prometheus.Desc
+}
+
+func newOccurrenceCounts(eng *engine.Engine, logger *slog.Logger) *occurrenceCounts {
+	return &occurrenceCounts{eng: eng, logger: logger,
+		byState: prometheus.NewDesc("relais_occurrences",
+			"Occurrences by definition and status, as counted at relais_occurrences_counted_timestamp_seconds (a reserved pull occurrence whose lock lapsed counts as available).",
+			[]string{"definition", "status"}, nil),
+		at: prometheus.NewDesc("relais_occurrences_counted_timestamp_seconds",
+			"When the counting behind relais_occurrences began (Unix time): the counts show the database as of then or later; they are refreshed in the background when older than 5 s.",
+			nil, nil),
+	}
+}
+
+func (c *occurrenceCounts) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.byState
+	ch <- c.at
+}
+
+func (c *occurrenceCounts) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), countsScrapeTimeout)
+	defer cancel()
+	rows, at, err := c.eng.OccurrenceCounts(ctx)
+	if err != nil {
+		// Nothing counted yet (the database is down since this replica
+		// started): no sample is better than a made-up zero.
+		c.logger.Debug("metrics: occurrence counts unavailable", "err", err)
+		return
+	}
+	byDefinition := map[string]map[string]int64{}
+	for _, r := range rows {
+		if byDefinition[r.Definition] == nil {
+			byDefinition[r.Definition] = map[string]int64{}
+		}
+		byDefinition[r.Definition][r.Status] = r.Count
+	}
+	for def, byStatus := range byDefinition {
+		for _, s := range occurrenceStatuses {
+			ch <- prometheus.MustNewConstMetric(c.byState, prometheus.GaugeValue, float64(byStatus[s]), def, s)
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(c.at, prometheus.GaugeValue, float64(at.UnixNano())/1e9)
+}
+
+// timerMetrics are what the replica's timer passes report.
+type timerMetrics struct {
+	lag  prometheus.Gauge
+	took prometheus.Histogram
+}
+
+func newTimerMetrics(reg prometheus.Registerer) *timerMetrics {
+	m := &timerMetrics{
+		lag: prometheus.NewGauge(prometheus.GaugeOpts{Name: "relais_timer_lag_seconds",
+			Help: "How overdue the longest-overdue deadline or expired lock was when this replica's latest timer pass found it (0: nothing was due)."}),
+		took: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "relais_timer_pass_duration_seconds",
+			Help:    "How long one timer pass of this replica took (finding what is due and settling it).",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}}),
+	}
+	reg.MustRegister(m.lag, m.took)
+	return m
+}
+
+func (m *timerMetrics) observe(p engine.TimerPass) {
+	m.lag.Set(p.Lag.Seconds())
+	m.took.Observe(p.Took.Seconds())
+}
+
+// databaseProbeInterval is how often a replica checks that PostgreSQL
+// answers; databaseProbeTimeout bounds one check.
+const (
+	databaseProbeInterval = 2 * time.Second
+	databaseProbeTimeout  = 2 * time.Second
+)
+
+// probeDatabase keeps relais_database_up current until ctx ends: 1 while
+// PostgreSQL answers a ping, 0 from the first ping it does not answer. It
+// pings on a connection of its own rather than through the pool, so a pool
+// busy with long requests is not mistaken for a lost database, and a lost
+// one is seen even while no request runs.
+func probeDatabase(ctx context.Context, pool *pgxpool.Pool, up prometheus.Gauge, logger *slog.Logger) {
+	cfg := pool.Config().ConnConfig.Copy()
+	var conn *pgx.Conn
+	defer func() {
+		if conn != nil {
+			cctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			_ = conn.Close(cctx)
+			cancel()
+		}
+	}()
+	wasUp := true
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		pctx, cancel := context.WithTimeout(ctx, databaseProbeTimeout)
+		var err error
+		if conn == nil {
+			conn, err = pgx.ConnectConfig(pctx, cfg)
+		}
+		if err == nil {
+			err = conn.Ping(pctx)
+		}
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			if conn != nil {
+				cctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				_ = conn.Close(cctx)
+				cancel()
+				conn = nil
+			}
+			up.Set(0)
+			if wasUp {
+				logger.Warn("database probe: PostgreSQL does not answer", "err", err)
+			}
+			wasUp = false
+		default:
+			up.Set(1)
+			if !wasUp {
+				logger.Info("database probe: PostgreSQL answers again")
+			}
+			wasUp = true
+		}
+		t.Reset(databaseProbeInterval)
+	}
+}

@@ -1,0 +1,177 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/relais/relais/internal/relaistest"
+)
+
+// Distinctive values a request carries that must never become a label:
+// ids, worker ids, business keys and payload values would make every
+// series unique and could leak what DESIGN §5 protects.
+const (
+	metricsWorker      = "worker-METRICS-7c1e"
+	metricsBusinessKey = "BK-METRICS-19af"
+	metricsCompany     = "Company METRICS 55d0"
+	metricsCRMID       = "CRM-METRICS-a0b1"
+)
+
+var uuidRE = regexp.MustCompile(`[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}`)
+
+// TestMetricsAfterActivity runs pulls, a push and the timers, then checks
+// every family the replica exports has the values that activity implies,
+// and that no label value is an id, a worker id, a business key or a
+// payload value.
+func TestMetricsAfterActivity(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	crm := env.Definition("add_company_to_crm.yaml")
+	score := env.Definition("score_company.yaml")
+	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"outputs":{"score":42,"band":"low"}}`)
+	}))
+	t.Cleanup(dest.Close)
+	env.Must(201, "PUT", "/api/v1/destinations/scoring-api", env.Admin, map[string]any{"url": dest.URL + "/score", "max_timeout": "PT5S"})
+	env.Process("onboard_company", relaistest.Body(relaistest.ExampleDocs(t, "processes/onboard_company.yaml")[0], "key", "name"))
+	env.Process("deadlines", relaistest.CRMProcess(map[string]any{"deadline": "PT1H"}))
+	consumer := env.Consumer("metrics", crm, score)
+
+	start := func(name string) string {
+		t.Helper()
+		inst := env.Must(201, "POST", "/api/v1/processes/onboard_company/instances", env.Operator, map[string]any{
+			"inputs": map[string]any{"company": map[string]any{"name": name, "country": "FR"}}, "business_key": metricsBusinessKey}).JSON(t)
+		return inst["id"].(string)
+	}
+	fetch := func() []any {
+		t.Helper()
+		return env.Must(200, "POST", "/api/v1/pull/fetch-and-lock", consumer, map[string]any{"worker_id": metricsWorker, "max_tasks": 1,
+			"subscriptions": []any{map[string]any{"definition": crm}}}).JSON(t)["occurrences"].([]any)
+	}
+	complete := func(occ, worker, result string) relaistest.Response {
+		t.Helper()
+		return env.Do("POST", "/api/v1/pull/occurrences/"+occ+"/complete", consumer, map[string]any{"worker_id": worker,
+			"outputs": map[string]any{"result": result, "crm_id": metricsCRMID}})
+	}
+
+	created := start(metricsCompany)
+	existing := start(metricsCompany + " again")
+	for i, result := range []string{"created", "existing"} {
+		got := fetch()
+		if len(got) != 1 {
+			t.Fatalf("fetch %d: %v", i, got)
+		}
+		occ := got[0].(map[string]any)["id"].(string)
+		if i == 1 {
+			if r := complete(occ, "someone-else", result); r.Status != 409 {
+				t.Fatalf("completion by another worker: %d %s; want 409", r.Status, r.Body)
+			}
+		}
+		if r := complete(occ, metricsWorker, result); r.Status != 200 {
+			t.Fatalf("completion: %d %s", r.Status, r.Body)
+		}
+	}
+	if got := fetch(); len(got) != 0 {
+		t.Fatalf("fetch with nothing left: %v", got)
+	}
+	for _, id := range []string{created, existing} {
+		if inst := env.WaitEnded(id, 15*time.Second); inst["status"] != "completed" {
+			t.Fatalf("instance %s: %v", id, inst["status"])
+		}
+	}
+
+	// A deadline passed 90 s ago whose occurrence another transaction
+	// holds: every timer pass finds it due and cannot settle it, so the
+	// lag stays visible until the row is let go.
+	late := env.Must(201, "POST", "/api/v1/processes/deadlines/instances", env.Operator, map[string]any{"inputs": map[string]any{"name": "Late"}}).JSON(t)
+	lateOcc := late["path"].([]any)[0].(map[string]any)["occurrence_id"].(string)
+	tx, err := env.Pool.Begin(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background())
+	if _, err := tx.Exec(context.Background(), "select 1 from occurrences where id = $1 for update", lateOcc); err != nil {
+		t.Fatal(err)
+	}
+	env.Clock.Advance(time.Hour + 90*time.Second)
+	relaistest.WaitFor(t, 10*time.Second, "the timers report their lag", func() (bool, string) {
+		lag, _ := env.Metrics().Get("relais_timer_lag_seconds")
+		return lag >= 90 && lag < 600, fmt.Sprintf("relais_timer_lag_seconds %v", lag)
+	})
+	if err := tx.Rollback(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if inst := env.WaitEnded(late["id"].(string), 15*time.Second); inst["error_code"] != "deadline_exceeded" {
+		t.Fatalf("late instance: %v", inst)
+	}
+	relaistest.WaitFor(t, 10*time.Second, "the lag falls back to 0 once nothing is due", func() (bool, string) {
+		lag, _ := env.Metrics().Get("relais_timer_lag_seconds")
+		return lag == 0, fmt.Sprintf("relais_timer_lag_seconds %v", lag)
+	})
+
+	// The counts are the engine's cache: they catch up within its TTL.
+	want := map[[2]string]float64{{crm, "completed"}: 2, {crm, "failed"}: 1, {crm, "available"}: 0, {crm, "reserved"}: 0,
+		{crm, "cancelled"}: 0, {crm, "deferred"}: 0, {score, "completed"}: 1}
+	var m relaistest.Metrics
+	relaistest.WaitFor(t, 15*time.Second, "relais_occurrences counts what happened", func() (bool, string) {
+		m = env.Metrics()
+		for k, n := range want {
+			if got, ok := m.Get("relais_occurrences", "definition", k[0], "status", k[1]); !ok || got != n {
+				return false, fmt.Sprintf("%s %s: %v (present %v), want %v", k[0], k[1], got, ok, n)
+			}
+		}
+		return true, ""
+	})
+	if at := m.Must(t, "relais_occurrences_counted_timestamp_seconds"); time.Since(time.Unix(int64(at), 0)) > time.Minute {
+		t.Errorf("counts taken at %v; want within the last minute", time.Unix(int64(at), 0))
+	}
+
+	for _, c := range []struct {
+		name   string
+		labels []string
+		want   func(float64) bool
+		says   string
+	}{
+		{"relais_pull_fetch_duration_seconds_count", []string{"result", "claimed"}, eq(2), "2 claiming fetches"},
+		{"relais_pull_fetch_duration_seconds_count", []string{"result", "empty"}, eq(1), "1 empty fetch"},
+		{"relais_pull_fetch_duration_seconds_sum", []string{"result", "claimed"}, between(0, 30), "a sane total duration"},
+		{"relais_pull_settle_duration_seconds_count", []string{"action", "complete", "result", "ok"}, eq(2), "2 completions"},
+		{"relais_pull_settle_duration_seconds_count", []string{"action", "complete", "result", "conflict"}, eq(1), "1 refused completion"},
+		{"relais_push_call_duration_seconds_count", []string{"destination", "scoring-api", "outcome", "ok"}, eq(1), "1 push call"},
+		{"relais_push_call_duration_seconds_sum", []string{"destination", "scoring-api"}, between(0, 5), "a call within its budget"},
+		{"relais_timer_pass_duration_seconds_count", nil, between(1, 1e9), "timer passes"},
+		{"relais_database_up", nil, eq(1), "the database answers"},
+		{"relais_database_unavailable_total", nil, eq(0), "no request met a lost database"},
+	} {
+		if got := m.Must(t, c.name, c.labels...); !c.want(got) {
+			t.Errorf("%s%v = %v; want %s", c.name, c.labels, got, c.says)
+		}
+	}
+
+	body := string(env.Must(200, "GET", "/metrics", "", nil).Body)
+	for _, v := range []string{metricsWorker, "someone-else", metricsBusinessKey, metricsCompany, metricsCRMID, created, existing, late["id"].(string), lateOcc} {
+		if strings.Contains(body, v) {
+			t.Errorf("/metrics holds %q", v)
+		}
+	}
+	for _, s := range m {
+		for name, v := range s.Labels {
+			if uuidRE.MatchString(v) {
+				t.Errorf("%s has an id in label %s=%q", s.Name, name, v)
+			}
+		}
+	}
+}
+
+func eq(want float64) func(float64) bool { return func(v float64) bool { return v == want } }
+
+func between(lo, hi float64) func(float64) bool {
+	return func(v float64) bool { return v >= lo && v <= hi }
+}

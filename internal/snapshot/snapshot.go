@@ -1,0 +1,112 @@
+// Package snapshot keeps the result of an expensive read for a while and
+// refreshes it in the background (stale-while-revalidate), so that what
+// several surfaces show (the console's counts by status, the
+// relais_occurrences gauge) costs one query per replica every few seconds
+// whatever the number of readers.
+package snapshot
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// refreshTimeout bounds one refresh, which runs detached from the request
+// that started it.
+const refreshTimeout = 30 * time.Second
+
+// Cache keeps the result of load for ttl.
+//
+// When the value is older than ttl, the next Get still answers at once with
+// it and starts one refresh in the background; only the first Get of a
+// cache (or one made while no load has succeeded yet) waits, and concurrent
+// first Gets share that one load (singleflight). A failed refresh keeps the
+// previous value. Exact counters kept in a table by triggers were rejected
+// for the counts this serves: every state change of every occurrence would
+// contend on a few counter rows, slowing the pull protocol to make a
+// display a few seconds fresher.
+type Cache[T any] struct {
+	name   string
+	load   func(context.Context) (T, error)
+	logger *slog.Logger
+	ttl    time.Duration
+	// now is the clock ages are measured by; tests replace it.
+	now func() time.Time
+
+	mu         sync.Mutex
+	value      T
+	at         time.Time // when the load of value began; zero until one succeeded
+	refreshing chan struct{}
+	lastErr    error
+}
+
+// New returns a cache of load's result named name (for the log) that
+// refreshes values older than ttl. A nil logger discards.
+func New[T any](name string, load func(context.Context) (T, error), logger *slog.Logger, ttl time.Duration) *Cache[T] {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Cache[T]{name: name, load: load, logger: logger, ttl: ttl, now: time.Now}
+}
+
+// Get returns the cached value and when the load that read it began (it
+// shows the source as of that moment or later), refreshing it as described
+// on the type. It waits for a load (at most until ctx ends) only
+// while no load has succeeded yet; then an error is the load's.
+func (s *Cache[T]) Get(ctx context.Context) (T, time.Time, error) {
+	s.mu.Lock()
+	if !s.at.IsZero() {
+		if s.now().Sub(s.at) >= s.ttl {
+			s.startRefreshLocked()
+		}
+		v, at := s.value, s.at
+		s.mu.Unlock()
+		return v, at, nil
+	}
+	done := s.startRefreshLocked()
+	s.mu.Unlock()
+	var zero T
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return zero, time.Time{}, ctx.Err()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.at.IsZero() {
+		return zero, time.Time{}, s.lastErr
+	}
+	return s.value, s.at, nil
+}
+
+// startRefreshLocked starts a refresh unless one runs, and returns the
+// channel closed when the running one ends.
+func (s *Cache[T]) startRefreshLocked() chan struct{} {
+	if s.refreshing != nil {
+		return s.refreshing
+	}
+	done := make(chan struct{})
+	s.refreshing = done
+	go func() {
+		defer close(done)
+		// Detached from the request: a browser closing its tab must not
+		// cancel the read other requests wait for.
+		ctx, cancel := context.WithTimeout(context.Background(), refreshTimeout)
+		defer cancel()
+		// A value is stamped with when its load began: it shows the
+		// database as of that moment or later, never earlier.
+		began := s.now()
+		v, err := s.load(ctx)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.refreshing = nil
+		if err != nil {
+			s.lastErr = err
+			s.logger.Warn("refreshing a cached snapshot failed; the previous one stays", "what", s.name, "err", err)
+			return
+		}
+		s.value, s.at, s.lastErr = v, began, nil
+	}()
+	return done
+}
