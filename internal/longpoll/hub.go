@@ -29,7 +29,7 @@ type Hub struct {
 
 // NewHub returns a hub admitting at most max waiters.
 func NewHub(max int, reg prometheus.Registerer) *Hub {
-	h := &Hub{max: max, wake: wake.NewHub(), closing: make(chan struct{}),
+	h := &Hub{max: max, wake: wake.NewHubOne(), closing: make(chan struct{}),
 		gauge: prometheus.NewGauge(prometheus.GaugeOpts{Name: "relais_pull_waiters", Help: "Long-polling fetches waiting on this replica."})}
 	if reg != nil {
 		reg.MustRegister(h.gauge)

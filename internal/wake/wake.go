@@ -18,6 +18,8 @@ import (
 type Hub struct {
 	mu     sync.Mutex
 	byPair map[string]map[*Waiter]struct{}
+	// one wakes a single idle waiter per notification (NewHubOne).
+	one bool
 }
 
 // Waiter is one registered waiter. Its channel carries the time from which
@@ -32,8 +34,17 @@ type Waiter struct {
 // wake-up: the earliest.
 func (w *Waiter) C() <-chan time.Time { return w.c }
 
-// NewHub returns an empty hub.
+// NewHub returns an empty hub that wakes every waiter of a notified pair.
 func NewHub() *Hub { return &Hub{byPair: map[string]map[*Waiter]struct{}{}} }
+
+// NewHubOne returns an empty hub that wakes one waiter per notification,
+// for waiters that claim as soon as they are woken (long polls). Each
+// notification announces one occurrence: waking every waiter of its pair
+// would send them all to claim it, and all but one would find nothing, a
+// claim statement each for nothing. A waiter that already has a wake
+// pending is passed over (it will claim); when it leaves without having
+// consumed its wake, the wake goes to another waiter of its pairs.
+func NewHubOne() *Hub { return &Hub{byPair: map[string]map[*Waiter]struct{}{}, one: true} }
 
 func pairKey(key string, revision int) string { return key + "@" + strconv.Itoa(revision) }
 
@@ -55,11 +66,25 @@ func (h *Hub) Update(w *Waiter, p engine.Pairs) {
 	h.index(w, p)
 }
 
-// Unregister removes a waiter.
+// Unregister removes a waiter. In a NewHubOne hub, a wake it had not
+// consumed is handed to another waiter of its pairs.
 func (h *Hub) Unregister(w *Waiter) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	pairs := append([]string(nil), w.pairs...)
 	h.unindex(w)
+	if !h.one {
+		return
+	}
+	select {
+	case at := <-w.c:
+		for _, pk := range pairs {
+			if h.wakeOne(pk, at) {
+				return
+			}
+		}
+	default:
+	}
 }
 
 func (h *Hub) index(w *Waiter, p engine.Pairs) {
@@ -97,9 +122,32 @@ func (h *Hub) Notify(payload string) {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.one {
+		h.wakeOne(pairKey(key, rev), at)
+		return
+	}
 	for w := range h.byPair[pairKey(key, rev)] {
 		send(w, at)
 	}
+}
+
+// wakeOne wakes a waiter of pk that has no wake pending; when every one
+// has, the earliest time goes to one of them (it re-checks then). It
+// reports whether pk has any waiter.
+func (h *Hub) wakeOne(pk string, at time.Time) bool {
+	var busy *Waiter
+	for w := range h.byPair[pk] {
+		if len(w.c) == 0 {
+			send(w, at)
+			return true
+		}
+		busy = w
+	}
+	if busy != nil {
+		send(busy, at)
+		return true
+	}
+	return false
 }
 
 // WakeAll wakes every waiter to re-check, e.g. after the LISTEN connection

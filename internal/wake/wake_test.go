@@ -91,3 +91,53 @@ func TestUpdateAndUnregister(t *testing.T) {
 		t.Errorf("index not empty after the last waiter left: %v", h.byPair)
 	}
 }
+
+// A NewHubOne hub wakes one waiter per notification, passes over waiters
+// with a wake pending, and hands the pending wake of a waiter that leaves
+// to another: every announced occurrence reaches one waiter.
+func TestHubOneWakesOneWaiter(t *testing.T) {
+	t.Parallel()
+	h := NewHubOne()
+	pairs := engine.Pairs{Keys: []string{"crm"}, Revisions: []int32{1}}
+	ws := []*Waiter{h.Register(pairs), h.Register(pairs), h.Register(pairs)}
+	pending := func() (n int) {
+		for _, w := range ws {
+			n += len(w.c)
+		}
+		return n
+	}
+	now := time.Now()
+	h.Notify(engine.AvailabilityPayload(engine.ModePull, "crm", 1, now))
+	if n := pending(); n != 1 {
+		t.Fatalf("%d waiters woken by one notification, want 1", n)
+	}
+	h.Notify(engine.AvailabilityPayload(engine.ModePull, "crm", 1, now))
+	if n := pending(); n != 2 {
+		t.Fatalf("%d waiters woken by two notifications, want 2 (a pending one is passed over)", n)
+	}
+	// A woken waiter leaves without consuming its wake: it moves on.
+	var gone *Waiter
+	for _, w := range ws {
+		if len(w.c) == 1 {
+			gone = w
+			break
+		}
+	}
+	h.Unregister(gone)
+	left := 0
+	for _, w := range ws {
+		if w != gone {
+			left += len(w.c)
+		}
+	}
+	if left != 2 {
+		t.Errorf("%d wakes among the waiters left, want 2 (the leaver's was handed on)", left)
+	}
+	// Every waiter of a broadcasting hub is woken.
+	b := NewHub()
+	all := []*Waiter{b.Register(pairs), b.Register(pairs)}
+	b.Notify(engine.AvailabilityPayload(engine.ModePull, "crm", 1, now))
+	if len(all[0].c)+len(all[1].c) != 2 {
+		t.Error("NewHub no longer wakes every waiter")
+	}
+}
