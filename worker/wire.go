@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 )
 
@@ -29,14 +30,40 @@ type restWire struct{ w *Worker }
 
 func (rw restWire) complete(ctx context.Context, id string, req completeRequest) (completeResult, error) {
 	var res completeResult
+	if b := rw.w.batch; b != nil {
+		raw, err := b.do(ctx, &batchCall{id: id, outputs: req.Outputs})
+		if err == nil {
+			err = decodeResult(raw, &res)
+		}
+		return res, err
+	}
 	err := rw.w.post(ctx, occurrencePath(id, "complete"), req, &res)
 	return res, err
 }
 
 func (rw restWire) fail(ctx context.Context, id string, req failRequest) (failResult, error) {
 	var res failResult
+	if b := rw.w.batch; b != nil {
+		raw, err := b.do(ctx, &batchCall{id: id, failure: &req})
+		if err == nil {
+			err = decodeResult(raw, &res)
+		}
+		return res, err
+	}
 	err := rw.w.post(ctx, occurrencePath(id, "fail"), req, &res)
 	return res, err
+}
+
+// decodeResult reads a settlement's answer; one that cannot be read is
+// as good as lost (retried, and answered as a replay).
+func decodeResult(raw []byte, out any) error {
+	if len(raw) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(raw, out); err != nil {
+		return &networkError{err}
+	}
+	return nil
 }
 
 func (rw restWire) release(ctx context.Context, id string, req releaseRequest) error {

@@ -45,6 +45,9 @@ const (
 	DefaultWait            = 20 * time.Second
 	DefaultShutdownTimeout = 30 * time.Second
 	DefaultHandlerTimeout  = 5 * time.Minute
+	// DefaultSettleWindow is how long a fetched task's outcome waits for
+	// others to be reported with it in one request.
+	DefaultSettleWindow = 2 * time.Millisecond
 )
 
 // Protocols of Config.Protocol.
@@ -100,6 +103,12 @@ type Config struct {
 	// code handler_timeout (at once if the handler returns, after a few
 	// seconds' grace if it ignores its context). Default 5m.
 	HandlerTimeout time.Duration
+	// SettleWindow is how long the outcome of a fetched task waits for
+	// others to be reported with it in one request (POST
+	// /api/v1/pull/settle, one transaction for them all; at most 50).
+	// Default 2ms; a negative value reports each outcome on its own.
+	// Outcomes of streamed tasks travel on the stream's own calls.
+	SettleWindow time.Duration
 	// Protocol chooses how tasks arrive: ProtocolAuto (the default) uses
 	// a worker stream and falls back to long polling when the server has
 	// none; ProtocolStream and ProtocolLongPoll use only one.
@@ -146,6 +155,9 @@ type Worker struct {
 	fetchBackoff  backoff
 	settleBackoff backoff
 	shutdownGrace time.Duration
+
+	// batch gathers fetched tasks' outcomes; nil reports each alone.
+	batch *settleBatch
 }
 
 type route struct {
@@ -214,7 +226,10 @@ func New(cfg Config) (*Worker, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Worker{
+	if cfg.SettleWindow == 0 {
+		cfg.SettleWindow = DefaultSettleWindow
+	}
+	w := &Worker{
 		cfg:           cfg,
 		base:          u.String(),
 		log:           logger.With("worker_id", cfg.WorkerID),
@@ -224,8 +239,15 @@ func New(cfg Config) (*Worker, error) {
 		fetchBackoff:  backoff{min: 500 * time.Millisecond, max: 30 * time.Second},
 		settleBackoff: backoff{min: 200 * time.Millisecond, max: 5 * time.Second},
 		shutdownGrace: 5 * time.Second,
-	}, nil
+	}
+	if cfg.SettleWindow > 0 {
+		w.batch = &settleBatch{w: w, window: cfg.SettleWindow, max: maxSettleBatch}
+	}
+	return w, nil
 }
+
+// maxSettleBatch is the most outcomes one batch report carries.
+const maxSettleBatch = 50
 
 // Handle registers h for tasks of definition, in the revisions it
 // understands (nil: every revision granted to the consumer). It must be

@@ -1,0 +1,68 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Outcomes of fetched tasks that finish together are reported in one POST
+// /api/v1/pull/settle, each answered as alone: completions complete their
+// instance, a business failure fails its own.
+func TestOutcomesAreReportedInBatches(t *testing.T) {
+	t.Parallel()
+	r := newRelais(t, map[string]any{"max_attempts": 1})
+	var ids []string
+	for i := range 24 {
+		ids = append(ids, r.start(t, fmt.Sprint("c", i)))
+	}
+	w, err := New(Config{URL: r.env.URL, Token: r.consumer, Protocol: ProtocolLongPoll, Concurrency: 12,
+		SettleWindow: 20 * time.Millisecond, WorkerID: "batcher", Wait: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Handle(def, nil, func(ctx context.Context, task *Task) (any, error) {
+			var in struct {
+				CompanyName string `json:"company_name"`
+			}
+			if err := task.Decode(&in); err != nil {
+				return nil, err
+			}
+			if in.CompanyName == "c3" {
+				return nil, Fail("CRM_REFUSED", "refused")
+			}
+			return map[string]any{"result": "created", "crm_id": "C-" + in.CompanyName}, nil
+		})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	for i, id := range ids {
+		want := "completed"
+		if i == 3 {
+			want = "failed"
+		}
+		if got := r.env.WaitEnded(id, 15*time.Second)["status"]; got != want {
+			t.Errorf("instance c%d: %v, want %s", i, got, want)
+		}
+	}
+	batches, singles := 0, 0
+	for _, line := range strings.Split(r.env.Logs.String(), "\n") {
+		switch {
+		case strings.Contains(line, "route=/api/v1/pull/settle "), strings.HasSuffix(line, "route=/api/v1/pull/settle"):
+			batches++
+		case strings.Contains(line, "route=/api/v1/pull/occurrences/{id}/complete"), strings.Contains(line, "route=/api/v1/pull/occurrences/{id}/fail"):
+			singles++
+		}
+	}
+	if batches == 0 || batches >= len(ids) {
+		t.Errorf("%d batch reports and %d single ones for %d outcomes; want them gathered", batches, singles, len(ids))
+	}
+}
