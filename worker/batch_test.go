@@ -24,17 +24,17 @@ func TestOutcomesAreReportedInBatches(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.Handle(def, nil, func(ctx context.Context, task *Task) (any, error) {
-			var in struct {
-				CompanyName string `json:"company_name"`
-			}
-			if err := task.Decode(&in); err != nil {
-				return nil, err
-			}
-			if in.CompanyName == "c3" {
-				return nil, Fail("CRM_REFUSED", "refused")
-			}
-			return map[string]any{"result": "created", "crm_id": "C-" + in.CompanyName}, nil
-		})
+		var in struct {
+			CompanyName string `json:"company_name"`
+		}
+		if err := task.Decode(&in); err != nil {
+			return nil, err
+		}
+		if in.CompanyName == "c3" {
+			return nil, Fail("CRM_REFUSED", "refused")
+		}
+		return map[string]any{"result": "created", "crm_id": "C-" + in.CompanyName}, nil
+	})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
