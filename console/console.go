@@ -323,6 +323,7 @@ func (c *Console) serverError(w http.ResponseWriter, r *http.Request, err error)
 		// The database is down or restarting: say so, and when to retry,
 		// rather than ask for a request id nobody needs.
 		c.logger.Warn("console: database unavailable", "path", r.URL.Path, "request_id", requestID, "err", err)
+		httpjson.NoteProblem(ctx, fe.Code)
 		w.Header().Set("Retry-After", strconv.Itoa(int(fe.RetryAfter.Seconds())))
 		c.errorPage(w, r, http.StatusServiceUnavailable, T(ctx, "Temporarily unavailable"),
 			T(ctx, "The database cannot be reached right now. Try again in a few seconds."))

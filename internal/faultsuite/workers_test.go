@@ -1,9 +1,11 @@
 package faultsuite
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -56,12 +58,48 @@ type ackTransport struct {
 }
 
 func (t *ackTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	var sent []byte
+	if req.Method == http.MethodPost && strings.HasSuffix(req.URL.Path, "/pull/settle") && req.Body != nil {
+		// A batch: which item is which occurrence is in the request.
+		sent, _ = io.ReadAll(req.Body)
+		req.Body = io.NopCloser(bytes.NewReader(sent))
+	}
 	res, err := t.base.RoundTrip(req)
-	if err == nil && res.StatusCode == http.StatusOK && req.Method == http.MethodPost {
-		// /api/v1/pull/occurrences/{id}/complete
-		parts := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
-		if n := len(parts); n >= 2 && parts[n-1] == "complete" {
-			t.book.add(parts[n-2], t.workerID)
+	if err != nil || res.StatusCode != http.StatusOK || req.Method != http.MethodPost {
+		return res, err
+	}
+	// /api/v1/pull/occurrences/{id}/complete
+	parts := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
+	if n := len(parts); n >= 2 && parts[n-1] == "complete" {
+		t.book.add(parts[n-2], t.workerID)
+	}
+	if sent != nil {
+		// /api/v1/pull/settle: each completion answered 200 is an
+		// acknowledgement.
+		body, rerr := io.ReadAll(res.Body)
+		res.Body.Close()
+		res.Body = io.NopCloser(bytes.NewReader(body))
+		if rerr != nil {
+			return res, err
+		}
+		var batch struct {
+			Items []struct {
+				ID      string          `json:"id"`
+				Outputs json.RawMessage `json:"outputs"`
+			} `json:"items"`
+		}
+		var answer struct {
+			Items []struct {
+				Index  int `json:"index"`
+				Status int `json:"status"`
+			} `json:"items"`
+		}
+		if json.Unmarshal(sent, &batch) == nil && json.Unmarshal(body, &answer) == nil {
+			for _, a := range answer.Items {
+				if a.Status == http.StatusOK && a.Index >= 0 && a.Index < len(batch.Items) && batch.Items[a.Index].Outputs != nil {
+					t.book.add(batch.Items[a.Index].ID, t.workerID)
+				}
+			}
 		}
 	}
 	return res, err

@@ -1,0 +1,131 @@
+package console
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// fakeClock is a settable clock for the cache.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *fakeClock) add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
+
+func TestSnapshotCacheSharesOneLoadAndServesStaleValues(t *testing.T) {
+	t.Parallel()
+	var loads atomic.Int64
+	// Load n returns once gates[n-1] is closed.
+	gates := []chan struct{}{make(chan struct{}), make(chan struct{}), make(chan struct{})}
+	release := gates[0]
+	clk := &fakeClock{t: time.Unix(0, 0)}
+	c := newSnapshotCache("test", func(ctx context.Context) (int64, error) {
+		n := loads.Add(1)
+		<-gates[min(n, 3)-1]
+		return n, nil
+	}, slog.New(slog.DiscardHandler), 5*time.Second)
+	c.now = clk.now
+
+	// Concurrent first requests wait for one shared load.
+	var wg sync.WaitGroup
+	got := make([]int64, 20)
+	for i := range got {
+		wg.Go(func() {
+			v, err := c.get(context.Background())
+			if err != nil {
+				t.Error(err)
+			}
+			got[i] = v
+		})
+	}
+	// Not needed for correctness, only to make the pile-up likely.
+	time.Sleep(20 * time.Millisecond)
+	close(release)
+	wg.Wait()
+	for _, v := range got {
+		if v != 1 {
+			t.Fatalf("values %v: want every request to get the one load", got)
+		}
+	}
+
+	// Fresh: no load. Stale: the old value at once, one refresh behind it.
+	clk.add(4 * time.Second)
+	if v, _ := c.get(context.Background()); v != 1 || loads.Load() != 1 {
+		t.Fatalf("fresh value: %d after %d loads", v, loads.Load())
+	}
+	clk.add(2 * time.Second)
+	// The refresh is held until every stale read has answered.
+	stale := make(chan int64, 10)
+	go func() {
+		for range 10 {
+			v, _ := c.get(context.Background())
+			stale <- v
+		}
+	}()
+	for range 10 {
+		select {
+		case v := <-stale:
+			if v != 1 {
+				t.Fatalf("a stale read got %d, want the old value", v)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("a stale read waited for the refresh")
+		}
+	}
+	close(gates[1])
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if v, _ := c.get(context.Background()); v == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the background refresh never landed")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if n := loads.Load(); n != 2 {
+		t.Errorf("%d loads, want 2: stale reads must share one refresh", n)
+	}
+}
+
+func TestSnapshotCacheKeepsTheLastValueWhenARefreshFails(t *testing.T) {
+	t.Parallel()
+	var fail atomic.Bool
+	var loads atomic.Int64
+	clk := &fakeClock{t: time.Unix(0, 0)}
+	c := newSnapshotCache("test", func(ctx context.Context) (int64, error) {
+		loads.Add(1)
+		if fail.Load() {
+			return 0, errors.New("database down")
+		}
+		return 7, nil
+	}, slog.New(slog.DiscardHandler), time.Second)
+	c.now = clk.now
+	if v, err := c.get(context.Background()); v != 7 || err != nil {
+		t.Fatalf("first get: %d %v", v, err)
+	}
+	fail.Store(true)
+	clk.add(2 * time.Second)
+	for range 100 {
+		if v, err := c.get(context.Background()); v != 7 || err != nil {
+			t.Fatalf("after a failed refresh: %d %v, want the last value", v, err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if loads.Load() < 2 {
+		t.Error("no refresh was attempted")
+	}
+
+	cold := newSnapshotCache("cold", func(ctx context.Context) (int, error) { return 0, errors.New("down") },
+		slog.New(slog.DiscardHandler), time.Second)
+	if _, err := cold.get(context.Background()); err == nil {
+		t.Error("a cold cache whose load fails returned no error")
+	}
+}
