@@ -80,11 +80,10 @@ func TestWorkerCatalog(t *testing.T) {
 		}
 		return slices.Equal(ids, []string{"poller-1"}), strings.Join(ids, ",")
 	})
-	logs := f.env.Logs.String()
 	for _, want := range []string{"event=worker.connected protocol=stream", "event=worker.disconnected protocol=stream", "event=worker.connected protocol=long_poll"} {
-		if !strings.Contains(logs, want) {
-			t.Errorf("logs lack %q", want)
-		}
+		relaistest.WaitFor(t, 5*time.Second, "the log event "+want, func() (bool, string) {
+			return strings.Contains(f.env.Logs.String(), want), "not logged"
+		})
 	}
 	if v := connectedGauge(t, f.env, "add_company_to_crm"); v != 0 {
 		t.Errorf("relais_workers_connected after the stream ended = %v, want 0", v)
