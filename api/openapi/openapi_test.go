@@ -171,6 +171,11 @@ func TestRecordedExchanges(t *testing.T) {
 			// received this answer, so no client relies on its shape.
 			continue
 		}
+		if ex.Method == http.MethodHead {
+			// Every GET route answers HEAD as GET without a body (the
+			// document's description says so); its GET is validated.
+			continue
+		}
 		path, _, _ := strings.Cut(ex.URL, "?")
 		op, ok := match(ops, ex.Method, path)
 		if !ok {
@@ -198,7 +203,9 @@ func TestRecordedExchanges(t *testing.T) {
 		if ok, errs := v.ValidateHttpResponse(req, res); !ok {
 			report("%s: the %d response breaks the document:%s", name, ex.Status, general(errs))
 		}
-		if ex.Status >= 500 {
+		if ex.Status >= 500 && !(ex.Status == http.StatusServiceUnavailable && strings.Contains(string(ex.ResponseBody), `"database_unavailable"`)) {
+			// A lost database (tests stop it on purpose) is a documented
+			// 503; any other 5xx is a bug.
 			report("%s answered %d: %s", name, ex.Status, clip(ex.ResponseBody))
 		}
 	}
