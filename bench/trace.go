@@ -208,7 +208,9 @@ func (s *sqlStats) write(w io.Writer, units int, unit string) {
 		for name, st := range r.statements {
 			count += st.count
 			sqlTime += st.total
-			if name == "commit" {
+			// A batch ending with COMMIT is a commit too (its time
+			// includes the writes pipelined with it).
+			if name == "commit" || strings.HasSuffix(name, "+commit") {
 				commits += st.count
 				commitTime += st.total
 			}
@@ -241,3 +243,41 @@ func (s *sqlStats) write(w io.Writer, units int, unit string) {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+type batchStartKey struct{}
+
+// batchState gathers the statements of one batch: the engine pipelines a
+// transaction's writes with the next statement that is answered, and
+// BEGIN and COMMIT with them, in one round trip.
+type batchState struct {
+	at    time.Time
+	names []string
+}
+
+func (t *sqlTracer) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	if t.stats == nil && requestTraceFrom(ctx) == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, batchStartKey{}, &batchState{at: time.Now()})
+}
+
+func (t *sqlTracer) TraceBatchQuery(ctx context.Context, _ *pgx.Conn, data pgx.TraceBatchQueryData) {
+	bs, ok := ctx.Value(batchStartKey{}).(*batchState)
+	if !ok {
+		return
+	}
+	bs.names = append(bs.names, statementName(data.SQL))
+	if rt := requestTraceFrom(ctx); rt != nil && rt.probe != nil && data.SQL == "commit" && data.Err == nil {
+		rt.probe.committed.CompareAndSwap(0, time.Now().UnixNano())
+	}
+}
+
+// TraceBatchEnd counts the batch as one round trip, named after its
+// statements ("begin+InstanceLockByOccurrence", "OccurrenceComplete+commit").
+func (t *sqlTracer) TraceBatchEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchEndData) {
+	bs, ok := ctx.Value(batchStartKey{}).(*batchState)
+	if !ok || t.stats == nil {
+		return
+	}
+	t.stats.statement(routeIn(requestTraceFrom(ctx)), "batch "+strings.Join(bs.names, "+"), time.Since(bs.at))
+}
