@@ -32,6 +32,7 @@ import (
 	"github.com/relais/relais/internal/auth"
 	"github.com/relais/relais/internal/fault"
 	"github.com/relais/relais/internal/httpjson"
+	"github.com/relais/relais/internal/snapshot"
 )
 
 // basePath is where server.go mounts the console; links and cookies use it.
@@ -90,14 +91,16 @@ type Console struct {
 	eng      *engine.Engine
 	sessions *sessionStore
 	throttle *signInThrottle
-	counts   *snapshotCache[countSnapshot]
-	menus    *snapshotCache[filterMenus]
+	menus    *snapshot.Cache[filterMenus]
 	// nodeCounts are each process version's occurrences per node.
 	nodeCounts *versionCounts
 	// healthCache is the health page's snapshot of queues and last hour.
-	healthCache *snapshotCache[engine.Health]
+	healthCache *snapshot.Cache[engine.Health]
 	// now is the clock sessions expire by; tests move it.
 	now func() time.Time
+	// countsOf reads the counts by definition and status
+	// (eng.OccurrenceCounts); tests slow it down.
+	countsOf func(context.Context) ([]engine.OccurrenceCount, time.Time, error)
 }
 
 // New returns the console on eng. A nil logger discards.
@@ -106,12 +109,10 @@ func New(logger *slog.Logger, eng *engine.Engine) *Console {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	c := &Console{logger: logger, eng: eng, sessions: newSessionStore(), throttle: newSignInThrottle(), now: time.Now,
-		counts: newSnapshotCache("counts by status", loadCounts(eng), logger, countsTTL),
-		menus:  newSnapshotCache("filter menus", loadMenus(eng), logger, menusTTL)}
-	c.counts.clock = eng.Now
+		menus:       snapshot.New("console filter menus", loadMenus(eng), logger, menusTTL),
+		healthCache: snapshot.New("console health", eng.Health, logger, countsTTL).StampWith(eng.Now)}
 	c.nodeCounts = &versionCounts{eng: eng, c: c}
-	c.healthCache = newSnapshotCache("health", eng.Health, logger, countsTTL)
-	c.healthCache.clock = eng.Now
+	c.countsOf = eng.OccurrenceCounts
 	return c
 }
 

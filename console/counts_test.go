@@ -1,131 +1,63 @@
-package console
+package console_test
 
 import (
 	"context"
-	"errors"
 	"log/slog"
-	"sync"
-	"sync/atomic"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/relais/relais/console"
+	"github.com/relais/relais/engine"
+	"github.com/relais/relais/internal/relaistest"
 )
 
-// fakeClock is a settable clock for the cache.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *fakeClock) add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
-
-func TestSnapshotCacheSharesOneLoadAndServesStaleValues(t *testing.T) {
+// TestPagesDoNotWaitForTheFirstCount: counting reads every entry of an
+// index (seconds at ten million occurrences), so the first pages a replica
+// serves show their rows at once and say the counts are coming, instead of
+// waiting for them; the next page shows them.
+func TestPagesDoNotWaitForTheFirstCount(t *testing.T) {
 	t.Parallel()
-	var loads atomic.Int64
-	// Load n returns once gates[n-1] is closed.
-	gates := []chan struct{}{make(chan struct{}), make(chan struct{}), make(chan struct{})}
-	release := gates[0]
-	clk := &fakeClock{t: time.Unix(0, 0)}
-	c := newSnapshotCache("test", func(ctx context.Context) (int64, error) {
-		n := loads.Add(1)
-		<-gates[min(n, 3)-1]
-		return n, nil
-	}, slog.New(slog.DiscardHandler), 5*time.Second)
-	c.now = clk.now
-
-	// Concurrent first requests wait for one shared load.
-	var wg sync.WaitGroup
-	got := make([]int64, 20)
-	for i := range got {
-		wg.Go(func() {
-			v, err := c.get(context.Background())
-			if err != nil {
-				t.Error(err)
-			}
-			got[i] = v
-		})
-	}
-	// Not needed for correctness, only to make the pile-up likely.
-	time.Sleep(20 * time.Millisecond)
-	close(release)
-	wg.Wait()
-	for _, v := range got {
-		if v != 1 {
-			t.Fatalf("values %v: want every request to get the one load", got)
-		}
-	}
-
-	// Fresh: no load. Stale: the old value at once, one refresh behind it.
-	clk.add(4 * time.Second)
-	if v, _ := c.get(context.Background()); v != 1 || loads.Load() != 1 {
-		t.Fatalf("fresh value: %d after %d loads", v, loads.Load())
-	}
-	clk.add(2 * time.Second)
-	// The refresh is held until every stale read has answered.
-	stale := make(chan int64, 10)
-	go func() {
-		for range 10 {
-			v, _ := c.get(context.Background())
-			stale <- v
-		}
-	}()
-	for range 10 {
+	env := relaistest.New(t)
+	release := make(chan struct{})
+	c := console.New(slog.New(slog.DiscardHandler), env.Engine)
+	console.SetCounts(c, func(ctx context.Context) ([]engine.OccurrenceCount, time.Time, error) {
 		select {
-		case v := <-stale:
-			if v != 1 {
-				t.Fatalf("a stale read got %d, want the old value", v)
+		case <-release:
+			return env.Engine.OccurrenceCounts(ctx)
+		case <-ctx.Done():
+			return nil, time.Time{}, ctx.Err()
+		}
+	})
+	r := chi.NewRouter()
+	r.Mount("/console", c.Handler())
+	srv := httptest.NewServer(r)
+	t.Cleanup(srv.Close)
+
+	for _, lang := range []string{"en", "fr"} {
+		b := signedIn(t, srv.URL, lang, env.Operator)
+		want := map[string]string{"en": "Counting the occurrences", "fr": "Décompte des occurrences en cours"}[lang]
+		for path, testid := range map[string]string{"/console/occurrences": "counts-missing", "/console/health": "health-missing"} {
+			start := time.Now()
+			page := b.mustGet(path, 200)
+			if took := time.Since(start); took > 5*time.Second {
+				t.Errorf("%s %s took %v while the count was blocked", lang, path, took)
 			}
-		case <-time.After(5 * time.Second):
-			t.Fatal("a stale read waited for the refresh")
+			if got := page.doc.Find(`[data-testid=` + testid + `]`).Text(); !strings.Contains(got, want) {
+				t.Errorf("%s %s: %s = %q, want it to say %q", lang, path, testid, got, want)
+			}
+			if strings.Contains(page.body, "0001") {
+				t.Errorf("%s %s dates something at year 1: %.300s", lang, path, page.body)
+			}
 		}
 	}
-	close(gates[1])
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if v, _ := c.get(context.Background()); v == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the background refresh never landed")
-		}
-		time.Sleep(time.Millisecond)
-	}
-	if n := loads.Load(); n != 2 {
-		t.Errorf("%d loads, want 2: stale reads must share one refresh", n)
-	}
-}
-
-func TestSnapshotCacheKeepsTheLastValueWhenARefreshFails(t *testing.T) {
-	t.Parallel()
-	var fail atomic.Bool
-	var loads atomic.Int64
-	clk := &fakeClock{t: time.Unix(0, 0)}
-	c := newSnapshotCache("test", func(ctx context.Context) (int64, error) {
-		loads.Add(1)
-		if fail.Load() {
-			return 0, errors.New("database down")
-		}
-		return 7, nil
-	}, slog.New(slog.DiscardHandler), time.Second)
-	c.now = clk.now
-	if v, err := c.get(context.Background()); v != 7 || err != nil {
-		t.Fatalf("first get: %d %v", v, err)
-	}
-	fail.Store(true)
-	clk.add(2 * time.Second)
-	for range 100 {
-		if v, err := c.get(context.Background()); v != 7 || err != nil {
-			t.Fatalf("after a failed refresh: %d %v, want the last value", v, err)
-		}
-		time.Sleep(time.Millisecond)
-	}
-	if loads.Load() < 2 {
-		t.Error("no refresh was attempted")
-	}
-
-	cold := newSnapshotCache("cold", func(ctx context.Context) (int, error) { return 0, errors.New("down") },
-		slog.New(slog.DiscardHandler), time.Second)
-	if _, err := cold.get(context.Background()); err == nil {
-		t.Error("a cold cache whose load fails returned no error")
+	close(release)
+	b := signedIn(t, srv.URL, "en", env.Operator)
+	page := b.mustGet("/console/occurrences", 200)
+	if page.doc.Find(`[data-testid=counts-missing]`).Length() != 0 || page.doc.Find(`[data-testid=counts-total]`).Text() == "" {
+		t.Errorf("once counted, the page still has no counts: %.500s", page.body)
 	}
 }

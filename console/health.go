@@ -96,21 +96,21 @@ func (c *Console) health(w http.ResponseWriter, r *http.Request) {
 		HeadCompleted: T(ctx, "Completed, last hour"), HeadFailed1h: T(ctx, "Failed, last hour"),
 		Empty: T(ctx, "No definition has occurrences yet."),
 	}
-	snap, countsAt, err := c.counts.getAt(ctx)
+	snap, countsAt, err := c.counts(ctx)
 	if err != nil {
-		c.logger.Warn("console: counts unavailable", "err", err)
-		v.Missing = T(ctx, "Counts are unavailable right now.")
+		v.Missing = c.countsMissing(ctx, err)
 	}
-	h, healthAt, err := c.healthCache.getAt(ctx)
+	h, healthAt, err := c.healthCache.Get(ctx)
 	if err != nil {
 		c.logger.Warn("console: health unavailable", "err", err)
 		v.Missing = T(ctx, "Counts are unavailable right now.")
 		c.render(w, r, http.StatusOK, healthPage(v))
 		return
 	}
-	asOf := formatTime(ctx, countsAt)
-	if healthAt.Before(countsAt) {
-		asOf = formatTime(ctx, healthAt)
+	// The older of the two reads dates the page; missing counts date nothing.
+	asOf := formatTime(ctx, healthAt)
+	if !countsAt.IsZero() && countsAt.Before(healthAt) {
+		asOf = formatTime(ctx, countsAt)
 	}
 	v.AsOf = T(ctx, "As of %s (%s); refreshed every few seconds.", asOf.Text, asOf.Rel)
 

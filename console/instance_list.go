@@ -137,7 +137,7 @@ func (c *Console) instanceList(w http.ResponseWriter, r *http.Request) {
 			Status: T(ctx, "Status"), Outcome: T(ctx, "End node or error"), Created: T(ctx, "Started"), Ended: T(ctx, "Ended")},
 		Empty: T(ctx, "No instance matches these filters."),
 	}
-	menus, err := c.menus.get(ctx)
+	menus, _, err := c.menus.Get(ctx)
 	if err != nil {
 		c.serverError(w, r, err)
 		return

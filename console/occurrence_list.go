@@ -222,7 +222,7 @@ func (c *Console) occurrenceList(w http.ResponseWriter, r *http.Request) {
 		Empty: T(ctx, "No occurrence matches these filters."),
 	}
 
-	menus, err := c.menus.get(ctx)
+	menus, _, err := c.menus.Get(ctx)
 	if err != nil {
 		c.serverError(w, r, err)
 		return
@@ -320,10 +320,9 @@ func (c *Console) occurrenceCounts(r *http.Request, f occurrenceFilter, v *occur
 	default:
 		v.CountsScope = T(ctx, "All definitions")
 	}
-	snap, at, err := c.counts.getAt(ctx)
+	snap, at, err := c.counts(ctx)
 	if err != nil {
-		c.logger.Warn("console: counts unavailable", "err", err)
-		v.CountsMissing = T(ctx, "Counts are unavailable right now.")
+		v.CountsMissing = c.countsMissing(ctx, err)
 		return
 	}
 	byStatus := snap.forDefinition(f.Definition)

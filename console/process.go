@@ -15,6 +15,7 @@ import (
 
 	"github.com/relais/relais/engine"
 	"github.com/relais/relais/engine/process"
+	"github.com/relais/relais/internal/snapshot"
 )
 
 // processRow is one process of the list.
@@ -262,7 +263,7 @@ type versionCounts struct {
 	eng    *engine.Engine
 	c      *Console
 	mu     sync.Mutex
-	caches map[string]*snapshotCache[[]engine.NodeCount]
+	caches map[string]*snapshot.Cache[[]engine.NodeCount]
 }
 
 // maxVersionCaches bounds the versions whose counts are kept; past it the
@@ -273,16 +274,15 @@ func (vc *versionCounts) get(ctx context.Context, key string, version int) ([]en
 	id := key + "\x00" + strconv.Itoa(version)
 	vc.mu.Lock()
 	if vc.caches == nil || len(vc.caches) >= maxVersionCaches {
-		vc.caches = map[string]*snapshotCache[[]engine.NodeCount]{}
+		vc.caches = map[string]*snapshot.Cache[[]engine.NodeCount]{}
 	}
 	sc := vc.caches[id]
 	if sc == nil {
-		sc = newSnapshotCache("node counts", func(ctx context.Context) ([]engine.NodeCount, error) {
+		sc = snapshot.New("console node counts", func(ctx context.Context) ([]engine.NodeCount, error) {
 			return vc.eng.CountOccurrencesByNode(ctx, key, version)
-		}, vc.c.logger, countsTTL)
-		sc.clock = vc.eng.Now
+		}, vc.c.logger, countsTTL).StampWith(vc.eng.Now)
 		vc.caches[id] = sc
 	}
 	vc.mu.Unlock()
-	return sc.getAt(ctx)
+	return sc.Get(ctx)
 }

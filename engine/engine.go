@@ -85,7 +85,8 @@ func New(pool *pgxpool.Pool, opts Options) *Engine {
 	schemas := contracts.NewCache()
 	e := &Engine{pool: pool, q: queries.New(pool), logger: opts.Logger, keys: opts.Keys, limits: opts.Limits, now: opts.Now,
 		replica: opts.Replica, revisions: revisionCache{schemas: schemas}, schemas: schemas, memo: newMemo()}
-	e.counts = snapshot.New("occurrence counts by definition and status", e.CountOccurrencesByDefinitionStatus, opts.Logger, OccurrenceCountsTTL)
+	e.counts = snapshot.New("occurrence counts by definition and status", e.CountOccurrencesByDefinitionStatus, opts.Logger, OccurrenceCountsTTL).
+		StampWith(e.Now)
 	return e
 }
 

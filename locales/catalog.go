@@ -39,362 +39,363 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                              222,
-	"%[1]s %[2]s, %[3]s %[4]s":                 223,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          221,
-	"%[1]s; %[2]s":                             220,
-	"%d (0 lowest, 9 highest)":                 352,
-	"%d attempts":                              374,
-	"%d attempts, retry after %s, priority %d": 498,
-	"%d breaking":                              166,
-	"%d changes":                               165,
-	"%d completed":                             218,
-	"%d d":                                     230,
-	"%d days":                                  244,
-	"%d failed":                                219,
-	"%d h":                                     229,
+	"%[1]s %[2]s":                              223,
+	"%[1]s %[2]s, %[3]s %[4]s":                 224,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          222,
+	"%[1]s; %[2]s":                             221,
+	"%d (0 lowest, 9 highest)":                 353,
+	"%d attempts":                              375,
+	"%d attempts, retry after %s, priority %d": 499,
+	"%d breaking":                              168,
+	"%d changes":                               167,
+	"%d completed":                             219,
+	"%d d":                                     231,
+	"%d days":                                  245,
+	"%d failed":                                220,
+	"%d h":                                     230,
 	"%d held instances match now.":             45,
-	"%d hours":                                 245,
-	"%d items":                                 552,
-	"%d left":                                  376,
-	"%d min":                                   228,
-	"%d minutes":                               246,
-	"%d ms":                                    248,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 488,
-	"%d occurrences": 444,
-	"%d releases":    183,
+	"%d hours":                                 246,
+	"%d items":                                 553,
+	"%d left":                                  377,
+	"%d min":                                   229,
+	"%d minutes":                               247,
+	"%d ms":                                    249,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 489,
+	"%d occurrences": 445,
+	"%d releases":    185,
 	"%d running or held instances match now.": 52,
-	"%d s":       227,
-	"%d seconds": 247,
+	"%d s":       228,
+	"%d seconds": 248,
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 65,
-	"%s ago":                            225,
-	"%s so far":                         420,
-	"%s → %s":                           493,
-	"%s, revision %s":                   342,
-	"%s, version %s":                    343,
-	"%s: %s → %s":                       173,
-	"%s: a date is written 2026-12-01.": 455,
-	"%s: the first day comes after the last.": 456,
-	"%s–%s":       217,
-	"(each item)": 541,
-	"(worker %s)": 409,
-	"0 seconds":   243,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.": 519,
+	"%s ago":                            226,
+	"%s so far":                         421,
+	"%s → %s":                           494,
+	"%s, revision %s":                   343,
+	"%s, version %s":                    344,
+	"%s: %s → %s":                       175,
+	"%s: a date is written 2026-12-01.": 456,
+	"%s: the first day comes after the last.": 457,
+	"%s–%s":       218,
+	"(each item)": 542,
+	"(worker %s)": 410,
+	"0 seconds":   244,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.": 520,
 	"Abandon %d instances":                                           49,
 	"Abandon every held instance this filter matches":                47,
 	"Abandon every held instance…":                                   7,
 	"Abandon process instance %s":                                    17,
 	"Abandon the instance":                                           20,
 	"Abandon this instance? It fails with the error code abandoned.": 18,
-	"Abandoned by %s at %s — “%s”":                                   272,
+	"Abandoned by %s at %s — “%s”":                                   273,
 	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 35,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 286,
+	"Act on every instance this filter matches": 287,
 	"Action":                              68,
 	"All actions":                         79,
-	"All consumers":                       441,
-	"All definitions":                     208,
-	"All processes":                       292,
-	"All statuses":                        293,
-	"All workers":                         567,
-	"An operator abandoned the instance.": 402,
+	"All consumers":                       442,
+	"All definitions":                     209,
+	"All processes":                       293,
+	"All statuses":                        294,
+	"All workers":                         568,
+	"An operator abandoned the instance.": 403,
 	"Apply filters":                       76,
-	"Apr":                                 234,
-	"As of %s (%s); refreshed every few seconds.": 205,
-	"Attempts":                         353,
+	"Apr":                                 235,
+	"As of %s (%s); refreshed every few seconds.": 206,
+	"Attempts":                         354,
 	"Audit log":                        73,
-	"Aug":                              238,
-	"Available from":                   384,
+	"Aug":                              239,
+	"Available from":                   385,
 	"Back to definitions":              111,
 	"Back to external tasks":           110,
 	"Back to the list":                 42,
-	"Back without saving":              463,
-	"Breaks processes":                 147,
-	"Breaks workers":                   148,
+	"Back without saving":              464,
+	"Breaks processes":                 149,
+	"Breaks workers":                   150,
 	"Bulk %s applied to %d instances.": 64,
 	"Bulk action":                      72,
 	"Business key":                     58,
-	"Call timeout":                     371,
-	"Cancelled: the instance was stopped (%s).":               419,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 418,
+	"Call timeout":                     372,
+	"Cancelled: the instance was stopped (%s).":               420,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 419,
 	"Cannot act on this filter":                               61,
-	"Cannot reveal":                                           503,
-	"Change":                                                  145,
-	"Changes between the two revisions":                       157,
-	"Choose two existing revisions to compare.":               163,
-	"Classification":                                          123,
+	"Cannot reveal":                                           504,
+	"Change":                                                  147,
+	"Changes between the two revisions":                       159,
+	"Choose two existing revisions to compare.":               165,
+	"Classification":                                          125,
 	"Clear filters":                                           77,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 477,
-	"Compare":              144,
-	"Compare revisions":    140,
-	"Completed":            216,
-	"Completed (%s).":      414,
-	"Completed, last hour": 201,
-	"Completions and failures per 5 minutes, last hour: %s":    209,
-	"Completions and failures per 5-minute slot, oldest first": 214,
-	"Completions and failures, last hour":                      194,
-	"Connected":                                                563,
-	"Constraints":                                              124,
-	"Consumer":                                                 355,
-	"Consumer and worker":                                      438,
-	"Counts are unavailable right now.":                        204,
-	"Counts as of %s (%s); refreshed every few seconds.":       486,
-	"Counts by status":                                         434,
-	"Created":                                                  259,
-	"Created from":                                             59,
-	"Created to":                                               60,
-	"Creation date":                                            281,
-	"Dates":                                                    346,
-	"Deadline":                                                 350,
-	"Dec":                                                      242,
-	"Deferred":                                                 388,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 413,
-	"Definition":         196,
-	"Definition %s":      126,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 478,
+	"Compare":              146,
+	"Compare revisions":    142,
+	"Completed":            217,
+	"Completed (%s).":      415,
+	"Completed, last hour": 203,
+	"Completions and failures per 5 minutes, last hour: %s":    210,
+	"Completions and failures per 5-minute slot, oldest first": 215,
+	"Completions and failures, last hour":                      196,
+	"Connected":                                                564,
+	"Constraints":                                              126,
+	"Consumer":                                                 356,
+	"Consumer and worker":                                      439,
+	"Counting the occurrences; the counts appear when you reload the page.": 120,
+	"Counts are unavailable right now.":                                     121,
+	"Counts as of %s (%s); refreshed every few seconds.":                    487,
+	"Counts by status": 435,
+	"Created":          260,
+	"Created from":     59,
+	"Created to":       60,
+	"Creation date":    282,
+	"Dates":            347,
+	"Deadline":         351,
+	"Dec":              243,
+	"Deferred":         389,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 414,
+	"Definition":         198,
+	"Definition %s":      128,
 	"Definitions":        99,
-	"Definitions by key": 178,
-	"Definitions served": 561,
-	"Definitions, those needing attention first": 195,
-	"Description":          125,
-	"Destination":          364,
-	"Destination’s answer": 359,
-	"Detail":               146,
-	"Digest":               160,
+	"Definitions by key": 180,
+	"Definitions served": 562,
+	"Definitions, those needing attention first": 197,
+	"Description":          127,
+	"Destination":          365,
+	"Destination’s answer": 360,
+	"Detail":               148,
+	"Digest":               162,
 	"Display settings":     104,
-	"Duration":             358,
-	"Each definition’s queue and incidents now, and what its workers finished in the last hour.":                              193,
+	"Duration":             359,
+	"Each definition’s queue and incidents now, and what its workers finished in the last hour.":                              195,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  51,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     48,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 44,
-	"End node":                    276,
-	"End node or error":           290,
-	"Ended":                       275,
-	"Error":                       437,
-	"Error (before any attempt)":  390,
-	"Error code":                  279,
-	"Error message":               361,
-	"Every %d seconds":            467,
-	"Every attempt, oldest first": 354,
+	"End node":                    277,
+	"End node or error":           291,
+	"Ended":                       276,
+	"Error":                       438,
+	"Error (before any attempt)":  391,
+	"Error code":                  280,
+	"Error message":               362,
+	"Every %d seconds":            468,
+	"Every attempt, oldest first": 355,
 	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log (GET /api/v1/audit/reveals).": 74,
-	"Expired token":                    528,
-	"Expires":                          525,
+	"Expired token":                    529,
+	"Expires":                          526,
 	"External tasks":                   93,
-	"Failed":                           199,
-	"Failed (%s).":                     417,
-	"Failed occurrence":                278,
-	"Failed, last hour":                202,
-	"Feb":                              232,
-	"Field":                            120,
+	"Failed":                           201,
+	"Failed (%s).":                     418,
+	"Failed occurrence":                279,
+	"Failed, last hour":                204,
+	"Feb":                              233,
+	"Field":                            122,
 	"Filter":                           40,
 	"Filters":                          75,
 	"Find":                             98,
 	"Find an instance or occurrence":   96,
 	"First page":                       87,
 	"Form refused":                     114,
-	"From revision":                    142,
-	"From revision %d to revision %d:": 164,
+	"From revision":                    144,
+	"From revision %d to revision %d:": 166,
 	"Give a reason: it is recorded in the audit log (at most 1,000 characters). Nothing was done.": 31,
-	"Graph":                   476,
-	"Graph of %s":             487,
-	"HTTP 2xx, unusable body": 423,
+	"Graph":                   477,
+	"Graph of %s":             488,
+	"HTTP 2xx, unusable body": 424,
 	"Health":                  92,
-	"Held at node":            277,
-	"Held instances":          198,
-	"ID":                      522,
-	"In flight":               562,
-	"In the last hour: %d completed, %d failed. The table after the chart gives each 5-minute slot.": 210,
-	"Inputs":                     150,
-	"Inputs of revision %d":      161,
-	"Inputs of the working copy": 152,
-	"Inputs the instance was started with, labelled by process version %d's contract": 267,
-	"Inputs, labelled by revision %d's contract":                                      377,
-	"Instance":                  289,
+	"Held at node":            278,
+	"Held instances":          200,
+	"ID":                      523,
+	"In flight":               563,
+	"In the last hour: %d completed, %d failed. The table after the chart gives each 5-minute slot.": 211,
+	"Inputs":                     152,
+	"Inputs of revision %d":      163,
+	"Inputs of the working copy": 154,
+	"Inputs the instance was started with, labelled by process version %d's contract": 268,
+	"Inputs, labelled by revision %d's contract":                                      378,
+	"Instance":                  290,
 	"Instances":                 94,
-	"Instances of this process": 485,
-	"Invalid page":              555,
+	"Instances of this process": 486,
+	"Invalid page":              556,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.": 19,
-	"Its instance is held here, waiting for an operator.":                                                                   415,
-	"Its instance went on along the node’s error path.":                                                                     416,
-	"Its message": 391,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      535,
+	"Its instance is held here, waiting for an operator.":                                                                   416,
+	"Its instance went on along the node’s error path.":                                                                     417,
+	"Its message": 392,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      536,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 29,
-	"Jan":                     231,
-	"Jul":                     237,
-	"Jun":                     236,
-	"Keep it":                 537,
+	"Jan":                     232,
+	"Jul":                     238,
+	"Jun":                     237,
+	"Keep it":                 538,
 	"Keep it held":            12,
 	"Keep it running":         11,
-	"Key":                     179,
-	"Kind":                    480,
+	"Key":                     181,
+	"Kind":                    481,
 	"Language":                89,
-	"Last error (attempt %d)": 389,
-	"Last reserved":           386,
-	"Last saved":              131,
-	"Last seen":               564,
-	"Last used":               524,
-	"Latest revision":         180,
-	"Lists every change from one revision to another, and whom it may break.": 141,
-	"Local time at %s": 465,
-	"Lock expired %s — waiting to be offered again.": 406,
-	"Lock expires":                     387,
+	"Last error (attempt %d)": 390,
+	"Last reserved":           387,
+	"Last saved":              133,
+	"Last seen":               565,
+	"Last used":               525,
+	"Latest revision":         182,
+	"Lists every change from one revision to another, and whom it may break.": 143,
+	"Local time at %s": 466,
+	"Lock expired %s — waiting to be offered again.": 407,
+	"Lock expires":                     388,
 	"Main navigation":                  91,
-	"Mar":                              233,
-	"Maximum attempts":                 348,
-	"May":                              235,
-	"Message from Relais (in English)": 392,
-	"Message from the service (as it sent it)": 393,
-	"Mode": 345,
-	"More filters: instance, revision, consumer, dates": 432,
-	"Name":                               129,
-	"Never":                              466,
-	"Next attempt":                       385,
-	"Next attempt or settled":            439,
-	"Next node":                          258,
+	"Mar":                              234,
+	"Maximum attempts":                 349,
+	"May":                              236,
+	"Message from Relais (in English)": 393,
+	"Message from the service (as it sent it)": 394,
+	"Mode": 346,
+	"More filters: instance, revision, consumer, dates": 433,
+	"Name":                               131,
+	"Never":                              467,
+	"Next attempt":                       386,
+	"Next attempt or settled":            440,
+	"Next node":                          259,
 	"Next page":                          86,
-	"No definition has occurrences yet.": 203,
-	"No definition yet.":                 182,
-	"No inputs.":                         151,
-	"No instance matches these filters.": 291,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 511,
-	"No occurrence matches these filters.":                                                   440,
+	"No definition has occurrences yet.": 205,
+	"No definition yet.":                 184,
+	"No inputs.":                         153,
+	"No instance matches these filters.": 292,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 512,
+	"No occurrence matches these filters.":                                                   441,
 	"No operator action matches.":                                                            78,
-	"No operator has acted on this instance.":                                                263,
-	"No outputs yet: the occurrence has not completed.":                                      380,
-	"No outputs.": 154,
-	"No outputs: the occurrence ended without completing.":          382,
-	"No process is published yet.":                                  471,
-	"No release yet.":                                               135,
-	"No revision yet: the Working copy has never been snapshotted.": 133,
-	"No service has reserved this occurrence yet.":                  362,
-	"No token.":                         531,
-	"No worker is connected.":           565,
-	"No worker serves this definition.": 568,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 571,
-	"Node":    255,
-	"Node %s": 192,
-	"Nodes":   478,
-	"Nodes of this version, with their occurrences now": 479,
-	"Nodes reached, in order":                           254,
+	"No operator has acted on this instance.":                                                264,
+	"No outputs yet: the occurrence has not completed.":                                      381,
+	"No outputs.": 156,
+	"No outputs: the occurrence ended without completing.":          383,
+	"No process is published yet.":                                  472,
+	"No release yet.":                                               137,
+	"No revision yet: the Working copy has never been snapshotted.": 135,
+	"No service has reserved this occurrence yet.":                  363,
+	"No token.":                         532,
+	"No worker is connected.":           566,
+	"No worker serves this definition.": 569,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 572,
+	"Node":    256,
+	"Node %s": 194,
+	"Nodes":   479,
+	"Nodes of this version, with their occurrences now": 480,
+	"Nodes reached, in order":                           255,
 	"Not allowed":                                       108,
 	"Not found":                                         112,
-	"Notes":                                             138,
+	"Notes":                                             140,
 	"Nothing exists at this address, or it is not visible to you.":          113,
 	"Nothing to do: no instance this action applies to matches the filter.": 54,
-	"Nothing to find: the search box is empty.":                             509,
-	"Nov":                       241,
-	"Now":                       372,
-	"Occurrence":                256,
-	"Occurrence %s":             344,
+	"Nothing to find: the search box is empty.":                             510,
+	"Nov":                       242,
+	"Now":                       373,
+	"Occurrence":                257,
+	"Occurrence %s":             345,
 	"Occurrence offered again":  71,
-	"Occurrences now":           484,
-	"Occurrences, newest first": 435,
-	"Oct":                       240,
-	"Offered from %s — %s.":     405,
-	"Oldest claimable waits":    200,
-	"On error":                  483,
-	"On success":                482,
-	"Only a value this page shows as hidden (sensitive) can be revealed.": 504,
-	"Only administrators manage tokens.":                                  520,
-	"Only administrators may reveal a sensitive value.":                   501,
-	"Open":             197,
-	"Operator actions": 251,
-	"Operator actions on this instance, newest first": 264,
+	"Occurrences now":           485,
+	"Occurrences, newest first": 436,
+	"Oct":                       241,
+	"Offered from %s — %s.":     406,
+	"Oldest claimable waits":    202,
+	"On error":                  484,
+	"On success":                483,
+	"Only a value this page shows as hidden (sensitive) can be revealed.": 505,
+	"Only administrators manage tokens.":                                  521,
+	"Only administrators may reveal a sensitive value.":                   502,
+	"Open":             199,
+	"Operator actions": 252,
+	"Operator actions on this instance, newest first": 265,
 	"Operator actions, newest first":                  84,
-	"Outcome":                                         360,
-	"Outputs":                                         153,
-	"Outputs of revision %d":                          162,
-	"Outputs of the working copy":                     155,
-	"Outputs, labelled by revision %d's contract":     379,
+	"Outcome":                                         361,
+	"Outputs":                                         155,
+	"Outputs of revision %d":                          164,
+	"Outputs of the working copy":                     157,
+	"Outputs, labelled by revision %d's contract":     380,
 	"Pages": 85,
-	"Pages with a form, such as a confirmation, never reload on their own.": 461,
-	"Path":                            252,
-	"Pinned revision":                 481,
-	"Policy":                          347,
-	"Previous page":                   453,
-	"Priority":                        351,
+	"Pages with a form, such as a confirmation, never reload on their own.": 462,
+	"Path":                            253,
+	"Pinned revision":                 482,
+	"Policy":                          348,
+	"Previous page":                   454,
+	"Priority":                        352,
 	"Process":                         56,
-	"Process %s":                      473,
-	"Process and node":                436,
-	"Process inputs":                  266,
+	"Process %s":                      474,
+	"Process and node":                437,
+	"Process inputs":                  267,
 	"Process instance":                70,
-	"Process instance %s":             249,
-	"Process instances":               283,
-	"Process instances, newest first": 288,
+	"Process instance %s":             250,
+	"Process instances":               284,
+	"Process instances, newest first": 289,
 	"Processes":                       95,
-	"Processes by key":                469,
-	"Protocol":                        560,
-	"Published":                       139,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 468,
+	"Processes by key":                470,
+	"Protocol":                        561,
+	"Published":                       141,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 469,
 	"Reason": 69,
 	"Reason (recorded in the audit log for every instance)": 41,
 	"Reason (recorded in the audit log)":                    9,
-	"Reason given by the worker":                            368,
-	"Recorded operator actions":                             262,
+	"Reason given by the worker":                            369,
+	"Recorded operator actions":                             263,
 	"Relais console":                                        88,
-	"Relais has not called the destination yet.":            366,
-	"Relais is calling the destination (since %s).":         410,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 367,
+	"Relais has not called the destination yet.":            367,
+	"Relais is calling the destination (since %s).":         411,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 368,
 	"Relais refused the action. Nothing was done.":                                                         32,
-	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 396,
-	"Release":                             136,
-	"Releases":                            134,
-	"Releases, oldest first":              156,
-	"Reload lists and detail pages":       460,
-	"Replica":                             365,
-	"Required":                            122,
-	"Reserved":                            357,
-	"Reserved by %s.":                     412,
-	"Reserved by %s; lock until %s — %s.": 411,
-	"Retried by %s at %s — “%s”":          273,
+	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 397,
+	"Release":                             138,
+	"Releases":                            136,
+	"Releases, oldest first":              158,
+	"Reload lists and detail pages":       461,
+	"Replica":                             366,
+	"Required":                            124,
+	"Reserved":                            358,
+	"Reserved by %s.":                     413,
+	"Reserved by %s; lock until %s — %s.": 412,
+	"Retried by %s at %s — “%s”":          274,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 34,
-	"Retries":            369,
+	"Retries":            370,
 	"Retry %d instances": 46,
-	"Retry at %s — %s.":  404,
-	"Retry delay":        349,
+	"Retry at %s — %s.":  405,
+	"Retry delay":        350,
 	"Retry every held instance this filter matches": 43,
 	"Retry every held instance…":                    6,
-	"Retry or abandon it from its instance":         373,
+	"Retry or abandon it from its instance":         374,
 	"Retry process instance %s":                     13,
 	"Retry the instance":                            16,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 14,
 	"Retrying and abandoning apply to held instances, not %s ones.":                                           39,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 383,
-	"Revealed by %s at %s; recorded in the audit log.": 502,
-	"Revision":                  137,
-	"Revision %d":               158,
-	"Revisions":                 132,
-	"Revoke the %s token “%s”?": 534,
-	"Revoke the token":          536,
-	"Revoke token %d":           533,
-	"Revoke…":                   529,
-	"Role":                      523,
-	"Route":                     257,
-	"Routing output":            130,
-	"Rows %s–%s":                454,
-	"Save settings":             462,
+	"Reveal — this is recorded": 384,
+	"Revealed by %s at %s; recorded in the audit log.": 503,
+	"Revision":                  139,
+	"Revision %d":               160,
+	"Revisions":                 134,
+	"Revoke the %s token “%s”?": 535,
+	"Revoke the token":          537,
+	"Revoke token %d":           534,
+	"Revoke…":                   530,
+	"Role":                      524,
+	"Route":                     258,
+	"Routing output":            132,
+	"Rows %s–%s":                455,
+	"Save settings":             463,
 	"Say why, for whoever reads the log later: at most 1,000 characters.": 10,
-	"Search":                               507,
-	"Secret values can never be revealed.": 505,
-	"Sep":                                  239,
-	"Served by %d workers":                 572,
+	"Search":                               508,
+	"Secret values can never be revealed.": 506,
+	"Sep":                                  240,
+	"Served by %d workers":                 573,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 23,
-	"Settled":              260,
-	"Settlement date":      431,
-	"Show all definitions": 207,
-	"Show times in":        458,
+	"Settled":              261,
+	"Settlement date":      432,
+	"Show all definitions": 208,
+	"Show times in":        459,
 	"Showing the instances bulk action %s changed.": 82,
-	"Sign in": 513,
-	"Sign in with an operator or administrator token.": 514,
+	"Sign in": 514,
+	"Sign in with an operator or administrator token.": 515,
 	"Sign out":             103,
 	"Signed in as %s (%s)": 102,
 	"Skip to content":      90,
-	"Slot":                 215,
-	"Snapshotted":          159,
+	"Slot":                 216,
+	"Snapshotted":          161,
 	"Something went wrong": 118,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 521,
-	"Start node":        475,
-	"Started":           274,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 522,
+	"Start node":        476,
+	"Started":           275,
 	"Status":            57,
 	"Stop %d instances": 53,
 	"Stop every running or held instance this filter matches": 50,
@@ -403,218 +404,218 @@ var messageKeyToIndex = map[string]int{
 	"Stop the instance":                                       24,
 	"Stop this instance? Its open occurrences are cancelled.": 22,
 	"Stop this instance…":                                     2,
-	"Stopped by %s at %s — “%s”":                              271,
+	"Stopped by %s at %s — “%s”":                              272,
 	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 36,
 	"Stopping applies to running or held instances, not %s ones.":                              38,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   270,
-	"Summary": 250,
-	"Task contracts: their Working copy, immutable revisions and named releases.": 177,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   271,
+	"Summary": 251,
+	"Task contracts: their Working copy, immutable revisions and named releases.": 179,
 	"Temporarily unavailable":                                    116,
-	"That is too long to be an id or a business key.":            510,
+	"That is too long to be an id or a business key.":            511,
 	"The bulk action must be its id (a UUID).":                   81,
-	"The call could not be prepared.":                            397,
-	"The chart’s numbers":                                        213,
+	"The call could not be prepared.":                            398,
+	"The chart’s numbers":                                        214,
 	"The confirmed count is missing: start again from the list.": 62,
 	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           119,
-	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      459,
+	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      460,
 	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 63,
 	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 117,
-	"The deadline passed before a result arrived.":                                                                                394,
-	"The destination answered HTTP %s.":                                                                                           403,
-	"The destination could not be reached.":                                                                                       398,
-	"The destination’s answer was too large.":                                                                                     399,
-	"The inputs could not be built from the process’s bindings.":                                                                  401,
-	"The last attempt’s lock expired with no attempt left.":                                                                       400,
-	"The next page counts them and asks for a reason before anything changes.":                                                    287,
-	"The nodes this instance reached, in order, each with its occurrence.":                                                        253,
-	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                128,
+	"The deadline passed before a result arrived.":                                                                                395,
+	"The destination answered HTTP %s.":                                                                                           404,
+	"The destination could not be reached.":                                                                                       399,
+	"The destination’s answer was too large.":                                                                                     400,
+	"The inputs could not be built from the process’s bindings.":                                                                  402,
+	"The last attempt’s lock expired with no attempt left.":                                                                       401,
+	"The next page counts them and asks for a reason before anything changes.":                                                    288,
+	"The nodes this instance reached, in order, each with its occurrence.":                                                        254,
+	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                130,
 	"The page cursor is invalid: go back to the first page.":                                                                      83,
-	"The page size must be between 1 and %d.":                                                                                     282,
+	"The page size must be between 1 and %d.":                                                                                     283,
 	"The process instance must be an instance id (a UUID).":                                                                       80,
-	"The result did not match the revision's outputs contract.":                                                                   395,
-	"The revision must be a whole number, 1 or more.":                                                                             429,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 516,
-	"The token was revoked.":                                                                                                      532,
-	"These revisions have the same contracts.":                                                                                    149,
-	"These settings are kept in this browser only.":                                                                               457,
-	"This contract has no inputs.":                                                                                                378,
-	"This contract has no outputs.":                                                                                               381,
+	"The result did not match the revision's outputs contract.":                                                                   396,
+	"The revision must be a whole number, 1 or more.":                                                                             430,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 517,
+	"The token was revoked.":                                                                                                      533,
+	"These revisions have the same contracts.":                                                                                    151,
+	"These settings are kept in this browser only.":                                                                               458,
+	"This contract has no inputs.":                                                                                                379,
+	"This contract has no outputs.":                                                                                               382,
 	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                         115,
 	"This instance has already ended; there is nothing to stop.":                                                                  30,
-	"This instance has not reached a task yet.":                                                                                   261,
+	"This instance has not reached a task yet.":                                                                                   262,
 	"This instance is %s, not held: there is nothing to abandon.":                                                                 26,
 	"This instance is %s, not held: there is nothing to retry.":                                                                   25,
 	"This instance is %s: there is nothing to stop.":                                                                              27,
-	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 269,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 270,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                          28,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                   33,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                            539,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                           538,
-	"This page does not accept that request.":     506,
-	"This page link is not one the console made.": 556,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                            540,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                           539,
+	"This page does not accept that request.":     507,
+	"This page link is not one the console made.": 557,
 	"This page reloads every %d seconds.":         107,
-	"This process takes no inputs.":               268,
-	"This token is unknown or has been revoked.":  518,
+	"This process takes no inputs.":               269,
+	"This token is unknown or has been revoked.":  519,
 	"Times in %s · no auto-reload":                106,
 	"Times in %s · reload every %d s":             105,
-	"To revision":                                 143,
-	"Token":                                       515,
+	"To revision":                                 145,
+	"Token":                                       516,
 	"Tokens":                                      101,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 517,
-	"Totals of all definitions, not narrowed by the other filters":         443,
-	"Totals of definition %s, not narrowed by the other filters":           442,
-	"Type": 121,
-	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 508,
-	"UTC (coordinated universal time)": 464,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 518,
+	"Totals of all definitions, not narrowed by the other filters":         444,
+	"Totals of definition %s, not narrowed by the other filters":           443,
+	"Type": 123,
+	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 509,
+	"UTC (coordinated universal time)": 465,
 	"Unknown action.":                  37,
-	"Unknown consumer.":                430,
-	"Unknown status %q.":               280,
-	"Value":                            265,
-	"Version":                          474,
-	"Versions, newest first":           470,
-	"Waiting for Relais to call the destination since %s (%s).": 407,
-	"Waiting for a worker since %s (%s).":                       408,
+	"Unknown consumer.":                431,
+	"Unknown status %q.":               281,
+	"Value":                            266,
+	"Version":                          475,
+	"Versions, newest first":           471,
+	"Waiting for Relais to call the destination since %s (%s).": 408,
+	"Waiting for a worker since %s (%s).":                       409,
 	"When":                                                      66,
 	"Who":                                                       67,
-	"Worker":                                                    559,
-	"Worker id":                                                 356,
+	"Worker":                                                    560,
+	"Worker id":                                                 357,
 	"Workers":                                                   100,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        557,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        558,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 15,
-	"Workers seen within three heartbeats": 558,
-	"Workers serving %s":                   566,
-	"Working copy":                         127,
-	"You are signed out.":                  512,
+	"Workers seen within three heartbeats": 559,
+	"Workers serving %s":                   567,
+	"Working copy":                         129,
+	"You are signed out.":                  513,
 	"Your role can read definitions only: external tasks and process instances are for operators and administrators.": 109,
-	"[redacted]":                          428,
+	"[redacted]":                          429,
 	"abandon":                             4,
-	"administrator":                       320,
-	"an incident: retry, abandon or stop": 187,
-	"answer too large":                    426,
+	"administrator":                       321,
+	"an incident: retry, abandon or stop": 189,
+	"answer too large":                    427,
 	"any":                                 55,
-	"any other code → %s":                 496,
-	"any other error":                     185,
-	"as of %s (%s); counts are refreshed every few seconds.": 445,
-	"at least %d characters":                                 542,
-	"at least %d items":                                      549,
-	"at most %d":                                             375,
-	"at most %d characters":                                  543,
-	"at most %d items":                                       550,
-	"available":                                              294,
-	"boolean":                                                307,
-	"call in progress since":                                 450,
-	"cancelled":                                              297,
-	"choice":                                                 310,
-	"claimable since":                                        449,
-	"claimable since %s":                                     206,
-	"classification changed":                                 331,
-	"completed":                                              211,
-	"constraint changed":                                     332,
-	"consumer":                                               323,
-	"consumer #%s":                                           421,
-	"date":                                                   308,
-	"date and time":                                          309,
-	"deadline %s":                                            499,
-	"deferred":                                               296,
-	"deferred since":                                         452,
-	"designer":                                               322,
-	"disconnected":                                           303,
-	"end (completes)":                                        491,
-	"end (fails)":                                            492,
-	"end: completes the instance":                            188,
-	"end: fails the instance":                                189,
-	"expired":                                                300,
-	"failed":                                                 212,
-	"fails the instance":                                     497,
-	"field added":                                            326,
-	"field removed":                                          327,
-	"format":                                                 337,
-	"format %s":                                              545,
-	"from":                                                   284,
-	"held":                                                   299,
-	"held for an operator":                                   186,
-	"hold (an incident for an operator)":                     495,
+	"any other code → %s":                 497,
+	"any other error":                     187,
+	"as of %s (%s); counts are refreshed every few seconds.": 446,
+	"at least %d characters":                                 543,
+	"at least %d items":                                      550,
+	"at most %d":                                             376,
+	"at most %d characters":                                  544,
+	"at most %d items":                                       551,
+	"available":                                              295,
+	"boolean":                                                308,
+	"call in progress since":                                 451,
+	"cancelled":                                              298,
+	"choice":                                                 311,
+	"claimable since":                                        450,
+	"claimable since %s":                                     207,
+	"classification changed":                                 332,
+	"completed":                                              212,
+	"constraint changed":                                     333,
+	"consumer":                                               324,
+	"consumer #%s":                                           422,
+	"date":                                                   309,
+	"date and time":                                          310,
+	"deadline %s":                                            500,
+	"deferred":                                               297,
+	"deferred since":                                         453,
+	"designer":                                               323,
+	"disconnected":                                           304,
+	"end (completes)":                                        492,
+	"end (fails)":                                            493,
+	"end: completes the instance":                            190,
+	"end: fails the instance":                                191,
+	"expired":                                                301,
+	"failed":                                                 213,
+	"fails the instance":                                     498,
+	"field added":                                            327,
+	"field removed":                                          328,
+	"format":                                                 338,
+	"format %s":                                              546,
+	"from":                                                   285,
+	"held":                                                   300,
+	"held for an operator":                                   188,
+	"hold (an incident for an operator)":                     496,
 	"id or business key":                                     97,
-	"in %s":                                                  224,
-	"in progress":                                            363,
-	"instance id":                                            433,
-	"integer":                                                305,
-	"just now":                                               226,
-	"list":                                                   312,
-	"lock until":                                             451,
-	"long polling":                                           570,
-	"maximum":                                                339,
-	"maximum %s":                                             547,
-	"maximum items":                                          341,
-	"maximum length":                                         335,
-	"minimum":                                                338,
-	"minimum %s":                                             546,
-	"minimum items":                                          340,
-	"minimum length":                                         334,
-	"never":                                                  526,
-	"next attempt":                                           448,
-	"no":                                                     325,
-	"no answer within the timeout":                           424,
-	"no connection":                                          425,
-	"none":                                                   176,
-	"none yet":                                               181,
-	"none: a failed call takes the node’s error path": 370,
-	"normal":                          313,
-	"not provided":                    551,
-	"not yet":                         527,
-	"null":                            553,
-	"number":                          306,
-	"object":                          311,
-	"on error":                        184,
-	"one of: %s":                      548,
-	"operator":                        321,
-	"optional field of type %s":       175,
-	"optional → required":             168,
-	"pattern":                         336,
-	"pattern %s":                      544,
-	"pull":                            489,
-	"pull %s":                         191,
-	"pull (the service fetches it)":   318,
-	"push %s":                         190,
-	"push (Relais calls the service)": 319,
-	"push to %s":                      490,
-	"rejected":                        301,
-	"released":                        302,
-	"required changed":                329,
-	"required field of type %s":       174,
-	"required → optional":             169,
-	"reserved":                        295,
+	"in %s":                                                  225,
+	"in progress":                                            364,
+	"instance id":                                            434,
+	"integer":                                                306,
+	"just now":                                               227,
+	"list":                                                   313,
+	"lock until":                                             452,
+	"long polling":                                           571,
+	"maximum":                                                340,
+	"maximum %s":                                             548,
+	"maximum items":                                          342,
+	"maximum length":                                         336,
+	"minimum":                                                339,
+	"minimum %s":                                             547,
+	"minimum items":                                          341,
+	"minimum length":                                         335,
+	"never":                                                  527,
+	"next attempt":                                           449,
+	"no":                                                     326,
+	"no answer within the timeout":                           425,
+	"no connection":                                          426,
+	"none":                                                   178,
+	"none yet":                                               183,
+	"none: a failed call takes the node’s error path": 371,
+	"normal":                          314,
+	"not provided":                    552,
+	"not yet":                         528,
+	"null":                            554,
+	"number":                          307,
+	"object":                          312,
+	"on error":                        186,
+	"one of: %s":                      549,
+	"operator":                        322,
+	"optional field of type %s":       177,
+	"optional → required":             170,
+	"pattern":                         337,
+	"pattern %s":                      545,
+	"pull":                            490,
+	"pull %s":                         193,
+	"pull (the service fetches it)":   319,
+	"push %s":                         192,
+	"push (Relais calls the service)": 320,
+	"push to %s":                      491,
+	"rejected":                        302,
+	"released":                        303,
+	"required changed":                330,
+	"required field of type %s":       176,
+	"required → optional":             171,
+	"reserved":                        296,
 	"retry":                           3,
-	"revision %d":                     446,
-	"routing changed":                 333,
-	"routing output":                  540,
-	"routing output %s → %s":          167,
-	"running":                         298,
-	"secret":                          315,
-	"sensitive":                       314,
-	"settled":                         447,
+	"revision %d":                     447,
+	"routing changed":                 334,
+	"routing output":                  541,
+	"routing output %s → %s":          169,
+	"running":                         299,
+	"secret":                          316,
+	"sensitive":                       315,
+	"settled":                         448,
 	"stop":                            5,
-	"stream":                          569,
-	"text":                            304,
-	"this session":                    530,
-	"timeout %s":                      500,
-	"to":                              285,
-	"type changed":                    328,
-	"unexpected value":                554,
-	"unknown":                         427,
-	"values added: %s":                170,
-	"values changed":                  330,
-	"values removed: %s":              171,
-	"values reordered":                172,
-	"version %d":                      472,
-	"waiting":                         422,
-	"yes":                             324,
-	"••• hidden (secret)":             317,
-	"••• hidden (sensitive)":          316,
-	"→ %s":                            494,
+	"stream":                          570,
+	"text":                            305,
+	"this session":                    531,
+	"timeout %s":                      501,
+	"to":                              286,
+	"type changed":                    329,
+	"unexpected value":                555,
+	"unknown":                         428,
+	"values added: %s":                172,
+	"values changed":                  331,
+	"values removed: %s":              173,
+	"values reordered":                174,
+	"version %d":                      473,
+	"waiting":                         423,
+	"yes":                             325,
+	"••• hidden (secret)":             318,
+	"••• hidden (sensitive)":          317,
+	"→ %s":                            495,
 }
 
-var enIndex = []uint32{ // 574 elements
+var enIndex = []uint32{ // 575 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x0000005a,
@@ -649,137 +650,137 @@ var enIndex = []uint32{ // 574 elements
 	0x0000121d, 0x00001229, 0x00001299, 0x000012b0,
 	0x000012c4, 0x000012ce, 0x0000130b, 0x00001318,
 	0x0000137c, 0x00001394, 0x000013da, 0x000013ef,
-	0x0000145e, 0x00001464, 0x00001469, 0x00001472,
-	0x00001481, 0x0000148d, 0x00001499, 0x000014aa,
+	0x0000145e, 0x000014a4, 0x000014c6, 0x000014cc,
+	0x000014d1, 0x000014da, 0x000014e9, 0x000014f5,
 	// Entry 80 - 9F
-	0x000014b7, 0x00001514, 0x00001519, 0x00001528,
-	0x00001533, 0x0000153d, 0x0000157b, 0x00001584,
-	0x00001594, 0x0000159c, 0x000015a5, 0x000015ab,
-	0x000015b5, 0x000015c7, 0x0000160f, 0x0000161d,
-	0x00001629, 0x00001631, 0x00001638, 0x0000163f,
-	0x00001650, 0x0000165f, 0x00001688, 0x0000168f,
-	0x0000169a, 0x000016b5, 0x000016bd, 0x000016c9,
-	0x000016e5, 0x000016fc, 0x0000171e, 0x0000172d,
+	0x00001501, 0x00001512, 0x0000151f, 0x0000157c,
+	0x00001581, 0x00001590, 0x0000159b, 0x000015a5,
+	0x000015e3, 0x000015ec, 0x000015fc, 0x00001604,
+	0x0000160d, 0x00001613, 0x0000161d, 0x0000162f,
+	0x00001677, 0x00001685, 0x00001691, 0x00001699,
+	0x000016a0, 0x000016a7, 0x000016b8, 0x000016c7,
+	0x000016f0, 0x000016f7, 0x00001702, 0x0000171d,
+	0x00001725, 0x00001731, 0x0000174d, 0x00001764,
 	// Entry A0 - BF
-	0x00001739, 0x00001740, 0x00001759, 0x00001773,
-	0x0000179d, 0x000017c4, 0x000017e8, 0x0000180f,
-	0x0000182e, 0x00001844, 0x0000185a, 0x0000186e,
-	0x00001884, 0x00001895, 0x000018ac, 0x000018c9,
-	0x000018e6, 0x000018eb, 0x00001937, 0x0000194a,
-	0x0000194e, 0x0000195e, 0x00001967, 0x0000197a,
-	0x000019a0, 0x000019a9, 0x000019b9, 0x000019ce,
-	0x000019f2, 0x00001a0e, 0x00001a26, 0x00001a31,
+	0x00001786, 0x00001795, 0x000017a1, 0x000017a8,
+	0x000017c1, 0x000017db, 0x00001805, 0x0000182c,
+	0x00001850, 0x00001877, 0x00001896, 0x000018ac,
+	0x000018c2, 0x000018d6, 0x000018ec, 0x000018fd,
+	0x00001914, 0x00001931, 0x0000194e, 0x00001953,
+	0x0000199f, 0x000019b2, 0x000019b6, 0x000019c6,
+	0x000019cf, 0x000019e2, 0x00001a08, 0x00001a11,
+	0x00001a21, 0x00001a36, 0x00001a5a, 0x00001a76,
 	// Entry C0 - DF
-	0x00001a3c, 0x00001a47, 0x00001aa4, 0x00001ac8,
-	0x00001af3, 0x00001afe, 0x00001b03, 0x00001b12,
-	0x00001b19, 0x00001b30, 0x00001b45, 0x00001b57,
-	0x00001b7a, 0x00001b9c, 0x00001bce, 0x00001be4,
-	0x00001bf9, 0x00001c09, 0x00001c42, 0x00001ca7,
-	0x00001cb1, 0x00001cb8, 0x00001cce, 0x00001d07,
-	0x00001d0c, 0x00001d16, 0x00001d24, 0x00001d34,
-	0x00001d41, 0x00001d4e, 0x00001d6e, 0x00001d7a,
+	0x00001a8e, 0x00001a99, 0x00001aa4, 0x00001aaf,
+	0x00001b0c, 0x00001b30, 0x00001b5b, 0x00001b66,
+	0x00001b6b, 0x00001b7a, 0x00001b81, 0x00001b98,
+	0x00001bad, 0x00001bbf, 0x00001be2, 0x00001c14,
+	0x00001c2a, 0x00001c3f, 0x00001c4f, 0x00001c88,
+	0x00001ced, 0x00001cf7, 0x00001cfe, 0x00001d14,
+	0x00001d4d, 0x00001d52, 0x00001d5c, 0x00001d6a,
+	0x00001d7a, 0x00001d87, 0x00001d94, 0x00001db4,
 	// Entry E0 - FF
-	0x00001d93, 0x00001d9c, 0x00001da6, 0x00001daf,
-	0x00001db7, 0x00001dc1, 0x00001dc9, 0x00001dd1,
-	0x00001dd5, 0x00001dd9, 0x00001ddd, 0x00001de1,
-	0x00001de5, 0x00001de9, 0x00001ded, 0x00001df1,
-	0x00001df5, 0x00001df9, 0x00001dfd, 0x00001e01,
-	0x00001e0b, 0x00001e29, 0x00001e49, 0x00001e6d,
-	0x00001e91, 0x00001e9a, 0x00001eb1, 0x00001eb9,
-	0x00001eca, 0x00001ecf, 0x00001f14, 0x00001f2c,
+	0x00001dc0, 0x00001dd9, 0x00001de2, 0x00001dec,
+	0x00001df5, 0x00001dfd, 0x00001e07, 0x00001e0f,
+	0x00001e17, 0x00001e1b, 0x00001e1f, 0x00001e23,
+	0x00001e27, 0x00001e2b, 0x00001e2f, 0x00001e33,
+	0x00001e37, 0x00001e3b, 0x00001e3f, 0x00001e43,
+	0x00001e47, 0x00001e51, 0x00001e6f, 0x00001e8f,
+	0x00001eb3, 0x00001ed7, 0x00001ee0, 0x00001ef7,
+	0x00001eff, 0x00001f10, 0x00001f15, 0x00001f5a,
 	// Entry 100 - 11F
-	0x00001f31, 0x00001f3c, 0x00001f42, 0x00001f4c,
-	0x00001f54, 0x00001f5c, 0x00001f86, 0x00001fa0,
-	0x00001fc8, 0x00001ff8, 0x00001ffe, 0x0000200d,
-	0x00002060, 0x0000207e, 0x0000213d, 0x00002194,
-	0x000021be, 0x000021ea, 0x00002214, 0x0000221c,
-	0x00002222, 0x0000222b, 0x00002238, 0x0000224a,
-	0x00002255, 0x0000226b, 0x00002279, 0x000022a4,
-	0x000022b6, 0x000022bb, 0x000022be, 0x000022e8,
+	0x00001f72, 0x00001f77, 0x00001f82, 0x00001f88,
+	0x00001f92, 0x00001f9a, 0x00001fa2, 0x00001fcc,
+	0x00001fe6, 0x0000200e, 0x0000203e, 0x00002044,
+	0x00002053, 0x000020a6, 0x000020c4, 0x00002183,
+	0x000021da, 0x00002204, 0x00002230, 0x0000225a,
+	0x00002262, 0x00002268, 0x00002271, 0x0000227e,
+	0x00002290, 0x0000229b, 0x000022b1, 0x000022bf,
+	0x000022ea, 0x000022fc, 0x00002301, 0x00002304,
 	// Entry 120 - 13F
-	0x00002331, 0x00002351, 0x0000235a, 0x0000236c,
-	0x0000238f, 0x0000239d, 0x000023aa, 0x000023b4,
-	0x000023bd, 0x000023c6, 0x000023d0, 0x000023d8,
-	0x000023dd, 0x000023e5, 0x000023ee, 0x000023f7,
-	0x00002404, 0x00002409, 0x00002411, 0x00002418,
-	0x00002420, 0x00002425, 0x00002433, 0x0000243a,
-	0x00002441, 0x00002446, 0x0000244d, 0x00002457,
-	0x0000245e, 0x0000247b, 0x00002495, 0x000024b3,
+	0x0000232e, 0x00002377, 0x00002397, 0x000023a0,
+	0x000023b2, 0x000023d5, 0x000023e3, 0x000023f0,
+	0x000023fa, 0x00002403, 0x0000240c, 0x00002416,
+	0x0000241e, 0x00002423, 0x0000242b, 0x00002434,
+	0x0000243d, 0x0000244a, 0x0000244f, 0x00002457,
+	0x0000245e, 0x00002466, 0x0000246b, 0x00002479,
+	0x00002480, 0x00002487, 0x0000248c, 0x00002493,
+	0x0000249d, 0x000024a4, 0x000024c1, 0x000024db,
 	// Entry 140 - 15F
-	0x000024d3, 0x000024e1, 0x000024ea, 0x000024f3,
-	0x000024fc, 0x00002500, 0x00002503, 0x0000250f,
-	0x0000251d, 0x0000252a, 0x0000253b, 0x0000254a,
-	0x00002561, 0x00002574, 0x00002584, 0x00002593,
-	0x000025a2, 0x000025aa, 0x000025b1, 0x000025b9,
-	0x000025c1, 0x000025cf, 0x000025dd, 0x000025f3,
-	0x00002608, 0x00002619, 0x0000261e, 0x00002624,
-	0x0000262b, 0x0000263c, 0x00002648, 0x00002651,
+	0x000024f9, 0x00002519, 0x00002527, 0x00002530,
+	0x00002539, 0x00002542, 0x00002546, 0x00002549,
+	0x00002555, 0x00002563, 0x00002570, 0x00002581,
+	0x00002590, 0x000025a7, 0x000025ba, 0x000025ca,
+	0x000025d9, 0x000025e8, 0x000025f0, 0x000025f7,
+	0x000025ff, 0x00002607, 0x00002615, 0x00002623,
+	0x00002639, 0x0000264e, 0x0000265f, 0x00002664,
+	0x0000266a, 0x00002671, 0x00002682, 0x0000268e,
 	// Entry 160 - 17F
-	0x0000265a, 0x00002676, 0x0000267f, 0x0000269b,
-	0x000026a4, 0x000026ae, 0x000026b7, 0x000026c0,
-	0x000026d7, 0x000026df, 0x000026ed, 0x0000271a,
-	0x00002726, 0x00002732, 0x0000273a, 0x00002765,
-	0x00002827, 0x00002842, 0x0000284a, 0x0000287c,
-	0x00002889, 0x0000288d, 0x000028b3, 0x000028d9,
-	0x000028e7, 0x000028f2, 0x00002920, 0x0000293d,
-	0x0000296c, 0x0000299e, 0x000029bc, 0x000029f1,
+	0x00002697, 0x000026a0, 0x000026bc, 0x000026c5,
+	0x000026e1, 0x000026ea, 0x000026f4, 0x000026fd,
+	0x00002706, 0x0000271d, 0x00002725, 0x00002733,
+	0x00002760, 0x0000276c, 0x00002778, 0x00002780,
+	0x000027ab, 0x0000286d, 0x00002888, 0x00002890,
+	0x000028c2, 0x000028cf, 0x000028d3, 0x000028f9,
+	0x0000291f, 0x0000292d, 0x00002938, 0x00002966,
+	0x00002983, 0x000029b2, 0x000029e4, 0x00002a02,
 	// Entry 180 - 19F
-	0x00002a0d, 0x00002a1c, 0x00002a29, 0x00002a37,
-	0x00002a44, 0x00002a4d, 0x00002a68, 0x00002a83,
-	0x00002a8f, 0x00002ab0, 0x00002ad9, 0x00002b06,
-	0x00002b40, 0x00002ba5, 0x00002bc5, 0x00002beb,
-	0x00002c15, 0x00002c4d, 0x00002c8a, 0x00002cae,
-	0x00002cd3, 0x00002ced, 0x00002d0b, 0x00002d3f,
-	0x00002d7f, 0x00002da9, 0x00002db8, 0x00002de9,
-	0x00002e18, 0x00002e2b, 0x00002ea0, 0x00002eb3,
+	0x00002a37, 0x00002a53, 0x00002a62, 0x00002a6f,
+	0x00002a7d, 0x00002a8a, 0x00002a93, 0x00002aae,
+	0x00002ac9, 0x00002ad5, 0x00002af6, 0x00002b1f,
+	0x00002b4c, 0x00002b86, 0x00002beb, 0x00002c0b,
+	0x00002c31, 0x00002c5b, 0x00002c93, 0x00002cd0,
+	0x00002cf4, 0x00002d19, 0x00002d33, 0x00002d51,
+	0x00002d85, 0x00002dc5, 0x00002def, 0x00002dfe,
+	0x00002e2f, 0x00002e5e, 0x00002e71, 0x00002ee6,
 	// Entry 1A0 - 1BF
-	0x00002ee7, 0x00002f1b, 0x00002f2b, 0x00002f72,
-	0x00002f9f, 0x00002fac, 0x00002fbc, 0x00002fc4,
-	0x00002fdc, 0x00002ff9, 0x00003007, 0x00003018,
-	0x00003020, 0x0000302b, 0x0000305b, 0x0000306d,
-	0x0000307d, 0x000030af, 0x000030bb, 0x000030cc,
-	0x000030e6, 0x000030f7, 0x000030fd, 0x00003111,
-	0x00003129, 0x0000314e, 0x0000315c, 0x0000319a,
-	0x000031d7, 0x00003203, 0x00003240, 0x0000324f,
+	0x00002ef9, 0x00002f2d, 0x00002f61, 0x00002f71,
+	0x00002fb8, 0x00002fe5, 0x00002ff2, 0x00003002,
+	0x0000300a, 0x00003022, 0x0000303f, 0x0000304d,
+	0x0000305e, 0x00003066, 0x00003071, 0x000030a1,
+	0x000030b3, 0x000030c3, 0x000030f5, 0x00003101,
+	0x00003112, 0x0000312c, 0x0000313d, 0x00003143,
+	0x00003157, 0x0000316f, 0x00003194, 0x000031a2,
+	0x000031e0, 0x0000321d, 0x00003249, 0x00003286,
 	// Entry 1C0 - 1DF
-	0x00003257, 0x00003264, 0x00003274, 0x0000328b,
-	0x00003296, 0x000032a5, 0x000032b3, 0x000032c6,
-	0x000032eb, 0x00003316, 0x00003344, 0x00003352,
-	0x000033e5, 0x00003403, 0x00003449, 0x00003457,
-	0x0000346b, 0x0000348c, 0x000034a0, 0x000034a6,
-	0x000034ba, 0x0000352d, 0x0000353e, 0x00003555,
-	0x00003572, 0x00003580, 0x0000358e, 0x00003596,
-	0x000035a1, 0x000035a7, 0x00003699, 0x0000369f,
+	0x00003295, 0x0000329d, 0x000032aa, 0x000032ba,
+	0x000032d1, 0x000032dc, 0x000032eb, 0x000032f9,
+	0x0000330c, 0x00003331, 0x0000335c, 0x0000338a,
+	0x00003398, 0x0000342b, 0x00003449, 0x0000348f,
+	0x0000349d, 0x000034b1, 0x000034d2, 0x000034e6,
+	0x000034ec, 0x00003500, 0x00003573, 0x00003584,
+	0x0000359b, 0x000035b8, 0x000035c6, 0x000035d4,
+	0x000035dc, 0x000035e7, 0x000035ed, 0x000036df,
 	// Entry 1E0 - 1FF
-	0x000036d1, 0x000036d6, 0x000036e6, 0x000036f1,
-	0x000036fa, 0x0000370a, 0x00003724, 0x0000375d,
-	0x0000376c, 0x00003826, 0x0000382b, 0x00003839,
-	0x00003849, 0x00003855, 0x00003865, 0x0000386f,
-	0x00003892, 0x000038ab, 0x000038be, 0x0000392a,
-	0x00003939, 0x00003947, 0x00003979, 0x000039b0,
-	0x000039be, 0x00003a02, 0x00003a27, 0x00003a4f,
-	0x00003a56, 0x00003ab1, 0x00003adb, 0x00003b0b,
+	0x000036e5, 0x00003717, 0x0000371c, 0x0000372c,
+	0x00003737, 0x00003740, 0x00003750, 0x0000376a,
+	0x000037a3, 0x000037b2, 0x0000386c, 0x00003871,
+	0x0000387f, 0x0000388f, 0x0000389b, 0x000038ab,
+	0x000038b5, 0x000038d8, 0x000038f1, 0x00003904,
+	0x00003970, 0x0000397f, 0x0000398d, 0x000039bf,
+	0x000039f6, 0x00003a04, 0x00003a48, 0x00003a6d,
+	0x00003a95, 0x00003a9c, 0x00003af7, 0x00003b21,
 	// Entry 200 - 21F
-	0x00003b69, 0x00003b7d, 0x00003b85, 0x00003bb6,
-	0x00003bbc, 0x00003c38, 0x00003c80, 0x00003cab,
-	0x00003d0d, 0x00003d30, 0x00003dd7, 0x00003dda,
-	0x00003ddf, 0x00003de9, 0x00003df1, 0x00003df7,
-	0x00003dff, 0x00003e0d, 0x00003e17, 0x00003e24,
-	0x00003e2e, 0x00003e45, 0x00003e58, 0x00003e7c,
-	0x00003efc, 0x00003f0d, 0x00003f15, 0x00003f8a,
-	0x00003fde, 0x00003fed, 0x00003ff9, 0x00004035,
+	0x00003b51, 0x00003baf, 0x00003bc3, 0x00003bcb,
+	0x00003bfc, 0x00003c02, 0x00003c7e, 0x00003cc6,
+	0x00003cf1, 0x00003d53, 0x00003d76, 0x00003e1d,
+	0x00003e20, 0x00003e25, 0x00003e2f, 0x00003e37,
+	0x00003e3d, 0x00003e45, 0x00003e53, 0x00003e5d,
+	0x00003e6a, 0x00003e74, 0x00003e8b, 0x00003e9e,
+	0x00003ec2, 0x00003f42, 0x00003f53, 0x00003f5b,
+	0x00003fd0, 0x00004024, 0x00004033, 0x0000403f,
 	// Entry 220 - 23F
-	0x0000406f, 0x0000407d, 0x0000408a, 0x00004098,
-	0x000040a6, 0x000040b4, 0x000040e6, 0x00004116,
-	0x00004123, 0x00004143, 0x00004148, 0x00004159,
-	0x00004166, 0x00004192, 0x00004218, 0x0000423d,
-	0x00004244, 0x0000424d, 0x00004260, 0x0000426a,
-	0x00004274, 0x0000427e, 0x00004296, 0x000042ac,
-	0x000042b8, 0x000042da, 0x000042e1, 0x000042ee,
-	0x00004342, 0x0000437a,
-} // Size: 2320 bytes
+	0x0000407b, 0x000040b5, 0x000040c3, 0x000040d0,
+	0x000040de, 0x000040ec, 0x000040fa, 0x0000412c,
+	0x0000415c, 0x00004169, 0x00004189, 0x0000418e,
+	0x0000419f, 0x000041ac, 0x000041d8, 0x0000425e,
+	0x00004283, 0x0000428a, 0x00004293, 0x000042a6,
+	0x000042b0, 0x000042ba, 0x000042c4, 0x000042dc,
+	0x000042f2, 0x000042fe, 0x00004320, 0x00004327,
+	0x00004334, 0x00004388, 0x000043c0,
+} // Size: 2324 bytes
 
-const enData string = "" + // Size: 17274 bytes
+const enData string = "" + // Size: 17344 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every running or held instance…\x02Reason (recorded in the audit log)" +
@@ -859,202 +860,203 @@ const enData string = "" + // Size: 17274 bytes
 	"s expired. Reload the page and try again.\x02Temporarily unavailable\x02" +
 	"The database cannot be reached right now. Try again in a few seconds." +
 	"\x02Something went wrong\x02The console could not show this page. Try ag" +
-	"ain; if it persists, give your administrator the request id %[1]s.\x02Fi" +
-	"eld\x02Type\x02Required\x02Classification\x02Constraints\x02Description" +
-	"\x02Definition %[1]s\x02Working copy\x02The only mutable part of a defin" +
-	"ition. Processes never use it directly: they pin a revision.\x02Name\x02" +
-	"Routing output\x02Last saved\x02Revisions\x02No revision yet: the Workin" +
-	"g copy has never been snapshotted.\x02Releases\x02No release yet.\x02Rel" +
-	"ease\x02Revision\x02Notes\x02Published\x02Compare revisions\x02Lists eve" +
-	"ry change from one revision to another, and whom it may break.\x02From r" +
-	"evision\x02To revision\x02Compare\x02Change\x02Detail\x02Breaks processe" +
-	"s\x02Breaks workers\x02These revisions have the same contracts.\x02Input" +
-	"s\x02No inputs.\x02Inputs of the working copy\x02Outputs\x02No outputs." +
-	"\x02Outputs of the working copy\x02Releases, oldest first\x02Changes bet" +
-	"ween the two revisions\x02Revision %[1]d\x02Snapshotted\x02Digest\x02Inp" +
-	"uts of revision %[1]d\x02Outputs of revision %[1]d\x02Choose two existin" +
-	"g revisions to compare.\x02From revision %[1]d to revision %[2]d:\x14" +
-	"\x01\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d changes\x14" +
-	"\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d breaking\x02" +
-	"routing output %[1]s → %[2]s\x02optional → required\x02required → option" +
-	"al\x02values added: %[1]s\x02values removed: %[1]s\x02values reordered" +
-	"\x02%[1]s: %[2]s → %[3]s\x02required field of type %[1]s\x02optional fie" +
-	"ld of type %[1]s\x02none\x02Task contracts: their Working copy, immutabl" +
-	"e revisions and named releases.\x02Definitions by key\x02Key\x02Latest r" +
-	"evision\x02none yet\x02No definition yet.\x14\x01\x81\x01\x00\x02\x0e" +
-	"\x02%[1]d release\x00\x0f\x02%[1]d releases\x02on error\x02any other err" +
-	"or\x02held for an operator\x02an incident: retry, abandon or stop\x02end" +
-	": completes the instance\x02end: fails the instance\x02push %[1]s\x02pul" +
-	"l %[1]s\x02Node %[1]s\x02Each definition’s queue and incidents now, and " +
-	"what its workers finished in the last hour.\x02Completions and failures," +
-	" last hour\x02Definitions, those needing attention first\x02Definition" +
-	"\x02Open\x02Held instances\x02Failed\x02Oldest claimable waits\x02Comple" +
-	"ted, last hour\x02Failed, last hour\x02No definition has occurrences yet" +
-	".\x02Counts are unavailable right now.\x02As of %[1]s (%[2]s); refreshed" +
-	" every few seconds.\x02claimable since %[1]s\x02Show all definitions\x02" +
-	"All definitions\x02Completions and failures per 5 minutes, last hour: %[" +
-	"1]s\x02In the last hour: %[1]d completed, %[2]d failed. The table after " +
-	"the chart gives each 5-minute slot.\x02completed\x02failed\x02The chart’" +
-	"s numbers\x02Completions and failures per 5-minute slot, oldest first" +
-	"\x02Slot\x02Completed\x02%[1]s–%[2]s\x02%[1]d completed\x02%[1]d failed" +
-	"\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[" +
-	"1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s" +
-	"\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May" +
-	"\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01" +
-	"\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01" +
-	"\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00" +
-	"\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00" +
-	"\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process" +
-	" instance %[1]s\x02Summary\x02Operator actions\x02Path\x02The nodes this" +
-	" instance reached, in order, each with its occurrence.\x02Nodes reached," +
-	" in order\x02Node\x02Occurrence\x02Route\x02Next node\x02Created\x02Sett" +
-	"led\x02This instance has not reached a task yet.\x02Recorded operator ac" +
-	"tions\x02No operator has acted on this instance.\x02Operator actions on " +
-	"this instance, newest first\x02Value\x02Process inputs\x02Inputs the ins" +
-	"tance was started with, labelled by process version %[1]d's contract\x02" +
-	"This process takes no inputs.\x02This instance is held at a failed node:" +
-	" an incident. Retry offers the failed occurrence again; abandon fails th" +
-	"e instance; stop cancels it. Each asks for a reason, recorded in the aud" +
-	"it log.\x02Stopping cancels the instance and its open occurrences. It do" +
-	"es not complete anything.\x02Stopped by %[1]s at %[2]s — “%[3]s”\x02Aban" +
-	"doned by %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s — “%[3]s”" +
-	"\x02Started\x02Ended\x02End node\x02Held at node\x02Failed occurrence" +
-	"\x02Error code\x02Unknown status %[1]q.\x02Creation date\x02The page siz" +
-	"e must be between 1 and %[1]d.\x02Process instances\x02from\x02to\x02Act" +
-	" on every instance this filter matches\x02The next page counts them and " +
-	"asks for a reason before anything changes.\x02Process instances, newest " +
-	"first\x02Instance\x02End node or error\x02No instance matches these filt" +
-	"ers.\x02All processes\x02All statuses\x02available\x02reserved\x02deferr" +
-	"ed\x02cancelled\x02running\x02held\x02expired\x02rejected\x02released" +
-	"\x02disconnected\x02text\x02integer\x02number\x02boolean\x02date\x02date" +
-	" and time\x02choice\x02object\x02list\x02normal\x02sensitive\x02secret" +
-	"\x02••• hidden (sensitive)\x02••• hidden (secret)\x02pull (the service f" +
-	"etches it)\x02push (Relais calls the service)\x02administrator\x02operat" +
-	"or\x02designer\x02consumer\x02yes\x02no\x02field added\x02field removed" +
-	"\x02type changed\x02required changed\x02values changed\x02classification" +
-	" changed\x02constraint changed\x02routing changed\x02minimum length\x02m" +
-	"aximum length\x02pattern\x02format\x02minimum\x02maximum\x02minimum item" +
-	"s\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, version %[2]s\x02O" +
-	"ccurrence %[1]s\x02Mode\x02Dates\x02Policy\x02Maximum attempts\x02Retry " +
-	"delay\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02Attempts" +
-	"\x02Every attempt, oldest first\x02Consumer\x02Worker id\x02Reserved\x02" +
-	"Duration\x02Destination’s answer\x02Outcome\x02Error message\x02No servi" +
-	"ce has reserved this occurrence yet.\x02in progress\x02Destination\x02Re" +
-	"plica\x02Relais has not called the destination yet.\x02Relais keeps the " +
-	"destination’s status code only when it refused the call (destination_htt" +
-	"p_NNN); a completed call answered 2xx. The duration runs from the claim " +
-	"of the call to its settlement.\x02Reason given by the worker\x02Retries" +
-	"\x02none: a failed call takes the node’s error path\x02Call timeout\x02N" +
-	"ow\x02Retry or abandon it from its instance\x14\x01\x81\x01\x00\x02\x0e" +
-	"\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02at most %[1]d\x02%[1]d le" +
-	"ft\x02Inputs, labelled by revision %[1]d's contract\x02This contract has" +
-	" no inputs.\x02Outputs, labelled by revision %[1]d's contract\x02No outp" +
-	"uts yet: the occurrence has not completed.\x02This contract has no outpu" +
-	"ts.\x02No outputs: the occurrence ended without completing.\x02Reveal — " +
-	"this is recorded\x02Available from\x02Next attempt\x02Last reserved\x02L" +
-	"ock expires\x02Deferred\x02Last error (attempt %[1]d)\x02Error (before a" +
-	"ny attempt)\x02Its message\x02Message from Relais (in English)\x02Messag" +
-	"e from the service (as it sent it)\x02The deadline passed before a resul" +
-	"t arrived.\x02The result did not match the revision's outputs contract." +
-	"\x02Relais stopped during the call: whether the destination acted is unk" +
-	"nown, so it is not called again.\x02The call could not be prepared.\x02T" +
-	"he destination could not be reached.\x02The destination’s answer was too" +
-	" large.\x02The last attempt’s lock expired with no attempt left.\x02The " +
-	"inputs could not be built from the process’s bindings.\x02An operator ab" +
-	"andoned the instance.\x02The destination answered HTTP %[1]s.\x02Retry a" +
-	"t %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %[1]s — " +
-	"waiting to be offered again.\x02Waiting for Relais to call the destinati" +
-	"on since %[1]s (%[2]s).\x02Waiting for a worker since %[1]s (%[2]s).\x02" +
-	"(worker %[1]s)\x02Relais is calling the destination (since %[1]s).\x02Re" +
-	"served by %[1]s; lock until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Defe" +
-	"rred since %[1]s (%[2]s): a worker of the same consumer, or a front end " +
-	"with a settle token, completes it later.\x02Completed (%[1]s).\x02Its in" +
-	"stance is held here, waiting for an operator.\x02Its instance went on al" +
-	"ong the node’s error path.\x02Failed (%[1]s).\x02Cancelled: the instance" +
-	" was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the instance was" +
-	" stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02waiting\x02HTTP " +
-	"2xx, unusable body\x02no answer within the timeout\x02no connection\x02a" +
-	"nswer too large\x02unknown\x02[redacted]\x02The revision must be a whole" +
-	" number, 1 or more.\x02Unknown consumer.\x02Settlement date\x02More filt" +
-	"ers: instance, revision, consumer, dates\x02instance id\x02Counts by sta" +
-	"tus\x02Occurrences, newest first\x02Process and node\x02Error\x02Consume" +
-	"r and worker\x02Next attempt or settled\x02No occurrence matches these f" +
-	"ilters.\x02All consumers\x02Totals of definition %[1]s, not narrowed by " +
-	"the other filters\x02Totals of all definitions, not narrowed by the othe" +
-	"r filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1" +
-	"]d occurrences\x02as of %[1]s (%[2]s); counts are refreshed every few se" +
-	"conds.\x02revision %[1]d\x02settled\x02next attempt\x02claimable since" +
-	"\x02call in progress since\x02lock until\x02deferred since\x02Previous p" +
-	"age\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 2026-12-01.\x02%[1]s" +
-	": the first day comes after the last.\x02These settings are kept in this" +
-	" browser only.\x02Show times in\x02The console runs no script, so it can" +
-	"not read your computer’s time zone: choose its offset from UTC. Offsets " +
-	"do not follow daylight saving time.\x02Reload lists and detail pages\x02" +
-	"Pages with a form, such as a confirmation, never reload on their own." +
-	"\x02Save settings\x02Back without saving\x02UTC (coordinated universal t" +
-	"ime)\x02Local time at %[1]s\x02Never\x02Every %[1]d seconds\x02Published" +
-	" process versions: their nodes, routes and pinned revisions, drawn, with" +
-	" where their occurrences are now.\x02Processes by key\x02Versions, newes" +
-	"t first\x02No process is published yet.\x02version %[1]d\x02Process %[1]" +
-	"s\x02Version\x02Start node\x02Graph\x02Columns follow the longest path f" +
-	"rom the start node. Solid arrows are successes (labelled with their rout" +
-	"e), dashed ones failures (labelled with their error codes). Each box say" +
-	"s how many of this version’s occurrences are at that node now.\x02Nodes" +
-	"\x02Nodes of this version, with their occurrences now\x02Kind\x02Pinned " +
-	"revision\x02On success\x02On error\x02Occurrences now\x02Instances of th" +
-	"is process\x02Counts as of %[1]s (%[2]s); refreshed every few seconds." +
-	"\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %" +
-	"[2]s. The table below lists the same nodes, routes and counts.\x00Y\x02%" +
-	"[1]d nodes, starting at %[2]s. The table below lists the same nodes, rou" +
-	"tes and counts.\x02pull\x02push to %[1]s\x02end (completes)\x02end (fail" +
-	"s)\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02" +
-	"any other code → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021" +
-	"\x02%[1]d attempt, retry after %[2]s, priority %[3]d\x002\x02%[1]d attem" +
-	"pts, retry after %[2]s, priority %[3]d\x02deadline %[1]s\x02timeout %[1]" +
-	"s\x02Only administrators may reveal a sensitive value.\x02Revealed by %[" +
-	"1]s at %[2]s; recorded in the audit log.\x02Cannot reveal\x02Only a valu" +
-	"e this page shows as hidden (sensitive) can be revealed.\x02Secret value" +
-	"s can never be revealed.\x02This page does not accept that request.\x02S" +
-	"earch\x02Type an instance or occurrence id (a UUID, as the pages show on" +
-	" hover), or a business key.\x02Nothing to find: the search box is empty." +
-	"\x02That is too long to be an id or a business key.\x02No instance or oc" +
-	"currence has the id “%[1]s”, and no instance has it as its business key." +
-	"\x02You are signed out.\x02Sign in\x02Sign in with an operator or admini" +
-	"strator token.\x02Token\x02The token is checked once and never stored in" +
-	" your browser; a session cookie stands for it for up to 8 hours of inact" +
-	"ivity.\x02Too many failed sign-ins from your address. Try again in %[1]d" +
-	" seconds.\x02This token is unknown or has been revoked.\x02A %[1]s token" +
-	" cannot open the console: sign in with an operator, designer or administ" +
-	"rator token.\x02Only administrators manage tokens.\x02Staff tokens (admi" +
-	"nistrators, designers, operators) that are not revoked. Consumer tokens " +
-	"are managed with their consumers. Revoking a token refuses its next requ" +
-	"est.\x02ID\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02Expire" +
-	"d token\x02Revoke…\x02this session\x02No token.\x02The token was revoked" +
-	".\x02Revoke token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next r" +
-	"equest is refused, and console sessions opened with it end. This cannot " +
-	"be undone: whoever uses it needs a new token.\x02Revoke the token\x02Kee" +
-	"p it\x02This is the token you signed in with: revoking it signs you out." +
-	" Its next request is refused. This cannot be undone.\x02This is the last" +
-	" usable administrator token: create another one before revoking it.\x02r" +
-	"outing output\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1" +
-	"]d character\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00" +
-	"\x02\x18\x02at most %[1]d character\x00\x19\x02at most %[1]d characters" +
-	"\x02pattern %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02o" +
-	"ne of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15" +
-	"\x02at least %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d it" +
-	"em\x00\x14\x02at most %[1]d items\x02not provided\x14\x01\x81\x01\x00" +
-	"\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02null\x02unexpected valu" +
-	"e\x02Invalid page\x02This page link is not one the console made.\x02Work" +
-	"ers connected by a stream, and polling workers by their last fetch. A wo" +
-	"rker is listed while it was seen within three heartbeats.\x02Workers see" +
-	"n within three heartbeats\x02Worker\x02Protocol\x02Definitions served" +
-	"\x02In flight\x02Connected\x02Last seen\x02No worker is connected.\x02Wo" +
-	"rkers serving %[1]s\x02All workers\x02No worker serves this definition." +
-	"\x02stream\x02long polling\x02No worker serves this definition: its occu" +
-	"rrences wait until one connects or polls.\x14\x01\x81\x01\x00\x02\x17" +
-	"\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d workers"
+	"ain; if it persists, give your administrator the request id %[1]s.\x02Co" +
+	"unting the occurrences; the counts appear when you reload the page.\x02C" +
+	"ounts are unavailable right now.\x02Field\x02Type\x02Required\x02Classif" +
+	"ication\x02Constraints\x02Description\x02Definition %[1]s\x02Working cop" +
+	"y\x02The only mutable part of a definition. Processes never use it direc" +
+	"tly: they pin a revision.\x02Name\x02Routing output\x02Last saved\x02Rev" +
+	"isions\x02No revision yet: the Working copy has never been snapshotted." +
+	"\x02Releases\x02No release yet.\x02Release\x02Revision\x02Notes\x02Publi" +
+	"shed\x02Compare revisions\x02Lists every change from one revision to ano" +
+	"ther, and whom it may break.\x02From revision\x02To revision\x02Compare" +
+	"\x02Change\x02Detail\x02Breaks processes\x02Breaks workers\x02These revi" +
+	"sions have the same contracts.\x02Inputs\x02No inputs.\x02Inputs of the " +
+	"working copy\x02Outputs\x02No outputs.\x02Outputs of the working copy" +
+	"\x02Releases, oldest first\x02Changes between the two revisions\x02Revis" +
+	"ion %[1]d\x02Snapshotted\x02Digest\x02Inputs of revision %[1]d\x02Output" +
+	"s of revision %[1]d\x02Choose two existing revisions to compare.\x02From" +
+	" revision %[1]d to revision %[2]d:\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d " +
+	"change\x00\x0e\x02%[1]d changes\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d bre" +
+	"aking\x00\x0f\x02%[1]d breaking\x02routing output %[1]s → %[2]s\x02optio" +
+	"nal → required\x02required → optional\x02values added: %[1]s\x02values r" +
+	"emoved: %[1]s\x02values reordered\x02%[1]s: %[2]s → %[3]s\x02required fi" +
+	"eld of type %[1]s\x02optional field of type %[1]s\x02none\x02Task contra" +
+	"cts: their Working copy, immutable revisions and named releases.\x02Defi" +
+	"nitions by key\x02Key\x02Latest revision\x02none yet\x02No definition ye" +
+	"t.\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d release" +
+	"s\x02on error\x02any other error\x02held for an operator\x02an incident:" +
+	" retry, abandon or stop\x02end: completes the instance\x02end: fails the" +
+	" instance\x02push %[1]s\x02pull %[1]s\x02Node %[1]s\x02Each definition’s" +
+	" queue and incidents now, and what its workers finished in the last hour" +
+	".\x02Completions and failures, last hour\x02Definitions, those needing a" +
+	"ttention first\x02Definition\x02Open\x02Held instances\x02Failed\x02Olde" +
+	"st claimable waits\x02Completed, last hour\x02Failed, last hour\x02No de" +
+	"finition has occurrences yet.\x02As of %[1]s (%[2]s); refreshed every fe" +
+	"w seconds.\x02claimable since %[1]s\x02Show all definitions\x02All defin" +
+	"itions\x02Completions and failures per 5 minutes, last hour: %[1]s\x02In" +
+	" the last hour: %[1]d completed, %[2]d failed. The table after the chart" +
+	" gives each 5-minute slot.\x02completed\x02failed\x02The chart’s numbers" +
+	"\x02Completions and failures per 5-minute slot, oldest first\x02Slot\x02" +
+	"Completed\x02%[1]s–%[2]s\x02%[1]d completed\x02%[1]d failed\x02%[1]s; %[" +
+	"2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[" +
+	"3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d min" +
+	"\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul" +
+	"\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02" +
+	"\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%" +
+	"[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d mi" +
+	"nute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d secon" +
+	"d\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process instance %[1]s\x02Summ" +
+	"ary\x02Operator actions\x02Path\x02The nodes this instance reached, in o" +
+	"rder, each with its occurrence.\x02Nodes reached, in order\x02Node\x02Oc" +
+	"currence\x02Route\x02Next node\x02Created\x02Settled\x02This instance ha" +
+	"s not reached a task yet.\x02Recorded operator actions\x02No operator ha" +
+	"s acted on this instance.\x02Operator actions on this instance, newest f" +
+	"irst\x02Value\x02Process inputs\x02Inputs the instance was started with," +
+	" labelled by process version %[1]d's contract\x02This process takes no i" +
+	"nputs.\x02This instance is held at a failed node: an incident. Retry off" +
+	"ers the failed occurrence again; abandon fails the instance; stop cancel" +
+	"s it. Each asks for a reason, recorded in the audit log.\x02Stopping can" +
+	"cels the instance and its open occurrences. It does not complete anythin" +
+	"g.\x02Stopped by %[1]s at %[2]s — “%[3]s”\x02Abandoned by %[1]s at %[2]s" +
+	" — “%[3]s”\x02Retried by %[1]s at %[2]s — “%[3]s”\x02Started\x02Ended" +
+	"\x02End node\x02Held at node\x02Failed occurrence\x02Error code\x02Unkno" +
+	"wn status %[1]q.\x02Creation date\x02The page size must be between 1 and" +
+	" %[1]d.\x02Process instances\x02from\x02to\x02Act on every instance this" +
+	" filter matches\x02The next page counts them and asks for a reason befor" +
+	"e anything changes.\x02Process instances, newest first\x02Instance\x02En" +
+	"d node or error\x02No instance matches these filters.\x02All processes" +
+	"\x02All statuses\x02available\x02reserved\x02deferred\x02cancelled\x02ru" +
+	"nning\x02held\x02expired\x02rejected\x02released\x02disconnected\x02text" +
+	"\x02integer\x02number\x02boolean\x02date\x02date and time\x02choice\x02o" +
+	"bject\x02list\x02normal\x02sensitive\x02secret\x02••• hidden (sensitive)" +
+	"\x02••• hidden (secret)\x02pull (the service fetches it)\x02push (Relais" +
+	" calls the service)\x02administrator\x02operator\x02designer\x02consumer" +
+	"\x02yes\x02no\x02field added\x02field removed\x02type changed\x02require" +
+	"d changed\x02values changed\x02classification changed\x02constraint chan" +
+	"ged\x02routing changed\x02minimum length\x02maximum length\x02pattern" +
+	"\x02format\x02minimum\x02maximum\x02minimum items\x02maximum items\x02%[" +
+	"1]s, revision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Mode" +
+	"\x02Dates\x02Policy\x02Maximum attempts\x02Retry delay\x02Deadline\x02Pr" +
+	"iority\x02%[1]d (0 lowest, 9 highest)\x02Attempts\x02Every attempt, olde" +
+	"st first\x02Consumer\x02Worker id\x02Reserved\x02Duration\x02Destination" +
+	"’s answer\x02Outcome\x02Error message\x02No service has reserved this " +
+	"occurrence yet.\x02in progress\x02Destination\x02Replica\x02Relais has n" +
+	"ot called the destination yet.\x02Relais keeps the destination’s status " +
+	"code only when it refused the call (destination_http_NNN); a completed c" +
+	"all answered 2xx. The duration runs from the claim of the call to its se" +
+	"ttlement.\x02Reason given by the worker\x02Retries\x02none: a failed cal" +
+	"l takes the node’s error path\x02Call timeout\x02Now\x02Retry or abandon" +
+	" it from its instance\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00" +
+	"\x0f\x02%[1]d attempts\x02at most %[1]d\x02%[1]d left\x02Inputs, labelle" +
+	"d by revision %[1]d's contract\x02This contract has no inputs.\x02Output" +
+	"s, labelled by revision %[1]d's contract\x02No outputs yet: the occurren" +
+	"ce has not completed.\x02This contract has no outputs.\x02No outputs: th" +
+	"e occurrence ended without completing.\x02Reveal — this is recorded\x02A" +
+	"vailable from\x02Next attempt\x02Last reserved\x02Lock expires\x02Deferr" +
+	"ed\x02Last error (attempt %[1]d)\x02Error (before any attempt)\x02Its me" +
+	"ssage\x02Message from Relais (in English)\x02Message from the service (a" +
+	"s it sent it)\x02The deadline passed before a result arrived.\x02The res" +
+	"ult did not match the revision's outputs contract.\x02Relais stopped dur" +
+	"ing the call: whether the destination acted is unknown, so it is not cal" +
+	"led again.\x02The call could not be prepared.\x02The destination could n" +
+	"ot be reached.\x02The destination’s answer was too large.\x02The last at" +
+	"tempt’s lock expired with no attempt left.\x02The inputs could not be bu" +
+	"ilt from the process’s bindings.\x02An operator abandoned the instance." +
+	"\x02The destination answered HTTP %[1]s.\x02Retry at %[1]s — %[2]s.\x02O" +
+	"ffered from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to be offered" +
+	" again.\x02Waiting for Relais to call the destination since %[1]s (%[2]s" +
+	").\x02Waiting for a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02Rel" +
+	"ais is calling the destination (since %[1]s).\x02Reserved by %[1]s; lock" +
+	" until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2" +
+	"]s): a worker of the same consumer, or a front end with a settle token, " +
+	"completes it later.\x02Completed (%[1]s).\x02Its instance is held here, " +
+	"waiting for an operator.\x02Its instance went on along the node’s error " +
+	"path.\x02Failed (%[1]s).\x02Cancelled: the instance was stopped by %[1]s" +
+	" at %[2]s — “%[3]s”.\x02Cancelled: the instance was stopped (%[1]s).\x02" +
+	"%[1]s so far\x02consumer #%[1]s\x02waiting\x02HTTP 2xx, unusable body" +
+	"\x02no answer within the timeout\x02no connection\x02answer too large" +
+	"\x02unknown\x02[redacted]\x02The revision must be a whole number, 1 or m" +
+	"ore.\x02Unknown consumer.\x02Settlement date\x02More filters: instance, " +
+	"revision, consumer, dates\x02instance id\x02Counts by status\x02Occurren" +
+	"ces, newest first\x02Process and node\x02Error\x02Consumer and worker" +
+	"\x02Next attempt or settled\x02No occurrence matches these filters.\x02A" +
+	"ll consumers\x02Totals of definition %[1]s, not narrowed by the other fi" +
+	"lters\x02Totals of all definitions, not narrowed by the other filters" +
+	"\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurr" +
+	"ences\x02as of %[1]s (%[2]s); counts are refreshed every few seconds." +
+	"\x02revision %[1]d\x02settled\x02next attempt\x02claimable since\x02call" +
+	" in progress since\x02lock until\x02deferred since\x02Previous page\x02R" +
+	"ows %[1]s–%[2]s\x02%[1]s: a date is written 2026-12-01.\x02%[1]s: the fi" +
+	"rst day comes after the last.\x02These settings are kept in this browser" +
+	" only.\x02Show times in\x02The console runs no script, so it cannot read" +
+	" your computer’s time zone: choose its offset from UTC. Offsets do not f" +
+	"ollow daylight saving time.\x02Reload lists and detail pages\x02Pages wi" +
+	"th a form, such as a confirmation, never reload on their own.\x02Save se" +
+	"ttings\x02Back without saving\x02UTC (coordinated universal time)\x02Loc" +
+	"al time at %[1]s\x02Never\x02Every %[1]d seconds\x02Published process ve" +
+	"rsions: their nodes, routes and pinned revisions, drawn, with where thei" +
+	"r occurrences are now.\x02Processes by key\x02Versions, newest first\x02" +
+	"No process is published yet.\x02version %[1]d\x02Process %[1]s\x02Versio" +
+	"n\x02Start node\x02Graph\x02Columns follow the longest path from the sta" +
+	"rt node. Solid arrows are successes (labelled with their route), dashed " +
+	"ones failures (labelled with their error codes). Each box says how many " +
+	"of this version’s occurrences are at that node now.\x02Nodes\x02Nodes of" +
+	" this version, with their occurrences now\x02Kind\x02Pinned revision\x02" +
+	"On success\x02On error\x02Occurrences now\x02Instances of this process" +
+	"\x02Counts as of %[1]s (%[2]s); refreshed every few seconds.\x02Graph of" +
+	" %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The ta" +
+	"ble below lists the same nodes, routes and counts.\x00Y\x02%[1]d nodes, " +
+	"starting at %[2]s. The table below lists the same nodes, routes and coun" +
+	"ts.\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s " +
+	"→ %[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02any other " +
+	"code → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%[1]d att" +
+	"empt, retry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, retry af" +
+	"ter %[2]s, priority %[3]d\x02deadline %[1]s\x02timeout %[1]s\x02Only adm" +
+	"inistrators may reveal a sensitive value.\x02Revealed by %[1]s at %[2]s;" +
+	" recorded in the audit log.\x02Cannot reveal\x02Only a value this page s" +
+	"hows as hidden (sensitive) can be revealed.\x02Secret values can never b" +
+	"e revealed.\x02This page does not accept that request.\x02Search\x02Type" +
+	" an instance or occurrence id (a UUID, as the pages show on hover), or a" +
+	" business key.\x02Nothing to find: the search box is empty.\x02That is t" +
+	"oo long to be an id or a business key.\x02No instance or occurrence has " +
+	"the id “%[1]s”, and no instance has it as its business key.\x02You are s" +
+	"igned out.\x02Sign in\x02Sign in with an operator or administrator token" +
+	".\x02Token\x02The token is checked once and never stored in your browser" +
+	"; a session cookie stands for it for up to 8 hours of inactivity.\x02Too" +
+	" many failed sign-ins from your address. Try again in %[1]d seconds.\x02" +
+	"This token is unknown or has been revoked.\x02A %[1]s token cannot open " +
+	"the console: sign in with an operator, designer or administrator token." +
+	"\x02Only administrators manage tokens.\x02Staff tokens (administrators, " +
+	"designers, operators) that are not revoked. Consumer tokens are managed " +
+	"with their consumers. Revoking a token refuses its next request.\x02ID" +
+	"\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02Expired token" +
+	"\x02Revoke…\x02this session\x02No token.\x02The token was revoked.\x02Re" +
+	"voke token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request " +
+	"is refused, and console sessions opened with it end. This cannot be undo" +
+	"ne: whoever uses it needs a new token.\x02Revoke the token\x02Keep it" +
+	"\x02This is the token you signed in with: revoking it signs you out. Its" +
+	" next request is refused. This cannot be undone.\x02This is the last usa" +
+	"ble administrator token: create another one before revoking it.\x02routi" +
+	"ng output\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d c" +
+	"haracter\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02" +
+	"\x18\x02at most %[1]d character\x00\x19\x02at most %[1]d characters\x02p" +
+	"attern %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of" +
+	": %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at" +
+	" least %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00" +
+	"\x14\x02at most %[1]d items\x02not provided\x14\x01\x81\x01\x00\x02\x0b" +
+	"\x02%[1]d item\x00\x0c\x02%[1]d items\x02null\x02unexpected value\x02Inv" +
+	"alid page\x02This page link is not one the console made.\x02Workers conn" +
+	"ected by a stream, and polling workers by their last fetch. A worker is " +
+	"listed while it was seen within three heartbeats.\x02Workers seen within" +
+	" three heartbeats\x02Worker\x02Protocol\x02Definitions served\x02In flig" +
+	"ht\x02Connected\x02Last seen\x02No worker is connected.\x02Workers servi" +
+	"ng %[1]s\x02All workers\x02No worker serves this definition.\x02stream" +
+	"\x02long polling\x02No worker serves this definition: its occurrences wa" +
+	"it until one connects or polls.\x14\x01\x81\x01\x00\x02\x17\x02Served by" +
+	" %[1]d worker\x00\x18\x02Served by %[1]d workers"
 
-var frIndex = []uint32{ // 574 elements
+var frIndex = []uint32{ // 575 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x0000007a,
@@ -1089,137 +1091,137 @@ var frIndex = []uint32{ // 574 elements
 	0x0000173b, 0x00001749, 0x000017ec, 0x00001808,
 	0x00001820, 0x0000182c, 0x0000186f, 0x00001882,
 	0x000018fe, 0x0000191a, 0x00001971, 0x00001989,
-	0x00001a21, 0x00001a27, 0x00001a2c, 0x00001a38,
-	0x00001a47, 0x00001a53, 0x00001a5f, 0x00001a71,
+	0x00001a21, 0x00001a87, 0x00001ab9, 0x00001abf,
+	0x00001ac4, 0x00001ad0, 0x00001adf, 0x00001aeb,
 	// Entry 80 - 9F
-	0x00001a82, 0x00001b06, 0x00001b0a, 0x00001b1c,
-	0x00001b33, 0x00001b3e, 0x00001b93, 0x00001ba0,
-	0x00001bc5, 0x00001bd1, 0x00001bdb, 0x00001be1,
-	0x00001bed, 0x00001c05, 0x00001c57, 0x00001c67,
-	0x00001c77, 0x00001c80, 0x00001c8b, 0x00001c93,
-	0x00001ca7, 0x00001cba, 0x00001ce2, 0x00001ceb,
-	0x00001cfb, 0x00001d1b, 0x00001d23, 0x00001d32,
-	0x00001d51, 0x00001d7c, 0x00001da2, 0x00001db2,
+	0x00001af7, 0x00001b09, 0x00001b1a, 0x00001b9e,
+	0x00001ba2, 0x00001bb4, 0x00001bcb, 0x00001bd6,
+	0x00001c2b, 0x00001c38, 0x00001c5d, 0x00001c69,
+	0x00001c73, 0x00001c79, 0x00001c85, 0x00001c9d,
+	0x00001cef, 0x00001cff, 0x00001d0f, 0x00001d18,
+	0x00001d23, 0x00001d2b, 0x00001d3f, 0x00001d52,
+	0x00001d7a, 0x00001d83, 0x00001d93, 0x00001db3,
+	0x00001dbb, 0x00001dca, 0x00001de9, 0x00001e14,
 	// Entry A0 - BF
-	0x00001dbc, 0x00001dc6, 0x00001de5, 0x00001e03,
-	0x00001e36, 0x00001e66, 0x00001e92, 0x00001ec2,
-	0x00001ee4, 0x00001eff, 0x00001f1a, 0x00001f36,
-	0x00001f52, 0x00001f68, 0x00001f82, 0x00001fa2,
-	0x00001fc1, 0x00001fc8, 0x00002032, 0x00002048,
-	0x0000204d, 0x00002061, 0x00002079, 0x0000209e,
-	0x000020cc, 0x000020de, 0x000020f1, 0x0000210e,
-	0x0000213b, 0x00002158, 0x0000217b, 0x00002186,
+	0x00001e3a, 0x00001e4a, 0x00001e54, 0x00001e5e,
+	0x00001e7d, 0x00001e9b, 0x00001ece, 0x00001efe,
+	0x00001f2a, 0x00001f5a, 0x00001f7c, 0x00001f97,
+	0x00001fb2, 0x00001fce, 0x00001fea, 0x00002000,
+	0x0000201a, 0x0000203a, 0x00002059, 0x00002060,
+	0x000020ca, 0x000020e0, 0x000020e5, 0x000020f9,
+	0x00002111, 0x00002136, 0x00002164, 0x00002176,
+	0x00002189, 0x000021a6, 0x000021d3, 0x000021f0,
 	// Entry C0 - DF
-	0x00002191, 0x0000219d, 0x00002221, 0x00002248,
-	0x00002286, 0x00002292, 0x0000229b, 0x000022b0,
-	0x000022ba, 0x000022e1, 0x000022fd, 0x00002318,
-	0x00002348, 0x0000237a, 0x000023b8, 0x000023d3,
-	0x000023f4, 0x0000240c, 0x00002452, 0x000024d1,
-	0x000024db, 0x000024e5, 0x000024ff, 0x00002548,
-	0x00002550, 0x0000255b, 0x00002569, 0x00002593,
-	0x000025bc, 0x000025cc, 0x000025eb, 0x000025f7,
+	0x00002213, 0x0000221e, 0x00002229, 0x00002235,
+	0x000022b9, 0x000022e0, 0x0000231e, 0x0000232a,
+	0x00002333, 0x00002348, 0x00002352, 0x00002379,
+	0x00002395, 0x000023b0, 0x000023e0, 0x0000241e,
+	0x00002439, 0x0000245a, 0x00002472, 0x000024b8,
+	0x00002537, 0x00002541, 0x0000254b, 0x00002565,
+	0x000025ae, 0x000025b6, 0x000025c1, 0x000025cf,
+	0x000025f9, 0x00002622, 0x00002632, 0x00002651,
 	// Entry E0 - FF
-	0x00002610, 0x0000261b, 0x00002628, 0x00002637,
-	0x0000263f, 0x00002649, 0x00002651, 0x00002659,
-	0x0000265f, 0x00002666, 0x0000266b, 0x00002670,
-	0x00002674, 0x00002679, 0x0000267f, 0x00002685,
-	0x0000268b, 0x00002690, 0x00002695, 0x0000269b,
-	0x000026a5, 0x000026c5, 0x000026e7, 0x0000270b,
-	0x00002731, 0x0000273a, 0x00002756, 0x0000275f,
-	0x00002776, 0x0000277f, 0x000027d3, 0x000027f3,
+	0x0000265d, 0x00002676, 0x00002681, 0x0000268e,
+	0x0000269d, 0x000026a5, 0x000026af, 0x000026b7,
+	0x000026bf, 0x000026c5, 0x000026cc, 0x000026d1,
+	0x000026d6, 0x000026da, 0x000026df, 0x000026e5,
+	0x000026eb, 0x000026f1, 0x000026f6, 0x000026fb,
+	0x00002701, 0x0000270b, 0x0000272b, 0x0000274d,
+	0x00002771, 0x00002797, 0x000027a0, 0x000027bc,
+	0x000027c5, 0x000027dc, 0x000027e5, 0x00002839,
 	// Entry 100 - 11F
-	0x000027f9, 0x00002804, 0x0000280a, 0x00002818,
-	0x00002823, 0x0000282f, 0x00002862, 0x00002886,
-	0x000028b5, 0x000028fe, 0x00002905, 0x0000291b,
-	0x0000298e, 0x000029b4, 0x00002abc, 0x00002b0c,
-	0x00002b39, 0x00002b68, 0x00002b93, 0x00002ba1,
-	0x00002bae, 0x00002bbb, 0x00002bce, 0x00002be3,
-	0x00002bf3, 0x00002c0d, 0x00002c1f, 0x00002c57,
-	0x00002c6e, 0x00002c71, 0x00002c74, 0x00002ca8,
+	0x00002859, 0x0000285f, 0x0000286a, 0x00002870,
+	0x0000287e, 0x00002889, 0x00002895, 0x000028c8,
+	0x000028ec, 0x0000291b, 0x00002964, 0x0000296b,
+	0x00002981, 0x000029f4, 0x00002a1a, 0x00002b22,
+	0x00002b72, 0x00002b9f, 0x00002bce, 0x00002bf9,
+	0x00002c07, 0x00002c14, 0x00002c21, 0x00002c34,
+	0x00002c49, 0x00002c59, 0x00002c73, 0x00002c85,
+	0x00002cbd, 0x00002cd4, 0x00002cd7, 0x00002cda,
 	// Entry 120 - 13F
-	0x00002cf2, 0x00002d27, 0x00002d30, 0x00002d47,
-	0x00002d75, 0x00002d88, 0x00002d99, 0x00002da4,
-	0x00002daf, 0x00002dba, 0x00002dc3, 0x00002dcc,
-	0x00002dd6, 0x00002ddf, 0x00002de8, 0x00002def,
-	0x00002dfd, 0x00002e03, 0x00002e0a, 0x00002e11,
-	0x00002e1a, 0x00002e1f, 0x00002e2d, 0x00002e33,
-	0x00002e39, 0x00002e3f, 0x00002e47, 0x00002e50,
-	0x00002e59, 0x00002e76, 0x00002e91, 0x00002eb1,
+	0x00002d0e, 0x00002d58, 0x00002d8d, 0x00002d96,
+	0x00002dad, 0x00002ddb, 0x00002dee, 0x00002dff,
+	0x00002e0a, 0x00002e15, 0x00002e20, 0x00002e29,
+	0x00002e32, 0x00002e3c, 0x00002e45, 0x00002e4e,
+	0x00002e55, 0x00002e63, 0x00002e69, 0x00002e70,
+	0x00002e77, 0x00002e80, 0x00002e85, 0x00002e93,
+	0x00002e99, 0x00002e9f, 0x00002ea5, 0x00002ead,
+	0x00002eb6, 0x00002ebf, 0x00002edc, 0x00002ef7,
 	// Entry 140 - 15F
-	0x00002ed2, 0x00002ee1, 0x00002eec, 0x00002ef7,
-	0x00002f04, 0x00002f08, 0x00002f0c, 0x00002f1a,
-	0x00002f28, 0x00002f36, 0x00002f56, 0x00002f69,
-	0x00002f82, 0x00002f97, 0x00002fa8, 0x00002fba,
-	0x00002fcc, 0x00002fd2, 0x00002fd9, 0x00002fe1,
-	0x00002fe9, 0x00003007, 0x00003025, 0x0000303c,
-	0x00003051, 0x00003062, 0x00003067, 0x0000306d,
-	0x00003086, 0x000030a3, 0x000030c3, 0x000030ce,
+	0x00002f17, 0x00002f38, 0x00002f47, 0x00002f52,
+	0x00002f5d, 0x00002f6a, 0x00002f6e, 0x00002f72,
+	0x00002f80, 0x00002f8e, 0x00002f9c, 0x00002fbc,
+	0x00002fcf, 0x00002fe8, 0x00002ffd, 0x0000300e,
+	0x00003020, 0x00003032, 0x00003038, 0x0000303f,
+	0x00003047, 0x0000304f, 0x0000306d, 0x0000308b,
+	0x000030a2, 0x000030b7, 0x000030c8, 0x000030cd,
+	0x000030d3, 0x000030ec, 0x00003109, 0x00003129,
 	// Entry 160 - 17F
-	0x000030d8, 0x00003101, 0x0000310c, 0x00003140,
-	0x0000314d, 0x00003164, 0x00003172, 0x00003179,
-	0x00003194, 0x0000319e, 0x000031b1, 0x000031e8,
-	0x000031f1, 0x000031fd, 0x00003207, 0x00003237,
-	0x0000331e, 0x0000333a, 0x0000334f, 0x00003390,
-	0x000033a1, 0x000033ac, 0x000033df, 0x00003409,
-	0x00003417, 0x0000343f, 0x0000347e, 0x0000349f,
-	0x000034dd, 0x0000351d, 0x0000353d, 0x0000357e,
+	0x00003134, 0x0000313e, 0x00003167, 0x00003172,
+	0x000031a6, 0x000031b3, 0x000031ca, 0x000031d8,
+	0x000031df, 0x000031fa, 0x00003204, 0x00003217,
+	0x0000324e, 0x00003257, 0x00003263, 0x0000326d,
+	0x0000329d, 0x00003384, 0x000033a0, 0x000033b5,
+	0x000033f6, 0x00003407, 0x00003412, 0x00003445,
+	0x0000346f, 0x0000347d, 0x000034a5, 0x000034e4,
+	0x00003505, 0x00003543, 0x00003583, 0x000035a3,
 	// Entry 180 - 19F
-	0x000035aa, 0x000035c2, 0x000035d6, 0x000035ed,
-	0x000035fb, 0x00003606, 0x00003629, 0x00003648,
-	0x00003654, 0x00003673, 0x000036a2, 0x000036e2,
-	0x00003728, 0x0000379a, 0x000037c2, 0x000037e5,
-	0x0000381c, 0x00003863, 0x000038b6, 0x000038df,
-	0x00003905, 0x0000392c, 0x00003954, 0x0000399b,
-	0x000039e5, 0x00003a15, 0x00003a25, 0x00003a53,
-	0x00003a8f, 0x00003aa5, 0x00003b36, 0x00003b49,
+	0x000035e4, 0x00003610, 0x00003628, 0x0000363c,
+	0x00003653, 0x00003661, 0x0000366c, 0x0000368f,
+	0x000036ae, 0x000036ba, 0x000036d9, 0x00003708,
+	0x00003748, 0x0000378e, 0x00003800, 0x00003828,
+	0x0000384b, 0x00003882, 0x000038c9, 0x0000391c,
+	0x00003945, 0x0000396b, 0x00003992, 0x000039ba,
+	0x00003a01, 0x00003a4b, 0x00003a7b, 0x00003a8b,
+	0x00003ab9, 0x00003af5, 0x00003b0b, 0x00003b9c,
 	// Entry 1A0 - 1BF
-	0x00003b87, 0x00003bc3, 0x00003bd6, 0x00003c26,
-	0x00003c5b, 0x00003c6d, 0x00003c84, 0x00003c8f,
-	0x00003cac, 0x00003ccb, 0x00003cdc, 0x00003cf6,
-	0x00003cff, 0x00003d09, 0x00003d3e, 0x00003d54,
-	0x00003d67, 0x00003da4, 0x00003dbd, 0x00003dd3,
-	0x00003dfd, 0x00003e10, 0x00003e17, 0x00003e2f,
-	0x00003e51, 0x00003e81, 0x00003e98, 0x00003ed0,
-	0x00003f0b, 0x00003f37, 0x00003f8a, 0x00003f9a,
+	0x00003baf, 0x00003bed, 0x00003c29, 0x00003c3c,
+	0x00003c8c, 0x00003cc1, 0x00003cd3, 0x00003cea,
+	0x00003cf5, 0x00003d12, 0x00003d31, 0x00003d42,
+	0x00003d5c, 0x00003d65, 0x00003d6f, 0x00003da4,
+	0x00003dba, 0x00003dcd, 0x00003e0a, 0x00003e23,
+	0x00003e39, 0x00003e63, 0x00003e76, 0x00003e7d,
+	0x00003e95, 0x00003eb7, 0x00003ee7, 0x00003efe,
+	0x00003f36, 0x00003f71, 0x00003f9d, 0x00003ff0,
 	// Entry 1C0 - 1DF
-	0x00003fa3, 0x00003fb7, 0x00003fc9, 0x00003fdf,
-	0x00003ff1, 0x00004003, 0x00004015, 0x0000402b,
-	0x00004055, 0x00004088, 0x000040c4, 0x000040db,
-	0x000041a3, 0x000041d0, 0x0000423b, 0x00004255,
-	0x0000426e, 0x0000428f, 0x000042a5, 0x000042ac,
-	0x000042c6, 0x0000435b, 0x0000436e, 0x00004395,
-	0x000043bd, 0x000043cb, 0x000043db, 0x000043e3,
-	0x000043f4, 0x000043fb, 0x00004531, 0x00004538,
+	0x00004000, 0x00004009, 0x0000401d, 0x0000402f,
+	0x00004045, 0x00004057, 0x00004069, 0x0000407b,
+	0x00004091, 0x000040bb, 0x000040ee, 0x0000412a,
+	0x00004141, 0x00004209, 0x00004236, 0x000042a1,
+	0x000042bb, 0x000042d4, 0x000042f5, 0x0000430b,
+	0x00004312, 0x0000432c, 0x000043c1, 0x000043d4,
+	0x000043fb, 0x00004423, 0x00004431, 0x00004441,
+	0x00004449, 0x0000445a, 0x00004461, 0x00004597,
 	// Entry 1E0 - 1FF
-	0x00004572, 0x00004577, 0x0000458c, 0x000045a0,
-	0x000045b2, 0x000045c8, 0x000045e2, 0x0000462c,
-	0x0000463c, 0x00004716, 0x0000471b, 0x0000472b,
-	0x00004739, 0x00004749, 0x00004759, 0x00004763,
-	0x0000478f, 0x000047a9, 0x000047c4, 0x00004852,
-	0x00004863, 0x00004870, 0x000048b1, 0x000048f7,
-	0x0000490f, 0x00004962, 0x0000499d, 0x000049c8,
-	0x000049d2, 0x00004a4c, 0x00004a81, 0x00004ac2,
+	0x0000459e, 0x000045d8, 0x000045dd, 0x000045f2,
+	0x00004606, 0x00004618, 0x0000462e, 0x00004648,
+	0x00004692, 0x000046a2, 0x0000477c, 0x00004781,
+	0x00004791, 0x0000479f, 0x000047af, 0x000047bf,
+	0x000047c9, 0x000047f5, 0x0000480f, 0x0000482a,
+	0x000048b8, 0x000048c9, 0x000048d6, 0x00004917,
+	0x0000495d, 0x00004975, 0x000049c8, 0x00004a03,
+	0x00004a2e, 0x00004a38, 0x00004ab2, 0x00004ae7,
 	// Entry 200 - 21F
-	0x00004b32, 0x00004b4b, 0x00004b58, 0x00004b9b,
-	0x00004ba1, 0x00004c3d, 0x00004c91, 0x00004cbc,
-	0x00004d48, 0x00004d76, 0x00004e38, 0x00004e3b,
-	0x00004e41, 0x00004e57, 0x00004e62, 0x00004e69,
-	0x00004e74, 0x00004e82, 0x00004e8f, 0x00004e9d,
-	0x00004eaa, 0x00004ec6, 0x00004edf, 0x00004f08,
-	0x00004fb1, 0x00004fc4, 0x00004fce, 0x0000505d,
-	0x000050be, 0x000050d0, 0x000050e3, 0x00005121,
+	0x00004b28, 0x00004b98, 0x00004bb1, 0x00004bbe,
+	0x00004c01, 0x00004c07, 0x00004ca3, 0x00004cf7,
+	0x00004d22, 0x00004dae, 0x00004ddc, 0x00004e9e,
+	0x00004ea1, 0x00004ea7, 0x00004ebd, 0x00004ec8,
+	0x00004ecf, 0x00004eda, 0x00004ee8, 0x00004ef5,
+	0x00004f03, 0x00004f10, 0x00004f2c, 0x00004f45,
+	0x00004f6e, 0x00005017, 0x0000502a, 0x00005034,
+	0x000050c3, 0x00005124, 0x00005136, 0x00005149,
 	// Entry 220 - 23F
-	0x0000515d, 0x00005169, 0x00005176, 0x00005184,
-	0x00005192, 0x000051a2, 0x000051de, 0x00005218,
-	0x00005223, 0x0000524d, 0x00005251, 0x00005263,
-	0x00005271, 0x0000529d, 0x0000535f, 0x00005392,
-	0x0000539d, 0x000053a7, 0x000053bc, 0x000053c5,
-	0x000053cf, 0x000053dd, 0x00005401, 0x0000541b,
-	0x00005430, 0x0000545c, 0x00005461, 0x00005476,
-	0x000054ec, 0x0000552e,
-} // Size: 2320 bytes
+	0x00005187, 0x000051c3, 0x000051cf, 0x000051dc,
+	0x000051ea, 0x000051f8, 0x00005208, 0x00005244,
+	0x0000527e, 0x00005289, 0x000052b3, 0x000052b7,
+	0x000052c9, 0x000052d7, 0x00005303, 0x000053c5,
+	0x000053f8, 0x00005403, 0x0000540d, 0x00005422,
+	0x0000542b, 0x00005435, 0x00005443, 0x00005467,
+	0x00005481, 0x00005496, 0x000054c2, 0x000054c7,
+	0x000054dc, 0x00005552, 0x00005594,
+} // Size: 2324 bytes
 
-const frData string = "" + // Size: 21806 bytes
+const frData string = "" + // Size: 21908 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances suspendues…\x02Abandon" +
 	"ner toutes les instances suspendues…\x02Arrêter toutes les instances en " +
@@ -1317,235 +1319,236 @@ const frData string = "" + // Size: 21806 bytes
 	"ignable pour le moment. Réessayez dans quelques secondes.\x02Une erreur " +
 	"est survenue\x02La console n’a pas pu afficher cette page. Réessayez" +
 	"\u202f; si le problème persiste, donnez à votre administrateur l’identif" +
-	"iant de requête %[1]s.\x02Champ\x02Type\x02Obligatoire\x02Classification" +
-	"\x02Contraintes\x02Description\x02Définition %[1]s\x02Copie de travail" +
-	"\x02La seule partie modifiable d’une définition. Les processus ne l’util" +
-	"isent jamais directement\u202f: ils épinglent une révision.\x02Nom\x02So" +
-	"rtie de routage\x02Dernier enregistrement\x02Révisions\x02Aucune révisio" +
-	"n pour l’instant\u202f: la copie de travail n’a jamais été figée.\x02Pub" +
-	"lications\x02Aucune publication pour l’instant.\x02Publication\x02Révisi" +
-	"on\x02Notes\x02Publiée le\x02Comparer des révisions\x02Liste chaque chan" +
-	"gement d’une révision à l’autre et ce qu’il peut casser.\x02De la révisi" +
-	"on\x02À la révision\x02Comparer\x02Changement\x02Détail\x02Casse les pro" +
-	"cessus\x02Casse les services\x02Ces révisions ont les mêmes contrats." +
-	"\x02Entrées\x02Aucune entrée.\x02Entrées de la copie de travail\x02Sorti" +
-	"es\x02Aucune sortie.\x02Sorties de la copie de travail\x02Publications, " +
-	"les plus anciennes d’abord\x02Changements entre les deux révisions\x02Ré" +
-	"vision %[1]d\x02Figée le\x02Empreinte\x02Entrées de la révision %[1]d" +
-	"\x02Sorties de la révision %[1]d\x02Choisissez deux révisions existantes" +
-	" à comparer.\x02De la révision %[1]d à la révision %[2]d\u202f:\x14\x01" +
-	"\x81\x01\x00\x02\x11\x02%[1]d changement\x00\x12\x02%[1]d changements" +
-	"\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incompatible\x00\x14\x02%[1]d inco" +
-	"mpatibles\x02sortie de routage %[1]s → %[2]s\x02facultatif → obligatoire" +
-	"\x02obligatoire → facultatif\x02valeurs ajoutées\u202f: %[1]s\x02valeurs" +
-	" retirées\u202f: %[1]s\x02valeurs réordonnées\x02%[1]s\u202f: %[2]s → %[" +
-	"3]s\x02champ obligatoire de type %[1]s\x02champ facultatif de type %[1]s" +
-	"\x02aucune\x02Contrats de tâches\u202f: leur copie de travail, leurs rév" +
-	"isions immuables et leurs publications nommées.\x02Définitions par clé" +
-	"\x02Clé\x02Dernière révision\x02aucune pour l’instant\x02Aucune définiti" +
-	"on pour l’instant.\x14\x01\x81\x01\x00\x02\x12\x02%[1]d publication\x00" +
-	"\x13\x02%[1]d publications\x02en cas d’erreur\x02toute autre erreur\x02s" +
-	"uspendue pour un opérateur\x02incident\u202f: reprendre, abandonner, arr" +
-	"êter\x02fin\u202f: termine l’instance\x02fin\u202f: met l’instance en é" +
-	"chec\x02push %[1]s\x02pull %[1]s\x02Nœud %[1]s\x02La file d’attente et l" +
-	"es incidents de chaque définition maintenant, et ce que ses services ont" +
-	" terminé dans la dernière heure.\x02Réussites et échecs, dernière heure" +
-	"\x02Définitions, celles qui demandent de l’attention d’abord\x02Définiti" +
-	"on\x02Ouvertes\x02Instances suspendues\x02En échec\x02Attente de la plus" +
-	" ancienne disponible\x02Terminées, dernière heure\x02En échec, dernière " +
-	"heure\x02Aucune définition n’a encore d’occurrence.\x02Les décomptes son" +
-	"t indisponibles pour le moment.\x02Au %[1]s (%[2]s)\u202f; actualisé tou" +
-	"tes les quelques secondes.\x02disponible depuis le %[1]s\x02Afficher tou" +
-	"tes les définitions\x02Toutes les définitions\x02Réussites et échecs par" +
-	" tranche de 5 min, dernière heure\u202f: %[1]s\x02Dans la dernière heure" +
-	"\u202f: %[1]d terminées, %[2]d en échec. Le tableau qui suit le graphiqu" +
-	"e donne chaque tranche de 5 min.\x02terminée\x02en échec\x02Les chiffres" +
-	" du graphique\x02Réussites et échecs par tranche de 5 min, les plus anci" +
-	"ennes d’abord\x02Tranche\x02Terminées\x02%[1]s–%[2]s\x14\x01\x81\x01\x00" +
-	"\x02\x10\x02%[1]d terminée\x00\x11\x02%[1]d terminées\x14\x01\x81\x01" +
-	"\x00\x02\x10\x02%[1]d en échec\x00\x10\x02%[1]d en échec\x02%[1]s\u202f;" +
-	" %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, " +
-	"%[3]s %[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’instant\x02%[1]d s\x02%" +
-	"[1]d min\x02%[1]d h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02avr.\x02mai" +
-	"\x02juin\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 seconde" +
-	"\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours\x14" +
-	"\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14\x01" +
-	"\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01" +
-	"\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%[1]d" +
-	" ms\x02Instance de processus %[1]s\x02Résumé\x02Actions d’opérateur\x02P" +
-	"arcours\x02Les nœuds atteints par cette instance, dans l’ordre, chacun a" +
-	"vec son occurrence.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02Occurrenc" +
-	"e\x02Route\x02Nœud suivant\x02Créée le\x02Réglée le\x02Cette instance n’" +
-	"a encore atteint aucune tâche.\x02Actions d’opérateurs consignées\x02Auc" +
-	"un opérateur n’a agi sur cette instance.\x02Actions d’opérateurs sur cet" +
-	"te instance, les plus récentes d’abord\x02Valeur\x02Entrées du processus" +
-	"\x02Entrées avec lesquelles l’instance a démarré, nommées d’après le con" +
-	"trat de la version %[1]d du processus\x02Ce processus ne prend aucune en" +
-	"trée.\x02Cette instance est suspendue à un nœud en échec\u202f: c’est un" +
-	" incident. La reprise propose de nouveau l’occurrence en échec\u202f; l’" +
-	"abandon met l’instance en échec\u202f; l’arrêt l’annule. Chacune demande" +
-	" un motif, consigné dans le journal d’audit.\x02L’arrêt annule l’instanc" +
-	"e et ses occurrences ouvertes. Il ne termine rien.\x02Arrêtée par %[1]s " +
-	"le %[2]s — « %[3]s »\x02Abandonnée par %[1]s le %[2]s — « %[3]s »\x02Rep" +
-	"rise par %[1]s le %[2]s — « %[3]s »\x02Démarrée le\x02Terminée le\x02Nœu" +
-	"d de fin\x02Suspendue au nœud\x02Occurrence en échec\x02Code d’erreur" +
-	"\x02Statut inconnu\u202f: %[1]q.\x02Date de création\x02La taille de pag" +
-	"e doit être comprise entre 1 et %[1]d.\x02Instances de processus\x02du" +
-	"\x02au\x02Agir sur toutes les instances que ce filtre retient\x02La page" +
-	" suivante les compte et demande un motif avant que rien ne change.\x02In" +
-	"stances de processus, les plus récentes d’abord\x02Instance\x02Nœud de f" +
-	"in ou erreur\x02Aucune instance ne correspond à ces filtres.\x02Tous les" +
-	" processus\x02Tous les statuts\x02disponible\x02réservée\x02différée\x02" +
-	"annulée\x02en cours\x02suspendue\x02expirée\x02rejetée\x02rendue\x02déco" +
-	"nnectée\x02texte\x02entier\x02nombre\x02booléen\x02date\x02date et heure" +
-	"\x02choix\x02objet\x02liste\x02normale\x02sensible\x02secrète\x02••• mas" +
-	"qué (sensible)\x02••• masqué (secret)\x02pull (le service la récupère)" +
-	"\x02push (Relais appelle le service)\x02administrateur\x02opérateur\x02c" +
-	"oncepteur\x02consommateur\x02oui\x02non\x02champ ajouté\x02champ retiré" +
-	"\x02type modifié\x02caractère obligatoire modifié\x02valeurs modifiées" +
-	"\x02classification modifiée\x02contrainte modifiée\x02routage modifié" +
-	"\x02longueur minimale\x02longueur maximale\x02motif\x02format\x02minimum" +
-	"\x02maximum\x02nombre minimal d’éléments\x02nombre maximal d’éléments" +
-	"\x02%[1]s, révision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s" +
-	"\x02Mode\x02Dates\x02Politique d’exécution\x02Nombre maximal de tentativ" +
-	"es\x02Délai avant nouvelle tentative\x02Échéance\x02Priorité\x02%[1]d (0" +
-	" la plus basse, 9 la plus haute)\x02Tentatives\x02Toutes les tentatives," +
-	" les plus anciennes d’abord\x02Consommateur\x02Identifiant du service" +
-	"\x02Réservée le\x02Durée\x02Réponse de la destination\x02Résultat\x02Mes" +
-	"sage d’erreur\x02Aucun service n’a encore réservé cette occurrence.\x02e" +
-	"n cours\x02Destination\x02Réplique\x02Relais n’a pas encore appelé la de" +
-	"stination.\x02Relais ne conserve le code de statut de la destination que" +
-	" lorsqu’elle a refusé l’appel (destination_http_NNN)\u202f; un appel ter" +
-	"miné a reçu une réponse 2xx. La durée va de la prise en charge de l’appe" +
-	"l à son règlement.\x02Motif donné par le service\x02Nouvelles tentatives" +
-	"\x02aucune\u202f: un appel en échec suit le chemin d’erreur du nœud\x02D" +
-	"élai d’appel\x02Maintenant\x02La reprendre ou l’abandonner depuis son i" +
-	"nstance\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d " +
-	"tentatives\x02au plus %[1]d\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restant" +
-	"e\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’après le contrat de l" +
-	"a révision %[1]d\x02Ce contrat n’a aucune entrée.\x02Sorties, nommées d’" +
-	"après le contrat de la révision %[1]d\x02Pas encore de sorties\u202f: l’" +
-	"occurrence n’est pas terminée.\x02Ce contrat n’a aucune sortie.\x02Aucun" +
-	"e sortie\u202f: l’occurrence s’est terminée sans aboutir.\x02Révéler — c" +
-	"ette action est enregistrée\x02Disponible à partir du\x02Prochaine tenta" +
-	"tive\x02Dernière réservation\x02Fin du verrou\x02Différée\x02Dernière er" +
-	"reur (tentative %[1]d)\x02Erreur (avant toute tentative)\x02Son message" +
-	"\x02Message de Relais (en anglais)\x02Message du service (tel qu’il l’a " +
-	"envoyé)\x02L’échéance est passée avant l’arrivée d’un résultat.\x02Le ré" +
-	"sultat ne respectait pas le contrat de sorties de la révision.\x02Relais" +
-	" s’est arrêté pendant l’appel\u202f: on ignore si la destination a agi, " +
-	"elle n’est donc pas rappelée.\x02L’appel n’a pas pu être préparé.\x02La " +
-	"destination était injoignable.\x02La réponse de la destination était tro" +
-	"p volumineuse.\x02Le verrou de la dernière tentative a expiré sans tenta" +
-	"tive restante.\x02Les entrées n’ont pas pu être construites à partir des" +
-	" liaisons du processus.\x02Un opérateur a abandonné l’instance.\x02La de" +
-	"stination a répondu HTTP %[1]s.\x02Nouvelle tentative à %[1]s — %[2]s." +
-	"\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en at" +
-	"tente d’être proposée de nouveau.\x02En attente de l’appel de Relais à l" +
-	"a destination depuis %[1]s (%[2]s).\x02En attente d’un service depuis %[" +
-	"1]s (%[2]s).\x02(service %[1]s)\x02Relais appelle la destination (depuis" +
-	" %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02R" +
-	"éservée par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un service d" +
-	"u même consommateur, ou une interface munie d’un jeton de règlement, la " +
-	"terminera plus tard.\x02Terminée (%[1]s).\x02Son instance est suspendue " +
-	"ici, en attente d’un opérateur.\x02Son instance a continué par le chemin" +
-	" d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée\u202f: l’instance a é" +
-	"té arrêtée par %[1]s à %[2]s — « %[3]s ».\x02Annulée\u202f: l’instance a" +
-	" été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02en " +
-	"attente\x02HTTP 2xx, corps inutilisable\x02pas de réponse dans le délai" +
-	"\x02pas de connexion\x02réponse trop volumineuse\x02inconnue\x02[masqué]" +
-	"\x02La révision doit être un nombre entier, 1 ou plus.\x02Consommateur i" +
-	"nconnu.\x02Date de règlement\x02Plus de filtres\u202f: instance, révisio" +
-	"n, consommateur, dates\x02identifiant d’instance\x02Décomptes par statut" +
-	"\x02Occurrences, les plus récentes d’abord\x02Processus et nœud\x02Erreu" +
-	"r\x02Consommateur et service\x02Prochaine tentative ou règlement\x02Aucu" +
-	"ne occurrence ne correspond à ces filtres.\x02Tous les consommateurs\x02" +
-	"Totaux de la définition %[1]s, sans les autres filtres\x02Totaux de tout" +
-	"es les définitions, sans les autres filtres\x14\x01\x81\x01\x00\x02\x11" +
-	"\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s)" +
-	"\u202f; les décomptes sont actualisés toutes les quelques secondes.\x02r" +
-	"évision %[1]d\x02réglée\x02prochaine tentative\x02disponible depuis\x02" +
-	"appel en cours depuis\x02verrou jusqu’à\x02différée depuis\x02Page précé" +
-	"dente\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-0" +
-	"1.\x02%[1]s\u202f: le premier jour vient après le dernier.\x02Ces réglag" +
-	"es sont conservés dans ce navigateur seulement.\x02Afficher les heures e" +
-	"n\x02La console n’exécute aucun script et ne peut donc pas lire le fusea" +
-	"u horaire de votre ordinateur\u202f: choisissez son décalage par rapport" +
-	" à UTC. Les décalages ne suivent pas l’heure d’été.\x02Recharger les lis" +
-	"tes et les pages de détail\x02Les pages qui contiennent un formulaire, c" +
-	"omme une confirmation, ne se rechargent jamais d’elles-mêmes.\x02Enregis" +
-	"trer les réglages\x02Revenir sans enregistrer\x02UTC (temps universel co" +
-	"ordonné)\x02Heure locale à %[1]s\x02Jamais\x02Toutes les %[1]d secondes" +
-	"\x02Les versions de processus publiées\u202f: leurs nœuds, routes et rév" +
-	"isions épinglées, dessinés, avec l’emplacement actuel de leurs occurrenc" +
-	"es.\x02Processus par clé\x02Versions, les plus récentes d’abord\x02Aucun" +
-	" processus n’est encore publié.\x02version %[1]d\x02Processus %[1]s\x02V" +
-	"ersion\x02Nœud de départ\x02Graphe\x02Les colonnes suivent le plus long " +
-	"chemin depuis le nœud de départ. Les flèches pleines sont les réussites " +
-	"(étiquetées par leur route), les pointillées les échecs (étiquetées par " +
-	"leurs codes d’erreur). Chaque case indique combien d’occurrences de cett" +
-	"e version se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette v" +
-	"ersion, avec leurs occurrences actuelles\x02Type\x02Révision épinglée" +
-	"\x02En cas de réussite\x02En cas d’erreur\x02Occurrences actuelles\x02In" +
-	"stances de ce processus\x02Décomptes au %[1]s (%[2]s)\u202f; actualisés " +
-	"toutes les quelques secondes.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02" +
-	"h\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-dessous reprend les mê" +
-	"mes nœuds, routes et décomptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. " +
-	"Le tableau ci-dessous reprend les mêmes nœuds, routes et décomptes.\x02p" +
-	"ull\x02push vers %[1]s\x02fin (termine)\x02fin (en échec)\x02%[1]s → %[2" +
-	"]s\x02→ %[1]s\x02suspension (un incident pour un opérateur)\x02tout autr" +
-	"e code → %[1]s\x02met l’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[" +
-	"1]d tentative, nouvelle tentative après %[2]s, priorité %[3]d\x00C\x02%[" +
-	"1]d tentatives, nouvelle tentative après %[2]s, priorité %[3]d\x02échéan" +
-	"ce %[1]s\x02délai %[1]s\x02Seuls les administrateurs peuvent révéler une" +
-	" valeur sensible.\x02Révélé par %[1]s le %[2]s\u202f; consigné dans le j" +
-	"ournal d’audit.\x02Révélation impossible\x02Seule une valeur que cette p" +
-	"age affiche masquée (sensible) peut être révélée.\x02Les valeurs secrète" +
-	"s ne peuvent jamais être révélées.\x02Cette page n’accepte pas cette req" +
-	"uête.\x02Recherche\x02Saisissez un identifiant d’instance ou d’occurrenc" +
-	"e (un UUID, que les pages affichent au survol) ou une clé métier.\x02Rie" +
-	"n à chercher\u202f: le champ de recherche est vide.\x02C’est trop long p" +
-	"our être un identifiant ou une clé métier.\x02Aucune instance ni occurre" +
-	"nce n’a l’identifiant « %[1]s », et aucune instance ne l’a pour clé méti" +
-	"er.\x02Vous êtes déconnecté.\x02Se connecter\x02Connectez-vous avec un j" +
-	"eton d’opérateur ou d’administrateur.\x02Jeton\x02Le jeton est vérifié u" +
-	"ne fois et n’est jamais conservé dans votre navigateur\u202f; un cookie " +
-	"de session le remplace jusqu’à 8 heures d’inactivité.\x02Trop de connexi" +
-	"ons échouées depuis votre adresse. Réessayez dans %[1]d secondes.\x02Ce " +
-	"jeton est inconnu ou a été révoqué.\x02Un jeton de rôle %[1]s ne peut pa" +
-	"s ouvrir la console\u202f: connectez-vous avec un jeton d’opérateur, de " +
-	"concepteur ou d’administrateur.\x02Seuls les administrateurs gèrent les " +
-	"jetons.\x02Jetons du personnel (administrateurs, concepteurs, opérateurs" +
-	") non révoqués. Les jetons des consommateurs se gèrent avec leurs consom" +
-	"mateurs. Révoquer un jeton refuse sa requête suivante.\x02ID\x02Rôle\x02" +
-	"Dernière utilisation\x02Expiration\x02jamais\x02pas encore\x02Jeton expi" +
-	"ré\x02Révoquer…\x02cette session\x02Aucun jeton.\x02Le jeton a été révoq" +
-	"ué.\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s « %[2]s »" +
-	"\u202f?\x02Sa requête suivante est refusée et les sessions de console ou" +
-	"vertes avec lui prennent fin. C’est irréversible\u202f: qui l’utilise au" +
-	"ra besoin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder\x02C’est" +
-	" le jeton avec lequel vous êtes connecté\u202f: le révoquer vous déconne" +
-	"cte. Sa requête suivante est refusée. C’est irréversible.\x02C’est le de" +
-	"rnier jeton administrateur utilisable\u202f: créez-en un autre avant de " +
-	"le révoquer.\x02sortie de routage\x02(chaque élément)\x14\x01\x81\x01" +
-	"\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d carac" +
-	"tères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02" +
-	"au plus %[1]d caractères\x02motif %[1]s\x02format %[1]s\x02minimum %[1]s" +
-	"\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02a" +
-	"u moins %[1]d élément\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01" +
-	"\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1]d éléments" +
-	"\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%" +
-	"[1]d éléments\x02nul\x02valeur inattendue\x02Page invalide\x02Ce lien de" +
-	" page ne vient pas de la console.\x02Les exécutants connectés par un flu" +
-	"x, et ceux qui interrogent par leur dernière demande. Un exécutant est l" +
-	"isté tant qu’il s’est manifesté dans les trois derniers battements de cœ" +
-	"ur.\x02Exécutants vus dans les trois derniers battements\x02Exécutant" +
-	"\x02Protocole\x02Définitions servies\x02En cours\x02Connexion\x02Dernier" +
-	" signe\x02Aucun exécutant n’est connecté.\x02Exécutants servant %[1]s" +
-	"\x02Tous les exécutants\x02Aucun exécutant ne sert cette définition.\x02" +
-	"flux\x02interrogation longue\x02Aucun exécutant ne sert cette définition" +
-	"\u202f: ses occurrences attendent qu’un exécutant se connecte ou interro" +
-	"ge.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d" +
-	"\x02Servie par %[1]d exécutants"
+	"iant de requête %[1]s.\x02Décompte des occurrences en cours\u202f; les d" +
+	"écomptes s’afficheront quand vous rechargerez la page.\x02Les décomptes" +
+	" sont indisponibles pour le moment.\x02Champ\x02Type\x02Obligatoire\x02C" +
+	"lassification\x02Contraintes\x02Description\x02Définition %[1]s\x02Copie" +
+	" de travail\x02La seule partie modifiable d’une définition. Les processu" +
+	"s ne l’utilisent jamais directement\u202f: ils épinglent une révision." +
+	"\x02Nom\x02Sortie de routage\x02Dernier enregistrement\x02Révisions\x02A" +
+	"ucune révision pour l’instant\u202f: la copie de travail n’a jamais été " +
+	"figée.\x02Publications\x02Aucune publication pour l’instant.\x02Publicat" +
+	"ion\x02Révision\x02Notes\x02Publiée le\x02Comparer des révisions\x02List" +
+	"e chaque changement d’une révision à l’autre et ce qu’il peut casser." +
+	"\x02De la révision\x02À la révision\x02Comparer\x02Changement\x02Détail" +
+	"\x02Casse les processus\x02Casse les services\x02Ces révisions ont les m" +
+	"êmes contrats.\x02Entrées\x02Aucune entrée.\x02Entrées de la copie de t" +
+	"ravail\x02Sorties\x02Aucune sortie.\x02Sorties de la copie de travail" +
+	"\x02Publications, les plus anciennes d’abord\x02Changements entre les de" +
+	"ux révisions\x02Révision %[1]d\x02Figée le\x02Empreinte\x02Entrées de la" +
+	" révision %[1]d\x02Sorties de la révision %[1]d\x02Choisissez deux révis" +
+	"ions existantes à comparer.\x02De la révision %[1]d à la révision %[2]d" +
+	"\u202f:\x14\x01\x81\x01\x00\x02\x11\x02%[1]d changement\x00\x12\x02%[1]d" +
+	" changements\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incompatible\x00\x14" +
+	"\x02%[1]d incompatibles\x02sortie de routage %[1]s → %[2]s\x02facultatif" +
+	" → obligatoire\x02obligatoire → facultatif\x02valeurs ajoutées\u202f: %[" +
+	"1]s\x02valeurs retirées\u202f: %[1]s\x02valeurs réordonnées\x02%[1]s" +
+	"\u202f: %[2]s → %[3]s\x02champ obligatoire de type %[1]s\x02champ facult" +
+	"atif de type %[1]s\x02aucune\x02Contrats de tâches\u202f: leur copie de " +
+	"travail, leurs révisions immuables et leurs publications nommées.\x02Déf" +
+	"initions par clé\x02Clé\x02Dernière révision\x02aucune pour l’instant" +
+	"\x02Aucune définition pour l’instant.\x14\x01\x81\x01\x00\x02\x12\x02%[1" +
+	"]d publication\x00\x13\x02%[1]d publications\x02en cas d’erreur\x02toute" +
+	" autre erreur\x02suspendue pour un opérateur\x02incident\u202f: reprendr" +
+	"e, abandonner, arrêter\x02fin\u202f: termine l’instance\x02fin\u202f: me" +
+	"t l’instance en échec\x02push %[1]s\x02pull %[1]s\x02Nœud %[1]s\x02La fi" +
+	"le d’attente et les incidents de chaque définition maintenant, et ce que" +
+	" ses services ont terminé dans la dernière heure.\x02Réussites et échecs" +
+	", dernière heure\x02Définitions, celles qui demandent de l’attention d’a" +
+	"bord\x02Définition\x02Ouvertes\x02Instances suspendues\x02En échec\x02At" +
+	"tente de la plus ancienne disponible\x02Terminées, dernière heure\x02En " +
+	"échec, dernière heure\x02Aucune définition n’a encore d’occurrence.\x02" +
+	"Au %[1]s (%[2]s)\u202f; actualisé toutes les quelques secondes.\x02dispo" +
+	"nible depuis le %[1]s\x02Afficher toutes les définitions\x02Toutes les d" +
+	"éfinitions\x02Réussites et échecs par tranche de 5 min, dernière heure" +
+	"\u202f: %[1]s\x02Dans la dernière heure\u202f: %[1]d terminées, %[2]d en" +
+	" échec. Le tableau qui suit le graphique donne chaque tranche de 5 min." +
+	"\x02terminée\x02en échec\x02Les chiffres du graphique\x02Réussites et éc" +
+	"hecs par tranche de 5 min, les plus anciennes d’abord\x02Tranche\x02Term" +
+	"inées\x02%[1]s–%[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d terminée\x00" +
+	"\x11\x02%[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en échec" +
+	"\x00\x10\x02%[1]d en échec\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %" +
+	"[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02i" +
+	"l y a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j" +
+	"\x02janv.\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août\x02se" +
+	"pt.\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02" +
+	"%[1]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d h" +
+	"eure\x00\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute" +
+	"\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde" +
+	"\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02Instance de processus %[1]s" +
+	"\x02Résumé\x02Actions d’opérateur\x02Parcours\x02Les nœuds atteints par " +
+	"cette instance, dans l’ordre, chacun avec son occurrence.\x02Nœuds attei" +
+	"nts, dans l’ordre\x02Nœud\x02Occurrence\x02Route\x02Nœud suivant\x02Créé" +
+	"e le\x02Réglée le\x02Cette instance n’a encore atteint aucune tâche.\x02" +
+	"Actions d’opérateurs consignées\x02Aucun opérateur n’a agi sur cette ins" +
+	"tance.\x02Actions d’opérateurs sur cette instance, les plus récentes d’a" +
+	"bord\x02Valeur\x02Entrées du processus\x02Entrées avec lesquelles l’inst" +
+	"ance a démarré, nommées d’après le contrat de la version %[1]d du proces" +
+	"sus\x02Ce processus ne prend aucune entrée.\x02Cette instance est suspen" +
+	"due à un nœud en échec\u202f: c’est un incident. La reprise propose de n" +
+	"ouveau l’occurrence en échec\u202f; l’abandon met l’instance en échec" +
+	"\u202f; l’arrêt l’annule. Chacune demande un motif, consigné dans le jou" +
+	"rnal d’audit.\x02L’arrêt annule l’instance et ses occurrences ouvertes. " +
+	"Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — « %[3]s »\x02Abandon" +
+	"née par %[1]s le %[2]s — « %[3]s »\x02Reprise par %[1]s le %[2]s — « %[3" +
+	"]s »\x02Démarrée le\x02Terminée le\x02Nœud de fin\x02Suspendue au nœud" +
+	"\x02Occurrence en échec\x02Code d’erreur\x02Statut inconnu\u202f: %[1]q." +
+	"\x02Date de création\x02La taille de page doit être comprise entre 1 et " +
+	"%[1]d.\x02Instances de processus\x02du\x02au\x02Agir sur toutes les inst" +
+	"ances que ce filtre retient\x02La page suivante les compte et demande un" +
+	" motif avant que rien ne change.\x02Instances de processus, les plus réc" +
+	"entes d’abord\x02Instance\x02Nœud de fin ou erreur\x02Aucune instance ne" +
+	" correspond à ces filtres.\x02Tous les processus\x02Tous les statuts\x02" +
+	"disponible\x02réservée\x02différée\x02annulée\x02en cours\x02suspendue" +
+	"\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier\x02no" +
+	"mbre\x02booléen\x02date\x02date et heure\x02choix\x02objet\x02liste\x02n" +
+	"ormale\x02sensible\x02secrète\x02••• masqué (sensible)\x02••• masqué (se" +
+	"cret)\x02pull (le service la récupère)\x02push (Relais appelle le servic" +
+	"e)\x02administrateur\x02opérateur\x02concepteur\x02consommateur\x02oui" +
+	"\x02non\x02champ ajouté\x02champ retiré\x02type modifié\x02caractère obl" +
+	"igatoire modifié\x02valeurs modifiées\x02classification modifiée\x02cont" +
+	"rainte modifiée\x02routage modifié\x02longueur minimale\x02longueur maxi" +
+	"male\x02motif\x02format\x02minimum\x02maximum\x02nombre minimal d’élémen" +
+	"ts\x02nombre maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, versi" +
+	"on %[2]s\x02Occurrence %[1]s\x02Mode\x02Dates\x02Politique d’exécution" +
+	"\x02Nombre maximal de tentatives\x02Délai avant nouvelle tentative\x02Éc" +
+	"héance\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute)\x02Tentat" +
+	"ives\x02Toutes les tentatives, les plus anciennes d’abord\x02Consommateu" +
+	"r\x02Identifiant du service\x02Réservée le\x02Durée\x02Réponse de la des" +
+	"tination\x02Résultat\x02Message d’erreur\x02Aucun service n’a encore rés" +
+	"ervé cette occurrence.\x02en cours\x02Destination\x02Réplique\x02Relais " +
+	"n’a pas encore appelé la destination.\x02Relais ne conserve le code de s" +
+	"tatut de la destination que lorsqu’elle a refusé l’appel (destination_ht" +
+	"tp_NNN)\u202f; un appel terminé a reçu une réponse 2xx. La durée va de l" +
+	"a prise en charge de l’appel à son règlement.\x02Motif donné par le serv" +
+	"ice\x02Nouvelles tentatives\x02aucune\u202f: un appel en échec suit le c" +
+	"hemin d’erreur du nœud\x02Délai d’appel\x02Maintenant\x02La reprendre ou" +
+	" l’abandonner depuis son instance\x14\x01\x81\x01\x00\x02\x10\x02%[1]d t" +
+	"entative\x00\x11\x02%[1]d tentatives\x02au plus %[1]d\x14\x01\x81\x01" +
+	"\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes\x02Entrées, no" +
+	"mmées d’après le contrat de la révision %[1]d\x02Ce contrat n’a aucune e" +
+	"ntrée.\x02Sorties, nommées d’après le contrat de la révision %[1]d\x02Pa" +
+	"s encore de sorties\u202f: l’occurrence n’est pas terminée.\x02Ce contra" +
+	"t n’a aucune sortie.\x02Aucune sortie\u202f: l’occurrence s’est terminée" +
+	" sans aboutir.\x02Révéler — cette action est enregistrée\x02Disponible à" +
+	" partir du\x02Prochaine tentative\x02Dernière réservation\x02Fin du verr" +
+	"ou\x02Différée\x02Dernière erreur (tentative %[1]d)\x02Erreur (avant tou" +
+	"te tentative)\x02Son message\x02Message de Relais (en anglais)\x02Messag" +
+	"e du service (tel qu’il l’a envoyé)\x02L’échéance est passée avant l’arr" +
+	"ivée d’un résultat.\x02Le résultat ne respectait pas le contrat de sorti" +
+	"es de la révision.\x02Relais s’est arrêté pendant l’appel\u202f: on igno" +
+	"re si la destination a agi, elle n’est donc pas rappelée.\x02L’appel n’a" +
+	" pas pu être préparé.\x02La destination était injoignable.\x02La réponse" +
+	" de la destination était trop volumineuse.\x02Le verrou de la dernière t" +
+	"entative a expiré sans tentative restante.\x02Les entrées n’ont pas pu ê" +
+	"tre construites à partir des liaisons du processus.\x02Un opérateur a ab" +
+	"andonné l’instance.\x02La destination a répondu HTTP %[1]s.\x02Nouvelle " +
+	"tentative à %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Ver" +
+	"rou expiré à %[1]s — en attente d’être proposée de nouveau.\x02En attent" +
+	"e de l’appel de Relais à la destination depuis %[1]s (%[2]s).\x02En atte" +
+	"nte d’un service depuis %[1]s (%[2]s).\x02(service %[1]s)\x02Relais appe" +
+	"lle la destination (depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou j" +
+	"usqu’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%" +
+	"[2]s)\u202f: un service du même consommateur, ou une interface munie d’u" +
+	"n jeton de règlement, la terminera plus tard.\x02Terminée (%[1]s).\x02So" +
+	"n instance est suspendue ici, en attente d’un opérateur.\x02Son instance" +
+	" a continué par le chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annu" +
+	"lée\u202f: l’instance a été arrêtée par %[1]s à %[2]s — « %[3]s ».\x02An" +
+	"nulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02con" +
+	"sommateur n° %[1]s\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas " +
+	"de réponse dans le délai\x02pas de connexion\x02réponse trop volumineuse" +
+	"\x02inconnue\x02[masqué]\x02La révision doit être un nombre entier, 1 ou" +
+	" plus.\x02Consommateur inconnu.\x02Date de règlement\x02Plus de filtres" +
+	"\u202f: instance, révision, consommateur, dates\x02identifiant d’instanc" +
+	"e\x02Décomptes par statut\x02Occurrences, les plus récentes d’abord\x02P" +
+	"rocessus et nœud\x02Erreur\x02Consommateur et service\x02Prochaine tenta" +
+	"tive ou règlement\x02Aucune occurrence ne correspond à ces filtres.\x02T" +
+	"ous les consommateurs\x02Totaux de la définition %[1]s, sans les autres " +
+	"filtres\x02Totaux de toutes les définitions, sans les autres filtres\x14" +
+	"\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrence" +
+	"s\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés toutes les qu" +
+	"elques secondes.\x02révision %[1]d\x02réglée\x02prochaine tentative\x02d" +
+	"isponible depuis\x02appel en cours depuis\x02verrou jusqu’à\x02différée " +
+	"depuis\x02Page précédente\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une da" +
+	"te s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour vient après le de" +
+	"rnier.\x02Ces réglages sont conservés dans ce navigateur seulement.\x02A" +
+	"fficher les heures en\x02La console n’exécute aucun script et ne peut do" +
+	"nc pas lire le fuseau horaire de votre ordinateur\u202f: choisissez son " +
+	"décalage par rapport à UTC. Les décalages ne suivent pas l’heure d’été." +
+	"\x02Recharger les listes et les pages de détail\x02Les pages qui contien" +
+	"nent un formulaire, comme une confirmation, ne se rechargent jamais d’el" +
+	"les-mêmes.\x02Enregistrer les réglages\x02Revenir sans enregistrer\x02UT" +
+	"C (temps universel coordonné)\x02Heure locale à %[1]s\x02Jamais\x02Toute" +
+	"s les %[1]d secondes\x02Les versions de processus publiées\u202f: leurs " +
+	"nœuds, routes et révisions épinglées, dessinés, avec l’emplacement actue" +
+	"l de leurs occurrences.\x02Processus par clé\x02Versions, les plus récen" +
+	"tes d’abord\x02Aucun processus n’est encore publié.\x02version %[1]d\x02" +
+	"Processus %[1]s\x02Version\x02Nœud de départ\x02Graphe\x02Les colonnes s" +
+	"uivent le plus long chemin depuis le nœud de départ. Les flèches pleines" +
+	" sont les réussites (étiquetées par leur route), les pointillées les éch" +
+	"ecs (étiquetées par leurs codes d’erreur). Chaque case indique combien d" +
+	"’occurrences de cette version se trouvent à ce nœud maintenant.\x02Nœu" +
+	"ds\x02Nœuds de cette version, avec leurs occurrences actuelles\x02Type" +
+	"\x02Révision épinglée\x02En cas de réussite\x02En cas d’erreur\x02Occurr" +
+	"ences actuelles\x02Instances de ce processus\x02Décomptes au %[1]s (%[2]" +
+	"s)\u202f; actualisés toutes les quelques secondes.\x02Graphe de %[1]s" +
+	"\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau c" +
+	"i-dessous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d nœ" +
+	"uds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, r" +
+	"outes et décomptes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin (" +
+	"en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02suspension (un incident pour un" +
+	" opérateur)\x02tout autre code → %[1]s\x02met l’instance en échec\x14" +
+	"\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative après %[2]s" +
+	", priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après %[2]" +
+	"s, priorité %[3]d\x02échéance %[1]s\x02délai %[1]s\x02Seuls les administ" +
+	"rateurs peuvent révéler une valeur sensible.\x02Révélé par %[1]s le %[2]" +
+	"s\u202f; consigné dans le journal d’audit.\x02Révélation impossible\x02S" +
+	"eule une valeur que cette page affiche masquée (sensible) peut être révé" +
+	"lée.\x02Les valeurs secrètes ne peuvent jamais être révélées.\x02Cette p" +
+	"age n’accepte pas cette requête.\x02Recherche\x02Saisissez un identifian" +
+	"t d’instance ou d’occurrence (un UUID, que les pages affichent au survol" +
+	") ou une clé métier.\x02Rien à chercher\u202f: le champ de recherche est" +
+	" vide.\x02C’est trop long pour être un identifiant ou une clé métier." +
+	"\x02Aucune instance ni occurrence n’a l’identifiant « %[1]s », et aucune" +
+	" instance ne l’a pour clé métier.\x02Vous êtes déconnecté.\x02Se connect" +
+	"er\x02Connectez-vous avec un jeton d’opérateur ou d’administrateur.\x02J" +
+	"eton\x02Le jeton est vérifié une fois et n’est jamais conservé dans votr" +
+	"e navigateur\u202f; un cookie de session le remplace jusqu’à 8 heures d’" +
+	"inactivité.\x02Trop de connexions échouées depuis votre adresse. Réessay" +
+	"ez dans %[1]d secondes.\x02Ce jeton est inconnu ou a été révoqué.\x02Un " +
+	"jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: connectez-vous " +
+	"avec un jeton d’opérateur, de concepteur ou d’administrateur.\x02Seuls l" +
+	"es administrateurs gèrent les jetons.\x02Jetons du personnel (administra" +
+	"teurs, concepteurs, opérateurs) non révoqués. Les jetons des consommateu" +
+	"rs se gèrent avec leurs consommateurs. Révoquer un jeton refuse sa requê" +
+	"te suivante.\x02ID\x02Rôle\x02Dernière utilisation\x02Expiration\x02jama" +
+	"is\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Aucun " +
+	"jeton.\x02Le jeton a été révoqué.\x02Révoquer le jeton %[1]d\x02Révoquer" +
+	" le jeton %[1]s « %[2]s »\u202f?\x02Sa requête suivante est refusée et l" +
+	"es sessions de console ouvertes avec lui prennent fin. C’est irréversibl" +
+	"e\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoquer le je" +
+	"ton\x02Le garder\x02C’est le jeton avec lequel vous êtes connecté\u202f:" +
+	" le révoquer vous déconnecte. Sa requête suivante est refusée. C’est irr" +
+	"éversible.\x02C’est le dernier jeton administrateur utilisable\u202f: c" +
+	"réez-en un autre avant de le révoquer.\x02sortie de routage\x02(chaque é" +
+	"lément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b" +
+	"\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1" +
+	"]d caractère\x00\x1a\x02au plus %[1]d caractères\x02motif %[1]s\x02forma" +
+	"t %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01" +
+	"\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d" +
+	" éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19" +
+	"\x02au plus %[1]d éléments\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02" +
+	"%[1]d élément\x00\x11\x02%[1]d éléments\x02nul\x02valeur inattendue\x02P" +
+	"age invalide\x02Ce lien de page ne vient pas de la console.\x02Les exécu" +
+	"tants connectés par un flux, et ceux qui interrogent par leur dernière d" +
+	"emande. Un exécutant est listé tant qu’il s’est manifesté dans les trois" +
+	" derniers battements de cœur.\x02Exécutants vus dans les trois derniers " +
+	"battements\x02Exécutant\x02Protocole\x02Définitions servies\x02En cours" +
+	"\x02Connexion\x02Dernier signe\x02Aucun exécutant n’est connecté.\x02Exé" +
+	"cutants servant %[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert " +
+	"cette définition.\x02flux\x02interrogation longue\x02Aucun exécutant ne " +
+	"sert cette définition\u202f: ses occurrences attendent qu’un exécutant s" +
+	"e connecte ou interroge.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d" +
+	" exécutant\x00\x1d\x02Servie par %[1]d exécutants"
 
-	// Total table size 43720 bytes (42KiB); checksum: DDDEA946
+	// Total table size 43900 bytes (42KiB); checksum: F1F4704F

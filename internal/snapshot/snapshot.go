@@ -33,10 +33,13 @@ type Cache[T any] struct {
 	ttl    time.Duration
 	// now is the clock ages are measured by; tests replace it.
 	now func() time.Time
+	// stamp dates a value for display (see StampWith); nil uses now.
+	stamp func() time.Time
 
 	mu         sync.Mutex
 	value      T
 	at         time.Time // when the load of value began; zero until one succeeded
+	stamped    time.Time // the same moment by stamp, what Get returns
 	refreshing chan struct{}
 	lastErr    error
 }
@@ -50,6 +53,14 @@ func New[T any](name string, load func(context.Context) (T, error), logger *slog
 	return &Cache[T]{name: name, load: load, logger: logger, ttl: ttl, now: time.Now}
 }
 
+// StampWith makes Get date values by clock rather than by the wall clock
+// that measures their age: pages compare the date with times read from the
+// engine's clock, which tests move. It returns s for chaining after New.
+func (s *Cache[T]) StampWith(clock func() time.Time) *Cache[T] {
+	s.stamp = clock
+	return s
+}
+
 // Get returns the cached value and when the load that read it began (it
 // shows the source as of that moment or later), refreshing it as described
 // on the type. It waits for a load (at most until ctx ends) only
@@ -60,7 +71,7 @@ func (s *Cache[T]) Get(ctx context.Context) (T, time.Time, error) {
 		if s.now().Sub(s.at) >= s.ttl {
 			s.startRefreshLocked()
 		}
-		v, at := s.value, s.at
+		v, at := s.value, s.stamped
 		s.mu.Unlock()
 		return v, at, nil
 	}
@@ -77,7 +88,7 @@ func (s *Cache[T]) Get(ctx context.Context) (T, time.Time, error) {
 	if s.at.IsZero() {
 		return zero, time.Time{}, s.lastErr
 	}
-	return s.value, s.at, nil
+	return s.value, s.stamped, nil
 }
 
 // startRefreshLocked starts a refresh unless one runs, and returns the
@@ -97,6 +108,10 @@ func (s *Cache[T]) startRefreshLocked() chan struct{} {
 		// A value is stamped with when its load began: it shows the
 		// database as of that moment or later, never earlier.
 		began := s.now()
+		stamped := began
+		if s.stamp != nil {
+			stamped = s.stamp()
+		}
 		v, err := s.load(ctx)
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -106,7 +121,7 @@ func (s *Cache[T]) startRefreshLocked() chan struct{} {
 			s.logger.Warn("refreshing a cached snapshot failed; the previous one stays", "what", s.name, "err", err)
 			return
 		}
-		s.value, s.at, s.lastErr = v, began, nil
+		s.value, s.at, s.stamped, s.lastErr = v, began, stamped, nil
 	}()
 	return done
 }

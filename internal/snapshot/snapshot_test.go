@@ -129,3 +129,38 @@ func TestCacheKeepsTheLastValueWhenARefreshFails(t *testing.T) {
 		t.Error("a cold cache whose load fails returned no error")
 	}
 }
+
+func TestStampWithDatesValuesByItsClockAndAgesThemByTheWallClock(t *testing.T) {
+	t.Parallel()
+	wall := &fakeClock{t: time.Unix(0, 0)}
+	engine := &fakeClock{t: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
+	var loads atomic.Int64
+	c := New("test", func(ctx context.Context) (int64, error) { return loads.Add(1), nil },
+		slog.New(slog.DiscardHandler), time.Second).StampWith(engine.now)
+	c.now = wall.now
+	_, at, err := c.Get(context.Background())
+	if err != nil || !at.Equal(engine.now()) {
+		t.Fatalf("Get dated its value %v (%v), want the stamp clock's %v", at, err, engine.now())
+	}
+	// Moving the stamp clock does not age the value; moving the wall clock does.
+	engine.add(time.Hour)
+	c.Get(context.Background())
+	if loads.Load() != 1 {
+		t.Fatalf("%d loads: the stamp clock aged the value", loads.Load())
+	}
+	wall.add(2 * time.Second)
+	c.Get(context.Background())
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if v, at, _ := c.Get(context.Background()); v == 2 {
+			if !at.Equal(engine.now()) {
+				t.Fatalf("the refreshed value is dated %v, want %v", at, engine.now())
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the wall clock's age never started a refresh")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
