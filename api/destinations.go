@@ -44,7 +44,8 @@ func (a *API) putDestination() http.Handler {
 			return err
 		}
 		dryRun := r.URL.Query().Get("dry_run") == "true"
-		dest, change, err := a.eng.PutDestination(r.Context(), chi.URLParam(r, "name"), req.URL, req.Headers, req.MaxTimeout.Std(), dryRun)
+		dest, change, err := a.eng.PutDestination(r.Context(), engine.DestinationSpec{Name: chi.URLParam(r, "name"), URL: req.URL, Headers: req.Headers,
+			MaxTimeout: req.MaxTimeout.Std()}, dryRun)
 		if err != nil {
 			return err
 		}

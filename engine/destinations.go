@@ -132,20 +132,36 @@ const (
 	Unchanged Change = "unchanged"
 )
 
-// PutDestination creates or replaces a destination. An identical
-// destination (header values included) is left untouched and reported
-// Unchanged, so `relais apply` is idempotent; dryRun reports without
-// writing.
-func (e *Engine) PutDestination(ctx context.Context, name, rawURL string, headers map[string]string, maxTimeout time.Duration, dryRun bool) (Destination, Change, error) {
-	var errs []fault.FieldError
-	if !destinationNamePattern.MatchString(name) {
-		return Destination{}, "", fault.New(fault.BadRequest, "invalid_name", "destination name %q must match %s", name, destinationNamePattern)
+// DestinationSpec is a destination as an administrator puts it: the URL and
+// header values in clear, before they are sealed.
+type DestinationSpec struct {
+	Name       string
+	URL        string
+	Headers    map[string]string
+	MaxTimeout time.Duration
+}
+
+// validDestination is a spec that passed validate, with its header names
+// canonical and its URL split from its query (sealed apart).
+type validDestination struct {
+	DestinationSpec
+	headers map[string]string // canonical names
+	names   []string          // sorted
+	rest    string            // the URL without its query
+	query   string
+}
+
+// validate reports every problem of s at once, with its pointer.
+func (s DestinationSpec) validate() (validDestination, error) {
+	if !destinationNamePattern.MatchString(s.Name) {
+		return validDestination{}, fault.New(fault.BadRequest, "invalid_name", "destination name %q must match %s", s.Name, destinationNamePattern)
 	}
-	u, err := url.Parse(rawURL)
+	var errs []fault.FieldError
+	u, err := url.Parse(s.URL)
 	switch {
-	case rawURL == "":
+	case s.URL == "":
 		errs = append(errs, fault.FieldError{Path: "/url", Message: "is required"})
-	case len(rawURL) > MaxDestinationURL:
+	case len(s.URL) > MaxDestinationURL:
 		errs = append(errs, tooLong("/url", MaxDestinationURL))
 	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
 		errs = append(errs, fault.FieldError{Path: "/url", Message: "must be an absolute http or https URL"})
@@ -153,83 +169,115 @@ func (e *Engine) PutDestination(ctx context.Context, name, rawURL string, header
 		errs = append(errs, fault.FieldError{Path: "/url", Message: "must not carry credentials; use headers (stored encrypted)"})
 	}
 	switch {
-	case maxTimeout <= 0:
+	case s.MaxTimeout <= 0:
 		errs = append(errs, fault.FieldError{Path: "/max_timeout", Message: "is required and must be above zero"})
-	case maxTimeout > process.HardMaxPushTimeout:
+	case s.MaxTimeout > process.HardMaxPushTimeout:
 		errs = append(errs, fault.FieldError{Path: "/max_timeout", Message: "must be at most " + formatDuration(process.HardMaxPushTimeout)})
 	}
-	if len(headers) > MaxDestinationHdrs {
+	if len(s.Headers) > MaxDestinationHdrs {
 		errs = append(errs, fault.FieldError{Path: "/headers", Message: fmt.Sprintf("holds more than %d headers", MaxDestinationHdrs)})
 	}
-	names := make([]string, 0, len(headers))
-	canonical := make(map[string]string, len(headers))
-	for k, v := range headers {
+	v := validDestination{DestinationSpec: s, headers: make(map[string]string, len(s.Headers)), names: make([]string, 0, len(s.Headers))}
+	for k, val := range s.Headers {
 		ck := textproto.CanonicalMIMEHeaderKey(k)
 		switch {
 		case len(k) > MaxHeaderName:
 			errs = append(errs, fault.FieldError{Path: "/headers", Message: fmt.Sprintf("a header name is longer than %d bytes", MaxHeaderName)})
-		case len(v) > MaxHeaderValue:
+		case len(val) > MaxHeaderValue:
 			errs = append(errs, tooLong(jsontree.Pointer("/headers", k), MaxHeaderValue))
 		case !validHeaderName(k):
 			errs = append(errs, fault.FieldError{Path: "/headers/" + k, Message: "is not a valid header name"})
 		case reservedHeaders[ck]:
 			errs = append(errs, fault.FieldError{Path: "/headers/" + k, Message: "is set by Relais and cannot be configured"})
-		case strings.ContainsAny(v, "\r\n"):
+		case strings.ContainsAny(val, "\r\n"):
 			errs = append(errs, fault.FieldError{Path: "/headers/" + k, Message: "value must not contain line breaks"})
 		default:
-			canonical[ck] = v
-			names = append(names, ck)
+			v.headers[ck] = val
+			v.names = append(v.names, ck)
 		}
 	}
 	if len(errs) > 0 {
-		return Destination{}, "", fault.New(fault.BadRequest, "invalid_destination", "the destination is invalid").WithErrors(errs)
+		return validDestination{}, fault.New(fault.BadRequest, "invalid_destination", "the destination is invalid").WithErrors(errs)
 	}
-	sort.Strings(names)
-	if existing, err := e.GetDestination(ctx, name); err == nil {
-		current, err := e.destinationCall(ctx, e.q, name)
-		if err != nil {
-			return Destination{}, "", wrap("put destination", err)
-		}
-		if current.URL == rawURL && existing.MaxTimeout == maxTimeout && maps.Equal(current.Headers, canonical) {
-			return existing, Unchanged, nil
-		}
-		if dryRun {
-			return existing, Updated, nil
-		}
-	} else if !fault.HasCode(err, "not_found") {
+	sort.Strings(v.names)
+	v.rest, v.query = splitQuery(s.URL)
+	return v, nil
+}
+
+// shown is the destination as stored and shown: the query's values masked
+// (they are sealed apart).
+func (v validDestination) shown() Destination {
+	u := v.URL
+	if v.query != "" {
+		u = withQuery(v.rest, maskQuery(v.query))
+	}
+	return Destination{Name: v.Name, URL: u, HeaderNames: v.names, MaxTimeout: v.MaxTimeout}
+}
+
+// PutDestination creates or replaces a destination. An identical
+// destination (header and query values included) is left untouched and
+// reported Unchanged, so `relais apply` is idempotent; dryRun reports
+// without writing. Reading, comparing and writing are one transaction
+// holding the name's lock, so concurrent puts of one destination report
+// what each did.
+func (e *Engine) PutDestination(ctx context.Context, spec DestinationSpec, dryRun bool) (Destination, Change, error) {
+	v, err := spec.validate()
+	if err != nil {
 		return Destination{}, "", err
-	} else if dryRun {
-		rest, query := splitQuery(rawURL)
-		if query != "" {
-			rest = withQuery(rest, maskQuery(query))
-		}
-		return Destination{Name: name, URL: rest, HeaderNames: names, MaxTimeout: maxTimeout}, Created, nil
 	}
-	rest, query := splitQuery(rawURL)
-	if (len(canonical) > 0 || query != "") && e.keys == nil {
+	if (len(v.headers) > 0 || v.query != "") && e.keys == nil {
 		return Destination{}, "", fault.New(fault.Unavailable, "encryption_unavailable", "header values and URL query values are stored encrypted but no data key is configured")
 	}
-	var sealed, sealedQuery []byte
-	if len(canonical) > 0 {
-		plain, _ := json.Marshal(canonical)
-		sealed = e.keys.Seal(plain, []byte(aadDestinationHeaders(name)))
-	}
-	stored := rawURL
-	if query != "" {
-		sealedQuery = e.keys.Seal([]byte(query), []byte(aadDestinationQuery(name)))
-		stored = withQuery(rest, maskQuery(query))
-	}
-	row, err := e.q.DestinationUpsert(ctx, queries.DestinationUpsertParams{Name: name, Url: stored, SealedUrlQuery: sealedQuery,
-		HeaderNames: names, SealedHeaders: sealed, MaxTimeout: maxTimeout})
+	var out Destination
+	var change Change
+	err = e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error {
+		if err := q.DestinationLockName(ctx, v.Name); err != nil {
+			return err
+		}
+		row, err := q.DestinationGet(ctx, v.Name)
+		switch {
+		case isNoRows(err):
+			change = Created
+		case err != nil:
+			return err
+		default:
+			current, err := e.openDestination(row)
+			if err != nil {
+				return err
+			}
+			out, change = destinationFromRow(row), Updated
+			if current.URL == v.URL && row.MaxTimeout == v.MaxTimeout && maps.Equal(current.Headers, v.headers) {
+				change = Unchanged
+				return nil
+			}
+		}
+		if dryRun {
+			if change == Created {
+				out = v.shown()
+			}
+			return nil
+		}
+		var sealed, sealedQuery []byte
+		if len(v.headers) > 0 {
+			plain, _ := json.Marshal(v.headers)
+			sealed = e.keys.Seal(plain, []byte(aadDestinationHeaders(v.Name)))
+		}
+		if v.query != "" {
+			sealedQuery = e.keys.Seal([]byte(v.query), []byte(aadDestinationQuery(v.Name)))
+		}
+		written, err := q.DestinationUpsert(ctx, queries.DestinationUpsertParams{Name: v.Name, Url: v.shown().URL, SealedUrlQuery: sealedQuery,
+			HeaderNames: v.names, SealedHeaders: sealed, MaxTimeout: v.MaxTimeout})
+		if err != nil {
+			return err
+		}
+		out = destinationFromRow(queries.Destination{Name: written.Name, Url: written.Url, HeaderNames: written.HeaderNames, SealedUrlQuery: written.SealedUrlQuery,
+			MaxTimeout: written.MaxTimeout, CreatedAt: written.CreatedAt, UpdatedAt: written.UpdatedAt})
+		return nil
+	})
 	if err != nil {
 		return Destination{}, "", wrap("put destination", err)
 	}
-	d := destinationFromRow(queries.Destination{Name: row.Name, Url: row.Url, HeaderNames: row.HeaderNames, SealedUrlQuery: row.SealedUrlQuery,
-		MaxTimeout: row.MaxTimeout, CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt})
-	if row.Created {
-		return d, Created, nil
-	}
-	return d, Updated, nil
+	return out, change, nil
 }
 
 func validHeaderName(s string) bool {
@@ -324,6 +372,12 @@ func (e *Engine) destinationCall(ctx context.Context, q *queries.Queries, name s
 	if err != nil {
 		return destinationTarget{}, err
 	}
+	return e.openDestination(row)
+}
+
+// openDestination opens what row seals: its header values and URL query.
+func (e *Engine) openDestination(row queries.Destination) (destinationTarget, error) {
+	name := row.Name
 	headers := map[string]string{}
 	if len(row.SealedHeaders) > 0 {
 		if e.keys == nil {

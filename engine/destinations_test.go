@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -29,7 +30,7 @@ func TestPublishRacingDestinationDeleteStaysConsistent(t *testing.T) {
 	}
 	const races = 40
 	for i := range races {
-		if _, _, err := e.PutDestination(ctx, fmt.Sprintf("dest-%d", i), "http://127.0.0.1:9/", nil, 5*time.Second, false); err != nil {
+		if _, _, err := e.PutDestination(ctx, DestinationSpec{Name: fmt.Sprintf("dest-%d", i), URL: "http://127.0.0.1:9/", MaxTimeout: 5 * time.Second}, false); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -93,5 +94,62 @@ func TestPublishRacingDestinationDeleteStaysConsistent(t *testing.T) {
 	}
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestConcurrentPutsOfOneDestinationReportWhatEachDid: a put reads,
+// compares and writes under the name's lock, so of many identical puts
+// racing to create a destination exactly one reports created and the
+// others unchanged (without the lock, the losers rewrote it and said
+// updated); a put changing a header value then reports updated, and a dry
+// run of the same reports unchanged without writing.
+func TestConcurrentPutsOfOneDestinationReportWhatEachDid(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	spec := DestinationSpec{Name: "crm", URL: "https://crm.example/api?key=k-123456", Headers: map[string]string{"authorization": "Bearer s3cret"},
+		MaxTimeout: 5 * time.Second}
+	const racers = 20
+	changes := make([]Change, racers)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range racers {
+		wg.Go(func() {
+			<-start
+			_, c, err := e.PutDestination(ctx, spec, false)
+			if err != nil {
+				t.Error(err)
+			}
+			changes[i] = c
+		})
+	}
+	close(start)
+	wg.Wait()
+	count := map[Change]int{}
+	for _, c := range changes {
+		count[c]++
+	}
+	if count[Created] != 1 || count[Unchanged] != racers-1 {
+		t.Fatalf("changes %v: want one created and %d unchanged", count, racers-1)
+	}
+
+	changed := spec
+	changed.Headers = map[string]string{"Authorization": "Bearer rotated"}
+	if d, c, err := e.PutDestination(ctx, changed, true); err != nil || c != Updated || d.UpdatedAt.IsZero() {
+		t.Fatalf("dry run of a new header value: %v %v %+v, want updated (the stored destination shown)", c, err, d)
+	}
+	if _, c, _ := e.PutDestination(ctx, spec, false); c != Unchanged {
+		t.Fatalf("after the dry run: %v, want unchanged (a dry run writes nothing)", c)
+	}
+	d, c, err := e.PutDestination(ctx, changed, false)
+	if err != nil || c != Updated {
+		t.Fatalf("a new header value: %v %v, want updated", c, err)
+	}
+	if strings.Contains(d.URL, "k-123456") {
+		t.Errorf("the query is shown in clear: %q", d.URL)
+	}
+	target, err := e.destinationCall(ctx, e.q, "crm")
+	if err != nil || target.Headers["Authorization"] != "Bearer rotated" || target.URL != spec.URL {
+		t.Errorf("stored target %+v (%v): want the new header and the query in clear", target, err)
 	}
 }

@@ -39,7 +39,7 @@ func TestKeyRotation(t *testing.T) {
 	for i := range 3 {
 		start(e, "old-secret-"+string(rune('a'+i)))
 	}
-	if _, _, err := e.PutDestination(ctx, "api", "https://example.com", map[string]string{"X-Key": "hdr-secret"}, 1e9, false); err != nil {
+	if _, _, err := e.PutDestination(ctx, DestinationSpec{Name: "api", URL: "https://example.com", Headers: map[string]string{"X-Key": "hdr-secret"}, MaxTimeout: time.Second}, false); err != nil {
 		t.Fatal(err)
 	}
 

@@ -167,7 +167,7 @@ func TestPushErrorRoutesByCode(t *testing.T) {
 	ctx := context.Background()
 	define(t, e, "crm", crmWorking)
 	define(t, e, "notify", notifyWorking)
-	if _, _, err := e.PutDestination(ctx, "crm-api", "http://127.0.0.1:9/", nil, 5*time.Second, false); err != nil {
+	if _, _, err := e.PutDestination(ctx, DestinationSpec{Name: "crm-api", URL: "http://127.0.0.1:9/", MaxTimeout: 5 * time.Second}, false); err != nil {
 		t.Fatal(err)
 	}
 	doc := `{"inputs":{"fields":[{"name":"name","type":"text","required":true}]},"start":"push","nodes":{

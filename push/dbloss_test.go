@@ -67,7 +67,15 @@ func TestResultRecordedThroughADatabaseOutage(t *testing.T) {
 	env.Definition("score_company.yaml")
 
 	restarted := make(chan error, 1)
+	// The call may come before the start's answer has reached the test
+	// (the runner is woken at its commit): the database must outlive that
+	// answer, or the start would be a lost answer, not this test's case.
+	answered := make(chan struct{})
 	d := newDestination(t, func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-answered:
+		case <-time.After(10 * time.Second):
+		}
 		// The database goes while the call is in flight, and is back a
 		// second later, well within the reservation (budget + 5 s).
 		mu.Lock()
@@ -92,6 +100,7 @@ func TestResultRecordedThroughADatabaseOutage(t *testing.T) {
 	env.Must(201, "PUT", "/api/v1/destinations/scoring", env.Admin, map[string]any{"url": d.URL + "/score", "max_timeout": "PT5S"})
 	env.Process("scoring", scoreProcess("scoring", "PT2S"))
 	id := env.Must(201, "POST", "/api/v1/processes/scoring/instances", env.Operator, map[string]any{"inputs": map[string]any{"crm_id": "C-1"}}).JSON(t)["id"].(string)
+	close(answered)
 
 	select {
 	case err := <-restarted:

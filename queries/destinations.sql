@@ -20,3 +20,9 @@ select name, max_timeout from destinations
 where name = any(@names::text[])
 order by name
 for share;
+
+-- name: DestinationLockName :exec
+-- Serializes the puts of one name until the transaction ends: a put reads
+-- the destination, compares and writes, and a name not created yet has no
+-- row to lock.
+select pg_advisory_xact_lock(hashtextextended('relais destination ' || @name::text, 0));

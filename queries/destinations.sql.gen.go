@@ -112,6 +112,18 @@ func (q *Queries) DestinationLockForPublish(ctx context.Context, names []string)
 	return items, nil
 }
 
+const destinationLockName = `-- name: DestinationLockName :exec
+select pg_advisory_xact_lock(hashtextextended('relais destination ' || $1::text, 0))
+`
+
+// Serializes the puts of one name until the transaction ends: a put reads
+// the destination, compares and writes, and a name not created yet has no
+// row to lock.
+func (q *Queries) DestinationLockName(ctx context.Context, name string) error {
+	_, err := q.db.Exec(ctx, destinationLockName, name)
+	return err
+}
+
 const destinationUpsert = `-- name: DestinationUpsert :one
 insert into destinations (name, url, sealed_url_query, header_names, sealed_headers, max_timeout)
 values ($1, $2, $3, $4, $5, $6)
