@@ -55,13 +55,20 @@ type StartRequest struct {
 	IdempotencyKey string
 }
 
-func (e *Engine) instanceFromRow(ctx context.Context, row queries.Instance) Instance {
-	inst := Instance{ID: row.ID, ProcessKey: row.ProcessKey, Version: int(row.Version), Status: row.Status, BusinessKey: row.BusinessKey,
-		EndNode: row.EndNode, ErrorCode: row.ErrorCode, CreatedAt: row.CreatedAt, EndedAt: row.EndedAt, Inputs: json.RawMessage("{}")}
-	if pv, err := e.GetProcessVersion(ctx, row.ProcessKey, int(row.Version)); err == nil {
-		inst.Inputs = pv.Process.Inputs.Mask(row.Inputs)
+func (e *Engine) instanceFromRow(ctx context.Context, row queries.Instance) (Instance, error) {
+	pv, err := e.GetProcessVersion(ctx, row.ProcessKey, int(row.Version))
+	if err != nil {
+		return Instance{}, fmt.Errorf("instance %s: process %s version %d: %w", row.ID, row.ProcessKey, row.Version, err)
 	}
-	return inst
+	return instanceOf(row, pv), nil
+}
+
+// instanceOf is row as observers see it, its inputs masked by the contract
+// of pv, its process version. It reads nothing, so it cannot fail.
+func instanceOf(row queries.Instance, pv *ProcessVersion) Instance {
+	return Instance{ID: row.ID, ProcessKey: row.ProcessKey, Version: int(row.Version), Status: row.Status, BusinessKey: row.BusinessKey,
+		EndNode: row.EndNode, ErrorCode: row.ErrorCode, CreatedAt: row.CreatedAt, EndedAt: row.EndedAt,
+		Inputs: pv.Process.Inputs.Mask(row.Inputs)}
 }
 
 // canonicalRequest identifies a start request for Idempotency-Key replays,
@@ -140,28 +147,50 @@ func (e *Engine) StartInstance(ctx context.Context, req StartRequest) (Instance,
 		return Instance{}, false, err
 	}
 	if p.replay != nil {
-		return e.instanceFromRow(ctx, *p.replay), false, nil
+		inst, err := e.instanceFromRow(ctx, *p.replay)
+		if err != nil {
+			return Instance{}, false, wrap("start instance", err)
+		}
+		return inst, false, nil
 	}
 	var inst queries.Instance
 	var path []queries.Occurrence
+	var revs []*Revision
 	created := false
 	err = e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error {
 		inst, path, created, err = e.insertStart(ctx, q, p)
-		return err
+		if err != nil {
+			return err
+		}
+		// The answer masks the path by its revisions (cached by the run):
+		// read before the commit, nothing after it can fail.
+		revs = make([]*Revision, len(path))
+		for i, o := range path {
+			if revs[i], err = e.revision(ctx, q, o.DefinitionKey, int(o.Revision)); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return Instance{}, false, wrap("start instance", err)
 	}
-	out := e.instanceFromRow(ctx, inst)
-	if created {
-		// The run knows the instance as it left it (advancing may have
-		// ended it already) and the occurrences it created: no re-read.
-		out.Path = make([]Occurrence, len(path))
-		for i, o := range path {
-			out.Path[i] = e.occurrenceFromRow(ctx, observed{row: o})
+	if !created {
+		// A concurrent first request with the key won: answer what it did.
+		out, err := e.instanceFromRow(ctx, inst)
+		if err != nil {
+			return Instance{}, false, wrap("start instance", err)
 		}
+		return out, false, nil
 	}
-	return out, created, nil
+	// The run knows the instance as it left it (advancing may have ended it
+	// already) and the occurrences it created: no re-read.
+	out := instanceOf(inst, p.pv)
+	out.Path = make([]Occurrence, len(path))
+	for i, o := range path {
+		out.Path[i] = occurrenceOf(observed{row: o}, revs[i])
+	}
+	return out, true, nil
 }
 
 // preparedStart is a start request checked outside any transaction: its
@@ -299,7 +328,9 @@ func (e *Engine) StartInstances(ctx context.Context, reqs []StartRequest) ([]Sta
 		}
 		prepared[i] = p
 		if p.replay != nil {
-			out[i].Instance = e.instanceFromRow(ctx, *p.replay)
+			if out[i].Instance, err = e.instanceFromRow(ctx, *p.replay); err != nil {
+				return nil, wrap("start instances", err)
+			}
 		}
 	}
 	rows := make([]queries.Instance, len(reqs))
@@ -323,7 +354,7 @@ func (e *Engine) StartInstances(ctx context.Context, reqs []StartRequest) ([]Sta
 	for i, r := range rows {
 		// As the run left it: advancing may already have ended it.
 		if out[i].Err == nil && prepared[i].replay == nil {
-			out[i].Instance = e.instanceFromRow(ctx, r)
+			out[i].Instance = instanceOf(r, prepared[i].pv)
 		}
 	}
 	return out, nil
@@ -338,7 +369,11 @@ func (e *Engine) GetInstance(ctx context.Context, id uuid.UUID) (Instance, error
 	if err != nil {
 		return Instance{}, wrap("get instance", err)
 	}
-	return e.instanceFromRow(ctx, row), nil
+	inst, err := e.instanceFromRow(ctx, row)
+	if err != nil {
+		return Instance{}, wrap("get instance", err)
+	}
+	return inst, nil
 }
 
 // InstanceFilter selects instances; empty fields do not filter.
@@ -387,7 +422,9 @@ func (e *Engine) ListInstances(ctx context.Context, f InstanceFilter) ([]Instanc
 	}
 	out := make([]Instance, len(rows))
 	for i, r := range rows {
-		out[i] = e.instanceFromRow(ctx, r)
+		if out[i], err = e.instanceFromRow(ctx, r); err != nil {
+			return nil, wrap("list instances", err)
+		}
 	}
 	return out, nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/relais/relais/internal/fault"
+	"github.com/relais/relais/queries"
 )
 
 // TestIdempotentReplayAfterANewerVersion: a replay of a start without
@@ -165,5 +166,24 @@ func TestRequestDigest(t *testing.T) {
 		if bytes.Equal(canonicalRequest(other), canonicalRequest(base)) {
 			t.Errorf("another %s digests like the base request", name)
 		}
+	}
+}
+
+// TestObservationsReportWhatTheyCannotMask: an instance or occurrence is
+// shown masked by its contract; when that contract cannot be read, the
+// read fails with the reason instead of answering empty inputs as if the
+// instance had none.
+func TestObservationsReportWhatTheyCannotMask(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	id := uuid.Must(uuid.NewV7())
+	_, err := e.instanceFromRow(ctx, queries.Instance{ID: id, ProcessKey: "vanished", Version: 3, Inputs: []byte(`{"name":"x"}`)})
+	if err == nil || !strings.Contains(err.Error(), "process vanished version 3") {
+		t.Errorf("an instance whose version cannot be read: %v, want an error naming it", err)
+	}
+	_, err = e.occurrenceFromRow(ctx, observed{row: queries.Occurrence{ID: id, DefinitionKey: "vanished", Revision: 2, Inputs: []byte(`{}`)}})
+	if err == nil || !strings.Contains(err.Error(), "revision vanished/2") {
+		t.Errorf("an occurrence whose revision cannot be read: %v, want an error naming it", err)
 	}
 }

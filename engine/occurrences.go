@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"time"
 
@@ -86,7 +87,18 @@ type observed struct {
 }
 
 // occurrenceFromRow makes the observation of o.
-func (e *Engine) occurrenceFromRow(ctx context.Context, x observed) Occurrence {
+func (e *Engine) occurrenceFromRow(ctx context.Context, x observed) (Occurrence, error) {
+	rev, err := e.revision(ctx, e.q, x.row.DefinitionKey, int(x.row.Revision))
+	if err != nil {
+		return Occurrence{}, fmt.Errorf("occurrence %s: revision %s/%d: %w", x.row.ID, x.row.DefinitionKey, x.row.Revision, err)
+	}
+	return occurrenceOf(x, rev), nil
+}
+
+// occurrenceOf is x as observers see it, its inputs and outputs masked by
+// the contracts of rev, its revision. It reads nothing, so it cannot fail:
+// callers look the revision up (cached) and report when they cannot.
+func occurrenceOf(x observed, rev *Revision) Occurrence {
 	o := x.row
 	if x.lapsed {
 		o.Status, o.AvailableAt = StatusAvailable, *o.LockExpiresAt
@@ -102,11 +114,9 @@ func (e *Engine) occurrenceFromRow(ctx context.Context, x observed) Occurrence {
 	if o.ProcessVersion != nil {
 		out.ProcessVersion = int(*o.ProcessVersion)
 	}
-	if rev, err := e.revision(ctx, e.q, o.DefinitionKey, int(o.Revision)); err == nil {
-		out.Inputs = rev.Working.Inputs.Mask(o.Inputs)
-		if o.Outputs != nil {
-			out.Outputs = rev.Working.Outputs.Mask(o.Outputs)
-		}
+	out.Inputs = rev.Working.Inputs.Mask(o.Inputs)
+	if o.Outputs != nil {
+		out.Outputs = rev.Working.Outputs.Mask(o.Outputs)
 	}
 	return out
 }
@@ -117,7 +127,10 @@ func (e *Engine) observations(ctx context.Context, rows []observed) ([]Occurrenc
 	out := make([]Occurrence, len(rows))
 	var ids []int64
 	for i, r := range rows {
-		out[i] = e.occurrenceFromRow(ctx, r)
+		var err error
+		if out[i], err = e.occurrenceFromRow(ctx, r); err != nil {
+			return nil, wrap("observe occurrences", err)
+		}
 		if id := r.row.ConsumerID; id != nil && !slices.Contains(ids, *id) {
 			ids = append(ids, *id)
 		}

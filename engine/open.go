@@ -155,5 +155,9 @@ func (e *Engine) ConsumerOccurrence(ctx context.Context, consumerID int64, id uu
 	if !ok {
 		return Occurrence{}, notFound("occurrence %s", id)
 	}
-	return e.occurrenceFromRow(ctx, observed{x.Occurrence, x.Lapsed}), nil
+	o, err := e.occurrenceFromRow(ctx, observed{x.Occurrence, x.Lapsed})
+	if err != nil {
+		return Occurrence{}, wrap("consumer occurrence", err)
+	}
+	return o, nil
 }
