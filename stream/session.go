@@ -287,9 +287,11 @@ func (r *runner) run(ctx context.Context) error {
 			reason = endReplicaStopping
 			return replicaStopping()
 		case at := <-s.waiter.C():
-			if due := at.Add(dueSlack); !at.IsZero() && time.Until(due) > 0 {
+			// Only a time still ahead is waited for (with the slack): an
+			// occurrence announced as available now is claimed at once.
+			if !at.IsZero() && time.Until(at) > 0 {
 				// Announced for later (a retry delay).
-				r.wakeAt(due)
+				r.wakeAt(at.Add(dueSlack))
 			} else {
 				r.dirty = true
 			}
