@@ -20,14 +20,28 @@ func runCycle(ctx context.Context, b *bench) ([]measurement, error) {
 		return nil, fmt.Errorf("relais: %w", err)
 	}
 	out = append(out, cycleMeasurement(sysRelais, rate))
+	sdk, err := relaisCycleSDK(ctx, b)
+	if err != nil {
+		return nil, fmt.Errorf("relais sdk: %w", err)
+	}
 	for _, v := range []riverVariant{riverTuned, riverDefaults} {
 		rate, err := riverCycle(ctx, b, v)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", v.system, err)
 		}
 		out = append(out, cycleMeasurement(v.system, rate))
+		if v == riverTuned {
+			// River's workers are its client in both rows.
+			out = append(out, sdkMeasurement(v.system, rate))
+		}
 	}
-	return out, nil
+	return append(out, sdkMeasurement(sysRelais, sdk)), nil
+}
+
+// sdkMeasurement is the cycle's figure with each system's own worker
+// library: the Relais Go SDK, the River client.
+func sdkMeasurement(system string, rate float64) measurement {
+	return measurement{Scenario: "cycle", System: system, Metric: "throughput, Go SDK worker", Value: rate, Unit: "occurrences/s", Better: "higher", Compare: true}
 }
 
 func cycleMeasurement(system string, rate float64) measurement {

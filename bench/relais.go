@@ -106,10 +106,14 @@ func (r *relais) start(ctx context.Context, b *bench) error {
 	}
 	r.url = "http://" + ln.Addr().String()
 	r.api.base = r.url
-	r.srv = &http.Server{Handler: r.instrument(r.replica.Handler, b.opts.Profile != ""), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	// The server relais serve builds: HTTP/1.1 and h2c, which worker
+	// streams need.
+	if r.srv, err = server.NewHTTPServer(cfg, r.instrument(r.replica.Handler, b.opts.Profile != "")); err != nil {
+		return err
+	}
 	go func() {
 		defer close(r.served)
-		_ = r.srv.Serve(ln)
+		_ = server.Serve(r.srv, ln)
 	}()
 	return nil
 }
@@ -139,6 +143,8 @@ const (
 	routeStart    = "start"
 	routeFetch    = "fetch"
 	routeComplete = "complete"
+	routeSettle   = "settle"
+	routeStream   = "stream"
 	routeOther    = "other"
 	// routeBackground is the work no request started: the LISTEN
 	// connection, timers, the push runner.
@@ -156,6 +162,10 @@ func routeOf(r *http.Request) string {
 		return routeFetch
 	case strings.HasPrefix(p, "/api/v1/pull/occurrences/") && strings.HasSuffix(p, "/complete"):
 		return routeComplete
+	case p == "/api/v1/pull/settle":
+		return routeSettle
+	case strings.HasPrefix(p, "/relais.worker.v1."):
+		return routeStream
 	}
 	return routeOther
 }

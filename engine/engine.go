@@ -45,6 +45,7 @@ type Engine struct {
 	schemas   *contracts.Cache
 	memo      *memo
 	counts    *snapshot.Cache[[]OccurrenceCount]
+	group     *groupCommit
 }
 
 // Limits are the operator's bounds the engine enforces.
@@ -68,6 +69,10 @@ type Options struct {
 	// Replica names this process in the worker catalog. Default:
 	// hostname-pid.
 	Replica string
+	// GroupLanes bounds the transactions in flight that group concurrent
+	// single writes (starts, completions, failures); see groupCommit.
+	// Default 2.
+	GroupLanes int
 }
 
 // New returns an engine on pool.
@@ -87,6 +92,7 @@ func New(pool *pgxpool.Pool, opts Options) *Engine {
 		replica: opts.Replica, revisions: revisionCache{schemas: schemas}, schemas: schemas, memo: newMemo()}
 	e.counts = snapshot.New("occurrence counts by definition and status", e.CountOccurrencesByDefinitionStatus, opts.Logger, OccurrenceCountsTTL).
 		StampWith(e.Now)
+	e.group = newGroupCommit(e, opts.GroupLanes)
 	return e
 }
 

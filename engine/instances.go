@@ -157,7 +157,8 @@ func (e *Engine) StartInstance(ctx context.Context, req StartRequest) (Instance,
 	var path []queries.Occurrence
 	var revs []*Revision
 	created := false
-	err = e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error {
+	err = e.group.write(ctx, func(ctx context.Context, q *queries.Queries) error {
+		var err error
 		inst, path, created, err = e.insertStart(ctx, q, p)
 		if err != nil {
 			return err

@@ -235,7 +235,7 @@ func canonicalOutputs(outputs json.RawMessage) []byte {
 // of the completion answers the same.
 func (e *Engine) Complete(ctx context.Context, ref WorkerRef, outputs json.RawMessage) (Settlement, error) {
 	var out Settlement
-	err := e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error {
+	err := e.group.write(ctx, func(ctx context.Context, q *queries.Queries) error {
 		var err error
 		out, err = e.completeIn(ctx, q, ref, outputs)
 		return err
@@ -377,7 +377,7 @@ func (e *Engine) Fail(ctx context.Context, ref WorkerRef, f Failure) (Settlement
 		return Settlement{}, err
 	}
 	var out Settlement
-	err := e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error {
+	err := e.group.write(ctx, func(ctx context.Context, q *queries.Queries) error {
 		var err error
 		out, err = e.failIn(ctx, q, ref, f)
 		return err

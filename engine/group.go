@@ -1,0 +1,198 @@
+package engine
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/relais/relais/internal/pgfault"
+	"github.com/relais/relais/queries"
+)
+
+// groupCommit runs the single writes that arrive together (a start, a
+// completion, a failure: one per request) in one transaction, the way
+// PostgreSQL groups the WAL flushes of concurrent commits, but a step
+// earlier: one BEGIN and one COMMIT for the group, so one flush and far
+// less per-transaction work on the server. Under load that work, not the
+// statements, is most of what a one-item request costs PostgreSQL.
+//
+// No write waits for company: a write that finds a lane free runs at once
+// (alone when the engine is idle). Writes that arrive while every lane is
+// busy queue, and the next lane to free takes the whole queue as its next
+// group. Each write keeps the outcome it would have had alone:
+//   - a refused write (a fault) changes nothing and the others stand: the
+//     group runs again with a savepoint per write (applyEach);
+//   - a group the database aborts (a deadlock between two groups, say, or
+//     one write's unexpected error) runs again one write per transaction,
+//     so that each gets its own answer;
+//   - a lost connection fails every write of the group, as it would have
+//     failed each alone (a COMMIT whose answer is lost is unknown either way).
+//
+// Once a write is taken into a group it runs to its end even if its caller
+// gives up (a request whose COMMIT was sent cannot be called back either);
+// one still queued when its context ends is dropped.
+type groupCommit struct {
+	e *Engine
+	// lanes bounds the groups in flight (connections used); max bounds the
+	// writes of one group (one transaction must stay short).
+	lanes, max int
+
+	mu    sync.Mutex
+	queue []*groupWrite
+	busy  int
+}
+
+// groupWrite is one write waiting for, or running in, a group.
+type groupWrite struct {
+	ctx   context.Context
+	apply func(ctx context.Context, q *queries.Queries) error
+	taken bool // under groupCommit.mu
+	err   error
+	done  chan struct{}
+}
+
+// Group commit defaults: two lanes keep both of a small server's cores busy
+// while the writes of the other lane queue into the next group.
+const (
+	defaultGroupLanes = 2
+	maxGroup          = 100
+	// groupTimeout bounds a group's transaction, which no caller can cancel.
+	groupTimeout = time.Minute
+)
+
+func newGroupCommit(e *Engine, lanes int) *groupCommit {
+	if lanes < 1 {
+		lanes = defaultGroupLanes
+	}
+	return &groupCommit{e: e, lanes: lanes, max: maxGroup}
+}
+
+// write runs apply in a transaction, alone or with the writes that arrive
+// with it, and returns its outcome. apply must use the context it is given
+// (the group's, which its caller cannot cancel under the other writes), not
+// its caller's. It may run more than once (a group
+// rolled back and run again); only its last run's effects are committed, so
+// it must set its results afresh on every run.
+func (g *groupCommit) write(ctx context.Context, apply func(ctx context.Context, q *queries.Queries) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	w := &groupWrite{ctx: ctx, apply: apply, done: make(chan struct{})}
+	g.mu.Lock()
+	g.queue = append(g.queue, w)
+	var group []*groupWrite
+	if g.busy < g.lanes {
+		g.busy++
+		group = g.takeLocked()
+	}
+	g.mu.Unlock()
+	if group != nil {
+		// This caller leads the group its write is in; the lane then passes
+		// to a goroutine of its own if more writes queued meanwhile.
+		g.run(ctx, group)
+		g.next(ctx)
+	}
+	select {
+	case <-w.done:
+		return w.err
+	case <-ctx.Done():
+	}
+	g.mu.Lock()
+	if !w.taken {
+		for i, q := range g.queue {
+			if q == w {
+				g.queue = append(g.queue[:i], g.queue[i+1:]...)
+				break
+			}
+		}
+		g.mu.Unlock()
+		return ctx.Err()
+	}
+	g.mu.Unlock()
+	<-w.done
+	return w.err
+}
+
+// takeLocked takes up to max queued writes whose callers still wait.
+func (g *groupCommit) takeLocked() []*groupWrite {
+	var group []*groupWrite
+	n := 0
+	for _, w := range g.queue {
+		if len(group) == g.max {
+			g.queue[n] = w
+			n++
+			continue
+		}
+		if w.ctx.Err() != nil {
+			w.taken, w.err = true, w.ctx.Err()
+			close(w.done)
+			continue
+		}
+		w.taken = true
+		group = append(group, w)
+	}
+	clear(g.queue[n:])
+	g.queue = g.queue[:n]
+	return group
+}
+
+// next hands the lane to a goroutine that runs the queued writes, group
+// after group, or frees it when nothing queued.
+func (g *groupCommit) next(ctx context.Context) {
+	g.mu.Lock()
+	group := g.takeLocked()
+	if len(group) == 0 {
+		g.busy--
+		g.mu.Unlock()
+		return
+	}
+	g.mu.Unlock()
+	go func() {
+		for len(group) > 0 {
+			g.run(ctx, group)
+			g.mu.Lock()
+			group = g.takeLocked()
+			if len(group) == 0 {
+				g.busy--
+			}
+			g.mu.Unlock()
+		}
+	}()
+}
+
+// run commits group and answers each of its writes.
+func (g *groupCommit) run(ctx context.Context, group []*groupWrite) {
+	// The group outlives any one caller: the leader's context gives its
+	// values (a tracer's labels), not its cancellation.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), groupTimeout)
+	defer cancel()
+	defer func() {
+		for _, w := range group {
+			close(w.done)
+		}
+	}()
+	if len(group) == 1 {
+		group[0].err = g.e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error { return group[0].apply(ctx, q) })
+		return
+	}
+	refusals, err := g.e.applyEach(ctx, len(group), func(int) bool { return false }, func(q *queries.Queries, i int) error {
+		return group[i].apply(ctx, q)
+	})
+	switch {
+	case err == nil:
+		for i, w := range group {
+			w.err = refusals[i]
+		}
+	case pgfault.Lost(err):
+		for _, w := range group {
+			w.err = err
+		}
+	default:
+		// Rolled back: each write on its own, for its own answer.
+		for _, w := range group {
+			w.err = g.e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error { return w.apply(ctx, q) })
+		}
+	}
+}
