@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -102,6 +103,9 @@ type run struct {
 	reportAnswer []byte
 	// created are the occurrences this run inserted, in order.
 	created []queries.Occurrence
+	// newInstance is set when this transaction created the instance: no
+	// other can have entered its nodes (see enter).
+	newInstance bool
 }
 
 // newRun prepares the run of inst, locked by this transaction, acting at now
@@ -244,12 +248,25 @@ func (r *run) enter(name string) error {
 		code := "invalid_inputs"
 		params.Status, params.ClaimableAt, params.ErrorCode, params.ErrorMessage, params.SettledAt = StatusFailed, nil, &code, &problem, &r.now
 	}
-	row, err := r.q.OccurrenceInsert(r.ctx, params)
-	if isNoRows(err) {
-		return nil // another advancement got there first
-	}
-	if err != nil {
-		return err
+	var row queries.Occurrence
+	if r.newInstance {
+		// Its instance is this transaction's own: a node entered twice
+		// (a join) is one this run created, and the row needs no reading
+		// back, so the insert travels with the next statement.
+		if slices.ContainsFunc(r.created, func(o queries.Occurrence) bool { return o.Node == name }) {
+			return nil
+		}
+		if row, err = r.insertNew(params); err != nil {
+			return err
+		}
+	} else {
+		row, err = r.q.OccurrenceInsert(r.ctx, params)
+		if isNoRows(err) {
+			return nil // another advancement got there first
+		}
+		if err != nil {
+			return err
+		}
 	}
 	r.created = append(r.created, row)
 	if row.Status == StatusFailed {
@@ -257,6 +274,39 @@ func (r *run) enter(name string) error {
 	}
 	return r.q.Notify(r.ctx, queries.NotifyParams{Channel: ChannelOccurrence,
 		Payload: AvailabilityPayload(row.Mode, row.DefinitionKey, int(row.Revision), row.AvailableAt)})
+}
+
+// insertNew inserts an occurrence of the run's new instance and returns
+// the row as the database stores it: what OccurrenceInsert would read back
+// (created_at is the run's clock, the statement's own in a transaction
+// that reads the database's; times and durations at its microseconds).
+func (r *run) insertNew(p queries.OccurrenceInsertParams) (queries.Occurrence, error) {
+	us := func(t *time.Time) *time.Time {
+		if t == nil {
+			return nil
+		}
+		v := t.Truncate(time.Microsecond)
+		return &v
+	}
+	dus := func(d *time.Duration) *time.Duration {
+		if d == nil {
+			return nil
+		}
+		v := d.Truncate(time.Microsecond)
+		return &v
+	}
+	row := queries.Occurrence{ID: p.ID, InstanceID: p.InstanceID, Node: p.Node, DefinitionKey: p.DefinitionKey, Revision: p.Revision,
+		Mode: p.Mode, Status: p.Status, Priority: p.Priority, MaxAttempts: p.MaxAttempts, RetryDelay: p.RetryDelay.Truncate(time.Microsecond),
+		Deadline: dus(p.Deadline), DeadlineAt: us(p.DeadlineAt), Destination: p.Destination, Timeout: dus(p.Timeout),
+		AvailableAt: p.AvailableAt.Truncate(time.Microsecond), ClaimableAt: us(p.ClaimableAt), Inputs: p.Inputs, SealedInputs: p.SealedInputs,
+		ErrorCode: p.ErrorCode, ErrorMessage: p.ErrorMessage, CreatedAt: r.now.Truncate(time.Microsecond), SettledAt: us(p.SettledAt),
+		ProcessKey: p.ProcessKey, BusinessKey: p.BusinessKey, ProcessVersion: p.ProcessVersion}
+	return row, r.q.OccurrenceInsertNew(r.ctx, queries.OccurrenceInsertNewParams{ID: row.ID, InstanceID: row.InstanceID, Node: row.Node,
+		DefinitionKey: row.DefinitionKey, Revision: row.Revision, Mode: row.Mode, Status: row.Status, Priority: row.Priority,
+		MaxAttempts: row.MaxAttempts, RetryDelay: row.RetryDelay, Deadline: row.Deadline, DeadlineAt: row.DeadlineAt,
+		Destination: row.Destination, Timeout: row.Timeout, AvailableAt: row.AvailableAt, ClaimableAt: row.ClaimableAt,
+		Inputs: row.Inputs, SealedInputs: row.SealedInputs, ErrorCode: row.ErrorCode, ErrorMessage: row.ErrorMessage,
+		SettledAt: row.SettledAt, ProcessKey: row.ProcessKey, BusinessKey: row.BusinessKey, ProcessVersion: row.ProcessVersion, CreatedAt: row.CreatedAt})
 }
 
 // nodeInputs evaluates the node's bindings and validates them against the

@@ -4,11 +4,12 @@ import (
 	"context"
 	"time"
 
-	"github.com/relais/relais/internal/auth"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/relais/relais/internal/auth"
 
 	"github.com/relais/relais/queries"
 )

@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/relais/relais/internal/fault"
 	"github.com/relais/relais/queries"
@@ -235,4 +237,127 @@ func TestAWriteTakenIntoAGroupOutlivesItsCaller(t *testing.T) {
 	if _, err := e.GetInstance(context.Background(), id); err != nil {
 		t.Fatalf("its instance: %v", err)
 	}
+}
+
+// TestAStartAnswersTheRowsItWrote holds insertNew to the database: the
+// occurrences a start answers, built in Go rather than read back, equal
+// what the database stored, in every shape a first node can take.
+func TestAStartAnswersTheRowsItWrote(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	prepare(t, e, `"policy":{"max_attempts":3,"retry_delay":"PT1.5S","deadline":"PT90M","priority":7},`)
+	ctx := context.Background()
+	check := func(t *testing.T, process, inputs string, business *string, expect func(t *testing.T, inst queries.Instance, o queries.Occurrence)) {
+		t.Helper()
+		p, err := e.prepareStart(ctx, StartRequest{ProcessKey: process, Inputs: json.RawMessage(inputs), BusinessKey: business})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var path []queries.Occurrence
+		var inst queries.Instance
+		if err := e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error {
+			inst, path, _, err = e.insertStart(ctx, q, p)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if len(path) == 0 {
+			t.Fatal("the start created no occurrence")
+		}
+		for _, built := range path {
+			stored, err := e.q.OccurrenceGet(ctx, built.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var a, b any
+			if json.Unmarshal(built.Inputs, &a) != nil || json.Unmarshal(stored.Inputs, &b) != nil || !reflect.DeepEqual(a, b) {
+				t.Fatalf("inputs: answered %s, stored %s", built.Inputs, stored.Inputs)
+			}
+			// What the row must say, so that a mistake in building it
+			// (which the database would store as built) shows.
+			expect(t, inst, stored)
+			built.Inputs, stored.Inputs = nil, nil
+			if diff := cmpRows(built, stored); diff != "" {
+				t.Fatalf("answered row differs from the stored one: %s", diff)
+			}
+		}
+	}
+	bk := "ACME-1"
+	t.Run("available, with a deadline, a policy and a business key", func(t *testing.T) {
+		check(t, "two_step", `{"name":"Acme"}`, &bk, func(t *testing.T, inst queries.Instance, o queries.Occurrence) {
+			at := inst.CreatedAt
+			if o.Status != StatusAvailable || o.Node != "crm" || o.Mode != "pull" || o.DefinitionKey != "crm" || o.Revision != 1 || o.Attempts != 0 ||
+				o.Priority != 7 || o.MaxAttempts != 3 || o.RetryDelay != 1500*time.Millisecond || o.Deadline == nil || *o.Deadline != 90*time.Minute ||
+				!o.CreatedAt.Equal(at) || !o.AvailableAt.Equal(at) || o.ClaimableAt == nil || !o.ClaimableAt.Equal(at) ||
+				o.DeadlineAt == nil || !o.DeadlineAt.Equal(at.Add(90*time.Minute)) || o.SettledAt != nil || o.ErrorCode != nil ||
+				deref(o.ProcessKey) != "two_step" || deref(o.BusinessKey) != bk || o.ProcessVersion == nil || *o.ProcessVersion != inst.Version ||
+				o.InstanceID != inst.ID || o.Destination != nil || o.Timeout != nil {
+				t.Fatalf("stored %+v for an available first node of instance %+v", o, inst)
+			}
+		})
+	})
+
+	// The first node fails from birth (its inputs break the revision) and
+	// its error path enters a second node in the same start.
+	define(t, e, "notify", notifyWorking)
+	define(t, e, "strict", `{"name":"Strict","inputs":{"fields":[{"name":"company_name","type":"text","required":true,"max_length":3}]},"outputs":{"fields":[]}}`)
+	doc := `{"inputs":{"fields":[{"name":"name","type":"text","required":true}]},"start":"strict","nodes":{
+	 "strict":{"kind":"pull","definition":"strict","revision":1,"inputs":{"company_name":{"from":"input.name"}},"next":"done",
+	           "on_error":{"invalid_inputs":"notify"}},
+	 "notify":{"kind":"pull","definition":"notify","revision":1,
+	           "inputs":{"code":{"from":"nodes.strict.error.code"},"message":{"from":"nodes.strict.error.message"}},"next":"done"},
+	 "done":{"kind":"end"}}}`
+	if _, _, err := e.PublishProcess(ctx, "birth", []byte(doc)); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("failed from birth, then its error path", func(t *testing.T) {
+		check(t, "birth", `{"name":"Acme Corporation"}`, nil, func(t *testing.T, inst queries.Instance, o queries.Occurrence) {
+			at := inst.CreatedAt
+			switch o.Node {
+			case "strict":
+				if o.Status != StatusFailed || deref(o.ErrorCode) != "invalid_inputs" || o.ErrorMessage == nil || o.ClaimableAt != nil ||
+					o.SettledAt == nil || !o.SettledAt.Equal(at) || !o.CreatedAt.Equal(at) {
+					t.Fatalf("stored %+v for a node failed from birth", o)
+				}
+			case "notify":
+				if o.Status != StatusAvailable || o.SettledAt != nil || o.ClaimableAt == nil || !o.CreatedAt.Equal(at) || o.DeadlineAt != nil {
+					t.Fatalf("stored %+v for the node of its error path", o)
+				}
+			default:
+				t.Fatalf("unexpected node %q", o.Node)
+			}
+		})
+	})
+}
+
+// cmpRows names the first field where two occurrence rows differ.
+func cmpRows(a, b queries.Occurrence) string {
+	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
+	for i := range va.NumField() {
+		x, y := va.Field(i).Interface(), vb.Field(i).Interface()
+		if tx, ok := deref2time(x); ok {
+			ty, _ := deref2time(y)
+			if !tx.Equal(ty) {
+				return fmt.Sprintf("%s: %v vs %v", va.Type().Field(i).Name, x, y)
+			}
+			continue
+		}
+		if !reflect.DeepEqual(x, y) {
+			return fmt.Sprintf("%s: %#v vs %#v", va.Type().Field(i).Name, x, y)
+		}
+	}
+	return ""
+}
+
+func deref2time(v any) (time.Time, bool) {
+	switch t := v.(type) {
+	case time.Time:
+		return t, true
+	case *time.Time:
+		if t == nil {
+			return time.Time{}, true
+		}
+		return *t, true
+	}
+	return time.Time{}, false
 }

@@ -278,8 +278,10 @@ func (e *Engine) insertStart(ctx context.Context, q *queries.Queries, p prepared
 	}
 	// The row's created_at was set from the statement's clock.
 	r := e.newRun(ctx, q, row, row.CreatedAt, p.pv)
-	// A new instance has settled no node: nothing to load.
+	// A new instance has settled no node: nothing to load; and no other
+	// transaction can see it to enter its nodes.
 	r.nothingSettled()
+	r.newInstance = true
 	if err := r.enter(p.pv.Process.Start); err != nil {
 		return queries.Instance{}, nil, false, err
 	}

@@ -12,6 +12,22 @@ values (
 on conflict (instance_id, node) do nothing
 returning *;
 
+-- name: OccurrenceInsertNew :exec
+-- An occurrence of an instance created in the same transaction: no other
+-- transaction can have entered its node, so nothing to conflict with and
+-- nothing to read back (the engine builds the row it wrote, created_at
+-- included, and the insert travels with the next statement).
+insert into occurrences (
+    id, instance_id, node, definition_key, revision, mode, status,
+    priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout,
+    available_at, claimable_at, inputs, sealed_inputs, error_code, error_message, settled_at,
+    process_key, business_key, process_version, created_at)
+values (
+    @id, @instance_id, @node, @definition_key, @revision, @mode, @status,
+    @priority, @max_attempts, @retry_delay, @deadline, @deadline_at, @destination, @timeout,
+    @available_at, @claimable_at, @inputs, @sealed_inputs, @error_code, @error_message, @settled_at,
+    @process_key, @business_key, @process_version, @created_at);
+
 -- name: OccurrenceGet :one
 select * from occurrences where id = @id;
 

@@ -946,6 +946,82 @@ func (q *Queries) OccurrenceInsert(ctx context.Context, arg OccurrenceInsertPara
 	return i, err
 }
 
+const occurrenceInsertNew = `-- name: OccurrenceInsertNew :exec
+insert into occurrences (
+    id, instance_id, node, definition_key, revision, mode, status,
+    priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout,
+    available_at, claimable_at, inputs, sealed_inputs, error_code, error_message, settled_at,
+    process_key, business_key, process_version, created_at)
+values (
+    $1, $2, $3, $4, $5, $6, $7,
+    $8, $9, $10, $11, $12, $13, $14,
+    $15, $16, $17, $18, $19, $20, $21,
+    $22, $23, $24, $25)
+`
+
+type OccurrenceInsertNewParams struct {
+	ID             uuid.UUID
+	InstanceID     uuid.UUID
+	Node           string
+	DefinitionKey  string
+	Revision       int32
+	Mode           string
+	Status         string
+	Priority       int16
+	MaxAttempts    int32
+	RetryDelay     time.Duration
+	Deadline       *time.Duration
+	DeadlineAt     *time.Time
+	Destination    *string
+	Timeout        *time.Duration
+	AvailableAt    time.Time
+	ClaimableAt    *time.Time
+	Inputs         json.RawMessage
+	SealedInputs   []byte
+	ErrorCode      *string
+	ErrorMessage   *string
+	SettledAt      *time.Time
+	ProcessKey     *string
+	BusinessKey    *string
+	ProcessVersion *int32
+	CreatedAt      time.Time
+}
+
+// An occurrence of an instance created in the same transaction: no other
+// transaction can have entered its node, so nothing to conflict with and
+// nothing to read back (the engine builds the row it wrote, created_at
+// included, and the insert travels with the next statement).
+func (q *Queries) OccurrenceInsertNew(ctx context.Context, arg OccurrenceInsertNewParams) error {
+	_, err := q.db.Exec(ctx, occurrenceInsertNew,
+		arg.ID,
+		arg.InstanceID,
+		arg.Node,
+		arg.DefinitionKey,
+		arg.Revision,
+		arg.Mode,
+		arg.Status,
+		arg.Priority,
+		arg.MaxAttempts,
+		arg.RetryDelay,
+		arg.Deadline,
+		arg.DeadlineAt,
+		arg.Destination,
+		arg.Timeout,
+		arg.AvailableAt,
+		arg.ClaimableAt,
+		arg.Inputs,
+		arg.SealedInputs,
+		arg.ErrorCode,
+		arg.ErrorMessage,
+		arg.SettledAt,
+		arg.ProcessKey,
+		arg.BusinessKey,
+		arg.ProcessVersion,
+		arg.CreatedAt,
+	)
+	return err
+}
+
 const occurrenceKeepAlive = `-- name: OccurrenceKeepAlive :many
 with held as (
     select unnest($1::uuid[]) as id, unnest($2::integer[]) as attempt

@@ -89,11 +89,18 @@ func (s *Service) Close(timeout time.Duration) bool { return s.reg.close(timeout
 // fills the flow-control window and the write blocks.
 func (s *Service) sendTimeout() time.Duration { return max(s.cfg.Stream.Heartbeat, 5*time.Second) }
 
+// compressMinBytes is the smallest message a stream compresses.
+const compressMinBytes = 1024
+
 // Handlers returns the routes to mount at the root of the listener: the
 // worker service, gRPC server reflection (v1 and v1alpha) and the gRPC
 // health service, each as a path prefix and its handler.
 func (s *Service) Handlers() map[string]http.Handler {
-	opts := []connect.HandlerOption{connect.WithReadMaxBytes(int(s.cfg.MaxBodyBytes)), connect.WithRecover(s.recovered)}
+	// A client that accepts gzip gets it only for messages worth it: most
+	// are a few hundred bytes, which gzip makes no smaller but costs a
+	// compressor's setup each (5 % of a replica's CPU in the bench's cycle).
+	opts := []connect.HandlerOption{connect.WithReadMaxBytes(int(s.cfg.MaxBodyBytes)), connect.WithRecover(s.recovered),
+		connect.WithCompressMinBytes(compressMinBytes)}
 	out := map[string]http.Handler{}
 	path, h := workerv1connect.NewWorkerServiceHandler(s, opts...)
 	out[path] = withResponseController(h)
