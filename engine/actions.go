@@ -147,7 +147,7 @@ func (e *Engine) actIn(ctx context.Context, q *queries.Queries, actor Actor, act
 			}
 		} else {
 			code := AbandonedCode
-			if _, err := q.InstanceEnd(ctx, queries.InstanceEndParams{ID: id, Status: InstanceFailed, EndNode: &o.Node, ErrorCode: &code, Now: &now, FromHeld: true}); err != nil {
+			if err := q.InstanceEnd(ctx, queries.InstanceEndParams{ID: id, Status: InstanceFailed, EndNode: &o.Node, ErrorCode: &code, Now: &now, FromHeld: true}); err != nil {
 				return false, err
 			}
 		}

@@ -211,7 +211,7 @@ func (r *run) enter(name string) error {
 		if status == InstanceFailed {
 			code = r.failure
 		}
-		if _, err := r.q.InstanceEnd(r.ctx, queries.InstanceEndParams{ID: r.inst.ID, Status: status, EndNode: &name, ErrorCode: code, Now: &r.now}); err != nil {
+		if err := r.q.InstanceEnd(r.ctx, queries.InstanceEndParams{ID: r.inst.ID, Status: status, EndNode: &name, ErrorCode: code, Now: &r.now}); err != nil {
 			return err
 		}
 		r.ended(status, name, code)
@@ -378,7 +378,7 @@ func (r *run) followFailure(node, code, message string) error {
 	case ok:
 		return r.enter(next.Node)
 	}
-	if _, err := r.q.InstanceEnd(r.ctx, queries.InstanceEndParams{ID: r.inst.ID, Status: InstanceFailed, EndNode: &node, ErrorCode: &code, Now: &r.now}); err != nil {
+	if err := r.q.InstanceEnd(r.ctx, queries.InstanceEndParams{ID: r.inst.ID, Status: InstanceFailed, EndNode: &node, ErrorCode: &code, Now: &r.now}); err != nil {
 		return err
 	}
 	r.ended(InstanceFailed, node, &code)

@@ -61,7 +61,13 @@ func (e *Engine) SettleBatch(ctx context.Context, consumerID int64, workerID str
 	for i := range items {
 		checked[i] = out[i].Err != nil
 	}
-	refusals, err := e.applyEach(ctx, len(items), func(i int) bool { return checked[i] }, func(q *queries.Queries, i int) error {
+	prelock := make([]uuid.UUID, 0, len(items))
+	for i, it := range items {
+		if !checked[i] {
+			prelock = append(prelock, it.Occurrence)
+		}
+	}
+	refusals, err := e.applyEach(ctx, len(items), func(i int) bool { return checked[i] }, prelock, func(ctx context.Context, q *queries.Queries, i int) error {
 		it := items[i]
 		ref := WorkerRef{ConsumerID: consumerID, WorkerID: workerID, Occurrence: it.Occurrence}
 		var err error
@@ -93,14 +99,14 @@ var errBatchRefusal = errors.New("an item of the batch was refused")
 // of its own, so a refused item changes nothing and the others stand.
 // skip(i) leaves out items already answered. It returns each item's
 // refusal; an error that is not a refusal fails the whole batch.
-func (e *Engine) applyEach(ctx context.Context, n int, skip func(i int) bool, apply func(q *queries.Queries, i int) error) ([]error, error) {
+func (e *Engine) applyEach(ctx context.Context, n int, skip func(i int) bool, prelock []uuid.UUID, apply func(ctx context.Context, q *queries.Queries, i int) error) ([]error, error) {
 	refusals := make([]error, n)
-	err := e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error {
+	err := e.stateTx(ctx, prelock, func(ctx context.Context, q *queries.Queries, _ pgx.Tx) error {
 		for i := range n {
 			if skip(i) {
 				continue
 			}
-			if err := apply(q, i); err != nil {
+			if err := apply(ctx, q, i); err != nil {
 				if _, refused := fault.As(err); refused {
 					return errBatchRefusal
 				}
@@ -112,12 +118,12 @@ func (e *Engine) applyEach(ctx context.Context, n int, skip func(i int) bool, ap
 	if !errors.Is(err, errBatchRefusal) {
 		return refusals, err
 	}
-	err = e.tx(ctx, func(q *queries.Queries, tx pgx.Tx) error {
+	err = e.stateTx(ctx, prelock, func(ctx context.Context, q *queries.Queries, tx pgx.Tx) error {
 		for i := range n {
 			if skip(i) {
 				continue
 			}
-			err := pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error { return apply(q.WithTx(sp), i) })
+			err := pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error { return apply(ctx, q.WithTx(sp), i) })
 			if err != nil {
 				if _, refused := fault.As(err); !refused {
 					return err

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/relais/relais/internal/pgfault"
@@ -46,11 +47,14 @@ type groupCommit struct {
 
 // groupWrite is one write waiting for, or running in, a group.
 type groupWrite struct {
-	ctx   context.Context
-	apply func(ctx context.Context, q *queries.Queries) error
-	taken bool // under groupCommit.mu
-	err   error
-	done  chan struct{}
+	ctx context.Context
+	// occurrence is the occurrence a settlement locks (zero for a start):
+	// the group locks them all up front (see txState).
+	occurrence uuid.UUID
+	apply      func(ctx context.Context, q *queries.Queries) error
+	taken      bool // under groupCommit.mu
+	err        error
+	done       chan struct{}
 }
 
 // Group commit defaults: two lanes keep both of a small server's cores busy
@@ -75,11 +79,11 @@ func newGroupCommit(e *Engine, lanes int) *groupCommit {
 // its caller's. It may run more than once (a group
 // rolled back and run again); only its last run's effects are committed, so
 // it must set its results afresh on every run.
-func (g *groupCommit) write(ctx context.Context, apply func(ctx context.Context, q *queries.Queries) error) error {
+func (g *groupCommit) write(ctx context.Context, occurrence uuid.UUID, apply func(ctx context.Context, q *queries.Queries) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	w := &groupWrite{ctx: ctx, apply: apply, done: make(chan struct{})}
+	w := &groupWrite{ctx: ctx, occurrence: occurrence, apply: apply, done: make(chan struct{})}
 	g.mu.Lock()
 	g.queue = append(g.queue, w)
 	var group []*groupWrite
@@ -174,10 +178,16 @@ func (g *groupCommit) run(ctx context.Context, group []*groupWrite) {
 		}
 	}()
 	if len(group) == 1 {
-		group[0].err = g.e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error { return group[0].apply(ctx, q) })
+		group[0].err = g.e.stateTx(ctx, nil, func(ctx context.Context, q *queries.Queries, _ pgx.Tx) error { return group[0].apply(ctx, q) })
 		return
 	}
-	refusals, err := g.e.applyEach(ctx, len(group), func(int) bool { return false }, func(q *queries.Queries, i int) error {
+	var prelock []uuid.UUID
+	for _, w := range group {
+		if w.occurrence != uuid.Nil {
+			prelock = append(prelock, w.occurrence)
+		}
+	}
+	refusals, err := g.e.applyEach(ctx, len(group), func(int) bool { return false }, prelock, func(ctx context.Context, q *queries.Queries, i int) error {
 		return group[i].apply(ctx, q)
 	})
 	switch {
@@ -192,7 +202,7 @@ func (g *groupCommit) run(ctx context.Context, group []*groupWrite) {
 	default:
 		// Rolled back: each write on its own, for its own answer.
 		for _, w := range group {
-			w.err = g.e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error { return w.apply(ctx, q) })
+			w.err = g.e.stateTx(ctx, nil, func(ctx context.Context, q *queries.Queries, _ pgx.Tx) error { return w.apply(ctx, q) })
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -43,7 +44,7 @@ func holdLane(t testing.TB, e *Engine) (release func()) {
 	held, free := make(chan struct{}), make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
-		done <- e.group.write(context.Background(), func(context.Context, *queries.Queries) error {
+		done <- e.group.write(context.Background(), uuid.Nil, func(context.Context, *queries.Queries) error {
 			close(held)
 			<-free
 			return nil
@@ -162,7 +163,7 @@ func TestGroupedWritesKeepTheirOwnOutcomes(t *testing.T) {
 		var startErr, broken error
 		wg.Go(func() { _, startErr = start(e, "Initech") })
 		wg.Go(func() {
-			broken = e.group.write(ctx, func(ctx context.Context, q *queries.Queries) error {
+			broken = e.group.write(ctx, uuid.Nil, func(ctx context.Context, q *queries.Queries) error {
 				// A statement the server rejects (a foreign key) aborts
 				// the whole group's transaction.
 				_, err := q.InstanceInsert(ctx, queries.InstanceInsertParams{ID: uuid.Must(uuid.NewV7()), ProcessKey: "no_such_process", Version: 1, Inputs: json.RawMessage(`{}`)})
@@ -189,7 +190,7 @@ func TestAWriteQueuedPastItsDeadlineNeverRuns(t *testing.T) {
 	ran := false
 	errc := make(chan error, 1)
 	go func() {
-		errc <- e.group.write(ctx, func(context.Context, *queries.Queries) error { ran = true; return nil })
+		errc <- e.group.write(ctx, uuid.Nil, func(context.Context, *queries.Queries) error { ran = true; return nil })
 	}()
 	waitQueued(t, e, 1)
 	cancel()
@@ -216,7 +217,7 @@ func TestAWriteTakenIntoAGroupOutlivesItsCaller(t *testing.T) {
 	var id uuid.UUID
 	errc := make(chan error, 1)
 	go func() {
-		errc <- e.group.write(ctx, func(ctx context.Context, q *queries.Queries) error {
+		errc <- e.group.write(ctx, uuid.Nil, func(ctx context.Context, q *queries.Queries) error {
 			// The caller gives up once its write runs: the group's
 			// context, not the caller's, carries its statements.
 			cancel()
@@ -255,11 +256,29 @@ func TestAStartAnswersTheRowsItWrote(t *testing.T) {
 		}
 		var path []queries.Occurrence
 		var inst queries.Instance
-		if err := e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error {
+		// As a start runs: in a transaction with its state (the instance
+		// built at the transaction's clock, not read back either).
+		if err := e.stateTx(ctx, nil, func(ctx context.Context, q *queries.Queries, _ pgx.Tx) error {
 			inst, path, _, err = e.insertStart(ctx, q, p)
 			return err
 		}); err != nil {
 			t.Fatal(err)
+		}
+		storedInst, err := e.q.InstanceGet(ctx, inst.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !jsonEqual(inst.Inputs, storedInst.Inputs) {
+			t.Fatalf("instance inputs: answered %s, stored %s", inst.Inputs, storedInst.Inputs)
+		}
+		if !storedInst.CreatedAt.Equal(inst.CreatedAt) || storedInst.Status != InstanceRunning || deref(storedInst.BusinessKey) != deref(business) ||
+			storedInst.ProcessKey != process || storedInst.IdempotencyKey != nil || storedInst.EndedAt != nil {
+			t.Fatalf("stored instance %+v for a start of %s", storedInst, process)
+		}
+		a, b := inst, storedInst
+		a.Inputs, b.Inputs, a.CreatedAt, b.CreatedAt = nil, nil, time.Time{}, time.Time{}
+		if !reflect.DeepEqual(a, b) {
+			t.Fatalf("answered instance %+v, stored %+v", a, b)
 		}
 		if len(path) == 0 {
 			t.Fatal("the start created no occurrence")
@@ -269,8 +288,7 @@ func TestAStartAnswersTheRowsItWrote(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var a, b any
-			if json.Unmarshal(built.Inputs, &a) != nil || json.Unmarshal(stored.Inputs, &b) != nil || !reflect.DeepEqual(a, b) {
+			if !jsonEqual(built.Inputs, stored.Inputs) {
 				t.Fatalf("inputs: answered %s, stored %s", built.Inputs, stored.Inputs)
 			}
 			// What the row must say, so that a mistake in building it
@@ -330,6 +348,11 @@ func TestAStartAnswersTheRowsItWrote(t *testing.T) {
 	})
 }
 
+func jsonEqual(x, y json.RawMessage) bool {
+	var a, b any
+	return json.Unmarshal(x, &a) == nil && json.Unmarshal(y, &b) == nil && reflect.DeepEqual(a, b)
+}
+
 // cmpRows names the first field where two occurrence rows differ.
 func cmpRows(a, b queries.Occurrence) string {
 	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
@@ -360,4 +383,88 @@ func deref2time(v any) (time.Time, bool) {
 		return *t, true
 	}
 	return time.Time{}, false
+}
+
+// TestGroupedSettlementsOfOneOccurrenceSeeEachOther: rows locked up front
+// for a group are true for its first write only; a second settlement of
+// the same occurrence in the group reads what the first did.
+func TestGroupedSettlementsOfOneOccurrenceSeeEachOther(t *testing.T) {
+	t.Parallel()
+	e := setupLanes(t, 1)
+	prepare(t, e, "")
+	ctx := context.Background()
+	c := consumer(t, e)
+	inst, err := start(e, "Acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := claimOne(t, e, c, "w")
+	release := holdLane(t, e)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for i := range errs {
+		wg.Go(func() {
+			_, errs[i] = e.Complete(ctx, WorkerRef{ConsumerID: c, WorkerID: "w", Occurrence: res.ID}, json.RawMessage(fmt.Sprintf(`{"result":"created","crm_id":"C-%d"}`, i)))
+		})
+	}
+	waitQueued(t, e, 2)
+	release()
+	wg.Wait()
+	ok, settled := 0, 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			ok++
+		case fault.HasCode(err, "already_settled"):
+			settled++
+		default:
+			t.Fatalf("unexpected answer %v", err)
+		}
+	}
+	if ok != 1 || settled != 1 {
+		t.Fatalf("two completions of one occurrence in one group: %v; want one accepted, one already_settled", errs)
+	}
+	if occs := occurrences(t, e, inst.ID); len(occs["check"]) != 1 {
+		t.Fatalf("the instance advanced to %v; want one occurrence of check", occs)
+	}
+}
+
+// TestBatchesLockingTheSameInstancesDoNotDeadlock: two batch settlements
+// over the same occurrences in opposite orders lock them in one order.
+func TestBatchesLockingTheSameInstancesDoNotDeadlock(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	prepare(t, e, "")
+	ctx := context.Background()
+	c := consumer(t, e)
+	var items []BatchSettlement
+	for i := range 30 {
+		if _, err := start(e, fmt.Sprint("Acme ", i)); err != nil {
+			t.Fatal(err)
+		}
+		items = append(items, BatchSettlement{Occurrence: claimOne(t, e, c, "w").ID, Outputs: json.RawMessage(`{"result":"created","crm_id":"C"}`)})
+	}
+	reversed := slices.Clone(items)
+	slices.Reverse(reversed)
+	var wg sync.WaitGroup
+	results := make([][]SettleResult, 2)
+	for i, batch := range [][]BatchSettlement{items, reversed} {
+		wg.Go(func() {
+			var err error
+			if results[i], err = e.SettleBatch(ctx, c, "w", batch); err != nil {
+				t.Errorf("batch %d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	for j := range items {
+		a, b := results[0][j].Err, results[1][len(items)-1-j].Err
+		// Both completed it identically: the later one is a replay.
+		if a != nil || b != nil {
+			t.Fatalf("occurrence %d: %v and %v; want both answered as completed (the second a replay)", j, a, b)
+		}
+	}
 }

@@ -157,7 +157,7 @@ func (e *Engine) StartInstance(ctx context.Context, req StartRequest) (Instance,
 	var path []queries.Occurrence
 	var revs []*Revision
 	created := false
-	err = e.group.write(ctx, func(ctx context.Context, q *queries.Queries) error {
+	err = e.group.write(ctx, uuid.Nil, func(ctx context.Context, q *queries.Queries) error {
 		var err error
 		inst, path, created, err = e.insertStart(ctx, q, p)
 		if err != nil {
@@ -259,8 +259,23 @@ func (e *Engine) prepareStart(ctx context.Context, req StartRequest) (preparedSt
 // occurrences it created; created is false when a concurrent request with
 // the same Idempotency-Key got there first (its instance is returned).
 func (e *Engine) insertStart(ctx context.Context, q *queries.Queries, p preparedStart) (inst queries.Instance, path []queries.Occurrence, created bool, err error) {
-	row, err := q.InstanceInsert(ctx, queries.InstanceInsertParams{ID: p.id, ProcessKey: p.pv.Key, Version: int32(p.pv.Version),
-		BusinessKey: p.req.BusinessKey, Inputs: p.public, SealedInputs: p.sealed, IdempotencyKey: p.idem, RequestDigest: p.digest, Now: e.at()})
+	var row queries.Instance
+	if st := txStateOf(ctx); st != nil && p.idem == nil {
+		// Without a key nothing can conflict: the row is built here at the
+		// transaction's clock (read once for all its writes) and the
+		// insert travels with the next statement.
+		var now time.Time
+		if now, err = st.now(ctx, e, q); err != nil {
+			return queries.Instance{}, nil, false, err
+		}
+		row = queries.Instance{ID: p.id, ProcessKey: p.pv.Key, Version: int32(p.pv.Version), Status: InstanceRunning,
+			BusinessKey: p.req.BusinessKey, Inputs: p.public, SealedInputs: p.sealed, CreatedAt: now}
+		err = q.InstanceInsertNew(ctx, queries.InstanceInsertNewParams{ID: row.ID, ProcessKey: row.ProcessKey, Version: row.Version,
+			BusinessKey: row.BusinessKey, Inputs: row.Inputs, SealedInputs: row.SealedInputs, CreatedAt: row.CreatedAt})
+	} else {
+		row, err = q.InstanceInsert(ctx, queries.InstanceInsertParams{ID: p.id, ProcessKey: p.pv.Key, Version: int32(p.pv.Version),
+			BusinessKey: p.req.BusinessKey, Inputs: p.public, SealedInputs: p.sealed, IdempotencyKey: p.idem, RequestDigest: p.digest, Now: e.at()})
+	}
 	if isNoRows(err) && p.digest != nil {
 		// A concurrent first request with the key inserted since the
 		// lookup; ON CONFLICT waited for it to commit.
@@ -341,7 +356,7 @@ func (e *Engine) StartInstances(ctx context.Context, reqs []StartRequest) ([]Sta
 	for i, p := range prepared {
 		answered[i] = out[i].Err != nil || p.replay != nil
 	}
-	refusals, err := e.applyEach(ctx, len(reqs), func(i int) bool { return answered[i] }, func(q *queries.Queries, i int) error {
+	refusals, err := e.applyEach(ctx, len(reqs), func(i int) bool { return answered[i] }, nil, func(ctx context.Context, q *queries.Queries, i int) error {
 		var err error
 		rows[i], _, out[i].Created, err = e.insertStart(ctx, q, prepared[i])
 		return err

@@ -169,13 +169,32 @@ func (e *Engine) inHeld(ctx context.Context, q *queries.Queries, ref WorkerRef, 
 // refusal names its situation. For an occurrence the consumer may not see,
 // it answers 404 exactly as for an unknown id.
 func (e *Engine) held(ctx context.Context, q *queries.Queries, ref WorkerRef) (*run, queries.Occurrence, error) {
-	r, err := e.runForOccurrence(ctx, q, ref.Occurrence)
-	if err != nil {
-		return nil, queries.Occurrence{}, err
-	}
-	o, err := q.OccurrenceLock(ctx, ref.Occurrence)
-	if err != nil {
-		return nil, queries.Occurrence{}, err
+	var r *run
+	var o queries.Occurrence
+	st := txStateOf(ctx)
+	if inst, now, ok := st.instanceFor(ref.Occurrence); ok {
+		// Locked up front with the transaction's other settlements. The
+		// occurrence row read then is still true only for the first write
+		// of its instance: another may have changed it since (a failure
+		// cancelling its siblings).
+		pv, err := e.processVersion(ctx, q, inst.ProcessKey, int(inst.Version))
+		if err != nil {
+			return nil, queries.Occurrence{}, err
+		}
+		r = e.newRun(ctx, q, inst, now, pv)
+		if o, ok = st.occurrence(ref.Occurrence); !ok {
+			if o, err = q.OccurrenceLock(ctx, ref.Occurrence); err != nil {
+				return nil, queries.Occurrence{}, err
+			}
+		}
+	} else {
+		var err error
+		if r, err = e.runForOccurrence(ctx, q, ref.Occurrence); err != nil {
+			return nil, queries.Occurrence{}, err
+		}
+		if o, err = q.OccurrenceLock(ctx, ref.Occurrence); err != nil {
+			return nil, queries.Occurrence{}, err
+		}
 	}
 	if o.Mode != ModePull {
 		return nil, o, notFound("occurrence %s", ref.Occurrence)
@@ -235,7 +254,7 @@ func canonicalOutputs(outputs json.RawMessage) []byte {
 // of the completion answers the same.
 func (e *Engine) Complete(ctx context.Context, ref WorkerRef, outputs json.RawMessage) (Settlement, error) {
 	var out Settlement
-	err := e.group.write(ctx, func(ctx context.Context, q *queries.Queries) error {
+	err := e.group.write(ctx, ref.Occurrence, func(ctx context.Context, q *queries.Queries) error {
 		var err error
 		out, err = e.completeIn(ctx, q, ref, outputs)
 		return err
@@ -377,7 +396,7 @@ func (e *Engine) Fail(ctx context.Context, ref WorkerRef, f Failure) (Settlement
 		return Settlement{}, err
 	}
 	var out Settlement
-	err := e.group.write(ctx, func(ctx context.Context, q *queries.Queries) error {
+	err := e.group.write(ctx, ref.Occurrence, func(ctx context.Context, q *queries.Queries) error {
 		var err error
 		out, err = e.failIn(ctx, q, ref, f)
 		return err

@@ -19,7 +19,9 @@ select sqlc.embed(i), coalesce(sqlc.narg('now')::timestamptz, now())::timestampt
 -- name: InstanceLockSkipLocked :one
 select sqlc.embed(i), coalesce(sqlc.narg('now')::timestamptz, now())::timestamptz as now from instances i where i.id = @id for update skip locked;
 
--- name: InstanceEnd :execrows
+-- name: InstanceEnd :exec
+-- Its callers hold the instance's lock and know its status: nothing to
+-- read back, so it travels with the next statement.
 update instances
 set status = @status, end_node = @end_node, error_code = @error_code,
     ended_at = coalesce(sqlc.narg('now')::timestamptz, now())
@@ -99,6 +101,27 @@ where id = @id and status = 'held';
 select sqlc.embed(i), coalesce(sqlc.narg('now')::timestamptz, now())::timestamptz as now from instances i
 where i.id = (select o.instance_id from occurrences o where o.id = @occurrence_id)
 for update of i;
+
+-- name: InstanceLockByOccurrences :many
+-- InstanceLockByOccurrence for many occurrences in one round trip (a batch
+-- or a group of settlements), locking in id order so that two such
+-- transactions cannot deadlock on each other.
+select sqlc.embed(i), o.id as occurrence_id, coalesce(sqlc.narg('now')::timestamptz, now())::timestamptz as now
+from occurrences o join instances i on i.id = o.instance_id
+where o.id = any(@occurrence_ids::uuid[])
+order by i.id
+for update of i;
+
+-- name: InstanceInsertNew :exec
+-- A start without an Idempotency-Key: nothing can conflict, so nothing to
+-- read back (the engine builds the row, created_at being the
+-- transaction's clock).
+insert into instances (id, process_key, version, status, business_key, inputs, sealed_inputs, created_at)
+values (@id, @process_key, @version, 'running', @business_key, @inputs, @sealed_inputs, @created_at);
+
+-- name: Clock :one
+-- The transaction's clock, for a transaction whose statements read none.
+select coalesce(sqlc.narg('now')::timestamptz, now())::timestamptz;
 
 -- name: InstanceDeleteEnded :one
 -- One retention batch, in one statement: the oldest ended instances before

@@ -13,6 +13,18 @@ import (
 	"github.com/google/uuid"
 )
 
+const clock = `-- name: Clock :one
+select coalesce($1::timestamptz, now())::timestamptz
+`
+
+// The transaction's clock, for a transaction whose statements read none.
+func (q *Queries) Clock(ctx context.Context, now *time.Time) (time.Time, error) {
+	row := q.db.QueryRow(ctx, clock, now)
+	var column_1 time.Time
+	err := row.Scan(&column_1)
+	return column_1, err
+}
+
 const instanceCancel = `-- name: InstanceCancel :execrows
 update instances
 set status = 'cancelled', ended_at = coalesce($1::timestamptz, now())
@@ -111,7 +123,7 @@ func (q *Queries) InstanceDeleteEnded(ctx context.Context, arg InstanceDeleteEnd
 	return column_1, err
 }
 
-const instanceEnd = `-- name: InstanceEnd :execrows
+const instanceEnd = `-- name: InstanceEnd :exec
 update instances
 set status = $1, end_node = $2, error_code = $3,
     ended_at = coalesce($4::timestamptz, now())
@@ -127,8 +139,10 @@ type InstanceEndParams struct {
 	FromHeld  bool
 }
 
-func (q *Queries) InstanceEnd(ctx context.Context, arg InstanceEndParams) (int64, error) {
-	result, err := q.db.Exec(ctx, instanceEnd,
+// Its callers hold the instance's lock and know its status: nothing to
+// read back, so it travels with the next statement.
+func (q *Queries) InstanceEnd(ctx context.Context, arg InstanceEndParams) error {
+	_, err := q.db.Exec(ctx, instanceEnd,
 		arg.Status,
 		arg.EndNode,
 		arg.ErrorCode,
@@ -136,10 +150,7 @@ func (q *Queries) InstanceEnd(ctx context.Context, arg InstanceEndParams) (int64
 		arg.ID,
 		arg.FromHeld,
 	)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
+	return err
 }
 
 const instanceGet = `-- name: InstanceGet :one
@@ -401,6 +412,37 @@ func (q *Queries) InstanceInsert(ctx context.Context, arg InstanceInsertParams) 
 	return i, err
 }
 
+const instanceInsertNew = `-- name: InstanceInsertNew :exec
+insert into instances (id, process_key, version, status, business_key, inputs, sealed_inputs, created_at)
+values ($1, $2, $3, 'running', $4, $5, $6, $7)
+`
+
+type InstanceInsertNewParams struct {
+	ID           uuid.UUID
+	ProcessKey   string
+	Version      int32
+	BusinessKey  *string
+	Inputs       json.RawMessage
+	SealedInputs []byte
+	CreatedAt    time.Time
+}
+
+// A start without an Idempotency-Key: nothing can conflict, so nothing to
+// read back (the engine builds the row, created_at being the
+// transaction's clock).
+func (q *Queries) InstanceInsertNew(ctx context.Context, arg InstanceInsertNewParams) error {
+	_, err := q.db.Exec(ctx, instanceInsertNew,
+		arg.ID,
+		arg.ProcessKey,
+		arg.Version,
+		arg.BusinessKey,
+		arg.Inputs,
+		arg.SealedInputs,
+		arg.CreatedAt,
+	)
+	return err
+}
+
 const instanceList = `-- name: InstanceList :many
 select id, process_key, version, status, business_key, inputs, sealed_inputs, idempotency_key, request_digest, end_node, error_code, created_at, ended_at from instances
 where ($1::text is null or process_key = $1)
@@ -608,6 +650,64 @@ func (q *Queries) InstanceLockByOccurrence(ctx context.Context, arg InstanceLock
 		&i.Now,
 	)
 	return i, err
+}
+
+const instanceLockByOccurrences = `-- name: InstanceLockByOccurrences :many
+select i.id, i.process_key, i.version, i.status, i.business_key, i.inputs, i.sealed_inputs, i.idempotency_key, i.request_digest, i.end_node, i.error_code, i.created_at, i.ended_at, o.id as occurrence_id, coalesce($1::timestamptz, now())::timestamptz as now
+from occurrences o join instances i on i.id = o.instance_id
+where o.id = any($2::uuid[])
+order by i.id
+for update of i
+`
+
+type InstanceLockByOccurrencesParams struct {
+	Now           *time.Time
+	OccurrenceIds []uuid.UUID
+}
+
+type InstanceLockByOccurrencesRow struct {
+	Instance     Instance
+	OccurrenceID uuid.UUID
+	Now          time.Time
+}
+
+// InstanceLockByOccurrence for many occurrences in one round trip (a batch
+// or a group of settlements), locking in id order so that two such
+// transactions cannot deadlock on each other.
+func (q *Queries) InstanceLockByOccurrences(ctx context.Context, arg InstanceLockByOccurrencesParams) ([]InstanceLockByOccurrencesRow, error) {
+	rows, err := q.db.Query(ctx, instanceLockByOccurrences, arg.Now, arg.OccurrenceIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []InstanceLockByOccurrencesRow{}
+	for rows.Next() {
+		var i InstanceLockByOccurrencesRow
+		if err := rows.Scan(
+			&i.Instance.ID,
+			&i.Instance.ProcessKey,
+			&i.Instance.Version,
+			&i.Instance.Status,
+			&i.Instance.BusinessKey,
+			&i.Instance.Inputs,
+			&i.Instance.SealedInputs,
+			&i.Instance.IdempotencyKey,
+			&i.Instance.RequestDigest,
+			&i.Instance.EndNode,
+			&i.Instance.ErrorCode,
+			&i.Instance.CreatedAt,
+			&i.Instance.EndedAt,
+			&i.OccurrenceID,
+			&i.Now,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const instanceLockSkipLocked = `-- name: InstanceLockSkipLocked :one
