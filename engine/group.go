@@ -52,6 +52,9 @@ type groupWrite struct {
 	// the group locks them all up front (see txState).
 	occurrence uuid.UUID
 	apply      func(ctx context.Context, q *queries.Queries) error
+	// statement is set when apply is one statement: alone, it runs
+	// without a transaction of its own (the statement is one).
+	statement bool
 	taken      bool // under groupCommit.mu
 	err        error
 	done       chan struct{}
@@ -80,10 +83,20 @@ func newGroupCommit(e *Engine, lanes int) *groupCommit {
 // rolled back and run again); only its last run's effects are committed, so
 // it must set its results afresh on every run.
 func (g *groupCommit) write(ctx context.Context, occurrence uuid.UUID, apply func(ctx context.Context, q *queries.Queries) error) error {
+	return g.submit(ctx, &groupWrite{ctx: ctx, occurrence: occurrence, apply: apply, done: make(chan struct{})})
+}
+
+// statement is write for a write that is one statement (a claim): alone it
+// runs as that statement, one round trip, and in a group it is one more
+// statement of the group's transaction, whose commit it shares.
+func (g *groupCommit) statement(ctx context.Context, apply func(ctx context.Context, q *queries.Queries) error) error {
+	return g.submit(ctx, &groupWrite{ctx: ctx, apply: apply, statement: true, done: make(chan struct{})})
+}
+
+func (g *groupCommit) submit(ctx context.Context, w *groupWrite) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	w := &groupWrite{ctx: ctx, occurrence: occurrence, apply: apply, done: make(chan struct{})}
 	g.mu.Lock()
 	g.queue = append(g.queue, w)
 	var group []*groupWrite
@@ -178,7 +191,7 @@ func (g *groupCommit) run(ctx context.Context, group []*groupWrite) {
 		}
 	}()
 	if len(group) == 1 {
-		group[0].err = g.e.stateTx(ctx, nil, func(ctx context.Context, q *queries.Queries, _ pgx.Tx) error { return group[0].apply(ctx, q) })
+		group[0].err = g.e.alone(ctx, group[0])
 		return
 	}
 	var prelock []uuid.UUID
@@ -202,7 +215,15 @@ func (g *groupCommit) run(ctx context.Context, group []*groupWrite) {
 	default:
 		// Rolled back: each write on its own, for its own answer.
 		for _, w := range group {
-			w.err = g.e.stateTx(ctx, nil, func(ctx context.Context, q *queries.Queries, _ pgx.Tx) error { return w.apply(ctx, q) })
+			w.err = g.e.alone(ctx, w)
 		}
 	}
+}
+
+// alone runs w in a transaction of its own, or as its one statement.
+func (e *Engine) alone(ctx context.Context, w *groupWrite) error {
+	if w.statement {
+		return w.apply(ctx, e.q)
+	}
+	return e.stateTx(ctx, nil, func(ctx context.Context, q *queries.Queries, _ pgx.Tx) error { return w.apply(ctx, q) })
 }

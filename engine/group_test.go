@@ -468,3 +468,41 @@ func TestBatchesLockingTheSameInstancesDoNotDeadlock(t *testing.T) {
 		}
 	}
 }
+
+// TestAClaimSharesItsGroupsCommit: a claim arriving while the lanes are
+// busy joins the next group, and sees what the writes before it in the
+// group did: here it claims the occurrence a start queued before it
+// created, and both commit together.
+func TestAClaimSharesItsGroupsCommit(t *testing.T) {
+	t.Parallel()
+	e := setupLanes(t, 1)
+	prepare(t, e, "")
+	c := consumer(t, e)
+	release := holdLane(t, e)
+	var inst Instance
+	var startErr, claimErr error
+	var got []Reservation
+	var wg sync.WaitGroup
+	wg.Go(func() { inst, startErr = start(e, "Acme") })
+	waitQueued(t, e, 1)
+	wg.Go(func() {
+		got, claimErr = e.Claim(context.Background(), ClaimRequest{ConsumerID: c, WorkerID: "w", Pairs: Pairs{Keys: []string{"crm"}, Revisions: []int32{1}},
+			MaxTasks: 5, LockDuration: time.Minute})
+	})
+	waitQueued(t, e, 2)
+	release()
+	wg.Wait()
+	if startErr != nil || claimErr != nil {
+		t.Fatalf("start %v, claim %v", startErr, claimErr)
+	}
+	if len(got) != 1 || got[0].InstanceID != inst.ID {
+		t.Fatalf("the claim got %v; want the occurrence the start before it in its group created", got)
+	}
+	var claimedIn string
+	if err := e.pool.QueryRow(context.Background(), "select xmin::text from occurrences where id = $1", got[0].ID).Scan(&claimedIn); err != nil {
+		t.Fatal(err)
+	}
+	if startedIn := xactOf(t, e, inst.ID); startedIn != claimedIn {
+		t.Fatalf("the start (xact %s) and the claim (xact %s) were not committed together", startedIn, claimedIn)
+	}
+}

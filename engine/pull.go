@@ -75,9 +75,16 @@ func (e *Engine) Claim(ctx context.Context, req ClaimRequest) ([]Reservation, er
 			return e.reservations(prior, req.Pairs)
 		}
 	}
-	rows, err := e.q.OccurrenceClaimPull(ctx, queries.OccurrenceClaimPullParams{
-		DefinitionKeys: req.Pairs.Keys, Revisions: req.Pairs.Revisions, Now: e.at(), MaxTasks: int32(req.MaxTasks),
-		ConsumerID: &req.ConsumerID, WorkerID: &req.WorkerID, LockDuration: req.LockDuration, RequestID: rid})
+	// Under load, the claim shares the commit of the writes arriving with
+	// it (see groupCommit); alone it is its statement.
+	var rows []queries.OccurrenceClaimPullRow
+	err := e.group.statement(ctx, func(ctx context.Context, q *queries.Queries) error {
+		var err error
+		rows, err = q.OccurrenceClaimPull(ctx, queries.OccurrenceClaimPullParams{
+			DefinitionKeys: req.Pairs.Keys, Revisions: req.Pairs.Revisions, Now: e.at(), MaxTasks: int32(req.MaxTasks),
+			ConsumerID: &req.ConsumerID, WorkerID: &req.WorkerID, LockDuration: req.LockDuration, RequestID: rid})
+		return err
+	})
 	if err != nil {
 		return nil, wrap("claim", err)
 	}
