@@ -55,9 +55,9 @@ type groupWrite struct {
 	// statement is set when apply is one statement: alone, it runs
 	// without a transaction of its own (the statement is one).
 	statement bool
-	taken      bool // under groupCommit.mu
-	err        error
-	done       chan struct{}
+	taken     bool // under groupCommit.mu
+	err       error
+	done      chan struct{}
 }
 
 // Group commit defaults: two lanes keep both of a small server's cores busy
