@@ -279,5 +279,17 @@ func (t *sqlTracer) TraceBatchEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceB
 	if !ok || t.stats == nil {
 		return
 	}
-	t.stats.statement(routeIn(requestTraceFrom(ctx)), "batch "+strings.Join(bs.names, "+"), time.Since(bs.at))
+	t.stats.statement(routeIn(requestTraceFrom(ctx)), batchName(bs.names), time.Since(bs.at))
+}
+
+// batchName names a batch after its statements; a long one (a group
+// commit's writes) after the kinds of statement it carried, so that the
+// groups of one mix share a line whatever their size and order.
+func batchName(names []string) string {
+	if len(names) <= 4 {
+		return "batch " + strings.Join(names, "+")
+	}
+	kinds := slices.Clone(names)
+	slices.Sort(kinds)
+	return "batch group of " + strings.Join(slices.Compact(kinds), ", ")
 }
