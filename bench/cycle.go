@@ -49,16 +49,11 @@ func cycleMeasurement(system string, rate float64) measurement {
 }
 
 func relaisCycle(ctx context.Context, b *bench) (float64, error) {
-	db, err := b.pg.freshDatabase(ctx, "bench_cycle_relais")
+	r, done, err := freshRelais(ctx, b, "bench_cycle_relais")
 	if err != nil {
 		return 0, err
 	}
-	defer db.drop()
-	r, err := startRelais(ctx, b, db)
-	if err != nil {
-		return 0, err
-	}
-	defer r.stop()
+	defer done()
 	token, err := r.setupPull(ctx, b.opts.Examples)
 	if err != nil {
 		return 0, err
@@ -71,34 +66,14 @@ func relaisCycle(ctx context.Context, b *bench) (float64, error) {
 		return 0, err
 	}
 
-	start := func(ctx context.Context, i int) error {
-		_, err := r.startInstance(ctx, "crm_only", mustJSON(map[string]any{"inputs": map[string]any{"name": fmt.Sprint("c", i)}}))
-		return err
-	}
-	warm := warmup(b.opts.N)
-	if _, err := (load{label: "relais warm-up", n: warm, producers: b.opts.Producers, start: start, settled: settled, failed: workers.failed}).run(ctx, b.log); err != nil {
-		return 0, err
-	}
-	prof, err := b.beginProfile(ctx, "cycle-relais", db, r.stats, true)
-	if err != nil {
-		return 0, err
-	}
-	elapsed, err := clientLoad(ctx, load{label: "relais", from: warm, n: b.opts.N, producers: b.opts.Producers, start: start, settled: settled, failed: workers.failed}, b.log)
-	prof.end(ctx, b.opts.N, "occurrence")
-	if err != nil {
-		return 0, err
-	}
-	rate := float64(b.opts.N) / elapsed.Seconds()
-	b.log.printf("relais: %d occurrences in %s: %.0f/s", b.opts.N, elapsed.Round(time.Millisecond), rate)
+	return r.measure(ctx, b, warmup(b.opts.N), b.opts.N, relaisRun{label: "relais", profile: "cycle-relais", start: r.startCRM, settled: settled, failed: workers.failed})
+}
 
-	var completed int
-	if err := r.pool.QueryRow(ctx, "select count(*) from instances where status = 'completed'").Scan(&completed); err != nil {
-		return 0, err
-	}
-	if completed != warm+b.opts.N {
-		return 0, fmt.Errorf("%d instances completed, want %d", completed, warm+b.opts.N)
-	}
-	return rate, nil
+// startCRM starts instance i of the one-pull-node process the cycle
+// scenarios run.
+func (r *relais) startCRM(ctx context.Context, i int) error {
+	_, err := r.startInstance(ctx, "crm_only", mustJSON(map[string]any{"inputs": map[string]any{"name": fmt.Sprint("c", i)}}))
+	return err
 }
 
 func riverCycle(ctx context.Context, b *bench, v riverVariant) (float64, error) {

@@ -40,16 +40,11 @@ func batchMeasurement(system string, rate float64) measurement {
 func batches(n, size int) int { return (n + size - 1) / size }
 
 func relaisCycleBatch(ctx context.Context, b *bench) (float64, error) {
-	db, err := b.pg.freshDatabase(ctx, "bench_cycle_batch_relais")
+	r, done, err := freshRelais(ctx, b, "bench_cycle_batch_relais")
 	if err != nil {
 		return 0, err
 	}
-	defer db.drop()
-	r, err := startRelais(ctx, b, db)
-	if err != nil {
-		return 0, err
-	}
-	defer r.stop()
+	defer done()
 	token, err := r.setupPull(ctx, b.opts.Examples)
 	if err != nil {
 		return 0, err
@@ -91,30 +86,8 @@ func relaisCycleBatch(ctx context.Context, b *bench) (float64, error) {
 		}
 		return nil
 	}
-	n := batches(b.opts.N, size)
 	warm := max(warmup(b.opts.N)/size, 1)
-	if _, err := (load{label: "relais warm-up", n: warm, producers: b.opts.Producers, start: start, settled: settled, perUnit: size, failed: workers.failed}).run(ctx, b.log); err != nil {
-		return 0, err
-	}
-	prof, err := b.beginProfile(ctx, "cycle-batch-relais", db, r.stats, true)
-	if err != nil {
-		return 0, err
-	}
-	elapsed, err := clientLoad(ctx, load{label: "relais", from: warm, n: n, producers: b.opts.Producers, start: start, settled: settled, perUnit: size, failed: workers.failed}, b.log)
-	prof.end(ctx, n*size, "occurrence")
-	if err != nil {
-		return 0, err
-	}
-	rate := float64(n*size) / elapsed.Seconds()
-	b.log.printf("relais: %d occurrences in batches of %d in %s: %.0f/s", n*size, size, elapsed.Round(time.Millisecond), rate)
-	var completed int
-	if err := r.pool.QueryRow(ctx, "select count(*) from instances where status = 'completed'").Scan(&completed); err != nil {
-		return 0, err
-	}
-	if completed != (warm+n)*size {
-		return 0, fmt.Errorf("%d instances completed, want %d", completed, (warm+n)*size)
-	}
-	return rate, nil
+	return r.measure(ctx, b, warm, batches(b.opts.N, size), relaisRun{label: "relais", profile: "cycle-batch-relais", start: start, perUnit: size, settled: settled, failed: workers.failed})
 }
 
 // batchWorker fetches like pullWorker and settles everything a fetch

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"runtime/pprof"
 	"time"
 
@@ -19,16 +17,11 @@ import (
 // that ended, on a pool of its own (the SDK does not say when Relais
 // committed an outcome), every 2 ms: the figure can only be a little low.
 func relaisCycleSDK(ctx context.Context, b *bench) (float64, error) {
-	db, err := b.pg.freshDatabase(ctx, "bench_cycle_sdk_relais")
+	r, done, err := freshRelais(ctx, b, "bench_cycle_sdk_relais")
 	if err != nil {
 		return 0, err
 	}
-	defer db.drop()
-	r, err := startRelais(ctx, b, db)
-	if err != nil {
-		return 0, err
-	}
-	defer r.stop()
+	defer done()
 	token, err := r.setupPull(ctx, b.opts.Examples)
 	if err != nil {
 		return 0, err
@@ -53,55 +46,11 @@ func relaisCycleSDK(ctx context.Context, b *bench) (float64, error) {
 	}()
 	defer func() { stopWorker(); <-ran }()
 
-	monitor, err := db.pool(ctx, nil)
-	if err != nil {
-		return 0, err
-	}
 	settled := &tally{}
-	pctx, cancel := context.WithCancel(ctx)
-	polled := make(chan struct{})
-	defer func() { cancel(); <-polled }()
-	go func() {
-		defer close(polled)
-		for pctx.Err() == nil {
-			var n int
-			if err := monitor.QueryRow(pctx, "select count(*) from instances where status <> 'running'").Scan(&n); err != nil {
-				if pctx.Err() == nil && !errors.Is(err, context.Canceled) {
-					failed <- err
-				}
-				return
-			}
-			settled.set(n)
-			time.Sleep(2 * time.Millisecond)
-		}
-	}()
-
-	start := func(ctx context.Context, i int) error {
-		_, err := r.startInstance(ctx, "crm_only", mustJSON(map[string]any{"inputs": map[string]any{"name": fmt.Sprint("c", i)}}))
-		return err
-	}
-	warm := warmup(b.opts.N)
-	if _, err := (load{label: "relais sdk warm-up", n: warm, producers: b.opts.Producers, start: start, settled: settled, failed: failed}).run(ctx, b.log); err != nil {
-		return 0, err
-	}
-	prof, err := b.beginProfile(ctx, "cycle-sdk-relais", db, r.stats, true)
+	stop, err := pollEnded(ctx, r.db, settled, failed, 2*time.Millisecond)
 	if err != nil {
 		return 0, err
 	}
-	elapsed, err := clientLoad(ctx, load{label: "relais sdk", from: warm, n: b.opts.N, producers: b.opts.Producers, start: start, settled: settled, failed: failed}, b.log)
-	prof.end(ctx, b.opts.N, "occurrence")
-	if err != nil {
-		return 0, err
-	}
-	rate := float64(b.opts.N) / elapsed.Seconds()
-	b.log.printf("relais sdk: %d occurrences in %s: %.0f/s", b.opts.N, elapsed.Round(time.Millisecond), rate)
-
-	var completed int
-	if err := r.pool.QueryRow(ctx, "select count(*) from instances where status = 'completed'").Scan(&completed); err != nil {
-		return 0, err
-	}
-	if completed != warm+b.opts.N {
-		return 0, fmt.Errorf("%d instances completed, want %d", completed, warm+b.opts.N)
-	}
-	return rate, nil
+	defer stop()
+	return r.measure(ctx, b, warmup(b.opts.N), b.opts.N, relaisRun{label: "relais sdk", profile: "cycle-sdk-relais", start: r.startCRM, settled: settled, failed: failed})
 }

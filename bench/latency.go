@@ -51,16 +51,11 @@ type receipt struct {
 }
 
 func relaisLatency(ctx context.Context, b *bench) ([]time.Duration, error) {
-	db, err := b.pg.freshDatabase(ctx, "bench_latency_relais")
+	r, done, err := freshRelais(ctx, b, "bench_latency_relais")
 	if err != nil {
 		return nil, err
 	}
-	defer db.drop()
-	r, err := startRelais(ctx, b, db)
-	if err != nil {
-		return nil, err
-	}
-	defer r.stop()
+	defer done()
 	token, err := r.setupPull(ctx, b.opts.Examples)
 	if err != nil {
 		return nil, err
@@ -79,7 +74,7 @@ func relaisLatency(ctx context.Context, b *bench) ([]time.Duration, error) {
 	var prof *phaseProfile
 	for i := range warm + b.opts.Pickups {
 		if i == warm {
-			if prof, err = b.beginProfile(ctx, "latency-relais", db, r.stats, true); err != nil {
+			if prof, err = b.beginProfile(ctx, "latency-relais", r.db, r.stats, true); err != nil {
 				return nil, err
 			}
 		}

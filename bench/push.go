@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -54,16 +53,11 @@ func startDestination() (string, func(), error) {
 }
 
 func relaisPush(ctx context.Context, b *bench) (float64, error) {
-	db, err := b.pg.freshDatabase(ctx, "bench_push_relais")
+	r, done, err := freshRelais(ctx, b, "bench_push_relais")
 	if err != nil {
 		return 0, err
 	}
-	defer db.drop()
-	r, err := startRelais(ctx, b, db)
-	if err != nil {
-		return 0, err
-	}
-	defer r.stop()
+	defer done()
 	dest, closeDest, err := startDestination()
 	if err != nil {
 		return 0, err
@@ -79,57 +73,18 @@ func relaisPush(ctx context.Context, b *bench) (float64, error) {
 		return 0, err
 	}
 
-	// Ended instances are counted by polling: the push runner settles
-	// them in the background.
-	// A pool of its own keeps the polls out of the replica's SQL profile.
-	monitor, err := db.pool(ctx, nil)
+	// The push runner settles in the background: ended instances are
+	// counted by polling.
+	settled := &tally{}
+	failed := make(chan error, 1)
+	stop, err := pollEnded(ctx, r.db, settled, failed, 5*time.Millisecond)
 	if err != nil {
 		return 0, err
 	}
-	settled := &tally{}
-	failed := make(chan error, 1)
-	pctx, cancel := context.WithCancel(ctx)
-	polled := make(chan struct{})
-	defer func() { cancel(); <-polled }()
-	go func() {
-		defer close(polled)
-		for pctx.Err() == nil {
-			var n int
-			if err := monitor.QueryRow(pctx, "select count(*) from instances where status <> 'running'").Scan(&n); err != nil {
-				if pctx.Err() == nil && !errors.Is(err, context.Canceled) {
-					failed <- err
-				}
-				return
-			}
-			settled.set(n)
-			time.Sleep(5 * time.Millisecond)
-		}
-	}()
+	defer stop()
 	start := func(ctx context.Context, i int) error {
 		_, err := r.startInstance(ctx, "scoring", mustJSON(map[string]any{"inputs": map[string]any{"crm_id": fmt.Sprint("CRM-", i)}}))
 		return err
 	}
-	warm := warmup(b.opts.N)
-	if _, err := (load{label: "relais warm-up", n: warm, producers: b.opts.Producers, start: start, settled: settled, failed: failed}).run(ctx, b.log); err != nil {
-		return 0, err
-	}
-	prof, err := b.beginProfile(ctx, "push-relais", db, r.stats, true)
-	if err != nil {
-		return 0, err
-	}
-	elapsed, err := clientLoad(ctx, load{label: "relais push", from: warm, n: b.opts.N, producers: b.opts.Producers, start: start, settled: settled, failed: failed}, b.log)
-	prof.end(ctx, b.opts.N, "occurrence")
-	if err != nil {
-		return 0, err
-	}
-	rate := float64(b.opts.N) / elapsed.Seconds()
-	b.log.printf("relais push: %d occurrences in %s: %.0f/s", b.opts.N, elapsed.Round(time.Millisecond), rate)
-	var completed int
-	if err := r.pool.QueryRow(ctx, "select count(*) from instances where status = 'completed'").Scan(&completed); err != nil {
-		return 0, err
-	}
-	if completed != warm+b.opts.N {
-		return 0, fmt.Errorf("%d instances completed, want %d", completed, warm+b.opts.N)
-	}
-	return rate, nil
+	return r.measure(ctx, b, warmup(b.opts.N), b.opts.N, relaisRun{label: "relais push", profile: "push-relais", start: start, settled: settled, failed: failed})
 }

@@ -59,6 +59,20 @@ var (
 	sideClient = pprof.Labels("side", "client")
 )
 
+// freshRelais starts a replica on a fresh database named name; done stops
+// it and drops the database.
+func freshRelais(ctx context.Context, b *bench, name string) (r *relais, done func(), err error) {
+	db, err := b.pg.freshDatabase(ctx, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	if r, err = startRelais(ctx, b, db); err != nil {
+		db.drop()
+		return nil, nil, err
+	}
+	return r, func() { r.stop(); db.drop() }, nil
+}
+
 // startRelais migrates db and starts a replica on it. The admin token is
 // the bootstrap token relais serve prints on a first start.
 func startRelais(ctx context.Context, b *bench, db *database) (*relais, error) {

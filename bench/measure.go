@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// relaisRun is the measured part of a Relais throughput scenario: units
+// started by the producers (one instance each, or a batch of perUnit),
+// settled as settled counts them.
+type relaisRun struct {
+	label   string // progress lines: "relais", "relais sdk"
+	profile string // --profile file prefix: "cycle-relais"
+	start   func(ctx context.Context, i int) error
+	perUnit int // instances per unit (0 means 1)
+	settled *tally
+	failed  <-chan error
+}
+
+// measure runs a warm-up of units, then the measured phase of units (under
+// a profile when --profile asks), and checks that every instance started
+// completed. It returns the instances settled per second.
+func (r *relais) measure(ctx context.Context, b *bench, warm, units int, run relaisRun) (float64, error) {
+	per := max(run.perUnit, 1)
+	l := load{label: run.label + " warm-up", n: warm, producers: b.opts.Producers, start: run.start, settled: run.settled, perUnit: run.perUnit, failed: run.failed}
+	if _, err := l.run(ctx, b.log); err != nil {
+		return 0, err
+	}
+	prof, err := b.beginProfile(ctx, run.profile, r.db, r.stats, true)
+	if err != nil {
+		return 0, err
+	}
+	l.label, l.from, l.n = run.label, warm, units
+	elapsed, err := clientLoad(ctx, l, b.log)
+	prof.end(ctx, units*per, "occurrence")
+	if err != nil {
+		return 0, err
+	}
+	rate := float64(units*per) / elapsed.Seconds()
+	b.log.printf("%s: %d occurrences in %s: %.0f/s", run.label, units*per, elapsed.Round(time.Millisecond), rate)
+
+	var completed int
+	if err := r.pool.QueryRow(ctx, "select count(*) from instances where status = 'completed'").Scan(&completed); err != nil {
+		return 0, err
+	}
+	if want := (warm + units) * per; completed != want {
+		return 0, fmt.Errorf("%d instances completed, want %d", completed, want)
+	}
+	return rate, nil
+}
+
+// pollEnded counts the instances that ended into settled every interval,
+// for workers that do not say when Relais committed their outcome (the
+// push runner, the Go SDK). Its pool of its own keeps the polls out of the
+// replica's SQL profile. stop ends the polling and waits for it.
+func pollEnded(ctx context.Context, db *database, settled *tally, failed chan<- error, every time.Duration) (stop func(), err error) {
+	monitor, err := db.pool(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	pctx, cancel := context.WithCancel(ctx)
+	polled := make(chan struct{})
+	go func() {
+		defer close(polled)
+		for pctx.Err() == nil {
+			var n int
+			if err := monitor.QueryRow(pctx, "select count(*) from instances where status <> 'running'").Scan(&n); err != nil {
+				if pctx.Err() == nil && !errors.Is(err, context.Canceled) {
+					failed <- err
+				}
+				return
+			}
+			settled.set(n)
+			time.Sleep(every)
+		}
+	}()
+	return func() { cancel(); <-polled }, nil
+}
