@@ -317,17 +317,7 @@ func TestAStartAnswersTheRowsItWrote(t *testing.T) {
 
 	// The first node fails from birth (its inputs break the revision) and
 	// its error path enters a second node in the same start.
-	define(t, e, "notify", notifyWorking)
-	define(t, e, "strict", `{"name":"Strict","inputs":{"fields":[{"name":"company_name","type":"text","required":true,"max_length":3}]},"outputs":{"fields":[]}}`)
-	doc := `{"inputs":{"fields":[{"name":"name","type":"text","required":true}]},"start":"strict","nodes":{
-	 "strict":{"kind":"pull","definition":"strict","revision":1,"inputs":{"company_name":{"from":"input.name"}},"next":"done",
-	           "on_error":{"invalid_inputs":"notify"}},
-	 "notify":{"kind":"pull","definition":"notify","revision":1,
-	           "inputs":{"code":{"from":"nodes.strict.error.code"},"message":{"from":"nodes.strict.error.message"}},"next":"done"},
-	 "done":{"kind":"end"}}}`
-	if _, _, err := e.PublishProcess(ctx, "birth", []byte(doc)); err != nil {
-		t.Fatal(err)
-	}
+	publishBornFailing(t, e, "birth")
 	t.Run("failed from birth, then its error path", func(t *testing.T) {
 		check(t, "birth", `{"name":"Acme Corporation"}`, nil, func(t *testing.T, inst queries.Instance, o queries.Occurrence) {
 			at := inst.CreatedAt

@@ -240,14 +240,11 @@ func TestTimerCodeRoutesByCode(t *testing.T) {
 	}
 }
 
-// TestFailedFromBirthFeedsItsError: an occurrence whose inputs break the
-// revision fails when created, in the transaction that started the
-// instance, and the node on its error path reads invalid_inputs and the
-// pointers.
-func TestFailedFromBirthFeedsItsError(t *testing.T) {
-	t.Parallel()
-	e := setup(t)
-	define(t, e, "crm", crmWorking)
+// publishBornFailing publishes as key a process whose first node (strict)
+// fails from birth on any name longer than 3 characters, its error path
+// entering notify with the error's code and message.
+func publishBornFailing(t testing.TB, e *Engine, key string) {
+	t.Helper()
 	define(t, e, "notify", notifyWorking)
 	define(t, e, "strict", `{"name":"Strict","inputs":{"fields":[{"name":"company_name","type":"text","required":true,"max_length":3}]},"outputs":{"fields":[]}}`)
 	doc := `{"inputs":{"fields":[{"name":"name","type":"text","required":true}]},"start":"strict","nodes":{
@@ -256,9 +253,20 @@ func TestFailedFromBirthFeedsItsError(t *testing.T) {
 	 "notify":{"kind":"pull","definition":"notify","revision":1,
 	           "inputs":{"code":{"from":"nodes.strict.error.code"},"message":{"from":"nodes.strict.error.message"}},"next":"done"},
 	 "done":{"kind":"end"}}}`
-	if _, _, err := e.PublishProcess(context.Background(), "routing", []byte(doc)); err != nil {
+	if _, _, err := e.PublishProcess(context.Background(), key, []byte(doc)); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestFailedFromBirthFeedsItsError: an occurrence whose inputs break the
+// revision fails when created, in the transaction that started the
+// instance, and the node on its error path reads invalid_inputs and the
+// pointers.
+func TestFailedFromBirthFeedsItsError(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	define(t, e, "crm", crmWorking)
+	publishBornFailing(t, e, "routing")
 	inst := startRouting(t, e, `{"name":"Acme Corporation"}`)
 	in := inputsOf(t, e, inst.ID, "notify")
 	if in["code"] != "invalid_inputs" || !strings.Contains(in["message"].(string), "/company_name") {
