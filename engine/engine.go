@@ -45,7 +45,11 @@ type Engine struct {
 	schemas   *contracts.Cache
 	memo      *memo
 	counts    *snapshot.Cache[[]OccurrenceCount]
-	group     *groupCommit
+	// group commits settlements and claims, starts their own lanes: a
+	// producer waits for its start, which must not queue behind the
+	// round trips of a group of settlements (see groupCommit).
+	group  *groupCommit
+	starts *groupCommit
 }
 
 // Limits are the operator's bounds the engine enforces.
@@ -70,8 +74,8 @@ type Options struct {
 	// hostname-pid.
 	Replica string
 	// GroupLanes bounds the transactions in flight that group concurrent
-	// single writes (starts, completions, failures); see groupCommit.
-	// Default 2.
+	// single writes: as many for starts, and for settlements and claims;
+	// see groupCommit. Default 2.
 	GroupLanes int
 }
 
@@ -93,6 +97,7 @@ func New(pool *pgxpool.Pool, opts Options) *Engine {
 	e.counts = snapshot.New("occurrence counts by definition and status", e.CountOccurrencesByDefinitionStatus, opts.Logger, OccurrenceCountsTTL).
 		StampWith(e.Now)
 	e.group = newGroupCommit(e, opts.GroupLanes)
+	e.starts = newGroupCommit(e, opts.GroupLanes)
 	return e
 }
 

@@ -18,11 +18,14 @@ import (
 	"github.com/relais/relais/queries"
 )
 
-// setupLanes is setup with lanes group-commit lanes.
+// setupLanes is setup with lanes group-commit lanes shared by every
+// write, starts included, so that a test can hold them all and put a start
+// and settlements in one group.
 func setupLanes(t testing.TB, lanes int) *Engine {
 	t.Helper()
 	e := setup(t)
 	e.group = newGroupCommit(e, lanes)
+	e.starts = e.group
 	return e
 }
 
@@ -494,5 +497,29 @@ func TestAClaimSharesItsGroupsCommit(t *testing.T) {
 	}
 	if startedIn := xactOf(t, e, inst.ID); startedIn != claimedIn {
 		t.Fatalf("the start (xact %s) and the claim (xact %s) were not committed together", startedIn, claimedIn)
+	}
+}
+
+// TestAStartDoesNotQueueBehindSettlements: starts have lanes of their
+// own, so a start commits while every lane of the settlements is busy.
+func TestAStartDoesNotQueueBehindSettlements(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.group = newGroupCommit(e, 1)
+	prepare(t, e, "")
+	release := holdLane(t, e)
+	defer release()
+	done := make(chan error, 1)
+	go func() {
+		_, err := start(e, "Acme")
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a start waited for the settlements' lane")
 	}
 }

@@ -157,7 +157,7 @@ func (e *Engine) StartInstance(ctx context.Context, req StartRequest) (Instance,
 	var path []queries.Occurrence
 	var revs []*Revision
 	created := false
-	err = e.group.write(ctx, uuid.Nil, func(ctx context.Context, q *queries.Queries) error {
+	err = e.starts.write(ctx, uuid.Nil, func(ctx context.Context, q *queries.Queries) error {
 		var err error
 		inst, path, created, err = e.insertStart(ctx, q, p)
 		if err != nil {
