@@ -225,5 +225,10 @@ func (e *Engine) alone(ctx context.Context, w *groupWrite) error {
 	if w.statement {
 		return w.apply(ctx, e.q)
 	}
-	return e.stateTx(ctx, nil, func(ctx context.Context, q *queries.Queries, _ pgx.Tx) error { return w.apply(ctx, q) })
+	var prelock []uuid.UUID
+	if w.occurrence != uuid.Nil {
+		// Its locks in one round trip, not two.
+		prelock = []uuid.UUID{w.occurrence}
+	}
+	return e.stateTx(ctx, prelock, func(ctx context.Context, q *queries.Queries, _ pgx.Tx) error { return w.apply(ctx, q) })
 }

@@ -14,7 +14,7 @@ import (
 // txState is what one transaction carrying many writes (a batch, a group)
 // reads once for all of them instead of a round trip each: its clock, and
 // the instances and occurrences its settlements will lock, locked up front
-// in two statements. A row locked up front is handed to the first write
+// in one statement. A row locked up front is handed to the first write
 // that asks for it only: a later write may follow a change an earlier one
 // made, so it reads the row again (the lock is already this transaction's).
 type txState struct {
@@ -53,25 +53,19 @@ func (st *txState) lock(ctx context.Context, e *Engine, q *queries.Queries, ids 
 	ids = slices.Clone(ids)
 	slices.SortFunc(ids, func(a, b uuid.UUID) int { return slices.Compare(a[:], b[:]) })
 	ids = slices.Compact(ids)
-	rows, err := q.InstanceLockByOccurrences(ctx, queries.InstanceLockByOccurrencesParams{OccurrenceIds: ids, Now: e.at()})
+	rows, err := q.SettlementLock(ctx, queries.SettlementLockParams{OccurrenceIds: ids, Now: e.at()})
 	if err != nil {
 		return err
 	}
 	st.instanceOf = make(map[uuid.UUID]uuid.UUID, len(rows))
 	st.instances = make(map[uuid.UUID]queries.Instance, len(rows))
+	st.occurrences = make(map[uuid.UUID]queries.Occurrence, len(rows))
 	for _, r := range rows {
-		st.instanceOf[r.OccurrenceID] = r.Instance.ID
+		st.instanceOf[r.Occurrence.ID] = r.Instance.ID
 		st.instances[r.Instance.ID] = r.Instance
+		st.occurrences[r.Occurrence.ID] = r.Occurrence
 		now := r.Now
 		st.clock = &now
-	}
-	occs, err := q.OccurrenceLockMany(ctx, ids)
-	if err != nil {
-		return err
-	}
-	st.occurrences = make(map[uuid.UUID]queries.Occurrence, len(occs))
-	for _, o := range occs {
-		st.occurrences[o.ID] = o
 	}
 	return nil
 }

@@ -102,15 +102,25 @@ select sqlc.embed(i), coalesce(sqlc.narg('now')::timestamptz, now())::timestampt
 where i.id = (select o.instance_id from occurrences o where o.id = @occurrence_id)
 for update of i;
 
--- name: InstanceLockByOccurrences :many
--- InstanceLockByOccurrence for many occurrences in one round trip (a batch
--- or a group of settlements), locking in id order so that two such
--- transactions cannot deadlock on each other.
-select sqlc.embed(i), o.id as occurrence_id, coalesce(sqlc.narg('now')::timestamptz, now())::timestamptz as now
+-- name: SettlementLock :many
+-- What settling occurrences locks, in one round trip: their instances,
+-- then them (the order every settlement takes), each in id order so that
+-- two such statements cannot deadlock. The instances are locked first, all
+-- of them, by the CTE (its sort reads every row before locking any); the
+-- occurrences then, above the outer sort; locking an instance again there
+-- costs nothing and returns its latest version.
+with locked as materialized (
+    select i.id
+    from occurrences o join instances i on i.id = o.instance_id
+    where o.id = any(@occurrence_ids::uuid[])
+    order by i.id
+    for update of i
+)
+select sqlc.embed(o), sqlc.embed(i), coalesce(sqlc.narg('now')::timestamptz, now())::timestamptz as now
 from occurrences o join instances i on i.id = o.instance_id
-where o.id = any(@occurrence_ids::uuid[])
-order by i.id
-for update of i;
+where o.id = any(@occurrence_ids::uuid[]) and i.id in (select id from locked)
+order by o.id
+for update of o, i;
 
 -- name: InstanceInsertNew :exec
 -- A start without an Idempotency-Key: nothing can conflict, so nothing to

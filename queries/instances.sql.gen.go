@@ -652,64 +652,6 @@ func (q *Queries) InstanceLockByOccurrence(ctx context.Context, arg InstanceLock
 	return i, err
 }
 
-const instanceLockByOccurrences = `-- name: InstanceLockByOccurrences :many
-select i.id, i.process_key, i.version, i.status, i.business_key, i.inputs, i.sealed_inputs, i.idempotency_key, i.request_digest, i.end_node, i.error_code, i.created_at, i.ended_at, o.id as occurrence_id, coalesce($1::timestamptz, now())::timestamptz as now
-from occurrences o join instances i on i.id = o.instance_id
-where o.id = any($2::uuid[])
-order by i.id
-for update of i
-`
-
-type InstanceLockByOccurrencesParams struct {
-	Now           *time.Time
-	OccurrenceIds []uuid.UUID
-}
-
-type InstanceLockByOccurrencesRow struct {
-	Instance     Instance
-	OccurrenceID uuid.UUID
-	Now          time.Time
-}
-
-// InstanceLockByOccurrence for many occurrences in one round trip (a batch
-// or a group of settlements), locking in id order so that two such
-// transactions cannot deadlock on each other.
-func (q *Queries) InstanceLockByOccurrences(ctx context.Context, arg InstanceLockByOccurrencesParams) ([]InstanceLockByOccurrencesRow, error) {
-	rows, err := q.db.Query(ctx, instanceLockByOccurrences, arg.Now, arg.OccurrenceIds)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []InstanceLockByOccurrencesRow{}
-	for rows.Next() {
-		var i InstanceLockByOccurrencesRow
-		if err := rows.Scan(
-			&i.Instance.ID,
-			&i.Instance.ProcessKey,
-			&i.Instance.Version,
-			&i.Instance.Status,
-			&i.Instance.BusinessKey,
-			&i.Instance.Inputs,
-			&i.Instance.SealedInputs,
-			&i.Instance.IdempotencyKey,
-			&i.Instance.RequestDigest,
-			&i.Instance.EndNode,
-			&i.Instance.ErrorCode,
-			&i.Instance.CreatedAt,
-			&i.Instance.EndedAt,
-			&i.OccurrenceID,
-			&i.Now,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
 const instanceLockSkipLocked = `-- name: InstanceLockSkipLocked :one
 select i.id, i.process_key, i.version, i.status, i.business_key, i.inputs, i.sealed_inputs, i.idempotency_key, i.request_digest, i.end_node, i.error_code, i.created_at, i.ended_at, coalesce($1::timestamptz, now())::timestamptz as now from instances i where i.id = $2 for update skip locked
 `
@@ -758,4 +700,108 @@ func (q *Queries) InstanceResume(ctx context.Context, id uuid.UUID) (int64, erro
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const settlementLock = `-- name: SettlementLock :many
+with locked as materialized (
+    select i.id
+    from occurrences o join instances i on i.id = o.instance_id
+    where o.id = any($2::uuid[])
+    order by i.id
+    for update of i
+)
+select o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, o.process_key, o.business_key, o.process_version, i.id, i.process_key, i.version, i.status, i.business_key, i.inputs, i.sealed_inputs, i.idempotency_key, i.request_digest, i.end_node, i.error_code, i.created_at, i.ended_at, coalesce($1::timestamptz, now())::timestamptz as now
+from occurrences o join instances i on i.id = o.instance_id
+where o.id = any($2::uuid[]) and i.id in (select id from locked)
+order by o.id
+for update of o, i
+`
+
+type SettlementLockParams struct {
+	Now           *time.Time
+	OccurrenceIds []uuid.UUID
+}
+
+type SettlementLockRow struct {
+	Occurrence Occurrence
+	Instance   Instance
+	Now        time.Time
+}
+
+// What settling occurrences locks, in one round trip: their instances,
+// then them (the order every settlement takes), each in id order so that
+// two such statements cannot deadlock. The instances are locked first, all
+// of them, by the CTE (its sort reads every row before locking any); the
+// occurrences then, above the outer sort; locking an instance again there
+// costs nothing and returns its latest version.
+func (q *Queries) SettlementLock(ctx context.Context, arg SettlementLockParams) ([]SettlementLockRow, error) {
+	rows, err := q.db.Query(ctx, settlementLock, arg.Now, arg.OccurrenceIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []SettlementLockRow{}
+	for rows.Next() {
+		var i SettlementLockRow
+		if err := rows.Scan(
+			&i.Occurrence.ID,
+			&i.Occurrence.InstanceID,
+			&i.Occurrence.Node,
+			&i.Occurrence.DefinitionKey,
+			&i.Occurrence.Revision,
+			&i.Occurrence.Mode,
+			&i.Occurrence.Status,
+			&i.Occurrence.Priority,
+			&i.Occurrence.MaxAttempts,
+			&i.Occurrence.RetryDelay,
+			&i.Occurrence.Deadline,
+			&i.Occurrence.DeadlineAt,
+			&i.Occurrence.Destination,
+			&i.Occurrence.Timeout,
+			&i.Occurrence.Attempts,
+			&i.Occurrence.AvailableAt,
+			&i.Occurrence.ClaimableAt,
+			&i.Occurrence.ConsumerID,
+			&i.Occurrence.WorkerID,
+			&i.Occurrence.ReservedAt,
+			&i.Occurrence.LockExpiresAt,
+			&i.Occurrence.Inputs,
+			&i.Occurrence.SealedInputs,
+			&i.Occurrence.Outputs,
+			&i.Occurrence.SealedOutputs,
+			&i.Occurrence.OutputsDigest,
+			&i.Occurrence.Route,
+			&i.Occurrence.ErrorCode,
+			&i.Occurrence.ErrorMessage,
+			&i.Occurrence.CreatedAt,
+			&i.Occurrence.SettledAt,
+			&i.Occurrence.DeferredAt,
+			&i.Occurrence.DeferReason,
+			&i.Occurrence.AttemptCredit,
+			&i.Occurrence.ProcessKey,
+			&i.Occurrence.BusinessKey,
+			&i.Occurrence.ProcessVersion,
+			&i.Instance.ID,
+			&i.Instance.ProcessKey,
+			&i.Instance.Version,
+			&i.Instance.Status,
+			&i.Instance.BusinessKey,
+			&i.Instance.Inputs,
+			&i.Instance.SealedInputs,
+			&i.Instance.IdempotencyKey,
+			&i.Instance.RequestDigest,
+			&i.Instance.EndNode,
+			&i.Instance.ErrorCode,
+			&i.Instance.CreatedAt,
+			&i.Instance.EndedAt,
+			&i.Now,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }

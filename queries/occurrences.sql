@@ -34,10 +34,6 @@ select * from occurrences where id = @id;
 -- name: OccurrenceLock :one
 select * from occurrences where id = @id for update;
 
--- name: OccurrenceLockMany :many
--- OccurrenceLock for many, in id order (see InstanceLockByOccurrences).
-select * from occurrences where id = any(@ids::uuid[]) order by id for update;
-
 -- name: OccurrenceLockSkipLocked :one
 select * from occurrences where id = @id for update skip locked;
 

@@ -1677,69 +1677,6 @@ func (q *Queries) OccurrenceLock(ctx context.Context, id uuid.UUID) (Occurrence,
 	return i, err
 }
 
-const occurrenceLockMany = `-- name: OccurrenceLockMany :many
-select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key, process_version from occurrences where id = any($1::uuid[]) order by id for update
-`
-
-// OccurrenceLock for many, in id order (see InstanceLockByOccurrences).
-func (q *Queries) OccurrenceLockMany(ctx context.Context, ids []uuid.UUID) ([]Occurrence, error) {
-	rows, err := q.db.Query(ctx, occurrenceLockMany, ids)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []Occurrence{}
-	for rows.Next() {
-		var i Occurrence
-		if err := rows.Scan(
-			&i.ID,
-			&i.InstanceID,
-			&i.Node,
-			&i.DefinitionKey,
-			&i.Revision,
-			&i.Mode,
-			&i.Status,
-			&i.Priority,
-			&i.MaxAttempts,
-			&i.RetryDelay,
-			&i.Deadline,
-			&i.DeadlineAt,
-			&i.Destination,
-			&i.Timeout,
-			&i.Attempts,
-			&i.AvailableAt,
-			&i.ClaimableAt,
-			&i.ConsumerID,
-			&i.WorkerID,
-			&i.ReservedAt,
-			&i.LockExpiresAt,
-			&i.Inputs,
-			&i.SealedInputs,
-			&i.Outputs,
-			&i.SealedOutputs,
-			&i.OutputsDigest,
-			&i.Route,
-			&i.ErrorCode,
-			&i.ErrorMessage,
-			&i.CreatedAt,
-			&i.SettledAt,
-			&i.DeferredAt,
-			&i.DeferReason,
-			&i.AttemptCredit,
-			&i.ProcessKey,
-			&i.BusinessKey,
-			&i.ProcessVersion,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
 const occurrenceLockSkipLocked = `-- name: OccurrenceLockSkipLocked :one
 select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key, process_version from occurrences where id = $1 for update skip locked
 `
