@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"fmt"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -97,15 +99,19 @@ func (g *groupCommit) submit(ctx context.Context, w *groupWrite) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	w.apply = recovered(w.apply)
 	g.mu.Lock()
 	g.queue = append(g.queue, w)
 	var group []*groupWrite
 	if g.busy < g.lanes {
-		g.busy++
-		group = g.takeLocked()
+		// A lane is taken only for a group to run: the caller's context
+		// may have ended since it was checked, leaving nothing to take.
+		if group = g.takeLocked(); len(group) > 0 {
+			g.busy++
+		}
 	}
 	g.mu.Unlock()
-	if group != nil {
+	if len(group) > 0 {
 		// This caller leads the group its write is in; the lane then passes
 		// to a goroutine of its own if more writes queued meanwhile.
 		g.run(ctx, group)
@@ -231,4 +237,18 @@ func (e *Engine) alone(ctx context.Context, w *groupWrite) error {
 		prelock = []uuid.UUID{w.occurrence}
 	}
 	return e.stateTx(ctx, prelock, func(ctx context.Context, q *queries.Queries, _ pgx.Tx) error { return w.apply(ctx, q) })
+}
+
+// recovered turns a panic of apply into its error: a write that panics
+// fails alone (its group runs again without it, as after any error), and
+// the lane that ran it lives on.
+func recovered(apply func(ctx context.Context, q *queries.Queries) error) func(ctx context.Context, q *queries.Queries) error {
+	return func(ctx context.Context, q *queries.Queries) (err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				err = fmt.Errorf("engine: a write panicked: %v\n%s", p, debug.Stack())
+			}
+		}()
+		return apply(ctx, q)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -521,5 +522,65 @@ func TestAStartDoesNotQueueBehindSettlements(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("a start waited for the settlements' lane")
+	}
+}
+
+// TestACallerGoneBeforeItsTurnTakesNoLane: a write whose caller gave up
+// between submitting and taking a free lane leaves the lane free.
+func TestACallerGoneBeforeItsTurnTakesNoLane(t *testing.T) {
+	t.Parallel()
+	e := setupLanes(t, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	// Hold the committer's lock so that the write passes its first check,
+	// then waits for the lock while its caller gives up.
+	e.group.mu.Lock()
+	errc := make(chan error, 1)
+	go func() {
+		errc <- e.group.write(ctx, uuid.Nil, func(context.Context, *queries.Queries) error { return nil })
+	}()
+	time.Sleep(50 * time.Millisecond)
+	cancel()
+	e.group.mu.Unlock()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("answered %v, want context.Canceled", err)
+	}
+	e.group.mu.Lock()
+	busy := e.group.busy
+	e.group.mu.Unlock()
+	if busy != 0 {
+		t.Fatalf("%d lanes busy after the write left; want 0 (a lane leaked)", busy)
+	}
+	// And the lane still serves.
+	if err := e.group.write(context.Background(), uuid.Nil, func(context.Context, *queries.Queries) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestAPanickingWriteFailsAlone: a write that panics answers an error; the
+// others of its group commit and the lane lives on.
+func TestAPanickingWriteFailsAlone(t *testing.T) {
+	t.Parallel()
+	e := setupLanes(t, 1)
+	prepare(t, e, "")
+	release := holdLane(t, e)
+	var wg sync.WaitGroup
+	var startErr, panicked error
+	wg.Go(func() { _, startErr = start(e, "Acme") })
+	wg.Go(func() {
+		panicked = e.group.write(context.Background(), uuid.Nil, func(context.Context, *queries.Queries) error { panic("boom") })
+	})
+	waitQueued(t, e, 2)
+	release()
+	wg.Wait()
+	if startErr != nil {
+		t.Fatalf("the start failed with the panicking write: %v", startErr)
+	}
+	if panicked == nil || !strings.Contains(panicked.Error(), "boom") {
+		t.Fatalf("the panicking write answered %v, want its panic as an error", panicked)
+	}
+	e.group.mu.Lock()
+	defer e.group.mu.Unlock()
+	if e.group.busy != 0 {
+		t.Fatalf("%d lanes busy after the group; want 0", e.group.busy)
 	}
 }
