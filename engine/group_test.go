@@ -77,6 +77,23 @@ func waitQueued(t testing.TB, e *Engine, n int) {
 	t.Fatalf("%d writes never queued", n)
 }
 
+// waitIdle waits until e's settlement lanes are all free and nothing is
+// queued: a lane is freed just after its group's writes are answered.
+func waitIdle(t testing.TB, e *Engine) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		e.group.mu.Lock()
+		busy, queued := e.group.busy, len(e.group.queue)
+		e.group.mu.Unlock()
+		if busy == 0 && queued == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d lanes busy and %d writes queued after everything ended; want 0, 0", busy, queued)
+		}
+	}
+}
+
 func start(e *Engine, name string) (Instance, error) {
 	inst, _, err := e.StartInstance(context.Background(), StartRequest{ProcessKey: "two_step", Inputs: json.RawMessage(`{"name":"` + name + `"}`)})
 	return inst, err
@@ -205,11 +222,7 @@ func TestAWriteQueuedPastItsDeadlineNeverRuns(t *testing.T) {
 	if ran {
 		t.Fatal("a write whose caller gave up while queued ran")
 	}
-	e.group.mu.Lock()
-	defer e.group.mu.Unlock()
-	if len(e.group.queue) != 0 || e.group.busy != 0 {
-		t.Fatalf("queue %d, busy lanes %d after everything ended; want 0, 0", len(e.group.queue), e.group.busy)
-	}
+	waitIdle(t, e)
 }
 
 func TestAWriteTakenIntoAGroupOutlivesItsCaller(t *testing.T) {
@@ -578,9 +591,5 @@ func TestAPanickingWriteFailsAlone(t *testing.T) {
 	if panicked == nil || !strings.Contains(panicked.Error(), "boom") {
 		t.Fatalf("the panicking write answered %v, want its panic as an error", panicked)
 	}
-	e.group.mu.Lock()
-	defer e.group.mu.Unlock()
-	if e.group.busy != 0 {
-		t.Fatalf("%d lanes busy after the group; want 0", e.group.busy)
-	}
+	waitIdle(t, e)
 }
