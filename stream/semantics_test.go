@@ -391,7 +391,13 @@ func TestWorkDueLaterIsPushedWhenDue(t *testing.T) {
 	}
 
 	// A polling worker takes the next one with a 1s lock and vanishes.
+	// The server must have let the stream go first: while it has not, the
+	// stream could claim Beta the moment it is announced.
 	s.close()
+	relaistest.WaitFor(t, 5*time.Second, "the stream leaves the catalog", func() (bool, string) {
+		items := f.env.Must(200, "GET", "/api/v1/workers", f.env.Operator, nil).JSON(t)["items"].([]any)
+		return len(items) == 0, fmt.Sprint(items)
+	})
 	start(t, f.env, "Beta")
 	got := f.env.Must(200, "POST", "/api/v1/pull/fetch-and-lock", f.consumer, map[string]any{"worker_id": "poller",
 		"subscriptions": []any{map[string]any{"definition": "add_company_to_crm"}}, "lock_duration": "PT1S"}).JSON(t)["occurrences"].([]any)
