@@ -125,11 +125,16 @@ func (e *Engine) runForOccurrence(ctx context.Context, q *queries.Queries, occur
 	if err != nil {
 		return nil, err
 	}
-	pv, err := e.processVersion(ctx, q, row.Instance.ProcessKey, int(row.Instance.Version))
+	return e.lockedRun(ctx, q, row.Instance, row.Now)
+}
+
+// lockedRun prepares the run of inst, locked by this transaction at now.
+func (e *Engine) lockedRun(ctx context.Context, q *queries.Queries, inst queries.Instance, now time.Time) (*run, error) {
+	pv, err := e.processVersion(ctx, q, inst.ProcessKey, int(inst.Version))
 	if err != nil {
 		return nil, err
 	}
-	return e.newRun(ctx, q, row.Instance, row.Now, pv), nil
+	return e.newRun(ctx, q, inst, now, pv), nil
 }
 
 // runFor locks an instance and prepares its run; ok is false when the
@@ -150,11 +155,8 @@ func (e *Engine) runFor(ctx context.Context, q *queries.Queries, id uuid.UUID, s
 	if err != nil {
 		return nil, false, err
 	}
-	pv, err := e.processVersion(ctx, q, row.Instance.ProcessKey, int(row.Instance.Version))
-	if err != nil {
-		return nil, false, err
-	}
-	return e.newRun(ctx, q, row.Instance, row.Now, pv), true, nil
+	r, err := e.lockedRun(ctx, q, row.Instance, row.Now)
+	return r, err == nil, err
 }
 
 func (r *run) scope() (process.Scope, error) {

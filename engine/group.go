@@ -164,25 +164,25 @@ func (g *groupCommit) takeLocked() []*groupWrite {
 // next hands the lane to a goroutine that runs the queued writes, group
 // after group, or frees it when nothing queued.
 func (g *groupCommit) next(ctx context.Context) {
+	if group := g.nextGroup(); len(group) > 0 {
+		go func() {
+			for ; len(group) > 0; group = g.nextGroup() {
+				g.run(ctx, group)
+			}
+		}()
+	}
+}
+
+// nextGroup takes the queued writes as the lane's next group, or frees the
+// lane when none wait.
+func (g *groupCommit) nextGroup() []*groupWrite {
 	g.mu.Lock()
+	defer g.mu.Unlock()
 	group := g.takeLocked()
 	if len(group) == 0 {
 		g.busy--
-		g.mu.Unlock()
-		return
 	}
-	g.mu.Unlock()
-	go func() {
-		for len(group) > 0 {
-			g.run(ctx, group)
-			g.mu.Lock()
-			group = g.takeLocked()
-			if len(group) == 0 {
-				g.busy--
-			}
-			g.mu.Unlock()
-		}
-	}()
+	return group
 }
 
 // run commits group and answers each of its writes.

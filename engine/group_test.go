@@ -63,35 +63,34 @@ func holdLane(t testing.TB, e *Engine) (release func()) {
 	}
 }
 
-// waitQueued waits until n writes queue behind the held lane.
-func waitQueued(t testing.TB, e *Engine, n int) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		e.group.mu.Lock()
-		got := len(e.group.queue)
-		e.group.mu.Unlock()
-		if got == n {
-			return
-		}
-	}
-	t.Fatalf("%d writes never queued", n)
-}
-
-// waitIdle waits until e's settlement lanes are all free and nothing is
-// queued: a lane is freed just after its group's writes are answered.
-func waitIdle(t testing.TB, e *Engine) {
+// waitLanes waits until cond holds of e's settlement lanes (how many are
+// busy, how many writes queue), failing the test after 10 s.
+func waitLanes(t testing.TB, e *Engine, what string, cond func(busy, queued int) bool) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
 		e.group.mu.Lock()
 		busy, queued := e.group.busy, len(e.group.queue)
 		e.group.mu.Unlock()
-		if busy == 0 && queued == 0 {
+		if cond(busy, queued) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d lanes busy and %d writes queued after everything ended; want 0, 0", busy, queued)
+			t.Fatalf("%s: %d lanes busy, %d writes queued", what, busy, queued)
 		}
 	}
+}
+
+// waitQueued waits until n writes queue behind the held lane.
+func waitQueued(t testing.TB, e *Engine, n int) {
+	t.Helper()
+	waitLanes(t, e, fmt.Sprintf("%d writes never queued", n), func(_, queued int) bool { return queued == n })
+}
+
+// waitIdle waits until every lane is free and nothing queues: a lane is
+// freed just after its group's writes are answered.
+func waitIdle(t testing.TB, e *Engine) {
+	t.Helper()
+	waitLanes(t, e, "lanes still busy after everything ended", func(busy, queued int) bool { return busy == 0 && queued == 0 })
 }
 
 func start(e *Engine, name string) (Instance, error) {

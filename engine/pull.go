@@ -178,24 +178,14 @@ func (e *Engine) inHeld(ctx context.Context, q *queries.Queries, ref WorkerRef, 
 func (e *Engine) held(ctx context.Context, q *queries.Queries, ref WorkerRef) (*run, queries.Occurrence, error) {
 	var r *run
 	var o queries.Occurrence
-	st := txStateOf(ctx)
-	if inst, now, ok := st.instanceFor(ref.Occurrence); ok {
-		// Locked up front with the transaction's other settlements. The
-		// occurrence row read then is still true only for the first write
-		// of its instance: another may have changed it since (a failure
-		// cancelling its siblings).
-		pv, err := e.processVersion(ctx, q, inst.ProcessKey, int(inst.Version))
-		if err != nil {
+	var err error
+	if locked, ok := txStateOf(ctx).take(ref.Occurrence); ok {
+		// Locked up front with the transaction's other settlements.
+		if r, err = e.lockedRun(ctx, q, locked.Instance, locked.Now); err != nil {
 			return nil, queries.Occurrence{}, err
 		}
-		r = e.newRun(ctx, q, inst, now, pv)
-		if o, ok = st.occurrence(ref.Occurrence); !ok {
-			if o, err = q.OccurrenceLock(ctx, ref.Occurrence); err != nil {
-				return nil, queries.Occurrence{}, err
-			}
-		}
+		o = locked.Occurrence
 	} else {
-		var err error
 		if r, err = e.runForOccurrence(ctx, q, ref.Occurrence); err != nil {
 			return nil, queries.Occurrence{}, err
 		}

@@ -18,10 +18,11 @@ import (
 // that asks for it only: a later write may follow a change an earlier one
 // made, so it reads the row again (the lock is already this transaction's).
 type txState struct {
-	clock       *time.Time
-	instanceOf  map[uuid.UUID]uuid.UUID // occurrence → its instance
-	instances   map[uuid.UUID]queries.Instance
-	occurrences map[uuid.UUID]queries.Occurrence
+	clock *time.Time
+	// locked are the rows locked up front, by occurrence, until handed
+	// out; handed are the instances handed out already.
+	locked map[uuid.UUID]queries.SettlementLockRow
+	handed map[uuid.UUID]bool
 }
 
 type txStateKey struct{}
@@ -57,46 +58,31 @@ func (st *txState) lock(ctx context.Context, e *Engine, q *queries.Queries, ids 
 	if err != nil {
 		return err
 	}
-	st.instanceOf = make(map[uuid.UUID]uuid.UUID, len(rows))
-	st.instances = make(map[uuid.UUID]queries.Instance, len(rows))
-	st.occurrences = make(map[uuid.UUID]queries.Occurrence, len(rows))
+	st.locked = make(map[uuid.UUID]queries.SettlementLockRow, len(rows))
+	st.handed = make(map[uuid.UUID]bool, len(rows))
 	for _, r := range rows {
-		st.instanceOf[r.Occurrence.ID] = r.Instance.ID
-		st.instances[r.Instance.ID] = r.Instance
-		st.occurrences[r.Occurrence.ID] = r.Occurrence
+		st.locked[r.Occurrence.ID] = r
 		now := r.Now
 		st.clock = &now
 	}
 	return nil
 }
 
-// instanceFor hands out the locked instance of occurrence, once.
-func (st *txState) instanceFor(occurrence uuid.UUID) (queries.Instance, time.Time, bool) {
-	if st == nil || st.clock == nil {
-		return queries.Instance{}, time.Time{}, false
-	}
-	id, ok := st.instanceOf[occurrence]
-	if !ok {
-		return queries.Instance{}, time.Time{}, false
-	}
-	inst, ok := st.instances[id]
-	if !ok {
-		return queries.Instance{}, time.Time{}, false
-	}
-	delete(st.instances, id)
-	return inst, *st.clock, true
-}
-
-// occurrence hands out a locked occurrence, once.
-func (st *txState) occurrence(id uuid.UUID) (queries.Occurrence, bool) {
+// take hands out occurrence and its instance as locked up front, to the
+// first write of that instance only: a later one may follow a change an
+// earlier write made (a failure cancelling its siblings), so it reads the
+// rows again, their locks being this transaction's already.
+func (st *txState) take(occurrence uuid.UUID) (queries.SettlementLockRow, bool) {
 	if st == nil {
-		return queries.Occurrence{}, false
+		return queries.SettlementLockRow{}, false
 	}
-	o, ok := st.occurrences[id]
-	if ok {
-		delete(st.occurrences, id)
+	r, ok := st.locked[occurrence]
+	if !ok || st.handed[r.Instance.ID] {
+		return queries.SettlementLockRow{}, false
 	}
-	return o, ok
+	delete(st.locked, occurrence)
+	st.handed[r.Instance.ID] = true
+	return r, true
 }
 
 // now is the transaction's clock, read by the first write that needs it.
