@@ -49,15 +49,11 @@ func cycleMeasurement(system string, rate float64) measurement {
 }
 
 func relaisCycle(ctx context.Context, b *bench) (float64, error) {
-	r, done, err := freshRelais(ctx, b, "bench_cycle_relais")
+	r, token, done, err := freshPullRelais(ctx, b, "bench_cycle_relais")
 	if err != nil {
 		return 0, err
 	}
 	defer done()
-	token, err := r.setupPull(ctx, b.opts.Examples)
-	if err != nil {
-		return 0, err
-	}
 
 	settled := &tally{}
 	workers := r.startWorkers(ctx, token, b.opts.Workers, b.opts.MaxTasks, "PT5S", settled, nil)

@@ -40,15 +40,11 @@ func batchMeasurement(system string, rate float64) measurement {
 func batches(n, size int) int { return (n + size - 1) / size }
 
 func relaisCycleBatch(ctx context.Context, b *bench) (float64, error) {
-	r, done, err := freshRelais(ctx, b, "bench_cycle_batch_relais")
+	r, token, done, err := freshPullRelais(ctx, b, "bench_cycle_batch_relais")
 	if err != nil {
 		return 0, err
 	}
 	defer done()
-	token, err := r.setupPull(ctx, b.opts.Examples)
-	if err != nil {
-		return 0, err
-	}
 	settled := &tally{}
 	workers := &pullWorkers{failed: make(chan error, b.opts.Workers)}
 	wctx, cancel := context.WithCancel(ctx)

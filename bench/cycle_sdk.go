@@ -17,15 +17,11 @@ import (
 // that ended, on a pool of its own (the SDK does not say when Relais
 // committed an outcome), every 2 ms: the figure can only be a little low.
 func relaisCycleSDK(ctx context.Context, b *bench) (float64, error) {
-	r, done, err := freshRelais(ctx, b, "bench_cycle_sdk_relais")
+	r, token, done, err := freshPullRelais(ctx, b, "bench_cycle_sdk_relais")
 	if err != nil {
 		return 0, err
 	}
 	defer done()
-	token, err := r.setupPull(ctx, b.opts.Examples)
-	if err != nil {
-		return 0, err
-	}
 
 	w, err := worker.New(worker.Config{URL: r.url, Token: token, WorkerID: "bench-sdk", Concurrency: b.opts.Workers, LockDuration: time.Minute})
 	if err != nil {

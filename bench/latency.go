@@ -51,15 +51,11 @@ type receipt struct {
 }
 
 func relaisLatency(ctx context.Context, b *bench) ([]time.Duration, error) {
-	r, done, err := freshRelais(ctx, b, "bench_latency_relais")
+	r, token, done, err := freshPullRelais(ctx, b, "bench_latency_relais")
 	if err != nil {
 		return nil, err
 	}
 	defer done()
-	token, err := r.setupPull(ctx, b.opts.Examples)
-	if err != nil {
-		return nil, err
-	}
 	got := make(chan receipt, b.opts.Workers)
 	settled := &tally{}
 	workers := r.startWorkers(ctx, token, b.opts.Workers, b.opts.MaxTasks, "PT30S", settled, func(w *pullWorker) {

@@ -73,6 +73,19 @@ func freshRelais(ctx context.Context, b *bench, name string) (r *relais, done fu
 	return r, func() { r.stop(); db.drop() }, nil
 }
 
+// freshPullRelais is freshRelais set up for pulling (setupPull): it also
+// returns the consumer token.
+func freshPullRelais(ctx context.Context, b *bench, name string) (r *relais, token string, done func(), err error) {
+	if r, done, err = freshRelais(ctx, b, name); err != nil {
+		return nil, "", nil, err
+	}
+	if token, err = r.setupPull(ctx, b.opts.Examples); err != nil {
+		done()
+		return nil, "", nil, err
+	}
+	return r, token, done, nil
+}
+
 // startRelais migrates db and starts a replica on it. The admin token is
 // the bootstrap token relais serve prints on a first start.
 func startRelais(ctx context.Context, b *bench, db *database) (*relais, error) {
