@@ -24,7 +24,11 @@ func runCycle(ctx context.Context, b *bench) ([]measurement, error) {
 	if err != nil {
 		return nil, fmt.Errorf("relais sdk: %w", err)
 	}
-	for _, v := range []riverVariant{riverTuned, riverDefaults} {
+	variants := []riverVariant{riverTuned}
+	if b.opts.RiverDefaults {
+		variants = append(variants, riverDefaults)
+	}
+	for _, v := range variants {
 		rate, err := riverCycle(ctx, b, v)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", v.system, err)

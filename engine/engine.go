@@ -30,8 +30,10 @@ import (
 
 // Engine is the domain service shared by every surface of one replica.
 type Engine struct {
-	pool   *pgxpool.Pool
-	q      *queries.Queries
+	pool *pgxpool.Pool
+	q    *queries.Queries
+	// hot runs a statement that moves occurrences alone (see hotPlans).
+	hot    *queries.Queries
 	logger *slog.Logger
 	keys   *keyring.Keyring
 	limits Limits
@@ -92,7 +94,7 @@ func New(pool *pgxpool.Pool, opts Options) *Engine {
 		opts.Replica = cmp.Or(host, "relais") + "-" + strconv.Itoa(os.Getpid())
 	}
 	schemas := contracts.NewCache()
-	e := &Engine{pool: pool, q: queries.New(pool), logger: opts.Logger, keys: opts.Keys, limits: opts.Limits, now: opts.Now,
+	e := &Engine{pool: pool, q: queries.New(pool), hot: hotQueries(pool), logger: opts.Logger, keys: opts.Keys, limits: opts.Limits, now: opts.Now,
 		replica: opts.Replica, revisions: revisionCache{schemas: schemas}, schemas: schemas, memo: newMemo()}
 	e.counts = snapshot.New("occurrence counts by definition and status", e.CountOccurrencesByDefinitionStatus, opts.Logger, OccurrenceCountsTTL).
 		StampWith(e.Now)

@@ -229,7 +229,7 @@ func (g *groupCommit) run(ctx context.Context, group []*groupWrite) {
 // alone runs w in a transaction of its own, or as its one statement.
 func (e *Engine) alone(ctx context.Context, w *groupWrite) error {
 	if w.statement {
-		return w.apply(ctx, e.q)
+		return w.apply(ctx, e.hot)
 	}
 	var prelock []uuid.UUID
 	if w.occurrence != uuid.Nil {

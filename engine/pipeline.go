@@ -44,10 +44,14 @@ type pendingStmt struct {
 // errTxClosed is the error of a statement on a finished transaction.
 var errTxClosed = errors.New("engine: statement on a finished transaction")
 
-// beginPipeTx starts a transaction on conn; BEGIN leaves with the first
-// statement that is answered.
-func beginPipeTx(conn *pgx.Conn) *pipeTx {
-	return &pipeTx{conn: conn, pending: []pendingStmt{{sql: "begin"}}}
+// beginPipeTx starts a transaction on conn; BEGIN (and prelude) leaves
+// with the first statement that is answered.
+func beginPipeTx(conn *pgx.Conn, prelude ...string) *pipeTx {
+	t := &pipeTx{conn: conn, pending: []pendingStmt{{sql: "begin"}}}
+	for _, sql := range prelude {
+		t.pending = append(t.pending, pendingStmt{sql: sql})
+	}
+	return t
 }
 
 // deferrable reports whether sql's answer is never read: sqlc marks the
@@ -342,15 +346,15 @@ func (b errBatch) QueryRow() pgx.Row                { return errRow(b) }
 func (b errBatch) Close() error                     { return b.err }
 func (b errBatch) Tx() pgx.Tx                       { return nil }
 
-// inPipeTx runs fn in one pipelined transaction on a connection of pool;
-// fn's error rolls it back.
-func inPipeTx(ctx context.Context, pool *pgxpool.Pool, fn func(tx pgx.Tx) error) (err error) {
+// inPipeTx runs fn in one pipelined transaction on a connection of pool,
+// after the prelude statements; fn's error rolls it back.
+func inPipeTx(ctx context.Context, pool *pgxpool.Pool, fn func(tx pgx.Tx) error, prelude ...string) (err error) {
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		return err
 	}
 	defer conn.Release()
-	tx := beginPipeTx(conn.Conn())
+	tx := beginPipeTx(conn.Conn(), prelude...)
 	defer func() {
 		if !tx.closed {
 			// A rollback that cannot reach the server leaves the

@@ -42,7 +42,7 @@ type PushCall struct {
 // names it in attempts). The reservation is the record that a call is
 // about to be made: it is never made twice.
 func (e *Engine) ClaimPush(ctx context.Context, workerID string, max int) ([]PushCall, error) {
-	rows, err := e.q.OccurrenceClaimPush(ctx, queries.OccurrenceClaimPushParams{Now: e.at(), MaxTasks: int32(max), WorkerID: &workerID, Grace: PushGrace})
+	rows, err := e.hot.OccurrenceClaimPush(ctx, queries.OccurrenceClaimPushParams{Now: e.at(), MaxTasks: int32(max), WorkerID: &workerID, Grace: PushGrace})
 	if err != nil {
 		return nil, wrap("claim push", err)
 	}

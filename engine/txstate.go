@@ -38,7 +38,8 @@ func txStateOf(ctx context.Context) *txState {
 // locked, each in id order: two such transactions never deadlock on each
 // other, and each takes the locks a settlement takes, in the same order.
 func (e *Engine) stateTx(ctx context.Context, prelock []uuid.UUID, fn func(ctx context.Context, q *queries.Queries, tx pgx.Tx) error) error {
-	return e.tx(ctx, func(q *queries.Queries, tx pgx.Tx) error {
+	return inPipeTx(ctx, e.pool, func(tx pgx.Tx) error {
+		q := e.q.WithTx(tx)
 		st := &txState{}
 		ctx := context.WithValue(ctx, txStateKey{}, st)
 		if len(prelock) > 0 {
@@ -47,7 +48,7 @@ func (e *Engine) stateTx(ctx context.Context, prelock []uuid.UUID, fn func(ctx c
 			}
 		}
 		return fn(ctx, q, tx)
-	})
+	}, hotPlans)
 }
 
 func (st *txState) lock(ctx context.Context, e *Engine, q *queries.Queries, ids []uuid.UUID) error {
