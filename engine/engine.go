@@ -32,7 +32,7 @@ import (
 type Engine struct {
 	pool *pgxpool.Pool
 	q    *queries.Queries
-	// hot runs a statement that moves occurrences alone (see hotPlans).
+	// hot runs a statement that moves occurrences alone (see HotPlans).
 	hot    *queries.Queries
 	logger *slog.Logger
 	keys   *keyring.Keyring

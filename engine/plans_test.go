@@ -10,10 +10,10 @@ import (
 	"github.com/relais/relais/queries"
 )
 
-const readPlanSettings = "select current_setting('plan_cache_mode') || ' ' || current_setting('enable_seqscan')"
+const readPlanSettings = "select current_setting('plan_cache_mode') || ' ' || current_setting('enable_seqscan') || ' ' || current_setting('jit')"
 
 // TestHotStatementsPlanGenericOnIndexesOnly holds the statements that move
-// occurrences to generic plans without sequential scans (see hotPlans),
+// occurrences to generic plans without sequential scans or JIT (see HotPlans),
 // in a transaction and alone, and the rest of the connection's work to
 // PostgreSQL's defaults: the one connection of the pool serves all three.
 func TestHotStatementsPlanGenericOnIndexesOnly(t *testing.T) {
@@ -27,8 +27,12 @@ func TestHotStatementsPlanGenericOnIndexesOnly(t *testing.T) {
 	t.Cleanup(pool.Close)
 	e := New(pool, Options{})
 
-	const hot, cold = "force_generic_plan off", "auto on"
-	var got string
+	const hot = "force_generic_plan off off"
+	var cold, got string
+	// The server's own settings (PostgreSQL's defaults unless configured).
+	if err := pool.QueryRow(ctx, readPlanSettings).Scan(&cold); err != nil || cold == hot {
+		t.Fatalf("before: %q, %v", cold, err)
+	}
 	for range 2 {
 		err := e.stateTx(ctx, nil, func(ctx context.Context, _ *queries.Queries, tx pgx.Tx) error {
 			return tx.QueryRow(ctx, readPlanSettings).Scan(&got)

@@ -48,7 +48,7 @@ func (e *Engine) stateTx(ctx context.Context, prelock []uuid.UUID, fn func(ctx c
 			}
 		}
 		return fn(ctx, q, tx)
-	}, hotPlans)
+	}, HotPlans)
 }
 
 func (st *txState) lock(ctx context.Context, e *Engine, q *queries.Queries, ids []uuid.UUID) error {

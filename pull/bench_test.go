@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/relais/relais/engine"
@@ -238,9 +239,11 @@ func BenchmarkFetchCost(b *testing.B) {
 	}
 }
 
-// claimPlan returns the plan of the claim statement the engine sends for
-// req: the statement and its arguments are recorded by a tracer on a pool of
-// its own, then explained with the same arguments.
+// claimPlan returns the plan the engine's claim statement for req runs
+// with: the statement and its arguments are recorded by a tracer on a pool
+// of its own, then prepared and explained with the same arguments, under
+// the settings the engine runs it with (a generic plan, no sequential
+// scan, no JIT: engine.HotPlans).
 func claimPlan(b *testing.B, env *relaistest.Env, req engine.ClaimRequest) string {
 	b.Helper()
 	ctx := context.Background()
@@ -258,7 +261,38 @@ func claimPlan(b *testing.B, env *relaistest.Env, req engine.ClaimRequest) strin
 	if rec.sql == "" {
 		b.Fatal("the claim statement was not seen")
 	}
-	rows, err := env.Pool.Query(ctx, "explain "+rec.sql, rec.args...)
+	conn, err := env.Pool.Acquire(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Release()
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, engine.HotPlans); err != nil {
+		b.Fatal(err)
+	}
+	desc, err := tx.Prepare(ctx, "fetch_cost_claim", rec.sql)
+	if err != nil {
+		b.Fatal(err)
+	}
+	// EXPLAIN EXECUTE takes its arguments as literals: each is written in
+	// its type's text form, as the driver would send it.
+	literals := make([]string, len(rec.args))
+	for i, arg := range rec.args {
+		text, err := conn.Conn().TypeMap().Encode(desc.ParamOIDs[i], pgtype.TextFormatCode, arg, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if text == nil {
+			literals[i] = "null"
+			continue
+		}
+		literals[i] = "'" + strings.ReplaceAll(string(text), "'", "''") + "'"
+	}
+	rows, err := tx.Query(ctx, "explain execute fetch_cost_claim("+strings.Join(literals, ", ")+")")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -290,6 +324,19 @@ func (r *statementRecorder) TraceQueryStart(ctx context.Context, _ *pgx.Conn, da
 }
 
 func (r *statementRecorder) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// The engine sends the claim in a batch, behind its plan settings.
+func (r *statementRecorder) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	return ctx
+}
+
+func (r *statementRecorder) TraceBatchQuery(_ context.Context, _ *pgx.Conn, data pgx.TraceBatchQueryData) {
+	if strings.HasPrefix(data.SQL, r.name) {
+		r.sql, r.args = data.SQL, data.Args
+	}
+}
+
+func (r *statementRecorder) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
 // fillOthers inserts n claimable pull occurrences of other definitions and
 // revisions (score_company revision 1, under one instance) in one statement.
