@@ -52,6 +52,8 @@ type Engine struct {
 	// round trips of a group of settlements (see groupCommit).
 	group  *groupCommit
 	starts *groupCommit
+	// clock follows the database's clock between reads (see dbClock).
+	clock dbClock
 }
 
 // Limits are the operator's bounds the engine enforces.

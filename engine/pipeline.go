@@ -34,6 +34,9 @@ type pipeTx struct {
 	closed bool
 	// savepoints counts nested savepoints, to name them.
 	savepoints int
+	// opening counts the statements that open it (BEGIN and its prelude):
+	// a transaction that never issued more has nothing to commit.
+	opening int
 }
 
 type pendingStmt struct {
@@ -51,6 +54,7 @@ func beginPipeTx(conn *pgx.Conn, prelude ...string) *pipeTx {
 	for _, sql := range prelude {
 		t.pending = append(t.pending, pendingStmt{sql: sql})
 	}
+	t.opening = len(t.pending)
 	return t
 }
 
@@ -203,7 +207,7 @@ func (t *pipeTx) Commit(ctx context.Context) error {
 	if t.closed {
 		return pgx.ErrTxClosed
 	}
-	if !t.sent {
+	if !t.sent && len(t.pending) == t.opening {
 		// Nothing but BEGIN was ever issued: there is nothing to commit.
 		t.closed, t.pending = true, nil
 		return nil

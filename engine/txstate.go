@@ -61,10 +61,14 @@ func (st *txState) lock(ctx context.Context, e *Engine, q *queries.Queries, ids 
 	}
 	st.locked = make(map[uuid.UUID]queries.SettlementLockRow, len(rows))
 	st.handed = make(map[uuid.UUID]bool, len(rows))
+	answered := time.Now()
 	for _, r := range rows {
 		st.locked[r.Occurrence.ID] = r
 		now := r.Now
 		st.clock = &now
+	}
+	if st.clock != nil {
+		e.clock.observe(*st.clock, answered)
 	}
 	return nil
 }
@@ -86,14 +90,27 @@ func (st *txState) take(occurrence uuid.UUID) (queries.SettlementLockRow, bool) 
 	return r, true
 }
 
-// now is the transaction's clock, read by the first write that needs it.
+// now is the transaction's clock, fixed by the first write that needs it:
+// the database's clock as this replica follows it (see dbClock) while a
+// reading is fresh, so that a start under load costs no round trip of its
+// own; read from the database otherwise.
 func (st *txState) now(ctx context.Context, e *Engine, q *queries.Queries) (time.Time, error) {
 	if st.clock == nil {
-		t, err := q.Clock(ctx, e.at())
-		if err != nil {
-			return time.Time{}, err
+		if e.now != nil {
+			t := e.now().UTC().Truncate(time.Microsecond)
+			st.clock = &t
+		} else if t, ok := e.clock.now(time.Now()); ok {
+			// The database keeps microseconds.
+			t = t.Truncate(time.Microsecond)
+			st.clock = &t
+		} else {
+			t, err := q.Clock(ctx, nil)
+			if err != nil {
+				return time.Time{}, err
+			}
+			e.clock.observe(t, time.Now())
+			st.clock = &t
 		}
-		st.clock = &t
 	}
 	return *st.clock, nil
 }
