@@ -14,8 +14,8 @@ import (
 // MaxWorkers handlers. The SDK takes a worker stream (tasks pushed to it as
 // credit allows) and reports outcomes on it; the producers are those of
 // the cycle scenario. Settlements are counted by polling the instances
-// that ended, on a pool of its own (the SDK does not say when Relais
-// committed an outcome), every 2 ms: the figure can only be a little low.
+// that ended (see endedPoll; the SDK does not say when Relais committed an
+// outcome) every 2 ms: the figure can only be a little low.
 func relaisCycleSDK(ctx context.Context, b *bench) (float64, error) {
 	r, token, done, err := freshPullRelais(ctx, b, "bench_cycle_sdk_relais")
 	if err != nil {
@@ -43,10 +43,10 @@ func relaisCycleSDK(ctx context.Context, b *bench) (float64, error) {
 	defer func() { stopWorker(); <-ran }()
 
 	settled := &tally{}
-	stop, err := pollEnded(ctx, r.db, settled, failed, 2*time.Millisecond)
+	ended, err := pollEnded(ctx, r.db, settled, failed, 2*time.Millisecond)
 	if err != nil {
 		return 0, err
 	}
-	defer stop()
-	return r.measure(ctx, b, warmup(b.opts.N), b.opts.N, relaisRun{label: "relais sdk", profile: "cycle-sdk-relais", start: r.startCRM, settled: settled, failed: failed})
+	defer ended.stop()
+	return r.measure(ctx, b, warmup(b.opts.N), b.opts.N, relaisRun{label: "relais sdk", profile: "cycle-sdk-relais", start: ended.counting(r.startCRM), settled: settled, failed: failed})
 }

@@ -77,14 +77,14 @@ func relaisPush(ctx context.Context, b *bench) (float64, error) {
 	// counted by polling.
 	settled := &tally{}
 	failed := make(chan error, 1)
-	stop, err := pollEnded(ctx, r.db, settled, failed, 5*time.Millisecond)
+	ended, err := pollEnded(ctx, r.db, settled, failed, 5*time.Millisecond)
 	if err != nil {
 		return 0, err
 	}
-	defer stop()
-	start := func(ctx context.Context, i int) error {
+	defer ended.stop()
+	start := ended.counting(func(ctx context.Context, i int) error {
 		_, err := r.startInstance(ctx, "scoring", mustJSON(map[string]any{"inputs": map[string]any{"crm_id": fmt.Sprint("CRM-", i)}}))
 		return err
-	}
+	})
 	return r.measure(ctx, b, warmup(b.opts.N), b.opts.N, relaisRun{label: "relais push", profile: "push-relais", start: start, settled: settled, failed: failed})
 }
