@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"runtime/pprof"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -14,32 +16,69 @@ import (
 // then complete each; River: MaxWorkers). The clock runs from the first
 // start to the last settlement, after a warm-up.
 func runCycle(ctx context.Context, b *bench) ([]measurement, error) {
-	var out []measurement
-	rate, err := relaisCycle(ctx, b)
-	if err != nil {
-		return nil, fmt.Errorf("relais: %w", err)
-	}
-	out = append(out, cycleMeasurement(sysRelais, rate))
-	sdk, err := relaisCycleSDK(ctx, b)
-	if err != nil {
-		return nil, fmt.Errorf("relais sdk: %w", err)
-	}
-	variants := []riverVariant{riverTuned}
-	if b.opts.RiverDefaults {
-		variants = append(variants, riverDefaults)
-	}
-	for _, v := range variants {
-		rate, err := riverCycle(ctx, b, v)
+	// The machine's speed drifts within a run: the systems alternate
+	// within each round, and each figure is the median of its rounds.
+	var raw, sdk, tuned []float64
+	for round := range b.opts.Rounds {
+		if b.opts.Rounds > 1 {
+			b.log.printf("cycle round %d of %d", round+1, b.opts.Rounds)
+		}
+		rate, err := relaisCycle(ctx, b)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", v.system, err)
+			return nil, fmt.Errorf("relais: %w", err)
 		}
-		out = append(out, cycleMeasurement(v.system, rate))
-		if v == riverTuned {
-			// River's workers are its client in both rows.
-			out = append(out, sdkMeasurement(v.system, rate))
+		raw = append(raw, rate)
+		rate, err = relaisCycleSDK(ctx, b)
+		if err != nil {
+			return nil, fmt.Errorf("relais sdk: %w", err)
 		}
+		sdk = append(sdk, rate)
+		rate, err = riverCycle(ctx, b, riverTuned)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", riverTuned.system, err)
+		}
+		tuned = append(tuned, rate)
 	}
-	return append(out, sdkMeasurement(sysRelais, sdk)), nil
+	out := []measurement{
+		rounds(cycleMeasurement(sysRelais, 0), raw),
+		rounds(cycleMeasurement(riverTuned.system, 0), tuned),
+		// River's workers are its client in both rows.
+		rounds(sdkMeasurement(riverTuned.system, 0), tuned),
+		rounds(sdkMeasurement(sysRelais, 0), sdk),
+	}
+	if b.opts.RiverDefaults {
+		rate, err := riverCycle(ctx, b, riverDefaults)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", riverDefaults.system, err)
+		}
+		out = append(out, cycleMeasurement(riverDefaults.system, rate))
+	}
+	if b.opts.Rounds > 1 {
+		b.log.printf("cycle rounds: relais %s, relais sdk %s, river-tuned %s (occurrences/s)", runsText(raw), runsText(sdk), runsText(tuned))
+	}
+	return out, nil
+}
+
+// rounds makes m the median of runs, which it keeps (more than one).
+func rounds(m measurement, runs []float64) measurement {
+	sorted := slices.Sorted(slices.Values(runs))
+	if n := len(sorted); n%2 == 1 {
+		m.Value = sorted[n/2]
+	} else {
+		m.Value = (sorted[n/2-1] + sorted[n/2]) / 2
+	}
+	if len(runs) > 1 {
+		m.Runs = runs
+	}
+	return m
+}
+
+func runsText(runs []float64) string {
+	parts := make([]string, len(runs))
+	for i, r := range runs {
+		parts[i] = fmt.Sprintf("%.0f", r)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // sdkMeasurement is the cycle's figure with each system's own worker

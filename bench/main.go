@@ -54,6 +54,8 @@ type options struct {
 	Profile     string   `json:"-"`
 	Examples    string   `json:"-"`
 	PGBin       string   `json:"-"`
+	// Rounds is how many times cycle measures each system, alternately.
+	Rounds int `json:"rounds"`
 	// RiverDefaults runs River with its defaults in cycle too.
 	RiverDefaults bool `json:"river_defaults"`
 }
@@ -83,6 +85,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.JSON, "json", false, "print the results as JSON on stdout instead of a table")
 	fs.StringVar(&o.Profile, "profile", "", "folder for profiles of the Relais runs: CPU (pprof, labelled side=relais|client), SQL round trips per route, pg_stat_statements and WAL flushes (slows the runs a little)")
 	fs.StringVar(&o.Examples, "examples", "../examples", "the repository's examples folder (definitions are applied from it)")
+	fs.IntVar(&o.Rounds, "rounds", 3, "rounds of the cycle scenario, the systems alternating within each; the table shows each figure's median (River's defaults run once)")
 	fs.BoolVar(&o.RiverDefaults, "river-defaults", true, "also run River with its defaults in cycle (about 80 jobs/s: a minute at --n 5000)")
 	fs.StringVar(&o.PGBin, "pg-bin", os.Getenv("RELAIS_PG_BIN"), "folder with initdb and postgres for the embedded cluster; empty searches as relais serve does")
 	if err := fs.Parse(args); err != nil {
@@ -104,8 +107,8 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	switch {
 	case len(o.Scenarios) == 0:
 		return o, errors.New("--scenarios names none")
-	case o.Workers < 1 || o.Producers < 1 || o.N < 1 || o.MaxTasks < 1 || o.Pickups < 1 || o.Fetches < 1 || o.BatchSize < 1 || o.BatchSize > 1000:
-		return o, errors.New("--workers, --producers, --n, --max-tasks, --pickups and --backlog-fetches must be at least 1, --batch-size 1 to 1000")
+	case o.Workers < 1 || o.Producers < 1 || o.N < 1 || o.MaxTasks < 1 || o.Pickups < 1 || o.Fetches < 1 || o.Rounds < 1 || o.BatchSize < 1 || o.BatchSize > 1000:
+		return o, errors.New("--workers, --producers, --n, --max-tasks, --pickups, --backlog-fetches and --rounds must be at least 1, --batch-size 1 to 1000")
 	case o.BacklogRows < smallBacklog:
 		return o, fmt.Errorf("--backlog-rows must be at least %d (the small case)", smallBacklog)
 	}

@@ -41,7 +41,9 @@ type measurement struct {
 	System   string  `json:"system"`
 	Metric   string  `json:"metric"`
 	Value    float64 `json:"value"`
-	Unit     string  `json:"unit"`
+	// Runs are the figures of each round when Value is their median.
+	Runs []float64 `json:"runs,omitempty"`
+	Unit string    `json:"unit"`
 	// Better is "higher" or "lower".
 	Better string `json:"better"`
 	// Compare is false for figures that are not comparable across systems
