@@ -262,8 +262,8 @@ func (e *Engine) insertStart(ctx context.Context, q *queries.Queries, p prepared
 	var row queries.Instance
 	if st := txStateOf(ctx); st != nil && p.idem == nil {
 		// Without a key nothing can conflict: the row is built here at the
-		// transaction's clock (read once for all its writes) and the
-		// insert travels with the next statement.
+		// transaction's clock (fixed once for all its writes, see
+		// txState.now) and the insert travels with the next statement.
 		var now time.Time
 		if now, err = st.now(ctx, e, q); err != nil {
 			return queries.Instance{}, nil, false, err
