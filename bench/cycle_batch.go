@@ -18,18 +18,27 @@ import (
 // fetch returned in one POST /pull/settle (River's completer batches on
 // its own).
 func runCycleBatch(ctx context.Context, b *bench) ([]measurement, error) {
-	var out []measurement
-	rate, err := relaisCycleBatch(ctx, b)
-	if err != nil {
-		return nil, fmt.Errorf("relais: %w", err)
+	// Alternating rounds and medians, as in cycle.
+	var relais, tuned []float64
+	for round := range b.opts.Rounds {
+		if b.opts.Rounds > 1 {
+			b.log.printf("cycle-batch round %d of %d", round+1, b.opts.Rounds)
+		}
+		rate, err := relaisCycleBatch(ctx, b)
+		if err != nil {
+			return nil, fmt.Errorf("relais: %w", err)
+		}
+		relais = append(relais, rate)
+		rate, err = riverCycleBatch(ctx, b, riverTuned)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", riverTuned.system, err)
+		}
+		tuned = append(tuned, rate)
 	}
-	out = append(out, batchMeasurement(sysRelais, rate))
-	rate, err = riverCycleBatch(ctx, b, riverTuned)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", riverTuned.system, err)
+	if b.opts.Rounds > 1 {
+		b.log.printf("cycle-batch rounds: relais %s, river-tuned %s (occurrences/s)", runsText(relais), runsText(tuned))
 	}
-	out = append(out, batchMeasurement(riverTuned.system, rate))
-	return out, nil
+	return []measurement{rounds(batchMeasurement(sysRelais, 0), relais), rounds(batchMeasurement(riverTuned.system, 0), tuned)}, nil
 }
 
 func batchMeasurement(system string, rate float64) measurement {

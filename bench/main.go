@@ -54,7 +54,8 @@ type options struct {
 	Profile     string   `json:"-"`
 	Examples    string   `json:"-"`
 	PGBin       string   `json:"-"`
-	// Rounds is how many times cycle measures each system, alternately.
+	// Rounds is how many times cycle and cycle-batch measure each system,
+	// alternately.
 	Rounds int `json:"rounds"`
 	// RiverDefaults runs River with its defaults in cycle too.
 	RiverDefaults bool `json:"river_defaults"`
@@ -85,7 +86,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.JSON, "json", false, "print the results as JSON on stdout instead of a table")
 	fs.StringVar(&o.Profile, "profile", "", "folder for profiles of the Relais runs: CPU (pprof, labelled side=relais|client), SQL round trips per route, pg_stat_statements and WAL flushes (slows the runs a little)")
 	fs.StringVar(&o.Examples, "examples", "../examples", "the repository's examples folder (definitions are applied from it)")
-	fs.IntVar(&o.Rounds, "rounds", 3, "rounds of the cycle scenario, the systems alternating within each; the table shows each figure's median (River's defaults run once)")
+	fs.IntVar(&o.Rounds, "rounds", 3, "rounds of the cycle and cycle-batch scenarios, the systems alternating within each; the table shows each figure's median (River's defaults run once)")
 	fs.BoolVar(&o.RiverDefaults, "river-defaults", true, "also run River with its defaults in cycle (about 80 jobs/s: a minute at --n 5000)")
 	fs.StringVar(&o.PGBin, "pg-bin", os.Getenv("RELAIS_PG_BIN"), "folder with initdb and postgres for the embedded cluster; empty searches as relais serve does")
 	if err := fs.Parse(args); err != nil {
