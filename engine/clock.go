@@ -9,14 +9,22 @@ import (
 // date a write without reading it again.
 const clockFresh = time.Second
 
+// readingLag bounds the round trip of a reading worth following: the
+// reading is the clock of a transaction that began during it, so the
+// longer it took, the further behind the database it may be.
+const readingLag = 20 * time.Millisecond
+
 // dbClock follows the database's clock between reads, so that a start
 // under load is dated without a round trip of its own: the transactions
 // around it (every settlement's lock) read the clock anyway. A reading is
-// the clock of a transaction that was answered at a local instant: the
-// database's clock was at least that then, and this process's monotonic
-// clock carries it forward. The estimate is therefore never ahead of the
+// the clock (now()) of a transaction whose BEGIN left with the statement
+// that read it, answered at a local instant: the database's clock was at
+// least that then, and this process's monotonic clock carries it forward
+// for clockFresh at most. The estimate is therefore never ahead of the
 // database (an occurrence dated by it is claimable when it commits), and
-// behind it by the reading's round trip at most; it never goes back.
+// behind it by the reading's round trip at most (readingLag). Each
+// reading replaces the last: the clock a replica follows may step back by
+// that much, as the clocks of concurrent transactions already do.
 type dbClock struct {
 	mu sync.Mutex
 	// db is the database's clock, at least, at the local instant local
@@ -25,16 +33,14 @@ type dbClock struct {
 	local time.Time
 }
 
-// observe records that the database's clock was at least db when an
-// answer carrying it arrived, at answered.
-func (c *dbClock) observe(db, answered time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.local.IsZero() && c.db.Add(answered.Sub(c.local)).After(db) {
-		// The older reading, carried forward, is the closer bound: keep
-		// it, so that the estimate never goes back.
+// observe records the clock db of a transaction that began after sent
+// (its BEGIN left then) and was answered at answered.
+func (c *dbClock) observe(db, sent, answered time.Time) {
+	if answered.Sub(sent) > readingLag {
 		return
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.db, c.local = db, answered
 }
 

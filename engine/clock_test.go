@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -11,33 +12,39 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-func TestDBClockCarriesItsLatestBoundForward(t *testing.T) {
+func TestDBClockFollowsItsLatestTightReading(t *testing.T) {
 	var c dbClock
 	local := time.Now()
 	db := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	if _, ok := c.now(local); ok {
 		t.Fatal("an estimate before any reading")
 	}
-	c.observe(db, local)
+	c.observe(db, local.Add(-time.Millisecond), local)
 	if got, ok := c.now(local.Add(5 * time.Millisecond)); !ok || !got.Equal(db.Add(5*time.Millisecond)) {
 		t.Fatalf("5 ms later: %v %v, want %v", got, ok, db.Add(5*time.Millisecond))
 	}
-	// A reading older than the estimate (a transaction that began earlier)
-	// must not move it back.
-	c.observe(db.Add(time.Millisecond), local.Add(10*time.Millisecond))
-	if got, _ := c.now(local.Add(10 * time.Millisecond)); !got.Equal(db.Add(10 * time.Millisecond)) {
-		t.Fatalf("after an older reading: %v, want %v", got, db.Add(10*time.Millisecond))
+	// An instant taken just before the reading arrived.
+	if got, ok := c.now(local.Add(-time.Millisecond)); !ok || !got.Equal(db.Add(-time.Millisecond)) {
+		t.Fatalf("1 ms before the reading: %v %v, want %v", got, ok, db.Add(-time.Millisecond))
 	}
-	// A reading ahead of it (the database's clock ran faster) is taken.
-	c.observe(db.Add(50*time.Millisecond), local.Add(20*time.Millisecond))
-	if got, _ := c.now(local.Add(20 * time.Millisecond)); !got.Equal(db.Add(50 * time.Millisecond)) {
-		t.Fatalf("after a newer reading: %v, want %v", got, db.Add(50*time.Millisecond))
+	// A reading whose round trip took longer than readingLag may be far
+	// behind the database (its transaction began at the start of it):
+	// ignored.
+	c.observe(db.Add(time.Millisecond), local, local.Add(readingLag+time.Millisecond))
+	if got, _ := c.now(local.Add(100 * time.Millisecond)); !got.Equal(db.Add(100 * time.Millisecond)) {
+		t.Fatalf("after a slow reading: %v, want %v (the slow one ignored)", got, db.Add(100*time.Millisecond))
 	}
-	// An instant read just before the reading arrived.
-	if got, ok := c.now(local.Add(19 * time.Millisecond)); !ok || !got.Equal(db.Add(49*time.Millisecond)) {
-		t.Fatalf("1 ms before the reading: %v %v, want %v", got, ok, db.Add(49*time.Millisecond))
+	// Every tight reading replaces the last, even one behind the estimate
+	// (the database's clock stepped back, or this one ran fast): the
+	// estimate is never carried further than clockFresh from a reading.
+	c.observe(db.Add(50*time.Millisecond), local.Add(199*time.Millisecond), local.Add(200*time.Millisecond))
+	if got, _ := c.now(local.Add(200 * time.Millisecond)); !got.Equal(db.Add(50 * time.Millisecond)) {
+		t.Fatalf("after a reading behind the estimate: %v, want %v", got, db.Add(50*time.Millisecond))
 	}
-	if _, ok := c.now(local.Add(20*time.Millisecond + clockFresh + time.Millisecond)); ok {
+	if got, ok := c.now(local.Add(200*time.Millisecond + clockFresh)); !ok || !got.Equal(db.Add(50*time.Millisecond+clockFresh)) {
+		t.Fatalf("clockFresh after it: %v %v", got, ok)
+	}
+	if _, ok := c.now(local.Add(200*time.Millisecond + clockFresh + time.Millisecond)); ok {
 		t.Fatal("an estimate from a reading older than clockFresh")
 	}
 }
@@ -130,5 +137,20 @@ func TestAStartFollowsTheDatabaseClock(t *testing.T) {
 	}
 	if n := reads.n.Load(); n != 2 {
 		t.Fatalf("a start %v after the last reading read the clock %d times in all, want 2", clockFresh, n)
+	}
+
+	// A settlement's lock reads the clock too: a start after it follows
+	// that reading.
+	time.Sleep(clockFresh + 50*time.Millisecond)
+	c := consumer(t, e)
+	r := claimOne(t, e, c, "w")
+	if _, err := e.Complete(ctx, WorkerRef{ConsumerID: c, WorkerID: "w", Occurrence: r.ID}, json.RawMessage(`{"result":"created","crm_id":"CRM-1"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := start(e, "after a settlement"); err != nil {
+		t.Fatal(err)
+	}
+	if n := reads.n.Load(); n != 2 {
+		t.Fatalf("a start right after a settlement read the clock (%d reads in all, want 2)", n)
 	}
 }

@@ -130,7 +130,7 @@ func (e *Engine) Pool() *pgxpool.Pool { return e.pool }
 // are pipelined (pipeTx): writes whose answer nobody reads travel with the
 // next statement that is answered.
 func (e *Engine) tx(ctx context.Context, fn func(q *queries.Queries, tx pgx.Tx) error) error {
-	return inPipeTx(ctx, e.pool, func(tx pgx.Tx) error {
+	return inPipeTx(ctx, e.pool, false, func(tx pgx.Tx) error {
 		return fn(e.q.WithTx(tx), tx)
 	})
 }

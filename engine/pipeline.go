@@ -34,9 +34,12 @@ type pipeTx struct {
 	closed bool
 	// savepoints counts nested savepoints, to name them.
 	savepoints int
-	// opening counts the statements that open it (BEGIN and its prelude):
-	// a transaction that never issued more has nothing to commit.
+	// opening counts the statements that open it (BEGIN, and HotPlans
+	// for a hot one): a transaction that never issued more has nothing to
+	// commit.
 	opening int
+	// tag ends every statement of a hot transaction (see hotTag).
+	tag string
 }
 
 type pendingStmt struct {
@@ -47,12 +50,13 @@ type pendingStmt struct {
 // errTxClosed is the error of a statement on a finished transaction.
 var errTxClosed = errors.New("engine: statement on a finished transaction")
 
-// beginPipeTx starts a transaction on conn; BEGIN (and prelude) leaves
-// with the first statement that is answered.
-func beginPipeTx(conn *pgx.Conn, prelude ...string) *pipeTx {
+// beginPipeTx starts a transaction on conn, a hot one (HotPlans) if hot;
+// BEGIN leaves with the first statement that is answered.
+func beginPipeTx(conn *pgx.Conn, hot bool) *pipeTx {
 	t := &pipeTx{conn: conn, pending: []pendingStmt{{sql: "begin"}}}
-	for _, sql := range prelude {
-		t.pending = append(t.pending, pendingStmt{sql: sql})
+	if hot {
+		t.pending = append(t.pending, pendingStmt{sql: HotPlans})
+		t.tag = hotTag
 	}
 	t.opening = len(t.pending)
 	return t
@@ -76,12 +80,12 @@ func (t *pipeTx) batch(ctx context.Context, last *pendingStmt) (pgx.BatchResults
 	}
 	b := &pgx.Batch{}
 	for _, p := range t.pending {
-		b.Queue(p.sql, p.args...)
+		b.Queue(p.sql+t.tag, p.args...)
 	}
 	n := len(t.pending)
 	t.pending = t.pending[:0]
 	if last != nil {
-		b.Queue(last.sql, last.args...)
+		b.Queue(last.sql+t.tag, last.args...)
 	}
 	if b.Len() == 0 {
 		return nil, nil
@@ -351,14 +355,14 @@ func (b errBatch) Close() error                     { return b.err }
 func (b errBatch) Tx() pgx.Tx                       { return nil }
 
 // inPipeTx runs fn in one pipelined transaction on a connection of pool,
-// after the prelude statements; fn's error rolls it back.
-func inPipeTx(ctx context.Context, pool *pgxpool.Pool, fn func(tx pgx.Tx) error, prelude ...string) (err error) {
+// a hot one if hot (see HotPlans); fn's error rolls it back.
+func inPipeTx(ctx context.Context, pool *pgxpool.Pool, hot bool, fn func(tx pgx.Tx) error) (err error) {
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		return err
 	}
 	defer conn.Release()
-	tx := beginPipeTx(conn.Conn(), prelude...)
+	tx := beginPipeTx(conn.Conn(), hot)
 	defer func() {
 		if !tx.closed {
 			// A rollback that cannot reach the server leaves the

@@ -2,14 +2,16 @@ package engine
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // TestAPipeTxOfDeferredWritesCommitsThem: a transaction whose every
-// statement is deferred (":exec", sent with COMMIT) commits them, with or
-// without a prelude; one that issued nothing commits nothing.
+// statement is deferred (":exec", sent with COMMIT) commits them, hot or
+// not.
 func TestAPipeTxOfDeferredWritesCommitsThem(t *testing.T) {
 	ctx := context.Background()
 	e := setup(t)
@@ -17,20 +19,53 @@ func TestAPipeTxOfDeferredWritesCommitsThem(t *testing.T) {
 		t.Fatal(err)
 	}
 	const insert = "-- name: PipeProbe :exec\ninsert into pipe_probe values ($1)"
-	for i, prelude := range [][]string{nil, {HotPlans}} {
-		err := inPipeTx(ctx, e.pool, func(tx pgx.Tx) error {
+	for i, hot := range []bool{false, true} {
+		err := inPipeTx(ctx, e.pool, hot, func(tx pgx.Tx) error {
 			_, err := tx.Exec(ctx, insert, i)
 			return err
-		}, prelude...)
+		})
 		if err != nil {
 			t.Fatal(err)
-		}
-		if err := inPipeTx(ctx, e.pool, func(pgx.Tx) error { return nil }, prelude...); err != nil {
-			t.Fatalf("an empty transaction: %v", err)
 		}
 	}
 	var n int
 	if err := e.pool.QueryRow(ctx, "select count(*) from pipe_probe").Scan(&n); err != nil || n != 2 {
 		t.Fatalf("%d rows committed (%v), want 2", n, err)
+	}
+}
+
+// batchCount counts the batches sent (a pipeTx sends only batches).
+type batchCount struct{ n atomic.Int32 }
+
+func (c *batchCount) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	c.n.Add(1)
+	return ctx
+}
+func (c *batchCount) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (c *batchCount) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+func (c *batchCount) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	return ctx
+}
+func (c *batchCount) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// TestAnEmptyPipeTxSendsNothing: a transaction that issued no statement
+// costs no round trip, hot or not.
+func TestAnEmptyPipeTxSendsNothing(t *testing.T) {
+	ctx := context.Background()
+	cfg := setup(t).pool.Config()
+	count := &batchCount{}
+	cfg.ConnConfig.Tracer = count
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	for _, hot := range []bool{false, true} {
+		if err := inPipeTx(ctx, pool, hot, func(pgx.Tx) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := count.n.Load(); n != 0 {
+		t.Fatalf("%d batches sent for empty transactions, want 0", n)
 	}
 }

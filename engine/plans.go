@@ -34,6 +34,13 @@ import (
 // the console) keep plans made for their values.
 const HotPlans = "select set_config('plan_cache_mode', 'force_generic_plan', true), set_config('enable_seqscan', 'off', true), set_config('jit', 'off', true)"
 
+// hotTag ends the text of every statement run behind HotPlans, so that
+// its prepared statement (the driver keeps one per text and connection) is
+// not the one the same query uses elsewhere: a plan made there, with
+// sequential scans allowed, would otherwise serve here too, and one made
+// here would serve there.
+const hotTag = "\n-- hot (HotPlans)"
+
 // hotDB runs each statement in a transaction of its own, after HotPlans,
 // in one round trip: statements pipelined up to one Sync share an
 // implicit transaction.
@@ -45,7 +52,7 @@ func hotQueries(pool *pgxpool.Pool) *queries.Queries { return queries.New(hotDB{
 func (h hotDB) send(ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {
 	b := &pgx.Batch{}
 	b.Queue(HotPlans)
-	b.Queue(sql, args...)
+	b.Queue(sql+hotTag, args...)
 	br := h.pool.SendBatch(ctx, b)
 	if _, err := br.Exec(); err != nil {
 		_ = br.Close()

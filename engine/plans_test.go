@@ -2,6 +2,10 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -48,6 +52,84 @@ func TestHotStatementsPlanGenericOnIndexesOnly(t *testing.T) {
 		}
 		if err := e.tx(ctx, func(_ *queries.Queries, tx pgx.Tx) error { return tx.QueryRow(ctx, readPlanSettings).Scan(&got) }); err != nil || got != cold {
 			t.Fatalf("in another transaction: %q, %v; want %q", got, err, cold)
+		}
+	}
+}
+
+// batchLog keeps the statements of every batch sent, in order.
+type batchLog struct {
+	mu      sync.Mutex
+	batches [][]string
+}
+
+func (l *batchLog) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.batches = append(l.batches, nil)
+	return ctx
+}
+
+func (l *batchLog) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if n := len(l.batches); n > 0 {
+		l.batches[n-1] = append(l.batches[n-1], d.SQL)
+	}
+}
+func (l *batchLog) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+func (l *batchLog) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	return ctx
+}
+func (l *batchLog) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// TestAClaimAndASettlementRunBehindHotPlans: a claim sent alone and a
+// settlement's transaction carry HotPlans ahead of them in their batch,
+// and their statements the hot tag (a prepared statement of their own).
+func TestAClaimAndASettlementRunBehindHotPlans(t *testing.T) {
+	ctx := context.Background()
+	base := setup(t)
+	prepare(t, base, "")
+	cfg := base.pool.Config()
+	log := &batchLog{}
+	cfg.ConnConfig.Tracer = log
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	e := New(pool, Options{Keys: base.keys})
+	if _, err := start(e, "hot"); err != nil {
+		t.Fatal(err)
+	}
+	c := consumer(t, base)
+	r := claimOne(t, e, c, "w")
+	if _, err := e.Complete(ctx, WorkerRef{ConsumerID: c, WorkerID: "w", Occurrence: r.ID}, json.RawMessage(`{"result":"created","crm_id":"CRM-1"}`)); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"OccurrenceClaimPull", "SettlementLock", "OccurrenceComplete"} {
+		found := false
+		for _, b := range log.batches {
+			i := slices.IndexFunc(b, func(sql string) bool { return strings.HasPrefix(sql, "-- name: "+name+" ") })
+			if i < 0 {
+				continue
+			}
+			found = true
+			if !strings.HasSuffix(b[i], hotTag) {
+				t.Errorf("%s sent without the hot tag", name)
+			}
+		}
+		if !found {
+			t.Errorf("%s was not seen", name)
+		}
+	}
+	for _, b := range log.batches {
+		for i, sql := range b {
+			if strings.HasPrefix(sql, "-- name: OccurrenceClaimPull ") && (i == 0 || !strings.HasPrefix(b[i-1], HotPlans)) {
+				t.Errorf("the claim sent alone without HotPlans just ahead: %q", b)
+			}
+			if strings.HasPrefix(sql, "-- name: SettlementLock ") && !slices.ContainsFunc(b[:i], func(s string) bool { return strings.HasPrefix(s, HotPlans) }) {
+				t.Errorf("the settlement's lock sent without HotPlans in its transaction's first batch: %q", b)
+			}
 		}
 	}
 }

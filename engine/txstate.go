@@ -23,6 +23,8 @@ type txState struct {
 	// out; handed are the instances handed out already.
 	locked map[uuid.UUID]queries.SettlementLockRow
 	handed map[uuid.UUID]bool
+	// tx is the transaction, which says whether BEGIN has left.
+	tx *pipeTx
 }
 
 type txStateKey struct{}
@@ -38,9 +40,9 @@ func txStateOf(ctx context.Context) *txState {
 // locked, each in id order: two such transactions never deadlock on each
 // other, and each takes the locks a settlement takes, in the same order.
 func (e *Engine) stateTx(ctx context.Context, prelock []uuid.UUID, fn func(ctx context.Context, q *queries.Queries, tx pgx.Tx) error) error {
-	return inPipeTx(ctx, e.pool, func(tx pgx.Tx) error {
+	return inPipeTx(ctx, e.pool, true, func(tx pgx.Tx) error {
 		q := e.q.WithTx(tx)
-		st := &txState{}
+		st := &txState{tx: tx.(*pipeTx)}
 		ctx := context.WithValue(ctx, txStateKey{}, st)
 		if len(prelock) > 0 {
 			if err := st.lock(ctx, e, q, prelock); err != nil {
@@ -48,13 +50,14 @@ func (e *Engine) stateTx(ctx context.Context, prelock []uuid.UUID, fn func(ctx c
 			}
 		}
 		return fn(ctx, q, tx)
-	}, HotPlans)
+	})
 }
 
 func (st *txState) lock(ctx context.Context, e *Engine, q *queries.Queries, ids []uuid.UUID) error {
 	ids = slices.Clone(ids)
 	slices.SortFunc(ids, func(a, b uuid.UUID) int { return slices.Compare(a[:], b[:]) })
 	ids = slices.Compact(ids)
+	fresh, sent := !st.tx.sent, time.Now()
 	rows, err := q.SettlementLock(ctx, queries.SettlementLockParams{OccurrenceIds: ids, Now: e.at()})
 	if err != nil {
 		return err
@@ -67,8 +70,8 @@ func (st *txState) lock(ctx context.Context, e *Engine, q *queries.Queries, ids 
 		now := r.Now
 		st.clock = &now
 	}
-	if st.clock != nil {
-		e.clock.observe(*st.clock, answered)
+	if st.clock != nil && fresh {
+		e.clock.observe(*st.clock, sent, answered)
 	}
 	return nil
 }
@@ -92,23 +95,28 @@ func (st *txState) take(occurrence uuid.UUID) (queries.SettlementLockRow, bool) 
 
 // now is the transaction's clock, fixed by the first write that needs it:
 // the database's clock as this replica follows it (see dbClock) while a
-// reading is fresh, so that a start under load costs no round trip of its
-// own; read from the database otherwise.
+// reading is fresh and nothing was sent yet (a transaction already begun
+// has a clock of its own, which its other statements use), so that a
+// start under load costs no round trip of its own; read otherwise.
 func (st *txState) now(ctx context.Context, e *Engine, q *queries.Queries) (time.Time, error) {
 	if st.clock == nil {
+		fresh := !st.tx.sent
 		if e.now != nil {
 			t := e.now().UTC().Truncate(time.Microsecond)
 			st.clock = &t
-		} else if t, ok := e.clock.now(time.Now()); ok {
+		} else if t, ok := e.clock.now(time.Now()); ok && fresh {
 			// The database keeps microseconds.
 			t = t.Truncate(time.Microsecond)
 			st.clock = &t
 		} else {
+			sent := time.Now()
 			t, err := q.Clock(ctx, nil)
 			if err != nil {
 				return time.Time{}, err
 			}
-			e.clock.observe(t, time.Now())
+			if fresh {
+				e.clock.observe(t, sent, time.Now())
+			}
 			st.clock = &t
 		}
 	}
