@@ -3,6 +3,8 @@ package main
 import (
 	"testing"
 	"time"
+
+	"github.com/relais/relais/engine"
 )
 
 func TestThousands(t *testing.T) {
@@ -58,8 +60,10 @@ func TestStatementNameReadsTheSqlcName(t *testing.T) {
 	t.Parallel()
 	for sql, want := range map[string]string{
 		"-- name: OccurrenceClaimPull :many\nwith subs as (select 1)": "OccurrenceClaimPull",
-		"commit":                       "commit",
-		"select   pg_notify($1,\n $2)": "select pg_notify($1, $2)",
+		"commit":                                "commit",
+		"commit\n-- hot (HotPlans)":             "commit",
+		engine.HotPlans + "\n-- hot (HotPlans)": "HotPlans",
+		"select   pg_notify($1,\n $2)":          "select pg_notify($1, $2)",
 	} {
 		if got := statementName(sql); got != want {
 			t.Errorf("statementName(%q) = %q, want %q", sql, got, want)

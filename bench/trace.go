@@ -11,6 +11,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/relais/relais/engine"
+
 	"github.com/jackc/pgx/v5"
 )
 
@@ -66,7 +68,7 @@ func (t *sqlTracer) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, data pgx.Tra
 		return
 	}
 	rt := requestTraceFrom(ctx)
-	if rt != nil && rt.probe != nil && qs.sql == "commit" && data.Err == nil {
+	if rt != nil && rt.probe != nil && statementName(qs.sql) == "commit" && data.Err == nil {
 		rt.probe.committed.CompareAndSwap(0, time.Now().UnixNano())
 	}
 	name := statementName(qs.sql)
@@ -111,6 +113,12 @@ func statementName(sql string) string {
 	if rest, ok := strings.CutPrefix(s, "-- name: "); ok {
 		name, _, _ := strings.Cut(rest, " ")
 		return name
+	}
+	// Comment lines after the statement (the engine's tag of the
+	// statements it runs behind HotPlans) do not name it.
+	s, _, _ = strings.Cut(s, "\n--")
+	if strings.HasPrefix(s, engine.HotPlans) {
+		return "HotPlans"
 	}
 	s = strings.Join(strings.Fields(s), " ")
 	if len(s) > 48 {
@@ -267,7 +275,7 @@ func (t *sqlTracer) TraceBatchQuery(ctx context.Context, _ *pgx.Conn, data pgx.T
 		return
 	}
 	bs.names = append(bs.names, statementName(data.SQL))
-	if rt := requestTraceFrom(ctx); rt != nil && rt.probe != nil && data.SQL == "commit" && data.Err == nil {
+	if rt := requestTraceFrom(ctx); rt != nil && rt.probe != nil && statementName(data.SQL) == "commit" && data.Err == nil {
 		rt.probe.committed.CompareAndSwap(0, time.Now().UnixNano())
 	}
 }
