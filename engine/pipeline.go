@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -219,6 +220,7 @@ func (t *pipeTx) Commit(ctx context.Context) error {
 	br, err := t.batch(ctx, &pendingStmt{sql: "commit"})
 	t.closed = true
 	if err != nil {
+		t.endFailed(ctx)
 		return err
 	}
 	tag, err := br.Exec()
@@ -229,7 +231,23 @@ func (t *pipeTx) Commit(ctx context.Context) error {
 		// The server rolled back (an error it had not reported yet).
 		err = pgx.ErrTxCommitRollback
 	}
+	if err != nil {
+		t.endFailed(ctx)
+	}
 	return err
+}
+
+// endFailed rolls back a transaction whose COMMIT never ran (a deferred
+// write sent with it failed, and the server skipped the rest): the pool
+// would otherwise close the connection, left inside the failed
+// transaction, instead of reusing it.
+func (t *pipeTx) endFailed(ctx context.Context) {
+	if s := t.conn.PgConn().TxStatus(); s != 'E' && s != 'T' {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_, _ = t.conn.Exec(ctx, "rollback")
 }
 
 // Rollback drops what is pending and rolls back what reached the server.

@@ -69,3 +69,45 @@ func TestAnEmptyPipeTxSendsNothing(t *testing.T) {
 		t.Fatalf("%d batches sent for empty transactions, want 0", n)
 	}
 }
+
+// TestAFailedCommitLeavesItsConnectionReusable: a deferred write that
+// fails at COMMIT fails the transaction, and its connection, rolled back,
+// serves the next one instead of being closed.
+func TestAFailedCommitLeavesItsConnectionReusable(t *testing.T) {
+	ctx := context.Background()
+	cfg := setup(t).pool.Config()
+	cfg.MaxConns = 1
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	if _, err := pool.Exec(ctx, "create table commit_probe (n int primary key)"); err != nil {
+		t.Fatal(err)
+	}
+	var before, after int32
+	if err := pool.QueryRow(ctx, "select pg_backend_pid()").Scan(&before); err != nil {
+		t.Fatal(err)
+	}
+	const insert = "-- name: CommitProbe :exec\ninsert into commit_probe values ($1)"
+	err = inPipeTx(ctx, pool, true, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, insert, 1); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, insert, 1) // a duplicate key, found at COMMIT
+		return err
+	})
+	if !isUniqueViolation(err, "") {
+		t.Fatalf("commit: %v, want a unique violation", err)
+	}
+	if err := pool.QueryRow(ctx, "select pg_backend_pid()").Scan(&after); err != nil {
+		t.Fatal(err)
+	}
+	if after != before {
+		t.Fatalf("backend %d after the failed commit, %d before: the connection was closed instead of rolled back", after, before)
+	}
+	var n int
+	if err := pool.QueryRow(ctx, "select count(*) from commit_probe").Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%d rows after the failed commit (%v), want 0", n, err)
+	}
+}
