@@ -125,8 +125,7 @@ func (t *pipeTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comm
 	if err != nil {
 		return pgconn.CommandTag{}, err
 	}
-	tag, err := br.Exec()
-	return tag, errors.Join(err, br.Close())
+	return lastExec(br)
 }
 
 // Query sends sql with what is pending; the rows are read as usual.
@@ -135,6 +134,24 @@ func (t *pipeTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, 
 	if err != nil {
 		return nil, err
 	}
+	return lastRows(br)
+}
+
+// QueryRow sends sql with what is pending.
+func (t *pipeTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	return firstRow(t.Query(ctx, sql, args...))
+}
+
+// lastExec reads the answer of a batch's last statement, the others' read
+// already, and closes the batch.
+func lastExec(br pgx.BatchResults) (pgconn.CommandTag, error) {
+	tag, err := br.Exec()
+	return tag, errors.Join(err, br.Close())
+}
+
+// lastRows returns the rows of a batch's last statement, the others' read
+// already: closing them closes the batch.
+func lastRows(br pgx.BatchResults) (pgx.Rows, error) {
 	rows, err := br.Query()
 	if err != nil {
 		_ = br.Close()
@@ -143,9 +160,8 @@ func (t *pipeTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, 
 	return &batchRows{Rows: rows, br: br}, nil
 }
 
-// QueryRow sends sql with what is pending.
-func (t *pipeTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	rows, err := t.Query(ctx, sql, args...)
+// firstRow is QueryRow's answer from Query's.
+func firstRow(rows pgx.Rows, err error) pgx.Row {
 	if err != nil {
 		return errRow{err}
 	}

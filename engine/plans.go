@@ -66,11 +66,7 @@ func (h hotDB) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comman
 	if err != nil {
 		return pgconn.CommandTag{}, err
 	}
-	tag, err := br.Exec()
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
-	return tag, err
+	return lastExec(br)
 }
 
 func (h hotDB) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
@@ -78,18 +74,9 @@ func (h hotDB) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, er
 	if err != nil {
 		return nil, err
 	}
-	rows, err := br.Query()
-	if err != nil {
-		_ = br.Close()
-		return nil, err
-	}
-	return &batchRows{Rows: rows, br: br}, nil
+	return lastRows(br)
 }
 
 func (h hotDB) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	rows, err := h.Query(ctx, sql, args...)
-	if err != nil {
-		return errRow{err}
-	}
-	return batchRow{rows: rows}
+	return firstRow(h.Query(ctx, sql, args...))
 }
