@@ -3,12 +3,9 @@ package engine
 import (
 	"context"
 	"encoding/json"
-	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -49,28 +46,6 @@ func TestDBClockFollowsItsLatestTightReading(t *testing.T) {
 	}
 }
 
-// clockReads counts the statements reading the database's clock alone.
-type clockReads struct{ n atomic.Int32 }
-
-func (c *clockReads) count(sql string) {
-	if strings.HasPrefix(sql, "-- name: Clock ") {
-		c.n.Add(1)
-	}
-}
-
-func (c *clockReads) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	c.count(d.SQL)
-	return ctx
-}
-func (c *clockReads) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-func (c *clockReads) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
-	return ctx
-}
-func (c *clockReads) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
-	c.count(d.SQL)
-}
-func (c *clockReads) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
-
 // TestAStartFollowsTheDatabaseClock: a start while a reading of the
 // database's clock is fresh is dated from it without reading the clock
 // (a round trip), never ahead of the database (its occurrence is
@@ -79,15 +54,9 @@ func TestAStartFollowsTheDatabaseClock(t *testing.T) {
 	ctx := context.Background()
 	base := setup(t)
 	prepare(t, base, "")
-	cfg := base.pool.Config()
-	reads := &clockReads{}
-	cfg.ConnConfig.Tracer = reads
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	e := New(pool, Options{Keys: base.keys})
+	log := &sqlLog{}
+	e := New(poolLike(t, base, func(c *pgxpool.Config) { c.ConnConfig.Tracer = log }), Options{Keys: base.keys})
+	reads := func() int { return log.sent("-- name: Clock ") }
 	// The rule on slow readings is TestDBClockFollowsItsLatestTightReading's;
 	// here every reading counts, however loaded the machine.
 	e.clock.lag = time.Minute
@@ -103,7 +72,7 @@ func TestAStartFollowsTheDatabaseClock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := reads.n.Load(); n != 1 {
+	if n := reads(); n != 1 {
 		t.Fatalf("the first start read the clock %d times, want 1 (no reading yet)", n)
 	}
 	read := time.Now()
@@ -131,14 +100,14 @@ func TestAStartFollowsTheDatabaseClock(t *testing.T) {
 			t.Fatalf("start %d: occurrence %+v not available by %v", i, occs, after)
 		}
 	}
-	if n := reads.n.Load(); n != 1 {
+	if n := reads(); n != 1 {
 		t.Fatalf("the clock was read %d times in all, want 1: starts within %v of a reading follow it", n, clockFresh)
 	}
 	time.Sleep(clockFresh + 50*time.Millisecond)
 	if _, err := start(e, "later"); err != nil {
 		t.Fatal(err)
 	}
-	if n := reads.n.Load(); n != 2 {
+	if n := reads(); n != 2 {
 		t.Fatalf("a start %v after the last reading read the clock %d times in all, want 2", clockFresh, n)
 	}
 
@@ -153,7 +122,7 @@ func TestAStartFollowsTheDatabaseClock(t *testing.T) {
 	if _, err := start(e, "after a settlement"); err != nil {
 		t.Fatal(err)
 	}
-	if n := reads.n.Load(); n != 2 {
+	if n := reads(); n != 2 {
 		t.Fatalf("a start right after a settlement read the clock (%d reads in all, want 2)", n)
 	}
 }

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"sync/atomic"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -34,39 +33,19 @@ func TestAPipeTxOfDeferredWritesCommitsThem(t *testing.T) {
 	}
 }
 
-// batchCount counts the batches sent (a pipeTx sends only batches).
-type batchCount struct{ n atomic.Int32 }
-
-func (c *batchCount) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
-	c.n.Add(1)
-	return ctx
-}
-func (c *batchCount) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
-func (c *batchCount) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
-func (c *batchCount) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
-	return ctx
-}
-func (c *batchCount) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-
 // TestAnEmptyPipeTxSendsNothing: a transaction that issued no statement
 // costs no round trip, hot or not.
 func TestAnEmptyPipeTxSendsNothing(t *testing.T) {
 	ctx := context.Background()
-	cfg := setup(t).pool.Config()
-	count := &batchCount{}
-	cfg.ConnConfig.Tracer = count
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	log := &sqlLog{}
+	pool := poolLike(t, setup(t), func(c *pgxpool.Config) { c.ConnConfig.Tracer = log })
 	for _, hot := range []bool{false, true} {
 		if err := inPipeTx(ctx, pool, hot, func(pgx.Tx) error { return nil }); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if n := count.n.Load(); n != 0 {
-		t.Fatalf("%d batches sent for empty transactions, want 0", n)
+	if n := log.batchCount() + len(log.alone); n != 0 {
+		t.Fatalf("%d batches or statements sent for empty transactions, want 0", n)
 	}
 }
 
@@ -75,13 +54,7 @@ func TestAnEmptyPipeTxSendsNothing(t *testing.T) {
 // serves the next one instead of being closed.
 func TestAFailedCommitLeavesItsConnectionReusable(t *testing.T) {
 	ctx := context.Background()
-	cfg := setup(t).pool.Config()
-	cfg.MaxConns = 1
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := poolLike(t, setup(t), func(c *pgxpool.Config) { c.MaxConns = 1 })
 	if _, err := pool.Exec(ctx, "create table commit_probe (n int primary key)"); err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +63,7 @@ func TestAFailedCommitLeavesItsConnectionReusable(t *testing.T) {
 		t.Fatal(err)
 	}
 	const insert = "-- name: CommitProbe :exec\ninsert into commit_probe values ($1)"
-	err = inPipeTx(ctx, pool, true, func(tx pgx.Tx) error {
+	err := inPipeTx(ctx, pool, true, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, insert, 1); err != nil {
 			return err
 		}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -22,13 +21,7 @@ const readPlanSettings = "select current_setting('plan_cache_mode') || ' ' || cu
 // PostgreSQL's defaults: the one connection of the pool serves all three.
 func TestHotStatementsPlanGenericOnIndexesOnly(t *testing.T) {
 	ctx := context.Background()
-	cfg := setup(t).pool.Config()
-	cfg.MaxConns = 1
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := poolLike(t, setup(t), func(c *pgxpool.Config) { c.MaxConns = 1 })
 	e := New(pool, Options{})
 
 	const hot = "force_generic_plan off off"
@@ -56,32 +49,6 @@ func TestHotStatementsPlanGenericOnIndexesOnly(t *testing.T) {
 	}
 }
 
-// batchLog keeps the statements of every batch sent, in order.
-type batchLog struct {
-	mu      sync.Mutex
-	batches [][]string
-}
-
-func (l *batchLog) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.batches = append(l.batches, nil)
-	return ctx
-}
-
-func (l *batchLog) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if n := len(l.batches); n > 0 {
-		l.batches[n-1] = append(l.batches[n-1], d.SQL)
-	}
-}
-func (l *batchLog) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
-func (l *batchLog) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
-	return ctx
-}
-func (l *batchLog) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-
 // TestAClaimAndASettlementRunBehindHotPlans: a claim sent alone and a
 // settlement's transaction carry HotPlans ahead of them in their batch,
 // and their statements the hot tag (a prepared statement of their own).
@@ -89,15 +56,8 @@ func TestAClaimAndASettlementRunBehindHotPlans(t *testing.T) {
 	ctx := context.Background()
 	base := setup(t)
 	prepare(t, base, "")
-	cfg := base.pool.Config()
-	log := &batchLog{}
-	cfg.ConnConfig.Tracer = log
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	e := New(pool, Options{Keys: base.keys})
+	log := &sqlLog{}
+	e := New(poolLike(t, base, func(c *pgxpool.Config) { c.ConnConfig.Tracer = log }), Options{Keys: base.keys})
 	if _, err := start(e, "hot"); err != nil {
 		t.Fatal(err)
 	}
