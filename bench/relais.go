@@ -26,6 +26,7 @@ import (
 	"github.com/relais/relais/internal/apply"
 	"github.com/relais/relais/internal/config"
 	"github.com/relais/relais/internal/keyring"
+	"github.com/relais/relais/internal/pguuid"
 	"github.com/relais/relais/internal/server"
 )
 
@@ -105,7 +106,10 @@ func startRelais(ctx context.Context, b *bench, db *database) (*relais, error) {
 }
 
 func (r *relais) start(ctx context.Context, b *bench) error {
-	pool, err := r.db.pool(ctx, func(c *pgxpool.Config) { c.ConnConfig.Tracer = &sqlTracer{stats: r.stats, claim: &r.claim} })
+	pool, err := r.db.pool(ctx, func(c *pgxpool.Config) {
+		c.ConnConfig.Tracer = &sqlTracer{stats: r.stats, claim: &r.claim}
+		pguuid.Configure(c) // as relais serve configures its pool
+	})
 	if err != nil {
 		return err
 	}

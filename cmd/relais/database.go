@@ -24,6 +24,7 @@ import (
 	"github.com/relais/relais/internal/config"
 	"github.com/relais/relais/internal/embeddedpg"
 	"github.com/relais/relais/internal/isoduration"
+	"github.com/relais/relais/internal/pguuid"
 )
 
 // database is an open connection pool and, in embedded mode, the cluster
@@ -78,6 +79,7 @@ func openDatabase(ctx context.Context, cfg config.Config, logger *slog.Logger, a
 	if pcfg.MaxConns < 20 {
 		pcfg.MaxConns = 20
 	}
+	pguuid.Configure(pcfg)
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		db.close()

@@ -26,6 +26,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/relais/relais/internal/embeddedpg"
+	"github.com/relais/relais/internal/pguuid"
 )
 
 // EnvURL names the variable pointing tests at an existing server. The role
@@ -248,7 +249,13 @@ func EmptyURL(t testing.TB) string {
 // when the test ends.
 func Pool(t testing.TB) *pgxpool.Pool {
 	t.Helper()
-	pool, err := pgxpool.New(context.Background(), URL(t))
+	cfg, err := pgxpool.ParseConfig(URL(t))
+	if err != nil {
+		t.Fatalf("dbtest: pool: %v", err)
+	}
+	// As the server configures its pool, so that tests run the codec.
+	pguuid.Configure(cfg)
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("dbtest: pool: %v", err)
 	}

@@ -81,7 +81,7 @@ func NewOnPool(t testing.TB, pool *pgxpool.Pool, opts ...Option) *Env {
 // engine, LISTEN connection, hub, timers and push runner, and e's tokens.
 func (e *Env) Replica(opts ...Option) *Env {
 	e.T.Helper()
-	pool, err := pgxpool.New(context.Background(), e.Pool.Config().ConnString())
+	pool, err := pgxpool.NewWithConfig(context.Background(), e.Pool.Config())
 	if err != nil {
 		e.T.Fatal(err)
 	}
