@@ -79,7 +79,8 @@ type Options struct {
 	Replica string
 	// GroupLanes bounds the transactions in flight that group concurrent
 	// single writes: as many for starts, and for settlements and claims;
-	// see groupCommit. Default 2.
+	// lanes past the first open only for writes queued behind a stuck
+	// group (see groupCommit). Default 2.
 	GroupLanes int
 }
 

@@ -592,3 +592,78 @@ func TestAPanickingWriteFailsAlone(t *testing.T) {
 	}
 	waitIdle(t, e)
 }
+
+// TestQuickGroupsKeepOneLane: while a group runs, writes queue for the
+// next group instead of opening another lane (groups half as big for
+// nothing), as long as they have waited less than spill.
+func TestQuickGroupsKeepOneLane(t *testing.T) {
+	t.Parallel()
+	e := setupLanes(t, 2)
+	e.group.spill = time.Hour
+	release := holdLane(t, e)
+	done := make(chan error, 2)
+	for range 2 {
+		go func() {
+			done <- e.group.write(context.Background(), uuid.Nil, func(context.Context, *queries.Queries) error { return nil })
+		}()
+	}
+	waitQueued(t, e, 2)
+	time.Sleep(20 * time.Millisecond) // what a second lane would have needed to take them
+	e.group.mu.Lock()
+	busy, queued := e.group.busy, len(e.group.queue)
+	e.group.mu.Unlock()
+	if busy != 1 || queued != 2 {
+		t.Fatalf("%d lanes busy, %d writes queued behind a running group; want 1 and 2", busy, queued)
+	}
+	release()
+	for range 2 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitIdle(t, e)
+}
+
+// TestAStuckGroupDoesNotStallTheWritesBehindIt: writes queued behind a
+// group that does not end open another lane once they have waited spill,
+// and commit while it is still stuck.
+func TestAStuckGroupDoesNotStallTheWritesBehindIt(t *testing.T) {
+	t.Parallel()
+	e := setupLanes(t, 2)
+	e.group.spill = 5 * time.Millisecond
+	prepare(t, e, "")
+	release := holdLane(t, e)
+	defer release()
+	done := make(chan error, 1)
+	go func() {
+		_, err := start(e, "Acme")
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a start waited for a stuck group")
+	}
+	// With one lane, the writes wait for the stuck one, however long.
+	one := setupLanes(t, 1)
+	one.group.spill = time.Millisecond
+	releaseOne := holdLane(t, one)
+	waited := make(chan error, 1)
+	go func() {
+		waited <- one.group.write(context.Background(), uuid.Nil, func(context.Context, *queries.Queries) error { return nil })
+	}()
+	waitQueued(t, one, 1)
+	time.Sleep(20 * time.Millisecond)
+	select {
+	case err := <-waited:
+		t.Fatalf("a write ran past the only lane's stuck group (%v)", err)
+	default:
+	}
+	releaseOne()
+	if err := <-waited; err != nil {
+		t.Fatal(err)
+	}
+}
