@@ -667,3 +667,27 @@ func TestAStuckGroupDoesNotStallTheWritesBehindIt(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestAReplayedCompletionEndsNoAttempt: the answer replayed for an
+// identical second report says it ended no attempt (Settlement.Attempt 0),
+// so that a worker stream does not free a slot twice.
+func TestAReplayedCompletionEndsNoAttempt(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	prepare(t, e, "")
+	c := consumer(t, e)
+	if _, err := start(e, "Acme"); err != nil {
+		t.Fatal(err)
+	}
+	o := claimOne(t, e, c, "w")
+	ref := WorkerRef{ConsumerID: c, WorkerID: "w", Occurrence: o.ID}
+	outputs := json.RawMessage(`{"result":"created","crm_id":"C"}`)
+	first, err := e.Complete(context.Background(), ref, outputs)
+	if err != nil || first.Attempt != 1 {
+		t.Fatalf("completion: attempt %d, %v; want attempt 1", first.Attempt, err)
+	}
+	again, err := e.Complete(context.Background(), ref, outputs)
+	if err != nil || again.Status != StatusCompleted || again.Attempt != 0 {
+		t.Fatalf("replay: %+v, %v; want completed with attempt 0", again, err)
+	}
+}

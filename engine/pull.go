@@ -268,7 +268,8 @@ func (e *Engine) completeIn(ctx context.Context, q *queries.Queries, ref WorkerR
 		sameWorker := o.DeferredAt != nil || o.WorkerID != nil && *o.WorkerID == ref.WorkerID
 		if o.Status == StatusCompleted && o.OutputsDigest != nil && e.sameDigest(canonical, *o.OutputsDigest) &&
 			o.ConsumerID != nil && *o.ConsumerID == ref.ConsumerID && sameWorker {
-			out = Settlement{Status: StatusCompleted, Route: deref(o.Route), AttemptsLeft: attemptsLeft(o), Attempt: int(o.Attempts)}
+			// A replay: the attempt was freed when it was settled.
+			out = Settlement{Status: StatusCompleted, Route: deref(o.Route), AttemptsLeft: attemptsLeft(o)}
 			return nil
 		}
 		if err := lockRefusal(o, ref, r.now); err != nil {

@@ -168,6 +168,12 @@ type streamSession struct {
 	// added to the run's WaitGroup once its drain waits on it).
 	draining bool
 	tasks    map[string]*streamTask
+	// waiting holds tasks pushed while every slot was taken. The server
+	// frees a slot's credit when its outcome commits and pushes the next
+	// task at once, which can arrive before the outcome's answer frees the
+	// slot here: the task waits for it (at most one per slot) instead of
+	// being released.
+	waiting []*Task
 }
 
 // streamTask is a streamed task its Cancellation may end.
@@ -287,9 +293,11 @@ func taskOf(a *workerv1.Assignment) *Task {
 	return t
 }
 
-// assigned starts a pushed task in a free slot. The server never sends
-// more than Concurrency unsettled tasks; one it sends while the worker
-// drains, or beyond its slots, is released at once (no attempt spent).
+// assigned starts a pushed task in a free slot, or queues it for the slot
+// of an outcome whose answer is on its way (see waiting). The server never
+// sends more than Concurrency unsettled tasks; one it sends while the
+// worker drains, or beyond its slots and those, is released at once (no
+// attempt spent).
 func (s *streamSession) assigned(t *Task) {
 	r := s.r
 	t.wire = streamWire{s.c}
@@ -303,6 +311,11 @@ func (s *streamSession) assigned(t *Task) {
 	}
 	if !r.tryAcquire() {
 		r.wg.Add(1)
+		if len(s.waiting) < r.w.cfg.Concurrency {
+			s.waiting = append(s.waiting, t)
+			s.mu.Unlock()
+			return
+		}
 		s.mu.Unlock()
 		log.Error("server sent more tasks than the worker's concurrency; releasing one")
 		go func() {
@@ -311,6 +324,13 @@ func (s *streamSession) assigned(t *Task) {
 		}()
 		return
 	}
+	s.startLocked(t)
+	s.mu.Unlock()
+}
+
+// startLocked runs t in a slot already taken; s.mu is held.
+func (s *streamSession) startLocked(t *Task) {
+	r := s.r
 	ctx, cancel := context.WithCancelCause(r.handlerCtx)
 	entry := &streamTask{cancel: cancel}
 	if old := s.tasks[t.ID]; old != nil {
@@ -318,10 +338,9 @@ func (s *streamSession) assigned(t *Task) {
 	}
 	s.tasks[t.ID] = entry
 	r.wg.Add(1)
-	s.mu.Unlock()
 	go func() {
 		defer r.wg.Done()
-		defer r.release(1)
+		defer s.freeSlot()
 		defer func() {
 			s.mu.Lock()
 			if s.tasks[t.ID] == entry {
@@ -333,10 +352,53 @@ func (s *streamSession) assigned(t *Task) {
 	}()
 }
 
+// freeSlot passes a finished task's slot to the first waiting task, or
+// frees it.
+func (s *streamSession) freeSlot() {
+	s.mu.Lock()
+	if len(s.waiting) > 0 && !s.draining {
+		t := s.waiting[0]
+		s.waiting = s.waiting[1:]
+		s.startLocked(t)
+		s.mu.Unlock()
+		s.r.wg.Done() // its wait, now a run
+		return
+	}
+	s.mu.Unlock()
+	s.r.release(1)
+}
+
+// handBackWaiting releases the tasks waiting for a slot (in the
+// background, counted by the run's WaitGroup): none starts any more, since
+// s.draining is set.
+func (s *streamSession) handBackWaiting() {
+	s.mu.Lock()
+	waiting := s.waiting
+	s.waiting = nil
+	s.mu.Unlock()
+	r := s.r
+	for _, t := range waiting {
+		go func() {
+			defer r.wg.Done()
+			r.handBack(t, r.w.log.With(taskAttrs(t)...))
+		}()
+	}
+}
+
 func (s *streamSession) cancelTask(id string, cause error) {
 	s.mu.Lock()
 	t := s.tasks[id]
 	delete(s.tasks, id)
+	for i, w := range s.waiting {
+		if w.ID == id {
+			// Never started: nothing to cancel or settle.
+			s.waiting = append(s.waiting[:i], s.waiting[i+1:]...)
+			s.mu.Unlock()
+			s.r.w.log.Warn("task cancelled by Relais before it started", "occurrence", id, "cause", cause)
+			s.r.wg.Done()
+			return
+		}
+	}
 	s.mu.Unlock()
 	if t != nil {
 		s.r.w.log.Warn("task cancelled by Relais; cancelling the handler", "occurrence", id, "cause", cause)
@@ -407,6 +469,7 @@ func (s *streamSession) drain() {
 	s.mu.Lock()
 	s.draining = true
 	s.mu.Unlock()
+	s.handBackWaiting()
 	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
 	defer cancel()
 	if _, err := s.c.api.Drain(ctx, request(s.c, &workerv1.DrainRequest{StreamId: s.id})); err != nil {
@@ -420,6 +483,7 @@ func (s *streamSession) close() {
 	s.mu.Lock()
 	s.draining = true
 	s.mu.Unlock()
+	s.handBackWaiting()
 	s.cancel()
 	s.done.Wait()
 }

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -244,5 +245,52 @@ func TestStreamOnlyAgainstAServerWithoutStreams(t *testing.T) {
 	}
 	if _, err := New(Config{URL: s.srv.URL, Token: "t", Protocol: "carrier-pigeon"}); err == nil {
 		t.Error("New accepted an unknown protocol")
+	}
+}
+
+// slowAnswers delays the answers of one worker-protocol procedure, as a
+// congested network would: the server has committed by then.
+type slowAnswers struct {
+	procedure string
+	delay     time.Duration
+	base      http.RoundTripper
+}
+
+func (s slowAnswers) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := s.base.RoundTrip(req)
+	if err == nil && strings.HasSuffix(req.URL.Path, "/"+s.procedure) {
+		time.Sleep(s.delay)
+	}
+	return resp, err
+}
+
+// A settlement frees its slot's credit when it commits, and the server
+// pushes the next task at once (DESIGN §10): that task can arrive before
+// the outcome's answer has freed the slot here. It waits for the slot
+// instead of being released as one too many.
+func TestStreamTaskPushedBeforeTheOutcomesAnswerWaitsForItsSlot(t *testing.T) {
+	r := newRelais(t, nil)
+	var insts []string
+	for i := range 3 {
+		insts = append(insts, r.start(t, fmt.Sprint("Acme", i)))
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	client := &http.Client{Transport: slowAnswers{procedure: "Complete", delay: 300 * time.Millisecond, base: tr}}
+	run := r.run(t, Config{Concurrency: 1, HTTPClient: client}, created)
+	for _, id := range insts {
+		if got := r.env.WaitEnded(id, 10*time.Second)["status"]; got != "completed" {
+			t.Errorf("instance %s %v", id, got)
+		}
+	}
+	if err := run.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if logs := r.env.Logs.String(); strings.Contains(logs, "path=/relais.worker.v1.WorkerService/Release") {
+		t.Error("a task pushed while the slot waited for its outcome's answer was released")
+	}
+	for _, id := range insts {
+		if a := r.occurrenceOf(t, id)["attempts"].([]any); len(a) != 1 {
+			t.Errorf("instance %s: attempts %v, want one", id, a)
+		}
 	}
 }
