@@ -77,7 +77,7 @@ func (e *Engine) SettleBatch(ctx context.Context, consumerID int64, workerID str
 			out[i].Settlement, err = e.completeIn(ctx, q, ref, it.Outputs)
 		}
 		return err
-	})
+}, nil)
 	if err != nil {
 		return nil, wrap("settle batch", err)
 	}
@@ -97,9 +97,10 @@ var errBatchRefusal = errors.New("an item of the batch was refused")
 // where every item is accepted; when one is refused (a fault), that
 // transaction is rolled back and every item runs again under a savepoint
 // of its own, so a refused item changes nothing and the others stand.
-// skip(i) leaves out items already answered. It returns each item's
-// refusal; an error that is not a refusal fails the whole batch.
-func (e *Engine) applyEach(ctx context.Context, n int, skip func(i int) bool, prelock []uuid.UUID, apply func(ctx context.Context, q *queries.Queries, i int) error) ([]error, error) {
+// skip(i) leaves out items already answered. finish, when set, runs last
+// in the transaction that commits, told the refusals. It returns each
+// item's refusal; an error that is not a refusal fails the whole batch.
+func (e *Engine) applyEach(ctx context.Context, n int, skip func(i int) bool, prelock []uuid.UUID, apply func(ctx context.Context, q *queries.Queries, i int) error, finish func(ctx context.Context, q *queries.Queries, refusals []error) error) ([]error, error) {
 	refusals := make([]error, n)
 	err := e.stateTx(ctx, prelock, func(ctx context.Context, q *queries.Queries, _ pgx.Tx) error {
 		for i := range n {
@@ -112,6 +113,9 @@ func (e *Engine) applyEach(ctx context.Context, n int, skip func(i int) bool, pr
 				}
 				return err
 			}
+		}
+		if finish != nil {
+			return finish(ctx, q, refusals)
 		}
 		return nil
 	})
@@ -130,6 +134,9 @@ func (e *Engine) applyEach(ctx context.Context, n int, skip func(i int) bool, pr
 				}
 				refusals[i] = err
 			}
+		}
+		if finish != nil {
+			return finish(ctx, q, refusals)
 		}
 		return nil
 	})

@@ -71,6 +71,12 @@ type groupWrite struct {
 	statement bool
 	taken     bool      // under groupCommit.mu
 	queued    time.Time // when it was submitted
+	// refill, when set, is the claim to make with the transaction's
+	// COMMIT if apply settled an attempt (settled, set by apply on each
+	// run); refilled is what it got (see Engine.refill).
+	refill   *ClaimRequest
+	settled  bool
+	refilled []queries.Occurrence
 	err       error
 	done      chan struct{}
 }
@@ -256,6 +262,8 @@ func (g *groupCommit) run(ctx context.Context, group []*groupWrite) {
 	}
 	refusals, err := g.e.applyEach(ctx, len(group), func(int) bool { return false }, prelock, func(ctx context.Context, q *queries.Queries, i int) error {
 		return group[i].apply(ctx, q)
+	}, func(ctx context.Context, q *queries.Queries, refusals []error) error {
+		return g.e.refill(ctx, q, group, refusals)
 	})
 	switch {
 	case err == nil:
@@ -284,7 +292,58 @@ func (e *Engine) alone(ctx context.Context, w *groupWrite) error {
 		// Its locks in one round trip, not two.
 		prelock = []uuid.UUID{w.occurrence}
 	}
-	return e.stateTx(ctx, prelock, func(ctx context.Context, q *queries.Queries, _ pgx.Tx) error { return w.apply(ctx, q) })
+	return e.stateTx(ctx, prelock, func(ctx context.Context, q *queries.Queries, _ pgx.Tx) error {
+		if err := w.apply(ctx, q); err != nil {
+			return err
+		}
+		return e.refill(ctx, q, []*groupWrite{w}, nil)
+	})
+}
+
+// refill runs, last in a group's transaction and sent with its COMMIT, the
+// claims its settlements asked for (see Engine.CompleteAndClaim): one per
+// claim request, for as many tasks as the writes that asked with it
+// settled an attempt, shared among them in order. A write refused, or
+// that settled nothing (a replay), asks for nothing.
+func (e *Engine) refill(ctx context.Context, q *queries.Queries, group []*groupWrite, refusals []error) error {
+	type claim struct {
+		req    *ClaimRequest
+		writes []*groupWrite
+	}
+	var claims []*claim
+	for i, w := range group {
+		w.refilled = nil
+		if w.refill == nil || !w.settled || (refusals != nil && refusals[i] != nil) {
+			continue
+		}
+		var c *claim
+		for _, have := range claims {
+			if have.req == w.refill {
+				c = have
+				break
+			}
+		}
+		if c == nil {
+			c = &claim{req: w.refill}
+			claims = append(claims, c)
+		}
+		c.writes = append(c.writes, w)
+	}
+	for k, c := range claims {
+		if k == len(claims)-1 {
+			txStateOf(ctx).tx.commitWithNext()
+		}
+		rows, err := q.OccurrenceClaimPull(ctx, queries.OccurrenceClaimPullParams{
+			DefinitionKeys: c.req.Pairs.Keys, Revisions: c.req.Pairs.Revisions, Now: e.at(), MaxTasks: int32(len(c.writes)),
+			ConsumerID: &c.req.ConsumerID, WorkerID: &c.req.WorkerID, LockDuration: c.req.LockDuration})
+		if err != nil {
+			return err
+		}
+		for j, row := range rows {
+			c.writes[j].refilled = []queries.Occurrence{queries.Occurrence(row)}
+		}
+	}
+	return nil
 }
 
 // recovered turns a panic of apply into its error: a write that panics

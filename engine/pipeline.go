@@ -41,6 +41,12 @@ type pipeTx struct {
 	opening int
 	// tag ends every statement of a hot transaction (see hotTag).
 	tag string
+	// committing makes the next Query travel with COMMIT (commitWithNext);
+	// committed is then set, and commitErr is the COMMIT's outcome once
+	// the query's rows are closed.
+	committing, committed bool
+	commitErr             error
+	last                  *batchRows // the rows sent with COMMIT
 }
 
 type pendingStmt struct {
@@ -72,10 +78,10 @@ func deferrable(sql string) bool {
 	return strings.HasPrefix(line, "-- name: ") && strings.HasSuffix(strings.TrimSpace(line), " :exec")
 }
 
-// batch sends the pending statements followed by last (if any) in one
-// round trip, and checks the pending ones' answers. The caller reads last's
-// answer from the returned results and closes them.
-func (t *pipeTx) batch(ctx context.Context, last *pendingStmt) (pgx.BatchResults, error) {
+// batch sends the pending statements followed by last in one round trip,
+// and checks the pending ones' answers. The caller reads last's answers
+// from the returned results and closes them.
+func (t *pipeTx) batch(ctx context.Context, last ...pendingStmt) (pgx.BatchResults, error) {
 	if t.closed {
 		return nil, errTxClosed
 	}
@@ -85,8 +91,8 @@ func (t *pipeTx) batch(ctx context.Context, last *pendingStmt) (pgx.BatchResults
 	}
 	n := len(t.pending)
 	t.pending = t.pending[:0]
-	if last != nil {
-		b.Queue(last.sql+t.tag, last.args...)
+	for _, l := range last {
+		b.Queue(l.sql+t.tag, l.args...)
 	}
 	if b.Len() == 0 {
 		return nil, nil
@@ -104,7 +110,7 @@ func (t *pipeTx) batch(ctx context.Context, last *pendingStmt) (pgx.BatchResults
 
 // flush sends what is pending.
 func (t *pipeTx) flush(ctx context.Context) error {
-	br, err := t.batch(ctx, nil)
+	br, err := t.batch(ctx)
 	if err != nil || br == nil {
 		return err
 	}
@@ -121,7 +127,7 @@ func (t *pipeTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comm
 		t.pending = append(t.pending, pendingStmt{sql, args})
 		return pgconn.CommandTag{}, nil
 	}
-	br, err := t.batch(ctx, &pendingStmt{sql, args})
+	br, err := t.batch(ctx, pendingStmt{sql, args})
 	if err != nil {
 		return pgconn.CommandTag{}, err
 	}
@@ -130,11 +136,58 @@ func (t *pipeTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comm
 
 // Query sends sql with what is pending; the rows are read as usual.
 func (t *pipeTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	br, err := t.batch(ctx, &pendingStmt{sql, args})
+	if t.committing {
+		return t.queryCommitting(ctx, sql, args)
+	}
+	br, err := t.batch(ctx, pendingStmt{sql, args})
 	if err != nil {
 		return nil, err
 	}
 	return lastRows(br)
+}
+
+// commitWithNext makes the next Query the transaction's last statement,
+// sent with what is pending and with COMMIT: one round trip for the three.
+// Its rows are read as usual; closing them reads the COMMIT's answer,
+// which their Err and the Commit that follows report: the rows count only
+// if it succeeded.
+func (t *pipeTx) commitWithNext() { t.committing = true }
+
+func (t *pipeTx) queryCommitting(ctx context.Context, sql string, args []any) (pgx.Rows, error) {
+	t.committing = false
+	br, err := t.batch(ctx, pendingStmt{sql, args}, pendingStmt{sql: "commit"})
+	t.closed, t.committed = true, true
+	if err != nil {
+		t.commitErr = err
+		t.endFailed(ctx)
+		return nil, err
+	}
+	rows, err := br.Query()
+	if err != nil {
+		_ = br.Close()
+		t.commitErr = err
+		t.endFailed(ctx)
+		return nil, err
+	}
+	t.last = &batchRows{Rows: rows, br: br, commit: func() error { return t.readCommit(ctx, br) }}
+	return t.last, nil
+}
+
+// readCommit reads the answer of the COMMIT that ends br, and closes it.
+func (t *pipeTx) readCommit(ctx context.Context, br pgx.BatchResults) error {
+	tag, err := br.Exec()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && tag.String() == "ROLLBACK" {
+		// The server rolled back (an error it had not reported yet).
+		err = pgx.ErrTxCommitRollback
+	}
+	if err != nil {
+		t.endFailed(ctx)
+	}
+	t.commitErr = err
+	return err
 }
 
 // QueryRow sends sql with what is pending.
@@ -175,6 +228,9 @@ type batchRows struct {
 	br     pgx.BatchResults
 	closed bool
 	err    error
+	// commit, when set, reads the COMMIT sent after the rows and closes
+	// the batch (see commitWithNext).
+	commit func() error
 }
 
 func (r *batchRows) Close() {
@@ -183,6 +239,15 @@ func (r *batchRows) Close() {
 	}
 	r.closed = true
 	r.Rows.Close()
+	if r.commit != nil {
+		if r.Rows.Err() != nil {
+			// The COMMIT then answers ROLLBACK, or nothing.
+			_ = r.commit()
+			return
+		}
+		r.err = r.commit()
+		return
+	}
 	r.err = r.br.Close()
 }
 
@@ -223,8 +288,16 @@ type errRow struct{ err error }
 
 func (r errRow) Scan(...any) error { return r.err }
 
-// Commit sends what is pending with COMMIT, in one round trip.
+// Commit sends what is pending with COMMIT, in one round trip; after a
+// query sent with COMMIT (commitWithNext), it reports that COMMIT.
 func (t *pipeTx) Commit(ctx context.Context) error {
+	if t.committed {
+		t.committed = false
+		if t.last != nil {
+			t.last.Close() // reads the COMMIT's answer, if not yet
+		}
+		return t.commitErr
+	}
 	if t.closed {
 		return pgx.ErrTxClosed
 	}
@@ -233,24 +306,13 @@ func (t *pipeTx) Commit(ctx context.Context) error {
 		t.closed, t.pending = true, nil
 		return nil
 	}
-	br, err := t.batch(ctx, &pendingStmt{sql: "commit"})
+	br, err := t.batch(ctx, pendingStmt{sql: "commit"})
 	t.closed = true
 	if err != nil {
 		t.endFailed(ctx)
 		return err
 	}
-	tag, err := br.Exec()
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil && tag.String() == "ROLLBACK" {
-		// The server rolled back (an error it had not reported yet).
-		err = pgx.ErrTxCommitRollback
-	}
-	if err != nil {
-		t.endFailed(ctx)
-	}
-	return err
+	return t.readCommit(ctx, br)
 }
 
 // endFailed rolls back a transaction whose COMMIT never ran (a deferred

@@ -259,6 +259,45 @@ func (e *Engine) Complete(ctx context.Context, ref WorkerRef, outputs json.RawMe
 	return out, wrap("complete", err)
 }
 
+// CompleteAndClaim is Complete, then, if the completion settled an
+// attempt now (not a replay), a claim of next sent with its transaction's
+// COMMIT: a worker stream fills the slot an outcome frees without a
+// transaction and a commit of its own. It claims one task (next.MaxTasks
+// is not read); the settlements of a group that ask with one ClaimRequest
+// share one claim. A refused completion claims
+// nothing. Reservations that cannot be delivered (their inputs fail to
+// unseal) are handed back, released.
+func (e *Engine) CompleteAndClaim(ctx context.Context, ref WorkerRef, outputs json.RawMessage, next *ClaimRequest) (Settlement, []Reservation, error) {
+	var out Settlement
+	w := &groupWrite{ctx: ctx, occurrence: ref.Occurrence, refill: next, done: make(chan struct{})}
+	w.apply = func(ctx context.Context, q *queries.Queries) error {
+		var err error
+		w.settled, w.refilled = false, nil
+		out, err = e.completeIn(ctx, q, ref, outputs)
+		w.settled = err == nil && out.Attempt != 0
+		return err
+	}
+	if err := e.group.submit(ctx, w); err != nil {
+		return out, nil, wrap("complete", err)
+	}
+	if len(w.refilled) == 0 {
+		return out, nil, nil
+	}
+	got, err := e.reservations(w.refilled, next.Pairs)
+	if err != nil {
+		held := make([]Held, len(w.refilled))
+		for i, o := range w.refilled {
+			held[i] = Held{Occurrence: o.ID, Attempt: int(o.Attempts)}
+		}
+		e.logger.Error("delivering the claim made with a completion failed; handing it back", "err", err)
+		if _, err := e.HandBack(context.WithoutCancel(ctx), next.ConsumerID, next.WorkerID, held, true); err != nil {
+			e.logger.Error("handing back an undeliverable claim failed; its locks lapse instead", "err", err)
+		}
+		return out, nil, nil
+	}
+	return out, got, nil
+}
+
 // completeIn is Complete inside q's transaction.
 func (e *Engine) completeIn(ctx context.Context, q *queries.Queries, ref WorkerRef, outputs json.RawMessage) (out Settlement, err error) {
 	err = e.inHeld(ctx, q, ref, func(r *run, o queries.Occurrence) error {

@@ -54,6 +54,10 @@ type event struct {
 	occurrence uuid.UUID
 	attempt    int
 	reason     string
+	// refilled says a settlement claimed for the stream in its own
+	// transaction (see Service.complete); refill is what it claimed.
+	refilled bool
+	refill   []engine.Reservation
 }
 
 // Reasons a stream ends, as logged with worker.disconnected.
@@ -91,17 +95,48 @@ type session struct {
 	acked  atomic.Int64
 	mu     sync.Mutex
 	inbox  []event
+	closed bool // no event is taken any more
 	signal chan struct{}
+	// refill is what a settlement may claim for the stream (nil: nothing,
+	// the stream drains or its last claim found the queue empty). The
+	// runner publishes it; unary calls read it.
+	refill atomic.Pointer[engine.ClaimRequest]
 }
 
-func (s *session) post(e event) {
+// post queues e for the runner; false once the stream has ended.
+func (s *session) post(e event) bool {
 	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return false
+	}
 	s.inbox = append(s.inbox, e)
 	s.mu.Unlock()
 	select {
 	case s.signal <- struct{}{}:
 	default:
 	}
+	return true
+}
+
+// close ends the inbox and returns what was left in it.
+func (s *session) close() []event {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	in := s.inbox
+	s.inbox = nil
+	return in
+}
+
+// refillFor is the claim a settlement of ref may make for s, in the slot
+// the settlement frees, when work is known to wait; nil otherwise. The
+// settlements of one group sharing it share one claim.
+func (s *session) refillFor(ref engine.WorkerRef) *engine.ClaimRequest {
+	if s == nil || s.consumerID != ref.ConsumerID || s.workerID != ref.WorkerID {
+		return nil
+	}
+	return s.refill.Load()
 }
 
 func (s *session) take() []event {
@@ -280,6 +315,7 @@ func (r *runner) run(ctx context.Context) error {
 				return nil
 			}
 		}
+		r.publishRefill()
 		select {
 		case <-ctx.Done():
 			return nil
@@ -317,6 +353,20 @@ func (r *runner) run(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// publishRefill lets settlements claim for the stream while work is known
+// to wait (as dirty says) and the stream takes more.
+func (r *runner) publishRefill() {
+	s := r.s
+	if !r.dirty || r.draining || len(s.pairs.Keys) == 0 {
+		s.refill.Store(nil)
+		return
+	}
+	if s.refill.Load() != nil {
+		return // resolve clears it when the pairs change
+	}
+	s.refill.Store(&engine.ClaimRequest{ConsumerID: s.consumerID, WorkerID: s.workerID, Pairs: s.pairs, MaxTasks: 1, LockDuration: s.lock})
 }
 
 // presence is s as the catalog records it.
@@ -384,6 +434,11 @@ func (r *runner) handle(ctx context.Context, events []event) (string, error) {
 			if a, ok := s.held[e.occurrence]; ok && a == e.attempt {
 				r.forget(e.occurrence)
 			}
+			if e.refilled {
+				if err := r.refilled(ctx, e.refill); err != nil {
+					return endSendFailed, nil
+				}
+			}
 		case eventReplaced:
 			return endReplaced, problemError(fault.New(fault.Conflict, "stream_replaced",
 				"another stream of worker %q connected; this one ended and its assignments were handed back (two processes must not share a worker_id)", s.workerID))
@@ -398,6 +453,33 @@ func (r *runner) handle(ctx context.Context, events []event) (string, error) {
 		}
 	}
 	return "", nil
+}
+
+// refilled takes what a settlement claimed for the stream: it holds and
+// pushes what its credit allows, and hands the rest back (the slot was
+// filled meanwhile, or the stream drains). An empty claim means the queue
+// was empty: settlements stop claiming until work is announced.
+func (r *runner) refilled(ctx context.Context, got []engine.Reservation) error {
+	svc, s := r.svc, r.s
+	if len(got) == 0 {
+		r.dirty = false
+		return nil
+	}
+	var extra []engine.Held
+	for _, g := range got {
+		if r.draining || len(s.held) >= s.credit {
+			extra = append(extra, engine.Held{Occurrence: g.ID, Attempt: g.Attempt})
+			continue
+		}
+		s.held[g.ID] = g.Attempt
+		svc.reg.hold(s, g.ID)
+		svc.claimed.Add(1)
+		if err := r.send(&workerv1.WorkerEvent{Event: &workerv1.WorkerEvent_Assignment{Assignment: assignment(g)}}); err != nil {
+			return err
+		}
+	}
+	svc.handBack(ctx, s.consumerID, s.workerID, extra)
+	return nil
 }
 
 // forget drops an occurrence the stream no longer holds, freeing its
@@ -483,6 +565,7 @@ func (r *runner) resolve(ctx context.Context) (string, error) {
 		return "", nil
 	}
 	s.pairs = pairs
+	s.refill.Store(nil)
 	svc.reg.resolved(s, pairs)
 	r.dirty = true
 	return "", nil
@@ -518,6 +601,15 @@ func (r *runner) end(ctx context.Context, reason string) {
 	svc, s := r.svc, r.s
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), handBackTimeout)
 	defer cancel()
+	// Refills posted after the runner stopped reading were never seen by
+	// the worker: released, as a replica stopping releases.
+	var unseen []engine.Held
+	for _, e := range s.close() {
+		for _, g := range e.refill {
+			unseen = append(unseen, engine.Held{Occurrence: g.ID, Attempt: g.Attempt})
+		}
+	}
+	svc.handBack(ctx, s.consumerID, s.workerID, unseen)
 	release := reason == endReplicaStopping
 	if release {
 		// Tell the worker before the stream ends (best effort).

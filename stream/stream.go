@@ -267,12 +267,54 @@ func (s *Service) Complete(ctx context.Context, req *connect.Request[workerv1.Co
 	if err != nil {
 		return nil, toConnect(ctx, s.logger, procedure, err)
 	}
-	st, err := s.eng.Complete(ctx, ref, json.RawMessage(outputs))
+	st, err := s.complete(ctx, ref, json.RawMessage(outputs))
 	if err != nil {
 		return nil, toConnect(ctx, s.logger, procedure, err)
 	}
-	s.settled(ctx, ref, st.Attempt)
 	return connect.NewResponse(&workerv1.CompleteResponse{Status: st.Status, Route: st.Route}), nil
+}
+
+// complete settles ref's assignment and frees its credit. When the stream
+// holding it is on this replica and work is known to wait, the same
+// transaction claims the task that takes the freed slot: one group commit
+// per slot instead of two (the settlement's, then the stream's claim's),
+// which is what bounds a worker whose every slot waits for its outcome to
+// commit before it takes the next task.
+func (s *Service) complete(ctx context.Context, ref engine.WorkerRef, outputs json.RawMessage) (engine.Settlement, error) {
+	h := s.reg.holder(ref.Occurrence)
+	next := h.refillFor(ref)
+	if next == nil {
+		st, err := s.eng.Complete(ctx, ref, outputs)
+		if err == nil {
+			s.settled(ctx, ref, st.Attempt)
+		}
+		return st, err
+	}
+	st, got, err := s.eng.CompleteAndClaim(ctx, ref, outputs, next)
+	if err != nil || st.Attempt == 0 {
+		return st, err
+	}
+	if !h.post(event{kind: eventSettled, occurrence: ref.Occurrence, attempt: st.Attempt, refilled: true, refill: got}) {
+		// The stream ended meanwhile: nobody will run them.
+		held := make([]engine.Held, len(got))
+		for i, g := range got {
+			held[i] = engine.Held{Occurrence: g.ID, Attempt: g.Attempt}
+		}
+		s.handBack(ctx, ref.ConsumerID, ref.WorkerID, held)
+	}
+	return st, nil
+}
+
+// handBack releases reservations no worker saw (attempt given back).
+func (s *Service) handBack(ctx context.Context, consumerID int64, workerID string, held []engine.Held) {
+	if len(held) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), handBackTimeout)
+	defer cancel()
+	if _, err := s.eng.HandBack(ctx, consumerID, workerID, held, true); err != nil {
+		s.logger.Error("handing back undelivered assignments failed; their locks lapse instead", "err", err)
+	}
 }
 
 // Fail reports that the work could not be done.
