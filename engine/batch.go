@@ -77,7 +77,7 @@ func (e *Engine) SettleBatch(ctx context.Context, consumerID int64, workerID str
 			out[i].Settlement, err = e.completeIn(ctx, q, ref, it.Outputs)
 		}
 		return err
-}, nil)
+	}, nil)
 	if err != nil {
 		return nil, wrap("settle batch", err)
 	}

@@ -77,8 +77,8 @@ type groupWrite struct {
 	refill   *ClaimRequest
 	settled  bool
 	refilled []queries.Occurrence
-	err       error
-	done      chan struct{}
+	err      error
+	done     chan struct{}
 }
 
 // Group commit defaults. A group's round trips and commit take a

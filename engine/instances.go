@@ -360,7 +360,7 @@ func (e *Engine) StartInstances(ctx context.Context, reqs []StartRequest) ([]Sta
 		var err error
 		rows[i], _, out[i].Created, err = e.insertStart(ctx, q, prepared[i])
 		return err
-}, nil)
+	}, nil)
 	if err != nil {
 		return nil, wrap("start instances", err)
 	}

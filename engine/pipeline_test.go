@@ -84,3 +84,56 @@ func TestAFailedCommitLeavesItsConnectionReusable(t *testing.T) {
 		t.Fatalf("%d rows after the failed commit (%v), want 0", n, err)
 	}
 }
+
+// TestAQuerySentWithCommitCountsOnlyIfItCommits: commitWithNext sends a
+// query with COMMIT; its rows read fine, and a COMMIT that fails (a
+// deferred constraint) is reported by their Err and by Commit, and the
+// connection is reused.
+func TestAQuerySentWithCommitCountsOnlyIfItCommits(t *testing.T) {
+	ctx := context.Background()
+	log := &sqlLog{}
+	pool := poolLike(t, setup(t), func(c *pgxpool.Config) { c.MaxConns = 1; c.ConnConfig.Tracer = log })
+	if _, err := pool.Exec(ctx, "create table with_commit (n int unique deferrable initially deferred)"); err != nil {
+		t.Fatal(err)
+	}
+	const insert = "-- name: WithCommit :exec\ninsert into with_commit values ($1)"
+	for _, dup := range []bool{false, true} {
+		batches := log.batchCount()
+		var n int
+		var rowsErr error
+		err := inPipeTx(ctx, pool, false, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, insert, 1); err != nil {
+				return err
+			}
+			if dup {
+				if _, err := tx.Exec(ctx, insert, 1); err != nil {
+					return err
+				}
+			}
+			tx.(*pipeTx).commitWithNext()
+			rows, err := tx.Query(ctx, "select count(*)::int from with_commit")
+			if err != nil {
+				return err
+			}
+			for rows.Next() {
+				if err := rows.Scan(&n); err != nil {
+					return err
+				}
+			}
+			rowsErr = rows.Err()
+			return nil
+		})
+		if got := log.batchCount() - batches; got != 1 {
+			t.Errorf("dup %v: %d round trips, want 1", dup, got)
+		}
+		if !dup && (err != nil || rowsErr != nil || n != 1) {
+			t.Fatalf("read %d, rows %v, commit %v; want 1 and no error", n, rowsErr, err)
+		}
+		if dup && (!isUniqueViolation(err, "") || !isUniqueViolation(rowsErr, "")) {
+			t.Fatalf("commit %v, rows %v; want the unique violation from both", err, rowsErr)
+		}
+		if _, err := pool.Exec(ctx, "delete from with_commit"); err != nil {
+			t.Fatalf("the connection after it: %v", err)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package stream_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -346,4 +347,44 @@ func TestUnaryCallsAndTheirRefusals(t *testing.T) {
 	}
 	_, err = extend(st, "w3", d.GetOccurrenceId(), time.Minute)
 	wantRefusal(t, "a settle token anywhere else", err, "unauthenticated", "unauthorized")
+}
+
+// TestACompletionFillsItsSlotInItsOwnTransaction: with work waiting, the
+// completion of a stream's assignment claims the next one in its own
+// transaction (one commit per slot); once the queue is empty, work that
+// arrives later is still pushed.
+func TestACompletionFillsItsSlotInItsOwnTransaction(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	for i := range 3 {
+		start(t, f.env, fmt.Sprint("Acme ", i))
+	}
+	c := newClient(t, "connect", f.env.URL)
+	s := open(t, c, f.consumer, subscribeRequest("w", 1))
+	xmin := func(id string) string {
+		var x string
+		if err := f.env.Pool.QueryRow(context.Background(), "select xmin::text from occurrences where id = $1", id).Scan(&x); err != nil {
+			t.Fatal(err)
+		}
+		return x
+	}
+	a := s.assignment(5 * time.Second)
+	for range 2 {
+		if _, err := complete(c, f.consumer, "w", a.GetOccurrenceId(), outputs("created", "C")); err != nil {
+			t.Fatal(err)
+		}
+		next := s.assignment(5 * time.Second)
+		if x, y := xmin(a.GetOccurrenceId()), xmin(next.GetOccurrenceId()); x != y {
+			t.Errorf("completed in transaction %s, next assigned in %s; want one transaction", x, y)
+		}
+		a = next
+	}
+	if _, err := complete(c, f.consumer, "w", a.GetOccurrenceId(), outputs("created", "C")); err != nil {
+		t.Fatal(err)
+	}
+	s.quiet(200 * time.Millisecond)
+	inst := start(t, f.env, "Later")
+	if got := s.assignment(5 * time.Second); got.GetInstanceId() != inst {
+		t.Fatalf("assigned %v; want the later instance's occurrence", got)
+	}
 }
