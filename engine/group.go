@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime/debug"
 	"sync"
@@ -270,7 +271,7 @@ func (g *groupCommit) run(ctx context.Context, group []*groupWrite) {
 		for i, w := range group {
 			w.err = refusals[i]
 		}
-	case pgfault.Lost(err):
+	case pgfault.Lost(err), errors.Is(err, errCommitUnknown):
 		for _, w := range group {
 			w.err = err
 		}

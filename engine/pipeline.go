@@ -10,6 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/relais/relais/internal/pgfault"
 )
 
 // pipeTx is one transaction whose statements travel in as few round trips
@@ -169,9 +171,33 @@ func (t *pipeTx) queryCommitting(ctx context.Context, sql string, args []any) (p
 		t.endFailed(ctx)
 		return nil, err
 	}
-	t.last = &batchRows{Rows: rows, br: br, commit: func() error { return t.readCommit(ctx, br) }}
+	t.last = &batchRows{Rows: rows, br: br, commit: func(rowsErr error) error {
+		if rowsErr == nil {
+			return t.readCommit(ctx, br)
+		}
+		// pgx answers the rows' error for every statement after them:
+		// the COMMIT's answer is read (and dropped) by Close.
+		_ = br.Close()
+		t.endFailed(ctx)
+		var pgErr *pgconn.PgError
+		if errors.As(rowsErr, &pgErr) || pgfault.Lost(rowsErr) {
+			// The server failed the statement (it skipped the COMMIT),
+			// or the connection broke.
+			t.commitErr = rowsErr
+		} else {
+			// A row this process could not read: the COMMIT may have
+			// succeeded.
+			t.commitErr = fmt.Errorf("%w: %w", errCommitUnknown, rowsErr)
+		}
+		return t.commitErr
+	}}
 	return t.last, nil
 }
+
+// errCommitUnknown is the error of a transaction whose COMMIT was sent but
+// whose outcome could not be read: like a lost connection's, its writes
+// must not be run again as if they had failed.
+var errCommitUnknown = errors.New("engine: the outcome of a COMMIT is unknown")
 
 // readCommit reads the answer of the COMMIT that ends br, and closes it.
 func (t *pipeTx) readCommit(ctx context.Context, br pgx.BatchResults) error {
@@ -228,9 +254,9 @@ type batchRows struct {
 	br     pgx.BatchResults
 	closed bool
 	err    error
-	// commit, when set, reads the COMMIT sent after the rows and closes
-	// the batch (see commitWithNext).
-	commit func() error
+	// commit, when set, reads the COMMIT sent after the rows, told their
+	// error, and closes the batch (see commitWithNext).
+	commit func(rowsErr error) error
 }
 
 func (r *batchRows) Close() {
@@ -240,12 +266,7 @@ func (r *batchRows) Close() {
 	r.closed = true
 	r.Rows.Close()
 	if r.commit != nil {
-		if r.Rows.Err() != nil {
-			// The COMMIT then answers ROLLBACK, or nothing.
-			_ = r.commit()
-			return
-		}
-		r.err = r.commit()
+		r.err = r.commit(r.Rows.Err())
 		return
 	}
 	r.err = r.br.Close()

@@ -3,6 +3,7 @@ package stream
 import (
 	"context"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -117,6 +118,13 @@ func (s *session) post(e event) bool {
 	default:
 	}
 	return true
+}
+
+// requeue puts events back at the head of the inbox, for end to find.
+func (s *session) requeue(events []event) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.inbox = append(slices.Clone(events), s.inbox...)
 }
 
 // close ends the inbox and returns what was left in it.
@@ -400,16 +408,19 @@ func (r *runner) claim(ctx context.Context) error {
 		svc.reg.hold(s, g.ID)
 	}
 	svc.claimed.Add(float64(len(got)))
+	if len(got) == want {
+		// There may be more: ask again once a slot frees, and let the
+		// completions of these assignments ask (published before they are
+		// sent, so that the first completion finds it).
+		r.dirty = true
+		r.publishRefill()
+	}
 	for _, g := range got {
 		if err := r.send(&workerv1.WorkerEvent{Event: &workerv1.WorkerEvent_Assignment{Assignment: assignment(g)}}); err != nil {
 			return err
 		}
 	}
-	switch {
-	case len(got) == want:
-		// There may be more: ask again once a slot frees.
-		r.dirty = true
-	case len(got) == 0:
+	if len(got) == 0 {
 		if due, ok, err := svc.eng.NextClaimable(ctx, s.pairs); err == nil && ok {
 			r.wakeAt(due.Add(dueSlack))
 		}
@@ -419,9 +430,18 @@ func (r *runner) claim(ctx context.Context) error {
 
 // handle processes events posted to the session. It returns a reason when
 // the stream must end, and the error to end it with.
-func (r *runner) handle(ctx context.Context, events []event) (string, error) {
+func (r *runner) handle(ctx context.Context, events []event) (reason string, err error) {
 	s := r.s
-	for _, e := range events {
+	i := 0
+	defer func() {
+		if reason != "" && i+1 < len(events) {
+			// The stream ends: the refills of the events left are handed
+			// back with the inbox (see end).
+			s.requeue(events[i+1:])
+		}
+	}()
+	for ; i < len(events); i++ {
+		e := events[i]
 		switch e.kind {
 		case eventCancel:
 			if _, ok := s.held[e.occurrence]; ok {
@@ -457,28 +477,32 @@ func (r *runner) handle(ctx context.Context, events []event) (string, error) {
 
 // refilled takes what a settlement claimed for the stream: it holds and
 // pushes what its credit allows, and hands the rest back (the slot was
-// filled meanwhile, or the stream drains). An empty claim means the queue
-// was empty: settlements stop claiming until work is announced.
+// filled meanwhile, or the stream drains). An empty claim changes nothing:
+// with a slot free and work thought to wait, the runner claims itself, and
+// its empty claim is what stops the refills (a wake-up that came since the
+// settlement's claim must not be forgotten).
 func (r *runner) refilled(ctx context.Context, got []engine.Reservation) error {
 	svc, s := r.svc, r.s
-	if len(got) == 0 {
-		r.dirty = false
-		return nil
-	}
 	var extra []engine.Held
+	var take []engine.Reservation
 	for _, g := range got {
 		if r.draining || len(s.held) >= s.credit {
 			extra = append(extra, engine.Held{Occurrence: g.ID, Attempt: g.Attempt})
 			continue
 		}
+		// Held before it is sent: if a send fails, the stream's end hands
+		// back all it holds.
 		s.held[g.ID] = g.Attempt
 		svc.reg.hold(s, g.ID)
-		svc.claimed.Add(1)
+		take = append(take, g)
+	}
+	svc.handBack(ctx, s.consumerID, s.workerID, extra)
+	svc.claimed.Add(float64(len(take)))
+	for _, g := range take {
 		if err := r.send(&workerv1.WorkerEvent{Event: &workerv1.WorkerEvent_Assignment{Assignment: assignment(g)}}); err != nil {
 			return err
 		}
 	}
-	svc.handBack(ctx, s.consumerID, s.workerID, extra)
 	return nil
 }
 

@@ -168,12 +168,16 @@ type streamSession struct {
 	// added to the run's WaitGroup once its drain waits on it).
 	draining bool
 	tasks    map[string]*streamTask
-	// waiting holds tasks pushed while every slot was taken. The server
-	// frees a slot's credit when its outcome commits and pushes the next
-	// task at once, which can arrive before the outcome's answer frees the
-	// slot here: the task waits for it (at most one per slot) instead of
-	// being released.
-	waiting []*Task
+}
+
+// waitingTask is a streamed task waiting for a slot. The server frees a
+// slot's credit when its outcome commits and pushes the next task at once,
+// which can arrive before the outcome's answer frees the slot here: the
+// task waits for it (at most one per slot, across the run's streams)
+// instead of being released.
+type waitingTask struct {
+	s *streamSession
+	t *Task
 }
 
 // streamTask is a streamed task its Cancellation may end.
@@ -261,6 +265,7 @@ func (s *streamSession) read(stream *connect.ServerStreamForClient[workerv1.Work
 		delete(s.tasks, id)
 	}
 	s.mu.Unlock()
+	s.dropWaiting(false)
 	s.mu.Lock()
 	draining := s.draining
 	s.mu.Unlock()
@@ -309,23 +314,59 @@ func (s *streamSession) assigned(t *Task) {
 		r.handBack(t, log)
 		return
 	}
-	if !r.tryAcquire() {
-		r.wg.Add(1)
-		if len(s.waiting) < r.w.cfg.Concurrency {
-			s.waiting = append(s.waiting, t)
-			s.mu.Unlock()
-			return
-		}
+	if r.tryAcquire() {
+		s.startLocked(t)
 		s.mu.Unlock()
-		log.Error("server sent more tasks than the worker's concurrency; releasing one")
-		go func() {
-			defer r.wg.Done()
-			r.handBack(t, log)
-		}()
 		return
 	}
-	s.startLocked(t)
 	s.mu.Unlock()
+	if r.wait(s, t) {
+		return
+	}
+	r.wg.Add(1)
+	log.Error("server sent more tasks than the worker's concurrency; releasing one")
+	go func() {
+		defer r.wg.Done()
+		r.handBack(t, log)
+	}()
+}
+
+// wait queues t for the next slot to free, or starts it if one freed
+// meanwhile; false when as many tasks wait as there are slots.
+func (r *run) wait(s *streamSession, t *Task) bool {
+	r.waitMu.Lock()
+	defer r.waitMu.Unlock()
+	// freeSlot frees a slot under waitMu: one freed since assigned's
+	// tryAcquire is seen here.
+	if r.tryAcquire() {
+		if !s.startIfLive(t) {
+			r.release(1)
+			return false
+		}
+		return true
+	}
+	if len(r.waiting) >= r.w.cfg.Concurrency {
+		return false
+	}
+	r.wg.Add(1)
+	r.waiting = append(r.waiting, waitingTask{s: s, t: t})
+	return true
+}
+
+// startIfLive runs t in a slot already taken, unless s drains or ended.
+func (s *streamSession) startIfLive(t *Task) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	select {
+	case <-s.ended:
+		return false
+	default:
+	}
+	if s.draining {
+		return false
+	}
+	s.startLocked(t)
+	return true
 }
 
 // startLocked runs t in a slot already taken; s.mu is held.
@@ -340,7 +381,7 @@ func (s *streamSession) startLocked(t *Task) {
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
-		defer s.freeSlot()
+		defer r.freeSlot()
 		defer func() {
 			s.mu.Lock()
 			if s.tasks[t.ID] == entry {
@@ -352,32 +393,56 @@ func (s *streamSession) startLocked(t *Task) {
 	}()
 }
 
-// freeSlot passes a finished task's slot to the first waiting task, or
-// frees it.
-func (s *streamSession) freeSlot() {
-	s.mu.Lock()
-	if len(s.waiting) > 0 && !s.draining {
-		t := s.waiting[0]
-		s.waiting = s.waiting[1:]
-		s.startLocked(t)
-		s.mu.Unlock()
-		s.r.wg.Done() // its wait, now a run
-		return
+// freeSlot passes a finished task's slot to the first waiting task whose
+// stream still lives, or frees it.
+func (r *run) freeSlot() {
+	r.waitMu.Lock()
+	defer r.waitMu.Unlock()
+	for len(r.waiting) > 0 {
+		w := r.waiting[0]
+		r.waiting = r.waiting[1:]
+		if w.s.startIfLive(w.t) {
+			r.wg.Done() // its wait, now a run
+			return
+		}
+		// Its stream drains (hand it back) or ended (the server took it
+		// back).
+		go func() {
+			defer r.wg.Done()
+			select {
+			case <-w.s.ended:
+			default:
+				r.handBack(w.t, r.w.log.With(taskAttrs(w.t)...))
+			}
+		}()
 	}
-	s.mu.Unlock()
-	s.r.release(1)
+	r.release(1)
 }
 
-// handBackWaiting releases the tasks waiting for a slot (in the
-// background, counted by the run's WaitGroup): none starts any more, since
-// s.draining is set.
-func (s *streamSession) handBackWaiting() {
-	s.mu.Lock()
-	waiting := s.waiting
-	s.waiting = nil
-	s.mu.Unlock()
+// dropWaiting takes s's waiting tasks out of the queue: none starts any
+// more. With release, they are handed back (in the background, counted by
+// the run's WaitGroup); without, the stream ended and the server took
+// back what it held.
+func (s *streamSession) dropWaiting(release bool) {
 	r := s.r
-	for _, t := range waiting {
+	r.waitMu.Lock()
+	var mine []*Task
+	kept := r.waiting[:0]
+	for _, w := range r.waiting {
+		if w.s == s {
+			mine = append(mine, w.t)
+		} else {
+			kept = append(kept, w)
+		}
+	}
+	clear(r.waiting[len(kept):])
+	r.waiting = kept
+	r.waitMu.Unlock()
+	for _, t := range mine {
+		if !release {
+			r.wg.Done()
+			continue
+		}
 		go func() {
 			defer r.wg.Done()
 			r.handBack(t, r.w.log.With(taskAttrs(t)...))
@@ -386,19 +451,21 @@ func (s *streamSession) handBackWaiting() {
 }
 
 func (s *streamSession) cancelTask(id string, cause error) {
+	r := s.r
+	r.waitMu.Lock()
+	for i, w := range r.waiting {
+		if w.s == s && w.t.ID == id {
+			// Never started: nothing to cancel or settle.
+			r.waiting = append(r.waiting[:i], r.waiting[i+1:]...)
+			r.w.log.Warn("task cancelled by Relais before it started", "occurrence", id, "cause", cause)
+			r.wg.Done()
+			break
+		}
+	}
+	r.waitMu.Unlock()
 	s.mu.Lock()
 	t := s.tasks[id]
 	delete(s.tasks, id)
-	for i, w := range s.waiting {
-		if w.ID == id {
-			// Never started: nothing to cancel or settle.
-			s.waiting = append(s.waiting[:i], s.waiting[i+1:]...)
-			s.mu.Unlock()
-			s.r.w.log.Warn("task cancelled by Relais before it started", "occurrence", id, "cause", cause)
-			s.r.wg.Done()
-			return
-		}
-	}
 	s.mu.Unlock()
 	if t != nil {
 		s.r.w.log.Warn("task cancelled by Relais; cancelling the handler", "occurrence", id, "cause", cause)
@@ -469,7 +536,7 @@ func (s *streamSession) drain() {
 	s.mu.Lock()
 	s.draining = true
 	s.mu.Unlock()
-	s.handBackWaiting()
+	s.dropWaiting(true)
 	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
 	defer cancel()
 	if _, err := s.c.api.Drain(ctx, request(s.c, &workerv1.DrainRequest{StreamId: s.id})); err != nil {
@@ -483,7 +550,7 @@ func (s *streamSession) close() {
 	s.mu.Lock()
 	s.draining = true
 	s.mu.Unlock()
-	s.handBackWaiting()
+	s.dropWaiting(true)
 	s.cancel()
 	s.done.Wait()
 }

@@ -357,6 +357,11 @@ type run struct {
 	handling atomic.Int64
 	// stream is the worker stream in use, if any.
 	stream *streamSession
+	// waiting holds streamed tasks waiting for a slot (see
+	// streamSession.assigned), under waitMu, which is taken before a
+	// session's mu, never after.
+	waitMu  sync.Mutex
+	waiting []waitingTask
 }
 
 // drain waits for in-flight tasks, cancelling them past the shutdown
