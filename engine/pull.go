@@ -264,21 +264,41 @@ func (e *Engine) Complete(ctx context.Context, ref WorkerRef, outputs json.RawMe
 // COMMIT: a worker stream fills the slot an outcome frees without a
 // transaction and a commit of its own. It claims one task (next.MaxTasks
 // is not read); the settlements of a group that ask with one ClaimRequest
-// share one claim. A refused completion claims
-// nothing. Reservations that cannot be delivered (their inputs fail to
-// unseal) are handed back, released.
+// share one claim. A refused completion claims nothing. Reservations that
+// cannot be delivered (their inputs fail to unseal) are handed back,
+// released.
 func (e *Engine) CompleteAndClaim(ctx context.Context, ref WorkerRef, outputs json.RawMessage, next *ClaimRequest) (Settlement, []Reservation, error) {
+	out, got, err := e.settleAndClaim(ctx, ref, next, func(ctx context.Context, q *queries.Queries) (Settlement, error) {
+		return e.completeIn(ctx, q, ref, outputs)
+	})
+	return out, got, wrap("complete", err)
+}
+
+// FailAndClaim is Fail, then the claim of next, as CompleteAndClaim.
+func (e *Engine) FailAndClaim(ctx context.Context, ref WorkerRef, f Failure, next *ClaimRequest) (Settlement, []Reservation, error) {
+	if err := e.checkFailure(f); err != nil {
+		return Settlement{}, nil, err
+	}
+	out, got, err := e.settleAndClaim(ctx, ref, next, func(ctx context.Context, q *queries.Queries) (Settlement, error) {
+		return e.failIn(ctx, q, ref, f)
+	})
+	return out, got, wrap("fail", err)
+}
+
+// settleAndClaim runs settle as a group write that, if it settled an
+// attempt now, claims next with its COMMIT (see Engine.refill).
+func (e *Engine) settleAndClaim(ctx context.Context, ref WorkerRef, next *ClaimRequest, settle func(ctx context.Context, q *queries.Queries) (Settlement, error)) (Settlement, []Reservation, error) {
 	var out Settlement
 	w := &groupWrite{ctx: ctx, occurrence: ref.Occurrence, refill: next, done: make(chan struct{})}
 	w.apply = func(ctx context.Context, q *queries.Queries) error {
 		var err error
 		w.settled, w.refilled = false, nil
-		out, err = e.completeIn(ctx, q, ref, outputs)
+		out, err = settle(ctx, q)
 		w.settled = err == nil && out.Attempt != 0
 		return err
 	}
 	if err := e.group.submit(ctx, w); err != nil {
-		return out, nil, wrap("complete", err)
+		return out, nil, err
 	}
 	if len(w.refilled) == 0 {
 		return out, nil, nil
@@ -289,7 +309,7 @@ func (e *Engine) CompleteAndClaim(ctx context.Context, ref WorkerRef, outputs js
 		for i, o := range w.refilled {
 			held[i] = Held{Occurrence: o.ID, Attempt: int(o.Attempts)}
 		}
-		e.logger.Error("delivering the claim made with a completion failed; handing it back", "err", err)
+		e.logger.Error("delivering the claim made with a settlement failed; handing it back", "err", err)
 		if _, err := e.HandBack(context.WithoutCancel(ctx), next.ConsumerID, next.WorkerID, held, true); err != nil {
 			e.logger.Error("handing back an undeliverable claim failed; its locks lapse instead", "err", err)
 		}

@@ -129,3 +129,23 @@ func TestAGroupsCompletionsShareOneClaim(t *testing.T) {
 		t.Errorf("%d claims for a group of %d completions; want one", n, len(held))
 	}
 }
+
+// TestAFailureClaimsTheNextTaskWithItsCommit: a failure frees its slot as
+// a completion does, and claims for it the same way.
+func TestAFailureClaimsTheNextTaskWithItsCommit(t *testing.T) {
+	t.Parallel()
+	e, _, c, r := refillEngine(t, 2)
+	st, got, err := e.FailAndClaim(context.Background(), WorkerRef{ConsumerID: c, WorkerID: "w", Occurrence: r.ID}, Failure{ErrorCode: "CRM_DOWN", Message: "down"}, refillOf(c))
+	if err != nil || st.Attempt != 1 {
+		t.Fatalf("failure: %+v, %v", st, err)
+	}
+	if len(got) != 1 || got[0].ID == r.ID {
+		t.Fatalf("claimed %+v; want one other occurrence", got)
+	}
+	if a, b := xmin(t, e, r.ID), xmin(t, e, got[0].ID); a != b {
+		t.Errorf("failed in transaction %s, next claimed in %s; want one transaction", a, b)
+	}
+	if _, _, err := e.FailAndClaim(context.Background(), WorkerRef{ConsumerID: c, WorkerID: "w", Occurrence: got[0].ID}, Failure{}, refillOf(c)); err == nil {
+		t.Error("a failure without an error code was accepted")
+	}
+}

@@ -281,16 +281,28 @@ func (s *Service) Complete(ctx context.Context, req *connect.Request[workerv1.Co
 // which is what bounds a worker whose every slot waits for its outcome to
 // commit before it takes the next task.
 func (s *Service) complete(ctx context.Context, ref engine.WorkerRef, outputs json.RawMessage) (engine.Settlement, error) {
+	return s.settle(ctx, ref, func() (engine.Settlement, error) {
+		return s.eng.Complete(ctx, ref, outputs)
+	}, func(next *engine.ClaimRequest) (engine.Settlement, []engine.Reservation, error) {
+		return s.eng.CompleteAndClaim(ctx, ref, outputs, next)
+	})
+}
+
+// settle settles ref's assignment: alone, or, when the stream holding it
+// is on this replica and work is known to wait, with the claim that fills
+// the slot it frees (see complete).
+func (s *Service) settle(ctx context.Context, ref engine.WorkerRef, alone func() (engine.Settlement, error),
+	withClaim func(next *engine.ClaimRequest) (engine.Settlement, []engine.Reservation, error)) (engine.Settlement, error) {
 	h := s.reg.holder(ref.Occurrence)
 	next := h.refillFor(ref)
 	if next == nil {
-		st, err := s.eng.Complete(ctx, ref, outputs)
+		st, err := alone()
 		if err == nil {
 			s.settled(ctx, ref, st.Attempt)
 		}
 		return st, err
 	}
-	st, got, err := s.eng.CompleteAndClaim(ctx, ref, outputs, next)
+	st, got, err := withClaim(next)
 	if err != nil || st.Attempt == 0 {
 		return st, err
 	}
@@ -338,11 +350,14 @@ func (s *Service) Fail(ctx context.Context, req *connect.Request[workerv1.FailRe
 		left := int(m.GetAttemptsLeft())
 		f.AttemptsLeft = &left
 	}
-	st, err := s.eng.Fail(ctx, ref, f)
+	st, err := s.settle(ctx, ref, func() (engine.Settlement, error) {
+		return s.eng.Fail(ctx, ref, f)
+	}, func(next *engine.ClaimRequest) (engine.Settlement, []engine.Reservation, error) {
+		return s.eng.FailAndClaim(ctx, ref, f, next)
+	})
 	if err != nil {
 		return nil, toConnect(ctx, s.logger, procedure, err)
 	}
-	s.settled(ctx, ref, st.Attempt)
 	res := &workerv1.FailResponse{Status: st.Status, AttemptsLeft: int32(st.AttemptsLeft)}
 	if st.AvailableAt != nil {
 		res.AvailableAt = timestamppb.New(*st.AvailableAt)
