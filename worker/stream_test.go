@@ -10,7 +10,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -292,5 +294,67 @@ func TestStreamTaskPushedBeforeTheOutcomesAnswerWaitsForItsSlot(t *testing.T) {
 		if a := r.occurrenceOf(t, id)["attempts"].([]any); len(a) != 1 {
 			t.Errorf("instance %s: attempts %v, want one", id, a)
 		}
+	}
+}
+
+// A task pushed on a new stream while the only slot is still held by a
+// task of the stream that ended (its handler ignoring the cancellation)
+// waits for that slot, and runs once the old handler returns: slots are
+// the run's, whatever stream the waiting task came on.
+func TestStreamTaskWaitsForASlotAcrossAReconnect(t *testing.T) {
+	r := newRelais(t, nil)
+	other := r.env.Replica()
+	var serving atomic.Pointer[relaistest.Env]
+	serving.Store(r.env)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		serving.Load().Handler.ServeHTTP(w, req)
+	}))
+	t.Cleanup(srv.Close)
+
+	inst := r.start(t, "Acme")
+	started := make(chan struct{}, 4)
+	unblock := make(chan struct{})
+	var calls atomic.Int32
+	w, err := New(Config{URL: srv.URL, Token: r.consumer, WorkerID: "reconnecting", Concurrency: 1,
+		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Handle(def, nil, func(ctx context.Context, task *Task) (any, error) {
+		started <- struct{}{}
+		if calls.Add(1) == 1 {
+			<-unblock // ignores its context: keeps the slot after its stream ended
+		}
+		return created(ctx, task)
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			t.Error("Run did not return")
+		}
+	})
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the task never started")
+	}
+	// The replica stops: its stream hands the task back and ends; the
+	// worker subscribes again, to the other replica, which pushes the task
+	// again while the first handler still holds the only slot.
+	serving.Store(other)
+	r.env.Drain()
+	relaistest.WaitFor(t, 10*time.Second, "the worker subscribes to the other replica", func() (bool, string) {
+		items := other.Must(200, "GET", "/api/v1/workers", other.Operator, nil).JSON(t)["items"].([]any)
+		return len(items) > 0, fmt.Sprint(items)
+	})
+	time.Sleep(200 * time.Millisecond) // the task pushed meanwhile waits
+	close(unblock)
+	if got := other.WaitEnded(inst, 10*time.Second)["status"]; got != "completed" {
+		t.Fatalf("instance %v; want completed once the slot freed", got)
 	}
 }
