@@ -358,3 +358,49 @@ func TestStreamTaskWaitsForASlotAcrossAReconnect(t *testing.T) {
 		t.Fatalf("instance %v; want completed once the slot freed", got)
 	}
 }
+
+// The credit holds while completions refill their slots and the stream
+// claims on its own: at no point does the worker hold more reservations
+// than its Concurrency (sampled from the database while 60 tasks run).
+func TestStreamNeverHoldsMoreThanItsConcurrency(t *testing.T) {
+	r := newRelais(t, nil)
+	const concurrency, n = 3, 60
+	var insts []string
+	for i := range n {
+		insts = append(insts, r.start(t, fmt.Sprint("Acme", i)))
+	}
+	sampled := make(chan int, 1)
+	stop := make(chan struct{})
+	go func() {
+		most := 0
+		defer func() { sampled <- most }()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			var held int
+			if err := r.env.Pool.QueryRow(context.Background(),
+				"select count(*) from occurrences where worker_id = 'stream-worker' and status = 'reserved'").Scan(&held); err == nil {
+				most = max(most, held)
+			}
+		}
+	}()
+	run := r.run(t, Config{Concurrency: concurrency}, func(ctx context.Context, task *Task) (any, error) {
+		time.Sleep(time.Millisecond)
+		return created(ctx, task)
+	})
+	for _, id := range insts {
+		if got := r.env.WaitEnded(id, 20*time.Second)["status"]; got != "completed" {
+			t.Errorf("instance %s %v", id, got)
+		}
+	}
+	close(stop)
+	if most := <-sampled; most > concurrency || most == 0 {
+		t.Errorf("the worker held up to %d reservations at once; want between 1 and %d", most, concurrency)
+	}
+	if err := run.stop(t); err != nil {
+		t.Fatal(err)
+	}
+}
