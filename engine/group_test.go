@@ -513,13 +513,10 @@ func TestAClaimSharesItsGroupsCommit(t *testing.T) {
 	}
 }
 
-// TestAStartDoesNotQueueBehindSettlements: starts have lanes of their
-// own, so a start commits while every lane of the settlements is busy.
-func TestAStartDoesNotQueueBehindSettlements(t *testing.T) {
-	t.Parallel()
-	e := setup(t)
-	e.group = newGroupCommit(e, 1)
-	prepare(t, e, "")
+// startPastAHeldLane starts an instance while e's settlement lane is held,
+// failing with what unless it commits within 10 s.
+func startPastAHeldLane(t *testing.T, e *Engine, what string) {
+	t.Helper()
 	release := holdLane(t, e)
 	defer release()
 	done := make(chan error, 1)
@@ -533,8 +530,18 @@ func TestAStartDoesNotQueueBehindSettlements(t *testing.T) {
 			t.Fatal(err)
 		}
 	case <-time.After(10 * time.Second):
-		t.Fatal("a start waited for the settlements' lane")
+		t.Fatal(what)
 	}
+}
+
+// TestAStartDoesNotQueueBehindSettlements: starts have lanes of their
+// own, so a start commits while every lane of the settlements is busy.
+func TestAStartDoesNotQueueBehindSettlements(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.group = newGroupCommit(e, 1)
+	prepare(t, e, "")
+	startPastAHeldLane(t, e, "a start waited for the settlements' lane")
 }
 
 // TestACallerGoneBeforeItsTurnTakesNoLane: a write whose caller gave up
@@ -632,21 +639,7 @@ func TestAStuckGroupDoesNotStallTheWritesBehindIt(t *testing.T) {
 	e := setupLanes(t, 2)
 	e.group.spill = 5 * time.Millisecond
 	prepare(t, e, "")
-	release := holdLane(t, e)
-	defer release()
-	done := make(chan error, 1)
-	go func() {
-		_, err := start(e, "Acme")
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("a start waited for a stuck group")
-	}
+	startPastAHeldLane(t, e, "a start waited for a stuck group")
 	// With one lane, the writes wait for the stuck one, however long.
 	one := setupLanes(t, 1)
 	one.group.spill = time.Millisecond
