@@ -250,17 +250,12 @@ func canonicalOutputs(outputs json.RawMessage) []byte {
 // refused (invalid_outputs) and the reservation stays. An identical replay
 // of the completion answers the same.
 func (e *Engine) Complete(ctx context.Context, ref WorkerRef, outputs json.RawMessage) (Settlement, error) {
-	var out Settlement
-	err := e.group.write(ctx, ref.Occurrence, func(ctx context.Context, q *queries.Queries) error {
-		var err error
-		out, err = e.completeIn(ctx, q, ref, outputs)
-		return err
-	})
-	return out, wrap("complete", err)
+	out, _, err := e.CompleteAndClaim(ctx, ref, outputs, nil)
+	return out, err
 }
 
-// CompleteAndClaim is Complete, then, if the completion settled an
-// attempt now (not a replay), a claim of next sent with its transaction's
+// CompleteAndClaim is Complete, then, with next set and if the completion
+// settled an attempt now (not a replay), a claim of next sent with its transaction's
 // COMMIT: a worker stream fills the slot an outcome frees without a
 // transaction and a commit of its own. It claims one task (next.MaxTasks
 // is not read); the settlements of a group that ask with one ClaimRequest
@@ -274,7 +269,8 @@ func (e *Engine) CompleteAndClaim(ctx context.Context, ref WorkerRef, outputs js
 	return out, got, wrap("complete", err)
 }
 
-// FailAndClaim is Fail, then the claim of next, as CompleteAndClaim.
+// FailAndClaim is Fail, then the claim of next (if set), as
+// CompleteAndClaim.
 func (e *Engine) FailAndClaim(ctx context.Context, ref WorkerRef, f Failure, next *ClaimRequest) (Settlement, []Reservation, error) {
 	if err := e.checkFailure(f); err != nil {
 		return Settlement{}, nil, err
@@ -286,7 +282,8 @@ func (e *Engine) FailAndClaim(ctx context.Context, ref WorkerRef, f Failure, nex
 }
 
 // settleAndClaim runs settle as a group write that, if it settled an
-// attempt now, claims next with its COMMIT (see Engine.refill).
+// attempt now and next is set, claims next with its COMMIT (see
+// Engine.refill).
 func (e *Engine) settleAndClaim(ctx context.Context, ref WorkerRef, next *ClaimRequest, settle func(ctx context.Context, q *queries.Queries) (Settlement, error)) (Settlement, []Reservation, error) {
 	var out Settlement
 	w := &groupWrite{ctx: ctx, occurrence: ref.Occurrence, refill: next, done: make(chan struct{})}
@@ -449,16 +446,8 @@ const maxErrorMessage = 2000
 // fails terminally and the process's error handling decides. The message is
 // scrubbed of the occurrence's sensitive and secret values before storage.
 func (e *Engine) Fail(ctx context.Context, ref WorkerRef, f Failure) (Settlement, error) {
-	if err := e.checkFailure(f); err != nil {
-		return Settlement{}, err
-	}
-	var out Settlement
-	err := e.group.write(ctx, ref.Occurrence, func(ctx context.Context, q *queries.Queries) error {
-		var err error
-		out, err = e.failIn(ctx, q, ref, f)
-		return err
-	})
-	return out, wrap("fail", err)
+	out, _, err := e.FailAndClaim(ctx, ref, f, nil)
+	return out, err
 }
 
 // checkFailure refuses a malformed failure report before any lock is taken.

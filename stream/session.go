@@ -483,11 +483,10 @@ func (r *runner) handle(ctx context.Context, events []event) (reason string, err
 // settlement's claim must not be forgotten).
 func (r *runner) refilled(ctx context.Context, got []engine.Reservation) error {
 	svc, s := r.svc, r.s
-	var extra []engine.Held
-	var take []engine.Reservation
+	var extra, take []engine.Reservation
 	for _, g := range got {
 		if r.draining || len(s.held) >= s.credit {
-			extra = append(extra, engine.Held{Occurrence: g.ID, Attempt: g.Attempt})
+			extra = append(extra, g)
 			continue
 		}
 		// Held before it is sent: if a send fails, the stream's end hands
@@ -627,11 +626,9 @@ func (r *runner) end(ctx context.Context, reason string) {
 	defer cancel()
 	// Refills posted after the runner stopped reading were never seen by
 	// the worker: released, as a replica stopping releases.
-	var unseen []engine.Held
+	var unseen []engine.Reservation
 	for _, e := range s.close() {
-		for _, g := range e.refill {
-			unseen = append(unseen, engine.Held{Occurrence: g.ID, Attempt: g.Attempt})
-		}
+		unseen = append(unseen, e.refill...)
 	}
 	svc.handBack(ctx, s.consumerID, s.workerID, unseen)
 	release := reason == endReplicaStopping

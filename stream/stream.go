@@ -281,46 +281,39 @@ func (s *Service) Complete(ctx context.Context, req *connect.Request[workerv1.Co
 // which is what bounds a worker whose every slot waits for its outcome to
 // commit before it takes the next task.
 func (s *Service) complete(ctx context.Context, ref engine.WorkerRef, outputs json.RawMessage) (engine.Settlement, error) {
-	return s.settle(ctx, ref, func() (engine.Settlement, error) {
-		return s.eng.Complete(ctx, ref, outputs)
-	}, func(next *engine.ClaimRequest) (engine.Settlement, []engine.Reservation, error) {
+	return s.settle(ctx, ref, func(next *engine.ClaimRequest) (engine.Settlement, []engine.Reservation, error) {
 		return s.eng.CompleteAndClaim(ctx, ref, outputs, next)
 	})
 }
 
-// settle settles ref's assignment: alone, or, when the stream holding it
-// is on this replica and work is known to wait, with the claim that fills
-// the slot it frees (see complete).
-func (s *Service) settle(ctx context.Context, ref engine.WorkerRef, alone func() (engine.Settlement, error),
-	withClaim func(next *engine.ClaimRequest) (engine.Settlement, []engine.Reservation, error)) (engine.Settlement, error) {
+// settle settles ref's assignment with settle, given the claim that fills
+// the slot it frees when the stream holding it is on this replica and
+// work is known to wait (see complete), nil otherwise.
+func (s *Service) settle(ctx context.Context, ref engine.WorkerRef,
+	settle func(next *engine.ClaimRequest) (engine.Settlement, []engine.Reservation, error)) (engine.Settlement, error) {
 	h := s.reg.holder(ref.Occurrence)
 	next := h.refillFor(ref)
-	if next == nil {
-		st, err := alone()
-		if err == nil {
-			s.settled(ctx, ref, st.Attempt)
-		}
+	st, got, err := settle(next)
+	switch {
+	case err != nil || st.Attempt == 0:
 		return st, err
-	}
-	st, got, err := withClaim(next)
-	if err != nil || st.Attempt == 0 {
-		return st, err
-	}
-	if !h.post(event{kind: eventSettled, occurrence: ref.Occurrence, attempt: st.Attempt, refilled: true, refill: got}) {
+	case next == nil:
+		s.settled(ctx, ref, st.Attempt)
+	case !h.post(event{kind: eventSettled, occurrence: ref.Occurrence, attempt: st.Attempt, refilled: true, refill: got}):
 		// The stream ended meanwhile: nobody will run them.
-		held := make([]engine.Held, len(got))
-		for i, g := range got {
-			held[i] = engine.Held{Occurrence: g.ID, Attempt: g.Attempt}
-		}
-		s.handBack(ctx, ref.ConsumerID, ref.WorkerID, held)
+		s.handBack(ctx, ref.ConsumerID, ref.WorkerID, got)
 	}
 	return st, nil
 }
 
 // handBack releases reservations no worker saw (attempt given back).
-func (s *Service) handBack(ctx context.Context, consumerID int64, workerID string, held []engine.Held) {
-	if len(held) == 0 {
+func (s *Service) handBack(ctx context.Context, consumerID int64, workerID string, unseen []engine.Reservation) {
+	if len(unseen) == 0 {
 		return
+	}
+	held := make([]engine.Held, len(unseen))
+	for i, g := range unseen {
+		held[i] = engine.Held{Occurrence: g.ID, Attempt: g.Attempt}
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), handBackTimeout)
 	defer cancel()
@@ -350,9 +343,7 @@ func (s *Service) Fail(ctx context.Context, req *connect.Request[workerv1.FailRe
 		left := int(m.GetAttemptsLeft())
 		f.AttemptsLeft = &left
 	}
-	st, err := s.settle(ctx, ref, func() (engine.Settlement, error) {
-		return s.eng.Fail(ctx, ref, f)
-	}, func(next *engine.ClaimRequest) (engine.Settlement, []engine.Reservation, error) {
+	st, err := s.settle(ctx, ref, func(next *engine.ClaimRequest) (engine.Settlement, []engine.Reservation, error) {
 		return s.eng.FailAndClaim(ctx, ref, f, next)
 	})
 	if err != nil {
