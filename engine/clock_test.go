@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 func TestDBClockFollowsItsLatestTightReading(t *testing.T) {
@@ -52,10 +50,7 @@ func TestDBClockFollowsItsLatestTightReading(t *testing.T) {
 // claimable as soon as it commits); with no fresh reading it reads it.
 func TestAStartFollowsTheDatabaseClock(t *testing.T) {
 	ctx := context.Background()
-	base := setup(t)
-	prepare(t, base, "")
-	log := &sqlLog{}
-	e := New(poolLike(t, base, func(c *pgxpool.Config) { c.ConnConfig.Tracer = log }), Options{Keys: base.keys})
+	e, base, log := tracedEngine(t)
 	reads := func() int { return log.sent("-- name: Clock ") }
 	// The rule on slow readings is TestDBClockFollowsItsLatestTightReading's;
 	// here every reading counts, however loaded the machine.

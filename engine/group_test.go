@@ -30,12 +30,12 @@ func setupLanes(t testing.TB, lanes int) *Engine {
 	return e
 }
 
-// xactOf is the transaction that wrote an instance's row: writes grouped
-// together share it.
-func xactOf(t testing.TB, e *Engine, id uuid.UUID) string {
+// xactOf is the transaction that last wrote the row id of table
+// (instances or occurrences): writes grouped together share it.
+func xactOf(t testing.TB, e *Engine, table string, id uuid.UUID) string {
 	t.Helper()
 	var x string
-	if err := e.pool.QueryRow(context.Background(), "select xmin::text from instances where id = $1", id).Scan(&x); err != nil {
+	if err := e.pool.QueryRow(context.Background(), "select xmin::text from "+table+" where id = $1", id).Scan(&x); err != nil {
 		t.Fatal(err)
 	}
 	return x
@@ -120,7 +120,7 @@ func TestConcurrentWritesShareATransaction(t *testing.T) {
 	}
 	xacts := map[string]bool{}
 	for _, id := range ids {
-		xacts[xactOf(t, e, id)] = true
+		xacts[xactOf(t, e, "instances", id)] = true
 		if occs := occurrences(t, e, id); len(occs["crm"]) != 1 {
 			t.Fatalf("instance %s has occurrences %v, want one of crm", id, occs)
 		}
@@ -504,11 +504,7 @@ func TestAClaimSharesItsGroupsCommit(t *testing.T) {
 	if len(got) != 1 || got[0].InstanceID != inst.ID {
 		t.Fatalf("the claim got %v; want the occurrence the start before it in its group created", got)
 	}
-	var claimedIn string
-	if err := e.pool.QueryRow(context.Background(), "select xmin::text from occurrences where id = $1", got[0].ID).Scan(&claimedIn); err != nil {
-		t.Fatal(err)
-	}
-	if startedIn := xactOf(t, e, inst.ID); startedIn != claimedIn {
+	if startedIn, claimedIn := xactOf(t, e, "instances", inst.ID), xactOf(t, e, "occurrences", got[0].ID); startedIn != claimedIn {
 		t.Fatalf("the start (xact %s) and the claim (xact %s) were not committed together", startedIn, claimedIn)
 	}
 }

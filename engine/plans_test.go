@@ -54,10 +54,7 @@ func TestHotStatementsPlanGenericOnIndexesOnly(t *testing.T) {
 // and their statements the hot tag (a prepared statement of their own).
 func TestAClaimAndASettlementRunBehindHotPlans(t *testing.T) {
 	ctx := context.Background()
-	base := setup(t)
-	prepare(t, base, "")
-	log := &sqlLog{}
-	e := New(poolLike(t, base, func(c *pgxpool.Config) { c.ConnConfig.Tracer = log }), Options{Keys: base.keys})
+	e, base, log := tracedEngine(t)
 	if _, err := start(e, "hot"); err != nil {
 		t.Fatal(err)
 	}

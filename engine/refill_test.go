@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // refillEngine is an engine whose statements log records, with one
@@ -17,10 +16,7 @@ import (
 // first of n started instances.
 func refillEngine(t *testing.T, n int) (e *Engine, log *sqlLog, c int64, r Reservation) {
 	t.Helper()
-	base := setup(t)
-	prepare(t, base, "")
-	log = &sqlLog{}
-	e = New(poolLike(t, base, func(cfg *pgxpool.Config) { cfg.ConnConfig.Tracer = log }), Options{Keys: base.keys})
+	e, _, log = tracedEngine(t)
 	e.group = newGroupCommit(e, 1)
 	for range n {
 		if _, err := start(e, "Acme"); err != nil {
@@ -37,16 +33,6 @@ func refillOf(c int64) *ClaimRequest {
 
 var crmOutputs = json.RawMessage(`{"result":"created","crm_id":"C"}`)
 
-// xmin is the transaction that last wrote an occurrence's row.
-func xmin(t testing.TB, e *Engine, id uuid.UUID) string {
-	t.Helper()
-	var x string
-	if err := e.pool.QueryRow(context.Background(), "select xmin::text from occurrences where id = $1", id).Scan(&x); err != nil {
-		t.Fatal(err)
-	}
-	return x
-}
-
 // TestACompletionClaimsTheNextTaskWithItsCommit: the claim a completion
 // asks for commits in its transaction, sent in the round trip of its
 // COMMIT.
@@ -60,7 +46,7 @@ func TestACompletionClaimsTheNextTaskWithItsCommit(t *testing.T) {
 	if len(got) != 1 || got[0].ID == r.ID || got[0].Attempt != 1 {
 		t.Fatalf("claimed %+v; want one other occurrence, attempt 1", got)
 	}
-	if a, b := xmin(t, e, r.ID), xmin(t, e, got[0].ID); a != b {
+	if a, b := xactOf(t, e, "occurrences", r.ID), xactOf(t, e, "occurrences", got[0].ID); a != b {
 		t.Errorf("completed in transaction %s, next claimed in %s; want one transaction", a, b)
 	}
 	log.mu.Lock()
@@ -142,7 +128,7 @@ func TestAFailureClaimsTheNextTaskWithItsCommit(t *testing.T) {
 	if len(got) != 1 || got[0].ID == r.ID {
 		t.Fatalf("claimed %+v; want one other occurrence", got)
 	}
-	if a, b := xmin(t, e, r.ID), xmin(t, e, got[0].ID); a != b {
+	if a, b := xactOf(t, e, "occurrences", r.ID), xactOf(t, e, "occurrences", got[0].ID); a != b {
 		t.Errorf("failed in transaction %s, next claimed in %s; want one transaction", a, b)
 	}
 	if _, _, err := e.FailAndClaim(context.Background(), WorkerRef{ConsumerID: c, WorkerID: "w", Occurrence: got[0].ID}, Failure{}, refillOf(c)); err == nil {

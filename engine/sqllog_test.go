@@ -84,3 +84,14 @@ func poolLike(t testing.TB, e *Engine, tune func(*pgxpool.Config)) *pgxpool.Pool
 	t.Cleanup(pool.Close)
 	return pool
 }
+
+// tracedEngine is an engine on a prepared database (see prepare) whose
+// statements log records, and base, an engine on the same database
+// untraced.
+func tracedEngine(t testing.TB) (e, base *Engine, log *sqlLog) {
+	t.Helper()
+	base = setup(t)
+	prepare(t, base, "")
+	log = &sqlLog{}
+	return New(poolLike(t, base, func(c *pgxpool.Config) { c.ConnConfig.Tracer = log }), Options{Keys: base.keys}), base, log
+}
