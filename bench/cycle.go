@@ -16,29 +16,15 @@ import (
 // then complete each; River: MaxWorkers). The clock runs from the first
 // start to the last settlement, after a warm-up.
 func runCycle(ctx context.Context, b *bench) ([]measurement, error) {
-	// The machine's speed drifts within a run: the systems alternate
-	// within each round, and each figure is the median of its rounds.
-	var raw, sdk, tuned []float64
-	for round := range b.opts.Rounds {
-		if b.opts.Rounds > 1 {
-			b.log.printf("cycle round %d of %d", round+1, b.opts.Rounds)
-		}
-		rate, err := relaisCycle(ctx, b)
-		if err != nil {
-			return nil, fmt.Errorf("relais: %w", err)
-		}
-		raw = append(raw, rate)
-		rate, err = relaisCycleSDK(ctx, b)
-		if err != nil {
-			return nil, fmt.Errorf("relais sdk: %w", err)
-		}
-		sdk = append(sdk, rate)
-		rate, err = riverCycle(ctx, b, riverTuned)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", riverTuned.system, err)
-		}
-		tuned = append(tuned, rate)
+	runs, err := alternate(ctx, b, "cycle", []contender{
+		{sysRelais, relaisCycle},
+		{"relais sdk", relaisCycleSDK},
+		{riverTuned.system, func(ctx context.Context, b *bench) (float64, error) { return riverCycle(ctx, b, riverTuned) }},
+	})
+	if err != nil {
+		return nil, err
 	}
+	raw, sdk, tuned := runs[0], runs[1], runs[2]
 	out := []measurement{
 		rounds(cycleMeasurement(sysRelais, 0), raw),
 		rounds(cycleMeasurement(riverTuned.system, 0), tuned),
@@ -53,10 +39,41 @@ func runCycle(ctx context.Context, b *bench) ([]measurement, error) {
 		}
 		out = append(out, cycleMeasurement(riverDefaults.system, rate))
 	}
-	if b.opts.Rounds > 1 {
-		b.log.printf("cycle rounds: relais %s, relais sdk %s, river-tuned %s (occurrences/s)", runsText(raw), runsText(sdk), runsText(tuned))
-	}
 	return out, nil
+}
+
+// contender is one system a scenario measures in each round.
+type contender struct {
+	name string
+	run  func(ctx context.Context, b *bench) (float64, error)
+}
+
+// alternate runs each contender once per round, in turn, and returns each
+// one's rates, in contenders' order. The machine's speed drifts within a
+// run: the systems alternate within each round, and each figure is then
+// the median of its rounds (see rounds).
+func alternate(ctx context.Context, b *bench, scenario string, contenders []contender) ([][]float64, error) {
+	runs := make([][]float64, len(contenders))
+	for round := range b.opts.Rounds {
+		if b.opts.Rounds > 1 {
+			b.log.printf("%s round %d of %d", scenario, round+1, b.opts.Rounds)
+		}
+		for i, c := range contenders {
+			rate, err := c.run(ctx, b)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", c.name, err)
+			}
+			runs[i] = append(runs[i], rate)
+		}
+	}
+	if b.opts.Rounds > 1 {
+		parts := make([]string, len(contenders))
+		for i, c := range contenders {
+			parts[i] = c.name + " " + runsText(runs[i])
+		}
+		b.log.printf("%s rounds: %s (occurrences/s)", scenario, strings.Join(parts, ", "))
+	}
+	return runs, nil
 }
 
 // rounds makes m the median of runs, which it keeps (more than one).

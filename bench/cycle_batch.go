@@ -18,27 +18,14 @@ import (
 // fetch returned in one POST /pull/settle (River's completer batches on
 // its own).
 func runCycleBatch(ctx context.Context, b *bench) ([]measurement, error) {
-	// Alternating rounds and medians, as in cycle.
-	var relais, tuned []float64
-	for round := range b.opts.Rounds {
-		if b.opts.Rounds > 1 {
-			b.log.printf("cycle-batch round %d of %d", round+1, b.opts.Rounds)
-		}
-		rate, err := relaisCycleBatch(ctx, b)
-		if err != nil {
-			return nil, fmt.Errorf("relais: %w", err)
-		}
-		relais = append(relais, rate)
-		rate, err = riverCycleBatch(ctx, b, riverTuned)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", riverTuned.system, err)
-		}
-		tuned = append(tuned, rate)
+	runs, err := alternate(ctx, b, "cycle-batch", []contender{
+		{sysRelais, relaisCycleBatch},
+		{riverTuned.system, func(ctx context.Context, b *bench) (float64, error) { return riverCycleBatch(ctx, b, riverTuned) }},
+	})
+	if err != nil {
+		return nil, err
 	}
-	if b.opts.Rounds > 1 {
-		b.log.printf("cycle-batch rounds: relais %s, river-tuned %s (occurrences/s)", runsText(relais), runsText(tuned))
-	}
-	return []measurement{rounds(batchMeasurement(sysRelais, 0), relais), rounds(batchMeasurement(riverTuned.system, 0), tuned)}, nil
+	return []measurement{rounds(batchMeasurement(sysRelais, 0), runs[0]), rounds(batchMeasurement(riverTuned.system, 0), runs[1])}, nil
 }
 
 func batchMeasurement(system string, rate float64) measurement {
