@@ -265,7 +265,6 @@ func (s *streamSession) read(stream *connect.ServerStreamForClient[workerv1.Work
 		delete(s.tasks, id)
 	}
 	s.mu.Unlock()
-	s.dropWaiting(false)
 	s.mu.Lock()
 	draining := s.draining
 	s.mu.Unlock()
@@ -274,6 +273,9 @@ func (s *streamSession) read(stream *connect.ServerStreamForClient[workerv1.Work
 	}
 	s.cancel()
 	close(s.ended)
+	// After ended is closed: the waiting tasks are given up without a
+	// release, the server having taken back what the stream held.
+	s.dropWaiting()
 }
 
 func reasonText(r workerv1.CancellationReason) string {
@@ -405,32 +407,35 @@ func (r *run) freeSlot() {
 			r.wg.Done() // its wait, now a run
 			return
 		}
-		// Its stream drains (hand it back) or ended (the server took it
-		// back).
-		go func() {
-			defer r.wg.Done()
-			select {
-			case <-w.s.ended:
-			default:
-				r.handBack(w.t, r.w.log.With(taskAttrs(w.t)...))
-			}
-		}()
+		r.giveUp(w)
 	}
 	r.release(1)
 }
 
-// dropWaiting takes s's waiting tasks out of the queue: none starts any
-// more. With release, they are handed back (in the background, counted by
-// the run's WaitGroup); without, the stream ended and the server took
-// back what it held.
-func (s *streamSession) dropWaiting(release bool) {
+// giveUp ends w's wait without running it, in the background (counted by
+// the run's WaitGroup until then): the task is handed back, unless its
+// stream ended (the server took back what the stream held).
+func (r *run) giveUp(w waitingTask) {
+	go func() {
+		defer r.wg.Done()
+		select {
+		case <-w.s.ended:
+		default:
+			r.handBack(w.t, r.w.log.With(taskAttrs(w.t)...))
+		}
+	}()
+}
+
+// dropWaiting takes s's waiting tasks out of the queue and gives them up:
+// none starts any more.
+func (s *streamSession) dropWaiting() {
 	r := s.r
 	r.waitMu.Lock()
-	var mine []*Task
+	var mine []waitingTask
 	kept := r.waiting[:0]
 	for _, w := range r.waiting {
 		if w.s == s {
-			mine = append(mine, w.t)
+			mine = append(mine, w)
 		} else {
 			kept = append(kept, w)
 		}
@@ -438,15 +443,8 @@ func (s *streamSession) dropWaiting(release bool) {
 	clear(r.waiting[len(kept):])
 	r.waiting = kept
 	r.waitMu.Unlock()
-	for _, t := range mine {
-		if !release {
-			r.wg.Done()
-			continue
-		}
-		go func() {
-			defer r.wg.Done()
-			r.handBack(t, r.w.log.With(taskAttrs(t)...))
-		}()
+	for _, w := range mine {
+		r.giveUp(w)
 	}
 }
 
@@ -536,7 +534,7 @@ func (s *streamSession) drain() {
 	s.mu.Lock()
 	s.draining = true
 	s.mu.Unlock()
-	s.dropWaiting(true)
+	s.dropWaiting()
 	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
 	defer cancel()
 	if _, err := s.c.api.Drain(ctx, request(s.c, &workerv1.DrainRequest{StreamId: s.id})); err != nil {
@@ -550,7 +548,7 @@ func (s *streamSession) close() {
 	s.mu.Lock()
 	s.draining = true
 	s.mu.Unlock()
-	s.dropWaiting(true)
+	s.dropWaiting()
 	s.cancel()
 	s.done.Wait()
 }
