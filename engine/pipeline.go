@@ -88,10 +88,11 @@ func (t *pipeTx) batch(ctx context.Context, last ...pendingStmt) (pgx.BatchResul
 		return nil, errTxClosed
 	}
 	b := &pgx.Batch{}
-	for _, p := range t.pending {
+	pending := merged(t.pending)
+	for _, p := range pending {
 		b.Queue(p.sql+t.tag, p.args...)
 	}
-	n := len(t.pending)
+	n := len(pending)
 	t.pending = t.pending[:0]
 	for _, l := range last {
 		b.Queue(l.sql+t.tag, l.args...)

@@ -178,3 +178,35 @@ cross join lateral (
 ) o
 where i.status = 'held'
 group by o.definition_key;
+
+-- name: InstanceInsertNewMany :exec
+-- InstanceInsertNew for many rows in one statement (engine/merge.go): the
+-- nth array holds each row's nth parameter of InstanceInsertNew.
+insert into instances (id, process_key, version, status, business_key, inputs, sealed_inputs, created_at)
+select v.id, v.process_key, v.version, 'running', v.business_key, v.inputs, v.sealed_inputs, v.created_at
+from (
+    select unnest($1::uuid[]) as id,
+        unnest($2::text[]) as process_key,
+        unnest($3::integer[]) as version,
+        unnest($4::text[]) as business_key,
+        unnest($5::jsonb[]) as inputs,
+        unnest($6::bytea[]) as sealed_inputs,
+        unnest($7::timestamptz[]) as created_at
+) v;
+
+-- name: InstanceEndMany :exec
+-- InstanceEnd for many rows in one statement (engine/merge.go). The status
+-- test is a CASE so that no plan can read instances by status: a generic
+-- plan made while the table was small read every running instance at each
+-- call (a bitmap scan of instances_by_status) instead of the ids given.
+update instances i
+set status = v.status, end_node = v.end_node, error_code = v.error_code, ended_at = coalesce(v.at, now())
+from (
+    select unnest($1::text[]) as status,
+        unnest($2::text[]) as end_node,
+        unnest($3::text[]) as error_code,
+        unnest($4::timestamptz[]) as at,
+        unnest($5::uuid[]) as id,
+        unnest($6::boolean[]) as from_held
+) v
+where i.id = v.id and case i.status when 'running' then true when 'held' then v.from_held else false end;

@@ -22,3 +22,22 @@ func (q *Queries) Notify(ctx context.Context, arg NotifyParams) error {
 	_, err := q.db.Exec(ctx, notify, arg.Channel, arg.Payload)
 	return err
 }
+
+const notifyMany = `-- name: NotifyMany :exec
+select pg_notify(v.channel, v.payload) from (
+    select unnest($1::text[]) as channel,
+        unnest($2::text[]) as payload
+) v
+`
+
+type NotifyManyParams struct {
+	Column1 []string
+	Column2 []string
+}
+
+// Notify for many notifications in one statement (engine/merge.go), sent
+// in order.
+func (q *Queries) NotifyMany(ctx context.Context, arg NotifyManyParams) error {
+	_, err := q.db.Exec(ctx, notifyMany, arg.Column1, arg.Column2)
+	return err
+}

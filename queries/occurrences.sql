@@ -508,3 +508,67 @@ ended as (
     where a.occurrence_id = h.id and a.number = h.attempts and a.ended_at is null
 )
 select id, attempts, mode, definition_key, revision, at from handed;
+
+-- name: OccurrenceInsertNewMany :exec
+-- OccurrenceInsertNew for many rows in one statement (engine/merge.go):
+-- the nth array holds each row's nth parameter of OccurrenceInsertNew.
+insert into occurrences (
+    id, instance_id, node, definition_key, revision, mode, status,
+    priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout,
+    available_at, claimable_at, inputs, sealed_inputs, error_code, error_message, settled_at,
+    process_key, business_key, process_version, created_at)
+select
+    v.id, v.instance_id, v.node, v.definition_key, v.revision, v.mode, v.status,
+    v.priority, v.max_attempts, v.retry_delay, v.deadline, v.deadline_at, v.destination, v.timeout,
+    v.available_at, v.claimable_at, v.inputs, v.sealed_inputs, v.error_code, v.error_message, v.settled_at,
+    v.process_key, v.business_key, v.process_version, v.created_at
+from (
+    select unnest($1::uuid[]) as id,
+        unnest($2::uuid[]) as instance_id,
+        unnest($3::text[]) as node,
+        unnest($4::text[]) as definition_key,
+        unnest($5::integer[]) as revision,
+        unnest($6::text[]) as mode,
+        unnest($7::text[]) as status,
+        unnest($8::smallint[]) as priority,
+        unnest($9::integer[]) as max_attempts,
+        unnest($10::interval[]) as retry_delay,
+        unnest($11::interval[]) as deadline,
+        unnest($12::timestamptz[]) as deadline_at,
+        unnest($13::text[]) as destination,
+        unnest($14::interval[]) as timeout,
+        unnest($15::timestamptz[]) as available_at,
+        unnest($16::timestamptz[]) as claimable_at,
+        unnest($17::jsonb[]) as inputs,
+        unnest($18::bytea[]) as sealed_inputs,
+        unnest($19::text[]) as error_code,
+        unnest($20::text[]) as error_message,
+        unnest($21::timestamptz[]) as settled_at,
+        unnest($22::text[]) as process_key,
+        unnest($23::text[]) as business_key,
+        unnest($24::integer[]) as process_version,
+        unnest($25::timestamptz[]) as created_at
+) v;
+
+-- name: OccurrenceCompleteMany :exec
+-- OccurrenceComplete for many rows in one statement (engine/merge.go).
+with v as (
+    select unnest($1::timestamptz[]) as at,
+        unnest($2::jsonb[]) as outputs,
+        unnest($3::bytea[]) as sealed_outputs,
+        unnest($4::text[]) as outputs_digest,
+        unnest($5::text[]) as route,
+        unnest($6::uuid[]) as id
+),
+done as (
+    update occurrences o
+    set status = 'completed', outputs = v.outputs, sealed_outputs = v.sealed_outputs,
+        outputs_digest = v.outputs_digest, route = v.route, settled_at = v.at, claimable_at = null
+    from v
+    where o.id = v.id
+    returning o.id, o.attempts, v.at
+)
+update attempts a
+set outcome = 'completed', ended_at = done.at
+from done
+where a.occurrence_id = done.id and a.number = done.attempts and a.ended_at is null;

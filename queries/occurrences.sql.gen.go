@@ -419,6 +419,51 @@ func (q *Queries) OccurrenceComplete(ctx context.Context, arg OccurrenceComplete
 	return err
 }
 
+const occurrenceCompleteMany = `-- name: OccurrenceCompleteMany :exec
+with v as (
+    select unnest($1::timestamptz[]) as at,
+        unnest($2::jsonb[]) as outputs,
+        unnest($3::bytea[]) as sealed_outputs,
+        unnest($4::text[]) as outputs_digest,
+        unnest($5::text[]) as route,
+        unnest($6::uuid[]) as id
+),
+done as (
+    update occurrences o
+    set status = 'completed', outputs = v.outputs, sealed_outputs = v.sealed_outputs,
+        outputs_digest = v.outputs_digest, route = v.route, settled_at = v.at, claimable_at = null
+    from v
+    where o.id = v.id
+    returning o.id, o.attempts, v.at
+)
+update attempts a
+set outcome = 'completed', ended_at = done.at
+from done
+where a.occurrence_id = done.id and a.number = done.attempts and a.ended_at is null
+`
+
+type OccurrenceCompleteManyParams struct {
+	Column1 []time.Time
+	Column2 []json.RawMessage
+	Column3 [][]byte
+	Column4 []string
+	Column5 []string
+	Column6 []uuid.UUID
+}
+
+// OccurrenceComplete for many rows in one statement (engine/merge.go).
+func (q *Queries) OccurrenceCompleteMany(ctx context.Context, arg OccurrenceCompleteManyParams) error {
+	_, err := q.db.Exec(ctx, occurrenceCompleteMany,
+		arg.Column1,
+		arg.Column2,
+		arg.Column3,
+		arg.Column4,
+		arg.Column5,
+		arg.Column6,
+	)
+	return err
+}
+
 const occurrenceCountOpenPull = `-- name: OccurrenceCountOpenPull :one
 select count(*)
 from occurrences o
@@ -1018,6 +1063,107 @@ func (q *Queries) OccurrenceInsertNew(ctx context.Context, arg OccurrenceInsertN
 		arg.BusinessKey,
 		arg.ProcessVersion,
 		arg.CreatedAt,
+	)
+	return err
+}
+
+const occurrenceInsertNewMany = `-- name: OccurrenceInsertNewMany :exec
+insert into occurrences (
+    id, instance_id, node, definition_key, revision, mode, status,
+    priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout,
+    available_at, claimable_at, inputs, sealed_inputs, error_code, error_message, settled_at,
+    process_key, business_key, process_version, created_at)
+select
+    v.id, v.instance_id, v.node, v.definition_key, v.revision, v.mode, v.status,
+    v.priority, v.max_attempts, v.retry_delay, v.deadline, v.deadline_at, v.destination, v.timeout,
+    v.available_at, v.claimable_at, v.inputs, v.sealed_inputs, v.error_code, v.error_message, v.settled_at,
+    v.process_key, v.business_key, v.process_version, v.created_at
+from (
+    select unnest($1::uuid[]) as id,
+        unnest($2::uuid[]) as instance_id,
+        unnest($3::text[]) as node,
+        unnest($4::text[]) as definition_key,
+        unnest($5::integer[]) as revision,
+        unnest($6::text[]) as mode,
+        unnest($7::text[]) as status,
+        unnest($8::smallint[]) as priority,
+        unnest($9::integer[]) as max_attempts,
+        unnest($10::interval[]) as retry_delay,
+        unnest($11::interval[]) as deadline,
+        unnest($12::timestamptz[]) as deadline_at,
+        unnest($13::text[]) as destination,
+        unnest($14::interval[]) as timeout,
+        unnest($15::timestamptz[]) as available_at,
+        unnest($16::timestamptz[]) as claimable_at,
+        unnest($17::jsonb[]) as inputs,
+        unnest($18::bytea[]) as sealed_inputs,
+        unnest($19::text[]) as error_code,
+        unnest($20::text[]) as error_message,
+        unnest($21::timestamptz[]) as settled_at,
+        unnest($22::text[]) as process_key,
+        unnest($23::text[]) as business_key,
+        unnest($24::integer[]) as process_version,
+        unnest($25::timestamptz[]) as created_at
+) v
+`
+
+type OccurrenceInsertNewManyParams struct {
+	Column1  []uuid.UUID
+	Column2  []uuid.UUID
+	Column3  []string
+	Column4  []string
+	Column5  []int32
+	Column6  []string
+	Column7  []string
+	Column8  []int16
+	Column9  []int32
+	Column10 []time.Duration
+	Column11 []time.Duration
+	Column12 []time.Time
+	Column13 []string
+	Column14 []time.Duration
+	Column15 []time.Time
+	Column16 []time.Time
+	Column17 []json.RawMessage
+	Column18 [][]byte
+	Column19 []string
+	Column20 []string
+	Column21 []time.Time
+	Column22 []string
+	Column23 []string
+	Column24 []int32
+	Column25 []time.Time
+}
+
+// OccurrenceInsertNew for many rows in one statement (engine/merge.go):
+// the nth array holds each row's nth parameter of OccurrenceInsertNew.
+func (q *Queries) OccurrenceInsertNewMany(ctx context.Context, arg OccurrenceInsertNewManyParams) error {
+	_, err := q.db.Exec(ctx, occurrenceInsertNewMany,
+		arg.Column1,
+		arg.Column2,
+		arg.Column3,
+		arg.Column4,
+		arg.Column5,
+		arg.Column6,
+		arg.Column7,
+		arg.Column8,
+		arg.Column9,
+		arg.Column10,
+		arg.Column11,
+		arg.Column12,
+		arg.Column13,
+		arg.Column14,
+		arg.Column15,
+		arg.Column16,
+		arg.Column17,
+		arg.Column18,
+		arg.Column19,
+		arg.Column20,
+		arg.Column21,
+		arg.Column22,
+		arg.Column23,
+		arg.Column24,
+		arg.Column25,
 	)
 	return err
 }
