@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -267,6 +268,64 @@ func TestGroupedWritesMergeAndStoreWhatOneRowWritesStore(t *testing.T) {
 		if outcome != "completed" || !ended.Equal(settled) || !jsonEqual(out, outputs) || status != InstanceCompleted || endNode != "done" || !instEnded.Equal(settled) {
 			t.Fatalf("occurrence %s: attempt %s at %s, settled at %s with %s, instance %s at %s (%s); want all completed at one time",
 				r.ID, outcome, ended, settled, out, status, endNode, instEnded)
+		}
+	}
+}
+
+// TestMergedWritesProbeTheirRowsById: the merged writes run behind
+// HotPlans, whose generic plan a connection keeps; made on empty tables
+// (the worst time: any scan looks cheap), it must still find each row by
+// its primary key, never read a table or an index whole (the merged
+// instance end once read every running instance by its status).
+func TestMergedWritesProbeTheirRowsById(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	tx, err := e.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, HotPlans); err != nil {
+		t.Fatal(err)
+	}
+	scan := regexp.MustCompile(`(\w[\w ]*Scan)(?: using (\w+))? on (instances|occurrences|attempts)\b`)
+	for _, m := range queries.Merges {
+		name := strings.Fields(strings.SplitN(m.Many, "\n", 2)[0])[2]
+		if _, err := tx.Exec(ctx, "prepare merged as\n"+m.Many); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		n := 0
+		for i := 1; strings.Contains(m.Many, fmt.Sprintf("$%d", i)); i++ {
+			n = i
+		}
+		rows, err := tx.Query(ctx, "explain execute merged("+strings.TrimSuffix(strings.Repeat("null, ", n), ", ")+")")
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		var plan []string
+		for rows.Next() {
+			var line string
+			if err := rows.Scan(&line); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, line)
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for i, line := range plan {
+			s := scan.FindStringSubmatch(line)
+			if s == nil {
+				continue
+			}
+			probe := s[1] == "Index Scan" && s[2] == s[3]+"_pkey" && i+1 < len(plan) && strings.Contains(plan[i+1], "Index Cond")
+			if !probe {
+				t.Errorf("%s reads %s otherwise than by its primary key:\n%s", name, s[3], strings.Join(plan, "\n"))
+			}
+		}
+		if _, err := tx.Exec(ctx, "deallocate merged"); err != nil {
+			t.Fatal(err)
 		}
 	}
 }
