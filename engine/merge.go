@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"slices"
 
+	"github.com/google/uuid"
+
 	"github.com/relais/relais/queries"
 )
 
@@ -54,12 +56,12 @@ func merged(pending []pendingStmt) []pendingStmt {
 
 // mergeRun merges a run of mergeable writes, if it is worth it and safe.
 func mergeRun(run []pendingStmt) ([]pendingStmt, bool) {
-	if len(run) < 2 {
+	if !repeats(run) {
 		return nil, false
 	}
 	type row struct {
 		table string
-		id    any
+		id    uuid.UUID
 	}
 	type kind struct {
 		merge queries.Merge
@@ -67,15 +69,15 @@ func mergeRun(run []pendingStmt) ([]pendingStmt, bool) {
 	}
 	var kinds []*kind
 	seen := make(map[row]bool, len(run))
-	repeated := false
 	for _, s := range run {
 		m := queries.Merges[s.sql]
 		if m.Key >= 0 {
 			if m.Key >= len(s.args) {
 				return nil, false
 			}
-			id := s.args[m.Key]
-			if id == nil || !reflect.TypeOf(id).Comparable() {
+			// Ids compare as values: a pointer would miss a row written twice.
+			id, ok := s.args[m.Key].(uuid.UUID)
+			if !ok {
 				return nil, false
 			}
 			r := row{m.Table, id}
@@ -88,15 +90,11 @@ func mergeRun(run []pendingStmt) ([]pendingStmt, bool) {
 		var k *kind
 		if i >= 0 {
 			k = kinds[i]
-			repeated = true
 		} else {
 			k = &kind{merge: m}
 			kinds = append(kinds, k)
 		}
 		k.stmts = append(k.stmts, s)
-	}
-	if !repeated {
-		return nil, false
 	}
 	slices.SortStableFunc(kinds, func(a, b *kind) int { return cmp.Compare(a.merge.Rank, b.merge.Rank) })
 	out := make([]pendingStmt, 0, len(kinds))
@@ -112,6 +110,19 @@ func mergeRun(run []pendingStmt) ([]pendingStmt, bool) {
 		out = append(out, pendingStmt{sql: k.merge.Many, args: args})
 	}
 	return out, true
+}
+
+// repeats reports whether a write of run has the SQL of an earlier one:
+// without, nothing would merge (checked before mergeRun allocates).
+func repeats(run []pendingStmt) bool {
+	for i := 1; i < len(run); i++ {
+		for j := range i {
+			if run[j].sql == run[i].sql {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // columns turns the parameters of one-row statements into the arrays of

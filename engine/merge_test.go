@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/relais/relais/queries"
 )
@@ -130,7 +131,12 @@ func TestEveryMergeTakesItsOneRowParameters(t *testing.T) {
 		}
 		return n
 	}
+	ranks := map[int]string{}
 	for one, m := range queries.Merges {
+		if other, ok := ranks[m.Rank]; ok {
+			t.Errorf("%s and %s share rank %d: their order would be the map's", other, m.Many[:40], m.Rank)
+		}
+		ranks[m.Rank] = m.Many[:40]
 		if a, b := count(one), count(m.Many); a != b || a == 0 {
 			t.Errorf("%s: %d parameters, its merge %d", strings.SplitN(one, "\n", 2)[0], a, b)
 		}
@@ -327,5 +333,141 @@ func TestMergedWritesProbeTheirRowsById(t *testing.T) {
 		if _, err := tx.Exec(ctx, "deallocate merged"); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestMergedWritesStoreEveryColumnAsOneRowWritesDo: the same one-row
+// writes, merged in one transaction and sent one per transaction, store the
+// same rows. Every column gets a value of its own, or NULL, so that two
+// columns swapped in a merged statement (or a parameter out of place) show.
+func TestMergedWritesStoreEveryColumnAsOneRowWritesDo(t *testing.T) {
+	t.Parallel()
+	e, _, log := tracedEngine(t)
+	ctx := context.Background()
+	base := time.Date(2026, 1, 2, 3, 4, 5, 6000, time.UTC)
+	at := func(minutes int) *time.Time { v := base.Add(time.Duration(minutes) * time.Minute); return &v }
+	str := func(s string) *string { return &s }
+	dur := func(d time.Duration) *time.Duration { return &d }
+	one := int32(1)
+
+	type write func(q *queries.Queries) error
+	// run runs writes in one transaction (merged) or one transaction each.
+	run := func(merged bool, writes ...write) {
+		t.Helper()
+		batches := [][]write{writes}
+		if !merged {
+			batches = nil
+			for _, w := range writes {
+				batches = append(batches, []write{w})
+			}
+		}
+		for _, ws := range batches {
+			if err := inPipeTx(ctx, e.pool, true, func(tx pgx.Tx) error {
+				q := e.q.WithTx(tx)
+				for _, w := range ws {
+					if err := w(q); err != nil {
+						return err
+					}
+				}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// same fails unless the rows of table whose key is a and b are equal
+	// but for the columns left out.
+	same := func(table, key string, a, b uuid.UUID, out ...string) {
+		t.Helper()
+		var x, y json.RawMessage
+		read := "select to_jsonb(r) - $2::text[] from " + table + " r where " + key + " = $1"
+		if err := e.pool.QueryRow(ctx, read, a, append(out, key)).Scan(&x); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.pool.QueryRow(ctx, read, b, append(out, key)).Scan(&y); err != nil {
+			t.Fatal(err)
+		}
+		if !jsonEqual(x, y) {
+			t.Fatalf("%s: merged write stored\n%s\none-row write stored\n%s", table, x, y)
+		}
+	}
+
+	instance := func(id uuid.UUID, full bool) write {
+		p := queries.InstanceInsertNewParams{ID: id, ProcessKey: "two_step", Version: 1, Inputs: json.RawMessage(`{"name":"i"}`), CreatedAt: *at(1)}
+		if full {
+			p.BusinessKey, p.SealedInputs = str("bk"), []byte{1, 2}
+		}
+		return func(q *queries.Queries) error { return q.InstanceInsertNew(ctx, p) }
+	}
+	occurrence := func(id, inst uuid.UUID, full bool) write {
+		p := queries.OccurrenceInsertNewParams{ID: id, InstanceID: inst, Node: "node-x", DefinitionKey: "crm", Revision: 1,
+			Mode: "pull", Status: "available", Priority: 3, MaxAttempts: 4, RetryDelay: 1500 * time.Millisecond,
+			AvailableAt: *at(2), Inputs: json.RawMessage(`{"company_name":"c"}`), CreatedAt: *at(3)}
+		if full {
+			p.Mode, p.Status, p.Deadline, p.DeadlineAt, p.Destination, p.Timeout = "push", "failed", dur(90*time.Minute), at(4), str("dest"), dur(45*time.Second)
+			p.ClaimableAt, p.SealedInputs, p.ErrorCode, p.ErrorMessage, p.SettledAt = at(5), []byte{3, 4}, str("code"), str("message"), at(6)
+			p.ProcessKey, p.BusinessKey, p.ProcessVersion = str("two_step"), str("bk2"), &one
+		}
+		return func(q *queries.Queries) error { return q.OccurrenceInsertNew(ctx, p) }
+	}
+	ids := func() (i1, i2, o1, o2 uuid.UUID) { return uuid.New(), uuid.New(), uuid.New(), uuid.New() }
+	ai1, ai2, ao1, ao2 := ids()
+	bi1, bi2, bo1, bo2 := ids()
+	run(true, instance(ai1, true), instance(ai2, false), occurrence(ao1, ai1, true), occurrence(ao2, ai2, false))
+	run(false, instance(bi1, true), instance(bi2, false), occurrence(bo1, bi1, true), occurrence(bo2, bi2, false))
+	for _, name := range []string{"InstanceInsertNewMany", "OccurrenceInsertNewMany"} {
+		if log.sent("-- name: "+name+" ") != 1 {
+			t.Fatalf("%s sent %d times, want once", name, log.sent("-- name: "+name+" "))
+		}
+	}
+	same("instances", "id", ai1, bi1)
+	same("instances", "id", ai2, bi2)
+	same("occurrences", "id", ao1, bo1, "instance_id")
+	same("occurrences", "id", ao2, bo2, "instance_id")
+
+	// Each occurrence reserved with its attempt open; the second instances
+	// held, to be ended from there.
+	occs, insts := []uuid.UUID{ao1, ao2, bo1, bo2}, []uuid.UUID{ai2, bi2}
+	for _, sql := range []string{
+		"update occurrences set status = 'reserved', attempts = 1 where id = any($1)",
+		"insert into attempts (occurrence_id, number, reserved_at) select id, 1, now() from occurrences where id = any($1)",
+	} {
+		if _, err := e.pool.Exec(ctx, sql, occs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := e.pool.Exec(ctx, "update instances set status = 'held' where id = any($1)", insts); err != nil {
+		t.Fatal(err)
+	}
+	complete := func(id uuid.UUID, full bool) write {
+		p := queries.OccurrenceCompleteParams{Now: *at(10), Outputs: json.RawMessage(`{"result":"created"}`), OutputsDigest: "digest", ID: id}
+		if full {
+			p.SealedOutputs, p.Route = []byte{5}, str("route")
+		}
+		return func(q *queries.Queries) error { return q.OccurrenceComplete(ctx, p) }
+	}
+	end := func(id uuid.UUID, held bool) write {
+		p := queries.InstanceEndParams{Status: "completed", EndNode: str("done"), Now: at(11), ID: id}
+		if held {
+			p.Status, p.EndNode, p.ErrorCode, p.Now, p.FromHeld = "failed", str("failed"), str("boom"), at(12), true
+		}
+		return func(q *queries.Queries) error { return q.InstanceEnd(ctx, p) }
+	}
+	run(true, complete(ao1, true), complete(ao2, false), end(ai1, false), end(ai2, true))
+	run(false, complete(bo1, true), complete(bo2, false), end(bi1, false), end(bi2, true))
+	for _, name := range []string{"OccurrenceCompleteMany", "InstanceEndMany"} {
+		if log.sent("-- name: "+name+" ") != 1 {
+			t.Fatalf("%s sent %d times, want once", name, log.sent("-- name: "+name+" "))
+		}
+	}
+	same("occurrences", "id", ao1, bo1, "instance_id")
+	same("occurrences", "id", ao2, bo2, "instance_id")
+	same("attempts", "occurrence_id", ao1, bo1, "reserved_at")
+	same("attempts", "occurrence_id", ao2, bo2, "reserved_at")
+	same("instances", "id", ai1, bi1)
+	same("instances", "id", ai2, bi2)
+	var status string
+	if err := e.pool.QueryRow(ctx, "select status from instances where id = $1", ai2).Scan(&status); err != nil || status != "failed" {
+		t.Fatalf("held instance ended from held: %q (%v), want failed", status, err)
 	}
 }

@@ -6,6 +6,13 @@ package queries
 // instead of one per row spares PostgreSQL a statement's fixed work per
 // row (its executor, opening every index of the table), which for these
 // narrow writes is a third of their cost.
+//
+// The engine sends merged writes in Rank order rather than in the order
+// they were issued (engine/merge.go), which is safe only for writes that
+// touch nothing but their own row (Key, a uuid) and that see no other
+// merged kind's rows but through a foreign key Rank orders: no ON
+// CONFLICT, no trigger, no subquery on another table. A write that does
+// not fit must not be listed here.
 type Merge struct {
 	Many string
 	// Table and Key name the row the write changes: Key is the index of
