@@ -11,7 +11,7 @@ import (
 )
 
 // merged returns the pending statements with each run of writes that
-// merge (queries.Merges) rewritten as one statement per kind of write: a
+// merge (pendingStmt.merge, from queries.Merges) rewritten as one statement per kind of write: a
 // group's completions, say, update their occurrences in one statement and
 // end their instances in another, instead of two statements each.
 //
@@ -26,7 +26,7 @@ func merged(pending []pendingStmt) []pendingStmt {
 	for i := 0; i < len(pending); {
 		j := i
 		for j < len(pending) {
-			if _, ok := queries.Merges[pending[j].sql]; !ok {
+			if pending[j].merge == nil {
 				break
 			}
 			j++
@@ -64,13 +64,13 @@ func mergeRun(run []pendingStmt) ([]pendingStmt, bool) {
 		id    uuid.UUID
 	}
 	type kind struct {
-		merge queries.Merge
+		merge *queries.Merge
 		stmts []pendingStmt
 	}
 	var kinds []*kind
 	seen := make(map[row]bool, len(run))
 	for _, s := range run {
-		m := queries.Merges[s.sql]
+		m := s.merge
 		if m.Key >= 0 {
 			if m.Key >= len(s.args) {
 				return nil, false
@@ -86,7 +86,7 @@ func mergeRun(run []pendingStmt) ([]pendingStmt, bool) {
 			}
 			seen[r] = true
 		}
-		i := slices.IndexFunc(kinds, func(k *kind) bool { return k.merge.Many == m.Many })
+		i := slices.IndexFunc(kinds, func(k *kind) bool { return k.merge == m })
 		var k *kind
 		if i >= 0 {
 			k = kinds[i]

@@ -30,6 +30,15 @@ func oneRow(t *testing.T, name string) string {
 	return ""
 }
 
+// params counts the parameters ($1, $2, …) of sql.
+func params(sql string) int {
+	n := 0
+	for i := 1; strings.Contains(sql, fmt.Sprintf("$%d", i)); i++ {
+		n = i
+	}
+	return n
+}
+
 // names are the query names of stmts, for messages.
 func names(stmts []pendingStmt) string {
 	var out []string
@@ -46,7 +55,7 @@ func TestMergedRunsKeepRowsApartAndInsertsFirst(t *testing.T) {
 	at := time.Now()
 	i1, i2, i3, o1, o2, o3 := uuid.New(), uuid.New(), uuid.New(), uuid.New(), uuid.New(), uuid.New()
 	ii := func(id uuid.UUID) pendingStmt {
-		return pendingStmt{insertInstance, []any{id, "p", int32(1), (*string)(nil), json.RawMessage(`{}`), []byte(nil), at}}
+		return deferred(insertInstance, []any{id, "p", int32(1), (*string)(nil), json.RawMessage(`{}`), []byte(nil), at})
 	}
 	oi := func(id, inst uuid.UUID, code *string) pendingStmt {
 		args := make([]any, 25)
@@ -54,15 +63,15 @@ func TestMergedRunsKeepRowsApartAndInsertsFirst(t *testing.T) {
 			args[i] = fmt.Sprint(i) // the types do not matter here, only that they line up
 		}
 		args[0], args[1], args[18] = id, inst, code
-		return pendingStmt{insertOccurrence, args}
+		return deferred(insertOccurrence, args)
 	}
 	oc := func(id uuid.UUID) pendingStmt {
-		return pendingStmt{complete, []any{at, json.RawMessage(`{}`), []byte(nil), "d", (*string)(nil), id}}
+		return deferred(complete, []any{at, json.RawMessage(`{}`), []byte(nil), "d", (*string)(nil), id})
 	}
 	ie := func(id uuid.UUID) pendingStmt {
-		return pendingStmt{end, []any{"completed", (*string)(nil), (*string)(nil), &at, id, false}}
+		return deferred(end, []any{"completed", (*string)(nil), (*string)(nil), &at, id, false})
 	}
-	n := func(p string) pendingStmt { return pendingStmt{notify, []any{"c", p}} }
+	n := func(p string) pendingStmt { return deferred(notify, []any{"c", p}) }
 	begin, savepoint := pendingStmt{sql: "begin"}, pendingStmt{sql: "savepoint relais_sp_1"}
 	code := "boom"
 
@@ -124,23 +133,16 @@ func TestMergedRunsKeepRowsApartAndInsertsFirst(t *testing.T) {
 // statement is the nth parameter of its one-row write, so both have as
 // many parameters.
 func TestEveryMergeTakesItsOneRowParameters(t *testing.T) {
-	count := func(sql string) int {
-		n := 0
-		for i := 1; strings.Contains(sql, fmt.Sprintf("$%d", i)); i++ {
-			n = i
-		}
-		return n
-	}
 	ranks := map[int]string{}
 	for one, m := range queries.Merges {
 		if other, ok := ranks[m.Rank]; ok {
 			t.Errorf("%s and %s share rank %d: their order would be the map's", other, m.Many[:40], m.Rank)
 		}
 		ranks[m.Rank] = m.Many[:40]
-		if a, b := count(one), count(m.Many); a != b || a == 0 {
+		if a, b := params(one), params(m.Many); a != b || a == 0 {
 			t.Errorf("%s: %d parameters, its merge %d", strings.SplitN(one, "\n", 2)[0], a, b)
 		}
-		if m.Key >= count(one) {
+		if m.Key >= params(one) {
 			t.Errorf("%s: key %d out of its parameters", strings.SplitN(one, "\n", 2)[0], m.Key)
 		}
 	}
@@ -301,11 +303,7 @@ func TestMergedWritesProbeTheirRowsById(t *testing.T) {
 		if _, err := tx.Exec(ctx, "prepare merged as\n"+m.Many); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		n := 0
-		for i := 1; strings.Contains(m.Many, fmt.Sprintf("$%d", i)); i++ {
-			n = i
-		}
-		rows, err := tx.Query(ctx, "explain execute merged("+strings.TrimSuffix(strings.Repeat("null, ", n), ", ")+")")
+		rows, err := tx.Query(ctx, "explain execute merged("+strings.TrimSuffix(strings.Repeat("null, ", params(m.Many)), ", ")+")")
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/relais/relais/internal/pgfault"
+	"github.com/relais/relais/queries"
 )
 
 // pipeTx is one transaction whose statements travel in as few round trips
@@ -54,6 +55,14 @@ type pipeTx struct {
 type pendingStmt struct {
 	sql  string
 	args []any
+	// merge is set when the statement is a deferred write that merges
+	// with others of its kind (see merged).
+	merge *queries.Merge
+}
+
+// deferred is a deferred write, told once how it merges.
+func deferred(sql string, args []any) pendingStmt {
+	return pendingStmt{sql: sql, args: args, merge: queries.Merges[sql]}
 }
 
 // errTxClosed is the error of a statement on a finished transaction.
@@ -127,10 +136,10 @@ func (t *pipeTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comm
 		return pgconn.CommandTag{}, errTxClosed
 	}
 	if deferrable(sql) {
-		t.pending = append(t.pending, pendingStmt{sql, args})
+		t.pending = append(t.pending, deferred(sql, args))
 		return pgconn.CommandTag{}, nil
 	}
-	br, err := t.batch(ctx, pendingStmt{sql, args})
+	br, err := t.batch(ctx, pendingStmt{sql: sql, args: args})
 	if err != nil {
 		return pgconn.CommandTag{}, err
 	}
@@ -142,7 +151,7 @@ func (t *pipeTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, 
 	if t.committing {
 		return t.queryCommitting(ctx, sql, args)
 	}
-	br, err := t.batch(ctx, pendingStmt{sql, args})
+	br, err := t.batch(ctx, pendingStmt{sql: sql, args: args})
 	if err != nil {
 		return nil, err
 	}
@@ -158,7 +167,7 @@ func (t *pipeTx) commitWithNext() { t.committing = true }
 
 func (t *pipeTx) queryCommitting(ctx context.Context, sql string, args []any) (pgx.Rows, error) {
 	t.committing = false
-	br, err := t.batch(ctx, pendingStmt{sql, args}, pendingStmt{sql: "commit"})
+	br, err := t.batch(ctx, pendingStmt{sql: sql, args: args}, pendingStmt{sql: "commit"})
 	t.closed, t.committed = true, true
 	if err != nil {
 		t.commitErr = err

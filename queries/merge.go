@@ -26,7 +26,7 @@ type Merge struct {
 }
 
 // Merges are the writes that merge, by the SQL of the one-row query.
-var Merges = map[string]Merge{
+var Merges = map[string]*Merge{
 	instanceInsertNew:   {Many: instanceInsertNewMany, Table: "instances", Key: 0, Rank: 0},
 	occurrenceInsertNew: {Many: occurrenceInsertNewMany, Table: "occurrences", Key: 0, Rank: 1},
 	occurrenceComplete:  {Many: occurrenceCompleteMany, Table: "occurrences", Key: 5, Rank: 2},
