@@ -137,6 +137,35 @@ func TestSplitMerge(t *testing.T) {
 	}
 }
 
+// SplitFrom skips decoding when the contract protects nothing at min, and
+// only then: a classification deep in list items, or sensitive fields
+// split from sensitive up, still take their values out.
+func TestSplitFromTakesTheShortPathOnlyWhenNothingIsProtected(t *testing.T) {
+	t.Parallel()
+	plain := mustParseContract(t, `{"fields":[{"name":"name","type":"text"},
+	  {"name":"rows","type":"list","items":{"type":"object","fields":[{"name":"v","type":"integer"}]}}]}`)
+	value := `{ "rows":[{"v":1}], "name":"a\u00e9" }`
+	if pub, sec := plain.SplitFrom([]byte(value), ClassSensitive); string(pub) != value || sec != nil {
+		t.Errorf("nothing protected: got %s %v, want the value as sent and nil", pub, sec)
+	}
+	for _, bad := range []string{`nope`, `[1]`, `{"name":`, ``} {
+		if pub, sec := plain.SplitFrom([]byte(bad), ClassSensitive); string(pub) != `{}` || sec != nil {
+			t.Errorf("SplitFrom(%q): got %s %v, want {} and nil", bad, pub, sec)
+		}
+	}
+
+	deep := mustParseContract(t, `{"fields":[{"name":"rows","type":"list","items":{"type":"list",
+	  "items":{"type":"object","fields":[{"name":"pin","type":"integer","classification":"sensitive"}]}}}]}`)
+	pub, sec := deep.SplitFrom([]byte(`{"rows":[[{"pin":1}]]}`), ClassSensitive)
+	if string(pub) != `{"rows":[[{}]]}` || string(sec["/rows/0/0/pin"]) != `1` {
+		t.Errorf("protected in nested items: got %s %s", pub, mustJSON(t, sec))
+	}
+	// Sensitive is below secret: split from secret, it stays.
+	if pub, sec := deep.SplitFrom([]byte(`{"rows":[[{"pin":1}]]}`), ClassSecret); string(pub) != `{"rows":[[{"pin":1}]]}` || sec != nil {
+		t.Errorf("sensitive split from secret: got %s %v, want it kept", pub, sec)
+	}
+}
+
 func TestMergeErrors(t *testing.T) {
 	t.Parallel()
 	tests := []struct {

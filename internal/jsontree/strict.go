@@ -1,6 +1,7 @@
 package jsontree
 
 import (
+	"bytes"
 	"encoding/json"
 	"strconv"
 	"unicode/utf8"
@@ -34,15 +35,15 @@ const (
 // It returns nil for a document that is not well-formed JSON or nests
 // deeper than maxDepth: the caller's decoder reports those.
 func CheckText(data []byte, maxDepth int) []TextProblem {
-	c := checker{b: data, maxDepth: maxDepth}
-	c.ws()
-	if !c.value("", 1) {
+	// Nearly every document has no problem: a first pass only looks for
+	// one, without building the pointers of every member (most of what a
+	// check allocated); a document with problems is read again to place
+	// them.
+	if c := (checker{b: data, maxDepth: maxDepth}); !c.check() || !c.found {
 		return nil
 	}
-	c.ws()
-	if c.i != len(c.b) {
-		return nil
-	}
+	c := checker{b: data, maxDepth: maxDepth, paths: true}
+	c.check()
 	return c.problems
 }
 
@@ -50,11 +51,28 @@ type checker struct {
 	b        []byte
 	i        int
 	maxDepth int
+	// paths: build each value's pointer and record problems; otherwise
+	// found only says whether there is one.
+	paths    bool
+	found    bool
 	problems []TextProblem
 }
 
+// check reads the whole document and reports whether it is well-formed.
+func (c *checker) check() bool {
+	c.ws()
+	if !c.value("", 1) {
+		return false
+	}
+	c.ws()
+	return c.i == len(c.b)
+}
+
 func (c *checker) add(at, msg string) {
-	c.problems = append(c.problems, TextProblem{Pointer: at, Message: msg})
+	c.found = true
+	if c.paths {
+		c.problems = append(c.problems, TextProblem{Pointer: at, Message: msg})
+	}
 }
 
 func (c *checker) ws() {
@@ -80,7 +98,7 @@ func (c *checker) value(at string, depth int) bool {
 	case ch == '[':
 		return depth <= c.maxDepth && c.array(at, depth)
 	case ch == '"':
-		_, problem, ok := c.str()
+		_, problem, ok := c.str(false)
 		if problem != "" {
 			c.add(at, problem)
 		}
@@ -123,7 +141,11 @@ func (c *checker) array(at string, depth int) bool {
 	}
 	for n := 0; ; n++ {
 		c.ws()
-		if !c.value(PointerIndex(at, n), depth+1) {
+		item := at
+		if c.paths {
+			item = PointerIndex(at, n)
+		}
+		if !c.value(item, depth+1) {
 			return false
 		}
 		c.ws()
@@ -150,14 +172,15 @@ func (c *checker) object(at string, depth int) bool {
 		return true
 	}
 	var seen map[string]bool
-	var keys []string // narrow objects: a scan beats a map
+	var first [16][]byte
+	keys := first[:0] // narrow objects: a scan beats a map
 	badKey := false
 	for {
 		c.ws()
 		if c.i >= len(c.b) || c.b[c.i] != '"' {
 			return false
 		}
-		key, problem, ok := c.str()
+		key, problem, ok := c.str(true)
 		if !ok {
 			return false
 		}
@@ -173,15 +196,15 @@ func (c *checker) object(at string, depth int) bool {
 		if seen == nil && len(keys) >= 16 {
 			seen = make(map[string]bool, 2*len(keys))
 			for _, k := range keys {
-				seen[k] = true
+				seen[string(k)] = true
 			}
 		}
 		if seen != nil {
-			dup = seen[key]
-			seen[key] = true
+			dup = seen[string(key)]
+			seen[string(key)] = true
 		} else {
 			for _, k := range keys {
-				if k == key {
+				if bytes.Equal(k, key) {
 					dup = true
 					break
 				}
@@ -190,9 +213,11 @@ func (c *checker) object(at string, depth int) bool {
 		}
 		member := at
 		if problem == "" {
-			member = Pointer(at, key)
+			if c.paths {
+				member = Pointer(at, string(key))
+			}
 			if dup {
-				c.add(member, "duplicate key "+strconv.Quote(key))
+				c.add(member, "duplicate key "+strconv.Quote(string(key)))
 			}
 		}
 		c.ws()
@@ -221,9 +246,10 @@ func (c *checker) object(at string, depth int) bool {
 }
 
 // str reads a string token and returns its value (as encoding/json would
-// decode it), the first problem it holds ("" for none), and whether the
-// token was well-formed.
-func (c *checker) str() (string, string, bool) {
+// decode it; nil unless decode is set), the first problem it holds (""
+// for none), and whether the token was well-formed. A value without
+// escapes or multi-byte characters is its bytes in c.b, not a copy.
+func (c *checker) str(decode bool) ([]byte, string, bool) {
 	c.i++ // "
 	start := c.i
 	problem := ""
@@ -234,16 +260,19 @@ func (c *checker) str() (string, string, bool) {
 		case ch == '"':
 			raw := c.b[start:c.i]
 			c.i++
-			if plain {
-				return string(raw), problem, true
+			switch {
+			case !decode:
+				return nil, problem, true
+			case plain:
+				return raw, problem, true
 			}
-			return decodeString(raw), problem, true
+			return []byte(decodeString(raw)), problem, true
 		case ch < 0x20:
-			return "", "", false
+			return nil, "", false
 		case ch == '\\':
 			plain = false
 			if c.i+1 >= len(c.b) {
-				return "", "", false
+				return nil, "", false
 			}
 			switch c.b[c.i+1] {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
@@ -251,7 +280,7 @@ func (c *checker) str() (string, string, bool) {
 			case 'u':
 				r, ok := hex4(c.b, c.i+2)
 				if !ok {
-					return "", "", false
+					return nil, "", false
 				}
 				c.i += 6
 				switch {
@@ -272,7 +301,7 @@ func (c *checker) str() (string, string, bool) {
 					}
 				}
 			default:
-				return "", "", false
+				return nil, "", false
 			}
 		case ch < utf8.RuneSelf:
 			c.i++
@@ -285,7 +314,7 @@ func (c *checker) str() (string, string, bool) {
 			c.i += size
 		}
 	}
-	return "", "", false
+	return nil, "", false
 }
 
 // hex4 reads four hex digits at b[i:].

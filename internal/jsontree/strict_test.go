@@ -63,3 +63,15 @@ func FuzzCheckText(f *testing.F) {
 		}
 	})
 }
+
+// A document without problems, the usual case, is checked without
+// allocating: pointers are built only to place problems found.
+func TestCheckTextAllocatesNothingForAStrictDocument(t *testing.T) {
+	doc := []byte(`{"name":"Acme","tags":["a","b"],"owner":{"id":17,"name":"caf\u00e9 \"x\""},"rows":[{"v":1},{"v":2}],"ok":true,"n":null}`)
+	if p := CheckText(doc, 100); p != nil {
+		t.Fatalf("CheckText: %v, want none", p)
+	}
+	if n := testing.AllocsPerRun(100, func() { CheckText(doc, 100) }); n != 0 {
+		t.Errorf("CheckText allocated %.0f times for a strict document, want 0", n)
+	}
+}
