@@ -89,18 +89,22 @@ func (a *API) startInstance() http.Handler {
 }
 
 func (a *API) writeInstance(w http.ResponseWriter, r *http.Request, inst engine.Instance, status int) error {
-	occs := inst.Path
-	if occs == nil {
-		var err error
-		if occs, err = a.eng.InstanceOccurrences(r.Context(), inst.ID); err != nil {
+	steps := inst.Path
+	if steps == nil {
+		occs, err := a.eng.InstanceOccurrences(r.Context(), inst.ID)
+		if err != nil {
 			return err
+		}
+		steps = make([]engine.Step, len(occs))
+		for i, o := range occs {
+			steps[i] = o.Step()
 		}
 	}
 	out := toInstanceJSON(inst, true)
-	out.Path = []pathStep{}
-	for _, o := range occs {
-		out.Path = append(out.Path, pathStep{Node: o.Node, OccurrenceID: o.ID, Definition: o.Definition, Revision: o.Revision, Mode: o.Mode,
-			Status: o.Status, Route: o.Route, ErrorCode: o.ErrorCode, CreatedAt: o.CreatedAt, SettledAt: o.SettledAt})
+	out.Path = make([]pathStep, len(steps))
+	for i, s := range steps {
+		out.Path[i] = pathStep{Node: s.Node, OccurrenceID: s.Occurrence, Definition: s.Definition, Revision: s.Revision, Mode: s.Mode,
+			Status: s.Status, Route: s.Route, ErrorCode: s.ErrorCode, CreatedAt: s.CreatedAt, SettledAt: s.SettledAt}
 	}
 	httpjson.Encode(w, status, out)
 	return nil

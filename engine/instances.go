@@ -39,10 +39,38 @@ type Instance struct {
 	Inputs      json.RawMessage
 	CreatedAt   time.Time
 	EndedAt     *time.Time
-	// Path holds the occurrences a start created, when StartInstance
-	// created the instance (it knows them without reading them again);
-	// nil otherwise: ask InstanceOccurrences.
-	Path []Occurrence
+	// Path holds the steps of the occurrences a start created, when
+	// StartInstance created the instance (it knows them without reading
+	// them again); nil otherwise: ask InstanceOccurrences.
+	Path []Step
+}
+
+// Step is an occurrence as an instance's path shows it: where the run went
+// and how it fared there, without the values it carried (masking those
+// for an answer that shows none was a tenth of a start's allocations).
+type Step struct {
+	Occurrence uuid.UUID
+	Node       string
+	Definition string
+	Revision   int
+	Mode       string
+	Status     string
+	Route      *string
+	ErrorCode  *string
+	CreatedAt  time.Time
+	SettledAt  *time.Time
+}
+
+// Step is o as an instance's path shows it.
+func (o Occurrence) Step() Step {
+	return Step{Occurrence: o.ID, Node: o.Node, Definition: o.Definition, Revision: o.Revision, Mode: o.Mode, Status: o.Status,
+		Route: o.Route, ErrorCode: o.ErrorCode, CreatedAt: o.CreatedAt, SettledAt: o.SettledAt}
+}
+
+// stepOf is the step of an occurrence a start has just created.
+func stepOf(o queries.Occurrence) Step {
+	return Step{Occurrence: o.ID, Node: o.Node, Definition: o.DefinitionKey, Revision: int(o.Revision), Mode: o.Mode, Status: o.Status,
+		Route: o.Route, ErrorCode: o.ErrorCode, CreatedAt: o.CreatedAt, SettledAt: o.SettledAt}
 }
 
 // StartRequest starts an instance.
@@ -155,23 +183,11 @@ func (e *Engine) StartInstance(ctx context.Context, req StartRequest) (Instance,
 	}
 	var inst queries.Instance
 	var path []queries.Occurrence
-	var revs []*Revision
 	created := false
 	err = e.starts.write(ctx, uuid.Nil, func(ctx context.Context, q *queries.Queries) error {
 		var err error
 		inst, path, created, err = e.insertStart(ctx, q, p)
-		if err != nil {
-			return err
-		}
-		// The answer masks the path by its revisions (cached by the run):
-		// read before the commit, nothing after it can fail.
-		revs = make([]*Revision, len(path))
-		for i, o := range path {
-			if revs[i], err = e.revision(ctx, q, o.DefinitionKey, int(o.Revision)); err != nil {
-				return err
-			}
-		}
-		return nil
+		return err
 	})
 	if err != nil {
 		return Instance{}, false, wrap("start instance", err)
@@ -187,9 +203,9 @@ func (e *Engine) StartInstance(ctx context.Context, req StartRequest) (Instance,
 	// The run knows the instance as it left it (advancing may have ended it
 	// already) and the occurrences it created: no re-read.
 	out := instanceOf(inst, p.pv)
-	out.Path = make([]Occurrence, len(path))
+	out.Path = make([]Step, len(path))
 	for i, o := range path {
-		out.Path[i] = occurrenceOf(observed{row: o}, revs[i])
+		out.Path[i] = stepOf(o)
 	}
 	return out, true, nil
 }
