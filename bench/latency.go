@@ -20,28 +20,77 @@ const pickupTimeout = 10 * time.Second
 // the pool's tracer: inside the Relais replica, in River's producer) to the
 // moment a worker has it (Relais: the fetch-and-lock answer read by a
 // long-polling worker; River: Work called). --workers workers wait in both.
+// Both systems run side by side and take turns, pickup by pickup (each
+// going first half of the time): the machine's stalls (a slow WAL flush
+// here takes 10 ms and more at times) then fall on both alike, where timing
+// one system's thousand pickups after the other's measured which of them
+// met a bad minute.
 func runLatency(ctx context.Context, b *bench) ([]measurement, error) {
-	relaisLat, err := relaisLatency(ctx, b)
+	relais, err := relaisPickups(ctx, b)
 	if err != nil {
 		return nil, fmt.Errorf("relais: %w", err)
 	}
-	riverLat, err := riverLatency(ctx, b, riverTuned)
+	defer relais.close()
+	river, err := riverPickups(ctx, b, riverTuned)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", sysRiverTuned, err)
 	}
+	defer river.close()
+	systems := [2]*pickups{relais, river}
+	warm := min(20, b.opts.Pickups)
+	var lat [2][]time.Duration
+	var prof *phaseProfile
+	for i := range warm + b.opts.Pickups {
+		if i == warm {
+			if prof, err = b.beginProfile(ctx, "latency-relais", relais.db, relais.stats, true); err != nil {
+				return nil, err
+			}
+		}
+		for k := range 2 {
+			c := (i + k) % 2
+			d, err := systems[c].pickup(ctx, i, i >= warm)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", systems[c].name, err)
+			}
+			if i >= warm {
+				lat[c] = append(lat[c], d)
+			}
+		}
+		if n := len(lat[0]); n > 0 && n%250 == 0 {
+			b.log.printf("latency: %d/%d pickups each", n, b.opts.Pickups)
+		}
+	}
+	prof.end(ctx, b.opts.Pickups, "pickup")
 	var out []measurement
-	for _, s := range []struct {
-		system string
-		lat    []time.Duration
-	}{{sysRelais, relaisLat}, {sysRiverTuned, riverLat}} {
+	for c, sys := range systems {
+		slices.Sort(lat[c])
+		b.log.printf("%s: pickup p50 %.2f ms, p95 %.2f ms, p99 %.2f ms", sys.name, percentile(lat[c], 50), percentile(lat[c], 95), percentile(lat[c], 99))
+		if sys.report != nil {
+			sys.report()
+		}
 		for _, p := range []struct {
 			name string
 			p    float64
 		}{{"p50", 50}, {"p95", 95}, {"p99", 99}} {
-			out = append(out, measurement{Scenario: "latency", System: s.system, Metric: "pickup " + p.name, Value: percentile(s.lat, p.p), Unit: "ms", Better: "lower", Compare: true})
+			out = append(out, measurement{Scenario: "latency", System: sys.name, Metric: "pickup " + p.name, Value: percentile(lat[c], p.p), Unit: "ms", Better: "lower", Compare: true})
 		}
 	}
 	return out, nil
+}
+
+// pickups is one system ready for the latency scenario.
+type pickups struct {
+	name string
+	// pickup starts one unit of work once the system is idle and returns
+	// how long after its commit a worker had it; measured is false during
+	// the warm-up.
+	pickup func(ctx context.Context, i int, measured bool) (time.Duration, error)
+	// report, when set, logs what the system measured besides.
+	report func()
+	close  func()
+	// db and stats are what a profile of the Relais turns reads.
+	db    *database
+	stats *sqlStats
 }
 
 // receipt is a worker's report of a pickup.
@@ -50,132 +99,113 @@ type receipt struct {
 	at time.Time
 }
 
-func relaisLatency(ctx context.Context, b *bench) ([]time.Duration, error) {
+func relaisPickups(ctx context.Context, b *bench) (*pickups, error) {
 	r, token, done, err := freshPullRelais(ctx, b, "bench_latency_relais")
 	if err != nil {
 		return nil, err
 	}
-	defer done()
 	got := make(chan receipt, b.opts.Workers)
 	settled := &tally{}
 	workers := r.startWorkers(ctx, token, b.opts.Workers, b.opts.MaxTasks, "PT30S", settled, func(w *pullWorker) {
 		w.received = func(o fetched, at time.Time) { got <- receipt{o.InstanceID, at} }
 	})
-	defer workers.stop(r)
-	warm := min(20, b.opts.Pickups)
 	// The pickup's parts: commit → the claim statement sent (notification,
 	// wake-up), the claim statement (with its commit), its answer → the
 	// worker has the response.
-	var lat, toClaim, claiming, answering []time.Duration
-	var prof *phaseProfile
-	for i := range warm + b.opts.Pickups {
-		if i == warm {
-			if prof, err = b.beginProfile(ctx, "latency-relais", r.db, r.stats, true); err != nil {
-				return nil, err
+	var toClaim, claiming, answering []time.Duration
+	p := &pickups{name: sysRelais, db: r.db, stats: r.stats,
+		close: func() { workers.stop(r); done() },
+		report: func() {
+			for _, d := range [][]time.Duration{toClaim, claiming, answering} {
+				slices.Sort(d)
 			}
-		}
+			b.log.printf("relais: pickup p50 parts: commit → claim sent %.2f ms, claim statement %.2f ms, claim answered → worker has it %.2f ms",
+				percentile(toClaim, 50), percentile(claiming, 50), percentile(answering, 50))
+		}}
+	p.pickup = func(ctx context.Context, i int, measured bool) (time.Duration, error) {
 		// Idle: the previous occurrence completed and every worker back
 		// in its long poll.
 		select {
 		case <-settled.reached(i):
 		case err := <-workers.failed:
-			return nil, err
+			return 0, err
 		case <-time.After(pickupTimeout):
-			return nil, fmt.Errorf("pickup %d: the previous occurrence was not completed after %s", i, pickupTimeout)
+			return 0, fmt.Errorf("pickup %d: the previous occurrence was not completed after %s", i, pickupTimeout)
 		}
 		if err := r.awaitWaiters(ctx, b.opts.Workers); err != nil {
-			return nil, err
+			return 0, err
 		}
 		time.Sleep(pickupGap)
-		id, p := r.newProbe()
+		id, pr := r.newProbe()
 		inst, err := r.startInstance(ctx, "crm_only", mustJSON(map[string]any{"inputs": map[string]any{"name": fmt.Sprint("c", i)}}), probeHeader, id)
 		if err != nil {
-			return nil, err
+			return 0, err
 		}
-		committed, ok := p.committedAt()
+		committed, ok := pr.committedAt()
 		if !ok {
-			return nil, fmt.Errorf("pickup %d: the start's commit was not seen", i)
+			return 0, fmt.Errorf("pickup %d: the start's commit was not seen", i)
 		}
 		var rc receipt
 		select {
 		case rc = <-got:
 		case err := <-workers.failed:
-			return nil, err
+			return 0, err
 		case <-time.After(pickupTimeout):
-			return nil, fmt.Errorf("pickup %d: no worker received instance %s after %s", i, inst, pickupTimeout)
+			return 0, fmt.Errorf("pickup %d: no worker received instance %s after %s", i, inst, pickupTimeout)
 		}
 		if rc.id != inst {
-			return nil, fmt.Errorf("pickup %d: a worker received instance %s, want %s", i, rc.id, inst)
+			return 0, fmt.Errorf("pickup %d: a worker received instance %s, want %s", i, rc.id, inst)
 		}
-		if i >= warm {
-			lat = append(lat, rc.at.Sub(committed))
+		if measured {
 			claimStart, claimEnd := time.Unix(0, r.claim.start.Load()), time.Unix(0, r.claim.end.Load())
 			toClaim = append(toClaim, claimStart.Sub(committed))
 			claiming = append(claiming, claimEnd.Sub(claimStart))
 			answering = append(answering, rc.at.Sub(claimEnd))
 		}
-		if n := len(lat); n > 0 && n%250 == 0 {
-			b.log.printf("relais: %d/%d pickups", n, b.opts.Pickups)
-		}
+		return rc.at.Sub(committed), nil
 	}
-	prof.end(ctx, b.opts.Pickups, "pickup")
-	slices.Sort(lat)
-	b.log.printf("relais: pickup p50 %.2f ms, p95 %.2f ms, p99 %.2f ms", percentile(lat, 50), percentile(lat, 95), percentile(lat, 99))
-	for _, d := range [][]time.Duration{toClaim, claiming, answering} {
-		slices.Sort(d)
-	}
-	b.log.printf("relais: pickup p50 parts: commit → claim sent %.2f ms, claim statement %.2f ms, claim answered → worker has it %.2f ms",
-		percentile(toClaim, 50), percentile(claiming, 50), percentile(answering, 50))
-	return lat, nil
+	return p, nil
 }
 
-func riverLatency(ctx context.Context, b *bench, v riverVariant) ([]time.Duration, error) {
+func riverPickups(ctx context.Context, b *bench, v riverVariant) (*pickups, error) {
 	db, err := b.pg.freshDatabase(ctx, "bench_latency_"+v.system)
 	if err != nil {
 		return nil, err
 	}
-	defer db.drop()
 	got := make(chan receipt, b.opts.Workers)
 	warm := min(20, b.opts.Pickups)
 	s, err := startRiver(ctx, b, db, v, warm+b.opts.Pickups, func(seq int, at time.Time) { got <- receipt{fmt.Sprint(seq), at} })
 	if err != nil {
+		db.drop()
 		return nil, err
 	}
-	defer s.stop()
-	var lat []time.Duration
-	for i := range warm + b.opts.Pickups {
+	p := &pickups{name: v.system, close: func() { s.stop(); db.drop() }}
+	p.pickup = func(ctx context.Context, i int, _ bool) (time.Duration, error) {
 		// Idle: the previous job's Work has returned. Its completion waits
 		// in River's batch completer (flushed every 250 ms when idle), as
 		// it would in production; waiting for it would make the run long.
 		time.Sleep(pickupGap)
 		// The same tracer as Relais's pool times the COMMIT's answer.
-		p := &probe{}
-		if err := s.insert(withRequestTrace(ctx, &requestTrace{route: "insert", probe: p}), i); err != nil {
-			return nil, err
+		pr := &probe{}
+		if err := s.insert(withRequestTrace(ctx, &requestTrace{route: "insert", probe: pr}), i); err != nil {
+			return 0, err
 		}
-		committed, ok := p.committedAt()
+		committed, ok := pr.committedAt()
 		if !ok {
-			return nil, fmt.Errorf("pickup %d: the insert's commit was not seen", i)
+			return 0, fmt.Errorf("pickup %d: the insert's commit was not seen", i)
 		}
 		var rc receipt
 		select {
 		case rc = <-got:
 		case err := <-s.failed:
-			return nil, err
+			return 0, err
 		case <-time.After(pickupTimeout):
-			return nil, fmt.Errorf("pickup %d: no worker received job %d after %s", i, i, pickupTimeout)
+			return 0, fmt.Errorf("pickup %d: no worker received job %d after %s", i, i, pickupTimeout)
 		}
 		if rc.id != fmt.Sprint(i) {
-			return nil, fmt.Errorf("pickup %d: a worker received job %s", i, rc.id)
+			return 0, fmt.Errorf("pickup %d: a worker received job %s", i, rc.id)
 		}
-		if i >= warm {
-			lat = append(lat, rc.at.Sub(committed))
-		}
-		if n := len(lat); n > 0 && n%250 == 0 {
-			b.log.printf("%s: %d/%d pickups", v.system, n, b.opts.Pickups)
-		}
+		return rc.at.Sub(committed), nil
 	}
-	slices.Sort(lat)
-	b.log.printf("%s: pickup p50 %.2f ms, p95 %.2f ms, p99 %.2f ms", v.system, percentile(lat, 50), percentile(lat, 95), percentile(lat, 99))
-	return lat, nil
+	return p, nil
 }

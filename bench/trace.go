@@ -274,9 +274,16 @@ func (t *sqlTracer) TraceBatchQuery(ctx context.Context, _ *pgx.Conn, data pgx.T
 	if !ok {
 		return
 	}
-	bs.names = append(bs.names, statementName(data.SQL))
-	if rt := requestTraceFrom(ctx); rt != nil && rt.probe != nil && statementName(data.SQL) == "commit" && data.Err == nil {
+	name := statementName(data.SQL)
+	bs.names = append(bs.names, name)
+	if rt := requestTraceFrom(ctx); rt != nil && rt.probe != nil && name == "commit" && data.Err == nil {
 		rt.probe.committed.CompareAndSwap(0, time.Now().UnixNano())
+	}
+	// Claims travel behind HotPlans, in a batch: the batch's start is the
+	// claim's.
+	if t.claim != nil && name == "OccurrenceClaimPull" && data.Err == nil && data.CommandTag.RowsAffected() > 0 {
+		t.claim.start.Store(bs.at.UnixNano())
+		t.claim.end.Store(time.Now().UnixNano())
 	}
 }
 
