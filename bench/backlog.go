@@ -102,11 +102,7 @@ func relaisBacklog(ctx context.Context, b *bench) ([2]float64, error) {
 	if err != nil {
 		return p50, err
 	}
-	for c, rows := range backlogSizes(b) {
-		p50[c] = percentile(took[c], 50)
-		b.log.printf("relais: fetch with %d others: p50 %.2f ms, p95 %.2f ms", rows, p50[c], percentile(took[c], 95))
-	}
-	return p50, nil
+	return fetchMedians(b, sysRelais, took), nil
 }
 
 // backlogSizes are the other rows of the small and the large case.
@@ -132,6 +128,16 @@ func alternateFetches(n int, fetch func(c int) error) ([2][]time.Duration, error
 	slices.Sort(took[0])
 	slices.Sort(took[1])
 	return took, nil
+}
+
+// fetchMedians logs and returns each case's median fetch.
+func fetchMedians(b *bench, system string, took [2][]time.Duration) [2]float64 {
+	var p50 [2]float64
+	for c, rows := range backlogSizes(b) {
+		p50[c] = percentile(took[c], 50)
+		b.log.printf("%s: fetch with %d others: p50 %.2f ms, p95 %.2f ms", system, rows, p50[c], percentile(took[c], 95))
+	}
+	return p50
 }
 
 // settle vacuums and analyzes table after a bulk fill, then asks for a
@@ -217,9 +223,5 @@ func riverBacklog(ctx context.Context, b *bench) ([2]float64, error) {
 	if err != nil {
 		return p50, err
 	}
-	for c, rows := range backlogSizes(b) {
-		p50[c] = percentile(took[c], 50)
-		b.log.printf("river: fetch with %d others: p50 %.3f ms, p95 %.3f ms", rows, p50[c], percentile(took[c], 95))
-	}
-	return p50, nil
+	return fetchMedians(b, sysRiverTuned, took), nil
 }
