@@ -80,12 +80,36 @@ func (e *Engine) KeepAlive(ctx context.Context, consumerID int64, workerID strin
 		return nil, wrap("keep alive", err)
 	}
 	out := make([]HeldState, len(rows))
+	var unsure []Held
 	for i, r := range rows {
 		s := HeldState{Held: Held{Occurrence: r.ID, Attempt: int(r.Attempt)}, Kept: r.Kept}
 		if !r.Kept {
 			s.Gone = goneReason(r.Status, deref(r.ErrorCode), deref(r.Outcome))
+			if r.Status == StatusReserved && r.Outcome == nil {
+				unsure = append(unsure, s.Held)
+			}
 		}
 		out[i] = s
+	}
+	if len(unsure) == 0 {
+		return out, nil
+	}
+	// Not kept, yet reserved and open as the statement first saw it: the
+	// lock lapsed or passed to another worker, or the worker settled it
+	// while the statement waited for its lock (on another replica, say),
+	// which the statement's snapshot predates. Read afresh, a settlement
+	// is not reported as a lost lock.
+	ids, attempts = heldColumns(unsure)
+	fresh, err := e.q.OccurrenceHeldStates(ctx, queries.OccurrenceHeldStatesParams{Ids: ids, Attempts: attempts})
+	if err != nil {
+		return nil, wrap("keep alive", err)
+	}
+	for _, f := range fresh {
+		for i := range out {
+			if out[i].Occurrence == f.ID && out[i].Attempt == int(f.Attempt) {
+				out[i].Gone = goneReason(f.Status, deref(f.ErrorCode), deref(f.Outcome))
+			}
+		}
 	}
 	return out, nil
 }

@@ -157,3 +157,69 @@ func TestDisconnectOfTheLastAttemptFailsTheOccurrence(t *testing.T) {
 		t.Errorf("instance %s, want failed (on_error)", got.Status)
 	}
 }
+
+// A settlement that commits while KeepAlive waits for the occurrence's lock
+// (a completion sent to another replica) is a settlement, not a lost lock:
+// the keep-alive statement's own snapshot still shows the occurrence
+// reserved and its attempt open.
+func TestKeepAliveDoesNotTakeASettlementItWaitedForAsALostLock(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	prepare(t, e, "")
+	ctx := context.Background()
+	c := consumer(t, e)
+	if _, _, err := e.StartInstance(ctx, StartRequest{ProcessKey: "two_step", Inputs: json.RawMessage(`{"name":"Acme"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	got := claimOne(t, e, c, "w")
+	held := []Held{{Occurrence: got.ID, Attempt: got.Attempt}}
+
+	// The settlement, holding the occurrence's row lock until it commits.
+	tx, err := e.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `update occurrences set status = 'completed', settled_at = now(), claimable_at = null where id = $1`, got.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `update attempts set outcome = 'completed', ended_at = now() where occurrence_id = $1 and number = $2`, got.ID, got.Attempt); err != nil {
+		t.Fatal(err)
+	}
+
+	type result struct {
+		states []HeldState
+		err    error
+	}
+	done := make(chan result, 1)
+	go func() {
+		states, err := e.KeepAlive(ctx, c, "w", held, time.Minute)
+		done <- result{states, err}
+	}()
+	// Commit once the keep-alive waits for the row.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var waiting int
+		if err := e.pool.QueryRow(ctx, `select count(*) from pg_stat_activity
+			where datname = current_database() and wait_event_type = 'Lock' and query like '%OccurrenceKeepAlive%'`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the keep-alive never waited for the settlement's lock")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.err != nil || len(r.states) != 1 {
+		t.Fatalf("KeepAlive = %+v, %v", r.states, r.err)
+	}
+	if s := r.states[0]; s.Kept || s.Gone != "" {
+		t.Errorf("KeepAlive after a settlement it waited for = %+v; want not kept and gone for no reason to cancel (settled)", s)
+	}
+}

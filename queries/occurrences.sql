@@ -442,6 +442,18 @@ join occurrences o on o.id = h.id
 left join attempts a on a.occurrence_id = h.id and a.number = h.attempt
 left join extended e on e.id = h.id;
 
+-- name: OccurrenceHeldStates :many
+-- What became of held occurrences, read afresh: OccurrenceKeepAlive reads
+-- their status and outcome as they were when it began, so one settled
+-- while it waited for its lock still looks reserved and open there.
+with held as (
+    select unnest(@ids::uuid[]) as id, unnest(@attempts::integer[]) as attempt
+)
+select h.id::uuid as id, h.attempt::integer as attempt, o.status, o.error_code, a.outcome
+from held h
+join occurrences o on o.id = h.id
+left join attempts a on a.occurrence_id = h.id and a.number = h.attempt;
+
 -- name: OccurrenceDisconnect :many
 -- Ends the unsettled assignments of a worker stream that ended: each lock
 -- expires now and its attempt ends disconnected, which counts (a task that

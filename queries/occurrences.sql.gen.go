@@ -879,6 +879,58 @@ func (q *Queries) OccurrenceHeldAt(ctx context.Context, instanceID uuid.UUID) (O
 	return i, err
 }
 
+const occurrenceHeldStates = `-- name: OccurrenceHeldStates :many
+with held as (
+    select unnest($1::uuid[]) as id, unnest($2::integer[]) as attempt
+)
+select h.id::uuid as id, h.attempt::integer as attempt, o.status, o.error_code, a.outcome
+from held h
+join occurrences o on o.id = h.id
+left join attempts a on a.occurrence_id = h.id and a.number = h.attempt
+`
+
+type OccurrenceHeldStatesParams struct {
+	Ids      []uuid.UUID
+	Attempts []int32
+}
+
+type OccurrenceHeldStatesRow struct {
+	ID        uuid.UUID
+	Attempt   int32
+	Status    string
+	ErrorCode *string
+	Outcome   *string
+}
+
+// What became of held occurrences, read afresh: OccurrenceKeepAlive reads
+// their status and outcome as they were when it began, so one settled
+// while it waited for its lock still looks reserved and open there.
+func (q *Queries) OccurrenceHeldStates(ctx context.Context, arg OccurrenceHeldStatesParams) ([]OccurrenceHeldStatesRow, error) {
+	rows, err := q.db.Query(ctx, occurrenceHeldStates, arg.Ids, arg.Attempts)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []OccurrenceHeldStatesRow{}
+	for rows.Next() {
+		var i OccurrenceHeldStatesRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Attempt,
+			&i.Status,
+			&i.ErrorCode,
+			&i.Outcome,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const occurrenceInsert = `-- name: OccurrenceInsert :one
 insert into occurrences (
     id, instance_id, node, definition_key, revision, mode, status,
