@@ -191,8 +191,8 @@ func (c Contract) Split(value json.RawMessage) (public json.RawMessage, secrets 
 func (c Contract) SplitFrom(value json.RawMessage, min Classification) (public json.RawMessage, secrets map[string]json.RawMessage) {
 	if !protects(c.Fields, min) && isObject(value) {
 		// Nothing to take out: the value is its own public part. Most
-		// contracts protect nothing, and decoding then re-encoding each
-		// value written was a tenth of what a start allocated.
+		// contracts protect nothing, and decoding then encoding again each
+		// value written was 6 % of a full cycle's allocations.
 		return value, nil
 	}
 	doc, err := decodeValue(value)

@@ -47,7 +47,7 @@ type Instance struct {
 
 // Step is an occurrence as an instance's path shows it: where the run went
 // and how it fared there, without the values it carried (masking those
-// for an answer that shows none was a tenth of a start's allocations).
+// for an answer that shows none was 2 % of a full cycle's allocations).
 type Step struct {
 	Occurrence uuid.UUID
 	Node       string
