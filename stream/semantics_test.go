@@ -83,29 +83,43 @@ func TestStopIsPushedAsACancellation(t *testing.T) {
 	wantRefusal(t, "late completion", err, "failed_precondition", "occurrence_cancelled")
 }
 
-// The p99 of stop → Cancellation over 200 stops is at most 100 ms,
-// measured from before the stop request is sent (so it includes the
-// request, its commit and the notification).
+// The p99 of stop → Cancellation over 200 stops is at most 100 ms (DESIGN
+// §10: within 100 ms of the stop's commit), measured from the stop's
+// ended_at, the clock of its transaction (server and test share the
+// machine's clock), which is never later than its commit: the figure
+// includes the stop's own statements, the commit and the notification,
+// not the time the request waited to be served (on a loaded machine, most
+// of what a test timing from before the request measured). The request's
+// whole round trip is logged beside it.
 func TestCancellationLatencyOver200Stops(t *testing.T) {
 	t.Parallel()
 	f := setup(t, nil)
 	s := open(t, newClient(t, "grpc", f.env.URL), f.consumer, subscribeRequest("w", 1))
 	const n = 200
 	took := make([]time.Duration, 0, n)
+	fromRequest := make([]time.Duration, 0, n)
 	for range n {
 		inst := start(t, f.env, "Acme")
 		a := s.assignment(5 * time.Second)
 		began := time.Now()
-		f.env.Must(200, "POST", "/api/v1/instances/"+inst+"/stop", f.env.Operator, map[string]any{"reason": "test"})
+		res := f.env.Must(200, "POST", "/api/v1/instances/"+inst+"/stop", f.env.Operator, map[string]any{"reason": "test"})
 		e := s.next(5 * time.Second)
+		received := time.Now()
 		if e.GetCancellation().GetOccurrenceId() != a.GetOccurrenceId() {
 			t.Fatalf("got %v, want the cancellation of %s", e, a.GetOccurrenceId())
 		}
-		took = append(took, time.Since(began))
+		endedAt, err := time.Parse(time.RFC3339Nano, fmt.Sprint(res.JSON(t)["ended_at"]))
+		if err != nil {
+			t.Fatalf("the stop's ended_at: %v", err)
+		}
+		took = append(took, received.Sub(endedAt))
+		fromRequest = append(fromRequest, received.Sub(began))
 	}
 	slices.Sort(took)
+	slices.Sort(fromRequest)
 	p50, p99 := took[n/2], took[n*99/100-1]
-	t.Logf("stop → Cancellation over %d stops: p50 %v, p99 %v, max %v", n, p50, p99, took[n-1])
+	t.Logf("stop's transaction → Cancellation over %d stops: p50 %v, p99 %v, max %v (from before the request: p50 %v, p99 %v)",
+		n, p50, p99, took[n-1], fromRequest[n/2], fromRequest[n*99/100-1])
 	if p99 > 100*time.Millisecond {
 		t.Errorf("p99 %v, want at most 100 ms", p99)
 	}
