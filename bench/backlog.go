@@ -71,7 +71,7 @@ func relaisBacklog(ctx context.Context, b *bench) ([2]float64, error) {
 		}
 		started := &tally{}
 		start := func(ctx context.Context, i int) error {
-			_, err := r.startInstance(ctx, "crm_only", mustJSON(map[string]any{"inputs": map[string]any{"name": fmt.Sprint("c", i)}}))
+			err := r.startCRM(ctx, i)
 			if err == nil {
 				started.add(1)
 			}
