@@ -170,6 +170,34 @@ type streamSession struct {
 	tasks    map[string]*streamTask
 }
 
+// streamLock is a streamed task's lock. The server extends it while the
+// stream lives, every third of the lock duration at least (and at each
+// heartbeat), so it lasts two thirds of a lock duration past the stream's
+// last event: a replica that dies leaves it held that long, and a worker
+// reporting an outcome meanwhile (to the replica restarted, or another)
+// still settles the task instead of seeing it run again. A stream that
+// ends cleanly hands its tasks back at once: Relais then refuses the
+// outcome, which ends the retries as any refusal does.
+type streamLock struct {
+	s        *streamSession
+	assigned time.Time // the lock's expiry when the task was assigned
+}
+
+func (l streamLock) expiry() time.Time {
+	last := time.Unix(0, l.s.lastEvent.Load())
+	return maxTime(l.assigned, last.Add(l.s.r.w.cfg.LockDuration*2/3))
+}
+
+// lost is never known here: Relais's refusal says it.
+func (streamLock) lost() bool { return false }
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
 // waitingTask is a streamed task waiting for a slot. The server frees a
 // slot's credit when its outcome commits and pushes the next task at once,
 // which can arrive before the outcome's answer frees the slot here: the
@@ -308,6 +336,7 @@ func taskOf(a *workerv1.Assignment) *Task {
 func (s *streamSession) assigned(t *Task) {
 	r := s.r
 	t.wire = streamWire{s.c}
+	t.held = streamLock{s: s, assigned: t.LockExpiresAt}
 	log := r.w.log.With(taskAttrs(t)...)
 	s.mu.Lock()
 	if s.draining {

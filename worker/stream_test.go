@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -294,6 +295,69 @@ func TestStreamTaskPushedBeforeTheOutcomesAnswerWaitsForItsSlot(t *testing.T) {
 		if a := r.occurrenceOf(t, id)["attempts"].([]any); len(a) != 1 {
 			t.Errorf("instance %s: attempts %v, want one", id, a)
 		}
+	}
+}
+
+// outage fails every call of one worker-protocol procedure for a while
+// from the first, as a replica being restarted would (connection refused).
+type outage struct {
+	procedure string
+	lasts     time.Duration
+	base      http.RoundTripper
+
+	mu    sync.Mutex
+	from  time.Time
+	calls int
+}
+
+func (o *outage) RoundTrip(req *http.Request) (*http.Response, error) {
+	if strings.HasSuffix(req.URL.Path, "/"+o.procedure) {
+		o.mu.Lock()
+		if o.from.IsZero() {
+			o.from = time.Now()
+		}
+		o.calls++
+		down := time.Since(o.from) < o.lasts
+		o.mu.Unlock()
+		if down {
+			return nil, errors.New("connection refused (the test's outage)")
+		}
+	}
+	return o.base.RoundTrip(req)
+}
+
+// A streamed task's outcome is retried through an outage for as long as
+// its lock lasts, as a fetched task's is, not a fixed number of times: a
+// replica back within the lock's time takes the outcome, and the finished
+// work is not done again. The outage here outlasts the five tries the SDK
+// used to give a streamed outcome (their backoff sums to 3 s at most).
+func TestStreamOutcomeOutlastsAnOutage(t *testing.T) {
+	r := newRelais(t, nil)
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	down := &outage{procedure: "Complete", lasts: 3500 * time.Millisecond, base: tr}
+	var handled atomic.Int32
+	run := r.run(t, Config{Concurrency: 1, HTTPClient: &http.Client{Transport: down}}, func(ctx context.Context, task *Task) (any, error) {
+		handled.Add(1)
+		return created(ctx, task)
+	})
+	inst := r.start(t, "Acme")
+	if got := r.env.WaitEnded(inst, 20*time.Second)["status"]; got != "completed" {
+		t.Fatalf("instance %v, want completed", got)
+	}
+	if err := run.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	down.mu.Lock()
+	calls := down.calls
+	down.mu.Unlock()
+	if calls <= settleAttempts {
+		t.Errorf("the outcome was sent %d times; the outage should have taken more than %d", calls, settleAttempts)
+	}
+	if n := handled.Load(); n != 1 {
+		t.Errorf("the handler ran %d times, want once", n)
+	}
+	if a := r.occurrenceOf(t, inst)["attempts"].([]any); len(a) != 1 {
+		t.Errorf("attempts %v, want one", a)
 	}
 }
 

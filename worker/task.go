@@ -38,9 +38,10 @@ type Task struct {
 	// wire reports the task's outcome: the REST routes for a fetched task,
 	// the worker protocol for a streamed one.
 	wire wire
-	// held is a fetched task's lock as the worker keeps it (nil for a
-	// streamed task: the server keeps it while the stream lives).
-	held *heldLock
+	// held says until when the task's lock surely lasts: a fetched
+	// task's as the worker extends it, a streamed task's as its stream
+	// keeps it. An outcome is retried through an outage until then.
+	held lockBound
 }
 
 // Decode decodes the task's inputs into v, as json.Unmarshal does.
@@ -448,12 +449,12 @@ func (e *settleRetried) Unwrap() error { return e.err }
 
 // settle sends an outcome with send, retrying network errors, 5xx and 429
 // with backoff: Relais answers a replayed identical completion the same
-// way, so resending is safe. A fetched task's outcome is retried for as
-// long as its lock lasts, so that finished work is not done again after an
-// outage; past the lock (or once it is lost) Relais would refuse it and
-// may have handed the task to another worker, so the worker stops. A
-// streamed task's outcome is tried settleAttempts times. Any other answer
-// is final.
+// way, so resending is safe. The outcome is retried for as long as the
+// task's lock lasts, streamed or fetched, so that finished work is not
+// done again after an outage (a replica restarted, say); past the lock (or
+// once it is lost) Relais would refuse it and may have handed the task to
+// another worker, so the worker stops. A task without a lock (a test's)
+// is tried settleAttempts times. Any other answer is final.
 func (r *run) settle(t *Task, action string, send func(ctx context.Context) error, log *slog.Logger) error {
 	w := r.w
 	bo := w.settleBackoff
@@ -498,9 +499,14 @@ func (r *run) settle(t *Task, action string, send func(ctx context.Context) erro
 	}
 }
 
-// heldLock is what settle needs to know of a fetched task's lock: until
-// when, by the local clock, the latest extension keeps it, and whether it
-// is lost.
+// lockBound is what settle needs to know of a task's lock: until when, by
+// the local clock, it surely lasts, and whether it is lost.
+type lockBound interface {
+	expiry() time.Time
+	lost() bool
+}
+
+// heldLock is a fetched task's lock: the latest extension keeps it.
 type heldLock struct {
 	taskCtx context.Context // the handler's: its cause says the lock was lost
 	until   atomic.Int64    // unix nanoseconds

@@ -165,10 +165,8 @@ type route struct {
 	h         Handler
 }
 
-// settleAttempts is how many times the outcome of a streamed task (whose
-// lock the server keeps while the stream lives) is sent before the worker
-// gives up; a fetched task's outcome is retried for as long as its lock
-// lasts instead; the lock then expires and Relais hands the task out again.
+// settleAttempts is how many times an outcome is sent before the worker
+// gives up when its task has no lock to bound the retries (see settle).
 const settleAttempts = 5
 
 // settleTimeout bounds one complete, fail or extend request.
@@ -565,9 +563,10 @@ func (r *run) post(ctx context.Context, req fetchRequest, out any) error {
 func (r *run) start(t *Task, lock lockState) {
 	t.wire = restWire{r.w}
 	ctx, cancel := context.WithCancelCause(r.handlerCtx)
-	t.held = newHeldLock(ctx, lock.expiry)
+	held := newHeldLock(ctx, lock.expiry)
+	t.held = held
 	keep := func(ctx context.Context, lose context.CancelCauseFunc) {
-		r.keepLock(ctx, lose, t.ID, lock, t.held, r.w.log.With(taskAttrs(t)...))
+		r.keepLock(ctx, lose, t.ID, lock, held, r.w.log.With(taskAttrs(t)...))
 	}
 	r.wg.Add(1)
 	go func() {
