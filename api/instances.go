@@ -353,8 +353,7 @@ func (a *API) startInstances() http.Handler {
 			item := batchItemJSON{Index: i}
 			if res.Err != nil {
 				fe, _ := fault.As(res.Err)
-				item.Status, item.Problem = httpjson.ProblemOf(fe)
-				prefixPaths(item.Problem, "/items/"+strconv.Itoa(i))
+				item.Status, item.Problem = httpjson.ItemProblemOf(fe, i)
 			} else {
 				item.Status = http.StatusOK
 				if res.Created {
@@ -368,16 +367,4 @@ func (a *API) startInstances() http.Handler {
 		httpjson.Encode(w, http.StatusOK, out)
 		return nil
 	})
-}
-
-// prefixPaths makes an item's error pointers point into the batch body.
-func prefixPaths(problem map[string]any, prefix string) {
-	errs, _ := problem["errors"].([]fault.FieldError)
-	out := make([]fault.FieldError, len(errs))
-	for i, e := range errs {
-		out[i] = fault.FieldError{Path: prefix + e.Path, Message: e.Message}
-	}
-	if len(out) > 0 {
-		problem["errors"] = out
-	}
 }

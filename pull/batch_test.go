@@ -96,6 +96,12 @@ func TestBatchSettle(t *testing.T) {
 	if s := observe(t, env, g[0])["status"]; s != "reserved" {
 		t.Fatalf("after refused batches %s is %v, want still reserved", g[0], s)
 	}
+	// Every problem of a malformed batch is answered at once.
+	r := env.Do("POST", "/api/v1/pull/settle", consumer, map[string]any{"worker_id": "w1", "items": []any{
+		map[string]any{"id": g[0], "outputs": created}, map[string]any{"id": g[0], "outputs": created}, map[string]any{"id": g[1]}}})
+	if body := string(r.Body); r.Status != 400 || !strings.Contains(body, `"/items/1/id"`) || !strings.Contains(body, `"/items/2"`) {
+		t.Errorf("a batch with an id given twice and an item without outcome: %d %s, want 400 pointing at both", r.Status, body)
+	}
 	res := env.Must(200, "POST", "/api/v1/pull/settle", consumer, map[string]any{"worker_id": "w1", "items": []any{
 		map[string]any{"id": g[0], "outputs": created},
 		map[string]any{"id": g[1], "error_code": "CRM_DOWN", "message": "503", "retryable": true, "retry_delay": "PT1M"},
@@ -112,6 +118,12 @@ func TestBatchSettle(t *testing.T) {
 	}
 	if status(2) != 422.0 || code(2) != "invalid_outputs" {
 		t.Errorf("item 2 = %v, want 422 invalid_outputs", res[2])
+	}
+	// Its pointers point into the batch, as a refused start's do.
+	for _, e := range res[2].(map[string]any)["problem"].(map[string]any)["errors"].([]any) {
+		if p := e.(map[string]any)["path"].(string); !strings.HasPrefix(p, "/items/2/outputs") {
+			t.Errorf("item 2 points at %s, want a pointer under /items/2/outputs", p)
+		}
 	}
 	if status(3) != 409.0 || code(3) != "not_reserved" {
 		t.Errorf("item 3 = %v, want 409 not_reserved", res[3])

@@ -467,11 +467,18 @@ func (p *Protocol) settle(w http.ResponseWriter, r *http.Request) error {
 		return engine.BoundExceeded("items", engine.MaxBatch)
 	}
 	items := make([]engine.BatchSettlement, len(req.Items))
+	// Every problem of the batch in one answer: the engine would find an
+	// id given twice too, but only once the items' shapes are right.
+	seen := make(map[uuid.UUID]int, len(req.Items))
 	for i, it := range req.Items {
 		at := "/items/" + strconv.Itoa(i)
 		id, err := uuid.Parse(it.ID)
 		if err != nil {
 			errs = append(errs, fault.FieldError{Path: at + "/id", Message: "must be an occurrence id"})
+		} else if j, dup := seen[id]; dup {
+			errs = append(errs, fault.FieldError{Path: at + "/id", Message: fmt.Sprintf("occurrence %s is item %d already", id, j)})
+		} else {
+			seen[id] = i
 		}
 		items[i].Occurrence = id
 		switch {
@@ -512,7 +519,7 @@ func (p *Protocol) settle(w http.ResponseWriter, r *http.Request) error {
 		item := itemJSON{Index: i, ID: req.Items[i].ID}
 		if res.Err != nil {
 			fe, _ := fault.As(res.Err)
-			item.Status, item.Problem = httpjson.ProblemOf(fe)
+			item.Status, item.Problem = httpjson.ItemProblemOf(fe, i)
 		} else {
 			s := res.Settlement
 			item.Status = http.StatusOK

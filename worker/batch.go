@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -155,7 +157,7 @@ func (b *settleBatch) send(batch []*batchCall) {
 			c.answer(r.Result, nil)
 			continue
 		}
-		c.answer(nil, problemOf(r.Status, r.Problem))
+		c.answer(nil, problemOf(r.Status, r.Problem, r.Index))
 	}
 	for _, c := range batch {
 		// An item the answer left out is as good as lost: retried.
@@ -186,8 +188,11 @@ func (c *batchCall) answer(result json.RawMessage, err error) {
 	close(c.done)
 }
 
-// problemOf is the *APIError of one batch item's problem.
-func problemOf(status int, doc json.RawMessage) *APIError {
+// problemOf is the *APIError of item index's problem, as its single route
+// would have answered it: Relais points an item's errors into the batch
+// (/items/3/outputs/crm_id), a handler's outcome knows nothing of it
+// (/outputs/crm_id).
+func problemOf(status int, doc json.RawMessage, index int) *APIError {
 	ae := &APIError{Status: status}
 	var p struct {
 		Code   string       `json:"code"`
@@ -196,6 +201,12 @@ func problemOf(status int, doc json.RawMessage) *APIError {
 	}
 	if json.Unmarshal(doc, &p) == nil {
 		ae.Code, ae.Detail, ae.Errors = p.Code, p.Detail, p.Errors
+	}
+	prefix := "/items/" + strconv.Itoa(index)
+	for i, e := range ae.Errors {
+		if rest, ok := strings.CutPrefix(e.Path, prefix); ok && (rest == "" || rest[0] == '/') {
+			ae.Errors[i].Path = rest
+		}
 	}
 	return ae
 }

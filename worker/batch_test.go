@@ -66,3 +66,21 @@ func TestOutcomesAreReportedInBatches(t *testing.T) {
 		t.Errorf("%d batch reports and %d single ones for %d outcomes; want them gathered", batches, singles, len(ids))
 	}
 }
+
+// A batch item's problem reaches the handler's outcome as its single route
+// would have answered it: pointers into the outcome, not into the batch.
+func TestBatchItemProblemPointsIntoTheOutcome(t *testing.T) {
+	doc := []byte(`{"code":"invalid_outputs","detail":"d","errors":[{"path":"/items/2/outputs/result","message":"m"},` +
+		`{"path":"/items/2/outputs","message":"m"},{"path":"/items/2","message":"m"},{"path":"/items/20/outputs","message":"m"}]}`)
+	ae := problemOf(422, doc, 2)
+	var got []string
+	for _, e := range ae.Errors {
+		got = append(got, e.Path)
+	}
+	if want := []string{"/outputs/result", "/outputs", "", "/items/20/outputs"}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("paths %q, want %q", got, want)
+	}
+	if ae.Status != 422 || ae.Code != "invalid_outputs" {
+		t.Errorf("problem %d %s, want 422 invalid_outputs", ae.Status, ae.Code)
+	}
+}

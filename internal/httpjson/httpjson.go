@@ -351,6 +351,22 @@ func ProblemOf(fe *fault.Error) (int, map[string]any) {
 	return status, doc
 }
 
+// ItemProblemOf is ProblemOf for item index of a batch answer: its
+// pointers point into the batch's body (/items/3/outputs/crm_id), as a
+// refused item's do in every batch route.
+func ItemProblemOf(fe *fault.Error, index int) (int, map[string]any) {
+	status, doc := ProblemOf(fe)
+	if len(fe.Errors) > 0 {
+		prefix := "/items/" + strconv.Itoa(index)
+		errs := make([]fault.FieldError, len(fe.Errors))
+		for i, e := range fe.Errors {
+			errs[i] = fault.FieldError{Path: prefix + e.Path, Message: e.Message}
+		}
+		doc["errors"] = errs
+	}
+	return status, doc
+}
+
 // ErrorHandler turns a handler that returns an error into an http.Handler
 // that writes that error as problem+json.
 func ErrorHandler(logger *slog.Logger, h func(w http.ResponseWriter, r *http.Request) error) http.Handler {
