@@ -31,14 +31,19 @@ func runLatency(ctx context.Context, b *bench) ([]measurement, error) {
 		return nil, fmt.Errorf("relais: %w", err)
 	}
 	defer relais.close()
+	stream, err := streamPickups(ctx, b)
+	if err != nil {
+		return nil, fmt.Errorf("relais stream: %w", err)
+	}
+	defer stream.close()
 	river, err := riverPickups(ctx, b, riverTuned)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", sysRiverTuned, err)
 	}
 	defer river.close()
-	systems := [2]*pickups{relais, river}
+	systems := [3]*pickups{relais, stream, river}
 	warm := min(20, b.opts.Pickups)
-	var lat [2][]time.Duration
+	var lat [3][]time.Duration
 	var prof *phaseProfile
 	for i := range warm + b.opts.Pickups {
 		if i == warm {
@@ -46,8 +51,8 @@ func runLatency(ctx context.Context, b *bench) ([]measurement, error) {
 				return nil, err
 			}
 		}
-		for k := range 2 {
-			c := (i + k) % 2
+		for k := range len(systems) {
+			c := (i + k) % len(systems)
 			d, err := systems[c].pickup(ctx, i, i >= warm)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", systems[c].name, err)
@@ -61,18 +66,25 @@ func runLatency(ctx context.Context, b *bench) ([]measurement, error) {
 		}
 	}
 	prof.end(ctx, b.opts.Pickups, "pickup")
-	var out []measurement
 	for c, sys := range systems {
 		slices.Sort(lat[c])
 		b.log.printf("%s: pickup p50 %.2f ms, p95 %.2f ms, p99 %.2f ms", sys.name, percentile(lat[c], 50), percentile(lat[c], 95), percentile(lat[c], 99))
 		if sys.report != nil {
 			sys.report()
 		}
+	}
+	// The stream's rows sit under their own metric, beside River's same
+	// figures, as the cycle's Go SDK row does.
+	var out []measurement
+	for _, row := range []struct {
+		system, suffix string
+		lat            []time.Duration
+	}{{sysRelais, "", lat[0]}, {sysRiverTuned, "", lat[2]}, {sysRelais, ", worker stream", lat[1]}, {sysRiverTuned, ", worker stream", lat[2]}} {
 		for _, p := range []struct {
 			name string
 			p    float64
 		}{{"p50", 50}, {"p95", 95}, {"p99", 99}} {
-			out = append(out, measurement{Scenario: "latency", System: sys.name, Metric: "pickup " + p.name, Value: percentile(lat[c], p.p), Unit: "ms", Better: "lower", Compare: true})
+			out = append(out, measurement{Scenario: "latency", System: row.system, Metric: "pickup " + p.name + row.suffix, Value: percentile(row.lat, p.p), Unit: "ms", Better: "lower", Compare: true})
 		}
 	}
 	return out, nil
