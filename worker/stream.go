@@ -170,33 +170,41 @@ type streamSession struct {
 	tasks    map[string]*streamTask
 }
 
-// streamLock is a streamed task's lock. The server extends it while the
-// stream lives, every third of the lock duration at least (and at each
-// heartbeat), so it lasts two thirds of a lock duration past the stream's
-// last event: a replica that dies leaves it held that long, and a worker
-// reporting an outcome meanwhile (to the replica restarted, or another)
-// still settles the task instead of seeing it run again. A stream that
-// ends cleanly hands its tasks back at once: Relais then refuses the
-// outcome, which ends the retries as any refusal does.
+// streamLock is a started streamed task's lock, as far as the worker can
+// tell. The server extends it while the stream lives, every third of a
+// lock duration, so after the stream's last event it should last about two
+// thirds of a lock duration more: a replica that dies leaves it held, and
+// an outcome reported meanwhile (to the replica restarted, or another)
+// still settles the task instead of seeing it run again. Retries stop half
+// a lock duration past the last event, leaving a sixth for the network and
+// a late extension. The estimate can only be long, never wrong in effect:
+// Relais checks the lock, and refuses an outcome whose lock lapsed (an
+// extension that failed while heartbeats went on, in a database outage),
+// which ends the retries as any refusal does; a stream that ends cleanly
+// hands its tasks back at once, with the same effect.
 type streamLock struct {
-	s        *streamSession
-	assigned time.Time // the lock's expiry when the task was assigned
+	s *streamSession
+	// taskCtx is the handler's: its cause says whether Relais took the
+	// task back (a Cancellation, the task assigned again).
+	taskCtx context.Context
 }
 
-func (l streamLock) expiry() time.Time {
+func (l *streamLock) expiry() time.Time {
 	last := time.Unix(0, l.s.lastEvent.Load())
-	return maxTime(l.assigned, last.Add(l.s.r.w.cfg.LockDuration*2/3))
+	return last.Add(l.s.r.w.cfg.LockDuration / 2)
 }
 
-// lost is never known here: Relais's refusal says it.
-func (streamLock) lost() bool { return false }
-
-func maxTime(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
+// lost reports whether Relais said the task is no longer this worker's. A
+// stream that ended says nothing of the kind: its replica may have died
+// with the lock held.
+func (l *streamLock) lost() bool {
+	cause := context.Cause(l.taskCtx)
+	return errors.Is(cause, ErrCancelled) || errors.Is(cause, ErrLockLost) && !errors.Is(cause, errStreamEnded)
 }
+
+// errStreamEnded is why a streamed task's handler is cancelled when its
+// stream ends (with ErrLockLost: another worker may have it by then).
+var errStreamEnded = errors.New("the stream ended")
 
 // waitingTask is a streamed task waiting for a slot. The server frees a
 // slot's credit when its outcome commits and pushes the next task at once,
@@ -289,7 +297,7 @@ func (s *streamSession) read(stream *connect.ServerStreamForClient[workerv1.Work
 	// another worker may take it.
 	s.mu.Lock()
 	for id, t := range s.tasks {
-		t.cancel(fmt.Errorf("%w: the stream ended", ErrLockLost))
+		t.cancel(fmt.Errorf("%w: %w", ErrLockLost, errStreamEnded))
 		delete(s.tasks, id)
 	}
 	s.mu.Unlock()
@@ -336,7 +344,6 @@ func taskOf(a *workerv1.Assignment) *Task {
 func (s *streamSession) assigned(t *Task) {
 	r := s.r
 	t.wire = streamWire{s.c}
-	t.held = streamLock{s: s, assigned: t.LockExpiresAt}
 	log := r.w.log.With(taskAttrs(t)...)
 	s.mu.Lock()
 	if s.draining {
@@ -404,6 +411,11 @@ func (s *streamSession) startIfLive(t *Task) bool {
 func (s *streamSession) startLocked(t *Task) {
 	r := s.r
 	ctx, cancel := context.WithCancelCause(r.handlerCtx)
+	// Only a started task's outcome is retried for as long as its lock may
+	// last: a task released unstarted gets a few tries (see settle), and
+	// the stream's reader, which releases those sent while it drains,
+	// must not wait on them.
+	t.held = &streamLock{s: s, taskCtx: ctx}
 	entry := &streamTask{cancel: cancel}
 	if old := s.tasks[t.ID]; old != nil {
 		old.cancel(fmt.Errorf("%w: assigned again", ErrLockLost))

@@ -468,3 +468,36 @@ func TestStreamNeverHoldsMoreThanItsConcurrency(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A started streamed task's outcome is retried for half a lock duration
+// past its stream's last event, and no longer once Relais took the task
+// back; a stream that ended says nothing of its lock (its replica may have
+// died holding it).
+func TestStreamLockBound(t *testing.T) {
+	s := &streamSession{r: &run{w: &Worker{cfg: Config{LockDuration: time.Minute}}}}
+	last := time.Now().Add(-10 * time.Second)
+	s.lastEvent.Store(last.UnixNano())
+	for _, c := range []struct {
+		cause error
+		lost  bool
+	}{
+		{nil, false},
+		{fmt.Errorf("%w: %w", ErrLockLost, errStreamEnded), false},
+		{fmt.Errorf("%w: the lock was lost (lock lost)", ErrLockLost), true},
+		{fmt.Errorf("%w: assigned again", ErrLockLost), true},
+		{fmt.Errorf("%w (instance stopped)", ErrCancelled), true},
+	} {
+		ctx, cancel := context.WithCancelCause(context.Background())
+		if c.cause != nil {
+			cancel(c.cause)
+		}
+		l := &streamLock{s: s, taskCtx: ctx}
+		if got := l.lost(); got != c.lost {
+			t.Errorf("cause %v: lost %v, want %v", c.cause, got, c.lost)
+		}
+		if got, want := l.expiry(), last.Add(30*time.Second); !got.Equal(want) {
+			t.Errorf("expiry %v, want %v (the last event and half a lock duration)", got, want)
+		}
+		cancel(nil)
+	}
+}

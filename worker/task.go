@@ -38,9 +38,10 @@ type Task struct {
 	// wire reports the task's outcome: the REST routes for a fetched task,
 	// the worker protocol for a streamed one.
 	wire wire
-	// held says until when the task's lock surely lasts: a fetched
-	// task's as the worker extends it, a streamed task's as its stream
-	// keeps it. An outcome is retried through an outage until then.
+	// held says until when the task's lock lasts, as far as the worker
+	// can tell: a fetched task's as the worker extends it, a started
+	// streamed task's as its stream keeps it (nil for a streamed task not
+	// started). An outcome is retried through an outage until then.
 	held lockBound
 }
 
@@ -453,8 +454,9 @@ func (e *settleRetried) Unwrap() error { return e.err }
 // task's lock lasts, streamed or fetched, so that finished work is not
 // done again after an outage (a replica restarted, say); past the lock (or
 // once it is lost) Relais would refuse it and may have handed the task to
-// another worker, so the worker stops. A task without a lock (a test's)
-// is tried settleAttempts times. Any other answer is final.
+// another worker, so the worker stops. A streamed task released before
+// it started has no lock to go by: it is tried settleAttempts times. Any
+// other answer is final.
 func (r *run) settle(t *Task, action string, send func(ctx context.Context) error, log *slog.Logger) error {
 	w := r.w
 	bo := w.settleBackoff
@@ -500,7 +502,8 @@ func (r *run) settle(t *Task, action string, send func(ctx context.Context) erro
 }
 
 // lockBound is what settle needs to know of a task's lock: until when, by
-// the local clock, it surely lasts, and whether it is lost.
+// the local clock, it lasts as far as the worker can tell, and whether it
+// is lost.
 type lockBound interface {
 	expiry() time.Time
 	lost() bool

@@ -166,7 +166,8 @@ type route struct {
 }
 
 // settleAttempts is how many times an outcome is sent before the worker
-// gives up when its task has no lock to bound the retries (see settle).
+// gives up when its task has no lock to bound the retries: a streamed task
+// released before it started (see settle).
 const settleAttempts = 5
 
 // settleTimeout bounds one complete, fail or extend request.
