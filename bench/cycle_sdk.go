@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"net/http"
 	"runtime/pprof"
 	"time"
 
@@ -12,12 +13,13 @@ import (
 // user would write them: one Go SDK worker (package worker) with
 // --workers concurrent handlers, as River's row is one River client with
 // MaxWorkers handlers. The SDK takes a worker stream (tasks pushed to it as
-// credit allows) and reports outcomes on it; the producers are those of
-// the cycle scenario. Settlements are counted by polling the instances
-// that ended (see endedPoll; the SDK does not say when Relais committed an
-// outcome) every 10 ms: the figure can only be a little low (by at most
-// one interval in a run of seconds; at 2 ms the polls took about 7 % of
-// PostgreSQL's CPU from the run they measured).
+// credit allows) and reports each outcome with a Complete call; the
+// producers are those of the cycle scenario. The SDK does not say when
+// Relais committed an outcome, its HTTP transport does: settlements are
+// counted as each Complete is answered, as the raw row counts its complete
+// answers (each one ends its one-node instance in its transaction), and
+// measure checks afterwards that as many instances completed, which a
+// Complete answered twice (a retried outcome) would fail.
 func relaisCycleSDK(ctx context.Context, b *bench) (float64, error) {
 	r, token, done, err := freshPullRelais(ctx, b, "bench_cycle_sdk_relais")
 	if err != nil {
@@ -25,7 +27,11 @@ func relaisCycleSDK(ctx context.Context, b *bench) (float64, error) {
 	}
 	defer done()
 
-	w, err := worker.New(worker.Config{URL: r.url, Token: token, WorkerID: "bench-sdk", Concurrency: b.opts.Workers, LockDuration: time.Minute})
+	settled := &tally{}
+	base := http.DefaultTransport.(*http.Transport).Clone()
+	defer base.CloseIdleConnections()
+	w, err := worker.New(worker.Config{URL: r.url, Token: token, WorkerID: "bench-sdk", Concurrency: b.opts.Workers, LockDuration: time.Minute,
+		HTTPClient: &http.Client{Transport: completions{base: base, settled: settled}}})
 	if err != nil {
 		return 0, err
 	}
@@ -43,12 +49,5 @@ func relaisCycleSDK(ctx context.Context, b *bench) (float64, error) {
 		}
 	}()
 	defer func() { stopWorker(); <-ran }()
-
-	settled := &tally{}
-	ended, err := pollEnded(ctx, r.db, settled, failed, 10*time.Millisecond)
-	if err != nil {
-		return 0, err
-	}
-	defer ended.stop()
-	return r.measure(ctx, b, warmup(b.opts.N), b.opts.N, relaisRun{label: "relais sdk", profile: "cycle-sdk-relais", start: ended.counting(r.startCRM), settled: settled, failed: failed})
+	return r.measure(ctx, b, warmup(b.opts.N), b.opts.N, relaisRun{label: "relais sdk", profile: "cycle-sdk-relais", start: r.startCRM, settled: settled, failed: failed})
 }

@@ -53,8 +53,8 @@ func (r *relais) measure(ctx context.Context, b *bench, warm, units int, run rel
 }
 
 // endedPoll counts the instances that ended into a tally every interval,
-// for workers that do not say when Relais committed their outcome (the
-// push runner, the Go SDK): the starts answered (counted by the start
+// for workers that do not say when Relais committed their outcome and
+// whose calls the bench cannot see (the push runner): the starts answered (counted by the start
 // function it wraps) less the instances still running. Counting the
 // running ones reads the few index entries of live instances, where
 // counting the ended ones would read every instance at every poll, a
