@@ -135,9 +135,10 @@ func (b *settleBatch) send(batch []*batchCall) {
 		// A Relais before batch settlements.
 		b.single.Store(true)
 		fallthrough
-	case errors.As(err, &ae) && ae.Status == http.StatusBadRequest:
-		// The batch as a whole was refused: each outcome alone gets its
-		// own answer.
+	case errors.As(err, &ae) && (ae.Status == http.StatusBadRequest || ae.Status == http.StatusRequestEntityTooLarge):
+		// The batch as a whole was refused (too large together, maybe
+		// for one outcome's outputs): each outcome alone gets its own
+		// answer.
 		for _, c := range batch {
 			b.sendOne(c)
 		}

@@ -127,6 +127,14 @@ func wireError(err error) error {
 		status = http.StatusConflict
 	case connect.CodeResourceExhausted:
 		status = http.StatusTooManyRequests
+		if p == nil {
+			// Relais's own 429s carry their problem; connect's bare
+			// ResourceExhausted is a message over its size limit, which
+			// no retry fixes: REST's 413 (an HTTP 429 from a proxy
+			// arrives as Unavailable).
+			ae := &APIError{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large", Detail: ce.Message()}
+			return ae
+		}
 	case connect.CodeUnavailable:
 		status = http.StatusServiceUnavailable
 	case connect.CodeInternal, connect.CodeDataLoss:

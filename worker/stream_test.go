@@ -73,11 +73,16 @@ func (r *relais) run(t *testing.T, cfg Config, h Handler) *running {
 			t.Error("Run did not return")
 		}
 	})
-	// Connected once the catalog lists the stream.
-	relaistest.WaitFor(t, 10*time.Second, "the worker's stream connects", func() (bool, string) {
+	// Connected once the catalog lists the stream (a poller, once it
+	// fetched).
+	protocol := "stream"
+	if cfg.Protocol == ProtocolLongPoll {
+		protocol = "long_poll"
+	}
+	relaistest.WaitFor(t, 10*time.Second, "the worker connects", func() (bool, string) {
 		items := r.env.Must(200, "GET", "/api/v1/workers", r.env.Operator, nil).JSON(t)["items"].([]any)
 		for _, it := range items {
-			if w := it.(map[string]any); w["worker_id"] == cfg.WorkerID && w["protocol"] == "stream" {
+			if w := it.(map[string]any); w["worker_id"] == cfg.WorkerID && w["protocol"] == protocol {
 				return true, ""
 			}
 		}
@@ -499,5 +504,46 @@ func TestStreamLockBound(t *testing.T) {
 			t.Errorf("expiry %v, want %v (the last event and half a lock duration)", got, want)
 		}
 		cancel(nil)
+	}
+}
+
+// Outputs larger than Relais accepts fail their task at once, without
+// retry, on a stream (where connect refuses the message) as by long
+// polling (413, alone or in a batch of outcomes, which is then sent one by
+// one): retried, the outcome could never land, and the task would be held
+// (on a stream, for as long as the stream lives) or run again to the same
+// outputs.
+func TestOutputsTooLargeFailTheTask(t *testing.T) {
+	for _, protocol := range []string{ProtocolStream, ProtocolLongPoll} {
+		t.Run(protocol, func(t *testing.T) {
+			r := newRelais(t, map[string]any{"max_attempts": 3})
+			run := r.run(t, Config{Protocol: protocol, Concurrency: 2, SettleWindow: 50 * time.Millisecond, WorkerID: "big-" + protocol},
+				func(ctx context.Context, task *Task) (any, error) {
+					var in struct {
+						CompanyName string `json:"company_name"`
+					}
+					if err := task.Decode(&in); err != nil {
+						return nil, err
+					}
+					if in.CompanyName == "Big" {
+						return map[string]any{"result": "created", "crm_id": strings.Repeat("x", 2<<20)}, nil
+					}
+					return map[string]any{"result": "created", "crm_id": "C-1"}, nil
+				})
+			big, small := r.start(t, "Big"), r.start(t, "Small")
+			if got := r.env.WaitEnded(small, 15*time.Second)["status"]; got != "completed" {
+				t.Errorf("the small outputs' instance %v, want completed", got)
+			}
+			if got := r.env.WaitEnded(big, 15*time.Second)["status"]; got != "failed" {
+				t.Fatalf("the large outputs' instance %v, want failed", got)
+			}
+			o := r.occurrenceOf(t, big)
+			if o["error_code"] != "outputs_too_large" || len(o["attempts"].([]any)) != 1 {
+				t.Errorf("occurrence %v with %d attempts, want failed outputs_too_large after one", o["error_code"], len(o["attempts"].([]any)))
+			}
+			if err := run.stop(t); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }

@@ -62,8 +62,10 @@ const (
 	codeHandlerError   = "handler_error"
 	codeHandlerPanic   = "handler_panic"
 	codeInvalidOutputs = "invalid_outputs"
-	codeWorkerShutdown = "worker_shutdown"
-	codeHandlerTimeout = "handler_timeout"
+	// codeOutputsTooLarge: Relais refused the outputs' size.
+	codeOutputsTooLarge = "outputs_too_large"
+	codeWorkerShutdown  = "worker_shutdown"
+	codeHandlerTimeout  = "handler_timeout"
 	// codeBusinessError stands for an empty business failure code.
 	codeBusinessError = "business_error"
 	// codeInvalidFailure reports a failure Relais refused as it was sent.
@@ -310,6 +312,13 @@ func (r *run) complete(t *Task, outputs any, log *slog.Logger) {
 		// never the values, so they are safe to log.
 		log.Error("outputs violate the contract; failing the task without retry", "errors", ae.Errors)
 		r.settleFail(t, failRequest{ErrorCode: codeInvalidOutputs, Message: violations(ae.Errors)}, log)
+	case errors.As(err, &ae) && ae.Status == http.StatusRequestEntityTooLarge:
+		// Left alone, the task would be held until its lock lapsed (on a
+		// stream, for as long as the stream lives) and then run again to
+		// the same outputs.
+		log.Error("outputs larger than Relais accepts; failing the task without retry", "bytes", len(body), "detail", ae.Detail)
+		r.settleFail(t, failRequest{ErrorCode: codeOutputsTooLarge,
+			Message: fmt.Sprintf("the handler's outputs (%d bytes of JSON) are larger than Relais accepts", len(body))}, log)
 	default:
 		r.logSettleError(log, "complete", err)
 	}
