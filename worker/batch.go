@@ -19,7 +19,8 @@ import (
 // as the single route would answer it (its result, or its refusal as an
 // *APIError), so the caller's handling, retries included, is unchanged.
 // Against a Relais without the batch route (404, 405) or when a whole batch
-// is refused (400), outcomes go one by one through the single routes.
+// is refused (400, or 413: too large together, maybe for one outcome's
+// outputs), outcomes go one by one through the single routes.
 type settleBatch struct {
 	w      *Worker
 	window time.Duration

@@ -127,13 +127,20 @@ func wireError(err error) error {
 		status = http.StatusConflict
 	case connect.CodeResourceExhausted:
 		status = http.StatusTooManyRequests
-		if p == nil {
-			// Relais's own 429s carry their problem; connect's bare
-			// ResourceExhausted is a message over its size limit, which
-			// no retry fixes: REST's 413 (an HTTP 429 from a proxy
+		switch {
+		case p != nil && p.GetCode() == "body_too_large":
+			status = http.StatusRequestEntityTooLarge
+		case p == nil && connect.IsWireError(ce):
+			// Relais's own 429s carry their problem; a bare one from the
+			// server is connect refusing a request over its size limit,
+			// which no retry fixes: REST's 413 (an HTTP 429 from a proxy
 			// arrives as Unavailable).
-			ae := &APIError{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large", Detail: ce.Message()}
-			return ae
+			return &APIError{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large", Detail: ce.Message()}
+		case p == nil:
+			// Made here (an answer over this client's limit, a stream
+			// reset by HTTP/2's ENHANCE_YOUR_CALM): the call may or may
+			// not have acted.
+			return &networkError{err}
 		}
 	case connect.CodeUnavailable:
 		status = http.StatusServiceUnavailable

@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
+
 	"github.com/relais/relais/internal/relaistest"
 )
 
@@ -545,5 +547,16 @@ func TestOutputsTooLargeFailTheTask(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// A ResourceExhausted the client made itself (an answer over its own
+// limit, an HTTP/2 reset) says nothing of the outcome: retried as a
+// network error, never read as the server refusing the outputs' size.
+func TestLocalResourceExhaustedIsRetried(t *testing.T) {
+	err := wireError(connect.NewError(connect.CodeResourceExhausted, errors.New("message size 70000000 is larger than configured max 67108864")))
+	var ae *APIError
+	if errors.As(err, &ae) || !transient(err) {
+		t.Errorf("wireError = %#v (transient %v), want a network error, retried", err, transient(err))
 	}
 }
