@@ -204,9 +204,17 @@ type streamLock struct {
 	taskCtx context.Context
 }
 
-func (l *streamLock) expiry() time.Time {
-	last := time.Unix(0, l.s.lastEvent.Load())
-	return last.Add(l.s.r.w.cfg.LockDuration / 2)
+// expiry is half a lock duration past the stream's last event, and one
+// lock duration past since at most: a stream whose heartbeats go on while
+// its replica cannot reach the database keeps the last event fresh but not
+// the lock, and a worker shutting down would wait for the outage's end.
+func (l *streamLock) expiry(since time.Time) time.Time {
+	d := l.s.r.w.cfg.LockDuration
+	until := time.Unix(0, l.s.lastEvent.Load()).Add(d / 2)
+	if limit := since.Add(d); limit.Before(until) {
+		return limit
+	}
+	return until
 }
 
 // lost reports whether Relais said the task is no longer this worker's. A

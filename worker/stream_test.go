@@ -19,6 +19,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/relais/relais/internal/config"
 	"github.com/relais/relais/internal/relaistest"
 )
 
@@ -502,8 +503,12 @@ func TestStreamLockBound(t *testing.T) {
 		if got := l.lost(); got != c.lost {
 			t.Errorf("cause %v: lost %v, want %v", c.cause, got, c.lost)
 		}
-		if got, want := l.expiry(), last.Add(30*time.Second); !got.Equal(want) {
+		if got, want := l.expiry(last), last.Add(30*time.Second); !got.Equal(want) {
 			t.Errorf("expiry %v, want %v (the last event and half a lock duration)", got, want)
+		}
+		// Reported since long before: one lock duration from then.
+		if got, want := l.expiry(last.Add(-50*time.Second)), last.Add(10*time.Second); !got.Equal(want) {
+			t.Errorf("expiry %v, want %v (a lock duration past since)", got, want)
 		}
 		cancel(nil)
 	}
@@ -558,5 +563,34 @@ func TestLocalResourceExhaustedIsRetried(t *testing.T) {
 	var ae *APIError
 	if errors.As(err, &ae) || !transient(err) {
 		t.Errorf("wireError = %#v (transient %v), want a network error, retried", err, transient(err))
+	}
+}
+
+// However long a stream keeps its lock, an outcome is retried for one lock
+// duration at most: a worker shutting down during an outage that only the
+// outcomes meet (the stream's heartbeats going on) stops within it instead
+// of waiting for the outage's end.
+func TestStreamOutcomeRetriesEndWithinALockDuration(t *testing.T) {
+	// Heartbeats far more often than a lock duration: the stream's last
+	// event alone would keep the retries going.
+	env := relaistest.New(t, func(c *config.Config) { c.Stream.Heartbeat = 100 * time.Millisecond })
+	env.Definition("add_company_to_crm.yaml")
+	env.Process("crm_only", relaistest.CRMProcess(nil))
+	r := &relais{env: env, consumer: env.Consumer("crm-sync", def)}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	down := &outage{procedure: "Complete", lasts: time.Hour, base: tr}
+	run := r.run(t, Config{Concurrency: 1, LockDuration: 2 * time.Second, HTTPClient: &http.Client{Transport: down}}, created)
+	r.start(t, "Acme")
+	relaistest.WaitFor(t, 10*time.Second, "the outcome's first report", func() (bool, string) {
+		down.mu.Lock()
+		defer down.mu.Unlock()
+		return down.calls > 0, ""
+	})
+	began := time.Now()
+	if err := run.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(began); d > 5*time.Second {
+		t.Errorf("Run returned %s after shutdown began, want within the lock duration (2 s) and a retry", d)
 	}
 }

@@ -470,13 +470,15 @@ func (r *run) settle(t *Task, action string, send func(ctx context.Context) erro
 	w := r.w
 	bo := w.settleBackoff
 	held := t.held
+	since := time.Now()
+	until := func() time.Time { return held.expiry(since) }
 	for attempt := 1; ; attempt++ {
 		timeout := settleTimeout
 		if held != nil {
 			// A request stuck on a dead connection must leave time for
 			// another try before the lock ends; the first one is sent
 			// even if the lock seems gone, to learn what Relais says.
-			timeout = min(settleTimeout, max(time.Until(held.expiry())/3, time.Second))
+			timeout = min(settleTimeout, max(time.Until(until())/3, time.Second))
 		}
 		ctx, cancel := context.WithTimeout(r.settleCtx, timeout)
 		err := send(ctx)
@@ -492,7 +494,7 @@ func (r *run) settle(t *Task, action string, send func(ctx context.Context) erro
 		}
 		d := max(bo.next(), retryAfter(err))
 		if held != nil {
-			left := time.Until(held.expiry())
+			left := time.Until(until())
 			if left <= 0 || held.lost() {
 				return err
 			}
@@ -511,10 +513,10 @@ func (r *run) settle(t *Task, action string, send func(ctx context.Context) erro
 }
 
 // lockBound is what settle needs to know of a task's lock: until when, by
-// the local clock, it lasts as far as the worker can tell, and whether it
-// is lost.
+// the local clock, it lasts as far as the worker can tell (for an outcome
+// reported since then), and whether it is lost.
 type lockBound interface {
-	expiry() time.Time
+	expiry(since time.Time) time.Time
 	lost() bool
 }
 
@@ -532,7 +534,8 @@ func newHeldLock(taskCtx context.Context, expiry time.Time) *heldLock {
 
 func (h *heldLock) extended(expiry time.Time) { h.until.Store(expiry.UnixNano()) }
 
-func (h *heldLock) expiry() time.Time { return time.Unix(0, h.until.Load()) }
+// expiry is the latest extension's: it is known to hold, since.
+func (h *heldLock) expiry(time.Time) time.Time { return time.Unix(0, h.until.Load()) }
 
 // lost reports whether the lock was lost or the occurrence cancelled.
 func (h *heldLock) lost() bool {
