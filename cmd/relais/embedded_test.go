@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -152,6 +153,31 @@ func TestNoServerBinariesExplainsWhatToDo(t *testing.T) {
 	}, io.Discard, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "RELAIS_DATABASE_URL") || !strings.Contains(err.Error(), empty) {
 		t.Fatalf("err = %v; want one naming the folder and RELAIS_DATABASE_URL", err)
+	}
+}
+
+// A port in use fails serve before anything else: no cluster is created
+// and no bootstrap token is shown (once) for a server that never ran.
+func TestServeOnATakenPortCreatesNothing(t *testing.T) {
+	t.Parallel()
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	dataDir := filepath.Join(t.TempDir(), "d")
+	var out strings.Builder
+	err = run(t.Context(), []string{"serve"}, func(k string) string {
+		return map[string]string{"RELAIS_DATA_DIR": dataDir, "RELAIS_LISTEN": taken.Addr().String()}[k]
+	}, &out, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "RELAIS_LISTEN") {
+		t.Fatalf("err = %v; want one naming RELAIS_LISTEN", err)
+	}
+	if strings.Contains(out.String(), "rls_") {
+		t.Errorf("a bootstrap token was shown for a server that never ran:\n%s", out.String())
+	}
+	if _, err := os.Stat(dataDir); !os.IsNotExist(err) {
+		t.Errorf("the data folder was created (%v)", err)
 	}
 }
 

@@ -26,6 +26,19 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	logger := newLogger(cfg, stderr)
 	start := time.Now()
 
+	// The address first: a port in use fails before a cluster is created
+	// or a bootstrap token is shown (once) for a server that never ran.
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("RELAIS_LISTEN %s: %w", cfg.Listen, err)
+	}
+	serving := false
+	defer func() {
+		if !serving {
+			ln.Close()
+		}
+	}()
+
 	db, _, err := openMigrated(ctx, cfg, logger, false)
 	if err != nil {
 		return err
@@ -50,13 +63,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	replica := server.Start(ctx, server.Deps{Logger: logger, Config: cfg, Engine: eng, Registry: reg})
 	defer replica.Stop()
 
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("RELAIS_LISTEN %s: %w", cfg.Listen, err)
-	}
 	srv, err := server.NewHTTPServer(cfg, replica.Handler)
 	if err != nil {
-		ln.Close()
 		return err
 	}
 	srv.BaseContext = func(net.Listener) context.Context { return context.WithoutCancel(ctx) }
@@ -65,6 +73,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		scheme = "https"
 	}
 	serveErr := make(chan error, 1)
+	serving = true // Serve closes ln
 	go func() { serveErr <- server.Serve(srv, ln) }()
 	fmt.Fprintf(stdout, "Relais listening on %s://%s\n", scheme, ln.Addr())
 	logger.Info("relais ready", "listen", ln.Addr().String(), "tls", scheme == "https", "embedded_postgres", db.cluster != nil,
