@@ -156,28 +156,42 @@ func TestNoServerBinariesExplainsWhatToDo(t *testing.T) {
 	}
 }
 
-// A port in use fails serve before anything else: no cluster is created
-// and no bootstrap token is shown (once) for a server that never ran.
-func TestServeOnATakenPortCreatesNothing(t *testing.T) {
+// A port in use, or TLS files that cannot be loaded, fail serve before
+// anything else: no cluster is created and no bootstrap token is shown
+// (once) for a server that never ran.
+func TestServeThatCannotListenCreatesNothing(t *testing.T) {
 	t.Parallel()
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer taken.Close()
-	dataDir := filepath.Join(t.TempDir(), "d")
-	var out strings.Builder
-	err = run(t.Context(), []string{"serve"}, func(k string) string {
-		return map[string]string{"RELAIS_DATA_DIR": dataDir, "RELAIS_LISTEN": taken.Addr().String()}[k]
-	}, &out, io.Discard)
-	if err == nil || !strings.Contains(err.Error(), "RELAIS_LISTEN") {
-		t.Fatalf("err = %v; want one naming RELAIS_LISTEN", err)
+	dir := t.TempDir()
+	junk := filepath.Join(dir, "junk.pem")
+	if err := os.WriteFile(junk, []byte("not a certificate"), 0o600); err != nil {
+		t.Fatal(err)
 	}
-	if strings.Contains(out.String(), "rls_") {
-		t.Errorf("a bootstrap token was shown for a server that never ran:\n%s", out.String())
-	}
-	if _, err := os.Stat(dataDir); !os.IsNotExist(err) {
-		t.Errorf("the data folder was created (%v)", err)
+	for _, c := range []struct {
+		name string
+		env  map[string]string
+		want string
+	}{
+		{"port in use", map[string]string{"RELAIS_LISTEN": taken.Addr().String()}, "RELAIS_LISTEN"},
+		{"bad certificate", map[string]string{"RELAIS_LISTEN": "127.0.0.1:0", "RELAIS_TLS_CERT_FILE": junk, "RELAIS_TLS_KEY_FILE": junk}, "RELAIS_TLS_CERT_FILE"},
+	} {
+		dataDir := filepath.Join(dir, strings.ReplaceAll(c.name, " ", "-"))
+		c.env["RELAIS_DATA_DIR"] = dataDir
+		var out strings.Builder
+		err := run(t.Context(), []string{"serve"}, func(k string) string { return c.env[k] }, &out, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: err = %v; want one naming %s", c.name, err, c.want)
+		}
+		if strings.Contains(out.String(), "rls_") {
+			t.Errorf("%s: a bootstrap token was shown for a server that never ran:\n%s", c.name, out.String())
+		}
+		if _, err := os.Stat(dataDir); !os.IsNotExist(err) {
+			t.Errorf("%s: the data folder was created (%v)", c.name, err)
+		}
 	}
 }
 

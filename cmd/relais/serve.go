@@ -26,8 +26,13 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	logger := newLogger(cfg, stderr)
 	start := time.Now()
 
-	// The address first: a port in use fails before a cluster is created
-	// or a bootstrap token is shown (once) for a server that never ran.
+	// The address and the TLS files first: a port in use or a bad
+	// certificate fails before a cluster is created or a bootstrap token
+	// is shown (once) for a server that never ran.
+	srv, err := server.NewHTTPServer(cfg, nil)
+	if err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("RELAIS_LISTEN %s: %w", cfg.Listen, err)
@@ -63,10 +68,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	replica := server.Start(ctx, server.Deps{Logger: logger, Config: cfg, Engine: eng, Registry: reg})
 	defer replica.Stop()
 
-	srv, err := server.NewHTTPServer(cfg, replica.Handler)
-	if err != nil {
-		return err
-	}
+	srv.Handler = replica.Handler
 	srv.BaseContext = func(net.Listener) context.Context { return context.WithoutCancel(ctx) }
 	scheme := "http"
 	if cfg.TLSCertFile != "" {
