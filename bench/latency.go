@@ -137,36 +137,15 @@ func relaisPickups(ctx context.Context, b *bench) (*pickups, error) {
 	p.pickup = func(ctx context.Context, i int, measured bool) (time.Duration, error) {
 		// Idle: the previous occurrence completed and every worker back
 		// in its long poll.
-		select {
-		case <-settled.reached(i):
-		case err := <-workers.failed:
+		if err := awaitSettled(i, settled, workers.failed); err != nil {
 			return 0, err
-		case <-time.After(pickupTimeout):
-			return 0, fmt.Errorf("pickup %d: the previous occurrence was not completed after %s", i, pickupTimeout)
 		}
 		if err := r.awaitWaiters(ctx, b.opts.Workers); err != nil {
 			return 0, err
 		}
-		time.Sleep(pickupGap)
-		id, pr := r.newProbe()
-		inst, err := r.startInstance(ctx, "crm_only", mustJSON(map[string]any{"inputs": map[string]any{"name": fmt.Sprint("c", i)}}), probeHeader, id)
+		committed, rc, err := r.startAndReceive(ctx, i, got, workers.failed)
 		if err != nil {
 			return 0, err
-		}
-		committed, ok := pr.committedAt()
-		if !ok {
-			return 0, fmt.Errorf("pickup %d: the start's commit was not seen", i)
-		}
-		var rc receipt
-		select {
-		case rc = <-got:
-		case err := <-workers.failed:
-			return 0, err
-		case <-time.After(pickupTimeout):
-			return 0, fmt.Errorf("pickup %d: no worker received instance %s after %s", i, inst, pickupTimeout)
-		}
-		if rc.id != inst {
-			return 0, fmt.Errorf("pickup %d: a worker received instance %s, want %s", i, rc.id, inst)
 		}
 		if measured {
 			claimStart, claimEnd := time.Unix(0, r.claim.start.Load()), time.Unix(0, r.claim.end.Load())
@@ -177,6 +156,48 @@ func relaisPickups(ctx context.Context, b *bench) (*pickups, error) {
 		return rc.at.Sub(committed), nil
 	}
 	return p, nil
+}
+
+// awaitSettled waits until the workers settled the i pickups before pickup
+// i.
+func awaitSettled(i int, settled *tally, failed <-chan error) error {
+	select {
+	case <-settled.reached(i):
+		return nil
+	case err := <-failed:
+		return err
+	case <-time.After(pickupTimeout):
+		return fmt.Errorf("pickup %d: the previous occurrence was not completed after %s", i, pickupTimeout)
+	}
+}
+
+// startAndReceive starts instance i of crm_only, pickupGap after the
+// system was found idle, and waits for a worker to receive it: it returns
+// the answer to the start's COMMIT (seen by the replica's pool tracer) and
+// the worker's receipt.
+func (r *relais) startAndReceive(ctx context.Context, i int, got <-chan receipt, failed <-chan error) (committed time.Time, rc receipt, err error) {
+	time.Sleep(pickupGap)
+	id, pr := r.newProbe()
+	inst, err := r.startInstance(ctx, "crm_only", mustJSON(map[string]any{"inputs": map[string]any{"name": fmt.Sprint("c", i)}}), probeHeader, id)
+	if err != nil {
+		return committed, rc, err
+	}
+	committed, ok := pr.committedAt()
+	if !ok {
+		return committed, rc, fmt.Errorf("pickup %d: the start's commit was not seen", i)
+	}
+	select {
+	case rc = <-got:
+	case err := <-failed:
+		return committed, rc, err
+	case <-time.After(pickupTimeout):
+		// The first pickups also wait for the workers to connect.
+		return committed, rc, fmt.Errorf("pickup %d: no worker received instance %s after %s", i, inst, pickupTimeout)
+	}
+	if rc.id != inst {
+		return committed, rc, fmt.Errorf("pickup %d: a worker received instance %s, want %s", i, rc.id, inst)
+	}
+	return committed, rc, nil
 }
 
 func riverPickups(ctx context.Context, b *bench, v riverVariant) (*pickups, error) {
