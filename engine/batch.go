@@ -38,18 +38,7 @@ func (e *Engine) SettleBatch(ctx context.Context, consumerID int64, workerID str
 		return nil, BoundExceeded("items", MaxBatch)
 	}
 	out := make([]SettleResult, len(items))
-	var errs []fault.FieldError
-	seen := make(map[uuid.UUID]int, len(items))
-	for i, it := range items {
-		if j, dup := seen[it.Occurrence]; dup {
-			errs = append(errs, fault.FieldError{Path: fmt.Sprintf("/items/%d/id", i), Message: fmt.Sprintf("occurrence %s is item %d already", it.Occurrence, j)})
-		}
-		seen[it.Occurrence] = i
-		if (it.Outputs == nil) == (it.Failure == nil) {
-			errs = append(errs, fault.FieldError{Path: fmt.Sprintf("/items/%d", i), Message: "must complete (outputs) or fail (error_code)"})
-		}
-	}
-	if len(errs) > 0 {
+	if errs := CheckSettlements(items); len(errs) > 0 {
 		return nil, fault.New(fault.BadRequest, "invalid_request", "the batch is invalid: nothing was settled").WithErrors(errs)
 	}
 	for i, it := range items {
@@ -87,6 +76,26 @@ func (e *Engine) SettleBatch(ctx context.Context, consumerID int64, workerID str
 		}
 	}
 	return out, nil
+}
+
+// CheckSettlements reports what makes a batch of settlements malformed,
+// each problem at its pointer: an item that neither completes nor fails,
+// or does both, and an occurrence given twice. A route adds these to the
+// problems it found reading the body, so that one answer names them all.
+func CheckSettlements(items []BatchSettlement) []fault.FieldError {
+	var errs []fault.FieldError
+	seen := make(map[uuid.UUID]int, len(items))
+	for i, it := range items {
+		if (it.Outputs == nil) == (it.Failure == nil) {
+			errs = append(errs, fault.FieldError{Path: fmt.Sprintf("/items/%d", i), Message: "must either complete (outputs) or fail (error_code)"})
+		}
+		if j, dup := seen[it.Occurrence]; dup {
+			errs = append(errs, fault.FieldError{Path: fmt.Sprintf("/items/%d/id", i), Message: fmt.Sprintf("occurrence %s is item %d already", it.Occurrence, j)})
+		} else {
+			seen[it.Occurrence] = i
+		}
+	}
+	return errs
 }
 
 // errBatchRefusal aborts a batch's fast path when one item is refused.

@@ -467,36 +467,28 @@ func (p *Protocol) settle(w http.ResponseWriter, r *http.Request) error {
 		return engine.BoundExceeded("items", engine.MaxBatch)
 	}
 	items := make([]engine.BatchSettlement, len(req.Items))
-	// Every problem of the batch in one answer: the engine would find an
-	// id given twice too, but only once the items' shapes are right.
-	seen := make(map[uuid.UUID]int, len(req.Items))
 	for i, it := range req.Items {
-		at := "/items/" + strconv.Itoa(i)
 		id, err := uuid.Parse(it.ID)
 		if err != nil {
-			errs = append(errs, fault.FieldError{Path: at + "/id", Message: "must be an occurrence id"})
-		} else if j, dup := seen[id]; dup {
-			errs = append(errs, fault.FieldError{Path: at + "/id", Message: fmt.Sprintf("occurrence %s is item %d already", id, j)})
-		} else {
-			seen[id] = i
+			errs = append(errs, fault.FieldError{Path: "/items/" + strconv.Itoa(i) + "/id", Message: "must be an occurrence id"})
+			// Refused here; an id of its own keeps it out of the
+			// duplicate check below.
+			id = uuid.New()
 		}
 		items[i].Occurrence = id
-		switch {
-		case it.ErrorCode != nil && it.Outputs != nil:
-			errs = append(errs, fault.FieldError{Path: at, Message: "either outputs (complete) or error_code (fail), not both"})
-		case it.ErrorCode != nil:
+		items[i].Outputs = it.Outputs
+		if it.ErrorCode != nil {
 			f := engine.Failure{ErrorCode: *it.ErrorCode, Message: it.Message, Retryable: it.Retryable, AttemptsLeft: it.AttemptsLeft}
 			if it.RetryDelay != nil {
 				d := it.RetryDelay.Std()
 				f.RetryDelay = &d
 			}
 			items[i].Failure = &f
-		case it.Outputs != nil:
-			items[i].Outputs = it.Outputs
-		default:
-			errs = append(errs, fault.FieldError{Path: at, Message: "needs outputs (complete) or error_code (fail)"})
 		}
 	}
+	// With the body's problems, the batch's (an item that does not
+	// settle one way, an id given twice): one answer names them all.
+	errs = append(errs, engine.CheckSettlements(items)...)
 	if len(errs) > 0 {
 		return fault.New(fault.BadRequest, "invalid_request", "the batch is invalid: nothing was settled").WithErrors(errs)
 	}
