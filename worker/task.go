@@ -471,14 +471,13 @@ func (r *run) settle(t *Task, action string, send func(ctx context.Context) erro
 	bo := w.settleBackoff
 	held := t.held
 	since := time.Now()
-	until := func() time.Time { return held.expiry(since) }
 	for attempt := 1; ; attempt++ {
 		timeout := settleTimeout
 		if held != nil {
 			// A request stuck on a dead connection must leave time for
 			// another try before the lock ends; the first one is sent
 			// even if the lock seems gone, to learn what Relais says.
-			timeout = min(settleTimeout, max(time.Until(until())/3, time.Second))
+			timeout = min(settleTimeout, max(time.Until(held.expiry(since))/3, time.Second))
 		}
 		ctx, cancel := context.WithTimeout(r.settleCtx, timeout)
 		err := send(ctx)
@@ -494,7 +493,7 @@ func (r *run) settle(t *Task, action string, send func(ctx context.Context) erro
 		}
 		d := max(bo.next(), retryAfter(err))
 		if held != nil {
-			left := time.Until(until())
+			left := time.Until(held.expiry(since))
 			if left <= 0 || held.lost() {
 				return err
 			}
