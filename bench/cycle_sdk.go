@@ -53,6 +53,10 @@ type sdkWorker struct {
 func startSDKWorker(ctx context.Context, r *relais, token, id string, concurrency int, seen func(*worker.Task)) (*sdkWorker, error) {
 	s := &sdkWorker{settled: &tally{}, failed: make(chan error, 1)}
 	base := http.DefaultTransport.(*http.Transport).Clone()
+	// As the SDK's own client keeps them (one per handler, and the
+	// stream's): with net/http's default of 2 idle connections, most
+	// settlements would dial a new one.
+	base.MaxIdleConnsPerHost = concurrency + 1
 	w, err := worker.New(worker.Config{URL: r.url, Token: token, WorkerID: id, Concurrency: concurrency, LockDuration: time.Minute,
 		HTTPClient: &http.Client{Transport: completions{base: base, settled: s.settled}}})
 	if err != nil {

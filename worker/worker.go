@@ -81,8 +81,11 @@ type Config struct {
 	// one, or each could settle the other's tasks.
 	WorkerID string
 	// HTTPClient sends the requests. Default: a client whose timeout is
-	// the long-poll wait plus a margin. New refuses a client whose
-	// Timeout would cut long polls short.
+	// the long-poll wait plus a margin, keeping Concurrency+1 idle
+	// connections (each handler may settle while the stream or a long
+	// poll holds one). New refuses a client whose Timeout would cut long
+	// polls short. A client of your own should keep as many: with
+	// net/http's default of 2, most settlements dial a new connection.
 	HTTPClient *http.Client
 	// Concurrency is the most handlers running at once. Default 4.
 	Concurrency int
