@@ -457,3 +457,42 @@ func TestSearchBox(t *testing.T) {
 		t.Errorf("empty search: %d %q", r.status, text(r, "search-message"))
 	}
 }
+
+// A NUL character, or bytes that are not UTF-8, in a filter or a form
+// field is a 400 naming the field, as the API answers: PostgreSQL refuses
+// such text, and each of these pages failed with a 500 before.
+func TestUnstorableFieldsAreRefused(t *testing.T) {
+	t.Parallel()
+	f := newIncidentFixture(t)
+	b := signedIn(t, f.env.URL, "en", f.env.Operator)
+	for path, field := range map[string]string{
+		"/console/instances?process=%00":                  "process",
+		"/console/instances?business_key=a%FFb":           "business_key",
+		"/console/occurrences?definition=%00":             "definition",
+		"/console/instances/bulk?action=stop&process=%FF": "process",
+		"/console/search?q=%00":                           "q",
+	} {
+		r := b.get(path)
+		want := "The field “" + field + "” holds a NUL character"
+		if r.status != http.StatusBadRequest || !strings.HasPrefix(text(r, "error-message"), want) {
+			t.Errorf("GET %s: %d %q, want 400 %q…", path, r.status, text(r, "error-message"), want)
+		}
+	}
+
+	inst := "/console/instances/" + f.pullHeld
+	action, form := formOf(t, b.mustGet(inst+"/stop", 200), "stop-form")
+	for _, reason := range []string{"disk\x00full", "disk \xff full"} {
+		form.Set("reason", reason)
+		if r := b.do("POST", action, form); r.status != http.StatusBadRequest || !strings.Contains(text(r, "error-message"), "“reason”") {
+			t.Errorf("stop with reason %q: %d %q", reason, r.status, text(r, "error-message"))
+		}
+	}
+	if f.status(t, f.pullHeld) != "held" || f.auditCount(t, f.pullHeld, "stop") != 0 {
+		t.Fatal("a refused stop changed something")
+	}
+
+	fr := signedIn(t, f.env.URL, "fr", f.env.Operator)
+	if r := fr.get("/console/instances?process=%00"); r.status != http.StatusBadRequest || !strings.HasPrefix(text(r, "error-message"), "Le champ «\u00a0process\u00a0»") {
+		t.Errorf("French: %d %q", r.status, text(r, "error-message"))
+	}
+}

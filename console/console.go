@@ -18,11 +18,14 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/a-h/templ"
 	"github.com/go-chi/chi/v5"
@@ -185,8 +188,36 @@ func (c *Console) requireSession(next http.Handler) http.Handler {
 		}
 		ctx := auth.WithPrincipal(r.Context(), sess.principal)
 		ctx = context.WithValue(ctx, sessionCtxKey{}, current{id: id, csrf: sess.csrf})
-		next.ServeHTTP(w, r.WithContext(ctx))
+		r = r.WithContext(ctx)
+		if field, bad := unstorableField(r); bad {
+			c.errorPage(w, r, http.StatusBadRequest, T(ctx, "Invalid request"),
+				T(ctx, "The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.", field))
+			return
+		}
+		next.ServeHTTP(w, r)
 	})
+}
+
+// unstorableField names the first field of r (its address, a query
+// parameter, a form field) holding a NUL character or bytes that are not
+// UTF-8: PostgreSQL refuses such text, and a filter or a reason holding
+// one would otherwise fail its page with a 500.
+func unstorableField(r *http.Request) (string, bool) {
+	bad := func(s string) bool { return strings.ContainsRune(s, 0) || !utf8.ValidString(s) }
+	if bad(r.URL.Path) {
+		return "path", true
+	}
+	// A POST's form was read for its CSRF token already; a GET's is its
+	// query. A malformed query stays what the handlers make of it (its
+	// readable parameters): only the values read are checked.
+	_ = r.ParseForm()
+	names := slices.Sorted(maps.Keys(r.Form))
+	for _, name := range names {
+		if bad(name) || slices.ContainsFunc(r.Form[name], bad) {
+			return strings.ToValidUTF8(strings.ReplaceAll(name, "\x00", ""), "?"), true
+		}
+	}
+	return "", false
 }
 
 // redirectToSignIn sends the browser to sign-in, remembering the page it

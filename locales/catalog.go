@@ -39,363 +39,364 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                              223,
-	"%[1]s %[2]s, %[3]s %[4]s":                 224,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          222,
-	"%[1]s; %[2]s":                             221,
-	"%d (0 lowest, 9 highest)":                 353,
-	"%d attempts":                              375,
-	"%d attempts, retry after %s, priority %d": 499,
-	"%d breaking":                              168,
-	"%d changes":                               167,
-	"%d completed":                             219,
-	"%d d":                                     231,
-	"%d days":                                  245,
-	"%d failed":                                220,
-	"%d h":                                     230,
+	"%[1]s %[2]s":                              225,
+	"%[1]s %[2]s, %[3]s %[4]s":                 226,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          224,
+	"%[1]s; %[2]s":                             223,
+	"%d (0 lowest, 9 highest)":                 355,
+	"%d attempts":                              377,
+	"%d attempts, retry after %s, priority %d": 501,
+	"%d breaking":                              170,
+	"%d changes":                               169,
+	"%d completed":                             221,
+	"%d d":                                     233,
+	"%d days":                                  247,
+	"%d failed":                                222,
+	"%d h":                                     232,
 	"%d held instances match now.":             45,
-	"%d hours":                                 246,
-	"%d items":                                 553,
-	"%d left":                                  377,
-	"%d min":                                   229,
-	"%d minutes":                               247,
-	"%d ms":                                    249,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 489,
-	"%d occurrences": 445,
-	"%d releases":    185,
+	"%d hours":                                 248,
+	"%d items":                                 555,
+	"%d left":                                  379,
+	"%d min":                                   231,
+	"%d minutes":                               249,
+	"%d ms":                                    251,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 491,
+	"%d occurrences": 447,
+	"%d releases":    187,
 	"%d running or held instances match now.": 52,
-	"%d s":       228,
-	"%d seconds": 248,
+	"%d s":       230,
+	"%d seconds": 250,
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 65,
-	"%s ago":                            226,
-	"%s so far":                         421,
-	"%s → %s":                           494,
-	"%s, revision %s":                   343,
-	"%s, version %s":                    344,
-	"%s: %s → %s":                       175,
-	"%s: a date is written 2026-12-01.": 456,
-	"%s: the first day comes after the last.": 457,
-	"%s–%s":       218,
-	"(each item)": 542,
-	"(worker %s)": 410,
-	"0 seconds":   244,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.": 520,
+	"%s ago":                            228,
+	"%s so far":                         423,
+	"%s → %s":                           496,
+	"%s, revision %s":                   345,
+	"%s, version %s":                    346,
+	"%s: %s → %s":                       177,
+	"%s: a date is written 2026-12-01.": 458,
+	"%s: the first day comes after the last.": 459,
+	"%s–%s":       220,
+	"(each item)": 544,
+	"(worker %s)": 412,
+	"0 seconds":   246,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.": 522,
 	"Abandon %d instances":                                           49,
 	"Abandon every held instance this filter matches":                47,
 	"Abandon every held instance…":                                   7,
 	"Abandon process instance %s":                                    17,
 	"Abandon the instance":                                           20,
 	"Abandon this instance? It fails with the error code abandoned.": 18,
-	"Abandoned by %s at %s — “%s”":                                   273,
+	"Abandoned by %s at %s — “%s”":                                   275,
 	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 35,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 287,
+	"Act on every instance this filter matches": 289,
 	"Action":                              68,
 	"All actions":                         79,
-	"All consumers":                       442,
-	"All definitions":                     209,
-	"All processes":                       293,
-	"All statuses":                        294,
-	"All workers":                         568,
-	"An operator abandoned the instance.": 403,
+	"All consumers":                       444,
+	"All definitions":                     211,
+	"All processes":                       295,
+	"All statuses":                        296,
+	"All workers":                         570,
+	"An operator abandoned the instance.": 405,
 	"Apply filters":                       76,
-	"Apr":                                 235,
-	"As of %s (%s); refreshed every few seconds.": 206,
-	"Attempts":                         354,
+	"Apr":                                 237,
+	"As of %s (%s); refreshed every few seconds.": 208,
+	"Attempts":                         356,
 	"Audit log":                        73,
-	"Aug":                              239,
-	"Available from":                   385,
-	"Back to definitions":              111,
-	"Back to external tasks":           110,
+	"Aug":                              241,
+	"Available from":                   387,
+	"Back to definitions":              113,
+	"Back to external tasks":           112,
 	"Back to the list":                 42,
-	"Back without saving":              464,
-	"Breaks processes":                 149,
-	"Breaks workers":                   150,
+	"Back without saving":              466,
+	"Breaks processes":                 151,
+	"Breaks workers":                   152,
 	"Bulk %s applied to %d instances.": 64,
 	"Bulk action":                      72,
 	"Business key":                     58,
-	"Call timeout":                     372,
-	"Cancelled: the instance was stopped (%s).":               420,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 419,
+	"Call timeout":                     374,
+	"Cancelled: the instance was stopped (%s).":               422,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 421,
 	"Cannot act on this filter":                               61,
-	"Cannot reveal":                                           504,
-	"Change":                                                  147,
-	"Changes between the two revisions":                       159,
-	"Choose two existing revisions to compare.":               165,
-	"Classification":                                          125,
+	"Cannot reveal":                                           506,
+	"Change":                                                  149,
+	"Changes between the two revisions":                       161,
+	"Choose two existing revisions to compare.":               167,
+	"Classification":                                          127,
 	"Clear filters":                                           77,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 478,
-	"Compare":              146,
-	"Compare revisions":    142,
-	"Completed":            217,
-	"Completed (%s).":      415,
-	"Completed, last hour": 203,
-	"Completions and failures per 5 minutes, last hour: %s":    210,
-	"Completions and failures per 5-minute slot, oldest first": 215,
-	"Completions and failures, last hour":                      196,
-	"Connected":                                                564,
-	"Constraints":                                              126,
-	"Consumer":                                                 356,
-	"Consumer and worker":                                      439,
-	"Counting the occurrences; the counts appear when you reload the page.": 120,
-	"Counts are unavailable right now.":                                     121,
-	"Counts as of %s (%s); refreshed every few seconds.":                    487,
-	"Counts by status": 435,
-	"Created":          260,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 480,
+	"Compare":              148,
+	"Compare revisions":    144,
+	"Completed":            219,
+	"Completed (%s).":      417,
+	"Completed, last hour": 205,
+	"Completions and failures per 5 minutes, last hour: %s":    212,
+	"Completions and failures per 5-minute slot, oldest first": 217,
+	"Completions and failures, last hour":                      198,
+	"Connected":                                                566,
+	"Constraints":                                              128,
+	"Consumer":                                                 358,
+	"Consumer and worker":                                      441,
+	"Counting the occurrences; the counts appear when you reload the page.": 122,
+	"Counts are unavailable right now.":                                     123,
+	"Counts as of %s (%s); refreshed every few seconds.":                    489,
+	"Counts by status": 437,
+	"Created":          262,
 	"Created from":     59,
 	"Created to":       60,
-	"Creation date":    282,
-	"Dates":            347,
-	"Deadline":         351,
-	"Dec":              243,
-	"Deferred":         389,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 414,
-	"Definition":         198,
-	"Definition %s":      128,
+	"Creation date":    284,
+	"Dates":            349,
+	"Deadline":         353,
+	"Dec":              245,
+	"Deferred":         391,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 416,
+	"Definition":         200,
+	"Definition %s":      130,
 	"Definitions":        99,
-	"Definitions by key": 180,
-	"Definitions served": 562,
-	"Definitions, those needing attention first": 197,
-	"Description":          127,
-	"Destination":          365,
-	"Destination’s answer": 360,
-	"Detail":               148,
-	"Digest":               162,
+	"Definitions by key": 182,
+	"Definitions served": 564,
+	"Definitions, those needing attention first": 199,
+	"Description":          129,
+	"Destination":          367,
+	"Destination’s answer": 362,
+	"Detail":               150,
+	"Digest":               164,
 	"Display settings":     104,
-	"Duration":             359,
-	"Each definition’s queue and incidents now, and what its workers finished in the last hour.":                              195,
+	"Duration":             361,
+	"Each definition’s queue and incidents now, and what its workers finished in the last hour.":                              197,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  51,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     48,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 44,
-	"End node":                    277,
-	"End node or error":           291,
-	"Ended":                       276,
-	"Error":                       438,
-	"Error (before any attempt)":  391,
-	"Error code":                  280,
-	"Error message":               362,
-	"Every %d seconds":            468,
-	"Every attempt, oldest first": 355,
+	"End node":                    279,
+	"End node or error":           293,
+	"Ended":                       278,
+	"Error":                       440,
+	"Error (before any attempt)":  393,
+	"Error code":                  282,
+	"Error message":               364,
+	"Every %d seconds":            470,
+	"Every attempt, oldest first": 357,
 	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log (GET /api/v1/audit/reveals).": 74,
-	"Expired token":                    529,
-	"Expires":                          526,
+	"Expired token":                    531,
+	"Expires":                          528,
 	"External tasks":                   93,
-	"Failed":                           201,
-	"Failed (%s).":                     418,
-	"Failed occurrence":                279,
-	"Failed, last hour":                204,
-	"Feb":                              233,
-	"Field":                            122,
+	"Failed":                           203,
+	"Failed (%s).":                     420,
+	"Failed occurrence":                281,
+	"Failed, last hour":                206,
+	"Feb":                              235,
+	"Field":                            124,
 	"Filter":                           40,
 	"Filters":                          75,
 	"Find":                             98,
 	"Find an instance or occurrence":   96,
 	"First page":                       87,
-	"Form refused":                     114,
-	"From revision":                    144,
-	"From revision %d to revision %d:": 166,
+	"Form refused":                     116,
+	"From revision":                    146,
+	"From revision %d to revision %d:": 168,
 	"Give a reason: it is recorded in the audit log (at most 1,000 characters). Nothing was done.": 31,
-	"Graph":                   477,
-	"Graph of %s":             488,
-	"HTTP 2xx, unusable body": 424,
+	"Graph":                   479,
+	"Graph of %s":             490,
+	"HTTP 2xx, unusable body": 426,
 	"Health":                  92,
-	"Held at node":            278,
-	"Held instances":          200,
-	"ID":                      523,
-	"In flight":               563,
-	"In the last hour: %d completed, %d failed. The table after the chart gives each 5-minute slot.": 211,
-	"Inputs":                     152,
-	"Inputs of revision %d":      163,
-	"Inputs of the working copy": 154,
-	"Inputs the instance was started with, labelled by process version %d's contract": 268,
-	"Inputs, labelled by revision %d's contract":                                      378,
-	"Instance":                  290,
+	"Held at node":            280,
+	"Held instances":          202,
+	"ID":                      525,
+	"In flight":               565,
+	"In the last hour: %d completed, %d failed. The table after the chart gives each 5-minute slot.": 213,
+	"Inputs":                     154,
+	"Inputs of revision %d":      165,
+	"Inputs of the working copy": 156,
+	"Inputs the instance was started with, labelled by process version %d's contract": 270,
+	"Inputs, labelled by revision %d's contract":                                      380,
+	"Instance":                  292,
 	"Instances":                 94,
-	"Instances of this process": 486,
-	"Invalid page":              556,
+	"Instances of this process": 488,
+	"Invalid page":              558,
+	"Invalid request":           110,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.": 19,
-	"Its instance is held here, waiting for an operator.":                                                                   416,
-	"Its instance went on along the node’s error path.":                                                                     417,
-	"Its message": 392,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      536,
+	"Its instance is held here, waiting for an operator.":                                                                   418,
+	"Its instance went on along the node’s error path.":                                                                     419,
+	"Its message": 394,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      538,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 29,
-	"Jan":                     232,
-	"Jul":                     238,
-	"Jun":                     237,
-	"Keep it":                 538,
+	"Jan":                     234,
+	"Jul":                     240,
+	"Jun":                     239,
+	"Keep it":                 540,
 	"Keep it held":            12,
 	"Keep it running":         11,
-	"Key":                     181,
-	"Kind":                    481,
+	"Key":                     183,
+	"Kind":                    483,
 	"Language":                89,
-	"Last error (attempt %d)": 390,
-	"Last reserved":           387,
-	"Last saved":              133,
-	"Last seen":               565,
-	"Last used":               525,
-	"Latest revision":         182,
-	"Lists every change from one revision to another, and whom it may break.": 143,
-	"Local time at %s": 466,
-	"Lock expired %s — waiting to be offered again.": 407,
-	"Lock expires":                     388,
+	"Last error (attempt %d)": 392,
+	"Last reserved":           389,
+	"Last saved":              135,
+	"Last seen":               567,
+	"Last used":               527,
+	"Latest revision":         184,
+	"Lists every change from one revision to another, and whom it may break.": 145,
+	"Local time at %s": 468,
+	"Lock expired %s — waiting to be offered again.": 409,
+	"Lock expires":                     390,
 	"Main navigation":                  91,
-	"Mar":                              234,
-	"Maximum attempts":                 349,
-	"May":                              236,
-	"Message from Relais (in English)": 393,
-	"Message from the service (as it sent it)": 394,
-	"Mode": 346,
-	"More filters: instance, revision, consumer, dates": 433,
-	"Name":                               131,
-	"Never":                              467,
-	"Next attempt":                       386,
-	"Next attempt or settled":            440,
-	"Next node":                          259,
+	"Mar":                              236,
+	"Maximum attempts":                 351,
+	"May":                              238,
+	"Message from Relais (in English)": 395,
+	"Message from the service (as it sent it)": 396,
+	"Mode": 348,
+	"More filters: instance, revision, consumer, dates": 435,
+	"Name":                               133,
+	"Never":                              469,
+	"Next attempt":                       388,
+	"Next attempt or settled":            442,
+	"Next node":                          261,
 	"Next page":                          86,
-	"No definition has occurrences yet.": 205,
-	"No definition yet.":                 184,
-	"No inputs.":                         153,
-	"No instance matches these filters.": 292,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 512,
-	"No occurrence matches these filters.":                                                   441,
+	"No definition has occurrences yet.": 207,
+	"No definition yet.":                 186,
+	"No inputs.":                         155,
+	"No instance matches these filters.": 294,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 514,
+	"No occurrence matches these filters.":                                                   443,
 	"No operator action matches.":                                                            78,
-	"No operator has acted on this instance.":                                                264,
-	"No outputs yet: the occurrence has not completed.":                                      381,
-	"No outputs.": 156,
-	"No outputs: the occurrence ended without completing.":          383,
-	"No process is published yet.":                                  472,
-	"No release yet.":                                               137,
-	"No revision yet: the Working copy has never been snapshotted.": 135,
-	"No service has reserved this occurrence yet.":                  363,
-	"No token.":                         532,
-	"No worker is connected.":           566,
-	"No worker serves this definition.": 569,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 572,
-	"Node":    256,
-	"Node %s": 194,
-	"Nodes":   479,
-	"Nodes of this version, with their occurrences now": 480,
-	"Nodes reached, in order":                           255,
+	"No operator has acted on this instance.":                                                266,
+	"No outputs yet: the occurrence has not completed.":                                      383,
+	"No outputs.": 158,
+	"No outputs: the occurrence ended without completing.":          385,
+	"No process is published yet.":                                  474,
+	"No release yet.":                                               139,
+	"No revision yet: the Working copy has never been snapshotted.": 137,
+	"No service has reserved this occurrence yet.":                  365,
+	"No token.":                         534,
+	"No worker is connected.":           568,
+	"No worker serves this definition.": 571,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 574,
+	"Node":    258,
+	"Node %s": 196,
+	"Nodes":   481,
+	"Nodes of this version, with their occurrences now": 482,
+	"Nodes reached, in order":                           257,
 	"Not allowed":                                       108,
-	"Not found":                                         112,
-	"Notes":                                             140,
-	"Nothing exists at this address, or it is not visible to you.":          113,
+	"Not found":                                         114,
+	"Notes":                                             142,
+	"Nothing exists at this address, or it is not visible to you.":          115,
 	"Nothing to do: no instance this action applies to matches the filter.": 54,
-	"Nothing to find: the search box is empty.":                             510,
-	"Nov":                       242,
-	"Now":                       373,
-	"Occurrence":                257,
-	"Occurrence %s":             345,
+	"Nothing to find: the search box is empty.":                             512,
+	"Nov":                       244,
+	"Now":                       375,
+	"Occurrence":                259,
+	"Occurrence %s":             347,
 	"Occurrence offered again":  71,
-	"Occurrences now":           485,
-	"Occurrences, newest first": 436,
-	"Oct":                       241,
-	"Offered from %s — %s.":     406,
-	"Oldest claimable waits":    202,
-	"On error":                  484,
-	"On success":                483,
-	"Only a value this page shows as hidden (sensitive) can be revealed.": 505,
-	"Only administrators manage tokens.":                                  521,
-	"Only administrators may reveal a sensitive value.":                   502,
-	"Open":             199,
-	"Operator actions": 252,
-	"Operator actions on this instance, newest first": 265,
+	"Occurrences now":           487,
+	"Occurrences, newest first": 438,
+	"Oct":                       243,
+	"Offered from %s — %s.":     408,
+	"Oldest claimable waits":    204,
+	"On error":                  486,
+	"On success":                485,
+	"Only a value this page shows as hidden (sensitive) can be revealed.": 507,
+	"Only administrators manage tokens.":                                  523,
+	"Only administrators may reveal a sensitive value.":                   504,
+	"Open":             201,
+	"Operator actions": 254,
+	"Operator actions on this instance, newest first": 267,
 	"Operator actions, newest first":                  84,
-	"Outcome":                                         361,
-	"Outputs":                                         155,
-	"Outputs of revision %d":                          164,
-	"Outputs of the working copy":                     157,
-	"Outputs, labelled by revision %d's contract":     380,
+	"Outcome":                                         363,
+	"Outputs":                                         157,
+	"Outputs of revision %d":                          166,
+	"Outputs of the working copy":                     159,
+	"Outputs, labelled by revision %d's contract":     382,
 	"Pages": 85,
-	"Pages with a form, such as a confirmation, never reload on their own.": 462,
-	"Path":                            253,
-	"Pinned revision":                 482,
-	"Policy":                          348,
-	"Previous page":                   454,
-	"Priority":                        352,
+	"Pages with a form, such as a confirmation, never reload on their own.": 464,
+	"Path":                            255,
+	"Pinned revision":                 484,
+	"Policy":                          350,
+	"Previous page":                   456,
+	"Priority":                        354,
 	"Process":                         56,
-	"Process %s":                      474,
-	"Process and node":                437,
-	"Process inputs":                  267,
+	"Process %s":                      476,
+	"Process and node":                439,
+	"Process inputs":                  269,
 	"Process instance":                70,
-	"Process instance %s":             250,
-	"Process instances":               284,
-	"Process instances, newest first": 289,
+	"Process instance %s":             252,
+	"Process instances":               286,
+	"Process instances, newest first": 291,
 	"Processes":                       95,
-	"Processes by key":                470,
-	"Protocol":                        561,
-	"Published":                       141,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 469,
+	"Processes by key":                472,
+	"Protocol":                        563,
+	"Published":                       143,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 471,
 	"Reason": 69,
 	"Reason (recorded in the audit log for every instance)": 41,
 	"Reason (recorded in the audit log)":                    9,
-	"Reason given by the worker":                            369,
-	"Recorded operator actions":                             263,
+	"Reason given by the worker":                            371,
+	"Recorded operator actions":                             265,
 	"Relais console":                                        88,
-	"Relais has not called the destination yet.":            367,
-	"Relais is calling the destination (since %s).":         411,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 368,
+	"Relais has not called the destination yet.":            369,
+	"Relais is calling the destination (since %s).":         413,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 370,
 	"Relais refused the action. Nothing was done.":                                                         32,
-	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 397,
-	"Release":                             138,
-	"Releases":                            136,
-	"Releases, oldest first":              158,
-	"Reload lists and detail pages":       461,
-	"Replica":                             366,
-	"Required":                            124,
-	"Reserved":                            358,
-	"Reserved by %s.":                     413,
-	"Reserved by %s; lock until %s — %s.": 412,
-	"Retried by %s at %s — “%s”":          274,
+	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 399,
+	"Release":                             140,
+	"Releases":                            138,
+	"Releases, oldest first":              160,
+	"Reload lists and detail pages":       463,
+	"Replica":                             368,
+	"Required":                            126,
+	"Reserved":                            360,
+	"Reserved by %s.":                     415,
+	"Reserved by %s; lock until %s — %s.": 414,
+	"Retried by %s at %s — “%s”":          276,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 34,
-	"Retries":            370,
+	"Retries":            372,
 	"Retry %d instances": 46,
-	"Retry at %s — %s.":  405,
-	"Retry delay":        350,
+	"Retry at %s — %s.":  407,
+	"Retry delay":        352,
 	"Retry every held instance this filter matches": 43,
 	"Retry every held instance…":                    6,
-	"Retry or abandon it from its instance":         374,
+	"Retry or abandon it from its instance":         376,
 	"Retry process instance %s":                     13,
 	"Retry the instance":                            16,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 14,
 	"Retrying and abandoning apply to held instances, not %s ones.":                                           39,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 384,
-	"Revealed by %s at %s; recorded in the audit log.": 503,
-	"Revision":                  139,
-	"Revision %d":               160,
-	"Revisions":                 134,
-	"Revoke the %s token “%s”?": 535,
-	"Revoke the token":          537,
-	"Revoke token %d":           534,
-	"Revoke…":                   530,
-	"Role":                      524,
-	"Route":                     258,
-	"Routing output":            132,
-	"Rows %s–%s":                455,
-	"Save settings":             463,
+	"Reveal — this is recorded": 386,
+	"Revealed by %s at %s; recorded in the audit log.": 505,
+	"Revision":                  141,
+	"Revision %d":               162,
+	"Revisions":                 136,
+	"Revoke the %s token “%s”?": 537,
+	"Revoke the token":          539,
+	"Revoke token %d":           536,
+	"Revoke…":                   532,
+	"Role":                      526,
+	"Route":                     260,
+	"Routing output":            134,
+	"Rows %s–%s":                457,
+	"Save settings":             465,
 	"Say why, for whoever reads the log later: at most 1,000 characters.": 10,
-	"Search":                               508,
-	"Secret values can never be revealed.": 506,
-	"Sep":                                  240,
-	"Served by %d workers":                 573,
+	"Search":                               510,
+	"Secret values can never be revealed.": 508,
+	"Sep":                                  242,
+	"Served by %d workers":                 575,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 23,
-	"Settled":              261,
-	"Settlement date":      432,
-	"Show all definitions": 208,
-	"Show times in":        459,
+	"Settled":              263,
+	"Settlement date":      434,
+	"Show all definitions": 210,
+	"Show times in":        461,
 	"Showing the instances bulk action %s changed.": 82,
-	"Sign in": 514,
-	"Sign in with an operator or administrator token.": 515,
+	"Sign in": 516,
+	"Sign in with an operator or administrator token.": 517,
 	"Sign out":             103,
 	"Signed in as %s (%s)": 102,
 	"Skip to content":      90,
-	"Slot":                 216,
-	"Snapshotted":          161,
-	"Something went wrong": 118,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 522,
-	"Start node":        476,
-	"Started":           275,
+	"Slot":                 218,
+	"Snapshotted":          163,
+	"Something went wrong": 120,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 524,
+	"Start node":        478,
+	"Started":           277,
 	"Status":            57,
 	"Stop %d instances": 53,
 	"Stop every running or held instance this filter matches": 50,
@@ -404,218 +405,219 @@ var messageKeyToIndex = map[string]int{
 	"Stop the instance":                                       24,
 	"Stop this instance? Its open occurrences are cancelled.": 22,
 	"Stop this instance…":                                     2,
-	"Stopped by %s at %s — “%s”":                              272,
+	"Stopped by %s at %s — “%s”":                              274,
 	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 36,
 	"Stopping applies to running or held instances, not %s ones.":                              38,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   271,
-	"Summary": 251,
-	"Task contracts: their Working copy, immutable revisions and named releases.": 179,
-	"Temporarily unavailable":                                    116,
-	"That is too long to be an id or a business key.":            511,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   273,
+	"Summary": 253,
+	"Task contracts: their Working copy, immutable revisions and named releases.": 181,
+	"Temporarily unavailable":                                    118,
+	"That is too long to be an id or a business key.":            513,
 	"The bulk action must be its id (a UUID).":                   81,
-	"The call could not be prepared.":                            398,
-	"The chart’s numbers":                                        214,
+	"The call could not be prepared.":                            400,
+	"The chart’s numbers":                                        216,
 	"The confirmed count is missing: start again from the list.": 62,
-	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           119,
-	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      460,
+	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           121,
+	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      462,
 	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 63,
-	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 117,
-	"The deadline passed before a result arrived.":                                                                                395,
-	"The destination answered HTTP %s.":                                                                                           404,
-	"The destination could not be reached.":                                                                                       399,
-	"The destination’s answer was too large.":                                                                                     400,
-	"The inputs could not be built from the process’s bindings.":                                                                  402,
-	"The last attempt’s lock expired with no attempt left.":                                                                       401,
-	"The next page counts them and asks for a reason before anything changes.":                                                    288,
-	"The nodes this instance reached, in order, each with its occurrence.":                                                        254,
-	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                130,
+	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 119,
+	"The deadline passed before a result arrived.": 397,
+	"The destination answered HTTP %s.":            406,
+	"The destination could not be reached.":        401,
+	"The destination’s answer was too large.":      402,
+	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                            111,
+	"The inputs could not be built from the process’s bindings.":                                                                  404,
+	"The last attempt’s lock expired with no attempt left.":                                                                       403,
+	"The next page counts them and asks for a reason before anything changes.":                                                    290,
+	"The nodes this instance reached, in order, each with its occurrence.":                                                        256,
+	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                132,
 	"The page cursor is invalid: go back to the first page.":                                                                      83,
-	"The page size must be between 1 and %d.":                                                                                     283,
+	"The page size must be between 1 and %d.":                                                                                     285,
 	"The process instance must be an instance id (a UUID).":                                                                       80,
-	"The result did not match the revision's outputs contract.":                                                                   396,
-	"The revision must be a whole number, 1 or more.":                                                                             430,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 517,
-	"The token was revoked.":                                                                                                      533,
-	"These revisions have the same contracts.":                                                                                    151,
-	"These settings are kept in this browser only.":                                                                               458,
-	"This contract has no inputs.":                                                                                                379,
-	"This contract has no outputs.":                                                                                               382,
-	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                         115,
-	"This instance has already ended; there is nothing to stop.":                                                                  30,
-	"This instance has not reached a task yet.":                                                                                   262,
-	"This instance is %s, not held: there is nothing to abandon.":                                                                 26,
-	"This instance is %s, not held: there is nothing to retry.":                                                                   25,
-	"This instance is %s: there is nothing to stop.":                                                                              27,
-	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 270,
+	"The result did not match the revision's outputs contract.":                                                                   398,
+	"The revision must be a whole number, 1 or more.":                                                                             432,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 519,
+	"The token was revoked.":                        535,
+	"These revisions have the same contracts.":      153,
+	"These settings are kept in this browser only.": 460,
+	"This contract has no inputs.":                  381,
+	"This contract has no outputs.":                 384,
+	"This form was not sent from this console session, or it has expired. Reload the page and try again.": 117,
+	"This instance has already ended; there is nothing to stop.":                                          30,
+	"This instance has not reached a task yet.":                                                           264,
+	"This instance is %s, not held: there is nothing to abandon.":                                         26,
+	"This instance is %s, not held: there is nothing to retry.":                                           25,
+	"This instance is %s: there is nothing to stop.":                                                      27,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 272,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                          28,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                   33,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                            540,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                           539,
-	"This page does not accept that request.":     507,
-	"This page link is not one the console made.": 557,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                            542,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                           541,
+	"This page does not accept that request.":     509,
+	"This page link is not one the console made.": 559,
 	"This page reloads every %d seconds.":         107,
-	"This process takes no inputs.":               269,
-	"This token is unknown or has been revoked.":  519,
+	"This process takes no inputs.":               271,
+	"This token is unknown or has been revoked.":  521,
 	"Times in %s · no auto-reload":                106,
 	"Times in %s · reload every %d s":             105,
-	"To revision":                                 145,
-	"Token":                                       516,
+	"To revision":                                 147,
+	"Token":                                       518,
 	"Tokens":                                      101,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 518,
-	"Totals of all definitions, not narrowed by the other filters":         444,
-	"Totals of definition %s, not narrowed by the other filters":           443,
-	"Type": 123,
-	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 509,
-	"UTC (coordinated universal time)": 465,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 520,
+	"Totals of all definitions, not narrowed by the other filters":         446,
+	"Totals of definition %s, not narrowed by the other filters":           445,
+	"Type": 125,
+	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 511,
+	"UTC (coordinated universal time)": 467,
 	"Unknown action.":                  37,
-	"Unknown consumer.":                431,
-	"Unknown status %q.":               281,
-	"Value":                            266,
-	"Version":                          475,
-	"Versions, newest first":           471,
-	"Waiting for Relais to call the destination since %s (%s).": 408,
-	"Waiting for a worker since %s (%s).":                       409,
+	"Unknown consumer.":                433,
+	"Unknown status %q.":               283,
+	"Value":                            268,
+	"Version":                          477,
+	"Versions, newest first":           473,
+	"Waiting for Relais to call the destination since %s (%s).": 410,
+	"Waiting for a worker since %s (%s).":                       411,
 	"When":                                                      66,
 	"Who":                                                       67,
-	"Worker":                                                    560,
-	"Worker id":                                                 357,
+	"Worker":                                                    562,
+	"Worker id":                                                 359,
 	"Workers":                                                   100,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        558,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        560,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 15,
-	"Workers seen within three heartbeats": 559,
-	"Workers serving %s":                   567,
-	"Working copy":                         129,
-	"You are signed out.":                  513,
+	"Workers seen within three heartbeats": 561,
+	"Workers serving %s":                   569,
+	"Working copy":                         131,
+	"You are signed out.":                  515,
 	"Your role can read definitions only: external tasks and process instances are for operators and administrators.": 109,
-	"[redacted]":                          429,
+	"[redacted]":                          431,
 	"abandon":                             4,
-	"administrator":                       321,
-	"an incident: retry, abandon or stop": 189,
-	"answer too large":                    427,
+	"administrator":                       323,
+	"an incident: retry, abandon or stop": 191,
+	"answer too large":                    429,
 	"any":                                 55,
-	"any other code → %s":                 497,
-	"any other error":                     187,
-	"as of %s (%s); counts are refreshed every few seconds.": 446,
-	"at least %d characters":                                 543,
-	"at least %d items":                                      550,
-	"at most %d":                                             376,
-	"at most %d characters":                                  544,
-	"at most %d items":                                       551,
-	"available":                                              295,
-	"boolean":                                                308,
-	"call in progress since":                                 451,
-	"cancelled":                                              298,
-	"choice":                                                 311,
-	"claimable since":                                        450,
-	"claimable since %s":                                     207,
-	"classification changed":                                 332,
-	"completed":                                              212,
-	"constraint changed":                                     333,
-	"consumer":                                               324,
-	"consumer #%s":                                           422,
-	"date":                                                   309,
-	"date and time":                                          310,
-	"deadline %s":                                            500,
-	"deferred":                                               297,
-	"deferred since":                                         453,
-	"designer":                                               323,
-	"disconnected":                                           304,
-	"end (completes)":                                        492,
-	"end (fails)":                                            493,
-	"end: completes the instance":                            190,
-	"end: fails the instance":                                191,
-	"expired":                                                301,
-	"failed":                                                 213,
-	"fails the instance":                                     498,
-	"field added":                                            327,
-	"field removed":                                          328,
-	"format":                                                 338,
-	"format %s":                                              546,
-	"from":                                                   285,
-	"held":                                                   300,
-	"held for an operator":                                   188,
-	"hold (an incident for an operator)":                     496,
+	"any other code → %s":                 499,
+	"any other error":                     189,
+	"as of %s (%s); counts are refreshed every few seconds.": 448,
+	"at least %d characters":                                 545,
+	"at least %d items":                                      552,
+	"at most %d":                                             378,
+	"at most %d characters":                                  546,
+	"at most %d items":                                       553,
+	"available":                                              297,
+	"boolean":                                                310,
+	"call in progress since":                                 453,
+	"cancelled":                                              300,
+	"choice":                                                 313,
+	"claimable since":                                        452,
+	"claimable since %s":                                     209,
+	"classification changed":                                 334,
+	"completed":                                              214,
+	"constraint changed":                                     335,
+	"consumer":                                               326,
+	"consumer #%s":                                           424,
+	"date":                                                   311,
+	"date and time":                                          312,
+	"deadline %s":                                            502,
+	"deferred":                                               299,
+	"deferred since":                                         455,
+	"designer":                                               325,
+	"disconnected":                                           306,
+	"end (completes)":                                        494,
+	"end (fails)":                                            495,
+	"end: completes the instance":                            192,
+	"end: fails the instance":                                193,
+	"expired":                                                303,
+	"failed":                                                 215,
+	"fails the instance":                                     500,
+	"field added":                                            329,
+	"field removed":                                          330,
+	"format":                                                 340,
+	"format %s":                                              548,
+	"from":                                                   287,
+	"held":                                                   302,
+	"held for an operator":                                   190,
+	"hold (an incident for an operator)":                     498,
 	"id or business key":                                     97,
-	"in %s":                                                  225,
-	"in progress":                                            364,
-	"instance id":                                            434,
-	"integer":                                                306,
-	"just now":                                               227,
-	"list":                                                   313,
-	"lock until":                                             452,
-	"long polling":                                           571,
-	"maximum":                                                340,
-	"maximum %s":                                             548,
-	"maximum items":                                          342,
-	"maximum length":                                         336,
-	"minimum":                                                339,
-	"minimum %s":                                             547,
-	"minimum items":                                          341,
-	"minimum length":                                         335,
-	"never":                                                  527,
-	"next attempt":                                           449,
-	"no":                                                     326,
-	"no answer within the timeout":                           425,
-	"no connection":                                          426,
-	"none":                                                   178,
-	"none yet":                                               183,
-	"none: a failed call takes the node’s error path": 371,
-	"normal":                          314,
-	"not provided":                    552,
-	"not yet":                         528,
-	"null":                            554,
-	"number":                          307,
-	"object":                          312,
-	"on error":                        186,
-	"one of: %s":                      549,
-	"operator":                        322,
-	"optional field of type %s":       177,
-	"optional → required":             170,
-	"pattern":                         337,
-	"pattern %s":                      545,
-	"pull":                            490,
-	"pull %s":                         193,
-	"pull (the service fetches it)":   319,
-	"push %s":                         192,
-	"push (Relais calls the service)": 320,
-	"push to %s":                      491,
-	"rejected":                        302,
-	"released":                        303,
-	"required changed":                330,
-	"required field of type %s":       176,
-	"required → optional":             171,
-	"reserved":                        296,
+	"in %s":                                                  227,
+	"in progress":                                            366,
+	"instance id":                                            436,
+	"integer":                                                308,
+	"just now":                                               229,
+	"list":                                                   315,
+	"lock until":                                             454,
+	"long polling":                                           573,
+	"maximum":                                                342,
+	"maximum %s":                                             550,
+	"maximum items":                                          344,
+	"maximum length":                                         338,
+	"minimum":                                                341,
+	"minimum %s":                                             549,
+	"minimum items":                                          343,
+	"minimum length":                                         337,
+	"never":                                                  529,
+	"next attempt":                                           451,
+	"no":                                                     328,
+	"no answer within the timeout":                           427,
+	"no connection":                                          428,
+	"none":                                                   180,
+	"none yet":                                               185,
+	"none: a failed call takes the node’s error path": 373,
+	"normal":                          316,
+	"not provided":                    554,
+	"not yet":                         530,
+	"null":                            556,
+	"number":                          309,
+	"object":                          314,
+	"on error":                        188,
+	"one of: %s":                      551,
+	"operator":                        324,
+	"optional field of type %s":       179,
+	"optional → required":             172,
+	"pattern":                         339,
+	"pattern %s":                      547,
+	"pull":                            492,
+	"pull %s":                         195,
+	"pull (the service fetches it)":   321,
+	"push %s":                         194,
+	"push (Relais calls the service)": 322,
+	"push to %s":                      493,
+	"rejected":                        304,
+	"released":                        305,
+	"required changed":                332,
+	"required field of type %s":       178,
+	"required → optional":             173,
+	"reserved":                        298,
 	"retry":                           3,
-	"revision %d":                     447,
-	"routing changed":                 334,
-	"routing output":                  541,
-	"routing output %s → %s":          169,
-	"running":                         299,
-	"secret":                          316,
-	"sensitive":                       315,
-	"settled":                         448,
+	"revision %d":                     449,
+	"routing changed":                 336,
+	"routing output":                  543,
+	"routing output %s → %s":          171,
+	"running":                         301,
+	"secret":                          318,
+	"sensitive":                       317,
+	"settled":                         450,
 	"stop":                            5,
-	"stream":                          570,
-	"text":                            305,
-	"this session":                    531,
-	"timeout %s":                      501,
-	"to":                              286,
-	"type changed":                    329,
-	"unexpected value":                555,
-	"unknown":                         428,
-	"values added: %s":                172,
-	"values changed":                  331,
-	"values removed: %s":              173,
-	"values reordered":                174,
-	"version %d":                      473,
-	"waiting":                         423,
-	"yes":                             325,
-	"••• hidden (secret)":             318,
-	"••• hidden (sensitive)":          317,
-	"→ %s":                            495,
+	"stream":                          572,
+	"text":                            307,
+	"this session":                    533,
+	"timeout %s":                      503,
+	"to":                              288,
+	"type changed":                    331,
+	"unexpected value":                557,
+	"unknown":                         430,
+	"values added: %s":                174,
+	"values changed":                  333,
+	"values removed: %s":              175,
+	"values reordered":                176,
+	"version %d":                      475,
+	"waiting":                         425,
+	"yes":                             327,
+	"••• hidden (secret)":             320,
+	"••• hidden (sensitive)":          319,
+	"→ %s":                            497,
 }
 
-var enIndex = []uint32{ // 575 elements
+var enIndex = []uint32{ // 577 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x0000005a,
@@ -647,140 +649,142 @@ var enIndex = []uint32{ // 575 elements
 	0x00001127, 0x00001146, 0x00001159, 0x0000115e,
 	0x0000116a, 0x00001172, 0x00001179, 0x00001194,
 	0x0000119d, 0x000011ae, 0x000011d5, 0x000011f6,
-	0x0000121d, 0x00001229, 0x00001299, 0x000012b0,
-	0x000012c4, 0x000012ce, 0x0000130b, 0x00001318,
-	0x0000137c, 0x00001394, 0x000013da, 0x000013ef,
-	0x0000145e, 0x000014a4, 0x000014c6, 0x000014cc,
-	0x000014d1, 0x000014da, 0x000014e9, 0x000014f5,
+	0x0000121d, 0x00001229, 0x00001299, 0x000012a9,
+	0x00001311, 0x00001328, 0x0000133c, 0x00001346,
+	0x00001383, 0x00001390, 0x000013f4, 0x0000140c,
+	0x00001452, 0x00001467, 0x000014d6, 0x0000151c,
+	0x0000153e, 0x00001544, 0x00001549, 0x00001552,
 	// Entry 80 - 9F
-	0x00001501, 0x00001512, 0x0000151f, 0x0000157c,
-	0x00001581, 0x00001590, 0x0000159b, 0x000015a5,
-	0x000015e3, 0x000015ec, 0x000015fc, 0x00001604,
-	0x0000160d, 0x00001613, 0x0000161d, 0x0000162f,
-	0x00001677, 0x00001685, 0x00001691, 0x00001699,
-	0x000016a0, 0x000016a7, 0x000016b8, 0x000016c7,
-	0x000016f0, 0x000016f7, 0x00001702, 0x0000171d,
-	0x00001725, 0x00001731, 0x0000174d, 0x00001764,
+	0x00001561, 0x0000156d, 0x00001579, 0x0000158a,
+	0x00001597, 0x000015f4, 0x000015f9, 0x00001608,
+	0x00001613, 0x0000161d, 0x0000165b, 0x00001664,
+	0x00001674, 0x0000167c, 0x00001685, 0x0000168b,
+	0x00001695, 0x000016a7, 0x000016ef, 0x000016fd,
+	0x00001709, 0x00001711, 0x00001718, 0x0000171f,
+	0x00001730, 0x0000173f, 0x00001768, 0x0000176f,
+	0x0000177a, 0x00001795, 0x0000179d, 0x000017a9,
 	// Entry A0 - BF
-	0x00001786, 0x00001795, 0x000017a1, 0x000017a8,
-	0x000017c1, 0x000017db, 0x00001805, 0x0000182c,
-	0x00001850, 0x00001877, 0x00001896, 0x000018ac,
-	0x000018c2, 0x000018d6, 0x000018ec, 0x000018fd,
-	0x00001914, 0x00001931, 0x0000194e, 0x00001953,
-	0x0000199f, 0x000019b2, 0x000019b6, 0x000019c6,
-	0x000019cf, 0x000019e2, 0x00001a08, 0x00001a11,
-	0x00001a21, 0x00001a36, 0x00001a5a, 0x00001a76,
+	0x000017c5, 0x000017dc, 0x000017fe, 0x0000180d,
+	0x00001819, 0x00001820, 0x00001839, 0x00001853,
+	0x0000187d, 0x000018a4, 0x000018c8, 0x000018ef,
+	0x0000190e, 0x00001924, 0x0000193a, 0x0000194e,
+	0x00001964, 0x00001975, 0x0000198c, 0x000019a9,
+	0x000019c6, 0x000019cb, 0x00001a17, 0x00001a2a,
+	0x00001a2e, 0x00001a3e, 0x00001a47, 0x00001a5a,
+	0x00001a80, 0x00001a89, 0x00001a99, 0x00001aae,
 	// Entry C0 - DF
-	0x00001a8e, 0x00001a99, 0x00001aa4, 0x00001aaf,
-	0x00001b0c, 0x00001b30, 0x00001b5b, 0x00001b66,
-	0x00001b6b, 0x00001b7a, 0x00001b81, 0x00001b98,
-	0x00001bad, 0x00001bbf, 0x00001be2, 0x00001c14,
-	0x00001c2a, 0x00001c3f, 0x00001c4f, 0x00001c88,
-	0x00001ced, 0x00001cf7, 0x00001cfe, 0x00001d14,
-	0x00001d4d, 0x00001d52, 0x00001d5c, 0x00001d6a,
-	0x00001d7a, 0x00001d87, 0x00001d94, 0x00001db4,
+	0x00001ad2, 0x00001aee, 0x00001b06, 0x00001b11,
+	0x00001b1c, 0x00001b27, 0x00001b84, 0x00001ba8,
+	0x00001bd3, 0x00001bde, 0x00001be3, 0x00001bf2,
+	0x00001bf9, 0x00001c10, 0x00001c25, 0x00001c37,
+	0x00001c5a, 0x00001c8c, 0x00001ca2, 0x00001cb7,
+	0x00001cc7, 0x00001d00, 0x00001d65, 0x00001d6f,
+	0x00001d76, 0x00001d8c, 0x00001dc5, 0x00001dca,
+	0x00001dd4, 0x00001de2, 0x00001df2, 0x00001dff,
 	// Entry E0 - FF
-	0x00001dc0, 0x00001dd9, 0x00001de2, 0x00001dec,
-	0x00001df5, 0x00001dfd, 0x00001e07, 0x00001e0f,
-	0x00001e17, 0x00001e1b, 0x00001e1f, 0x00001e23,
-	0x00001e27, 0x00001e2b, 0x00001e2f, 0x00001e33,
-	0x00001e37, 0x00001e3b, 0x00001e3f, 0x00001e43,
-	0x00001e47, 0x00001e51, 0x00001e6f, 0x00001e8f,
-	0x00001eb3, 0x00001ed7, 0x00001ee0, 0x00001ef7,
-	0x00001eff, 0x00001f10, 0x00001f15, 0x00001f5a,
+	0x00001e0c, 0x00001e2c, 0x00001e38, 0x00001e51,
+	0x00001e5a, 0x00001e64, 0x00001e6d, 0x00001e75,
+	0x00001e7f, 0x00001e87, 0x00001e8f, 0x00001e93,
+	0x00001e97, 0x00001e9b, 0x00001e9f, 0x00001ea3,
+	0x00001ea7, 0x00001eab, 0x00001eaf, 0x00001eb3,
+	0x00001eb7, 0x00001ebb, 0x00001ebf, 0x00001ec9,
+	0x00001ee7, 0x00001f07, 0x00001f2b, 0x00001f4f,
+	0x00001f58, 0x00001f6f, 0x00001f77, 0x00001f88,
 	// Entry 100 - 11F
-	0x00001f72, 0x00001f77, 0x00001f82, 0x00001f88,
-	0x00001f92, 0x00001f9a, 0x00001fa2, 0x00001fcc,
-	0x00001fe6, 0x0000200e, 0x0000203e, 0x00002044,
-	0x00002053, 0x000020a6, 0x000020c4, 0x00002183,
-	0x000021da, 0x00002204, 0x00002230, 0x0000225a,
-	0x00002262, 0x00002268, 0x00002271, 0x0000227e,
-	0x00002290, 0x0000229b, 0x000022b1, 0x000022bf,
-	0x000022ea, 0x000022fc, 0x00002301, 0x00002304,
+	0x00001f8d, 0x00001fd2, 0x00001fea, 0x00001fef,
+	0x00001ffa, 0x00002000, 0x0000200a, 0x00002012,
+	0x0000201a, 0x00002044, 0x0000205e, 0x00002086,
+	0x000020b6, 0x000020bc, 0x000020cb, 0x0000211e,
+	0x0000213c, 0x000021fb, 0x00002252, 0x0000227c,
+	0x000022a8, 0x000022d2, 0x000022da, 0x000022e0,
+	0x000022e9, 0x000022f6, 0x00002308, 0x00002313,
+	0x00002329, 0x00002337, 0x00002362, 0x00002374,
 	// Entry 120 - 13F
-	0x0000232e, 0x00002377, 0x00002397, 0x000023a0,
-	0x000023b2, 0x000023d5, 0x000023e3, 0x000023f0,
-	0x000023fa, 0x00002403, 0x0000240c, 0x00002416,
-	0x0000241e, 0x00002423, 0x0000242b, 0x00002434,
-	0x0000243d, 0x0000244a, 0x0000244f, 0x00002457,
-	0x0000245e, 0x00002466, 0x0000246b, 0x00002479,
-	0x00002480, 0x00002487, 0x0000248c, 0x00002493,
-	0x0000249d, 0x000024a4, 0x000024c1, 0x000024db,
+	0x00002379, 0x0000237c, 0x000023a6, 0x000023ef,
+	0x0000240f, 0x00002418, 0x0000242a, 0x0000244d,
+	0x0000245b, 0x00002468, 0x00002472, 0x0000247b,
+	0x00002484, 0x0000248e, 0x00002496, 0x0000249b,
+	0x000024a3, 0x000024ac, 0x000024b5, 0x000024c2,
+	0x000024c7, 0x000024cf, 0x000024d6, 0x000024de,
+	0x000024e3, 0x000024f1, 0x000024f8, 0x000024ff,
+	0x00002504, 0x0000250b, 0x00002515, 0x0000251c,
 	// Entry 140 - 15F
-	0x000024f9, 0x00002519, 0x00002527, 0x00002530,
-	0x00002539, 0x00002542, 0x00002546, 0x00002549,
-	0x00002555, 0x00002563, 0x00002570, 0x00002581,
-	0x00002590, 0x000025a7, 0x000025ba, 0x000025ca,
-	0x000025d9, 0x000025e8, 0x000025f0, 0x000025f7,
-	0x000025ff, 0x00002607, 0x00002615, 0x00002623,
-	0x00002639, 0x0000264e, 0x0000265f, 0x00002664,
-	0x0000266a, 0x00002671, 0x00002682, 0x0000268e,
+	0x00002539, 0x00002553, 0x00002571, 0x00002591,
+	0x0000259f, 0x000025a8, 0x000025b1, 0x000025ba,
+	0x000025be, 0x000025c1, 0x000025cd, 0x000025db,
+	0x000025e8, 0x000025f9, 0x00002608, 0x0000261f,
+	0x00002632, 0x00002642, 0x00002651, 0x00002660,
+	0x00002668, 0x0000266f, 0x00002677, 0x0000267f,
+	0x0000268d, 0x0000269b, 0x000026b1, 0x000026c6,
+	0x000026d7, 0x000026dc, 0x000026e2, 0x000026e9,
 	// Entry 160 - 17F
-	0x00002697, 0x000026a0, 0x000026bc, 0x000026c5,
-	0x000026e1, 0x000026ea, 0x000026f4, 0x000026fd,
-	0x00002706, 0x0000271d, 0x00002725, 0x00002733,
-	0x00002760, 0x0000276c, 0x00002778, 0x00002780,
-	0x000027ab, 0x0000286d, 0x00002888, 0x00002890,
-	0x000028c2, 0x000028cf, 0x000028d3, 0x000028f9,
-	0x0000291f, 0x0000292d, 0x00002938, 0x00002966,
-	0x00002983, 0x000029b2, 0x000029e4, 0x00002a02,
+	0x000026fa, 0x00002706, 0x0000270f, 0x00002718,
+	0x00002734, 0x0000273d, 0x00002759, 0x00002762,
+	0x0000276c, 0x00002775, 0x0000277e, 0x00002795,
+	0x0000279d, 0x000027ab, 0x000027d8, 0x000027e4,
+	0x000027f0, 0x000027f8, 0x00002823, 0x000028e5,
+	0x00002900, 0x00002908, 0x0000293a, 0x00002947,
+	0x0000294b, 0x00002971, 0x00002997, 0x000029a5,
+	0x000029b0, 0x000029de, 0x000029fb, 0x00002a2a,
 	// Entry 180 - 19F
-	0x00002a37, 0x00002a53, 0x00002a62, 0x00002a6f,
-	0x00002a7d, 0x00002a8a, 0x00002a93, 0x00002aae,
-	0x00002ac9, 0x00002ad5, 0x00002af6, 0x00002b1f,
-	0x00002b4c, 0x00002b86, 0x00002beb, 0x00002c0b,
-	0x00002c31, 0x00002c5b, 0x00002c93, 0x00002cd0,
-	0x00002cf4, 0x00002d19, 0x00002d33, 0x00002d51,
-	0x00002d85, 0x00002dc5, 0x00002def, 0x00002dfe,
-	0x00002e2f, 0x00002e5e, 0x00002e71, 0x00002ee6,
+	0x00002a5c, 0x00002a7a, 0x00002aaf, 0x00002acb,
+	0x00002ada, 0x00002ae7, 0x00002af5, 0x00002b02,
+	0x00002b0b, 0x00002b26, 0x00002b41, 0x00002b4d,
+	0x00002b6e, 0x00002b97, 0x00002bc4, 0x00002bfe,
+	0x00002c63, 0x00002c83, 0x00002ca9, 0x00002cd3,
+	0x00002d0b, 0x00002d48, 0x00002d6c, 0x00002d91,
+	0x00002dab, 0x00002dc9, 0x00002dfd, 0x00002e3d,
+	0x00002e67, 0x00002e76, 0x00002ea7, 0x00002ed6,
 	// Entry 1A0 - 1BF
-	0x00002ef9, 0x00002f2d, 0x00002f61, 0x00002f71,
-	0x00002fb8, 0x00002fe5, 0x00002ff2, 0x00003002,
-	0x0000300a, 0x00003022, 0x0000303f, 0x0000304d,
-	0x0000305e, 0x00003066, 0x00003071, 0x000030a1,
-	0x000030b3, 0x000030c3, 0x000030f5, 0x00003101,
-	0x00003112, 0x0000312c, 0x0000313d, 0x00003143,
-	0x00003157, 0x0000316f, 0x00003194, 0x000031a2,
-	0x000031e0, 0x0000321d, 0x00003249, 0x00003286,
+	0x00002ee9, 0x00002f5e, 0x00002f71, 0x00002fa5,
+	0x00002fd9, 0x00002fe9, 0x00003030, 0x0000305d,
+	0x0000306a, 0x0000307a, 0x00003082, 0x0000309a,
+	0x000030b7, 0x000030c5, 0x000030d6, 0x000030de,
+	0x000030e9, 0x00003119, 0x0000312b, 0x0000313b,
+	0x0000316d, 0x00003179, 0x0000318a, 0x000031a4,
+	0x000031b5, 0x000031bb, 0x000031cf, 0x000031e7,
+	0x0000320c, 0x0000321a, 0x00003258, 0x00003295,
 	// Entry 1C0 - 1DF
-	0x00003295, 0x0000329d, 0x000032aa, 0x000032ba,
-	0x000032d1, 0x000032dc, 0x000032eb, 0x000032f9,
-	0x0000330c, 0x00003331, 0x0000335c, 0x0000338a,
-	0x00003398, 0x0000342b, 0x00003449, 0x0000348f,
-	0x0000349d, 0x000034b1, 0x000034d2, 0x000034e6,
-	0x000034ec, 0x00003500, 0x00003573, 0x00003584,
-	0x0000359b, 0x000035b8, 0x000035c6, 0x000035d4,
-	0x000035dc, 0x000035e7, 0x000035ed, 0x000036df,
+	0x000032c1, 0x000032fe, 0x0000330d, 0x00003315,
+	0x00003322, 0x00003332, 0x00003349, 0x00003354,
+	0x00003363, 0x00003371, 0x00003384, 0x000033a9,
+	0x000033d4, 0x00003402, 0x00003410, 0x000034a3,
+	0x000034c1, 0x00003507, 0x00003515, 0x00003529,
+	0x0000354a, 0x0000355e, 0x00003564, 0x00003578,
+	0x000035eb, 0x000035fc, 0x00003613, 0x00003630,
+	0x0000363e, 0x0000364c, 0x00003654, 0x0000365f,
 	// Entry 1E0 - 1FF
-	0x000036e5, 0x00003717, 0x0000371c, 0x0000372c,
-	0x00003737, 0x00003740, 0x00003750, 0x0000376a,
-	0x000037a3, 0x000037b2, 0x0000386c, 0x00003871,
-	0x0000387f, 0x0000388f, 0x0000389b, 0x000038ab,
-	0x000038b5, 0x000038d8, 0x000038f1, 0x00003904,
-	0x00003970, 0x0000397f, 0x0000398d, 0x000039bf,
-	0x000039f6, 0x00003a04, 0x00003a48, 0x00003a6d,
-	0x00003a95, 0x00003a9c, 0x00003af7, 0x00003b21,
+	0x00003665, 0x00003757, 0x0000375d, 0x0000378f,
+	0x00003794, 0x000037a4, 0x000037af, 0x000037b8,
+	0x000037c8, 0x000037e2, 0x0000381b, 0x0000382a,
+	0x000038e4, 0x000038e9, 0x000038f7, 0x00003907,
+	0x00003913, 0x00003923, 0x0000392d, 0x00003950,
+	0x00003969, 0x0000397c, 0x000039e8, 0x000039f7,
+	0x00003a05, 0x00003a37, 0x00003a6e, 0x00003a7c,
+	0x00003ac0, 0x00003ae5, 0x00003b0d, 0x00003b14,
 	// Entry 200 - 21F
-	0x00003b51, 0x00003baf, 0x00003bc3, 0x00003bcb,
-	0x00003bfc, 0x00003c02, 0x00003c7e, 0x00003cc6,
-	0x00003cf1, 0x00003d53, 0x00003d76, 0x00003e1d,
-	0x00003e20, 0x00003e25, 0x00003e2f, 0x00003e37,
-	0x00003e3d, 0x00003e45, 0x00003e53, 0x00003e5d,
-	0x00003e6a, 0x00003e74, 0x00003e8b, 0x00003e9e,
-	0x00003ec2, 0x00003f42, 0x00003f53, 0x00003f5b,
-	0x00003fd0, 0x00004024, 0x00004033, 0x0000403f,
+	0x00003b6f, 0x00003b99, 0x00003bc9, 0x00003c27,
+	0x00003c3b, 0x00003c43, 0x00003c74, 0x00003c7a,
+	0x00003cf6, 0x00003d3e, 0x00003d69, 0x00003dcb,
+	0x00003dee, 0x00003e95, 0x00003e98, 0x00003e9d,
+	0x00003ea7, 0x00003eaf, 0x00003eb5, 0x00003ebd,
+	0x00003ecb, 0x00003ed5, 0x00003ee2, 0x00003eec,
+	0x00003f03, 0x00003f16, 0x00003f3a, 0x00003fba,
+	0x00003fcb, 0x00003fd3, 0x00004048, 0x0000409c,
 	// Entry 220 - 23F
-	0x0000407b, 0x000040b5, 0x000040c3, 0x000040d0,
-	0x000040de, 0x000040ec, 0x000040fa, 0x0000412c,
-	0x0000415c, 0x00004169, 0x00004189, 0x0000418e,
-	0x0000419f, 0x000041ac, 0x000041d8, 0x0000425e,
-	0x00004283, 0x0000428a, 0x00004293, 0x000042a6,
-	0x000042b0, 0x000042ba, 0x000042c4, 0x000042dc,
-	0x000042f2, 0x000042fe, 0x00004320, 0x00004327,
-	0x00004334, 0x00004388, 0x000043c0,
-} // Size: 2324 bytes
+	0x000040ab, 0x000040b7, 0x000040f3, 0x0000412d,
+	0x0000413b, 0x00004148, 0x00004156, 0x00004164,
+	0x00004172, 0x000041a4, 0x000041d4, 0x000041e1,
+	0x00004201, 0x00004206, 0x00004217, 0x00004224,
+	0x00004250, 0x000042d6, 0x000042fb, 0x00004302,
+	0x0000430b, 0x0000431e, 0x00004328, 0x00004332,
+	0x0000433c, 0x00004354, 0x0000436a, 0x00004376,
+	0x00004398, 0x0000439f, 0x000043ac, 0x00004400,
+	// Entry 240 - 25F
+	0x00004438,
+} // Size: 2332 bytes
 
-const enData string = "" + // Size: 17344 bytes
+const enData string = "" + // Size: 17464 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every running or held instance…\x02Reason (recorded in the audit log)" +
@@ -854,209 +858,211 @@ const enData string = "" + // Size: 17344 bytes
 	" reload every %[2]d s\x02Times in %[1]s · no auto-reload\x02This page re" +
 	"loads every %[1]d seconds.\x02Not allowed\x02Your role can read definiti" +
 	"ons only: external tasks and process instances are for operators and adm" +
-	"inistrators.\x02Back to external tasks\x02Back to definitions\x02Not fou" +
-	"nd\x02Nothing exists at this address, or it is not visible to you.\x02Fo" +
-	"rm refused\x02This form was not sent from this console session, or it ha" +
-	"s expired. Reload the page and try again.\x02Temporarily unavailable\x02" +
-	"The database cannot be reached right now. Try again in a few seconds." +
-	"\x02Something went wrong\x02The console could not show this page. Try ag" +
-	"ain; if it persists, give your administrator the request id %[1]s.\x02Co" +
-	"unting the occurrences; the counts appear when you reload the page.\x02C" +
-	"ounts are unavailable right now.\x02Field\x02Type\x02Required\x02Classif" +
-	"ication\x02Constraints\x02Description\x02Definition %[1]s\x02Working cop" +
-	"y\x02The only mutable part of a definition. Processes never use it direc" +
-	"tly: they pin a revision.\x02Name\x02Routing output\x02Last saved\x02Rev" +
-	"isions\x02No revision yet: the Working copy has never been snapshotted." +
-	"\x02Releases\x02No release yet.\x02Release\x02Revision\x02Notes\x02Publi" +
-	"shed\x02Compare revisions\x02Lists every change from one revision to ano" +
-	"ther, and whom it may break.\x02From revision\x02To revision\x02Compare" +
-	"\x02Change\x02Detail\x02Breaks processes\x02Breaks workers\x02These revi" +
-	"sions have the same contracts.\x02Inputs\x02No inputs.\x02Inputs of the " +
-	"working copy\x02Outputs\x02No outputs.\x02Outputs of the working copy" +
-	"\x02Releases, oldest first\x02Changes between the two revisions\x02Revis" +
-	"ion %[1]d\x02Snapshotted\x02Digest\x02Inputs of revision %[1]d\x02Output" +
-	"s of revision %[1]d\x02Choose two existing revisions to compare.\x02From" +
-	" revision %[1]d to revision %[2]d:\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d " +
-	"change\x00\x0e\x02%[1]d changes\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d bre" +
-	"aking\x00\x0f\x02%[1]d breaking\x02routing output %[1]s → %[2]s\x02optio" +
-	"nal → required\x02required → optional\x02values added: %[1]s\x02values r" +
-	"emoved: %[1]s\x02values reordered\x02%[1]s: %[2]s → %[3]s\x02required fi" +
-	"eld of type %[1]s\x02optional field of type %[1]s\x02none\x02Task contra" +
-	"cts: their Working copy, immutable revisions and named releases.\x02Defi" +
-	"nitions by key\x02Key\x02Latest revision\x02none yet\x02No definition ye" +
-	"t.\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d release" +
-	"s\x02on error\x02any other error\x02held for an operator\x02an incident:" +
-	" retry, abandon or stop\x02end: completes the instance\x02end: fails the" +
-	" instance\x02push %[1]s\x02pull %[1]s\x02Node %[1]s\x02Each definition’s" +
-	" queue and incidents now, and what its workers finished in the last hour" +
-	".\x02Completions and failures, last hour\x02Definitions, those needing a" +
-	"ttention first\x02Definition\x02Open\x02Held instances\x02Failed\x02Olde" +
-	"st claimable waits\x02Completed, last hour\x02Failed, last hour\x02No de" +
-	"finition has occurrences yet.\x02As of %[1]s (%[2]s); refreshed every fe" +
-	"w seconds.\x02claimable since %[1]s\x02Show all definitions\x02All defin" +
-	"itions\x02Completions and failures per 5 minutes, last hour: %[1]s\x02In" +
-	" the last hour: %[1]d completed, %[2]d failed. The table after the chart" +
-	" gives each 5-minute slot.\x02completed\x02failed\x02The chart’s numbers" +
-	"\x02Completions and failures per 5-minute slot, oldest first\x02Slot\x02" +
-	"Completed\x02%[1]s–%[2]s\x02%[1]d completed\x02%[1]d failed\x02%[1]s; %[" +
-	"2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[" +
-	"3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d min" +
-	"\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul" +
-	"\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02" +
-	"\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%" +
-	"[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d mi" +
-	"nute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d secon" +
-	"d\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process instance %[1]s\x02Summ" +
-	"ary\x02Operator actions\x02Path\x02The nodes this instance reached, in o" +
-	"rder, each with its occurrence.\x02Nodes reached, in order\x02Node\x02Oc" +
-	"currence\x02Route\x02Next node\x02Created\x02Settled\x02This instance ha" +
-	"s not reached a task yet.\x02Recorded operator actions\x02No operator ha" +
-	"s acted on this instance.\x02Operator actions on this instance, newest f" +
-	"irst\x02Value\x02Process inputs\x02Inputs the instance was started with," +
-	" labelled by process version %[1]d's contract\x02This process takes no i" +
-	"nputs.\x02This instance is held at a failed node: an incident. Retry off" +
-	"ers the failed occurrence again; abandon fails the instance; stop cancel" +
-	"s it. Each asks for a reason, recorded in the audit log.\x02Stopping can" +
-	"cels the instance and its open occurrences. It does not complete anythin" +
-	"g.\x02Stopped by %[1]s at %[2]s — “%[3]s”\x02Abandoned by %[1]s at %[2]s" +
-	" — “%[3]s”\x02Retried by %[1]s at %[2]s — “%[3]s”\x02Started\x02Ended" +
-	"\x02End node\x02Held at node\x02Failed occurrence\x02Error code\x02Unkno" +
-	"wn status %[1]q.\x02Creation date\x02The page size must be between 1 and" +
-	" %[1]d.\x02Process instances\x02from\x02to\x02Act on every instance this" +
-	" filter matches\x02The next page counts them and asks for a reason befor" +
-	"e anything changes.\x02Process instances, newest first\x02Instance\x02En" +
-	"d node or error\x02No instance matches these filters.\x02All processes" +
-	"\x02All statuses\x02available\x02reserved\x02deferred\x02cancelled\x02ru" +
-	"nning\x02held\x02expired\x02rejected\x02released\x02disconnected\x02text" +
-	"\x02integer\x02number\x02boolean\x02date\x02date and time\x02choice\x02o" +
-	"bject\x02list\x02normal\x02sensitive\x02secret\x02••• hidden (sensitive)" +
-	"\x02••• hidden (secret)\x02pull (the service fetches it)\x02push (Relais" +
-	" calls the service)\x02administrator\x02operator\x02designer\x02consumer" +
-	"\x02yes\x02no\x02field added\x02field removed\x02type changed\x02require" +
-	"d changed\x02values changed\x02classification changed\x02constraint chan" +
-	"ged\x02routing changed\x02minimum length\x02maximum length\x02pattern" +
-	"\x02format\x02minimum\x02maximum\x02minimum items\x02maximum items\x02%[" +
-	"1]s, revision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Mode" +
-	"\x02Dates\x02Policy\x02Maximum attempts\x02Retry delay\x02Deadline\x02Pr" +
-	"iority\x02%[1]d (0 lowest, 9 highest)\x02Attempts\x02Every attempt, olde" +
-	"st first\x02Consumer\x02Worker id\x02Reserved\x02Duration\x02Destination" +
-	"’s answer\x02Outcome\x02Error message\x02No service has reserved this " +
-	"occurrence yet.\x02in progress\x02Destination\x02Replica\x02Relais has n" +
-	"ot called the destination yet.\x02Relais keeps the destination’s status " +
-	"code only when it refused the call (destination_http_NNN); a completed c" +
-	"all answered 2xx. The duration runs from the claim of the call to its se" +
-	"ttlement.\x02Reason given by the worker\x02Retries\x02none: a failed cal" +
-	"l takes the node’s error path\x02Call timeout\x02Now\x02Retry or abandon" +
-	" it from its instance\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00" +
-	"\x0f\x02%[1]d attempts\x02at most %[1]d\x02%[1]d left\x02Inputs, labelle" +
-	"d by revision %[1]d's contract\x02This contract has no inputs.\x02Output" +
-	"s, labelled by revision %[1]d's contract\x02No outputs yet: the occurren" +
-	"ce has not completed.\x02This contract has no outputs.\x02No outputs: th" +
-	"e occurrence ended without completing.\x02Reveal — this is recorded\x02A" +
-	"vailable from\x02Next attempt\x02Last reserved\x02Lock expires\x02Deferr" +
-	"ed\x02Last error (attempt %[1]d)\x02Error (before any attempt)\x02Its me" +
-	"ssage\x02Message from Relais (in English)\x02Message from the service (a" +
-	"s it sent it)\x02The deadline passed before a result arrived.\x02The res" +
-	"ult did not match the revision's outputs contract.\x02Relais stopped dur" +
-	"ing the call: whether the destination acted is unknown, so it is not cal" +
-	"led again.\x02The call could not be prepared.\x02The destination could n" +
-	"ot be reached.\x02The destination’s answer was too large.\x02The last at" +
-	"tempt’s lock expired with no attempt left.\x02The inputs could not be bu" +
-	"ilt from the process’s bindings.\x02An operator abandoned the instance." +
-	"\x02The destination answered HTTP %[1]s.\x02Retry at %[1]s — %[2]s.\x02O" +
-	"ffered from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to be offered" +
-	" again.\x02Waiting for Relais to call the destination since %[1]s (%[2]s" +
-	").\x02Waiting for a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02Rel" +
-	"ais is calling the destination (since %[1]s).\x02Reserved by %[1]s; lock" +
-	" until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2" +
-	"]s): a worker of the same consumer, or a front end with a settle token, " +
-	"completes it later.\x02Completed (%[1]s).\x02Its instance is held here, " +
-	"waiting for an operator.\x02Its instance went on along the node’s error " +
-	"path.\x02Failed (%[1]s).\x02Cancelled: the instance was stopped by %[1]s" +
-	" at %[2]s — “%[3]s”.\x02Cancelled: the instance was stopped (%[1]s).\x02" +
-	"%[1]s so far\x02consumer #%[1]s\x02waiting\x02HTTP 2xx, unusable body" +
-	"\x02no answer within the timeout\x02no connection\x02answer too large" +
-	"\x02unknown\x02[redacted]\x02The revision must be a whole number, 1 or m" +
-	"ore.\x02Unknown consumer.\x02Settlement date\x02More filters: instance, " +
-	"revision, consumer, dates\x02instance id\x02Counts by status\x02Occurren" +
-	"ces, newest first\x02Process and node\x02Error\x02Consumer and worker" +
-	"\x02Next attempt or settled\x02No occurrence matches these filters.\x02A" +
-	"ll consumers\x02Totals of definition %[1]s, not narrowed by the other fi" +
-	"lters\x02Totals of all definitions, not narrowed by the other filters" +
-	"\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurr" +
-	"ences\x02as of %[1]s (%[2]s); counts are refreshed every few seconds." +
-	"\x02revision %[1]d\x02settled\x02next attempt\x02claimable since\x02call" +
-	" in progress since\x02lock until\x02deferred since\x02Previous page\x02R" +
-	"ows %[1]s–%[2]s\x02%[1]s: a date is written 2026-12-01.\x02%[1]s: the fi" +
-	"rst day comes after the last.\x02These settings are kept in this browser" +
-	" only.\x02Show times in\x02The console runs no script, so it cannot read" +
-	" your computer’s time zone: choose its offset from UTC. Offsets do not f" +
-	"ollow daylight saving time.\x02Reload lists and detail pages\x02Pages wi" +
-	"th a form, such as a confirmation, never reload on their own.\x02Save se" +
-	"ttings\x02Back without saving\x02UTC (coordinated universal time)\x02Loc" +
-	"al time at %[1]s\x02Never\x02Every %[1]d seconds\x02Published process ve" +
-	"rsions: their nodes, routes and pinned revisions, drawn, with where thei" +
-	"r occurrences are now.\x02Processes by key\x02Versions, newest first\x02" +
-	"No process is published yet.\x02version %[1]d\x02Process %[1]s\x02Versio" +
-	"n\x02Start node\x02Graph\x02Columns follow the longest path from the sta" +
-	"rt node. Solid arrows are successes (labelled with their route), dashed " +
-	"ones failures (labelled with their error codes). Each box says how many " +
-	"of this version’s occurrences are at that node now.\x02Nodes\x02Nodes of" +
-	" this version, with their occurrences now\x02Kind\x02Pinned revision\x02" +
-	"On success\x02On error\x02Occurrences now\x02Instances of this process" +
-	"\x02Counts as of %[1]s (%[2]s); refreshed every few seconds.\x02Graph of" +
-	" %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The ta" +
-	"ble below lists the same nodes, routes and counts.\x00Y\x02%[1]d nodes, " +
-	"starting at %[2]s. The table below lists the same nodes, routes and coun" +
-	"ts.\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s " +
-	"→ %[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02any other " +
-	"code → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%[1]d att" +
-	"empt, retry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, retry af" +
-	"ter %[2]s, priority %[3]d\x02deadline %[1]s\x02timeout %[1]s\x02Only adm" +
-	"inistrators may reveal a sensitive value.\x02Revealed by %[1]s at %[2]s;" +
-	" recorded in the audit log.\x02Cannot reveal\x02Only a value this page s" +
-	"hows as hidden (sensitive) can be revealed.\x02Secret values can never b" +
-	"e revealed.\x02This page does not accept that request.\x02Search\x02Type" +
-	" an instance or occurrence id (a UUID, as the pages show on hover), or a" +
-	" business key.\x02Nothing to find: the search box is empty.\x02That is t" +
-	"oo long to be an id or a business key.\x02No instance or occurrence has " +
-	"the id “%[1]s”, and no instance has it as its business key.\x02You are s" +
-	"igned out.\x02Sign in\x02Sign in with an operator or administrator token" +
-	".\x02Token\x02The token is checked once and never stored in your browser" +
-	"; a session cookie stands for it for up to 8 hours of inactivity.\x02Too" +
-	" many failed sign-ins from your address. Try again in %[1]d seconds.\x02" +
-	"This token is unknown or has been revoked.\x02A %[1]s token cannot open " +
-	"the console: sign in with an operator, designer or administrator token." +
-	"\x02Only administrators manage tokens.\x02Staff tokens (administrators, " +
-	"designers, operators) that are not revoked. Consumer tokens are managed " +
-	"with their consumers. Revoking a token refuses its next request.\x02ID" +
-	"\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02Expired token" +
-	"\x02Revoke…\x02this session\x02No token.\x02The token was revoked.\x02Re" +
-	"voke token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request " +
-	"is refused, and console sessions opened with it end. This cannot be undo" +
-	"ne: whoever uses it needs a new token.\x02Revoke the token\x02Keep it" +
-	"\x02This is the token you signed in with: revoking it signs you out. Its" +
-	" next request is refused. This cannot be undone.\x02This is the last usa" +
-	"ble administrator token: create another one before revoking it.\x02routi" +
-	"ng output\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d c" +
-	"haracter\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02" +
-	"\x18\x02at most %[1]d character\x00\x19\x02at most %[1]d characters\x02p" +
-	"attern %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of" +
-	": %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at" +
-	" least %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00" +
-	"\x14\x02at most %[1]d items\x02not provided\x14\x01\x81\x01\x00\x02\x0b" +
-	"\x02%[1]d item\x00\x0c\x02%[1]d items\x02null\x02unexpected value\x02Inv" +
-	"alid page\x02This page link is not one the console made.\x02Workers conn" +
-	"ected by a stream, and polling workers by their last fetch. A worker is " +
-	"listed while it was seen within three heartbeats.\x02Workers seen within" +
-	" three heartbeats\x02Worker\x02Protocol\x02Definitions served\x02In flig" +
-	"ht\x02Connected\x02Last seen\x02No worker is connected.\x02Workers servi" +
-	"ng %[1]s\x02All workers\x02No worker serves this definition.\x02stream" +
-	"\x02long polling\x02No worker serves this definition: its occurrences wa" +
-	"it until one connects or polls.\x14\x01\x81\x01\x00\x02\x17\x02Served by" +
-	" %[1]d worker\x00\x18\x02Served by %[1]d workers"
+	"inistrators.\x02Invalid request\x02The field “%[1]s” holds a NUL charact" +
+	"er or bytes that are not UTF-8 text: correct it and try again.\x02Back t" +
+	"o external tasks\x02Back to definitions\x02Not found\x02Nothing exists a" +
+	"t this address, or it is not visible to you.\x02Form refused\x02This for" +
+	"m was not sent from this console session, or it has expired. Reload the " +
+	"page and try again.\x02Temporarily unavailable\x02The database cannot be" +
+	" reached right now. Try again in a few seconds.\x02Something went wrong" +
+	"\x02The console could not show this page. Try again; if it persists, giv" +
+	"e your administrator the request id %[1]s.\x02Counting the occurrences; " +
+	"the counts appear when you reload the page.\x02Counts are unavailable ri" +
+	"ght now.\x02Field\x02Type\x02Required\x02Classification\x02Constraints" +
+	"\x02Description\x02Definition %[1]s\x02Working copy\x02The only mutable " +
+	"part of a definition. Processes never use it directly: they pin a revisi" +
+	"on.\x02Name\x02Routing output\x02Last saved\x02Revisions\x02No revision " +
+	"yet: the Working copy has never been snapshotted.\x02Releases\x02No rele" +
+	"ase yet.\x02Release\x02Revision\x02Notes\x02Published\x02Compare revisio" +
+	"ns\x02Lists every change from one revision to another, and whom it may b" +
+	"reak.\x02From revision\x02To revision\x02Compare\x02Change\x02Detail\x02" +
+	"Breaks processes\x02Breaks workers\x02These revisions have the same cont" +
+	"racts.\x02Inputs\x02No inputs.\x02Inputs of the working copy\x02Outputs" +
+	"\x02No outputs.\x02Outputs of the working copy\x02Releases, oldest first" +
+	"\x02Changes between the two revisions\x02Revision %[1]d\x02Snapshotted" +
+	"\x02Digest\x02Inputs of revision %[1]d\x02Outputs of revision %[1]d\x02C" +
+	"hoose two existing revisions to compare.\x02From revision %[1]d to revis" +
+	"ion %[2]d:\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d " +
+	"changes\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d b" +
+	"reaking\x02routing output %[1]s → %[2]s\x02optional → required\x02requir" +
+	"ed → optional\x02values added: %[1]s\x02values removed: %[1]s\x02values " +
+	"reordered\x02%[1]s: %[2]s → %[3]s\x02required field of type %[1]s\x02opt" +
+	"ional field of type %[1]s\x02none\x02Task contracts: their Working copy," +
+	" immutable revisions and named releases.\x02Definitions by key\x02Key" +
+	"\x02Latest revision\x02none yet\x02No definition yet.\x14\x01\x81\x01" +
+	"\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases\x02on error\x02a" +
+	"ny other error\x02held for an operator\x02an incident: retry, abandon or" +
+	" stop\x02end: completes the instance\x02end: fails the instance\x02push " +
+	"%[1]s\x02pull %[1]s\x02Node %[1]s\x02Each definition’s queue and inciden" +
+	"ts now, and what its workers finished in the last hour.\x02Completions a" +
+	"nd failures, last hour\x02Definitions, those needing attention first\x02" +
+	"Definition\x02Open\x02Held instances\x02Failed\x02Oldest claimable waits" +
+	"\x02Completed, last hour\x02Failed, last hour\x02No definition has occur" +
+	"rences yet.\x02As of %[1]s (%[2]s); refreshed every few seconds.\x02clai" +
+	"mable since %[1]s\x02Show all definitions\x02All definitions\x02Completi" +
+	"ons and failures per 5 minutes, last hour: %[1]s\x02In the last hour: %[" +
+	"1]d completed, %[2]d failed. The table after the chart gives each 5-minu" +
+	"te slot.\x02completed\x02failed\x02The chart’s numbers\x02Completions an" +
+	"d failures per 5-minute slot, oldest first\x02Slot\x02Completed\x02%[1]s" +
+	"–%[2]s\x02%[1]d completed\x02%[1]d failed\x02%[1]s; %[2]s\x02%[1]s %[2" +
+	"]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s\x02in " +
+	"%[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1" +
+	"]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02O" +
+	"ct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day" +
+	"\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c" +
+	"\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%" +
+	"[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]" +
+	"d seconds\x02%[1]d ms\x02Process instance %[1]s\x02Summary\x02Operator a" +
+	"ctions\x02Path\x02The nodes this instance reached, in order, each with i" +
+	"ts occurrence.\x02Nodes reached, in order\x02Node\x02Occurrence\x02Route" +
+	"\x02Next node\x02Created\x02Settled\x02This instance has not reached a t" +
+	"ask yet.\x02Recorded operator actions\x02No operator has acted on this i" +
+	"nstance.\x02Operator actions on this instance, newest first\x02Value\x02" +
+	"Process inputs\x02Inputs the instance was started with, labelled by proc" +
+	"ess version %[1]d's contract\x02This process takes no inputs.\x02This in" +
+	"stance is held at a failed node: an incident. Retry offers the failed oc" +
+	"currence again; abandon fails the instance; stop cancels it. Each asks f" +
+	"or a reason, recorded in the audit log.\x02Stopping cancels the instance" +
+	" and its open occurrences. It does not complete anything.\x02Stopped by " +
+	"%[1]s at %[2]s — “%[3]s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”\x02Ret" +
+	"ried by %[1]s at %[2]s — “%[3]s”\x02Started\x02Ended\x02End node\x02Held" +
+	" at node\x02Failed occurrence\x02Error code\x02Unknown status %[1]q.\x02" +
+	"Creation date\x02The page size must be between 1 and %[1]d.\x02Process i" +
+	"nstances\x02from\x02to\x02Act on every instance this filter matches\x02T" +
+	"he next page counts them and asks for a reason before anything changes." +
+	"\x02Process instances, newest first\x02Instance\x02End node or error\x02" +
+	"No instance matches these filters.\x02All processes\x02All statuses\x02a" +
+	"vailable\x02reserved\x02deferred\x02cancelled\x02running\x02held\x02expi" +
+	"red\x02rejected\x02released\x02disconnected\x02text\x02integer\x02number" +
+	"\x02boolean\x02date\x02date and time\x02choice\x02object\x02list\x02norm" +
+	"al\x02sensitive\x02secret\x02••• hidden (sensitive)\x02••• hidden (secre" +
+	"t)\x02pull (the service fetches it)\x02push (Relais calls the service)" +
+	"\x02administrator\x02operator\x02designer\x02consumer\x02yes\x02no\x02fi" +
+	"eld added\x02field removed\x02type changed\x02required changed\x02values" +
+	" changed\x02classification changed\x02constraint changed\x02routing chan" +
+	"ged\x02minimum length\x02maximum length\x02pattern\x02format\x02minimum" +
+	"\x02maximum\x02minimum items\x02maximum items\x02%[1]s, revision %[2]s" +
+	"\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Mode\x02Dates\x02Policy" +
+	"\x02Maximum attempts\x02Retry delay\x02Deadline\x02Priority\x02%[1]d (0 " +
+	"lowest, 9 highest)\x02Attempts\x02Every attempt, oldest first\x02Consume" +
+	"r\x02Worker id\x02Reserved\x02Duration\x02Destination’s answer\x02Outcom" +
+	"e\x02Error message\x02No service has reserved this occurrence yet.\x02in" +
+	" progress\x02Destination\x02Replica\x02Relais has not called the destina" +
+	"tion yet.\x02Relais keeps the destination’s status code only when it ref" +
+	"used the call (destination_http_NNN); a completed call answered 2xx. The" +
+	" duration runs from the claim of the call to its settlement.\x02Reason g" +
+	"iven by the worker\x02Retries\x02none: a failed call takes the node’s er" +
+	"ror path\x02Call timeout\x02Now\x02Retry or abandon it from its instance" +
+	"\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts" +
+	"\x02at most %[1]d\x02%[1]d left\x02Inputs, labelled by revision %[1]d's " +
+	"contract\x02This contract has no inputs.\x02Outputs, labelled by revisio" +
+	"n %[1]d's contract\x02No outputs yet: the occurrence has not completed." +
+	"\x02This contract has no outputs.\x02No outputs: the occurrence ended wi" +
+	"thout completing.\x02Reveal — this is recorded\x02Available from\x02Next" +
+	" attempt\x02Last reserved\x02Lock expires\x02Deferred\x02Last error (att" +
+	"empt %[1]d)\x02Error (before any attempt)\x02Its message\x02Message from" +
+	" Relais (in English)\x02Message from the service (as it sent it)\x02The " +
+	"deadline passed before a result arrived.\x02The result did not match the" +
+	" revision's outputs contract.\x02Relais stopped during the call: whether" +
+	" the destination acted is unknown, so it is not called again.\x02The cal" +
+	"l could not be prepared.\x02The destination could not be reached.\x02The" +
+	" destination’s answer was too large.\x02The last attempt’s lock expired " +
+	"with no attempt left.\x02The inputs could not be built from the process’" +
+	"s bindings.\x02An operator abandoned the instance.\x02The destination an" +
+	"swered HTTP %[1]s.\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s — %[" +
+	"2]s.\x02Lock expired %[1]s — waiting to be offered again.\x02Waiting for" +
+	" Relais to call the destination since %[1]s (%[2]s).\x02Waiting for a wo" +
+	"rker since %[1]s (%[2]s).\x02(worker %[1]s)\x02Relais is calling the des" +
+	"tination (since %[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s." +
+	"\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker of the " +
+	"same consumer, or a front end with a settle token, completes it later." +
+	"\x02Completed (%[1]s).\x02Its instance is held here, waiting for an oper" +
+	"ator.\x02Its instance went on along the node’s error path.\x02Failed (%[" +
+	"1]s).\x02Cancelled: the instance was stopped by %[1]s at %[2]s — “%[3]s”" +
+	".\x02Cancelled: the instance was stopped (%[1]s).\x02%[1]s so far\x02con" +
+	"sumer #%[1]s\x02waiting\x02HTTP 2xx, unusable body\x02no answer within t" +
+	"he timeout\x02no connection\x02answer too large\x02unknown\x02[redacted]" +
+	"\x02The revision must be a whole number, 1 or more.\x02Unknown consumer." +
+	"\x02Settlement date\x02More filters: instance, revision, consumer, dates" +
+	"\x02instance id\x02Counts by status\x02Occurrences, newest first\x02Proc" +
+	"ess and node\x02Error\x02Consumer and worker\x02Next attempt or settled" +
+	"\x02No occurrence matches these filters.\x02All consumers\x02Totals of d" +
+	"efinition %[1]s, not narrowed by the other filters\x02Totals of all defi" +
+	"nitions, not narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11" +
+	"\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s)" +
+	"; counts are refreshed every few seconds.\x02revision %[1]d\x02settled" +
+	"\x02next attempt\x02claimable since\x02call in progress since\x02lock un" +
+	"til\x02deferred since\x02Previous page\x02Rows %[1]s–%[2]s\x02%[1]s: a d" +
+	"ate is written 2026-12-01.\x02%[1]s: the first day comes after the last." +
+	"\x02These settings are kept in this browser only.\x02Show times in\x02Th" +
+	"e console runs no script, so it cannot read your computer’s time zone: c" +
+	"hoose its offset from UTC. Offsets do not follow daylight saving time." +
+	"\x02Reload lists and detail pages\x02Pages with a form, such as a confir" +
+	"mation, never reload on their own.\x02Save settings\x02Back without savi" +
+	"ng\x02UTC (coordinated universal time)\x02Local time at %[1]s\x02Never" +
+	"\x02Every %[1]d seconds\x02Published process versions: their nodes, rout" +
+	"es and pinned revisions, drawn, with where their occurrences are now." +
+	"\x02Processes by key\x02Versions, newest first\x02No process is publishe" +
+	"d yet.\x02version %[1]d\x02Process %[1]s\x02Version\x02Start node\x02Gra" +
+	"ph\x02Columns follow the longest path from the start node. Solid arrows " +
+	"are successes (labelled with their route), dashed ones failures (labelle" +
+	"d with their error codes). Each box says how many of this version’s occu" +
+	"rrences are at that node now.\x02Nodes\x02Nodes of this version, with th" +
+	"eir occurrences now\x02Kind\x02Pinned revision\x02On success\x02On error" +
+	"\x02Occurrences now\x02Instances of this process\x02Counts as of %[1]s (" +
+	"%[2]s); refreshed every few seconds.\x02Graph of %[1]s\x14\x01\x81\x01" +
+	"\x00\x02X\x02%[1]d node, starting at %[2]s. The table below lists the sa" +
+	"me nodes, routes and counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The" +
+	" table below lists the same nodes, routes and counts.\x02pull\x02push to" +
+	" %[1]s\x02end (completes)\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02" +
+	"hold (an incident for an operator)\x02any other code → %[1]s\x02fails th" +
+	"e instance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, retry after %[2]s," +
+	" priority %[3]d\x002\x02%[1]d attempts, retry after %[2]s, priority %[3]" +
+	"d\x02deadline %[1]s\x02timeout %[1]s\x02Only administrators may reveal a" +
+	" sensitive value.\x02Revealed by %[1]s at %[2]s; recorded in the audit l" +
+	"og.\x02Cannot reveal\x02Only a value this page shows as hidden (sensitiv" +
+	"e) can be revealed.\x02Secret values can never be revealed.\x02This page" +
+	" does not accept that request.\x02Search\x02Type an instance or occurren" +
+	"ce id (a UUID, as the pages show on hover), or a business key.\x02Nothin" +
+	"g to find: the search box is empty.\x02That is too long to be an id or a" +
+	" business key.\x02No instance or occurrence has the id “%[1]s”, and no i" +
+	"nstance has it as its business key.\x02You are signed out.\x02Sign in" +
+	"\x02Sign in with an operator or administrator token.\x02Token\x02The tok" +
+	"en is checked once and never stored in your browser; a session cookie st" +
+	"ands for it for up to 8 hours of inactivity.\x02Too many failed sign-ins" +
+	" from your address. Try again in %[1]d seconds.\x02This token is unknown" +
+	" or has been revoked.\x02A %[1]s token cannot open the console: sign in " +
+	"with an operator, designer or administrator token.\x02Only administrator" +
+	"s manage tokens.\x02Staff tokens (administrators, designers, operators) " +
+	"that are not revoked. Consumer tokens are managed with their consumers. " +
+	"Revoking a token refuses its next request.\x02ID\x02Role\x02Last used" +
+	"\x02Expires\x02never\x02not yet\x02Expired token\x02Revoke…\x02this sess" +
+	"ion\x02No token.\x02The token was revoked.\x02Revoke token %[1]d\x02Revo" +
+	"ke the %[1]s token “%[2]s”?\x02Its next request is refused, and console " +
+	"sessions opened with it end. This cannot be undone: whoever uses it need" +
+	"s a new token.\x02Revoke the token\x02Keep it\x02This is the token you s" +
+	"igned in with: revoking it signs you out. Its next request is refused. T" +
+	"his cannot be undone.\x02This is the last usable administrator token: cr" +
+	"eate another one before revoking it.\x02routing output\x02(each item)" +
+	"\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at l" +
+	"east %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d chara" +
+	"cter\x00\x19\x02at most %[1]d characters\x02pattern %[1]s\x02format %[1]" +
+	"s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00" +
+	"\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]d items\x14\x01" +
+	"\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d item" +
+	"s\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%" +
+	"[1]d items\x02null\x02unexpected value\x02Invalid page\x02This page link" +
+	" is not one the console made.\x02Workers connected by a stream, and poll" +
+	"ing workers by their last fetch. A worker is listed while it was seen wi" +
+	"thin three heartbeats.\x02Workers seen within three heartbeats\x02Worker" +
+	"\x02Protocol\x02Definitions served\x02In flight\x02Connected\x02Last see" +
+	"n\x02No worker is connected.\x02Workers serving %[1]s\x02All workers\x02" +
+	"No worker serves this definition.\x02stream\x02long polling\x02No worker" +
+	" serves this definition: its occurrences wait until one connects or poll" +
+	"s.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Serv" +
+	"ed by %[1]d workers"
 
-var frIndex = []uint32{ // 575 elements
+var frIndex = []uint32{ // 577 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x0000007a,
@@ -1088,140 +1094,142 @@ var frIndex = []uint32{ // 575 elements
 	0x000015ee, 0x00001615, 0x00001631, 0x00001639,
 	0x00001646, 0x00001652, 0x00001659, 0x0000167d,
 	0x0000168d, 0x000016a5, 0x000016d8, 0x00001709,
-	0x0000173b, 0x00001749, 0x000017ec, 0x00001808,
-	0x00001820, 0x0000182c, 0x0000186f, 0x00001882,
-	0x000018fe, 0x0000191a, 0x00001971, 0x00001989,
-	0x00001a21, 0x00001a87, 0x00001ab9, 0x00001abf,
-	0x00001ac4, 0x00001ad0, 0x00001adf, 0x00001aeb,
+	0x0000173b, 0x00001749, 0x000017ec, 0x000017fe,
+	0x0000187c, 0x00001898, 0x000018b0, 0x000018bc,
+	0x000018ff, 0x00001912, 0x0000198e, 0x000019aa,
+	0x00001a01, 0x00001a19, 0x00001ab1, 0x00001b17,
+	0x00001b49, 0x00001b4f, 0x00001b54, 0x00001b60,
 	// Entry 80 - 9F
-	0x00001af7, 0x00001b09, 0x00001b1a, 0x00001b9e,
-	0x00001ba2, 0x00001bb4, 0x00001bcb, 0x00001bd6,
-	0x00001c2b, 0x00001c38, 0x00001c5d, 0x00001c69,
-	0x00001c73, 0x00001c79, 0x00001c85, 0x00001c9d,
-	0x00001cef, 0x00001cff, 0x00001d0f, 0x00001d18,
-	0x00001d23, 0x00001d2b, 0x00001d3f, 0x00001d52,
-	0x00001d7a, 0x00001d83, 0x00001d93, 0x00001db3,
-	0x00001dbb, 0x00001dca, 0x00001de9, 0x00001e14,
+	0x00001b6f, 0x00001b7b, 0x00001b87, 0x00001b99,
+	0x00001baa, 0x00001c2e, 0x00001c32, 0x00001c44,
+	0x00001c5b, 0x00001c66, 0x00001cbb, 0x00001cc8,
+	0x00001ced, 0x00001cf9, 0x00001d03, 0x00001d09,
+	0x00001d15, 0x00001d2d, 0x00001d7f, 0x00001d8f,
+	0x00001d9f, 0x00001da8, 0x00001db3, 0x00001dbb,
+	0x00001dcf, 0x00001de2, 0x00001e0a, 0x00001e13,
+	0x00001e23, 0x00001e43, 0x00001e4b, 0x00001e5a,
 	// Entry A0 - BF
-	0x00001e3a, 0x00001e4a, 0x00001e54, 0x00001e5e,
-	0x00001e7d, 0x00001e9b, 0x00001ece, 0x00001efe,
-	0x00001f2a, 0x00001f5a, 0x00001f7c, 0x00001f97,
-	0x00001fb2, 0x00001fce, 0x00001fea, 0x00002000,
-	0x0000201a, 0x0000203a, 0x00002059, 0x00002060,
-	0x000020ca, 0x000020e0, 0x000020e5, 0x000020f9,
-	0x00002111, 0x00002136, 0x00002164, 0x00002176,
-	0x00002189, 0x000021a6, 0x000021d3, 0x000021f0,
+	0x00001e79, 0x00001ea4, 0x00001eca, 0x00001eda,
+	0x00001ee4, 0x00001eee, 0x00001f0d, 0x00001f2b,
+	0x00001f5e, 0x00001f8e, 0x00001fba, 0x00001fea,
+	0x0000200c, 0x00002027, 0x00002042, 0x0000205e,
+	0x0000207a, 0x00002090, 0x000020aa, 0x000020ca,
+	0x000020e9, 0x000020f0, 0x0000215a, 0x00002170,
+	0x00002175, 0x00002189, 0x000021a1, 0x000021c6,
+	0x000021f4, 0x00002206, 0x00002219, 0x00002236,
 	// Entry C0 - DF
-	0x00002213, 0x0000221e, 0x00002229, 0x00002235,
-	0x000022b9, 0x000022e0, 0x0000231e, 0x0000232a,
-	0x00002333, 0x00002348, 0x00002352, 0x00002379,
-	0x00002395, 0x000023b0, 0x000023e0, 0x0000241e,
-	0x00002439, 0x0000245a, 0x00002472, 0x000024b8,
-	0x00002537, 0x00002541, 0x0000254b, 0x00002565,
-	0x000025ae, 0x000025b6, 0x000025c1, 0x000025cf,
-	0x000025f9, 0x00002622, 0x00002632, 0x00002651,
+	0x00002263, 0x00002280, 0x000022a3, 0x000022ae,
+	0x000022b9, 0x000022c5, 0x00002349, 0x00002370,
+	0x000023ae, 0x000023ba, 0x000023c3, 0x000023d8,
+	0x000023e2, 0x00002409, 0x00002425, 0x00002440,
+	0x00002470, 0x000024ae, 0x000024c9, 0x000024ea,
+	0x00002502, 0x00002548, 0x000025c7, 0x000025d1,
+	0x000025db, 0x000025f5, 0x0000263e, 0x00002646,
+	0x00002651, 0x0000265f, 0x00002689, 0x000026b2,
 	// Entry E0 - FF
-	0x0000265d, 0x00002676, 0x00002681, 0x0000268e,
-	0x0000269d, 0x000026a5, 0x000026af, 0x000026b7,
-	0x000026bf, 0x000026c5, 0x000026cc, 0x000026d1,
-	0x000026d6, 0x000026da, 0x000026df, 0x000026e5,
-	0x000026eb, 0x000026f1, 0x000026f6, 0x000026fb,
-	0x00002701, 0x0000270b, 0x0000272b, 0x0000274d,
-	0x00002771, 0x00002797, 0x000027a0, 0x000027bc,
-	0x000027c5, 0x000027dc, 0x000027e5, 0x00002839,
+	0x000026c2, 0x000026e1, 0x000026ed, 0x00002706,
+	0x00002711, 0x0000271e, 0x0000272d, 0x00002735,
+	0x0000273f, 0x00002747, 0x0000274f, 0x00002755,
+	0x0000275c, 0x00002761, 0x00002766, 0x0000276a,
+	0x0000276f, 0x00002775, 0x0000277b, 0x00002781,
+	0x00002786, 0x0000278b, 0x00002791, 0x0000279b,
+	0x000027bb, 0x000027dd, 0x00002801, 0x00002827,
+	0x00002830, 0x0000284c, 0x00002855, 0x0000286c,
 	// Entry 100 - 11F
-	0x00002859, 0x0000285f, 0x0000286a, 0x00002870,
-	0x0000287e, 0x00002889, 0x00002895, 0x000028c8,
-	0x000028ec, 0x0000291b, 0x00002964, 0x0000296b,
-	0x00002981, 0x000029f4, 0x00002a1a, 0x00002b22,
-	0x00002b72, 0x00002b9f, 0x00002bce, 0x00002bf9,
-	0x00002c07, 0x00002c14, 0x00002c21, 0x00002c34,
-	0x00002c49, 0x00002c59, 0x00002c73, 0x00002c85,
-	0x00002cbd, 0x00002cd4, 0x00002cd7, 0x00002cda,
+	0x00002875, 0x000028c9, 0x000028e9, 0x000028ef,
+	0x000028fa, 0x00002900, 0x0000290e, 0x00002919,
+	0x00002925, 0x00002958, 0x0000297c, 0x000029ab,
+	0x000029f4, 0x000029fb, 0x00002a11, 0x00002a84,
+	0x00002aaa, 0x00002bb2, 0x00002c02, 0x00002c2f,
+	0x00002c5e, 0x00002c89, 0x00002c97, 0x00002ca4,
+	0x00002cb1, 0x00002cc4, 0x00002cd9, 0x00002ce9,
+	0x00002d03, 0x00002d15, 0x00002d4d, 0x00002d64,
 	// Entry 120 - 13F
-	0x00002d0e, 0x00002d58, 0x00002d8d, 0x00002d96,
-	0x00002dad, 0x00002ddb, 0x00002dee, 0x00002dff,
-	0x00002e0a, 0x00002e15, 0x00002e20, 0x00002e29,
-	0x00002e32, 0x00002e3c, 0x00002e45, 0x00002e4e,
-	0x00002e55, 0x00002e63, 0x00002e69, 0x00002e70,
-	0x00002e77, 0x00002e80, 0x00002e85, 0x00002e93,
-	0x00002e99, 0x00002e9f, 0x00002ea5, 0x00002ead,
-	0x00002eb6, 0x00002ebf, 0x00002edc, 0x00002ef7,
+	0x00002d67, 0x00002d6a, 0x00002d9e, 0x00002de8,
+	0x00002e1d, 0x00002e26, 0x00002e3d, 0x00002e6b,
+	0x00002e7e, 0x00002e8f, 0x00002e9a, 0x00002ea5,
+	0x00002eb0, 0x00002eb9, 0x00002ec2, 0x00002ecc,
+	0x00002ed5, 0x00002ede, 0x00002ee5, 0x00002ef3,
+	0x00002ef9, 0x00002f00, 0x00002f07, 0x00002f10,
+	0x00002f15, 0x00002f23, 0x00002f29, 0x00002f2f,
+	0x00002f35, 0x00002f3d, 0x00002f46, 0x00002f4f,
 	// Entry 140 - 15F
-	0x00002f17, 0x00002f38, 0x00002f47, 0x00002f52,
-	0x00002f5d, 0x00002f6a, 0x00002f6e, 0x00002f72,
-	0x00002f80, 0x00002f8e, 0x00002f9c, 0x00002fbc,
-	0x00002fcf, 0x00002fe8, 0x00002ffd, 0x0000300e,
-	0x00003020, 0x00003032, 0x00003038, 0x0000303f,
-	0x00003047, 0x0000304f, 0x0000306d, 0x0000308b,
-	0x000030a2, 0x000030b7, 0x000030c8, 0x000030cd,
-	0x000030d3, 0x000030ec, 0x00003109, 0x00003129,
+	0x00002f6c, 0x00002f87, 0x00002fa7, 0x00002fc8,
+	0x00002fd7, 0x00002fe2, 0x00002fed, 0x00002ffa,
+	0x00002ffe, 0x00003002, 0x00003010, 0x0000301e,
+	0x0000302c, 0x0000304c, 0x0000305f, 0x00003078,
+	0x0000308d, 0x0000309e, 0x000030b0, 0x000030c2,
+	0x000030c8, 0x000030cf, 0x000030d7, 0x000030df,
+	0x000030fd, 0x0000311b, 0x00003132, 0x00003147,
+	0x00003158, 0x0000315d, 0x00003163, 0x0000317c,
 	// Entry 160 - 17F
-	0x00003134, 0x0000313e, 0x00003167, 0x00003172,
-	0x000031a6, 0x000031b3, 0x000031ca, 0x000031d8,
-	0x000031df, 0x000031fa, 0x00003204, 0x00003217,
-	0x0000324e, 0x00003257, 0x00003263, 0x0000326d,
-	0x0000329d, 0x00003384, 0x000033a0, 0x000033b5,
-	0x000033f6, 0x00003407, 0x00003412, 0x00003445,
-	0x0000346f, 0x0000347d, 0x000034a5, 0x000034e4,
-	0x00003505, 0x00003543, 0x00003583, 0x000035a3,
+	0x00003199, 0x000031b9, 0x000031c4, 0x000031ce,
+	0x000031f7, 0x00003202, 0x00003236, 0x00003243,
+	0x0000325a, 0x00003268, 0x0000326f, 0x0000328a,
+	0x00003294, 0x000032a7, 0x000032de, 0x000032e7,
+	0x000032f3, 0x000032fd, 0x0000332d, 0x00003414,
+	0x00003430, 0x00003445, 0x00003486, 0x00003497,
+	0x000034a2, 0x000034d5, 0x000034ff, 0x0000350d,
+	0x00003535, 0x00003574, 0x00003595, 0x000035d3,
 	// Entry 180 - 19F
-	0x000035e4, 0x00003610, 0x00003628, 0x0000363c,
-	0x00003653, 0x00003661, 0x0000366c, 0x0000368f,
-	0x000036ae, 0x000036ba, 0x000036d9, 0x00003708,
-	0x00003748, 0x0000378e, 0x00003800, 0x00003828,
-	0x0000384b, 0x00003882, 0x000038c9, 0x0000391c,
-	0x00003945, 0x0000396b, 0x00003992, 0x000039ba,
-	0x00003a01, 0x00003a4b, 0x00003a7b, 0x00003a8b,
-	0x00003ab9, 0x00003af5, 0x00003b0b, 0x00003b9c,
+	0x00003613, 0x00003633, 0x00003674, 0x000036a0,
+	0x000036b8, 0x000036cc, 0x000036e3, 0x000036f1,
+	0x000036fc, 0x0000371f, 0x0000373e, 0x0000374a,
+	0x00003769, 0x00003798, 0x000037d8, 0x0000381e,
+	0x00003890, 0x000038b8, 0x000038db, 0x00003912,
+	0x00003959, 0x000039ac, 0x000039d5, 0x000039fb,
+	0x00003a22, 0x00003a4a, 0x00003a91, 0x00003adb,
+	0x00003b0b, 0x00003b1b, 0x00003b49, 0x00003b85,
 	// Entry 1A0 - 1BF
-	0x00003baf, 0x00003bed, 0x00003c29, 0x00003c3c,
-	0x00003c8c, 0x00003cc1, 0x00003cd3, 0x00003cea,
-	0x00003cf5, 0x00003d12, 0x00003d31, 0x00003d42,
-	0x00003d5c, 0x00003d65, 0x00003d6f, 0x00003da4,
-	0x00003dba, 0x00003dcd, 0x00003e0a, 0x00003e23,
-	0x00003e39, 0x00003e63, 0x00003e76, 0x00003e7d,
-	0x00003e95, 0x00003eb7, 0x00003ee7, 0x00003efe,
-	0x00003f36, 0x00003f71, 0x00003f9d, 0x00003ff0,
+	0x00003b9b, 0x00003c2c, 0x00003c3f, 0x00003c7d,
+	0x00003cb9, 0x00003ccc, 0x00003d1c, 0x00003d51,
+	0x00003d63, 0x00003d7a, 0x00003d85, 0x00003da2,
+	0x00003dc1, 0x00003dd2, 0x00003dec, 0x00003df5,
+	0x00003dff, 0x00003e34, 0x00003e4a, 0x00003e5d,
+	0x00003e9a, 0x00003eb3, 0x00003ec9, 0x00003ef3,
+	0x00003f06, 0x00003f0d, 0x00003f25, 0x00003f47,
+	0x00003f77, 0x00003f8e, 0x00003fc6, 0x00004001,
 	// Entry 1C0 - 1DF
-	0x00004000, 0x00004009, 0x0000401d, 0x0000402f,
-	0x00004045, 0x00004057, 0x00004069, 0x0000407b,
-	0x00004091, 0x000040bb, 0x000040ee, 0x0000412a,
-	0x00004141, 0x00004209, 0x00004236, 0x000042a1,
-	0x000042bb, 0x000042d4, 0x000042f5, 0x0000430b,
-	0x00004312, 0x0000432c, 0x000043c1, 0x000043d4,
-	0x000043fb, 0x00004423, 0x00004431, 0x00004441,
-	0x00004449, 0x0000445a, 0x00004461, 0x00004597,
+	0x0000402d, 0x00004080, 0x00004090, 0x00004099,
+	0x000040ad, 0x000040bf, 0x000040d5, 0x000040e7,
+	0x000040f9, 0x0000410b, 0x00004121, 0x0000414b,
+	0x0000417e, 0x000041ba, 0x000041d1, 0x00004299,
+	0x000042c6, 0x00004331, 0x0000434b, 0x00004364,
+	0x00004385, 0x0000439b, 0x000043a2, 0x000043bc,
+	0x00004451, 0x00004464, 0x0000448b, 0x000044b3,
+	0x000044c1, 0x000044d1, 0x000044d9, 0x000044ea,
 	// Entry 1E0 - 1FF
-	0x0000459e, 0x000045d8, 0x000045dd, 0x000045f2,
-	0x00004606, 0x00004618, 0x0000462e, 0x00004648,
-	0x00004692, 0x000046a2, 0x0000477c, 0x00004781,
-	0x00004791, 0x0000479f, 0x000047af, 0x000047bf,
-	0x000047c9, 0x000047f5, 0x0000480f, 0x0000482a,
-	0x000048b8, 0x000048c9, 0x000048d6, 0x00004917,
-	0x0000495d, 0x00004975, 0x000049c8, 0x00004a03,
-	0x00004a2e, 0x00004a38, 0x00004ab2, 0x00004ae7,
+	0x000044f1, 0x00004627, 0x0000462e, 0x00004668,
+	0x0000466d, 0x00004682, 0x00004696, 0x000046a8,
+	0x000046be, 0x000046d8, 0x00004722, 0x00004732,
+	0x0000480c, 0x00004811, 0x00004821, 0x0000482f,
+	0x0000483f, 0x0000484f, 0x00004859, 0x00004885,
+	0x0000489f, 0x000048ba, 0x00004948, 0x00004959,
+	0x00004966, 0x000049a7, 0x000049ed, 0x00004a05,
+	0x00004a58, 0x00004a93, 0x00004abe, 0x00004ac8,
 	// Entry 200 - 21F
-	0x00004b28, 0x00004b98, 0x00004bb1, 0x00004bbe,
-	0x00004c01, 0x00004c07, 0x00004ca3, 0x00004cf7,
-	0x00004d22, 0x00004dae, 0x00004ddc, 0x00004e9e,
-	0x00004ea1, 0x00004ea7, 0x00004ebd, 0x00004ec8,
-	0x00004ecf, 0x00004eda, 0x00004ee8, 0x00004ef5,
-	0x00004f03, 0x00004f10, 0x00004f2c, 0x00004f45,
-	0x00004f6e, 0x00005017, 0x0000502a, 0x00005034,
-	0x000050c3, 0x00005124, 0x00005136, 0x00005149,
+	0x00004b42, 0x00004b77, 0x00004bb8, 0x00004c28,
+	0x00004c41, 0x00004c4e, 0x00004c91, 0x00004c97,
+	0x00004d33, 0x00004d87, 0x00004db2, 0x00004e3e,
+	0x00004e6c, 0x00004f2e, 0x00004f31, 0x00004f37,
+	0x00004f4d, 0x00004f58, 0x00004f5f, 0x00004f6a,
+	0x00004f78, 0x00004f85, 0x00004f93, 0x00004fa0,
+	0x00004fbc, 0x00004fd5, 0x00004ffe, 0x000050a7,
+	0x000050ba, 0x000050c4, 0x00005153, 0x000051b4,
 	// Entry 220 - 23F
-	0x00005187, 0x000051c3, 0x000051cf, 0x000051dc,
-	0x000051ea, 0x000051f8, 0x00005208, 0x00005244,
-	0x0000527e, 0x00005289, 0x000052b3, 0x000052b7,
-	0x000052c9, 0x000052d7, 0x00005303, 0x000053c5,
-	0x000053f8, 0x00005403, 0x0000540d, 0x00005422,
-	0x0000542b, 0x00005435, 0x00005443, 0x00005467,
-	0x00005481, 0x00005496, 0x000054c2, 0x000054c7,
-	0x000054dc, 0x00005552, 0x00005594,
-} // Size: 2324 bytes
+	0x000051c6, 0x000051d9, 0x00005217, 0x00005253,
+	0x0000525f, 0x0000526c, 0x0000527a, 0x00005288,
+	0x00005298, 0x000052d4, 0x0000530e, 0x00005319,
+	0x00005343, 0x00005347, 0x00005359, 0x00005367,
+	0x00005393, 0x00005455, 0x00005488, 0x00005493,
+	0x0000549d, 0x000054b2, 0x000054bb, 0x000054c5,
+	0x000054d3, 0x000054f7, 0x00005511, 0x00005526,
+	0x00005552, 0x00005557, 0x0000556c, 0x000055e2,
+	// Entry 240 - 25F
+	0x00005624,
+} // Size: 2332 bytes
 
-const frData string = "" + // Size: 21908 bytes
+const frData string = "" + // Size: 22052 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances suspendues…\x02Abandon" +
 	"ner toutes les instances suspendues…\x02Arrêter toutes les instances en " +
@@ -1311,38 +1319,40 @@ const frData string = "" + // Size: 21908 bytes
 	"ue\x02Cette page se recharge toutes les %[1]d secondes.\x02Non autorisé" +
 	"\x02Votre rôle ne permet de lire que les définitions\u202f: les tâches e" +
 	"xternes et les instances de processus sont réservées aux opérateurs et a" +
-	"ux administrateurs.\x02Retour aux tâches externes\x02Retour aux définiti" +
-	"ons\x02Introuvable\x02Cette adresse ne mène à rien, ou à rien que vous p" +
-	"uissiez voir.\x02Formulaire refusé\x02Ce formulaire n’a pas été envoyé d" +
-	"epuis cette session de la console, ou il a expiré. Rechargez la page et " +
-	"réessayez.\x02Temporairement indisponible\x02La base de données est injo" +
-	"ignable pour le moment. Réessayez dans quelques secondes.\x02Une erreur " +
-	"est survenue\x02La console n’a pas pu afficher cette page. Réessayez" +
-	"\u202f; si le problème persiste, donnez à votre administrateur l’identif" +
-	"iant de requête %[1]s.\x02Décompte des occurrences en cours\u202f; les d" +
-	"écomptes s’afficheront quand vous rechargerez la page.\x02Les décomptes" +
-	" sont indisponibles pour le moment.\x02Champ\x02Type\x02Obligatoire\x02C" +
-	"lassification\x02Contraintes\x02Description\x02Définition %[1]s\x02Copie" +
-	" de travail\x02La seule partie modifiable d’une définition. Les processu" +
-	"s ne l’utilisent jamais directement\u202f: ils épinglent une révision." +
-	"\x02Nom\x02Sortie de routage\x02Dernier enregistrement\x02Révisions\x02A" +
-	"ucune révision pour l’instant\u202f: la copie de travail n’a jamais été " +
-	"figée.\x02Publications\x02Aucune publication pour l’instant.\x02Publicat" +
-	"ion\x02Révision\x02Notes\x02Publiée le\x02Comparer des révisions\x02List" +
-	"e chaque changement d’une révision à l’autre et ce qu’il peut casser." +
-	"\x02De la révision\x02À la révision\x02Comparer\x02Changement\x02Détail" +
-	"\x02Casse les processus\x02Casse les services\x02Ces révisions ont les m" +
-	"êmes contrats.\x02Entrées\x02Aucune entrée.\x02Entrées de la copie de t" +
-	"ravail\x02Sorties\x02Aucune sortie.\x02Sorties de la copie de travail" +
-	"\x02Publications, les plus anciennes d’abord\x02Changements entre les de" +
-	"ux révisions\x02Révision %[1]d\x02Figée le\x02Empreinte\x02Entrées de la" +
-	" révision %[1]d\x02Sorties de la révision %[1]d\x02Choisissez deux révis" +
-	"ions existantes à comparer.\x02De la révision %[1]d à la révision %[2]d" +
-	"\u202f:\x14\x01\x81\x01\x00\x02\x11\x02%[1]d changement\x00\x12\x02%[1]d" +
-	" changements\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incompatible\x00\x14" +
-	"\x02%[1]d incompatibles\x02sortie de routage %[1]s → %[2]s\x02facultatif" +
-	" → obligatoire\x02obligatoire → facultatif\x02valeurs ajoutées\u202f: %[" +
-	"1]s\x02valeurs retirées\u202f: %[1]s\x02valeurs réordonnées\x02%[1]s" +
+	"ux administrateurs.\x02Requête invalide\x02Le champ «\u00a0%[1]s\u00a0» " +
+	"contient le caractère NUL ou des octets qui ne sont pas du texte UTF-8" +
+	"\u202f: corrigez-le et réessayez.\x02Retour aux tâches externes\x02Retou" +
+	"r aux définitions\x02Introuvable\x02Cette adresse ne mène à rien, ou à r" +
+	"ien que vous puissiez voir.\x02Formulaire refusé\x02Ce formulaire n’a pa" +
+	"s été envoyé depuis cette session de la console, ou il a expiré. Recharg" +
+	"ez la page et réessayez.\x02Temporairement indisponible\x02La base de do" +
+	"nnées est injoignable pour le moment. Réessayez dans quelques secondes." +
+	"\x02Une erreur est survenue\x02La console n’a pas pu afficher cette page" +
+	". Réessayez\u202f; si le problème persiste, donnez à votre administrateu" +
+	"r l’identifiant de requête %[1]s.\x02Décompte des occurrences en cours" +
+	"\u202f; les décomptes s’afficheront quand vous rechargerez la page.\x02L" +
+	"es décomptes sont indisponibles pour le moment.\x02Champ\x02Type\x02Obli" +
+	"gatoire\x02Classification\x02Contraintes\x02Description\x02Définition %[" +
+	"1]s\x02Copie de travail\x02La seule partie modifiable d’une définition. " +
+	"Les processus ne l’utilisent jamais directement\u202f: ils épinglent une" +
+	" révision.\x02Nom\x02Sortie de routage\x02Dernier enregistrement\x02Révi" +
+	"sions\x02Aucune révision pour l’instant\u202f: la copie de travail n’a j" +
+	"amais été figée.\x02Publications\x02Aucune publication pour l’instant." +
+	"\x02Publication\x02Révision\x02Notes\x02Publiée le\x02Comparer des révis" +
+	"ions\x02Liste chaque changement d’une révision à l’autre et ce qu’il peu" +
+	"t casser.\x02De la révision\x02À la révision\x02Comparer\x02Changement" +
+	"\x02Détail\x02Casse les processus\x02Casse les services\x02Ces révisions" +
+	" ont les mêmes contrats.\x02Entrées\x02Aucune entrée.\x02Entrées de la c" +
+	"opie de travail\x02Sorties\x02Aucune sortie.\x02Sorties de la copie de t" +
+	"ravail\x02Publications, les plus anciennes d’abord\x02Changements entre " +
+	"les deux révisions\x02Révision %[1]d\x02Figée le\x02Empreinte\x02Entrées" +
+	" de la révision %[1]d\x02Sorties de la révision %[1]d\x02Choisissez deux" +
+	" révisions existantes à comparer.\x02De la révision %[1]d à la révision " +
+	"%[2]d\u202f:\x14\x01\x81\x01\x00\x02\x11\x02%[1]d changement\x00\x12\x02" +
+	"%[1]d changements\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incompatible\x00" +
+	"\x14\x02%[1]d incompatibles\x02sortie de routage %[1]s → %[2]s\x02facult" +
+	"atif → obligatoire\x02obligatoire → facultatif\x02valeurs ajoutées\u202f" +
+	": %[1]s\x02valeurs retirées\u202f: %[1]s\x02valeurs réordonnées\x02%[1]s" +
 	"\u202f: %[2]s → %[3]s\x02champ obligatoire de type %[1]s\x02champ facult" +
 	"atif de type %[1]s\x02aucune\x02Contrats de tâches\u202f: leur copie de " +
 	"travail, leurs révisions immuables et leurs publications nommées.\x02Déf" +
@@ -1551,4 +1561,4 @@ const frData string = "" + // Size: 21908 bytes
 	"e connecte ou interroge.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d" +
 	" exécutant\x00\x1d\x02Servie par %[1]d exécutants"
 
-	// Total table size 43900 bytes (42KiB); checksum: F1F4704F
+	// Total table size 44180 bytes (43KiB); checksum: 52225FCD
