@@ -474,14 +474,23 @@ func (e *Engine) failIn(ctx context.Context, q *queries.Queries, ref WorkerRef, 
 	digest := e.digest(f.canonical(ref.WorkerID))
 	err = e.inHeld(ctx, q, ref, func(r *run, o queries.Occurrence) error {
 		// An identical replay of a report that was recorded answers what the
-		// report got, whatever happened since (a lost response).
-		if answer, err := q.AttemptReportAnswer(ctx, queries.AttemptReportAnswerParams{OccurrenceID: o.ID, ConsumerID: &ref.ConsumerID, ReportDigest: &digest}); err == nil {
-			return json.Unmarshal(answer, &out)
+		// report got, whatever happened since (a lost response), except
+		// when the worker holds a later attempt: then the same report is
+		// that attempt's failure (a retry loop meeting the same outage), and
+		// answering the earlier one would leave the attempt held, its
+		// budget unspent, and the worker believing it failed. A lost answer
+		// retried only once the same worker holds the next attempt is
+		// recorded against it; that worker then holds nothing to run.
+		held := lockRefusal(o, ref, r.now)
+		if prior, err := q.AttemptReportAnswer(ctx, queries.AttemptReportAnswerParams{OccurrenceID: o.ID, ConsumerID: &ref.ConsumerID, ReportDigest: &digest}); err == nil {
+			if held != nil || prior.Number == o.Attempts {
+				return json.Unmarshal(prior.Answer, &out)
+			}
 		} else if !isNoRows(err) {
 			return err
 		}
-		if err := lockRefusal(o, ref, r.now); err != nil {
-			return err
+		if held != nil {
+			return held
 		}
 		left := attemptsLeft(o)
 		if f.AttemptsLeft != nil {

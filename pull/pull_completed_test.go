@@ -325,6 +325,43 @@ func TestFailReplayAndAttemptsLeft(t *testing.T) {
 	}
 }
 
+// The same report for the next attempt the same worker holds is that
+// attempt's failure, not a replay of the first: a retry loop meeting the
+// same outage spends the budget and ends, instead of holding the
+// occurrence with the first report's stale answer.
+func TestTheSameFailOnTheNextAttemptIsANewFailure(t *testing.T) {
+	t.Parallel()
+	env, consumer := newCRM(t, map[string]any{"max_attempts": 3})
+	_, id := start(t, env, "crm_only", "Acme")
+	body := failBody("w1", "retry_delay", "PT1S")
+	failed := func(attempt int, status string, left float64) map[string]any {
+		t.Helper()
+		one(t, fetch(t, env, consumer, fetchBody("w1")), id)
+		got := env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/fail", consumer, body).JSON(t)
+		if got["status"] != status || got["attempts_left"] != left {
+			t.Fatalf("attempt %d failed: %v, want %s with %v left", attempt, got, status, left)
+		}
+		env.Clock.Advance(2 * time.Second)
+		return got
+	}
+	failed(1, "available", 2)
+	failed(2, "available", 1)
+	last := failed(3, "failed", 0)
+	as := attemptsOf(t, observe(t, env, id))
+	if len(as) != 3 {
+		t.Fatalf("attempts %v, want 3", as)
+	}
+	for i, a := range as {
+		if a["outcome"] != "failed" || a["error_code"] != "CRM_DOWN" {
+			t.Errorf("attempt %d: %v, want failed with CRM_DOWN", i+1, a)
+		}
+	}
+	// Held by nobody now: the same report is a replay of the last one.
+	if r := env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/fail", consumer, body).JSON(t); mustJSON(r) != mustJSON(last) {
+		t.Errorf("replay answered %v, want %v", r, last)
+	}
+}
+
 func mustJSON(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)

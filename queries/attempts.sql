@@ -6,8 +6,9 @@ set outcome = @outcome::text, ended_at = coalesce(sqlc.narg('now')::timestamptz,
 where occurrence_id = @occurrence_id and number = @number and ended_at is null;
 
 -- name: AttemptReportAnswer :one
--- The answer a failure report got, for an identical replay of it.
-select report_answer::jsonb from attempts
+-- The answer a failure report got, and the attempt it ended, for an
+-- identical replay of it.
+select number, report_answer::jsonb as answer from attempts
 where occurrence_id = @occurrence_id and consumer_id = @consumer_id and report_digest = @report_digest
 order by number desc
 limit 1;

@@ -139,7 +139,7 @@ func (q *Queries) AttemptListByOccurrence(ctx context.Context, occurrenceID uuid
 }
 
 const attemptReportAnswer = `-- name: AttemptReportAnswer :one
-select report_answer::jsonb from attempts
+select number, report_answer::jsonb as answer from attempts
 where occurrence_id = $1 and consumer_id = $2 and report_digest = $3
 order by number desc
 limit 1
@@ -151,12 +151,18 @@ type AttemptReportAnswerParams struct {
 	ReportDigest *string
 }
 
-// The answer a failure report got, for an identical replay of it.
-func (q *Queries) AttemptReportAnswer(ctx context.Context, arg AttemptReportAnswerParams) (json.RawMessage, error) {
+type AttemptReportAnswerRow struct {
+	Number int32
+	Answer json.RawMessage
+}
+
+// The answer a failure report got, and the attempt it ended, for an
+// identical replay of it.
+func (q *Queries) AttemptReportAnswer(ctx context.Context, arg AttemptReportAnswerParams) (AttemptReportAnswerRow, error) {
 	row := q.db.QueryRow(ctx, attemptReportAnswer, arg.OccurrenceID, arg.ConsumerID, arg.ReportDigest)
-	var report_answer json.RawMessage
-	err := row.Scan(&report_answer)
-	return report_answer, err
+	var i AttemptReportAnswerRow
+	err := row.Scan(&i.Number, &i.Answer)
+	return i, err
 }
 
 const settleTokenDeleteByOccurrence = `-- name: SettleTokenDeleteByOccurrence :exec
