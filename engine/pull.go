@@ -75,10 +75,15 @@ func (e *Engine) Claim(ctx context.Context, req ClaimRequest) ([]Reservation, er
 			return e.reservations(prior, req.Pairs)
 		}
 	}
+	pairs, err := e.stillGranted(ctx, req.ConsumerID, req.Pairs)
+	if err != nil {
+		return nil, err
+	}
+	req.Pairs = pairs
 	// Under load, the claim shares the commit of the writes arriving with
 	// it (see groupCommit); alone it is its statement.
 	var rows []queries.OccurrenceClaimPullRow
-	err := e.group.statement(ctx, func(ctx context.Context, q *queries.Queries) error {
+	err = e.group.statement(ctx, func(ctx context.Context, q *queries.Queries) error {
 		var err error
 		rows, err = q.OccurrenceClaimPull(ctx, queries.OccurrenceClaimPullParams{
 			DefinitionKeys: req.Pairs.Keys, Revisions: req.Pairs.Revisions, Now: e.at(), MaxTasks: int32(req.MaxTasks),
@@ -286,6 +291,20 @@ func (e *Engine) FailAndClaim(ctx context.Context, ref WorkerRef, f Failure, nex
 // Engine.refill).
 func (e *Engine) settleAndClaim(ctx context.Context, ref WorkerRef, next *ClaimRequest, settle func(ctx context.Context, q *queries.Queries) (Settlement, error)) (Settlement, []Reservation, error) {
 	var out Settlement
+	if next != nil {
+		// The claim checks the grants as Claim does. A request whose pairs
+		// all stand is kept as it is: writes sharing it share one claim.
+		switch pairs, err := e.stillGranted(ctx, next.ConsumerID, next.Pairs); {
+		case fault.HasCode(err, "not_granted"):
+			next = nil
+		case err != nil:
+			return out, nil, err
+		case len(pairs.Keys) != len(next.Pairs.Keys):
+			narrowed := *next
+			narrowed.Pairs = pairs
+			next = &narrowed
+		}
+	}
 	w := &groupWrite{ctx: ctx, occurrence: ref.Occurrence, refill: next, done: make(chan struct{})}
 	w.apply = func(ctx context.Context, q *queries.Queries) error {
 		var err error

@@ -262,6 +262,46 @@ func (e *Engine) ResolveSubscriptions(ctx context.Context, consumerID int64, sub
 	return p, nil
 }
 
+// stillGranted keeps the pairs the consumer's grants allow now. A long
+// poll or a stream resolves its subscriptions when it begins and claims
+// with them for as long as it lasts: a grant withdrawn meanwhile must stop
+// its deliveries at its next claim, not at its next resolution. The grants
+// come from the memo, which the change's notification empties on every
+// replica. With no pair left it refuses, as a fetch resolving afresh would
+// (not_granted).
+func (e *Engine) stillGranted(ctx context.Context, consumerID int64, p Pairs) (Pairs, error) {
+	gs, err := e.grants(ctx, consumerID)
+	if err != nil {
+		return Pairs{}, err
+	}
+	grants := grantSet(gs)
+	allowed := func(i int) bool {
+		revs, ok := grants.revisions(p.Keys[i])
+		return ok && (revs == nil || slices.Contains(revs, int(p.Revisions[i])))
+	}
+	i := 0
+	for i < len(p.Keys) && allowed(i) {
+		i++
+	}
+	if i == len(p.Keys) {
+		return p, nil
+	}
+	var kept Pairs
+	for i := range p.Keys {
+		if allowed(i) {
+			var fields []string
+			if i < len(p.fields) {
+				fields = p.fields[i]
+			}
+			kept.add(p.Keys[i], int(p.Revisions[i]), fields)
+		}
+	}
+	if len(kept.Keys) == 0 {
+		return Pairs{}, fault.New(fault.Forbidden, "not_granted", "the consumer's grants changed: it is no longer granted any definition subscribed")
+	}
+	return kept, nil
+}
+
 // maxDeclaredFields bounds a subscription's fields list.
 const maxDeclaredFields = 100
 

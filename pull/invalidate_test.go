@@ -73,3 +73,43 @@ func TestTokenRevokedBySQLIsForgotten(t *testing.T) {
 		})
 	}
 }
+
+// A long poll resolves its subscriptions when it begins: a grant withdrawn
+// while it waits (on another replica) stops it from claiming what becomes
+// available afterwards. It answers 403 not_granted, as a fetch made then
+// would, and the occurrence stays available for a worker still granted.
+func TestWithdrawnGrantStopsAWaitingLongPoll(t *testing.T) {
+	t.Parallel()
+	a, consumer := newCRM(t, nil)
+	b := a.Replica()
+	var consumerID float64
+	for _, c := range a.Must(200, "GET", "/api/v1/consumers", a.Admin, nil).JSON(t)["items"].([]any) {
+		consumerID = c.(map[string]any)["id"].(float64)
+	}
+	answered := make(chan relaistest.Response, 1)
+	go func() {
+		answered <- a.Do("POST", "/api/v1/pull/fetch-and-lock", consumer, fetchBody("w1", "wait", "PT10S"))
+	}()
+	relaistest.WaitFor(t, 5*time.Second, "the fetch waits", func() (bool, string) {
+		n := a.Metrics().Must(t, "relais_pull_waiters")
+		return n == 1, fmt.Sprint(n, " waiters")
+	})
+	b.Must(200, "PUT", fmt.Sprintf("/api/v1/consumers/%d/grants", int(consumerID)), b.Admin, map[string]any{"grants": []any{}})
+	// Seen by replica a (its memo emptied by the notification).
+	relaistest.WaitFor(t, 2*time.Second, "replica a refuses the withdrawn grant", func() (bool, string) {
+		r := a.Do("POST", "/api/v1/pull/fetch-and-lock", consumer, fetchBody("w2"))
+		return r.Status == 403, fmt.Sprint(r.Status)
+	})
+	_, id := start(t, b, "crm_only", "Acme")
+	select {
+	case r := <-answered:
+		if r.Status != 403 || r.JSON(t)["code"] != "not_granted" {
+			t.Errorf("the waiting fetch answered %d %s, want 403 not_granted", r.Status, r.Body)
+		}
+	case <-time.After(8 * time.Second):
+		t.Fatal("the waiting fetch did not answer")
+	}
+	if o := observe(t, a, id); o["status"] != "available" {
+		t.Errorf("occurrence %v after the withdrawn grant, want available", o["status"])
+	}
+}

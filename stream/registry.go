@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -192,6 +193,25 @@ func (r *registry) notify(payload string) {
 	defer r.mu.Unlock()
 	for s := range r.open {
 		if !s.pairsSeen.Matches(key, rev) && s.mayMatch(key) {
+			s.post(event{kind: eventResolve})
+		}
+	}
+}
+
+// regrant handles a ChannelInvalidate payload: when a consumer's grants
+// changed (or it was deleted), its streams resolve their subscriptions at
+// once, ending with not_granted when none is granted any more, rather than
+// at their next periodic resolution.
+func (r *registry) regrant(payload string) {
+	kind, arg, _ := strings.Cut(payload, ":")
+	if kind != "grants" {
+		return
+	}
+	id, err := strconv.ParseInt(arg, 10, 64)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, s := range r.byID {
+		if err != nil || s.consumerID == id {
 			s.post(event{kind: eventResolve})
 		}
 	}

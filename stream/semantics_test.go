@@ -425,3 +425,25 @@ func TestWorkDueLaterIsPushedWhenDue(t *testing.T) {
 		t.Errorf("the lapsed lock was pushed after %v (attempt %d), want soon after its second", d, b.GetAttempt())
 	}
 }
+
+// Withdrawing a consumer's grant ends its streams at once with
+// not_granted, not at their periodic resolution six heartbeats (a minute)
+// later, and what they held is handed back. (A claim made before the
+// stream hears of the change refuses too: TestWithdrawnGrantStopsAWaitingLongPoll
+// in pull covers the engine's check.)
+func TestWithdrawnGrantEndsTheStream(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	s := open(t, newClient(t, "grpc", f.env.URL), f.consumer, subscribeRequest("w", 2))
+	start(t, f.env, "Acme")
+	held := s.assignment(5 * time.Second)
+	var consumerID float64
+	for _, c := range f.env.Must(200, "GET", "/api/v1/consumers", f.env.Admin, nil).JSON(t)["items"].([]any) {
+		consumerID = c.(map[string]any)["id"].(float64)
+	}
+	f.env.Must(200, "PUT", fmt.Sprintf("/api/v1/consumers/%d/grants", int(consumerID)), f.env.Admin, map[string]any{"grants": []any{}})
+	wantRefusal(t, "the stream after its grant was withdrawn", s.end(5*time.Second), "permission_denied", "not_granted")
+	if got := outcomes(t, f.env, held.GetOccurrenceId()); !slices.Equal(got, []string{"disconnected"}) {
+		t.Errorf("the held occurrence's attempts %q, want [disconnected] (handed back)", got)
+	}
+}

@@ -397,6 +397,12 @@ func (r *runner) claim(ctx context.Context) error {
 	defer cancel()
 	got, err := svc.eng.Claim(cctx, engine.ClaimRequest{ConsumerID: s.consumerID, WorkerID: s.workerID, Pairs: s.pairs,
 		MaxTasks: want, LockDuration: s.lock})
+	if fault.HasCode(err, "not_granted") {
+		// Its grants changed since it resolved them: resolving again ends
+		// the stream, or narrows it to what is still granted.
+		s.post(event{kind: eventResolve})
+		return nil
+	}
 	if err != nil {
 		if ctx.Err() == nil {
 			svc.logger.Warn("stream claim failed; retrying", "stream", s.id, "err", err)

@@ -76,6 +76,10 @@ func (s *Service) Cancel(payload string) { s.reg.cancel(payload) }
 // replica about a stream of this one).
 func (s *Service) Signal(payload string) { s.reg.signal(payload) }
 
+// Invalidate handles a ChannelInvalidate payload (a consumer's changed
+// grants make its streams resolve their subscriptions again).
+func (s *Service) Invalidate(payload string) { s.reg.regrant(payload) }
+
 // WakeAll makes every stream re-check the database, after notifications
 // may have been missed.
 func (s *Service) WakeAll() { s.reg.wakeAll() }

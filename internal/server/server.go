@@ -77,6 +77,9 @@ func Start(ctx context.Context, d Deps) *Replica {
 	listener.Handle(engine.ChannelWorker, streams.Signal)
 	listener.OnReconnect(streams.WakeAll)
 	listener.Handle(engine.ChannelInvalidate, d.Engine.Invalidate)
+	// After the engine's handler: the streams resolve with the grants read
+	// afresh.
+	listener.Handle(engine.ChannelInvalidate, streams.Invalidate)
 	listener.OnListening(d.Engine.SetListening)
 	runner := push.NewRunner(d.Engine, d.Logger, d.Config.Push, d.Registry)
 	listener.Handle(engine.ChannelOccurrence, runner.Notify)
