@@ -622,3 +622,22 @@ func TestDeferredAndForeignTasks(t *testing.T) {
 	mustNoContent(t, f.call("POST", "/external-task/"+occ+"/complete", map[string]any{"workerId": "front-end",
 		"variables": map[string]any{"result": map[string]any{"value": "created"}, "crm_id": map[string]any{"value": "C-9"}}}))
 }
+
+// A worker polling through the facade is in the worker catalog (DESIGN
+// §10) like the pull protocol's pollers, under the camunda protocol, so
+// that an operator sees who serves a definition; its appearance is logged.
+func TestFacadeWorkersAreInTheCatalog(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	f.fetch("camunda-w", 1)
+	items := f.Must(200, "GET", "/api/v1/definitions/"+typedKey+"/workers", f.Operator, nil).JSON(t)["items"].([]any)
+	if len(items) != 1 {
+		t.Fatalf("workers of %s: %v, want the facade's poller", typedKey, items)
+	}
+	if w := items[0].(map[string]any); w["worker_id"] != "camunda-w" || w["protocol"] != "camunda" || w["consumer"].(map[string]any)["name"] != "crm-team" {
+		t.Errorf("catalog row %v, want camunda-w of crm-team over camunda", w)
+	}
+	if logs := f.Logs.String(); !strings.Contains(logs, "event=worker.connected protocol=camunda") {
+		t.Errorf("no worker.connected event for the facade's worker in the log")
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/relais/relais/engine"
 	"github.com/relais/relais/internal/config"
@@ -29,12 +30,15 @@ type Facade struct {
 	body   int64
 	eng    *engine.Engine
 	hub    *longpoll.Hub
+	// heartbeat is the worker streams' heartbeat: a poller stays live in
+	// the worker catalog for its wait plus engine.LiveHeartbeats of them.
+	heartbeat time.Duration
 }
 
 // New returns the facade on eng, waking long polls through hub (the one the
 // pull protocol shares).
 func New(logger *slog.Logger, cfg config.Config, eng *engine.Engine, hub *longpoll.Hub) *Facade {
-	return &Facade{logger: logger, bounds: cfg.Pull, body: cfg.MaxBodyBytes, eng: eng, hub: hub}
+	return &Facade{logger: logger, bounds: cfg.Pull, body: cfg.MaxBodyBytes, eng: eng, hub: hub, heartbeat: cfg.Stream.Heartbeat}
 }
 
 // contentType is what every JSON answer carries, exactly: the official

@@ -175,6 +175,9 @@ func (f *Facade) fetchAndLock(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return renamePaths(err)
 	}
+	// Listed in the worker catalog as the pull protocol's pollers are.
+	f.eng.SeePoller(r.Context(), engine.PollerSighting{Protocol: engine.ProtocolCamunda, ConsumerID: principal.ConsumerID, WorkerID: req.WorkerID,
+		Subscriptions: subs, Pairs: pairs, LiveFor: wait + engine.LiveHeartbeats*f.heartbeat})
 	claim := engine.ClaimRequest{ConsumerID: principal.ConsumerID, WorkerID: req.WorkerID, Pairs: pairs, MaxTasks: *req.MaxTasks, LockDuration: lock}
 	got, err := f.hub.ClaimOrWait(r.Context(), f.eng, claim, wait)
 	if err != nil {

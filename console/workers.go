@@ -104,6 +104,8 @@ func protocolLabel(ctx context.Context, p string) string {
 		return T(ctx, "stream")
 	case engine.ProtocolLongPoll:
 		return T(ctx, "long polling")
+	case engine.ProtocolCamunda:
+		return T(ctx, "Camunda 7 facade")
 	}
 	return p
 }

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"sync"
@@ -15,6 +16,8 @@ import (
 const (
 	ProtocolStream   = "stream"
 	ProtocolLongPoll = "long_poll"
+	// ProtocolCamunda is a worker polling through the Camunda 7 facade.
+	ProtocolCamunda = "camunda"
 )
 
 // Log events of the worker catalog: stable names for connects and
@@ -113,6 +116,8 @@ func (e *Engine) StreamConsumer(ctx context.Context, id uuid.UUID) (int64, error
 
 // PollerSighting is one fetch of a polling worker.
 type PollerSighting struct {
+	// Protocol is ProtocolLongPoll (the default) or ProtocolCamunda.
+	Protocol      string
 	ConsumerID    int64
 	WorkerID      string
 	Subscriptions []Subscription
@@ -158,7 +163,8 @@ func (e *Engine) SeePoller(ctx context.Context, s PollerSighting) {
 		}
 	}
 	e.pollers.mu.Unlock()
-	connected, err := e.q.WorkerPollerSeen(ctx, queries.WorkerPollerSeenParams{ID: uuid.Must(uuid.NewV7()), ConsumerID: s.ConsumerID,
+	protocol := cmp.Or(s.Protocol, ProtocolLongPoll)
+	connected, err := e.q.WorkerPollerSeen(ctx, queries.WorkerPollerSeenParams{ID: uuid.Must(uuid.NewV7()), Protocol: protocol, ConsumerID: s.ConsumerID,
 		WorkerID: s.WorkerID, Replica: e.replica, Subscriptions: encodeSubscriptions(s.Subscriptions),
 		DefinitionKeys: s.Pairs.DefinitionKeys(), Now: e.at(), LiveFor: s.LiveFor + pollerRefresh})
 	if err != nil {
@@ -171,7 +177,7 @@ func (e *Engine) SeePoller(ctx context.Context, s PollerSighting) {
 		return
 	}
 	if connected {
-		e.LogWorker(EventWorkerConnected, ProtocolLongPoll, s.ConsumerID, s.WorkerID, e.replica)
+		e.LogWorker(EventWorkerConnected, protocol, s.ConsumerID, s.WorkerID, e.replica)
 	}
 }
 

@@ -115,6 +115,7 @@ var messageKeyToIndex = map[string]int{
 	"Bulk action":                      72,
 	"Business key":                     58,
 	"Call timeout":                     374,
+	"Camunda 7 facade":                 574,
 	"Cancelled: the instance was stopped (%s).":               422,
 	"Cancelled: the instance was stopped by %s at %s — “%s”.": 421,
 	"Cannot act on this filter":                               61,
@@ -271,7 +272,7 @@ var messageKeyToIndex = map[string]int{
 	"No token.":                         534,
 	"No worker is connected.":           568,
 	"No worker serves this definition.": 571,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 574,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 575,
 	"Node":    258,
 	"Node %s": 196,
 	"Nodes":   481,
@@ -379,7 +380,7 @@ var messageKeyToIndex = map[string]int{
 	"Search":                               510,
 	"Secret values can never be revealed.": 508,
 	"Sep":                                  242,
-	"Served by %d workers":                 575,
+	"Served by %d workers":                 576,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 23,
 	"Settled":              263,
 	"Settlement date":      434,
@@ -617,7 +618,7 @@ var messageKeyToIndex = map[string]int{
 	"→ %s":                            497,
 }
 
-var enIndex = []uint32{ // 577 elements
+var enIndex = []uint32{ // 578 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x0000005a,
@@ -779,12 +780,12 @@ var enIndex = []uint32{ // 577 elements
 	0x00004250, 0x000042d6, 0x000042fb, 0x00004302,
 	0x0000430b, 0x0000431e, 0x00004328, 0x00004332,
 	0x0000433c, 0x00004354, 0x0000436a, 0x00004376,
-	0x00004398, 0x0000439f, 0x000043ac, 0x00004400,
+	0x00004398, 0x0000439f, 0x000043ac, 0x000043bd,
 	// Entry 240 - 25F
-	0x00004438,
-} // Size: 2332 bytes
+	0x00004411, 0x00004449,
+} // Size: 2336 bytes
 
-const enData string = "" + // Size: 17464 bytes
+const enData string = "" + // Size: 17481 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every running or held instance…\x02Reason (recorded in the audit log)" +
@@ -1057,12 +1058,12 @@ const enData string = "" + // Size: 17464 bytes
 	"thin three heartbeats.\x02Workers seen within three heartbeats\x02Worker" +
 	"\x02Protocol\x02Definitions served\x02In flight\x02Connected\x02Last see" +
 	"n\x02No worker is connected.\x02Workers serving %[1]s\x02All workers\x02" +
-	"No worker serves this definition.\x02stream\x02long polling\x02No worker" +
-	" serves this definition: its occurrences wait until one connects or poll" +
-	"s.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Serv" +
-	"ed by %[1]d workers"
+	"No worker serves this definition.\x02stream\x02long polling\x02Camunda 7" +
+	" facade\x02No worker serves this definition: its occurrences wait until " +
+	"one connects or polls.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d wo" +
+	"rker\x00\x18\x02Served by %[1]d workers"
 
-var frIndex = []uint32{ // 577 elements
+var frIndex = []uint32{ // 578 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x0000007a,
@@ -1224,12 +1225,12 @@ var frIndex = []uint32{ // 577 elements
 	0x00005393, 0x00005455, 0x00005488, 0x00005493,
 	0x0000549d, 0x000054b2, 0x000054bb, 0x000054c5,
 	0x000054d3, 0x000054f7, 0x00005511, 0x00005526,
-	0x00005552, 0x00005557, 0x0000556c, 0x000055e2,
+	0x00005552, 0x00005557, 0x0000556c, 0x0000557e,
 	// Entry 240 - 25F
-	0x00005624,
-} // Size: 2332 bytes
+	0x000055f4, 0x00005636,
+} // Size: 2336 bytes
 
-const frData string = "" + // Size: 22052 bytes
+const frData string = "" + // Size: 22070 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances suspendues…\x02Abandon" +
 	"ner toutes les instances suspendues…\x02Arrêter toutes les instances en " +
@@ -1556,9 +1557,10 @@ const frData string = "" + // Size: 22052 bytes
 	"battements\x02Exécutant\x02Protocole\x02Définitions servies\x02En cours" +
 	"\x02Connexion\x02Dernier signe\x02Aucun exécutant n’est connecté.\x02Exé" +
 	"cutants servant %[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert " +
-	"cette définition.\x02flux\x02interrogation longue\x02Aucun exécutant ne " +
-	"sert cette définition\u202f: ses occurrences attendent qu’un exécutant s" +
-	"e connecte ou interroge.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d" +
-	" exécutant\x00\x1d\x02Servie par %[1]d exécutants"
+	"cette définition.\x02flux\x02interrogation longue\x02façade Camunda 7" +
+	"\x02Aucun exécutant ne sert cette définition\u202f: ses occurrences atte" +
+	"ndent qu’un exécutant se connecte ou interroge.\x14\x01\x81\x01\x00\x02" +
+	"\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécutant" +
+	"s"
 
-	// Total table size 44180 bytes (43KiB); checksum: 52225FCD
+	// Total table size 44223 bytes (43KiB); checksum: A5E6E00F

@@ -17,11 +17,11 @@ delete from workers where id = @id;
 -- it (re)appeared: a new row, or one that was no longer live.
 insert into workers (id, consumer_id, worker_id, protocol, replica, subscriptions, definition_keys,
                      connected_at, last_seen_at, live_until)
-values (@id, @consumer_id, @worker_id, 'long_poll', @replica, @subscriptions, @definition_keys::text[],
+values (@id, @consumer_id, @worker_id, @protocol, @replica, @subscriptions, @definition_keys::text[],
         coalesce(sqlc.narg('now')::timestamptz, now()), coalesce(sqlc.narg('now')::timestamptz, now()),
         coalesce(sqlc.narg('now')::timestamptz, now()) + @live_for::interval)
-on conflict (consumer_id, worker_id) where protocol = 'long_poll' do update
-set replica = excluded.replica, subscriptions = excluded.subscriptions, definition_keys = excluded.definition_keys,
+on conflict (consumer_id, worker_id) where protocol <> 'stream' do update
+set protocol = excluded.protocol, replica = excluded.replica, subscriptions = excluded.subscriptions, definition_keys = excluded.definition_keys,
     connected_at = case when workers.live_until <= excluded.last_seen_at then excluded.connected_at else workers.connected_at end,
     last_seen_at = excluded.last_seen_at, live_until = excluded.live_until
 returning (connected_at = last_seen_at)::boolean as connected;

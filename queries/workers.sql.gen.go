@@ -117,11 +117,11 @@ func (q *Queries) WorkerListLive(ctx context.Context, arg WorkerListLiveParams) 
 const workerPollerSeen = `-- name: WorkerPollerSeen :one
 insert into workers (id, consumer_id, worker_id, protocol, replica, subscriptions, definition_keys,
                      connected_at, last_seen_at, live_until)
-values ($1, $2, $3, 'long_poll', $4, $5, $6::text[],
-        coalesce($7::timestamptz, now()), coalesce($7::timestamptz, now()),
-        coalesce($7::timestamptz, now()) + $8::interval)
-on conflict (consumer_id, worker_id) where protocol = 'long_poll' do update
-set replica = excluded.replica, subscriptions = excluded.subscriptions, definition_keys = excluded.definition_keys,
+values ($1, $2, $3, $4, $5, $6, $7::text[],
+        coalesce($8::timestamptz, now()), coalesce($8::timestamptz, now()),
+        coalesce($8::timestamptz, now()) + $9::interval)
+on conflict (consumer_id, worker_id) where protocol <> 'stream' do update
+set protocol = excluded.protocol, replica = excluded.replica, subscriptions = excluded.subscriptions, definition_keys = excluded.definition_keys,
     connected_at = case when workers.live_until <= excluded.last_seen_at then excluded.connected_at else workers.connected_at end,
     last_seen_at = excluded.last_seen_at, live_until = excluded.live_until
 returning (connected_at = last_seen_at)::boolean as connected
@@ -131,6 +131,7 @@ type WorkerPollerSeenParams struct {
 	ID             uuid.UUID
 	ConsumerID     int64
 	WorkerID       string
+	Protocol       string
 	Replica        string
 	Subscriptions  json.RawMessage
 	DefinitionKeys []string
@@ -145,6 +146,7 @@ func (q *Queries) WorkerPollerSeen(ctx context.Context, arg WorkerPollerSeenPara
 		arg.ID,
 		arg.ConsumerID,
 		arg.WorkerID,
+		arg.Protocol,
 		arg.Replica,
 		arg.Subscriptions,
 		arg.DefinitionKeys,
