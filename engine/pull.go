@@ -476,6 +476,12 @@ func (e *Engine) checkFailure(f Failure) error {
 	if !process.ErrorCodePattern.MatchString(f.ErrorCode) {
 		errs = append(errs, fault.FieldError{Path: "/error_code", Message: "must be 1 to 64 letters, digits or _ . : -"})
 	}
+	if strings.ContainsRune(f.Message, 0) {
+		// The REST routes refuse it reading the body; the worker protocol
+		// carries it (protobuf strings may hold it), and PostgreSQL
+		// stores no NUL in text.
+		errs = append(errs, fault.FieldError{Path: "/message", Message: "must not hold the NUL character"})
+	}
 	if f.AttemptsLeft != nil && *f.AttemptsLeft < 0 {
 		errs = append(errs, fault.FieldError{Path: "/attempts_left", Message: "must be 0 or more"})
 	}

@@ -38,6 +38,7 @@ import (
 	"github.com/relais/relais/internal/auth"
 	"github.com/relais/relais/internal/config"
 	"github.com/relais/relais/internal/fault"
+	"github.com/relais/relais/internal/httpjson"
 	workerv1 "github.com/relais/relais/proto/relais/worker/v1"
 	"github.com/relais/relais/proto/relais/worker/v1/workerv1connect"
 )
@@ -267,6 +268,8 @@ func (s *Service) Complete(ctx context.Context, req *connect.Request[workerv1.Co
 		err = fault.New(fault.BadRequest, "invalid_request", "outputs are required").WithErrors([]fault.FieldError{{Path: "/outputs", Message: "is required (a JSON object)"}})
 	case !utf8.Valid(outputs) || !json.Valid(outputs):
 		err = fault.New(fault.BadRequest, "invalid_json", "outputs are not JSON").WithErrors([]fault.FieldError{{Path: "/outputs", Message: "must be a UTF-8 JSON object"}})
+	default:
+		err = strictOutputs(outputs)
 	}
 	if err != nil {
 		return nil, toConnect(ctx, s.logger, procedure, err)
@@ -276,6 +279,21 @@ func (s *Service) Complete(ctx context.Context, req *connect.Request[workerv1.Co
 		return nil, toConnect(ctx, s.logger, procedure, err)
 	}
 	return connect.NewResponse(&workerv1.CompleteResponse{Status: st.Status, Route: st.Route}), nil
+}
+
+// strictOutputs refuses outputs that the REST routes refuse as not strict
+// JSON, each problem at its pointer under /outputs: a duplicate key (a
+// decoder would keep the last one, not necessarily what was meant) or an
+// escaped lone surrogate (which PostgreSQL cannot store).
+func strictOutputs(outputs []byte) error {
+	fe, ok := fault.As(httpjson.CheckText(outputs))
+	if !ok {
+		return nil
+	}
+	for i := range fe.Errors {
+		fe.Errors[i].Path = "/outputs" + fe.Errors[i].Path
+	}
+	return fe
 }
 
 // complete settles ref's assignment and frees its credit. When the stream

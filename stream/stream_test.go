@@ -250,6 +250,22 @@ func TestMalformedMessages(t *testing.T) {
 	_, err = call[workerv1.CompleteRequest, workerv1.CompleteResponse](context.Background(), c, f.consumer, workerv1connect.WorkerServiceCompleteProcedure,
 		&workerv1.CompleteRequest{OccurrenceId: "0198a4b4-5c3e-7000-8000-000000000000", WorkerId: "w", Outputs: []byte(`{"result":`)})
 	wantRefusal(t, "outputs that are not JSON", err, "invalid_argument", "invalid_json")
+	// What the REST routes refuse as not strict JSON is refused here too,
+	// at its pointer: a lone surrogate failed the call with internal.
+	for what, bad := range map[string]struct{ outputs, pointer string }{
+		"a duplicate key":           {`{"result":"created","crm_id":"a","crm_id":"b"}`, "/outputs/crm_id"},
+		"an escaped lone surrogate": {`{"result":"created","crm_id":"\ud800"}`, "/outputs/crm_id"},
+	} {
+		_, err = complete(c, f.consumer, "w", "0198a4b4-5c3e-7000-8000-000000000000", []byte(bad.outputs))
+		p := wantRefusal(t, what, err, "invalid_argument", "invalid_json")
+		if len(p.GetErrors()) != 1 || p.GetErrors()[0].GetPath() != bad.pointer {
+			t.Errorf("%s: errors %v, want one at %s", what, p.GetErrors(), bad.pointer)
+		}
+	}
+	_, err = fail(c, f.consumer, &workerv1.FailRequest{OccurrenceId: "0198a4b4-5c3e-7000-8000-000000000000", WorkerId: "w", ErrorCode: "CRM_DOWN", Message: "a\x00b"})
+	if p := wantRefusal(t, "a message holding NUL", err, "invalid_argument", "invalid_request"); len(p.GetErrors()) != 1 || p.GetErrors()[0].GetPath() != "/message" {
+		t.Errorf("NUL message: errors %v, want one at /message", p.GetErrors())
+	}
 }
 
 // rawCodec sends bytes as they are, under the proto codec's name.
