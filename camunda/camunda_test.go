@@ -641,3 +641,39 @@ func TestFacadeWorkersAreInTheCatalog(t *testing.T) {
 		t.Errorf("no worker.connected event for the facade's worker in the log")
 	}
 }
+
+// An integer written as an integral decimal (3.0, 2e0: valid integers) is
+// stored and delivered written as an integer, whichever way it came (a
+// start, a native completion, a Camunda Double): typed workers (Go's
+// int64, Java's Integer) refuse to decode 42.0.
+func TestIntegralDecimalsAreDeliveredAsIntegers(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	inputs := strings.Replace(string(mustMarshal(typedInputs("Acme"))), `"count":42`, `"count":42.0`, 1)
+	f.Must(201, "POST", "/api/v1/processes/typed/instances", f.Operator, json.RawMessage(`{"inputs":`+inputs+`}`))
+	res := f.Must(200, "POST", "/api/v1/pull/fetch-and-lock", f.token, map[string]any{"worker_id": "w",
+		"subscriptions": []any{map[string]any{"definition": typedKey}}})
+	if !strings.Contains(string(res.Body), `"count":42,`) {
+		t.Errorf("delivered inputs %s, want count written 42", res.Body)
+	}
+	occ := res.JSON(t)["occurrences"].([]any)[0].(map[string]any)["id"].(string)
+	f.Must(200, "POST", "/api/v1/pull/occurrences/"+occ+"/complete", f.token,
+		json.RawMessage(`{"worker_id":"w","outputs":{"result":"created","crm_id":"C-1","score":3.0,"rate":3.0,"items":[1.0,2e0]}}`))
+	// The observation API shows the stored document as it is: a number
+	// field keeps its literal.
+	raw := string(f.Must(200, "GET", "/api/v1/occurrences/"+occ, f.Operator, nil).Body)
+	for _, want := range []string{`"score":3}`, `"items":[1,2]`, `"rate":3.0`} {
+		if !strings.Contains(raw, want) {
+			t.Errorf("occurrence %s, want %s in its outputs", raw, want)
+		}
+	}
+
+	_, occ = f.start("Globex")
+	f.fetch("w", 1)
+	mustNoContent(t, f.call("POST", "/external-task/"+occ+"/complete", json.RawMessage(
+		`{"workerId":"w","variables":{"result":{"value":"created"},"crm_id":{"value":"C-2"},"score":{"type":"Double","value":3.0}}}`)))
+	raw = string(f.Must(200, "GET", "/api/v1/occurrences/"+occ, f.Operator, nil).Body)
+	if !strings.Contains(raw, `"score":3}`) {
+		t.Errorf("occurrence %s, want score written 3", raw)
+	}
+}

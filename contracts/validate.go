@@ -28,6 +28,8 @@ type Validator struct {
 	schema   *jsonschema.Schema
 	contract Contract
 	fast     *fastNode // nil when the contract is unfit for the fast path
+	// integers is set when some field is an integer (see Integers).
+	integers bool
 }
 
 // Compile builds a Validator from the contract's JSON Schema document,
@@ -49,7 +51,7 @@ func Compile(c Contract) (*Validator, error) {
 	if err != nil {
 		fast = nil // the library alone still validates correctly
 	}
-	return &Validator{schema: s, contract: c, fast: fast}, nil
+	return &Validator{schema: s, contract: c, fast: fast, integers: hasInteger(c.Fields)}, nil
 }
 
 func compileSchema(doc []byte) (s *jsonschema.Schema, err error) {

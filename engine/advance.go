@@ -333,7 +333,7 @@ func (r *run) nodeInputs(name string, rev *Revision, id uuid.UUID, params *queri
 	if vs := v.Validate(inputs); len(vs) > 0 {
 		return "inputs violate the pinned revision: " + describeViolations(vs), nil
 	}
-	public, sealed, err := r.e.seal(rev.Working.Inputs, inputs, aadOccurrenceInputs(id))
+	public, sealed, err := r.e.seal(rev.Working.Inputs, v.Integers(inputs), aadOccurrenceInputs(id))
 	if err != nil {
 		return "", err
 	}

@@ -266,7 +266,7 @@ func (e *Engine) prepareStart(ctx context.Context, req StartRequest) (preparedSt
 	}
 	p.pv = pv
 	p.id = uuid.Must(uuid.NewV7())
-	p.public, p.sealed, err = e.seal(pv.Process.Inputs, req.Inputs, aadInstanceInputs(p.id))
+	p.public, p.sealed, err = e.seal(pv.Process.Inputs, v.Integers(req.Inputs), aadInstanceInputs(p.id))
 	return p, err
 }
 

@@ -364,6 +364,8 @@ func (e *Engine) completeIn(ctx context.Context, q *queries.Queries, ref WorkerR
 			}
 			return violations("invalid_outputs", "the outputs violate revision "+fmt.Sprint(o.Revision)+" of "+o.DefinitionKey, vs)
 		}
+		// Stored as typed workers read them; the digest stays the report's.
+		outputs := ov.Integers(outputs)
 		route, err := rev.Working.Route(outputs)
 		if err != nil {
 			return err

@@ -138,11 +138,12 @@ func (e *Engine) SettlePush(ctx context.Context, id uuid.UUID, attempt int, res 
 		if vs := ov.Validate(res.Outputs); len(vs) > 0 {
 			return r.fail(o, OutcomeRejected, "invalid_outputs", "the destination's outputs violate the pinned revision: "+describeViolations(vs))
 		}
-		route, err := rev.Working.Route(res.Outputs)
+		outputs := ov.Integers(res.Outputs)
+		route, err := rev.Working.Route(outputs)
 		if err != nil {
 			return err
 		}
-		return r.complete(o, rev, res.Outputs, canonicalOutputs(res.Outputs), route)
+		return r.complete(o, rev, outputs, canonicalOutputs(outputs), route)
 	})
 	return wrap("settle push", err)
 }
