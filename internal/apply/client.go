@@ -34,10 +34,7 @@ type Result struct {
 }
 
 func (r Result) String() string {
-	s := fmt.Sprintf("%s %s: %s", strings.ToLower(r.Doc.Kind), r.Doc.ID, r.Action)
-	if r.Doc.Kind == KindRelease {
-		s = fmt.Sprintf("release %s/%s: %s", r.Doc.Definition, r.Doc.ID, r.Action)
-	}
+	s := r.Doc.Name() + ": " + r.Action
 	if r.Detail != "" {
 		s += " (" + r.Detail + ")"
 	}
@@ -124,7 +121,9 @@ func isNotFound(err error) bool {
 
 // Apply plans (dryRun) or applies every document in order, reporting each
 // result to report. It stops at the first document the server refuses,
-// since later documents may depend on it, and returns the problems.
+// since later documents may depend on it, and returns the problems: the
+// documents reported before it were applied, it and those after it were
+// not.
 func (c *Client) Apply(ctx context.Context, docs []Document, dryRun bool, report func(Result)) []Problem {
 	planned := map[string]int{} // definition key: its revision once applied
 	for _, d := range docs {

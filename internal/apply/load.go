@@ -61,6 +61,15 @@ func (d Document) Where() string {
 	return d.File
 }
 
+// Name names what the document is about as results do: "definition
+// add_company_to_crm", "release add_company_to_crm/2026.11".
+func (d Document) Name() string {
+	if d.Kind == KindRelease {
+		return fmt.Sprintf("release %s/%s", d.Definition, d.ID)
+	}
+	return fmt.Sprintf("%s %s", strings.ToLower(d.Kind), d.ID)
+}
+
 // Problem is one error found in a document.
 type Problem struct {
 	Doc     Document
