@@ -20,6 +20,8 @@ import (
 
 	"github.com/relais/relais/contracts"
 	"github.com/relais/relais/engine/process"
+	"github.com/relais/relais/internal/isoduration"
+	"github.com/relais/relais/internal/jsontree"
 )
 
 // Kinds, in the order they are applied: what a document refers to is
@@ -256,12 +258,71 @@ func check(d Document) []Problem {
 			ps = append(ps, Problem{Doc: d, Pointer: "/revision", Message: "must be a revision number"})
 		}
 	case KindDestination:
-		if _, ok := d.Body["url"].(string); !ok {
-			ps = append(ps, Problem{Doc: d, Pointer: "/url", Message: "is required"})
-		}
-		if _, ok := d.Body["max_timeout"].(string); !ok {
-			ps = append(ps, Problem{Doc: d, Pointer: "/max_timeout", Message: "is required (an ISO-8601 duration, at most PT10S)"})
-		}
+		ps = append(ps, checkDestination(d)...)
 	}
 	return ps
+}
+
+// destinationKeys are the keys of a Destination's body, as
+// PUT /destinations/{name} takes them.
+var destinationKeys = map[string]bool{"url": true, "headers": true, "max_timeout": true}
+
+// checkDestination checks a Destination's keys and their types locally, in
+// the words the contract and process checks use: the server's decoder names
+// only the first unknown key ("unknown field"), and only when the
+// document's turn comes, after others were applied.
+func checkDestination(d Document) []Problem {
+	var ps []Problem
+	add := func(ptr, format string, args ...any) {
+		ps = append(ps, Problem{Doc: d, Pointer: ptr, Message: fmt.Sprintf(format, args...)})
+	}
+	keys := make([]string, 0, len(d.Body))
+	for k := range d.Body {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if !destinationKeys[k] {
+			add(jsontree.Pointer("", k), "unknown key %q", k)
+		}
+	}
+	switch u, ok := d.Body["url"]; {
+	case !ok:
+		add("/url", "is required")
+	case !isString(u):
+		add("/url", "must be a string")
+	}
+	if h, ok := d.Body["headers"]; ok {
+		headers, isMap := h.(map[string]any)
+		if !isMap {
+			add("/headers", "must be a mapping of header names to values")
+		}
+		names := make([]string, 0, len(headers))
+		for name := range headers {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		for _, name := range names {
+			if !isString(headers[name]) {
+				add(jsontree.Pointer("/headers", name), "must be a string")
+			}
+		}
+	}
+	const wantTimeout = "an ISO-8601 duration above zero, at most %s"
+	ceiling := isoduration.Format(process.HardMaxPushTimeout)
+	t, ok := d.Body["max_timeout"]
+	if !ok {
+		add("/max_timeout", "is required ("+wantTimeout+")", ceiling)
+		return ps
+	}
+	s, _ := t.(string)
+	if v, err := isoduration.Parse(s); err != nil || v <= 0 || v > process.HardMaxPushTimeout {
+		add("/max_timeout", "must be "+wantTimeout, ceiling)
+	}
+	return ps
+}
+
+func isString(v any) bool {
+	_, ok := v.(string)
+	return ok
 }

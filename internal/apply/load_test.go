@@ -83,3 +83,54 @@ outputs: {fields: []}
 		}
 	}
 }
+
+// TestLoadChecksDestinationKeys: a Destination's unknown keys and wrongly
+// typed values are found before anything is sent, worded as for the other
+// kinds.
+func TestLoadChecksDestinationKeys(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	p := write(t, dir, "destinations.yaml", `kind: Destination
+name: scoring
+url: https://scoring.example.com/score
+header:
+  Authorization: Bearer x
+max_timeout: PT5S
+---
+kind: Destination
+name: payments
+url: https://payments.example.com/charge
+timeout: PT5S
+---
+kind: Destination
+name: typed
+url: 3
+headers: {X-Count: 3}
+max_timeout: PT11S
+---
+kind: Destination
+name: fine
+url: https://fine.example.com/
+headers: {Authorization: Bearer y}
+max_timeout: PT10S
+`)
+	_, problems, err := Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, pr := range problems {
+		got = append(got, strings.TrimPrefix(pr.String(), p+" "))
+	}
+	want := []string{
+		`(document 1): /header: unknown key "header"`,
+		`(document 2): /timeout: unknown key "timeout"`,
+		`(document 2): /max_timeout: is required (an ISO-8601 duration above zero, at most PT10S)`,
+		`(document 3): /url: must be a string`,
+		`(document 3): /headers/X-Count: must be a string`,
+		`(document 3): /max_timeout: must be an ISO-8601 duration above zero, at most PT10S`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
