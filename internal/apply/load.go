@@ -219,11 +219,7 @@ func envelope(d *Document, m map[string]any) []Problem {
 	case KindRelease:
 		var p2 []Problem
 		d.Definition, ps = str("definition")
-		if n, ok := body["name"].(string); ok && n != "" {
-			d.ID = n
-		} else {
-			p2 = []Problem{{Doc: *d, Pointer: "/name", Message: "is required"}}
-		}
+		d.ID, p2 = str("name")
 		ps = append(ps, p2...)
 	case "":
 		return []Problem{{Doc: *d, Pointer: "/kind", Message: "is required (Definition, Release, Process or Destination)"}}
@@ -252,6 +248,12 @@ func check(d Document) []Problem {
 		_, vs := process.Parse(js)
 		add(vs)
 	case KindRelease:
+		// The client sends revision and notes only: any other key would
+		// be dropped without a word.
+		ps = append(ps, unknownKeys(d, releaseKeys)...)
+		if n, ok := d.Body["notes"]; ok && !isString(n) {
+			ps = append(ps, Problem{Doc: d, Pointer: "/notes", Message: "must be a string"})
+		}
 		if n, ok := d.Body["revision"].(json.Number); !ok {
 			ps = append(ps, Problem{Doc: d, Pointer: "/revision", Message: "is required"})
 		} else if v, err := n.Int64(); err != nil || v < 1 {
@@ -262,6 +264,10 @@ func check(d Document) []Problem {
 	}
 	return ps
 }
+
+// releaseKeys are the keys of a Release's body (definition and name are
+// its envelope).
+var releaseKeys = map[string]bool{"revision": true, "notes": true}
 
 // destinationKeys are the keys of a Destination's body, as
 // PUT /destinations/{name} takes them.
@@ -276,16 +282,7 @@ func checkDestination(d Document) []Problem {
 	add := func(ptr, format string, args ...any) {
 		ps = append(ps, Problem{Doc: d, Pointer: ptr, Message: fmt.Sprintf(format, args...)})
 	}
-	keys := make([]string, 0, len(d.Body))
-	for k := range d.Body {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		if !destinationKeys[k] {
-			add(jsontree.Pointer("", k), "unknown key %q", k)
-		}
-	}
+	ps = append(ps, unknownKeys(d, destinationKeys)...)
 	switch u, ok := d.Body["url"]; {
 	case !ok:
 		add("/url", "is required")
@@ -318,6 +315,23 @@ func checkDestination(d Document) []Problem {
 	s, _ := t.(string)
 	if v, err := isoduration.Parse(s); err != nil || v <= 0 || v > process.HardMaxPushTimeout {
 		add("/max_timeout", "must be "+wantTimeout, ceiling)
+	}
+	return ps
+}
+
+// unknownKeys refuses the keys of d's body that are not allowed, in name
+// order (the body is a map: the file's order is gone).
+func unknownKeys(d Document, allowed map[string]bool) []Problem {
+	keys := make([]string, 0, len(d.Body))
+	for k := range d.Body {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var ps []Problem
+	for _, k := range keys {
+		if !allowed[k] {
+			ps = append(ps, Problem{Doc: d, Pointer: jsontree.Pointer("", k), Message: fmt.Sprintf("unknown key %q", k)})
+		}
 	}
 	return ps
 }

@@ -134,3 +134,33 @@ max_timeout: PT10S
 		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// TestLoadChecksReleaseKeys: a Release's misspelt key is refused, not
+// dropped on the way to the server.
+func TestLoadChecksReleaseKeys(t *testing.T) {
+	t.Parallel()
+	p := write(t, t.TempDir(), "release.yaml", `kind: Release
+definition: add_company_to_crm
+name: "2026.12"
+revision: 1
+note: The notes of this release.
+---
+kind: Release
+definition: add_company_to_crm
+name: "2026.13"
+revision: 1
+notes: [not, text]
+`)
+	_, problems, err := Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, pr := range problems {
+		got = append(got, strings.TrimPrefix(pr.String(), p+" "))
+	}
+	want := []string{`(document 1): /note: unknown key "note"`, `(document 2): /notes: must be a string`}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
