@@ -193,3 +193,15 @@ outputs: {fields: []}
 		t.Errorf("local problems: err %v", err)
 	}
 }
+
+// TestApplyRefusesAnEmptyPath: an empty folder or file fails before
+// anything is sent, naming the path.
+func TestApplyRefusesAnEmptyPath(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	// Nothing listens there: nothing may be sent.
+	stdout, _, err := applyRun(t, "http://127.0.0.1:1", "-f", dir)
+	if want := "no documents found in " + dir + ": "; err == nil || !strings.HasPrefix(err.Error(), want) || stdout != "" {
+		t.Errorf("apply -f %s: err %v, stdout %q; want an error starting %q", dir, err, stdout, want)
+	}
+}

@@ -89,7 +89,8 @@ func (p Problem) String() string {
 
 // Load reads path (a file, or a folder of .yaml, .yml and .json files,
 // recursively, in name order) and checks every document locally. It returns
-// the documents in apply order and every problem found.
+// the documents in apply order and every problem found; a path with no
+// document at all is an error.
 func Load(path string) ([]Document, []Problem, error) {
 	var files []string
 	info, err := os.Stat(path)
@@ -126,6 +127,14 @@ func Load(path string) ([]Document, []Problem, error) {
 		ds, ps := parseFile(f, raw)
 		docs = append(docs, ds...)
 		problems = append(problems, ps...)
+	}
+	if len(docs) == 0 && len(problems) == 0 {
+		// As with kubectl apply: a path that names nothing to apply is
+		// most likely the wrong path, and succeeding would hide it.
+		if len(files) == 0 {
+			return nil, nil, fmt.Errorf("no documents found in %s: it holds no .yaml, .yml or .json file", path)
+		}
+		return nil, nil, fmt.Errorf("no documents found in %s: only empty documents or comments", path)
 	}
 	sort.SliceStable(docs, func(i, j int) bool { return kindOrder[docs[i].Kind] < kindOrder[docs[j].Kind] })
 	return docs, problems, nil

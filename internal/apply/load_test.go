@@ -164,3 +164,28 @@ notes: [not, text]
 		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// TestLoadRefusesAPathWithoutDocuments: a folder or file with nothing to
+// apply is an error naming the path, as kubectl apply has it, not a
+// silent success.
+func TestLoadRefusesAPathWithoutDocuments(t *testing.T) {
+	t.Parallel()
+	empty := t.TempDir()
+	other := t.TempDir()
+	write(t, other, "README.md", "# not a document\n")
+	blank := t.TempDir()
+	write(t, blank, "a.yaml", "")
+	write(t, blank, "b.yml", "# only a comment\n---\n")
+	emptyFile := write(t, t.TempDir(), "empty.yaml", "")
+	for _, c := range []struct{ path, want string }{
+		{empty, "no documents found in " + empty + ": it holds no .yaml, .yml or .json file"},
+		{other, "no documents found in " + other + ": it holds no .yaml, .yml or .json file"},
+		{blank, "no documents found in " + blank + ": only empty documents or comments"},
+		{emptyFile, "no documents found in " + emptyFile + ": only empty documents or comments"},
+	} {
+		docs, problems, err := Load(c.path)
+		if err == nil || err.Error() != c.want {
+			t.Errorf("Load(%s): %d documents, problems %v, err %v; want %q", c.path, len(docs), problems, err, c.want)
+		}
+	}
+}
