@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/relais/relais/internal/apply"
 )
@@ -35,19 +36,55 @@ func applyCommand(ctx context.Context, args []string, getenv func(string) string
 	if err != nil {
 		return err
 	}
-	if len(problems) == 0 {
-		c := &apply.Client{URL: base, Token: token}
-		prefix := ""
-		if *dryRun {
-			prefix = "(dry run) "
+	if len(problems) > 0 {
+		for _, p := range problems {
+			fmt.Fprintln(stderr, p.String())
 		}
-		problems = c.Apply(ctx, docs, *dryRun, func(r apply.Result) { fmt.Fprintln(stdout, prefix+r.String()) })
+		return fmt.Errorf("%d problem(s) found before sending anything; nothing was applied", len(problems))
+	}
+	c := &apply.Client{URL: base, Token: token}
+	prefix := ""
+	if *dryRun {
+		prefix = "(dry run) "
+	}
+	done := 0
+	problems = c.Apply(ctx, docs, *dryRun, func(r apply.Result) {
+		done++
+		fmt.Fprintln(stdout, prefix+r.String())
+	})
+	if len(problems) == 0 {
+		return nil
 	}
 	for _, p := range problems {
 		fmt.Fprintln(stderr, p.String())
 	}
-	if len(problems) > 0 {
-		return fmt.Errorf("%d problem(s); nothing after the first refused document was applied", len(problems))
+	// Apply goes kind by kind, not in file order, so a document later in a
+	// file may have been applied before the refused one: name both sides.
+	refused := docs[done]
+	verb := "applied"
+	if *dryRun {
+		verb = "checked"
 	}
-	return nil
+	fmt.Fprintf(stderr, "%s (in apply order: destinations, definitions, releases, processes): %s\n", verb, names(docs[:done]))
+	fmt.Fprintf(stderr, "not %s: %s (refused)", verb, refused.Name())
+	if rest := docs[done+1:]; len(rest) > 0 {
+		fmt.Fprintf(stderr, ", %s", names(rest))
+	}
+	fmt.Fprintln(stderr)
+	if *dryRun {
+		return fmt.Errorf("%d problem(s) in %s; nothing was changed (dry run)", len(problems), refused.Name())
+	}
+	return fmt.Errorf("%d problem(s) in %s; %d document(s) applied before it, %d not applied", len(problems), refused.Name(), done, len(docs)-done)
+}
+
+// names lists documents by name, or says there are none.
+func names(docs []apply.Document) string {
+	if len(docs) == 0 {
+		return "none"
+	}
+	out := make([]string, len(docs))
+	for i, d := range docs {
+		out[i] = d.Name()
+	}
+	return strings.Join(out, ", ")
 }

@@ -127,3 +127,81 @@ nodes:
 		t.Errorf("the dry run stored the process: %d", res.status)
 	}
 }
+
+// TestApplySummarySaysWhatWasApplied: when the server refuses a document,
+// the summary names what was applied and what was not in the order apply
+// uses, which is not the file's: a Definition after the refused Release in
+// the file was applied before it. Problems found locally apply nothing.
+func TestApplySummarySaysWhatWasApplied(t *testing.T) {
+	t.Parallel()
+	r := startServe(t, map[string]string{"RELAIS_DATABASE_URL": dbtest.URL(t), "RELAIS_BOOTSTRAP_TOKEN": bootstrap})
+	dir := t.TempDir()
+	file := filepath.Join(dir, "qa.yaml")
+	if err := os.WriteFile(file, []byte(`kind: Release
+definition: qa_score
+name: r1
+revision: 7
+---
+kind: Process
+key: qa_flow
+inputs: {fields: []}
+start: done
+nodes: {done: {kind: end}}
+---
+kind: Definition
+key: qa_score
+name: QA score
+inputs: {fields: []}
+outputs: {fields: []}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, err := applyRun(t, r.base, "-f", file)
+	if err == nil {
+		t.Fatal("apply succeeded")
+	}
+	for _, want := range []string{
+		file + " (document 1): /revision: no such revision\n",
+		"applied (in apply order: destinations, definitions, releases, processes): definition qa_score\n",
+		"not applied: release qa_score/r1 (refused), process qa_flow\n",
+	} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	if want := "1 problem(s) in release qa_score/r1; 1 document(s) applied before it, 2 not applied"; err.Error() != want {
+		t.Errorf("error %q; want %q", err, want)
+	}
+	if res := call(t, "GET", r.base+"/api/v1/definitions/qa_score", bootstrap, nil); res.status != 200 {
+		t.Errorf("definition qa_score: %d; the summary says it was applied", res.status)
+	}
+	if res := call(t, "GET", r.base+"/api/v1/processes/qa_flow", bootstrap, nil); res.status != 404 {
+		t.Errorf("process qa_flow: %d; the summary says it was not applied", res.status)
+	}
+
+	_, stderr, err = applyRun(t, r.base, "-f", file, "--dry-run")
+	if err == nil || err.Error() != "1 problem(s) in release qa_score/r1; nothing was changed (dry run)" ||
+		!strings.Contains(stderr, "checked (in apply order: destinations, definitions, releases, processes): definition qa_score\n") {
+		t.Errorf("dry run: err %v, stderr:\n%s", err, stderr)
+	}
+
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("kind: Definition\nkey: other\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := applyRun(t, r.base, "-f", dir); err == nil || !strings.HasSuffix(err.Error(), "found before sending anything; nothing was applied") {
+		t.Errorf("local problems: err %v", err)
+	}
+}
+
+// TestApplyRefusesAnEmptyPath: an empty folder or file fails before
+// anything is sent, naming the path.
+func TestApplyRefusesAnEmptyPath(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	// Nothing listens there: nothing may be sent.
+	stdout, _, err := applyRun(t, "http://127.0.0.1:1", "-f", dir)
+	if want := "no documents found in " + dir + ": "; err == nil || !strings.HasPrefix(err.Error(), want) || stdout != "" {
+		t.Errorf("apply -f %s: err %v, stdout %q; want an error starting %q", dir, err, stdout, want)
+	}
+}

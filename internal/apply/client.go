@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -27,13 +28,13 @@ type Result struct {
 	Doc    Document
 	Action string // created, updated, unchanged, published
 	Detail string
+	// revision is, for a Definition, the revision it is or would become:
+	// releases later in the same dry run may pin it.
+	revision int
 }
 
 func (r Result) String() string {
-	s := fmt.Sprintf("%s %s: %s", strings.ToLower(r.Doc.Kind), r.Doc.ID, r.Action)
-	if r.Doc.Kind == KindRelease {
-		s = fmt.Sprintf("release %s/%s: %s", r.Doc.Definition, r.Doc.ID, r.Action)
-	}
+	s := r.Doc.Name() + ": " + r.Action
 	if r.Detail != "" {
 		s += " (" + r.Detail + ")"
 	}
@@ -43,12 +44,15 @@ func (r Result) String() string {
 // apiError is a problem+json answer.
 type apiError struct {
 	Status int
-	Code   string `json:"code"`
-	Detail string `json:"detail"`
-	Errors []struct {
-		Path    string `json:"path"`
-		Message string `json:"message"`
-	} `json:"errors"`
+	Code   string          `json:"code"`
+	Detail string          `json:"detail"`
+	Errors []apiFieldError `json:"errors"`
+}
+
+// apiFieldError is one problem of a problem+json answer, at a JSON pointer.
+type apiFieldError struct {
+	Path    string `json:"path"`
+	Message string `json:"message"`
 }
 
 func (e *apiError) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Detail) }
@@ -117,8 +121,11 @@ func isNotFound(err error) bool {
 
 // Apply plans (dryRun) or applies every document in order, reporting each
 // result to report. It stops at the first document the server refuses,
-// since later documents may depend on it, and returns the problems.
+// since later documents may depend on it, and returns the problems: the
+// documents reported before it were applied, it and those after it were
+// not.
 func (c *Client) Apply(ctx context.Context, docs []Document, dryRun bool, report func(Result)) []Problem {
+	planned := map[string]int{} // definition key: its revision once applied
 	for _, d := range docs {
 		var res Result
 		var err error
@@ -127,8 +134,11 @@ func (c *Client) Apply(ctx context.Context, docs []Document, dryRun bool, report
 			res, err = c.destination(ctx, d, dryRun)
 		case KindDefinition:
 			res, err = c.definition(ctx, d, dryRun)
+			if err == nil {
+				planned[d.ID] = res.revision
+			}
 		case KindRelease:
-			res, err = c.release(ctx, d, dryRun)
+			res, err = c.release(ctx, d, dryRun, planned)
 		case KindProcess:
 			res, err = c.process(ctx, d, dryRun)
 		}
@@ -205,15 +215,15 @@ func (c *Client) definition(ctx context.Context, d Document, dryRun bool) (Resul
 func (c *Client) expect(d Document, r Result, got int) (Result, error) {
 	if d.ExpectRevision != 0 && d.ExpectRevision != got {
 		return Result{}, &apiError{Status: 0, Code: "unexpected_revision", Detail: fmt.Sprintf("the document declares revision %d but is revision %d on the server", d.ExpectRevision, got),
-			Errors: []struct {
-				Path    string `json:"path"`
-				Message string `json:"message"`
-			}{{Path: "/revision", Message: fmt.Sprintf("declares %d, the server has or would create %d", d.ExpectRevision, got)}}}
+			Errors: []apiFieldError{{Path: "/revision", Message: fmt.Sprintf("declares %d, the server has or would create %d", d.ExpectRevision, got)}}}
 	}
+	r.revision = got
 	return r, nil
 }
 
-func (c *Client) release(ctx context.Context, d Document, dryRun bool) (Result, error) {
+// release creates a release unless it exists. planned holds the revision
+// each Definition of this run is or would become.
+func (c *Client) release(ctx context.Context, d Document, dryRun bool, planned map[string]int) (Result, error) {
 	base := "/api/v1/definitions/" + esc(d.Definition) + "/releases"
 	rev, _ := d.Body["revision"].(json.Number).Int64()
 	notes, _ := d.Body["notes"].(string)
@@ -230,12 +240,39 @@ func (c *Client) release(ctx context.Context, d Document, dryRun bool) (Result, 
 	case !isNotFound(err):
 		return Result{}, err
 	}
-	if !dryRun {
-		if _, err := c.call(ctx, "POST", base, map[string]any{"name": d.ID, "revision": rev, "notes": notes}, nil); err != nil {
+	if dryRun {
+		if err := c.revisionExists(ctx, d.Definition, int(rev), planned); err != nil {
 			return Result{}, err
 		}
+	} else if _, err := c.call(ctx, "POST", base, map[string]any{"name": d.ID, "revision": rev, "notes": notes}, nil); err != nil {
+		return Result{}, err
 	}
 	return Result{Doc: d, Action: "created", Detail: fmt.Sprintf("revision %d", rev)}, nil
+}
+
+// revisionExists refuses, for a dry run, a release the server would refuse
+// for its revision, with the server's own words. The revision a Definition
+// of the same run would snapshot exists by the time its releases are
+// created (definitions go first), so it is not asked for.
+func (c *Client) revisionExists(ctx context.Context, key string, rev int, planned map[string]int) error {
+	next, inRun := planned[key]
+	if inRun && rev == next {
+		return nil
+	}
+	base := "/api/v1/definitions/" + esc(key)
+	_, err := c.call(ctx, "GET", base+"/revisions/"+strconv.Itoa(rev), nil, nil)
+	if !isNotFound(err) {
+		return err
+	}
+	if !inRun {
+		// A definition on neither side is refused as such, as creating
+		// the release is.
+		if _, err := c.call(ctx, "GET", base, nil, nil); err != nil {
+			return err
+		}
+	}
+	return &apiError{Status: http.StatusUnprocessableEntity, Code: "unknown_revision", Detail: fmt.Sprintf("definition %q has no revision %d", key, rev),
+		Errors: []apiFieldError{{Path: "/revision", Message: "no such revision"}}}
 }
 
 func (c *Client) process(ctx context.Context, d Document, dryRun bool) (Result, error) {

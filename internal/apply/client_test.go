@@ -2,7 +2,12 @@ package apply_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/relais/relais/engine"
@@ -68,5 +73,78 @@ func TestClientReportsServerRefusalsAsFilePointerMessage(t *testing.T) {
 	doc := apply.Document{File: "procs/crm.yaml", Kind: apply.KindProcess, ID: "crm_only", Body: later}
 	if results, got := lines([]apply.Document{doc}, true); len(got) != 0 || !reflect.DeepEqual(results, []string{"process crm_only: published (version 1, checked when its dependencies exist)"}) {
 		t.Errorf("dry run of a process on a planned revision: results %q, problems %q", results, got)
+	}
+}
+
+// TestDryRunRefusesAReleaseOfAMissingRevision: a dry run refuses a release
+// whose revision the real apply would refuse, with the same problem, and
+// plans one whose revision exists on the server or is the one a
+// Definition of the same run would snapshot.
+func TestDryRunRefusesAReleaseOfAMissingRevision(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	key := env.Definition("add_company_to_crm.yaml") // revision 1
+	c := &apply.Client{URL: env.URL, Token: env.Designer}
+	crm, err := os.ReadFile(filepath.Join(relaistest.Root(), "examples", "definitions", "add_company_to_crm.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := strings.Replace(string(crm), "name: Add company to CRM", "name: Add a company to the CRM", 1) + "revision: 2\n"
+	release := func(def string, rev int) string {
+		return fmt.Sprintf("kind: Release\ndefinition: %s\nname: r%d\nrevision: %d\n", def, rev, rev)
+	}
+	const fresh = `kind: Definition
+key: fresh
+name: Fresh
+inputs: {fields: []}
+outputs: {fields: []}
+`
+	for _, tc := range []struct {
+		name  string
+		files []string
+		want  string // the only problem, or "" for none
+	}{
+		{"existing revision", []string{release(key, 1)}, ""},
+		{"missing revision", []string{release(key, 7)}, "rel.yaml: /revision: no such revision"},
+		{"revision snapshotted by the same run", []string{release(key, 2), changed}, ""},
+		{"revision after the one snapshotted", []string{release(key, 3), changed}, "rel.yaml: /revision: no such revision"},
+		{"definition created by the same run", []string{release("fresh", 1), fresh}, ""},
+		{"revision the created definition lacks", []string{release("fresh", 2), fresh}, "rel.yaml: /revision: no such revision"},
+		{"definition on neither side", []string{release("nowhere", 1)}, `rel.yaml: /: definition "nowhere" not found (not_found)`},
+	} {
+		dir := t.TempDir()
+		for i, body := range tc.files {
+			name := "rel.yaml"
+			if i > 0 {
+				name = fmt.Sprintf("def%d.yaml", i)
+			}
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		docs, problems, err := apply.Load(dir)
+		if err != nil || len(problems) > 0 {
+			t.Fatalf("%s: load: %v %v", tc.name, err, problems)
+		}
+		var got []string
+		for _, p := range c.Apply(context.Background(), docs, true, func(apply.Result) {}) {
+			got = append(got, strings.TrimPrefix(p.String(), dir+string(filepath.Separator)))
+		}
+		if want := []string{tc.want}; tc.want == "" && len(got) > 0 || tc.want != "" && !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: dry run problems %q; want %q", tc.name, got, tc.want)
+		}
+	}
+	if res := env.Do("GET", "/api/v1/definitions/"+key+"/releases", env.Designer, nil); !strings.Contains(string(res.Body), `"items":[]`) {
+		t.Errorf("the dry runs changed the server: %d %s", res.Status, res.Body)
+	}
+
+	// The real apply refuses the missing revision in the same words.
+	doc := apply.Document{File: "rel.yaml", Kind: apply.KindRelease, ID: "r7", Definition: key, Body: map[string]any{"revision": json.Number("7")}}
+	var got []string
+	for _, p := range c.Apply(context.Background(), []apply.Document{doc}, false, func(apply.Result) {}) {
+		got = append(got, p.String())
+	}
+	if want := []string{"rel.yaml: /revision: no such revision"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("apply problems %q; want %q", got, want)
 	}
 }

@@ -20,6 +20,8 @@ import (
 
 	"github.com/relais/relais/contracts"
 	"github.com/relais/relais/engine/process"
+	"github.com/relais/relais/internal/isoduration"
+	"github.com/relais/relais/internal/jsontree"
 )
 
 // Kinds, in the order they are applied: what a document refers to is
@@ -61,6 +63,15 @@ func (d Document) Where() string {
 	return d.File
 }
 
+// Name names what the document is about as results do: "definition
+// add_company_to_crm", "release add_company_to_crm/2026.11".
+func (d Document) Name() string {
+	if d.Kind == KindRelease {
+		return fmt.Sprintf("release %s/%s", d.Definition, d.ID)
+	}
+	return fmt.Sprintf("%s %s", strings.ToLower(d.Kind), d.ID)
+}
+
 // Problem is one error found in a document.
 type Problem struct {
 	Doc     Document
@@ -78,7 +89,8 @@ func (p Problem) String() string {
 
 // Load reads path (a file, or a folder of .yaml, .yml and .json files,
 // recursively, in name order) and checks every document locally. It returns
-// the documents in apply order and every problem found.
+// the documents in apply order and every problem found; a path with no
+// document at all is an error.
 func Load(path string) ([]Document, []Problem, error) {
 	var files []string
 	info, err := os.Stat(path)
@@ -115,6 +127,14 @@ func Load(path string) ([]Document, []Problem, error) {
 		ds, ps := parseFile(f, raw)
 		docs = append(docs, ds...)
 		problems = append(problems, ps...)
+	}
+	if len(docs) == 0 && len(problems) == 0 {
+		// As with kubectl apply: a path that names nothing to apply is
+		// most likely the wrong path, and succeeding would hide it.
+		if len(files) == 0 {
+			return nil, nil, fmt.Errorf("no documents found in %s: it holds no .yaml, .yml or .json file", path)
+		}
+		return nil, nil, fmt.Errorf("no documents found in %s: only empty documents or comments", path)
 	}
 	sort.SliceStable(docs, func(i, j int) bool { return kindOrder[docs[i].Kind] < kindOrder[docs[j].Kind] })
 	return docs, problems, nil
@@ -208,11 +228,7 @@ func envelope(d *Document, m map[string]any) []Problem {
 	case KindRelease:
 		var p2 []Problem
 		d.Definition, ps = str("definition")
-		if n, ok := body["name"].(string); ok && n != "" {
-			d.ID = n
-		} else {
-			p2 = []Problem{{Doc: *d, Pointer: "/name", Message: "is required"}}
-		}
+		d.ID, p2 = str("name")
 		ps = append(ps, p2...)
 	case "":
 		return []Problem{{Doc: *d, Pointer: "/kind", Message: "is required (Definition, Release, Process or Destination)"}}
@@ -241,18 +257,95 @@ func check(d Document) []Problem {
 		_, vs := process.Parse(js)
 		add(vs)
 	case KindRelease:
+		// The client sends revision and notes only: any other key would
+		// be dropped without a word.
+		ps = append(ps, unknownKeys(d, releaseKeys)...)
+		if n, ok := d.Body["notes"]; ok && !isString(n) {
+			ps = append(ps, Problem{Doc: d, Pointer: "/notes", Message: "must be a string"})
+		}
 		if n, ok := d.Body["revision"].(json.Number); !ok {
 			ps = append(ps, Problem{Doc: d, Pointer: "/revision", Message: "is required"})
 		} else if v, err := n.Int64(); err != nil || v < 1 {
 			ps = append(ps, Problem{Doc: d, Pointer: "/revision", Message: "must be a revision number"})
 		}
 	case KindDestination:
-		if _, ok := d.Body["url"].(string); !ok {
-			ps = append(ps, Problem{Doc: d, Pointer: "/url", Message: "is required"})
+		ps = append(ps, checkDestination(d)...)
+	}
+	return ps
+}
+
+// releaseKeys are the keys of a Release's body (definition and name are
+// its envelope).
+var releaseKeys = map[string]bool{"revision": true, "notes": true}
+
+// destinationKeys are the keys of a Destination's body, as
+// PUT /destinations/{name} takes them.
+var destinationKeys = map[string]bool{"url": true, "headers": true, "max_timeout": true}
+
+// checkDestination checks a Destination's keys and their types locally, in
+// the words the contract and process checks use: the server's decoder names
+// only the first unknown key ("unknown field"), and only when the
+// document's turn comes, after others were applied.
+func checkDestination(d Document) []Problem {
+	var ps []Problem
+	add := func(ptr, format string, args ...any) {
+		ps = append(ps, Problem{Doc: d, Pointer: ptr, Message: fmt.Sprintf(format, args...)})
+	}
+	ps = append(ps, unknownKeys(d, destinationKeys)...)
+	switch u, ok := d.Body["url"]; {
+	case !ok:
+		add("/url", "is required")
+	case !isString(u):
+		add("/url", "must be a string")
+	}
+	if h, ok := d.Body["headers"]; ok {
+		headers, isMap := h.(map[string]any)
+		if !isMap {
+			add("/headers", "must be a mapping of header names to values")
 		}
-		if _, ok := d.Body["max_timeout"].(string); !ok {
-			ps = append(ps, Problem{Doc: d, Pointer: "/max_timeout", Message: "is required (an ISO-8601 duration, at most PT10S)"})
+		names := make([]string, 0, len(headers))
+		for name := range headers {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		for _, name := range names {
+			if !isString(headers[name]) {
+				add(jsontree.Pointer("/headers", name), "must be a string")
+			}
+		}
+	}
+	const wantTimeout = "an ISO-8601 duration above zero, at most %s"
+	ceiling := isoduration.Format(process.HardMaxPushTimeout)
+	t, ok := d.Body["max_timeout"]
+	if !ok {
+		add("/max_timeout", "is required ("+wantTimeout+")", ceiling)
+		return ps
+	}
+	s, _ := t.(string)
+	if v, err := isoduration.Parse(s); err != nil || v <= 0 || v > process.HardMaxPushTimeout {
+		add("/max_timeout", "must be "+wantTimeout, ceiling)
+	}
+	return ps
+}
+
+// unknownKeys refuses the keys of d's body that are not allowed, in name
+// order (the body is a map: the file's order is gone).
+func unknownKeys(d Document, allowed map[string]bool) []Problem {
+	keys := make([]string, 0, len(d.Body))
+	for k := range d.Body {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var ps []Problem
+	for _, k := range keys {
+		if !allowed[k] {
+			ps = append(ps, Problem{Doc: d, Pointer: jsontree.Pointer("", k), Message: fmt.Sprintf("unknown key %q", k)})
 		}
 	}
 	return ps
+}
+
+func isString(v any) bool {
+	_, ok := v.(string)
+	return ok
 }

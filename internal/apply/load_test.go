@@ -83,3 +83,109 @@ outputs: {fields: []}
 		}
 	}
 }
+
+// TestLoadChecksDestinationKeys: a Destination's unknown keys and wrongly
+// typed values are found before anything is sent, worded as for the other
+// kinds.
+func TestLoadChecksDestinationKeys(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	p := write(t, dir, "destinations.yaml", `kind: Destination
+name: scoring
+url: https://scoring.example.com/score
+header:
+  Authorization: Bearer x
+max_timeout: PT5S
+---
+kind: Destination
+name: payments
+url: https://payments.example.com/charge
+timeout: PT5S
+---
+kind: Destination
+name: typed
+url: 3
+headers: {X-Count: 3}
+max_timeout: PT11S
+---
+kind: Destination
+name: fine
+url: https://fine.example.com/
+headers: {Authorization: Bearer y}
+max_timeout: PT10S
+`)
+	_, problems, err := Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, pr := range problems {
+		got = append(got, strings.TrimPrefix(pr.String(), p+" "))
+	}
+	want := []string{
+		`(document 1): /header: unknown key "header"`,
+		`(document 2): /timeout: unknown key "timeout"`,
+		`(document 2): /max_timeout: is required (an ISO-8601 duration above zero, at most PT10S)`,
+		`(document 3): /url: must be a string`,
+		`(document 3): /headers/X-Count: must be a string`,
+		`(document 3): /max_timeout: must be an ISO-8601 duration above zero, at most PT10S`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestLoadChecksReleaseKeys: a Release's misspelt key is refused, not
+// dropped on the way to the server.
+func TestLoadChecksReleaseKeys(t *testing.T) {
+	t.Parallel()
+	p := write(t, t.TempDir(), "release.yaml", `kind: Release
+definition: add_company_to_crm
+name: "2026.12"
+revision: 1
+note: The notes of this release.
+---
+kind: Release
+definition: add_company_to_crm
+name: "2026.13"
+revision: 1
+notes: [not, text]
+`)
+	_, problems, err := Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, pr := range problems {
+		got = append(got, strings.TrimPrefix(pr.String(), p+" "))
+	}
+	want := []string{`(document 1): /note: unknown key "note"`, `(document 2): /notes: must be a string`}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestLoadRefusesAPathWithoutDocuments: a folder or file with nothing to
+// apply is an error naming the path, as kubectl apply has it, not a
+// silent success.
+func TestLoadRefusesAPathWithoutDocuments(t *testing.T) {
+	t.Parallel()
+	empty := t.TempDir()
+	other := t.TempDir()
+	write(t, other, "README.md", "# not a document\n")
+	blank := t.TempDir()
+	write(t, blank, "a.yaml", "")
+	write(t, blank, "b.yml", "# only a comment\n---\n")
+	emptyFile := write(t, t.TempDir(), "empty.yaml", "")
+	for _, c := range []struct{ path, want string }{
+		{empty, "no documents found in " + empty + ": it holds no .yaml, .yml or .json file"},
+		{other, "no documents found in " + other + ": it holds no .yaml, .yml or .json file"},
+		{blank, "no documents found in " + blank + ": only empty documents or comments"},
+		{emptyFile, "no documents found in " + emptyFile + ": only empty documents or comments"},
+	} {
+		docs, problems, err := Load(c.path)
+		if err == nil || err.Error() != c.want {
+			t.Errorf("Load(%s): %d documents, problems %v, err %v; want %q", c.path, len(docs), problems, err, c.want)
+		}
+	}
+}
