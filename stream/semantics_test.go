@@ -447,3 +447,21 @@ func TestWithdrawnGrantEndsTheStream(t *testing.T) {
 		t.Errorf("the held occurrence's attempts %q, want [disconnected] (handed back)", got)
 	}
 }
+
+// A client that leaves after heartbeats went by is logged as having left
+// (client_left): a heartbeat that ended nothing used to blank the reason.
+func TestLeavingAfterHeartbeatsIsLoggedAsClientLeft(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil, heartbeat(100*time.Millisecond))
+	s := open(t, newClient(t, "grpc", f.env.URL), f.consumer, subscribeRequest("w", 1))
+	s.quiet(350 * time.Millisecond)
+	s.close()
+	relaistest.WaitFor(t, 5*time.Second, "the disconnection logged", func() (bool, string) {
+		return strings.Contains(f.env.Logs.String(), "event=worker.disconnected"), "not logged"
+	})
+	for _, line := range strings.Split(f.env.Logs.String(), "\n") {
+		if strings.Contains(line, "event=worker.disconnected") && !strings.Contains(line, "reason=client_left") {
+			t.Errorf("logged %q, want reason=client_left", line)
+		}
+	}
+}

@@ -298,7 +298,6 @@ func (r *runner) run(ctx context.Context) error {
 	svc.eng.LogWorker(engine.EventWorkerConnected, engine.ProtocolStream, s.consumerID, s.workerID, svc.eng.Replica(),
 		"stream", s.id, "max_in_flight", s.credit, "definitions", len(s.keys))
 	reason := endClientLeft
-	var endErr error
 	defer func() { r.end(ctx, reason) }()
 
 	if err := r.heartbeat(); err != nil {
@@ -343,8 +342,11 @@ func (r *runner) run(ctx context.Context) error {
 			r.dueAt = time.Time{}
 			r.dirty = true
 		case <-s.signal:
-			if reason, endErr = r.handle(ctx, s.take()); reason != "" {
-				return endErr
+			// Only an ending replaces the reason: a client that leaves
+			// later has still left.
+			if why, err := r.handle(ctx, s.take()); why != "" {
+				reason = why
+				return err
 			}
 		case <-keepAlive.C:
 			if err := r.keepAlive(ctx); err != nil {
@@ -356,8 +358,9 @@ func (r *runner) run(ctx context.Context) error {
 			// Notifications are hints: this is also the fallback poll.
 			r.dirty = true
 		case <-beat.C:
-			if reason, endErr = r.beat(ctx); reason != "" {
-				return endErr
+			if why, err := r.beat(ctx); why != "" {
+				reason = why
+				return err
 			}
 		}
 	}
