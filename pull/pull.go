@@ -200,13 +200,28 @@ func (p *Protocol) fetchParams(req fetchRequest) (maxTasks int, lock, wait time.
 	if len(errs) > 0 {
 		return 0, 0, 0, fault.New(fault.BadRequest, "invalid_request", "the fetch is invalid").WithErrors(errs)
 	}
-	switch {
-	case maxTasks > p.bounds.MaxTasks:
-		return 0, 0, 0, engine.BoundExceeded("max_tasks", p.bounds.MaxTasks)
-	case lock > p.bounds.MaxLockDuration:
-		return 0, 0, 0, engine.BoundExceeded("lock_duration", p.bounds.MaxLockDuration)
-	case wait > p.bounds.MaxWait:
-		return 0, 0, 0, engine.BoundExceeded("wait", p.bounds.MaxWait)
+	// Every value over its ceiling is named at its pointer; field and
+	// ceiling are the first's.
+	var over *fault.Error
+	for _, b := range []struct {
+		field   string
+		above   bool
+		ceiling any
+	}{
+		{"max_tasks", maxTasks > p.bounds.MaxTasks, p.bounds.MaxTasks},
+		{"lock_duration", lock > p.bounds.MaxLockDuration, p.bounds.MaxLockDuration},
+		{"wait", wait > p.bounds.MaxWait, p.bounds.MaxWait},
+	} {
+		switch {
+		case !b.above:
+		case over == nil:
+			over = engine.BoundExceeded(b.field, b.ceiling)
+		default:
+			over.Errors = append(over.Errors, engine.BoundExceeded(b.field, b.ceiling).Errors...)
+		}
+	}
+	if over != nil {
+		return 0, 0, 0, over
 	}
 	return maxTasks, lock, wait, nil
 }

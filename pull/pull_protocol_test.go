@@ -518,6 +518,12 @@ func TestBoundsAreRejections(t *testing.T) {
 	}
 	wantBound("fetch max_tasks 6", post(fetchBody("w1", "max_tasks", 6)), "max_tasks", 5)
 	wantBound("fetch lock_duration PT3M", post(fetchBody("w1", "lock_duration", "PT3M")), "lock_duration", 2*time.Minute)
+	// Several at once: each at its pointer, the first named.
+	all := post(fetchBody("w1", "max_tasks", 6, "lock_duration", "PT3M", "wait", "PT1M"))
+	wantBound("fetch over three ceilings", all, "max_tasks", 5)
+	if errs, _ := all.JSON(t)["errors"].([]any); len(errs) != 3 || errs[1].(map[string]any)["path"] != "/lock_duration" || errs[2].(map[string]any)["path"] != "/wait" {
+		t.Errorf("fetch over three ceilings: errors %v, want max_tasks, lock_duration and wait", errs)
+	}
 	wantBound("fetch wait PT11S", post(fetchBody("w1", "wait", "PT11S")), "wait", 10*time.Second)
 	if got := observe(t, env, id); got["status"] != "available" || got["attempt_count"] != 0.0 {
 		t.Fatalf("after refused fetches the occurrence is %v with %v attempts, want available with 0 (never clamped)", got["status"], got["attempt_count"])
