@@ -136,6 +136,9 @@ func (e *Engine) SettlePush(ctx context.Context, id uuid.UUID, attempt int, res 
 			return err
 		}
 		if vs := ov.Validate(res.Outputs); len(vs) > 0 {
+			// The runner logs the failures it sees; this one only the
+			// contract reveals.
+			e.logger.Warn("push call failed", "occurrence", o.ID, "destination", deref(o.Destination), "code", "invalid_outputs")
 			return r.fail(o, OutcomeRejected, "invalid_outputs", "the destination's outputs violate the pinned revision: "+describeViolations(vs))
 		}
 		outputs := ov.Integers(res.Outputs)

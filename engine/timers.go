@@ -101,6 +101,12 @@ func (e *Engine) settleDue(ctx context.Context, instanceID, id uuid.UUID) (bool,
 				fmt.Sprintf("the deadline (%s after creation) passed", formatDuration(derefDuration(o.Deadline))))
 		case lockGone && o.Mode == ModePush:
 			done = true
+			// Logged (after the commit would be better, but the failure is
+			// certain unless the transaction fails, which is logged too):
+			// an operator checks with the destination whether the call
+			// took effect.
+			e.logger.Warn("push outcome unknown: the replica calling the destination stopped before the answer; the call is not repeated",
+				"occurrence", o.ID, "destination", deref(o.Destination), "instance", o.InstanceID)
 			return r.fail(o, OutcomeFailed, "outcome_unknown",
 				"the replica calling the destination stopped before the answer; the call is not repeated")
 		case lockGone && attemptsLeft(o) == 0:

@@ -126,6 +126,11 @@ func TestPushOutcomes(t *testing.T) {
 				if got["status"] != "failed" || occ["error_code"] != tt.wantCode {
 					t.Fatalf("instance %v, occurrence code %v (%v); want failed with %s", got["status"], occ["error_code"], occ["error_message"], tt.wantCode)
 				}
+				// An operator reading the log sees the failure (its code,
+				// never what the destination answered).
+				if logs := env.Logs.String(); !strings.Contains(logs, `msg="push call failed"`) || !strings.Contains(logs, "code="+tt.wantCode) {
+					t.Errorf("no push call failed line with code=%s in the log", tt.wantCode)
+				}
 			}
 			// The budget is 1 s: whatever happened, the occurrence is settled
 			// within the budget plus 200 ms of the call's start (its attempt's

@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,6 +28,7 @@ import (
 	"github.com/relais/relais/engine/process"
 	"github.com/relais/relais/internal/config"
 	"github.com/relais/relais/internal/fault"
+	"github.com/relais/relais/internal/jsontree"
 	"github.com/relais/relais/internal/pgfault"
 )
 
@@ -179,6 +181,17 @@ func (r *Runner) start(ctx context.Context, c engine.PushCall, done func()) {
 			result = "ok"
 		}
 		r.results.WithLabelValues(result).Inc()
+		if res.ErrorCode != "" {
+			// Not the message: it may quote what the destination answered,
+			// which is scrubbed of protected values only when stored. A
+			// call a stop aborted is no destination's problem.
+			level := slog.LevelWarn
+			if res.ErrorCode == "call_aborted" {
+				level = slog.LevelInfo
+			}
+			r.logger.Log(ctx, level, "push call failed", "occurrence", c.ID, "destination", c.Destination, "code", res.ErrorCode,
+				"took", time.Since(started).Round(time.Millisecond))
+		}
 		// Settlement gets its own short context: the call's may be spent.
 		sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 		defer scancel()
@@ -295,15 +308,36 @@ func (r *Runner) call(ctx context.Context, c engine.PushCall, budget time.Durati
 	if int64(len(data)) > r.cfg.MaxResponseBytes {
 		return engine.PushResult{ErrorCode: "response_too_large", Message: fmt.Sprintf("the response is larger than %d bytes", r.cfg.MaxResponseBytes)}
 	}
-	var answer struct {
-		Outputs json.RawMessage `json:"outputs"`
+	return answerOf(data)
+}
+
+// answerOf reads a destination's 2xx answer, {"outputs": {...}}, or says
+// what is wrong with it: the operator reads the message on the failed
+// occurrence to fix the destination.
+func answerOf(data []byte) engine.PushResult {
+	invalid := func(format string, args ...any) engine.PushResult {
+		return engine.PushResult{ErrorCode: "invalid_outputs", Message: fmt.Sprintf(format, args...) + `; a destination answers {"outputs": {...}}`}
 	}
+	var answer map[string]json.RawMessage
 	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&answer); err != nil || len(answer.Outputs) == 0 || dec.More() {
-		return engine.PushResult{ErrorCode: "invalid_outputs", Message: `the response is not a JSON document {"outputs": {...}}`}
+	if err := dec.Decode(&answer); err != nil || dec.More() || answer == nil {
+		return invalid("the response is not a JSON object")
 	}
-	return engine.PushResult{Outputs: answer.Outputs}
+	var others []string
+	for k := range answer {
+		if k != "outputs" {
+			others = append(others, jsontree.Pointer("", k))
+		}
+	}
+	if len(others) > 0 {
+		slices.Sort(others)
+		return invalid("the response has members other than outputs: %s", strings.Join(others, ", "))
+	}
+	outputs := answer["outputs"]
+	if len(outputs) == 0 || outputs[0] != '{' {
+		return invalid("the response has no outputs object")
+	}
+	return engine.PushResult{Outputs: outputs}
 }
 
 func transportFailure(ctx context.Context, err error, budget time.Duration) engine.PushResult {

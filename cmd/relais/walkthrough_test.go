@@ -209,4 +209,9 @@ func TestPushCallInFlightWhenRelaisDies(t *testing.T) {
 	if n := calls.Load(); n != 1 {
 		t.Fatalf("the destination was called %d times; want exactly 1", n)
 	}
+	// The operator learns it from the log too, and checks with the
+	// destination whether the call took effect.
+	if logs := second.stderr.String(); !strings.Contains(logs, "push outcome unknown") || !strings.Contains(logs, "occurrence="+occID) {
+		t.Errorf("the restarted replica did not log the unknown outcome of %s:\n%s", occID, logs)
+	}
 }
