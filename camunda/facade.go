@@ -119,6 +119,11 @@ func messageOf(fe *fault.Error) string {
 	b.WriteString(fe.Code)
 	b.WriteString(": ")
 	b.WriteString(fe.Detail)
+	if len(fe.Errors) == 1 && fe.Errors[0].Path != "" && strings.Contains(fe.Detail, strings.TrimPrefix(fe.Errors[0].Path, "/")) {
+		// The detail already says it, naming the member: repeating it
+		// reads as a stutter.
+		return b.String()
+	}
 	for i, e := range fe.Errors {
 		if i == 0 {
 			b.WriteString(": ")

@@ -346,6 +346,12 @@ func (r *run) nodeInputs(name string, rev *Revision, id uuid.UUID, params *queri
 func describeViolations(vs []contracts.Violation) string {
 	parts := make([]string, 0, len(vs))
 	for _, v := range vs {
+		if v.Path == "" {
+			// The document itself (an unknown member, say): no pointer to
+			// show, and ": " alone reads as a typo.
+			parts = append(parts, v.Message)
+			continue
+		}
 		parts = append(parts, v.Path+": "+v.Message)
 	}
 	sort.Strings(parts)

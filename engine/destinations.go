@@ -167,6 +167,10 @@ func (s DestinationSpec) validate() (validDestination, error) {
 		errs = append(errs, fault.FieldError{Path: "/url", Message: "must be an absolute http or https URL"})
 	case u.User != nil:
 		errs = append(errs, fault.FieldError{Path: "/url", Message: "must not carry credentials; use headers (stored encrypted)"})
+	case strings.Contains(s.URL, "#"):
+		// Never sent: a fragment would only be a surprise, stored in
+		// clear (a token someone put there, say).
+		errs = append(errs, fault.FieldError{Path: "/url", Message: "must not have a fragment (#…): it is never sent"})
 	}
 	switch {
 	case s.MaxTimeout <= 0:

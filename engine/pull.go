@@ -613,8 +613,9 @@ func scrubMessage(message string, protected []string) string {
 	// left as a prefix.
 	message = contracts.Scrub(message, protected)
 	if len(message) > maxErrorMessage {
-		// Cut on a character boundary: the column holds UTF-8 text.
-		cut := maxErrorMessage
+		// Cut on a character boundary (the column holds UTF-8 text), the
+		// ellipsis saying so included in the bound.
+		cut := maxErrorMessage - len("…")
 		for cut > 0 && !utf8.RuneStart(message[cut]) {
 			cut--
 		}

@@ -207,6 +207,9 @@ func TestDestinations(t *testing.T) {
 	if res.Status != 400 || len(res.JSON(t)["errors"].([]any)) != 2 {
 		t.Errorf("invalid destination: %d %s", res.Status, res.Body)
 	}
+	if r := env.Do("PUT", "/api/v1/destinations/api", env.Admin, map[string]any{"url": "https://x.example/score#token=abc", "max_timeout": "PT2S"}); r.Status != 400 || !containsString(r.Body, "fragment") {
+		t.Errorf("a URL with a fragment (never sent): %d %s", r.Status, r.Body)
+	}
 	env.Must(201, "PUT", "/api/v1/destinations/api", env.Admin, map[string]any{"url": "http://127.0.0.1:1/x", "max_timeout": "PT2S",
 		"headers": map[string]string{"X-Api-Key": "super-secret-value"}})
 	got := env.Must(200, "GET", "/api/v1/destinations/api", env.Admin, nil)
