@@ -253,6 +253,16 @@ func TestDeferredSettledByAnotherWorkerAndStopped(t *testing.T) {
 		t.Errorf("fail by another worker answered %v", res)
 	}
 
+	// Failed for a retry, a deferred occurrence is available again and no
+	// longer deferred.
+	_, retried := start(t, env, "crm_only", "Retried")
+	one(t, fetch(t, env, consumer, fetchBody("w1")), retried)
+	env.Must(200, "POST", "/api/v1/pull/occurrences/"+retried+"/defer", consumer, map[string]any{"worker_id": "w1", "reason": "waiting for a human"})
+	env.Must(200, "POST", "/api/v1/pull/occurrences/"+retried+"/fail", consumer, failBody("w9", "retry_delay", "PT1S"))
+	if o := observe(t, env, retried); o["status"] != "available" || o["deferred_at"] != nil || o["defer_reason"] != nil {
+		t.Errorf("deferred then failed for a retry: %v, deferred_at %v, defer_reason %v; want available, neither", o["status"], o["deferred_at"], o["defer_reason"])
+	}
+
 	inst2, id2 := start(t, env, "crm_only", "Stopped")
 	one(t, fetch(t, env, consumer, fetchBody("w1")), id2)
 	env.Must(200, "POST", "/api/v1/pull/occurrences/"+id2+"/defer", consumer, map[string]any{"worker_id": "w1"})

@@ -193,9 +193,12 @@ set status = 'failed', error_code = @error_code, error_message = @error_message,
 where id = @id;
 
 -- name: OccurrenceRetry :one
+-- A deferred occurrence failed for a retry is no longer deferred: the next
+-- attempt is a worker's reservation like any other.
 update occurrences
 set status = 'available', available_at = @available_at::timestamptz, claimable_at = @available_at::timestamptz,
-    lock_expires_at = null, error_code = @error_code, error_message = @error_message
+    lock_expires_at = null, error_code = @error_code, error_message = @error_message,
+    deferred_at = null, defer_reason = null
 where id = @id
 returning *;
 

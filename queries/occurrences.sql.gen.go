@@ -2312,7 +2312,8 @@ func (q *Queries) OccurrenceReplayRequest(ctx context.Context, arg OccurrenceRep
 const occurrenceRetry = `-- name: OccurrenceRetry :one
 update occurrences
 set status = 'available', available_at = $1::timestamptz, claimable_at = $1::timestamptz,
-    lock_expires_at = null, error_code = $2, error_message = $3
+    lock_expires_at = null, error_code = $2, error_message = $3,
+    deferred_at = null, defer_reason = null
 where id = $4
 returning id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key, process_version
 `
@@ -2324,6 +2325,8 @@ type OccurrenceRetryParams struct {
 	ID           uuid.UUID
 }
 
+// A deferred occurrence failed for a retry is no longer deferred: the next
+// attempt is a worker's reservation like any other.
 func (q *Queries) OccurrenceRetry(ctx context.Context, arg OccurrenceRetryParams) (Occurrence, error) {
 	row := q.db.QueryRow(ctx, occurrenceRetry,
 		arg.AvailableAt,
