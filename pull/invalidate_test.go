@@ -16,10 +16,7 @@ func TestCachedKnowledgeFollowsChangesAcrossReplicas(t *testing.T) {
 	t.Parallel()
 	a, consumer := newCRM(t, nil)
 	b := a.Replica()
-	var consumerID float64
-	for _, c := range a.Must(200, "GET", "/api/v1/consumers", a.Admin, nil).JSON(t)["items"].([]any) {
-		consumerID = c.(map[string]any)["id"].(float64)
-	}
+	consumerID := a.ConsumerID("crm-sync")
 	// Replica a learns the grants and the revisions.
 	fetch(t, a, consumer, fetchBody("w1"))
 
@@ -46,7 +43,7 @@ func TestCachedKnowledgeFollowsChangesAcrossReplicas(t *testing.T) {
 	})
 
 	// Grants withdrawn on b: a refuses at once.
-	b.Must(200, "PUT", fmt.Sprintf("/api/v1/consumers/%d/grants", int(consumerID)), b.Admin, map[string]any{"grants": []any{}})
+	b.Must(200, "PUT", fmt.Sprintf("/api/v1/consumers/%d/grants", consumerID), b.Admin, map[string]any{"grants": []any{}})
 	relaistest.WaitFor(t, 2*time.Second, "replica a refuses the withdrawn grant", func() (bool, string) {
 		r := a.Do("POST", "/api/v1/pull/fetch-and-lock", consumer, fetchBody("w1"))
 		return r.Status == 403, fmt.Sprint(r.Status)
@@ -82,10 +79,7 @@ func TestWithdrawnGrantStopsAWaitingLongPoll(t *testing.T) {
 	t.Parallel()
 	a, consumer := newCRM(t, nil)
 	b := a.Replica()
-	var consumerID float64
-	for _, c := range a.Must(200, "GET", "/api/v1/consumers", a.Admin, nil).JSON(t)["items"].([]any) {
-		consumerID = c.(map[string]any)["id"].(float64)
-	}
+	consumerID := a.ConsumerID("crm-sync")
 	answered := make(chan relaistest.Response, 1)
 	go func() {
 		answered <- a.Do("POST", "/api/v1/pull/fetch-and-lock", consumer, fetchBody("w1", "wait", "PT10S"))
@@ -94,7 +88,7 @@ func TestWithdrawnGrantStopsAWaitingLongPoll(t *testing.T) {
 		n := a.Metrics().Must(t, "relais_pull_waiters")
 		return n == 1, fmt.Sprint(n, " waiters")
 	})
-	b.Must(200, "PUT", fmt.Sprintf("/api/v1/consumers/%d/grants", int(consumerID)), b.Admin, map[string]any{"grants": []any{}})
+	b.Must(200, "PUT", fmt.Sprintf("/api/v1/consumers/%d/grants", consumerID), b.Admin, map[string]any{"grants": []any{}})
 	// Seen by replica a (its memo emptied by the notification).
 	relaistest.WaitFor(t, 2*time.Second, "replica a refuses the withdrawn grant", func() (bool, string) {
 		r := a.Do("POST", "/api/v1/pull/fetch-and-lock", consumer, fetchBody("w2"))

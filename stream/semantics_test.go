@@ -437,11 +437,7 @@ func TestWithdrawnGrantEndsTheStream(t *testing.T) {
 	s := open(t, newClient(t, "grpc", f.env.URL), f.consumer, subscribeRequest("w", 2))
 	start(t, f.env, "Acme")
 	held := s.assignment(5 * time.Second)
-	var consumerID float64
-	for _, c := range f.env.Must(200, "GET", "/api/v1/consumers", f.env.Admin, nil).JSON(t)["items"].([]any) {
-		consumerID = c.(map[string]any)["id"].(float64)
-	}
-	f.env.Must(200, "PUT", fmt.Sprintf("/api/v1/consumers/%d/grants", int(consumerID)), f.env.Admin, map[string]any{"grants": []any{}})
+	f.env.Must(200, "PUT", fmt.Sprintf("/api/v1/consumers/%d/grants", f.env.ConsumerID("crm-sync")), f.env.Admin, map[string]any{"grants": []any{}})
 	wantRefusal(t, "the stream after its grant was withdrawn", s.end(5*time.Second), "permission_denied", "not_granted")
 	if got := outcomes(t, f.env, held.GetOccurrenceId()); !slices.Equal(got, []string{"disconnected"}) {
 		t.Errorf("the held occurrence's attempts %q, want [disconnected] (handed back)", got)

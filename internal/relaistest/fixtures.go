@@ -74,6 +74,18 @@ func (e *Env) Consumer(name string, keys ...string) string {
 	return res.JSON(e.T)["token"].(string)
 }
 
+// ConsumerID returns the id of the consumer named name.
+func (e *Env) ConsumerID(name string) int64 {
+	e.T.Helper()
+	for _, c := range e.Must(200, "GET", "/api/v1/consumers?limit=500", e.Admin, nil).JSON(e.T)["items"].([]any) {
+		if c := c.(map[string]any); c["name"] == name {
+			return int64(c["id"].(float64))
+		}
+	}
+	e.T.Fatalf("no consumer named %q", name)
+	return 0
+}
+
 // Process publishes a process version document and returns its version.
 func (e *Env) Process(key string, doc any) int {
 	e.T.Helper()
