@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
@@ -163,5 +164,45 @@ func TestBulkActions(t *testing.T) {
 	log := env.Must(200, "GET", "/api/v1/audit/actions?action=abandon", env.Operator, nil).JSON(t)["items"].([]any)
 	if len(log) != 4 || log[0].(map[string]any)["bulk_id"] != done["bulk_id"] {
 		t.Errorf("audit log %v, want 4 records of the bulk action", log)
+	}
+}
+
+// A bulk retry counts only the held instances it can offer again: one held
+// from birth (its inputs could not be built, a single retry answers 409
+// not_retryable) is neither counted nor reported as skipped, so the count
+// confirmed and the count applied agree.
+func TestBulkRetryLeavesOutWhatCannotBeRetried(t *testing.T) {
+	t.Parallel()
+	env, _, hold := incidents(t)
+	retryable, _ := hold("Acme")
+	// company_name is at most 200 bytes: the CRM occurrence fails at
+	// creation with invalid_inputs, which holds the instance.
+	birth := env.Must(201, "POST", "/api/v1/processes/crm_hold/instances", env.Operator, map[string]any{
+		"inputs": map[string]any{"name": strings.Repeat("x", 201)}}).JSON(t)
+	if birth["status"] != "held" || birth["error_code"] != "invalid_inputs" {
+		t.Fatalf("instance with invalid inputs: %v %v, want held with invalid_inputs", birth["status"], birth["error_code"])
+	}
+	unretryable := birth["id"].(string)
+	if r := env.Do("POST", "/api/v1/instances/"+unretryable+"/retry", env.Operator, map[string]any{"reason": "x"}); r.Status != 409 || r.Code() != "not_retryable" {
+		t.Fatalf("single retry of an instance held from birth: %d %s, want 409 not_retryable", r.Status, r.Body)
+	}
+
+	filter := map[string]any{"process": "crm_hold", "status": "held"}
+	count := env.Must(200, "POST", "/api/v1/instances/actions", env.Operator, map[string]any{"action": "retry", "reason": "CRM is back", "filter": filter}).JSON(t)
+	if count["count"] != 1.0 {
+		t.Fatalf("bulk retry count = %v, want 1 (the instance held from birth cannot be retried)", count["count"])
+	}
+	done := env.Must(200, "POST", "/api/v1/instances/actions", env.Operator, map[string]any{"action": "retry", "reason": "CRM is back", "filter": filter, "confirm_count": 1}).JSON(t)
+	if done["applied_count"] != 1.0 || done["skipped_count"] != 0.0 {
+		t.Errorf("bulk retry = %v, want 1 applied, 0 skipped", done)
+	}
+	for id, want := range map[string]string{retryable: "running", unretryable: "held"} {
+		if s := env.Must(200, "GET", "/api/v1/instances/"+id, env.Operator, nil).JSON(t)["status"]; s != want {
+			t.Errorf("instance %s is %v after the bulk retry, want %s", id, s, want)
+		}
+	}
+	// Abandon applies to every held instance, this one included.
+	if n := env.Must(200, "POST", "/api/v1/instances/actions", env.Operator, map[string]any{"action": "abandon", "reason": "x", "filter": filter}).JSON(t)["count"]; n != 1.0 {
+		t.Errorf("bulk abandon count = %v, want 1", n)
 	}
 }

@@ -261,6 +261,10 @@ type bulkView struct {
 	Count       string
 	CountValue  string
 	Nothing     string
+	// LeftOut says how many held instances the filter matches that a
+	// retry cannot offer again (they failed before any attempt) and leaves
+	// out of the count.
+	LeftOut     string
 	Changed     string
 	Error       string
 	Detail      string
@@ -352,6 +356,25 @@ func (c *Console) bulkView(r *http.Request, a engine.Action, f instanceFilter, c
 	return v
 }
 
+// leaveOut says, for a bulk retry, how many held instances f matches
+// that it leaves out because their occurrence failed before any attempt:
+// the count confirmed leaves them out, so they are not reported as
+// skipped either. An abandon applies to every held instance: the
+// difference of the two counts is those instances.
+func (c *Console) leaveOut(ctx context.Context, v *bulkView, a engine.Action, f engine.InstanceFilter, retryable int64) error {
+	if a != engine.ActionRetry {
+		return nil
+	}
+	held, err := c.eng.CountForAction(ctx, engine.ActionAbandon, f)
+	if err != nil {
+		return err
+	}
+	if n := held - retryable; n > 0 {
+		v.LeftOut = T(ctx, "%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.", n)
+	}
+	return nil
+}
+
 func orAll(s, all string) string {
 	if s == "" {
 		return all
@@ -373,7 +396,12 @@ func (c *Console) bulkConfirm(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, err)
 		return
 	}
-	c.render(w, r, http.StatusOK, bulkPage(c.bulkView(r, a, f, n)))
+	v := c.bulkView(r, a, f, n)
+	if err := c.leaveOut(ctx, &v, a, ef, n); err != nil {
+		c.serverError(w, r, err)
+		return
+	}
+	c.render(w, r, http.StatusOK, bulkPage(v))
 }
 
 // bulkAct applies the action to every instance the filter matches, if the
@@ -410,6 +438,10 @@ func (c *Console) bulkAct(w http.ResponseWriter, r *http.Request) {
 		}
 		v := c.bulkView(r, a, f, count)
 		v.Reason = reason
+		if err := c.leaveOut(ctx, &v, a, ef, count); err != nil {
+			c.serverError(w, r, err)
+			return
+		}
 		status := http.StatusConflict
 		switch fe.Code {
 		case "count_changed":

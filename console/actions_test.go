@@ -496,3 +496,64 @@ func TestUnstorableFieldsAreRefused(t *testing.T) {
 		t.Errorf("French: %d %q", r.status, text(r, "error-message"))
 	}
 }
+
+// holdFromBirth starts an instance of a scoring process that holds on any
+// error with a crm_id longer than score_company accepts: its occurrence
+// fails at creation (invalid_inputs, no attempt) and holds the instance,
+// which a retry cannot offer again (409 not_retryable). It returns the
+// instance.
+func (f *fixture) holdFromBirth(t *testing.T) string {
+	t.Helper()
+	env := f.env
+	env.Process("strict_scoring", map[string]any{
+		"inputs": map[string]any{"fields": []any{map[string]any{"name": "crm_id", "type": "text", "required": true}}},
+		"start":  "score",
+		"nodes": map[string]any{
+			"score": map[string]any{"kind": "pull", "definition": "score_company", "revision": 1,
+				"inputs":   map[string]any{"crm_id": map[string]any{"from": "input.crm_id"}, "country": map[string]any{"value": "FR"}},
+				"next":     "done",
+				"on_error": "hold"},
+			"done": map[string]any{"kind": "end"},
+		},
+	})
+	inst := env.Must(201, "POST", "/api/v1/processes/strict_scoring/instances", env.Operator, map[string]any{
+		"inputs": map[string]any{"crm_id": strings.Repeat("9", 65)}}).JSON(t)
+	if inst["status"] != "held" || inst["error_code"] != "invalid_inputs" {
+		t.Fatalf("strict scoring: %v with %v, want held with invalid_inputs", inst["status"], inst["error_code"])
+	}
+	return inst["id"].(string)
+}
+
+// TestBulkRetryLeavesOutWhatCannotBeRetried: the bulk retry's count leaves
+// out a held instance whose occurrence failed before any attempt and says
+// so; applied, every counted instance is retried and none is reported as
+// "skipped: it changed after the count".
+func TestBulkRetryLeavesOutWhatCannotBeRetried(t *testing.T) {
+	t.Parallel()
+	f := newIncidentFixture(t)
+	birth := f.holdFromBirth(t)
+	for i, lang := range []string{"en", "fr"} {
+		b := signedIn(t, f.env.URL, lang, f.env.Operator)
+		confirm := b.mustGet("/console/instances/bulk?action=retry&status=held", 200)
+		if got, _ := confirm.doc.Find(`[data-testid=bulk-count]`).Attr("data-count"); got != "3" {
+			t.Fatalf("%s: bulk retry count %q, want 3 (the instance held from birth left out)", lang, got)
+		}
+		want := []string{"1 more held instance failed before any attempt", "1 autre instance suspendue a échoué avant toute tentative"}[i]
+		if got := text(confirm, "bulk-left-out"); !strings.HasPrefix(got, want) {
+			t.Errorf("%s: left-out notice %q, want %q…", lang, got, want)
+		}
+	}
+	b := signedIn(t, f.env.URL, "en", f.env.Operator)
+	action, form := formOf(t, b.mustGet("/console/instances/bulk?action=retry&status=held", 200), "bulk-form")
+	form.Set("reason", "services are back")
+	done := b.do("POST", action, form)
+	if done.status != http.StatusSeeOther {
+		t.Fatalf("bulk retry: %d %.300s", done.status, done.body)
+	}
+	if got := text(b.mustGet(done.header.Get("Location"), 200), "flash"); got != "Bulk retry applied to 3 instances." {
+		t.Errorf("result notice %q, want 3 applied and nothing skipped", got)
+	}
+	if s := f.status(t, birth); s != "held" || f.auditCount(t, birth, "retry") != 0 {
+		t.Errorf("the instance held from birth is %s with %d retries, want held with none", s, f.auditCount(t, birth, "retry"))
+	}
+}

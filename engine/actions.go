@@ -200,13 +200,18 @@ type BulkResult struct {
 const bulkBatch = 100
 
 // CountForAction is how many instances action would change among those f
-// matches: the count an operator confirms before a bulk action.
+// matches: the count an operator confirms before a bulk action. A retry
+// counts only the held instances it can offer again: one whose failed
+// occurrence failed before any attempt (a single retry answers
+// not_retryable) is neither counted nor touched, so the bulk retry's
+// count and what it applies agree.
 func (e *Engine) CountForAction(ctx context.Context, action Action, f InstanceFilter) (int64, error) {
 	if err := checkBulkFilter(action, f); err != nil {
 		return 0, err
 	}
 	n, err := e.q.InstanceCount(ctx, queries.InstanceCountParams{ProcessKey: strPtr(f.ProcessKey), Status: strPtr(f.Status),
-		StatusIn: action.appliesTo(), BusinessKey: strPtr(f.BusinessKey), CreatedFrom: idBound(f.CreatedAfter), CreatedTo: idBound(f.CreatedBefore)})
+		StatusIn: action.appliesTo(), BusinessKey: strPtr(f.BusinessKey), CreatedFrom: idBound(f.CreatedAfter), CreatedTo: idBound(f.CreatedBefore),
+		RetryableOnly: action == ActionRetry})
 	return n, wrap("count instances", err)
 }
 
@@ -249,7 +254,7 @@ func (e *Engine) ActOnFilter(ctx context.Context, actor Actor, action Action, f 
 	for {
 		ids, err := e.q.InstanceIDsForAction(ctx, queries.InstanceIDsForActionParams{ProcessKey: strPtr(f.ProcessKey), Status: strPtr(f.Status),
 			StatusIn: action.appliesTo(), BusinessKey: strPtr(f.BusinessKey), CreatedFrom: idBound(f.CreatedAfter), CreatedTo: idBound(f.CreatedBefore),
-			Before: before, Max: bulkBatch})
+			RetryableOnly: action == ActionRetry, Before: before, Max: bulkBatch})
 		if err != nil {
 			return res, wrap("bulk "+string(action), err)
 		}

@@ -39,364 +39,365 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                              225,
-	"%[1]s %[2]s, %[3]s %[4]s":                 226,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          224,
-	"%[1]s; %[2]s":                             223,
-	"%d (0 lowest, 9 highest)":                 355,
-	"%d attempts":                              377,
-	"%d attempts, retry after %s, priority %d": 501,
-	"%d breaking":                              170,
-	"%d changes":                               169,
-	"%d completed":                             221,
-	"%d d":                                     233,
-	"%d days":                                  247,
-	"%d failed":                                222,
-	"%d h":                                     232,
+	"%[1]s %[2]s":                              226,
+	"%[1]s %[2]s, %[3]s %[4]s":                 227,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          225,
+	"%[1]s; %[2]s":                             224,
+	"%d (0 lowest, 9 highest)":                 356,
+	"%d attempts":                              378,
+	"%d attempts, retry after %s, priority %d": 502,
+	"%d breaking":                              171,
+	"%d changes":                               170,
+	"%d completed":                             222,
+	"%d d":                                     234,
+	"%d days":                                  248,
+	"%d failed":                                223,
+	"%d h":                                     233,
 	"%d held instances match now.":             45,
-	"%d hours":                                 248,
-	"%d items":                                 555,
-	"%d left":                                  379,
-	"%d min":                                   231,
-	"%d minutes":                               249,
-	"%d ms":                                    251,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 491,
-	"%d occurrences": 447,
-	"%d releases":    187,
+	"%d hours":                                 249,
+	"%d items":                                 556,
+	"%d left":                                  380,
+	"%d min":                                   232,
+	"%d minutes":                               250,
+	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 61,
+	"%d ms": 252,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 492,
+	"%d occurrences": 448,
+	"%d releases":    188,
 	"%d running or held instances match now.": 52,
-	"%d s":       230,
-	"%d seconds": 250,
-	"%d skipped: they changed after the count (settled, or acted on by someone else).": 65,
-	"%s ago":                            228,
-	"%s so far":                         423,
-	"%s → %s":                           496,
-	"%s, revision %s":                   345,
-	"%s, version %s":                    346,
-	"%s: %s → %s":                       177,
-	"%s: a date is written 2026-12-01.": 458,
-	"%s: the first day comes after the last.": 459,
-	"%s–%s":       220,
-	"(each item)": 544,
-	"(worker %s)": 412,
-	"0 seconds":   246,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.": 522,
+	"%d s":       231,
+	"%d seconds": 251,
+	"%d skipped: they changed after the count (settled, or acted on by someone else).": 66,
+	"%s ago":                            229,
+	"%s so far":                         424,
+	"%s → %s":                           497,
+	"%s, revision %s":                   346,
+	"%s, version %s":                    347,
+	"%s: %s → %s":                       178,
+	"%s: a date is written 2026-12-01.": 459,
+	"%s: the first day comes after the last.": 460,
+	"%s–%s":       221,
+	"(each item)": 545,
+	"(worker %s)": 413,
+	"0 seconds":   247,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.": 523,
 	"Abandon %d instances":                                           49,
 	"Abandon every held instance this filter matches":                47,
 	"Abandon every held instance…":                                   7,
 	"Abandon process instance %s":                                    17,
 	"Abandon the instance":                                           20,
 	"Abandon this instance? It fails with the error code abandoned.": 18,
-	"Abandoned by %s at %s — “%s”":                                   275,
+	"Abandoned by %s at %s — “%s”":                                   276,
 	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 35,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 289,
-	"Action":                              68,
-	"All actions":                         79,
-	"All consumers":                       444,
-	"All definitions":                     211,
-	"All processes":                       295,
-	"All statuses":                        296,
-	"All workers":                         570,
-	"An operator abandoned the instance.": 405,
-	"Apply filters":                       76,
-	"Apr":                                 237,
-	"As of %s (%s); refreshed every few seconds.": 208,
-	"Attempts":                         356,
-	"Audit log":                        73,
-	"Aug":                              241,
-	"Available from":                   387,
-	"Back to definitions":              113,
-	"Back to external tasks":           112,
+	"Act on every instance this filter matches": 290,
+	"Action":                              69,
+	"All actions":                         80,
+	"All consumers":                       445,
+	"All definitions":                     212,
+	"All processes":                       296,
+	"All statuses":                        297,
+	"All workers":                         571,
+	"An operator abandoned the instance.": 406,
+	"Apply filters":                       77,
+	"Apr":                                 238,
+	"As of %s (%s); refreshed every few seconds.": 209,
+	"Attempts":                         357,
+	"Audit log":                        74,
+	"Aug":                              242,
+	"Available from":                   388,
+	"Back to definitions":              114,
+	"Back to external tasks":           113,
 	"Back to the list":                 42,
-	"Back without saving":              466,
-	"Breaks processes":                 151,
-	"Breaks workers":                   152,
-	"Bulk %s applied to %d instances.": 64,
-	"Bulk action":                      72,
+	"Back without saving":              467,
+	"Breaks processes":                 152,
+	"Breaks workers":                   153,
+	"Bulk %s applied to %d instances.": 65,
+	"Bulk action":                      73,
 	"Business key":                     58,
-	"Call timeout":                     374,
-	"Cancelled: the instance was stopped (%s).":               422,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 421,
-	"Cannot act on this filter":                               61,
-	"Cannot reveal":                                           506,
-	"Change":                                                  149,
-	"Changes between the two revisions":                       161,
-	"Choose two existing revisions to compare.":               167,
-	"Classification":                                          127,
-	"Clear filters":                                           77,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 480,
-	"Compare":              148,
-	"Compare revisions":    144,
-	"Completed":            219,
-	"Completed (%s).":      417,
-	"Completed, last hour": 205,
-	"Completions and failures per 5 minutes, last hour: %s":    212,
-	"Completions and failures per 5-minute slot, oldest first": 217,
-	"Completions and failures, last hour":                      198,
-	"Connected":                                                566,
-	"Constraints":                                              128,
-	"Consumer":                                                 358,
-	"Consumer and worker":                                      441,
-	"Counting the occurrences; the counts appear when you reload the page.": 122,
-	"Counts are unavailable right now.":                                     123,
-	"Counts as of %s (%s); refreshed every few seconds.":                    489,
-	"Counts by status": 437,
-	"Created":          262,
+	"Call timeout":                     375,
+	"Cancelled: the instance was stopped (%s).":               423,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 422,
+	"Cannot act on this filter":                               62,
+	"Cannot reveal":                                           507,
+	"Change":                                                  150,
+	"Changes between the two revisions":                       162,
+	"Choose two existing revisions to compare.":               168,
+	"Classification":                                          128,
+	"Clear filters":                                           78,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 481,
+	"Compare":              149,
+	"Compare revisions":    145,
+	"Completed":            220,
+	"Completed (%s).":      418,
+	"Completed, last hour": 206,
+	"Completions and failures per 5 minutes, last hour: %s":    213,
+	"Completions and failures per 5-minute slot, oldest first": 218,
+	"Completions and failures, last hour":                      199,
+	"Connected":                                                567,
+	"Constraints":                                              129,
+	"Consumer":                                                 359,
+	"Consumer and worker":                                      442,
+	"Counting the occurrences; the counts appear when you reload the page.": 123,
+	"Counts are unavailable right now.":                                     124,
+	"Counts as of %s (%s); refreshed every few seconds.":                    490,
+	"Counts by status": 438,
+	"Created":          263,
 	"Created from":     59,
 	"Created to":       60,
-	"Creation date":    284,
-	"Dates":            349,
-	"Deadline":         353,
-	"Dec":              245,
-	"Deferred":         391,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 416,
-	"Definition":         200,
-	"Definition %s":      130,
-	"Definitions":        99,
-	"Definitions by key": 182,
-	"Definitions served": 564,
-	"Definitions, those needing attention first": 199,
-	"Description":          129,
-	"Destination":          367,
-	"Destination’s answer": 362,
-	"Detail":               150,
-	"Digest":               164,
-	"Display settings":     104,
-	"Duration":             361,
-	"Each definition’s queue and incidents now, and what its workers finished in the last hour.":                              197,
+	"Creation date":    285,
+	"Dates":            350,
+	"Deadline":         354,
+	"Dec":              246,
+	"Deferred":         392,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 417,
+	"Definition":         201,
+	"Definition %s":      131,
+	"Definitions":        100,
+	"Definitions by key": 183,
+	"Definitions served": 565,
+	"Definitions, those needing attention first": 200,
+	"Description":          130,
+	"Destination":          368,
+	"Destination’s answer": 363,
+	"Detail":               151,
+	"Digest":               165,
+	"Display settings":     105,
+	"Duration":             362,
+	"Each definition’s queue and incidents now, and what its workers finished in the last hour.":                              198,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  51,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     48,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 44,
-	"End node":                    279,
-	"End node or error":           293,
-	"Ended":                       278,
-	"Error":                       440,
-	"Error (before any attempt)":  393,
-	"Error code":                  282,
-	"Error message":               364,
-	"Every %d seconds":            470,
-	"Every attempt, oldest first": 357,
-	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log (GET /api/v1/audit/reveals).": 74,
-	"Expired token":                    531,
-	"Expires":                          528,
-	"External tasks":                   93,
-	"Failed":                           203,
-	"Failed (%s).":                     420,
-	"Failed occurrence":                281,
-	"Failed, last hour":                206,
-	"Feb":                              235,
-	"Field":                            124,
+	"End node":                    280,
+	"End node or error":           294,
+	"Ended":                       279,
+	"Error":                       441,
+	"Error (before any attempt)":  394,
+	"Error code":                  283,
+	"Error message":               365,
+	"Every %d seconds":            471,
+	"Every attempt, oldest first": 358,
+	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log (GET /api/v1/audit/reveals).": 75,
+	"Expired token":                    532,
+	"Expires":                          529,
+	"External tasks":                   94,
+	"Failed":                           204,
+	"Failed (%s).":                     421,
+	"Failed occurrence":                282,
+	"Failed, last hour":                207,
+	"Feb":                              236,
+	"Field":                            125,
 	"Filter":                           40,
-	"Filters":                          75,
-	"Find":                             98,
-	"Find an instance or occurrence":   96,
-	"First page":                       87,
-	"Form refused":                     116,
-	"From revision":                    146,
-	"From revision %d to revision %d:": 168,
+	"Filters":                          76,
+	"Find":                             99,
+	"Find an instance or occurrence":   97,
+	"First page":                       88,
+	"Form refused":                     117,
+	"From revision":                    147,
+	"From revision %d to revision %d:": 169,
 	"Give a reason: it is recorded in the audit log (at most 1,000 characters). Nothing was done.": 31,
-	"Graph":                   479,
-	"Graph of %s":             490,
-	"HTTP 2xx, unusable body": 426,
-	"Health":                  92,
-	"Held at node":            280,
-	"Held instances":          202,
-	"ID":                      525,
-	"In flight":               565,
-	"In the last hour: %d completed, %d failed. The table after the chart gives each 5-minute slot.": 213,
-	"Inputs":                     154,
-	"Inputs of revision %d":      165,
-	"Inputs of the working copy": 156,
-	"Inputs the instance was started with, labelled by process version %d's contract": 270,
-	"Inputs, labelled by revision %d's contract":                                      380,
-	"Instance":                  292,
-	"Instances":                 94,
-	"Instances of this process": 488,
-	"Invalid page":              558,
-	"Invalid request":           110,
+	"Graph":                   480,
+	"Graph of %s":             491,
+	"HTTP 2xx, unusable body": 427,
+	"Health":                  93,
+	"Held at node":            281,
+	"Held instances":          203,
+	"ID":                      526,
+	"In flight":               566,
+	"In the last hour: %d completed, %d failed. The table after the chart gives each 5-minute slot.": 214,
+	"Inputs":                     155,
+	"Inputs of revision %d":      166,
+	"Inputs of the working copy": 157,
+	"Inputs the instance was started with, labelled by process version %d's contract": 271,
+	"Inputs, labelled by revision %d's contract":                                      381,
+	"Instance":                  293,
+	"Instances":                 95,
+	"Instances of this process": 489,
+	"Invalid page":              559,
+	"Invalid request":           111,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.": 19,
-	"Its instance is held here, waiting for an operator.":                                                                   418,
-	"Its instance went on along the node’s error path.":                                                                     419,
-	"Its message": 394,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      538,
+	"Its instance is held here, waiting for an operator.":                                                                   419,
+	"Its instance went on along the node’s error path.":                                                                     420,
+	"Its message": 395,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      539,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 29,
-	"Jan":                     234,
-	"Jul":                     240,
-	"Jun":                     239,
-	"Keep it":                 540,
+	"Jan":                     235,
+	"Jul":                     241,
+	"Jun":                     240,
+	"Keep it":                 541,
 	"Keep it held":            12,
 	"Keep it running":         11,
-	"Key":                     183,
-	"Kind":                    483,
-	"Language":                89,
-	"Last error (attempt %d)": 392,
-	"Last reserved":           389,
-	"Last saved":              135,
-	"Last seen":               567,
-	"Last used":               527,
-	"Latest revision":         184,
-	"Lists every change from one revision to another, and whom it may break.": 145,
-	"Local time at %s": 468,
-	"Lock expired %s — waiting to be offered again.": 409,
-	"Lock expires":                     390,
-	"Main navigation":                  91,
-	"Mar":                              236,
-	"Maximum attempts":                 351,
-	"May":                              238,
-	"Message from Relais (in English)": 395,
-	"Message from the service (as it sent it)": 396,
-	"Mode": 348,
-	"More filters: instance, revision, consumer, dates": 435,
-	"Name":                               133,
-	"Never":                              469,
-	"Next attempt":                       388,
-	"Next attempt or settled":            442,
-	"Next node":                          261,
-	"Next page":                          86,
-	"No definition has occurrences yet.": 207,
-	"No definition yet.":                 186,
-	"No inputs.":                         155,
-	"No instance matches these filters.": 294,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 514,
-	"No occurrence matches these filters.":                                                   443,
-	"No operator action matches.":                                                            78,
-	"No operator has acted on this instance.":                                                266,
-	"No outputs yet: the occurrence has not completed.":                                      383,
-	"No outputs.": 158,
-	"No outputs: the occurrence ended without completing.":          385,
-	"No process is published yet.":                                  474,
-	"No release yet.":                                               139,
-	"No revision yet: the Working copy has never been snapshotted.": 137,
-	"No service has reserved this occurrence yet.":                  365,
-	"No token.":                         534,
-	"No worker is connected.":           568,
-	"No worker serves this definition.": 571,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 574,
-	"Node":    258,
-	"Node %s": 196,
-	"Nodes":   481,
-	"Nodes of this version, with their occurrences now": 482,
-	"Nodes reached, in order":                           257,
-	"Not allowed":                                       108,
-	"Not found":                                         114,
-	"Notes":                                             142,
-	"Nothing exists at this address, or it is not visible to you.":          115,
+	"Key":                     184,
+	"Kind":                    484,
+	"Language":                90,
+	"Last error (attempt %d)": 393,
+	"Last reserved":           390,
+	"Last saved":              136,
+	"Last seen":               568,
+	"Last used":               528,
+	"Latest revision":         185,
+	"Lists every change from one revision to another, and whom it may break.": 146,
+	"Local time at %s": 469,
+	"Lock expired %s — waiting to be offered again.": 410,
+	"Lock expires":                     391,
+	"Main navigation":                  92,
+	"Mar":                              237,
+	"Maximum attempts":                 352,
+	"May":                              239,
+	"Message from Relais (in English)": 396,
+	"Message from the service (as it sent it)": 397,
+	"Mode": 349,
+	"More filters: instance, revision, consumer, dates": 436,
+	"Name":                               134,
+	"Never":                              470,
+	"Next attempt":                       389,
+	"Next attempt or settled":            443,
+	"Next node":                          262,
+	"Next page":                          87,
+	"No definition has occurrences yet.": 208,
+	"No definition yet.":                 187,
+	"No inputs.":                         156,
+	"No instance matches these filters.": 295,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 515,
+	"No occurrence matches these filters.":                                                   444,
+	"No operator action matches.":                                                            79,
+	"No operator has acted on this instance.":                                                267,
+	"No outputs yet: the occurrence has not completed.":                                      384,
+	"No outputs.": 159,
+	"No outputs: the occurrence ended without completing.":          386,
+	"No process is published yet.":                                  475,
+	"No release yet.":                                               140,
+	"No revision yet: the Working copy has never been snapshotted.": 138,
+	"No service has reserved this occurrence yet.":                  366,
+	"No token.":                         535,
+	"No worker is connected.":           569,
+	"No worker serves this definition.": 572,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 575,
+	"Node":    259,
+	"Node %s": 197,
+	"Nodes":   482,
+	"Nodes of this version, with their occurrences now": 483,
+	"Nodes reached, in order":                           258,
+	"Not allowed":                                       109,
+	"Not found":                                         115,
+	"Notes":                                             143,
+	"Nothing exists at this address, or it is not visible to you.":          116,
 	"Nothing to do: no instance this action applies to matches the filter.": 54,
-	"Nothing to find: the search box is empty.":                             512,
-	"Nov":                       244,
-	"Now":                       375,
-	"Occurrence":                259,
-	"Occurrence %s":             347,
-	"Occurrence offered again":  71,
-	"Occurrences now":           487,
-	"Occurrences, newest first": 438,
-	"Oct":                       243,
-	"Offered from %s — %s.":     408,
-	"Oldest claimable waits":    204,
-	"On error":                  486,
-	"On success":                485,
-	"Only a value this page shows as hidden (sensitive) can be revealed.": 507,
-	"Only administrators manage tokens.":                                  523,
-	"Only administrators may reveal a sensitive value.":                   504,
-	"Open":             201,
-	"Operator actions": 254,
-	"Operator actions on this instance, newest first": 267,
-	"Operator actions, newest first":                  84,
-	"Outcome":                                         363,
-	"Outputs":                                         157,
-	"Outputs of revision %d":                          166,
-	"Outputs of the working copy":                     159,
-	"Outputs, labelled by revision %d's contract":     382,
-	"Pages": 85,
-	"Pages with a form, such as a confirmation, never reload on their own.": 464,
-	"Path":                            255,
-	"Pinned revision":                 484,
-	"Policy":                          350,
-	"Previous page":                   456,
-	"Priority":                        354,
+	"Nothing to find: the search box is empty.":                             513,
+	"Nov":                       245,
+	"Now":                       376,
+	"Occurrence":                260,
+	"Occurrence %s":             348,
+	"Occurrence offered again":  72,
+	"Occurrences now":           488,
+	"Occurrences, newest first": 439,
+	"Oct":                       244,
+	"Offered from %s — %s.":     409,
+	"Oldest claimable waits":    205,
+	"On error":                  487,
+	"On success":                486,
+	"Only a value this page shows as hidden (sensitive) can be revealed.": 508,
+	"Only administrators manage tokens.":                                  524,
+	"Only administrators may reveal a sensitive value.":                   505,
+	"Open":             202,
+	"Operator actions": 255,
+	"Operator actions on this instance, newest first": 268,
+	"Operator actions, newest first":                  85,
+	"Outcome":                                         364,
+	"Outputs":                                         158,
+	"Outputs of revision %d":                          167,
+	"Outputs of the working copy":                     160,
+	"Outputs, labelled by revision %d's contract":     383,
+	"Pages": 86,
+	"Pages with a form, such as a confirmation, never reload on their own.": 465,
+	"Path":                            256,
+	"Pinned revision":                 485,
+	"Policy":                          351,
+	"Previous page":                   457,
+	"Priority":                        355,
 	"Process":                         56,
-	"Process %s":                      476,
-	"Process and node":                439,
-	"Process inputs":                  269,
-	"Process instance":                70,
-	"Process instance %s":             252,
-	"Process instances":               286,
-	"Process instances, newest first": 291,
-	"Processes":                       95,
-	"Processes by key":                472,
-	"Protocol":                        563,
-	"Published":                       143,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 471,
-	"Reason": 69,
+	"Process %s":                      477,
+	"Process and node":                440,
+	"Process inputs":                  270,
+	"Process instance":                71,
+	"Process instance %s":             253,
+	"Process instances":               287,
+	"Process instances, newest first": 292,
+	"Processes":                       96,
+	"Processes by key":                473,
+	"Protocol":                        564,
+	"Published":                       144,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 472,
+	"Reason": 70,
 	"Reason (recorded in the audit log for every instance)": 41,
 	"Reason (recorded in the audit log)":                    9,
-	"Reason given by the worker":                            371,
-	"Recorded operator actions":                             265,
-	"Relais console":                                        88,
-	"Relais has not called the destination yet.":            369,
-	"Relais is calling the destination (since %s).":         413,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 370,
+	"Reason given by the worker":                            372,
+	"Recorded operator actions":                             266,
+	"Relais console":                                        89,
+	"Relais has not called the destination yet.":            370,
+	"Relais is calling the destination (since %s).":         414,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 371,
 	"Relais refused the action. Nothing was done.":                                                         32,
-	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 399,
-	"Release":                             140,
-	"Releases":                            138,
-	"Releases, oldest first":              160,
-	"Reload lists and detail pages":       463,
-	"Replica":                             368,
-	"Required":                            126,
-	"Reserved":                            360,
-	"Reserved by %s.":                     415,
-	"Reserved by %s; lock until %s — %s.": 414,
-	"Retried by %s at %s — “%s”":          276,
+	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 400,
+	"Release":                             141,
+	"Releases":                            139,
+	"Releases, oldest first":              161,
+	"Reload lists and detail pages":       464,
+	"Replica":                             369,
+	"Required":                            127,
+	"Reserved":                            361,
+	"Reserved by %s.":                     416,
+	"Reserved by %s; lock until %s — %s.": 415,
+	"Retried by %s at %s — “%s”":          277,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 34,
-	"Retries":            372,
+	"Retries":            373,
 	"Retry %d instances": 46,
-	"Retry at %s — %s.":  407,
-	"Retry delay":        352,
+	"Retry at %s — %s.":  408,
+	"Retry delay":        353,
 	"Retry every held instance this filter matches": 43,
 	"Retry every held instance…":                    6,
-	"Retry or abandon it from its instance":         376,
+	"Retry or abandon it from its instance":         377,
 	"Retry process instance %s":                     13,
 	"Retry the instance":                            16,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 14,
 	"Retrying and abandoning apply to held instances, not %s ones.":                                           39,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 386,
-	"Revealed by %s at %s; recorded in the audit log.": 505,
-	"Revision":                  141,
-	"Revision %d":               162,
-	"Revisions":                 136,
-	"Revoke the %s token “%s”?": 537,
-	"Revoke the token":          539,
-	"Revoke token %d":           536,
-	"Revoke…":                   532,
-	"Role":                      526,
-	"Route":                     260,
-	"Routing output":            134,
-	"Rows %s–%s":                457,
-	"Save settings":             465,
+	"Reveal — this is recorded": 387,
+	"Revealed by %s at %s; recorded in the audit log.": 506,
+	"Revision":                  142,
+	"Revision %d":               163,
+	"Revisions":                 137,
+	"Revoke the %s token “%s”?": 538,
+	"Revoke the token":          540,
+	"Revoke token %d":           537,
+	"Revoke…":                   533,
+	"Role":                      527,
+	"Route":                     261,
+	"Routing output":            135,
+	"Rows %s–%s":                458,
+	"Save settings":             466,
 	"Say why, for whoever reads the log later: at most 1,000 characters.": 10,
-	"Search":                               510,
-	"Secret values can never be revealed.": 508,
-	"Sep":                                  242,
-	"Served by %d workers":                 575,
+	"Search":                               511,
+	"Secret values can never be revealed.": 509,
+	"Sep":                                  243,
+	"Served by %d workers":                 576,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 23,
-	"Settled":              263,
-	"Settlement date":      434,
-	"Show all definitions": 210,
-	"Show times in":        461,
-	"Showing the instances bulk action %s changed.": 82,
-	"Sign in": 516,
-	"Sign in with an operator or administrator token.": 517,
-	"Sign out":             103,
-	"Signed in as %s (%s)": 102,
-	"Skip to content":      90,
-	"Slot":                 218,
-	"Snapshotted":          163,
-	"Something went wrong": 120,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 524,
-	"Start node":        478,
-	"Started":           277,
+	"Settled":              264,
+	"Settlement date":      435,
+	"Show all definitions": 211,
+	"Show times in":        462,
+	"Showing the instances bulk action %s changed.": 83,
+	"Sign in": 517,
+	"Sign in with an operator or administrator token.": 518,
+	"Sign out":             104,
+	"Signed in as %s (%s)": 103,
+	"Skip to content":      91,
+	"Slot":                 219,
+	"Snapshotted":          164,
+	"Something went wrong": 121,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 525,
+	"Start node":        479,
+	"Started":           278,
 	"Status":            57,
 	"Stop %d instances": 53,
 	"Stop every running or held instance this filter matches": 50,
@@ -405,219 +406,219 @@ var messageKeyToIndex = map[string]int{
 	"Stop the instance":                                       24,
 	"Stop this instance? Its open occurrences are cancelled.": 22,
 	"Stop this instance…":                                     2,
-	"Stopped by %s at %s — “%s”":                              274,
+	"Stopped by %s at %s — “%s”":                              275,
 	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 36,
 	"Stopping applies to running or held instances, not %s ones.":                              38,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   273,
-	"Summary": 253,
-	"Task contracts: their Working copy, immutable revisions and named releases.": 181,
-	"Temporarily unavailable":                                    118,
-	"That is too long to be an id or a business key.":            513,
-	"The bulk action must be its id (a UUID).":                   81,
-	"The call could not be prepared.":                            400,
-	"The chart’s numbers":                                        216,
-	"The confirmed count is missing: start again from the list.": 62,
-	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           121,
-	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      462,
-	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 63,
-	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 119,
-	"The deadline passed before a result arrived.": 397,
-	"The destination answered HTTP %s.":            406,
-	"The destination could not be reached.":        401,
-	"The destination’s answer was too large.":      402,
-	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                            111,
-	"The inputs could not be built from the process’s bindings.":                                                                  404,
-	"The last attempt’s lock expired with no attempt left.":                                                                       403,
-	"The next page counts them and asks for a reason before anything changes.":                                                    290,
-	"The nodes this instance reached, in order, each with its occurrence.":                                                        256,
-	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                132,
-	"The page cursor is invalid: go back to the first page.":                                                                      83,
-	"The page size must be between 1 and %d.":                                                                                     285,
-	"The process instance must be an instance id (a UUID).":                                                                       80,
-	"The result did not match the revision's outputs contract.":                                                                   398,
-	"The revision must be a whole number, 1 or more.":                                                                             432,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 519,
-	"The token was revoked.":                        535,
-	"These revisions have the same contracts.":      153,
-	"These settings are kept in this browser only.": 460,
-	"This contract has no inputs.":                  381,
-	"This contract has no outputs.":                 384,
-	"This form was not sent from this console session, or it has expired. Reload the page and try again.": 117,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   274,
+	"Summary": 254,
+	"Task contracts: their Working copy, immutable revisions and named releases.": 182,
+	"Temporarily unavailable":                                    119,
+	"That is too long to be an id or a business key.":            514,
+	"The bulk action must be its id (a UUID).":                   82,
+	"The call could not be prepared.":                            401,
+	"The chart’s numbers":                                        217,
+	"The confirmed count is missing: start again from the list.": 63,
+	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           122,
+	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      463,
+	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 64,
+	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 120,
+	"The deadline passed before a result arrived.": 398,
+	"The destination answered HTTP %s.":            407,
+	"The destination could not be reached.":        402,
+	"The destination’s answer was too large.":      403,
+	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                            112,
+	"The inputs could not be built from the process’s bindings.":                                                                  405,
+	"The last attempt’s lock expired with no attempt left.":                                                                       404,
+	"The next page counts them and asks for a reason before anything changes.":                                                    291,
+	"The nodes this instance reached, in order, each with its occurrence.":                                                        257,
+	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                133,
+	"The page cursor is invalid: go back to the first page.":                                                                      84,
+	"The page size must be between 1 and %d.":                                                                                     286,
+	"The process instance must be an instance id (a UUID).":                                                                       81,
+	"The result did not match the revision's outputs contract.":                                                                   399,
+	"The revision must be a whole number, 1 or more.":                                                                             433,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 520,
+	"The token was revoked.":                        536,
+	"These revisions have the same contracts.":      154,
+	"These settings are kept in this browser only.": 461,
+	"This contract has no inputs.":                  382,
+	"This contract has no outputs.":                 385,
+	"This form was not sent from this console session, or it has expired. Reload the page and try again.": 118,
 	"This instance has already ended; there is nothing to stop.":                                          30,
-	"This instance has not reached a task yet.":                                                           264,
+	"This instance has not reached a task yet.":                                                           265,
 	"This instance is %s, not held: there is nothing to abandon.":                                         26,
 	"This instance is %s, not held: there is nothing to retry.":                                           25,
 	"This instance is %s: there is nothing to stop.":                                                      27,
-	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 272,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 273,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                          28,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                   33,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                            542,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                           541,
-	"This page does not accept that request.":     509,
-	"This page link is not one the console made.": 559,
-	"This page reloads every %d seconds.":         107,
-	"This process takes no inputs.":               271,
-	"This token is unknown or has been revoked.":  521,
-	"Times in %s · no auto-reload":                106,
-	"Times in %s · reload every %d s":             105,
-	"To revision":                                 147,
-	"Token":                                       518,
-	"Tokens":                                      101,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 520,
-	"Totals of all definitions, not narrowed by the other filters":         446,
-	"Totals of definition %s, not narrowed by the other filters":           445,
-	"Type": 125,
-	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 511,
-	"UTC (coordinated universal time)": 467,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                            543,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                           542,
+	"This page does not accept that request.":     510,
+	"This page link is not one the console made.": 560,
+	"This page reloads every %d seconds.":         108,
+	"This process takes no inputs.":               272,
+	"This token is unknown or has been revoked.":  522,
+	"Times in %s · no auto-reload":                107,
+	"Times in %s · reload every %d s":             106,
+	"To revision":                                 148,
+	"Token":                                       519,
+	"Tokens":                                      102,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 521,
+	"Totals of all definitions, not narrowed by the other filters":         447,
+	"Totals of definition %s, not narrowed by the other filters":           446,
+	"Type": 126,
+	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 512,
+	"UTC (coordinated universal time)": 468,
 	"Unknown action.":                  37,
-	"Unknown consumer.":                433,
-	"Unknown status %q.":               283,
-	"Value":                            268,
-	"Version":                          477,
-	"Versions, newest first":           473,
-	"Waiting for Relais to call the destination since %s (%s).": 410,
-	"Waiting for a worker since %s (%s).":                       411,
-	"When":                                                      66,
-	"Who":                                                       67,
-	"Worker":                                                    562,
-	"Worker id":                                                 359,
-	"Workers":                                                   100,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        560,
+	"Unknown consumer.":                434,
+	"Unknown status %q.":               284,
+	"Value":                            269,
+	"Version":                          478,
+	"Versions, newest first":           474,
+	"Waiting for Relais to call the destination since %s (%s).": 411,
+	"Waiting for a worker since %s (%s).":                       412,
+	"When":                                                      67,
+	"Who":                                                       68,
+	"Worker":                                                    563,
+	"Worker id":                                                 360,
+	"Workers":                                                   101,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        561,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 15,
-	"Workers seen within three heartbeats": 561,
-	"Workers serving %s":                   569,
-	"Working copy":                         131,
-	"You are signed out.":                  515,
-	"Your role can read definitions only: external tasks and process instances are for operators and administrators.": 109,
-	"[redacted]":                          431,
+	"Workers seen within three heartbeats": 562,
+	"Workers serving %s":                   570,
+	"Working copy":                         132,
+	"You are signed out.":                  516,
+	"Your role can read definitions only: external tasks and process instances are for operators and administrators.": 110,
+	"[redacted]":                          432,
 	"abandon":                             4,
-	"administrator":                       323,
-	"an incident: retry, abandon or stop": 191,
-	"answer too large":                    429,
+	"administrator":                       324,
+	"an incident: retry, abandon or stop": 192,
+	"answer too large":                    430,
 	"any":                                 55,
-	"any other code → %s":                 499,
-	"any other error":                     189,
-	"as of %s (%s); counts are refreshed every few seconds.": 448,
-	"at least %d characters":                                 545,
-	"at least %d items":                                      552,
-	"at most %d":                                             378,
-	"at most %d characters":                                  546,
-	"at most %d items":                                       553,
-	"available":                                              297,
-	"boolean":                                                310,
-	"call in progress since":                                 453,
-	"cancelled":                                              300,
-	"choice":                                                 313,
-	"claimable since":                                        452,
-	"claimable since %s":                                     209,
-	"classification changed":                                 334,
-	"completed":                                              214,
-	"constraint changed":                                     335,
-	"consumer":                                               326,
-	"consumer #%s":                                           424,
-	"date":                                                   311,
-	"date and time":                                          312,
-	"deadline %s":                                            502,
-	"deferred":                                               299,
-	"deferred since":                                         455,
-	"designer":                                               325,
-	"disconnected":                                           306,
-	"end (completes)":                                        494,
-	"end (fails)":                                            495,
-	"end: completes the instance":                            192,
-	"end: fails the instance":                                193,
-	"expired":                                                303,
-	"failed":                                                 215,
-	"fails the instance":                                     500,
-	"field added":                                            329,
-	"field removed":                                          330,
-	"format":                                                 340,
-	"format %s":                                              548,
-	"from":                                                   287,
-	"held":                                                   302,
-	"held for an operator":                                   190,
-	"hold (an incident for an operator)":                     498,
-	"id or business key":                                     97,
-	"in %s":                                                  227,
-	"in progress":                                            366,
-	"instance id":                                            436,
-	"integer":                                                308,
-	"just now":                                               229,
-	"list":                                                   315,
-	"lock until":                                             454,
-	"long polling":                                           573,
-	"maximum":                                                342,
-	"maximum %s":                                             550,
-	"maximum items":                                          344,
-	"maximum length":                                         338,
-	"minimum":                                                341,
-	"minimum %s":                                             549,
-	"minimum items":                                          343,
-	"minimum length":                                         337,
-	"never":                                                  529,
-	"next attempt":                                           451,
-	"no":                                                     328,
-	"no answer within the timeout":                           427,
-	"no connection":                                          428,
-	"none":                                                   180,
-	"none yet":                                               185,
-	"none: a failed call takes the node’s error path": 373,
-	"normal":                          316,
-	"not provided":                    554,
-	"not yet":                         530,
-	"null":                            556,
-	"number":                          309,
-	"object":                          314,
-	"on error":                        188,
-	"one of: %s":                      551,
-	"operator":                        324,
-	"optional field of type %s":       179,
-	"optional → required":             172,
-	"pattern":                         339,
-	"pattern %s":                      547,
-	"pull":                            492,
-	"pull %s":                         195,
-	"pull (the service fetches it)":   321,
-	"push %s":                         194,
-	"push (Relais calls the service)": 322,
-	"push to %s":                      493,
-	"rejected":                        304,
-	"released":                        305,
-	"required changed":                332,
-	"required field of type %s":       178,
-	"required → optional":             173,
-	"reserved":                        298,
+	"any other code → %s":                 500,
+	"any other error":                     190,
+	"as of %s (%s); counts are refreshed every few seconds.": 449,
+	"at least %d characters":                                 546,
+	"at least %d items":                                      553,
+	"at most %d":                                             379,
+	"at most %d characters":                                  547,
+	"at most %d items":                                       554,
+	"available":                                              298,
+	"boolean":                                                311,
+	"call in progress since":                                 454,
+	"cancelled":                                              301,
+	"choice":                                                 314,
+	"claimable since":                                        453,
+	"claimable since %s":                                     210,
+	"classification changed":                                 335,
+	"completed":                                              215,
+	"constraint changed":                                     336,
+	"consumer":                                               327,
+	"consumer #%s":                                           425,
+	"date":                                                   312,
+	"date and time":                                          313,
+	"deadline %s":                                            503,
+	"deferred":                                               300,
+	"deferred since":                                         456,
+	"designer":                                               326,
+	"disconnected":                                           307,
+	"end (completes)":                                        495,
+	"end (fails)":                                            496,
+	"end: completes the instance":                            193,
+	"end: fails the instance":                                194,
+	"expired":                                                304,
+	"failed":                                                 216,
+	"fails the instance":                                     501,
+	"field added":                                            330,
+	"field removed":                                          331,
+	"format":                                                 341,
+	"format %s":                                              549,
+	"from":                                                   288,
+	"held":                                                   303,
+	"held for an operator":                                   191,
+	"hold (an incident for an operator)":                     499,
+	"id or business key":                                     98,
+	"in %s":                                                  228,
+	"in progress":                                            367,
+	"instance id":                                            437,
+	"integer":                                                309,
+	"just now":                                               230,
+	"list":                                                   316,
+	"lock until":                                             455,
+	"long polling":                                           574,
+	"maximum":                                                343,
+	"maximum %s":                                             551,
+	"maximum items":                                          345,
+	"maximum length":                                         339,
+	"minimum":                                                342,
+	"minimum %s":                                             550,
+	"minimum items":                                          344,
+	"minimum length":                                         338,
+	"never":                                                  530,
+	"next attempt":                                           452,
+	"no":                                                     329,
+	"no answer within the timeout":                           428,
+	"no connection":                                          429,
+	"none":                                                   181,
+	"none yet":                                               186,
+	"none: a failed call takes the node’s error path": 374,
+	"normal":                          317,
+	"not provided":                    555,
+	"not yet":                         531,
+	"null":                            557,
+	"number":                          310,
+	"object":                          315,
+	"on error":                        189,
+	"one of: %s":                      552,
+	"operator":                        325,
+	"optional field of type %s":       180,
+	"optional → required":             173,
+	"pattern":                         340,
+	"pattern %s":                      548,
+	"pull":                            493,
+	"pull %s":                         196,
+	"pull (the service fetches it)":   322,
+	"push %s":                         195,
+	"push (Relais calls the service)": 323,
+	"push to %s":                      494,
+	"rejected":                        305,
+	"released":                        306,
+	"required changed":                333,
+	"required field of type %s":       179,
+	"required → optional":             174,
+	"reserved":                        299,
 	"retry":                           3,
-	"revision %d":                     449,
-	"routing changed":                 336,
-	"routing output":                  543,
-	"routing output %s → %s":          171,
-	"running":                         301,
-	"secret":                          318,
-	"sensitive":                       317,
-	"settled":                         450,
+	"revision %d":                     450,
+	"routing changed":                 337,
+	"routing output":                  544,
+	"routing output %s → %s":          172,
+	"running":                         302,
+	"secret":                          319,
+	"sensitive":                       318,
+	"settled":                         451,
 	"stop":                            5,
-	"stream":                          572,
-	"text":                            307,
-	"this session":                    533,
-	"timeout %s":                      503,
-	"to":                              288,
-	"type changed":                    331,
-	"unexpected value":                557,
-	"unknown":                         430,
-	"values added: %s":                174,
-	"values changed":                  333,
-	"values removed: %s":              175,
-	"values reordered":                176,
-	"version %d":                      475,
-	"waiting":                         425,
-	"yes":                             327,
-	"••• hidden (secret)":             320,
-	"••• hidden (sensitive)":          319,
-	"→ %s":                            497,
+	"stream":                          573,
+	"text":                            308,
+	"this session":                    534,
+	"timeout %s":                      504,
+	"to":                              289,
+	"type changed":                    332,
+	"unexpected value":                558,
+	"unknown":                         431,
+	"values added: %s":                175,
+	"values changed":                  334,
+	"values removed: %s":              176,
+	"values reordered":                177,
+	"version %d":                      476,
+	"waiting":                         426,
+	"yes":                             328,
+	"••• hidden (secret)":             321,
+	"••• hidden (sensitive)":          320,
+	"→ %s":                            498,
 }
 
-var enIndex = []uint32{ // 577 elements
+var enIndex = []uint32{ // 578 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x0000005a,
@@ -635,156 +636,156 @@ var enIndex = []uint32{ // 577 elements
 	0x00000a74, 0x00000ab8, 0x00000af0, 0x00000b28,
 	0x00000b7f, 0x00000bdf, 0x00000c11, 0x00000c57,
 	0x00000c5b, 0x00000c63, 0x00000c6a, 0x00000c77,
-	0x00000c84, 0x00000c8f, 0x00000ca9, 0x00000ce4,
+	0x00000c84, 0x00000c8f, 0x00000dbe, 0x00000dd8,
 	// Entry 40 - 5F
-	0x00000d8d, 0x00000de2, 0x00000e91, 0x00000e96,
-	0x00000e9a, 0x00000ea1, 0x00000ea8, 0x00000eb9,
-	0x00000ed2, 0x00000ede, 0x00000ee8, 0x00000f78,
-	0x00000f80, 0x00000f8e, 0x00000f9c, 0x00000fb8,
-	0x00000fc4, 0x00000ffa, 0x00001023, 0x00001054,
-	0x0000108b, 0x000010aa, 0x000010b0, 0x000010ba,
-	0x000010c5, 0x000010d4, 0x000010dd, 0x000010ed,
-	0x000010fd, 0x00001104, 0x00001113, 0x0000111d,
+	0x00000e13, 0x00000ebc, 0x00000f11, 0x00000fc0,
+	0x00000fc5, 0x00000fc9, 0x00000fd0, 0x00000fd7,
+	0x00000fe8, 0x00001001, 0x0000100d, 0x00001017,
+	0x000010a7, 0x000010af, 0x000010bd, 0x000010cb,
+	0x000010e7, 0x000010f3, 0x00001129, 0x00001152,
+	0x00001183, 0x000011ba, 0x000011d9, 0x000011df,
+	0x000011e9, 0x000011f4, 0x00001203, 0x0000120c,
+	0x0000121c, 0x0000122c, 0x00001233, 0x00001242,
 	// Entry 60 - 7F
-	0x00001127, 0x00001146, 0x00001159, 0x0000115e,
-	0x0000116a, 0x00001172, 0x00001179, 0x00001194,
-	0x0000119d, 0x000011ae, 0x000011d5, 0x000011f6,
-	0x0000121d, 0x00001229, 0x00001299, 0x000012a9,
-	0x00001311, 0x00001328, 0x0000133c, 0x00001346,
-	0x00001383, 0x00001390, 0x000013f4, 0x0000140c,
-	0x00001452, 0x00001467, 0x000014d6, 0x0000151c,
-	0x0000153e, 0x00001544, 0x00001549, 0x00001552,
+	0x0000124c, 0x00001256, 0x00001275, 0x00001288,
+	0x0000128d, 0x00001299, 0x000012a1, 0x000012a8,
+	0x000012c3, 0x000012cc, 0x000012dd, 0x00001304,
+	0x00001325, 0x0000134c, 0x00001358, 0x000013c8,
+	0x000013d8, 0x00001440, 0x00001457, 0x0000146b,
+	0x00001475, 0x000014b2, 0x000014bf, 0x00001523,
+	0x0000153b, 0x00001581, 0x00001596, 0x00001605,
+	0x0000164b, 0x0000166d, 0x00001673, 0x00001678,
 	// Entry 80 - 9F
-	0x00001561, 0x0000156d, 0x00001579, 0x0000158a,
-	0x00001597, 0x000015f4, 0x000015f9, 0x00001608,
-	0x00001613, 0x0000161d, 0x0000165b, 0x00001664,
-	0x00001674, 0x0000167c, 0x00001685, 0x0000168b,
-	0x00001695, 0x000016a7, 0x000016ef, 0x000016fd,
-	0x00001709, 0x00001711, 0x00001718, 0x0000171f,
-	0x00001730, 0x0000173f, 0x00001768, 0x0000176f,
-	0x0000177a, 0x00001795, 0x0000179d, 0x000017a9,
+	0x00001681, 0x00001690, 0x0000169c, 0x000016a8,
+	0x000016b9, 0x000016c6, 0x00001723, 0x00001728,
+	0x00001737, 0x00001742, 0x0000174c, 0x0000178a,
+	0x00001793, 0x000017a3, 0x000017ab, 0x000017b4,
+	0x000017ba, 0x000017c4, 0x000017d6, 0x0000181e,
+	0x0000182c, 0x00001838, 0x00001840, 0x00001847,
+	0x0000184e, 0x0000185f, 0x0000186e, 0x00001897,
+	0x0000189e, 0x000018a9, 0x000018c4, 0x000018cc,
 	// Entry A0 - BF
-	0x000017c5, 0x000017dc, 0x000017fe, 0x0000180d,
-	0x00001819, 0x00001820, 0x00001839, 0x00001853,
-	0x0000187d, 0x000018a4, 0x000018c8, 0x000018ef,
-	0x0000190e, 0x00001924, 0x0000193a, 0x0000194e,
-	0x00001964, 0x00001975, 0x0000198c, 0x000019a9,
-	0x000019c6, 0x000019cb, 0x00001a17, 0x00001a2a,
-	0x00001a2e, 0x00001a3e, 0x00001a47, 0x00001a5a,
-	0x00001a80, 0x00001a89, 0x00001a99, 0x00001aae,
+	0x000018d8, 0x000018f4, 0x0000190b, 0x0000192d,
+	0x0000193c, 0x00001948, 0x0000194f, 0x00001968,
+	0x00001982, 0x000019ac, 0x000019d3, 0x000019f7,
+	0x00001a1e, 0x00001a3d, 0x00001a53, 0x00001a69,
+	0x00001a7d, 0x00001a93, 0x00001aa4, 0x00001abb,
+	0x00001ad8, 0x00001af5, 0x00001afa, 0x00001b46,
+	0x00001b59, 0x00001b5d, 0x00001b6d, 0x00001b76,
+	0x00001b89, 0x00001baf, 0x00001bb8, 0x00001bc8,
 	// Entry C0 - DF
-	0x00001ad2, 0x00001aee, 0x00001b06, 0x00001b11,
-	0x00001b1c, 0x00001b27, 0x00001b84, 0x00001ba8,
-	0x00001bd3, 0x00001bde, 0x00001be3, 0x00001bf2,
-	0x00001bf9, 0x00001c10, 0x00001c25, 0x00001c37,
-	0x00001c5a, 0x00001c8c, 0x00001ca2, 0x00001cb7,
-	0x00001cc7, 0x00001d00, 0x00001d65, 0x00001d6f,
-	0x00001d76, 0x00001d8c, 0x00001dc5, 0x00001dca,
-	0x00001dd4, 0x00001de2, 0x00001df2, 0x00001dff,
+	0x00001bdd, 0x00001c01, 0x00001c1d, 0x00001c35,
+	0x00001c40, 0x00001c4b, 0x00001c56, 0x00001cb3,
+	0x00001cd7, 0x00001d02, 0x00001d0d, 0x00001d12,
+	0x00001d21, 0x00001d28, 0x00001d3f, 0x00001d54,
+	0x00001d66, 0x00001d89, 0x00001dbb, 0x00001dd1,
+	0x00001de6, 0x00001df6, 0x00001e2f, 0x00001e94,
+	0x00001e9e, 0x00001ea5, 0x00001ebb, 0x00001ef4,
+	0x00001ef9, 0x00001f03, 0x00001f11, 0x00001f21,
 	// Entry E0 - FF
-	0x00001e0c, 0x00001e2c, 0x00001e38, 0x00001e51,
-	0x00001e5a, 0x00001e64, 0x00001e6d, 0x00001e75,
-	0x00001e7f, 0x00001e87, 0x00001e8f, 0x00001e93,
-	0x00001e97, 0x00001e9b, 0x00001e9f, 0x00001ea3,
-	0x00001ea7, 0x00001eab, 0x00001eaf, 0x00001eb3,
-	0x00001eb7, 0x00001ebb, 0x00001ebf, 0x00001ec9,
-	0x00001ee7, 0x00001f07, 0x00001f2b, 0x00001f4f,
-	0x00001f58, 0x00001f6f, 0x00001f77, 0x00001f88,
+	0x00001f2e, 0x00001f3b, 0x00001f5b, 0x00001f67,
+	0x00001f80, 0x00001f89, 0x00001f93, 0x00001f9c,
+	0x00001fa4, 0x00001fae, 0x00001fb6, 0x00001fbe,
+	0x00001fc2, 0x00001fc6, 0x00001fca, 0x00001fce,
+	0x00001fd2, 0x00001fd6, 0x00001fda, 0x00001fde,
+	0x00001fe2, 0x00001fe6, 0x00001fea, 0x00001fee,
+	0x00001ff8, 0x00002016, 0x00002036, 0x0000205a,
+	0x0000207e, 0x00002087, 0x0000209e, 0x000020a6,
 	// Entry 100 - 11F
-	0x00001f8d, 0x00001fd2, 0x00001fea, 0x00001fef,
-	0x00001ffa, 0x00002000, 0x0000200a, 0x00002012,
-	0x0000201a, 0x00002044, 0x0000205e, 0x00002086,
-	0x000020b6, 0x000020bc, 0x000020cb, 0x0000211e,
-	0x0000213c, 0x000021fb, 0x00002252, 0x0000227c,
-	0x000022a8, 0x000022d2, 0x000022da, 0x000022e0,
-	0x000022e9, 0x000022f6, 0x00002308, 0x00002313,
-	0x00002329, 0x00002337, 0x00002362, 0x00002374,
+	0x000020b7, 0x000020bc, 0x00002101, 0x00002119,
+	0x0000211e, 0x00002129, 0x0000212f, 0x00002139,
+	0x00002141, 0x00002149, 0x00002173, 0x0000218d,
+	0x000021b5, 0x000021e5, 0x000021eb, 0x000021fa,
+	0x0000224d, 0x0000226b, 0x0000232a, 0x00002381,
+	0x000023ab, 0x000023d7, 0x00002401, 0x00002409,
+	0x0000240f, 0x00002418, 0x00002425, 0x00002437,
+	0x00002442, 0x00002458, 0x00002466, 0x00002491,
 	// Entry 120 - 13F
-	0x00002379, 0x0000237c, 0x000023a6, 0x000023ef,
-	0x0000240f, 0x00002418, 0x0000242a, 0x0000244d,
-	0x0000245b, 0x00002468, 0x00002472, 0x0000247b,
-	0x00002484, 0x0000248e, 0x00002496, 0x0000249b,
-	0x000024a3, 0x000024ac, 0x000024b5, 0x000024c2,
-	0x000024c7, 0x000024cf, 0x000024d6, 0x000024de,
-	0x000024e3, 0x000024f1, 0x000024f8, 0x000024ff,
-	0x00002504, 0x0000250b, 0x00002515, 0x0000251c,
+	0x000024a3, 0x000024a8, 0x000024ab, 0x000024d5,
+	0x0000251e, 0x0000253e, 0x00002547, 0x00002559,
+	0x0000257c, 0x0000258a, 0x00002597, 0x000025a1,
+	0x000025aa, 0x000025b3, 0x000025bd, 0x000025c5,
+	0x000025ca, 0x000025d2, 0x000025db, 0x000025e4,
+	0x000025f1, 0x000025f6, 0x000025fe, 0x00002605,
+	0x0000260d, 0x00002612, 0x00002620, 0x00002627,
+	0x0000262e, 0x00002633, 0x0000263a, 0x00002644,
 	// Entry 140 - 15F
-	0x00002539, 0x00002553, 0x00002571, 0x00002591,
-	0x0000259f, 0x000025a8, 0x000025b1, 0x000025ba,
-	0x000025be, 0x000025c1, 0x000025cd, 0x000025db,
-	0x000025e8, 0x000025f9, 0x00002608, 0x0000261f,
-	0x00002632, 0x00002642, 0x00002651, 0x00002660,
-	0x00002668, 0x0000266f, 0x00002677, 0x0000267f,
-	0x0000268d, 0x0000269b, 0x000026b1, 0x000026c6,
-	0x000026d7, 0x000026dc, 0x000026e2, 0x000026e9,
+	0x0000264b, 0x00002668, 0x00002682, 0x000026a0,
+	0x000026c0, 0x000026ce, 0x000026d7, 0x000026e0,
+	0x000026e9, 0x000026ed, 0x000026f0, 0x000026fc,
+	0x0000270a, 0x00002717, 0x00002728, 0x00002737,
+	0x0000274e, 0x00002761, 0x00002771, 0x00002780,
+	0x0000278f, 0x00002797, 0x0000279e, 0x000027a6,
+	0x000027ae, 0x000027bc, 0x000027ca, 0x000027e0,
+	0x000027f5, 0x00002806, 0x0000280b, 0x00002811,
 	// Entry 160 - 17F
-	0x000026fa, 0x00002706, 0x0000270f, 0x00002718,
-	0x00002734, 0x0000273d, 0x00002759, 0x00002762,
-	0x0000276c, 0x00002775, 0x0000277e, 0x00002795,
-	0x0000279d, 0x000027ab, 0x000027d8, 0x000027e4,
-	0x000027f0, 0x000027f8, 0x00002823, 0x000028e5,
-	0x00002900, 0x00002908, 0x0000293a, 0x00002947,
-	0x0000294b, 0x00002971, 0x00002997, 0x000029a5,
-	0x000029b0, 0x000029de, 0x000029fb, 0x00002a2a,
+	0x00002818, 0x00002829, 0x00002835, 0x0000283e,
+	0x00002847, 0x00002863, 0x0000286c, 0x00002888,
+	0x00002891, 0x0000289b, 0x000028a4, 0x000028ad,
+	0x000028c4, 0x000028cc, 0x000028da, 0x00002907,
+	0x00002913, 0x0000291f, 0x00002927, 0x00002952,
+	0x00002a14, 0x00002a2f, 0x00002a37, 0x00002a69,
+	0x00002a76, 0x00002a7a, 0x00002aa0, 0x00002ac6,
+	0x00002ad4, 0x00002adf, 0x00002b0d, 0x00002b2a,
 	// Entry 180 - 19F
-	0x00002a5c, 0x00002a7a, 0x00002aaf, 0x00002acb,
-	0x00002ada, 0x00002ae7, 0x00002af5, 0x00002b02,
-	0x00002b0b, 0x00002b26, 0x00002b41, 0x00002b4d,
-	0x00002b6e, 0x00002b97, 0x00002bc4, 0x00002bfe,
-	0x00002c63, 0x00002c83, 0x00002ca9, 0x00002cd3,
-	0x00002d0b, 0x00002d48, 0x00002d6c, 0x00002d91,
-	0x00002dab, 0x00002dc9, 0x00002dfd, 0x00002e3d,
-	0x00002e67, 0x00002e76, 0x00002ea7, 0x00002ed6,
+	0x00002b59, 0x00002b8b, 0x00002ba9, 0x00002bde,
+	0x00002bfa, 0x00002c09, 0x00002c16, 0x00002c24,
+	0x00002c31, 0x00002c3a, 0x00002c55, 0x00002c70,
+	0x00002c7c, 0x00002c9d, 0x00002cc6, 0x00002cf3,
+	0x00002d2d, 0x00002d92, 0x00002db2, 0x00002dd8,
+	0x00002e02, 0x00002e3a, 0x00002e77, 0x00002e9b,
+	0x00002ec0, 0x00002eda, 0x00002ef8, 0x00002f2c,
+	0x00002f6c, 0x00002f96, 0x00002fa5, 0x00002fd6,
 	// Entry 1A0 - 1BF
-	0x00002ee9, 0x00002f5e, 0x00002f71, 0x00002fa5,
-	0x00002fd9, 0x00002fe9, 0x00003030, 0x0000305d,
-	0x0000306a, 0x0000307a, 0x00003082, 0x0000309a,
-	0x000030b7, 0x000030c5, 0x000030d6, 0x000030de,
-	0x000030e9, 0x00003119, 0x0000312b, 0x0000313b,
-	0x0000316d, 0x00003179, 0x0000318a, 0x000031a4,
-	0x000031b5, 0x000031bb, 0x000031cf, 0x000031e7,
-	0x0000320c, 0x0000321a, 0x00003258, 0x00003295,
+	0x00003005, 0x00003018, 0x0000308d, 0x000030a0,
+	0x000030d4, 0x00003108, 0x00003118, 0x0000315f,
+	0x0000318c, 0x00003199, 0x000031a9, 0x000031b1,
+	0x000031c9, 0x000031e6, 0x000031f4, 0x00003205,
+	0x0000320d, 0x00003218, 0x00003248, 0x0000325a,
+	0x0000326a, 0x0000329c, 0x000032a8, 0x000032b9,
+	0x000032d3, 0x000032e4, 0x000032ea, 0x000032fe,
+	0x00003316, 0x0000333b, 0x00003349, 0x00003387,
 	// Entry 1C0 - 1DF
-	0x000032c1, 0x000032fe, 0x0000330d, 0x00003315,
-	0x00003322, 0x00003332, 0x00003349, 0x00003354,
-	0x00003363, 0x00003371, 0x00003384, 0x000033a9,
-	0x000033d4, 0x00003402, 0x00003410, 0x000034a3,
-	0x000034c1, 0x00003507, 0x00003515, 0x00003529,
-	0x0000354a, 0x0000355e, 0x00003564, 0x00003578,
-	0x000035eb, 0x000035fc, 0x00003613, 0x00003630,
-	0x0000363e, 0x0000364c, 0x00003654, 0x0000365f,
+	0x000033c4, 0x000033f0, 0x0000342d, 0x0000343c,
+	0x00003444, 0x00003451, 0x00003461, 0x00003478,
+	0x00003483, 0x00003492, 0x000034a0, 0x000034b3,
+	0x000034d8, 0x00003503, 0x00003531, 0x0000353f,
+	0x000035d2, 0x000035f0, 0x00003636, 0x00003644,
+	0x00003658, 0x00003679, 0x0000368d, 0x00003693,
+	0x000036a7, 0x0000371a, 0x0000372b, 0x00003742,
+	0x0000375f, 0x0000376d, 0x0000377b, 0x00003783,
 	// Entry 1E0 - 1FF
-	0x00003665, 0x00003757, 0x0000375d, 0x0000378f,
-	0x00003794, 0x000037a4, 0x000037af, 0x000037b8,
-	0x000037c8, 0x000037e2, 0x0000381b, 0x0000382a,
-	0x000038e4, 0x000038e9, 0x000038f7, 0x00003907,
-	0x00003913, 0x00003923, 0x0000392d, 0x00003950,
-	0x00003969, 0x0000397c, 0x000039e8, 0x000039f7,
-	0x00003a05, 0x00003a37, 0x00003a6e, 0x00003a7c,
-	0x00003ac0, 0x00003ae5, 0x00003b0d, 0x00003b14,
+	0x0000378e, 0x00003794, 0x00003886, 0x0000388c,
+	0x000038be, 0x000038c3, 0x000038d3, 0x000038de,
+	0x000038e7, 0x000038f7, 0x00003911, 0x0000394a,
+	0x00003959, 0x00003a13, 0x00003a18, 0x00003a26,
+	0x00003a36, 0x00003a42, 0x00003a52, 0x00003a5c,
+	0x00003a7f, 0x00003a98, 0x00003aab, 0x00003b17,
+	0x00003b26, 0x00003b34, 0x00003b66, 0x00003b9d,
+	0x00003bab, 0x00003bef, 0x00003c14, 0x00003c3c,
 	// Entry 200 - 21F
-	0x00003b6f, 0x00003b99, 0x00003bc9, 0x00003c27,
-	0x00003c3b, 0x00003c43, 0x00003c74, 0x00003c7a,
-	0x00003cf6, 0x00003d3e, 0x00003d69, 0x00003dcb,
-	0x00003dee, 0x00003e95, 0x00003e98, 0x00003e9d,
-	0x00003ea7, 0x00003eaf, 0x00003eb5, 0x00003ebd,
-	0x00003ecb, 0x00003ed5, 0x00003ee2, 0x00003eec,
-	0x00003f03, 0x00003f16, 0x00003f3a, 0x00003fba,
-	0x00003fcb, 0x00003fd3, 0x00004048, 0x0000409c,
+	0x00003c43, 0x00003c9e, 0x00003cc8, 0x00003cf8,
+	0x00003d56, 0x00003d6a, 0x00003d72, 0x00003da3,
+	0x00003da9, 0x00003e25, 0x00003e6d, 0x00003e98,
+	0x00003efa, 0x00003f1d, 0x00003fc4, 0x00003fc7,
+	0x00003fcc, 0x00003fd6, 0x00003fde, 0x00003fe4,
+	0x00003fec, 0x00003ffa, 0x00004004, 0x00004011,
+	0x0000401b, 0x00004032, 0x00004045, 0x00004069,
+	0x000040e9, 0x000040fa, 0x00004102, 0x00004177,
 	// Entry 220 - 23F
-	0x000040ab, 0x000040b7, 0x000040f3, 0x0000412d,
-	0x0000413b, 0x00004148, 0x00004156, 0x00004164,
-	0x00004172, 0x000041a4, 0x000041d4, 0x000041e1,
-	0x00004201, 0x00004206, 0x00004217, 0x00004224,
-	0x00004250, 0x000042d6, 0x000042fb, 0x00004302,
-	0x0000430b, 0x0000431e, 0x00004328, 0x00004332,
-	0x0000433c, 0x00004354, 0x0000436a, 0x00004376,
-	0x00004398, 0x0000439f, 0x000043ac, 0x00004400,
+	0x000041cb, 0x000041da, 0x000041e6, 0x00004222,
+	0x0000425c, 0x0000426a, 0x00004277, 0x00004285,
+	0x00004293, 0x000042a1, 0x000042d3, 0x00004303,
+	0x00004310, 0x00004330, 0x00004335, 0x00004346,
+	0x00004353, 0x0000437f, 0x00004405, 0x0000442a,
+	0x00004431, 0x0000443a, 0x0000444d, 0x00004457,
+	0x00004461, 0x0000446b, 0x00004483, 0x00004499,
+	0x000044a5, 0x000044c7, 0x000044ce, 0x000044db,
 	// Entry 240 - 25F
-	0x00004438,
-} // Size: 2332 bytes
+	0x0000452f, 0x00004567,
+} // Size: 2336 bytes
 
-const enData string = "" + // Size: 17464 bytes
+const enData string = "" + // Size: 17767 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every running or held instance…\x02Reason (recorded in the audit log)" +
@@ -834,106 +835,111 @@ const enData string = "" + // Size: 17464 bytes
 	"\x01\x00\x02\x14\x02Stop %[1]d instance\x00\x15\x02Stop %[1]d instances" +
 	"\x02Nothing to do: no instance this action applies to matches the filter" +
 	".\x02any\x02Process\x02Status\x02Business key\x02Created from\x02Created" +
-	" to\x02Cannot act on this filter\x02The confirmed count is missing: star" +
-	"t again from the list.\x02The count changed since you confirmed it (it w" +
-	"as %[1]d): instances were settled, started or acted on meanwhile. Nothin" +
-	"g was done; check the new count and confirm again.\x14\x02\x80\x01\x02&" +
-	"\x02Bulk %[1]s applied to %[2]d instance.\x00'\x02Bulk %[1]s applied to " +
-	"%[2]d instances.\x14\x01\x81\x01\x00\x02R\x02%[1]d skipped: it changed a" +
-	"fter the count (settled, or acted on by someone else).\x00T\x02%[1]d ski" +
-	"pped: they changed after the count (settled, or acted on by someone else" +
-	").\x02When\x02Who\x02Action\x02Reason\x02Process instance\x02Occurrence " +
-	"offered again\x02Bulk action\x02Audit log\x02Every retry, abandon and st" +
-	"op an operator applied, with its reason. Reveals of sensitive values hav" +
-	"e their own log (GET /api/v1/audit/reveals).\x02Filters\x02Apply filters" +
-	"\x02Clear filters\x02No operator action matches.\x02All actions\x02The p" +
-	"rocess instance must be an instance id (a UUID).\x02The bulk action must" +
-	" be its id (a UUID).\x02Showing the instances bulk action %[1]s changed." +
-	"\x02The page cursor is invalid: go back to the first page.\x02Operator a" +
-	"ctions, newest first\x02Pages\x02Next page\x02First page\x02Relais conso" +
-	"le\x02Language\x02Skip to content\x02Main navigation\x02Health\x02Extern" +
-	"al tasks\x02Instances\x02Processes\x02Find an instance or occurrence\x02" +
-	"id or business key\x02Find\x02Definitions\x02Workers\x02Tokens\x02Signed" +
-	" in as %[1]s (%[2]s)\x02Sign out\x02Display settings\x02Times in %[1]s ·" +
-	" reload every %[2]d s\x02Times in %[1]s · no auto-reload\x02This page re" +
-	"loads every %[1]d seconds.\x02Not allowed\x02Your role can read definiti" +
-	"ons only: external tasks and process instances are for operators and adm" +
-	"inistrators.\x02Invalid request\x02The field “%[1]s” holds a NUL charact" +
-	"er or bytes that are not UTF-8 text: correct it and try again.\x02Back t" +
-	"o external tasks\x02Back to definitions\x02Not found\x02Nothing exists a" +
-	"t this address, or it is not visible to you.\x02Form refused\x02This for" +
-	"m was not sent from this console session, or it has expired. Reload the " +
-	"page and try again.\x02Temporarily unavailable\x02The database cannot be" +
-	" reached right now. Try again in a few seconds.\x02Something went wrong" +
-	"\x02The console could not show this page. Try again; if it persists, giv" +
-	"e your administrator the request id %[1]s.\x02Counting the occurrences; " +
-	"the counts appear when you reload the page.\x02Counts are unavailable ri" +
-	"ght now.\x02Field\x02Type\x02Required\x02Classification\x02Constraints" +
-	"\x02Description\x02Definition %[1]s\x02Working copy\x02The only mutable " +
-	"part of a definition. Processes never use it directly: they pin a revisi" +
-	"on.\x02Name\x02Routing output\x02Last saved\x02Revisions\x02No revision " +
-	"yet: the Working copy has never been snapshotted.\x02Releases\x02No rele" +
-	"ase yet.\x02Release\x02Revision\x02Notes\x02Published\x02Compare revisio" +
-	"ns\x02Lists every change from one revision to another, and whom it may b" +
-	"reak.\x02From revision\x02To revision\x02Compare\x02Change\x02Detail\x02" +
-	"Breaks processes\x02Breaks workers\x02These revisions have the same cont" +
-	"racts.\x02Inputs\x02No inputs.\x02Inputs of the working copy\x02Outputs" +
-	"\x02No outputs.\x02Outputs of the working copy\x02Releases, oldest first" +
-	"\x02Changes between the two revisions\x02Revision %[1]d\x02Snapshotted" +
-	"\x02Digest\x02Inputs of revision %[1]d\x02Outputs of revision %[1]d\x02C" +
-	"hoose two existing revisions to compare.\x02From revision %[1]d to revis" +
-	"ion %[2]d:\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d " +
-	"changes\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d b" +
-	"reaking\x02routing output %[1]s → %[2]s\x02optional → required\x02requir" +
-	"ed → optional\x02values added: %[1]s\x02values removed: %[1]s\x02values " +
-	"reordered\x02%[1]s: %[2]s → %[3]s\x02required field of type %[1]s\x02opt" +
-	"ional field of type %[1]s\x02none\x02Task contracts: their Working copy," +
-	" immutable revisions and named releases.\x02Definitions by key\x02Key" +
-	"\x02Latest revision\x02none yet\x02No definition yet.\x14\x01\x81\x01" +
-	"\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases\x02on error\x02a" +
-	"ny other error\x02held for an operator\x02an incident: retry, abandon or" +
-	" stop\x02end: completes the instance\x02end: fails the instance\x02push " +
-	"%[1]s\x02pull %[1]s\x02Node %[1]s\x02Each definition’s queue and inciden" +
-	"ts now, and what its workers finished in the last hour.\x02Completions a" +
-	"nd failures, last hour\x02Definitions, those needing attention first\x02" +
-	"Definition\x02Open\x02Held instances\x02Failed\x02Oldest claimable waits" +
-	"\x02Completed, last hour\x02Failed, last hour\x02No definition has occur" +
-	"rences yet.\x02As of %[1]s (%[2]s); refreshed every few seconds.\x02clai" +
-	"mable since %[1]s\x02Show all definitions\x02All definitions\x02Completi" +
-	"ons and failures per 5 minutes, last hour: %[1]s\x02In the last hour: %[" +
-	"1]d completed, %[2]d failed. The table after the chart gives each 5-minu" +
-	"te slot.\x02completed\x02failed\x02The chart’s numbers\x02Completions an" +
-	"d failures per 5-minute slot, oldest first\x02Slot\x02Completed\x02%[1]s" +
-	"–%[2]s\x02%[1]d completed\x02%[1]d failed\x02%[1]s; %[2]s\x02%[1]s %[2" +
-	"]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s\x02in " +
-	"%[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1" +
-	"]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02O" +
-	"ct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day" +
-	"\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c" +
-	"\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%" +
-	"[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]" +
-	"d seconds\x02%[1]d ms\x02Process instance %[1]s\x02Summary\x02Operator a" +
-	"ctions\x02Path\x02The nodes this instance reached, in order, each with i" +
-	"ts occurrence.\x02Nodes reached, in order\x02Node\x02Occurrence\x02Route" +
-	"\x02Next node\x02Created\x02Settled\x02This instance has not reached a t" +
-	"ask yet.\x02Recorded operator actions\x02No operator has acted on this i" +
-	"nstance.\x02Operator actions on this instance, newest first\x02Value\x02" +
-	"Process inputs\x02Inputs the instance was started with, labelled by proc" +
-	"ess version %[1]d's contract\x02This process takes no inputs.\x02This in" +
-	"stance is held at a failed node: an incident. Retry offers the failed oc" +
-	"currence again; abandon fails the instance; stop cancels it. Each asks f" +
-	"or a reason, recorded in the audit log.\x02Stopping cancels the instance" +
-	" and its open occurrences. It does not complete anything.\x02Stopped by " +
-	"%[1]s at %[2]s — “%[3]s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”\x02Ret" +
-	"ried by %[1]s at %[2]s — “%[3]s”\x02Started\x02Ended\x02End node\x02Held" +
-	" at node\x02Failed occurrence\x02Error code\x02Unknown status %[1]q.\x02" +
-	"Creation date\x02The page size must be between 1 and %[1]d.\x02Process i" +
-	"nstances\x02from\x02to\x02Act on every instance this filter matches\x02T" +
-	"he next page counts them and asks for a reason before anything changes." +
-	"\x02Process instances, newest first\x02Instance\x02End node or error\x02" +
-	"No instance matches these filters.\x02All processes\x02All statuses\x02a" +
-	"vailable\x02reserved\x02deferred\x02cancelled\x02running\x02held\x02expi" +
-	"red\x02rejected\x02released\x02disconnected\x02text\x02integer\x02number" +
+	" to\x14\x01\x81\x01\x00\x02\x8e\x01\x02%[1]d more held instance failed b" +
+	"efore any attempt (its inputs could not be built): it cannot be retried " +
+	"and is left out. Abandon or stop it.\x00\x96\x01\x02%[1]d more held inst" +
+	"ances failed before any attempt (their inputs could not be built): they " +
+	"cannot be retried and are left out. Abandon or stop them.\x02Cannot act " +
+	"on this filter\x02The confirmed count is missing: start again from the l" +
+	"ist.\x02The count changed since you confirmed it (it was %[1]d): instanc" +
+	"es were settled, started or acted on meanwhile. Nothing was done; check " +
+	"the new count and confirm again.\x14\x02\x80\x01\x02&\x02Bulk %[1]s appl" +
+	"ied to %[2]d instance.\x00'\x02Bulk %[1]s applied to %[2]d instances." +
+	"\x14\x01\x81\x01\x00\x02R\x02%[1]d skipped: it changed after the count (" +
+	"settled, or acted on by someone else).\x00T\x02%[1]d skipped: they chang" +
+	"ed after the count (settled, or acted on by someone else).\x02When\x02Wh" +
+	"o\x02Action\x02Reason\x02Process instance\x02Occurrence offered again" +
+	"\x02Bulk action\x02Audit log\x02Every retry, abandon and stop an operato" +
+	"r applied, with its reason. Reveals of sensitive values have their own l" +
+	"og (GET /api/v1/audit/reveals).\x02Filters\x02Apply filters\x02Clear fil" +
+	"ters\x02No operator action matches.\x02All actions\x02The process instan" +
+	"ce must be an instance id (a UUID).\x02The bulk action must be its id (a" +
+	" UUID).\x02Showing the instances bulk action %[1]s changed.\x02The page " +
+	"cursor is invalid: go back to the first page.\x02Operator actions, newes" +
+	"t first\x02Pages\x02Next page\x02First page\x02Relais console\x02Languag" +
+	"e\x02Skip to content\x02Main navigation\x02Health\x02External tasks\x02I" +
+	"nstances\x02Processes\x02Find an instance or occurrence\x02id or busines" +
+	"s key\x02Find\x02Definitions\x02Workers\x02Tokens\x02Signed in as %[1]s " +
+	"(%[2]s)\x02Sign out\x02Display settings\x02Times in %[1]s · reload every" +
+	" %[2]d s\x02Times in %[1]s · no auto-reload\x02This page reloads every %" +
+	"[1]d seconds.\x02Not allowed\x02Your role can read definitions only: ext" +
+	"ernal tasks and process instances are for operators and administrators." +
+	"\x02Invalid request\x02The field “%[1]s” holds a NUL character or bytes " +
+	"that are not UTF-8 text: correct it and try again.\x02Back to external t" +
+	"asks\x02Back to definitions\x02Not found\x02Nothing exists at this addre" +
+	"ss, or it is not visible to you.\x02Form refused\x02This form was not se" +
+	"nt from this console session, or it has expired. Reload the page and try" +
+	" again.\x02Temporarily unavailable\x02The database cannot be reached rig" +
+	"ht now. Try again in a few seconds.\x02Something went wrong\x02The conso" +
+	"le could not show this page. Try again; if it persists, give your admini" +
+	"strator the request id %[1]s.\x02Counting the occurrences; the counts ap" +
+	"pear when you reload the page.\x02Counts are unavailable right now.\x02F" +
+	"ield\x02Type\x02Required\x02Classification\x02Constraints\x02Description" +
+	"\x02Definition %[1]s\x02Working copy\x02The only mutable part of a defin" +
+	"ition. Processes never use it directly: they pin a revision.\x02Name\x02" +
+	"Routing output\x02Last saved\x02Revisions\x02No revision yet: the Workin" +
+	"g copy has never been snapshotted.\x02Releases\x02No release yet.\x02Rel" +
+	"ease\x02Revision\x02Notes\x02Published\x02Compare revisions\x02Lists eve" +
+	"ry change from one revision to another, and whom it may break.\x02From r" +
+	"evision\x02To revision\x02Compare\x02Change\x02Detail\x02Breaks processe" +
+	"s\x02Breaks workers\x02These revisions have the same contracts.\x02Input" +
+	"s\x02No inputs.\x02Inputs of the working copy\x02Outputs\x02No outputs." +
+	"\x02Outputs of the working copy\x02Releases, oldest first\x02Changes bet" +
+	"ween the two revisions\x02Revision %[1]d\x02Snapshotted\x02Digest\x02Inp" +
+	"uts of revision %[1]d\x02Outputs of revision %[1]d\x02Choose two existin" +
+	"g revisions to compare.\x02From revision %[1]d to revision %[2]d:\x14" +
+	"\x01\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d changes\x14" +
+	"\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d breaking\x02" +
+	"routing output %[1]s → %[2]s\x02optional → required\x02required → option" +
+	"al\x02values added: %[1]s\x02values removed: %[1]s\x02values reordered" +
+	"\x02%[1]s: %[2]s → %[3]s\x02required field of type %[1]s\x02optional fie" +
+	"ld of type %[1]s\x02none\x02Task contracts: their Working copy, immutabl" +
+	"e revisions and named releases.\x02Definitions by key\x02Key\x02Latest r" +
+	"evision\x02none yet\x02No definition yet.\x14\x01\x81\x01\x00\x02\x0e" +
+	"\x02%[1]d release\x00\x0f\x02%[1]d releases\x02on error\x02any other err" +
+	"or\x02held for an operator\x02an incident: retry, abandon or stop\x02end" +
+	": completes the instance\x02end: fails the instance\x02push %[1]s\x02pul" +
+	"l %[1]s\x02Node %[1]s\x02Each definition’s queue and incidents now, and " +
+	"what its workers finished in the last hour.\x02Completions and failures," +
+	" last hour\x02Definitions, those needing attention first\x02Definition" +
+	"\x02Open\x02Held instances\x02Failed\x02Oldest claimable waits\x02Comple" +
+	"ted, last hour\x02Failed, last hour\x02No definition has occurrences yet" +
+	".\x02As of %[1]s (%[2]s); refreshed every few seconds.\x02claimable sinc" +
+	"e %[1]s\x02Show all definitions\x02All definitions\x02Completions and fa" +
+	"ilures per 5 minutes, last hour: %[1]s\x02In the last hour: %[1]d comple" +
+	"ted, %[2]d failed. The table after the chart gives each 5-minute slot." +
+	"\x02completed\x02failed\x02The chart’s numbers\x02Completions and failur" +
+	"es per 5-minute slot, oldest first\x02Slot\x02Completed\x02%[1]s–%[2]s" +
+	"\x02%[1]d completed\x02%[1]d failed\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]" +
+	"s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s\x02in %[1]s" +
+	"\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d d" +
+	"\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct" +
+	"\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day\x00" +
+	"\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02" +
+	"%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d" +
+	" minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d se" +
+	"conds\x02%[1]d ms\x02Process instance %[1]s\x02Summary\x02Operator actio" +
+	"ns\x02Path\x02The nodes this instance reached, in order, each with its o" +
+	"ccurrence.\x02Nodes reached, in order\x02Node\x02Occurrence\x02Route\x02" +
+	"Next node\x02Created\x02Settled\x02This instance has not reached a task " +
+	"yet.\x02Recorded operator actions\x02No operator has acted on this insta" +
+	"nce.\x02Operator actions on this instance, newest first\x02Value\x02Proc" +
+	"ess inputs\x02Inputs the instance was started with, labelled by process " +
+	"version %[1]d's contract\x02This process takes no inputs.\x02This instan" +
+	"ce is held at a failed node: an incident. Retry offers the failed occurr" +
+	"ence again; abandon fails the instance; stop cancels it. Each asks for a" +
+	" reason, recorded in the audit log.\x02Stopping cancels the instance and" +
+	" its open occurrences. It does not complete anything.\x02Stopped by %[1]" +
+	"s at %[2]s — “%[3]s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”\x02Retried" +
+	" by %[1]s at %[2]s — “%[3]s”\x02Started\x02Ended\x02End node\x02Held at " +
+	"node\x02Failed occurrence\x02Error code\x02Unknown status %[1]q.\x02Crea" +
+	"tion date\x02The page size must be between 1 and %[1]d.\x02Process insta" +
+	"nces\x02from\x02to\x02Act on every instance this filter matches\x02The n" +
+	"ext page counts them and asks for a reason before anything changes.\x02P" +
+	"rocess instances, newest first\x02Instance\x02End node or error\x02No in" +
+	"stance matches these filters.\x02All processes\x02All statuses\x02availa" +
+	"ble\x02reserved\x02deferred\x02cancelled\x02running\x02held\x02expired" +
+	"\x02rejected\x02released\x02disconnected\x02text\x02integer\x02number" +
 	"\x02boolean\x02date\x02date and time\x02choice\x02object\x02list\x02norm" +
 	"al\x02sensitive\x02secret\x02••• hidden (sensitive)\x02••• hidden (secre" +
 	"t)\x02pull (the service fetches it)\x02push (Relais calls the service)" +
@@ -1062,7 +1068,7 @@ const enData string = "" + // Size: 17464 bytes
 	"s.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Serv" +
 	"ed by %[1]d workers"
 
-var frIndex = []uint32{ // 577 elements
+var frIndex = []uint32{ // 578 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x0000007a,
@@ -1080,156 +1086,156 @@ var frIndex = []uint32{ // 577 elements
 	0x00000d40, 0x00000d99, 0x00000dd7, 0x00000e22,
 	0x00000e8b, 0x00000f25, 0x00000f5f, 0x00000fc0,
 	0x00000fc7, 0x00000fd1, 0x00000fd8, 0x00000fe5,
-	0x00000ff8, 0x0000100c, 0x0000102e, 0x00001063,
+	0x00000ff8, 0x0000100c, 0x000011ba, 0x000011dc,
 	// Entry 40 - 5F
-	0x0000114c, 0x000011c1, 0x000012a0, 0x000012a6,
-	0x000012aa, 0x000012b1, 0x000012b7, 0x000012cd,
-	0x000012e4, 0x000012f4, 0x00001306, 0x000013b1,
-	0x000013b9, 0x000013cf, 0x000013e3, 0x0000140f,
-	0x00001422, 0x0000146e, 0x000014b7, 0x000014eb,
-	0x0000152d, 0x00001563, 0x00001569, 0x00001577,
-	0x00001586, 0x00001595, 0x0000159c, 0x000015ad,
-	0x000015c3, 0x000015c9, 0x000015da, 0x000015e4,
+	0x00001211, 0x000012fa, 0x0000136f, 0x0000144e,
+	0x00001454, 0x00001458, 0x0000145f, 0x00001465,
+	0x0000147b, 0x00001492, 0x000014a2, 0x000014b4,
+	0x0000155f, 0x00001567, 0x0000157d, 0x00001591,
+	0x000015bd, 0x000015d0, 0x0000161c, 0x00001665,
+	0x00001699, 0x000016db, 0x00001711, 0x00001717,
+	0x00001725, 0x00001734, 0x00001743, 0x0000174a,
+	0x0000175b, 0x00001771, 0x00001777, 0x00001788,
 	// Entry 60 - 7F
-	0x000015ee, 0x00001615, 0x00001631, 0x00001639,
-	0x00001646, 0x00001652, 0x00001659, 0x0000167d,
-	0x0000168d, 0x000016a5, 0x000016d8, 0x00001709,
-	0x0000173b, 0x00001749, 0x000017ec, 0x000017fe,
-	0x0000187c, 0x00001898, 0x000018b0, 0x000018bc,
-	0x000018ff, 0x00001912, 0x0000198e, 0x000019aa,
-	0x00001a01, 0x00001a19, 0x00001ab1, 0x00001b17,
-	0x00001b49, 0x00001b4f, 0x00001b54, 0x00001b60,
+	0x00001792, 0x0000179c, 0x000017c3, 0x000017df,
+	0x000017e7, 0x000017f4, 0x00001800, 0x00001807,
+	0x0000182b, 0x0000183b, 0x00001853, 0x00001886,
+	0x000018b7, 0x000018e9, 0x000018f7, 0x0000199a,
+	0x000019ac, 0x00001a2a, 0x00001a46, 0x00001a5e,
+	0x00001a6a, 0x00001aad, 0x00001ac0, 0x00001b3c,
+	0x00001b58, 0x00001baf, 0x00001bc7, 0x00001c5f,
+	0x00001cc5, 0x00001cf7, 0x00001cfd, 0x00001d02,
 	// Entry 80 - 9F
-	0x00001b6f, 0x00001b7b, 0x00001b87, 0x00001b99,
-	0x00001baa, 0x00001c2e, 0x00001c32, 0x00001c44,
-	0x00001c5b, 0x00001c66, 0x00001cbb, 0x00001cc8,
-	0x00001ced, 0x00001cf9, 0x00001d03, 0x00001d09,
-	0x00001d15, 0x00001d2d, 0x00001d7f, 0x00001d8f,
-	0x00001d9f, 0x00001da8, 0x00001db3, 0x00001dbb,
-	0x00001dcf, 0x00001de2, 0x00001e0a, 0x00001e13,
-	0x00001e23, 0x00001e43, 0x00001e4b, 0x00001e5a,
+	0x00001d0e, 0x00001d1d, 0x00001d29, 0x00001d35,
+	0x00001d47, 0x00001d58, 0x00001ddc, 0x00001de0,
+	0x00001df2, 0x00001e09, 0x00001e14, 0x00001e69,
+	0x00001e76, 0x00001e9b, 0x00001ea7, 0x00001eb1,
+	0x00001eb7, 0x00001ec3, 0x00001edb, 0x00001f2d,
+	0x00001f3d, 0x00001f4d, 0x00001f56, 0x00001f61,
+	0x00001f69, 0x00001f7d, 0x00001f90, 0x00001fb8,
+	0x00001fc1, 0x00001fd1, 0x00001ff1, 0x00001ff9,
 	// Entry A0 - BF
-	0x00001e79, 0x00001ea4, 0x00001eca, 0x00001eda,
-	0x00001ee4, 0x00001eee, 0x00001f0d, 0x00001f2b,
-	0x00001f5e, 0x00001f8e, 0x00001fba, 0x00001fea,
-	0x0000200c, 0x00002027, 0x00002042, 0x0000205e,
-	0x0000207a, 0x00002090, 0x000020aa, 0x000020ca,
-	0x000020e9, 0x000020f0, 0x0000215a, 0x00002170,
-	0x00002175, 0x00002189, 0x000021a1, 0x000021c6,
-	0x000021f4, 0x00002206, 0x00002219, 0x00002236,
+	0x00002008, 0x00002027, 0x00002052, 0x00002078,
+	0x00002088, 0x00002092, 0x0000209c, 0x000020bb,
+	0x000020d9, 0x0000210c, 0x0000213c, 0x00002168,
+	0x00002198, 0x000021ba, 0x000021d5, 0x000021f0,
+	0x0000220c, 0x00002228, 0x0000223e, 0x00002258,
+	0x00002278, 0x00002297, 0x0000229e, 0x00002308,
+	0x0000231e, 0x00002323, 0x00002337, 0x0000234f,
+	0x00002374, 0x000023a2, 0x000023b4, 0x000023c7,
 	// Entry C0 - DF
-	0x00002263, 0x00002280, 0x000022a3, 0x000022ae,
-	0x000022b9, 0x000022c5, 0x00002349, 0x00002370,
-	0x000023ae, 0x000023ba, 0x000023c3, 0x000023d8,
-	0x000023e2, 0x00002409, 0x00002425, 0x00002440,
-	0x00002470, 0x000024ae, 0x000024c9, 0x000024ea,
-	0x00002502, 0x00002548, 0x000025c7, 0x000025d1,
-	0x000025db, 0x000025f5, 0x0000263e, 0x00002646,
-	0x00002651, 0x0000265f, 0x00002689, 0x000026b2,
+	0x000023e4, 0x00002411, 0x0000242e, 0x00002451,
+	0x0000245c, 0x00002467, 0x00002473, 0x000024f7,
+	0x0000251e, 0x0000255c, 0x00002568, 0x00002571,
+	0x00002586, 0x00002590, 0x000025b7, 0x000025d3,
+	0x000025ee, 0x0000261e, 0x0000265c, 0x00002677,
+	0x00002698, 0x000026b0, 0x000026f6, 0x00002775,
+	0x0000277f, 0x00002789, 0x000027a3, 0x000027ec,
+	0x000027f4, 0x000027ff, 0x0000280d, 0x00002837,
 	// Entry E0 - FF
-	0x000026c2, 0x000026e1, 0x000026ed, 0x00002706,
-	0x00002711, 0x0000271e, 0x0000272d, 0x00002735,
-	0x0000273f, 0x00002747, 0x0000274f, 0x00002755,
-	0x0000275c, 0x00002761, 0x00002766, 0x0000276a,
-	0x0000276f, 0x00002775, 0x0000277b, 0x00002781,
-	0x00002786, 0x0000278b, 0x00002791, 0x0000279b,
-	0x000027bb, 0x000027dd, 0x00002801, 0x00002827,
-	0x00002830, 0x0000284c, 0x00002855, 0x0000286c,
+	0x00002860, 0x00002870, 0x0000288f, 0x0000289b,
+	0x000028b4, 0x000028bf, 0x000028cc, 0x000028db,
+	0x000028e3, 0x000028ed, 0x000028f5, 0x000028fd,
+	0x00002903, 0x0000290a, 0x0000290f, 0x00002914,
+	0x00002918, 0x0000291d, 0x00002923, 0x00002929,
+	0x0000292f, 0x00002934, 0x00002939, 0x0000293f,
+	0x00002949, 0x00002969, 0x0000298b, 0x000029af,
+	0x000029d5, 0x000029de, 0x000029fa, 0x00002a03,
 	// Entry 100 - 11F
-	0x00002875, 0x000028c9, 0x000028e9, 0x000028ef,
-	0x000028fa, 0x00002900, 0x0000290e, 0x00002919,
-	0x00002925, 0x00002958, 0x0000297c, 0x000029ab,
-	0x000029f4, 0x000029fb, 0x00002a11, 0x00002a84,
-	0x00002aaa, 0x00002bb2, 0x00002c02, 0x00002c2f,
-	0x00002c5e, 0x00002c89, 0x00002c97, 0x00002ca4,
-	0x00002cb1, 0x00002cc4, 0x00002cd9, 0x00002ce9,
-	0x00002d03, 0x00002d15, 0x00002d4d, 0x00002d64,
+	0x00002a1a, 0x00002a23, 0x00002a77, 0x00002a97,
+	0x00002a9d, 0x00002aa8, 0x00002aae, 0x00002abc,
+	0x00002ac7, 0x00002ad3, 0x00002b06, 0x00002b2a,
+	0x00002b59, 0x00002ba2, 0x00002ba9, 0x00002bbf,
+	0x00002c32, 0x00002c58, 0x00002d60, 0x00002db0,
+	0x00002ddd, 0x00002e0c, 0x00002e37, 0x00002e45,
+	0x00002e52, 0x00002e5f, 0x00002e72, 0x00002e87,
+	0x00002e97, 0x00002eb1, 0x00002ec3, 0x00002efb,
 	// Entry 120 - 13F
-	0x00002d67, 0x00002d6a, 0x00002d9e, 0x00002de8,
-	0x00002e1d, 0x00002e26, 0x00002e3d, 0x00002e6b,
-	0x00002e7e, 0x00002e8f, 0x00002e9a, 0x00002ea5,
-	0x00002eb0, 0x00002eb9, 0x00002ec2, 0x00002ecc,
-	0x00002ed5, 0x00002ede, 0x00002ee5, 0x00002ef3,
-	0x00002ef9, 0x00002f00, 0x00002f07, 0x00002f10,
-	0x00002f15, 0x00002f23, 0x00002f29, 0x00002f2f,
-	0x00002f35, 0x00002f3d, 0x00002f46, 0x00002f4f,
+	0x00002f12, 0x00002f15, 0x00002f18, 0x00002f4c,
+	0x00002f96, 0x00002fcb, 0x00002fd4, 0x00002feb,
+	0x00003019, 0x0000302c, 0x0000303d, 0x00003048,
+	0x00003053, 0x0000305e, 0x00003067, 0x00003070,
+	0x0000307a, 0x00003083, 0x0000308c, 0x00003093,
+	0x000030a1, 0x000030a7, 0x000030ae, 0x000030b5,
+	0x000030be, 0x000030c3, 0x000030d1, 0x000030d7,
+	0x000030dd, 0x000030e3, 0x000030eb, 0x000030f4,
 	// Entry 140 - 15F
-	0x00002f6c, 0x00002f87, 0x00002fa7, 0x00002fc8,
-	0x00002fd7, 0x00002fe2, 0x00002fed, 0x00002ffa,
-	0x00002ffe, 0x00003002, 0x00003010, 0x0000301e,
-	0x0000302c, 0x0000304c, 0x0000305f, 0x00003078,
-	0x0000308d, 0x0000309e, 0x000030b0, 0x000030c2,
-	0x000030c8, 0x000030cf, 0x000030d7, 0x000030df,
-	0x000030fd, 0x0000311b, 0x00003132, 0x00003147,
-	0x00003158, 0x0000315d, 0x00003163, 0x0000317c,
+	0x000030fd, 0x0000311a, 0x00003135, 0x00003155,
+	0x00003176, 0x00003185, 0x00003190, 0x0000319b,
+	0x000031a8, 0x000031ac, 0x000031b0, 0x000031be,
+	0x000031cc, 0x000031da, 0x000031fa, 0x0000320d,
+	0x00003226, 0x0000323b, 0x0000324c, 0x0000325e,
+	0x00003270, 0x00003276, 0x0000327d, 0x00003285,
+	0x0000328d, 0x000032ab, 0x000032c9, 0x000032e0,
+	0x000032f5, 0x00003306, 0x0000330b, 0x00003311,
 	// Entry 160 - 17F
-	0x00003199, 0x000031b9, 0x000031c4, 0x000031ce,
-	0x000031f7, 0x00003202, 0x00003236, 0x00003243,
-	0x0000325a, 0x00003268, 0x0000326f, 0x0000328a,
-	0x00003294, 0x000032a7, 0x000032de, 0x000032e7,
-	0x000032f3, 0x000032fd, 0x0000332d, 0x00003414,
-	0x00003430, 0x00003445, 0x00003486, 0x00003497,
-	0x000034a2, 0x000034d5, 0x000034ff, 0x0000350d,
-	0x00003535, 0x00003574, 0x00003595, 0x000035d3,
+	0x0000332a, 0x00003347, 0x00003367, 0x00003372,
+	0x0000337c, 0x000033a5, 0x000033b0, 0x000033e4,
+	0x000033f1, 0x00003408, 0x00003416, 0x0000341d,
+	0x00003438, 0x00003442, 0x00003455, 0x0000348c,
+	0x00003495, 0x000034a1, 0x000034ab, 0x000034db,
+	0x000035c2, 0x000035de, 0x000035f3, 0x00003634,
+	0x00003645, 0x00003650, 0x00003683, 0x000036ad,
+	0x000036bb, 0x000036e3, 0x00003722, 0x00003743,
 	// Entry 180 - 19F
-	0x00003613, 0x00003633, 0x00003674, 0x000036a0,
-	0x000036b8, 0x000036cc, 0x000036e3, 0x000036f1,
-	0x000036fc, 0x0000371f, 0x0000373e, 0x0000374a,
-	0x00003769, 0x00003798, 0x000037d8, 0x0000381e,
-	0x00003890, 0x000038b8, 0x000038db, 0x00003912,
-	0x00003959, 0x000039ac, 0x000039d5, 0x000039fb,
-	0x00003a22, 0x00003a4a, 0x00003a91, 0x00003adb,
-	0x00003b0b, 0x00003b1b, 0x00003b49, 0x00003b85,
+	0x00003781, 0x000037c1, 0x000037e1, 0x00003822,
+	0x0000384e, 0x00003866, 0x0000387a, 0x00003891,
+	0x0000389f, 0x000038aa, 0x000038cd, 0x000038ec,
+	0x000038f8, 0x00003917, 0x00003946, 0x00003986,
+	0x000039cc, 0x00003a3e, 0x00003a66, 0x00003a89,
+	0x00003ac0, 0x00003b07, 0x00003b5a, 0x00003b83,
+	0x00003ba9, 0x00003bd0, 0x00003bf8, 0x00003c3f,
+	0x00003c89, 0x00003cb9, 0x00003cc9, 0x00003cf7,
 	// Entry 1A0 - 1BF
-	0x00003b9b, 0x00003c2c, 0x00003c3f, 0x00003c7d,
-	0x00003cb9, 0x00003ccc, 0x00003d1c, 0x00003d51,
-	0x00003d63, 0x00003d7a, 0x00003d85, 0x00003da2,
-	0x00003dc1, 0x00003dd2, 0x00003dec, 0x00003df5,
-	0x00003dff, 0x00003e34, 0x00003e4a, 0x00003e5d,
-	0x00003e9a, 0x00003eb3, 0x00003ec9, 0x00003ef3,
-	0x00003f06, 0x00003f0d, 0x00003f25, 0x00003f47,
-	0x00003f77, 0x00003f8e, 0x00003fc6, 0x00004001,
+	0x00003d33, 0x00003d49, 0x00003dda, 0x00003ded,
+	0x00003e2b, 0x00003e67, 0x00003e7a, 0x00003eca,
+	0x00003eff, 0x00003f11, 0x00003f28, 0x00003f33,
+	0x00003f50, 0x00003f6f, 0x00003f80, 0x00003f9a,
+	0x00003fa3, 0x00003fad, 0x00003fe2, 0x00003ff8,
+	0x0000400b, 0x00004048, 0x00004061, 0x00004077,
+	0x000040a1, 0x000040b4, 0x000040bb, 0x000040d3,
+	0x000040f5, 0x00004125, 0x0000413c, 0x00004174,
 	// Entry 1C0 - 1DF
-	0x0000402d, 0x00004080, 0x00004090, 0x00004099,
-	0x000040ad, 0x000040bf, 0x000040d5, 0x000040e7,
-	0x000040f9, 0x0000410b, 0x00004121, 0x0000414b,
-	0x0000417e, 0x000041ba, 0x000041d1, 0x00004299,
-	0x000042c6, 0x00004331, 0x0000434b, 0x00004364,
-	0x00004385, 0x0000439b, 0x000043a2, 0x000043bc,
-	0x00004451, 0x00004464, 0x0000448b, 0x000044b3,
-	0x000044c1, 0x000044d1, 0x000044d9, 0x000044ea,
+	0x000041af, 0x000041db, 0x0000422e, 0x0000423e,
+	0x00004247, 0x0000425b, 0x0000426d, 0x00004283,
+	0x00004295, 0x000042a7, 0x000042b9, 0x000042cf,
+	0x000042f9, 0x0000432c, 0x00004368, 0x0000437f,
+	0x00004447, 0x00004474, 0x000044df, 0x000044f9,
+	0x00004512, 0x00004533, 0x00004549, 0x00004550,
+	0x0000456a, 0x000045ff, 0x00004612, 0x00004639,
+	0x00004661, 0x0000466f, 0x0000467f, 0x00004687,
 	// Entry 1E0 - 1FF
-	0x000044f1, 0x00004627, 0x0000462e, 0x00004668,
-	0x0000466d, 0x00004682, 0x00004696, 0x000046a8,
-	0x000046be, 0x000046d8, 0x00004722, 0x00004732,
-	0x0000480c, 0x00004811, 0x00004821, 0x0000482f,
-	0x0000483f, 0x0000484f, 0x00004859, 0x00004885,
-	0x0000489f, 0x000048ba, 0x00004948, 0x00004959,
-	0x00004966, 0x000049a7, 0x000049ed, 0x00004a05,
-	0x00004a58, 0x00004a93, 0x00004abe, 0x00004ac8,
+	0x00004698, 0x0000469f, 0x000047d5, 0x000047dc,
+	0x00004816, 0x0000481b, 0x00004830, 0x00004844,
+	0x00004856, 0x0000486c, 0x00004886, 0x000048d0,
+	0x000048e0, 0x000049ba, 0x000049bf, 0x000049cf,
+	0x000049dd, 0x000049ed, 0x000049fd, 0x00004a07,
+	0x00004a33, 0x00004a4d, 0x00004a68, 0x00004af6,
+	0x00004b07, 0x00004b14, 0x00004b55, 0x00004b9b,
+	0x00004bb3, 0x00004c06, 0x00004c41, 0x00004c6c,
 	// Entry 200 - 21F
-	0x00004b42, 0x00004b77, 0x00004bb8, 0x00004c28,
-	0x00004c41, 0x00004c4e, 0x00004c91, 0x00004c97,
-	0x00004d33, 0x00004d87, 0x00004db2, 0x00004e3e,
-	0x00004e6c, 0x00004f2e, 0x00004f31, 0x00004f37,
-	0x00004f4d, 0x00004f58, 0x00004f5f, 0x00004f6a,
-	0x00004f78, 0x00004f85, 0x00004f93, 0x00004fa0,
-	0x00004fbc, 0x00004fd5, 0x00004ffe, 0x000050a7,
-	0x000050ba, 0x000050c4, 0x00005153, 0x000051b4,
+	0x00004c76, 0x00004cf0, 0x00004d25, 0x00004d66,
+	0x00004dd6, 0x00004def, 0x00004dfc, 0x00004e3f,
+	0x00004e45, 0x00004ee1, 0x00004f35, 0x00004f60,
+	0x00004fec, 0x0000501a, 0x000050dc, 0x000050df,
+	0x000050e5, 0x000050fb, 0x00005106, 0x0000510d,
+	0x00005118, 0x00005126, 0x00005133, 0x00005141,
+	0x0000514e, 0x0000516a, 0x00005183, 0x000051ac,
+	0x00005255, 0x00005268, 0x00005272, 0x00005301,
 	// Entry 220 - 23F
-	0x000051c6, 0x000051d9, 0x00005217, 0x00005253,
-	0x0000525f, 0x0000526c, 0x0000527a, 0x00005288,
-	0x00005298, 0x000052d4, 0x0000530e, 0x00005319,
-	0x00005343, 0x00005347, 0x00005359, 0x00005367,
-	0x00005393, 0x00005455, 0x00005488, 0x00005493,
-	0x0000549d, 0x000054b2, 0x000054bb, 0x000054c5,
-	0x000054d3, 0x000054f7, 0x00005511, 0x00005526,
-	0x00005552, 0x00005557, 0x0000556c, 0x000055e2,
+	0x00005362, 0x00005374, 0x00005387, 0x000053c5,
+	0x00005401, 0x0000540d, 0x0000541a, 0x00005428,
+	0x00005436, 0x00005446, 0x00005482, 0x000054bc,
+	0x000054c7, 0x000054f1, 0x000054f5, 0x00005507,
+	0x00005515, 0x00005541, 0x00005603, 0x00005636,
+	0x00005641, 0x0000564b, 0x00005660, 0x00005669,
+	0x00005673, 0x00005681, 0x000056a5, 0x000056bf,
+	0x000056d4, 0x00005700, 0x00005705, 0x0000571a,
 	// Entry 240 - 25F
-	0x00005624,
-} // Size: 2332 bytes
+	0x00005790, 0x000057d2,
+} // Size: 2336 bytes
 
-const frData string = "" + // Size: 22052 bytes
+const frData string = "" + // Size: 22482 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances suspendues…\x02Abandon" +
 	"ner toutes les instances suspendues…\x02Arrêter toutes les instances en " +
@@ -1289,276 +1295,282 @@ const frData string = "" + // Size: 22052 bytes
 	"\x18\x02Arrêter %[1]d instance\x00\x19\x02Arrêter %[1]d instances\x02Rie" +
 	"n à faire\u202f: aucune instance à laquelle cette action s’applique ne c" +
 	"orrespond au filtre.\x02toutes\x02Processus\x02Statut\x02Clé métier\x02C" +
-	"réées depuis le\x02Créées jusqu’au\x02Impossible d’agir sur ce filtre" +
-	"\x02Le nombre confirmé manque\u202f: repartez de la liste.\x02Le nombre " +
-	"a changé depuis que vous l’avez confirmé (il était de %[1]d)\u202f: entr" +
-	"e-temps, des instances ont été réglées, démarrées ou traitées. Rien n’a " +
-	"été fait\u202f; vérifiez le nouveau nombre et confirmez de nouveau.\x14" +
-	"\x02\x80\x01\x026\x02Action groupée (%[1]s) appliquée à %[2]d instance." +
-	"\x007\x02Action groupée (%[1]s) appliquée à %[2]d instances.\x14\x01\x81" +
-	"\x01\x00\x02h\x02%[1]d ignorée\u202f: elle a changé après le comptage (r" +
-	"églée, ou traitée par quelqu’un d’autre).\x00n\x02%[1]d ignorées\u202f:" +
-	" elles ont changé après le comptage (réglées, ou traitées par quelqu’un " +
-	"d’autre).\x02Quand\x02Qui\x02Action\x02Motif\x02Instance de processus" +
-	"\x02Occurrence reproposée\x02Action groupée\x02Journal d’audit\x02Chaque" +
-	" reprise, abandon et arrêt appliqué par un opérateur, avec son motif. Le" +
-	"s révélations de valeurs sensibles ont leur propre journal (GET /api/v1/" +
-	"audit/reveals).\x02Filtres\x02Appliquer les filtres\x02Effacer les filtr" +
-	"es\x02Aucune action d’opérateur ne correspond.\x02Toutes les actions\x02" +
-	"L’instance de processus doit être un identifiant d’instance (un UUID)." +
-	"\x02L’action groupée doit être désignée par son identifiant (un UUID)." +
-	"\x02Instances modifiées par l’action groupée %[1]s.\x02Le curseur de pag" +
-	"e est invalide\u202f: revenez à la première page.\x02Actions d’opérateur" +
-	"s, les plus récentes d’abord\x02Pages\x02Page suivante\x02Première page" +
-	"\x02Console Relais\x02Langue\x02Aller au contenu\x02Navigation principal" +
-	"e\x02État\x02Tâches externes\x02Instances\x02Processus\x02Trouver une in" +
-	"stance ou une occurrence\x02identifiant ou clé métier\x02Trouver\x02Défi" +
-	"nitions\x02Exécutants\x02Jetons\x02Connecté en tant que %[1]s (%[2]s)" +
-	"\x02Se déconnecter\x02Réglages d’affichage\x02Heures en %[1]s · recharge" +
-	"ment toutes les %[2]d s\x02Heures en %[1]s · sans rechargement automatiq" +
-	"ue\x02Cette page se recharge toutes les %[1]d secondes.\x02Non autorisé" +
-	"\x02Votre rôle ne permet de lire que les définitions\u202f: les tâches e" +
-	"xternes et les instances de processus sont réservées aux opérateurs et a" +
-	"ux administrateurs.\x02Requête invalide\x02Le champ «\u00a0%[1]s\u00a0» " +
-	"contient le caractère NUL ou des octets qui ne sont pas du texte UTF-8" +
-	"\u202f: corrigez-le et réessayez.\x02Retour aux tâches externes\x02Retou" +
-	"r aux définitions\x02Introuvable\x02Cette adresse ne mène à rien, ou à r" +
-	"ien que vous puissiez voir.\x02Formulaire refusé\x02Ce formulaire n’a pa" +
-	"s été envoyé depuis cette session de la console, ou il a expiré. Recharg" +
-	"ez la page et réessayez.\x02Temporairement indisponible\x02La base de do" +
-	"nnées est injoignable pour le moment. Réessayez dans quelques secondes." +
-	"\x02Une erreur est survenue\x02La console n’a pas pu afficher cette page" +
-	". Réessayez\u202f; si le problème persiste, donnez à votre administrateu" +
-	"r l’identifiant de requête %[1]s.\x02Décompte des occurrences en cours" +
-	"\u202f; les décomptes s’afficheront quand vous rechargerez la page.\x02L" +
-	"es décomptes sont indisponibles pour le moment.\x02Champ\x02Type\x02Obli" +
-	"gatoire\x02Classification\x02Contraintes\x02Description\x02Définition %[" +
-	"1]s\x02Copie de travail\x02La seule partie modifiable d’une définition. " +
-	"Les processus ne l’utilisent jamais directement\u202f: ils épinglent une" +
-	" révision.\x02Nom\x02Sortie de routage\x02Dernier enregistrement\x02Révi" +
-	"sions\x02Aucune révision pour l’instant\u202f: la copie de travail n’a j" +
-	"amais été figée.\x02Publications\x02Aucune publication pour l’instant." +
-	"\x02Publication\x02Révision\x02Notes\x02Publiée le\x02Comparer des révis" +
-	"ions\x02Liste chaque changement d’une révision à l’autre et ce qu’il peu" +
-	"t casser.\x02De la révision\x02À la révision\x02Comparer\x02Changement" +
-	"\x02Détail\x02Casse les processus\x02Casse les services\x02Ces révisions" +
-	" ont les mêmes contrats.\x02Entrées\x02Aucune entrée.\x02Entrées de la c" +
-	"opie de travail\x02Sorties\x02Aucune sortie.\x02Sorties de la copie de t" +
-	"ravail\x02Publications, les plus anciennes d’abord\x02Changements entre " +
-	"les deux révisions\x02Révision %[1]d\x02Figée le\x02Empreinte\x02Entrées" +
-	" de la révision %[1]d\x02Sorties de la révision %[1]d\x02Choisissez deux" +
-	" révisions existantes à comparer.\x02De la révision %[1]d à la révision " +
-	"%[2]d\u202f:\x14\x01\x81\x01\x00\x02\x11\x02%[1]d changement\x00\x12\x02" +
-	"%[1]d changements\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incompatible\x00" +
-	"\x14\x02%[1]d incompatibles\x02sortie de routage %[1]s → %[2]s\x02facult" +
-	"atif → obligatoire\x02obligatoire → facultatif\x02valeurs ajoutées\u202f" +
-	": %[1]s\x02valeurs retirées\u202f: %[1]s\x02valeurs réordonnées\x02%[1]s" +
-	"\u202f: %[2]s → %[3]s\x02champ obligatoire de type %[1]s\x02champ facult" +
-	"atif de type %[1]s\x02aucune\x02Contrats de tâches\u202f: leur copie de " +
-	"travail, leurs révisions immuables et leurs publications nommées.\x02Déf" +
-	"initions par clé\x02Clé\x02Dernière révision\x02aucune pour l’instant" +
-	"\x02Aucune définition pour l’instant.\x14\x01\x81\x01\x00\x02\x12\x02%[1" +
-	"]d publication\x00\x13\x02%[1]d publications\x02en cas d’erreur\x02toute" +
-	" autre erreur\x02suspendue pour un opérateur\x02incident\u202f: reprendr" +
-	"e, abandonner, arrêter\x02fin\u202f: termine l’instance\x02fin\u202f: me" +
-	"t l’instance en échec\x02push %[1]s\x02pull %[1]s\x02Nœud %[1]s\x02La fi" +
-	"le d’attente et les incidents de chaque définition maintenant, et ce que" +
-	" ses services ont terminé dans la dernière heure.\x02Réussites et échecs" +
-	", dernière heure\x02Définitions, celles qui demandent de l’attention d’a" +
-	"bord\x02Définition\x02Ouvertes\x02Instances suspendues\x02En échec\x02At" +
-	"tente de la plus ancienne disponible\x02Terminées, dernière heure\x02En " +
-	"échec, dernière heure\x02Aucune définition n’a encore d’occurrence.\x02" +
-	"Au %[1]s (%[2]s)\u202f; actualisé toutes les quelques secondes.\x02dispo" +
-	"nible depuis le %[1]s\x02Afficher toutes les définitions\x02Toutes les d" +
-	"éfinitions\x02Réussites et échecs par tranche de 5 min, dernière heure" +
-	"\u202f: %[1]s\x02Dans la dernière heure\u202f: %[1]d terminées, %[2]d en" +
-	" échec. Le tableau qui suit le graphique donne chaque tranche de 5 min." +
-	"\x02terminée\x02en échec\x02Les chiffres du graphique\x02Réussites et éc" +
-	"hecs par tranche de 5 min, les plus anciennes d’abord\x02Tranche\x02Term" +
-	"inées\x02%[1]s–%[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d terminée\x00" +
-	"\x11\x02%[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en échec" +
-	"\x00\x10\x02%[1]d en échec\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %" +
-	"[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02i" +
-	"l y a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j" +
-	"\x02janv.\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août\x02se" +
-	"pt.\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02" +
-	"%[1]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d h" +
-	"eure\x00\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute" +
-	"\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde" +
-	"\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02Instance de processus %[1]s" +
-	"\x02Résumé\x02Actions d’opérateur\x02Parcours\x02Les nœuds atteints par " +
-	"cette instance, dans l’ordre, chacun avec son occurrence.\x02Nœuds attei" +
-	"nts, dans l’ordre\x02Nœud\x02Occurrence\x02Route\x02Nœud suivant\x02Créé" +
-	"e le\x02Réglée le\x02Cette instance n’a encore atteint aucune tâche.\x02" +
-	"Actions d’opérateurs consignées\x02Aucun opérateur n’a agi sur cette ins" +
-	"tance.\x02Actions d’opérateurs sur cette instance, les plus récentes d’a" +
-	"bord\x02Valeur\x02Entrées du processus\x02Entrées avec lesquelles l’inst" +
-	"ance a démarré, nommées d’après le contrat de la version %[1]d du proces" +
-	"sus\x02Ce processus ne prend aucune entrée.\x02Cette instance est suspen" +
-	"due à un nœud en échec\u202f: c’est un incident. La reprise propose de n" +
-	"ouveau l’occurrence en échec\u202f; l’abandon met l’instance en échec" +
-	"\u202f; l’arrêt l’annule. Chacune demande un motif, consigné dans le jou" +
-	"rnal d’audit.\x02L’arrêt annule l’instance et ses occurrences ouvertes. " +
-	"Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — « %[3]s »\x02Abandon" +
-	"née par %[1]s le %[2]s — « %[3]s »\x02Reprise par %[1]s le %[2]s — « %[3" +
-	"]s »\x02Démarrée le\x02Terminée le\x02Nœud de fin\x02Suspendue au nœud" +
-	"\x02Occurrence en échec\x02Code d’erreur\x02Statut inconnu\u202f: %[1]q." +
-	"\x02Date de création\x02La taille de page doit être comprise entre 1 et " +
-	"%[1]d.\x02Instances de processus\x02du\x02au\x02Agir sur toutes les inst" +
-	"ances que ce filtre retient\x02La page suivante les compte et demande un" +
-	" motif avant que rien ne change.\x02Instances de processus, les plus réc" +
-	"entes d’abord\x02Instance\x02Nœud de fin ou erreur\x02Aucune instance ne" +
-	" correspond à ces filtres.\x02Tous les processus\x02Tous les statuts\x02" +
-	"disponible\x02réservée\x02différée\x02annulée\x02en cours\x02suspendue" +
-	"\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier\x02no" +
-	"mbre\x02booléen\x02date\x02date et heure\x02choix\x02objet\x02liste\x02n" +
-	"ormale\x02sensible\x02secrète\x02••• masqué (sensible)\x02••• masqué (se" +
-	"cret)\x02pull (le service la récupère)\x02push (Relais appelle le servic" +
-	"e)\x02administrateur\x02opérateur\x02concepteur\x02consommateur\x02oui" +
-	"\x02non\x02champ ajouté\x02champ retiré\x02type modifié\x02caractère obl" +
-	"igatoire modifié\x02valeurs modifiées\x02classification modifiée\x02cont" +
-	"rainte modifiée\x02routage modifié\x02longueur minimale\x02longueur maxi" +
-	"male\x02motif\x02format\x02minimum\x02maximum\x02nombre minimal d’élémen" +
-	"ts\x02nombre maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, versi" +
-	"on %[2]s\x02Occurrence %[1]s\x02Mode\x02Dates\x02Politique d’exécution" +
-	"\x02Nombre maximal de tentatives\x02Délai avant nouvelle tentative\x02Éc" +
-	"héance\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute)\x02Tentat" +
-	"ives\x02Toutes les tentatives, les plus anciennes d’abord\x02Consommateu" +
-	"r\x02Identifiant du service\x02Réservée le\x02Durée\x02Réponse de la des" +
-	"tination\x02Résultat\x02Message d’erreur\x02Aucun service n’a encore rés" +
-	"ervé cette occurrence.\x02en cours\x02Destination\x02Réplique\x02Relais " +
-	"n’a pas encore appelé la destination.\x02Relais ne conserve le code de s" +
-	"tatut de la destination que lorsqu’elle a refusé l’appel (destination_ht" +
-	"tp_NNN)\u202f; un appel terminé a reçu une réponse 2xx. La durée va de l" +
-	"a prise en charge de l’appel à son règlement.\x02Motif donné par le serv" +
-	"ice\x02Nouvelles tentatives\x02aucune\u202f: un appel en échec suit le c" +
-	"hemin d’erreur du nœud\x02Délai d’appel\x02Maintenant\x02La reprendre ou" +
-	" l’abandonner depuis son instance\x14\x01\x81\x01\x00\x02\x10\x02%[1]d t" +
-	"entative\x00\x11\x02%[1]d tentatives\x02au plus %[1]d\x14\x01\x81\x01" +
-	"\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes\x02Entrées, no" +
-	"mmées d’après le contrat de la révision %[1]d\x02Ce contrat n’a aucune e" +
-	"ntrée.\x02Sorties, nommées d’après le contrat de la révision %[1]d\x02Pa" +
-	"s encore de sorties\u202f: l’occurrence n’est pas terminée.\x02Ce contra" +
-	"t n’a aucune sortie.\x02Aucune sortie\u202f: l’occurrence s’est terminée" +
-	" sans aboutir.\x02Révéler — cette action est enregistrée\x02Disponible à" +
-	" partir du\x02Prochaine tentative\x02Dernière réservation\x02Fin du verr" +
-	"ou\x02Différée\x02Dernière erreur (tentative %[1]d)\x02Erreur (avant tou" +
-	"te tentative)\x02Son message\x02Message de Relais (en anglais)\x02Messag" +
-	"e du service (tel qu’il l’a envoyé)\x02L’échéance est passée avant l’arr" +
-	"ivée d’un résultat.\x02Le résultat ne respectait pas le contrat de sorti" +
-	"es de la révision.\x02Relais s’est arrêté pendant l’appel\u202f: on igno" +
-	"re si la destination a agi, elle n’est donc pas rappelée.\x02L’appel n’a" +
-	" pas pu être préparé.\x02La destination était injoignable.\x02La réponse" +
-	" de la destination était trop volumineuse.\x02Le verrou de la dernière t" +
-	"entative a expiré sans tentative restante.\x02Les entrées n’ont pas pu ê" +
-	"tre construites à partir des liaisons du processus.\x02Un opérateur a ab" +
-	"andonné l’instance.\x02La destination a répondu HTTP %[1]s.\x02Nouvelle " +
-	"tentative à %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Ver" +
-	"rou expiré à %[1]s — en attente d’être proposée de nouveau.\x02En attent" +
-	"e de l’appel de Relais à la destination depuis %[1]s (%[2]s).\x02En atte" +
-	"nte d’un service depuis %[1]s (%[2]s).\x02(service %[1]s)\x02Relais appe" +
-	"lle la destination (depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou j" +
-	"usqu’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%" +
-	"[2]s)\u202f: un service du même consommateur, ou une interface munie d’u" +
-	"n jeton de règlement, la terminera plus tard.\x02Terminée (%[1]s).\x02So" +
-	"n instance est suspendue ici, en attente d’un opérateur.\x02Son instance" +
-	" a continué par le chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annu" +
-	"lée\u202f: l’instance a été arrêtée par %[1]s à %[2]s — « %[3]s ».\x02An" +
-	"nulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02con" +
-	"sommateur n° %[1]s\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas " +
-	"de réponse dans le délai\x02pas de connexion\x02réponse trop volumineuse" +
-	"\x02inconnue\x02[masqué]\x02La révision doit être un nombre entier, 1 ou" +
-	" plus.\x02Consommateur inconnu.\x02Date de règlement\x02Plus de filtres" +
-	"\u202f: instance, révision, consommateur, dates\x02identifiant d’instanc" +
-	"e\x02Décomptes par statut\x02Occurrences, les plus récentes d’abord\x02P" +
-	"rocessus et nœud\x02Erreur\x02Consommateur et service\x02Prochaine tenta" +
-	"tive ou règlement\x02Aucune occurrence ne correspond à ces filtres.\x02T" +
-	"ous les consommateurs\x02Totaux de la définition %[1]s, sans les autres " +
-	"filtres\x02Totaux de toutes les définitions, sans les autres filtres\x14" +
-	"\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrence" +
-	"s\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés toutes les qu" +
-	"elques secondes.\x02révision %[1]d\x02réglée\x02prochaine tentative\x02d" +
-	"isponible depuis\x02appel en cours depuis\x02verrou jusqu’à\x02différée " +
-	"depuis\x02Page précédente\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une da" +
-	"te s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour vient après le de" +
-	"rnier.\x02Ces réglages sont conservés dans ce navigateur seulement.\x02A" +
-	"fficher les heures en\x02La console n’exécute aucun script et ne peut do" +
-	"nc pas lire le fuseau horaire de votre ordinateur\u202f: choisissez son " +
-	"décalage par rapport à UTC. Les décalages ne suivent pas l’heure d’été." +
-	"\x02Recharger les listes et les pages de détail\x02Les pages qui contien" +
-	"nent un formulaire, comme une confirmation, ne se rechargent jamais d’el" +
-	"les-mêmes.\x02Enregistrer les réglages\x02Revenir sans enregistrer\x02UT" +
-	"C (temps universel coordonné)\x02Heure locale à %[1]s\x02Jamais\x02Toute" +
-	"s les %[1]d secondes\x02Les versions de processus publiées\u202f: leurs " +
-	"nœuds, routes et révisions épinglées, dessinés, avec l’emplacement actue" +
-	"l de leurs occurrences.\x02Processus par clé\x02Versions, les plus récen" +
-	"tes d’abord\x02Aucun processus n’est encore publié.\x02version %[1]d\x02" +
-	"Processus %[1]s\x02Version\x02Nœud de départ\x02Graphe\x02Les colonnes s" +
-	"uivent le plus long chemin depuis le nœud de départ. Les flèches pleines" +
-	" sont les réussites (étiquetées par leur route), les pointillées les éch" +
-	"ecs (étiquetées par leurs codes d’erreur). Chaque case indique combien d" +
-	"’occurrences de cette version se trouvent à ce nœud maintenant.\x02Nœu" +
-	"ds\x02Nœuds de cette version, avec leurs occurrences actuelles\x02Type" +
-	"\x02Révision épinglée\x02En cas de réussite\x02En cas d’erreur\x02Occurr" +
-	"ences actuelles\x02Instances de ce processus\x02Décomptes au %[1]s (%[2]" +
-	"s)\u202f; actualisés toutes les quelques secondes.\x02Graphe de %[1]s" +
-	"\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau c" +
-	"i-dessous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d nœ" +
-	"uds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, r" +
-	"outes et décomptes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin (" +
-	"en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02suspension (un incident pour un" +
-	" opérateur)\x02tout autre code → %[1]s\x02met l’instance en échec\x14" +
-	"\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative après %[2]s" +
-	", priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après %[2]" +
-	"s, priorité %[3]d\x02échéance %[1]s\x02délai %[1]s\x02Seuls les administ" +
-	"rateurs peuvent révéler une valeur sensible.\x02Révélé par %[1]s le %[2]" +
-	"s\u202f; consigné dans le journal d’audit.\x02Révélation impossible\x02S" +
-	"eule une valeur que cette page affiche masquée (sensible) peut être révé" +
-	"lée.\x02Les valeurs secrètes ne peuvent jamais être révélées.\x02Cette p" +
-	"age n’accepte pas cette requête.\x02Recherche\x02Saisissez un identifian" +
-	"t d’instance ou d’occurrence (un UUID, que les pages affichent au survol" +
-	") ou une clé métier.\x02Rien à chercher\u202f: le champ de recherche est" +
-	" vide.\x02C’est trop long pour être un identifiant ou une clé métier." +
-	"\x02Aucune instance ni occurrence n’a l’identifiant « %[1]s », et aucune" +
-	" instance ne l’a pour clé métier.\x02Vous êtes déconnecté.\x02Se connect" +
-	"er\x02Connectez-vous avec un jeton d’opérateur ou d’administrateur.\x02J" +
-	"eton\x02Le jeton est vérifié une fois et n’est jamais conservé dans votr" +
-	"e navigateur\u202f; un cookie de session le remplace jusqu’à 8 heures d’" +
-	"inactivité.\x02Trop de connexions échouées depuis votre adresse. Réessay" +
-	"ez dans %[1]d secondes.\x02Ce jeton est inconnu ou a été révoqué.\x02Un " +
-	"jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: connectez-vous " +
-	"avec un jeton d’opérateur, de concepteur ou d’administrateur.\x02Seuls l" +
-	"es administrateurs gèrent les jetons.\x02Jetons du personnel (administra" +
-	"teurs, concepteurs, opérateurs) non révoqués. Les jetons des consommateu" +
-	"rs se gèrent avec leurs consommateurs. Révoquer un jeton refuse sa requê" +
-	"te suivante.\x02ID\x02Rôle\x02Dernière utilisation\x02Expiration\x02jama" +
-	"is\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Aucun " +
-	"jeton.\x02Le jeton a été révoqué.\x02Révoquer le jeton %[1]d\x02Révoquer" +
-	" le jeton %[1]s « %[2]s »\u202f?\x02Sa requête suivante est refusée et l" +
-	"es sessions de console ouvertes avec lui prennent fin. C’est irréversibl" +
-	"e\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoquer le je" +
-	"ton\x02Le garder\x02C’est le jeton avec lequel vous êtes connecté\u202f:" +
-	" le révoquer vous déconnecte. Sa requête suivante est refusée. C’est irr" +
-	"éversible.\x02C’est le dernier jeton administrateur utilisable\u202f: c" +
-	"réez-en un autre avant de le révoquer.\x02sortie de routage\x02(chaque é" +
-	"lément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b" +
-	"\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1" +
-	"]d caractère\x00\x1a\x02au plus %[1]d caractères\x02motif %[1]s\x02forma" +
-	"t %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01" +
-	"\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d" +
-	" éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19" +
-	"\x02au plus %[1]d éléments\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02" +
-	"%[1]d élément\x00\x11\x02%[1]d éléments\x02nul\x02valeur inattendue\x02P" +
-	"age invalide\x02Ce lien de page ne vient pas de la console.\x02Les exécu" +
-	"tants connectés par un flux, et ceux qui interrogent par leur dernière d" +
-	"emande. Un exécutant est listé tant qu’il s’est manifesté dans les trois" +
-	" derniers battements de cœur.\x02Exécutants vus dans les trois derniers " +
-	"battements\x02Exécutant\x02Protocole\x02Définitions servies\x02En cours" +
-	"\x02Connexion\x02Dernier signe\x02Aucun exécutant n’est connecté.\x02Exé" +
-	"cutants servant %[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert " +
-	"cette définition.\x02flux\x02interrogation longue\x02Aucun exécutant ne " +
-	"sert cette définition\u202f: ses occurrences attendent qu’un exécutant s" +
-	"e connecte ou interroge.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d" +
-	" exécutant\x00\x1d\x02Servie par %[1]d exécutants"
+	"réées depuis le\x02Créées jusqu’au\x14\x01\x81\x01\x00\x02\xca\x01\x02%[" +
+	"1]d autre instance suspendue a échoué avant toute tentative (ses entrées" +
+	" n’ont pas pu être construites)\u202f: elle ne peut pas être reprise et " +
+	"n’est pas comptée. Abandonnez-la ou arrêtez-la.\x00\xd9\x01\x02%[1]d aut" +
+	"res instances suspendues ont échoué avant toute tentative (leurs entrées" +
+	" n’ont pas pu être construites)\u202f: elles ne peuvent pas être reprise" +
+	"s et ne sont pas comptées. Abandonnez-les ou arrêtez-les.\x02Impossible " +
+	"d’agir sur ce filtre\x02Le nombre confirmé manque\u202f: repartez de la " +
+	"liste.\x02Le nombre a changé depuis que vous l’avez confirmé (il était d" +
+	"e %[1]d)\u202f: entre-temps, des instances ont été réglées, démarrées ou" +
+	" traitées. Rien n’a été fait\u202f; vérifiez le nouveau nombre et confir" +
+	"mez de nouveau.\x14\x02\x80\x01\x026\x02Action groupée (%[1]s) appliquée" +
+	" à %[2]d instance.\x007\x02Action groupée (%[1]s) appliquée à %[2]d inst" +
+	"ances.\x14\x01\x81\x01\x00\x02h\x02%[1]d ignorée\u202f: elle a changé ap" +
+	"rès le comptage (réglée, ou traitée par quelqu’un d’autre).\x00n\x02%[1]" +
+	"d ignorées\u202f: elles ont changé après le comptage (réglées, ou traité" +
+	"es par quelqu’un d’autre).\x02Quand\x02Qui\x02Action\x02Motif\x02Instanc" +
+	"e de processus\x02Occurrence reproposée\x02Action groupée\x02Journal d’a" +
+	"udit\x02Chaque reprise, abandon et arrêt appliqué par un opérateur, avec" +
+	" son motif. Les révélations de valeurs sensibles ont leur propre journal" +
+	" (GET /api/v1/audit/reveals).\x02Filtres\x02Appliquer les filtres\x02Eff" +
+	"acer les filtres\x02Aucune action d’opérateur ne correspond.\x02Toutes l" +
+	"es actions\x02L’instance de processus doit être un identifiant d’instanc" +
+	"e (un UUID).\x02L’action groupée doit être désignée par son identifiant " +
+	"(un UUID).\x02Instances modifiées par l’action groupée %[1]s.\x02Le curs" +
+	"eur de page est invalide\u202f: revenez à la première page.\x02Actions d" +
+	"’opérateurs, les plus récentes d’abord\x02Pages\x02Page suivante\x02Pr" +
+	"emière page\x02Console Relais\x02Langue\x02Aller au contenu\x02Navigatio" +
+	"n principale\x02État\x02Tâches externes\x02Instances\x02Processus\x02Tro" +
+	"uver une instance ou une occurrence\x02identifiant ou clé métier\x02Trou" +
+	"ver\x02Définitions\x02Exécutants\x02Jetons\x02Connecté en tant que %[1]s" +
+	" (%[2]s)\x02Se déconnecter\x02Réglages d’affichage\x02Heures en %[1]s · " +
+	"rechargement toutes les %[2]d s\x02Heures en %[1]s · sans rechargement a" +
+	"utomatique\x02Cette page se recharge toutes les %[1]d secondes.\x02Non a" +
+	"utorisé\x02Votre rôle ne permet de lire que les définitions\u202f: les t" +
+	"âches externes et les instances de processus sont réservées aux opérate" +
+	"urs et aux administrateurs.\x02Requête invalide\x02Le champ «\u00a0%[1]s" +
+	"\u00a0» contient le caractère NUL ou des octets qui ne sont pas du texte" +
+	" UTF-8\u202f: corrigez-le et réessayez.\x02Retour aux tâches externes" +
+	"\x02Retour aux définitions\x02Introuvable\x02Cette adresse ne mène à rie" +
+	"n, ou à rien que vous puissiez voir.\x02Formulaire refusé\x02Ce formulai" +
+	"re n’a pas été envoyé depuis cette session de la console, ou il a expiré" +
+	". Rechargez la page et réessayez.\x02Temporairement indisponible\x02La b" +
+	"ase de données est injoignable pour le moment. Réessayez dans quelques s" +
+	"econdes.\x02Une erreur est survenue\x02La console n’a pas pu afficher ce" +
+	"tte page. Réessayez\u202f; si le problème persiste, donnez à votre admin" +
+	"istrateur l’identifiant de requête %[1]s.\x02Décompte des occurrences en" +
+	" cours\u202f; les décomptes s’afficheront quand vous rechargerez la page" +
+	".\x02Les décomptes sont indisponibles pour le moment.\x02Champ\x02Type" +
+	"\x02Obligatoire\x02Classification\x02Contraintes\x02Description\x02Défin" +
+	"ition %[1]s\x02Copie de travail\x02La seule partie modifiable d’une défi" +
+	"nition. Les processus ne l’utilisent jamais directement\u202f: ils éping" +
+	"lent une révision.\x02Nom\x02Sortie de routage\x02Dernier enregistrement" +
+	"\x02Révisions\x02Aucune révision pour l’instant\u202f: la copie de trava" +
+	"il n’a jamais été figée.\x02Publications\x02Aucune publication pour l’in" +
+	"stant.\x02Publication\x02Révision\x02Notes\x02Publiée le\x02Comparer des" +
+	" révisions\x02Liste chaque changement d’une révision à l’autre et ce qu’" +
+	"il peut casser.\x02De la révision\x02À la révision\x02Comparer\x02Change" +
+	"ment\x02Détail\x02Casse les processus\x02Casse les services\x02Ces révis" +
+	"ions ont les mêmes contrats.\x02Entrées\x02Aucune entrée.\x02Entrées de " +
+	"la copie de travail\x02Sorties\x02Aucune sortie.\x02Sorties de la copie " +
+	"de travail\x02Publications, les plus anciennes d’abord\x02Changements en" +
+	"tre les deux révisions\x02Révision %[1]d\x02Figée le\x02Empreinte\x02Ent" +
+	"rées de la révision %[1]d\x02Sorties de la révision %[1]d\x02Choisissez " +
+	"deux révisions existantes à comparer.\x02De la révision %[1]d à la révis" +
+	"ion %[2]d\u202f:\x14\x01\x81\x01\x00\x02\x11\x02%[1]d changement\x00\x12" +
+	"\x02%[1]d changements\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incompatible" +
+	"\x00\x14\x02%[1]d incompatibles\x02sortie de routage %[1]s → %[2]s\x02fa" +
+	"cultatif → obligatoire\x02obligatoire → facultatif\x02valeurs ajoutées" +
+	"\u202f: %[1]s\x02valeurs retirées\u202f: %[1]s\x02valeurs réordonnées" +
+	"\x02%[1]s\u202f: %[2]s → %[3]s\x02champ obligatoire de type %[1]s\x02cha" +
+	"mp facultatif de type %[1]s\x02aucune\x02Contrats de tâches\u202f: leur " +
+	"copie de travail, leurs révisions immuables et leurs publications nommée" +
+	"s.\x02Définitions par clé\x02Clé\x02Dernière révision\x02aucune pour l’i" +
+	"nstant\x02Aucune définition pour l’instant.\x14\x01\x81\x01\x00\x02\x12" +
+	"\x02%[1]d publication\x00\x13\x02%[1]d publications\x02en cas d’erreur" +
+	"\x02toute autre erreur\x02suspendue pour un opérateur\x02incident\u202f:" +
+	" reprendre, abandonner, arrêter\x02fin\u202f: termine l’instance\x02fin" +
+	"\u202f: met l’instance en échec\x02push %[1]s\x02pull %[1]s\x02Nœud %[1]" +
+	"s\x02La file d’attente et les incidents de chaque définition maintenant," +
+	" et ce que ses services ont terminé dans la dernière heure.\x02Réussites" +
+	" et échecs, dernière heure\x02Définitions, celles qui demandent de l’att" +
+	"ention d’abord\x02Définition\x02Ouvertes\x02Instances suspendues\x02En é" +
+	"chec\x02Attente de la plus ancienne disponible\x02Terminées, dernière he" +
+	"ure\x02En échec, dernière heure\x02Aucune définition n’a encore d’occurr" +
+	"ence.\x02Au %[1]s (%[2]s)\u202f; actualisé toutes les quelques secondes." +
+	"\x02disponible depuis le %[1]s\x02Afficher toutes les définitions\x02Tou" +
+	"tes les définitions\x02Réussites et échecs par tranche de 5 min, dernièr" +
+	"e heure\u202f: %[1]s\x02Dans la dernière heure\u202f: %[1]d terminées, %" +
+	"[2]d en échec. Le tableau qui suit le graphique donne chaque tranche de " +
+	"5 min.\x02terminée\x02en échec\x02Les chiffres du graphique\x02Réussites" +
+	" et échecs par tranche de 5 min, les plus anciennes d’abord\x02Tranche" +
+	"\x02Terminées\x02%[1]s–%[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d termin" +
+	"ée\x00\x11\x02%[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en é" +
+	"chec\x00\x10\x02%[1]d en échec\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]" +
+	"s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s" +
+	"\x02il y a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[" +
+	"1]d j\x02janv.\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août" +
+	"\x02sept.\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02" +
+	"\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c" +
+	"\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%" +
+	"[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0e\x02%[1]" +
+	"d seconde\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02Instance de processus" +
+	" %[1]s\x02Résumé\x02Actions d’opérateur\x02Parcours\x02Les nœuds atteint" +
+	"s par cette instance, dans l’ordre, chacun avec son occurrence.\x02Nœuds" +
+	" atteints, dans l’ordre\x02Nœud\x02Occurrence\x02Route\x02Nœud suivant" +
+	"\x02Créée le\x02Réglée le\x02Cette instance n’a encore atteint aucune tâ" +
+	"che.\x02Actions d’opérateurs consignées\x02Aucun opérateur n’a agi sur c" +
+	"ette instance.\x02Actions d’opérateurs sur cette instance, les plus réce" +
+	"ntes d’abord\x02Valeur\x02Entrées du processus\x02Entrées avec lesquelle" +
+	"s l’instance a démarré, nommées d’après le contrat de la version %[1]d d" +
+	"u processus\x02Ce processus ne prend aucune entrée.\x02Cette instance es" +
+	"t suspendue à un nœud en échec\u202f: c’est un incident. La reprise prop" +
+	"ose de nouveau l’occurrence en échec\u202f; l’abandon met l’instance en " +
+	"échec\u202f; l’arrêt l’annule. Chacune demande un motif, consigné dans " +
+	"le journal d’audit.\x02L’arrêt annule l’instance et ses occurrences ouve" +
+	"rtes. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — « %[3]s »\x02A" +
+	"bandonnée par %[1]s le %[2]s — « %[3]s »\x02Reprise par %[1]s le %[2]s —" +
+	" « %[3]s »\x02Démarrée le\x02Terminée le\x02Nœud de fin\x02Suspendue au " +
+	"nœud\x02Occurrence en échec\x02Code d’erreur\x02Statut inconnu\u202f: %[" +
+	"1]q.\x02Date de création\x02La taille de page doit être comprise entre 1" +
+	" et %[1]d.\x02Instances de processus\x02du\x02au\x02Agir sur toutes les " +
+	"instances que ce filtre retient\x02La page suivante les compte et demand" +
+	"e un motif avant que rien ne change.\x02Instances de processus, les plus" +
+	" récentes d’abord\x02Instance\x02Nœud de fin ou erreur\x02Aucune instanc" +
+	"e ne correspond à ces filtres.\x02Tous les processus\x02Tous les statuts" +
+	"\x02disponible\x02réservée\x02différée\x02annulée\x02en cours\x02suspend" +
+	"ue\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier\x02" +
+	"nombre\x02booléen\x02date\x02date et heure\x02choix\x02objet\x02liste" +
+	"\x02normale\x02sensible\x02secrète\x02••• masqué (sensible)\x02••• masqu" +
+	"é (secret)\x02pull (le service la récupère)\x02push (Relais appelle le " +
+	"service)\x02administrateur\x02opérateur\x02concepteur\x02consommateur" +
+	"\x02oui\x02non\x02champ ajouté\x02champ retiré\x02type modifié\x02caract" +
+	"ère obligatoire modifié\x02valeurs modifiées\x02classification modifiée" +
+	"\x02contrainte modifiée\x02routage modifié\x02longueur minimale\x02longu" +
+	"eur maximale\x02motif\x02format\x02minimum\x02maximum\x02nombre minimal " +
+	"d’éléments\x02nombre maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]" +
+	"s, version %[2]s\x02Occurrence %[1]s\x02Mode\x02Dates\x02Politique d’exé" +
+	"cution\x02Nombre maximal de tentatives\x02Délai avant nouvelle tentative" +
+	"\x02Échéance\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute)\x02" +
+	"Tentatives\x02Toutes les tentatives, les plus anciennes d’abord\x02Conso" +
+	"mmateur\x02Identifiant du service\x02Réservée le\x02Durée\x02Réponse de " +
+	"la destination\x02Résultat\x02Message d’erreur\x02Aucun service n’a enco" +
+	"re réservé cette occurrence.\x02en cours\x02Destination\x02Réplique\x02R" +
+	"elais n’a pas encore appelé la destination.\x02Relais ne conserve le cod" +
+	"e de statut de la destination que lorsqu’elle a refusé l’appel (destinat" +
+	"ion_http_NNN)\u202f; un appel terminé a reçu une réponse 2xx. La durée v" +
+	"a de la prise en charge de l’appel à son règlement.\x02Motif donné par l" +
+	"e service\x02Nouvelles tentatives\x02aucune\u202f: un appel en échec sui" +
+	"t le chemin d’erreur du nœud\x02Délai d’appel\x02Maintenant\x02La repren" +
+	"dre ou l’abandonner depuis son instance\x14\x01\x81\x01\x00\x02\x10\x02%" +
+	"[1]d tentative\x00\x11\x02%[1]d tentatives\x02au plus %[1]d\x14\x01\x81" +
+	"\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes\x02Entrées" +
+	", nommées d’après le contrat de la révision %[1]d\x02Ce contrat n’a aucu" +
+	"ne entrée.\x02Sorties, nommées d’après le contrat de la révision %[1]d" +
+	"\x02Pas encore de sorties\u202f: l’occurrence n’est pas terminée.\x02Ce " +
+	"contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occurrence s’est te" +
+	"rminée sans aboutir.\x02Révéler — cette action est enregistrée\x02Dispon" +
+	"ible à partir du\x02Prochaine tentative\x02Dernière réservation\x02Fin d" +
+	"u verrou\x02Différée\x02Dernière erreur (tentative %[1]d)\x02Erreur (ava" +
+	"nt toute tentative)\x02Son message\x02Message de Relais (en anglais)\x02" +
+	"Message du service (tel qu’il l’a envoyé)\x02L’échéance est passée avant" +
+	" l’arrivée d’un résultat.\x02Le résultat ne respectait pas le contrat de" +
+	" sorties de la révision.\x02Relais s’est arrêté pendant l’appel\u202f: o" +
+	"n ignore si la destination a agi, elle n’est donc pas rappelée.\x02L’app" +
+	"el n’a pas pu être préparé.\x02La destination était injoignable.\x02La r" +
+	"éponse de la destination était trop volumineuse.\x02Le verrou de la der" +
+	"nière tentative a expiré sans tentative restante.\x02Les entrées n’ont p" +
+	"as pu être construites à partir des liaisons du processus.\x02Un opérate" +
+	"ur a abandonné l’instance.\x02La destination a répondu HTTP %[1]s.\x02No" +
+	"uvelle tentative à %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s." +
+	"\x02Verrou expiré à %[1]s — en attente d’être proposée de nouveau.\x02En" +
+	" attente de l’appel de Relais à la destination depuis %[1]s (%[2]s).\x02" +
+	"En attente d’un service depuis %[1]s (%[2]s).\x02(service %[1]s)\x02Rela" +
+	"is appelle la destination (depuis %[1]s).\x02Réservée par %[1]s\u202f; v" +
+	"errou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %" +
+	"[1]s (%[2]s)\u202f: un service du même consommateur, ou une interface mu" +
+	"nie d’un jeton de règlement, la terminera plus tard.\x02Terminée (%[1]s)" +
+	".\x02Son instance est suspendue ici, en attente d’un opérateur.\x02Son i" +
+	"nstance a continué par le chemin d’erreur du nœud.\x02En échec (%[1]s)." +
+	"\x02Annulée\u202f: l’instance a été arrêtée par %[1]s à %[2]s — « %[3]s " +
+	"».\x02Annulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’i" +
+	"ci\x02consommateur n° %[1]s\x02en attente\x02HTTP 2xx, corps inutilisabl" +
+	"e\x02pas de réponse dans le délai\x02pas de connexion\x02réponse trop vo" +
+	"lumineuse\x02inconnue\x02[masqué]\x02La révision doit être un nombre ent" +
+	"ier, 1 ou plus.\x02Consommateur inconnu.\x02Date de règlement\x02Plus de" +
+	" filtres\u202f: instance, révision, consommateur, dates\x02identifiant d" +
+	"’instance\x02Décomptes par statut\x02Occurrences, les plus récentes d’" +
+	"abord\x02Processus et nœud\x02Erreur\x02Consommateur et service\x02Proch" +
+	"aine tentative ou règlement\x02Aucune occurrence ne correspond à ces fil" +
+	"tres.\x02Tous les consommateurs\x02Totaux de la définition %[1]s, sans l" +
+	"es autres filtres\x02Totaux de toutes les définitions, sans les autres f" +
+	"iltres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d " +
+	"occurrences\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés tou" +
+	"tes les quelques secondes.\x02révision %[1]d\x02réglée\x02prochaine tent" +
+	"ative\x02disponible depuis\x02appel en cours depuis\x02verrou jusqu’à" +
+	"\x02différée depuis\x02Page précédente\x02Lignes %[1]s à %[2]s\x02%[1]s" +
+	"\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour vie" +
+	"nt après le dernier.\x02Ces réglages sont conservés dans ce navigateur s" +
+	"eulement.\x02Afficher les heures en\x02La console n’exécute aucun script" +
+	" et ne peut donc pas lire le fuseau horaire de votre ordinateur\u202f: c" +
+	"hoisissez son décalage par rapport à UTC. Les décalages ne suivent pas l" +
+	"’heure d’été.\x02Recharger les listes et les pages de détail\x02Les pa" +
+	"ges qui contiennent un formulaire, comme une confirmation, ne se recharg" +
+	"ent jamais d’elles-mêmes.\x02Enregistrer les réglages\x02Revenir sans en" +
+	"registrer\x02UTC (temps universel coordonné)\x02Heure locale à %[1]s\x02" +
+	"Jamais\x02Toutes les %[1]d secondes\x02Les versions de processus publiée" +
+	"s\u202f: leurs nœuds, routes et révisions épinglées, dessinés, avec l’em" +
+	"placement actuel de leurs occurrences.\x02Processus par clé\x02Versions," +
+	" les plus récentes d’abord\x02Aucun processus n’est encore publié.\x02ve" +
+	"rsion %[1]d\x02Processus %[1]s\x02Version\x02Nœud de départ\x02Graphe" +
+	"\x02Les colonnes suivent le plus long chemin depuis le nœud de départ. L" +
+	"es flèches pleines sont les réussites (étiquetées par leur route), les p" +
+	"ointillées les échecs (étiquetées par leurs codes d’erreur). Chaque case" +
+	" indique combien d’occurrences de cette version se trouvent à ce nœud ma" +
+	"intenant.\x02Nœuds\x02Nœuds de cette version, avec leurs occurrences act" +
+	"uelles\x02Type\x02Révision épinglée\x02En cas de réussite\x02En cas d’er" +
+	"reur\x02Occurrences actuelles\x02Instances de ce processus\x02Décomptes " +
+	"au %[1]s (%[2]s)\u202f; actualisés toutes les quelques secondes.\x02Grap" +
+	"he de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. L" +
+	"e tableau ci-dessous reprend les mêmes nœuds, routes et décomptes.\x00i" +
+	"\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mê" +
+	"mes nœuds, routes et décomptes.\x02pull\x02push vers %[1]s\x02fin (termi" +
+	"ne)\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02suspension (un inci" +
+	"dent pour un opérateur)\x02tout autre code → %[1]s\x02met l’instance en " +
+	"échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative a" +
+	"près %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative " +
+	"après %[2]s, priorité %[3]d\x02échéance %[1]s\x02délai %[1]s\x02Seuls le" +
+	"s administrateurs peuvent révéler une valeur sensible.\x02Révélé par %[1" +
+	"]s le %[2]s\u202f; consigné dans le journal d’audit.\x02Révélation impos" +
+	"sible\x02Seule une valeur que cette page affiche masquée (sensible) peut" +
+	" être révélée.\x02Les valeurs secrètes ne peuvent jamais être révélées." +
+	"\x02Cette page n’accepte pas cette requête.\x02Recherche\x02Saisissez un" +
+	" identifiant d’instance ou d’occurrence (un UUID, que les pages affichen" +
+	"t au survol) ou une clé métier.\x02Rien à chercher\u202f: le champ de re" +
+	"cherche est vide.\x02C’est trop long pour être un identifiant ou une clé" +
+	" métier.\x02Aucune instance ni occurrence n’a l’identifiant « %[1]s », e" +
+	"t aucune instance ne l’a pour clé métier.\x02Vous êtes déconnecté.\x02Se" +
+	" connecter\x02Connectez-vous avec un jeton d’opérateur ou d’administrate" +
+	"ur.\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais conservé d" +
+	"ans votre navigateur\u202f; un cookie de session le remplace jusqu’à 8 h" +
+	"eures d’inactivité.\x02Trop de connexions échouées depuis votre adresse." +
+	" Réessayez dans %[1]d secondes.\x02Ce jeton est inconnu ou a été révoqué" +
+	".\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: connect" +
+	"ez-vous avec un jeton d’opérateur, de concepteur ou d’administrateur." +
+	"\x02Seuls les administrateurs gèrent les jetons.\x02Jetons du personnel " +
+	"(administrateurs, concepteurs, opérateurs) non révoqués. Les jetons des " +
+	"consommateurs se gèrent avec leurs consommateurs. Révoquer un jeton refu" +
+	"se sa requête suivante.\x02ID\x02Rôle\x02Dernière utilisation\x02Expirat" +
+	"ion\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette sessio" +
+	"n\x02Aucun jeton.\x02Le jeton a été révoqué.\x02Révoquer le jeton %[1]d" +
+	"\x02Révoquer le jeton %[1]s « %[2]s »\u202f?\x02Sa requête suivante est " +
+	"refusée et les sessions de console ouvertes avec lui prennent fin. C’est" +
+	" irréversible\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Ré" +
+	"voquer le jeton\x02Le garder\x02C’est le jeton avec lequel vous êtes con" +
+	"necté\u202f: le révoquer vous déconnecte. Sa requête suivante est refusé" +
+	"e. C’est irréversible.\x02C’est le dernier jeton administrateur utilisab" +
+	"le\u202f: créez-en un autre avant de le révoquer.\x02sortie de routage" +
+	"\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d carac" +
+	"tère\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19" +
+	"\x02au plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02motif" +
+	" %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f:" +
+	" %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02" +
+	"au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élé" +
+	"ment\x00\x19\x02au plus %[1]d éléments\x02non fourni\x14\x01\x81\x01\x00" +
+	"\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02nul\x02valeur ina" +
+	"ttendue\x02Page invalide\x02Ce lien de page ne vient pas de la console." +
+	"\x02Les exécutants connectés par un flux, et ceux qui interrogent par le" +
+	"ur dernière demande. Un exécutant est listé tant qu’il s’est manifesté d" +
+	"ans les trois derniers battements de cœur.\x02Exécutants vus dans les tr" +
+	"ois derniers battements\x02Exécutant\x02Protocole\x02Définitions servies" +
+	"\x02En cours\x02Connexion\x02Dernier signe\x02Aucun exécutant n’est conn" +
+	"ecté.\x02Exécutants servant %[1]s\x02Tous les exécutants\x02Aucun exécut" +
+	"ant ne sert cette définition.\x02flux\x02interrogation longue\x02Aucun e" +
+	"xécutant ne sert cette définition\u202f: ses occurrences attendent qu’un" +
+	" exécutant se connecte ou interroge.\x14\x01\x81\x01\x00\x02\x1c\x02Serv" +
+	"ie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécutants"
 
-	// Total table size 44180 bytes (43KiB); checksum: 52225FCD
+	// Total table size 44921 bytes (43KiB); checksum: 7803F0B8
