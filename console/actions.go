@@ -123,20 +123,35 @@ func actionOf(r *http.Request) (engine.Action, bool) {
 	return engine.ParseAction(chi.URLParam(r, "action"))
 }
 
-// heldNode is the node a held instance waits at: its latest failed
-// occurrence's.
-func (c *Console) heldNode(ctx context.Context, id uuid.UUID) (string, error) {
-	occs, err := c.eng.InstanceOccurrences(ctx, id)
-	if err != nil {
-		return "", err
-	}
-	node := ""
-	for _, o := range occs {
-		if o.Status == engine.StatusFailed {
-			node = o.Node
+// heldOccurrence is the occurrence a held instance waits at: its latest
+// failed one (occs in creation order, as InstanceOccurrences lists them).
+func heldOccurrence(occs []engine.Occurrence) (engine.Occurrence, bool) {
+	for i := len(occs) - 1; i >= 0; i-- {
+		if occs[i].Status == engine.StatusFailed {
+			return occs[i], true
 		}
 	}
-	return node, nil
+	return engine.Occurrence{}, false
+}
+
+// retryable reports whether a retry can offer o again: one that failed
+// before any attempt (its inputs could not be built) would fail the same
+// way, and the engine refuses it (not_retryable).
+func retryable(o engine.Occurrence) bool { return o.Attempts > 0 }
+
+// heldAt is the occurrence a held instance waits at, if any.
+func (c *Console) heldAt(ctx context.Context, id uuid.UUID) (engine.Occurrence, bool, error) {
+	occs, err := c.eng.InstanceOccurrences(ctx, id)
+	if err != nil {
+		return engine.Occurrence{}, false, err
+	}
+	o, ok := heldOccurrence(occs)
+	return o, ok, nil
+}
+
+// notRetryable says why a held instance's retry is not offered.
+func notRetryable(ctx context.Context, node string) string {
+	return T(ctx, "This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.", node)
 }
 
 // instanceActionConfirm asks before acting. An instance the action no
@@ -159,12 +174,17 @@ func (c *Console) instanceActionConfirm(w http.ResponseWriter, r *http.Request) 
 		http.Redirect(w, r, instanceHref(id), http.StatusSeeOther)
 		return
 	}
-	node, err := c.heldNode(ctx, id)
+	held, _, err := c.heldAt(ctx, id)
 	if err != nil {
 		c.serverError(w, r, err)
 		return
 	}
-	c.render(w, r, http.StatusOK, actionPage(c.actionView(r, a, inst, node)))
+	if a == engine.ActionRetry && !retryable(held) {
+		c.sessions.setFlash(currentOf(ctx).id, notRetryable(ctx, held.Node))
+		http.Redirect(w, r, instanceHref(id), http.StatusSeeOther)
+		return
+	}
+	c.render(w, r, http.StatusOK, actionPage(c.actionView(r, a, inst, held.Node)))
 }
 
 // notApplicable says why an action does not apply to an instance now.
@@ -198,11 +218,12 @@ func (c *Console) instanceAct(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, err)
 		return
 	}
-	node, err := c.heldNode(ctx, id)
+	held, _, err := c.heldAt(ctx, id)
 	if err != nil {
 		c.serverError(w, r, err)
 		return
 	}
+	node := held.Node
 	inst, applied, err := c.eng.ActApplied(ctx, engine.Actor{TokenID: p.TokenID, Name: p.Name}, a, id, reason)
 	if err != nil {
 		fe, isFault := fault.As(err)

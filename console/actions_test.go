@@ -557,3 +557,41 @@ func TestBulkRetryLeavesOutWhatCannotBeRetried(t *testing.T) {
 		t.Errorf("the instance held from birth is %s with %d retries, want held with none", s, f.auditCount(t, birth, "retry"))
 	}
 }
+
+// TestRetryIsNotOfferedWhenItCannotApply: a held instance whose occurrence
+// failed before any attempt offers abandon and stop but not retry, and
+// says why in both languages; its retry confirmation (a bookmark, an old
+// link) goes back to the instance with the same reason instead of a form
+// the engine would refuse.
+func TestRetryIsNotOfferedWhenItCannotApply(t *testing.T) {
+	t.Parallel()
+	f := newIncidentFixture(t)
+	inst := "/console/instances/" + f.holdFromBirth(t)
+	for i, lang := range []string{"en", "fr"} {
+		b := signedIn(t, f.env.URL, lang, f.env.Operator)
+		page := b.mustGet(inst, 200)
+		if count(page, "retry-instance") != 0 || count(page, "abandon-instance") != 1 || count(page, "stop-instance") != 1 {
+			t.Errorf("%s: offers retry %d, abandon %d, stop %d; want 0, 1, 1", lang,
+				count(page, "retry-instance"), count(page, "abandon-instance"), count(page, "stop-instance"))
+		}
+		why := []string{"It cannot be retried: its occurrence at node score failed before any attempt",
+			"Elle ne peut pas être reprise\u202f: son occurrence au nœud score a échoué avant toute tentative"}[i]
+		if got := text(page, "actions-intro"); !strings.Contains(got, why) {
+			t.Errorf("%s: actions intro %q, want it to say %q", lang, got, why)
+		}
+		r := b.get(inst + "/retry")
+		if r.status != http.StatusSeeOther || r.header.Get("Location") != inst {
+			t.Fatalf("%s: retry confirmation: %d to %q, want a redirect to the instance", lang, r.status, r.header.Get("Location"))
+		}
+		flash := []string{"This instance cannot be retried: its occurrence at node score failed before any attempt",
+			"Cette instance ne peut pas être reprise\u202f: son occurrence au nœud score a échoué avant toute tentative"}[i]
+		if got := text(b.mustGet(inst, 200), "flash"); !strings.HasPrefix(got, flash) {
+			t.Errorf("%s: flash %q, want %q…", lang, got, flash)
+		}
+	}
+	// A held instance that failed after an attempt still offers retry.
+	page := signedIn(t, f.env.URL, "en", f.env.Operator).mustGet("/console/instances/"+f.pullHeld, 200)
+	if count(page, "retry-instance") != 1 {
+		t.Error("a retryable held instance no longer offers retry")
+	}
+}

@@ -109,16 +109,20 @@ func (c *Console) instanceDetail(w http.ResponseWriter, r *http.Request) {
 	for i, o := range occs {
 		v.Path = append(v.Path, pathStepOf(ctx, i+1, o, pv.Process))
 	}
+	held, _ := heldOccurrence(occs)
 	// Only operators and admins reach this page (requireOperator): all may act.
 	for _, a := range []engine.Action{engine.ActionRetry, engine.ActionAbandon, engine.ActionStop} {
-		if actionAppliesTo(a, inst.Status) {
-			v.Actions = append(v.Actions, bulkLink{Action: string(a), Label: actionLabel(ctx, a), Href: instanceHref(id) + "/" + string(a)})
+		if !actionAppliesTo(a, inst.Status) || a == engine.ActionRetry && !retryable(held) {
+			continue
 		}
+		v.Actions = append(v.Actions, bulkLink{Action: string(a), Label: actionLabel(ctx, a), Href: instanceHref(id) + "/" + string(a)})
 	}
-	switch inst.Status {
-	case engine.InstanceHeld:
+	switch {
+	case inst.Status == engine.InstanceHeld && !retryable(held):
+		v.ActionsIntro = T(ctx, "This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.", held.Node)
+	case inst.Status == engine.InstanceHeld:
 		v.ActionsIntro = T(ctx, "This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.")
-	case engine.InstanceRunning:
+	case inst.Status == engine.InstanceRunning:
 		v.ActionsIntro = T(ctx, "Stopping cancels the instance and its open occurrences. It does not complete anything.")
 	}
 	c.render(w, r, http.StatusOK, instancePage(v))
@@ -158,15 +162,9 @@ func instanceFacts(ctx context.Context, inst engine.Instance, occs []engine.Occu
 	if inst.EndNode != nil {
 		fs = append(fs, fact{Label: T(ctx, "End node"), Value: *inst.EndNode, Code: true, TestID: "end-node"})
 	}
-	if inst.Status == engine.InstanceHeld {
-		// A held instance waits at its latest failed occurrence's node.
-		for i := len(occs) - 1; i >= 0; i-- {
-			if o := occs[i]; o.Status == engine.StatusFailed {
-				fs = append(fs, fact{Label: T(ctx, "Held at node"), Value: o.Node, Code: true, TestID: "held-node"},
-					fact{Label: T(ctx, "Failed occurrence"), Value: o.ID.String(), Href: occurrenceHref(o.ID), Code: true, TestID: "held-occurrence"})
-				break
-			}
-		}
+	if o, ok := heldOccurrence(occs); ok && inst.Status == engine.InstanceHeld {
+		fs = append(fs, fact{Label: T(ctx, "Held at node"), Value: o.Node, Code: true, TestID: "held-node"},
+			fact{Label: T(ctx, "Failed occurrence"), Value: o.ID.String(), Href: occurrenceHref(o.ID), Code: true, TestID: "held-occurrence"})
 	}
 	if inst.BusinessKey != nil {
 		fs = append(fs, fact{Label: T(ctx, "Business key"), Value: *inst.BusinessKey, Code: true, TestID: "business-key"})

@@ -39,586 +39,588 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                              226,
-	"%[1]s %[2]s, %[3]s %[4]s":                 227,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          225,
-	"%[1]s; %[2]s":                             224,
-	"%d (0 lowest, 9 highest)":                 356,
-	"%d attempts":                              378,
-	"%d attempts, retry after %s, priority %d": 502,
-	"%d breaking":                              171,
-	"%d changes":                               170,
-	"%d completed":                             222,
-	"%d d":                                     234,
-	"%d days":                                  248,
-	"%d failed":                                223,
-	"%d h":                                     233,
-	"%d held instances match now.":             45,
-	"%d hours":                                 249,
-	"%d items":                                 556,
-	"%d left":                                  380,
-	"%d min":                                   232,
-	"%d minutes":                               250,
-	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 61,
-	"%d ms": 252,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 492,
-	"%d occurrences": 448,
-	"%d releases":    188,
-	"%d running or held instances match now.": 52,
-	"%d s":       231,
-	"%d seconds": 251,
-	"%d skipped: they changed after the count (settled, or acted on by someone else).": 66,
-	"%s ago":                            229,
-	"%s so far":                         424,
-	"%s → %s":                           497,
-	"%s, revision %s":                   346,
-	"%s, version %s":                    347,
-	"%s: %s → %s":                       178,
-	"%s: a date is written 2026-12-01.": 459,
-	"%s: the first day comes after the last.": 460,
-	"%s–%s":       221,
-	"(each item)": 545,
-	"(worker %s)": 413,
-	"0 seconds":   247,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.": 523,
-	"Abandon %d instances":                                           49,
-	"Abandon every held instance this filter matches":                47,
+	"%[1]s %[2]s":                              227,
+	"%[1]s %[2]s, %[3]s %[4]s":                 228,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          226,
+	"%[1]s; %[2]s":                             225,
+	"%d (0 lowest, 9 highest)":                 358,
+	"%d attempts":                              380,
+	"%d attempts, retry after %s, priority %d": 504,
+	"%d breaking":                              172,
+	"%d changes":                               171,
+	"%d completed":                             223,
+	"%d d":                                     235,
+	"%d days":                                  249,
+	"%d failed":                                224,
+	"%d h":                                     234,
+	"%d held instances match now.":             46,
+	"%d hours":                                 250,
+	"%d items":                                 558,
+	"%d left":                                  382,
+	"%d min":                                   233,
+	"%d minutes":                               251,
+	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 62,
+	"%d ms": 253,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 494,
+	"%d occurrences": 450,
+	"%d releases":    189,
+	"%d running or held instances match now.": 53,
+	"%d s":       232,
+	"%d seconds": 252,
+	"%d skipped: they changed after the count (settled, or acted on by someone else).": 67,
+	"%s ago":                            230,
+	"%s so far":                         426,
+	"%s → %s":                           499,
+	"%s, revision %s":                   348,
+	"%s, version %s":                    349,
+	"%s: %s → %s":                       179,
+	"%s: a date is written 2026-12-01.": 461,
+	"%s: the first day comes after the last.": 462,
+	"%s–%s":       222,
+	"(each item)": 547,
+	"(worker %s)": 415,
+	"0 seconds":   248,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.": 525,
+	"Abandon %d instances":                                           50,
+	"Abandon every held instance this filter matches":                48,
 	"Abandon every held instance…":                                   7,
 	"Abandon process instance %s":                                    17,
 	"Abandon the instance":                                           20,
 	"Abandon this instance? It fails with the error code abandoned.": 18,
-	"Abandoned by %s at %s — “%s”":                                   276,
-	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 35,
+	"Abandoned by %s at %s — “%s”":                                   278,
+	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 36,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 290,
-	"Action":                              69,
-	"All actions":                         80,
-	"All consumers":                       445,
-	"All definitions":                     212,
-	"All processes":                       296,
-	"All statuses":                        297,
-	"All workers":                         571,
-	"An operator abandoned the instance.": 406,
-	"Apply filters":                       77,
-	"Apr":                                 238,
-	"As of %s (%s); refreshed every few seconds.": 209,
-	"Attempts":                         357,
-	"Audit log":                        74,
-	"Aug":                              242,
-	"Available from":                   388,
-	"Back to definitions":              114,
-	"Back to external tasks":           113,
-	"Back to the list":                 42,
-	"Back without saving":              467,
-	"Breaks processes":                 152,
-	"Breaks workers":                   153,
-	"Bulk %s applied to %d instances.": 65,
-	"Bulk action":                      73,
-	"Business key":                     58,
-	"Call timeout":                     375,
-	"Cancelled: the instance was stopped (%s).":               423,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 422,
-	"Cannot act on this filter":                               62,
-	"Cannot reveal":                                           507,
-	"Change":                                                  150,
-	"Changes between the two revisions":                       162,
-	"Choose two existing revisions to compare.":               168,
-	"Classification":                                          128,
-	"Clear filters":                                           78,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 481,
-	"Compare":              149,
-	"Compare revisions":    145,
-	"Completed":            220,
-	"Completed (%s).":      418,
-	"Completed, last hour": 206,
-	"Completions and failures per 5 minutes, last hour: %s":    213,
-	"Completions and failures per 5-minute slot, oldest first": 218,
-	"Completions and failures, last hour":                      199,
-	"Connected":                                                567,
-	"Constraints":                                              129,
-	"Consumer":                                                 359,
-	"Consumer and worker":                                      442,
-	"Counting the occurrences; the counts appear when you reload the page.": 123,
-	"Counts are unavailable right now.":                                     124,
-	"Counts as of %s (%s); refreshed every few seconds.":                    490,
-	"Counts by status": 438,
-	"Created":          263,
-	"Created from":     59,
-	"Created to":       60,
-	"Creation date":    285,
-	"Dates":            350,
-	"Deadline":         354,
-	"Dec":              246,
-	"Deferred":         392,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 417,
-	"Definition":         201,
-	"Definition %s":      131,
-	"Definitions":        100,
-	"Definitions by key": 183,
-	"Definitions served": 565,
-	"Definitions, those needing attention first": 200,
-	"Description":          130,
-	"Destination":          368,
-	"Destination’s answer": 363,
-	"Detail":               151,
-	"Digest":               165,
-	"Display settings":     105,
-	"Duration":             362,
-	"Each definition’s queue and incidents now, and what its workers finished in the last hour.":                              198,
-	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  51,
-	"Each one fails with the error code abandoned and cannot be resumed.":                                                     48,
-	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 44,
-	"End node":                    280,
-	"End node or error":           294,
-	"Ended":                       279,
-	"Error":                       441,
-	"Error (before any attempt)":  394,
-	"Error code":                  283,
-	"Error message":               365,
-	"Every %d seconds":            471,
-	"Every attempt, oldest first": 358,
-	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log (GET /api/v1/audit/reveals).": 75,
-	"Expired token":                    532,
-	"Expires":                          529,
-	"External tasks":                   94,
-	"Failed":                           204,
-	"Failed (%s).":                     421,
-	"Failed occurrence":                282,
-	"Failed, last hour":                207,
-	"Feb":                              236,
-	"Field":                            125,
-	"Filter":                           40,
-	"Filters":                          76,
-	"Find":                             99,
-	"Find an instance or occurrence":   97,
-	"First page":                       88,
-	"Form refused":                     117,
-	"From revision":                    147,
-	"From revision %d to revision %d:": 169,
-	"Give a reason: it is recorded in the audit log (at most 1,000 characters). Nothing was done.": 31,
-	"Graph":                   480,
-	"Graph of %s":             491,
-	"HTTP 2xx, unusable body": 427,
-	"Health":                  93,
-	"Held at node":            281,
-	"Held instances":          203,
-	"ID":                      526,
-	"In flight":               566,
-	"In the last hour: %d completed, %d failed. The table after the chart gives each 5-minute slot.": 214,
-	"Inputs":                     155,
-	"Inputs of revision %d":      166,
-	"Inputs of the working copy": 157,
-	"Inputs the instance was started with, labelled by process version %d's contract": 271,
-	"Inputs, labelled by revision %d's contract":                                      381,
-	"Instance":                  293,
-	"Instances":                 95,
-	"Instances of this process": 489,
-	"Invalid page":              559,
-	"Invalid request":           111,
+	"Act on every instance this filter matches": 292,
+	"Action":                              70,
+	"All actions":                         81,
+	"All consumers":                       447,
+	"All definitions":                     213,
+	"All processes":                       298,
+	"All statuses":                        299,
+	"All workers":                         573,
+	"An operator abandoned the instance.": 408,
+	"Apply filters":                       78,
+	"Apr":                                 239,
+	"As of %s (%s); refreshed every few seconds.": 210,
+	"Attempts":                         359,
+	"Audit log":                        75,
+	"Aug":                              243,
+	"Available from":                   390,
+	"Back to definitions":              115,
+	"Back to external tasks":           114,
+	"Back to the list":                 43,
+	"Back without saving":              469,
+	"Breaks processes":                 153,
+	"Breaks workers":                   154,
+	"Bulk %s applied to %d instances.": 66,
+	"Bulk action":                      74,
+	"Business key":                     59,
+	"Call timeout":                     377,
+	"Cancelled: the instance was stopped (%s).":               425,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 424,
+	"Cannot act on this filter":                               63,
+	"Cannot reveal":                                           509,
+	"Change":                                                  151,
+	"Changes between the two revisions":                       163,
+	"Choose two existing revisions to compare.":               169,
+	"Classification":                                          129,
+	"Clear filters":                                           79,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 483,
+	"Compare":              150,
+	"Compare revisions":    146,
+	"Completed":            221,
+	"Completed (%s).":      420,
+	"Completed, last hour": 207,
+	"Completions and failures per 5 minutes, last hour: %s":    214,
+	"Completions and failures per 5-minute slot, oldest first": 219,
+	"Completions and failures, last hour":                      200,
+	"Connected":                                                569,
+	"Constraints":                                              130,
+	"Consumer":                                                 361,
+	"Consumer and worker":                                      444,
+	"Counting the occurrences; the counts appear when you reload the page.": 124,
+	"Counts are unavailable right now.":                                     125,
+	"Counts as of %s (%s); refreshed every few seconds.":                    492,
+	"Counts by status": 440,
+	"Created":          264,
+	"Created from":     60,
+	"Created to":       61,
+	"Creation date":    287,
+	"Dates":            352,
+	"Deadline":         356,
+	"Dec":              247,
+	"Deferred":         394,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 419,
+	"Definition":         202,
+	"Definition %s":      132,
+	"Definitions":        101,
+	"Definitions by key": 184,
+	"Definitions served": 567,
+	"Definitions, those needing attention first": 201,
+	"Description":          131,
+	"Destination":          370,
+	"Destination’s answer": 365,
+	"Detail":               152,
+	"Digest":               166,
+	"Display settings":     106,
+	"Duration":             364,
+	"Each definition’s queue and incidents now, and what its workers finished in the last hour.":                              199,
+	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  52,
+	"Each one fails with the error code abandoned and cannot be resumed.":                                                     49,
+	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 45,
+	"End node":                    282,
+	"End node or error":           296,
+	"Ended":                       281,
+	"Error":                       443,
+	"Error (before any attempt)":  396,
+	"Error code":                  285,
+	"Error message":               367,
+	"Every %d seconds":            473,
+	"Every attempt, oldest first": 360,
+	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log (GET /api/v1/audit/reveals).": 76,
+	"Expired token":                    534,
+	"Expires":                          531,
+	"External tasks":                   95,
+	"Failed":                           205,
+	"Failed (%s).":                     423,
+	"Failed occurrence":                284,
+	"Failed, last hour":                208,
+	"Feb":                              237,
+	"Field":                            126,
+	"Filter":                           41,
+	"Filters":                          77,
+	"Find":                             100,
+	"Find an instance or occurrence":   98,
+	"First page":                       89,
+	"Form refused":                     118,
+	"From revision":                    148,
+	"From revision %d to revision %d:": 170,
+	"Give a reason: it is recorded in the audit log (at most 1,000 characters). Nothing was done.": 32,
+	"Graph":                   482,
+	"Graph of %s":             493,
+	"HTTP 2xx, unusable body": 429,
+	"Health":                  94,
+	"Held at node":            283,
+	"Held instances":          204,
+	"ID":                      528,
+	"In flight":               568,
+	"In the last hour: %d completed, %d failed. The table after the chart gives each 5-minute slot.": 215,
+	"Inputs":                     156,
+	"Inputs of revision %d":      167,
+	"Inputs of the working copy": 158,
+	"Inputs the instance was started with, labelled by process version %d's contract": 272,
+	"Inputs, labelled by revision %d's contract":                                      383,
+	"Instance":                  295,
+	"Instances":                 96,
+	"Instances of this process": 491,
+	"Invalid page":              561,
+	"Invalid request":           112,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.": 19,
-	"Its instance is held here, waiting for an operator.":                                                                   419,
-	"Its instance went on along the node’s error path.":                                                                     420,
-	"Its message": 395,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      539,
-	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 29,
-	"Jan":                     235,
-	"Jul":                     241,
-	"Jun":                     240,
-	"Keep it":                 541,
+	"Its instance is held here, waiting for an operator.":                                                                   421,
+	"Its instance went on along the node’s error path.":                                                                     422,
+	"Its message": 397,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      541,
+	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 30,
+	"Jan":                     236,
+	"Jul":                     242,
+	"Jun":                     241,
+	"Keep it":                 543,
 	"Keep it held":            12,
 	"Keep it running":         11,
-	"Key":                     184,
-	"Kind":                    484,
-	"Language":                90,
-	"Last error (attempt %d)": 393,
-	"Last reserved":           390,
-	"Last saved":              136,
-	"Last seen":               568,
-	"Last used":               528,
-	"Latest revision":         185,
-	"Lists every change from one revision to another, and whom it may break.": 146,
-	"Local time at %s": 469,
-	"Lock expired %s — waiting to be offered again.": 410,
-	"Lock expires":                     391,
-	"Main navigation":                  92,
-	"Mar":                              237,
-	"Maximum attempts":                 352,
-	"May":                              239,
-	"Message from Relais (in English)": 396,
-	"Message from the service (as it sent it)": 397,
-	"Mode": 349,
-	"More filters: instance, revision, consumer, dates": 436,
-	"Name":                               134,
-	"Never":                              470,
-	"Next attempt":                       389,
-	"Next attempt or settled":            443,
-	"Next node":                          262,
-	"Next page":                          87,
-	"No definition has occurrences yet.": 208,
-	"No definition yet.":                 187,
-	"No inputs.":                         156,
-	"No instance matches these filters.": 295,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 515,
-	"No occurrence matches these filters.":                                                   444,
-	"No operator action matches.":                                                            79,
-	"No operator has acted on this instance.":                                                267,
-	"No outputs yet: the occurrence has not completed.":                                      384,
-	"No outputs.": 159,
-	"No outputs: the occurrence ended without completing.":          386,
-	"No process is published yet.":                                  475,
-	"No release yet.":                                               140,
-	"No revision yet: the Working copy has never been snapshotted.": 138,
-	"No service has reserved this occurrence yet.":                  366,
-	"No token.":                         535,
-	"No worker is connected.":           569,
-	"No worker serves this definition.": 572,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 575,
-	"Node":    259,
-	"Node %s": 197,
-	"Nodes":   482,
-	"Nodes of this version, with their occurrences now": 483,
-	"Nodes reached, in order":                           258,
-	"Not allowed":                                       109,
-	"Not found":                                         115,
-	"Notes":                                             143,
-	"Nothing exists at this address, or it is not visible to you.":          116,
-	"Nothing to do: no instance this action applies to matches the filter.": 54,
-	"Nothing to find: the search box is empty.":                             513,
-	"Nov":                       245,
-	"Now":                       376,
-	"Occurrence":                260,
-	"Occurrence %s":             348,
-	"Occurrence offered again":  72,
-	"Occurrences now":           488,
-	"Occurrences, newest first": 439,
-	"Oct":                       244,
-	"Offered from %s — %s.":     409,
-	"Oldest claimable waits":    205,
-	"On error":                  487,
-	"On success":                486,
-	"Only a value this page shows as hidden (sensitive) can be revealed.": 508,
-	"Only administrators manage tokens.":                                  524,
-	"Only administrators may reveal a sensitive value.":                   505,
-	"Open":             202,
-	"Operator actions": 255,
-	"Operator actions on this instance, newest first": 268,
-	"Operator actions, newest first":                  85,
-	"Outcome":                                         364,
-	"Outputs":                                         158,
-	"Outputs of revision %d":                          167,
-	"Outputs of the working copy":                     160,
-	"Outputs, labelled by revision %d's contract":     383,
-	"Pages": 86,
-	"Pages with a form, such as a confirmation, never reload on their own.": 465,
-	"Path":                            256,
-	"Pinned revision":                 485,
-	"Policy":                          351,
-	"Previous page":                   457,
-	"Priority":                        355,
-	"Process":                         56,
-	"Process %s":                      477,
-	"Process and node":                440,
-	"Process inputs":                  270,
-	"Process instance":                71,
-	"Process instance %s":             253,
-	"Process instances":               287,
-	"Process instances, newest first": 292,
-	"Processes":                       96,
-	"Processes by key":                473,
-	"Protocol":                        564,
-	"Published":                       144,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 472,
-	"Reason": 70,
-	"Reason (recorded in the audit log for every instance)": 41,
+	"Key":                     185,
+	"Kind":                    486,
+	"Language":                91,
+	"Last error (attempt %d)": 395,
+	"Last reserved":           392,
+	"Last saved":              137,
+	"Last seen":               570,
+	"Last used":               530,
+	"Latest revision":         186,
+	"Lists every change from one revision to another, and whom it may break.": 147,
+	"Local time at %s": 471,
+	"Lock expired %s — waiting to be offered again.": 412,
+	"Lock expires":                     393,
+	"Main navigation":                  93,
+	"Mar":                              238,
+	"Maximum attempts":                 354,
+	"May":                              240,
+	"Message from Relais (in English)": 398,
+	"Message from the service (as it sent it)": 399,
+	"Mode": 351,
+	"More filters: instance, revision, consumer, dates": 438,
+	"Name":                               135,
+	"Never":                              472,
+	"Next attempt":                       391,
+	"Next attempt or settled":            445,
+	"Next node":                          263,
+	"Next page":                          88,
+	"No definition has occurrences yet.": 209,
+	"No definition yet.":                 188,
+	"No inputs.":                         157,
+	"No instance matches these filters.": 297,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 517,
+	"No occurrence matches these filters.":                                                   446,
+	"No operator action matches.":                                                            80,
+	"No operator has acted on this instance.":                                                268,
+	"No outputs yet: the occurrence has not completed.":                                      386,
+	"No outputs.": 160,
+	"No outputs: the occurrence ended without completing.":          388,
+	"No process is published yet.":                                  477,
+	"No release yet.":                                               141,
+	"No revision yet: the Working copy has never been snapshotted.": 139,
+	"No service has reserved this occurrence yet.":                  368,
+	"No token.":                         537,
+	"No worker is connected.":           571,
+	"No worker serves this definition.": 574,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 577,
+	"Node":    260,
+	"Node %s": 198,
+	"Nodes":   484,
+	"Nodes of this version, with their occurrences now": 485,
+	"Nodes reached, in order":                           259,
+	"Not allowed":                                       110,
+	"Not found":                                         116,
+	"Notes":                                             144,
+	"Nothing exists at this address, or it is not visible to you.":          117,
+	"Nothing to do: no instance this action applies to matches the filter.": 55,
+	"Nothing to find: the search box is empty.":                             515,
+	"Nov":                       246,
+	"Now":                       378,
+	"Occurrence":                261,
+	"Occurrence %s":             350,
+	"Occurrence offered again":  73,
+	"Occurrences now":           490,
+	"Occurrences, newest first": 441,
+	"Oct":                       245,
+	"Offered from %s — %s.":     411,
+	"Oldest claimable waits":    206,
+	"On error":                  489,
+	"On success":                488,
+	"Only a value this page shows as hidden (sensitive) can be revealed.": 510,
+	"Only administrators manage tokens.":                                  526,
+	"Only administrators may reveal a sensitive value.":                   507,
+	"Open":             203,
+	"Operator actions": 256,
+	"Operator actions on this instance, newest first": 269,
+	"Operator actions, newest first":                  86,
+	"Outcome":                                         366,
+	"Outputs":                                         159,
+	"Outputs of revision %d":                          168,
+	"Outputs of the working copy":                     161,
+	"Outputs, labelled by revision %d's contract":     385,
+	"Pages": 87,
+	"Pages with a form, such as a confirmation, never reload on their own.": 467,
+	"Path":                            257,
+	"Pinned revision":                 487,
+	"Policy":                          353,
+	"Previous page":                   459,
+	"Priority":                        357,
+	"Process":                         57,
+	"Process %s":                      479,
+	"Process and node":                442,
+	"Process inputs":                  271,
+	"Process instance":                72,
+	"Process instance %s":             254,
+	"Process instances":               289,
+	"Process instances, newest first": 294,
+	"Processes":                       97,
+	"Processes by key":                475,
+	"Protocol":                        566,
+	"Published":                       145,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 474,
+	"Reason": 71,
+	"Reason (recorded in the audit log for every instance)": 42,
 	"Reason (recorded in the audit log)":                    9,
-	"Reason given by the worker":                            372,
-	"Recorded operator actions":                             266,
-	"Relais console":                                        89,
-	"Relais has not called the destination yet.":            370,
-	"Relais is calling the destination (since %s).":         414,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 371,
-	"Relais refused the action. Nothing was done.":                                                         32,
-	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 400,
-	"Release":                             141,
-	"Releases":                            139,
-	"Releases, oldest first":              161,
-	"Reload lists and detail pages":       464,
-	"Replica":                             369,
-	"Required":                            127,
-	"Reserved":                            361,
-	"Reserved by %s.":                     416,
-	"Reserved by %s; lock until %s — %s.": 415,
-	"Retried by %s at %s — “%s”":          277,
-	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 34,
-	"Retries":            373,
-	"Retry %d instances": 46,
-	"Retry at %s — %s.":  408,
-	"Retry delay":        353,
-	"Retry every held instance this filter matches": 43,
+	"Reason given by the worker":                            374,
+	"Recorded operator actions":                             267,
+	"Relais console":                                        90,
+	"Relais has not called the destination yet.":            372,
+	"Relais is calling the destination (since %s).":         416,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 373,
+	"Relais refused the action. Nothing was done.":                                                         33,
+	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 402,
+	"Release":                             142,
+	"Releases":                            140,
+	"Releases, oldest first":              162,
+	"Reload lists and detail pages":       466,
+	"Replica":                             371,
+	"Required":                            128,
+	"Reserved":                            363,
+	"Reserved by %s.":                     418,
+	"Reserved by %s; lock until %s — %s.": 417,
+	"Retried by %s at %s — “%s”":          279,
+	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 35,
+	"Retries":            375,
+	"Retry %d instances": 47,
+	"Retry at %s — %s.":  410,
+	"Retry delay":        355,
+	"Retry every held instance this filter matches": 44,
 	"Retry every held instance…":                    6,
-	"Retry or abandon it from its instance":         377,
+	"Retry or abandon it from its instance":         379,
 	"Retry process instance %s":                     13,
 	"Retry the instance":                            16,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 14,
-	"Retrying and abandoning apply to held instances, not %s ones.":                                           39,
+	"Retrying and abandoning apply to held instances, not %s ones.":                                           40,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 387,
-	"Revealed by %s at %s; recorded in the audit log.": 506,
-	"Revision":                  142,
-	"Revision %d":               163,
-	"Revisions":                 137,
-	"Revoke the %s token “%s”?": 538,
-	"Revoke the token":          540,
-	"Revoke token %d":           537,
-	"Revoke…":                   533,
-	"Role":                      527,
-	"Route":                     261,
-	"Routing output":            135,
-	"Rows %s–%s":                458,
-	"Save settings":             466,
+	"Reveal — this is recorded": 389,
+	"Revealed by %s at %s; recorded in the audit log.": 508,
+	"Revision":                  143,
+	"Revision %d":               164,
+	"Revisions":                 138,
+	"Revoke the %s token “%s”?": 540,
+	"Revoke the token":          542,
+	"Revoke token %d":           539,
+	"Revoke…":                   535,
+	"Role":                      529,
+	"Route":                     262,
+	"Routing output":            136,
+	"Rows %s–%s":                460,
+	"Save settings":             468,
 	"Say why, for whoever reads the log later: at most 1,000 characters.": 10,
-	"Search":                               511,
-	"Secret values can never be revealed.": 509,
-	"Sep":                                  243,
-	"Served by %d workers":                 576,
+	"Search":                               513,
+	"Secret values can never be revealed.": 511,
+	"Sep":                                  244,
+	"Served by %d workers":                 578,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 23,
-	"Settled":              264,
-	"Settlement date":      435,
-	"Show all definitions": 211,
-	"Show times in":        462,
-	"Showing the instances bulk action %s changed.": 83,
-	"Sign in": 517,
-	"Sign in with an operator or administrator token.": 518,
-	"Sign out":             104,
-	"Signed in as %s (%s)": 103,
-	"Skip to content":      91,
-	"Slot":                 219,
-	"Snapshotted":          164,
-	"Something went wrong": 121,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 525,
-	"Start node":        479,
-	"Started":           278,
-	"Status":            57,
-	"Stop %d instances": 53,
-	"Stop every running or held instance this filter matches": 50,
+	"Settled":              265,
+	"Settlement date":      437,
+	"Show all definitions": 212,
+	"Show times in":        464,
+	"Showing the instances bulk action %s changed.": 84,
+	"Sign in": 519,
+	"Sign in with an operator or administrator token.": 520,
+	"Sign out":             105,
+	"Signed in as %s (%s)": 104,
+	"Skip to content":      92,
+	"Slot":                 220,
+	"Snapshotted":          165,
+	"Something went wrong": 122,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 527,
+	"Start node":        481,
+	"Started":           280,
+	"Status":            58,
+	"Stop %d instances": 54,
+	"Stop every running or held instance this filter matches": 51,
 	"Stop every running or held instance…":                    8,
 	"Stop process instance %s":                                21,
 	"Stop the instance":                                       24,
 	"Stop this instance? Its open occurrences are cancelled.": 22,
 	"Stop this instance…":                                     2,
-	"Stopped by %s at %s — “%s”":                              275,
-	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 36,
-	"Stopping applies to running or held instances, not %s ones.":                              38,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   274,
-	"Summary": 254,
-	"Task contracts: their Working copy, immutable revisions and named releases.": 182,
-	"Temporarily unavailable":                                    119,
-	"That is too long to be an id or a business key.":            514,
-	"The bulk action must be its id (a UUID).":                   82,
-	"The call could not be prepared.":                            401,
-	"The chart’s numbers":                                        217,
-	"The confirmed count is missing: start again from the list.": 63,
-	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           122,
-	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      463,
-	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 64,
-	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 120,
-	"The deadline passed before a result arrived.": 398,
-	"The destination answered HTTP %s.":            407,
-	"The destination could not be reached.":        402,
-	"The destination’s answer was too large.":      403,
-	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                            112,
-	"The inputs could not be built from the process’s bindings.":                                                                  405,
-	"The last attempt’s lock expired with no attempt left.":                                                                       404,
-	"The next page counts them and asks for a reason before anything changes.":                                                    291,
-	"The nodes this instance reached, in order, each with its occurrence.":                                                        257,
-	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                133,
-	"The page cursor is invalid: go back to the first page.":                                                                      84,
-	"The page size must be between 1 and %d.":                                                                                     286,
-	"The process instance must be an instance id (a UUID).":                                                                       81,
-	"The result did not match the revision's outputs contract.":                                                                   399,
-	"The revision must be a whole number, 1 or more.":                                                                             433,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 520,
-	"The token was revoked.":                        536,
-	"These revisions have the same contracts.":      154,
-	"These settings are kept in this browser only.": 461,
-	"This contract has no inputs.":                  382,
-	"This contract has no outputs.":                 385,
-	"This form was not sent from this console session, or it has expired. Reload the page and try again.": 118,
-	"This instance has already ended; there is nothing to stop.":                                          30,
-	"This instance has not reached a task yet.":                                                           265,
-	"This instance is %s, not held: there is nothing to abandon.":                                         26,
-	"This instance is %s, not held: there is nothing to retry.":                                           25,
-	"This instance is %s: there is nothing to stop.":                                                      27,
-	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 273,
-	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                          28,
-	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                   33,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                            543,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                           542,
-	"This page does not accept that request.":     510,
-	"This page link is not one the console made.": 560,
-	"This page reloads every %d seconds.":         108,
-	"This process takes no inputs.":               272,
-	"This token is unknown or has been revoked.":  522,
-	"Times in %s · no auto-reload":                107,
-	"Times in %s · reload every %d s":             106,
-	"To revision":                                 148,
-	"Token":                                       519,
-	"Tokens":                                      102,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 521,
-	"Totals of all definitions, not narrowed by the other filters":         447,
-	"Totals of definition %s, not narrowed by the other filters":           446,
-	"Type": 126,
-	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 512,
-	"UTC (coordinated universal time)": 468,
-	"Unknown action.":                  37,
-	"Unknown consumer.":                434,
-	"Unknown status %q.":               284,
-	"Value":                            269,
-	"Version":                          478,
-	"Versions, newest first":           474,
-	"Waiting for Relais to call the destination since %s (%s).": 411,
-	"Waiting for a worker since %s (%s).":                       412,
-	"When":                                                      67,
-	"Who":                                                       68,
-	"Worker":                                                    563,
-	"Worker id":                                                 360,
-	"Workers":                                                   101,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        561,
+	"Stopped by %s at %s — “%s”":                              277,
+	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 37,
+	"Stopping applies to running or held instances, not %s ones.":                              39,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   276,
+	"Summary": 255,
+	"Task contracts: their Working copy, immutable revisions and named releases.": 183,
+	"Temporarily unavailable":                                    120,
+	"That is too long to be an id or a business key.":            516,
+	"The bulk action must be its id (a UUID).":                   83,
+	"The call could not be prepared.":                            403,
+	"The chart’s numbers":                                        218,
+	"The confirmed count is missing: start again from the list.": 64,
+	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           123,
+	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      465,
+	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 65,
+	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 121,
+	"The deadline passed before a result arrived.": 400,
+	"The destination answered HTTP %s.":            409,
+	"The destination could not be reached.":        404,
+	"The destination’s answer was too large.":      405,
+	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                            113,
+	"The inputs could not be built from the process’s bindings.":                                                                  407,
+	"The last attempt’s lock expired with no attempt left.":                                                                       406,
+	"The next page counts them and asks for a reason before anything changes.":                                                    293,
+	"The nodes this instance reached, in order, each with its occurrence.":                                                        258,
+	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                134,
+	"The page cursor is invalid: go back to the first page.":                                                                      85,
+	"The page size must be between 1 and %d.":                                                                                     288,
+	"The process instance must be an instance id (a UUID).":                                                                       82,
+	"The result did not match the revision's outputs contract.":                                                                   401,
+	"The revision must be a whole number, 1 or more.":                                                                             435,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 522,
+	"The token was revoked.":                        538,
+	"These revisions have the same contracts.":      155,
+	"These settings are kept in this browser only.": 463,
+	"This contract has no inputs.":                  384,
+	"This contract has no outputs.":                 387,
+	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                                                                      119,
+	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.": 25,
+	"This instance has already ended; there is nothing to stop.":                                                                                                               31,
+	"This instance has not reached a task yet.":                                                                                                                                266,
+	"This instance is %s, not held: there is nothing to abandon.":                                                                                                              27,
+	"This instance is %s, not held: there is nothing to retry.":                                                                                                                26,
+	"This instance is %s: there is nothing to stop.":                                                                                                                           28,
+	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 274,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 275,
+	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          29,
+	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   34,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            545,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           544,
+	"This page does not accept that request.":     512,
+	"This page link is not one the console made.": 562,
+	"This page reloads every %d seconds.":         109,
+	"This process takes no inputs.":               273,
+	"This token is unknown or has been revoked.":  524,
+	"Times in %s · no auto-reload":                108,
+	"Times in %s · reload every %d s":             107,
+	"To revision":                                 149,
+	"Token":                                       521,
+	"Tokens":                                      103,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 523,
+	"Totals of all definitions, not narrowed by the other filters":         449,
+	"Totals of definition %s, not narrowed by the other filters":           448,
+	"Type": 127,
+	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 514,
+	"UTC (coordinated universal time)": 470,
+	"Unknown action.":                  38,
+	"Unknown consumer.":                436,
+	"Unknown status %q.":               286,
+	"Value":                            270,
+	"Version":                          480,
+	"Versions, newest first":           476,
+	"Waiting for Relais to call the destination since %s (%s).": 413,
+	"Waiting for a worker since %s (%s).":                       414,
+	"When":                                                      68,
+	"Who":                                                       69,
+	"Worker":                                                    565,
+	"Worker id":                                                 362,
+	"Workers":                                                   102,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        563,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 15,
-	"Workers seen within three heartbeats": 562,
-	"Workers serving %s":                   570,
-	"Working copy":                         132,
-	"You are signed out.":                  516,
-	"Your role can read definitions only: external tasks and process instances are for operators and administrators.": 110,
-	"[redacted]":                          432,
+	"Workers seen within three heartbeats": 564,
+	"Workers serving %s":                   572,
+	"Working copy":                         133,
+	"You are signed out.":                  518,
+	"Your role can read definitions only: external tasks and process instances are for operators and administrators.": 111,
+	"[redacted]":                          434,
 	"abandon":                             4,
-	"administrator":                       324,
-	"an incident: retry, abandon or stop": 192,
-	"answer too large":                    430,
-	"any":                                 55,
-	"any other code → %s":                 500,
-	"any other error":                     190,
-	"as of %s (%s); counts are refreshed every few seconds.": 449,
-	"at least %d characters":                                 546,
-	"at least %d items":                                      553,
-	"at most %d":                                             379,
-	"at most %d characters":                                  547,
-	"at most %d items":                                       554,
-	"available":                                              298,
-	"boolean":                                                311,
-	"call in progress since":                                 454,
-	"cancelled":                                              301,
-	"choice":                                                 314,
-	"claimable since":                                        453,
-	"claimable since %s":                                     210,
-	"classification changed":                                 335,
-	"completed":                                              215,
-	"constraint changed":                                     336,
-	"consumer":                                               327,
-	"consumer #%s":                                           425,
-	"date":                                                   312,
-	"date and time":                                          313,
-	"deadline %s":                                            503,
-	"deferred":                                               300,
-	"deferred since":                                         456,
-	"designer":                                               326,
-	"disconnected":                                           307,
-	"end (completes)":                                        495,
-	"end (fails)":                                            496,
-	"end: completes the instance":                            193,
-	"end: fails the instance":                                194,
-	"expired":                                                304,
-	"failed":                                                 216,
-	"fails the instance":                                     501,
-	"field added":                                            330,
-	"field removed":                                          331,
-	"format":                                                 341,
-	"format %s":                                              549,
-	"from":                                                   288,
-	"held":                                                   303,
-	"held for an operator":                                   191,
-	"hold (an incident for an operator)":                     499,
-	"id or business key":                                     98,
-	"in %s":                                                  228,
-	"in progress":                                            367,
-	"instance id":                                            437,
-	"integer":                                                309,
-	"just now":                                               230,
-	"list":                                                   316,
-	"lock until":                                             455,
-	"long polling":                                           574,
-	"maximum":                                                343,
-	"maximum %s":                                             551,
-	"maximum items":                                          345,
-	"maximum length":                                         339,
-	"minimum":                                                342,
-	"minimum %s":                                             550,
-	"minimum items":                                          344,
-	"minimum length":                                         338,
-	"never":                                                  530,
-	"next attempt":                                           452,
-	"no":                                                     329,
-	"no answer within the timeout":                           428,
-	"no connection":                                          429,
-	"none":                                                   181,
-	"none yet":                                               186,
-	"none: a failed call takes the node’s error path": 374,
-	"normal":                          317,
-	"not provided":                    555,
-	"not yet":                         531,
-	"null":                            557,
-	"number":                          310,
-	"object":                          315,
-	"on error":                        189,
-	"one of: %s":                      552,
-	"operator":                        325,
-	"optional field of type %s":       180,
-	"optional → required":             173,
-	"pattern":                         340,
-	"pattern %s":                      548,
-	"pull":                            493,
-	"pull %s":                         196,
-	"pull (the service fetches it)":   322,
-	"push %s":                         195,
-	"push (Relais calls the service)": 323,
-	"push to %s":                      494,
-	"rejected":                        305,
-	"released":                        306,
-	"required changed":                333,
-	"required field of type %s":       179,
-	"required → optional":             174,
-	"reserved":                        299,
+	"administrator":                       326,
+	"an incident: retry, abandon or stop": 193,
+	"answer too large":                    432,
+	"any":                                 56,
+	"any other code → %s":                 502,
+	"any other error":                     191,
+	"as of %s (%s); counts are refreshed every few seconds.": 451,
+	"at least %d characters":                                 548,
+	"at least %d items":                                      555,
+	"at most %d":                                             381,
+	"at most %d characters":                                  549,
+	"at most %d items":                                       556,
+	"available":                                              300,
+	"boolean":                                                313,
+	"call in progress since":                                 456,
+	"cancelled":                                              303,
+	"choice":                                                 316,
+	"claimable since":                                        455,
+	"claimable since %s":                                     211,
+	"classification changed":                                 337,
+	"completed":                                              216,
+	"constraint changed":                                     338,
+	"consumer":                                               329,
+	"consumer #%s":                                           427,
+	"date":                                                   314,
+	"date and time":                                          315,
+	"deadline %s":                                            505,
+	"deferred":                                               302,
+	"deferred since":                                         458,
+	"designer":                                               328,
+	"disconnected":                                           309,
+	"end (completes)":                                        497,
+	"end (fails)":                                            498,
+	"end: completes the instance":                            194,
+	"end: fails the instance":                                195,
+	"expired":                                                306,
+	"failed":                                                 217,
+	"fails the instance":                                     503,
+	"field added":                                            332,
+	"field removed":                                          333,
+	"format":                                                 343,
+	"format %s":                                              551,
+	"from":                                                   290,
+	"held":                                                   305,
+	"held for an operator":                                   192,
+	"hold (an incident for an operator)":                     501,
+	"id or business key":                                     99,
+	"in %s":                                                  229,
+	"in progress":                                            369,
+	"instance id":                                            439,
+	"integer":                                                311,
+	"just now":                                               231,
+	"list":                                                   318,
+	"lock until":                                             457,
+	"long polling":                                           576,
+	"maximum":                                                345,
+	"maximum %s":                                             553,
+	"maximum items":                                          347,
+	"maximum length":                                         341,
+	"minimum":                                                344,
+	"minimum %s":                                             552,
+	"minimum items":                                          346,
+	"minimum length":                                         340,
+	"never":                                                  532,
+	"next attempt":                                           454,
+	"no":                                                     331,
+	"no answer within the timeout":                           430,
+	"no connection":                                          431,
+	"none":                                                   182,
+	"none yet":                                               187,
+	"none: a failed call takes the node’s error path": 376,
+	"normal":                          319,
+	"not provided":                    557,
+	"not yet":                         533,
+	"null":                            559,
+	"number":                          312,
+	"object":                          317,
+	"on error":                        190,
+	"one of: %s":                      554,
+	"operator":                        327,
+	"optional field of type %s":       181,
+	"optional → required":             174,
+	"pattern":                         342,
+	"pattern %s":                      550,
+	"pull":                            495,
+	"pull %s":                         197,
+	"pull (the service fetches it)":   324,
+	"push %s":                         196,
+	"push (Relais calls the service)": 325,
+	"push to %s":                      496,
+	"rejected":                        307,
+	"released":                        308,
+	"required changed":                335,
+	"required field of type %s":       180,
+	"required → optional":             175,
+	"reserved":                        301,
 	"retry":                           3,
-	"revision %d":                     450,
-	"routing changed":                 337,
-	"routing output":                  544,
-	"routing output %s → %s":          172,
-	"running":                         302,
-	"secret":                          319,
-	"sensitive":                       318,
-	"settled":                         451,
+	"revision %d":                     452,
+	"routing changed":                 339,
+	"routing output":                  546,
+	"routing output %s → %s":          173,
+	"running":                         304,
+	"secret":                          321,
+	"sensitive":                       320,
+	"settled":                         453,
 	"stop":                            5,
-	"stream":                          573,
-	"text":                            308,
-	"this session":                    534,
-	"timeout %s":                      504,
-	"to":                              289,
-	"type changed":                    332,
-	"unexpected value":                558,
-	"unknown":                         431,
-	"values added: %s":                175,
-	"values changed":                  334,
-	"values removed: %s":              176,
-	"values reordered":                177,
-	"version %d":                      476,
-	"waiting":                         426,
-	"yes":                             328,
-	"••• hidden (secret)":             321,
-	"••• hidden (sensitive)":          320,
-	"→ %s":                            498,
+	"stream":                          575,
+	"text":                            310,
+	"this session":                    536,
+	"timeout %s":                      506,
+	"to":                              291,
+	"type changed":                    334,
+	"unexpected value":                560,
+	"unknown":                         433,
+	"values added: %s":                176,
+	"values changed":                  336,
+	"values removed: %s":              177,
+	"values reordered":                178,
+	"version %d":                      478,
+	"waiting":                         428,
+	"yes":                             330,
+	"••• hidden (secret)":             323,
+	"••• hidden (sensitive)":          322,
+	"→ %s":                            500,
 }
 
-var enIndex = []uint32{ // 578 elements
+var enIndex = []uint32{ // 580 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x0000005a,
@@ -626,166 +628,166 @@ var enIndex = []uint32{ // 578 elements
 	0x00000117, 0x00000124, 0x00000141, 0x000001ac,
 	0x0000025b, 0x0000026e, 0x0000028d, 0x000002cc,
 	0x00000342, 0x00000357, 0x00000373, 0x000003ab,
-	0x00000459, 0x0000046b, 0x000004a8, 0x000004e7,
-	0x00000519, 0x00000582, 0x00000627, 0x00000662,
+	0x00000459, 0x0000046b, 0x00000517, 0x00000554,
+	0x00000593, 0x000005c5, 0x0000062e, 0x000006d3,
 	// Entry 20 - 3F
-	0x000006bf, 0x000006ec, 0x00000739, 0x0000078c,
-	0x000007e5, 0x0000083e, 0x0000084e, 0x0000088d,
-	0x000008ce, 0x000008d5, 0x0000090b, 0x0000091c,
-	0x0000094a, 0x000009c6, 0x00000a10, 0x00000a44,
-	0x00000a74, 0x00000ab8, 0x00000af0, 0x00000b28,
-	0x00000b7f, 0x00000bdf, 0x00000c11, 0x00000c57,
-	0x00000c5b, 0x00000c63, 0x00000c6a, 0x00000c77,
-	0x00000c84, 0x00000c8f, 0x00000dbe, 0x00000dd8,
+	0x0000070e, 0x0000076b, 0x00000798, 0x000007e5,
+	0x00000838, 0x00000891, 0x000008ea, 0x000008fa,
+	0x00000939, 0x0000097a, 0x00000981, 0x000009b7,
+	0x000009c8, 0x000009f6, 0x00000a72, 0x00000abc,
+	0x00000af0, 0x00000b20, 0x00000b64, 0x00000b9c,
+	0x00000bd4, 0x00000c2b, 0x00000c8b, 0x00000cbd,
+	0x00000d03, 0x00000d07, 0x00000d0f, 0x00000d16,
+	0x00000d23, 0x00000d30, 0x00000d3b, 0x00000e6a,
 	// Entry 40 - 5F
-	0x00000e13, 0x00000ebc, 0x00000f11, 0x00000fc0,
-	0x00000fc5, 0x00000fc9, 0x00000fd0, 0x00000fd7,
-	0x00000fe8, 0x00001001, 0x0000100d, 0x00001017,
-	0x000010a7, 0x000010af, 0x000010bd, 0x000010cb,
-	0x000010e7, 0x000010f3, 0x00001129, 0x00001152,
-	0x00001183, 0x000011ba, 0x000011d9, 0x000011df,
-	0x000011e9, 0x000011f4, 0x00001203, 0x0000120c,
-	0x0000121c, 0x0000122c, 0x00001233, 0x00001242,
+	0x00000e84, 0x00000ebf, 0x00000f68, 0x00000fbd,
+	0x0000106c, 0x00001071, 0x00001075, 0x0000107c,
+	0x00001083, 0x00001094, 0x000010ad, 0x000010b9,
+	0x000010c3, 0x00001153, 0x0000115b, 0x00001169,
+	0x00001177, 0x00001193, 0x0000119f, 0x000011d5,
+	0x000011fe, 0x0000122f, 0x00001266, 0x00001285,
+	0x0000128b, 0x00001295, 0x000012a0, 0x000012af,
+	0x000012b8, 0x000012c8, 0x000012d8, 0x000012df,
 	// Entry 60 - 7F
-	0x0000124c, 0x00001256, 0x00001275, 0x00001288,
-	0x0000128d, 0x00001299, 0x000012a1, 0x000012a8,
-	0x000012c3, 0x000012cc, 0x000012dd, 0x00001304,
-	0x00001325, 0x0000134c, 0x00001358, 0x000013c8,
-	0x000013d8, 0x00001440, 0x00001457, 0x0000146b,
-	0x00001475, 0x000014b2, 0x000014bf, 0x00001523,
-	0x0000153b, 0x00001581, 0x00001596, 0x00001605,
-	0x0000164b, 0x0000166d, 0x00001673, 0x00001678,
+	0x000012ee, 0x000012f8, 0x00001302, 0x00001321,
+	0x00001334, 0x00001339, 0x00001345, 0x0000134d,
+	0x00001354, 0x0000136f, 0x00001378, 0x00001389,
+	0x000013b0, 0x000013d1, 0x000013f8, 0x00001404,
+	0x00001474, 0x00001484, 0x000014ec, 0x00001503,
+	0x00001517, 0x00001521, 0x0000155e, 0x0000156b,
+	0x000015cf, 0x000015e7, 0x0000162d, 0x00001642,
+	0x000016b1, 0x000016f7, 0x00001719, 0x0000171f,
 	// Entry 80 - 9F
-	0x00001681, 0x00001690, 0x0000169c, 0x000016a8,
-	0x000016b9, 0x000016c6, 0x00001723, 0x00001728,
-	0x00001737, 0x00001742, 0x0000174c, 0x0000178a,
-	0x00001793, 0x000017a3, 0x000017ab, 0x000017b4,
-	0x000017ba, 0x000017c4, 0x000017d6, 0x0000181e,
-	0x0000182c, 0x00001838, 0x00001840, 0x00001847,
-	0x0000184e, 0x0000185f, 0x0000186e, 0x00001897,
-	0x0000189e, 0x000018a9, 0x000018c4, 0x000018cc,
+	0x00001724, 0x0000172d, 0x0000173c, 0x00001748,
+	0x00001754, 0x00001765, 0x00001772, 0x000017cf,
+	0x000017d4, 0x000017e3, 0x000017ee, 0x000017f8,
+	0x00001836, 0x0000183f, 0x0000184f, 0x00001857,
+	0x00001860, 0x00001866, 0x00001870, 0x00001882,
+	0x000018ca, 0x000018d8, 0x000018e4, 0x000018ec,
+	0x000018f3, 0x000018fa, 0x0000190b, 0x0000191a,
+	0x00001943, 0x0000194a, 0x00001955, 0x00001970,
 	// Entry A0 - BF
-	0x000018d8, 0x000018f4, 0x0000190b, 0x0000192d,
-	0x0000193c, 0x00001948, 0x0000194f, 0x00001968,
-	0x00001982, 0x000019ac, 0x000019d3, 0x000019f7,
-	0x00001a1e, 0x00001a3d, 0x00001a53, 0x00001a69,
-	0x00001a7d, 0x00001a93, 0x00001aa4, 0x00001abb,
-	0x00001ad8, 0x00001af5, 0x00001afa, 0x00001b46,
-	0x00001b59, 0x00001b5d, 0x00001b6d, 0x00001b76,
-	0x00001b89, 0x00001baf, 0x00001bb8, 0x00001bc8,
+	0x00001978, 0x00001984, 0x000019a0, 0x000019b7,
+	0x000019d9, 0x000019e8, 0x000019f4, 0x000019fb,
+	0x00001a14, 0x00001a2e, 0x00001a58, 0x00001a7f,
+	0x00001aa3, 0x00001aca, 0x00001ae9, 0x00001aff,
+	0x00001b15, 0x00001b29, 0x00001b3f, 0x00001b50,
+	0x00001b67, 0x00001b84, 0x00001ba1, 0x00001ba6,
+	0x00001bf2, 0x00001c05, 0x00001c09, 0x00001c19,
+	0x00001c22, 0x00001c35, 0x00001c5b, 0x00001c64,
 	// Entry C0 - DF
-	0x00001bdd, 0x00001c01, 0x00001c1d, 0x00001c35,
-	0x00001c40, 0x00001c4b, 0x00001c56, 0x00001cb3,
-	0x00001cd7, 0x00001d02, 0x00001d0d, 0x00001d12,
-	0x00001d21, 0x00001d28, 0x00001d3f, 0x00001d54,
-	0x00001d66, 0x00001d89, 0x00001dbb, 0x00001dd1,
-	0x00001de6, 0x00001df6, 0x00001e2f, 0x00001e94,
-	0x00001e9e, 0x00001ea5, 0x00001ebb, 0x00001ef4,
-	0x00001ef9, 0x00001f03, 0x00001f11, 0x00001f21,
+	0x00001c74, 0x00001c89, 0x00001cad, 0x00001cc9,
+	0x00001ce1, 0x00001cec, 0x00001cf7, 0x00001d02,
+	0x00001d5f, 0x00001d83, 0x00001dae, 0x00001db9,
+	0x00001dbe, 0x00001dcd, 0x00001dd4, 0x00001deb,
+	0x00001e00, 0x00001e12, 0x00001e35, 0x00001e67,
+	0x00001e7d, 0x00001e92, 0x00001ea2, 0x00001edb,
+	0x00001f40, 0x00001f4a, 0x00001f51, 0x00001f67,
+	0x00001fa0, 0x00001fa5, 0x00001faf, 0x00001fbd,
 	// Entry E0 - FF
-	0x00001f2e, 0x00001f3b, 0x00001f5b, 0x00001f67,
-	0x00001f80, 0x00001f89, 0x00001f93, 0x00001f9c,
-	0x00001fa4, 0x00001fae, 0x00001fb6, 0x00001fbe,
-	0x00001fc2, 0x00001fc6, 0x00001fca, 0x00001fce,
-	0x00001fd2, 0x00001fd6, 0x00001fda, 0x00001fde,
-	0x00001fe2, 0x00001fe6, 0x00001fea, 0x00001fee,
-	0x00001ff8, 0x00002016, 0x00002036, 0x0000205a,
-	0x0000207e, 0x00002087, 0x0000209e, 0x000020a6,
+	0x00001fcd, 0x00001fda, 0x00001fe7, 0x00002007,
+	0x00002013, 0x0000202c, 0x00002035, 0x0000203f,
+	0x00002048, 0x00002050, 0x0000205a, 0x00002062,
+	0x0000206a, 0x0000206e, 0x00002072, 0x00002076,
+	0x0000207a, 0x0000207e, 0x00002082, 0x00002086,
+	0x0000208a, 0x0000208e, 0x00002092, 0x00002096,
+	0x0000209a, 0x000020a4, 0x000020c2, 0x000020e2,
+	0x00002106, 0x0000212a, 0x00002133, 0x0000214a,
 	// Entry 100 - 11F
-	0x000020b7, 0x000020bc, 0x00002101, 0x00002119,
-	0x0000211e, 0x00002129, 0x0000212f, 0x00002139,
-	0x00002141, 0x00002149, 0x00002173, 0x0000218d,
-	0x000021b5, 0x000021e5, 0x000021eb, 0x000021fa,
-	0x0000224d, 0x0000226b, 0x0000232a, 0x00002381,
-	0x000023ab, 0x000023d7, 0x00002401, 0x00002409,
-	0x0000240f, 0x00002418, 0x00002425, 0x00002437,
-	0x00002442, 0x00002458, 0x00002466, 0x00002491,
+	0x00002152, 0x00002163, 0x00002168, 0x000021ad,
+	0x000021c5, 0x000021ca, 0x000021d5, 0x000021db,
+	0x000021e5, 0x000021ed, 0x000021f5, 0x0000221f,
+	0x00002239, 0x00002261, 0x00002291, 0x00002297,
+	0x000022a6, 0x000022f9, 0x00002317, 0x00002439,
+	0x000024f8, 0x0000254f, 0x00002579, 0x000025a5,
+	0x000025cf, 0x000025d7, 0x000025dd, 0x000025e6,
+	0x000025f3, 0x00002605, 0x00002610, 0x00002626,
 	// Entry 120 - 13F
-	0x000024a3, 0x000024a8, 0x000024ab, 0x000024d5,
-	0x0000251e, 0x0000253e, 0x00002547, 0x00002559,
-	0x0000257c, 0x0000258a, 0x00002597, 0x000025a1,
-	0x000025aa, 0x000025b3, 0x000025bd, 0x000025c5,
-	0x000025ca, 0x000025d2, 0x000025db, 0x000025e4,
-	0x000025f1, 0x000025f6, 0x000025fe, 0x00002605,
-	0x0000260d, 0x00002612, 0x00002620, 0x00002627,
-	0x0000262e, 0x00002633, 0x0000263a, 0x00002644,
+	0x00002634, 0x0000265f, 0x00002671, 0x00002676,
+	0x00002679, 0x000026a3, 0x000026ec, 0x0000270c,
+	0x00002715, 0x00002727, 0x0000274a, 0x00002758,
+	0x00002765, 0x0000276f, 0x00002778, 0x00002781,
+	0x0000278b, 0x00002793, 0x00002798, 0x000027a0,
+	0x000027a9, 0x000027b2, 0x000027bf, 0x000027c4,
+	0x000027cc, 0x000027d3, 0x000027db, 0x000027e0,
+	0x000027ee, 0x000027f5, 0x000027fc, 0x00002801,
 	// Entry 140 - 15F
-	0x0000264b, 0x00002668, 0x00002682, 0x000026a0,
-	0x000026c0, 0x000026ce, 0x000026d7, 0x000026e0,
-	0x000026e9, 0x000026ed, 0x000026f0, 0x000026fc,
-	0x0000270a, 0x00002717, 0x00002728, 0x00002737,
-	0x0000274e, 0x00002761, 0x00002771, 0x00002780,
-	0x0000278f, 0x00002797, 0x0000279e, 0x000027a6,
-	0x000027ae, 0x000027bc, 0x000027ca, 0x000027e0,
-	0x000027f5, 0x00002806, 0x0000280b, 0x00002811,
+	0x00002808, 0x00002812, 0x00002819, 0x00002836,
+	0x00002850, 0x0000286e, 0x0000288e, 0x0000289c,
+	0x000028a5, 0x000028ae, 0x000028b7, 0x000028bb,
+	0x000028be, 0x000028ca, 0x000028d8, 0x000028e5,
+	0x000028f6, 0x00002905, 0x0000291c, 0x0000292f,
+	0x0000293f, 0x0000294e, 0x0000295d, 0x00002965,
+	0x0000296c, 0x00002974, 0x0000297c, 0x0000298a,
+	0x00002998, 0x000029ae, 0x000029c3, 0x000029d4,
 	// Entry 160 - 17F
-	0x00002818, 0x00002829, 0x00002835, 0x0000283e,
-	0x00002847, 0x00002863, 0x0000286c, 0x00002888,
-	0x00002891, 0x0000289b, 0x000028a4, 0x000028ad,
-	0x000028c4, 0x000028cc, 0x000028da, 0x00002907,
-	0x00002913, 0x0000291f, 0x00002927, 0x00002952,
-	0x00002a14, 0x00002a2f, 0x00002a37, 0x00002a69,
-	0x00002a76, 0x00002a7a, 0x00002aa0, 0x00002ac6,
-	0x00002ad4, 0x00002adf, 0x00002b0d, 0x00002b2a,
+	0x000029d9, 0x000029df, 0x000029e6, 0x000029f7,
+	0x00002a03, 0x00002a0c, 0x00002a15, 0x00002a31,
+	0x00002a3a, 0x00002a56, 0x00002a5f, 0x00002a69,
+	0x00002a72, 0x00002a7b, 0x00002a92, 0x00002a9a,
+	0x00002aa8, 0x00002ad5, 0x00002ae1, 0x00002aed,
+	0x00002af5, 0x00002b20, 0x00002be2, 0x00002bfd,
+	0x00002c05, 0x00002c37, 0x00002c44, 0x00002c48,
+	0x00002c6e, 0x00002c94, 0x00002ca2, 0x00002cad,
 	// Entry 180 - 19F
-	0x00002b59, 0x00002b8b, 0x00002ba9, 0x00002bde,
-	0x00002bfa, 0x00002c09, 0x00002c16, 0x00002c24,
-	0x00002c31, 0x00002c3a, 0x00002c55, 0x00002c70,
-	0x00002c7c, 0x00002c9d, 0x00002cc6, 0x00002cf3,
-	0x00002d2d, 0x00002d92, 0x00002db2, 0x00002dd8,
-	0x00002e02, 0x00002e3a, 0x00002e77, 0x00002e9b,
-	0x00002ec0, 0x00002eda, 0x00002ef8, 0x00002f2c,
-	0x00002f6c, 0x00002f96, 0x00002fa5, 0x00002fd6,
+	0x00002cdb, 0x00002cf8, 0x00002d27, 0x00002d59,
+	0x00002d77, 0x00002dac, 0x00002dc8, 0x00002dd7,
+	0x00002de4, 0x00002df2, 0x00002dff, 0x00002e08,
+	0x00002e23, 0x00002e3e, 0x00002e4a, 0x00002e6b,
+	0x00002e94, 0x00002ec1, 0x00002efb, 0x00002f60,
+	0x00002f80, 0x00002fa6, 0x00002fd0, 0x00003008,
+	0x00003045, 0x00003069, 0x0000308e, 0x000030a8,
+	0x000030c6, 0x000030fa, 0x0000313a, 0x00003164,
 	// Entry 1A0 - 1BF
-	0x00003005, 0x00003018, 0x0000308d, 0x000030a0,
-	0x000030d4, 0x00003108, 0x00003118, 0x0000315f,
-	0x0000318c, 0x00003199, 0x000031a9, 0x000031b1,
-	0x000031c9, 0x000031e6, 0x000031f4, 0x00003205,
-	0x0000320d, 0x00003218, 0x00003248, 0x0000325a,
-	0x0000326a, 0x0000329c, 0x000032a8, 0x000032b9,
-	0x000032d3, 0x000032e4, 0x000032ea, 0x000032fe,
-	0x00003316, 0x0000333b, 0x00003349, 0x00003387,
+	0x00003173, 0x000031a4, 0x000031d3, 0x000031e6,
+	0x0000325b, 0x0000326e, 0x000032a2, 0x000032d6,
+	0x000032e6, 0x0000332d, 0x0000335a, 0x00003367,
+	0x00003377, 0x0000337f, 0x00003397, 0x000033b4,
+	0x000033c2, 0x000033d3, 0x000033db, 0x000033e6,
+	0x00003416, 0x00003428, 0x00003438, 0x0000346a,
+	0x00003476, 0x00003487, 0x000034a1, 0x000034b2,
+	0x000034b8, 0x000034cc, 0x000034e4, 0x00003509,
 	// Entry 1C0 - 1DF
-	0x000033c4, 0x000033f0, 0x0000342d, 0x0000343c,
-	0x00003444, 0x00003451, 0x00003461, 0x00003478,
-	0x00003483, 0x00003492, 0x000034a0, 0x000034b3,
-	0x000034d8, 0x00003503, 0x00003531, 0x0000353f,
-	0x000035d2, 0x000035f0, 0x00003636, 0x00003644,
-	0x00003658, 0x00003679, 0x0000368d, 0x00003693,
-	0x000036a7, 0x0000371a, 0x0000372b, 0x00003742,
-	0x0000375f, 0x0000376d, 0x0000377b, 0x00003783,
+	0x00003517, 0x00003555, 0x00003592, 0x000035be,
+	0x000035fb, 0x0000360a, 0x00003612, 0x0000361f,
+	0x0000362f, 0x00003646, 0x00003651, 0x00003660,
+	0x0000366e, 0x00003681, 0x000036a6, 0x000036d1,
+	0x000036ff, 0x0000370d, 0x000037a0, 0x000037be,
+	0x00003804, 0x00003812, 0x00003826, 0x00003847,
+	0x0000385b, 0x00003861, 0x00003875, 0x000038e8,
+	0x000038f9, 0x00003910, 0x0000392d, 0x0000393b,
 	// Entry 1E0 - 1FF
-	0x0000378e, 0x00003794, 0x00003886, 0x0000388c,
-	0x000038be, 0x000038c3, 0x000038d3, 0x000038de,
-	0x000038e7, 0x000038f7, 0x00003911, 0x0000394a,
-	0x00003959, 0x00003a13, 0x00003a18, 0x00003a26,
-	0x00003a36, 0x00003a42, 0x00003a52, 0x00003a5c,
-	0x00003a7f, 0x00003a98, 0x00003aab, 0x00003b17,
-	0x00003b26, 0x00003b34, 0x00003b66, 0x00003b9d,
-	0x00003bab, 0x00003bef, 0x00003c14, 0x00003c3c,
+	0x00003949, 0x00003951, 0x0000395c, 0x00003962,
+	0x00003a54, 0x00003a5a, 0x00003a8c, 0x00003a91,
+	0x00003aa1, 0x00003aac, 0x00003ab5, 0x00003ac5,
+	0x00003adf, 0x00003b18, 0x00003b27, 0x00003be1,
+	0x00003be6, 0x00003bf4, 0x00003c04, 0x00003c10,
+	0x00003c20, 0x00003c2a, 0x00003c4d, 0x00003c66,
+	0x00003c79, 0x00003ce5, 0x00003cf4, 0x00003d02,
+	0x00003d34, 0x00003d6b, 0x00003d79, 0x00003dbd,
 	// Entry 200 - 21F
-	0x00003c43, 0x00003c9e, 0x00003cc8, 0x00003cf8,
-	0x00003d56, 0x00003d6a, 0x00003d72, 0x00003da3,
-	0x00003da9, 0x00003e25, 0x00003e6d, 0x00003e98,
-	0x00003efa, 0x00003f1d, 0x00003fc4, 0x00003fc7,
-	0x00003fcc, 0x00003fd6, 0x00003fde, 0x00003fe4,
-	0x00003fec, 0x00003ffa, 0x00004004, 0x00004011,
-	0x0000401b, 0x00004032, 0x00004045, 0x00004069,
-	0x000040e9, 0x000040fa, 0x00004102, 0x00004177,
+	0x00003de2, 0x00003e0a, 0x00003e11, 0x00003e6c,
+	0x00003e96, 0x00003ec6, 0x00003f24, 0x00003f38,
+	0x00003f40, 0x00003f71, 0x00003f77, 0x00003ff3,
+	0x0000403b, 0x00004066, 0x000040c8, 0x000040eb,
+	0x00004192, 0x00004195, 0x0000419a, 0x000041a4,
+	0x000041ac, 0x000041b2, 0x000041ba, 0x000041c8,
+	0x000041d2, 0x000041df, 0x000041e9, 0x00004200,
+	0x00004213, 0x00004237, 0x000042b7, 0x000042c8,
 	// Entry 220 - 23F
-	0x000041cb, 0x000041da, 0x000041e6, 0x00004222,
-	0x0000425c, 0x0000426a, 0x00004277, 0x00004285,
-	0x00004293, 0x000042a1, 0x000042d3, 0x00004303,
-	0x00004310, 0x00004330, 0x00004335, 0x00004346,
-	0x00004353, 0x0000437f, 0x00004405, 0x0000442a,
-	0x00004431, 0x0000443a, 0x0000444d, 0x00004457,
-	0x00004461, 0x0000446b, 0x00004483, 0x00004499,
-	0x000044a5, 0x000044c7, 0x000044ce, 0x000044db,
+	0x000042d0, 0x00004345, 0x00004399, 0x000043a8,
+	0x000043b4, 0x000043f0, 0x0000442a, 0x00004438,
+	0x00004445, 0x00004453, 0x00004461, 0x0000446f,
+	0x000044a1, 0x000044d1, 0x000044de, 0x000044fe,
+	0x00004503, 0x00004514, 0x00004521, 0x0000454d,
+	0x000045d3, 0x000045f8, 0x000045ff, 0x00004608,
+	0x0000461b, 0x00004625, 0x0000462f, 0x00004639,
+	0x00004651, 0x00004667, 0x00004673, 0x00004695,
 	// Entry 240 - 25F
-	0x0000452f, 0x00004567,
-} // Size: 2336 bytes
+	0x0000469c, 0x000046a9, 0x000046fd, 0x00004735,
+} // Size: 2344 bytes
 
-const enData string = "" + // Size: 17767 bytes
+const enData string = "" + // Size: 18229 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every running or held instance…\x02Reason (recorded in the audit log)" +
@@ -802,273 +804,279 @@ const enData string = "" + // Size: 17767 bytes
 	"1]s\x02Stop this instance? Its open occurrences are cancelled.\x02Servic" +
 	"es that hold one of them learn it when they next report, and their resul" +
 	"ts are refused. Nothing is completed on their behalf, and a stopped inst" +
-	"ance cannot be resumed.\x02Stop the instance\x02This instance is %[1]s, " +
-	"not held: there is nothing to retry.\x02This instance is %[1]s, not held" +
-	": there is nothing to abandon.\x02This instance is %[1]s: there is nothi" +
-	"ng to stop.\x02This instance is no longer held (it is %[1]s now): someon" +
-	"e may have acted on it first. Nothing was done.\x02Its occurrence failed" +
-	" before any attempt: its inputs could not be built, so a retry would fai" +
-	"l the same way. Abandon or stop the instance instead. Nothing was done." +
-	"\x02This instance has already ended; there is nothing to stop.\x02Give a" +
-	" reason: it is recorded in the audit log (at most 1,000 characters). Not" +
-	"hing was done.\x02Relais refused the action. Nothing was done.\x02This i" +
-	"nstance was already stopped; nothing changed and nothing was recorded." +
-	"\x02Retried: the occurrence at node %[1]s is offered again. Recorded in " +
-	"the audit log.\x02Abandoned: the instance failed with the error code aba" +
-	"ndoned. Recorded in the audit log.\x02Stopped: the instance and its open" +
-	" occurrences are cancelled. Recorded in the audit log.\x02Unknown action" +
-	".\x02Stopping applies to running or held instances, not %[1]s ones.\x02R" +
-	"etrying and abandoning apply to held instances, not %[1]s ones.\x02Filte" +
-	"r\x02Reason (recorded in the audit log for every instance)\x02Back to th" +
-	"e list\x02Retry every held instance this filter matches\x02Each one’s fa" +
-	"iled occurrence is offered again with a fresh budget of attempts. Nothin" +
-	"g is completed on anyone’s behalf.\x14\x01\x81\x01\x00\x02!\x02%[1]d hel" +
-	"d instance matches now.\x00 \x02%[1]d held instances match now.\x14\x01" +
-	"\x81\x01\x00\x02\x15\x02Retry %[1]d instance\x00\x16\x02Retry %[1]d inst" +
-	"ances\x02Abandon every held instance this filter matches\x02Each one fai" +
-	"ls with the error code abandoned and cannot be resumed.\x14\x01\x81\x01" +
-	"\x00\x02\x17\x02Abandon %[1]d instance\x00\x18\x02Abandon %[1]d instance" +
-	"s\x02Stop every running or held instance this filter matches\x02Each one" +
-	" and its open occurrences are cancelled; a stopped instance cannot be re" +
-	"sumed.\x14\x01\x81\x01\x00\x02,\x02%[1]d running or held instance matche" +
-	"s now.\x00+\x02%[1]d running or held instances match now.\x14\x01\x81" +
-	"\x01\x00\x02\x14\x02Stop %[1]d instance\x00\x15\x02Stop %[1]d instances" +
-	"\x02Nothing to do: no instance this action applies to matches the filter" +
-	".\x02any\x02Process\x02Status\x02Business key\x02Created from\x02Created" +
-	" to\x14\x01\x81\x01\x00\x02\x8e\x01\x02%[1]d more held instance failed b" +
-	"efore any attempt (its inputs could not be built): it cannot be retried " +
-	"and is left out. Abandon or stop it.\x00\x96\x01\x02%[1]d more held inst" +
-	"ances failed before any attempt (their inputs could not be built): they " +
-	"cannot be retried and are left out. Abandon or stop them.\x02Cannot act " +
-	"on this filter\x02The confirmed count is missing: start again from the l" +
-	"ist.\x02The count changed since you confirmed it (it was %[1]d): instanc" +
-	"es were settled, started or acted on meanwhile. Nothing was done; check " +
-	"the new count and confirm again.\x14\x02\x80\x01\x02&\x02Bulk %[1]s appl" +
-	"ied to %[2]d instance.\x00'\x02Bulk %[1]s applied to %[2]d instances." +
-	"\x14\x01\x81\x01\x00\x02R\x02%[1]d skipped: it changed after the count (" +
-	"settled, or acted on by someone else).\x00T\x02%[1]d skipped: they chang" +
-	"ed after the count (settled, or acted on by someone else).\x02When\x02Wh" +
-	"o\x02Action\x02Reason\x02Process instance\x02Occurrence offered again" +
-	"\x02Bulk action\x02Audit log\x02Every retry, abandon and stop an operato" +
-	"r applied, with its reason. Reveals of sensitive values have their own l" +
-	"og (GET /api/v1/audit/reveals).\x02Filters\x02Apply filters\x02Clear fil" +
-	"ters\x02No operator action matches.\x02All actions\x02The process instan" +
-	"ce must be an instance id (a UUID).\x02The bulk action must be its id (a" +
-	" UUID).\x02Showing the instances bulk action %[1]s changed.\x02The page " +
-	"cursor is invalid: go back to the first page.\x02Operator actions, newes" +
-	"t first\x02Pages\x02Next page\x02First page\x02Relais console\x02Languag" +
-	"e\x02Skip to content\x02Main navigation\x02Health\x02External tasks\x02I" +
-	"nstances\x02Processes\x02Find an instance or occurrence\x02id or busines" +
-	"s key\x02Find\x02Definitions\x02Workers\x02Tokens\x02Signed in as %[1]s " +
-	"(%[2]s)\x02Sign out\x02Display settings\x02Times in %[1]s · reload every" +
-	" %[2]d s\x02Times in %[1]s · no auto-reload\x02This page reloads every %" +
-	"[1]d seconds.\x02Not allowed\x02Your role can read definitions only: ext" +
-	"ernal tasks and process instances are for operators and administrators." +
-	"\x02Invalid request\x02The field “%[1]s” holds a NUL character or bytes " +
-	"that are not UTF-8 text: correct it and try again.\x02Back to external t" +
-	"asks\x02Back to definitions\x02Not found\x02Nothing exists at this addre" +
-	"ss, or it is not visible to you.\x02Form refused\x02This form was not se" +
-	"nt from this console session, or it has expired. Reload the page and try" +
-	" again.\x02Temporarily unavailable\x02The database cannot be reached rig" +
-	"ht now. Try again in a few seconds.\x02Something went wrong\x02The conso" +
-	"le could not show this page. Try again; if it persists, give your admini" +
-	"strator the request id %[1]s.\x02Counting the occurrences; the counts ap" +
-	"pear when you reload the page.\x02Counts are unavailable right now.\x02F" +
-	"ield\x02Type\x02Required\x02Classification\x02Constraints\x02Description" +
-	"\x02Definition %[1]s\x02Working copy\x02The only mutable part of a defin" +
-	"ition. Processes never use it directly: they pin a revision.\x02Name\x02" +
-	"Routing output\x02Last saved\x02Revisions\x02No revision yet: the Workin" +
-	"g copy has never been snapshotted.\x02Releases\x02No release yet.\x02Rel" +
-	"ease\x02Revision\x02Notes\x02Published\x02Compare revisions\x02Lists eve" +
-	"ry change from one revision to another, and whom it may break.\x02From r" +
-	"evision\x02To revision\x02Compare\x02Change\x02Detail\x02Breaks processe" +
-	"s\x02Breaks workers\x02These revisions have the same contracts.\x02Input" +
-	"s\x02No inputs.\x02Inputs of the working copy\x02Outputs\x02No outputs." +
-	"\x02Outputs of the working copy\x02Releases, oldest first\x02Changes bet" +
-	"ween the two revisions\x02Revision %[1]d\x02Snapshotted\x02Digest\x02Inp" +
-	"uts of revision %[1]d\x02Outputs of revision %[1]d\x02Choose two existin" +
-	"g revisions to compare.\x02From revision %[1]d to revision %[2]d:\x14" +
-	"\x01\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d changes\x14" +
-	"\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d breaking\x02" +
-	"routing output %[1]s → %[2]s\x02optional → required\x02required → option" +
-	"al\x02values added: %[1]s\x02values removed: %[1]s\x02values reordered" +
-	"\x02%[1]s: %[2]s → %[3]s\x02required field of type %[1]s\x02optional fie" +
-	"ld of type %[1]s\x02none\x02Task contracts: their Working copy, immutabl" +
-	"e revisions and named releases.\x02Definitions by key\x02Key\x02Latest r" +
-	"evision\x02none yet\x02No definition yet.\x14\x01\x81\x01\x00\x02\x0e" +
-	"\x02%[1]d release\x00\x0f\x02%[1]d releases\x02on error\x02any other err" +
-	"or\x02held for an operator\x02an incident: retry, abandon or stop\x02end" +
-	": completes the instance\x02end: fails the instance\x02push %[1]s\x02pul" +
-	"l %[1]s\x02Node %[1]s\x02Each definition’s queue and incidents now, and " +
-	"what its workers finished in the last hour.\x02Completions and failures," +
-	" last hour\x02Definitions, those needing attention first\x02Definition" +
-	"\x02Open\x02Held instances\x02Failed\x02Oldest claimable waits\x02Comple" +
-	"ted, last hour\x02Failed, last hour\x02No definition has occurrences yet" +
-	".\x02As of %[1]s (%[2]s); refreshed every few seconds.\x02claimable sinc" +
-	"e %[1]s\x02Show all definitions\x02All definitions\x02Completions and fa" +
-	"ilures per 5 minutes, last hour: %[1]s\x02In the last hour: %[1]d comple" +
-	"ted, %[2]d failed. The table after the chart gives each 5-minute slot." +
-	"\x02completed\x02failed\x02The chart’s numbers\x02Completions and failur" +
-	"es per 5-minute slot, oldest first\x02Slot\x02Completed\x02%[1]s–%[2]s" +
-	"\x02%[1]d completed\x02%[1]d failed\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]" +
-	"s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s\x02in %[1]s" +
-	"\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d d" +
-	"\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct" +
-	"\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day\x00" +
-	"\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02" +
-	"%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d" +
-	" minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d se" +
-	"conds\x02%[1]d ms\x02Process instance %[1]s\x02Summary\x02Operator actio" +
-	"ns\x02Path\x02The nodes this instance reached, in order, each with its o" +
-	"ccurrence.\x02Nodes reached, in order\x02Node\x02Occurrence\x02Route\x02" +
-	"Next node\x02Created\x02Settled\x02This instance has not reached a task " +
-	"yet.\x02Recorded operator actions\x02No operator has acted on this insta" +
-	"nce.\x02Operator actions on this instance, newest first\x02Value\x02Proc" +
-	"ess inputs\x02Inputs the instance was started with, labelled by process " +
-	"version %[1]d's contract\x02This process takes no inputs.\x02This instan" +
-	"ce is held at a failed node: an incident. Retry offers the failed occurr" +
-	"ence again; abandon fails the instance; stop cancels it. Each asks for a" +
-	" reason, recorded in the audit log.\x02Stopping cancels the instance and" +
-	" its open occurrences. It does not complete anything.\x02Stopped by %[1]" +
-	"s at %[2]s — “%[3]s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”\x02Retried" +
-	" by %[1]s at %[2]s — “%[3]s”\x02Started\x02Ended\x02End node\x02Held at " +
-	"node\x02Failed occurrence\x02Error code\x02Unknown status %[1]q.\x02Crea" +
-	"tion date\x02The page size must be between 1 and %[1]d.\x02Process insta" +
-	"nces\x02from\x02to\x02Act on every instance this filter matches\x02The n" +
-	"ext page counts them and asks for a reason before anything changes.\x02P" +
-	"rocess instances, newest first\x02Instance\x02End node or error\x02No in" +
-	"stance matches these filters.\x02All processes\x02All statuses\x02availa" +
-	"ble\x02reserved\x02deferred\x02cancelled\x02running\x02held\x02expired" +
-	"\x02rejected\x02released\x02disconnected\x02text\x02integer\x02number" +
-	"\x02boolean\x02date\x02date and time\x02choice\x02object\x02list\x02norm" +
-	"al\x02sensitive\x02secret\x02••• hidden (sensitive)\x02••• hidden (secre" +
-	"t)\x02pull (the service fetches it)\x02push (Relais calls the service)" +
-	"\x02administrator\x02operator\x02designer\x02consumer\x02yes\x02no\x02fi" +
-	"eld added\x02field removed\x02type changed\x02required changed\x02values" +
-	" changed\x02classification changed\x02constraint changed\x02routing chan" +
-	"ged\x02minimum length\x02maximum length\x02pattern\x02format\x02minimum" +
-	"\x02maximum\x02minimum items\x02maximum items\x02%[1]s, revision %[2]s" +
-	"\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Mode\x02Dates\x02Policy" +
-	"\x02Maximum attempts\x02Retry delay\x02Deadline\x02Priority\x02%[1]d (0 " +
-	"lowest, 9 highest)\x02Attempts\x02Every attempt, oldest first\x02Consume" +
-	"r\x02Worker id\x02Reserved\x02Duration\x02Destination’s answer\x02Outcom" +
-	"e\x02Error message\x02No service has reserved this occurrence yet.\x02in" +
-	" progress\x02Destination\x02Replica\x02Relais has not called the destina" +
-	"tion yet.\x02Relais keeps the destination’s status code only when it ref" +
-	"used the call (destination_http_NNN); a completed call answered 2xx. The" +
-	" duration runs from the claim of the call to its settlement.\x02Reason g" +
-	"iven by the worker\x02Retries\x02none: a failed call takes the node’s er" +
-	"ror path\x02Call timeout\x02Now\x02Retry or abandon it from its instance" +
-	"\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts" +
-	"\x02at most %[1]d\x02%[1]d left\x02Inputs, labelled by revision %[1]d's " +
-	"contract\x02This contract has no inputs.\x02Outputs, labelled by revisio" +
-	"n %[1]d's contract\x02No outputs yet: the occurrence has not completed." +
-	"\x02This contract has no outputs.\x02No outputs: the occurrence ended wi" +
-	"thout completing.\x02Reveal — this is recorded\x02Available from\x02Next" +
-	" attempt\x02Last reserved\x02Lock expires\x02Deferred\x02Last error (att" +
-	"empt %[1]d)\x02Error (before any attempt)\x02Its message\x02Message from" +
-	" Relais (in English)\x02Message from the service (as it sent it)\x02The " +
-	"deadline passed before a result arrived.\x02The result did not match the" +
-	" revision's outputs contract.\x02Relais stopped during the call: whether" +
-	" the destination acted is unknown, so it is not called again.\x02The cal" +
-	"l could not be prepared.\x02The destination could not be reached.\x02The" +
-	" destination’s answer was too large.\x02The last attempt’s lock expired " +
-	"with no attempt left.\x02The inputs could not be built from the process’" +
-	"s bindings.\x02An operator abandoned the instance.\x02The destination an" +
-	"swered HTTP %[1]s.\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s — %[" +
-	"2]s.\x02Lock expired %[1]s — waiting to be offered again.\x02Waiting for" +
-	" Relais to call the destination since %[1]s (%[2]s).\x02Waiting for a wo" +
-	"rker since %[1]s (%[2]s).\x02(worker %[1]s)\x02Relais is calling the des" +
-	"tination (since %[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s." +
-	"\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker of the " +
-	"same consumer, or a front end with a settle token, completes it later." +
-	"\x02Completed (%[1]s).\x02Its instance is held here, waiting for an oper" +
-	"ator.\x02Its instance went on along the node’s error path.\x02Failed (%[" +
-	"1]s).\x02Cancelled: the instance was stopped by %[1]s at %[2]s — “%[3]s”" +
-	".\x02Cancelled: the instance was stopped (%[1]s).\x02%[1]s so far\x02con" +
-	"sumer #%[1]s\x02waiting\x02HTTP 2xx, unusable body\x02no answer within t" +
-	"he timeout\x02no connection\x02answer too large\x02unknown\x02[redacted]" +
-	"\x02The revision must be a whole number, 1 or more.\x02Unknown consumer." +
-	"\x02Settlement date\x02More filters: instance, revision, consumer, dates" +
-	"\x02instance id\x02Counts by status\x02Occurrences, newest first\x02Proc" +
-	"ess and node\x02Error\x02Consumer and worker\x02Next attempt or settled" +
-	"\x02No occurrence matches these filters.\x02All consumers\x02Totals of d" +
-	"efinition %[1]s, not narrowed by the other filters\x02Totals of all defi" +
-	"nitions, not narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11" +
-	"\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s)" +
-	"; counts are refreshed every few seconds.\x02revision %[1]d\x02settled" +
-	"\x02next attempt\x02claimable since\x02call in progress since\x02lock un" +
-	"til\x02deferred since\x02Previous page\x02Rows %[1]s–%[2]s\x02%[1]s: a d" +
-	"ate is written 2026-12-01.\x02%[1]s: the first day comes after the last." +
-	"\x02These settings are kept in this browser only.\x02Show times in\x02Th" +
-	"e console runs no script, so it cannot read your computer’s time zone: c" +
-	"hoose its offset from UTC. Offsets do not follow daylight saving time." +
-	"\x02Reload lists and detail pages\x02Pages with a form, such as a confir" +
-	"mation, never reload on their own.\x02Save settings\x02Back without savi" +
-	"ng\x02UTC (coordinated universal time)\x02Local time at %[1]s\x02Never" +
-	"\x02Every %[1]d seconds\x02Published process versions: their nodes, rout" +
-	"es and pinned revisions, drawn, with where their occurrences are now." +
-	"\x02Processes by key\x02Versions, newest first\x02No process is publishe" +
-	"d yet.\x02version %[1]d\x02Process %[1]s\x02Version\x02Start node\x02Gra" +
-	"ph\x02Columns follow the longest path from the start node. Solid arrows " +
-	"are successes (labelled with their route), dashed ones failures (labelle" +
-	"d with their error codes). Each box says how many of this version’s occu" +
-	"rrences are at that node now.\x02Nodes\x02Nodes of this version, with th" +
-	"eir occurrences now\x02Kind\x02Pinned revision\x02On success\x02On error" +
-	"\x02Occurrences now\x02Instances of this process\x02Counts as of %[1]s (" +
-	"%[2]s); refreshed every few seconds.\x02Graph of %[1]s\x14\x01\x81\x01" +
-	"\x00\x02X\x02%[1]d node, starting at %[2]s. The table below lists the sa" +
-	"me nodes, routes and counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The" +
-	" table below lists the same nodes, routes and counts.\x02pull\x02push to" +
-	" %[1]s\x02end (completes)\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02" +
-	"hold (an incident for an operator)\x02any other code → %[1]s\x02fails th" +
-	"e instance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, retry after %[2]s," +
-	" priority %[3]d\x002\x02%[1]d attempts, retry after %[2]s, priority %[3]" +
-	"d\x02deadline %[1]s\x02timeout %[1]s\x02Only administrators may reveal a" +
-	" sensitive value.\x02Revealed by %[1]s at %[2]s; recorded in the audit l" +
-	"og.\x02Cannot reveal\x02Only a value this page shows as hidden (sensitiv" +
-	"e) can be revealed.\x02Secret values can never be revealed.\x02This page" +
-	" does not accept that request.\x02Search\x02Type an instance or occurren" +
-	"ce id (a UUID, as the pages show on hover), or a business key.\x02Nothin" +
-	"g to find: the search box is empty.\x02That is too long to be an id or a" +
-	" business key.\x02No instance or occurrence has the id “%[1]s”, and no i" +
-	"nstance has it as its business key.\x02You are signed out.\x02Sign in" +
-	"\x02Sign in with an operator or administrator token.\x02Token\x02The tok" +
-	"en is checked once and never stored in your browser; a session cookie st" +
-	"ands for it for up to 8 hours of inactivity.\x02Too many failed sign-ins" +
-	" from your address. Try again in %[1]d seconds.\x02This token is unknown" +
-	" or has been revoked.\x02A %[1]s token cannot open the console: sign in " +
-	"with an operator, designer or administrator token.\x02Only administrator" +
-	"s manage tokens.\x02Staff tokens (administrators, designers, operators) " +
-	"that are not revoked. Consumer tokens are managed with their consumers. " +
-	"Revoking a token refuses its next request.\x02ID\x02Role\x02Last used" +
-	"\x02Expires\x02never\x02not yet\x02Expired token\x02Revoke…\x02this sess" +
-	"ion\x02No token.\x02The token was revoked.\x02Revoke token %[1]d\x02Revo" +
-	"ke the %[1]s token “%[2]s”?\x02Its next request is refused, and console " +
-	"sessions opened with it end. This cannot be undone: whoever uses it need" +
-	"s a new token.\x02Revoke the token\x02Keep it\x02This is the token you s" +
-	"igned in with: revoking it signs you out. Its next request is refused. T" +
-	"his cannot be undone.\x02This is the last usable administrator token: cr" +
-	"eate another one before revoking it.\x02routing output\x02(each item)" +
-	"\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at l" +
-	"east %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d chara" +
-	"cter\x00\x19\x02at most %[1]d characters\x02pattern %[1]s\x02format %[1]" +
-	"s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00" +
-	"\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]d items\x14\x01" +
-	"\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d item" +
-	"s\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%" +
-	"[1]d items\x02null\x02unexpected value\x02Invalid page\x02This page link" +
-	" is not one the console made.\x02Workers connected by a stream, and poll" +
-	"ing workers by their last fetch. A worker is listed while it was seen wi" +
-	"thin three heartbeats.\x02Workers seen within three heartbeats\x02Worker" +
-	"\x02Protocol\x02Definitions served\x02In flight\x02Connected\x02Last see" +
-	"n\x02No worker is connected.\x02Workers serving %[1]s\x02All workers\x02" +
-	"No worker serves this definition.\x02stream\x02long polling\x02No worker" +
-	" serves this definition: its occurrences wait until one connects or poll" +
-	"s.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Serv" +
-	"ed by %[1]d workers"
+	"ance cannot be resumed.\x02Stop the instance\x02This instance cannot be " +
+	"retried: its occurrence at node %[1]s failed before any attempt (its inp" +
+	"uts could not be built), so it would fail the same way. Abandon or stop " +
+	"it.\x02This instance is %[1]s, not held: there is nothing to retry.\x02T" +
+	"his instance is %[1]s, not held: there is nothing to abandon.\x02This in" +
+	"stance is %[1]s: there is nothing to stop.\x02This instance is no longer" +
+	" held (it is %[1]s now): someone may have acted on it first. Nothing was" +
+	" done.\x02Its occurrence failed before any attempt: its inputs could not" +
+	" be built, so a retry would fail the same way. Abandon or stop the insta" +
+	"nce instead. Nothing was done.\x02This instance has already ended; there" +
+	" is nothing to stop.\x02Give a reason: it is recorded in the audit log (" +
+	"at most 1,000 characters). Nothing was done.\x02Relais refused the actio" +
+	"n. Nothing was done.\x02This instance was already stopped; nothing chang" +
+	"ed and nothing was recorded.\x02Retried: the occurrence at node %[1]s is" +
+	" offered again. Recorded in the audit log.\x02Abandoned: the instance fa" +
+	"iled with the error code abandoned. Recorded in the audit log.\x02Stoppe" +
+	"d: the instance and its open occurrences are cancelled. Recorded in the " +
+	"audit log.\x02Unknown action.\x02Stopping applies to running or held ins" +
+	"tances, not %[1]s ones.\x02Retrying and abandoning apply to held instanc" +
+	"es, not %[1]s ones.\x02Filter\x02Reason (recorded in the audit log for e" +
+	"very instance)\x02Back to the list\x02Retry every held instance this fil" +
+	"ter matches\x02Each one’s failed occurrence is offered again with a fres" +
+	"h budget of attempts. Nothing is completed on anyone’s behalf.\x14\x01" +
+	"\x81\x01\x00\x02!\x02%[1]d held instance matches now.\x00 \x02%[1]d held" +
+	" instances match now.\x14\x01\x81\x01\x00\x02\x15\x02Retry %[1]d instanc" +
+	"e\x00\x16\x02Retry %[1]d instances\x02Abandon every held instance this f" +
+	"ilter matches\x02Each one fails with the error code abandoned and cannot" +
+	" be resumed.\x14\x01\x81\x01\x00\x02\x17\x02Abandon %[1]d instance\x00" +
+	"\x18\x02Abandon %[1]d instances\x02Stop every running or held instance t" +
+	"his filter matches\x02Each one and its open occurrences are cancelled; a" +
+	" stopped instance cannot be resumed.\x14\x01\x81\x01\x00\x02,\x02%[1]d r" +
+	"unning or held instance matches now.\x00+\x02%[1]d running or held insta" +
+	"nces match now.\x14\x01\x81\x01\x00\x02\x14\x02Stop %[1]d instance\x00" +
+	"\x15\x02Stop %[1]d instances\x02Nothing to do: no instance this action a" +
+	"pplies to matches the filter.\x02any\x02Process\x02Status\x02Business ke" +
+	"y\x02Created from\x02Created to\x14\x01\x81\x01\x00\x02\x8e\x01\x02%[1]d" +
+	" more held instance failed before any attempt (its inputs could not be b" +
+	"uilt): it cannot be retried and is left out. Abandon or stop it.\x00\x96" +
+	"\x01\x02%[1]d more held instances failed before any attempt (their input" +
+	"s could not be built): they cannot be retried and are left out. Abandon " +
+	"or stop them.\x02Cannot act on this filter\x02The confirmed count is mis" +
+	"sing: start again from the list.\x02The count changed since you confirme" +
+	"d it (it was %[1]d): instances were settled, started or acted on meanwhi" +
+	"le. Nothing was done; check the new count and confirm again.\x14\x02\x80" +
+	"\x01\x02&\x02Bulk %[1]s applied to %[2]d instance.\x00'\x02Bulk %[1]s ap" +
+	"plied to %[2]d instances.\x14\x01\x81\x01\x00\x02R\x02%[1]d skipped: it " +
+	"changed after the count (settled, or acted on by someone else).\x00T\x02" +
+	"%[1]d skipped: they changed after the count (settled, or acted on by som" +
+	"eone else).\x02When\x02Who\x02Action\x02Reason\x02Process instance\x02Oc" +
+	"currence offered again\x02Bulk action\x02Audit log\x02Every retry, aband" +
+	"on and stop an operator applied, with its reason. Reveals of sensitive v" +
+	"alues have their own log (GET /api/v1/audit/reveals).\x02Filters\x02Appl" +
+	"y filters\x02Clear filters\x02No operator action matches.\x02All actions" +
+	"\x02The process instance must be an instance id (a UUID).\x02The bulk ac" +
+	"tion must be its id (a UUID).\x02Showing the instances bulk action %[1]s" +
+	" changed.\x02The page cursor is invalid: go back to the first page.\x02O" +
+	"perator actions, newest first\x02Pages\x02Next page\x02First page\x02Rel" +
+	"ais console\x02Language\x02Skip to content\x02Main navigation\x02Health" +
+	"\x02External tasks\x02Instances\x02Processes\x02Find an instance or occu" +
+	"rrence\x02id or business key\x02Find\x02Definitions\x02Workers\x02Tokens" +
+	"\x02Signed in as %[1]s (%[2]s)\x02Sign out\x02Display settings\x02Times " +
+	"in %[1]s · reload every %[2]d s\x02Times in %[1]s · no auto-reload\x02Th" +
+	"is page reloads every %[1]d seconds.\x02Not allowed\x02Your role can rea" +
+	"d definitions only: external tasks and process instances are for operato" +
+	"rs and administrators.\x02Invalid request\x02The field “%[1]s” holds a N" +
+	"UL character or bytes that are not UTF-8 text: correct it and try again." +
+	"\x02Back to external tasks\x02Back to definitions\x02Not found\x02Nothin" +
+	"g exists at this address, or it is not visible to you.\x02Form refused" +
+	"\x02This form was not sent from this console session, or it has expired." +
+	" Reload the page and try again.\x02Temporarily unavailable\x02The databa" +
+	"se cannot be reached right now. Try again in a few seconds.\x02Something" +
+	" went wrong\x02The console could not show this page. Try again; if it pe" +
+	"rsists, give your administrator the request id %[1]s.\x02Counting the oc" +
+	"currences; the counts appear when you reload the page.\x02Counts are una" +
+	"vailable right now.\x02Field\x02Type\x02Required\x02Classification\x02Co" +
+	"nstraints\x02Description\x02Definition %[1]s\x02Working copy\x02The only" +
+	" mutable part of a definition. Processes never use it directly: they pin" +
+	" a revision.\x02Name\x02Routing output\x02Last saved\x02Revisions\x02No " +
+	"revision yet: the Working copy has never been snapshotted.\x02Releases" +
+	"\x02No release yet.\x02Release\x02Revision\x02Notes\x02Published\x02Comp" +
+	"are revisions\x02Lists every change from one revision to another, and wh" +
+	"om it may break.\x02From revision\x02To revision\x02Compare\x02Change" +
+	"\x02Detail\x02Breaks processes\x02Breaks workers\x02These revisions have" +
+	" the same contracts.\x02Inputs\x02No inputs.\x02Inputs of the working co" +
+	"py\x02Outputs\x02No outputs.\x02Outputs of the working copy\x02Releases," +
+	" oldest first\x02Changes between the two revisions\x02Revision %[1]d\x02" +
+	"Snapshotted\x02Digest\x02Inputs of revision %[1]d\x02Outputs of revision" +
+	" %[1]d\x02Choose two existing revisions to compare.\x02From revision %[1" +
+	"]d to revision %[2]d:\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d change\x00" +
+	"\x0e\x02%[1]d changes\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00" +
+	"\x0f\x02%[1]d breaking\x02routing output %[1]s → %[2]s\x02optional → req" +
+	"uired\x02required → optional\x02values added: %[1]s\x02values removed: %" +
+	"[1]s\x02values reordered\x02%[1]s: %[2]s → %[3]s\x02required field of ty" +
+	"pe %[1]s\x02optional field of type %[1]s\x02none\x02Task contracts: thei" +
+	"r Working copy, immutable revisions and named releases.\x02Definitions b" +
+	"y key\x02Key\x02Latest revision\x02none yet\x02No definition yet.\x14" +
+	"\x01\x81\x01\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases\x02o" +
+	"n error\x02any other error\x02held for an operator\x02an incident: retry" +
+	", abandon or stop\x02end: completes the instance\x02end: fails the insta" +
+	"nce\x02push %[1]s\x02pull %[1]s\x02Node %[1]s\x02Each definition’s queue" +
+	" and incidents now, and what its workers finished in the last hour.\x02C" +
+	"ompletions and failures, last hour\x02Definitions, those needing attenti" +
+	"on first\x02Definition\x02Open\x02Held instances\x02Failed\x02Oldest cla" +
+	"imable waits\x02Completed, last hour\x02Failed, last hour\x02No definiti" +
+	"on has occurrences yet.\x02As of %[1]s (%[2]s); refreshed every few seco" +
+	"nds.\x02claimable since %[1]s\x02Show all definitions\x02All definitions" +
+	"\x02Completions and failures per 5 minutes, last hour: %[1]s\x02In the l" +
+	"ast hour: %[1]d completed, %[2]d failed. The table after the chart gives" +
+	" each 5-minute slot.\x02completed\x02failed\x02The chart’s numbers\x02Co" +
+	"mpletions and failures per 5-minute slot, oldest first\x02Slot\x02Comple" +
+	"ted\x02%[1]s–%[2]s\x02%[1]d completed\x02%[1]d failed\x02%[1]s; %[2]s" +
+	"\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s" +
+	" %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d min\x02%" +
+	"[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Au" +
+	"g\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a" +
+	"\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d" +
+	" hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute" +
+	"\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second" +
+	"\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process instance %[1]s\x02Summa" +
+	"ry\x02Operator actions\x02Path\x02The nodes this instance reached, in or" +
+	"der, each with its occurrence.\x02Nodes reached, in order\x02Node\x02Occ" +
+	"urrence\x02Route\x02Next node\x02Created\x02Settled\x02This instance has" +
+	" not reached a task yet.\x02Recorded operator actions\x02No operator has" +
+	" acted on this instance.\x02Operator actions on this instance, newest fi" +
+	"rst\x02Value\x02Process inputs\x02Inputs the instance was started with, " +
+	"labelled by process version %[1]d's contract\x02This process takes no in" +
+	"puts.\x02This instance is held at a failed node: an incident. It cannot " +
+	"be retried: its occurrence at node %[1]s failed before any attempt (its " +
+	"inputs could not be built), so it would fail the same way. Abandon fails" +
+	" the instance; stop cancels it. Each asks for a reason, recorded in the " +
+	"audit log.\x02This instance is held at a failed node: an incident. Retry" +
+	" offers the failed occurrence again; abandon fails the instance; stop ca" +
+	"ncels it. Each asks for a reason, recorded in the audit log.\x02Stopping" +
+	" cancels the instance and its open occurrences. It does not complete any" +
+	"thing.\x02Stopped by %[1]s at %[2]s — “%[3]s”\x02Abandoned by %[1]s at %" +
+	"[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s — “%[3]s”\x02Started\x02Ende" +
+	"d\x02End node\x02Held at node\x02Failed occurrence\x02Error code\x02Unkn" +
+	"own status %[1]q.\x02Creation date\x02The page size must be between 1 an" +
+	"d %[1]d.\x02Process instances\x02from\x02to\x02Act on every instance thi" +
+	"s filter matches\x02The next page counts them and asks for a reason befo" +
+	"re anything changes.\x02Process instances, newest first\x02Instance\x02E" +
+	"nd node or error\x02No instance matches these filters.\x02All processes" +
+	"\x02All statuses\x02available\x02reserved\x02deferred\x02cancelled\x02ru" +
+	"nning\x02held\x02expired\x02rejected\x02released\x02disconnected\x02text" +
+	"\x02integer\x02number\x02boolean\x02date\x02date and time\x02choice\x02o" +
+	"bject\x02list\x02normal\x02sensitive\x02secret\x02••• hidden (sensitive)" +
+	"\x02••• hidden (secret)\x02pull (the service fetches it)\x02push (Relais" +
+	" calls the service)\x02administrator\x02operator\x02designer\x02consumer" +
+	"\x02yes\x02no\x02field added\x02field removed\x02type changed\x02require" +
+	"d changed\x02values changed\x02classification changed\x02constraint chan" +
+	"ged\x02routing changed\x02minimum length\x02maximum length\x02pattern" +
+	"\x02format\x02minimum\x02maximum\x02minimum items\x02maximum items\x02%[" +
+	"1]s, revision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Mode" +
+	"\x02Dates\x02Policy\x02Maximum attempts\x02Retry delay\x02Deadline\x02Pr" +
+	"iority\x02%[1]d (0 lowest, 9 highest)\x02Attempts\x02Every attempt, olde" +
+	"st first\x02Consumer\x02Worker id\x02Reserved\x02Duration\x02Destination" +
+	"’s answer\x02Outcome\x02Error message\x02No service has reserved this " +
+	"occurrence yet.\x02in progress\x02Destination\x02Replica\x02Relais has n" +
+	"ot called the destination yet.\x02Relais keeps the destination’s status " +
+	"code only when it refused the call (destination_http_NNN); a completed c" +
+	"all answered 2xx. The duration runs from the claim of the call to its se" +
+	"ttlement.\x02Reason given by the worker\x02Retries\x02none: a failed cal" +
+	"l takes the node’s error path\x02Call timeout\x02Now\x02Retry or abandon" +
+	" it from its instance\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00" +
+	"\x0f\x02%[1]d attempts\x02at most %[1]d\x02%[1]d left\x02Inputs, labelle" +
+	"d by revision %[1]d's contract\x02This contract has no inputs.\x02Output" +
+	"s, labelled by revision %[1]d's contract\x02No outputs yet: the occurren" +
+	"ce has not completed.\x02This contract has no outputs.\x02No outputs: th" +
+	"e occurrence ended without completing.\x02Reveal — this is recorded\x02A" +
+	"vailable from\x02Next attempt\x02Last reserved\x02Lock expires\x02Deferr" +
+	"ed\x02Last error (attempt %[1]d)\x02Error (before any attempt)\x02Its me" +
+	"ssage\x02Message from Relais (in English)\x02Message from the service (a" +
+	"s it sent it)\x02The deadline passed before a result arrived.\x02The res" +
+	"ult did not match the revision's outputs contract.\x02Relais stopped dur" +
+	"ing the call: whether the destination acted is unknown, so it is not cal" +
+	"led again.\x02The call could not be prepared.\x02The destination could n" +
+	"ot be reached.\x02The destination’s answer was too large.\x02The last at" +
+	"tempt’s lock expired with no attempt left.\x02The inputs could not be bu" +
+	"ilt from the process’s bindings.\x02An operator abandoned the instance." +
+	"\x02The destination answered HTTP %[1]s.\x02Retry at %[1]s — %[2]s.\x02O" +
+	"ffered from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to be offered" +
+	" again.\x02Waiting for Relais to call the destination since %[1]s (%[2]s" +
+	").\x02Waiting for a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02Rel" +
+	"ais is calling the destination (since %[1]s).\x02Reserved by %[1]s; lock" +
+	" until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2" +
+	"]s): a worker of the same consumer, or a front end with a settle token, " +
+	"completes it later.\x02Completed (%[1]s).\x02Its instance is held here, " +
+	"waiting for an operator.\x02Its instance went on along the node’s error " +
+	"path.\x02Failed (%[1]s).\x02Cancelled: the instance was stopped by %[1]s" +
+	" at %[2]s — “%[3]s”.\x02Cancelled: the instance was stopped (%[1]s).\x02" +
+	"%[1]s so far\x02consumer #%[1]s\x02waiting\x02HTTP 2xx, unusable body" +
+	"\x02no answer within the timeout\x02no connection\x02answer too large" +
+	"\x02unknown\x02[redacted]\x02The revision must be a whole number, 1 or m" +
+	"ore.\x02Unknown consumer.\x02Settlement date\x02More filters: instance, " +
+	"revision, consumer, dates\x02instance id\x02Counts by status\x02Occurren" +
+	"ces, newest first\x02Process and node\x02Error\x02Consumer and worker" +
+	"\x02Next attempt or settled\x02No occurrence matches these filters.\x02A" +
+	"ll consumers\x02Totals of definition %[1]s, not narrowed by the other fi" +
+	"lters\x02Totals of all definitions, not narrowed by the other filters" +
+	"\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurr" +
+	"ences\x02as of %[1]s (%[2]s); counts are refreshed every few seconds." +
+	"\x02revision %[1]d\x02settled\x02next attempt\x02claimable since\x02call" +
+	" in progress since\x02lock until\x02deferred since\x02Previous page\x02R" +
+	"ows %[1]s–%[2]s\x02%[1]s: a date is written 2026-12-01.\x02%[1]s: the fi" +
+	"rst day comes after the last.\x02These settings are kept in this browser" +
+	" only.\x02Show times in\x02The console runs no script, so it cannot read" +
+	" your computer’s time zone: choose its offset from UTC. Offsets do not f" +
+	"ollow daylight saving time.\x02Reload lists and detail pages\x02Pages wi" +
+	"th a form, such as a confirmation, never reload on their own.\x02Save se" +
+	"ttings\x02Back without saving\x02UTC (coordinated universal time)\x02Loc" +
+	"al time at %[1]s\x02Never\x02Every %[1]d seconds\x02Published process ve" +
+	"rsions: their nodes, routes and pinned revisions, drawn, with where thei" +
+	"r occurrences are now.\x02Processes by key\x02Versions, newest first\x02" +
+	"No process is published yet.\x02version %[1]d\x02Process %[1]s\x02Versio" +
+	"n\x02Start node\x02Graph\x02Columns follow the longest path from the sta" +
+	"rt node. Solid arrows are successes (labelled with their route), dashed " +
+	"ones failures (labelled with their error codes). Each box says how many " +
+	"of this version’s occurrences are at that node now.\x02Nodes\x02Nodes of" +
+	" this version, with their occurrences now\x02Kind\x02Pinned revision\x02" +
+	"On success\x02On error\x02Occurrences now\x02Instances of this process" +
+	"\x02Counts as of %[1]s (%[2]s); refreshed every few seconds.\x02Graph of" +
+	" %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The ta" +
+	"ble below lists the same nodes, routes and counts.\x00Y\x02%[1]d nodes, " +
+	"starting at %[2]s. The table below lists the same nodes, routes and coun" +
+	"ts.\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s " +
+	"→ %[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02any other " +
+	"code → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%[1]d att" +
+	"empt, retry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, retry af" +
+	"ter %[2]s, priority %[3]d\x02deadline %[1]s\x02timeout %[1]s\x02Only adm" +
+	"inistrators may reveal a sensitive value.\x02Revealed by %[1]s at %[2]s;" +
+	" recorded in the audit log.\x02Cannot reveal\x02Only a value this page s" +
+	"hows as hidden (sensitive) can be revealed.\x02Secret values can never b" +
+	"e revealed.\x02This page does not accept that request.\x02Search\x02Type" +
+	" an instance or occurrence id (a UUID, as the pages show on hover), or a" +
+	" business key.\x02Nothing to find: the search box is empty.\x02That is t" +
+	"oo long to be an id or a business key.\x02No instance or occurrence has " +
+	"the id “%[1]s”, and no instance has it as its business key.\x02You are s" +
+	"igned out.\x02Sign in\x02Sign in with an operator or administrator token" +
+	".\x02Token\x02The token is checked once and never stored in your browser" +
+	"; a session cookie stands for it for up to 8 hours of inactivity.\x02Too" +
+	" many failed sign-ins from your address. Try again in %[1]d seconds.\x02" +
+	"This token is unknown or has been revoked.\x02A %[1]s token cannot open " +
+	"the console: sign in with an operator, designer or administrator token." +
+	"\x02Only administrators manage tokens.\x02Staff tokens (administrators, " +
+	"designers, operators) that are not revoked. Consumer tokens are managed " +
+	"with their consumers. Revoking a token refuses its next request.\x02ID" +
+	"\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02Expired token" +
+	"\x02Revoke…\x02this session\x02No token.\x02The token was revoked.\x02Re" +
+	"voke token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request " +
+	"is refused, and console sessions opened with it end. This cannot be undo" +
+	"ne: whoever uses it needs a new token.\x02Revoke the token\x02Keep it" +
+	"\x02This is the token you signed in with: revoking it signs you out. Its" +
+	" next request is refused. This cannot be undone.\x02This is the last usa" +
+	"ble administrator token: create another one before revoking it.\x02routi" +
+	"ng output\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d c" +
+	"haracter\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02" +
+	"\x18\x02at most %[1]d character\x00\x19\x02at most %[1]d characters\x02p" +
+	"attern %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of" +
+	": %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at" +
+	" least %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00" +
+	"\x14\x02at most %[1]d items\x02not provided\x14\x01\x81\x01\x00\x02\x0b" +
+	"\x02%[1]d item\x00\x0c\x02%[1]d items\x02null\x02unexpected value\x02Inv" +
+	"alid page\x02This page link is not one the console made.\x02Workers conn" +
+	"ected by a stream, and polling workers by their last fetch. A worker is " +
+	"listed while it was seen within three heartbeats.\x02Workers seen within" +
+	" three heartbeats\x02Worker\x02Protocol\x02Definitions served\x02In flig" +
+	"ht\x02Connected\x02Last seen\x02No worker is connected.\x02Workers servi" +
+	"ng %[1]s\x02All workers\x02No worker serves this definition.\x02stream" +
+	"\x02long polling\x02No worker serves this definition: its occurrences wa" +
+	"it until one connects or polls.\x14\x01\x81\x01\x00\x02\x17\x02Served by" +
+	" %[1]d worker\x00\x18\x02Served by %[1]d workers"
 
-var frIndex = []uint32{ // 578 elements
+var frIndex = []uint32{ // 580 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x0000007a,
@@ -1076,166 +1084,166 @@ var frIndex = []uint32{ // 578 elements
 	0x00000173, 0x00000188, 0x000001b2, 0x00000234,
 	0x00000306, 0x0000031d, 0x00000348, 0x0000039e,
 	0x00000424, 0x0000043c, 0x00000465, 0x000004aa,
-	0x0000056f, 0x00000585, 0x000005cf, 0x0000061a,
-	0x00000654, 0x000006da, 0x000007b2, 0x000007f7,
+	0x0000056f, 0x00000585, 0x00000671, 0x000006bb,
+	0x00000706, 0x00000740, 0x000007c6, 0x0000089e,
 	// Entry 20 - 3F
-	0x0000086c, 0x000008a0, 0x000008fd, 0x00000966,
-	0x000009dd, 0x00000a46, 0x00000a57, 0x00000ab3,
-	0x00000b14, 0x00000b1b, 0x00000b5c, 0x00000b70,
-	0x00000bb0, 0x00000c41, 0x00000cc3, 0x00000cff,
-	0x00000d40, 0x00000d99, 0x00000dd7, 0x00000e22,
-	0x00000e8b, 0x00000f25, 0x00000f5f, 0x00000fc0,
-	0x00000fc7, 0x00000fd1, 0x00000fd8, 0x00000fe5,
-	0x00000ff8, 0x0000100c, 0x000011ba, 0x000011dc,
+	0x000008e3, 0x00000958, 0x0000098c, 0x000009e9,
+	0x00000a52, 0x00000ac9, 0x00000b32, 0x00000b43,
+	0x00000b9f, 0x00000c00, 0x00000c07, 0x00000c48,
+	0x00000c5c, 0x00000c9c, 0x00000d2d, 0x00000daf,
+	0x00000deb, 0x00000e2c, 0x00000e85, 0x00000ec3,
+	0x00000f0e, 0x00000f77, 0x00001011, 0x0000104b,
+	0x000010ac, 0x000010b3, 0x000010bd, 0x000010c4,
+	0x000010d1, 0x000010e4, 0x000010f8, 0x000012a6,
 	// Entry 40 - 5F
-	0x00001211, 0x000012fa, 0x0000136f, 0x0000144e,
-	0x00001454, 0x00001458, 0x0000145f, 0x00001465,
-	0x0000147b, 0x00001492, 0x000014a2, 0x000014b4,
-	0x0000155f, 0x00001567, 0x0000157d, 0x00001591,
-	0x000015bd, 0x000015d0, 0x0000161c, 0x00001665,
-	0x00001699, 0x000016db, 0x00001711, 0x00001717,
-	0x00001725, 0x00001734, 0x00001743, 0x0000174a,
-	0x0000175b, 0x00001771, 0x00001777, 0x00001788,
+	0x000012c8, 0x000012fd, 0x000013e6, 0x0000145b,
+	0x0000153a, 0x00001540, 0x00001544, 0x0000154b,
+	0x00001551, 0x00001567, 0x0000157e, 0x0000158e,
+	0x000015a0, 0x0000164b, 0x00001653, 0x00001669,
+	0x0000167d, 0x000016a9, 0x000016bc, 0x00001708,
+	0x00001751, 0x00001785, 0x000017c7, 0x000017fd,
+	0x00001803, 0x00001811, 0x00001820, 0x0000182f,
+	0x00001836, 0x00001847, 0x0000185d, 0x00001863,
 	// Entry 60 - 7F
-	0x00001792, 0x0000179c, 0x000017c3, 0x000017df,
-	0x000017e7, 0x000017f4, 0x00001800, 0x00001807,
-	0x0000182b, 0x0000183b, 0x00001853, 0x00001886,
-	0x000018b7, 0x000018e9, 0x000018f7, 0x0000199a,
-	0x000019ac, 0x00001a2a, 0x00001a46, 0x00001a5e,
-	0x00001a6a, 0x00001aad, 0x00001ac0, 0x00001b3c,
-	0x00001b58, 0x00001baf, 0x00001bc7, 0x00001c5f,
-	0x00001cc5, 0x00001cf7, 0x00001cfd, 0x00001d02,
+	0x00001874, 0x0000187e, 0x00001888, 0x000018af,
+	0x000018cb, 0x000018d3, 0x000018e0, 0x000018ec,
+	0x000018f3, 0x00001917, 0x00001927, 0x0000193f,
+	0x00001972, 0x000019a3, 0x000019d5, 0x000019e3,
+	0x00001a86, 0x00001a98, 0x00001b16, 0x00001b32,
+	0x00001b4a, 0x00001b56, 0x00001b99, 0x00001bac,
+	0x00001c28, 0x00001c44, 0x00001c9b, 0x00001cb3,
+	0x00001d4b, 0x00001db1, 0x00001de3, 0x00001de9,
 	// Entry 80 - 9F
-	0x00001d0e, 0x00001d1d, 0x00001d29, 0x00001d35,
-	0x00001d47, 0x00001d58, 0x00001ddc, 0x00001de0,
-	0x00001df2, 0x00001e09, 0x00001e14, 0x00001e69,
-	0x00001e76, 0x00001e9b, 0x00001ea7, 0x00001eb1,
-	0x00001eb7, 0x00001ec3, 0x00001edb, 0x00001f2d,
-	0x00001f3d, 0x00001f4d, 0x00001f56, 0x00001f61,
-	0x00001f69, 0x00001f7d, 0x00001f90, 0x00001fb8,
-	0x00001fc1, 0x00001fd1, 0x00001ff1, 0x00001ff9,
+	0x00001dee, 0x00001dfa, 0x00001e09, 0x00001e15,
+	0x00001e21, 0x00001e33, 0x00001e44, 0x00001ec8,
+	0x00001ecc, 0x00001ede, 0x00001ef5, 0x00001f00,
+	0x00001f55, 0x00001f62, 0x00001f87, 0x00001f93,
+	0x00001f9d, 0x00001fa3, 0x00001faf, 0x00001fc7,
+	0x00002019, 0x00002029, 0x00002039, 0x00002042,
+	0x0000204d, 0x00002055, 0x00002069, 0x0000207c,
+	0x000020a4, 0x000020ad, 0x000020bd, 0x000020dd,
 	// Entry A0 - BF
-	0x00002008, 0x00002027, 0x00002052, 0x00002078,
-	0x00002088, 0x00002092, 0x0000209c, 0x000020bb,
-	0x000020d9, 0x0000210c, 0x0000213c, 0x00002168,
-	0x00002198, 0x000021ba, 0x000021d5, 0x000021f0,
-	0x0000220c, 0x00002228, 0x0000223e, 0x00002258,
-	0x00002278, 0x00002297, 0x0000229e, 0x00002308,
-	0x0000231e, 0x00002323, 0x00002337, 0x0000234f,
-	0x00002374, 0x000023a2, 0x000023b4, 0x000023c7,
+	0x000020e5, 0x000020f4, 0x00002113, 0x0000213e,
+	0x00002164, 0x00002174, 0x0000217e, 0x00002188,
+	0x000021a7, 0x000021c5, 0x000021f8, 0x00002228,
+	0x00002254, 0x00002284, 0x000022a6, 0x000022c1,
+	0x000022dc, 0x000022f8, 0x00002314, 0x0000232a,
+	0x00002344, 0x00002364, 0x00002383, 0x0000238a,
+	0x000023f4, 0x0000240a, 0x0000240f, 0x00002423,
+	0x0000243b, 0x00002460, 0x0000248e, 0x000024a0,
 	// Entry C0 - DF
-	0x000023e4, 0x00002411, 0x0000242e, 0x00002451,
-	0x0000245c, 0x00002467, 0x00002473, 0x000024f7,
-	0x0000251e, 0x0000255c, 0x00002568, 0x00002571,
-	0x00002586, 0x00002590, 0x000025b7, 0x000025d3,
-	0x000025ee, 0x0000261e, 0x0000265c, 0x00002677,
-	0x00002698, 0x000026b0, 0x000026f6, 0x00002775,
-	0x0000277f, 0x00002789, 0x000027a3, 0x000027ec,
-	0x000027f4, 0x000027ff, 0x0000280d, 0x00002837,
+	0x000024b3, 0x000024d0, 0x000024fd, 0x0000251a,
+	0x0000253d, 0x00002548, 0x00002553, 0x0000255f,
+	0x000025e3, 0x0000260a, 0x00002648, 0x00002654,
+	0x0000265d, 0x00002672, 0x0000267c, 0x000026a3,
+	0x000026bf, 0x000026da, 0x0000270a, 0x00002748,
+	0x00002763, 0x00002784, 0x0000279c, 0x000027e2,
+	0x00002861, 0x0000286b, 0x00002875, 0x0000288f,
+	0x000028d8, 0x000028e0, 0x000028eb, 0x000028f9,
 	// Entry E0 - FF
-	0x00002860, 0x00002870, 0x0000288f, 0x0000289b,
-	0x000028b4, 0x000028bf, 0x000028cc, 0x000028db,
-	0x000028e3, 0x000028ed, 0x000028f5, 0x000028fd,
-	0x00002903, 0x0000290a, 0x0000290f, 0x00002914,
-	0x00002918, 0x0000291d, 0x00002923, 0x00002929,
-	0x0000292f, 0x00002934, 0x00002939, 0x0000293f,
-	0x00002949, 0x00002969, 0x0000298b, 0x000029af,
-	0x000029d5, 0x000029de, 0x000029fa, 0x00002a03,
+	0x00002923, 0x0000294c, 0x0000295c, 0x0000297b,
+	0x00002987, 0x000029a0, 0x000029ab, 0x000029b8,
+	0x000029c7, 0x000029cf, 0x000029d9, 0x000029e1,
+	0x000029e9, 0x000029ef, 0x000029f6, 0x000029fb,
+	0x00002a00, 0x00002a04, 0x00002a09, 0x00002a0f,
+	0x00002a15, 0x00002a1b, 0x00002a20, 0x00002a25,
+	0x00002a2b, 0x00002a35, 0x00002a55, 0x00002a77,
+	0x00002a9b, 0x00002ac1, 0x00002aca, 0x00002ae6,
 	// Entry 100 - 11F
-	0x00002a1a, 0x00002a23, 0x00002a77, 0x00002a97,
-	0x00002a9d, 0x00002aa8, 0x00002aae, 0x00002abc,
-	0x00002ac7, 0x00002ad3, 0x00002b06, 0x00002b2a,
-	0x00002b59, 0x00002ba2, 0x00002ba9, 0x00002bbf,
-	0x00002c32, 0x00002c58, 0x00002d60, 0x00002db0,
-	0x00002ddd, 0x00002e0c, 0x00002e37, 0x00002e45,
-	0x00002e52, 0x00002e5f, 0x00002e72, 0x00002e87,
-	0x00002e97, 0x00002eb1, 0x00002ec3, 0x00002efb,
+	0x00002aef, 0x00002b06, 0x00002b0f, 0x00002b63,
+	0x00002b83, 0x00002b89, 0x00002b94, 0x00002b9a,
+	0x00002ba8, 0x00002bb3, 0x00002bbf, 0x00002bf2,
+	0x00002c16, 0x00002c45, 0x00002c8e, 0x00002c95,
+	0x00002cab, 0x00002d1e, 0x00002d44, 0x00002ed4,
+	0x00002fdc, 0x0000302c, 0x00003059, 0x00003088,
+	0x000030b3, 0x000030c1, 0x000030ce, 0x000030db,
+	0x000030ee, 0x00003103, 0x00003113, 0x0000312d,
 	// Entry 120 - 13F
-	0x00002f12, 0x00002f15, 0x00002f18, 0x00002f4c,
-	0x00002f96, 0x00002fcb, 0x00002fd4, 0x00002feb,
-	0x00003019, 0x0000302c, 0x0000303d, 0x00003048,
-	0x00003053, 0x0000305e, 0x00003067, 0x00003070,
-	0x0000307a, 0x00003083, 0x0000308c, 0x00003093,
-	0x000030a1, 0x000030a7, 0x000030ae, 0x000030b5,
-	0x000030be, 0x000030c3, 0x000030d1, 0x000030d7,
-	0x000030dd, 0x000030e3, 0x000030eb, 0x000030f4,
+	0x0000313f, 0x00003177, 0x0000318e, 0x00003191,
+	0x00003194, 0x000031c8, 0x00003212, 0x00003247,
+	0x00003250, 0x00003267, 0x00003295, 0x000032a8,
+	0x000032b9, 0x000032c4, 0x000032cf, 0x000032da,
+	0x000032e3, 0x000032ec, 0x000032f6, 0x000032ff,
+	0x00003308, 0x0000330f, 0x0000331d, 0x00003323,
+	0x0000332a, 0x00003331, 0x0000333a, 0x0000333f,
+	0x0000334d, 0x00003353, 0x00003359, 0x0000335f,
 	// Entry 140 - 15F
-	0x000030fd, 0x0000311a, 0x00003135, 0x00003155,
-	0x00003176, 0x00003185, 0x00003190, 0x0000319b,
-	0x000031a8, 0x000031ac, 0x000031b0, 0x000031be,
-	0x000031cc, 0x000031da, 0x000031fa, 0x0000320d,
-	0x00003226, 0x0000323b, 0x0000324c, 0x0000325e,
-	0x00003270, 0x00003276, 0x0000327d, 0x00003285,
-	0x0000328d, 0x000032ab, 0x000032c9, 0x000032e0,
-	0x000032f5, 0x00003306, 0x0000330b, 0x00003311,
+	0x00003367, 0x00003370, 0x00003379, 0x00003396,
+	0x000033b1, 0x000033d1, 0x000033f2, 0x00003401,
+	0x0000340c, 0x00003417, 0x00003424, 0x00003428,
+	0x0000342c, 0x0000343a, 0x00003448, 0x00003456,
+	0x00003476, 0x00003489, 0x000034a2, 0x000034b7,
+	0x000034c8, 0x000034da, 0x000034ec, 0x000034f2,
+	0x000034f9, 0x00003501, 0x00003509, 0x00003527,
+	0x00003545, 0x0000355c, 0x00003571, 0x00003582,
 	// Entry 160 - 17F
-	0x0000332a, 0x00003347, 0x00003367, 0x00003372,
-	0x0000337c, 0x000033a5, 0x000033b0, 0x000033e4,
-	0x000033f1, 0x00003408, 0x00003416, 0x0000341d,
-	0x00003438, 0x00003442, 0x00003455, 0x0000348c,
-	0x00003495, 0x000034a1, 0x000034ab, 0x000034db,
-	0x000035c2, 0x000035de, 0x000035f3, 0x00003634,
-	0x00003645, 0x00003650, 0x00003683, 0x000036ad,
-	0x000036bb, 0x000036e3, 0x00003722, 0x00003743,
+	0x00003587, 0x0000358d, 0x000035a6, 0x000035c3,
+	0x000035e3, 0x000035ee, 0x000035f8, 0x00003621,
+	0x0000362c, 0x00003660, 0x0000366d, 0x00003684,
+	0x00003692, 0x00003699, 0x000036b4, 0x000036be,
+	0x000036d1, 0x00003708, 0x00003711, 0x0000371d,
+	0x00003727, 0x00003757, 0x0000383e, 0x0000385a,
+	0x0000386f, 0x000038b0, 0x000038c1, 0x000038cc,
+	0x000038ff, 0x00003929, 0x00003937, 0x0000395f,
 	// Entry 180 - 19F
-	0x00003781, 0x000037c1, 0x000037e1, 0x00003822,
-	0x0000384e, 0x00003866, 0x0000387a, 0x00003891,
-	0x0000389f, 0x000038aa, 0x000038cd, 0x000038ec,
-	0x000038f8, 0x00003917, 0x00003946, 0x00003986,
-	0x000039cc, 0x00003a3e, 0x00003a66, 0x00003a89,
-	0x00003ac0, 0x00003b07, 0x00003b5a, 0x00003b83,
-	0x00003ba9, 0x00003bd0, 0x00003bf8, 0x00003c3f,
-	0x00003c89, 0x00003cb9, 0x00003cc9, 0x00003cf7,
+	0x0000399e, 0x000039bf, 0x000039fd, 0x00003a3d,
+	0x00003a5d, 0x00003a9e, 0x00003aca, 0x00003ae2,
+	0x00003af6, 0x00003b0d, 0x00003b1b, 0x00003b26,
+	0x00003b49, 0x00003b68, 0x00003b74, 0x00003b93,
+	0x00003bc2, 0x00003c02, 0x00003c48, 0x00003cba,
+	0x00003ce2, 0x00003d05, 0x00003d3c, 0x00003d83,
+	0x00003dd6, 0x00003dff, 0x00003e25, 0x00003e4c,
+	0x00003e74, 0x00003ebb, 0x00003f05, 0x00003f35,
 	// Entry 1A0 - 1BF
-	0x00003d33, 0x00003d49, 0x00003dda, 0x00003ded,
-	0x00003e2b, 0x00003e67, 0x00003e7a, 0x00003eca,
-	0x00003eff, 0x00003f11, 0x00003f28, 0x00003f33,
-	0x00003f50, 0x00003f6f, 0x00003f80, 0x00003f9a,
-	0x00003fa3, 0x00003fad, 0x00003fe2, 0x00003ff8,
-	0x0000400b, 0x00004048, 0x00004061, 0x00004077,
-	0x000040a1, 0x000040b4, 0x000040bb, 0x000040d3,
-	0x000040f5, 0x00004125, 0x0000413c, 0x00004174,
+	0x00003f45, 0x00003f73, 0x00003faf, 0x00003fc5,
+	0x00004056, 0x00004069, 0x000040a7, 0x000040e3,
+	0x000040f6, 0x00004146, 0x0000417b, 0x0000418d,
+	0x000041a4, 0x000041af, 0x000041cc, 0x000041eb,
+	0x000041fc, 0x00004216, 0x0000421f, 0x00004229,
+	0x0000425e, 0x00004274, 0x00004287, 0x000042c4,
+	0x000042dd, 0x000042f3, 0x0000431d, 0x00004330,
+	0x00004337, 0x0000434f, 0x00004371, 0x000043a1,
 	// Entry 1C0 - 1DF
-	0x000041af, 0x000041db, 0x0000422e, 0x0000423e,
-	0x00004247, 0x0000425b, 0x0000426d, 0x00004283,
-	0x00004295, 0x000042a7, 0x000042b9, 0x000042cf,
-	0x000042f9, 0x0000432c, 0x00004368, 0x0000437f,
-	0x00004447, 0x00004474, 0x000044df, 0x000044f9,
-	0x00004512, 0x00004533, 0x00004549, 0x00004550,
-	0x0000456a, 0x000045ff, 0x00004612, 0x00004639,
-	0x00004661, 0x0000466f, 0x0000467f, 0x00004687,
+	0x000043b8, 0x000043f0, 0x0000442b, 0x00004457,
+	0x000044aa, 0x000044ba, 0x000044c3, 0x000044d7,
+	0x000044e9, 0x000044ff, 0x00004511, 0x00004523,
+	0x00004535, 0x0000454b, 0x00004575, 0x000045a8,
+	0x000045e4, 0x000045fb, 0x000046c3, 0x000046f0,
+	0x0000475b, 0x00004775, 0x0000478e, 0x000047af,
+	0x000047c5, 0x000047cc, 0x000047e6, 0x0000487b,
+	0x0000488e, 0x000048b5, 0x000048dd, 0x000048eb,
 	// Entry 1E0 - 1FF
-	0x00004698, 0x0000469f, 0x000047d5, 0x000047dc,
-	0x00004816, 0x0000481b, 0x00004830, 0x00004844,
-	0x00004856, 0x0000486c, 0x00004886, 0x000048d0,
-	0x000048e0, 0x000049ba, 0x000049bf, 0x000049cf,
-	0x000049dd, 0x000049ed, 0x000049fd, 0x00004a07,
-	0x00004a33, 0x00004a4d, 0x00004a68, 0x00004af6,
-	0x00004b07, 0x00004b14, 0x00004b55, 0x00004b9b,
-	0x00004bb3, 0x00004c06, 0x00004c41, 0x00004c6c,
+	0x000048fb, 0x00004903, 0x00004914, 0x0000491b,
+	0x00004a51, 0x00004a58, 0x00004a92, 0x00004a97,
+	0x00004aac, 0x00004ac0, 0x00004ad2, 0x00004ae8,
+	0x00004b02, 0x00004b4c, 0x00004b5c, 0x00004c36,
+	0x00004c3b, 0x00004c4b, 0x00004c59, 0x00004c69,
+	0x00004c79, 0x00004c83, 0x00004caf, 0x00004cc9,
+	0x00004ce4, 0x00004d72, 0x00004d83, 0x00004d90,
+	0x00004dd1, 0x00004e17, 0x00004e2f, 0x00004e82,
 	// Entry 200 - 21F
-	0x00004c76, 0x00004cf0, 0x00004d25, 0x00004d66,
-	0x00004dd6, 0x00004def, 0x00004dfc, 0x00004e3f,
-	0x00004e45, 0x00004ee1, 0x00004f35, 0x00004f60,
-	0x00004fec, 0x0000501a, 0x000050dc, 0x000050df,
-	0x000050e5, 0x000050fb, 0x00005106, 0x0000510d,
-	0x00005118, 0x00005126, 0x00005133, 0x00005141,
-	0x0000514e, 0x0000516a, 0x00005183, 0x000051ac,
-	0x00005255, 0x00005268, 0x00005272, 0x00005301,
+	0x00004ebd, 0x00004ee8, 0x00004ef2, 0x00004f6c,
+	0x00004fa1, 0x00004fe2, 0x00005052, 0x0000506b,
+	0x00005078, 0x000050bb, 0x000050c1, 0x0000515d,
+	0x000051b1, 0x000051dc, 0x00005268, 0x00005296,
+	0x00005358, 0x0000535b, 0x00005361, 0x00005377,
+	0x00005382, 0x00005389, 0x00005394, 0x000053a2,
+	0x000053af, 0x000053bd, 0x000053ca, 0x000053e6,
+	0x000053ff, 0x00005428, 0x000054d1, 0x000054e4,
 	// Entry 220 - 23F
-	0x00005362, 0x00005374, 0x00005387, 0x000053c5,
-	0x00005401, 0x0000540d, 0x0000541a, 0x00005428,
-	0x00005436, 0x00005446, 0x00005482, 0x000054bc,
-	0x000054c7, 0x000054f1, 0x000054f5, 0x00005507,
-	0x00005515, 0x00005541, 0x00005603, 0x00005636,
-	0x00005641, 0x0000564b, 0x00005660, 0x00005669,
-	0x00005673, 0x00005681, 0x000056a5, 0x000056bf,
-	0x000056d4, 0x00005700, 0x00005705, 0x0000571a,
+	0x000054ee, 0x0000557d, 0x000055de, 0x000055f0,
+	0x00005603, 0x00005641, 0x0000567d, 0x00005689,
+	0x00005696, 0x000056a4, 0x000056b2, 0x000056c2,
+	0x000056fe, 0x00005738, 0x00005743, 0x0000576d,
+	0x00005771, 0x00005783, 0x00005791, 0x000057bd,
+	0x0000587f, 0x000058b2, 0x000058bd, 0x000058c7,
+	0x000058dc, 0x000058e5, 0x000058ef, 0x000058fd,
+	0x00005921, 0x0000593b, 0x00005950, 0x0000597c,
 	// Entry 240 - 25F
-	0x00005790, 0x000057d2,
-} // Size: 2336 bytes
+	0x00005981, 0x00005996, 0x00005a0c, 0x00005a4e,
+} // Size: 2344 bytes
 
-const frData string = "" + // Size: 22482 bytes
+const frData string = "" + // Size: 23118 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances suspendues…\x02Abandon" +
 	"ner toutes les instances suspendues…\x02Arrêter toutes les instances en " +
@@ -1256,321 +1264,330 @@ const frData string = "" + // Size: 22482 bytes
 	".\x02Les services qui en détiennent une l’apprennent à leur prochain ret" +
 	"our, et leurs résultats sont refusés. Rien n’est terminé à leur place, e" +
 	"t une instance arrêtée ne peut pas reprendre.\x02Arrêter l’instance\x02C" +
-	"ette instance est %[1]s, pas suspendue\u202f: il n’y a rien à reprendre." +
-	"\x02Cette instance est %[1]s, pas suspendue\u202f: il n’y a rien à aband" +
-	"onner.\x02Cette instance est %[1]s\u202f: il n’y a rien à arrêter.\x02Ce" +
-	"tte instance n’est plus suspendue (elle est %[1]s désormais)\u202f: quel" +
-	"qu’un a sans doute agi avant vous. Rien n’a été fait.\x02Son occurrence " +
-	"a échoué avant toute tentative\u202f: ses entrées n’ont pas pu être cons" +
-	"truites, une reprise échouerait donc de la même façon. Abandonnez ou arr" +
-	"êtez plutôt l’instance. Rien n’a été fait.\x02Cette instance est déjà t" +
-	"erminée\u202f; il n’y a rien à arrêter.\x02Indiquez un motif\u202f: il e" +
-	"st consigné dans le journal d’audit (1 000 caractères au plus). Rien n’a" +
-	" été fait.\x02Relais a refusé l’action. Rien n’a été fait.\x02Cette inst" +
-	"ance était déjà arrêtée\u202f; rien n’a changé et rien n’a été consigné." +
-	"\x02Reprise\u202f: l’occurrence du nœud %[1]s est proposée de nouveau. C" +
-	"onsigné dans le journal d’audit.\x02Abandon\u202f: l’instance est passée" +
-	" en échec avec le code d’erreur abandoned. Consigné dans le journal d’au" +
-	"dit.\x02Arrêt\u202f: l’instance et ses occurrences ouvertes sont annulée" +
-	"s. Consigné dans le journal d’audit.\x02Action inconnue.\x02L’arrêt s’ap" +
-	"plique aux instances en cours ou suspendues, pas à celles qui sont %[1]s" +
-	".\x02La reprise et l’abandon s’appliquent aux instances suspendues, pas " +
-	"à celles qui sont %[1]s.\x02Filtre\x02Motif (consigné dans le journal d" +
-	"’audit pour chaque instance)\x02Revenir à la liste\x02Reprendre toutes" +
-	" les instances suspendues que ce filtre retient\x02L’occurrence en échec" +
-	" de chacune est proposée de nouveau, avec un budget de tentatives neuf. " +
-	"Rien n’est terminé à la place de quiconque.\x14\x01\x81\x01\x00\x02:\x02" +
-	"%[1]d instance suspendue correspond au filtre maintenant.\x00?\x02%[1]d " +
-	"instances suspendues correspondent au filtre maintenant.\x14\x01\x81\x01" +
-	"\x00\x02\x19\x02Reprendre %[1]d instance\x00\x1a\x02Reprendre %[1]d inst" +
-	"ances\x02Abandonner toutes les instances suspendues que ce filtre retien" +
-	"t\x02Chacune passe en échec avec le code d’erreur abandoned et ne peut p" +
-	"lus être reprise.\x14\x01\x81\x01\x00\x02\x1a\x02Abandonner %[1]d instan" +
-	"ce\x00\x1b\x02Abandonner %[1]d instances\x02Arrêter toutes les instances" +
-	" en cours ou suspendues que ce filtre retient\x02Chacune est annulée ave" +
-	"c ses occurrences ouvertes\u202f; une instance arrêtée ne peut pas être " +
-	"reprise.\x14\x01\x81\x01\x00\x02F\x02%[1]d instance en cours ou suspendu" +
-	"e correspond au filtre maintenant.\x00K\x02%[1]d instances en cours ou s" +
-	"uspendues correspondent au filtre maintenant.\x14\x01\x81\x01\x00\x02" +
-	"\x18\x02Arrêter %[1]d instance\x00\x19\x02Arrêter %[1]d instances\x02Rie" +
-	"n à faire\u202f: aucune instance à laquelle cette action s’applique ne c" +
-	"orrespond au filtre.\x02toutes\x02Processus\x02Statut\x02Clé métier\x02C" +
-	"réées depuis le\x02Créées jusqu’au\x14\x01\x81\x01\x00\x02\xca\x01\x02%[" +
-	"1]d autre instance suspendue a échoué avant toute tentative (ses entrées" +
-	" n’ont pas pu être construites)\u202f: elle ne peut pas être reprise et " +
-	"n’est pas comptée. Abandonnez-la ou arrêtez-la.\x00\xd9\x01\x02%[1]d aut" +
-	"res instances suspendues ont échoué avant toute tentative (leurs entrées" +
-	" n’ont pas pu être construites)\u202f: elles ne peuvent pas être reprise" +
-	"s et ne sont pas comptées. Abandonnez-les ou arrêtez-les.\x02Impossible " +
-	"d’agir sur ce filtre\x02Le nombre confirmé manque\u202f: repartez de la " +
-	"liste.\x02Le nombre a changé depuis que vous l’avez confirmé (il était d" +
-	"e %[1]d)\u202f: entre-temps, des instances ont été réglées, démarrées ou" +
-	" traitées. Rien n’a été fait\u202f; vérifiez le nouveau nombre et confir" +
-	"mez de nouveau.\x14\x02\x80\x01\x026\x02Action groupée (%[1]s) appliquée" +
-	" à %[2]d instance.\x007\x02Action groupée (%[1]s) appliquée à %[2]d inst" +
-	"ances.\x14\x01\x81\x01\x00\x02h\x02%[1]d ignorée\u202f: elle a changé ap" +
-	"rès le comptage (réglée, ou traitée par quelqu’un d’autre).\x00n\x02%[1]" +
-	"d ignorées\u202f: elles ont changé après le comptage (réglées, ou traité" +
-	"es par quelqu’un d’autre).\x02Quand\x02Qui\x02Action\x02Motif\x02Instanc" +
-	"e de processus\x02Occurrence reproposée\x02Action groupée\x02Journal d’a" +
-	"udit\x02Chaque reprise, abandon et arrêt appliqué par un opérateur, avec" +
-	" son motif. Les révélations de valeurs sensibles ont leur propre journal" +
-	" (GET /api/v1/audit/reveals).\x02Filtres\x02Appliquer les filtres\x02Eff" +
-	"acer les filtres\x02Aucune action d’opérateur ne correspond.\x02Toutes l" +
-	"es actions\x02L’instance de processus doit être un identifiant d’instanc" +
-	"e (un UUID).\x02L’action groupée doit être désignée par son identifiant " +
-	"(un UUID).\x02Instances modifiées par l’action groupée %[1]s.\x02Le curs" +
-	"eur de page est invalide\u202f: revenez à la première page.\x02Actions d" +
-	"’opérateurs, les plus récentes d’abord\x02Pages\x02Page suivante\x02Pr" +
-	"emière page\x02Console Relais\x02Langue\x02Aller au contenu\x02Navigatio" +
-	"n principale\x02État\x02Tâches externes\x02Instances\x02Processus\x02Tro" +
-	"uver une instance ou une occurrence\x02identifiant ou clé métier\x02Trou" +
-	"ver\x02Définitions\x02Exécutants\x02Jetons\x02Connecté en tant que %[1]s" +
-	" (%[2]s)\x02Se déconnecter\x02Réglages d’affichage\x02Heures en %[1]s · " +
-	"rechargement toutes les %[2]d s\x02Heures en %[1]s · sans rechargement a" +
-	"utomatique\x02Cette page se recharge toutes les %[1]d secondes.\x02Non a" +
-	"utorisé\x02Votre rôle ne permet de lire que les définitions\u202f: les t" +
-	"âches externes et les instances de processus sont réservées aux opérate" +
-	"urs et aux administrateurs.\x02Requête invalide\x02Le champ «\u00a0%[1]s" +
-	"\u00a0» contient le caractère NUL ou des octets qui ne sont pas du texte" +
-	" UTF-8\u202f: corrigez-le et réessayez.\x02Retour aux tâches externes" +
-	"\x02Retour aux définitions\x02Introuvable\x02Cette adresse ne mène à rie" +
-	"n, ou à rien que vous puissiez voir.\x02Formulaire refusé\x02Ce formulai" +
-	"re n’a pas été envoyé depuis cette session de la console, ou il a expiré" +
-	". Rechargez la page et réessayez.\x02Temporairement indisponible\x02La b" +
-	"ase de données est injoignable pour le moment. Réessayez dans quelques s" +
-	"econdes.\x02Une erreur est survenue\x02La console n’a pas pu afficher ce" +
-	"tte page. Réessayez\u202f; si le problème persiste, donnez à votre admin" +
-	"istrateur l’identifiant de requête %[1]s.\x02Décompte des occurrences en" +
-	" cours\u202f; les décomptes s’afficheront quand vous rechargerez la page" +
-	".\x02Les décomptes sont indisponibles pour le moment.\x02Champ\x02Type" +
-	"\x02Obligatoire\x02Classification\x02Contraintes\x02Description\x02Défin" +
-	"ition %[1]s\x02Copie de travail\x02La seule partie modifiable d’une défi" +
-	"nition. Les processus ne l’utilisent jamais directement\u202f: ils éping" +
-	"lent une révision.\x02Nom\x02Sortie de routage\x02Dernier enregistrement" +
-	"\x02Révisions\x02Aucune révision pour l’instant\u202f: la copie de trava" +
-	"il n’a jamais été figée.\x02Publications\x02Aucune publication pour l’in" +
-	"stant.\x02Publication\x02Révision\x02Notes\x02Publiée le\x02Comparer des" +
-	" révisions\x02Liste chaque changement d’une révision à l’autre et ce qu’" +
-	"il peut casser.\x02De la révision\x02À la révision\x02Comparer\x02Change" +
-	"ment\x02Détail\x02Casse les processus\x02Casse les services\x02Ces révis" +
-	"ions ont les mêmes contrats.\x02Entrées\x02Aucune entrée.\x02Entrées de " +
-	"la copie de travail\x02Sorties\x02Aucune sortie.\x02Sorties de la copie " +
-	"de travail\x02Publications, les plus anciennes d’abord\x02Changements en" +
-	"tre les deux révisions\x02Révision %[1]d\x02Figée le\x02Empreinte\x02Ent" +
-	"rées de la révision %[1]d\x02Sorties de la révision %[1]d\x02Choisissez " +
-	"deux révisions existantes à comparer.\x02De la révision %[1]d à la révis" +
-	"ion %[2]d\u202f:\x14\x01\x81\x01\x00\x02\x11\x02%[1]d changement\x00\x12" +
-	"\x02%[1]d changements\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incompatible" +
-	"\x00\x14\x02%[1]d incompatibles\x02sortie de routage %[1]s → %[2]s\x02fa" +
-	"cultatif → obligatoire\x02obligatoire → facultatif\x02valeurs ajoutées" +
-	"\u202f: %[1]s\x02valeurs retirées\u202f: %[1]s\x02valeurs réordonnées" +
-	"\x02%[1]s\u202f: %[2]s → %[3]s\x02champ obligatoire de type %[1]s\x02cha" +
-	"mp facultatif de type %[1]s\x02aucune\x02Contrats de tâches\u202f: leur " +
-	"copie de travail, leurs révisions immuables et leurs publications nommée" +
-	"s.\x02Définitions par clé\x02Clé\x02Dernière révision\x02aucune pour l’i" +
-	"nstant\x02Aucune définition pour l’instant.\x14\x01\x81\x01\x00\x02\x12" +
-	"\x02%[1]d publication\x00\x13\x02%[1]d publications\x02en cas d’erreur" +
-	"\x02toute autre erreur\x02suspendue pour un opérateur\x02incident\u202f:" +
-	" reprendre, abandonner, arrêter\x02fin\u202f: termine l’instance\x02fin" +
-	"\u202f: met l’instance en échec\x02push %[1]s\x02pull %[1]s\x02Nœud %[1]" +
-	"s\x02La file d’attente et les incidents de chaque définition maintenant," +
-	" et ce que ses services ont terminé dans la dernière heure.\x02Réussites" +
-	" et échecs, dernière heure\x02Définitions, celles qui demandent de l’att" +
-	"ention d’abord\x02Définition\x02Ouvertes\x02Instances suspendues\x02En é" +
-	"chec\x02Attente de la plus ancienne disponible\x02Terminées, dernière he" +
-	"ure\x02En échec, dernière heure\x02Aucune définition n’a encore d’occurr" +
-	"ence.\x02Au %[1]s (%[2]s)\u202f; actualisé toutes les quelques secondes." +
-	"\x02disponible depuis le %[1]s\x02Afficher toutes les définitions\x02Tou" +
-	"tes les définitions\x02Réussites et échecs par tranche de 5 min, dernièr" +
-	"e heure\u202f: %[1]s\x02Dans la dernière heure\u202f: %[1]d terminées, %" +
-	"[2]d en échec. Le tableau qui suit le graphique donne chaque tranche de " +
-	"5 min.\x02terminée\x02en échec\x02Les chiffres du graphique\x02Réussites" +
-	" et échecs par tranche de 5 min, les plus anciennes d’abord\x02Tranche" +
-	"\x02Terminées\x02%[1]s–%[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d termin" +
-	"ée\x00\x11\x02%[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en é" +
-	"chec\x00\x10\x02%[1]d en échec\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]" +
-	"s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s" +
-	"\x02il y a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[" +
-	"1]d j\x02janv.\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août" +
-	"\x02sept.\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02" +
-	"\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c" +
-	"\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%" +
-	"[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0e\x02%[1]" +
-	"d seconde\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02Instance de processus" +
-	" %[1]s\x02Résumé\x02Actions d’opérateur\x02Parcours\x02Les nœuds atteint" +
-	"s par cette instance, dans l’ordre, chacun avec son occurrence.\x02Nœuds" +
-	" atteints, dans l’ordre\x02Nœud\x02Occurrence\x02Route\x02Nœud suivant" +
-	"\x02Créée le\x02Réglée le\x02Cette instance n’a encore atteint aucune tâ" +
-	"che.\x02Actions d’opérateurs consignées\x02Aucun opérateur n’a agi sur c" +
-	"ette instance.\x02Actions d’opérateurs sur cette instance, les plus réce" +
-	"ntes d’abord\x02Valeur\x02Entrées du processus\x02Entrées avec lesquelle" +
-	"s l’instance a démarré, nommées d’après le contrat de la version %[1]d d" +
-	"u processus\x02Ce processus ne prend aucune entrée.\x02Cette instance es" +
-	"t suspendue à un nœud en échec\u202f: c’est un incident. La reprise prop" +
-	"ose de nouveau l’occurrence en échec\u202f; l’abandon met l’instance en " +
-	"échec\u202f; l’arrêt l’annule. Chacune demande un motif, consigné dans " +
-	"le journal d’audit.\x02L’arrêt annule l’instance et ses occurrences ouve" +
-	"rtes. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — « %[3]s »\x02A" +
-	"bandonnée par %[1]s le %[2]s — « %[3]s »\x02Reprise par %[1]s le %[2]s —" +
-	" « %[3]s »\x02Démarrée le\x02Terminée le\x02Nœud de fin\x02Suspendue au " +
-	"nœud\x02Occurrence en échec\x02Code d’erreur\x02Statut inconnu\u202f: %[" +
-	"1]q.\x02Date de création\x02La taille de page doit être comprise entre 1" +
-	" et %[1]d.\x02Instances de processus\x02du\x02au\x02Agir sur toutes les " +
-	"instances que ce filtre retient\x02La page suivante les compte et demand" +
-	"e un motif avant que rien ne change.\x02Instances de processus, les plus" +
-	" récentes d’abord\x02Instance\x02Nœud de fin ou erreur\x02Aucune instanc" +
-	"e ne correspond à ces filtres.\x02Tous les processus\x02Tous les statuts" +
-	"\x02disponible\x02réservée\x02différée\x02annulée\x02en cours\x02suspend" +
-	"ue\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier\x02" +
-	"nombre\x02booléen\x02date\x02date et heure\x02choix\x02objet\x02liste" +
-	"\x02normale\x02sensible\x02secrète\x02••• masqué (sensible)\x02••• masqu" +
-	"é (secret)\x02pull (le service la récupère)\x02push (Relais appelle le " +
-	"service)\x02administrateur\x02opérateur\x02concepteur\x02consommateur" +
-	"\x02oui\x02non\x02champ ajouté\x02champ retiré\x02type modifié\x02caract" +
-	"ère obligatoire modifié\x02valeurs modifiées\x02classification modifiée" +
-	"\x02contrainte modifiée\x02routage modifié\x02longueur minimale\x02longu" +
-	"eur maximale\x02motif\x02format\x02minimum\x02maximum\x02nombre minimal " +
-	"d’éléments\x02nombre maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]" +
-	"s, version %[2]s\x02Occurrence %[1]s\x02Mode\x02Dates\x02Politique d’exé" +
-	"cution\x02Nombre maximal de tentatives\x02Délai avant nouvelle tentative" +
-	"\x02Échéance\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute)\x02" +
-	"Tentatives\x02Toutes les tentatives, les plus anciennes d’abord\x02Conso" +
-	"mmateur\x02Identifiant du service\x02Réservée le\x02Durée\x02Réponse de " +
-	"la destination\x02Résultat\x02Message d’erreur\x02Aucun service n’a enco" +
-	"re réservé cette occurrence.\x02en cours\x02Destination\x02Réplique\x02R" +
-	"elais n’a pas encore appelé la destination.\x02Relais ne conserve le cod" +
-	"e de statut de la destination que lorsqu’elle a refusé l’appel (destinat" +
-	"ion_http_NNN)\u202f; un appel terminé a reçu une réponse 2xx. La durée v" +
-	"a de la prise en charge de l’appel à son règlement.\x02Motif donné par l" +
-	"e service\x02Nouvelles tentatives\x02aucune\u202f: un appel en échec sui" +
-	"t le chemin d’erreur du nœud\x02Délai d’appel\x02Maintenant\x02La repren" +
-	"dre ou l’abandonner depuis son instance\x14\x01\x81\x01\x00\x02\x10\x02%" +
-	"[1]d tentative\x00\x11\x02%[1]d tentatives\x02au plus %[1]d\x14\x01\x81" +
-	"\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes\x02Entrées" +
-	", nommées d’après le contrat de la révision %[1]d\x02Ce contrat n’a aucu" +
-	"ne entrée.\x02Sorties, nommées d’après le contrat de la révision %[1]d" +
-	"\x02Pas encore de sorties\u202f: l’occurrence n’est pas terminée.\x02Ce " +
-	"contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occurrence s’est te" +
-	"rminée sans aboutir.\x02Révéler — cette action est enregistrée\x02Dispon" +
-	"ible à partir du\x02Prochaine tentative\x02Dernière réservation\x02Fin d" +
-	"u verrou\x02Différée\x02Dernière erreur (tentative %[1]d)\x02Erreur (ava" +
-	"nt toute tentative)\x02Son message\x02Message de Relais (en anglais)\x02" +
-	"Message du service (tel qu’il l’a envoyé)\x02L’échéance est passée avant" +
-	" l’arrivée d’un résultat.\x02Le résultat ne respectait pas le contrat de" +
-	" sorties de la révision.\x02Relais s’est arrêté pendant l’appel\u202f: o" +
-	"n ignore si la destination a agi, elle n’est donc pas rappelée.\x02L’app" +
-	"el n’a pas pu être préparé.\x02La destination était injoignable.\x02La r" +
-	"éponse de la destination était trop volumineuse.\x02Le verrou de la der" +
-	"nière tentative a expiré sans tentative restante.\x02Les entrées n’ont p" +
-	"as pu être construites à partir des liaisons du processus.\x02Un opérate" +
-	"ur a abandonné l’instance.\x02La destination a répondu HTTP %[1]s.\x02No" +
-	"uvelle tentative à %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s." +
-	"\x02Verrou expiré à %[1]s — en attente d’être proposée de nouveau.\x02En" +
-	" attente de l’appel de Relais à la destination depuis %[1]s (%[2]s).\x02" +
-	"En attente d’un service depuis %[1]s (%[2]s).\x02(service %[1]s)\x02Rela" +
-	"is appelle la destination (depuis %[1]s).\x02Réservée par %[1]s\u202f; v" +
-	"errou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %" +
-	"[1]s (%[2]s)\u202f: un service du même consommateur, ou une interface mu" +
-	"nie d’un jeton de règlement, la terminera plus tard.\x02Terminée (%[1]s)" +
-	".\x02Son instance est suspendue ici, en attente d’un opérateur.\x02Son i" +
-	"nstance a continué par le chemin d’erreur du nœud.\x02En échec (%[1]s)." +
-	"\x02Annulée\u202f: l’instance a été arrêtée par %[1]s à %[2]s — « %[3]s " +
-	"».\x02Annulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’i" +
-	"ci\x02consommateur n° %[1]s\x02en attente\x02HTTP 2xx, corps inutilisabl" +
-	"e\x02pas de réponse dans le délai\x02pas de connexion\x02réponse trop vo" +
-	"lumineuse\x02inconnue\x02[masqué]\x02La révision doit être un nombre ent" +
-	"ier, 1 ou plus.\x02Consommateur inconnu.\x02Date de règlement\x02Plus de" +
-	" filtres\u202f: instance, révision, consommateur, dates\x02identifiant d" +
-	"’instance\x02Décomptes par statut\x02Occurrences, les plus récentes d’" +
-	"abord\x02Processus et nœud\x02Erreur\x02Consommateur et service\x02Proch" +
-	"aine tentative ou règlement\x02Aucune occurrence ne correspond à ces fil" +
-	"tres.\x02Tous les consommateurs\x02Totaux de la définition %[1]s, sans l" +
-	"es autres filtres\x02Totaux de toutes les définitions, sans les autres f" +
-	"iltres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d " +
-	"occurrences\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés tou" +
-	"tes les quelques secondes.\x02révision %[1]d\x02réglée\x02prochaine tent" +
-	"ative\x02disponible depuis\x02appel en cours depuis\x02verrou jusqu’à" +
-	"\x02différée depuis\x02Page précédente\x02Lignes %[1]s à %[2]s\x02%[1]s" +
-	"\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour vie" +
-	"nt après le dernier.\x02Ces réglages sont conservés dans ce navigateur s" +
-	"eulement.\x02Afficher les heures en\x02La console n’exécute aucun script" +
-	" et ne peut donc pas lire le fuseau horaire de votre ordinateur\u202f: c" +
-	"hoisissez son décalage par rapport à UTC. Les décalages ne suivent pas l" +
-	"’heure d’été.\x02Recharger les listes et les pages de détail\x02Les pa" +
-	"ges qui contiennent un formulaire, comme une confirmation, ne se recharg" +
-	"ent jamais d’elles-mêmes.\x02Enregistrer les réglages\x02Revenir sans en" +
-	"registrer\x02UTC (temps universel coordonné)\x02Heure locale à %[1]s\x02" +
-	"Jamais\x02Toutes les %[1]d secondes\x02Les versions de processus publiée" +
-	"s\u202f: leurs nœuds, routes et révisions épinglées, dessinés, avec l’em" +
-	"placement actuel de leurs occurrences.\x02Processus par clé\x02Versions," +
-	" les plus récentes d’abord\x02Aucun processus n’est encore publié.\x02ve" +
-	"rsion %[1]d\x02Processus %[1]s\x02Version\x02Nœud de départ\x02Graphe" +
-	"\x02Les colonnes suivent le plus long chemin depuis le nœud de départ. L" +
-	"es flèches pleines sont les réussites (étiquetées par leur route), les p" +
-	"ointillées les échecs (étiquetées par leurs codes d’erreur). Chaque case" +
-	" indique combien d’occurrences de cette version se trouvent à ce nœud ma" +
-	"intenant.\x02Nœuds\x02Nœuds de cette version, avec leurs occurrences act" +
-	"uelles\x02Type\x02Révision épinglée\x02En cas de réussite\x02En cas d’er" +
-	"reur\x02Occurrences actuelles\x02Instances de ce processus\x02Décomptes " +
-	"au %[1]s (%[2]s)\u202f; actualisés toutes les quelques secondes.\x02Grap" +
-	"he de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. L" +
-	"e tableau ci-dessous reprend les mêmes nœuds, routes et décomptes.\x00i" +
-	"\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mê" +
-	"mes nœuds, routes et décomptes.\x02pull\x02push vers %[1]s\x02fin (termi" +
-	"ne)\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02suspension (un inci" +
-	"dent pour un opérateur)\x02tout autre code → %[1]s\x02met l’instance en " +
-	"échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative a" +
-	"près %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative " +
-	"après %[2]s, priorité %[3]d\x02échéance %[1]s\x02délai %[1]s\x02Seuls le" +
-	"s administrateurs peuvent révéler une valeur sensible.\x02Révélé par %[1" +
-	"]s le %[2]s\u202f; consigné dans le journal d’audit.\x02Révélation impos" +
-	"sible\x02Seule une valeur que cette page affiche masquée (sensible) peut" +
-	" être révélée.\x02Les valeurs secrètes ne peuvent jamais être révélées." +
-	"\x02Cette page n’accepte pas cette requête.\x02Recherche\x02Saisissez un" +
-	" identifiant d’instance ou d’occurrence (un UUID, que les pages affichen" +
-	"t au survol) ou une clé métier.\x02Rien à chercher\u202f: le champ de re" +
-	"cherche est vide.\x02C’est trop long pour être un identifiant ou une clé" +
-	" métier.\x02Aucune instance ni occurrence n’a l’identifiant « %[1]s », e" +
-	"t aucune instance ne l’a pour clé métier.\x02Vous êtes déconnecté.\x02Se" +
-	" connecter\x02Connectez-vous avec un jeton d’opérateur ou d’administrate" +
-	"ur.\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais conservé d" +
-	"ans votre navigateur\u202f; un cookie de session le remplace jusqu’à 8 h" +
-	"eures d’inactivité.\x02Trop de connexions échouées depuis votre adresse." +
-	" Réessayez dans %[1]d secondes.\x02Ce jeton est inconnu ou a été révoqué" +
-	".\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: connect" +
-	"ez-vous avec un jeton d’opérateur, de concepteur ou d’administrateur." +
-	"\x02Seuls les administrateurs gèrent les jetons.\x02Jetons du personnel " +
-	"(administrateurs, concepteurs, opérateurs) non révoqués. Les jetons des " +
-	"consommateurs se gèrent avec leurs consommateurs. Révoquer un jeton refu" +
-	"se sa requête suivante.\x02ID\x02Rôle\x02Dernière utilisation\x02Expirat" +
-	"ion\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette sessio" +
-	"n\x02Aucun jeton.\x02Le jeton a été révoqué.\x02Révoquer le jeton %[1]d" +
-	"\x02Révoquer le jeton %[1]s « %[2]s »\u202f?\x02Sa requête suivante est " +
-	"refusée et les sessions de console ouvertes avec lui prennent fin. C’est" +
-	" irréversible\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Ré" +
-	"voquer le jeton\x02Le garder\x02C’est le jeton avec lequel vous êtes con" +
-	"necté\u202f: le révoquer vous déconnecte. Sa requête suivante est refusé" +
-	"e. C’est irréversible.\x02C’est le dernier jeton administrateur utilisab" +
-	"le\u202f: créez-en un autre avant de le révoquer.\x02sortie de routage" +
-	"\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d carac" +
-	"tère\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19" +
-	"\x02au plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02motif" +
-	" %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f:" +
-	" %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02" +
-	"au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élé" +
-	"ment\x00\x19\x02au plus %[1]d éléments\x02non fourni\x14\x01\x81\x01\x00" +
-	"\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02nul\x02valeur ina" +
-	"ttendue\x02Page invalide\x02Ce lien de page ne vient pas de la console." +
-	"\x02Les exécutants connectés par un flux, et ceux qui interrogent par le" +
-	"ur dernière demande. Un exécutant est listé tant qu’il s’est manifesté d" +
-	"ans les trois derniers battements de cœur.\x02Exécutants vus dans les tr" +
-	"ois derniers battements\x02Exécutant\x02Protocole\x02Définitions servies" +
-	"\x02En cours\x02Connexion\x02Dernier signe\x02Aucun exécutant n’est conn" +
-	"ecté.\x02Exécutants servant %[1]s\x02Tous les exécutants\x02Aucun exécut" +
-	"ant ne sert cette définition.\x02flux\x02interrogation longue\x02Aucun e" +
-	"xécutant ne sert cette définition\u202f: ses occurrences attendent qu’un" +
-	" exécutant se connecte ou interroge.\x14\x01\x81\x01\x00\x02\x1c\x02Serv" +
-	"ie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécutants"
+	"ette instance ne peut pas être reprise\u202f: son occurrence au nœud %[1" +
+	"]s a échoué avant toute tentative (ses entrées n’ont pas pu être constru" +
+	"ites), une reprise échouerait donc de la même façon. Abandonnez-la ou ar" +
+	"rêtez-la.\x02Cette instance est %[1]s, pas suspendue\u202f: il n’y a rie" +
+	"n à reprendre.\x02Cette instance est %[1]s, pas suspendue\u202f: il n’y " +
+	"a rien à abandonner.\x02Cette instance est %[1]s\u202f: il n’y a rien à " +
+	"arrêter.\x02Cette instance n’est plus suspendue (elle est %[1]s désormai" +
+	"s)\u202f: quelqu’un a sans doute agi avant vous. Rien n’a été fait.\x02S" +
+	"on occurrence a échoué avant toute tentative\u202f: ses entrées n’ont pa" +
+	"s pu être construites, une reprise échouerait donc de la même façon. Aba" +
+	"ndonnez ou arrêtez plutôt l’instance. Rien n’a été fait.\x02Cette instan" +
+	"ce est déjà terminée\u202f; il n’y a rien à arrêter.\x02Indiquez un moti" +
+	"f\u202f: il est consigné dans le journal d’audit (1 000 caractères au pl" +
+	"us). Rien n’a été fait.\x02Relais a refusé l’action. Rien n’a été fait." +
+	"\x02Cette instance était déjà arrêtée\u202f; rien n’a changé et rien n’a" +
+	" été consigné.\x02Reprise\u202f: l’occurrence du nœud %[1]s est proposée" +
+	" de nouveau. Consigné dans le journal d’audit.\x02Abandon\u202f: l’insta" +
+	"nce est passée en échec avec le code d’erreur abandoned. Consigné dans l" +
+	"e journal d’audit.\x02Arrêt\u202f: l’instance et ses occurrences ouverte" +
+	"s sont annulées. Consigné dans le journal d’audit.\x02Action inconnue." +
+	"\x02L’arrêt s’applique aux instances en cours ou suspendues, pas à celle" +
+	"s qui sont %[1]s.\x02La reprise et l’abandon s’appliquent aux instances " +
+	"suspendues, pas à celles qui sont %[1]s.\x02Filtre\x02Motif (consigné da" +
+	"ns le journal d’audit pour chaque instance)\x02Revenir à la liste\x02Rep" +
+	"rendre toutes les instances suspendues que ce filtre retient\x02L’occurr" +
+	"ence en échec de chacune est proposée de nouveau, avec un budget de tent" +
+	"atives neuf. Rien n’est terminé à la place de quiconque.\x14\x01\x81\x01" +
+	"\x00\x02:\x02%[1]d instance suspendue correspond au filtre maintenant." +
+	"\x00?\x02%[1]d instances suspendues correspondent au filtre maintenant." +
+	"\x14\x01\x81\x01\x00\x02\x19\x02Reprendre %[1]d instance\x00\x1a\x02Repr" +
+	"endre %[1]d instances\x02Abandonner toutes les instances suspendues que " +
+	"ce filtre retient\x02Chacune passe en échec avec le code d’erreur abando" +
+	"ned et ne peut plus être reprise.\x14\x01\x81\x01\x00\x02\x1a\x02Abandon" +
+	"ner %[1]d instance\x00\x1b\x02Abandonner %[1]d instances\x02Arrêter tout" +
+	"es les instances en cours ou suspendues que ce filtre retient\x02Chacune" +
+	" est annulée avec ses occurrences ouvertes\u202f; une instance arrêtée n" +
+	"e peut pas être reprise.\x14\x01\x81\x01\x00\x02F\x02%[1]d instance en c" +
+	"ours ou suspendue correspond au filtre maintenant.\x00K\x02%[1]d instanc" +
+	"es en cours ou suspendues correspondent au filtre maintenant.\x14\x01" +
+	"\x81\x01\x00\x02\x18\x02Arrêter %[1]d instance\x00\x19\x02Arrêter %[1]d " +
+	"instances\x02Rien à faire\u202f: aucune instance à laquelle cette action" +
+	" s’applique ne correspond au filtre.\x02toutes\x02Processus\x02Statut" +
+	"\x02Clé métier\x02Créées depuis le\x02Créées jusqu’au\x14\x01\x81\x01" +
+	"\x00\x02\xca\x01\x02%[1]d autre instance suspendue a échoué avant toute " +
+	"tentative (ses entrées n’ont pas pu être construites)\u202f: elle ne peu" +
+	"t pas être reprise et n’est pas comptée. Abandonnez-la ou arrêtez-la." +
+	"\x00\xd9\x01\x02%[1]d autres instances suspendues ont échoué avant toute" +
+	" tentative (leurs entrées n’ont pas pu être construites)\u202f: elles ne" +
+	" peuvent pas être reprises et ne sont pas comptées. Abandonnez-les ou ar" +
+	"rêtez-les.\x02Impossible d’agir sur ce filtre\x02Le nombre confirmé manq" +
+	"ue\u202f: repartez de la liste.\x02Le nombre a changé depuis que vous l’" +
+	"avez confirmé (il était de %[1]d)\u202f: entre-temps, des instances ont " +
+	"été réglées, démarrées ou traitées. Rien n’a été fait\u202f; vérifiez l" +
+	"e nouveau nombre et confirmez de nouveau.\x14\x02\x80\x01\x026\x02Action" +
+	" groupée (%[1]s) appliquée à %[2]d instance.\x007\x02Action groupée (%[1" +
+	"]s) appliquée à %[2]d instances.\x14\x01\x81\x01\x00\x02h\x02%[1]d ignor" +
+	"ée\u202f: elle a changé après le comptage (réglée, ou traitée par quelq" +
+	"u’un d’autre).\x00n\x02%[1]d ignorées\u202f: elles ont changé après le c" +
+	"omptage (réglées, ou traitées par quelqu’un d’autre).\x02Quand\x02Qui" +
+	"\x02Action\x02Motif\x02Instance de processus\x02Occurrence reproposée" +
+	"\x02Action groupée\x02Journal d’audit\x02Chaque reprise, abandon et arrê" +
+	"t appliqué par un opérateur, avec son motif. Les révélations de valeurs " +
+	"sensibles ont leur propre journal (GET /api/v1/audit/reveals).\x02Filtre" +
+	"s\x02Appliquer les filtres\x02Effacer les filtres\x02Aucune action d’opé" +
+	"rateur ne correspond.\x02Toutes les actions\x02L’instance de processus d" +
+	"oit être un identifiant d’instance (un UUID).\x02L’action groupée doit ê" +
+	"tre désignée par son identifiant (un UUID).\x02Instances modifiées par l" +
+	"’action groupée %[1]s.\x02Le curseur de page est invalide\u202f: reven" +
+	"ez à la première page.\x02Actions d’opérateurs, les plus récentes d’abor" +
+	"d\x02Pages\x02Page suivante\x02Première page\x02Console Relais\x02Langue" +
+	"\x02Aller au contenu\x02Navigation principale\x02État\x02Tâches externes" +
+	"\x02Instances\x02Processus\x02Trouver une instance ou une occurrence\x02" +
+	"identifiant ou clé métier\x02Trouver\x02Définitions\x02Exécutants\x02Jet" +
+	"ons\x02Connecté en tant que %[1]s (%[2]s)\x02Se déconnecter\x02Réglages " +
+	"d’affichage\x02Heures en %[1]s · rechargement toutes les %[2]d s\x02Heur" +
+	"es en %[1]s · sans rechargement automatique\x02Cette page se recharge to" +
+	"utes les %[1]d secondes.\x02Non autorisé\x02Votre rôle ne permet de lire" +
+	" que les définitions\u202f: les tâches externes et les instances de proc" +
+	"essus sont réservées aux opérateurs et aux administrateurs.\x02Requête i" +
+	"nvalide\x02Le champ «\u00a0%[1]s\u00a0» contient le caractère NUL ou des" +
+	" octets qui ne sont pas du texte UTF-8\u202f: corrigez-le et réessayez." +
+	"\x02Retour aux tâches externes\x02Retour aux définitions\x02Introuvable" +
+	"\x02Cette adresse ne mène à rien, ou à rien que vous puissiez voir.\x02F" +
+	"ormulaire refusé\x02Ce formulaire n’a pas été envoyé depuis cette sessio" +
+	"n de la console, ou il a expiré. Rechargez la page et réessayez.\x02Temp" +
+	"orairement indisponible\x02La base de données est injoignable pour le mo" +
+	"ment. Réessayez dans quelques secondes.\x02Une erreur est survenue\x02La" +
+	" console n’a pas pu afficher cette page. Réessayez\u202f; si le problème" +
+	" persiste, donnez à votre administrateur l’identifiant de requête %[1]s." +
+	"\x02Décompte des occurrences en cours\u202f; les décomptes s’afficheront" +
+	" quand vous rechargerez la page.\x02Les décomptes sont indisponibles pou" +
+	"r le moment.\x02Champ\x02Type\x02Obligatoire\x02Classification\x02Contra" +
+	"intes\x02Description\x02Définition %[1]s\x02Copie de travail\x02La seule" +
+	" partie modifiable d’une définition. Les processus ne l’utilisent jamais" +
+	" directement\u202f: ils épinglent une révision.\x02Nom\x02Sortie de rout" +
+	"age\x02Dernier enregistrement\x02Révisions\x02Aucune révision pour l’ins" +
+	"tant\u202f: la copie de travail n’a jamais été figée.\x02Publications" +
+	"\x02Aucune publication pour l’instant.\x02Publication\x02Révision\x02Not" +
+	"es\x02Publiée le\x02Comparer des révisions\x02Liste chaque changement d’" +
+	"une révision à l’autre et ce qu’il peut casser.\x02De la révision\x02À l" +
+	"a révision\x02Comparer\x02Changement\x02Détail\x02Casse les processus" +
+	"\x02Casse les services\x02Ces révisions ont les mêmes contrats.\x02Entré" +
+	"es\x02Aucune entrée.\x02Entrées de la copie de travail\x02Sorties\x02Auc" +
+	"une sortie.\x02Sorties de la copie de travail\x02Publications, les plus " +
+	"anciennes d’abord\x02Changements entre les deux révisions\x02Révision %[" +
+	"1]d\x02Figée le\x02Empreinte\x02Entrées de la révision %[1]d\x02Sorties " +
+	"de la révision %[1]d\x02Choisissez deux révisions existantes à comparer." +
+	"\x02De la révision %[1]d à la révision %[2]d\u202f:\x14\x01\x81\x01\x00" +
+	"\x02\x11\x02%[1]d changement\x00\x12\x02%[1]d changements\x14\x01\x81" +
+	"\x01\x00\x02\x13\x02%[1]d incompatible\x00\x14\x02%[1]d incompatibles" +
+	"\x02sortie de routage %[1]s → %[2]s\x02facultatif → obligatoire\x02oblig" +
+	"atoire → facultatif\x02valeurs ajoutées\u202f: %[1]s\x02valeurs retirées" +
+	"\u202f: %[1]s\x02valeurs réordonnées\x02%[1]s\u202f: %[2]s → %[3]s\x02ch" +
+	"amp obligatoire de type %[1]s\x02champ facultatif de type %[1]s\x02aucun" +
+	"e\x02Contrats de tâches\u202f: leur copie de travail, leurs révisions im" +
+	"muables et leurs publications nommées.\x02Définitions par clé\x02Clé\x02" +
+	"Dernière révision\x02aucune pour l’instant\x02Aucune définition pour l’i" +
+	"nstant.\x14\x01\x81\x01\x00\x02\x12\x02%[1]d publication\x00\x13\x02%[1]" +
+	"d publications\x02en cas d’erreur\x02toute autre erreur\x02suspendue pou" +
+	"r un opérateur\x02incident\u202f: reprendre, abandonner, arrêter\x02fin" +
+	"\u202f: termine l’instance\x02fin\u202f: met l’instance en échec\x02push" +
+	" %[1]s\x02pull %[1]s\x02Nœud %[1]s\x02La file d’attente et les incidents" +
+	" de chaque définition maintenant, et ce que ses services ont terminé dan" +
+	"s la dernière heure.\x02Réussites et échecs, dernière heure\x02Définitio" +
+	"ns, celles qui demandent de l’attention d’abord\x02Définition\x02Ouverte" +
+	"s\x02Instances suspendues\x02En échec\x02Attente de la plus ancienne dis" +
+	"ponible\x02Terminées, dernière heure\x02En échec, dernière heure\x02Aucu" +
+	"ne définition n’a encore d’occurrence.\x02Au %[1]s (%[2]s)\u202f; actual" +
+	"isé toutes les quelques secondes.\x02disponible depuis le %[1]s\x02Affic" +
+	"her toutes les définitions\x02Toutes les définitions\x02Réussites et éch" +
+	"ecs par tranche de 5 min, dernière heure\u202f: %[1]s\x02Dans la dernièr" +
+	"e heure\u202f: %[1]d terminées, %[2]d en échec. Le tableau qui suit le g" +
+	"raphique donne chaque tranche de 5 min.\x02terminée\x02en échec\x02Les c" +
+	"hiffres du graphique\x02Réussites et échecs par tranche de 5 min, les pl" +
+	"us anciennes d’abord\x02Tranche\x02Terminées\x02%[1]s–%[2]s\x14\x01\x81" +
+	"\x01\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%[1]d terminées\x14\x01" +
+	"\x81\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02%[1]d en échec\x02%[1]" +
+	"s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s" +
+	" %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’instant\x02%[1]" +
+	"d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02avr." +
+	"\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 s" +
+	"econde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours" +
+	"\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14" +
+	"\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14" +
+	"\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%" +
+	"[1]d ms\x02Instance de processus %[1]s\x02Résumé\x02Actions d’opérateur" +
+	"\x02Parcours\x02Les nœuds atteints par cette instance, dans l’ordre, cha" +
+	"cun avec son occurrence.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02Occu" +
+	"rrence\x02Route\x02Nœud suivant\x02Créée le\x02Réglée le\x02Cette instan" +
+	"ce n’a encore atteint aucune tâche.\x02Actions d’opérateurs consignées" +
+	"\x02Aucun opérateur n’a agi sur cette instance.\x02Actions d’opérateurs " +
+	"sur cette instance, les plus récentes d’abord\x02Valeur\x02Entrées du pr" +
+	"ocessus\x02Entrées avec lesquelles l’instance a démarré, nommées d’après" +
+	" le contrat de la version %[1]d du processus\x02Ce processus ne prend au" +
+	"cune entrée.\x02Cette instance est suspendue à un nœud en échec\u202f: c" +
+	"’est un incident. Elle ne peut pas être reprise\u202f: son occurrence " +
+	"au nœud %[1]s a échoué avant toute tentative (ses entrées n’ont pas pu ê" +
+	"tre construites), une reprise échouerait donc de la même façon. L’abando" +
+	"n met l’instance en échec\u202f; l’arrêt l’annule. Chacun demande un mot" +
+	"if, consigné dans le journal d’audit.\x02Cette instance est suspendue à " +
+	"un nœud en échec\u202f: c’est un incident. La reprise propose de nouveau" +
+	" l’occurrence en échec\u202f; l’abandon met l’instance en échec\u202f; l" +
+	"’arrêt l’annule. Chacune demande un motif, consigné dans le journal d’" +
+	"audit.\x02L’arrêt annule l’instance et ses occurrences ouvertes. Il ne t" +
+	"ermine rien.\x02Arrêtée par %[1]s le %[2]s — « %[3]s »\x02Abandonnée par" +
+	" %[1]s le %[2]s — « %[3]s »\x02Reprise par %[1]s le %[2]s — « %[3]s »" +
+	"\x02Démarrée le\x02Terminée le\x02Nœud de fin\x02Suspendue au nœud\x02Oc" +
+	"currence en échec\x02Code d’erreur\x02Statut inconnu\u202f: %[1]q.\x02Da" +
+	"te de création\x02La taille de page doit être comprise entre 1 et %[1]d." +
+	"\x02Instances de processus\x02du\x02au\x02Agir sur toutes les instances " +
+	"que ce filtre retient\x02La page suivante les compte et demande un motif" +
+	" avant que rien ne change.\x02Instances de processus, les plus récentes " +
+	"d’abord\x02Instance\x02Nœud de fin ou erreur\x02Aucune instance ne corre" +
+	"spond à ces filtres.\x02Tous les processus\x02Tous les statuts\x02dispon" +
+	"ible\x02réservée\x02différée\x02annulée\x02en cours\x02suspendue\x02expi" +
+	"rée\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier\x02nombre\x02" +
+	"booléen\x02date\x02date et heure\x02choix\x02objet\x02liste\x02normale" +
+	"\x02sensible\x02secrète\x02••• masqué (sensible)\x02••• masqué (secret)" +
+	"\x02pull (le service la récupère)\x02push (Relais appelle le service)" +
+	"\x02administrateur\x02opérateur\x02concepteur\x02consommateur\x02oui\x02" +
+	"non\x02champ ajouté\x02champ retiré\x02type modifié\x02caractère obligat" +
+	"oire modifié\x02valeurs modifiées\x02classification modifiée\x02contrain" +
+	"te modifiée\x02routage modifié\x02longueur minimale\x02longueur maximale" +
+	"\x02motif\x02format\x02minimum\x02maximum\x02nombre minimal d’éléments" +
+	"\x02nombre maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, version" +
+	" %[2]s\x02Occurrence %[1]s\x02Mode\x02Dates\x02Politique d’exécution\x02" +
+	"Nombre maximal de tentatives\x02Délai avant nouvelle tentative\x02Échéan" +
+	"ce\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute)\x02Tentatives" +
+	"\x02Toutes les tentatives, les plus anciennes d’abord\x02Consommateur" +
+	"\x02Identifiant du service\x02Réservée le\x02Durée\x02Réponse de la dest" +
+	"ination\x02Résultat\x02Message d’erreur\x02Aucun service n’a encore rése" +
+	"rvé cette occurrence.\x02en cours\x02Destination\x02Réplique\x02Relais n" +
+	"’a pas encore appelé la destination.\x02Relais ne conserve le code de " +
+	"statut de la destination que lorsqu’elle a refusé l’appel (destination_h" +
+	"ttp_NNN)\u202f; un appel terminé a reçu une réponse 2xx. La durée va de " +
+	"la prise en charge de l’appel à son règlement.\x02Motif donné par le ser" +
+	"vice\x02Nouvelles tentatives\x02aucune\u202f: un appel en échec suit le " +
+	"chemin d’erreur du nœud\x02Délai d’appel\x02Maintenant\x02La reprendre o" +
+	"u l’abandonner depuis son instance\x14\x01\x81\x01\x00\x02\x10\x02%[1]d " +
+	"tentative\x00\x11\x02%[1]d tentatives\x02au plus %[1]d\x14\x01\x81\x01" +
+	"\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes\x02Entrées, no" +
+	"mmées d’après le contrat de la révision %[1]d\x02Ce contrat n’a aucune e" +
+	"ntrée.\x02Sorties, nommées d’après le contrat de la révision %[1]d\x02Pa" +
+	"s encore de sorties\u202f: l’occurrence n’est pas terminée.\x02Ce contra" +
+	"t n’a aucune sortie.\x02Aucune sortie\u202f: l’occurrence s’est terminée" +
+	" sans aboutir.\x02Révéler — cette action est enregistrée\x02Disponible à" +
+	" partir du\x02Prochaine tentative\x02Dernière réservation\x02Fin du verr" +
+	"ou\x02Différée\x02Dernière erreur (tentative %[1]d)\x02Erreur (avant tou" +
+	"te tentative)\x02Son message\x02Message de Relais (en anglais)\x02Messag" +
+	"e du service (tel qu’il l’a envoyé)\x02L’échéance est passée avant l’arr" +
+	"ivée d’un résultat.\x02Le résultat ne respectait pas le contrat de sorti" +
+	"es de la révision.\x02Relais s’est arrêté pendant l’appel\u202f: on igno" +
+	"re si la destination a agi, elle n’est donc pas rappelée.\x02L’appel n’a" +
+	" pas pu être préparé.\x02La destination était injoignable.\x02La réponse" +
+	" de la destination était trop volumineuse.\x02Le verrou de la dernière t" +
+	"entative a expiré sans tentative restante.\x02Les entrées n’ont pas pu ê" +
+	"tre construites à partir des liaisons du processus.\x02Un opérateur a ab" +
+	"andonné l’instance.\x02La destination a répondu HTTP %[1]s.\x02Nouvelle " +
+	"tentative à %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Ver" +
+	"rou expiré à %[1]s — en attente d’être proposée de nouveau.\x02En attent" +
+	"e de l’appel de Relais à la destination depuis %[1]s (%[2]s).\x02En atte" +
+	"nte d’un service depuis %[1]s (%[2]s).\x02(service %[1]s)\x02Relais appe" +
+	"lle la destination (depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou j" +
+	"usqu’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%" +
+	"[2]s)\u202f: un service du même consommateur, ou une interface munie d’u" +
+	"n jeton de règlement, la terminera plus tard.\x02Terminée (%[1]s).\x02So" +
+	"n instance est suspendue ici, en attente d’un opérateur.\x02Son instance" +
+	" a continué par le chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annu" +
+	"lée\u202f: l’instance a été arrêtée par %[1]s à %[2]s — « %[3]s ».\x02An" +
+	"nulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02con" +
+	"sommateur n° %[1]s\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas " +
+	"de réponse dans le délai\x02pas de connexion\x02réponse trop volumineuse" +
+	"\x02inconnue\x02[masqué]\x02La révision doit être un nombre entier, 1 ou" +
+	" plus.\x02Consommateur inconnu.\x02Date de règlement\x02Plus de filtres" +
+	"\u202f: instance, révision, consommateur, dates\x02identifiant d’instanc" +
+	"e\x02Décomptes par statut\x02Occurrences, les plus récentes d’abord\x02P" +
+	"rocessus et nœud\x02Erreur\x02Consommateur et service\x02Prochaine tenta" +
+	"tive ou règlement\x02Aucune occurrence ne correspond à ces filtres.\x02T" +
+	"ous les consommateurs\x02Totaux de la définition %[1]s, sans les autres " +
+	"filtres\x02Totaux de toutes les définitions, sans les autres filtres\x14" +
+	"\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrence" +
+	"s\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés toutes les qu" +
+	"elques secondes.\x02révision %[1]d\x02réglée\x02prochaine tentative\x02d" +
+	"isponible depuis\x02appel en cours depuis\x02verrou jusqu’à\x02différée " +
+	"depuis\x02Page précédente\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une da" +
+	"te s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour vient après le de" +
+	"rnier.\x02Ces réglages sont conservés dans ce navigateur seulement.\x02A" +
+	"fficher les heures en\x02La console n’exécute aucun script et ne peut do" +
+	"nc pas lire le fuseau horaire de votre ordinateur\u202f: choisissez son " +
+	"décalage par rapport à UTC. Les décalages ne suivent pas l’heure d’été." +
+	"\x02Recharger les listes et les pages de détail\x02Les pages qui contien" +
+	"nent un formulaire, comme une confirmation, ne se rechargent jamais d’el" +
+	"les-mêmes.\x02Enregistrer les réglages\x02Revenir sans enregistrer\x02UT" +
+	"C (temps universel coordonné)\x02Heure locale à %[1]s\x02Jamais\x02Toute" +
+	"s les %[1]d secondes\x02Les versions de processus publiées\u202f: leurs " +
+	"nœuds, routes et révisions épinglées, dessinés, avec l’emplacement actue" +
+	"l de leurs occurrences.\x02Processus par clé\x02Versions, les plus récen" +
+	"tes d’abord\x02Aucun processus n’est encore publié.\x02version %[1]d\x02" +
+	"Processus %[1]s\x02Version\x02Nœud de départ\x02Graphe\x02Les colonnes s" +
+	"uivent le plus long chemin depuis le nœud de départ. Les flèches pleines" +
+	" sont les réussites (étiquetées par leur route), les pointillées les éch" +
+	"ecs (étiquetées par leurs codes d’erreur). Chaque case indique combien d" +
+	"’occurrences de cette version se trouvent à ce nœud maintenant.\x02Nœu" +
+	"ds\x02Nœuds de cette version, avec leurs occurrences actuelles\x02Type" +
+	"\x02Révision épinglée\x02En cas de réussite\x02En cas d’erreur\x02Occurr" +
+	"ences actuelles\x02Instances de ce processus\x02Décomptes au %[1]s (%[2]" +
+	"s)\u202f; actualisés toutes les quelques secondes.\x02Graphe de %[1]s" +
+	"\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau c" +
+	"i-dessous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d nœ" +
+	"uds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, r" +
+	"outes et décomptes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin (" +
+	"en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02suspension (un incident pour un" +
+	" opérateur)\x02tout autre code → %[1]s\x02met l’instance en échec\x14" +
+	"\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative après %[2]s" +
+	", priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après %[2]" +
+	"s, priorité %[3]d\x02échéance %[1]s\x02délai %[1]s\x02Seuls les administ" +
+	"rateurs peuvent révéler une valeur sensible.\x02Révélé par %[1]s le %[2]" +
+	"s\u202f; consigné dans le journal d’audit.\x02Révélation impossible\x02S" +
+	"eule une valeur que cette page affiche masquée (sensible) peut être révé" +
+	"lée.\x02Les valeurs secrètes ne peuvent jamais être révélées.\x02Cette p" +
+	"age n’accepte pas cette requête.\x02Recherche\x02Saisissez un identifian" +
+	"t d’instance ou d’occurrence (un UUID, que les pages affichent au survol" +
+	") ou une clé métier.\x02Rien à chercher\u202f: le champ de recherche est" +
+	" vide.\x02C’est trop long pour être un identifiant ou une clé métier." +
+	"\x02Aucune instance ni occurrence n’a l’identifiant « %[1]s », et aucune" +
+	" instance ne l’a pour clé métier.\x02Vous êtes déconnecté.\x02Se connect" +
+	"er\x02Connectez-vous avec un jeton d’opérateur ou d’administrateur.\x02J" +
+	"eton\x02Le jeton est vérifié une fois et n’est jamais conservé dans votr" +
+	"e navigateur\u202f; un cookie de session le remplace jusqu’à 8 heures d’" +
+	"inactivité.\x02Trop de connexions échouées depuis votre adresse. Réessay" +
+	"ez dans %[1]d secondes.\x02Ce jeton est inconnu ou a été révoqué.\x02Un " +
+	"jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: connectez-vous " +
+	"avec un jeton d’opérateur, de concepteur ou d’administrateur.\x02Seuls l" +
+	"es administrateurs gèrent les jetons.\x02Jetons du personnel (administra" +
+	"teurs, concepteurs, opérateurs) non révoqués. Les jetons des consommateu" +
+	"rs se gèrent avec leurs consommateurs. Révoquer un jeton refuse sa requê" +
+	"te suivante.\x02ID\x02Rôle\x02Dernière utilisation\x02Expiration\x02jama" +
+	"is\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Aucun " +
+	"jeton.\x02Le jeton a été révoqué.\x02Révoquer le jeton %[1]d\x02Révoquer" +
+	" le jeton %[1]s « %[2]s »\u202f?\x02Sa requête suivante est refusée et l" +
+	"es sessions de console ouvertes avec lui prennent fin. C’est irréversibl" +
+	"e\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoquer le je" +
+	"ton\x02Le garder\x02C’est le jeton avec lequel vous êtes connecté\u202f:" +
+	" le révoquer vous déconnecte. Sa requête suivante est refusée. C’est irr" +
+	"éversible.\x02C’est le dernier jeton administrateur utilisable\u202f: c" +
+	"réez-en un autre avant de le révoquer.\x02sortie de routage\x02(chaque é" +
+	"lément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b" +
+	"\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1" +
+	"]d caractère\x00\x1a\x02au plus %[1]d caractères\x02motif %[1]s\x02forma" +
+	"t %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01" +
+	"\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d" +
+	" éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19" +
+	"\x02au plus %[1]d éléments\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02" +
+	"%[1]d élément\x00\x11\x02%[1]d éléments\x02nul\x02valeur inattendue\x02P" +
+	"age invalide\x02Ce lien de page ne vient pas de la console.\x02Les exécu" +
+	"tants connectés par un flux, et ceux qui interrogent par leur dernière d" +
+	"emande. Un exécutant est listé tant qu’il s’est manifesté dans les trois" +
+	" derniers battements de cœur.\x02Exécutants vus dans les trois derniers " +
+	"battements\x02Exécutant\x02Protocole\x02Définitions servies\x02En cours" +
+	"\x02Connexion\x02Dernier signe\x02Aucun exécutant n’est connecté.\x02Exé" +
+	"cutants servant %[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert " +
+	"cette définition.\x02flux\x02interrogation longue\x02Aucun exécutant ne " +
+	"sert cette définition\u202f: ses occurrences attendent qu’un exécutant s" +
+	"e connecte ou interroge.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d" +
+	" exécutant\x00\x1d\x02Servie par %[1]d exécutants"
 
-	// Total table size 44921 bytes (43KiB); checksum: 7803F0B8
+	// Total table size 46035 bytes (44KiB); checksum: B4A8FE60
