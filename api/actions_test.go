@@ -206,3 +206,17 @@ func TestBulkRetryLeavesOutWhatCannotBeRetried(t *testing.T) {
 		t.Errorf("bulk abandon count = %v, want 1", n)
 	}
 }
+
+// A reason is bounded in characters, not bytes: 1,000 accented letters
+// (2,000 bytes) are accepted, and 1,001 characters are refused naming the
+// limit in characters.
+func TestReasonIsBoundedInCharacters(t *testing.T) {
+	t.Parallel()
+	env, _, hold := incidents(t)
+	a, _ := hold("Acme")
+	long := env.Do("POST", "/api/v1/instances/"+a+"/stop", env.Operator, map[string]any{"reason": strings.Repeat("é", 1001)})
+	if long.Status != 400 || !strings.Contains(string(long.Body), "must be at most 1000 characters") || !strings.Contains(string(long.Body), `"/reason"`) {
+		t.Errorf("a 1,001-character reason: %d %s, want 400 at /reason in characters", long.Status, long.Body)
+	}
+	env.Must(200, "POST", "/api/v1/instances/"+a+"/stop", env.Operator, map[string]any{"reason": strings.Repeat("é", 1000)})
+}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/google/uuid"
@@ -73,6 +74,7 @@ type actionView struct {
 	CSRF        string
 	ReasonLabel string
 	ReasonHint  string
+	ReasonMax   string // the textarea's maxlength: engine.MaxReason characters
 	Reason      string
 	Confirm     string
 	Cancel      string
@@ -89,7 +91,8 @@ func (c *Console) actionView(r *http.Request, a engine.Action, inst engine.Insta
 		FormAction:  instanceHref(id) + "/" + string(a),
 		CSRF:        currentOf(ctx).csrf,
 		ReasonLabel: T(ctx, "Reason (recorded in the audit log)"),
-		ReasonHint:  T(ctx, "Say why, for whoever reads the log later: at most 1,000 characters."),
+		ReasonHint:  T(ctx, "Say why, for whoever reads the log later: at most %d characters.", engine.MaxReason),
+		ReasonMax:   strconv.Itoa(engine.MaxReason),
 		BackHref:    instanceHref(id),
 		Cancel:      T(ctx, "Keep it running"),
 	}
@@ -212,7 +215,7 @@ func (c *Console) instanceAct(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p, _ := auth.FromContext(ctx)
-	reason := r.PostFormValue("reason")
+	reason := formReason(r)
 	before, err := c.eng.GetInstance(ctx, id)
 	if err != nil {
 		c.fail(w, r, err)
@@ -247,7 +250,7 @@ func (c *Console) instanceAct(w http.ResponseWriter, r *http.Request) {
 			v.Error = T(ctx, "This instance has already ended; there is nothing to stop.")
 		case "invalid_request":
 			status = http.StatusBadRequest
-			v.Error = T(ctx, "Give a reason: it is recorded in the audit log (at most 1,000 characters). Nothing was done.")
+			v.Error = T(ctx, "Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.", engine.MaxReason)
 		default:
 			v.Error = T(ctx, "Relais refused the action. Nothing was done.")
 			v.Detail = fe.Detail
@@ -269,6 +272,13 @@ func (c *Console) instanceAct(w http.ResponseWriter, r *http.Request) {
 	c.sessions.setFlash(currentOf(ctx).id, msg)
 	c.logger.Info("console: operator action", "action", a, "instance", id, "applied", applied, "status", inst.Status, "by", p.Name)
 	http.Redirect(w, r, instanceHref(id), http.StatusSeeOther)
+}
+
+// formReason is the reason a form posted, its line breaks as the
+// textarea counted them against maxlength: a browser sends each one as
+// CR LF, two characters where the limit counted one.
+func formReason(r *http.Request) string {
+	return strings.ReplaceAll(r.PostFormValue("reason"), "\r\n", "\n")
 }
 
 // bulkView is the confirmation of an action on every instance a filter
@@ -294,6 +304,7 @@ type bulkView struct {
 	Hidden      []option // the filter's fields, carried through the form
 	ReasonLabel string
 	ReasonHint  string
+	ReasonMax   string // the textarea's maxlength: engine.MaxReason characters
 	Reason      string
 	Confirm     string
 	Cancel      string
@@ -334,7 +345,8 @@ func (c *Console) bulkView(r *http.Request, a engine.Action, f instanceFilter, c
 		FormAction:  bulkPath,
 		CSRF:        currentOf(ctx).csrf,
 		ReasonLabel: T(ctx, "Reason (recorded in the audit log for every instance)"),
-		ReasonHint:  T(ctx, "Say why, for whoever reads the log later: at most 1,000 characters."),
+		ReasonHint:  T(ctx, "Say why, for whoever reads the log later: at most %d characters.", engine.MaxReason),
+		ReasonMax:   strconv.Itoa(engine.MaxReason),
 		Cancel:      T(ctx, "Back to the list"),
 		BackHref:    f.href(),
 		CountValue:  strconv.FormatInt(count, 10),
@@ -443,7 +455,7 @@ func (c *Console) bulkAct(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p, _ := auth.FromContext(ctx)
-	reason := r.PostFormValue("reason")
+	reason := formReason(r)
 	res, err := c.eng.ActOnFilter(ctx, engine.Actor{TokenID: p.TokenID, Name: p.Name}, a, ef, reason, confirm)
 	if err != nil {
 		fe, isFault := fault.As(err)
@@ -470,7 +482,7 @@ func (c *Console) bulkAct(w http.ResponseWriter, r *http.Request) {
 			v.Changed = T(ctx, "The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.", was)
 		case "invalid_request":
 			status = http.StatusBadRequest
-			v.Error = T(ctx, "Give a reason: it is recorded in the audit log (at most 1,000 characters). Nothing was done.")
+			v.Error = T(ctx, "Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.", engine.MaxReason)
 		default:
 			status = http.StatusBadRequest
 			v.Error = T(ctx, "Relais refused the action. Nothing was done.")

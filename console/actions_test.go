@@ -595,3 +595,37 @@ func TestRetryIsNotOfferedWhenItCannotApply(t *testing.T) {
 		t.Error("a retryable held instance no longer offers retry")
 	}
 }
+
+// TestReasonLimitIsInCharacters: the console's reason holds 1,000
+// characters as its hint and textarea say, however many bytes they take
+// (900 "é" are 1,800 bytes, a line break sent as CR LF is one), and the
+// French hint groups 1 000 with a no-break space.
+func TestReasonLimitIsInCharacters(t *testing.T) {
+	t.Parallel()
+	f := newIncidentFixture(t)
+	b := signedIn(t, f.env.URL, "fr", f.env.Operator)
+	inst := "/console/instances/" + f.pullHeld
+	confirm := b.mustGet(inst+"/stop", 200)
+	if max, _ := confirm.doc.Find(`[data-testid=stop-reason]`).Attr("maxlength"); max != "1000" {
+		t.Errorf("textarea maxlength %q, want 1000", max)
+	}
+	if hint := confirm.doc.Find(`#action-reason-hint`).Text(); !strings.Contains(hint, "1\u00a0000 caractères") {
+		t.Errorf("French hint %q, want 1\u00a0000 caractères (a no-break space)", hint)
+	}
+	action, form := formOf(t, confirm, "stop-form")
+	form.Set("reason", strings.Repeat("é", 900))
+	if r := b.do("POST", action, form); r.status != http.StatusSeeOther {
+		t.Fatalf("stop with 900 characters (1,800 bytes): %d %q, want a redirect", r.status, text(r, "stop-error"))
+	}
+	if f.status(t, f.pullHeld) != "cancelled" {
+		t.Error("the stop was not applied")
+	}
+	// A browser sends the textarea's line breaks as CR LF: 1,000
+	// characters as maxlength counted them are 1,200 sent.
+	other := "/console/instances/" + f.pushHeld[0]
+	action, form = formOf(t, b.mustGet(other+"/stop", 200), "stop-form")
+	form.Set("reason", strings.Repeat("line\r\n", 200))
+	if r := b.do("POST", action, form); r.status != http.StatusSeeOther {
+		t.Fatalf("stop with 200 lines (1,000 characters in the textarea): %d %q, want a redirect", r.status, text(r, "stop-error"))
+	}
+}

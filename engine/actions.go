@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -52,7 +53,9 @@ type Actor struct {
 	Name    string
 }
 
-// MaxReason bounds an action's reason.
+// MaxReason bounds an action's reason, in characters (Unicode code
+// points), not bytes: operators write in any language, and a console's
+// textarea counts characters.
 const MaxReason = 1000
 
 // AbandonedCode is the error code of an abandoned instance.
@@ -63,9 +66,9 @@ func checkReason(reason string) error {
 	case r == "":
 		return fault.New(fault.BadRequest, "invalid_request", "a reason is required").
 			WithErrors([]fault.FieldError{{Path: "/reason", Message: "is required: say why, it is recorded in the audit log"}})
-	case len(reason) > MaxReason:
+	case utf8.RuneCountInString(reason) > MaxReason:
 		return fault.New(fault.BadRequest, "invalid_request", "the reason is too long").
-			WithErrors([]fault.FieldError{{Path: "/reason", Message: fmt.Sprintf("must be at most %d bytes", MaxReason)}})
+			WithErrors([]fault.FieldError{{Path: "/reason", Message: fmt.Sprintf("must be at most %d characters", MaxReason)}})
 	}
 	return nil
 }

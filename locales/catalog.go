@@ -195,7 +195,7 @@ var messageKeyToIndex = map[string]int{
 	"Form refused":                     118,
 	"From revision":                    148,
 	"From revision %d to revision %d:": 170,
-	"Give a reason: it is recorded in the audit log (at most 1,000 characters). Nothing was done.": 32,
+	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 32,
 	"Graph":                   482,
 	"Graph of %s":             493,
 	"HTTP 2xx, unusable body": 429,
@@ -376,7 +376,7 @@ var messageKeyToIndex = map[string]int{
 	"Routing output":            136,
 	"Rows %s–%s":                460,
 	"Save settings":             468,
-	"Say why, for whoever reads the log later: at most 1,000 characters.": 10,
+	"Say why, for whoever reads the log later: at most %d characters.": 10,
 	"Search":                               513,
 	"Secret values can never be revealed.": 511,
 	"Sep":                                  244,
@@ -791,7 +791,7 @@ const enData string = "" + // Size: 18229 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every running or held instance…\x02Reason (recorded in the audit log)" +
-	"\x02Say why, for whoever reads the log later: at most 1,000 characters." +
+	"\x02Say why, for whoever reads the log later: at most %[1]d characters." +
 	"\x02Keep it running\x02Keep it held\x02Retry process instance %[1]s\x02R" +
 	"etry this instance? Its failed occurrence at node %[1]s is offered again" +
 	" with a fresh budget of attempts.\x02Workers may take it again (a push o" +
@@ -815,7 +815,7 @@ const enData string = "" + // Size: 18229 bytes
 	" be built, so a retry would fail the same way. Abandon or stop the insta" +
 	"nce instead. Nothing was done.\x02This instance has already ended; there" +
 	" is nothing to stop.\x02Give a reason: it is recorded in the audit log (" +
-	"at most 1,000 characters). Nothing was done.\x02Relais refused the actio" +
+	"at most %[1]d characters). Nothing was done.\x02Relais refused the actio" +
 	"n. Nothing was done.\x02This instance was already stopped; nothing chang" +
 	"ed and nothing was recorded.\x02Retried: the occurrence at node %[1]s is" +
 	" offered again. Recorded in the audit log.\x02Abandoned: the instance fa" +
@@ -1248,7 +1248,7 @@ const frData string = "" + // Size: 23118 bytes
 	"bandon\x02arrêt\x02Reprendre toutes les instances suspendues…\x02Abandon" +
 	"ner toutes les instances suspendues…\x02Arrêter toutes les instances en " +
 	"cours ou suspendues…\x02Motif (consigné dans le journal d’audit)\x02Dite" +
-	"s pourquoi, pour qui lira le journal plus tard\u202f: 1 000 caractères a" +
+	"s pourquoi, pour qui lira le journal plus tard\u202f: %[1]d caractères a" +
 	"u plus.\x02La laisser continuer\x02La laisser suspendue\x02Reprendre l’i" +
 	"nstance de processus %[1]s\x02Reprendre cette instance\u202f? Son occurr" +
 	"ence en échec au nœud %[1]s est proposée de nouveau, avec un budget de t" +
@@ -1276,7 +1276,7 @@ const frData string = "" + // Size: 23118 bytes
 	"s pu être construites, une reprise échouerait donc de la même façon. Aba" +
 	"ndonnez ou arrêtez plutôt l’instance. Rien n’a été fait.\x02Cette instan" +
 	"ce est déjà terminée\u202f; il n’y a rien à arrêter.\x02Indiquez un moti" +
-	"f\u202f: il est consigné dans le journal d’audit (1 000 caractères au pl" +
+	"f\u202f: il est consigné dans le journal d’audit (%[1]d caractères au pl" +
 	"us). Rien n’a été fait.\x02Relais a refusé l’action. Rien n’a été fait." +
 	"\x02Cette instance était déjà arrêtée\u202f; rien n’a changé et rien n’a" +
 	" été consigné.\x02Reprise\u202f: l’occurrence du nœud %[1]s est proposée" +
@@ -1590,4 +1590,4 @@ const frData string = "" + // Size: 23118 bytes
 	"e connecte ou interroge.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d" +
 	" exécutant\x00\x1d\x02Servie par %[1]d exécutants"
 
-	// Total table size 46035 bytes (44KiB); checksum: B4A8FE60
+	// Total table size 46035 bytes (44KiB); checksum: BB72A602
