@@ -80,6 +80,11 @@ type actionView struct {
 	Cancel      string
 	BackHref    string
 	Danger      bool
+	// Closed is set when the action can no longer apply (another operator
+	// acted first, the occurrence cannot be retried): the page says what
+	// happened and keeps the reason typed, but offers no form to post.
+	Closed      bool
+	NotRecorded string
 }
 
 // actionView asks to apply a to inst.
@@ -240,6 +245,13 @@ func (c *Console) instanceAct(w http.ResponseWriter, r *http.Request) {
 		}
 		v := c.actionView(r, a, now, node)
 		v.Reason = reason
+		if !actionAppliesTo(a, now.Status) || fe.Code == "not_retryable" {
+			// Offering the form again would only be refused again; its
+			// question would name no node (the instance is held nowhere).
+			v.Closed = true
+			v.NotRecorded = T(ctx, "The reason you gave, not recorded:")
+			v.Cancel = T(ctx, "Back to the instance")
+		}
 		status := http.StatusConflict
 		switch fe.Code {
 		case "not_held":

@@ -629,3 +629,50 @@ func TestReasonLimitIsInCharacters(t *testing.T) {
 		t.Fatalf("stop with 200 lines (1,000 characters in the textarea): %d %q, want a redirect", r.status, text(r, "stop-error"))
 	}
 }
+
+// TestARefusedActionIsNotOfferedAgain: a retry posted twice (a double
+// click, a reload) is refused the second time with what happened, keeping
+// the reason typed, and the page neither names an empty node nor offers
+// the form again; a stale retry of an instance that cannot be retried is
+// answered the same way.
+func TestARefusedActionIsNotOfferedAgain(t *testing.T) {
+	t.Parallel()
+	f := newIncidentFixture(t)
+	birth := "/console/instances/" + f.holdFromBirth(t)
+	inst := "/console/instances/" + f.pullHeld
+	for i, lang := range []string{"en", "fr"} {
+		b := signedIn(t, f.env.URL, lang, f.env.Operator)
+		var action string
+		var form url.Values
+		if i == 0 {
+			action, form = formOf(t, b.mustGet(inst+"/retry", 200), "retry-form")
+			form.Set("reason", "scorer redeployed")
+			if r := b.do("POST", action, form); r.status != http.StatusSeeOther {
+				t.Fatalf("retry: %d %.300s", r.status, r.body)
+			}
+		} else {
+			action, form = inst+"/retry", url.Values{"csrf": {csrfOf(t, b.mustGet(inst, 200))}, "reason": {"scorer redeployed"}}
+		}
+		again := b.do("POST", action, form)
+		want := []string{"This instance is no longer held (it is running now)", "Cette instance n’est plus suspendue (elle est en cours désormais)"}[i]
+		if again.status != http.StatusConflict || !strings.HasPrefix(text(again, "retry-error"), want) {
+			t.Errorf("%s: retry posted again: %d %q, want 409 %q…", lang, again.status, text(again, "retry-error"), want)
+		}
+		if count(again, "retry-form") != 0 || count(again, "retry-question") != 0 || strings.Contains(again.body, "node  ") || strings.Contains(again.body, "nœud  ") {
+			t.Errorf("%s: the refused retry still offers the form (%d) or its question (%q)", lang, count(again, "retry-form"), text(again, "retry-question"))
+		}
+		if got := text(again, "retry-reason"); got != "scorer redeployed" {
+			t.Errorf("%s: the reason typed is lost: %q", lang, got)
+		}
+		if href, _ := again.doc.Find(`[data-testid=cancel-retry]`).Attr("href"); href != inst {
+			t.Errorf("%s: way back %q, want %s", lang, href, inst)
+		}
+		stale := b.do("POST", birth+"/retry", url.Values{"csrf": {csrfOf(t, again)}, "reason": {"try"}})
+		if stale.status != http.StatusConflict || count(stale, "retry-form") != 0 || text(stale, "retry-error") == "" {
+			t.Errorf("%s: a retry of an instance that cannot be retried: %d, form %d, error %q", lang, stale.status, count(stale, "retry-form"), text(stale, "retry-error"))
+		}
+	}
+	if n := f.auditCount(t, f.pullHeld, "retry"); n != 1 {
+		t.Errorf("%d retry records, want 1", n)
+	}
+}

@@ -39,588 +39,590 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                              227,
-	"%[1]s %[2]s, %[3]s %[4]s":                 228,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          226,
-	"%[1]s; %[2]s":                             225,
-	"%d (0 lowest, 9 highest)":                 358,
-	"%d attempts":                              380,
-	"%d attempts, retry after %s, priority %d": 504,
-	"%d breaking":                              172,
-	"%d changes":                               171,
-	"%d completed":                             223,
-	"%d d":                                     235,
-	"%d days":                                  249,
-	"%d failed":                                224,
-	"%d h":                                     234,
-	"%d held instances match now.":             46,
-	"%d hours":                                 250,
-	"%d items":                                 558,
-	"%d left":                                  382,
-	"%d min":                                   233,
-	"%d minutes":                               251,
-	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 62,
-	"%d ms": 253,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 494,
-	"%d occurrences": 450,
-	"%d releases":    189,
-	"%d running or held instances match now.": 53,
-	"%d s":       232,
-	"%d seconds": 252,
-	"%d skipped: they changed after the count (settled, or acted on by someone else).": 67,
-	"%s ago":                            230,
-	"%s so far":                         426,
-	"%s → %s":                           499,
-	"%s, revision %s":                   348,
-	"%s, version %s":                    349,
-	"%s: %s → %s":                       179,
-	"%s: a date is written 2026-12-01.": 461,
-	"%s: the first day comes after the last.": 462,
-	"%s–%s":       222,
-	"(each item)": 547,
-	"(worker %s)": 415,
-	"0 seconds":   248,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.": 525,
-	"Abandon %d instances":                                           50,
-	"Abandon every held instance this filter matches":                48,
+	"%[1]s %[2]s":                              229,
+	"%[1]s %[2]s, %[3]s %[4]s":                 230,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          228,
+	"%[1]s; %[2]s":                             227,
+	"%d (0 lowest, 9 highest)":                 360,
+	"%d attempts":                              382,
+	"%d attempts, retry after %s, priority %d": 506,
+	"%d breaking":                              174,
+	"%d changes":                               173,
+	"%d completed":                             225,
+	"%d d":                                     237,
+	"%d days":                                  251,
+	"%d failed":                                226,
+	"%d h":                                     236,
+	"%d held instances match now.":             48,
+	"%d hours":                                 252,
+	"%d items":                                 560,
+	"%d left":                                  384,
+	"%d min":                                   235,
+	"%d minutes":                               253,
+	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 64,
+	"%d ms": 255,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 496,
+	"%d occurrences": 452,
+	"%d releases":    191,
+	"%d running or held instances match now.": 55,
+	"%d s":       234,
+	"%d seconds": 254,
+	"%d skipped: they changed after the count (settled, or acted on by someone else).": 69,
+	"%s ago":                            232,
+	"%s so far":                         428,
+	"%s → %s":                           501,
+	"%s, revision %s":                   350,
+	"%s, version %s":                    351,
+	"%s: %s → %s":                       181,
+	"%s: a date is written 2026-12-01.": 463,
+	"%s: the first day comes after the last.": 464,
+	"%s–%s":       224,
+	"(each item)": 549,
+	"(worker %s)": 417,
+	"0 seconds":   250,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.": 527,
+	"Abandon %d instances":                                           52,
+	"Abandon every held instance this filter matches":                50,
 	"Abandon every held instance…":                                   7,
 	"Abandon process instance %s":                                    17,
 	"Abandon the instance":                                           20,
 	"Abandon this instance? It fails with the error code abandoned.": 18,
-	"Abandoned by %s at %s — “%s”":                                   278,
-	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 36,
+	"Abandoned by %s at %s — “%s”":                                   280,
+	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 38,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 292,
-	"Action":                              70,
-	"All actions":                         81,
-	"All consumers":                       447,
-	"All definitions":                     213,
-	"All processes":                       298,
-	"All statuses":                        299,
-	"All workers":                         573,
-	"An operator abandoned the instance.": 408,
-	"Apply filters":                       78,
-	"Apr":                                 239,
-	"As of %s (%s); refreshed every few seconds.": 210,
-	"Attempts":                         359,
-	"Audit log":                        75,
-	"Aug":                              243,
-	"Available from":                   390,
-	"Back to definitions":              115,
-	"Back to external tasks":           114,
-	"Back to the list":                 43,
-	"Back without saving":              469,
-	"Breaks processes":                 153,
-	"Breaks workers":                   154,
-	"Bulk %s applied to %d instances.": 66,
-	"Bulk action":                      74,
-	"Business key":                     59,
-	"Call timeout":                     377,
-	"Cancelled: the instance was stopped (%s).":               425,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 424,
-	"Cannot act on this filter":                               63,
-	"Cannot reveal":                                           509,
-	"Change":                                                  151,
-	"Changes between the two revisions":                       163,
-	"Choose two existing revisions to compare.":               169,
-	"Classification":                                          129,
-	"Clear filters":                                           79,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 483,
-	"Compare":              150,
-	"Compare revisions":    146,
-	"Completed":            221,
-	"Completed (%s).":      420,
-	"Completed, last hour": 207,
-	"Completions and failures per 5 minutes, last hour: %s":    214,
-	"Completions and failures per 5-minute slot, oldest first": 219,
-	"Completions and failures, last hour":                      200,
-	"Connected":                                                569,
-	"Constraints":                                              130,
-	"Consumer":                                                 361,
-	"Consumer and worker":                                      444,
-	"Counting the occurrences; the counts appear when you reload the page.": 124,
-	"Counts are unavailable right now.":                                     125,
-	"Counts as of %s (%s); refreshed every few seconds.":                    492,
-	"Counts by status": 440,
-	"Created":          264,
-	"Created from":     60,
-	"Created to":       61,
-	"Creation date":    287,
-	"Dates":            352,
-	"Deadline":         356,
-	"Dec":              247,
-	"Deferred":         394,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 419,
-	"Definition":         202,
-	"Definition %s":      132,
-	"Definitions":        101,
-	"Definitions by key": 184,
-	"Definitions served": 567,
-	"Definitions, those needing attention first": 201,
-	"Description":          131,
-	"Destination":          370,
-	"Destination’s answer": 365,
-	"Detail":               152,
-	"Digest":               166,
-	"Display settings":     106,
-	"Duration":             364,
-	"Each definition’s queue and incidents now, and what its workers finished in the last hour.":                              199,
-	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  52,
-	"Each one fails with the error code abandoned and cannot be resumed.":                                                     49,
-	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 45,
-	"End node":                    282,
-	"End node or error":           296,
-	"Ended":                       281,
-	"Error":                       443,
-	"Error (before any attempt)":  396,
-	"Error code":                  285,
-	"Error message":               367,
-	"Every %d seconds":            473,
-	"Every attempt, oldest first": 360,
-	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log (GET /api/v1/audit/reveals).": 76,
-	"Expired token":                    534,
-	"Expires":                          531,
-	"External tasks":                   95,
-	"Failed":                           205,
-	"Failed (%s).":                     423,
-	"Failed occurrence":                284,
-	"Failed, last hour":                208,
-	"Feb":                              237,
-	"Field":                            126,
-	"Filter":                           41,
-	"Filters":                          77,
-	"Find":                             100,
-	"Find an instance or occurrence":   98,
-	"First page":                       89,
-	"Form refused":                     118,
-	"From revision":                    148,
-	"From revision %d to revision %d:": 170,
-	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 32,
-	"Graph":                   482,
-	"Graph of %s":             493,
-	"HTTP 2xx, unusable body": 429,
-	"Health":                  94,
-	"Held at node":            283,
-	"Held instances":          204,
-	"ID":                      528,
-	"In flight":               568,
-	"In the last hour: %d completed, %d failed. The table after the chart gives each 5-minute slot.": 215,
-	"Inputs":                     156,
-	"Inputs of revision %d":      167,
-	"Inputs of the working copy": 158,
-	"Inputs the instance was started with, labelled by process version %d's contract": 272,
-	"Inputs, labelled by revision %d's contract":                                      383,
-	"Instance":                  295,
-	"Instances":                 96,
-	"Instances of this process": 491,
-	"Invalid page":              561,
-	"Invalid request":           112,
+	"Act on every instance this filter matches": 294,
+	"Action":                              72,
+	"All actions":                         83,
+	"All consumers":                       449,
+	"All definitions":                     215,
+	"All processes":                       300,
+	"All statuses":                        301,
+	"All workers":                         575,
+	"An operator abandoned the instance.": 410,
+	"Apply filters":                       80,
+	"Apr":                                 241,
+	"As of %s (%s); refreshed every few seconds.": 212,
+	"Attempts":                         361,
+	"Audit log":                        77,
+	"Aug":                              245,
+	"Available from":                   392,
+	"Back to definitions":              117,
+	"Back to external tasks":           116,
+	"Back to the instance":             30,
+	"Back to the list":                 45,
+	"Back without saving":              471,
+	"Breaks processes":                 155,
+	"Breaks workers":                   156,
+	"Bulk %s applied to %d instances.": 68,
+	"Bulk action":                      76,
+	"Business key":                     61,
+	"Call timeout":                     379,
+	"Cancelled: the instance was stopped (%s).":               427,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 426,
+	"Cannot act on this filter":                               65,
+	"Cannot reveal":                                           511,
+	"Change":                                                  153,
+	"Changes between the two revisions":                       165,
+	"Choose two existing revisions to compare.":               171,
+	"Classification":                                          131,
+	"Clear filters":                                           81,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 485,
+	"Compare":              152,
+	"Compare revisions":    148,
+	"Completed":            223,
+	"Completed (%s).":      422,
+	"Completed, last hour": 209,
+	"Completions and failures per 5 minutes, last hour: %s":    216,
+	"Completions and failures per 5-minute slot, oldest first": 221,
+	"Completions and failures, last hour":                      202,
+	"Connected":                                                571,
+	"Constraints":                                              132,
+	"Consumer":                                                 363,
+	"Consumer and worker":                                      446,
+	"Counting the occurrences; the counts appear when you reload the page.": 126,
+	"Counts are unavailable right now.":                                     127,
+	"Counts as of %s (%s); refreshed every few seconds.":                    494,
+	"Counts by status": 442,
+	"Created":          266,
+	"Created from":     62,
+	"Created to":       63,
+	"Creation date":    289,
+	"Dates":            354,
+	"Deadline":         358,
+	"Dec":              249,
+	"Deferred":         396,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 421,
+	"Definition":         204,
+	"Definition %s":      134,
+	"Definitions":        103,
+	"Definitions by key": 186,
+	"Definitions served": 569,
+	"Definitions, those needing attention first": 203,
+	"Description":          133,
+	"Destination":          372,
+	"Destination’s answer": 367,
+	"Detail":               154,
+	"Digest":               168,
+	"Display settings":     108,
+	"Duration":             366,
+	"Each definition’s queue and incidents now, and what its workers finished in the last hour.":                              201,
+	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  54,
+	"Each one fails with the error code abandoned and cannot be resumed.":                                                     51,
+	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 47,
+	"End node":                    284,
+	"End node or error":           298,
+	"Ended":                       283,
+	"Error":                       445,
+	"Error (before any attempt)":  398,
+	"Error code":                  287,
+	"Error message":               369,
+	"Every %d seconds":            475,
+	"Every attempt, oldest first": 362,
+	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log (GET /api/v1/audit/reveals).": 78,
+	"Expired token":                    536,
+	"Expires":                          533,
+	"External tasks":                   97,
+	"Failed":                           207,
+	"Failed (%s).":                     425,
+	"Failed occurrence":                286,
+	"Failed, last hour":                210,
+	"Feb":                              239,
+	"Field":                            128,
+	"Filter":                           43,
+	"Filters":                          79,
+	"Find":                             102,
+	"Find an instance or occurrence":   100,
+	"First page":                       91,
+	"Form refused":                     120,
+	"From revision":                    150,
+	"From revision %d to revision %d:": 172,
+	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 34,
+	"Graph":                   484,
+	"Graph of %s":             495,
+	"HTTP 2xx, unusable body": 431,
+	"Health":                  96,
+	"Held at node":            285,
+	"Held instances":          206,
+	"ID":                      530,
+	"In flight":               570,
+	"In the last hour: %d completed, %d failed. The table after the chart gives each 5-minute slot.": 217,
+	"Inputs":                     158,
+	"Inputs of revision %d":      169,
+	"Inputs of the working copy": 160,
+	"Inputs the instance was started with, labelled by process version %d's contract": 274,
+	"Inputs, labelled by revision %d's contract":                                      385,
+	"Instance":                  297,
+	"Instances":                 98,
+	"Instances of this process": 493,
+	"Invalid page":              563,
+	"Invalid request":           114,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.": 19,
-	"Its instance is held here, waiting for an operator.":                                                                   421,
-	"Its instance went on along the node’s error path.":                                                                     422,
-	"Its message": 397,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      541,
-	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 30,
-	"Jan":                     236,
-	"Jul":                     242,
-	"Jun":                     241,
-	"Keep it":                 543,
+	"Its instance is held here, waiting for an operator.":                                                                   423,
+	"Its instance went on along the node’s error path.":                                                                     424,
+	"Its message": 399,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      543,
+	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 32,
+	"Jan":                     238,
+	"Jul":                     244,
+	"Jun":                     243,
+	"Keep it":                 545,
 	"Keep it held":            12,
 	"Keep it running":         11,
-	"Key":                     185,
-	"Kind":                    486,
-	"Language":                91,
-	"Last error (attempt %d)": 395,
-	"Last reserved":           392,
-	"Last saved":              137,
-	"Last seen":               570,
-	"Last used":               530,
-	"Latest revision":         186,
-	"Lists every change from one revision to another, and whom it may break.": 147,
-	"Local time at %s": 471,
-	"Lock expired %s — waiting to be offered again.": 412,
-	"Lock expires":                     393,
-	"Main navigation":                  93,
-	"Mar":                              238,
-	"Maximum attempts":                 354,
-	"May":                              240,
-	"Message from Relais (in English)": 398,
-	"Message from the service (as it sent it)": 399,
-	"Mode": 351,
-	"More filters: instance, revision, consumer, dates": 438,
-	"Name":                               135,
-	"Never":                              472,
-	"Next attempt":                       391,
-	"Next attempt or settled":            445,
-	"Next node":                          263,
-	"Next page":                          88,
-	"No definition has occurrences yet.": 209,
-	"No definition yet.":                 188,
-	"No inputs.":                         157,
-	"No instance matches these filters.": 297,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 517,
-	"No occurrence matches these filters.":                                                   446,
-	"No operator action matches.":                                                            80,
-	"No operator has acted on this instance.":                                                268,
-	"No outputs yet: the occurrence has not completed.":                                      386,
-	"No outputs.": 160,
-	"No outputs: the occurrence ended without completing.":          388,
-	"No process is published yet.":                                  477,
-	"No release yet.":                                               141,
-	"No revision yet: the Working copy has never been snapshotted.": 139,
-	"No service has reserved this occurrence yet.":                  368,
-	"No token.":                         537,
-	"No worker is connected.":           571,
-	"No worker serves this definition.": 574,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 577,
-	"Node":    260,
-	"Node %s": 198,
-	"Nodes":   484,
-	"Nodes of this version, with their occurrences now": 485,
-	"Nodes reached, in order":                           259,
-	"Not allowed":                                       110,
-	"Not found":                                         116,
-	"Notes":                                             144,
-	"Nothing exists at this address, or it is not visible to you.":          117,
-	"Nothing to do: no instance this action applies to matches the filter.": 55,
-	"Nothing to find: the search box is empty.":                             515,
-	"Nov":                       246,
-	"Now":                       378,
-	"Occurrence":                261,
-	"Occurrence %s":             350,
-	"Occurrence offered again":  73,
-	"Occurrences now":           490,
-	"Occurrences, newest first": 441,
-	"Oct":                       245,
-	"Offered from %s — %s.":     411,
-	"Oldest claimable waits":    206,
-	"On error":                  489,
-	"On success":                488,
-	"Only a value this page shows as hidden (sensitive) can be revealed.": 510,
-	"Only administrators manage tokens.":                                  526,
-	"Only administrators may reveal a sensitive value.":                   507,
-	"Open":             203,
-	"Operator actions": 256,
-	"Operator actions on this instance, newest first": 269,
-	"Operator actions, newest first":                  86,
-	"Outcome":                                         366,
-	"Outputs":                                         159,
-	"Outputs of revision %d":                          168,
-	"Outputs of the working copy":                     161,
-	"Outputs, labelled by revision %d's contract":     385,
-	"Pages": 87,
-	"Pages with a form, such as a confirmation, never reload on their own.": 467,
-	"Path":                            257,
-	"Pinned revision":                 487,
-	"Policy":                          353,
-	"Previous page":                   459,
-	"Priority":                        357,
-	"Process":                         57,
-	"Process %s":                      479,
-	"Process and node":                442,
-	"Process inputs":                  271,
-	"Process instance":                72,
-	"Process instance %s":             254,
-	"Process instances":               289,
-	"Process instances, newest first": 294,
-	"Processes":                       97,
-	"Processes by key":                475,
-	"Protocol":                        566,
-	"Published":                       145,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 474,
-	"Reason": 71,
-	"Reason (recorded in the audit log for every instance)": 42,
+	"Key":                     187,
+	"Kind":                    488,
+	"Language":                93,
+	"Last error (attempt %d)": 397,
+	"Last reserved":           394,
+	"Last saved":              139,
+	"Last seen":               572,
+	"Last used":               532,
+	"Latest revision":         188,
+	"Lists every change from one revision to another, and whom it may break.": 149,
+	"Local time at %s": 473,
+	"Lock expired %s — waiting to be offered again.": 414,
+	"Lock expires":                     395,
+	"Main navigation":                  95,
+	"Mar":                              240,
+	"Maximum attempts":                 356,
+	"May":                              242,
+	"Message from Relais (in English)": 400,
+	"Message from the service (as it sent it)": 401,
+	"Mode": 353,
+	"More filters: instance, revision, consumer, dates": 440,
+	"Name":                               137,
+	"Never":                              474,
+	"Next attempt":                       393,
+	"Next attempt or settled":            447,
+	"Next node":                          265,
+	"Next page":                          90,
+	"No definition has occurrences yet.": 211,
+	"No definition yet.":                 190,
+	"No inputs.":                         159,
+	"No instance matches these filters.": 299,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 519,
+	"No occurrence matches these filters.":                                                   448,
+	"No operator action matches.":                                                            82,
+	"No operator has acted on this instance.":                                                270,
+	"No outputs yet: the occurrence has not completed.":                                      388,
+	"No outputs.": 162,
+	"No outputs: the occurrence ended without completing.":          390,
+	"No process is published yet.":                                  479,
+	"No release yet.":                                               143,
+	"No revision yet: the Working copy has never been snapshotted.": 141,
+	"No service has reserved this occurrence yet.":                  370,
+	"No token.":                         539,
+	"No worker is connected.":           573,
+	"No worker serves this definition.": 576,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 579,
+	"Node":    262,
+	"Node %s": 200,
+	"Nodes":   486,
+	"Nodes of this version, with their occurrences now": 487,
+	"Nodes reached, in order":                           261,
+	"Not allowed":                                       112,
+	"Not found":                                         118,
+	"Notes":                                             146,
+	"Nothing exists at this address, or it is not visible to you.":          119,
+	"Nothing to do: no instance this action applies to matches the filter.": 57,
+	"Nothing to find: the search box is empty.":                             517,
+	"Nov":                       248,
+	"Now":                       380,
+	"Occurrence":                263,
+	"Occurrence %s":             352,
+	"Occurrence offered again":  75,
+	"Occurrences now":           492,
+	"Occurrences, newest first": 443,
+	"Oct":                       247,
+	"Offered from %s — %s.":     413,
+	"Oldest claimable waits":    208,
+	"On error":                  491,
+	"On success":                490,
+	"Only a value this page shows as hidden (sensitive) can be revealed.": 512,
+	"Only administrators manage tokens.":                                  528,
+	"Only administrators may reveal a sensitive value.":                   509,
+	"Open":             205,
+	"Operator actions": 258,
+	"Operator actions on this instance, newest first": 271,
+	"Operator actions, newest first":                  88,
+	"Outcome":                                         368,
+	"Outputs":                                         161,
+	"Outputs of revision %d":                          170,
+	"Outputs of the working copy":                     163,
+	"Outputs, labelled by revision %d's contract":     387,
+	"Pages": 89,
+	"Pages with a form, such as a confirmation, never reload on their own.": 469,
+	"Path":                            259,
+	"Pinned revision":                 489,
+	"Policy":                          355,
+	"Previous page":                   461,
+	"Priority":                        359,
+	"Process":                         59,
+	"Process %s":                      481,
+	"Process and node":                444,
+	"Process inputs":                  273,
+	"Process instance":                74,
+	"Process instance %s":             256,
+	"Process instances":               291,
+	"Process instances, newest first": 296,
+	"Processes":                       99,
+	"Processes by key":                477,
+	"Protocol":                        568,
+	"Published":                       147,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 476,
+	"Reason": 73,
+	"Reason (recorded in the audit log for every instance)": 44,
 	"Reason (recorded in the audit log)":                    9,
-	"Reason given by the worker":                            374,
-	"Recorded operator actions":                             267,
-	"Relais console":                                        90,
-	"Relais has not called the destination yet.":            372,
-	"Relais is calling the destination (since %s).":         416,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 373,
-	"Relais refused the action. Nothing was done.":                                                         33,
-	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 402,
-	"Release":                             142,
-	"Releases":                            140,
-	"Releases, oldest first":              162,
-	"Reload lists and detail pages":       466,
-	"Replica":                             371,
-	"Required":                            128,
-	"Reserved":                            363,
-	"Reserved by %s.":                     418,
-	"Reserved by %s; lock until %s — %s.": 417,
-	"Retried by %s at %s — “%s”":          279,
-	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 35,
-	"Retries":            375,
-	"Retry %d instances": 47,
-	"Retry at %s — %s.":  410,
-	"Retry delay":        355,
-	"Retry every held instance this filter matches": 44,
+	"Reason given by the worker":                            376,
+	"Recorded operator actions":                             269,
+	"Relais console":                                        92,
+	"Relais has not called the destination yet.":            374,
+	"Relais is calling the destination (since %s).":         418,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 375,
+	"Relais refused the action. Nothing was done.":                                                         35,
+	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 404,
+	"Release":                             144,
+	"Releases":                            142,
+	"Releases, oldest first":              164,
+	"Reload lists and detail pages":       468,
+	"Replica":                             373,
+	"Required":                            130,
+	"Reserved":                            365,
+	"Reserved by %s.":                     420,
+	"Reserved by %s; lock until %s — %s.": 419,
+	"Retried by %s at %s — “%s”":          281,
+	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 37,
+	"Retries":            377,
+	"Retry %d instances": 49,
+	"Retry at %s — %s.":  412,
+	"Retry delay":        357,
+	"Retry every held instance this filter matches": 46,
 	"Retry every held instance…":                    6,
-	"Retry or abandon it from its instance":         379,
+	"Retry or abandon it from its instance":         381,
 	"Retry process instance %s":                     13,
 	"Retry the instance":                            16,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 14,
-	"Retrying and abandoning apply to held instances, not %s ones.":                                           40,
+	"Retrying and abandoning apply to held instances, not %s ones.":                                           42,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 389,
-	"Revealed by %s at %s; recorded in the audit log.": 508,
-	"Revision":                  143,
-	"Revision %d":               164,
-	"Revisions":                 138,
-	"Revoke the %s token “%s”?": 540,
-	"Revoke the token":          542,
-	"Revoke token %d":           539,
-	"Revoke…":                   535,
-	"Role":                      529,
-	"Route":                     262,
-	"Routing output":            136,
-	"Rows %s–%s":                460,
-	"Save settings":             468,
+	"Reveal — this is recorded": 391,
+	"Revealed by %s at %s; recorded in the audit log.": 510,
+	"Revision":                  145,
+	"Revision %d":               166,
+	"Revisions":                 140,
+	"Revoke the %s token “%s”?": 542,
+	"Revoke the token":          544,
+	"Revoke token %d":           541,
+	"Revoke…":                   537,
+	"Role":                      531,
+	"Route":                     264,
+	"Routing output":            138,
+	"Rows %s–%s":                462,
+	"Save settings":             470,
 	"Say why, for whoever reads the log later: at most %d characters.": 10,
-	"Search":                               513,
-	"Secret values can never be revealed.": 511,
-	"Sep":                                  244,
-	"Served by %d workers":                 578,
+	"Search":                               515,
+	"Secret values can never be revealed.": 513,
+	"Sep":                                  246,
+	"Served by %d workers":                 580,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 23,
-	"Settled":              265,
-	"Settlement date":      437,
-	"Show all definitions": 212,
-	"Show times in":        464,
-	"Showing the instances bulk action %s changed.": 84,
-	"Sign in": 519,
-	"Sign in with an operator or administrator token.": 520,
-	"Sign out":             105,
-	"Signed in as %s (%s)": 104,
-	"Skip to content":      92,
-	"Slot":                 220,
-	"Snapshotted":          165,
-	"Something went wrong": 122,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 527,
-	"Start node":        481,
-	"Started":           280,
-	"Status":            58,
-	"Stop %d instances": 54,
-	"Stop every running or held instance this filter matches": 51,
+	"Settled":              267,
+	"Settlement date":      439,
+	"Show all definitions": 214,
+	"Show times in":        466,
+	"Showing the instances bulk action %s changed.": 86,
+	"Sign in": 521,
+	"Sign in with an operator or administrator token.": 522,
+	"Sign out":             107,
+	"Signed in as %s (%s)": 106,
+	"Skip to content":      94,
+	"Slot":                 222,
+	"Snapshotted":          167,
+	"Something went wrong": 124,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 529,
+	"Start node":        483,
+	"Started":           282,
+	"Status":            60,
+	"Stop %d instances": 56,
+	"Stop every running or held instance this filter matches": 53,
 	"Stop every running or held instance…":                    8,
 	"Stop process instance %s":                                21,
 	"Stop the instance":                                       24,
 	"Stop this instance? Its open occurrences are cancelled.": 22,
 	"Stop this instance…":                                     2,
-	"Stopped by %s at %s — “%s”":                              277,
-	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 37,
-	"Stopping applies to running or held instances, not %s ones.":                              39,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   276,
-	"Summary": 255,
-	"Task contracts: their Working copy, immutable revisions and named releases.": 183,
-	"Temporarily unavailable":                                    120,
-	"That is too long to be an id or a business key.":            516,
-	"The bulk action must be its id (a UUID).":                   83,
-	"The call could not be prepared.":                            403,
-	"The chart’s numbers":                                        218,
-	"The confirmed count is missing: start again from the list.": 64,
-	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           123,
-	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      465,
-	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 65,
-	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 121,
-	"The deadline passed before a result arrived.": 400,
-	"The destination answered HTTP %s.":            409,
-	"The destination could not be reached.":        404,
-	"The destination’s answer was too large.":      405,
-	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                            113,
-	"The inputs could not be built from the process’s bindings.":                                                                  407,
-	"The last attempt’s lock expired with no attempt left.":                                                                       406,
-	"The next page counts them and asks for a reason before anything changes.":                                                    293,
-	"The nodes this instance reached, in order, each with its occurrence.":                                                        258,
-	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                134,
-	"The page cursor is invalid: go back to the first page.":                                                                      85,
-	"The page size must be between 1 and %d.":                                                                                     288,
-	"The process instance must be an instance id (a UUID).":                                                                       82,
-	"The result did not match the revision's outputs contract.":                                                                   401,
-	"The revision must be a whole number, 1 or more.":                                                                             435,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 522,
-	"The token was revoked.":                        538,
-	"These revisions have the same contracts.":      155,
-	"These settings are kept in this browser only.": 463,
-	"This contract has no inputs.":                  384,
-	"This contract has no outputs.":                 387,
-	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                                                                      119,
+	"Stopped by %s at %s — “%s”":                              279,
+	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 39,
+	"Stopping applies to running or held instances, not %s ones.":                              41,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   278,
+	"Summary": 257,
+	"Task contracts: their Working copy, immutable revisions and named releases.": 185,
+	"Temporarily unavailable":                                    122,
+	"That is too long to be an id or a business key.":            518,
+	"The bulk action must be its id (a UUID).":                   85,
+	"The call could not be prepared.":                            405,
+	"The chart’s numbers":                                        220,
+	"The confirmed count is missing: start again from the list.": 66,
+	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           125,
+	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      467,
+	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 67,
+	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 123,
+	"The deadline passed before a result arrived.": 402,
+	"The destination answered HTTP %s.":            411,
+	"The destination could not be reached.":        406,
+	"The destination’s answer was too large.":      407,
+	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                            115,
+	"The inputs could not be built from the process’s bindings.":                                                                  409,
+	"The last attempt’s lock expired with no attempt left.":                                                                       408,
+	"The next page counts them and asks for a reason before anything changes.":                                                    295,
+	"The nodes this instance reached, in order, each with its occurrence.":                                                        260,
+	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                136,
+	"The page cursor is invalid: go back to the first page.":                                                                      87,
+	"The page size must be between 1 and %d.":                                                                                     290,
+	"The process instance must be an instance id (a UUID).":                                                                       84,
+	"The reason you gave, not recorded:":                                                                                          29,
+	"The result did not match the revision's outputs contract.":                                                                   403,
+	"The revision must be a whole number, 1 or more.":                                                                             437,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 524,
+	"The token was revoked.":                        540,
+	"These revisions have the same contracts.":      157,
+	"These settings are kept in this browser only.": 465,
+	"This contract has no inputs.":                  386,
+	"This contract has no outputs.":                 389,
+	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                                                                      121,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.": 25,
-	"This instance has already ended; there is nothing to stop.":                                                                                                               31,
-	"This instance has not reached a task yet.":                                                                                                                                266,
+	"This instance has already ended; there is nothing to stop.":                                                                                                               33,
+	"This instance has not reached a task yet.":                                                                                                                                268,
 	"This instance is %s, not held: there is nothing to abandon.":                                                                                                              27,
 	"This instance is %s, not held: there is nothing to retry.":                                                                                                                26,
 	"This instance is %s: there is nothing to stop.":                                                                                                                           28,
-	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 274,
-	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 275,
-	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          29,
-	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   34,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            545,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           544,
-	"This page does not accept that request.":     512,
-	"This page link is not one the console made.": 562,
-	"This page reloads every %d seconds.":         109,
-	"This process takes no inputs.":               273,
-	"This token is unknown or has been revoked.":  524,
-	"Times in %s · no auto-reload":                108,
-	"Times in %s · reload every %d s":             107,
-	"To revision":                                 149,
-	"Token":                                       521,
-	"Tokens":                                      103,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 523,
-	"Totals of all definitions, not narrowed by the other filters":         449,
-	"Totals of definition %s, not narrowed by the other filters":           448,
-	"Type": 127,
-	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 514,
-	"UTC (coordinated universal time)": 470,
-	"Unknown action.":                  38,
-	"Unknown consumer.":                436,
-	"Unknown status %q.":               286,
-	"Value":                            270,
-	"Version":                          480,
-	"Versions, newest first":           476,
-	"Waiting for Relais to call the destination since %s (%s).": 413,
-	"Waiting for a worker since %s (%s).":                       414,
-	"When":                                                      68,
-	"Who":                                                       69,
-	"Worker":                                                    565,
-	"Worker id":                                                 362,
-	"Workers":                                                   102,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        563,
+	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 276,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 277,
+	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          31,
+	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   36,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            547,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           546,
+	"This page does not accept that request.":     514,
+	"This page link is not one the console made.": 564,
+	"This page reloads every %d seconds.":         111,
+	"This process takes no inputs.":               275,
+	"This token is unknown or has been revoked.":  526,
+	"Times in %s · no auto-reload":                110,
+	"Times in %s · reload every %d s":             109,
+	"To revision":                                 151,
+	"Token":                                       523,
+	"Tokens":                                      105,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 525,
+	"Totals of all definitions, not narrowed by the other filters":         451,
+	"Totals of definition %s, not narrowed by the other filters":           450,
+	"Type": 129,
+	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 516,
+	"UTC (coordinated universal time)": 472,
+	"Unknown action.":                  40,
+	"Unknown consumer.":                438,
+	"Unknown status %q.":               288,
+	"Value":                            272,
+	"Version":                          482,
+	"Versions, newest first":           478,
+	"Waiting for Relais to call the destination since %s (%s).": 415,
+	"Waiting for a worker since %s (%s).":                       416,
+	"When":                                                      70,
+	"Who":                                                       71,
+	"Worker":                                                    567,
+	"Worker id":                                                 364,
+	"Workers":                                                   104,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        565,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 15,
-	"Workers seen within three heartbeats": 564,
-	"Workers serving %s":                   572,
-	"Working copy":                         133,
-	"You are signed out.":                  518,
-	"Your role can read definitions only: external tasks and process instances are for operators and administrators.": 111,
-	"[redacted]":                          434,
+	"Workers seen within three heartbeats": 566,
+	"Workers serving %s":                   574,
+	"Working copy":                         135,
+	"You are signed out.":                  520,
+	"Your role can read definitions only: external tasks and process instances are for operators and administrators.": 113,
+	"[redacted]":                          436,
 	"abandon":                             4,
-	"administrator":                       326,
-	"an incident: retry, abandon or stop": 193,
-	"answer too large":                    432,
-	"any":                                 56,
-	"any other code → %s":                 502,
-	"any other error":                     191,
-	"as of %s (%s); counts are refreshed every few seconds.": 451,
-	"at least %d characters":                                 548,
-	"at least %d items":                                      555,
-	"at most %d":                                             381,
-	"at most %d characters":                                  549,
-	"at most %d items":                                       556,
-	"available":                                              300,
-	"boolean":                                                313,
-	"call in progress since":                                 456,
-	"cancelled":                                              303,
-	"choice":                                                 316,
-	"claimable since":                                        455,
-	"claimable since %s":                                     211,
-	"classification changed":                                 337,
-	"completed":                                              216,
-	"constraint changed":                                     338,
-	"consumer":                                               329,
-	"consumer #%s":                                           427,
-	"date":                                                   314,
-	"date and time":                                          315,
-	"deadline %s":                                            505,
-	"deferred":                                               302,
-	"deferred since":                                         458,
-	"designer":                                               328,
-	"disconnected":                                           309,
-	"end (completes)":                                        497,
-	"end (fails)":                                            498,
-	"end: completes the instance":                            194,
-	"end: fails the instance":                                195,
-	"expired":                                                306,
-	"failed":                                                 217,
-	"fails the instance":                                     503,
-	"field added":                                            332,
-	"field removed":                                          333,
-	"format":                                                 343,
-	"format %s":                                              551,
-	"from":                                                   290,
-	"held":                                                   305,
-	"held for an operator":                                   192,
-	"hold (an incident for an operator)":                     501,
-	"id or business key":                                     99,
-	"in %s":                                                  229,
-	"in progress":                                            369,
-	"instance id":                                            439,
-	"integer":                                                311,
-	"just now":                                               231,
-	"list":                                                   318,
-	"lock until":                                             457,
-	"long polling":                                           576,
-	"maximum":                                                345,
-	"maximum %s":                                             553,
-	"maximum items":                                          347,
-	"maximum length":                                         341,
-	"minimum":                                                344,
-	"minimum %s":                                             552,
-	"minimum items":                                          346,
-	"minimum length":                                         340,
-	"never":                                                  532,
-	"next attempt":                                           454,
-	"no":                                                     331,
-	"no answer within the timeout":                           430,
-	"no connection":                                          431,
-	"none":                                                   182,
-	"none yet":                                               187,
-	"none: a failed call takes the node’s error path": 376,
-	"normal":                          319,
-	"not provided":                    557,
-	"not yet":                         533,
-	"null":                            559,
-	"number":                          312,
-	"object":                          317,
-	"on error":                        190,
-	"one of: %s":                      554,
-	"operator":                        327,
-	"optional field of type %s":       181,
-	"optional → required":             174,
-	"pattern":                         342,
-	"pattern %s":                      550,
-	"pull":                            495,
-	"pull %s":                         197,
-	"pull (the service fetches it)":   324,
-	"push %s":                         196,
-	"push (Relais calls the service)": 325,
-	"push to %s":                      496,
-	"rejected":                        307,
-	"released":                        308,
-	"required changed":                335,
-	"required field of type %s":       180,
-	"required → optional":             175,
-	"reserved":                        301,
+	"administrator":                       328,
+	"an incident: retry, abandon or stop": 195,
+	"answer too large":                    434,
+	"any":                                 58,
+	"any other code → %s":                 504,
+	"any other error":                     193,
+	"as of %s (%s); counts are refreshed every few seconds.": 453,
+	"at least %d characters":                                 550,
+	"at least %d items":                                      557,
+	"at most %d":                                             383,
+	"at most %d characters":                                  551,
+	"at most %d items":                                       558,
+	"available":                                              302,
+	"boolean":                                                315,
+	"call in progress since":                                 458,
+	"cancelled":                                              305,
+	"choice":                                                 318,
+	"claimable since":                                        457,
+	"claimable since %s":                                     213,
+	"classification changed":                                 339,
+	"completed":                                              218,
+	"constraint changed":                                     340,
+	"consumer":                                               331,
+	"consumer #%s":                                           429,
+	"date":                                                   316,
+	"date and time":                                          317,
+	"deadline %s":                                            507,
+	"deferred":                                               304,
+	"deferred since":                                         460,
+	"designer":                                               330,
+	"disconnected":                                           311,
+	"end (completes)":                                        499,
+	"end (fails)":                                            500,
+	"end: completes the instance":                            196,
+	"end: fails the instance":                                197,
+	"expired":                                                308,
+	"failed":                                                 219,
+	"fails the instance":                                     505,
+	"field added":                                            334,
+	"field removed":                                          335,
+	"format":                                                 345,
+	"format %s":                                              553,
+	"from":                                                   292,
+	"held":                                                   307,
+	"held for an operator":                                   194,
+	"hold (an incident for an operator)":                     503,
+	"id or business key":                                     101,
+	"in %s":                                                  231,
+	"in progress":                                            371,
+	"instance id":                                            441,
+	"integer":                                                313,
+	"just now":                                               233,
+	"list":                                                   320,
+	"lock until":                                             459,
+	"long polling":                                           578,
+	"maximum":                                                347,
+	"maximum %s":                                             555,
+	"maximum items":                                          349,
+	"maximum length":                                         343,
+	"minimum":                                                346,
+	"minimum %s":                                             554,
+	"minimum items":                                          348,
+	"minimum length":                                         342,
+	"never":                                                  534,
+	"next attempt":                                           456,
+	"no":                                                     333,
+	"no answer within the timeout":                           432,
+	"no connection":                                          433,
+	"none":                                                   184,
+	"none yet":                                               189,
+	"none: a failed call takes the node’s error path": 378,
+	"normal":                          321,
+	"not provided":                    559,
+	"not yet":                         535,
+	"null":                            561,
+	"number":                          314,
+	"object":                          319,
+	"on error":                        192,
+	"one of: %s":                      556,
+	"operator":                        329,
+	"optional field of type %s":       183,
+	"optional → required":             176,
+	"pattern":                         344,
+	"pattern %s":                      552,
+	"pull":                            497,
+	"pull %s":                         199,
+	"pull (the service fetches it)":   326,
+	"push %s":                         198,
+	"push (Relais calls the service)": 327,
+	"push to %s":                      498,
+	"rejected":                        309,
+	"released":                        310,
+	"required changed":                337,
+	"required field of type %s":       182,
+	"required → optional":             177,
+	"reserved":                        303,
 	"retry":                           3,
-	"revision %d":                     452,
-	"routing changed":                 339,
-	"routing output":                  546,
-	"routing output %s → %s":          173,
-	"running":                         304,
-	"secret":                          321,
-	"sensitive":                       320,
-	"settled":                         453,
+	"revision %d":                     454,
+	"routing changed":                 341,
+	"routing output":                  548,
+	"routing output %s → %s":          175,
+	"running":                         306,
+	"secret":                          323,
+	"sensitive":                       322,
+	"settled":                         455,
 	"stop":                            5,
-	"stream":                          575,
-	"text":                            310,
-	"this session":                    536,
-	"timeout %s":                      506,
-	"to":                              291,
-	"type changed":                    334,
-	"unexpected value":                560,
-	"unknown":                         433,
-	"values added: %s":                176,
-	"values changed":                  336,
-	"values removed: %s":              177,
-	"values reordered":                178,
-	"version %d":                      478,
-	"waiting":                         428,
-	"yes":                             330,
-	"••• hidden (secret)":             323,
-	"••• hidden (sensitive)":          322,
-	"→ %s":                            500,
+	"stream":                          577,
+	"text":                            312,
+	"this session":                    538,
+	"timeout %s":                      508,
+	"to":                              293,
+	"type changed":                    336,
+	"unexpected value":                562,
+	"unknown":                         435,
+	"values added: %s":                178,
+	"values changed":                  338,
+	"values removed: %s":              179,
+	"values reordered":                180,
+	"version %d":                      480,
+	"waiting":                         430,
+	"yes":                             332,
+	"••• hidden (secret)":             325,
+	"••• hidden (sensitive)":          324,
+	"→ %s":                            502,
 }
 
-var enIndex = []uint32{ // 580 elements
+var enIndex = []uint32{ // 582 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x0000005a,
@@ -629,165 +631,166 @@ var enIndex = []uint32{ // 580 elements
 	0x0000025b, 0x0000026e, 0x0000028d, 0x000002cc,
 	0x00000342, 0x00000357, 0x00000373, 0x000003ab,
 	0x00000459, 0x0000046b, 0x00000517, 0x00000554,
-	0x00000593, 0x000005c5, 0x0000062e, 0x000006d3,
+	0x00000593, 0x000005c5, 0x000005e8, 0x000005fd,
 	// Entry 20 - 3F
-	0x0000070e, 0x0000076b, 0x00000798, 0x000007e5,
-	0x00000838, 0x00000891, 0x000008ea, 0x000008fa,
-	0x00000939, 0x0000097a, 0x00000981, 0x000009b7,
-	0x000009c8, 0x000009f6, 0x00000a72, 0x00000abc,
-	0x00000af0, 0x00000b20, 0x00000b64, 0x00000b9c,
-	0x00000bd4, 0x00000c2b, 0x00000c8b, 0x00000cbd,
-	0x00000d03, 0x00000d07, 0x00000d0f, 0x00000d16,
-	0x00000d23, 0x00000d30, 0x00000d3b, 0x00000e6a,
+	0x00000666, 0x0000070b, 0x00000746, 0x000007a3,
+	0x000007d0, 0x0000081d, 0x00000870, 0x000008c9,
+	0x00000922, 0x00000932, 0x00000971, 0x000009b2,
+	0x000009b9, 0x000009ef, 0x00000a00, 0x00000a2e,
+	0x00000aaa, 0x00000af4, 0x00000b28, 0x00000b58,
+	0x00000b9c, 0x00000bd4, 0x00000c0c, 0x00000c63,
+	0x00000cc3, 0x00000cf5, 0x00000d3b, 0x00000d3f,
+	0x00000d47, 0x00000d4e, 0x00000d5b, 0x00000d68,
 	// Entry 40 - 5F
-	0x00000e84, 0x00000ebf, 0x00000f68, 0x00000fbd,
-	0x0000106c, 0x00001071, 0x00001075, 0x0000107c,
-	0x00001083, 0x00001094, 0x000010ad, 0x000010b9,
-	0x000010c3, 0x00001153, 0x0000115b, 0x00001169,
-	0x00001177, 0x00001193, 0x0000119f, 0x000011d5,
-	0x000011fe, 0x0000122f, 0x00001266, 0x00001285,
-	0x0000128b, 0x00001295, 0x000012a0, 0x000012af,
-	0x000012b8, 0x000012c8, 0x000012d8, 0x000012df,
+	0x00000d73, 0x00000ea2, 0x00000ebc, 0x00000ef7,
+	0x00000fa0, 0x00000ff5, 0x000010a4, 0x000010a9,
+	0x000010ad, 0x000010b4, 0x000010bb, 0x000010cc,
+	0x000010e5, 0x000010f1, 0x000010fb, 0x0000118b,
+	0x00001193, 0x000011a1, 0x000011af, 0x000011cb,
+	0x000011d7, 0x0000120d, 0x00001236, 0x00001267,
+	0x0000129e, 0x000012bd, 0x000012c3, 0x000012cd,
+	0x000012d8, 0x000012e7, 0x000012f0, 0x00001300,
 	// Entry 60 - 7F
-	0x000012ee, 0x000012f8, 0x00001302, 0x00001321,
-	0x00001334, 0x00001339, 0x00001345, 0x0000134d,
-	0x00001354, 0x0000136f, 0x00001378, 0x00001389,
-	0x000013b0, 0x000013d1, 0x000013f8, 0x00001404,
-	0x00001474, 0x00001484, 0x000014ec, 0x00001503,
-	0x00001517, 0x00001521, 0x0000155e, 0x0000156b,
-	0x000015cf, 0x000015e7, 0x0000162d, 0x00001642,
-	0x000016b1, 0x000016f7, 0x00001719, 0x0000171f,
+	0x00001310, 0x00001317, 0x00001326, 0x00001330,
+	0x0000133a, 0x00001359, 0x0000136c, 0x00001371,
+	0x0000137d, 0x00001385, 0x0000138c, 0x000013a7,
+	0x000013b0, 0x000013c1, 0x000013e8, 0x00001409,
+	0x00001430, 0x0000143c, 0x000014ac, 0x000014bc,
+	0x00001524, 0x0000153b, 0x0000154f, 0x00001559,
+	0x00001596, 0x000015a3, 0x00001607, 0x0000161f,
+	0x00001665, 0x0000167a, 0x000016e9, 0x0000172f,
 	// Entry 80 - 9F
-	0x00001724, 0x0000172d, 0x0000173c, 0x00001748,
-	0x00001754, 0x00001765, 0x00001772, 0x000017cf,
-	0x000017d4, 0x000017e3, 0x000017ee, 0x000017f8,
-	0x00001836, 0x0000183f, 0x0000184f, 0x00001857,
-	0x00001860, 0x00001866, 0x00001870, 0x00001882,
-	0x000018ca, 0x000018d8, 0x000018e4, 0x000018ec,
-	0x000018f3, 0x000018fa, 0x0000190b, 0x0000191a,
-	0x00001943, 0x0000194a, 0x00001955, 0x00001970,
+	0x00001751, 0x00001757, 0x0000175c, 0x00001765,
+	0x00001774, 0x00001780, 0x0000178c, 0x0000179d,
+	0x000017aa, 0x00001807, 0x0000180c, 0x0000181b,
+	0x00001826, 0x00001830, 0x0000186e, 0x00001877,
+	0x00001887, 0x0000188f, 0x00001898, 0x0000189e,
+	0x000018a8, 0x000018ba, 0x00001902, 0x00001910,
+	0x0000191c, 0x00001924, 0x0000192b, 0x00001932,
+	0x00001943, 0x00001952, 0x0000197b, 0x00001982,
 	// Entry A0 - BF
-	0x00001978, 0x00001984, 0x000019a0, 0x000019b7,
-	0x000019d9, 0x000019e8, 0x000019f4, 0x000019fb,
-	0x00001a14, 0x00001a2e, 0x00001a58, 0x00001a7f,
-	0x00001aa3, 0x00001aca, 0x00001ae9, 0x00001aff,
-	0x00001b15, 0x00001b29, 0x00001b3f, 0x00001b50,
-	0x00001b67, 0x00001b84, 0x00001ba1, 0x00001ba6,
-	0x00001bf2, 0x00001c05, 0x00001c09, 0x00001c19,
-	0x00001c22, 0x00001c35, 0x00001c5b, 0x00001c64,
+	0x0000198d, 0x000019a8, 0x000019b0, 0x000019bc,
+	0x000019d8, 0x000019ef, 0x00001a11, 0x00001a20,
+	0x00001a2c, 0x00001a33, 0x00001a4c, 0x00001a66,
+	0x00001a90, 0x00001ab7, 0x00001adb, 0x00001b02,
+	0x00001b21, 0x00001b37, 0x00001b4d, 0x00001b61,
+	0x00001b77, 0x00001b88, 0x00001b9f, 0x00001bbc,
+	0x00001bd9, 0x00001bde, 0x00001c2a, 0x00001c3d,
+	0x00001c41, 0x00001c51, 0x00001c5a, 0x00001c6d,
 	// Entry C0 - DF
-	0x00001c74, 0x00001c89, 0x00001cad, 0x00001cc9,
-	0x00001ce1, 0x00001cec, 0x00001cf7, 0x00001d02,
-	0x00001d5f, 0x00001d83, 0x00001dae, 0x00001db9,
-	0x00001dbe, 0x00001dcd, 0x00001dd4, 0x00001deb,
-	0x00001e00, 0x00001e12, 0x00001e35, 0x00001e67,
-	0x00001e7d, 0x00001e92, 0x00001ea2, 0x00001edb,
-	0x00001f40, 0x00001f4a, 0x00001f51, 0x00001f67,
-	0x00001fa0, 0x00001fa5, 0x00001faf, 0x00001fbd,
+	0x00001c93, 0x00001c9c, 0x00001cac, 0x00001cc1,
+	0x00001ce5, 0x00001d01, 0x00001d19, 0x00001d24,
+	0x00001d2f, 0x00001d3a, 0x00001d97, 0x00001dbb,
+	0x00001de6, 0x00001df1, 0x00001df6, 0x00001e05,
+	0x00001e0c, 0x00001e23, 0x00001e38, 0x00001e4a,
+	0x00001e6d, 0x00001e9f, 0x00001eb5, 0x00001eca,
+	0x00001eda, 0x00001f13, 0x00001f78, 0x00001f82,
+	0x00001f89, 0x00001f9f, 0x00001fd8, 0x00001fdd,
 	// Entry E0 - FF
-	0x00001fcd, 0x00001fda, 0x00001fe7, 0x00002007,
-	0x00002013, 0x0000202c, 0x00002035, 0x0000203f,
-	0x00002048, 0x00002050, 0x0000205a, 0x00002062,
-	0x0000206a, 0x0000206e, 0x00002072, 0x00002076,
-	0x0000207a, 0x0000207e, 0x00002082, 0x00002086,
-	0x0000208a, 0x0000208e, 0x00002092, 0x00002096,
-	0x0000209a, 0x000020a4, 0x000020c2, 0x000020e2,
-	0x00002106, 0x0000212a, 0x00002133, 0x0000214a,
+	0x00001fe7, 0x00001ff5, 0x00002005, 0x00002012,
+	0x0000201f, 0x0000203f, 0x0000204b, 0x00002064,
+	0x0000206d, 0x00002077, 0x00002080, 0x00002088,
+	0x00002092, 0x0000209a, 0x000020a2, 0x000020a6,
+	0x000020aa, 0x000020ae, 0x000020b2, 0x000020b6,
+	0x000020ba, 0x000020be, 0x000020c2, 0x000020c6,
+	0x000020ca, 0x000020ce, 0x000020d2, 0x000020dc,
+	0x000020fa, 0x0000211a, 0x0000213e, 0x00002162,
 	// Entry 100 - 11F
-	0x00002152, 0x00002163, 0x00002168, 0x000021ad,
-	0x000021c5, 0x000021ca, 0x000021d5, 0x000021db,
-	0x000021e5, 0x000021ed, 0x000021f5, 0x0000221f,
-	0x00002239, 0x00002261, 0x00002291, 0x00002297,
-	0x000022a6, 0x000022f9, 0x00002317, 0x00002439,
-	0x000024f8, 0x0000254f, 0x00002579, 0x000025a5,
-	0x000025cf, 0x000025d7, 0x000025dd, 0x000025e6,
-	0x000025f3, 0x00002605, 0x00002610, 0x00002626,
+	0x0000216b, 0x00002182, 0x0000218a, 0x0000219b,
+	0x000021a0, 0x000021e5, 0x000021fd, 0x00002202,
+	0x0000220d, 0x00002213, 0x0000221d, 0x00002225,
+	0x0000222d, 0x00002257, 0x00002271, 0x00002299,
+	0x000022c9, 0x000022cf, 0x000022de, 0x00002331,
+	0x0000234f, 0x00002471, 0x00002530, 0x00002587,
+	0x000025b1, 0x000025dd, 0x00002607, 0x0000260f,
+	0x00002615, 0x0000261e, 0x0000262b, 0x0000263d,
 	// Entry 120 - 13F
-	0x00002634, 0x0000265f, 0x00002671, 0x00002676,
-	0x00002679, 0x000026a3, 0x000026ec, 0x0000270c,
-	0x00002715, 0x00002727, 0x0000274a, 0x00002758,
-	0x00002765, 0x0000276f, 0x00002778, 0x00002781,
-	0x0000278b, 0x00002793, 0x00002798, 0x000027a0,
-	0x000027a9, 0x000027b2, 0x000027bf, 0x000027c4,
-	0x000027cc, 0x000027d3, 0x000027db, 0x000027e0,
-	0x000027ee, 0x000027f5, 0x000027fc, 0x00002801,
+	0x00002648, 0x0000265e, 0x0000266c, 0x00002697,
+	0x000026a9, 0x000026ae, 0x000026b1, 0x000026db,
+	0x00002724, 0x00002744, 0x0000274d, 0x0000275f,
+	0x00002782, 0x00002790, 0x0000279d, 0x000027a7,
+	0x000027b0, 0x000027b9, 0x000027c3, 0x000027cb,
+	0x000027d0, 0x000027d8, 0x000027e1, 0x000027ea,
+	0x000027f7, 0x000027fc, 0x00002804, 0x0000280b,
+	0x00002813, 0x00002818, 0x00002826, 0x0000282d,
 	// Entry 140 - 15F
-	0x00002808, 0x00002812, 0x00002819, 0x00002836,
-	0x00002850, 0x0000286e, 0x0000288e, 0x0000289c,
-	0x000028a5, 0x000028ae, 0x000028b7, 0x000028bb,
-	0x000028be, 0x000028ca, 0x000028d8, 0x000028e5,
-	0x000028f6, 0x00002905, 0x0000291c, 0x0000292f,
-	0x0000293f, 0x0000294e, 0x0000295d, 0x00002965,
-	0x0000296c, 0x00002974, 0x0000297c, 0x0000298a,
-	0x00002998, 0x000029ae, 0x000029c3, 0x000029d4,
+	0x00002834, 0x00002839, 0x00002840, 0x0000284a,
+	0x00002851, 0x0000286e, 0x00002888, 0x000028a6,
+	0x000028c6, 0x000028d4, 0x000028dd, 0x000028e6,
+	0x000028ef, 0x000028f3, 0x000028f6, 0x00002902,
+	0x00002910, 0x0000291d, 0x0000292e, 0x0000293d,
+	0x00002954, 0x00002967, 0x00002977, 0x00002986,
+	0x00002995, 0x0000299d, 0x000029a4, 0x000029ac,
+	0x000029b4, 0x000029c2, 0x000029d0, 0x000029e6,
 	// Entry 160 - 17F
-	0x000029d9, 0x000029df, 0x000029e6, 0x000029f7,
-	0x00002a03, 0x00002a0c, 0x00002a15, 0x00002a31,
-	0x00002a3a, 0x00002a56, 0x00002a5f, 0x00002a69,
-	0x00002a72, 0x00002a7b, 0x00002a92, 0x00002a9a,
-	0x00002aa8, 0x00002ad5, 0x00002ae1, 0x00002aed,
-	0x00002af5, 0x00002b20, 0x00002be2, 0x00002bfd,
-	0x00002c05, 0x00002c37, 0x00002c44, 0x00002c48,
-	0x00002c6e, 0x00002c94, 0x00002ca2, 0x00002cad,
+	0x000029fb, 0x00002a0c, 0x00002a11, 0x00002a17,
+	0x00002a1e, 0x00002a2f, 0x00002a3b, 0x00002a44,
+	0x00002a4d, 0x00002a69, 0x00002a72, 0x00002a8e,
+	0x00002a97, 0x00002aa1, 0x00002aaa, 0x00002ab3,
+	0x00002aca, 0x00002ad2, 0x00002ae0, 0x00002b0d,
+	0x00002b19, 0x00002b25, 0x00002b2d, 0x00002b58,
+	0x00002c1a, 0x00002c35, 0x00002c3d, 0x00002c6f,
+	0x00002c7c, 0x00002c80, 0x00002ca6, 0x00002ccc,
 	// Entry 180 - 19F
-	0x00002cdb, 0x00002cf8, 0x00002d27, 0x00002d59,
-	0x00002d77, 0x00002dac, 0x00002dc8, 0x00002dd7,
-	0x00002de4, 0x00002df2, 0x00002dff, 0x00002e08,
-	0x00002e23, 0x00002e3e, 0x00002e4a, 0x00002e6b,
-	0x00002e94, 0x00002ec1, 0x00002efb, 0x00002f60,
-	0x00002f80, 0x00002fa6, 0x00002fd0, 0x00003008,
-	0x00003045, 0x00003069, 0x0000308e, 0x000030a8,
-	0x000030c6, 0x000030fa, 0x0000313a, 0x00003164,
+	0x00002cda, 0x00002ce5, 0x00002d13, 0x00002d30,
+	0x00002d5f, 0x00002d91, 0x00002daf, 0x00002de4,
+	0x00002e00, 0x00002e0f, 0x00002e1c, 0x00002e2a,
+	0x00002e37, 0x00002e40, 0x00002e5b, 0x00002e76,
+	0x00002e82, 0x00002ea3, 0x00002ecc, 0x00002ef9,
+	0x00002f33, 0x00002f98, 0x00002fb8, 0x00002fde,
+	0x00003008, 0x00003040, 0x0000307d, 0x000030a1,
+	0x000030c6, 0x000030e0, 0x000030fe, 0x00003132,
 	// Entry 1A0 - 1BF
-	0x00003173, 0x000031a4, 0x000031d3, 0x000031e6,
-	0x0000325b, 0x0000326e, 0x000032a2, 0x000032d6,
-	0x000032e6, 0x0000332d, 0x0000335a, 0x00003367,
-	0x00003377, 0x0000337f, 0x00003397, 0x000033b4,
-	0x000033c2, 0x000033d3, 0x000033db, 0x000033e6,
-	0x00003416, 0x00003428, 0x00003438, 0x0000346a,
-	0x00003476, 0x00003487, 0x000034a1, 0x000034b2,
-	0x000034b8, 0x000034cc, 0x000034e4, 0x00003509,
+	0x00003172, 0x0000319c, 0x000031ab, 0x000031dc,
+	0x0000320b, 0x0000321e, 0x00003293, 0x000032a6,
+	0x000032da, 0x0000330e, 0x0000331e, 0x00003365,
+	0x00003392, 0x0000339f, 0x000033af, 0x000033b7,
+	0x000033cf, 0x000033ec, 0x000033fa, 0x0000340b,
+	0x00003413, 0x0000341e, 0x0000344e, 0x00003460,
+	0x00003470, 0x000034a2, 0x000034ae, 0x000034bf,
+	0x000034d9, 0x000034ea, 0x000034f0, 0x00003504,
 	// Entry 1C0 - 1DF
-	0x00003517, 0x00003555, 0x00003592, 0x000035be,
-	0x000035fb, 0x0000360a, 0x00003612, 0x0000361f,
-	0x0000362f, 0x00003646, 0x00003651, 0x00003660,
-	0x0000366e, 0x00003681, 0x000036a6, 0x000036d1,
-	0x000036ff, 0x0000370d, 0x000037a0, 0x000037be,
-	0x00003804, 0x00003812, 0x00003826, 0x00003847,
-	0x0000385b, 0x00003861, 0x00003875, 0x000038e8,
-	0x000038f9, 0x00003910, 0x0000392d, 0x0000393b,
+	0x0000351c, 0x00003541, 0x0000354f, 0x0000358d,
+	0x000035ca, 0x000035f6, 0x00003633, 0x00003642,
+	0x0000364a, 0x00003657, 0x00003667, 0x0000367e,
+	0x00003689, 0x00003698, 0x000036a6, 0x000036b9,
+	0x000036de, 0x00003709, 0x00003737, 0x00003745,
+	0x000037d8, 0x000037f6, 0x0000383c, 0x0000384a,
+	0x0000385e, 0x0000387f, 0x00003893, 0x00003899,
+	0x000038ad, 0x00003920, 0x00003931, 0x00003948,
 	// Entry 1E0 - 1FF
-	0x00003949, 0x00003951, 0x0000395c, 0x00003962,
-	0x00003a54, 0x00003a5a, 0x00003a8c, 0x00003a91,
-	0x00003aa1, 0x00003aac, 0x00003ab5, 0x00003ac5,
-	0x00003adf, 0x00003b18, 0x00003b27, 0x00003be1,
-	0x00003be6, 0x00003bf4, 0x00003c04, 0x00003c10,
-	0x00003c20, 0x00003c2a, 0x00003c4d, 0x00003c66,
-	0x00003c79, 0x00003ce5, 0x00003cf4, 0x00003d02,
-	0x00003d34, 0x00003d6b, 0x00003d79, 0x00003dbd,
+	0x00003965, 0x00003973, 0x00003981, 0x00003989,
+	0x00003994, 0x0000399a, 0x00003a8c, 0x00003a92,
+	0x00003ac4, 0x00003ac9, 0x00003ad9, 0x00003ae4,
+	0x00003aed, 0x00003afd, 0x00003b17, 0x00003b50,
+	0x00003b5f, 0x00003c19, 0x00003c1e, 0x00003c2c,
+	0x00003c3c, 0x00003c48, 0x00003c58, 0x00003c62,
+	0x00003c85, 0x00003c9e, 0x00003cb1, 0x00003d1d,
+	0x00003d2c, 0x00003d3a, 0x00003d6c, 0x00003da3,
 	// Entry 200 - 21F
-	0x00003de2, 0x00003e0a, 0x00003e11, 0x00003e6c,
-	0x00003e96, 0x00003ec6, 0x00003f24, 0x00003f38,
-	0x00003f40, 0x00003f71, 0x00003f77, 0x00003ff3,
-	0x0000403b, 0x00004066, 0x000040c8, 0x000040eb,
-	0x00004192, 0x00004195, 0x0000419a, 0x000041a4,
-	0x000041ac, 0x000041b2, 0x000041ba, 0x000041c8,
-	0x000041d2, 0x000041df, 0x000041e9, 0x00004200,
-	0x00004213, 0x00004237, 0x000042b7, 0x000042c8,
+	0x00003db1, 0x00003df5, 0x00003e1a, 0x00003e42,
+	0x00003e49, 0x00003ea4, 0x00003ece, 0x00003efe,
+	0x00003f5c, 0x00003f70, 0x00003f78, 0x00003fa9,
+	0x00003faf, 0x0000402b, 0x00004073, 0x0000409e,
+	0x00004100, 0x00004123, 0x000041ca, 0x000041cd,
+	0x000041d2, 0x000041dc, 0x000041e4, 0x000041ea,
+	0x000041f2, 0x00004200, 0x0000420a, 0x00004217,
+	0x00004221, 0x00004238, 0x0000424b, 0x0000426f,
 	// Entry 220 - 23F
-	0x000042d0, 0x00004345, 0x00004399, 0x000043a8,
-	0x000043b4, 0x000043f0, 0x0000442a, 0x00004438,
-	0x00004445, 0x00004453, 0x00004461, 0x0000446f,
-	0x000044a1, 0x000044d1, 0x000044de, 0x000044fe,
-	0x00004503, 0x00004514, 0x00004521, 0x0000454d,
-	0x000045d3, 0x000045f8, 0x000045ff, 0x00004608,
-	0x0000461b, 0x00004625, 0x0000462f, 0x00004639,
-	0x00004651, 0x00004667, 0x00004673, 0x00004695,
+	0x000042ef, 0x00004300, 0x00004308, 0x0000437d,
+	0x000043d1, 0x000043e0, 0x000043ec, 0x00004428,
+	0x00004462, 0x00004470, 0x0000447d, 0x0000448b,
+	0x00004499, 0x000044a7, 0x000044d9, 0x00004509,
+	0x00004516, 0x00004536, 0x0000453b, 0x0000454c,
+	0x00004559, 0x00004585, 0x0000460b, 0x00004630,
+	0x00004637, 0x00004640, 0x00004653, 0x0000465d,
+	0x00004667, 0x00004671, 0x00004689, 0x0000469f,
 	// Entry 240 - 25F
-	0x0000469c, 0x000046a9, 0x000046fd, 0x00004735,
-} // Size: 2344 bytes
+	0x000046ab, 0x000046cd, 0x000046d4, 0x000046e1,
+	0x00004735, 0x0000476d,
+} // Size: 2352 bytes
 
-const enData string = "" + // Size: 18229 bytes
+const enData string = "" + // Size: 18285 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every running or held instance…\x02Reason (recorded in the audit log)" +
@@ -809,274 +812,275 @@ const enData string = "" + // Size: 18229 bytes
 	"uts could not be built), so it would fail the same way. Abandon or stop " +
 	"it.\x02This instance is %[1]s, not held: there is nothing to retry.\x02T" +
 	"his instance is %[1]s, not held: there is nothing to abandon.\x02This in" +
-	"stance is %[1]s: there is nothing to stop.\x02This instance is no longer" +
-	" held (it is %[1]s now): someone may have acted on it first. Nothing was" +
-	" done.\x02Its occurrence failed before any attempt: its inputs could not" +
-	" be built, so a retry would fail the same way. Abandon or stop the insta" +
-	"nce instead. Nothing was done.\x02This instance has already ended; there" +
-	" is nothing to stop.\x02Give a reason: it is recorded in the audit log (" +
-	"at most %[1]d characters). Nothing was done.\x02Relais refused the actio" +
-	"n. Nothing was done.\x02This instance was already stopped; nothing chang" +
-	"ed and nothing was recorded.\x02Retried: the occurrence at node %[1]s is" +
-	" offered again. Recorded in the audit log.\x02Abandoned: the instance fa" +
-	"iled with the error code abandoned. Recorded in the audit log.\x02Stoppe" +
-	"d: the instance and its open occurrences are cancelled. Recorded in the " +
-	"audit log.\x02Unknown action.\x02Stopping applies to running or held ins" +
-	"tances, not %[1]s ones.\x02Retrying and abandoning apply to held instanc" +
-	"es, not %[1]s ones.\x02Filter\x02Reason (recorded in the audit log for e" +
-	"very instance)\x02Back to the list\x02Retry every held instance this fil" +
-	"ter matches\x02Each one’s failed occurrence is offered again with a fres" +
-	"h budget of attempts. Nothing is completed on anyone’s behalf.\x14\x01" +
-	"\x81\x01\x00\x02!\x02%[1]d held instance matches now.\x00 \x02%[1]d held" +
-	" instances match now.\x14\x01\x81\x01\x00\x02\x15\x02Retry %[1]d instanc" +
-	"e\x00\x16\x02Retry %[1]d instances\x02Abandon every held instance this f" +
-	"ilter matches\x02Each one fails with the error code abandoned and cannot" +
-	" be resumed.\x14\x01\x81\x01\x00\x02\x17\x02Abandon %[1]d instance\x00" +
-	"\x18\x02Abandon %[1]d instances\x02Stop every running or held instance t" +
-	"his filter matches\x02Each one and its open occurrences are cancelled; a" +
-	" stopped instance cannot be resumed.\x14\x01\x81\x01\x00\x02,\x02%[1]d r" +
-	"unning or held instance matches now.\x00+\x02%[1]d running or held insta" +
-	"nces match now.\x14\x01\x81\x01\x00\x02\x14\x02Stop %[1]d instance\x00" +
-	"\x15\x02Stop %[1]d instances\x02Nothing to do: no instance this action a" +
-	"pplies to matches the filter.\x02any\x02Process\x02Status\x02Business ke" +
-	"y\x02Created from\x02Created to\x14\x01\x81\x01\x00\x02\x8e\x01\x02%[1]d" +
-	" more held instance failed before any attempt (its inputs could not be b" +
-	"uilt): it cannot be retried and is left out. Abandon or stop it.\x00\x96" +
-	"\x01\x02%[1]d more held instances failed before any attempt (their input" +
-	"s could not be built): they cannot be retried and are left out. Abandon " +
-	"or stop them.\x02Cannot act on this filter\x02The confirmed count is mis" +
-	"sing: start again from the list.\x02The count changed since you confirme" +
-	"d it (it was %[1]d): instances were settled, started or acted on meanwhi" +
-	"le. Nothing was done; check the new count and confirm again.\x14\x02\x80" +
-	"\x01\x02&\x02Bulk %[1]s applied to %[2]d instance.\x00'\x02Bulk %[1]s ap" +
-	"plied to %[2]d instances.\x14\x01\x81\x01\x00\x02R\x02%[1]d skipped: it " +
-	"changed after the count (settled, or acted on by someone else).\x00T\x02" +
-	"%[1]d skipped: they changed after the count (settled, or acted on by som" +
-	"eone else).\x02When\x02Who\x02Action\x02Reason\x02Process instance\x02Oc" +
-	"currence offered again\x02Bulk action\x02Audit log\x02Every retry, aband" +
-	"on and stop an operator applied, with its reason. Reveals of sensitive v" +
-	"alues have their own log (GET /api/v1/audit/reveals).\x02Filters\x02Appl" +
-	"y filters\x02Clear filters\x02No operator action matches.\x02All actions" +
-	"\x02The process instance must be an instance id (a UUID).\x02The bulk ac" +
-	"tion must be its id (a UUID).\x02Showing the instances bulk action %[1]s" +
-	" changed.\x02The page cursor is invalid: go back to the first page.\x02O" +
-	"perator actions, newest first\x02Pages\x02Next page\x02First page\x02Rel" +
-	"ais console\x02Language\x02Skip to content\x02Main navigation\x02Health" +
-	"\x02External tasks\x02Instances\x02Processes\x02Find an instance or occu" +
-	"rrence\x02id or business key\x02Find\x02Definitions\x02Workers\x02Tokens" +
-	"\x02Signed in as %[1]s (%[2]s)\x02Sign out\x02Display settings\x02Times " +
-	"in %[1]s · reload every %[2]d s\x02Times in %[1]s · no auto-reload\x02Th" +
-	"is page reloads every %[1]d seconds.\x02Not allowed\x02Your role can rea" +
-	"d definitions only: external tasks and process instances are for operato" +
-	"rs and administrators.\x02Invalid request\x02The field “%[1]s” holds a N" +
-	"UL character or bytes that are not UTF-8 text: correct it and try again." +
-	"\x02Back to external tasks\x02Back to definitions\x02Not found\x02Nothin" +
-	"g exists at this address, or it is not visible to you.\x02Form refused" +
-	"\x02This form was not sent from this console session, or it has expired." +
-	" Reload the page and try again.\x02Temporarily unavailable\x02The databa" +
-	"se cannot be reached right now. Try again in a few seconds.\x02Something" +
-	" went wrong\x02The console could not show this page. Try again; if it pe" +
-	"rsists, give your administrator the request id %[1]s.\x02Counting the oc" +
-	"currences; the counts appear when you reload the page.\x02Counts are una" +
-	"vailable right now.\x02Field\x02Type\x02Required\x02Classification\x02Co" +
-	"nstraints\x02Description\x02Definition %[1]s\x02Working copy\x02The only" +
-	" mutable part of a definition. Processes never use it directly: they pin" +
-	" a revision.\x02Name\x02Routing output\x02Last saved\x02Revisions\x02No " +
-	"revision yet: the Working copy has never been snapshotted.\x02Releases" +
-	"\x02No release yet.\x02Release\x02Revision\x02Notes\x02Published\x02Comp" +
-	"are revisions\x02Lists every change from one revision to another, and wh" +
-	"om it may break.\x02From revision\x02To revision\x02Compare\x02Change" +
-	"\x02Detail\x02Breaks processes\x02Breaks workers\x02These revisions have" +
-	" the same contracts.\x02Inputs\x02No inputs.\x02Inputs of the working co" +
-	"py\x02Outputs\x02No outputs.\x02Outputs of the working copy\x02Releases," +
-	" oldest first\x02Changes between the two revisions\x02Revision %[1]d\x02" +
-	"Snapshotted\x02Digest\x02Inputs of revision %[1]d\x02Outputs of revision" +
-	" %[1]d\x02Choose two existing revisions to compare.\x02From revision %[1" +
-	"]d to revision %[2]d:\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d change\x00" +
-	"\x0e\x02%[1]d changes\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00" +
-	"\x0f\x02%[1]d breaking\x02routing output %[1]s → %[2]s\x02optional → req" +
-	"uired\x02required → optional\x02values added: %[1]s\x02values removed: %" +
-	"[1]s\x02values reordered\x02%[1]s: %[2]s → %[3]s\x02required field of ty" +
-	"pe %[1]s\x02optional field of type %[1]s\x02none\x02Task contracts: thei" +
-	"r Working copy, immutable revisions and named releases.\x02Definitions b" +
-	"y key\x02Key\x02Latest revision\x02none yet\x02No definition yet.\x14" +
-	"\x01\x81\x01\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases\x02o" +
-	"n error\x02any other error\x02held for an operator\x02an incident: retry" +
-	", abandon or stop\x02end: completes the instance\x02end: fails the insta" +
-	"nce\x02push %[1]s\x02pull %[1]s\x02Node %[1]s\x02Each definition’s queue" +
-	" and incidents now, and what its workers finished in the last hour.\x02C" +
-	"ompletions and failures, last hour\x02Definitions, those needing attenti" +
-	"on first\x02Definition\x02Open\x02Held instances\x02Failed\x02Oldest cla" +
-	"imable waits\x02Completed, last hour\x02Failed, last hour\x02No definiti" +
-	"on has occurrences yet.\x02As of %[1]s (%[2]s); refreshed every few seco" +
-	"nds.\x02claimable since %[1]s\x02Show all definitions\x02All definitions" +
-	"\x02Completions and failures per 5 minutes, last hour: %[1]s\x02In the l" +
-	"ast hour: %[1]d completed, %[2]d failed. The table after the chart gives" +
-	" each 5-minute slot.\x02completed\x02failed\x02The chart’s numbers\x02Co" +
-	"mpletions and failures per 5-minute slot, oldest first\x02Slot\x02Comple" +
-	"ted\x02%[1]s–%[2]s\x02%[1]d completed\x02%[1]d failed\x02%[1]s; %[2]s" +
-	"\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s" +
-	" %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d min\x02%" +
-	"[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Au" +
-	"g\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a" +
-	"\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d" +
-	" hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute" +
-	"\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second" +
-	"\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process instance %[1]s\x02Summa" +
-	"ry\x02Operator actions\x02Path\x02The nodes this instance reached, in or" +
-	"der, each with its occurrence.\x02Nodes reached, in order\x02Node\x02Occ" +
-	"urrence\x02Route\x02Next node\x02Created\x02Settled\x02This instance has" +
-	" not reached a task yet.\x02Recorded operator actions\x02No operator has" +
-	" acted on this instance.\x02Operator actions on this instance, newest fi" +
-	"rst\x02Value\x02Process inputs\x02Inputs the instance was started with, " +
-	"labelled by process version %[1]d's contract\x02This process takes no in" +
-	"puts.\x02This instance is held at a failed node: an incident. It cannot " +
-	"be retried: its occurrence at node %[1]s failed before any attempt (its " +
-	"inputs could not be built), so it would fail the same way. Abandon fails" +
-	" the instance; stop cancels it. Each asks for a reason, recorded in the " +
-	"audit log.\x02This instance is held at a failed node: an incident. Retry" +
-	" offers the failed occurrence again; abandon fails the instance; stop ca" +
-	"ncels it. Each asks for a reason, recorded in the audit log.\x02Stopping" +
-	" cancels the instance and its open occurrences. It does not complete any" +
-	"thing.\x02Stopped by %[1]s at %[2]s — “%[3]s”\x02Abandoned by %[1]s at %" +
-	"[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s — “%[3]s”\x02Started\x02Ende" +
-	"d\x02End node\x02Held at node\x02Failed occurrence\x02Error code\x02Unkn" +
-	"own status %[1]q.\x02Creation date\x02The page size must be between 1 an" +
-	"d %[1]d.\x02Process instances\x02from\x02to\x02Act on every instance thi" +
-	"s filter matches\x02The next page counts them and asks for a reason befo" +
-	"re anything changes.\x02Process instances, newest first\x02Instance\x02E" +
-	"nd node or error\x02No instance matches these filters.\x02All processes" +
-	"\x02All statuses\x02available\x02reserved\x02deferred\x02cancelled\x02ru" +
-	"nning\x02held\x02expired\x02rejected\x02released\x02disconnected\x02text" +
-	"\x02integer\x02number\x02boolean\x02date\x02date and time\x02choice\x02o" +
-	"bject\x02list\x02normal\x02sensitive\x02secret\x02••• hidden (sensitive)" +
-	"\x02••• hidden (secret)\x02pull (the service fetches it)\x02push (Relais" +
-	" calls the service)\x02administrator\x02operator\x02designer\x02consumer" +
-	"\x02yes\x02no\x02field added\x02field removed\x02type changed\x02require" +
-	"d changed\x02values changed\x02classification changed\x02constraint chan" +
-	"ged\x02routing changed\x02minimum length\x02maximum length\x02pattern" +
-	"\x02format\x02minimum\x02maximum\x02minimum items\x02maximum items\x02%[" +
-	"1]s, revision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Mode" +
-	"\x02Dates\x02Policy\x02Maximum attempts\x02Retry delay\x02Deadline\x02Pr" +
-	"iority\x02%[1]d (0 lowest, 9 highest)\x02Attempts\x02Every attempt, olde" +
-	"st first\x02Consumer\x02Worker id\x02Reserved\x02Duration\x02Destination" +
-	"’s answer\x02Outcome\x02Error message\x02No service has reserved this " +
-	"occurrence yet.\x02in progress\x02Destination\x02Replica\x02Relais has n" +
-	"ot called the destination yet.\x02Relais keeps the destination’s status " +
-	"code only when it refused the call (destination_http_NNN); a completed c" +
-	"all answered 2xx. The duration runs from the claim of the call to its se" +
-	"ttlement.\x02Reason given by the worker\x02Retries\x02none: a failed cal" +
-	"l takes the node’s error path\x02Call timeout\x02Now\x02Retry or abandon" +
-	" it from its instance\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00" +
-	"\x0f\x02%[1]d attempts\x02at most %[1]d\x02%[1]d left\x02Inputs, labelle" +
-	"d by revision %[1]d's contract\x02This contract has no inputs.\x02Output" +
-	"s, labelled by revision %[1]d's contract\x02No outputs yet: the occurren" +
-	"ce has not completed.\x02This contract has no outputs.\x02No outputs: th" +
-	"e occurrence ended without completing.\x02Reveal — this is recorded\x02A" +
-	"vailable from\x02Next attempt\x02Last reserved\x02Lock expires\x02Deferr" +
-	"ed\x02Last error (attempt %[1]d)\x02Error (before any attempt)\x02Its me" +
-	"ssage\x02Message from Relais (in English)\x02Message from the service (a" +
-	"s it sent it)\x02The deadline passed before a result arrived.\x02The res" +
-	"ult did not match the revision's outputs contract.\x02Relais stopped dur" +
-	"ing the call: whether the destination acted is unknown, so it is not cal" +
-	"led again.\x02The call could not be prepared.\x02The destination could n" +
-	"ot be reached.\x02The destination’s answer was too large.\x02The last at" +
-	"tempt’s lock expired with no attempt left.\x02The inputs could not be bu" +
-	"ilt from the process’s bindings.\x02An operator abandoned the instance." +
-	"\x02The destination answered HTTP %[1]s.\x02Retry at %[1]s — %[2]s.\x02O" +
-	"ffered from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to be offered" +
-	" again.\x02Waiting for Relais to call the destination since %[1]s (%[2]s" +
-	").\x02Waiting for a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02Rel" +
-	"ais is calling the destination (since %[1]s).\x02Reserved by %[1]s; lock" +
-	" until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2" +
-	"]s): a worker of the same consumer, or a front end with a settle token, " +
-	"completes it later.\x02Completed (%[1]s).\x02Its instance is held here, " +
-	"waiting for an operator.\x02Its instance went on along the node’s error " +
-	"path.\x02Failed (%[1]s).\x02Cancelled: the instance was stopped by %[1]s" +
-	" at %[2]s — “%[3]s”.\x02Cancelled: the instance was stopped (%[1]s).\x02" +
-	"%[1]s so far\x02consumer #%[1]s\x02waiting\x02HTTP 2xx, unusable body" +
-	"\x02no answer within the timeout\x02no connection\x02answer too large" +
-	"\x02unknown\x02[redacted]\x02The revision must be a whole number, 1 or m" +
-	"ore.\x02Unknown consumer.\x02Settlement date\x02More filters: instance, " +
-	"revision, consumer, dates\x02instance id\x02Counts by status\x02Occurren" +
-	"ces, newest first\x02Process and node\x02Error\x02Consumer and worker" +
-	"\x02Next attempt or settled\x02No occurrence matches these filters.\x02A" +
-	"ll consumers\x02Totals of definition %[1]s, not narrowed by the other fi" +
-	"lters\x02Totals of all definitions, not narrowed by the other filters" +
-	"\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurr" +
-	"ences\x02as of %[1]s (%[2]s); counts are refreshed every few seconds." +
-	"\x02revision %[1]d\x02settled\x02next attempt\x02claimable since\x02call" +
-	" in progress since\x02lock until\x02deferred since\x02Previous page\x02R" +
-	"ows %[1]s–%[2]s\x02%[1]s: a date is written 2026-12-01.\x02%[1]s: the fi" +
-	"rst day comes after the last.\x02These settings are kept in this browser" +
-	" only.\x02Show times in\x02The console runs no script, so it cannot read" +
-	" your computer’s time zone: choose its offset from UTC. Offsets do not f" +
-	"ollow daylight saving time.\x02Reload lists and detail pages\x02Pages wi" +
-	"th a form, such as a confirmation, never reload on their own.\x02Save se" +
-	"ttings\x02Back without saving\x02UTC (coordinated universal time)\x02Loc" +
-	"al time at %[1]s\x02Never\x02Every %[1]d seconds\x02Published process ve" +
-	"rsions: their nodes, routes and pinned revisions, drawn, with where thei" +
-	"r occurrences are now.\x02Processes by key\x02Versions, newest first\x02" +
-	"No process is published yet.\x02version %[1]d\x02Process %[1]s\x02Versio" +
-	"n\x02Start node\x02Graph\x02Columns follow the longest path from the sta" +
-	"rt node. Solid arrows are successes (labelled with their route), dashed " +
-	"ones failures (labelled with their error codes). Each box says how many " +
-	"of this version’s occurrences are at that node now.\x02Nodes\x02Nodes of" +
-	" this version, with their occurrences now\x02Kind\x02Pinned revision\x02" +
-	"On success\x02On error\x02Occurrences now\x02Instances of this process" +
-	"\x02Counts as of %[1]s (%[2]s); refreshed every few seconds.\x02Graph of" +
-	" %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The ta" +
-	"ble below lists the same nodes, routes and counts.\x00Y\x02%[1]d nodes, " +
-	"starting at %[2]s. The table below lists the same nodes, routes and coun" +
-	"ts.\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s " +
-	"→ %[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02any other " +
-	"code → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%[1]d att" +
-	"empt, retry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, retry af" +
-	"ter %[2]s, priority %[3]d\x02deadline %[1]s\x02timeout %[1]s\x02Only adm" +
-	"inistrators may reveal a sensitive value.\x02Revealed by %[1]s at %[2]s;" +
-	" recorded in the audit log.\x02Cannot reveal\x02Only a value this page s" +
-	"hows as hidden (sensitive) can be revealed.\x02Secret values can never b" +
-	"e revealed.\x02This page does not accept that request.\x02Search\x02Type" +
-	" an instance or occurrence id (a UUID, as the pages show on hover), or a" +
-	" business key.\x02Nothing to find: the search box is empty.\x02That is t" +
-	"oo long to be an id or a business key.\x02No instance or occurrence has " +
-	"the id “%[1]s”, and no instance has it as its business key.\x02You are s" +
-	"igned out.\x02Sign in\x02Sign in with an operator or administrator token" +
-	".\x02Token\x02The token is checked once and never stored in your browser" +
-	"; a session cookie stands for it for up to 8 hours of inactivity.\x02Too" +
-	" many failed sign-ins from your address. Try again in %[1]d seconds.\x02" +
-	"This token is unknown or has been revoked.\x02A %[1]s token cannot open " +
-	"the console: sign in with an operator, designer or administrator token." +
-	"\x02Only administrators manage tokens.\x02Staff tokens (administrators, " +
-	"designers, operators) that are not revoked. Consumer tokens are managed " +
-	"with their consumers. Revoking a token refuses its next request.\x02ID" +
-	"\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02Expired token" +
-	"\x02Revoke…\x02this session\x02No token.\x02The token was revoked.\x02Re" +
-	"voke token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request " +
-	"is refused, and console sessions opened with it end. This cannot be undo" +
-	"ne: whoever uses it needs a new token.\x02Revoke the token\x02Keep it" +
-	"\x02This is the token you signed in with: revoking it signs you out. Its" +
-	" next request is refused. This cannot be undone.\x02This is the last usa" +
-	"ble administrator token: create another one before revoking it.\x02routi" +
-	"ng output\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d c" +
-	"haracter\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02" +
-	"\x18\x02at most %[1]d character\x00\x19\x02at most %[1]d characters\x02p" +
-	"attern %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of" +
-	": %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at" +
-	" least %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00" +
-	"\x14\x02at most %[1]d items\x02not provided\x14\x01\x81\x01\x00\x02\x0b" +
-	"\x02%[1]d item\x00\x0c\x02%[1]d items\x02null\x02unexpected value\x02Inv" +
-	"alid page\x02This page link is not one the console made.\x02Workers conn" +
-	"ected by a stream, and polling workers by their last fetch. A worker is " +
-	"listed while it was seen within three heartbeats.\x02Workers seen within" +
-	" three heartbeats\x02Worker\x02Protocol\x02Definitions served\x02In flig" +
-	"ht\x02Connected\x02Last seen\x02No worker is connected.\x02Workers servi" +
-	"ng %[1]s\x02All workers\x02No worker serves this definition.\x02stream" +
-	"\x02long polling\x02No worker serves this definition: its occurrences wa" +
-	"it until one connects or polls.\x14\x01\x81\x01\x00\x02\x17\x02Served by" +
-	" %[1]d worker\x00\x18\x02Served by %[1]d workers"
+	"stance is %[1]s: there is nothing to stop.\x02The reason you gave, not r" +
+	"ecorded:\x02Back to the instance\x02This instance is no longer held (it " +
+	"is %[1]s now): someone may have acted on it first. Nothing was done.\x02" +
+	"Its occurrence failed before any attempt: its inputs could not be built," +
+	" so a retry would fail the same way. Abandon or stop the instance instea" +
+	"d. Nothing was done.\x02This instance has already ended; there is nothin" +
+	"g to stop.\x02Give a reason: it is recorded in the audit log (at most %[" +
+	"1]d characters). Nothing was done.\x02Relais refused the action. Nothing" +
+	" was done.\x02This instance was already stopped; nothing changed and not" +
+	"hing was recorded.\x02Retried: the occurrence at node %[1]s is offered a" +
+	"gain. Recorded in the audit log.\x02Abandoned: the instance failed with " +
+	"the error code abandoned. Recorded in the audit log.\x02Stopped: the ins" +
+	"tance and its open occurrences are cancelled. Recorded in the audit log." +
+	"\x02Unknown action.\x02Stopping applies to running or held instances, no" +
+	"t %[1]s ones.\x02Retrying and abandoning apply to held instances, not %[" +
+	"1]s ones.\x02Filter\x02Reason (recorded in the audit log for every insta" +
+	"nce)\x02Back to the list\x02Retry every held instance this filter matche" +
+	"s\x02Each one’s failed occurrence is offered again with a fresh budget o" +
+	"f attempts. Nothing is completed on anyone’s behalf.\x14\x01\x81\x01\x00" +
+	"\x02!\x02%[1]d held instance matches now.\x00 \x02%[1]d held instances m" +
+	"atch now.\x14\x01\x81\x01\x00\x02\x15\x02Retry %[1]d instance\x00\x16" +
+	"\x02Retry %[1]d instances\x02Abandon every held instance this filter mat" +
+	"ches\x02Each one fails with the error code abandoned and cannot be resum" +
+	"ed.\x14\x01\x81\x01\x00\x02\x17\x02Abandon %[1]d instance\x00\x18\x02Aba" +
+	"ndon %[1]d instances\x02Stop every running or held instance this filter " +
+	"matches\x02Each one and its open occurrences are cancelled; a stopped in" +
+	"stance cannot be resumed.\x14\x01\x81\x01\x00\x02,\x02%[1]d running or h" +
+	"eld instance matches now.\x00+\x02%[1]d running or held instances match " +
+	"now.\x14\x01\x81\x01\x00\x02\x14\x02Stop %[1]d instance\x00\x15\x02Stop " +
+	"%[1]d instances\x02Nothing to do: no instance this action applies to mat" +
+	"ches the filter.\x02any\x02Process\x02Status\x02Business key\x02Created " +
+	"from\x02Created to\x14\x01\x81\x01\x00\x02\x8e\x01\x02%[1]d more held in" +
+	"stance failed before any attempt (its inputs could not be built): it can" +
+	"not be retried and is left out. Abandon or stop it.\x00\x96\x01\x02%[1]d" +
+	" more held instances failed before any attempt (their inputs could not b" +
+	"e built): they cannot be retried and are left out. Abandon or stop them." +
+	"\x02Cannot act on this filter\x02The confirmed count is missing: start a" +
+	"gain from the list.\x02The count changed since you confirmed it (it was " +
+	"%[1]d): instances were settled, started or acted on meanwhile. Nothing w" +
+	"as done; check the new count and confirm again.\x14\x02\x80\x01\x02&\x02" +
+	"Bulk %[1]s applied to %[2]d instance.\x00'\x02Bulk %[1]s applied to %[2]" +
+	"d instances.\x14\x01\x81\x01\x00\x02R\x02%[1]d skipped: it changed after" +
+	" the count (settled, or acted on by someone else).\x00T\x02%[1]d skipped" +
+	": they changed after the count (settled, or acted on by someone else)." +
+	"\x02When\x02Who\x02Action\x02Reason\x02Process instance\x02Occurrence of" +
+	"fered again\x02Bulk action\x02Audit log\x02Every retry, abandon and stop" +
+	" an operator applied, with its reason. Reveals of sensitive values have " +
+	"their own log (GET /api/v1/audit/reveals).\x02Filters\x02Apply filters" +
+	"\x02Clear filters\x02No operator action matches.\x02All actions\x02The p" +
+	"rocess instance must be an instance id (a UUID).\x02The bulk action must" +
+	" be its id (a UUID).\x02Showing the instances bulk action %[1]s changed." +
+	"\x02The page cursor is invalid: go back to the first page.\x02Operator a" +
+	"ctions, newest first\x02Pages\x02Next page\x02First page\x02Relais conso" +
+	"le\x02Language\x02Skip to content\x02Main navigation\x02Health\x02Extern" +
+	"al tasks\x02Instances\x02Processes\x02Find an instance or occurrence\x02" +
+	"id or business key\x02Find\x02Definitions\x02Workers\x02Tokens\x02Signed" +
+	" in as %[1]s (%[2]s)\x02Sign out\x02Display settings\x02Times in %[1]s ·" +
+	" reload every %[2]d s\x02Times in %[1]s · no auto-reload\x02This page re" +
+	"loads every %[1]d seconds.\x02Not allowed\x02Your role can read definiti" +
+	"ons only: external tasks and process instances are for operators and adm" +
+	"inistrators.\x02Invalid request\x02The field “%[1]s” holds a NUL charact" +
+	"er or bytes that are not UTF-8 text: correct it and try again.\x02Back t" +
+	"o external tasks\x02Back to definitions\x02Not found\x02Nothing exists a" +
+	"t this address, or it is not visible to you.\x02Form refused\x02This for" +
+	"m was not sent from this console session, or it has expired. Reload the " +
+	"page and try again.\x02Temporarily unavailable\x02The database cannot be" +
+	" reached right now. Try again in a few seconds.\x02Something went wrong" +
+	"\x02The console could not show this page. Try again; if it persists, giv" +
+	"e your administrator the request id %[1]s.\x02Counting the occurrences; " +
+	"the counts appear when you reload the page.\x02Counts are unavailable ri" +
+	"ght now.\x02Field\x02Type\x02Required\x02Classification\x02Constraints" +
+	"\x02Description\x02Definition %[1]s\x02Working copy\x02The only mutable " +
+	"part of a definition. Processes never use it directly: they pin a revisi" +
+	"on.\x02Name\x02Routing output\x02Last saved\x02Revisions\x02No revision " +
+	"yet: the Working copy has never been snapshotted.\x02Releases\x02No rele" +
+	"ase yet.\x02Release\x02Revision\x02Notes\x02Published\x02Compare revisio" +
+	"ns\x02Lists every change from one revision to another, and whom it may b" +
+	"reak.\x02From revision\x02To revision\x02Compare\x02Change\x02Detail\x02" +
+	"Breaks processes\x02Breaks workers\x02These revisions have the same cont" +
+	"racts.\x02Inputs\x02No inputs.\x02Inputs of the working copy\x02Outputs" +
+	"\x02No outputs.\x02Outputs of the working copy\x02Releases, oldest first" +
+	"\x02Changes between the two revisions\x02Revision %[1]d\x02Snapshotted" +
+	"\x02Digest\x02Inputs of revision %[1]d\x02Outputs of revision %[1]d\x02C" +
+	"hoose two existing revisions to compare.\x02From revision %[1]d to revis" +
+	"ion %[2]d:\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d " +
+	"changes\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d b" +
+	"reaking\x02routing output %[1]s → %[2]s\x02optional → required\x02requir" +
+	"ed → optional\x02values added: %[1]s\x02values removed: %[1]s\x02values " +
+	"reordered\x02%[1]s: %[2]s → %[3]s\x02required field of type %[1]s\x02opt" +
+	"ional field of type %[1]s\x02none\x02Task contracts: their Working copy," +
+	" immutable revisions and named releases.\x02Definitions by key\x02Key" +
+	"\x02Latest revision\x02none yet\x02No definition yet.\x14\x01\x81\x01" +
+	"\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases\x02on error\x02a" +
+	"ny other error\x02held for an operator\x02an incident: retry, abandon or" +
+	" stop\x02end: completes the instance\x02end: fails the instance\x02push " +
+	"%[1]s\x02pull %[1]s\x02Node %[1]s\x02Each definition’s queue and inciden" +
+	"ts now, and what its workers finished in the last hour.\x02Completions a" +
+	"nd failures, last hour\x02Definitions, those needing attention first\x02" +
+	"Definition\x02Open\x02Held instances\x02Failed\x02Oldest claimable waits" +
+	"\x02Completed, last hour\x02Failed, last hour\x02No definition has occur" +
+	"rences yet.\x02As of %[1]s (%[2]s); refreshed every few seconds.\x02clai" +
+	"mable since %[1]s\x02Show all definitions\x02All definitions\x02Completi" +
+	"ons and failures per 5 minutes, last hour: %[1]s\x02In the last hour: %[" +
+	"1]d completed, %[2]d failed. The table after the chart gives each 5-minu" +
+	"te slot.\x02completed\x02failed\x02The chart’s numbers\x02Completions an" +
+	"d failures per 5-minute slot, oldest first\x02Slot\x02Completed\x02%[1]s" +
+	"–%[2]s\x02%[1]d completed\x02%[1]d failed\x02%[1]s; %[2]s\x02%[1]s %[2" +
+	"]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s\x02in " +
+	"%[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1" +
+	"]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02O" +
+	"ct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day" +
+	"\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c" +
+	"\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%" +
+	"[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]" +
+	"d seconds\x02%[1]d ms\x02Process instance %[1]s\x02Summary\x02Operator a" +
+	"ctions\x02Path\x02The nodes this instance reached, in order, each with i" +
+	"ts occurrence.\x02Nodes reached, in order\x02Node\x02Occurrence\x02Route" +
+	"\x02Next node\x02Created\x02Settled\x02This instance has not reached a t" +
+	"ask yet.\x02Recorded operator actions\x02No operator has acted on this i" +
+	"nstance.\x02Operator actions on this instance, newest first\x02Value\x02" +
+	"Process inputs\x02Inputs the instance was started with, labelled by proc" +
+	"ess version %[1]d's contract\x02This process takes no inputs.\x02This in" +
+	"stance is held at a failed node: an incident. It cannot be retried: its " +
+	"occurrence at node %[1]s failed before any attempt (its inputs could not" +
+	" be built), so it would fail the same way. Abandon fails the instance; s" +
+	"top cancels it. Each asks for a reason, recorded in the audit log.\x02Th" +
+	"is instance is held at a failed node: an incident. Retry offers the fail" +
+	"ed occurrence again; abandon fails the instance; stop cancels it. Each a" +
+	"sks for a reason, recorded in the audit log.\x02Stopping cancels the ins" +
+	"tance and its open occurrences. It does not complete anything.\x02Stoppe" +
+	"d by %[1]s at %[2]s — “%[3]s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”" +
+	"\x02Retried by %[1]s at %[2]s — “%[3]s”\x02Started\x02Ended\x02End node" +
+	"\x02Held at node\x02Failed occurrence\x02Error code\x02Unknown status %[" +
+	"1]q.\x02Creation date\x02The page size must be between 1 and %[1]d.\x02P" +
+	"rocess instances\x02from\x02to\x02Act on every instance this filter matc" +
+	"hes\x02The next page counts them and asks for a reason before anything c" +
+	"hanges.\x02Process instances, newest first\x02Instance\x02End node or er" +
+	"ror\x02No instance matches these filters.\x02All processes\x02All status" +
+	"es\x02available\x02reserved\x02deferred\x02cancelled\x02running\x02held" +
+	"\x02expired\x02rejected\x02released\x02disconnected\x02text\x02integer" +
+	"\x02number\x02boolean\x02date\x02date and time\x02choice\x02object\x02li" +
+	"st\x02normal\x02sensitive\x02secret\x02••• hidden (sensitive)\x02••• hid" +
+	"den (secret)\x02pull (the service fetches it)\x02push (Relais calls the " +
+	"service)\x02administrator\x02operator\x02designer\x02consumer\x02yes\x02" +
+	"no\x02field added\x02field removed\x02type changed\x02required changed" +
+	"\x02values changed\x02classification changed\x02constraint changed\x02ro" +
+	"uting changed\x02minimum length\x02maximum length\x02pattern\x02format" +
+	"\x02minimum\x02maximum\x02minimum items\x02maximum items\x02%[1]s, revis" +
+	"ion %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Mode\x02Dates" +
+	"\x02Policy\x02Maximum attempts\x02Retry delay\x02Deadline\x02Priority" +
+	"\x02%[1]d (0 lowest, 9 highest)\x02Attempts\x02Every attempt, oldest fir" +
+	"st\x02Consumer\x02Worker id\x02Reserved\x02Duration\x02Destination’s ans" +
+	"wer\x02Outcome\x02Error message\x02No service has reserved this occurren" +
+	"ce yet.\x02in progress\x02Destination\x02Replica\x02Relais has not calle" +
+	"d the destination yet.\x02Relais keeps the destination’s status code onl" +
+	"y when it refused the call (destination_http_NNN); a completed call answ" +
+	"ered 2xx. The duration runs from the claim of the call to its settlement" +
+	".\x02Reason given by the worker\x02Retries\x02none: a failed call takes " +
+	"the node’s error path\x02Call timeout\x02Now\x02Retry or abandon it from" +
+	" its instance\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[" +
+	"1]d attempts\x02at most %[1]d\x02%[1]d left\x02Inputs, labelled by revis" +
+	"ion %[1]d's contract\x02This contract has no inputs.\x02Outputs, labelle" +
+	"d by revision %[1]d's contract\x02No outputs yet: the occurrence has not" +
+	" completed.\x02This contract has no outputs.\x02No outputs: the occurren" +
+	"ce ended without completing.\x02Reveal — this is recorded\x02Available f" +
+	"rom\x02Next attempt\x02Last reserved\x02Lock expires\x02Deferred\x02Last" +
+	" error (attempt %[1]d)\x02Error (before any attempt)\x02Its message\x02M" +
+	"essage from Relais (in English)\x02Message from the service (as it sent " +
+	"it)\x02The deadline passed before a result arrived.\x02The result did no" +
+	"t match the revision's outputs contract.\x02Relais stopped during the ca" +
+	"ll: whether the destination acted is unknown, so it is not called again." +
+	"\x02The call could not be prepared.\x02The destination could not be reac" +
+	"hed.\x02The destination’s answer was too large.\x02The last attempt’s lo" +
+	"ck expired with no attempt left.\x02The inputs could not be built from t" +
+	"he process’s bindings.\x02An operator abandoned the instance.\x02The des" +
+	"tination answered HTTP %[1]s.\x02Retry at %[1]s — %[2]s.\x02Offered from" +
+	" %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to be offered again.\x02" +
+	"Waiting for Relais to call the destination since %[1]s (%[2]s).\x02Waiti" +
+	"ng for a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02Relais is call" +
+	"ing the destination (since %[1]s).\x02Reserved by %[1]s; lock until %[2]" +
+	"s — %[3]s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2]s): a work" +
+	"er of the same consumer, or a front end with a settle token, completes i" +
+	"t later.\x02Completed (%[1]s).\x02Its instance is held here, waiting for" +
+	" an operator.\x02Its instance went on along the node’s error path.\x02Fa" +
+	"iled (%[1]s).\x02Cancelled: the instance was stopped by %[1]s at %[2]s —" +
+	" “%[3]s”.\x02Cancelled: the instance was stopped (%[1]s).\x02%[1]s so fa" +
+	"r\x02consumer #%[1]s\x02waiting\x02HTTP 2xx, unusable body\x02no answer " +
+	"within the timeout\x02no connection\x02answer too large\x02unknown\x02[r" +
+	"edacted]\x02The revision must be a whole number, 1 or more.\x02Unknown c" +
+	"onsumer.\x02Settlement date\x02More filters: instance, revision, consume" +
+	"r, dates\x02instance id\x02Counts by status\x02Occurrences, newest first" +
+	"\x02Process and node\x02Error\x02Consumer and worker\x02Next attempt or " +
+	"settled\x02No occurrence matches these filters.\x02All consumers\x02Tota" +
+	"ls of definition %[1]s, not narrowed by the other filters\x02Totals of a" +
+	"ll definitions, not narrowed by the other filters\x14\x01\x81\x01\x00" +
+	"\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s" +
+	" (%[2]s); counts are refreshed every few seconds.\x02revision %[1]d\x02s" +
+	"ettled\x02next attempt\x02claimable since\x02call in progress since\x02l" +
+	"ock until\x02deferred since\x02Previous page\x02Rows %[1]s–%[2]s\x02%[1]" +
+	"s: a date is written 2026-12-01.\x02%[1]s: the first day comes after the" +
+	" last.\x02These settings are kept in this browser only.\x02Show times in" +
+	"\x02The console runs no script, so it cannot read your computer’s time z" +
+	"one: choose its offset from UTC. Offsets do not follow daylight saving t" +
+	"ime.\x02Reload lists and detail pages\x02Pages with a form, such as a co" +
+	"nfirmation, never reload on their own.\x02Save settings\x02Back without " +
+	"saving\x02UTC (coordinated universal time)\x02Local time at %[1]s\x02Nev" +
+	"er\x02Every %[1]d seconds\x02Published process versions: their nodes, ro" +
+	"utes and pinned revisions, drawn, with where their occurrences are now." +
+	"\x02Processes by key\x02Versions, newest first\x02No process is publishe" +
+	"d yet.\x02version %[1]d\x02Process %[1]s\x02Version\x02Start node\x02Gra" +
+	"ph\x02Columns follow the longest path from the start node. Solid arrows " +
+	"are successes (labelled with their route), dashed ones failures (labelle" +
+	"d with their error codes). Each box says how many of this version’s occu" +
+	"rrences are at that node now.\x02Nodes\x02Nodes of this version, with th" +
+	"eir occurrences now\x02Kind\x02Pinned revision\x02On success\x02On error" +
+	"\x02Occurrences now\x02Instances of this process\x02Counts as of %[1]s (" +
+	"%[2]s); refreshed every few seconds.\x02Graph of %[1]s\x14\x01\x81\x01" +
+	"\x00\x02X\x02%[1]d node, starting at %[2]s. The table below lists the sa" +
+	"me nodes, routes and counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The" +
+	" table below lists the same nodes, routes and counts.\x02pull\x02push to" +
+	" %[1]s\x02end (completes)\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02" +
+	"hold (an incident for an operator)\x02any other code → %[1]s\x02fails th" +
+	"e instance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, retry after %[2]s," +
+	" priority %[3]d\x002\x02%[1]d attempts, retry after %[2]s, priority %[3]" +
+	"d\x02deadline %[1]s\x02timeout %[1]s\x02Only administrators may reveal a" +
+	" sensitive value.\x02Revealed by %[1]s at %[2]s; recorded in the audit l" +
+	"og.\x02Cannot reveal\x02Only a value this page shows as hidden (sensitiv" +
+	"e) can be revealed.\x02Secret values can never be revealed.\x02This page" +
+	" does not accept that request.\x02Search\x02Type an instance or occurren" +
+	"ce id (a UUID, as the pages show on hover), or a business key.\x02Nothin" +
+	"g to find: the search box is empty.\x02That is too long to be an id or a" +
+	" business key.\x02No instance or occurrence has the id “%[1]s”, and no i" +
+	"nstance has it as its business key.\x02You are signed out.\x02Sign in" +
+	"\x02Sign in with an operator or administrator token.\x02Token\x02The tok" +
+	"en is checked once and never stored in your browser; a session cookie st" +
+	"ands for it for up to 8 hours of inactivity.\x02Too many failed sign-ins" +
+	" from your address. Try again in %[1]d seconds.\x02This token is unknown" +
+	" or has been revoked.\x02A %[1]s token cannot open the console: sign in " +
+	"with an operator, designer or administrator token.\x02Only administrator" +
+	"s manage tokens.\x02Staff tokens (administrators, designers, operators) " +
+	"that are not revoked. Consumer tokens are managed with their consumers. " +
+	"Revoking a token refuses its next request.\x02ID\x02Role\x02Last used" +
+	"\x02Expires\x02never\x02not yet\x02Expired token\x02Revoke…\x02this sess" +
+	"ion\x02No token.\x02The token was revoked.\x02Revoke token %[1]d\x02Revo" +
+	"ke the %[1]s token “%[2]s”?\x02Its next request is refused, and console " +
+	"sessions opened with it end. This cannot be undone: whoever uses it need" +
+	"s a new token.\x02Revoke the token\x02Keep it\x02This is the token you s" +
+	"igned in with: revoking it signs you out. Its next request is refused. T" +
+	"his cannot be undone.\x02This is the last usable administrator token: cr" +
+	"eate another one before revoking it.\x02routing output\x02(each item)" +
+	"\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at l" +
+	"east %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d chara" +
+	"cter\x00\x19\x02at most %[1]d characters\x02pattern %[1]s\x02format %[1]" +
+	"s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00" +
+	"\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]d items\x14\x01" +
+	"\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d item" +
+	"s\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%" +
+	"[1]d items\x02null\x02unexpected value\x02Invalid page\x02This page link" +
+	" is not one the console made.\x02Workers connected by a stream, and poll" +
+	"ing workers by their last fetch. A worker is listed while it was seen wi" +
+	"thin three heartbeats.\x02Workers seen within three heartbeats\x02Worker" +
+	"\x02Protocol\x02Definitions served\x02In flight\x02Connected\x02Last see" +
+	"n\x02No worker is connected.\x02Workers serving %[1]s\x02All workers\x02" +
+	"No worker serves this definition.\x02stream\x02long polling\x02No worker" +
+	" serves this definition: its occurrences wait until one connects or poll" +
+	"s.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Serv" +
+	"ed by %[1]d workers"
 
-var frIndex = []uint32{ // 580 elements
+var frIndex = []uint32{ // 582 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x0000007a,
@@ -1085,165 +1089,166 @@ var frIndex = []uint32{ // 580 elements
 	0x00000306, 0x0000031d, 0x00000348, 0x0000039e,
 	0x00000424, 0x0000043c, 0x00000465, 0x000004aa,
 	0x0000056f, 0x00000585, 0x00000671, 0x000006bb,
-	0x00000706, 0x00000740, 0x000007c6, 0x0000089e,
+	0x00000706, 0x00000740, 0x00000771, 0x00000788,
 	// Entry 20 - 3F
-	0x000008e3, 0x00000958, 0x0000098c, 0x000009e9,
-	0x00000a52, 0x00000ac9, 0x00000b32, 0x00000b43,
-	0x00000b9f, 0x00000c00, 0x00000c07, 0x00000c48,
-	0x00000c5c, 0x00000c9c, 0x00000d2d, 0x00000daf,
-	0x00000deb, 0x00000e2c, 0x00000e85, 0x00000ec3,
-	0x00000f0e, 0x00000f77, 0x00001011, 0x0000104b,
-	0x000010ac, 0x000010b3, 0x000010bd, 0x000010c4,
-	0x000010d1, 0x000010e4, 0x000010f8, 0x000012a6,
+	0x0000080e, 0x000008e6, 0x0000092b, 0x000009a0,
+	0x000009d4, 0x00000a31, 0x00000a9a, 0x00000b11,
+	0x00000b7a, 0x00000b8b, 0x00000be7, 0x00000c48,
+	0x00000c4f, 0x00000c90, 0x00000ca4, 0x00000ce4,
+	0x00000d75, 0x00000df7, 0x00000e33, 0x00000e74,
+	0x00000ecd, 0x00000f0b, 0x00000f56, 0x00000fbf,
+	0x00001059, 0x00001093, 0x000010f4, 0x000010fb,
+	0x00001105, 0x0000110c, 0x00001119, 0x0000112c,
 	// Entry 40 - 5F
-	0x000012c8, 0x000012fd, 0x000013e6, 0x0000145b,
-	0x0000153a, 0x00001540, 0x00001544, 0x0000154b,
-	0x00001551, 0x00001567, 0x0000157e, 0x0000158e,
-	0x000015a0, 0x0000164b, 0x00001653, 0x00001669,
-	0x0000167d, 0x000016a9, 0x000016bc, 0x00001708,
-	0x00001751, 0x00001785, 0x000017c7, 0x000017fd,
-	0x00001803, 0x00001811, 0x00001820, 0x0000182f,
-	0x00001836, 0x00001847, 0x0000185d, 0x00001863,
+	0x00001140, 0x000012ee, 0x00001310, 0x00001345,
+	0x0000142e, 0x000014a3, 0x00001582, 0x00001588,
+	0x0000158c, 0x00001593, 0x00001599, 0x000015af,
+	0x000015c6, 0x000015d6, 0x000015e8, 0x00001693,
+	0x0000169b, 0x000016b1, 0x000016c5, 0x000016f1,
+	0x00001704, 0x00001750, 0x00001799, 0x000017cd,
+	0x0000180f, 0x00001845, 0x0000184b, 0x00001859,
+	0x00001868, 0x00001877, 0x0000187e, 0x0000188f,
 	// Entry 60 - 7F
-	0x00001874, 0x0000187e, 0x00001888, 0x000018af,
-	0x000018cb, 0x000018d3, 0x000018e0, 0x000018ec,
-	0x000018f3, 0x00001917, 0x00001927, 0x0000193f,
-	0x00001972, 0x000019a3, 0x000019d5, 0x000019e3,
-	0x00001a86, 0x00001a98, 0x00001b16, 0x00001b32,
-	0x00001b4a, 0x00001b56, 0x00001b99, 0x00001bac,
-	0x00001c28, 0x00001c44, 0x00001c9b, 0x00001cb3,
-	0x00001d4b, 0x00001db1, 0x00001de3, 0x00001de9,
+	0x000018a5, 0x000018ab, 0x000018bc, 0x000018c6,
+	0x000018d0, 0x000018f7, 0x00001913, 0x0000191b,
+	0x00001928, 0x00001934, 0x0000193b, 0x0000195f,
+	0x0000196f, 0x00001987, 0x000019ba, 0x000019eb,
+	0x00001a1d, 0x00001a2b, 0x00001ace, 0x00001ae0,
+	0x00001b5e, 0x00001b7a, 0x00001b92, 0x00001b9e,
+	0x00001be1, 0x00001bf4, 0x00001c70, 0x00001c8c,
+	0x00001ce3, 0x00001cfb, 0x00001d93, 0x00001df9,
 	// Entry 80 - 9F
-	0x00001dee, 0x00001dfa, 0x00001e09, 0x00001e15,
-	0x00001e21, 0x00001e33, 0x00001e44, 0x00001ec8,
-	0x00001ecc, 0x00001ede, 0x00001ef5, 0x00001f00,
-	0x00001f55, 0x00001f62, 0x00001f87, 0x00001f93,
-	0x00001f9d, 0x00001fa3, 0x00001faf, 0x00001fc7,
-	0x00002019, 0x00002029, 0x00002039, 0x00002042,
-	0x0000204d, 0x00002055, 0x00002069, 0x0000207c,
-	0x000020a4, 0x000020ad, 0x000020bd, 0x000020dd,
+	0x00001e2b, 0x00001e31, 0x00001e36, 0x00001e42,
+	0x00001e51, 0x00001e5d, 0x00001e69, 0x00001e7b,
+	0x00001e8c, 0x00001f10, 0x00001f14, 0x00001f26,
+	0x00001f3d, 0x00001f48, 0x00001f9d, 0x00001faa,
+	0x00001fcf, 0x00001fdb, 0x00001fe5, 0x00001feb,
+	0x00001ff7, 0x0000200f, 0x00002061, 0x00002071,
+	0x00002081, 0x0000208a, 0x00002095, 0x0000209d,
+	0x000020b1, 0x000020c4, 0x000020ec, 0x000020f5,
 	// Entry A0 - BF
-	0x000020e5, 0x000020f4, 0x00002113, 0x0000213e,
-	0x00002164, 0x00002174, 0x0000217e, 0x00002188,
-	0x000021a7, 0x000021c5, 0x000021f8, 0x00002228,
-	0x00002254, 0x00002284, 0x000022a6, 0x000022c1,
-	0x000022dc, 0x000022f8, 0x00002314, 0x0000232a,
-	0x00002344, 0x00002364, 0x00002383, 0x0000238a,
-	0x000023f4, 0x0000240a, 0x0000240f, 0x00002423,
-	0x0000243b, 0x00002460, 0x0000248e, 0x000024a0,
+	0x00002105, 0x00002125, 0x0000212d, 0x0000213c,
+	0x0000215b, 0x00002186, 0x000021ac, 0x000021bc,
+	0x000021c6, 0x000021d0, 0x000021ef, 0x0000220d,
+	0x00002240, 0x00002270, 0x0000229c, 0x000022cc,
+	0x000022ee, 0x00002309, 0x00002324, 0x00002340,
+	0x0000235c, 0x00002372, 0x0000238c, 0x000023ac,
+	0x000023cb, 0x000023d2, 0x0000243c, 0x00002452,
+	0x00002457, 0x0000246b, 0x00002483, 0x000024a8,
 	// Entry C0 - DF
-	0x000024b3, 0x000024d0, 0x000024fd, 0x0000251a,
-	0x0000253d, 0x00002548, 0x00002553, 0x0000255f,
-	0x000025e3, 0x0000260a, 0x00002648, 0x00002654,
-	0x0000265d, 0x00002672, 0x0000267c, 0x000026a3,
-	0x000026bf, 0x000026da, 0x0000270a, 0x00002748,
-	0x00002763, 0x00002784, 0x0000279c, 0x000027e2,
-	0x00002861, 0x0000286b, 0x00002875, 0x0000288f,
-	0x000028d8, 0x000028e0, 0x000028eb, 0x000028f9,
+	0x000024d6, 0x000024e8, 0x000024fb, 0x00002518,
+	0x00002545, 0x00002562, 0x00002585, 0x00002590,
+	0x0000259b, 0x000025a7, 0x0000262b, 0x00002652,
+	0x00002690, 0x0000269c, 0x000026a5, 0x000026ba,
+	0x000026c4, 0x000026eb, 0x00002707, 0x00002722,
+	0x00002752, 0x00002790, 0x000027ab, 0x000027cc,
+	0x000027e4, 0x0000282a, 0x000028a9, 0x000028b3,
+	0x000028bd, 0x000028d7, 0x00002920, 0x00002928,
 	// Entry E0 - FF
-	0x00002923, 0x0000294c, 0x0000295c, 0x0000297b,
-	0x00002987, 0x000029a0, 0x000029ab, 0x000029b8,
-	0x000029c7, 0x000029cf, 0x000029d9, 0x000029e1,
-	0x000029e9, 0x000029ef, 0x000029f6, 0x000029fb,
-	0x00002a00, 0x00002a04, 0x00002a09, 0x00002a0f,
-	0x00002a15, 0x00002a1b, 0x00002a20, 0x00002a25,
-	0x00002a2b, 0x00002a35, 0x00002a55, 0x00002a77,
-	0x00002a9b, 0x00002ac1, 0x00002aca, 0x00002ae6,
+	0x00002933, 0x00002941, 0x0000296b, 0x00002994,
+	0x000029a4, 0x000029c3, 0x000029cf, 0x000029e8,
+	0x000029f3, 0x00002a00, 0x00002a0f, 0x00002a17,
+	0x00002a21, 0x00002a29, 0x00002a31, 0x00002a37,
+	0x00002a3e, 0x00002a43, 0x00002a48, 0x00002a4c,
+	0x00002a51, 0x00002a57, 0x00002a5d, 0x00002a63,
+	0x00002a68, 0x00002a6d, 0x00002a73, 0x00002a7d,
+	0x00002a9d, 0x00002abf, 0x00002ae3, 0x00002b09,
 	// Entry 100 - 11F
-	0x00002aef, 0x00002b06, 0x00002b0f, 0x00002b63,
-	0x00002b83, 0x00002b89, 0x00002b94, 0x00002b9a,
-	0x00002ba8, 0x00002bb3, 0x00002bbf, 0x00002bf2,
-	0x00002c16, 0x00002c45, 0x00002c8e, 0x00002c95,
-	0x00002cab, 0x00002d1e, 0x00002d44, 0x00002ed4,
-	0x00002fdc, 0x0000302c, 0x00003059, 0x00003088,
-	0x000030b3, 0x000030c1, 0x000030ce, 0x000030db,
-	0x000030ee, 0x00003103, 0x00003113, 0x0000312d,
+	0x00002b12, 0x00002b2e, 0x00002b37, 0x00002b4e,
+	0x00002b57, 0x00002bab, 0x00002bcb, 0x00002bd1,
+	0x00002bdc, 0x00002be2, 0x00002bf0, 0x00002bfb,
+	0x00002c07, 0x00002c3a, 0x00002c5e, 0x00002c8d,
+	0x00002cd6, 0x00002cdd, 0x00002cf3, 0x00002d66,
+	0x00002d8c, 0x00002f1c, 0x00003024, 0x00003074,
+	0x000030a1, 0x000030d0, 0x000030fb, 0x00003109,
+	0x00003116, 0x00003123, 0x00003136, 0x0000314b,
 	// Entry 120 - 13F
-	0x0000313f, 0x00003177, 0x0000318e, 0x00003191,
-	0x00003194, 0x000031c8, 0x00003212, 0x00003247,
-	0x00003250, 0x00003267, 0x00003295, 0x000032a8,
-	0x000032b9, 0x000032c4, 0x000032cf, 0x000032da,
-	0x000032e3, 0x000032ec, 0x000032f6, 0x000032ff,
-	0x00003308, 0x0000330f, 0x0000331d, 0x00003323,
-	0x0000332a, 0x00003331, 0x0000333a, 0x0000333f,
-	0x0000334d, 0x00003353, 0x00003359, 0x0000335f,
+	0x0000315b, 0x00003175, 0x00003187, 0x000031bf,
+	0x000031d6, 0x000031d9, 0x000031dc, 0x00003210,
+	0x0000325a, 0x0000328f, 0x00003298, 0x000032af,
+	0x000032dd, 0x000032f0, 0x00003301, 0x0000330c,
+	0x00003317, 0x00003322, 0x0000332b, 0x00003334,
+	0x0000333e, 0x00003347, 0x00003350, 0x00003357,
+	0x00003365, 0x0000336b, 0x00003372, 0x00003379,
+	0x00003382, 0x00003387, 0x00003395, 0x0000339b,
 	// Entry 140 - 15F
-	0x00003367, 0x00003370, 0x00003379, 0x00003396,
-	0x000033b1, 0x000033d1, 0x000033f2, 0x00003401,
-	0x0000340c, 0x00003417, 0x00003424, 0x00003428,
-	0x0000342c, 0x0000343a, 0x00003448, 0x00003456,
-	0x00003476, 0x00003489, 0x000034a2, 0x000034b7,
-	0x000034c8, 0x000034da, 0x000034ec, 0x000034f2,
-	0x000034f9, 0x00003501, 0x00003509, 0x00003527,
-	0x00003545, 0x0000355c, 0x00003571, 0x00003582,
+	0x000033a1, 0x000033a7, 0x000033af, 0x000033b8,
+	0x000033c1, 0x000033de, 0x000033f9, 0x00003419,
+	0x0000343a, 0x00003449, 0x00003454, 0x0000345f,
+	0x0000346c, 0x00003470, 0x00003474, 0x00003482,
+	0x00003490, 0x0000349e, 0x000034be, 0x000034d1,
+	0x000034ea, 0x000034ff, 0x00003510, 0x00003522,
+	0x00003534, 0x0000353a, 0x00003541, 0x00003549,
+	0x00003551, 0x0000356f, 0x0000358d, 0x000035a4,
 	// Entry 160 - 17F
-	0x00003587, 0x0000358d, 0x000035a6, 0x000035c3,
-	0x000035e3, 0x000035ee, 0x000035f8, 0x00003621,
-	0x0000362c, 0x00003660, 0x0000366d, 0x00003684,
-	0x00003692, 0x00003699, 0x000036b4, 0x000036be,
-	0x000036d1, 0x00003708, 0x00003711, 0x0000371d,
-	0x00003727, 0x00003757, 0x0000383e, 0x0000385a,
-	0x0000386f, 0x000038b0, 0x000038c1, 0x000038cc,
-	0x000038ff, 0x00003929, 0x00003937, 0x0000395f,
+	0x000035b9, 0x000035ca, 0x000035cf, 0x000035d5,
+	0x000035ee, 0x0000360b, 0x0000362b, 0x00003636,
+	0x00003640, 0x00003669, 0x00003674, 0x000036a8,
+	0x000036b5, 0x000036cc, 0x000036da, 0x000036e1,
+	0x000036fc, 0x00003706, 0x00003719, 0x00003750,
+	0x00003759, 0x00003765, 0x0000376f, 0x0000379f,
+	0x00003886, 0x000038a2, 0x000038b7, 0x000038f8,
+	0x00003909, 0x00003914, 0x00003947, 0x00003971,
 	// Entry 180 - 19F
-	0x0000399e, 0x000039bf, 0x000039fd, 0x00003a3d,
-	0x00003a5d, 0x00003a9e, 0x00003aca, 0x00003ae2,
-	0x00003af6, 0x00003b0d, 0x00003b1b, 0x00003b26,
-	0x00003b49, 0x00003b68, 0x00003b74, 0x00003b93,
-	0x00003bc2, 0x00003c02, 0x00003c48, 0x00003cba,
-	0x00003ce2, 0x00003d05, 0x00003d3c, 0x00003d83,
-	0x00003dd6, 0x00003dff, 0x00003e25, 0x00003e4c,
-	0x00003e74, 0x00003ebb, 0x00003f05, 0x00003f35,
+	0x0000397f, 0x000039a7, 0x000039e6, 0x00003a07,
+	0x00003a45, 0x00003a85, 0x00003aa5, 0x00003ae6,
+	0x00003b12, 0x00003b2a, 0x00003b3e, 0x00003b55,
+	0x00003b63, 0x00003b6e, 0x00003b91, 0x00003bb0,
+	0x00003bbc, 0x00003bdb, 0x00003c0a, 0x00003c4a,
+	0x00003c90, 0x00003d02, 0x00003d2a, 0x00003d4d,
+	0x00003d84, 0x00003dcb, 0x00003e1e, 0x00003e47,
+	0x00003e6d, 0x00003e94, 0x00003ebc, 0x00003f03,
 	// Entry 1A0 - 1BF
-	0x00003f45, 0x00003f73, 0x00003faf, 0x00003fc5,
-	0x00004056, 0x00004069, 0x000040a7, 0x000040e3,
-	0x000040f6, 0x00004146, 0x0000417b, 0x0000418d,
-	0x000041a4, 0x000041af, 0x000041cc, 0x000041eb,
-	0x000041fc, 0x00004216, 0x0000421f, 0x00004229,
-	0x0000425e, 0x00004274, 0x00004287, 0x000042c4,
-	0x000042dd, 0x000042f3, 0x0000431d, 0x00004330,
-	0x00004337, 0x0000434f, 0x00004371, 0x000043a1,
+	0x00003f4d, 0x00003f7d, 0x00003f8d, 0x00003fbb,
+	0x00003ff7, 0x0000400d, 0x0000409e, 0x000040b1,
+	0x000040ef, 0x0000412b, 0x0000413e, 0x0000418e,
+	0x000041c3, 0x000041d5, 0x000041ec, 0x000041f7,
+	0x00004214, 0x00004233, 0x00004244, 0x0000425e,
+	0x00004267, 0x00004271, 0x000042a6, 0x000042bc,
+	0x000042cf, 0x0000430c, 0x00004325, 0x0000433b,
+	0x00004365, 0x00004378, 0x0000437f, 0x00004397,
 	// Entry 1C0 - 1DF
-	0x000043b8, 0x000043f0, 0x0000442b, 0x00004457,
-	0x000044aa, 0x000044ba, 0x000044c3, 0x000044d7,
-	0x000044e9, 0x000044ff, 0x00004511, 0x00004523,
-	0x00004535, 0x0000454b, 0x00004575, 0x000045a8,
-	0x000045e4, 0x000045fb, 0x000046c3, 0x000046f0,
-	0x0000475b, 0x00004775, 0x0000478e, 0x000047af,
-	0x000047c5, 0x000047cc, 0x000047e6, 0x0000487b,
-	0x0000488e, 0x000048b5, 0x000048dd, 0x000048eb,
+	0x000043b9, 0x000043e9, 0x00004400, 0x00004438,
+	0x00004473, 0x0000449f, 0x000044f2, 0x00004502,
+	0x0000450b, 0x0000451f, 0x00004531, 0x00004547,
+	0x00004559, 0x0000456b, 0x0000457d, 0x00004593,
+	0x000045bd, 0x000045f0, 0x0000462c, 0x00004643,
+	0x0000470b, 0x00004738, 0x000047a3, 0x000047bd,
+	0x000047d6, 0x000047f7, 0x0000480d, 0x00004814,
+	0x0000482e, 0x000048c3, 0x000048d6, 0x000048fd,
 	// Entry 1E0 - 1FF
-	0x000048fb, 0x00004903, 0x00004914, 0x0000491b,
-	0x00004a51, 0x00004a58, 0x00004a92, 0x00004a97,
-	0x00004aac, 0x00004ac0, 0x00004ad2, 0x00004ae8,
-	0x00004b02, 0x00004b4c, 0x00004b5c, 0x00004c36,
-	0x00004c3b, 0x00004c4b, 0x00004c59, 0x00004c69,
-	0x00004c79, 0x00004c83, 0x00004caf, 0x00004cc9,
-	0x00004ce4, 0x00004d72, 0x00004d83, 0x00004d90,
-	0x00004dd1, 0x00004e17, 0x00004e2f, 0x00004e82,
+	0x00004925, 0x00004933, 0x00004943, 0x0000494b,
+	0x0000495c, 0x00004963, 0x00004a99, 0x00004aa0,
+	0x00004ada, 0x00004adf, 0x00004af4, 0x00004b08,
+	0x00004b1a, 0x00004b30, 0x00004b4a, 0x00004b94,
+	0x00004ba4, 0x00004c7e, 0x00004c83, 0x00004c93,
+	0x00004ca1, 0x00004cb1, 0x00004cc1, 0x00004ccb,
+	0x00004cf7, 0x00004d11, 0x00004d2c, 0x00004dba,
+	0x00004dcb, 0x00004dd8, 0x00004e19, 0x00004e5f,
 	// Entry 200 - 21F
-	0x00004ebd, 0x00004ee8, 0x00004ef2, 0x00004f6c,
-	0x00004fa1, 0x00004fe2, 0x00005052, 0x0000506b,
-	0x00005078, 0x000050bb, 0x000050c1, 0x0000515d,
-	0x000051b1, 0x000051dc, 0x00005268, 0x00005296,
-	0x00005358, 0x0000535b, 0x00005361, 0x00005377,
-	0x00005382, 0x00005389, 0x00005394, 0x000053a2,
-	0x000053af, 0x000053bd, 0x000053ca, 0x000053e6,
-	0x000053ff, 0x00005428, 0x000054d1, 0x000054e4,
+	0x00004e77, 0x00004eca, 0x00004f05, 0x00004f30,
+	0x00004f3a, 0x00004fb4, 0x00004fe9, 0x0000502a,
+	0x0000509a, 0x000050b3, 0x000050c0, 0x00005103,
+	0x00005109, 0x000051a5, 0x000051f9, 0x00005224,
+	0x000052b0, 0x000052de, 0x000053a0, 0x000053a3,
+	0x000053a9, 0x000053bf, 0x000053ca, 0x000053d1,
+	0x000053dc, 0x000053ea, 0x000053f7, 0x00005405,
+	0x00005412, 0x0000542e, 0x00005447, 0x00005470,
 	// Entry 220 - 23F
-	0x000054ee, 0x0000557d, 0x000055de, 0x000055f0,
-	0x00005603, 0x00005641, 0x0000567d, 0x00005689,
-	0x00005696, 0x000056a4, 0x000056b2, 0x000056c2,
-	0x000056fe, 0x00005738, 0x00005743, 0x0000576d,
-	0x00005771, 0x00005783, 0x00005791, 0x000057bd,
-	0x0000587f, 0x000058b2, 0x000058bd, 0x000058c7,
-	0x000058dc, 0x000058e5, 0x000058ef, 0x000058fd,
-	0x00005921, 0x0000593b, 0x00005950, 0x0000597c,
+	0x00005519, 0x0000552c, 0x00005536, 0x000055c5,
+	0x00005626, 0x00005638, 0x0000564b, 0x00005689,
+	0x000056c5, 0x000056d1, 0x000056de, 0x000056ec,
+	0x000056fa, 0x0000570a, 0x00005746, 0x00005780,
+	0x0000578b, 0x000057b5, 0x000057b9, 0x000057cb,
+	0x000057d9, 0x00005805, 0x000058c7, 0x000058fa,
+	0x00005905, 0x0000590f, 0x00005924, 0x0000592d,
+	0x00005937, 0x00005945, 0x00005969, 0x00005983,
 	// Entry 240 - 25F
-	0x00005981, 0x00005996, 0x00005a0c, 0x00005a4e,
-} // Size: 2344 bytes
+	0x00005998, 0x000059c4, 0x000059c9, 0x000059de,
+	0x00005a54, 0x00005a96,
+} // Size: 2352 bytes
 
-const frData string = "" + // Size: 23118 bytes
+const frData string = "" + // Size: 23190 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances suspendues…\x02Abandon" +
 	"ner toutes les instances suspendues…\x02Arrêter toutes les instances en " +
@@ -1270,39 +1275,40 @@ const frData string = "" + // Size: 23118 bytes
 	"rêtez-la.\x02Cette instance est %[1]s, pas suspendue\u202f: il n’y a rie" +
 	"n à reprendre.\x02Cette instance est %[1]s, pas suspendue\u202f: il n’y " +
 	"a rien à abandonner.\x02Cette instance est %[1]s\u202f: il n’y a rien à " +
-	"arrêter.\x02Cette instance n’est plus suspendue (elle est %[1]s désormai" +
-	"s)\u202f: quelqu’un a sans doute agi avant vous. Rien n’a été fait.\x02S" +
-	"on occurrence a échoué avant toute tentative\u202f: ses entrées n’ont pa" +
-	"s pu être construites, une reprise échouerait donc de la même façon. Aba" +
-	"ndonnez ou arrêtez plutôt l’instance. Rien n’a été fait.\x02Cette instan" +
-	"ce est déjà terminée\u202f; il n’y a rien à arrêter.\x02Indiquez un moti" +
-	"f\u202f: il est consigné dans le journal d’audit (%[1]d caractères au pl" +
-	"us). Rien n’a été fait.\x02Relais a refusé l’action. Rien n’a été fait." +
-	"\x02Cette instance était déjà arrêtée\u202f; rien n’a changé et rien n’a" +
-	" été consigné.\x02Reprise\u202f: l’occurrence du nœud %[1]s est proposée" +
-	" de nouveau. Consigné dans le journal d’audit.\x02Abandon\u202f: l’insta" +
-	"nce est passée en échec avec le code d’erreur abandoned. Consigné dans l" +
-	"e journal d’audit.\x02Arrêt\u202f: l’instance et ses occurrences ouverte" +
-	"s sont annulées. Consigné dans le journal d’audit.\x02Action inconnue." +
-	"\x02L’arrêt s’applique aux instances en cours ou suspendues, pas à celle" +
-	"s qui sont %[1]s.\x02La reprise et l’abandon s’appliquent aux instances " +
-	"suspendues, pas à celles qui sont %[1]s.\x02Filtre\x02Motif (consigné da" +
-	"ns le journal d’audit pour chaque instance)\x02Revenir à la liste\x02Rep" +
-	"rendre toutes les instances suspendues que ce filtre retient\x02L’occurr" +
-	"ence en échec de chacune est proposée de nouveau, avec un budget de tent" +
-	"atives neuf. Rien n’est terminé à la place de quiconque.\x14\x01\x81\x01" +
-	"\x00\x02:\x02%[1]d instance suspendue correspond au filtre maintenant." +
-	"\x00?\x02%[1]d instances suspendues correspondent au filtre maintenant." +
-	"\x14\x01\x81\x01\x00\x02\x19\x02Reprendre %[1]d instance\x00\x1a\x02Repr" +
-	"endre %[1]d instances\x02Abandonner toutes les instances suspendues que " +
-	"ce filtre retient\x02Chacune passe en échec avec le code d’erreur abando" +
-	"ned et ne peut plus être reprise.\x14\x01\x81\x01\x00\x02\x1a\x02Abandon" +
-	"ner %[1]d instance\x00\x1b\x02Abandonner %[1]d instances\x02Arrêter tout" +
-	"es les instances en cours ou suspendues que ce filtre retient\x02Chacune" +
-	" est annulée avec ses occurrences ouvertes\u202f; une instance arrêtée n" +
-	"e peut pas être reprise.\x14\x01\x81\x01\x00\x02F\x02%[1]d instance en c" +
-	"ours ou suspendue correspond au filtre maintenant.\x00K\x02%[1]d instanc" +
-	"es en cours ou suspendues correspondent au filtre maintenant.\x14\x01" +
+	"arrêter.\x02Le motif que vous avez donné, non consigné\u202f:\x02Retour " +
+	"à l’instance\x02Cette instance n’est plus suspendue (elle est %[1]s dés" +
+	"ormais)\u202f: quelqu’un a sans doute agi avant vous. Rien n’a été fait." +
+	"\x02Son occurrence a échoué avant toute tentative\u202f: ses entrées n’o" +
+	"nt pas pu être construites, une reprise échouerait donc de la même façon" +
+	". Abandonnez ou arrêtez plutôt l’instance. Rien n’a été fait.\x02Cette i" +
+	"nstance est déjà terminée\u202f; il n’y a rien à arrêter.\x02Indiquez un" +
+	" motif\u202f: il est consigné dans le journal d’audit (%[1]d caractères " +
+	"au plus). Rien n’a été fait.\x02Relais a refusé l’action. Rien n’a été f" +
+	"ait.\x02Cette instance était déjà arrêtée\u202f; rien n’a changé et rien" +
+	" n’a été consigné.\x02Reprise\u202f: l’occurrence du nœud %[1]s est prop" +
+	"osée de nouveau. Consigné dans le journal d’audit.\x02Abandon\u202f: l’i" +
+	"nstance est passée en échec avec le code d’erreur abandoned. Consigné da" +
+	"ns le journal d’audit.\x02Arrêt\u202f: l’instance et ses occurrences ouv" +
+	"ertes sont annulées. Consigné dans le journal d’audit.\x02Action inconnu" +
+	"e.\x02L’arrêt s’applique aux instances en cours ou suspendues, pas à cel" +
+	"les qui sont %[1]s.\x02La reprise et l’abandon s’appliquent aux instance" +
+	"s suspendues, pas à celles qui sont %[1]s.\x02Filtre\x02Motif (consigné " +
+	"dans le journal d’audit pour chaque instance)\x02Revenir à la liste\x02R" +
+	"eprendre toutes les instances suspendues que ce filtre retient\x02L’occu" +
+	"rrence en échec de chacune est proposée de nouveau, avec un budget de te" +
+	"ntatives neuf. Rien n’est terminé à la place de quiconque.\x14\x01\x81" +
+	"\x01\x00\x02:\x02%[1]d instance suspendue correspond au filtre maintenan" +
+	"t.\x00?\x02%[1]d instances suspendues correspondent au filtre maintenant" +
+	".\x14\x01\x81\x01\x00\x02\x19\x02Reprendre %[1]d instance\x00\x1a\x02Rep" +
+	"rendre %[1]d instances\x02Abandonner toutes les instances suspendues que" +
+	" ce filtre retient\x02Chacune passe en échec avec le code d’erreur aband" +
+	"oned et ne peut plus être reprise.\x14\x01\x81\x01\x00\x02\x1a\x02Abando" +
+	"nner %[1]d instance\x00\x1b\x02Abandonner %[1]d instances\x02Arrêter tou" +
+	"tes les instances en cours ou suspendues que ce filtre retient\x02Chacun" +
+	"e est annulée avec ses occurrences ouvertes\u202f; une instance arrêtée " +
+	"ne peut pas être reprise.\x14\x01\x81\x01\x00\x02F\x02%[1]d instance en " +
+	"cours ou suspendue correspond au filtre maintenant.\x00K\x02%[1]d instan" +
+	"ces en cours ou suspendues correspondent au filtre maintenant.\x14\x01" +
 	"\x81\x01\x00\x02\x18\x02Arrêter %[1]d instance\x00\x19\x02Arrêter %[1]d " +
 	"instances\x02Rien à faire\u202f: aucune instance à laquelle cette action" +
 	" s’applique ne correspond au filtre.\x02toutes\x02Processus\x02Statut" +
@@ -1590,4 +1596,4 @@ const frData string = "" + // Size: 23118 bytes
 	"e connecte ou interroge.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d" +
 	" exécutant\x00\x1d\x02Servie par %[1]d exécutants"
 
-	// Total table size 46035 bytes (44KiB); checksum: BB72A602
+	// Total table size 46179 bytes (45KiB); checksum: FC0C8E87
