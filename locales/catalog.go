@@ -39,154 +39,155 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                              229,
-	"%[1]s %[2]s, %[3]s %[4]s":                 230,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          228,
-	"%[1]s; %[2]s":                             227,
-	"%d (0 lowest, 9 highest)":                 360,
-	"%d attempts":                              382,
-	"%d attempts, retry after %s, priority %d": 506,
+	"%[1]s %[2]s":                              230,
+	"%[1]s %[2]s, %[3]s %[4]s":                 231,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          229,
+	"%[1]s; %[2]s":                             228,
+	"%d (0 lowest, 9 highest)":                 361,
+	"%d attempts":                              383,
+	"%d attempts, retry after %s, priority %d": 507,
 	"%d breaking":                              174,
 	"%d changes":                               173,
-	"%d completed":                             225,
-	"%d d":                                     237,
-	"%d days":                                  251,
-	"%d failed":                                226,
-	"%d h":                                     236,
+	"%d completed":                             226,
+	"%d d":                                     238,
+	"%d days":                                  252,
+	"%d failed":                                227,
+	"%d h":                                     237,
 	"%d held instances match now.":             48,
-	"%d hours":                                 252,
-	"%d items":                                 560,
-	"%d left":                                  384,
-	"%d min":                                   235,
-	"%d minutes":                               253,
+	"%d hours":                                 253,
+	"%d items":                                 561,
+	"%d left":                                  385,
+	"%d min":                                   236,
+	"%d minutes":                               254,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 64,
-	"%d ms": 255,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 496,
-	"%d occurrences": 452,
+	"%d ms": 256,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 497,
+	"%d occurrences": 453,
 	"%d releases":    191,
 	"%d running or held instances match now.": 55,
-	"%d s":       234,
-	"%d seconds": 254,
+	"%d s":       235,
+	"%d seconds": 255,
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 69,
-	"%s ago":                            232,
-	"%s so far":                         428,
-	"%s → %s":                           501,
-	"%s, revision %s":                   350,
-	"%s, version %s":                    351,
+	"%s ago":                            233,
+	"%s so far":                         429,
+	"%s → %s":                           502,
+	"%s, revision %s":                   351,
+	"%s, version %s":                    352,
+	"%s: %s":                            225,
 	"%s: %s → %s":                       181,
-	"%s: a date is written 2026-12-01.": 463,
-	"%s: the first day comes after the last.": 464,
+	"%s: a date is written 2026-12-01.": 464,
+	"%s: the first day comes after the last.": 465,
 	"%s–%s":       224,
-	"(each item)": 549,
-	"(worker %s)": 417,
-	"0 seconds":   250,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.": 527,
+	"(each item)": 550,
+	"(worker %s)": 418,
+	"0 seconds":   251,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.": 528,
 	"Abandon %d instances":                                           52,
 	"Abandon every held instance this filter matches":                50,
 	"Abandon every held instance…":                                   7,
 	"Abandon process instance %s":                                    17,
 	"Abandon the instance":                                           20,
 	"Abandon this instance? It fails with the error code abandoned.": 18,
-	"Abandoned by %s at %s — “%s”":                                   280,
+	"Abandoned by %s at %s — “%s”":                                   281,
 	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 38,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 294,
+	"Act on every instance this filter matches": 295,
 	"Action":                              72,
 	"All actions":                         83,
-	"All consumers":                       449,
+	"All consumers":                       450,
 	"All definitions":                     215,
-	"All processes":                       300,
-	"All statuses":                        301,
-	"All workers":                         575,
-	"An operator abandoned the instance.": 410,
+	"All processes":                       301,
+	"All statuses":                        302,
+	"All workers":                         576,
+	"An operator abandoned the instance.": 411,
 	"Apply filters":                       80,
-	"Apr":                                 241,
+	"Apr":                                 242,
 	"As of %s (%s); refreshed every few seconds.": 212,
-	"Attempts":                         361,
+	"Attempts":                         362,
 	"Audit log":                        77,
-	"Aug":                              245,
-	"Available from":                   392,
+	"Aug":                              246,
+	"Available from":                   393,
 	"Back to definitions":              117,
 	"Back to external tasks":           116,
 	"Back to the instance":             30,
 	"Back to the list":                 45,
-	"Back without saving":              471,
+	"Back without saving":              472,
 	"Breaks processes":                 155,
 	"Breaks workers":                   156,
 	"Bulk %s applied to %d instances.": 68,
 	"Bulk action":                      76,
 	"Business key":                     61,
-	"Call timeout":                     379,
-	"Cancelled: the instance was stopped (%s).":               427,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 426,
+	"Call timeout":                     380,
+	"Cancelled: the instance was stopped (%s).":               428,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 427,
 	"Cannot act on this filter":                               65,
-	"Cannot reveal":                                           511,
+	"Cannot reveal":                                           512,
 	"Change":                                                  153,
 	"Changes between the two revisions":                       165,
 	"Choose two existing revisions to compare.":               171,
 	"Classification":                                          131,
 	"Clear filters":                                           81,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 485,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 486,
 	"Compare":              152,
 	"Compare revisions":    148,
 	"Completed":            223,
-	"Completed (%s).":      422,
+	"Completed (%s).":      423,
 	"Completed, last hour": 209,
 	"Completions and failures per 5 minutes, last hour: %s":    216,
 	"Completions and failures per 5-minute slot, oldest first": 221,
 	"Completions and failures, last hour":                      202,
-	"Connected":                                                571,
+	"Connected":                                                572,
 	"Constraints":                                              132,
-	"Consumer":                                                 363,
-	"Consumer and worker":                                      446,
+	"Consumer":                                                 364,
+	"Consumer and worker":                                      447,
 	"Counting the occurrences; the counts appear when you reload the page.": 126,
 	"Counts are unavailable right now.":                                     127,
-	"Counts as of %s (%s); refreshed every few seconds.":                    494,
-	"Counts by status": 442,
-	"Created":          266,
+	"Counts as of %s (%s); refreshed every few seconds.":                    495,
+	"Counts by status": 443,
+	"Created":          267,
 	"Created from":     62,
 	"Created to":       63,
-	"Creation date":    289,
-	"Dates":            354,
-	"Deadline":         358,
-	"Dec":              249,
-	"Deferred":         396,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 421,
+	"Creation date":    290,
+	"Dates":            355,
+	"Deadline":         359,
+	"Dec":              250,
+	"Deferred":         397,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 422,
 	"Definition":         204,
 	"Definition %s":      134,
 	"Definitions":        103,
 	"Definitions by key": 186,
-	"Definitions served": 569,
+	"Definitions served": 570,
 	"Definitions, those needing attention first": 203,
 	"Description":          133,
-	"Destination":          372,
-	"Destination’s answer": 367,
+	"Destination":          373,
+	"Destination’s answer": 368,
 	"Detail":               154,
 	"Digest":               168,
 	"Display settings":     108,
-	"Duration":             366,
+	"Duration":             367,
 	"Each definition’s queue and incidents now, and what its workers finished in the last hour.":                              201,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  54,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     51,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 47,
-	"End node":                    284,
-	"End node or error":           298,
-	"Ended":                       283,
-	"Error":                       445,
-	"Error (before any attempt)":  398,
-	"Error code":                  287,
-	"Error message":               369,
-	"Every %d seconds":            475,
-	"Every attempt, oldest first": 362,
+	"End node":                    285,
+	"End node or error":           299,
+	"Ended":                       284,
+	"Error":                       446,
+	"Error (before any attempt)":  399,
+	"Error code":                  288,
+	"Error message":               370,
+	"Every %d seconds":            476,
+	"Every attempt, oldest first": 363,
 	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log (GET /api/v1/audit/reveals).": 78,
-	"Expired token":                    536,
-	"Expires":                          533,
+	"Expired token":                    537,
+	"Expires":                          534,
 	"External tasks":                   97,
 	"Failed":                           207,
-	"Failed (%s).":                     425,
-	"Failed occurrence":                286,
+	"Failed (%s).":                     426,
+	"Failed occurrence":                287,
 	"Failed, last hour":                210,
-	"Feb":                              239,
+	"Feb":                              240,
 	"Field":                            128,
 	"Filter":                           43,
 	"Filters":                          79,
@@ -197,208 +198,208 @@ var messageKeyToIndex = map[string]int{
 	"From revision":                    150,
 	"From revision %d to revision %d:": 172,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 34,
-	"Graph":                   484,
-	"Graph of %s":             495,
-	"HTTP 2xx, unusable body": 431,
+	"Graph":                   485,
+	"Graph of %s":             496,
+	"HTTP 2xx, unusable body": 432,
 	"Health":                  96,
-	"Held at node":            285,
+	"Held at node":            286,
 	"Held instances":          206,
-	"ID":                      530,
-	"In flight":               570,
-	"In the last hour: %d completed, %d failed. The table after the chart gives each 5-minute slot.": 217,
+	"ID":                      531,
+	"In flight":               571,
+	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 217,
 	"Inputs":                     158,
 	"Inputs of revision %d":      169,
 	"Inputs of the working copy": 160,
-	"Inputs the instance was started with, labelled by process version %d's contract": 274,
-	"Inputs, labelled by revision %d's contract":                                      385,
-	"Instance":                  297,
+	"Inputs the instance was started with, labelled by process version %d's contract": 275,
+	"Inputs, labelled by revision %d's contract":                                      386,
+	"Instance":                  298,
 	"Instances":                 98,
-	"Instances of this process": 493,
-	"Invalid page":              563,
+	"Instances of this process": 494,
+	"Invalid page":              564,
 	"Invalid request":           114,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.": 19,
-	"Its instance is held here, waiting for an operator.":                                                                   423,
-	"Its instance went on along the node’s error path.":                                                                     424,
-	"Its message": 399,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      543,
+	"Its instance is held here, waiting for an operator.":                                                                   424,
+	"Its instance went on along the node’s error path.":                                                                     425,
+	"Its message": 400,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      544,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 32,
-	"Jan":                     238,
-	"Jul":                     244,
-	"Jun":                     243,
-	"Keep it":                 545,
+	"Jan":                     239,
+	"Jul":                     245,
+	"Jun":                     244,
+	"Keep it":                 546,
 	"Keep it held":            12,
 	"Keep it running":         11,
 	"Key":                     187,
-	"Kind":                    488,
+	"Kind":                    489,
 	"Language":                93,
-	"Last error (attempt %d)": 397,
-	"Last reserved":           394,
+	"Last error (attempt %d)": 398,
+	"Last reserved":           395,
 	"Last saved":              139,
-	"Last seen":               572,
-	"Last used":               532,
+	"Last seen":               573,
+	"Last used":               533,
 	"Latest revision":         188,
 	"Lists every change from one revision to another, and whom it may break.": 149,
-	"Local time at %s": 473,
-	"Lock expired %s — waiting to be offered again.": 414,
-	"Lock expires":                     395,
+	"Local time at %s": 474,
+	"Lock expired %s — waiting to be offered again.": 415,
+	"Lock expires":                     396,
 	"Main navigation":                  95,
-	"Mar":                              240,
-	"Maximum attempts":                 356,
-	"May":                              242,
-	"Message from Relais (in English)": 400,
-	"Message from the service (as it sent it)": 401,
-	"Mode": 353,
-	"More filters: instance, revision, consumer, dates": 440,
+	"Mar":                              241,
+	"Maximum attempts":                 357,
+	"May":                              243,
+	"Message from Relais (in English)": 401,
+	"Message from the service (as it sent it)": 402,
+	"Mode": 354,
+	"More filters: instance, revision, consumer, dates": 441,
 	"Name":                               137,
-	"Never":                              474,
-	"Next attempt":                       393,
-	"Next attempt or settled":            447,
-	"Next node":                          265,
+	"Never":                              475,
+	"Next attempt":                       394,
+	"Next attempt or settled":            448,
+	"Next node":                          266,
 	"Next page":                          90,
 	"No definition has occurrences yet.": 211,
 	"No definition yet.":                 190,
 	"No inputs.":                         159,
-	"No instance matches these filters.": 299,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 519,
-	"No occurrence matches these filters.":                                                   448,
+	"No instance matches these filters.": 300,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 520,
+	"No occurrence matches these filters.":                                                   449,
 	"No operator action matches.":                                                            82,
-	"No operator has acted on this instance.":                                                270,
-	"No outputs yet: the occurrence has not completed.":                                      388,
+	"No operator has acted on this instance.":                                                271,
+	"No outputs yet: the occurrence has not completed.":                                      389,
 	"No outputs.": 162,
-	"No outputs: the occurrence ended without completing.":          390,
-	"No process is published yet.":                                  479,
+	"No outputs: the occurrence ended without completing.":          391,
+	"No process is published yet.":                                  480,
 	"No release yet.":                                               143,
 	"No revision yet: the Working copy has never been snapshotted.": 141,
-	"No service has reserved this occurrence yet.":                  370,
-	"No token.":                         539,
-	"No worker is connected.":           573,
-	"No worker serves this definition.": 576,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 579,
-	"Node":    262,
+	"No service has reserved this occurrence yet.":                  371,
+	"No token.":                         540,
+	"No worker is connected.":           574,
+	"No worker serves this definition.": 577,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 580,
+	"Node":    263,
 	"Node %s": 200,
-	"Nodes":   486,
-	"Nodes of this version, with their occurrences now": 487,
-	"Nodes reached, in order":                           261,
+	"Nodes":   487,
+	"Nodes of this version, with their occurrences now": 488,
+	"Nodes reached, in order":                           262,
 	"Not allowed":                                       112,
 	"Not found":                                         118,
 	"Notes":                                             146,
 	"Nothing exists at this address, or it is not visible to you.":          119,
 	"Nothing to do: no instance this action applies to matches the filter.": 57,
-	"Nothing to find: the search box is empty.":                             517,
-	"Nov":                       248,
-	"Now":                       380,
-	"Occurrence":                263,
-	"Occurrence %s":             352,
+	"Nothing to find: the search box is empty.":                             518,
+	"Nov":                       249,
+	"Now":                       381,
+	"Occurrence":                264,
+	"Occurrence %s":             353,
 	"Occurrence offered again":  75,
-	"Occurrences now":           492,
-	"Occurrences, newest first": 443,
-	"Oct":                       247,
-	"Offered from %s — %s.":     413,
+	"Occurrences now":           493,
+	"Occurrences, newest first": 444,
+	"Oct":                       248,
+	"Offered from %s — %s.":     414,
 	"Oldest claimable waits":    208,
-	"On error":                  491,
-	"On success":                490,
-	"Only a value this page shows as hidden (sensitive) can be revealed.": 512,
-	"Only administrators manage tokens.":                                  528,
-	"Only administrators may reveal a sensitive value.":                   509,
+	"On error":                  492,
+	"On success":                491,
+	"Only a value this page shows as hidden (sensitive) can be revealed.": 513,
+	"Only administrators manage tokens.":                                  529,
+	"Only administrators may reveal a sensitive value.":                   510,
 	"Open":             205,
-	"Operator actions": 258,
-	"Operator actions on this instance, newest first": 271,
+	"Operator actions": 259,
+	"Operator actions on this instance, newest first": 272,
 	"Operator actions, newest first":                  88,
-	"Outcome":                                         368,
+	"Outcome":                                         369,
 	"Outputs":                                         161,
 	"Outputs of revision %d":                          170,
 	"Outputs of the working copy":                     163,
-	"Outputs, labelled by revision %d's contract":     387,
+	"Outputs, labelled by revision %d's contract":     388,
 	"Pages": 89,
-	"Pages with a form, such as a confirmation, never reload on their own.": 469,
-	"Path":                            259,
-	"Pinned revision":                 489,
-	"Policy":                          355,
-	"Previous page":                   461,
-	"Priority":                        359,
+	"Pages with a form, such as a confirmation, never reload on their own.": 470,
+	"Path":                            260,
+	"Pinned revision":                 490,
+	"Policy":                          356,
+	"Previous page":                   462,
+	"Priority":                        360,
 	"Process":                         59,
-	"Process %s":                      481,
-	"Process and node":                444,
-	"Process inputs":                  273,
+	"Process %s":                      482,
+	"Process and node":                445,
+	"Process inputs":                  274,
 	"Process instance":                74,
-	"Process instance %s":             256,
-	"Process instances":               291,
-	"Process instances, newest first": 296,
+	"Process instance %s":             257,
+	"Process instances":               292,
+	"Process instances, newest first": 297,
 	"Processes":                       99,
-	"Processes by key":                477,
-	"Protocol":                        568,
+	"Processes by key":                478,
+	"Protocol":                        569,
 	"Published":                       147,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 476,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 477,
 	"Reason": 73,
 	"Reason (recorded in the audit log for every instance)": 44,
 	"Reason (recorded in the audit log)":                    9,
-	"Reason given by the worker":                            376,
-	"Recorded operator actions":                             269,
+	"Reason given by the worker":                            377,
+	"Recorded operator actions":                             270,
 	"Relais console":                                        92,
-	"Relais has not called the destination yet.":            374,
-	"Relais is calling the destination (since %s).":         418,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 375,
+	"Relais has not called the destination yet.":            375,
+	"Relais is calling the destination (since %s).":         419,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 376,
 	"Relais refused the action. Nothing was done.":                                                         35,
-	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 404,
+	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 405,
 	"Release":                             144,
 	"Releases":                            142,
 	"Releases, oldest first":              164,
-	"Reload lists and detail pages":       468,
-	"Replica":                             373,
+	"Reload lists and detail pages":       469,
+	"Replica":                             374,
 	"Required":                            130,
-	"Reserved":                            365,
-	"Reserved by %s.":                     420,
-	"Reserved by %s; lock until %s — %s.": 419,
-	"Retried by %s at %s — “%s”":          281,
+	"Reserved":                            366,
+	"Reserved by %s.":                     421,
+	"Reserved by %s; lock until %s — %s.": 420,
+	"Retried by %s at %s — “%s”":          282,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 37,
-	"Retries":            377,
+	"Retries":            378,
 	"Retry %d instances": 49,
-	"Retry at %s — %s.":  412,
-	"Retry delay":        357,
+	"Retry at %s — %s.":  413,
+	"Retry delay":        358,
 	"Retry every held instance this filter matches": 46,
 	"Retry every held instance…":                    6,
-	"Retry or abandon it from its instance":         381,
+	"Retry or abandon it from its instance":         382,
 	"Retry process instance %s":                     13,
 	"Retry the instance":                            16,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 14,
 	"Retrying and abandoning apply to held instances, not %s ones.":                                           42,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 391,
-	"Revealed by %s at %s; recorded in the audit log.": 510,
+	"Reveal — this is recorded": 392,
+	"Revealed by %s at %s; recorded in the audit log.": 511,
 	"Revision":                  145,
 	"Revision %d":               166,
 	"Revisions":                 140,
-	"Revoke the %s token “%s”?": 542,
-	"Revoke the token":          544,
-	"Revoke token %d":           541,
-	"Revoke…":                   537,
-	"Role":                      531,
-	"Route":                     264,
+	"Revoke the %s token “%s”?": 543,
+	"Revoke the token":          545,
+	"Revoke token %d":           542,
+	"Revoke…":                   538,
+	"Role":                      532,
+	"Route":                     265,
 	"Routing output":            138,
-	"Rows %s–%s":                462,
-	"Save settings":             470,
+	"Rows %s–%s":                463,
+	"Save settings":             471,
 	"Say why, for whoever reads the log later: at most %d characters.": 10,
-	"Search":                               515,
-	"Secret values can never be revealed.": 513,
-	"Sep":                                  246,
-	"Served by %d workers":                 580,
+	"Search":                               516,
+	"Secret values can never be revealed.": 514,
+	"Sep":                                  247,
+	"Served by %d workers":                 581,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 23,
-	"Settled":              267,
-	"Settlement date":      439,
+	"Settled":              268,
+	"Settlement date":      440,
 	"Show all definitions": 214,
-	"Show times in":        466,
+	"Show times in":        467,
 	"Showing the instances bulk action %s changed.": 86,
-	"Sign in": 521,
-	"Sign in with an operator or administrator token.": 522,
+	"Sign in": 522,
+	"Sign in with an operator or administrator token.": 523,
 	"Sign out":             107,
 	"Signed in as %s (%s)": 106,
 	"Skip to content":      94,
 	"Slot":                 222,
 	"Snapshotted":          167,
 	"Something went wrong": 124,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 529,
-	"Start node":        483,
-	"Started":           282,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 530,
+	"Start node":        484,
+	"Started":           283,
 	"Status":            60,
 	"Stop %d instances": 56,
 	"Stop every running or held instance this filter matches": 53,
@@ -407,222 +408,222 @@ var messageKeyToIndex = map[string]int{
 	"Stop the instance":                                       24,
 	"Stop this instance? Its open occurrences are cancelled.": 22,
 	"Stop this instance…":                                     2,
-	"Stopped by %s at %s — “%s”":                              279,
+	"Stopped by %s at %s — “%s”":                              280,
 	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 39,
 	"Stopping applies to running or held instances, not %s ones.":                              41,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   278,
-	"Summary": 257,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   279,
+	"Summary": 258,
 	"Task contracts: their Working copy, immutable revisions and named releases.": 185,
 	"Temporarily unavailable":                                    122,
-	"That is too long to be an id or a business key.":            518,
+	"That is too long to be an id or a business key.":            519,
 	"The bulk action must be its id (a UUID).":                   85,
-	"The call could not be prepared.":                            405,
+	"The call could not be prepared.":                            406,
 	"The chart’s numbers":                                        220,
 	"The confirmed count is missing: start again from the list.": 66,
 	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           125,
-	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      467,
+	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      468,
 	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 67,
 	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 123,
-	"The deadline passed before a result arrived.": 402,
-	"The destination answered HTTP %s.":            411,
-	"The destination could not be reached.":        406,
-	"The destination’s answer was too large.":      407,
+	"The deadline passed before a result arrived.": 403,
+	"The destination answered HTTP %s.":            412,
+	"The destination could not be reached.":        407,
+	"The destination’s answer was too large.":      408,
 	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                            115,
-	"The inputs could not be built from the process’s bindings.":                                                                  409,
-	"The last attempt’s lock expired with no attempt left.":                                                                       408,
-	"The next page counts them and asks for a reason before anything changes.":                                                    295,
-	"The nodes this instance reached, in order, each with its occurrence.":                                                        260,
+	"The inputs could not be built from the process’s bindings.":                                                                  410,
+	"The last attempt’s lock expired with no attempt left.":                                                                       409,
+	"The next page counts them and asks for a reason before anything changes.":                                                    296,
+	"The nodes this instance reached, in order, each with its occurrence.":                                                        261,
 	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                136,
 	"The page cursor is invalid: go back to the first page.":                                                                      87,
-	"The page size must be between 1 and %d.":                                                                                     290,
+	"The page size must be between 1 and %d.":                                                                                     291,
 	"The process instance must be an instance id (a UUID).":                                                                       84,
 	"The reason you gave, not recorded:":                                                                                          29,
-	"The result did not match the revision's outputs contract.":                                                                   403,
-	"The revision must be a whole number, 1 or more.":                                                                             437,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 524,
-	"The token was revoked.":                        540,
+	"The result did not match the revision's outputs contract.":                                                                   404,
+	"The revision must be a whole number, 1 or more.":                                                                             438,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 525,
+	"The token was revoked.":                        541,
 	"These revisions have the same contracts.":      157,
-	"These settings are kept in this browser only.": 465,
-	"This contract has no inputs.":                  386,
-	"This contract has no outputs.":                 389,
+	"These settings are kept in this browser only.": 466,
+	"This contract has no inputs.":                  387,
+	"This contract has no outputs.":                 390,
 	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                                                                      121,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.": 25,
 	"This instance has already ended; there is nothing to stop.":                                                                                                               33,
-	"This instance has not reached a task yet.":                                                                                                                                268,
+	"This instance has not reached a task yet.":                                                                                                                                269,
 	"This instance is %s, not held: there is nothing to abandon.":                                                                                                              27,
 	"This instance is %s, not held: there is nothing to retry.":                                                                                                                26,
 	"This instance is %s: there is nothing to stop.":                                                                                                                           28,
-	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 276,
-	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 277,
+	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 277,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 278,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          31,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   36,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            547,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           546,
-	"This page does not accept that request.":     514,
-	"This page link is not one the console made.": 564,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            548,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           547,
+	"This page does not accept that request.":     515,
+	"This page link is not one the console made.": 565,
 	"This page reloads every %d seconds.":         111,
-	"This process takes no inputs.":               275,
-	"This token is unknown or has been revoked.":  526,
+	"This process takes no inputs.":               276,
+	"This token is unknown or has been revoked.":  527,
 	"Times in %s · no auto-reload":                110,
 	"Times in %s · reload every %d s":             109,
 	"To revision":                                 151,
-	"Token":                                       523,
+	"Token":                                       524,
 	"Tokens":                                      105,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 525,
-	"Totals of all definitions, not narrowed by the other filters":         451,
-	"Totals of definition %s, not narrowed by the other filters":           450,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 526,
+	"Totals of all definitions, not narrowed by the other filters":         452,
+	"Totals of definition %s, not narrowed by the other filters":           451,
 	"Type": 129,
-	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 516,
-	"UTC (coordinated universal time)": 472,
+	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 517,
+	"UTC (coordinated universal time)": 473,
 	"Unknown action.":                  40,
-	"Unknown consumer.":                438,
-	"Unknown status %q.":               288,
-	"Value":                            272,
-	"Version":                          482,
-	"Versions, newest first":           478,
-	"Waiting for Relais to call the destination since %s (%s).": 415,
-	"Waiting for a worker since %s (%s).":                       416,
+	"Unknown consumer.":                439,
+	"Unknown status %q.":               289,
+	"Value":                            273,
+	"Version":                          483,
+	"Versions, newest first":           479,
+	"Waiting for Relais to call the destination since %s (%s).": 416,
+	"Waiting for a worker since %s (%s).":                       417,
 	"When":                                                      70,
 	"Who":                                                       71,
-	"Worker":                                                    567,
-	"Worker id":                                                 364,
+	"Worker":                                                    568,
+	"Worker id":                                                 365,
 	"Workers":                                                   104,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        565,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        566,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 15,
-	"Workers seen within three heartbeats": 566,
-	"Workers serving %s":                   574,
+	"Workers seen within three heartbeats": 567,
+	"Workers serving %s":                   575,
 	"Working copy":                         135,
-	"You are signed out.":                  520,
+	"You are signed out.":                  521,
 	"Your role can read definitions only: external tasks and process instances are for operators and administrators.": 113,
-	"[redacted]":                          436,
+	"[redacted]":                          437,
 	"abandon":                             4,
-	"administrator":                       328,
+	"administrator":                       329,
 	"an incident: retry, abandon or stop": 195,
-	"answer too large":                    434,
+	"answer too large":                    435,
 	"any":                                 58,
-	"any other code → %s":                 504,
+	"any other code → %s":                 505,
 	"any other error":                     193,
-	"as of %s (%s); counts are refreshed every few seconds.": 453,
-	"at least %d characters":                                 550,
-	"at least %d items":                                      557,
-	"at most %d":                                             383,
-	"at most %d characters":                                  551,
-	"at most %d items":                                       558,
-	"available":                                              302,
-	"boolean":                                                315,
-	"call in progress since":                                 458,
-	"cancelled":                                              305,
-	"choice":                                                 318,
-	"claimable since":                                        457,
+	"as of %s (%s); counts are refreshed every few seconds.": 454,
+	"at least %d characters":                                 551,
+	"at least %d items":                                      558,
+	"at most %d":                                             384,
+	"at most %d characters":                                  552,
+	"at most %d items":                                       559,
+	"available":                                              303,
+	"boolean":                                                316,
+	"call in progress since":                                 459,
+	"cancelled":                                              306,
+	"choice":                                                 319,
+	"claimable since":                                        458,
 	"claimable since %s":                                     213,
-	"classification changed":                                 339,
+	"classification changed":                                 340,
 	"completed":                                              218,
-	"constraint changed":                                     340,
-	"consumer":                                               331,
-	"consumer #%s":                                           429,
-	"date":                                                   316,
-	"date and time":                                          317,
-	"deadline %s":                                            507,
-	"deferred":                                               304,
-	"deferred since":                                         460,
-	"designer":                                               330,
-	"disconnected":                                           311,
-	"end (completes)":                                        499,
-	"end (fails)":                                            500,
+	"constraint changed":                                     341,
+	"consumer":                                               332,
+	"consumer #%s":                                           430,
+	"date":                                                   317,
+	"date and time":                                          318,
+	"deadline %s":                                            508,
+	"deferred":                                               305,
+	"deferred since":                                         461,
+	"designer":                                               331,
+	"disconnected":                                           312,
+	"end (completes)":                                        500,
+	"end (fails)":                                            501,
 	"end: completes the instance":                            196,
 	"end: fails the instance":                                197,
-	"expired":                                                308,
+	"expired":                                                309,
 	"failed":                                                 219,
-	"fails the instance":                                     505,
-	"field added":                                            334,
-	"field removed":                                          335,
-	"format":                                                 345,
-	"format %s":                                              553,
-	"from":                                                   292,
-	"held":                                                   307,
+	"fails the instance":                                     506,
+	"field added":                                            335,
+	"field removed":                                          336,
+	"format":                                                 346,
+	"format %s":                                              554,
+	"from":                                                   293,
+	"held":                                                   308,
 	"held for an operator":                                   194,
-	"hold (an incident for an operator)":                     503,
+	"hold (an incident for an operator)":                     504,
 	"id or business key":                                     101,
-	"in %s":                                                  231,
-	"in progress":                                            371,
-	"instance id":                                            441,
-	"integer":                                                313,
-	"just now":                                               233,
-	"list":                                                   320,
-	"lock until":                                             459,
-	"long polling":                                           578,
-	"maximum":                                                347,
-	"maximum %s":                                             555,
-	"maximum items":                                          349,
-	"maximum length":                                         343,
-	"minimum":                                                346,
-	"minimum %s":                                             554,
-	"minimum items":                                          348,
-	"minimum length":                                         342,
-	"never":                                                  534,
-	"next attempt":                                           456,
-	"no":                                                     333,
-	"no answer within the timeout":                           432,
-	"no connection":                                          433,
+	"in %s":                                                  232,
+	"in progress":                                            372,
+	"instance id":                                            442,
+	"integer":                                                314,
+	"just now":                                               234,
+	"list":                                                   321,
+	"lock until":                                             460,
+	"long polling":                                           579,
+	"maximum":                                                348,
+	"maximum %s":                                             556,
+	"maximum items":                                          350,
+	"maximum length":                                         344,
+	"minimum":                                                347,
+	"minimum %s":                                             555,
+	"minimum items":                                          349,
+	"minimum length":                                         343,
+	"never":                                                  535,
+	"next attempt":                                           457,
+	"no":                                                     334,
+	"no answer within the timeout":                           433,
+	"no connection":                                          434,
 	"none":                                                   184,
 	"none yet":                                               189,
-	"none: a failed call takes the node’s error path": 378,
-	"normal":                          321,
-	"not provided":                    559,
-	"not yet":                         535,
-	"null":                            561,
-	"number":                          314,
-	"object":                          319,
+	"none: a failed call takes the node’s error path": 379,
+	"normal":                          322,
+	"not provided":                    560,
+	"not yet":                         536,
+	"null":                            562,
+	"number":                          315,
+	"object":                          320,
 	"on error":                        192,
-	"one of: %s":                      556,
-	"operator":                        329,
+	"one of: %s":                      557,
+	"operator":                        330,
 	"optional field of type %s":       183,
 	"optional → required":             176,
-	"pattern":                         344,
-	"pattern %s":                      552,
-	"pull":                            497,
+	"pattern":                         345,
+	"pattern %s":                      553,
+	"pull":                            498,
 	"pull %s":                         199,
-	"pull (the service fetches it)":   326,
+	"pull (the service fetches it)":   327,
 	"push %s":                         198,
-	"push (Relais calls the service)": 327,
-	"push to %s":                      498,
-	"rejected":                        309,
-	"released":                        310,
-	"required changed":                337,
+	"push (Relais calls the service)": 328,
+	"push to %s":                      499,
+	"rejected":                        310,
+	"released":                        311,
+	"required changed":                338,
 	"required field of type %s":       182,
 	"required → optional":             177,
-	"reserved":                        303,
+	"reserved":                        304,
 	"retry":                           3,
-	"revision %d":                     454,
-	"routing changed":                 341,
-	"routing output":                  548,
+	"revision %d":                     455,
+	"routing changed":                 342,
+	"routing output":                  549,
 	"routing output %s → %s":          175,
-	"running":                         306,
-	"secret":                          323,
-	"sensitive":                       322,
-	"settled":                         455,
+	"running":                         307,
+	"secret":                          324,
+	"sensitive":                       323,
+	"settled":                         456,
 	"stop":                            5,
-	"stream":                          577,
-	"text":                            312,
-	"this session":                    538,
-	"timeout %s":                      508,
-	"to":                              293,
-	"type changed":                    336,
-	"unexpected value":                562,
-	"unknown":                         435,
+	"stream":                          578,
+	"text":                            313,
+	"this session":                    539,
+	"timeout %s":                      509,
+	"to":                              294,
+	"type changed":                    337,
+	"unexpected value":                563,
+	"unknown":                         436,
 	"values added: %s":                178,
-	"values changed":                  338,
+	"values changed":                  339,
 	"values removed: %s":              179,
 	"values reordered":                180,
-	"version %d":                      480,
-	"waiting":                         430,
-	"yes":                             332,
-	"••• hidden (secret)":             325,
-	"••• hidden (sensitive)":          324,
-	"→ %s":                            502,
+	"version %d":                      481,
+	"waiting":                         431,
+	"yes":                             333,
+	"••• hidden (secret)":             326,
+	"••• hidden (sensitive)":          325,
+	"→ %s":                            503,
 }
 
-var enIndex = []uint32{ // 582 elements
+var enIndex = []uint32{ // 583 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x0000005a,
@@ -684,113 +685,113 @@ var enIndex = []uint32{ // 582 elements
 	0x00001de6, 0x00001df1, 0x00001df6, 0x00001e05,
 	0x00001e0c, 0x00001e23, 0x00001e38, 0x00001e4a,
 	0x00001e6d, 0x00001e9f, 0x00001eb5, 0x00001eca,
-	0x00001eda, 0x00001f13, 0x00001f78, 0x00001f82,
-	0x00001f89, 0x00001f9f, 0x00001fd8, 0x00001fdd,
+	0x00001eda, 0x00001f13, 0x00001f67, 0x00001f71,
+	0x00001f78, 0x00001f8e, 0x00001fc7, 0x00001fcc,
 	// Entry E0 - FF
-	0x00001fe7, 0x00001ff5, 0x00002005, 0x00002012,
-	0x0000201f, 0x0000203f, 0x0000204b, 0x00002064,
-	0x0000206d, 0x00002077, 0x00002080, 0x00002088,
-	0x00002092, 0x0000209a, 0x000020a2, 0x000020a6,
-	0x000020aa, 0x000020ae, 0x000020b2, 0x000020b6,
-	0x000020ba, 0x000020be, 0x000020c2, 0x000020c6,
-	0x000020ca, 0x000020ce, 0x000020d2, 0x000020dc,
-	0x000020fa, 0x0000211a, 0x0000213e, 0x00002162,
+	0x00001fd6, 0x00001fe4, 0x00001ff1, 0x0000201a,
+	0x0000203d, 0x0000204a, 0x0000206a, 0x00002076,
+	0x0000208f, 0x00002098, 0x000020a2, 0x000020ab,
+	0x000020b3, 0x000020bd, 0x000020c5, 0x000020cd,
+	0x000020d1, 0x000020d5, 0x000020d9, 0x000020dd,
+	0x000020e1, 0x000020e5, 0x000020e9, 0x000020ed,
+	0x000020f1, 0x000020f5, 0x000020f9, 0x000020fd,
+	0x00002107, 0x00002125, 0x00002145, 0x00002169,
 	// Entry 100 - 11F
-	0x0000216b, 0x00002182, 0x0000218a, 0x0000219b,
-	0x000021a0, 0x000021e5, 0x000021fd, 0x00002202,
-	0x0000220d, 0x00002213, 0x0000221d, 0x00002225,
-	0x0000222d, 0x00002257, 0x00002271, 0x00002299,
-	0x000022c9, 0x000022cf, 0x000022de, 0x00002331,
-	0x0000234f, 0x00002471, 0x00002530, 0x00002587,
-	0x000025b1, 0x000025dd, 0x00002607, 0x0000260f,
-	0x00002615, 0x0000261e, 0x0000262b, 0x0000263d,
+	0x0000218d, 0x00002196, 0x000021ad, 0x000021b5,
+	0x000021c6, 0x000021cb, 0x00002210, 0x00002228,
+	0x0000222d, 0x00002238, 0x0000223e, 0x00002248,
+	0x00002250, 0x00002258, 0x00002282, 0x0000229c,
+	0x000022c4, 0x000022f4, 0x000022fa, 0x00002309,
+	0x0000235c, 0x0000237a, 0x0000249c, 0x0000255b,
+	0x000025b2, 0x000025dc, 0x00002608, 0x00002632,
+	0x0000263a, 0x00002640, 0x00002649, 0x00002656,
 	// Entry 120 - 13F
-	0x00002648, 0x0000265e, 0x0000266c, 0x00002697,
-	0x000026a9, 0x000026ae, 0x000026b1, 0x000026db,
-	0x00002724, 0x00002744, 0x0000274d, 0x0000275f,
-	0x00002782, 0x00002790, 0x0000279d, 0x000027a7,
-	0x000027b0, 0x000027b9, 0x000027c3, 0x000027cb,
-	0x000027d0, 0x000027d8, 0x000027e1, 0x000027ea,
-	0x000027f7, 0x000027fc, 0x00002804, 0x0000280b,
-	0x00002813, 0x00002818, 0x00002826, 0x0000282d,
+	0x00002668, 0x00002673, 0x00002689, 0x00002697,
+	0x000026c2, 0x000026d4, 0x000026d9, 0x000026dc,
+	0x00002706, 0x0000274f, 0x0000276f, 0x00002778,
+	0x0000278a, 0x000027ad, 0x000027bb, 0x000027c8,
+	0x000027d2, 0x000027db, 0x000027e4, 0x000027ee,
+	0x000027f6, 0x000027fb, 0x00002803, 0x0000280c,
+	0x00002815, 0x00002822, 0x00002827, 0x0000282f,
+	0x00002836, 0x0000283e, 0x00002843, 0x00002851,
 	// Entry 140 - 15F
-	0x00002834, 0x00002839, 0x00002840, 0x0000284a,
-	0x00002851, 0x0000286e, 0x00002888, 0x000028a6,
-	0x000028c6, 0x000028d4, 0x000028dd, 0x000028e6,
-	0x000028ef, 0x000028f3, 0x000028f6, 0x00002902,
-	0x00002910, 0x0000291d, 0x0000292e, 0x0000293d,
-	0x00002954, 0x00002967, 0x00002977, 0x00002986,
-	0x00002995, 0x0000299d, 0x000029a4, 0x000029ac,
-	0x000029b4, 0x000029c2, 0x000029d0, 0x000029e6,
+	0x00002858, 0x0000285f, 0x00002864, 0x0000286b,
+	0x00002875, 0x0000287c, 0x00002899, 0x000028b3,
+	0x000028d1, 0x000028f1, 0x000028ff, 0x00002908,
+	0x00002911, 0x0000291a, 0x0000291e, 0x00002921,
+	0x0000292d, 0x0000293b, 0x00002948, 0x00002959,
+	0x00002968, 0x0000297f, 0x00002992, 0x000029a2,
+	0x000029b1, 0x000029c0, 0x000029c8, 0x000029cf,
+	0x000029d7, 0x000029df, 0x000029ed, 0x000029fb,
 	// Entry 160 - 17F
-	0x000029fb, 0x00002a0c, 0x00002a11, 0x00002a17,
-	0x00002a1e, 0x00002a2f, 0x00002a3b, 0x00002a44,
-	0x00002a4d, 0x00002a69, 0x00002a72, 0x00002a8e,
-	0x00002a97, 0x00002aa1, 0x00002aaa, 0x00002ab3,
-	0x00002aca, 0x00002ad2, 0x00002ae0, 0x00002b0d,
-	0x00002b19, 0x00002b25, 0x00002b2d, 0x00002b58,
-	0x00002c1a, 0x00002c35, 0x00002c3d, 0x00002c6f,
-	0x00002c7c, 0x00002c80, 0x00002ca6, 0x00002ccc,
+	0x00002a11, 0x00002a26, 0x00002a37, 0x00002a3c,
+	0x00002a42, 0x00002a49, 0x00002a5a, 0x00002a66,
+	0x00002a6f, 0x00002a78, 0x00002a94, 0x00002a9d,
+	0x00002ab9, 0x00002ac2, 0x00002acc, 0x00002ad5,
+	0x00002ade, 0x00002af5, 0x00002afd, 0x00002b0b,
+	0x00002b38, 0x00002b44, 0x00002b50, 0x00002b58,
+	0x00002b83, 0x00002c45, 0x00002c60, 0x00002c68,
+	0x00002c9a, 0x00002ca7, 0x00002cab, 0x00002cd1,
 	// Entry 180 - 19F
-	0x00002cda, 0x00002ce5, 0x00002d13, 0x00002d30,
-	0x00002d5f, 0x00002d91, 0x00002daf, 0x00002de4,
-	0x00002e00, 0x00002e0f, 0x00002e1c, 0x00002e2a,
-	0x00002e37, 0x00002e40, 0x00002e5b, 0x00002e76,
-	0x00002e82, 0x00002ea3, 0x00002ecc, 0x00002ef9,
-	0x00002f33, 0x00002f98, 0x00002fb8, 0x00002fde,
-	0x00003008, 0x00003040, 0x0000307d, 0x000030a1,
-	0x000030c6, 0x000030e0, 0x000030fe, 0x00003132,
+	0x00002cf7, 0x00002d05, 0x00002d10, 0x00002d3e,
+	0x00002d5b, 0x00002d8a, 0x00002dbc, 0x00002dda,
+	0x00002e0f, 0x00002e2b, 0x00002e3a, 0x00002e47,
+	0x00002e55, 0x00002e62, 0x00002e6b, 0x00002e86,
+	0x00002ea1, 0x00002ead, 0x00002ece, 0x00002ef7,
+	0x00002f24, 0x00002f5e, 0x00002fc3, 0x00002fe3,
+	0x00003009, 0x00003033, 0x0000306b, 0x000030a8,
+	0x000030cc, 0x000030f1, 0x0000310b, 0x00003129,
 	// Entry 1A0 - 1BF
-	0x00003172, 0x0000319c, 0x000031ab, 0x000031dc,
-	0x0000320b, 0x0000321e, 0x00003293, 0x000032a6,
-	0x000032da, 0x0000330e, 0x0000331e, 0x00003365,
-	0x00003392, 0x0000339f, 0x000033af, 0x000033b7,
-	0x000033cf, 0x000033ec, 0x000033fa, 0x0000340b,
-	0x00003413, 0x0000341e, 0x0000344e, 0x00003460,
-	0x00003470, 0x000034a2, 0x000034ae, 0x000034bf,
-	0x000034d9, 0x000034ea, 0x000034f0, 0x00003504,
+	0x0000315d, 0x0000319d, 0x000031c7, 0x000031d6,
+	0x00003207, 0x00003236, 0x00003249, 0x000032be,
+	0x000032d1, 0x00003305, 0x00003339, 0x00003349,
+	0x00003390, 0x000033bd, 0x000033ca, 0x000033da,
+	0x000033e2, 0x000033fa, 0x00003417, 0x00003425,
+	0x00003436, 0x0000343e, 0x00003449, 0x00003479,
+	0x0000348b, 0x0000349b, 0x000034cd, 0x000034d9,
+	0x000034ea, 0x00003504, 0x00003515, 0x0000351b,
 	// Entry 1C0 - 1DF
-	0x0000351c, 0x00003541, 0x0000354f, 0x0000358d,
-	0x000035ca, 0x000035f6, 0x00003633, 0x00003642,
-	0x0000364a, 0x00003657, 0x00003667, 0x0000367e,
-	0x00003689, 0x00003698, 0x000036a6, 0x000036b9,
-	0x000036de, 0x00003709, 0x00003737, 0x00003745,
-	0x000037d8, 0x000037f6, 0x0000383c, 0x0000384a,
-	0x0000385e, 0x0000387f, 0x00003893, 0x00003899,
-	0x000038ad, 0x00003920, 0x00003931, 0x00003948,
+	0x0000352f, 0x00003547, 0x0000356c, 0x0000357a,
+	0x000035b8, 0x000035f5, 0x00003621, 0x0000365e,
+	0x0000366d, 0x00003675, 0x00003682, 0x00003692,
+	0x000036a9, 0x000036b4, 0x000036c3, 0x000036d1,
+	0x000036e4, 0x00003709, 0x00003734, 0x00003762,
+	0x00003770, 0x00003803, 0x00003821, 0x00003867,
+	0x00003875, 0x00003889, 0x000038aa, 0x000038be,
+	0x000038c4, 0x000038d8, 0x0000394b, 0x0000395c,
 	// Entry 1E0 - 1FF
-	0x00003965, 0x00003973, 0x00003981, 0x00003989,
-	0x00003994, 0x0000399a, 0x00003a8c, 0x00003a92,
-	0x00003ac4, 0x00003ac9, 0x00003ad9, 0x00003ae4,
-	0x00003aed, 0x00003afd, 0x00003b17, 0x00003b50,
-	0x00003b5f, 0x00003c19, 0x00003c1e, 0x00003c2c,
-	0x00003c3c, 0x00003c48, 0x00003c58, 0x00003c62,
-	0x00003c85, 0x00003c9e, 0x00003cb1, 0x00003d1d,
-	0x00003d2c, 0x00003d3a, 0x00003d6c, 0x00003da3,
+	0x00003973, 0x00003990, 0x0000399e, 0x000039ac,
+	0x000039b4, 0x000039bf, 0x000039c5, 0x00003ab7,
+	0x00003abd, 0x00003aef, 0x00003af4, 0x00003b04,
+	0x00003b0f, 0x00003b18, 0x00003b28, 0x00003b42,
+	0x00003b7b, 0x00003b8a, 0x00003c44, 0x00003c49,
+	0x00003c57, 0x00003c67, 0x00003c73, 0x00003c83,
+	0x00003c8d, 0x00003cb0, 0x00003cc9, 0x00003cdc,
+	0x00003d48, 0x00003d57, 0x00003d65, 0x00003d97,
 	// Entry 200 - 21F
-	0x00003db1, 0x00003df5, 0x00003e1a, 0x00003e42,
-	0x00003e49, 0x00003ea4, 0x00003ece, 0x00003efe,
-	0x00003f5c, 0x00003f70, 0x00003f78, 0x00003fa9,
-	0x00003faf, 0x0000402b, 0x00004073, 0x0000409e,
-	0x00004100, 0x00004123, 0x000041ca, 0x000041cd,
-	0x000041d2, 0x000041dc, 0x000041e4, 0x000041ea,
-	0x000041f2, 0x00004200, 0x0000420a, 0x00004217,
-	0x00004221, 0x00004238, 0x0000424b, 0x0000426f,
+	0x00003dce, 0x00003ddc, 0x00003e20, 0x00003e45,
+	0x00003e6d, 0x00003e74, 0x00003ecf, 0x00003ef9,
+	0x00003f29, 0x00003f87, 0x00003f9b, 0x00003fa3,
+	0x00003fd4, 0x00003fda, 0x00004056, 0x0000409e,
+	0x000040c9, 0x0000412b, 0x0000414e, 0x000041f5,
+	0x000041f8, 0x000041fd, 0x00004207, 0x0000420f,
+	0x00004215, 0x0000421d, 0x0000422b, 0x00004235,
+	0x00004242, 0x0000424c, 0x00004263, 0x00004276,
 	// Entry 220 - 23F
-	0x000042ef, 0x00004300, 0x00004308, 0x0000437d,
-	0x000043d1, 0x000043e0, 0x000043ec, 0x00004428,
-	0x00004462, 0x00004470, 0x0000447d, 0x0000448b,
-	0x00004499, 0x000044a7, 0x000044d9, 0x00004509,
-	0x00004516, 0x00004536, 0x0000453b, 0x0000454c,
-	0x00004559, 0x00004585, 0x0000460b, 0x00004630,
-	0x00004637, 0x00004640, 0x00004653, 0x0000465d,
-	0x00004667, 0x00004671, 0x00004689, 0x0000469f,
+	0x0000429a, 0x0000431a, 0x0000432b, 0x00004333,
+	0x000043a8, 0x000043fc, 0x0000440b, 0x00004417,
+	0x00004453, 0x0000448d, 0x0000449b, 0x000044a8,
+	0x000044b6, 0x000044c4, 0x000044d2, 0x00004504,
+	0x00004534, 0x00004541, 0x00004561, 0x00004566,
+	0x00004577, 0x00004584, 0x000045b0, 0x00004636,
+	0x0000465b, 0x00004662, 0x0000466b, 0x0000467e,
+	0x00004688, 0x00004692, 0x0000469c, 0x000046b4,
 	// Entry 240 - 25F
-	0x000046ab, 0x000046cd, 0x000046d4, 0x000046e1,
-	0x00004735, 0x0000476d,
-} // Size: 2352 bytes
+	0x000046ca, 0x000046d6, 0x000046f8, 0x000046ff,
+	0x0000470c, 0x00004760, 0x00004798,
+} // Size: 2356 bytes
 
-const enData string = "" + // Size: 18285 bytes
+const enData string = "" + // Size: 18328 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every running or held instance…\x02Reason (recorded in the audit log)" +
@@ -915,172 +916,174 @@ const enData string = "" + // Size: 18285 bytes
 	"rences yet.\x02As of %[1]s (%[2]s); refreshed every few seconds.\x02clai" +
 	"mable since %[1]s\x02Show all definitions\x02All definitions\x02Completi" +
 	"ons and failures per 5 minutes, last hour: %[1]s\x02In the last hour: %[" +
-	"1]d completed, %[2]d failed. The table after the chart gives each 5-minu" +
-	"te slot.\x02completed\x02failed\x02The chart’s numbers\x02Completions an" +
-	"d failures per 5-minute slot, oldest first\x02Slot\x02Completed\x02%[1]s" +
-	"–%[2]s\x02%[1]d completed\x02%[1]d failed\x02%[1]s; %[2]s\x02%[1]s %[2" +
-	"]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s\x02in " +
-	"%[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1" +
-	"]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02O" +
-	"ct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day" +
-	"\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c" +
-	"\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%" +
-	"[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]" +
-	"d seconds\x02%[1]d ms\x02Process instance %[1]s\x02Summary\x02Operator a" +
-	"ctions\x02Path\x02The nodes this instance reached, in order, each with i" +
-	"ts occurrence.\x02Nodes reached, in order\x02Node\x02Occurrence\x02Route" +
-	"\x02Next node\x02Created\x02Settled\x02This instance has not reached a t" +
-	"ask yet.\x02Recorded operator actions\x02No operator has acted on this i" +
-	"nstance.\x02Operator actions on this instance, newest first\x02Value\x02" +
-	"Process inputs\x02Inputs the instance was started with, labelled by proc" +
-	"ess version %[1]d's contract\x02This process takes no inputs.\x02This in" +
-	"stance is held at a failed node: an incident. It cannot be retried: its " +
-	"occurrence at node %[1]s failed before any attempt (its inputs could not" +
-	" be built), so it would fail the same way. Abandon fails the instance; s" +
-	"top cancels it. Each asks for a reason, recorded in the audit log.\x02Th" +
-	"is instance is held at a failed node: an incident. Retry offers the fail" +
-	"ed occurrence again; abandon fails the instance; stop cancels it. Each a" +
-	"sks for a reason, recorded in the audit log.\x02Stopping cancels the ins" +
-	"tance and its open occurrences. It does not complete anything.\x02Stoppe" +
-	"d by %[1]s at %[2]s — “%[3]s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”" +
-	"\x02Retried by %[1]s at %[2]s — “%[3]s”\x02Started\x02Ended\x02End node" +
-	"\x02Held at node\x02Failed occurrence\x02Error code\x02Unknown status %[" +
-	"1]q.\x02Creation date\x02The page size must be between 1 and %[1]d.\x02P" +
-	"rocess instances\x02from\x02to\x02Act on every instance this filter matc" +
-	"hes\x02The next page counts them and asks for a reason before anything c" +
-	"hanges.\x02Process instances, newest first\x02Instance\x02End node or er" +
-	"ror\x02No instance matches these filters.\x02All processes\x02All status" +
-	"es\x02available\x02reserved\x02deferred\x02cancelled\x02running\x02held" +
-	"\x02expired\x02rejected\x02released\x02disconnected\x02text\x02integer" +
-	"\x02number\x02boolean\x02date\x02date and time\x02choice\x02object\x02li" +
-	"st\x02normal\x02sensitive\x02secret\x02••• hidden (sensitive)\x02••• hid" +
-	"den (secret)\x02pull (the service fetches it)\x02push (Relais calls the " +
-	"service)\x02administrator\x02operator\x02designer\x02consumer\x02yes\x02" +
-	"no\x02field added\x02field removed\x02type changed\x02required changed" +
-	"\x02values changed\x02classification changed\x02constraint changed\x02ro" +
-	"uting changed\x02minimum length\x02maximum length\x02pattern\x02format" +
-	"\x02minimum\x02maximum\x02minimum items\x02maximum items\x02%[1]s, revis" +
-	"ion %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Mode\x02Dates" +
-	"\x02Policy\x02Maximum attempts\x02Retry delay\x02Deadline\x02Priority" +
-	"\x02%[1]d (0 lowest, 9 highest)\x02Attempts\x02Every attempt, oldest fir" +
-	"st\x02Consumer\x02Worker id\x02Reserved\x02Duration\x02Destination’s ans" +
-	"wer\x02Outcome\x02Error message\x02No service has reserved this occurren" +
-	"ce yet.\x02in progress\x02Destination\x02Replica\x02Relais has not calle" +
-	"d the destination yet.\x02Relais keeps the destination’s status code onl" +
-	"y when it refused the call (destination_http_NNN); a completed call answ" +
-	"ered 2xx. The duration runs from the claim of the call to its settlement" +
-	".\x02Reason given by the worker\x02Retries\x02none: a failed call takes " +
-	"the node’s error path\x02Call timeout\x02Now\x02Retry or abandon it from" +
-	" its instance\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[" +
-	"1]d attempts\x02at most %[1]d\x02%[1]d left\x02Inputs, labelled by revis" +
-	"ion %[1]d's contract\x02This contract has no inputs.\x02Outputs, labelle" +
-	"d by revision %[1]d's contract\x02No outputs yet: the occurrence has not" +
-	" completed.\x02This contract has no outputs.\x02No outputs: the occurren" +
-	"ce ended without completing.\x02Reveal — this is recorded\x02Available f" +
-	"rom\x02Next attempt\x02Last reserved\x02Lock expires\x02Deferred\x02Last" +
-	" error (attempt %[1]d)\x02Error (before any attempt)\x02Its message\x02M" +
-	"essage from Relais (in English)\x02Message from the service (as it sent " +
-	"it)\x02The deadline passed before a result arrived.\x02The result did no" +
-	"t match the revision's outputs contract.\x02Relais stopped during the ca" +
-	"ll: whether the destination acted is unknown, so it is not called again." +
-	"\x02The call could not be prepared.\x02The destination could not be reac" +
-	"hed.\x02The destination’s answer was too large.\x02The last attempt’s lo" +
-	"ck expired with no attempt left.\x02The inputs could not be built from t" +
-	"he process’s bindings.\x02An operator abandoned the instance.\x02The des" +
-	"tination answered HTTP %[1]s.\x02Retry at %[1]s — %[2]s.\x02Offered from" +
-	" %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to be offered again.\x02" +
-	"Waiting for Relais to call the destination since %[1]s (%[2]s).\x02Waiti" +
-	"ng for a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02Relais is call" +
-	"ing the destination (since %[1]s).\x02Reserved by %[1]s; lock until %[2]" +
-	"s — %[3]s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2]s): a work" +
-	"er of the same consumer, or a front end with a settle token, completes i" +
-	"t later.\x02Completed (%[1]s).\x02Its instance is held here, waiting for" +
-	" an operator.\x02Its instance went on along the node’s error path.\x02Fa" +
-	"iled (%[1]s).\x02Cancelled: the instance was stopped by %[1]s at %[2]s —" +
-	" “%[3]s”.\x02Cancelled: the instance was stopped (%[1]s).\x02%[1]s so fa" +
-	"r\x02consumer #%[1]s\x02waiting\x02HTTP 2xx, unusable body\x02no answer " +
-	"within the timeout\x02no connection\x02answer too large\x02unknown\x02[r" +
-	"edacted]\x02The revision must be a whole number, 1 or more.\x02Unknown c" +
-	"onsumer.\x02Settlement date\x02More filters: instance, revision, consume" +
-	"r, dates\x02instance id\x02Counts by status\x02Occurrences, newest first" +
-	"\x02Process and node\x02Error\x02Consumer and worker\x02Next attempt or " +
-	"settled\x02No occurrence matches these filters.\x02All consumers\x02Tota" +
-	"ls of definition %[1]s, not narrowed by the other filters\x02Totals of a" +
-	"ll definitions, not narrowed by the other filters\x14\x01\x81\x01\x00" +
-	"\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s" +
-	" (%[2]s); counts are refreshed every few seconds.\x02revision %[1]d\x02s" +
-	"ettled\x02next attempt\x02claimable since\x02call in progress since\x02l" +
-	"ock until\x02deferred since\x02Previous page\x02Rows %[1]s–%[2]s\x02%[1]" +
-	"s: a date is written 2026-12-01.\x02%[1]s: the first day comes after the" +
-	" last.\x02These settings are kept in this browser only.\x02Show times in" +
-	"\x02The console runs no script, so it cannot read your computer’s time z" +
-	"one: choose its offset from UTC. Offsets do not follow daylight saving t" +
-	"ime.\x02Reload lists and detail pages\x02Pages with a form, such as a co" +
-	"nfirmation, never reload on their own.\x02Save settings\x02Back without " +
-	"saving\x02UTC (coordinated universal time)\x02Local time at %[1]s\x02Nev" +
-	"er\x02Every %[1]d seconds\x02Published process versions: their nodes, ro" +
-	"utes and pinned revisions, drawn, with where their occurrences are now." +
-	"\x02Processes by key\x02Versions, newest first\x02No process is publishe" +
-	"d yet.\x02version %[1]d\x02Process %[1]s\x02Version\x02Start node\x02Gra" +
-	"ph\x02Columns follow the longest path from the start node. Solid arrows " +
-	"are successes (labelled with their route), dashed ones failures (labelle" +
-	"d with their error codes). Each box says how many of this version’s occu" +
-	"rrences are at that node now.\x02Nodes\x02Nodes of this version, with th" +
-	"eir occurrences now\x02Kind\x02Pinned revision\x02On success\x02On error" +
-	"\x02Occurrences now\x02Instances of this process\x02Counts as of %[1]s (" +
-	"%[2]s); refreshed every few seconds.\x02Graph of %[1]s\x14\x01\x81\x01" +
-	"\x00\x02X\x02%[1]d node, starting at %[2]s. The table below lists the sa" +
-	"me nodes, routes and counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The" +
-	" table below lists the same nodes, routes and counts.\x02pull\x02push to" +
-	" %[1]s\x02end (completes)\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02" +
-	"hold (an incident for an operator)\x02any other code → %[1]s\x02fails th" +
-	"e instance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, retry after %[2]s," +
-	" priority %[3]d\x002\x02%[1]d attempts, retry after %[2]s, priority %[3]" +
-	"d\x02deadline %[1]s\x02timeout %[1]s\x02Only administrators may reveal a" +
-	" sensitive value.\x02Revealed by %[1]s at %[2]s; recorded in the audit l" +
-	"og.\x02Cannot reveal\x02Only a value this page shows as hidden (sensitiv" +
-	"e) can be revealed.\x02Secret values can never be revealed.\x02This page" +
-	" does not accept that request.\x02Search\x02Type an instance or occurren" +
-	"ce id (a UUID, as the pages show on hover), or a business key.\x02Nothin" +
-	"g to find: the search box is empty.\x02That is too long to be an id or a" +
-	" business key.\x02No instance or occurrence has the id “%[1]s”, and no i" +
-	"nstance has it as its business key.\x02You are signed out.\x02Sign in" +
-	"\x02Sign in with an operator or administrator token.\x02Token\x02The tok" +
-	"en is checked once and never stored in your browser; a session cookie st" +
-	"ands for it for up to 8 hours of inactivity.\x02Too many failed sign-ins" +
-	" from your address. Try again in %[1]d seconds.\x02This token is unknown" +
-	" or has been revoked.\x02A %[1]s token cannot open the console: sign in " +
-	"with an operator, designer or administrator token.\x02Only administrator" +
-	"s manage tokens.\x02Staff tokens (administrators, designers, operators) " +
-	"that are not revoked. Consumer tokens are managed with their consumers. " +
-	"Revoking a token refuses its next request.\x02ID\x02Role\x02Last used" +
-	"\x02Expires\x02never\x02not yet\x02Expired token\x02Revoke…\x02this sess" +
-	"ion\x02No token.\x02The token was revoked.\x02Revoke token %[1]d\x02Revo" +
-	"ke the %[1]s token “%[2]s”?\x02Its next request is refused, and console " +
-	"sessions opened with it end. This cannot be undone: whoever uses it need" +
-	"s a new token.\x02Revoke the token\x02Keep it\x02This is the token you s" +
-	"igned in with: revoking it signs you out. Its next request is refused. T" +
-	"his cannot be undone.\x02This is the last usable administrator token: cr" +
-	"eate another one before revoking it.\x02routing output\x02(each item)" +
-	"\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at l" +
-	"east %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d chara" +
-	"cter\x00\x19\x02at most %[1]d characters\x02pattern %[1]s\x02format %[1]" +
-	"s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00" +
-	"\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]d items\x14\x01" +
-	"\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d item" +
-	"s\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%" +
-	"[1]d items\x02null\x02unexpected value\x02Invalid page\x02This page link" +
-	" is not one the console made.\x02Workers connected by a stream, and poll" +
-	"ing workers by their last fetch. A worker is listed while it was seen wi" +
-	"thin three heartbeats.\x02Workers seen within three heartbeats\x02Worker" +
-	"\x02Protocol\x02Definitions served\x02In flight\x02Connected\x02Last see" +
-	"n\x02No worker is connected.\x02Workers serving %[1]s\x02All workers\x02" +
-	"No worker serves this definition.\x02stream\x02long polling\x02No worker" +
-	" serves this definition: its occurrences wait until one connects or poll" +
-	"s.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Serv" +
-	"ed by %[1]d workers"
+	"1]s, %[2]s. The table after the chart gives each 5-minute slot.\x02compl" +
+	"eted\x02failed\x02The chart’s numbers\x02Completions and failures per 5-" +
+	"minute slot, oldest first\x02Slot\x02Completed\x02%[1]s–%[2]s\x02%[1]s: " +
+	"%[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d co" +
+	"mpleted\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d fai" +
+	"led\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s" +
+	"\x02%[1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1" +
+	"]d s\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02M" +
+	"ay\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01" +
+	"\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01" +
+	"\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00" +
+	"\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00" +
+	"\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process" +
+	" instance %[1]s\x02Summary\x02Operator actions\x02Path\x02The nodes this" +
+	" instance reached, in order, each with its occurrence.\x02Nodes reached," +
+	" in order\x02Node\x02Occurrence\x02Route\x02Next node\x02Created\x02Sett" +
+	"led\x02This instance has not reached a task yet.\x02Recorded operator ac" +
+	"tions\x02No operator has acted on this instance.\x02Operator actions on " +
+	"this instance, newest first\x02Value\x02Process inputs\x02Inputs the ins" +
+	"tance was started with, labelled by process version %[1]d's contract\x02" +
+	"This process takes no inputs.\x02This instance is held at a failed node:" +
+	" an incident. It cannot be retried: its occurrence at node %[1]s failed " +
+	"before any attempt (its inputs could not be built), so it would fail the" +
+	" same way. Abandon fails the instance; stop cancels it. Each asks for a " +
+	"reason, recorded in the audit log.\x02This instance is held at a failed " +
+	"node: an incident. Retry offers the failed occurrence again; abandon fai" +
+	"ls the instance; stop cancels it. Each asks for a reason, recorded in th" +
+	"e audit log.\x02Stopping cancels the instance and its open occurrences. " +
+	"It does not complete anything.\x02Stopped by %[1]s at %[2]s — “%[3]s”" +
+	"\x02Abandoned by %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s —" +
+	" “%[3]s”\x02Started\x02Ended\x02End node\x02Held at node\x02Failed occur" +
+	"rence\x02Error code\x02Unknown status %[1]q.\x02Creation date\x02The pag" +
+	"e size must be between 1 and %[1]d.\x02Process instances\x02from\x02to" +
+	"\x02Act on every instance this filter matches\x02The next page counts th" +
+	"em and asks for a reason before anything changes.\x02Process instances, " +
+	"newest first\x02Instance\x02End node or error\x02No instance matches the" +
+	"se filters.\x02All processes\x02All statuses\x02available\x02reserved" +
+	"\x02deferred\x02cancelled\x02running\x02held\x02expired\x02rejected\x02r" +
+	"eleased\x02disconnected\x02text\x02integer\x02number\x02boolean\x02date" +
+	"\x02date and time\x02choice\x02object\x02list\x02normal\x02sensitive\x02" +
+	"secret\x02••• hidden (sensitive)\x02••• hidden (secret)\x02pull (the ser" +
+	"vice fetches it)\x02push (Relais calls the service)\x02administrator\x02" +
+	"operator\x02designer\x02consumer\x02yes\x02no\x02field added\x02field re" +
+	"moved\x02type changed\x02required changed\x02values changed\x02classific" +
+	"ation changed\x02constraint changed\x02routing changed\x02minimum length" +
+	"\x02maximum length\x02pattern\x02format\x02minimum\x02maximum\x02minimum" +
+	" items\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, version %[2]s" +
+	"\x02Occurrence %[1]s\x02Mode\x02Dates\x02Policy\x02Maximum attempts\x02R" +
+	"etry delay\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02Att" +
+	"empts\x02Every attempt, oldest first\x02Consumer\x02Worker id\x02Reserve" +
+	"d\x02Duration\x02Destination’s answer\x02Outcome\x02Error message\x02No " +
+	"service has reserved this occurrence yet.\x02in progress\x02Destination" +
+	"\x02Replica\x02Relais has not called the destination yet.\x02Relais keep" +
+	"s the destination’s status code only when it refused the call (destinati" +
+	"on_http_NNN); a completed call answered 2xx. The duration runs from the " +
+	"claim of the call to its settlement.\x02Reason given by the worker\x02Re" +
+	"tries\x02none: a failed call takes the node’s error path\x02Call timeout" +
+	"\x02Now\x02Retry or abandon it from its instance\x14\x01\x81\x01\x00\x02" +
+	"\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02at most %[1]d\x02%[1]" +
+	"d left\x02Inputs, labelled by revision %[1]d's contract\x02This contract" +
+	" has no inputs.\x02Outputs, labelled by revision %[1]d's contract\x02No " +
+	"outputs yet: the occurrence has not completed.\x02This contract has no o" +
+	"utputs.\x02No outputs: the occurrence ended without completing.\x02Revea" +
+	"l — this is recorded\x02Available from\x02Next attempt\x02Last reserved" +
+	"\x02Lock expires\x02Deferred\x02Last error (attempt %[1]d)\x02Error (bef" +
+	"ore any attempt)\x02Its message\x02Message from Relais (in English)\x02M" +
+	"essage from the service (as it sent it)\x02The deadline passed before a " +
+	"result arrived.\x02The result did not match the revision's outputs contr" +
+	"act.\x02Relais stopped during the call: whether the destination acted is" +
+	" unknown, so it is not called again.\x02The call could not be prepared." +
+	"\x02The destination could not be reached.\x02The destination’s answer wa" +
+	"s too large.\x02The last attempt’s lock expired with no attempt left." +
+	"\x02The inputs could not be built from the process’s bindings.\x02An ope" +
+	"rator abandoned the instance.\x02The destination answered HTTP %[1]s." +
+	"\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expir" +
+	"ed %[1]s — waiting to be offered again.\x02Waiting for Relais to call th" +
+	"e destination since %[1]s (%[2]s).\x02Waiting for a worker since %[1]s (" +
+	"%[2]s).\x02(worker %[1]s)\x02Relais is calling the destination (since %[" +
+	"1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02Reserved by %[1" +
+	"]s.\x02Deferred since %[1]s (%[2]s): a worker of the same consumer, or a" +
+	" front end with a settle token, completes it later.\x02Completed (%[1]s)" +
+	".\x02Its instance is held here, waiting for an operator.\x02Its instance" +
+	" went on along the node’s error path.\x02Failed (%[1]s).\x02Cancelled: t" +
+	"he instance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the i" +
+	"nstance was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02waiti" +
+	"ng\x02HTTP 2xx, unusable body\x02no answer within the timeout\x02no conn" +
+	"ection\x02answer too large\x02unknown\x02[redacted]\x02The revision must" +
+	" be a whole number, 1 or more.\x02Unknown consumer.\x02Settlement date" +
+	"\x02More filters: instance, revision, consumer, dates\x02instance id\x02" +
+	"Counts by status\x02Occurrences, newest first\x02Process and node\x02Err" +
+	"or\x02Consumer and worker\x02Next attempt or settled\x02No occurrence ma" +
+	"tches these filters.\x02All consumers\x02Totals of definition %[1]s, not" +
+	" narrowed by the other filters\x02Totals of all definitions, not narrowe" +
+	"d by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence" +
+	"\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); counts are refresh" +
+	"ed every few seconds.\x02revision %[1]d\x02settled\x02next attempt\x02cl" +
+	"aimable since\x02call in progress since\x02lock until\x02deferred since" +
+	"\x02Previous page\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 2026-1" +
+	"2-01.\x02%[1]s: the first day comes after the last.\x02These settings ar" +
+	"e kept in this browser only.\x02Show times in\x02The console runs no scr" +
+	"ipt, so it cannot read your computer’s time zone: choose its offset from" +
+	" UTC. Offsets do not follow daylight saving time.\x02Reload lists and de" +
+	"tail pages\x02Pages with a form, such as a confirmation, never reload on" +
+	" their own.\x02Save settings\x02Back without saving\x02UTC (coordinated " +
+	"universal time)\x02Local time at %[1]s\x02Never\x02Every %[1]d seconds" +
+	"\x02Published process versions: their nodes, routes and pinned revisions" +
+	", drawn, with where their occurrences are now.\x02Processes by key\x02Ve" +
+	"rsions, newest first\x02No process is published yet.\x02version %[1]d" +
+	"\x02Process %[1]s\x02Version\x02Start node\x02Graph\x02Columns follow th" +
+	"e longest path from the start node. Solid arrows are successes (labelled" +
+	" with their route), dashed ones failures (labelled with their error code" +
+	"s). Each box says how many of this version’s occurrences are at that nod" +
+	"e now.\x02Nodes\x02Nodes of this version, with their occurrences now\x02" +
+	"Kind\x02Pinned revision\x02On success\x02On error\x02Occurrences now\x02" +
+	"Instances of this process\x02Counts as of %[1]s (%[2]s); refreshed every" +
+	" few seconds.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, " +
+	"starting at %[2]s. The table below lists the same nodes, routes and coun" +
+	"ts.\x00Y\x02%[1]d nodes, starting at %[2]s. The table below lists the sa" +
+	"me nodes, routes and counts.\x02pull\x02push to %[1]s\x02end (completes)" +
+	"\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an " +
+	"operator)\x02any other code → %[1]s\x02fails the instance\x14\x01\x81" +
+	"\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, priority %[3]d\x002" +
+	"\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02deadline %[1]s" +
+	"\x02timeout %[1]s\x02Only administrators may reveal a sensitive value." +
+	"\x02Revealed by %[1]s at %[2]s; recorded in the audit log.\x02Cannot rev" +
+	"eal\x02Only a value this page shows as hidden (sensitive) can be reveale" +
+	"d.\x02Secret values can never be revealed.\x02This page does not accept " +
+	"that request.\x02Search\x02Type an instance or occurrence id (a UUID, as" +
+	" the pages show on hover), or a business key.\x02Nothing to find: the se" +
+	"arch box is empty.\x02That is too long to be an id or a business key." +
+	"\x02No instance or occurrence has the id “%[1]s”, and no instance has it" +
+	" as its business key.\x02You are signed out.\x02Sign in\x02Sign in with " +
+	"an operator or administrator token.\x02Token\x02The token is checked onc" +
+	"e and never stored in your browser; a session cookie stands for it for u" +
+	"p to 8 hours of inactivity.\x02Too many failed sign-ins from your addres" +
+	"s. Try again in %[1]d seconds.\x02This token is unknown or has been revo" +
+	"ked.\x02A %[1]s token cannot open the console: sign in with an operator," +
+	" designer or administrator token.\x02Only administrators manage tokens." +
+	"\x02Staff tokens (administrators, designers, operators) that are not rev" +
+	"oked. Consumer tokens are managed with their consumers. Revoking a token" +
+	" refuses its next request.\x02ID\x02Role\x02Last used\x02Expires\x02neve" +
+	"r\x02not yet\x02Expired token\x02Revoke…\x02this session\x02No token." +
+	"\x02The token was revoked.\x02Revoke token %[1]d\x02Revoke the %[1]s tok" +
+	"en “%[2]s”?\x02Its next request is refused, and console sessions opened " +
+	"with it end. This cannot be undone: whoever uses it needs a new token." +
+	"\x02Revoke the token\x02Keep it\x02This is the token you signed in with:" +
+	" revoking it signs you out. Its next request is refused. This cannot be " +
+	"undone.\x02This is the last usable administrator token: create another o" +
+	"ne before revoking it.\x02routing output\x02(each item)\x14\x01\x81\x01" +
+	"\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d chara" +
+	"cters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02" +
+	"at most %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1" +
+	"]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at l" +
+	"east %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02" +
+	"\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02not provide" +
+	"d\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02nu" +
+	"ll\x02unexpected value\x02Invalid page\x02This page link is not one the " +
+	"console made.\x02Workers connected by a stream, and polling workers by t" +
+	"heir last fetch. A worker is listed while it was seen within three heart" +
+	"beats.\x02Workers seen within three heartbeats\x02Worker\x02Protocol\x02" +
+	"Definitions served\x02In flight\x02Connected\x02Last seen\x02No worker i" +
+	"s connected.\x02Workers serving %[1]s\x02All workers\x02No worker serves" +
+	" this definition.\x02stream\x02long polling\x02No worker serves this def" +
+	"inition: its occurrences wait until one connects or polls.\x14\x01\x81" +
+	"\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d wo" +
+	"rkers"
 
-var frIndex = []uint32{ // 582 elements
+var frIndex = []uint32{ // 583 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x0000007a,
@@ -1142,113 +1145,113 @@ var frIndex = []uint32{ // 582 elements
 	0x00002690, 0x0000269c, 0x000026a5, 0x000026ba,
 	0x000026c4, 0x000026eb, 0x00002707, 0x00002722,
 	0x00002752, 0x00002790, 0x000027ab, 0x000027cc,
-	0x000027e4, 0x0000282a, 0x000028a9, 0x000028b3,
-	0x000028bd, 0x000028d7, 0x00002920, 0x00002928,
+	0x000027e4, 0x0000282a, 0x00002895, 0x0000289f,
+	0x000028a9, 0x000028c3, 0x0000290c, 0x00002914,
 	// Entry E0 - FF
-	0x00002933, 0x00002941, 0x0000296b, 0x00002994,
-	0x000029a4, 0x000029c3, 0x000029cf, 0x000029e8,
-	0x000029f3, 0x00002a00, 0x00002a0f, 0x00002a17,
-	0x00002a21, 0x00002a29, 0x00002a31, 0x00002a37,
-	0x00002a3e, 0x00002a43, 0x00002a48, 0x00002a4c,
-	0x00002a51, 0x00002a57, 0x00002a5d, 0x00002a63,
-	0x00002a68, 0x00002a6d, 0x00002a73, 0x00002a7d,
-	0x00002a9d, 0x00002abf, 0x00002ae3, 0x00002b09,
+	0x0000291f, 0x0000292d, 0x0000293d, 0x00002967,
+	0x00002990, 0x000029a0, 0x000029bf, 0x000029cb,
+	0x000029e4, 0x000029ef, 0x000029fc, 0x00002a0b,
+	0x00002a13, 0x00002a1d, 0x00002a25, 0x00002a2d,
+	0x00002a33, 0x00002a3a, 0x00002a3f, 0x00002a44,
+	0x00002a48, 0x00002a4d, 0x00002a53, 0x00002a59,
+	0x00002a5f, 0x00002a64, 0x00002a69, 0x00002a6f,
+	0x00002a79, 0x00002a99, 0x00002abb, 0x00002adf,
 	// Entry 100 - 11F
-	0x00002b12, 0x00002b2e, 0x00002b37, 0x00002b4e,
-	0x00002b57, 0x00002bab, 0x00002bcb, 0x00002bd1,
-	0x00002bdc, 0x00002be2, 0x00002bf0, 0x00002bfb,
-	0x00002c07, 0x00002c3a, 0x00002c5e, 0x00002c8d,
-	0x00002cd6, 0x00002cdd, 0x00002cf3, 0x00002d66,
-	0x00002d8c, 0x00002f1c, 0x00003024, 0x00003074,
-	0x000030a1, 0x000030d0, 0x000030fb, 0x00003109,
-	0x00003116, 0x00003123, 0x00003136, 0x0000314b,
+	0x00002b05, 0x00002b0e, 0x00002b2a, 0x00002b33,
+	0x00002b4a, 0x00002b53, 0x00002ba7, 0x00002bc7,
+	0x00002bcd, 0x00002bd8, 0x00002bde, 0x00002bec,
+	0x00002bf7, 0x00002c03, 0x00002c36, 0x00002c5a,
+	0x00002c89, 0x00002cd2, 0x00002cd9, 0x00002cef,
+	0x00002d62, 0x00002d88, 0x00002f18, 0x00003020,
+	0x00003070, 0x0000309d, 0x000030cc, 0x000030f7,
+	0x00003105, 0x00003112, 0x0000311f, 0x00003132,
 	// Entry 120 - 13F
-	0x0000315b, 0x00003175, 0x00003187, 0x000031bf,
-	0x000031d6, 0x000031d9, 0x000031dc, 0x00003210,
-	0x0000325a, 0x0000328f, 0x00003298, 0x000032af,
-	0x000032dd, 0x000032f0, 0x00003301, 0x0000330c,
-	0x00003317, 0x00003322, 0x0000332b, 0x00003334,
-	0x0000333e, 0x00003347, 0x00003350, 0x00003357,
-	0x00003365, 0x0000336b, 0x00003372, 0x00003379,
-	0x00003382, 0x00003387, 0x00003395, 0x0000339b,
+	0x00003147, 0x00003157, 0x00003171, 0x00003183,
+	0x000031bb, 0x000031d2, 0x000031d5, 0x000031d8,
+	0x0000320c, 0x00003256, 0x0000328b, 0x00003294,
+	0x000032ab, 0x000032d9, 0x000032ec, 0x000032fd,
+	0x00003308, 0x00003313, 0x0000331e, 0x00003327,
+	0x00003330, 0x0000333a, 0x00003343, 0x0000334c,
+	0x00003353, 0x00003361, 0x00003367, 0x0000336e,
+	0x00003375, 0x0000337e, 0x00003383, 0x00003391,
 	// Entry 140 - 15F
-	0x000033a1, 0x000033a7, 0x000033af, 0x000033b8,
-	0x000033c1, 0x000033de, 0x000033f9, 0x00003419,
-	0x0000343a, 0x00003449, 0x00003454, 0x0000345f,
-	0x0000346c, 0x00003470, 0x00003474, 0x00003482,
-	0x00003490, 0x0000349e, 0x000034be, 0x000034d1,
-	0x000034ea, 0x000034ff, 0x00003510, 0x00003522,
-	0x00003534, 0x0000353a, 0x00003541, 0x00003549,
-	0x00003551, 0x0000356f, 0x0000358d, 0x000035a4,
+	0x00003397, 0x0000339d, 0x000033a3, 0x000033ab,
+	0x000033b4, 0x000033bd, 0x000033da, 0x000033f5,
+	0x00003415, 0x00003436, 0x00003445, 0x00003450,
+	0x0000345b, 0x00003468, 0x0000346c, 0x00003470,
+	0x0000347e, 0x0000348c, 0x0000349a, 0x000034ba,
+	0x000034cd, 0x000034e6, 0x000034fb, 0x0000350c,
+	0x0000351e, 0x00003530, 0x00003536, 0x0000353d,
+	0x00003545, 0x0000354d, 0x0000356b, 0x00003589,
 	// Entry 160 - 17F
-	0x000035b9, 0x000035ca, 0x000035cf, 0x000035d5,
-	0x000035ee, 0x0000360b, 0x0000362b, 0x00003636,
-	0x00003640, 0x00003669, 0x00003674, 0x000036a8,
-	0x000036b5, 0x000036cc, 0x000036da, 0x000036e1,
-	0x000036fc, 0x00003706, 0x00003719, 0x00003750,
-	0x00003759, 0x00003765, 0x0000376f, 0x0000379f,
-	0x00003886, 0x000038a2, 0x000038b7, 0x000038f8,
-	0x00003909, 0x00003914, 0x00003947, 0x00003971,
+	0x000035a0, 0x000035b5, 0x000035c6, 0x000035cb,
+	0x000035d1, 0x000035ea, 0x00003607, 0x00003627,
+	0x00003632, 0x0000363c, 0x00003665, 0x00003670,
+	0x000036a4, 0x000036b1, 0x000036c8, 0x000036d6,
+	0x000036dd, 0x000036f8, 0x00003702, 0x00003715,
+	0x0000374c, 0x00003755, 0x00003761, 0x0000376b,
+	0x0000379b, 0x00003882, 0x0000389e, 0x000038b3,
+	0x000038f4, 0x00003905, 0x00003910, 0x00003943,
 	// Entry 180 - 19F
-	0x0000397f, 0x000039a7, 0x000039e6, 0x00003a07,
-	0x00003a45, 0x00003a85, 0x00003aa5, 0x00003ae6,
-	0x00003b12, 0x00003b2a, 0x00003b3e, 0x00003b55,
-	0x00003b63, 0x00003b6e, 0x00003b91, 0x00003bb0,
-	0x00003bbc, 0x00003bdb, 0x00003c0a, 0x00003c4a,
-	0x00003c90, 0x00003d02, 0x00003d2a, 0x00003d4d,
-	0x00003d84, 0x00003dcb, 0x00003e1e, 0x00003e47,
-	0x00003e6d, 0x00003e94, 0x00003ebc, 0x00003f03,
+	0x0000396d, 0x0000397b, 0x000039a3, 0x000039e2,
+	0x00003a03, 0x00003a41, 0x00003a81, 0x00003aa1,
+	0x00003ae2, 0x00003b0e, 0x00003b26, 0x00003b3a,
+	0x00003b51, 0x00003b5f, 0x00003b6a, 0x00003b8d,
+	0x00003bac, 0x00003bb8, 0x00003bd7, 0x00003c06,
+	0x00003c46, 0x00003c8c, 0x00003cfe, 0x00003d26,
+	0x00003d49, 0x00003d80, 0x00003dc7, 0x00003e1a,
+	0x00003e43, 0x00003e69, 0x00003e90, 0x00003eb8,
 	// Entry 1A0 - 1BF
-	0x00003f4d, 0x00003f7d, 0x00003f8d, 0x00003fbb,
-	0x00003ff7, 0x0000400d, 0x0000409e, 0x000040b1,
-	0x000040ef, 0x0000412b, 0x0000413e, 0x0000418e,
-	0x000041c3, 0x000041d5, 0x000041ec, 0x000041f7,
-	0x00004214, 0x00004233, 0x00004244, 0x0000425e,
-	0x00004267, 0x00004271, 0x000042a6, 0x000042bc,
-	0x000042cf, 0x0000430c, 0x00004325, 0x0000433b,
-	0x00004365, 0x00004378, 0x0000437f, 0x00004397,
+	0x00003eff, 0x00003f49, 0x00003f79, 0x00003f89,
+	0x00003fb7, 0x00003ff3, 0x00004009, 0x0000409a,
+	0x000040ad, 0x000040eb, 0x00004127, 0x0000413a,
+	0x0000418a, 0x000041bf, 0x000041d1, 0x000041e8,
+	0x000041f3, 0x00004210, 0x0000422f, 0x00004240,
+	0x0000425a, 0x00004263, 0x0000426d, 0x000042a2,
+	0x000042b8, 0x000042cb, 0x00004308, 0x00004321,
+	0x00004337, 0x00004361, 0x00004374, 0x0000437b,
 	// Entry 1C0 - 1DF
-	0x000043b9, 0x000043e9, 0x00004400, 0x00004438,
-	0x00004473, 0x0000449f, 0x000044f2, 0x00004502,
-	0x0000450b, 0x0000451f, 0x00004531, 0x00004547,
-	0x00004559, 0x0000456b, 0x0000457d, 0x00004593,
-	0x000045bd, 0x000045f0, 0x0000462c, 0x00004643,
-	0x0000470b, 0x00004738, 0x000047a3, 0x000047bd,
-	0x000047d6, 0x000047f7, 0x0000480d, 0x00004814,
-	0x0000482e, 0x000048c3, 0x000048d6, 0x000048fd,
+	0x00004393, 0x000043b5, 0x000043e5, 0x000043fc,
+	0x00004434, 0x0000446f, 0x0000449b, 0x000044ee,
+	0x000044fe, 0x00004507, 0x0000451b, 0x0000452d,
+	0x00004543, 0x00004555, 0x00004567, 0x00004579,
+	0x0000458f, 0x000045b9, 0x000045ec, 0x00004628,
+	0x0000463f, 0x00004707, 0x00004734, 0x0000479f,
+	0x000047b9, 0x000047d2, 0x000047f3, 0x00004809,
+	0x00004810, 0x0000482a, 0x000048bf, 0x000048d2,
 	// Entry 1E0 - 1FF
-	0x00004925, 0x00004933, 0x00004943, 0x0000494b,
-	0x0000495c, 0x00004963, 0x00004a99, 0x00004aa0,
-	0x00004ada, 0x00004adf, 0x00004af4, 0x00004b08,
-	0x00004b1a, 0x00004b30, 0x00004b4a, 0x00004b94,
-	0x00004ba4, 0x00004c7e, 0x00004c83, 0x00004c93,
-	0x00004ca1, 0x00004cb1, 0x00004cc1, 0x00004ccb,
-	0x00004cf7, 0x00004d11, 0x00004d2c, 0x00004dba,
-	0x00004dcb, 0x00004dd8, 0x00004e19, 0x00004e5f,
+	0x000048f9, 0x00004921, 0x0000492f, 0x0000493f,
+	0x00004947, 0x00004958, 0x0000495f, 0x00004a95,
+	0x00004a9c, 0x00004ad6, 0x00004adb, 0x00004af0,
+	0x00004b04, 0x00004b16, 0x00004b2c, 0x00004b46,
+	0x00004b90, 0x00004ba0, 0x00004c7a, 0x00004c7f,
+	0x00004c8f, 0x00004c9d, 0x00004cad, 0x00004cbd,
+	0x00004cc7, 0x00004cf3, 0x00004d0d, 0x00004d28,
+	0x00004db6, 0x00004dc7, 0x00004dd4, 0x00004e15,
 	// Entry 200 - 21F
-	0x00004e77, 0x00004eca, 0x00004f05, 0x00004f30,
-	0x00004f3a, 0x00004fb4, 0x00004fe9, 0x0000502a,
-	0x0000509a, 0x000050b3, 0x000050c0, 0x00005103,
-	0x00005109, 0x000051a5, 0x000051f9, 0x00005224,
-	0x000052b0, 0x000052de, 0x000053a0, 0x000053a3,
-	0x000053a9, 0x000053bf, 0x000053ca, 0x000053d1,
-	0x000053dc, 0x000053ea, 0x000053f7, 0x00005405,
-	0x00005412, 0x0000542e, 0x00005447, 0x00005470,
+	0x00004e5b, 0x00004e73, 0x00004ec6, 0x00004f01,
+	0x00004f2c, 0x00004f36, 0x00004fb0, 0x00004fe5,
+	0x00005026, 0x00005096, 0x000050af, 0x000050bc,
+	0x000050ff, 0x00005105, 0x000051a1, 0x000051f5,
+	0x00005220, 0x000052ac, 0x000052da, 0x0000539c,
+	0x0000539f, 0x000053a5, 0x000053bb, 0x000053c6,
+	0x000053cd, 0x000053d8, 0x000053e6, 0x000053f3,
+	0x00005401, 0x0000540e, 0x0000542a, 0x00005443,
 	// Entry 220 - 23F
-	0x00005519, 0x0000552c, 0x00005536, 0x000055c5,
-	0x00005626, 0x00005638, 0x0000564b, 0x00005689,
-	0x000056c5, 0x000056d1, 0x000056de, 0x000056ec,
-	0x000056fa, 0x0000570a, 0x00005746, 0x00005780,
-	0x0000578b, 0x000057b5, 0x000057b9, 0x000057cb,
-	0x000057d9, 0x00005805, 0x000058c7, 0x000058fa,
-	0x00005905, 0x0000590f, 0x00005924, 0x0000592d,
-	0x00005937, 0x00005945, 0x00005969, 0x00005983,
+	0x0000546c, 0x00005515, 0x00005528, 0x00005532,
+	0x000055c1, 0x00005622, 0x00005634, 0x00005647,
+	0x00005685, 0x000056c1, 0x000056cd, 0x000056da,
+	0x000056e8, 0x000056f6, 0x00005706, 0x00005742,
+	0x0000577c, 0x00005787, 0x000057b1, 0x000057b5,
+	0x000057c7, 0x000057d5, 0x00005801, 0x000058c3,
+	0x000058f6, 0x00005901, 0x0000590b, 0x00005920,
+	0x00005929, 0x00005933, 0x00005941, 0x00005965,
 	// Entry 240 - 25F
-	0x00005998, 0x000059c4, 0x000059c9, 0x000059de,
-	0x00005a54, 0x00005a96,
-} // Size: 2352 bytes
+	0x0000597f, 0x00005994, 0x000059c0, 0x000059c5,
+	0x000059da, 0x00005a50, 0x00005a92,
+} // Size: 2356 bytes
 
-const frData string = "" + // Size: 23190 bytes
+const frData string = "" + // Size: 23186 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances suspendues…\x02Abandon" +
 	"ner toutes les instances suspendues…\x02Arrêter toutes les instances en " +
@@ -1401,41 +1404,41 @@ const frData string = "" + // Size: 23190 bytes
 	"isé toutes les quelques secondes.\x02disponible depuis le %[1]s\x02Affic" +
 	"her toutes les définitions\x02Toutes les définitions\x02Réussites et éch" +
 	"ecs par tranche de 5 min, dernière heure\u202f: %[1]s\x02Dans la dernièr" +
-	"e heure\u202f: %[1]d terminées, %[2]d en échec. Le tableau qui suit le g" +
-	"raphique donne chaque tranche de 5 min.\x02terminée\x02en échec\x02Les c" +
-	"hiffres du graphique\x02Réussites et échecs par tranche de 5 min, les pl" +
-	"us anciennes d’abord\x02Tranche\x02Terminées\x02%[1]s–%[2]s\x14\x01\x81" +
-	"\x01\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%[1]d terminées\x14\x01" +
-	"\x81\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02%[1]d en échec\x02%[1]" +
-	"s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s" +
-	" %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’instant\x02%[1]" +
-	"d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02avr." +
-	"\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 s" +
-	"econde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours" +
-	"\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14" +
-	"\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14" +
-	"\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%" +
-	"[1]d ms\x02Instance de processus %[1]s\x02Résumé\x02Actions d’opérateur" +
-	"\x02Parcours\x02Les nœuds atteints par cette instance, dans l’ordre, cha" +
-	"cun avec son occurrence.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02Occu" +
-	"rrence\x02Route\x02Nœud suivant\x02Créée le\x02Réglée le\x02Cette instan" +
-	"ce n’a encore atteint aucune tâche.\x02Actions d’opérateurs consignées" +
-	"\x02Aucun opérateur n’a agi sur cette instance.\x02Actions d’opérateurs " +
-	"sur cette instance, les plus récentes d’abord\x02Valeur\x02Entrées du pr" +
-	"ocessus\x02Entrées avec lesquelles l’instance a démarré, nommées d’après" +
-	" le contrat de la version %[1]d du processus\x02Ce processus ne prend au" +
-	"cune entrée.\x02Cette instance est suspendue à un nœud en échec\u202f: c" +
-	"’est un incident. Elle ne peut pas être reprise\u202f: son occurrence " +
-	"au nœud %[1]s a échoué avant toute tentative (ses entrées n’ont pas pu ê" +
-	"tre construites), une reprise échouerait donc de la même façon. L’abando" +
-	"n met l’instance en échec\u202f; l’arrêt l’annule. Chacun demande un mot" +
-	"if, consigné dans le journal d’audit.\x02Cette instance est suspendue à " +
-	"un nœud en échec\u202f: c’est un incident. La reprise propose de nouveau" +
-	" l’occurrence en échec\u202f; l’abandon met l’instance en échec\u202f; l" +
-	"’arrêt l’annule. Chacune demande un motif, consigné dans le journal d’" +
-	"audit.\x02L’arrêt annule l’instance et ses occurrences ouvertes. Il ne t" +
-	"ermine rien.\x02Arrêtée par %[1]s le %[2]s — « %[3]s »\x02Abandonnée par" +
-	" %[1]s le %[2]s — « %[3]s »\x02Reprise par %[1]s le %[2]s — « %[3]s »" +
+	"e heure\u202f: %[1]s, %[2]s. Le tableau qui suit le graphique donne chaq" +
+	"ue tranche de 5\u00a0min.\x02terminée\x02en échec\x02Les chiffres du gra" +
+	"phique\x02Réussites et échecs par tranche de 5 min, les plus anciennes d" +
+	"’abord\x02Tranche\x02Terminées\x02%[1]s–%[2]s\x02%[1]s\u202f: %[2]s" +
+	"\x14\x01\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%[1]d terminée" +
+	"s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02%[1]d en éche" +
+	"c\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s" +
+	"\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’instan" +
+	"t\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv.\x02févr.\x02mar" +
+	"s\x02avr.\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02dé" +
+	"c.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1" +
+	"]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heu" +
+	"res\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes" +
+	"\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes" +
+	"\x02%[1]d ms\x02Instance de processus %[1]s\x02Résumé\x02Actions d’opéra" +
+	"teur\x02Parcours\x02Les nœuds atteints par cette instance, dans l’ordre," +
+	" chacun avec son occurrence.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02" +
+	"Occurrence\x02Route\x02Nœud suivant\x02Créée le\x02Réglée le\x02Cette in" +
+	"stance n’a encore atteint aucune tâche.\x02Actions d’opérateurs consigné" +
+	"es\x02Aucun opérateur n’a agi sur cette instance.\x02Actions d’opérateur" +
+	"s sur cette instance, les plus récentes d’abord\x02Valeur\x02Entrées du " +
+	"processus\x02Entrées avec lesquelles l’instance a démarré, nommées d’apr" +
+	"ès le contrat de la version %[1]d du processus\x02Ce processus ne prend" +
+	" aucune entrée.\x02Cette instance est suspendue à un nœud en échec\u202f" +
+	": c’est un incident. Elle ne peut pas être reprise\u202f: son occurrence" +
+	" au nœud %[1]s a échoué avant toute tentative (ses entrées n’ont pas pu " +
+	"être construites), une reprise échouerait donc de la même façon. L’aban" +
+	"don met l’instance en échec\u202f; l’arrêt l’annule. Chacun demande un m" +
+	"otif, consigné dans le journal d’audit.\x02Cette instance est suspendue " +
+	"à un nœud en échec\u202f: c’est un incident. La reprise propose de nouv" +
+	"eau l’occurrence en échec\u202f; l’abandon met l’instance en échec\u202f" +
+	"; l’arrêt l’annule. Chacune demande un motif, consigné dans le journal d" +
+	"’audit.\x02L’arrêt annule l’instance et ses occurrences ouvertes. Il n" +
+	"e termine rien.\x02Arrêtée par %[1]s le %[2]s — « %[3]s »\x02Abandonnée " +
+	"par %[1]s le %[2]s — « %[3]s »\x02Reprise par %[1]s le %[2]s — « %[3]s »" +
 	"\x02Démarrée le\x02Terminée le\x02Nœud de fin\x02Suspendue au nœud\x02Oc" +
 	"currence en échec\x02Code d’erreur\x02Statut inconnu\u202f: %[1]q.\x02Da" +
 	"te de création\x02La taille de page doit être comprise entre 1 et %[1]d." +
@@ -1596,4 +1599,4 @@ const frData string = "" + // Size: 23190 bytes
 	"e connecte ou interroge.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d" +
 	" exécutant\x00\x1d\x02Servie par %[1]d exécutants"
 
-	// Total table size 46179 bytes (45KiB); checksum: FC0C8E87
+	// Total table size 46226 bytes (45KiB); checksum: A137C101
