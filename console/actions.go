@@ -51,13 +51,18 @@ func actionName(ctx context.Context, a string) string {
 	return a
 }
 
-// bulkActionLabel offers an action on every instance a filter matches.
-func bulkActionLabel(ctx context.Context, a engine.Action) string {
-	switch a {
-	case engine.ActionRetry:
+// bulkActionLabel offers an action on every instance a filter matches;
+// a stop names the status the filter keeps, if any.
+func bulkActionLabel(ctx context.Context, a engine.Action, status string) string {
+	switch {
+	case a == engine.ActionRetry:
 		return T(ctx, "Retry every held instance…")
-	case engine.ActionAbandon:
+	case a == engine.ActionAbandon:
 		return T(ctx, "Abandon every held instance…")
+	case status == engine.InstanceHeld:
+		return T(ctx, "Stop every held instance…")
+	case status == engine.InstanceRunning:
+		return T(ctx, "Stop every running instance…")
 	}
 	return T(ctx, "Stop every running or held instance…")
 }
@@ -377,9 +382,20 @@ func (c *Console) bulkView(r *http.Request, a engine.Action, f instanceFilter, c
 		v.Confirm = T(ctx, "Abandon %d instances", n)
 		v.Danger = true
 	default:
-		v.Chrome = c.chrome(r, T(ctx, "Stop every running or held instance this filter matches"), "instances")
+		// The filter's status, when it has one, is what matches: "running
+		// or held" would promise instances it leaves out.
+		switch f.Status {
+		case engine.InstanceHeld:
+			v.Chrome = c.chrome(r, T(ctx, "Stop every held instance this filter matches"), "instances")
+			v.Count = T(ctx, "%d held instances match now.", n)
+		case engine.InstanceRunning:
+			v.Chrome = c.chrome(r, T(ctx, "Stop every running instance this filter matches"), "instances")
+			v.Count = T(ctx, "%d running instances match now.", n)
+		default:
+			v.Chrome = c.chrome(r, T(ctx, "Stop every running or held instance this filter matches"), "instances")
+			v.Count = T(ctx, "%d running or held instances match now.", n)
+		}
 		v.Question = T(ctx, "Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.")
-		v.Count = T(ctx, "%d running or held instances match now.", n)
 		v.Confirm = T(ctx, "Stop %d instances", n)
 		v.Danger = true
 	}

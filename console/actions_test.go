@@ -676,3 +676,47 @@ func TestARefusedActionIsNotOfferedAgain(t *testing.T) {
 		t.Errorf("%d retry records, want 1", n)
 	}
 }
+
+// TestLabelsSayWhatApplies: a bulk stop over held (or running) instances
+// says held (or running), not "running or held"; an occurrence retried by
+// an operator says its budget counts from that retry; an instance held
+// again after a retry no longer shows "Retried by" above its status.
+func TestLabelsSayWhatApplies(t *testing.T) {
+	t.Parallel()
+	f := newIncidentFixture(t)
+	b := signedIn(t, f.env.URL, "en", f.env.Operator)
+	for status, want := range map[string][2]string{
+		"held":    {"Stop every held instance…", "3 held instances match now."},
+		"running": {"Stop every running instance…", "running instance"},
+		"":        {"Stop every running or held instance…", "running or held instances match now."},
+	} {
+		list := b.mustGet("/console/instances?status="+status, 200)
+		if got := text(list, "bulk-stop"); got != want[0] {
+			t.Errorf("status=%s: bulk link %q, want %q", status, got, want[0])
+		}
+		href, _ := list.doc.Find(`[data-testid=bulk-stop]`).Attr("href")
+		if got := text(b.mustGet(href, 200), "bulk-count"); !strings.Contains(got, want[1]) {
+			t.Errorf("status=%s: bulk count %q, want %q", status, got, want[1])
+		}
+	}
+
+	// Retried, then failed again: held, with 2 attempts of a budget of 2.
+	f.env.Must(200, "POST", "/api/v1/instances/"+f.pullHeld+"/retry", f.env.Operator, map[string]any{"reason": "scorer redeployed"})
+	f.failScoring(t, f.pullHeldOcc)
+	inst := "/console/instances/" + f.pullHeld
+	page := b.mustGet(inst, 200)
+	if text(page, "instance-status") != "held" || count(page, "attribution") != 0 {
+		t.Errorf("held again after a retry: status %q, banner %q; want held and no “Retried by”", text(page, "instance-status"), text(page, "attribution"))
+	}
+	if got := text(page, "instance-history"); !strings.Contains(got, "scorer redeployed") {
+		t.Errorf("the retry left the history: %q", got)
+	}
+	f.env.Must(200, "POST", "/api/v1/instances/"+f.pullHeld+"/retry", f.env.Operator, map[string]any{"reason": "again"})
+	if got := text(b.mustGet(inst, 200), "attribution"); !strings.HasPrefix(got, "Retried by operator at ") || !strings.Contains(got, "again") || strings.Contains(got, "scorer redeployed") {
+		t.Errorf("running after a retry: banner %q, want the latest retry only", got)
+	}
+	occ := b.mustGet("/console/occurrences/"+f.pullHeldOcc, 200)
+	if got, want := text(occ, "attempts-summary"), "2 attempts · at most 2 since the last operator retry · 2 left"; got != want {
+		t.Errorf("budget line %q, want %q", got, want)
+	}
+}

@@ -132,9 +132,13 @@ func (c *Console) instanceDetail(w http.ResponseWriter, r *http.Request) {
 const maxHistory = 50
 
 // attribution says who stopped, abandoned or retried the instance, newest
-// first, from the audit log.
+// first, from the audit log. A retry is shown only while the instance runs
+// on from it: held again (it failed after the retry) or ended, the banner
+// would credit the retry with a status it did not cause; the history
+// below keeps every record.
 func attribution(ctx context.Context, inst engine.Instance, acts []engine.OperatorAction) []string {
 	var out []string
+	retryShown := false
 	for _, a := range acts {
 		who, when, why := a.ActorName, formatTime(ctx, a.At).Text, a.Reason
 		switch engine.Action(a.Action) {
@@ -143,6 +147,10 @@ func attribution(ctx context.Context, inst engine.Instance, acts []engine.Operat
 		case engine.ActionAbandon:
 			out = append(out, T(ctx, "Abandoned by %s at %s — “%s”", who, when, why))
 		case engine.ActionRetry:
+			if inst.Status != engine.InstanceRunning || retryShown {
+				continue
+			}
+			retryShown = true
 			out = append(out, T(ctx, "Retried by %s at %s — “%s”", who, when, why))
 		}
 	}

@@ -39,1564 +39,1584 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                              230,
-	"%[1]s %[2]s, %[3]s %[4]s":                 231,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          229,
-	"%[1]s; %[2]s":                             228,
-	"%d (0 lowest, 9 highest)":                 361,
-	"%d attempts":                              383,
-	"%d attempts, retry after %s, priority %d": 507,
-	"%d breaking":                              174,
-	"%d changes":                               173,
-	"%d completed":                             226,
-	"%d d":                                     238,
-	"%d days":                                  252,
-	"%d failed":                                227,
-	"%d h":                                     237,
-	"%d held instances match now.":             48,
-	"%d hours":                                 253,
-	"%d items":                                 561,
-	"%d left":                                  385,
-	"%d min":                                   236,
-	"%d minutes":                               254,
-	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 64,
-	"%d ms": 256,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 497,
-	"%d occurrences": 453,
-	"%d releases":    191,
-	"%d running or held instances match now.": 55,
-	"%d s":       235,
-	"%d seconds": 255,
-	"%d skipped: they changed after the count (settled, or acted on by someone else).": 69,
-	"%s ago":                            233,
-	"%s so far":                         429,
-	"%s → %s":                           502,
-	"%s, revision %s":                   351,
-	"%s, version %s":                    352,
-	"%s: %s":                            225,
-	"%s: %s → %s":                       181,
-	"%s: a date is written 2026-12-01.": 464,
-	"%s: the first day comes after the last.": 465,
-	"%s–%s":       224,
-	"(each item)": 550,
-	"(worker %s)": 418,
-	"0 seconds":   251,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.": 528,
-	"Abandon %d instances":                                           52,
-	"Abandon every held instance this filter matches":                50,
+	"%[1]s %[2]s":                              235,
+	"%[1]s %[2]s, %[3]s %[4]s":                 236,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          234,
+	"%[1]s; %[2]s":                             233,
+	"%d (0 lowest, 9 highest)":                 366,
+	"%d attempts":                              390,
+	"%d attempts, retry after %s, priority %d": 513,
+	"%d breaking":                              179,
+	"%d changes":                               178,
+	"%d completed":                             231,
+	"%d d":                                     243,
+	"%d days":                                  257,
+	"%d failed":                                232,
+	"%d h":                                     242,
+	"%d held instances match now.":             50,
+	"%d hours":                                 258,
+	"%d items":                                 567,
+	"%d left":                                  391,
+	"%d min":                                   241,
+	"%d minutes":                               259,
+	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 69,
+	"%d ms": 261,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 503,
+	"%d occurrences":                          459,
+	"%d releases":                             196,
+	"%d running instances match now.":         57,
+	"%d running or held instances match now.": 59,
+	"%d s":       240,
+	"%d seconds": 260,
+	"%d skipped: they changed after the count (settled, or acted on by someone else).": 74,
+	"%s ago":                            238,
+	"%s so far":                         435,
+	"%s → %s":                           508,
+	"%s, revision %s":                   356,
+	"%s, version %s":                    357,
+	"%s: %s":                            230,
+	"%s: %s → %s":                       186,
+	"%s: a date is written 2026-12-01.": 470,
+	"%s: the first day comes after the last.": 471,
+	"%s–%s":       229,
+	"(each item)": 556,
+	"(worker %s)": 424,
+	"0 seconds":   256,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.": 534,
+	"Abandon %d instances":                                           54,
+	"Abandon every held instance this filter matches":                52,
 	"Abandon every held instance…":                                   7,
-	"Abandon process instance %s":                                    17,
-	"Abandon the instance":                                           20,
-	"Abandon this instance? It fails with the error code abandoned.": 18,
-	"Abandoned by %s at %s — “%s”":                                   281,
-	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 38,
+	"Abandon process instance %s":                                    19,
+	"Abandon the instance":                                           22,
+	"Abandon this instance? It fails with the error code abandoned.": 20,
+	"Abandoned by %s at %s — “%s”":                                   286,
+	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 40,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 295,
-	"Action":                              72,
-	"All actions":                         83,
-	"All consumers":                       450,
-	"All definitions":                     215,
-	"All processes":                       301,
-	"All statuses":                        302,
-	"All workers":                         576,
-	"An operator abandoned the instance.": 411,
-	"Apply filters":                       80,
-	"Apr":                                 242,
-	"As of %s (%s); refreshed every few seconds.": 212,
-	"Attempts":                         362,
-	"Audit log":                        77,
-	"Aug":                              246,
-	"Available from":                   393,
-	"Back to definitions":              117,
-	"Back to external tasks":           116,
-	"Back to the instance":             30,
-	"Back to the list":                 45,
-	"Back without saving":              472,
-	"Breaks processes":                 155,
-	"Breaks workers":                   156,
-	"Bulk %s applied to %d instances.": 68,
-	"Bulk action":                      76,
-	"Business key":                     61,
-	"Call timeout":                     380,
-	"Cancelled: the instance was stopped (%s).":               428,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 427,
-	"Cannot act on this filter":                               65,
-	"Cannot reveal":                                           512,
-	"Change":                                                  153,
-	"Changes between the two revisions":                       165,
-	"Choose two existing revisions to compare.":               171,
-	"Classification":                                          131,
-	"Clear filters":                                           81,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 486,
-	"Compare":              152,
-	"Compare revisions":    148,
-	"Completed":            223,
-	"Completed (%s).":      423,
-	"Completed, last hour": 209,
-	"Completions and failures per 5 minutes, last hour: %s":    216,
-	"Completions and failures per 5-minute slot, oldest first": 221,
-	"Completions and failures, last hour":                      202,
-	"Connected":                                                572,
-	"Constraints":                                              132,
-	"Consumer":                                                 364,
-	"Consumer and worker":                                      447,
-	"Counting the occurrences; the counts appear when you reload the page.": 126,
-	"Counts are unavailable right now.":                                     127,
-	"Counts as of %s (%s); refreshed every few seconds.":                    495,
-	"Counts by status": 443,
-	"Created":          267,
-	"Created from":     62,
-	"Created to":       63,
-	"Creation date":    290,
-	"Dates":            355,
-	"Deadline":         359,
-	"Dec":              250,
-	"Deferred":         397,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 422,
-	"Definition":         204,
-	"Definition %s":      134,
-	"Definitions":        103,
-	"Definitions by key": 186,
-	"Definitions served": 570,
-	"Definitions, those needing attention first": 203,
-	"Description":          133,
-	"Destination":          373,
-	"Destination’s answer": 368,
-	"Detail":               154,
-	"Digest":               168,
-	"Display settings":     108,
-	"Duration":             367,
-	"Each definition’s queue and incidents now, and what its workers finished in the last hour.":                              201,
-	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  54,
-	"Each one fails with the error code abandoned and cannot be resumed.":                                                     51,
-	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 47,
-	"End node":                    285,
-	"End node or error":           299,
-	"Ended":                       284,
-	"Error":                       446,
-	"Error (before any attempt)":  399,
-	"Error code":                  288,
-	"Error message":               370,
-	"Every %d seconds":            476,
-	"Every attempt, oldest first": 363,
-	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log (GET /api/v1/audit/reveals).": 78,
-	"Expired token":                    537,
-	"Expires":                          534,
-	"External tasks":                   97,
-	"Failed":                           207,
-	"Failed (%s).":                     426,
-	"Failed occurrence":                287,
-	"Failed, last hour":                210,
-	"Feb":                              240,
-	"Field":                            128,
-	"Filter":                           43,
-	"Filters":                          79,
-	"Find":                             102,
-	"Find an instance or occurrence":   100,
-	"First page":                       91,
-	"Form refused":                     120,
-	"From revision":                    150,
-	"From revision %d to revision %d:": 172,
-	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 34,
-	"Graph":                   485,
-	"Graph of %s":             496,
-	"HTTP 2xx, unusable body": 432,
-	"Health":                  96,
-	"Held at node":            286,
-	"Held instances":          206,
-	"ID":                      531,
-	"In flight":               571,
-	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 217,
-	"Inputs":                     158,
-	"Inputs of revision %d":      169,
-	"Inputs of the working copy": 160,
-	"Inputs the instance was started with, labelled by process version %d's contract": 275,
-	"Inputs, labelled by revision %d's contract":                                      386,
-	"Instance":                  298,
-	"Instances":                 98,
-	"Instances of this process": 494,
-	"Invalid page":              564,
-	"Invalid request":           114,
-	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.": 19,
-	"Its instance is held here, waiting for an operator.":                                                                   424,
-	"Its instance went on along the node’s error path.":                                                                     425,
-	"Its message": 400,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      544,
-	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 32,
-	"Jan":                     239,
-	"Jul":                     245,
-	"Jun":                     244,
-	"Keep it":                 546,
-	"Keep it held":            12,
-	"Keep it running":         11,
-	"Key":                     187,
-	"Kind":                    489,
-	"Language":                93,
-	"Last error (attempt %d)": 398,
-	"Last reserved":           395,
-	"Last saved":              139,
-	"Last seen":               573,
-	"Last used":               533,
-	"Latest revision":         188,
-	"Lists every change from one revision to another, and whom it may break.": 149,
-	"Local time at %s": 474,
-	"Lock expired %s — waiting to be offered again.": 415,
-	"Lock expires":                     396,
-	"Main navigation":                  95,
-	"Mar":                              241,
-	"Maximum attempts":                 357,
-	"May":                              243,
-	"Message from Relais (in English)": 401,
-	"Message from the service (as it sent it)": 402,
-	"Mode": 354,
-	"More filters: instance, revision, consumer, dates": 441,
-	"Name":                               137,
-	"Never":                              475,
-	"Next attempt":                       394,
-	"Next attempt or settled":            448,
-	"Next node":                          266,
-	"Next page":                          90,
-	"No definition has occurrences yet.": 211,
-	"No definition yet.":                 190,
-	"No inputs.":                         159,
-	"No instance matches these filters.": 300,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 520,
-	"No occurrence matches these filters.":                                                   449,
-	"No operator action matches.":                                                            82,
-	"No operator has acted on this instance.":                                                271,
-	"No outputs yet: the occurrence has not completed.":                                      389,
-	"No outputs.": 162,
-	"No outputs: the occurrence ended without completing.":          391,
-	"No process is published yet.":                                  480,
-	"No release yet.":                                               143,
-	"No revision yet: the Working copy has never been snapshotted.": 141,
-	"No service has reserved this occurrence yet.":                  371,
-	"No token.":                         540,
-	"No worker is connected.":           574,
-	"No worker serves this definition.": 577,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 580,
-	"Node":    263,
-	"Node %s": 200,
-	"Nodes":   487,
-	"Nodes of this version, with their occurrences now": 488,
-	"Nodes reached, in order":                           262,
-	"Not allowed":                                       112,
-	"Not found":                                         118,
-	"Notes":                                             146,
-	"Nothing exists at this address, or it is not visible to you.":          119,
-	"Nothing to do: no instance this action applies to matches the filter.": 57,
-	"Nothing to find: the search box is empty.":                             518,
-	"Nov":                       249,
-	"Now":                       381,
-	"Occurrence":                264,
-	"Occurrence %s":             353,
-	"Occurrence offered again":  75,
-	"Occurrences now":           493,
-	"Occurrences, newest first": 444,
-	"Oct":                       248,
-	"Offered from %s — %s.":     414,
-	"Oldest claimable waits":    208,
-	"On error":                  492,
-	"On success":                491,
-	"Only a value this page shows as hidden (sensitive) can be revealed.": 513,
-	"Only administrators manage tokens.":                                  529,
-	"Only administrators may reveal a sensitive value.":                   510,
-	"Open":             205,
-	"Operator actions": 259,
-	"Operator actions on this instance, newest first": 272,
-	"Operator actions, newest first":                  88,
-	"Outcome":                                         369,
-	"Outputs":                                         161,
-	"Outputs of revision %d":                          170,
-	"Outputs of the working copy":                     163,
-	"Outputs, labelled by revision %d's contract":     388,
-	"Pages": 89,
-	"Pages with a form, such as a confirmation, never reload on their own.": 470,
-	"Path":                            260,
-	"Pinned revision":                 490,
-	"Policy":                          356,
-	"Previous page":                   462,
-	"Priority":                        360,
-	"Process":                         59,
-	"Process %s":                      482,
-	"Process and node":                445,
-	"Process inputs":                  274,
-	"Process instance":                74,
-	"Process instance %s":             257,
-	"Process instances":               292,
-	"Process instances, newest first": 297,
-	"Processes":                       99,
-	"Processes by key":                478,
-	"Protocol":                        569,
-	"Published":                       147,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 477,
-	"Reason": 73,
-	"Reason (recorded in the audit log for every instance)": 44,
-	"Reason (recorded in the audit log)":                    9,
-	"Reason given by the worker":                            377,
-	"Recorded operator actions":                             270,
-	"Relais console":                                        92,
-	"Relais has not called the destination yet.":            375,
-	"Relais is calling the destination (since %s).":         419,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 376,
-	"Relais refused the action. Nothing was done.":                                                         35,
-	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 405,
-	"Release":                             144,
-	"Releases":                            142,
-	"Releases, oldest first":              164,
-	"Reload lists and detail pages":       469,
-	"Replica":                             374,
-	"Required":                            130,
-	"Reserved":                            366,
-	"Reserved by %s.":                     421,
-	"Reserved by %s; lock until %s — %s.": 420,
-	"Retried by %s at %s — “%s”":          282,
-	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 37,
-	"Retries":            378,
-	"Retry %d instances": 49,
-	"Retry at %s — %s.":  413,
-	"Retry delay":        358,
-	"Retry every held instance this filter matches": 46,
+	"Act on every instance this filter matches": 300,
+	"Action":                              77,
+	"All actions":                         88,
+	"All consumers":                       456,
+	"All definitions":                     220,
+	"All processes":                       306,
+	"All statuses":                        307,
+	"All workers":                         582,
+	"An operator abandoned the instance.": 417,
+	"Apply filters":                       85,
+	"Apr":                                 247,
+	"As of %s (%s); refreshed every few seconds.": 217,
+	"Attempts":                         367,
+	"Audit log":                        82,
+	"Aug":                              251,
+	"Available from":                   399,
+	"Back to definitions":              122,
+	"Back to external tasks":           121,
+	"Back to the instance":             32,
+	"Back to the list":                 47,
+	"Back without saving":              478,
+	"Breaks processes":                 160,
+	"Breaks workers":                   161,
+	"Bulk %s applied to %d instances.": 73,
+	"Bulk action":                      81,
+	"Business key":                     66,
+	"Call timeout":                     385,
+	"Cancelled: the instance was stopped (%s).":               434,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 433,
+	"Cannot act on this filter":                               70,
+	"Cannot reveal":                                           518,
+	"Change":                                                  158,
+	"Changes between the two revisions":                       170,
+	"Choose two existing revisions to compare.":               176,
+	"Classification":                                          136,
+	"Clear filters":                                           86,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 492,
+	"Compare":              157,
+	"Compare revisions":    153,
+	"Completed":            228,
+	"Completed (%s).":      429,
+	"Completed, last hour": 214,
+	"Completions and failures per 5 minutes, last hour: %s":    221,
+	"Completions and failures per 5-minute slot, oldest first": 226,
+	"Completions and failures, last hour":                      207,
+	"Connected":                                                578,
+	"Constraints":                                              137,
+	"Consumer":                                                 369,
+	"Consumer and worker":                                      453,
+	"Counting the occurrences; the counts appear when you reload the page.": 131,
+	"Counts are unavailable right now.":                                     132,
+	"Counts as of %s (%s); refreshed every few seconds.":                    501,
+	"Counts by status": 449,
+	"Created":          272,
+	"Created from":     67,
+	"Created to":       68,
+	"Creation date":    295,
+	"Dates":            360,
+	"Deadline":         364,
+	"Dec":              255,
+	"Deferred":         403,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 428,
+	"Definition":         209,
+	"Definition %s":      139,
+	"Definitions":        108,
+	"Definitions by key": 191,
+	"Definitions served": 576,
+	"Definitions, those needing attention first": 208,
+	"Description":          138,
+	"Destination":          378,
+	"Destination’s answer": 373,
+	"Detail":               159,
+	"Digest":               173,
+	"Display settings":     113,
+	"Duration":             372,
+	"Each definition’s queue and incidents now, and what its workers finished in the last hour.":                              206,
+	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  60,
+	"Each one fails with the error code abandoned and cannot be resumed.":                                                     53,
+	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 49,
+	"End node":                    290,
+	"End node or error":           304,
+	"Ended":                       289,
+	"Error":                       452,
+	"Error (before any attempt)":  405,
+	"Error code":                  293,
+	"Error message":               375,
+	"Every %d seconds":            482,
+	"Every attempt, oldest first": 368,
+	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log (GET /api/v1/audit/reveals).": 83,
+	"Expired token":                    543,
+	"Expires":                          540,
+	"External tasks":                   102,
+	"Failed":                           212,
+	"Failed (%s).":                     432,
+	"Failed occurrence":                292,
+	"Failed, last hour":                215,
+	"Feb":                              245,
+	"Field":                            133,
+	"Filter":                           45,
+	"Filters":                          84,
+	"Find":                             107,
+	"Find an instance or occurrence":   105,
+	"First page":                       96,
+	"Form refused":                     125,
+	"From revision":                    155,
+	"From revision %d to revision %d:": 177,
+	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 36,
+	"Graph":                   491,
+	"Graph of %s":             502,
+	"HTTP 2xx, unusable body": 438,
+	"Health":                  101,
+	"Held at node":            291,
+	"Held instances":          211,
+	"ID":                      537,
+	"In flight":               577,
+	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 222,
+	"Inputs":                     163,
+	"Inputs of revision %d":      174,
+	"Inputs of the working copy": 165,
+	"Inputs the instance was started with, labelled by process version %d's contract": 280,
+	"Inputs, labelled by revision %d's contract":                                      392,
+	"Instance":                  303,
+	"Instances":                 103,
+	"Instances of this process": 500,
+	"Invalid page":              570,
+	"Invalid request":           119,
+	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.": 21,
+	"Its instance is held here, waiting for an operator.":                                                                   430,
+	"Its instance went on along the node’s error path.":                                                                     431,
+	"Its message": 406,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      550,
+	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 34,
+	"Jan":                     244,
+	"Jul":                     250,
+	"Jun":                     249,
+	"Keep it":                 552,
+	"Keep it held":            14,
+	"Keep it running":         13,
+	"Key":                     192,
+	"Kind":                    495,
+	"Language":                98,
+	"Last error (attempt %d)": 404,
+	"Last reserved":           401,
+	"Last saved":              144,
+	"Last seen":               579,
+	"Last used":               539,
+	"Latest revision":         193,
+	"Lists every change from one revision to another, and whom it may break.": 154,
+	"Local time at %s": 480,
+	"Lock expired %s — waiting to be offered again.": 421,
+	"Lock expires":                     402,
+	"Main navigation":                  100,
+	"Mar":                              246,
+	"Maximum attempts":                 362,
+	"May":                              248,
+	"Message from Relais (in English)": 407,
+	"Message from the service (as it sent it)": 408,
+	"Mode": 359,
+	"More filters: instance, revision, consumer, dates": 447,
+	"Name":                               142,
+	"Never":                              481,
+	"Next attempt":                       400,
+	"Next attempt or settled":            454,
+	"Next node":                          271,
+	"Next page":                          95,
+	"No definition has occurrences yet.": 216,
+	"No definition yet.":                 195,
+	"No inputs.":                         164,
+	"No instance matches these filters.": 305,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 526,
+	"No occurrence matches these filters.":                                                   455,
+	"No operator action matches.":                                                            87,
+	"No operator has acted on this instance.":                                                276,
+	"No outputs yet: the occurrence has not completed.":                                      395,
+	"No outputs.": 167,
+	"No outputs: the occurrence ended without completing.":          397,
+	"No process is published yet.":                                  486,
+	"No release yet.":                                               148,
+	"No revision yet: the Working copy has never been snapshotted.": 146,
+	"No service has reserved this occurrence yet.":                  376,
+	"No token.":                         546,
+	"No worker is connected.":           580,
+	"No worker serves this definition.": 583,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 586,
+	"Node":    268,
+	"Node %s": 205,
+	"Nodes":   493,
+	"Nodes of this version, with their occurrences now": 494,
+	"Nodes reached, in order":                           267,
+	"Not allowed":                                       117,
+	"Not found":                                         123,
+	"Notes":                                             151,
+	"Nothing exists at this address, or it is not visible to you.":          124,
+	"Nothing to do: no instance this action applies to matches the filter.": 62,
+	"Nothing to find: the search box is empty.":                             524,
+	"Nov":                       254,
+	"Now":                       386,
+	"Occurrence":                269,
+	"Occurrence %s":             358,
+	"Occurrence offered again":  80,
+	"Occurrences now":           499,
+	"Occurrences, newest first": 450,
+	"Oct":                       253,
+	"Offered from %s — %s.":     420,
+	"Oldest claimable waits":    213,
+	"On error":                  498,
+	"On success":                497,
+	"Only a value this page shows as hidden (sensitive) can be revealed.": 519,
+	"Only administrators manage tokens.":                                  535,
+	"Only administrators may reveal a sensitive value.":                   516,
+	"Open":             210,
+	"Operator actions": 264,
+	"Operator actions on this instance, newest first": 277,
+	"Operator actions, newest first":                  93,
+	"Outcome":                                         374,
+	"Outputs":                                         166,
+	"Outputs of revision %d":                          175,
+	"Outputs of the working copy":                     168,
+	"Outputs, labelled by revision %d's contract":     394,
+	"Pages": 94,
+	"Pages with a form, such as a confirmation, never reload on their own.": 476,
+	"Path":                            265,
+	"Pinned revision":                 496,
+	"Policy":                          361,
+	"Previous page":                   468,
+	"Priority":                        365,
+	"Process":                         64,
+	"Process %s":                      488,
+	"Process and node":                451,
+	"Process inputs":                  279,
+	"Process instance":                79,
+	"Process instance %s":             262,
+	"Process instances":               297,
+	"Process instances, newest first": 302,
+	"Processes":                       104,
+	"Processes by key":                484,
+	"Protocol":                        575,
+	"Published":                       152,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 483,
+	"Reason": 78,
+	"Reason (recorded in the audit log for every instance)": 46,
+	"Reason (recorded in the audit log)":                    11,
+	"Reason given by the worker":                            382,
+	"Recorded operator actions":                             275,
+	"Relais console":                                        97,
+	"Relais has not called the destination yet.":            380,
+	"Relais is calling the destination (since %s).":         425,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 381,
+	"Relais refused the action. Nothing was done.":                                                         37,
+	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 411,
+	"Release":                             149,
+	"Releases":                            147,
+	"Releases, oldest first":              169,
+	"Reload lists and detail pages":       475,
+	"Replica":                             379,
+	"Required":                            135,
+	"Reserved":                            371,
+	"Reserved by %s.":                     427,
+	"Reserved by %s; lock until %s — %s.": 426,
+	"Retried by %s at %s — “%s”":          287,
+	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 39,
+	"Retries":            383,
+	"Retry %d instances": 51,
+	"Retry at %s — %s.":  419,
+	"Retry delay":        363,
+	"Retry every held instance this filter matches": 48,
 	"Retry every held instance…":                    6,
-	"Retry or abandon it from its instance":         382,
-	"Retry process instance %s":                     13,
-	"Retry the instance":                            16,
-	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 14,
-	"Retrying and abandoning apply to held instances, not %s ones.":                                           42,
+	"Retry or abandon it from its instance":         387,
+	"Retry process instance %s":                     15,
+	"Retry the instance":                            18,
+	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 16,
+	"Retrying and abandoning apply to held instances, not %s ones.":                                           44,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 392,
-	"Revealed by %s at %s; recorded in the audit log.": 511,
-	"Revision":                  145,
-	"Revision %d":               166,
-	"Revisions":                 140,
-	"Revoke the %s token “%s”?": 543,
-	"Revoke the token":          545,
-	"Revoke token %d":           542,
-	"Revoke…":                   538,
-	"Role":                      532,
-	"Route":                     265,
-	"Routing output":            138,
-	"Rows %s–%s":                463,
-	"Save settings":             471,
-	"Say why, for whoever reads the log later: at most %d characters.": 10,
-	"Search":                               516,
-	"Secret values can never be revealed.": 514,
-	"Sep":                                  247,
-	"Served by %d workers":                 581,
-	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 23,
-	"Settled":              268,
-	"Settlement date":      440,
-	"Show all definitions": 214,
-	"Show times in":        467,
-	"Showing the instances bulk action %s changed.": 86,
-	"Sign in": 522,
-	"Sign in with an operator or administrator token.": 523,
-	"Sign out":             107,
-	"Signed in as %s (%s)": 106,
-	"Skip to content":      94,
-	"Slot":                 222,
-	"Snapshotted":          167,
-	"Something went wrong": 124,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 530,
-	"Start node":        484,
-	"Started":           283,
-	"Status":            60,
-	"Stop %d instances": 56,
-	"Stop every running or held instance this filter matches": 53,
-	"Stop every running or held instance…":                    8,
-	"Stop process instance %s":                                21,
-	"Stop the instance":                                       24,
-	"Stop this instance? Its open occurrences are cancelled.": 22,
+	"Reveal — this is recorded": 398,
+	"Revealed by %s at %s; recorded in the audit log.": 517,
+	"Revision":                  150,
+	"Revision %d":               171,
+	"Revisions":                 145,
+	"Revoke the %s token “%s”?": 549,
+	"Revoke the token":          551,
+	"Revoke token %d":           548,
+	"Revoke…":                   544,
+	"Role":                      538,
+	"Route":                     270,
+	"Routing output":            143,
+	"Rows %s–%s":                469,
+	"Save settings":             477,
+	"Say why, for whoever reads the log later: at most %d characters.": 12,
+	"Search":                               522,
+	"Secret values can never be revealed.": 520,
+	"Sep":                                  252,
+	"Served by %d workers":                 587,
+	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 25,
+	"Settled":              273,
+	"Settlement date":      446,
+	"Show all definitions": 219,
+	"Show times in":        473,
+	"Showing the instances bulk action %s changed.": 91,
+	"Sign in": 528,
+	"Sign in with an operator or administrator token.": 529,
+	"Sign out":             112,
+	"Signed in as %s (%s)": 111,
+	"Skip to content":      99,
+	"Slot":                 227,
+	"Snapshotted":          172,
+	"Something went wrong": 129,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 536,
+	"Start node":        490,
+	"Started":           288,
+	"Status":            65,
+	"Stop %d instances": 61,
+	"Stop every held instance this filter matches":            55,
+	"Stop every held instance…":                               8,
+	"Stop every running instance this filter matches":         56,
+	"Stop every running instance…":                            9,
+	"Stop every running or held instance this filter matches": 58,
+	"Stop every running or held instance…":                    10,
+	"Stop process instance %s":                                23,
+	"Stop the instance":                                       26,
+	"Stop this instance? Its open occurrences are cancelled.": 24,
 	"Stop this instance…":                                     2,
-	"Stopped by %s at %s — “%s”":                              280,
-	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 39,
-	"Stopping applies to running or held instances, not %s ones.":                              41,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   279,
-	"Summary": 258,
-	"Task contracts: their Working copy, immutable revisions and named releases.": 185,
-	"Temporarily unavailable":                                    122,
-	"That is too long to be an id or a business key.":            519,
-	"The bulk action must be its id (a UUID).":                   85,
-	"The call could not be prepared.":                            406,
-	"The chart’s numbers":                                        220,
-	"The confirmed count is missing: start again from the list.": 66,
-	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           125,
-	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      468,
-	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 67,
-	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 123,
-	"The deadline passed before a result arrived.": 403,
-	"The destination answered HTTP %s.":            412,
-	"The destination could not be reached.":        407,
-	"The destination’s answer was too large.":      408,
-	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                            115,
-	"The inputs could not be built from the process’s bindings.":                                                                  410,
-	"The last attempt’s lock expired with no attempt left.":                                                                       409,
-	"The next page counts them and asks for a reason before anything changes.":                                                    296,
-	"The nodes this instance reached, in order, each with its occurrence.":                                                        261,
-	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                136,
-	"The page cursor is invalid: go back to the first page.":                                                                      87,
-	"The page size must be between 1 and %d.":                                                                                     291,
-	"The process instance must be an instance id (a UUID).":                                                                       84,
-	"The reason you gave, not recorded:":                                                                                          29,
-	"The result did not match the revision's outputs contract.":                                                                   404,
-	"The revision must be a whole number, 1 or more.":                                                                             438,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 525,
-	"The token was revoked.":                        541,
-	"These revisions have the same contracts.":      157,
-	"These settings are kept in this browser only.": 466,
-	"This contract has no inputs.":                  387,
-	"This contract has no outputs.":                 390,
-	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                                                                      121,
-	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.": 25,
-	"This instance has already ended; there is nothing to stop.":                                                                                                               33,
-	"This instance has not reached a task yet.":                                                                                                                                269,
-	"This instance is %s, not held: there is nothing to abandon.":                                                                                                              27,
-	"This instance is %s, not held: there is nothing to retry.":                                                                                                                26,
-	"This instance is %s: there is nothing to stop.":                                                                                                                           28,
-	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 277,
-	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 278,
-	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          31,
-	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   36,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            548,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           547,
-	"This page does not accept that request.":     515,
-	"This page link is not one the console made.": 565,
-	"This page reloads every %d seconds.":         111,
-	"This process takes no inputs.":               276,
-	"This token is unknown or has been revoked.":  527,
-	"Times in %s · no auto-reload":                110,
-	"Times in %s · reload every %d s":             109,
-	"To revision":                                 151,
-	"Token":                                       524,
-	"Tokens":                                      105,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 526,
-	"Totals of all definitions, not narrowed by the other filters":         452,
-	"Totals of definition %s, not narrowed by the other filters":           451,
-	"Type": 129,
-	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 517,
-	"UTC (coordinated universal time)": 473,
-	"Unknown action.":                  40,
-	"Unknown consumer.":                439,
-	"Unknown status %q.":               289,
-	"Value":                            273,
-	"Version":                          483,
-	"Versions, newest first":           479,
-	"Waiting for Relais to call the destination since %s (%s).": 416,
-	"Waiting for a worker since %s (%s).":                       417,
-	"When":                                                      70,
-	"Who":                                                       71,
-	"Worker":                                                    568,
-	"Worker id":                                                 365,
-	"Workers":                                                   104,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        566,
-	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 15,
-	"Workers seen within three heartbeats": 567,
-	"Workers serving %s":                   575,
-	"Working copy":                         135,
-	"You are signed out.":                  521,
-	"Your role can read definitions only: external tasks and process instances are for operators and administrators.": 113,
-	"[redacted]":                          437,
+	"Stopped by %s at %s — “%s”":                              285,
+	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 41,
+	"Stopping applies to running or held instances, not %s ones.":                              43,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   284,
+	"Summary": 263,
+	"Task contracts: their Working copy, immutable revisions and named releases.": 190,
+	"Temporarily unavailable":                                    127,
+	"That is too long to be an id or a business key.":            525,
+	"The bulk action must be its id (a UUID).":                   90,
+	"The call could not be prepared.":                            412,
+	"The chart’s numbers":                                        225,
+	"The confirmed count is missing: start again from the list.": 71,
+	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           130,
+	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      474,
+	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 72,
+	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 128,
+	"The deadline passed before a result arrived.": 409,
+	"The destination answered HTTP %s.":            418,
+	"The destination could not be reached.":        413,
+	"The destination’s answer was too large.":      414,
+	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                            120,
+	"The inputs could not be built from the process’s bindings.":                                                                  416,
+	"The last attempt’s lock expired with no attempt left.":                                                                       415,
+	"The next page counts them and asks for a reason before anything changes.":                                                    301,
+	"The nodes this instance reached, in order, each with its occurrence.":                                                        266,
+	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                141,
+	"The page cursor is invalid: go back to the first page.":                                                                      92,
+	"The page size must be between 1 and %d.":                                                                                     296,
+	"The process instance must be an instance id (a UUID).":                                                                       89,
+	"The reason you gave, not recorded:":                                                                                          31,
+	"The result did not match the revision's outputs contract.":                                                                   410,
+	"The revision must be a whole number, 1 or more.":                                                                             444,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 531,
+	"The token was revoked.":                        547,
+	"These revisions have the same contracts.":      162,
+	"These settings are kept in this browser only.": 472,
+	"This contract has no inputs.":                  393,
+	"This contract has no outputs.":                 396,
+	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                                                                      126,
+	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.": 27,
+	"This instance has already ended; there is nothing to stop.":                                                                                                               35,
+	"This instance has not reached a task yet.":                                                                                                                                274,
+	"This instance is %s, not held: there is nothing to abandon.":                                                                                                              29,
+	"This instance is %s, not held: there is nothing to retry.":                                                                                                                28,
+	"This instance is %s: there is nothing to stop.":                                                                                                                           30,
+	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 282,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 283,
+	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          33,
+	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   38,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            554,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           553,
+	"This page does not accept that request.":     521,
+	"This page link is not one the console made.": 571,
+	"This page reloads every %d seconds.":         116,
+	"This process takes no inputs.":               281,
+	"This token is unknown or has been revoked.":  533,
+	"Times in %s · no auto-reload":                115,
+	"Times in %s · reload every %d s":             114,
+	"To revision":                                 156,
+	"Token":                                       530,
+	"Tokens":                                      110,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 532,
+	"Totals of all definitions, not narrowed by the other filters":         458,
+	"Totals of definition %s, not narrowed by the other filters":           457,
+	"Type": 134,
+	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 523,
+	"UTC (coordinated universal time)": 479,
+	"Unknown action.":                  42,
+	"Unknown consumer.":                445,
+	"Unknown status %q.":               294,
+	"Value":                            278,
+	"Version":                          489,
+	"Versions, newest first":           485,
+	"Waiting for Relais to call the destination since %s (%s).": 422,
+	"Waiting for a worker since %s (%s).":                       423,
+	"When":                                                      75,
+	"Who":                                                       76,
+	"Worker":                                                    574,
+	"Worker id":                                                 370,
+	"Workers":                                                   109,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        572,
+	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 17,
+	"Workers seen within three heartbeats": 573,
+	"Workers serving %s":                   581,
+	"Working copy":                         140,
+	"You are signed out.":                  527,
+	"Your role can read definitions only: external tasks and process instances are for operators and administrators.": 118,
+	"[redacted]":                          443,
 	"abandon":                             4,
-	"administrator":                       329,
-	"an incident: retry, abandon or stop": 195,
-	"answer too large":                    435,
-	"any":                                 58,
-	"any other code → %s":                 505,
-	"any other error":                     193,
-	"as of %s (%s); counts are refreshed every few seconds.": 454,
-	"at least %d characters":                                 551,
-	"at least %d items":                                      558,
-	"at most %d":                                             384,
-	"at most %d characters":                                  552,
-	"at most %d items":                                       559,
-	"available":                                              303,
-	"boolean":                                                316,
-	"call in progress since":                                 459,
-	"cancelled":                                              306,
-	"choice":                                                 319,
-	"claimable since":                                        458,
-	"claimable since %s":                                     213,
-	"classification changed":                                 340,
-	"completed":                                              218,
-	"constraint changed":                                     341,
-	"consumer":                                               332,
-	"consumer #%s":                                           430,
-	"date":                                                   317,
-	"date and time":                                          318,
-	"deadline %s":                                            508,
-	"deferred":                                               305,
-	"deferred since":                                         461,
-	"designer":                                               331,
-	"disconnected":                                           312,
-	"end (completes)":                                        500,
-	"end (fails)":                                            501,
-	"end: completes the instance":                            196,
-	"end: fails the instance":                                197,
-	"expired":                                                309,
-	"failed":                                                 219,
-	"fails the instance":                                     506,
-	"field added":                                            335,
-	"field removed":                                          336,
-	"format":                                                 346,
-	"format %s":                                              554,
-	"from":                                                   293,
-	"held":                                                   308,
-	"held for an operator":                                   194,
-	"hold (an incident for an operator)":                     504,
-	"id or business key":                                     101,
-	"in %s":                                                  232,
-	"in progress":                                            372,
-	"instance id":                                            442,
-	"integer":                                                314,
-	"just now":                                               234,
-	"list":                                                   321,
-	"lock until":                                             460,
-	"long polling":                                           579,
-	"maximum":                                                348,
-	"maximum %s":                                             556,
-	"maximum items":                                          350,
-	"maximum length":                                         344,
-	"minimum":                                                347,
-	"minimum %s":                                             555,
-	"minimum items":                                          349,
-	"minimum length":                                         343,
-	"never":                                                  535,
-	"next attempt":                                           457,
-	"no":                                                     334,
-	"no answer within the timeout":                           433,
-	"no connection":                                          434,
-	"none":                                                   184,
-	"none yet":                                               189,
-	"none: a failed call takes the node’s error path": 379,
-	"normal":                          322,
-	"not provided":                    560,
-	"not yet":                         536,
-	"null":                            562,
-	"number":                          315,
-	"object":                          320,
-	"on error":                        192,
-	"one of: %s":                      557,
-	"operator":                        330,
-	"optional field of type %s":       183,
-	"optional → required":             176,
-	"pattern":                         345,
-	"pattern %s":                      553,
-	"pull":                            498,
-	"pull %s":                         199,
-	"pull (the service fetches it)":   327,
-	"push %s":                         198,
-	"push (Relais calls the service)": 328,
-	"push to %s":                      499,
-	"rejected":                        310,
-	"released":                        311,
-	"required changed":                338,
-	"required field of type %s":       182,
-	"required → optional":             177,
-	"reserved":                        304,
+	"administrator":                       334,
+	"an incident: retry, abandon or stop": 200,
+	"answer too large":                    441,
+	"any":                                 63,
+	"any other code → %s":                 511,
+	"any other error":                     198,
+	"as of %s (%s); counts are refreshed every few seconds.": 460,
+	"at least %d characters":                                 557,
+	"at least %d items":                                      564,
+	"at most %d":                                             388,
+	"at most %d characters":                                  558,
+	"at most %d items":                                       565,
+	"at most %d since the last operator retry":               389,
+	"available":                                              308,
+	"boolean":                                                321,
+	"call in progress since":                                 465,
+	"cancelled":                                              311,
+	"choice":                                                 324,
+	"claimable since":                                        464,
+	"claimable since %s":                                     218,
+	"classification changed":                                 345,
+	"completed":                                              223,
+	"constraint changed":                                     346,
+	"consumer":                                               337,
+	"consumer #%s":                                           436,
+	"date":                                                   322,
+	"date and time":                                          323,
+	"deadline %s":                                            514,
+	"deferred":                                               310,
+	"deferred since":                                         467,
+	"designer":                                               336,
+	"disconnected":                                           317,
+	"end (completes)":                                        506,
+	"end (fails)":                                            507,
+	"end: completes the instance":                            201,
+	"end: fails the instance":                                202,
+	"expired":                                                314,
+	"failed":                                                 224,
+	"fails the instance":                                     512,
+	"field added":                                            340,
+	"field removed":                                          341,
+	"format":                                                 351,
+	"format %s":                                              560,
+	"from":                                                   298,
+	"held":                                                   313,
+	"held for an operator":                                   199,
+	"hold (an incident for an operator)":                     510,
+	"id or business key":                                     106,
+	"in %s":                                                  237,
+	"in progress":                                            377,
+	"instance id":                                            448,
+	"integer":                                                319,
+	"just now":                                               239,
+	"list":                                                   326,
+	"lock until":                                             466,
+	"long polling":                                           585,
+	"maximum":                                                353,
+	"maximum %s":                                             562,
+	"maximum items":                                          355,
+	"maximum length":                                         349,
+	"minimum":                                                352,
+	"minimum %s":                                             561,
+	"minimum items":                                          354,
+	"minimum length":                                         348,
+	"never":                                                  541,
+	"next attempt":                                           463,
+	"no":                                                     339,
+	"no answer within the timeout":                           439,
+	"no connection":                                          440,
+	"none":                                                   189,
+	"none yet":                                               194,
+	"none: a failed call takes the node’s error path": 384,
+	"normal":                          327,
+	"not provided":                    566,
+	"not yet":                         542,
+	"null":                            568,
+	"number":                          320,
+	"object":                          325,
+	"on error":                        197,
+	"one of: %s":                      563,
+	"operator":                        335,
+	"optional field of type %s":       188,
+	"optional → required":             181,
+	"pattern":                         350,
+	"pattern %s":                      559,
+	"pull":                            504,
+	"pull %s":                         204,
+	"pull (the service fetches it)":   332,
+	"push %s":                         203,
+	"push (Relais calls the service)": 333,
+	"push to %s":                      505,
+	"rejected":                        315,
+	"released":                        316,
+	"required changed":                343,
+	"required field of type %s":       187,
+	"required → optional":             182,
+	"reserved":                        309,
 	"retry":                           3,
-	"revision %d":                     455,
-	"routing changed":                 342,
-	"routing output":                  549,
-	"routing output %s → %s":          175,
-	"running":                         307,
-	"secret":                          324,
-	"sensitive":                       323,
-	"settled":                         456,
+	"revision %d":                     461,
+	"routing changed":                 347,
+	"routing output":                  555,
+	"routing output %s → %s":          180,
+	"running":                         312,
+	"secret":                          329,
+	"sensitive":                       328,
+	"settled":                         462,
 	"stop":                            5,
-	"stream":                          578,
-	"text":                            313,
-	"this session":                    539,
-	"timeout %s":                      509,
-	"to":                              294,
-	"type changed":                    337,
-	"unexpected value":                563,
-	"unknown":                         436,
-	"values added: %s":                178,
-	"values changed":                  339,
-	"values removed: %s":              179,
-	"values reordered":                180,
-	"version %d":                      481,
-	"waiting":                         431,
-	"yes":                             333,
-	"••• hidden (secret)":             326,
-	"••• hidden (sensitive)":          325,
-	"→ %s":                            503,
+	"stream":                          584,
+	"text":                            318,
+	"this session":                    545,
+	"timeout %s":                      515,
+	"to":                              299,
+	"type changed":                    342,
+	"unexpected value":                569,
+	"unknown":                         442,
+	"values added: %s":                183,
+	"values changed":                  344,
+	"values removed: %s":              184,
+	"values reordered":                185,
+	"version %d":                      487,
+	"waiting":                         437,
+	"yes":                             338,
+	"••• hidden (secret)":             331,
+	"••• hidden (sensitive)":          330,
+	"→ %s":                            509,
 }
 
-var enIndex = []uint32{ // 583 elements
+var enIndex = []uint32{ // 589 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x0000005a,
-	0x00000079, 0x000000a0, 0x000000c3, 0x00000107,
-	0x00000117, 0x00000124, 0x00000141, 0x000001ac,
-	0x0000025b, 0x0000026e, 0x0000028d, 0x000002cc,
-	0x00000342, 0x00000357, 0x00000373, 0x000003ab,
-	0x00000459, 0x0000046b, 0x00000517, 0x00000554,
-	0x00000593, 0x000005c5, 0x000005e8, 0x000005fd,
+	0x00000079, 0x00000095, 0x000000b4, 0x000000db,
+	0x000000fe, 0x00000142, 0x00000152, 0x0000015f,
+	0x0000017c, 0x000001e7, 0x00000296, 0x000002a9,
+	0x000002c8, 0x00000307, 0x0000037d, 0x00000392,
+	0x000003ae, 0x000003e6, 0x00000494, 0x000004a6,
+	0x00000552, 0x0000058f, 0x000005ce, 0x00000600,
 	// Entry 20 - 3F
-	0x00000666, 0x0000070b, 0x00000746, 0x000007a3,
-	0x000007d0, 0x0000081d, 0x00000870, 0x000008c9,
-	0x00000922, 0x00000932, 0x00000971, 0x000009b2,
-	0x000009b9, 0x000009ef, 0x00000a00, 0x00000a2e,
-	0x00000aaa, 0x00000af4, 0x00000b28, 0x00000b58,
-	0x00000b9c, 0x00000bd4, 0x00000c0c, 0x00000c63,
-	0x00000cc3, 0x00000cf5, 0x00000d3b, 0x00000d3f,
-	0x00000d47, 0x00000d4e, 0x00000d5b, 0x00000d68,
+	0x00000623, 0x00000638, 0x000006a1, 0x00000746,
+	0x00000781, 0x000007de, 0x0000080b, 0x00000858,
+	0x000008ab, 0x00000904, 0x0000095d, 0x0000096d,
+	0x000009ac, 0x000009ed, 0x000009f4, 0x00000a2a,
+	0x00000a3b, 0x00000a69, 0x00000ae5, 0x00000b2f,
+	0x00000b63, 0x00000b93, 0x00000bd7, 0x00000c0f,
+	0x00000c3c, 0x00000c6c, 0x00000cbc, 0x00000cf4,
+	0x00000d54, 0x00000dab, 0x00000ddd, 0x00000e23,
 	// Entry 40 - 5F
-	0x00000d73, 0x00000ea2, 0x00000ebc, 0x00000ef7,
-	0x00000fa0, 0x00000ff5, 0x000010a4, 0x000010a9,
-	0x000010ad, 0x000010b4, 0x000010bb, 0x000010cc,
-	0x000010e5, 0x000010f1, 0x000010fb, 0x0000118b,
-	0x00001193, 0x000011a1, 0x000011af, 0x000011cb,
-	0x000011d7, 0x0000120d, 0x00001236, 0x00001267,
-	0x0000129e, 0x000012bd, 0x000012c3, 0x000012cd,
-	0x000012d8, 0x000012e7, 0x000012f0, 0x00001300,
+	0x00000e27, 0x00000e2f, 0x00000e36, 0x00000e43,
+	0x00000e50, 0x00000e5b, 0x00000f8a, 0x00000fa4,
+	0x00000fdf, 0x00001088, 0x000010dd, 0x0000118c,
+	0x00001191, 0x00001195, 0x0000119c, 0x000011a3,
+	0x000011b4, 0x000011cd, 0x000011d9, 0x000011e3,
+	0x00001273, 0x0000127b, 0x00001289, 0x00001297,
+	0x000012b3, 0x000012bf, 0x000012f5, 0x0000131e,
+	0x0000134f, 0x00001386, 0x000013a5, 0x000013ab,
 	// Entry 60 - 7F
-	0x00001310, 0x00001317, 0x00001326, 0x00001330,
-	0x0000133a, 0x00001359, 0x0000136c, 0x00001371,
-	0x0000137d, 0x00001385, 0x0000138c, 0x000013a7,
-	0x000013b0, 0x000013c1, 0x000013e8, 0x00001409,
-	0x00001430, 0x0000143c, 0x000014ac, 0x000014bc,
-	0x00001524, 0x0000153b, 0x0000154f, 0x00001559,
-	0x00001596, 0x000015a3, 0x00001607, 0x0000161f,
-	0x00001665, 0x0000167a, 0x000016e9, 0x0000172f,
+	0x000013b5, 0x000013c0, 0x000013cf, 0x000013d8,
+	0x000013e8, 0x000013f8, 0x000013ff, 0x0000140e,
+	0x00001418, 0x00001422, 0x00001441, 0x00001454,
+	0x00001459, 0x00001465, 0x0000146d, 0x00001474,
+	0x0000148f, 0x00001498, 0x000014a9, 0x000014d0,
+	0x000014f1, 0x00001518, 0x00001524, 0x00001594,
+	0x000015a4, 0x0000160c, 0x00001623, 0x00001637,
+	0x00001641, 0x0000167e, 0x0000168b, 0x000016ef,
 	// Entry 80 - 9F
-	0x00001751, 0x00001757, 0x0000175c, 0x00001765,
-	0x00001774, 0x00001780, 0x0000178c, 0x0000179d,
-	0x000017aa, 0x00001807, 0x0000180c, 0x0000181b,
-	0x00001826, 0x00001830, 0x0000186e, 0x00001877,
-	0x00001887, 0x0000188f, 0x00001898, 0x0000189e,
-	0x000018a8, 0x000018ba, 0x00001902, 0x00001910,
-	0x0000191c, 0x00001924, 0x0000192b, 0x00001932,
-	0x00001943, 0x00001952, 0x0000197b, 0x00001982,
+	0x00001707, 0x0000174d, 0x00001762, 0x000017d1,
+	0x00001817, 0x00001839, 0x0000183f, 0x00001844,
+	0x0000184d, 0x0000185c, 0x00001868, 0x00001874,
+	0x00001885, 0x00001892, 0x000018ef, 0x000018f4,
+	0x00001903, 0x0000190e, 0x00001918, 0x00001956,
+	0x0000195f, 0x0000196f, 0x00001977, 0x00001980,
+	0x00001986, 0x00001990, 0x000019a2, 0x000019ea,
+	0x000019f8, 0x00001a04, 0x00001a0c, 0x00001a13,
 	// Entry A0 - BF
-	0x0000198d, 0x000019a8, 0x000019b0, 0x000019bc,
-	0x000019d8, 0x000019ef, 0x00001a11, 0x00001a20,
-	0x00001a2c, 0x00001a33, 0x00001a4c, 0x00001a66,
-	0x00001a90, 0x00001ab7, 0x00001adb, 0x00001b02,
-	0x00001b21, 0x00001b37, 0x00001b4d, 0x00001b61,
-	0x00001b77, 0x00001b88, 0x00001b9f, 0x00001bbc,
-	0x00001bd9, 0x00001bde, 0x00001c2a, 0x00001c3d,
-	0x00001c41, 0x00001c51, 0x00001c5a, 0x00001c6d,
+	0x00001a1a, 0x00001a2b, 0x00001a3a, 0x00001a63,
+	0x00001a6a, 0x00001a75, 0x00001a90, 0x00001a98,
+	0x00001aa4, 0x00001ac0, 0x00001ad7, 0x00001af9,
+	0x00001b08, 0x00001b14, 0x00001b1b, 0x00001b34,
+	0x00001b4e, 0x00001b78, 0x00001b9f, 0x00001bc3,
+	0x00001bea, 0x00001c09, 0x00001c1f, 0x00001c35,
+	0x00001c49, 0x00001c5f, 0x00001c70, 0x00001c87,
+	0x00001ca4, 0x00001cc1, 0x00001cc6, 0x00001d12,
 	// Entry C0 - DF
-	0x00001c93, 0x00001c9c, 0x00001cac, 0x00001cc1,
-	0x00001ce5, 0x00001d01, 0x00001d19, 0x00001d24,
-	0x00001d2f, 0x00001d3a, 0x00001d97, 0x00001dbb,
-	0x00001de6, 0x00001df1, 0x00001df6, 0x00001e05,
-	0x00001e0c, 0x00001e23, 0x00001e38, 0x00001e4a,
-	0x00001e6d, 0x00001e9f, 0x00001eb5, 0x00001eca,
-	0x00001eda, 0x00001f13, 0x00001f67, 0x00001f71,
-	0x00001f78, 0x00001f8e, 0x00001fc7, 0x00001fcc,
+	0x00001d25, 0x00001d29, 0x00001d39, 0x00001d42,
+	0x00001d55, 0x00001d7b, 0x00001d84, 0x00001d94,
+	0x00001da9, 0x00001dcd, 0x00001de9, 0x00001e01,
+	0x00001e0c, 0x00001e17, 0x00001e22, 0x00001e7f,
+	0x00001ea3, 0x00001ece, 0x00001ed9, 0x00001ede,
+	0x00001eed, 0x00001ef4, 0x00001f0b, 0x00001f20,
+	0x00001f32, 0x00001f55, 0x00001f87, 0x00001f9d,
+	0x00001fb2, 0x00001fc2, 0x00001ffb, 0x0000204f,
 	// Entry E0 - FF
-	0x00001fd6, 0x00001fe4, 0x00001ff1, 0x0000201a,
-	0x0000203d, 0x0000204a, 0x0000206a, 0x00002076,
-	0x0000208f, 0x00002098, 0x000020a2, 0x000020ab,
-	0x000020b3, 0x000020bd, 0x000020c5, 0x000020cd,
-	0x000020d1, 0x000020d5, 0x000020d9, 0x000020dd,
-	0x000020e1, 0x000020e5, 0x000020e9, 0x000020ed,
-	0x000020f1, 0x000020f5, 0x000020f9, 0x000020fd,
-	0x00002107, 0x00002125, 0x00002145, 0x00002169,
+	0x00002059, 0x00002060, 0x00002076, 0x000020af,
+	0x000020b4, 0x000020be, 0x000020cc, 0x000020d9,
+	0x00002102, 0x00002125, 0x00002132, 0x00002152,
+	0x0000215e, 0x00002177, 0x00002180, 0x0000218a,
+	0x00002193, 0x0000219b, 0x000021a5, 0x000021ad,
+	0x000021b5, 0x000021b9, 0x000021bd, 0x000021c1,
+	0x000021c5, 0x000021c9, 0x000021cd, 0x000021d1,
+	0x000021d5, 0x000021d9, 0x000021dd, 0x000021e1,
 	// Entry 100 - 11F
-	0x0000218d, 0x00002196, 0x000021ad, 0x000021b5,
-	0x000021c6, 0x000021cb, 0x00002210, 0x00002228,
-	0x0000222d, 0x00002238, 0x0000223e, 0x00002248,
-	0x00002250, 0x00002258, 0x00002282, 0x0000229c,
-	0x000022c4, 0x000022f4, 0x000022fa, 0x00002309,
-	0x0000235c, 0x0000237a, 0x0000249c, 0x0000255b,
-	0x000025b2, 0x000025dc, 0x00002608, 0x00002632,
-	0x0000263a, 0x00002640, 0x00002649, 0x00002656,
+	0x000021e5, 0x000021ef, 0x0000220d, 0x0000222d,
+	0x00002251, 0x00002275, 0x0000227e, 0x00002295,
+	0x0000229d, 0x000022ae, 0x000022b3, 0x000022f8,
+	0x00002310, 0x00002315, 0x00002320, 0x00002326,
+	0x00002330, 0x00002338, 0x00002340, 0x0000236a,
+	0x00002384, 0x000023ac, 0x000023dc, 0x000023e2,
+	0x000023f1, 0x00002444, 0x00002462, 0x00002584,
+	0x00002643, 0x0000269a, 0x000026c4, 0x000026f0,
 	// Entry 120 - 13F
-	0x00002668, 0x00002673, 0x00002689, 0x00002697,
-	0x000026c2, 0x000026d4, 0x000026d9, 0x000026dc,
-	0x00002706, 0x0000274f, 0x0000276f, 0x00002778,
-	0x0000278a, 0x000027ad, 0x000027bb, 0x000027c8,
-	0x000027d2, 0x000027db, 0x000027e4, 0x000027ee,
-	0x000027f6, 0x000027fb, 0x00002803, 0x0000280c,
-	0x00002815, 0x00002822, 0x00002827, 0x0000282f,
-	0x00002836, 0x0000283e, 0x00002843, 0x00002851,
+	0x0000271a, 0x00002722, 0x00002728, 0x00002731,
+	0x0000273e, 0x00002750, 0x0000275b, 0x00002771,
+	0x0000277f, 0x000027aa, 0x000027bc, 0x000027c1,
+	0x000027c4, 0x000027ee, 0x00002837, 0x00002857,
+	0x00002860, 0x00002872, 0x00002895, 0x000028a3,
+	0x000028b0, 0x000028ba, 0x000028c3, 0x000028cc,
+	0x000028d6, 0x000028de, 0x000028e3, 0x000028eb,
+	0x000028f4, 0x000028fd, 0x0000290a, 0x0000290f,
 	// Entry 140 - 15F
-	0x00002858, 0x0000285f, 0x00002864, 0x0000286b,
-	0x00002875, 0x0000287c, 0x00002899, 0x000028b3,
-	0x000028d1, 0x000028f1, 0x000028ff, 0x00002908,
-	0x00002911, 0x0000291a, 0x0000291e, 0x00002921,
-	0x0000292d, 0x0000293b, 0x00002948, 0x00002959,
-	0x00002968, 0x0000297f, 0x00002992, 0x000029a2,
-	0x000029b1, 0x000029c0, 0x000029c8, 0x000029cf,
-	0x000029d7, 0x000029df, 0x000029ed, 0x000029fb,
+	0x00002917, 0x0000291e, 0x00002926, 0x0000292b,
+	0x00002939, 0x00002940, 0x00002947, 0x0000294c,
+	0x00002953, 0x0000295d, 0x00002964, 0x00002981,
+	0x0000299b, 0x000029b9, 0x000029d9, 0x000029e7,
+	0x000029f0, 0x000029f9, 0x00002a02, 0x00002a06,
+	0x00002a09, 0x00002a15, 0x00002a23, 0x00002a30,
+	0x00002a41, 0x00002a50, 0x00002a67, 0x00002a7a,
+	0x00002a8a, 0x00002a99, 0x00002aa8, 0x00002ab0,
 	// Entry 160 - 17F
-	0x00002a11, 0x00002a26, 0x00002a37, 0x00002a3c,
-	0x00002a42, 0x00002a49, 0x00002a5a, 0x00002a66,
-	0x00002a6f, 0x00002a78, 0x00002a94, 0x00002a9d,
-	0x00002ab9, 0x00002ac2, 0x00002acc, 0x00002ad5,
-	0x00002ade, 0x00002af5, 0x00002afd, 0x00002b0b,
-	0x00002b38, 0x00002b44, 0x00002b50, 0x00002b58,
-	0x00002b83, 0x00002c45, 0x00002c60, 0x00002c68,
-	0x00002c9a, 0x00002ca7, 0x00002cab, 0x00002cd1,
+	0x00002ab7, 0x00002abf, 0x00002ac7, 0x00002ad5,
+	0x00002ae3, 0x00002af9, 0x00002b0e, 0x00002b1f,
+	0x00002b24, 0x00002b2a, 0x00002b31, 0x00002b42,
+	0x00002b4e, 0x00002b57, 0x00002b60, 0x00002b7c,
+	0x00002b85, 0x00002ba1, 0x00002baa, 0x00002bb4,
+	0x00002bbd, 0x00002bc6, 0x00002bdd, 0x00002be5,
+	0x00002bf3, 0x00002c20, 0x00002c2c, 0x00002c38,
+	0x00002c40, 0x00002c6b, 0x00002d2d, 0x00002d48,
 	// Entry 180 - 19F
-	0x00002cf7, 0x00002d05, 0x00002d10, 0x00002d3e,
-	0x00002d5b, 0x00002d8a, 0x00002dbc, 0x00002dda,
-	0x00002e0f, 0x00002e2b, 0x00002e3a, 0x00002e47,
-	0x00002e55, 0x00002e62, 0x00002e6b, 0x00002e86,
-	0x00002ea1, 0x00002ead, 0x00002ece, 0x00002ef7,
-	0x00002f24, 0x00002f5e, 0x00002fc3, 0x00002fe3,
-	0x00003009, 0x00003033, 0x0000306b, 0x000030a8,
-	0x000030cc, 0x000030f1, 0x0000310b, 0x00003129,
+	0x00002d50, 0x00002d82, 0x00002d8f, 0x00002d93,
+	0x00002db9, 0x00002dc7, 0x00002df3, 0x00002e19,
+	0x00002e24, 0x00002e52, 0x00002e6f, 0x00002e9e,
+	0x00002ed0, 0x00002eee, 0x00002f23, 0x00002f3f,
+	0x00002f4e, 0x00002f5b, 0x00002f69, 0x00002f76,
+	0x00002f7f, 0x00002f9a, 0x00002fb5, 0x00002fc1,
+	0x00002fe2, 0x0000300b, 0x00003038, 0x00003072,
+	0x000030d7, 0x000030f7, 0x0000311d, 0x00003147,
 	// Entry 1A0 - 1BF
-	0x0000315d, 0x0000319d, 0x000031c7, 0x000031d6,
-	0x00003207, 0x00003236, 0x00003249, 0x000032be,
-	0x000032d1, 0x00003305, 0x00003339, 0x00003349,
-	0x00003390, 0x000033bd, 0x000033ca, 0x000033da,
-	0x000033e2, 0x000033fa, 0x00003417, 0x00003425,
-	0x00003436, 0x0000343e, 0x00003449, 0x00003479,
-	0x0000348b, 0x0000349b, 0x000034cd, 0x000034d9,
-	0x000034ea, 0x00003504, 0x00003515, 0x0000351b,
+	0x0000317f, 0x000031bc, 0x000031e0, 0x00003205,
+	0x0000321f, 0x0000323d, 0x00003271, 0x000032b1,
+	0x000032db, 0x000032ea, 0x0000331b, 0x0000334a,
+	0x0000335d, 0x000033d2, 0x000033e5, 0x00003419,
+	0x0000344d, 0x0000345d, 0x000034a4, 0x000034d1,
+	0x000034de, 0x000034ee, 0x000034f6, 0x0000350e,
+	0x0000352b, 0x00003539, 0x0000354a, 0x00003552,
+	0x0000355d, 0x0000358d, 0x0000359f, 0x000035af,
 	// Entry 1C0 - 1DF
-	0x0000352f, 0x00003547, 0x0000356c, 0x0000357a,
-	0x000035b8, 0x000035f5, 0x00003621, 0x0000365e,
-	0x0000366d, 0x00003675, 0x00003682, 0x00003692,
-	0x000036a9, 0x000036b4, 0x000036c3, 0x000036d1,
-	0x000036e4, 0x00003709, 0x00003734, 0x00003762,
-	0x00003770, 0x00003803, 0x00003821, 0x00003867,
-	0x00003875, 0x00003889, 0x000038aa, 0x000038be,
-	0x000038c4, 0x000038d8, 0x0000394b, 0x0000395c,
+	0x000035e1, 0x000035ed, 0x000035fe, 0x00003618,
+	0x00003629, 0x0000362f, 0x00003643, 0x0000365b,
+	0x00003680, 0x0000368e, 0x000036cc, 0x00003709,
+	0x00003735, 0x00003772, 0x00003781, 0x00003789,
+	0x00003796, 0x000037a6, 0x000037bd, 0x000037c8,
+	0x000037d7, 0x000037e5, 0x000037f8, 0x0000381d,
+	0x00003848, 0x00003876, 0x00003884, 0x00003917,
+	0x00003935, 0x0000397b, 0x00003989, 0x0000399d,
 	// Entry 1E0 - 1FF
-	0x00003973, 0x00003990, 0x0000399e, 0x000039ac,
-	0x000039b4, 0x000039bf, 0x000039c5, 0x00003ab7,
-	0x00003abd, 0x00003aef, 0x00003af4, 0x00003b04,
-	0x00003b0f, 0x00003b18, 0x00003b28, 0x00003b42,
-	0x00003b7b, 0x00003b8a, 0x00003c44, 0x00003c49,
-	0x00003c57, 0x00003c67, 0x00003c73, 0x00003c83,
-	0x00003c8d, 0x00003cb0, 0x00003cc9, 0x00003cdc,
-	0x00003d48, 0x00003d57, 0x00003d65, 0x00003d97,
+	0x000039be, 0x000039d2, 0x000039d8, 0x000039ec,
+	0x00003a5f, 0x00003a70, 0x00003a87, 0x00003aa4,
+	0x00003ab2, 0x00003ac0, 0x00003ac8, 0x00003ad3,
+	0x00003ad9, 0x00003bcb, 0x00003bd1, 0x00003c03,
+	0x00003c08, 0x00003c18, 0x00003c23, 0x00003c2c,
+	0x00003c3c, 0x00003c56, 0x00003c8f, 0x00003c9e,
+	0x00003d58, 0x00003d5d, 0x00003d6b, 0x00003d7b,
+	0x00003d87, 0x00003d97, 0x00003da1, 0x00003dc4,
 	// Entry 200 - 21F
-	0x00003dce, 0x00003ddc, 0x00003e20, 0x00003e45,
-	0x00003e6d, 0x00003e74, 0x00003ecf, 0x00003ef9,
-	0x00003f29, 0x00003f87, 0x00003f9b, 0x00003fa3,
-	0x00003fd4, 0x00003fda, 0x00004056, 0x0000409e,
-	0x000040c9, 0x0000412b, 0x0000414e, 0x000041f5,
-	0x000041f8, 0x000041fd, 0x00004207, 0x0000420f,
-	0x00004215, 0x0000421d, 0x0000422b, 0x00004235,
-	0x00004242, 0x0000424c, 0x00004263, 0x00004276,
+	0x00003ddd, 0x00003df0, 0x00003e5c, 0x00003e6b,
+	0x00003e79, 0x00003eab, 0x00003ee2, 0x00003ef0,
+	0x00003f34, 0x00003f59, 0x00003f81, 0x00003f88,
+	0x00003fe3, 0x0000400d, 0x0000403d, 0x0000409b,
+	0x000040af, 0x000040b7, 0x000040e8, 0x000040ee,
+	0x0000416a, 0x000041b2, 0x000041dd, 0x0000423f,
+	0x00004262, 0x00004309, 0x0000430c, 0x00004311,
+	0x0000431b, 0x00004323, 0x00004329, 0x00004331,
 	// Entry 220 - 23F
-	0x0000429a, 0x0000431a, 0x0000432b, 0x00004333,
-	0x000043a8, 0x000043fc, 0x0000440b, 0x00004417,
-	0x00004453, 0x0000448d, 0x0000449b, 0x000044a8,
-	0x000044b6, 0x000044c4, 0x000044d2, 0x00004504,
-	0x00004534, 0x00004541, 0x00004561, 0x00004566,
-	0x00004577, 0x00004584, 0x000045b0, 0x00004636,
-	0x0000465b, 0x00004662, 0x0000466b, 0x0000467e,
-	0x00004688, 0x00004692, 0x0000469c, 0x000046b4,
+	0x0000433f, 0x00004349, 0x00004356, 0x00004360,
+	0x00004377, 0x0000438a, 0x000043ae, 0x0000442e,
+	0x0000443f, 0x00004447, 0x000044bc, 0x00004510,
+	0x0000451f, 0x0000452b, 0x00004567, 0x000045a1,
+	0x000045af, 0x000045bc, 0x000045ca, 0x000045d8,
+	0x000045e6, 0x00004618, 0x00004648, 0x00004655,
+	0x00004675, 0x0000467a, 0x0000468b, 0x00004698,
+	0x000046c4, 0x0000474a, 0x0000476f, 0x00004776,
 	// Entry 240 - 25F
-	0x000046ca, 0x000046d6, 0x000046f8, 0x000046ff,
-	0x0000470c, 0x00004760, 0x00004798,
-} // Size: 2356 bytes
+	0x0000477f, 0x00004792, 0x0000479c, 0x000047a6,
+	0x000047b0, 0x000047c8, 0x000047de, 0x000047ea,
+	0x0000480c, 0x00004813, 0x00004820, 0x00004874,
+	0x000048ac,
+} // Size: 2380 bytes
 
-const enData string = "" + // Size: 18328 bytes
+const enData string = "" + // Size: 18604 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
-	"every running or held instance…\x02Reason (recorded in the audit log)" +
-	"\x02Say why, for whoever reads the log later: at most %[1]d characters." +
-	"\x02Keep it running\x02Keep it held\x02Retry process instance %[1]s\x02R" +
-	"etry this instance? Its failed occurrence at node %[1]s is offered again" +
-	" with a fresh budget of attempts.\x02Workers may take it again (a push o" +
-	"ccurrence calls its destination again). Its earlier attempts and last er" +
-	"ror stay in its history. Nothing is completed on anyone’s behalf.\x02Ret" +
-	"ry the instance\x02Abandon process instance %[1]s\x02Abandon this instan" +
-	"ce? It fails with the error code abandoned.\x02Its failed occurrence sta" +
-	"ys as it is and nothing is completed on its behalf. An abandoned instanc" +
-	"e cannot be resumed.\x02Abandon the instance\x02Stop process instance %[" +
-	"1]s\x02Stop this instance? Its open occurrences are cancelled.\x02Servic" +
-	"es that hold one of them learn it when they next report, and their resul" +
-	"ts are refused. Nothing is completed on their behalf, and a stopped inst" +
-	"ance cannot be resumed.\x02Stop the instance\x02This instance cannot be " +
-	"retried: its occurrence at node %[1]s failed before any attempt (its inp" +
-	"uts could not be built), so it would fail the same way. Abandon or stop " +
-	"it.\x02This instance is %[1]s, not held: there is nothing to retry.\x02T" +
-	"his instance is %[1]s, not held: there is nothing to abandon.\x02This in" +
-	"stance is %[1]s: there is nothing to stop.\x02The reason you gave, not r" +
-	"ecorded:\x02Back to the instance\x02This instance is no longer held (it " +
-	"is %[1]s now): someone may have acted on it first. Nothing was done.\x02" +
-	"Its occurrence failed before any attempt: its inputs could not be built," +
-	" so a retry would fail the same way. Abandon or stop the instance instea" +
-	"d. Nothing was done.\x02This instance has already ended; there is nothin" +
-	"g to stop.\x02Give a reason: it is recorded in the audit log (at most %[" +
-	"1]d characters). Nothing was done.\x02Relais refused the action. Nothing" +
-	" was done.\x02This instance was already stopped; nothing changed and not" +
-	"hing was recorded.\x02Retried: the occurrence at node %[1]s is offered a" +
-	"gain. Recorded in the audit log.\x02Abandoned: the instance failed with " +
-	"the error code abandoned. Recorded in the audit log.\x02Stopped: the ins" +
-	"tance and its open occurrences are cancelled. Recorded in the audit log." +
-	"\x02Unknown action.\x02Stopping applies to running or held instances, no" +
-	"t %[1]s ones.\x02Retrying and abandoning apply to held instances, not %[" +
-	"1]s ones.\x02Filter\x02Reason (recorded in the audit log for every insta" +
-	"nce)\x02Back to the list\x02Retry every held instance this filter matche" +
-	"s\x02Each one’s failed occurrence is offered again with a fresh budget o" +
-	"f attempts. Nothing is completed on anyone’s behalf.\x14\x01\x81\x01\x00" +
-	"\x02!\x02%[1]d held instance matches now.\x00 \x02%[1]d held instances m" +
-	"atch now.\x14\x01\x81\x01\x00\x02\x15\x02Retry %[1]d instance\x00\x16" +
-	"\x02Retry %[1]d instances\x02Abandon every held instance this filter mat" +
-	"ches\x02Each one fails with the error code abandoned and cannot be resum" +
-	"ed.\x14\x01\x81\x01\x00\x02\x17\x02Abandon %[1]d instance\x00\x18\x02Aba" +
-	"ndon %[1]d instances\x02Stop every running or held instance this filter " +
-	"matches\x02Each one and its open occurrences are cancelled; a stopped in" +
-	"stance cannot be resumed.\x14\x01\x81\x01\x00\x02,\x02%[1]d running or h" +
-	"eld instance matches now.\x00+\x02%[1]d running or held instances match " +
-	"now.\x14\x01\x81\x01\x00\x02\x14\x02Stop %[1]d instance\x00\x15\x02Stop " +
-	"%[1]d instances\x02Nothing to do: no instance this action applies to mat" +
-	"ches the filter.\x02any\x02Process\x02Status\x02Business key\x02Created " +
-	"from\x02Created to\x14\x01\x81\x01\x00\x02\x8e\x01\x02%[1]d more held in" +
-	"stance failed before any attempt (its inputs could not be built): it can" +
-	"not be retried and is left out. Abandon or stop it.\x00\x96\x01\x02%[1]d" +
-	" more held instances failed before any attempt (their inputs could not b" +
-	"e built): they cannot be retried and are left out. Abandon or stop them." +
-	"\x02Cannot act on this filter\x02The confirmed count is missing: start a" +
-	"gain from the list.\x02The count changed since you confirmed it (it was " +
-	"%[1]d): instances were settled, started or acted on meanwhile. Nothing w" +
-	"as done; check the new count and confirm again.\x14\x02\x80\x01\x02&\x02" +
-	"Bulk %[1]s applied to %[2]d instance.\x00'\x02Bulk %[1]s applied to %[2]" +
-	"d instances.\x14\x01\x81\x01\x00\x02R\x02%[1]d skipped: it changed after" +
-	" the count (settled, or acted on by someone else).\x00T\x02%[1]d skipped" +
-	": they changed after the count (settled, or acted on by someone else)." +
-	"\x02When\x02Who\x02Action\x02Reason\x02Process instance\x02Occurrence of" +
-	"fered again\x02Bulk action\x02Audit log\x02Every retry, abandon and stop" +
-	" an operator applied, with its reason. Reveals of sensitive values have " +
-	"their own log (GET /api/v1/audit/reveals).\x02Filters\x02Apply filters" +
-	"\x02Clear filters\x02No operator action matches.\x02All actions\x02The p" +
-	"rocess instance must be an instance id (a UUID).\x02The bulk action must" +
-	" be its id (a UUID).\x02Showing the instances bulk action %[1]s changed." +
-	"\x02The page cursor is invalid: go back to the first page.\x02Operator a" +
-	"ctions, newest first\x02Pages\x02Next page\x02First page\x02Relais conso" +
-	"le\x02Language\x02Skip to content\x02Main navigation\x02Health\x02Extern" +
-	"al tasks\x02Instances\x02Processes\x02Find an instance or occurrence\x02" +
-	"id or business key\x02Find\x02Definitions\x02Workers\x02Tokens\x02Signed" +
-	" in as %[1]s (%[2]s)\x02Sign out\x02Display settings\x02Times in %[1]s ·" +
-	" reload every %[2]d s\x02Times in %[1]s · no auto-reload\x02This page re" +
-	"loads every %[1]d seconds.\x02Not allowed\x02Your role can read definiti" +
-	"ons only: external tasks and process instances are for operators and adm" +
-	"inistrators.\x02Invalid request\x02The field “%[1]s” holds a NUL charact" +
-	"er or bytes that are not UTF-8 text: correct it and try again.\x02Back t" +
-	"o external tasks\x02Back to definitions\x02Not found\x02Nothing exists a" +
-	"t this address, or it is not visible to you.\x02Form refused\x02This for" +
-	"m was not sent from this console session, or it has expired. Reload the " +
-	"page and try again.\x02Temporarily unavailable\x02The database cannot be" +
-	" reached right now. Try again in a few seconds.\x02Something went wrong" +
-	"\x02The console could not show this page. Try again; if it persists, giv" +
-	"e your administrator the request id %[1]s.\x02Counting the occurrences; " +
-	"the counts appear when you reload the page.\x02Counts are unavailable ri" +
-	"ght now.\x02Field\x02Type\x02Required\x02Classification\x02Constraints" +
-	"\x02Description\x02Definition %[1]s\x02Working copy\x02The only mutable " +
-	"part of a definition. Processes never use it directly: they pin a revisi" +
-	"on.\x02Name\x02Routing output\x02Last saved\x02Revisions\x02No revision " +
-	"yet: the Working copy has never been snapshotted.\x02Releases\x02No rele" +
-	"ase yet.\x02Release\x02Revision\x02Notes\x02Published\x02Compare revisio" +
-	"ns\x02Lists every change from one revision to another, and whom it may b" +
-	"reak.\x02From revision\x02To revision\x02Compare\x02Change\x02Detail\x02" +
-	"Breaks processes\x02Breaks workers\x02These revisions have the same cont" +
-	"racts.\x02Inputs\x02No inputs.\x02Inputs of the working copy\x02Outputs" +
-	"\x02No outputs.\x02Outputs of the working copy\x02Releases, oldest first" +
-	"\x02Changes between the two revisions\x02Revision %[1]d\x02Snapshotted" +
-	"\x02Digest\x02Inputs of revision %[1]d\x02Outputs of revision %[1]d\x02C" +
-	"hoose two existing revisions to compare.\x02From revision %[1]d to revis" +
-	"ion %[2]d:\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d " +
-	"changes\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d b" +
-	"reaking\x02routing output %[1]s → %[2]s\x02optional → required\x02requir" +
-	"ed → optional\x02values added: %[1]s\x02values removed: %[1]s\x02values " +
-	"reordered\x02%[1]s: %[2]s → %[3]s\x02required field of type %[1]s\x02opt" +
-	"ional field of type %[1]s\x02none\x02Task contracts: their Working copy," +
-	" immutable revisions and named releases.\x02Definitions by key\x02Key" +
-	"\x02Latest revision\x02none yet\x02No definition yet.\x14\x01\x81\x01" +
-	"\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases\x02on error\x02a" +
-	"ny other error\x02held for an operator\x02an incident: retry, abandon or" +
-	" stop\x02end: completes the instance\x02end: fails the instance\x02push " +
-	"%[1]s\x02pull %[1]s\x02Node %[1]s\x02Each definition’s queue and inciden" +
-	"ts now, and what its workers finished in the last hour.\x02Completions a" +
-	"nd failures, last hour\x02Definitions, those needing attention first\x02" +
-	"Definition\x02Open\x02Held instances\x02Failed\x02Oldest claimable waits" +
-	"\x02Completed, last hour\x02Failed, last hour\x02No definition has occur" +
-	"rences yet.\x02As of %[1]s (%[2]s); refreshed every few seconds.\x02clai" +
-	"mable since %[1]s\x02Show all definitions\x02All definitions\x02Completi" +
-	"ons and failures per 5 minutes, last hour: %[1]s\x02In the last hour: %[" +
-	"1]s, %[2]s. The table after the chart gives each 5-minute slot.\x02compl" +
-	"eted\x02failed\x02The chart’s numbers\x02Completions and failures per 5-" +
-	"minute slot, oldest first\x02Slot\x02Completed\x02%[1]s–%[2]s\x02%[1]s: " +
-	"%[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d co" +
-	"mpleted\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d fai" +
-	"led\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s" +
-	"\x02%[1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1" +
-	"]d s\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02M" +
-	"ay\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01" +
-	"\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01" +
-	"\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00" +
-	"\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00" +
-	"\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process" +
-	" instance %[1]s\x02Summary\x02Operator actions\x02Path\x02The nodes this" +
-	" instance reached, in order, each with its occurrence.\x02Nodes reached," +
-	" in order\x02Node\x02Occurrence\x02Route\x02Next node\x02Created\x02Sett" +
-	"led\x02This instance has not reached a task yet.\x02Recorded operator ac" +
-	"tions\x02No operator has acted on this instance.\x02Operator actions on " +
-	"this instance, newest first\x02Value\x02Process inputs\x02Inputs the ins" +
-	"tance was started with, labelled by process version %[1]d's contract\x02" +
-	"This process takes no inputs.\x02This instance is held at a failed node:" +
-	" an incident. It cannot be retried: its occurrence at node %[1]s failed " +
-	"before any attempt (its inputs could not be built), so it would fail the" +
-	" same way. Abandon fails the instance; stop cancels it. Each asks for a " +
-	"reason, recorded in the audit log.\x02This instance is held at a failed " +
-	"node: an incident. Retry offers the failed occurrence again; abandon fai" +
-	"ls the instance; stop cancels it. Each asks for a reason, recorded in th" +
-	"e audit log.\x02Stopping cancels the instance and its open occurrences. " +
-	"It does not complete anything.\x02Stopped by %[1]s at %[2]s — “%[3]s”" +
-	"\x02Abandoned by %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s —" +
-	" “%[3]s”\x02Started\x02Ended\x02End node\x02Held at node\x02Failed occur" +
-	"rence\x02Error code\x02Unknown status %[1]q.\x02Creation date\x02The pag" +
-	"e size must be between 1 and %[1]d.\x02Process instances\x02from\x02to" +
-	"\x02Act on every instance this filter matches\x02The next page counts th" +
-	"em and asks for a reason before anything changes.\x02Process instances, " +
-	"newest first\x02Instance\x02End node or error\x02No instance matches the" +
-	"se filters.\x02All processes\x02All statuses\x02available\x02reserved" +
-	"\x02deferred\x02cancelled\x02running\x02held\x02expired\x02rejected\x02r" +
-	"eleased\x02disconnected\x02text\x02integer\x02number\x02boolean\x02date" +
-	"\x02date and time\x02choice\x02object\x02list\x02normal\x02sensitive\x02" +
-	"secret\x02••• hidden (sensitive)\x02••• hidden (secret)\x02pull (the ser" +
-	"vice fetches it)\x02push (Relais calls the service)\x02administrator\x02" +
-	"operator\x02designer\x02consumer\x02yes\x02no\x02field added\x02field re" +
-	"moved\x02type changed\x02required changed\x02values changed\x02classific" +
-	"ation changed\x02constraint changed\x02routing changed\x02minimum length" +
-	"\x02maximum length\x02pattern\x02format\x02minimum\x02maximum\x02minimum" +
-	" items\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, version %[2]s" +
-	"\x02Occurrence %[1]s\x02Mode\x02Dates\x02Policy\x02Maximum attempts\x02R" +
-	"etry delay\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02Att" +
-	"empts\x02Every attempt, oldest first\x02Consumer\x02Worker id\x02Reserve" +
-	"d\x02Duration\x02Destination’s answer\x02Outcome\x02Error message\x02No " +
-	"service has reserved this occurrence yet.\x02in progress\x02Destination" +
-	"\x02Replica\x02Relais has not called the destination yet.\x02Relais keep" +
-	"s the destination’s status code only when it refused the call (destinati" +
-	"on_http_NNN); a completed call answered 2xx. The duration runs from the " +
-	"claim of the call to its settlement.\x02Reason given by the worker\x02Re" +
-	"tries\x02none: a failed call takes the node’s error path\x02Call timeout" +
-	"\x02Now\x02Retry or abandon it from its instance\x14\x01\x81\x01\x00\x02" +
-	"\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02at most %[1]d\x02%[1]" +
-	"d left\x02Inputs, labelled by revision %[1]d's contract\x02This contract" +
-	" has no inputs.\x02Outputs, labelled by revision %[1]d's contract\x02No " +
-	"outputs yet: the occurrence has not completed.\x02This contract has no o" +
-	"utputs.\x02No outputs: the occurrence ended without completing.\x02Revea" +
-	"l — this is recorded\x02Available from\x02Next attempt\x02Last reserved" +
-	"\x02Lock expires\x02Deferred\x02Last error (attempt %[1]d)\x02Error (bef" +
-	"ore any attempt)\x02Its message\x02Message from Relais (in English)\x02M" +
-	"essage from the service (as it sent it)\x02The deadline passed before a " +
-	"result arrived.\x02The result did not match the revision's outputs contr" +
-	"act.\x02Relais stopped during the call: whether the destination acted is" +
-	" unknown, so it is not called again.\x02The call could not be prepared." +
-	"\x02The destination could not be reached.\x02The destination’s answer wa" +
-	"s too large.\x02The last attempt’s lock expired with no attempt left." +
-	"\x02The inputs could not be built from the process’s bindings.\x02An ope" +
-	"rator abandoned the instance.\x02The destination answered HTTP %[1]s." +
-	"\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expir" +
-	"ed %[1]s — waiting to be offered again.\x02Waiting for Relais to call th" +
-	"e destination since %[1]s (%[2]s).\x02Waiting for a worker since %[1]s (" +
-	"%[2]s).\x02(worker %[1]s)\x02Relais is calling the destination (since %[" +
-	"1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02Reserved by %[1" +
-	"]s.\x02Deferred since %[1]s (%[2]s): a worker of the same consumer, or a" +
-	" front end with a settle token, completes it later.\x02Completed (%[1]s)" +
-	".\x02Its instance is held here, waiting for an operator.\x02Its instance" +
-	" went on along the node’s error path.\x02Failed (%[1]s).\x02Cancelled: t" +
-	"he instance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the i" +
-	"nstance was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02waiti" +
-	"ng\x02HTTP 2xx, unusable body\x02no answer within the timeout\x02no conn" +
-	"ection\x02answer too large\x02unknown\x02[redacted]\x02The revision must" +
-	" be a whole number, 1 or more.\x02Unknown consumer.\x02Settlement date" +
-	"\x02More filters: instance, revision, consumer, dates\x02instance id\x02" +
-	"Counts by status\x02Occurrences, newest first\x02Process and node\x02Err" +
-	"or\x02Consumer and worker\x02Next attempt or settled\x02No occurrence ma" +
-	"tches these filters.\x02All consumers\x02Totals of definition %[1]s, not" +
-	" narrowed by the other filters\x02Totals of all definitions, not narrowe" +
-	"d by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence" +
-	"\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); counts are refresh" +
-	"ed every few seconds.\x02revision %[1]d\x02settled\x02next attempt\x02cl" +
-	"aimable since\x02call in progress since\x02lock until\x02deferred since" +
-	"\x02Previous page\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 2026-1" +
-	"2-01.\x02%[1]s: the first day comes after the last.\x02These settings ar" +
-	"e kept in this browser only.\x02Show times in\x02The console runs no scr" +
-	"ipt, so it cannot read your computer’s time zone: choose its offset from" +
-	" UTC. Offsets do not follow daylight saving time.\x02Reload lists and de" +
-	"tail pages\x02Pages with a form, such as a confirmation, never reload on" +
-	" their own.\x02Save settings\x02Back without saving\x02UTC (coordinated " +
-	"universal time)\x02Local time at %[1]s\x02Never\x02Every %[1]d seconds" +
-	"\x02Published process versions: their nodes, routes and pinned revisions" +
-	", drawn, with where their occurrences are now.\x02Processes by key\x02Ve" +
-	"rsions, newest first\x02No process is published yet.\x02version %[1]d" +
-	"\x02Process %[1]s\x02Version\x02Start node\x02Graph\x02Columns follow th" +
-	"e longest path from the start node. Solid arrows are successes (labelled" +
-	" with their route), dashed ones failures (labelled with their error code" +
-	"s). Each box says how many of this version’s occurrences are at that nod" +
-	"e now.\x02Nodes\x02Nodes of this version, with their occurrences now\x02" +
-	"Kind\x02Pinned revision\x02On success\x02On error\x02Occurrences now\x02" +
-	"Instances of this process\x02Counts as of %[1]s (%[2]s); refreshed every" +
-	" few seconds.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, " +
+	"every held instance…\x02Stop every running instance…\x02Stop every runni" +
+	"ng or held instance…\x02Reason (recorded in the audit log)\x02Say why, f" +
+	"or whoever reads the log later: at most %[1]d characters.\x02Keep it run" +
+	"ning\x02Keep it held\x02Retry process instance %[1]s\x02Retry this insta" +
+	"nce? Its failed occurrence at node %[1]s is offered again with a fresh b" +
+	"udget of attempts.\x02Workers may take it again (a push occurrence calls" +
+	" its destination again). Its earlier attempts and last error stay in its" +
+	" history. Nothing is completed on anyone’s behalf.\x02Retry the instance" +
+	"\x02Abandon process instance %[1]s\x02Abandon this instance? It fails wi" +
+	"th the error code abandoned.\x02Its failed occurrence stays as it is and" +
+	" nothing is completed on its behalf. An abandoned instance cannot be res" +
+	"umed.\x02Abandon the instance\x02Stop process instance %[1]s\x02Stop thi" +
+	"s instance? Its open occurrences are cancelled.\x02Services that hold on" +
+	"e of them learn it when they next report, and their results are refused." +
+	" Nothing is completed on their behalf, and a stopped instance cannot be " +
+	"resumed.\x02Stop the instance\x02This instance cannot be retried: its oc" +
+	"currence at node %[1]s failed before any attempt (its inputs could not b" +
+	"e built), so it would fail the same way. Abandon or stop it.\x02This ins" +
+	"tance is %[1]s, not held: there is nothing to retry.\x02This instance is" +
+	" %[1]s, not held: there is nothing to abandon.\x02This instance is %[1]s" +
+	": there is nothing to stop.\x02The reason you gave, not recorded:\x02Bac" +
+	"k to the instance\x02This instance is no longer held (it is %[1]s now): " +
+	"someone may have acted on it first. Nothing was done.\x02Its occurrence " +
+	"failed before any attempt: its inputs could not be built, so a retry wou" +
+	"ld fail the same way. Abandon or stop the instance instead. Nothing was " +
+	"done.\x02This instance has already ended; there is nothing to stop.\x02G" +
+	"ive a reason: it is recorded in the audit log (at most %[1]d characters)" +
+	". Nothing was done.\x02Relais refused the action. Nothing was done.\x02T" +
+	"his instance was already stopped; nothing changed and nothing was record" +
+	"ed.\x02Retried: the occurrence at node %[1]s is offered again. Recorded " +
+	"in the audit log.\x02Abandoned: the instance failed with the error code " +
+	"abandoned. Recorded in the audit log.\x02Stopped: the instance and its o" +
+	"pen occurrences are cancelled. Recorded in the audit log.\x02Unknown act" +
+	"ion.\x02Stopping applies to running or held instances, not %[1]s ones." +
+	"\x02Retrying and abandoning apply to held instances, not %[1]s ones.\x02" +
+	"Filter\x02Reason (recorded in the audit log for every instance)\x02Back " +
+	"to the list\x02Retry every held instance this filter matches\x02Each one" +
+	"’s failed occurrence is offered again with a fresh budget of attempts." +
+	" Nothing is completed on anyone’s behalf.\x14\x01\x81\x01\x00\x02!\x02%[" +
+	"1]d held instance matches now.\x00 \x02%[1]d held instances match now." +
+	"\x14\x01\x81\x01\x00\x02\x15\x02Retry %[1]d instance\x00\x16\x02Retry %[" +
+	"1]d instances\x02Abandon every held instance this filter matches\x02Each" +
+	" one fails with the error code abandoned and cannot be resumed.\x14\x01" +
+	"\x81\x01\x00\x02\x17\x02Abandon %[1]d instance\x00\x18\x02Abandon %[1]d " +
+	"instances\x02Stop every held instance this filter matches\x02Stop every " +
+	"running instance this filter matches\x14\x01\x81\x01\x00\x02$\x02%[1]d r" +
+	"unning instance matches now.\x00#\x02%[1]d running instances match now." +
+	"\x02Stop every running or held instance this filter matches\x14\x01\x81" +
+	"\x01\x00\x02,\x02%[1]d running or held instance matches now.\x00+\x02%[1" +
+	"]d running or held instances match now.\x02Each one and its open occurre" +
+	"nces are cancelled; a stopped instance cannot be resumed.\x14\x01\x81" +
+	"\x01\x00\x02\x14\x02Stop %[1]d instance\x00\x15\x02Stop %[1]d instances" +
+	"\x02Nothing to do: no instance this action applies to matches the filter" +
+	".\x02any\x02Process\x02Status\x02Business key\x02Created from\x02Created" +
+	" to\x14\x01\x81\x01\x00\x02\x8e\x01\x02%[1]d more held instance failed b" +
+	"efore any attempt (its inputs could not be built): it cannot be retried " +
+	"and is left out. Abandon or stop it.\x00\x96\x01\x02%[1]d more held inst" +
+	"ances failed before any attempt (their inputs could not be built): they " +
+	"cannot be retried and are left out. Abandon or stop them.\x02Cannot act " +
+	"on this filter\x02The confirmed count is missing: start again from the l" +
+	"ist.\x02The count changed since you confirmed it (it was %[1]d): instanc" +
+	"es were settled, started or acted on meanwhile. Nothing was done; check " +
+	"the new count and confirm again.\x14\x02\x80\x01\x02&\x02Bulk %[1]s appl" +
+	"ied to %[2]d instance.\x00'\x02Bulk %[1]s applied to %[2]d instances." +
+	"\x14\x01\x81\x01\x00\x02R\x02%[1]d skipped: it changed after the count (" +
+	"settled, or acted on by someone else).\x00T\x02%[1]d skipped: they chang" +
+	"ed after the count (settled, or acted on by someone else).\x02When\x02Wh" +
+	"o\x02Action\x02Reason\x02Process instance\x02Occurrence offered again" +
+	"\x02Bulk action\x02Audit log\x02Every retry, abandon and stop an operato" +
+	"r applied, with its reason. Reveals of sensitive values have their own l" +
+	"og (GET /api/v1/audit/reveals).\x02Filters\x02Apply filters\x02Clear fil" +
+	"ters\x02No operator action matches.\x02All actions\x02The process instan" +
+	"ce must be an instance id (a UUID).\x02The bulk action must be its id (a" +
+	" UUID).\x02Showing the instances bulk action %[1]s changed.\x02The page " +
+	"cursor is invalid: go back to the first page.\x02Operator actions, newes" +
+	"t first\x02Pages\x02Next page\x02First page\x02Relais console\x02Languag" +
+	"e\x02Skip to content\x02Main navigation\x02Health\x02External tasks\x02I" +
+	"nstances\x02Processes\x02Find an instance or occurrence\x02id or busines" +
+	"s key\x02Find\x02Definitions\x02Workers\x02Tokens\x02Signed in as %[1]s " +
+	"(%[2]s)\x02Sign out\x02Display settings\x02Times in %[1]s · reload every" +
+	" %[2]d s\x02Times in %[1]s · no auto-reload\x02This page reloads every %" +
+	"[1]d seconds.\x02Not allowed\x02Your role can read definitions only: ext" +
+	"ernal tasks and process instances are for operators and administrators." +
+	"\x02Invalid request\x02The field “%[1]s” holds a NUL character or bytes " +
+	"that are not UTF-8 text: correct it and try again.\x02Back to external t" +
+	"asks\x02Back to definitions\x02Not found\x02Nothing exists at this addre" +
+	"ss, or it is not visible to you.\x02Form refused\x02This form was not se" +
+	"nt from this console session, or it has expired. Reload the page and try" +
+	" again.\x02Temporarily unavailable\x02The database cannot be reached rig" +
+	"ht now. Try again in a few seconds.\x02Something went wrong\x02The conso" +
+	"le could not show this page. Try again; if it persists, give your admini" +
+	"strator the request id %[1]s.\x02Counting the occurrences; the counts ap" +
+	"pear when you reload the page.\x02Counts are unavailable right now.\x02F" +
+	"ield\x02Type\x02Required\x02Classification\x02Constraints\x02Description" +
+	"\x02Definition %[1]s\x02Working copy\x02The only mutable part of a defin" +
+	"ition. Processes never use it directly: they pin a revision.\x02Name\x02" +
+	"Routing output\x02Last saved\x02Revisions\x02No revision yet: the Workin" +
+	"g copy has never been snapshotted.\x02Releases\x02No release yet.\x02Rel" +
+	"ease\x02Revision\x02Notes\x02Published\x02Compare revisions\x02Lists eve" +
+	"ry change from one revision to another, and whom it may break.\x02From r" +
+	"evision\x02To revision\x02Compare\x02Change\x02Detail\x02Breaks processe" +
+	"s\x02Breaks workers\x02These revisions have the same contracts.\x02Input" +
+	"s\x02No inputs.\x02Inputs of the working copy\x02Outputs\x02No outputs." +
+	"\x02Outputs of the working copy\x02Releases, oldest first\x02Changes bet" +
+	"ween the two revisions\x02Revision %[1]d\x02Snapshotted\x02Digest\x02Inp" +
+	"uts of revision %[1]d\x02Outputs of revision %[1]d\x02Choose two existin" +
+	"g revisions to compare.\x02From revision %[1]d to revision %[2]d:\x14" +
+	"\x01\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d changes\x14" +
+	"\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d breaking\x02" +
+	"routing output %[1]s → %[2]s\x02optional → required\x02required → option" +
+	"al\x02values added: %[1]s\x02values removed: %[1]s\x02values reordered" +
+	"\x02%[1]s: %[2]s → %[3]s\x02required field of type %[1]s\x02optional fie" +
+	"ld of type %[1]s\x02none\x02Task contracts: their Working copy, immutabl" +
+	"e revisions and named releases.\x02Definitions by key\x02Key\x02Latest r" +
+	"evision\x02none yet\x02No definition yet.\x14\x01\x81\x01\x00\x02\x0e" +
+	"\x02%[1]d release\x00\x0f\x02%[1]d releases\x02on error\x02any other err" +
+	"or\x02held for an operator\x02an incident: retry, abandon or stop\x02end" +
+	": completes the instance\x02end: fails the instance\x02push %[1]s\x02pul" +
+	"l %[1]s\x02Node %[1]s\x02Each definition’s queue and incidents now, and " +
+	"what its workers finished in the last hour.\x02Completions and failures," +
+	" last hour\x02Definitions, those needing attention first\x02Definition" +
+	"\x02Open\x02Held instances\x02Failed\x02Oldest claimable waits\x02Comple" +
+	"ted, last hour\x02Failed, last hour\x02No definition has occurrences yet" +
+	".\x02As of %[1]s (%[2]s); refreshed every few seconds.\x02claimable sinc" +
+	"e %[1]s\x02Show all definitions\x02All definitions\x02Completions and fa" +
+	"ilures per 5 minutes, last hour: %[1]s\x02In the last hour: %[1]s, %[2]s" +
+	". The table after the chart gives each 5-minute slot.\x02completed\x02fa" +
+	"iled\x02The chart’s numbers\x02Completions and failures per 5-minute slo" +
+	"t, oldest first\x02Slot\x02Completed\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14" +
+	"\x01\x81\x01\x00\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d completed" +
+	"\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02" +
+	"%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s " +
+	"%[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[" +
+	"1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun" +
+	"\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01" +
+	"\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02" +
+	"\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d" +
+	"\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d" +
+	"\x02%[1]d second\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process instanc" +
+	"e %[1]s\x02Summary\x02Operator actions\x02Path\x02The nodes this instanc" +
+	"e reached, in order, each with its occurrence.\x02Nodes reached, in orde" +
+	"r\x02Node\x02Occurrence\x02Route\x02Next node\x02Created\x02Settled\x02T" +
+	"his instance has not reached a task yet.\x02Recorded operator actions" +
+	"\x02No operator has acted on this instance.\x02Operator actions on this " +
+	"instance, newest first\x02Value\x02Process inputs\x02Inputs the instance" +
+	" was started with, labelled by process version %[1]d's contract\x02This " +
+	"process takes no inputs.\x02This instance is held at a failed node: an i" +
+	"ncident. It cannot be retried: its occurrence at node %[1]s failed befor" +
+	"e any attempt (its inputs could not be built), so it would fail the same" +
+	" way. Abandon fails the instance; stop cancels it. Each asks for a reaso" +
+	"n, recorded in the audit log.\x02This instance is held at a failed node:" +
+	" an incident. Retry offers the failed occurrence again; abandon fails th" +
+	"e instance; stop cancels it. Each asks for a reason, recorded in the aud" +
+	"it log.\x02Stopping cancels the instance and its open occurrences. It do" +
+	"es not complete anything.\x02Stopped by %[1]s at %[2]s — “%[3]s”\x02Aban" +
+	"doned by %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s — “%[3]s”" +
+	"\x02Started\x02Ended\x02End node\x02Held at node\x02Failed occurrence" +
+	"\x02Error code\x02Unknown status %[1]q.\x02Creation date\x02The page siz" +
+	"e must be between 1 and %[1]d.\x02Process instances\x02from\x02to\x02Act" +
+	" on every instance this filter matches\x02The next page counts them and " +
+	"asks for a reason before anything changes.\x02Process instances, newest " +
+	"first\x02Instance\x02End node or error\x02No instance matches these filt" +
+	"ers.\x02All processes\x02All statuses\x02available\x02reserved\x02deferr" +
+	"ed\x02cancelled\x02running\x02held\x02expired\x02rejected\x02released" +
+	"\x02disconnected\x02text\x02integer\x02number\x02boolean\x02date\x02date" +
+	" and time\x02choice\x02object\x02list\x02normal\x02sensitive\x02secret" +
+	"\x02••• hidden (sensitive)\x02••• hidden (secret)\x02pull (the service f" +
+	"etches it)\x02push (Relais calls the service)\x02administrator\x02operat" +
+	"or\x02designer\x02consumer\x02yes\x02no\x02field added\x02field removed" +
+	"\x02type changed\x02required changed\x02values changed\x02classification" +
+	" changed\x02constraint changed\x02routing changed\x02minimum length\x02m" +
+	"aximum length\x02pattern\x02format\x02minimum\x02maximum\x02minimum item" +
+	"s\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, version %[2]s\x02O" +
+	"ccurrence %[1]s\x02Mode\x02Dates\x02Policy\x02Maximum attempts\x02Retry " +
+	"delay\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02Attempts" +
+	"\x02Every attempt, oldest first\x02Consumer\x02Worker id\x02Reserved\x02" +
+	"Duration\x02Destination’s answer\x02Outcome\x02Error message\x02No servi" +
+	"ce has reserved this occurrence yet.\x02in progress\x02Destination\x02Re" +
+	"plica\x02Relais has not called the destination yet.\x02Relais keeps the " +
+	"destination’s status code only when it refused the call (destination_htt" +
+	"p_NNN); a completed call answered 2xx. The duration runs from the claim " +
+	"of the call to its settlement.\x02Reason given by the worker\x02Retries" +
+	"\x02none: a failed call takes the node’s error path\x02Call timeout\x02N" +
+	"ow\x02Retry or abandon it from its instance\x02at most %[1]d\x02at most " +
+	"%[1]d since the last operator retry\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d" +
+	" attempt\x00\x0f\x02%[1]d attempts\x02%[1]d left\x02Inputs, labelled by " +
+	"revision %[1]d's contract\x02This contract has no inputs.\x02Outputs, la" +
+	"belled by revision %[1]d's contract\x02No outputs yet: the occurrence ha" +
+	"s not completed.\x02This contract has no outputs.\x02No outputs: the occ" +
+	"urrence ended without completing.\x02Reveal — this is recorded\x02Availa" +
+	"ble from\x02Next attempt\x02Last reserved\x02Lock expires\x02Deferred" +
+	"\x02Last error (attempt %[1]d)\x02Error (before any attempt)\x02Its mess" +
+	"age\x02Message from Relais (in English)\x02Message from the service (as " +
+	"it sent it)\x02The deadline passed before a result arrived.\x02The resul" +
+	"t did not match the revision's outputs contract.\x02Relais stopped durin" +
+	"g the call: whether the destination acted is unknown, so it is not calle" +
+	"d again.\x02The call could not be prepared.\x02The destination could not" +
+	" be reached.\x02The destination’s answer was too large.\x02The last atte" +
+	"mpt’s lock expired with no attempt left.\x02The inputs could not be buil" +
+	"t from the process’s bindings.\x02An operator abandoned the instance." +
+	"\x02The destination answered HTTP %[1]s.\x02Retry at %[1]s — %[2]s.\x02O" +
+	"ffered from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to be offered" +
+	" again.\x02Waiting for Relais to call the destination since %[1]s (%[2]s" +
+	").\x02Waiting for a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02Rel" +
+	"ais is calling the destination (since %[1]s).\x02Reserved by %[1]s; lock" +
+	" until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2" +
+	"]s): a worker of the same consumer, or a front end with a settle token, " +
+	"completes it later.\x02Completed (%[1]s).\x02Its instance is held here, " +
+	"waiting for an operator.\x02Its instance went on along the node’s error " +
+	"path.\x02Failed (%[1]s).\x02Cancelled: the instance was stopped by %[1]s" +
+	" at %[2]s — “%[3]s”.\x02Cancelled: the instance was stopped (%[1]s).\x02" +
+	"%[1]s so far\x02consumer #%[1]s\x02waiting\x02HTTP 2xx, unusable body" +
+	"\x02no answer within the timeout\x02no connection\x02answer too large" +
+	"\x02unknown\x02[redacted]\x02The revision must be a whole number, 1 or m" +
+	"ore.\x02Unknown consumer.\x02Settlement date\x02More filters: instance, " +
+	"revision, consumer, dates\x02instance id\x02Counts by status\x02Occurren" +
+	"ces, newest first\x02Process and node\x02Error\x02Consumer and worker" +
+	"\x02Next attempt or settled\x02No occurrence matches these filters.\x02A" +
+	"ll consumers\x02Totals of definition %[1]s, not narrowed by the other fi" +
+	"lters\x02Totals of all definitions, not narrowed by the other filters" +
+	"\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurr" +
+	"ences\x02as of %[1]s (%[2]s); counts are refreshed every few seconds." +
+	"\x02revision %[1]d\x02settled\x02next attempt\x02claimable since\x02call" +
+	" in progress since\x02lock until\x02deferred since\x02Previous page\x02R" +
+	"ows %[1]s–%[2]s\x02%[1]s: a date is written 2026-12-01.\x02%[1]s: the fi" +
+	"rst day comes after the last.\x02These settings are kept in this browser" +
+	" only.\x02Show times in\x02The console runs no script, so it cannot read" +
+	" your computer’s time zone: choose its offset from UTC. Offsets do not f" +
+	"ollow daylight saving time.\x02Reload lists and detail pages\x02Pages wi" +
+	"th a form, such as a confirmation, never reload on their own.\x02Save se" +
+	"ttings\x02Back without saving\x02UTC (coordinated universal time)\x02Loc" +
+	"al time at %[1]s\x02Never\x02Every %[1]d seconds\x02Published process ve" +
+	"rsions: their nodes, routes and pinned revisions, drawn, with where thei" +
+	"r occurrences are now.\x02Processes by key\x02Versions, newest first\x02" +
+	"No process is published yet.\x02version %[1]d\x02Process %[1]s\x02Versio" +
+	"n\x02Start node\x02Graph\x02Columns follow the longest path from the sta" +
+	"rt node. Solid arrows are successes (labelled with their route), dashed " +
+	"ones failures (labelled with their error codes). Each box says how many " +
+	"of this version’s occurrences are at that node now.\x02Nodes\x02Nodes of" +
+	" this version, with their occurrences now\x02Kind\x02Pinned revision\x02" +
+	"On success\x02On error\x02Occurrences now\x02Instances of this process" +
+	"\x02Counts as of %[1]s (%[2]s); refreshed every few seconds.\x02Graph of" +
+	" %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The ta" +
+	"ble below lists the same nodes, routes and counts.\x00Y\x02%[1]d nodes, " +
 	"starting at %[2]s. The table below lists the same nodes, routes and coun" +
-	"ts.\x00Y\x02%[1]d nodes, starting at %[2]s. The table below lists the sa" +
-	"me nodes, routes and counts.\x02pull\x02push to %[1]s\x02end (completes)" +
-	"\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an " +
-	"operator)\x02any other code → %[1]s\x02fails the instance\x14\x01\x81" +
-	"\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, priority %[3]d\x002" +
-	"\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02deadline %[1]s" +
-	"\x02timeout %[1]s\x02Only administrators may reveal a sensitive value." +
-	"\x02Revealed by %[1]s at %[2]s; recorded in the audit log.\x02Cannot rev" +
-	"eal\x02Only a value this page shows as hidden (sensitive) can be reveale" +
-	"d.\x02Secret values can never be revealed.\x02This page does not accept " +
-	"that request.\x02Search\x02Type an instance or occurrence id (a UUID, as" +
-	" the pages show on hover), or a business key.\x02Nothing to find: the se" +
-	"arch box is empty.\x02That is too long to be an id or a business key." +
-	"\x02No instance or occurrence has the id “%[1]s”, and no instance has it" +
-	" as its business key.\x02You are signed out.\x02Sign in\x02Sign in with " +
-	"an operator or administrator token.\x02Token\x02The token is checked onc" +
-	"e and never stored in your browser; a session cookie stands for it for u" +
-	"p to 8 hours of inactivity.\x02Too many failed sign-ins from your addres" +
-	"s. Try again in %[1]d seconds.\x02This token is unknown or has been revo" +
-	"ked.\x02A %[1]s token cannot open the console: sign in with an operator," +
-	" designer or administrator token.\x02Only administrators manage tokens." +
-	"\x02Staff tokens (administrators, designers, operators) that are not rev" +
-	"oked. Consumer tokens are managed with their consumers. Revoking a token" +
-	" refuses its next request.\x02ID\x02Role\x02Last used\x02Expires\x02neve" +
-	"r\x02not yet\x02Expired token\x02Revoke…\x02this session\x02No token." +
-	"\x02The token was revoked.\x02Revoke token %[1]d\x02Revoke the %[1]s tok" +
-	"en “%[2]s”?\x02Its next request is refused, and console sessions opened " +
-	"with it end. This cannot be undone: whoever uses it needs a new token." +
-	"\x02Revoke the token\x02Keep it\x02This is the token you signed in with:" +
-	" revoking it signs you out. Its next request is refused. This cannot be " +
-	"undone.\x02This is the last usable administrator token: create another o" +
-	"ne before revoking it.\x02routing output\x02(each item)\x14\x01\x81\x01" +
-	"\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d chara" +
-	"cters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02" +
-	"at most %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1" +
-	"]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at l" +
-	"east %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02" +
-	"\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02not provide" +
-	"d\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02nu" +
-	"ll\x02unexpected value\x02Invalid page\x02This page link is not one the " +
-	"console made.\x02Workers connected by a stream, and polling workers by t" +
-	"heir last fetch. A worker is listed while it was seen within three heart" +
-	"beats.\x02Workers seen within three heartbeats\x02Worker\x02Protocol\x02" +
-	"Definitions served\x02In flight\x02Connected\x02Last seen\x02No worker i" +
-	"s connected.\x02Workers serving %[1]s\x02All workers\x02No worker serves" +
-	" this definition.\x02stream\x02long polling\x02No worker serves this def" +
-	"inition: its occurrences wait until one connects or polls.\x14\x01\x81" +
-	"\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d wo" +
-	"rkers"
+	"ts.\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s " +
+	"→ %[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02any other " +
+	"code → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%[1]d att" +
+	"empt, retry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, retry af" +
+	"ter %[2]s, priority %[3]d\x02deadline %[1]s\x02timeout %[1]s\x02Only adm" +
+	"inistrators may reveal a sensitive value.\x02Revealed by %[1]s at %[2]s;" +
+	" recorded in the audit log.\x02Cannot reveal\x02Only a value this page s" +
+	"hows as hidden (sensitive) can be revealed.\x02Secret values can never b" +
+	"e revealed.\x02This page does not accept that request.\x02Search\x02Type" +
+	" an instance or occurrence id (a UUID, as the pages show on hover), or a" +
+	" business key.\x02Nothing to find: the search box is empty.\x02That is t" +
+	"oo long to be an id or a business key.\x02No instance or occurrence has " +
+	"the id “%[1]s”, and no instance has it as its business key.\x02You are s" +
+	"igned out.\x02Sign in\x02Sign in with an operator or administrator token" +
+	".\x02Token\x02The token is checked once and never stored in your browser" +
+	"; a session cookie stands for it for up to 8 hours of inactivity.\x02Too" +
+	" many failed sign-ins from your address. Try again in %[1]d seconds.\x02" +
+	"This token is unknown or has been revoked.\x02A %[1]s token cannot open " +
+	"the console: sign in with an operator, designer or administrator token." +
+	"\x02Only administrators manage tokens.\x02Staff tokens (administrators, " +
+	"designers, operators) that are not revoked. Consumer tokens are managed " +
+	"with their consumers. Revoking a token refuses its next request.\x02ID" +
+	"\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02Expired token" +
+	"\x02Revoke…\x02this session\x02No token.\x02The token was revoked.\x02Re" +
+	"voke token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request " +
+	"is refused, and console sessions opened with it end. This cannot be undo" +
+	"ne: whoever uses it needs a new token.\x02Revoke the token\x02Keep it" +
+	"\x02This is the token you signed in with: revoking it signs you out. Its" +
+	" next request is refused. This cannot be undone.\x02This is the last usa" +
+	"ble administrator token: create another one before revoking it.\x02routi" +
+	"ng output\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d c" +
+	"haracter\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02" +
+	"\x18\x02at most %[1]d character\x00\x19\x02at most %[1]d characters\x02p" +
+	"attern %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of" +
+	": %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at" +
+	" least %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00" +
+	"\x14\x02at most %[1]d items\x02not provided\x14\x01\x81\x01\x00\x02\x0b" +
+	"\x02%[1]d item\x00\x0c\x02%[1]d items\x02null\x02unexpected value\x02Inv" +
+	"alid page\x02This page link is not one the console made.\x02Workers conn" +
+	"ected by a stream, and polling workers by their last fetch. A worker is " +
+	"listed while it was seen within three heartbeats.\x02Workers seen within" +
+	" three heartbeats\x02Worker\x02Protocol\x02Definitions served\x02In flig" +
+	"ht\x02Connected\x02Last seen\x02No worker is connected.\x02Workers servi" +
+	"ng %[1]s\x02All workers\x02No worker serves this definition.\x02stream" +
+	"\x02long polling\x02No worker serves this definition: its occurrences wa" +
+	"it until one connects or polls.\x14\x01\x81\x01\x00\x02\x17\x02Served by" +
+	" %[1]d worker\x00\x18\x02Served by %[1]d workers"
 
-var frIndex = []uint32{ // 583 elements
+var frIndex = []uint32{ // 589 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x0000007a,
-	0x000000a8, 0x000000e0, 0x0000010c, 0x0000015e,
-	0x00000173, 0x00000188, 0x000001b2, 0x00000234,
-	0x00000306, 0x0000031d, 0x00000348, 0x0000039e,
-	0x00000424, 0x0000043c, 0x00000465, 0x000004aa,
-	0x0000056f, 0x00000585, 0x00000671, 0x000006bb,
-	0x00000706, 0x00000740, 0x00000771, 0x00000788,
+	0x000000a8, 0x000000d4, 0x000000fe, 0x00000136,
+	0x00000162, 0x000001b4, 0x000001c9, 0x000001de,
+	0x00000208, 0x0000028a, 0x0000035c, 0x00000373,
+	0x0000039e, 0x000003f4, 0x0000047a, 0x00000492,
+	0x000004bb, 0x00000500, 0x000005c5, 0x000005db,
+	0x000006c7, 0x00000711, 0x0000075c, 0x00000796,
 	// Entry 20 - 3F
-	0x0000080e, 0x000008e6, 0x0000092b, 0x000009a0,
-	0x000009d4, 0x00000a31, 0x00000a9a, 0x00000b11,
-	0x00000b7a, 0x00000b8b, 0x00000be7, 0x00000c48,
-	0x00000c4f, 0x00000c90, 0x00000ca4, 0x00000ce4,
-	0x00000d75, 0x00000df7, 0x00000e33, 0x00000e74,
-	0x00000ecd, 0x00000f0b, 0x00000f56, 0x00000fbf,
-	0x00001059, 0x00001093, 0x000010f4, 0x000010fb,
-	0x00001105, 0x0000110c, 0x00001119, 0x0000112c,
+	0x000007c7, 0x000007de, 0x00000864, 0x0000093c,
+	0x00000981, 0x000009f6, 0x00000a2a, 0x00000a87,
+	0x00000af0, 0x00000b67, 0x00000bd0, 0x00000be1,
+	0x00000c3d, 0x00000c9e, 0x00000ca5, 0x00000ce6,
+	0x00000cfa, 0x00000d3a, 0x00000dcb, 0x00000e4d,
+	0x00000e89, 0x00000eca, 0x00000f23, 0x00000f61,
+	0x00000fa0, 0x00000fdd, 0x0000105c, 0x000010a7,
+	0x00001141, 0x000011aa, 0x000011e4, 0x00001245,
 	// Entry 40 - 5F
-	0x00001140, 0x000012ee, 0x00001310, 0x00001345,
-	0x0000142e, 0x000014a3, 0x00001582, 0x00001588,
-	0x0000158c, 0x00001593, 0x00001599, 0x000015af,
-	0x000015c6, 0x000015d6, 0x000015e8, 0x00001693,
-	0x0000169b, 0x000016b1, 0x000016c5, 0x000016f1,
-	0x00001704, 0x00001750, 0x00001799, 0x000017cd,
-	0x0000180f, 0x00001845, 0x0000184b, 0x00001859,
-	0x00001868, 0x00001877, 0x0000187e, 0x0000188f,
+	0x0000124c, 0x00001256, 0x0000125d, 0x0000126a,
+	0x0000127d, 0x00001291, 0x0000143f, 0x00001461,
+	0x00001496, 0x0000157f, 0x000015f4, 0x000016d3,
+	0x000016d9, 0x000016dd, 0x000016e4, 0x000016ea,
+	0x00001700, 0x00001717, 0x00001727, 0x00001739,
+	0x000017e4, 0x000017ec, 0x00001802, 0x00001816,
+	0x00001842, 0x00001855, 0x000018a1, 0x000018ea,
+	0x0000191e, 0x00001960, 0x00001996, 0x0000199c,
 	// Entry 60 - 7F
-	0x000018a5, 0x000018ab, 0x000018bc, 0x000018c6,
-	0x000018d0, 0x000018f7, 0x00001913, 0x0000191b,
-	0x00001928, 0x00001934, 0x0000193b, 0x0000195f,
-	0x0000196f, 0x00001987, 0x000019ba, 0x000019eb,
-	0x00001a1d, 0x00001a2b, 0x00001ace, 0x00001ae0,
-	0x00001b5e, 0x00001b7a, 0x00001b92, 0x00001b9e,
-	0x00001be1, 0x00001bf4, 0x00001c70, 0x00001c8c,
-	0x00001ce3, 0x00001cfb, 0x00001d93, 0x00001df9,
+	0x000019aa, 0x000019b9, 0x000019c8, 0x000019cf,
+	0x000019e0, 0x000019f6, 0x000019fc, 0x00001a0d,
+	0x00001a17, 0x00001a21, 0x00001a48, 0x00001a64,
+	0x00001a6c, 0x00001a79, 0x00001a85, 0x00001a8c,
+	0x00001ab0, 0x00001ac0, 0x00001ad8, 0x00001b0b,
+	0x00001b3c, 0x00001b6e, 0x00001b7c, 0x00001c1f,
+	0x00001c31, 0x00001caf, 0x00001ccb, 0x00001ce3,
+	0x00001cef, 0x00001d32, 0x00001d45, 0x00001dc1,
 	// Entry 80 - 9F
-	0x00001e2b, 0x00001e31, 0x00001e36, 0x00001e42,
-	0x00001e51, 0x00001e5d, 0x00001e69, 0x00001e7b,
-	0x00001e8c, 0x00001f10, 0x00001f14, 0x00001f26,
-	0x00001f3d, 0x00001f48, 0x00001f9d, 0x00001faa,
-	0x00001fcf, 0x00001fdb, 0x00001fe5, 0x00001feb,
-	0x00001ff7, 0x0000200f, 0x00002061, 0x00002071,
-	0x00002081, 0x0000208a, 0x00002095, 0x0000209d,
-	0x000020b1, 0x000020c4, 0x000020ec, 0x000020f5,
+	0x00001ddd, 0x00001e34, 0x00001e4c, 0x00001ee4,
+	0x00001f4a, 0x00001f7c, 0x00001f82, 0x00001f87,
+	0x00001f93, 0x00001fa2, 0x00001fae, 0x00001fba,
+	0x00001fcc, 0x00001fdd, 0x00002061, 0x00002065,
+	0x00002077, 0x0000208e, 0x00002099, 0x000020ee,
+	0x000020fb, 0x00002120, 0x0000212c, 0x00002136,
+	0x0000213c, 0x00002148, 0x00002160, 0x000021b2,
+	0x000021c2, 0x000021d2, 0x000021db, 0x000021e6,
 	// Entry A0 - BF
-	0x00002105, 0x00002125, 0x0000212d, 0x0000213c,
-	0x0000215b, 0x00002186, 0x000021ac, 0x000021bc,
-	0x000021c6, 0x000021d0, 0x000021ef, 0x0000220d,
-	0x00002240, 0x00002270, 0x0000229c, 0x000022cc,
-	0x000022ee, 0x00002309, 0x00002324, 0x00002340,
-	0x0000235c, 0x00002372, 0x0000238c, 0x000023ac,
-	0x000023cb, 0x000023d2, 0x0000243c, 0x00002452,
-	0x00002457, 0x0000246b, 0x00002483, 0x000024a8,
+	0x000021ee, 0x00002202, 0x00002215, 0x0000223d,
+	0x00002246, 0x00002256, 0x00002276, 0x0000227e,
+	0x0000228d, 0x000022ac, 0x000022d7, 0x000022fd,
+	0x0000230d, 0x00002317, 0x00002321, 0x00002340,
+	0x0000235e, 0x00002391, 0x000023c1, 0x000023ed,
+	0x0000241d, 0x0000243f, 0x0000245a, 0x00002475,
+	0x00002491, 0x000024ad, 0x000024c3, 0x000024dd,
+	0x000024fd, 0x0000251c, 0x00002523, 0x0000258d,
 	// Entry C0 - DF
-	0x000024d6, 0x000024e8, 0x000024fb, 0x00002518,
-	0x00002545, 0x00002562, 0x00002585, 0x00002590,
-	0x0000259b, 0x000025a7, 0x0000262b, 0x00002652,
-	0x00002690, 0x0000269c, 0x000026a5, 0x000026ba,
-	0x000026c4, 0x000026eb, 0x00002707, 0x00002722,
-	0x00002752, 0x00002790, 0x000027ab, 0x000027cc,
-	0x000027e4, 0x0000282a, 0x00002895, 0x0000289f,
-	0x000028a9, 0x000028c3, 0x0000290c, 0x00002914,
+	0x000025a3, 0x000025a8, 0x000025bc, 0x000025d4,
+	0x000025f9, 0x00002627, 0x00002639, 0x0000264c,
+	0x00002669, 0x00002696, 0x000026b3, 0x000026d6,
+	0x000026e1, 0x000026ec, 0x000026f8, 0x0000277c,
+	0x000027a3, 0x000027e1, 0x000027ed, 0x000027f6,
+	0x0000280b, 0x00002815, 0x0000283c, 0x00002858,
+	0x00002873, 0x000028a3, 0x000028e1, 0x000028fc,
+	0x0000291d, 0x00002935, 0x0000297b, 0x000029e6,
 	// Entry E0 - FF
-	0x0000291f, 0x0000292d, 0x0000293d, 0x00002967,
-	0x00002990, 0x000029a0, 0x000029bf, 0x000029cb,
-	0x000029e4, 0x000029ef, 0x000029fc, 0x00002a0b,
-	0x00002a13, 0x00002a1d, 0x00002a25, 0x00002a2d,
-	0x00002a33, 0x00002a3a, 0x00002a3f, 0x00002a44,
-	0x00002a48, 0x00002a4d, 0x00002a53, 0x00002a59,
-	0x00002a5f, 0x00002a64, 0x00002a69, 0x00002a6f,
-	0x00002a79, 0x00002a99, 0x00002abb, 0x00002adf,
+	0x000029f0, 0x000029fa, 0x00002a14, 0x00002a5d,
+	0x00002a65, 0x00002a70, 0x00002a7e, 0x00002a8e,
+	0x00002ab8, 0x00002ae1, 0x00002af1, 0x00002b10,
+	0x00002b1c, 0x00002b35, 0x00002b40, 0x00002b4d,
+	0x00002b5c, 0x00002b64, 0x00002b6e, 0x00002b76,
+	0x00002b7e, 0x00002b84, 0x00002b8b, 0x00002b90,
+	0x00002b95, 0x00002b99, 0x00002b9e, 0x00002ba4,
+	0x00002baa, 0x00002bb0, 0x00002bb5, 0x00002bba,
 	// Entry 100 - 11F
-	0x00002b05, 0x00002b0e, 0x00002b2a, 0x00002b33,
-	0x00002b4a, 0x00002b53, 0x00002ba7, 0x00002bc7,
-	0x00002bcd, 0x00002bd8, 0x00002bde, 0x00002bec,
-	0x00002bf7, 0x00002c03, 0x00002c36, 0x00002c5a,
-	0x00002c89, 0x00002cd2, 0x00002cd9, 0x00002cef,
-	0x00002d62, 0x00002d88, 0x00002f18, 0x00003020,
-	0x00003070, 0x0000309d, 0x000030cc, 0x000030f7,
-	0x00003105, 0x00003112, 0x0000311f, 0x00003132,
+	0x00002bc0, 0x00002bca, 0x00002bea, 0x00002c0c,
+	0x00002c30, 0x00002c56, 0x00002c5f, 0x00002c7b,
+	0x00002c84, 0x00002c9b, 0x00002ca4, 0x00002cf8,
+	0x00002d18, 0x00002d1e, 0x00002d29, 0x00002d2f,
+	0x00002d3d, 0x00002d48, 0x00002d54, 0x00002d87,
+	0x00002dab, 0x00002dda, 0x00002e23, 0x00002e2a,
+	0x00002e40, 0x00002eb3, 0x00002ed9, 0x00003069,
+	0x00003171, 0x000031c1, 0x000031ee, 0x0000321d,
 	// Entry 120 - 13F
-	0x00003147, 0x00003157, 0x00003171, 0x00003183,
-	0x000031bb, 0x000031d2, 0x000031d5, 0x000031d8,
-	0x0000320c, 0x00003256, 0x0000328b, 0x00003294,
-	0x000032ab, 0x000032d9, 0x000032ec, 0x000032fd,
-	0x00003308, 0x00003313, 0x0000331e, 0x00003327,
-	0x00003330, 0x0000333a, 0x00003343, 0x0000334c,
-	0x00003353, 0x00003361, 0x00003367, 0x0000336e,
-	0x00003375, 0x0000337e, 0x00003383, 0x00003391,
+	0x00003248, 0x00003256, 0x00003263, 0x00003270,
+	0x00003283, 0x00003298, 0x000032a8, 0x000032c2,
+	0x000032d4, 0x0000330c, 0x00003323, 0x00003326,
+	0x00003329, 0x0000335d, 0x000033a7, 0x000033dc,
+	0x000033e5, 0x000033fc, 0x0000342a, 0x0000343d,
+	0x0000344e, 0x00003459, 0x00003464, 0x0000346f,
+	0x00003478, 0x00003481, 0x0000348b, 0x00003494,
+	0x0000349d, 0x000034a4, 0x000034b2, 0x000034b8,
 	// Entry 140 - 15F
-	0x00003397, 0x0000339d, 0x000033a3, 0x000033ab,
-	0x000033b4, 0x000033bd, 0x000033da, 0x000033f5,
-	0x00003415, 0x00003436, 0x00003445, 0x00003450,
-	0x0000345b, 0x00003468, 0x0000346c, 0x00003470,
-	0x0000347e, 0x0000348c, 0x0000349a, 0x000034ba,
-	0x000034cd, 0x000034e6, 0x000034fb, 0x0000350c,
-	0x0000351e, 0x00003530, 0x00003536, 0x0000353d,
-	0x00003545, 0x0000354d, 0x0000356b, 0x00003589,
+	0x000034bf, 0x000034c6, 0x000034cf, 0x000034d4,
+	0x000034e2, 0x000034e8, 0x000034ee, 0x000034f4,
+	0x000034fc, 0x00003505, 0x0000350e, 0x0000352b,
+	0x00003546, 0x00003566, 0x00003587, 0x00003596,
+	0x000035a1, 0x000035ac, 0x000035b9, 0x000035bd,
+	0x000035c1, 0x000035cf, 0x000035dd, 0x000035eb,
+	0x0000360b, 0x0000361e, 0x00003637, 0x0000364c,
+	0x0000365d, 0x0000366f, 0x00003681, 0x00003687,
 	// Entry 160 - 17F
-	0x000035a0, 0x000035b5, 0x000035c6, 0x000035cb,
-	0x000035d1, 0x000035ea, 0x00003607, 0x00003627,
-	0x00003632, 0x0000363c, 0x00003665, 0x00003670,
-	0x000036a4, 0x000036b1, 0x000036c8, 0x000036d6,
-	0x000036dd, 0x000036f8, 0x00003702, 0x00003715,
-	0x0000374c, 0x00003755, 0x00003761, 0x0000376b,
-	0x0000379b, 0x00003882, 0x0000389e, 0x000038b3,
-	0x000038f4, 0x00003905, 0x00003910, 0x00003943,
+	0x0000368e, 0x00003696, 0x0000369e, 0x000036bc,
+	0x000036da, 0x000036f1, 0x00003706, 0x00003717,
+	0x0000371c, 0x00003722, 0x0000373b, 0x00003758,
+	0x00003778, 0x00003783, 0x0000378d, 0x000037b6,
+	0x000037c1, 0x000037f5, 0x00003802, 0x00003819,
+	0x00003827, 0x0000382e, 0x00003849, 0x00003853,
+	0x00003866, 0x0000389d, 0x000038a6, 0x000038b2,
+	0x000038bc, 0x000038ec, 0x000039d3, 0x000039ef,
 	// Entry 180 - 19F
-	0x0000396d, 0x0000397b, 0x000039a3, 0x000039e2,
-	0x00003a03, 0x00003a41, 0x00003a81, 0x00003aa1,
-	0x00003ae2, 0x00003b0e, 0x00003b26, 0x00003b3a,
-	0x00003b51, 0x00003b5f, 0x00003b6a, 0x00003b8d,
-	0x00003bac, 0x00003bb8, 0x00003bd7, 0x00003c06,
-	0x00003c46, 0x00003c8c, 0x00003cfe, 0x00003d26,
-	0x00003d49, 0x00003d80, 0x00003dc7, 0x00003e1a,
-	0x00003e43, 0x00003e69, 0x00003e90, 0x00003eb8,
+	0x00003a04, 0x00003a45, 0x00003a56, 0x00003a61,
+	0x00003a94, 0x00003aa2, 0x00003ade, 0x00003b08,
+	0x00003b30, 0x00003b6f, 0x00003b90, 0x00003bce,
+	0x00003c0e, 0x00003c2e, 0x00003c6f, 0x00003c9b,
+	0x00003cb3, 0x00003cc7, 0x00003cde, 0x00003cec,
+	0x00003cf7, 0x00003d1a, 0x00003d39, 0x00003d45,
+	0x00003d64, 0x00003d93, 0x00003dd3, 0x00003e19,
+	0x00003e8b, 0x00003eb3, 0x00003ed6, 0x00003f0d,
 	// Entry 1A0 - 1BF
-	0x00003eff, 0x00003f49, 0x00003f79, 0x00003f89,
-	0x00003fb7, 0x00003ff3, 0x00004009, 0x0000409a,
-	0x000040ad, 0x000040eb, 0x00004127, 0x0000413a,
-	0x0000418a, 0x000041bf, 0x000041d1, 0x000041e8,
-	0x000041f3, 0x00004210, 0x0000422f, 0x00004240,
-	0x0000425a, 0x00004263, 0x0000426d, 0x000042a2,
-	0x000042b8, 0x000042cb, 0x00004308, 0x00004321,
-	0x00004337, 0x00004361, 0x00004374, 0x0000437b,
+	0x00003f54, 0x00003fa7, 0x00003fd0, 0x00003ff6,
+	0x0000401d, 0x00004045, 0x0000408c, 0x000040d6,
+	0x00004106, 0x00004116, 0x00004144, 0x00004180,
+	0x00004196, 0x00004227, 0x0000423a, 0x00004278,
+	0x000042b4, 0x000042c7, 0x00004317, 0x0000434c,
+	0x0000435e, 0x00004375, 0x00004380, 0x0000439d,
+	0x000043bc, 0x000043cd, 0x000043e7, 0x000043f0,
+	0x000043fa, 0x0000442f, 0x00004445, 0x00004458,
 	// Entry 1C0 - 1DF
-	0x00004393, 0x000043b5, 0x000043e5, 0x000043fc,
-	0x00004434, 0x0000446f, 0x0000449b, 0x000044ee,
-	0x000044fe, 0x00004507, 0x0000451b, 0x0000452d,
-	0x00004543, 0x00004555, 0x00004567, 0x00004579,
-	0x0000458f, 0x000045b9, 0x000045ec, 0x00004628,
-	0x0000463f, 0x00004707, 0x00004734, 0x0000479f,
-	0x000047b9, 0x000047d2, 0x000047f3, 0x00004809,
-	0x00004810, 0x0000482a, 0x000048bf, 0x000048d2,
+	0x00004495, 0x000044ae, 0x000044c4, 0x000044ee,
+	0x00004501, 0x00004508, 0x00004520, 0x00004542,
+	0x00004572, 0x00004589, 0x000045c1, 0x000045fc,
+	0x00004628, 0x0000467b, 0x0000468b, 0x00004694,
+	0x000046a8, 0x000046ba, 0x000046d0, 0x000046e2,
+	0x000046f4, 0x00004706, 0x0000471c, 0x00004746,
+	0x00004779, 0x000047b5, 0x000047cc, 0x00004894,
+	0x000048c1, 0x0000492c, 0x00004946, 0x0000495f,
 	// Entry 1E0 - 1FF
-	0x000048f9, 0x00004921, 0x0000492f, 0x0000493f,
-	0x00004947, 0x00004958, 0x0000495f, 0x00004a95,
-	0x00004a9c, 0x00004ad6, 0x00004adb, 0x00004af0,
-	0x00004b04, 0x00004b16, 0x00004b2c, 0x00004b46,
-	0x00004b90, 0x00004ba0, 0x00004c7a, 0x00004c7f,
-	0x00004c8f, 0x00004c9d, 0x00004cad, 0x00004cbd,
-	0x00004cc7, 0x00004cf3, 0x00004d0d, 0x00004d28,
-	0x00004db6, 0x00004dc7, 0x00004dd4, 0x00004e15,
+	0x00004980, 0x00004996, 0x0000499d, 0x000049b7,
+	0x00004a4c, 0x00004a5f, 0x00004a86, 0x00004aae,
+	0x00004abc, 0x00004acc, 0x00004ad4, 0x00004ae5,
+	0x00004aec, 0x00004c22, 0x00004c29, 0x00004c63,
+	0x00004c68, 0x00004c7d, 0x00004c91, 0x00004ca3,
+	0x00004cb9, 0x00004cd3, 0x00004d1d, 0x00004d2d,
+	0x00004e07, 0x00004e0c, 0x00004e1c, 0x00004e2a,
+	0x00004e3a, 0x00004e4a, 0x00004e54, 0x00004e80,
 	// Entry 200 - 21F
-	0x00004e5b, 0x00004e73, 0x00004ec6, 0x00004f01,
-	0x00004f2c, 0x00004f36, 0x00004fb0, 0x00004fe5,
-	0x00005026, 0x00005096, 0x000050af, 0x000050bc,
-	0x000050ff, 0x00005105, 0x000051a1, 0x000051f5,
-	0x00005220, 0x000052ac, 0x000052da, 0x0000539c,
-	0x0000539f, 0x000053a5, 0x000053bb, 0x000053c6,
-	0x000053cd, 0x000053d8, 0x000053e6, 0x000053f3,
-	0x00005401, 0x0000540e, 0x0000542a, 0x00005443,
+	0x00004e9a, 0x00004eb5, 0x00004f43, 0x00004f54,
+	0x00004f61, 0x00004fa2, 0x00004fe8, 0x00005000,
+	0x00005053, 0x0000508e, 0x000050b9, 0x000050c3,
+	0x0000513d, 0x00005172, 0x000051b3, 0x00005223,
+	0x0000523c, 0x00005249, 0x0000528c, 0x00005292,
+	0x0000532e, 0x00005382, 0x000053ad, 0x00005439,
+	0x00005467, 0x00005529, 0x0000552c, 0x00005532,
+	0x00005548, 0x00005553, 0x0000555a, 0x00005565,
 	// Entry 220 - 23F
-	0x0000546c, 0x00005515, 0x00005528, 0x00005532,
-	0x000055c1, 0x00005622, 0x00005634, 0x00005647,
-	0x00005685, 0x000056c1, 0x000056cd, 0x000056da,
-	0x000056e8, 0x000056f6, 0x00005706, 0x00005742,
-	0x0000577c, 0x00005787, 0x000057b1, 0x000057b5,
-	0x000057c7, 0x000057d5, 0x00005801, 0x000058c3,
-	0x000058f6, 0x00005901, 0x0000590b, 0x00005920,
-	0x00005929, 0x00005933, 0x00005941, 0x00005965,
+	0x00005573, 0x00005580, 0x0000558e, 0x0000559b,
+	0x000055b7, 0x000055d0, 0x000055f9, 0x000056a2,
+	0x000056b5, 0x000056bf, 0x0000574e, 0x000057af,
+	0x000057c1, 0x000057d4, 0x00005812, 0x0000584e,
+	0x0000585a, 0x00005867, 0x00005875, 0x00005883,
+	0x00005893, 0x000058cf, 0x00005909, 0x00005914,
+	0x0000593e, 0x00005942, 0x00005954, 0x00005962,
+	0x0000598e, 0x00005a50, 0x00005a83, 0x00005a8e,
 	// Entry 240 - 25F
-	0x0000597f, 0x00005994, 0x000059c0, 0x000059c5,
-	0x000059da, 0x00005a50, 0x00005a92,
-} // Size: 2356 bytes
+	0x00005a98, 0x00005aad, 0x00005ab6, 0x00005ac0,
+	0x00005ace, 0x00005af2, 0x00005b0c, 0x00005b21,
+	0x00005b4d, 0x00005b52, 0x00005b67, 0x00005bdd,
+	0x00005c1f,
+} // Size: 2380 bytes
 
-const frData string = "" + // Size: 23186 bytes
+const frData string = "" + // Size: 23583 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances suspendues…\x02Abandon" +
-	"ner toutes les instances suspendues…\x02Arrêter toutes les instances en " +
-	"cours ou suspendues…\x02Motif (consigné dans le journal d’audit)\x02Dite" +
-	"s pourquoi, pour qui lira le journal plus tard\u202f: %[1]d caractères a" +
-	"u plus.\x02La laisser continuer\x02La laisser suspendue\x02Reprendre l’i" +
-	"nstance de processus %[1]s\x02Reprendre cette instance\u202f? Son occurr" +
-	"ence en échec au nœud %[1]s est proposée de nouveau, avec un budget de t" +
-	"entatives neuf.\x02Les services peuvent la reprendre (une occurrence pus" +
-	"h rappelle sa destination). Ses tentatives précédentes et sa dernière er" +
-	"reur restent dans son historique. Rien n’est terminé à la place de quico" +
-	"nque.\x02Reprendre l’instance\x02Abandonner l’instance de processus %[1]" +
-	"s\x02Abandonner cette instance\u202f? Elle passe en échec avec le code d" +
-	"’erreur abandoned.\x02Son occurrence en échec reste telle quelle et ri" +
-	"en n’est terminé à sa place. Une instance abandonnée ne peut pas être re" +
-	"prise.\x02Abandonner l’instance\x02Arrêter l’instance de processus %[1]s" +
-	"\x02Arrêter cette instance\u202f? Ses occurrences ouvertes sont annulées" +
-	".\x02Les services qui en détiennent une l’apprennent à leur prochain ret" +
-	"our, et leurs résultats sont refusés. Rien n’est terminé à leur place, e" +
-	"t une instance arrêtée ne peut pas reprendre.\x02Arrêter l’instance\x02C" +
-	"ette instance ne peut pas être reprise\u202f: son occurrence au nœud %[1" +
-	"]s a échoué avant toute tentative (ses entrées n’ont pas pu être constru" +
-	"ites), une reprise échouerait donc de la même façon. Abandonnez-la ou ar" +
-	"rêtez-la.\x02Cette instance est %[1]s, pas suspendue\u202f: il n’y a rie" +
-	"n à reprendre.\x02Cette instance est %[1]s, pas suspendue\u202f: il n’y " +
-	"a rien à abandonner.\x02Cette instance est %[1]s\u202f: il n’y a rien à " +
-	"arrêter.\x02Le motif que vous avez donné, non consigné\u202f:\x02Retour " +
-	"à l’instance\x02Cette instance n’est plus suspendue (elle est %[1]s dés" +
-	"ormais)\u202f: quelqu’un a sans doute agi avant vous. Rien n’a été fait." +
-	"\x02Son occurrence a échoué avant toute tentative\u202f: ses entrées n’o" +
-	"nt pas pu être construites, une reprise échouerait donc de la même façon" +
-	". Abandonnez ou arrêtez plutôt l’instance. Rien n’a été fait.\x02Cette i" +
-	"nstance est déjà terminée\u202f; il n’y a rien à arrêter.\x02Indiquez un" +
-	" motif\u202f: il est consigné dans le journal d’audit (%[1]d caractères " +
-	"au plus). Rien n’a été fait.\x02Relais a refusé l’action. Rien n’a été f" +
-	"ait.\x02Cette instance était déjà arrêtée\u202f; rien n’a changé et rien" +
-	" n’a été consigné.\x02Reprise\u202f: l’occurrence du nœud %[1]s est prop" +
-	"osée de nouveau. Consigné dans le journal d’audit.\x02Abandon\u202f: l’i" +
-	"nstance est passée en échec avec le code d’erreur abandoned. Consigné da" +
-	"ns le journal d’audit.\x02Arrêt\u202f: l’instance et ses occurrences ouv" +
-	"ertes sont annulées. Consigné dans le journal d’audit.\x02Action inconnu" +
-	"e.\x02L’arrêt s’applique aux instances en cours ou suspendues, pas à cel" +
-	"les qui sont %[1]s.\x02La reprise et l’abandon s’appliquent aux instance" +
-	"s suspendues, pas à celles qui sont %[1]s.\x02Filtre\x02Motif (consigné " +
-	"dans le journal d’audit pour chaque instance)\x02Revenir à la liste\x02R" +
-	"eprendre toutes les instances suspendues que ce filtre retient\x02L’occu" +
-	"rrence en échec de chacune est proposée de nouveau, avec un budget de te" +
-	"ntatives neuf. Rien n’est terminé à la place de quiconque.\x14\x01\x81" +
-	"\x01\x00\x02:\x02%[1]d instance suspendue correspond au filtre maintenan" +
-	"t.\x00?\x02%[1]d instances suspendues correspondent au filtre maintenant" +
-	".\x14\x01\x81\x01\x00\x02\x19\x02Reprendre %[1]d instance\x00\x1a\x02Rep" +
-	"rendre %[1]d instances\x02Abandonner toutes les instances suspendues que" +
-	" ce filtre retient\x02Chacune passe en échec avec le code d’erreur aband" +
-	"oned et ne peut plus être reprise.\x14\x01\x81\x01\x00\x02\x1a\x02Abando" +
-	"nner %[1]d instance\x00\x1b\x02Abandonner %[1]d instances\x02Arrêter tou" +
-	"tes les instances en cours ou suspendues que ce filtre retient\x02Chacun" +
-	"e est annulée avec ses occurrences ouvertes\u202f; une instance arrêtée " +
-	"ne peut pas être reprise.\x14\x01\x81\x01\x00\x02F\x02%[1]d instance en " +
-	"cours ou suspendue correspond au filtre maintenant.\x00K\x02%[1]d instan" +
-	"ces en cours ou suspendues correspondent au filtre maintenant.\x14\x01" +
-	"\x81\x01\x00\x02\x18\x02Arrêter %[1]d instance\x00\x19\x02Arrêter %[1]d " +
-	"instances\x02Rien à faire\u202f: aucune instance à laquelle cette action" +
-	" s’applique ne correspond au filtre.\x02toutes\x02Processus\x02Statut" +
-	"\x02Clé métier\x02Créées depuis le\x02Créées jusqu’au\x14\x01\x81\x01" +
-	"\x00\x02\xca\x01\x02%[1]d autre instance suspendue a échoué avant toute " +
-	"tentative (ses entrées n’ont pas pu être construites)\u202f: elle ne peu" +
-	"t pas être reprise et n’est pas comptée. Abandonnez-la ou arrêtez-la." +
-	"\x00\xd9\x01\x02%[1]d autres instances suspendues ont échoué avant toute" +
-	" tentative (leurs entrées n’ont pas pu être construites)\u202f: elles ne" +
-	" peuvent pas être reprises et ne sont pas comptées. Abandonnez-les ou ar" +
-	"rêtez-les.\x02Impossible d’agir sur ce filtre\x02Le nombre confirmé manq" +
-	"ue\u202f: repartez de la liste.\x02Le nombre a changé depuis que vous l’" +
-	"avez confirmé (il était de %[1]d)\u202f: entre-temps, des instances ont " +
-	"été réglées, démarrées ou traitées. Rien n’a été fait\u202f; vérifiez l" +
-	"e nouveau nombre et confirmez de nouveau.\x14\x02\x80\x01\x026\x02Action" +
-	" groupée (%[1]s) appliquée à %[2]d instance.\x007\x02Action groupée (%[1" +
-	"]s) appliquée à %[2]d instances.\x14\x01\x81\x01\x00\x02h\x02%[1]d ignor" +
-	"ée\u202f: elle a changé après le comptage (réglée, ou traitée par quelq" +
-	"u’un d’autre).\x00n\x02%[1]d ignorées\u202f: elles ont changé après le c" +
-	"omptage (réglées, ou traitées par quelqu’un d’autre).\x02Quand\x02Qui" +
-	"\x02Action\x02Motif\x02Instance de processus\x02Occurrence reproposée" +
-	"\x02Action groupée\x02Journal d’audit\x02Chaque reprise, abandon et arrê" +
-	"t appliqué par un opérateur, avec son motif. Les révélations de valeurs " +
-	"sensibles ont leur propre journal (GET /api/v1/audit/reveals).\x02Filtre" +
-	"s\x02Appliquer les filtres\x02Effacer les filtres\x02Aucune action d’opé" +
-	"rateur ne correspond.\x02Toutes les actions\x02L’instance de processus d" +
-	"oit être un identifiant d’instance (un UUID).\x02L’action groupée doit ê" +
-	"tre désignée par son identifiant (un UUID).\x02Instances modifiées par l" +
-	"’action groupée %[1]s.\x02Le curseur de page est invalide\u202f: reven" +
-	"ez à la première page.\x02Actions d’opérateurs, les plus récentes d’abor" +
-	"d\x02Pages\x02Page suivante\x02Première page\x02Console Relais\x02Langue" +
-	"\x02Aller au contenu\x02Navigation principale\x02État\x02Tâches externes" +
-	"\x02Instances\x02Processus\x02Trouver une instance ou une occurrence\x02" +
-	"identifiant ou clé métier\x02Trouver\x02Définitions\x02Exécutants\x02Jet" +
-	"ons\x02Connecté en tant que %[1]s (%[2]s)\x02Se déconnecter\x02Réglages " +
-	"d’affichage\x02Heures en %[1]s · rechargement toutes les %[2]d s\x02Heur" +
-	"es en %[1]s · sans rechargement automatique\x02Cette page se recharge to" +
-	"utes les %[1]d secondes.\x02Non autorisé\x02Votre rôle ne permet de lire" +
-	" que les définitions\u202f: les tâches externes et les instances de proc" +
-	"essus sont réservées aux opérateurs et aux administrateurs.\x02Requête i" +
-	"nvalide\x02Le champ «\u00a0%[1]s\u00a0» contient le caractère NUL ou des" +
-	" octets qui ne sont pas du texte UTF-8\u202f: corrigez-le et réessayez." +
-	"\x02Retour aux tâches externes\x02Retour aux définitions\x02Introuvable" +
-	"\x02Cette adresse ne mène à rien, ou à rien que vous puissiez voir.\x02F" +
-	"ormulaire refusé\x02Ce formulaire n’a pas été envoyé depuis cette sessio" +
-	"n de la console, ou il a expiré. Rechargez la page et réessayez.\x02Temp" +
-	"orairement indisponible\x02La base de données est injoignable pour le mo" +
-	"ment. Réessayez dans quelques secondes.\x02Une erreur est survenue\x02La" +
-	" console n’a pas pu afficher cette page. Réessayez\u202f; si le problème" +
-	" persiste, donnez à votre administrateur l’identifiant de requête %[1]s." +
-	"\x02Décompte des occurrences en cours\u202f; les décomptes s’afficheront" +
-	" quand vous rechargerez la page.\x02Les décomptes sont indisponibles pou" +
-	"r le moment.\x02Champ\x02Type\x02Obligatoire\x02Classification\x02Contra" +
-	"intes\x02Description\x02Définition %[1]s\x02Copie de travail\x02La seule" +
-	" partie modifiable d’une définition. Les processus ne l’utilisent jamais" +
-	" directement\u202f: ils épinglent une révision.\x02Nom\x02Sortie de rout" +
-	"age\x02Dernier enregistrement\x02Révisions\x02Aucune révision pour l’ins" +
-	"tant\u202f: la copie de travail n’a jamais été figée.\x02Publications" +
-	"\x02Aucune publication pour l’instant.\x02Publication\x02Révision\x02Not" +
-	"es\x02Publiée le\x02Comparer des révisions\x02Liste chaque changement d’" +
-	"une révision à l’autre et ce qu’il peut casser.\x02De la révision\x02À l" +
-	"a révision\x02Comparer\x02Changement\x02Détail\x02Casse les processus" +
-	"\x02Casse les services\x02Ces révisions ont les mêmes contrats.\x02Entré" +
-	"es\x02Aucune entrée.\x02Entrées de la copie de travail\x02Sorties\x02Auc" +
-	"une sortie.\x02Sorties de la copie de travail\x02Publications, les plus " +
-	"anciennes d’abord\x02Changements entre les deux révisions\x02Révision %[" +
-	"1]d\x02Figée le\x02Empreinte\x02Entrées de la révision %[1]d\x02Sorties " +
-	"de la révision %[1]d\x02Choisissez deux révisions existantes à comparer." +
-	"\x02De la révision %[1]d à la révision %[2]d\u202f:\x14\x01\x81\x01\x00" +
-	"\x02\x11\x02%[1]d changement\x00\x12\x02%[1]d changements\x14\x01\x81" +
-	"\x01\x00\x02\x13\x02%[1]d incompatible\x00\x14\x02%[1]d incompatibles" +
-	"\x02sortie de routage %[1]s → %[2]s\x02facultatif → obligatoire\x02oblig" +
-	"atoire → facultatif\x02valeurs ajoutées\u202f: %[1]s\x02valeurs retirées" +
-	"\u202f: %[1]s\x02valeurs réordonnées\x02%[1]s\u202f: %[2]s → %[3]s\x02ch" +
-	"amp obligatoire de type %[1]s\x02champ facultatif de type %[1]s\x02aucun" +
-	"e\x02Contrats de tâches\u202f: leur copie de travail, leurs révisions im" +
-	"muables et leurs publications nommées.\x02Définitions par clé\x02Clé\x02" +
-	"Dernière révision\x02aucune pour l’instant\x02Aucune définition pour l’i" +
-	"nstant.\x14\x01\x81\x01\x00\x02\x12\x02%[1]d publication\x00\x13\x02%[1]" +
-	"d publications\x02en cas d’erreur\x02toute autre erreur\x02suspendue pou" +
-	"r un opérateur\x02incident\u202f: reprendre, abandonner, arrêter\x02fin" +
-	"\u202f: termine l’instance\x02fin\u202f: met l’instance en échec\x02push" +
-	" %[1]s\x02pull %[1]s\x02Nœud %[1]s\x02La file d’attente et les incidents" +
-	" de chaque définition maintenant, et ce que ses services ont terminé dan" +
-	"s la dernière heure.\x02Réussites et échecs, dernière heure\x02Définitio" +
-	"ns, celles qui demandent de l’attention d’abord\x02Définition\x02Ouverte" +
-	"s\x02Instances suspendues\x02En échec\x02Attente de la plus ancienne dis" +
-	"ponible\x02Terminées, dernière heure\x02En échec, dernière heure\x02Aucu" +
-	"ne définition n’a encore d’occurrence.\x02Au %[1]s (%[2]s)\u202f; actual" +
-	"isé toutes les quelques secondes.\x02disponible depuis le %[1]s\x02Affic" +
-	"her toutes les définitions\x02Toutes les définitions\x02Réussites et éch" +
-	"ecs par tranche de 5 min, dernière heure\u202f: %[1]s\x02Dans la dernièr" +
-	"e heure\u202f: %[1]s, %[2]s. Le tableau qui suit le graphique donne chaq" +
-	"ue tranche de 5\u00a0min.\x02terminée\x02en échec\x02Les chiffres du gra" +
-	"phique\x02Réussites et échecs par tranche de 5 min, les plus anciennes d" +
-	"’abord\x02Tranche\x02Terminées\x02%[1]s–%[2]s\x02%[1]s\u202f: %[2]s" +
-	"\x14\x01\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%[1]d terminée" +
-	"s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02%[1]d en éche" +
-	"c\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s" +
-	"\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’instan" +
-	"t\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv.\x02févr.\x02mar" +
-	"s\x02avr.\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02dé" +
-	"c.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1" +
-	"]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heu" +
-	"res\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes" +
-	"\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes" +
-	"\x02%[1]d ms\x02Instance de processus %[1]s\x02Résumé\x02Actions d’opéra" +
-	"teur\x02Parcours\x02Les nœuds atteints par cette instance, dans l’ordre," +
-	" chacun avec son occurrence.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02" +
-	"Occurrence\x02Route\x02Nœud suivant\x02Créée le\x02Réglée le\x02Cette in" +
-	"stance n’a encore atteint aucune tâche.\x02Actions d’opérateurs consigné" +
-	"es\x02Aucun opérateur n’a agi sur cette instance.\x02Actions d’opérateur" +
-	"s sur cette instance, les plus récentes d’abord\x02Valeur\x02Entrées du " +
-	"processus\x02Entrées avec lesquelles l’instance a démarré, nommées d’apr" +
-	"ès le contrat de la version %[1]d du processus\x02Ce processus ne prend" +
-	" aucune entrée.\x02Cette instance est suspendue à un nœud en échec\u202f" +
-	": c’est un incident. Elle ne peut pas être reprise\u202f: son occurrence" +
-	" au nœud %[1]s a échoué avant toute tentative (ses entrées n’ont pas pu " +
-	"être construites), une reprise échouerait donc de la même façon. L’aban" +
-	"don met l’instance en échec\u202f; l’arrêt l’annule. Chacun demande un m" +
-	"otif, consigné dans le journal d’audit.\x02Cette instance est suspendue " +
-	"à un nœud en échec\u202f: c’est un incident. La reprise propose de nouv" +
-	"eau l’occurrence en échec\u202f; l’abandon met l’instance en échec\u202f" +
-	"; l’arrêt l’annule. Chacune demande un motif, consigné dans le journal d" +
-	"’audit.\x02L’arrêt annule l’instance et ses occurrences ouvertes. Il n" +
-	"e termine rien.\x02Arrêtée par %[1]s le %[2]s — « %[3]s »\x02Abandonnée " +
-	"par %[1]s le %[2]s — « %[3]s »\x02Reprise par %[1]s le %[2]s — « %[3]s »" +
-	"\x02Démarrée le\x02Terminée le\x02Nœud de fin\x02Suspendue au nœud\x02Oc" +
-	"currence en échec\x02Code d’erreur\x02Statut inconnu\u202f: %[1]q.\x02Da" +
-	"te de création\x02La taille de page doit être comprise entre 1 et %[1]d." +
-	"\x02Instances de processus\x02du\x02au\x02Agir sur toutes les instances " +
-	"que ce filtre retient\x02La page suivante les compte et demande un motif" +
-	" avant que rien ne change.\x02Instances de processus, les plus récentes " +
-	"d’abord\x02Instance\x02Nœud de fin ou erreur\x02Aucune instance ne corre" +
-	"spond à ces filtres.\x02Tous les processus\x02Tous les statuts\x02dispon" +
-	"ible\x02réservée\x02différée\x02annulée\x02en cours\x02suspendue\x02expi" +
-	"rée\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier\x02nombre\x02" +
-	"booléen\x02date\x02date et heure\x02choix\x02objet\x02liste\x02normale" +
-	"\x02sensible\x02secrète\x02••• masqué (sensible)\x02••• masqué (secret)" +
-	"\x02pull (le service la récupère)\x02push (Relais appelle le service)" +
-	"\x02administrateur\x02opérateur\x02concepteur\x02consommateur\x02oui\x02" +
-	"non\x02champ ajouté\x02champ retiré\x02type modifié\x02caractère obligat" +
-	"oire modifié\x02valeurs modifiées\x02classification modifiée\x02contrain" +
-	"te modifiée\x02routage modifié\x02longueur minimale\x02longueur maximale" +
-	"\x02motif\x02format\x02minimum\x02maximum\x02nombre minimal d’éléments" +
-	"\x02nombre maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, version" +
-	" %[2]s\x02Occurrence %[1]s\x02Mode\x02Dates\x02Politique d’exécution\x02" +
-	"Nombre maximal de tentatives\x02Délai avant nouvelle tentative\x02Échéan" +
-	"ce\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute)\x02Tentatives" +
-	"\x02Toutes les tentatives, les plus anciennes d’abord\x02Consommateur" +
-	"\x02Identifiant du service\x02Réservée le\x02Durée\x02Réponse de la dest" +
-	"ination\x02Résultat\x02Message d’erreur\x02Aucun service n’a encore rése" +
-	"rvé cette occurrence.\x02en cours\x02Destination\x02Réplique\x02Relais n" +
-	"’a pas encore appelé la destination.\x02Relais ne conserve le code de " +
-	"statut de la destination que lorsqu’elle a refusé l’appel (destination_h" +
-	"ttp_NNN)\u202f; un appel terminé a reçu une réponse 2xx. La durée va de " +
-	"la prise en charge de l’appel à son règlement.\x02Motif donné par le ser" +
-	"vice\x02Nouvelles tentatives\x02aucune\u202f: un appel en échec suit le " +
-	"chemin d’erreur du nœud\x02Délai d’appel\x02Maintenant\x02La reprendre o" +
-	"u l’abandonner depuis son instance\x14\x01\x81\x01\x00\x02\x10\x02%[1]d " +
-	"tentative\x00\x11\x02%[1]d tentatives\x02au plus %[1]d\x14\x01\x81\x01" +
-	"\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes\x02Entrées, no" +
-	"mmées d’après le contrat de la révision %[1]d\x02Ce contrat n’a aucune e" +
-	"ntrée.\x02Sorties, nommées d’après le contrat de la révision %[1]d\x02Pa" +
-	"s encore de sorties\u202f: l’occurrence n’est pas terminée.\x02Ce contra" +
-	"t n’a aucune sortie.\x02Aucune sortie\u202f: l’occurrence s’est terminée" +
-	" sans aboutir.\x02Révéler — cette action est enregistrée\x02Disponible à" +
-	" partir du\x02Prochaine tentative\x02Dernière réservation\x02Fin du verr" +
-	"ou\x02Différée\x02Dernière erreur (tentative %[1]d)\x02Erreur (avant tou" +
-	"te tentative)\x02Son message\x02Message de Relais (en anglais)\x02Messag" +
-	"e du service (tel qu’il l’a envoyé)\x02L’échéance est passée avant l’arr" +
-	"ivée d’un résultat.\x02Le résultat ne respectait pas le contrat de sorti" +
-	"es de la révision.\x02Relais s’est arrêté pendant l’appel\u202f: on igno" +
-	"re si la destination a agi, elle n’est donc pas rappelée.\x02L’appel n’a" +
-	" pas pu être préparé.\x02La destination était injoignable.\x02La réponse" +
-	" de la destination était trop volumineuse.\x02Le verrou de la dernière t" +
-	"entative a expiré sans tentative restante.\x02Les entrées n’ont pas pu ê" +
-	"tre construites à partir des liaisons du processus.\x02Un opérateur a ab" +
-	"andonné l’instance.\x02La destination a répondu HTTP %[1]s.\x02Nouvelle " +
-	"tentative à %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Ver" +
-	"rou expiré à %[1]s — en attente d’être proposée de nouveau.\x02En attent" +
-	"e de l’appel de Relais à la destination depuis %[1]s (%[2]s).\x02En atte" +
-	"nte d’un service depuis %[1]s (%[2]s).\x02(service %[1]s)\x02Relais appe" +
-	"lle la destination (depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou j" +
-	"usqu’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%" +
-	"[2]s)\u202f: un service du même consommateur, ou une interface munie d’u" +
-	"n jeton de règlement, la terminera plus tard.\x02Terminée (%[1]s).\x02So" +
-	"n instance est suspendue ici, en attente d’un opérateur.\x02Son instance" +
-	" a continué par le chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annu" +
-	"lée\u202f: l’instance a été arrêtée par %[1]s à %[2]s — « %[3]s ».\x02An" +
-	"nulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02con" +
-	"sommateur n° %[1]s\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas " +
-	"de réponse dans le délai\x02pas de connexion\x02réponse trop volumineuse" +
-	"\x02inconnue\x02[masqué]\x02La révision doit être un nombre entier, 1 ou" +
-	" plus.\x02Consommateur inconnu.\x02Date de règlement\x02Plus de filtres" +
-	"\u202f: instance, révision, consommateur, dates\x02identifiant d’instanc" +
-	"e\x02Décomptes par statut\x02Occurrences, les plus récentes d’abord\x02P" +
-	"rocessus et nœud\x02Erreur\x02Consommateur et service\x02Prochaine tenta" +
-	"tive ou règlement\x02Aucune occurrence ne correspond à ces filtres.\x02T" +
-	"ous les consommateurs\x02Totaux de la définition %[1]s, sans les autres " +
-	"filtres\x02Totaux de toutes les définitions, sans les autres filtres\x14" +
-	"\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrence" +
-	"s\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés toutes les qu" +
-	"elques secondes.\x02révision %[1]d\x02réglée\x02prochaine tentative\x02d" +
-	"isponible depuis\x02appel en cours depuis\x02verrou jusqu’à\x02différée " +
-	"depuis\x02Page précédente\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une da" +
-	"te s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour vient après le de" +
-	"rnier.\x02Ces réglages sont conservés dans ce navigateur seulement.\x02A" +
-	"fficher les heures en\x02La console n’exécute aucun script et ne peut do" +
-	"nc pas lire le fuseau horaire de votre ordinateur\u202f: choisissez son " +
-	"décalage par rapport à UTC. Les décalages ne suivent pas l’heure d’été." +
-	"\x02Recharger les listes et les pages de détail\x02Les pages qui contien" +
-	"nent un formulaire, comme une confirmation, ne se rechargent jamais d’el" +
-	"les-mêmes.\x02Enregistrer les réglages\x02Revenir sans enregistrer\x02UT" +
-	"C (temps universel coordonné)\x02Heure locale à %[1]s\x02Jamais\x02Toute" +
-	"s les %[1]d secondes\x02Les versions de processus publiées\u202f: leurs " +
-	"nœuds, routes et révisions épinglées, dessinés, avec l’emplacement actue" +
-	"l de leurs occurrences.\x02Processus par clé\x02Versions, les plus récen" +
-	"tes d’abord\x02Aucun processus n’est encore publié.\x02version %[1]d\x02" +
-	"Processus %[1]s\x02Version\x02Nœud de départ\x02Graphe\x02Les colonnes s" +
-	"uivent le plus long chemin depuis le nœud de départ. Les flèches pleines" +
-	" sont les réussites (étiquetées par leur route), les pointillées les éch" +
-	"ecs (étiquetées par leurs codes d’erreur). Chaque case indique combien d" +
-	"’occurrences de cette version se trouvent à ce nœud maintenant.\x02Nœu" +
-	"ds\x02Nœuds de cette version, avec leurs occurrences actuelles\x02Type" +
-	"\x02Révision épinglée\x02En cas de réussite\x02En cas d’erreur\x02Occurr" +
-	"ences actuelles\x02Instances de ce processus\x02Décomptes au %[1]s (%[2]" +
-	"s)\u202f; actualisés toutes les quelques secondes.\x02Graphe de %[1]s" +
-	"\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau c" +
-	"i-dessous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d nœ" +
-	"uds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, r" +
-	"outes et décomptes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin (" +
-	"en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02suspension (un incident pour un" +
-	" opérateur)\x02tout autre code → %[1]s\x02met l’instance en échec\x14" +
-	"\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative après %[2]s" +
-	", priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après %[2]" +
-	"s, priorité %[3]d\x02échéance %[1]s\x02délai %[1]s\x02Seuls les administ" +
-	"rateurs peuvent révéler une valeur sensible.\x02Révélé par %[1]s le %[2]" +
-	"s\u202f; consigné dans le journal d’audit.\x02Révélation impossible\x02S" +
-	"eule une valeur que cette page affiche masquée (sensible) peut être révé" +
-	"lée.\x02Les valeurs secrètes ne peuvent jamais être révélées.\x02Cette p" +
-	"age n’accepte pas cette requête.\x02Recherche\x02Saisissez un identifian" +
-	"t d’instance ou d’occurrence (un UUID, que les pages affichent au survol" +
-	") ou une clé métier.\x02Rien à chercher\u202f: le champ de recherche est" +
-	" vide.\x02C’est trop long pour être un identifiant ou une clé métier." +
-	"\x02Aucune instance ni occurrence n’a l’identifiant « %[1]s », et aucune" +
-	" instance ne l’a pour clé métier.\x02Vous êtes déconnecté.\x02Se connect" +
-	"er\x02Connectez-vous avec un jeton d’opérateur ou d’administrateur.\x02J" +
-	"eton\x02Le jeton est vérifié une fois et n’est jamais conservé dans votr" +
-	"e navigateur\u202f; un cookie de session le remplace jusqu’à 8 heures d’" +
-	"inactivité.\x02Trop de connexions échouées depuis votre adresse. Réessay" +
-	"ez dans %[1]d secondes.\x02Ce jeton est inconnu ou a été révoqué.\x02Un " +
-	"jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: connectez-vous " +
-	"avec un jeton d’opérateur, de concepteur ou d’administrateur.\x02Seuls l" +
-	"es administrateurs gèrent les jetons.\x02Jetons du personnel (administra" +
-	"teurs, concepteurs, opérateurs) non révoqués. Les jetons des consommateu" +
-	"rs se gèrent avec leurs consommateurs. Révoquer un jeton refuse sa requê" +
-	"te suivante.\x02ID\x02Rôle\x02Dernière utilisation\x02Expiration\x02jama" +
-	"is\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Aucun " +
-	"jeton.\x02Le jeton a été révoqué.\x02Révoquer le jeton %[1]d\x02Révoquer" +
-	" le jeton %[1]s « %[2]s »\u202f?\x02Sa requête suivante est refusée et l" +
-	"es sessions de console ouvertes avec lui prennent fin. C’est irréversibl" +
-	"e\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoquer le je" +
-	"ton\x02Le garder\x02C’est le jeton avec lequel vous êtes connecté\u202f:" +
-	" le révoquer vous déconnecte. Sa requête suivante est refusée. C’est irr" +
-	"éversible.\x02C’est le dernier jeton administrateur utilisable\u202f: c" +
-	"réez-en un autre avant de le révoquer.\x02sortie de routage\x02(chaque é" +
-	"lément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b" +
-	"\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1" +
-	"]d caractère\x00\x1a\x02au plus %[1]d caractères\x02motif %[1]s\x02forma" +
-	"t %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01" +
-	"\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d" +
-	" éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19" +
-	"\x02au plus %[1]d éléments\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02" +
-	"%[1]d élément\x00\x11\x02%[1]d éléments\x02nul\x02valeur inattendue\x02P" +
-	"age invalide\x02Ce lien de page ne vient pas de la console.\x02Les exécu" +
-	"tants connectés par un flux, et ceux qui interrogent par leur dernière d" +
-	"emande. Un exécutant est listé tant qu’il s’est manifesté dans les trois" +
-	" derniers battements de cœur.\x02Exécutants vus dans les trois derniers " +
-	"battements\x02Exécutant\x02Protocole\x02Définitions servies\x02En cours" +
-	"\x02Connexion\x02Dernier signe\x02Aucun exécutant n’est connecté.\x02Exé" +
-	"cutants servant %[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert " +
-	"cette définition.\x02flux\x02interrogation longue\x02Aucun exécutant ne " +
-	"sert cette définition\u202f: ses occurrences attendent qu’un exécutant s" +
-	"e connecte ou interroge.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d" +
-	" exécutant\x00\x1d\x02Servie par %[1]d exécutants"
+	"ner toutes les instances suspendues…\x02Arrêter toutes les instances sus" +
+	"pendues…\x02Arrêter toutes les instances en cours…\x02Arrêter toutes les" +
+	" instances en cours ou suspendues…\x02Motif (consigné dans le journal d’" +
+	"audit)\x02Dites pourquoi, pour qui lira le journal plus tard\u202f: %[1]" +
+	"d caractères au plus.\x02La laisser continuer\x02La laisser suspendue" +
+	"\x02Reprendre l’instance de processus %[1]s\x02Reprendre cette instance" +
+	"\u202f? Son occurrence en échec au nœud %[1]s est proposée de nouveau, a" +
+	"vec un budget de tentatives neuf.\x02Les services peuvent la reprendre (" +
+	"une occurrence push rappelle sa destination). Ses tentatives précédentes" +
+	" et sa dernière erreur restent dans son historique. Rien n’est terminé à" +
+	" la place de quiconque.\x02Reprendre l’instance\x02Abandonner l’instance" +
+	" de processus %[1]s\x02Abandonner cette instance\u202f? Elle passe en éc" +
+	"hec avec le code d’erreur abandoned.\x02Son occurrence en échec reste te" +
+	"lle quelle et rien n’est terminé à sa place. Une instance abandonnée ne " +
+	"peut pas être reprise.\x02Abandonner l’instance\x02Arrêter l’instance de" +
+	" processus %[1]s\x02Arrêter cette instance\u202f? Ses occurrences ouvert" +
+	"es sont annulées.\x02Les services qui en détiennent une l’apprennent à l" +
+	"eur prochain retour, et leurs résultats sont refusés. Rien n’est terminé" +
+	" à leur place, et une instance arrêtée ne peut pas reprendre.\x02Arrêter" +
+	" l’instance\x02Cette instance ne peut pas être reprise\u202f: son occurr" +
+	"ence au nœud %[1]s a échoué avant toute tentative (ses entrées n’ont pas" +
+	" pu être construites), une reprise échouerait donc de la même façon. Aba" +
+	"ndonnez-la ou arrêtez-la.\x02Cette instance est %[1]s, pas suspendue" +
+	"\u202f: il n’y a rien à reprendre.\x02Cette instance est %[1]s, pas susp" +
+	"endue\u202f: il n’y a rien à abandonner.\x02Cette instance est %[1]s" +
+	"\u202f: il n’y a rien à arrêter.\x02Le motif que vous avez donné, non co" +
+	"nsigné\u202f:\x02Retour à l’instance\x02Cette instance n’est plus suspen" +
+	"due (elle est %[1]s désormais)\u202f: quelqu’un a sans doute agi avant v" +
+	"ous. Rien n’a été fait.\x02Son occurrence a échoué avant toute tentative" +
+	"\u202f: ses entrées n’ont pas pu être construites, une reprise échouerai" +
+	"t donc de la même façon. Abandonnez ou arrêtez plutôt l’instance. Rien n" +
+	"’a été fait.\x02Cette instance est déjà terminée\u202f; il n’y a rien " +
+	"à arrêter.\x02Indiquez un motif\u202f: il est consigné dans le journal " +
+	"d’audit (%[1]d caractères au plus). Rien n’a été fait.\x02Relais a refus" +
+	"é l’action. Rien n’a été fait.\x02Cette instance était déjà arrêtée" +
+	"\u202f; rien n’a changé et rien n’a été consigné.\x02Reprise\u202f: l’oc" +
+	"currence du nœud %[1]s est proposée de nouveau. Consigné dans le journal" +
+	" d’audit.\x02Abandon\u202f: l’instance est passée en échec avec le code " +
+	"d’erreur abandoned. Consigné dans le journal d’audit.\x02Arrêt\u202f: l’" +
+	"instance et ses occurrences ouvertes sont annulées. Consigné dans le jou" +
+	"rnal d’audit.\x02Action inconnue.\x02L’arrêt s’applique aux instances en" +
+	" cours ou suspendues, pas à celles qui sont %[1]s.\x02La reprise et l’ab" +
+	"andon s’appliquent aux instances suspendues, pas à celles qui sont %[1]s" +
+	".\x02Filtre\x02Motif (consigné dans le journal d’audit pour chaque insta" +
+	"nce)\x02Revenir à la liste\x02Reprendre toutes les instances suspendues " +
+	"que ce filtre retient\x02L’occurrence en échec de chacune est proposée d" +
+	"e nouveau, avec un budget de tentatives neuf. Rien n’est terminé à la pl" +
+	"ace de quiconque.\x14\x01\x81\x01\x00\x02:\x02%[1]d instance suspendue c" +
+	"orrespond au filtre maintenant.\x00?\x02%[1]d instances suspendues corre" +
+	"spondent au filtre maintenant.\x14\x01\x81\x01\x00\x02\x19\x02Reprendre " +
+	"%[1]d instance\x00\x1a\x02Reprendre %[1]d instances\x02Abandonner toutes" +
+	" les instances suspendues que ce filtre retient\x02Chacune passe en éche" +
+	"c avec le code d’erreur abandoned et ne peut plus être reprise.\x14\x01" +
+	"\x81\x01\x00\x02\x1a\x02Abandonner %[1]d instance\x00\x1b\x02Abandonner " +
+	"%[1]d instances\x02Arrêter toutes les instances suspendues que ce filtre" +
+	" retient\x02Arrêter toutes les instances en cours que ce filtre retient" +
+	"\x14\x01\x81\x01\x00\x029\x02%[1]d instance en cours correspond au filtr" +
+	"e maintenant.\x00=\x02%[1]d instances en cours correspondent au filtre m" +
+	"aintenant.\x02Arrêter toutes les instances en cours ou suspendues que ce" +
+	" filtre retient\x14\x01\x81\x01\x00\x02F\x02%[1]d instance en cours ou s" +
+	"uspendue correspond au filtre maintenant.\x00K\x02%[1]d instances en cou" +
+	"rs ou suspendues correspondent au filtre maintenant.\x02Chacune est annu" +
+	"lée avec ses occurrences ouvertes\u202f; une instance arrêtée ne peut pa" +
+	"s être reprise.\x14\x01\x81\x01\x00\x02\x18\x02Arrêter %[1]d instance" +
+	"\x00\x19\x02Arrêter %[1]d instances\x02Rien à faire\u202f: aucune instan" +
+	"ce à laquelle cette action s’applique ne correspond au filtre.\x02toutes" +
+	"\x02Processus\x02Statut\x02Clé métier\x02Créées depuis le\x02Créées jusq" +
+	"u’au\x14\x01\x81\x01\x00\x02\xca\x01\x02%[1]d autre instance suspendue a" +
+	" échoué avant toute tentative (ses entrées n’ont pas pu être construites" +
+	")\u202f: elle ne peut pas être reprise et n’est pas comptée. Abandonnez-" +
+	"la ou arrêtez-la.\x00\xd9\x01\x02%[1]d autres instances suspendues ont é" +
+	"choué avant toute tentative (leurs entrées n’ont pas pu être construites" +
+	")\u202f: elles ne peuvent pas être reprises et ne sont pas comptées. Aba" +
+	"ndonnez-les ou arrêtez-les.\x02Impossible d’agir sur ce filtre\x02Le nom" +
+	"bre confirmé manque\u202f: repartez de la liste.\x02Le nombre a changé d" +
+	"epuis que vous l’avez confirmé (il était de %[1]d)\u202f: entre-temps, d" +
+	"es instances ont été réglées, démarrées ou traitées. Rien n’a été fait" +
+	"\u202f; vérifiez le nouveau nombre et confirmez de nouveau.\x14\x02\x80" +
+	"\x01\x026\x02Action groupée (%[1]s) appliquée à %[2]d instance.\x007\x02" +
+	"Action groupée (%[1]s) appliquée à %[2]d instances.\x14\x01\x81\x01\x00" +
+	"\x02h\x02%[1]d ignorée\u202f: elle a changé après le comptage (réglée, o" +
+	"u traitée par quelqu’un d’autre).\x00n\x02%[1]d ignorées\u202f: elles on" +
+	"t changé après le comptage (réglées, ou traitées par quelqu’un d’autre)." +
+	"\x02Quand\x02Qui\x02Action\x02Motif\x02Instance de processus\x02Occurren" +
+	"ce reproposée\x02Action groupée\x02Journal d’audit\x02Chaque reprise, ab" +
+	"andon et arrêt appliqué par un opérateur, avec son motif. Les révélation" +
+	"s de valeurs sensibles ont leur propre journal (GET /api/v1/audit/reveal" +
+	"s).\x02Filtres\x02Appliquer les filtres\x02Effacer les filtres\x02Aucune" +
+	" action d’opérateur ne correspond.\x02Toutes les actions\x02L’instance d" +
+	"e processus doit être un identifiant d’instance (un UUID).\x02L’action g" +
+	"roupée doit être désignée par son identifiant (un UUID).\x02Instances mo" +
+	"difiées par l’action groupée %[1]s.\x02Le curseur de page est invalide" +
+	"\u202f: revenez à la première page.\x02Actions d’opérateurs, les plus ré" +
+	"centes d’abord\x02Pages\x02Page suivante\x02Première page\x02Console Rel" +
+	"ais\x02Langue\x02Aller au contenu\x02Navigation principale\x02État\x02Tâ" +
+	"ches externes\x02Instances\x02Processus\x02Trouver une instance ou une o" +
+	"ccurrence\x02identifiant ou clé métier\x02Trouver\x02Définitions\x02Exéc" +
+	"utants\x02Jetons\x02Connecté en tant que %[1]s (%[2]s)\x02Se déconnecter" +
+	"\x02Réglages d’affichage\x02Heures en %[1]s · rechargement toutes les %[" +
+	"2]d s\x02Heures en %[1]s · sans rechargement automatique\x02Cette page s" +
+	"e recharge toutes les %[1]d secondes.\x02Non autorisé\x02Votre rôle ne p" +
+	"ermet de lire que les définitions\u202f: les tâches externes et les inst" +
+	"ances de processus sont réservées aux opérateurs et aux administrateurs." +
+	"\x02Requête invalide\x02Le champ «\u00a0%[1]s\u00a0» contient le caractè" +
+	"re NUL ou des octets qui ne sont pas du texte UTF-8\u202f: corrigez-le e" +
+	"t réessayez.\x02Retour aux tâches externes\x02Retour aux définitions\x02" +
+	"Introuvable\x02Cette adresse ne mène à rien, ou à rien que vous puissiez" +
+	" voir.\x02Formulaire refusé\x02Ce formulaire n’a pas été envoyé depuis c" +
+	"ette session de la console, ou il a expiré. Rechargez la page et réessay" +
+	"ez.\x02Temporairement indisponible\x02La base de données est injoignable" +
+	" pour le moment. Réessayez dans quelques secondes.\x02Une erreur est sur" +
+	"venue\x02La console n’a pas pu afficher cette page. Réessayez\u202f; si " +
+	"le problème persiste, donnez à votre administrateur l’identifiant de req" +
+	"uête %[1]s.\x02Décompte des occurrences en cours\u202f; les décomptes s’" +
+	"afficheront quand vous rechargerez la page.\x02Les décomptes sont indisp" +
+	"onibles pour le moment.\x02Champ\x02Type\x02Obligatoire\x02Classificatio" +
+	"n\x02Contraintes\x02Description\x02Définition %[1]s\x02Copie de travail" +
+	"\x02La seule partie modifiable d’une définition. Les processus ne l’util" +
+	"isent jamais directement\u202f: ils épinglent une révision.\x02Nom\x02So" +
+	"rtie de routage\x02Dernier enregistrement\x02Révisions\x02Aucune révisio" +
+	"n pour l’instant\u202f: la copie de travail n’a jamais été figée.\x02Pub" +
+	"lications\x02Aucune publication pour l’instant.\x02Publication\x02Révisi" +
+	"on\x02Notes\x02Publiée le\x02Comparer des révisions\x02Liste chaque chan" +
+	"gement d’une révision à l’autre et ce qu’il peut casser.\x02De la révisi" +
+	"on\x02À la révision\x02Comparer\x02Changement\x02Détail\x02Casse les pro" +
+	"cessus\x02Casse les services\x02Ces révisions ont les mêmes contrats." +
+	"\x02Entrées\x02Aucune entrée.\x02Entrées de la copie de travail\x02Sorti" +
+	"es\x02Aucune sortie.\x02Sorties de la copie de travail\x02Publications, " +
+	"les plus anciennes d’abord\x02Changements entre les deux révisions\x02Ré" +
+	"vision %[1]d\x02Figée le\x02Empreinte\x02Entrées de la révision %[1]d" +
+	"\x02Sorties de la révision %[1]d\x02Choisissez deux révisions existantes" +
+	" à comparer.\x02De la révision %[1]d à la révision %[2]d\u202f:\x14\x01" +
+	"\x81\x01\x00\x02\x11\x02%[1]d changement\x00\x12\x02%[1]d changements" +
+	"\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incompatible\x00\x14\x02%[1]d inco" +
+	"mpatibles\x02sortie de routage %[1]s → %[2]s\x02facultatif → obligatoire" +
+	"\x02obligatoire → facultatif\x02valeurs ajoutées\u202f: %[1]s\x02valeurs" +
+	" retirées\u202f: %[1]s\x02valeurs réordonnées\x02%[1]s\u202f: %[2]s → %[" +
+	"3]s\x02champ obligatoire de type %[1]s\x02champ facultatif de type %[1]s" +
+	"\x02aucune\x02Contrats de tâches\u202f: leur copie de travail, leurs rév" +
+	"isions immuables et leurs publications nommées.\x02Définitions par clé" +
+	"\x02Clé\x02Dernière révision\x02aucune pour l’instant\x02Aucune définiti" +
+	"on pour l’instant.\x14\x01\x81\x01\x00\x02\x12\x02%[1]d publication\x00" +
+	"\x13\x02%[1]d publications\x02en cas d’erreur\x02toute autre erreur\x02s" +
+	"uspendue pour un opérateur\x02incident\u202f: reprendre, abandonner, arr" +
+	"êter\x02fin\u202f: termine l’instance\x02fin\u202f: met l’instance en é" +
+	"chec\x02push %[1]s\x02pull %[1]s\x02Nœud %[1]s\x02La file d’attente et l" +
+	"es incidents de chaque définition maintenant, et ce que ses services ont" +
+	" terminé dans la dernière heure.\x02Réussites et échecs, dernière heure" +
+	"\x02Définitions, celles qui demandent de l’attention d’abord\x02Définiti" +
+	"on\x02Ouvertes\x02Instances suspendues\x02En échec\x02Attente de la plus" +
+	" ancienne disponible\x02Terminées, dernière heure\x02En échec, dernière " +
+	"heure\x02Aucune définition n’a encore d’occurrence.\x02Au %[1]s (%[2]s)" +
+	"\u202f; actualisé toutes les quelques secondes.\x02disponible depuis le " +
+	"%[1]s\x02Afficher toutes les définitions\x02Toutes les définitions\x02Ré" +
+	"ussites et échecs par tranche de 5 min, dernière heure\u202f: %[1]s\x02D" +
+	"ans la dernière heure\u202f: %[1]s, %[2]s. Le tableau qui suit le graphi" +
+	"que donne chaque tranche de 5\u00a0min.\x02terminée\x02en échec\x02Les c" +
+	"hiffres du graphique\x02Réussites et échecs par tranche de 5 min, les pl" +
+	"us anciennes d’abord\x02Tranche\x02Terminées\x02%[1]s–%[2]s\x02%[1]s" +
+	"\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%" +
+	"[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02" +
+	"%[1]d en échec\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s" +
+	"\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]" +
+	"s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv." +
+	"\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oc" +
+	"t.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jou" +
+	"r\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00" +
+	"\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e" +
+	"\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f" +
+	"\x02%[1]d secondes\x02%[1]d ms\x02Instance de processus %[1]s\x02Résumé" +
+	"\x02Actions d’opérateur\x02Parcours\x02Les nœuds atteints par cette inst" +
+	"ance, dans l’ordre, chacun avec son occurrence.\x02Nœuds atteints, dans " +
+	"l’ordre\x02Nœud\x02Occurrence\x02Route\x02Nœud suivant\x02Créée le\x02Ré" +
+	"glée le\x02Cette instance n’a encore atteint aucune tâche.\x02Actions d’" +
+	"opérateurs consignées\x02Aucun opérateur n’a agi sur cette instance.\x02" +
+	"Actions d’opérateurs sur cette instance, les plus récentes d’abord\x02Va" +
+	"leur\x02Entrées du processus\x02Entrées avec lesquelles l’instance a dém" +
+	"arré, nommées d’après le contrat de la version %[1]d du processus\x02Ce " +
+	"processus ne prend aucune entrée.\x02Cette instance est suspendue à un n" +
+	"œud en échec\u202f: c’est un incident. Elle ne peut pas être reprise" +
+	"\u202f: son occurrence au nœud %[1]s a échoué avant toute tentative (ses" +
+	" entrées n’ont pas pu être construites), une reprise échouerait donc de " +
+	"la même façon. L’abandon met l’instance en échec\u202f; l’arrêt l’annule" +
+	". Chacun demande un motif, consigné dans le journal d’audit.\x02Cette in" +
+	"stance est suspendue à un nœud en échec\u202f: c’est un incident. La rep" +
+	"rise propose de nouveau l’occurrence en échec\u202f; l’abandon met l’ins" +
+	"tance en échec\u202f; l’arrêt l’annule. Chacune demande un motif, consig" +
+	"né dans le journal d’audit.\x02L’arrêt annule l’instance et ses occurren" +
+	"ces ouvertes. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — « %[3]" +
+	"s »\x02Abandonnée par %[1]s le %[2]s — « %[3]s »\x02Reprise par %[1]s le" +
+	" %[2]s — « %[3]s »\x02Démarrée le\x02Terminée le\x02Nœud de fin\x02Suspe" +
+	"ndue au nœud\x02Occurrence en échec\x02Code d’erreur\x02Statut inconnu" +
+	"\u202f: %[1]q.\x02Date de création\x02La taille de page doit être compri" +
+	"se entre 1 et %[1]d.\x02Instances de processus\x02du\x02au\x02Agir sur t" +
+	"outes les instances que ce filtre retient\x02La page suivante les compte" +
+	" et demande un motif avant que rien ne change.\x02Instances de processus" +
+	", les plus récentes d’abord\x02Instance\x02Nœud de fin ou erreur\x02Aucu" +
+	"ne instance ne correspond à ces filtres.\x02Tous les processus\x02Tous l" +
+	"es statuts\x02disponible\x02réservée\x02différée\x02annulée\x02en cours" +
+	"\x02suspendue\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte" +
+	"\x02entier\x02nombre\x02booléen\x02date\x02date et heure\x02choix\x02obj" +
+	"et\x02liste\x02normale\x02sensible\x02secrète\x02••• masqué (sensible)" +
+	"\x02••• masqué (secret)\x02pull (le service la récupère)\x02push (Relais" +
+	" appelle le service)\x02administrateur\x02opérateur\x02concepteur\x02con" +
+	"sommateur\x02oui\x02non\x02champ ajouté\x02champ retiré\x02type modifié" +
+	"\x02caractère obligatoire modifié\x02valeurs modifiées\x02classification" +
+	" modifiée\x02contrainte modifiée\x02routage modifié\x02longueur minimale" +
+	"\x02longueur maximale\x02motif\x02format\x02minimum\x02maximum\x02nombre" +
+	" minimal d’éléments\x02nombre maximal d’éléments\x02%[1]s, révision %[2]" +
+	"s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Mode\x02Dates\x02Politi" +
+	"que d’exécution\x02Nombre maximal de tentatives\x02Délai avant nouvelle " +
+	"tentative\x02Échéance\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus h" +
+	"aute)\x02Tentatives\x02Toutes les tentatives, les plus anciennes d’abord" +
+	"\x02Consommateur\x02Identifiant du service\x02Réservée le\x02Durée\x02Ré" +
+	"ponse de la destination\x02Résultat\x02Message d’erreur\x02Aucun service" +
+	" n’a encore réservé cette occurrence.\x02en cours\x02Destination\x02Répl" +
+	"ique\x02Relais n’a pas encore appelé la destination.\x02Relais ne conser" +
+	"ve le code de statut de la destination que lorsqu’elle a refusé l’appel " +
+	"(destination_http_NNN)\u202f; un appel terminé a reçu une réponse 2xx. L" +
+	"a durée va de la prise en charge de l’appel à son règlement.\x02Motif do" +
+	"nné par le service\x02Nouvelles tentatives\x02aucune\u202f: un appel en " +
+	"échec suit le chemin d’erreur du nœud\x02Délai d’appel\x02Maintenant" +
+	"\x02La reprendre ou l’abandonner depuis son instance\x02au plus %[1]d" +
+	"\x02au plus %[1]d depuis la dernière reprise par un opérateur\x14\x01" +
+	"\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14" +
+	"\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes" +
+	"\x02Entrées, nommées d’après le contrat de la révision %[1]d\x02Ce contr" +
+	"at n’a aucune entrée.\x02Sorties, nommées d’après le contrat de la révis" +
+	"ion %[1]d\x02Pas encore de sorties\u202f: l’occurrence n’est pas terminé" +
+	"e.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occurrence" +
+	" s’est terminée sans aboutir.\x02Révéler — cette action est enregistrée" +
+	"\x02Disponible à partir du\x02Prochaine tentative\x02Dernière réservatio" +
+	"n\x02Fin du verrou\x02Différée\x02Dernière erreur (tentative %[1]d)\x02E" +
+	"rreur (avant toute tentative)\x02Son message\x02Message de Relais (en an" +
+	"glais)\x02Message du service (tel qu’il l’a envoyé)\x02L’échéance est pa" +
+	"ssée avant l’arrivée d’un résultat.\x02Le résultat ne respectait pas le " +
+	"contrat de sorties de la révision.\x02Relais s’est arrêté pendant l’appe" +
+	"l\u202f: on ignore si la destination a agi, elle n’est donc pas rappelée" +
+	".\x02L’appel n’a pas pu être préparé.\x02La destination était injoignabl" +
+	"e.\x02La réponse de la destination était trop volumineuse.\x02Le verrou " +
+	"de la dernière tentative a expiré sans tentative restante.\x02Les entrée" +
+	"s n’ont pas pu être construites à partir des liaisons du processus.\x02U" +
+	"n opérateur a abandonné l’instance.\x02La destination a répondu HTTP %[1" +
+	"]s.\x02Nouvelle tentative à %[1]s — %[2]s.\x02Proposée à partir de %[1]s" +
+	" — %[2]s.\x02Verrou expiré à %[1]s — en attente d’être proposée de nouve" +
+	"au.\x02En attente de l’appel de Relais à la destination depuis %[1]s (%[" +
+	"2]s).\x02En attente d’un service depuis %[1]s (%[2]s).\x02(service %[1]s" +
+	")\x02Relais appelle la destination (depuis %[1]s).\x02Réservée par %[1]s" +
+	"\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée" +
+	" depuis %[1]s (%[2]s)\u202f: un service du même consommateur, ou une int" +
+	"erface munie d’un jeton de règlement, la terminera plus tard.\x02Terminé" +
+	"e (%[1]s).\x02Son instance est suspendue ici, en attente d’un opérateur." +
+	"\x02Son instance a continué par le chemin d’erreur du nœud.\x02En échec " +
+	"(%[1]s).\x02Annulée\u202f: l’instance a été arrêtée par %[1]s à %[2]s — " +
+	"« %[3]s ».\x02Annulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s" +
+	" jusqu’ici\x02consommateur n° %[1]s\x02en attente\x02HTTP 2xx, corps inu" +
+	"tilisable\x02pas de réponse dans le délai\x02pas de connexion\x02réponse" +
+	" trop volumineuse\x02inconnue\x02[masqué]\x02La révision doit être un no" +
+	"mbre entier, 1 ou plus.\x02Consommateur inconnu.\x02Date de règlement" +
+	"\x02Plus de filtres\u202f: instance, révision, consommateur, dates\x02id" +
+	"entifiant d’instance\x02Décomptes par statut\x02Occurrences, les plus ré" +
+	"centes d’abord\x02Processus et nœud\x02Erreur\x02Consommateur et service" +
+	"\x02Prochaine tentative ou règlement\x02Aucune occurrence ne correspond " +
+	"à ces filtres.\x02Tous les consommateurs\x02Totaux de la définition %[1" +
+	"]s, sans les autres filtres\x02Totaux de toutes les définitions, sans le" +
+	"s autres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12" +
+	"\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; les décomptes sont actu" +
+	"alisés toutes les quelques secondes.\x02révision %[1]d\x02réglée\x02proc" +
+	"haine tentative\x02disponible depuis\x02appel en cours depuis\x02verrou " +
+	"jusqu’à\x02différée depuis\x02Page précédente\x02Lignes %[1]s à %[2]s" +
+	"\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le premier" +
+	" jour vient après le dernier.\x02Ces réglages sont conservés dans ce nav" +
+	"igateur seulement.\x02Afficher les heures en\x02La console n’exécute auc" +
+	"un script et ne peut donc pas lire le fuseau horaire de votre ordinateur" +
+	"\u202f: choisissez son décalage par rapport à UTC. Les décalages ne suiv" +
+	"ent pas l’heure d’été.\x02Recharger les listes et les pages de détail" +
+	"\x02Les pages qui contiennent un formulaire, comme une confirmation, ne " +
+	"se rechargent jamais d’elles-mêmes.\x02Enregistrer les réglages\x02Reven" +
+	"ir sans enregistrer\x02UTC (temps universel coordonné)\x02Heure locale à" +
+	" %[1]s\x02Jamais\x02Toutes les %[1]d secondes\x02Les versions de process" +
+	"us publiées\u202f: leurs nœuds, routes et révisions épinglées, dessinés," +
+	" avec l’emplacement actuel de leurs occurrences.\x02Processus par clé" +
+	"\x02Versions, les plus récentes d’abord\x02Aucun processus n’est encore " +
+	"publié.\x02version %[1]d\x02Processus %[1]s\x02Version\x02Nœud de départ" +
+	"\x02Graphe\x02Les colonnes suivent le plus long chemin depuis le nœud de" +
+	" départ. Les flèches pleines sont les réussites (étiquetées par leur rou" +
+	"te), les pointillées les échecs (étiquetées par leurs codes d’erreur). C" +
+	"haque case indique combien d’occurrences de cette version se trouvent à " +
+	"ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version, avec leurs occur" +
+	"rences actuelles\x02Type\x02Révision épinglée\x02En cas de réussite\x02E" +
+	"n cas d’erreur\x02Occurrences actuelles\x02Instances de ce processus\x02" +
+	"Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes les quelques seconde" +
+	"s.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir d" +
+	"e %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes et décomp" +
+	"tes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous repre" +
+	"nd les mêmes nœuds, routes et décomptes.\x02pull\x02push vers %[1]s\x02f" +
+	"in (termine)\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02suspension" +
+	" (un incident pour un opérateur)\x02tout autre code → %[1]s\x02met l’ins" +
+	"tance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle ten" +
+	"tative après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle te" +
+	"ntative après %[2]s, priorité %[3]d\x02échéance %[1]s\x02délai %[1]s\x02" +
+	"Seuls les administrateurs peuvent révéler une valeur sensible.\x02Révélé" +
+	" par %[1]s le %[2]s\u202f; consigné dans le journal d’audit.\x02Révélati" +
+	"on impossible\x02Seule une valeur que cette page affiche masquée (sensib" +
+	"le) peut être révélée.\x02Les valeurs secrètes ne peuvent jamais être ré" +
+	"vélées.\x02Cette page n’accepte pas cette requête.\x02Recherche\x02Saisi" +
+	"ssez un identifiant d’instance ou d’occurrence (un UUID, que les pages a" +
+	"ffichent au survol) ou une clé métier.\x02Rien à chercher\u202f: le cham" +
+	"p de recherche est vide.\x02C’est trop long pour être un identifiant ou " +
+	"une clé métier.\x02Aucune instance ni occurrence n’a l’identifiant « %[1" +
+	"]s », et aucune instance ne l’a pour clé métier.\x02Vous êtes déconnecté" +
+	".\x02Se connecter\x02Connectez-vous avec un jeton d’opérateur ou d’admin" +
+	"istrateur.\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais con" +
+	"servé dans votre navigateur\u202f; un cookie de session le remplace jusq" +
+	"u’à 8 heures d’inactivité.\x02Trop de connexions échouées depuis votre a" +
+	"dresse. Réessayez dans %[1]d secondes.\x02Ce jeton est inconnu ou a été " +
+	"révoqué.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: " +
+	"connectez-vous avec un jeton d’opérateur, de concepteur ou d’administrat" +
+	"eur.\x02Seuls les administrateurs gèrent les jetons.\x02Jetons du person" +
+	"nel (administrateurs, concepteurs, opérateurs) non révoqués. Les jetons " +
+	"des consommateurs se gèrent avec leurs consommateurs. Révoquer un jeton " +
+	"refuse sa requête suivante.\x02ID\x02Rôle\x02Dernière utilisation\x02Exp" +
+	"iration\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette se" +
+	"ssion\x02Aucun jeton.\x02Le jeton a été révoqué.\x02Révoquer le jeton %[" +
+	"1]d\x02Révoquer le jeton %[1]s « %[2]s »\u202f?\x02Sa requête suivante e" +
+	"st refusée et les sessions de console ouvertes avec lui prennent fin. C’" +
+	"est irréversible\u202f: qui l’utilise aura besoin d’un nouveau jeton." +
+	"\x02Révoquer le jeton\x02Le garder\x02C’est le jeton avec lequel vous êt" +
+	"es connecté\u202f: le révoquer vous déconnecte. Sa requête suivante est " +
+	"refusée. C’est irréversible.\x02C’est le dernier jeton administrateur ut" +
+	"ilisable\u202f: créez-en un autre avant de le révoquer.\x02sortie de rou" +
+	"tage\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d c" +
+	"aractère\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02" +
+	"\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02m" +
+	"otif %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi" +
+	"\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00" +
+	"\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %" +
+	"[1]d élément\x00\x19\x02au plus %[1]d éléments\x02non fourni\x14\x01\x81" +
+	"\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02nul\x02va" +
+	"leur inattendue\x02Page invalide\x02Ce lien de page ne vient pas de la c" +
+	"onsole.\x02Les exécutants connectés par un flux, et ceux qui interrogent" +
+	" par leur dernière demande. Un exécutant est listé tant qu’il s’est mani" +
+	"festé dans les trois derniers battements de cœur.\x02Exécutants vus dans" +
+	" les trois derniers battements\x02Exécutant\x02Protocole\x02Définitions " +
+	"servies\x02En cours\x02Connexion\x02Dernier signe\x02Aucun exécutant n’e" +
+	"st connecté.\x02Exécutants servant %[1]s\x02Tous les exécutants\x02Aucun" +
+	" exécutant ne sert cette définition.\x02flux\x02interrogation longue\x02" +
+	"Aucun exécutant ne sert cette définition\u202f: ses occurrences attenden" +
+	"t qu’un exécutant se connecte ou interroge.\x14\x01\x81\x01\x00\x02\x1c" +
+	"\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécutants"
 
-	// Total table size 46226 bytes (45KiB); checksum: A137C101
+	// Total table size 46947 bytes (45KiB); checksum: ACE12274
