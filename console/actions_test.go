@@ -1,11 +1,13 @@
 package console_test
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/PuerkitoBio/goquery"
 )
@@ -718,5 +720,46 @@ func TestLabelsSayWhatApplies(t *testing.T) {
 	occ := b.mustGet("/console/occurrences/"+f.pullHeldOcc, 200)
 	if got, want := text(occ, "attempts-summary"), "2 attempts · at most 2 since the last operator retry · 2 left"; got != want {
 		t.Errorf("budget line %q, want %q", got, want)
+	}
+}
+
+// TestAuditRecordsOfDeletedInstances: once retention deleted an instance,
+// its audit records stay and show it as deleted, without a link to a page
+// that no longer exists; records of live instances still link.
+func TestAuditRecordsOfDeletedInstances(t *testing.T) {
+	t.Parallel()
+	f := newIncidentFixture(t)
+	// A negative retention puts the cutoff after now: every ended
+	// instance goes, the stopped order among them.
+	if n, err := f.env.Engine.DeleteEnded(context.Background(), -time.Minute); err != nil || n == 0 {
+		t.Fatalf("retention deleted %d instances: %v", n, err)
+	}
+	f.env.Must(200, "POST", "/api/v1/instances/"+f.pullHeld+"/stop", f.env.Operator, map[string]any{"reason": "still here"})
+	for i, lang := range []string{"en", "fr"} {
+		b := signedIn(t, f.env.URL, lang, f.env.Operator)
+		b.mustGet("/console/instances/"+f.stopped, 404)
+		page := b.mustGet("/console/audit", 200)
+		found := 0
+		page.doc.Find(`[data-testid=audit-row]`).Each(func(_ int, row *goquery.Selection) {
+			target := row.Find(`[data-testid=audit-instance]`)
+			id, _ := target.Attr("data-id")
+			href, linked := target.Attr("href")
+			deleted := collapse(row.Find(`[data-testid=audit-deleted]`).Text())
+			switch id {
+			case f.stopped:
+				found++
+				if linked || deleted != []string{"(deleted)", "(supprimée)"}[i] {
+					t.Errorf("%s: record of the deleted instance links to %q, says %q", lang, href, deleted)
+				}
+			case f.pullHeld:
+				found++
+				if href != "/console/instances/"+f.pullHeld || deleted != "" {
+					t.Errorf("%s: record of a live instance: link %q, says %q", lang, href, deleted)
+				}
+			}
+		})
+		if found != 2 {
+			t.Errorf("%s: %d of the 2 records found", lang, found)
+		}
 	}
 }

@@ -303,6 +303,9 @@ type OperatorAction struct {
 	InstanceID   uuid.UUID
 	OccurrenceID *uuid.UUID
 	BulkID       *uuid.UUID
+	// InstanceDeleted is set once retention deleted the instance (and its
+	// occurrences): the record stays, its target can no longer be shown.
+	InstanceDeleted bool
 }
 
 // AuditFilter selects audit records; zero fields do not filter.
@@ -327,7 +330,7 @@ func (e *Engine) ListOperatorActions(ctx context.Context, f AuditFilter) ([]Oper
 	out := make([]OperatorAction, len(rows))
 	for i, r := range rows {
 		out[i] = OperatorAction{ID: r.ID, At: r.At, ActorName: r.ActorName, Action: r.Action, Reason: r.Reason,
-			InstanceID: r.InstanceID, OccurrenceID: r.OccurrenceID, BulkID: r.BulkID}
+			InstanceID: r.InstanceID, OccurrenceID: r.OccurrenceID, BulkID: r.BulkID, InstanceDeleted: !r.InstanceExists}
 	}
 	return out, nil
 }

@@ -39,368 +39,368 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                              235,
-	"%[1]s %[2]s, %[3]s %[4]s":                 236,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          234,
-	"%[1]s; %[2]s":                             233,
-	"%d (0 lowest, 9 highest)":                 366,
-	"%d attempts":                              390,
-	"%d attempts, retry after %s, priority %d": 513,
-	"%d breaking":                              179,
-	"%d changes":                               178,
-	"%d completed":                             231,
-	"%d d":                                     243,
-	"%d days":                                  257,
-	"%d failed":                                232,
-	"%d h":                                     242,
+	"%[1]s %[2]s":                              236,
+	"%[1]s %[2]s, %[3]s %[4]s":                 237,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          235,
+	"%[1]s; %[2]s":                             234,
+	"%d (0 lowest, 9 highest)":                 367,
+	"%d attempts":                              391,
+	"%d attempts, retry after %s, priority %d": 514,
+	"%d breaking":                              180,
+	"%d changes":                               179,
+	"%d completed":                             232,
+	"%d d":                                     244,
+	"%d days":                                  258,
+	"%d failed":                                233,
+	"%d h":                                     243,
 	"%d held instances match now.":             50,
-	"%d hours":                                 258,
-	"%d items":                                 567,
-	"%d left":                                  391,
-	"%d min":                                   241,
-	"%d minutes":                               259,
+	"%d hours":                                 259,
+	"%d items":                                 568,
+	"%d left":                                  392,
+	"%d min":                                   242,
+	"%d minutes":                               260,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 69,
-	"%d ms": 261,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 503,
-	"%d occurrences":                          459,
-	"%d releases":                             196,
+	"%d ms": 262,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 504,
+	"%d occurrences":                          460,
+	"%d releases":                             197,
 	"%d running instances match now.":         57,
 	"%d running or held instances match now.": 59,
-	"%d s":       240,
-	"%d seconds": 260,
+	"%d s":       241,
+	"%d seconds": 261,
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 74,
-	"%s ago":                            238,
-	"%s so far":                         435,
-	"%s → %s":                           508,
-	"%s, revision %s":                   356,
-	"%s, version %s":                    357,
-	"%s: %s":                            230,
-	"%s: %s → %s":                       186,
-	"%s: a date is written 2026-12-01.": 470,
-	"%s: the first day comes after the last.": 471,
-	"%s–%s":       229,
-	"(each item)": 556,
-	"(worker %s)": 424,
-	"0 seconds":   256,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.": 534,
+	"%s ago":                            239,
+	"%s so far":                         436,
+	"%s → %s":                           509,
+	"%s, revision %s":                   357,
+	"%s, version %s":                    358,
+	"%s: %s":                            231,
+	"%s: %s → %s":                       187,
+	"%s: a date is written 2026-12-01.": 471,
+	"%s: the first day comes after the last.": 472,
+	"%s–%s":       230,
+	"(each item)": 557,
+	"(worker %s)": 425,
+	"0 seconds":   257,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.": 535,
 	"Abandon %d instances":                                           54,
 	"Abandon every held instance this filter matches":                52,
 	"Abandon every held instance…":                                   7,
 	"Abandon process instance %s":                                    19,
 	"Abandon the instance":                                           22,
 	"Abandon this instance? It fails with the error code abandoned.": 20,
-	"Abandoned by %s at %s — “%s”":                                   286,
+	"Abandoned by %s at %s — “%s”":                                   287,
 	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 40,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 300,
+	"Act on every instance this filter matches": 301,
 	"Action":                              77,
-	"All actions":                         88,
-	"All consumers":                       456,
-	"All definitions":                     220,
-	"All processes":                       306,
-	"All statuses":                        307,
-	"All workers":                         582,
-	"An operator abandoned the instance.": 417,
-	"Apply filters":                       85,
-	"Apr":                                 247,
-	"As of %s (%s); refreshed every few seconds.": 217,
-	"Attempts":                         367,
-	"Audit log":                        82,
-	"Aug":                              251,
-	"Available from":                   399,
-	"Back to definitions":              122,
-	"Back to external tasks":           121,
+	"All actions":                         89,
+	"All consumers":                       457,
+	"All definitions":                     221,
+	"All processes":                       307,
+	"All statuses":                        308,
+	"All workers":                         583,
+	"An operator abandoned the instance.": 418,
+	"Apply filters":                       86,
+	"Apr":                                 248,
+	"As of %s (%s); refreshed every few seconds.": 218,
+	"Attempts":                         368,
+	"Audit log":                        83,
+	"Aug":                              252,
+	"Available from":                   400,
+	"Back to definitions":              123,
+	"Back to external tasks":           122,
 	"Back to the instance":             32,
 	"Back to the list":                 47,
-	"Back without saving":              478,
-	"Breaks processes":                 160,
-	"Breaks workers":                   161,
+	"Back without saving":              479,
+	"Breaks processes":                 161,
+	"Breaks workers":                   162,
 	"Bulk %s applied to %d instances.": 73,
 	"Bulk action":                      81,
 	"Business key":                     66,
-	"Call timeout":                     385,
-	"Cancelled: the instance was stopped (%s).":               434,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 433,
+	"Call timeout":                     386,
+	"Cancelled: the instance was stopped (%s).":               435,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 434,
 	"Cannot act on this filter":                               70,
-	"Cannot reveal":                                           518,
-	"Change":                                                  158,
-	"Changes between the two revisions":                       170,
-	"Choose two existing revisions to compare.":               176,
-	"Classification":                                          136,
-	"Clear filters":                                           86,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 492,
-	"Compare":              157,
-	"Compare revisions":    153,
-	"Completed":            228,
-	"Completed (%s).":      429,
-	"Completed, last hour": 214,
-	"Completions and failures per 5 minutes, last hour: %s":    221,
-	"Completions and failures per 5-minute slot, oldest first": 226,
-	"Completions and failures, last hour":                      207,
-	"Connected":                                                578,
-	"Constraints":                                              137,
-	"Consumer":                                                 369,
-	"Consumer and worker":                                      453,
-	"Counting the occurrences; the counts appear when you reload the page.": 131,
-	"Counts are unavailable right now.":                                     132,
-	"Counts as of %s (%s); refreshed every few seconds.":                    501,
-	"Counts by status": 449,
-	"Created":          272,
+	"Cannot reveal":                                           519,
+	"Change":                                                  159,
+	"Changes between the two revisions":                       171,
+	"Choose two existing revisions to compare.":               177,
+	"Classification":                                          137,
+	"Clear filters":                                           87,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 493,
+	"Compare":              158,
+	"Compare revisions":    154,
+	"Completed":            229,
+	"Completed (%s).":      430,
+	"Completed, last hour": 215,
+	"Completions and failures per 5 minutes, last hour: %s":    222,
+	"Completions and failures per 5-minute slot, oldest first": 227,
+	"Completions and failures, last hour":                      208,
+	"Connected":                                                579,
+	"Constraints":                                              138,
+	"Consumer":                                                 370,
+	"Consumer and worker":                                      454,
+	"Counting the occurrences; the counts appear when you reload the page.": 132,
+	"Counts are unavailable right now.":                                     133,
+	"Counts as of %s (%s); refreshed every few seconds.":                    502,
+	"Counts by status": 450,
+	"Created":          273,
 	"Created from":     67,
 	"Created to":       68,
-	"Creation date":    295,
-	"Dates":            360,
-	"Deadline":         364,
-	"Dec":              255,
-	"Deferred":         403,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 428,
-	"Definition":         209,
-	"Definition %s":      139,
-	"Definitions":        108,
-	"Definitions by key": 191,
-	"Definitions served": 576,
-	"Definitions, those needing attention first": 208,
-	"Description":          138,
-	"Destination":          378,
-	"Destination’s answer": 373,
-	"Detail":               159,
-	"Digest":               173,
-	"Display settings":     113,
-	"Duration":             372,
-	"Each definition’s queue and incidents now, and what its workers finished in the last hour.":                              206,
+	"Creation date":    296,
+	"Dates":            361,
+	"Deadline":         365,
+	"Dec":              256,
+	"Deferred":         404,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 429,
+	"Definition":         210,
+	"Definition %s":      140,
+	"Definitions":        109,
+	"Definitions by key": 192,
+	"Definitions served": 577,
+	"Definitions, those needing attention first": 209,
+	"Description":          139,
+	"Destination":          379,
+	"Destination’s answer": 374,
+	"Detail":               160,
+	"Digest":               174,
+	"Display settings":     114,
+	"Duration":             373,
+	"Each definition’s queue and incidents now, and what its workers finished in the last hour.":                              207,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  60,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     53,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 49,
-	"End node":                    290,
-	"End node or error":           304,
-	"Ended":                       289,
-	"Error":                       452,
-	"Error (before any attempt)":  405,
-	"Error code":                  293,
-	"Error message":               375,
-	"Every %d seconds":            482,
-	"Every attempt, oldest first": 368,
-	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log (GET /api/v1/audit/reveals).": 83,
-	"Expired token":                    543,
-	"Expires":                          540,
-	"External tasks":                   102,
-	"Failed":                           212,
-	"Failed (%s).":                     432,
-	"Failed occurrence":                292,
-	"Failed, last hour":                215,
-	"Feb":                              245,
-	"Field":                            133,
+	"End node":                    291,
+	"End node or error":           305,
+	"Ended":                       290,
+	"Error":                       453,
+	"Error (before any attempt)":  406,
+	"Error code":                  294,
+	"Error message":               376,
+	"Every %d seconds":            483,
+	"Every attempt, oldest first": 369,
+	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log (GET /api/v1/audit/reveals).": 84,
+	"Expired token":                    544,
+	"Expires":                          541,
+	"External tasks":                   103,
+	"Failed":                           213,
+	"Failed (%s).":                     433,
+	"Failed occurrence":                293,
+	"Failed, last hour":                216,
+	"Feb":                              246,
+	"Field":                            134,
 	"Filter":                           45,
-	"Filters":                          84,
-	"Find":                             107,
-	"Find an instance or occurrence":   105,
-	"First page":                       96,
-	"Form refused":                     125,
-	"From revision":                    155,
-	"From revision %d to revision %d:": 177,
+	"Filters":                          85,
+	"Find":                             108,
+	"Find an instance or occurrence":   106,
+	"First page":                       97,
+	"Form refused":                     126,
+	"From revision":                    156,
+	"From revision %d to revision %d:": 178,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 36,
-	"Graph":                   491,
-	"Graph of %s":             502,
-	"HTTP 2xx, unusable body": 438,
-	"Health":                  101,
-	"Held at node":            291,
-	"Held instances":          211,
-	"ID":                      537,
-	"In flight":               577,
-	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 222,
-	"Inputs":                     163,
-	"Inputs of revision %d":      174,
-	"Inputs of the working copy": 165,
-	"Inputs the instance was started with, labelled by process version %d's contract": 280,
-	"Inputs, labelled by revision %d's contract":                                      392,
-	"Instance":                  303,
-	"Instances":                 103,
-	"Instances of this process": 500,
-	"Invalid page":              570,
-	"Invalid request":           119,
+	"Graph":                   492,
+	"Graph of %s":             503,
+	"HTTP 2xx, unusable body": 439,
+	"Health":                  102,
+	"Held at node":            292,
+	"Held instances":          212,
+	"ID":                      538,
+	"In flight":               578,
+	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 223,
+	"Inputs":                     164,
+	"Inputs of revision %d":      175,
+	"Inputs of the working copy": 166,
+	"Inputs the instance was started with, labelled by process version %d's contract": 281,
+	"Inputs, labelled by revision %d's contract":                                      393,
+	"Instance":                  304,
+	"Instances":                 104,
+	"Instances of this process": 501,
+	"Invalid page":              571,
+	"Invalid request":           120,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.": 21,
-	"Its instance is held here, waiting for an operator.":                                                                   430,
-	"Its instance went on along the node’s error path.":                                                                     431,
-	"Its message": 406,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      550,
+	"Its instance is held here, waiting for an operator.":                                                                   431,
+	"Its instance went on along the node’s error path.":                                                                     432,
+	"Its message": 407,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      551,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 34,
-	"Jan":                     244,
-	"Jul":                     250,
-	"Jun":                     249,
-	"Keep it":                 552,
+	"Jan":                     245,
+	"Jul":                     251,
+	"Jun":                     250,
+	"Keep it":                 553,
 	"Keep it held":            14,
 	"Keep it running":         13,
-	"Key":                     192,
-	"Kind":                    495,
-	"Language":                98,
-	"Last error (attempt %d)": 404,
-	"Last reserved":           401,
-	"Last saved":              144,
-	"Last seen":               579,
-	"Last used":               539,
-	"Latest revision":         193,
-	"Lists every change from one revision to another, and whom it may break.": 154,
-	"Local time at %s": 480,
-	"Lock expired %s — waiting to be offered again.": 421,
-	"Lock expires":                     402,
-	"Main navigation":                  100,
-	"Mar":                              246,
-	"Maximum attempts":                 362,
-	"May":                              248,
-	"Message from Relais (in English)": 407,
-	"Message from the service (as it sent it)": 408,
-	"Mode": 359,
-	"More filters: instance, revision, consumer, dates": 447,
-	"Name":                               142,
-	"Never":                              481,
-	"Next attempt":                       400,
-	"Next attempt or settled":            454,
-	"Next node":                          271,
-	"Next page":                          95,
-	"No definition has occurrences yet.": 216,
-	"No definition yet.":                 195,
-	"No inputs.":                         164,
-	"No instance matches these filters.": 305,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 526,
-	"No occurrence matches these filters.":                                                   455,
-	"No operator action matches.":                                                            87,
-	"No operator has acted on this instance.":                                                276,
-	"No outputs yet: the occurrence has not completed.":                                      395,
-	"No outputs.": 167,
-	"No outputs: the occurrence ended without completing.":          397,
-	"No process is published yet.":                                  486,
-	"No release yet.":                                               148,
-	"No revision yet: the Working copy has never been snapshotted.": 146,
-	"No service has reserved this occurrence yet.":                  376,
-	"No token.":                         546,
-	"No worker is connected.":           580,
-	"No worker serves this definition.": 583,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 586,
-	"Node":    268,
-	"Node %s": 205,
-	"Nodes":   493,
-	"Nodes of this version, with their occurrences now": 494,
-	"Nodes reached, in order":                           267,
-	"Not allowed":                                       117,
-	"Not found":                                         123,
-	"Notes":                                             151,
-	"Nothing exists at this address, or it is not visible to you.":          124,
+	"Key":                     193,
+	"Kind":                    496,
+	"Language":                99,
+	"Last error (attempt %d)": 405,
+	"Last reserved":           402,
+	"Last saved":              145,
+	"Last seen":               580,
+	"Last used":               540,
+	"Latest revision":         194,
+	"Lists every change from one revision to another, and whom it may break.": 155,
+	"Local time at %s": 481,
+	"Lock expired %s — waiting to be offered again.": 422,
+	"Lock expires":                     403,
+	"Main navigation":                  101,
+	"Mar":                              247,
+	"Maximum attempts":                 363,
+	"May":                              249,
+	"Message from Relais (in English)": 408,
+	"Message from the service (as it sent it)": 409,
+	"Mode": 360,
+	"More filters: instance, revision, consumer, dates": 448,
+	"Name":                               143,
+	"Never":                              482,
+	"Next attempt":                       401,
+	"Next attempt or settled":            455,
+	"Next node":                          272,
+	"Next page":                          96,
+	"No definition has occurrences yet.": 217,
+	"No definition yet.":                 196,
+	"No inputs.":                         165,
+	"No instance matches these filters.": 306,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 527,
+	"No occurrence matches these filters.":                                                   456,
+	"No operator action matches.":                                                            88,
+	"No operator has acted on this instance.":                                                277,
+	"No outputs yet: the occurrence has not completed.":                                      396,
+	"No outputs.": 168,
+	"No outputs: the occurrence ended without completing.":          398,
+	"No process is published yet.":                                  487,
+	"No release yet.":                                               149,
+	"No revision yet: the Working copy has never been snapshotted.": 147,
+	"No service has reserved this occurrence yet.":                  377,
+	"No token.":                         547,
+	"No worker is connected.":           581,
+	"No worker serves this definition.": 584,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 587,
+	"Node":    269,
+	"Node %s": 206,
+	"Nodes":   494,
+	"Nodes of this version, with their occurrences now": 495,
+	"Nodes reached, in order":                           268,
+	"Not allowed":                                       118,
+	"Not found":                                         124,
+	"Notes":                                             152,
+	"Nothing exists at this address, or it is not visible to you.":          125,
 	"Nothing to do: no instance this action applies to matches the filter.": 62,
-	"Nothing to find: the search box is empty.":                             524,
-	"Nov":                       254,
-	"Now":                       386,
-	"Occurrence":                269,
-	"Occurrence %s":             358,
+	"Nothing to find: the search box is empty.":                             525,
+	"Nov":                       255,
+	"Now":                       387,
+	"Occurrence":                270,
+	"Occurrence %s":             359,
 	"Occurrence offered again":  80,
-	"Occurrences now":           499,
-	"Occurrences, newest first": 450,
-	"Oct":                       253,
-	"Offered from %s — %s.":     420,
-	"Oldest claimable waits":    213,
-	"On error":                  498,
-	"On success":                497,
-	"Only a value this page shows as hidden (sensitive) can be revealed.": 519,
-	"Only administrators manage tokens.":                                  535,
-	"Only administrators may reveal a sensitive value.":                   516,
-	"Open":             210,
-	"Operator actions": 264,
-	"Operator actions on this instance, newest first": 277,
-	"Operator actions, newest first":                  93,
-	"Outcome":                                         374,
-	"Outputs":                                         166,
-	"Outputs of revision %d":                          175,
-	"Outputs of the working copy":                     168,
-	"Outputs, labelled by revision %d's contract":     394,
-	"Pages": 94,
-	"Pages with a form, such as a confirmation, never reload on their own.": 476,
-	"Path":                            265,
-	"Pinned revision":                 496,
-	"Policy":                          361,
-	"Previous page":                   468,
-	"Priority":                        365,
+	"Occurrences now":           500,
+	"Occurrences, newest first": 451,
+	"Oct":                       254,
+	"Offered from %s — %s.":     421,
+	"Oldest claimable waits":    214,
+	"On error":                  499,
+	"On success":                498,
+	"Only a value this page shows as hidden (sensitive) can be revealed.": 520,
+	"Only administrators manage tokens.":                                  536,
+	"Only administrators may reveal a sensitive value.":                   517,
+	"Open":             211,
+	"Operator actions": 265,
+	"Operator actions on this instance, newest first": 278,
+	"Operator actions, newest first":                  94,
+	"Outcome":                                         375,
+	"Outputs":                                         167,
+	"Outputs of revision %d":                          176,
+	"Outputs of the working copy":                     169,
+	"Outputs, labelled by revision %d's contract":     395,
+	"Pages": 95,
+	"Pages with a form, such as a confirmation, never reload on their own.": 477,
+	"Path":                            266,
+	"Pinned revision":                 497,
+	"Policy":                          362,
+	"Previous page":                   469,
+	"Priority":                        366,
 	"Process":                         64,
-	"Process %s":                      488,
-	"Process and node":                451,
-	"Process inputs":                  279,
+	"Process %s":                      489,
+	"Process and node":                452,
+	"Process inputs":                  280,
 	"Process instance":                79,
-	"Process instance %s":             262,
-	"Process instances":               297,
-	"Process instances, newest first": 302,
-	"Processes":                       104,
-	"Processes by key":                484,
-	"Protocol":                        575,
-	"Published":                       152,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 483,
+	"Process instance %s":             263,
+	"Process instances":               298,
+	"Process instances, newest first": 303,
+	"Processes":                       105,
+	"Processes by key":                485,
+	"Protocol":                        576,
+	"Published":                       153,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 484,
 	"Reason": 78,
 	"Reason (recorded in the audit log for every instance)": 46,
 	"Reason (recorded in the audit log)":                    11,
-	"Reason given by the worker":                            382,
-	"Recorded operator actions":                             275,
-	"Relais console":                                        97,
-	"Relais has not called the destination yet.":            380,
-	"Relais is calling the destination (since %s).":         425,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 381,
+	"Reason given by the worker":                            383,
+	"Recorded operator actions":                             276,
+	"Relais console":                                        98,
+	"Relais has not called the destination yet.":            381,
+	"Relais is calling the destination (since %s).":         426,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 382,
 	"Relais refused the action. Nothing was done.":                                                         37,
-	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 411,
-	"Release":                             149,
-	"Releases":                            147,
-	"Releases, oldest first":              169,
-	"Reload lists and detail pages":       475,
-	"Replica":                             379,
-	"Required":                            135,
-	"Reserved":                            371,
-	"Reserved by %s.":                     427,
-	"Reserved by %s; lock until %s — %s.": 426,
-	"Retried by %s at %s — “%s”":          287,
+	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 412,
+	"Release":                             150,
+	"Releases":                            148,
+	"Releases, oldest first":              170,
+	"Reload lists and detail pages":       476,
+	"Replica":                             380,
+	"Required":                            136,
+	"Reserved":                            372,
+	"Reserved by %s.":                     428,
+	"Reserved by %s; lock until %s — %s.": 427,
+	"Retried by %s at %s — “%s”":          288,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 39,
-	"Retries":            383,
+	"Retries":            384,
 	"Retry %d instances": 51,
-	"Retry at %s — %s.":  419,
-	"Retry delay":        363,
+	"Retry at %s — %s.":  420,
+	"Retry delay":        364,
 	"Retry every held instance this filter matches": 48,
 	"Retry every held instance…":                    6,
-	"Retry or abandon it from its instance":         387,
+	"Retry or abandon it from its instance":         388,
 	"Retry process instance %s":                     15,
 	"Retry the instance":                            18,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 16,
 	"Retrying and abandoning apply to held instances, not %s ones.":                                           44,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 398,
-	"Revealed by %s at %s; recorded in the audit log.": 517,
-	"Revision":                  150,
-	"Revision %d":               171,
-	"Revisions":                 145,
-	"Revoke the %s token “%s”?": 549,
-	"Revoke the token":          551,
-	"Revoke token %d":           548,
-	"Revoke…":                   544,
-	"Role":                      538,
-	"Route":                     270,
-	"Routing output":            143,
-	"Rows %s–%s":                469,
-	"Save settings":             477,
+	"Reveal — this is recorded": 399,
+	"Revealed by %s at %s; recorded in the audit log.": 518,
+	"Revision":                  151,
+	"Revision %d":               172,
+	"Revisions":                 146,
+	"Revoke the %s token “%s”?": 550,
+	"Revoke the token":          552,
+	"Revoke token %d":           549,
+	"Revoke…":                   545,
+	"Role":                      539,
+	"Route":                     271,
+	"Routing output":            144,
+	"Rows %s–%s":                470,
+	"Save settings":             478,
 	"Say why, for whoever reads the log later: at most %d characters.": 12,
-	"Search":                               522,
-	"Secret values can never be revealed.": 520,
-	"Sep":                                  252,
-	"Served by %d workers":                 587,
+	"Search":                               523,
+	"Secret values can never be revealed.": 521,
+	"Sep":                                  253,
+	"Served by %d workers":                 588,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 25,
-	"Settled":              273,
-	"Settlement date":      446,
-	"Show all definitions": 219,
-	"Show times in":        473,
-	"Showing the instances bulk action %s changed.": 91,
-	"Sign in": 528,
-	"Sign in with an operator or administrator token.": 529,
-	"Sign out":             112,
-	"Signed in as %s (%s)": 111,
-	"Skip to content":      99,
-	"Slot":                 227,
-	"Snapshotted":          172,
-	"Something went wrong": 129,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 536,
-	"Start node":        490,
-	"Started":           288,
+	"Settled":              274,
+	"Settlement date":      447,
+	"Show all definitions": 220,
+	"Show times in":        474,
+	"Showing the instances bulk action %s changed.": 92,
+	"Sign in": 529,
+	"Sign in with an operator or administrator token.": 530,
+	"Sign out":             113,
+	"Signed in as %s (%s)": 112,
+	"Skip to content":      100,
+	"Slot":                 228,
+	"Snapshotted":          173,
+	"Something went wrong": 130,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 537,
+	"Start node":        491,
+	"Started":           289,
 	"Status":            65,
 	"Stop %d instances": 61,
 	"Stop every held instance this filter matches":            55,
@@ -413,223 +413,224 @@ var messageKeyToIndex = map[string]int{
 	"Stop the instance":                                       26,
 	"Stop this instance? Its open occurrences are cancelled.": 24,
 	"Stop this instance…":                                     2,
-	"Stopped by %s at %s — “%s”":                              285,
+	"Stopped by %s at %s — “%s”":                              286,
 	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 41,
 	"Stopping applies to running or held instances, not %s ones.":                              43,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   284,
-	"Summary": 263,
-	"Task contracts: their Working copy, immutable revisions and named releases.": 190,
-	"Temporarily unavailable":                                    127,
-	"That is too long to be an id or a business key.":            525,
-	"The bulk action must be its id (a UUID).":                   90,
-	"The call could not be prepared.":                            412,
-	"The chart’s numbers":                                        225,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   285,
+	"Summary": 264,
+	"Task contracts: their Working copy, immutable revisions and named releases.": 191,
+	"Temporarily unavailable":                                    128,
+	"That is too long to be an id or a business key.":            526,
+	"The bulk action must be its id (a UUID).":                   91,
+	"The call could not be prepared.":                            413,
+	"The chart’s numbers":                                        226,
 	"The confirmed count is missing: start again from the list.": 71,
-	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           130,
-	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      474,
+	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           131,
+	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      475,
 	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 72,
-	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 128,
-	"The deadline passed before a result arrived.": 409,
-	"The destination answered HTTP %s.":            418,
-	"The destination could not be reached.":        413,
-	"The destination’s answer was too large.":      414,
-	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                            120,
-	"The inputs could not be built from the process’s bindings.":                                                                  416,
-	"The last attempt’s lock expired with no attempt left.":                                                                       415,
-	"The next page counts them and asks for a reason before anything changes.":                                                    301,
-	"The nodes this instance reached, in order, each with its occurrence.":                                                        266,
-	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                141,
-	"The page cursor is invalid: go back to the first page.":                                                                      92,
-	"The page size must be between 1 and %d.":                                                                                     296,
-	"The process instance must be an instance id (a UUID).":                                                                       89,
+	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 129,
+	"The deadline passed before a result arrived.": 410,
+	"The destination answered HTTP %s.":            419,
+	"The destination could not be reached.":        414,
+	"The destination’s answer was too large.":      415,
+	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                            121,
+	"The inputs could not be built from the process’s bindings.":                                                                  417,
+	"The last attempt’s lock expired with no attempt left.":                                                                       416,
+	"The next page counts them and asks for a reason before anything changes.":                                                    302,
+	"The nodes this instance reached, in order, each with its occurrence.":                                                        267,
+	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                142,
+	"The page cursor is invalid: go back to the first page.":                                                                      93,
+	"The page size must be between 1 and %d.":                                                                                     297,
+	"The process instance must be an instance id (a UUID).":                                                                       90,
 	"The reason you gave, not recorded:":                                                                                          31,
-	"The result did not match the revision's outputs contract.":                                                                   410,
-	"The revision must be a whole number, 1 or more.":                                                                             444,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 531,
-	"The token was revoked.":                        547,
-	"These revisions have the same contracts.":      162,
-	"These settings are kept in this browser only.": 472,
-	"This contract has no inputs.":                  393,
-	"This contract has no outputs.":                 396,
-	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                                                                      126,
+	"The result did not match the revision's outputs contract.":                                                                   411,
+	"The revision must be a whole number, 1 or more.":                                                                             445,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 532,
+	"The token was revoked.":                        548,
+	"These revisions have the same contracts.":      163,
+	"These settings are kept in this browser only.": 473,
+	"This contract has no inputs.":                  394,
+	"This contract has no outputs.":                 397,
+	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                                                                      127,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.": 27,
 	"This instance has already ended; there is nothing to stop.":                                                                                                               35,
-	"This instance has not reached a task yet.":                                                                                                                                274,
+	"This instance has not reached a task yet.":                                                                                                                                275,
 	"This instance is %s, not held: there is nothing to abandon.":                                                                                                              29,
 	"This instance is %s, not held: there is nothing to retry.":                                                                                                                28,
 	"This instance is %s: there is nothing to stop.":                                                                                                                           30,
-	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 282,
-	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 283,
+	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 283,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 284,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          33,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   38,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            554,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           553,
-	"This page does not accept that request.":     521,
-	"This page link is not one the console made.": 571,
-	"This page reloads every %d seconds.":         116,
-	"This process takes no inputs.":               281,
-	"This token is unknown or has been revoked.":  533,
-	"Times in %s · no auto-reload":                115,
-	"Times in %s · reload every %d s":             114,
-	"To revision":                                 156,
-	"Token":                                       530,
-	"Tokens":                                      110,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 532,
-	"Totals of all definitions, not narrowed by the other filters":         458,
-	"Totals of definition %s, not narrowed by the other filters":           457,
-	"Type": 134,
-	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 523,
-	"UTC (coordinated universal time)": 479,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            555,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           554,
+	"This page does not accept that request.":     522,
+	"This page link is not one the console made.": 572,
+	"This page reloads every %d seconds.":         117,
+	"This process takes no inputs.":               282,
+	"This token is unknown or has been revoked.":  534,
+	"Times in %s · no auto-reload":                116,
+	"Times in %s · reload every %d s":             115,
+	"To revision":                                 157,
+	"Token":                                       531,
+	"Tokens":                                      111,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 533,
+	"Totals of all definitions, not narrowed by the other filters":         459,
+	"Totals of definition %s, not narrowed by the other filters":           458,
+	"Type": 135,
+	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 524,
+	"UTC (coordinated universal time)": 480,
 	"Unknown action.":                  42,
-	"Unknown consumer.":                445,
-	"Unknown status %q.":               294,
-	"Value":                            278,
-	"Version":                          489,
-	"Versions, newest first":           485,
-	"Waiting for Relais to call the destination since %s (%s).": 422,
-	"Waiting for a worker since %s (%s).":                       423,
+	"Unknown consumer.":                446,
+	"Unknown status %q.":               295,
+	"Value":                            279,
+	"Version":                          490,
+	"Versions, newest first":           486,
+	"Waiting for Relais to call the destination since %s (%s).": 423,
+	"Waiting for a worker since %s (%s).":                       424,
 	"When":                                                      75,
 	"Who":                                                       76,
-	"Worker":                                                    574,
-	"Worker id":                                                 370,
-	"Workers":                                                   109,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        572,
+	"Worker":                                                    575,
+	"Worker id":                                                 371,
+	"Workers":                                                   110,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        573,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 17,
-	"Workers seen within three heartbeats": 573,
-	"Workers serving %s":                   581,
-	"Working copy":                         140,
-	"You are signed out.":                  527,
-	"Your role can read definitions only: external tasks and process instances are for operators and administrators.": 118,
-	"[redacted]":                          443,
+	"Workers seen within three heartbeats": 574,
+	"Workers serving %s":                   582,
+	"Working copy":                         141,
+	"You are signed out.":                  528,
+	"Your role can read definitions only: external tasks and process instances are for operators and administrators.": 119,
+	"[redacted]":                          444,
 	"abandon":                             4,
-	"administrator":                       334,
-	"an incident: retry, abandon or stop": 200,
-	"answer too large":                    441,
+	"administrator":                       335,
+	"an incident: retry, abandon or stop": 201,
+	"answer too large":                    442,
 	"any":                                 63,
-	"any other code → %s":                 511,
-	"any other error":                     198,
-	"as of %s (%s); counts are refreshed every few seconds.": 460,
-	"at least %d characters":                                 557,
-	"at least %d items":                                      564,
-	"at most %d":                                             388,
-	"at most %d characters":                                  558,
-	"at most %d items":                                       565,
-	"at most %d since the last operator retry":               389,
-	"available":                                              308,
-	"boolean":                                                321,
-	"call in progress since":                                 465,
-	"cancelled":                                              311,
-	"choice":                                                 324,
-	"claimable since":                                        464,
-	"claimable since %s":                                     218,
-	"classification changed":                                 345,
-	"completed":                                              223,
-	"constraint changed":                                     346,
-	"consumer":                                               337,
-	"consumer #%s":                                           436,
-	"date":                                                   322,
-	"date and time":                                          323,
-	"deadline %s":                                            514,
-	"deferred":                                               310,
-	"deferred since":                                         467,
-	"designer":                                               336,
-	"disconnected":                                           317,
-	"end (completes)":                                        506,
-	"end (fails)":                                            507,
-	"end: completes the instance":                            201,
-	"end: fails the instance":                                202,
-	"expired":                                                314,
-	"failed":                                                 224,
-	"fails the instance":                                     512,
-	"field added":                                            340,
-	"field removed":                                          341,
-	"format":                                                 351,
-	"format %s":                                              560,
-	"from":                                                   298,
-	"held":                                                   313,
-	"held for an operator":                                   199,
-	"hold (an incident for an operator)":                     510,
-	"id or business key":                                     106,
-	"in %s":                                                  237,
-	"in progress":                                            377,
-	"instance id":                                            448,
-	"integer":                                                319,
-	"just now":                                               239,
-	"list":                                                   326,
-	"lock until":                                             466,
-	"long polling":                                           585,
-	"maximum":                                                353,
-	"maximum %s":                                             562,
-	"maximum items":                                          355,
-	"maximum length":                                         349,
-	"minimum":                                                352,
-	"minimum %s":                                             561,
-	"minimum items":                                          354,
-	"minimum length":                                         348,
-	"never":                                                  541,
-	"next attempt":                                           463,
-	"no":                                                     339,
-	"no answer within the timeout":                           439,
-	"no connection":                                          440,
-	"none":                                                   189,
-	"none yet":                                               194,
-	"none: a failed call takes the node’s error path": 384,
-	"normal":                          327,
-	"not provided":                    566,
-	"not yet":                         542,
-	"null":                            568,
-	"number":                          320,
-	"object":                          325,
-	"on error":                        197,
-	"one of: %s":                      563,
-	"operator":                        335,
-	"optional field of type %s":       188,
-	"optional → required":             181,
-	"pattern":                         350,
-	"pattern %s":                      559,
-	"pull":                            504,
-	"pull %s":                         204,
-	"pull (the service fetches it)":   332,
-	"push %s":                         203,
-	"push (Relais calls the service)": 333,
-	"push to %s":                      505,
-	"rejected":                        315,
-	"released":                        316,
-	"required changed":                343,
-	"required field of type %s":       187,
-	"required → optional":             182,
-	"reserved":                        309,
+	"any other code → %s":                 512,
+	"any other error":                     199,
+	"as of %s (%s); counts are refreshed every few seconds.": 461,
+	"at least %d characters":                                 558,
+	"at least %d items":                                      565,
+	"at most %d":                                             389,
+	"at most %d characters":                                  559,
+	"at most %d items":                                       566,
+	"at most %d since the last operator retry":               390,
+	"available":                                              309,
+	"boolean":                                                322,
+	"call in progress since":                                 466,
+	"cancelled":                                              312,
+	"choice":                                                 325,
+	"claimable since":                                        465,
+	"claimable since %s":                                     219,
+	"classification changed":                                 346,
+	"completed":                                              224,
+	"constraint changed":                                     347,
+	"consumer":                                               338,
+	"consumer #%s":                                           437,
+	"date":                                                   323,
+	"date and time":                                          324,
+	"deadline %s":                                            515,
+	"deferred":                                               311,
+	"deferred since":                                         468,
+	"deleted":                                                82,
+	"designer":                                               337,
+	"disconnected":                                           318,
+	"end (completes)":                                        507,
+	"end (fails)":                                            508,
+	"end: completes the instance":                            202,
+	"end: fails the instance":                                203,
+	"expired":                                                315,
+	"failed":                                                 225,
+	"fails the instance":                                     513,
+	"field added":                                            341,
+	"field removed":                                          342,
+	"format":                                                 352,
+	"format %s":                                              561,
+	"from":                                                   299,
+	"held":                                                   314,
+	"held for an operator":                                   200,
+	"hold (an incident for an operator)":                     511,
+	"id or business key":                                     107,
+	"in %s":                                                  238,
+	"in progress":                                            378,
+	"instance id":                                            449,
+	"integer":                                                320,
+	"just now":                                               240,
+	"list":                                                   327,
+	"lock until":                                             467,
+	"long polling":                                           586,
+	"maximum":                                                354,
+	"maximum %s":                                             563,
+	"maximum items":                                          356,
+	"maximum length":                                         350,
+	"minimum":                                                353,
+	"minimum %s":                                             562,
+	"minimum items":                                          355,
+	"minimum length":                                         349,
+	"never":                                                  542,
+	"next attempt":                                           464,
+	"no":                                                     340,
+	"no answer within the timeout":                           440,
+	"no connection":                                          441,
+	"none":                                                   190,
+	"none yet":                                               195,
+	"none: a failed call takes the node’s error path": 385,
+	"normal":                          328,
+	"not provided":                    567,
+	"not yet":                         543,
+	"null":                            569,
+	"number":                          321,
+	"object":                          326,
+	"on error":                        198,
+	"one of: %s":                      564,
+	"operator":                        336,
+	"optional field of type %s":       189,
+	"optional → required":             182,
+	"pattern":                         351,
+	"pattern %s":                      560,
+	"pull":                            505,
+	"pull %s":                         205,
+	"pull (the service fetches it)":   333,
+	"push %s":                         204,
+	"push (Relais calls the service)": 334,
+	"push to %s":                      506,
+	"rejected":                        316,
+	"released":                        317,
+	"required changed":                344,
+	"required field of type %s":       188,
+	"required → optional":             183,
+	"reserved":                        310,
 	"retry":                           3,
-	"revision %d":                     461,
-	"routing changed":                 347,
-	"routing output":                  555,
-	"routing output %s → %s":          180,
-	"running":                         312,
-	"secret":                          329,
-	"sensitive":                       328,
-	"settled":                         462,
+	"revision %d":                     462,
+	"routing changed":                 348,
+	"routing output":                  556,
+	"routing output %s → %s":          181,
+	"running":                         313,
+	"secret":                          330,
+	"sensitive":                       329,
+	"settled":                         463,
 	"stop":                            5,
-	"stream":                          584,
-	"text":                            318,
-	"this session":                    545,
-	"timeout %s":                      515,
-	"to":                              299,
-	"type changed":                    342,
-	"unexpected value":                569,
-	"unknown":                         442,
-	"values added: %s":                183,
-	"values changed":                  344,
-	"values removed: %s":              184,
-	"values reordered":                185,
-	"version %d":                      487,
-	"waiting":                         437,
-	"yes":                             338,
-	"••• hidden (secret)":             331,
-	"••• hidden (sensitive)":          330,
-	"→ %s":                            509,
+	"stream":                          585,
+	"text":                            319,
+	"this session":                    546,
+	"timeout %s":                      516,
+	"to":                              300,
+	"type changed":                    343,
+	"unexpected value":                570,
+	"unknown":                         443,
+	"values added: %s":                184,
+	"values changed":                  345,
+	"values removed: %s":              185,
+	"values reordered":                186,
+	"version %d":                      488,
+	"waiting":                         438,
+	"yes":                             339,
+	"••• hidden (secret)":             332,
+	"••• hidden (sensitive)":          331,
+	"→ %s":                            510,
 }
 
-var enIndex = []uint32{ // 589 elements
+var enIndex = []uint32{ // 590 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x0000005a,
@@ -653,153 +654,153 @@ var enIndex = []uint32{ // 589 elements
 	0x00000e50, 0x00000e5b, 0x00000f8a, 0x00000fa4,
 	0x00000fdf, 0x00001088, 0x000010dd, 0x0000118c,
 	0x00001191, 0x00001195, 0x0000119c, 0x000011a3,
-	0x000011b4, 0x000011cd, 0x000011d9, 0x000011e3,
-	0x00001273, 0x0000127b, 0x00001289, 0x00001297,
-	0x000012b3, 0x000012bf, 0x000012f5, 0x0000131e,
-	0x0000134f, 0x00001386, 0x000013a5, 0x000013ab,
+	0x000011b4, 0x000011cd, 0x000011d9, 0x000011e1,
+	0x000011eb, 0x0000127b, 0x00001283, 0x00001291,
+	0x0000129f, 0x000012bb, 0x000012c7, 0x000012fd,
+	0x00001326, 0x00001357, 0x0000138e, 0x000013ad,
 	// Entry 60 - 7F
-	0x000013b5, 0x000013c0, 0x000013cf, 0x000013d8,
-	0x000013e8, 0x000013f8, 0x000013ff, 0x0000140e,
-	0x00001418, 0x00001422, 0x00001441, 0x00001454,
-	0x00001459, 0x00001465, 0x0000146d, 0x00001474,
-	0x0000148f, 0x00001498, 0x000014a9, 0x000014d0,
-	0x000014f1, 0x00001518, 0x00001524, 0x00001594,
-	0x000015a4, 0x0000160c, 0x00001623, 0x00001637,
-	0x00001641, 0x0000167e, 0x0000168b, 0x000016ef,
+	0x000013b3, 0x000013bd, 0x000013c8, 0x000013d7,
+	0x000013e0, 0x000013f0, 0x00001400, 0x00001407,
+	0x00001416, 0x00001420, 0x0000142a, 0x00001449,
+	0x0000145c, 0x00001461, 0x0000146d, 0x00001475,
+	0x0000147c, 0x00001497, 0x000014a0, 0x000014b1,
+	0x000014d8, 0x000014f9, 0x00001520, 0x0000152c,
+	0x0000159c, 0x000015ac, 0x00001614, 0x0000162b,
+	0x0000163f, 0x00001649, 0x00001686, 0x00001693,
 	// Entry 80 - 9F
-	0x00001707, 0x0000174d, 0x00001762, 0x000017d1,
-	0x00001817, 0x00001839, 0x0000183f, 0x00001844,
-	0x0000184d, 0x0000185c, 0x00001868, 0x00001874,
-	0x00001885, 0x00001892, 0x000018ef, 0x000018f4,
-	0x00001903, 0x0000190e, 0x00001918, 0x00001956,
-	0x0000195f, 0x0000196f, 0x00001977, 0x00001980,
-	0x00001986, 0x00001990, 0x000019a2, 0x000019ea,
-	0x000019f8, 0x00001a04, 0x00001a0c, 0x00001a13,
+	0x000016f7, 0x0000170f, 0x00001755, 0x0000176a,
+	0x000017d9, 0x0000181f, 0x00001841, 0x00001847,
+	0x0000184c, 0x00001855, 0x00001864, 0x00001870,
+	0x0000187c, 0x0000188d, 0x0000189a, 0x000018f7,
+	0x000018fc, 0x0000190b, 0x00001916, 0x00001920,
+	0x0000195e, 0x00001967, 0x00001977, 0x0000197f,
+	0x00001988, 0x0000198e, 0x00001998, 0x000019aa,
+	0x000019f2, 0x00001a00, 0x00001a0c, 0x00001a14,
 	// Entry A0 - BF
-	0x00001a1a, 0x00001a2b, 0x00001a3a, 0x00001a63,
-	0x00001a6a, 0x00001a75, 0x00001a90, 0x00001a98,
-	0x00001aa4, 0x00001ac0, 0x00001ad7, 0x00001af9,
-	0x00001b08, 0x00001b14, 0x00001b1b, 0x00001b34,
-	0x00001b4e, 0x00001b78, 0x00001b9f, 0x00001bc3,
-	0x00001bea, 0x00001c09, 0x00001c1f, 0x00001c35,
-	0x00001c49, 0x00001c5f, 0x00001c70, 0x00001c87,
-	0x00001ca4, 0x00001cc1, 0x00001cc6, 0x00001d12,
+	0x00001a1b, 0x00001a22, 0x00001a33, 0x00001a42,
+	0x00001a6b, 0x00001a72, 0x00001a7d, 0x00001a98,
+	0x00001aa0, 0x00001aac, 0x00001ac8, 0x00001adf,
+	0x00001b01, 0x00001b10, 0x00001b1c, 0x00001b23,
+	0x00001b3c, 0x00001b56, 0x00001b80, 0x00001ba7,
+	0x00001bcb, 0x00001bf2, 0x00001c11, 0x00001c27,
+	0x00001c3d, 0x00001c51, 0x00001c67, 0x00001c78,
+	0x00001c8f, 0x00001cac, 0x00001cc9, 0x00001cce,
 	// Entry C0 - DF
-	0x00001d25, 0x00001d29, 0x00001d39, 0x00001d42,
-	0x00001d55, 0x00001d7b, 0x00001d84, 0x00001d94,
-	0x00001da9, 0x00001dcd, 0x00001de9, 0x00001e01,
-	0x00001e0c, 0x00001e17, 0x00001e22, 0x00001e7f,
-	0x00001ea3, 0x00001ece, 0x00001ed9, 0x00001ede,
-	0x00001eed, 0x00001ef4, 0x00001f0b, 0x00001f20,
-	0x00001f32, 0x00001f55, 0x00001f87, 0x00001f9d,
-	0x00001fb2, 0x00001fc2, 0x00001ffb, 0x0000204f,
+	0x00001d1a, 0x00001d2d, 0x00001d31, 0x00001d41,
+	0x00001d4a, 0x00001d5d, 0x00001d83, 0x00001d8c,
+	0x00001d9c, 0x00001db1, 0x00001dd5, 0x00001df1,
+	0x00001e09, 0x00001e14, 0x00001e1f, 0x00001e2a,
+	0x00001e87, 0x00001eab, 0x00001ed6, 0x00001ee1,
+	0x00001ee6, 0x00001ef5, 0x00001efc, 0x00001f13,
+	0x00001f28, 0x00001f3a, 0x00001f5d, 0x00001f8f,
+	0x00001fa5, 0x00001fba, 0x00001fca, 0x00002003,
 	// Entry E0 - FF
-	0x00002059, 0x00002060, 0x00002076, 0x000020af,
-	0x000020b4, 0x000020be, 0x000020cc, 0x000020d9,
-	0x00002102, 0x00002125, 0x00002132, 0x00002152,
-	0x0000215e, 0x00002177, 0x00002180, 0x0000218a,
-	0x00002193, 0x0000219b, 0x000021a5, 0x000021ad,
-	0x000021b5, 0x000021b9, 0x000021bd, 0x000021c1,
-	0x000021c5, 0x000021c9, 0x000021cd, 0x000021d1,
-	0x000021d5, 0x000021d9, 0x000021dd, 0x000021e1,
+	0x00002057, 0x00002061, 0x00002068, 0x0000207e,
+	0x000020b7, 0x000020bc, 0x000020c6, 0x000020d4,
+	0x000020e1, 0x0000210a, 0x0000212d, 0x0000213a,
+	0x0000215a, 0x00002166, 0x0000217f, 0x00002188,
+	0x00002192, 0x0000219b, 0x000021a3, 0x000021ad,
+	0x000021b5, 0x000021bd, 0x000021c1, 0x000021c5,
+	0x000021c9, 0x000021cd, 0x000021d1, 0x000021d5,
+	0x000021d9, 0x000021dd, 0x000021e1, 0x000021e5,
 	// Entry 100 - 11F
-	0x000021e5, 0x000021ef, 0x0000220d, 0x0000222d,
-	0x00002251, 0x00002275, 0x0000227e, 0x00002295,
-	0x0000229d, 0x000022ae, 0x000022b3, 0x000022f8,
-	0x00002310, 0x00002315, 0x00002320, 0x00002326,
-	0x00002330, 0x00002338, 0x00002340, 0x0000236a,
-	0x00002384, 0x000023ac, 0x000023dc, 0x000023e2,
-	0x000023f1, 0x00002444, 0x00002462, 0x00002584,
-	0x00002643, 0x0000269a, 0x000026c4, 0x000026f0,
+	0x000021e9, 0x000021ed, 0x000021f7, 0x00002215,
+	0x00002235, 0x00002259, 0x0000227d, 0x00002286,
+	0x0000229d, 0x000022a5, 0x000022b6, 0x000022bb,
+	0x00002300, 0x00002318, 0x0000231d, 0x00002328,
+	0x0000232e, 0x00002338, 0x00002340, 0x00002348,
+	0x00002372, 0x0000238c, 0x000023b4, 0x000023e4,
+	0x000023ea, 0x000023f9, 0x0000244c, 0x0000246a,
+	0x0000258c, 0x0000264b, 0x000026a2, 0x000026cc,
 	// Entry 120 - 13F
-	0x0000271a, 0x00002722, 0x00002728, 0x00002731,
-	0x0000273e, 0x00002750, 0x0000275b, 0x00002771,
-	0x0000277f, 0x000027aa, 0x000027bc, 0x000027c1,
-	0x000027c4, 0x000027ee, 0x00002837, 0x00002857,
-	0x00002860, 0x00002872, 0x00002895, 0x000028a3,
-	0x000028b0, 0x000028ba, 0x000028c3, 0x000028cc,
-	0x000028d6, 0x000028de, 0x000028e3, 0x000028eb,
-	0x000028f4, 0x000028fd, 0x0000290a, 0x0000290f,
+	0x000026f8, 0x00002722, 0x0000272a, 0x00002730,
+	0x00002739, 0x00002746, 0x00002758, 0x00002763,
+	0x00002779, 0x00002787, 0x000027b2, 0x000027c4,
+	0x000027c9, 0x000027cc, 0x000027f6, 0x0000283f,
+	0x0000285f, 0x00002868, 0x0000287a, 0x0000289d,
+	0x000028ab, 0x000028b8, 0x000028c2, 0x000028cb,
+	0x000028d4, 0x000028de, 0x000028e6, 0x000028eb,
+	0x000028f3, 0x000028fc, 0x00002905, 0x00002912,
 	// Entry 140 - 15F
-	0x00002917, 0x0000291e, 0x00002926, 0x0000292b,
-	0x00002939, 0x00002940, 0x00002947, 0x0000294c,
-	0x00002953, 0x0000295d, 0x00002964, 0x00002981,
-	0x0000299b, 0x000029b9, 0x000029d9, 0x000029e7,
-	0x000029f0, 0x000029f9, 0x00002a02, 0x00002a06,
-	0x00002a09, 0x00002a15, 0x00002a23, 0x00002a30,
-	0x00002a41, 0x00002a50, 0x00002a67, 0x00002a7a,
-	0x00002a8a, 0x00002a99, 0x00002aa8, 0x00002ab0,
+	0x00002917, 0x0000291f, 0x00002926, 0x0000292e,
+	0x00002933, 0x00002941, 0x00002948, 0x0000294f,
+	0x00002954, 0x0000295b, 0x00002965, 0x0000296c,
+	0x00002989, 0x000029a3, 0x000029c1, 0x000029e1,
+	0x000029ef, 0x000029f8, 0x00002a01, 0x00002a0a,
+	0x00002a0e, 0x00002a11, 0x00002a1d, 0x00002a2b,
+	0x00002a38, 0x00002a49, 0x00002a58, 0x00002a6f,
+	0x00002a82, 0x00002a92, 0x00002aa1, 0x00002ab0,
 	// Entry 160 - 17F
-	0x00002ab7, 0x00002abf, 0x00002ac7, 0x00002ad5,
-	0x00002ae3, 0x00002af9, 0x00002b0e, 0x00002b1f,
-	0x00002b24, 0x00002b2a, 0x00002b31, 0x00002b42,
-	0x00002b4e, 0x00002b57, 0x00002b60, 0x00002b7c,
-	0x00002b85, 0x00002ba1, 0x00002baa, 0x00002bb4,
-	0x00002bbd, 0x00002bc6, 0x00002bdd, 0x00002be5,
-	0x00002bf3, 0x00002c20, 0x00002c2c, 0x00002c38,
-	0x00002c40, 0x00002c6b, 0x00002d2d, 0x00002d48,
+	0x00002ab8, 0x00002abf, 0x00002ac7, 0x00002acf,
+	0x00002add, 0x00002aeb, 0x00002b01, 0x00002b16,
+	0x00002b27, 0x00002b2c, 0x00002b32, 0x00002b39,
+	0x00002b4a, 0x00002b56, 0x00002b5f, 0x00002b68,
+	0x00002b84, 0x00002b8d, 0x00002ba9, 0x00002bb2,
+	0x00002bbc, 0x00002bc5, 0x00002bce, 0x00002be5,
+	0x00002bed, 0x00002bfb, 0x00002c28, 0x00002c34,
+	0x00002c40, 0x00002c48, 0x00002c73, 0x00002d35,
 	// Entry 180 - 19F
-	0x00002d50, 0x00002d82, 0x00002d8f, 0x00002d93,
-	0x00002db9, 0x00002dc7, 0x00002df3, 0x00002e19,
-	0x00002e24, 0x00002e52, 0x00002e6f, 0x00002e9e,
-	0x00002ed0, 0x00002eee, 0x00002f23, 0x00002f3f,
-	0x00002f4e, 0x00002f5b, 0x00002f69, 0x00002f76,
-	0x00002f7f, 0x00002f9a, 0x00002fb5, 0x00002fc1,
-	0x00002fe2, 0x0000300b, 0x00003038, 0x00003072,
-	0x000030d7, 0x000030f7, 0x0000311d, 0x00003147,
+	0x00002d50, 0x00002d58, 0x00002d8a, 0x00002d97,
+	0x00002d9b, 0x00002dc1, 0x00002dcf, 0x00002dfb,
+	0x00002e21, 0x00002e2c, 0x00002e5a, 0x00002e77,
+	0x00002ea6, 0x00002ed8, 0x00002ef6, 0x00002f2b,
+	0x00002f47, 0x00002f56, 0x00002f63, 0x00002f71,
+	0x00002f7e, 0x00002f87, 0x00002fa2, 0x00002fbd,
+	0x00002fc9, 0x00002fea, 0x00003013, 0x00003040,
+	0x0000307a, 0x000030df, 0x000030ff, 0x00003125,
 	// Entry 1A0 - 1BF
-	0x0000317f, 0x000031bc, 0x000031e0, 0x00003205,
-	0x0000321f, 0x0000323d, 0x00003271, 0x000032b1,
-	0x000032db, 0x000032ea, 0x0000331b, 0x0000334a,
-	0x0000335d, 0x000033d2, 0x000033e5, 0x00003419,
-	0x0000344d, 0x0000345d, 0x000034a4, 0x000034d1,
-	0x000034de, 0x000034ee, 0x000034f6, 0x0000350e,
-	0x0000352b, 0x00003539, 0x0000354a, 0x00003552,
-	0x0000355d, 0x0000358d, 0x0000359f, 0x000035af,
+	0x0000314f, 0x00003187, 0x000031c4, 0x000031e8,
+	0x0000320d, 0x00003227, 0x00003245, 0x00003279,
+	0x000032b9, 0x000032e3, 0x000032f2, 0x00003323,
+	0x00003352, 0x00003365, 0x000033da, 0x000033ed,
+	0x00003421, 0x00003455, 0x00003465, 0x000034ac,
+	0x000034d9, 0x000034e6, 0x000034f6, 0x000034fe,
+	0x00003516, 0x00003533, 0x00003541, 0x00003552,
+	0x0000355a, 0x00003565, 0x00003595, 0x000035a7,
 	// Entry 1C0 - 1DF
-	0x000035e1, 0x000035ed, 0x000035fe, 0x00003618,
-	0x00003629, 0x0000362f, 0x00003643, 0x0000365b,
-	0x00003680, 0x0000368e, 0x000036cc, 0x00003709,
-	0x00003735, 0x00003772, 0x00003781, 0x00003789,
-	0x00003796, 0x000037a6, 0x000037bd, 0x000037c8,
-	0x000037d7, 0x000037e5, 0x000037f8, 0x0000381d,
-	0x00003848, 0x00003876, 0x00003884, 0x00003917,
-	0x00003935, 0x0000397b, 0x00003989, 0x0000399d,
+	0x000035b7, 0x000035e9, 0x000035f5, 0x00003606,
+	0x00003620, 0x00003631, 0x00003637, 0x0000364b,
+	0x00003663, 0x00003688, 0x00003696, 0x000036d4,
+	0x00003711, 0x0000373d, 0x0000377a, 0x00003789,
+	0x00003791, 0x0000379e, 0x000037ae, 0x000037c5,
+	0x000037d0, 0x000037df, 0x000037ed, 0x00003800,
+	0x00003825, 0x00003850, 0x0000387e, 0x0000388c,
+	0x0000391f, 0x0000393d, 0x00003983, 0x00003991,
 	// Entry 1E0 - 1FF
-	0x000039be, 0x000039d2, 0x000039d8, 0x000039ec,
-	0x00003a5f, 0x00003a70, 0x00003a87, 0x00003aa4,
-	0x00003ab2, 0x00003ac0, 0x00003ac8, 0x00003ad3,
-	0x00003ad9, 0x00003bcb, 0x00003bd1, 0x00003c03,
-	0x00003c08, 0x00003c18, 0x00003c23, 0x00003c2c,
-	0x00003c3c, 0x00003c56, 0x00003c8f, 0x00003c9e,
-	0x00003d58, 0x00003d5d, 0x00003d6b, 0x00003d7b,
-	0x00003d87, 0x00003d97, 0x00003da1, 0x00003dc4,
+	0x000039a5, 0x000039c6, 0x000039da, 0x000039e0,
+	0x000039f4, 0x00003a67, 0x00003a78, 0x00003a8f,
+	0x00003aac, 0x00003aba, 0x00003ac8, 0x00003ad0,
+	0x00003adb, 0x00003ae1, 0x00003bd3, 0x00003bd9,
+	0x00003c0b, 0x00003c10, 0x00003c20, 0x00003c2b,
+	0x00003c34, 0x00003c44, 0x00003c5e, 0x00003c97,
+	0x00003ca6, 0x00003d60, 0x00003d65, 0x00003d73,
+	0x00003d83, 0x00003d8f, 0x00003d9f, 0x00003da9,
 	// Entry 200 - 21F
-	0x00003ddd, 0x00003df0, 0x00003e5c, 0x00003e6b,
-	0x00003e79, 0x00003eab, 0x00003ee2, 0x00003ef0,
-	0x00003f34, 0x00003f59, 0x00003f81, 0x00003f88,
-	0x00003fe3, 0x0000400d, 0x0000403d, 0x0000409b,
-	0x000040af, 0x000040b7, 0x000040e8, 0x000040ee,
-	0x0000416a, 0x000041b2, 0x000041dd, 0x0000423f,
-	0x00004262, 0x00004309, 0x0000430c, 0x00004311,
-	0x0000431b, 0x00004323, 0x00004329, 0x00004331,
+	0x00003dcc, 0x00003de5, 0x00003df8, 0x00003e64,
+	0x00003e73, 0x00003e81, 0x00003eb3, 0x00003eea,
+	0x00003ef8, 0x00003f3c, 0x00003f61, 0x00003f89,
+	0x00003f90, 0x00003feb, 0x00004015, 0x00004045,
+	0x000040a3, 0x000040b7, 0x000040bf, 0x000040f0,
+	0x000040f6, 0x00004172, 0x000041ba, 0x000041e5,
+	0x00004247, 0x0000426a, 0x00004311, 0x00004314,
+	0x00004319, 0x00004323, 0x0000432b, 0x00004331,
 	// Entry 220 - 23F
-	0x0000433f, 0x00004349, 0x00004356, 0x00004360,
-	0x00004377, 0x0000438a, 0x000043ae, 0x0000442e,
-	0x0000443f, 0x00004447, 0x000044bc, 0x00004510,
-	0x0000451f, 0x0000452b, 0x00004567, 0x000045a1,
-	0x000045af, 0x000045bc, 0x000045ca, 0x000045d8,
-	0x000045e6, 0x00004618, 0x00004648, 0x00004655,
-	0x00004675, 0x0000467a, 0x0000468b, 0x00004698,
-	0x000046c4, 0x0000474a, 0x0000476f, 0x00004776,
+	0x00004339, 0x00004347, 0x00004351, 0x0000435e,
+	0x00004368, 0x0000437f, 0x00004392, 0x000043b6,
+	0x00004436, 0x00004447, 0x0000444f, 0x000044c4,
+	0x00004518, 0x00004527, 0x00004533, 0x0000456f,
+	0x000045a9, 0x000045b7, 0x000045c4, 0x000045d2,
+	0x000045e0, 0x000045ee, 0x00004620, 0x00004650,
+	0x0000465d, 0x0000467d, 0x00004682, 0x00004693,
+	0x000046a0, 0x000046cc, 0x00004752, 0x00004777,
 	// Entry 240 - 25F
-	0x0000477f, 0x00004792, 0x0000479c, 0x000047a6,
-	0x000047b0, 0x000047c8, 0x000047de, 0x000047ea,
-	0x0000480c, 0x00004813, 0x00004820, 0x00004874,
-	0x000048ac,
-} // Size: 2380 bytes
+	0x0000477e, 0x00004787, 0x0000479a, 0x000047a4,
+	0x000047ae, 0x000047b8, 0x000047d0, 0x000047e6,
+	0x000047f2, 0x00004814, 0x0000481b, 0x00004828,
+	0x0000487c, 0x000048b4,
+} // Size: 2384 bytes
 
-const enData string = "" + // Size: 18604 bytes
+const enData string = "" + // Size: 18612 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every held instance…\x02Stop every running instance…\x02Stop every runni" +
@@ -870,138 +871,138 @@ const enData string = "" + // Size: 18604 bytes
 	"settled, or acted on by someone else).\x00T\x02%[1]d skipped: they chang" +
 	"ed after the count (settled, or acted on by someone else).\x02When\x02Wh" +
 	"o\x02Action\x02Reason\x02Process instance\x02Occurrence offered again" +
-	"\x02Bulk action\x02Audit log\x02Every retry, abandon and stop an operato" +
-	"r applied, with its reason. Reveals of sensitive values have their own l" +
-	"og (GET /api/v1/audit/reveals).\x02Filters\x02Apply filters\x02Clear fil" +
-	"ters\x02No operator action matches.\x02All actions\x02The process instan" +
-	"ce must be an instance id (a UUID).\x02The bulk action must be its id (a" +
-	" UUID).\x02Showing the instances bulk action %[1]s changed.\x02The page " +
-	"cursor is invalid: go back to the first page.\x02Operator actions, newes" +
-	"t first\x02Pages\x02Next page\x02First page\x02Relais console\x02Languag" +
-	"e\x02Skip to content\x02Main navigation\x02Health\x02External tasks\x02I" +
-	"nstances\x02Processes\x02Find an instance or occurrence\x02id or busines" +
-	"s key\x02Find\x02Definitions\x02Workers\x02Tokens\x02Signed in as %[1]s " +
-	"(%[2]s)\x02Sign out\x02Display settings\x02Times in %[1]s · reload every" +
-	" %[2]d s\x02Times in %[1]s · no auto-reload\x02This page reloads every %" +
-	"[1]d seconds.\x02Not allowed\x02Your role can read definitions only: ext" +
-	"ernal tasks and process instances are for operators and administrators." +
-	"\x02Invalid request\x02The field “%[1]s” holds a NUL character or bytes " +
-	"that are not UTF-8 text: correct it and try again.\x02Back to external t" +
-	"asks\x02Back to definitions\x02Not found\x02Nothing exists at this addre" +
-	"ss, or it is not visible to you.\x02Form refused\x02This form was not se" +
-	"nt from this console session, or it has expired. Reload the page and try" +
-	" again.\x02Temporarily unavailable\x02The database cannot be reached rig" +
-	"ht now. Try again in a few seconds.\x02Something went wrong\x02The conso" +
-	"le could not show this page. Try again; if it persists, give your admini" +
-	"strator the request id %[1]s.\x02Counting the occurrences; the counts ap" +
-	"pear when you reload the page.\x02Counts are unavailable right now.\x02F" +
-	"ield\x02Type\x02Required\x02Classification\x02Constraints\x02Description" +
-	"\x02Definition %[1]s\x02Working copy\x02The only mutable part of a defin" +
-	"ition. Processes never use it directly: they pin a revision.\x02Name\x02" +
-	"Routing output\x02Last saved\x02Revisions\x02No revision yet: the Workin" +
-	"g copy has never been snapshotted.\x02Releases\x02No release yet.\x02Rel" +
-	"ease\x02Revision\x02Notes\x02Published\x02Compare revisions\x02Lists eve" +
-	"ry change from one revision to another, and whom it may break.\x02From r" +
-	"evision\x02To revision\x02Compare\x02Change\x02Detail\x02Breaks processe" +
-	"s\x02Breaks workers\x02These revisions have the same contracts.\x02Input" +
-	"s\x02No inputs.\x02Inputs of the working copy\x02Outputs\x02No outputs." +
-	"\x02Outputs of the working copy\x02Releases, oldest first\x02Changes bet" +
-	"ween the two revisions\x02Revision %[1]d\x02Snapshotted\x02Digest\x02Inp" +
-	"uts of revision %[1]d\x02Outputs of revision %[1]d\x02Choose two existin" +
-	"g revisions to compare.\x02From revision %[1]d to revision %[2]d:\x14" +
-	"\x01\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d changes\x14" +
-	"\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d breaking\x02" +
-	"routing output %[1]s → %[2]s\x02optional → required\x02required → option" +
-	"al\x02values added: %[1]s\x02values removed: %[1]s\x02values reordered" +
-	"\x02%[1]s: %[2]s → %[3]s\x02required field of type %[1]s\x02optional fie" +
-	"ld of type %[1]s\x02none\x02Task contracts: their Working copy, immutabl" +
-	"e revisions and named releases.\x02Definitions by key\x02Key\x02Latest r" +
-	"evision\x02none yet\x02No definition yet.\x14\x01\x81\x01\x00\x02\x0e" +
-	"\x02%[1]d release\x00\x0f\x02%[1]d releases\x02on error\x02any other err" +
-	"or\x02held for an operator\x02an incident: retry, abandon or stop\x02end" +
-	": completes the instance\x02end: fails the instance\x02push %[1]s\x02pul" +
-	"l %[1]s\x02Node %[1]s\x02Each definition’s queue and incidents now, and " +
-	"what its workers finished in the last hour.\x02Completions and failures," +
-	" last hour\x02Definitions, those needing attention first\x02Definition" +
-	"\x02Open\x02Held instances\x02Failed\x02Oldest claimable waits\x02Comple" +
-	"ted, last hour\x02Failed, last hour\x02No definition has occurrences yet" +
-	".\x02As of %[1]s (%[2]s); refreshed every few seconds.\x02claimable sinc" +
-	"e %[1]s\x02Show all definitions\x02All definitions\x02Completions and fa" +
-	"ilures per 5 minutes, last hour: %[1]s\x02In the last hour: %[1]s, %[2]s" +
-	". The table after the chart gives each 5-minute slot.\x02completed\x02fa" +
-	"iled\x02The chart’s numbers\x02Completions and failures per 5-minute slo" +
-	"t, oldest first\x02Slot\x02Completed\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14" +
-	"\x01\x81\x01\x00\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d completed" +
-	"\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02" +
-	"%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s " +
-	"%[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[" +
-	"1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun" +
-	"\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01" +
-	"\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02" +
-	"\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d" +
-	"\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d" +
-	"\x02%[1]d second\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process instanc" +
-	"e %[1]s\x02Summary\x02Operator actions\x02Path\x02The nodes this instanc" +
-	"e reached, in order, each with its occurrence.\x02Nodes reached, in orde" +
-	"r\x02Node\x02Occurrence\x02Route\x02Next node\x02Created\x02Settled\x02T" +
-	"his instance has not reached a task yet.\x02Recorded operator actions" +
-	"\x02No operator has acted on this instance.\x02Operator actions on this " +
-	"instance, newest first\x02Value\x02Process inputs\x02Inputs the instance" +
-	" was started with, labelled by process version %[1]d's contract\x02This " +
-	"process takes no inputs.\x02This instance is held at a failed node: an i" +
-	"ncident. It cannot be retried: its occurrence at node %[1]s failed befor" +
-	"e any attempt (its inputs could not be built), so it would fail the same" +
-	" way. Abandon fails the instance; stop cancels it. Each asks for a reaso" +
-	"n, recorded in the audit log.\x02This instance is held at a failed node:" +
-	" an incident. Retry offers the failed occurrence again; abandon fails th" +
-	"e instance; stop cancels it. Each asks for a reason, recorded in the aud" +
-	"it log.\x02Stopping cancels the instance and its open occurrences. It do" +
-	"es not complete anything.\x02Stopped by %[1]s at %[2]s — “%[3]s”\x02Aban" +
-	"doned by %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s — “%[3]s”" +
-	"\x02Started\x02Ended\x02End node\x02Held at node\x02Failed occurrence" +
-	"\x02Error code\x02Unknown status %[1]q.\x02Creation date\x02The page siz" +
-	"e must be between 1 and %[1]d.\x02Process instances\x02from\x02to\x02Act" +
-	" on every instance this filter matches\x02The next page counts them and " +
-	"asks for a reason before anything changes.\x02Process instances, newest " +
-	"first\x02Instance\x02End node or error\x02No instance matches these filt" +
-	"ers.\x02All processes\x02All statuses\x02available\x02reserved\x02deferr" +
-	"ed\x02cancelled\x02running\x02held\x02expired\x02rejected\x02released" +
-	"\x02disconnected\x02text\x02integer\x02number\x02boolean\x02date\x02date" +
-	" and time\x02choice\x02object\x02list\x02normal\x02sensitive\x02secret" +
-	"\x02••• hidden (sensitive)\x02••• hidden (secret)\x02pull (the service f" +
-	"etches it)\x02push (Relais calls the service)\x02administrator\x02operat" +
-	"or\x02designer\x02consumer\x02yes\x02no\x02field added\x02field removed" +
-	"\x02type changed\x02required changed\x02values changed\x02classification" +
-	" changed\x02constraint changed\x02routing changed\x02minimum length\x02m" +
-	"aximum length\x02pattern\x02format\x02minimum\x02maximum\x02minimum item" +
-	"s\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, version %[2]s\x02O" +
-	"ccurrence %[1]s\x02Mode\x02Dates\x02Policy\x02Maximum attempts\x02Retry " +
-	"delay\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02Attempts" +
-	"\x02Every attempt, oldest first\x02Consumer\x02Worker id\x02Reserved\x02" +
-	"Duration\x02Destination’s answer\x02Outcome\x02Error message\x02No servi" +
-	"ce has reserved this occurrence yet.\x02in progress\x02Destination\x02Re" +
-	"plica\x02Relais has not called the destination yet.\x02Relais keeps the " +
-	"destination’s status code only when it refused the call (destination_htt" +
-	"p_NNN); a completed call answered 2xx. The duration runs from the claim " +
-	"of the call to its settlement.\x02Reason given by the worker\x02Retries" +
-	"\x02none: a failed call takes the node’s error path\x02Call timeout\x02N" +
-	"ow\x02Retry or abandon it from its instance\x02at most %[1]d\x02at most " +
-	"%[1]d since the last operator retry\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d" +
-	" attempt\x00\x0f\x02%[1]d attempts\x02%[1]d left\x02Inputs, labelled by " +
-	"revision %[1]d's contract\x02This contract has no inputs.\x02Outputs, la" +
-	"belled by revision %[1]d's contract\x02No outputs yet: the occurrence ha" +
-	"s not completed.\x02This contract has no outputs.\x02No outputs: the occ" +
-	"urrence ended without completing.\x02Reveal — this is recorded\x02Availa" +
-	"ble from\x02Next attempt\x02Last reserved\x02Lock expires\x02Deferred" +
-	"\x02Last error (attempt %[1]d)\x02Error (before any attempt)\x02Its mess" +
-	"age\x02Message from Relais (in English)\x02Message from the service (as " +
-	"it sent it)\x02The deadline passed before a result arrived.\x02The resul" +
-	"t did not match the revision's outputs contract.\x02Relais stopped durin" +
-	"g the call: whether the destination acted is unknown, so it is not calle" +
-	"d again.\x02The call could not be prepared.\x02The destination could not" +
-	" be reached.\x02The destination’s answer was too large.\x02The last atte" +
-	"mpt’s lock expired with no attempt left.\x02The inputs could not be buil" +
-	"t from the process’s bindings.\x02An operator abandoned the instance." +
+	"\x02Bulk action\x02deleted\x02Audit log\x02Every retry, abandon and stop" +
+	" an operator applied, with its reason. Reveals of sensitive values have " +
+	"their own log (GET /api/v1/audit/reveals).\x02Filters\x02Apply filters" +
+	"\x02Clear filters\x02No operator action matches.\x02All actions\x02The p" +
+	"rocess instance must be an instance id (a UUID).\x02The bulk action must" +
+	" be its id (a UUID).\x02Showing the instances bulk action %[1]s changed." +
+	"\x02The page cursor is invalid: go back to the first page.\x02Operator a" +
+	"ctions, newest first\x02Pages\x02Next page\x02First page\x02Relais conso" +
+	"le\x02Language\x02Skip to content\x02Main navigation\x02Health\x02Extern" +
+	"al tasks\x02Instances\x02Processes\x02Find an instance or occurrence\x02" +
+	"id or business key\x02Find\x02Definitions\x02Workers\x02Tokens\x02Signed" +
+	" in as %[1]s (%[2]s)\x02Sign out\x02Display settings\x02Times in %[1]s ·" +
+	" reload every %[2]d s\x02Times in %[1]s · no auto-reload\x02This page re" +
+	"loads every %[1]d seconds.\x02Not allowed\x02Your role can read definiti" +
+	"ons only: external tasks and process instances are for operators and adm" +
+	"inistrators.\x02Invalid request\x02The field “%[1]s” holds a NUL charact" +
+	"er or bytes that are not UTF-8 text: correct it and try again.\x02Back t" +
+	"o external tasks\x02Back to definitions\x02Not found\x02Nothing exists a" +
+	"t this address, or it is not visible to you.\x02Form refused\x02This for" +
+	"m was not sent from this console session, or it has expired. Reload the " +
+	"page and try again.\x02Temporarily unavailable\x02The database cannot be" +
+	" reached right now. Try again in a few seconds.\x02Something went wrong" +
+	"\x02The console could not show this page. Try again; if it persists, giv" +
+	"e your administrator the request id %[1]s.\x02Counting the occurrences; " +
+	"the counts appear when you reload the page.\x02Counts are unavailable ri" +
+	"ght now.\x02Field\x02Type\x02Required\x02Classification\x02Constraints" +
+	"\x02Description\x02Definition %[1]s\x02Working copy\x02The only mutable " +
+	"part of a definition. Processes never use it directly: they pin a revisi" +
+	"on.\x02Name\x02Routing output\x02Last saved\x02Revisions\x02No revision " +
+	"yet: the Working copy has never been snapshotted.\x02Releases\x02No rele" +
+	"ase yet.\x02Release\x02Revision\x02Notes\x02Published\x02Compare revisio" +
+	"ns\x02Lists every change from one revision to another, and whom it may b" +
+	"reak.\x02From revision\x02To revision\x02Compare\x02Change\x02Detail\x02" +
+	"Breaks processes\x02Breaks workers\x02These revisions have the same cont" +
+	"racts.\x02Inputs\x02No inputs.\x02Inputs of the working copy\x02Outputs" +
+	"\x02No outputs.\x02Outputs of the working copy\x02Releases, oldest first" +
+	"\x02Changes between the two revisions\x02Revision %[1]d\x02Snapshotted" +
+	"\x02Digest\x02Inputs of revision %[1]d\x02Outputs of revision %[1]d\x02C" +
+	"hoose two existing revisions to compare.\x02From revision %[1]d to revis" +
+	"ion %[2]d:\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d " +
+	"changes\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d b" +
+	"reaking\x02routing output %[1]s → %[2]s\x02optional → required\x02requir" +
+	"ed → optional\x02values added: %[1]s\x02values removed: %[1]s\x02values " +
+	"reordered\x02%[1]s: %[2]s → %[3]s\x02required field of type %[1]s\x02opt" +
+	"ional field of type %[1]s\x02none\x02Task contracts: their Working copy," +
+	" immutable revisions and named releases.\x02Definitions by key\x02Key" +
+	"\x02Latest revision\x02none yet\x02No definition yet.\x14\x01\x81\x01" +
+	"\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases\x02on error\x02a" +
+	"ny other error\x02held for an operator\x02an incident: retry, abandon or" +
+	" stop\x02end: completes the instance\x02end: fails the instance\x02push " +
+	"%[1]s\x02pull %[1]s\x02Node %[1]s\x02Each definition’s queue and inciden" +
+	"ts now, and what its workers finished in the last hour.\x02Completions a" +
+	"nd failures, last hour\x02Definitions, those needing attention first\x02" +
+	"Definition\x02Open\x02Held instances\x02Failed\x02Oldest claimable waits" +
+	"\x02Completed, last hour\x02Failed, last hour\x02No definition has occur" +
+	"rences yet.\x02As of %[1]s (%[2]s); refreshed every few seconds.\x02clai" +
+	"mable since %[1]s\x02Show all definitions\x02All definitions\x02Completi" +
+	"ons and failures per 5 minutes, last hour: %[1]s\x02In the last hour: %[" +
+	"1]s, %[2]s. The table after the chart gives each 5-minute slot.\x02compl" +
+	"eted\x02failed\x02The chart’s numbers\x02Completions and failures per 5-" +
+	"minute slot, oldest first\x02Slot\x02Completed\x02%[1]s–%[2]s\x02%[1]s: " +
+	"%[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d co" +
+	"mpleted\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d fai" +
+	"led\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s" +
+	"\x02%[1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1" +
+	"]d s\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02M" +
+	"ay\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01" +
+	"\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01" +
+	"\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00" +
+	"\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00" +
+	"\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process" +
+	" instance %[1]s\x02Summary\x02Operator actions\x02Path\x02The nodes this" +
+	" instance reached, in order, each with its occurrence.\x02Nodes reached," +
+	" in order\x02Node\x02Occurrence\x02Route\x02Next node\x02Created\x02Sett" +
+	"led\x02This instance has not reached a task yet.\x02Recorded operator ac" +
+	"tions\x02No operator has acted on this instance.\x02Operator actions on " +
+	"this instance, newest first\x02Value\x02Process inputs\x02Inputs the ins" +
+	"tance was started with, labelled by process version %[1]d's contract\x02" +
+	"This process takes no inputs.\x02This instance is held at a failed node:" +
+	" an incident. It cannot be retried: its occurrence at node %[1]s failed " +
+	"before any attempt (its inputs could not be built), so it would fail the" +
+	" same way. Abandon fails the instance; stop cancels it. Each asks for a " +
+	"reason, recorded in the audit log.\x02This instance is held at a failed " +
+	"node: an incident. Retry offers the failed occurrence again; abandon fai" +
+	"ls the instance; stop cancels it. Each asks for a reason, recorded in th" +
+	"e audit log.\x02Stopping cancels the instance and its open occurrences. " +
+	"It does not complete anything.\x02Stopped by %[1]s at %[2]s — “%[3]s”" +
+	"\x02Abandoned by %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s —" +
+	" “%[3]s”\x02Started\x02Ended\x02End node\x02Held at node\x02Failed occur" +
+	"rence\x02Error code\x02Unknown status %[1]q.\x02Creation date\x02The pag" +
+	"e size must be between 1 and %[1]d.\x02Process instances\x02from\x02to" +
+	"\x02Act on every instance this filter matches\x02The next page counts th" +
+	"em and asks for a reason before anything changes.\x02Process instances, " +
+	"newest first\x02Instance\x02End node or error\x02No instance matches the" +
+	"se filters.\x02All processes\x02All statuses\x02available\x02reserved" +
+	"\x02deferred\x02cancelled\x02running\x02held\x02expired\x02rejected\x02r" +
+	"eleased\x02disconnected\x02text\x02integer\x02number\x02boolean\x02date" +
+	"\x02date and time\x02choice\x02object\x02list\x02normal\x02sensitive\x02" +
+	"secret\x02••• hidden (sensitive)\x02••• hidden (secret)\x02pull (the ser" +
+	"vice fetches it)\x02push (Relais calls the service)\x02administrator\x02" +
+	"operator\x02designer\x02consumer\x02yes\x02no\x02field added\x02field re" +
+	"moved\x02type changed\x02required changed\x02values changed\x02classific" +
+	"ation changed\x02constraint changed\x02routing changed\x02minimum length" +
+	"\x02maximum length\x02pattern\x02format\x02minimum\x02maximum\x02minimum" +
+	" items\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, version %[2]s" +
+	"\x02Occurrence %[1]s\x02Mode\x02Dates\x02Policy\x02Maximum attempts\x02R" +
+	"etry delay\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02Att" +
+	"empts\x02Every attempt, oldest first\x02Consumer\x02Worker id\x02Reserve" +
+	"d\x02Duration\x02Destination’s answer\x02Outcome\x02Error message\x02No " +
+	"service has reserved this occurrence yet.\x02in progress\x02Destination" +
+	"\x02Replica\x02Relais has not called the destination yet.\x02Relais keep" +
+	"s the destination’s status code only when it refused the call (destinati" +
+	"on_http_NNN); a completed call answered 2xx. The duration runs from the " +
+	"claim of the call to its settlement.\x02Reason given by the worker\x02Re" +
+	"tries\x02none: a failed call takes the node’s error path\x02Call timeout" +
+	"\x02Now\x02Retry or abandon it from its instance\x02at most %[1]d\x02at " +
+	"most %[1]d since the last operator retry\x14\x01\x81\x01\x00\x02\x0e\x02" +
+	"%[1]d attempt\x00\x0f\x02%[1]d attempts\x02%[1]d left\x02Inputs, labelle" +
+	"d by revision %[1]d's contract\x02This contract has no inputs.\x02Output" +
+	"s, labelled by revision %[1]d's contract\x02No outputs yet: the occurren" +
+	"ce has not completed.\x02This contract has no outputs.\x02No outputs: th" +
+	"e occurrence ended without completing.\x02Reveal — this is recorded\x02A" +
+	"vailable from\x02Next attempt\x02Last reserved\x02Lock expires\x02Deferr" +
+	"ed\x02Last error (attempt %[1]d)\x02Error (before any attempt)\x02Its me" +
+	"ssage\x02Message from Relais (in English)\x02Message from the service (a" +
+	"s it sent it)\x02The deadline passed before a result arrived.\x02The res" +
+	"ult did not match the revision's outputs contract.\x02Relais stopped dur" +
+	"ing the call: whether the destination acted is unknown, so it is not cal" +
+	"led again.\x02The call could not be prepared.\x02The destination could n" +
+	"ot be reached.\x02The destination’s answer was too large.\x02The last at" +
+	"tempt’s lock expired with no attempt left.\x02The inputs could not be bu" +
+	"ilt from the process’s bindings.\x02An operator abandoned the instance." +
 	"\x02The destination answered HTTP %[1]s.\x02Retry at %[1]s — %[2]s.\x02O" +
 	"ffered from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to be offered" +
 	" again.\x02Waiting for Relais to call the destination since %[1]s (%[2]s" +
@@ -1095,7 +1096,7 @@ const enData string = "" + // Size: 18604 bytes
 	"it until one connects or polls.\x14\x01\x81\x01\x00\x02\x17\x02Served by" +
 	" %[1]d worker\x00\x18\x02Served by %[1]d workers"
 
-var frIndex = []uint32{ // 589 elements
+var frIndex = []uint32{ // 590 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x0000007a,
@@ -1119,153 +1120,153 @@ var frIndex = []uint32{ // 589 elements
 	0x0000127d, 0x00001291, 0x0000143f, 0x00001461,
 	0x00001496, 0x0000157f, 0x000015f4, 0x000016d3,
 	0x000016d9, 0x000016dd, 0x000016e4, 0x000016ea,
-	0x00001700, 0x00001717, 0x00001727, 0x00001739,
-	0x000017e4, 0x000017ec, 0x00001802, 0x00001816,
-	0x00001842, 0x00001855, 0x000018a1, 0x000018ea,
-	0x0000191e, 0x00001960, 0x00001996, 0x0000199c,
+	0x00001700, 0x00001717, 0x00001727, 0x00001732,
+	0x00001744, 0x000017ef, 0x000017f7, 0x0000180d,
+	0x00001821, 0x0000184d, 0x00001860, 0x000018ac,
+	0x000018f5, 0x00001929, 0x0000196b, 0x000019a1,
 	// Entry 60 - 7F
-	0x000019aa, 0x000019b9, 0x000019c8, 0x000019cf,
-	0x000019e0, 0x000019f6, 0x000019fc, 0x00001a0d,
-	0x00001a17, 0x00001a21, 0x00001a48, 0x00001a64,
-	0x00001a6c, 0x00001a79, 0x00001a85, 0x00001a8c,
-	0x00001ab0, 0x00001ac0, 0x00001ad8, 0x00001b0b,
-	0x00001b3c, 0x00001b6e, 0x00001b7c, 0x00001c1f,
-	0x00001c31, 0x00001caf, 0x00001ccb, 0x00001ce3,
-	0x00001cef, 0x00001d32, 0x00001d45, 0x00001dc1,
+	0x000019a7, 0x000019b5, 0x000019c4, 0x000019d3,
+	0x000019da, 0x000019eb, 0x00001a01, 0x00001a07,
+	0x00001a18, 0x00001a22, 0x00001a2c, 0x00001a53,
+	0x00001a6f, 0x00001a77, 0x00001a84, 0x00001a90,
+	0x00001a97, 0x00001abb, 0x00001acb, 0x00001ae3,
+	0x00001b16, 0x00001b47, 0x00001b79, 0x00001b87,
+	0x00001c2a, 0x00001c3c, 0x00001cba, 0x00001cd6,
+	0x00001cee, 0x00001cfa, 0x00001d3d, 0x00001d50,
 	// Entry 80 - 9F
-	0x00001ddd, 0x00001e34, 0x00001e4c, 0x00001ee4,
-	0x00001f4a, 0x00001f7c, 0x00001f82, 0x00001f87,
-	0x00001f93, 0x00001fa2, 0x00001fae, 0x00001fba,
-	0x00001fcc, 0x00001fdd, 0x00002061, 0x00002065,
-	0x00002077, 0x0000208e, 0x00002099, 0x000020ee,
-	0x000020fb, 0x00002120, 0x0000212c, 0x00002136,
-	0x0000213c, 0x00002148, 0x00002160, 0x000021b2,
-	0x000021c2, 0x000021d2, 0x000021db, 0x000021e6,
+	0x00001dcc, 0x00001de8, 0x00001e3f, 0x00001e57,
+	0x00001eef, 0x00001f55, 0x00001f87, 0x00001f8d,
+	0x00001f92, 0x00001f9e, 0x00001fad, 0x00001fb9,
+	0x00001fc5, 0x00001fd7, 0x00001fe8, 0x0000206c,
+	0x00002070, 0x00002082, 0x00002099, 0x000020a4,
+	0x000020f9, 0x00002106, 0x0000212b, 0x00002137,
+	0x00002141, 0x00002147, 0x00002153, 0x0000216b,
+	0x000021bd, 0x000021cd, 0x000021dd, 0x000021e6,
 	// Entry A0 - BF
-	0x000021ee, 0x00002202, 0x00002215, 0x0000223d,
-	0x00002246, 0x00002256, 0x00002276, 0x0000227e,
-	0x0000228d, 0x000022ac, 0x000022d7, 0x000022fd,
-	0x0000230d, 0x00002317, 0x00002321, 0x00002340,
-	0x0000235e, 0x00002391, 0x000023c1, 0x000023ed,
-	0x0000241d, 0x0000243f, 0x0000245a, 0x00002475,
-	0x00002491, 0x000024ad, 0x000024c3, 0x000024dd,
-	0x000024fd, 0x0000251c, 0x00002523, 0x0000258d,
+	0x000021f1, 0x000021f9, 0x0000220d, 0x00002220,
+	0x00002248, 0x00002251, 0x00002261, 0x00002281,
+	0x00002289, 0x00002298, 0x000022b7, 0x000022e2,
+	0x00002308, 0x00002318, 0x00002322, 0x0000232c,
+	0x0000234b, 0x00002369, 0x0000239c, 0x000023cc,
+	0x000023f8, 0x00002428, 0x0000244a, 0x00002465,
+	0x00002480, 0x0000249c, 0x000024b8, 0x000024ce,
+	0x000024e8, 0x00002508, 0x00002527, 0x0000252e,
 	// Entry C0 - DF
-	0x000025a3, 0x000025a8, 0x000025bc, 0x000025d4,
-	0x000025f9, 0x00002627, 0x00002639, 0x0000264c,
-	0x00002669, 0x00002696, 0x000026b3, 0x000026d6,
-	0x000026e1, 0x000026ec, 0x000026f8, 0x0000277c,
-	0x000027a3, 0x000027e1, 0x000027ed, 0x000027f6,
-	0x0000280b, 0x00002815, 0x0000283c, 0x00002858,
-	0x00002873, 0x000028a3, 0x000028e1, 0x000028fc,
-	0x0000291d, 0x00002935, 0x0000297b, 0x000029e6,
+	0x00002598, 0x000025ae, 0x000025b3, 0x000025c7,
+	0x000025df, 0x00002604, 0x00002632, 0x00002644,
+	0x00002657, 0x00002674, 0x000026a1, 0x000026be,
+	0x000026e1, 0x000026ec, 0x000026f7, 0x00002703,
+	0x00002787, 0x000027ae, 0x000027ec, 0x000027f8,
+	0x00002801, 0x00002816, 0x00002820, 0x00002847,
+	0x00002863, 0x0000287e, 0x000028ae, 0x000028ec,
+	0x00002907, 0x00002928, 0x00002940, 0x00002986,
 	// Entry E0 - FF
-	0x000029f0, 0x000029fa, 0x00002a14, 0x00002a5d,
-	0x00002a65, 0x00002a70, 0x00002a7e, 0x00002a8e,
-	0x00002ab8, 0x00002ae1, 0x00002af1, 0x00002b10,
-	0x00002b1c, 0x00002b35, 0x00002b40, 0x00002b4d,
-	0x00002b5c, 0x00002b64, 0x00002b6e, 0x00002b76,
-	0x00002b7e, 0x00002b84, 0x00002b8b, 0x00002b90,
-	0x00002b95, 0x00002b99, 0x00002b9e, 0x00002ba4,
-	0x00002baa, 0x00002bb0, 0x00002bb5, 0x00002bba,
+	0x000029f1, 0x000029fb, 0x00002a05, 0x00002a1f,
+	0x00002a68, 0x00002a70, 0x00002a7b, 0x00002a89,
+	0x00002a99, 0x00002ac3, 0x00002aec, 0x00002afc,
+	0x00002b1b, 0x00002b27, 0x00002b40, 0x00002b4b,
+	0x00002b58, 0x00002b67, 0x00002b6f, 0x00002b79,
+	0x00002b81, 0x00002b89, 0x00002b8f, 0x00002b96,
+	0x00002b9b, 0x00002ba0, 0x00002ba4, 0x00002ba9,
+	0x00002baf, 0x00002bb5, 0x00002bbb, 0x00002bc0,
 	// Entry 100 - 11F
-	0x00002bc0, 0x00002bca, 0x00002bea, 0x00002c0c,
-	0x00002c30, 0x00002c56, 0x00002c5f, 0x00002c7b,
-	0x00002c84, 0x00002c9b, 0x00002ca4, 0x00002cf8,
-	0x00002d18, 0x00002d1e, 0x00002d29, 0x00002d2f,
-	0x00002d3d, 0x00002d48, 0x00002d54, 0x00002d87,
-	0x00002dab, 0x00002dda, 0x00002e23, 0x00002e2a,
-	0x00002e40, 0x00002eb3, 0x00002ed9, 0x00003069,
-	0x00003171, 0x000031c1, 0x000031ee, 0x0000321d,
+	0x00002bc5, 0x00002bcb, 0x00002bd5, 0x00002bf5,
+	0x00002c17, 0x00002c3b, 0x00002c61, 0x00002c6a,
+	0x00002c86, 0x00002c8f, 0x00002ca6, 0x00002caf,
+	0x00002d03, 0x00002d23, 0x00002d29, 0x00002d34,
+	0x00002d3a, 0x00002d48, 0x00002d53, 0x00002d5f,
+	0x00002d92, 0x00002db6, 0x00002de5, 0x00002e2e,
+	0x00002e35, 0x00002e4b, 0x00002ebe, 0x00002ee4,
+	0x00003074, 0x0000317c, 0x000031cc, 0x000031f9,
 	// Entry 120 - 13F
-	0x00003248, 0x00003256, 0x00003263, 0x00003270,
-	0x00003283, 0x00003298, 0x000032a8, 0x000032c2,
-	0x000032d4, 0x0000330c, 0x00003323, 0x00003326,
-	0x00003329, 0x0000335d, 0x000033a7, 0x000033dc,
-	0x000033e5, 0x000033fc, 0x0000342a, 0x0000343d,
-	0x0000344e, 0x00003459, 0x00003464, 0x0000346f,
-	0x00003478, 0x00003481, 0x0000348b, 0x00003494,
-	0x0000349d, 0x000034a4, 0x000034b2, 0x000034b8,
+	0x00003228, 0x00003253, 0x00003261, 0x0000326e,
+	0x0000327b, 0x0000328e, 0x000032a3, 0x000032b3,
+	0x000032cd, 0x000032df, 0x00003317, 0x0000332e,
+	0x00003331, 0x00003334, 0x00003368, 0x000033b2,
+	0x000033e7, 0x000033f0, 0x00003407, 0x00003435,
+	0x00003448, 0x00003459, 0x00003464, 0x0000346f,
+	0x0000347a, 0x00003483, 0x0000348c, 0x00003496,
+	0x0000349f, 0x000034a8, 0x000034af, 0x000034bd,
 	// Entry 140 - 15F
-	0x000034bf, 0x000034c6, 0x000034cf, 0x000034d4,
-	0x000034e2, 0x000034e8, 0x000034ee, 0x000034f4,
-	0x000034fc, 0x00003505, 0x0000350e, 0x0000352b,
-	0x00003546, 0x00003566, 0x00003587, 0x00003596,
-	0x000035a1, 0x000035ac, 0x000035b9, 0x000035bd,
-	0x000035c1, 0x000035cf, 0x000035dd, 0x000035eb,
-	0x0000360b, 0x0000361e, 0x00003637, 0x0000364c,
-	0x0000365d, 0x0000366f, 0x00003681, 0x00003687,
+	0x000034c3, 0x000034ca, 0x000034d1, 0x000034da,
+	0x000034df, 0x000034ed, 0x000034f3, 0x000034f9,
+	0x000034ff, 0x00003507, 0x00003510, 0x00003519,
+	0x00003536, 0x00003551, 0x00003571, 0x00003592,
+	0x000035a1, 0x000035ac, 0x000035b7, 0x000035c4,
+	0x000035c8, 0x000035cc, 0x000035da, 0x000035e8,
+	0x000035f6, 0x00003616, 0x00003629, 0x00003642,
+	0x00003657, 0x00003668, 0x0000367a, 0x0000368c,
 	// Entry 160 - 17F
-	0x0000368e, 0x00003696, 0x0000369e, 0x000036bc,
-	0x000036da, 0x000036f1, 0x00003706, 0x00003717,
-	0x0000371c, 0x00003722, 0x0000373b, 0x00003758,
-	0x00003778, 0x00003783, 0x0000378d, 0x000037b6,
-	0x000037c1, 0x000037f5, 0x00003802, 0x00003819,
-	0x00003827, 0x0000382e, 0x00003849, 0x00003853,
-	0x00003866, 0x0000389d, 0x000038a6, 0x000038b2,
-	0x000038bc, 0x000038ec, 0x000039d3, 0x000039ef,
+	0x00003692, 0x00003699, 0x000036a1, 0x000036a9,
+	0x000036c7, 0x000036e5, 0x000036fc, 0x00003711,
+	0x00003722, 0x00003727, 0x0000372d, 0x00003746,
+	0x00003763, 0x00003783, 0x0000378e, 0x00003798,
+	0x000037c1, 0x000037cc, 0x00003800, 0x0000380d,
+	0x00003824, 0x00003832, 0x00003839, 0x00003854,
+	0x0000385e, 0x00003871, 0x000038a8, 0x000038b1,
+	0x000038bd, 0x000038c7, 0x000038f7, 0x000039de,
 	// Entry 180 - 19F
-	0x00003a04, 0x00003a45, 0x00003a56, 0x00003a61,
-	0x00003a94, 0x00003aa2, 0x00003ade, 0x00003b08,
-	0x00003b30, 0x00003b6f, 0x00003b90, 0x00003bce,
-	0x00003c0e, 0x00003c2e, 0x00003c6f, 0x00003c9b,
-	0x00003cb3, 0x00003cc7, 0x00003cde, 0x00003cec,
-	0x00003cf7, 0x00003d1a, 0x00003d39, 0x00003d45,
-	0x00003d64, 0x00003d93, 0x00003dd3, 0x00003e19,
-	0x00003e8b, 0x00003eb3, 0x00003ed6, 0x00003f0d,
+	0x000039fa, 0x00003a0f, 0x00003a50, 0x00003a61,
+	0x00003a6c, 0x00003a9f, 0x00003aad, 0x00003ae9,
+	0x00003b13, 0x00003b3b, 0x00003b7a, 0x00003b9b,
+	0x00003bd9, 0x00003c19, 0x00003c39, 0x00003c7a,
+	0x00003ca6, 0x00003cbe, 0x00003cd2, 0x00003ce9,
+	0x00003cf7, 0x00003d02, 0x00003d25, 0x00003d44,
+	0x00003d50, 0x00003d6f, 0x00003d9e, 0x00003dde,
+	0x00003e24, 0x00003e96, 0x00003ebe, 0x00003ee1,
 	// Entry 1A0 - 1BF
-	0x00003f54, 0x00003fa7, 0x00003fd0, 0x00003ff6,
-	0x0000401d, 0x00004045, 0x0000408c, 0x000040d6,
-	0x00004106, 0x00004116, 0x00004144, 0x00004180,
-	0x00004196, 0x00004227, 0x0000423a, 0x00004278,
-	0x000042b4, 0x000042c7, 0x00004317, 0x0000434c,
-	0x0000435e, 0x00004375, 0x00004380, 0x0000439d,
-	0x000043bc, 0x000043cd, 0x000043e7, 0x000043f0,
-	0x000043fa, 0x0000442f, 0x00004445, 0x00004458,
+	0x00003f18, 0x00003f5f, 0x00003fb2, 0x00003fdb,
+	0x00004001, 0x00004028, 0x00004050, 0x00004097,
+	0x000040e1, 0x00004111, 0x00004121, 0x0000414f,
+	0x0000418b, 0x000041a1, 0x00004232, 0x00004245,
+	0x00004283, 0x000042bf, 0x000042d2, 0x00004322,
+	0x00004357, 0x00004369, 0x00004380, 0x0000438b,
+	0x000043a8, 0x000043c7, 0x000043d8, 0x000043f2,
+	0x000043fb, 0x00004405, 0x0000443a, 0x00004450,
 	// Entry 1C0 - 1DF
-	0x00004495, 0x000044ae, 0x000044c4, 0x000044ee,
-	0x00004501, 0x00004508, 0x00004520, 0x00004542,
-	0x00004572, 0x00004589, 0x000045c1, 0x000045fc,
-	0x00004628, 0x0000467b, 0x0000468b, 0x00004694,
-	0x000046a8, 0x000046ba, 0x000046d0, 0x000046e2,
-	0x000046f4, 0x00004706, 0x0000471c, 0x00004746,
-	0x00004779, 0x000047b5, 0x000047cc, 0x00004894,
-	0x000048c1, 0x0000492c, 0x00004946, 0x0000495f,
+	0x00004463, 0x000044a0, 0x000044b9, 0x000044cf,
+	0x000044f9, 0x0000450c, 0x00004513, 0x0000452b,
+	0x0000454d, 0x0000457d, 0x00004594, 0x000045cc,
+	0x00004607, 0x00004633, 0x00004686, 0x00004696,
+	0x0000469f, 0x000046b3, 0x000046c5, 0x000046db,
+	0x000046ed, 0x000046ff, 0x00004711, 0x00004727,
+	0x00004751, 0x00004784, 0x000047c0, 0x000047d7,
+	0x0000489f, 0x000048cc, 0x00004937, 0x00004951,
 	// Entry 1E0 - 1FF
-	0x00004980, 0x00004996, 0x0000499d, 0x000049b7,
-	0x00004a4c, 0x00004a5f, 0x00004a86, 0x00004aae,
-	0x00004abc, 0x00004acc, 0x00004ad4, 0x00004ae5,
-	0x00004aec, 0x00004c22, 0x00004c29, 0x00004c63,
-	0x00004c68, 0x00004c7d, 0x00004c91, 0x00004ca3,
-	0x00004cb9, 0x00004cd3, 0x00004d1d, 0x00004d2d,
-	0x00004e07, 0x00004e0c, 0x00004e1c, 0x00004e2a,
-	0x00004e3a, 0x00004e4a, 0x00004e54, 0x00004e80,
+	0x0000496a, 0x0000498b, 0x000049a1, 0x000049a8,
+	0x000049c2, 0x00004a57, 0x00004a6a, 0x00004a91,
+	0x00004ab9, 0x00004ac7, 0x00004ad7, 0x00004adf,
+	0x00004af0, 0x00004af7, 0x00004c2d, 0x00004c34,
+	0x00004c6e, 0x00004c73, 0x00004c88, 0x00004c9c,
+	0x00004cae, 0x00004cc4, 0x00004cde, 0x00004d28,
+	0x00004d38, 0x00004e12, 0x00004e17, 0x00004e27,
+	0x00004e35, 0x00004e45, 0x00004e55, 0x00004e5f,
 	// Entry 200 - 21F
-	0x00004e9a, 0x00004eb5, 0x00004f43, 0x00004f54,
-	0x00004f61, 0x00004fa2, 0x00004fe8, 0x00005000,
-	0x00005053, 0x0000508e, 0x000050b9, 0x000050c3,
-	0x0000513d, 0x00005172, 0x000051b3, 0x00005223,
-	0x0000523c, 0x00005249, 0x0000528c, 0x00005292,
-	0x0000532e, 0x00005382, 0x000053ad, 0x00005439,
-	0x00005467, 0x00005529, 0x0000552c, 0x00005532,
-	0x00005548, 0x00005553, 0x0000555a, 0x00005565,
+	0x00004e8b, 0x00004ea5, 0x00004ec0, 0x00004f4e,
+	0x00004f5f, 0x00004f6c, 0x00004fad, 0x00004ff3,
+	0x0000500b, 0x0000505e, 0x00005099, 0x000050c4,
+	0x000050ce, 0x00005148, 0x0000517d, 0x000051be,
+	0x0000522e, 0x00005247, 0x00005254, 0x00005297,
+	0x0000529d, 0x00005339, 0x0000538d, 0x000053b8,
+	0x00005444, 0x00005472, 0x00005534, 0x00005537,
+	0x0000553d, 0x00005553, 0x0000555e, 0x00005565,
 	// Entry 220 - 23F
-	0x00005573, 0x00005580, 0x0000558e, 0x0000559b,
-	0x000055b7, 0x000055d0, 0x000055f9, 0x000056a2,
-	0x000056b5, 0x000056bf, 0x0000574e, 0x000057af,
-	0x000057c1, 0x000057d4, 0x00005812, 0x0000584e,
-	0x0000585a, 0x00005867, 0x00005875, 0x00005883,
-	0x00005893, 0x000058cf, 0x00005909, 0x00005914,
-	0x0000593e, 0x00005942, 0x00005954, 0x00005962,
-	0x0000598e, 0x00005a50, 0x00005a83, 0x00005a8e,
+	0x00005570, 0x0000557e, 0x0000558b, 0x00005599,
+	0x000055a6, 0x000055c2, 0x000055db, 0x00005604,
+	0x000056ad, 0x000056c0, 0x000056ca, 0x00005759,
+	0x000057ba, 0x000057cc, 0x000057df, 0x0000581d,
+	0x00005859, 0x00005865, 0x00005872, 0x00005880,
+	0x0000588e, 0x0000589e, 0x000058da, 0x00005914,
+	0x0000591f, 0x00005949, 0x0000594d, 0x0000595f,
+	0x0000596d, 0x00005999, 0x00005a5b, 0x00005a8e,
 	// Entry 240 - 25F
-	0x00005a98, 0x00005aad, 0x00005ab6, 0x00005ac0,
-	0x00005ace, 0x00005af2, 0x00005b0c, 0x00005b21,
-	0x00005b4d, 0x00005b52, 0x00005b67, 0x00005bdd,
-	0x00005c1f,
-} // Size: 2380 bytes
+	0x00005a99, 0x00005aa3, 0x00005ab8, 0x00005ac1,
+	0x00005acb, 0x00005ad9, 0x00005afd, 0x00005b17,
+	0x00005b2c, 0x00005b58, 0x00005b5d, 0x00005b72,
+	0x00005be8, 0x00005c2a,
+} // Size: 2384 bytes
 
-const frData string = "" + // Size: 23583 bytes
+const frData string = "" + // Size: 23594 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances suspendues…\x02Abandon" +
 	"ner toutes les instances suspendues…\x02Arrêter toutes les instances sus" +
@@ -1352,181 +1353,181 @@ const frData string = "" + // Size: 23583 bytes
 	"u traitée par quelqu’un d’autre).\x00n\x02%[1]d ignorées\u202f: elles on" +
 	"t changé après le comptage (réglées, ou traitées par quelqu’un d’autre)." +
 	"\x02Quand\x02Qui\x02Action\x02Motif\x02Instance de processus\x02Occurren" +
-	"ce reproposée\x02Action groupée\x02Journal d’audit\x02Chaque reprise, ab" +
-	"andon et arrêt appliqué par un opérateur, avec son motif. Les révélation" +
-	"s de valeurs sensibles ont leur propre journal (GET /api/v1/audit/reveal" +
-	"s).\x02Filtres\x02Appliquer les filtres\x02Effacer les filtres\x02Aucune" +
-	" action d’opérateur ne correspond.\x02Toutes les actions\x02L’instance d" +
-	"e processus doit être un identifiant d’instance (un UUID).\x02L’action g" +
-	"roupée doit être désignée par son identifiant (un UUID).\x02Instances mo" +
-	"difiées par l’action groupée %[1]s.\x02Le curseur de page est invalide" +
-	"\u202f: revenez à la première page.\x02Actions d’opérateurs, les plus ré" +
-	"centes d’abord\x02Pages\x02Page suivante\x02Première page\x02Console Rel" +
-	"ais\x02Langue\x02Aller au contenu\x02Navigation principale\x02État\x02Tâ" +
-	"ches externes\x02Instances\x02Processus\x02Trouver une instance ou une o" +
-	"ccurrence\x02identifiant ou clé métier\x02Trouver\x02Définitions\x02Exéc" +
-	"utants\x02Jetons\x02Connecté en tant que %[1]s (%[2]s)\x02Se déconnecter" +
-	"\x02Réglages d’affichage\x02Heures en %[1]s · rechargement toutes les %[" +
-	"2]d s\x02Heures en %[1]s · sans rechargement automatique\x02Cette page s" +
-	"e recharge toutes les %[1]d secondes.\x02Non autorisé\x02Votre rôle ne p" +
-	"ermet de lire que les définitions\u202f: les tâches externes et les inst" +
-	"ances de processus sont réservées aux opérateurs et aux administrateurs." +
-	"\x02Requête invalide\x02Le champ «\u00a0%[1]s\u00a0» contient le caractè" +
-	"re NUL ou des octets qui ne sont pas du texte UTF-8\u202f: corrigez-le e" +
-	"t réessayez.\x02Retour aux tâches externes\x02Retour aux définitions\x02" +
-	"Introuvable\x02Cette adresse ne mène à rien, ou à rien que vous puissiez" +
-	" voir.\x02Formulaire refusé\x02Ce formulaire n’a pas été envoyé depuis c" +
-	"ette session de la console, ou il a expiré. Rechargez la page et réessay" +
-	"ez.\x02Temporairement indisponible\x02La base de données est injoignable" +
-	" pour le moment. Réessayez dans quelques secondes.\x02Une erreur est sur" +
-	"venue\x02La console n’a pas pu afficher cette page. Réessayez\u202f; si " +
-	"le problème persiste, donnez à votre administrateur l’identifiant de req" +
-	"uête %[1]s.\x02Décompte des occurrences en cours\u202f; les décomptes s’" +
-	"afficheront quand vous rechargerez la page.\x02Les décomptes sont indisp" +
-	"onibles pour le moment.\x02Champ\x02Type\x02Obligatoire\x02Classificatio" +
-	"n\x02Contraintes\x02Description\x02Définition %[1]s\x02Copie de travail" +
-	"\x02La seule partie modifiable d’une définition. Les processus ne l’util" +
-	"isent jamais directement\u202f: ils épinglent une révision.\x02Nom\x02So" +
-	"rtie de routage\x02Dernier enregistrement\x02Révisions\x02Aucune révisio" +
-	"n pour l’instant\u202f: la copie de travail n’a jamais été figée.\x02Pub" +
-	"lications\x02Aucune publication pour l’instant.\x02Publication\x02Révisi" +
-	"on\x02Notes\x02Publiée le\x02Comparer des révisions\x02Liste chaque chan" +
-	"gement d’une révision à l’autre et ce qu’il peut casser.\x02De la révisi" +
-	"on\x02À la révision\x02Comparer\x02Changement\x02Détail\x02Casse les pro" +
-	"cessus\x02Casse les services\x02Ces révisions ont les mêmes contrats." +
-	"\x02Entrées\x02Aucune entrée.\x02Entrées de la copie de travail\x02Sorti" +
-	"es\x02Aucune sortie.\x02Sorties de la copie de travail\x02Publications, " +
-	"les plus anciennes d’abord\x02Changements entre les deux révisions\x02Ré" +
-	"vision %[1]d\x02Figée le\x02Empreinte\x02Entrées de la révision %[1]d" +
-	"\x02Sorties de la révision %[1]d\x02Choisissez deux révisions existantes" +
-	" à comparer.\x02De la révision %[1]d à la révision %[2]d\u202f:\x14\x01" +
-	"\x81\x01\x00\x02\x11\x02%[1]d changement\x00\x12\x02%[1]d changements" +
-	"\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incompatible\x00\x14\x02%[1]d inco" +
-	"mpatibles\x02sortie de routage %[1]s → %[2]s\x02facultatif → obligatoire" +
-	"\x02obligatoire → facultatif\x02valeurs ajoutées\u202f: %[1]s\x02valeurs" +
-	" retirées\u202f: %[1]s\x02valeurs réordonnées\x02%[1]s\u202f: %[2]s → %[" +
-	"3]s\x02champ obligatoire de type %[1]s\x02champ facultatif de type %[1]s" +
-	"\x02aucune\x02Contrats de tâches\u202f: leur copie de travail, leurs rév" +
-	"isions immuables et leurs publications nommées.\x02Définitions par clé" +
-	"\x02Clé\x02Dernière révision\x02aucune pour l’instant\x02Aucune définiti" +
-	"on pour l’instant.\x14\x01\x81\x01\x00\x02\x12\x02%[1]d publication\x00" +
-	"\x13\x02%[1]d publications\x02en cas d’erreur\x02toute autre erreur\x02s" +
-	"uspendue pour un opérateur\x02incident\u202f: reprendre, abandonner, arr" +
-	"êter\x02fin\u202f: termine l’instance\x02fin\u202f: met l’instance en é" +
-	"chec\x02push %[1]s\x02pull %[1]s\x02Nœud %[1]s\x02La file d’attente et l" +
-	"es incidents de chaque définition maintenant, et ce que ses services ont" +
-	" terminé dans la dernière heure.\x02Réussites et échecs, dernière heure" +
-	"\x02Définitions, celles qui demandent de l’attention d’abord\x02Définiti" +
-	"on\x02Ouvertes\x02Instances suspendues\x02En échec\x02Attente de la plus" +
-	" ancienne disponible\x02Terminées, dernière heure\x02En échec, dernière " +
-	"heure\x02Aucune définition n’a encore d’occurrence.\x02Au %[1]s (%[2]s)" +
-	"\u202f; actualisé toutes les quelques secondes.\x02disponible depuis le " +
-	"%[1]s\x02Afficher toutes les définitions\x02Toutes les définitions\x02Ré" +
-	"ussites et échecs par tranche de 5 min, dernière heure\u202f: %[1]s\x02D" +
-	"ans la dernière heure\u202f: %[1]s, %[2]s. Le tableau qui suit le graphi" +
-	"que donne chaque tranche de 5\u00a0min.\x02terminée\x02en échec\x02Les c" +
-	"hiffres du graphique\x02Réussites et échecs par tranche de 5 min, les pl" +
-	"us anciennes d’abord\x02Tranche\x02Terminées\x02%[1]s–%[2]s\x02%[1]s" +
-	"\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%" +
-	"[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02" +
-	"%[1]d en échec\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s" +
-	"\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]" +
-	"s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv." +
-	"\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oc" +
-	"t.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jou" +
-	"r\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00" +
-	"\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e" +
-	"\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f" +
-	"\x02%[1]d secondes\x02%[1]d ms\x02Instance de processus %[1]s\x02Résumé" +
-	"\x02Actions d’opérateur\x02Parcours\x02Les nœuds atteints par cette inst" +
-	"ance, dans l’ordre, chacun avec son occurrence.\x02Nœuds atteints, dans " +
-	"l’ordre\x02Nœud\x02Occurrence\x02Route\x02Nœud suivant\x02Créée le\x02Ré" +
-	"glée le\x02Cette instance n’a encore atteint aucune tâche.\x02Actions d’" +
-	"opérateurs consignées\x02Aucun opérateur n’a agi sur cette instance.\x02" +
-	"Actions d’opérateurs sur cette instance, les plus récentes d’abord\x02Va" +
-	"leur\x02Entrées du processus\x02Entrées avec lesquelles l’instance a dém" +
-	"arré, nommées d’après le contrat de la version %[1]d du processus\x02Ce " +
-	"processus ne prend aucune entrée.\x02Cette instance est suspendue à un n" +
-	"œud en échec\u202f: c’est un incident. Elle ne peut pas être reprise" +
-	"\u202f: son occurrence au nœud %[1]s a échoué avant toute tentative (ses" +
-	" entrées n’ont pas pu être construites), une reprise échouerait donc de " +
-	"la même façon. L’abandon met l’instance en échec\u202f; l’arrêt l’annule" +
-	". Chacun demande un motif, consigné dans le journal d’audit.\x02Cette in" +
-	"stance est suspendue à un nœud en échec\u202f: c’est un incident. La rep" +
-	"rise propose de nouveau l’occurrence en échec\u202f; l’abandon met l’ins" +
-	"tance en échec\u202f; l’arrêt l’annule. Chacune demande un motif, consig" +
-	"né dans le journal d’audit.\x02L’arrêt annule l’instance et ses occurren" +
-	"ces ouvertes. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — « %[3]" +
-	"s »\x02Abandonnée par %[1]s le %[2]s — « %[3]s »\x02Reprise par %[1]s le" +
-	" %[2]s — « %[3]s »\x02Démarrée le\x02Terminée le\x02Nœud de fin\x02Suspe" +
-	"ndue au nœud\x02Occurrence en échec\x02Code d’erreur\x02Statut inconnu" +
-	"\u202f: %[1]q.\x02Date de création\x02La taille de page doit être compri" +
-	"se entre 1 et %[1]d.\x02Instances de processus\x02du\x02au\x02Agir sur t" +
-	"outes les instances que ce filtre retient\x02La page suivante les compte" +
-	" et demande un motif avant que rien ne change.\x02Instances de processus" +
-	", les plus récentes d’abord\x02Instance\x02Nœud de fin ou erreur\x02Aucu" +
-	"ne instance ne correspond à ces filtres.\x02Tous les processus\x02Tous l" +
-	"es statuts\x02disponible\x02réservée\x02différée\x02annulée\x02en cours" +
-	"\x02suspendue\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte" +
-	"\x02entier\x02nombre\x02booléen\x02date\x02date et heure\x02choix\x02obj" +
-	"et\x02liste\x02normale\x02sensible\x02secrète\x02••• masqué (sensible)" +
-	"\x02••• masqué (secret)\x02pull (le service la récupère)\x02push (Relais" +
-	" appelle le service)\x02administrateur\x02opérateur\x02concepteur\x02con" +
-	"sommateur\x02oui\x02non\x02champ ajouté\x02champ retiré\x02type modifié" +
-	"\x02caractère obligatoire modifié\x02valeurs modifiées\x02classification" +
-	" modifiée\x02contrainte modifiée\x02routage modifié\x02longueur minimale" +
-	"\x02longueur maximale\x02motif\x02format\x02minimum\x02maximum\x02nombre" +
-	" minimal d’éléments\x02nombre maximal d’éléments\x02%[1]s, révision %[2]" +
-	"s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Mode\x02Dates\x02Politi" +
-	"que d’exécution\x02Nombre maximal de tentatives\x02Délai avant nouvelle " +
-	"tentative\x02Échéance\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus h" +
-	"aute)\x02Tentatives\x02Toutes les tentatives, les plus anciennes d’abord" +
-	"\x02Consommateur\x02Identifiant du service\x02Réservée le\x02Durée\x02Ré" +
-	"ponse de la destination\x02Résultat\x02Message d’erreur\x02Aucun service" +
-	" n’a encore réservé cette occurrence.\x02en cours\x02Destination\x02Répl" +
-	"ique\x02Relais n’a pas encore appelé la destination.\x02Relais ne conser" +
-	"ve le code de statut de la destination que lorsqu’elle a refusé l’appel " +
-	"(destination_http_NNN)\u202f; un appel terminé a reçu une réponse 2xx. L" +
-	"a durée va de la prise en charge de l’appel à son règlement.\x02Motif do" +
-	"nné par le service\x02Nouvelles tentatives\x02aucune\u202f: un appel en " +
-	"échec suit le chemin d’erreur du nœud\x02Délai d’appel\x02Maintenant" +
-	"\x02La reprendre ou l’abandonner depuis son instance\x02au plus %[1]d" +
-	"\x02au plus %[1]d depuis la dernière reprise par un opérateur\x14\x01" +
-	"\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14" +
-	"\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes" +
-	"\x02Entrées, nommées d’après le contrat de la révision %[1]d\x02Ce contr" +
-	"at n’a aucune entrée.\x02Sorties, nommées d’après le contrat de la révis" +
-	"ion %[1]d\x02Pas encore de sorties\u202f: l’occurrence n’est pas terminé" +
-	"e.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occurrence" +
-	" s’est terminée sans aboutir.\x02Révéler — cette action est enregistrée" +
-	"\x02Disponible à partir du\x02Prochaine tentative\x02Dernière réservatio" +
-	"n\x02Fin du verrou\x02Différée\x02Dernière erreur (tentative %[1]d)\x02E" +
-	"rreur (avant toute tentative)\x02Son message\x02Message de Relais (en an" +
-	"glais)\x02Message du service (tel qu’il l’a envoyé)\x02L’échéance est pa" +
-	"ssée avant l’arrivée d’un résultat.\x02Le résultat ne respectait pas le " +
-	"contrat de sorties de la révision.\x02Relais s’est arrêté pendant l’appe" +
-	"l\u202f: on ignore si la destination a agi, elle n’est donc pas rappelée" +
-	".\x02L’appel n’a pas pu être préparé.\x02La destination était injoignabl" +
-	"e.\x02La réponse de la destination était trop volumineuse.\x02Le verrou " +
-	"de la dernière tentative a expiré sans tentative restante.\x02Les entrée" +
-	"s n’ont pas pu être construites à partir des liaisons du processus.\x02U" +
-	"n opérateur a abandonné l’instance.\x02La destination a répondu HTTP %[1" +
-	"]s.\x02Nouvelle tentative à %[1]s — %[2]s.\x02Proposée à partir de %[1]s" +
-	" — %[2]s.\x02Verrou expiré à %[1]s — en attente d’être proposée de nouve" +
-	"au.\x02En attente de l’appel de Relais à la destination depuis %[1]s (%[" +
-	"2]s).\x02En attente d’un service depuis %[1]s (%[2]s).\x02(service %[1]s" +
-	")\x02Relais appelle la destination (depuis %[1]s).\x02Réservée par %[1]s" +
-	"\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée" +
-	" depuis %[1]s (%[2]s)\u202f: un service du même consommateur, ou une int" +
-	"erface munie d’un jeton de règlement, la terminera plus tard.\x02Terminé" +
-	"e (%[1]s).\x02Son instance est suspendue ici, en attente d’un opérateur." +
-	"\x02Son instance a continué par le chemin d’erreur du nœud.\x02En échec " +
-	"(%[1]s).\x02Annulée\u202f: l’instance a été arrêtée par %[1]s à %[2]s — " +
-	"« %[3]s ».\x02Annulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s" +
-	" jusqu’ici\x02consommateur n° %[1]s\x02en attente\x02HTTP 2xx, corps inu" +
-	"tilisable\x02pas de réponse dans le délai\x02pas de connexion\x02réponse" +
-	" trop volumineuse\x02inconnue\x02[masqué]\x02La révision doit être un no" +
-	"mbre entier, 1 ou plus.\x02Consommateur inconnu.\x02Date de règlement" +
+	"ce reproposée\x02Action groupée\x02supprimée\x02Journal d’audit\x02Chaqu" +
+	"e reprise, abandon et arrêt appliqué par un opérateur, avec son motif. L" +
+	"es révélations de valeurs sensibles ont leur propre journal (GET /api/v1" +
+	"/audit/reveals).\x02Filtres\x02Appliquer les filtres\x02Effacer les filt" +
+	"res\x02Aucune action d’opérateur ne correspond.\x02Toutes les actions" +
+	"\x02L’instance de processus doit être un identifiant d’instance (un UUID" +
+	").\x02L’action groupée doit être désignée par son identifiant (un UUID)." +
+	"\x02Instances modifiées par l’action groupée %[1]s.\x02Le curseur de pag" +
+	"e est invalide\u202f: revenez à la première page.\x02Actions d’opérateur" +
+	"s, les plus récentes d’abord\x02Pages\x02Page suivante\x02Première page" +
+	"\x02Console Relais\x02Langue\x02Aller au contenu\x02Navigation principal" +
+	"e\x02État\x02Tâches externes\x02Instances\x02Processus\x02Trouver une in" +
+	"stance ou une occurrence\x02identifiant ou clé métier\x02Trouver\x02Défi" +
+	"nitions\x02Exécutants\x02Jetons\x02Connecté en tant que %[1]s (%[2]s)" +
+	"\x02Se déconnecter\x02Réglages d’affichage\x02Heures en %[1]s · recharge" +
+	"ment toutes les %[2]d s\x02Heures en %[1]s · sans rechargement automatiq" +
+	"ue\x02Cette page se recharge toutes les %[1]d secondes.\x02Non autorisé" +
+	"\x02Votre rôle ne permet de lire que les définitions\u202f: les tâches e" +
+	"xternes et les instances de processus sont réservées aux opérateurs et a" +
+	"ux administrateurs.\x02Requête invalide\x02Le champ «\u00a0%[1]s\u00a0» " +
+	"contient le caractère NUL ou des octets qui ne sont pas du texte UTF-8" +
+	"\u202f: corrigez-le et réessayez.\x02Retour aux tâches externes\x02Retou" +
+	"r aux définitions\x02Introuvable\x02Cette adresse ne mène à rien, ou à r" +
+	"ien que vous puissiez voir.\x02Formulaire refusé\x02Ce formulaire n’a pa" +
+	"s été envoyé depuis cette session de la console, ou il a expiré. Recharg" +
+	"ez la page et réessayez.\x02Temporairement indisponible\x02La base de do" +
+	"nnées est injoignable pour le moment. Réessayez dans quelques secondes." +
+	"\x02Une erreur est survenue\x02La console n’a pas pu afficher cette page" +
+	". Réessayez\u202f; si le problème persiste, donnez à votre administrateu" +
+	"r l’identifiant de requête %[1]s.\x02Décompte des occurrences en cours" +
+	"\u202f; les décomptes s’afficheront quand vous rechargerez la page.\x02L" +
+	"es décomptes sont indisponibles pour le moment.\x02Champ\x02Type\x02Obli" +
+	"gatoire\x02Classification\x02Contraintes\x02Description\x02Définition %[" +
+	"1]s\x02Copie de travail\x02La seule partie modifiable d’une définition. " +
+	"Les processus ne l’utilisent jamais directement\u202f: ils épinglent une" +
+	" révision.\x02Nom\x02Sortie de routage\x02Dernier enregistrement\x02Révi" +
+	"sions\x02Aucune révision pour l’instant\u202f: la copie de travail n’a j" +
+	"amais été figée.\x02Publications\x02Aucune publication pour l’instant." +
+	"\x02Publication\x02Révision\x02Notes\x02Publiée le\x02Comparer des révis" +
+	"ions\x02Liste chaque changement d’une révision à l’autre et ce qu’il peu" +
+	"t casser.\x02De la révision\x02À la révision\x02Comparer\x02Changement" +
+	"\x02Détail\x02Casse les processus\x02Casse les services\x02Ces révisions" +
+	" ont les mêmes contrats.\x02Entrées\x02Aucune entrée.\x02Entrées de la c" +
+	"opie de travail\x02Sorties\x02Aucune sortie.\x02Sorties de la copie de t" +
+	"ravail\x02Publications, les plus anciennes d’abord\x02Changements entre " +
+	"les deux révisions\x02Révision %[1]d\x02Figée le\x02Empreinte\x02Entrées" +
+	" de la révision %[1]d\x02Sorties de la révision %[1]d\x02Choisissez deux" +
+	" révisions existantes à comparer.\x02De la révision %[1]d à la révision " +
+	"%[2]d\u202f:\x14\x01\x81\x01\x00\x02\x11\x02%[1]d changement\x00\x12\x02" +
+	"%[1]d changements\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incompatible\x00" +
+	"\x14\x02%[1]d incompatibles\x02sortie de routage %[1]s → %[2]s\x02facult" +
+	"atif → obligatoire\x02obligatoire → facultatif\x02valeurs ajoutées\u202f" +
+	": %[1]s\x02valeurs retirées\u202f: %[1]s\x02valeurs réordonnées\x02%[1]s" +
+	"\u202f: %[2]s → %[3]s\x02champ obligatoire de type %[1]s\x02champ facult" +
+	"atif de type %[1]s\x02aucune\x02Contrats de tâches\u202f: leur copie de " +
+	"travail, leurs révisions immuables et leurs publications nommées.\x02Déf" +
+	"initions par clé\x02Clé\x02Dernière révision\x02aucune pour l’instant" +
+	"\x02Aucune définition pour l’instant.\x14\x01\x81\x01\x00\x02\x12\x02%[1" +
+	"]d publication\x00\x13\x02%[1]d publications\x02en cas d’erreur\x02toute" +
+	" autre erreur\x02suspendue pour un opérateur\x02incident\u202f: reprendr" +
+	"e, abandonner, arrêter\x02fin\u202f: termine l’instance\x02fin\u202f: me" +
+	"t l’instance en échec\x02push %[1]s\x02pull %[1]s\x02Nœud %[1]s\x02La fi" +
+	"le d’attente et les incidents de chaque définition maintenant, et ce que" +
+	" ses services ont terminé dans la dernière heure.\x02Réussites et échecs" +
+	", dernière heure\x02Définitions, celles qui demandent de l’attention d’a" +
+	"bord\x02Définition\x02Ouvertes\x02Instances suspendues\x02En échec\x02At" +
+	"tente de la plus ancienne disponible\x02Terminées, dernière heure\x02En " +
+	"échec, dernière heure\x02Aucune définition n’a encore d’occurrence.\x02" +
+	"Au %[1]s (%[2]s)\u202f; actualisé toutes les quelques secondes.\x02dispo" +
+	"nible depuis le %[1]s\x02Afficher toutes les définitions\x02Toutes les d" +
+	"éfinitions\x02Réussites et échecs par tranche de 5 min, dernière heure" +
+	"\u202f: %[1]s\x02Dans la dernière heure\u202f: %[1]s, %[2]s. Le tableau " +
+	"qui suit le graphique donne chaque tranche de 5\u00a0min.\x02terminée" +
+	"\x02en échec\x02Les chiffres du graphique\x02Réussites et échecs par tra" +
+	"nche de 5 min, les plus anciennes d’abord\x02Tranche\x02Terminées\x02%[1" +
+	"]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d term" +
+	"inée\x00\x11\x02%[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en " +
+	"échec\x00\x10\x02%[1]d en échec\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[" +
+	"3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]" +
+	"s\x02il y a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%" +
+	"[1]d j\x02janv.\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août" +
+	"\x02sept.\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02" +
+	"\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c" +
+	"\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%" +
+	"[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0e\x02%[1]" +
+	"d seconde\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02Instance de processus" +
+	" %[1]s\x02Résumé\x02Actions d’opérateur\x02Parcours\x02Les nœuds atteint" +
+	"s par cette instance, dans l’ordre, chacun avec son occurrence.\x02Nœuds" +
+	" atteints, dans l’ordre\x02Nœud\x02Occurrence\x02Route\x02Nœud suivant" +
+	"\x02Créée le\x02Réglée le\x02Cette instance n’a encore atteint aucune tâ" +
+	"che.\x02Actions d’opérateurs consignées\x02Aucun opérateur n’a agi sur c" +
+	"ette instance.\x02Actions d’opérateurs sur cette instance, les plus réce" +
+	"ntes d’abord\x02Valeur\x02Entrées du processus\x02Entrées avec lesquelle" +
+	"s l’instance a démarré, nommées d’après le contrat de la version %[1]d d" +
+	"u processus\x02Ce processus ne prend aucune entrée.\x02Cette instance es" +
+	"t suspendue à un nœud en échec\u202f: c’est un incident. Elle ne peut pa" +
+	"s être reprise\u202f: son occurrence au nœud %[1]s a échoué avant toute " +
+	"tentative (ses entrées n’ont pas pu être construites), une reprise échou" +
+	"erait donc de la même façon. L’abandon met l’instance en échec\u202f; l’" +
+	"arrêt l’annule. Chacun demande un motif, consigné dans le journal d’audi" +
+	"t.\x02Cette instance est suspendue à un nœud en échec\u202f: c’est un in" +
+	"cident. La reprise propose de nouveau l’occurrence en échec\u202f; l’aba" +
+	"ndon met l’instance en échec\u202f; l’arrêt l’annule. Chacune demande un" +
+	" motif, consigné dans le journal d’audit.\x02L’arrêt annule l’instance e" +
+	"t ses occurrences ouvertes. Il ne termine rien.\x02Arrêtée par %[1]s le " +
+	"%[2]s — « %[3]s »\x02Abandonnée par %[1]s le %[2]s — « %[3]s »\x02Repris" +
+	"e par %[1]s le %[2]s — « %[3]s »\x02Démarrée le\x02Terminée le\x02Nœud d" +
+	"e fin\x02Suspendue au nœud\x02Occurrence en échec\x02Code d’erreur\x02St" +
+	"atut inconnu\u202f: %[1]q.\x02Date de création\x02La taille de page doit" +
+	" être comprise entre 1 et %[1]d.\x02Instances de processus\x02du\x02au" +
+	"\x02Agir sur toutes les instances que ce filtre retient\x02La page suiva" +
+	"nte les compte et demande un motif avant que rien ne change.\x02Instance" +
+	"s de processus, les plus récentes d’abord\x02Instance\x02Nœud de fin ou " +
+	"erreur\x02Aucune instance ne correspond à ces filtres.\x02Tous les proce" +
+	"ssus\x02Tous les statuts\x02disponible\x02réservée\x02différée\x02annulé" +
+	"e\x02en cours\x02suspendue\x02expirée\x02rejetée\x02rendue\x02déconnecté" +
+	"e\x02texte\x02entier\x02nombre\x02booléen\x02date\x02date et heure\x02ch" +
+	"oix\x02objet\x02liste\x02normale\x02sensible\x02secrète\x02••• masqué (s" +
+	"ensible)\x02••• masqué (secret)\x02pull (le service la récupère)\x02push" +
+	" (Relais appelle le service)\x02administrateur\x02opérateur\x02concepteu" +
+	"r\x02consommateur\x02oui\x02non\x02champ ajouté\x02champ retiré\x02type " +
+	"modifié\x02caractère obligatoire modifié\x02valeurs modifiées\x02classif" +
+	"ication modifiée\x02contrainte modifiée\x02routage modifié\x02longueur m" +
+	"inimale\x02longueur maximale\x02motif\x02format\x02minimum\x02maximum" +
+	"\x02nombre minimal d’éléments\x02nombre maximal d’éléments\x02%[1]s, rév" +
+	"ision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Mode\x02Dates" +
+	"\x02Politique d’exécution\x02Nombre maximal de tentatives\x02Délai avant" +
+	" nouvelle tentative\x02Échéance\x02Priorité\x02%[1]d (0 la plus basse, 9" +
+	" la plus haute)\x02Tentatives\x02Toutes les tentatives, les plus ancienn" +
+	"es d’abord\x02Consommateur\x02Identifiant du service\x02Réservée le\x02D" +
+	"urée\x02Réponse de la destination\x02Résultat\x02Message d’erreur\x02Auc" +
+	"un service n’a encore réservé cette occurrence.\x02en cours\x02Destinati" +
+	"on\x02Réplique\x02Relais n’a pas encore appelé la destination.\x02Relais" +
+	" ne conserve le code de statut de la destination que lorsqu’elle a refus" +
+	"é l’appel (destination_http_NNN)\u202f; un appel terminé a reçu une rép" +
+	"onse 2xx. La durée va de la prise en charge de l’appel à son règlement." +
+	"\x02Motif donné par le service\x02Nouvelles tentatives\x02aucune\u202f: " +
+	"un appel en échec suit le chemin d’erreur du nœud\x02Délai d’appel\x02Ma" +
+	"intenant\x02La reprendre ou l’abandonner depuis son instance\x02au plus " +
+	"%[1]d\x02au plus %[1]d depuis la dernière reprise par un opérateur\x14" +
+	"\x01\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d tentatives" +
+	"\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d restante" +
+	"s\x02Entrées, nommées d’après le contrat de la révision %[1]d\x02Ce cont" +
+	"rat n’a aucune entrée.\x02Sorties, nommées d’après le contrat de la révi" +
+	"sion %[1]d\x02Pas encore de sorties\u202f: l’occurrence n’est pas termin" +
+	"ée.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occurren" +
+	"ce s’est terminée sans aboutir.\x02Révéler — cette action est enregistré" +
+	"e\x02Disponible à partir du\x02Prochaine tentative\x02Dernière réservati" +
+	"on\x02Fin du verrou\x02Différée\x02Dernière erreur (tentative %[1]d)\x02" +
+	"Erreur (avant toute tentative)\x02Son message\x02Message de Relais (en a" +
+	"nglais)\x02Message du service (tel qu’il l’a envoyé)\x02L’échéance est p" +
+	"assée avant l’arrivée d’un résultat.\x02Le résultat ne respectait pas le" +
+	" contrat de sorties de la révision.\x02Relais s’est arrêté pendant l’app" +
+	"el\u202f: on ignore si la destination a agi, elle n’est donc pas rappelé" +
+	"e.\x02L’appel n’a pas pu être préparé.\x02La destination était injoignab" +
+	"le.\x02La réponse de la destination était trop volumineuse.\x02Le verrou" +
+	" de la dernière tentative a expiré sans tentative restante.\x02Les entré" +
+	"es n’ont pas pu être construites à partir des liaisons du processus.\x02" +
+	"Un opérateur a abandonné l’instance.\x02La destination a répondu HTTP %[" +
+	"1]s.\x02Nouvelle tentative à %[1]s — %[2]s.\x02Proposée à partir de %[1]" +
+	"s — %[2]s.\x02Verrou expiré à %[1]s — en attente d’être proposée de nouv" +
+	"eau.\x02En attente de l’appel de Relais à la destination depuis %[1]s (%" +
+	"[2]s).\x02En attente d’un service depuis %[1]s (%[2]s).\x02(service %[1]" +
+	"s)\x02Relais appelle la destination (depuis %[1]s).\x02Réservée par %[1]" +
+	"s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différé" +
+	"e depuis %[1]s (%[2]s)\u202f: un service du même consommateur, ou une in" +
+	"terface munie d’un jeton de règlement, la terminera plus tard.\x02Termin" +
+	"ée (%[1]s).\x02Son instance est suspendue ici, en attente d’un opérateu" +
+	"r.\x02Son instance a continué par le chemin d’erreur du nœud.\x02En éche" +
+	"c (%[1]s).\x02Annulée\u202f: l’instance a été arrêtée par %[1]s à %[2]s " +
+	"— « %[3]s ».\x02Annulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[" +
+	"1]s jusqu’ici\x02consommateur n° %[1]s\x02en attente\x02HTTP 2xx, corps " +
+	"inutilisable\x02pas de réponse dans le délai\x02pas de connexion\x02répo" +
+	"nse trop volumineuse\x02inconnue\x02[masqué]\x02La révision doit être un" +
+	" nombre entier, 1 ou plus.\x02Consommateur inconnu.\x02Date de règlement" +
 	"\x02Plus de filtres\u202f: instance, révision, consommateur, dates\x02id" +
 	"entifiant d’instance\x02Décomptes par statut\x02Occurrences, les plus ré" +
 	"centes d’abord\x02Processus et nœud\x02Erreur\x02Consommateur et service" +
@@ -1619,4 +1620,4 @@ const frData string = "" + // Size: 23583 bytes
 	"t qu’un exécutant se connecte ou interroge.\x14\x01\x81\x01\x00\x02\x1c" +
 	"\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécutants"
 
-	// Total table size 46947 bytes (45KiB); checksum: ACE12274
+	// Total table size 46974 bytes (45KiB); checksum: F3D13E33
