@@ -220,3 +220,28 @@ func TestReasonIsBoundedInCharacters(t *testing.T) {
 	}
 	env.Must(200, "POST", "/api/v1/instances/"+a+"/stop", env.Operator, map[string]any{"reason": strings.Repeat("é", 1000)})
 }
+
+// A bulk action's filter takes the times the list's query takes, a date
+// included, and refuses others at their pointer in words (not Go's layout
+// notation); a negative confirm_count is a malformed request (400), not a
+// count that changed (409).
+func TestBulkFilterTimesAndConfirmCount(t *testing.T) {
+	t.Parallel()
+	env, _, hold := incidents(t)
+	hold("Acme")
+	listed := len(env.Must(200, "GET", "/api/v1/instances?status=held&created_after=2020-01-02", env.Operator, nil).JSON(t)["items"].([]any))
+	count := env.Must(200, "POST", "/api/v1/instances/actions", env.Operator, map[string]any{"action": "stop", "reason": "x",
+		"filter": map[string]any{"status": "held", "created_after": "2020-01-02", "created_before": "2999-12-31T23:59"}}).JSON(t)["count"]
+	if listed != 1 || count != 1.0 {
+		t.Errorf("created_after=2020-01-02: the list has %d, the bulk count %v; want 1 and 1", listed, count)
+	}
+	bad := env.Do("POST", "/api/v1/instances/actions", env.Operator, map[string]any{"action": "stop", "reason": "x",
+		"filter": map[string]any{"created_after": "yesterday"}})
+	if bad.Status != 400 || !strings.Contains(string(bad.Body), `"/filter/created_after"`) || strings.Contains(string(bad.Body), "2006") {
+		t.Errorf("created_after=yesterday: %d %s, want 400 at /filter/created_after without Go's layout", bad.Status, bad.Body)
+	}
+	neg := env.Do("POST", "/api/v1/instances/actions", env.Operator, map[string]any{"action": "stop", "reason": "x", "filter": map[string]any{}, "confirm_count": -1})
+	if neg.Status != 400 || neg.Code() != "invalid_request" || !strings.Contains(string(neg.Body), `"/confirm_count"`) {
+		t.Errorf("confirm_count -1: %d %s, want 400 at /confirm_count", neg.Status, neg.Body)
+	}
+}

@@ -242,6 +242,12 @@ func (e *Engine) ActOnFilter(ctx context.Context, actor Actor, action Action, f 
 	if err := checkReason(reason); err != nil {
 		return BulkResult{}, err
 	}
+	if confirm < 0 {
+		// No filter matches a negative count: answering count_changed
+		// would blame the data for a malformed request.
+		return BulkResult{}, fault.New(fault.BadRequest, "invalid_request", "the confirmed count must be 0 or more").
+			WithErrors([]fault.FieldError{{Path: "/confirm_count", Message: "must be the count confirmed: 0 or more"}})
+	}
 	count, err := e.CountForAction(ctx, action, f)
 	if err != nil {
 		return BulkResult{}, err
