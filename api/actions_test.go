@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
@@ -163,5 +164,84 @@ func TestBulkActions(t *testing.T) {
 	log := env.Must(200, "GET", "/api/v1/audit/actions?action=abandon", env.Operator, nil).JSON(t)["items"].([]any)
 	if len(log) != 4 || log[0].(map[string]any)["bulk_id"] != done["bulk_id"] {
 		t.Errorf("audit log %v, want 4 records of the bulk action", log)
+	}
+}
+
+// A bulk retry counts only the held instances it can offer again: one held
+// from birth (its inputs could not be built, a single retry answers 409
+// not_retryable) is neither counted nor reported as skipped, so the count
+// confirmed and the count applied agree.
+func TestBulkRetryLeavesOutWhatCannotBeRetried(t *testing.T) {
+	t.Parallel()
+	env, _, hold := incidents(t)
+	retryable, _ := hold("Acme")
+	// company_name is at most 200 bytes: the CRM occurrence fails at
+	// creation with invalid_inputs, which holds the instance.
+	birth := env.Must(201, "POST", "/api/v1/processes/crm_hold/instances", env.Operator, map[string]any{
+		"inputs": map[string]any{"name": strings.Repeat("x", 201)}}).JSON(t)
+	if birth["status"] != "held" || birth["error_code"] != "invalid_inputs" {
+		t.Fatalf("instance with invalid inputs: %v %v, want held with invalid_inputs", birth["status"], birth["error_code"])
+	}
+	unretryable := birth["id"].(string)
+	if r := env.Do("POST", "/api/v1/instances/"+unretryable+"/retry", env.Operator, map[string]any{"reason": "x"}); r.Status != 409 || r.Code() != "not_retryable" {
+		t.Fatalf("single retry of an instance held from birth: %d %s, want 409 not_retryable", r.Status, r.Body)
+	}
+
+	filter := map[string]any{"process": "crm_hold", "status": "held"}
+	count := env.Must(200, "POST", "/api/v1/instances/actions", env.Operator, map[string]any{"action": "retry", "reason": "CRM is back", "filter": filter}).JSON(t)
+	if count["count"] != 1.0 {
+		t.Fatalf("bulk retry count = %v, want 1 (the instance held from birth cannot be retried)", count["count"])
+	}
+	done := env.Must(200, "POST", "/api/v1/instances/actions", env.Operator, map[string]any{"action": "retry", "reason": "CRM is back", "filter": filter, "confirm_count": 1}).JSON(t)
+	if done["applied_count"] != 1.0 || done["skipped_count"] != 0.0 {
+		t.Errorf("bulk retry = %v, want 1 applied, 0 skipped", done)
+	}
+	for id, want := range map[string]string{retryable: "running", unretryable: "held"} {
+		if s := env.Must(200, "GET", "/api/v1/instances/"+id, env.Operator, nil).JSON(t)["status"]; s != want {
+			t.Errorf("instance %s is %v after the bulk retry, want %s", id, s, want)
+		}
+	}
+	// Abandon applies to every held instance, this one included.
+	if n := env.Must(200, "POST", "/api/v1/instances/actions", env.Operator, map[string]any{"action": "abandon", "reason": "x", "filter": filter}).JSON(t)["count"]; n != 1.0 {
+		t.Errorf("bulk abandon count = %v, want 1", n)
+	}
+}
+
+// A reason is bounded in characters, not bytes: 1,000 accented letters
+// (2,000 bytes) are accepted, and 1,001 characters are refused naming the
+// limit in characters.
+func TestReasonIsBoundedInCharacters(t *testing.T) {
+	t.Parallel()
+	env, _, hold := incidents(t)
+	a, _ := hold("Acme")
+	long := env.Do("POST", "/api/v1/instances/"+a+"/stop", env.Operator, map[string]any{"reason": strings.Repeat("é", 1001)})
+	if long.Status != 400 || !strings.Contains(string(long.Body), "must be at most 1000 characters") || !strings.Contains(string(long.Body), `"/reason"`) {
+		t.Errorf("a 1,001-character reason: %d %s, want 400 at /reason in characters", long.Status, long.Body)
+	}
+	env.Must(200, "POST", "/api/v1/instances/"+a+"/stop", env.Operator, map[string]any{"reason": strings.Repeat("é", 1000)})
+}
+
+// A bulk action's filter takes the times the list's query takes, a date
+// included, and refuses others at their pointer in words (not Go's layout
+// notation); a negative confirm_count is a malformed request (400), not a
+// count that changed (409).
+func TestBulkFilterTimesAndConfirmCount(t *testing.T) {
+	t.Parallel()
+	env, _, hold := incidents(t)
+	hold("Acme")
+	listed := len(env.Must(200, "GET", "/api/v1/instances?status=held&created_after=2020-01-02", env.Operator, nil).JSON(t)["items"].([]any))
+	count := env.Must(200, "POST", "/api/v1/instances/actions", env.Operator, map[string]any{"action": "stop", "reason": "x",
+		"filter": map[string]any{"status": "held", "created_after": "2020-01-02", "created_before": "2999-12-31T23:59"}}).JSON(t)["count"]
+	if listed != 1 || count != 1.0 {
+		t.Errorf("created_after=2020-01-02: the list has %d, the bulk count %v; want 1 and 1", listed, count)
+	}
+	bad := env.Do("POST", "/api/v1/instances/actions", env.Operator, map[string]any{"action": "stop", "reason": "x",
+		"filter": map[string]any{"created_after": "yesterday"}})
+	if bad.Status != 400 || !strings.Contains(string(bad.Body), `"/filter/created_after"`) || strings.Contains(string(bad.Body), "2006") {
+		t.Errorf("created_after=yesterday: %d %s, want 400 at /filter/created_after without Go's layout", bad.Status, bad.Body)
+	}
+	neg := env.Do("POST", "/api/v1/instances/actions", env.Operator, map[string]any{"action": "stop", "reason": "x", "filter": map[string]any{}, "confirm_count": -1})
+	if neg.Status != 400 || neg.Code() != "invalid_request" || !strings.Contains(string(neg.Body), `"/confirm_count"`) {
+		t.Errorf("confirm_count -1: %d %s, want 400 at /confirm_count", neg.Status, neg.Body)
 	}
 }

@@ -179,11 +179,13 @@ func instanceFilter(q url.Values) (engine.InstanceFilter, error) {
 }
 
 type bulkFilterJSON struct {
-	Process       string     `json:"process"`
-	Status        string     `json:"status"`
-	BusinessKey   string     `json:"business_key"`
-	CreatedAfter  *time.Time `json:"created_after"`
-	CreatedBefore *time.Time `json:"created_before"`
+	Process     string `json:"process"`
+	Status      string `json:"status"`
+	BusinessKey string `json:"business_key"`
+	// Text, not time.Time: the filter takes what the list's query takes
+	// (a date too), and a decoding error would quote Go's layout.
+	CreatedAfter  *string `json:"created_after"`
+	CreatedBefore *string `json:"created_before"`
 }
 
 type bulkRequest struct {
@@ -208,8 +210,16 @@ func (a *API) actOnFilter() http.Handler {
 			return fault.New(fault.BadRequest, "invalid_request", "unknown action").
 				WithErrors([]fault.FieldError{{Path: "/action", Message: "must be retry, abandon or stop"}})
 		}
+		var errs []fault.FieldError
 		f := engine.InstanceFilter{ProcessKey: req.Filter.Process, Status: req.Filter.Status, BusinessKey: req.Filter.BusinessKey,
-			CreatedAfter: req.Filter.CreatedAfter, CreatedBefore: req.Filter.CreatedBefore}
+			CreatedAfter:  timeFilter(deref(req.Filter.CreatedAfter), "/filter/created_after", &errs),
+			CreatedBefore: timeFilter(deref(req.Filter.CreatedBefore), "/filter/created_before", &errs)}
+		if req.ConfirmCount != nil && *req.ConfirmCount < 0 {
+			errs = append(errs, fault.FieldError{Path: "/confirm_count", Message: "must be the count confirmed: 0 or more"})
+		}
+		if len(errs) > 0 {
+			return fault.New(fault.BadRequest, "invalid_request", "invalid bulk action").WithErrors(errs)
+		}
 		if req.ConfirmCount == nil {
 			n, err := a.eng.CountForAction(r.Context(), action, f)
 			if err != nil {

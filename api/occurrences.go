@@ -159,7 +159,14 @@ func occurrenceFilter(r *http.Request) (engine.OccurrenceFilter, error) {
 // timeParam reads an RFC 3339 time (or a date, meaning its midnight UTC)
 // from query parameter name.
 func timeParam(q url.Values, name string, errs *[]fault.FieldError) *time.Time {
-	s := q.Get(name)
+	return timeFilter(q.Get(name), name, errs)
+}
+
+// timeFilter reads a time filter, wherever it comes from (a query
+// parameter, a bulk action's filter): an RFC 3339 time, a time without
+// seconds or a date (midnight UTC). A refusal names path and says what is
+// accepted in words, never in Go's layout notation.
+func timeFilter(s, path string, errs *[]fault.FieldError) *time.Time {
 	if s == "" {
 		return nil
 	}
@@ -168,7 +175,7 @@ func timeParam(q url.Values, name string, errs *[]fault.FieldError) *time.Time {
 			return &t
 		}
 	}
-	*errs = append(*errs, fault.FieldError{Path: name, Message: "must be an RFC 3339 time (2026-12-01T15:04:05Z) or a date (2026-12-01)"})
+	*errs = append(*errs, fault.FieldError{Path: path, Message: "must be an RFC 3339 time (2026-12-01T15:04:05Z) or a date (2026-12-01)"})
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/google/uuid"
@@ -50,13 +51,18 @@ func actionName(ctx context.Context, a string) string {
 	return a
 }
 
-// bulkActionLabel offers an action on every instance a filter matches.
-func bulkActionLabel(ctx context.Context, a engine.Action) string {
-	switch a {
-	case engine.ActionRetry:
+// bulkActionLabel offers an action on every instance a filter matches;
+// a stop names the status the filter keeps, if any.
+func bulkActionLabel(ctx context.Context, a engine.Action, status string) string {
+	switch {
+	case a == engine.ActionRetry:
 		return T(ctx, "Retry every held instance…")
-	case engine.ActionAbandon:
+	case a == engine.ActionAbandon:
 		return T(ctx, "Abandon every held instance…")
+	case status == engine.InstanceHeld:
+		return T(ctx, "Stop every held instance…")
+	case status == engine.InstanceRunning:
+		return T(ctx, "Stop every running instance…")
 	}
 	return T(ctx, "Stop every running or held instance…")
 }
@@ -73,11 +79,17 @@ type actionView struct {
 	CSRF        string
 	ReasonLabel string
 	ReasonHint  string
+	ReasonMax   string // the textarea's maxlength: engine.MaxReason characters
 	Reason      string
 	Confirm     string
 	Cancel      string
 	BackHref    string
 	Danger      bool
+	// Closed is set when the action can no longer apply (another operator
+	// acted first, the occurrence cannot be retried): the page says what
+	// happened and keeps the reason typed, but offers no form to post.
+	Closed      bool
+	NotRecorded string
 }
 
 // actionView asks to apply a to inst.
@@ -89,7 +101,8 @@ func (c *Console) actionView(r *http.Request, a engine.Action, inst engine.Insta
 		FormAction:  instanceHref(id) + "/" + string(a),
 		CSRF:        currentOf(ctx).csrf,
 		ReasonLabel: T(ctx, "Reason (recorded in the audit log)"),
-		ReasonHint:  T(ctx, "Say why, for whoever reads the log later: at most 1,000 characters."),
+		ReasonHint:  T(ctx, "Say why, for whoever reads the log later: at most %d characters.", engine.MaxReason),
+		ReasonMax:   strconv.Itoa(engine.MaxReason),
 		BackHref:    instanceHref(id),
 		Cancel:      T(ctx, "Keep it running"),
 	}
@@ -123,20 +136,35 @@ func actionOf(r *http.Request) (engine.Action, bool) {
 	return engine.ParseAction(chi.URLParam(r, "action"))
 }
 
-// heldNode is the node a held instance waits at: its latest failed
-// occurrence's.
-func (c *Console) heldNode(ctx context.Context, id uuid.UUID) (string, error) {
-	occs, err := c.eng.InstanceOccurrences(ctx, id)
-	if err != nil {
-		return "", err
-	}
-	node := ""
-	for _, o := range occs {
-		if o.Status == engine.StatusFailed {
-			node = o.Node
+// heldOccurrence is the occurrence a held instance waits at: its latest
+// failed one (occs in creation order, as InstanceOccurrences lists them).
+func heldOccurrence(occs []engine.Occurrence) (engine.Occurrence, bool) {
+	for i := len(occs) - 1; i >= 0; i-- {
+		if occs[i].Status == engine.StatusFailed {
+			return occs[i], true
 		}
 	}
-	return node, nil
+	return engine.Occurrence{}, false
+}
+
+// retryable reports whether a retry can offer o again: one that failed
+// before any attempt (its inputs could not be built) would fail the same
+// way, and the engine refuses it (not_retryable).
+func retryable(o engine.Occurrence) bool { return o.Attempts > 0 }
+
+// heldAt is the occurrence a held instance waits at, if any.
+func (c *Console) heldAt(ctx context.Context, id uuid.UUID) (engine.Occurrence, bool, error) {
+	occs, err := c.eng.InstanceOccurrences(ctx, id)
+	if err != nil {
+		return engine.Occurrence{}, false, err
+	}
+	o, ok := heldOccurrence(occs)
+	return o, ok, nil
+}
+
+// notRetryable says why a held instance's retry is not offered.
+func notRetryable(ctx context.Context, node string) string {
+	return T(ctx, "This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.", node)
 }
 
 // instanceActionConfirm asks before acting. An instance the action no
@@ -159,12 +187,17 @@ func (c *Console) instanceActionConfirm(w http.ResponseWriter, r *http.Request) 
 		http.Redirect(w, r, instanceHref(id), http.StatusSeeOther)
 		return
 	}
-	node, err := c.heldNode(ctx, id)
+	held, _, err := c.heldAt(ctx, id)
 	if err != nil {
 		c.serverError(w, r, err)
 		return
 	}
-	c.render(w, r, http.StatusOK, actionPage(c.actionView(r, a, inst, node)))
+	if a == engine.ActionRetry && !retryable(held) {
+		c.sessions.setFlash(currentOf(ctx).id, notRetryable(ctx, held.Node))
+		http.Redirect(w, r, instanceHref(id), http.StatusSeeOther)
+		return
+	}
+	c.render(w, r, http.StatusOK, actionPage(c.actionView(r, a, inst, held.Node)))
 }
 
 // notApplicable says why an action does not apply to an instance now.
@@ -192,17 +225,18 @@ func (c *Console) instanceAct(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p, _ := auth.FromContext(ctx)
-	reason := r.PostFormValue("reason")
+	reason := formReason(r)
 	before, err := c.eng.GetInstance(ctx, id)
 	if err != nil {
 		c.fail(w, r, err)
 		return
 	}
-	node, err := c.heldNode(ctx, id)
+	held, _, err := c.heldAt(ctx, id)
 	if err != nil {
 		c.serverError(w, r, err)
 		return
 	}
+	node := held.Node
 	inst, applied, err := c.eng.ActApplied(ctx, engine.Actor{TokenID: p.TokenID, Name: p.Name}, a, id, reason)
 	if err != nil {
 		fe, isFault := fault.As(err)
@@ -216,6 +250,13 @@ func (c *Console) instanceAct(w http.ResponseWriter, r *http.Request) {
 		}
 		v := c.actionView(r, a, now, node)
 		v.Reason = reason
+		if !actionAppliesTo(a, now.Status) || fe.Code == "not_retryable" {
+			// Offering the form again would only be refused again; its
+			// question would name no node (the instance is held nowhere).
+			v.Closed = true
+			v.NotRecorded = T(ctx, "The reason you gave, not recorded:")
+			v.Cancel = T(ctx, "Back to the instance")
+		}
 		status := http.StatusConflict
 		switch fe.Code {
 		case "not_held":
@@ -226,7 +267,7 @@ func (c *Console) instanceAct(w http.ResponseWriter, r *http.Request) {
 			v.Error = T(ctx, "This instance has already ended; there is nothing to stop.")
 		case "invalid_request":
 			status = http.StatusBadRequest
-			v.Error = T(ctx, "Give a reason: it is recorded in the audit log (at most 1,000 characters). Nothing was done.")
+			v.Error = T(ctx, "Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.", engine.MaxReason)
 		default:
 			v.Error = T(ctx, "Relais refused the action. Nothing was done.")
 			v.Detail = fe.Detail
@@ -250,6 +291,13 @@ func (c *Console) instanceAct(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, instanceHref(id), http.StatusSeeOther)
 }
 
+// formReason is the reason a form posted, its line breaks as the
+// textarea counted them against maxlength: a browser sends each one as
+// CR LF, two characters where the limit counted one.
+func formReason(r *http.Request) string {
+	return strings.ReplaceAll(r.PostFormValue("reason"), "\r\n", "\n")
+}
+
 // bulkView is the confirmation of an action on every instance a filter
 // matches.
 type bulkView struct {
@@ -261,6 +309,10 @@ type bulkView struct {
 	Count       string
 	CountValue  string
 	Nothing     string
+	// LeftOut says how many held instances the filter matches that a
+	// retry cannot offer again (they failed before any attempt) and leaves
+	// out of the count.
+	LeftOut     string
 	Changed     string
 	Error       string
 	Detail      string
@@ -269,6 +321,7 @@ type bulkView struct {
 	Hidden      []option // the filter's fields, carried through the form
 	ReasonLabel string
 	ReasonHint  string
+	ReasonMax   string // the textarea's maxlength: engine.MaxReason characters
 	Reason      string
 	Confirm     string
 	Cancel      string
@@ -309,7 +362,8 @@ func (c *Console) bulkView(r *http.Request, a engine.Action, f instanceFilter, c
 		FormAction:  bulkPath,
 		CSRF:        currentOf(ctx).csrf,
 		ReasonLabel: T(ctx, "Reason (recorded in the audit log for every instance)"),
-		ReasonHint:  T(ctx, "Say why, for whoever reads the log later: at most 1,000 characters."),
+		ReasonHint:  T(ctx, "Say why, for whoever reads the log later: at most %d characters.", engine.MaxReason),
+		ReasonMax:   strconv.Itoa(engine.MaxReason),
 		Cancel:      T(ctx, "Back to the list"),
 		BackHref:    f.href(),
 		CountValue:  strconv.FormatInt(count, 10),
@@ -328,9 +382,20 @@ func (c *Console) bulkView(r *http.Request, a engine.Action, f instanceFilter, c
 		v.Confirm = T(ctx, "Abandon %d instances", n)
 		v.Danger = true
 	default:
-		v.Chrome = c.chrome(r, T(ctx, "Stop every running or held instance this filter matches"), "instances")
+		// The filter's status, when it has one, is what matches: "running
+		// or held" would promise instances it leaves out.
+		switch f.Status {
+		case engine.InstanceHeld:
+			v.Chrome = c.chrome(r, T(ctx, "Stop every held instance this filter matches"), "instances")
+			v.Count = T(ctx, "%d held instances match now.", n)
+		case engine.InstanceRunning:
+			v.Chrome = c.chrome(r, T(ctx, "Stop every running instance this filter matches"), "instances")
+			v.Count = T(ctx, "%d running instances match now.", n)
+		default:
+			v.Chrome = c.chrome(r, T(ctx, "Stop every running or held instance this filter matches"), "instances")
+			v.Count = T(ctx, "%d running or held instances match now.", n)
+		}
 		v.Question = T(ctx, "Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.")
-		v.Count = T(ctx, "%d running or held instances match now.", n)
 		v.Confirm = T(ctx, "Stop %d instances", n)
 		v.Danger = true
 	}
@@ -350,6 +415,25 @@ func (c *Console) bulkView(r *http.Request, a engine.Action, f instanceFilter, c
 		v.Hidden = append(v.Hidden, option{Value: crit.Get(k), Label: k})
 	}
 	return v
+}
+
+// leaveOut says, for a bulk retry, how many held instances f matches
+// that it leaves out because their occurrence failed before any attempt:
+// the count confirmed leaves them out, so they are not reported as
+// skipped either. An abandon applies to every held instance: the
+// difference of the two counts is those instances.
+func (c *Console) leaveOut(ctx context.Context, v *bulkView, a engine.Action, f engine.InstanceFilter, retryable int64) error {
+	if a != engine.ActionRetry {
+		return nil
+	}
+	held, err := c.eng.CountForAction(ctx, engine.ActionAbandon, f)
+	if err != nil {
+		return err
+	}
+	if n := held - retryable; n > 0 {
+		v.LeftOut = T(ctx, "%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.", n)
+	}
+	return nil
 }
 
 func orAll(s, all string) string {
@@ -373,7 +457,12 @@ func (c *Console) bulkConfirm(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, err)
 		return
 	}
-	c.render(w, r, http.StatusOK, bulkPage(c.bulkView(r, a, f, n)))
+	v := c.bulkView(r, a, f, n)
+	if err := c.leaveOut(ctx, &v, a, ef, n); err != nil {
+		c.serverError(w, r, err)
+		return
+	}
+	c.render(w, r, http.StatusOK, bulkPage(v))
 }
 
 // bulkAct applies the action to every instance the filter matches, if the
@@ -394,7 +483,7 @@ func (c *Console) bulkAct(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p, _ := auth.FromContext(ctx)
-	reason := r.PostFormValue("reason")
+	reason := formReason(r)
 	res, err := c.eng.ActOnFilter(ctx, engine.Actor{TokenID: p.TokenID, Name: p.Name}, a, ef, reason, confirm)
 	if err != nil {
 		fe, isFault := fault.As(err)
@@ -410,6 +499,10 @@ func (c *Console) bulkAct(w http.ResponseWriter, r *http.Request) {
 		}
 		v := c.bulkView(r, a, f, count)
 		v.Reason = reason
+		if err := c.leaveOut(ctx, &v, a, ef, count); err != nil {
+			c.serverError(w, r, err)
+			return
+		}
 		status := http.StatusConflict
 		switch fe.Code {
 		case "count_changed":
@@ -417,7 +510,7 @@ func (c *Console) bulkAct(w http.ResponseWriter, r *http.Request) {
 			v.Changed = T(ctx, "The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.", was)
 		case "invalid_request":
 			status = http.StatusBadRequest
-			v.Error = T(ctx, "Give a reason: it is recorded in the audit log (at most 1,000 characters). Nothing was done.")
+			v.Error = T(ctx, "Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.", engine.MaxReason)
 		default:
 			status = http.StatusBadRequest
 			v.Error = T(ctx, "Relais refused the action. Nothing was done.")

@@ -1,11 +1,13 @@
 package console_test
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/PuerkitoBio/goquery"
 )
@@ -494,5 +496,270 @@ func TestUnstorableFieldsAreRefused(t *testing.T) {
 	fr := signedIn(t, f.env.URL, "fr", f.env.Operator)
 	if r := fr.get("/console/instances?process=%00"); r.status != http.StatusBadRequest || !strings.HasPrefix(text(r, "error-message"), "Le champ «\u00a0process\u00a0»") {
 		t.Errorf("French: %d %q", r.status, text(r, "error-message"))
+	}
+}
+
+// holdFromBirth starts an instance of a scoring process that holds on any
+// error with a crm_id longer than score_company accepts: its occurrence
+// fails at creation (invalid_inputs, no attempt) and holds the instance,
+// which a retry cannot offer again (409 not_retryable). It returns the
+// instance.
+func (f *fixture) holdFromBirth(t *testing.T) string {
+	t.Helper()
+	env := f.env
+	env.Process("strict_scoring", map[string]any{
+		"inputs": map[string]any{"fields": []any{map[string]any{"name": "crm_id", "type": "text", "required": true}}},
+		"start":  "score",
+		"nodes": map[string]any{
+			"score": map[string]any{"kind": "pull", "definition": "score_company", "revision": 1,
+				"inputs":   map[string]any{"crm_id": map[string]any{"from": "input.crm_id"}, "country": map[string]any{"value": "FR"}},
+				"next":     "done",
+				"on_error": "hold"},
+			"done": map[string]any{"kind": "end"},
+		},
+	})
+	inst := env.Must(201, "POST", "/api/v1/processes/strict_scoring/instances", env.Operator, map[string]any{
+		"inputs": map[string]any{"crm_id": strings.Repeat("9", 65)}}).JSON(t)
+	if inst["status"] != "held" || inst["error_code"] != "invalid_inputs" {
+		t.Fatalf("strict scoring: %v with %v, want held with invalid_inputs", inst["status"], inst["error_code"])
+	}
+	return inst["id"].(string)
+}
+
+// TestBulkRetryLeavesOutWhatCannotBeRetried: the bulk retry's count leaves
+// out a held instance whose occurrence failed before any attempt and says
+// so; applied, every counted instance is retried and none is reported as
+// "skipped: it changed after the count".
+func TestBulkRetryLeavesOutWhatCannotBeRetried(t *testing.T) {
+	t.Parallel()
+	f := newIncidentFixture(t)
+	birth := f.holdFromBirth(t)
+	for i, lang := range []string{"en", "fr"} {
+		b := signedIn(t, f.env.URL, lang, f.env.Operator)
+		confirm := b.mustGet("/console/instances/bulk?action=retry&status=held", 200)
+		if got, _ := confirm.doc.Find(`[data-testid=bulk-count]`).Attr("data-count"); got != "3" {
+			t.Fatalf("%s: bulk retry count %q, want 3 (the instance held from birth left out)", lang, got)
+		}
+		want := []string{"1 more held instance failed before any attempt", "1 autre instance suspendue a échoué avant toute tentative"}[i]
+		if got := text(confirm, "bulk-left-out"); !strings.HasPrefix(got, want) {
+			t.Errorf("%s: left-out notice %q, want %q…", lang, got, want)
+		}
+	}
+	b := signedIn(t, f.env.URL, "en", f.env.Operator)
+	action, form := formOf(t, b.mustGet("/console/instances/bulk?action=retry&status=held", 200), "bulk-form")
+	form.Set("reason", "services are back")
+	done := b.do("POST", action, form)
+	if done.status != http.StatusSeeOther {
+		t.Fatalf("bulk retry: %d %.300s", done.status, done.body)
+	}
+	if got := text(b.mustGet(done.header.Get("Location"), 200), "flash"); got != "Bulk retry applied to 3 instances." {
+		t.Errorf("result notice %q, want 3 applied and nothing skipped", got)
+	}
+	if s := f.status(t, birth); s != "held" || f.auditCount(t, birth, "retry") != 0 {
+		t.Errorf("the instance held from birth is %s with %d retries, want held with none", s, f.auditCount(t, birth, "retry"))
+	}
+}
+
+// TestRetryIsNotOfferedWhenItCannotApply: a held instance whose occurrence
+// failed before any attempt offers abandon and stop but not retry, and
+// says why in both languages; its retry confirmation (a bookmark, an old
+// link) goes back to the instance with the same reason instead of a form
+// the engine would refuse.
+func TestRetryIsNotOfferedWhenItCannotApply(t *testing.T) {
+	t.Parallel()
+	f := newIncidentFixture(t)
+	inst := "/console/instances/" + f.holdFromBirth(t)
+	for i, lang := range []string{"en", "fr"} {
+		b := signedIn(t, f.env.URL, lang, f.env.Operator)
+		page := b.mustGet(inst, 200)
+		if count(page, "retry-instance") != 0 || count(page, "abandon-instance") != 1 || count(page, "stop-instance") != 1 {
+			t.Errorf("%s: offers retry %d, abandon %d, stop %d; want 0, 1, 1", lang,
+				count(page, "retry-instance"), count(page, "abandon-instance"), count(page, "stop-instance"))
+		}
+		why := []string{"It cannot be retried: its occurrence at node score failed before any attempt",
+			"Elle ne peut pas être reprise\u202f: son occurrence au nœud score a échoué avant toute tentative"}[i]
+		if got := text(page, "actions-intro"); !strings.Contains(got, why) {
+			t.Errorf("%s: actions intro %q, want it to say %q", lang, got, why)
+		}
+		r := b.get(inst + "/retry")
+		if r.status != http.StatusSeeOther || r.header.Get("Location") != inst {
+			t.Fatalf("%s: retry confirmation: %d to %q, want a redirect to the instance", lang, r.status, r.header.Get("Location"))
+		}
+		flash := []string{"This instance cannot be retried: its occurrence at node score failed before any attempt",
+			"Cette instance ne peut pas être reprise\u202f: son occurrence au nœud score a échoué avant toute tentative"}[i]
+		if got := text(b.mustGet(inst, 200), "flash"); !strings.HasPrefix(got, flash) {
+			t.Errorf("%s: flash %q, want %q…", lang, got, flash)
+		}
+	}
+	// A held instance that failed after an attempt still offers retry.
+	page := signedIn(t, f.env.URL, "en", f.env.Operator).mustGet("/console/instances/"+f.pullHeld, 200)
+	if count(page, "retry-instance") != 1 {
+		t.Error("a retryable held instance no longer offers retry")
+	}
+}
+
+// TestReasonLimitIsInCharacters: the console's reason holds 1,000
+// characters as its hint and textarea say, however many bytes they take
+// (900 "é" are 1,800 bytes, a line break sent as CR LF is one), and the
+// French hint groups 1 000 with a no-break space.
+func TestReasonLimitIsInCharacters(t *testing.T) {
+	t.Parallel()
+	f := newIncidentFixture(t)
+	b := signedIn(t, f.env.URL, "fr", f.env.Operator)
+	inst := "/console/instances/" + f.pullHeld
+	confirm := b.mustGet(inst+"/stop", 200)
+	if max, _ := confirm.doc.Find(`[data-testid=stop-reason]`).Attr("maxlength"); max != "1000" {
+		t.Errorf("textarea maxlength %q, want 1000", max)
+	}
+	if hint := confirm.doc.Find(`#action-reason-hint`).Text(); !strings.Contains(hint, "1\u00a0000 caractères") {
+		t.Errorf("French hint %q, want 1\u00a0000 caractères (a no-break space)", hint)
+	}
+	action, form := formOf(t, confirm, "stop-form")
+	form.Set("reason", strings.Repeat("é", 900))
+	if r := b.do("POST", action, form); r.status != http.StatusSeeOther {
+		t.Fatalf("stop with 900 characters (1,800 bytes): %d %q, want a redirect", r.status, text(r, "stop-error"))
+	}
+	if f.status(t, f.pullHeld) != "cancelled" {
+		t.Error("the stop was not applied")
+	}
+	// A browser sends the textarea's line breaks as CR LF: 1,000
+	// characters as maxlength counted them are 1,200 sent.
+	other := "/console/instances/" + f.pushHeld[0]
+	action, form = formOf(t, b.mustGet(other+"/stop", 200), "stop-form")
+	form.Set("reason", strings.Repeat("line\r\n", 200))
+	if r := b.do("POST", action, form); r.status != http.StatusSeeOther {
+		t.Fatalf("stop with 200 lines (1,000 characters in the textarea): %d %q, want a redirect", r.status, text(r, "stop-error"))
+	}
+}
+
+// TestARefusedActionIsNotOfferedAgain: a retry posted twice (a double
+// click, a reload) is refused the second time with what happened, keeping
+// the reason typed, and the page neither names an empty node nor offers
+// the form again; a stale retry of an instance that cannot be retried is
+// answered the same way.
+func TestARefusedActionIsNotOfferedAgain(t *testing.T) {
+	t.Parallel()
+	f := newIncidentFixture(t)
+	birth := "/console/instances/" + f.holdFromBirth(t)
+	inst := "/console/instances/" + f.pullHeld
+	for i, lang := range []string{"en", "fr"} {
+		b := signedIn(t, f.env.URL, lang, f.env.Operator)
+		var action string
+		var form url.Values
+		if i == 0 {
+			action, form = formOf(t, b.mustGet(inst+"/retry", 200), "retry-form")
+			form.Set("reason", "scorer redeployed")
+			if r := b.do("POST", action, form); r.status != http.StatusSeeOther {
+				t.Fatalf("retry: %d %.300s", r.status, r.body)
+			}
+		} else {
+			action, form = inst+"/retry", url.Values{"csrf": {csrfOf(t, b.mustGet(inst, 200))}, "reason": {"scorer redeployed"}}
+		}
+		again := b.do("POST", action, form)
+		want := []string{"This instance is no longer held (it is running now)", "Cette instance n’est plus suspendue (elle est en cours désormais)"}[i]
+		if again.status != http.StatusConflict || !strings.HasPrefix(text(again, "retry-error"), want) {
+			t.Errorf("%s: retry posted again: %d %q, want 409 %q…", lang, again.status, text(again, "retry-error"), want)
+		}
+		if count(again, "retry-form") != 0 || count(again, "retry-question") != 0 || strings.Contains(again.body, "node  ") || strings.Contains(again.body, "nœud  ") {
+			t.Errorf("%s: the refused retry still offers the form (%d) or its question (%q)", lang, count(again, "retry-form"), text(again, "retry-question"))
+		}
+		if got := text(again, "retry-reason"); got != "scorer redeployed" {
+			t.Errorf("%s: the reason typed is lost: %q", lang, got)
+		}
+		if href, _ := again.doc.Find(`[data-testid=cancel-retry]`).Attr("href"); href != inst {
+			t.Errorf("%s: way back %q, want %s", lang, href, inst)
+		}
+		stale := b.do("POST", birth+"/retry", url.Values{"csrf": {csrfOf(t, again)}, "reason": {"try"}})
+		if stale.status != http.StatusConflict || count(stale, "retry-form") != 0 || text(stale, "retry-error") == "" {
+			t.Errorf("%s: a retry of an instance that cannot be retried: %d, form %d, error %q", lang, stale.status, count(stale, "retry-form"), text(stale, "retry-error"))
+		}
+	}
+	if n := f.auditCount(t, f.pullHeld, "retry"); n != 1 {
+		t.Errorf("%d retry records, want 1", n)
+	}
+}
+
+// TestLabelsSayWhatApplies: a bulk stop over held (or running) instances
+// says held (or running), not "running or held"; an occurrence retried by
+// an operator says its budget counts from that retry; an instance held
+// again after a retry no longer shows "Retried by" above its status.
+func TestLabelsSayWhatApplies(t *testing.T) {
+	t.Parallel()
+	f := newIncidentFixture(t)
+	b := signedIn(t, f.env.URL, "en", f.env.Operator)
+	for status, want := range map[string][2]string{
+		"held":    {"Stop every held instance…", "3 held instances match now."},
+		"running": {"Stop every running instance…", "running instance"},
+		"":        {"Stop every running or held instance…", "running or held instances match now."},
+	} {
+		list := b.mustGet("/console/instances?status="+status, 200)
+		if got := text(list, "bulk-stop"); got != want[0] {
+			t.Errorf("status=%s: bulk link %q, want %q", status, got, want[0])
+		}
+		href, _ := list.doc.Find(`[data-testid=bulk-stop]`).Attr("href")
+		if got := text(b.mustGet(href, 200), "bulk-count"); !strings.Contains(got, want[1]) {
+			t.Errorf("status=%s: bulk count %q, want %q", status, got, want[1])
+		}
+	}
+
+	// Retried, then failed again: held, with 2 attempts of a budget of 2.
+	f.env.Must(200, "POST", "/api/v1/instances/"+f.pullHeld+"/retry", f.env.Operator, map[string]any{"reason": "scorer redeployed"})
+	f.failScoring(t, f.pullHeldOcc)
+	inst := "/console/instances/" + f.pullHeld
+	page := b.mustGet(inst, 200)
+	if text(page, "instance-status") != "held" || count(page, "attribution") != 0 {
+		t.Errorf("held again after a retry: status %q, banner %q; want held and no “Retried by”", text(page, "instance-status"), text(page, "attribution"))
+	}
+	if got := text(page, "instance-history"); !strings.Contains(got, "scorer redeployed") {
+		t.Errorf("the retry left the history: %q", got)
+	}
+	f.env.Must(200, "POST", "/api/v1/instances/"+f.pullHeld+"/retry", f.env.Operator, map[string]any{"reason": "again"})
+	if got := text(b.mustGet(inst, 200), "attribution"); !strings.HasPrefix(got, "Retried by operator at ") || !strings.Contains(got, "again") || strings.Contains(got, "scorer redeployed") {
+		t.Errorf("running after a retry: banner %q, want the latest retry only", got)
+	}
+	occ := b.mustGet("/console/occurrences/"+f.pullHeldOcc, 200)
+	if got, want := text(occ, "attempts-summary"), "2 attempts · at most 2 since the last operator retry · 2 left"; got != want {
+		t.Errorf("budget line %q, want %q", got, want)
+	}
+}
+
+// TestAuditRecordsOfDeletedInstances: once retention deleted an instance,
+// its audit records stay and show it as deleted, without a link to a page
+// that no longer exists; records of live instances still link.
+func TestAuditRecordsOfDeletedInstances(t *testing.T) {
+	t.Parallel()
+	f := newIncidentFixture(t)
+	// A negative retention puts the cutoff after now: every ended
+	// instance goes, the stopped order among them.
+	if n, err := f.env.Engine.DeleteEnded(context.Background(), -time.Minute); err != nil || n == 0 {
+		t.Fatalf("retention deleted %d instances: %v", n, err)
+	}
+	f.env.Must(200, "POST", "/api/v1/instances/"+f.pullHeld+"/stop", f.env.Operator, map[string]any{"reason": "still here"})
+	for i, lang := range []string{"en", "fr"} {
+		b := signedIn(t, f.env.URL, lang, f.env.Operator)
+		b.mustGet("/console/instances/"+f.stopped, 404)
+		page := b.mustGet("/console/audit", 200)
+		found := 0
+		page.doc.Find(`[data-testid=audit-row]`).Each(func(_ int, row *goquery.Selection) {
+			target := row.Find(`[data-testid=audit-instance]`)
+			id, _ := target.Attr("data-id")
+			href, linked := target.Attr("href")
+			deleted := collapse(row.Find(`[data-testid=audit-deleted]`).Text())
+			switch id {
+			case f.stopped:
+				found++
+				if linked || deleted != []string{"(deleted)", "(supprimée)"}[i] {
+					t.Errorf("%s: record of the deleted instance links to %q, says %q", lang, href, deleted)
+				}
+			case f.pullHeld:
+				found++
+				if href != "/console/instances/"+f.pullHeld || deleted != "" {
+					t.Errorf("%s: record of a live instance: link %q, says %q", lang, href, deleted)
+				}
+			}
+		})
+		if found != 2 {
+			t.Errorf("%s: %d of the 2 records found", lang, found)
+		}
 	}
 }

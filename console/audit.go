@@ -20,9 +20,12 @@ type auditRow struct {
 	Action, ActionLabel      string
 	Reason                   string
 	InstanceID, InstanceHref string
-	OccurrenceID             string
-	OccurrenceHref           string
-	BulkID, BulkHref         string
+	// Deleted says the instance (and so the occurrence) is gone, deleted
+	// by retention: shown without a link, which would lead to a 404.
+	Deleted          string
+	OccurrenceID     string
+	OccurrenceHref   string
+	BulkID, BulkHref string
 }
 
 // auditTable is the audit log as a table, on its page and on an
@@ -44,6 +47,10 @@ func (c *Console) auditTable(ctx context.Context, acts []engine.OperatorAction, 
 			Reason: a.Reason, InstanceID: a.InstanceID.String(), InstanceHref: instanceHref(a.InstanceID)}
 		if a.OccurrenceID != nil && a.Action == string(engine.ActionRetry) {
 			row.OccurrenceID, row.OccurrenceHref = a.OccurrenceID.String(), occurrenceHref(*a.OccurrenceID)
+		}
+		if a.InstanceDeleted {
+			row.InstanceHref, row.OccurrenceHref = "", ""
+			row.Deleted = T(ctx, "deleted")
 		}
 		if a.BulkID != nil {
 			row.BulkID, row.BulkHref = a.BulkID.String(), auditPath+"?bulk="+a.BulkID.String()

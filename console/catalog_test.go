@@ -8,6 +8,7 @@ import (
 	"go/token"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -211,6 +212,14 @@ func TestFrenchTypography(t *testing.T) {
 			if i == 0 || r[i-1] != '\u202f' {
 				t.Errorf("French %q: %q at %d is not preceded by a narrow no-break space (U+202F)", s, c, i)
 			}
+		}
+	}
+	// A number grouped with a plain space (1 000) may break across lines:
+	// French groups digits with a no-break space, as number() does.
+	grouped := regexp.MustCompile(`\d \d{3}\b`)
+	for _, s := range texts {
+		if g := grouped.FindString(s); g != "" {
+			t.Errorf("French %q: %q groups digits with a plain space, not a no-break space", s, g)
 		}
 	}
 	for _, m := range readCatalog(t, "en").Messages {

@@ -200,9 +200,10 @@ func chartOf(ctx context.Context, buckets [engine.HealthBuckets]engine.HealthBuc
 	slot := plotW / engine.HealthBuckets
 	barW := (slot - 10) / 2
 	base := chartTop + plotH
+	completed, failures := completedCount(ctx, done), failedCount(ctx, failed)
 	cv := chartView{Width: strconv.Itoa(chartW), Height: strconv.Itoa(chartH), ViewBox: "0 0 " + strconv.Itoa(chartW) + " " + strconv.Itoa(chartH),
 		Title:  T(ctx, "Completions and failures per 5 minutes, last hour: %s", scope),
-		Desc:   T(ctx, "In the last hour: %d completed, %d failed. The table after the chart gives each 5-minute slot.", done, failed),
+		Desc:   T(ctx, "In the last hour: %s, %s. The table after the chart gives each 5-minute slot.", completed, failures),
 		AxisX1: strconv.Itoa(chartLeft), AxisX2: strconv.Itoa(chartW - chartRight), AxisY: strconv.Itoa(base),
 		LegendOK:  T(ctx, "completed"),
 		LegendBad: T(ctx, "failed"),
@@ -220,13 +221,13 @@ func chartOf(ctx context.Context, buckets [engine.HealthBuckets]engine.HealthBuc
 			n     int64
 			class string
 			what  string
-		}{{b.Completed, "bar-ok", T(ctx, "%d completed", b.Completed)}, {b.Failed, "bar-bad", T(ctx, "%d failed", b.Failed)}} {
+		}{{b.Completed, "bar-ok", completedCount(ctx, b.Completed)}, {b.Failed, "bar-bad", failedCount(ctx, b.Failed)}} {
 			h := scale(bar.n)
 			if bar.n > 0 && h < 2 {
 				h = 2 // a non-zero count stays visible
 			}
 			cv.Bars = append(cv.Bars, chartBar{X: strconv.Itoa(x + j*(barW+2)), Y: strconv.Itoa(base - h), W: strconv.Itoa(barW),
-				H: strconv.Itoa(h), Class: bar.class, Title: slotLabel + ": " + bar.what})
+				H: strconv.Itoa(h), Class: bar.class, Title: T(ctx, "%s: %s", slotLabel, bar.what)})
 		}
 		if i%3 == 0 || i == engine.HealthBuckets-1 {
 			label := from.In(prefsOf(ctx).location()).Format("15:04")
@@ -247,4 +248,15 @@ func chartOf(ctx context.Context, buckets [engine.HealthBuckets]engine.HealthBuc
 		cv.Ticks = append(cv.Ticks, chartTick{X: strconv.Itoa(chartLeft - 6), Y: strconv.Itoa(y + 4), Label: number(ctx, n), Anchor: "end"})
 	}
 	return cv, ct
+}
+
+// completedCount is "3 completed", its noun agreeing with n: one message
+// selects the plural form (a sentence holding two counts cannot).
+func completedCount(ctx context.Context, n int64) string {
+	return T(ctx, "%d completed", n)
+}
+
+// failedCount is "3 failed", its words agreeing with n.
+func failedCount(ctx context.Context, n int64) string {
+	return T(ctx, "%d failed", n)
 }

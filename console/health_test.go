@@ -150,3 +150,26 @@ func TestDisplayPreferences(t *testing.T) {
 		t.Error("a refresh period not offered was kept")
 	}
 }
+
+// TestHealthPageInFrench: the chart's sentence agrees each count with its
+// noun (1 terminée, 2 terminées) and every bar's title puts a narrow
+// no-break space before its colon.
+func TestHealthPageInFrench(t *testing.T) {
+	t.Parallel()
+	f := newIncidentFixture(t)
+	b := signedIn(t, f.env.URL, "fr", f.env.Operator)
+	r := b.mustGet("/console/health?definition=console_vault", 200)
+	chart := r.doc.Find(`svg[data-testid=chart]`)
+	if got, want := chart.Find("desc").Text(), "Dans la dernière heure\u202f: 1 terminée, 1 en échec."; !strings.HasPrefix(got, want) {
+		t.Errorf("chart desc %q, want %q…", got, want)
+	}
+	titles := chart.Find("rect title")
+	if titles.Length() == 0 {
+		t.Fatal("no bar titles")
+	}
+	titles.Each(func(_ int, s *goquery.Selection) {
+		if title := s.Text(); !strings.Contains(title, "\u202f: ") || strings.Contains(title, " : ") || strings.Contains(title, "0 terminées") {
+			t.Errorf("bar title %q, want “slot\u202f: n terminée(s)”", title)
+		}
+	})
+}

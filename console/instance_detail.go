@@ -109,16 +109,20 @@ func (c *Console) instanceDetail(w http.ResponseWriter, r *http.Request) {
 	for i, o := range occs {
 		v.Path = append(v.Path, pathStepOf(ctx, i+1, o, pv.Process))
 	}
+	held, _ := heldOccurrence(occs)
 	// Only operators and admins reach this page (requireOperator): all may act.
 	for _, a := range []engine.Action{engine.ActionRetry, engine.ActionAbandon, engine.ActionStop} {
-		if actionAppliesTo(a, inst.Status) {
-			v.Actions = append(v.Actions, bulkLink{Action: string(a), Label: actionLabel(ctx, a), Href: instanceHref(id) + "/" + string(a)})
+		if !actionAppliesTo(a, inst.Status) || a == engine.ActionRetry && !retryable(held) {
+			continue
 		}
+		v.Actions = append(v.Actions, bulkLink{Action: string(a), Label: actionLabel(ctx, a), Href: instanceHref(id) + "/" + string(a)})
 	}
-	switch inst.Status {
-	case engine.InstanceHeld:
+	switch {
+	case inst.Status == engine.InstanceHeld && !retryable(held):
+		v.ActionsIntro = T(ctx, "This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.", held.Node)
+	case inst.Status == engine.InstanceHeld:
 		v.ActionsIntro = T(ctx, "This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.")
-	case engine.InstanceRunning:
+	case inst.Status == engine.InstanceRunning:
 		v.ActionsIntro = T(ctx, "Stopping cancels the instance and its open occurrences. It does not complete anything.")
 	}
 	c.render(w, r, http.StatusOK, instancePage(v))
@@ -128,9 +132,13 @@ func (c *Console) instanceDetail(w http.ResponseWriter, r *http.Request) {
 const maxHistory = 50
 
 // attribution says who stopped, abandoned or retried the instance, newest
-// first, from the audit log.
+// first, from the audit log. A retry is shown only while the instance runs
+// on from it: held again (it failed after the retry) or ended, the banner
+// would credit the retry with a status it did not cause; the history
+// below keeps every record.
 func attribution(ctx context.Context, inst engine.Instance, acts []engine.OperatorAction) []string {
 	var out []string
+	retryShown := false
 	for _, a := range acts {
 		who, when, why := a.ActorName, formatTime(ctx, a.At).Text, a.Reason
 		switch engine.Action(a.Action) {
@@ -139,6 +147,10 @@ func attribution(ctx context.Context, inst engine.Instance, acts []engine.Operat
 		case engine.ActionAbandon:
 			out = append(out, T(ctx, "Abandoned by %s at %s — “%s”", who, when, why))
 		case engine.ActionRetry:
+			if inst.Status != engine.InstanceRunning || retryShown {
+				continue
+			}
+			retryShown = true
 			out = append(out, T(ctx, "Retried by %s at %s — “%s”", who, when, why))
 		}
 	}
@@ -158,15 +170,9 @@ func instanceFacts(ctx context.Context, inst engine.Instance, occs []engine.Occu
 	if inst.EndNode != nil {
 		fs = append(fs, fact{Label: T(ctx, "End node"), Value: *inst.EndNode, Code: true, TestID: "end-node"})
 	}
-	if inst.Status == engine.InstanceHeld {
-		// A held instance waits at its latest failed occurrence's node.
-		for i := len(occs) - 1; i >= 0; i-- {
-			if o := occs[i]; o.Status == engine.StatusFailed {
-				fs = append(fs, fact{Label: T(ctx, "Held at node"), Value: o.Node, Code: true, TestID: "held-node"},
-					fact{Label: T(ctx, "Failed occurrence"), Value: o.ID.String(), Href: occurrenceHref(o.ID), Code: true, TestID: "held-occurrence"})
-				break
-			}
-		}
+	if o, ok := heldOccurrence(occs); ok && inst.Status == engine.InstanceHeld {
+		fs = append(fs, fact{Label: T(ctx, "Held at node"), Value: o.Node, Code: true, TestID: "held-node"},
+			fact{Label: T(ctx, "Failed occurrence"), Value: o.ID.String(), Href: occurrenceHref(o.ID), Code: true, TestID: "held-occurrence"})
 	}
 	if inst.BusinessKey != nil {
 		fs = append(fs, fact{Label: T(ctx, "Business key"), Value: *inst.BusinessKey, Code: true, TestID: "business-key"})

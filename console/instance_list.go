@@ -154,7 +154,7 @@ func (c *Console) instanceList(w http.ResponseWriter, r *http.Request) {
 			}
 			q := f.criteria()
 			q.Set("action", string(a))
-			v.Bulk = append(v.Bulk, bulkLink{Action: string(a), Label: bulkActionLabel(ctx, a), Href: bulkPath + "?" + q.Encode()})
+			v.Bulk = append(v.Bulk, bulkLink{Action: string(a), Label: bulkActionLabel(ctx, a, f.Status), Href: bulkPath + "?" + q.Encode()})
 		}
 
 		limit := ef.Limit

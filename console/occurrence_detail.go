@@ -197,7 +197,13 @@ func (c *Console) occurrenceView(r *http.Request, id uuid.UUID) (occurrenceView,
 	if inst.Status == engine.InstanceHeld && o.Status == engine.StatusFailed {
 		v.ActionHref, v.ActionLabel = instanceHref(inst.ID)+"#actions", T(ctx, "Retry or abandon it from its instance")
 	}
-	v.AttemptsSummary = T(ctx, "%d attempts", o.Attempts) + " · " + T(ctx, "at most %d", o.Policy.MaxAttempts)
+	budget := T(ctx, "at most %d", o.Policy.MaxAttempts)
+	if c.retried(ctx, o, inst) {
+		// A retry gives a fresh max_attempts on top of the attempts made:
+		// "3 attempts · at most 2" would read as a broken limit.
+		budget = T(ctx, "at most %d since the last operator retry", o.Policy.MaxAttempts)
+	}
+	v.AttemptsSummary = T(ctx, "%d attempts", o.Attempts) + " · " + budget
 	if !settled(o.Status) {
 		v.AttemptsSummary += " · " + T(ctx, "%d left", o.AttemptsLeft)
 	}
@@ -365,6 +371,25 @@ func (c *Console) stopRecord(ctx context.Context, o engine.Occurrence, inst engi
 		return nil
 	}
 	return &acts[0]
+}
+
+// retried reports whether an operator retried o (the audit log names the
+// occurrence a retry offered again).
+func (c *Console) retried(ctx context.Context, o engine.Occurrence, inst engine.Instance) bool {
+	if o.Attempts == 0 {
+		return false
+	}
+	acts, err := c.eng.ListOperatorActions(ctx, engine.AuditFilter{Instance: &inst.ID, Action: string(engine.ActionRetry), Limit: maxHistory})
+	if err != nil {
+		c.logger.Warn("console: audit log unavailable", "err", err)
+		return false
+	}
+	for _, a := range acts {
+		if a.OccurrenceID != nil && *a.OccurrenceID == o.ID {
+			return true
+		}
+	}
+	return false
 }
 
 // occurrenceState says in words what the occurrence is doing or waiting

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -52,7 +53,9 @@ type Actor struct {
 	Name    string
 }
 
-// MaxReason bounds an action's reason.
+// MaxReason bounds an action's reason, in characters (Unicode code
+// points), not bytes: operators write in any language, and a console's
+// textarea counts characters.
 const MaxReason = 1000
 
 // AbandonedCode is the error code of an abandoned instance.
@@ -63,9 +66,9 @@ func checkReason(reason string) error {
 	case r == "":
 		return fault.New(fault.BadRequest, "invalid_request", "a reason is required").
 			WithErrors([]fault.FieldError{{Path: "/reason", Message: "is required: say why, it is recorded in the audit log"}})
-	case len(reason) > MaxReason:
+	case utf8.RuneCountInString(reason) > MaxReason:
 		return fault.New(fault.BadRequest, "invalid_request", "the reason is too long").
-			WithErrors([]fault.FieldError{{Path: "/reason", Message: fmt.Sprintf("must be at most %d bytes", MaxReason)}})
+			WithErrors([]fault.FieldError{{Path: "/reason", Message: fmt.Sprintf("must be at most %d characters", MaxReason)}})
 	}
 	return nil
 }
@@ -200,13 +203,18 @@ type BulkResult struct {
 const bulkBatch = 100
 
 // CountForAction is how many instances action would change among those f
-// matches: the count an operator confirms before a bulk action.
+// matches: the count an operator confirms before a bulk action. A retry
+// counts only the held instances it can offer again: one whose failed
+// occurrence failed before any attempt (a single retry answers
+// not_retryable) is neither counted nor touched, so the bulk retry's
+// count and what it applies agree.
 func (e *Engine) CountForAction(ctx context.Context, action Action, f InstanceFilter) (int64, error) {
 	if err := checkBulkFilter(action, f); err != nil {
 		return 0, err
 	}
 	n, err := e.q.InstanceCount(ctx, queries.InstanceCountParams{ProcessKey: strPtr(f.ProcessKey), Status: strPtr(f.Status),
-		StatusIn: action.appliesTo(), BusinessKey: strPtr(f.BusinessKey), CreatedFrom: idBound(f.CreatedAfter), CreatedTo: idBound(f.CreatedBefore)})
+		StatusIn: action.appliesTo(), BusinessKey: strPtr(f.BusinessKey), CreatedFrom: idBound(f.CreatedAfter), CreatedTo: idBound(f.CreatedBefore),
+		RetryableOnly: action == ActionRetry})
 	return n, wrap("count instances", err)
 }
 
@@ -234,6 +242,12 @@ func (e *Engine) ActOnFilter(ctx context.Context, actor Actor, action Action, f 
 	if err := checkReason(reason); err != nil {
 		return BulkResult{}, err
 	}
+	if confirm < 0 {
+		// No filter matches a negative count: answering count_changed
+		// would blame the data for a malformed request.
+		return BulkResult{}, fault.New(fault.BadRequest, "invalid_request", "the confirmed count must be 0 or more").
+			WithErrors([]fault.FieldError{{Path: "/confirm_count", Message: "must be the count confirmed: 0 or more"}})
+	}
 	count, err := e.CountForAction(ctx, action, f)
 	if err != nil {
 		return BulkResult{}, err
@@ -249,7 +263,7 @@ func (e *Engine) ActOnFilter(ctx context.Context, actor Actor, action Action, f 
 	for {
 		ids, err := e.q.InstanceIDsForAction(ctx, queries.InstanceIDsForActionParams{ProcessKey: strPtr(f.ProcessKey), Status: strPtr(f.Status),
 			StatusIn: action.appliesTo(), BusinessKey: strPtr(f.BusinessKey), CreatedFrom: idBound(f.CreatedAfter), CreatedTo: idBound(f.CreatedBefore),
-			Before: before, Max: bulkBatch})
+			RetryableOnly: action == ActionRetry, Before: before, Max: bulkBatch})
 		if err != nil {
 			return res, wrap("bulk "+string(action), err)
 		}
@@ -295,6 +309,9 @@ type OperatorAction struct {
 	InstanceID   uuid.UUID
 	OccurrenceID *uuid.UUID
 	BulkID       *uuid.UUID
+	// InstanceDeleted is set once retention deleted the instance (and its
+	// occurrences): the record stays, its target can no longer be shown.
+	InstanceDeleted bool
 }
 
 // AuditFilter selects audit records; zero fields do not filter.
@@ -319,7 +336,7 @@ func (e *Engine) ListOperatorActions(ctx context.Context, f AuditFilter) ([]Oper
 	out := make([]OperatorAction, len(rows))
 	for i, r := range rows {
 		out[i] = OperatorAction{ID: r.ID, At: r.At, ActorName: r.ActorName, Action: r.Action, Reason: r.Reason,
-			InstanceID: r.InstanceID, OccurrenceID: r.OccurrenceID, BulkID: r.BulkID}
+			InstanceID: r.InstanceID, OccurrenceID: r.OccurrenceID, BulkID: r.BulkID, InstanceDeleted: !r.InstanceExists}
 	}
 	return out, nil
 }

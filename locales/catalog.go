@@ -39,814 +39,842 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                              225,
-	"%[1]s %[2]s, %[3]s %[4]s":                 226,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          224,
-	"%[1]s; %[2]s":                             223,
-	"%d (0 lowest, 9 highest)":                 355,
-	"%d attempts":                              377,
-	"%d attempts, retry after %s, priority %d": 501,
-	"%d breaking":                              170,
-	"%d changes":                               169,
-	"%d completed":                             221,
-	"%d d":                                     233,
-	"%d days":                                  247,
-	"%d failed":                                222,
-	"%d h":                                     232,
-	"%d held instances match now.":             45,
-	"%d hours":                                 248,
-	"%d items":                                 555,
-	"%d left":                                  379,
-	"%d min":                                   231,
-	"%d minutes":                               249,
-	"%d ms":                                    251,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 491,
-	"%d occurrences": 447,
-	"%d releases":    187,
-	"%d running or held instances match now.": 52,
-	"%d s":       230,
-	"%d seconds": 250,
-	"%d skipped: they changed after the count (settled, or acted on by someone else).": 65,
-	"%s ago":                            228,
-	"%s so far":                         423,
-	"%s → %s":                           496,
-	"%s, revision %s":                   345,
-	"%s, version %s":                    346,
-	"%s: %s → %s":                       177,
-	"%s: a date is written 2026-12-01.": 458,
-	"%s: the first day comes after the last.": 459,
-	"%s–%s":       220,
-	"(each item)": 544,
-	"(worker %s)": 412,
-	"0 seconds":   246,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.": 522,
-	"Abandon %d instances":                                           49,
-	"Abandon every held instance this filter matches":                47,
+	"%[1]s %[2]s":                              236,
+	"%[1]s %[2]s, %[3]s %[4]s":                 237,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          235,
+	"%[1]s; %[2]s":                             234,
+	"%d (0 lowest, 9 highest)":                 367,
+	"%d attempts":                              391,
+	"%d attempts, retry after %s, priority %d": 514,
+	"%d breaking":                              180,
+	"%d changes":                               179,
+	"%d completed":                             232,
+	"%d d":                                     244,
+	"%d days":                                  258,
+	"%d failed":                                233,
+	"%d h":                                     243,
+	"%d held instances match now.":             50,
+	"%d hours":                                 259,
+	"%d items":                                 568,
+	"%d left":                                  392,
+	"%d min":                                   242,
+	"%d minutes":                               260,
+	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 69,
+	"%d ms": 262,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 504,
+	"%d occurrences":                          460,
+	"%d releases":                             197,
+	"%d running instances match now.":         57,
+	"%d running or held instances match now.": 59,
+	"%d s":       241,
+	"%d seconds": 261,
+	"%d skipped: they changed after the count (settled, or acted on by someone else).": 74,
+	"%s ago":                            239,
+	"%s so far":                         436,
+	"%s → %s":                           509,
+	"%s, revision %s":                   357,
+	"%s, version %s":                    358,
+	"%s: %s":                            231,
+	"%s: %s → %s":                       187,
+	"%s: a date is written 2026-12-01.": 471,
+	"%s: the first day comes after the last.": 472,
+	"%s–%s":       230,
+	"(each item)": 557,
+	"(worker %s)": 425,
+	"0 seconds":   257,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.": 535,
+	"Abandon %d instances":                                           54,
+	"Abandon every held instance this filter matches":                52,
 	"Abandon every held instance…":                                   7,
-	"Abandon process instance %s":                                    17,
-	"Abandon the instance":                                           20,
-	"Abandon this instance? It fails with the error code abandoned.": 18,
-	"Abandoned by %s at %s — “%s”":                                   275,
-	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 35,
+	"Abandon process instance %s":                                    19,
+	"Abandon the instance":                                           22,
+	"Abandon this instance? It fails with the error code abandoned.": 20,
+	"Abandoned by %s at %s — “%s”":                                   287,
+	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 40,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 289,
-	"Action":                              68,
-	"All actions":                         79,
-	"All consumers":                       444,
-	"All definitions":                     211,
-	"All processes":                       295,
-	"All statuses":                        296,
-	"All workers":                         570,
-	"An operator abandoned the instance.": 405,
-	"Apply filters":                       76,
-	"Apr":                                 237,
-	"As of %s (%s); refreshed every few seconds.": 208,
-	"Attempts":                         356,
-	"Audit log":                        73,
-	"Aug":                              241,
-	"Available from":                   387,
-	"Back to definitions":              113,
-	"Back to external tasks":           112,
-	"Back to the list":                 42,
-	"Back without saving":              466,
-	"Breaks processes":                 151,
-	"Breaks workers":                   152,
-	"Bulk %s applied to %d instances.": 64,
-	"Bulk action":                      72,
-	"Business key":                     58,
-	"Call timeout":                     374,
-	"Camunda 7 facade":                 574,
-	"Cancelled: the instance was stopped (%s).":               422,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 421,
-	"Cannot act on this filter":                               61,
-	"Cannot reveal":                                           506,
-	"Change":                                                  149,
-	"Changes between the two revisions":                       161,
-	"Choose two existing revisions to compare.":               167,
-	"Classification":                                          127,
-	"Clear filters":                                           77,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 480,
-	"Compare":              148,
-	"Compare revisions":    144,
-	"Completed":            219,
-	"Completed (%s).":      417,
-	"Completed, last hour": 205,
-	"Completions and failures per 5 minutes, last hour: %s":    212,
-	"Completions and failures per 5-minute slot, oldest first": 217,
-	"Completions and failures, last hour":                      198,
-	"Connected":                                                566,
-	"Constraints":                                              128,
-	"Consumer":                                                 358,
-	"Consumer and worker":                                      441,
-	"Counting the occurrences; the counts appear when you reload the page.": 122,
-	"Counts are unavailable right now.":                                     123,
-	"Counts as of %s (%s); refreshed every few seconds.":                    489,
-	"Counts by status": 437,
-	"Created":          262,
-	"Created from":     59,
-	"Created to":       60,
-	"Creation date":    284,
-	"Dates":            349,
-	"Deadline":         353,
-	"Dec":              245,
-	"Deferred":         391,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 416,
-	"Definition":         200,
-	"Definition %s":      130,
-	"Definitions":        99,
-	"Definitions by key": 182,
-	"Definitions served": 564,
-	"Definitions, those needing attention first": 199,
-	"Description":          129,
-	"Destination":          367,
-	"Destination’s answer": 362,
-	"Detail":               150,
-	"Digest":               164,
-	"Display settings":     104,
-	"Duration":             361,
-	"Each definition’s queue and incidents now, and what its workers finished in the last hour.":                              197,
-	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  51,
-	"Each one fails with the error code abandoned and cannot be resumed.":                                                     48,
-	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 44,
-	"End node":                    279,
-	"End node or error":           293,
-	"Ended":                       278,
-	"Error":                       440,
-	"Error (before any attempt)":  393,
-	"Error code":                  282,
-	"Error message":               364,
-	"Every %d seconds":            470,
-	"Every attempt, oldest first": 357,
-	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log (GET /api/v1/audit/reveals).": 74,
-	"Expired token":                    531,
-	"Expires":                          528,
-	"External tasks":                   93,
-	"Failed":                           203,
-	"Failed (%s).":                     420,
-	"Failed occurrence":                281,
-	"Failed, last hour":                206,
-	"Feb":                              235,
-	"Field":                            124,
-	"Filter":                           40,
-	"Filters":                          75,
-	"Find":                             98,
-	"Find an instance or occurrence":   96,
-	"First page":                       87,
-	"Form refused":                     116,
-	"From revision":                    146,
-	"From revision %d to revision %d:": 168,
-	"Give a reason: it is recorded in the audit log (at most 1,000 characters). Nothing was done.": 31,
-	"Graph":                   479,
-	"Graph of %s":             490,
-	"HTTP 2xx, unusable body": 426,
-	"Health":                  92,
-	"Held at node":            280,
-	"Held instances":          202,
-	"ID":                      525,
-	"In flight":               565,
-	"In the last hour: %d completed, %d failed. The table after the chart gives each 5-minute slot.": 213,
-	"Inputs":                     154,
-	"Inputs of revision %d":      165,
-	"Inputs of the working copy": 156,
-	"Inputs the instance was started with, labelled by process version %d's contract": 270,
-	"Inputs, labelled by revision %d's contract":                                      380,
-	"Instance":                  292,
-	"Instances":                 94,
-	"Instances of this process": 488,
-	"Invalid page":              558,
-	"Invalid request":           110,
-	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.": 19,
-	"Its instance is held here, waiting for an operator.":                                                                   418,
-	"Its instance went on along the node’s error path.":                                                                     419,
-	"Its message": 394,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      538,
-	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 29,
-	"Jan":                     234,
-	"Jul":                     240,
-	"Jun":                     239,
-	"Keep it":                 540,
-	"Keep it held":            12,
-	"Keep it running":         11,
-	"Key":                     183,
-	"Kind":                    483,
-	"Language":                89,
-	"Last error (attempt %d)": 392,
-	"Last reserved":           389,
-	"Last saved":              135,
-	"Last seen":               567,
-	"Last used":               527,
-	"Latest revision":         184,
-	"Lists every change from one revision to another, and whom it may break.": 145,
-	"Local time at %s": 468,
-	"Lock expired %s — waiting to be offered again.": 409,
-	"Lock expires":                     390,
-	"Main navigation":                  91,
-	"Mar":                              236,
-	"Maximum attempts":                 351,
-	"May":                              238,
-	"Message from Relais (in English)": 395,
-	"Message from the service (as it sent it)": 396,
-	"Mode": 348,
-	"More filters: instance, revision, consumer, dates": 435,
-	"Name":                               133,
-	"Never":                              469,
-	"Next attempt":                       388,
-	"Next attempt or settled":            442,
-	"Next node":                          261,
-	"Next page":                          86,
-	"No definition has occurrences yet.": 207,
-	"No definition yet.":                 186,
-	"No inputs.":                         155,
-	"No instance matches these filters.": 294,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 514,
-	"No occurrence matches these filters.":                                                   443,
-	"No operator action matches.":                                                            78,
-	"No operator has acted on this instance.":                                                266,
-	"No outputs yet: the occurrence has not completed.":                                      383,
-	"No outputs.": 158,
-	"No outputs: the occurrence ended without completing.":          385,
-	"No process is published yet.":                                  474,
-	"No release yet.":                                               139,
-	"No revision yet: the Working copy has never been snapshotted.": 137,
-	"No service has reserved this occurrence yet.":                  365,
-	"No token.":                         534,
-	"No worker is connected.":           568,
-	"No worker serves this definition.": 571,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 575,
-	"Node":    258,
-	"Node %s": 196,
-	"Nodes":   481,
-	"Nodes of this version, with their occurrences now": 482,
-	"Nodes reached, in order":                           257,
-	"Not allowed":                                       108,
-	"Not found":                                         114,
-	"Notes":                                             142,
-	"Nothing exists at this address, or it is not visible to you.":          115,
-	"Nothing to do: no instance this action applies to matches the filter.": 54,
-	"Nothing to find: the search box is empty.":                             512,
-	"Nov":                       244,
-	"Now":                       375,
-	"Occurrence":                259,
-	"Occurrence %s":             347,
-	"Occurrence offered again":  71,
-	"Occurrences now":           487,
-	"Occurrences, newest first": 438,
-	"Oct":                       243,
-	"Offered from %s — %s.":     408,
-	"Oldest claimable waits":    204,
-	"On error":                  486,
-	"On success":                485,
-	"Only a value this page shows as hidden (sensitive) can be revealed.": 507,
-	"Only administrators manage tokens.":                                  523,
-	"Only administrators may reveal a sensitive value.":                   504,
-	"Open":             201,
-	"Operator actions": 254,
-	"Operator actions on this instance, newest first": 267,
-	"Operator actions, newest first":                  84,
-	"Outcome":                                         363,
-	"Outputs":                                         157,
-	"Outputs of revision %d":                          166,
-	"Outputs of the working copy":                     159,
-	"Outputs, labelled by revision %d's contract":     382,
-	"Pages": 85,
-	"Pages with a form, such as a confirmation, never reload on their own.": 464,
-	"Path":                            255,
-	"Pinned revision":                 484,
-	"Policy":                          350,
-	"Previous page":                   456,
-	"Priority":                        354,
-	"Process":                         56,
-	"Process %s":                      476,
-	"Process and node":                439,
-	"Process inputs":                  269,
-	"Process instance":                70,
-	"Process instance %s":             252,
-	"Process instances":               286,
-	"Process instances, newest first": 291,
-	"Processes":                       95,
-	"Processes by key":                472,
-	"Protocol":                        563,
-	"Published":                       143,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 471,
-	"Reason": 69,
-	"Reason (recorded in the audit log for every instance)": 41,
-	"Reason (recorded in the audit log)":                    9,
-	"Reason given by the worker":                            371,
-	"Recorded operator actions":                             265,
-	"Relais console":                                        88,
-	"Relais has not called the destination yet.":            369,
-	"Relais is calling the destination (since %s).":         413,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 370,
-	"Relais refused the action. Nothing was done.":                                                         32,
-	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 399,
-	"Release":                             140,
-	"Releases":                            138,
-	"Releases, oldest first":              160,
-	"Reload lists and detail pages":       463,
-	"Replica":                             368,
-	"Required":                            126,
-	"Reserved":                            360,
-	"Reserved by %s.":                     415,
-	"Reserved by %s; lock until %s — %s.": 414,
-	"Retried by %s at %s — “%s”":          276,
-	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 34,
-	"Retries":            372,
-	"Retry %d instances": 46,
-	"Retry at %s — %s.":  407,
-	"Retry delay":        352,
-	"Retry every held instance this filter matches": 43,
+	"Act on every instance this filter matches": 301,
+	"Action":                              77,
+	"All actions":                         89,
+	"All consumers":                       457,
+	"All definitions":                     221,
+	"All processes":                       307,
+	"All statuses":                        308,
+	"All workers":                         583,
+	"An operator abandoned the instance.": 418,
+	"Apply filters":                       86,
+	"Apr":                                 248,
+	"As of %s (%s); refreshed every few seconds.": 218,
+	"Attempts":                         368,
+	"Audit log":                        83,
+	"Aug":                              252,
+	"Available from":                   400,
+	"Back to definitions":              123,
+	"Back to external tasks":           122,
+	"Back to the instance":             32,
+	"Back to the list":                 47,
+	"Back without saving":              479,
+	"Breaks processes":                 161,
+	"Breaks workers":                   162,
+	"Bulk %s applied to %d instances.": 73,
+	"Bulk action":                      81,
+	"Business key":                     66,
+	"Call timeout":                     386,
+	"Camunda 7 facade":                 587,
+	"Cancelled: the instance was stopped (%s).":               435,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 434,
+	"Cannot act on this filter":                               70,
+	"Cannot reveal":                                           519,
+	"Change":                                                  159,
+	"Changes between the two revisions":                       171,
+	"Choose two existing revisions to compare.":               177,
+	"Classification":                                          137,
+	"Clear filters":                                           87,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 493,
+	"Compare":              158,
+	"Compare revisions":    154,
+	"Completed":            229,
+	"Completed (%s).":      430,
+	"Completed, last hour": 215,
+	"Completions and failures per 5 minutes, last hour: %s":    222,
+	"Completions and failures per 5-minute slot, oldest first": 227,
+	"Completions and failures, last hour":                      208,
+	"Connected":                                                579,
+	"Constraints":                                              138,
+	"Consumer":                                                 370,
+	"Consumer and worker":                                      454,
+	"Counting the occurrences; the counts appear when you reload the page.": 132,
+	"Counts are unavailable right now.":                                     133,
+	"Counts as of %s (%s); refreshed every few seconds.":                    502,
+	"Counts by status": 450,
+	"Created":          273,
+	"Created from":     67,
+	"Created to":       68,
+	"Creation date":    296,
+	"Dates":            361,
+	"Deadline":         365,
+	"Dec":              256,
+	"Deferred":         404,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 429,
+	"Definition":         210,
+	"Definition %s":      140,
+	"Definitions":        109,
+	"Definitions by key": 192,
+	"Definitions served": 577,
+	"Definitions, those needing attention first": 209,
+	"Description":          139,
+	"Destination":          379,
+	"Destination’s answer": 374,
+	"Detail":               160,
+	"Digest":               174,
+	"Display settings":     114,
+	"Duration":             373,
+	"Each definition’s queue and incidents now, and what its workers finished in the last hour.":                              207,
+	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  60,
+	"Each one fails with the error code abandoned and cannot be resumed.":                                                     53,
+	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 49,
+	"End node":                    291,
+	"End node or error":           305,
+	"Ended":                       290,
+	"Error":                       453,
+	"Error (before any attempt)":  406,
+	"Error code":                  294,
+	"Error message":               376,
+	"Every %d seconds":            483,
+	"Every attempt, oldest first": 369,
+	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log (GET /api/v1/audit/reveals).": 84,
+	"Expired token":                    544,
+	"Expires":                          541,
+	"External tasks":                   103,
+	"Failed":                           213,
+	"Failed (%s).":                     433,
+	"Failed occurrence":                293,
+	"Failed, last hour":                216,
+	"Feb":                              246,
+	"Field":                            134,
+	"Filter":                           45,
+	"Filters":                          85,
+	"Find":                             108,
+	"Find an instance or occurrence":   106,
+	"First page":                       97,
+	"Form refused":                     126,
+	"From revision":                    156,
+	"From revision %d to revision %d:": 178,
+	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 36,
+	"Graph":                   492,
+	"Graph of %s":             503,
+	"HTTP 2xx, unusable body": 439,
+	"Health":                  102,
+	"Held at node":            292,
+	"Held instances":          212,
+	"ID":                      538,
+	"In flight":               578,
+	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 223,
+	"Inputs":                     164,
+	"Inputs of revision %d":      175,
+	"Inputs of the working copy": 166,
+	"Inputs the instance was started with, labelled by process version %d's contract": 281,
+	"Inputs, labelled by revision %d's contract":                                      393,
+	"Instance":                  304,
+	"Instances":                 104,
+	"Instances of this process": 501,
+	"Invalid page":              571,
+	"Invalid request":           120,
+	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.": 21,
+	"Its instance is held here, waiting for an operator.":                                                                   431,
+	"Its instance went on along the node’s error path.":                                                                     432,
+	"Its message": 407,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      551,
+	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 34,
+	"Jan":                     245,
+	"Jul":                     251,
+	"Jun":                     250,
+	"Keep it":                 553,
+	"Keep it held":            14,
+	"Keep it running":         13,
+	"Key":                     193,
+	"Kind":                    496,
+	"Language":                99,
+	"Last error (attempt %d)": 405,
+	"Last reserved":           402,
+	"Last saved":              145,
+	"Last seen":               580,
+	"Last used":               540,
+	"Latest revision":         194,
+	"Lists every change from one revision to another, and whom it may break.": 155,
+	"Local time at %s": 481,
+	"Lock expired %s — waiting to be offered again.": 422,
+	"Lock expires":                     403,
+	"Main navigation":                  101,
+	"Mar":                              247,
+	"Maximum attempts":                 363,
+	"May":                              249,
+	"Message from Relais (in English)": 408,
+	"Message from the service (as it sent it)": 409,
+	"Mode": 360,
+	"More filters: instance, revision, consumer, dates": 448,
+	"Name":                               143,
+	"Never":                              482,
+	"Next attempt":                       401,
+	"Next attempt or settled":            455,
+	"Next node":                          272,
+	"Next page":                          96,
+	"No definition has occurrences yet.": 217,
+	"No definition yet.":                 196,
+	"No inputs.":                         165,
+	"No instance matches these filters.": 306,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 527,
+	"No occurrence matches these filters.":                                                   456,
+	"No operator action matches.":                                                            88,
+	"No operator has acted on this instance.":                                                277,
+	"No outputs yet: the occurrence has not completed.":                                      396,
+	"No outputs.": 168,
+	"No outputs: the occurrence ended without completing.":          398,
+	"No process is published yet.":                                  487,
+	"No release yet.":                                               149,
+	"No revision yet: the Working copy has never been snapshotted.": 147,
+	"No service has reserved this occurrence yet.":                  377,
+	"No token.":                         547,
+	"No worker is connected.":           581,
+	"No worker serves this definition.": 584,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 588,
+	"Node":    269,
+	"Node %s": 206,
+	"Nodes":   494,
+	"Nodes of this version, with their occurrences now": 495,
+	"Nodes reached, in order":                           268,
+	"Not allowed":                                       118,
+	"Not found":                                         124,
+	"Notes":                                             152,
+	"Nothing exists at this address, or it is not visible to you.":          125,
+	"Nothing to do: no instance this action applies to matches the filter.": 62,
+	"Nothing to find: the search box is empty.":                             525,
+	"Nov":                       255,
+	"Now":                       387,
+	"Occurrence":                270,
+	"Occurrence %s":             359,
+	"Occurrence offered again":  80,
+	"Occurrences now":           500,
+	"Occurrences, newest first": 451,
+	"Oct":                       254,
+	"Offered from %s — %s.":     421,
+	"Oldest claimable waits":    214,
+	"On error":                  499,
+	"On success":                498,
+	"Only a value this page shows as hidden (sensitive) can be revealed.": 520,
+	"Only administrators manage tokens.":                                  536,
+	"Only administrators may reveal a sensitive value.":                   517,
+	"Open":             211,
+	"Operator actions": 265,
+	"Operator actions on this instance, newest first": 278,
+	"Operator actions, newest first":                  94,
+	"Outcome":                                         375,
+	"Outputs":                                         167,
+	"Outputs of revision %d":                          176,
+	"Outputs of the working copy":                     169,
+	"Outputs, labelled by revision %d's contract":     395,
+	"Pages": 95,
+	"Pages with a form, such as a confirmation, never reload on their own.": 477,
+	"Path":                            266,
+	"Pinned revision":                 497,
+	"Policy":                          362,
+	"Previous page":                   469,
+	"Priority":                        366,
+	"Process":                         64,
+	"Process %s":                      489,
+	"Process and node":                452,
+	"Process inputs":                  280,
+	"Process instance":                79,
+	"Process instance %s":             263,
+	"Process instances":               298,
+	"Process instances, newest first": 303,
+	"Processes":                       105,
+	"Processes by key":                485,
+	"Protocol":                        576,
+	"Published":                       153,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 484,
+	"Reason": 78,
+	"Reason (recorded in the audit log for every instance)": 46,
+	"Reason (recorded in the audit log)":                    11,
+	"Reason given by the worker":                            383,
+	"Recorded operator actions":                             276,
+	"Relais console":                                        98,
+	"Relais has not called the destination yet.":            381,
+	"Relais is calling the destination (since %s).":         426,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 382,
+	"Relais refused the action. Nothing was done.":                                                         37,
+	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 412,
+	"Release":                             150,
+	"Releases":                            148,
+	"Releases, oldest first":              170,
+	"Reload lists and detail pages":       476,
+	"Replica":                             380,
+	"Required":                            136,
+	"Reserved":                            372,
+	"Reserved by %s.":                     428,
+	"Reserved by %s; lock until %s — %s.": 427,
+	"Retried by %s at %s — “%s”":          288,
+	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 39,
+	"Retries":            384,
+	"Retry %d instances": 51,
+	"Retry at %s — %s.":  420,
+	"Retry delay":        364,
+	"Retry every held instance this filter matches": 48,
 	"Retry every held instance…":                    6,
-	"Retry or abandon it from its instance":         376,
-	"Retry process instance %s":                     13,
-	"Retry the instance":                            16,
-	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 14,
-	"Retrying and abandoning apply to held instances, not %s ones.":                                           39,
+	"Retry or abandon it from its instance":         388,
+	"Retry process instance %s":                     15,
+	"Retry the instance":                            18,
+	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 16,
+	"Retrying and abandoning apply to held instances, not %s ones.":                                           44,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 386,
-	"Revealed by %s at %s; recorded in the audit log.": 505,
-	"Revision":                  141,
-	"Revision %d":               162,
-	"Revisions":                 136,
-	"Revoke the %s token “%s”?": 537,
-	"Revoke the token":          539,
-	"Revoke token %d":           536,
-	"Revoke…":                   532,
-	"Role":                      526,
-	"Route":                     260,
-	"Routing output":            134,
-	"Rows %s–%s":                457,
-	"Save settings":             465,
-	"Say why, for whoever reads the log later: at most 1,000 characters.": 10,
-	"Search":                               510,
-	"Secret values can never be revealed.": 508,
-	"Sep":                                  242,
-	"Served by %d workers":                 576,
-	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 23,
-	"Settled":              263,
-	"Settlement date":      434,
-	"Show all definitions": 210,
-	"Show times in":        461,
-	"Showing the instances bulk action %s changed.": 82,
-	"Sign in": 516,
-	"Sign in with an operator or administrator token.": 517,
-	"Sign out":             103,
-	"Signed in as %s (%s)": 102,
-	"Skip to content":      90,
-	"Slot":                 218,
-	"Snapshotted":          163,
-	"Something went wrong": 120,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 524,
-	"Start node":        478,
-	"Started":           277,
-	"Status":            57,
-	"Stop %d instances": 53,
-	"Stop every running or held instance this filter matches": 50,
-	"Stop every running or held instance…":                    8,
-	"Stop process instance %s":                                21,
-	"Stop the instance":                                       24,
-	"Stop this instance? Its open occurrences are cancelled.": 22,
+	"Reveal — this is recorded": 399,
+	"Revealed by %s at %s; recorded in the audit log.": 518,
+	"Revision":                  151,
+	"Revision %d":               172,
+	"Revisions":                 146,
+	"Revoke the %s token “%s”?": 550,
+	"Revoke the token":          552,
+	"Revoke token %d":           549,
+	"Revoke…":                   545,
+	"Role":                      539,
+	"Route":                     271,
+	"Routing output":            144,
+	"Rows %s–%s":                470,
+	"Save settings":             478,
+	"Say why, for whoever reads the log later: at most %d characters.": 12,
+	"Search":                               523,
+	"Secret values can never be revealed.": 521,
+	"Sep":                                  253,
+	"Served by %d workers":                 589,
+	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 25,
+	"Settled":              274,
+	"Settlement date":      447,
+	"Show all definitions": 220,
+	"Show times in":        474,
+	"Showing the instances bulk action %s changed.": 92,
+	"Sign in": 529,
+	"Sign in with an operator or administrator token.": 530,
+	"Sign out":             113,
+	"Signed in as %s (%s)": 112,
+	"Skip to content":      100,
+	"Slot":                 228,
+	"Snapshotted":          173,
+	"Something went wrong": 130,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 537,
+	"Start node":        491,
+	"Started":           289,
+	"Status":            65,
+	"Stop %d instances": 61,
+	"Stop every held instance this filter matches":            55,
+	"Stop every held instance…":                               8,
+	"Stop every running instance this filter matches":         56,
+	"Stop every running instance…":                            9,
+	"Stop every running or held instance this filter matches": 58,
+	"Stop every running or held instance…":                    10,
+	"Stop process instance %s":                                23,
+	"Stop the instance":                                       26,
+	"Stop this instance? Its open occurrences are cancelled.": 24,
 	"Stop this instance…":                                     2,
-	"Stopped by %s at %s — “%s”":                              274,
-	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 36,
-	"Stopping applies to running or held instances, not %s ones.":                              38,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   273,
-	"Summary": 253,
-	"Task contracts: their Working copy, immutable revisions and named releases.": 181,
-	"Temporarily unavailable":                                    118,
-	"That is too long to be an id or a business key.":            513,
-	"The bulk action must be its id (a UUID).":                   81,
-	"The call could not be prepared.":                            400,
-	"The chart’s numbers":                                        216,
-	"The confirmed count is missing: start again from the list.": 62,
-	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           121,
-	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      462,
-	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 63,
-	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 119,
-	"The deadline passed before a result arrived.": 397,
-	"The destination answered HTTP %s.":            406,
-	"The destination could not be reached.":        401,
-	"The destination’s answer was too large.":      402,
-	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                            111,
-	"The inputs could not be built from the process’s bindings.":                                                                  404,
-	"The last attempt’s lock expired with no attempt left.":                                                                       403,
-	"The next page counts them and asks for a reason before anything changes.":                                                    290,
-	"The nodes this instance reached, in order, each with its occurrence.":                                                        256,
-	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                132,
-	"The page cursor is invalid: go back to the first page.":                                                                      83,
-	"The page size must be between 1 and %d.":                                                                                     285,
-	"The process instance must be an instance id (a UUID).":                                                                       80,
-	"The result did not match the revision's outputs contract.":                                                                   398,
-	"The revision must be a whole number, 1 or more.":                                                                             432,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 519,
-	"The token was revoked.":                        535,
-	"These revisions have the same contracts.":      153,
-	"These settings are kept in this browser only.": 460,
-	"This contract has no inputs.":                  381,
-	"This contract has no outputs.":                 384,
-	"This form was not sent from this console session, or it has expired. Reload the page and try again.": 117,
-	"This instance has already ended; there is nothing to stop.":                                          30,
-	"This instance has not reached a task yet.":                                                           264,
-	"This instance is %s, not held: there is nothing to abandon.":                                         26,
-	"This instance is %s, not held: there is nothing to retry.":                                           25,
-	"This instance is %s: there is nothing to stop.":                                                      27,
-	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 272,
-	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                          28,
-	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                   33,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                            542,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                           541,
-	"This page does not accept that request.":     509,
-	"This page link is not one the console made.": 559,
-	"This page reloads every %d seconds.":         107,
-	"This process takes no inputs.":               271,
-	"This token is unknown or has been revoked.":  521,
-	"Times in %s · no auto-reload":                106,
-	"Times in %s · reload every %d s":             105,
-	"To revision":                                 147,
-	"Token":                                       518,
-	"Tokens":                                      101,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 520,
-	"Totals of all definitions, not narrowed by the other filters":         446,
-	"Totals of definition %s, not narrowed by the other filters":           445,
-	"Type": 125,
-	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 511,
-	"UTC (coordinated universal time)": 467,
-	"Unknown action.":                  37,
-	"Unknown consumer.":                433,
-	"Unknown status %q.":               283,
-	"Value":                            268,
-	"Version":                          477,
-	"Versions, newest first":           473,
-	"Waiting for Relais to call the destination since %s (%s).": 410,
-	"Waiting for a worker since %s (%s).":                       411,
-	"When":                                                      66,
-	"Who":                                                       67,
-	"Worker":                                                    562,
-	"Worker id":                                                 359,
-	"Workers":                                                   100,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        560,
-	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 15,
-	"Workers seen within three heartbeats": 561,
-	"Workers serving %s":                   569,
-	"Working copy":                         131,
-	"You are signed out.":                  515,
-	"Your role can read definitions only: external tasks and process instances are for operators and administrators.": 109,
-	"[redacted]":                          431,
+	"Stopped by %s at %s — “%s”":                              286,
+	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 41,
+	"Stopping applies to running or held instances, not %s ones.":                              43,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   285,
+	"Summary": 264,
+	"Task contracts: their Working copy, immutable revisions and named releases.": 191,
+	"Temporarily unavailable":                                    128,
+	"That is too long to be an id or a business key.":            526,
+	"The bulk action must be its id (a UUID).":                   91,
+	"The call could not be prepared.":                            413,
+	"The chart’s numbers":                                        226,
+	"The confirmed count is missing: start again from the list.": 71,
+	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           131,
+	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      475,
+	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 72,
+	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 129,
+	"The deadline passed before a result arrived.": 410,
+	"The destination answered HTTP %s.":            419,
+	"The destination could not be reached.":        414,
+	"The destination’s answer was too large.":      415,
+	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                            121,
+	"The inputs could not be built from the process’s bindings.":                                                                  417,
+	"The last attempt’s lock expired with no attempt left.":                                                                       416,
+	"The next page counts them and asks for a reason before anything changes.":                                                    302,
+	"The nodes this instance reached, in order, each with its occurrence.":                                                        267,
+	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                142,
+	"The page cursor is invalid: go back to the first page.":                                                                      93,
+	"The page size must be between 1 and %d.":                                                                                     297,
+	"The process instance must be an instance id (a UUID).":                                                                       90,
+	"The reason you gave, not recorded:":                                                                                          31,
+	"The result did not match the revision's outputs contract.":                                                                   411,
+	"The revision must be a whole number, 1 or more.":                                                                             445,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 532,
+	"The token was revoked.":                        548,
+	"These revisions have the same contracts.":      163,
+	"These settings are kept in this browser only.": 473,
+	"This contract has no inputs.":                  394,
+	"This contract has no outputs.":                 397,
+	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                                                                      127,
+	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.": 27,
+	"This instance has already ended; there is nothing to stop.":                                                                                                               35,
+	"This instance has not reached a task yet.":                                                                                                                                275,
+	"This instance is %s, not held: there is nothing to abandon.":                                                                                                              29,
+	"This instance is %s, not held: there is nothing to retry.":                                                                                                                28,
+	"This instance is %s: there is nothing to stop.":                                                                                                                           30,
+	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 283,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 284,
+	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          33,
+	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   38,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            555,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           554,
+	"This page does not accept that request.":     522,
+	"This page link is not one the console made.": 572,
+	"This page reloads every %d seconds.":         117,
+	"This process takes no inputs.":               282,
+	"This token is unknown or has been revoked.":  534,
+	"Times in %s · no auto-reload":                116,
+	"Times in %s · reload every %d s":             115,
+	"To revision":                                 157,
+	"Token":                                       531,
+	"Tokens":                                      111,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 533,
+	"Totals of all definitions, not narrowed by the other filters":         459,
+	"Totals of definition %s, not narrowed by the other filters":           458,
+	"Type": 135,
+	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 524,
+	"UTC (coordinated universal time)": 480,
+	"Unknown action.":                  42,
+	"Unknown consumer.":                446,
+	"Unknown status %q.":               295,
+	"Value":                            279,
+	"Version":                          490,
+	"Versions, newest first":           486,
+	"Waiting for Relais to call the destination since %s (%s).": 423,
+	"Waiting for a worker since %s (%s).":                       424,
+	"When":                                                      75,
+	"Who":                                                       76,
+	"Worker":                                                    575,
+	"Worker id":                                                 371,
+	"Workers":                                                   110,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        573,
+	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 17,
+	"Workers seen within three heartbeats": 574,
+	"Workers serving %s":                   582,
+	"Working copy":                         141,
+	"You are signed out.":                  528,
+	"Your role can read definitions only: external tasks and process instances are for operators and administrators.": 119,
+	"[redacted]":                          444,
 	"abandon":                             4,
-	"administrator":                       323,
-	"an incident: retry, abandon or stop": 191,
-	"answer too large":                    429,
-	"any":                                 55,
-	"any other code → %s":                 499,
-	"any other error":                     189,
-	"as of %s (%s); counts are refreshed every few seconds.": 448,
-	"at least %d characters":                                 545,
-	"at least %d items":                                      552,
-	"at most %d":                                             378,
-	"at most %d characters":                                  546,
-	"at most %d items":                                       553,
-	"available":                                              297,
-	"boolean":                                                310,
-	"call in progress since":                                 453,
-	"cancelled":                                              300,
-	"choice":                                                 313,
-	"claimable since":                                        452,
-	"claimable since %s":                                     209,
-	"classification changed":                                 334,
-	"completed":                                              214,
-	"constraint changed":                                     335,
-	"consumer":                                               326,
-	"consumer #%s":                                           424,
-	"date":                                                   311,
-	"date and time":                                          312,
-	"deadline %s":                                            502,
-	"deferred":                                               299,
-	"deferred since":                                         455,
-	"designer":                                               325,
-	"disconnected":                                           306,
-	"end (completes)":                                        494,
-	"end (fails)":                                            495,
-	"end: completes the instance":                            192,
-	"end: fails the instance":                                193,
-	"expired":                                                303,
-	"failed":                                                 215,
-	"fails the instance":                                     500,
-	"field added":                                            329,
-	"field removed":                                          330,
-	"format":                                                 340,
-	"format %s":                                              548,
-	"from":                                                   287,
-	"held":                                                   302,
-	"held for an operator":                                   190,
-	"hold (an incident for an operator)":                     498,
-	"id or business key":                                     97,
-	"in %s":                                                  227,
-	"in progress":                                            366,
-	"instance id":                                            436,
-	"integer":                                                308,
-	"just now":                                               229,
-	"list":                                                   315,
-	"lock until":                                             454,
-	"long polling":                                           573,
-	"maximum":                                                342,
-	"maximum %s":                                             550,
-	"maximum items":                                          344,
-	"maximum length":                                         338,
-	"minimum":                                                341,
-	"minimum %s":                                             549,
-	"minimum items":                                          343,
-	"minimum length":                                         337,
-	"never":                                                  529,
-	"next attempt":                                           451,
-	"no":                                                     328,
-	"no answer within the timeout":                           427,
-	"no connection":                                          428,
-	"none":                                                   180,
-	"none yet":                                               185,
-	"none: a failed call takes the node’s error path": 373,
-	"normal":                          316,
-	"not provided":                    554,
-	"not yet":                         530,
-	"null":                            556,
-	"number":                          309,
-	"object":                          314,
-	"on error":                        188,
-	"one of: %s":                      551,
-	"operator":                        324,
-	"optional field of type %s":       179,
-	"optional → required":             172,
-	"pattern":                         339,
-	"pattern %s":                      547,
-	"pull":                            492,
-	"pull %s":                         195,
-	"pull (the service fetches it)":   321,
-	"push %s":                         194,
-	"push (Relais calls the service)": 322,
-	"push to %s":                      493,
-	"rejected":                        304,
-	"released":                        305,
-	"required changed":                332,
-	"required field of type %s":       178,
-	"required → optional":             173,
-	"reserved":                        298,
+	"administrator":                       335,
+	"an incident: retry, abandon or stop": 201,
+	"answer too large":                    442,
+	"any":                                 63,
+	"any other code → %s":                 512,
+	"any other error":                     199,
+	"as of %s (%s); counts are refreshed every few seconds.": 461,
+	"at least %d characters":                                 558,
+	"at least %d items":                                      565,
+	"at most %d":                                             389,
+	"at most %d characters":                                  559,
+	"at most %d items":                                       566,
+	"at most %d since the last operator retry":               390,
+	"available":                                              309,
+	"boolean":                                                322,
+	"call in progress since":                                 466,
+	"cancelled":                                              312,
+	"choice":                                                 325,
+	"claimable since":                                        465,
+	"claimable since %s":                                     219,
+	"classification changed":                                 346,
+	"completed":                                              224,
+	"constraint changed":                                     347,
+	"consumer":                                               338,
+	"consumer #%s":                                           437,
+	"date":                                                   323,
+	"date and time":                                          324,
+	"deadline %s":                                            515,
+	"deferred":                                               311,
+	"deferred since":                                         468,
+	"deleted":                                                82,
+	"designer":                                               337,
+	"disconnected":                                           318,
+	"end (completes)":                                        507,
+	"end (fails)":                                            508,
+	"end: completes the instance":                            202,
+	"end: fails the instance":                                203,
+	"expired":                                                315,
+	"failed":                                                 225,
+	"fails the instance":                                     513,
+	"field added":                                            341,
+	"field removed":                                          342,
+	"format":                                                 352,
+	"format %s":                                              561,
+	"from":                                                   299,
+	"held":                                                   314,
+	"held for an operator":                                   200,
+	"hold (an incident for an operator)":                     511,
+	"id or business key":                                     107,
+	"in %s":                                                  238,
+	"in progress":                                            378,
+	"instance id":                                            449,
+	"integer":                                                320,
+	"just now":                                               240,
+	"list":                                                   327,
+	"lock until":                                             467,
+	"long polling":                                           586,
+	"maximum":                                                354,
+	"maximum %s":                                             563,
+	"maximum items":                                          356,
+	"maximum length":                                         350,
+	"minimum":                                                353,
+	"minimum %s":                                             562,
+	"minimum items":                                          355,
+	"minimum length":                                         349,
+	"never":                                                  542,
+	"next attempt":                                           464,
+	"no":                                                     340,
+	"no answer within the timeout":                           440,
+	"no connection":                                          441,
+	"none":                                                   190,
+	"none yet":                                               195,
+	"none: a failed call takes the node’s error path": 385,
+	"normal":                          328,
+	"not provided":                    567,
+	"not yet":                         543,
+	"null":                            569,
+	"number":                          321,
+	"object":                          326,
+	"on error":                        198,
+	"one of: %s":                      564,
+	"operator":                        336,
+	"optional field of type %s":       189,
+	"optional → required":             182,
+	"pattern":                         351,
+	"pattern %s":                      560,
+	"pull":                            505,
+	"pull %s":                         205,
+	"pull (the service fetches it)":   333,
+	"push %s":                         204,
+	"push (Relais calls the service)": 334,
+	"push to %s":                      506,
+	"rejected":                        316,
+	"released":                        317,
+	"required changed":                344,
+	"required field of type %s":       188,
+	"required → optional":             183,
+	"reserved":                        310,
 	"retry":                           3,
-	"revision %d":                     449,
-	"routing changed":                 336,
-	"routing output":                  543,
-	"routing output %s → %s":          171,
-	"running":                         301,
-	"secret":                          318,
-	"sensitive":                       317,
-	"settled":                         450,
+	"revision %d":                     462,
+	"routing changed":                 348,
+	"routing output":                  556,
+	"routing output %s → %s":          181,
+	"running":                         313,
+	"secret":                          330,
+	"sensitive":                       329,
+	"settled":                         463,
 	"stop":                            5,
-	"stream":                          572,
-	"text":                            307,
-	"this session":                    533,
-	"timeout %s":                      503,
-	"to":                              288,
-	"type changed":                    331,
-	"unexpected value":                557,
-	"unknown":                         430,
-	"values added: %s":                174,
-	"values changed":                  333,
-	"values removed: %s":              175,
-	"values reordered":                176,
-	"version %d":                      475,
-	"waiting":                         425,
-	"yes":                             327,
-	"••• hidden (secret)":             320,
-	"••• hidden (sensitive)":          319,
-	"→ %s":                            497,
+	"stream":                          585,
+	"text":                            319,
+	"this session":                    546,
+	"timeout %s":                      516,
+	"to":                              300,
+	"type changed":                    343,
+	"unexpected value":                570,
+	"unknown":                         443,
+	"values added: %s":                184,
+	"values changed":                  345,
+	"values removed: %s":              185,
+	"values reordered":                186,
+	"version %d":                      488,
+	"waiting":                         438,
+	"yes":                             339,
+	"••• hidden (secret)":             332,
+	"••• hidden (sensitive)":          331,
+	"→ %s":                            510,
 }
 
-var enIndex = []uint32{ // 578 elements
+var enIndex = []uint32{ // 591 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x0000005a,
-	0x00000079, 0x000000a0, 0x000000c3, 0x00000107,
-	0x00000117, 0x00000124, 0x00000141, 0x000001ac,
-	0x0000025b, 0x0000026e, 0x0000028d, 0x000002cc,
-	0x00000342, 0x00000357, 0x00000373, 0x000003ab,
-	0x00000459, 0x0000046b, 0x000004a8, 0x000004e7,
-	0x00000519, 0x00000582, 0x00000627, 0x00000662,
+	0x00000079, 0x00000095, 0x000000b4, 0x000000db,
+	0x000000fe, 0x00000142, 0x00000152, 0x0000015f,
+	0x0000017c, 0x000001e7, 0x00000296, 0x000002a9,
+	0x000002c8, 0x00000307, 0x0000037d, 0x00000392,
+	0x000003ae, 0x000003e6, 0x00000494, 0x000004a6,
+	0x00000552, 0x0000058f, 0x000005ce, 0x00000600,
 	// Entry 20 - 3F
-	0x000006bf, 0x000006ec, 0x00000739, 0x0000078c,
-	0x000007e5, 0x0000083e, 0x0000084e, 0x0000088d,
-	0x000008ce, 0x000008d5, 0x0000090b, 0x0000091c,
-	0x0000094a, 0x000009c6, 0x00000a10, 0x00000a44,
-	0x00000a74, 0x00000ab8, 0x00000af0, 0x00000b28,
-	0x00000b7f, 0x00000bdf, 0x00000c11, 0x00000c57,
-	0x00000c5b, 0x00000c63, 0x00000c6a, 0x00000c77,
-	0x00000c84, 0x00000c8f, 0x00000ca9, 0x00000ce4,
+	0x00000623, 0x00000638, 0x000006a1, 0x00000746,
+	0x00000781, 0x000007de, 0x0000080b, 0x00000858,
+	0x000008ab, 0x00000904, 0x0000095d, 0x0000096d,
+	0x000009ac, 0x000009ed, 0x000009f4, 0x00000a2a,
+	0x00000a3b, 0x00000a69, 0x00000ae5, 0x00000b2f,
+	0x00000b63, 0x00000b93, 0x00000bd7, 0x00000c0f,
+	0x00000c3c, 0x00000c6c, 0x00000cbc, 0x00000cf4,
+	0x00000d54, 0x00000dab, 0x00000ddd, 0x00000e23,
 	// Entry 40 - 5F
-	0x00000d8d, 0x00000de2, 0x00000e91, 0x00000e96,
-	0x00000e9a, 0x00000ea1, 0x00000ea8, 0x00000eb9,
-	0x00000ed2, 0x00000ede, 0x00000ee8, 0x00000f78,
-	0x00000f80, 0x00000f8e, 0x00000f9c, 0x00000fb8,
-	0x00000fc4, 0x00000ffa, 0x00001023, 0x00001054,
-	0x0000108b, 0x000010aa, 0x000010b0, 0x000010ba,
-	0x000010c5, 0x000010d4, 0x000010dd, 0x000010ed,
-	0x000010fd, 0x00001104, 0x00001113, 0x0000111d,
+	0x00000e27, 0x00000e2f, 0x00000e36, 0x00000e43,
+	0x00000e50, 0x00000e5b, 0x00000f8a, 0x00000fa4,
+	0x00000fdf, 0x00001088, 0x000010dd, 0x0000118c,
+	0x00001191, 0x00001195, 0x0000119c, 0x000011a3,
+	0x000011b4, 0x000011cd, 0x000011d9, 0x000011e1,
+	0x000011eb, 0x0000127b, 0x00001283, 0x00001291,
+	0x0000129f, 0x000012bb, 0x000012c7, 0x000012fd,
+	0x00001326, 0x00001357, 0x0000138e, 0x000013ad,
 	// Entry 60 - 7F
-	0x00001127, 0x00001146, 0x00001159, 0x0000115e,
-	0x0000116a, 0x00001172, 0x00001179, 0x00001194,
-	0x0000119d, 0x000011ae, 0x000011d5, 0x000011f6,
-	0x0000121d, 0x00001229, 0x00001299, 0x000012a9,
-	0x00001311, 0x00001328, 0x0000133c, 0x00001346,
-	0x00001383, 0x00001390, 0x000013f4, 0x0000140c,
-	0x00001452, 0x00001467, 0x000014d6, 0x0000151c,
-	0x0000153e, 0x00001544, 0x00001549, 0x00001552,
+	0x000013b3, 0x000013bd, 0x000013c8, 0x000013d7,
+	0x000013e0, 0x000013f0, 0x00001400, 0x00001407,
+	0x00001416, 0x00001420, 0x0000142a, 0x00001449,
+	0x0000145c, 0x00001461, 0x0000146d, 0x00001475,
+	0x0000147c, 0x00001497, 0x000014a0, 0x000014b1,
+	0x000014d8, 0x000014f9, 0x00001520, 0x0000152c,
+	0x0000159c, 0x000015ac, 0x00001614, 0x0000162b,
+	0x0000163f, 0x00001649, 0x00001686, 0x00001693,
 	// Entry 80 - 9F
-	0x00001561, 0x0000156d, 0x00001579, 0x0000158a,
-	0x00001597, 0x000015f4, 0x000015f9, 0x00001608,
-	0x00001613, 0x0000161d, 0x0000165b, 0x00001664,
-	0x00001674, 0x0000167c, 0x00001685, 0x0000168b,
-	0x00001695, 0x000016a7, 0x000016ef, 0x000016fd,
-	0x00001709, 0x00001711, 0x00001718, 0x0000171f,
-	0x00001730, 0x0000173f, 0x00001768, 0x0000176f,
-	0x0000177a, 0x00001795, 0x0000179d, 0x000017a9,
+	0x000016f7, 0x0000170f, 0x00001755, 0x0000176a,
+	0x000017d9, 0x0000181f, 0x00001841, 0x00001847,
+	0x0000184c, 0x00001855, 0x00001864, 0x00001870,
+	0x0000187c, 0x0000188d, 0x0000189a, 0x000018f7,
+	0x000018fc, 0x0000190b, 0x00001916, 0x00001920,
+	0x0000195e, 0x00001967, 0x00001977, 0x0000197f,
+	0x00001988, 0x0000198e, 0x00001998, 0x000019aa,
+	0x000019f2, 0x00001a00, 0x00001a0c, 0x00001a14,
 	// Entry A0 - BF
-	0x000017c5, 0x000017dc, 0x000017fe, 0x0000180d,
-	0x00001819, 0x00001820, 0x00001839, 0x00001853,
-	0x0000187d, 0x000018a4, 0x000018c8, 0x000018ef,
-	0x0000190e, 0x00001924, 0x0000193a, 0x0000194e,
-	0x00001964, 0x00001975, 0x0000198c, 0x000019a9,
-	0x000019c6, 0x000019cb, 0x00001a17, 0x00001a2a,
-	0x00001a2e, 0x00001a3e, 0x00001a47, 0x00001a5a,
-	0x00001a80, 0x00001a89, 0x00001a99, 0x00001aae,
+	0x00001a1b, 0x00001a22, 0x00001a33, 0x00001a42,
+	0x00001a6b, 0x00001a72, 0x00001a7d, 0x00001a98,
+	0x00001aa0, 0x00001aac, 0x00001ac8, 0x00001adf,
+	0x00001b01, 0x00001b10, 0x00001b1c, 0x00001b23,
+	0x00001b3c, 0x00001b56, 0x00001b80, 0x00001ba7,
+	0x00001bcb, 0x00001bf2, 0x00001c11, 0x00001c27,
+	0x00001c3d, 0x00001c51, 0x00001c67, 0x00001c78,
+	0x00001c8f, 0x00001cac, 0x00001cc9, 0x00001cce,
 	// Entry C0 - DF
-	0x00001ad2, 0x00001aee, 0x00001b06, 0x00001b11,
-	0x00001b1c, 0x00001b27, 0x00001b84, 0x00001ba8,
-	0x00001bd3, 0x00001bde, 0x00001be3, 0x00001bf2,
-	0x00001bf9, 0x00001c10, 0x00001c25, 0x00001c37,
-	0x00001c5a, 0x00001c8c, 0x00001ca2, 0x00001cb7,
-	0x00001cc7, 0x00001d00, 0x00001d65, 0x00001d6f,
-	0x00001d76, 0x00001d8c, 0x00001dc5, 0x00001dca,
-	0x00001dd4, 0x00001de2, 0x00001df2, 0x00001dff,
+	0x00001d1a, 0x00001d2d, 0x00001d31, 0x00001d41,
+	0x00001d4a, 0x00001d5d, 0x00001d83, 0x00001d8c,
+	0x00001d9c, 0x00001db1, 0x00001dd5, 0x00001df1,
+	0x00001e09, 0x00001e14, 0x00001e1f, 0x00001e2a,
+	0x00001e87, 0x00001eab, 0x00001ed6, 0x00001ee1,
+	0x00001ee6, 0x00001ef5, 0x00001efc, 0x00001f13,
+	0x00001f28, 0x00001f3a, 0x00001f5d, 0x00001f8f,
+	0x00001fa5, 0x00001fba, 0x00001fca, 0x00002003,
 	// Entry E0 - FF
-	0x00001e0c, 0x00001e2c, 0x00001e38, 0x00001e51,
-	0x00001e5a, 0x00001e64, 0x00001e6d, 0x00001e75,
-	0x00001e7f, 0x00001e87, 0x00001e8f, 0x00001e93,
-	0x00001e97, 0x00001e9b, 0x00001e9f, 0x00001ea3,
-	0x00001ea7, 0x00001eab, 0x00001eaf, 0x00001eb3,
-	0x00001eb7, 0x00001ebb, 0x00001ebf, 0x00001ec9,
-	0x00001ee7, 0x00001f07, 0x00001f2b, 0x00001f4f,
-	0x00001f58, 0x00001f6f, 0x00001f77, 0x00001f88,
+	0x00002057, 0x00002061, 0x00002068, 0x0000207e,
+	0x000020b7, 0x000020bc, 0x000020c6, 0x000020d4,
+	0x000020e1, 0x0000210a, 0x0000212d, 0x0000213a,
+	0x0000215a, 0x00002166, 0x0000217f, 0x00002188,
+	0x00002192, 0x0000219b, 0x000021a3, 0x000021ad,
+	0x000021b5, 0x000021bd, 0x000021c1, 0x000021c5,
+	0x000021c9, 0x000021cd, 0x000021d1, 0x000021d5,
+	0x000021d9, 0x000021dd, 0x000021e1, 0x000021e5,
 	// Entry 100 - 11F
-	0x00001f8d, 0x00001fd2, 0x00001fea, 0x00001fef,
-	0x00001ffa, 0x00002000, 0x0000200a, 0x00002012,
-	0x0000201a, 0x00002044, 0x0000205e, 0x00002086,
-	0x000020b6, 0x000020bc, 0x000020cb, 0x0000211e,
-	0x0000213c, 0x000021fb, 0x00002252, 0x0000227c,
-	0x000022a8, 0x000022d2, 0x000022da, 0x000022e0,
-	0x000022e9, 0x000022f6, 0x00002308, 0x00002313,
-	0x00002329, 0x00002337, 0x00002362, 0x00002374,
+	0x000021e9, 0x000021ed, 0x000021f7, 0x00002215,
+	0x00002235, 0x00002259, 0x0000227d, 0x00002286,
+	0x0000229d, 0x000022a5, 0x000022b6, 0x000022bb,
+	0x00002300, 0x00002318, 0x0000231d, 0x00002328,
+	0x0000232e, 0x00002338, 0x00002340, 0x00002348,
+	0x00002372, 0x0000238c, 0x000023b4, 0x000023e4,
+	0x000023ea, 0x000023f9, 0x0000244c, 0x0000246a,
+	0x0000258c, 0x0000264b, 0x000026a2, 0x000026cc,
 	// Entry 120 - 13F
-	0x00002379, 0x0000237c, 0x000023a6, 0x000023ef,
-	0x0000240f, 0x00002418, 0x0000242a, 0x0000244d,
-	0x0000245b, 0x00002468, 0x00002472, 0x0000247b,
-	0x00002484, 0x0000248e, 0x00002496, 0x0000249b,
-	0x000024a3, 0x000024ac, 0x000024b5, 0x000024c2,
-	0x000024c7, 0x000024cf, 0x000024d6, 0x000024de,
-	0x000024e3, 0x000024f1, 0x000024f8, 0x000024ff,
-	0x00002504, 0x0000250b, 0x00002515, 0x0000251c,
+	0x000026f8, 0x00002722, 0x0000272a, 0x00002730,
+	0x00002739, 0x00002746, 0x00002758, 0x00002763,
+	0x00002779, 0x00002787, 0x000027b2, 0x000027c4,
+	0x000027c9, 0x000027cc, 0x000027f6, 0x0000283f,
+	0x0000285f, 0x00002868, 0x0000287a, 0x0000289d,
+	0x000028ab, 0x000028b8, 0x000028c2, 0x000028cb,
+	0x000028d4, 0x000028de, 0x000028e6, 0x000028eb,
+	0x000028f3, 0x000028fc, 0x00002905, 0x00002912,
 	// Entry 140 - 15F
-	0x00002539, 0x00002553, 0x00002571, 0x00002591,
-	0x0000259f, 0x000025a8, 0x000025b1, 0x000025ba,
-	0x000025be, 0x000025c1, 0x000025cd, 0x000025db,
-	0x000025e8, 0x000025f9, 0x00002608, 0x0000261f,
-	0x00002632, 0x00002642, 0x00002651, 0x00002660,
-	0x00002668, 0x0000266f, 0x00002677, 0x0000267f,
-	0x0000268d, 0x0000269b, 0x000026b1, 0x000026c6,
-	0x000026d7, 0x000026dc, 0x000026e2, 0x000026e9,
+	0x00002917, 0x0000291f, 0x00002926, 0x0000292e,
+	0x00002933, 0x00002941, 0x00002948, 0x0000294f,
+	0x00002954, 0x0000295b, 0x00002965, 0x0000296c,
+	0x00002989, 0x000029a3, 0x000029c1, 0x000029e1,
+	0x000029ef, 0x000029f8, 0x00002a01, 0x00002a0a,
+	0x00002a0e, 0x00002a11, 0x00002a1d, 0x00002a2b,
+	0x00002a38, 0x00002a49, 0x00002a58, 0x00002a6f,
+	0x00002a82, 0x00002a92, 0x00002aa1, 0x00002ab0,
 	// Entry 160 - 17F
-	0x000026fa, 0x00002706, 0x0000270f, 0x00002718,
-	0x00002734, 0x0000273d, 0x00002759, 0x00002762,
-	0x0000276c, 0x00002775, 0x0000277e, 0x00002795,
-	0x0000279d, 0x000027ab, 0x000027d8, 0x000027e4,
-	0x000027f0, 0x000027f8, 0x00002823, 0x000028e5,
-	0x00002900, 0x00002908, 0x0000293a, 0x00002947,
-	0x0000294b, 0x00002971, 0x00002997, 0x000029a5,
-	0x000029b0, 0x000029de, 0x000029fb, 0x00002a2a,
+	0x00002ab8, 0x00002abf, 0x00002ac7, 0x00002acf,
+	0x00002add, 0x00002aeb, 0x00002b01, 0x00002b16,
+	0x00002b27, 0x00002b2c, 0x00002b32, 0x00002b39,
+	0x00002b4a, 0x00002b56, 0x00002b5f, 0x00002b68,
+	0x00002b84, 0x00002b8d, 0x00002ba9, 0x00002bb2,
+	0x00002bbc, 0x00002bc5, 0x00002bce, 0x00002be5,
+	0x00002bed, 0x00002bfb, 0x00002c28, 0x00002c34,
+	0x00002c40, 0x00002c48, 0x00002c73, 0x00002d35,
 	// Entry 180 - 19F
-	0x00002a5c, 0x00002a7a, 0x00002aaf, 0x00002acb,
-	0x00002ada, 0x00002ae7, 0x00002af5, 0x00002b02,
-	0x00002b0b, 0x00002b26, 0x00002b41, 0x00002b4d,
-	0x00002b6e, 0x00002b97, 0x00002bc4, 0x00002bfe,
-	0x00002c63, 0x00002c83, 0x00002ca9, 0x00002cd3,
-	0x00002d0b, 0x00002d48, 0x00002d6c, 0x00002d91,
-	0x00002dab, 0x00002dc9, 0x00002dfd, 0x00002e3d,
-	0x00002e67, 0x00002e76, 0x00002ea7, 0x00002ed6,
+	0x00002d50, 0x00002d58, 0x00002d8a, 0x00002d97,
+	0x00002d9b, 0x00002dc1, 0x00002dcf, 0x00002dfb,
+	0x00002e21, 0x00002e2c, 0x00002e5a, 0x00002e77,
+	0x00002ea6, 0x00002ed8, 0x00002ef6, 0x00002f2b,
+	0x00002f47, 0x00002f56, 0x00002f63, 0x00002f71,
+	0x00002f7e, 0x00002f87, 0x00002fa2, 0x00002fbd,
+	0x00002fc9, 0x00002fea, 0x00003013, 0x00003040,
+	0x0000307a, 0x000030df, 0x000030ff, 0x00003125,
 	// Entry 1A0 - 1BF
-	0x00002ee9, 0x00002f5e, 0x00002f71, 0x00002fa5,
-	0x00002fd9, 0x00002fe9, 0x00003030, 0x0000305d,
-	0x0000306a, 0x0000307a, 0x00003082, 0x0000309a,
-	0x000030b7, 0x000030c5, 0x000030d6, 0x000030de,
-	0x000030e9, 0x00003119, 0x0000312b, 0x0000313b,
-	0x0000316d, 0x00003179, 0x0000318a, 0x000031a4,
-	0x000031b5, 0x000031bb, 0x000031cf, 0x000031e7,
-	0x0000320c, 0x0000321a, 0x00003258, 0x00003295,
+	0x0000314f, 0x00003187, 0x000031c4, 0x000031e8,
+	0x0000320d, 0x00003227, 0x00003245, 0x00003279,
+	0x000032b9, 0x000032e3, 0x000032f2, 0x00003323,
+	0x00003352, 0x00003365, 0x000033da, 0x000033ed,
+	0x00003421, 0x00003455, 0x00003465, 0x000034ac,
+	0x000034d9, 0x000034e6, 0x000034f6, 0x000034fe,
+	0x00003516, 0x00003533, 0x00003541, 0x00003552,
+	0x0000355a, 0x00003565, 0x00003595, 0x000035a7,
 	// Entry 1C0 - 1DF
-	0x000032c1, 0x000032fe, 0x0000330d, 0x00003315,
-	0x00003322, 0x00003332, 0x00003349, 0x00003354,
-	0x00003363, 0x00003371, 0x00003384, 0x000033a9,
-	0x000033d4, 0x00003402, 0x00003410, 0x000034a3,
-	0x000034c1, 0x00003507, 0x00003515, 0x00003529,
-	0x0000354a, 0x0000355e, 0x00003564, 0x00003578,
-	0x000035eb, 0x000035fc, 0x00003613, 0x00003630,
-	0x0000363e, 0x0000364c, 0x00003654, 0x0000365f,
+	0x000035b7, 0x000035e9, 0x000035f5, 0x00003606,
+	0x00003620, 0x00003631, 0x00003637, 0x0000364b,
+	0x00003663, 0x00003688, 0x00003696, 0x000036d4,
+	0x00003711, 0x0000373d, 0x0000377a, 0x00003789,
+	0x00003791, 0x0000379e, 0x000037ae, 0x000037c5,
+	0x000037d0, 0x000037df, 0x000037ed, 0x00003800,
+	0x00003825, 0x00003850, 0x0000387e, 0x0000388c,
+	0x0000391f, 0x0000393d, 0x00003983, 0x00003991,
 	// Entry 1E0 - 1FF
-	0x00003665, 0x00003757, 0x0000375d, 0x0000378f,
-	0x00003794, 0x000037a4, 0x000037af, 0x000037b8,
-	0x000037c8, 0x000037e2, 0x0000381b, 0x0000382a,
-	0x000038e4, 0x000038e9, 0x000038f7, 0x00003907,
-	0x00003913, 0x00003923, 0x0000392d, 0x00003950,
-	0x00003969, 0x0000397c, 0x000039e8, 0x000039f7,
-	0x00003a05, 0x00003a37, 0x00003a6e, 0x00003a7c,
-	0x00003ac0, 0x00003ae5, 0x00003b0d, 0x00003b14,
+	0x000039a5, 0x000039c6, 0x000039da, 0x000039e0,
+	0x000039f4, 0x00003a67, 0x00003a78, 0x00003a8f,
+	0x00003aac, 0x00003aba, 0x00003ac8, 0x00003ad0,
+	0x00003adb, 0x00003ae1, 0x00003bd3, 0x00003bd9,
+	0x00003c0b, 0x00003c10, 0x00003c20, 0x00003c2b,
+	0x00003c34, 0x00003c44, 0x00003c5e, 0x00003c97,
+	0x00003ca6, 0x00003d60, 0x00003d65, 0x00003d73,
+	0x00003d83, 0x00003d8f, 0x00003d9f, 0x00003da9,
 	// Entry 200 - 21F
-	0x00003b6f, 0x00003b99, 0x00003bc9, 0x00003c27,
-	0x00003c3b, 0x00003c43, 0x00003c74, 0x00003c7a,
-	0x00003cf6, 0x00003d3e, 0x00003d69, 0x00003dcb,
-	0x00003dee, 0x00003e95, 0x00003e98, 0x00003e9d,
-	0x00003ea7, 0x00003eaf, 0x00003eb5, 0x00003ebd,
-	0x00003ecb, 0x00003ed5, 0x00003ee2, 0x00003eec,
-	0x00003f03, 0x00003f16, 0x00003f3a, 0x00003fba,
-	0x00003fcb, 0x00003fd3, 0x00004048, 0x0000409c,
+	0x00003dcc, 0x00003de5, 0x00003df8, 0x00003e64,
+	0x00003e73, 0x00003e81, 0x00003eb3, 0x00003eea,
+	0x00003ef8, 0x00003f3c, 0x00003f61, 0x00003f89,
+	0x00003f90, 0x00003feb, 0x00004015, 0x00004045,
+	0x000040a3, 0x000040b7, 0x000040bf, 0x000040f0,
+	0x000040f6, 0x00004172, 0x000041ba, 0x000041e5,
+	0x00004247, 0x0000426a, 0x00004311, 0x00004314,
+	0x00004319, 0x00004323, 0x0000432b, 0x00004331,
 	// Entry 220 - 23F
-	0x000040ab, 0x000040b7, 0x000040f3, 0x0000412d,
-	0x0000413b, 0x00004148, 0x00004156, 0x00004164,
-	0x00004172, 0x000041a4, 0x000041d4, 0x000041e1,
-	0x00004201, 0x00004206, 0x00004217, 0x00004224,
-	0x00004250, 0x000042d6, 0x000042fb, 0x00004302,
-	0x0000430b, 0x0000431e, 0x00004328, 0x00004332,
-	0x0000433c, 0x00004354, 0x0000436a, 0x00004376,
-	0x00004398, 0x0000439f, 0x000043ac, 0x000043bd,
+	0x00004339, 0x00004347, 0x00004351, 0x0000435e,
+	0x00004368, 0x0000437f, 0x00004392, 0x000043b6,
+	0x00004436, 0x00004447, 0x0000444f, 0x000044c4,
+	0x00004518, 0x00004527, 0x00004533, 0x0000456f,
+	0x000045a9, 0x000045b7, 0x000045c4, 0x000045d2,
+	0x000045e0, 0x000045ee, 0x00004620, 0x00004650,
+	0x0000465d, 0x0000467d, 0x00004682, 0x00004693,
+	0x000046a0, 0x000046cc, 0x00004752, 0x00004777,
 	// Entry 240 - 25F
-	0x00004411, 0x00004449,
-} // Size: 2336 bytes
+	0x0000477e, 0x00004787, 0x0000479a, 0x000047a4,
+	0x000047ae, 0x000047b8, 0x000047d0, 0x000047e6,
+	0x000047f2, 0x00004814, 0x0000481b, 0x00004828,
+	0x00004839, 0x0000488d, 0x000048c5,
+} // Size: 2388 bytes
 
-const enData string = "" + // Size: 17481 bytes
+const enData string = "" + // Size: 18629 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
-	"every running or held instance…\x02Reason (recorded in the audit log)" +
-	"\x02Say why, for whoever reads the log later: at most 1,000 characters." +
-	"\x02Keep it running\x02Keep it held\x02Retry process instance %[1]s\x02R" +
-	"etry this instance? Its failed occurrence at node %[1]s is offered again" +
-	" with a fresh budget of attempts.\x02Workers may take it again (a push o" +
-	"ccurrence calls its destination again). Its earlier attempts and last er" +
-	"ror stay in its history. Nothing is completed on anyone’s behalf.\x02Ret" +
-	"ry the instance\x02Abandon process instance %[1]s\x02Abandon this instan" +
-	"ce? It fails with the error code abandoned.\x02Its failed occurrence sta" +
-	"ys as it is and nothing is completed on its behalf. An abandoned instanc" +
-	"e cannot be resumed.\x02Abandon the instance\x02Stop process instance %[" +
-	"1]s\x02Stop this instance? Its open occurrences are cancelled.\x02Servic" +
-	"es that hold one of them learn it when they next report, and their resul" +
-	"ts are refused. Nothing is completed on their behalf, and a stopped inst" +
-	"ance cannot be resumed.\x02Stop the instance\x02This instance is %[1]s, " +
-	"not held: there is nothing to retry.\x02This instance is %[1]s, not held" +
-	": there is nothing to abandon.\x02This instance is %[1]s: there is nothi" +
-	"ng to stop.\x02This instance is no longer held (it is %[1]s now): someon" +
-	"e may have acted on it first. Nothing was done.\x02Its occurrence failed" +
-	" before any attempt: its inputs could not be built, so a retry would fai" +
-	"l the same way. Abandon or stop the instance instead. Nothing was done." +
-	"\x02This instance has already ended; there is nothing to stop.\x02Give a" +
-	" reason: it is recorded in the audit log (at most 1,000 characters). Not" +
-	"hing was done.\x02Relais refused the action. Nothing was done.\x02This i" +
-	"nstance was already stopped; nothing changed and nothing was recorded." +
-	"\x02Retried: the occurrence at node %[1]s is offered again. Recorded in " +
-	"the audit log.\x02Abandoned: the instance failed with the error code aba" +
-	"ndoned. Recorded in the audit log.\x02Stopped: the instance and its open" +
-	" occurrences are cancelled. Recorded in the audit log.\x02Unknown action" +
-	".\x02Stopping applies to running or held instances, not %[1]s ones.\x02R" +
-	"etrying and abandoning apply to held instances, not %[1]s ones.\x02Filte" +
-	"r\x02Reason (recorded in the audit log for every instance)\x02Back to th" +
-	"e list\x02Retry every held instance this filter matches\x02Each one’s fa" +
-	"iled occurrence is offered again with a fresh budget of attempts. Nothin" +
-	"g is completed on anyone’s behalf.\x14\x01\x81\x01\x00\x02!\x02%[1]d hel" +
-	"d instance matches now.\x00 \x02%[1]d held instances match now.\x14\x01" +
-	"\x81\x01\x00\x02\x15\x02Retry %[1]d instance\x00\x16\x02Retry %[1]d inst" +
-	"ances\x02Abandon every held instance this filter matches\x02Each one fai" +
-	"ls with the error code abandoned and cannot be resumed.\x14\x01\x81\x01" +
-	"\x00\x02\x17\x02Abandon %[1]d instance\x00\x18\x02Abandon %[1]d instance" +
-	"s\x02Stop every running or held instance this filter matches\x02Each one" +
-	" and its open occurrences are cancelled; a stopped instance cannot be re" +
-	"sumed.\x14\x01\x81\x01\x00\x02,\x02%[1]d running or held instance matche" +
-	"s now.\x00+\x02%[1]d running or held instances match now.\x14\x01\x81" +
+	"every held instance…\x02Stop every running instance…\x02Stop every runni" +
+	"ng or held instance…\x02Reason (recorded in the audit log)\x02Say why, f" +
+	"or whoever reads the log later: at most %[1]d characters.\x02Keep it run" +
+	"ning\x02Keep it held\x02Retry process instance %[1]s\x02Retry this insta" +
+	"nce? Its failed occurrence at node %[1]s is offered again with a fresh b" +
+	"udget of attempts.\x02Workers may take it again (a push occurrence calls" +
+	" its destination again). Its earlier attempts and last error stay in its" +
+	" history. Nothing is completed on anyone’s behalf.\x02Retry the instance" +
+	"\x02Abandon process instance %[1]s\x02Abandon this instance? It fails wi" +
+	"th the error code abandoned.\x02Its failed occurrence stays as it is and" +
+	" nothing is completed on its behalf. An abandoned instance cannot be res" +
+	"umed.\x02Abandon the instance\x02Stop process instance %[1]s\x02Stop thi" +
+	"s instance? Its open occurrences are cancelled.\x02Services that hold on" +
+	"e of them learn it when they next report, and their results are refused." +
+	" Nothing is completed on their behalf, and a stopped instance cannot be " +
+	"resumed.\x02Stop the instance\x02This instance cannot be retried: its oc" +
+	"currence at node %[1]s failed before any attempt (its inputs could not b" +
+	"e built), so it would fail the same way. Abandon or stop it.\x02This ins" +
+	"tance is %[1]s, not held: there is nothing to retry.\x02This instance is" +
+	" %[1]s, not held: there is nothing to abandon.\x02This instance is %[1]s" +
+	": there is nothing to stop.\x02The reason you gave, not recorded:\x02Bac" +
+	"k to the instance\x02This instance is no longer held (it is %[1]s now): " +
+	"someone may have acted on it first. Nothing was done.\x02Its occurrence " +
+	"failed before any attempt: its inputs could not be built, so a retry wou" +
+	"ld fail the same way. Abandon or stop the instance instead. Nothing was " +
+	"done.\x02This instance has already ended; there is nothing to stop.\x02G" +
+	"ive a reason: it is recorded in the audit log (at most %[1]d characters)" +
+	". Nothing was done.\x02Relais refused the action. Nothing was done.\x02T" +
+	"his instance was already stopped; nothing changed and nothing was record" +
+	"ed.\x02Retried: the occurrence at node %[1]s is offered again. Recorded " +
+	"in the audit log.\x02Abandoned: the instance failed with the error code " +
+	"abandoned. Recorded in the audit log.\x02Stopped: the instance and its o" +
+	"pen occurrences are cancelled. Recorded in the audit log.\x02Unknown act" +
+	"ion.\x02Stopping applies to running or held instances, not %[1]s ones." +
+	"\x02Retrying and abandoning apply to held instances, not %[1]s ones.\x02" +
+	"Filter\x02Reason (recorded in the audit log for every instance)\x02Back " +
+	"to the list\x02Retry every held instance this filter matches\x02Each one" +
+	"’s failed occurrence is offered again with a fresh budget of attempts." +
+	" Nothing is completed on anyone’s behalf.\x14\x01\x81\x01\x00\x02!\x02%[" +
+	"1]d held instance matches now.\x00 \x02%[1]d held instances match now." +
+	"\x14\x01\x81\x01\x00\x02\x15\x02Retry %[1]d instance\x00\x16\x02Retry %[" +
+	"1]d instances\x02Abandon every held instance this filter matches\x02Each" +
+	" one fails with the error code abandoned and cannot be resumed.\x14\x01" +
+	"\x81\x01\x00\x02\x17\x02Abandon %[1]d instance\x00\x18\x02Abandon %[1]d " +
+	"instances\x02Stop every held instance this filter matches\x02Stop every " +
+	"running instance this filter matches\x14\x01\x81\x01\x00\x02$\x02%[1]d r" +
+	"unning instance matches now.\x00#\x02%[1]d running instances match now." +
+	"\x02Stop every running or held instance this filter matches\x14\x01\x81" +
+	"\x01\x00\x02,\x02%[1]d running or held instance matches now.\x00+\x02%[1" +
+	"]d running or held instances match now.\x02Each one and its open occurre" +
+	"nces are cancelled; a stopped instance cannot be resumed.\x14\x01\x81" +
 	"\x01\x00\x02\x14\x02Stop %[1]d instance\x00\x15\x02Stop %[1]d instances" +
 	"\x02Nothing to do: no instance this action applies to matches the filter" +
 	".\x02any\x02Process\x02Status\x02Business key\x02Created from\x02Created" +
-	" to\x02Cannot act on this filter\x02The confirmed count is missing: star" +
-	"t again from the list.\x02The count changed since you confirmed it (it w" +
-	"as %[1]d): instances were settled, started or acted on meanwhile. Nothin" +
-	"g was done; check the new count and confirm again.\x14\x02\x80\x01\x02&" +
-	"\x02Bulk %[1]s applied to %[2]d instance.\x00'\x02Bulk %[1]s applied to " +
-	"%[2]d instances.\x14\x01\x81\x01\x00\x02R\x02%[1]d skipped: it changed a" +
-	"fter the count (settled, or acted on by someone else).\x00T\x02%[1]d ski" +
-	"pped: they changed after the count (settled, or acted on by someone else" +
-	").\x02When\x02Who\x02Action\x02Reason\x02Process instance\x02Occurrence " +
-	"offered again\x02Bulk action\x02Audit log\x02Every retry, abandon and st" +
-	"op an operator applied, with its reason. Reveals of sensitive values hav" +
-	"e their own log (GET /api/v1/audit/reveals).\x02Filters\x02Apply filters" +
+	" to\x14\x01\x81\x01\x00\x02\x8e\x01\x02%[1]d more held instance failed b" +
+	"efore any attempt (its inputs could not be built): it cannot be retried " +
+	"and is left out. Abandon or stop it.\x00\x96\x01\x02%[1]d more held inst" +
+	"ances failed before any attempt (their inputs could not be built): they " +
+	"cannot be retried and are left out. Abandon or stop them.\x02Cannot act " +
+	"on this filter\x02The confirmed count is missing: start again from the l" +
+	"ist.\x02The count changed since you confirmed it (it was %[1]d): instanc" +
+	"es were settled, started or acted on meanwhile. Nothing was done; check " +
+	"the new count and confirm again.\x14\x02\x80\x01\x02&\x02Bulk %[1]s appl" +
+	"ied to %[2]d instance.\x00'\x02Bulk %[1]s applied to %[2]d instances." +
+	"\x14\x01\x81\x01\x00\x02R\x02%[1]d skipped: it changed after the count (" +
+	"settled, or acted on by someone else).\x00T\x02%[1]d skipped: they chang" +
+	"ed after the count (settled, or acted on by someone else).\x02When\x02Wh" +
+	"o\x02Action\x02Reason\x02Process instance\x02Occurrence offered again" +
+	"\x02Bulk action\x02deleted\x02Audit log\x02Every retry, abandon and stop" +
+	" an operator applied, with its reason. Reveals of sensitive values have " +
+	"their own log (GET /api/v1/audit/reveals).\x02Filters\x02Apply filters" +
 	"\x02Clear filters\x02No operator action matches.\x02All actions\x02The p" +
 	"rocess instance must be an instance id (a UUID).\x02The bulk action must" +
 	" be its id (a UUID).\x02Showing the instances bulk action %[1]s changed." +
@@ -902,412 +930,437 @@ const enData string = "" + // Size: 17481 bytes
 	"rences yet.\x02As of %[1]s (%[2]s); refreshed every few seconds.\x02clai" +
 	"mable since %[1]s\x02Show all definitions\x02All definitions\x02Completi" +
 	"ons and failures per 5 minutes, last hour: %[1]s\x02In the last hour: %[" +
-	"1]d completed, %[2]d failed. The table after the chart gives each 5-minu" +
-	"te slot.\x02completed\x02failed\x02The chart’s numbers\x02Completions an" +
-	"d failures per 5-minute slot, oldest first\x02Slot\x02Completed\x02%[1]s" +
-	"–%[2]s\x02%[1]d completed\x02%[1]d failed\x02%[1]s; %[2]s\x02%[1]s %[2" +
-	"]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s\x02in " +
-	"%[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1" +
-	"]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02O" +
-	"ct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day" +
-	"\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c" +
-	"\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%" +
-	"[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]" +
-	"d seconds\x02%[1]d ms\x02Process instance %[1]s\x02Summary\x02Operator a" +
-	"ctions\x02Path\x02The nodes this instance reached, in order, each with i" +
-	"ts occurrence.\x02Nodes reached, in order\x02Node\x02Occurrence\x02Route" +
-	"\x02Next node\x02Created\x02Settled\x02This instance has not reached a t" +
-	"ask yet.\x02Recorded operator actions\x02No operator has acted on this i" +
-	"nstance.\x02Operator actions on this instance, newest first\x02Value\x02" +
-	"Process inputs\x02Inputs the instance was started with, labelled by proc" +
-	"ess version %[1]d's contract\x02This process takes no inputs.\x02This in" +
-	"stance is held at a failed node: an incident. Retry offers the failed oc" +
-	"currence again; abandon fails the instance; stop cancels it. Each asks f" +
-	"or a reason, recorded in the audit log.\x02Stopping cancels the instance" +
-	" and its open occurrences. It does not complete anything.\x02Stopped by " +
-	"%[1]s at %[2]s — “%[3]s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”\x02Ret" +
-	"ried by %[1]s at %[2]s — “%[3]s”\x02Started\x02Ended\x02End node\x02Held" +
-	" at node\x02Failed occurrence\x02Error code\x02Unknown status %[1]q.\x02" +
-	"Creation date\x02The page size must be between 1 and %[1]d.\x02Process i" +
-	"nstances\x02from\x02to\x02Act on every instance this filter matches\x02T" +
-	"he next page counts them and asks for a reason before anything changes." +
-	"\x02Process instances, newest first\x02Instance\x02End node or error\x02" +
-	"No instance matches these filters.\x02All processes\x02All statuses\x02a" +
-	"vailable\x02reserved\x02deferred\x02cancelled\x02running\x02held\x02expi" +
-	"red\x02rejected\x02released\x02disconnected\x02text\x02integer\x02number" +
-	"\x02boolean\x02date\x02date and time\x02choice\x02object\x02list\x02norm" +
-	"al\x02sensitive\x02secret\x02••• hidden (sensitive)\x02••• hidden (secre" +
-	"t)\x02pull (the service fetches it)\x02push (Relais calls the service)" +
-	"\x02administrator\x02operator\x02designer\x02consumer\x02yes\x02no\x02fi" +
-	"eld added\x02field removed\x02type changed\x02required changed\x02values" +
-	" changed\x02classification changed\x02constraint changed\x02routing chan" +
-	"ged\x02minimum length\x02maximum length\x02pattern\x02format\x02minimum" +
-	"\x02maximum\x02minimum items\x02maximum items\x02%[1]s, revision %[2]s" +
-	"\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Mode\x02Dates\x02Policy" +
-	"\x02Maximum attempts\x02Retry delay\x02Deadline\x02Priority\x02%[1]d (0 " +
-	"lowest, 9 highest)\x02Attempts\x02Every attempt, oldest first\x02Consume" +
-	"r\x02Worker id\x02Reserved\x02Duration\x02Destination’s answer\x02Outcom" +
-	"e\x02Error message\x02No service has reserved this occurrence yet.\x02in" +
-	" progress\x02Destination\x02Replica\x02Relais has not called the destina" +
-	"tion yet.\x02Relais keeps the destination’s status code only when it ref" +
-	"used the call (destination_http_NNN); a completed call answered 2xx. The" +
-	" duration runs from the claim of the call to its settlement.\x02Reason g" +
-	"iven by the worker\x02Retries\x02none: a failed call takes the node’s er" +
-	"ror path\x02Call timeout\x02Now\x02Retry or abandon it from its instance" +
-	"\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts" +
-	"\x02at most %[1]d\x02%[1]d left\x02Inputs, labelled by revision %[1]d's " +
-	"contract\x02This contract has no inputs.\x02Outputs, labelled by revisio" +
-	"n %[1]d's contract\x02No outputs yet: the occurrence has not completed." +
-	"\x02This contract has no outputs.\x02No outputs: the occurrence ended wi" +
-	"thout completing.\x02Reveal — this is recorded\x02Available from\x02Next" +
-	" attempt\x02Last reserved\x02Lock expires\x02Deferred\x02Last error (att" +
-	"empt %[1]d)\x02Error (before any attempt)\x02Its message\x02Message from" +
-	" Relais (in English)\x02Message from the service (as it sent it)\x02The " +
-	"deadline passed before a result arrived.\x02The result did not match the" +
-	" revision's outputs contract.\x02Relais stopped during the call: whether" +
-	" the destination acted is unknown, so it is not called again.\x02The cal" +
-	"l could not be prepared.\x02The destination could not be reached.\x02The" +
-	" destination’s answer was too large.\x02The last attempt’s lock expired " +
-	"with no attempt left.\x02The inputs could not be built from the process’" +
-	"s bindings.\x02An operator abandoned the instance.\x02The destination an" +
-	"swered HTTP %[1]s.\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s — %[" +
-	"2]s.\x02Lock expired %[1]s — waiting to be offered again.\x02Waiting for" +
-	" Relais to call the destination since %[1]s (%[2]s).\x02Waiting for a wo" +
-	"rker since %[1]s (%[2]s).\x02(worker %[1]s)\x02Relais is calling the des" +
-	"tination (since %[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s." +
-	"\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker of the " +
-	"same consumer, or a front end with a settle token, completes it later." +
-	"\x02Completed (%[1]s).\x02Its instance is held here, waiting for an oper" +
-	"ator.\x02Its instance went on along the node’s error path.\x02Failed (%[" +
-	"1]s).\x02Cancelled: the instance was stopped by %[1]s at %[2]s — “%[3]s”" +
-	".\x02Cancelled: the instance was stopped (%[1]s).\x02%[1]s so far\x02con" +
-	"sumer #%[1]s\x02waiting\x02HTTP 2xx, unusable body\x02no answer within t" +
-	"he timeout\x02no connection\x02answer too large\x02unknown\x02[redacted]" +
-	"\x02The revision must be a whole number, 1 or more.\x02Unknown consumer." +
-	"\x02Settlement date\x02More filters: instance, revision, consumer, dates" +
-	"\x02instance id\x02Counts by status\x02Occurrences, newest first\x02Proc" +
-	"ess and node\x02Error\x02Consumer and worker\x02Next attempt or settled" +
-	"\x02No occurrence matches these filters.\x02All consumers\x02Totals of d" +
-	"efinition %[1]s, not narrowed by the other filters\x02Totals of all defi" +
-	"nitions, not narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11" +
-	"\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s)" +
-	"; counts are refreshed every few seconds.\x02revision %[1]d\x02settled" +
-	"\x02next attempt\x02claimable since\x02call in progress since\x02lock un" +
-	"til\x02deferred since\x02Previous page\x02Rows %[1]s–%[2]s\x02%[1]s: a d" +
-	"ate is written 2026-12-01.\x02%[1]s: the first day comes after the last." +
-	"\x02These settings are kept in this browser only.\x02Show times in\x02Th" +
-	"e console runs no script, so it cannot read your computer’s time zone: c" +
-	"hoose its offset from UTC. Offsets do not follow daylight saving time." +
-	"\x02Reload lists and detail pages\x02Pages with a form, such as a confir" +
-	"mation, never reload on their own.\x02Save settings\x02Back without savi" +
-	"ng\x02UTC (coordinated universal time)\x02Local time at %[1]s\x02Never" +
-	"\x02Every %[1]d seconds\x02Published process versions: their nodes, rout" +
-	"es and pinned revisions, drawn, with where their occurrences are now." +
-	"\x02Processes by key\x02Versions, newest first\x02No process is publishe" +
-	"d yet.\x02version %[1]d\x02Process %[1]s\x02Version\x02Start node\x02Gra" +
-	"ph\x02Columns follow the longest path from the start node. Solid arrows " +
-	"are successes (labelled with their route), dashed ones failures (labelle" +
-	"d with their error codes). Each box says how many of this version’s occu" +
-	"rrences are at that node now.\x02Nodes\x02Nodes of this version, with th" +
-	"eir occurrences now\x02Kind\x02Pinned revision\x02On success\x02On error" +
-	"\x02Occurrences now\x02Instances of this process\x02Counts as of %[1]s (" +
-	"%[2]s); refreshed every few seconds.\x02Graph of %[1]s\x14\x01\x81\x01" +
-	"\x00\x02X\x02%[1]d node, starting at %[2]s. The table below lists the sa" +
-	"me nodes, routes and counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The" +
-	" table below lists the same nodes, routes and counts.\x02pull\x02push to" +
-	" %[1]s\x02end (completes)\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02" +
-	"hold (an incident for an operator)\x02any other code → %[1]s\x02fails th" +
-	"e instance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, retry after %[2]s," +
-	" priority %[3]d\x002\x02%[1]d attempts, retry after %[2]s, priority %[3]" +
-	"d\x02deadline %[1]s\x02timeout %[1]s\x02Only administrators may reveal a" +
-	" sensitive value.\x02Revealed by %[1]s at %[2]s; recorded in the audit l" +
-	"og.\x02Cannot reveal\x02Only a value this page shows as hidden (sensitiv" +
-	"e) can be revealed.\x02Secret values can never be revealed.\x02This page" +
-	" does not accept that request.\x02Search\x02Type an instance or occurren" +
-	"ce id (a UUID, as the pages show on hover), or a business key.\x02Nothin" +
-	"g to find: the search box is empty.\x02That is too long to be an id or a" +
-	" business key.\x02No instance or occurrence has the id “%[1]s”, and no i" +
-	"nstance has it as its business key.\x02You are signed out.\x02Sign in" +
-	"\x02Sign in with an operator or administrator token.\x02Token\x02The tok" +
-	"en is checked once and never stored in your browser; a session cookie st" +
-	"ands for it for up to 8 hours of inactivity.\x02Too many failed sign-ins" +
-	" from your address. Try again in %[1]d seconds.\x02This token is unknown" +
-	" or has been revoked.\x02A %[1]s token cannot open the console: sign in " +
-	"with an operator, designer or administrator token.\x02Only administrator" +
-	"s manage tokens.\x02Staff tokens (administrators, designers, operators) " +
-	"that are not revoked. Consumer tokens are managed with their consumers. " +
-	"Revoking a token refuses its next request.\x02ID\x02Role\x02Last used" +
-	"\x02Expires\x02never\x02not yet\x02Expired token\x02Revoke…\x02this sess" +
-	"ion\x02No token.\x02The token was revoked.\x02Revoke token %[1]d\x02Revo" +
-	"ke the %[1]s token “%[2]s”?\x02Its next request is refused, and console " +
-	"sessions opened with it end. This cannot be undone: whoever uses it need" +
-	"s a new token.\x02Revoke the token\x02Keep it\x02This is the token you s" +
-	"igned in with: revoking it signs you out. Its next request is refused. T" +
-	"his cannot be undone.\x02This is the last usable administrator token: cr" +
-	"eate another one before revoking it.\x02routing output\x02(each item)" +
-	"\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at l" +
-	"east %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d chara" +
-	"cter\x00\x19\x02at most %[1]d characters\x02pattern %[1]s\x02format %[1]" +
-	"s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00" +
-	"\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]d items\x14\x01" +
-	"\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d item" +
-	"s\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%" +
-	"[1]d items\x02null\x02unexpected value\x02Invalid page\x02This page link" +
-	" is not one the console made.\x02Workers connected by a stream, and poll" +
-	"ing workers by their last fetch. A worker is listed while it was seen wi" +
-	"thin three heartbeats.\x02Workers seen within three heartbeats\x02Worker" +
-	"\x02Protocol\x02Definitions served\x02In flight\x02Connected\x02Last see" +
-	"n\x02No worker is connected.\x02Workers serving %[1]s\x02All workers\x02" +
-	"No worker serves this definition.\x02stream\x02long polling\x02Camunda 7" +
-	" facade\x02No worker serves this definition: its occurrences wait until " +
-	"one connects or polls.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d wo" +
-	"rker\x00\x18\x02Served by %[1]d workers"
+	"1]s, %[2]s. The table after the chart gives each 5-minute slot.\x02compl" +
+	"eted\x02failed\x02The chart’s numbers\x02Completions and failures per 5-" +
+	"minute slot, oldest first\x02Slot\x02Completed\x02%[1]s–%[2]s\x02%[1]s: " +
+	"%[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d co" +
+	"mpleted\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d fai" +
+	"led\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s" +
+	"\x02%[1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1" +
+	"]d s\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02M" +
+	"ay\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01" +
+	"\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01" +
+	"\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00" +
+	"\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00" +
+	"\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process" +
+	" instance %[1]s\x02Summary\x02Operator actions\x02Path\x02The nodes this" +
+	" instance reached, in order, each with its occurrence.\x02Nodes reached," +
+	" in order\x02Node\x02Occurrence\x02Route\x02Next node\x02Created\x02Sett" +
+	"led\x02This instance has not reached a task yet.\x02Recorded operator ac" +
+	"tions\x02No operator has acted on this instance.\x02Operator actions on " +
+	"this instance, newest first\x02Value\x02Process inputs\x02Inputs the ins" +
+	"tance was started with, labelled by process version %[1]d's contract\x02" +
+	"This process takes no inputs.\x02This instance is held at a failed node:" +
+	" an incident. It cannot be retried: its occurrence at node %[1]s failed " +
+	"before any attempt (its inputs could not be built), so it would fail the" +
+	" same way. Abandon fails the instance; stop cancels it. Each asks for a " +
+	"reason, recorded in the audit log.\x02This instance is held at a failed " +
+	"node: an incident. Retry offers the failed occurrence again; abandon fai" +
+	"ls the instance; stop cancels it. Each asks for a reason, recorded in th" +
+	"e audit log.\x02Stopping cancels the instance and its open occurrences. " +
+	"It does not complete anything.\x02Stopped by %[1]s at %[2]s — “%[3]s”" +
+	"\x02Abandoned by %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s —" +
+	" “%[3]s”\x02Started\x02Ended\x02End node\x02Held at node\x02Failed occur" +
+	"rence\x02Error code\x02Unknown status %[1]q.\x02Creation date\x02The pag" +
+	"e size must be between 1 and %[1]d.\x02Process instances\x02from\x02to" +
+	"\x02Act on every instance this filter matches\x02The next page counts th" +
+	"em and asks for a reason before anything changes.\x02Process instances, " +
+	"newest first\x02Instance\x02End node or error\x02No instance matches the" +
+	"se filters.\x02All processes\x02All statuses\x02available\x02reserved" +
+	"\x02deferred\x02cancelled\x02running\x02held\x02expired\x02rejected\x02r" +
+	"eleased\x02disconnected\x02text\x02integer\x02number\x02boolean\x02date" +
+	"\x02date and time\x02choice\x02object\x02list\x02normal\x02sensitive\x02" +
+	"secret\x02••• hidden (sensitive)\x02••• hidden (secret)\x02pull (the ser" +
+	"vice fetches it)\x02push (Relais calls the service)\x02administrator\x02" +
+	"operator\x02designer\x02consumer\x02yes\x02no\x02field added\x02field re" +
+	"moved\x02type changed\x02required changed\x02values changed\x02classific" +
+	"ation changed\x02constraint changed\x02routing changed\x02minimum length" +
+	"\x02maximum length\x02pattern\x02format\x02minimum\x02maximum\x02minimum" +
+	" items\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, version %[2]s" +
+	"\x02Occurrence %[1]s\x02Mode\x02Dates\x02Policy\x02Maximum attempts\x02R" +
+	"etry delay\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02Att" +
+	"empts\x02Every attempt, oldest first\x02Consumer\x02Worker id\x02Reserve" +
+	"d\x02Duration\x02Destination’s answer\x02Outcome\x02Error message\x02No " +
+	"service has reserved this occurrence yet.\x02in progress\x02Destination" +
+	"\x02Replica\x02Relais has not called the destination yet.\x02Relais keep" +
+	"s the destination’s status code only when it refused the call (destinati" +
+	"on_http_NNN); a completed call answered 2xx. The duration runs from the " +
+	"claim of the call to its settlement.\x02Reason given by the worker\x02Re" +
+	"tries\x02none: a failed call takes the node’s error path\x02Call timeout" +
+	"\x02Now\x02Retry or abandon it from its instance\x02at most %[1]d\x02at " +
+	"most %[1]d since the last operator retry\x14\x01\x81\x01\x00\x02\x0e\x02" +
+	"%[1]d attempt\x00\x0f\x02%[1]d attempts\x02%[1]d left\x02Inputs, labelle" +
+	"d by revision %[1]d's contract\x02This contract has no inputs.\x02Output" +
+	"s, labelled by revision %[1]d's contract\x02No outputs yet: the occurren" +
+	"ce has not completed.\x02This contract has no outputs.\x02No outputs: th" +
+	"e occurrence ended without completing.\x02Reveal — this is recorded\x02A" +
+	"vailable from\x02Next attempt\x02Last reserved\x02Lock expires\x02Deferr" +
+	"ed\x02Last error (attempt %[1]d)\x02Error (before any attempt)\x02Its me" +
+	"ssage\x02Message from Relais (in English)\x02Message from the service (a" +
+	"s it sent it)\x02The deadline passed before a result arrived.\x02The res" +
+	"ult did not match the revision's outputs contract.\x02Relais stopped dur" +
+	"ing the call: whether the destination acted is unknown, so it is not cal" +
+	"led again.\x02The call could not be prepared.\x02The destination could n" +
+	"ot be reached.\x02The destination’s answer was too large.\x02The last at" +
+	"tempt’s lock expired with no attempt left.\x02The inputs could not be bu" +
+	"ilt from the process’s bindings.\x02An operator abandoned the instance." +
+	"\x02The destination answered HTTP %[1]s.\x02Retry at %[1]s — %[2]s.\x02O" +
+	"ffered from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to be offered" +
+	" again.\x02Waiting for Relais to call the destination since %[1]s (%[2]s" +
+	").\x02Waiting for a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02Rel" +
+	"ais is calling the destination (since %[1]s).\x02Reserved by %[1]s; lock" +
+	" until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2" +
+	"]s): a worker of the same consumer, or a front end with a settle token, " +
+	"completes it later.\x02Completed (%[1]s).\x02Its instance is held here, " +
+	"waiting for an operator.\x02Its instance went on along the node’s error " +
+	"path.\x02Failed (%[1]s).\x02Cancelled: the instance was stopped by %[1]s" +
+	" at %[2]s — “%[3]s”.\x02Cancelled: the instance was stopped (%[1]s).\x02" +
+	"%[1]s so far\x02consumer #%[1]s\x02waiting\x02HTTP 2xx, unusable body" +
+	"\x02no answer within the timeout\x02no connection\x02answer too large" +
+	"\x02unknown\x02[redacted]\x02The revision must be a whole number, 1 or m" +
+	"ore.\x02Unknown consumer.\x02Settlement date\x02More filters: instance, " +
+	"revision, consumer, dates\x02instance id\x02Counts by status\x02Occurren" +
+	"ces, newest first\x02Process and node\x02Error\x02Consumer and worker" +
+	"\x02Next attempt or settled\x02No occurrence matches these filters.\x02A" +
+	"ll consumers\x02Totals of definition %[1]s, not narrowed by the other fi" +
+	"lters\x02Totals of all definitions, not narrowed by the other filters" +
+	"\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurr" +
+	"ences\x02as of %[1]s (%[2]s); counts are refreshed every few seconds." +
+	"\x02revision %[1]d\x02settled\x02next attempt\x02claimable since\x02call" +
+	" in progress since\x02lock until\x02deferred since\x02Previous page\x02R" +
+	"ows %[1]s–%[2]s\x02%[1]s: a date is written 2026-12-01.\x02%[1]s: the fi" +
+	"rst day comes after the last.\x02These settings are kept in this browser" +
+	" only.\x02Show times in\x02The console runs no script, so it cannot read" +
+	" your computer’s time zone: choose its offset from UTC. Offsets do not f" +
+	"ollow daylight saving time.\x02Reload lists and detail pages\x02Pages wi" +
+	"th a form, such as a confirmation, never reload on their own.\x02Save se" +
+	"ttings\x02Back without saving\x02UTC (coordinated universal time)\x02Loc" +
+	"al time at %[1]s\x02Never\x02Every %[1]d seconds\x02Published process ve" +
+	"rsions: their nodes, routes and pinned revisions, drawn, with where thei" +
+	"r occurrences are now.\x02Processes by key\x02Versions, newest first\x02" +
+	"No process is published yet.\x02version %[1]d\x02Process %[1]s\x02Versio" +
+	"n\x02Start node\x02Graph\x02Columns follow the longest path from the sta" +
+	"rt node. Solid arrows are successes (labelled with their route), dashed " +
+	"ones failures (labelled with their error codes). Each box says how many " +
+	"of this version’s occurrences are at that node now.\x02Nodes\x02Nodes of" +
+	" this version, with their occurrences now\x02Kind\x02Pinned revision\x02" +
+	"On success\x02On error\x02Occurrences now\x02Instances of this process" +
+	"\x02Counts as of %[1]s (%[2]s); refreshed every few seconds.\x02Graph of" +
+	" %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The ta" +
+	"ble below lists the same nodes, routes and counts.\x00Y\x02%[1]d nodes, " +
+	"starting at %[2]s. The table below lists the same nodes, routes and coun" +
+	"ts.\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s " +
+	"→ %[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02any other " +
+	"code → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%[1]d att" +
+	"empt, retry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, retry af" +
+	"ter %[2]s, priority %[3]d\x02deadline %[1]s\x02timeout %[1]s\x02Only adm" +
+	"inistrators may reveal a sensitive value.\x02Revealed by %[1]s at %[2]s;" +
+	" recorded in the audit log.\x02Cannot reveal\x02Only a value this page s" +
+	"hows as hidden (sensitive) can be revealed.\x02Secret values can never b" +
+	"e revealed.\x02This page does not accept that request.\x02Search\x02Type" +
+	" an instance or occurrence id (a UUID, as the pages show on hover), or a" +
+	" business key.\x02Nothing to find: the search box is empty.\x02That is t" +
+	"oo long to be an id or a business key.\x02No instance or occurrence has " +
+	"the id “%[1]s”, and no instance has it as its business key.\x02You are s" +
+	"igned out.\x02Sign in\x02Sign in with an operator or administrator token" +
+	".\x02Token\x02The token is checked once and never stored in your browser" +
+	"; a session cookie stands for it for up to 8 hours of inactivity.\x02Too" +
+	" many failed sign-ins from your address. Try again in %[1]d seconds.\x02" +
+	"This token is unknown or has been revoked.\x02A %[1]s token cannot open " +
+	"the console: sign in with an operator, designer or administrator token." +
+	"\x02Only administrators manage tokens.\x02Staff tokens (administrators, " +
+	"designers, operators) that are not revoked. Consumer tokens are managed " +
+	"with their consumers. Revoking a token refuses its next request.\x02ID" +
+	"\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02Expired token" +
+	"\x02Revoke…\x02this session\x02No token.\x02The token was revoked.\x02Re" +
+	"voke token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request " +
+	"is refused, and console sessions opened with it end. This cannot be undo" +
+	"ne: whoever uses it needs a new token.\x02Revoke the token\x02Keep it" +
+	"\x02This is the token you signed in with: revoking it signs you out. Its" +
+	" next request is refused. This cannot be undone.\x02This is the last usa" +
+	"ble administrator token: create another one before revoking it.\x02routi" +
+	"ng output\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d c" +
+	"haracter\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02" +
+	"\x18\x02at most %[1]d character\x00\x19\x02at most %[1]d characters\x02p" +
+	"attern %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of" +
+	": %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at" +
+	" least %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00" +
+	"\x14\x02at most %[1]d items\x02not provided\x14\x01\x81\x01\x00\x02\x0b" +
+	"\x02%[1]d item\x00\x0c\x02%[1]d items\x02null\x02unexpected value\x02Inv" +
+	"alid page\x02This page link is not one the console made.\x02Workers conn" +
+	"ected by a stream, and polling workers by their last fetch. A worker is " +
+	"listed while it was seen within three heartbeats.\x02Workers seen within" +
+	" three heartbeats\x02Worker\x02Protocol\x02Definitions served\x02In flig" +
+	"ht\x02Connected\x02Last seen\x02No worker is connected.\x02Workers servi" +
+	"ng %[1]s\x02All workers\x02No worker serves this definition.\x02stream" +
+	"\x02long polling\x02Camunda 7 facade\x02No worker serves this definition" +
+	": its occurrences wait until one connects or polls.\x14\x01\x81\x01\x00" +
+	"\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d workers"
 
-var frIndex = []uint32{ // 578 elements
+var frIndex = []uint32{ // 591 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x0000007a,
-	0x000000a8, 0x000000e0, 0x0000010c, 0x0000015e,
-	0x00000173, 0x00000188, 0x000001b2, 0x00000234,
-	0x00000306, 0x0000031d, 0x00000348, 0x0000039e,
-	0x00000424, 0x0000043c, 0x00000465, 0x000004aa,
-	0x0000056f, 0x00000585, 0x000005cf, 0x0000061a,
-	0x00000654, 0x000006da, 0x000007b2, 0x000007f7,
+	0x000000a8, 0x000000d4, 0x000000fe, 0x00000136,
+	0x00000162, 0x000001b4, 0x000001c9, 0x000001de,
+	0x00000208, 0x0000028a, 0x0000035c, 0x00000373,
+	0x0000039e, 0x000003f4, 0x0000047a, 0x00000492,
+	0x000004bb, 0x00000500, 0x000005c5, 0x000005db,
+	0x000006c7, 0x00000711, 0x0000075c, 0x00000796,
 	// Entry 20 - 3F
-	0x0000086c, 0x000008a0, 0x000008fd, 0x00000966,
-	0x000009dd, 0x00000a46, 0x00000a57, 0x00000ab3,
-	0x00000b14, 0x00000b1b, 0x00000b5c, 0x00000b70,
-	0x00000bb0, 0x00000c41, 0x00000cc3, 0x00000cff,
-	0x00000d40, 0x00000d99, 0x00000dd7, 0x00000e22,
-	0x00000e8b, 0x00000f25, 0x00000f5f, 0x00000fc0,
-	0x00000fc7, 0x00000fd1, 0x00000fd8, 0x00000fe5,
-	0x00000ff8, 0x0000100c, 0x0000102e, 0x00001063,
+	0x000007c7, 0x000007de, 0x00000864, 0x0000093c,
+	0x00000981, 0x000009f6, 0x00000a2a, 0x00000a87,
+	0x00000af0, 0x00000b67, 0x00000bd0, 0x00000be1,
+	0x00000c3d, 0x00000c9e, 0x00000ca5, 0x00000ce6,
+	0x00000cfa, 0x00000d3a, 0x00000dcb, 0x00000e4d,
+	0x00000e89, 0x00000eca, 0x00000f23, 0x00000f61,
+	0x00000fa0, 0x00000fdd, 0x0000105c, 0x000010a7,
+	0x00001141, 0x000011aa, 0x000011e4, 0x00001245,
 	// Entry 40 - 5F
-	0x0000114c, 0x000011c1, 0x000012a0, 0x000012a6,
-	0x000012aa, 0x000012b1, 0x000012b7, 0x000012cd,
-	0x000012e4, 0x000012f4, 0x00001306, 0x000013b1,
-	0x000013b9, 0x000013cf, 0x000013e3, 0x0000140f,
-	0x00001422, 0x0000146e, 0x000014b7, 0x000014eb,
-	0x0000152d, 0x00001563, 0x00001569, 0x00001577,
-	0x00001586, 0x00001595, 0x0000159c, 0x000015ad,
-	0x000015c3, 0x000015c9, 0x000015da, 0x000015e4,
+	0x0000124c, 0x00001256, 0x0000125d, 0x0000126a,
+	0x0000127d, 0x00001291, 0x0000143f, 0x00001461,
+	0x00001496, 0x0000157f, 0x000015f4, 0x000016d3,
+	0x000016d9, 0x000016dd, 0x000016e4, 0x000016ea,
+	0x00001700, 0x00001717, 0x00001727, 0x00001732,
+	0x00001744, 0x000017ef, 0x000017f7, 0x0000180d,
+	0x00001821, 0x0000184d, 0x00001860, 0x000018ac,
+	0x000018f5, 0x00001929, 0x0000196b, 0x000019a1,
 	// Entry 60 - 7F
-	0x000015ee, 0x00001615, 0x00001631, 0x00001639,
-	0x00001646, 0x00001652, 0x00001659, 0x0000167d,
-	0x0000168d, 0x000016a5, 0x000016d8, 0x00001709,
-	0x0000173b, 0x00001749, 0x000017ec, 0x000017fe,
-	0x0000187c, 0x00001898, 0x000018b0, 0x000018bc,
-	0x000018ff, 0x00001912, 0x0000198e, 0x000019aa,
-	0x00001a01, 0x00001a19, 0x00001ab1, 0x00001b17,
-	0x00001b49, 0x00001b4f, 0x00001b54, 0x00001b60,
+	0x000019a7, 0x000019b5, 0x000019c4, 0x000019d3,
+	0x000019da, 0x000019eb, 0x00001a01, 0x00001a07,
+	0x00001a18, 0x00001a22, 0x00001a2c, 0x00001a53,
+	0x00001a6f, 0x00001a77, 0x00001a84, 0x00001a90,
+	0x00001a97, 0x00001abb, 0x00001acb, 0x00001ae3,
+	0x00001b16, 0x00001b47, 0x00001b79, 0x00001b87,
+	0x00001c2a, 0x00001c3c, 0x00001cba, 0x00001cd6,
+	0x00001cee, 0x00001cfa, 0x00001d3d, 0x00001d50,
 	// Entry 80 - 9F
-	0x00001b6f, 0x00001b7b, 0x00001b87, 0x00001b99,
-	0x00001baa, 0x00001c2e, 0x00001c32, 0x00001c44,
-	0x00001c5b, 0x00001c66, 0x00001cbb, 0x00001cc8,
-	0x00001ced, 0x00001cf9, 0x00001d03, 0x00001d09,
-	0x00001d15, 0x00001d2d, 0x00001d7f, 0x00001d8f,
-	0x00001d9f, 0x00001da8, 0x00001db3, 0x00001dbb,
-	0x00001dcf, 0x00001de2, 0x00001e0a, 0x00001e13,
-	0x00001e23, 0x00001e43, 0x00001e4b, 0x00001e5a,
+	0x00001dcc, 0x00001de8, 0x00001e3f, 0x00001e57,
+	0x00001eef, 0x00001f55, 0x00001f87, 0x00001f8d,
+	0x00001f92, 0x00001f9e, 0x00001fad, 0x00001fb9,
+	0x00001fc5, 0x00001fd7, 0x00001fe8, 0x0000206c,
+	0x00002070, 0x00002082, 0x00002099, 0x000020a4,
+	0x000020f9, 0x00002106, 0x0000212b, 0x00002137,
+	0x00002141, 0x00002147, 0x00002153, 0x0000216b,
+	0x000021bd, 0x000021cd, 0x000021dd, 0x000021e6,
 	// Entry A0 - BF
-	0x00001e79, 0x00001ea4, 0x00001eca, 0x00001eda,
-	0x00001ee4, 0x00001eee, 0x00001f0d, 0x00001f2b,
-	0x00001f5e, 0x00001f8e, 0x00001fba, 0x00001fea,
-	0x0000200c, 0x00002027, 0x00002042, 0x0000205e,
-	0x0000207a, 0x00002090, 0x000020aa, 0x000020ca,
-	0x000020e9, 0x000020f0, 0x0000215a, 0x00002170,
-	0x00002175, 0x00002189, 0x000021a1, 0x000021c6,
-	0x000021f4, 0x00002206, 0x00002219, 0x00002236,
+	0x000021f1, 0x000021f9, 0x0000220d, 0x00002220,
+	0x00002248, 0x00002251, 0x00002261, 0x00002281,
+	0x00002289, 0x00002298, 0x000022b7, 0x000022e2,
+	0x00002308, 0x00002318, 0x00002322, 0x0000232c,
+	0x0000234b, 0x00002369, 0x0000239c, 0x000023cc,
+	0x000023f8, 0x00002428, 0x0000244a, 0x00002465,
+	0x00002480, 0x0000249c, 0x000024b8, 0x000024ce,
+	0x000024e8, 0x00002508, 0x00002527, 0x0000252e,
 	// Entry C0 - DF
-	0x00002263, 0x00002280, 0x000022a3, 0x000022ae,
-	0x000022b9, 0x000022c5, 0x00002349, 0x00002370,
-	0x000023ae, 0x000023ba, 0x000023c3, 0x000023d8,
-	0x000023e2, 0x00002409, 0x00002425, 0x00002440,
-	0x00002470, 0x000024ae, 0x000024c9, 0x000024ea,
-	0x00002502, 0x00002548, 0x000025c7, 0x000025d1,
-	0x000025db, 0x000025f5, 0x0000263e, 0x00002646,
-	0x00002651, 0x0000265f, 0x00002689, 0x000026b2,
+	0x00002598, 0x000025ae, 0x000025b3, 0x000025c7,
+	0x000025df, 0x00002604, 0x00002632, 0x00002644,
+	0x00002657, 0x00002674, 0x000026a1, 0x000026be,
+	0x000026e1, 0x000026ec, 0x000026f7, 0x00002703,
+	0x00002787, 0x000027ae, 0x000027ec, 0x000027f8,
+	0x00002801, 0x00002816, 0x00002820, 0x00002847,
+	0x00002863, 0x0000287e, 0x000028ae, 0x000028ec,
+	0x00002907, 0x00002928, 0x00002940, 0x00002986,
 	// Entry E0 - FF
-	0x000026c2, 0x000026e1, 0x000026ed, 0x00002706,
-	0x00002711, 0x0000271e, 0x0000272d, 0x00002735,
-	0x0000273f, 0x00002747, 0x0000274f, 0x00002755,
-	0x0000275c, 0x00002761, 0x00002766, 0x0000276a,
-	0x0000276f, 0x00002775, 0x0000277b, 0x00002781,
-	0x00002786, 0x0000278b, 0x00002791, 0x0000279b,
-	0x000027bb, 0x000027dd, 0x00002801, 0x00002827,
-	0x00002830, 0x0000284c, 0x00002855, 0x0000286c,
+	0x000029f1, 0x000029fb, 0x00002a05, 0x00002a1f,
+	0x00002a68, 0x00002a70, 0x00002a7b, 0x00002a89,
+	0x00002a99, 0x00002ac3, 0x00002aec, 0x00002afc,
+	0x00002b1b, 0x00002b27, 0x00002b40, 0x00002b4b,
+	0x00002b58, 0x00002b67, 0x00002b6f, 0x00002b79,
+	0x00002b81, 0x00002b89, 0x00002b8f, 0x00002b96,
+	0x00002b9b, 0x00002ba0, 0x00002ba4, 0x00002ba9,
+	0x00002baf, 0x00002bb5, 0x00002bbb, 0x00002bc0,
 	// Entry 100 - 11F
-	0x00002875, 0x000028c9, 0x000028e9, 0x000028ef,
-	0x000028fa, 0x00002900, 0x0000290e, 0x00002919,
-	0x00002925, 0x00002958, 0x0000297c, 0x000029ab,
-	0x000029f4, 0x000029fb, 0x00002a11, 0x00002a84,
-	0x00002aaa, 0x00002bb2, 0x00002c02, 0x00002c2f,
-	0x00002c5e, 0x00002c89, 0x00002c97, 0x00002ca4,
-	0x00002cb1, 0x00002cc4, 0x00002cd9, 0x00002ce9,
-	0x00002d03, 0x00002d15, 0x00002d4d, 0x00002d64,
+	0x00002bc5, 0x00002bcb, 0x00002bd5, 0x00002bf5,
+	0x00002c17, 0x00002c3b, 0x00002c61, 0x00002c6a,
+	0x00002c86, 0x00002c8f, 0x00002ca6, 0x00002caf,
+	0x00002d03, 0x00002d23, 0x00002d29, 0x00002d34,
+	0x00002d3a, 0x00002d48, 0x00002d53, 0x00002d5f,
+	0x00002d92, 0x00002db6, 0x00002de5, 0x00002e2e,
+	0x00002e35, 0x00002e4b, 0x00002ebe, 0x00002ee4,
+	0x00003074, 0x0000317c, 0x000031cc, 0x000031f9,
 	// Entry 120 - 13F
-	0x00002d67, 0x00002d6a, 0x00002d9e, 0x00002de8,
-	0x00002e1d, 0x00002e26, 0x00002e3d, 0x00002e6b,
-	0x00002e7e, 0x00002e8f, 0x00002e9a, 0x00002ea5,
-	0x00002eb0, 0x00002eb9, 0x00002ec2, 0x00002ecc,
-	0x00002ed5, 0x00002ede, 0x00002ee5, 0x00002ef3,
-	0x00002ef9, 0x00002f00, 0x00002f07, 0x00002f10,
-	0x00002f15, 0x00002f23, 0x00002f29, 0x00002f2f,
-	0x00002f35, 0x00002f3d, 0x00002f46, 0x00002f4f,
+	0x00003228, 0x00003253, 0x00003261, 0x0000326e,
+	0x0000327b, 0x0000328e, 0x000032a3, 0x000032b3,
+	0x000032cd, 0x000032df, 0x00003317, 0x0000332e,
+	0x00003331, 0x00003334, 0x00003368, 0x000033b2,
+	0x000033e7, 0x000033f0, 0x00003407, 0x00003435,
+	0x00003448, 0x00003459, 0x00003464, 0x0000346f,
+	0x0000347a, 0x00003483, 0x0000348c, 0x00003496,
+	0x0000349f, 0x000034a8, 0x000034af, 0x000034bd,
 	// Entry 140 - 15F
-	0x00002f6c, 0x00002f87, 0x00002fa7, 0x00002fc8,
-	0x00002fd7, 0x00002fe2, 0x00002fed, 0x00002ffa,
-	0x00002ffe, 0x00003002, 0x00003010, 0x0000301e,
-	0x0000302c, 0x0000304c, 0x0000305f, 0x00003078,
-	0x0000308d, 0x0000309e, 0x000030b0, 0x000030c2,
-	0x000030c8, 0x000030cf, 0x000030d7, 0x000030df,
-	0x000030fd, 0x0000311b, 0x00003132, 0x00003147,
-	0x00003158, 0x0000315d, 0x00003163, 0x0000317c,
+	0x000034c3, 0x000034ca, 0x000034d1, 0x000034da,
+	0x000034df, 0x000034ed, 0x000034f3, 0x000034f9,
+	0x000034ff, 0x00003507, 0x00003510, 0x00003519,
+	0x00003536, 0x00003551, 0x00003571, 0x00003592,
+	0x000035a1, 0x000035ac, 0x000035b7, 0x000035c4,
+	0x000035c8, 0x000035cc, 0x000035da, 0x000035e8,
+	0x000035f6, 0x00003616, 0x00003629, 0x00003642,
+	0x00003657, 0x00003668, 0x0000367a, 0x0000368c,
 	// Entry 160 - 17F
-	0x00003199, 0x000031b9, 0x000031c4, 0x000031ce,
-	0x000031f7, 0x00003202, 0x00003236, 0x00003243,
-	0x0000325a, 0x00003268, 0x0000326f, 0x0000328a,
-	0x00003294, 0x000032a7, 0x000032de, 0x000032e7,
-	0x000032f3, 0x000032fd, 0x0000332d, 0x00003414,
-	0x00003430, 0x00003445, 0x00003486, 0x00003497,
-	0x000034a2, 0x000034d5, 0x000034ff, 0x0000350d,
-	0x00003535, 0x00003574, 0x00003595, 0x000035d3,
+	0x00003692, 0x00003699, 0x000036a1, 0x000036a9,
+	0x000036c7, 0x000036e5, 0x000036fc, 0x00003711,
+	0x00003722, 0x00003727, 0x0000372d, 0x00003746,
+	0x00003763, 0x00003783, 0x0000378e, 0x00003798,
+	0x000037c1, 0x000037cc, 0x00003800, 0x0000380d,
+	0x00003824, 0x00003832, 0x00003839, 0x00003854,
+	0x0000385e, 0x00003871, 0x000038a8, 0x000038b1,
+	0x000038bd, 0x000038c7, 0x000038f7, 0x000039de,
 	// Entry 180 - 19F
-	0x00003613, 0x00003633, 0x00003674, 0x000036a0,
-	0x000036b8, 0x000036cc, 0x000036e3, 0x000036f1,
-	0x000036fc, 0x0000371f, 0x0000373e, 0x0000374a,
-	0x00003769, 0x00003798, 0x000037d8, 0x0000381e,
-	0x00003890, 0x000038b8, 0x000038db, 0x00003912,
-	0x00003959, 0x000039ac, 0x000039d5, 0x000039fb,
-	0x00003a22, 0x00003a4a, 0x00003a91, 0x00003adb,
-	0x00003b0b, 0x00003b1b, 0x00003b49, 0x00003b85,
+	0x000039fa, 0x00003a0f, 0x00003a50, 0x00003a61,
+	0x00003a6c, 0x00003a9f, 0x00003aad, 0x00003ae9,
+	0x00003b13, 0x00003b3b, 0x00003b7a, 0x00003b9b,
+	0x00003bd9, 0x00003c19, 0x00003c39, 0x00003c7a,
+	0x00003ca6, 0x00003cbe, 0x00003cd2, 0x00003ce9,
+	0x00003cf7, 0x00003d02, 0x00003d25, 0x00003d44,
+	0x00003d50, 0x00003d6f, 0x00003d9e, 0x00003dde,
+	0x00003e24, 0x00003e96, 0x00003ebe, 0x00003ee1,
 	// Entry 1A0 - 1BF
-	0x00003b9b, 0x00003c2c, 0x00003c3f, 0x00003c7d,
-	0x00003cb9, 0x00003ccc, 0x00003d1c, 0x00003d51,
-	0x00003d63, 0x00003d7a, 0x00003d85, 0x00003da2,
-	0x00003dc1, 0x00003dd2, 0x00003dec, 0x00003df5,
-	0x00003dff, 0x00003e34, 0x00003e4a, 0x00003e5d,
-	0x00003e9a, 0x00003eb3, 0x00003ec9, 0x00003ef3,
-	0x00003f06, 0x00003f0d, 0x00003f25, 0x00003f47,
-	0x00003f77, 0x00003f8e, 0x00003fc6, 0x00004001,
+	0x00003f18, 0x00003f5f, 0x00003fb2, 0x00003fdb,
+	0x00004001, 0x00004028, 0x00004050, 0x00004097,
+	0x000040e1, 0x00004111, 0x00004121, 0x0000414f,
+	0x0000418b, 0x000041a1, 0x00004232, 0x00004245,
+	0x00004283, 0x000042bf, 0x000042d2, 0x00004322,
+	0x00004357, 0x00004369, 0x00004380, 0x0000438b,
+	0x000043a8, 0x000043c7, 0x000043d8, 0x000043f2,
+	0x000043fb, 0x00004405, 0x0000443a, 0x00004450,
 	// Entry 1C0 - 1DF
-	0x0000402d, 0x00004080, 0x00004090, 0x00004099,
-	0x000040ad, 0x000040bf, 0x000040d5, 0x000040e7,
-	0x000040f9, 0x0000410b, 0x00004121, 0x0000414b,
-	0x0000417e, 0x000041ba, 0x000041d1, 0x00004299,
-	0x000042c6, 0x00004331, 0x0000434b, 0x00004364,
-	0x00004385, 0x0000439b, 0x000043a2, 0x000043bc,
-	0x00004451, 0x00004464, 0x0000448b, 0x000044b3,
-	0x000044c1, 0x000044d1, 0x000044d9, 0x000044ea,
+	0x00004463, 0x000044a0, 0x000044b9, 0x000044cf,
+	0x000044f9, 0x0000450c, 0x00004513, 0x0000452b,
+	0x0000454d, 0x0000457d, 0x00004594, 0x000045cc,
+	0x00004607, 0x00004633, 0x00004686, 0x00004696,
+	0x0000469f, 0x000046b3, 0x000046c5, 0x000046db,
+	0x000046ed, 0x000046ff, 0x00004711, 0x00004727,
+	0x00004751, 0x00004784, 0x000047c0, 0x000047d7,
+	0x0000489f, 0x000048cc, 0x00004937, 0x00004951,
 	// Entry 1E0 - 1FF
-	0x000044f1, 0x00004627, 0x0000462e, 0x00004668,
-	0x0000466d, 0x00004682, 0x00004696, 0x000046a8,
-	0x000046be, 0x000046d8, 0x00004722, 0x00004732,
-	0x0000480c, 0x00004811, 0x00004821, 0x0000482f,
-	0x0000483f, 0x0000484f, 0x00004859, 0x00004885,
-	0x0000489f, 0x000048ba, 0x00004948, 0x00004959,
-	0x00004966, 0x000049a7, 0x000049ed, 0x00004a05,
-	0x00004a58, 0x00004a93, 0x00004abe, 0x00004ac8,
+	0x0000496a, 0x0000498b, 0x000049a1, 0x000049a8,
+	0x000049c2, 0x00004a57, 0x00004a6a, 0x00004a91,
+	0x00004ab9, 0x00004ac7, 0x00004ad7, 0x00004adf,
+	0x00004af0, 0x00004af7, 0x00004c2d, 0x00004c34,
+	0x00004c6e, 0x00004c73, 0x00004c88, 0x00004c9c,
+	0x00004cae, 0x00004cc4, 0x00004cde, 0x00004d28,
+	0x00004d38, 0x00004e12, 0x00004e17, 0x00004e27,
+	0x00004e35, 0x00004e45, 0x00004e55, 0x00004e5f,
 	// Entry 200 - 21F
-	0x00004b42, 0x00004b77, 0x00004bb8, 0x00004c28,
-	0x00004c41, 0x00004c4e, 0x00004c91, 0x00004c97,
-	0x00004d33, 0x00004d87, 0x00004db2, 0x00004e3e,
-	0x00004e6c, 0x00004f2e, 0x00004f31, 0x00004f37,
-	0x00004f4d, 0x00004f58, 0x00004f5f, 0x00004f6a,
-	0x00004f78, 0x00004f85, 0x00004f93, 0x00004fa0,
-	0x00004fbc, 0x00004fd5, 0x00004ffe, 0x000050a7,
-	0x000050ba, 0x000050c4, 0x00005153, 0x000051b4,
+	0x00004e8b, 0x00004ea5, 0x00004ec0, 0x00004f4e,
+	0x00004f5f, 0x00004f6c, 0x00004fad, 0x00004ff3,
+	0x0000500b, 0x0000505e, 0x00005099, 0x000050c4,
+	0x000050ce, 0x00005148, 0x0000517d, 0x000051be,
+	0x0000522e, 0x00005247, 0x00005254, 0x00005297,
+	0x0000529d, 0x00005339, 0x0000538d, 0x000053b8,
+	0x00005444, 0x00005472, 0x00005534, 0x00005537,
+	0x0000553d, 0x00005553, 0x0000555e, 0x00005565,
 	// Entry 220 - 23F
-	0x000051c6, 0x000051d9, 0x00005217, 0x00005253,
-	0x0000525f, 0x0000526c, 0x0000527a, 0x00005288,
-	0x00005298, 0x000052d4, 0x0000530e, 0x00005319,
-	0x00005343, 0x00005347, 0x00005359, 0x00005367,
-	0x00005393, 0x00005455, 0x00005488, 0x00005493,
-	0x0000549d, 0x000054b2, 0x000054bb, 0x000054c5,
-	0x000054d3, 0x000054f7, 0x00005511, 0x00005526,
-	0x00005552, 0x00005557, 0x0000556c, 0x0000557e,
+	0x00005570, 0x0000557e, 0x0000558b, 0x00005599,
+	0x000055a6, 0x000055c2, 0x000055db, 0x00005604,
+	0x000056ad, 0x000056c0, 0x000056ca, 0x00005759,
+	0x000057ba, 0x000057cc, 0x000057df, 0x0000581d,
+	0x00005859, 0x00005865, 0x00005872, 0x00005880,
+	0x0000588e, 0x0000589e, 0x000058da, 0x00005914,
+	0x0000591f, 0x00005949, 0x0000594d, 0x0000595f,
+	0x0000596d, 0x00005999, 0x00005a5b, 0x00005a8e,
 	// Entry 240 - 25F
-	0x000055f4, 0x00005636,
-} // Size: 2336 bytes
+	0x00005a99, 0x00005aa3, 0x00005ab8, 0x00005ac1,
+	0x00005acb, 0x00005ad9, 0x00005afd, 0x00005b17,
+	0x00005b2c, 0x00005b58, 0x00005b5d, 0x00005b72,
+	0x00005b84, 0x00005bfa, 0x00005c3c,
+} // Size: 2388 bytes
 
-const frData string = "" + // Size: 22070 bytes
+const frData string = "" + // Size: 23612 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances suspendues…\x02Abandon" +
-	"ner toutes les instances suspendues…\x02Arrêter toutes les instances en " +
-	"cours ou suspendues…\x02Motif (consigné dans le journal d’audit)\x02Dite" +
-	"s pourquoi, pour qui lira le journal plus tard\u202f: 1 000 caractères a" +
-	"u plus.\x02La laisser continuer\x02La laisser suspendue\x02Reprendre l’i" +
-	"nstance de processus %[1]s\x02Reprendre cette instance\u202f? Son occurr" +
-	"ence en échec au nœud %[1]s est proposée de nouveau, avec un budget de t" +
-	"entatives neuf.\x02Les services peuvent la reprendre (une occurrence pus" +
-	"h rappelle sa destination). Ses tentatives précédentes et sa dernière er" +
-	"reur restent dans son historique. Rien n’est terminé à la place de quico" +
-	"nque.\x02Reprendre l’instance\x02Abandonner l’instance de processus %[1]" +
-	"s\x02Abandonner cette instance\u202f? Elle passe en échec avec le code d" +
-	"’erreur abandoned.\x02Son occurrence en échec reste telle quelle et ri" +
-	"en n’est terminé à sa place. Une instance abandonnée ne peut pas être re" +
-	"prise.\x02Abandonner l’instance\x02Arrêter l’instance de processus %[1]s" +
-	"\x02Arrêter cette instance\u202f? Ses occurrences ouvertes sont annulées" +
-	".\x02Les services qui en détiennent une l’apprennent à leur prochain ret" +
-	"our, et leurs résultats sont refusés. Rien n’est terminé à leur place, e" +
-	"t une instance arrêtée ne peut pas reprendre.\x02Arrêter l’instance\x02C" +
-	"ette instance est %[1]s, pas suspendue\u202f: il n’y a rien à reprendre." +
-	"\x02Cette instance est %[1]s, pas suspendue\u202f: il n’y a rien à aband" +
-	"onner.\x02Cette instance est %[1]s\u202f: il n’y a rien à arrêter.\x02Ce" +
-	"tte instance n’est plus suspendue (elle est %[1]s désormais)\u202f: quel" +
-	"qu’un a sans doute agi avant vous. Rien n’a été fait.\x02Son occurrence " +
-	"a échoué avant toute tentative\u202f: ses entrées n’ont pas pu être cons" +
-	"truites, une reprise échouerait donc de la même façon. Abandonnez ou arr" +
-	"êtez plutôt l’instance. Rien n’a été fait.\x02Cette instance est déjà t" +
-	"erminée\u202f; il n’y a rien à arrêter.\x02Indiquez un motif\u202f: il e" +
-	"st consigné dans le journal d’audit (1 000 caractères au plus). Rien n’a" +
-	" été fait.\x02Relais a refusé l’action. Rien n’a été fait.\x02Cette inst" +
-	"ance était déjà arrêtée\u202f; rien n’a changé et rien n’a été consigné." +
-	"\x02Reprise\u202f: l’occurrence du nœud %[1]s est proposée de nouveau. C" +
-	"onsigné dans le journal d’audit.\x02Abandon\u202f: l’instance est passée" +
-	" en échec avec le code d’erreur abandoned. Consigné dans le journal d’au" +
-	"dit.\x02Arrêt\u202f: l’instance et ses occurrences ouvertes sont annulée" +
-	"s. Consigné dans le journal d’audit.\x02Action inconnue.\x02L’arrêt s’ap" +
-	"plique aux instances en cours ou suspendues, pas à celles qui sont %[1]s" +
-	".\x02La reprise et l’abandon s’appliquent aux instances suspendues, pas " +
-	"à celles qui sont %[1]s.\x02Filtre\x02Motif (consigné dans le journal d" +
-	"’audit pour chaque instance)\x02Revenir à la liste\x02Reprendre toutes" +
-	" les instances suspendues que ce filtre retient\x02L’occurrence en échec" +
-	" de chacune est proposée de nouveau, avec un budget de tentatives neuf. " +
-	"Rien n’est terminé à la place de quiconque.\x14\x01\x81\x01\x00\x02:\x02" +
-	"%[1]d instance suspendue correspond au filtre maintenant.\x00?\x02%[1]d " +
-	"instances suspendues correspondent au filtre maintenant.\x14\x01\x81\x01" +
-	"\x00\x02\x19\x02Reprendre %[1]d instance\x00\x1a\x02Reprendre %[1]d inst" +
-	"ances\x02Abandonner toutes les instances suspendues que ce filtre retien" +
-	"t\x02Chacune passe en échec avec le code d’erreur abandoned et ne peut p" +
-	"lus être reprise.\x14\x01\x81\x01\x00\x02\x1a\x02Abandonner %[1]d instan" +
-	"ce\x00\x1b\x02Abandonner %[1]d instances\x02Arrêter toutes les instances" +
-	" en cours ou suspendues que ce filtre retient\x02Chacune est annulée ave" +
-	"c ses occurrences ouvertes\u202f; une instance arrêtée ne peut pas être " +
-	"reprise.\x14\x01\x81\x01\x00\x02F\x02%[1]d instance en cours ou suspendu" +
-	"e correspond au filtre maintenant.\x00K\x02%[1]d instances en cours ou s" +
-	"uspendues correspondent au filtre maintenant.\x14\x01\x81\x01\x00\x02" +
-	"\x18\x02Arrêter %[1]d instance\x00\x19\x02Arrêter %[1]d instances\x02Rie" +
-	"n à faire\u202f: aucune instance à laquelle cette action s’applique ne c" +
-	"orrespond au filtre.\x02toutes\x02Processus\x02Statut\x02Clé métier\x02C" +
-	"réées depuis le\x02Créées jusqu’au\x02Impossible d’agir sur ce filtre" +
-	"\x02Le nombre confirmé manque\u202f: repartez de la liste.\x02Le nombre " +
-	"a changé depuis que vous l’avez confirmé (il était de %[1]d)\u202f: entr" +
-	"e-temps, des instances ont été réglées, démarrées ou traitées. Rien n’a " +
-	"été fait\u202f; vérifiez le nouveau nombre et confirmez de nouveau.\x14" +
-	"\x02\x80\x01\x026\x02Action groupée (%[1]s) appliquée à %[2]d instance." +
-	"\x007\x02Action groupée (%[1]s) appliquée à %[2]d instances.\x14\x01\x81" +
-	"\x01\x00\x02h\x02%[1]d ignorée\u202f: elle a changé après le comptage (r" +
-	"églée, ou traitée par quelqu’un d’autre).\x00n\x02%[1]d ignorées\u202f:" +
-	" elles ont changé après le comptage (réglées, ou traitées par quelqu’un " +
-	"d’autre).\x02Quand\x02Qui\x02Action\x02Motif\x02Instance de processus" +
-	"\x02Occurrence reproposée\x02Action groupée\x02Journal d’audit\x02Chaque" +
-	" reprise, abandon et arrêt appliqué par un opérateur, avec son motif. Le" +
-	"s révélations de valeurs sensibles ont leur propre journal (GET /api/v1/" +
-	"audit/reveals).\x02Filtres\x02Appliquer les filtres\x02Effacer les filtr" +
-	"es\x02Aucune action d’opérateur ne correspond.\x02Toutes les actions\x02" +
-	"L’instance de processus doit être un identifiant d’instance (un UUID)." +
-	"\x02L’action groupée doit être désignée par son identifiant (un UUID)." +
+	"ner toutes les instances suspendues…\x02Arrêter toutes les instances sus" +
+	"pendues…\x02Arrêter toutes les instances en cours…\x02Arrêter toutes les" +
+	" instances en cours ou suspendues…\x02Motif (consigné dans le journal d’" +
+	"audit)\x02Dites pourquoi, pour qui lira le journal plus tard\u202f: %[1]" +
+	"d caractères au plus.\x02La laisser continuer\x02La laisser suspendue" +
+	"\x02Reprendre l’instance de processus %[1]s\x02Reprendre cette instance" +
+	"\u202f? Son occurrence en échec au nœud %[1]s est proposée de nouveau, a" +
+	"vec un budget de tentatives neuf.\x02Les services peuvent la reprendre (" +
+	"une occurrence push rappelle sa destination). Ses tentatives précédentes" +
+	" et sa dernière erreur restent dans son historique. Rien n’est terminé à" +
+	" la place de quiconque.\x02Reprendre l’instance\x02Abandonner l’instance" +
+	" de processus %[1]s\x02Abandonner cette instance\u202f? Elle passe en éc" +
+	"hec avec le code d’erreur abandoned.\x02Son occurrence en échec reste te" +
+	"lle quelle et rien n’est terminé à sa place. Une instance abandonnée ne " +
+	"peut pas être reprise.\x02Abandonner l’instance\x02Arrêter l’instance de" +
+	" processus %[1]s\x02Arrêter cette instance\u202f? Ses occurrences ouvert" +
+	"es sont annulées.\x02Les services qui en détiennent une l’apprennent à l" +
+	"eur prochain retour, et leurs résultats sont refusés. Rien n’est terminé" +
+	" à leur place, et une instance arrêtée ne peut pas reprendre.\x02Arrêter" +
+	" l’instance\x02Cette instance ne peut pas être reprise\u202f: son occurr" +
+	"ence au nœud %[1]s a échoué avant toute tentative (ses entrées n’ont pas" +
+	" pu être construites), une reprise échouerait donc de la même façon. Aba" +
+	"ndonnez-la ou arrêtez-la.\x02Cette instance est %[1]s, pas suspendue" +
+	"\u202f: il n’y a rien à reprendre.\x02Cette instance est %[1]s, pas susp" +
+	"endue\u202f: il n’y a rien à abandonner.\x02Cette instance est %[1]s" +
+	"\u202f: il n’y a rien à arrêter.\x02Le motif que vous avez donné, non co" +
+	"nsigné\u202f:\x02Retour à l’instance\x02Cette instance n’est plus suspen" +
+	"due (elle est %[1]s désormais)\u202f: quelqu’un a sans doute agi avant v" +
+	"ous. Rien n’a été fait.\x02Son occurrence a échoué avant toute tentative" +
+	"\u202f: ses entrées n’ont pas pu être construites, une reprise échouerai" +
+	"t donc de la même façon. Abandonnez ou arrêtez plutôt l’instance. Rien n" +
+	"’a été fait.\x02Cette instance est déjà terminée\u202f; il n’y a rien " +
+	"à arrêter.\x02Indiquez un motif\u202f: il est consigné dans le journal " +
+	"d’audit (%[1]d caractères au plus). Rien n’a été fait.\x02Relais a refus" +
+	"é l’action. Rien n’a été fait.\x02Cette instance était déjà arrêtée" +
+	"\u202f; rien n’a changé et rien n’a été consigné.\x02Reprise\u202f: l’oc" +
+	"currence du nœud %[1]s est proposée de nouveau. Consigné dans le journal" +
+	" d’audit.\x02Abandon\u202f: l’instance est passée en échec avec le code " +
+	"d’erreur abandoned. Consigné dans le journal d’audit.\x02Arrêt\u202f: l’" +
+	"instance et ses occurrences ouvertes sont annulées. Consigné dans le jou" +
+	"rnal d’audit.\x02Action inconnue.\x02L’arrêt s’applique aux instances en" +
+	" cours ou suspendues, pas à celles qui sont %[1]s.\x02La reprise et l’ab" +
+	"andon s’appliquent aux instances suspendues, pas à celles qui sont %[1]s" +
+	".\x02Filtre\x02Motif (consigné dans le journal d’audit pour chaque insta" +
+	"nce)\x02Revenir à la liste\x02Reprendre toutes les instances suspendues " +
+	"que ce filtre retient\x02L’occurrence en échec de chacune est proposée d" +
+	"e nouveau, avec un budget de tentatives neuf. Rien n’est terminé à la pl" +
+	"ace de quiconque.\x14\x01\x81\x01\x00\x02:\x02%[1]d instance suspendue c" +
+	"orrespond au filtre maintenant.\x00?\x02%[1]d instances suspendues corre" +
+	"spondent au filtre maintenant.\x14\x01\x81\x01\x00\x02\x19\x02Reprendre " +
+	"%[1]d instance\x00\x1a\x02Reprendre %[1]d instances\x02Abandonner toutes" +
+	" les instances suspendues que ce filtre retient\x02Chacune passe en éche" +
+	"c avec le code d’erreur abandoned et ne peut plus être reprise.\x14\x01" +
+	"\x81\x01\x00\x02\x1a\x02Abandonner %[1]d instance\x00\x1b\x02Abandonner " +
+	"%[1]d instances\x02Arrêter toutes les instances suspendues que ce filtre" +
+	" retient\x02Arrêter toutes les instances en cours que ce filtre retient" +
+	"\x14\x01\x81\x01\x00\x029\x02%[1]d instance en cours correspond au filtr" +
+	"e maintenant.\x00=\x02%[1]d instances en cours correspondent au filtre m" +
+	"aintenant.\x02Arrêter toutes les instances en cours ou suspendues que ce" +
+	" filtre retient\x14\x01\x81\x01\x00\x02F\x02%[1]d instance en cours ou s" +
+	"uspendue correspond au filtre maintenant.\x00K\x02%[1]d instances en cou" +
+	"rs ou suspendues correspondent au filtre maintenant.\x02Chacune est annu" +
+	"lée avec ses occurrences ouvertes\u202f; une instance arrêtée ne peut pa" +
+	"s être reprise.\x14\x01\x81\x01\x00\x02\x18\x02Arrêter %[1]d instance" +
+	"\x00\x19\x02Arrêter %[1]d instances\x02Rien à faire\u202f: aucune instan" +
+	"ce à laquelle cette action s’applique ne correspond au filtre.\x02toutes" +
+	"\x02Processus\x02Statut\x02Clé métier\x02Créées depuis le\x02Créées jusq" +
+	"u’au\x14\x01\x81\x01\x00\x02\xca\x01\x02%[1]d autre instance suspendue a" +
+	" échoué avant toute tentative (ses entrées n’ont pas pu être construites" +
+	")\u202f: elle ne peut pas être reprise et n’est pas comptée. Abandonnez-" +
+	"la ou arrêtez-la.\x00\xd9\x01\x02%[1]d autres instances suspendues ont é" +
+	"choué avant toute tentative (leurs entrées n’ont pas pu être construites" +
+	")\u202f: elles ne peuvent pas être reprises et ne sont pas comptées. Aba" +
+	"ndonnez-les ou arrêtez-les.\x02Impossible d’agir sur ce filtre\x02Le nom" +
+	"bre confirmé manque\u202f: repartez de la liste.\x02Le nombre a changé d" +
+	"epuis que vous l’avez confirmé (il était de %[1]d)\u202f: entre-temps, d" +
+	"es instances ont été réglées, démarrées ou traitées. Rien n’a été fait" +
+	"\u202f; vérifiez le nouveau nombre et confirmez de nouveau.\x14\x02\x80" +
+	"\x01\x026\x02Action groupée (%[1]s) appliquée à %[2]d instance.\x007\x02" +
+	"Action groupée (%[1]s) appliquée à %[2]d instances.\x14\x01\x81\x01\x00" +
+	"\x02h\x02%[1]d ignorée\u202f: elle a changé après le comptage (réglée, o" +
+	"u traitée par quelqu’un d’autre).\x00n\x02%[1]d ignorées\u202f: elles on" +
+	"t changé après le comptage (réglées, ou traitées par quelqu’un d’autre)." +
+	"\x02Quand\x02Qui\x02Action\x02Motif\x02Instance de processus\x02Occurren" +
+	"ce reproposée\x02Action groupée\x02supprimée\x02Journal d’audit\x02Chaqu" +
+	"e reprise, abandon et arrêt appliqué par un opérateur, avec son motif. L" +
+	"es révélations de valeurs sensibles ont leur propre journal (GET /api/v1" +
+	"/audit/reveals).\x02Filtres\x02Appliquer les filtres\x02Effacer les filt" +
+	"res\x02Aucune action d’opérateur ne correspond.\x02Toutes les actions" +
+	"\x02L’instance de processus doit être un identifiant d’instance (un UUID" +
+	").\x02L’action groupée doit être désignée par son identifiant (un UUID)." +
 	"\x02Instances modifiées par l’action groupée %[1]s.\x02Le curseur de pag" +
 	"e est invalide\u202f: revenez à la première page.\x02Actions d’opérateur" +
 	"s, les plus récentes d’abord\x02Pages\x02Page suivante\x02Première page" +
@@ -1372,195 +1425,201 @@ const frData string = "" + // Size: 22070 bytes
 	"Au %[1]s (%[2]s)\u202f; actualisé toutes les quelques secondes.\x02dispo" +
 	"nible depuis le %[1]s\x02Afficher toutes les définitions\x02Toutes les d" +
 	"éfinitions\x02Réussites et échecs par tranche de 5 min, dernière heure" +
-	"\u202f: %[1]s\x02Dans la dernière heure\u202f: %[1]d terminées, %[2]d en" +
-	" échec. Le tableau qui suit le graphique donne chaque tranche de 5 min." +
-	"\x02terminée\x02en échec\x02Les chiffres du graphique\x02Réussites et éc" +
-	"hecs par tranche de 5 min, les plus anciennes d’abord\x02Tranche\x02Term" +
-	"inées\x02%[1]s–%[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d terminée\x00" +
-	"\x11\x02%[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en échec" +
-	"\x00\x10\x02%[1]d en échec\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %" +
-	"[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02i" +
-	"l y a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j" +
-	"\x02janv.\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août\x02se" +
-	"pt.\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02" +
-	"%[1]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d h" +
-	"eure\x00\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute" +
-	"\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde" +
-	"\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02Instance de processus %[1]s" +
-	"\x02Résumé\x02Actions d’opérateur\x02Parcours\x02Les nœuds atteints par " +
-	"cette instance, dans l’ordre, chacun avec son occurrence.\x02Nœuds attei" +
-	"nts, dans l’ordre\x02Nœud\x02Occurrence\x02Route\x02Nœud suivant\x02Créé" +
-	"e le\x02Réglée le\x02Cette instance n’a encore atteint aucune tâche.\x02" +
-	"Actions d’opérateurs consignées\x02Aucun opérateur n’a agi sur cette ins" +
-	"tance.\x02Actions d’opérateurs sur cette instance, les plus récentes d’a" +
-	"bord\x02Valeur\x02Entrées du processus\x02Entrées avec lesquelles l’inst" +
-	"ance a démarré, nommées d’après le contrat de la version %[1]d du proces" +
-	"sus\x02Ce processus ne prend aucune entrée.\x02Cette instance est suspen" +
-	"due à un nœud en échec\u202f: c’est un incident. La reprise propose de n" +
-	"ouveau l’occurrence en échec\u202f; l’abandon met l’instance en échec" +
-	"\u202f; l’arrêt l’annule. Chacune demande un motif, consigné dans le jou" +
-	"rnal d’audit.\x02L’arrêt annule l’instance et ses occurrences ouvertes. " +
-	"Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — « %[3]s »\x02Abandon" +
-	"née par %[1]s le %[2]s — « %[3]s »\x02Reprise par %[1]s le %[2]s — « %[3" +
-	"]s »\x02Démarrée le\x02Terminée le\x02Nœud de fin\x02Suspendue au nœud" +
-	"\x02Occurrence en échec\x02Code d’erreur\x02Statut inconnu\u202f: %[1]q." +
-	"\x02Date de création\x02La taille de page doit être comprise entre 1 et " +
-	"%[1]d.\x02Instances de processus\x02du\x02au\x02Agir sur toutes les inst" +
-	"ances que ce filtre retient\x02La page suivante les compte et demande un" +
-	" motif avant que rien ne change.\x02Instances de processus, les plus réc" +
-	"entes d’abord\x02Instance\x02Nœud de fin ou erreur\x02Aucune instance ne" +
-	" correspond à ces filtres.\x02Tous les processus\x02Tous les statuts\x02" +
-	"disponible\x02réservée\x02différée\x02annulée\x02en cours\x02suspendue" +
-	"\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier\x02no" +
-	"mbre\x02booléen\x02date\x02date et heure\x02choix\x02objet\x02liste\x02n" +
-	"ormale\x02sensible\x02secrète\x02••• masqué (sensible)\x02••• masqué (se" +
-	"cret)\x02pull (le service la récupère)\x02push (Relais appelle le servic" +
-	"e)\x02administrateur\x02opérateur\x02concepteur\x02consommateur\x02oui" +
-	"\x02non\x02champ ajouté\x02champ retiré\x02type modifié\x02caractère obl" +
-	"igatoire modifié\x02valeurs modifiées\x02classification modifiée\x02cont" +
-	"rainte modifiée\x02routage modifié\x02longueur minimale\x02longueur maxi" +
-	"male\x02motif\x02format\x02minimum\x02maximum\x02nombre minimal d’élémen" +
-	"ts\x02nombre maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, versi" +
-	"on %[2]s\x02Occurrence %[1]s\x02Mode\x02Dates\x02Politique d’exécution" +
-	"\x02Nombre maximal de tentatives\x02Délai avant nouvelle tentative\x02Éc" +
-	"héance\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute)\x02Tentat" +
-	"ives\x02Toutes les tentatives, les plus anciennes d’abord\x02Consommateu" +
-	"r\x02Identifiant du service\x02Réservée le\x02Durée\x02Réponse de la des" +
-	"tination\x02Résultat\x02Message d’erreur\x02Aucun service n’a encore rés" +
-	"ervé cette occurrence.\x02en cours\x02Destination\x02Réplique\x02Relais " +
-	"n’a pas encore appelé la destination.\x02Relais ne conserve le code de s" +
-	"tatut de la destination que lorsqu’elle a refusé l’appel (destination_ht" +
-	"tp_NNN)\u202f; un appel terminé a reçu une réponse 2xx. La durée va de l" +
-	"a prise en charge de l’appel à son règlement.\x02Motif donné par le serv" +
-	"ice\x02Nouvelles tentatives\x02aucune\u202f: un appel en échec suit le c" +
-	"hemin d’erreur du nœud\x02Délai d’appel\x02Maintenant\x02La reprendre ou" +
-	" l’abandonner depuis son instance\x14\x01\x81\x01\x00\x02\x10\x02%[1]d t" +
-	"entative\x00\x11\x02%[1]d tentatives\x02au plus %[1]d\x14\x01\x81\x01" +
-	"\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes\x02Entrées, no" +
-	"mmées d’après le contrat de la révision %[1]d\x02Ce contrat n’a aucune e" +
-	"ntrée.\x02Sorties, nommées d’après le contrat de la révision %[1]d\x02Pa" +
-	"s encore de sorties\u202f: l’occurrence n’est pas terminée.\x02Ce contra" +
-	"t n’a aucune sortie.\x02Aucune sortie\u202f: l’occurrence s’est terminée" +
-	" sans aboutir.\x02Révéler — cette action est enregistrée\x02Disponible à" +
-	" partir du\x02Prochaine tentative\x02Dernière réservation\x02Fin du verr" +
-	"ou\x02Différée\x02Dernière erreur (tentative %[1]d)\x02Erreur (avant tou" +
-	"te tentative)\x02Son message\x02Message de Relais (en anglais)\x02Messag" +
-	"e du service (tel qu’il l’a envoyé)\x02L’échéance est passée avant l’arr" +
-	"ivée d’un résultat.\x02Le résultat ne respectait pas le contrat de sorti" +
-	"es de la révision.\x02Relais s’est arrêté pendant l’appel\u202f: on igno" +
-	"re si la destination a agi, elle n’est donc pas rappelée.\x02L’appel n’a" +
-	" pas pu être préparé.\x02La destination était injoignable.\x02La réponse" +
-	" de la destination était trop volumineuse.\x02Le verrou de la dernière t" +
-	"entative a expiré sans tentative restante.\x02Les entrées n’ont pas pu ê" +
-	"tre construites à partir des liaisons du processus.\x02Un opérateur a ab" +
-	"andonné l’instance.\x02La destination a répondu HTTP %[1]s.\x02Nouvelle " +
-	"tentative à %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Ver" +
-	"rou expiré à %[1]s — en attente d’être proposée de nouveau.\x02En attent" +
-	"e de l’appel de Relais à la destination depuis %[1]s (%[2]s).\x02En atte" +
-	"nte d’un service depuis %[1]s (%[2]s).\x02(service %[1]s)\x02Relais appe" +
-	"lle la destination (depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou j" +
-	"usqu’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%" +
-	"[2]s)\u202f: un service du même consommateur, ou une interface munie d’u" +
-	"n jeton de règlement, la terminera plus tard.\x02Terminée (%[1]s).\x02So" +
-	"n instance est suspendue ici, en attente d’un opérateur.\x02Son instance" +
-	" a continué par le chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annu" +
-	"lée\u202f: l’instance a été arrêtée par %[1]s à %[2]s — « %[3]s ».\x02An" +
-	"nulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02con" +
-	"sommateur n° %[1]s\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas " +
-	"de réponse dans le délai\x02pas de connexion\x02réponse trop volumineuse" +
-	"\x02inconnue\x02[masqué]\x02La révision doit être un nombre entier, 1 ou" +
-	" plus.\x02Consommateur inconnu.\x02Date de règlement\x02Plus de filtres" +
-	"\u202f: instance, révision, consommateur, dates\x02identifiant d’instanc" +
-	"e\x02Décomptes par statut\x02Occurrences, les plus récentes d’abord\x02P" +
-	"rocessus et nœud\x02Erreur\x02Consommateur et service\x02Prochaine tenta" +
-	"tive ou règlement\x02Aucune occurrence ne correspond à ces filtres.\x02T" +
-	"ous les consommateurs\x02Totaux de la définition %[1]s, sans les autres " +
-	"filtres\x02Totaux de toutes les définitions, sans les autres filtres\x14" +
-	"\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrence" +
-	"s\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés toutes les qu" +
-	"elques secondes.\x02révision %[1]d\x02réglée\x02prochaine tentative\x02d" +
-	"isponible depuis\x02appel en cours depuis\x02verrou jusqu’à\x02différée " +
-	"depuis\x02Page précédente\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une da" +
-	"te s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour vient après le de" +
-	"rnier.\x02Ces réglages sont conservés dans ce navigateur seulement.\x02A" +
-	"fficher les heures en\x02La console n’exécute aucun script et ne peut do" +
-	"nc pas lire le fuseau horaire de votre ordinateur\u202f: choisissez son " +
-	"décalage par rapport à UTC. Les décalages ne suivent pas l’heure d’été." +
-	"\x02Recharger les listes et les pages de détail\x02Les pages qui contien" +
-	"nent un formulaire, comme une confirmation, ne se rechargent jamais d’el" +
-	"les-mêmes.\x02Enregistrer les réglages\x02Revenir sans enregistrer\x02UT" +
-	"C (temps universel coordonné)\x02Heure locale à %[1]s\x02Jamais\x02Toute" +
-	"s les %[1]d secondes\x02Les versions de processus publiées\u202f: leurs " +
-	"nœuds, routes et révisions épinglées, dessinés, avec l’emplacement actue" +
-	"l de leurs occurrences.\x02Processus par clé\x02Versions, les plus récen" +
-	"tes d’abord\x02Aucun processus n’est encore publié.\x02version %[1]d\x02" +
-	"Processus %[1]s\x02Version\x02Nœud de départ\x02Graphe\x02Les colonnes s" +
-	"uivent le plus long chemin depuis le nœud de départ. Les flèches pleines" +
-	" sont les réussites (étiquetées par leur route), les pointillées les éch" +
-	"ecs (étiquetées par leurs codes d’erreur). Chaque case indique combien d" +
-	"’occurrences de cette version se trouvent à ce nœud maintenant.\x02Nœu" +
-	"ds\x02Nœuds de cette version, avec leurs occurrences actuelles\x02Type" +
-	"\x02Révision épinglée\x02En cas de réussite\x02En cas d’erreur\x02Occurr" +
-	"ences actuelles\x02Instances de ce processus\x02Décomptes au %[1]s (%[2]" +
-	"s)\u202f; actualisés toutes les quelques secondes.\x02Graphe de %[1]s" +
-	"\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau c" +
-	"i-dessous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d nœ" +
-	"uds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, r" +
-	"outes et décomptes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin (" +
-	"en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02suspension (un incident pour un" +
-	" opérateur)\x02tout autre code → %[1]s\x02met l’instance en échec\x14" +
-	"\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative après %[2]s" +
-	", priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après %[2]" +
-	"s, priorité %[3]d\x02échéance %[1]s\x02délai %[1]s\x02Seuls les administ" +
-	"rateurs peuvent révéler une valeur sensible.\x02Révélé par %[1]s le %[2]" +
-	"s\u202f; consigné dans le journal d’audit.\x02Révélation impossible\x02S" +
-	"eule une valeur que cette page affiche masquée (sensible) peut être révé" +
-	"lée.\x02Les valeurs secrètes ne peuvent jamais être révélées.\x02Cette p" +
-	"age n’accepte pas cette requête.\x02Recherche\x02Saisissez un identifian" +
-	"t d’instance ou d’occurrence (un UUID, que les pages affichent au survol" +
-	") ou une clé métier.\x02Rien à chercher\u202f: le champ de recherche est" +
-	" vide.\x02C’est trop long pour être un identifiant ou une clé métier." +
-	"\x02Aucune instance ni occurrence n’a l’identifiant « %[1]s », et aucune" +
-	" instance ne l’a pour clé métier.\x02Vous êtes déconnecté.\x02Se connect" +
-	"er\x02Connectez-vous avec un jeton d’opérateur ou d’administrateur.\x02J" +
-	"eton\x02Le jeton est vérifié une fois et n’est jamais conservé dans votr" +
-	"e navigateur\u202f; un cookie de session le remplace jusqu’à 8 heures d’" +
-	"inactivité.\x02Trop de connexions échouées depuis votre adresse. Réessay" +
-	"ez dans %[1]d secondes.\x02Ce jeton est inconnu ou a été révoqué.\x02Un " +
-	"jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: connectez-vous " +
-	"avec un jeton d’opérateur, de concepteur ou d’administrateur.\x02Seuls l" +
-	"es administrateurs gèrent les jetons.\x02Jetons du personnel (administra" +
-	"teurs, concepteurs, opérateurs) non révoqués. Les jetons des consommateu" +
-	"rs se gèrent avec leurs consommateurs. Révoquer un jeton refuse sa requê" +
-	"te suivante.\x02ID\x02Rôle\x02Dernière utilisation\x02Expiration\x02jama" +
-	"is\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Aucun " +
-	"jeton.\x02Le jeton a été révoqué.\x02Révoquer le jeton %[1]d\x02Révoquer" +
-	" le jeton %[1]s « %[2]s »\u202f?\x02Sa requête suivante est refusée et l" +
-	"es sessions de console ouvertes avec lui prennent fin. C’est irréversibl" +
-	"e\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoquer le je" +
-	"ton\x02Le garder\x02C’est le jeton avec lequel vous êtes connecté\u202f:" +
-	" le révoquer vous déconnecte. Sa requête suivante est refusée. C’est irr" +
-	"éversible.\x02C’est le dernier jeton administrateur utilisable\u202f: c" +
-	"réez-en un autre avant de le révoquer.\x02sortie de routage\x02(chaque é" +
-	"lément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b" +
-	"\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1" +
-	"]d caractère\x00\x1a\x02au plus %[1]d caractères\x02motif %[1]s\x02forma" +
-	"t %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01" +
-	"\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d" +
-	" éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19" +
-	"\x02au plus %[1]d éléments\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02" +
-	"%[1]d élément\x00\x11\x02%[1]d éléments\x02nul\x02valeur inattendue\x02P" +
-	"age invalide\x02Ce lien de page ne vient pas de la console.\x02Les exécu" +
-	"tants connectés par un flux, et ceux qui interrogent par leur dernière d" +
-	"emande. Un exécutant est listé tant qu’il s’est manifesté dans les trois" +
-	" derniers battements de cœur.\x02Exécutants vus dans les trois derniers " +
-	"battements\x02Exécutant\x02Protocole\x02Définitions servies\x02En cours" +
-	"\x02Connexion\x02Dernier signe\x02Aucun exécutant n’est connecté.\x02Exé" +
-	"cutants servant %[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert " +
-	"cette définition.\x02flux\x02interrogation longue\x02façade Camunda 7" +
-	"\x02Aucun exécutant ne sert cette définition\u202f: ses occurrences atte" +
-	"ndent qu’un exécutant se connecte ou interroge.\x14\x01\x81\x01\x00\x02" +
-	"\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécutant" +
-	"s"
+	"\u202f: %[1]s\x02Dans la dernière heure\u202f: %[1]s, %[2]s. Le tableau " +
+	"qui suit le graphique donne chaque tranche de 5\u00a0min.\x02terminée" +
+	"\x02en échec\x02Les chiffres du graphique\x02Réussites et échecs par tra" +
+	"nche de 5 min, les plus anciennes d’abord\x02Tranche\x02Terminées\x02%[1" +
+	"]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d term" +
+	"inée\x00\x11\x02%[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en " +
+	"échec\x00\x10\x02%[1]d en échec\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[" +
+	"3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]" +
+	"s\x02il y a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%" +
+	"[1]d j\x02janv.\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août" +
+	"\x02sept.\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02" +
+	"\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c" +
+	"\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%" +
+	"[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0e\x02%[1]" +
+	"d seconde\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02Instance de processus" +
+	" %[1]s\x02Résumé\x02Actions d’opérateur\x02Parcours\x02Les nœuds atteint" +
+	"s par cette instance, dans l’ordre, chacun avec son occurrence.\x02Nœuds" +
+	" atteints, dans l’ordre\x02Nœud\x02Occurrence\x02Route\x02Nœud suivant" +
+	"\x02Créée le\x02Réglée le\x02Cette instance n’a encore atteint aucune tâ" +
+	"che.\x02Actions d’opérateurs consignées\x02Aucun opérateur n’a agi sur c" +
+	"ette instance.\x02Actions d’opérateurs sur cette instance, les plus réce" +
+	"ntes d’abord\x02Valeur\x02Entrées du processus\x02Entrées avec lesquelle" +
+	"s l’instance a démarré, nommées d’après le contrat de la version %[1]d d" +
+	"u processus\x02Ce processus ne prend aucune entrée.\x02Cette instance es" +
+	"t suspendue à un nœud en échec\u202f: c’est un incident. Elle ne peut pa" +
+	"s être reprise\u202f: son occurrence au nœud %[1]s a échoué avant toute " +
+	"tentative (ses entrées n’ont pas pu être construites), une reprise échou" +
+	"erait donc de la même façon. L’abandon met l’instance en échec\u202f; l’" +
+	"arrêt l’annule. Chacun demande un motif, consigné dans le journal d’audi" +
+	"t.\x02Cette instance est suspendue à un nœud en échec\u202f: c’est un in" +
+	"cident. La reprise propose de nouveau l’occurrence en échec\u202f; l’aba" +
+	"ndon met l’instance en échec\u202f; l’arrêt l’annule. Chacune demande un" +
+	" motif, consigné dans le journal d’audit.\x02L’arrêt annule l’instance e" +
+	"t ses occurrences ouvertes. Il ne termine rien.\x02Arrêtée par %[1]s le " +
+	"%[2]s — « %[3]s »\x02Abandonnée par %[1]s le %[2]s — « %[3]s »\x02Repris" +
+	"e par %[1]s le %[2]s — « %[3]s »\x02Démarrée le\x02Terminée le\x02Nœud d" +
+	"e fin\x02Suspendue au nœud\x02Occurrence en échec\x02Code d’erreur\x02St" +
+	"atut inconnu\u202f: %[1]q.\x02Date de création\x02La taille de page doit" +
+	" être comprise entre 1 et %[1]d.\x02Instances de processus\x02du\x02au" +
+	"\x02Agir sur toutes les instances que ce filtre retient\x02La page suiva" +
+	"nte les compte et demande un motif avant que rien ne change.\x02Instance" +
+	"s de processus, les plus récentes d’abord\x02Instance\x02Nœud de fin ou " +
+	"erreur\x02Aucune instance ne correspond à ces filtres.\x02Tous les proce" +
+	"ssus\x02Tous les statuts\x02disponible\x02réservée\x02différée\x02annulé" +
+	"e\x02en cours\x02suspendue\x02expirée\x02rejetée\x02rendue\x02déconnecté" +
+	"e\x02texte\x02entier\x02nombre\x02booléen\x02date\x02date et heure\x02ch" +
+	"oix\x02objet\x02liste\x02normale\x02sensible\x02secrète\x02••• masqué (s" +
+	"ensible)\x02••• masqué (secret)\x02pull (le service la récupère)\x02push" +
+	" (Relais appelle le service)\x02administrateur\x02opérateur\x02concepteu" +
+	"r\x02consommateur\x02oui\x02non\x02champ ajouté\x02champ retiré\x02type " +
+	"modifié\x02caractère obligatoire modifié\x02valeurs modifiées\x02classif" +
+	"ication modifiée\x02contrainte modifiée\x02routage modifié\x02longueur m" +
+	"inimale\x02longueur maximale\x02motif\x02format\x02minimum\x02maximum" +
+	"\x02nombre minimal d’éléments\x02nombre maximal d’éléments\x02%[1]s, rév" +
+	"ision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Mode\x02Dates" +
+	"\x02Politique d’exécution\x02Nombre maximal de tentatives\x02Délai avant" +
+	" nouvelle tentative\x02Échéance\x02Priorité\x02%[1]d (0 la plus basse, 9" +
+	" la plus haute)\x02Tentatives\x02Toutes les tentatives, les plus ancienn" +
+	"es d’abord\x02Consommateur\x02Identifiant du service\x02Réservée le\x02D" +
+	"urée\x02Réponse de la destination\x02Résultat\x02Message d’erreur\x02Auc" +
+	"un service n’a encore réservé cette occurrence.\x02en cours\x02Destinati" +
+	"on\x02Réplique\x02Relais n’a pas encore appelé la destination.\x02Relais" +
+	" ne conserve le code de statut de la destination que lorsqu’elle a refus" +
+	"é l’appel (destination_http_NNN)\u202f; un appel terminé a reçu une rép" +
+	"onse 2xx. La durée va de la prise en charge de l’appel à son règlement." +
+	"\x02Motif donné par le service\x02Nouvelles tentatives\x02aucune\u202f: " +
+	"un appel en échec suit le chemin d’erreur du nœud\x02Délai d’appel\x02Ma" +
+	"intenant\x02La reprendre ou l’abandonner depuis son instance\x02au plus " +
+	"%[1]d\x02au plus %[1]d depuis la dernière reprise par un opérateur\x14" +
+	"\x01\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d tentatives" +
+	"\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d restante" +
+	"s\x02Entrées, nommées d’après le contrat de la révision %[1]d\x02Ce cont" +
+	"rat n’a aucune entrée.\x02Sorties, nommées d’après le contrat de la révi" +
+	"sion %[1]d\x02Pas encore de sorties\u202f: l’occurrence n’est pas termin" +
+	"ée.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occurren" +
+	"ce s’est terminée sans aboutir.\x02Révéler — cette action est enregistré" +
+	"e\x02Disponible à partir du\x02Prochaine tentative\x02Dernière réservati" +
+	"on\x02Fin du verrou\x02Différée\x02Dernière erreur (tentative %[1]d)\x02" +
+	"Erreur (avant toute tentative)\x02Son message\x02Message de Relais (en a" +
+	"nglais)\x02Message du service (tel qu’il l’a envoyé)\x02L’échéance est p" +
+	"assée avant l’arrivée d’un résultat.\x02Le résultat ne respectait pas le" +
+	" contrat de sorties de la révision.\x02Relais s’est arrêté pendant l’app" +
+	"el\u202f: on ignore si la destination a agi, elle n’est donc pas rappelé" +
+	"e.\x02L’appel n’a pas pu être préparé.\x02La destination était injoignab" +
+	"le.\x02La réponse de la destination était trop volumineuse.\x02Le verrou" +
+	" de la dernière tentative a expiré sans tentative restante.\x02Les entré" +
+	"es n’ont pas pu être construites à partir des liaisons du processus.\x02" +
+	"Un opérateur a abandonné l’instance.\x02La destination a répondu HTTP %[" +
+	"1]s.\x02Nouvelle tentative à %[1]s — %[2]s.\x02Proposée à partir de %[1]" +
+	"s — %[2]s.\x02Verrou expiré à %[1]s — en attente d’être proposée de nouv" +
+	"eau.\x02En attente de l’appel de Relais à la destination depuis %[1]s (%" +
+	"[2]s).\x02En attente d’un service depuis %[1]s (%[2]s).\x02(service %[1]" +
+	"s)\x02Relais appelle la destination (depuis %[1]s).\x02Réservée par %[1]" +
+	"s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différé" +
+	"e depuis %[1]s (%[2]s)\u202f: un service du même consommateur, ou une in" +
+	"terface munie d’un jeton de règlement, la terminera plus tard.\x02Termin" +
+	"ée (%[1]s).\x02Son instance est suspendue ici, en attente d’un opérateu" +
+	"r.\x02Son instance a continué par le chemin d’erreur du nœud.\x02En éche" +
+	"c (%[1]s).\x02Annulée\u202f: l’instance a été arrêtée par %[1]s à %[2]s " +
+	"— « %[3]s ».\x02Annulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[" +
+	"1]s jusqu’ici\x02consommateur n° %[1]s\x02en attente\x02HTTP 2xx, corps " +
+	"inutilisable\x02pas de réponse dans le délai\x02pas de connexion\x02répo" +
+	"nse trop volumineuse\x02inconnue\x02[masqué]\x02La révision doit être un" +
+	" nombre entier, 1 ou plus.\x02Consommateur inconnu.\x02Date de règlement" +
+	"\x02Plus de filtres\u202f: instance, révision, consommateur, dates\x02id" +
+	"entifiant d’instance\x02Décomptes par statut\x02Occurrences, les plus ré" +
+	"centes d’abord\x02Processus et nœud\x02Erreur\x02Consommateur et service" +
+	"\x02Prochaine tentative ou règlement\x02Aucune occurrence ne correspond " +
+	"à ces filtres.\x02Tous les consommateurs\x02Totaux de la définition %[1" +
+	"]s, sans les autres filtres\x02Totaux de toutes les définitions, sans le" +
+	"s autres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12" +
+	"\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; les décomptes sont actu" +
+	"alisés toutes les quelques secondes.\x02révision %[1]d\x02réglée\x02proc" +
+	"haine tentative\x02disponible depuis\x02appel en cours depuis\x02verrou " +
+	"jusqu’à\x02différée depuis\x02Page précédente\x02Lignes %[1]s à %[2]s" +
+	"\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le premier" +
+	" jour vient après le dernier.\x02Ces réglages sont conservés dans ce nav" +
+	"igateur seulement.\x02Afficher les heures en\x02La console n’exécute auc" +
+	"un script et ne peut donc pas lire le fuseau horaire de votre ordinateur" +
+	"\u202f: choisissez son décalage par rapport à UTC. Les décalages ne suiv" +
+	"ent pas l’heure d’été.\x02Recharger les listes et les pages de détail" +
+	"\x02Les pages qui contiennent un formulaire, comme une confirmation, ne " +
+	"se rechargent jamais d’elles-mêmes.\x02Enregistrer les réglages\x02Reven" +
+	"ir sans enregistrer\x02UTC (temps universel coordonné)\x02Heure locale à" +
+	" %[1]s\x02Jamais\x02Toutes les %[1]d secondes\x02Les versions de process" +
+	"us publiées\u202f: leurs nœuds, routes et révisions épinglées, dessinés," +
+	" avec l’emplacement actuel de leurs occurrences.\x02Processus par clé" +
+	"\x02Versions, les plus récentes d’abord\x02Aucun processus n’est encore " +
+	"publié.\x02version %[1]d\x02Processus %[1]s\x02Version\x02Nœud de départ" +
+	"\x02Graphe\x02Les colonnes suivent le plus long chemin depuis le nœud de" +
+	" départ. Les flèches pleines sont les réussites (étiquetées par leur rou" +
+	"te), les pointillées les échecs (étiquetées par leurs codes d’erreur). C" +
+	"haque case indique combien d’occurrences de cette version se trouvent à " +
+	"ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version, avec leurs occur" +
+	"rences actuelles\x02Type\x02Révision épinglée\x02En cas de réussite\x02E" +
+	"n cas d’erreur\x02Occurrences actuelles\x02Instances de ce processus\x02" +
+	"Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes les quelques seconde" +
+	"s.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir d" +
+	"e %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes et décomp" +
+	"tes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous repre" +
+	"nd les mêmes nœuds, routes et décomptes.\x02pull\x02push vers %[1]s\x02f" +
+	"in (termine)\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02suspension" +
+	" (un incident pour un opérateur)\x02tout autre code → %[1]s\x02met l’ins" +
+	"tance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle ten" +
+	"tative après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle te" +
+	"ntative après %[2]s, priorité %[3]d\x02échéance %[1]s\x02délai %[1]s\x02" +
+	"Seuls les administrateurs peuvent révéler une valeur sensible.\x02Révélé" +
+	" par %[1]s le %[2]s\u202f; consigné dans le journal d’audit.\x02Révélati" +
+	"on impossible\x02Seule une valeur que cette page affiche masquée (sensib" +
+	"le) peut être révélée.\x02Les valeurs secrètes ne peuvent jamais être ré" +
+	"vélées.\x02Cette page n’accepte pas cette requête.\x02Recherche\x02Saisi" +
+	"ssez un identifiant d’instance ou d’occurrence (un UUID, que les pages a" +
+	"ffichent au survol) ou une clé métier.\x02Rien à chercher\u202f: le cham" +
+	"p de recherche est vide.\x02C’est trop long pour être un identifiant ou " +
+	"une clé métier.\x02Aucune instance ni occurrence n’a l’identifiant « %[1" +
+	"]s », et aucune instance ne l’a pour clé métier.\x02Vous êtes déconnecté" +
+	".\x02Se connecter\x02Connectez-vous avec un jeton d’opérateur ou d’admin" +
+	"istrateur.\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais con" +
+	"servé dans votre navigateur\u202f; un cookie de session le remplace jusq" +
+	"u’à 8 heures d’inactivité.\x02Trop de connexions échouées depuis votre a" +
+	"dresse. Réessayez dans %[1]d secondes.\x02Ce jeton est inconnu ou a été " +
+	"révoqué.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: " +
+	"connectez-vous avec un jeton d’opérateur, de concepteur ou d’administrat" +
+	"eur.\x02Seuls les administrateurs gèrent les jetons.\x02Jetons du person" +
+	"nel (administrateurs, concepteurs, opérateurs) non révoqués. Les jetons " +
+	"des consommateurs se gèrent avec leurs consommateurs. Révoquer un jeton " +
+	"refuse sa requête suivante.\x02ID\x02Rôle\x02Dernière utilisation\x02Exp" +
+	"iration\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette se" +
+	"ssion\x02Aucun jeton.\x02Le jeton a été révoqué.\x02Révoquer le jeton %[" +
+	"1]d\x02Révoquer le jeton %[1]s « %[2]s »\u202f?\x02Sa requête suivante e" +
+	"st refusée et les sessions de console ouvertes avec lui prennent fin. C’" +
+	"est irréversible\u202f: qui l’utilise aura besoin d’un nouveau jeton." +
+	"\x02Révoquer le jeton\x02Le garder\x02C’est le jeton avec lequel vous êt" +
+	"es connecté\u202f: le révoquer vous déconnecte. Sa requête suivante est " +
+	"refusée. C’est irréversible.\x02C’est le dernier jeton administrateur ut" +
+	"ilisable\u202f: créez-en un autre avant de le révoquer.\x02sortie de rou" +
+	"tage\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d c" +
+	"aractère\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02" +
+	"\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02m" +
+	"otif %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi" +
+	"\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00" +
+	"\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %" +
+	"[1]d élément\x00\x19\x02au plus %[1]d éléments\x02non fourni\x14\x01\x81" +
+	"\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02nul\x02va" +
+	"leur inattendue\x02Page invalide\x02Ce lien de page ne vient pas de la c" +
+	"onsole.\x02Les exécutants connectés par un flux, et ceux qui interrogent" +
+	" par leur dernière demande. Un exécutant est listé tant qu’il s’est mani" +
+	"festé dans les trois derniers battements de cœur.\x02Exécutants vus dans" +
+	" les trois derniers battements\x02Exécutant\x02Protocole\x02Définitions " +
+	"servies\x02En cours\x02Connexion\x02Dernier signe\x02Aucun exécutant n’e" +
+	"st connecté.\x02Exécutants servant %[1]s\x02Tous les exécutants\x02Aucun" +
+	" exécutant ne sert cette définition.\x02flux\x02interrogation longue\x02" +
+	"façade Camunda 7\x02Aucun exécutant ne sert cette définition\u202f: ses " +
+	"occurrences attendent qu’un exécutant se connecte ou interroge.\x14\x01" +
+	"\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par" +
+	" %[1]d exécutants"
 
-	// Total table size 44223 bytes (43KiB); checksum: A5E6E00F
+	// Total table size 47017 bytes (45KiB); checksum: F5C09352

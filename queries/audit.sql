@@ -22,10 +22,14 @@ insert into operator_actions (at, actor_id, actor_name, action, reason, instance
 values (@at, @actor_id, @actor_name, @action, @reason, @instance_id, @occurrence_id, @bulk_id);
 
 -- name: OperatorActionList :many
-select * from operator_actions
-where (sqlc.narg('instance_id')::uuid is null or instance_id = sqlc.narg('instance_id'))
-  and (sqlc.narg('action')::text is null or action = sqlc.narg('action'))
-  and (sqlc.narg('bulk_id')::uuid is null or bulk_id = sqlc.narg('bulk_id'))
-  and (sqlc.narg('before')::bigint is null or id < sqlc.narg('before'))
-order by id desc
+-- Records outlive their instances (retention deletes ended ones, never the
+-- audit trail): instance_exists says whether the target can still be
+-- shown, one primary-key probe per record of the page.
+select a.*, exists(select 1 from instances i where i.id = a.instance_id)::boolean as instance_exists
+from operator_actions a
+where (sqlc.narg('instance_id')::uuid is null or a.instance_id = sqlc.narg('instance_id'))
+  and (sqlc.narg('action')::text is null or a.action = sqlc.narg('action'))
+  and (sqlc.narg('bulk_id')::uuid is null or a.bulk_id = sqlc.narg('bulk_id'))
+  and (sqlc.narg('before')::bigint is null or a.id < sqlc.narg('before'))
+order by a.id desc
 limit @max;

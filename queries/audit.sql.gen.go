@@ -43,12 +43,13 @@ func (q *Queries) OperatorActionInsert(ctx context.Context, arg OperatorActionIn
 }
 
 const operatorActionList = `-- name: OperatorActionList :many
-select id, at, actor_id, actor_name, action, reason, instance_id, occurrence_id, bulk_id from operator_actions
-where ($1::uuid is null or instance_id = $1)
-  and ($2::text is null or action = $2)
-  and ($3::uuid is null or bulk_id = $3)
-  and ($4::bigint is null or id < $4)
-order by id desc
+select a.id, a.at, a.actor_id, a.actor_name, a.action, a.reason, a.instance_id, a.occurrence_id, a.bulk_id, exists(select 1 from instances i where i.id = a.instance_id)::boolean as instance_exists
+from operator_actions a
+where ($1::uuid is null or a.instance_id = $1)
+  and ($2::text is null or a.action = $2)
+  and ($3::uuid is null or a.bulk_id = $3)
+  and ($4::bigint is null or a.id < $4)
+order by a.id desc
 limit $5
 `
 
@@ -60,7 +61,23 @@ type OperatorActionListParams struct {
 	Max        int32
 }
 
-func (q *Queries) OperatorActionList(ctx context.Context, arg OperatorActionListParams) ([]OperatorAction, error) {
+type OperatorActionListRow struct {
+	ID             int64
+	At             time.Time
+	ActorID        *int64
+	ActorName      string
+	Action         string
+	Reason         string
+	InstanceID     uuid.UUID
+	OccurrenceID   *uuid.UUID
+	BulkID         *uuid.UUID
+	InstanceExists bool
+}
+
+// Records outlive their instances (retention deletes ended ones, never the
+// audit trail): instance_exists says whether the target can still be
+// shown, one primary-key probe per record of the page.
+func (q *Queries) OperatorActionList(ctx context.Context, arg OperatorActionListParams) ([]OperatorActionListRow, error) {
 	rows, err := q.db.Query(ctx, operatorActionList,
 		arg.InstanceID,
 		arg.Action,
@@ -72,9 +89,9 @@ func (q *Queries) OperatorActionList(ctx context.Context, arg OperatorActionList
 		return nil, err
 	}
 	defer rows.Close()
-	items := []OperatorAction{}
+	items := []OperatorActionListRow{}
 	for rows.Next() {
-		var i OperatorAction
+		var i OperatorActionListRow
 		if err := rows.Scan(
 			&i.ID,
 			&i.At,
@@ -85,6 +102,7 @@ func (q *Queries) OperatorActionList(ctx context.Context, arg OperatorActionList
 			&i.InstanceID,
 			&i.OccurrenceID,
 			&i.BulkID,
+			&i.InstanceExists,
 		); err != nil {
 			return nil, err
 		}

@@ -68,14 +68,23 @@ limit @max;
 -- name: InstanceCount :one
 -- How many instances a bulk action's filter matches now (the count an
 -- operator confirms). status_in, when set, narrows to the statuses the
--- action applies to.
+-- action applies to; retryable_only to the held instances a retry can
+-- offer again.
 select count(*)::bigint from instances
 where (sqlc.narg('process_key')::text is null or process_key = sqlc.narg('process_key'))
   and (sqlc.narg('status')::text is null or status = sqlc.narg('status'))
   and status = any(@status_in::text[])
   and (sqlc.narg('business_key')::text is null or business_key = sqlc.narg('business_key'))
   and (sqlc.narg('created_from')::uuid is null or id >= sqlc.narg('created_from'))
-  and (sqlc.narg('created_to')::uuid is null or id < sqlc.narg('created_to'));
+  and (sqlc.narg('created_to')::uuid is null or id < sqlc.narg('created_to'))
+  -- A retry refuses (not_retryable) a held instance whose failed
+  -- occurrence (OccurrenceHeldAt's) failed before any attempt: counting it
+  -- would make the confirmed count promise what the retry then skips.
+  and (not @retryable_only::boolean or coalesce((
+      select o.attempts from occurrences o
+      where o.instance_id = instances.id and o.status = 'failed'
+      order by o.settled_at desc, o.created_at desc
+      limit 1), 0) > 0);
 
 -- name: InstanceIDsForAction :many
 -- The next page of instances a bulk action applies to, newest first.
@@ -87,6 +96,12 @@ where (sqlc.narg('process_key')::text is null or process_key = sqlc.narg('proces
   and (sqlc.narg('created_from')::uuid is null or id >= sqlc.narg('created_from'))
   and (sqlc.narg('created_to')::uuid is null or id < sqlc.narg('created_to'))
   and (sqlc.narg('before')::uuid is null or id < sqlc.narg('before'))
+  -- The same instances InstanceCount counts.
+  and (not @retryable_only::boolean or coalesce((
+      select o.attempts from occurrences o
+      where o.instance_id = instances.id and o.status = 'failed'
+      order by o.settled_at desc, o.created_at desc
+      limit 1), 0) > 0)
 order by id desc
 limit @max;
 

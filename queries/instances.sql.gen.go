@@ -53,20 +53,30 @@ where ($1::text is null or process_key = $1)
   and ($4::text is null or business_key = $4)
   and ($5::uuid is null or id >= $5)
   and ($6::uuid is null or id < $6)
+  -- A retry refuses (not_retryable) a held instance whose failed
+  -- occurrence (OccurrenceHeldAt's) failed before any attempt: counting it
+  -- would make the confirmed count promise what the retry then skips.
+  and (not $7::boolean or coalesce((
+      select o.attempts from occurrences o
+      where o.instance_id = instances.id and o.status = 'failed'
+      order by o.settled_at desc, o.created_at desc
+      limit 1), 0) > 0)
 `
 
 type InstanceCountParams struct {
-	ProcessKey  *string
-	Status      *string
-	StatusIn    []string
-	BusinessKey *string
-	CreatedFrom *uuid.UUID
-	CreatedTo   *uuid.UUID
+	ProcessKey    *string
+	Status        *string
+	StatusIn      []string
+	BusinessKey   *string
+	CreatedFrom   *uuid.UUID
+	CreatedTo     *uuid.UUID
+	RetryableOnly bool
 }
 
 // How many instances a bulk action's filter matches now (the count an
 // operator confirms). status_in, when set, narrows to the statuses the
-// action applies to.
+// action applies to; retryable_only to the held instances a retry can
+// offer again.
 func (q *Queries) InstanceCount(ctx context.Context, arg InstanceCountParams) (int64, error) {
 	row := q.db.QueryRow(ctx, instanceCount,
 		arg.ProcessKey,
@@ -75,6 +85,7 @@ func (q *Queries) InstanceCount(ctx context.Context, arg InstanceCountParams) (i
 		arg.BusinessKey,
 		arg.CreatedFrom,
 		arg.CreatedTo,
+		arg.RetryableOnly,
 	)
 	var column_1 int64
 	err := row.Scan(&column_1)
@@ -355,19 +366,26 @@ where ($1::text is null or process_key = $1)
   and ($5::uuid is null or id >= $5)
   and ($6::uuid is null or id < $6)
   and ($7::uuid is null or id < $7)
+  -- The same instances InstanceCount counts.
+  and (not $8::boolean or coalesce((
+      select o.attempts from occurrences o
+      where o.instance_id = instances.id and o.status = 'failed'
+      order by o.settled_at desc, o.created_at desc
+      limit 1), 0) > 0)
 order by id desc
-limit $8
+limit $9
 `
 
 type InstanceIDsForActionParams struct {
-	ProcessKey  *string
-	Status      *string
-	StatusIn    []string
-	BusinessKey *string
-	CreatedFrom *uuid.UUID
-	CreatedTo   *uuid.UUID
-	Before      *uuid.UUID
-	Max         int32
+	ProcessKey    *string
+	Status        *string
+	StatusIn      []string
+	BusinessKey   *string
+	CreatedFrom   *uuid.UUID
+	CreatedTo     *uuid.UUID
+	Before        *uuid.UUID
+	RetryableOnly bool
+	Max           int32
 }
 
 // The next page of instances a bulk action applies to, newest first.
@@ -380,6 +398,7 @@ func (q *Queries) InstanceIDsForAction(ctx context.Context, arg InstanceIDsForAc
 		arg.CreatedFrom,
 		arg.CreatedTo,
 		arg.Before,
+		arg.RetryableOnly,
 		arg.Max,
 	)
 	if err != nil {
