@@ -99,6 +99,19 @@ func TestRetryAndAbandonHeldInstances(t *testing.T) {
 	if one := env.Must(200, "GET", "/api/v1/audit/actions?instance="+a, env.Operator, nil).JSON(t)["items"].([]any); len(one) != 1 {
 		t.Errorf("audit log of one instance: %v", one)
 	}
+
+	// Token names are not unique: the record says which token acted, and
+	// its role, so that two tokens named alike are told apart.
+	if last["actor_role"] != "operator" || last["actor_token_id"] == nil || last["instance_deleted"] != false {
+		t.Errorf("the operator's record: %v, want its token id, role operator, instance not deleted", last)
+	}
+	twin := env.Must(201, "POST", "/api/v1/tokens", env.Admin, map[string]any{"name": "operator", "role": "admin"}).JSON(t)
+	c, _ := hold("Initech")
+	env.Must(200, "POST", "/api/v1/instances/"+c+"/stop", twin["token"].(string), map[string]any{"reason": "twin"})
+	stop := env.Must(200, "GET", "/api/v1/audit/actions?action=stop", env.Operator, nil).JSON(t)["items"].([]any)[0].(map[string]any)
+	if stop["actor"] != "operator" || stop["actor_role"] != "admin" || stop["actor_token_id"] != twin["id"] || stop["actor_token_id"] == last["actor_token_id"] {
+		t.Errorf("the twin's record: %v, want actor operator, role admin, token %v", stop, twin["id"])
+	}
 }
 
 // Concurrent retries and abandons of one held instance: exactly one is

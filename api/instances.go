@@ -242,11 +242,16 @@ type operatorActionJSON struct {
 	ID           int64      `json:"id"`
 	At           time.Time  `json:"at"`
 	Actor        string     `json:"actor"`
+	ActorTokenID *int64     `json:"actor_token_id"`
+	ActorRole    *string    `json:"actor_role"`
 	Action       string     `json:"action"`
 	Reason       string     `json:"reason"`
 	InstanceID   uuid.UUID  `json:"instance_id"`
 	OccurrenceID *uuid.UUID `json:"occurrence_id"`
 	BulkID       *uuid.UUID `json:"bulk_id"`
+	// InstanceDeleted is true once retention deleted the instance: the
+	// record stays, GET /instances/{id} answers 404.
+	InstanceDeleted bool `json:"instance_deleted"`
 }
 
 func (a *API) listOperatorActions() http.Handler {
@@ -273,7 +278,12 @@ func (a *API) listOperatorActions() http.Handler {
 		}
 		httpjson.Encode(w, http.StatusOK, httpjson.NewPage(acts, limit, func(x engine.OperatorAction) any { return x.ID },
 			func(x engine.OperatorAction) operatorActionJSON {
-				return operatorActionJSON{ID: x.ID, At: x.At, Actor: x.ActorName, Action: x.Action, Reason: x.Reason,
+				var role *string
+				if x.ActorRole != "" {
+					role = &x.ActorRole
+				}
+				return operatorActionJSON{ID: x.ID, At: x.At, Actor: x.ActorName, ActorTokenID: x.ActorTokenID, ActorRole: role,
+					InstanceDeleted: x.InstanceDeleted, Action: x.Action, Reason: x.Reason,
 					InstanceID: x.InstanceID, OccurrenceID: x.OccurrenceID, BulkID: x.BulkID}
 			}))
 		return nil

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/relais/relais/engine"
+	"github.com/relais/relais/internal/auth"
 )
 
 // auditRow is one operator action of the audit log.
@@ -38,12 +39,21 @@ type auditTable struct {
 	Rows                                                    []auditRow
 }
 
+// actorLabel names who acted: the token's name, which is not unique, with
+// its id and role.
+func actorLabel(ctx context.Context, a engine.OperatorAction) string {
+	if a.ActorTokenID == nil {
+		return a.ActorName
+	}
+	return T(ctx, "%s (token #%d, %s)", a.ActorName, *a.ActorTokenID, roleLabel(ctx, auth.Role(a.ActorRole)))
+}
+
 func (c *Console) auditTable(ctx context.Context, acts []engine.OperatorAction, caption string, showInstance bool) auditTable {
 	t := auditTable{Caption: caption, HeadWhen: T(ctx, "When"), HeadWho: T(ctx, "Who"), HeadAction: T(ctx, "Action"),
 		HeadReason: T(ctx, "Reason"), HeadInstance: T(ctx, "Process instance"), HeadOccurrence: T(ctx, "Occurrence offered again"),
 		HeadBulk: T(ctx, "Bulk action"), ShowInstance: showInstance}
 	for _, a := range acts {
-		row := auditRow{At: listTime(ctx, a.At), Who: a.ActorName, Action: a.Action, ActionLabel: actionName(ctx, a.Action),
+		row := auditRow{At: listTime(ctx, a.At), Who: actorLabel(ctx, a), Action: a.Action, ActionLabel: actionName(ctx, a.Action),
 			Reason: a.Reason, InstanceID: a.InstanceID.String(), InstanceHref: instanceHref(a.InstanceID)}
 		if a.OccurrenceID != nil && a.Action == string(engine.ActionRetry) {
 			row.OccurrenceID, row.OccurrenceHref = a.OccurrenceID.String(), occurrenceHref(*a.OccurrenceID)

@@ -301,9 +301,13 @@ func (e *Engine) ActOnFilter(ctx context.Context, actor Actor, action Action, f 
 
 // OperatorAction is one record of the operator audit log.
 type OperatorAction struct {
-	ID           int64
-	At           time.Time
-	ActorName    string
+	ID        int64
+	At        time.Time
+	ActorName string
+	// ActorTokenID and ActorRole say which token acted: token names are
+	// not unique. Both are unset for an action no token made.
+	ActorTokenID *int64
+	ActorRole    string
 	Action       string
 	Reason       string
 	InstanceID   uuid.UUID
@@ -335,8 +339,9 @@ func (e *Engine) ListOperatorActions(ctx context.Context, f AuditFilter) ([]Oper
 	}
 	out := make([]OperatorAction, len(rows))
 	for i, r := range rows {
-		out[i] = OperatorAction{ID: r.ID, At: r.At, ActorName: r.ActorName, Action: r.Action, Reason: r.Reason,
-			InstanceID: r.InstanceID, OccurrenceID: r.OccurrenceID, BulkID: r.BulkID, InstanceDeleted: !r.InstanceExists}
+		out[i] = OperatorAction{ID: r.ID, At: r.At, ActorName: r.ActorName, ActorTokenID: r.ActorID, ActorRole: deref(r.ActorRole),
+			Action: r.Action, Reason: r.Reason, InstanceID: r.InstanceID, OccurrenceID: r.OccurrenceID, BulkID: r.BulkID,
+			InstanceDeleted: !r.InstanceExists}
 	}
 	return out, nil
 }

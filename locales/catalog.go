@@ -39,369 +39,370 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                              236,
-	"%[1]s %[2]s, %[3]s %[4]s":                 237,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          235,
-	"%[1]s; %[2]s":                             234,
-	"%d (0 lowest, 9 highest)":                 367,
-	"%d attempts":                              391,
-	"%d attempts, retry after %s, priority %d": 514,
-	"%d breaking":                              180,
-	"%d changes":                               179,
-	"%d completed":                             232,
-	"%d d":                                     244,
-	"%d days":                                  258,
-	"%d failed":                                233,
-	"%d h":                                     243,
+	"%[1]s %[2]s":                              237,
+	"%[1]s %[2]s, %[3]s %[4]s":                 238,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          236,
+	"%[1]s; %[2]s":                             235,
+	"%d (0 lowest, 9 highest)":                 368,
+	"%d attempts":                              392,
+	"%d attempts, retry after %s, priority %d": 515,
+	"%d breaking":                              181,
+	"%d changes":                               180,
+	"%d completed":                             233,
+	"%d d":                                     245,
+	"%d days":                                  259,
+	"%d failed":                                234,
+	"%d h":                                     244,
 	"%d held instances match now.":             50,
-	"%d hours":                                 259,
-	"%d items":                                 568,
-	"%d left":                                  392,
-	"%d min":                                   242,
-	"%d minutes":                               260,
+	"%d hours":                                 260,
+	"%d items":                                 569,
+	"%d left":                                  393,
+	"%d min":                                   243,
+	"%d minutes":                               261,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 69,
-	"%d ms": 262,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 504,
-	"%d occurrences":                          460,
-	"%d releases":                             197,
+	"%d ms": 263,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 505,
+	"%d occurrences":                          461,
+	"%d releases":                             198,
 	"%d running instances match now.":         57,
 	"%d running or held instances match now.": 59,
-	"%d s":       241,
-	"%d seconds": 261,
+	"%d s":       242,
+	"%d seconds": 262,
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 74,
-	"%s ago":                            239,
-	"%s so far":                         436,
-	"%s → %s":                           509,
-	"%s, revision %s":                   357,
-	"%s, version %s":                    358,
-	"%s: %s":                            231,
-	"%s: %s → %s":                       187,
-	"%s: a date is written 2026-12-01.": 471,
-	"%s: the first day comes after the last.": 472,
-	"%s–%s":       230,
-	"(each item)": 557,
-	"(worker %s)": 425,
-	"0 seconds":   257,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.": 535,
+	"%s (token #%d, %s)":                75,
+	"%s ago":                            240,
+	"%s so far":                         437,
+	"%s → %s":                           510,
+	"%s, revision %s":                   358,
+	"%s, version %s":                    359,
+	"%s: %s":                            232,
+	"%s: %s → %s":                       188,
+	"%s: a date is written 2026-12-01.": 472,
+	"%s: the first day comes after the last.": 473,
+	"%s–%s":       231,
+	"(each item)": 558,
+	"(worker %s)": 426,
+	"0 seconds":   258,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.": 536,
 	"Abandon %d instances":                                           54,
 	"Abandon every held instance this filter matches":                52,
 	"Abandon every held instance…":                                   7,
 	"Abandon process instance %s":                                    19,
 	"Abandon the instance":                                           22,
 	"Abandon this instance? It fails with the error code abandoned.": 20,
-	"Abandoned by %s at %s — “%s”":                                   287,
+	"Abandoned by %s at %s — “%s”":                                   288,
 	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 40,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 301,
-	"Action":                              77,
-	"All actions":                         89,
-	"All consumers":                       457,
-	"All definitions":                     221,
-	"All processes":                       307,
-	"All statuses":                        308,
-	"All workers":                         583,
-	"An operator abandoned the instance.": 418,
-	"Apply filters":                       86,
-	"Apr":                                 248,
-	"As of %s (%s); refreshed every few seconds.": 218,
-	"Attempts":                         368,
-	"Audit log":                        83,
-	"Aug":                              252,
-	"Available from":                   400,
-	"Back to definitions":              123,
-	"Back to external tasks":           122,
+	"Act on every instance this filter matches": 302,
+	"Action":                              78,
+	"All actions":                         90,
+	"All consumers":                       458,
+	"All definitions":                     222,
+	"All processes":                       308,
+	"All statuses":                        309,
+	"All workers":                         584,
+	"An operator abandoned the instance.": 419,
+	"Apply filters":                       87,
+	"Apr":                                 249,
+	"As of %s (%s); refreshed every few seconds.": 219,
+	"Attempts":                         369,
+	"Audit log":                        84,
+	"Aug":                              253,
+	"Available from":                   401,
+	"Back to definitions":              124,
+	"Back to external tasks":           123,
 	"Back to the instance":             32,
 	"Back to the list":                 47,
-	"Back without saving":              479,
-	"Breaks processes":                 161,
-	"Breaks workers":                   162,
+	"Back without saving":              480,
+	"Breaks processes":                 162,
+	"Breaks workers":                   163,
 	"Bulk %s applied to %d instances.": 73,
-	"Bulk action":                      81,
+	"Bulk action":                      82,
 	"Business key":                     66,
-	"Call timeout":                     386,
-	"Camunda 7 facade":                 587,
-	"Cancelled: the instance was stopped (%s).":               435,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 434,
+	"Call timeout":                     387,
+	"Camunda 7 facade":                 588,
+	"Cancelled: the instance was stopped (%s).":               436,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 435,
 	"Cannot act on this filter":                               70,
-	"Cannot reveal":                                           519,
-	"Change":                                                  159,
-	"Changes between the two revisions":                       171,
-	"Choose two existing revisions to compare.":               177,
-	"Classification":                                          137,
-	"Clear filters":                                           87,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 493,
-	"Compare":              158,
-	"Compare revisions":    154,
-	"Completed":            229,
-	"Completed (%s).":      430,
-	"Completed, last hour": 215,
-	"Completions and failures per 5 minutes, last hour: %s":    222,
-	"Completions and failures per 5-minute slot, oldest first": 227,
-	"Completions and failures, last hour":                      208,
-	"Connected":                                                579,
-	"Constraints":                                              138,
-	"Consumer":                                                 370,
-	"Consumer and worker":                                      454,
-	"Counting the occurrences; the counts appear when you reload the page.": 132,
-	"Counts are unavailable right now.":                                     133,
-	"Counts as of %s (%s); refreshed every few seconds.":                    502,
-	"Counts by status": 450,
-	"Created":          273,
+	"Cannot reveal":                                           520,
+	"Change":                                                  160,
+	"Changes between the two revisions":                       172,
+	"Choose two existing revisions to compare.":               178,
+	"Classification":                                          138,
+	"Clear filters":                                           88,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 494,
+	"Compare":              159,
+	"Compare revisions":    155,
+	"Completed":            230,
+	"Completed (%s).":      431,
+	"Completed, last hour": 216,
+	"Completions and failures per 5 minutes, last hour: %s":    223,
+	"Completions and failures per 5-minute slot, oldest first": 228,
+	"Completions and failures, last hour":                      209,
+	"Connected":                                                580,
+	"Constraints":                                              139,
+	"Consumer":                                                 371,
+	"Consumer and worker":                                      455,
+	"Counting the occurrences; the counts appear when you reload the page.": 133,
+	"Counts are unavailable right now.":                                     134,
+	"Counts as of %s (%s); refreshed every few seconds.":                    503,
+	"Counts by status": 451,
+	"Created":          274,
 	"Created from":     67,
 	"Created to":       68,
-	"Creation date":    296,
-	"Dates":            361,
-	"Deadline":         365,
-	"Dec":              256,
-	"Deferred":         404,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 429,
-	"Definition":         210,
-	"Definition %s":      140,
-	"Definitions":        109,
-	"Definitions by key": 192,
-	"Definitions served": 577,
-	"Definitions, those needing attention first": 209,
-	"Description":          139,
-	"Destination":          379,
-	"Destination’s answer": 374,
-	"Detail":               160,
-	"Digest":               174,
-	"Display settings":     114,
-	"Duration":             373,
-	"Each definition’s queue and incidents now, and what its workers finished in the last hour.":                              207,
+	"Creation date":    297,
+	"Dates":            362,
+	"Deadline":         366,
+	"Dec":              257,
+	"Deferred":         405,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 430,
+	"Definition":         211,
+	"Definition %s":      141,
+	"Definitions":        110,
+	"Definitions by key": 193,
+	"Definitions served": 578,
+	"Definitions, those needing attention first": 210,
+	"Description":          140,
+	"Destination":          380,
+	"Destination’s answer": 375,
+	"Detail":               161,
+	"Digest":               175,
+	"Display settings":     115,
+	"Duration":             374,
+	"Each definition’s queue and incidents now, and what its workers finished in the last hour.":                              208,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  60,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     53,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 49,
-	"End node":                    291,
-	"End node or error":           305,
-	"Ended":                       290,
-	"Error":                       453,
-	"Error (before any attempt)":  406,
-	"Error code":                  294,
-	"Error message":               376,
-	"Every %d seconds":            483,
-	"Every attempt, oldest first": 369,
-	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log (GET /api/v1/audit/reveals).": 84,
-	"Expired token":                    544,
-	"Expires":                          541,
-	"External tasks":                   103,
-	"Failed":                           213,
-	"Failed (%s).":                     433,
-	"Failed occurrence":                293,
-	"Failed, last hour":                216,
-	"Feb":                              246,
-	"Field":                            134,
+	"End node":                    292,
+	"End node or error":           306,
+	"Ended":                       291,
+	"Error":                       454,
+	"Error (before any attempt)":  407,
+	"Error code":                  295,
+	"Error message":               377,
+	"Every %d seconds":            484,
+	"Every attempt, oldest first": 370,
+	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log (GET /api/v1/audit/reveals).": 85,
+	"Expired token":                    545,
+	"Expires":                          542,
+	"External tasks":                   104,
+	"Failed":                           214,
+	"Failed (%s).":                     434,
+	"Failed occurrence":                294,
+	"Failed, last hour":                217,
+	"Feb":                              247,
+	"Field":                            135,
 	"Filter":                           45,
-	"Filters":                          85,
-	"Find":                             108,
-	"Find an instance or occurrence":   106,
-	"First page":                       97,
-	"Form refused":                     126,
-	"From revision":                    156,
-	"From revision %d to revision %d:": 178,
+	"Filters":                          86,
+	"Find":                             109,
+	"Find an instance or occurrence":   107,
+	"First page":                       98,
+	"Form refused":                     127,
+	"From revision":                    157,
+	"From revision %d to revision %d:": 179,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 36,
-	"Graph":                   492,
-	"Graph of %s":             503,
-	"HTTP 2xx, unusable body": 439,
-	"Health":                  102,
-	"Held at node":            292,
-	"Held instances":          212,
-	"ID":                      538,
-	"In flight":               578,
-	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 223,
-	"Inputs":                     164,
-	"Inputs of revision %d":      175,
-	"Inputs of the working copy": 166,
-	"Inputs the instance was started with, labelled by process version %d's contract": 281,
-	"Inputs, labelled by revision %d's contract":                                      393,
-	"Instance":                  304,
-	"Instances":                 104,
-	"Instances of this process": 501,
-	"Invalid page":              571,
-	"Invalid request":           120,
+	"Graph":                   493,
+	"Graph of %s":             504,
+	"HTTP 2xx, unusable body": 440,
+	"Health":                  103,
+	"Held at node":            293,
+	"Held instances":          213,
+	"ID":                      539,
+	"In flight":               579,
+	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 224,
+	"Inputs":                     165,
+	"Inputs of revision %d":      176,
+	"Inputs of the working copy": 167,
+	"Inputs the instance was started with, labelled by process version %d's contract": 282,
+	"Inputs, labelled by revision %d's contract":                                      394,
+	"Instance":                  305,
+	"Instances":                 105,
+	"Instances of this process": 502,
+	"Invalid page":              572,
+	"Invalid request":           121,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.": 21,
-	"Its instance is held here, waiting for an operator.":                                                                   431,
-	"Its instance went on along the node’s error path.":                                                                     432,
-	"Its message": 407,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      551,
+	"Its instance is held here, waiting for an operator.":                                                                   432,
+	"Its instance went on along the node’s error path.":                                                                     433,
+	"Its message": 408,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      552,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 34,
-	"Jan":                     245,
-	"Jul":                     251,
-	"Jun":                     250,
-	"Keep it":                 553,
+	"Jan":                     246,
+	"Jul":                     252,
+	"Jun":                     251,
+	"Keep it":                 554,
 	"Keep it held":            14,
 	"Keep it running":         13,
-	"Key":                     193,
-	"Kind":                    496,
-	"Language":                99,
-	"Last error (attempt %d)": 405,
-	"Last reserved":           402,
-	"Last saved":              145,
-	"Last seen":               580,
-	"Last used":               540,
-	"Latest revision":         194,
-	"Lists every change from one revision to another, and whom it may break.": 155,
-	"Local time at %s": 481,
-	"Lock expired %s — waiting to be offered again.": 422,
-	"Lock expires":                     403,
-	"Main navigation":                  101,
-	"Mar":                              247,
-	"Maximum attempts":                 363,
-	"May":                              249,
-	"Message from Relais (in English)": 408,
-	"Message from the service (as it sent it)": 409,
-	"Mode": 360,
-	"More filters: instance, revision, consumer, dates": 448,
-	"Name":                               143,
-	"Never":                              482,
-	"Next attempt":                       401,
-	"Next attempt or settled":            455,
-	"Next node":                          272,
-	"Next page":                          96,
-	"No definition has occurrences yet.": 217,
-	"No definition yet.":                 196,
-	"No inputs.":                         165,
-	"No instance matches these filters.": 306,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 527,
-	"No occurrence matches these filters.":                                                   456,
-	"No operator action matches.":                                                            88,
-	"No operator has acted on this instance.":                                                277,
-	"No outputs yet: the occurrence has not completed.":                                      396,
-	"No outputs.": 168,
-	"No outputs: the occurrence ended without completing.":          398,
-	"No process is published yet.":                                  487,
-	"No release yet.":                                               149,
-	"No revision yet: the Working copy has never been snapshotted.": 147,
-	"No service has reserved this occurrence yet.":                  377,
-	"No token.":                         547,
-	"No worker is connected.":           581,
-	"No worker serves this definition.": 584,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 588,
-	"Node":    269,
-	"Node %s": 206,
-	"Nodes":   494,
-	"Nodes of this version, with their occurrences now": 495,
-	"Nodes reached, in order":                           268,
-	"Not allowed":                                       118,
-	"Not found":                                         124,
-	"Notes":                                             152,
-	"Nothing exists at this address, or it is not visible to you.":          125,
+	"Key":                     194,
+	"Kind":                    497,
+	"Language":                100,
+	"Last error (attempt %d)": 406,
+	"Last reserved":           403,
+	"Last saved":              146,
+	"Last seen":               581,
+	"Last used":               541,
+	"Latest revision":         195,
+	"Lists every change from one revision to another, and whom it may break.": 156,
+	"Local time at %s": 482,
+	"Lock expired %s — waiting to be offered again.": 423,
+	"Lock expires":                     404,
+	"Main navigation":                  102,
+	"Mar":                              248,
+	"Maximum attempts":                 364,
+	"May":                              250,
+	"Message from Relais (in English)": 409,
+	"Message from the service (as it sent it)": 410,
+	"Mode": 361,
+	"More filters: instance, revision, consumer, dates": 449,
+	"Name":                               144,
+	"Never":                              483,
+	"Next attempt":                       402,
+	"Next attempt or settled":            456,
+	"Next node":                          273,
+	"Next page":                          97,
+	"No definition has occurrences yet.": 218,
+	"No definition yet.":                 197,
+	"No inputs.":                         166,
+	"No instance matches these filters.": 307,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 528,
+	"No occurrence matches these filters.":                                                   457,
+	"No operator action matches.":                                                            89,
+	"No operator has acted on this instance.":                                                278,
+	"No outputs yet: the occurrence has not completed.":                                      397,
+	"No outputs.": 169,
+	"No outputs: the occurrence ended without completing.":          399,
+	"No process is published yet.":                                  488,
+	"No release yet.":                                               150,
+	"No revision yet: the Working copy has never been snapshotted.": 148,
+	"No service has reserved this occurrence yet.":                  378,
+	"No token.":                         548,
+	"No worker is connected.":           582,
+	"No worker serves this definition.": 585,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 589,
+	"Node":    270,
+	"Node %s": 207,
+	"Nodes":   495,
+	"Nodes of this version, with their occurrences now": 496,
+	"Nodes reached, in order":                           269,
+	"Not allowed":                                       119,
+	"Not found":                                         125,
+	"Notes":                                             153,
+	"Nothing exists at this address, or it is not visible to you.":          126,
 	"Nothing to do: no instance this action applies to matches the filter.": 62,
-	"Nothing to find: the search box is empty.":                             525,
-	"Nov":                       255,
-	"Now":                       387,
-	"Occurrence":                270,
-	"Occurrence %s":             359,
-	"Occurrence offered again":  80,
-	"Occurrences now":           500,
-	"Occurrences, newest first": 451,
-	"Oct":                       254,
-	"Offered from %s — %s.":     421,
-	"Oldest claimable waits":    214,
-	"On error":                  499,
-	"On success":                498,
-	"Only a value this page shows as hidden (sensitive) can be revealed.": 520,
-	"Only administrators manage tokens.":                                  536,
-	"Only administrators may reveal a sensitive value.":                   517,
-	"Open":             211,
-	"Operator actions": 265,
-	"Operator actions on this instance, newest first": 278,
-	"Operator actions, newest first":                  94,
-	"Outcome":                                         375,
-	"Outputs":                                         167,
-	"Outputs of revision %d":                          176,
-	"Outputs of the working copy":                     169,
-	"Outputs, labelled by revision %d's contract":     395,
-	"Pages": 95,
-	"Pages with a form, such as a confirmation, never reload on their own.": 477,
-	"Path":                            266,
-	"Pinned revision":                 497,
-	"Policy":                          362,
-	"Previous page":                   469,
-	"Priority":                        366,
+	"Nothing to find: the search box is empty.":                             526,
+	"Nov":                       256,
+	"Now":                       388,
+	"Occurrence":                271,
+	"Occurrence %s":             360,
+	"Occurrence offered again":  81,
+	"Occurrences now":           501,
+	"Occurrences, newest first": 452,
+	"Oct":                       255,
+	"Offered from %s — %s.":     422,
+	"Oldest claimable waits":    215,
+	"On error":                  500,
+	"On success":                499,
+	"Only a value this page shows as hidden (sensitive) can be revealed.": 521,
+	"Only administrators manage tokens.":                                  537,
+	"Only administrators may reveal a sensitive value.":                   518,
+	"Open":             212,
+	"Operator actions": 266,
+	"Operator actions on this instance, newest first": 279,
+	"Operator actions, newest first":                  95,
+	"Outcome":                                         376,
+	"Outputs":                                         168,
+	"Outputs of revision %d":                          177,
+	"Outputs of the working copy":                     170,
+	"Outputs, labelled by revision %d's contract":     396,
+	"Pages": 96,
+	"Pages with a form, such as a confirmation, never reload on their own.": 478,
+	"Path":                            267,
+	"Pinned revision":                 498,
+	"Policy":                          363,
+	"Previous page":                   470,
+	"Priority":                        367,
 	"Process":                         64,
-	"Process %s":                      489,
-	"Process and node":                452,
-	"Process inputs":                  280,
-	"Process instance":                79,
-	"Process instance %s":             263,
-	"Process instances":               298,
-	"Process instances, newest first": 303,
-	"Processes":                       105,
-	"Processes by key":                485,
-	"Protocol":                        576,
-	"Published":                       153,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 484,
-	"Reason": 78,
+	"Process %s":                      490,
+	"Process and node":                453,
+	"Process inputs":                  281,
+	"Process instance":                80,
+	"Process instance %s":             264,
+	"Process instances":               299,
+	"Process instances, newest first": 304,
+	"Processes":                       106,
+	"Processes by key":                486,
+	"Protocol":                        577,
+	"Published":                       154,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 485,
+	"Reason": 79,
 	"Reason (recorded in the audit log for every instance)": 46,
 	"Reason (recorded in the audit log)":                    11,
-	"Reason given by the worker":                            383,
-	"Recorded operator actions":                             276,
-	"Relais console":                                        98,
-	"Relais has not called the destination yet.":            381,
-	"Relais is calling the destination (since %s).":         426,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 382,
+	"Reason given by the worker":                            384,
+	"Recorded operator actions":                             277,
+	"Relais console":                                        99,
+	"Relais has not called the destination yet.":            382,
+	"Relais is calling the destination (since %s).":         427,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 383,
 	"Relais refused the action. Nothing was done.":                                                         37,
-	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 412,
-	"Release":                             150,
-	"Releases":                            148,
-	"Releases, oldest first":              170,
-	"Reload lists and detail pages":       476,
-	"Replica":                             380,
-	"Required":                            136,
-	"Reserved":                            372,
-	"Reserved by %s.":                     428,
-	"Reserved by %s; lock until %s — %s.": 427,
-	"Retried by %s at %s — “%s”":          288,
+	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 413,
+	"Release":                             151,
+	"Releases":                            149,
+	"Releases, oldest first":              171,
+	"Reload lists and detail pages":       477,
+	"Replica":                             381,
+	"Required":                            137,
+	"Reserved":                            373,
+	"Reserved by %s.":                     429,
+	"Reserved by %s; lock until %s — %s.": 428,
+	"Retried by %s at %s — “%s”":          289,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 39,
-	"Retries":            384,
+	"Retries":            385,
 	"Retry %d instances": 51,
-	"Retry at %s — %s.":  420,
-	"Retry delay":        364,
+	"Retry at %s — %s.":  421,
+	"Retry delay":        365,
 	"Retry every held instance this filter matches": 48,
 	"Retry every held instance…":                    6,
-	"Retry or abandon it from its instance":         388,
+	"Retry or abandon it from its instance":         389,
 	"Retry process instance %s":                     15,
 	"Retry the instance":                            18,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 16,
 	"Retrying and abandoning apply to held instances, not %s ones.":                                           44,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 399,
-	"Revealed by %s at %s; recorded in the audit log.": 518,
-	"Revision":                  151,
-	"Revision %d":               172,
-	"Revisions":                 146,
-	"Revoke the %s token “%s”?": 550,
-	"Revoke the token":          552,
-	"Revoke token %d":           549,
-	"Revoke…":                   545,
-	"Role":                      539,
-	"Route":                     271,
-	"Routing output":            144,
-	"Rows %s–%s":                470,
-	"Save settings":             478,
+	"Reveal — this is recorded": 400,
+	"Revealed by %s at %s; recorded in the audit log.": 519,
+	"Revision":                  152,
+	"Revision %d":               173,
+	"Revisions":                 147,
+	"Revoke the %s token “%s”?": 551,
+	"Revoke the token":          553,
+	"Revoke token %d":           550,
+	"Revoke…":                   546,
+	"Role":                      540,
+	"Route":                     272,
+	"Routing output":            145,
+	"Rows %s–%s":                471,
+	"Save settings":             479,
 	"Say why, for whoever reads the log later: at most %d characters.": 12,
-	"Search":                               523,
-	"Secret values can never be revealed.": 521,
-	"Sep":                                  253,
-	"Served by %d workers":                 589,
+	"Search":                               524,
+	"Secret values can never be revealed.": 522,
+	"Sep":                                  254,
+	"Served by %d workers":                 590,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 25,
-	"Settled":              274,
-	"Settlement date":      447,
-	"Show all definitions": 220,
-	"Show times in":        474,
-	"Showing the instances bulk action %s changed.": 92,
-	"Sign in": 529,
-	"Sign in with an operator or administrator token.": 530,
-	"Sign out":             113,
-	"Signed in as %s (%s)": 112,
-	"Skip to content":      100,
-	"Slot":                 228,
-	"Snapshotted":          173,
-	"Something went wrong": 130,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 537,
-	"Start node":        491,
-	"Started":           289,
+	"Settled":              275,
+	"Settlement date":      448,
+	"Show all definitions": 221,
+	"Show times in":        475,
+	"Showing the instances bulk action %s changed.": 93,
+	"Sign in": 530,
+	"Sign in with an operator or administrator token.": 531,
+	"Sign out":             114,
+	"Signed in as %s (%s)": 113,
+	"Skip to content":      101,
+	"Slot":                 229,
+	"Snapshotted":          174,
+	"Something went wrong": 131,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 538,
+	"Start node":        492,
+	"Started":           290,
 	"Status":            65,
 	"Stop %d instances": 61,
 	"Stop every held instance this filter matches":            55,
@@ -414,224 +415,224 @@ var messageKeyToIndex = map[string]int{
 	"Stop the instance":                                       26,
 	"Stop this instance? Its open occurrences are cancelled.": 24,
 	"Stop this instance…":                                     2,
-	"Stopped by %s at %s — “%s”":                              286,
+	"Stopped by %s at %s — “%s”":                              287,
 	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 41,
 	"Stopping applies to running or held instances, not %s ones.":                              43,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   285,
-	"Summary": 264,
-	"Task contracts: their Working copy, immutable revisions and named releases.": 191,
-	"Temporarily unavailable":                                    128,
-	"That is too long to be an id or a business key.":            526,
-	"The bulk action must be its id (a UUID).":                   91,
-	"The call could not be prepared.":                            413,
-	"The chart’s numbers":                                        226,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   286,
+	"Summary": 265,
+	"Task contracts: their Working copy, immutable revisions and named releases.": 192,
+	"Temporarily unavailable":                                    129,
+	"That is too long to be an id or a business key.":            527,
+	"The bulk action must be its id (a UUID).":                   92,
+	"The call could not be prepared.":                            414,
+	"The chart’s numbers":                                        227,
 	"The confirmed count is missing: start again from the list.": 71,
-	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           131,
-	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      475,
+	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           132,
+	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      476,
 	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 72,
-	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 129,
-	"The deadline passed before a result arrived.": 410,
-	"The destination answered HTTP %s.":            419,
-	"The destination could not be reached.":        414,
-	"The destination’s answer was too large.":      415,
-	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                            121,
-	"The inputs could not be built from the process’s bindings.":                                                                  417,
-	"The last attempt’s lock expired with no attempt left.":                                                                       416,
-	"The next page counts them and asks for a reason before anything changes.":                                                    302,
-	"The nodes this instance reached, in order, each with its occurrence.":                                                        267,
-	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                142,
-	"The page cursor is invalid: go back to the first page.":                                                                      93,
-	"The page size must be between 1 and %d.":                                                                                     297,
-	"The process instance must be an instance id (a UUID).":                                                                       90,
+	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 130,
+	"The deadline passed before a result arrived.": 411,
+	"The destination answered HTTP %s.":            420,
+	"The destination could not be reached.":        415,
+	"The destination’s answer was too large.":      416,
+	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                            122,
+	"The inputs could not be built from the process’s bindings.":                                                                  418,
+	"The last attempt’s lock expired with no attempt left.":                                                                       417,
+	"The next page counts them and asks for a reason before anything changes.":                                                    303,
+	"The nodes this instance reached, in order, each with its occurrence.":                                                        268,
+	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                143,
+	"The page cursor is invalid: go back to the first page.":                                                                      94,
+	"The page size must be between 1 and %d.":                                                                                     298,
+	"The process instance must be an instance id (a UUID).":                                                                       91,
 	"The reason you gave, not recorded:":                                                                                          31,
-	"The result did not match the revision's outputs contract.":                                                                   411,
-	"The revision must be a whole number, 1 or more.":                                                                             445,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 532,
-	"The token was revoked.":                        548,
-	"These revisions have the same contracts.":      163,
-	"These settings are kept in this browser only.": 473,
-	"This contract has no inputs.":                  394,
-	"This contract has no outputs.":                 397,
-	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                                                                      127,
+	"The result did not match the revision's outputs contract.":                                                                   412,
+	"The revision must be a whole number, 1 or more.":                                                                             446,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 533,
+	"The token was revoked.":                        549,
+	"These revisions have the same contracts.":      164,
+	"These settings are kept in this browser only.": 474,
+	"This contract has no inputs.":                  395,
+	"This contract has no outputs.":                 398,
+	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                                                                      128,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.": 27,
 	"This instance has already ended; there is nothing to stop.":                                                                                                               35,
-	"This instance has not reached a task yet.":                                                                                                                                275,
+	"This instance has not reached a task yet.":                                                                                                                                276,
 	"This instance is %s, not held: there is nothing to abandon.":                                                                                                              29,
 	"This instance is %s, not held: there is nothing to retry.":                                                                                                                28,
 	"This instance is %s: there is nothing to stop.":                                                                                                                           30,
-	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 283,
-	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 284,
+	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 284,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 285,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          33,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   38,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            555,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           554,
-	"This page does not accept that request.":     522,
-	"This page link is not one the console made.": 572,
-	"This page reloads every %d seconds.":         117,
-	"This process takes no inputs.":               282,
-	"This token is unknown or has been revoked.":  534,
-	"Times in %s · no auto-reload":                116,
-	"Times in %s · reload every %d s":             115,
-	"To revision":                                 157,
-	"Token":                                       531,
-	"Tokens":                                      111,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 533,
-	"Totals of all definitions, not narrowed by the other filters":         459,
-	"Totals of definition %s, not narrowed by the other filters":           458,
-	"Type": 135,
-	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 524,
-	"UTC (coordinated universal time)": 480,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            556,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           555,
+	"This page does not accept that request.":     523,
+	"This page link is not one the console made.": 573,
+	"This page reloads every %d seconds.":         118,
+	"This process takes no inputs.":               283,
+	"This token is unknown or has been revoked.":  535,
+	"Times in %s · no auto-reload":                117,
+	"Times in %s · reload every %d s":             116,
+	"To revision":                                 158,
+	"Token":                                       532,
+	"Tokens":                                      112,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 534,
+	"Totals of all definitions, not narrowed by the other filters":         460,
+	"Totals of definition %s, not narrowed by the other filters":           459,
+	"Type": 136,
+	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 525,
+	"UTC (coordinated universal time)": 481,
 	"Unknown action.":                  42,
-	"Unknown consumer.":                446,
-	"Unknown status %q.":               295,
-	"Value":                            279,
-	"Version":                          490,
-	"Versions, newest first":           486,
-	"Waiting for Relais to call the destination since %s (%s).": 423,
-	"Waiting for a worker since %s (%s).":                       424,
-	"When":                                                      75,
-	"Who":                                                       76,
-	"Worker":                                                    575,
-	"Worker id":                                                 371,
-	"Workers":                                                   110,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        573,
+	"Unknown consumer.":                447,
+	"Unknown status %q.":               296,
+	"Value":                            280,
+	"Version":                          491,
+	"Versions, newest first":           487,
+	"Waiting for Relais to call the destination since %s (%s).": 424,
+	"Waiting for a worker since %s (%s).":                       425,
+	"When":                                                      76,
+	"Who":                                                       77,
+	"Worker":                                                    576,
+	"Worker id":                                                 372,
+	"Workers":                                                   111,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        574,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 17,
-	"Workers seen within three heartbeats": 574,
-	"Workers serving %s":                   582,
-	"Working copy":                         141,
-	"You are signed out.":                  528,
-	"Your role can read definitions only: external tasks and process instances are for operators and administrators.": 119,
-	"[redacted]":                          444,
+	"Workers seen within three heartbeats": 575,
+	"Workers serving %s":                   583,
+	"Working copy":                         142,
+	"You are signed out.":                  529,
+	"Your role can read definitions only: external tasks and process instances are for operators and administrators.": 120,
+	"[redacted]":                          445,
 	"abandon":                             4,
-	"administrator":                       335,
-	"an incident: retry, abandon or stop": 201,
-	"answer too large":                    442,
+	"administrator":                       336,
+	"an incident: retry, abandon or stop": 202,
+	"answer too large":                    443,
 	"any":                                 63,
-	"any other code → %s":                 512,
-	"any other error":                     199,
-	"as of %s (%s); counts are refreshed every few seconds.": 461,
-	"at least %d characters":                                 558,
-	"at least %d items":                                      565,
-	"at most %d":                                             389,
-	"at most %d characters":                                  559,
-	"at most %d items":                                       566,
-	"at most %d since the last operator retry":               390,
-	"available":                                              309,
-	"boolean":                                                322,
-	"call in progress since":                                 466,
-	"cancelled":                                              312,
-	"choice":                                                 325,
-	"claimable since":                                        465,
-	"claimable since %s":                                     219,
-	"classification changed":                                 346,
-	"completed":                                              224,
-	"constraint changed":                                     347,
-	"consumer":                                               338,
-	"consumer #%s":                                           437,
-	"date":                                                   323,
-	"date and time":                                          324,
-	"deadline %s":                                            515,
-	"deferred":                                               311,
-	"deferred since":                                         468,
-	"deleted":                                                82,
-	"designer":                                               337,
-	"disconnected":                                           318,
-	"end (completes)":                                        507,
-	"end (fails)":                                            508,
-	"end: completes the instance":                            202,
-	"end: fails the instance":                                203,
-	"expired":                                                315,
-	"failed":                                                 225,
-	"fails the instance":                                     513,
-	"field added":                                            341,
-	"field removed":                                          342,
-	"format":                                                 352,
-	"format %s":                                              561,
-	"from":                                                   299,
-	"held":                                                   314,
-	"held for an operator":                                   200,
-	"hold (an incident for an operator)":                     511,
-	"id or business key":                                     107,
-	"in %s":                                                  238,
-	"in progress":                                            378,
-	"instance id":                                            449,
-	"integer":                                                320,
-	"just now":                                               240,
-	"list":                                                   327,
-	"lock until":                                             467,
-	"long polling":                                           586,
-	"maximum":                                                354,
-	"maximum %s":                                             563,
-	"maximum items":                                          356,
-	"maximum length":                                         350,
-	"minimum":                                                353,
-	"minimum %s":                                             562,
-	"minimum items":                                          355,
-	"minimum length":                                         349,
-	"never":                                                  542,
-	"next attempt":                                           464,
-	"no":                                                     340,
-	"no answer within the timeout":                           440,
-	"no connection":                                          441,
-	"none":                                                   190,
-	"none yet":                                               195,
-	"none: a failed call takes the node’s error path": 385,
-	"normal":                          328,
-	"not provided":                    567,
-	"not yet":                         543,
-	"null":                            569,
-	"number":                          321,
-	"object":                          326,
-	"on error":                        198,
-	"one of: %s":                      564,
-	"operator":                        336,
-	"optional field of type %s":       189,
-	"optional → required":             182,
-	"pattern":                         351,
-	"pattern %s":                      560,
-	"pull":                            505,
-	"pull %s":                         205,
-	"pull (the service fetches it)":   333,
-	"push %s":                         204,
-	"push (Relais calls the service)": 334,
-	"push to %s":                      506,
-	"rejected":                        316,
-	"released":                        317,
-	"required changed":                344,
-	"required field of type %s":       188,
-	"required → optional":             183,
-	"reserved":                        310,
+	"any other code → %s":                 513,
+	"any other error":                     200,
+	"as of %s (%s); counts are refreshed every few seconds.": 462,
+	"at least %d characters":                                 559,
+	"at least %d items":                                      566,
+	"at most %d":                                             390,
+	"at most %d characters":                                  560,
+	"at most %d items":                                       567,
+	"at most %d since the last operator retry":               391,
+	"available":                                              310,
+	"boolean":                                                323,
+	"call in progress since":                                 467,
+	"cancelled":                                              313,
+	"choice":                                                 326,
+	"claimable since":                                        466,
+	"claimable since %s":                                     220,
+	"classification changed":                                 347,
+	"completed":                                              225,
+	"constraint changed":                                     348,
+	"consumer":                                               339,
+	"consumer #%s":                                           438,
+	"date":                                                   324,
+	"date and time":                                          325,
+	"deadline %s":                                            516,
+	"deferred":                                               312,
+	"deferred since":                                         469,
+	"deleted":                                                83,
+	"designer":                                               338,
+	"disconnected":                                           319,
+	"end (completes)":                                        508,
+	"end (fails)":                                            509,
+	"end: completes the instance":                            203,
+	"end: fails the instance":                                204,
+	"expired":                                                316,
+	"failed":                                                 226,
+	"fails the instance":                                     514,
+	"field added":                                            342,
+	"field removed":                                          343,
+	"format":                                                 353,
+	"format %s":                                              562,
+	"from":                                                   300,
+	"held":                                                   315,
+	"held for an operator":                                   201,
+	"hold (an incident for an operator)":                     512,
+	"id or business key":                                     108,
+	"in %s":                                                  239,
+	"in progress":                                            379,
+	"instance id":                                            450,
+	"integer":                                                321,
+	"just now":                                               241,
+	"list":                                                   328,
+	"lock until":                                             468,
+	"long polling":                                           587,
+	"maximum":                                                355,
+	"maximum %s":                                             564,
+	"maximum items":                                          357,
+	"maximum length":                                         351,
+	"minimum":                                                354,
+	"minimum %s":                                             563,
+	"minimum items":                                          356,
+	"minimum length":                                         350,
+	"never":                                                  543,
+	"next attempt":                                           465,
+	"no":                                                     341,
+	"no answer within the timeout":                           441,
+	"no connection":                                          442,
+	"none":                                                   191,
+	"none yet":                                               196,
+	"none: a failed call takes the node’s error path": 386,
+	"normal":                          329,
+	"not provided":                    568,
+	"not yet":                         544,
+	"null":                            570,
+	"number":                          322,
+	"object":                          327,
+	"on error":                        199,
+	"one of: %s":                      565,
+	"operator":                        337,
+	"optional field of type %s":       190,
+	"optional → required":             183,
+	"pattern":                         352,
+	"pattern %s":                      561,
+	"pull":                            506,
+	"pull %s":                         206,
+	"pull (the service fetches it)":   334,
+	"push %s":                         205,
+	"push (Relais calls the service)": 335,
+	"push to %s":                      507,
+	"rejected":                        317,
+	"released":                        318,
+	"required changed":                345,
+	"required field of type %s":       189,
+	"required → optional":             184,
+	"reserved":                        311,
 	"retry":                           3,
-	"revision %d":                     462,
-	"routing changed":                 348,
-	"routing output":                  556,
-	"routing output %s → %s":          181,
-	"running":                         313,
-	"secret":                          330,
-	"sensitive":                       329,
-	"settled":                         463,
+	"revision %d":                     463,
+	"routing changed":                 349,
+	"routing output":                  557,
+	"routing output %s → %s":          182,
+	"running":                         314,
+	"secret":                          331,
+	"sensitive":                       330,
+	"settled":                         464,
 	"stop":                            5,
-	"stream":                          585,
-	"text":                            319,
-	"this session":                    546,
-	"timeout %s":                      516,
-	"to":                              300,
-	"type changed":                    343,
-	"unexpected value":                570,
-	"unknown":                         443,
-	"values added: %s":                184,
-	"values changed":                  345,
-	"values removed: %s":              185,
-	"values reordered":                186,
-	"version %d":                      488,
-	"waiting":                         438,
-	"yes":                             339,
-	"••• hidden (secret)":             332,
-	"••• hidden (sensitive)":          331,
-	"→ %s":                            510,
+	"stream":                          586,
+	"text":                            320,
+	"this session":                    547,
+	"timeout %s":                      517,
+	"to":                              301,
+	"type changed":                    344,
+	"unexpected value":                571,
+	"unknown":                         444,
+	"values added: %s":                185,
+	"values changed":                  346,
+	"values removed: %s":              186,
+	"values reordered":                187,
+	"version %d":                      489,
+	"waiting":                         439,
+	"yes":                             340,
+	"••• hidden (secret)":             333,
+	"••• hidden (sensitive)":          332,
+	"→ %s":                            511,
 }
 
-var enIndex = []uint32{ // 591 elements
+var enIndex = []uint32{ // 592 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x0000005a,
@@ -654,154 +655,154 @@ var enIndex = []uint32{ // 591 elements
 	0x00000e27, 0x00000e2f, 0x00000e36, 0x00000e43,
 	0x00000e50, 0x00000e5b, 0x00000f8a, 0x00000fa4,
 	0x00000fdf, 0x00001088, 0x000010dd, 0x0000118c,
-	0x00001191, 0x00001195, 0x0000119c, 0x000011a3,
-	0x000011b4, 0x000011cd, 0x000011d9, 0x000011e1,
-	0x000011eb, 0x0000127b, 0x00001283, 0x00001291,
-	0x0000129f, 0x000012bb, 0x000012c7, 0x000012fd,
-	0x00001326, 0x00001357, 0x0000138e, 0x000013ad,
+	0x000011a8, 0x000011ad, 0x000011b1, 0x000011b8,
+	0x000011bf, 0x000011d0, 0x000011e9, 0x000011f5,
+	0x000011fd, 0x00001207, 0x00001297, 0x0000129f,
+	0x000012ad, 0x000012bb, 0x000012d7, 0x000012e3,
+	0x00001319, 0x00001342, 0x00001373, 0x000013aa,
 	// Entry 60 - 7F
-	0x000013b3, 0x000013bd, 0x000013c8, 0x000013d7,
-	0x000013e0, 0x000013f0, 0x00001400, 0x00001407,
-	0x00001416, 0x00001420, 0x0000142a, 0x00001449,
-	0x0000145c, 0x00001461, 0x0000146d, 0x00001475,
-	0x0000147c, 0x00001497, 0x000014a0, 0x000014b1,
-	0x000014d8, 0x000014f9, 0x00001520, 0x0000152c,
-	0x0000159c, 0x000015ac, 0x00001614, 0x0000162b,
-	0x0000163f, 0x00001649, 0x00001686, 0x00001693,
+	0x000013c9, 0x000013cf, 0x000013d9, 0x000013e4,
+	0x000013f3, 0x000013fc, 0x0000140c, 0x0000141c,
+	0x00001423, 0x00001432, 0x0000143c, 0x00001446,
+	0x00001465, 0x00001478, 0x0000147d, 0x00001489,
+	0x00001491, 0x00001498, 0x000014b3, 0x000014bc,
+	0x000014cd, 0x000014f4, 0x00001515, 0x0000153c,
+	0x00001548, 0x000015b8, 0x000015c8, 0x00001630,
+	0x00001647, 0x0000165b, 0x00001665, 0x000016a2,
 	// Entry 80 - 9F
-	0x000016f7, 0x0000170f, 0x00001755, 0x0000176a,
-	0x000017d9, 0x0000181f, 0x00001841, 0x00001847,
-	0x0000184c, 0x00001855, 0x00001864, 0x00001870,
-	0x0000187c, 0x0000188d, 0x0000189a, 0x000018f7,
-	0x000018fc, 0x0000190b, 0x00001916, 0x00001920,
-	0x0000195e, 0x00001967, 0x00001977, 0x0000197f,
-	0x00001988, 0x0000198e, 0x00001998, 0x000019aa,
-	0x000019f2, 0x00001a00, 0x00001a0c, 0x00001a14,
+	0x000016af, 0x00001713, 0x0000172b, 0x00001771,
+	0x00001786, 0x000017f5, 0x0000183b, 0x0000185d,
+	0x00001863, 0x00001868, 0x00001871, 0x00001880,
+	0x0000188c, 0x00001898, 0x000018a9, 0x000018b6,
+	0x00001913, 0x00001918, 0x00001927, 0x00001932,
+	0x0000193c, 0x0000197a, 0x00001983, 0x00001993,
+	0x0000199b, 0x000019a4, 0x000019aa, 0x000019b4,
+	0x000019c6, 0x00001a0e, 0x00001a1c, 0x00001a28,
 	// Entry A0 - BF
-	0x00001a1b, 0x00001a22, 0x00001a33, 0x00001a42,
-	0x00001a6b, 0x00001a72, 0x00001a7d, 0x00001a98,
-	0x00001aa0, 0x00001aac, 0x00001ac8, 0x00001adf,
-	0x00001b01, 0x00001b10, 0x00001b1c, 0x00001b23,
-	0x00001b3c, 0x00001b56, 0x00001b80, 0x00001ba7,
-	0x00001bcb, 0x00001bf2, 0x00001c11, 0x00001c27,
-	0x00001c3d, 0x00001c51, 0x00001c67, 0x00001c78,
-	0x00001c8f, 0x00001cac, 0x00001cc9, 0x00001cce,
+	0x00001a30, 0x00001a37, 0x00001a3e, 0x00001a4f,
+	0x00001a5e, 0x00001a87, 0x00001a8e, 0x00001a99,
+	0x00001ab4, 0x00001abc, 0x00001ac8, 0x00001ae4,
+	0x00001afb, 0x00001b1d, 0x00001b2c, 0x00001b38,
+	0x00001b3f, 0x00001b58, 0x00001b72, 0x00001b9c,
+	0x00001bc3, 0x00001be7, 0x00001c0e, 0x00001c2d,
+	0x00001c43, 0x00001c59, 0x00001c6d, 0x00001c83,
+	0x00001c94, 0x00001cab, 0x00001cc8, 0x00001ce5,
 	// Entry C0 - DF
-	0x00001d1a, 0x00001d2d, 0x00001d31, 0x00001d41,
-	0x00001d4a, 0x00001d5d, 0x00001d83, 0x00001d8c,
-	0x00001d9c, 0x00001db1, 0x00001dd5, 0x00001df1,
-	0x00001e09, 0x00001e14, 0x00001e1f, 0x00001e2a,
-	0x00001e87, 0x00001eab, 0x00001ed6, 0x00001ee1,
-	0x00001ee6, 0x00001ef5, 0x00001efc, 0x00001f13,
-	0x00001f28, 0x00001f3a, 0x00001f5d, 0x00001f8f,
-	0x00001fa5, 0x00001fba, 0x00001fca, 0x00002003,
+	0x00001cea, 0x00001d36, 0x00001d49, 0x00001d4d,
+	0x00001d5d, 0x00001d66, 0x00001d79, 0x00001d9f,
+	0x00001da8, 0x00001db8, 0x00001dcd, 0x00001df1,
+	0x00001e0d, 0x00001e25, 0x00001e30, 0x00001e3b,
+	0x00001e46, 0x00001ea3, 0x00001ec7, 0x00001ef2,
+	0x00001efd, 0x00001f02, 0x00001f11, 0x00001f18,
+	0x00001f2f, 0x00001f44, 0x00001f56, 0x00001f79,
+	0x00001fab, 0x00001fc1, 0x00001fd6, 0x00001fe6,
 	// Entry E0 - FF
-	0x00002057, 0x00002061, 0x00002068, 0x0000207e,
-	0x000020b7, 0x000020bc, 0x000020c6, 0x000020d4,
-	0x000020e1, 0x0000210a, 0x0000212d, 0x0000213a,
-	0x0000215a, 0x00002166, 0x0000217f, 0x00002188,
-	0x00002192, 0x0000219b, 0x000021a3, 0x000021ad,
-	0x000021b5, 0x000021bd, 0x000021c1, 0x000021c5,
-	0x000021c9, 0x000021cd, 0x000021d1, 0x000021d5,
-	0x000021d9, 0x000021dd, 0x000021e1, 0x000021e5,
+	0x0000201f, 0x00002073, 0x0000207d, 0x00002084,
+	0x0000209a, 0x000020d3, 0x000020d8, 0x000020e2,
+	0x000020f0, 0x000020fd, 0x00002126, 0x00002149,
+	0x00002156, 0x00002176, 0x00002182, 0x0000219b,
+	0x000021a4, 0x000021ae, 0x000021b7, 0x000021bf,
+	0x000021c9, 0x000021d1, 0x000021d9, 0x000021dd,
+	0x000021e1, 0x000021e5, 0x000021e9, 0x000021ed,
+	0x000021f1, 0x000021f5, 0x000021f9, 0x000021fd,
 	// Entry 100 - 11F
-	0x000021e9, 0x000021ed, 0x000021f7, 0x00002215,
-	0x00002235, 0x00002259, 0x0000227d, 0x00002286,
-	0x0000229d, 0x000022a5, 0x000022b6, 0x000022bb,
-	0x00002300, 0x00002318, 0x0000231d, 0x00002328,
-	0x0000232e, 0x00002338, 0x00002340, 0x00002348,
-	0x00002372, 0x0000238c, 0x000023b4, 0x000023e4,
-	0x000023ea, 0x000023f9, 0x0000244c, 0x0000246a,
-	0x0000258c, 0x0000264b, 0x000026a2, 0x000026cc,
+	0x00002201, 0x00002205, 0x00002209, 0x00002213,
+	0x00002231, 0x00002251, 0x00002275, 0x00002299,
+	0x000022a2, 0x000022b9, 0x000022c1, 0x000022d2,
+	0x000022d7, 0x0000231c, 0x00002334, 0x00002339,
+	0x00002344, 0x0000234a, 0x00002354, 0x0000235c,
+	0x00002364, 0x0000238e, 0x000023a8, 0x000023d0,
+	0x00002400, 0x00002406, 0x00002415, 0x00002468,
+	0x00002486, 0x000025a8, 0x00002667, 0x000026be,
 	// Entry 120 - 13F
-	0x000026f8, 0x00002722, 0x0000272a, 0x00002730,
-	0x00002739, 0x00002746, 0x00002758, 0x00002763,
-	0x00002779, 0x00002787, 0x000027b2, 0x000027c4,
-	0x000027c9, 0x000027cc, 0x000027f6, 0x0000283f,
-	0x0000285f, 0x00002868, 0x0000287a, 0x0000289d,
-	0x000028ab, 0x000028b8, 0x000028c2, 0x000028cb,
-	0x000028d4, 0x000028de, 0x000028e6, 0x000028eb,
-	0x000028f3, 0x000028fc, 0x00002905, 0x00002912,
+	0x000026e8, 0x00002714, 0x0000273e, 0x00002746,
+	0x0000274c, 0x00002755, 0x00002762, 0x00002774,
+	0x0000277f, 0x00002795, 0x000027a3, 0x000027ce,
+	0x000027e0, 0x000027e5, 0x000027e8, 0x00002812,
+	0x0000285b, 0x0000287b, 0x00002884, 0x00002896,
+	0x000028b9, 0x000028c7, 0x000028d4, 0x000028de,
+	0x000028e7, 0x000028f0, 0x000028fa, 0x00002902,
+	0x00002907, 0x0000290f, 0x00002918, 0x00002921,
 	// Entry 140 - 15F
-	0x00002917, 0x0000291f, 0x00002926, 0x0000292e,
-	0x00002933, 0x00002941, 0x00002948, 0x0000294f,
-	0x00002954, 0x0000295b, 0x00002965, 0x0000296c,
-	0x00002989, 0x000029a3, 0x000029c1, 0x000029e1,
-	0x000029ef, 0x000029f8, 0x00002a01, 0x00002a0a,
-	0x00002a0e, 0x00002a11, 0x00002a1d, 0x00002a2b,
-	0x00002a38, 0x00002a49, 0x00002a58, 0x00002a6f,
-	0x00002a82, 0x00002a92, 0x00002aa1, 0x00002ab0,
+	0x0000292e, 0x00002933, 0x0000293b, 0x00002942,
+	0x0000294a, 0x0000294f, 0x0000295d, 0x00002964,
+	0x0000296b, 0x00002970, 0x00002977, 0x00002981,
+	0x00002988, 0x000029a5, 0x000029bf, 0x000029dd,
+	0x000029fd, 0x00002a0b, 0x00002a14, 0x00002a1d,
+	0x00002a26, 0x00002a2a, 0x00002a2d, 0x00002a39,
+	0x00002a47, 0x00002a54, 0x00002a65, 0x00002a74,
+	0x00002a8b, 0x00002a9e, 0x00002aae, 0x00002abd,
 	// Entry 160 - 17F
-	0x00002ab8, 0x00002abf, 0x00002ac7, 0x00002acf,
-	0x00002add, 0x00002aeb, 0x00002b01, 0x00002b16,
-	0x00002b27, 0x00002b2c, 0x00002b32, 0x00002b39,
-	0x00002b4a, 0x00002b56, 0x00002b5f, 0x00002b68,
-	0x00002b84, 0x00002b8d, 0x00002ba9, 0x00002bb2,
-	0x00002bbc, 0x00002bc5, 0x00002bce, 0x00002be5,
-	0x00002bed, 0x00002bfb, 0x00002c28, 0x00002c34,
-	0x00002c40, 0x00002c48, 0x00002c73, 0x00002d35,
+	0x00002acc, 0x00002ad4, 0x00002adb, 0x00002ae3,
+	0x00002aeb, 0x00002af9, 0x00002b07, 0x00002b1d,
+	0x00002b32, 0x00002b43, 0x00002b48, 0x00002b4e,
+	0x00002b55, 0x00002b66, 0x00002b72, 0x00002b7b,
+	0x00002b84, 0x00002ba0, 0x00002ba9, 0x00002bc5,
+	0x00002bce, 0x00002bd8, 0x00002be1, 0x00002bea,
+	0x00002c01, 0x00002c09, 0x00002c17, 0x00002c44,
+	0x00002c50, 0x00002c5c, 0x00002c64, 0x00002c8f,
 	// Entry 180 - 19F
-	0x00002d50, 0x00002d58, 0x00002d8a, 0x00002d97,
-	0x00002d9b, 0x00002dc1, 0x00002dcf, 0x00002dfb,
-	0x00002e21, 0x00002e2c, 0x00002e5a, 0x00002e77,
-	0x00002ea6, 0x00002ed8, 0x00002ef6, 0x00002f2b,
-	0x00002f47, 0x00002f56, 0x00002f63, 0x00002f71,
-	0x00002f7e, 0x00002f87, 0x00002fa2, 0x00002fbd,
-	0x00002fc9, 0x00002fea, 0x00003013, 0x00003040,
-	0x0000307a, 0x000030df, 0x000030ff, 0x00003125,
+	0x00002d51, 0x00002d6c, 0x00002d74, 0x00002da6,
+	0x00002db3, 0x00002db7, 0x00002ddd, 0x00002deb,
+	0x00002e17, 0x00002e3d, 0x00002e48, 0x00002e76,
+	0x00002e93, 0x00002ec2, 0x00002ef4, 0x00002f12,
+	0x00002f47, 0x00002f63, 0x00002f72, 0x00002f7f,
+	0x00002f8d, 0x00002f9a, 0x00002fa3, 0x00002fbe,
+	0x00002fd9, 0x00002fe5, 0x00003006, 0x0000302f,
+	0x0000305c, 0x00003096, 0x000030fb, 0x0000311b,
 	// Entry 1A0 - 1BF
-	0x0000314f, 0x00003187, 0x000031c4, 0x000031e8,
-	0x0000320d, 0x00003227, 0x00003245, 0x00003279,
-	0x000032b9, 0x000032e3, 0x000032f2, 0x00003323,
-	0x00003352, 0x00003365, 0x000033da, 0x000033ed,
-	0x00003421, 0x00003455, 0x00003465, 0x000034ac,
-	0x000034d9, 0x000034e6, 0x000034f6, 0x000034fe,
-	0x00003516, 0x00003533, 0x00003541, 0x00003552,
-	0x0000355a, 0x00003565, 0x00003595, 0x000035a7,
+	0x00003141, 0x0000316b, 0x000031a3, 0x000031e0,
+	0x00003204, 0x00003229, 0x00003243, 0x00003261,
+	0x00003295, 0x000032d5, 0x000032ff, 0x0000330e,
+	0x0000333f, 0x0000336e, 0x00003381, 0x000033f6,
+	0x00003409, 0x0000343d, 0x00003471, 0x00003481,
+	0x000034c8, 0x000034f5, 0x00003502, 0x00003512,
+	0x0000351a, 0x00003532, 0x0000354f, 0x0000355d,
+	0x0000356e, 0x00003576, 0x00003581, 0x000035b1,
 	// Entry 1C0 - 1DF
-	0x000035b7, 0x000035e9, 0x000035f5, 0x00003606,
-	0x00003620, 0x00003631, 0x00003637, 0x0000364b,
-	0x00003663, 0x00003688, 0x00003696, 0x000036d4,
-	0x00003711, 0x0000373d, 0x0000377a, 0x00003789,
-	0x00003791, 0x0000379e, 0x000037ae, 0x000037c5,
-	0x000037d0, 0x000037df, 0x000037ed, 0x00003800,
-	0x00003825, 0x00003850, 0x0000387e, 0x0000388c,
-	0x0000391f, 0x0000393d, 0x00003983, 0x00003991,
+	0x000035c3, 0x000035d3, 0x00003605, 0x00003611,
+	0x00003622, 0x0000363c, 0x0000364d, 0x00003653,
+	0x00003667, 0x0000367f, 0x000036a4, 0x000036b2,
+	0x000036f0, 0x0000372d, 0x00003759, 0x00003796,
+	0x000037a5, 0x000037ad, 0x000037ba, 0x000037ca,
+	0x000037e1, 0x000037ec, 0x000037fb, 0x00003809,
+	0x0000381c, 0x00003841, 0x0000386c, 0x0000389a,
+	0x000038a8, 0x0000393b, 0x00003959, 0x0000399f,
 	// Entry 1E0 - 1FF
-	0x000039a5, 0x000039c6, 0x000039da, 0x000039e0,
-	0x000039f4, 0x00003a67, 0x00003a78, 0x00003a8f,
-	0x00003aac, 0x00003aba, 0x00003ac8, 0x00003ad0,
-	0x00003adb, 0x00003ae1, 0x00003bd3, 0x00003bd9,
-	0x00003c0b, 0x00003c10, 0x00003c20, 0x00003c2b,
-	0x00003c34, 0x00003c44, 0x00003c5e, 0x00003c97,
-	0x00003ca6, 0x00003d60, 0x00003d65, 0x00003d73,
-	0x00003d83, 0x00003d8f, 0x00003d9f, 0x00003da9,
+	0x000039ad, 0x000039c1, 0x000039e2, 0x000039f6,
+	0x000039fc, 0x00003a10, 0x00003a83, 0x00003a94,
+	0x00003aab, 0x00003ac8, 0x00003ad6, 0x00003ae4,
+	0x00003aec, 0x00003af7, 0x00003afd, 0x00003bef,
+	0x00003bf5, 0x00003c27, 0x00003c2c, 0x00003c3c,
+	0x00003c47, 0x00003c50, 0x00003c60, 0x00003c7a,
+	0x00003cb3, 0x00003cc2, 0x00003d7c, 0x00003d81,
+	0x00003d8f, 0x00003d9f, 0x00003dab, 0x00003dbb,
 	// Entry 200 - 21F
-	0x00003dcc, 0x00003de5, 0x00003df8, 0x00003e64,
-	0x00003e73, 0x00003e81, 0x00003eb3, 0x00003eea,
-	0x00003ef8, 0x00003f3c, 0x00003f61, 0x00003f89,
-	0x00003f90, 0x00003feb, 0x00004015, 0x00004045,
-	0x000040a3, 0x000040b7, 0x000040bf, 0x000040f0,
-	0x000040f6, 0x00004172, 0x000041ba, 0x000041e5,
-	0x00004247, 0x0000426a, 0x00004311, 0x00004314,
-	0x00004319, 0x00004323, 0x0000432b, 0x00004331,
+	0x00003dc5, 0x00003de8, 0x00003e01, 0x00003e14,
+	0x00003e80, 0x00003e8f, 0x00003e9d, 0x00003ecf,
+	0x00003f06, 0x00003f14, 0x00003f58, 0x00003f7d,
+	0x00003fa5, 0x00003fac, 0x00004007, 0x00004031,
+	0x00004061, 0x000040bf, 0x000040d3, 0x000040db,
+	0x0000410c, 0x00004112, 0x0000418e, 0x000041d6,
+	0x00004201, 0x00004263, 0x00004286, 0x0000432d,
+	0x00004330, 0x00004335, 0x0000433f, 0x00004347,
 	// Entry 220 - 23F
-	0x00004339, 0x00004347, 0x00004351, 0x0000435e,
-	0x00004368, 0x0000437f, 0x00004392, 0x000043b6,
-	0x00004436, 0x00004447, 0x0000444f, 0x000044c4,
-	0x00004518, 0x00004527, 0x00004533, 0x0000456f,
-	0x000045a9, 0x000045b7, 0x000045c4, 0x000045d2,
-	0x000045e0, 0x000045ee, 0x00004620, 0x00004650,
-	0x0000465d, 0x0000467d, 0x00004682, 0x00004693,
-	0x000046a0, 0x000046cc, 0x00004752, 0x00004777,
+	0x0000434d, 0x00004355, 0x00004363, 0x0000436d,
+	0x0000437a, 0x00004384, 0x0000439b, 0x000043ae,
+	0x000043d2, 0x00004452, 0x00004463, 0x0000446b,
+	0x000044e0, 0x00004534, 0x00004543, 0x0000454f,
+	0x0000458b, 0x000045c5, 0x000045d3, 0x000045e0,
+	0x000045ee, 0x000045fc, 0x0000460a, 0x0000463c,
+	0x0000466c, 0x00004679, 0x00004699, 0x0000469e,
+	0x000046af, 0x000046bc, 0x000046e8, 0x0000476e,
 	// Entry 240 - 25F
-	0x0000477e, 0x00004787, 0x0000479a, 0x000047a4,
-	0x000047ae, 0x000047b8, 0x000047d0, 0x000047e6,
-	0x000047f2, 0x00004814, 0x0000481b, 0x00004828,
-	0x00004839, 0x0000488d, 0x000048c5,
-} // Size: 2388 bytes
+	0x00004793, 0x0000479a, 0x000047a3, 0x000047b6,
+	0x000047c0, 0x000047ca, 0x000047d4, 0x000047ec,
+	0x00004802, 0x0000480e, 0x00004830, 0x00004837,
+	0x00004844, 0x00004855, 0x000048a9, 0x000048e1,
+} // Size: 2392 bytes
 
-const enData string = "" + // Size: 18629 bytes
+const enData string = "" + // Size: 18657 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every held instance…\x02Stop every running instance…\x02Stop every runni" +
@@ -870,234 +871,235 @@ const enData string = "" + // Size: 18629 bytes
 	"ied to %[2]d instance.\x00'\x02Bulk %[1]s applied to %[2]d instances." +
 	"\x14\x01\x81\x01\x00\x02R\x02%[1]d skipped: it changed after the count (" +
 	"settled, or acted on by someone else).\x00T\x02%[1]d skipped: they chang" +
-	"ed after the count (settled, or acted on by someone else).\x02When\x02Wh" +
-	"o\x02Action\x02Reason\x02Process instance\x02Occurrence offered again" +
-	"\x02Bulk action\x02deleted\x02Audit log\x02Every retry, abandon and stop" +
-	" an operator applied, with its reason. Reveals of sensitive values have " +
-	"their own log (GET /api/v1/audit/reveals).\x02Filters\x02Apply filters" +
-	"\x02Clear filters\x02No operator action matches.\x02All actions\x02The p" +
-	"rocess instance must be an instance id (a UUID).\x02The bulk action must" +
-	" be its id (a UUID).\x02Showing the instances bulk action %[1]s changed." +
-	"\x02The page cursor is invalid: go back to the first page.\x02Operator a" +
-	"ctions, newest first\x02Pages\x02Next page\x02First page\x02Relais conso" +
-	"le\x02Language\x02Skip to content\x02Main navigation\x02Health\x02Extern" +
-	"al tasks\x02Instances\x02Processes\x02Find an instance or occurrence\x02" +
-	"id or business key\x02Find\x02Definitions\x02Workers\x02Tokens\x02Signed" +
-	" in as %[1]s (%[2]s)\x02Sign out\x02Display settings\x02Times in %[1]s ·" +
-	" reload every %[2]d s\x02Times in %[1]s · no auto-reload\x02This page re" +
-	"loads every %[1]d seconds.\x02Not allowed\x02Your role can read definiti" +
-	"ons only: external tasks and process instances are for operators and adm" +
-	"inistrators.\x02Invalid request\x02The field “%[1]s” holds a NUL charact" +
-	"er or bytes that are not UTF-8 text: correct it and try again.\x02Back t" +
-	"o external tasks\x02Back to definitions\x02Not found\x02Nothing exists a" +
-	"t this address, or it is not visible to you.\x02Form refused\x02This for" +
-	"m was not sent from this console session, or it has expired. Reload the " +
-	"page and try again.\x02Temporarily unavailable\x02The database cannot be" +
-	" reached right now. Try again in a few seconds.\x02Something went wrong" +
-	"\x02The console could not show this page. Try again; if it persists, giv" +
-	"e your administrator the request id %[1]s.\x02Counting the occurrences; " +
-	"the counts appear when you reload the page.\x02Counts are unavailable ri" +
-	"ght now.\x02Field\x02Type\x02Required\x02Classification\x02Constraints" +
-	"\x02Description\x02Definition %[1]s\x02Working copy\x02The only mutable " +
-	"part of a definition. Processes never use it directly: they pin a revisi" +
-	"on.\x02Name\x02Routing output\x02Last saved\x02Revisions\x02No revision " +
-	"yet: the Working copy has never been snapshotted.\x02Releases\x02No rele" +
-	"ase yet.\x02Release\x02Revision\x02Notes\x02Published\x02Compare revisio" +
-	"ns\x02Lists every change from one revision to another, and whom it may b" +
-	"reak.\x02From revision\x02To revision\x02Compare\x02Change\x02Detail\x02" +
-	"Breaks processes\x02Breaks workers\x02These revisions have the same cont" +
-	"racts.\x02Inputs\x02No inputs.\x02Inputs of the working copy\x02Outputs" +
-	"\x02No outputs.\x02Outputs of the working copy\x02Releases, oldest first" +
-	"\x02Changes between the two revisions\x02Revision %[1]d\x02Snapshotted" +
-	"\x02Digest\x02Inputs of revision %[1]d\x02Outputs of revision %[1]d\x02C" +
-	"hoose two existing revisions to compare.\x02From revision %[1]d to revis" +
-	"ion %[2]d:\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d " +
-	"changes\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d b" +
-	"reaking\x02routing output %[1]s → %[2]s\x02optional → required\x02requir" +
-	"ed → optional\x02values added: %[1]s\x02values removed: %[1]s\x02values " +
-	"reordered\x02%[1]s: %[2]s → %[3]s\x02required field of type %[1]s\x02opt" +
-	"ional field of type %[1]s\x02none\x02Task contracts: their Working copy," +
-	" immutable revisions and named releases.\x02Definitions by key\x02Key" +
-	"\x02Latest revision\x02none yet\x02No definition yet.\x14\x01\x81\x01" +
-	"\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases\x02on error\x02a" +
-	"ny other error\x02held for an operator\x02an incident: retry, abandon or" +
-	" stop\x02end: completes the instance\x02end: fails the instance\x02push " +
-	"%[1]s\x02pull %[1]s\x02Node %[1]s\x02Each definition’s queue and inciden" +
-	"ts now, and what its workers finished in the last hour.\x02Completions a" +
-	"nd failures, last hour\x02Definitions, those needing attention first\x02" +
-	"Definition\x02Open\x02Held instances\x02Failed\x02Oldest claimable waits" +
-	"\x02Completed, last hour\x02Failed, last hour\x02No definition has occur" +
-	"rences yet.\x02As of %[1]s (%[2]s); refreshed every few seconds.\x02clai" +
-	"mable since %[1]s\x02Show all definitions\x02All definitions\x02Completi" +
-	"ons and failures per 5 minutes, last hour: %[1]s\x02In the last hour: %[" +
-	"1]s, %[2]s. The table after the chart gives each 5-minute slot.\x02compl" +
-	"eted\x02failed\x02The chart’s numbers\x02Completions and failures per 5-" +
-	"minute slot, oldest first\x02Slot\x02Completed\x02%[1]s–%[2]s\x02%[1]s: " +
-	"%[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d co" +
-	"mpleted\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d fai" +
-	"led\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s" +
-	"\x02%[1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1" +
-	"]d s\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02M" +
-	"ay\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01" +
-	"\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01" +
-	"\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00" +
-	"\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00" +
-	"\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process" +
-	" instance %[1]s\x02Summary\x02Operator actions\x02Path\x02The nodes this" +
-	" instance reached, in order, each with its occurrence.\x02Nodes reached," +
-	" in order\x02Node\x02Occurrence\x02Route\x02Next node\x02Created\x02Sett" +
-	"led\x02This instance has not reached a task yet.\x02Recorded operator ac" +
-	"tions\x02No operator has acted on this instance.\x02Operator actions on " +
-	"this instance, newest first\x02Value\x02Process inputs\x02Inputs the ins" +
-	"tance was started with, labelled by process version %[1]d's contract\x02" +
-	"This process takes no inputs.\x02This instance is held at a failed node:" +
-	" an incident. It cannot be retried: its occurrence at node %[1]s failed " +
-	"before any attempt (its inputs could not be built), so it would fail the" +
-	" same way. Abandon fails the instance; stop cancels it. Each asks for a " +
-	"reason, recorded in the audit log.\x02This instance is held at a failed " +
-	"node: an incident. Retry offers the failed occurrence again; abandon fai" +
-	"ls the instance; stop cancels it. Each asks for a reason, recorded in th" +
-	"e audit log.\x02Stopping cancels the instance and its open occurrences. " +
-	"It does not complete anything.\x02Stopped by %[1]s at %[2]s — “%[3]s”" +
-	"\x02Abandoned by %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s —" +
-	" “%[3]s”\x02Started\x02Ended\x02End node\x02Held at node\x02Failed occur" +
-	"rence\x02Error code\x02Unknown status %[1]q.\x02Creation date\x02The pag" +
-	"e size must be between 1 and %[1]d.\x02Process instances\x02from\x02to" +
-	"\x02Act on every instance this filter matches\x02The next page counts th" +
-	"em and asks for a reason before anything changes.\x02Process instances, " +
-	"newest first\x02Instance\x02End node or error\x02No instance matches the" +
-	"se filters.\x02All processes\x02All statuses\x02available\x02reserved" +
-	"\x02deferred\x02cancelled\x02running\x02held\x02expired\x02rejected\x02r" +
-	"eleased\x02disconnected\x02text\x02integer\x02number\x02boolean\x02date" +
-	"\x02date and time\x02choice\x02object\x02list\x02normal\x02sensitive\x02" +
-	"secret\x02••• hidden (sensitive)\x02••• hidden (secret)\x02pull (the ser" +
-	"vice fetches it)\x02push (Relais calls the service)\x02administrator\x02" +
-	"operator\x02designer\x02consumer\x02yes\x02no\x02field added\x02field re" +
-	"moved\x02type changed\x02required changed\x02values changed\x02classific" +
-	"ation changed\x02constraint changed\x02routing changed\x02minimum length" +
-	"\x02maximum length\x02pattern\x02format\x02minimum\x02maximum\x02minimum" +
-	" items\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, version %[2]s" +
-	"\x02Occurrence %[1]s\x02Mode\x02Dates\x02Policy\x02Maximum attempts\x02R" +
-	"etry delay\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02Att" +
-	"empts\x02Every attempt, oldest first\x02Consumer\x02Worker id\x02Reserve" +
-	"d\x02Duration\x02Destination’s answer\x02Outcome\x02Error message\x02No " +
-	"service has reserved this occurrence yet.\x02in progress\x02Destination" +
-	"\x02Replica\x02Relais has not called the destination yet.\x02Relais keep" +
-	"s the destination’s status code only when it refused the call (destinati" +
-	"on_http_NNN); a completed call answered 2xx. The duration runs from the " +
-	"claim of the call to its settlement.\x02Reason given by the worker\x02Re" +
-	"tries\x02none: a failed call takes the node’s error path\x02Call timeout" +
-	"\x02Now\x02Retry or abandon it from its instance\x02at most %[1]d\x02at " +
-	"most %[1]d since the last operator retry\x14\x01\x81\x01\x00\x02\x0e\x02" +
-	"%[1]d attempt\x00\x0f\x02%[1]d attempts\x02%[1]d left\x02Inputs, labelle" +
-	"d by revision %[1]d's contract\x02This contract has no inputs.\x02Output" +
-	"s, labelled by revision %[1]d's contract\x02No outputs yet: the occurren" +
-	"ce has not completed.\x02This contract has no outputs.\x02No outputs: th" +
-	"e occurrence ended without completing.\x02Reveal — this is recorded\x02A" +
-	"vailable from\x02Next attempt\x02Last reserved\x02Lock expires\x02Deferr" +
-	"ed\x02Last error (attempt %[1]d)\x02Error (before any attempt)\x02Its me" +
-	"ssage\x02Message from Relais (in English)\x02Message from the service (a" +
-	"s it sent it)\x02The deadline passed before a result arrived.\x02The res" +
-	"ult did not match the revision's outputs contract.\x02Relais stopped dur" +
-	"ing the call: whether the destination acted is unknown, so it is not cal" +
-	"led again.\x02The call could not be prepared.\x02The destination could n" +
-	"ot be reached.\x02The destination’s answer was too large.\x02The last at" +
-	"tempt’s lock expired with no attempt left.\x02The inputs could not be bu" +
-	"ilt from the process’s bindings.\x02An operator abandoned the instance." +
-	"\x02The destination answered HTTP %[1]s.\x02Retry at %[1]s — %[2]s.\x02O" +
-	"ffered from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to be offered" +
-	" again.\x02Waiting for Relais to call the destination since %[1]s (%[2]s" +
-	").\x02Waiting for a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02Rel" +
-	"ais is calling the destination (since %[1]s).\x02Reserved by %[1]s; lock" +
-	" until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2" +
-	"]s): a worker of the same consumer, or a front end with a settle token, " +
-	"completes it later.\x02Completed (%[1]s).\x02Its instance is held here, " +
-	"waiting for an operator.\x02Its instance went on along the node’s error " +
-	"path.\x02Failed (%[1]s).\x02Cancelled: the instance was stopped by %[1]s" +
-	" at %[2]s — “%[3]s”.\x02Cancelled: the instance was stopped (%[1]s).\x02" +
-	"%[1]s so far\x02consumer #%[1]s\x02waiting\x02HTTP 2xx, unusable body" +
-	"\x02no answer within the timeout\x02no connection\x02answer too large" +
-	"\x02unknown\x02[redacted]\x02The revision must be a whole number, 1 or m" +
-	"ore.\x02Unknown consumer.\x02Settlement date\x02More filters: instance, " +
-	"revision, consumer, dates\x02instance id\x02Counts by status\x02Occurren" +
-	"ces, newest first\x02Process and node\x02Error\x02Consumer and worker" +
-	"\x02Next attempt or settled\x02No occurrence matches these filters.\x02A" +
-	"ll consumers\x02Totals of definition %[1]s, not narrowed by the other fi" +
-	"lters\x02Totals of all definitions, not narrowed by the other filters" +
-	"\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurr" +
-	"ences\x02as of %[1]s (%[2]s); counts are refreshed every few seconds." +
-	"\x02revision %[1]d\x02settled\x02next attempt\x02claimable since\x02call" +
-	" in progress since\x02lock until\x02deferred since\x02Previous page\x02R" +
-	"ows %[1]s–%[2]s\x02%[1]s: a date is written 2026-12-01.\x02%[1]s: the fi" +
-	"rst day comes after the last.\x02These settings are kept in this browser" +
-	" only.\x02Show times in\x02The console runs no script, so it cannot read" +
-	" your computer’s time zone: choose its offset from UTC. Offsets do not f" +
-	"ollow daylight saving time.\x02Reload lists and detail pages\x02Pages wi" +
-	"th a form, such as a confirmation, never reload on their own.\x02Save se" +
-	"ttings\x02Back without saving\x02UTC (coordinated universal time)\x02Loc" +
-	"al time at %[1]s\x02Never\x02Every %[1]d seconds\x02Published process ve" +
-	"rsions: their nodes, routes and pinned revisions, drawn, with where thei" +
-	"r occurrences are now.\x02Processes by key\x02Versions, newest first\x02" +
-	"No process is published yet.\x02version %[1]d\x02Process %[1]s\x02Versio" +
-	"n\x02Start node\x02Graph\x02Columns follow the longest path from the sta" +
-	"rt node. Solid arrows are successes (labelled with their route), dashed " +
-	"ones failures (labelled with their error codes). Each box says how many " +
-	"of this version’s occurrences are at that node now.\x02Nodes\x02Nodes of" +
-	" this version, with their occurrences now\x02Kind\x02Pinned revision\x02" +
-	"On success\x02On error\x02Occurrences now\x02Instances of this process" +
-	"\x02Counts as of %[1]s (%[2]s); refreshed every few seconds.\x02Graph of" +
-	" %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The ta" +
-	"ble below lists the same nodes, routes and counts.\x00Y\x02%[1]d nodes, " +
-	"starting at %[2]s. The table below lists the same nodes, routes and coun" +
-	"ts.\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s " +
-	"→ %[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02any other " +
-	"code → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%[1]d att" +
-	"empt, retry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, retry af" +
-	"ter %[2]s, priority %[3]d\x02deadline %[1]s\x02timeout %[1]s\x02Only adm" +
-	"inistrators may reveal a sensitive value.\x02Revealed by %[1]s at %[2]s;" +
-	" recorded in the audit log.\x02Cannot reveal\x02Only a value this page s" +
-	"hows as hidden (sensitive) can be revealed.\x02Secret values can never b" +
-	"e revealed.\x02This page does not accept that request.\x02Search\x02Type" +
-	" an instance or occurrence id (a UUID, as the pages show on hover), or a" +
-	" business key.\x02Nothing to find: the search box is empty.\x02That is t" +
-	"oo long to be an id or a business key.\x02No instance or occurrence has " +
-	"the id “%[1]s”, and no instance has it as its business key.\x02You are s" +
-	"igned out.\x02Sign in\x02Sign in with an operator or administrator token" +
-	".\x02Token\x02The token is checked once and never stored in your browser" +
-	"; a session cookie stands for it for up to 8 hours of inactivity.\x02Too" +
-	" many failed sign-ins from your address. Try again in %[1]d seconds.\x02" +
-	"This token is unknown or has been revoked.\x02A %[1]s token cannot open " +
-	"the console: sign in with an operator, designer or administrator token." +
-	"\x02Only administrators manage tokens.\x02Staff tokens (administrators, " +
-	"designers, operators) that are not revoked. Consumer tokens are managed " +
-	"with their consumers. Revoking a token refuses its next request.\x02ID" +
-	"\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02Expired token" +
-	"\x02Revoke…\x02this session\x02No token.\x02The token was revoked.\x02Re" +
-	"voke token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request " +
-	"is refused, and console sessions opened with it end. This cannot be undo" +
-	"ne: whoever uses it needs a new token.\x02Revoke the token\x02Keep it" +
-	"\x02This is the token you signed in with: revoking it signs you out. Its" +
-	" next request is refused. This cannot be undone.\x02This is the last usa" +
-	"ble administrator token: create another one before revoking it.\x02routi" +
-	"ng output\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d c" +
-	"haracter\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02" +
-	"\x18\x02at most %[1]d character\x00\x19\x02at most %[1]d characters\x02p" +
-	"attern %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of" +
-	": %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at" +
-	" least %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00" +
-	"\x14\x02at most %[1]d items\x02not provided\x14\x01\x81\x01\x00\x02\x0b" +
-	"\x02%[1]d item\x00\x0c\x02%[1]d items\x02null\x02unexpected value\x02Inv" +
-	"alid page\x02This page link is not one the console made.\x02Workers conn" +
-	"ected by a stream, and polling workers by their last fetch. A worker is " +
-	"listed while it was seen within three heartbeats.\x02Workers seen within" +
-	" three heartbeats\x02Worker\x02Protocol\x02Definitions served\x02In flig" +
-	"ht\x02Connected\x02Last seen\x02No worker is connected.\x02Workers servi" +
-	"ng %[1]s\x02All workers\x02No worker serves this definition.\x02stream" +
-	"\x02long polling\x02Camunda 7 facade\x02No worker serves this definition" +
-	": its occurrences wait until one connects or polls.\x14\x01\x81\x01\x00" +
-	"\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d workers"
+	"ed after the count (settled, or acted on by someone else).\x02%[1]s (tok" +
+	"en #%[2]d, %[3]s)\x02When\x02Who\x02Action\x02Reason\x02Process instance" +
+	"\x02Occurrence offered again\x02Bulk action\x02deleted\x02Audit log\x02E" +
+	"very retry, abandon and stop an operator applied, with its reason. Revea" +
+	"ls of sensitive values have their own log (GET /api/v1/audit/reveals)." +
+	"\x02Filters\x02Apply filters\x02Clear filters\x02No operator action matc" +
+	"hes.\x02All actions\x02The process instance must be an instance id (a UU" +
+	"ID).\x02The bulk action must be its id (a UUID).\x02Showing the instance" +
+	"s bulk action %[1]s changed.\x02The page cursor is invalid: go back to t" +
+	"he first page.\x02Operator actions, newest first\x02Pages\x02Next page" +
+	"\x02First page\x02Relais console\x02Language\x02Skip to content\x02Main " +
+	"navigation\x02Health\x02External tasks\x02Instances\x02Processes\x02Find" +
+	" an instance or occurrence\x02id or business key\x02Find\x02Definitions" +
+	"\x02Workers\x02Tokens\x02Signed in as %[1]s (%[2]s)\x02Sign out\x02Displ" +
+	"ay settings\x02Times in %[1]s · reload every %[2]d s\x02Times in %[1]s ·" +
+	" no auto-reload\x02This page reloads every %[1]d seconds.\x02Not allowed" +
+	"\x02Your role can read definitions only: external tasks and process inst" +
+	"ances are for operators and administrators.\x02Invalid request\x02The fi" +
+	"eld “%[1]s” holds a NUL character or bytes that are not UTF-8 text: corr" +
+	"ect it and try again.\x02Back to external tasks\x02Back to definitions" +
+	"\x02Not found\x02Nothing exists at this address, or it is not visible to" +
+	" you.\x02Form refused\x02This form was not sent from this console sessio" +
+	"n, or it has expired. Reload the page and try again.\x02Temporarily unav" +
+	"ailable\x02The database cannot be reached right now. Try again in a few " +
+	"seconds.\x02Something went wrong\x02The console could not show this page" +
+	". Try again; if it persists, give your administrator the request id %[1]" +
+	"s.\x02Counting the occurrences; the counts appear when you reload the pa" +
+	"ge.\x02Counts are unavailable right now.\x02Field\x02Type\x02Required" +
+	"\x02Classification\x02Constraints\x02Description\x02Definition %[1]s\x02" +
+	"Working copy\x02The only mutable part of a definition. Processes never u" +
+	"se it directly: they pin a revision.\x02Name\x02Routing output\x02Last s" +
+	"aved\x02Revisions\x02No revision yet: the Working copy has never been sn" +
+	"apshotted.\x02Releases\x02No release yet.\x02Release\x02Revision\x02Note" +
+	"s\x02Published\x02Compare revisions\x02Lists every change from one revis" +
+	"ion to another, and whom it may break.\x02From revision\x02To revision" +
+	"\x02Compare\x02Change\x02Detail\x02Breaks processes\x02Breaks workers" +
+	"\x02These revisions have the same contracts.\x02Inputs\x02No inputs.\x02" +
+	"Inputs of the working copy\x02Outputs\x02No outputs.\x02Outputs of the w" +
+	"orking copy\x02Releases, oldest first\x02Changes between the two revisio" +
+	"ns\x02Revision %[1]d\x02Snapshotted\x02Digest\x02Inputs of revision %[1]" +
+	"d\x02Outputs of revision %[1]d\x02Choose two existing revisions to compa" +
+	"re.\x02From revision %[1]d to revision %[2]d:\x14\x01\x81\x01\x00\x02" +
+	"\x0d\x02%[1]d change\x00\x0e\x02%[1]d changes\x14\x01\x81\x01\x00\x02" +
+	"\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d breaking\x02routing output %[1]s" +
+	" → %[2]s\x02optional → required\x02required → optional\x02values added: " +
+	"%[1]s\x02values removed: %[1]s\x02values reordered\x02%[1]s: %[2]s → %[3" +
+	"]s\x02required field of type %[1]s\x02optional field of type %[1]s\x02no" +
+	"ne\x02Task contracts: their Working copy, immutable revisions and named " +
+	"releases.\x02Definitions by key\x02Key\x02Latest revision\x02none yet" +
+	"\x02No definition yet.\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d release\x00" +
+	"\x0f\x02%[1]d releases\x02on error\x02any other error\x02held for an ope" +
+	"rator\x02an incident: retry, abandon or stop\x02end: completes the insta" +
+	"nce\x02end: fails the instance\x02push %[1]s\x02pull %[1]s\x02Node %[1]s" +
+	"\x02Each definition’s queue and incidents now, and what its workers fini" +
+	"shed in the last hour.\x02Completions and failures, last hour\x02Definit" +
+	"ions, those needing attention first\x02Definition\x02Open\x02Held instan" +
+	"ces\x02Failed\x02Oldest claimable waits\x02Completed, last hour\x02Faile" +
+	"d, last hour\x02No definition has occurrences yet.\x02As of %[1]s (%[2]s" +
+	"); refreshed every few seconds.\x02claimable since %[1]s\x02Show all def" +
+	"initions\x02All definitions\x02Completions and failures per 5 minutes, l" +
+	"ast hour: %[1]s\x02In the last hour: %[1]s, %[2]s. The table after the c" +
+	"hart gives each 5-minute slot.\x02completed\x02failed\x02The chart’s num" +
+	"bers\x02Completions and failures per 5-minute slot, oldest first\x02Slot" +
+	"\x02Completed\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01\x00\x02\x10" +
+	"\x02%[1]d completed\x00\x10\x02%[1]d completed\x14\x01\x81\x01\x00\x02" +
+	"\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02%[1]s; %[2]s\x02%[1]s %[" +
+	"2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s\x02in" +
+	" %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[" +
+	"1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02" +
+	"Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day" +
+	"\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c" +
+	"\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%" +
+	"[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]" +
+	"d seconds\x02%[1]d ms\x02Process instance %[1]s\x02Summary\x02Operator a" +
+	"ctions\x02Path\x02The nodes this instance reached, in order, each with i" +
+	"ts occurrence.\x02Nodes reached, in order\x02Node\x02Occurrence\x02Route" +
+	"\x02Next node\x02Created\x02Settled\x02This instance has not reached a t" +
+	"ask yet.\x02Recorded operator actions\x02No operator has acted on this i" +
+	"nstance.\x02Operator actions on this instance, newest first\x02Value\x02" +
+	"Process inputs\x02Inputs the instance was started with, labelled by proc" +
+	"ess version %[1]d's contract\x02This process takes no inputs.\x02This in" +
+	"stance is held at a failed node: an incident. It cannot be retried: its " +
+	"occurrence at node %[1]s failed before any attempt (its inputs could not" +
+	" be built), so it would fail the same way. Abandon fails the instance; s" +
+	"top cancels it. Each asks for a reason, recorded in the audit log.\x02Th" +
+	"is instance is held at a failed node: an incident. Retry offers the fail" +
+	"ed occurrence again; abandon fails the instance; stop cancels it. Each a" +
+	"sks for a reason, recorded in the audit log.\x02Stopping cancels the ins" +
+	"tance and its open occurrences. It does not complete anything.\x02Stoppe" +
+	"d by %[1]s at %[2]s — “%[3]s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”" +
+	"\x02Retried by %[1]s at %[2]s — “%[3]s”\x02Started\x02Ended\x02End node" +
+	"\x02Held at node\x02Failed occurrence\x02Error code\x02Unknown status %[" +
+	"1]q.\x02Creation date\x02The page size must be between 1 and %[1]d.\x02P" +
+	"rocess instances\x02from\x02to\x02Act on every instance this filter matc" +
+	"hes\x02The next page counts them and asks for a reason before anything c" +
+	"hanges.\x02Process instances, newest first\x02Instance\x02End node or er" +
+	"ror\x02No instance matches these filters.\x02All processes\x02All status" +
+	"es\x02available\x02reserved\x02deferred\x02cancelled\x02running\x02held" +
+	"\x02expired\x02rejected\x02released\x02disconnected\x02text\x02integer" +
+	"\x02number\x02boolean\x02date\x02date and time\x02choice\x02object\x02li" +
+	"st\x02normal\x02sensitive\x02secret\x02••• hidden (sensitive)\x02••• hid" +
+	"den (secret)\x02pull (the service fetches it)\x02push (Relais calls the " +
+	"service)\x02administrator\x02operator\x02designer\x02consumer\x02yes\x02" +
+	"no\x02field added\x02field removed\x02type changed\x02required changed" +
+	"\x02values changed\x02classification changed\x02constraint changed\x02ro" +
+	"uting changed\x02minimum length\x02maximum length\x02pattern\x02format" +
+	"\x02minimum\x02maximum\x02minimum items\x02maximum items\x02%[1]s, revis" +
+	"ion %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Mode\x02Dates" +
+	"\x02Policy\x02Maximum attempts\x02Retry delay\x02Deadline\x02Priority" +
+	"\x02%[1]d (0 lowest, 9 highest)\x02Attempts\x02Every attempt, oldest fir" +
+	"st\x02Consumer\x02Worker id\x02Reserved\x02Duration\x02Destination’s ans" +
+	"wer\x02Outcome\x02Error message\x02No service has reserved this occurren" +
+	"ce yet.\x02in progress\x02Destination\x02Replica\x02Relais has not calle" +
+	"d the destination yet.\x02Relais keeps the destination’s status code onl" +
+	"y when it refused the call (destination_http_NNN); a completed call answ" +
+	"ered 2xx. The duration runs from the claim of the call to its settlement" +
+	".\x02Reason given by the worker\x02Retries\x02none: a failed call takes " +
+	"the node’s error path\x02Call timeout\x02Now\x02Retry or abandon it from" +
+	" its instance\x02at most %[1]d\x02at most %[1]d since the last operator " +
+	"retry\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d atte" +
+	"mpts\x02%[1]d left\x02Inputs, labelled by revision %[1]d's contract\x02T" +
+	"his contract has no inputs.\x02Outputs, labelled by revision %[1]d's con" +
+	"tract\x02No outputs yet: the occurrence has not completed.\x02This contr" +
+	"act has no outputs.\x02No outputs: the occurrence ended without completi" +
+	"ng.\x02Reveal — this is recorded\x02Available from\x02Next attempt\x02La" +
+	"st reserved\x02Lock expires\x02Deferred\x02Last error (attempt %[1]d)" +
+	"\x02Error (before any attempt)\x02Its message\x02Message from Relais (in" +
+	" English)\x02Message from the service (as it sent it)\x02The deadline pa" +
+	"ssed before a result arrived.\x02The result did not match the revision's" +
+	" outputs contract.\x02Relais stopped during the call: whether the destin" +
+	"ation acted is unknown, so it is not called again.\x02The call could not" +
+	" be prepared.\x02The destination could not be reached.\x02The destinatio" +
+	"n’s answer was too large.\x02The last attempt’s lock expired with no att" +
+	"empt left.\x02The inputs could not be built from the process’s bindings." +
+	"\x02An operator abandoned the instance.\x02The destination answered HTTP" +
+	" %[1]s.\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Loc" +
+	"k expired %[1]s — waiting to be offered again.\x02Waiting for Relais to " +
+	"call the destination since %[1]s (%[2]s).\x02Waiting for a worker since " +
+	"%[1]s (%[2]s).\x02(worker %[1]s)\x02Relais is calling the destination (s" +
+	"ince %[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02Reserved" +
+	" by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker of the same consume" +
+	"r, or a front end with a settle token, completes it later.\x02Completed " +
+	"(%[1]s).\x02Its instance is held here, waiting for an operator.\x02Its i" +
+	"nstance went on along the node’s error path.\x02Failed (%[1]s).\x02Cance" +
+	"lled: the instance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled" +
+	": the instance was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s" +
+	"\x02waiting\x02HTTP 2xx, unusable body\x02no answer within the timeout" +
+	"\x02no connection\x02answer too large\x02unknown\x02[redacted]\x02The re" +
+	"vision must be a whole number, 1 or more.\x02Unknown consumer.\x02Settle" +
+	"ment date\x02More filters: instance, revision, consumer, dates\x02instan" +
+	"ce id\x02Counts by status\x02Occurrences, newest first\x02Process and no" +
+	"de\x02Error\x02Consumer and worker\x02Next attempt or settled\x02No occu" +
+	"rrence matches these filters.\x02All consumers\x02Totals of definition %" +
+	"[1]s, not narrowed by the other filters\x02Totals of all definitions, no" +
+	"t narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occ" +
+	"urrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); counts are " +
+	"refreshed every few seconds.\x02revision %[1]d\x02settled\x02next attemp" +
+	"t\x02claimable since\x02call in progress since\x02lock until\x02deferred" +
+	" since\x02Previous page\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written " +
+	"2026-12-01.\x02%[1]s: the first day comes after the last.\x02These setti" +
+	"ngs are kept in this browser only.\x02Show times in\x02The console runs " +
+	"no script, so it cannot read your computer’s time zone: choose its offse" +
+	"t from UTC. Offsets do not follow daylight saving time.\x02Reload lists " +
+	"and detail pages\x02Pages with a form, such as a confirmation, never rel" +
+	"oad on their own.\x02Save settings\x02Back without saving\x02UTC (coordi" +
+	"nated universal time)\x02Local time at %[1]s\x02Never\x02Every %[1]d sec" +
+	"onds\x02Published process versions: their nodes, routes and pinned revis" +
+	"ions, drawn, with where their occurrences are now.\x02Processes by key" +
+	"\x02Versions, newest first\x02No process is published yet.\x02version %[" +
+	"1]d\x02Process %[1]s\x02Version\x02Start node\x02Graph\x02Columns follow" +
+	" the longest path from the start node. Solid arrows are successes (label" +
+	"led with their route), dashed ones failures (labelled with their error c" +
+	"odes). Each box says how many of this version’s occurrences are at that " +
+	"node now.\x02Nodes\x02Nodes of this version, with their occurrences now" +
+	"\x02Kind\x02Pinned revision\x02On success\x02On error\x02Occurrences now" +
+	"\x02Instances of this process\x02Counts as of %[1]s (%[2]s); refreshed e" +
+	"very few seconds.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d no" +
+	"de, starting at %[2]s. The table below lists the same nodes, routes and " +
+	"counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The table below lists th" +
+	"e same nodes, routes and counts.\x02pull\x02push to %[1]s\x02end (comple" +
+	"tes)\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for" +
+	" an operator)\x02any other code → %[1]s\x02fails the instance\x14\x01" +
+	"\x81\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, priority %[3]d" +
+	"\x002\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02deadline %" +
+	"[1]s\x02timeout %[1]s\x02Only administrators may reveal a sensitive valu" +
+	"e.\x02Revealed by %[1]s at %[2]s; recorded in the audit log.\x02Cannot r" +
+	"eveal\x02Only a value this page shows as hidden (sensitive) can be revea" +
+	"led.\x02Secret values can never be revealed.\x02This page does not accep" +
+	"t that request.\x02Search\x02Type an instance or occurrence id (a UUID, " +
+	"as the pages show on hover), or a business key.\x02Nothing to find: the " +
+	"search box is empty.\x02That is too long to be an id or a business key." +
+	"\x02No instance or occurrence has the id “%[1]s”, and no instance has it" +
+	" as its business key.\x02You are signed out.\x02Sign in\x02Sign in with " +
+	"an operator or administrator token.\x02Token\x02The token is checked onc" +
+	"e and never stored in your browser; a session cookie stands for it for u" +
+	"p to 8 hours of inactivity.\x02Too many failed sign-ins from your addres" +
+	"s. Try again in %[1]d seconds.\x02This token is unknown or has been revo" +
+	"ked.\x02A %[1]s token cannot open the console: sign in with an operator," +
+	" designer or administrator token.\x02Only administrators manage tokens." +
+	"\x02Staff tokens (administrators, designers, operators) that are not rev" +
+	"oked. Consumer tokens are managed with their consumers. Revoking a token" +
+	" refuses its next request.\x02ID\x02Role\x02Last used\x02Expires\x02neve" +
+	"r\x02not yet\x02Expired token\x02Revoke…\x02this session\x02No token." +
+	"\x02The token was revoked.\x02Revoke token %[1]d\x02Revoke the %[1]s tok" +
+	"en “%[2]s”?\x02Its next request is refused, and console sessions opened " +
+	"with it end. This cannot be undone: whoever uses it needs a new token." +
+	"\x02Revoke the token\x02Keep it\x02This is the token you signed in with:" +
+	" revoking it signs you out. Its next request is refused. This cannot be " +
+	"undone.\x02This is the last usable administrator token: create another o" +
+	"ne before revoking it.\x02routing output\x02(each item)\x14\x01\x81\x01" +
+	"\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d chara" +
+	"cters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02" +
+	"at most %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1" +
+	"]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at l" +
+	"east %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02" +
+	"\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02not provide" +
+	"d\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02nu" +
+	"ll\x02unexpected value\x02Invalid page\x02This page link is not one the " +
+	"console made.\x02Workers connected by a stream, and polling workers by t" +
+	"heir last fetch. A worker is listed while it was seen within three heart" +
+	"beats.\x02Workers seen within three heartbeats\x02Worker\x02Protocol\x02" +
+	"Definitions served\x02In flight\x02Connected\x02Last seen\x02No worker i" +
+	"s connected.\x02Workers serving %[1]s\x02All workers\x02No worker serves" +
+	" this definition.\x02stream\x02long polling\x02Camunda 7 facade\x02No wo" +
+	"rker serves this definition: its occurrences wait until one connects or " +
+	"polls.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02" +
+	"Served by %[1]d workers"
 
-var frIndex = []uint32{ // 591 elements
+var frIndex = []uint32{ // 592 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x0000007a,
@@ -1120,154 +1122,154 @@ var frIndex = []uint32{ // 591 elements
 	0x0000124c, 0x00001256, 0x0000125d, 0x0000126a,
 	0x0000127d, 0x00001291, 0x0000143f, 0x00001461,
 	0x00001496, 0x0000157f, 0x000015f4, 0x000016d3,
-	0x000016d9, 0x000016dd, 0x000016e4, 0x000016ea,
-	0x00001700, 0x00001717, 0x00001727, 0x00001732,
-	0x00001744, 0x000017ef, 0x000017f7, 0x0000180d,
-	0x00001821, 0x0000184d, 0x00001860, 0x000018ac,
-	0x000018f5, 0x00001929, 0x0000196b, 0x000019a1,
+	0x000016f3, 0x000016f9, 0x000016fd, 0x00001704,
+	0x0000170a, 0x00001720, 0x00001737, 0x00001747,
+	0x00001752, 0x00001764, 0x0000180f, 0x00001817,
+	0x0000182d, 0x00001841, 0x0000186d, 0x00001880,
+	0x000018cc, 0x00001915, 0x00001949, 0x0000198b,
 	// Entry 60 - 7F
-	0x000019a7, 0x000019b5, 0x000019c4, 0x000019d3,
-	0x000019da, 0x000019eb, 0x00001a01, 0x00001a07,
-	0x00001a18, 0x00001a22, 0x00001a2c, 0x00001a53,
-	0x00001a6f, 0x00001a77, 0x00001a84, 0x00001a90,
-	0x00001a97, 0x00001abb, 0x00001acb, 0x00001ae3,
-	0x00001b16, 0x00001b47, 0x00001b79, 0x00001b87,
-	0x00001c2a, 0x00001c3c, 0x00001cba, 0x00001cd6,
-	0x00001cee, 0x00001cfa, 0x00001d3d, 0x00001d50,
+	0x000019c1, 0x000019c7, 0x000019d5, 0x000019e4,
+	0x000019f3, 0x000019fa, 0x00001a0b, 0x00001a21,
+	0x00001a27, 0x00001a38, 0x00001a42, 0x00001a4c,
+	0x00001a73, 0x00001a8f, 0x00001a97, 0x00001aa4,
+	0x00001ab0, 0x00001ab7, 0x00001adb, 0x00001aeb,
+	0x00001b03, 0x00001b36, 0x00001b67, 0x00001b99,
+	0x00001ba7, 0x00001c4a, 0x00001c5c, 0x00001cda,
+	0x00001cf6, 0x00001d0e, 0x00001d1a, 0x00001d5d,
 	// Entry 80 - 9F
-	0x00001dcc, 0x00001de8, 0x00001e3f, 0x00001e57,
-	0x00001eef, 0x00001f55, 0x00001f87, 0x00001f8d,
-	0x00001f92, 0x00001f9e, 0x00001fad, 0x00001fb9,
-	0x00001fc5, 0x00001fd7, 0x00001fe8, 0x0000206c,
-	0x00002070, 0x00002082, 0x00002099, 0x000020a4,
-	0x000020f9, 0x00002106, 0x0000212b, 0x00002137,
-	0x00002141, 0x00002147, 0x00002153, 0x0000216b,
-	0x000021bd, 0x000021cd, 0x000021dd, 0x000021e6,
+	0x00001d70, 0x00001dec, 0x00001e08, 0x00001e5f,
+	0x00001e77, 0x00001f0f, 0x00001f75, 0x00001fa7,
+	0x00001fad, 0x00001fb2, 0x00001fbe, 0x00001fcd,
+	0x00001fd9, 0x00001fe5, 0x00001ff7, 0x00002008,
+	0x0000208c, 0x00002090, 0x000020a2, 0x000020b9,
+	0x000020c4, 0x00002119, 0x00002126, 0x0000214b,
+	0x00002157, 0x00002161, 0x00002167, 0x00002173,
+	0x0000218b, 0x000021dd, 0x000021ed, 0x000021fd,
 	// Entry A0 - BF
-	0x000021f1, 0x000021f9, 0x0000220d, 0x00002220,
-	0x00002248, 0x00002251, 0x00002261, 0x00002281,
-	0x00002289, 0x00002298, 0x000022b7, 0x000022e2,
-	0x00002308, 0x00002318, 0x00002322, 0x0000232c,
-	0x0000234b, 0x00002369, 0x0000239c, 0x000023cc,
-	0x000023f8, 0x00002428, 0x0000244a, 0x00002465,
-	0x00002480, 0x0000249c, 0x000024b8, 0x000024ce,
-	0x000024e8, 0x00002508, 0x00002527, 0x0000252e,
+	0x00002206, 0x00002211, 0x00002219, 0x0000222d,
+	0x00002240, 0x00002268, 0x00002271, 0x00002281,
+	0x000022a1, 0x000022a9, 0x000022b8, 0x000022d7,
+	0x00002302, 0x00002328, 0x00002338, 0x00002342,
+	0x0000234c, 0x0000236b, 0x00002389, 0x000023bc,
+	0x000023ec, 0x00002418, 0x00002448, 0x0000246a,
+	0x00002485, 0x000024a0, 0x000024bc, 0x000024d8,
+	0x000024ee, 0x00002508, 0x00002528, 0x00002547,
 	// Entry C0 - DF
-	0x00002598, 0x000025ae, 0x000025b3, 0x000025c7,
-	0x000025df, 0x00002604, 0x00002632, 0x00002644,
-	0x00002657, 0x00002674, 0x000026a1, 0x000026be,
-	0x000026e1, 0x000026ec, 0x000026f7, 0x00002703,
-	0x00002787, 0x000027ae, 0x000027ec, 0x000027f8,
-	0x00002801, 0x00002816, 0x00002820, 0x00002847,
-	0x00002863, 0x0000287e, 0x000028ae, 0x000028ec,
-	0x00002907, 0x00002928, 0x00002940, 0x00002986,
+	0x0000254e, 0x000025b8, 0x000025ce, 0x000025d3,
+	0x000025e7, 0x000025ff, 0x00002624, 0x00002652,
+	0x00002664, 0x00002677, 0x00002694, 0x000026c1,
+	0x000026de, 0x00002701, 0x0000270c, 0x00002717,
+	0x00002723, 0x000027a7, 0x000027ce, 0x0000280c,
+	0x00002818, 0x00002821, 0x00002836, 0x00002840,
+	0x00002867, 0x00002883, 0x0000289e, 0x000028ce,
+	0x0000290c, 0x00002927, 0x00002948, 0x00002960,
 	// Entry E0 - FF
-	0x000029f1, 0x000029fb, 0x00002a05, 0x00002a1f,
-	0x00002a68, 0x00002a70, 0x00002a7b, 0x00002a89,
-	0x00002a99, 0x00002ac3, 0x00002aec, 0x00002afc,
-	0x00002b1b, 0x00002b27, 0x00002b40, 0x00002b4b,
-	0x00002b58, 0x00002b67, 0x00002b6f, 0x00002b79,
-	0x00002b81, 0x00002b89, 0x00002b8f, 0x00002b96,
-	0x00002b9b, 0x00002ba0, 0x00002ba4, 0x00002ba9,
-	0x00002baf, 0x00002bb5, 0x00002bbb, 0x00002bc0,
+	0x000029a6, 0x00002a11, 0x00002a1b, 0x00002a25,
+	0x00002a3f, 0x00002a88, 0x00002a90, 0x00002a9b,
+	0x00002aa9, 0x00002ab9, 0x00002ae3, 0x00002b0c,
+	0x00002b1c, 0x00002b3b, 0x00002b47, 0x00002b60,
+	0x00002b6b, 0x00002b78, 0x00002b87, 0x00002b8f,
+	0x00002b99, 0x00002ba1, 0x00002ba9, 0x00002baf,
+	0x00002bb6, 0x00002bbb, 0x00002bc0, 0x00002bc4,
+	0x00002bc9, 0x00002bcf, 0x00002bd5, 0x00002bdb,
 	// Entry 100 - 11F
-	0x00002bc5, 0x00002bcb, 0x00002bd5, 0x00002bf5,
-	0x00002c17, 0x00002c3b, 0x00002c61, 0x00002c6a,
-	0x00002c86, 0x00002c8f, 0x00002ca6, 0x00002caf,
-	0x00002d03, 0x00002d23, 0x00002d29, 0x00002d34,
-	0x00002d3a, 0x00002d48, 0x00002d53, 0x00002d5f,
-	0x00002d92, 0x00002db6, 0x00002de5, 0x00002e2e,
-	0x00002e35, 0x00002e4b, 0x00002ebe, 0x00002ee4,
-	0x00003074, 0x0000317c, 0x000031cc, 0x000031f9,
+	0x00002be0, 0x00002be5, 0x00002beb, 0x00002bf5,
+	0x00002c15, 0x00002c37, 0x00002c5b, 0x00002c81,
+	0x00002c8a, 0x00002ca6, 0x00002caf, 0x00002cc6,
+	0x00002ccf, 0x00002d23, 0x00002d43, 0x00002d49,
+	0x00002d54, 0x00002d5a, 0x00002d68, 0x00002d73,
+	0x00002d7f, 0x00002db2, 0x00002dd6, 0x00002e05,
+	0x00002e4e, 0x00002e55, 0x00002e6b, 0x00002ede,
+	0x00002f04, 0x00003094, 0x0000319c, 0x000031ec,
 	// Entry 120 - 13F
-	0x00003228, 0x00003253, 0x00003261, 0x0000326e,
-	0x0000327b, 0x0000328e, 0x000032a3, 0x000032b3,
-	0x000032cd, 0x000032df, 0x00003317, 0x0000332e,
-	0x00003331, 0x00003334, 0x00003368, 0x000033b2,
-	0x000033e7, 0x000033f0, 0x00003407, 0x00003435,
-	0x00003448, 0x00003459, 0x00003464, 0x0000346f,
-	0x0000347a, 0x00003483, 0x0000348c, 0x00003496,
-	0x0000349f, 0x000034a8, 0x000034af, 0x000034bd,
+	0x00003219, 0x00003248, 0x00003273, 0x00003281,
+	0x0000328e, 0x0000329b, 0x000032ae, 0x000032c3,
+	0x000032d3, 0x000032ed, 0x000032ff, 0x00003337,
+	0x0000334e, 0x00003351, 0x00003354, 0x00003388,
+	0x000033d2, 0x00003407, 0x00003410, 0x00003427,
+	0x00003455, 0x00003468, 0x00003479, 0x00003484,
+	0x0000348f, 0x0000349a, 0x000034a3, 0x000034ac,
+	0x000034b6, 0x000034bf, 0x000034c8, 0x000034cf,
 	// Entry 140 - 15F
-	0x000034c3, 0x000034ca, 0x000034d1, 0x000034da,
-	0x000034df, 0x000034ed, 0x000034f3, 0x000034f9,
-	0x000034ff, 0x00003507, 0x00003510, 0x00003519,
-	0x00003536, 0x00003551, 0x00003571, 0x00003592,
-	0x000035a1, 0x000035ac, 0x000035b7, 0x000035c4,
-	0x000035c8, 0x000035cc, 0x000035da, 0x000035e8,
-	0x000035f6, 0x00003616, 0x00003629, 0x00003642,
-	0x00003657, 0x00003668, 0x0000367a, 0x0000368c,
+	0x000034dd, 0x000034e3, 0x000034ea, 0x000034f1,
+	0x000034fa, 0x000034ff, 0x0000350d, 0x00003513,
+	0x00003519, 0x0000351f, 0x00003527, 0x00003530,
+	0x00003539, 0x00003556, 0x00003571, 0x00003591,
+	0x000035b2, 0x000035c1, 0x000035cc, 0x000035d7,
+	0x000035e4, 0x000035e8, 0x000035ec, 0x000035fa,
+	0x00003608, 0x00003616, 0x00003636, 0x00003649,
+	0x00003662, 0x00003677, 0x00003688, 0x0000369a,
 	// Entry 160 - 17F
-	0x00003692, 0x00003699, 0x000036a1, 0x000036a9,
-	0x000036c7, 0x000036e5, 0x000036fc, 0x00003711,
-	0x00003722, 0x00003727, 0x0000372d, 0x00003746,
-	0x00003763, 0x00003783, 0x0000378e, 0x00003798,
-	0x000037c1, 0x000037cc, 0x00003800, 0x0000380d,
-	0x00003824, 0x00003832, 0x00003839, 0x00003854,
-	0x0000385e, 0x00003871, 0x000038a8, 0x000038b1,
-	0x000038bd, 0x000038c7, 0x000038f7, 0x000039de,
+	0x000036ac, 0x000036b2, 0x000036b9, 0x000036c1,
+	0x000036c9, 0x000036e7, 0x00003705, 0x0000371c,
+	0x00003731, 0x00003742, 0x00003747, 0x0000374d,
+	0x00003766, 0x00003783, 0x000037a3, 0x000037ae,
+	0x000037b8, 0x000037e1, 0x000037ec, 0x00003820,
+	0x0000382d, 0x00003844, 0x00003852, 0x00003859,
+	0x00003874, 0x0000387e, 0x00003891, 0x000038c8,
+	0x000038d1, 0x000038dd, 0x000038e7, 0x00003917,
 	// Entry 180 - 19F
-	0x000039fa, 0x00003a0f, 0x00003a50, 0x00003a61,
-	0x00003a6c, 0x00003a9f, 0x00003aad, 0x00003ae9,
-	0x00003b13, 0x00003b3b, 0x00003b7a, 0x00003b9b,
-	0x00003bd9, 0x00003c19, 0x00003c39, 0x00003c7a,
-	0x00003ca6, 0x00003cbe, 0x00003cd2, 0x00003ce9,
-	0x00003cf7, 0x00003d02, 0x00003d25, 0x00003d44,
-	0x00003d50, 0x00003d6f, 0x00003d9e, 0x00003dde,
-	0x00003e24, 0x00003e96, 0x00003ebe, 0x00003ee1,
+	0x000039fe, 0x00003a1a, 0x00003a2f, 0x00003a70,
+	0x00003a81, 0x00003a8c, 0x00003abf, 0x00003acd,
+	0x00003b09, 0x00003b33, 0x00003b5b, 0x00003b9a,
+	0x00003bbb, 0x00003bf9, 0x00003c39, 0x00003c59,
+	0x00003c9a, 0x00003cc6, 0x00003cde, 0x00003cf2,
+	0x00003d09, 0x00003d17, 0x00003d22, 0x00003d45,
+	0x00003d64, 0x00003d70, 0x00003d8f, 0x00003dbe,
+	0x00003dfe, 0x00003e44, 0x00003eb6, 0x00003ede,
 	// Entry 1A0 - 1BF
-	0x00003f18, 0x00003f5f, 0x00003fb2, 0x00003fdb,
-	0x00004001, 0x00004028, 0x00004050, 0x00004097,
-	0x000040e1, 0x00004111, 0x00004121, 0x0000414f,
-	0x0000418b, 0x000041a1, 0x00004232, 0x00004245,
-	0x00004283, 0x000042bf, 0x000042d2, 0x00004322,
-	0x00004357, 0x00004369, 0x00004380, 0x0000438b,
-	0x000043a8, 0x000043c7, 0x000043d8, 0x000043f2,
-	0x000043fb, 0x00004405, 0x0000443a, 0x00004450,
+	0x00003f01, 0x00003f38, 0x00003f7f, 0x00003fd2,
+	0x00003ffb, 0x00004021, 0x00004048, 0x00004070,
+	0x000040b7, 0x00004101, 0x00004131, 0x00004141,
+	0x0000416f, 0x000041ab, 0x000041c1, 0x00004252,
+	0x00004265, 0x000042a3, 0x000042df, 0x000042f2,
+	0x00004342, 0x00004377, 0x00004389, 0x000043a0,
+	0x000043ab, 0x000043c8, 0x000043e7, 0x000043f8,
+	0x00004412, 0x0000441b, 0x00004425, 0x0000445a,
 	// Entry 1C0 - 1DF
-	0x00004463, 0x000044a0, 0x000044b9, 0x000044cf,
-	0x000044f9, 0x0000450c, 0x00004513, 0x0000452b,
-	0x0000454d, 0x0000457d, 0x00004594, 0x000045cc,
-	0x00004607, 0x00004633, 0x00004686, 0x00004696,
-	0x0000469f, 0x000046b3, 0x000046c5, 0x000046db,
-	0x000046ed, 0x000046ff, 0x00004711, 0x00004727,
-	0x00004751, 0x00004784, 0x000047c0, 0x000047d7,
-	0x0000489f, 0x000048cc, 0x00004937, 0x00004951,
+	0x00004470, 0x00004483, 0x000044c0, 0x000044d9,
+	0x000044ef, 0x00004519, 0x0000452c, 0x00004533,
+	0x0000454b, 0x0000456d, 0x0000459d, 0x000045b4,
+	0x000045ec, 0x00004627, 0x00004653, 0x000046a6,
+	0x000046b6, 0x000046bf, 0x000046d3, 0x000046e5,
+	0x000046fb, 0x0000470d, 0x0000471f, 0x00004731,
+	0x00004747, 0x00004771, 0x000047a4, 0x000047e0,
+	0x000047f7, 0x000048bf, 0x000048ec, 0x00004957,
 	// Entry 1E0 - 1FF
-	0x0000496a, 0x0000498b, 0x000049a1, 0x000049a8,
-	0x000049c2, 0x00004a57, 0x00004a6a, 0x00004a91,
-	0x00004ab9, 0x00004ac7, 0x00004ad7, 0x00004adf,
-	0x00004af0, 0x00004af7, 0x00004c2d, 0x00004c34,
-	0x00004c6e, 0x00004c73, 0x00004c88, 0x00004c9c,
-	0x00004cae, 0x00004cc4, 0x00004cde, 0x00004d28,
-	0x00004d38, 0x00004e12, 0x00004e17, 0x00004e27,
-	0x00004e35, 0x00004e45, 0x00004e55, 0x00004e5f,
+	0x00004971, 0x0000498a, 0x000049ab, 0x000049c1,
+	0x000049c8, 0x000049e2, 0x00004a77, 0x00004a8a,
+	0x00004ab1, 0x00004ad9, 0x00004ae7, 0x00004af7,
+	0x00004aff, 0x00004b10, 0x00004b17, 0x00004c4d,
+	0x00004c54, 0x00004c8e, 0x00004c93, 0x00004ca8,
+	0x00004cbc, 0x00004cce, 0x00004ce4, 0x00004cfe,
+	0x00004d48, 0x00004d58, 0x00004e32, 0x00004e37,
+	0x00004e47, 0x00004e55, 0x00004e65, 0x00004e75,
 	// Entry 200 - 21F
-	0x00004e8b, 0x00004ea5, 0x00004ec0, 0x00004f4e,
-	0x00004f5f, 0x00004f6c, 0x00004fad, 0x00004ff3,
-	0x0000500b, 0x0000505e, 0x00005099, 0x000050c4,
-	0x000050ce, 0x00005148, 0x0000517d, 0x000051be,
-	0x0000522e, 0x00005247, 0x00005254, 0x00005297,
-	0x0000529d, 0x00005339, 0x0000538d, 0x000053b8,
-	0x00005444, 0x00005472, 0x00005534, 0x00005537,
-	0x0000553d, 0x00005553, 0x0000555e, 0x00005565,
+	0x00004e7f, 0x00004eab, 0x00004ec5, 0x00004ee0,
+	0x00004f6e, 0x00004f7f, 0x00004f8c, 0x00004fcd,
+	0x00005013, 0x0000502b, 0x0000507e, 0x000050b9,
+	0x000050e4, 0x000050ee, 0x00005168, 0x0000519d,
+	0x000051de, 0x0000524e, 0x00005267, 0x00005274,
+	0x000052b7, 0x000052bd, 0x00005359, 0x000053ad,
+	0x000053d8, 0x00005464, 0x00005492, 0x00005554,
+	0x00005557, 0x0000555d, 0x00005573, 0x0000557e,
 	// Entry 220 - 23F
-	0x00005570, 0x0000557e, 0x0000558b, 0x00005599,
-	0x000055a6, 0x000055c2, 0x000055db, 0x00005604,
-	0x000056ad, 0x000056c0, 0x000056ca, 0x00005759,
-	0x000057ba, 0x000057cc, 0x000057df, 0x0000581d,
-	0x00005859, 0x00005865, 0x00005872, 0x00005880,
-	0x0000588e, 0x0000589e, 0x000058da, 0x00005914,
-	0x0000591f, 0x00005949, 0x0000594d, 0x0000595f,
-	0x0000596d, 0x00005999, 0x00005a5b, 0x00005a8e,
+	0x00005585, 0x00005590, 0x0000559e, 0x000055ab,
+	0x000055b9, 0x000055c6, 0x000055e2, 0x000055fb,
+	0x00005624, 0x000056cd, 0x000056e0, 0x000056ea,
+	0x00005779, 0x000057da, 0x000057ec, 0x000057ff,
+	0x0000583d, 0x00005879, 0x00005885, 0x00005892,
+	0x000058a0, 0x000058ae, 0x000058be, 0x000058fa,
+	0x00005934, 0x0000593f, 0x00005969, 0x0000596d,
+	0x0000597f, 0x0000598d, 0x000059b9, 0x00005a7b,
 	// Entry 240 - 25F
-	0x00005a99, 0x00005aa3, 0x00005ab8, 0x00005ac1,
-	0x00005acb, 0x00005ad9, 0x00005afd, 0x00005b17,
-	0x00005b2c, 0x00005b58, 0x00005b5d, 0x00005b72,
-	0x00005b84, 0x00005bfa, 0x00005c3c,
-} // Size: 2388 bytes
+	0x00005aae, 0x00005ab9, 0x00005ac3, 0x00005ad8,
+	0x00005ae1, 0x00005aeb, 0x00005af9, 0x00005b1d,
+	0x00005b37, 0x00005b4c, 0x00005b78, 0x00005b7d,
+	0x00005b92, 0x00005ba4, 0x00005c1a, 0x00005c5c,
+} // Size: 2392 bytes
 
-const frData string = "" + // Size: 23612 bytes
+const frData string = "" + // Size: 23644 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances suspendues…\x02Abandon" +
 	"ner toutes les instances suspendues…\x02Arrêter toutes les instances sus" +
@@ -1353,273 +1355,274 @@ const frData string = "" + // Size: 23612 bytes
 	"\x02h\x02%[1]d ignorée\u202f: elle a changé après le comptage (réglée, o" +
 	"u traitée par quelqu’un d’autre).\x00n\x02%[1]d ignorées\u202f: elles on" +
 	"t changé après le comptage (réglées, ou traitées par quelqu’un d’autre)." +
-	"\x02Quand\x02Qui\x02Action\x02Motif\x02Instance de processus\x02Occurren" +
-	"ce reproposée\x02Action groupée\x02supprimée\x02Journal d’audit\x02Chaqu" +
-	"e reprise, abandon et arrêt appliqué par un opérateur, avec son motif. L" +
-	"es révélations de valeurs sensibles ont leur propre journal (GET /api/v1" +
-	"/audit/reveals).\x02Filtres\x02Appliquer les filtres\x02Effacer les filt" +
-	"res\x02Aucune action d’opérateur ne correspond.\x02Toutes les actions" +
-	"\x02L’instance de processus doit être un identifiant d’instance (un UUID" +
-	").\x02L’action groupée doit être désignée par son identifiant (un UUID)." +
-	"\x02Instances modifiées par l’action groupée %[1]s.\x02Le curseur de pag" +
-	"e est invalide\u202f: revenez à la première page.\x02Actions d’opérateur" +
-	"s, les plus récentes d’abord\x02Pages\x02Page suivante\x02Première page" +
-	"\x02Console Relais\x02Langue\x02Aller au contenu\x02Navigation principal" +
-	"e\x02État\x02Tâches externes\x02Instances\x02Processus\x02Trouver une in" +
-	"stance ou une occurrence\x02identifiant ou clé métier\x02Trouver\x02Défi" +
-	"nitions\x02Exécutants\x02Jetons\x02Connecté en tant que %[1]s (%[2]s)" +
-	"\x02Se déconnecter\x02Réglages d’affichage\x02Heures en %[1]s · recharge" +
-	"ment toutes les %[2]d s\x02Heures en %[1]s · sans rechargement automatiq" +
-	"ue\x02Cette page se recharge toutes les %[1]d secondes.\x02Non autorisé" +
-	"\x02Votre rôle ne permet de lire que les définitions\u202f: les tâches e" +
-	"xternes et les instances de processus sont réservées aux opérateurs et a" +
-	"ux administrateurs.\x02Requête invalide\x02Le champ «\u00a0%[1]s\u00a0» " +
-	"contient le caractère NUL ou des octets qui ne sont pas du texte UTF-8" +
-	"\u202f: corrigez-le et réessayez.\x02Retour aux tâches externes\x02Retou" +
-	"r aux définitions\x02Introuvable\x02Cette adresse ne mène à rien, ou à r" +
-	"ien que vous puissiez voir.\x02Formulaire refusé\x02Ce formulaire n’a pa" +
-	"s été envoyé depuis cette session de la console, ou il a expiré. Recharg" +
-	"ez la page et réessayez.\x02Temporairement indisponible\x02La base de do" +
-	"nnées est injoignable pour le moment. Réessayez dans quelques secondes." +
-	"\x02Une erreur est survenue\x02La console n’a pas pu afficher cette page" +
-	". Réessayez\u202f; si le problème persiste, donnez à votre administrateu" +
-	"r l’identifiant de requête %[1]s.\x02Décompte des occurrences en cours" +
-	"\u202f; les décomptes s’afficheront quand vous rechargerez la page.\x02L" +
-	"es décomptes sont indisponibles pour le moment.\x02Champ\x02Type\x02Obli" +
-	"gatoire\x02Classification\x02Contraintes\x02Description\x02Définition %[" +
-	"1]s\x02Copie de travail\x02La seule partie modifiable d’une définition. " +
-	"Les processus ne l’utilisent jamais directement\u202f: ils épinglent une" +
-	" révision.\x02Nom\x02Sortie de routage\x02Dernier enregistrement\x02Révi" +
-	"sions\x02Aucune révision pour l’instant\u202f: la copie de travail n’a j" +
-	"amais été figée.\x02Publications\x02Aucune publication pour l’instant." +
-	"\x02Publication\x02Révision\x02Notes\x02Publiée le\x02Comparer des révis" +
-	"ions\x02Liste chaque changement d’une révision à l’autre et ce qu’il peu" +
-	"t casser.\x02De la révision\x02À la révision\x02Comparer\x02Changement" +
-	"\x02Détail\x02Casse les processus\x02Casse les services\x02Ces révisions" +
-	" ont les mêmes contrats.\x02Entrées\x02Aucune entrée.\x02Entrées de la c" +
-	"opie de travail\x02Sorties\x02Aucune sortie.\x02Sorties de la copie de t" +
-	"ravail\x02Publications, les plus anciennes d’abord\x02Changements entre " +
-	"les deux révisions\x02Révision %[1]d\x02Figée le\x02Empreinte\x02Entrées" +
-	" de la révision %[1]d\x02Sorties de la révision %[1]d\x02Choisissez deux" +
-	" révisions existantes à comparer.\x02De la révision %[1]d à la révision " +
-	"%[2]d\u202f:\x14\x01\x81\x01\x00\x02\x11\x02%[1]d changement\x00\x12\x02" +
-	"%[1]d changements\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incompatible\x00" +
-	"\x14\x02%[1]d incompatibles\x02sortie de routage %[1]s → %[2]s\x02facult" +
-	"atif → obligatoire\x02obligatoire → facultatif\x02valeurs ajoutées\u202f" +
-	": %[1]s\x02valeurs retirées\u202f: %[1]s\x02valeurs réordonnées\x02%[1]s" +
-	"\u202f: %[2]s → %[3]s\x02champ obligatoire de type %[1]s\x02champ facult" +
-	"atif de type %[1]s\x02aucune\x02Contrats de tâches\u202f: leur copie de " +
-	"travail, leurs révisions immuables et leurs publications nommées.\x02Déf" +
-	"initions par clé\x02Clé\x02Dernière révision\x02aucune pour l’instant" +
-	"\x02Aucune définition pour l’instant.\x14\x01\x81\x01\x00\x02\x12\x02%[1" +
-	"]d publication\x00\x13\x02%[1]d publications\x02en cas d’erreur\x02toute" +
-	" autre erreur\x02suspendue pour un opérateur\x02incident\u202f: reprendr" +
-	"e, abandonner, arrêter\x02fin\u202f: termine l’instance\x02fin\u202f: me" +
-	"t l’instance en échec\x02push %[1]s\x02pull %[1]s\x02Nœud %[1]s\x02La fi" +
-	"le d’attente et les incidents de chaque définition maintenant, et ce que" +
-	" ses services ont terminé dans la dernière heure.\x02Réussites et échecs" +
-	", dernière heure\x02Définitions, celles qui demandent de l’attention d’a" +
-	"bord\x02Définition\x02Ouvertes\x02Instances suspendues\x02En échec\x02At" +
-	"tente de la plus ancienne disponible\x02Terminées, dernière heure\x02En " +
-	"échec, dernière heure\x02Aucune définition n’a encore d’occurrence.\x02" +
-	"Au %[1]s (%[2]s)\u202f; actualisé toutes les quelques secondes.\x02dispo" +
-	"nible depuis le %[1]s\x02Afficher toutes les définitions\x02Toutes les d" +
-	"éfinitions\x02Réussites et échecs par tranche de 5 min, dernière heure" +
-	"\u202f: %[1]s\x02Dans la dernière heure\u202f: %[1]s, %[2]s. Le tableau " +
-	"qui suit le graphique donne chaque tranche de 5\u00a0min.\x02terminée" +
-	"\x02en échec\x02Les chiffres du graphique\x02Réussites et échecs par tra" +
-	"nche de 5 min, les plus anciennes d’abord\x02Tranche\x02Terminées\x02%[1" +
-	"]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d term" +
-	"inée\x00\x11\x02%[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en " +
-	"échec\x00\x10\x02%[1]d en échec\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[" +
-	"3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]" +
-	"s\x02il y a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%" +
-	"[1]d j\x02janv.\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août" +
-	"\x02sept.\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02" +
-	"\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c" +
-	"\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%" +
-	"[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0e\x02%[1]" +
-	"d seconde\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02Instance de processus" +
-	" %[1]s\x02Résumé\x02Actions d’opérateur\x02Parcours\x02Les nœuds atteint" +
-	"s par cette instance, dans l’ordre, chacun avec son occurrence.\x02Nœuds" +
-	" atteints, dans l’ordre\x02Nœud\x02Occurrence\x02Route\x02Nœud suivant" +
-	"\x02Créée le\x02Réglée le\x02Cette instance n’a encore atteint aucune tâ" +
-	"che.\x02Actions d’opérateurs consignées\x02Aucun opérateur n’a agi sur c" +
-	"ette instance.\x02Actions d’opérateurs sur cette instance, les plus réce" +
-	"ntes d’abord\x02Valeur\x02Entrées du processus\x02Entrées avec lesquelle" +
-	"s l’instance a démarré, nommées d’après le contrat de la version %[1]d d" +
-	"u processus\x02Ce processus ne prend aucune entrée.\x02Cette instance es" +
-	"t suspendue à un nœud en échec\u202f: c’est un incident. Elle ne peut pa" +
-	"s être reprise\u202f: son occurrence au nœud %[1]s a échoué avant toute " +
-	"tentative (ses entrées n’ont pas pu être construites), une reprise échou" +
-	"erait donc de la même façon. L’abandon met l’instance en échec\u202f; l’" +
-	"arrêt l’annule. Chacun demande un motif, consigné dans le journal d’audi" +
-	"t.\x02Cette instance est suspendue à un nœud en échec\u202f: c’est un in" +
-	"cident. La reprise propose de nouveau l’occurrence en échec\u202f; l’aba" +
-	"ndon met l’instance en échec\u202f; l’arrêt l’annule. Chacune demande un" +
-	" motif, consigné dans le journal d’audit.\x02L’arrêt annule l’instance e" +
-	"t ses occurrences ouvertes. Il ne termine rien.\x02Arrêtée par %[1]s le " +
-	"%[2]s — « %[3]s »\x02Abandonnée par %[1]s le %[2]s — « %[3]s »\x02Repris" +
-	"e par %[1]s le %[2]s — « %[3]s »\x02Démarrée le\x02Terminée le\x02Nœud d" +
-	"e fin\x02Suspendue au nœud\x02Occurrence en échec\x02Code d’erreur\x02St" +
-	"atut inconnu\u202f: %[1]q.\x02Date de création\x02La taille de page doit" +
-	" être comprise entre 1 et %[1]d.\x02Instances de processus\x02du\x02au" +
-	"\x02Agir sur toutes les instances que ce filtre retient\x02La page suiva" +
-	"nte les compte et demande un motif avant que rien ne change.\x02Instance" +
-	"s de processus, les plus récentes d’abord\x02Instance\x02Nœud de fin ou " +
-	"erreur\x02Aucune instance ne correspond à ces filtres.\x02Tous les proce" +
-	"ssus\x02Tous les statuts\x02disponible\x02réservée\x02différée\x02annulé" +
-	"e\x02en cours\x02suspendue\x02expirée\x02rejetée\x02rendue\x02déconnecté" +
-	"e\x02texte\x02entier\x02nombre\x02booléen\x02date\x02date et heure\x02ch" +
-	"oix\x02objet\x02liste\x02normale\x02sensible\x02secrète\x02••• masqué (s" +
-	"ensible)\x02••• masqué (secret)\x02pull (le service la récupère)\x02push" +
-	" (Relais appelle le service)\x02administrateur\x02opérateur\x02concepteu" +
-	"r\x02consommateur\x02oui\x02non\x02champ ajouté\x02champ retiré\x02type " +
-	"modifié\x02caractère obligatoire modifié\x02valeurs modifiées\x02classif" +
-	"ication modifiée\x02contrainte modifiée\x02routage modifié\x02longueur m" +
-	"inimale\x02longueur maximale\x02motif\x02format\x02minimum\x02maximum" +
-	"\x02nombre minimal d’éléments\x02nombre maximal d’éléments\x02%[1]s, rév" +
-	"ision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Mode\x02Dates" +
-	"\x02Politique d’exécution\x02Nombre maximal de tentatives\x02Délai avant" +
-	" nouvelle tentative\x02Échéance\x02Priorité\x02%[1]d (0 la plus basse, 9" +
-	" la plus haute)\x02Tentatives\x02Toutes les tentatives, les plus ancienn" +
-	"es d’abord\x02Consommateur\x02Identifiant du service\x02Réservée le\x02D" +
-	"urée\x02Réponse de la destination\x02Résultat\x02Message d’erreur\x02Auc" +
-	"un service n’a encore réservé cette occurrence.\x02en cours\x02Destinati" +
-	"on\x02Réplique\x02Relais n’a pas encore appelé la destination.\x02Relais" +
-	" ne conserve le code de statut de la destination que lorsqu’elle a refus" +
-	"é l’appel (destination_http_NNN)\u202f; un appel terminé a reçu une rép" +
-	"onse 2xx. La durée va de la prise en charge de l’appel à son règlement." +
-	"\x02Motif donné par le service\x02Nouvelles tentatives\x02aucune\u202f: " +
-	"un appel en échec suit le chemin d’erreur du nœud\x02Délai d’appel\x02Ma" +
-	"intenant\x02La reprendre ou l’abandonner depuis son instance\x02au plus " +
-	"%[1]d\x02au plus %[1]d depuis la dernière reprise par un opérateur\x14" +
-	"\x01\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d tentatives" +
-	"\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d restante" +
-	"s\x02Entrées, nommées d’après le contrat de la révision %[1]d\x02Ce cont" +
-	"rat n’a aucune entrée.\x02Sorties, nommées d’après le contrat de la révi" +
-	"sion %[1]d\x02Pas encore de sorties\u202f: l’occurrence n’est pas termin" +
-	"ée.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occurren" +
-	"ce s’est terminée sans aboutir.\x02Révéler — cette action est enregistré" +
-	"e\x02Disponible à partir du\x02Prochaine tentative\x02Dernière réservati" +
-	"on\x02Fin du verrou\x02Différée\x02Dernière erreur (tentative %[1]d)\x02" +
-	"Erreur (avant toute tentative)\x02Son message\x02Message de Relais (en a" +
-	"nglais)\x02Message du service (tel qu’il l’a envoyé)\x02L’échéance est p" +
-	"assée avant l’arrivée d’un résultat.\x02Le résultat ne respectait pas le" +
-	" contrat de sorties de la révision.\x02Relais s’est arrêté pendant l’app" +
-	"el\u202f: on ignore si la destination a agi, elle n’est donc pas rappelé" +
-	"e.\x02L’appel n’a pas pu être préparé.\x02La destination était injoignab" +
-	"le.\x02La réponse de la destination était trop volumineuse.\x02Le verrou" +
-	" de la dernière tentative a expiré sans tentative restante.\x02Les entré" +
-	"es n’ont pas pu être construites à partir des liaisons du processus.\x02" +
-	"Un opérateur a abandonné l’instance.\x02La destination a répondu HTTP %[" +
-	"1]s.\x02Nouvelle tentative à %[1]s — %[2]s.\x02Proposée à partir de %[1]" +
-	"s — %[2]s.\x02Verrou expiré à %[1]s — en attente d’être proposée de nouv" +
-	"eau.\x02En attente de l’appel de Relais à la destination depuis %[1]s (%" +
-	"[2]s).\x02En attente d’un service depuis %[1]s (%[2]s).\x02(service %[1]" +
-	"s)\x02Relais appelle la destination (depuis %[1]s).\x02Réservée par %[1]" +
-	"s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différé" +
-	"e depuis %[1]s (%[2]s)\u202f: un service du même consommateur, ou une in" +
-	"terface munie d’un jeton de règlement, la terminera plus tard.\x02Termin" +
-	"ée (%[1]s).\x02Son instance est suspendue ici, en attente d’un opérateu" +
-	"r.\x02Son instance a continué par le chemin d’erreur du nœud.\x02En éche" +
-	"c (%[1]s).\x02Annulée\u202f: l’instance a été arrêtée par %[1]s à %[2]s " +
-	"— « %[3]s ».\x02Annulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[" +
-	"1]s jusqu’ici\x02consommateur n° %[1]s\x02en attente\x02HTTP 2xx, corps " +
-	"inutilisable\x02pas de réponse dans le délai\x02pas de connexion\x02répo" +
-	"nse trop volumineuse\x02inconnue\x02[masqué]\x02La révision doit être un" +
-	" nombre entier, 1 ou plus.\x02Consommateur inconnu.\x02Date de règlement" +
-	"\x02Plus de filtres\u202f: instance, révision, consommateur, dates\x02id" +
-	"entifiant d’instance\x02Décomptes par statut\x02Occurrences, les plus ré" +
-	"centes d’abord\x02Processus et nœud\x02Erreur\x02Consommateur et service" +
-	"\x02Prochaine tentative ou règlement\x02Aucune occurrence ne correspond " +
-	"à ces filtres.\x02Tous les consommateurs\x02Totaux de la définition %[1" +
-	"]s, sans les autres filtres\x02Totaux de toutes les définitions, sans le" +
-	"s autres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12" +
-	"\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; les décomptes sont actu" +
-	"alisés toutes les quelques secondes.\x02révision %[1]d\x02réglée\x02proc" +
-	"haine tentative\x02disponible depuis\x02appel en cours depuis\x02verrou " +
-	"jusqu’à\x02différée depuis\x02Page précédente\x02Lignes %[1]s à %[2]s" +
-	"\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le premier" +
-	" jour vient après le dernier.\x02Ces réglages sont conservés dans ce nav" +
-	"igateur seulement.\x02Afficher les heures en\x02La console n’exécute auc" +
-	"un script et ne peut donc pas lire le fuseau horaire de votre ordinateur" +
-	"\u202f: choisissez son décalage par rapport à UTC. Les décalages ne suiv" +
-	"ent pas l’heure d’été.\x02Recharger les listes et les pages de détail" +
-	"\x02Les pages qui contiennent un formulaire, comme une confirmation, ne " +
-	"se rechargent jamais d’elles-mêmes.\x02Enregistrer les réglages\x02Reven" +
-	"ir sans enregistrer\x02UTC (temps universel coordonné)\x02Heure locale à" +
-	" %[1]s\x02Jamais\x02Toutes les %[1]d secondes\x02Les versions de process" +
-	"us publiées\u202f: leurs nœuds, routes et révisions épinglées, dessinés," +
-	" avec l’emplacement actuel de leurs occurrences.\x02Processus par clé" +
-	"\x02Versions, les plus récentes d’abord\x02Aucun processus n’est encore " +
-	"publié.\x02version %[1]d\x02Processus %[1]s\x02Version\x02Nœud de départ" +
-	"\x02Graphe\x02Les colonnes suivent le plus long chemin depuis le nœud de" +
-	" départ. Les flèches pleines sont les réussites (étiquetées par leur rou" +
-	"te), les pointillées les échecs (étiquetées par leurs codes d’erreur). C" +
-	"haque case indique combien d’occurrences de cette version se trouvent à " +
-	"ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version, avec leurs occur" +
-	"rences actuelles\x02Type\x02Révision épinglée\x02En cas de réussite\x02E" +
-	"n cas d’erreur\x02Occurrences actuelles\x02Instances de ce processus\x02" +
-	"Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes les quelques seconde" +
-	"s.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir d" +
-	"e %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes et décomp" +
-	"tes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous repre" +
-	"nd les mêmes nœuds, routes et décomptes.\x02pull\x02push vers %[1]s\x02f" +
-	"in (termine)\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02suspension" +
-	" (un incident pour un opérateur)\x02tout autre code → %[1]s\x02met l’ins" +
-	"tance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle ten" +
-	"tative après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle te" +
-	"ntative après %[2]s, priorité %[3]d\x02échéance %[1]s\x02délai %[1]s\x02" +
-	"Seuls les administrateurs peuvent révéler une valeur sensible.\x02Révélé" +
-	" par %[1]s le %[2]s\u202f; consigné dans le journal d’audit.\x02Révélati" +
-	"on impossible\x02Seule une valeur que cette page affiche masquée (sensib" +
-	"le) peut être révélée.\x02Les valeurs secrètes ne peuvent jamais être ré" +
-	"vélées.\x02Cette page n’accepte pas cette requête.\x02Recherche\x02Saisi" +
-	"ssez un identifiant d’instance ou d’occurrence (un UUID, que les pages a" +
-	"ffichent au survol) ou une clé métier.\x02Rien à chercher\u202f: le cham" +
-	"p de recherche est vide.\x02C’est trop long pour être un identifiant ou " +
-	"une clé métier.\x02Aucune instance ni occurrence n’a l’identifiant « %[1" +
-	"]s », et aucune instance ne l’a pour clé métier.\x02Vous êtes déconnecté" +
-	".\x02Se connecter\x02Connectez-vous avec un jeton d’opérateur ou d’admin" +
-	"istrateur.\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais con" +
-	"servé dans votre navigateur\u202f; un cookie de session le remplace jusq" +
-	"u’à 8 heures d’inactivité.\x02Trop de connexions échouées depuis votre a" +
-	"dresse. Réessayez dans %[1]d secondes.\x02Ce jeton est inconnu ou a été " +
-	"révoqué.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: " +
-	"connectez-vous avec un jeton d’opérateur, de concepteur ou d’administrat" +
-	"eur.\x02Seuls les administrateurs gèrent les jetons.\x02Jetons du person" +
-	"nel (administrateurs, concepteurs, opérateurs) non révoqués. Les jetons " +
-	"des consommateurs se gèrent avec leurs consommateurs. Révoquer un jeton " +
-	"refuse sa requête suivante.\x02ID\x02Rôle\x02Dernière utilisation\x02Exp" +
-	"iration\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette se" +
-	"ssion\x02Aucun jeton.\x02Le jeton a été révoqué.\x02Révoquer le jeton %[" +
-	"1]d\x02Révoquer le jeton %[1]s « %[2]s »\u202f?\x02Sa requête suivante e" +
-	"st refusée et les sessions de console ouvertes avec lui prennent fin. C’" +
-	"est irréversible\u202f: qui l’utilise aura besoin d’un nouveau jeton." +
-	"\x02Révoquer le jeton\x02Le garder\x02C’est le jeton avec lequel vous êt" +
-	"es connecté\u202f: le révoquer vous déconnecte. Sa requête suivante est " +
-	"refusée. C’est irréversible.\x02C’est le dernier jeton administrateur ut" +
-	"ilisable\u202f: créez-en un autre avant de le révoquer.\x02sortie de rou" +
-	"tage\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d c" +
-	"aractère\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02" +
-	"\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02m" +
-	"otif %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi" +
-	"\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00" +
-	"\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %" +
-	"[1]d élément\x00\x19\x02au plus %[1]d éléments\x02non fourni\x14\x01\x81" +
-	"\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02nul\x02va" +
-	"leur inattendue\x02Page invalide\x02Ce lien de page ne vient pas de la c" +
-	"onsole.\x02Les exécutants connectés par un flux, et ceux qui interrogent" +
-	" par leur dernière demande. Un exécutant est listé tant qu’il s’est mani" +
-	"festé dans les trois derniers battements de cœur.\x02Exécutants vus dans" +
-	" les trois derniers battements\x02Exécutant\x02Protocole\x02Définitions " +
-	"servies\x02En cours\x02Connexion\x02Dernier signe\x02Aucun exécutant n’e" +
-	"st connecté.\x02Exécutants servant %[1]s\x02Tous les exécutants\x02Aucun" +
-	" exécutant ne sert cette définition.\x02flux\x02interrogation longue\x02" +
-	"façade Camunda 7\x02Aucun exécutant ne sert cette définition\u202f: ses " +
-	"occurrences attendent qu’un exécutant se connecte ou interroge.\x14\x01" +
-	"\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par" +
-	" %[1]d exécutants"
+	"\x02%[1]s (jeton n°\u00a0%[2]d, %[3]s)\x02Quand\x02Qui\x02Action\x02Moti" +
+	"f\x02Instance de processus\x02Occurrence reproposée\x02Action groupée" +
+	"\x02supprimée\x02Journal d’audit\x02Chaque reprise, abandon et arrêt app" +
+	"liqué par un opérateur, avec son motif. Les révélations de valeurs sensi" +
+	"bles ont leur propre journal (GET /api/v1/audit/reveals).\x02Filtres\x02" +
+	"Appliquer les filtres\x02Effacer les filtres\x02Aucune action d’opérateu" +
+	"r ne correspond.\x02Toutes les actions\x02L’instance de processus doit ê" +
+	"tre un identifiant d’instance (un UUID).\x02L’action groupée doit être d" +
+	"ésignée par son identifiant (un UUID).\x02Instances modifiées par l’act" +
+	"ion groupée %[1]s.\x02Le curseur de page est invalide\u202f: revenez à l" +
+	"a première page.\x02Actions d’opérateurs, les plus récentes d’abord\x02P" +
+	"ages\x02Page suivante\x02Première page\x02Console Relais\x02Langue\x02Al" +
+	"ler au contenu\x02Navigation principale\x02État\x02Tâches externes\x02In" +
+	"stances\x02Processus\x02Trouver une instance ou une occurrence\x02identi" +
+	"fiant ou clé métier\x02Trouver\x02Définitions\x02Exécutants\x02Jetons" +
+	"\x02Connecté en tant que %[1]s (%[2]s)\x02Se déconnecter\x02Réglages d’a" +
+	"ffichage\x02Heures en %[1]s · rechargement toutes les %[2]d s\x02Heures " +
+	"en %[1]s · sans rechargement automatique\x02Cette page se recharge toute" +
+	"s les %[1]d secondes.\x02Non autorisé\x02Votre rôle ne permet de lire qu" +
+	"e les définitions\u202f: les tâches externes et les instances de process" +
+	"us sont réservées aux opérateurs et aux administrateurs.\x02Requête inva" +
+	"lide\x02Le champ «\u00a0%[1]s\u00a0» contient le caractère NUL ou des oc" +
+	"tets qui ne sont pas du texte UTF-8\u202f: corrigez-le et réessayez.\x02" +
+	"Retour aux tâches externes\x02Retour aux définitions\x02Introuvable\x02C" +
+	"ette adresse ne mène à rien, ou à rien que vous puissiez voir.\x02Formul" +
+	"aire refusé\x02Ce formulaire n’a pas été envoyé depuis cette session de " +
+	"la console, ou il a expiré. Rechargez la page et réessayez.\x02Temporair" +
+	"ement indisponible\x02La base de données est injoignable pour le moment." +
+	" Réessayez dans quelques secondes.\x02Une erreur est survenue\x02La cons" +
+	"ole n’a pas pu afficher cette page. Réessayez\u202f; si le problème pers" +
+	"iste, donnez à votre administrateur l’identifiant de requête %[1]s.\x02D" +
+	"écompte des occurrences en cours\u202f; les décomptes s’afficheront qua" +
+	"nd vous rechargerez la page.\x02Les décomptes sont indisponibles pour le" +
+	" moment.\x02Champ\x02Type\x02Obligatoire\x02Classification\x02Contrainte" +
+	"s\x02Description\x02Définition %[1]s\x02Copie de travail\x02La seule par" +
+	"tie modifiable d’une définition. Les processus ne l’utilisent jamais dir" +
+	"ectement\u202f: ils épinglent une révision.\x02Nom\x02Sortie de routage" +
+	"\x02Dernier enregistrement\x02Révisions\x02Aucune révision pour l’instan" +
+	"t\u202f: la copie de travail n’a jamais été figée.\x02Publications\x02Au" +
+	"cune publication pour l’instant.\x02Publication\x02Révision\x02Notes\x02" +
+	"Publiée le\x02Comparer des révisions\x02Liste chaque changement d’une ré" +
+	"vision à l’autre et ce qu’il peut casser.\x02De la révision\x02À la révi" +
+	"sion\x02Comparer\x02Changement\x02Détail\x02Casse les processus\x02Casse" +
+	" les services\x02Ces révisions ont les mêmes contrats.\x02Entrées\x02Auc" +
+	"une entrée.\x02Entrées de la copie de travail\x02Sorties\x02Aucune sorti" +
+	"e.\x02Sorties de la copie de travail\x02Publications, les plus anciennes" +
+	" d’abord\x02Changements entre les deux révisions\x02Révision %[1]d\x02Fi" +
+	"gée le\x02Empreinte\x02Entrées de la révision %[1]d\x02Sorties de la rév" +
+	"ision %[1]d\x02Choisissez deux révisions existantes à comparer.\x02De la" +
+	" révision %[1]d à la révision %[2]d\u202f:\x14\x01\x81\x01\x00\x02\x11" +
+	"\x02%[1]d changement\x00\x12\x02%[1]d changements\x14\x01\x81\x01\x00" +
+	"\x02\x13\x02%[1]d incompatible\x00\x14\x02%[1]d incompatibles\x02sortie " +
+	"de routage %[1]s → %[2]s\x02facultatif → obligatoire\x02obligatoire → fa" +
+	"cultatif\x02valeurs ajoutées\u202f: %[1]s\x02valeurs retirées\u202f: %[1" +
+	"]s\x02valeurs réordonnées\x02%[1]s\u202f: %[2]s → %[3]s\x02champ obligat" +
+	"oire de type %[1]s\x02champ facultatif de type %[1]s\x02aucune\x02Contra" +
+	"ts de tâches\u202f: leur copie de travail, leurs révisions immuables et " +
+	"leurs publications nommées.\x02Définitions par clé\x02Clé\x02Dernière ré" +
+	"vision\x02aucune pour l’instant\x02Aucune définition pour l’instant.\x14" +
+	"\x01\x81\x01\x00\x02\x12\x02%[1]d publication\x00\x13\x02%[1]d publicati" +
+	"ons\x02en cas d’erreur\x02toute autre erreur\x02suspendue pour un opérat" +
+	"eur\x02incident\u202f: reprendre, abandonner, arrêter\x02fin\u202f: term" +
+	"ine l’instance\x02fin\u202f: met l’instance en échec\x02push %[1]s\x02pu" +
+	"ll %[1]s\x02Nœud %[1]s\x02La file d’attente et les incidents de chaque d" +
+	"éfinition maintenant, et ce que ses services ont terminé dans la derniè" +
+	"re heure.\x02Réussites et échecs, dernière heure\x02Définitions, celles " +
+	"qui demandent de l’attention d’abord\x02Définition\x02Ouvertes\x02Instan" +
+	"ces suspendues\x02En échec\x02Attente de la plus ancienne disponible\x02" +
+	"Terminées, dernière heure\x02En échec, dernière heure\x02Aucune définiti" +
+	"on n’a encore d’occurrence.\x02Au %[1]s (%[2]s)\u202f; actualisé toutes " +
+	"les quelques secondes.\x02disponible depuis le %[1]s\x02Afficher toutes " +
+	"les définitions\x02Toutes les définitions\x02Réussites et échecs par tra" +
+	"nche de 5 min, dernière heure\u202f: %[1]s\x02Dans la dernière heure" +
+	"\u202f: %[1]s, %[2]s. Le tableau qui suit le graphique donne chaque tran" +
+	"che de 5\u00a0min.\x02terminée\x02en échec\x02Les chiffres du graphique" +
+	"\x02Réussites et échecs par tranche de 5 min, les plus anciennes d’abord" +
+	"\x02Tranche\x02Terminées\x02%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01" +
+	"\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%[1]d terminées\x14" +
+	"\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02%[1]d en échec\x02" +
+	"%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%" +
+	"[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’instant\x02" +
+	"%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02" +
+	"avr.\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02déc." +
+	"\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d" +
+	" jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heure" +
+	"s\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes" +
+	"\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes" +
+	"\x02%[1]d ms\x02Instance de processus %[1]s\x02Résumé\x02Actions d’opéra" +
+	"teur\x02Parcours\x02Les nœuds atteints par cette instance, dans l’ordre," +
+	" chacun avec son occurrence.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02" +
+	"Occurrence\x02Route\x02Nœud suivant\x02Créée le\x02Réglée le\x02Cette in" +
+	"stance n’a encore atteint aucune tâche.\x02Actions d’opérateurs consigné" +
+	"es\x02Aucun opérateur n’a agi sur cette instance.\x02Actions d’opérateur" +
+	"s sur cette instance, les plus récentes d’abord\x02Valeur\x02Entrées du " +
+	"processus\x02Entrées avec lesquelles l’instance a démarré, nommées d’apr" +
+	"ès le contrat de la version %[1]d du processus\x02Ce processus ne prend" +
+	" aucune entrée.\x02Cette instance est suspendue à un nœud en échec\u202f" +
+	": c’est un incident. Elle ne peut pas être reprise\u202f: son occurrence" +
+	" au nœud %[1]s a échoué avant toute tentative (ses entrées n’ont pas pu " +
+	"être construites), une reprise échouerait donc de la même façon. L’aban" +
+	"don met l’instance en échec\u202f; l’arrêt l’annule. Chacun demande un m" +
+	"otif, consigné dans le journal d’audit.\x02Cette instance est suspendue " +
+	"à un nœud en échec\u202f: c’est un incident. La reprise propose de nouv" +
+	"eau l’occurrence en échec\u202f; l’abandon met l’instance en échec\u202f" +
+	"; l’arrêt l’annule. Chacune demande un motif, consigné dans le journal d" +
+	"’audit.\x02L’arrêt annule l’instance et ses occurrences ouvertes. Il n" +
+	"e termine rien.\x02Arrêtée par %[1]s le %[2]s — « %[3]s »\x02Abandonnée " +
+	"par %[1]s le %[2]s — « %[3]s »\x02Reprise par %[1]s le %[2]s — « %[3]s »" +
+	"\x02Démarrée le\x02Terminée le\x02Nœud de fin\x02Suspendue au nœud\x02Oc" +
+	"currence en échec\x02Code d’erreur\x02Statut inconnu\u202f: %[1]q.\x02Da" +
+	"te de création\x02La taille de page doit être comprise entre 1 et %[1]d." +
+	"\x02Instances de processus\x02du\x02au\x02Agir sur toutes les instances " +
+	"que ce filtre retient\x02La page suivante les compte et demande un motif" +
+	" avant que rien ne change.\x02Instances de processus, les plus récentes " +
+	"d’abord\x02Instance\x02Nœud de fin ou erreur\x02Aucune instance ne corre" +
+	"spond à ces filtres.\x02Tous les processus\x02Tous les statuts\x02dispon" +
+	"ible\x02réservée\x02différée\x02annulée\x02en cours\x02suspendue\x02expi" +
+	"rée\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier\x02nombre\x02" +
+	"booléen\x02date\x02date et heure\x02choix\x02objet\x02liste\x02normale" +
+	"\x02sensible\x02secrète\x02••• masqué (sensible)\x02••• masqué (secret)" +
+	"\x02pull (le service la récupère)\x02push (Relais appelle le service)" +
+	"\x02administrateur\x02opérateur\x02concepteur\x02consommateur\x02oui\x02" +
+	"non\x02champ ajouté\x02champ retiré\x02type modifié\x02caractère obligat" +
+	"oire modifié\x02valeurs modifiées\x02classification modifiée\x02contrain" +
+	"te modifiée\x02routage modifié\x02longueur minimale\x02longueur maximale" +
+	"\x02motif\x02format\x02minimum\x02maximum\x02nombre minimal d’éléments" +
+	"\x02nombre maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, version" +
+	" %[2]s\x02Occurrence %[1]s\x02Mode\x02Dates\x02Politique d’exécution\x02" +
+	"Nombre maximal de tentatives\x02Délai avant nouvelle tentative\x02Échéan" +
+	"ce\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute)\x02Tentatives" +
+	"\x02Toutes les tentatives, les plus anciennes d’abord\x02Consommateur" +
+	"\x02Identifiant du service\x02Réservée le\x02Durée\x02Réponse de la dest" +
+	"ination\x02Résultat\x02Message d’erreur\x02Aucun service n’a encore rése" +
+	"rvé cette occurrence.\x02en cours\x02Destination\x02Réplique\x02Relais n" +
+	"’a pas encore appelé la destination.\x02Relais ne conserve le code de " +
+	"statut de la destination que lorsqu’elle a refusé l’appel (destination_h" +
+	"ttp_NNN)\u202f; un appel terminé a reçu une réponse 2xx. La durée va de " +
+	"la prise en charge de l’appel à son règlement.\x02Motif donné par le ser" +
+	"vice\x02Nouvelles tentatives\x02aucune\u202f: un appel en échec suit le " +
+	"chemin d’erreur du nœud\x02Délai d’appel\x02Maintenant\x02La reprendre o" +
+	"u l’abandonner depuis son instance\x02au plus %[1]d\x02au plus %[1]d dep" +
+	"uis la dernière reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10\x02" +
+	"%[1]d tentative\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02\x0f" +
+	"\x02%[1]d restante\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’aprè" +
+	"s le contrat de la révision %[1]d\x02Ce contrat n’a aucune entrée.\x02So" +
+	"rties, nommées d’après le contrat de la révision %[1]d\x02Pas encore de " +
+	"sorties\u202f: l’occurrence n’est pas terminée.\x02Ce contrat n’a aucune" +
+	" sortie.\x02Aucune sortie\u202f: l’occurrence s’est terminée sans abouti" +
+	"r.\x02Révéler — cette action est enregistrée\x02Disponible à partir du" +
+	"\x02Prochaine tentative\x02Dernière réservation\x02Fin du verrou\x02Diff" +
+	"érée\x02Dernière erreur (tentative %[1]d)\x02Erreur (avant toute tentat" +
+	"ive)\x02Son message\x02Message de Relais (en anglais)\x02Message du serv" +
+	"ice (tel qu’il l’a envoyé)\x02L’échéance est passée avant l’arrivée d’un" +
+	" résultat.\x02Le résultat ne respectait pas le contrat de sorties de la " +
+	"révision.\x02Relais s’est arrêté pendant l’appel\u202f: on ignore si la " +
+	"destination a agi, elle n’est donc pas rappelée.\x02L’appel n’a pas pu ê" +
+	"tre préparé.\x02La destination était injoignable.\x02La réponse de la de" +
+	"stination était trop volumineuse.\x02Le verrou de la dernière tentative " +
+	"a expiré sans tentative restante.\x02Les entrées n’ont pas pu être const" +
+	"ruites à partir des liaisons du processus.\x02Un opérateur a abandonné l" +
+	"’instance.\x02La destination a répondu HTTP %[1]s.\x02Nouvelle tentati" +
+	"ve à %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou exp" +
+	"iré à %[1]s — en attente d’être proposée de nouveau.\x02En attente de l’" +
+	"appel de Relais à la destination depuis %[1]s (%[2]s).\x02En attente d’u" +
+	"n service depuis %[1]s (%[2]s).\x02(service %[1]s)\x02Relais appelle la " +
+	"destination (depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’à " +
+	"%[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2]s)" +
+	"\u202f: un service du même consommateur, ou une interface munie d’un jet" +
+	"on de règlement, la terminera plus tard.\x02Terminée (%[1]s).\x02Son ins" +
+	"tance est suspendue ici, en attente d’un opérateur.\x02Son instance a co" +
+	"ntinué par le chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée" +
+	"\u202f: l’instance a été arrêtée par %[1]s à %[2]s — « %[3]s ».\x02Annul" +
+	"ée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02conso" +
+	"mmateur n° %[1]s\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas de" +
+	" réponse dans le délai\x02pas de connexion\x02réponse trop volumineuse" +
+	"\x02inconnue\x02[masqué]\x02La révision doit être un nombre entier, 1 ou" +
+	" plus.\x02Consommateur inconnu.\x02Date de règlement\x02Plus de filtres" +
+	"\u202f: instance, révision, consommateur, dates\x02identifiant d’instanc" +
+	"e\x02Décomptes par statut\x02Occurrences, les plus récentes d’abord\x02P" +
+	"rocessus et nœud\x02Erreur\x02Consommateur et service\x02Prochaine tenta" +
+	"tive ou règlement\x02Aucune occurrence ne correspond à ces filtres.\x02T" +
+	"ous les consommateurs\x02Totaux de la définition %[1]s, sans les autres " +
+	"filtres\x02Totaux de toutes les définitions, sans les autres filtres\x14" +
+	"\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrence" +
+	"s\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés toutes les qu" +
+	"elques secondes.\x02révision %[1]d\x02réglée\x02prochaine tentative\x02d" +
+	"isponible depuis\x02appel en cours depuis\x02verrou jusqu’à\x02différée " +
+	"depuis\x02Page précédente\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une da" +
+	"te s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour vient après le de" +
+	"rnier.\x02Ces réglages sont conservés dans ce navigateur seulement.\x02A" +
+	"fficher les heures en\x02La console n’exécute aucun script et ne peut do" +
+	"nc pas lire le fuseau horaire de votre ordinateur\u202f: choisissez son " +
+	"décalage par rapport à UTC. Les décalages ne suivent pas l’heure d’été." +
+	"\x02Recharger les listes et les pages de détail\x02Les pages qui contien" +
+	"nent un formulaire, comme une confirmation, ne se rechargent jamais d’el" +
+	"les-mêmes.\x02Enregistrer les réglages\x02Revenir sans enregistrer\x02UT" +
+	"C (temps universel coordonné)\x02Heure locale à %[1]s\x02Jamais\x02Toute" +
+	"s les %[1]d secondes\x02Les versions de processus publiées\u202f: leurs " +
+	"nœuds, routes et révisions épinglées, dessinés, avec l’emplacement actue" +
+	"l de leurs occurrences.\x02Processus par clé\x02Versions, les plus récen" +
+	"tes d’abord\x02Aucun processus n’est encore publié.\x02version %[1]d\x02" +
+	"Processus %[1]s\x02Version\x02Nœud de départ\x02Graphe\x02Les colonnes s" +
+	"uivent le plus long chemin depuis le nœud de départ. Les flèches pleines" +
+	" sont les réussites (étiquetées par leur route), les pointillées les éch" +
+	"ecs (étiquetées par leurs codes d’erreur). Chaque case indique combien d" +
+	"’occurrences de cette version se trouvent à ce nœud maintenant.\x02Nœu" +
+	"ds\x02Nœuds de cette version, avec leurs occurrences actuelles\x02Type" +
+	"\x02Révision épinglée\x02En cas de réussite\x02En cas d’erreur\x02Occurr" +
+	"ences actuelles\x02Instances de ce processus\x02Décomptes au %[1]s (%[2]" +
+	"s)\u202f; actualisés toutes les quelques secondes.\x02Graphe de %[1]s" +
+	"\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau c" +
+	"i-dessous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d nœ" +
+	"uds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, r" +
+	"outes et décomptes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin (" +
+	"en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02suspension (un incident pour un" +
+	" opérateur)\x02tout autre code → %[1]s\x02met l’instance en échec\x14" +
+	"\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative après %[2]s" +
+	", priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après %[2]" +
+	"s, priorité %[3]d\x02échéance %[1]s\x02délai %[1]s\x02Seuls les administ" +
+	"rateurs peuvent révéler une valeur sensible.\x02Révélé par %[1]s le %[2]" +
+	"s\u202f; consigné dans le journal d’audit.\x02Révélation impossible\x02S" +
+	"eule une valeur que cette page affiche masquée (sensible) peut être révé" +
+	"lée.\x02Les valeurs secrètes ne peuvent jamais être révélées.\x02Cette p" +
+	"age n’accepte pas cette requête.\x02Recherche\x02Saisissez un identifian" +
+	"t d’instance ou d’occurrence (un UUID, que les pages affichent au survol" +
+	") ou une clé métier.\x02Rien à chercher\u202f: le champ de recherche est" +
+	" vide.\x02C’est trop long pour être un identifiant ou une clé métier." +
+	"\x02Aucune instance ni occurrence n’a l’identifiant « %[1]s », et aucune" +
+	" instance ne l’a pour clé métier.\x02Vous êtes déconnecté.\x02Se connect" +
+	"er\x02Connectez-vous avec un jeton d’opérateur ou d’administrateur.\x02J" +
+	"eton\x02Le jeton est vérifié une fois et n’est jamais conservé dans votr" +
+	"e navigateur\u202f; un cookie de session le remplace jusqu’à 8 heures d’" +
+	"inactivité.\x02Trop de connexions échouées depuis votre adresse. Réessay" +
+	"ez dans %[1]d secondes.\x02Ce jeton est inconnu ou a été révoqué.\x02Un " +
+	"jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: connectez-vous " +
+	"avec un jeton d’opérateur, de concepteur ou d’administrateur.\x02Seuls l" +
+	"es administrateurs gèrent les jetons.\x02Jetons du personnel (administra" +
+	"teurs, concepteurs, opérateurs) non révoqués. Les jetons des consommateu" +
+	"rs se gèrent avec leurs consommateurs. Révoquer un jeton refuse sa requê" +
+	"te suivante.\x02ID\x02Rôle\x02Dernière utilisation\x02Expiration\x02jama" +
+	"is\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Aucun " +
+	"jeton.\x02Le jeton a été révoqué.\x02Révoquer le jeton %[1]d\x02Révoquer" +
+	" le jeton %[1]s « %[2]s »\u202f?\x02Sa requête suivante est refusée et l" +
+	"es sessions de console ouvertes avec lui prennent fin. C’est irréversibl" +
+	"e\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoquer le je" +
+	"ton\x02Le garder\x02C’est le jeton avec lequel vous êtes connecté\u202f:" +
+	" le révoquer vous déconnecte. Sa requête suivante est refusée. C’est irr" +
+	"éversible.\x02C’est le dernier jeton administrateur utilisable\u202f: c" +
+	"réez-en un autre avant de le révoquer.\x02sortie de routage\x02(chaque é" +
+	"lément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b" +
+	"\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1" +
+	"]d caractère\x00\x1a\x02au plus %[1]d caractères\x02motif %[1]s\x02forma" +
+	"t %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01" +
+	"\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d" +
+	" éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19" +
+	"\x02au plus %[1]d éléments\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02" +
+	"%[1]d élément\x00\x11\x02%[1]d éléments\x02nul\x02valeur inattendue\x02P" +
+	"age invalide\x02Ce lien de page ne vient pas de la console.\x02Les exécu" +
+	"tants connectés par un flux, et ceux qui interrogent par leur dernière d" +
+	"emande. Un exécutant est listé tant qu’il s’est manifesté dans les trois" +
+	" derniers battements de cœur.\x02Exécutants vus dans les trois derniers " +
+	"battements\x02Exécutant\x02Protocole\x02Définitions servies\x02En cours" +
+	"\x02Connexion\x02Dernier signe\x02Aucun exécutant n’est connecté.\x02Exé" +
+	"cutants servant %[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert " +
+	"cette définition.\x02flux\x02interrogation longue\x02façade Camunda 7" +
+	"\x02Aucun exécutant ne sert cette définition\u202f: ses occurrences atte" +
+	"ndent qu’un exécutant se connecte ou interroge.\x14\x01\x81\x01\x00\x02" +
+	"\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécutant" +
+	"s"
 
-	// Total table size 47017 bytes (45KiB); checksum: F5C09352
+	// Total table size 47085 bytes (45KiB); checksum: 2C28762B

@@ -25,8 +25,11 @@ values (@at, @actor_id, @actor_name, @action, @reason, @instance_id, @occurrence
 -- Records outlive their instances (retention deletes ended ones, never the
 -- audit trail): instance_exists says whether the target can still be
 -- shown, one primary-key probe per record of the page.
-select a.*, exists(select 1 from instances i where i.id = a.instance_id)::boolean as instance_exists
+-- actor_role is the role of the token that acted (names are not unique;
+-- tokens are revoked, never deleted).
+select a.*, t.role as actor_role, exists(select 1 from instances i where i.id = a.instance_id)::boolean as instance_exists
 from operator_actions a
+left join tokens t on t.id = a.actor_id
 where (sqlc.narg('instance_id')::uuid is null or a.instance_id = sqlc.narg('instance_id'))
   and (sqlc.narg('action')::text is null or a.action = sqlc.narg('action'))
   and (sqlc.narg('bulk_id')::uuid is null or a.bulk_id = sqlc.narg('bulk_id'))

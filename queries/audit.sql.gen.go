@@ -43,8 +43,9 @@ func (q *Queries) OperatorActionInsert(ctx context.Context, arg OperatorActionIn
 }
 
 const operatorActionList = `-- name: OperatorActionList :many
-select a.id, a.at, a.actor_id, a.actor_name, a.action, a.reason, a.instance_id, a.occurrence_id, a.bulk_id, exists(select 1 from instances i where i.id = a.instance_id)::boolean as instance_exists
+select a.id, a.at, a.actor_id, a.actor_name, a.action, a.reason, a.instance_id, a.occurrence_id, a.bulk_id, t.role as actor_role, exists(select 1 from instances i where i.id = a.instance_id)::boolean as instance_exists
 from operator_actions a
+left join tokens t on t.id = a.actor_id
 where ($1::uuid is null or a.instance_id = $1)
   and ($2::text is null or a.action = $2)
   and ($3::uuid is null or a.bulk_id = $3)
@@ -71,12 +72,15 @@ type OperatorActionListRow struct {
 	InstanceID     uuid.UUID
 	OccurrenceID   *uuid.UUID
 	BulkID         *uuid.UUID
+	ActorRole      *string
 	InstanceExists bool
 }
 
 // Records outlive their instances (retention deletes ended ones, never the
 // audit trail): instance_exists says whether the target can still be
 // shown, one primary-key probe per record of the page.
+// actor_role is the role of the token that acted (names are not unique;
+// tokens are revoked, never deleted).
 func (q *Queries) OperatorActionList(ctx context.Context, arg OperatorActionListParams) ([]OperatorActionListRow, error) {
 	rows, err := q.db.Query(ctx, operatorActionList,
 		arg.InstanceID,
@@ -102,6 +106,7 @@ func (q *Queries) OperatorActionList(ctx context.Context, arg OperatorActionList
 			&i.InstanceID,
 			&i.OccurrenceID,
 			&i.BulkID,
+			&i.ActorRole,
 			&i.InstanceExists,
 		); err != nil {
 			return nil, err

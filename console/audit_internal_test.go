@@ -1,0 +1,29 @@
+package console
+
+import (
+	"context"
+	"testing"
+
+	"golang.org/x/text/language"
+
+	"github.com/relais/relais/engine"
+)
+
+// Who acted is named with the token's id and role, in each language:
+// token names are not unique. An action no token made shows the name.
+func TestActorLabel(t *testing.T) {
+	id := int64(7)
+	a := engine.OperatorAction{ActorName: "night-shift", ActorTokenID: &id, ActorRole: "admin"}
+	fr := context.WithValue(context.Background(), localeKey{}, newLocale(language.French))
+	for ctx, want := range map[context.Context]string{
+		context.Background(): "night-shift (token #7, administrator)",
+		fr:                   "night-shift (jeton n°\u00a07, administrateur)",
+	} {
+		if got := actorLabel(ctx, a); got != want {
+			t.Errorf("actorLabel = %q, want %q", got, want)
+		}
+	}
+	if got := actorLabel(context.Background(), engine.OperatorAction{ActorName: "ops-alice"}); got != "ops-alice" {
+		t.Errorf("without a token: %q", got)
+	}
+}
