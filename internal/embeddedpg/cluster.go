@@ -187,7 +187,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 			keepLock = true
 			go c.watch()
 			if sockets {
-				if err := c.ensurePassword(ctx, password, recorded); err != nil {
+				if err := c.ensurePassword(ctx, password, recorded || created); err != nil {
 					return nil, err
 				}
 			}

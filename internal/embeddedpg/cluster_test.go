@@ -178,6 +178,9 @@ func TestColdStartQueryStop(t *testing.T) {
 	if !strings.Contains(logs.String(), "embedded postgres started") {
 		t.Errorf("log = %q, want an 'embedded postgres started' record", logs.String())
 	}
+	if strings.Contains(logs.String(), "now need the password") {
+		t.Errorf("log = %q, want no upgrade record for a new cluster", logs.String())
+	}
 
 	for _, p := range []string{root, filepath.Join(root, "nested")} {
 		fi, err := os.Stat(p)
