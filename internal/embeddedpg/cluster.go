@@ -51,7 +51,8 @@ type Options struct {
 	// server's output always goes to Dir/postgres.log, not to the terminal.
 	Logger *slog.Logger
 	// Settings are extra server settings passed as -c name=value; they
-	// override the package's defaults (such as max_connections=200).
+	// override the package's defaults (such as max_connections=200), but
+	// not port, listen_addresses, unix_socket_directories or hba_file.
 	Settings map[string]string
 }
 

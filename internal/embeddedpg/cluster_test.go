@@ -629,7 +629,8 @@ func TestServerArgs(t *testing.T) {
 	t.Parallel()
 	cfg := &config{
 		dir: "/srv/pg", dataDir: "/srv/pg/data", runDir: "/srv/pg/run", fast: true, logger: discardLogger,
-		settings: map[string]string{"max_connections": "20", "port": "1", "work_mem": "8MB"},
+		settings: map[string]string{"max_connections": "20", "port": "1", "work_mem": "8MB",
+			"hba_file": "/etc/trust_all.conf", "unix_socket_directories": "/tmp"},
 	}
 	got := strings.Join(serverArgs(cfg, 5555), " ")
 	for _, want := range []string{
@@ -643,6 +644,9 @@ func TestServerArgs(t *testing.T) {
 	}
 	if strings.Contains(got, "port=1 ") || strings.Contains(got, "max_connections=200") {
 		t.Errorf("args = %q, want port kept and max_connections overridden", got)
+	}
+	if strings.Contains(got, "hba_file") || strings.Contains(got, "unix_socket_directories=/tmp") {
+		t.Errorf("args = %q, want hba_file and unix_socket_directories kept out of Settings' reach", got)
 	}
 
 	cfg.fast = false
