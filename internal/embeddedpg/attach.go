@@ -16,7 +16,9 @@ var ErrInUse = errors.New("in use by another running cluster")
 // RunningURL returns the URL of the cluster that another process runs in
 // dir, so that administration commands (relais migrate, relais token create)
 // can reach the database of a running relais serve instead of starting a
-// second server on the same files.
+// second server on the same files. The URL carries the password kept in
+// dir, which only the user running that relais (or root) can read: never
+// log it whole.
 func RunningURL(dir, database string) (string, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
@@ -35,7 +37,12 @@ func RunningURL(dir, database string) (string, error) {
 	if err1 != nil || err2 != nil || !processAlive(pid) {
 		return "", fmt.Errorf("embeddedpg: no running cluster in %s", abs)
 	}
-	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", port, database), nil
+	// No password file: a cluster that still trusts TCP (see hostTrust).
+	password, err := readPassword(abs)
+	if err != nil {
+		return "", err
+	}
+	return clusterURL(port, password, database), nil
 }
 
 // UntraversableParent returns the first folder on the way to path that the

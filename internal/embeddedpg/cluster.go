@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"maps"
 	"net"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -52,7 +51,8 @@ type Options struct {
 	// server's output always goes to Dir/postgres.log, not to the terminal.
 	Logger *slog.Logger
 	// Settings are extra server settings passed as -c name=value; they
-	// override the package's defaults (such as max_connections=200).
+	// override the package's defaults (such as max_connections=200), but
+	// not port, listen_addresses, unix_socket_directories or hba_file.
 	Settings map[string]string
 }
 
@@ -74,6 +74,9 @@ type Cluster struct {
 	lock    *os.File
 	exited  chan struct{}
 	logFrom int64 // offset in postgres.log where this start's output begins
+	// password is the postgres role's, required over TCP; "" when TCP is
+	// still trusted (see hostTrust).
+	password string
 
 	stopRequested atomic.Bool
 	mu            sync.Mutex
@@ -141,7 +144,18 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err := ensureSubdir(cfg.runDir, ra); err != nil {
 		return nil, err
 	}
-	created, err := ensureCluster(ctx, cfg)
+	password, err := readPassword(dir)
+	if err != nil {
+		return nil, err
+	}
+	// The role has the recorded password (or gets it from initdb);
+	// otherwise the cluster predates passwords, or a crash came between
+	// setting one and recording it, and a new one is set once it runs.
+	recorded := password != ""
+	if !recorded {
+		password = newPassword()
+	}
+	created, err := ensureCluster(ctx, cfg, password)
 	if err != nil {
 		return nil, err
 	}
@@ -149,6 +163,11 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		return nil, err
 	}
 	if err := clearStale(ctx, cfg.dataDir, cfg.runDir, cfg.logger); err != nil {
+		return nil, err
+	}
+	sockets := socketsFit(cfg.runDir)
+	host, err := writeAuthConfig(cfg, recorded || created, sockets, created)
+	if err != nil {
 		return nil, err
 	}
 
@@ -168,8 +187,16 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 			c.lock = lock
 			keepLock = true
 			go c.watch()
+			if sockets {
+				if err := c.ensurePassword(ctx, password, recorded || created); err != nil {
+					return nil, err
+				}
+			}
+			if host == hostPassword {
+				c.password = password
+			}
 			cfg.logger.Info("embedded postgres started",
-				"port", port, "dir", dir, "pid", c.proc.pid, "created", created, "duration", time.Since(began))
+				"port", port, "dir", dir, "pid", c.proc.pid, "created", created, "tcp", host, "duration", time.Since(began))
 			return c, nil
 		}
 		if !retry || attempt >= attempts {
@@ -177,6 +204,27 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		}
 		cfg.logger.Info("embedded postgres: port taken, retrying with another", "port", port)
 	}
+}
+
+// ensurePassword gives the role password over the Unix socket and records
+// it unless it was recorded already. Setting it at every start costs a
+// millisecond and repairs a role whose password went astray. A failure
+// stops the server: it would refuse relais's own connections.
+func (c *Cluster) ensurePassword(ctx context.Context, password string, recorded bool) error {
+	err := setPassword(ctx, socketPath(c.cfg.runDir, c.port), password)
+	if err == nil && !recorded {
+		if err = writePassword(c.cfg.dir, password); err == nil {
+			c.cfg.logger.Info("embedded postgres: TCP connections now need the password kept in the cluster folder",
+				"file", filepath.Join(c.cfg.dir, passwordFile))
+		}
+	}
+	if err != nil {
+		stopCtx, cancel := context.WithTimeout(context.Background(), killGrace)
+		defer cancel()
+		_ = c.Stop(stopCtx)
+		return err
+	}
+	return nil
 }
 
 // pickPort is freePort, replaceable so a test can hand out a taken port.
@@ -196,7 +244,7 @@ func freePort() (int, error) {
 // serverArgs builds the postgres command line.
 func serverArgs(cfg *config, port int) []string {
 	sockets := cfg.runDir
-	if len(cfg.runDir)+len("/.s.PGSQL.65535")+1 > maxSocketPath {
+	if !socketsFit(cfg.runDir) {
 		// postgres would refuse to start with a socket path this long;
 		// relais connects over TCP, so Unix sockets are expendable.
 		cfg.logger.Warn("embedded postgres: cluster folder path too long for Unix sockets, using TCP only", "dir", cfg.dir)
@@ -219,9 +267,10 @@ func serverArgs(cfg *config, port int) []string {
 		settings["full_page_writes"] = "off"
 	}
 	for k, v := range cfg.settings {
-		// Where the server binds is the package's business: the URL and
-		// readiness check depend on it.
-		if k == "port" || k == "listen_addresses" {
+		// Where the server binds and whom it trusts are the package's
+		// business: the URL, the readiness check and setting the password
+		// over the socket depend on them.
+		if k == "port" || k == "listen_addresses" || k == "unix_socket_directories" || k == "hba_file" {
 			continue
 		}
 		settings[k] = v
@@ -353,9 +402,10 @@ func (c *Cluster) watch() {
 }
 
 // URL returns a connection URL for database as the postgres superuser,
-// which the server trusts without a password.
+// with its password: never log it whole (url.URL.Redacted hides the
+// password).
 func (c *Cluster) URL(database string) string {
-	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", c.port, url.PathEscape(database))
+	return clusterURL(c.port, c.password, database)
 }
 
 // Port returns the TCP port the server listens on at 127.0.0.1.

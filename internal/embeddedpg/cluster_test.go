@@ -130,7 +130,7 @@ func stop(t *testing.T, c *Cluster) (time.Duration, error) {
 // selectOne checks that the server answers a query.
 func selectOne(t *testing.T, c *Cluster) {
 	t.Helper()
-	rows, err := query(c.Port(), "select 1")
+	rows, err := query(c, "select 1")
 	if err != nil {
 		t.Fatalf("select 1 on port %d: %v", c.Port(), err)
 	}
@@ -156,12 +156,30 @@ func TestColdStartQueryStop(t *testing.T) {
 	t.Logf("cold start (initdb + start + ready): %v", took)
 	selectOne(t, c)
 
-	wantURL := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/relais?sslmode=disable", c.Port())
+	password := checkPasswordFile(t, dir)
+	wantURL := fmt.Sprintf("postgres://postgres:%s@127.0.0.1:%d/relais?sslmode=disable", password, c.Port())
 	if got := c.URL("relais"); got != wantURL {
 		t.Errorf("URL(relais) = %q, want %q", got, wantURL)
 	}
+	checkTCPNeedsPassword(t, c)
+	running, err := RunningURL(dir, "postgres")
+	if err != nil {
+		t.Fatalf("RunningURL: %v", err)
+	}
+	if running != c.URL("postgres") {
+		t.Errorf("RunningURL = %q, want %q", running, c.URL("postgres"))
+	}
+	if rows, err := urlQuery(running, "select current_user"); err != nil || len(rows) != 1 || rows[0][0] != "postgres" {
+		t.Errorf("select current_user over RunningURL = %q, %v; want [[postgres]]", rows, err)
+	}
+	if logs := logs.String(); strings.Contains(logs, password) {
+		t.Errorf("log = %q, want it without the password", logs)
+	}
 	if !strings.Contains(logs.String(), "embedded postgres started") {
 		t.Errorf("log = %q, want an 'embedded postgres started' record", logs.String())
+	}
+	if strings.Contains(logs.String(), "now need the password") {
+		t.Errorf("log = %q, want no upgrade record for a new cluster", logs.String())
 	}
 
 	for _, p := range []string{root, filepath.Join(root, "nested")} {
@@ -196,8 +214,13 @@ func TestColdStartQueryStop(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "run", ".s.PGSQL."+strconv.Itoa(c.Port()))); err != nil {
 		t.Errorf("Unix socket in the run folder: %v", err)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "postgres.log")); err != nil {
+	if b, err := os.ReadFile(filepath.Join(dir, "postgres.log")); err != nil {
 		t.Errorf("server log: %v", err)
+	} else if bytes.Contains(b, []byte(password)) {
+		t.Errorf("server log holds the password")
+	}
+	if leftovers, _ := filepath.Glob(filepath.Join(dir, initdbPasswordPrefix+"*")); len(leftovers) > 0 {
+		t.Errorf("initdb's password file left behind: %v", leftovers)
 	}
 
 	// A second cluster on the same folder must be refused, not clobber it.
@@ -241,10 +264,10 @@ func TestWarmRestartReusesCluster(t *testing.T) {
 		Settings: map[string]string{"max_connections": "50"}}
 
 	c, cold := start(t, opts)
-	if _, err := query(c.Port(), "create table kept (v text); insert into kept values ('still here')"); err != nil {
+	if _, err := query(c, "create table kept (v text); insert into kept values ('still here')"); err != nil {
 		t.Fatalf("create table: %v", err)
 	}
-	rows, err := query(c.Port(), "show max_connections")
+	rows, err := query(c, "show max_connections")
 	if err != nil || len(rows) != 1 || rows[0][0] != "50" {
 		t.Errorf("show max_connections = %q, %v; want [[50]] from Options.Settings", rows, err)
 	}
@@ -258,7 +281,7 @@ func TestWarmRestartReusesCluster(t *testing.T) {
 	}
 
 	c, warm := start(t, opts)
-	rows, err = query(c.Port(), "select v from kept")
+	rows, err = query(c, "select v from kept")
 	if err != nil || len(rows) != 1 || rows[0][0] != "still here" {
 		t.Errorf("select from kept = %q, %v; want [[still here]] (cluster reused)", rows, err)
 	}
@@ -291,7 +314,7 @@ func TestWarmRestartReusesCluster(t *testing.T) {
 	}
 
 	c, _ = start(t, opts)
-	rows, err = query(c.Port(), "select v from kept")
+	rows, err = query(c, "select v from kept")
 	if err != nil || len(rows) != 1 || rows[0][0] != "still here" {
 		t.Errorf("after crash, select from kept = %q, %v; want [[still here]]", rows, err)
 	}
@@ -479,7 +502,7 @@ func TestInterruptedInitdbIsRedone(t *testing.T) {
 	c, took := start(t, Options{Dir: dir, BinDir: bin})
 	t.Logf("cold start without Fast (initdb + sync + start + ready): %v", took)
 	selectOne(t, c)
-	rows, err := query(c.Port(), "show fsync")
+	rows, err := query(c, "show fsync")
 	if err != nil || len(rows) != 1 || rows[0][0] != "on" {
 		t.Errorf("show fsync = %q, %v; want [[on]] without Fast", rows, err)
 	}
@@ -606,7 +629,8 @@ func TestServerArgs(t *testing.T) {
 	t.Parallel()
 	cfg := &config{
 		dir: "/srv/pg", dataDir: "/srv/pg/data", runDir: "/srv/pg/run", fast: true, logger: discardLogger,
-		settings: map[string]string{"max_connections": "20", "port": "1", "work_mem": "8MB"},
+		settings: map[string]string{"max_connections": "20", "port": "1", "work_mem": "8MB",
+			"hba_file": "/etc/trust_all.conf", "unix_socket_directories": "/tmp"},
 	}
 	got := strings.Join(serverArgs(cfg, 5555), " ")
 	for _, want := range []string{
@@ -620,6 +644,9 @@ func TestServerArgs(t *testing.T) {
 	}
 	if strings.Contains(got, "port=1 ") || strings.Contains(got, "max_connections=200") {
 		t.Errorf("args = %q, want port kept and max_connections overridden", got)
+	}
+	if strings.Contains(got, "hba_file") || strings.Contains(got, "unix_socket_directories=/tmp") {
+		t.Errorf("args = %q, want hba_file and unix_socket_directories kept out of Settings' reach", got)
 	}
 
 	cfg.fast = false
@@ -650,4 +677,197 @@ func TestPidFileReady(t *testing.T) {
 			t.Errorf("pidFileReady(%q) = %v, want %v", tc.content, got, tc.want)
 		}
 	}
+}
+
+// checkPasswordFile checks the password file of the cluster in dir (mode
+// 0600, owned by whoever runs relais, not the cluster user) and returns
+// the password.
+func checkPasswordFile(t *testing.T, dir string) string {
+	t.Helper()
+	path := filepath.Join(dir, passwordFile)
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatalf("password file: %v", err)
+	}
+	if got := fi.Mode().Perm(); got != 0o600 {
+		t.Errorf("mode of %s = %04o, want 0600", path, got)
+	}
+	if got := fi.Sys().(*syscall.Stat_t).Uid; got != uint32(os.Geteuid()) {
+		t.Errorf("owner of %s = uid %d, want %d (the user running relais)", path, got, os.Geteuid())
+	}
+	password, err := readPassword(dir)
+	if err != nil || len(password) < 20 {
+		t.Fatalf("readPassword = %q, %v; want a generated password", password, err)
+	}
+	return password
+}
+
+// checkTCPNeedsPassword checks that TCP on 127.0.0.1 refuses a session
+// without c's password and accepts one with it.
+func checkTCPNeedsPassword(t *testing.T, c *Cluster) {
+	t.Helper()
+	if _, err := tcpQuery(c.Port(), "", "select 1"); !errors.Is(err, errPasswordRequired) {
+		t.Errorf("TCP without a password: err = %v, want the server to ask for one", err)
+	}
+	if _, err := tcpQuery(c.Port(), "not-the-password", "select 1"); err == nil || !strings.Contains(err.Error(), "password authentication failed") {
+		t.Errorf("TCP with a wrong password: err = %v, want password authentication failed", err)
+	}
+	if rows, err := urlQuery(c.URL("postgres"), "select 1"); err != nil || len(rows) != 1 || rows[0][0] != "1" {
+		t.Errorf("select 1 over URL() = %q, %v; want [[1]]", rows, err)
+	}
+}
+
+// createTrustCluster makes in dir what relais made before clusters had a
+// password: initdb --auth=trust, with a table in it.
+func createTrustCluster(t *testing.T, bin, dir string) {
+	t.Helper()
+	ra, err := resolveRunAs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := prepareDir(dir, ra); err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(dir, "data")
+	run := func(stdin string, name string, args ...string) {
+		t.Helper()
+		cmd := exec.Command(filepath.Join(bin, name), args...)
+		cmd.Dir = dir
+		cmd.Env = childEnv()
+		cmd.Stdin = strings.NewReader(stdin)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: ra.cred}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v\n%s", name, err, out)
+		}
+	}
+	run("", "initdb", "-U", "postgres", "--auth=trust", "-E", "UTF8", "--locale=C", "--no-sync", "-D", data)
+	run("create table kept (v text);\ninsert into kept values ('from the trust era');\n",
+		"postgres", "--single", "-D", data, "postgres")
+	hba, err := os.ReadFile(filepath.Join(data, "pg_hba.conf"))
+	if err != nil || !regexp.MustCompile(`(?m)^host\s+all\s+all\s+127\.0\.0\.1/32\s+trust`).Match(hba) {
+		t.Fatalf("pg_hba.conf of the old-style cluster (err %v):\n%s\nwant host trust", err, hba)
+	}
+}
+
+// TestTrustClusterIsUpgraded: a cluster an earlier relais created with
+// trust authentication keeps its data and needs a password over TCP from
+// its next start on.
+func TestTrustClusterIsUpgraded(t *testing.T) {
+	t.Parallel()
+	bin := testBinDir(t)
+	dir := testDir(t)
+	createTrustCluster(t, bin, dir)
+	logger, logs := newLogger()
+	opts := Options{Dir: dir, BinDir: bin, Fast: true, Logger: logger}
+
+	c, _ := start(t, opts)
+	rows, err := query(c, "select v from kept")
+	if err != nil || len(rows) != 1 || rows[0][0] != "from the trust era" {
+		t.Errorf("select from kept = %q, %v; want [[from the trust era]]", rows, err)
+	}
+	password := checkPasswordFile(t, dir)
+	checkTCPNeedsPassword(t, c)
+	if n := strings.Count(logs.String(), "created new cluster"); n != 0 {
+		t.Errorf("initdb ran on an existing cluster")
+	}
+	if !strings.Contains(logs.String(), "now need the password") {
+		t.Errorf("log = %q, want a record of the upgrade", logs)
+	}
+	hba, err := os.ReadFile(filepath.Join(dir, "data", "pg_hba.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`(?m)^local\s+all\s+all\s+trust$`, `(?m)^host\s+all\s+all\s+127\.0\.0\.1/32\s+scram-sha-256$`, `(?m)^host\s+all\s+all\s+::1/128\s+scram-sha-256$`} {
+		if !regexp.MustCompile(want).Match(hba) {
+			t.Errorf("pg_hba.conf:\n%s\nwant a line matching %s", hba, want)
+		}
+	}
+	if regexp.MustCompile(`(?m)^host.*trust`).Match(hba) {
+		t.Errorf("pg_hba.conf:\n%s\nwant no trusted host line", hba)
+	}
+	if _, err := stop(t, c); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+
+	// The next start keeps the password.
+	c, _ = start(t, opts)
+	if got := checkPasswordFile(t, dir); got != password {
+		t.Errorf("password changed across restarts")
+	}
+	checkTCPNeedsPassword(t, c)
+	if _, err := stop(t, c); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+
+	// What a crash between setting a password and recording it leaves: a
+	// role with a password nobody knows. The next start sets a new one.
+	if err := os.Remove(filepath.Join(dir, passwordFile)); err != nil {
+		t.Fatal(err)
+	}
+	c, _ = start(t, opts)
+	if got := checkPasswordFile(t, dir); got == password {
+		t.Errorf("password file recreated with the lost password")
+	}
+	checkTCPNeedsPassword(t, c)
+	if _, err := tcpQuery(c.Port(), password, "select 1"); err == nil {
+		t.Errorf("the previous password still opens a session")
+	}
+	rows, err = query(c, "select v from kept")
+	if err != nil || len(rows) != 1 || rows[0][0] != "from the trust era" {
+		t.Errorf("select from kept = %q, %v; want [[from the trust era]]", rows, err)
+	}
+	if logs := logs.String(); strings.Contains(logs, password) {
+		t.Errorf("log = %q, want it without the password", logs)
+	}
+}
+
+// TestLongPathCluster: without room for a Unix socket, a new cluster gets
+// its password from initdb, while an old trust cluster keeps working,
+// trusted, with a warning that says how to fix it.
+func TestLongPathCluster(t *testing.T) {
+	t.Parallel()
+	bin := testBinDir(t)
+	long := strings.Repeat("x", 70)
+
+	t.Run("new", func(t *testing.T) {
+		t.Parallel()
+		dir := filepath.Join(testDir(t), long)
+		c, _ := start(t, Options{Dir: dir, BinDir: bin, Fast: true})
+		if _, err := os.Stat(filepath.Join(dir, "run", ".s.PGSQL."+strconv.Itoa(c.Port()))); err == nil {
+			t.Fatalf("a Unix socket exists; want the path too long for one")
+		}
+		checkPasswordFile(t, dir)
+		checkTCPNeedsPassword(t, c)
+		running, err := RunningURL(dir, "postgres")
+		if err != nil || running != c.URL("postgres") {
+			t.Errorf("RunningURL = %q, %v; want %q", running, err, c.URL("postgres"))
+		}
+	})
+
+	t.Run("trust", func(t *testing.T) {
+		t.Parallel()
+		dir := filepath.Join(testDir(t), long)
+		createTrustCluster(t, bin, dir)
+		logger, logs := newLogger()
+		c, _ := start(t, Options{Dir: dir, BinDir: bin, Fast: true, Logger: logger})
+		rows, err := tcpQuery(c.Port(), "", "select v from kept")
+		if err != nil || len(rows) != 1 || rows[0][0] != "from the trust era" {
+			t.Errorf("select from kept over TCP without a password = %q, %v; want [[from the trust era]]", rows, err)
+		}
+		want := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", c.Port())
+		if got := c.URL("postgres"); got != want {
+			t.Errorf("URL = %q, want %q", got, want)
+		}
+		if got, err := RunningURL(dir, "postgres"); err != nil || got != want {
+			t.Errorf("RunningURL = %q, %v; want %q", got, err, want)
+		}
+		if _, err := os.Stat(filepath.Join(dir, passwordFile)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("password file: err = %v, want none for a password that could not be set", err)
+		}
+		for _, want := range []string{"still trusts every local TCP connection", "at most 88 characters"} {
+			if !strings.Contains(logs.String(), want) {
+				t.Errorf("log = %q, want a warning containing %q", logs, want)
+			}
+		}
+	})
 }

@@ -2,11 +2,20 @@
 // binaries already installed on the machine, so that relais works without
 // a database URL and each test package can get its own throwaway server.
 //
-// A cluster lives in one folder (Options.Dir): the data directory in
-// Dir/data, Unix sockets in Dir/run, server output in Dir/postgres.log. The
-// first Start creates it with initdb; later Starts reuse it. The server
-// listens on 127.0.0.1 only and trusts every local connection, so it must
-// not be exposed beyond the machine.
+// A cluster lives in one folder (Options.Dir, mode 0700): the data
+// directory in Dir/data, Unix sockets in Dir/run, server output in
+// Dir/postgres.log, the superuser's password in Dir/password. The first
+// Start creates it with initdb; later Starts reuse it.
+//
+// The server listens on 127.0.0.1 only, where any local user can reach
+// it, so TCP needs the postgres role's password (scram-sha-256), which
+// Cluster.URL and RunningURL carry: never log those URLs whole. The Unix
+// socket is trusted: only the cluster user and root can enter Dir, and
+// they can read the data files anyway. Start owns pg_hba.conf and rewrites
+// it at every start. A cluster created with trust by an earlier version
+// gets a password over the socket at its next Start; when Dir's path is
+// too long for a socket, it keeps trusting TCP and Start logs a warning
+// (move it to a shorter path).
 //
 // PostgreSQL refuses to run as root. When relais runs as root, the server
 // and initdb run as the postgres user (or nobody), which must be able to

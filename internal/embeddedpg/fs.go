@@ -53,8 +53,8 @@ func prepareDir(dir string, ra *runAs) error {
 	for _, p := range slices.Backward(missing) {
 		mode := os.FileMode(0o755)
 		if p == dir {
-			// The cluster folder holds a trust-authenticated server's
-			// sockets and data: nobody else has business inside.
+			// The cluster folder holds the password, the trusted Unix
+			// socket and the data: nobody else has business inside.
 			mode = 0o700
 		}
 		if err := os.Mkdir(p, mode); err != nil {
@@ -190,16 +190,23 @@ func lockDir(ctx context.Context, dir string) (*os.File, error) {
 	}
 }
 
-// ensureCluster runs initdb when the data directory holds no cluster. It
-// builds the cluster in data.init-PID and renames it into place only once
-// complete, so an interrupted initdb never leaves a folder that later
-// passes for a valid cluster. It reports whether a cluster was created.
-func ensureCluster(ctx context.Context, cfg *config) (bool, error) {
+// ensureCluster runs initdb when the data directory holds no cluster,
+// giving the postgres role password. It builds the cluster in
+// data.init-PID and renames it into place only once complete, so an
+// interrupted initdb never leaves a folder that later passes for a valid
+// cluster. It reports whether a cluster was created.
+func ensureCluster(ctx context.Context, cfg *config, password string) (bool, error) {
 	leftovers, _ := filepath.Glob(filepath.Join(cfg.dir, "data.init-*"))
 	for _, l := range leftovers {
 		cfg.logger.Info("embedded postgres: removing unfinished initdb folder", "path", l)
 		if err := os.RemoveAll(l); err != nil {
 			return false, fmt.Errorf("embeddedpg: remove unfinished initdb folder: %w", err)
+		}
+	}
+	pwLeftovers, _ := filepath.Glob(filepath.Join(cfg.dir, initdbPasswordPrefix+"*"))
+	for _, l := range pwLeftovers {
+		if err := os.Remove(l); err != nil {
+			return false, fmt.Errorf("embeddedpg: remove the password file of an unfinished initdb: %w", err)
 		}
 	}
 	_, err := os.Stat(filepath.Join(cfg.dataDir, "PG_VERSION"))
@@ -219,6 +226,16 @@ func ensureCluster(ctx context.Context, cfg *config) (bool, error) {
 	}
 
 	began := time.Now()
+	// Recorded before the cluster exists, so that the file never lacks
+	// the password of a cluster; a failed initdb leaves it for the next.
+	if err := writePassword(cfg.dir, password); err != nil {
+		return false, err
+	}
+	pwfile, err := writeInitdbPassword(cfg.dir, password, cfg.ra)
+	if err != nil {
+		return false, err
+	}
+	defer os.Remove(pwfile)
 	tmp := filepath.Join(cfg.dir, fmt.Sprintf("data.init-%d", os.Getpid()))
 	// Created here rather than by initdb so that the cluster folder itself
 	// need not be writable by the run-as user.
@@ -230,8 +247,11 @@ func ensureCluster(ctx context.Context, cfg *config) (bool, error) {
 		return false, err
 	}
 	var out bytes.Buffer
+	// Start rewrites pg_hba.conf anyway; a scram host method also makes
+	// initdb before PostgreSQL 14 store the password as SCRAM, not MD5.
 	cmd := exec.Command(filepath.Join(cfg.binDir, "initdb"),
-		"-U", "postgres", "--auth=trust", "-E", "UTF8", "--locale=C", "--no-sync", "-D", tmp)
+		"-U", "postgres", "--auth-local=trust", "--auth-host=scram-sha-256", "--pwfile="+pwfile,
+		"-E", "UTF8", "--locale=C", "--no-sync", "-D", tmp)
 	cmd.Dir = cfg.dir
 	cmd.Env = childEnv()
 	cmd.Stdout = &out

@@ -36,7 +36,7 @@ func TestSupervisorRestartsAndGivesUp(t *testing.T) {
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		rows, err := query(s.Port(), "select 1")
+		rows, err := queryAt(filepath.Join(opts.Dir, "run"), s.Port(), "select 1")
 		if err == nil && len(rows) == 1 && rows[0][0] == "1" {
 			break
 		}
