@@ -119,11 +119,6 @@ func messageOf(fe *fault.Error) string {
 	b.WriteString(fe.Code)
 	b.WriteString(": ")
 	b.WriteString(fe.Detail)
-	if len(fe.Errors) == 1 && fe.Errors[0].Path != "" && strings.Contains(fe.Detail, strings.TrimPrefix(fe.Errors[0].Path, "/")) {
-		// The detail already says it, naming the member: repeating it
-		// reads as a stutter.
-		return b.String()
-	}
 	for i, e := range fe.Errors {
 		if i == 0 {
 			b.WriteString(": ")
@@ -175,8 +170,9 @@ func badRequest(path, format string, args ...any) *fault.Error {
 }
 
 // unsupported refuses a Camunda parameter Relais cannot honour, rather than
-// ignoring it and answering what the client did not ask for.
+// ignoring it and answering what the client did not ask for. Its detail
+// names the member: a field error saying it again would only repeat it in
+// the message (see messageOf).
 func unsupported(path, why string) *fault.Error {
-	return fault.New(fault.BadRequest, "not_supported", "%s is not supported by Relais: %s", path, why).
-		WithErrors([]fault.FieldError{{Path: path, Message: "is not supported: " + why}})
+	return fault.New(fault.BadRequest, "not_supported", "%s is not supported by Relais: %s", path, why)
 }

@@ -73,11 +73,10 @@ func millis(path string, ms *int64, def time.Duration, zeroOK bool, ceiling time
 }
 
 // boundExceeded refuses a value above an operator ceiling, in
-// milliseconds: bounds are rejections, never clamps.
+// milliseconds: bounds are rejections, never clamps. The detail names the
+// member and the ceiling, which a field error would only repeat.
 func boundExceeded(path string, ceiling time.Duration) *fault.Error {
-	fe := fault.New(fault.BadRequest, "bound_exceeded", "%s is above Relais's ceiling of %d ms", path, ceiling.Milliseconds())
-	fe.Errors = []fault.FieldError{{Path: path, Message: "must be at most " + strconv.FormatInt(ceiling.Milliseconds(), 10) + " ms"}}
-	return fe
+	return fault.New(fault.BadRequest, "bound_exceeded", "%s is above Relais's ceiling of %d ms", path, ceiling.Milliseconds())
 }
 
 func checkWorkerID(path, id string) error {

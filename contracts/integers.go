@@ -13,9 +13,9 @@ import (
 // and delivered as written, and typed decoders refuse them (Go's int64,
 // Java's Integer): a worker would fail to read a value Relais accepted.
 // value must have passed Validate. It returns value itself when every
-// integer is written as one already, which is the common case and costs
-// no parse when the contract has no integer field or value no '.', 'e'
-// or 'E' at all.
+// integer is written as one already. A contract without an integer field
+// costs nothing; otherwise a value holding a '.', 'e' or 'E' anywhere
+// (most text does) is read once more, as a tree, to find its numbers.
 func (v *Validator) Integers(value json.RawMessage) json.RawMessage {
 	if !v.integers || !bytes.ContainsAny(value, ".eE") {
 		return value

@@ -171,11 +171,12 @@ func (e *Engine) GetConsumer(ctx context.Context, id int64) (Consumer, error) {
 }
 
 func (e *Engine) consumerFromRow(ctx context.Context, row queries.Consumer) (Consumer, error) {
-	grants, err := e.grants(ctx, row.ID)
+	// As recorded, a revoked consumer's too (they authorize nothing).
+	rows, err := e.q.GrantList(ctx, row.ID)
 	if err != nil {
-		return Consumer{}, err
+		return Consumer{}, wrap("list grants", err)
 	}
-	return Consumer{ID: row.ID, Name: row.Name, Grants: grants, CreatedAt: row.CreatedAt, RevokedAt: row.RevokedAt}, nil
+	return Consumer{ID: row.ID, Name: row.Name, Grants: grantsFromRows(rows), CreatedAt: row.CreatedAt, RevokedAt: row.RevokedAt}, nil
 }
 
 func (e *Engine) grants(ctx context.Context, id int64) ([]Grant, error) {
@@ -190,16 +191,21 @@ func grantsOf(ctx context.Context, m *memo, q *queries.Queries, id int64) ([]Gra
 	if ok {
 		return gs, nil
 	}
-	rows, err := q.GrantList(ctx, id)
+	rows, err := q.GrantListLive(ctx, id)
 	if err != nil {
 		return nil, wrap("list grants", err)
 	}
+	out := grantsFromRows(rows)
+	memoPut(m, m.grants, id, out, gen)
+	return out, nil
+}
+
+func grantsFromRows(rows []queries.ConsumerGrant) []Grant {
 	out := make([]Grant, len(rows))
 	for i, g := range rows {
 		out[i] = Grant{Definition: g.DefinitionKey, Revisions: toInts(g.Revisions)}
 	}
-	memoPut(m, m.grants, id, out, gen)
-	return out, nil
+	return out
 }
 
 // ListConsumers returns consumers ordered by id after the cursor.

@@ -62,6 +62,13 @@ func (e *Engine) Claim(ctx context.Context, req ClaimRequest) ([]Reservation, er
 	if len(req.Pairs.Keys) == 0 {
 		return nil, nil
 	}
+	// Before the replay too: what a withdrawn grant stops is delivered
+	// again by no path.
+	pairs, err := e.stillGranted(ctx, req.ConsumerID, req.Pairs)
+	if err != nil {
+		return nil, err
+	}
+	req.Pairs = pairs
 	var rid *string
 	if req.RequestID != "" {
 		rid = &req.RequestID
@@ -75,11 +82,6 @@ func (e *Engine) Claim(ctx context.Context, req ClaimRequest) ([]Reservation, er
 			return e.reservations(prior, req.Pairs)
 		}
 	}
-	pairs, err := e.stillGranted(ctx, req.ConsumerID, req.Pairs)
-	if err != nil {
-		return nil, err
-	}
-	req.Pairs = pairs
 	// Under load, the claim shares the commit of the writes arriving with
 	// it (see groupCommit); alone it is its statement.
 	var rows []queries.OccurrenceClaimPullRow
@@ -295,10 +297,13 @@ func (e *Engine) settleAndClaim(ctx context.Context, ref WorkerRef, next *ClaimR
 		// The claim checks the grants as Claim does. A request whose pairs
 		// all stand is kept as it is: writes sharing it share one claim.
 		switch pairs, err := e.stillGranted(ctx, next.ConsumerID, next.Pairs); {
-		case fault.HasCode(err, "not_granted"):
-			next = nil
 		case err != nil:
-			return out, nil, err
+			// Not granted any more, or the grants could not be read: the
+			// settlement stands alone, and the stream's own claim decides.
+			if !fault.HasCode(err, "not_granted") {
+				e.logger.Warn("reading the grants for a settlement's claim failed; settling without it", "err", err)
+			}
+			next = nil
 		case len(pairs.Keys) != len(next.Pairs.Keys):
 			narrowed := *next
 			narrowed.Pairs = pairs
@@ -502,15 +507,19 @@ func (e *Engine) failIn(ctx context.Context, q *queries.Queries, ref WorkerRef, 
 	err = e.inHeld(ctx, q, ref, func(r *run, o queries.Occurrence) error {
 		// An identical replay of a report that was recorded answers what the
 		// report got, whatever happened since (a lost response), except
-		// when the worker holds a later attempt: then the same report is
-		// that attempt's failure (a retry loop meeting the same outage), and
-		// answering the earlier one would leave the attempt held, its
+		// when this very worker holds a later attempt: then the same report
+		// is that attempt's failure (a retry loop meeting the same outage),
+		// and answering the earlier one would leave the attempt held, its
 		// budget unspent, and the worker believing it failed. A lost answer
 		// retried only once the same worker holds the next attempt is
-		// recorded against it; that worker then holds nothing to run.
+		// recorded against it; that worker then holds nothing to run. A
+		// deferred attempt is settled by any worker of the consumer, but
+		// only its own worker's report is taken for a new one: another's is
+		// a replay, or it would fail work a colleague set aside.
 		held := lockRefusal(o, ref, r.now)
 		if prior, err := q.AttemptReportAnswer(ctx, queries.AttemptReportAnswerParams{OccurrenceID: o.ID, ConsumerID: &ref.ConsumerID, ReportDigest: &digest}); err == nil {
-			if held != nil || prior.Number == o.Attempts {
+			holder := o.WorkerID != nil && *o.WorkerID == ref.WorkerID
+			if held != nil || prior.Number == o.Attempts || !holder {
 				return json.Unmarshal(prior.Answer, &out)
 			}
 		} else if !isNoRows(err) {

@@ -105,6 +105,10 @@ type PushResult struct {
 // no longer in that attempt (cancelled, or failed by the timer) changes
 // nothing and returns the refusal.
 func (e *Engine) SettlePush(ctx context.Context, id uuid.UUID, attempt int, res PushResult) error {
+	// rejected names the destination whose outputs broke the contract,
+	// logged once the failure is committed (the runner logs the failures
+	// it sees itself; this one only the contract reveals).
+	rejected := ""
 	err := e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error {
 		r, err := e.runForOccurrence(ctx, q, id)
 		if err != nil {
@@ -136,9 +140,7 @@ func (e *Engine) SettlePush(ctx context.Context, id uuid.UUID, attempt int, res 
 			return err
 		}
 		if vs := ov.Validate(res.Outputs); len(vs) > 0 {
-			// The runner logs the failures it sees; this one only the
-			// contract reveals.
-			e.logger.Warn("push call failed", "occurrence", o.ID, "destination", deref(o.Destination), "code", "invalid_outputs")
+			rejected = deref(o.Destination)
 			return r.fail(o, OutcomeRejected, "invalid_outputs", "the destination's outputs violate the pinned revision: "+describeViolations(vs))
 		}
 		outputs := ov.Integers(res.Outputs)
@@ -148,5 +150,8 @@ func (e *Engine) SettlePush(ctx context.Context, id uuid.UUID, attempt int, res 
 		}
 		return r.complete(o, rev, outputs, canonicalOutputs(outputs), route)
 	})
+	if err == nil && rejected != "" {
+		e.logger.Warn("push call failed", "occurrence", id, "destination", rejected, "code", "invalid_outputs")
+	}
 	return wrap("settle push", err)
 }

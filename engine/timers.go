@@ -71,6 +71,10 @@ func (e *Engine) RunTimerPass(ctx context.Context) (TimerPass, error) {
 
 func (e *Engine) settleDue(ctx context.Context, instanceID, id uuid.UUID) (bool, error) {
 	done := false
+	// orphaned names the destination of a push call failed outcome_unknown,
+	// logged once that is committed: an operator asks the destination
+	// whether the call took effect.
+	orphaned := ""
 	err := e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error {
 		r, ok, err := e.runFor(ctx, q, instanceID, true)
 		if err != nil || !ok {
@@ -101,12 +105,7 @@ func (e *Engine) settleDue(ctx context.Context, instanceID, id uuid.UUID) (bool,
 				fmt.Sprintf("the deadline (%s after creation) passed", formatDuration(derefDuration(o.Deadline))))
 		case lockGone && o.Mode == ModePush:
 			done = true
-			// Logged (after the commit would be better, but the failure is
-			// certain unless the transaction fails, which is logged too):
-			// an operator checks with the destination whether the call
-			// took effect.
-			e.logger.Warn("push outcome unknown: the replica calling the destination stopped before the answer; the call is not repeated",
-				"occurrence", o.ID, "destination", deref(o.Destination), "instance", o.InstanceID)
+			orphaned = deref(o.Destination)
 			return r.fail(o, OutcomeFailed, "outcome_unknown",
 				"the replica calling the destination stopped before the answer; the call is not repeated")
 		case lockGone && attemptsLeft(o) == 0:
@@ -116,6 +115,10 @@ func (e *Engine) settleDue(ctx context.Context, instanceID, id uuid.UUID) (bool,
 		}
 		return nil
 	})
+	if err == nil && orphaned != "" {
+		e.logger.Warn("push outcome unknown: the replica calling the destination stopped before the answer; the call is not repeated",
+			"occurrence", id, "destination", orphaned, "instance", instanceID)
+	}
 	return done, wrap("settle due occurrence", err)
 }
 

@@ -72,38 +72,50 @@ func TestTokenRevokedBySQLIsForgotten(t *testing.T) {
 }
 
 // A long poll resolves its subscriptions when it begins: a grant withdrawn
-// while it waits (on another replica) stops it from claiming what becomes
-// available afterwards. It answers 403 not_granted, as a fetch made then
-// would, and the occurrence stays available for a worker still granted.
+// while it waits (on another replica), or its consumer revoked, stops it
+// from claiming what becomes available afterwards. It answers 403
+// not_granted, and the occurrence stays available for a worker still
+// granted.
 func TestWithdrawnGrantStopsAWaitingLongPoll(t *testing.T) {
 	t.Parallel()
-	a, consumer := newCRM(t, nil)
-	b := a.Replica()
-	consumerID := a.ConsumerID("crm-sync")
-	answered := make(chan relaistest.Response, 1)
-	go func() {
-		answered <- a.Do("POST", "/api/v1/pull/fetch-and-lock", consumer, fetchBody("w1", "wait", "PT10S"))
-	}()
-	relaistest.WaitFor(t, 5*time.Second, "the fetch waits", func() (bool, string) {
-		n := a.Metrics().Must(t, "relais_pull_waiters")
-		return n == 1, fmt.Sprint(n, " waiters")
-	})
-	b.Must(200, "PUT", fmt.Sprintf("/api/v1/consumers/%d/grants", consumerID), b.Admin, map[string]any{"grants": []any{}})
-	// Seen by replica a (its memo emptied by the notification).
-	relaistest.WaitFor(t, 2*time.Second, "replica a refuses the withdrawn grant", func() (bool, string) {
-		r := a.Do("POST", "/api/v1/pull/fetch-and-lock", consumer, fetchBody("w2"))
-		return r.Status == 403, fmt.Sprint(r.Status)
-	})
-	_, id := start(t, b, "crm_only", "Acme")
-	select {
-	case r := <-answered:
-		if r.Status != 403 || r.JSON(t)["code"] != "not_granted" {
-			t.Errorf("the waiting fetch answered %d %s, want 403 not_granted", r.Status, r.Body)
-		}
-	case <-time.After(8 * time.Second):
-		t.Fatal("the waiting fetch did not answer")
-	}
-	if o := observe(t, a, id); o["status"] != "available" {
-		t.Errorf("occurrence %v after the withdrawn grant, want available", o["status"])
+	for name, withdraw := range map[string]func(b *relaistest.Env, id int64){
+		"grants emptied": func(b *relaistest.Env, id int64) {
+			b.Must(200, "PUT", fmt.Sprintf("/api/v1/consumers/%d/grants", id), b.Admin, map[string]any{"grants": []any{}})
+		},
+		"consumer revoked": func(b *relaistest.Env, id int64) {
+			b.Must(204, "DELETE", fmt.Sprintf("/api/v1/consumers/%d", id), b.Admin, nil)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			a, consumer := newCRM(t, nil)
+			b := a.Replica()
+			answered := make(chan relaistest.Response, 1)
+			go func() {
+				answered <- a.Do("POST", "/api/v1/pull/fetch-and-lock", consumer, fetchBody("w1", "wait", "PT10S"))
+			}()
+			relaistest.WaitFor(t, 5*time.Second, "the fetch waits", func() (bool, string) {
+				n := a.Metrics().Must(t, "relais_pull_waiters")
+				return n == 1, fmt.Sprint(n, " waiters")
+			})
+			withdraw(b, a.ConsumerID("crm-sync"))
+			// Seen by replica a (its memo emptied by the notification).
+			relaistest.WaitFor(t, 2*time.Second, "replica a refuses the consumer", func() (bool, string) {
+				r := a.Do("POST", "/api/v1/pull/fetch-and-lock", consumer, fetchBody("w2"))
+				return r.Status == 403 || r.Status == 401, fmt.Sprint(r.Status)
+			})
+			_, id := start(t, b, "crm_only", "Acme")
+			select {
+			case r := <-answered:
+				if r.Status != 403 || r.JSON(t)["code"] != "not_granted" {
+					t.Errorf("the waiting fetch answered %d %s, want 403 not_granted", r.Status, r.Body)
+				}
+			case <-time.After(8 * time.Second):
+				t.Fatal("the waiting fetch did not answer")
+			}
+			if o := observe(t, a, id); o["status"] != "available" {
+				t.Errorf("occurrence %v after the withdrawal, want available", o["status"])
+			}
+		})
 	}
 }

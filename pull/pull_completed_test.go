@@ -372,6 +372,27 @@ func TestTheSameFailOnTheNextAttemptIsANewFailure(t *testing.T) {
 	}
 }
 
+// A report replayed by a worker that does not hold the later attempt is a
+// replay, even where that attempt is deferred (which any worker of the
+// consumer may settle): it must not fail the work a colleague set aside.
+func TestAFailReplayLeavesAnotherWorkersDeferredAttempt(t *testing.T) {
+	t.Parallel()
+	env, consumer := newCRM(t, map[string]any{"max_attempts": 3})
+	_, id := start(t, env, "crm_only", "Acme")
+	body := failBody("w1", "retry_delay", "PT1S")
+	one(t, fetch(t, env, consumer, fetchBody("w1")), id)
+	first := env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/fail", consumer, body).JSON(t)
+	env.Clock.Advance(2 * time.Second)
+	one(t, fetch(t, env, consumer, fetchBody("w2")), id)
+	env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/defer", consumer, map[string]any{"worker_id": "w2", "reason": "a human decides"})
+	if again := env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/fail", consumer, body).JSON(t); mustJSON(again) != mustJSON(first) {
+		t.Errorf("w1's replay answered %v, want its first answer %v", again, first)
+	}
+	if o := observe(t, env, id); o["status"] != "deferred" || o["attempts_left"] != 1.0 {
+		t.Errorf("after w1's replay: %v with %v left, want still deferred with 1 left", o["status"], o["attempts_left"])
+	}
+}
+
 func mustJSON(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)

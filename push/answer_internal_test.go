@@ -19,6 +19,8 @@ func TestAnswerOf(t *testing.T) {
 		`{}`:                                          "no outputs object",
 		`{"outputs":null}`:                            "no outputs object",
 		`{"outputs":[1]}`:                             "no outputs object",
+		`{"outputs":{"a":"\ud800"}}`:                  "not strict JSON at /outputs/a",
+		`{"outputs":{"a":1,"a":2}}`:                   "not strict JSON at /outputs/a",
 	} {
 		got := answerOf([]byte(body))
 		switch {

@@ -311,6 +311,10 @@ func (r *Runner) call(ctx context.Context, c engine.PushCall, budget time.Durati
 	return answerOf(data)
 }
 
+// maxAnswerDepth bounds the nesting the strict check of an answer reads;
+// deeper answers fail their contract's validation anyway.
+const maxAnswerDepth = 1000
+
 // answerOf reads a destination's 2xx answer, {"outputs": {...}}, or says
 // what is wrong with it: the operator reads the message on the failed
 // occurrence to fix the destination.
@@ -336,6 +340,11 @@ func answerOf(data []byte) engine.PushResult {
 	outputs := answer["outputs"]
 	if len(outputs) == 0 || outputs[0] != '{' {
 		return invalid("the response has no outputs object")
+	}
+	// Strict, as the API's bodies: a duplicate key would be guessed at,
+	// and an escaped lone surrogate is text PostgreSQL refuses to store.
+	if problems := jsontree.CheckText(data, maxAnswerDepth); len(problems) > 0 {
+		return invalid("the response is not strict JSON at %s: %s", problems[0].Pointer, problems[0].Message)
 	}
 	return engine.PushResult{Outputs: outputs}
 }

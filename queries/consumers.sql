@@ -25,5 +25,14 @@ insert into consumer_grants (consumer_id, definition_key, revisions) values (@co
 -- name: GrantList :many
 select * from consumer_grants where consumer_id = @consumer_id order by definition_key;
 
+-- name: GrantListLive :many
+-- The grants that authorize: none once the consumer is revoked (its grants
+-- stay, for the record), so that a long poll or a stream it had open
+-- claims nothing more.
+select g.* from consumer_grants g
+join consumers c on c.id = g.consumer_id and c.revoked_at is null
+where g.consumer_id = @consumer_id
+order by g.definition_key;
+
 -- name: ConsumerNames :many
 select id, name from consumers where id = any(@ids::bigint[]);

@@ -203,3 +203,33 @@ func (q *Queries) GrantList(ctx context.Context, consumerID int64) ([]ConsumerGr
 	}
 	return items, nil
 }
+
+const grantListLive = `-- name: GrantListLive :many
+select g.consumer_id, g.definition_key, g.revisions from consumer_grants g
+join consumers c on c.id = g.consumer_id and c.revoked_at is null
+where g.consumer_id = $1
+order by g.definition_key
+`
+
+// The grants that authorize: none once the consumer is revoked (its grants
+// stay, for the record), so that a long poll or a stream it had open
+// claims nothing more.
+func (q *Queries) GrantListLive(ctx context.Context, consumerID int64) ([]ConsumerGrant, error) {
+	rows, err := q.db.Query(ctx, grantListLive, consumerID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ConsumerGrant{}
+	for rows.Next() {
+		var i ConsumerGrant
+		if err := rows.Scan(&i.ConsumerID, &i.DefinitionKey, &i.Revisions); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}

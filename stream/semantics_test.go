@@ -448,9 +448,11 @@ func TestWithdrawnGrantEndsTheStream(t *testing.T) {
 // (client_left): a heartbeat that ended nothing used to blank the reason.
 func TestLeavingAfterHeartbeatsIsLoggedAsClientLeft(t *testing.T) {
 	t.Parallel()
-	f := setup(t, nil, heartbeat(100*time.Millisecond))
+	// Heartbeats slow enough that an acknowledgement delayed under -race
+	// on 2 cores cannot end the stream first (three missed end it).
+	f := setup(t, nil, heartbeat(250*time.Millisecond))
 	s := open(t, newClient(t, "grpc", f.env.URL), f.consumer, subscribeRequest("w", 1))
-	s.quiet(350 * time.Millisecond)
+	s.quiet(700 * time.Millisecond)
 	s.close()
 	relaistest.WaitFor(t, 5*time.Second, "the disconnection logged", func() (bool, string) {
 		return strings.Contains(f.env.Logs.String(), "event=worker.disconnected"), "not logged"
