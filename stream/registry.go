@@ -199,20 +199,29 @@ func (r *registry) notify(payload string) {
 }
 
 // regrant handles a ChannelInvalidate payload: when a consumer's grants
-// changed (or it was deleted), its streams resolve their subscriptions at
+// changed (or it was revoked), its streams resolve their subscriptions at
 // once, ending with not_granted when none is granted any more, rather than
-// at their next periodic resolution.
+// at their next periodic resolution; when tokens were revoked or rotated,
+// every stream checks its token at once.
 func (r *registry) regrant(payload string) {
 	kind, arg, _ := strings.Cut(payload, ":")
-	if kind != "grants" {
-		return
-	}
-	id, err := strconv.ParseInt(arg, 10, 64)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, s := range r.byID {
-		if err != nil || s.consumerID == id {
-			s.post(event{kind: eventResolve})
+	switch kind {
+	case "grants":
+		id, err := strconv.ParseInt(arg, 10, 64)
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for _, s := range r.byID {
+			if err != nil || s.consumerID == id {
+				s.post(event{kind: eventResolve})
+			}
+		}
+	case "tokens":
+		// A token revoked or rotated: every stream checks its own at once
+		// (from the emptied cache), not at its next heartbeat.
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for _, s := range r.byID {
+			s.post(event{kind: eventReauth})
 		}
 	}
 }

@@ -463,3 +463,15 @@ func TestLeavingAfterHeartbeatsIsLoggedAsClientLeft(t *testing.T) {
 		}
 	}
 }
+
+// Rotating a consumer's token ends the streams of the old one at once,
+// not at their next heartbeat (ten seconds here): nothing more is assigned
+// to a token that no longer authenticates.
+func TestRotatedTokenEndsTheStream(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	s := open(t, newClient(t, "grpc", f.env.URL), f.consumer, subscribeRequest("w", 1))
+	s.quiet(100 * time.Millisecond)
+	f.env.Must(200, "POST", fmt.Sprintf("/api/v1/consumers/%d/rotate", f.env.ConsumerID("crm-sync")), f.env.Admin, nil)
+	wantRefusal(t, "the stream after its token was rotated", s.end(3*time.Second), "unauthenticated", "unauthorized")
+}

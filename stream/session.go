@@ -48,6 +48,7 @@ const (
 	eventDrain           // the client asked for no more assignments
 	eventResolve         // resolve the subscriptions again
 	eventRecheck         // notifications may have been missed
+	eventReauth          // tokens were revoked: check the stream's
 )
 
 type event struct {
@@ -479,6 +480,10 @@ func (r *runner) handle(ctx context.Context, events []event) (reason string, err
 			}
 		case eventRecheck:
 			r.dirty = true
+		case eventReauth:
+			if reason, err := r.reauth(ctx); reason != "" {
+				return reason, err
+			}
 		}
 	}
 	return "", nil
@@ -564,10 +569,8 @@ func (r *runner) beat(ctx context.Context) (string, error) {
 	if err := r.heartbeat(); err != nil {
 		return endSendFailed, nil
 	}
-	if _, err := auth.Authenticate(ctx, svc.lookup, s.token); err != nil {
-		if fe, ok := fault.As(err); ok && fe.Kind == fault.Unauthorized {
-			return endTokenRevoked, problemError(fe)
-		}
+	if reason, err := r.reauth(ctx); reason != "" {
+		return reason, err
 	}
 	r.beats++
 	if r.beats%resolveEvery == 0 {
@@ -577,6 +580,18 @@ func (r *runner) beat(ctx context.Context) (string, error) {
 	}
 	if err := svc.eng.SeeStream(ctx, r.presence()); err != nil && ctx.Err() == nil {
 		svc.logger.Warn("refreshing the stream's catalog row failed", "stream", s.id, "err", err)
+	}
+	return "", nil
+}
+
+// reauth ends the stream when its token no longer authenticates (revoked,
+// rotated, expired). A lookup that fails otherwise (the database) leaves it
+// to the next heartbeat.
+func (r *runner) reauth(ctx context.Context) (string, error) {
+	if _, err := auth.Authenticate(ctx, r.svc.lookup, r.s.token); err != nil {
+		if fe, ok := fault.As(err); ok && fe.Kind == fault.Unauthorized {
+			return endTokenRevoked, problemError(fe)
+		}
 	}
 	return "", nil
 }

@@ -175,3 +175,31 @@ func eq(want float64) func(float64) bool { return func(v float64) bool { return 
 func between(lo, hi float64) func(float64) bool {
 	return func(v float64) bool { return v >= lo && v <= hi }
 }
+
+// Any client may send any token as an HTTP method: methods outside the
+// standard ones share one label value, so that they cannot open series
+// without bound.
+func TestUnknownMethodsShareOneLabel(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	for i := range 20 {
+		req, err := http.NewRequest(fmt.Sprintf("X%dMETHOD", i), env.URL+"/", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+	}
+	m := env.Metrics()
+	if n, ok := m.Get("relais_http_requests_total", "method", "other"); !ok || n < 20 {
+		t.Errorf("requests with unknown methods counted %v under method=other, want 20", n)
+	}
+	for _, s := range m {
+		if strings.HasPrefix(s.Name, "relais_http_") && strings.Contains(s.Labels["method"], "METHOD") {
+			t.Fatalf("a method sent by a client became a label: %v", s)
+		}
+	}
+}

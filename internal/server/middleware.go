@@ -121,8 +121,9 @@ func logRequests(logger *slog.Logger, metrics *httpMetrics) func(http.Handler) h
 			if status == 0 {
 				status = http.StatusOK
 			}
-			metrics.requests.WithLabelValues(r.Method, route, strconv.Itoa(status)).Inc()
-			metrics.duration.WithLabelValues(r.Method, route).Observe(elapsed.Seconds())
+			method := methodLabel(r.Method)
+			metrics.requests.WithLabelValues(method, route, strconv.Itoa(status)).Inc()
+			metrics.duration.WithLabelValues(method, route).Observe(elapsed.Seconds())
 			code := problem()
 			if code == pgfault.UnavailableCode {
 				metrics.databaseUnavailable.Inc()
@@ -210,6 +211,17 @@ func strictBodies(logger *slog.Logger, maxBytes int64) func(http.Handler) http.H
 			next.ServeHTTP(w, r)
 		})
 	}
+}
+
+// methodLabel is the method as the metrics label it: any client may send
+// any token as a method, and each would otherwise open series of its own.
+func methodLabel(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions, http.MethodConnect, http.MethodTrace:
+		return m
+	}
+	return "other"
 }
 
 // refuseUnstorable answers 400 for an address whose path or query holds
