@@ -17,7 +17,8 @@ import (
 // ChannelInvalidate announces that cached knowledge changed: "grants:<id>"
 // (a consumer's grants or its revocation), "revisions:<key>" (a new
 // revision of a definition), "process:<key>" (a new version of a
-// process), "tokens" (a token revoked or rotated). Every replica drops what
+// process), "tokens" (a token revoked or rotated), "keys" (a key rotation
+// retired data keys). Every replica drops what
 // it kept about it.
 const ChannelInvalidate = "relais_invalidate"
 
@@ -71,6 +72,20 @@ func (e *Engine) SetListening(on bool) {
 	clear(e.memo.latest)
 	clear(e.memo.tokens)
 	e.memo.live.Store(on)
+	if on {
+		// A rotation's notification may have been missed meanwhile.
+		go e.checkPrimaryKeySoon()
+	}
+}
+
+// checkPrimaryKeySoon runs CheckPrimaryKey off the notification handler's
+// goroutine, bounded in time.
+func (e *Engine) checkPrimaryKeySoon() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := e.CheckPrimaryKey(ctx); err != nil {
+		e.logger.Warn("checking whether this replica's data key was retired failed", "err", err)
+	}
 }
 
 // Invalidate handles a ChannelInvalidate payload.
@@ -99,6 +114,9 @@ func (e *Engine) Invalidate(payload string) {
 		delete(m.latest, arg)
 	case "tokens":
 		clear(m.tokens)
+	case "keys":
+		// A rotation retired keys: is this replica's first one of them?
+		go e.checkPrimaryKeySoon()
 	default:
 		// An unknown kind (a newer replica's): forget everything.
 		clear(m.grants)

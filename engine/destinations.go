@@ -262,6 +262,11 @@ func (e *Engine) PutDestination(ctx context.Context, spec DestinationSpec, dryRu
 			return nil
 		}
 		var sealed, sealedQuery []byte
+		if len(v.headers) > 0 || v.query != "" {
+			if err := e.sealable(); err != nil {
+				return err
+			}
+		}
 		if len(v.headers) > 0 {
 			plain, _ := json.Marshal(v.headers)
 			sealed = e.keys.Seal(plain, []byte(aadDestinationHeaders(v.Name)))

@@ -13,6 +13,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -54,6 +55,9 @@ type Engine struct {
 	starts *groupCommit
 	// clock follows the database's clock between reads (see dbClock).
 	clock dbClock
+	// primaryRetired is set once a key rotation retired this replica's
+	// first data key (see sealable).
+	primaryRetired atomic.Bool
 }
 
 // Limits are the operator's bounds the engine enforces.

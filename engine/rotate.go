@@ -170,6 +170,11 @@ func (e *Engine) RotateKeys(ctx context.Context, progress func(RotationProgress)
 			}
 		}
 	}
+	// A replica still running with a retired key first must stop sealing
+	// with it (see sealable).
+	if err := e.q.Notify(ctx, queries.NotifyParams{Channel: ChannelInvalidate, Payload: "keys"}); err != nil {
+		return fmt.Errorf("engine: rotate: announce the retired keys: %w", err)
+	}
 	return nil
 }
 

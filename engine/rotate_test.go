@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relais/relais/internal/fault"
 	"github.com/relais/relais/internal/keyring"
 )
 
@@ -65,6 +66,22 @@ func TestKeyRotation(t *testing.T) {
 	// Rotating again is a no-op (resumable).
 	if err := r.RotateKeys(ctx, func(p RotationProgress) { t.Errorf("second rotation re-encrypted %v", p) }); err != nil {
 		t.Fatal(err)
+	}
+
+	// A replica still running with the old key first, once it hears of the
+	// rotation (its notification), refuses to seal rather than store values
+	// that removing the retired key would make unreadable.
+	e.Invalidate("keys")
+	for deadline := time.Now().Add(5 * time.Second); !e.primaryRetired.Load(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the replica with the retired key first did not notice the rotation")
+		}
+	}
+	if _, _, err := e.StartInstance(ctx, StartRequest{ProcessKey: "sealed", Inputs: json.RawMessage(`{"tok":"late"}`)}); !fault.HasCode(err, "data_key_retired") {
+		t.Errorf("sealing with a retired key: %v, want data_key_retired", err)
+	}
+	if err := r.CheckPrimaryKey(ctx); err != nil || r.primaryRetired.Load() {
+		t.Errorf("the replica with the new key first: retired %v (%v)", r.primaryRetired.Load(), err)
 	}
 
 	// Step 2: the old key is removed; every value still opens.

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -25,14 +26,58 @@ func marker(class contracts.Classification) json.RawMessage {
 // neither. It returns the public JSON to store in clear (protected values
 // replaced by their masked marker) and the sealed blob (nil when value
 // holds nothing protected).
+// sealable refuses to seal without a key, or with a first key that a
+// rotation retired since this replica started: retired keys may be
+// removed from the configuration, and what this replica sealed with one
+// would then be unreadable. The replica must restart with the newer key
+// first; until then its writes of protected values fail, loudly, rather
+// than store values that cannot be opened later.
+func (e *Engine) sealable() error {
+	if e.keys == nil {
+		return fault.New(fault.Unavailable, "encryption_unavailable",
+			"this value holds sensitive or secret fields but no data key is configured (RELAIS_DATA_KEYS or RELAIS_DATA_KEY_FILE)")
+	}
+	if e.primaryRetired.Load() {
+		return fault.New(fault.Unavailable, "data_key_retired",
+			"this replica's first data key %q was retired by a key rotation: restart it with the newer key first in RELAIS_DATA_KEYS", e.keys.Primary())
+	}
+	return nil
+}
+
+// CheckPrimaryKey notes whether a rotation retired this replica's first
+// data key, which then refuses to seal (see sealable), and logs it. Run at
+// a keys notification, and whenever the replica starts listening again
+// (one may have been missed).
+func (e *Engine) CheckPrimaryKey(ctx context.Context) error {
+	if e.keys == nil {
+		return nil
+	}
+	rows, err := e.q.DataKeyList(ctx)
+	if err != nil {
+		return wrap("data keys", err)
+	}
+	for _, r := range rows {
+		if r.ID == e.keys.Primary() {
+			retired := r.RetiredAt != nil
+			if retired && !e.primaryRetired.Swap(true) {
+				e.logger.Error("this replica's first data key was retired by a key rotation: it refuses to seal sensitive and secret values until it restarts with the newer key first",
+					"key", r.ID, "retired_at", r.RetiredAt)
+			}
+			if !retired {
+				e.primaryRetired.Store(false)
+			}
+		}
+	}
+	return nil
+}
+
 func (e *Engine) seal(c contracts.Contract, value json.RawMessage, aad string) (json.RawMessage, []byte, error) {
 	public, secrets := c.SplitFrom(value, contracts.ClassSensitive)
 	if len(secrets) == 0 {
 		return public, nil, nil
 	}
-	if e.keys == nil {
-		return nil, nil, fault.New(fault.Unavailable, "encryption_unavailable",
-			"this value holds sensitive or secret fields but no data key is configured (RELAIS_DATA_KEYS or RELAIS_DATA_KEY_FILE)")
+	if err := e.sealable(); err != nil {
+		return nil, nil, err
 	}
 	plain, err := json.Marshal(secrets)
 	if err != nil {
