@@ -330,6 +330,11 @@ func (c Config) check(defaulted map[string]bool) []string {
 			p = append(p, "RELAIS_TLS_CERT_FILE, RELAIS_TLS_KEY_FILE: "+err.Error())
 		}
 	}
+	if c.DataKeys != "" && c.DataKeyFile != "" {
+		// One would be ignored, and with it perhaps the key that opens
+		// what the other never sealed.
+		p = append(p, "RELAIS_DATA_KEYS, RELAIS_DATA_KEY_FILE: set one or the other, not both")
+	}
 	if c.Listen == "" {
 		p = append(p, "RELAIS_LISTEN: must not be empty")
 	}

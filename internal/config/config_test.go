@@ -46,6 +46,7 @@ func TestFailsClosedNamingTheKey(t *testing.T) {
 		{"negative int", map[string]string{"RELAIS_PULL_MAX_TASKS": "-1"}, nil, "RELAIS_PULL_MAX_TASKS"},
 		{"flag overrides env", map[string]string{"RELAIS_PULL_MAX_TASKS": "10"}, []string{"--pull-max-tasks", "0"}, "RELAIS_PULL_MAX_TASKS (flag --pull-max-tasks)"},
 		{"short bootstrap token", map[string]string{"RELAIS_BOOTSTRAP_TOKEN": "short"}, nil, "RELAIS_BOOTSTRAP_TOKEN"},
+		{"keys and a key file", map[string]string{"RELAIS_DATA_KEYS": "k1:AAAA", "RELAIS_DATA_KEY_FILE": "/nonexistent"}, nil, "RELAIS_DATA_KEY_FILE"},
 		{"log level", map[string]string{"RELAIS_LOG_LEVEL": "loud"}, nil, "RELAIS_LOG_LEVEL"},
 		{"certificate without key", map[string]string{"RELAIS_TLS_CERT_FILE": "/etc/relais/cert.pem"}, nil, "RELAIS_TLS_KEY_FILE: must be set"},
 		{"key without certificate", map[string]string{"RELAIS_TLS_KEY_FILE": "/etc/relais/key.pem"}, nil, "RELAIS_TLS_CERT_FILE: must be set"},
