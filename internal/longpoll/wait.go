@@ -2,6 +2,7 @@ package longpoll
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/relais/relais/engine"
@@ -30,7 +31,7 @@ const CodeTooManyWaiters = "too_many_waiters"
 // while the hub is full is refused (429 too_many_waiters, Retry-After).
 func (h *Hub) ClaimOrWait(ctx context.Context, eng *engine.Engine, claim engine.ClaimRequest, wait time.Duration) ([]engine.Reservation, error) {
 	if wait <= 0 {
-		return eng.Claim(ctx, claim)
+		return claimFor(ctx, eng, claim)
 	}
 	deadline := time.Now().Add(wait)
 	// Register before the first claim: an occurrence committed between a
@@ -40,7 +41,7 @@ func (h *Hub) ClaimOrWait(ctx context.Context, eng *engine.Engine, claim engine.
 	if !ok {
 		// Only a fetch that would wait is refused: work that is available
 		// now is delivered whatever the number of waiters.
-		if got, err := eng.Claim(ctx, claim); err != nil || len(got) > 0 {
+		if got, err := claimFor(ctx, eng, claim); err != nil || len(got) > 0 {
 			return got, err
 		}
 		fe := fault.New(fault.TooManyRequests, CodeTooManyWaiters, "this replica holds its maximum of %d long-polling fetches; retry shortly", h.max)
@@ -52,7 +53,7 @@ func (h *Hub) ClaimOrWait(ctx context.Context, eng *engine.Engine, claim engine.
 	defer timer.Stop()
 	<-timer.C
 	for {
-		got, err := eng.Claim(ctx, claim)
+		got, err := claimFor(ctx, eng, claim)
 		if err != nil || len(got) > 0 {
 			return got, err
 		}
@@ -102,3 +103,34 @@ func (h *Hub) ClaimOrWait(ctx context.Context, eng *engine.Engine, claim engine.
 		}
 	}
 }
+
+// claimFor claims for a fetch. A client that left while its claim ran
+// (a worker shutting down cancels the fetch it had waiting) would never
+// receive what was claimed: it is released at once, the attempt given
+// back, instead of staying locked to a worker that is gone until the lock
+// lapses and counting as a spent attempt.
+func claimFor(ctx context.Context, eng claimer, claim engine.ClaimRequest) ([]engine.Reservation, error) {
+	got, err := eng.Claim(ctx, claim)
+	if err != nil || len(got) == 0 || ctx.Err() == nil {
+		return got, err
+	}
+	held := make([]engine.Held, len(got))
+	for i, g := range got {
+		held[i] = engine.Held{Occurrence: g.ID, Attempt: g.Attempt}
+	}
+	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), handBackTimeout)
+	defer cancel()
+	if _, err := eng.HandBack(hctx, claim.ConsumerID, claim.WorkerID, held, true); err != nil {
+		return nil, fmt.Errorf("release what a departed client's fetch claimed: %w", err)
+	}
+	return nil, nil
+}
+
+// claimer is what claimFor needs of the engine.
+type claimer interface {
+	Claim(ctx context.Context, req engine.ClaimRequest) ([]engine.Reservation, error)
+	HandBack(ctx context.Context, consumerID int64, workerID string, held []engine.Held, release bool) ([]engine.Held, error)
+}
+
+// handBackTimeout bounds releasing what a departed client's fetch claimed.
+const handBackTimeout = 10 * time.Second
