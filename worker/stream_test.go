@@ -594,3 +594,37 @@ func TestStreamOutcomeRetriesEndWithinALockDuration(t *testing.T) {
 		t.Errorf("Run returned %s after shutdown began, want within the lock duration (2 s) and a retry", d)
 	}
 }
+
+// A handler registered for a pattern takes the tasks of the keys it
+// matches, on both protocols (each was failed no_handler before); revisions
+// with a pattern are a programming error.
+func TestPatternHandlerTakesItsKeys(t *testing.T) {
+	r := newRelais(t, nil)
+	for _, protocol := range []string{ProtocolStream, ProtocolLongPoll} {
+		w, err := New(Config{URL: r.env.URL, Token: r.consumer, WorkerID: "pattern-" + protocol, Protocol: protocol, Wait: time.Second,
+			Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Handle("*", nil, created)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- w.Run(ctx) }()
+		inst := r.start(t, "Acme "+protocol)
+		ended := r.env.WaitEnded(inst, 10*time.Second)
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if ended["status"] != "completed" {
+			t.Errorf("%s: instance %v, want completed by the pattern's handler (occurrence %v)", protocol, ended["status"], r.occurrenceOf(t, inst)["error_code"])
+		}
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("a pattern with revisions was accepted")
+		}
+	}()
+	w, _ := New(Config{URL: r.env.URL, Token: r.consumer})
+	w.Handle("crm.*", []int{1}, created)
+}

@@ -31,6 +31,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -252,12 +253,19 @@ func New(cfg Config) (*Worker, error) {
 const maxSettleBatch = 50
 
 // Handle registers h for tasks of definition, in the revisions it
-// understands (nil: every revision granted to the consumer). It must be
-// called before Run; it panics on a second handler for one definition,
-// like http.ServeMux, because that is a programming error.
+// understands (nil: every revision granted to the consumer). definition
+// may be a pattern, as subscriptions accept: "crm.*" (every key under that
+// namespace, keys created later included) or "*", with nil revisions; a
+// task goes to the handler of its own key if there is one, else to that
+// of the longest pattern matching it. It must be called before Run; it
+// panics on a second handler for one definition, or on revisions given
+// with a pattern, like http.ServeMux, because those are programming errors.
 func (w *Worker) Handle(definition string, revisions []int, h Handler) {
 	if definition == "" || h == nil {
 		panic("worker: Handle needs a definition and a handler")
+	}
+	if strings.HasSuffix(definition, "*") && revisions != nil {
+		panic(fmt.Sprintf("worker: pattern %q takes every revision: pass nil revisions", definition))
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -584,6 +592,17 @@ func (r *run) start(t *Task, lock lockState) {
 func (r *run) handler(t *Task) Handler {
 	r.w.mu.Lock()
 	rt, ok := r.w.handlers[t.Definition]
+	if !ok {
+		// A pattern subscription delivers keys it matches: the most
+		// specific pattern's handler takes them.
+		best := -1
+		for def, pr := range r.w.handlers {
+			prefix, isPattern := strings.CutSuffix(def, "*")
+			if isPattern && strings.HasPrefix(t.Definition, prefix) && len(prefix) > best {
+				rt, ok, best = pr, true, len(prefix)
+			}
+		}
+	}
 	r.w.mu.Unlock()
 	if !ok {
 		// Only a server bug could deliver an unsubscribed definition;
