@@ -260,6 +260,11 @@ func (r *run) subscribe(ctx context.Context, c streamClient) (*streamSession, er
 	// ctx ending while connecting gives up; once connected, it no longer
 	// ends the stream.
 	watching := context.AfterFunc(ctx, cancel)
+	// Relais answers a subscription with its first heartbeat at once: a
+	// server (or a proxy) that accepts the connection and says nothing is
+	// given up on and tried again, or Run would wait for ever, silently.
+	var silent atomic.Bool
+	timer := time.AfterFunc(w.subscribeTimeout, func() { silent.Store(true); cancel() })
 	stream, err := c.api.Subscribe(sctx, request(c, req))
 	if err == nil && !stream.Receive() {
 		err = stream.Err()
@@ -267,8 +272,13 @@ func (r *run) subscribe(ctx context.Context, c streamClient) (*streamSession, er
 			err = errors.New("the stream ended before its first heartbeat")
 		}
 	}
+	timer.Stop()
 	if !watching() && err == nil {
 		err = ctx.Err()
+	}
+	if err != nil && silent.Load() && ctx.Err() == nil {
+		// wireError below makes it a network error: retried.
+		err = fmt.Errorf("no first heartbeat within %v of subscribing", w.subscribeTimeout)
 	}
 	if err != nil {
 		if stream != nil {

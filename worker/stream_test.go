@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -627,4 +628,41 @@ func TestPatternHandlerTakesItsKeys(t *testing.T) {
 	}()
 	w, _ := New(Config{URL: r.env.URL, Token: r.consumer})
 	w.Handle("crm.*", []int{1}, created)
+}
+
+// A server that accepts a subscription and never answers (a broken proxy,
+// a wrong port) is given up on after the subscribe timeout and tried again
+// with backoff, instead of Run waiting for ever without a word.
+func TestSubscribeGivesUpOnASilentServer(t *testing.T) {
+	var subscribes atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/Subscribe") {
+			subscribes.Add(1)
+		}
+		// Read whole, so that the server notices the client leaving.
+		_, _ = io.Copy(io.Discard, r.Body)
+		<-r.Context().Done()
+	}))
+	defer srv.Close()
+	w, err := New(Config{URL: srv.URL, Token: "rls_x", Protocol: ProtocolStream, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.subscribeTimeout = 200 * time.Millisecond
+	w.Handle(def, nil, created)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	relaistest.WaitFor(t, 10*time.Second, "a second subscription after the first went unanswered", func() (bool, string) {
+		return subscribes.Load() >= 2, fmt.Sprint(subscribes.Load(), " subscriptions")
+	})
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return")
+	}
 }

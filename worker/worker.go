@@ -159,6 +159,8 @@ type Worker struct {
 	fetchBackoff  backoff
 	settleBackoff backoff
 	shutdownGrace time.Duration
+	// subscribeTimeout bounds the wait for a stream's first heartbeat.
+	subscribeTimeout time.Duration
 
 	// batch gathers fetched tasks' outcomes; nil reports each alone.
 	batch *settleBatch
@@ -233,21 +235,26 @@ func New(cfg Config) (*Worker, error) {
 		cfg.SettleWindow = DefaultSettleWindow
 	}
 	w := &Worker{
-		cfg:           cfg,
-		base:          u.String(),
-		log:           logger.With("worker_id", cfg.WorkerID),
-		handlers:      map[string]route{},
-		ownClient:     ownClient,
-		sleep:         sleepCtx,
-		fetchBackoff:  backoff{min: 500 * time.Millisecond, max: 30 * time.Second},
-		settleBackoff: backoff{min: 200 * time.Millisecond, max: 5 * time.Second},
-		shutdownGrace: 5 * time.Second,
+		cfg:              cfg,
+		base:             u.String(),
+		log:              logger.With("worker_id", cfg.WorkerID),
+		handlers:         map[string]route{},
+		ownClient:        ownClient,
+		sleep:            sleepCtx,
+		fetchBackoff:     backoff{min: 500 * time.Millisecond, max: 30 * time.Second},
+		settleBackoff:    backoff{min: 200 * time.Millisecond, max: 5 * time.Second},
+		shutdownGrace:    5 * time.Second,
+		subscribeTimeout: defaultSubscribeTimeout,
 	}
 	if cfg.SettleWindow > 0 {
 		w.batch = &settleBatch{w: w, window: cfg.SettleWindow, max: maxSettleBatch}
 	}
 	return w, nil
 }
+
+// defaultSubscribeTimeout is how long a subscription waits for the
+// stream's first heartbeat, which Relais sends at once.
+const defaultSubscribeTimeout = 30 * time.Second
 
 // maxSettleBatch is the most outcomes one batch report carries.
 const maxSettleBatch = 50
