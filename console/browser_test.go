@@ -276,6 +276,13 @@ func TestBrowserEveryPage(t *testing.T) {
 						t.Errorf("%s: lang %q", p.name, got)
 					}
 					b.shot(p.name)
+					if vp == desktop && (strings.HasPrefix(p.name, "occurrences") || strings.HasPrefix(p.name, "instances")) {
+						// A list fits the laptop's screen: no column is
+						// hidden in a sideways scroll, whatever the keys.
+						if got := b.eval(`[...document.querySelectorAll('.table-wrap')].filter(w => w.scrollWidth > w.clientWidth).map(w => w.querySelector('table').dataset.testid + ' ' + (w.scrollWidth - w.clientWidth) + 'px').join(', ')`); got != "" {
+							t.Errorf("%s: a table is wider than its box: %s", p.name, got)
+						}
+					}
 					if vp == phone {
 						b.shotViewport(p.name)
 						if p.name == "occurrences" {

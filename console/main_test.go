@@ -81,6 +81,10 @@ func vaultProcess() map[string]any {
 	}
 }
 
+// longBusinessKey is the longest business key an instance may have
+// (engine.MaxBusinessKey), without a place to break a line.
+var longBusinessKey = "globex-" + strings.Repeat("x", engine.MaxBusinessKey-len("globex-"))
+
 // fixture is a Relais with data in every state the console shows.
 type fixture struct {
 	env *relaistest.Env
@@ -154,7 +158,10 @@ func newFixture(t *testing.T) *fixture {
 
 	env.Definition("add_company_to_crm.yaml")
 	env.Process("crm_only", relaistest.CRMProcess(nil))
-	f.crmInst = env.Must(201, "POST", "/api/v1/processes/crm_only/instances", env.Operator, map[string]any{"inputs": map[string]any{"name": "Globex"}}).JSON(t)["id"].(string)
+	// Its business key is as long as allowed, one word: the lists must
+	// still fit a laptop's screen.
+	f.crmInst = env.Must(201, "POST", "/api/v1/processes/crm_only/instances", env.Operator, map[string]any{"business_key": longBusinessKey,
+		"inputs": map[string]any{"name": "Globex"}}).JSON(t)["id"].(string)
 	occs = env.Must(200, "GET", "/api/v1/occurrences?instance="+f.crmInst, env.Operator, nil).JSON(t)["items"].([]any)
 	f.crmOcc = occs[0].(map[string]any)["id"].(string)
 
