@@ -185,6 +185,7 @@ func (f *fixture) pages() []page {
 	return []page{
 		{"occurrences", "/console/occurrences"},
 		{"occurrences-filtered", "/console/occurrences?definition=console_vault&status=failed"},
+		{"occurrences-more-filters", "/console/occurrences?instance=xyz&created_from=2026-01-01"},
 		{"occurrence-completed", "/console/occurrences/" + f.completed},
 		{"occurrence-failed", "/console/occurrences/" + f.failed},
 		{"occurrence-available", "/console/occurrences/" + f.available},
