@@ -55,7 +55,7 @@ var messageKeyToIndex = map[string]int{
 	"%d h":                                     244,
 	"%d held instances match now.":             50,
 	"%d hours":                                 260,
-	"%d items":                                 569,
+	"%d items":                                 570,
 	"%d left":                                  393,
 	"%d min":                                   243,
 	"%d minutes":                               261,
@@ -80,7 +80,7 @@ var messageKeyToIndex = map[string]int{
 	"%s: a date is written 2026-12-01.": 472,
 	"%s: the first day comes after the last.": 473,
 	"%s–%s":       231,
-	"(each item)": 558,
+	"(each item)": 559,
 	"(worker %s)": 426,
 	"0 seconds":   258,
 	"A %s token cannot open the console: sign in with an operator, designer or administrator token.": 536,
@@ -100,7 +100,7 @@ var messageKeyToIndex = map[string]int{
 	"All definitions":                     222,
 	"All processes":                       308,
 	"All statuses":                        309,
-	"All workers":                         584,
+	"All workers":                         585,
 	"An operator abandoned the instance.": 419,
 	"Apply filters":                       87,
 	"Apr":                                 249,
@@ -120,7 +120,7 @@ var messageKeyToIndex = map[string]int{
 	"Bulk action":                      82,
 	"Business key":                     66,
 	"Call timeout":                     387,
-	"Camunda 7 facade":                 588,
+	"Camunda 7 facade":                 589,
 	"Cancelled: the instance was stopped (%s).":               436,
 	"Cancelled: the instance was stopped by %s at %s — “%s”.": 435,
 	"Cannot act on this filter":                               70,
@@ -139,7 +139,7 @@ var messageKeyToIndex = map[string]int{
 	"Completions and failures per 5 minutes, last hour: %s":    223,
 	"Completions and failures per 5-minute slot, oldest first": 228,
 	"Completions and failures, last hour":                      209,
-	"Connected":                                                580,
+	"Connected":                                                581,
 	"Constraints":                                              139,
 	"Consumer":                                                 371,
 	"Consumer and worker":                                      455,
@@ -160,7 +160,7 @@ var messageKeyToIndex = map[string]int{
 	"Definition %s":      141,
 	"Definitions":        110,
 	"Definitions by key": 193,
-	"Definitions served": 578,
+	"Definitions served": 579,
 	"Definitions, those needing attention first": 210,
 	"Description":          140,
 	"Destination":          380,
@@ -183,7 +183,7 @@ var messageKeyToIndex = map[string]int{
 	"Every %d seconds":            484,
 	"Every attempt, oldest first": 370,
 	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log (GET /api/v1/audit/reveals).": 85,
-	"Expired token":                    545,
+	"Expired token":                    546,
 	"Expires":                          542,
 	"External tasks":                   104,
 	"Failed":                           214,
@@ -208,7 +208,7 @@ var messageKeyToIndex = map[string]int{
 	"Held at node":            293,
 	"Held instances":          213,
 	"ID":                      539,
-	"In flight":               579,
+	"In flight":               580,
 	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 224,
 	"Inputs":                     165,
 	"Inputs of revision %d":      176,
@@ -218,18 +218,18 @@ var messageKeyToIndex = map[string]int{
 	"Instance":                  305,
 	"Instances":                 105,
 	"Instances of this process": 502,
-	"Invalid page":              572,
+	"Invalid page":              573,
 	"Invalid request":           121,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.": 21,
 	"Its instance is held here, waiting for an operator.":                                                                   432,
 	"Its instance went on along the node’s error path.":                                                                     433,
 	"Its message": 408,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      552,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      553,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 34,
 	"Jan":                     246,
 	"Jul":                     252,
 	"Jun":                     251,
-	"Keep it":                 554,
+	"Keep it":                 555,
 	"Keep it held":            14,
 	"Keep it running":         13,
 	"Key":                     194,
@@ -238,7 +238,7 @@ var messageKeyToIndex = map[string]int{
 	"Last error (attempt %d)": 406,
 	"Last reserved":           403,
 	"Last saved":              146,
-	"Last seen":               581,
+	"Last seen":               582,
 	"Last used":               541,
 	"Latest revision":         195,
 	"Lists every change from one revision to another, and whom it may break.": 156,
@@ -274,10 +274,10 @@ var messageKeyToIndex = map[string]int{
 	"No release yet.":                                               150,
 	"No revision yet: the Working copy has never been snapshotted.": 148,
 	"No service has reserved this occurrence yet.":                  378,
-	"No token.":                         548,
-	"No worker is connected.":           582,
-	"No worker serves this definition.": 585,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 589,
+	"No token.":                         549,
+	"No worker is connected.":           583,
+	"No worker serves this definition.": 586,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 590,
 	"Node":    270,
 	"Node %s": 207,
 	"Nodes":   495,
@@ -330,7 +330,7 @@ var messageKeyToIndex = map[string]int{
 	"Process instances, newest first": 304,
 	"Processes":                       106,
 	"Processes by key":                486,
-	"Protocol":                        577,
+	"Protocol":                        578,
 	"Published":                       154,
 	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 485,
 	"Reason": 79,
@@ -372,10 +372,10 @@ var messageKeyToIndex = map[string]int{
 	"Revision":                  152,
 	"Revision %d":               173,
 	"Revisions":                 147,
-	"Revoke the %s token “%s”?": 551,
-	"Revoke the token":          553,
-	"Revoke token %d":           550,
-	"Revoke…":                   546,
+	"Revoke the %s token “%s”?": 552,
+	"Revoke the token":          554,
+	"Revoke token %d":           551,
+	"Revoke…":                   547,
 	"Role":                      540,
 	"Route":                     272,
 	"Routing output":            145,
@@ -385,7 +385,7 @@ var messageKeyToIndex = map[string]int{
 	"Search":                               524,
 	"Secret values can never be revealed.": 522,
 	"Sep":                                  254,
-	"Served by %d workers":                 590,
+	"Served by %d workers":                 591,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 25,
 	"Settled":              275,
 	"Settlement date":      448,
@@ -401,10 +401,11 @@ var messageKeyToIndex = map[string]int{
 	"Snapshotted":          174,
 	"Something went wrong": 131,
 	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 538,
-	"Start node":        492,
-	"Started":           290,
-	"Status":            65,
-	"Stop %d instances": 61,
+	"Staff tokens, oldest first": 543,
+	"Start node":                 492,
+	"Started":                    290,
+	"Status":                     65,
+	"Stop %d instances":          61,
 	"Stop every held instance this filter matches":            55,
 	"Stop every held instance…":                               8,
 	"Stop every running instance this filter matches":         56,
@@ -448,7 +449,7 @@ var messageKeyToIndex = map[string]int{
 	"The result did not match the revision's outputs contract.":                                                                   412,
 	"The revision must be a whole number, 1 or more.":                                                                             446,
 	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 533,
-	"The token was revoked.":                        549,
+	"The token was revoked.":                        550,
 	"These revisions have the same contracts.":      164,
 	"These settings are kept in this browser only.": 474,
 	"This contract has no inputs.":                  395,
@@ -464,10 +465,10 @@ var messageKeyToIndex = map[string]int{
 	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 285,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          33,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   38,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            556,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           555,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            557,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           556,
 	"This page does not accept that request.":     523,
-	"This page link is not one the console made.": 573,
+	"This page link is not one the console made.": 574,
 	"This page reloads every %d seconds.":         118,
 	"This process takes no inputs.":               283,
 	"This token is unknown or has been revoked.":  535,
@@ -492,13 +493,13 @@ var messageKeyToIndex = map[string]int{
 	"Waiting for a worker since %s (%s).":                       425,
 	"When":                                                      76,
 	"Who":                                                       77,
-	"Worker":                                                    576,
+	"Worker":                                                    577,
 	"Worker id":                                                 372,
 	"Workers":                                                   111,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        574,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        575,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 17,
-	"Workers seen within three heartbeats": 575,
-	"Workers serving %s":                   583,
+	"Workers seen within three heartbeats": 576,
+	"Workers serving %s":                   584,
 	"Working copy":                         142,
 	"You are signed out.":                  529,
 	"Your role can read definitions only: external tasks and process instances are for operators and administrators.": 120,
@@ -511,11 +512,11 @@ var messageKeyToIndex = map[string]int{
 	"any other code → %s":                 513,
 	"any other error":                     200,
 	"as of %s (%s); counts are refreshed every few seconds.": 462,
-	"at least %d characters":                                 559,
-	"at least %d items":                                      566,
+	"at least %d characters":                                 560,
+	"at least %d items":                                      567,
 	"at most %d":                                             390,
-	"at most %d characters":                                  560,
-	"at most %d items":                                       567,
+	"at most %d characters":                                  561,
+	"at most %d items":                                       568,
 	"at most %d since the last operator retry":               391,
 	"available":                                              310,
 	"boolean":                                                323,
@@ -547,7 +548,7 @@ var messageKeyToIndex = map[string]int{
 	"field added":                                            342,
 	"field removed":                                          343,
 	"format":                                                 353,
-	"format %s":                                              562,
+	"format %s":                                              563,
 	"from":                                                   300,
 	"held":                                                   315,
 	"held for an operator":                                   201,
@@ -560,16 +561,16 @@ var messageKeyToIndex = map[string]int{
 	"just now":                                               241,
 	"list":                                                   328,
 	"lock until":                                             468,
-	"long polling":                                           587,
+	"long polling":                                           588,
 	"maximum":                                                355,
-	"maximum %s":                                             564,
+	"maximum %s":                                             565,
 	"maximum items":                                          357,
 	"maximum length":                                         351,
 	"minimum":                                                354,
-	"minimum %s":                                             563,
+	"minimum %s":                                             564,
 	"minimum items":                                          356,
 	"minimum length":                                         350,
-	"never":                                                  543,
+	"never":                                                  544,
 	"next attempt":                                           465,
 	"no":                                                     341,
 	"no answer within the timeout":                           441,
@@ -578,18 +579,18 @@ var messageKeyToIndex = map[string]int{
 	"none yet":                                               196,
 	"none: a failed call takes the node’s error path": 386,
 	"normal":                          329,
-	"not provided":                    568,
-	"not yet":                         544,
-	"null":                            570,
+	"not provided":                    569,
+	"not yet":                         545,
+	"null":                            571,
 	"number":                          322,
 	"object":                          327,
 	"on error":                        199,
-	"one of: %s":                      565,
+	"one of: %s":                      566,
 	"operator":                        337,
 	"optional field of type %s":       190,
 	"optional → required":             183,
 	"pattern":                         352,
-	"pattern %s":                      561,
+	"pattern %s":                      562,
 	"pull":                            506,
 	"pull %s":                         206,
 	"pull (the service fetches it)":   334,
@@ -605,20 +606,20 @@ var messageKeyToIndex = map[string]int{
 	"retry":                           3,
 	"revision %d":                     463,
 	"routing changed":                 349,
-	"routing output":                  557,
+	"routing output":                  558,
 	"routing output %s → %s":          182,
 	"running":                         314,
 	"secret":                          331,
 	"sensitive":                       330,
 	"settled":                         464,
 	"stop":                            5,
-	"stream":                          586,
+	"stream":                          587,
 	"text":                            320,
-	"this session":                    547,
+	"this session":                    548,
 	"timeout %s":                      517,
 	"to":                              301,
 	"type changed":                    344,
-	"unexpected value":                571,
+	"unexpected value":                572,
 	"unknown":                         444,
 	"values added: %s":                185,
 	"values changed":                  346,
@@ -632,7 +633,7 @@ var messageKeyToIndex = map[string]int{
 	"→ %s":                            511,
 }
 
-var enIndex = []uint32{ // 592 elements
+var enIndex = []uint32{ // 593 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x0000005a,
@@ -787,22 +788,23 @@ var enIndex = []uint32{ // 592 elements
 	0x00004201, 0x00004263, 0x00004286, 0x0000432d,
 	0x00004330, 0x00004335, 0x0000433f, 0x00004347,
 	// Entry 220 - 23F
-	0x0000434d, 0x00004355, 0x00004363, 0x0000436d,
-	0x0000437a, 0x00004384, 0x0000439b, 0x000043ae,
-	0x000043d2, 0x00004452, 0x00004463, 0x0000446b,
-	0x000044e0, 0x00004534, 0x00004543, 0x0000454f,
-	0x0000458b, 0x000045c5, 0x000045d3, 0x000045e0,
-	0x000045ee, 0x000045fc, 0x0000460a, 0x0000463c,
-	0x0000466c, 0x00004679, 0x00004699, 0x0000469e,
-	0x000046af, 0x000046bc, 0x000046e8, 0x0000476e,
+	0x00004362, 0x00004368, 0x00004370, 0x0000437e,
+	0x00004388, 0x00004395, 0x0000439f, 0x000043b6,
+	0x000043c9, 0x000043ed, 0x0000446d, 0x0000447e,
+	0x00004486, 0x000044fb, 0x0000454f, 0x0000455e,
+	0x0000456a, 0x000045a6, 0x000045e0, 0x000045ee,
+	0x000045fb, 0x00004609, 0x00004617, 0x00004625,
+	0x00004657, 0x00004687, 0x00004694, 0x000046b4,
+	0x000046b9, 0x000046ca, 0x000046d7, 0x00004703,
 	// Entry 240 - 25F
-	0x00004793, 0x0000479a, 0x000047a3, 0x000047b6,
-	0x000047c0, 0x000047ca, 0x000047d4, 0x000047ec,
-	0x00004802, 0x0000480e, 0x00004830, 0x00004837,
-	0x00004844, 0x00004855, 0x000048a9, 0x000048e1,
-} // Size: 2392 bytes
+	0x00004789, 0x000047ae, 0x000047b5, 0x000047be,
+	0x000047d1, 0x000047db, 0x000047e5, 0x000047ef,
+	0x00004807, 0x0000481d, 0x00004829, 0x0000484b,
+	0x00004852, 0x0000485f, 0x00004870, 0x000048c4,
+	0x000048fc,
+} // Size: 2396 bytes
 
-const enData string = "" + // Size: 18657 bytes
+const enData string = "" + // Size: 18684 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every held instance…\x02Stop every running instance…\x02Stop every runni" +
@@ -1072,34 +1074,34 @@ const enData string = "" + // Size: 18657 bytes
 	" designer or administrator token.\x02Only administrators manage tokens." +
 	"\x02Staff tokens (administrators, designers, operators) that are not rev" +
 	"oked. Consumer tokens are managed with their consumers. Revoking a token" +
-	" refuses its next request.\x02ID\x02Role\x02Last used\x02Expires\x02neve" +
-	"r\x02not yet\x02Expired token\x02Revoke…\x02this session\x02No token." +
-	"\x02The token was revoked.\x02Revoke token %[1]d\x02Revoke the %[1]s tok" +
-	"en “%[2]s”?\x02Its next request is refused, and console sessions opened " +
-	"with it end. This cannot be undone: whoever uses it needs a new token." +
-	"\x02Revoke the token\x02Keep it\x02This is the token you signed in with:" +
-	" revoking it signs you out. Its next request is refused. This cannot be " +
-	"undone.\x02This is the last usable administrator token: create another o" +
-	"ne before revoking it.\x02routing output\x02(each item)\x14\x01\x81\x01" +
-	"\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d chara" +
-	"cters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02" +
-	"at most %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1" +
-	"]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at l" +
-	"east %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02" +
-	"\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02not provide" +
-	"d\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02nu" +
-	"ll\x02unexpected value\x02Invalid page\x02This page link is not one the " +
-	"console made.\x02Workers connected by a stream, and polling workers by t" +
-	"heir last fetch. A worker is listed while it was seen within three heart" +
-	"beats.\x02Workers seen within three heartbeats\x02Worker\x02Protocol\x02" +
-	"Definitions served\x02In flight\x02Connected\x02Last seen\x02No worker i" +
-	"s connected.\x02Workers serving %[1]s\x02All workers\x02No worker serves" +
-	" this definition.\x02stream\x02long polling\x02Camunda 7 facade\x02No wo" +
-	"rker serves this definition: its occurrences wait until one connects or " +
-	"polls.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02" +
-	"Served by %[1]d workers"
+	" refuses its next request.\x02ID\x02Role\x02Last used\x02Expires\x02Staf" +
+	"f tokens, oldest first\x02never\x02not yet\x02Expired token\x02Revoke…" +
+	"\x02this session\x02No token.\x02The token was revoked.\x02Revoke token " +
+	"%[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request is refused," +
+	" and console sessions opened with it end. This cannot be undone: whoever" +
+	" uses it needs a new token.\x02Revoke the token\x02Keep it\x02This is th" +
+	"e token you signed in with: revoking it signs you out. Its next request " +
+	"is refused. This cannot be undone.\x02This is the last usable administra" +
+	"tor token: create another one before revoking it.\x02routing output\x02(" +
+	"each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00" +
+	"\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most" +
+	" %[1]d character\x00\x19\x02at most %[1]d characters\x02pattern %[1]s" +
+	"\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14" +
+	"\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]" +
+	"d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at " +
+	"most %[1]d items\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d it" +
+	"em\x00\x0c\x02%[1]d items\x02null\x02unexpected value\x02Invalid page" +
+	"\x02This page link is not one the console made.\x02Workers connected by " +
+	"a stream, and polling workers by their last fetch. A worker is listed wh" +
+	"ile it was seen within three heartbeats.\x02Workers seen within three he" +
+	"artbeats\x02Worker\x02Protocol\x02Definitions served\x02In flight\x02Con" +
+	"nected\x02Last seen\x02No worker is connected.\x02Workers serving %[1]s" +
+	"\x02All workers\x02No worker serves this definition.\x02stream\x02long p" +
+	"olling\x02Camunda 7 facade\x02No worker serves this definition: its occu" +
+	"rrences wait until one connects or polls.\x14\x01\x81\x01\x00\x02\x17" +
+	"\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d workers"
 
-var frIndex = []uint32{ // 592 elements
+var frIndex = []uint32{ // 593 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x0000007a,
@@ -1254,22 +1256,23 @@ var frIndex = []uint32{ // 592 elements
 	0x000053d8, 0x00005464, 0x00005492, 0x00005554,
 	0x00005557, 0x0000555d, 0x00005573, 0x0000557e,
 	// Entry 220 - 23F
-	0x00005585, 0x00005590, 0x0000559e, 0x000055ab,
-	0x000055b9, 0x000055c6, 0x000055e2, 0x000055fb,
-	0x00005624, 0x000056cd, 0x000056e0, 0x000056ea,
-	0x00005779, 0x000057da, 0x000057ec, 0x000057ff,
-	0x0000583d, 0x00005879, 0x00005885, 0x00005892,
-	0x000058a0, 0x000058ae, 0x000058be, 0x000058fa,
-	0x00005934, 0x0000593f, 0x00005969, 0x0000596d,
-	0x0000597f, 0x0000598d, 0x000059b9, 0x00005a7b,
+	0x000055ae, 0x000055b5, 0x000055c0, 0x000055ce,
+	0x000055db, 0x000055e9, 0x000055f6, 0x00005612,
+	0x0000562b, 0x00005654, 0x000056fd, 0x00005710,
+	0x0000571a, 0x000057a9, 0x0000580a, 0x0000581c,
+	0x0000582f, 0x0000586d, 0x000058a9, 0x000058b5,
+	0x000058c2, 0x000058d0, 0x000058de, 0x000058ee,
+	0x0000592a, 0x00005964, 0x0000596f, 0x00005999,
+	0x0000599d, 0x000059af, 0x000059bd, 0x000059e9,
 	// Entry 240 - 25F
-	0x00005aae, 0x00005ab9, 0x00005ac3, 0x00005ad8,
-	0x00005ae1, 0x00005aeb, 0x00005af9, 0x00005b1d,
-	0x00005b37, 0x00005b4c, 0x00005b78, 0x00005b7d,
-	0x00005b92, 0x00005ba4, 0x00005c1a, 0x00005c5c,
-} // Size: 2392 bytes
+	0x00005aab, 0x00005ade, 0x00005ae9, 0x00005af3,
+	0x00005b08, 0x00005b11, 0x00005b1b, 0x00005b29,
+	0x00005b4d, 0x00005b67, 0x00005b7c, 0x00005ba8,
+	0x00005bad, 0x00005bc2, 0x00005bd4, 0x00005c4a,
+	0x00005c8c,
+} // Size: 2396 bytes
 
-const frData string = "" + // Size: 23644 bytes
+const frData string = "" + // Size: 23692 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances suspendues…\x02Abandon" +
 	"ner toutes les instances suspendues…\x02Arrêter toutes les instances sus" +
@@ -1594,35 +1597,35 @@ const frData string = "" + // Size: 23644 bytes
 	"es administrateurs gèrent les jetons.\x02Jetons du personnel (administra" +
 	"teurs, concepteurs, opérateurs) non révoqués. Les jetons des consommateu" +
 	"rs se gèrent avec leurs consommateurs. Révoquer un jeton refuse sa requê" +
-	"te suivante.\x02ID\x02Rôle\x02Dernière utilisation\x02Expiration\x02jama" +
-	"is\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Aucun " +
-	"jeton.\x02Le jeton a été révoqué.\x02Révoquer le jeton %[1]d\x02Révoquer" +
-	" le jeton %[1]s « %[2]s »\u202f?\x02Sa requête suivante est refusée et l" +
-	"es sessions de console ouvertes avec lui prennent fin. C’est irréversibl" +
-	"e\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoquer le je" +
-	"ton\x02Le garder\x02C’est le jeton avec lequel vous êtes connecté\u202f:" +
-	" le révoquer vous déconnecte. Sa requête suivante est refusée. C’est irr" +
-	"éversible.\x02C’est le dernier jeton administrateur utilisable\u202f: c" +
-	"réez-en un autre avant de le révoquer.\x02sortie de routage\x02(chaque é" +
-	"lément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b" +
-	"\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1" +
-	"]d caractère\x00\x1a\x02au plus %[1]d caractères\x02motif %[1]s\x02forma" +
-	"t %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01" +
-	"\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d" +
-	" éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19" +
-	"\x02au plus %[1]d éléments\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02" +
-	"%[1]d élément\x00\x11\x02%[1]d éléments\x02nul\x02valeur inattendue\x02P" +
-	"age invalide\x02Ce lien de page ne vient pas de la console.\x02Les exécu" +
-	"tants connectés par un flux, et ceux qui interrogent par leur dernière d" +
-	"emande. Un exécutant est listé tant qu’il s’est manifesté dans les trois" +
-	" derniers battements de cœur.\x02Exécutants vus dans les trois derniers " +
-	"battements\x02Exécutant\x02Protocole\x02Définitions servies\x02En cours" +
-	"\x02Connexion\x02Dernier signe\x02Aucun exécutant n’est connecté.\x02Exé" +
-	"cutants servant %[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert " +
-	"cette définition.\x02flux\x02interrogation longue\x02façade Camunda 7" +
-	"\x02Aucun exécutant ne sert cette définition\u202f: ses occurrences atte" +
-	"ndent qu’un exécutant se connecte ou interroge.\x14\x01\x81\x01\x00\x02" +
-	"\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécutant" +
-	"s"
+	"te suivante.\x02ID\x02Rôle\x02Dernière utilisation\x02Expiration\x02Jeto" +
+	"ns du personnel, les plus anciens d’abord\x02jamais\x02pas encore\x02Jet" +
+	"on expiré\x02Révoquer…\x02cette session\x02Aucun jeton.\x02Le jeton a ét" +
+	"é révoqué.\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s « %[2]" +
+	"s »\u202f?\x02Sa requête suivante est refusée et les sessions de console" +
+	" ouvertes avec lui prennent fin. C’est irréversible\u202f: qui l’utilise" +
+	" aura besoin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder\x02C’" +
+	"est le jeton avec lequel vous êtes connecté\u202f: le révoquer vous déco" +
+	"nnecte. Sa requête suivante est refusée. C’est irréversible.\x02C’est le" +
+	" dernier jeton administrateur utilisable\u202f: créez-en un autre avant " +
+	"de le révoquer.\x02sortie de routage\x02(chaque élément)\x14\x01\x81\x01" +
+	"\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d carac" +
+	"tères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02" +
+	"au plus %[1]d caractères\x02motif %[1]s\x02format %[1]s\x02minimum %[1]s" +
+	"\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02a" +
+	"u moins %[1]d élément\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01" +
+	"\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1]d éléments" +
+	"\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%" +
+	"[1]d éléments\x02nul\x02valeur inattendue\x02Page invalide\x02Ce lien de" +
+	" page ne vient pas de la console.\x02Les exécutants connectés par un flu" +
+	"x, et ceux qui interrogent par leur dernière demande. Un exécutant est l" +
+	"isté tant qu’il s’est manifesté dans les trois derniers battements de cœ" +
+	"ur.\x02Exécutants vus dans les trois derniers battements\x02Exécutant" +
+	"\x02Protocole\x02Définitions servies\x02En cours\x02Connexion\x02Dernier" +
+	" signe\x02Aucun exécutant n’est connecté.\x02Exécutants servant %[1]s" +
+	"\x02Tous les exécutants\x02Aucun exécutant ne sert cette définition.\x02" +
+	"flux\x02interrogation longue\x02façade Camunda 7\x02Aucun exécutant ne s" +
+	"ert cette définition\u202f: ses occurrences attendent qu’un exécutant se" +
+	" connecte ou interroge.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d " +
+	"exécutant\x00\x1d\x02Servie par %[1]d exécutants"
 
-	// Total table size 47085 bytes (45KiB); checksum: 2C28762B
+	// Total table size 47168 bytes (46KiB); checksum: B8F5FF4
