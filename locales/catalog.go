@@ -277,7 +277,7 @@ var messageKeyToIndex = map[string]int{
 	"No token.":                         549,
 	"No worker is connected.":           583,
 	"No worker serves this definition.": 586,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 590,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 592,
 	"Node":    270,
 	"Node %s": 207,
 	"Nodes":   495,
@@ -369,9 +369,10 @@ var messageKeyToIndex = map[string]int{
 	"Retry…":                    0,
 	"Reveal — this is recorded": 400,
 	"Revealed by %s at %s; recorded in the audit log.": 519,
-	"Revision":                  152,
-	"Revision %d":               173,
-	"Revisions":                 147,
+	"Revision":    152,
+	"Revision %d": 173,
+	"Revisions":   147,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 594,
 	"Revoke the %s token “%s”?": 552,
 	"Revoke the token":          554,
 	"Revoke token %d":           551,
@@ -385,7 +386,7 @@ var messageKeyToIndex = map[string]int{
 	"Search":                               524,
 	"Secret values can never be revealed.": 522,
 	"Sep":                                  254,
-	"Served by %d workers":                 591,
+	"Served by %d workers":                 593,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 25,
 	"Settled":              275,
 	"Settlement date":      448,
@@ -449,11 +450,14 @@ var messageKeyToIndex = map[string]int{
 	"The result did not match the revision's outputs contract.":                                                                   412,
 	"The revision must be a whole number, 1 or more.":                                                                             446,
 	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 533,
-	"The token was revoked.":                        550,
-	"These revisions have the same contracts.":      164,
-	"These settings are kept in this browser only.": 474,
-	"This contract has no inputs.":                  395,
-	"This contract has no outputs.":                 398,
+	"The token was revoked.":                              550,
+	"These revisions have the same contracts.":            164,
+	"These settings are kept in this browser only.":       474,
+	"They take every revision their consumer is granted.": 595,
+	"They take revision %d only.":                         596,
+	"They take revisions %s only.":                        597,
+	"This contract has no inputs.":                        395,
+	"This contract has no outputs.":                       398,
 	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                                                                      128,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.": 27,
 	"This instance has already ended; there is nothing to stop.":                                                                                                               35,
@@ -542,6 +546,7 @@ var messageKeyToIndex = map[string]int{
 	"end (fails)":                                            509,
 	"end: completes the instance":                            203,
 	"end: fails the instance":                                204,
+	"every revision its consumer is granted":                 590,
 	"expired":                                                316,
 	"failed":                                                 226,
 	"fails the instance":                                     514,
@@ -605,6 +610,7 @@ var messageKeyToIndex = map[string]int{
 	"reserved":                        311,
 	"retry":                           3,
 	"revision %d":                     463,
+	"revisions %s":                    591,
 	"routing changed":                 349,
 	"routing output":                  558,
 	"routing output %s → %s":          182,
@@ -633,7 +639,7 @@ var messageKeyToIndex = map[string]int{
 	"→ %s":                            511,
 }
 
-var enIndex = []uint32{ // 593 elements
+var enIndex = []uint32{ // 599 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x0000005a,
@@ -800,11 +806,12 @@ var enIndex = []uint32{ // 593 elements
 	0x00004789, 0x000047ae, 0x000047b5, 0x000047be,
 	0x000047d1, 0x000047db, 0x000047e5, 0x000047ef,
 	0x00004807, 0x0000481d, 0x00004829, 0x0000484b,
-	0x00004852, 0x0000485f, 0x00004870, 0x000048c4,
-	0x000048fc,
-} // Size: 2396 bytes
+	0x00004852, 0x0000485f, 0x00004870, 0x00004897,
+	0x000048a7, 0x000048fb, 0x00004933, 0x00004983,
+	0x000049b7, 0x000049d6, 0x000049f6,
+} // Size: 2420 bytes
 
-const enData string = "" + // Size: 18684 bytes
+const enData string = "" + // Size: 18934 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every held instance…\x02Stop every running instance…\x02Stop every runni" +
@@ -1097,11 +1104,15 @@ const enData string = "" + // Size: 18684 bytes
 	"artbeats\x02Worker\x02Protocol\x02Definitions served\x02In flight\x02Con" +
 	"nected\x02Last seen\x02No worker is connected.\x02Workers serving %[1]s" +
 	"\x02All workers\x02No worker serves this definition.\x02stream\x02long p" +
-	"olling\x02Camunda 7 facade\x02No worker serves this definition: its occu" +
-	"rrences wait until one connects or polls.\x14\x01\x81\x01\x00\x02\x17" +
-	"\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d workers"
+	"olling\x02Camunda 7 facade\x02every revision its consumer is granted\x02" +
+	"revisions %[1]s\x02No worker serves this definition: its occurrences wai" +
+	"t until one connects or polls.\x14\x01\x81\x01\x00\x02\x17\x02Served by " +
+	"%[1]d worker\x00\x18\x02Served by %[1]d workers\x02Revisions they take: " +
+	"%[1]s; some take every revision their consumer is granted.\x02They take " +
+	"every revision their consumer is granted.\x02They take revision %[1]d on" +
+	"ly.\x02They take revisions %[1]s only."
 
-var frIndex = []uint32{ // 593 elements
+var frIndex = []uint32{ // 599 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x0000007a,
@@ -1268,11 +1279,12 @@ var frIndex = []uint32{ // 593 elements
 	0x00005aab, 0x00005ade, 0x00005ae9, 0x00005af3,
 	0x00005b08, 0x00005b11, 0x00005b1b, 0x00005b29,
 	0x00005b4d, 0x00005b67, 0x00005b7c, 0x00005ba8,
-	0x00005bad, 0x00005bc2, 0x00005bd4, 0x00005c4a,
-	0x00005c8c,
-} // Size: 2396 bytes
+	0x00005bad, 0x00005bc2, 0x00005bd4, 0x00005c09,
+	0x00005c1a, 0x00005c90, 0x00005cd2, 0x00005d45,
+	0x00005d89, 0x00005db1, 0x00005ddb,
+} // Size: 2420 bytes
 
-const frData string = "" + // Size: 23692 bytes
+const frData string = "" + // Size: 24027 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances suspendues…\x02Abandon" +
 	"ner toutes les instances suspendues…\x02Arrêter toutes les instances sus" +
@@ -1623,9 +1635,14 @@ const frData string = "" + // Size: 23692 bytes
 	"\x02Protocole\x02Définitions servies\x02En cours\x02Connexion\x02Dernier" +
 	" signe\x02Aucun exécutant n’est connecté.\x02Exécutants servant %[1]s" +
 	"\x02Tous les exécutants\x02Aucun exécutant ne sert cette définition.\x02" +
-	"flux\x02interrogation longue\x02façade Camunda 7\x02Aucun exécutant ne s" +
+	"flux\x02interrogation longue\x02façade Camunda 7\x02toutes les révisions" +
+	" accordées à son consommateur\x02révisions %[1]s\x02Aucun exécutant ne s" +
 	"ert cette définition\u202f: ses occurrences attendent qu’un exécutant se" +
 	" connecte ou interroge.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d " +
-	"exécutant\x00\x1d\x02Servie par %[1]d exécutants"
+	"exécutant\x00\x1d\x02Servie par %[1]d exécutants\x02Révisions prises en " +
+	"charge\u202f: %[1]s\u202f; certains prennent toutes les révisions accord" +
+	"ées à leur consommateur.\x02Ils prennent toutes les révisions accordées" +
+	" à leur consommateur.\x02Ils ne prennent que la révision %[1]d.\x02Ils n" +
+	"e prennent que les révisions %[1]s."
 
-	// Total table size 47168 bytes (46KiB); checksum: B8F5FF4
+	// Total table size 47801 bytes (46KiB); checksum: 721596D8
