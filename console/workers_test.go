@@ -45,3 +45,28 @@ func TestWorkersSayWhichRevisions(t *testing.T) {
 		t.Errorf("definition page with a pattern's worker: %q, want %q", got, want)
 	}
 }
+
+// TestUnsnapshottedChangesAreShown: a definition page says when its
+// Working copy has changes that no revision has yet, and lists them with
+// whom they may break.
+func TestUnsnapshottedChangesAreShown(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	env.Must(201, "PUT", "/api/v1/definitions/console_vault/working", env.Designer, vaultWorking(100, []string{"ok", "ko"}))
+	env.Must(201, "POST", "/api/v1/definitions/console_vault/revisions", env.Designer, nil)
+	b := signedIn(t, env.URL, "en", env.Operator)
+	if n := count(b.mustGet("/console/definitions/console_vault", 200), "unsnapshotted"); n != 0 {
+		t.Errorf("a Working copy equal to its revision shows %d unsnapshotted notices", n)
+	}
+	env.Must(200, "PUT", "/api/v1/definitions/console_vault/working", env.Designer, vaultWorking(80, []string{"ok", "ko", "later"}))
+	for i, lang := range []string{"en", "fr"} {
+		page := signedIn(t, env.URL, lang, env.Operator).mustGet("/console/definitions/console_vault", 200)
+		if want := []string{"Since revision 1: 2 changes, 2 breaking", "Depuis la révision 1\u202f: 2 changements, 2 incompatibles"}[i]; text(page, "unsnapshotted-summary") != want {
+			t.Errorf("%s: unsnapshotted summary %q, want %q", lang, text(page, "unsnapshotted-summary"), want)
+		}
+		rows := page.doc.Find(`[data-testid=unsnapshotted-changes] [data-testid=change-row][data-breaking=true]`)
+		if rows.Length() != 2 {
+			t.Errorf("%s: %d breaking unsnapshotted changes listed, want 2", lang, rows.Length())
+		}
+	}
+}

@@ -39,158 +39,159 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                              237,
-	"%[1]s %[2]s, %[3]s %[4]s":                 238,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          236,
-	"%[1]s; %[2]s":                             235,
-	"%d (0 lowest, 9 highest)":                 368,
-	"%d attempts":                              392,
-	"%d attempts, retry after %s, priority %d": 515,
-	"%d breaking":                              181,
-	"%d changes":                               180,
-	"%d completed":                             233,
-	"%d d":                                     245,
-	"%d days":                                  259,
-	"%d failed":                                234,
-	"%d h":                                     244,
+	"%[1]s %[2]s":                              241,
+	"%[1]s %[2]s, %[3]s %[4]s":                 242,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          240,
+	"%[1]s; %[2]s":                             239,
+	"%d (0 lowest, 9 highest)":                 372,
+	"%d attempts":                              396,
+	"%d attempts, retry after %s, priority %d": 519,
+	"%d breaking":                              185,
+	"%d changes":                               184,
+	"%d completed":                             237,
+	"%d d":                                     249,
+	"%d days":                                  263,
+	"%d failed":                                238,
+	"%d h":                                     248,
 	"%d held instances match now.":             50,
-	"%d hours":                                 260,
-	"%d items":                                 570,
-	"%d left":                                  393,
-	"%d min":                                   243,
-	"%d minutes":                               261,
+	"%d hours":                                 264,
+	"%d items":                                 574,
+	"%d left":                                  397,
+	"%d min":                                   247,
+	"%d minutes":                               265,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 69,
-	"%d ms": 263,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 505,
-	"%d occurrences":                          461,
-	"%d releases":                             198,
+	"%d ms": 267,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 509,
+	"%d occurrences":                          465,
+	"%d releases":                             202,
 	"%d running instances match now.":         57,
 	"%d running or held instances match now.": 59,
-	"%d s":       242,
-	"%d seconds": 262,
+	"%d s":       246,
+	"%d seconds": 266,
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 74,
 	"%s (token #%d, %s)":                75,
-	"%s ago":                            240,
-	"%s so far":                         437,
-	"%s → %s":                           510,
-	"%s, revision %s":                   358,
-	"%s, version %s":                    359,
-	"%s: %s":                            232,
-	"%s: %s → %s":                       188,
-	"%s: a date is written 2026-12-01.": 472,
-	"%s: the first day comes after the last.": 473,
-	"%s–%s":       231,
-	"(each item)": 559,
-	"(worker %s)": 426,
-	"0 seconds":   258,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.": 536,
+	"%s ago":                            244,
+	"%s so far":                         441,
+	"%s → %s":                           514,
+	"%s, revision %s":                   362,
+	"%s, version %s":                    363,
+	"%s: %s":                            236,
+	"%s: %s → %s":                       192,
+	"%s: a date is written 2026-12-01.": 476,
+	"%s: the first day comes after the last.": 477,
+	"%s–%s":       235,
+	"(each item)": 563,
+	"(worker %s)": 430,
+	"0 seconds":   262,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.": 540,
 	"Abandon %d instances":                                           54,
 	"Abandon every held instance this filter matches":                52,
 	"Abandon every held instance…":                                   7,
 	"Abandon process instance %s":                                    19,
 	"Abandon the instance":                                           22,
 	"Abandon this instance? It fails with the error code abandoned.": 20,
-	"Abandoned by %s at %s — “%s”":                                   288,
+	"Abandoned by %s at %s — “%s”":                                   292,
 	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 40,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 302,
+	"Act on every instance this filter matches": 306,
 	"Action":                              78,
 	"All actions":                         90,
-	"All consumers":                       458,
-	"All definitions":                     222,
-	"All processes":                       308,
-	"All statuses":                        309,
-	"All workers":                         585,
-	"An operator abandoned the instance.": 419,
+	"All consumers":                       462,
+	"All definitions":                     226,
+	"All processes":                       312,
+	"All statuses":                        313,
+	"All workers":                         589,
+	"An operator abandoned the instance.": 423,
 	"Apply filters":                       87,
-	"Apr":                                 249,
-	"As of %s (%s); refreshed every few seconds.": 219,
-	"Attempts":                         369,
+	"Apr":                                 253,
+	"As of %s (%s); refreshed every few seconds.": 223,
+	"Attempts":                         373,
 	"Audit log":                        84,
-	"Aug":                              253,
-	"Available from":                   401,
+	"Aug":                              257,
+	"Available from":                   405,
 	"Back to definitions":              124,
 	"Back to external tasks":           123,
 	"Back to the instance":             32,
 	"Back to the list":                 47,
-	"Back without saving":              480,
+	"Back without saving":              484,
 	"Breaks processes":                 162,
 	"Breaks workers":                   163,
 	"Bulk %s applied to %d instances.": 73,
 	"Bulk action":                      82,
 	"Business key":                     66,
-	"Call timeout":                     387,
-	"Camunda 7 facade":                 589,
-	"Cancelled: the instance was stopped (%s).":               436,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 435,
+	"Call timeout":                     391,
+	"Camunda 7 facade":                 593,
+	"Cancelled: the instance was stopped (%s).":               440,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 439,
 	"Cannot act on this filter":                               70,
-	"Cannot reveal":                                           520,
+	"Cannot reveal":                                           524,
 	"Change":                                                  160,
 	"Changes between the two revisions":                       172,
-	"Choose two existing revisions to compare.":               178,
+	"Changes of the Working copy since revision %d":           181,
+	"Choose two existing revisions to compare.":               182,
 	"Classification":                                          138,
 	"Clear filters":                                           88,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 494,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 498,
 	"Compare":              159,
 	"Compare revisions":    155,
-	"Completed":            230,
-	"Completed (%s).":      431,
-	"Completed, last hour": 216,
-	"Completions and failures per 5 minutes, last hour: %s":    223,
-	"Completions and failures per 5-minute slot, oldest first": 228,
-	"Completions and failures, last hour":                      209,
-	"Connected":                                                581,
+	"Completed":            234,
+	"Completed (%s).":      435,
+	"Completed, last hour": 220,
+	"Completions and failures per 5 minutes, last hour: %s":    227,
+	"Completions and failures per 5-minute slot, oldest first": 232,
+	"Completions and failures, last hour":                      213,
+	"Connected":                                                585,
 	"Constraints":                                              139,
-	"Consumer":                                                 371,
-	"Consumer and worker":                                      455,
+	"Consumer":                                                 375,
+	"Consumer and worker":                                      459,
 	"Counting the occurrences; the counts appear when you reload the page.": 133,
 	"Counts are unavailable right now.":                                     134,
-	"Counts as of %s (%s); refreshed every few seconds.":                    503,
-	"Counts by status": 451,
-	"Created":          274,
+	"Counts as of %s (%s); refreshed every few seconds.":                    507,
+	"Counts by status": 455,
+	"Created":          278,
 	"Created from":     67,
 	"Created to":       68,
-	"Creation date":    297,
-	"Dates":            362,
-	"Deadline":         366,
-	"Dec":              257,
-	"Deferred":         405,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 430,
-	"Definition":         211,
+	"Creation date":    301,
+	"Dates":            366,
+	"Deadline":         370,
+	"Dec":              261,
+	"Deferred":         409,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 434,
+	"Definition":         215,
 	"Definition %s":      141,
 	"Definitions":        110,
-	"Definitions by key": 193,
-	"Definitions served": 579,
-	"Definitions, those needing attention first": 210,
+	"Definitions by key": 197,
+	"Definitions served": 583,
+	"Definitions, those needing attention first": 214,
 	"Description":          140,
-	"Destination":          380,
-	"Destination’s answer": 375,
+	"Destination":          384,
+	"Destination’s answer": 379,
 	"Detail":               161,
 	"Digest":               175,
 	"Display settings":     115,
-	"Duration":             374,
-	"Each definition’s queue and incidents now, and what its workers finished in the last hour.":                              208,
+	"Duration":             378,
+	"Each definition’s queue and incidents now, and what its workers finished in the last hour.":                              212,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  60,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     53,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 49,
-	"End node":                    292,
-	"End node or error":           306,
-	"Ended":                       291,
-	"Error":                       454,
-	"Error (before any attempt)":  407,
-	"Error code":                  295,
-	"Error message":               377,
-	"Every %d seconds":            484,
-	"Every attempt, oldest first": 370,
+	"End node":                    296,
+	"End node or error":           310,
+	"Ended":                       295,
+	"Error":                       458,
+	"Error (before any attempt)":  411,
+	"Error code":                  299,
+	"Error message":               381,
+	"Every %d seconds":            488,
+	"Every attempt, oldest first": 374,
 	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log (GET /api/v1/audit/reveals).": 85,
-	"Expired token":                    546,
-	"Expires":                          542,
+	"Expired token":                    550,
+	"Expires":                          546,
 	"External tasks":                   104,
-	"Failed":                           214,
-	"Failed (%s).":                     434,
-	"Failed occurrence":                294,
-	"Failed, last hour":                217,
-	"Feb":                              247,
+	"Failed":                           218,
+	"Failed (%s).":                     438,
+	"Failed occurrence":                298,
+	"Failed, last hour":                221,
+	"Feb":                              251,
 	"Field":                            135,
 	"Filter":                           45,
 	"Filters":                          86,
@@ -199,212 +200,213 @@ var messageKeyToIndex = map[string]int{
 	"First page":                       98,
 	"Form refused":                     127,
 	"From revision":                    157,
-	"From revision %d to revision %d:": 179,
+	"From revision %d to revision %d:": 183,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 36,
-	"Graph":                   493,
-	"Graph of %s":             504,
-	"HTTP 2xx, unusable body": 440,
+	"Graph":                   497,
+	"Graph of %s":             508,
+	"HTTP 2xx, unusable body": 444,
 	"Health":                  103,
-	"Held at node":            293,
-	"Held instances":          213,
-	"ID":                      539,
-	"In flight":               580,
-	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 224,
+	"Held at node":            297,
+	"Held instances":          217,
+	"ID":                      543,
+	"In flight":               584,
+	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 228,
 	"Inputs":                     165,
 	"Inputs of revision %d":      176,
 	"Inputs of the working copy": 167,
-	"Inputs the instance was started with, labelled by process version %d's contract": 282,
-	"Inputs, labelled by revision %d's contract":                                      394,
-	"Instance":                  305,
+	"Inputs the instance was started with, labelled by process version %d's contract": 286,
+	"Inputs, labelled by revision %d's contract":                                      398,
+	"Instance":                  309,
 	"Instances":                 105,
-	"Instances of this process": 502,
-	"Invalid page":              573,
+	"Instances of this process": 506,
+	"Invalid page":              577,
 	"Invalid request":           121,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.": 21,
-	"Its instance is held here, waiting for an operator.":                                                                   432,
-	"Its instance went on along the node’s error path.":                                                                     433,
-	"Its message": 408,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      553,
+	"Its instance is held here, waiting for an operator.":                                                                   436,
+	"Its instance went on along the node’s error path.":                                                                     437,
+	"Its message": 412,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      557,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 34,
-	"Jan":                     246,
-	"Jul":                     252,
-	"Jun":                     251,
-	"Keep it":                 555,
+	"Jan":                     250,
+	"Jul":                     256,
+	"Jun":                     255,
+	"Keep it":                 559,
 	"Keep it held":            14,
 	"Keep it running":         13,
-	"Key":                     194,
-	"Kind":                    497,
+	"Key":                     198,
+	"Kind":                    501,
 	"Language":                100,
-	"Last error (attempt %d)": 406,
-	"Last reserved":           403,
+	"Last error (attempt %d)": 410,
+	"Last reserved":           407,
 	"Last saved":              146,
-	"Last seen":               582,
-	"Last used":               541,
-	"Latest revision":         195,
+	"Last seen":               586,
+	"Last used":               545,
+	"Latest revision":         199,
 	"Lists every change from one revision to another, and whom it may break.": 156,
-	"Local time at %s": 482,
-	"Lock expired %s — waiting to be offered again.": 423,
-	"Lock expires":                     404,
+	"Local time at %s": 486,
+	"Lock expired %s — waiting to be offered again.": 427,
+	"Lock expires":                     408,
 	"Main navigation":                  102,
-	"Mar":                              248,
-	"Maximum attempts":                 364,
-	"May":                              250,
-	"Message from Relais (in English)": 409,
-	"Message from the service (as it sent it)": 410,
-	"Mode": 361,
-	"More filters: instance, revision, consumer, dates": 449,
+	"Mar":                              252,
+	"Maximum attempts":                 368,
+	"May":                              254,
+	"Message from Relais (in English)": 413,
+	"Message from the service (as it sent it)": 414,
+	"Mode": 365,
+	"More filters: instance, revision, consumer, dates": 453,
 	"Name":                               144,
-	"Never":                              483,
-	"Next attempt":                       402,
-	"Next attempt or settled":            456,
-	"Next node":                          273,
+	"Never":                              487,
+	"Next attempt":                       406,
+	"Next attempt or settled":            460,
+	"Next node":                          277,
 	"Next page":                          97,
-	"No definition has occurrences yet.": 218,
-	"No definition yet.":                 197,
+	"No definition has occurrences yet.": 222,
+	"No definition yet.":                 201,
 	"No inputs.":                         166,
-	"No instance matches these filters.": 307,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 528,
-	"No occurrence matches these filters.":                                                   457,
+	"No instance matches these filters.": 311,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 532,
+	"No occurrence matches these filters.":                                                   461,
 	"No operator action matches.":                                                            89,
-	"No operator has acted on this instance.":                                                278,
-	"No outputs yet: the occurrence has not completed.":                                      397,
+	"No operator has acted on this instance.":                                                282,
+	"No outputs yet: the occurrence has not completed.":                                      401,
 	"No outputs.": 169,
-	"No outputs: the occurrence ended without completing.":          399,
-	"No process is published yet.":                                  488,
+	"No outputs: the occurrence ended without completing.":          403,
+	"No process is published yet.":                                  492,
 	"No release yet.":                                               150,
 	"No revision yet: the Working copy has never been snapshotted.": 148,
-	"No service has reserved this occurrence yet.":                  378,
-	"No token.":                         549,
-	"No worker is connected.":           583,
-	"No worker serves this definition.": 586,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 592,
-	"Node":    270,
-	"Node %s": 207,
-	"Nodes":   495,
-	"Nodes of this version, with their occurrences now": 496,
-	"Nodes reached, in order":                           269,
+	"No service has reserved this occurrence yet.":                  382,
+	"No token.":                         553,
+	"No worker is connected.":           587,
+	"No worker serves this definition.": 590,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 596,
+	"Node":    274,
+	"Node %s": 211,
+	"Nodes":   499,
+	"Nodes of this version, with their occurrences now": 500,
+	"Nodes reached, in order":                           273,
 	"Not allowed":                                       119,
 	"Not found":                                         125,
 	"Notes":                                             153,
 	"Nothing exists at this address, or it is not visible to you.":          126,
 	"Nothing to do: no instance this action applies to matches the filter.": 62,
-	"Nothing to find: the search box is empty.":                             526,
-	"Nov":                       256,
-	"Now":                       388,
-	"Occurrence":                271,
-	"Occurrence %s":             360,
+	"Nothing to find: the search box is empty.":                             530,
+	"Nov":                       260,
+	"Now":                       392,
+	"Occurrence":                275,
+	"Occurrence %s":             364,
 	"Occurrence offered again":  81,
-	"Occurrences now":           501,
-	"Occurrences, newest first": 452,
-	"Oct":                       255,
-	"Offered from %s — %s.":     422,
-	"Oldest claimable waits":    215,
-	"On error":                  500,
-	"On success":                499,
-	"Only a value this page shows as hidden (sensitive) can be revealed.": 521,
-	"Only administrators manage tokens.":                                  537,
-	"Only administrators may reveal a sensitive value.":                   518,
-	"Open":             212,
-	"Operator actions": 266,
-	"Operator actions on this instance, newest first": 279,
+	"Occurrences now":           505,
+	"Occurrences, newest first": 456,
+	"Oct":                       259,
+	"Offered from %s — %s.":     426,
+	"Oldest claimable waits":    219,
+	"On error":                  504,
+	"On success":                503,
+	"Only a value this page shows as hidden (sensitive) can be revealed.": 525,
+	"Only administrators manage tokens.":                                  541,
+	"Only administrators may reveal a sensitive value.":                   522,
+	"Open":             216,
+	"Operator actions": 270,
+	"Operator actions on this instance, newest first": 283,
 	"Operator actions, newest first":                  95,
-	"Outcome":                                         376,
+	"Outcome":                                         380,
 	"Outputs":                                         168,
 	"Outputs of revision %d":                          177,
 	"Outputs of the working copy":                     170,
-	"Outputs, labelled by revision %d's contract":     396,
+	"Outputs, labelled by revision %d's contract":     400,
 	"Pages": 96,
-	"Pages with a form, such as a confirmation, never reload on their own.": 478,
-	"Path":                            267,
-	"Pinned revision":                 498,
-	"Policy":                          363,
-	"Previous page":                   470,
-	"Priority":                        367,
+	"Pages with a form, such as a confirmation, never reload on their own.": 482,
+	"Path":                            271,
+	"Pinned revision":                 502,
+	"Policy":                          367,
+	"Previous page":                   474,
+	"Priority":                        371,
 	"Process":                         64,
-	"Process %s":                      490,
-	"Process and node":                453,
-	"Process inputs":                  281,
+	"Process %s":                      494,
+	"Process and node":                457,
+	"Process inputs":                  285,
 	"Process instance":                80,
-	"Process instance %s":             264,
-	"Process instances":               299,
-	"Process instances, newest first": 304,
+	"Process instance %s":             268,
+	"Process instances":               303,
+	"Process instances, newest first": 308,
 	"Processes":                       106,
-	"Processes by key":                486,
-	"Protocol":                        578,
+	"Processes by key":                490,
+	"Protocol":                        582,
 	"Published":                       154,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 485,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 489,
 	"Reason": 79,
 	"Reason (recorded in the audit log for every instance)": 46,
 	"Reason (recorded in the audit log)":                    11,
-	"Reason given by the worker":                            384,
-	"Recorded operator actions":                             277,
+	"Reason given by the worker":                            388,
+	"Recorded operator actions":                             281,
 	"Relais console":                                        99,
-	"Relais has not called the destination yet.":            382,
-	"Relais is calling the destination (since %s).":         427,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 383,
+	"Relais has not called the destination yet.":            386,
+	"Relais is calling the destination (since %s).":         431,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 387,
 	"Relais refused the action. Nothing was done.":                                                         37,
-	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 413,
+	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 417,
 	"Release":                             151,
 	"Releases":                            149,
 	"Releases, oldest first":              171,
-	"Reload lists and detail pages":       477,
-	"Replica":                             381,
+	"Reload lists and detail pages":       481,
+	"Replica":                             385,
 	"Required":                            137,
-	"Reserved":                            373,
-	"Reserved by %s.":                     429,
-	"Reserved by %s; lock until %s — %s.": 428,
-	"Retried by %s at %s — “%s”":          289,
+	"Reserved":                            377,
+	"Reserved by %s.":                     433,
+	"Reserved by %s; lock until %s — %s.": 432,
+	"Retried by %s at %s — “%s”":          293,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 39,
-	"Retries":            385,
+	"Retries":            389,
 	"Retry %d instances": 51,
-	"Retry at %s — %s.":  421,
-	"Retry delay":        365,
+	"Retry at %s — %s.":  425,
+	"Retry delay":        369,
 	"Retry every held instance this filter matches": 48,
 	"Retry every held instance…":                    6,
-	"Retry or abandon it from its instance":         389,
+	"Retry or abandon it from its instance":         393,
 	"Retry process instance %s":                     15,
 	"Retry the instance":                            18,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 16,
 	"Retrying and abandoning apply to held instances, not %s ones.":                                           44,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 400,
-	"Revealed by %s at %s; recorded in the audit log.": 519,
+	"Reveal — this is recorded": 404,
+	"Revealed by %s at %s; recorded in the audit log.": 523,
 	"Revision":    152,
 	"Revision %d": 173,
 	"Revisions":   147,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 594,
-	"Revoke the %s token “%s”?": 552,
-	"Revoke the token":          554,
-	"Revoke token %d":           551,
-	"Revoke…":                   547,
-	"Role":                      540,
-	"Route":                     272,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 598,
+	"Revoke the %s token “%s”?": 556,
+	"Revoke the token":          558,
+	"Revoke token %d":           555,
+	"Revoke…":                   551,
+	"Role":                      544,
+	"Route":                     276,
 	"Routing output":            145,
-	"Rows %s–%s":                471,
-	"Save settings":             479,
+	"Rows %s–%s":                475,
+	"Save settings":             483,
 	"Say why, for whoever reads the log later: at most %d characters.": 12,
-	"Search":                               524,
-	"Secret values can never be revealed.": 522,
-	"Sep":                                  254,
-	"Served by %d workers":                 593,
+	"Search":                               528,
+	"Secret values can never be revealed.": 526,
+	"Sep":                                  258,
+	"Served by %d workers":                 597,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 25,
-	"Settled":              275,
-	"Settlement date":      448,
-	"Show all definitions": 221,
-	"Show times in":        475,
+	"Settled":              279,
+	"Settlement date":      452,
+	"Show all definitions": 225,
+	"Show times in":        479,
 	"Showing the instances bulk action %s changed.": 93,
-	"Sign in": 530,
-	"Sign in with an operator or administrator token.": 531,
+	"Sign in": 534,
+	"Sign in with an operator or administrator token.": 535,
 	"Sign out":             114,
 	"Signed in as %s (%s)": 113,
+	"Since revision %d:":   179,
 	"Skip to content":      101,
-	"Slot":                 229,
+	"Slot":                 233,
 	"Snapshotted":          174,
 	"Something went wrong": 131,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 538,
-	"Staff tokens, oldest first": 543,
-	"Start node":                 492,
-	"Started":                    290,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 542,
+	"Staff tokens, oldest first": 547,
+	"Start node":                 496,
+	"Started":                    294,
 	"Status":                     65,
 	"Stop %d instances":          61,
 	"Stop every held instance this filter matches":            55,
@@ -417,229 +419,231 @@ var messageKeyToIndex = map[string]int{
 	"Stop the instance":                                       26,
 	"Stop this instance? Its open occurrences are cancelled.": 24,
 	"Stop this instance…":                                     2,
-	"Stopped by %s at %s — “%s”":                              287,
+	"Stopped by %s at %s — “%s”":                              291,
 	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 41,
 	"Stopping applies to running or held instances, not %s ones.":                              43,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   286,
-	"Summary": 265,
-	"Task contracts: their Working copy, immutable revisions and named releases.": 192,
-	"Temporarily unavailable":                                    129,
-	"That is too long to be an id or a business key.":            527,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   290,
+	"Summary": 269,
+	"Task contracts: their Working copy, immutable revisions and named releases.": 196,
+	"Temporarily unavailable":                         129,
+	"That is too long to be an id or a business key.": 531,
+	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.": 178,
 	"The bulk action must be its id (a UUID).":                   92,
-	"The call could not be prepared.":                            414,
-	"The chart’s numbers":                                        227,
+	"The call could not be prepared.":                            418,
+	"The chart’s numbers":                                        231,
 	"The confirmed count is missing: start again from the list.": 71,
 	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           132,
-	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      476,
+	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      480,
 	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 72,
 	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 130,
-	"The deadline passed before a result arrived.": 411,
-	"The destination answered HTTP %s.":            420,
-	"The destination could not be reached.":        415,
-	"The destination’s answer was too large.":      416,
+	"The deadline passed before a result arrived.": 415,
+	"The destination answered HTTP %s.":            424,
+	"The destination could not be reached.":        419,
+	"The destination’s answer was too large.":      420,
 	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                            122,
-	"The inputs could not be built from the process’s bindings.":                                                                  418,
-	"The last attempt’s lock expired with no attempt left.":                                                                       417,
-	"The next page counts them and asks for a reason before anything changes.":                                                    303,
-	"The nodes this instance reached, in order, each with its occurrence.":                                                        268,
+	"The inputs could not be built from the process’s bindings.":                                                                  422,
+	"The last attempt’s lock expired with no attempt left.":                                                                       421,
+	"The next page counts them and asks for a reason before anything changes.":                                                    307,
+	"The nodes this instance reached, in order, each with its occurrence.":                                                        272,
 	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                143,
 	"The page cursor is invalid: go back to the first page.":                                                                      94,
-	"The page size must be between 1 and %d.":                                                                                     298,
+	"The page size must be between 1 and %d.":                                                                                     302,
 	"The process instance must be an instance id (a UUID).":                                                                       91,
 	"The reason you gave, not recorded:":                                                                                          31,
-	"The result did not match the revision's outputs contract.":                                                                   412,
-	"The revision must be a whole number, 1 or more.":                                                                             446,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 533,
-	"The token was revoked.":                              550,
+	"The result did not match the revision's outputs contract.":                                                                   416,
+	"The revision must be a whole number, 1 or more.":                                                                             450,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 537,
+	"The token was revoked.":                              554,
 	"These revisions have the same contracts.":            164,
-	"These settings are kept in this browser only.":       474,
-	"They take every revision their consumer is granted.": 595,
-	"They take revision %d only.":                         596,
-	"They take revisions %s only.":                        597,
-	"This contract has no inputs.":                        395,
-	"This contract has no outputs.":                       398,
+	"These settings are kept in this browser only.":       478,
+	"They take every revision their consumer is granted.": 599,
+	"They take revision %d only.":                         600,
+	"They take revisions %s only.":                        601,
+	"This contract has no inputs.":                        399,
+	"This contract has no outputs.":                       402,
 	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                                                                      128,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.": 27,
 	"This instance has already ended; there is nothing to stop.":                                                                                                               35,
-	"This instance has not reached a task yet.":                                                                                                                                276,
+	"This instance has not reached a task yet.":                                                                                                                                280,
 	"This instance is %s, not held: there is nothing to abandon.":                                                                                                              29,
 	"This instance is %s, not held: there is nothing to retry.":                                                                                                                28,
 	"This instance is %s: there is nothing to stop.":                                                                                                                           30,
-	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 284,
-	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 285,
+	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 288,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 289,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          33,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   38,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            557,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           556,
-	"This page does not accept that request.":     523,
-	"This page link is not one the console made.": 574,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            561,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           560,
+	"This page does not accept that request.":     527,
+	"This page link is not one the console made.": 578,
 	"This page reloads every %d seconds.":         118,
-	"This process takes no inputs.":               283,
-	"This token is unknown or has been revoked.":  535,
+	"This process takes no inputs.":               287,
+	"This token is unknown or has been revoked.":  539,
 	"Times in %s · no auto-reload":                117,
 	"Times in %s · reload every %d s":             116,
 	"To revision":                                 158,
-	"Token":                                       532,
+	"Token":                                       536,
 	"Tokens":                                      112,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 534,
-	"Totals of all definitions, not narrowed by the other filters":         460,
-	"Totals of definition %s, not narrowed by the other filters":           459,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 538,
+	"Totals of all definitions, not narrowed by the other filters":         464,
+	"Totals of definition %s, not narrowed by the other filters":           463,
 	"Type": 136,
-	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 525,
-	"UTC (coordinated universal time)": 481,
+	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 529,
+	"UTC (coordinated universal time)": 485,
 	"Unknown action.":                  42,
-	"Unknown consumer.":                447,
-	"Unknown status %q.":               296,
-	"Value":                            280,
-	"Version":                          491,
-	"Versions, newest first":           487,
-	"Waiting for Relais to call the destination since %s (%s).": 424,
-	"Waiting for a worker since %s (%s).":                       425,
+	"Unknown consumer.":                451,
+	"Unknown status %q.":               300,
+	"Value":                            284,
+	"Version":                          495,
+	"Versions, newest first":           491,
+	"Waiting for Relais to call the destination since %s (%s).": 428,
+	"Waiting for a worker since %s (%s).":                       429,
 	"When":                                                      76,
 	"Who":                                                       77,
-	"Worker":                                                    577,
-	"Worker id":                                                 372,
+	"Worker":                                                    581,
+	"Worker id":                                                 376,
 	"Workers":                                                   111,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        575,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        579,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 17,
-	"Workers seen within three heartbeats": 576,
-	"Workers serving %s":                   584,
+	"Workers seen within three heartbeats": 580,
+	"Workers serving %s":                   588,
 	"Working copy":                         142,
-	"You are signed out.":                  529,
+	"You are signed out.":                  533,
 	"Your role can read definitions only: external tasks and process instances are for operators and administrators.": 120,
-	"[redacted]":                          445,
+	"[redacted]":                          449,
 	"abandon":                             4,
-	"administrator":                       336,
-	"an incident: retry, abandon or stop": 202,
-	"answer too large":                    443,
+	"administrator":                       340,
+	"an incident: retry, abandon or stop": 206,
+	"answer too large":                    447,
 	"any":                                 63,
-	"any other code → %s":                 513,
-	"any other error":                     200,
-	"as of %s (%s); counts are refreshed every few seconds.": 462,
-	"at least %d characters":                                 560,
-	"at least %d items":                                      567,
-	"at most %d":                                             390,
-	"at most %d characters":                                  561,
-	"at most %d items":                                       568,
-	"at most %d since the last operator retry":               391,
-	"available":                                              310,
-	"boolean":                                                323,
-	"call in progress since":                                 467,
-	"cancelled":                                              313,
-	"choice":                                                 326,
-	"claimable since":                                        466,
-	"claimable since %s":                                     220,
-	"classification changed":                                 347,
-	"completed":                                              225,
-	"constraint changed":                                     348,
-	"consumer":                                               339,
-	"consumer #%s":                                           438,
-	"date":                                                   324,
-	"date and time":                                          325,
-	"deadline %s":                                            516,
-	"deferred":                                               312,
-	"deferred since":                                         469,
+	"any other code → %s":                 517,
+	"any other error":                     204,
+	"as of %s (%s); counts are refreshed every few seconds.": 466,
+	"at least %d characters":                                 564,
+	"at least %d items":                                      571,
+	"at most %d":                                             394,
+	"at most %d characters":                                  565,
+	"at most %d items":                                       572,
+	"at most %d since the last operator retry":               395,
+	"available":                                              314,
+	"boolean":                                                327,
+	"call in progress since":                                 471,
+	"cancelled":                                              317,
+	"choice":                                                 330,
+	"claimable since":                                        470,
+	"claimable since %s":                                     224,
+	"classification changed":                                 351,
+	"completed":                                              229,
+	"constraint changed":                                     352,
+	"consumer":                                               343,
+	"consumer #%s":                                           442,
+	"date":                                                   328,
+	"date and time":                                          329,
+	"deadline %s":                                            520,
+	"deferred":                                               316,
+	"deferred since":                                         473,
 	"deleted":                                                83,
-	"designer":                                               338,
-	"disconnected":                                           319,
-	"end (completes)":                                        508,
-	"end (fails)":                                            509,
-	"end: completes the instance":                            203,
-	"end: fails the instance":                                204,
-	"every revision its consumer is granted":                 590,
-	"expired":                                                316,
-	"failed":                                                 226,
-	"fails the instance":                                     514,
-	"field added":                                            342,
-	"field removed":                                          343,
-	"format":                                                 353,
-	"format %s":                                              563,
-	"from":                                                   300,
-	"held":                                                   315,
-	"held for an operator":                                   201,
-	"hold (an incident for an operator)":                     512,
+	"designer":                                               342,
+	"disconnected":                                           323,
+	"end (completes)":                                        512,
+	"end (fails)":                                            513,
+	"end: completes the instance":                            207,
+	"end: fails the instance":                                208,
+	"every revision its consumer is granted":                 594,
+	"expired":                                                320,
+	"failed":                                                 230,
+	"fails the instance":                                     518,
+	"field added":                                            346,
+	"field removed":                                          347,
+	"format":                                                 357,
+	"format %s":                                              567,
+	"from":                                                   304,
+	"held":                                                   319,
+	"held for an operator":                                   205,
+	"hold (an incident for an operator)":                     516,
 	"id or business key":                                     108,
-	"in %s":                                                  239,
-	"in progress":                                            379,
-	"instance id":                                            450,
-	"integer":                                                321,
-	"just now":                                               241,
-	"list":                                                   328,
-	"lock until":                                             468,
-	"long polling":                                           588,
-	"maximum":                                                355,
-	"maximum %s":                                             565,
-	"maximum items":                                          357,
-	"maximum length":                                         351,
-	"minimum":                                                354,
-	"minimum %s":                                             564,
-	"minimum items":                                          356,
-	"minimum length":                                         350,
-	"never":                                                  544,
-	"next attempt":                                           465,
-	"no":                                                     341,
-	"no answer within the timeout":                           441,
-	"no connection":                                          442,
-	"none":                                                   191,
-	"none yet":                                               196,
-	"none: a failed call takes the node’s error path": 386,
-	"normal":                          329,
-	"not provided":                    569,
-	"not yet":                         545,
-	"null":                            571,
-	"number":                          322,
-	"object":                          327,
-	"on error":                        199,
-	"one of: %s":                      566,
-	"operator":                        337,
-	"optional field of type %s":       190,
-	"optional → required":             183,
-	"pattern":                         352,
-	"pattern %s":                      562,
-	"pull":                            506,
-	"pull %s":                         206,
-	"pull (the service fetches it)":   334,
-	"push %s":                         205,
-	"push (Relais calls the service)": 335,
-	"push to %s":                      507,
-	"rejected":                        317,
-	"released":                        318,
-	"required changed":                345,
-	"required field of type %s":       189,
-	"required → optional":             184,
-	"reserved":                        311,
+	"in %s":                                                  243,
+	"in progress":                                            383,
+	"instance id":                                            454,
+	"integer":                                                325,
+	"just now":                                               245,
+	"list":                                                   332,
+	"lock until":                                             472,
+	"long polling":                                           592,
+	"maximum":                                                359,
+	"maximum %s":                                             569,
+	"maximum items":                                          361,
+	"maximum length":                                         355,
+	"minimum":                                                358,
+	"minimum %s":                                             568,
+	"minimum items":                                          360,
+	"minimum length":                                         354,
+	"never":                                                  548,
+	"next attempt":                                           469,
+	"no":                                                     345,
+	"no answer within the timeout":                           445,
+	"no connection":                                          446,
+	"none":                                                   195,
+	"none yet":                                               200,
+	"none: a failed call takes the node’s error path": 390,
+	"normal":                          333,
+	"not provided":                    573,
+	"not yet":                         549,
+	"null":                            575,
+	"number":                          326,
+	"object":                          331,
+	"on error":                        203,
+	"one of: %s":                      570,
+	"operator":                        341,
+	"optional field of type %s":       194,
+	"optional → required":             187,
+	"pattern":                         356,
+	"pattern %s":                      566,
+	"pull":                            510,
+	"pull %s":                         210,
+	"pull (the service fetches it)":   338,
+	"push %s":                         209,
+	"push (Relais calls the service)": 339,
+	"push to %s":                      511,
+	"rejected":                        321,
+	"released":                        322,
+	"required changed":                349,
+	"required field of type %s":       193,
+	"required → optional":             188,
+	"reserved":                        315,
 	"retry":                           3,
-	"revision %d":                     463,
-	"revisions %s":                    591,
-	"routing changed":                 349,
-	"routing output":                  558,
-	"routing output %s → %s":          182,
-	"running":                         314,
-	"secret":                          331,
-	"sensitive":                       330,
-	"settled":                         464,
+	"revision %d":                     467,
+	"revisions %s":                    595,
+	"routing changed":                 353,
+	"routing output":                  562,
+	"routing output %s → %s":          186,
+	"running":                         318,
+	"secret":                          335,
+	"sensitive":                       334,
+	"settled":                         468,
 	"stop":                            5,
-	"stream":                          587,
-	"text":                            320,
-	"this session":                    548,
-	"timeout %s":                      517,
-	"to":                              301,
-	"type changed":                    344,
-	"unexpected value":                572,
-	"unknown":                         444,
-	"values added: %s":                185,
-	"values changed":                  346,
-	"values removed: %s":              186,
-	"values reordered":                187,
-	"version %d":                      489,
-	"waiting":                         439,
-	"yes":                             340,
-	"••• hidden (secret)":             333,
-	"••• hidden (sensitive)":          332,
-	"→ %s":                            511,
+	"stream":                          591,
+	"text":                            324,
+	"the contracts are the same (the name or a description changed).": 180,
+	"this session":           552,
+	"timeout %s":             521,
+	"to":                     305,
+	"type changed":           348,
+	"unexpected value":       576,
+	"unknown":                448,
+	"values added: %s":       189,
+	"values changed":         350,
+	"values removed: %s":     190,
+	"values reordered":       191,
+	"version %d":             493,
+	"waiting":                443,
+	"yes":                    344,
+	"••• hidden (secret)":    337,
+	"••• hidden (sensitive)": 336,
+	"→ %s":                   515,
 }
 
-var enIndex = []uint32{ // 599 elements
+var enIndex = []uint32{ // 603 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x0000005a,
@@ -690,128 +694,129 @@ var enIndex = []uint32{ // 599 elements
 	0x00001a5e, 0x00001a87, 0x00001a8e, 0x00001a99,
 	0x00001ab4, 0x00001abc, 0x00001ac8, 0x00001ae4,
 	0x00001afb, 0x00001b1d, 0x00001b2c, 0x00001b38,
-	0x00001b3f, 0x00001b58, 0x00001b72, 0x00001b9c,
-	0x00001bc3, 0x00001be7, 0x00001c0e, 0x00001c2d,
-	0x00001c43, 0x00001c59, 0x00001c6d, 0x00001c83,
-	0x00001c94, 0x00001cab, 0x00001cc8, 0x00001ce5,
+	0x00001b3f, 0x00001b58, 0x00001b72, 0x00001c1b,
+	0x00001c31, 0x00001c71, 0x00001ca2, 0x00001ccc,
+	0x00001cf3, 0x00001d17, 0x00001d3e, 0x00001d5d,
+	0x00001d73, 0x00001d89, 0x00001d9d, 0x00001db3,
 	// Entry C0 - DF
-	0x00001cea, 0x00001d36, 0x00001d49, 0x00001d4d,
-	0x00001d5d, 0x00001d66, 0x00001d79, 0x00001d9f,
-	0x00001da8, 0x00001db8, 0x00001dcd, 0x00001df1,
-	0x00001e0d, 0x00001e25, 0x00001e30, 0x00001e3b,
-	0x00001e46, 0x00001ea3, 0x00001ec7, 0x00001ef2,
-	0x00001efd, 0x00001f02, 0x00001f11, 0x00001f18,
-	0x00001f2f, 0x00001f44, 0x00001f56, 0x00001f79,
-	0x00001fab, 0x00001fc1, 0x00001fd6, 0x00001fe6,
+	0x00001dc4, 0x00001ddb, 0x00001df8, 0x00001e15,
+	0x00001e1a, 0x00001e66, 0x00001e79, 0x00001e7d,
+	0x00001e8d, 0x00001e96, 0x00001ea9, 0x00001ecf,
+	0x00001ed8, 0x00001ee8, 0x00001efd, 0x00001f21,
+	0x00001f3d, 0x00001f55, 0x00001f60, 0x00001f6b,
+	0x00001f76, 0x00001fd3, 0x00001ff7, 0x00002022,
+	0x0000202d, 0x00002032, 0x00002041, 0x00002048,
+	0x0000205f, 0x00002074, 0x00002086, 0x000020a9,
 	// Entry E0 - FF
-	0x0000201f, 0x00002073, 0x0000207d, 0x00002084,
-	0x0000209a, 0x000020d3, 0x000020d8, 0x000020e2,
-	0x000020f0, 0x000020fd, 0x00002126, 0x00002149,
-	0x00002156, 0x00002176, 0x00002182, 0x0000219b,
-	0x000021a4, 0x000021ae, 0x000021b7, 0x000021bf,
-	0x000021c9, 0x000021d1, 0x000021d9, 0x000021dd,
-	0x000021e1, 0x000021e5, 0x000021e9, 0x000021ed,
-	0x000021f1, 0x000021f5, 0x000021f9, 0x000021fd,
+	0x000020db, 0x000020f1, 0x00002106, 0x00002116,
+	0x0000214f, 0x000021a3, 0x000021ad, 0x000021b4,
+	0x000021ca, 0x00002203, 0x00002208, 0x00002212,
+	0x00002220, 0x0000222d, 0x00002256, 0x00002279,
+	0x00002286, 0x000022a6, 0x000022b2, 0x000022cb,
+	0x000022d4, 0x000022de, 0x000022e7, 0x000022ef,
+	0x000022f9, 0x00002301, 0x00002309, 0x0000230d,
+	0x00002311, 0x00002315, 0x00002319, 0x0000231d,
 	// Entry 100 - 11F
-	0x00002201, 0x00002205, 0x00002209, 0x00002213,
-	0x00002231, 0x00002251, 0x00002275, 0x00002299,
-	0x000022a2, 0x000022b9, 0x000022c1, 0x000022d2,
-	0x000022d7, 0x0000231c, 0x00002334, 0x00002339,
-	0x00002344, 0x0000234a, 0x00002354, 0x0000235c,
-	0x00002364, 0x0000238e, 0x000023a8, 0x000023d0,
-	0x00002400, 0x00002406, 0x00002415, 0x00002468,
-	0x00002486, 0x000025a8, 0x00002667, 0x000026be,
+	0x00002321, 0x00002325, 0x00002329, 0x0000232d,
+	0x00002331, 0x00002335, 0x00002339, 0x00002343,
+	0x00002361, 0x00002381, 0x000023a5, 0x000023c9,
+	0x000023d2, 0x000023e9, 0x000023f1, 0x00002402,
+	0x00002407, 0x0000244c, 0x00002464, 0x00002469,
+	0x00002474, 0x0000247a, 0x00002484, 0x0000248c,
+	0x00002494, 0x000024be, 0x000024d8, 0x00002500,
+	0x00002530, 0x00002536, 0x00002545, 0x00002598,
 	// Entry 120 - 13F
-	0x000026e8, 0x00002714, 0x0000273e, 0x00002746,
-	0x0000274c, 0x00002755, 0x00002762, 0x00002774,
-	0x0000277f, 0x00002795, 0x000027a3, 0x000027ce,
-	0x000027e0, 0x000027e5, 0x000027e8, 0x00002812,
-	0x0000285b, 0x0000287b, 0x00002884, 0x00002896,
-	0x000028b9, 0x000028c7, 0x000028d4, 0x000028de,
-	0x000028e7, 0x000028f0, 0x000028fa, 0x00002902,
-	0x00002907, 0x0000290f, 0x00002918, 0x00002921,
+	0x000025b6, 0x000026d8, 0x00002797, 0x000027ee,
+	0x00002818, 0x00002844, 0x0000286e, 0x00002876,
+	0x0000287c, 0x00002885, 0x00002892, 0x000028a4,
+	0x000028af, 0x000028c5, 0x000028d3, 0x000028fe,
+	0x00002910, 0x00002915, 0x00002918, 0x00002942,
+	0x0000298b, 0x000029ab, 0x000029b4, 0x000029c6,
+	0x000029e9, 0x000029f7, 0x00002a04, 0x00002a0e,
+	0x00002a17, 0x00002a20, 0x00002a2a, 0x00002a32,
 	// Entry 140 - 15F
-	0x0000292e, 0x00002933, 0x0000293b, 0x00002942,
-	0x0000294a, 0x0000294f, 0x0000295d, 0x00002964,
-	0x0000296b, 0x00002970, 0x00002977, 0x00002981,
-	0x00002988, 0x000029a5, 0x000029bf, 0x000029dd,
-	0x000029fd, 0x00002a0b, 0x00002a14, 0x00002a1d,
-	0x00002a26, 0x00002a2a, 0x00002a2d, 0x00002a39,
-	0x00002a47, 0x00002a54, 0x00002a65, 0x00002a74,
-	0x00002a8b, 0x00002a9e, 0x00002aae, 0x00002abd,
+	0x00002a37, 0x00002a3f, 0x00002a48, 0x00002a51,
+	0x00002a5e, 0x00002a63, 0x00002a6b, 0x00002a72,
+	0x00002a7a, 0x00002a7f, 0x00002a8d, 0x00002a94,
+	0x00002a9b, 0x00002aa0, 0x00002aa7, 0x00002ab1,
+	0x00002ab8, 0x00002ad5, 0x00002aef, 0x00002b0d,
+	0x00002b2d, 0x00002b3b, 0x00002b44, 0x00002b4d,
+	0x00002b56, 0x00002b5a, 0x00002b5d, 0x00002b69,
+	0x00002b77, 0x00002b84, 0x00002b95, 0x00002ba4,
 	// Entry 160 - 17F
-	0x00002acc, 0x00002ad4, 0x00002adb, 0x00002ae3,
-	0x00002aeb, 0x00002af9, 0x00002b07, 0x00002b1d,
-	0x00002b32, 0x00002b43, 0x00002b48, 0x00002b4e,
-	0x00002b55, 0x00002b66, 0x00002b72, 0x00002b7b,
-	0x00002b84, 0x00002ba0, 0x00002ba9, 0x00002bc5,
-	0x00002bce, 0x00002bd8, 0x00002be1, 0x00002bea,
-	0x00002c01, 0x00002c09, 0x00002c17, 0x00002c44,
-	0x00002c50, 0x00002c5c, 0x00002c64, 0x00002c8f,
+	0x00002bbb, 0x00002bce, 0x00002bde, 0x00002bed,
+	0x00002bfc, 0x00002c04, 0x00002c0b, 0x00002c13,
+	0x00002c1b, 0x00002c29, 0x00002c37, 0x00002c4d,
+	0x00002c62, 0x00002c73, 0x00002c78, 0x00002c7e,
+	0x00002c85, 0x00002c96, 0x00002ca2, 0x00002cab,
+	0x00002cb4, 0x00002cd0, 0x00002cd9, 0x00002cf5,
+	0x00002cfe, 0x00002d08, 0x00002d11, 0x00002d1a,
+	0x00002d31, 0x00002d39, 0x00002d47, 0x00002d74,
 	// Entry 180 - 19F
-	0x00002d51, 0x00002d6c, 0x00002d74, 0x00002da6,
-	0x00002db3, 0x00002db7, 0x00002ddd, 0x00002deb,
-	0x00002e17, 0x00002e3d, 0x00002e48, 0x00002e76,
-	0x00002e93, 0x00002ec2, 0x00002ef4, 0x00002f12,
-	0x00002f47, 0x00002f63, 0x00002f72, 0x00002f7f,
-	0x00002f8d, 0x00002f9a, 0x00002fa3, 0x00002fbe,
-	0x00002fd9, 0x00002fe5, 0x00003006, 0x0000302f,
-	0x0000305c, 0x00003096, 0x000030fb, 0x0000311b,
+	0x00002d80, 0x00002d8c, 0x00002d94, 0x00002dbf,
+	0x00002e81, 0x00002e9c, 0x00002ea4, 0x00002ed6,
+	0x00002ee3, 0x00002ee7, 0x00002f0d, 0x00002f1b,
+	0x00002f47, 0x00002f6d, 0x00002f78, 0x00002fa6,
+	0x00002fc3, 0x00002ff2, 0x00003024, 0x00003042,
+	0x00003077, 0x00003093, 0x000030a2, 0x000030af,
+	0x000030bd, 0x000030ca, 0x000030d3, 0x000030ee,
+	0x00003109, 0x00003115, 0x00003136, 0x0000315f,
 	// Entry 1A0 - 1BF
-	0x00003141, 0x0000316b, 0x000031a3, 0x000031e0,
-	0x00003204, 0x00003229, 0x00003243, 0x00003261,
-	0x00003295, 0x000032d5, 0x000032ff, 0x0000330e,
-	0x0000333f, 0x0000336e, 0x00003381, 0x000033f6,
-	0x00003409, 0x0000343d, 0x00003471, 0x00003481,
-	0x000034c8, 0x000034f5, 0x00003502, 0x00003512,
-	0x0000351a, 0x00003532, 0x0000354f, 0x0000355d,
-	0x0000356e, 0x00003576, 0x00003581, 0x000035b1,
+	0x0000318c, 0x000031c6, 0x0000322b, 0x0000324b,
+	0x00003271, 0x0000329b, 0x000032d3, 0x00003310,
+	0x00003334, 0x00003359, 0x00003373, 0x00003391,
+	0x000033c5, 0x00003405, 0x0000342f, 0x0000343e,
+	0x0000346f, 0x0000349e, 0x000034b1, 0x00003526,
+	0x00003539, 0x0000356d, 0x000035a1, 0x000035b1,
+	0x000035f8, 0x00003625, 0x00003632, 0x00003642,
+	0x0000364a, 0x00003662, 0x0000367f, 0x0000368d,
 	// Entry 1C0 - 1DF
-	0x000035c3, 0x000035d3, 0x00003605, 0x00003611,
-	0x00003622, 0x0000363c, 0x0000364d, 0x00003653,
-	0x00003667, 0x0000367f, 0x000036a4, 0x000036b2,
-	0x000036f0, 0x0000372d, 0x00003759, 0x00003796,
-	0x000037a5, 0x000037ad, 0x000037ba, 0x000037ca,
-	0x000037e1, 0x000037ec, 0x000037fb, 0x00003809,
-	0x0000381c, 0x00003841, 0x0000386c, 0x0000389a,
-	0x000038a8, 0x0000393b, 0x00003959, 0x0000399f,
+	0x0000369e, 0x000036a6, 0x000036b1, 0x000036e1,
+	0x000036f3, 0x00003703, 0x00003735, 0x00003741,
+	0x00003752, 0x0000376c, 0x0000377d, 0x00003783,
+	0x00003797, 0x000037af, 0x000037d4, 0x000037e2,
+	0x00003820, 0x0000385d, 0x00003889, 0x000038c6,
+	0x000038d5, 0x000038dd, 0x000038ea, 0x000038fa,
+	0x00003911, 0x0000391c, 0x0000392b, 0x00003939,
+	0x0000394c, 0x00003971, 0x0000399c, 0x000039ca,
 	// Entry 1E0 - 1FF
-	0x000039ad, 0x000039c1, 0x000039e2, 0x000039f6,
-	0x000039fc, 0x00003a10, 0x00003a83, 0x00003a94,
-	0x00003aab, 0x00003ac8, 0x00003ad6, 0x00003ae4,
-	0x00003aec, 0x00003af7, 0x00003afd, 0x00003bef,
-	0x00003bf5, 0x00003c27, 0x00003c2c, 0x00003c3c,
-	0x00003c47, 0x00003c50, 0x00003c60, 0x00003c7a,
-	0x00003cb3, 0x00003cc2, 0x00003d7c, 0x00003d81,
-	0x00003d8f, 0x00003d9f, 0x00003dab, 0x00003dbb,
+	0x000039d8, 0x00003a6b, 0x00003a89, 0x00003acf,
+	0x00003add, 0x00003af1, 0x00003b12, 0x00003b26,
+	0x00003b2c, 0x00003b40, 0x00003bb3, 0x00003bc4,
+	0x00003bdb, 0x00003bf8, 0x00003c06, 0x00003c14,
+	0x00003c1c, 0x00003c27, 0x00003c2d, 0x00003d1f,
+	0x00003d25, 0x00003d57, 0x00003d5c, 0x00003d6c,
+	0x00003d77, 0x00003d80, 0x00003d90, 0x00003daa,
+	0x00003de3, 0x00003df2, 0x00003eac, 0x00003eb1,
 	// Entry 200 - 21F
-	0x00003dc5, 0x00003de8, 0x00003e01, 0x00003e14,
-	0x00003e80, 0x00003e8f, 0x00003e9d, 0x00003ecf,
-	0x00003f06, 0x00003f14, 0x00003f58, 0x00003f7d,
-	0x00003fa5, 0x00003fac, 0x00004007, 0x00004031,
-	0x00004061, 0x000040bf, 0x000040d3, 0x000040db,
-	0x0000410c, 0x00004112, 0x0000418e, 0x000041d6,
-	0x00004201, 0x00004263, 0x00004286, 0x0000432d,
-	0x00004330, 0x00004335, 0x0000433f, 0x00004347,
+	0x00003ebf, 0x00003ecf, 0x00003edb, 0x00003eeb,
+	0x00003ef5, 0x00003f18, 0x00003f31, 0x00003f44,
+	0x00003fb0, 0x00003fbf, 0x00003fcd, 0x00003fff,
+	0x00004036, 0x00004044, 0x00004088, 0x000040ad,
+	0x000040d5, 0x000040dc, 0x00004137, 0x00004161,
+	0x00004191, 0x000041ef, 0x00004203, 0x0000420b,
+	0x0000423c, 0x00004242, 0x000042be, 0x00004306,
+	0x00004331, 0x00004393, 0x000043b6, 0x0000445d,
 	// Entry 220 - 23F
-	0x00004362, 0x00004368, 0x00004370, 0x0000437e,
-	0x00004388, 0x00004395, 0x0000439f, 0x000043b6,
-	0x000043c9, 0x000043ed, 0x0000446d, 0x0000447e,
-	0x00004486, 0x000044fb, 0x0000454f, 0x0000455e,
-	0x0000456a, 0x000045a6, 0x000045e0, 0x000045ee,
-	0x000045fb, 0x00004609, 0x00004617, 0x00004625,
-	0x00004657, 0x00004687, 0x00004694, 0x000046b4,
-	0x000046b9, 0x000046ca, 0x000046d7, 0x00004703,
+	0x00004460, 0x00004465, 0x0000446f, 0x00004477,
+	0x00004492, 0x00004498, 0x000044a0, 0x000044ae,
+	0x000044b8, 0x000044c5, 0x000044cf, 0x000044e6,
+	0x000044f9, 0x0000451d, 0x0000459d, 0x000045ae,
+	0x000045b6, 0x0000462b, 0x0000467f, 0x0000468e,
+	0x0000469a, 0x000046d6, 0x00004710, 0x0000471e,
+	0x0000472b, 0x00004739, 0x00004747, 0x00004755,
+	0x00004787, 0x000047b7, 0x000047c4, 0x000047e4,
 	// Entry 240 - 25F
-	0x00004789, 0x000047ae, 0x000047b5, 0x000047be,
-	0x000047d1, 0x000047db, 0x000047e5, 0x000047ef,
-	0x00004807, 0x0000481d, 0x00004829, 0x0000484b,
-	0x00004852, 0x0000485f, 0x00004870, 0x00004897,
-	0x000048a7, 0x000048fb, 0x00004933, 0x00004983,
-	0x000049b7, 0x000049d6, 0x000049f6,
-} // Size: 2420 bytes
+	0x000047e9, 0x000047fa, 0x00004807, 0x00004833,
+	0x000048b9, 0x000048de, 0x000048e5, 0x000048ee,
+	0x00004901, 0x0000490b, 0x00004915, 0x0000491f,
+	0x00004937, 0x0000494d, 0x00004959, 0x0000497b,
+	0x00004982, 0x0000498f, 0x000049a0, 0x000049c7,
+	0x000049d7, 0x00004a2b, 0x00004a63, 0x00004ab3,
+	0x00004ae7, 0x00004b06, 0x00004b26,
+} // Size: 2436 bytes
 
-const enData string = "" + // Size: 18934 bytes
+const enData string = "" + // Size: 19238 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every held instance…\x02Stop every running instance…\x02Stop every runni" +
@@ -920,199 +925,204 @@ const enData string = "" + // Size: 18934 bytes
 	"Inputs of the working copy\x02Outputs\x02No outputs.\x02Outputs of the w" +
 	"orking copy\x02Releases, oldest first\x02Changes between the two revisio" +
 	"ns\x02Revision %[1]d\x02Snapshotted\x02Digest\x02Inputs of revision %[1]" +
-	"d\x02Outputs of revision %[1]d\x02Choose two existing revisions to compa" +
-	"re.\x02From revision %[1]d to revision %[2]d:\x14\x01\x81\x01\x00\x02" +
-	"\x0d\x02%[1]d change\x00\x0e\x02%[1]d changes\x14\x01\x81\x01\x00\x02" +
-	"\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d breaking\x02routing output %[1]s" +
-	" → %[2]s\x02optional → required\x02required → optional\x02values added: " +
-	"%[1]s\x02values removed: %[1]s\x02values reordered\x02%[1]s: %[2]s → %[3" +
-	"]s\x02required field of type %[1]s\x02optional field of type %[1]s\x02no" +
-	"ne\x02Task contracts: their Working copy, immutable revisions and named " +
-	"releases.\x02Definitions by key\x02Key\x02Latest revision\x02none yet" +
-	"\x02No definition yet.\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d release\x00" +
-	"\x0f\x02%[1]d releases\x02on error\x02any other error\x02held for an ope" +
-	"rator\x02an incident: retry, abandon or stop\x02end: completes the insta" +
-	"nce\x02end: fails the instance\x02push %[1]s\x02pull %[1]s\x02Node %[1]s" +
-	"\x02Each definition’s queue and incidents now, and what its workers fini" +
-	"shed in the last hour.\x02Completions and failures, last hour\x02Definit" +
-	"ions, those needing attention first\x02Definition\x02Open\x02Held instan" +
-	"ces\x02Failed\x02Oldest claimable waits\x02Completed, last hour\x02Faile" +
-	"d, last hour\x02No definition has occurrences yet.\x02As of %[1]s (%[2]s" +
-	"); refreshed every few seconds.\x02claimable since %[1]s\x02Show all def" +
-	"initions\x02All definitions\x02Completions and failures per 5 minutes, l" +
-	"ast hour: %[1]s\x02In the last hour: %[1]s, %[2]s. The table after the c" +
-	"hart gives each 5-minute slot.\x02completed\x02failed\x02The chart’s num" +
-	"bers\x02Completions and failures per 5-minute slot, oldest first\x02Slot" +
-	"\x02Completed\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01\x00\x02\x10" +
-	"\x02%[1]d completed\x00\x10\x02%[1]d completed\x14\x01\x81\x01\x00\x02" +
-	"\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02%[1]s; %[2]s\x02%[1]s %[" +
-	"2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s\x02in" +
-	" %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[" +
-	"1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02" +
-	"Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day" +
-	"\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c" +
-	"\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%" +
-	"[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]" +
-	"d seconds\x02%[1]d ms\x02Process instance %[1]s\x02Summary\x02Operator a" +
-	"ctions\x02Path\x02The nodes this instance reached, in order, each with i" +
-	"ts occurrence.\x02Nodes reached, in order\x02Node\x02Occurrence\x02Route" +
-	"\x02Next node\x02Created\x02Settled\x02This instance has not reached a t" +
-	"ask yet.\x02Recorded operator actions\x02No operator has acted on this i" +
-	"nstance.\x02Operator actions on this instance, newest first\x02Value\x02" +
-	"Process inputs\x02Inputs the instance was started with, labelled by proc" +
-	"ess version %[1]d's contract\x02This process takes no inputs.\x02This in" +
-	"stance is held at a failed node: an incident. It cannot be retried: its " +
-	"occurrence at node %[1]s failed before any attempt (its inputs could not" +
-	" be built), so it would fail the same way. Abandon fails the instance; s" +
-	"top cancels it. Each asks for a reason, recorded in the audit log.\x02Th" +
-	"is instance is held at a failed node: an incident. Retry offers the fail" +
-	"ed occurrence again; abandon fails the instance; stop cancels it. Each a" +
-	"sks for a reason, recorded in the audit log.\x02Stopping cancels the ins" +
-	"tance and its open occurrences. It does not complete anything.\x02Stoppe" +
-	"d by %[1]s at %[2]s — “%[3]s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”" +
-	"\x02Retried by %[1]s at %[2]s — “%[3]s”\x02Started\x02Ended\x02End node" +
-	"\x02Held at node\x02Failed occurrence\x02Error code\x02Unknown status %[" +
-	"1]q.\x02Creation date\x02The page size must be between 1 and %[1]d.\x02P" +
-	"rocess instances\x02from\x02to\x02Act on every instance this filter matc" +
-	"hes\x02The next page counts them and asks for a reason before anything c" +
-	"hanges.\x02Process instances, newest first\x02Instance\x02End node or er" +
-	"ror\x02No instance matches these filters.\x02All processes\x02All status" +
-	"es\x02available\x02reserved\x02deferred\x02cancelled\x02running\x02held" +
-	"\x02expired\x02rejected\x02released\x02disconnected\x02text\x02integer" +
-	"\x02number\x02boolean\x02date\x02date and time\x02choice\x02object\x02li" +
-	"st\x02normal\x02sensitive\x02secret\x02••• hidden (sensitive)\x02••• hid" +
-	"den (secret)\x02pull (the service fetches it)\x02push (Relais calls the " +
-	"service)\x02administrator\x02operator\x02designer\x02consumer\x02yes\x02" +
-	"no\x02field added\x02field removed\x02type changed\x02required changed" +
-	"\x02values changed\x02classification changed\x02constraint changed\x02ro" +
-	"uting changed\x02minimum length\x02maximum length\x02pattern\x02format" +
-	"\x02minimum\x02maximum\x02minimum items\x02maximum items\x02%[1]s, revis" +
-	"ion %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Mode\x02Dates" +
-	"\x02Policy\x02Maximum attempts\x02Retry delay\x02Deadline\x02Priority" +
-	"\x02%[1]d (0 lowest, 9 highest)\x02Attempts\x02Every attempt, oldest fir" +
-	"st\x02Consumer\x02Worker id\x02Reserved\x02Duration\x02Destination’s ans" +
-	"wer\x02Outcome\x02Error message\x02No service has reserved this occurren" +
-	"ce yet.\x02in progress\x02Destination\x02Replica\x02Relais has not calle" +
-	"d the destination yet.\x02Relais keeps the destination’s status code onl" +
-	"y when it refused the call (destination_http_NNN); a completed call answ" +
-	"ered 2xx. The duration runs from the claim of the call to its settlement" +
-	".\x02Reason given by the worker\x02Retries\x02none: a failed call takes " +
-	"the node’s error path\x02Call timeout\x02Now\x02Retry or abandon it from" +
-	" its instance\x02at most %[1]d\x02at most %[1]d since the last operator " +
-	"retry\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d atte" +
-	"mpts\x02%[1]d left\x02Inputs, labelled by revision %[1]d's contract\x02T" +
-	"his contract has no inputs.\x02Outputs, labelled by revision %[1]d's con" +
-	"tract\x02No outputs yet: the occurrence has not completed.\x02This contr" +
-	"act has no outputs.\x02No outputs: the occurrence ended without completi" +
-	"ng.\x02Reveal — this is recorded\x02Available from\x02Next attempt\x02La" +
-	"st reserved\x02Lock expires\x02Deferred\x02Last error (attempt %[1]d)" +
-	"\x02Error (before any attempt)\x02Its message\x02Message from Relais (in" +
-	" English)\x02Message from the service (as it sent it)\x02The deadline pa" +
-	"ssed before a result arrived.\x02The result did not match the revision's" +
-	" outputs contract.\x02Relais stopped during the call: whether the destin" +
-	"ation acted is unknown, so it is not called again.\x02The call could not" +
-	" be prepared.\x02The destination could not be reached.\x02The destinatio" +
-	"n’s answer was too large.\x02The last attempt’s lock expired with no att" +
-	"empt left.\x02The inputs could not be built from the process’s bindings." +
-	"\x02An operator abandoned the instance.\x02The destination answered HTTP" +
-	" %[1]s.\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Loc" +
-	"k expired %[1]s — waiting to be offered again.\x02Waiting for Relais to " +
-	"call the destination since %[1]s (%[2]s).\x02Waiting for a worker since " +
-	"%[1]s (%[2]s).\x02(worker %[1]s)\x02Relais is calling the destination (s" +
-	"ince %[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02Reserved" +
-	" by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker of the same consume" +
-	"r, or a front end with a settle token, completes it later.\x02Completed " +
-	"(%[1]s).\x02Its instance is held here, waiting for an operator.\x02Its i" +
-	"nstance went on along the node’s error path.\x02Failed (%[1]s).\x02Cance" +
-	"lled: the instance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled" +
-	": the instance was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s" +
-	"\x02waiting\x02HTTP 2xx, unusable body\x02no answer within the timeout" +
-	"\x02no connection\x02answer too large\x02unknown\x02[redacted]\x02The re" +
-	"vision must be a whole number, 1 or more.\x02Unknown consumer.\x02Settle" +
-	"ment date\x02More filters: instance, revision, consumer, dates\x02instan" +
-	"ce id\x02Counts by status\x02Occurrences, newest first\x02Process and no" +
-	"de\x02Error\x02Consumer and worker\x02Next attempt or settled\x02No occu" +
-	"rrence matches these filters.\x02All consumers\x02Totals of definition %" +
-	"[1]s, not narrowed by the other filters\x02Totals of all definitions, no" +
-	"t narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occ" +
-	"urrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); counts are " +
-	"refreshed every few seconds.\x02revision %[1]d\x02settled\x02next attemp" +
-	"t\x02claimable since\x02call in progress since\x02lock until\x02deferred" +
-	" since\x02Previous page\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written " +
-	"2026-12-01.\x02%[1]s: the first day comes after the last.\x02These setti" +
-	"ngs are kept in this browser only.\x02Show times in\x02The console runs " +
-	"no script, so it cannot read your computer’s time zone: choose its offse" +
-	"t from UTC. Offsets do not follow daylight saving time.\x02Reload lists " +
-	"and detail pages\x02Pages with a form, such as a confirmation, never rel" +
-	"oad on their own.\x02Save settings\x02Back without saving\x02UTC (coordi" +
-	"nated universal time)\x02Local time at %[1]s\x02Never\x02Every %[1]d sec" +
-	"onds\x02Published process versions: their nodes, routes and pinned revis" +
-	"ions, drawn, with where their occurrences are now.\x02Processes by key" +
-	"\x02Versions, newest first\x02No process is published yet.\x02version %[" +
-	"1]d\x02Process %[1]s\x02Version\x02Start node\x02Graph\x02Columns follow" +
-	" the longest path from the start node. Solid arrows are successes (label" +
-	"led with their route), dashed ones failures (labelled with their error c" +
-	"odes). Each box says how many of this version’s occurrences are at that " +
-	"node now.\x02Nodes\x02Nodes of this version, with their occurrences now" +
-	"\x02Kind\x02Pinned revision\x02On success\x02On error\x02Occurrences now" +
-	"\x02Instances of this process\x02Counts as of %[1]s (%[2]s); refreshed e" +
-	"very few seconds.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d no" +
-	"de, starting at %[2]s. The table below lists the same nodes, routes and " +
-	"counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The table below lists th" +
-	"e same nodes, routes and counts.\x02pull\x02push to %[1]s\x02end (comple" +
-	"tes)\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for" +
-	" an operator)\x02any other code → %[1]s\x02fails the instance\x14\x01" +
-	"\x81\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, priority %[3]d" +
-	"\x002\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02deadline %" +
-	"[1]s\x02timeout %[1]s\x02Only administrators may reveal a sensitive valu" +
-	"e.\x02Revealed by %[1]s at %[2]s; recorded in the audit log.\x02Cannot r" +
-	"eveal\x02Only a value this page shows as hidden (sensitive) can be revea" +
-	"led.\x02Secret values can never be revealed.\x02This page does not accep" +
-	"t that request.\x02Search\x02Type an instance or occurrence id (a UUID, " +
-	"as the pages show on hover), or a business key.\x02Nothing to find: the " +
-	"search box is empty.\x02That is too long to be an id or a business key." +
-	"\x02No instance or occurrence has the id “%[1]s”, and no instance has it" +
-	" as its business key.\x02You are signed out.\x02Sign in\x02Sign in with " +
-	"an operator or administrator token.\x02Token\x02The token is checked onc" +
-	"e and never stored in your browser; a session cookie stands for it for u" +
-	"p to 8 hours of inactivity.\x02Too many failed sign-ins from your addres" +
-	"s. Try again in %[1]d seconds.\x02This token is unknown or has been revo" +
-	"ked.\x02A %[1]s token cannot open the console: sign in with an operator," +
-	" designer or administrator token.\x02Only administrators manage tokens." +
-	"\x02Staff tokens (administrators, designers, operators) that are not rev" +
-	"oked. Consumer tokens are managed with their consumers. Revoking a token" +
-	" refuses its next request.\x02ID\x02Role\x02Last used\x02Expires\x02Staf" +
-	"f tokens, oldest first\x02never\x02not yet\x02Expired token\x02Revoke…" +
-	"\x02this session\x02No token.\x02The token was revoked.\x02Revoke token " +
-	"%[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request is refused," +
-	" and console sessions opened with it end. This cannot be undone: whoever" +
-	" uses it needs a new token.\x02Revoke the token\x02Keep it\x02This is th" +
-	"e token you signed in with: revoking it signs you out. Its next request " +
-	"is refused. This cannot be undone.\x02This is the last usable administra" +
-	"tor token: create another one before revoking it.\x02routing output\x02(" +
-	"each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00" +
-	"\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most" +
-	" %[1]d character\x00\x19\x02at most %[1]d characters\x02pattern %[1]s" +
-	"\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14" +
-	"\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]" +
-	"d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at " +
-	"most %[1]d items\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d it" +
-	"em\x00\x0c\x02%[1]d items\x02null\x02unexpected value\x02Invalid page" +
-	"\x02This page link is not one the console made.\x02Workers connected by " +
-	"a stream, and polling workers by their last fetch. A worker is listed wh" +
-	"ile it was seen within three heartbeats.\x02Workers seen within three he" +
-	"artbeats\x02Worker\x02Protocol\x02Definitions served\x02In flight\x02Con" +
-	"nected\x02Last seen\x02No worker is connected.\x02Workers serving %[1]s" +
-	"\x02All workers\x02No worker serves this definition.\x02stream\x02long p" +
-	"olling\x02Camunda 7 facade\x02every revision its consumer is granted\x02" +
-	"revisions %[1]s\x02No worker serves this definition: its occurrences wai" +
-	"t until one connects or polls.\x14\x01\x81\x01\x00\x02\x17\x02Served by " +
-	"%[1]d worker\x00\x18\x02Served by %[1]d workers\x02Revisions they take: " +
-	"%[1]s; some take every revision their consumer is granted.\x02They take " +
-	"every revision their consumer is granted.\x02They take revision %[1]d on" +
-	"ly.\x02They take revisions %[1]s only."
+	"d\x02Outputs of revision %[1]d\x02The Working copy has changes not yet s" +
+	"napshotted: they are in no revision (workers and processes use revision " +
+	"%[1]d at most) until a snapshot makes them revision %[2]d.\x02Since revi" +
+	"sion %[1]d:\x02the contracts are the same (the name or a description cha" +
+	"nged).\x02Changes of the Working copy since revision %[1]d\x02Choose two" +
+	" existing revisions to compare.\x02From revision %[1]d to revision %[2]d" +
+	":\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d changes" +
+	"\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d breaking" +
+	"\x02routing output %[1]s → %[2]s\x02optional → required\x02required → op" +
+	"tional\x02values added: %[1]s\x02values removed: %[1]s\x02values reorder" +
+	"ed\x02%[1]s: %[2]s → %[3]s\x02required field of type %[1]s\x02optional f" +
+	"ield of type %[1]s\x02none\x02Task contracts: their Working copy, immuta" +
+	"ble revisions and named releases.\x02Definitions by key\x02Key\x02Latest" +
+	" revision\x02none yet\x02No definition yet.\x14\x01\x81\x01\x00\x02\x0e" +
+	"\x02%[1]d release\x00\x0f\x02%[1]d releases\x02on error\x02any other err" +
+	"or\x02held for an operator\x02an incident: retry, abandon or stop\x02end" +
+	": completes the instance\x02end: fails the instance\x02push %[1]s\x02pul" +
+	"l %[1]s\x02Node %[1]s\x02Each definition’s queue and incidents now, and " +
+	"what its workers finished in the last hour.\x02Completions and failures," +
+	" last hour\x02Definitions, those needing attention first\x02Definition" +
+	"\x02Open\x02Held instances\x02Failed\x02Oldest claimable waits\x02Comple" +
+	"ted, last hour\x02Failed, last hour\x02No definition has occurrences yet" +
+	".\x02As of %[1]s (%[2]s); refreshed every few seconds.\x02claimable sinc" +
+	"e %[1]s\x02Show all definitions\x02All definitions\x02Completions and fa" +
+	"ilures per 5 minutes, last hour: %[1]s\x02In the last hour: %[1]s, %[2]s" +
+	". The table after the chart gives each 5-minute slot.\x02completed\x02fa" +
+	"iled\x02The chart’s numbers\x02Completions and failures per 5-minute slo" +
+	"t, oldest first\x02Slot\x02Completed\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14" +
+	"\x01\x81\x01\x00\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d completed" +
+	"\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02" +
+	"%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s " +
+	"%[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[" +
+	"1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun" +
+	"\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01" +
+	"\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02" +
+	"\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d" +
+	"\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d" +
+	"\x02%[1]d second\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process instanc" +
+	"e %[1]s\x02Summary\x02Operator actions\x02Path\x02The nodes this instanc" +
+	"e reached, in order, each with its occurrence.\x02Nodes reached, in orde" +
+	"r\x02Node\x02Occurrence\x02Route\x02Next node\x02Created\x02Settled\x02T" +
+	"his instance has not reached a task yet.\x02Recorded operator actions" +
+	"\x02No operator has acted on this instance.\x02Operator actions on this " +
+	"instance, newest first\x02Value\x02Process inputs\x02Inputs the instance" +
+	" was started with, labelled by process version %[1]d's contract\x02This " +
+	"process takes no inputs.\x02This instance is held at a failed node: an i" +
+	"ncident. It cannot be retried: its occurrence at node %[1]s failed befor" +
+	"e any attempt (its inputs could not be built), so it would fail the same" +
+	" way. Abandon fails the instance; stop cancels it. Each asks for a reaso" +
+	"n, recorded in the audit log.\x02This instance is held at a failed node:" +
+	" an incident. Retry offers the failed occurrence again; abandon fails th" +
+	"e instance; stop cancels it. Each asks for a reason, recorded in the aud" +
+	"it log.\x02Stopping cancels the instance and its open occurrences. It do" +
+	"es not complete anything.\x02Stopped by %[1]s at %[2]s — “%[3]s”\x02Aban" +
+	"doned by %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s — “%[3]s”" +
+	"\x02Started\x02Ended\x02End node\x02Held at node\x02Failed occurrence" +
+	"\x02Error code\x02Unknown status %[1]q.\x02Creation date\x02The page siz" +
+	"e must be between 1 and %[1]d.\x02Process instances\x02from\x02to\x02Act" +
+	" on every instance this filter matches\x02The next page counts them and " +
+	"asks for a reason before anything changes.\x02Process instances, newest " +
+	"first\x02Instance\x02End node or error\x02No instance matches these filt" +
+	"ers.\x02All processes\x02All statuses\x02available\x02reserved\x02deferr" +
+	"ed\x02cancelled\x02running\x02held\x02expired\x02rejected\x02released" +
+	"\x02disconnected\x02text\x02integer\x02number\x02boolean\x02date\x02date" +
+	" and time\x02choice\x02object\x02list\x02normal\x02sensitive\x02secret" +
+	"\x02••• hidden (sensitive)\x02••• hidden (secret)\x02pull (the service f" +
+	"etches it)\x02push (Relais calls the service)\x02administrator\x02operat" +
+	"or\x02designer\x02consumer\x02yes\x02no\x02field added\x02field removed" +
+	"\x02type changed\x02required changed\x02values changed\x02classification" +
+	" changed\x02constraint changed\x02routing changed\x02minimum length\x02m" +
+	"aximum length\x02pattern\x02format\x02minimum\x02maximum\x02minimum item" +
+	"s\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, version %[2]s\x02O" +
+	"ccurrence %[1]s\x02Mode\x02Dates\x02Policy\x02Maximum attempts\x02Retry " +
+	"delay\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02Attempts" +
+	"\x02Every attempt, oldest first\x02Consumer\x02Worker id\x02Reserved\x02" +
+	"Duration\x02Destination’s answer\x02Outcome\x02Error message\x02No servi" +
+	"ce has reserved this occurrence yet.\x02in progress\x02Destination\x02Re" +
+	"plica\x02Relais has not called the destination yet.\x02Relais keeps the " +
+	"destination’s status code only when it refused the call (destination_htt" +
+	"p_NNN); a completed call answered 2xx. The duration runs from the claim " +
+	"of the call to its settlement.\x02Reason given by the worker\x02Retries" +
+	"\x02none: a failed call takes the node’s error path\x02Call timeout\x02N" +
+	"ow\x02Retry or abandon it from its instance\x02at most %[1]d\x02at most " +
+	"%[1]d since the last operator retry\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d" +
+	" attempt\x00\x0f\x02%[1]d attempts\x02%[1]d left\x02Inputs, labelled by " +
+	"revision %[1]d's contract\x02This contract has no inputs.\x02Outputs, la" +
+	"belled by revision %[1]d's contract\x02No outputs yet: the occurrence ha" +
+	"s not completed.\x02This contract has no outputs.\x02No outputs: the occ" +
+	"urrence ended without completing.\x02Reveal — this is recorded\x02Availa" +
+	"ble from\x02Next attempt\x02Last reserved\x02Lock expires\x02Deferred" +
+	"\x02Last error (attempt %[1]d)\x02Error (before any attempt)\x02Its mess" +
+	"age\x02Message from Relais (in English)\x02Message from the service (as " +
+	"it sent it)\x02The deadline passed before a result arrived.\x02The resul" +
+	"t did not match the revision's outputs contract.\x02Relais stopped durin" +
+	"g the call: whether the destination acted is unknown, so it is not calle" +
+	"d again.\x02The call could not be prepared.\x02The destination could not" +
+	" be reached.\x02The destination’s answer was too large.\x02The last atte" +
+	"mpt’s lock expired with no attempt left.\x02The inputs could not be buil" +
+	"t from the process’s bindings.\x02An operator abandoned the instance." +
+	"\x02The destination answered HTTP %[1]s.\x02Retry at %[1]s — %[2]s.\x02O" +
+	"ffered from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to be offered" +
+	" again.\x02Waiting for Relais to call the destination since %[1]s (%[2]s" +
+	").\x02Waiting for a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02Rel" +
+	"ais is calling the destination (since %[1]s).\x02Reserved by %[1]s; lock" +
+	" until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2" +
+	"]s): a worker of the same consumer, or a front end with a settle token, " +
+	"completes it later.\x02Completed (%[1]s).\x02Its instance is held here, " +
+	"waiting for an operator.\x02Its instance went on along the node’s error " +
+	"path.\x02Failed (%[1]s).\x02Cancelled: the instance was stopped by %[1]s" +
+	" at %[2]s — “%[3]s”.\x02Cancelled: the instance was stopped (%[1]s).\x02" +
+	"%[1]s so far\x02consumer #%[1]s\x02waiting\x02HTTP 2xx, unusable body" +
+	"\x02no answer within the timeout\x02no connection\x02answer too large" +
+	"\x02unknown\x02[redacted]\x02The revision must be a whole number, 1 or m" +
+	"ore.\x02Unknown consumer.\x02Settlement date\x02More filters: instance, " +
+	"revision, consumer, dates\x02instance id\x02Counts by status\x02Occurren" +
+	"ces, newest first\x02Process and node\x02Error\x02Consumer and worker" +
+	"\x02Next attempt or settled\x02No occurrence matches these filters.\x02A" +
+	"ll consumers\x02Totals of definition %[1]s, not narrowed by the other fi" +
+	"lters\x02Totals of all definitions, not narrowed by the other filters" +
+	"\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurr" +
+	"ences\x02as of %[1]s (%[2]s); counts are refreshed every few seconds." +
+	"\x02revision %[1]d\x02settled\x02next attempt\x02claimable since\x02call" +
+	" in progress since\x02lock until\x02deferred since\x02Previous page\x02R" +
+	"ows %[1]s–%[2]s\x02%[1]s: a date is written 2026-12-01.\x02%[1]s: the fi" +
+	"rst day comes after the last.\x02These settings are kept in this browser" +
+	" only.\x02Show times in\x02The console runs no script, so it cannot read" +
+	" your computer’s time zone: choose its offset from UTC. Offsets do not f" +
+	"ollow daylight saving time.\x02Reload lists and detail pages\x02Pages wi" +
+	"th a form, such as a confirmation, never reload on their own.\x02Save se" +
+	"ttings\x02Back without saving\x02UTC (coordinated universal time)\x02Loc" +
+	"al time at %[1]s\x02Never\x02Every %[1]d seconds\x02Published process ve" +
+	"rsions: their nodes, routes and pinned revisions, drawn, with where thei" +
+	"r occurrences are now.\x02Processes by key\x02Versions, newest first\x02" +
+	"No process is published yet.\x02version %[1]d\x02Process %[1]s\x02Versio" +
+	"n\x02Start node\x02Graph\x02Columns follow the longest path from the sta" +
+	"rt node. Solid arrows are successes (labelled with their route), dashed " +
+	"ones failures (labelled with their error codes). Each box says how many " +
+	"of this version’s occurrences are at that node now.\x02Nodes\x02Nodes of" +
+	" this version, with their occurrences now\x02Kind\x02Pinned revision\x02" +
+	"On success\x02On error\x02Occurrences now\x02Instances of this process" +
+	"\x02Counts as of %[1]s (%[2]s); refreshed every few seconds.\x02Graph of" +
+	" %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The ta" +
+	"ble below lists the same nodes, routes and counts.\x00Y\x02%[1]d nodes, " +
+	"starting at %[2]s. The table below lists the same nodes, routes and coun" +
+	"ts.\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s " +
+	"→ %[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02any other " +
+	"code → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%[1]d att" +
+	"empt, retry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, retry af" +
+	"ter %[2]s, priority %[3]d\x02deadline %[1]s\x02timeout %[1]s\x02Only adm" +
+	"inistrators may reveal a sensitive value.\x02Revealed by %[1]s at %[2]s;" +
+	" recorded in the audit log.\x02Cannot reveal\x02Only a value this page s" +
+	"hows as hidden (sensitive) can be revealed.\x02Secret values can never b" +
+	"e revealed.\x02This page does not accept that request.\x02Search\x02Type" +
+	" an instance or occurrence id (a UUID, as the pages show on hover), or a" +
+	" business key.\x02Nothing to find: the search box is empty.\x02That is t" +
+	"oo long to be an id or a business key.\x02No instance or occurrence has " +
+	"the id “%[1]s”, and no instance has it as its business key.\x02You are s" +
+	"igned out.\x02Sign in\x02Sign in with an operator or administrator token" +
+	".\x02Token\x02The token is checked once and never stored in your browser" +
+	"; a session cookie stands for it for up to 8 hours of inactivity.\x02Too" +
+	" many failed sign-ins from your address. Try again in %[1]d seconds.\x02" +
+	"This token is unknown or has been revoked.\x02A %[1]s token cannot open " +
+	"the console: sign in with an operator, designer or administrator token." +
+	"\x02Only administrators manage tokens.\x02Staff tokens (administrators, " +
+	"designers, operators) that are not revoked. Consumer tokens are managed " +
+	"with their consumers. Revoking a token refuses its next request.\x02ID" +
+	"\x02Role\x02Last used\x02Expires\x02Staff tokens, oldest first\x02never" +
+	"\x02not yet\x02Expired token\x02Revoke…\x02this session\x02No token.\x02" +
+	"The token was revoked.\x02Revoke token %[1]d\x02Revoke the %[1]s token “" +
+	"%[2]s”?\x02Its next request is refused, and console sessions opened with" +
+	" it end. This cannot be undone: whoever uses it needs a new token.\x02Re" +
+	"voke the token\x02Keep it\x02This is the token you signed in with: revok" +
+	"ing it signs you out. Its next request is refused. This cannot be undone" +
+	".\x02This is the last usable administrator token: create another one bef" +
+	"ore revoking it.\x02routing output\x02(each item)\x14\x01\x81\x01\x00" +
+	"\x02\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d character" +
+	"s\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02at m" +
+	"ost %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1]s" +
+	"\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at lea" +
+	"st %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02" +
+	"\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02not provide" +
+	"d\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02nu" +
+	"ll\x02unexpected value\x02Invalid page\x02This page link is not one the " +
+	"console made.\x02Workers connected by a stream, and polling workers by t" +
+	"heir last fetch. A worker is listed while it was seen within three heart" +
+	"beats.\x02Workers seen within three heartbeats\x02Worker\x02Protocol\x02" +
+	"Definitions served\x02In flight\x02Connected\x02Last seen\x02No worker i" +
+	"s connected.\x02Workers serving %[1]s\x02All workers\x02No worker serves" +
+	" this definition.\x02stream\x02long polling\x02Camunda 7 facade\x02every" +
+	" revision its consumer is granted\x02revisions %[1]s\x02No worker serves" +
+	" this definition: its occurrences wait until one connects or polls.\x14" +
+	"\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served by " +
+	"%[1]d workers\x02Revisions they take: %[1]s; some take every revision th" +
+	"eir consumer is granted.\x02They take every revision their consumer is g" +
+	"ranted.\x02They take revision %[1]d only.\x02They take revisions %[1]s o" +
+	"nly."
 
-var frIndex = []uint32{ // 599 elements
+var frIndex = []uint32{ // 603 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x0000007a,
@@ -1163,128 +1173,129 @@ var frIndex = []uint32{ // 599 elements
 	0x00002240, 0x00002268, 0x00002271, 0x00002281,
 	0x000022a1, 0x000022a9, 0x000022b8, 0x000022d7,
 	0x00002302, 0x00002328, 0x00002338, 0x00002342,
-	0x0000234c, 0x0000236b, 0x00002389, 0x000023bc,
-	0x000023ec, 0x00002418, 0x00002448, 0x0000246a,
-	0x00002485, 0x000024a0, 0x000024bc, 0x000024d8,
-	0x000024ee, 0x00002508, 0x00002528, 0x00002547,
+	0x0000234c, 0x0000236b, 0x00002389, 0x00002463,
+	0x00002481, 0x000024c5, 0x00002502, 0x00002535,
+	0x00002565, 0x00002591, 0x000025c1, 0x000025e3,
+	0x000025fe, 0x00002619, 0x00002635, 0x00002651,
 	// Entry C0 - DF
-	0x0000254e, 0x000025b8, 0x000025ce, 0x000025d3,
-	0x000025e7, 0x000025ff, 0x00002624, 0x00002652,
-	0x00002664, 0x00002677, 0x00002694, 0x000026c1,
-	0x000026de, 0x00002701, 0x0000270c, 0x00002717,
-	0x00002723, 0x000027a7, 0x000027ce, 0x0000280c,
-	0x00002818, 0x00002821, 0x00002836, 0x00002840,
-	0x00002867, 0x00002883, 0x0000289e, 0x000028ce,
-	0x0000290c, 0x00002927, 0x00002948, 0x00002960,
+	0x00002667, 0x00002681, 0x000026a1, 0x000026c0,
+	0x000026c7, 0x00002731, 0x00002747, 0x0000274c,
+	0x00002760, 0x00002778, 0x0000279d, 0x000027cb,
+	0x000027dd, 0x000027f0, 0x0000280d, 0x0000283a,
+	0x00002857, 0x0000287a, 0x00002885, 0x00002890,
+	0x0000289c, 0x00002920, 0x00002947, 0x00002985,
+	0x00002991, 0x0000299a, 0x000029af, 0x000029b9,
+	0x000029e0, 0x000029fc, 0x00002a17, 0x00002a47,
 	// Entry E0 - FF
-	0x000029a6, 0x00002a11, 0x00002a1b, 0x00002a25,
-	0x00002a3f, 0x00002a88, 0x00002a90, 0x00002a9b,
-	0x00002aa9, 0x00002ab9, 0x00002ae3, 0x00002b0c,
-	0x00002b1c, 0x00002b3b, 0x00002b47, 0x00002b60,
-	0x00002b6b, 0x00002b78, 0x00002b87, 0x00002b8f,
-	0x00002b99, 0x00002ba1, 0x00002ba9, 0x00002baf,
-	0x00002bb6, 0x00002bbb, 0x00002bc0, 0x00002bc4,
-	0x00002bc9, 0x00002bcf, 0x00002bd5, 0x00002bdb,
+	0x00002a85, 0x00002aa0, 0x00002ac1, 0x00002ad9,
+	0x00002b1f, 0x00002b8a, 0x00002b94, 0x00002b9e,
+	0x00002bb8, 0x00002c01, 0x00002c09, 0x00002c14,
+	0x00002c22, 0x00002c32, 0x00002c5c, 0x00002c85,
+	0x00002c95, 0x00002cb4, 0x00002cc0, 0x00002cd9,
+	0x00002ce4, 0x00002cf1, 0x00002d00, 0x00002d08,
+	0x00002d12, 0x00002d1a, 0x00002d22, 0x00002d28,
+	0x00002d2f, 0x00002d34, 0x00002d39, 0x00002d3d,
 	// Entry 100 - 11F
-	0x00002be0, 0x00002be5, 0x00002beb, 0x00002bf5,
-	0x00002c15, 0x00002c37, 0x00002c5b, 0x00002c81,
-	0x00002c8a, 0x00002ca6, 0x00002caf, 0x00002cc6,
-	0x00002ccf, 0x00002d23, 0x00002d43, 0x00002d49,
-	0x00002d54, 0x00002d5a, 0x00002d68, 0x00002d73,
-	0x00002d7f, 0x00002db2, 0x00002dd6, 0x00002e05,
-	0x00002e4e, 0x00002e55, 0x00002e6b, 0x00002ede,
-	0x00002f04, 0x00003094, 0x0000319c, 0x000031ec,
+	0x00002d42, 0x00002d48, 0x00002d4e, 0x00002d54,
+	0x00002d59, 0x00002d5e, 0x00002d64, 0x00002d6e,
+	0x00002d8e, 0x00002db0, 0x00002dd4, 0x00002dfa,
+	0x00002e03, 0x00002e1f, 0x00002e28, 0x00002e3f,
+	0x00002e48, 0x00002e9c, 0x00002ebc, 0x00002ec2,
+	0x00002ecd, 0x00002ed3, 0x00002ee1, 0x00002eec,
+	0x00002ef8, 0x00002f2b, 0x00002f4f, 0x00002f7e,
+	0x00002fc7, 0x00002fce, 0x00002fe4, 0x00003057,
 	// Entry 120 - 13F
-	0x00003219, 0x00003248, 0x00003273, 0x00003281,
-	0x0000328e, 0x0000329b, 0x000032ae, 0x000032c3,
-	0x000032d3, 0x000032ed, 0x000032ff, 0x00003337,
-	0x0000334e, 0x00003351, 0x00003354, 0x00003388,
-	0x000033d2, 0x00003407, 0x00003410, 0x00003427,
-	0x00003455, 0x00003468, 0x00003479, 0x00003484,
-	0x0000348f, 0x0000349a, 0x000034a3, 0x000034ac,
-	0x000034b6, 0x000034bf, 0x000034c8, 0x000034cf,
+	0x0000307d, 0x0000320d, 0x00003315, 0x00003365,
+	0x00003392, 0x000033c1, 0x000033ec, 0x000033fa,
+	0x00003407, 0x00003414, 0x00003427, 0x0000343c,
+	0x0000344c, 0x00003466, 0x00003478, 0x000034b0,
+	0x000034c7, 0x000034ca, 0x000034cd, 0x00003501,
+	0x0000354b, 0x00003580, 0x00003589, 0x000035a0,
+	0x000035ce, 0x000035e1, 0x000035f2, 0x000035fd,
+	0x00003608, 0x00003613, 0x0000361c, 0x00003625,
 	// Entry 140 - 15F
-	0x000034dd, 0x000034e3, 0x000034ea, 0x000034f1,
-	0x000034fa, 0x000034ff, 0x0000350d, 0x00003513,
-	0x00003519, 0x0000351f, 0x00003527, 0x00003530,
-	0x00003539, 0x00003556, 0x00003571, 0x00003591,
-	0x000035b2, 0x000035c1, 0x000035cc, 0x000035d7,
-	0x000035e4, 0x000035e8, 0x000035ec, 0x000035fa,
-	0x00003608, 0x00003616, 0x00003636, 0x00003649,
-	0x00003662, 0x00003677, 0x00003688, 0x0000369a,
+	0x0000362f, 0x00003638, 0x00003641, 0x00003648,
+	0x00003656, 0x0000365c, 0x00003663, 0x0000366a,
+	0x00003673, 0x00003678, 0x00003686, 0x0000368c,
+	0x00003692, 0x00003698, 0x000036a0, 0x000036a9,
+	0x000036b2, 0x000036cf, 0x000036ea, 0x0000370a,
+	0x0000372b, 0x0000373a, 0x00003745, 0x00003750,
+	0x0000375d, 0x00003761, 0x00003765, 0x00003773,
+	0x00003781, 0x0000378f, 0x000037af, 0x000037c2,
 	// Entry 160 - 17F
-	0x000036ac, 0x000036b2, 0x000036b9, 0x000036c1,
-	0x000036c9, 0x000036e7, 0x00003705, 0x0000371c,
-	0x00003731, 0x00003742, 0x00003747, 0x0000374d,
-	0x00003766, 0x00003783, 0x000037a3, 0x000037ae,
-	0x000037b8, 0x000037e1, 0x000037ec, 0x00003820,
-	0x0000382d, 0x00003844, 0x00003852, 0x00003859,
-	0x00003874, 0x0000387e, 0x00003891, 0x000038c8,
-	0x000038d1, 0x000038dd, 0x000038e7, 0x00003917,
+	0x000037db, 0x000037f0, 0x00003801, 0x00003813,
+	0x00003825, 0x0000382b, 0x00003832, 0x0000383a,
+	0x00003842, 0x00003860, 0x0000387e, 0x00003895,
+	0x000038aa, 0x000038bb, 0x000038c0, 0x000038c6,
+	0x000038df, 0x000038fc, 0x0000391c, 0x00003927,
+	0x00003931, 0x0000395a, 0x00003965, 0x00003999,
+	0x000039a6, 0x000039bd, 0x000039cb, 0x000039d2,
+	0x000039ed, 0x000039f7, 0x00003a0a, 0x00003a41,
 	// Entry 180 - 19F
-	0x000039fe, 0x00003a1a, 0x00003a2f, 0x00003a70,
-	0x00003a81, 0x00003a8c, 0x00003abf, 0x00003acd,
-	0x00003b09, 0x00003b33, 0x00003b5b, 0x00003b9a,
-	0x00003bbb, 0x00003bf9, 0x00003c39, 0x00003c59,
-	0x00003c9a, 0x00003cc6, 0x00003cde, 0x00003cf2,
-	0x00003d09, 0x00003d17, 0x00003d22, 0x00003d45,
-	0x00003d64, 0x00003d70, 0x00003d8f, 0x00003dbe,
-	0x00003dfe, 0x00003e44, 0x00003eb6, 0x00003ede,
+	0x00003a4a, 0x00003a56, 0x00003a60, 0x00003a90,
+	0x00003b77, 0x00003b93, 0x00003ba8, 0x00003be9,
+	0x00003bfa, 0x00003c05, 0x00003c38, 0x00003c46,
+	0x00003c82, 0x00003cac, 0x00003cd4, 0x00003d13,
+	0x00003d34, 0x00003d72, 0x00003db2, 0x00003dd2,
+	0x00003e13, 0x00003e3f, 0x00003e57, 0x00003e6b,
+	0x00003e82, 0x00003e90, 0x00003e9b, 0x00003ebe,
+	0x00003edd, 0x00003ee9, 0x00003f08, 0x00003f37,
 	// Entry 1A0 - 1BF
-	0x00003f01, 0x00003f38, 0x00003f7f, 0x00003fd2,
-	0x00003ffb, 0x00004021, 0x00004048, 0x00004070,
-	0x000040b7, 0x00004101, 0x00004131, 0x00004141,
-	0x0000416f, 0x000041ab, 0x000041c1, 0x00004252,
-	0x00004265, 0x000042a3, 0x000042df, 0x000042f2,
-	0x00004342, 0x00004377, 0x00004389, 0x000043a0,
-	0x000043ab, 0x000043c8, 0x000043e7, 0x000043f8,
-	0x00004412, 0x0000441b, 0x00004425, 0x0000445a,
+	0x00003f77, 0x00003fbd, 0x0000402f, 0x00004057,
+	0x0000407a, 0x000040b1, 0x000040f8, 0x0000414b,
+	0x00004174, 0x0000419a, 0x000041c1, 0x000041e9,
+	0x00004230, 0x0000427a, 0x000042aa, 0x000042ba,
+	0x000042e8, 0x00004324, 0x0000433a, 0x000043cb,
+	0x000043de, 0x0000441c, 0x00004458, 0x0000446b,
+	0x000044bb, 0x000044f0, 0x00004502, 0x00004519,
+	0x00004524, 0x00004541, 0x00004560, 0x00004571,
 	// Entry 1C0 - 1DF
-	0x00004470, 0x00004483, 0x000044c0, 0x000044d9,
-	0x000044ef, 0x00004519, 0x0000452c, 0x00004533,
-	0x0000454b, 0x0000456d, 0x0000459d, 0x000045b4,
-	0x000045ec, 0x00004627, 0x00004653, 0x000046a6,
-	0x000046b6, 0x000046bf, 0x000046d3, 0x000046e5,
-	0x000046fb, 0x0000470d, 0x0000471f, 0x00004731,
-	0x00004747, 0x00004771, 0x000047a4, 0x000047e0,
-	0x000047f7, 0x000048bf, 0x000048ec, 0x00004957,
+	0x0000458b, 0x00004594, 0x0000459e, 0x000045d3,
+	0x000045e9, 0x000045fc, 0x00004639, 0x00004652,
+	0x00004668, 0x00004692, 0x000046a5, 0x000046ac,
+	0x000046c4, 0x000046e6, 0x00004716, 0x0000472d,
+	0x00004765, 0x000047a0, 0x000047cc, 0x0000481f,
+	0x0000482f, 0x00004838, 0x0000484c, 0x0000485e,
+	0x00004874, 0x00004886, 0x00004898, 0x000048aa,
+	0x000048c0, 0x000048ea, 0x0000491d, 0x00004959,
 	// Entry 1E0 - 1FF
-	0x00004971, 0x0000498a, 0x000049ab, 0x000049c1,
-	0x000049c8, 0x000049e2, 0x00004a77, 0x00004a8a,
-	0x00004ab1, 0x00004ad9, 0x00004ae7, 0x00004af7,
-	0x00004aff, 0x00004b10, 0x00004b17, 0x00004c4d,
-	0x00004c54, 0x00004c8e, 0x00004c93, 0x00004ca8,
-	0x00004cbc, 0x00004cce, 0x00004ce4, 0x00004cfe,
-	0x00004d48, 0x00004d58, 0x00004e32, 0x00004e37,
-	0x00004e47, 0x00004e55, 0x00004e65, 0x00004e75,
+	0x00004970, 0x00004a38, 0x00004a65, 0x00004ad0,
+	0x00004aea, 0x00004b03, 0x00004b24, 0x00004b3a,
+	0x00004b41, 0x00004b5b, 0x00004bf0, 0x00004c03,
+	0x00004c2a, 0x00004c52, 0x00004c60, 0x00004c70,
+	0x00004c78, 0x00004c89, 0x00004c90, 0x00004dc6,
+	0x00004dcd, 0x00004e07, 0x00004e0c, 0x00004e21,
+	0x00004e35, 0x00004e47, 0x00004e5d, 0x00004e77,
+	0x00004ec1, 0x00004ed1, 0x00004fab, 0x00004fb0,
 	// Entry 200 - 21F
-	0x00004e7f, 0x00004eab, 0x00004ec5, 0x00004ee0,
-	0x00004f6e, 0x00004f7f, 0x00004f8c, 0x00004fcd,
-	0x00005013, 0x0000502b, 0x0000507e, 0x000050b9,
-	0x000050e4, 0x000050ee, 0x00005168, 0x0000519d,
-	0x000051de, 0x0000524e, 0x00005267, 0x00005274,
-	0x000052b7, 0x000052bd, 0x00005359, 0x000053ad,
-	0x000053d8, 0x00005464, 0x00005492, 0x00005554,
-	0x00005557, 0x0000555d, 0x00005573, 0x0000557e,
+	0x00004fc0, 0x00004fce, 0x00004fde, 0x00004fee,
+	0x00004ff8, 0x00005024, 0x0000503e, 0x00005059,
+	0x000050e7, 0x000050f8, 0x00005105, 0x00005146,
+	0x0000518c, 0x000051a4, 0x000051f7, 0x00005232,
+	0x0000525d, 0x00005267, 0x000052e1, 0x00005316,
+	0x00005357, 0x000053c7, 0x000053e0, 0x000053ed,
+	0x00005430, 0x00005436, 0x000054d2, 0x00005526,
+	0x00005551, 0x000055dd, 0x0000560b, 0x000056cd,
 	// Entry 220 - 23F
-	0x000055ae, 0x000055b5, 0x000055c0, 0x000055ce,
-	0x000055db, 0x000055e9, 0x000055f6, 0x00005612,
-	0x0000562b, 0x00005654, 0x000056fd, 0x00005710,
-	0x0000571a, 0x000057a9, 0x0000580a, 0x0000581c,
-	0x0000582f, 0x0000586d, 0x000058a9, 0x000058b5,
-	0x000058c2, 0x000058d0, 0x000058de, 0x000058ee,
-	0x0000592a, 0x00005964, 0x0000596f, 0x00005999,
-	0x0000599d, 0x000059af, 0x000059bd, 0x000059e9,
+	0x000056d0, 0x000056d6, 0x000056ec, 0x000056f7,
+	0x00005727, 0x0000572e, 0x00005739, 0x00005747,
+	0x00005754, 0x00005762, 0x0000576f, 0x0000578b,
+	0x000057a4, 0x000057cd, 0x00005876, 0x00005889,
+	0x00005893, 0x00005922, 0x00005983, 0x00005995,
+	0x000059a8, 0x000059e6, 0x00005a22, 0x00005a2e,
+	0x00005a3b, 0x00005a49, 0x00005a57, 0x00005a67,
+	0x00005aa3, 0x00005add, 0x00005ae8, 0x00005b12,
 	// Entry 240 - 25F
-	0x00005aab, 0x00005ade, 0x00005ae9, 0x00005af3,
-	0x00005b08, 0x00005b11, 0x00005b1b, 0x00005b29,
-	0x00005b4d, 0x00005b67, 0x00005b7c, 0x00005ba8,
-	0x00005bad, 0x00005bc2, 0x00005bd4, 0x00005c09,
-	0x00005c1a, 0x00005c90, 0x00005cd2, 0x00005d45,
-	0x00005d89, 0x00005db1, 0x00005ddb,
-} // Size: 2420 bytes
+	0x00005b16, 0x00005b28, 0x00005b36, 0x00005b62,
+	0x00005c24, 0x00005c57, 0x00005c62, 0x00005c6c,
+	0x00005c81, 0x00005c8a, 0x00005c94, 0x00005ca2,
+	0x00005cc6, 0x00005ce0, 0x00005cf5, 0x00005d21,
+	0x00005d26, 0x00005d3b, 0x00005d4d, 0x00005d82,
+	0x00005d93, 0x00005e09, 0x00005e4b, 0x00005ebe,
+	0x00005f02, 0x00005f2a, 0x00005f54,
+} // Size: 2436 bytes
 
-const frData string = "" + // Size: 24027 bytes
+const frData string = "" + // Size: 24404 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances suspendues…\x02Abandon" +
 	"ner toutes les instances suspendues…\x02Arrêter toutes les instances sus" +
@@ -1418,231 +1429,236 @@ const frData string = "" + // Size: 24027 bytes
 	"e.\x02Sorties de la copie de travail\x02Publications, les plus anciennes" +
 	" d’abord\x02Changements entre les deux révisions\x02Révision %[1]d\x02Fi" +
 	"gée le\x02Empreinte\x02Entrées de la révision %[1]d\x02Sorties de la rév" +
-	"ision %[1]d\x02Choisissez deux révisions existantes à comparer.\x02De la" +
-	" révision %[1]d à la révision %[2]d\u202f:\x14\x01\x81\x01\x00\x02\x11" +
-	"\x02%[1]d changement\x00\x12\x02%[1]d changements\x14\x01\x81\x01\x00" +
-	"\x02\x13\x02%[1]d incompatible\x00\x14\x02%[1]d incompatibles\x02sortie " +
-	"de routage %[1]s → %[2]s\x02facultatif → obligatoire\x02obligatoire → fa" +
-	"cultatif\x02valeurs ajoutées\u202f: %[1]s\x02valeurs retirées\u202f: %[1" +
-	"]s\x02valeurs réordonnées\x02%[1]s\u202f: %[2]s → %[3]s\x02champ obligat" +
-	"oire de type %[1]s\x02champ facultatif de type %[1]s\x02aucune\x02Contra" +
-	"ts de tâches\u202f: leur copie de travail, leurs révisions immuables et " +
-	"leurs publications nommées.\x02Définitions par clé\x02Clé\x02Dernière ré" +
-	"vision\x02aucune pour l’instant\x02Aucune définition pour l’instant.\x14" +
-	"\x01\x81\x01\x00\x02\x12\x02%[1]d publication\x00\x13\x02%[1]d publicati" +
-	"ons\x02en cas d’erreur\x02toute autre erreur\x02suspendue pour un opérat" +
-	"eur\x02incident\u202f: reprendre, abandonner, arrêter\x02fin\u202f: term" +
-	"ine l’instance\x02fin\u202f: met l’instance en échec\x02push %[1]s\x02pu" +
-	"ll %[1]s\x02Nœud %[1]s\x02La file d’attente et les incidents de chaque d" +
-	"éfinition maintenant, et ce que ses services ont terminé dans la derniè" +
-	"re heure.\x02Réussites et échecs, dernière heure\x02Définitions, celles " +
-	"qui demandent de l’attention d’abord\x02Définition\x02Ouvertes\x02Instan" +
-	"ces suspendues\x02En échec\x02Attente de la plus ancienne disponible\x02" +
-	"Terminées, dernière heure\x02En échec, dernière heure\x02Aucune définiti" +
-	"on n’a encore d’occurrence.\x02Au %[1]s (%[2]s)\u202f; actualisé toutes " +
-	"les quelques secondes.\x02disponible depuis le %[1]s\x02Afficher toutes " +
-	"les définitions\x02Toutes les définitions\x02Réussites et échecs par tra" +
-	"nche de 5 min, dernière heure\u202f: %[1]s\x02Dans la dernière heure" +
-	"\u202f: %[1]s, %[2]s. Le tableau qui suit le graphique donne chaque tran" +
-	"che de 5\u00a0min.\x02terminée\x02en échec\x02Les chiffres du graphique" +
-	"\x02Réussites et échecs par tranche de 5 min, les plus anciennes d’abord" +
-	"\x02Tranche\x02Terminées\x02%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01" +
-	"\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%[1]d terminées\x14" +
-	"\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02%[1]d en échec\x02" +
-	"%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%" +
-	"[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’instant\x02" +
-	"%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02" +
-	"avr.\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02déc." +
-	"\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d" +
-	" jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heure" +
-	"s\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes" +
-	"\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes" +
-	"\x02%[1]d ms\x02Instance de processus %[1]s\x02Résumé\x02Actions d’opéra" +
-	"teur\x02Parcours\x02Les nœuds atteints par cette instance, dans l’ordre," +
-	" chacun avec son occurrence.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02" +
-	"Occurrence\x02Route\x02Nœud suivant\x02Créée le\x02Réglée le\x02Cette in" +
-	"stance n’a encore atteint aucune tâche.\x02Actions d’opérateurs consigné" +
-	"es\x02Aucun opérateur n’a agi sur cette instance.\x02Actions d’opérateur" +
-	"s sur cette instance, les plus récentes d’abord\x02Valeur\x02Entrées du " +
-	"processus\x02Entrées avec lesquelles l’instance a démarré, nommées d’apr" +
-	"ès le contrat de la version %[1]d du processus\x02Ce processus ne prend" +
-	" aucune entrée.\x02Cette instance est suspendue à un nœud en échec\u202f" +
-	": c’est un incident. Elle ne peut pas être reprise\u202f: son occurrence" +
-	" au nœud %[1]s a échoué avant toute tentative (ses entrées n’ont pas pu " +
-	"être construites), une reprise échouerait donc de la même façon. L’aban" +
-	"don met l’instance en échec\u202f; l’arrêt l’annule. Chacun demande un m" +
-	"otif, consigné dans le journal d’audit.\x02Cette instance est suspendue " +
-	"à un nœud en échec\u202f: c’est un incident. La reprise propose de nouv" +
-	"eau l’occurrence en échec\u202f; l’abandon met l’instance en échec\u202f" +
-	"; l’arrêt l’annule. Chacune demande un motif, consigné dans le journal d" +
-	"’audit.\x02L’arrêt annule l’instance et ses occurrences ouvertes. Il n" +
-	"e termine rien.\x02Arrêtée par %[1]s le %[2]s — « %[3]s »\x02Abandonnée " +
-	"par %[1]s le %[2]s — « %[3]s »\x02Reprise par %[1]s le %[2]s — « %[3]s »" +
-	"\x02Démarrée le\x02Terminée le\x02Nœud de fin\x02Suspendue au nœud\x02Oc" +
-	"currence en échec\x02Code d’erreur\x02Statut inconnu\u202f: %[1]q.\x02Da" +
-	"te de création\x02La taille de page doit être comprise entre 1 et %[1]d." +
-	"\x02Instances de processus\x02du\x02au\x02Agir sur toutes les instances " +
-	"que ce filtre retient\x02La page suivante les compte et demande un motif" +
-	" avant que rien ne change.\x02Instances de processus, les plus récentes " +
-	"d’abord\x02Instance\x02Nœud de fin ou erreur\x02Aucune instance ne corre" +
-	"spond à ces filtres.\x02Tous les processus\x02Tous les statuts\x02dispon" +
-	"ible\x02réservée\x02différée\x02annulée\x02en cours\x02suspendue\x02expi" +
-	"rée\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier\x02nombre\x02" +
-	"booléen\x02date\x02date et heure\x02choix\x02objet\x02liste\x02normale" +
-	"\x02sensible\x02secrète\x02••• masqué (sensible)\x02••• masqué (secret)" +
-	"\x02pull (le service la récupère)\x02push (Relais appelle le service)" +
-	"\x02administrateur\x02opérateur\x02concepteur\x02consommateur\x02oui\x02" +
-	"non\x02champ ajouté\x02champ retiré\x02type modifié\x02caractère obligat" +
-	"oire modifié\x02valeurs modifiées\x02classification modifiée\x02contrain" +
-	"te modifiée\x02routage modifié\x02longueur minimale\x02longueur maximale" +
-	"\x02motif\x02format\x02minimum\x02maximum\x02nombre minimal d’éléments" +
-	"\x02nombre maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, version" +
-	" %[2]s\x02Occurrence %[1]s\x02Mode\x02Dates\x02Politique d’exécution\x02" +
-	"Nombre maximal de tentatives\x02Délai avant nouvelle tentative\x02Échéan" +
-	"ce\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute)\x02Tentatives" +
-	"\x02Toutes les tentatives, les plus anciennes d’abord\x02Consommateur" +
-	"\x02Identifiant du service\x02Réservée le\x02Durée\x02Réponse de la dest" +
-	"ination\x02Résultat\x02Message d’erreur\x02Aucun service n’a encore rése" +
-	"rvé cette occurrence.\x02en cours\x02Destination\x02Réplique\x02Relais n" +
-	"’a pas encore appelé la destination.\x02Relais ne conserve le code de " +
-	"statut de la destination que lorsqu’elle a refusé l’appel (destination_h" +
-	"ttp_NNN)\u202f; un appel terminé a reçu une réponse 2xx. La durée va de " +
-	"la prise en charge de l’appel à son règlement.\x02Motif donné par le ser" +
-	"vice\x02Nouvelles tentatives\x02aucune\u202f: un appel en échec suit le " +
-	"chemin d’erreur du nœud\x02Délai d’appel\x02Maintenant\x02La reprendre o" +
-	"u l’abandonner depuis son instance\x02au plus %[1]d\x02au plus %[1]d dep" +
-	"uis la dernière reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10\x02" +
-	"%[1]d tentative\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02\x0f" +
-	"\x02%[1]d restante\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’aprè" +
-	"s le contrat de la révision %[1]d\x02Ce contrat n’a aucune entrée.\x02So" +
-	"rties, nommées d’après le contrat de la révision %[1]d\x02Pas encore de " +
-	"sorties\u202f: l’occurrence n’est pas terminée.\x02Ce contrat n’a aucune" +
-	" sortie.\x02Aucune sortie\u202f: l’occurrence s’est terminée sans abouti" +
-	"r.\x02Révéler — cette action est enregistrée\x02Disponible à partir du" +
-	"\x02Prochaine tentative\x02Dernière réservation\x02Fin du verrou\x02Diff" +
-	"érée\x02Dernière erreur (tentative %[1]d)\x02Erreur (avant toute tentat" +
-	"ive)\x02Son message\x02Message de Relais (en anglais)\x02Message du serv" +
-	"ice (tel qu’il l’a envoyé)\x02L’échéance est passée avant l’arrivée d’un" +
-	" résultat.\x02Le résultat ne respectait pas le contrat de sorties de la " +
-	"révision.\x02Relais s’est arrêté pendant l’appel\u202f: on ignore si la " +
-	"destination a agi, elle n’est donc pas rappelée.\x02L’appel n’a pas pu ê" +
-	"tre préparé.\x02La destination était injoignable.\x02La réponse de la de" +
-	"stination était trop volumineuse.\x02Le verrou de la dernière tentative " +
-	"a expiré sans tentative restante.\x02Les entrées n’ont pas pu être const" +
-	"ruites à partir des liaisons du processus.\x02Un opérateur a abandonné l" +
-	"’instance.\x02La destination a répondu HTTP %[1]s.\x02Nouvelle tentati" +
-	"ve à %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou exp" +
-	"iré à %[1]s — en attente d’être proposée de nouveau.\x02En attente de l’" +
-	"appel de Relais à la destination depuis %[1]s (%[2]s).\x02En attente d’u" +
-	"n service depuis %[1]s (%[2]s).\x02(service %[1]s)\x02Relais appelle la " +
-	"destination (depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’à " +
-	"%[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2]s)" +
-	"\u202f: un service du même consommateur, ou une interface munie d’un jet" +
-	"on de règlement, la terminera plus tard.\x02Terminée (%[1]s).\x02Son ins" +
-	"tance est suspendue ici, en attente d’un opérateur.\x02Son instance a co" +
-	"ntinué par le chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée" +
-	"\u202f: l’instance a été arrêtée par %[1]s à %[2]s — « %[3]s ».\x02Annul" +
-	"ée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02conso" +
-	"mmateur n° %[1]s\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas de" +
-	" réponse dans le délai\x02pas de connexion\x02réponse trop volumineuse" +
-	"\x02inconnue\x02[masqué]\x02La révision doit être un nombre entier, 1 ou" +
-	" plus.\x02Consommateur inconnu.\x02Date de règlement\x02Plus de filtres" +
-	"\u202f: instance, révision, consommateur, dates\x02identifiant d’instanc" +
-	"e\x02Décomptes par statut\x02Occurrences, les plus récentes d’abord\x02P" +
-	"rocessus et nœud\x02Erreur\x02Consommateur et service\x02Prochaine tenta" +
-	"tive ou règlement\x02Aucune occurrence ne correspond à ces filtres.\x02T" +
-	"ous les consommateurs\x02Totaux de la définition %[1]s, sans les autres " +
-	"filtres\x02Totaux de toutes les définitions, sans les autres filtres\x14" +
-	"\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrence" +
-	"s\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés toutes les qu" +
-	"elques secondes.\x02révision %[1]d\x02réglée\x02prochaine tentative\x02d" +
-	"isponible depuis\x02appel en cours depuis\x02verrou jusqu’à\x02différée " +
-	"depuis\x02Page précédente\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une da" +
-	"te s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour vient après le de" +
-	"rnier.\x02Ces réglages sont conservés dans ce navigateur seulement.\x02A" +
-	"fficher les heures en\x02La console n’exécute aucun script et ne peut do" +
-	"nc pas lire le fuseau horaire de votre ordinateur\u202f: choisissez son " +
-	"décalage par rapport à UTC. Les décalages ne suivent pas l’heure d’été." +
-	"\x02Recharger les listes et les pages de détail\x02Les pages qui contien" +
-	"nent un formulaire, comme une confirmation, ne se rechargent jamais d’el" +
-	"les-mêmes.\x02Enregistrer les réglages\x02Revenir sans enregistrer\x02UT" +
-	"C (temps universel coordonné)\x02Heure locale à %[1]s\x02Jamais\x02Toute" +
-	"s les %[1]d secondes\x02Les versions de processus publiées\u202f: leurs " +
-	"nœuds, routes et révisions épinglées, dessinés, avec l’emplacement actue" +
-	"l de leurs occurrences.\x02Processus par clé\x02Versions, les plus récen" +
-	"tes d’abord\x02Aucun processus n’est encore publié.\x02version %[1]d\x02" +
-	"Processus %[1]s\x02Version\x02Nœud de départ\x02Graphe\x02Les colonnes s" +
-	"uivent le plus long chemin depuis le nœud de départ. Les flèches pleines" +
-	" sont les réussites (étiquetées par leur route), les pointillées les éch" +
-	"ecs (étiquetées par leurs codes d’erreur). Chaque case indique combien d" +
-	"’occurrences de cette version se trouvent à ce nœud maintenant.\x02Nœu" +
-	"ds\x02Nœuds de cette version, avec leurs occurrences actuelles\x02Type" +
-	"\x02Révision épinglée\x02En cas de réussite\x02En cas d’erreur\x02Occurr" +
-	"ences actuelles\x02Instances de ce processus\x02Décomptes au %[1]s (%[2]" +
-	"s)\u202f; actualisés toutes les quelques secondes.\x02Graphe de %[1]s" +
-	"\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau c" +
-	"i-dessous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d nœ" +
-	"uds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, r" +
-	"outes et décomptes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin (" +
-	"en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02suspension (un incident pour un" +
-	" opérateur)\x02tout autre code → %[1]s\x02met l’instance en échec\x14" +
-	"\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative après %[2]s" +
-	", priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après %[2]" +
-	"s, priorité %[3]d\x02échéance %[1]s\x02délai %[1]s\x02Seuls les administ" +
-	"rateurs peuvent révéler une valeur sensible.\x02Révélé par %[1]s le %[2]" +
-	"s\u202f; consigné dans le journal d’audit.\x02Révélation impossible\x02S" +
-	"eule une valeur que cette page affiche masquée (sensible) peut être révé" +
-	"lée.\x02Les valeurs secrètes ne peuvent jamais être révélées.\x02Cette p" +
-	"age n’accepte pas cette requête.\x02Recherche\x02Saisissez un identifian" +
-	"t d’instance ou d’occurrence (un UUID, que les pages affichent au survol" +
-	") ou une clé métier.\x02Rien à chercher\u202f: le champ de recherche est" +
-	" vide.\x02C’est trop long pour être un identifiant ou une clé métier." +
-	"\x02Aucune instance ni occurrence n’a l’identifiant « %[1]s », et aucune" +
-	" instance ne l’a pour clé métier.\x02Vous êtes déconnecté.\x02Se connect" +
-	"er\x02Connectez-vous avec un jeton d’opérateur ou d’administrateur.\x02J" +
-	"eton\x02Le jeton est vérifié une fois et n’est jamais conservé dans votr" +
-	"e navigateur\u202f; un cookie de session le remplace jusqu’à 8 heures d’" +
-	"inactivité.\x02Trop de connexions échouées depuis votre adresse. Réessay" +
-	"ez dans %[1]d secondes.\x02Ce jeton est inconnu ou a été révoqué.\x02Un " +
-	"jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: connectez-vous " +
-	"avec un jeton d’opérateur, de concepteur ou d’administrateur.\x02Seuls l" +
-	"es administrateurs gèrent les jetons.\x02Jetons du personnel (administra" +
-	"teurs, concepteurs, opérateurs) non révoqués. Les jetons des consommateu" +
-	"rs se gèrent avec leurs consommateurs. Révoquer un jeton refuse sa requê" +
-	"te suivante.\x02ID\x02Rôle\x02Dernière utilisation\x02Expiration\x02Jeto" +
-	"ns du personnel, les plus anciens d’abord\x02jamais\x02pas encore\x02Jet" +
-	"on expiré\x02Révoquer…\x02cette session\x02Aucun jeton.\x02Le jeton a ét" +
-	"é révoqué.\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s « %[2]" +
-	"s »\u202f?\x02Sa requête suivante est refusée et les sessions de console" +
-	" ouvertes avec lui prennent fin. C’est irréversible\u202f: qui l’utilise" +
-	" aura besoin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder\x02C’" +
-	"est le jeton avec lequel vous êtes connecté\u202f: le révoquer vous déco" +
-	"nnecte. Sa requête suivante est refusée. C’est irréversible.\x02C’est le" +
-	" dernier jeton administrateur utilisable\u202f: créez-en un autre avant " +
-	"de le révoquer.\x02sortie de routage\x02(chaque élément)\x14\x01\x81\x01" +
-	"\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d carac" +
-	"tères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02" +
-	"au plus %[1]d caractères\x02motif %[1]s\x02format %[1]s\x02minimum %[1]s" +
-	"\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02a" +
-	"u moins %[1]d élément\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01" +
-	"\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1]d éléments" +
-	"\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%" +
-	"[1]d éléments\x02nul\x02valeur inattendue\x02Page invalide\x02Ce lien de" +
-	" page ne vient pas de la console.\x02Les exécutants connectés par un flu" +
-	"x, et ceux qui interrogent par leur dernière demande. Un exécutant est l" +
-	"isté tant qu’il s’est manifesté dans les trois derniers battements de cœ" +
-	"ur.\x02Exécutants vus dans les trois derniers battements\x02Exécutant" +
-	"\x02Protocole\x02Définitions servies\x02En cours\x02Connexion\x02Dernier" +
-	" signe\x02Aucun exécutant n’est connecté.\x02Exécutants servant %[1]s" +
-	"\x02Tous les exécutants\x02Aucun exécutant ne sert cette définition.\x02" +
-	"flux\x02interrogation longue\x02façade Camunda 7\x02toutes les révisions" +
-	" accordées à son consommateur\x02révisions %[1]s\x02Aucun exécutant ne s" +
-	"ert cette définition\u202f: ses occurrences attendent qu’un exécutant se" +
-	" connecte ou interroge.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d " +
-	"exécutant\x00\x1d\x02Servie par %[1]d exécutants\x02Révisions prises en " +
-	"charge\u202f: %[1]s\u202f; certains prennent toutes les révisions accord" +
-	"ées à leur consommateur.\x02Ils prennent toutes les révisions accordées" +
-	" à leur consommateur.\x02Ils ne prennent que la révision %[1]d.\x02Ils n" +
-	"e prennent que les révisions %[1]s."
+	"ision %[1]d\x02La copie de travail a des changements pas encore figés" +
+	"\u202f: elles ne sont dans aucune révision (exécutants et processus util" +
+	"isent au plus la révision %[1]d) tant qu’un figement n’en fait pas la ré" +
+	"vision %[2]d.\x02Depuis la révision %[1]d\u202f:\x02les contrats sont le" +
+	"s mêmes (le nom ou une description a changé).\x02Changements de la copie" +
+	" de travail depuis la révision %[1]d\x02Choisissez deux révisions exista" +
+	"ntes à comparer.\x02De la révision %[1]d à la révision %[2]d\u202f:\x14" +
+	"\x01\x81\x01\x00\x02\x11\x02%[1]d changement\x00\x12\x02%[1]d changement" +
+	"s\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incompatible\x00\x14\x02%[1]d inc" +
+	"ompatibles\x02sortie de routage %[1]s → %[2]s\x02facultatif → obligatoir" +
+	"e\x02obligatoire → facultatif\x02valeurs ajoutées\u202f: %[1]s\x02valeur" +
+	"s retirées\u202f: %[1]s\x02valeurs réordonnées\x02%[1]s\u202f: %[2]s → %" +
+	"[3]s\x02champ obligatoire de type %[1]s\x02champ facultatif de type %[1]" +
+	"s\x02aucune\x02Contrats de tâches\u202f: leur copie de travail, leurs ré" +
+	"visions immuables et leurs publications nommées.\x02Définitions par clé" +
+	"\x02Clé\x02Dernière révision\x02aucune pour l’instant\x02Aucune définiti" +
+	"on pour l’instant.\x14\x01\x81\x01\x00\x02\x12\x02%[1]d publication\x00" +
+	"\x13\x02%[1]d publications\x02en cas d’erreur\x02toute autre erreur\x02s" +
+	"uspendue pour un opérateur\x02incident\u202f: reprendre, abandonner, arr" +
+	"êter\x02fin\u202f: termine l’instance\x02fin\u202f: met l’instance en é" +
+	"chec\x02push %[1]s\x02pull %[1]s\x02Nœud %[1]s\x02La file d’attente et l" +
+	"es incidents de chaque définition maintenant, et ce que ses services ont" +
+	" terminé dans la dernière heure.\x02Réussites et échecs, dernière heure" +
+	"\x02Définitions, celles qui demandent de l’attention d’abord\x02Définiti" +
+	"on\x02Ouvertes\x02Instances suspendues\x02En échec\x02Attente de la plus" +
+	" ancienne disponible\x02Terminées, dernière heure\x02En échec, dernière " +
+	"heure\x02Aucune définition n’a encore d’occurrence.\x02Au %[1]s (%[2]s)" +
+	"\u202f; actualisé toutes les quelques secondes.\x02disponible depuis le " +
+	"%[1]s\x02Afficher toutes les définitions\x02Toutes les définitions\x02Ré" +
+	"ussites et échecs par tranche de 5 min, dernière heure\u202f: %[1]s\x02D" +
+	"ans la dernière heure\u202f: %[1]s, %[2]s. Le tableau qui suit le graphi" +
+	"que donne chaque tranche de 5\u00a0min.\x02terminée\x02en échec\x02Les c" +
+	"hiffres du graphique\x02Réussites et échecs par tranche de 5 min, les pl" +
+	"us anciennes d’abord\x02Tranche\x02Terminées\x02%[1]s–%[2]s\x02%[1]s" +
+	"\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%" +
+	"[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02" +
+	"%[1]d en échec\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s" +
+	"\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]" +
+	"s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv." +
+	"\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oc" +
+	"t.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jou" +
+	"r\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00" +
+	"\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e" +
+	"\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f" +
+	"\x02%[1]d secondes\x02%[1]d ms\x02Instance de processus %[1]s\x02Résumé" +
+	"\x02Actions d’opérateur\x02Parcours\x02Les nœuds atteints par cette inst" +
+	"ance, dans l’ordre, chacun avec son occurrence.\x02Nœuds atteints, dans " +
+	"l’ordre\x02Nœud\x02Occurrence\x02Route\x02Nœud suivant\x02Créée le\x02Ré" +
+	"glée le\x02Cette instance n’a encore atteint aucune tâche.\x02Actions d’" +
+	"opérateurs consignées\x02Aucun opérateur n’a agi sur cette instance.\x02" +
+	"Actions d’opérateurs sur cette instance, les plus récentes d’abord\x02Va" +
+	"leur\x02Entrées du processus\x02Entrées avec lesquelles l’instance a dém" +
+	"arré, nommées d’après le contrat de la version %[1]d du processus\x02Ce " +
+	"processus ne prend aucune entrée.\x02Cette instance est suspendue à un n" +
+	"œud en échec\u202f: c’est un incident. Elle ne peut pas être reprise" +
+	"\u202f: son occurrence au nœud %[1]s a échoué avant toute tentative (ses" +
+	" entrées n’ont pas pu être construites), une reprise échouerait donc de " +
+	"la même façon. L’abandon met l’instance en échec\u202f; l’arrêt l’annule" +
+	". Chacun demande un motif, consigné dans le journal d’audit.\x02Cette in" +
+	"stance est suspendue à un nœud en échec\u202f: c’est un incident. La rep" +
+	"rise propose de nouveau l’occurrence en échec\u202f; l’abandon met l’ins" +
+	"tance en échec\u202f; l’arrêt l’annule. Chacune demande un motif, consig" +
+	"né dans le journal d’audit.\x02L’arrêt annule l’instance et ses occurren" +
+	"ces ouvertes. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — « %[3]" +
+	"s »\x02Abandonnée par %[1]s le %[2]s — « %[3]s »\x02Reprise par %[1]s le" +
+	" %[2]s — « %[3]s »\x02Démarrée le\x02Terminée le\x02Nœud de fin\x02Suspe" +
+	"ndue au nœud\x02Occurrence en échec\x02Code d’erreur\x02Statut inconnu" +
+	"\u202f: %[1]q.\x02Date de création\x02La taille de page doit être compri" +
+	"se entre 1 et %[1]d.\x02Instances de processus\x02du\x02au\x02Agir sur t" +
+	"outes les instances que ce filtre retient\x02La page suivante les compte" +
+	" et demande un motif avant que rien ne change.\x02Instances de processus" +
+	", les plus récentes d’abord\x02Instance\x02Nœud de fin ou erreur\x02Aucu" +
+	"ne instance ne correspond à ces filtres.\x02Tous les processus\x02Tous l" +
+	"es statuts\x02disponible\x02réservée\x02différée\x02annulée\x02en cours" +
+	"\x02suspendue\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte" +
+	"\x02entier\x02nombre\x02booléen\x02date\x02date et heure\x02choix\x02obj" +
+	"et\x02liste\x02normale\x02sensible\x02secrète\x02••• masqué (sensible)" +
+	"\x02••• masqué (secret)\x02pull (le service la récupère)\x02push (Relais" +
+	" appelle le service)\x02administrateur\x02opérateur\x02concepteur\x02con" +
+	"sommateur\x02oui\x02non\x02champ ajouté\x02champ retiré\x02type modifié" +
+	"\x02caractère obligatoire modifié\x02valeurs modifiées\x02classification" +
+	" modifiée\x02contrainte modifiée\x02routage modifié\x02longueur minimale" +
+	"\x02longueur maximale\x02motif\x02format\x02minimum\x02maximum\x02nombre" +
+	" minimal d’éléments\x02nombre maximal d’éléments\x02%[1]s, révision %[2]" +
+	"s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Mode\x02Dates\x02Politi" +
+	"que d’exécution\x02Nombre maximal de tentatives\x02Délai avant nouvelle " +
+	"tentative\x02Échéance\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus h" +
+	"aute)\x02Tentatives\x02Toutes les tentatives, les plus anciennes d’abord" +
+	"\x02Consommateur\x02Identifiant du service\x02Réservée le\x02Durée\x02Ré" +
+	"ponse de la destination\x02Résultat\x02Message d’erreur\x02Aucun service" +
+	" n’a encore réservé cette occurrence.\x02en cours\x02Destination\x02Répl" +
+	"ique\x02Relais n’a pas encore appelé la destination.\x02Relais ne conser" +
+	"ve le code de statut de la destination que lorsqu’elle a refusé l’appel " +
+	"(destination_http_NNN)\u202f; un appel terminé a reçu une réponse 2xx. L" +
+	"a durée va de la prise en charge de l’appel à son règlement.\x02Motif do" +
+	"nné par le service\x02Nouvelles tentatives\x02aucune\u202f: un appel en " +
+	"échec suit le chemin d’erreur du nœud\x02Délai d’appel\x02Maintenant" +
+	"\x02La reprendre ou l’abandonner depuis son instance\x02au plus %[1]d" +
+	"\x02au plus %[1]d depuis la dernière reprise par un opérateur\x14\x01" +
+	"\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14" +
+	"\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes" +
+	"\x02Entrées, nommées d’après le contrat de la révision %[1]d\x02Ce contr" +
+	"at n’a aucune entrée.\x02Sorties, nommées d’après le contrat de la révis" +
+	"ion %[1]d\x02Pas encore de sorties\u202f: l’occurrence n’est pas terminé" +
+	"e.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occurrence" +
+	" s’est terminée sans aboutir.\x02Révéler — cette action est enregistrée" +
+	"\x02Disponible à partir du\x02Prochaine tentative\x02Dernière réservatio" +
+	"n\x02Fin du verrou\x02Différée\x02Dernière erreur (tentative %[1]d)\x02E" +
+	"rreur (avant toute tentative)\x02Son message\x02Message de Relais (en an" +
+	"glais)\x02Message du service (tel qu’il l’a envoyé)\x02L’échéance est pa" +
+	"ssée avant l’arrivée d’un résultat.\x02Le résultat ne respectait pas le " +
+	"contrat de sorties de la révision.\x02Relais s’est arrêté pendant l’appe" +
+	"l\u202f: on ignore si la destination a agi, elle n’est donc pas rappelée" +
+	".\x02L’appel n’a pas pu être préparé.\x02La destination était injoignabl" +
+	"e.\x02La réponse de la destination était trop volumineuse.\x02Le verrou " +
+	"de la dernière tentative a expiré sans tentative restante.\x02Les entrée" +
+	"s n’ont pas pu être construites à partir des liaisons du processus.\x02U" +
+	"n opérateur a abandonné l’instance.\x02La destination a répondu HTTP %[1" +
+	"]s.\x02Nouvelle tentative à %[1]s — %[2]s.\x02Proposée à partir de %[1]s" +
+	" — %[2]s.\x02Verrou expiré à %[1]s — en attente d’être proposée de nouve" +
+	"au.\x02En attente de l’appel de Relais à la destination depuis %[1]s (%[" +
+	"2]s).\x02En attente d’un service depuis %[1]s (%[2]s).\x02(service %[1]s" +
+	")\x02Relais appelle la destination (depuis %[1]s).\x02Réservée par %[1]s" +
+	"\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée" +
+	" depuis %[1]s (%[2]s)\u202f: un service du même consommateur, ou une int" +
+	"erface munie d’un jeton de règlement, la terminera plus tard.\x02Terminé" +
+	"e (%[1]s).\x02Son instance est suspendue ici, en attente d’un opérateur." +
+	"\x02Son instance a continué par le chemin d’erreur du nœud.\x02En échec " +
+	"(%[1]s).\x02Annulée\u202f: l’instance a été arrêtée par %[1]s à %[2]s — " +
+	"« %[3]s ».\x02Annulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s" +
+	" jusqu’ici\x02consommateur n° %[1]s\x02en attente\x02HTTP 2xx, corps inu" +
+	"tilisable\x02pas de réponse dans le délai\x02pas de connexion\x02réponse" +
+	" trop volumineuse\x02inconnue\x02[masqué]\x02La révision doit être un no" +
+	"mbre entier, 1 ou plus.\x02Consommateur inconnu.\x02Date de règlement" +
+	"\x02Plus de filtres\u202f: instance, révision, consommateur, dates\x02id" +
+	"entifiant d’instance\x02Décomptes par statut\x02Occurrences, les plus ré" +
+	"centes d’abord\x02Processus et nœud\x02Erreur\x02Consommateur et service" +
+	"\x02Prochaine tentative ou règlement\x02Aucune occurrence ne correspond " +
+	"à ces filtres.\x02Tous les consommateurs\x02Totaux de la définition %[1" +
+	"]s, sans les autres filtres\x02Totaux de toutes les définitions, sans le" +
+	"s autres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12" +
+	"\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; les décomptes sont actu" +
+	"alisés toutes les quelques secondes.\x02révision %[1]d\x02réglée\x02proc" +
+	"haine tentative\x02disponible depuis\x02appel en cours depuis\x02verrou " +
+	"jusqu’à\x02différée depuis\x02Page précédente\x02Lignes %[1]s à %[2]s" +
+	"\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le premier" +
+	" jour vient après le dernier.\x02Ces réglages sont conservés dans ce nav" +
+	"igateur seulement.\x02Afficher les heures en\x02La console n’exécute auc" +
+	"un script et ne peut donc pas lire le fuseau horaire de votre ordinateur" +
+	"\u202f: choisissez son décalage par rapport à UTC. Les décalages ne suiv" +
+	"ent pas l’heure d’été.\x02Recharger les listes et les pages de détail" +
+	"\x02Les pages qui contiennent un formulaire, comme une confirmation, ne " +
+	"se rechargent jamais d’elles-mêmes.\x02Enregistrer les réglages\x02Reven" +
+	"ir sans enregistrer\x02UTC (temps universel coordonné)\x02Heure locale à" +
+	" %[1]s\x02Jamais\x02Toutes les %[1]d secondes\x02Les versions de process" +
+	"us publiées\u202f: leurs nœuds, routes et révisions épinglées, dessinés," +
+	" avec l’emplacement actuel de leurs occurrences.\x02Processus par clé" +
+	"\x02Versions, les plus récentes d’abord\x02Aucun processus n’est encore " +
+	"publié.\x02version %[1]d\x02Processus %[1]s\x02Version\x02Nœud de départ" +
+	"\x02Graphe\x02Les colonnes suivent le plus long chemin depuis le nœud de" +
+	" départ. Les flèches pleines sont les réussites (étiquetées par leur rou" +
+	"te), les pointillées les échecs (étiquetées par leurs codes d’erreur). C" +
+	"haque case indique combien d’occurrences de cette version se trouvent à " +
+	"ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version, avec leurs occur" +
+	"rences actuelles\x02Type\x02Révision épinglée\x02En cas de réussite\x02E" +
+	"n cas d’erreur\x02Occurrences actuelles\x02Instances de ce processus\x02" +
+	"Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes les quelques seconde" +
+	"s.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir d" +
+	"e %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes et décomp" +
+	"tes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous repre" +
+	"nd les mêmes nœuds, routes et décomptes.\x02pull\x02push vers %[1]s\x02f" +
+	"in (termine)\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02suspension" +
+	" (un incident pour un opérateur)\x02tout autre code → %[1]s\x02met l’ins" +
+	"tance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle ten" +
+	"tative après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle te" +
+	"ntative après %[2]s, priorité %[3]d\x02échéance %[1]s\x02délai %[1]s\x02" +
+	"Seuls les administrateurs peuvent révéler une valeur sensible.\x02Révélé" +
+	" par %[1]s le %[2]s\u202f; consigné dans le journal d’audit.\x02Révélati" +
+	"on impossible\x02Seule une valeur que cette page affiche masquée (sensib" +
+	"le) peut être révélée.\x02Les valeurs secrètes ne peuvent jamais être ré" +
+	"vélées.\x02Cette page n’accepte pas cette requête.\x02Recherche\x02Saisi" +
+	"ssez un identifiant d’instance ou d’occurrence (un UUID, que les pages a" +
+	"ffichent au survol) ou une clé métier.\x02Rien à chercher\u202f: le cham" +
+	"p de recherche est vide.\x02C’est trop long pour être un identifiant ou " +
+	"une clé métier.\x02Aucune instance ni occurrence n’a l’identifiant « %[1" +
+	"]s », et aucune instance ne l’a pour clé métier.\x02Vous êtes déconnecté" +
+	".\x02Se connecter\x02Connectez-vous avec un jeton d’opérateur ou d’admin" +
+	"istrateur.\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais con" +
+	"servé dans votre navigateur\u202f; un cookie de session le remplace jusq" +
+	"u’à 8 heures d’inactivité.\x02Trop de connexions échouées depuis votre a" +
+	"dresse. Réessayez dans %[1]d secondes.\x02Ce jeton est inconnu ou a été " +
+	"révoqué.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: " +
+	"connectez-vous avec un jeton d’opérateur, de concepteur ou d’administrat" +
+	"eur.\x02Seuls les administrateurs gèrent les jetons.\x02Jetons du person" +
+	"nel (administrateurs, concepteurs, opérateurs) non révoqués. Les jetons " +
+	"des consommateurs se gèrent avec leurs consommateurs. Révoquer un jeton " +
+	"refuse sa requête suivante.\x02ID\x02Rôle\x02Dernière utilisation\x02Exp" +
+	"iration\x02Jetons du personnel, les plus anciens d’abord\x02jamais\x02pa" +
+	"s encore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Aucun jeton." +
+	"\x02Le jeton a été révoqué.\x02Révoquer le jeton %[1]d\x02Révoquer le je" +
+	"ton %[1]s « %[2]s »\u202f?\x02Sa requête suivante est refusée et les ses" +
+	"sions de console ouvertes avec lui prennent fin. C’est irréversible" +
+	"\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoquer le jet" +
+	"on\x02Le garder\x02C’est le jeton avec lequel vous êtes connecté\u202f: " +
+	"le révoquer vous déconnecte. Sa requête suivante est refusée. C’est irré" +
+	"versible.\x02C’est le dernier jeton administrateur utilisable\u202f: cré" +
+	"ez-en un autre avant de le révoquer.\x02sortie de routage\x02(chaque élé" +
+	"ment)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b" +
+	"\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1" +
+	"]d caractère\x00\x1a\x02au plus %[1]d caractères\x02motif %[1]s\x02forma" +
+	"t %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01" +
+	"\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d" +
+	" éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19" +
+	"\x02au plus %[1]d éléments\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02" +
+	"%[1]d élément\x00\x11\x02%[1]d éléments\x02nul\x02valeur inattendue\x02P" +
+	"age invalide\x02Ce lien de page ne vient pas de la console.\x02Les exécu" +
+	"tants connectés par un flux, et ceux qui interrogent par leur dernière d" +
+	"emande. Un exécutant est listé tant qu’il s’est manifesté dans les trois" +
+	" derniers battements de cœur.\x02Exécutants vus dans les trois derniers " +
+	"battements\x02Exécutant\x02Protocole\x02Définitions servies\x02En cours" +
+	"\x02Connexion\x02Dernier signe\x02Aucun exécutant n’est connecté.\x02Exé" +
+	"cutants servant %[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert " +
+	"cette définition.\x02flux\x02interrogation longue\x02façade Camunda 7" +
+	"\x02toutes les révisions accordées à son consommateur\x02révisions %[1]s" +
+	"\x02Aucun exécutant ne sert cette définition\u202f: ses occurrences atte" +
+	"ndent qu’un exécutant se connecte ou interroge.\x14\x01\x81\x01\x00\x02" +
+	"\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécutant" +
+	"s\x02Révisions prises en charge\u202f: %[1]s\u202f; certains prennent to" +
+	"utes les révisions accordées à leur consommateur.\x02Ils prennent toutes" +
+	" les révisions accordées à leur consommateur.\x02Ils ne prennent que la " +
+	"révision %[1]d.\x02Ils ne prennent que les révisions %[1]s."
 
-	// Total table size 47801 bytes (46KiB); checksum: 721596D8
+	// Total table size 48514 bytes (47KiB); checksum: AE73747E
