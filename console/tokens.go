@@ -80,7 +80,7 @@ func (c *Console) tokenList(w http.ResponseWriter, r *http.Request) {
 	v := tokenListView{
 		Chrome: c.chrome(r, T(ctx, "Tokens"), "tokens"),
 		Intro:  T(ctx, "Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request."),
-		HeadID: T(ctx, "ID"), HeadName: T(ctx, "Name"), HeadRole: T(ctx, "Role"), HeadCreated: T(ctx, "Created"),
+		HeadID: T(ctx, "ID"), HeadName: T(ctx, "Name"), HeadRole: T(ctx, "Role"), HeadCreated: T(ctx, "Created on"),
 		HeadLastUsed: T(ctx, "Last used"), HeadExpires: T(ctx, "Expires"),
 		HeadAction: T(ctx, "Action"), TableLabel: T(ctx, "Staff tokens, oldest first"),
 		Never: T(ctx, "never"), NeverUsed: T(ctx, "not yet"), ExpiredLabel: T(ctx, "Expired token"),

@@ -44,8 +44,8 @@ var messageKeyToIndex = map[string]int{
 	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          240,
 	"%[1]s; %[2]s":                             239,
 	"%d (0 lowest, 9 highest)":                 372,
-	"%d attempts":                              396,
-	"%d attempts, retry after %s, priority %d": 519,
+	"%d attempts":                              397,
+	"%d attempts, retry after %s, priority %d": 520,
 	"%d breaking":                              185,
 	"%d changes":                               184,
 	"%d completed":                             237,
@@ -55,14 +55,14 @@ var messageKeyToIndex = map[string]int{
 	"%d h":                                     248,
 	"%d held instances match now.":             50,
 	"%d hours":                                 264,
-	"%d items":                                 574,
-	"%d left":                                  397,
+	"%d items":                                 576,
+	"%d left":                                  398,
 	"%d min":                                   247,
 	"%d minutes":                               265,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 69,
 	"%d ms": 267,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 509,
-	"%d occurrences":                          465,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 510,
+	"%d occurrences":                          466,
 	"%d releases":                             202,
 	"%d running instances match now.":         57,
 	"%d running or held instances match now.": 59,
@@ -71,19 +71,19 @@ var messageKeyToIndex = map[string]int{
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 74,
 	"%s (token #%d, %s)":                75,
 	"%s ago":                            244,
-	"%s so far":                         441,
-	"%s → %s":                           514,
+	"%s so far":                         442,
+	"%s → %s":                           515,
 	"%s, revision %s":                   362,
 	"%s, version %s":                    363,
 	"%s: %s":                            236,
 	"%s: %s → %s":                       192,
-	"%s: a date is written 2026-12-01.": 476,
-	"%s: the first day comes after the last.": 477,
+	"%s: a date is written 2026-12-01.": 477,
+	"%s: the first day comes after the last.": 478,
 	"%s–%s":       235,
-	"(each item)": 563,
-	"(worker %s)": 430,
+	"(each item)": 565,
+	"(worker %s)": 431,
 	"0 seconds":   262,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.": 540,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.": 541,
 	"Abandon %d instances":                                           54,
 	"Abandon every held instance this filter matches":                52,
 	"Abandon every held instance…":                                   7,
@@ -96,80 +96,81 @@ var messageKeyToIndex = map[string]int{
 	"Act on every instance this filter matches": 306,
 	"Action":                              78,
 	"All actions":                         90,
-	"All consumers":                       462,
+	"All consumers":                       463,
 	"All definitions":                     226,
 	"All processes":                       312,
 	"All statuses":                        313,
-	"All workers":                         589,
-	"An operator abandoned the instance.": 423,
+	"All workers":                         591,
+	"An operator abandoned the instance.": 424,
 	"Apply filters":                       87,
 	"Apr":                                 253,
 	"As of %s (%s); refreshed every few seconds.": 223,
 	"Attempts":                         373,
 	"Audit log":                        84,
 	"Aug":                              257,
-	"Available from":                   405,
+	"Available from":                   406,
 	"Back to definitions":              124,
 	"Back to external tasks":           123,
 	"Back to the instance":             32,
 	"Back to the list":                 47,
-	"Back without saving":              484,
+	"Back without saving":              485,
 	"Breaks processes":                 162,
 	"Breaks workers":                   163,
 	"Bulk %s applied to %d instances.": 73,
 	"Bulk action":                      82,
 	"Business key":                     66,
-	"Call timeout":                     391,
-	"Camunda 7 facade":                 593,
-	"Cancelled: the instance was stopped (%s).":               440,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 439,
+	"Call timeout":                     392,
+	"Camunda 7 facade":                 595,
+	"Cancelled: the instance was stopped (%s).":               441,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 440,
 	"Cannot act on this filter":                               70,
-	"Cannot reveal":                                           524,
+	"Cannot reveal":                                           525,
 	"Change":                                                  160,
 	"Changes between the two revisions":                       172,
 	"Changes of the Working copy since revision %d":           181,
 	"Choose two existing revisions to compare.":               182,
 	"Classification":                                          138,
 	"Clear filters":                                           88,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 498,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 499,
 	"Compare":              159,
 	"Compare revisions":    155,
 	"Completed":            234,
-	"Completed (%s).":      435,
+	"Completed (%s).":      436,
 	"Completed, last hour": 220,
 	"Completions and failures per 5 minutes, last hour: %s":    227,
 	"Completions and failures per 5-minute slot, oldest first": 232,
 	"Completions and failures, last hour":                      213,
-	"Connected":                                                585,
+	"Connected":                                                587,
 	"Constraints":                                              139,
 	"Consumer":                                                 375,
-	"Consumer and worker":                                      459,
+	"Consumer and worker":                                      460,
 	"Counting the occurrences; the counts appear when you reload the page.": 133,
 	"Counts are unavailable right now.":                                     134,
-	"Counts as of %s (%s); refreshed every few seconds.":                    507,
-	"Counts by status": 455,
+	"Counts as of %s (%s); refreshed every few seconds.":                    508,
+	"Counts by status": 456,
 	"Created":          278,
 	"Created from":     67,
+	"Created on":       546,
 	"Created to":       68,
 	"Creation date":    301,
 	"Dates":            366,
 	"Deadline":         370,
 	"Dec":              261,
-	"Deferred":         409,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 434,
+	"Deferred":         410,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 435,
 	"Definition":         215,
 	"Definition %s":      141,
 	"Definitions":        110,
 	"Definitions by key": 197,
-	"Definitions served": 583,
+	"Definitions served": 585,
 	"Definitions, those needing attention first": 214,
 	"Description":          140,
-	"Destination":          384,
-	"Destination’s answer": 379,
+	"Destination":          385,
+	"Destination’s answer": 380,
 	"Detail":               161,
 	"Digest":               175,
 	"Display settings":     115,
-	"Duration":             378,
+	"Duration":             379,
 	"Each definition’s queue and incidents now, and what its workers finished in the last hour.":                              212,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  60,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     53,
@@ -177,18 +178,18 @@ var messageKeyToIndex = map[string]int{
 	"End node":                    296,
 	"End node or error":           310,
 	"Ended":                       295,
-	"Error":                       458,
-	"Error (before any attempt)":  411,
+	"Error":                       459,
+	"Error (before any attempt)":  412,
 	"Error code":                  299,
-	"Error message":               381,
-	"Every %d seconds":            488,
+	"Error message":               382,
+	"Every %d seconds":            489,
 	"Every attempt, oldest first": 374,
 	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log (GET /api/v1/audit/reveals).": 85,
-	"Expired token":                    550,
-	"Expires":                          546,
+	"Expired token":                    552,
+	"Expires":                          548,
 	"External tasks":                   104,
 	"Failed":                           218,
-	"Failed (%s).":                     438,
+	"Failed (%s).":                     439,
 	"Failed occurrence":                298,
 	"Failed, last hour":                221,
 	"Feb":                              251,
@@ -197,205 +198,206 @@ var messageKeyToIndex = map[string]int{
 	"Filters":                          86,
 	"Find":                             109,
 	"Find an instance or occurrence":   107,
+	"Finished":                         378,
 	"First page":                       98,
 	"Form refused":                     127,
 	"From revision":                    157,
 	"From revision %d to revision %d:": 183,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 36,
-	"Graph":                   497,
-	"Graph of %s":             508,
-	"HTTP 2xx, unusable body": 444,
+	"Graph":                   498,
+	"Graph of %s":             509,
+	"HTTP 2xx, unusable body": 445,
 	"Health":                  103,
 	"Held at node":            297,
 	"Held instances":          217,
-	"ID":                      543,
-	"In flight":               584,
+	"ID":                      544,
+	"In flight":               586,
 	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 228,
 	"Inputs":                     165,
 	"Inputs of revision %d":      176,
 	"Inputs of the working copy": 167,
 	"Inputs the instance was started with, labelled by process version %d's contract": 286,
-	"Inputs, labelled by revision %d's contract":                                      398,
+	"Inputs, labelled by revision %d's contract":                                      399,
 	"Instance":                  309,
 	"Instances":                 105,
-	"Instances of this process": 506,
-	"Invalid page":              577,
+	"Instances of this process": 507,
+	"Invalid page":              579,
 	"Invalid request":           121,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.": 21,
-	"Its instance is held here, waiting for an operator.":                                                                   436,
-	"Its instance went on along the node’s error path.":                                                                     437,
-	"Its message": 412,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      557,
+	"Its instance is held here, waiting for an operator.":                                                                   437,
+	"Its instance went on along the node’s error path.":                                                                     438,
+	"Its message": 413,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      559,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 34,
 	"Jan":                     250,
 	"Jul":                     256,
 	"Jun":                     255,
-	"Keep it":                 559,
+	"Keep it":                 561,
 	"Keep it held":            14,
 	"Keep it running":         13,
 	"Key":                     198,
-	"Kind":                    501,
+	"Kind":                    502,
 	"Language":                100,
-	"Last error (attempt %d)": 410,
-	"Last reserved":           407,
+	"Last error (attempt %d)": 411,
+	"Last reserved":           408,
 	"Last saved":              146,
-	"Last seen":               586,
-	"Last used":               545,
+	"Last seen":               588,
+	"Last used":               547,
 	"Latest revision":         199,
 	"Lists every change from one revision to another, and whom it may break.": 156,
-	"Local time at %s": 486,
-	"Lock expired %s — waiting to be offered again.": 427,
-	"Lock expires":                     408,
+	"Local time at %s": 487,
+	"Lock expired %s — waiting to be offered again.": 428,
+	"Lock expires":                     409,
 	"Main navigation":                  102,
 	"Mar":                              252,
 	"Maximum attempts":                 368,
 	"May":                              254,
-	"Message from Relais (in English)": 413,
-	"Message from the service (as it sent it)": 414,
+	"Message from Relais (in English)": 414,
+	"Message from the service (as it sent it)": 415,
 	"Mode": 365,
-	"More filters: instance, revision, consumer, dates": 453,
+	"More filters: instance, revision, consumer, dates": 454,
 	"Name":                               144,
-	"Never":                              487,
-	"Next attempt":                       406,
-	"Next attempt or settled":            460,
+	"Never":                              488,
+	"Next attempt":                       407,
+	"Next attempt or settled":            461,
 	"Next node":                          277,
 	"Next page":                          97,
 	"No definition has occurrences yet.": 222,
 	"No definition yet.":                 201,
 	"No inputs.":                         166,
 	"No instance matches these filters.": 311,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 532,
-	"No occurrence matches these filters.":                                                   461,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 533,
+	"No occurrence matches these filters.":                                                   462,
 	"No operator action matches.":                                                            89,
 	"No operator has acted on this instance.":                                                282,
-	"No outputs yet: the occurrence has not completed.":                                      401,
+	"No outputs yet: the occurrence has not completed.":                                      402,
 	"No outputs.": 169,
-	"No outputs: the occurrence ended without completing.":          403,
-	"No process is published yet.":                                  492,
+	"No outputs: the occurrence ended without completing.":          404,
+	"No process is published yet.":                                  493,
 	"No release yet.":                                               150,
 	"No revision yet: the Working copy has never been snapshotted.": 148,
-	"No service has reserved this occurrence yet.":                  382,
-	"No token.":                         553,
-	"No worker is connected.":           587,
-	"No worker serves this definition.": 590,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 596,
+	"No service has reserved this occurrence yet.":                  383,
+	"No token.":                         555,
+	"No worker is connected.":           589,
+	"No worker serves this definition.": 592,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 598,
 	"Node":    274,
 	"Node %s": 211,
-	"Nodes":   499,
-	"Nodes of this version, with their occurrences now": 500,
+	"Nodes":   500,
+	"Nodes of this version, with their occurrences now": 501,
 	"Nodes reached, in order":                           273,
 	"Not allowed":                                       119,
 	"Not found":                                         125,
 	"Notes":                                             153,
 	"Nothing exists at this address, or it is not visible to you.":          126,
 	"Nothing to do: no instance this action applies to matches the filter.": 62,
-	"Nothing to find: the search box is empty.":                             530,
+	"Nothing to find: the search box is empty.":                             531,
 	"Nov":                       260,
-	"Now":                       392,
+	"Now":                       393,
 	"Occurrence":                275,
 	"Occurrence %s":             364,
 	"Occurrence offered again":  81,
-	"Occurrences now":           505,
-	"Occurrences, newest first": 456,
+	"Occurrences now":           506,
+	"Occurrences, newest first": 457,
 	"Oct":                       259,
-	"Offered from %s — %s.":     426,
+	"Offered from %s — %s.":     427,
 	"Oldest claimable waits":    219,
-	"On error":                  504,
-	"On success":                503,
-	"Only a value this page shows as hidden (sensitive) can be revealed.": 525,
-	"Only administrators manage tokens.":                                  541,
-	"Only administrators may reveal a sensitive value.":                   522,
+	"On error":                  505,
+	"On success":                504,
+	"Only a value this page shows as hidden (sensitive) can be revealed.": 526,
+	"Only administrators manage tokens.":                                  542,
+	"Only administrators may reveal a sensitive value.":                   523,
 	"Open":             216,
 	"Operator actions": 270,
 	"Operator actions on this instance, newest first": 283,
 	"Operator actions, newest first":                  95,
-	"Outcome":                                         380,
+	"Outcome":                                         381,
 	"Outputs":                                         168,
 	"Outputs of revision %d":                          177,
 	"Outputs of the working copy":                     170,
-	"Outputs, labelled by revision %d's contract":     400,
+	"Outputs, labelled by revision %d's contract":     401,
 	"Pages": 96,
-	"Pages with a form, such as a confirmation, never reload on their own.": 482,
+	"Pages with a form, such as a confirmation, never reload on their own.": 483,
 	"Path":                            271,
-	"Pinned revision":                 502,
+	"Pinned revision":                 503,
 	"Policy":                          367,
-	"Previous page":                   474,
+	"Previous page":                   475,
 	"Priority":                        371,
 	"Process":                         64,
-	"Process %s":                      494,
-	"Process and node":                457,
+	"Process %s":                      495,
+	"Process and node":                458,
 	"Process inputs":                  285,
 	"Process instance":                80,
 	"Process instance %s":             268,
 	"Process instances":               303,
 	"Process instances, newest first": 308,
 	"Processes":                       106,
-	"Processes by key":                490,
-	"Protocol":                        582,
+	"Processes by key":                491,
+	"Protocol":                        584,
 	"Published":                       154,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 489,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 490,
 	"Reason": 79,
 	"Reason (recorded in the audit log for every instance)": 46,
 	"Reason (recorded in the audit log)":                    11,
-	"Reason given by the worker":                            388,
+	"Reason given by the worker":                            389,
 	"Recorded operator actions":                             281,
 	"Relais console":                                        99,
-	"Relais has not called the destination yet.":            386,
-	"Relais is calling the destination (since %s).":         431,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 387,
+	"Relais has not called the destination yet.":            387,
+	"Relais is calling the destination (since %s).":         432,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 388,
 	"Relais refused the action. Nothing was done.":                                                         37,
-	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 417,
+	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 418,
 	"Release":                             151,
 	"Releases":                            149,
 	"Releases, oldest first":              171,
-	"Reload lists and detail pages":       481,
-	"Replica":                             385,
+	"Reload lists and detail pages":       482,
+	"Replica":                             386,
 	"Required":                            137,
 	"Reserved":                            377,
-	"Reserved by %s.":                     433,
-	"Reserved by %s; lock until %s — %s.": 432,
+	"Reserved by %s.":                     434,
+	"Reserved by %s; lock until %s — %s.": 433,
 	"Retried by %s at %s — “%s”":          293,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 39,
-	"Retries":            389,
+	"Retries":            390,
 	"Retry %d instances": 51,
-	"Retry at %s — %s.":  425,
+	"Retry at %s — %s.":  426,
 	"Retry delay":        369,
 	"Retry every held instance this filter matches": 48,
 	"Retry every held instance…":                    6,
-	"Retry or abandon it from its instance":         393,
+	"Retry or abandon it from its instance":         394,
 	"Retry process instance %s":                     15,
 	"Retry the instance":                            18,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 16,
 	"Retrying and abandoning apply to held instances, not %s ones.":                                           44,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 404,
-	"Revealed by %s at %s; recorded in the audit log.": 523,
+	"Reveal — this is recorded": 405,
+	"Revealed by %s at %s; recorded in the audit log.": 524,
 	"Revision":    152,
 	"Revision %d": 173,
 	"Revisions":   147,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 598,
-	"Revoke the %s token “%s”?": 556,
-	"Revoke the token":          558,
-	"Revoke token %d":           555,
-	"Revoke…":                   551,
-	"Role":                      544,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 600,
+	"Revoke the %s token “%s”?": 558,
+	"Revoke the token":          560,
+	"Revoke token %d":           557,
+	"Revoke…":                   553,
+	"Role":                      545,
 	"Route":                     276,
 	"Routing output":            145,
-	"Rows %s–%s":                475,
-	"Save settings":             483,
+	"Rows %s–%s":                476,
+	"Save settings":             484,
 	"Say why, for whoever reads the log later: at most %d characters.": 12,
-	"Search":                               528,
-	"Secret values can never be revealed.": 526,
+	"Search":                               529,
+	"Secret values can never be revealed.": 527,
 	"Sep":                                  258,
-	"Served by %d workers":                 597,
+	"Served by %d workers":                 599,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 25,
 	"Settled":              279,
-	"Settlement date":      452,
+	"Settlement date":      453,
 	"Show all definitions": 225,
-	"Show times in":        479,
+	"Show times in":        480,
 	"Showing the instances bulk action %s changed.": 93,
-	"Sign in": 534,
-	"Sign in with an operator or administrator token.": 535,
+	"Sign in": 535,
+	"Sign in with an operator or administrator token.": 536,
 	"Sign out":             114,
 	"Signed in as %s (%s)": 113,
 	"Since revision %d:":   179,
@@ -403,9 +405,9 @@ var messageKeyToIndex = map[string]int{
 	"Slot":                 233,
 	"Snapshotted":          174,
 	"Something went wrong": 131,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 542,
-	"Staff tokens, oldest first": 547,
-	"Start node":                 496,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 543,
+	"Staff tokens, oldest first": 549,
+	"Start node":                 497,
 	"Started":                    294,
 	"Status":                     65,
 	"Stop %d instances":          61,
@@ -426,23 +428,23 @@ var messageKeyToIndex = map[string]int{
 	"Summary": 269,
 	"Task contracts: their Working copy, immutable revisions and named releases.": 196,
 	"Temporarily unavailable":                         129,
-	"That is too long to be an id or a business key.": 531,
+	"That is too long to be an id or a business key.": 532,
 	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.": 178,
 	"The bulk action must be its id (a UUID).":                   92,
-	"The call could not be prepared.":                            418,
+	"The call could not be prepared.":                            419,
 	"The chart’s numbers":                                        231,
 	"The confirmed count is missing: start again from the list.": 71,
 	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           132,
-	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      480,
+	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      481,
 	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 72,
 	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 130,
-	"The deadline passed before a result arrived.": 415,
-	"The destination answered HTTP %s.":            424,
-	"The destination could not be reached.":        419,
-	"The destination’s answer was too large.":      420,
+	"The deadline passed before a result arrived.": 416,
+	"The destination answered HTTP %s.":            425,
+	"The destination could not be reached.":        420,
+	"The destination’s answer was too large.":      421,
 	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                            122,
-	"The inputs could not be built from the process’s bindings.":                                                                  422,
-	"The last attempt’s lock expired with no attempt left.":                                                                       421,
+	"The inputs could not be built from the process’s bindings.":                                                                  423,
+	"The last attempt’s lock expired with no attempt left.":                                                                       422,
 	"The next page counts them and asks for a reason before anything changes.":                                                    307,
 	"The nodes this instance reached, in order, each with its occurrence.":                                                        272,
 	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                143,
@@ -450,17 +452,17 @@ var messageKeyToIndex = map[string]int{
 	"The page size must be between 1 and %d.":                                                                                     302,
 	"The process instance must be an instance id (a UUID).":                                                                       91,
 	"The reason you gave, not recorded:":                                                                                          31,
-	"The result did not match the revision's outputs contract.":                                                                   416,
-	"The revision must be a whole number, 1 or more.":                                                                             450,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 537,
-	"The token was revoked.":                              554,
+	"The result did not match the revision's outputs contract.":                                                                   417,
+	"The revision must be a whole number, 1 or more.":                                                                             451,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 538,
+	"The token was revoked.":                              556,
 	"These revisions have the same contracts.":            164,
-	"These settings are kept in this browser only.":       478,
-	"They take every revision their consumer is granted.": 599,
-	"They take revision %d only.":                         600,
-	"They take revisions %s only.":                        601,
-	"This contract has no inputs.":                        399,
-	"This contract has no outputs.":                       402,
+	"These settings are kept in this browser only.":       479,
+	"They take every revision their consumer is granted.": 601,
+	"They take revision %d only.":                         602,
+	"They take revisions %s only.":                        603,
+	"This contract has no inputs.":                        400,
+	"This contract has no outputs.":                       403,
 	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                                                                      128,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.": 27,
 	"This instance has already ended; there is nothing to stop.":                                                                                                               35,
@@ -472,139 +474,139 @@ var messageKeyToIndex = map[string]int{
 	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 289,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          33,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   38,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            561,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           560,
-	"This page does not accept that request.":     527,
-	"This page link is not one the console made.": 578,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            563,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           562,
+	"This page does not accept that request.":     528,
+	"This page link is not one the console made.": 580,
 	"This page reloads every %d seconds.":         118,
 	"This process takes no inputs.":               287,
-	"This token is unknown or has been revoked.":  539,
+	"This token is unknown or has been revoked.":  540,
 	"Times in %s · no auto-reload":                117,
 	"Times in %s · reload every %d s":             116,
 	"To revision":                                 158,
-	"Token":                                       536,
+	"Token":                                       537,
 	"Tokens":                                      112,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 538,
-	"Totals of all definitions, not narrowed by the other filters":         464,
-	"Totals of definition %s, not narrowed by the other filters":           463,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 539,
+	"Totals of all definitions, not narrowed by the other filters":         465,
+	"Totals of definition %s, not narrowed by the other filters":           464,
 	"Type": 136,
-	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 529,
-	"UTC (coordinated universal time)": 485,
+	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 530,
+	"UTC (coordinated universal time)": 486,
 	"Unknown action.":                  42,
-	"Unknown consumer.":                451,
+	"Unknown consumer.":                452,
 	"Unknown status %q.":               300,
 	"Value":                            284,
-	"Version":                          495,
-	"Versions, newest first":           491,
-	"Waiting for Relais to call the destination since %s (%s).": 428,
-	"Waiting for a worker since %s (%s).":                       429,
+	"Version":                          496,
+	"Versions, newest first":           492,
+	"Waiting for Relais to call the destination since %s (%s).": 429,
+	"Waiting for a worker since %s (%s).":                       430,
 	"When":                                                      76,
 	"Who":                                                       77,
-	"Worker":                                                    581,
+	"Worker":                                                    583,
 	"Worker id":                                                 376,
 	"Workers":                                                   111,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        579,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        581,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 17,
-	"Workers seen within three heartbeats": 580,
-	"Workers serving %s":                   588,
+	"Workers seen within three heartbeats": 582,
+	"Workers serving %s":                   590,
 	"Working copy":                         142,
-	"You are signed out.":                  533,
+	"You are signed out.":                  534,
 	"Your role can read definitions only: external tasks and process instances are for operators and administrators.": 120,
-	"[redacted]":                          449,
+	"[redacted]":                          450,
 	"abandon":                             4,
 	"administrator":                       340,
 	"an incident: retry, abandon or stop": 206,
-	"answer too large":                    447,
+	"answer too large":                    448,
 	"any":                                 63,
-	"any other code → %s":                 517,
+	"any other code → %s":                 518,
 	"any other error":                     204,
-	"as of %s (%s); counts are refreshed every few seconds.": 466,
-	"at least %d characters":                                 564,
-	"at least %d items":                                      571,
-	"at most %d":                                             394,
-	"at most %d characters":                                  565,
-	"at most %d items":                                       572,
-	"at most %d since the last operator retry":               395,
+	"as of %s (%s); counts are refreshed every few seconds.": 467,
+	"at least %d characters":                                 566,
+	"at least %d items":                                      573,
+	"at most %d":                                             395,
+	"at most %d characters":                                  567,
+	"at most %d items":                                       574,
+	"at most %d since the last operator retry":               396,
 	"available":                                              314,
 	"boolean":                                                327,
-	"call in progress since":                                 471,
+	"call in progress since":                                 472,
 	"cancelled":                                              317,
 	"choice":                                                 330,
-	"claimable since":                                        470,
+	"claimable since":                                        471,
 	"claimable since %s":                                     224,
 	"classification changed":                                 351,
 	"completed":                                              229,
 	"constraint changed":                                     352,
 	"consumer":                                               343,
-	"consumer #%s":                                           442,
+	"consumer #%s":                                           443,
 	"date":                                                   328,
 	"date and time":                                          329,
-	"deadline %s":                                            520,
+	"deadline %s":                                            521,
 	"deferred":                                               316,
-	"deferred since":                                         473,
+	"deferred since":                                         474,
 	"deleted":                                                83,
 	"designer":                                               342,
 	"disconnected":                                           323,
-	"end (completes)":                                        512,
-	"end (fails)":                                            513,
+	"end (completes)":                                        513,
+	"end (fails)":                                            514,
 	"end: completes the instance":                            207,
 	"end: fails the instance":                                208,
-	"every revision its consumer is granted":                 594,
+	"every revision its consumer is granted":                 596,
 	"expired":                                                320,
 	"failed":                                                 230,
-	"fails the instance":                                     518,
+	"fails the instance":                                     519,
 	"field added":                                            346,
 	"field removed":                                          347,
 	"format":                                                 357,
-	"format %s":                                              567,
+	"format %s":                                              569,
 	"from":                                                   304,
 	"held":                                                   319,
 	"held for an operator":                                   205,
-	"hold (an incident for an operator)":                     516,
+	"hold (an incident for an operator)":                     517,
 	"id or business key":                                     108,
 	"in %s":                                                  243,
-	"in progress":                                            383,
-	"instance id":                                            454,
+	"in progress":                                            384,
+	"instance id":                                            455,
 	"integer":                                                325,
 	"just now":                                               245,
 	"list":                                                   332,
-	"lock until":                                             472,
-	"long polling":                                           592,
+	"lock until":                                             473,
+	"long polling":                                           594,
 	"maximum":                                                359,
-	"maximum %s":                                             569,
+	"maximum %s":                                             571,
 	"maximum items":                                          361,
 	"maximum length":                                         355,
 	"minimum":                                                358,
-	"minimum %s":                                             568,
+	"minimum %s":                                             570,
 	"minimum items":                                          360,
 	"minimum length":                                         354,
-	"never":                                                  548,
-	"next attempt":                                           469,
+	"never":                                                  550,
+	"next attempt":                                           470,
 	"no":                                                     345,
-	"no answer within the timeout":                           445,
-	"no connection":                                          446,
+	"no answer within the timeout":                           446,
+	"no connection":                                          447,
 	"none":                                                   195,
 	"none yet":                                               200,
-	"none: a failed call takes the node’s error path": 390,
+	"none: a failed call takes the node’s error path": 391,
 	"normal":                          333,
-	"not provided":                    573,
-	"not yet":                         549,
-	"null":                            575,
+	"not provided":                    575,
+	"not yet":                         551,
+	"null":                            577,
 	"number":                          326,
 	"object":                          331,
 	"on error":                        203,
-	"one of: %s":                      570,
+	"one of: %s":                      572,
 	"operator":                        341,
 	"optional field of type %s":       194,
 	"optional → required":             187,
 	"pattern":                         356,
-	"pattern %s":                      566,
-	"pull":                            510,
+	"pattern %s":                      568,
+	"pull":                            511,
 	"pull %s":                         210,
 	"pull (the service fetches it)":   338,
 	"push %s":                         209,
 	"push (Relais calls the service)": 339,
-	"push to %s":                      511,
+	"push to %s":                      512,
 	"rejected":                        321,
 	"released":                        322,
 	"required changed":                349,
@@ -612,38 +614,38 @@ var messageKeyToIndex = map[string]int{
 	"required → optional":             188,
 	"reserved":                        315,
 	"retry":                           3,
-	"revision %d":                     467,
-	"revisions %s":                    595,
+	"revision %d":                     468,
+	"revisions %s":                    597,
 	"routing changed":                 353,
-	"routing output":                  562,
+	"routing output":                  564,
 	"routing output %s → %s":          186,
 	"running":                         318,
 	"secret":                          335,
 	"sensitive":                       334,
-	"settled":                         468,
+	"settled":                         469,
 	"stop":                            5,
-	"stream":                          591,
+	"stream":                          593,
 	"text":                            324,
 	"the contracts are the same (the name or a description changed).": 180,
-	"this session":           552,
-	"timeout %s":             521,
+	"this session":           554,
+	"timeout %s":             522,
 	"to":                     305,
 	"type changed":           348,
-	"unexpected value":       576,
-	"unknown":                448,
+	"unexpected value":       578,
+	"unknown":                449,
 	"values added: %s":       189,
 	"values changed":         350,
 	"values removed: %s":     190,
 	"values reordered":       191,
-	"version %d":             493,
-	"waiting":                443,
+	"version %d":             494,
+	"waiting":                444,
 	"yes":                    344,
 	"••• hidden (secret)":    337,
 	"••• hidden (sensitive)": 336,
-	"→ %s":                   515,
+	"→ %s":                   516,
 }
 
-var enIndex = []uint32{ // 603 elements
+var enIndex = []uint32{ // 605 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x0000005a,
@@ -751,72 +753,73 @@ var enIndex = []uint32{ // 603 elements
 	0x00002c85, 0x00002c96, 0x00002ca2, 0x00002cab,
 	0x00002cb4, 0x00002cd0, 0x00002cd9, 0x00002cf5,
 	0x00002cfe, 0x00002d08, 0x00002d11, 0x00002d1a,
-	0x00002d31, 0x00002d39, 0x00002d47, 0x00002d74,
+	0x00002d23, 0x00002d3a, 0x00002d42, 0x00002d50,
 	// Entry 180 - 19F
-	0x00002d80, 0x00002d8c, 0x00002d94, 0x00002dbf,
-	0x00002e81, 0x00002e9c, 0x00002ea4, 0x00002ed6,
-	0x00002ee3, 0x00002ee7, 0x00002f0d, 0x00002f1b,
-	0x00002f47, 0x00002f6d, 0x00002f78, 0x00002fa6,
-	0x00002fc3, 0x00002ff2, 0x00003024, 0x00003042,
-	0x00003077, 0x00003093, 0x000030a2, 0x000030af,
-	0x000030bd, 0x000030ca, 0x000030d3, 0x000030ee,
-	0x00003109, 0x00003115, 0x00003136, 0x0000315f,
+	0x00002d7d, 0x00002d89, 0x00002d95, 0x00002d9d,
+	0x00002dc8, 0x00002e8a, 0x00002ea5, 0x00002ead,
+	0x00002edf, 0x00002eec, 0x00002ef0, 0x00002f16,
+	0x00002f24, 0x00002f50, 0x00002f76, 0x00002f81,
+	0x00002faf, 0x00002fcc, 0x00002ffb, 0x0000302d,
+	0x0000304b, 0x00003080, 0x0000309c, 0x000030ab,
+	0x000030b8, 0x000030c6, 0x000030d3, 0x000030dc,
+	0x000030f7, 0x00003112, 0x0000311e, 0x0000313f,
 	// Entry 1A0 - 1BF
-	0x0000318c, 0x000031c6, 0x0000322b, 0x0000324b,
-	0x00003271, 0x0000329b, 0x000032d3, 0x00003310,
-	0x00003334, 0x00003359, 0x00003373, 0x00003391,
-	0x000033c5, 0x00003405, 0x0000342f, 0x0000343e,
-	0x0000346f, 0x0000349e, 0x000034b1, 0x00003526,
-	0x00003539, 0x0000356d, 0x000035a1, 0x000035b1,
-	0x000035f8, 0x00003625, 0x00003632, 0x00003642,
-	0x0000364a, 0x00003662, 0x0000367f, 0x0000368d,
+	0x00003168, 0x00003195, 0x000031cf, 0x00003234,
+	0x00003254, 0x0000327a, 0x000032a4, 0x000032dc,
+	0x00003319, 0x0000333d, 0x00003362, 0x0000337c,
+	0x0000339a, 0x000033ce, 0x0000340e, 0x00003438,
+	0x00003447, 0x00003478, 0x000034a7, 0x000034ba,
+	0x0000352f, 0x00003542, 0x00003576, 0x000035aa,
+	0x000035ba, 0x00003601, 0x0000362e, 0x0000363b,
+	0x0000364b, 0x00003653, 0x0000366b, 0x00003688,
 	// Entry 1C0 - 1DF
-	0x0000369e, 0x000036a6, 0x000036b1, 0x000036e1,
-	0x000036f3, 0x00003703, 0x00003735, 0x00003741,
-	0x00003752, 0x0000376c, 0x0000377d, 0x00003783,
-	0x00003797, 0x000037af, 0x000037d4, 0x000037e2,
-	0x00003820, 0x0000385d, 0x00003889, 0x000038c6,
-	0x000038d5, 0x000038dd, 0x000038ea, 0x000038fa,
-	0x00003911, 0x0000391c, 0x0000392b, 0x00003939,
-	0x0000394c, 0x00003971, 0x0000399c, 0x000039ca,
+	0x00003696, 0x000036a7, 0x000036af, 0x000036ba,
+	0x000036ea, 0x000036fc, 0x0000370c, 0x0000373e,
+	0x0000374a, 0x0000375b, 0x00003775, 0x00003786,
+	0x0000378c, 0x000037a0, 0x000037b8, 0x000037dd,
+	0x000037eb, 0x00003829, 0x00003866, 0x00003892,
+	0x000038cf, 0x000038de, 0x000038e6, 0x000038f3,
+	0x00003903, 0x0000391a, 0x00003925, 0x00003934,
+	0x00003942, 0x00003955, 0x0000397a, 0x000039a5,
 	// Entry 1E0 - 1FF
-	0x000039d8, 0x00003a6b, 0x00003a89, 0x00003acf,
-	0x00003add, 0x00003af1, 0x00003b12, 0x00003b26,
-	0x00003b2c, 0x00003b40, 0x00003bb3, 0x00003bc4,
-	0x00003bdb, 0x00003bf8, 0x00003c06, 0x00003c14,
-	0x00003c1c, 0x00003c27, 0x00003c2d, 0x00003d1f,
-	0x00003d25, 0x00003d57, 0x00003d5c, 0x00003d6c,
-	0x00003d77, 0x00003d80, 0x00003d90, 0x00003daa,
-	0x00003de3, 0x00003df2, 0x00003eac, 0x00003eb1,
+	0x000039d3, 0x000039e1, 0x00003a74, 0x00003a92,
+	0x00003ad8, 0x00003ae6, 0x00003afa, 0x00003b1b,
+	0x00003b2f, 0x00003b35, 0x00003b49, 0x00003bbc,
+	0x00003bcd, 0x00003be4, 0x00003c01, 0x00003c0f,
+	0x00003c1d, 0x00003c25, 0x00003c30, 0x00003c36,
+	0x00003d28, 0x00003d2e, 0x00003d60, 0x00003d65,
+	0x00003d75, 0x00003d80, 0x00003d89, 0x00003d99,
+	0x00003db3, 0x00003dec, 0x00003dfb, 0x00003eb5,
 	// Entry 200 - 21F
-	0x00003ebf, 0x00003ecf, 0x00003edb, 0x00003eeb,
-	0x00003ef5, 0x00003f18, 0x00003f31, 0x00003f44,
-	0x00003fb0, 0x00003fbf, 0x00003fcd, 0x00003fff,
-	0x00004036, 0x00004044, 0x00004088, 0x000040ad,
-	0x000040d5, 0x000040dc, 0x00004137, 0x00004161,
-	0x00004191, 0x000041ef, 0x00004203, 0x0000420b,
-	0x0000423c, 0x00004242, 0x000042be, 0x00004306,
-	0x00004331, 0x00004393, 0x000043b6, 0x0000445d,
+	0x00003eba, 0x00003ec8, 0x00003ed8, 0x00003ee4,
+	0x00003ef4, 0x00003efe, 0x00003f21, 0x00003f3a,
+	0x00003f4d, 0x00003fb9, 0x00003fc8, 0x00003fd6,
+	0x00004008, 0x0000403f, 0x0000404d, 0x00004091,
+	0x000040b6, 0x000040de, 0x000040e5, 0x00004140,
+	0x0000416a, 0x0000419a, 0x000041f8, 0x0000420c,
+	0x00004214, 0x00004245, 0x0000424b, 0x000042c7,
+	0x0000430f, 0x0000433a, 0x0000439c, 0x000043bf,
 	// Entry 220 - 23F
-	0x00004460, 0x00004465, 0x0000446f, 0x00004477,
-	0x00004492, 0x00004498, 0x000044a0, 0x000044ae,
-	0x000044b8, 0x000044c5, 0x000044cf, 0x000044e6,
-	0x000044f9, 0x0000451d, 0x0000459d, 0x000045ae,
-	0x000045b6, 0x0000462b, 0x0000467f, 0x0000468e,
-	0x0000469a, 0x000046d6, 0x00004710, 0x0000471e,
-	0x0000472b, 0x00004739, 0x00004747, 0x00004755,
-	0x00004787, 0x000047b7, 0x000047c4, 0x000047e4,
+	0x00004466, 0x00004469, 0x0000446e, 0x00004479,
+	0x00004483, 0x0000448b, 0x000044a6, 0x000044ac,
+	0x000044b4, 0x000044c2, 0x000044cc, 0x000044d9,
+	0x000044e3, 0x000044fa, 0x0000450d, 0x00004531,
+	0x000045b1, 0x000045c2, 0x000045ca, 0x0000463f,
+	0x00004693, 0x000046a2, 0x000046ae, 0x000046ea,
+	0x00004724, 0x00004732, 0x0000473f, 0x0000474d,
+	0x0000475b, 0x00004769, 0x0000479b, 0x000047cb,
 	// Entry 240 - 25F
-	0x000047e9, 0x000047fa, 0x00004807, 0x00004833,
-	0x000048b9, 0x000048de, 0x000048e5, 0x000048ee,
-	0x00004901, 0x0000490b, 0x00004915, 0x0000491f,
-	0x00004937, 0x0000494d, 0x00004959, 0x0000497b,
-	0x00004982, 0x0000498f, 0x000049a0, 0x000049c7,
-	0x000049d7, 0x00004a2b, 0x00004a63, 0x00004ab3,
-	0x00004ae7, 0x00004b06, 0x00004b26,
-} // Size: 2436 bytes
+	0x000047d8, 0x000047f8, 0x000047fd, 0x0000480e,
+	0x0000481b, 0x00004847, 0x000048cd, 0x000048f2,
+	0x000048f9, 0x00004902, 0x00004915, 0x0000491f,
+	0x00004929, 0x00004933, 0x0000494b, 0x00004961,
+	0x0000496d, 0x0000498f, 0x00004996, 0x000049a3,
+	0x000049b4, 0x000049db, 0x000049eb, 0x00004a3f,
+	0x00004a77, 0x00004ac7, 0x00004afb, 0x00004b1a,
+	0x00004b3a,
+} // Size: 2444 bytes
 
-const enData string = "" + // Size: 19238 bytes
+const enData string = "" + // Size: 19258 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every held instance…\x02Stop every running instance…\x02Stop every runni" +
@@ -1000,50 +1003,50 @@ const enData string = "" + // Size: 19238 bytes
 	"ccurrence %[1]s\x02Mode\x02Dates\x02Policy\x02Maximum attempts\x02Retry " +
 	"delay\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02Attempts" +
 	"\x02Every attempt, oldest first\x02Consumer\x02Worker id\x02Reserved\x02" +
-	"Duration\x02Destination’s answer\x02Outcome\x02Error message\x02No servi" +
-	"ce has reserved this occurrence yet.\x02in progress\x02Destination\x02Re" +
-	"plica\x02Relais has not called the destination yet.\x02Relais keeps the " +
-	"destination’s status code only when it refused the call (destination_htt" +
-	"p_NNN); a completed call answered 2xx. The duration runs from the claim " +
-	"of the call to its settlement.\x02Reason given by the worker\x02Retries" +
-	"\x02none: a failed call takes the node’s error path\x02Call timeout\x02N" +
-	"ow\x02Retry or abandon it from its instance\x02at most %[1]d\x02at most " +
-	"%[1]d since the last operator retry\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d" +
-	" attempt\x00\x0f\x02%[1]d attempts\x02%[1]d left\x02Inputs, labelled by " +
-	"revision %[1]d's contract\x02This contract has no inputs.\x02Outputs, la" +
-	"belled by revision %[1]d's contract\x02No outputs yet: the occurrence ha" +
-	"s not completed.\x02This contract has no outputs.\x02No outputs: the occ" +
-	"urrence ended without completing.\x02Reveal — this is recorded\x02Availa" +
-	"ble from\x02Next attempt\x02Last reserved\x02Lock expires\x02Deferred" +
-	"\x02Last error (attempt %[1]d)\x02Error (before any attempt)\x02Its mess" +
-	"age\x02Message from Relais (in English)\x02Message from the service (as " +
-	"it sent it)\x02The deadline passed before a result arrived.\x02The resul" +
-	"t did not match the revision's outputs contract.\x02Relais stopped durin" +
-	"g the call: whether the destination acted is unknown, so it is not calle" +
-	"d again.\x02The call could not be prepared.\x02The destination could not" +
-	" be reached.\x02The destination’s answer was too large.\x02The last atte" +
-	"mpt’s lock expired with no attempt left.\x02The inputs could not be buil" +
-	"t from the process’s bindings.\x02An operator abandoned the instance." +
-	"\x02The destination answered HTTP %[1]s.\x02Retry at %[1]s — %[2]s.\x02O" +
-	"ffered from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to be offered" +
-	" again.\x02Waiting for Relais to call the destination since %[1]s (%[2]s" +
-	").\x02Waiting for a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02Rel" +
-	"ais is calling the destination (since %[1]s).\x02Reserved by %[1]s; lock" +
-	" until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2" +
-	"]s): a worker of the same consumer, or a front end with a settle token, " +
-	"completes it later.\x02Completed (%[1]s).\x02Its instance is held here, " +
-	"waiting for an operator.\x02Its instance went on along the node’s error " +
-	"path.\x02Failed (%[1]s).\x02Cancelled: the instance was stopped by %[1]s" +
-	" at %[2]s — “%[3]s”.\x02Cancelled: the instance was stopped (%[1]s).\x02" +
-	"%[1]s so far\x02consumer #%[1]s\x02waiting\x02HTTP 2xx, unusable body" +
-	"\x02no answer within the timeout\x02no connection\x02answer too large" +
-	"\x02unknown\x02[redacted]\x02The revision must be a whole number, 1 or m" +
-	"ore.\x02Unknown consumer.\x02Settlement date\x02More filters: instance, " +
-	"revision, consumer, dates\x02instance id\x02Counts by status\x02Occurren" +
-	"ces, newest first\x02Process and node\x02Error\x02Consumer and worker" +
-	"\x02Next attempt or settled\x02No occurrence matches these filters.\x02A" +
-	"ll consumers\x02Totals of definition %[1]s, not narrowed by the other fi" +
-	"lters\x02Totals of all definitions, not narrowed by the other filters" +
+	"Finished\x02Duration\x02Destination’s answer\x02Outcome\x02Error message" +
+	"\x02No service has reserved this occurrence yet.\x02in progress\x02Desti" +
+	"nation\x02Replica\x02Relais has not called the destination yet.\x02Relai" +
+	"s keeps the destination’s status code only when it refused the call (des" +
+	"tination_http_NNN); a completed call answered 2xx. The duration runs fro" +
+	"m the claim of the call to its settlement.\x02Reason given by the worker" +
+	"\x02Retries\x02none: a failed call takes the node’s error path\x02Call t" +
+	"imeout\x02Now\x02Retry or abandon it from its instance\x02at most %[1]d" +
+	"\x02at most %[1]d since the last operator retry\x14\x01\x81\x01\x00\x02" +
+	"\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02%[1]d left\x02Inputs," +
+	" labelled by revision %[1]d's contract\x02This contract has no inputs." +
+	"\x02Outputs, labelled by revision %[1]d's contract\x02No outputs yet: th" +
+	"e occurrence has not completed.\x02This contract has no outputs.\x02No o" +
+	"utputs: the occurrence ended without completing.\x02Reveal — this is rec" +
+	"orded\x02Available from\x02Next attempt\x02Last reserved\x02Lock expires" +
+	"\x02Deferred\x02Last error (attempt %[1]d)\x02Error (before any attempt)" +
+	"\x02Its message\x02Message from Relais (in English)\x02Message from the " +
+	"service (as it sent it)\x02The deadline passed before a result arrived." +
+	"\x02The result did not match the revision's outputs contract.\x02Relais " +
+	"stopped during the call: whether the destination acted is unknown, so it" +
+	" is not called again.\x02The call could not be prepared.\x02The destinat" +
+	"ion could not be reached.\x02The destination’s answer was too large.\x02" +
+	"The last attempt’s lock expired with no attempt left.\x02The inputs coul" +
+	"d not be built from the process’s bindings.\x02An operator abandoned the" +
+	" instance.\x02The destination answered HTTP %[1]s.\x02Retry at %[1]s — %" +
+	"[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to " +
+	"be offered again.\x02Waiting for Relais to call the destination since %[" +
+	"1]s (%[2]s).\x02Waiting for a worker since %[1]s (%[2]s).\x02(worker %[1" +
+	"]s)\x02Relais is calling the destination (since %[1]s).\x02Reserved by %" +
+	"[1]s; lock until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred since " +
+	"%[1]s (%[2]s): a worker of the same consumer, or a front end with a sett" +
+	"le token, completes it later.\x02Completed (%[1]s).\x02Its instance is h" +
+	"eld here, waiting for an operator.\x02Its instance went on along the nod" +
+	"e’s error path.\x02Failed (%[1]s).\x02Cancelled: the instance was stoppe" +
+	"d by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the instance was stopped (%" +
+	"[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02waiting\x02HTTP 2xx, unusab" +
+	"le body\x02no answer within the timeout\x02no connection\x02answer too l" +
+	"arge\x02unknown\x02[redacted]\x02The revision must be a whole number, 1 " +
+	"or more.\x02Unknown consumer.\x02Settlement date\x02More filters: instan" +
+	"ce, revision, consumer, dates\x02instance id\x02Counts by status\x02Occu" +
+	"rrences, newest first\x02Process and node\x02Error\x02Consumer and worke" +
+	"r\x02Next attempt or settled\x02No occurrence matches these filters.\x02" +
+	"All consumers\x02Totals of definition %[1]s, not narrowed by the other f" +
+	"ilters\x02Totals of all definitions, not narrowed by the other filters" +
 	"\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurr" +
 	"ences\x02as of %[1]s (%[2]s); counts are refreshed every few seconds." +
 	"\x02revision %[1]d\x02settled\x02next attempt\x02claimable since\x02call" +
@@ -1091,211 +1094,212 @@ const enData string = "" + // Size: 19238 bytes
 	"\x02Only administrators manage tokens.\x02Staff tokens (administrators, " +
 	"designers, operators) that are not revoked. Consumer tokens are managed " +
 	"with their consumers. Revoking a token refuses its next request.\x02ID" +
-	"\x02Role\x02Last used\x02Expires\x02Staff tokens, oldest first\x02never" +
-	"\x02not yet\x02Expired token\x02Revoke…\x02this session\x02No token.\x02" +
-	"The token was revoked.\x02Revoke token %[1]d\x02Revoke the %[1]s token “" +
-	"%[2]s”?\x02Its next request is refused, and console sessions opened with" +
-	" it end. This cannot be undone: whoever uses it needs a new token.\x02Re" +
-	"voke the token\x02Keep it\x02This is the token you signed in with: revok" +
-	"ing it signs you out. Its next request is refused. This cannot be undone" +
-	".\x02This is the last usable administrator token: create another one bef" +
-	"ore revoking it.\x02routing output\x02(each item)\x14\x01\x81\x01\x00" +
-	"\x02\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d character" +
-	"s\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02at m" +
-	"ost %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1]s" +
-	"\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at lea" +
-	"st %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02" +
-	"\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02not provide" +
-	"d\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02nu" +
-	"ll\x02unexpected value\x02Invalid page\x02This page link is not one the " +
-	"console made.\x02Workers connected by a stream, and polling workers by t" +
-	"heir last fetch. A worker is listed while it was seen within three heart" +
-	"beats.\x02Workers seen within three heartbeats\x02Worker\x02Protocol\x02" +
-	"Definitions served\x02In flight\x02Connected\x02Last seen\x02No worker i" +
-	"s connected.\x02Workers serving %[1]s\x02All workers\x02No worker serves" +
-	" this definition.\x02stream\x02long polling\x02Camunda 7 facade\x02every" +
-	" revision its consumer is granted\x02revisions %[1]s\x02No worker serves" +
-	" this definition: its occurrences wait until one connects or polls.\x14" +
-	"\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served by " +
-	"%[1]d workers\x02Revisions they take: %[1]s; some take every revision th" +
-	"eir consumer is granted.\x02They take every revision their consumer is g" +
-	"ranted.\x02They take revision %[1]d only.\x02They take revisions %[1]s o" +
-	"nly."
+	"\x02Role\x02Created on\x02Last used\x02Expires\x02Staff tokens, oldest f" +
+	"irst\x02never\x02not yet\x02Expired token\x02Revoke…\x02this session\x02" +
+	"No token.\x02The token was revoked.\x02Revoke token %[1]d\x02Revoke the " +
+	"%[1]s token “%[2]s”?\x02Its next request is refused, and console session" +
+	"s opened with it end. This cannot be undone: whoever uses it needs a new" +
+	" token.\x02Revoke the token\x02Keep it\x02This is the token you signed i" +
+	"n with: revoking it signs you out. Its next request is refused. This can" +
+	"not be undone.\x02This is the last usable administrator token: create an" +
+	"other one before revoking it.\x02routing output\x02(each item)\x14\x01" +
+	"\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at least %[1" +
+	"]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00" +
+	"\x19\x02at most %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02min" +
+	"imum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14" +
+	"\x02at least %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01" +
+	"\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02not" +
+	" provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d ite" +
+	"ms\x02null\x02unexpected value\x02Invalid page\x02This page link is not " +
+	"one the console made.\x02Workers connected by a stream, and polling work" +
+	"ers by their last fetch. A worker is listed while it was seen within thr" +
+	"ee heartbeats.\x02Workers seen within three heartbeats\x02Worker\x02Prot" +
+	"ocol\x02Definitions served\x02In flight\x02Connected\x02Last seen\x02No " +
+	"worker is connected.\x02Workers serving %[1]s\x02All workers\x02No worke" +
+	"r serves this definition.\x02stream\x02long polling\x02Camunda 7 facade" +
+	"\x02every revision its consumer is granted\x02revisions %[1]s\x02No work" +
+	"er serves this definition: its occurrences wait until one connects or po" +
+	"lls.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Se" +
+	"rved by %[1]d workers\x02Revisions they take: %[1]s; some take every rev" +
+	"ision their consumer is granted.\x02They take every revision their consu" +
+	"mer is granted.\x02They take revision %[1]d only.\x02They take revisions" +
+	" %[1]s only."
 
-var frIndex = []uint32{ // 603 elements
+var frIndex = []uint32{ // 605 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x0000007a,
 	0x000000a8, 0x000000d4, 0x000000fe, 0x00000136,
 	0x00000162, 0x000001b4, 0x000001c9, 0x000001de,
-	0x00000208, 0x0000028a, 0x0000035c, 0x00000373,
-	0x0000039e, 0x000003f4, 0x0000047a, 0x00000492,
-	0x000004bb, 0x00000500, 0x000005c5, 0x000005db,
-	0x000006c7, 0x00000711, 0x0000075c, 0x00000796,
+	0x00000208, 0x0000028a, 0x0000035f, 0x00000376,
+	0x000003a1, 0x000003f7, 0x0000047d, 0x00000495,
+	0x000004be, 0x00000503, 0x000005cb, 0x000005e1,
+	0x000006cd, 0x00000717, 0x00000762, 0x0000079c,
 	// Entry 20 - 3F
-	0x000007c7, 0x000007de, 0x00000864, 0x0000093c,
-	0x00000981, 0x000009f6, 0x00000a2a, 0x00000a87,
-	0x00000af0, 0x00000b67, 0x00000bd0, 0x00000be1,
-	0x00000c3d, 0x00000c9e, 0x00000ca5, 0x00000ce6,
-	0x00000cfa, 0x00000d3a, 0x00000dcb, 0x00000e4d,
-	0x00000e89, 0x00000eca, 0x00000f23, 0x00000f61,
-	0x00000fa0, 0x00000fdd, 0x0000105c, 0x000010a7,
-	0x00001141, 0x000011aa, 0x000011e4, 0x00001245,
+	0x000007cd, 0x000007e4, 0x0000086a, 0x00000942,
+	0x00000987, 0x000009fc, 0x00000a30, 0x00000a8d,
+	0x00000af6, 0x00000b6d, 0x00000bd6, 0x00000be7,
+	0x00000c43, 0x00000ca4, 0x00000cab, 0x00000cec,
+	0x00000d00, 0x00000d40, 0x00000dd1, 0x00000e53,
+	0x00000e8f, 0x00000ed0, 0x00000f29, 0x00000f67,
+	0x00000fa6, 0x00000fe3, 0x00001062, 0x000010ad,
+	0x00001147, 0x000011b0, 0x000011ea, 0x0000124b,
 	// Entry 40 - 5F
-	0x0000124c, 0x00001256, 0x0000125d, 0x0000126a,
-	0x0000127d, 0x00001291, 0x0000143f, 0x00001461,
-	0x00001496, 0x0000157f, 0x000015f4, 0x000016d3,
-	0x000016f3, 0x000016f9, 0x000016fd, 0x00001704,
-	0x0000170a, 0x00001720, 0x00001737, 0x00001747,
-	0x00001752, 0x00001764, 0x0000180f, 0x00001817,
-	0x0000182d, 0x00001841, 0x0000186d, 0x00001880,
-	0x000018cc, 0x00001915, 0x00001949, 0x0000198b,
+	0x00001252, 0x0000125c, 0x00001263, 0x00001270,
+	0x00001283, 0x00001297, 0x00001445, 0x00001467,
+	0x0000149c, 0x00001585, 0x000015fa, 0x000016d9,
+	0x000016f9, 0x000016ff, 0x00001703, 0x0000170a,
+	0x00001710, 0x00001726, 0x0000173d, 0x0000174d,
+	0x00001758, 0x0000176a, 0x00001815, 0x0000181d,
+	0x00001833, 0x00001847, 0x00001873, 0x00001886,
+	0x000018d2, 0x0000191b, 0x0000194f, 0x00001991,
 	// Entry 60 - 7F
-	0x000019c1, 0x000019c7, 0x000019d5, 0x000019e4,
-	0x000019f3, 0x000019fa, 0x00001a0b, 0x00001a21,
-	0x00001a27, 0x00001a38, 0x00001a42, 0x00001a4c,
-	0x00001a73, 0x00001a8f, 0x00001a97, 0x00001aa4,
-	0x00001ab0, 0x00001ab7, 0x00001adb, 0x00001aeb,
-	0x00001b03, 0x00001b36, 0x00001b67, 0x00001b99,
-	0x00001ba7, 0x00001c4a, 0x00001c5c, 0x00001cda,
-	0x00001cf6, 0x00001d0e, 0x00001d1a, 0x00001d5d,
+	0x000019c7, 0x000019cd, 0x000019db, 0x000019ea,
+	0x000019f9, 0x00001a00, 0x00001a11, 0x00001a27,
+	0x00001a2d, 0x00001a3e, 0x00001a48, 0x00001a52,
+	0x00001a79, 0x00001a95, 0x00001a9d, 0x00001aaa,
+	0x00001ab6, 0x00001abd, 0x00001ae1, 0x00001af1,
+	0x00001b09, 0x00001b3c, 0x00001b6d, 0x00001b9f,
+	0x00001bad, 0x00001c50, 0x00001c62, 0x00001ce0,
+	0x00001cfc, 0x00001d14, 0x00001d20, 0x00001d63,
 	// Entry 80 - 9F
-	0x00001d70, 0x00001dec, 0x00001e08, 0x00001e5f,
-	0x00001e77, 0x00001f0f, 0x00001f75, 0x00001fa7,
-	0x00001fad, 0x00001fb2, 0x00001fbe, 0x00001fcd,
-	0x00001fd9, 0x00001fe5, 0x00001ff7, 0x00002008,
-	0x0000208c, 0x00002090, 0x000020a2, 0x000020b9,
-	0x000020c4, 0x00002119, 0x00002126, 0x0000214b,
-	0x00002157, 0x00002161, 0x00002167, 0x00002173,
-	0x0000218b, 0x000021dd, 0x000021ed, 0x000021fd,
+	0x00001d76, 0x00001df2, 0x00001e0e, 0x00001e65,
+	0x00001e7d, 0x00001f15, 0x00001f7b, 0x00001fad,
+	0x00001fb3, 0x00001fb8, 0x00001fc4, 0x00001fd3,
+	0x00001fdf, 0x00001feb, 0x00001ffd, 0x0000200e,
+	0x00002092, 0x00002096, 0x000020a8, 0x000020bf,
+	0x000020ca, 0x0000211f, 0x0000212c, 0x00002151,
+	0x0000215d, 0x00002167, 0x0000216d, 0x00002179,
+	0x00002191, 0x000021e3, 0x000021f3, 0x00002203,
 	// Entry A0 - BF
-	0x00002206, 0x00002211, 0x00002219, 0x0000222d,
-	0x00002240, 0x00002268, 0x00002271, 0x00002281,
-	0x000022a1, 0x000022a9, 0x000022b8, 0x000022d7,
-	0x00002302, 0x00002328, 0x00002338, 0x00002342,
-	0x0000234c, 0x0000236b, 0x00002389, 0x00002463,
-	0x00002481, 0x000024c5, 0x00002502, 0x00002535,
-	0x00002565, 0x00002591, 0x000025c1, 0x000025e3,
-	0x000025fe, 0x00002619, 0x00002635, 0x00002651,
+	0x0000220c, 0x00002217, 0x0000221f, 0x0000223f,
+	0x00002261, 0x00002289, 0x00002292, 0x000022a2,
+	0x000022c2, 0x000022ca, 0x000022d9, 0x000022f8,
+	0x00002323, 0x00002349, 0x00002359, 0x00002363,
+	0x0000236d, 0x0000238c, 0x000023aa, 0x00002484,
+	0x000024a2, 0x000024e6, 0x00002523, 0x00002556,
+	0x00002586, 0x000025b2, 0x000025e2, 0x00002604,
+	0x0000261f, 0x0000263a, 0x00002656, 0x00002672,
 	// Entry C0 - DF
-	0x00002667, 0x00002681, 0x000026a1, 0x000026c0,
-	0x000026c7, 0x00002731, 0x00002747, 0x0000274c,
-	0x00002760, 0x00002778, 0x0000279d, 0x000027cb,
-	0x000027dd, 0x000027f0, 0x0000280d, 0x0000283a,
-	0x00002857, 0x0000287a, 0x00002885, 0x00002890,
-	0x0000289c, 0x00002920, 0x00002947, 0x00002985,
-	0x00002991, 0x0000299a, 0x000029af, 0x000029b9,
-	0x000029e0, 0x000029fc, 0x00002a17, 0x00002a47,
+	0x00002688, 0x000026a2, 0x000026c2, 0x000026e1,
+	0x000026e8, 0x00002752, 0x00002768, 0x0000276d,
+	0x00002781, 0x00002799, 0x000027be, 0x000027ec,
+	0x000027fe, 0x00002811, 0x0000282e, 0x0000285b,
+	0x00002878, 0x0000289b, 0x000028a6, 0x000028b1,
+	0x000028bd, 0x00002944, 0x0000296b, 0x000029a9,
+	0x000029b5, 0x000029be, 0x000029d3, 0x000029dd,
+	0x00002a04, 0x00002a20, 0x00002a3b, 0x00002a6b,
 	// Entry E0 - FF
-	0x00002a85, 0x00002aa0, 0x00002ac1, 0x00002ad9,
-	0x00002b1f, 0x00002b8a, 0x00002b94, 0x00002b9e,
-	0x00002bb8, 0x00002c01, 0x00002c09, 0x00002c14,
-	0x00002c22, 0x00002c32, 0x00002c5c, 0x00002c85,
-	0x00002c95, 0x00002cb4, 0x00002cc0, 0x00002cd9,
-	0x00002ce4, 0x00002cf1, 0x00002d00, 0x00002d08,
-	0x00002d12, 0x00002d1a, 0x00002d22, 0x00002d28,
-	0x00002d2f, 0x00002d34, 0x00002d39, 0x00002d3d,
+	0x00002aa9, 0x00002ac4, 0x00002ae5, 0x00002afd,
+	0x00002b43, 0x00002bae, 0x00002bb8, 0x00002bc2,
+	0x00002bdc, 0x00002c25, 0x00002c2d, 0x00002c38,
+	0x00002c46, 0x00002c56, 0x00002c80, 0x00002ca9,
+	0x00002cb9, 0x00002cd8, 0x00002ce4, 0x00002cfd,
+	0x00002d08, 0x00002d15, 0x00002d24, 0x00002d2c,
+	0x00002d36, 0x00002d3e, 0x00002d46, 0x00002d4c,
+	0x00002d53, 0x00002d58, 0x00002d5d, 0x00002d61,
 	// Entry 100 - 11F
-	0x00002d42, 0x00002d48, 0x00002d4e, 0x00002d54,
-	0x00002d59, 0x00002d5e, 0x00002d64, 0x00002d6e,
-	0x00002d8e, 0x00002db0, 0x00002dd4, 0x00002dfa,
-	0x00002e03, 0x00002e1f, 0x00002e28, 0x00002e3f,
-	0x00002e48, 0x00002e9c, 0x00002ebc, 0x00002ec2,
-	0x00002ecd, 0x00002ed3, 0x00002ee1, 0x00002eec,
-	0x00002ef8, 0x00002f2b, 0x00002f4f, 0x00002f7e,
-	0x00002fc7, 0x00002fce, 0x00002fe4, 0x00003057,
+	0x00002d66, 0x00002d6c, 0x00002d72, 0x00002d78,
+	0x00002d7d, 0x00002d82, 0x00002d88, 0x00002d92,
+	0x00002db2, 0x00002dd4, 0x00002df8, 0x00002e1e,
+	0x00002e27, 0x00002e43, 0x00002e4c, 0x00002e64,
+	0x00002e6d, 0x00002ec1, 0x00002ee1, 0x00002ee7,
+	0x00002ef2, 0x00002ef8, 0x00002f06, 0x00002f11,
+	0x00002f1d, 0x00002f50, 0x00002f74, 0x00002fa3,
+	0x00002fec, 0x00002ff3, 0x00003009, 0x0000307c,
 	// Entry 120 - 13F
-	0x0000307d, 0x0000320d, 0x00003315, 0x00003365,
-	0x00003392, 0x000033c1, 0x000033ec, 0x000033fa,
-	0x00003407, 0x00003414, 0x00003427, 0x0000343c,
-	0x0000344c, 0x00003466, 0x00003478, 0x000034b0,
-	0x000034c7, 0x000034ca, 0x000034cd, 0x00003501,
-	0x0000354b, 0x00003580, 0x00003589, 0x000035a0,
-	0x000035ce, 0x000035e1, 0x000035f2, 0x000035fd,
-	0x00003608, 0x00003613, 0x0000361c, 0x00003625,
+	0x000030a2, 0x00003232, 0x0000333a, 0x0000338a,
+	0x000033b7, 0x000033e6, 0x00003411, 0x0000341f,
+	0x0000342c, 0x00003439, 0x0000344c, 0x00003461,
+	0x00003471, 0x0000348b, 0x0000349d, 0x000034d5,
+	0x000034ec, 0x000034ef, 0x000034f2, 0x00003526,
+	0x00003570, 0x000035a5, 0x000035ae, 0x000035c5,
+	0x000035f3, 0x00003606, 0x00003617, 0x00003622,
+	0x0000362d, 0x00003638, 0x00003641, 0x0000364a,
 	// Entry 140 - 15F
-	0x0000362f, 0x00003638, 0x00003641, 0x00003648,
-	0x00003656, 0x0000365c, 0x00003663, 0x0000366a,
-	0x00003673, 0x00003678, 0x00003686, 0x0000368c,
-	0x00003692, 0x00003698, 0x000036a0, 0x000036a9,
-	0x000036b2, 0x000036cf, 0x000036ea, 0x0000370a,
-	0x0000372b, 0x0000373a, 0x00003745, 0x00003750,
-	0x0000375d, 0x00003761, 0x00003765, 0x00003773,
-	0x00003781, 0x0000378f, 0x000037af, 0x000037c2,
+	0x00003654, 0x0000365d, 0x00003666, 0x0000366d,
+	0x0000367b, 0x00003681, 0x00003688, 0x0000368f,
+	0x00003698, 0x0000369d, 0x000036ab, 0x000036b1,
+	0x000036b7, 0x000036bd, 0x000036c5, 0x000036ce,
+	0x000036d7, 0x000036f4, 0x0000370f, 0x00003732,
+	0x00003753, 0x00003762, 0x0000376d, 0x00003778,
+	0x00003785, 0x00003789, 0x0000378d, 0x0000379b,
+	0x000037a9, 0x000037b7, 0x000037d7, 0x000037ea,
 	// Entry 160 - 17F
-	0x000037db, 0x000037f0, 0x00003801, 0x00003813,
-	0x00003825, 0x0000382b, 0x00003832, 0x0000383a,
-	0x00003842, 0x00003860, 0x0000387e, 0x00003895,
-	0x000038aa, 0x000038bb, 0x000038c0, 0x000038c6,
-	0x000038df, 0x000038fc, 0x0000391c, 0x00003927,
-	0x00003931, 0x0000395a, 0x00003965, 0x00003999,
-	0x000039a6, 0x000039bd, 0x000039cb, 0x000039d2,
-	0x000039ed, 0x000039f7, 0x00003a0a, 0x00003a41,
+	0x00003803, 0x00003818, 0x00003829, 0x0000383b,
+	0x0000384d, 0x00003853, 0x0000385a, 0x00003862,
+	0x0000386a, 0x00003888, 0x000038a6, 0x000038bd,
+	0x000038d2, 0x000038e3, 0x000038e8, 0x000038ee,
+	0x00003907, 0x00003924, 0x00003944, 0x0000394f,
+	0x00003959, 0x00003982, 0x0000398d, 0x000039c1,
+	0x000039ce, 0x000039ec, 0x000039fa, 0x00003a03,
+	0x00003a0a, 0x00003a25, 0x00003a2f, 0x00003a42,
 	// Entry 180 - 19F
-	0x00003a4a, 0x00003a56, 0x00003a60, 0x00003a90,
-	0x00003b77, 0x00003b93, 0x00003ba8, 0x00003be9,
-	0x00003bfa, 0x00003c05, 0x00003c38, 0x00003c46,
-	0x00003c82, 0x00003cac, 0x00003cd4, 0x00003d13,
-	0x00003d34, 0x00003d72, 0x00003db2, 0x00003dd2,
-	0x00003e13, 0x00003e3f, 0x00003e57, 0x00003e6b,
-	0x00003e82, 0x00003e90, 0x00003e9b, 0x00003ebe,
-	0x00003edd, 0x00003ee9, 0x00003f08, 0x00003f37,
+	0x00003a7c, 0x00003a85, 0x00003a91, 0x00003a9b,
+	0x00003acb, 0x00003bb2, 0x00003bd2, 0x00003be7,
+	0x00003c28, 0x00003c39, 0x00003c44, 0x00003c77,
+	0x00003c85, 0x00003cc1, 0x00003ceb, 0x00003d13,
+	0x00003d52, 0x00003d73, 0x00003db1, 0x00003df1,
+	0x00003e11, 0x00003e52, 0x00003e7e, 0x00003e96,
+	0x00003eaa, 0x00003ec1, 0x00003ecf, 0x00003eda,
+	0x00003efd, 0x00003f1c, 0x00003f28, 0x00003f47,
 	// Entry 1A0 - 1BF
-	0x00003f77, 0x00003fbd, 0x0000402f, 0x00004057,
-	0x0000407a, 0x000040b1, 0x000040f8, 0x0000414b,
-	0x00004174, 0x0000419a, 0x000041c1, 0x000041e9,
-	0x00004230, 0x0000427a, 0x000042aa, 0x000042ba,
-	0x000042e8, 0x00004324, 0x0000433a, 0x000043cb,
-	0x000043de, 0x0000441c, 0x00004458, 0x0000446b,
-	0x000044bb, 0x000044f0, 0x00004502, 0x00004519,
-	0x00004524, 0x00004541, 0x00004560, 0x00004571,
+	0x00003f7d, 0x00003fbd, 0x00004003, 0x00004075,
+	0x0000409d, 0x000040c0, 0x000040f7, 0x0000413e,
+	0x00004191, 0x000041ba, 0x000041e0, 0x00004207,
+	0x0000422f, 0x00004276, 0x000042c0, 0x000042f3,
+	0x00004306, 0x00004334, 0x00004370, 0x00004386,
+	0x0000441a, 0x0000442d, 0x0000446b, 0x000044a7,
+	0x000044ba, 0x0000450a, 0x0000453f, 0x00004551,
+	0x00004568, 0x00004573, 0x00004590, 0x000045af,
 	// Entry 1C0 - 1DF
-	0x0000458b, 0x00004594, 0x0000459e, 0x000045d3,
-	0x000045e9, 0x000045fc, 0x00004639, 0x00004652,
-	0x00004668, 0x00004692, 0x000046a5, 0x000046ac,
-	0x000046c4, 0x000046e6, 0x00004716, 0x0000472d,
-	0x00004765, 0x000047a0, 0x000047cc, 0x0000481f,
-	0x0000482f, 0x00004838, 0x0000484c, 0x0000485e,
-	0x00004874, 0x00004886, 0x00004898, 0x000048aa,
-	0x000048c0, 0x000048ea, 0x0000491d, 0x00004959,
+	0x000045c0, 0x000045da, 0x000045e3, 0x000045ed,
+	0x00004622, 0x00004638, 0x0000464b, 0x00004688,
+	0x000046a1, 0x000046b7, 0x000046e1, 0x000046f4,
+	0x000046fb, 0x00004716, 0x00004738, 0x00004768,
+	0x0000477f, 0x000047b7, 0x000047f2, 0x0000481e,
+	0x00004871, 0x00004881, 0x0000488a, 0x0000489e,
+	0x000048b0, 0x000048c6, 0x000048d8, 0x000048ea,
+	0x000048fc, 0x00004912, 0x0000493c, 0x0000496f,
 	// Entry 1E0 - 1FF
-	0x00004970, 0x00004a38, 0x00004a65, 0x00004ad0,
-	0x00004aea, 0x00004b03, 0x00004b24, 0x00004b3a,
-	0x00004b41, 0x00004b5b, 0x00004bf0, 0x00004c03,
-	0x00004c2a, 0x00004c52, 0x00004c60, 0x00004c70,
-	0x00004c78, 0x00004c89, 0x00004c90, 0x00004dc6,
-	0x00004dcd, 0x00004e07, 0x00004e0c, 0x00004e21,
-	0x00004e35, 0x00004e47, 0x00004e5d, 0x00004e77,
-	0x00004ec1, 0x00004ed1, 0x00004fab, 0x00004fb0,
+	0x000049ab, 0x000049c2, 0x00004a8a, 0x00004ab7,
+	0x00004b22, 0x00004b3c, 0x00004b55, 0x00004b76,
+	0x00004b8c, 0x00004b93, 0x00004bad, 0x00004c42,
+	0x00004c55, 0x00004c7c, 0x00004ca4, 0x00004cb2,
+	0x00004cc2, 0x00004cca, 0x00004cdb, 0x00004ce2,
+	0x00004e18, 0x00004e1f, 0x00004e59, 0x00004e5e,
+	0x00004e73, 0x00004e87, 0x00004e99, 0x00004eaf,
+	0x00004ec9, 0x00004f13, 0x00004f23, 0x00004ffd,
 	// Entry 200 - 21F
-	0x00004fc0, 0x00004fce, 0x00004fde, 0x00004fee,
-	0x00004ff8, 0x00005024, 0x0000503e, 0x00005059,
-	0x000050e7, 0x000050f8, 0x00005105, 0x00005146,
-	0x0000518c, 0x000051a4, 0x000051f7, 0x00005232,
-	0x0000525d, 0x00005267, 0x000052e1, 0x00005316,
-	0x00005357, 0x000053c7, 0x000053e0, 0x000053ed,
-	0x00005430, 0x00005436, 0x000054d2, 0x00005526,
-	0x00005551, 0x000055dd, 0x0000560b, 0x000056cd,
+	0x00005002, 0x00005012, 0x00005020, 0x00005030,
+	0x00005040, 0x0000504a, 0x00005076, 0x00005090,
+	0x000050ab, 0x00005139, 0x0000514a, 0x00005157,
+	0x00005198, 0x000051de, 0x000051f6, 0x00005249,
+	0x00005284, 0x000052af, 0x000052b9, 0x00005333,
+	0x00005368, 0x000053a9, 0x00005419, 0x00005432,
+	0x0000543f, 0x00005482, 0x00005488, 0x00005524,
+	0x00005578, 0x000055a3, 0x0000562f, 0x0000565d,
 	// Entry 220 - 23F
-	0x000056d0, 0x000056d6, 0x000056ec, 0x000056f7,
-	0x00005727, 0x0000572e, 0x00005739, 0x00005747,
-	0x00005754, 0x00005762, 0x0000576f, 0x0000578b,
-	0x000057a4, 0x000057cd, 0x00005876, 0x00005889,
-	0x00005893, 0x00005922, 0x00005983, 0x00005995,
-	0x000059a8, 0x000059e6, 0x00005a22, 0x00005a2e,
-	0x00005a3b, 0x00005a49, 0x00005a57, 0x00005a67,
-	0x00005aa3, 0x00005add, 0x00005ae8, 0x00005b12,
+	0x0000571f, 0x00005722, 0x00005728, 0x00005732,
+	0x00005748, 0x00005753, 0x00005783, 0x0000578a,
+	0x00005795, 0x000057a3, 0x000057b0, 0x000057be,
+	0x000057cb, 0x000057e7, 0x00005800, 0x00005829,
+	0x000058d2, 0x000058e5, 0x000058ef, 0x0000597e,
+	0x000059df, 0x000059f1, 0x00005a04, 0x00005a42,
+	0x00005a7e, 0x00005a8a, 0x00005a97, 0x00005aa5,
+	0x00005ab3, 0x00005ac3, 0x00005aff, 0x00005b39,
 	// Entry 240 - 25F
-	0x00005b16, 0x00005b28, 0x00005b36, 0x00005b62,
-	0x00005c24, 0x00005c57, 0x00005c62, 0x00005c6c,
-	0x00005c81, 0x00005c8a, 0x00005c94, 0x00005ca2,
-	0x00005cc6, 0x00005ce0, 0x00005cf5, 0x00005d21,
-	0x00005d26, 0x00005d3b, 0x00005d4d, 0x00005d82,
-	0x00005d93, 0x00005e09, 0x00005e4b, 0x00005ebe,
-	0x00005f02, 0x00005f2a, 0x00005f54,
-} // Size: 2436 bytes
+	0x00005b44, 0x00005b6e, 0x00005b72, 0x00005b84,
+	0x00005b92, 0x00005bbe, 0x00005c80, 0x00005cb3,
+	0x00005cbe, 0x00005cc8, 0x00005cdd, 0x00005ce6,
+	0x00005cf0, 0x00005cfe, 0x00005d22, 0x00005d3c,
+	0x00005d51, 0x00005d7d, 0x00005d82, 0x00005d97,
+	0x00005da9, 0x00005dde, 0x00005def, 0x00005e65,
+	0x00005ea7, 0x00005f1a, 0x00005f5e, 0x00005f86,
+	0x00005fb0,
+} // Size: 2444 bytes
 
-const frData string = "" + // Size: 24404 bytes
+const frData string = "" + // Size: 24496 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances suspendues…\x02Abandon" +
 	"ner toutes les instances suspendues…\x02Arrêter toutes les instances sus" +
@@ -1305,24 +1309,24 @@ const frData string = "" + // Size: 24404 bytes
 	"d caractères au plus.\x02La laisser continuer\x02La laisser suspendue" +
 	"\x02Reprendre l’instance de processus %[1]s\x02Reprendre cette instance" +
 	"\u202f? Son occurrence en échec au nœud %[1]s est proposée de nouveau, a" +
-	"vec un budget de tentatives neuf.\x02Les services peuvent la reprendre (" +
-	"une occurrence push rappelle sa destination). Ses tentatives précédentes" +
-	" et sa dernière erreur restent dans son historique. Rien n’est terminé à" +
-	" la place de quiconque.\x02Reprendre l’instance\x02Abandonner l’instance" +
-	" de processus %[1]s\x02Abandonner cette instance\u202f? Elle passe en éc" +
-	"hec avec le code d’erreur abandoned.\x02Son occurrence en échec reste te" +
-	"lle quelle et rien n’est terminé à sa place. Une instance abandonnée ne " +
-	"peut pas être reprise.\x02Abandonner l’instance\x02Arrêter l’instance de" +
-	" processus %[1]s\x02Arrêter cette instance\u202f? Ses occurrences ouvert" +
-	"es sont annulées.\x02Les services qui en détiennent une l’apprennent à l" +
-	"eur prochain retour, et leurs résultats sont refusés. Rien n’est terminé" +
-	" à leur place, et une instance arrêtée ne peut pas reprendre.\x02Arrêter" +
-	" l’instance\x02Cette instance ne peut pas être reprise\u202f: son occurr" +
-	"ence au nœud %[1]s a échoué avant toute tentative (ses entrées n’ont pas" +
-	" pu être construites), une reprise échouerait donc de la même façon. Aba" +
-	"ndonnez-la ou arrêtez-la.\x02Cette instance est %[1]s, pas suspendue" +
-	"\u202f: il n’y a rien à reprendre.\x02Cette instance est %[1]s, pas susp" +
-	"endue\u202f: il n’y a rien à abandonner.\x02Cette instance est %[1]s" +
+	"vec un budget de tentatives neuf.\x02Les exécutants peuvent la reprendre" +
+	" (une occurrence push rappelle sa destination). Ses tentatives précédent" +
+	"es et sa dernière erreur restent dans son historique. Rien n’est terminé" +
+	" à la place de quiconque.\x02Reprendre l’instance\x02Abandonner l’instan" +
+	"ce de processus %[1]s\x02Abandonner cette instance\u202f? Elle passe en " +
+	"échec avec le code d’erreur abandoned.\x02Son occurrence en échec reste" +
+	" telle quelle et rien n’est terminé à sa place. Une instance abandonnée " +
+	"ne peut pas être reprise.\x02Abandonner l’instance\x02Arrêter l’instance" +
+	" de processus %[1]s\x02Arrêter cette instance\u202f? Ses occurrences ouv" +
+	"ertes sont annulées.\x02Les exécutants qui en détiennent une l’apprennen" +
+	"t à leur prochain retour, et leurs résultats sont refusés. Rien n’est te" +
+	"rminé à leur place, et une instance arrêtée ne peut pas reprendre.\x02Ar" +
+	"rêter l’instance\x02Cette instance ne peut pas être reprise\u202f: son o" +
+	"ccurrence au nœud %[1]s a échoué avant toute tentative (ses entrées n’on" +
+	"t pas pu être construites), une reprise échouerait donc de la même façon" +
+	". Abandonnez-la ou arrêtez-la.\x02Cette instance est %[1]s, pas suspendu" +
+	"e\u202f: il n’y a rien à reprendre.\x02Cette instance est %[1]s, pas sus" +
+	"pendue\u202f: il n’y a rien à abandonner.\x02Cette instance est %[1]s" +
 	"\u202f: il n’y a rien à arrêter.\x02Le motif que vous avez donné, non co" +
 	"nsigné\u202f:\x02Retour à l’instance\x02Cette instance n’est plus suspen" +
 	"due (elle est %[1]s désormais)\u202f: quelqu’un a sans doute agi avant v" +
@@ -1423,214 +1427,215 @@ const frData string = "" + // Size: 24404 bytes
 	"cune publication pour l’instant.\x02Publication\x02Révision\x02Notes\x02" +
 	"Publiée le\x02Comparer des révisions\x02Liste chaque changement d’une ré" +
 	"vision à l’autre et ce qu’il peut casser.\x02De la révision\x02À la révi" +
-	"sion\x02Comparer\x02Changement\x02Détail\x02Casse les processus\x02Casse" +
-	" les services\x02Ces révisions ont les mêmes contrats.\x02Entrées\x02Auc" +
-	"une entrée.\x02Entrées de la copie de travail\x02Sorties\x02Aucune sorti" +
-	"e.\x02Sorties de la copie de travail\x02Publications, les plus anciennes" +
-	" d’abord\x02Changements entre les deux révisions\x02Révision %[1]d\x02Fi" +
-	"gée le\x02Empreinte\x02Entrées de la révision %[1]d\x02Sorties de la rév" +
-	"ision %[1]d\x02La copie de travail a des changements pas encore figés" +
-	"\u202f: elles ne sont dans aucune révision (exécutants et processus util" +
-	"isent au plus la révision %[1]d) tant qu’un figement n’en fait pas la ré" +
-	"vision %[2]d.\x02Depuis la révision %[1]d\u202f:\x02les contrats sont le" +
-	"s mêmes (le nom ou une description a changé).\x02Changements de la copie" +
-	" de travail depuis la révision %[1]d\x02Choisissez deux révisions exista" +
-	"ntes à comparer.\x02De la révision %[1]d à la révision %[2]d\u202f:\x14" +
-	"\x01\x81\x01\x00\x02\x11\x02%[1]d changement\x00\x12\x02%[1]d changement" +
-	"s\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incompatible\x00\x14\x02%[1]d inc" +
-	"ompatibles\x02sortie de routage %[1]s → %[2]s\x02facultatif → obligatoir" +
-	"e\x02obligatoire → facultatif\x02valeurs ajoutées\u202f: %[1]s\x02valeur" +
-	"s retirées\u202f: %[1]s\x02valeurs réordonnées\x02%[1]s\u202f: %[2]s → %" +
-	"[3]s\x02champ obligatoire de type %[1]s\x02champ facultatif de type %[1]" +
-	"s\x02aucune\x02Contrats de tâches\u202f: leur copie de travail, leurs ré" +
-	"visions immuables et leurs publications nommées.\x02Définitions par clé" +
-	"\x02Clé\x02Dernière révision\x02aucune pour l’instant\x02Aucune définiti" +
-	"on pour l’instant.\x14\x01\x81\x01\x00\x02\x12\x02%[1]d publication\x00" +
-	"\x13\x02%[1]d publications\x02en cas d’erreur\x02toute autre erreur\x02s" +
-	"uspendue pour un opérateur\x02incident\u202f: reprendre, abandonner, arr" +
-	"êter\x02fin\u202f: termine l’instance\x02fin\u202f: met l’instance en é" +
-	"chec\x02push %[1]s\x02pull %[1]s\x02Nœud %[1]s\x02La file d’attente et l" +
-	"es incidents de chaque définition maintenant, et ce que ses services ont" +
-	" terminé dans la dernière heure.\x02Réussites et échecs, dernière heure" +
-	"\x02Définitions, celles qui demandent de l’attention d’abord\x02Définiti" +
-	"on\x02Ouvertes\x02Instances suspendues\x02En échec\x02Attente de la plus" +
-	" ancienne disponible\x02Terminées, dernière heure\x02En échec, dernière " +
-	"heure\x02Aucune définition n’a encore d’occurrence.\x02Au %[1]s (%[2]s)" +
-	"\u202f; actualisé toutes les quelques secondes.\x02disponible depuis le " +
-	"%[1]s\x02Afficher toutes les définitions\x02Toutes les définitions\x02Ré" +
-	"ussites et échecs par tranche de 5 min, dernière heure\u202f: %[1]s\x02D" +
-	"ans la dernière heure\u202f: %[1]s, %[2]s. Le tableau qui suit le graphi" +
-	"que donne chaque tranche de 5\u00a0min.\x02terminée\x02en échec\x02Les c" +
-	"hiffres du graphique\x02Réussites et échecs par tranche de 5 min, les pl" +
-	"us anciennes d’abord\x02Tranche\x02Terminées\x02%[1]s–%[2]s\x02%[1]s" +
-	"\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%" +
-	"[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02" +
-	"%[1]d en échec\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s" +
-	"\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]" +
-	"s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv." +
-	"\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oc" +
-	"t.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jou" +
-	"r\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00" +
-	"\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e" +
-	"\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f" +
-	"\x02%[1]d secondes\x02%[1]d ms\x02Instance de processus %[1]s\x02Résumé" +
-	"\x02Actions d’opérateur\x02Parcours\x02Les nœuds atteints par cette inst" +
-	"ance, dans l’ordre, chacun avec son occurrence.\x02Nœuds atteints, dans " +
-	"l’ordre\x02Nœud\x02Occurrence\x02Route\x02Nœud suivant\x02Créée le\x02Ré" +
-	"glée le\x02Cette instance n’a encore atteint aucune tâche.\x02Actions d’" +
-	"opérateurs consignées\x02Aucun opérateur n’a agi sur cette instance.\x02" +
-	"Actions d’opérateurs sur cette instance, les plus récentes d’abord\x02Va" +
-	"leur\x02Entrées du processus\x02Entrées avec lesquelles l’instance a dém" +
-	"arré, nommées d’après le contrat de la version %[1]d du processus\x02Ce " +
-	"processus ne prend aucune entrée.\x02Cette instance est suspendue à un n" +
-	"œud en échec\u202f: c’est un incident. Elle ne peut pas être reprise" +
-	"\u202f: son occurrence au nœud %[1]s a échoué avant toute tentative (ses" +
-	" entrées n’ont pas pu être construites), une reprise échouerait donc de " +
-	"la même façon. L’abandon met l’instance en échec\u202f; l’arrêt l’annule" +
-	". Chacun demande un motif, consigné dans le journal d’audit.\x02Cette in" +
-	"stance est suspendue à un nœud en échec\u202f: c’est un incident. La rep" +
-	"rise propose de nouveau l’occurrence en échec\u202f; l’abandon met l’ins" +
-	"tance en échec\u202f; l’arrêt l’annule. Chacune demande un motif, consig" +
-	"né dans le journal d’audit.\x02L’arrêt annule l’instance et ses occurren" +
-	"ces ouvertes. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — « %[3]" +
-	"s »\x02Abandonnée par %[1]s le %[2]s — « %[3]s »\x02Reprise par %[1]s le" +
-	" %[2]s — « %[3]s »\x02Démarrée le\x02Terminée le\x02Nœud de fin\x02Suspe" +
-	"ndue au nœud\x02Occurrence en échec\x02Code d’erreur\x02Statut inconnu" +
-	"\u202f: %[1]q.\x02Date de création\x02La taille de page doit être compri" +
-	"se entre 1 et %[1]d.\x02Instances de processus\x02du\x02au\x02Agir sur t" +
-	"outes les instances que ce filtre retient\x02La page suivante les compte" +
-	" et demande un motif avant que rien ne change.\x02Instances de processus" +
-	", les plus récentes d’abord\x02Instance\x02Nœud de fin ou erreur\x02Aucu" +
-	"ne instance ne correspond à ces filtres.\x02Tous les processus\x02Tous l" +
-	"es statuts\x02disponible\x02réservée\x02différée\x02annulée\x02en cours" +
-	"\x02suspendue\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte" +
-	"\x02entier\x02nombre\x02booléen\x02date\x02date et heure\x02choix\x02obj" +
-	"et\x02liste\x02normale\x02sensible\x02secrète\x02••• masqué (sensible)" +
-	"\x02••• masqué (secret)\x02pull (le service la récupère)\x02push (Relais" +
-	" appelle le service)\x02administrateur\x02opérateur\x02concepteur\x02con" +
-	"sommateur\x02oui\x02non\x02champ ajouté\x02champ retiré\x02type modifié" +
-	"\x02caractère obligatoire modifié\x02valeurs modifiées\x02classification" +
-	" modifiée\x02contrainte modifiée\x02routage modifié\x02longueur minimale" +
-	"\x02longueur maximale\x02motif\x02format\x02minimum\x02maximum\x02nombre" +
-	" minimal d’éléments\x02nombre maximal d’éléments\x02%[1]s, révision %[2]" +
-	"s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Mode\x02Dates\x02Politi" +
-	"que d’exécution\x02Nombre maximal de tentatives\x02Délai avant nouvelle " +
-	"tentative\x02Échéance\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus h" +
-	"aute)\x02Tentatives\x02Toutes les tentatives, les plus anciennes d’abord" +
-	"\x02Consommateur\x02Identifiant du service\x02Réservée le\x02Durée\x02Ré" +
-	"ponse de la destination\x02Résultat\x02Message d’erreur\x02Aucun service" +
-	" n’a encore réservé cette occurrence.\x02en cours\x02Destination\x02Répl" +
-	"ique\x02Relais n’a pas encore appelé la destination.\x02Relais ne conser" +
-	"ve le code de statut de la destination que lorsqu’elle a refusé l’appel " +
-	"(destination_http_NNN)\u202f; un appel terminé a reçu une réponse 2xx. L" +
-	"a durée va de la prise en charge de l’appel à son règlement.\x02Motif do" +
-	"nné par le service\x02Nouvelles tentatives\x02aucune\u202f: un appel en " +
-	"échec suit le chemin d’erreur du nœud\x02Délai d’appel\x02Maintenant" +
-	"\x02La reprendre ou l’abandonner depuis son instance\x02au plus %[1]d" +
-	"\x02au plus %[1]d depuis la dernière reprise par un opérateur\x14\x01" +
-	"\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14" +
-	"\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes" +
-	"\x02Entrées, nommées d’après le contrat de la révision %[1]d\x02Ce contr" +
-	"at n’a aucune entrée.\x02Sorties, nommées d’après le contrat de la révis" +
-	"ion %[1]d\x02Pas encore de sorties\u202f: l’occurrence n’est pas terminé" +
-	"e.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occurrence" +
-	" s’est terminée sans aboutir.\x02Révéler — cette action est enregistrée" +
-	"\x02Disponible à partir du\x02Prochaine tentative\x02Dernière réservatio" +
-	"n\x02Fin du verrou\x02Différée\x02Dernière erreur (tentative %[1]d)\x02E" +
-	"rreur (avant toute tentative)\x02Son message\x02Message de Relais (en an" +
-	"glais)\x02Message du service (tel qu’il l’a envoyé)\x02L’échéance est pa" +
-	"ssée avant l’arrivée d’un résultat.\x02Le résultat ne respectait pas le " +
-	"contrat de sorties de la révision.\x02Relais s’est arrêté pendant l’appe" +
-	"l\u202f: on ignore si la destination a agi, elle n’est donc pas rappelée" +
-	".\x02L’appel n’a pas pu être préparé.\x02La destination était injoignabl" +
-	"e.\x02La réponse de la destination était trop volumineuse.\x02Le verrou " +
-	"de la dernière tentative a expiré sans tentative restante.\x02Les entrée" +
-	"s n’ont pas pu être construites à partir des liaisons du processus.\x02U" +
-	"n opérateur a abandonné l’instance.\x02La destination a répondu HTTP %[1" +
-	"]s.\x02Nouvelle tentative à %[1]s — %[2]s.\x02Proposée à partir de %[1]s" +
-	" — %[2]s.\x02Verrou expiré à %[1]s — en attente d’être proposée de nouve" +
-	"au.\x02En attente de l’appel de Relais à la destination depuis %[1]s (%[" +
-	"2]s).\x02En attente d’un service depuis %[1]s (%[2]s).\x02(service %[1]s" +
-	")\x02Relais appelle la destination (depuis %[1]s).\x02Réservée par %[1]s" +
-	"\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée" +
-	" depuis %[1]s (%[2]s)\u202f: un service du même consommateur, ou une int" +
-	"erface munie d’un jeton de règlement, la terminera plus tard.\x02Terminé" +
-	"e (%[1]s).\x02Son instance est suspendue ici, en attente d’un opérateur." +
-	"\x02Son instance a continué par le chemin d’erreur du nœud.\x02En échec " +
-	"(%[1]s).\x02Annulée\u202f: l’instance a été arrêtée par %[1]s à %[2]s — " +
-	"« %[3]s ».\x02Annulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s" +
-	" jusqu’ici\x02consommateur n° %[1]s\x02en attente\x02HTTP 2xx, corps inu" +
-	"tilisable\x02pas de réponse dans le délai\x02pas de connexion\x02réponse" +
-	" trop volumineuse\x02inconnue\x02[masqué]\x02La révision doit être un no" +
-	"mbre entier, 1 ou plus.\x02Consommateur inconnu.\x02Date de règlement" +
-	"\x02Plus de filtres\u202f: instance, révision, consommateur, dates\x02id" +
-	"entifiant d’instance\x02Décomptes par statut\x02Occurrences, les plus ré" +
-	"centes d’abord\x02Processus et nœud\x02Erreur\x02Consommateur et service" +
-	"\x02Prochaine tentative ou règlement\x02Aucune occurrence ne correspond " +
-	"à ces filtres.\x02Tous les consommateurs\x02Totaux de la définition %[1" +
-	"]s, sans les autres filtres\x02Totaux de toutes les définitions, sans le" +
-	"s autres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12" +
-	"\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; les décomptes sont actu" +
-	"alisés toutes les quelques secondes.\x02révision %[1]d\x02réglée\x02proc" +
-	"haine tentative\x02disponible depuis\x02appel en cours depuis\x02verrou " +
-	"jusqu’à\x02différée depuis\x02Page précédente\x02Lignes %[1]s à %[2]s" +
-	"\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le premier" +
-	" jour vient après le dernier.\x02Ces réglages sont conservés dans ce nav" +
-	"igateur seulement.\x02Afficher les heures en\x02La console n’exécute auc" +
-	"un script et ne peut donc pas lire le fuseau horaire de votre ordinateur" +
-	"\u202f: choisissez son décalage par rapport à UTC. Les décalages ne suiv" +
-	"ent pas l’heure d’été.\x02Recharger les listes et les pages de détail" +
-	"\x02Les pages qui contiennent un formulaire, comme une confirmation, ne " +
-	"se rechargent jamais d’elles-mêmes.\x02Enregistrer les réglages\x02Reven" +
-	"ir sans enregistrer\x02UTC (temps universel coordonné)\x02Heure locale à" +
-	" %[1]s\x02Jamais\x02Toutes les %[1]d secondes\x02Les versions de process" +
-	"us publiées\u202f: leurs nœuds, routes et révisions épinglées, dessinés," +
-	" avec l’emplacement actuel de leurs occurrences.\x02Processus par clé" +
-	"\x02Versions, les plus récentes d’abord\x02Aucun processus n’est encore " +
-	"publié.\x02version %[1]d\x02Processus %[1]s\x02Version\x02Nœud de départ" +
-	"\x02Graphe\x02Les colonnes suivent le plus long chemin depuis le nœud de" +
-	" départ. Les flèches pleines sont les réussites (étiquetées par leur rou" +
-	"te), les pointillées les échecs (étiquetées par leurs codes d’erreur). C" +
-	"haque case indique combien d’occurrences de cette version se trouvent à " +
-	"ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version, avec leurs occur" +
-	"rences actuelles\x02Type\x02Révision épinglée\x02En cas de réussite\x02E" +
-	"n cas d’erreur\x02Occurrences actuelles\x02Instances de ce processus\x02" +
-	"Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes les quelques seconde" +
-	"s.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir d" +
-	"e %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes et décomp" +
-	"tes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous repre" +
-	"nd les mêmes nœuds, routes et décomptes.\x02pull\x02push vers %[1]s\x02f" +
-	"in (termine)\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02suspension" +
-	" (un incident pour un opérateur)\x02tout autre code → %[1]s\x02met l’ins" +
-	"tance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle ten" +
-	"tative après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle te" +
-	"ntative après %[2]s, priorité %[3]d\x02échéance %[1]s\x02délai %[1]s\x02" +
-	"Seuls les administrateurs peuvent révéler une valeur sensible.\x02Révélé" +
-	" par %[1]s le %[2]s\u202f; consigné dans le journal d’audit.\x02Révélati" +
-	"on impossible\x02Seule une valeur que cette page affiche masquée (sensib" +
-	"le) peut être révélée.\x02Les valeurs secrètes ne peuvent jamais être ré" +
-	"vélées.\x02Cette page n’accepte pas cette requête.\x02Recherche\x02Saisi" +
-	"ssez un identifiant d’instance ou d’occurrence (un UUID, que les pages a" +
-	"ffichent au survol) ou une clé métier.\x02Rien à chercher\u202f: le cham" +
-	"p de recherche est vide.\x02C’est trop long pour être un identifiant ou " +
-	"une clé métier.\x02Aucune instance ni occurrence n’a l’identifiant « %[1" +
-	"]s », et aucune instance ne l’a pour clé métier.\x02Vous êtes déconnecté" +
-	".\x02Se connecter\x02Connectez-vous avec un jeton d’opérateur ou d’admin" +
-	"istrateur.\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais con" +
-	"servé dans votre navigateur\u202f; un cookie de session le remplace jusq" +
-	"u’à 8 heures d’inactivité.\x02Trop de connexions échouées depuis votre a" +
-	"dresse. Réessayez dans %[1]d secondes.\x02Ce jeton est inconnu ou a été " +
-	"révoqué.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: " +
-	"connectez-vous avec un jeton d’opérateur, de concepteur ou d’administrat" +
-	"eur.\x02Seuls les administrateurs gèrent les jetons.\x02Jetons du person" +
-	"nel (administrateurs, concepteurs, opérateurs) non révoqués. Les jetons " +
-	"des consommateurs se gèrent avec leurs consommateurs. Révoquer un jeton " +
-	"refuse sa requête suivante.\x02ID\x02Rôle\x02Dernière utilisation\x02Exp" +
-	"iration\x02Jetons du personnel, les plus anciens d’abord\x02jamais\x02pa" +
-	"s encore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Aucun jeton." +
-	"\x02Le jeton a été révoqué.\x02Révoquer le jeton %[1]d\x02Révoquer le je" +
-	"ton %[1]s « %[2]s »\u202f?\x02Sa requête suivante est refusée et les ses" +
-	"sions de console ouvertes avec lui prennent fin. C’est irréversible" +
+	"sion\x02Comparer\x02Changement\x02Détail\x02Incompatible avec les proces" +
+	"sus\x02Incompatible avec les exécutants\x02Ces révisions ont les mêmes c" +
+	"ontrats.\x02Entrées\x02Aucune entrée.\x02Entrées de la copie de travail" +
+	"\x02Sorties\x02Aucune sortie.\x02Sorties de la copie de travail\x02Publi" +
+	"cations, les plus anciennes d’abord\x02Changements entre les deux révisi" +
+	"ons\x02Révision %[1]d\x02Figée le\x02Empreinte\x02Entrées de la révision" +
+	" %[1]d\x02Sorties de la révision %[1]d\x02La copie de travail a des chan" +
+	"gements pas encore figés\u202f: elles ne sont dans aucune révision (exéc" +
+	"utants et processus utilisent au plus la révision %[1]d) tant qu’un fige" +
+	"ment n’en fait pas la révision %[2]d.\x02Depuis la révision %[1]d\u202f:" +
+	"\x02les contrats sont les mêmes (le nom ou une description a changé)." +
+	"\x02Changements de la copie de travail depuis la révision %[1]d\x02Chois" +
+	"issez deux révisions existantes à comparer.\x02De la révision %[1]d à la" +
+	" révision %[2]d\u202f:\x14\x01\x81\x01\x00\x02\x11\x02%[1]d changement" +
+	"\x00\x12\x02%[1]d changements\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incom" +
+	"patible\x00\x14\x02%[1]d incompatibles\x02sortie de routage %[1]s → %[2]" +
+	"s\x02facultatif → obligatoire\x02obligatoire → facultatif\x02valeurs ajo" +
+	"utées\u202f: %[1]s\x02valeurs retirées\u202f: %[1]s\x02valeurs réordonné" +
+	"es\x02%[1]s\u202f: %[2]s → %[3]s\x02champ obligatoire de type %[1]s\x02c" +
+	"hamp facultatif de type %[1]s\x02aucune\x02Contrats de tâches\u202f: leu" +
+	"r copie de travail, leurs révisions immuables et leurs publications nomm" +
+	"ées.\x02Définitions par clé\x02Clé\x02Dernière révision\x02aucune pour " +
+	"l’instant\x02Aucune définition pour l’instant.\x14\x01\x81\x01\x00\x02" +
+	"\x12\x02%[1]d publication\x00\x13\x02%[1]d publications\x02en cas d’erre" +
+	"ur\x02toute autre erreur\x02suspendue pour un opérateur\x02incident" +
+	"\u202f: reprendre, abandonner, arrêter\x02fin\u202f: termine l’instance" +
+	"\x02fin\u202f: met l’instance en échec\x02push %[1]s\x02pull %[1]s\x02Nœ" +
+	"ud %[1]s\x02La file d’attente et les incidents de chaque définition main" +
+	"tenant, et ce que ses exécutants ont terminé dans la dernière heure.\x02" +
+	"Réussites et échecs, dernière heure\x02Définitions, celles qui demandent" +
+	" de l’attention d’abord\x02Définition\x02Ouvertes\x02Instances suspendue" +
+	"s\x02En échec\x02Attente de la plus ancienne disponible\x02Terminées, de" +
+	"rnière heure\x02En échec, dernière heure\x02Aucune définition n’a encore" +
+	" d’occurrence.\x02Au %[1]s (%[2]s)\u202f; actualisé toutes les quelques " +
+	"secondes.\x02disponible depuis le %[1]s\x02Afficher toutes les définitio" +
+	"ns\x02Toutes les définitions\x02Réussites et échecs par tranche de 5 min" +
+	", dernière heure\u202f: %[1]s\x02Dans la dernière heure\u202f: %[1]s, %[" +
+	"2]s. Le tableau qui suit le graphique donne chaque tranche de 5\u00a0min" +
+	".\x02terminée\x02en échec\x02Les chiffres du graphique\x02Réussites et é" +
+	"checs par tranche de 5 min, les plus anciennes d’abord\x02Tranche\x02Ter" +
+	"minées\x02%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10" +
+	"\x02%[1]d terminée\x00\x11\x02%[1]d terminées\x14\x01\x81\x01\x00\x02" +
+	"\x10\x02%[1]d en échec\x00\x10\x02%[1]d en échec\x02%[1]s\u202f; %[2]s" +
+	"\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s " +
+	"%[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d m" +
+	"in\x02%[1]d h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02avr.\x02mai\x02jui" +
+	"n\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01" +
+	"\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81" +
+	"\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14\x01\x81\x01" +
+	"\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01" +
+	"\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02I" +
+	"nstance de processus %[1]s\x02Résumé\x02Actions d’opérateurs\x02Parcours" +
+	"\x02Les nœuds atteints par cette instance, dans l’ordre, chacun avec son" +
+	" occurrence.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02Occurrence\x02Ro" +
+	"ute\x02Nœud suivant\x02Créée le\x02Réglée le\x02Cette instance n’a encor" +
+	"e atteint aucune tâche.\x02Actions d’opérateurs consignées\x02Aucun opér" +
+	"ateur n’a agi sur cette instance.\x02Actions d’opérateurs sur cette inst" +
+	"ance, les plus récentes d’abord\x02Valeur\x02Entrées du processus\x02Ent" +
+	"rées avec lesquelles l’instance a démarré, nommées d’après le contrat de" +
+	" la version %[1]d du processus\x02Ce processus ne prend aucune entrée." +
+	"\x02Cette instance est suspendue à un nœud en échec\u202f: c’est un inci" +
+	"dent. Elle ne peut pas être reprise\u202f: son occurrence au nœud %[1]s " +
+	"a échoué avant toute tentative (ses entrées n’ont pas pu être construite" +
+	"s), une reprise échouerait donc de la même façon. L’abandon met l’instan" +
+	"ce en échec\u202f; l’arrêt l’annule. Chacun demande un motif, consigné d" +
+	"ans le journal d’audit.\x02Cette instance est suspendue à un nœud en éch" +
+	"ec\u202f: c’est un incident. La reprise propose de nouveau l’occurrence " +
+	"en échec\u202f; l’abandon met l’instance en échec\u202f; l’arrêt l’annul" +
+	"e. Chacune demande un motif, consigné dans le journal d’audit.\x02L’arrê" +
+	"t annule l’instance et ses occurrences ouvertes. Il ne termine rien.\x02" +
+	"Arrêtée par %[1]s le %[2]s — « %[3]s »\x02Abandonnée par %[1]s le %[2]s " +
+	"— « %[3]s »\x02Reprise par %[1]s le %[2]s — « %[3]s »\x02Démarrée le" +
+	"\x02Terminée le\x02Nœud de fin\x02Suspendue au nœud\x02Occurrence en éch" +
+	"ec\x02Code d’erreur\x02Statut inconnu\u202f: %[1]q.\x02Date de création" +
+	"\x02La taille de page doit être comprise entre 1 et %[1]d.\x02Instances " +
+	"de processus\x02du\x02au\x02Agir sur toutes les instances que ce filtre " +
+	"retient\x02La page suivante les compte et demande un motif avant que rie" +
+	"n ne change.\x02Instances de processus, les plus récentes d’abord\x02Ins" +
+	"tance\x02Nœud de fin ou erreur\x02Aucune instance ne correspond à ces fi" +
+	"ltres.\x02Tous les processus\x02Tous les statuts\x02disponible\x02réserv" +
+	"ée\x02différée\x02annulée\x02en cours\x02suspendue\x02expirée\x02rejeté" +
+	"e\x02rendue\x02déconnectée\x02texte\x02entier\x02nombre\x02booléen\x02da" +
+	"te\x02date et heure\x02choix\x02objet\x02liste\x02normale\x02sensible" +
+	"\x02secrète\x02••• masqué (sensible)\x02••• masqué (secret)\x02pull (un " +
+	"exécutant la récupère)\x02push (Relais appelle le service)\x02administra" +
+	"teur\x02opérateur\x02concepteur\x02consommateur\x02oui\x02non\x02champ a" +
+	"jouté\x02champ retiré\x02type modifié\x02caractère obligatoire modifié" +
+	"\x02valeurs modifiées\x02classification modifiée\x02contrainte modifiée" +
+	"\x02routage modifié\x02longueur minimale\x02longueur maximale\x02motif" +
+	"\x02format\x02minimum\x02maximum\x02nombre minimal d’éléments\x02nombre " +
+	"maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, version %[2]s\x02O" +
+	"ccurrence %[1]s\x02Mode\x02Dates\x02Politique d’exécution\x02Nombre maxi" +
+	"mal de tentatives\x02Délai avant nouvelle tentative\x02Échéance\x02Prior" +
+	"ité\x02%[1]d (0 la plus basse, 9 la plus haute)\x02Tentatives\x02Toutes " +
+	"les tentatives, les plus anciennes d’abord\x02Consommateur\x02Identifian" +
+	"t de l’exécutant\x02Réservée le\x02Finie le\x02Durée\x02Réponse de la de" +
+	"stination\x02Résultat\x02Message d’erreur\x02Aucun exécutant n’a encore " +
+	"réservé cette occurrence.\x02en cours\x02Destination\x02Réplique\x02Rela" +
+	"is n’a pas encore appelé la destination.\x02Relais ne conserve le code d" +
+	"e statut de la destination que lorsqu’elle a refusé l’appel (destination" +
+	"_http_NNN)\u202f; un appel terminé a reçu une réponse 2xx. La durée va d" +
+	"e la prise en charge de l’appel à son règlement.\x02Motif donné par l’ex" +
+	"écutant\x02Nouvelles tentatives\x02aucune\u202f: un appel en échec suit" +
+	" le chemin d’erreur du nœud\x02Délai d’appel\x02Maintenant\x02La reprend" +
+	"re ou l’abandonner depuis son instance\x02au plus %[1]d\x02au plus %[1]d" +
+	" depuis la dernière reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10" +
+	"\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02" +
+	"\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’" +
+	"après le contrat de la révision %[1]d\x02Ce contrat n’a aucune entrée." +
+	"\x02Sorties, nommées d’après le contrat de la révision %[1]d\x02Pas enco" +
+	"re de sorties\u202f: l’occurrence n’est pas terminée.\x02Ce contrat n’a " +
+	"aucune sortie.\x02Aucune sortie\u202f: l’occurrence s’est terminée sans " +
+	"aboutir.\x02Révéler — cette action est enregistrée\x02Disponible à parti" +
+	"r du\x02Prochaine tentative\x02Dernière réservation\x02Fin du verrou\x02" +
+	"Différée\x02Dernière erreur (tentative %[1]d)\x02Erreur (avant toute ten" +
+	"tative)\x02Son message\x02Message de Relais (en anglais)\x02Message de l" +
+	"’exécutant (tel qu’il l’a envoyé)\x02L’échéance est passée avant l’arr" +
+	"ivée d’un résultat.\x02Le résultat ne respectait pas le contrat de sorti" +
+	"es de la révision.\x02Relais s’est arrêté pendant l’appel\u202f: on igno" +
+	"re si la destination a agi, elle n’est donc pas rappelée.\x02L’appel n’a" +
+	" pas pu être préparé.\x02La destination était injoignable.\x02La réponse" +
+	" de la destination était trop volumineuse.\x02Le verrou de la dernière t" +
+	"entative a expiré sans tentative restante.\x02Les entrées n’ont pas pu ê" +
+	"tre construites à partir des liaisons du processus.\x02Un opérateur a ab" +
+	"andonné l’instance.\x02La destination a répondu HTTP %[1]s.\x02Nouvelle " +
+	"tentative à %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Ver" +
+	"rou expiré à %[1]s — en attente d’être proposée de nouveau.\x02En attent" +
+	"e de l’appel de Relais à la destination depuis %[1]s (%[2]s).\x02En atte" +
+	"nte d’un exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Relais " +
+	"appelle la destination (depuis %[1]s).\x02Réservée par %[1]s\u202f; verr" +
+	"ou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]" +
+	"s (%[2]s)\u202f: un exécutant du même consommateur, ou une interface mun" +
+	"ie d’un jeton de règlement, la terminera plus tard.\x02Terminée (%[1]s)." +
+	"\x02Son instance est suspendue ici, en attente d’un opérateur.\x02Son in" +
+	"stance a continué par le chemin d’erreur du nœud.\x02En échec (%[1]s)." +
+	"\x02Annulée\u202f: l’instance a été arrêtée par %[1]s à %[2]s — « %[3]s " +
+	"».\x02Annulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’i" +
+	"ci\x02consommateur n° %[1]s\x02en attente\x02HTTP 2xx, corps inutilisabl" +
+	"e\x02pas de réponse dans le délai\x02pas de connexion\x02réponse trop vo" +
+	"lumineuse\x02inconnue\x02[masqué]\x02La révision doit être un nombre ent" +
+	"ier, 1 ou plus.\x02Consommateur inconnu.\x02Date de règlement\x02Plus de" +
+	" filtres\u202f: instance, révision, consommateur, dates\x02identifiant d" +
+	"’instance\x02Décomptes par statut\x02Occurrences, les plus récentes d’" +
+	"abord\x02Processus et nœud\x02Erreur\x02Consommateur et exécutant\x02Pro" +
+	"chaine tentative ou règlement\x02Aucune occurrence ne correspond à ces f" +
+	"iltres.\x02Tous les consommateurs\x02Totaux de la définition %[1]s, sans" +
+	" les autres filtres\x02Totaux de toutes les définitions, sans les autres" +
+	" filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]" +
+	"d occurrences\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés t" +
+	"outes les quelques secondes.\x02révision %[1]d\x02réglée\x02prochaine te" +
+	"ntative\x02disponible depuis\x02appel en cours depuis\x02verrou jusqu’à" +
+	"\x02différée depuis\x02Page précédente\x02Lignes %[1]s à %[2]s\x02%[1]s" +
+	"\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour vie" +
+	"nt après le dernier.\x02Ces réglages sont conservés dans ce navigateur s" +
+	"eulement.\x02Afficher les heures en\x02La console n’exécute aucun script" +
+	" et ne peut donc pas lire le fuseau horaire de votre ordinateur\u202f: c" +
+	"hoisissez son décalage par rapport à UTC. Les décalages ne suivent pas l" +
+	"’heure d’été.\x02Recharger les listes et les pages de détail\x02Les pa" +
+	"ges qui contiennent un formulaire, comme une confirmation, ne se recharg" +
+	"ent jamais d’elles-mêmes.\x02Enregistrer les réglages\x02Revenir sans en" +
+	"registrer\x02UTC (temps universel coordonné)\x02Heure locale à %[1]s\x02" +
+	"Jamais\x02Toutes les %[1]d secondes\x02Les versions de processus publiée" +
+	"s\u202f: leurs nœuds, routes et révisions épinglées, dessinés, avec l’em" +
+	"placement actuel de leurs occurrences.\x02Processus par clé\x02Versions," +
+	" les plus récentes d’abord\x02Aucun processus n’est encore publié.\x02ve" +
+	"rsion %[1]d\x02Processus %[1]s\x02Version\x02Nœud de départ\x02Graphe" +
+	"\x02Les colonnes suivent le plus long chemin depuis le nœud de départ. L" +
+	"es flèches pleines sont les réussites (étiquetées par leur route), les p" +
+	"ointillées les échecs (étiquetées par leurs codes d’erreur). Chaque case" +
+	" indique combien d’occurrences de cette version se trouvent à ce nœud ma" +
+	"intenant.\x02Nœuds\x02Nœuds de cette version, avec leurs occurrences act" +
+	"uelles\x02Type\x02Révision épinglée\x02En cas de réussite\x02En cas d’er" +
+	"reur\x02Occurrences actuelles\x02Instances de ce processus\x02Décomptes " +
+	"au %[1]s (%[2]s)\u202f; actualisés toutes les quelques secondes.\x02Grap" +
+	"he de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. L" +
+	"e tableau ci-dessous reprend les mêmes nœuds, routes et décomptes.\x00i" +
+	"\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mê" +
+	"mes nœuds, routes et décomptes.\x02pull\x02push vers %[1]s\x02fin (termi" +
+	"ne)\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02suspension (un inci" +
+	"dent pour un opérateur)\x02tout autre code → %[1]s\x02met l’instance en " +
+	"échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative a" +
+	"près %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative " +
+	"après %[2]s, priorité %[3]d\x02échéance %[1]s\x02délai %[1]s\x02Seuls le" +
+	"s administrateurs peuvent révéler une valeur sensible.\x02Révélé par %[1" +
+	"]s le %[2]s\u202f; consigné dans le journal d’audit.\x02Révélation impos" +
+	"sible\x02Seule une valeur que cette page affiche masquée (sensible) peut" +
+	" être révélée.\x02Les valeurs secrètes ne peuvent jamais être révélées." +
+	"\x02Cette page n’accepte pas cette requête.\x02Recherche\x02Saisissez un" +
+	" identifiant d’instance ou d’occurrence (un UUID, que les pages affichen" +
+	"t au survol) ou une clé métier.\x02Rien à chercher\u202f: le champ de re" +
+	"cherche est vide.\x02C’est trop long pour être un identifiant ou une clé" +
+	" métier.\x02Aucune instance ni occurrence n’a l’identifiant « %[1]s », e" +
+	"t aucune instance ne l’a pour clé métier.\x02Vous êtes déconnecté.\x02Se" +
+	" connecter\x02Connectez-vous avec un jeton d’opérateur ou d’administrate" +
+	"ur.\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais conservé d" +
+	"ans votre navigateur\u202f; un cookie de session le remplace jusqu’à 8 h" +
+	"eures d’inactivité.\x02Trop de connexions échouées depuis votre adresse." +
+	" Réessayez dans %[1]d secondes.\x02Ce jeton est inconnu ou a été révoqué" +
+	".\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: connect" +
+	"ez-vous avec un jeton d’opérateur, de concepteur ou d’administrateur." +
+	"\x02Seuls les administrateurs gèrent les jetons.\x02Jetons du personnel " +
+	"(administrateurs, concepteurs, opérateurs) non révoqués. Les jetons des " +
+	"consommateurs se gèrent avec leurs consommateurs. Révoquer un jeton refu" +
+	"se sa requête suivante.\x02ID\x02Rôle\x02Créé le\x02Dernière utilisation" +
+	"\x02Expiration\x02Jetons du personnel, les plus anciens d’abord\x02jamai" +
+	"s\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Aucun j" +
+	"eton.\x02Le jeton a été révoqué.\x02Révoquer le jeton %[1]d\x02Révoquer " +
+	"le jeton %[1]s « %[2]s »\u202f?\x02Sa requête suivante est refusée et le" +
+	"s sessions de console ouvertes avec lui prennent fin. C’est irréversible" +
 	"\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoquer le jet" +
 	"on\x02Le garder\x02C’est le jeton avec lequel vous êtes connecté\u202f: " +
 	"le révoquer vous déconnecte. Sa requête suivante est refusée. C’est irré" +
@@ -1661,4 +1666,4 @@ const frData string = "" + // Size: 24404 bytes
 	" les révisions accordées à leur consommateur.\x02Ils ne prennent que la " +
 	"révision %[1]d.\x02Ils ne prennent que les révisions %[1]s."
 
-	// Total table size 48514 bytes (47KiB); checksum: AE73747E
+	// Total table size 48642 bytes (47KiB); checksum: 7ACAEEC4
