@@ -183,7 +183,7 @@ func (c *Console) instanceActionConfirm(w http.ResponseWriter, r *http.Request) 
 		return
 	}
 	if !actionAppliesTo(a, inst.Status) {
-		c.sessions.setFlash(currentOf(ctx).id, notApplicable(ctx, a, inst.Status))
+		c.sessions.setFlash(currentOf(ctx).id, flash{Text: notApplicable(ctx, a, inst.Status), Warning: true})
 		http.Redirect(w, r, instanceHref(id), http.StatusSeeOther)
 		return
 	}
@@ -193,7 +193,7 @@ func (c *Console) instanceActionConfirm(w http.ResponseWriter, r *http.Request) 
 		return
 	}
 	if a == engine.ActionRetry && !retryable(held) {
-		c.sessions.setFlash(currentOf(ctx).id, notRetryable(ctx, held.Node))
+		c.sessions.setFlash(currentOf(ctx).id, flash{Text: notRetryable(ctx, held.Node), Warning: true})
 		http.Redirect(w, r, instanceHref(id), http.StatusSeeOther)
 		return
 	}
@@ -275,16 +275,19 @@ func (c *Console) instanceAct(w http.ResponseWriter, r *http.Request) {
 		c.render(w, r, status, actionPage(v))
 		return
 	}
-	msg := ""
+	msg := flash{}
 	switch {
 	case !applied:
-		msg = T(ctx, "This instance was already stopped; nothing changed and nothing was recorded.")
+		// Someone else stopped it first: a warning, with the reason typed
+		// shown as not recorded, as when another action comes too late.
+		msg = flash{Text: T(ctx, "This instance was already stopped; nothing changed and nothing was recorded."), Warning: true,
+			Reason: reason, NotRecorded: T(ctx, "The reason you gave, not recorded:")}
 	case a == engine.ActionRetry:
-		msg = T(ctx, "Retried: the occurrence at node %s is offered again. Recorded in the audit log.", node)
+		msg.Text = T(ctx, "Retried: the occurrence at node %s is offered again. Recorded in the audit log.", node)
 	case a == engine.ActionAbandon:
-		msg = T(ctx, "Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.")
+		msg.Text = T(ctx, "Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.")
 	default:
-		msg = T(ctx, "Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.")
+		msg.Text = T(ctx, "Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.")
 	}
 	c.sessions.setFlash(currentOf(ctx).id, msg)
 	c.logger.Info("console: operator action", "action", a, "instance", id, "applied", applied, "status", inst.Status, "by", p.Name)
@@ -525,7 +528,7 @@ func (c *Console) bulkAct(w http.ResponseWriter, r *http.Request) {
 	if skipped > 0 {
 		msg += " " + T(ctx, "%d skipped: they changed after the count (settled, or acted on by someone else).", skipped)
 	}
-	c.sessions.setFlash(currentOf(ctx).id, msg)
+	c.sessions.setFlash(currentOf(ctx).id, flash{Text: msg})
 	c.logger.Info("console: bulk operator action", "action", a, "bulk", res.ID, "applied", applied, "skipped", skipped, "by", p.Name)
 	http.Redirect(w, r, auditPath+"?bulk="+res.ID.String(), http.StatusSeeOther)
 }

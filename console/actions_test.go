@@ -763,3 +763,36 @@ func TestAuditRecordsOfDeletedInstances(t *testing.T) {
 		}
 	}
 }
+
+// TestStopAlreadyStoppedIsAWarning: stopping an instance someone else has
+// just stopped changes nothing; the page says so as a warning, not as a
+// success, with the reason typed shown as not recorded.
+func TestStopAlreadyStoppedIsAWarning(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	inst := "/console/instances/" + f.runInst
+	for i, lang := range []string{"en", "fr"} {
+		b := signedIn(t, f.env.URL, lang, f.env.Operator)
+		page := b.mustGet(inst, 200)
+		if i == 0 {
+			f.env.Must(200, "POST", "/api/v1/instances/"+f.runInst+"/stop", f.env.Operator, map[string]any{"reason": "stopped elsewhere"})
+		}
+		r := b.do("POST", inst+"/stop", url.Values{"csrf": {csrfOf(t, page)}, "reason": {"my own reason"}})
+		if r.status != http.StatusSeeOther {
+			t.Fatalf("%s: late stop: %d, want 303", lang, r.status)
+		}
+		after := b.mustGet(r.header.Get("Location"), 200)
+		box := after.doc.Find(`[data-testid=flash-notice]`)
+		want := []string{"This instance was already stopped; nothing changed and nothing was recorded.",
+			"Cette instance était déjà arrêtée\u202f; rien n’a changé et rien n’a été consigné."}[i]
+		if !box.HasClass("warning") || box.HasClass("ok") || text(after, "flash") != want {
+			t.Errorf("%s: after a late stop: notice class %q, text %q", lang, box.AttrOr("class", ""), text(after, "flash"))
+		}
+		if got := text(after, "flash-reason"); got != "my own reason" || !strings.Contains(box.Text(), []string{"not recorded", "non consigné"}[i]) {
+			t.Errorf("%s: the late stop's reason shows as %q in %q", lang, got, box.Text())
+		}
+		if n := f.auditCount(t, f.runInst, "stop"); n != 1 {
+			t.Errorf("%s: %d stop records, want 1", lang, n)
+		}
+	}
+}

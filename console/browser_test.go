@@ -276,6 +276,18 @@ func TestBrowserEveryPage(t *testing.T) {
 						t.Errorf("%s: lang %q", p.name, got)
 					}
 					b.shot(p.name)
+					if vp == desktop && (strings.HasPrefix(p.name, "occurrences") || strings.HasPrefix(p.name, "instances")) {
+						// A list fits the laptop's screen: no column is
+						// hidden in a sideways scroll, whatever the keys.
+						if got := b.eval(`[...document.querySelectorAll('.table-wrap')].filter(w => w.scrollWidth > w.clientWidth).map(w => w.querySelector('table').dataset.testid + ' ' + (w.scrollWidth - w.clientWidth) + 'px').join(', ')`); got != "" {
+							t.Errorf("%s: a table is wider than its box: %s", p.name, got)
+						}
+					}
+					// A filter form's fields neither overlap nor leave
+					// their box.
+					if got := b.eval(filterLayoutJS); got != "" {
+						t.Errorf("%s: filters: %s", p.name, got)
+					}
 					if vp == phone {
 						b.shotViewport(p.name)
 						if p.name == "occurrences" {
@@ -418,6 +430,27 @@ func TestBrowserActions(t *testing.T) {
 		}
 	}
 }
+
+// filterLayoutJS says which controls of a filter form overlap another or
+// stick out of the form's box (empty when none does).
+const filterLayoutJS = `(() => {
+	const out = [];
+	for (const form of document.querySelectorAll('form.filters')) {
+		const box = form.querySelector('fieldset').getBoundingClientRect();
+		const els = [...form.querySelectorAll('input:not([type=hidden]), select, button, .actions a, label, legend')].filter(e => e.checkVisibility());
+		const name = e => e.id || e.dataset.testid || e.textContent.trim();
+		for (const [i, a] of els.entries()) {
+			const r = a.getBoundingClientRect();
+			if (r.left < box.left - 0.5 || r.right > box.right + 0.5) out.push(name(a) + ' sticks out');
+			for (const b of els.slice(i + 1)) {
+				const q = b.getBoundingClientRect();
+				if (a.contains(b) || b.contains(a)) continue;
+				if (r.left < q.right - 0.5 && q.left < r.right - 0.5 && r.top < q.bottom - 0.5 && q.top < r.bottom - 0.5) out.push(name(a) + ' overlaps ' + name(b));
+			}
+		}
+	}
+	return out.join('; ');
+})()`
 
 func waitHeld(t *testing.T, f *fixture, id string) {
 	t.Helper()

@@ -63,7 +63,7 @@ type chrome struct {
 	Refresh     int
 	RefreshNote string
 	// Flash is what the previous form did, shown once.
-	Flash string
+	Flash flash
 }
 
 // searchBox is the header's search form: an id or a business key.

@@ -64,10 +64,14 @@ type definitionView struct {
 	ServedBy servedBy
 
 	WorkingLabel, WorkingIntro string
-	Working                    []fact
-	WorkingInputs              contractTable
-	WorkingOutputs             contractTable
-	Heads                      contractHeads
+	// Unsnapshotted says that the Working copy differs from the latest
+	// revision (empty when it does not); Pending are those changes.
+	Unsnapshotted, UnsnapshottedSummary, PendingCaption string
+	Pending                                             []changeRow
+	Working                                             []fact
+	WorkingInputs                                       contractTable
+	WorkingOutputs                                      contractTable
+	Heads                                               contractHeads
 
 	RevisionsLabel string
 	NoRevisions    string
@@ -176,6 +180,19 @@ func (c *Console) definitionDetail(w http.ResponseWriter, r *http.Request) {
 		v.Revisions = append(v.Revisions, sec)
 	}
 
+	// What a snapshot would change: the API's unsnapshotted_changes.
+	if n := len(revs); n > 0 && revs[n-1].Digest != def.WorkingDigest {
+		latest, next := revs[n-1].Revision, revs[n-1].Revision+1
+		v.Pending = changeRows(ctx, revs[n-1].Working, def.Working)
+		v.Unsnapshotted = T(ctx, "The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.", latest, next)
+		v.UnsnapshottedSummary = T(ctx, "Since revision %d:", latest) + " " + changeCounts(ctx, v.Pending)
+		if len(v.Pending) == 0 {
+			// Only a name or a description changed: the contracts are
+			// the same.
+			v.UnsnapshottedSummary = T(ctx, "Since revision %d:", latest) + " " + T(ctx, "the contracts are the same (the name or a description changed).")
+		}
+		v.PendingCaption = T(ctx, "Changes of the Working copy since revision %d", latest)
+	}
 	c.diff(ctx, r, &v, key, revs)
 	c.render(w, r, http.StatusOK, definitionPage(v))
 }
@@ -208,21 +225,31 @@ func (c *Console) diff(ctx context.Context, r *http.Request, v *definitionView, 
 		v.DiffError = T(ctx, "Choose two existing revisions to compare.")
 		return
 	}
-	changes := contracts.Diff(older.Working, newer.Working)
 	v.Diffed = true
-	breaking := 0
-	for _, ch := range changes {
-		row := changeRow{Path: ch.Path, Kind: changeKindLabel(ctx, ch.Kind), Detail: describeChange(ctx, ch, older.Working, newer.Working),
+	v.Changes = changeRows(ctx, older.Working, newer.Working)
+	v.DiffSummary = T(ctx, "From revision %d to revision %d:", a, b) + " " + changeCounts(ctx, v.Changes)
+}
+
+// changeRows are the changes from older to newer contracts.
+func changeRows(ctx context.Context, older, newer contracts.Working) []changeRow {
+	var rows []changeRow
+	for _, ch := range contracts.Diff(older, newer) {
+		rows = append(rows, changeRow{Path: ch.Path, Kind: changeKindLabel(ctx, ch.Kind), Detail: describeChange(ctx, ch, older, newer),
 			BreaksProcesses: ch.BreaksProcesses, BreaksWorkers: ch.BreaksWorkers,
-			Breaking: ch.BreaksProcesses || ch.BreaksWorkers, Yes: yesNo(ctx, true), No: yesNo(ctx, false)}
-		if row.Breaking {
+			Breaking: ch.BreaksProcesses || ch.BreaksWorkers, Yes: yesNo(ctx, true), No: yesNo(ctx, false)})
+	}
+	return rows
+}
+
+// changeCounts says how many changes there are and how many break someone.
+func changeCounts(ctx context.Context, rows []changeRow) string {
+	changed, breaking := len(rows), 0
+	for _, r := range rows {
+		if r.Breaking {
 			breaking++
 		}
-		v.Changes = append(v.Changes, row)
 	}
-	changed := len(changes)
-	v.DiffSummary = T(ctx, "From revision %d to revision %d:", a, b) + " " +
-		T(ctx, "%d changes", changed) + ", " + T(ctx, "%d breaking", breaking)
+	return T(ctx, "%d changes", changed) + ", " + T(ctx, "%d breaking", breaking)
 }
 
 // describeChange says what changed, in the request's language. The diff's

@@ -81,6 +81,10 @@ func vaultProcess() map[string]any {
 	}
 }
 
+// longBusinessKey is the longest business key an instance may have
+// (engine.MaxBusinessKey), without a place to break a line.
+var longBusinessKey = "globex-" + strings.Repeat("x", engine.MaxBusinessKey-len("globex-"))
+
 // fixture is a Relais with data in every state the console shows.
 type fixture struct {
 	env *relaistest.Env
@@ -154,7 +158,10 @@ func newFixture(t *testing.T) *fixture {
 
 	env.Definition("add_company_to_crm.yaml")
 	env.Process("crm_only", relaistest.CRMProcess(nil))
-	f.crmInst = env.Must(201, "POST", "/api/v1/processes/crm_only/instances", env.Operator, map[string]any{"inputs": map[string]any{"name": "Globex"}}).JSON(t)["id"].(string)
+	// Its business key is as long as allowed, one word: the lists must
+	// still fit a laptop's screen.
+	f.crmInst = env.Must(201, "POST", "/api/v1/processes/crm_only/instances", env.Operator, map[string]any{"business_key": longBusinessKey,
+		"inputs": map[string]any{"name": "Globex"}}).JSON(t)["id"].(string)
 	occs = env.Must(200, "GET", "/api/v1/occurrences?instance="+f.crmInst, env.Operator, nil).JSON(t)["items"].([]any)
 	f.crmOcc = occs[0].(map[string]any)["id"].(string)
 
@@ -178,6 +185,7 @@ func (f *fixture) pages() []page {
 	return []page{
 		{"occurrences", "/console/occurrences"},
 		{"occurrences-filtered", "/console/occurrences?definition=console_vault&status=failed"},
+		{"occurrences-more-filters", "/console/occurrences?instance=xyz&created_from=2026-01-01"},
 		{"occurrence-completed", "/console/occurrences/" + f.completed},
 		{"occurrence-failed", "/console/occurrences/" + f.failed},
 		{"occurrence-available", "/console/occurrences/" + f.available},

@@ -73,6 +73,15 @@ func TestOperationsViewFilters(t *testing.T) {
 		t.Error("rows shown despite invalid filters")
 	}
 
+	// A long business key is cut to its column, whole in its title (the
+	// browser test checks that the lists fit a laptop's screen).
+	for _, path := range []string{"/console/occurrences?definition=add_company_to_crm", "/console/instances?process=crm_only"} {
+		key := b.mustGet(path, 200).doc.Find(`code.clip[title^="globex-"]`)
+		if key.Length() != 1 || key.AttrOr("title", "") != longBusinessKey || key.Text() != longBusinessKey {
+			t.Errorf("%s: the long business key is not one clipped code with its title: %d found", path, key.Length())
+		}
+	}
+
 	// Counts follow the selected definition and link to a status filter.
 	r = b.mustGet("/console/occurrences?definition=add_company_to_crm", 200)
 	if got := text(r, "counts-total"); got != "1 occurrence" {

@@ -63,11 +63,11 @@ func TestOccurrencePageSaysWhatHappens(t *testing.T) {
 		}
 	}
 
-	check("new", want{state: "Waiting for a worker since ", contains: "(just now)", frState: "En attente d’un service depuis "})
+	check("new", want{state: "Waiting for a worker since ", contains: "(just now)", frState: "En attente d’un exécutant depuis "})
 
 	fetch("w1")
 	check("reserved", want{state: "Reserved by crm-sync (worker w1); lock until ", contains: "— in ", lock: true,
-		frState: "Réservée par crm-sync (service w1)\u202f; verrou jusqu’à "})
+		frState: "Réservée par crm-sync (exécutant w1)\u202f; verrou jusqu’à "})
 
 	env.Must(200, "POST", "/api/v1/pull/occurrences/"+occ+"/fail", consumer, map[string]any{"worker_id": "w1",
 		"error_code": "CRM_DOWN", "message": "503 from the CRM", "retryable": true, "retry_delay": "PT2H"})

@@ -36,6 +36,9 @@ func (f *fixture) expectations() map[string]expect {
 				"filter-definition": {"console_vault", "console_vault"},
 			},
 			atLeast: map[string]int{"occurrence-row": 4, "occurrence-link": 4}},
+		"occurrences-more-filters": {status: 200,
+			texts: map[string][2]string{"filter-errors": {"The process instance must be an instance id (a UUID).",
+				"L’instance de processus doit être un identifiant d’instance (un UUID)."}}},
 		"occurrences-filtered": {status: 200,
 			texts: map[string][2]string{
 				"counts-scope":      {"Definition console_vault", "Définition console_vault"},
@@ -173,7 +176,7 @@ func (f *fixture) expectations() map[string]expect {
 			texts: map[string][2]string{
 				"error-code":    {"SCORER_DOWN", "SCORER_DOWN"},
 				"error-message": {"the scoring model is being redeployed", "the scoring model is being redeployed"},
-				"summary":       {"Message from the service (as it sent it)", "Message du service (tel qu’il l’a envoyé)"},
+				"summary":       {"Message from the service (as it sent it)", "Message de l’exécutant (tel qu’il l’a envoyé)"},
 				"state-text":    {"Failed (", "En échec ("},
 			}},
 		"instances": {status: 200,

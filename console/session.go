@@ -38,7 +38,21 @@ type session struct {
 	expires   time.Time
 	// flash is a notice for the next page this session opens: what a
 	// form did, shown once after its redirect (Post/Redirect/Get).
-	flash string
+	flash flash
+}
+
+// flash is what a form did, for the page its redirect opens. The zero
+// flash shows nothing.
+type flash struct {
+	// Text says what happened.
+	Text string
+	// Warning marks an action that did not happen (it no longer applied,
+	// someone else acted first): shown as a warning, not a success.
+	Warning bool
+	// Reason is the reason typed for an action that did not happen, shown
+	// under NotRecorded (which says it was not recorded); empty when there
+	// is none.
+	Reason, NotRecorded string
 }
 
 // sessionStore keeps sessions in this replica's memory, keyed by the
@@ -104,7 +118,7 @@ func (s *sessionStore) get(id string, now time.Time) (session, bool) {
 }
 
 // setFlash keeps a notice for the next page the session of id opens.
-func (s *sessionStore) setFlash(id, msg string) {
+func (s *sessionStore) setFlash(id string, msg flash) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if sess, ok := s.sessions[sessionKey(id)]; ok {
@@ -114,15 +128,15 @@ func (s *sessionStore) setFlash(id, msg string) {
 
 // takeFlash returns the session's notice and forgets it: a reload does not
 // show it again.
-func (s *sessionStore) takeFlash(id string) string {
+func (s *sessionStore) takeFlash(id string) flash {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sess, ok := s.sessions[sessionKey(id)]
 	if !ok {
-		return ""
+		return flash{}
 	}
 	msg := sess.flash
-	sess.flash = ""
+	sess.flash = flash{}
 	return msg
 }
 

@@ -47,7 +47,9 @@ type tokenRow struct {
 type tokenListView struct {
 	Chrome                                                             chrome
 	Notice, Intro                                                      string
+	TableLabel                                                         string
 	HeadID, HeadName, HeadRole, HeadCreated, HeadLastUsed, HeadExpires string
+	HeadAction                                                         string
 	Never, NeverUsed, ExpiredLabel, RevokeLabel, CurrentLabel          string
 	Rows                                                               []tokenRow
 	Empty, NextLabel, NextHref, FirstLabel, FirstHref                  string
@@ -78,8 +80,9 @@ func (c *Console) tokenList(w http.ResponseWriter, r *http.Request) {
 	v := tokenListView{
 		Chrome: c.chrome(r, T(ctx, "Tokens"), "tokens"),
 		Intro:  T(ctx, "Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request."),
-		HeadID: T(ctx, "ID"), HeadName: T(ctx, "Name"), HeadRole: T(ctx, "Role"), HeadCreated: T(ctx, "Created"),
+		HeadID: T(ctx, "ID"), HeadName: T(ctx, "Name"), HeadRole: T(ctx, "Role"), HeadCreated: T(ctx, "Created on"),
 		HeadLastUsed: T(ctx, "Last used"), HeadExpires: T(ctx, "Expires"),
+		HeadAction: T(ctx, "Action"), TableLabel: T(ctx, "Staff tokens, oldest first"),
 		Never: T(ctx, "never"), NeverUsed: T(ctx, "not yet"), ExpiredLabel: T(ctx, "Expired token"),
 		RevokeLabel: T(ctx, "Revoke…"), CurrentLabel: T(ctx, "this session"),
 		Empty:     T(ctx, "No token."),

@@ -29,6 +29,21 @@ func TestTokensPage(t *testing.T) {
 		if n := count(page, "token-row"); n != 3 {
 			t.Errorf("%s: %d token rows, want 3 (admin, designer, operator; no consumer token)", lang, n)
 		}
+		// A list like the others: a caption, a name over every column
+		// (the revoke buttons' too), each value labelled for the cards
+		// it becomes on a phone.
+		table := page.doc.Find(`table[data-testid=tokens]`)
+		if !table.HasClass("cards") || strings.TrimSpace(table.Find("caption").Text()) == "" {
+			t.Errorf("%s: the tokens table is not a captioned list of cards", lang)
+		}
+		table.Find("thead th").Each(func(i int, th *goquery.Selection) {
+			if strings.TrimSpace(th.Text()) == "" {
+				t.Errorf("%s: the tokens table's column %d has no header", lang, i+1)
+			}
+		})
+		if n := table.Find("tbody td:not([data-label])").Length(); n != 0 {
+			t.Errorf("%s: %d token cells without a data-label", lang, n)
+		}
 		if count(page, "nav-tokens") != 1 {
 			t.Errorf("%s: no Tokens entry in an admin's navigation", lang)
 		}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/google/uuid"
@@ -29,8 +31,10 @@ type workerRow struct {
 	Replica     string
 }
 
+// workerDefinition is a definition a worker serves and the revisions it
+// takes of it.
 type workerDefinition struct {
-	Key, Href string
+	Key, Href, Revisions string
 }
 
 // workerListView is the Workers page: who serves which definitions now.
@@ -91,7 +95,8 @@ func (c *Console) workerList(w http.ResponseWriter, r *http.Request) {
 			InFlight: number(ctx, wk.InFlight), Connected: formatTime(ctx, wk.ConnectedAt), LastSeen: formatTime(ctx, wk.LastSeenAt),
 			Replica: wk.Replica}
 		for _, k := range wk.Definitions {
-			row.Definitions = append(row.Definitions, workerDefinition{Key: k, Href: definitionHref(k)})
+			every, revs := revisionsTaken(wk.Subscriptions, k)
+			row.Definitions = append(row.Definitions, workerDefinition{Key: k, Href: definitionHref(k), Revisions: revisionsText(ctx, every, revs)})
 		}
 		v.Rows = append(v.Rows, row)
 	}
@@ -110,13 +115,62 @@ func protocolLabel(ctx context.Context, p string) string {
 	return p
 }
 
+// revisionsTaken is what a worker's subscriptions take of the definition
+// key: every revision its consumer is granted (a subscription naming no
+// revision, or a pattern), or the revisions listed, in order.
+func revisionsTaken(subs []engine.Subscription, key string) (every bool, revs []int) {
+	for _, s := range subs {
+		if !engine.KeyMatches(s.Definition, key) {
+			continue
+		}
+		if len(s.Revisions) == 0 || engine.IsKeyPattern(s.Definition) {
+			return true, nil
+		}
+		for _, r := range s.Revisions {
+			if !slices.Contains(revs, r) {
+				revs = append(revs, r)
+			}
+		}
+	}
+	slices.Sort(revs)
+	return false, revs
+}
+
+// revisionsText says which revisions a worker takes ("revisions 1, 2").
+func revisionsText(ctx context.Context, every bool, revs []int) string {
+	switch {
+	case every || len(revs) == 0:
+		return T(ctx, "every revision its consumer is granted")
+	case len(revs) == 1:
+		revision := revs[0]
+		return T(ctx, "revision %d", revision)
+	}
+	revisions := joinInts(revs)
+	return T(ctx, "revisions %s", revisions)
+}
+
+// joinInts writes numbers separated by commas.
+func joinInts(ns []int) string {
+	s := make([]string, len(ns))
+	for i, n := range ns {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ", ")
+}
+
 // servedBy is what a definition page says of the workers serving it.
 type servedBy struct {
-	Count   int
-	Text    string
-	Href    string // the Workers page, for operators
-	Warning bool
+	Count int
+	Text  string
+	// Revisions says which revisions they take (empty when none serves).
+	Revisions string
+	Href      string // the Workers page, for operators
+	Warning   bool
 }
+
+// workersServingMax bounds the workers a definition page reads to say
+// which revisions they take; the count itself is exact.
+const workersServingMax = 500
 
 // workersServing counts the live workers of a definition. Designers read
 // definitions but not the Workers page: they get the count without a link.
@@ -131,6 +185,35 @@ func (c *Console) workersServing(ctx context.Context, key string, operator bool)
 		s.Text = T(ctx, "No worker serves this definition: its occurrences wait until one connects or polls.")
 	} else {
 		s.Text = T(ctx, "Served by %d workers", n)
+		// Workers may take only some revisions: say which, so that a
+		// revision with work and nobody to take it shows.
+		workers, err := c.eng.ListWorkers(ctx, engine.WorkerFilter{Definition: key, Limit: workersServingMax})
+		if err != nil {
+			return servedBy{}, err
+		}
+		every, revs := false, []int{}
+		for _, wk := range workers {
+			e, rs := revisionsTaken(wk.Subscriptions, key)
+			every = every || e
+			for _, r := range rs {
+				if !slices.Contains(revs, r) {
+					revs = append(revs, r)
+				}
+			}
+		}
+		slices.Sort(revs)
+		revisions := joinInts(revs)
+		switch {
+		case every && len(revs) > 0:
+			s.Revisions = T(ctx, "Revisions they take: %s; some take every revision their consumer is granted.", revisions)
+		case every:
+			s.Revisions = T(ctx, "They take every revision their consumer is granted.")
+		case len(revs) == 1:
+			revision := revs[0]
+			s.Revisions = T(ctx, "They take revision %d only.", revision)
+		default:
+			s.Revisions = T(ctx, "They take revisions %s only.", revisions)
+		}
 	}
 	if operator {
 		s.Href = workersPath + "?" + url.Values{"definition": {key}}.Encode()

@@ -39,372 +39,378 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                              237,
-	"%[1]s %[2]s, %[3]s %[4]s":                 238,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          236,
-	"%[1]s; %[2]s":                             235,
-	"%d (0 lowest, 9 highest)":                 368,
-	"%d attempts":                              392,
-	"%d attempts, retry after %s, priority %d": 515,
-	"%d breaking":                              181,
-	"%d changes":                               180,
-	"%d completed":                             233,
-	"%d d":                                     245,
-	"%d days":                                  259,
-	"%d failed":                                234,
-	"%d h":                                     244,
+	"%[1]s %[2]s":                              241,
+	"%[1]s %[2]s, %[3]s %[4]s":                 242,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          240,
+	"%[1]s; %[2]s":                             239,
+	"%d (0 lowest, 9 highest)":                 372,
+	"%d attempts":                              397,
+	"%d attempts, retry after %s, priority %d": 520,
+	"%d breaking":                              185,
+	"%d changes":                               184,
+	"%d completed":                             237,
+	"%d d":                                     249,
+	"%d days":                                  263,
+	"%d failed":                                238,
+	"%d h":                                     248,
 	"%d held instances match now.":             50,
-	"%d hours":                                 260,
-	"%d items":                                 569,
-	"%d left":                                  393,
-	"%d min":                                   243,
-	"%d minutes":                               261,
+	"%d hours":                                 264,
+	"%d items":                                 576,
+	"%d left":                                  398,
+	"%d min":                                   247,
+	"%d minutes":                               265,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 69,
-	"%d ms": 263,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 505,
-	"%d occurrences":                          461,
-	"%d releases":                             198,
+	"%d ms": 267,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 510,
+	"%d occurrences":                          466,
+	"%d releases":                             202,
 	"%d running instances match now.":         57,
 	"%d running or held instances match now.": 59,
-	"%d s":       242,
-	"%d seconds": 262,
+	"%d s":       246,
+	"%d seconds": 266,
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 74,
 	"%s (token #%d, %s)":                75,
-	"%s ago":                            240,
-	"%s so far":                         437,
-	"%s → %s":                           510,
-	"%s, revision %s":                   358,
-	"%s, version %s":                    359,
-	"%s: %s":                            232,
-	"%s: %s → %s":                       188,
-	"%s: a date is written 2026-12-01.": 472,
-	"%s: the first day comes after the last.": 473,
-	"%s–%s":       231,
-	"(each item)": 558,
-	"(worker %s)": 426,
-	"0 seconds":   258,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.": 536,
+	"%s ago":                            244,
+	"%s so far":                         442,
+	"%s → %s":                           515,
+	"%s, revision %s":                   362,
+	"%s, version %s":                    363,
+	"%s: %s":                            236,
+	"%s: %s → %s":                       192,
+	"%s: a date is written 2026-12-01.": 477,
+	"%s: the first day comes after the last.": 478,
+	"%s–%s":       235,
+	"(each item)": 565,
+	"(worker %s)": 431,
+	"0 seconds":   262,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.": 541,
 	"Abandon %d instances":                                           54,
 	"Abandon every held instance this filter matches":                52,
 	"Abandon every held instance…":                                   7,
 	"Abandon process instance %s":                                    19,
 	"Abandon the instance":                                           22,
 	"Abandon this instance? It fails with the error code abandoned.": 20,
-	"Abandoned by %s at %s — “%s”":                                   288,
+	"Abandoned by %s at %s — “%s”":                                   292,
 	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 40,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 302,
+	"Act on every instance this filter matches": 306,
 	"Action":                              78,
 	"All actions":                         90,
-	"All consumers":                       458,
-	"All definitions":                     222,
-	"All processes":                       308,
-	"All statuses":                        309,
-	"All workers":                         584,
-	"An operator abandoned the instance.": 419,
+	"All consumers":                       463,
+	"All definitions":                     226,
+	"All processes":                       312,
+	"All statuses":                        313,
+	"All workers":                         591,
+	"An operator abandoned the instance.": 424,
 	"Apply filters":                       87,
-	"Apr":                                 249,
-	"As of %s (%s); refreshed every few seconds.": 219,
-	"Attempts":                         369,
+	"Apr":                                 253,
+	"As of %s (%s); refreshed every few seconds.": 223,
+	"Attempts":                         373,
 	"Audit log":                        84,
-	"Aug":                              253,
-	"Available from":                   401,
+	"Aug":                              257,
+	"Available from":                   406,
 	"Back to definitions":              124,
 	"Back to external tasks":           123,
 	"Back to the instance":             32,
 	"Back to the list":                 47,
-	"Back without saving":              480,
+	"Back without saving":              485,
 	"Breaks processes":                 162,
 	"Breaks workers":                   163,
 	"Bulk %s applied to %d instances.": 73,
 	"Bulk action":                      82,
 	"Business key":                     66,
-	"Call timeout":                     387,
-	"Camunda 7 facade":                 588,
-	"Cancelled: the instance was stopped (%s).":               436,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 435,
+	"Call timeout":                     392,
+	"Camunda 7 facade":                 595,
+	"Cancelled: the instance was stopped (%s).":               441,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 440,
 	"Cannot act on this filter":                               70,
-	"Cannot reveal":                                           520,
+	"Cannot reveal":                                           525,
 	"Change":                                                  160,
 	"Changes between the two revisions":                       172,
-	"Choose two existing revisions to compare.":               178,
+	"Changes of the Working copy since revision %d":           181,
+	"Choose two existing revisions to compare.":               182,
 	"Classification":                                          138,
 	"Clear filters":                                           88,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 494,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 499,
 	"Compare":              159,
 	"Compare revisions":    155,
-	"Completed":            230,
-	"Completed (%s).":      431,
-	"Completed, last hour": 216,
-	"Completions and failures per 5 minutes, last hour: %s":    223,
-	"Completions and failures per 5-minute slot, oldest first": 228,
-	"Completions and failures, last hour":                      209,
-	"Connected":                                                580,
+	"Completed":            234,
+	"Completed (%s).":      436,
+	"Completed, last hour": 220,
+	"Completions and failures per 5 minutes, last hour: %s":    227,
+	"Completions and failures per 5-minute slot, oldest first": 232,
+	"Completions and failures, last hour":                      213,
+	"Connected":                                                587,
 	"Constraints":                                              139,
-	"Consumer":                                                 371,
-	"Consumer and worker":                                      455,
+	"Consumer":                                                 375,
+	"Consumer and worker":                                      460,
 	"Counting the occurrences; the counts appear when you reload the page.": 133,
 	"Counts are unavailable right now.":                                     134,
-	"Counts as of %s (%s); refreshed every few seconds.":                    503,
-	"Counts by status": 451,
-	"Created":          274,
+	"Counts as of %s (%s); refreshed every few seconds.":                    508,
+	"Counts by status": 456,
+	"Created":          278,
 	"Created from":     67,
+	"Created on":       546,
 	"Created to":       68,
-	"Creation date":    297,
-	"Dates":            362,
-	"Deadline":         366,
-	"Dec":              257,
-	"Deferred":         405,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 430,
-	"Definition":         211,
+	"Creation date":    301,
+	"Dates":            366,
+	"Deadline":         370,
+	"Dec":              261,
+	"Deferred":         410,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 435,
+	"Definition":         215,
 	"Definition %s":      141,
 	"Definitions":        110,
-	"Definitions by key": 193,
-	"Definitions served": 578,
-	"Definitions, those needing attention first": 210,
+	"Definitions by key": 197,
+	"Definitions served": 585,
+	"Definitions, those needing attention first": 214,
 	"Description":          140,
-	"Destination":          380,
-	"Destination’s answer": 375,
+	"Destination":          385,
+	"Destination’s answer": 380,
 	"Detail":               161,
 	"Digest":               175,
 	"Display settings":     115,
-	"Duration":             374,
-	"Each definition’s queue and incidents now, and what its workers finished in the last hour.":                              208,
+	"Duration":             379,
+	"Each definition’s queue and incidents now, and what its workers finished in the last hour.":                              212,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  60,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     53,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 49,
-	"End node":                    292,
-	"End node or error":           306,
-	"Ended":                       291,
-	"Error":                       454,
-	"Error (before any attempt)":  407,
-	"Error code":                  295,
-	"Error message":               377,
-	"Every %d seconds":            484,
-	"Every attempt, oldest first": 370,
+	"End node":                    296,
+	"End node or error":           310,
+	"Ended":                       295,
+	"Error":                       459,
+	"Error (before any attempt)":  412,
+	"Error code":                  299,
+	"Error message":               382,
+	"Every %d seconds":            489,
+	"Every attempt, oldest first": 374,
 	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log (GET /api/v1/audit/reveals).": 85,
-	"Expired token":                    545,
-	"Expires":                          542,
+	"Expired token":                    552,
+	"Expires":                          548,
 	"External tasks":                   104,
-	"Failed":                           214,
-	"Failed (%s).":                     434,
-	"Failed occurrence":                294,
-	"Failed, last hour":                217,
-	"Feb":                              247,
+	"Failed":                           218,
+	"Failed (%s).":                     439,
+	"Failed occurrence":                298,
+	"Failed, last hour":                221,
+	"Feb":                              251,
 	"Field":                            135,
 	"Filter":                           45,
 	"Filters":                          86,
 	"Find":                             109,
 	"Find an instance or occurrence":   107,
+	"Finished":                         378,
 	"First page":                       98,
 	"Form refused":                     127,
 	"From revision":                    157,
-	"From revision %d to revision %d:": 179,
+	"From revision %d to revision %d:": 183,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 36,
-	"Graph":                   493,
-	"Graph of %s":             504,
-	"HTTP 2xx, unusable body": 440,
+	"Graph":                   498,
+	"Graph of %s":             509,
+	"HTTP 2xx, unusable body": 445,
 	"Health":                  103,
-	"Held at node":            293,
-	"Held instances":          213,
-	"ID":                      539,
-	"In flight":               579,
-	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 224,
+	"Held at node":            297,
+	"Held instances":          217,
+	"ID":                      544,
+	"In flight":               586,
+	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 228,
 	"Inputs":                     165,
 	"Inputs of revision %d":      176,
 	"Inputs of the working copy": 167,
-	"Inputs the instance was started with, labelled by process version %d's contract": 282,
-	"Inputs, labelled by revision %d's contract":                                      394,
-	"Instance":                  305,
+	"Inputs the instance was started with, labelled by process version %d's contract": 286,
+	"Inputs, labelled by revision %d's contract":                                      399,
+	"Instance":                  309,
 	"Instances":                 105,
-	"Instances of this process": 502,
-	"Invalid page":              572,
+	"Instances of this process": 507,
+	"Invalid page":              579,
 	"Invalid request":           121,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.": 21,
-	"Its instance is held here, waiting for an operator.":                                                                   432,
-	"Its instance went on along the node’s error path.":                                                                     433,
-	"Its message": 408,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      552,
+	"Its instance is held here, waiting for an operator.":                                                                   437,
+	"Its instance went on along the node’s error path.":                                                                     438,
+	"Its message": 413,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      559,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 34,
-	"Jan":                     246,
-	"Jul":                     252,
-	"Jun":                     251,
-	"Keep it":                 554,
+	"Jan":                     250,
+	"Jul":                     256,
+	"Jun":                     255,
+	"Keep it":                 561,
 	"Keep it held":            14,
 	"Keep it running":         13,
-	"Key":                     194,
-	"Kind":                    497,
+	"Key":                     198,
+	"Kind":                    502,
 	"Language":                100,
-	"Last error (attempt %d)": 406,
-	"Last reserved":           403,
+	"Last error (attempt %d)": 411,
+	"Last reserved":           408,
 	"Last saved":              146,
-	"Last seen":               581,
-	"Last used":               541,
-	"Latest revision":         195,
+	"Last seen":               588,
+	"Last used":               547,
+	"Latest revision":         199,
 	"Lists every change from one revision to another, and whom it may break.": 156,
-	"Local time at %s": 482,
-	"Lock expired %s — waiting to be offered again.": 423,
-	"Lock expires":                     404,
+	"Local time at %s": 487,
+	"Lock expired %s — waiting to be offered again.": 428,
+	"Lock expires":                     409,
 	"Main navigation":                  102,
-	"Mar":                              248,
-	"Maximum attempts":                 364,
-	"May":                              250,
-	"Message from Relais (in English)": 409,
-	"Message from the service (as it sent it)": 410,
-	"Mode": 361,
-	"More filters: instance, revision, consumer, dates": 449,
+	"Mar":                              252,
+	"Maximum attempts":                 368,
+	"May":                              254,
+	"Message from Relais (in English)": 414,
+	"Message from the service (as it sent it)": 415,
+	"Mode": 365,
+	"More filters: instance, revision, consumer, dates": 454,
 	"Name":                               144,
-	"Never":                              483,
-	"Next attempt":                       402,
-	"Next attempt or settled":            456,
-	"Next node":                          273,
+	"Never":                              488,
+	"Next attempt":                       407,
+	"Next attempt or settled":            461,
+	"Next node":                          277,
 	"Next page":                          97,
-	"No definition has occurrences yet.": 218,
-	"No definition yet.":                 197,
+	"No definition has occurrences yet.": 222,
+	"No definition yet.":                 201,
 	"No inputs.":                         166,
-	"No instance matches these filters.": 307,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 528,
-	"No occurrence matches these filters.":                                                   457,
+	"No instance matches these filters.": 311,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 533,
+	"No occurrence matches these filters.":                                                   462,
 	"No operator action matches.":                                                            89,
-	"No operator has acted on this instance.":                                                278,
-	"No outputs yet: the occurrence has not completed.":                                      397,
+	"No operator has acted on this instance.":                                                282,
+	"No outputs yet: the occurrence has not completed.":                                      402,
 	"No outputs.": 169,
-	"No outputs: the occurrence ended without completing.":          399,
-	"No process is published yet.":                                  488,
+	"No outputs: the occurrence ended without completing.":          404,
+	"No process is published yet.":                                  493,
 	"No release yet.":                                               150,
 	"No revision yet: the Working copy has never been snapshotted.": 148,
-	"No service has reserved this occurrence yet.":                  378,
-	"No token.":                         548,
-	"No worker is connected.":           582,
-	"No worker serves this definition.": 585,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 589,
-	"Node":    270,
-	"Node %s": 207,
-	"Nodes":   495,
-	"Nodes of this version, with their occurrences now": 496,
-	"Nodes reached, in order":                           269,
+	"No service has reserved this occurrence yet.":                  383,
+	"No token.":                         555,
+	"No worker is connected.":           589,
+	"No worker serves this definition.": 592,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 598,
+	"Node":    274,
+	"Node %s": 211,
+	"Nodes":   500,
+	"Nodes of this version, with their occurrences now": 501,
+	"Nodes reached, in order":                           273,
 	"Not allowed":                                       119,
 	"Not found":                                         125,
 	"Notes":                                             153,
 	"Nothing exists at this address, or it is not visible to you.":          126,
 	"Nothing to do: no instance this action applies to matches the filter.": 62,
-	"Nothing to find: the search box is empty.":                             526,
-	"Nov":                       256,
-	"Now":                       388,
-	"Occurrence":                271,
-	"Occurrence %s":             360,
+	"Nothing to find: the search box is empty.":                             531,
+	"Nov":                       260,
+	"Now":                       393,
+	"Occurrence":                275,
+	"Occurrence %s":             364,
 	"Occurrence offered again":  81,
-	"Occurrences now":           501,
-	"Occurrences, newest first": 452,
-	"Oct":                       255,
-	"Offered from %s — %s.":     422,
-	"Oldest claimable waits":    215,
-	"On error":                  500,
-	"On success":                499,
-	"Only a value this page shows as hidden (sensitive) can be revealed.": 521,
-	"Only administrators manage tokens.":                                  537,
-	"Only administrators may reveal a sensitive value.":                   518,
-	"Open":             212,
-	"Operator actions": 266,
-	"Operator actions on this instance, newest first": 279,
+	"Occurrences now":           506,
+	"Occurrences, newest first": 457,
+	"Oct":                       259,
+	"Offered from %s — %s.":     427,
+	"Oldest claimable waits":    219,
+	"On error":                  505,
+	"On success":                504,
+	"Only a value this page shows as hidden (sensitive) can be revealed.": 526,
+	"Only administrators manage tokens.":                                  542,
+	"Only administrators may reveal a sensitive value.":                   523,
+	"Open":             216,
+	"Operator actions": 270,
+	"Operator actions on this instance, newest first": 283,
 	"Operator actions, newest first":                  95,
-	"Outcome":                                         376,
+	"Outcome":                                         381,
 	"Outputs":                                         168,
 	"Outputs of revision %d":                          177,
 	"Outputs of the working copy":                     170,
-	"Outputs, labelled by revision %d's contract":     396,
+	"Outputs, labelled by revision %d's contract":     401,
 	"Pages": 96,
-	"Pages with a form, such as a confirmation, never reload on their own.": 478,
-	"Path":                            267,
-	"Pinned revision":                 498,
-	"Policy":                          363,
-	"Previous page":                   470,
-	"Priority":                        367,
+	"Pages with a form, such as a confirmation, never reload on their own.": 483,
+	"Path":                            271,
+	"Pinned revision":                 503,
+	"Policy":                          367,
+	"Previous page":                   475,
+	"Priority":                        371,
 	"Process":                         64,
-	"Process %s":                      490,
-	"Process and node":                453,
-	"Process inputs":                  281,
+	"Process %s":                      495,
+	"Process and node":                458,
+	"Process inputs":                  285,
 	"Process instance":                80,
-	"Process instance %s":             264,
-	"Process instances":               299,
-	"Process instances, newest first": 304,
+	"Process instance %s":             268,
+	"Process instances":               303,
+	"Process instances, newest first": 308,
 	"Processes":                       106,
-	"Processes by key":                486,
-	"Protocol":                        577,
+	"Processes by key":                491,
+	"Protocol":                        584,
 	"Published":                       154,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 485,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 490,
 	"Reason": 79,
 	"Reason (recorded in the audit log for every instance)": 46,
 	"Reason (recorded in the audit log)":                    11,
-	"Reason given by the worker":                            384,
-	"Recorded operator actions":                             277,
+	"Reason given by the worker":                            389,
+	"Recorded operator actions":                             281,
 	"Relais console":                                        99,
-	"Relais has not called the destination yet.":            382,
-	"Relais is calling the destination (since %s).":         427,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 383,
+	"Relais has not called the destination yet.":            387,
+	"Relais is calling the destination (since %s).":         432,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 388,
 	"Relais refused the action. Nothing was done.":                                                         37,
-	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 413,
+	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 418,
 	"Release":                             151,
 	"Releases":                            149,
 	"Releases, oldest first":              171,
-	"Reload lists and detail pages":       477,
-	"Replica":                             381,
+	"Reload lists and detail pages":       482,
+	"Replica":                             386,
 	"Required":                            137,
-	"Reserved":                            373,
-	"Reserved by %s.":                     429,
-	"Reserved by %s; lock until %s — %s.": 428,
-	"Retried by %s at %s — “%s”":          289,
+	"Reserved":                            377,
+	"Reserved by %s.":                     434,
+	"Reserved by %s; lock until %s — %s.": 433,
+	"Retried by %s at %s — “%s”":          293,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 39,
-	"Retries":            385,
+	"Retries":            390,
 	"Retry %d instances": 51,
-	"Retry at %s — %s.":  421,
-	"Retry delay":        365,
+	"Retry at %s — %s.":  426,
+	"Retry delay":        369,
 	"Retry every held instance this filter matches": 48,
 	"Retry every held instance…":                    6,
-	"Retry or abandon it from its instance":         389,
+	"Retry or abandon it from its instance":         394,
 	"Retry process instance %s":                     15,
 	"Retry the instance":                            18,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 16,
 	"Retrying and abandoning apply to held instances, not %s ones.":                                           44,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 400,
-	"Revealed by %s at %s; recorded in the audit log.": 519,
-	"Revision":                  152,
-	"Revision %d":               173,
-	"Revisions":                 147,
-	"Revoke the %s token “%s”?": 551,
-	"Revoke the token":          553,
-	"Revoke token %d":           550,
-	"Revoke…":                   546,
-	"Role":                      540,
-	"Route":                     272,
+	"Reveal — this is recorded": 405,
+	"Revealed by %s at %s; recorded in the audit log.": 524,
+	"Revision":    152,
+	"Revision %d": 173,
+	"Revisions":   147,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 600,
+	"Revoke the %s token “%s”?": 558,
+	"Revoke the token":          560,
+	"Revoke token %d":           557,
+	"Revoke…":                   553,
+	"Role":                      545,
+	"Route":                     276,
 	"Routing output":            145,
-	"Rows %s–%s":                471,
-	"Save settings":             479,
+	"Rows %s–%s":                476,
+	"Save settings":             484,
 	"Say why, for whoever reads the log later: at most %d characters.": 12,
-	"Search":                               524,
-	"Secret values can never be revealed.": 522,
-	"Sep":                                  254,
-	"Served by %d workers":                 590,
+	"Search":                               529,
+	"Secret values can never be revealed.": 527,
+	"Sep":                                  258,
+	"Served by %d workers":                 599,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 25,
-	"Settled":              275,
-	"Settlement date":      448,
-	"Show all definitions": 221,
-	"Show times in":        475,
+	"Settled":              279,
+	"Settlement date":      453,
+	"Show all definitions": 225,
+	"Show times in":        480,
 	"Showing the instances bulk action %s changed.": 93,
-	"Sign in": 530,
-	"Sign in with an operator or administrator token.": 531,
+	"Sign in": 535,
+	"Sign in with an operator or administrator token.": 536,
 	"Sign out":             114,
 	"Signed in as %s (%s)": 113,
+	"Since revision %d:":   179,
 	"Skip to content":      101,
-	"Slot":                 229,
+	"Slot":                 233,
 	"Snapshotted":          174,
 	"Something went wrong": 131,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 538,
-	"Start node":        492,
-	"Started":           290,
-	"Status":            65,
-	"Stop %d instances": 61,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 543,
+	"Staff tokens, oldest first": 549,
+	"Start node":                 497,
+	"Started":                    294,
+	"Status":                     65,
+	"Stop %d instances":          61,
 	"Stop every held instance this filter matches":            55,
 	"Stop every held instance…":                               8,
 	"Stop every running instance this filter matches":         56,
@@ -415,224 +421,231 @@ var messageKeyToIndex = map[string]int{
 	"Stop the instance":                                       26,
 	"Stop this instance? Its open occurrences are cancelled.": 24,
 	"Stop this instance…":                                     2,
-	"Stopped by %s at %s — “%s”":                              287,
+	"Stopped by %s at %s — “%s”":                              291,
 	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 41,
 	"Stopping applies to running or held instances, not %s ones.":                              43,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   286,
-	"Summary": 265,
-	"Task contracts: their Working copy, immutable revisions and named releases.": 192,
-	"Temporarily unavailable":                                    129,
-	"That is too long to be an id or a business key.":            527,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   290,
+	"Summary": 269,
+	"Task contracts: their Working copy, immutable revisions and named releases.": 196,
+	"Temporarily unavailable":                         129,
+	"That is too long to be an id or a business key.": 532,
+	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.": 178,
 	"The bulk action must be its id (a UUID).":                   92,
-	"The call could not be prepared.":                            414,
-	"The chart’s numbers":                                        227,
+	"The call could not be prepared.":                            419,
+	"The chart’s numbers":                                        231,
 	"The confirmed count is missing: start again from the list.": 71,
 	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           132,
-	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      476,
+	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      481,
 	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 72,
 	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 130,
-	"The deadline passed before a result arrived.": 411,
-	"The destination answered HTTP %s.":            420,
-	"The destination could not be reached.":        415,
-	"The destination’s answer was too large.":      416,
+	"The deadline passed before a result arrived.": 416,
+	"The destination answered HTTP %s.":            425,
+	"The destination could not be reached.":        420,
+	"The destination’s answer was too large.":      421,
 	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                            122,
-	"The inputs could not be built from the process’s bindings.":                                                                  418,
-	"The last attempt’s lock expired with no attempt left.":                                                                       417,
-	"The next page counts them and asks for a reason before anything changes.":                                                    303,
-	"The nodes this instance reached, in order, each with its occurrence.":                                                        268,
+	"The inputs could not be built from the process’s bindings.":                                                                  423,
+	"The last attempt’s lock expired with no attempt left.":                                                                       422,
+	"The next page counts them and asks for a reason before anything changes.":                                                    307,
+	"The nodes this instance reached, in order, each with its occurrence.":                                                        272,
 	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                143,
 	"The page cursor is invalid: go back to the first page.":                                                                      94,
-	"The page size must be between 1 and %d.":                                                                                     298,
+	"The page size must be between 1 and %d.":                                                                                     302,
 	"The process instance must be an instance id (a UUID).":                                                                       91,
 	"The reason you gave, not recorded:":                                                                                          31,
-	"The result did not match the revision's outputs contract.":                                                                   412,
-	"The revision must be a whole number, 1 or more.":                                                                             446,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 533,
-	"The token was revoked.":                        549,
-	"These revisions have the same contracts.":      164,
-	"These settings are kept in this browser only.": 474,
-	"This contract has no inputs.":                  395,
-	"This contract has no outputs.":                 398,
+	"The result did not match the revision's outputs contract.":                                                                   417,
+	"The revision must be a whole number, 1 or more.":                                                                             451,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 538,
+	"The token was revoked.":                              556,
+	"These revisions have the same contracts.":            164,
+	"These settings are kept in this browser only.":       479,
+	"They take every revision their consumer is granted.": 601,
+	"They take revision %d only.":                         602,
+	"They take revisions %s only.":                        603,
+	"This contract has no inputs.":                        400,
+	"This contract has no outputs.":                       403,
 	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                                                                      128,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.": 27,
 	"This instance has already ended; there is nothing to stop.":                                                                                                               35,
-	"This instance has not reached a task yet.":                                                                                                                                276,
+	"This instance has not reached a task yet.":                                                                                                                                280,
 	"This instance is %s, not held: there is nothing to abandon.":                                                                                                              29,
 	"This instance is %s, not held: there is nothing to retry.":                                                                                                                28,
 	"This instance is %s: there is nothing to stop.":                                                                                                                           30,
-	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 284,
-	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 285,
+	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 288,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 289,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          33,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   38,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            556,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           555,
-	"This page does not accept that request.":     523,
-	"This page link is not one the console made.": 573,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            563,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           562,
+	"This page does not accept that request.":     528,
+	"This page link is not one the console made.": 580,
 	"This page reloads every %d seconds.":         118,
-	"This process takes no inputs.":               283,
-	"This token is unknown or has been revoked.":  535,
+	"This process takes no inputs.":               287,
+	"This token is unknown or has been revoked.":  540,
 	"Times in %s · no auto-reload":                117,
 	"Times in %s · reload every %d s":             116,
 	"To revision":                                 158,
-	"Token":                                       532,
+	"Token":                                       537,
 	"Tokens":                                      112,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 534,
-	"Totals of all definitions, not narrowed by the other filters":         460,
-	"Totals of definition %s, not narrowed by the other filters":           459,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 539,
+	"Totals of all definitions, not narrowed by the other filters":         465,
+	"Totals of definition %s, not narrowed by the other filters":           464,
 	"Type": 136,
-	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 525,
-	"UTC (coordinated universal time)": 481,
+	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 530,
+	"UTC (coordinated universal time)": 486,
 	"Unknown action.":                  42,
-	"Unknown consumer.":                447,
-	"Unknown status %q.":               296,
-	"Value":                            280,
-	"Version":                          491,
-	"Versions, newest first":           487,
-	"Waiting for Relais to call the destination since %s (%s).": 424,
-	"Waiting for a worker since %s (%s).":                       425,
+	"Unknown consumer.":                452,
+	"Unknown status %q.":               300,
+	"Value":                            284,
+	"Version":                          496,
+	"Versions, newest first":           492,
+	"Waiting for Relais to call the destination since %s (%s).": 429,
+	"Waiting for a worker since %s (%s).":                       430,
 	"When":                                                      76,
 	"Who":                                                       77,
-	"Worker":                                                    576,
-	"Worker id":                                                 372,
+	"Worker":                                                    583,
+	"Worker id":                                                 376,
 	"Workers":                                                   111,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        574,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        581,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 17,
-	"Workers seen within three heartbeats": 575,
-	"Workers serving %s":                   583,
+	"Workers seen within three heartbeats": 582,
+	"Workers serving %s":                   590,
 	"Working copy":                         142,
-	"You are signed out.":                  529,
+	"You are signed out.":                  534,
 	"Your role can read definitions only: external tasks and process instances are for operators and administrators.": 120,
-	"[redacted]":                          445,
+	"[redacted]":                          450,
 	"abandon":                             4,
-	"administrator":                       336,
-	"an incident: retry, abandon or stop": 202,
-	"answer too large":                    443,
+	"administrator":                       340,
+	"an incident: retry, abandon or stop": 206,
+	"answer too large":                    448,
 	"any":                                 63,
-	"any other code → %s":                 513,
-	"any other error":                     200,
-	"as of %s (%s); counts are refreshed every few seconds.": 462,
-	"at least %d characters":                                 559,
-	"at least %d items":                                      566,
-	"at most %d":                                             390,
-	"at most %d characters":                                  560,
-	"at most %d items":                                       567,
-	"at most %d since the last operator retry":               391,
-	"available":                                              310,
-	"boolean":                                                323,
-	"call in progress since":                                 467,
-	"cancelled":                                              313,
-	"choice":                                                 326,
-	"claimable since":                                        466,
-	"claimable since %s":                                     220,
-	"classification changed":                                 347,
-	"completed":                                              225,
-	"constraint changed":                                     348,
-	"consumer":                                               339,
-	"consumer #%s":                                           438,
-	"date":                                                   324,
-	"date and time":                                          325,
-	"deadline %s":                                            516,
-	"deferred":                                               312,
-	"deferred since":                                         469,
+	"any other code → %s":                 518,
+	"any other error":                     204,
+	"as of %s (%s); counts are refreshed every few seconds.": 467,
+	"at least %d characters":                                 566,
+	"at least %d items":                                      573,
+	"at most %d":                                             395,
+	"at most %d characters":                                  567,
+	"at most %d items":                                       574,
+	"at most %d since the last operator retry":               396,
+	"available":                                              314,
+	"boolean":                                                327,
+	"call in progress since":                                 472,
+	"cancelled":                                              317,
+	"choice":                                                 330,
+	"claimable since":                                        471,
+	"claimable since %s":                                     224,
+	"classification changed":                                 351,
+	"completed":                                              229,
+	"constraint changed":                                     352,
+	"consumer":                                               343,
+	"consumer #%s":                                           443,
+	"date":                                                   328,
+	"date and time":                                          329,
+	"deadline %s":                                            521,
+	"deferred":                                               316,
+	"deferred since":                                         474,
 	"deleted":                                                83,
-	"designer":                                               338,
-	"disconnected":                                           319,
-	"end (completes)":                                        508,
-	"end (fails)":                                            509,
-	"end: completes the instance":                            203,
-	"end: fails the instance":                                204,
-	"expired":                                                316,
-	"failed":                                                 226,
-	"fails the instance":                                     514,
-	"field added":                                            342,
-	"field removed":                                          343,
-	"format":                                                 353,
-	"format %s":                                              562,
-	"from":                                                   300,
-	"held":                                                   315,
-	"held for an operator":                                   201,
-	"hold (an incident for an operator)":                     512,
+	"designer":                                               342,
+	"disconnected":                                           323,
+	"end (completes)":                                        513,
+	"end (fails)":                                            514,
+	"end: completes the instance":                            207,
+	"end: fails the instance":                                208,
+	"every revision its consumer is granted":                 596,
+	"expired":                                                320,
+	"failed":                                                 230,
+	"fails the instance":                                     519,
+	"field added":                                            346,
+	"field removed":                                          347,
+	"format":                                                 357,
+	"format %s":                                              569,
+	"from":                                                   304,
+	"held":                                                   319,
+	"held for an operator":                                   205,
+	"hold (an incident for an operator)":                     517,
 	"id or business key":                                     108,
-	"in %s":                                                  239,
-	"in progress":                                            379,
-	"instance id":                                            450,
-	"integer":                                                321,
-	"just now":                                               241,
-	"list":                                                   328,
-	"lock until":                                             468,
-	"long polling":                                           587,
-	"maximum":                                                355,
-	"maximum %s":                                             564,
-	"maximum items":                                          357,
-	"maximum length":                                         351,
-	"minimum":                                                354,
-	"minimum %s":                                             563,
-	"minimum items":                                          356,
-	"minimum length":                                         350,
-	"never":                                                  543,
-	"next attempt":                                           465,
-	"no":                                                     341,
-	"no answer within the timeout":                           441,
-	"no connection":                                          442,
-	"none":                                                   191,
-	"none yet":                                               196,
-	"none: a failed call takes the node’s error path": 386,
-	"normal":                          329,
-	"not provided":                    568,
-	"not yet":                         544,
-	"null":                            570,
-	"number":                          322,
-	"object":                          327,
-	"on error":                        199,
-	"one of: %s":                      565,
-	"operator":                        337,
-	"optional field of type %s":       190,
-	"optional → required":             183,
-	"pattern":                         352,
-	"pattern %s":                      561,
-	"pull":                            506,
-	"pull %s":                         206,
-	"pull (the service fetches it)":   334,
-	"push %s":                         205,
-	"push (Relais calls the service)": 335,
-	"push to %s":                      507,
-	"rejected":                        317,
-	"released":                        318,
-	"required changed":                345,
-	"required field of type %s":       189,
-	"required → optional":             184,
-	"reserved":                        311,
+	"in %s":                                                  243,
+	"in progress":                                            384,
+	"instance id":                                            455,
+	"integer":                                                325,
+	"just now":                                               245,
+	"list":                                                   332,
+	"lock until":                                             473,
+	"long polling":                                           594,
+	"maximum":                                                359,
+	"maximum %s":                                             571,
+	"maximum items":                                          361,
+	"maximum length":                                         355,
+	"minimum":                                                358,
+	"minimum %s":                                             570,
+	"minimum items":                                          360,
+	"minimum length":                                         354,
+	"never":                                                  550,
+	"next attempt":                                           470,
+	"no":                                                     345,
+	"no answer within the timeout":                           446,
+	"no connection":                                          447,
+	"none":                                                   195,
+	"none yet":                                               200,
+	"none: a failed call takes the node’s error path": 391,
+	"normal":                          333,
+	"not provided":                    575,
+	"not yet":                         551,
+	"null":                            577,
+	"number":                          326,
+	"object":                          331,
+	"on error":                        203,
+	"one of: %s":                      572,
+	"operator":                        341,
+	"optional field of type %s":       194,
+	"optional → required":             187,
+	"pattern":                         356,
+	"pattern %s":                      568,
+	"pull":                            511,
+	"pull %s":                         210,
+	"pull (the service fetches it)":   338,
+	"push %s":                         209,
+	"push (Relais calls the service)": 339,
+	"push to %s":                      512,
+	"rejected":                        321,
+	"released":                        322,
+	"required changed":                349,
+	"required field of type %s":       193,
+	"required → optional":             188,
+	"reserved":                        315,
 	"retry":                           3,
-	"revision %d":                     463,
-	"routing changed":                 349,
-	"routing output":                  557,
-	"routing output %s → %s":          182,
-	"running":                         314,
-	"secret":                          331,
-	"sensitive":                       330,
-	"settled":                         464,
+	"revision %d":                     468,
+	"revisions %s":                    597,
+	"routing changed":                 353,
+	"routing output":                  564,
+	"routing output %s → %s":          186,
+	"running":                         318,
+	"secret":                          335,
+	"sensitive":                       334,
+	"settled":                         469,
 	"stop":                            5,
-	"stream":                          586,
-	"text":                            320,
-	"this session":                    547,
-	"timeout %s":                      517,
-	"to":                              301,
-	"type changed":                    344,
-	"unexpected value":                571,
-	"unknown":                         444,
-	"values added: %s":                185,
-	"values changed":                  346,
-	"values removed: %s":              186,
-	"values reordered":                187,
-	"version %d":                      489,
-	"waiting":                         439,
-	"yes":                             340,
-	"••• hidden (secret)":             333,
-	"••• hidden (sensitive)":          332,
-	"→ %s":                            511,
+	"stream":                          593,
+	"text":                            324,
+	"the contracts are the same (the name or a description changed).": 180,
+	"this session":           554,
+	"timeout %s":             522,
+	"to":                     305,
+	"type changed":           348,
+	"unexpected value":       578,
+	"unknown":                449,
+	"values added: %s":       189,
+	"values changed":         350,
+	"values removed: %s":     190,
+	"values reordered":       191,
+	"version %d":             494,
+	"waiting":                444,
+	"yes":                    344,
+	"••• hidden (secret)":    337,
+	"••• hidden (sensitive)": 336,
+	"→ %s":                   516,
 }
 
-var enIndex = []uint32{ // 592 elements
+var enIndex = []uint32{ // 605 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x0000005a,
@@ -683,126 +696,130 @@ var enIndex = []uint32{ // 592 elements
 	0x00001a5e, 0x00001a87, 0x00001a8e, 0x00001a99,
 	0x00001ab4, 0x00001abc, 0x00001ac8, 0x00001ae4,
 	0x00001afb, 0x00001b1d, 0x00001b2c, 0x00001b38,
-	0x00001b3f, 0x00001b58, 0x00001b72, 0x00001b9c,
-	0x00001bc3, 0x00001be7, 0x00001c0e, 0x00001c2d,
-	0x00001c43, 0x00001c59, 0x00001c6d, 0x00001c83,
-	0x00001c94, 0x00001cab, 0x00001cc8, 0x00001ce5,
+	0x00001b3f, 0x00001b58, 0x00001b72, 0x00001c1b,
+	0x00001c31, 0x00001c71, 0x00001ca2, 0x00001ccc,
+	0x00001cf3, 0x00001d17, 0x00001d3e, 0x00001d5d,
+	0x00001d73, 0x00001d89, 0x00001d9d, 0x00001db3,
 	// Entry C0 - DF
-	0x00001cea, 0x00001d36, 0x00001d49, 0x00001d4d,
-	0x00001d5d, 0x00001d66, 0x00001d79, 0x00001d9f,
-	0x00001da8, 0x00001db8, 0x00001dcd, 0x00001df1,
-	0x00001e0d, 0x00001e25, 0x00001e30, 0x00001e3b,
-	0x00001e46, 0x00001ea3, 0x00001ec7, 0x00001ef2,
-	0x00001efd, 0x00001f02, 0x00001f11, 0x00001f18,
-	0x00001f2f, 0x00001f44, 0x00001f56, 0x00001f79,
-	0x00001fab, 0x00001fc1, 0x00001fd6, 0x00001fe6,
+	0x00001dc4, 0x00001ddb, 0x00001df8, 0x00001e15,
+	0x00001e1a, 0x00001e66, 0x00001e79, 0x00001e7d,
+	0x00001e8d, 0x00001e96, 0x00001ea9, 0x00001ecf,
+	0x00001ed8, 0x00001ee8, 0x00001efd, 0x00001f21,
+	0x00001f3d, 0x00001f55, 0x00001f60, 0x00001f6b,
+	0x00001f76, 0x00001fd3, 0x00001ff7, 0x00002022,
+	0x0000202d, 0x00002032, 0x00002041, 0x00002048,
+	0x0000205f, 0x00002074, 0x00002086, 0x000020a9,
 	// Entry E0 - FF
-	0x0000201f, 0x00002073, 0x0000207d, 0x00002084,
-	0x0000209a, 0x000020d3, 0x000020d8, 0x000020e2,
-	0x000020f0, 0x000020fd, 0x00002126, 0x00002149,
-	0x00002156, 0x00002176, 0x00002182, 0x0000219b,
-	0x000021a4, 0x000021ae, 0x000021b7, 0x000021bf,
-	0x000021c9, 0x000021d1, 0x000021d9, 0x000021dd,
-	0x000021e1, 0x000021e5, 0x000021e9, 0x000021ed,
-	0x000021f1, 0x000021f5, 0x000021f9, 0x000021fd,
+	0x000020db, 0x000020f1, 0x00002106, 0x00002116,
+	0x0000214f, 0x000021a3, 0x000021ad, 0x000021b4,
+	0x000021ca, 0x00002203, 0x00002208, 0x00002212,
+	0x00002220, 0x0000222d, 0x00002256, 0x00002279,
+	0x00002286, 0x000022a6, 0x000022b2, 0x000022cb,
+	0x000022d4, 0x000022de, 0x000022e7, 0x000022ef,
+	0x000022f9, 0x00002301, 0x00002309, 0x0000230d,
+	0x00002311, 0x00002315, 0x00002319, 0x0000231d,
 	// Entry 100 - 11F
-	0x00002201, 0x00002205, 0x00002209, 0x00002213,
-	0x00002231, 0x00002251, 0x00002275, 0x00002299,
-	0x000022a2, 0x000022b9, 0x000022c1, 0x000022d2,
-	0x000022d7, 0x0000231c, 0x00002334, 0x00002339,
-	0x00002344, 0x0000234a, 0x00002354, 0x0000235c,
-	0x00002364, 0x0000238e, 0x000023a8, 0x000023d0,
-	0x00002400, 0x00002406, 0x00002415, 0x00002468,
-	0x00002486, 0x000025a8, 0x00002667, 0x000026be,
+	0x00002321, 0x00002325, 0x00002329, 0x0000232d,
+	0x00002331, 0x00002335, 0x00002339, 0x00002343,
+	0x00002361, 0x00002381, 0x000023a5, 0x000023c9,
+	0x000023d2, 0x000023e9, 0x000023f1, 0x00002402,
+	0x00002407, 0x0000244c, 0x00002464, 0x00002469,
+	0x00002474, 0x0000247a, 0x00002484, 0x0000248c,
+	0x00002494, 0x000024be, 0x000024d8, 0x00002500,
+	0x00002530, 0x00002536, 0x00002545, 0x00002598,
 	// Entry 120 - 13F
-	0x000026e8, 0x00002714, 0x0000273e, 0x00002746,
-	0x0000274c, 0x00002755, 0x00002762, 0x00002774,
-	0x0000277f, 0x00002795, 0x000027a3, 0x000027ce,
-	0x000027e0, 0x000027e5, 0x000027e8, 0x00002812,
-	0x0000285b, 0x0000287b, 0x00002884, 0x00002896,
-	0x000028b9, 0x000028c7, 0x000028d4, 0x000028de,
-	0x000028e7, 0x000028f0, 0x000028fa, 0x00002902,
-	0x00002907, 0x0000290f, 0x00002918, 0x00002921,
+	0x000025b6, 0x000026d8, 0x00002797, 0x000027ee,
+	0x00002818, 0x00002844, 0x0000286e, 0x00002876,
+	0x0000287c, 0x00002885, 0x00002892, 0x000028a4,
+	0x000028af, 0x000028c5, 0x000028d3, 0x000028fe,
+	0x00002910, 0x00002915, 0x00002918, 0x00002942,
+	0x0000298b, 0x000029ab, 0x000029b4, 0x000029c6,
+	0x000029e9, 0x000029f7, 0x00002a04, 0x00002a0e,
+	0x00002a17, 0x00002a20, 0x00002a2a, 0x00002a32,
 	// Entry 140 - 15F
-	0x0000292e, 0x00002933, 0x0000293b, 0x00002942,
-	0x0000294a, 0x0000294f, 0x0000295d, 0x00002964,
-	0x0000296b, 0x00002970, 0x00002977, 0x00002981,
-	0x00002988, 0x000029a5, 0x000029bf, 0x000029dd,
-	0x000029fd, 0x00002a0b, 0x00002a14, 0x00002a1d,
-	0x00002a26, 0x00002a2a, 0x00002a2d, 0x00002a39,
-	0x00002a47, 0x00002a54, 0x00002a65, 0x00002a74,
-	0x00002a8b, 0x00002a9e, 0x00002aae, 0x00002abd,
+	0x00002a37, 0x00002a3f, 0x00002a48, 0x00002a51,
+	0x00002a5e, 0x00002a63, 0x00002a6b, 0x00002a72,
+	0x00002a7a, 0x00002a7f, 0x00002a8d, 0x00002a94,
+	0x00002a9b, 0x00002aa0, 0x00002aa7, 0x00002ab1,
+	0x00002ab8, 0x00002ad5, 0x00002aef, 0x00002b0d,
+	0x00002b2d, 0x00002b3b, 0x00002b44, 0x00002b4d,
+	0x00002b56, 0x00002b5a, 0x00002b5d, 0x00002b69,
+	0x00002b77, 0x00002b84, 0x00002b95, 0x00002ba4,
 	// Entry 160 - 17F
-	0x00002acc, 0x00002ad4, 0x00002adb, 0x00002ae3,
-	0x00002aeb, 0x00002af9, 0x00002b07, 0x00002b1d,
-	0x00002b32, 0x00002b43, 0x00002b48, 0x00002b4e,
-	0x00002b55, 0x00002b66, 0x00002b72, 0x00002b7b,
-	0x00002b84, 0x00002ba0, 0x00002ba9, 0x00002bc5,
-	0x00002bce, 0x00002bd8, 0x00002be1, 0x00002bea,
-	0x00002c01, 0x00002c09, 0x00002c17, 0x00002c44,
-	0x00002c50, 0x00002c5c, 0x00002c64, 0x00002c8f,
+	0x00002bbb, 0x00002bce, 0x00002bde, 0x00002bed,
+	0x00002bfc, 0x00002c04, 0x00002c0b, 0x00002c13,
+	0x00002c1b, 0x00002c29, 0x00002c37, 0x00002c4d,
+	0x00002c62, 0x00002c73, 0x00002c78, 0x00002c7e,
+	0x00002c85, 0x00002c96, 0x00002ca2, 0x00002cab,
+	0x00002cb4, 0x00002cd0, 0x00002cd9, 0x00002cf5,
+	0x00002cfe, 0x00002d08, 0x00002d11, 0x00002d1a,
+	0x00002d23, 0x00002d3a, 0x00002d42, 0x00002d50,
 	// Entry 180 - 19F
-	0x00002d51, 0x00002d6c, 0x00002d74, 0x00002da6,
-	0x00002db3, 0x00002db7, 0x00002ddd, 0x00002deb,
-	0x00002e17, 0x00002e3d, 0x00002e48, 0x00002e76,
-	0x00002e93, 0x00002ec2, 0x00002ef4, 0x00002f12,
-	0x00002f47, 0x00002f63, 0x00002f72, 0x00002f7f,
-	0x00002f8d, 0x00002f9a, 0x00002fa3, 0x00002fbe,
-	0x00002fd9, 0x00002fe5, 0x00003006, 0x0000302f,
-	0x0000305c, 0x00003096, 0x000030fb, 0x0000311b,
+	0x00002d7d, 0x00002d89, 0x00002d95, 0x00002d9d,
+	0x00002dc8, 0x00002e8a, 0x00002ea5, 0x00002ead,
+	0x00002edf, 0x00002eec, 0x00002ef0, 0x00002f16,
+	0x00002f24, 0x00002f50, 0x00002f76, 0x00002f81,
+	0x00002faf, 0x00002fcc, 0x00002ffb, 0x0000302d,
+	0x0000304b, 0x00003080, 0x0000309c, 0x000030ab,
+	0x000030b8, 0x000030c6, 0x000030d3, 0x000030dc,
+	0x000030f7, 0x00003112, 0x0000311e, 0x0000313f,
 	// Entry 1A0 - 1BF
-	0x00003141, 0x0000316b, 0x000031a3, 0x000031e0,
-	0x00003204, 0x00003229, 0x00003243, 0x00003261,
-	0x00003295, 0x000032d5, 0x000032ff, 0x0000330e,
-	0x0000333f, 0x0000336e, 0x00003381, 0x000033f6,
-	0x00003409, 0x0000343d, 0x00003471, 0x00003481,
-	0x000034c8, 0x000034f5, 0x00003502, 0x00003512,
-	0x0000351a, 0x00003532, 0x0000354f, 0x0000355d,
-	0x0000356e, 0x00003576, 0x00003581, 0x000035b1,
+	0x00003168, 0x00003195, 0x000031cf, 0x00003234,
+	0x00003254, 0x0000327a, 0x000032a4, 0x000032dc,
+	0x00003319, 0x0000333d, 0x00003362, 0x0000337c,
+	0x0000339a, 0x000033ce, 0x0000340e, 0x00003438,
+	0x00003447, 0x00003478, 0x000034a7, 0x000034ba,
+	0x0000352f, 0x00003542, 0x00003576, 0x000035aa,
+	0x000035ba, 0x00003601, 0x0000362e, 0x0000363b,
+	0x0000364b, 0x00003653, 0x0000366b, 0x00003688,
 	// Entry 1C0 - 1DF
-	0x000035c3, 0x000035d3, 0x00003605, 0x00003611,
-	0x00003622, 0x0000363c, 0x0000364d, 0x00003653,
-	0x00003667, 0x0000367f, 0x000036a4, 0x000036b2,
-	0x000036f0, 0x0000372d, 0x00003759, 0x00003796,
-	0x000037a5, 0x000037ad, 0x000037ba, 0x000037ca,
-	0x000037e1, 0x000037ec, 0x000037fb, 0x00003809,
-	0x0000381c, 0x00003841, 0x0000386c, 0x0000389a,
-	0x000038a8, 0x0000393b, 0x00003959, 0x0000399f,
+	0x00003696, 0x000036a7, 0x000036af, 0x000036ba,
+	0x000036ea, 0x000036fc, 0x0000370c, 0x0000373e,
+	0x0000374a, 0x0000375b, 0x00003775, 0x00003786,
+	0x0000378c, 0x000037a0, 0x000037b8, 0x000037dd,
+	0x000037eb, 0x00003829, 0x00003866, 0x00003892,
+	0x000038cf, 0x000038de, 0x000038e6, 0x000038f3,
+	0x00003903, 0x0000391a, 0x00003925, 0x00003934,
+	0x00003942, 0x00003955, 0x0000397a, 0x000039a5,
 	// Entry 1E0 - 1FF
-	0x000039ad, 0x000039c1, 0x000039e2, 0x000039f6,
-	0x000039fc, 0x00003a10, 0x00003a83, 0x00003a94,
-	0x00003aab, 0x00003ac8, 0x00003ad6, 0x00003ae4,
-	0x00003aec, 0x00003af7, 0x00003afd, 0x00003bef,
-	0x00003bf5, 0x00003c27, 0x00003c2c, 0x00003c3c,
-	0x00003c47, 0x00003c50, 0x00003c60, 0x00003c7a,
-	0x00003cb3, 0x00003cc2, 0x00003d7c, 0x00003d81,
-	0x00003d8f, 0x00003d9f, 0x00003dab, 0x00003dbb,
+	0x000039d3, 0x000039e1, 0x00003a74, 0x00003a92,
+	0x00003ad8, 0x00003ae6, 0x00003afa, 0x00003b1b,
+	0x00003b2f, 0x00003b35, 0x00003b49, 0x00003bbc,
+	0x00003bcd, 0x00003be4, 0x00003c01, 0x00003c0f,
+	0x00003c1d, 0x00003c25, 0x00003c30, 0x00003c36,
+	0x00003d28, 0x00003d2e, 0x00003d60, 0x00003d65,
+	0x00003d75, 0x00003d80, 0x00003d89, 0x00003d99,
+	0x00003db3, 0x00003dec, 0x00003dfb, 0x00003eb5,
 	// Entry 200 - 21F
-	0x00003dc5, 0x00003de8, 0x00003e01, 0x00003e14,
-	0x00003e80, 0x00003e8f, 0x00003e9d, 0x00003ecf,
-	0x00003f06, 0x00003f14, 0x00003f58, 0x00003f7d,
-	0x00003fa5, 0x00003fac, 0x00004007, 0x00004031,
-	0x00004061, 0x000040bf, 0x000040d3, 0x000040db,
-	0x0000410c, 0x00004112, 0x0000418e, 0x000041d6,
-	0x00004201, 0x00004263, 0x00004286, 0x0000432d,
-	0x00004330, 0x00004335, 0x0000433f, 0x00004347,
+	0x00003eba, 0x00003ec8, 0x00003ed8, 0x00003ee4,
+	0x00003ef4, 0x00003efe, 0x00003f21, 0x00003f3a,
+	0x00003f4d, 0x00003fb9, 0x00003fc8, 0x00003fd6,
+	0x00004008, 0x0000403f, 0x0000404d, 0x00004091,
+	0x000040b6, 0x000040de, 0x000040e5, 0x00004140,
+	0x0000416a, 0x0000419a, 0x000041f8, 0x0000420c,
+	0x00004214, 0x00004245, 0x0000424b, 0x000042c7,
+	0x0000430f, 0x0000433a, 0x0000439c, 0x000043bf,
 	// Entry 220 - 23F
-	0x0000434d, 0x00004355, 0x00004363, 0x0000436d,
-	0x0000437a, 0x00004384, 0x0000439b, 0x000043ae,
-	0x000043d2, 0x00004452, 0x00004463, 0x0000446b,
-	0x000044e0, 0x00004534, 0x00004543, 0x0000454f,
-	0x0000458b, 0x000045c5, 0x000045d3, 0x000045e0,
-	0x000045ee, 0x000045fc, 0x0000460a, 0x0000463c,
-	0x0000466c, 0x00004679, 0x00004699, 0x0000469e,
-	0x000046af, 0x000046bc, 0x000046e8, 0x0000476e,
+	0x00004466, 0x00004469, 0x0000446e, 0x00004479,
+	0x00004483, 0x0000448b, 0x000044a6, 0x000044ac,
+	0x000044b4, 0x000044c2, 0x000044cc, 0x000044d9,
+	0x000044e3, 0x000044fa, 0x0000450d, 0x00004531,
+	0x000045b1, 0x000045c2, 0x000045ca, 0x0000463f,
+	0x00004693, 0x000046a2, 0x000046ae, 0x000046ea,
+	0x00004724, 0x00004732, 0x0000473f, 0x0000474d,
+	0x0000475b, 0x00004769, 0x0000479b, 0x000047cb,
 	// Entry 240 - 25F
-	0x00004793, 0x0000479a, 0x000047a3, 0x000047b6,
-	0x000047c0, 0x000047ca, 0x000047d4, 0x000047ec,
-	0x00004802, 0x0000480e, 0x00004830, 0x00004837,
-	0x00004844, 0x00004855, 0x000048a9, 0x000048e1,
-} // Size: 2392 bytes
+	0x000047d8, 0x000047f8, 0x000047fd, 0x0000480e,
+	0x0000481b, 0x00004847, 0x000048cd, 0x000048f2,
+	0x000048f9, 0x00004902, 0x00004915, 0x0000491f,
+	0x00004929, 0x00004933, 0x0000494b, 0x00004961,
+	0x0000496d, 0x0000498f, 0x00004996, 0x000049a3,
+	0x000049b4, 0x000049db, 0x000049eb, 0x00004a3f,
+	0x00004a77, 0x00004ac7, 0x00004afb, 0x00004b1a,
+	0x00004b3a,
+} // Size: 2444 bytes
 
-const enData string = "" + // Size: 18657 bytes
+const enData string = "" + // Size: 19258 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every held instance…\x02Stop every running instance…\x02Stop every runni" +
@@ -911,365 +928,378 @@ const enData string = "" + // Size: 18657 bytes
 	"Inputs of the working copy\x02Outputs\x02No outputs.\x02Outputs of the w" +
 	"orking copy\x02Releases, oldest first\x02Changes between the two revisio" +
 	"ns\x02Revision %[1]d\x02Snapshotted\x02Digest\x02Inputs of revision %[1]" +
-	"d\x02Outputs of revision %[1]d\x02Choose two existing revisions to compa" +
-	"re.\x02From revision %[1]d to revision %[2]d:\x14\x01\x81\x01\x00\x02" +
-	"\x0d\x02%[1]d change\x00\x0e\x02%[1]d changes\x14\x01\x81\x01\x00\x02" +
-	"\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d breaking\x02routing output %[1]s" +
-	" → %[2]s\x02optional → required\x02required → optional\x02values added: " +
-	"%[1]s\x02values removed: %[1]s\x02values reordered\x02%[1]s: %[2]s → %[3" +
-	"]s\x02required field of type %[1]s\x02optional field of type %[1]s\x02no" +
-	"ne\x02Task contracts: their Working copy, immutable revisions and named " +
-	"releases.\x02Definitions by key\x02Key\x02Latest revision\x02none yet" +
-	"\x02No definition yet.\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d release\x00" +
-	"\x0f\x02%[1]d releases\x02on error\x02any other error\x02held for an ope" +
-	"rator\x02an incident: retry, abandon or stop\x02end: completes the insta" +
-	"nce\x02end: fails the instance\x02push %[1]s\x02pull %[1]s\x02Node %[1]s" +
-	"\x02Each definition’s queue and incidents now, and what its workers fini" +
-	"shed in the last hour.\x02Completions and failures, last hour\x02Definit" +
-	"ions, those needing attention first\x02Definition\x02Open\x02Held instan" +
-	"ces\x02Failed\x02Oldest claimable waits\x02Completed, last hour\x02Faile" +
-	"d, last hour\x02No definition has occurrences yet.\x02As of %[1]s (%[2]s" +
-	"); refreshed every few seconds.\x02claimable since %[1]s\x02Show all def" +
-	"initions\x02All definitions\x02Completions and failures per 5 minutes, l" +
-	"ast hour: %[1]s\x02In the last hour: %[1]s, %[2]s. The table after the c" +
-	"hart gives each 5-minute slot.\x02completed\x02failed\x02The chart’s num" +
-	"bers\x02Completions and failures per 5-minute slot, oldest first\x02Slot" +
-	"\x02Completed\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01\x00\x02\x10" +
-	"\x02%[1]d completed\x00\x10\x02%[1]d completed\x14\x01\x81\x01\x00\x02" +
-	"\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02%[1]s; %[2]s\x02%[1]s %[" +
-	"2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s\x02in" +
-	" %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[" +
-	"1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02" +
-	"Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day" +
-	"\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c" +
-	"\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%" +
-	"[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]" +
-	"d seconds\x02%[1]d ms\x02Process instance %[1]s\x02Summary\x02Operator a" +
-	"ctions\x02Path\x02The nodes this instance reached, in order, each with i" +
-	"ts occurrence.\x02Nodes reached, in order\x02Node\x02Occurrence\x02Route" +
-	"\x02Next node\x02Created\x02Settled\x02This instance has not reached a t" +
-	"ask yet.\x02Recorded operator actions\x02No operator has acted on this i" +
-	"nstance.\x02Operator actions on this instance, newest first\x02Value\x02" +
-	"Process inputs\x02Inputs the instance was started with, labelled by proc" +
-	"ess version %[1]d's contract\x02This process takes no inputs.\x02This in" +
-	"stance is held at a failed node: an incident. It cannot be retried: its " +
-	"occurrence at node %[1]s failed before any attempt (its inputs could not" +
-	" be built), so it would fail the same way. Abandon fails the instance; s" +
-	"top cancels it. Each asks for a reason, recorded in the audit log.\x02Th" +
-	"is instance is held at a failed node: an incident. Retry offers the fail" +
-	"ed occurrence again; abandon fails the instance; stop cancels it. Each a" +
-	"sks for a reason, recorded in the audit log.\x02Stopping cancels the ins" +
-	"tance and its open occurrences. It does not complete anything.\x02Stoppe" +
-	"d by %[1]s at %[2]s — “%[3]s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”" +
-	"\x02Retried by %[1]s at %[2]s — “%[3]s”\x02Started\x02Ended\x02End node" +
-	"\x02Held at node\x02Failed occurrence\x02Error code\x02Unknown status %[" +
-	"1]q.\x02Creation date\x02The page size must be between 1 and %[1]d.\x02P" +
-	"rocess instances\x02from\x02to\x02Act on every instance this filter matc" +
-	"hes\x02The next page counts them and asks for a reason before anything c" +
-	"hanges.\x02Process instances, newest first\x02Instance\x02End node or er" +
-	"ror\x02No instance matches these filters.\x02All processes\x02All status" +
-	"es\x02available\x02reserved\x02deferred\x02cancelled\x02running\x02held" +
-	"\x02expired\x02rejected\x02released\x02disconnected\x02text\x02integer" +
-	"\x02number\x02boolean\x02date\x02date and time\x02choice\x02object\x02li" +
-	"st\x02normal\x02sensitive\x02secret\x02••• hidden (sensitive)\x02••• hid" +
-	"den (secret)\x02pull (the service fetches it)\x02push (Relais calls the " +
-	"service)\x02administrator\x02operator\x02designer\x02consumer\x02yes\x02" +
-	"no\x02field added\x02field removed\x02type changed\x02required changed" +
-	"\x02values changed\x02classification changed\x02constraint changed\x02ro" +
-	"uting changed\x02minimum length\x02maximum length\x02pattern\x02format" +
-	"\x02minimum\x02maximum\x02minimum items\x02maximum items\x02%[1]s, revis" +
-	"ion %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Mode\x02Dates" +
-	"\x02Policy\x02Maximum attempts\x02Retry delay\x02Deadline\x02Priority" +
-	"\x02%[1]d (0 lowest, 9 highest)\x02Attempts\x02Every attempt, oldest fir" +
-	"st\x02Consumer\x02Worker id\x02Reserved\x02Duration\x02Destination’s ans" +
-	"wer\x02Outcome\x02Error message\x02No service has reserved this occurren" +
-	"ce yet.\x02in progress\x02Destination\x02Replica\x02Relais has not calle" +
-	"d the destination yet.\x02Relais keeps the destination’s status code onl" +
-	"y when it refused the call (destination_http_NNN); a completed call answ" +
-	"ered 2xx. The duration runs from the claim of the call to its settlement" +
-	".\x02Reason given by the worker\x02Retries\x02none: a failed call takes " +
-	"the node’s error path\x02Call timeout\x02Now\x02Retry or abandon it from" +
-	" its instance\x02at most %[1]d\x02at most %[1]d since the last operator " +
-	"retry\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d atte" +
-	"mpts\x02%[1]d left\x02Inputs, labelled by revision %[1]d's contract\x02T" +
-	"his contract has no inputs.\x02Outputs, labelled by revision %[1]d's con" +
-	"tract\x02No outputs yet: the occurrence has not completed.\x02This contr" +
-	"act has no outputs.\x02No outputs: the occurrence ended without completi" +
-	"ng.\x02Reveal — this is recorded\x02Available from\x02Next attempt\x02La" +
-	"st reserved\x02Lock expires\x02Deferred\x02Last error (attempt %[1]d)" +
-	"\x02Error (before any attempt)\x02Its message\x02Message from Relais (in" +
-	" English)\x02Message from the service (as it sent it)\x02The deadline pa" +
-	"ssed before a result arrived.\x02The result did not match the revision's" +
-	" outputs contract.\x02Relais stopped during the call: whether the destin" +
-	"ation acted is unknown, so it is not called again.\x02The call could not" +
-	" be prepared.\x02The destination could not be reached.\x02The destinatio" +
-	"n’s answer was too large.\x02The last attempt’s lock expired with no att" +
-	"empt left.\x02The inputs could not be built from the process’s bindings." +
-	"\x02An operator abandoned the instance.\x02The destination answered HTTP" +
-	" %[1]s.\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Loc" +
-	"k expired %[1]s — waiting to be offered again.\x02Waiting for Relais to " +
-	"call the destination since %[1]s (%[2]s).\x02Waiting for a worker since " +
-	"%[1]s (%[2]s).\x02(worker %[1]s)\x02Relais is calling the destination (s" +
-	"ince %[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02Reserved" +
-	" by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker of the same consume" +
-	"r, or a front end with a settle token, completes it later.\x02Completed " +
-	"(%[1]s).\x02Its instance is held here, waiting for an operator.\x02Its i" +
-	"nstance went on along the node’s error path.\x02Failed (%[1]s).\x02Cance" +
-	"lled: the instance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled" +
-	": the instance was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s" +
-	"\x02waiting\x02HTTP 2xx, unusable body\x02no answer within the timeout" +
-	"\x02no connection\x02answer too large\x02unknown\x02[redacted]\x02The re" +
-	"vision must be a whole number, 1 or more.\x02Unknown consumer.\x02Settle" +
-	"ment date\x02More filters: instance, revision, consumer, dates\x02instan" +
-	"ce id\x02Counts by status\x02Occurrences, newest first\x02Process and no" +
-	"de\x02Error\x02Consumer and worker\x02Next attempt or settled\x02No occu" +
-	"rrence matches these filters.\x02All consumers\x02Totals of definition %" +
-	"[1]s, not narrowed by the other filters\x02Totals of all definitions, no" +
-	"t narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occ" +
-	"urrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); counts are " +
-	"refreshed every few seconds.\x02revision %[1]d\x02settled\x02next attemp" +
-	"t\x02claimable since\x02call in progress since\x02lock until\x02deferred" +
-	" since\x02Previous page\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written " +
-	"2026-12-01.\x02%[1]s: the first day comes after the last.\x02These setti" +
-	"ngs are kept in this browser only.\x02Show times in\x02The console runs " +
-	"no script, so it cannot read your computer’s time zone: choose its offse" +
-	"t from UTC. Offsets do not follow daylight saving time.\x02Reload lists " +
-	"and detail pages\x02Pages with a form, such as a confirmation, never rel" +
-	"oad on their own.\x02Save settings\x02Back without saving\x02UTC (coordi" +
-	"nated universal time)\x02Local time at %[1]s\x02Never\x02Every %[1]d sec" +
-	"onds\x02Published process versions: their nodes, routes and pinned revis" +
-	"ions, drawn, with where their occurrences are now.\x02Processes by key" +
-	"\x02Versions, newest first\x02No process is published yet.\x02version %[" +
-	"1]d\x02Process %[1]s\x02Version\x02Start node\x02Graph\x02Columns follow" +
-	" the longest path from the start node. Solid arrows are successes (label" +
-	"led with their route), dashed ones failures (labelled with their error c" +
-	"odes). Each box says how many of this version’s occurrences are at that " +
-	"node now.\x02Nodes\x02Nodes of this version, with their occurrences now" +
-	"\x02Kind\x02Pinned revision\x02On success\x02On error\x02Occurrences now" +
-	"\x02Instances of this process\x02Counts as of %[1]s (%[2]s); refreshed e" +
-	"very few seconds.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d no" +
-	"de, starting at %[2]s. The table below lists the same nodes, routes and " +
-	"counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The table below lists th" +
-	"e same nodes, routes and counts.\x02pull\x02push to %[1]s\x02end (comple" +
-	"tes)\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for" +
-	" an operator)\x02any other code → %[1]s\x02fails the instance\x14\x01" +
-	"\x81\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, priority %[3]d" +
-	"\x002\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02deadline %" +
-	"[1]s\x02timeout %[1]s\x02Only administrators may reveal a sensitive valu" +
-	"e.\x02Revealed by %[1]s at %[2]s; recorded in the audit log.\x02Cannot r" +
-	"eveal\x02Only a value this page shows as hidden (sensitive) can be revea" +
-	"led.\x02Secret values can never be revealed.\x02This page does not accep" +
-	"t that request.\x02Search\x02Type an instance or occurrence id (a UUID, " +
-	"as the pages show on hover), or a business key.\x02Nothing to find: the " +
-	"search box is empty.\x02That is too long to be an id or a business key." +
-	"\x02No instance or occurrence has the id “%[1]s”, and no instance has it" +
-	" as its business key.\x02You are signed out.\x02Sign in\x02Sign in with " +
-	"an operator or administrator token.\x02Token\x02The token is checked onc" +
-	"e and never stored in your browser; a session cookie stands for it for u" +
-	"p to 8 hours of inactivity.\x02Too many failed sign-ins from your addres" +
-	"s. Try again in %[1]d seconds.\x02This token is unknown or has been revo" +
-	"ked.\x02A %[1]s token cannot open the console: sign in with an operator," +
-	" designer or administrator token.\x02Only administrators manage tokens." +
-	"\x02Staff tokens (administrators, designers, operators) that are not rev" +
-	"oked. Consumer tokens are managed with their consumers. Revoking a token" +
-	" refuses its next request.\x02ID\x02Role\x02Last used\x02Expires\x02neve" +
-	"r\x02not yet\x02Expired token\x02Revoke…\x02this session\x02No token." +
-	"\x02The token was revoked.\x02Revoke token %[1]d\x02Revoke the %[1]s tok" +
-	"en “%[2]s”?\x02Its next request is refused, and console sessions opened " +
-	"with it end. This cannot be undone: whoever uses it needs a new token." +
-	"\x02Revoke the token\x02Keep it\x02This is the token you signed in with:" +
-	" revoking it signs you out. Its next request is refused. This cannot be " +
-	"undone.\x02This is the last usable administrator token: create another o" +
-	"ne before revoking it.\x02routing output\x02(each item)\x14\x01\x81\x01" +
-	"\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d chara" +
-	"cters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02" +
-	"at most %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1" +
-	"]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at l" +
-	"east %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02" +
-	"\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02not provide" +
-	"d\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02nu" +
-	"ll\x02unexpected value\x02Invalid page\x02This page link is not one the " +
-	"console made.\x02Workers connected by a stream, and polling workers by t" +
-	"heir last fetch. A worker is listed while it was seen within three heart" +
-	"beats.\x02Workers seen within three heartbeats\x02Worker\x02Protocol\x02" +
-	"Definitions served\x02In flight\x02Connected\x02Last seen\x02No worker i" +
-	"s connected.\x02Workers serving %[1]s\x02All workers\x02No worker serves" +
-	" this definition.\x02stream\x02long polling\x02Camunda 7 facade\x02No wo" +
-	"rker serves this definition: its occurrences wait until one connects or " +
-	"polls.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02" +
-	"Served by %[1]d workers"
+	"d\x02Outputs of revision %[1]d\x02The Working copy has changes not yet s" +
+	"napshotted: they are in no revision (workers and processes use revision " +
+	"%[1]d at most) until a snapshot makes them revision %[2]d.\x02Since revi" +
+	"sion %[1]d:\x02the contracts are the same (the name or a description cha" +
+	"nged).\x02Changes of the Working copy since revision %[1]d\x02Choose two" +
+	" existing revisions to compare.\x02From revision %[1]d to revision %[2]d" +
+	":\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d changes" +
+	"\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d breaking" +
+	"\x02routing output %[1]s → %[2]s\x02optional → required\x02required → op" +
+	"tional\x02values added: %[1]s\x02values removed: %[1]s\x02values reorder" +
+	"ed\x02%[1]s: %[2]s → %[3]s\x02required field of type %[1]s\x02optional f" +
+	"ield of type %[1]s\x02none\x02Task contracts: their Working copy, immuta" +
+	"ble revisions and named releases.\x02Definitions by key\x02Key\x02Latest" +
+	" revision\x02none yet\x02No definition yet.\x14\x01\x81\x01\x00\x02\x0e" +
+	"\x02%[1]d release\x00\x0f\x02%[1]d releases\x02on error\x02any other err" +
+	"or\x02held for an operator\x02an incident: retry, abandon or stop\x02end" +
+	": completes the instance\x02end: fails the instance\x02push %[1]s\x02pul" +
+	"l %[1]s\x02Node %[1]s\x02Each definition’s queue and incidents now, and " +
+	"what its workers finished in the last hour.\x02Completions and failures," +
+	" last hour\x02Definitions, those needing attention first\x02Definition" +
+	"\x02Open\x02Held instances\x02Failed\x02Oldest claimable waits\x02Comple" +
+	"ted, last hour\x02Failed, last hour\x02No definition has occurrences yet" +
+	".\x02As of %[1]s (%[2]s); refreshed every few seconds.\x02claimable sinc" +
+	"e %[1]s\x02Show all definitions\x02All definitions\x02Completions and fa" +
+	"ilures per 5 minutes, last hour: %[1]s\x02In the last hour: %[1]s, %[2]s" +
+	". The table after the chart gives each 5-minute slot.\x02completed\x02fa" +
+	"iled\x02The chart’s numbers\x02Completions and failures per 5-minute slo" +
+	"t, oldest first\x02Slot\x02Completed\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14" +
+	"\x01\x81\x01\x00\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d completed" +
+	"\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02" +
+	"%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s " +
+	"%[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[" +
+	"1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun" +
+	"\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01" +
+	"\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02" +
+	"\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d" +
+	"\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d" +
+	"\x02%[1]d second\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process instanc" +
+	"e %[1]s\x02Summary\x02Operator actions\x02Path\x02The nodes this instanc" +
+	"e reached, in order, each with its occurrence.\x02Nodes reached, in orde" +
+	"r\x02Node\x02Occurrence\x02Route\x02Next node\x02Created\x02Settled\x02T" +
+	"his instance has not reached a task yet.\x02Recorded operator actions" +
+	"\x02No operator has acted on this instance.\x02Operator actions on this " +
+	"instance, newest first\x02Value\x02Process inputs\x02Inputs the instance" +
+	" was started with, labelled by process version %[1]d's contract\x02This " +
+	"process takes no inputs.\x02This instance is held at a failed node: an i" +
+	"ncident. It cannot be retried: its occurrence at node %[1]s failed befor" +
+	"e any attempt (its inputs could not be built), so it would fail the same" +
+	" way. Abandon fails the instance; stop cancels it. Each asks for a reaso" +
+	"n, recorded in the audit log.\x02This instance is held at a failed node:" +
+	" an incident. Retry offers the failed occurrence again; abandon fails th" +
+	"e instance; stop cancels it. Each asks for a reason, recorded in the aud" +
+	"it log.\x02Stopping cancels the instance and its open occurrences. It do" +
+	"es not complete anything.\x02Stopped by %[1]s at %[2]s — “%[3]s”\x02Aban" +
+	"doned by %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s — “%[3]s”" +
+	"\x02Started\x02Ended\x02End node\x02Held at node\x02Failed occurrence" +
+	"\x02Error code\x02Unknown status %[1]q.\x02Creation date\x02The page siz" +
+	"e must be between 1 and %[1]d.\x02Process instances\x02from\x02to\x02Act" +
+	" on every instance this filter matches\x02The next page counts them and " +
+	"asks for a reason before anything changes.\x02Process instances, newest " +
+	"first\x02Instance\x02End node or error\x02No instance matches these filt" +
+	"ers.\x02All processes\x02All statuses\x02available\x02reserved\x02deferr" +
+	"ed\x02cancelled\x02running\x02held\x02expired\x02rejected\x02released" +
+	"\x02disconnected\x02text\x02integer\x02number\x02boolean\x02date\x02date" +
+	" and time\x02choice\x02object\x02list\x02normal\x02sensitive\x02secret" +
+	"\x02••• hidden (sensitive)\x02••• hidden (secret)\x02pull (the service f" +
+	"etches it)\x02push (Relais calls the service)\x02administrator\x02operat" +
+	"or\x02designer\x02consumer\x02yes\x02no\x02field added\x02field removed" +
+	"\x02type changed\x02required changed\x02values changed\x02classification" +
+	" changed\x02constraint changed\x02routing changed\x02minimum length\x02m" +
+	"aximum length\x02pattern\x02format\x02minimum\x02maximum\x02minimum item" +
+	"s\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, version %[2]s\x02O" +
+	"ccurrence %[1]s\x02Mode\x02Dates\x02Policy\x02Maximum attempts\x02Retry " +
+	"delay\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02Attempts" +
+	"\x02Every attempt, oldest first\x02Consumer\x02Worker id\x02Reserved\x02" +
+	"Finished\x02Duration\x02Destination’s answer\x02Outcome\x02Error message" +
+	"\x02No service has reserved this occurrence yet.\x02in progress\x02Desti" +
+	"nation\x02Replica\x02Relais has not called the destination yet.\x02Relai" +
+	"s keeps the destination’s status code only when it refused the call (des" +
+	"tination_http_NNN); a completed call answered 2xx. The duration runs fro" +
+	"m the claim of the call to its settlement.\x02Reason given by the worker" +
+	"\x02Retries\x02none: a failed call takes the node’s error path\x02Call t" +
+	"imeout\x02Now\x02Retry or abandon it from its instance\x02at most %[1]d" +
+	"\x02at most %[1]d since the last operator retry\x14\x01\x81\x01\x00\x02" +
+	"\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02%[1]d left\x02Inputs," +
+	" labelled by revision %[1]d's contract\x02This contract has no inputs." +
+	"\x02Outputs, labelled by revision %[1]d's contract\x02No outputs yet: th" +
+	"e occurrence has not completed.\x02This contract has no outputs.\x02No o" +
+	"utputs: the occurrence ended without completing.\x02Reveal — this is rec" +
+	"orded\x02Available from\x02Next attempt\x02Last reserved\x02Lock expires" +
+	"\x02Deferred\x02Last error (attempt %[1]d)\x02Error (before any attempt)" +
+	"\x02Its message\x02Message from Relais (in English)\x02Message from the " +
+	"service (as it sent it)\x02The deadline passed before a result arrived." +
+	"\x02The result did not match the revision's outputs contract.\x02Relais " +
+	"stopped during the call: whether the destination acted is unknown, so it" +
+	" is not called again.\x02The call could not be prepared.\x02The destinat" +
+	"ion could not be reached.\x02The destination’s answer was too large.\x02" +
+	"The last attempt’s lock expired with no attempt left.\x02The inputs coul" +
+	"d not be built from the process’s bindings.\x02An operator abandoned the" +
+	" instance.\x02The destination answered HTTP %[1]s.\x02Retry at %[1]s — %" +
+	"[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to " +
+	"be offered again.\x02Waiting for Relais to call the destination since %[" +
+	"1]s (%[2]s).\x02Waiting for a worker since %[1]s (%[2]s).\x02(worker %[1" +
+	"]s)\x02Relais is calling the destination (since %[1]s).\x02Reserved by %" +
+	"[1]s; lock until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred since " +
+	"%[1]s (%[2]s): a worker of the same consumer, or a front end with a sett" +
+	"le token, completes it later.\x02Completed (%[1]s).\x02Its instance is h" +
+	"eld here, waiting for an operator.\x02Its instance went on along the nod" +
+	"e’s error path.\x02Failed (%[1]s).\x02Cancelled: the instance was stoppe" +
+	"d by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the instance was stopped (%" +
+	"[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02waiting\x02HTTP 2xx, unusab" +
+	"le body\x02no answer within the timeout\x02no connection\x02answer too l" +
+	"arge\x02unknown\x02[redacted]\x02The revision must be a whole number, 1 " +
+	"or more.\x02Unknown consumer.\x02Settlement date\x02More filters: instan" +
+	"ce, revision, consumer, dates\x02instance id\x02Counts by status\x02Occu" +
+	"rrences, newest first\x02Process and node\x02Error\x02Consumer and worke" +
+	"r\x02Next attempt or settled\x02No occurrence matches these filters.\x02" +
+	"All consumers\x02Totals of definition %[1]s, not narrowed by the other f" +
+	"ilters\x02Totals of all definitions, not narrowed by the other filters" +
+	"\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurr" +
+	"ences\x02as of %[1]s (%[2]s); counts are refreshed every few seconds." +
+	"\x02revision %[1]d\x02settled\x02next attempt\x02claimable since\x02call" +
+	" in progress since\x02lock until\x02deferred since\x02Previous page\x02R" +
+	"ows %[1]s–%[2]s\x02%[1]s: a date is written 2026-12-01.\x02%[1]s: the fi" +
+	"rst day comes after the last.\x02These settings are kept in this browser" +
+	" only.\x02Show times in\x02The console runs no script, so it cannot read" +
+	" your computer’s time zone: choose its offset from UTC. Offsets do not f" +
+	"ollow daylight saving time.\x02Reload lists and detail pages\x02Pages wi" +
+	"th a form, such as a confirmation, never reload on their own.\x02Save se" +
+	"ttings\x02Back without saving\x02UTC (coordinated universal time)\x02Loc" +
+	"al time at %[1]s\x02Never\x02Every %[1]d seconds\x02Published process ve" +
+	"rsions: their nodes, routes and pinned revisions, drawn, with where thei" +
+	"r occurrences are now.\x02Processes by key\x02Versions, newest first\x02" +
+	"No process is published yet.\x02version %[1]d\x02Process %[1]s\x02Versio" +
+	"n\x02Start node\x02Graph\x02Columns follow the longest path from the sta" +
+	"rt node. Solid arrows are successes (labelled with their route), dashed " +
+	"ones failures (labelled with their error codes). Each box says how many " +
+	"of this version’s occurrences are at that node now.\x02Nodes\x02Nodes of" +
+	" this version, with their occurrences now\x02Kind\x02Pinned revision\x02" +
+	"On success\x02On error\x02Occurrences now\x02Instances of this process" +
+	"\x02Counts as of %[1]s (%[2]s); refreshed every few seconds.\x02Graph of" +
+	" %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The ta" +
+	"ble below lists the same nodes, routes and counts.\x00Y\x02%[1]d nodes, " +
+	"starting at %[2]s. The table below lists the same nodes, routes and coun" +
+	"ts.\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s " +
+	"→ %[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02any other " +
+	"code → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%[1]d att" +
+	"empt, retry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, retry af" +
+	"ter %[2]s, priority %[3]d\x02deadline %[1]s\x02timeout %[1]s\x02Only adm" +
+	"inistrators may reveal a sensitive value.\x02Revealed by %[1]s at %[2]s;" +
+	" recorded in the audit log.\x02Cannot reveal\x02Only a value this page s" +
+	"hows as hidden (sensitive) can be revealed.\x02Secret values can never b" +
+	"e revealed.\x02This page does not accept that request.\x02Search\x02Type" +
+	" an instance or occurrence id (a UUID, as the pages show on hover), or a" +
+	" business key.\x02Nothing to find: the search box is empty.\x02That is t" +
+	"oo long to be an id or a business key.\x02No instance or occurrence has " +
+	"the id “%[1]s”, and no instance has it as its business key.\x02You are s" +
+	"igned out.\x02Sign in\x02Sign in with an operator or administrator token" +
+	".\x02Token\x02The token is checked once and never stored in your browser" +
+	"; a session cookie stands for it for up to 8 hours of inactivity.\x02Too" +
+	" many failed sign-ins from your address. Try again in %[1]d seconds.\x02" +
+	"This token is unknown or has been revoked.\x02A %[1]s token cannot open " +
+	"the console: sign in with an operator, designer or administrator token." +
+	"\x02Only administrators manage tokens.\x02Staff tokens (administrators, " +
+	"designers, operators) that are not revoked. Consumer tokens are managed " +
+	"with their consumers. Revoking a token refuses its next request.\x02ID" +
+	"\x02Role\x02Created on\x02Last used\x02Expires\x02Staff tokens, oldest f" +
+	"irst\x02never\x02not yet\x02Expired token\x02Revoke…\x02this session\x02" +
+	"No token.\x02The token was revoked.\x02Revoke token %[1]d\x02Revoke the " +
+	"%[1]s token “%[2]s”?\x02Its next request is refused, and console session" +
+	"s opened with it end. This cannot be undone: whoever uses it needs a new" +
+	" token.\x02Revoke the token\x02Keep it\x02This is the token you signed i" +
+	"n with: revoking it signs you out. Its next request is refused. This can" +
+	"not be undone.\x02This is the last usable administrator token: create an" +
+	"other one before revoking it.\x02routing output\x02(each item)\x14\x01" +
+	"\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at least %[1" +
+	"]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00" +
+	"\x19\x02at most %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02min" +
+	"imum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14" +
+	"\x02at least %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01" +
+	"\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02not" +
+	" provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d ite" +
+	"ms\x02null\x02unexpected value\x02Invalid page\x02This page link is not " +
+	"one the console made.\x02Workers connected by a stream, and polling work" +
+	"ers by their last fetch. A worker is listed while it was seen within thr" +
+	"ee heartbeats.\x02Workers seen within three heartbeats\x02Worker\x02Prot" +
+	"ocol\x02Definitions served\x02In flight\x02Connected\x02Last seen\x02No " +
+	"worker is connected.\x02Workers serving %[1]s\x02All workers\x02No worke" +
+	"r serves this definition.\x02stream\x02long polling\x02Camunda 7 facade" +
+	"\x02every revision its consumer is granted\x02revisions %[1]s\x02No work" +
+	"er serves this definition: its occurrences wait until one connects or po" +
+	"lls.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Se" +
+	"rved by %[1]d workers\x02Revisions they take: %[1]s; some take every rev" +
+	"ision their consumer is granted.\x02They take every revision their consu" +
+	"mer is granted.\x02They take revision %[1]d only.\x02They take revisions" +
+	" %[1]s only."
 
-var frIndex = []uint32{ // 592 elements
+var frIndex = []uint32{ // 605 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x0000007a,
 	0x000000a8, 0x000000d4, 0x000000fe, 0x00000136,
 	0x00000162, 0x000001b4, 0x000001c9, 0x000001de,
-	0x00000208, 0x0000028a, 0x0000035c, 0x00000373,
-	0x0000039e, 0x000003f4, 0x0000047a, 0x00000492,
-	0x000004bb, 0x00000500, 0x000005c5, 0x000005db,
-	0x000006c7, 0x00000711, 0x0000075c, 0x00000796,
+	0x00000208, 0x0000028a, 0x0000035f, 0x00000376,
+	0x000003a1, 0x000003f7, 0x0000047d, 0x00000495,
+	0x000004be, 0x00000503, 0x000005cb, 0x000005e1,
+	0x000006cd, 0x00000717, 0x00000762, 0x0000079c,
 	// Entry 20 - 3F
-	0x000007c7, 0x000007de, 0x00000864, 0x0000093c,
-	0x00000981, 0x000009f6, 0x00000a2a, 0x00000a87,
-	0x00000af0, 0x00000b67, 0x00000bd0, 0x00000be1,
-	0x00000c3d, 0x00000c9e, 0x00000ca5, 0x00000ce6,
-	0x00000cfa, 0x00000d3a, 0x00000dcb, 0x00000e4d,
-	0x00000e89, 0x00000eca, 0x00000f23, 0x00000f61,
-	0x00000fa0, 0x00000fdd, 0x0000105c, 0x000010a7,
-	0x00001141, 0x000011aa, 0x000011e4, 0x00001245,
+	0x000007cd, 0x000007e4, 0x0000086a, 0x00000942,
+	0x00000987, 0x000009fc, 0x00000a30, 0x00000a8d,
+	0x00000af6, 0x00000b6d, 0x00000bd6, 0x00000be7,
+	0x00000c43, 0x00000ca4, 0x00000cab, 0x00000cec,
+	0x00000d00, 0x00000d40, 0x00000dd1, 0x00000e53,
+	0x00000e8f, 0x00000ed0, 0x00000f29, 0x00000f67,
+	0x00000fa6, 0x00000fe3, 0x00001062, 0x000010ad,
+	0x00001147, 0x000011b0, 0x000011ea, 0x0000124b,
 	// Entry 40 - 5F
-	0x0000124c, 0x00001256, 0x0000125d, 0x0000126a,
-	0x0000127d, 0x00001291, 0x0000143f, 0x00001461,
-	0x00001496, 0x0000157f, 0x000015f4, 0x000016d3,
-	0x000016f3, 0x000016f9, 0x000016fd, 0x00001704,
-	0x0000170a, 0x00001720, 0x00001737, 0x00001747,
-	0x00001752, 0x00001764, 0x0000180f, 0x00001817,
-	0x0000182d, 0x00001841, 0x0000186d, 0x00001880,
-	0x000018cc, 0x00001915, 0x00001949, 0x0000198b,
+	0x00001252, 0x0000125c, 0x00001263, 0x00001270,
+	0x00001283, 0x00001297, 0x00001445, 0x00001467,
+	0x0000149c, 0x00001585, 0x000015fa, 0x000016d9,
+	0x000016f9, 0x000016ff, 0x00001703, 0x0000170a,
+	0x00001710, 0x00001726, 0x0000173d, 0x0000174d,
+	0x00001758, 0x0000176a, 0x00001815, 0x0000181d,
+	0x00001833, 0x00001847, 0x00001873, 0x00001886,
+	0x000018d2, 0x0000191b, 0x0000194f, 0x00001991,
 	// Entry 60 - 7F
-	0x000019c1, 0x000019c7, 0x000019d5, 0x000019e4,
-	0x000019f3, 0x000019fa, 0x00001a0b, 0x00001a21,
-	0x00001a27, 0x00001a38, 0x00001a42, 0x00001a4c,
-	0x00001a73, 0x00001a8f, 0x00001a97, 0x00001aa4,
-	0x00001ab0, 0x00001ab7, 0x00001adb, 0x00001aeb,
-	0x00001b03, 0x00001b36, 0x00001b67, 0x00001b99,
-	0x00001ba7, 0x00001c4a, 0x00001c5c, 0x00001cda,
-	0x00001cf6, 0x00001d0e, 0x00001d1a, 0x00001d5d,
+	0x000019c7, 0x000019cd, 0x000019db, 0x000019ea,
+	0x000019f9, 0x00001a00, 0x00001a11, 0x00001a27,
+	0x00001a2d, 0x00001a3e, 0x00001a48, 0x00001a52,
+	0x00001a79, 0x00001a95, 0x00001a9d, 0x00001aaa,
+	0x00001ab6, 0x00001abd, 0x00001ae1, 0x00001af1,
+	0x00001b09, 0x00001b3c, 0x00001b6d, 0x00001b9f,
+	0x00001bad, 0x00001c50, 0x00001c62, 0x00001ce0,
+	0x00001cfc, 0x00001d14, 0x00001d20, 0x00001d63,
 	// Entry 80 - 9F
-	0x00001d70, 0x00001dec, 0x00001e08, 0x00001e5f,
-	0x00001e77, 0x00001f0f, 0x00001f75, 0x00001fa7,
-	0x00001fad, 0x00001fb2, 0x00001fbe, 0x00001fcd,
-	0x00001fd9, 0x00001fe5, 0x00001ff7, 0x00002008,
-	0x0000208c, 0x00002090, 0x000020a2, 0x000020b9,
-	0x000020c4, 0x00002119, 0x00002126, 0x0000214b,
-	0x00002157, 0x00002161, 0x00002167, 0x00002173,
-	0x0000218b, 0x000021dd, 0x000021ed, 0x000021fd,
+	0x00001d76, 0x00001df2, 0x00001e0e, 0x00001e65,
+	0x00001e7d, 0x00001f15, 0x00001f7b, 0x00001fad,
+	0x00001fb3, 0x00001fb8, 0x00001fc4, 0x00001fd3,
+	0x00001fdf, 0x00001feb, 0x00001ffd, 0x0000200e,
+	0x00002092, 0x00002096, 0x000020a8, 0x000020bf,
+	0x000020ca, 0x0000211f, 0x0000212c, 0x00002151,
+	0x0000215d, 0x00002167, 0x0000216d, 0x00002179,
+	0x00002191, 0x000021e3, 0x000021f3, 0x00002203,
 	// Entry A0 - BF
-	0x00002206, 0x00002211, 0x00002219, 0x0000222d,
-	0x00002240, 0x00002268, 0x00002271, 0x00002281,
-	0x000022a1, 0x000022a9, 0x000022b8, 0x000022d7,
-	0x00002302, 0x00002328, 0x00002338, 0x00002342,
-	0x0000234c, 0x0000236b, 0x00002389, 0x000023bc,
-	0x000023ec, 0x00002418, 0x00002448, 0x0000246a,
-	0x00002485, 0x000024a0, 0x000024bc, 0x000024d8,
-	0x000024ee, 0x00002508, 0x00002528, 0x00002547,
+	0x0000220c, 0x00002217, 0x0000221f, 0x0000223f,
+	0x00002261, 0x00002289, 0x00002292, 0x000022a2,
+	0x000022c2, 0x000022ca, 0x000022d9, 0x000022f8,
+	0x00002323, 0x00002349, 0x00002359, 0x00002363,
+	0x0000236d, 0x0000238c, 0x000023aa, 0x00002484,
+	0x000024a2, 0x000024e6, 0x00002523, 0x00002556,
+	0x00002586, 0x000025b2, 0x000025e2, 0x00002604,
+	0x0000261f, 0x0000263a, 0x00002656, 0x00002672,
 	// Entry C0 - DF
-	0x0000254e, 0x000025b8, 0x000025ce, 0x000025d3,
-	0x000025e7, 0x000025ff, 0x00002624, 0x00002652,
-	0x00002664, 0x00002677, 0x00002694, 0x000026c1,
-	0x000026de, 0x00002701, 0x0000270c, 0x00002717,
-	0x00002723, 0x000027a7, 0x000027ce, 0x0000280c,
-	0x00002818, 0x00002821, 0x00002836, 0x00002840,
-	0x00002867, 0x00002883, 0x0000289e, 0x000028ce,
-	0x0000290c, 0x00002927, 0x00002948, 0x00002960,
+	0x00002688, 0x000026a2, 0x000026c2, 0x000026e1,
+	0x000026e8, 0x00002752, 0x00002768, 0x0000276d,
+	0x00002781, 0x00002799, 0x000027be, 0x000027ec,
+	0x000027fe, 0x00002811, 0x0000282e, 0x0000285b,
+	0x00002878, 0x0000289b, 0x000028a6, 0x000028b1,
+	0x000028bd, 0x00002944, 0x0000296b, 0x000029a9,
+	0x000029b5, 0x000029be, 0x000029d3, 0x000029dd,
+	0x00002a04, 0x00002a20, 0x00002a3b, 0x00002a6b,
 	// Entry E0 - FF
-	0x000029a6, 0x00002a11, 0x00002a1b, 0x00002a25,
-	0x00002a3f, 0x00002a88, 0x00002a90, 0x00002a9b,
-	0x00002aa9, 0x00002ab9, 0x00002ae3, 0x00002b0c,
-	0x00002b1c, 0x00002b3b, 0x00002b47, 0x00002b60,
-	0x00002b6b, 0x00002b78, 0x00002b87, 0x00002b8f,
-	0x00002b99, 0x00002ba1, 0x00002ba9, 0x00002baf,
-	0x00002bb6, 0x00002bbb, 0x00002bc0, 0x00002bc4,
-	0x00002bc9, 0x00002bcf, 0x00002bd5, 0x00002bdb,
+	0x00002aa9, 0x00002ac4, 0x00002ae5, 0x00002afd,
+	0x00002b43, 0x00002bae, 0x00002bb8, 0x00002bc2,
+	0x00002bdc, 0x00002c25, 0x00002c2d, 0x00002c38,
+	0x00002c46, 0x00002c56, 0x00002c80, 0x00002ca9,
+	0x00002cb9, 0x00002cd8, 0x00002ce4, 0x00002cfd,
+	0x00002d08, 0x00002d15, 0x00002d24, 0x00002d2c,
+	0x00002d36, 0x00002d3e, 0x00002d46, 0x00002d4c,
+	0x00002d53, 0x00002d58, 0x00002d5d, 0x00002d61,
 	// Entry 100 - 11F
-	0x00002be0, 0x00002be5, 0x00002beb, 0x00002bf5,
-	0x00002c15, 0x00002c37, 0x00002c5b, 0x00002c81,
-	0x00002c8a, 0x00002ca6, 0x00002caf, 0x00002cc6,
-	0x00002ccf, 0x00002d23, 0x00002d43, 0x00002d49,
-	0x00002d54, 0x00002d5a, 0x00002d68, 0x00002d73,
-	0x00002d7f, 0x00002db2, 0x00002dd6, 0x00002e05,
-	0x00002e4e, 0x00002e55, 0x00002e6b, 0x00002ede,
-	0x00002f04, 0x00003094, 0x0000319c, 0x000031ec,
+	0x00002d66, 0x00002d6c, 0x00002d72, 0x00002d78,
+	0x00002d7d, 0x00002d82, 0x00002d88, 0x00002d92,
+	0x00002db2, 0x00002dd4, 0x00002df8, 0x00002e1e,
+	0x00002e27, 0x00002e43, 0x00002e4c, 0x00002e64,
+	0x00002e6d, 0x00002ec1, 0x00002ee1, 0x00002ee7,
+	0x00002ef2, 0x00002ef8, 0x00002f06, 0x00002f11,
+	0x00002f1d, 0x00002f50, 0x00002f74, 0x00002fa3,
+	0x00002fec, 0x00002ff3, 0x00003009, 0x0000307c,
 	// Entry 120 - 13F
-	0x00003219, 0x00003248, 0x00003273, 0x00003281,
-	0x0000328e, 0x0000329b, 0x000032ae, 0x000032c3,
-	0x000032d3, 0x000032ed, 0x000032ff, 0x00003337,
-	0x0000334e, 0x00003351, 0x00003354, 0x00003388,
-	0x000033d2, 0x00003407, 0x00003410, 0x00003427,
-	0x00003455, 0x00003468, 0x00003479, 0x00003484,
-	0x0000348f, 0x0000349a, 0x000034a3, 0x000034ac,
-	0x000034b6, 0x000034bf, 0x000034c8, 0x000034cf,
+	0x000030a2, 0x00003232, 0x0000333a, 0x0000338a,
+	0x000033b7, 0x000033e6, 0x00003411, 0x0000341f,
+	0x0000342c, 0x00003439, 0x0000344c, 0x00003461,
+	0x00003471, 0x0000348b, 0x0000349d, 0x000034d5,
+	0x000034ec, 0x000034ef, 0x000034f2, 0x00003526,
+	0x00003570, 0x000035a5, 0x000035ae, 0x000035c5,
+	0x000035f3, 0x00003606, 0x00003617, 0x00003622,
+	0x0000362d, 0x00003638, 0x00003641, 0x0000364a,
 	// Entry 140 - 15F
-	0x000034dd, 0x000034e3, 0x000034ea, 0x000034f1,
-	0x000034fa, 0x000034ff, 0x0000350d, 0x00003513,
-	0x00003519, 0x0000351f, 0x00003527, 0x00003530,
-	0x00003539, 0x00003556, 0x00003571, 0x00003591,
-	0x000035b2, 0x000035c1, 0x000035cc, 0x000035d7,
-	0x000035e4, 0x000035e8, 0x000035ec, 0x000035fa,
-	0x00003608, 0x00003616, 0x00003636, 0x00003649,
-	0x00003662, 0x00003677, 0x00003688, 0x0000369a,
+	0x00003654, 0x0000365d, 0x00003666, 0x0000366d,
+	0x0000367b, 0x00003681, 0x00003688, 0x0000368f,
+	0x00003698, 0x0000369d, 0x000036ab, 0x000036b1,
+	0x000036b7, 0x000036bd, 0x000036c5, 0x000036ce,
+	0x000036d7, 0x000036f4, 0x0000370f, 0x00003732,
+	0x00003753, 0x00003762, 0x0000376d, 0x00003778,
+	0x00003785, 0x00003789, 0x0000378d, 0x0000379b,
+	0x000037a9, 0x000037b7, 0x000037d7, 0x000037ea,
 	// Entry 160 - 17F
-	0x000036ac, 0x000036b2, 0x000036b9, 0x000036c1,
-	0x000036c9, 0x000036e7, 0x00003705, 0x0000371c,
-	0x00003731, 0x00003742, 0x00003747, 0x0000374d,
-	0x00003766, 0x00003783, 0x000037a3, 0x000037ae,
-	0x000037b8, 0x000037e1, 0x000037ec, 0x00003820,
-	0x0000382d, 0x00003844, 0x00003852, 0x00003859,
-	0x00003874, 0x0000387e, 0x00003891, 0x000038c8,
-	0x000038d1, 0x000038dd, 0x000038e7, 0x00003917,
+	0x00003803, 0x00003818, 0x00003829, 0x0000383b,
+	0x0000384d, 0x00003853, 0x0000385a, 0x00003862,
+	0x0000386a, 0x00003888, 0x000038a6, 0x000038bd,
+	0x000038d2, 0x000038e3, 0x000038e8, 0x000038ee,
+	0x00003907, 0x00003924, 0x00003944, 0x0000394f,
+	0x00003959, 0x00003982, 0x0000398d, 0x000039c1,
+	0x000039ce, 0x000039ec, 0x000039fa, 0x00003a03,
+	0x00003a0a, 0x00003a25, 0x00003a2f, 0x00003a42,
 	// Entry 180 - 19F
-	0x000039fe, 0x00003a1a, 0x00003a2f, 0x00003a70,
-	0x00003a81, 0x00003a8c, 0x00003abf, 0x00003acd,
-	0x00003b09, 0x00003b33, 0x00003b5b, 0x00003b9a,
-	0x00003bbb, 0x00003bf9, 0x00003c39, 0x00003c59,
-	0x00003c9a, 0x00003cc6, 0x00003cde, 0x00003cf2,
-	0x00003d09, 0x00003d17, 0x00003d22, 0x00003d45,
-	0x00003d64, 0x00003d70, 0x00003d8f, 0x00003dbe,
-	0x00003dfe, 0x00003e44, 0x00003eb6, 0x00003ede,
+	0x00003a7c, 0x00003a85, 0x00003a91, 0x00003a9b,
+	0x00003acb, 0x00003bb2, 0x00003bd2, 0x00003be7,
+	0x00003c28, 0x00003c39, 0x00003c44, 0x00003c77,
+	0x00003c85, 0x00003cc1, 0x00003ceb, 0x00003d13,
+	0x00003d52, 0x00003d73, 0x00003db1, 0x00003df1,
+	0x00003e11, 0x00003e52, 0x00003e7e, 0x00003e96,
+	0x00003eaa, 0x00003ec1, 0x00003ecf, 0x00003eda,
+	0x00003efd, 0x00003f1c, 0x00003f28, 0x00003f47,
 	// Entry 1A0 - 1BF
-	0x00003f01, 0x00003f38, 0x00003f7f, 0x00003fd2,
-	0x00003ffb, 0x00004021, 0x00004048, 0x00004070,
-	0x000040b7, 0x00004101, 0x00004131, 0x00004141,
-	0x0000416f, 0x000041ab, 0x000041c1, 0x00004252,
-	0x00004265, 0x000042a3, 0x000042df, 0x000042f2,
-	0x00004342, 0x00004377, 0x00004389, 0x000043a0,
-	0x000043ab, 0x000043c8, 0x000043e7, 0x000043f8,
-	0x00004412, 0x0000441b, 0x00004425, 0x0000445a,
+	0x00003f7d, 0x00003fbd, 0x00004003, 0x00004075,
+	0x0000409d, 0x000040c0, 0x000040f7, 0x0000413e,
+	0x00004191, 0x000041ba, 0x000041e0, 0x00004207,
+	0x0000422f, 0x00004276, 0x000042c0, 0x000042f3,
+	0x00004306, 0x00004334, 0x00004370, 0x00004386,
+	0x0000441a, 0x0000442d, 0x0000446b, 0x000044a7,
+	0x000044ba, 0x0000450a, 0x0000453f, 0x00004551,
+	0x00004568, 0x00004573, 0x00004590, 0x000045af,
 	// Entry 1C0 - 1DF
-	0x00004470, 0x00004483, 0x000044c0, 0x000044d9,
-	0x000044ef, 0x00004519, 0x0000452c, 0x00004533,
-	0x0000454b, 0x0000456d, 0x0000459d, 0x000045b4,
-	0x000045ec, 0x00004627, 0x00004653, 0x000046a6,
-	0x000046b6, 0x000046bf, 0x000046d3, 0x000046e5,
-	0x000046fb, 0x0000470d, 0x0000471f, 0x00004731,
-	0x00004747, 0x00004771, 0x000047a4, 0x000047e0,
-	0x000047f7, 0x000048bf, 0x000048ec, 0x00004957,
+	0x000045c0, 0x000045da, 0x000045e3, 0x000045ed,
+	0x00004622, 0x00004638, 0x0000464b, 0x00004688,
+	0x000046a1, 0x000046b7, 0x000046e1, 0x000046f4,
+	0x000046fb, 0x00004716, 0x00004738, 0x00004768,
+	0x0000477f, 0x000047b7, 0x000047f2, 0x0000481e,
+	0x00004871, 0x00004881, 0x0000488a, 0x0000489e,
+	0x000048b0, 0x000048c6, 0x000048d8, 0x000048ea,
+	0x000048fc, 0x00004912, 0x0000493c, 0x0000496f,
 	// Entry 1E0 - 1FF
-	0x00004971, 0x0000498a, 0x000049ab, 0x000049c1,
-	0x000049c8, 0x000049e2, 0x00004a77, 0x00004a8a,
-	0x00004ab1, 0x00004ad9, 0x00004ae7, 0x00004af7,
-	0x00004aff, 0x00004b10, 0x00004b17, 0x00004c4d,
-	0x00004c54, 0x00004c8e, 0x00004c93, 0x00004ca8,
-	0x00004cbc, 0x00004cce, 0x00004ce4, 0x00004cfe,
-	0x00004d48, 0x00004d58, 0x00004e32, 0x00004e37,
-	0x00004e47, 0x00004e55, 0x00004e65, 0x00004e75,
+	0x000049ab, 0x000049c2, 0x00004a8a, 0x00004ab7,
+	0x00004b22, 0x00004b3c, 0x00004b55, 0x00004b76,
+	0x00004b8c, 0x00004b93, 0x00004bad, 0x00004c42,
+	0x00004c55, 0x00004c7c, 0x00004ca4, 0x00004cb2,
+	0x00004cc2, 0x00004cca, 0x00004cdb, 0x00004ce2,
+	0x00004e18, 0x00004e1f, 0x00004e59, 0x00004e5e,
+	0x00004e73, 0x00004e87, 0x00004e99, 0x00004eaf,
+	0x00004ec9, 0x00004f13, 0x00004f23, 0x00004ffd,
 	// Entry 200 - 21F
-	0x00004e7f, 0x00004eab, 0x00004ec5, 0x00004ee0,
-	0x00004f6e, 0x00004f7f, 0x00004f8c, 0x00004fcd,
-	0x00005013, 0x0000502b, 0x0000507e, 0x000050b9,
-	0x000050e4, 0x000050ee, 0x00005168, 0x0000519d,
-	0x000051de, 0x0000524e, 0x00005267, 0x00005274,
-	0x000052b7, 0x000052bd, 0x00005359, 0x000053ad,
-	0x000053d8, 0x00005464, 0x00005492, 0x00005554,
-	0x00005557, 0x0000555d, 0x00005573, 0x0000557e,
+	0x00005002, 0x00005012, 0x00005020, 0x00005030,
+	0x00005040, 0x0000504a, 0x00005076, 0x00005090,
+	0x000050ab, 0x00005139, 0x0000514a, 0x00005157,
+	0x00005198, 0x000051de, 0x000051f6, 0x00005249,
+	0x00005284, 0x000052af, 0x000052b9, 0x00005333,
+	0x00005368, 0x000053a9, 0x00005419, 0x00005432,
+	0x0000543f, 0x00005482, 0x00005488, 0x00005524,
+	0x00005578, 0x000055a3, 0x0000562f, 0x0000565d,
 	// Entry 220 - 23F
-	0x00005585, 0x00005590, 0x0000559e, 0x000055ab,
-	0x000055b9, 0x000055c6, 0x000055e2, 0x000055fb,
-	0x00005624, 0x000056cd, 0x000056e0, 0x000056ea,
-	0x00005779, 0x000057da, 0x000057ec, 0x000057ff,
-	0x0000583d, 0x00005879, 0x00005885, 0x00005892,
-	0x000058a0, 0x000058ae, 0x000058be, 0x000058fa,
-	0x00005934, 0x0000593f, 0x00005969, 0x0000596d,
-	0x0000597f, 0x0000598d, 0x000059b9, 0x00005a7b,
+	0x0000571f, 0x00005722, 0x00005728, 0x00005732,
+	0x00005748, 0x00005753, 0x00005783, 0x0000578a,
+	0x00005795, 0x000057a3, 0x000057b0, 0x000057be,
+	0x000057cb, 0x000057e7, 0x00005800, 0x00005829,
+	0x000058d2, 0x000058e5, 0x000058ef, 0x0000597e,
+	0x000059df, 0x000059f1, 0x00005a04, 0x00005a42,
+	0x00005a7e, 0x00005a8a, 0x00005a97, 0x00005aa5,
+	0x00005ab3, 0x00005ac3, 0x00005aff, 0x00005b39,
 	// Entry 240 - 25F
-	0x00005aae, 0x00005ab9, 0x00005ac3, 0x00005ad8,
-	0x00005ae1, 0x00005aeb, 0x00005af9, 0x00005b1d,
-	0x00005b37, 0x00005b4c, 0x00005b78, 0x00005b7d,
-	0x00005b92, 0x00005ba4, 0x00005c1a, 0x00005c5c,
-} // Size: 2392 bytes
+	0x00005b44, 0x00005b6e, 0x00005b72, 0x00005b84,
+	0x00005b92, 0x00005bbe, 0x00005c80, 0x00005cb3,
+	0x00005cbe, 0x00005cc8, 0x00005cdd, 0x00005ce6,
+	0x00005cf0, 0x00005cfe, 0x00005d22, 0x00005d3c,
+	0x00005d51, 0x00005d7d, 0x00005d82, 0x00005d97,
+	0x00005da9, 0x00005dde, 0x00005def, 0x00005e65,
+	0x00005ea7, 0x00005f1a, 0x00005f5e, 0x00005f86,
+	0x00005fb0,
+} // Size: 2444 bytes
 
-const frData string = "" + // Size: 23644 bytes
+const frData string = "" + // Size: 24496 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances suspendues…\x02Abandon" +
 	"ner toutes les instances suspendues…\x02Arrêter toutes les instances sus" +
@@ -1279,24 +1309,24 @@ const frData string = "" + // Size: 23644 bytes
 	"d caractères au plus.\x02La laisser continuer\x02La laisser suspendue" +
 	"\x02Reprendre l’instance de processus %[1]s\x02Reprendre cette instance" +
 	"\u202f? Son occurrence en échec au nœud %[1]s est proposée de nouveau, a" +
-	"vec un budget de tentatives neuf.\x02Les services peuvent la reprendre (" +
-	"une occurrence push rappelle sa destination). Ses tentatives précédentes" +
-	" et sa dernière erreur restent dans son historique. Rien n’est terminé à" +
-	" la place de quiconque.\x02Reprendre l’instance\x02Abandonner l’instance" +
-	" de processus %[1]s\x02Abandonner cette instance\u202f? Elle passe en éc" +
-	"hec avec le code d’erreur abandoned.\x02Son occurrence en échec reste te" +
-	"lle quelle et rien n’est terminé à sa place. Une instance abandonnée ne " +
-	"peut pas être reprise.\x02Abandonner l’instance\x02Arrêter l’instance de" +
-	" processus %[1]s\x02Arrêter cette instance\u202f? Ses occurrences ouvert" +
-	"es sont annulées.\x02Les services qui en détiennent une l’apprennent à l" +
-	"eur prochain retour, et leurs résultats sont refusés. Rien n’est terminé" +
-	" à leur place, et une instance arrêtée ne peut pas reprendre.\x02Arrêter" +
-	" l’instance\x02Cette instance ne peut pas être reprise\u202f: son occurr" +
-	"ence au nœud %[1]s a échoué avant toute tentative (ses entrées n’ont pas" +
-	" pu être construites), une reprise échouerait donc de la même façon. Aba" +
-	"ndonnez-la ou arrêtez-la.\x02Cette instance est %[1]s, pas suspendue" +
-	"\u202f: il n’y a rien à reprendre.\x02Cette instance est %[1]s, pas susp" +
-	"endue\u202f: il n’y a rien à abandonner.\x02Cette instance est %[1]s" +
+	"vec un budget de tentatives neuf.\x02Les exécutants peuvent la reprendre" +
+	" (une occurrence push rappelle sa destination). Ses tentatives précédent" +
+	"es et sa dernière erreur restent dans son historique. Rien n’est terminé" +
+	" à la place de quiconque.\x02Reprendre l’instance\x02Abandonner l’instan" +
+	"ce de processus %[1]s\x02Abandonner cette instance\u202f? Elle passe en " +
+	"échec avec le code d’erreur abandoned.\x02Son occurrence en échec reste" +
+	" telle quelle et rien n’est terminé à sa place. Une instance abandonnée " +
+	"ne peut pas être reprise.\x02Abandonner l’instance\x02Arrêter l’instance" +
+	" de processus %[1]s\x02Arrêter cette instance\u202f? Ses occurrences ouv" +
+	"ertes sont annulées.\x02Les exécutants qui en détiennent une l’apprennen" +
+	"t à leur prochain retour, et leurs résultats sont refusés. Rien n’est te" +
+	"rminé à leur place, et une instance arrêtée ne peut pas reprendre.\x02Ar" +
+	"rêter l’instance\x02Cette instance ne peut pas être reprise\u202f: son o" +
+	"ccurrence au nœud %[1]s a échoué avant toute tentative (ses entrées n’on" +
+	"t pas pu être construites), une reprise échouerait donc de la même façon" +
+	". Abandonnez-la ou arrêtez-la.\x02Cette instance est %[1]s, pas suspendu" +
+	"e\u202f: il n’y a rien à reprendre.\x02Cette instance est %[1]s, pas sus" +
+	"pendue\u202f: il n’y a rien à abandonner.\x02Cette instance est %[1]s" +
 	"\u202f: il n’y a rien à arrêter.\x02Le motif que vous avez donné, non co" +
 	"nsigné\u202f:\x02Retour à l’instance\x02Cette instance n’est plus suspen" +
 	"due (elle est %[1]s désormais)\u202f: quelqu’un a sans doute agi avant v" +
@@ -1397,214 +1427,221 @@ const frData string = "" + // Size: 23644 bytes
 	"cune publication pour l’instant.\x02Publication\x02Révision\x02Notes\x02" +
 	"Publiée le\x02Comparer des révisions\x02Liste chaque changement d’une ré" +
 	"vision à l’autre et ce qu’il peut casser.\x02De la révision\x02À la révi" +
-	"sion\x02Comparer\x02Changement\x02Détail\x02Casse les processus\x02Casse" +
-	" les services\x02Ces révisions ont les mêmes contrats.\x02Entrées\x02Auc" +
-	"une entrée.\x02Entrées de la copie de travail\x02Sorties\x02Aucune sorti" +
-	"e.\x02Sorties de la copie de travail\x02Publications, les plus anciennes" +
-	" d’abord\x02Changements entre les deux révisions\x02Révision %[1]d\x02Fi" +
-	"gée le\x02Empreinte\x02Entrées de la révision %[1]d\x02Sorties de la rév" +
-	"ision %[1]d\x02Choisissez deux révisions existantes à comparer.\x02De la" +
-	" révision %[1]d à la révision %[2]d\u202f:\x14\x01\x81\x01\x00\x02\x11" +
-	"\x02%[1]d changement\x00\x12\x02%[1]d changements\x14\x01\x81\x01\x00" +
-	"\x02\x13\x02%[1]d incompatible\x00\x14\x02%[1]d incompatibles\x02sortie " +
-	"de routage %[1]s → %[2]s\x02facultatif → obligatoire\x02obligatoire → fa" +
-	"cultatif\x02valeurs ajoutées\u202f: %[1]s\x02valeurs retirées\u202f: %[1" +
-	"]s\x02valeurs réordonnées\x02%[1]s\u202f: %[2]s → %[3]s\x02champ obligat" +
-	"oire de type %[1]s\x02champ facultatif de type %[1]s\x02aucune\x02Contra" +
-	"ts de tâches\u202f: leur copie de travail, leurs révisions immuables et " +
-	"leurs publications nommées.\x02Définitions par clé\x02Clé\x02Dernière ré" +
-	"vision\x02aucune pour l’instant\x02Aucune définition pour l’instant.\x14" +
-	"\x01\x81\x01\x00\x02\x12\x02%[1]d publication\x00\x13\x02%[1]d publicati" +
-	"ons\x02en cas d’erreur\x02toute autre erreur\x02suspendue pour un opérat" +
-	"eur\x02incident\u202f: reprendre, abandonner, arrêter\x02fin\u202f: term" +
-	"ine l’instance\x02fin\u202f: met l’instance en échec\x02push %[1]s\x02pu" +
-	"ll %[1]s\x02Nœud %[1]s\x02La file d’attente et les incidents de chaque d" +
-	"éfinition maintenant, et ce que ses services ont terminé dans la derniè" +
-	"re heure.\x02Réussites et échecs, dernière heure\x02Définitions, celles " +
-	"qui demandent de l’attention d’abord\x02Définition\x02Ouvertes\x02Instan" +
-	"ces suspendues\x02En échec\x02Attente de la plus ancienne disponible\x02" +
-	"Terminées, dernière heure\x02En échec, dernière heure\x02Aucune définiti" +
-	"on n’a encore d’occurrence.\x02Au %[1]s (%[2]s)\u202f; actualisé toutes " +
-	"les quelques secondes.\x02disponible depuis le %[1]s\x02Afficher toutes " +
-	"les définitions\x02Toutes les définitions\x02Réussites et échecs par tra" +
-	"nche de 5 min, dernière heure\u202f: %[1]s\x02Dans la dernière heure" +
-	"\u202f: %[1]s, %[2]s. Le tableau qui suit le graphique donne chaque tran" +
-	"che de 5\u00a0min.\x02terminée\x02en échec\x02Les chiffres du graphique" +
-	"\x02Réussites et échecs par tranche de 5 min, les plus anciennes d’abord" +
-	"\x02Tranche\x02Terminées\x02%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01" +
-	"\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%[1]d terminées\x14" +
-	"\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02%[1]d en échec\x02" +
-	"%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%" +
-	"[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’instant\x02" +
-	"%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02" +
-	"avr.\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02déc." +
-	"\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d" +
-	" jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heure" +
-	"s\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes" +
-	"\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes" +
-	"\x02%[1]d ms\x02Instance de processus %[1]s\x02Résumé\x02Actions d’opéra" +
-	"teur\x02Parcours\x02Les nœuds atteints par cette instance, dans l’ordre," +
-	" chacun avec son occurrence.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02" +
-	"Occurrence\x02Route\x02Nœud suivant\x02Créée le\x02Réglée le\x02Cette in" +
-	"stance n’a encore atteint aucune tâche.\x02Actions d’opérateurs consigné" +
-	"es\x02Aucun opérateur n’a agi sur cette instance.\x02Actions d’opérateur" +
-	"s sur cette instance, les plus récentes d’abord\x02Valeur\x02Entrées du " +
-	"processus\x02Entrées avec lesquelles l’instance a démarré, nommées d’apr" +
-	"ès le contrat de la version %[1]d du processus\x02Ce processus ne prend" +
-	" aucune entrée.\x02Cette instance est suspendue à un nœud en échec\u202f" +
-	": c’est un incident. Elle ne peut pas être reprise\u202f: son occurrence" +
-	" au nœud %[1]s a échoué avant toute tentative (ses entrées n’ont pas pu " +
-	"être construites), une reprise échouerait donc de la même façon. L’aban" +
-	"don met l’instance en échec\u202f; l’arrêt l’annule. Chacun demande un m" +
-	"otif, consigné dans le journal d’audit.\x02Cette instance est suspendue " +
-	"à un nœud en échec\u202f: c’est un incident. La reprise propose de nouv" +
-	"eau l’occurrence en échec\u202f; l’abandon met l’instance en échec\u202f" +
-	"; l’arrêt l’annule. Chacune demande un motif, consigné dans le journal d" +
-	"’audit.\x02L’arrêt annule l’instance et ses occurrences ouvertes. Il n" +
-	"e termine rien.\x02Arrêtée par %[1]s le %[2]s — « %[3]s »\x02Abandonnée " +
-	"par %[1]s le %[2]s — « %[3]s »\x02Reprise par %[1]s le %[2]s — « %[3]s »" +
-	"\x02Démarrée le\x02Terminée le\x02Nœud de fin\x02Suspendue au nœud\x02Oc" +
-	"currence en échec\x02Code d’erreur\x02Statut inconnu\u202f: %[1]q.\x02Da" +
-	"te de création\x02La taille de page doit être comprise entre 1 et %[1]d." +
-	"\x02Instances de processus\x02du\x02au\x02Agir sur toutes les instances " +
-	"que ce filtre retient\x02La page suivante les compte et demande un motif" +
-	" avant que rien ne change.\x02Instances de processus, les plus récentes " +
-	"d’abord\x02Instance\x02Nœud de fin ou erreur\x02Aucune instance ne corre" +
-	"spond à ces filtres.\x02Tous les processus\x02Tous les statuts\x02dispon" +
-	"ible\x02réservée\x02différée\x02annulée\x02en cours\x02suspendue\x02expi" +
-	"rée\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier\x02nombre\x02" +
-	"booléen\x02date\x02date et heure\x02choix\x02objet\x02liste\x02normale" +
-	"\x02sensible\x02secrète\x02••• masqué (sensible)\x02••• masqué (secret)" +
-	"\x02pull (le service la récupère)\x02push (Relais appelle le service)" +
-	"\x02administrateur\x02opérateur\x02concepteur\x02consommateur\x02oui\x02" +
-	"non\x02champ ajouté\x02champ retiré\x02type modifié\x02caractère obligat" +
-	"oire modifié\x02valeurs modifiées\x02classification modifiée\x02contrain" +
-	"te modifiée\x02routage modifié\x02longueur minimale\x02longueur maximale" +
-	"\x02motif\x02format\x02minimum\x02maximum\x02nombre minimal d’éléments" +
-	"\x02nombre maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, version" +
-	" %[2]s\x02Occurrence %[1]s\x02Mode\x02Dates\x02Politique d’exécution\x02" +
-	"Nombre maximal de tentatives\x02Délai avant nouvelle tentative\x02Échéan" +
-	"ce\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute)\x02Tentatives" +
-	"\x02Toutes les tentatives, les plus anciennes d’abord\x02Consommateur" +
-	"\x02Identifiant du service\x02Réservée le\x02Durée\x02Réponse de la dest" +
-	"ination\x02Résultat\x02Message d’erreur\x02Aucun service n’a encore rése" +
-	"rvé cette occurrence.\x02en cours\x02Destination\x02Réplique\x02Relais n" +
-	"’a pas encore appelé la destination.\x02Relais ne conserve le code de " +
-	"statut de la destination que lorsqu’elle a refusé l’appel (destination_h" +
-	"ttp_NNN)\u202f; un appel terminé a reçu une réponse 2xx. La durée va de " +
-	"la prise en charge de l’appel à son règlement.\x02Motif donné par le ser" +
-	"vice\x02Nouvelles tentatives\x02aucune\u202f: un appel en échec suit le " +
-	"chemin d’erreur du nœud\x02Délai d’appel\x02Maintenant\x02La reprendre o" +
-	"u l’abandonner depuis son instance\x02au plus %[1]d\x02au plus %[1]d dep" +
-	"uis la dernière reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10\x02" +
-	"%[1]d tentative\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02\x0f" +
-	"\x02%[1]d restante\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’aprè" +
-	"s le contrat de la révision %[1]d\x02Ce contrat n’a aucune entrée.\x02So" +
-	"rties, nommées d’après le contrat de la révision %[1]d\x02Pas encore de " +
-	"sorties\u202f: l’occurrence n’est pas terminée.\x02Ce contrat n’a aucune" +
-	" sortie.\x02Aucune sortie\u202f: l’occurrence s’est terminée sans abouti" +
-	"r.\x02Révéler — cette action est enregistrée\x02Disponible à partir du" +
-	"\x02Prochaine tentative\x02Dernière réservation\x02Fin du verrou\x02Diff" +
-	"érée\x02Dernière erreur (tentative %[1]d)\x02Erreur (avant toute tentat" +
-	"ive)\x02Son message\x02Message de Relais (en anglais)\x02Message du serv" +
-	"ice (tel qu’il l’a envoyé)\x02L’échéance est passée avant l’arrivée d’un" +
-	" résultat.\x02Le résultat ne respectait pas le contrat de sorties de la " +
-	"révision.\x02Relais s’est arrêté pendant l’appel\u202f: on ignore si la " +
-	"destination a agi, elle n’est donc pas rappelée.\x02L’appel n’a pas pu ê" +
-	"tre préparé.\x02La destination était injoignable.\x02La réponse de la de" +
-	"stination était trop volumineuse.\x02Le verrou de la dernière tentative " +
-	"a expiré sans tentative restante.\x02Les entrées n’ont pas pu être const" +
-	"ruites à partir des liaisons du processus.\x02Un opérateur a abandonné l" +
-	"’instance.\x02La destination a répondu HTTP %[1]s.\x02Nouvelle tentati" +
-	"ve à %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou exp" +
-	"iré à %[1]s — en attente d’être proposée de nouveau.\x02En attente de l’" +
-	"appel de Relais à la destination depuis %[1]s (%[2]s).\x02En attente d’u" +
-	"n service depuis %[1]s (%[2]s).\x02(service %[1]s)\x02Relais appelle la " +
-	"destination (depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’à " +
-	"%[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2]s)" +
-	"\u202f: un service du même consommateur, ou une interface munie d’un jet" +
-	"on de règlement, la terminera plus tard.\x02Terminée (%[1]s).\x02Son ins" +
-	"tance est suspendue ici, en attente d’un opérateur.\x02Son instance a co" +
-	"ntinué par le chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée" +
-	"\u202f: l’instance a été arrêtée par %[1]s à %[2]s — « %[3]s ».\x02Annul" +
-	"ée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02conso" +
-	"mmateur n° %[1]s\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas de" +
-	" réponse dans le délai\x02pas de connexion\x02réponse trop volumineuse" +
-	"\x02inconnue\x02[masqué]\x02La révision doit être un nombre entier, 1 ou" +
-	" plus.\x02Consommateur inconnu.\x02Date de règlement\x02Plus de filtres" +
-	"\u202f: instance, révision, consommateur, dates\x02identifiant d’instanc" +
-	"e\x02Décomptes par statut\x02Occurrences, les plus récentes d’abord\x02P" +
-	"rocessus et nœud\x02Erreur\x02Consommateur et service\x02Prochaine tenta" +
-	"tive ou règlement\x02Aucune occurrence ne correspond à ces filtres.\x02T" +
-	"ous les consommateurs\x02Totaux de la définition %[1]s, sans les autres " +
-	"filtres\x02Totaux de toutes les définitions, sans les autres filtres\x14" +
-	"\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrence" +
-	"s\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés toutes les qu" +
-	"elques secondes.\x02révision %[1]d\x02réglée\x02prochaine tentative\x02d" +
-	"isponible depuis\x02appel en cours depuis\x02verrou jusqu’à\x02différée " +
-	"depuis\x02Page précédente\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une da" +
-	"te s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour vient après le de" +
-	"rnier.\x02Ces réglages sont conservés dans ce navigateur seulement.\x02A" +
-	"fficher les heures en\x02La console n’exécute aucun script et ne peut do" +
-	"nc pas lire le fuseau horaire de votre ordinateur\u202f: choisissez son " +
-	"décalage par rapport à UTC. Les décalages ne suivent pas l’heure d’été." +
-	"\x02Recharger les listes et les pages de détail\x02Les pages qui contien" +
-	"nent un formulaire, comme une confirmation, ne se rechargent jamais d’el" +
-	"les-mêmes.\x02Enregistrer les réglages\x02Revenir sans enregistrer\x02UT" +
-	"C (temps universel coordonné)\x02Heure locale à %[1]s\x02Jamais\x02Toute" +
-	"s les %[1]d secondes\x02Les versions de processus publiées\u202f: leurs " +
-	"nœuds, routes et révisions épinglées, dessinés, avec l’emplacement actue" +
-	"l de leurs occurrences.\x02Processus par clé\x02Versions, les plus récen" +
-	"tes d’abord\x02Aucun processus n’est encore publié.\x02version %[1]d\x02" +
-	"Processus %[1]s\x02Version\x02Nœud de départ\x02Graphe\x02Les colonnes s" +
-	"uivent le plus long chemin depuis le nœud de départ. Les flèches pleines" +
-	" sont les réussites (étiquetées par leur route), les pointillées les éch" +
-	"ecs (étiquetées par leurs codes d’erreur). Chaque case indique combien d" +
-	"’occurrences de cette version se trouvent à ce nœud maintenant.\x02Nœu" +
-	"ds\x02Nœuds de cette version, avec leurs occurrences actuelles\x02Type" +
-	"\x02Révision épinglée\x02En cas de réussite\x02En cas d’erreur\x02Occurr" +
-	"ences actuelles\x02Instances de ce processus\x02Décomptes au %[1]s (%[2]" +
-	"s)\u202f; actualisés toutes les quelques secondes.\x02Graphe de %[1]s" +
-	"\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau c" +
-	"i-dessous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d nœ" +
-	"uds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, r" +
-	"outes et décomptes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin (" +
-	"en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02suspension (un incident pour un" +
-	" opérateur)\x02tout autre code → %[1]s\x02met l’instance en échec\x14" +
-	"\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative après %[2]s" +
-	", priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après %[2]" +
-	"s, priorité %[3]d\x02échéance %[1]s\x02délai %[1]s\x02Seuls les administ" +
-	"rateurs peuvent révéler une valeur sensible.\x02Révélé par %[1]s le %[2]" +
-	"s\u202f; consigné dans le journal d’audit.\x02Révélation impossible\x02S" +
-	"eule une valeur que cette page affiche masquée (sensible) peut être révé" +
-	"lée.\x02Les valeurs secrètes ne peuvent jamais être révélées.\x02Cette p" +
-	"age n’accepte pas cette requête.\x02Recherche\x02Saisissez un identifian" +
-	"t d’instance ou d’occurrence (un UUID, que les pages affichent au survol" +
-	") ou une clé métier.\x02Rien à chercher\u202f: le champ de recherche est" +
-	" vide.\x02C’est trop long pour être un identifiant ou une clé métier." +
-	"\x02Aucune instance ni occurrence n’a l’identifiant « %[1]s », et aucune" +
-	" instance ne l’a pour clé métier.\x02Vous êtes déconnecté.\x02Se connect" +
-	"er\x02Connectez-vous avec un jeton d’opérateur ou d’administrateur.\x02J" +
-	"eton\x02Le jeton est vérifié une fois et n’est jamais conservé dans votr" +
-	"e navigateur\u202f; un cookie de session le remplace jusqu’à 8 heures d’" +
-	"inactivité.\x02Trop de connexions échouées depuis votre adresse. Réessay" +
-	"ez dans %[1]d secondes.\x02Ce jeton est inconnu ou a été révoqué.\x02Un " +
-	"jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: connectez-vous " +
-	"avec un jeton d’opérateur, de concepteur ou d’administrateur.\x02Seuls l" +
-	"es administrateurs gèrent les jetons.\x02Jetons du personnel (administra" +
-	"teurs, concepteurs, opérateurs) non révoqués. Les jetons des consommateu" +
-	"rs se gèrent avec leurs consommateurs. Révoquer un jeton refuse sa requê" +
-	"te suivante.\x02ID\x02Rôle\x02Dernière utilisation\x02Expiration\x02jama" +
-	"is\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Aucun " +
-	"jeton.\x02Le jeton a été révoqué.\x02Révoquer le jeton %[1]d\x02Révoquer" +
-	" le jeton %[1]s « %[2]s »\u202f?\x02Sa requête suivante est refusée et l" +
-	"es sessions de console ouvertes avec lui prennent fin. C’est irréversibl" +
-	"e\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoquer le je" +
-	"ton\x02Le garder\x02C’est le jeton avec lequel vous êtes connecté\u202f:" +
-	" le révoquer vous déconnecte. Sa requête suivante est refusée. C’est irr" +
-	"éversible.\x02C’est le dernier jeton administrateur utilisable\u202f: c" +
-	"réez-en un autre avant de le révoquer.\x02sortie de routage\x02(chaque é" +
-	"lément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b" +
+	"sion\x02Comparer\x02Changement\x02Détail\x02Incompatible avec les proces" +
+	"sus\x02Incompatible avec les exécutants\x02Ces révisions ont les mêmes c" +
+	"ontrats.\x02Entrées\x02Aucune entrée.\x02Entrées de la copie de travail" +
+	"\x02Sorties\x02Aucune sortie.\x02Sorties de la copie de travail\x02Publi" +
+	"cations, les plus anciennes d’abord\x02Changements entre les deux révisi" +
+	"ons\x02Révision %[1]d\x02Figée le\x02Empreinte\x02Entrées de la révision" +
+	" %[1]d\x02Sorties de la révision %[1]d\x02La copie de travail a des chan" +
+	"gements pas encore figés\u202f: elles ne sont dans aucune révision (exéc" +
+	"utants et processus utilisent au plus la révision %[1]d) tant qu’un fige" +
+	"ment n’en fait pas la révision %[2]d.\x02Depuis la révision %[1]d\u202f:" +
+	"\x02les contrats sont les mêmes (le nom ou une description a changé)." +
+	"\x02Changements de la copie de travail depuis la révision %[1]d\x02Chois" +
+	"issez deux révisions existantes à comparer.\x02De la révision %[1]d à la" +
+	" révision %[2]d\u202f:\x14\x01\x81\x01\x00\x02\x11\x02%[1]d changement" +
+	"\x00\x12\x02%[1]d changements\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incom" +
+	"patible\x00\x14\x02%[1]d incompatibles\x02sortie de routage %[1]s → %[2]" +
+	"s\x02facultatif → obligatoire\x02obligatoire → facultatif\x02valeurs ajo" +
+	"utées\u202f: %[1]s\x02valeurs retirées\u202f: %[1]s\x02valeurs réordonné" +
+	"es\x02%[1]s\u202f: %[2]s → %[3]s\x02champ obligatoire de type %[1]s\x02c" +
+	"hamp facultatif de type %[1]s\x02aucune\x02Contrats de tâches\u202f: leu" +
+	"r copie de travail, leurs révisions immuables et leurs publications nomm" +
+	"ées.\x02Définitions par clé\x02Clé\x02Dernière révision\x02aucune pour " +
+	"l’instant\x02Aucune définition pour l’instant.\x14\x01\x81\x01\x00\x02" +
+	"\x12\x02%[1]d publication\x00\x13\x02%[1]d publications\x02en cas d’erre" +
+	"ur\x02toute autre erreur\x02suspendue pour un opérateur\x02incident" +
+	"\u202f: reprendre, abandonner, arrêter\x02fin\u202f: termine l’instance" +
+	"\x02fin\u202f: met l’instance en échec\x02push %[1]s\x02pull %[1]s\x02Nœ" +
+	"ud %[1]s\x02La file d’attente et les incidents de chaque définition main" +
+	"tenant, et ce que ses exécutants ont terminé dans la dernière heure.\x02" +
+	"Réussites et échecs, dernière heure\x02Définitions, celles qui demandent" +
+	" de l’attention d’abord\x02Définition\x02Ouvertes\x02Instances suspendue" +
+	"s\x02En échec\x02Attente de la plus ancienne disponible\x02Terminées, de" +
+	"rnière heure\x02En échec, dernière heure\x02Aucune définition n’a encore" +
+	" d’occurrence.\x02Au %[1]s (%[2]s)\u202f; actualisé toutes les quelques " +
+	"secondes.\x02disponible depuis le %[1]s\x02Afficher toutes les définitio" +
+	"ns\x02Toutes les définitions\x02Réussites et échecs par tranche de 5 min" +
+	", dernière heure\u202f: %[1]s\x02Dans la dernière heure\u202f: %[1]s, %[" +
+	"2]s. Le tableau qui suit le graphique donne chaque tranche de 5\u00a0min" +
+	".\x02terminée\x02en échec\x02Les chiffres du graphique\x02Réussites et é" +
+	"checs par tranche de 5 min, les plus anciennes d’abord\x02Tranche\x02Ter" +
+	"minées\x02%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10" +
+	"\x02%[1]d terminée\x00\x11\x02%[1]d terminées\x14\x01\x81\x01\x00\x02" +
+	"\x10\x02%[1]d en échec\x00\x10\x02%[1]d en échec\x02%[1]s\u202f; %[2]s" +
+	"\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s " +
+	"%[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d m" +
+	"in\x02%[1]d h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02avr.\x02mai\x02jui" +
+	"n\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01" +
+	"\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81" +
+	"\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14\x01\x81\x01" +
+	"\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01" +
+	"\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02I" +
+	"nstance de processus %[1]s\x02Résumé\x02Actions d’opérateurs\x02Parcours" +
+	"\x02Les nœuds atteints par cette instance, dans l’ordre, chacun avec son" +
+	" occurrence.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02Occurrence\x02Ro" +
+	"ute\x02Nœud suivant\x02Créée le\x02Réglée le\x02Cette instance n’a encor" +
+	"e atteint aucune tâche.\x02Actions d’opérateurs consignées\x02Aucun opér" +
+	"ateur n’a agi sur cette instance.\x02Actions d’opérateurs sur cette inst" +
+	"ance, les plus récentes d’abord\x02Valeur\x02Entrées du processus\x02Ent" +
+	"rées avec lesquelles l’instance a démarré, nommées d’après le contrat de" +
+	" la version %[1]d du processus\x02Ce processus ne prend aucune entrée." +
+	"\x02Cette instance est suspendue à un nœud en échec\u202f: c’est un inci" +
+	"dent. Elle ne peut pas être reprise\u202f: son occurrence au nœud %[1]s " +
+	"a échoué avant toute tentative (ses entrées n’ont pas pu être construite" +
+	"s), une reprise échouerait donc de la même façon. L’abandon met l’instan" +
+	"ce en échec\u202f; l’arrêt l’annule. Chacun demande un motif, consigné d" +
+	"ans le journal d’audit.\x02Cette instance est suspendue à un nœud en éch" +
+	"ec\u202f: c’est un incident. La reprise propose de nouveau l’occurrence " +
+	"en échec\u202f; l’abandon met l’instance en échec\u202f; l’arrêt l’annul" +
+	"e. Chacune demande un motif, consigné dans le journal d’audit.\x02L’arrê" +
+	"t annule l’instance et ses occurrences ouvertes. Il ne termine rien.\x02" +
+	"Arrêtée par %[1]s le %[2]s — « %[3]s »\x02Abandonnée par %[1]s le %[2]s " +
+	"— « %[3]s »\x02Reprise par %[1]s le %[2]s — « %[3]s »\x02Démarrée le" +
+	"\x02Terminée le\x02Nœud de fin\x02Suspendue au nœud\x02Occurrence en éch" +
+	"ec\x02Code d’erreur\x02Statut inconnu\u202f: %[1]q.\x02Date de création" +
+	"\x02La taille de page doit être comprise entre 1 et %[1]d.\x02Instances " +
+	"de processus\x02du\x02au\x02Agir sur toutes les instances que ce filtre " +
+	"retient\x02La page suivante les compte et demande un motif avant que rie" +
+	"n ne change.\x02Instances de processus, les plus récentes d’abord\x02Ins" +
+	"tance\x02Nœud de fin ou erreur\x02Aucune instance ne correspond à ces fi" +
+	"ltres.\x02Tous les processus\x02Tous les statuts\x02disponible\x02réserv" +
+	"ée\x02différée\x02annulée\x02en cours\x02suspendue\x02expirée\x02rejeté" +
+	"e\x02rendue\x02déconnectée\x02texte\x02entier\x02nombre\x02booléen\x02da" +
+	"te\x02date et heure\x02choix\x02objet\x02liste\x02normale\x02sensible" +
+	"\x02secrète\x02••• masqué (sensible)\x02••• masqué (secret)\x02pull (un " +
+	"exécutant la récupère)\x02push (Relais appelle le service)\x02administra" +
+	"teur\x02opérateur\x02concepteur\x02consommateur\x02oui\x02non\x02champ a" +
+	"jouté\x02champ retiré\x02type modifié\x02caractère obligatoire modifié" +
+	"\x02valeurs modifiées\x02classification modifiée\x02contrainte modifiée" +
+	"\x02routage modifié\x02longueur minimale\x02longueur maximale\x02motif" +
+	"\x02format\x02minimum\x02maximum\x02nombre minimal d’éléments\x02nombre " +
+	"maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, version %[2]s\x02O" +
+	"ccurrence %[1]s\x02Mode\x02Dates\x02Politique d’exécution\x02Nombre maxi" +
+	"mal de tentatives\x02Délai avant nouvelle tentative\x02Échéance\x02Prior" +
+	"ité\x02%[1]d (0 la plus basse, 9 la plus haute)\x02Tentatives\x02Toutes " +
+	"les tentatives, les plus anciennes d’abord\x02Consommateur\x02Identifian" +
+	"t de l’exécutant\x02Réservée le\x02Finie le\x02Durée\x02Réponse de la de" +
+	"stination\x02Résultat\x02Message d’erreur\x02Aucun exécutant n’a encore " +
+	"réservé cette occurrence.\x02en cours\x02Destination\x02Réplique\x02Rela" +
+	"is n’a pas encore appelé la destination.\x02Relais ne conserve le code d" +
+	"e statut de la destination que lorsqu’elle a refusé l’appel (destination" +
+	"_http_NNN)\u202f; un appel terminé a reçu une réponse 2xx. La durée va d" +
+	"e la prise en charge de l’appel à son règlement.\x02Motif donné par l’ex" +
+	"écutant\x02Nouvelles tentatives\x02aucune\u202f: un appel en échec suit" +
+	" le chemin d’erreur du nœud\x02Délai d’appel\x02Maintenant\x02La reprend" +
+	"re ou l’abandonner depuis son instance\x02au plus %[1]d\x02au plus %[1]d" +
+	" depuis la dernière reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10" +
+	"\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02" +
+	"\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’" +
+	"après le contrat de la révision %[1]d\x02Ce contrat n’a aucune entrée." +
+	"\x02Sorties, nommées d’après le contrat de la révision %[1]d\x02Pas enco" +
+	"re de sorties\u202f: l’occurrence n’est pas terminée.\x02Ce contrat n’a " +
+	"aucune sortie.\x02Aucune sortie\u202f: l’occurrence s’est terminée sans " +
+	"aboutir.\x02Révéler — cette action est enregistrée\x02Disponible à parti" +
+	"r du\x02Prochaine tentative\x02Dernière réservation\x02Fin du verrou\x02" +
+	"Différée\x02Dernière erreur (tentative %[1]d)\x02Erreur (avant toute ten" +
+	"tative)\x02Son message\x02Message de Relais (en anglais)\x02Message de l" +
+	"’exécutant (tel qu’il l’a envoyé)\x02L’échéance est passée avant l’arr" +
+	"ivée d’un résultat.\x02Le résultat ne respectait pas le contrat de sorti" +
+	"es de la révision.\x02Relais s’est arrêté pendant l’appel\u202f: on igno" +
+	"re si la destination a agi, elle n’est donc pas rappelée.\x02L’appel n’a" +
+	" pas pu être préparé.\x02La destination était injoignable.\x02La réponse" +
+	" de la destination était trop volumineuse.\x02Le verrou de la dernière t" +
+	"entative a expiré sans tentative restante.\x02Les entrées n’ont pas pu ê" +
+	"tre construites à partir des liaisons du processus.\x02Un opérateur a ab" +
+	"andonné l’instance.\x02La destination a répondu HTTP %[1]s.\x02Nouvelle " +
+	"tentative à %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Ver" +
+	"rou expiré à %[1]s — en attente d’être proposée de nouveau.\x02En attent" +
+	"e de l’appel de Relais à la destination depuis %[1]s (%[2]s).\x02En atte" +
+	"nte d’un exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Relais " +
+	"appelle la destination (depuis %[1]s).\x02Réservée par %[1]s\u202f; verr" +
+	"ou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]" +
+	"s (%[2]s)\u202f: un exécutant du même consommateur, ou une interface mun" +
+	"ie d’un jeton de règlement, la terminera plus tard.\x02Terminée (%[1]s)." +
+	"\x02Son instance est suspendue ici, en attente d’un opérateur.\x02Son in" +
+	"stance a continué par le chemin d’erreur du nœud.\x02En échec (%[1]s)." +
+	"\x02Annulée\u202f: l’instance a été arrêtée par %[1]s à %[2]s — « %[3]s " +
+	"».\x02Annulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’i" +
+	"ci\x02consommateur n° %[1]s\x02en attente\x02HTTP 2xx, corps inutilisabl" +
+	"e\x02pas de réponse dans le délai\x02pas de connexion\x02réponse trop vo" +
+	"lumineuse\x02inconnue\x02[masqué]\x02La révision doit être un nombre ent" +
+	"ier, 1 ou plus.\x02Consommateur inconnu.\x02Date de règlement\x02Plus de" +
+	" filtres\u202f: instance, révision, consommateur, dates\x02identifiant d" +
+	"’instance\x02Décomptes par statut\x02Occurrences, les plus récentes d’" +
+	"abord\x02Processus et nœud\x02Erreur\x02Consommateur et exécutant\x02Pro" +
+	"chaine tentative ou règlement\x02Aucune occurrence ne correspond à ces f" +
+	"iltres.\x02Tous les consommateurs\x02Totaux de la définition %[1]s, sans" +
+	" les autres filtres\x02Totaux de toutes les définitions, sans les autres" +
+	" filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]" +
+	"d occurrences\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés t" +
+	"outes les quelques secondes.\x02révision %[1]d\x02réglée\x02prochaine te" +
+	"ntative\x02disponible depuis\x02appel en cours depuis\x02verrou jusqu’à" +
+	"\x02différée depuis\x02Page précédente\x02Lignes %[1]s à %[2]s\x02%[1]s" +
+	"\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour vie" +
+	"nt après le dernier.\x02Ces réglages sont conservés dans ce navigateur s" +
+	"eulement.\x02Afficher les heures en\x02La console n’exécute aucun script" +
+	" et ne peut donc pas lire le fuseau horaire de votre ordinateur\u202f: c" +
+	"hoisissez son décalage par rapport à UTC. Les décalages ne suivent pas l" +
+	"’heure d’été.\x02Recharger les listes et les pages de détail\x02Les pa" +
+	"ges qui contiennent un formulaire, comme une confirmation, ne se recharg" +
+	"ent jamais d’elles-mêmes.\x02Enregistrer les réglages\x02Revenir sans en" +
+	"registrer\x02UTC (temps universel coordonné)\x02Heure locale à %[1]s\x02" +
+	"Jamais\x02Toutes les %[1]d secondes\x02Les versions de processus publiée" +
+	"s\u202f: leurs nœuds, routes et révisions épinglées, dessinés, avec l’em" +
+	"placement actuel de leurs occurrences.\x02Processus par clé\x02Versions," +
+	" les plus récentes d’abord\x02Aucun processus n’est encore publié.\x02ve" +
+	"rsion %[1]d\x02Processus %[1]s\x02Version\x02Nœud de départ\x02Graphe" +
+	"\x02Les colonnes suivent le plus long chemin depuis le nœud de départ. L" +
+	"es flèches pleines sont les réussites (étiquetées par leur route), les p" +
+	"ointillées les échecs (étiquetées par leurs codes d’erreur). Chaque case" +
+	" indique combien d’occurrences de cette version se trouvent à ce nœud ma" +
+	"intenant.\x02Nœuds\x02Nœuds de cette version, avec leurs occurrences act" +
+	"uelles\x02Type\x02Révision épinglée\x02En cas de réussite\x02En cas d’er" +
+	"reur\x02Occurrences actuelles\x02Instances de ce processus\x02Décomptes " +
+	"au %[1]s (%[2]s)\u202f; actualisés toutes les quelques secondes.\x02Grap" +
+	"he de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. L" +
+	"e tableau ci-dessous reprend les mêmes nœuds, routes et décomptes.\x00i" +
+	"\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mê" +
+	"mes nœuds, routes et décomptes.\x02pull\x02push vers %[1]s\x02fin (termi" +
+	"ne)\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02suspension (un inci" +
+	"dent pour un opérateur)\x02tout autre code → %[1]s\x02met l’instance en " +
+	"échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative a" +
+	"près %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative " +
+	"après %[2]s, priorité %[3]d\x02échéance %[1]s\x02délai %[1]s\x02Seuls le" +
+	"s administrateurs peuvent révéler une valeur sensible.\x02Révélé par %[1" +
+	"]s le %[2]s\u202f; consigné dans le journal d’audit.\x02Révélation impos" +
+	"sible\x02Seule une valeur que cette page affiche masquée (sensible) peut" +
+	" être révélée.\x02Les valeurs secrètes ne peuvent jamais être révélées." +
+	"\x02Cette page n’accepte pas cette requête.\x02Recherche\x02Saisissez un" +
+	" identifiant d’instance ou d’occurrence (un UUID, que les pages affichen" +
+	"t au survol) ou une clé métier.\x02Rien à chercher\u202f: le champ de re" +
+	"cherche est vide.\x02C’est trop long pour être un identifiant ou une clé" +
+	" métier.\x02Aucune instance ni occurrence n’a l’identifiant « %[1]s », e" +
+	"t aucune instance ne l’a pour clé métier.\x02Vous êtes déconnecté.\x02Se" +
+	" connecter\x02Connectez-vous avec un jeton d’opérateur ou d’administrate" +
+	"ur.\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais conservé d" +
+	"ans votre navigateur\u202f; un cookie de session le remplace jusqu’à 8 h" +
+	"eures d’inactivité.\x02Trop de connexions échouées depuis votre adresse." +
+	" Réessayez dans %[1]d secondes.\x02Ce jeton est inconnu ou a été révoqué" +
+	".\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: connect" +
+	"ez-vous avec un jeton d’opérateur, de concepteur ou d’administrateur." +
+	"\x02Seuls les administrateurs gèrent les jetons.\x02Jetons du personnel " +
+	"(administrateurs, concepteurs, opérateurs) non révoqués. Les jetons des " +
+	"consommateurs se gèrent avec leurs consommateurs. Révoquer un jeton refu" +
+	"se sa requête suivante.\x02ID\x02Rôle\x02Créé le\x02Dernière utilisation" +
+	"\x02Expiration\x02Jetons du personnel, les plus anciens d’abord\x02jamai" +
+	"s\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Aucun j" +
+	"eton.\x02Le jeton a été révoqué.\x02Révoquer le jeton %[1]d\x02Révoquer " +
+	"le jeton %[1]s « %[2]s »\u202f?\x02Sa requête suivante est refusée et le" +
+	"s sessions de console ouvertes avec lui prennent fin. C’est irréversible" +
+	"\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoquer le jet" +
+	"on\x02Le garder\x02C’est le jeton avec lequel vous êtes connecté\u202f: " +
+	"le révoquer vous déconnecte. Sa requête suivante est refusée. C’est irré" +
+	"versible.\x02C’est le dernier jeton administrateur utilisable\u202f: cré" +
+	"ez-en un autre avant de le révoquer.\x02sortie de routage\x02(chaque élé" +
+	"ment)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b" +
 	"\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1" +
 	"]d caractère\x00\x1a\x02au plus %[1]d caractères\x02motif %[1]s\x02forma" +
 	"t %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01" +
@@ -1620,9 +1657,13 @@ const frData string = "" + // Size: 23644 bytes
 	"\x02Connexion\x02Dernier signe\x02Aucun exécutant n’est connecté.\x02Exé" +
 	"cutants servant %[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert " +
 	"cette définition.\x02flux\x02interrogation longue\x02façade Camunda 7" +
+	"\x02toutes les révisions accordées à son consommateur\x02révisions %[1]s" +
 	"\x02Aucun exécutant ne sert cette définition\u202f: ses occurrences atte" +
 	"ndent qu’un exécutant se connecte ou interroge.\x14\x01\x81\x01\x00\x02" +
 	"\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécutant" +
-	"s"
+	"s\x02Révisions prises en charge\u202f: %[1]s\u202f; certains prennent to" +
+	"utes les révisions accordées à leur consommateur.\x02Ils prennent toutes" +
+	" les révisions accordées à leur consommateur.\x02Ils ne prennent que la " +
+	"révision %[1]d.\x02Ils ne prennent que les révisions %[1]s."
 
-	// Total table size 47085 bytes (45KiB); checksum: 2C28762B
+	// Total table size 48642 bytes (47KiB); checksum: 7ACAEEC4

@@ -1,0 +1,72 @@
+package console_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/relais/relais/engine"
+	"github.com/relais/relais/internal/relaistest"
+)
+
+// TestWorkersSayWhichRevisions: the Workers page shows the revisions each
+// worker takes of each definition, and a definition page says which
+// revisions its workers take, so that "served" does not hide a revision
+// with work that nobody takes.
+func TestWorkersSayWhichRevisions(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	key := env.Definition("add_company_to_crm.yaml")
+	env.Consumer("crm-sync", key)
+	id := env.ConsumerID("crm-sync")
+	see := func(worker string, subs ...engine.Subscription) {
+		t.Helper()
+		if err := env.Engine.SeeStream(context.Background(), engine.StreamPresence{ID: uuid.Must(uuid.NewV7()), ConsumerID: id,
+			WorkerID: worker, Subscriptions: subs, Pairs: engine.Pairs{Keys: []string{key}, Revisions: []int32{1}},
+			ConnectedAt: time.Now(), LiveFor: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	see("crm-r1", engine.Subscription{Definition: key, Revisions: []int{1}})
+	for i, lang := range []string{"en", "fr"} {
+		b := signedIn(t, env.URL, lang, env.Operator)
+		if got, want := text(b.mustGet("/console/workers", 200), "worker-revisions"), []string{"(revision 1)", "(révision 1)"}[i]; got != want {
+			t.Errorf("%s: workers page: revisions %q, want %q", lang, got, want)
+		}
+		if got, want := text(b.mustGet("/console/definitions/"+key, 200), "served-revisions"), []string{"They take revision 1 only.", "Ils ne prennent que la révision 1."}[i]; got != want {
+			t.Errorf("%s: definition page: %q, want %q", lang, got, want)
+		}
+	}
+	see("crm-all", engine.Subscription{Definition: "*"})
+	b := signedIn(t, env.URL, "en", env.Operator)
+	if got, want := text(b.mustGet("/console/definitions/"+key, 200), "served-revisions"), "Revisions they take: 1; some take every revision their consumer is granted."; got != want {
+		t.Errorf("definition page with a pattern's worker: %q, want %q", got, want)
+	}
+}
+
+// TestUnsnapshottedChangesAreShown: a definition page says when its
+// Working copy has changes that no revision has yet, and lists them with
+// whom they may break.
+func TestUnsnapshottedChangesAreShown(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	env.Must(201, "PUT", "/api/v1/definitions/console_vault/working", env.Designer, vaultWorking(100, []string{"ok", "ko"}))
+	env.Must(201, "POST", "/api/v1/definitions/console_vault/revisions", env.Designer, nil)
+	b := signedIn(t, env.URL, "en", env.Operator)
+	if n := count(b.mustGet("/console/definitions/console_vault", 200), "unsnapshotted"); n != 0 {
+		t.Errorf("a Working copy equal to its revision shows %d unsnapshotted notices", n)
+	}
+	env.Must(200, "PUT", "/api/v1/definitions/console_vault/working", env.Designer, vaultWorking(80, []string{"ok", "ko", "later"}))
+	for i, lang := range []string{"en", "fr"} {
+		page := signedIn(t, env.URL, lang, env.Operator).mustGet("/console/definitions/console_vault", 200)
+		if want := []string{"Since revision 1: 2 changes, 2 breaking", "Depuis la révision 1\u202f: 2 changements, 2 incompatibles"}[i]; text(page, "unsnapshotted-summary") != want {
+			t.Errorf("%s: unsnapshotted summary %q, want %q", lang, text(page, "unsnapshotted-summary"), want)
+		}
+		rows := page.doc.Find(`[data-testid=unsnapshotted-changes] [data-testid=change-row][data-breaking=true]`)
+		if rows.Length() != 2 {
+			t.Errorf("%s: %d breaking unsnapshotted changes listed, want 2", lang, rows.Length())
+		}
+	}
+}
