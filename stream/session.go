@@ -473,7 +473,14 @@ func (r *runner) handle(ctx context.Context, events []event) (reason string, err
 			return endReplaced, problemError(fault.New(fault.Conflict, "stream_replaced",
 				"another stream of worker %q connected; this one ended and its assignments were handed back (two processes must not share a worker_id)", s.workerID))
 		case eventDrain:
-			r.draining = true
+			if !r.draining {
+				r.draining = true
+				// Marks the end of the assignments: the client that reads
+				// it has every one, and may release and close.
+				if err := r.heartbeat(); err != nil {
+					return endSendFailed, nil
+				}
+			}
 		case eventResolve:
 			if reason, err := r.resolve(ctx); reason != "" {
 				return reason, err
@@ -623,7 +630,7 @@ func (r *runner) heartbeat() error {
 	s.seq++
 	return r.send(&workerv1.WorkerEvent{Event: &workerv1.WorkerEvent_Heartbeat{Heartbeat: &workerv1.Heartbeat{
 		ServerTime: timestamppb.Now(), Sequence: s.seq, StreamId: s.id.String(), InFlight: int32(len(s.held)),
-		Interval: durationpb.New(r.svc.cfg.Stream.Heartbeat)}}})
+		Interval: durationpb.New(r.svc.cfg.Stream.Heartbeat), Draining: r.draining}}})
 }
 
 func (r *runner) cancellation(id uuid.UUID, reason string) error {

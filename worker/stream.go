@@ -182,7 +182,11 @@ type streamSession struct {
 	// draining: no task starts any more (set under mu, so that no task is
 	// added to the run's WaitGroup once its drain waits on it).
 	draining bool
-	tasks    map[string]*streamTask
+	// drained is closed when the server's first draining heartbeat was
+	// read: no assignment comes after it.
+	drained     chan struct{}
+	drainedOnce sync.Once
+	tasks       map[string]*streamTask
 }
 
 // streamLock is a started streamed task's lock, as far as the worker can
@@ -294,7 +298,7 @@ func (r *run) subscribe(ctx context.Context, c streamClient) (*streamSession, er
 		return nil, &networkError{errors.New("the stream's first event is not its heartbeat")}
 	}
 	s := &streamSession{r: r, c: c, cancel: cancel, id: hb.GetStreamId(), interval: max(hb.GetInterval().AsDuration(), 10*time.Millisecond),
-		ended: make(chan struct{}), acks: make(chan int64, 1), tasks: map[string]*streamTask{}}
+		ended: make(chan struct{}), drained: make(chan struct{}), acks: make(chan int64, 1), tasks: map[string]*streamTask{}}
 	s.lastEvent.Store(time.Now().UnixNano())
 	s.ack(hb.GetSequence())
 	s.done.Add(3)
@@ -322,6 +326,11 @@ func (s *streamSession) read(stream *connect.ServerStreamForClient[workerv1.Work
 			s.cancelTask(e.Cancellation.GetOccurrenceId(), cause)
 		case *workerv1.WorkerEvent_Heartbeat:
 			s.ack(e.Heartbeat.GetSequence())
+			if e.Heartbeat.GetDraining() {
+				// Every assignment came before it, and those that came
+				// while the worker drains were released as they came.
+				s.drainedOnce.Do(func() { close(s.drained) })
+			}
 		}
 	}
 	s.err = stream.Err()
@@ -613,8 +622,23 @@ func (s *streamSession) drain() {
 	defer cancel()
 	if _, err := s.c.api.Drain(ctx, request(s.c, &workerv1.DrainRequest{StreamId: s.id})); err != nil {
 		s.r.w.log.Warn("asking the stream to stop sending tasks failed; tasks sent meanwhile are released", "err", err)
+		return
+	}
+	// Assignments sent before the server heard of the drain may still be
+	// on their way: closing now would leave them to the server as the
+	// stream's, handed back disconnected, an attempt spent on work that
+	// never started. The server marks the end of them with a draining
+	// heartbeat; the reader releases each as it comes. A server that sends
+	// none (older than the mark) is waited for a moment only.
+	select {
+	case <-s.drained:
+	case <-s.ended:
+	case <-time.After(drainMarkWait):
 	}
 }
+
+// drainMarkWait bounds the wait for the server's draining heartbeat.
+const drainMarkWait = 2 * time.Second
 
 // close ends the stream and waits for its goroutines. What it still holds
 // is handed back by the server.

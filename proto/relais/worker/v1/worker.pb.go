@@ -530,7 +530,12 @@ type Heartbeat struct {
 	// The unsettled assignments the stream holds.
 	InFlight int32 `protobuf:"varint,4,opt,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`
 	// How often heartbeats come.
-	Interval      *durationpb.Duration `protobuf:"bytes,5,opt,name=interval,proto3" json:"interval,omitempty"`
+	Interval *durationpb.Duration `protobuf:"bytes,5,opt,name=interval,proto3" json:"interval,omitempty"`
+	// Set once the stream drains (a Drain call): no assignment comes after
+	// the first heartbeat that has it, one of which is sent as the drain
+	// begins, so a client that read it has read every assignment it will get
+	// and may release those it will not run, then close.
+	Draining      bool `protobuf:"varint,6,opt,name=draining,proto3" json:"draining,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -598,6 +603,13 @@ func (x *Heartbeat) GetInterval() *durationpb.Duration {
 		return x.Interval
 	}
 	return nil
+}
+
+func (x *Heartbeat) GetDraining() bool {
+	if x != nil {
+		return x.Draining
+	}
+	return false
 }
 
 type HeartbeatRequest struct {
@@ -1549,14 +1561,15 @@ const file_relais_worker_v1_worker_proto_rawDesc = "" +
 	"\bpriority\x18\v \x01(\x05R\bpriority\"q\n" +
 	"\fCancellation\x12#\n" +
 	"\roccurrence_id\x18\x01 \x01(\tR\foccurrenceId\x12<\n" +
-	"\x06reason\x18\x02 \x01(\x0e2$.relais.worker.v1.CancellationReasonR\x06reason\"\xd5\x01\n" +
+	"\x06reason\x18\x02 \x01(\x0e2$.relais.worker.v1.CancellationReasonR\x06reason\"\xf1\x01\n" +
 	"\tHeartbeat\x12;\n" +
 	"\vserver_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"serverTime\x12\x1a\n" +
 	"\bsequence\x18\x02 \x01(\x03R\bsequence\x12\x1b\n" +
 	"\tstream_id\x18\x03 \x01(\tR\bstreamId\x12\x1b\n" +
 	"\tin_flight\x18\x04 \x01(\x05R\binFlight\x125\n" +
-	"\binterval\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\binterval\"K\n" +
+	"\binterval\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\binterval\x12\x1a\n" +
+	"\bdraining\x18\x06 \x01(\bR\bdraining\"K\n" +
 	"\x10HeartbeatRequest\x12\x1b\n" +
 	"\tstream_id\x18\x01 \x01(\tR\bstreamId\x12\x1a\n" +
 	"\bsequence\x18\x02 \x01(\x03R\bsequence\"\x13\n" +
