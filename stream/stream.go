@@ -24,6 +24,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -50,6 +51,9 @@ type Service struct {
 	eng    *engine.Engine
 	lookup auth.Lookup
 	reg    *registry
+	// databaseDown is set while the replica's probe gets no answer from
+	// PostgreSQL (see SetDatabaseUp).
+	databaseDown atomic.Bool
 
 	claimed prometheus.Counter
 }
@@ -114,7 +118,7 @@ func (s *Service) Handlers() map[string]http.Handler {
 	out[path] = h
 	path, h = grpcreflect.NewHandlerV1Alpha(reflector)
 	out[path] = h
-	path, h = grpchealth.NewHandler(health{s.reg})
+	path, h = grpchealth.NewHandler(health{reg: s.reg, down: &s.databaseDown})
 	out[path] = h
 	return out
 }
@@ -126,8 +130,16 @@ func (s *Service) recovered(ctx context.Context, spec connect.Spec, _ http.Heade
 	return problemError(fault.New(fault.Internal, "internal", "an internal error occurred; it was logged"))
 }
 
-// health reports the worker service as serving until its replica drains.
-type health struct{ reg *registry }
+// health reports the worker service as serving until its replica drains,
+// and not while its replica cannot reach PostgreSQL (as /readyz says).
+type health struct {
+	reg  *registry
+	down *atomic.Bool
+}
+
+// SetDatabaseUp tells the health service whether PostgreSQL answers the
+// replica's probe.
+func (s *Service) SetDatabaseUp(up bool) { s.databaseDown.Store(!up) }
 
 func (h health) Check(_ context.Context, req *grpchealth.CheckRequest) (*grpchealth.CheckResponse, error) {
 	switch req.Service {
@@ -139,8 +151,11 @@ func (h health) Check(_ context.Context, req *grpchealth.CheckRequest) (*grpchea
 	case <-h.reg.closing:
 		return &grpchealth.CheckResponse{Status: grpchealth.StatusNotServing}, nil
 	default:
-		return &grpchealth.CheckResponse{Status: grpchealth.StatusServing}, nil
 	}
+	if h.down.Load() {
+		return &grpchealth.CheckResponse{Status: grpchealth.StatusNotServing}, nil
+	}
+	return &grpchealth.CheckResponse{Status: grpchealth.StatusServing}, nil
 }
 
 type responseControllerKey struct{}

@@ -103,6 +103,11 @@ func TestDatabaseLossIsUnavailable(t *testing.T) {
 		n, _ := m.Get("relais_database_unavailable_total")
 		return up == 0 && n == 5, fmt.Sprintf("relais_database_up %v, relais_database_unavailable_total %v (want 0 and 5)", up, n)
 	})
+	// The gRPC health service says what /readyz says, for the probes of
+	// gRPC clients and load balancers.
+	if got := grpcHealth(t, env); got != "SERVING_STATUS_NOT_SERVING" {
+		t.Errorf("gRPC health with the database down: %s, want NOT_SERVING", got)
+	}
 
 	again, err := embeddedpg.Start(ctx, opts)
 	if err != nil {
@@ -117,6 +122,9 @@ func TestDatabaseLossIsUnavailable(t *testing.T) {
 		up, _ := env.Metrics().Get("relais_database_up")
 		return up == 1, fmt.Sprintf("relais_database_up %v", up)
 	})
+	if got := grpcHealth(t, env); got != "SERVING_STATUS_SERVING" {
+		t.Errorf("gRPC health with the database back: %s, want SERVING", got)
+	}
 	if logs := env.Logs.String(); !strings.Contains(logs, "code=database_unavailable") {
 		t.Errorf("the request log does not name the problem code:\n%s", logs)
 	}
@@ -149,4 +157,16 @@ func consoleSignIn(t *testing.T, base, token string) int {
 	}
 	res.Body.Close()
 	return res.StatusCode
+}
+
+// grpcHealth asks the standard health service, over the Connect protocol,
+// for the replica's status.
+func grpcHealth(t *testing.T, env *relaistest.Env) string {
+	t.Helper()
+	r := env.Do("POST", "/grpc.health.v1.Health/Check", "", map[string]any{}, "Content-Type", "application/json")
+	if r.Status != 200 {
+		t.Fatalf("health check: %d %s", r.Status, r.Body)
+	}
+	status, _ := r.JSON(t)["status"].(string)
+	return status
 }

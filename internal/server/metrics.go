@@ -115,7 +115,7 @@ const (
 // pings on a connection of its own rather than through the pool, so a pool
 // busy with long requests is not mistaken for a lost database, and a lost
 // one is seen even while no request runs.
-func probeDatabase(ctx context.Context, pool *pgxpool.Pool, up prometheus.Gauge, logger *slog.Logger) {
+func probeDatabase(ctx context.Context, pool *pgxpool.Pool, up prometheus.Gauge, logger *slog.Logger, observe func(up bool)) {
 	cfg := pool.Config().ConnConfig.Copy()
 	var conn *pgx.Conn
 	defer func() {
@@ -154,12 +154,14 @@ func probeDatabase(ctx context.Context, pool *pgxpool.Pool, up prometheus.Gauge,
 				conn = nil
 			}
 			up.Set(0)
+			observe(false)
 			if wasUp {
 				logger.Warn("database probe: PostgreSQL does not answer", "err", err)
 			}
 			wasUp = false
 		default:
 			up.Set(1)
+			observe(true)
 			if !wasUp {
 				logger.Info("database probe: PostgreSQL answers again")
 			}

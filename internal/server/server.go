@@ -91,7 +91,7 @@ func Start(ctx context.Context, d Deps) *Replica {
 	databaseUp := prometheus.NewGauge(prometheus.GaugeOpts{Name: "relais_database_up",
 		Help: "1 while PostgreSQL answers this replica's periodic ping (every 2 s), 0 from the first ping it does not answer."})
 	d.Registry.MustRegister(databaseUp, newOccurrenceCounts(d.Engine, d.Logger))
-	rep.done.Go(func() { probeDatabase(ctx, d.Engine.Pool(), databaseUp, d.Logger) })
+	rep.done.Go(func() { probeDatabase(ctx, d.Engine.Pool(), databaseUp, d.Logger, streams.SetDatabaseUp) })
 	rep.done.Go(func() { d.Engine.RunRetentionLoop(ctx, d.Config.Retention, retentionInterval) })
 	select {
 	case <-listener.Ready():
