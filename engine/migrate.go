@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -106,6 +107,19 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) ([]in
 	applied, err := appliedVersions(ctx, conn.Conn())
 	if err != nil {
 		return nil, err
+	}
+	if newer := slices.Sorted(func(yield func(int) bool) {
+		for v := range applied {
+			if v > LatestSchemaVersion() && !yield(v) {
+				return
+			}
+		}
+	}); len(newer) > 0 && logger != nil {
+		// A newer relais migrated this database (a rolling deploy, or a
+		// rollback): this binary runs on the schema it knows, which newer
+		// migrations are written to keep working.
+		logger.Warn("the database's schema is newer than this relais: it was migrated by a newer version",
+			"schema_version", newer[len(newer)-1], "known_schema_version", LatestSchemaVersion())
 	}
 	var done []int
 	for _, m := range Migrations() {
