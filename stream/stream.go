@@ -103,7 +103,8 @@ const compressMinBytes = 1024
 
 // Handlers returns the routes to mount at the root of the listener: the
 // worker service, gRPC server reflection (v1 and v1alpha) and the gRPC
-// health service, each as a path prefix and its handler.
+// health service, each as a path prefix (ending in /) and its handler,
+// and the worker service's procedures, each at its exact path.
 func (s *Service) Handlers() map[string]http.Handler {
 	// A client that accepts gzip gets it only for messages worth it: most
 	// are a few hundred bytes, which gzip makes no smaller but costs a
@@ -112,7 +113,16 @@ func (s *Service) Handlers() map[string]http.Handler {
 		connect.WithCompressMinBytes(compressMinBytes)}
 	out := map[string]http.Handler{}
 	path, h := workerv1connect.NewWorkerServiceHandler(s, opts...)
-	out[path] = withResponseController(h)
+	h = withResponseController(h)
+	out[path] = h
+	// Each procedure at its own path too, so that the request metrics and
+	// logs tell a minutes-long Subscribe from a Complete (the service path,
+	// ending in /, takes what no procedure is).
+	for _, p := range []string{workerv1connect.WorkerServiceSubscribeProcedure, workerv1connect.WorkerServiceHeartbeatProcedure,
+		workerv1connect.WorkerServiceDrainProcedure, workerv1connect.WorkerServiceCompleteProcedure, workerv1connect.WorkerServiceFailProcedure,
+		workerv1connect.WorkerServiceExtendProcedure, workerv1connect.WorkerServiceDeferProcedure, workerv1connect.WorkerServiceReleaseProcedure} {
+		out[p] = h
+	}
 	reflector := grpcreflect.NewStaticReflector(workerv1connect.WorkerServiceName, grpchealth.HealthV1ServiceName)
 	path, h = grpcreflect.NewHandlerV1(reflector)
 	out[path] = h

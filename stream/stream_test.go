@@ -404,3 +404,23 @@ func TestACompletionFillsItsSlotInItsOwnTransaction(t *testing.T) {
 		t.Fatalf("assigned %v; want the later instance's occurrence", got)
 	}
 }
+
+// Each worker-protocol procedure has its own route in the request metrics,
+// so that a minutes-long Subscribe does not blur the latency of Complete.
+func TestProceduresHaveTheirOwnRoute(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	c := newClient(t, "connect", f.env.URL)
+	s := open(t, c, f.consumer, subscribeRequest("w", 1))
+	start(t, f.env, "Acme")
+	a := s.assignment(5 * time.Second)
+	if _, err := complete(c, f.consumer, "w", a.GetOccurrenceId(), outputs("created", "C-1")); err != nil {
+		t.Fatal(err)
+	}
+	m := f.env.Metrics()
+	for _, p := range []string{workerv1connect.WorkerServiceCompleteProcedure, workerv1connect.WorkerServiceHeartbeatProcedure} {
+		if _, ok := m.Get("relais_http_requests_total", "route", p); !ok {
+			t.Errorf("no request counted under route %s", p)
+		}
+	}
+}

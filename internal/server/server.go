@@ -7,6 +7,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -147,7 +148,11 @@ func newHandler(d Deps, hub *longpoll.Hub, streams *stream.Service) http.Handler
 	// The worker protocol (gRPC, gRPC-Web, Connect), reflection and health,
 	// at the paths their clients call; each call authenticates itself.
 	for path, h := range streams.Handlers() {
-		r.Handle(path+"*", h)
+		if strings.HasSuffix(path, "/") {
+			r.Handle(path+"*", h)
+		} else {
+			r.Handle(path, h)
+		}
 	}
 
 	lookup := auth.Lookup(d.Engine.LookupToken)
