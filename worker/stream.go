@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -98,6 +99,12 @@ func wireError(err error) error {
 	}
 	var ce *connect.Error
 	if !errors.As(err, &ce) {
+		return &networkError{err}
+	}
+	// connect reports a connection it could not make as Unavailable, which
+	// would read as a 503 the server never sent.
+	var oe *net.OpError
+	if !connect.IsWireError(ce) && errors.As(err, &oe) {
 		return &networkError{err}
 	}
 	var p *workerv1.Problem

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -707,4 +708,15 @@ func batchOf(round, n int) []any {
 		items[i] = map[string]any{"inputs": map[string]any{"name": fmt.Sprint("Load ", round, " ", i)}}
 	}
 	return items
+}
+
+// A connection that could not be made is a network error, retried and
+// logged as such, not a 503 the server never sent.
+func TestRefusedConnectionIsNoServerAnswer(t *testing.T) {
+	dial := &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}
+	err := wireError(connect.NewError(connect.CodeUnavailable, dial))
+	var ae *APIError
+	if errors.As(err, &ae) || !transient(err) || strings.Contains(err.Error(), "503") {
+		t.Errorf("wireError = %v (%#v), want a network error without a status", err, err)
+	}
 }
