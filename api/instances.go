@@ -355,7 +355,7 @@ func (a *API) startInstances() http.Handler {
 		var errs []fault.FieldError
 		for i, it := range req.Items {
 			if len(it.IdempotencyKey) > 200 {
-				errs = append(errs, fault.FieldError{Path: "/items/" + strconv.Itoa(i) + "/idempotency_key", Message: "must be at most 200 characters"})
+				errs = append(errs, fault.FieldError{Path: "/items/" + strconv.Itoa(i) + "/idempotency_key", Message: "must be at most 200 bytes"})
 			}
 			reqs[i] = engine.StartRequest{ProcessKey: key, Version: it.Version, Inputs: it.Inputs, BusinessKey: it.BusinessKey, IdempotencyKey: it.IdempotencyKey}
 		}

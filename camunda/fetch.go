@@ -81,7 +81,7 @@ func boundExceeded(path string, ceiling time.Duration) *fault.Error {
 
 func checkWorkerID(path, id string) error {
 	if id == "" || len(id) > 200 {
-		return badRequest(path, "is required (1 to 200 characters)")
+		return badRequest(path, "is required (1 to 200 bytes)")
 	}
 	return nil
 }

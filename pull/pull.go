@@ -160,7 +160,7 @@ type reservationJSON struct {
 
 func checkWorkerID(id string) *fault.FieldError {
 	if id == "" || len(id) > 200 {
-		return &fault.FieldError{Path: "/worker_id", Message: "is required (1 to 200 characters)"}
+		return &fault.FieldError{Path: "/worker_id", Message: "is required (1 to 200 bytes)"}
 	}
 	return nil
 }
@@ -179,7 +179,7 @@ func (p *Protocol) fetchParams(req fetchRequest) (maxTasks int, lock, wait time.
 		}
 	}
 	if len(req.RequestID) > 200 {
-		errs = append(errs, fault.FieldError{Path: "/request_id", Message: "must be at most 200 characters"})
+		errs = append(errs, fault.FieldError{Path: "/request_id", Message: "must be at most 200 bytes"})
 	}
 	maxTasks, lock, wait = 1, p.bounds.DefaultLockDuration, 0
 	if req.MaxTasks != nil {

@@ -216,7 +216,7 @@ func bearer(h http.Header) (string, bool) {
 
 func checkWorkerID(id string) *fault.FieldError {
 	if id == "" || len(id) > 200 || strings.ContainsRune(id, 0) || !utf8.ValidString(id) {
-		return &fault.FieldError{Path: "/worker_id", Message: "is required (1 to 200 characters, without NUL)"}
+		return &fault.FieldError{Path: "/worker_id", Message: "is required (1 to 200 bytes of UTF-8, without NUL)"}
 	}
 	return nil
 }

@@ -77,7 +77,7 @@ type Config struct {
 	URL string
 	// Token is a consumer token: only consumers may pull.
 	Token string
-	// WorkerID names this process to Relais (1 to 200 characters); locks
+	// WorkerID names this process to Relais (1 to 200 bytes); locks
 	// belong to it. Default: hostname-pid. Two processes must not share
 	// one, or each could settle the other's tasks.
 	WorkerID string
@@ -204,7 +204,7 @@ func New(cfg Config) (*Worker, error) {
 		cfg.WorkerID = host + "-" + strconv.Itoa(os.Getpid())
 	}
 	if len(cfg.WorkerID) > 200 {
-		return nil, errors.New("worker: WorkerID must be at most 200 characters")
+		return nil, errors.New("worker: WorkerID must be at most 200 bytes")
 	}
 	cfg.Concurrency = cmp.Or(cfg.Concurrency, DefaultConcurrency)
 	cfg.LockDuration = cmp.Or(cfg.LockDuration, DefaultLockDuration)

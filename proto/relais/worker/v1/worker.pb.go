@@ -160,7 +160,7 @@ func (x *Subscription) GetFields() []string {
 
 type SubscribeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Names this worker process (1 to 200 characters); its locks belong to it.
+	// Names this worker process (1 to 200 bytes); its locks belong to it.
 	// Subscribing again with the same worker_id ends the older stream, whose
 	// assignments are handed back.
 	WorkerId      string          `protobuf:"bytes,1,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
