@@ -272,10 +272,12 @@ func parseValue(s Setting, raw string) (any, error) {
 	case kindPrefixes:
 		return forwarded.ParsePrefixes(raw)
 	case kindFormat:
-		if raw != "text" && raw != "json" {
+		// Case-insensitive, as the log level is.
+		format := strings.ToLower(raw)
+		if format != "text" && format != "json" {
 			return nil, fmt.Errorf("%q is not text or json", raw)
 		}
-		return raw, nil
+		return format, nil
 	default:
 		return raw, nil
 	}

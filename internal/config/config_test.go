@@ -138,3 +138,15 @@ func TestReadmeListsEverySetting(t *testing.T) {
 		}
 	}
 }
+
+// The log format is read case-insensitively, as the log level is.
+func TestLogFormatIgnoresCase(t *testing.T) {
+	t.Parallel()
+	c, err := Load(nil, env(map[string]string{"RELAIS_LOG_FORMAT": "JSON", "RELAIS_LOG_LEVEL": "INFO"}), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.LogFormat != "json" {
+		t.Errorf("RELAIS_LOG_FORMAT=JSON read as %q, want json", c.LogFormat)
+	}
+}
