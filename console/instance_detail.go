@@ -178,8 +178,16 @@ func instanceFacts(ctx context.Context, inst engine.Instance, occs []engine.Occu
 		fs = append(fs, fact{Label: T(ctx, "Business key"), Value: *inst.BusinessKey, Code: true, TestID: "business-key"})
 	}
 	if inst.ErrorCode != nil {
+		// The occurrence that failed with the instance's code says what it
+		// meant there (a push call's timeout, say).
+		var failed *engine.Occurrence
+		for i := range occs {
+			if occs[i].ErrorCode != nil && *occs[i].ErrorCode == *inst.ErrorCode {
+				failed = &occs[i]
+			}
+		}
 		fs = append(fs, fact{Label: T(ctx, "Error code"), Value: *inst.ErrorCode, Code: true, TestID: "instance-error-code",
-			Note: errorCodeMeaning(ctx, *inst.ErrorCode)})
+			Note: occurrenceErrorMeaning(ctx, *inst.ErrorCode, failed)})
 	}
 	return fs
 }

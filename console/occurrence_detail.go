@@ -303,7 +303,7 @@ func (c *Console) lastError(ctx context.Context, o engine.Occurrence) []fact {
 	if n == 0 {
 		label = T(ctx, "Error (before any attempt)")
 	}
-	fs := []fact{{Label: label, Value: code, Code: true, TestID: "error-code", Note: errorCodeMeaning(ctx, code)}}
+	fs := []fact{{Label: label, Value: code, Code: true, TestID: "error-code", Note: occurrenceErrorMeaning(ctx, code, &o)}}
 	if o.ErrorMessage != nil && *o.ErrorMessage != "" {
 		f := fact{Label: T(ctx, "Its message"), Value: errorMessage(ctx, *o.ErrorMessage), TestID: "error-message"}
 		if relaisCode(code) {
@@ -326,6 +326,26 @@ func relaisCode(code string) bool {
 		return true
 	}
 	return strings.HasPrefix(code, "destination_http_")
+}
+
+// occurrenceErrorMeaning explains code as o's error: a push call's
+// deadline_exceeded is its call timeout passing (the runner's "within the
+// budget of" message), not a policy deadline, which it may not even have.
+// o may be nil when the occurrence is unknown.
+func occurrenceErrorMeaning(ctx context.Context, code string, o *engine.Occurrence) string {
+	if code == "deadline_exceeded" && o != nil && o.Mode == "push" {
+		msg := ""
+		if o.ErrorMessage != nil {
+			msg = *o.ErrorMessage
+		}
+		if o.Policy.Deadline == nil || strings.Contains(msg, "within the budget of") {
+			if o.Timeout != nil {
+				return T(ctx, "The destination did not answer within the call’s timeout (%s).", formatDuration(ctx, *o.Timeout))
+			}
+			return T(ctx, "The destination did not answer within the call’s timeout.")
+		}
+	}
+	return errorCodeMeaning(ctx, code)
 }
 
 // errorCodeMeaning explains the error codes Relais makes; a worker's own

@@ -45,7 +45,7 @@ var messageKeyToIndex = map[string]int{
 	"%[1]s; %[2]s":                             239,
 	"%d (0 lowest, 9 highest)":                 372,
 	"%d attempts":                              397,
-	"%d attempts, retry after %s, priority %d": 520,
+	"%d attempts, retry after %s, priority %d": 522,
 	"%d breaking":                              185,
 	"%d changes":                               184,
 	"%d completed":                             237,
@@ -55,14 +55,14 @@ var messageKeyToIndex = map[string]int{
 	"%d h":                                     248,
 	"%d held instances match now.":             50,
 	"%d hours":                                 264,
-	"%d items":                                 576,
+	"%d items":                                 578,
 	"%d left":                                  398,
 	"%d min":                                   247,
 	"%d minutes":                               265,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 69,
 	"%d ms": 267,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 510,
-	"%d occurrences":                          466,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 512,
+	"%d occurrences":                          468,
 	"%d releases":                             202,
 	"%d running instances match now.":         57,
 	"%d running or held instances match now.": 59,
@@ -71,19 +71,19 @@ var messageKeyToIndex = map[string]int{
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 74,
 	"%s (token #%d, %s)":                75,
 	"%s ago":                            244,
-	"%s so far":                         442,
-	"%s → %s":                           515,
+	"%s so far":                         444,
+	"%s → %s":                           517,
 	"%s, revision %s":                   362,
 	"%s, version %s":                    363,
 	"%s: %s":                            236,
 	"%s: %s → %s":                       192,
-	"%s: a date is written 2026-12-01.": 477,
-	"%s: the first day comes after the last.": 478,
+	"%s: a date is written 2026-12-01.": 479,
+	"%s: the first day comes after the last.": 480,
 	"%s–%s":       235,
-	"(each item)": 565,
-	"(worker %s)": 431,
+	"(each item)": 567,
+	"(worker %s)": 433,
 	"0 seconds":   262,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.": 541,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.": 543,
 	"Abandon %d instances":                                           54,
 	"Abandon every held instance this filter matches":                52,
 	"Abandon every held instance…":                                   7,
@@ -96,12 +96,12 @@ var messageKeyToIndex = map[string]int{
 	"Act on every instance this filter matches": 306,
 	"Action":                              78,
 	"All actions":                         90,
-	"All consumers":                       463,
+	"All consumers":                       465,
 	"All definitions":                     226,
 	"All processes":                       312,
 	"All statuses":                        313,
-	"All workers":                         591,
-	"An operator abandoned the instance.": 424,
+	"All workers":                         593,
+	"An operator abandoned the instance.": 426,
 	"Apply filters":                       87,
 	"Apr":                                 253,
 	"As of %s (%s); refreshed every few seconds.": 223,
@@ -113,56 +113,56 @@ var messageKeyToIndex = map[string]int{
 	"Back to external tasks":           123,
 	"Back to the instance":             32,
 	"Back to the list":                 47,
-	"Back without saving":              485,
+	"Back without saving":              487,
 	"Breaks processes":                 162,
 	"Breaks workers":                   163,
 	"Bulk %s applied to %d instances.": 73,
 	"Bulk action":                      82,
 	"Business key":                     66,
 	"Call timeout":                     392,
-	"Camunda 7 facade":                 595,
-	"Cancelled: the instance was stopped (%s).":               441,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 440,
+	"Camunda 7 facade":                 597,
+	"Cancelled: the instance was stopped (%s).":               443,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 442,
 	"Cannot act on this filter":                               70,
-	"Cannot reveal":                                           525,
+	"Cannot reveal":                                           527,
 	"Change":                                                  160,
 	"Changes between the two revisions":                       172,
 	"Changes of the Working copy since revision %d":           181,
 	"Choose two existing revisions to compare.":               182,
 	"Classification":                                          138,
 	"Clear filters":                                           88,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 499,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 501,
 	"Compare":              159,
 	"Compare revisions":    155,
 	"Completed":            234,
-	"Completed (%s).":      436,
+	"Completed (%s).":      438,
 	"Completed, last hour": 220,
 	"Completions and failures per 5 minutes, last hour: %s":    227,
 	"Completions and failures per 5-minute slot, oldest first": 232,
 	"Completions and failures, last hour":                      213,
-	"Connected":                                                587,
+	"Connected":                                                589,
 	"Constraints":                                              139,
 	"Consumer":                                                 375,
-	"Consumer and worker":                                      460,
+	"Consumer and worker":                                      462,
 	"Counting the occurrences; the counts appear when you reload the page.": 133,
 	"Counts are unavailable right now.":                                     134,
-	"Counts as of %s (%s); refreshed every few seconds.":                    508,
-	"Counts by status": 456,
+	"Counts as of %s (%s); refreshed every few seconds.":                    510,
+	"Counts by status": 458,
 	"Created":          278,
 	"Created from":     67,
-	"Created on":       546,
+	"Created on":       548,
 	"Created to":       68,
 	"Creation date":    301,
 	"Dates":            366,
 	"Deadline":         370,
 	"Dec":              261,
 	"Deferred":         410,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 435,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 437,
 	"Definition":         215,
 	"Definition %s":      141,
 	"Definitions":        110,
 	"Definitions by key": 197,
-	"Definitions served": 585,
+	"Definitions served": 587,
 	"Definitions, those needing attention first": 214,
 	"Description":          140,
 	"Destination":          385,
@@ -178,18 +178,18 @@ var messageKeyToIndex = map[string]int{
 	"End node":                    296,
 	"End node or error":           310,
 	"Ended":                       295,
-	"Error":                       459,
+	"Error":                       461,
 	"Error (before any attempt)":  412,
 	"Error code":                  299,
 	"Error message":               382,
-	"Every %d seconds":            489,
+	"Every %d seconds":            491,
 	"Every attempt, oldest first": 374,
 	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log (GET /api/v1/audit/reveals).": 85,
-	"Expired token":                    552,
-	"Expires":                          548,
+	"Expired token":                    554,
+	"Expires":                          550,
 	"External tasks":                   104,
 	"Failed":                           218,
-	"Failed (%s).":                     439,
+	"Failed (%s).":                     441,
 	"Failed occurrence":                298,
 	"Failed, last hour":                221,
 	"Feb":                              251,
@@ -204,14 +204,14 @@ var messageKeyToIndex = map[string]int{
 	"From revision":                    157,
 	"From revision %d to revision %d:": 183,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 36,
-	"Graph":                   498,
-	"Graph of %s":             509,
-	"HTTP 2xx, unusable body": 445,
+	"Graph":                   500,
+	"Graph of %s":             511,
+	"HTTP 2xx, unusable body": 447,
 	"Health":                  103,
 	"Held at node":            297,
 	"Held instances":          217,
-	"ID":                      544,
-	"In flight":               586,
+	"ID":                      546,
+	"In flight":               588,
 	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 228,
 	"Inputs":                     165,
 	"Inputs of revision %d":      176,
@@ -220,33 +220,33 @@ var messageKeyToIndex = map[string]int{
 	"Inputs, labelled by revision %d's contract":                                      399,
 	"Instance":                  309,
 	"Instances":                 105,
-	"Instances of this process": 507,
-	"Invalid page":              579,
+	"Instances of this process": 509,
+	"Invalid page":              581,
 	"Invalid request":           121,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.": 21,
-	"Its instance is held here, waiting for an operator.":                                                                   437,
-	"Its instance went on along the node’s error path.":                                                                     438,
+	"Its instance is held here, waiting for an operator.":                                                                   439,
+	"Its instance went on along the node’s error path.":                                                                     440,
 	"Its message": 413,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      559,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      561,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 34,
 	"Jan":                     250,
 	"Jul":                     256,
 	"Jun":                     255,
-	"Keep it":                 561,
+	"Keep it":                 563,
 	"Keep it held":            14,
 	"Keep it running":         13,
 	"Key":                     198,
-	"Kind":                    502,
+	"Kind":                    504,
 	"Language":                100,
 	"Last error (attempt %d)": 411,
 	"Last reserved":           408,
 	"Last saved":              146,
-	"Last seen":               588,
-	"Last used":               547,
+	"Last seen":               590,
+	"Last used":               549,
 	"Latest revision":         199,
 	"Lists every change from one revision to another, and whom it may break.": 156,
-	"Local time at %s": 487,
-	"Lock expired %s — waiting to be offered again.": 428,
+	"Local time at %s": 489,
+	"Lock expired %s — waiting to be offered again.": 430,
 	"Lock expires":                     409,
 	"Main navigation":                  102,
 	"Mar":                              252,
@@ -255,58 +255,58 @@ var messageKeyToIndex = map[string]int{
 	"Message from Relais (in English)": 414,
 	"Message from the service (as it sent it)": 415,
 	"Mode": 365,
-	"More filters: instance, revision, consumer, dates": 454,
+	"More filters: instance, revision, consumer, dates": 456,
 	"Name":                               144,
-	"Never":                              488,
+	"Never":                              490,
 	"Next attempt":                       407,
-	"Next attempt or settled":            461,
+	"Next attempt or settled":            463,
 	"Next node":                          277,
 	"Next page":                          97,
 	"No definition has occurrences yet.": 222,
 	"No definition yet.":                 201,
 	"No inputs.":                         166,
 	"No instance matches these filters.": 311,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 533,
-	"No occurrence matches these filters.":                                                   462,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 535,
+	"No occurrence matches these filters.":                                                   464,
 	"No operator action matches.":                                                            89,
 	"No operator has acted on this instance.":                                                282,
 	"No outputs yet: the occurrence has not completed.":                                      402,
 	"No outputs.": 169,
 	"No outputs: the occurrence ended without completing.":          404,
-	"No process is published yet.":                                  493,
+	"No process is published yet.":                                  495,
 	"No release yet.":                                               150,
 	"No revision yet: the Working copy has never been snapshotted.": 148,
 	"No service has reserved this occurrence yet.":                  383,
-	"No token.":                         555,
-	"No worker is connected.":           589,
-	"No worker serves this definition.": 592,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 598,
+	"No token.":                         557,
+	"No worker is connected.":           591,
+	"No worker serves this definition.": 594,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 600,
 	"Node":    274,
 	"Node %s": 211,
-	"Nodes":   500,
-	"Nodes of this version, with their occurrences now": 501,
+	"Nodes":   502,
+	"Nodes of this version, with their occurrences now": 503,
 	"Nodes reached, in order":                           273,
 	"Not allowed":                                       119,
 	"Not found":                                         125,
 	"Notes":                                             153,
 	"Nothing exists at this address, or it is not visible to you.":          126,
 	"Nothing to do: no instance this action applies to matches the filter.": 62,
-	"Nothing to find: the search box is empty.":                             531,
+	"Nothing to find: the search box is empty.":                             533,
 	"Nov":                       260,
 	"Now":                       393,
 	"Occurrence":                275,
 	"Occurrence %s":             364,
 	"Occurrence offered again":  81,
-	"Occurrences now":           506,
-	"Occurrences, newest first": 457,
+	"Occurrences now":           508,
+	"Occurrences, newest first": 459,
 	"Oct":                       259,
-	"Offered from %s — %s.":     427,
+	"Offered from %s — %s.":     429,
 	"Oldest claimable waits":    219,
-	"On error":                  505,
-	"On success":                504,
-	"Only a value this page shows as hidden (sensitive) can be revealed.": 526,
-	"Only administrators manage tokens.":                                  542,
-	"Only administrators may reveal a sensitive value.":                   523,
+	"On error":                  507,
+	"On success":                506,
+	"Only a value this page shows as hidden (sensitive) can be revealed.": 528,
+	"Only administrators manage tokens.":                                  544,
+	"Only administrators may reveal a sensitive value.":                   525,
 	"Open":             216,
 	"Operator actions": 270,
 	"Operator actions on this instance, newest first": 283,
@@ -317,25 +317,25 @@ var messageKeyToIndex = map[string]int{
 	"Outputs of the working copy":                     170,
 	"Outputs, labelled by revision %d's contract":     401,
 	"Pages": 96,
-	"Pages with a form, such as a confirmation, never reload on their own.": 483,
+	"Pages with a form, such as a confirmation, never reload on their own.": 485,
 	"Path":                            271,
-	"Pinned revision":                 503,
+	"Pinned revision":                 505,
 	"Policy":                          367,
-	"Previous page":                   475,
+	"Previous page":                   477,
 	"Priority":                        371,
 	"Process":                         64,
-	"Process %s":                      495,
-	"Process and node":                458,
+	"Process %s":                      497,
+	"Process and node":                460,
 	"Process inputs":                  285,
 	"Process instance":                80,
 	"Process instance %s":             268,
 	"Process instances":               303,
 	"Process instances, newest first": 308,
 	"Processes":                       106,
-	"Processes by key":                491,
-	"Protocol":                        584,
+	"Processes by key":                493,
+	"Protocol":                        586,
 	"Published":                       154,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 490,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 492,
 	"Reason": 79,
 	"Reason (recorded in the audit log for every instance)": 46,
 	"Reason (recorded in the audit log)":                    11,
@@ -343,24 +343,24 @@ var messageKeyToIndex = map[string]int{
 	"Recorded operator actions":                             281,
 	"Relais console":                                        99,
 	"Relais has not called the destination yet.":            387,
-	"Relais is calling the destination (since %s).":         432,
+	"Relais is calling the destination (since %s).":         434,
 	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 388,
 	"Relais refused the action. Nothing was done.":                                                         37,
-	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 418,
+	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 420,
 	"Release":                             151,
 	"Releases":                            149,
 	"Releases, oldest first":              171,
-	"Reload lists and detail pages":       482,
+	"Reload lists and detail pages":       484,
 	"Replica":                             386,
 	"Required":                            137,
 	"Reserved":                            377,
-	"Reserved by %s.":                     434,
-	"Reserved by %s; lock until %s — %s.": 433,
+	"Reserved by %s.":                     436,
+	"Reserved by %s; lock until %s — %s.": 435,
 	"Retried by %s at %s — “%s”":          293,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 39,
 	"Retries":            390,
 	"Retry %d instances": 51,
-	"Retry at %s — %s.":  426,
+	"Retry at %s — %s.":  428,
 	"Retry delay":        369,
 	"Retry every held instance this filter matches": 48,
 	"Retry every held instance…":                    6,
@@ -371,33 +371,33 @@ var messageKeyToIndex = map[string]int{
 	"Retrying and abandoning apply to held instances, not %s ones.":                                           44,
 	"Retry…":                    0,
 	"Reveal — this is recorded": 405,
-	"Revealed by %s at %s; recorded in the audit log.": 524,
+	"Revealed by %s at %s; recorded in the audit log.": 526,
 	"Revision":    152,
 	"Revision %d": 173,
 	"Revisions":   147,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 600,
-	"Revoke the %s token “%s”?": 558,
-	"Revoke the token":          560,
-	"Revoke token %d":           557,
-	"Revoke…":                   553,
-	"Role":                      545,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 602,
+	"Revoke the %s token “%s”?": 560,
+	"Revoke the token":          562,
+	"Revoke token %d":           559,
+	"Revoke…":                   555,
+	"Role":                      547,
 	"Route":                     276,
 	"Routing output":            145,
-	"Rows %s–%s":                476,
-	"Save settings":             484,
+	"Rows %s–%s":                478,
+	"Save settings":             486,
 	"Say why, for whoever reads the log later: at most %d characters.": 12,
-	"Search":                               529,
-	"Secret values can never be revealed.": 527,
+	"Search":                               531,
+	"Secret values can never be revealed.": 529,
 	"Sep":                                  258,
-	"Served by %d workers":                 599,
+	"Served by %d workers":                 601,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 25,
 	"Settled":              279,
-	"Settlement date":      453,
+	"Settlement date":      455,
 	"Show all definitions": 225,
-	"Show times in":        480,
+	"Show times in":        482,
 	"Showing the instances bulk action %s changed.": 93,
-	"Sign in": 535,
-	"Sign in with an operator or administrator token.": 536,
+	"Sign in": 537,
+	"Sign in with an operator or administrator token.": 538,
 	"Sign out":             114,
 	"Signed in as %s (%s)": 113,
 	"Since revision %d:":   179,
@@ -405,9 +405,9 @@ var messageKeyToIndex = map[string]int{
 	"Slot":                 233,
 	"Snapshotted":          174,
 	"Something went wrong": 131,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 543,
-	"Staff tokens, oldest first": 549,
-	"Start node":                 497,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 545,
+	"Staff tokens, oldest first": 551,
+	"Start node":                 499,
 	"Started":                    294,
 	"Status":                     65,
 	"Stop %d instances":          61,
@@ -428,23 +428,25 @@ var messageKeyToIndex = map[string]int{
 	"Summary": 269,
 	"Task contracts: their Working copy, immutable revisions and named releases.": 196,
 	"Temporarily unavailable":                         129,
-	"That is too long to be an id or a business key.": 532,
+	"That is too long to be an id or a business key.": 534,
 	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.": 178,
 	"The bulk action must be its id (a UUID).":                   92,
-	"The call could not be prepared.":                            419,
+	"The call could not be prepared.":                            421,
 	"The chart’s numbers":                                        231,
 	"The confirmed count is missing: start again from the list.": 71,
 	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           132,
-	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      481,
+	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      483,
 	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 72,
 	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 130,
-	"The deadline passed before a result arrived.": 416,
-	"The destination answered HTTP %s.":            425,
-	"The destination could not be reached.":        420,
-	"The destination’s answer was too large.":      421,
+	"The deadline passed before a result arrived.":                                                                                418,
+	"The destination answered HTTP %s.":                                                                                           427,
+	"The destination could not be reached.":                                                                                       422,
+	"The destination did not answer within the call’s timeout (%s).":                                                              416,
+	"The destination did not answer within the call’s timeout.":                                                                   417,
+	"The destination’s answer was too large.":                                                                                     423,
 	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                            122,
-	"The inputs could not be built from the process’s bindings.":                                                                  423,
-	"The last attempt’s lock expired with no attempt left.":                                                                       422,
+	"The inputs could not be built from the process’s bindings.":                                                                  425,
+	"The last attempt’s lock expired with no attempt left.":                                                                       424,
 	"The next page counts them and asks for a reason before anything changes.":                                                    307,
 	"The nodes this instance reached, in order, each with its occurrence.":                                                        272,
 	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                143,
@@ -452,161 +454,161 @@ var messageKeyToIndex = map[string]int{
 	"The page size must be between 1 and %d.":                                                                                     302,
 	"The process instance must be an instance id (a UUID).":                                                                       91,
 	"The reason you gave, not recorded:":                                                                                          31,
-	"The result did not match the revision's outputs contract.":                                                                   417,
-	"The revision must be a whole number, 1 or more.":                                                                             451,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 538,
-	"The token was revoked.":                              556,
-	"These revisions have the same contracts.":            164,
-	"These settings are kept in this browser only.":       479,
-	"They take every revision their consumer is granted.": 601,
-	"They take revision %d only.":                         602,
-	"They take revisions %s only.":                        603,
-	"This contract has no inputs.":                        400,
-	"This contract has no outputs.":                       403,
-	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                                                                      128,
+	"The result did not match the revision's outputs contract.":                                                                   419,
+	"The revision must be a whole number, 1 or more.":                                                                             453,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 540,
+	"The token was revoked.":                                                                                                      558,
+	"These revisions have the same contracts.":                                                                                    164,
+	"These settings are kept in this browser only.":                                                                               481,
+	"They take every revision their consumer is granted.":                                                                         603,
+	"They take revision %d only.":                                                                                                 604,
+	"They take revisions %s only.":                                                                                                605,
+	"This contract has no inputs.":                                                                                                400,
+	"This contract has no outputs.":                                                                                               403,
+	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                         128,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.": 27,
-	"This instance has already ended; there is nothing to stop.":                                                                                                               35,
-	"This instance has not reached a task yet.":                                                                                                                                280,
-	"This instance is %s, not held: there is nothing to abandon.":                                                                                                              29,
-	"This instance is %s, not held: there is nothing to retry.":                                                                                                                28,
-	"This instance is %s: there is nothing to stop.":                                                                                                                           30,
+	"This instance has already ended; there is nothing to stop.":  35,
+	"This instance has not reached a task yet.":                   280,
+	"This instance is %s, not held: there is nothing to abandon.": 29,
+	"This instance is %s, not held: there is nothing to retry.":   28,
+	"This instance is %s: there is nothing to stop.":              30,
 	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 288,
 	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 289,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          33,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   38,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            563,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           562,
-	"This page does not accept that request.":     528,
-	"This page link is not one the console made.": 580,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            565,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           564,
+	"This page does not accept that request.":     530,
+	"This page link is not one the console made.": 582,
 	"This page reloads every %d seconds.":         118,
 	"This process takes no inputs.":               287,
-	"This token is unknown or has been revoked.":  540,
+	"This token is unknown or has been revoked.":  542,
 	"Times in %s · no auto-reload":                117,
 	"Times in %s · reload every %d s":             116,
 	"To revision":                                 158,
-	"Token":                                       537,
+	"Token":                                       539,
 	"Tokens":                                      112,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 539,
-	"Totals of all definitions, not narrowed by the other filters":         465,
-	"Totals of definition %s, not narrowed by the other filters":           464,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 541,
+	"Totals of all definitions, not narrowed by the other filters":         467,
+	"Totals of definition %s, not narrowed by the other filters":           466,
 	"Type": 136,
-	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 530,
-	"UTC (coordinated universal time)": 486,
+	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 532,
+	"UTC (coordinated universal time)": 488,
 	"Unknown action.":                  42,
-	"Unknown consumer.":                452,
+	"Unknown consumer.":                454,
 	"Unknown status %q.":               300,
 	"Value":                            284,
-	"Version":                          496,
-	"Versions, newest first":           492,
-	"Waiting for Relais to call the destination since %s (%s).": 429,
-	"Waiting for a worker since %s (%s).":                       430,
+	"Version":                          498,
+	"Versions, newest first":           494,
+	"Waiting for Relais to call the destination since %s (%s).": 431,
+	"Waiting for a worker since %s (%s).":                       432,
 	"When":                                                      76,
 	"Who":                                                       77,
-	"Worker":                                                    583,
+	"Worker":                                                    585,
 	"Worker id":                                                 376,
 	"Workers":                                                   111,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        581,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        583,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 17,
-	"Workers seen within three heartbeats": 582,
-	"Workers serving %s":                   590,
+	"Workers seen within three heartbeats": 584,
+	"Workers serving %s":                   592,
 	"Working copy":                         142,
-	"You are signed out.":                  534,
+	"You are signed out.":                  536,
 	"Your role can read definitions only: external tasks and process instances are for operators and administrators.": 120,
-	"[redacted]":                          450,
+	"[redacted]":                          452,
 	"abandon":                             4,
 	"administrator":                       340,
 	"an incident: retry, abandon or stop": 206,
-	"answer too large":                    448,
+	"answer too large":                    450,
 	"any":                                 63,
-	"any other code → %s":                 518,
+	"any other code → %s":                 520,
 	"any other error":                     204,
-	"as of %s (%s); counts are refreshed every few seconds.": 467,
-	"at least %d characters":                                 566,
-	"at least %d items":                                      573,
+	"as of %s (%s); counts are refreshed every few seconds.": 469,
+	"at least %d characters":                                 568,
+	"at least %d items":                                      575,
 	"at most %d":                                             395,
-	"at most %d characters":                                  567,
-	"at most %d items":                                       574,
+	"at most %d characters":                                  569,
+	"at most %d items":                                       576,
 	"at most %d since the last operator retry":               396,
 	"available":                                              314,
 	"boolean":                                                327,
-	"call in progress since":                                 472,
+	"call in progress since":                                 474,
 	"cancelled":                                              317,
 	"choice":                                                 330,
-	"claimable since":                                        471,
+	"claimable since":                                        473,
 	"claimable since %s":                                     224,
 	"classification changed":                                 351,
 	"completed":                                              229,
 	"constraint changed":                                     352,
 	"consumer":                                               343,
-	"consumer #%s":                                           443,
+	"consumer #%s":                                           445,
 	"date":                                                   328,
 	"date and time":                                          329,
-	"deadline %s":                                            521,
+	"deadline %s":                                            523,
 	"deferred":                                               316,
-	"deferred since":                                         474,
+	"deferred since":                                         476,
 	"deleted":                                                83,
 	"designer":                                               342,
 	"disconnected":                                           323,
-	"end (completes)":                                        513,
-	"end (fails)":                                            514,
+	"end (completes)":                                        515,
+	"end (fails)":                                            516,
 	"end: completes the instance":                            207,
 	"end: fails the instance":                                208,
-	"every revision its consumer is granted":                 596,
+	"every revision its consumer is granted":                 598,
 	"expired":                                                320,
 	"failed":                                                 230,
-	"fails the instance":                                     519,
+	"fails the instance":                                     521,
 	"field added":                                            346,
 	"field removed":                                          347,
 	"format":                                                 357,
-	"format %s":                                              569,
+	"format %s":                                              571,
 	"from":                                                   304,
 	"held":                                                   319,
 	"held for an operator":                                   205,
-	"hold (an incident for an operator)":                     517,
+	"hold (an incident for an operator)":                     519,
 	"id or business key":                                     108,
 	"in %s":                                                  243,
 	"in progress":                                            384,
-	"instance id":                                            455,
+	"instance id":                                            457,
 	"integer":                                                325,
 	"just now":                                               245,
 	"list":                                                   332,
-	"lock until":                                             473,
-	"long polling":                                           594,
+	"lock until":                                             475,
+	"long polling":                                           596,
 	"maximum":                                                359,
-	"maximum %s":                                             571,
+	"maximum %s":                                             573,
 	"maximum items":                                          361,
 	"maximum length":                                         355,
 	"minimum":                                                358,
-	"minimum %s":                                             570,
+	"minimum %s":                                             572,
 	"minimum items":                                          360,
 	"minimum length":                                         354,
-	"never":                                                  550,
-	"next attempt":                                           470,
+	"never":                                                  552,
+	"next attempt":                                           472,
 	"no":                                                     345,
-	"no answer within the timeout":                           446,
-	"no connection":                                          447,
+	"no answer within the timeout":                           448,
+	"no connection":                                          449,
 	"none":                                                   195,
 	"none yet":                                               200,
 	"none: a failed call takes the node’s error path": 391,
 	"normal":                          333,
-	"not provided":                    575,
-	"not yet":                         551,
-	"null":                            577,
+	"not provided":                    577,
+	"not yet":                         553,
+	"null":                            579,
 	"number":                          326,
 	"object":                          331,
 	"on error":                        203,
-	"one of: %s":                      572,
+	"one of: %s":                      574,
 	"operator":                        341,
 	"optional field of type %s":       194,
 	"optional → required":             187,
 	"pattern":                         356,
-	"pattern %s":                      568,
-	"pull":                            511,
+	"pattern %s":                      570,
+	"pull":                            513,
 	"pull %s":                         210,
 	"pull (the service fetches it)":   338,
 	"push %s":                         209,
 	"push (Relais calls the service)": 339,
-	"push to %s":                      512,
+	"push to %s":                      514,
 	"rejected":                        321,
 	"released":                        322,
 	"required changed":                349,
@@ -614,38 +616,38 @@ var messageKeyToIndex = map[string]int{
 	"required → optional":             188,
 	"reserved":                        315,
 	"retry":                           3,
-	"revision %d":                     468,
-	"revisions %s":                    597,
+	"revision %d":                     470,
+	"revisions %s":                    599,
 	"routing changed":                 353,
-	"routing output":                  564,
+	"routing output":                  566,
 	"routing output %s → %s":          186,
 	"running":                         318,
 	"secret":                          335,
 	"sensitive":                       334,
-	"settled":                         469,
+	"settled":                         471,
 	"stop":                            5,
-	"stream":                          593,
+	"stream":                          595,
 	"text":                            324,
 	"the contracts are the same (the name or a description changed).": 180,
-	"this session":           554,
-	"timeout %s":             522,
+	"this session":           556,
+	"timeout %s":             524,
 	"to":                     305,
 	"type changed":           348,
-	"unexpected value":       578,
-	"unknown":                449,
+	"unexpected value":       580,
+	"unknown":                451,
 	"values added: %s":       189,
 	"values changed":         350,
 	"values removed: %s":     190,
 	"values reordered":       191,
-	"version %d":             494,
-	"waiting":                444,
+	"version %d":             496,
+	"waiting":                446,
 	"yes":                    344,
 	"••• hidden (secret)":    337,
 	"••• hidden (sensitive)": 336,
-	"→ %s":                   516,
+	"→ %s":                   518,
 }
 
-var enIndex = []uint32{ // 605 elements
+var enIndex = []uint32{ // 607 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x0000005a,
@@ -764,62 +766,62 @@ var enIndex = []uint32{ // 605 elements
 	0x000030b8, 0x000030c6, 0x000030d3, 0x000030dc,
 	0x000030f7, 0x00003112, 0x0000311e, 0x0000313f,
 	// Entry 1A0 - 1BF
-	0x00003168, 0x00003195, 0x000031cf, 0x00003234,
-	0x00003254, 0x0000327a, 0x000032a4, 0x000032dc,
-	0x00003319, 0x0000333d, 0x00003362, 0x0000337c,
-	0x0000339a, 0x000033ce, 0x0000340e, 0x00003438,
-	0x00003447, 0x00003478, 0x000034a7, 0x000034ba,
-	0x0000352f, 0x00003542, 0x00003576, 0x000035aa,
-	0x000035ba, 0x00003601, 0x0000362e, 0x0000363b,
-	0x0000364b, 0x00003653, 0x0000366b, 0x00003688,
+	0x00003168, 0x000031ac, 0x000031e8, 0x00003215,
+	0x0000324f, 0x000032b4, 0x000032d4, 0x000032fa,
+	0x00003324, 0x0000335c, 0x00003399, 0x000033bd,
+	0x000033e2, 0x000033fc, 0x0000341a, 0x0000344e,
+	0x0000348e, 0x000034b8, 0x000034c7, 0x000034f8,
+	0x00003527, 0x0000353a, 0x000035af, 0x000035c2,
+	0x000035f6, 0x0000362a, 0x0000363a, 0x00003681,
+	0x000036ae, 0x000036bb, 0x000036cb, 0x000036d3,
 	// Entry 1C0 - 1DF
-	0x00003696, 0x000036a7, 0x000036af, 0x000036ba,
-	0x000036ea, 0x000036fc, 0x0000370c, 0x0000373e,
-	0x0000374a, 0x0000375b, 0x00003775, 0x00003786,
-	0x0000378c, 0x000037a0, 0x000037b8, 0x000037dd,
-	0x000037eb, 0x00003829, 0x00003866, 0x00003892,
-	0x000038cf, 0x000038de, 0x000038e6, 0x000038f3,
-	0x00003903, 0x0000391a, 0x00003925, 0x00003934,
-	0x00003942, 0x00003955, 0x0000397a, 0x000039a5,
+	0x000036eb, 0x00003708, 0x00003716, 0x00003727,
+	0x0000372f, 0x0000373a, 0x0000376a, 0x0000377c,
+	0x0000378c, 0x000037be, 0x000037ca, 0x000037db,
+	0x000037f5, 0x00003806, 0x0000380c, 0x00003820,
+	0x00003838, 0x0000385d, 0x0000386b, 0x000038a9,
+	0x000038e6, 0x00003912, 0x0000394f, 0x0000395e,
+	0x00003966, 0x00003973, 0x00003983, 0x0000399a,
+	0x000039a5, 0x000039b4, 0x000039c2, 0x000039d5,
 	// Entry 1E0 - 1FF
-	0x000039d3, 0x000039e1, 0x00003a74, 0x00003a92,
-	0x00003ad8, 0x00003ae6, 0x00003afa, 0x00003b1b,
-	0x00003b2f, 0x00003b35, 0x00003b49, 0x00003bbc,
-	0x00003bcd, 0x00003be4, 0x00003c01, 0x00003c0f,
-	0x00003c1d, 0x00003c25, 0x00003c30, 0x00003c36,
-	0x00003d28, 0x00003d2e, 0x00003d60, 0x00003d65,
-	0x00003d75, 0x00003d80, 0x00003d89, 0x00003d99,
-	0x00003db3, 0x00003dec, 0x00003dfb, 0x00003eb5,
+	0x000039fa, 0x00003a25, 0x00003a53, 0x00003a61,
+	0x00003af4, 0x00003b12, 0x00003b58, 0x00003b66,
+	0x00003b7a, 0x00003b9b, 0x00003baf, 0x00003bb5,
+	0x00003bc9, 0x00003c3c, 0x00003c4d, 0x00003c64,
+	0x00003c81, 0x00003c8f, 0x00003c9d, 0x00003ca5,
+	0x00003cb0, 0x00003cb6, 0x00003da8, 0x00003dae,
+	0x00003de0, 0x00003de5, 0x00003df5, 0x00003e00,
+	0x00003e09, 0x00003e19, 0x00003e33, 0x00003e6c,
 	// Entry 200 - 21F
-	0x00003eba, 0x00003ec8, 0x00003ed8, 0x00003ee4,
-	0x00003ef4, 0x00003efe, 0x00003f21, 0x00003f3a,
-	0x00003f4d, 0x00003fb9, 0x00003fc8, 0x00003fd6,
-	0x00004008, 0x0000403f, 0x0000404d, 0x00004091,
-	0x000040b6, 0x000040de, 0x000040e5, 0x00004140,
-	0x0000416a, 0x0000419a, 0x000041f8, 0x0000420c,
-	0x00004214, 0x00004245, 0x0000424b, 0x000042c7,
-	0x0000430f, 0x0000433a, 0x0000439c, 0x000043bf,
+	0x00003e7b, 0x00003f35, 0x00003f3a, 0x00003f48,
+	0x00003f58, 0x00003f64, 0x00003f74, 0x00003f7e,
+	0x00003fa1, 0x00003fba, 0x00003fcd, 0x00004039,
+	0x00004048, 0x00004056, 0x00004088, 0x000040bf,
+	0x000040cd, 0x00004111, 0x00004136, 0x0000415e,
+	0x00004165, 0x000041c0, 0x000041ea, 0x0000421a,
+	0x00004278, 0x0000428c, 0x00004294, 0x000042c5,
+	0x000042cb, 0x00004347, 0x0000438f, 0x000043ba,
 	// Entry 220 - 23F
-	0x00004466, 0x00004469, 0x0000446e, 0x00004479,
-	0x00004483, 0x0000448b, 0x000044a6, 0x000044ac,
-	0x000044b4, 0x000044c2, 0x000044cc, 0x000044d9,
-	0x000044e3, 0x000044fa, 0x0000450d, 0x00004531,
-	0x000045b1, 0x000045c2, 0x000045ca, 0x0000463f,
-	0x00004693, 0x000046a2, 0x000046ae, 0x000046ea,
-	0x00004724, 0x00004732, 0x0000473f, 0x0000474d,
-	0x0000475b, 0x00004769, 0x0000479b, 0x000047cb,
+	0x0000441c, 0x0000443f, 0x000044e6, 0x000044e9,
+	0x000044ee, 0x000044f9, 0x00004503, 0x0000450b,
+	0x00004526, 0x0000452c, 0x00004534, 0x00004542,
+	0x0000454c, 0x00004559, 0x00004563, 0x0000457a,
+	0x0000458d, 0x000045b1, 0x00004631, 0x00004642,
+	0x0000464a, 0x000046bf, 0x00004713, 0x00004722,
+	0x0000472e, 0x0000476a, 0x000047a4, 0x000047b2,
+	0x000047bf, 0x000047cd, 0x000047db, 0x000047e9,
 	// Entry 240 - 25F
-	0x000047d8, 0x000047f8, 0x000047fd, 0x0000480e,
-	0x0000481b, 0x00004847, 0x000048cd, 0x000048f2,
-	0x000048f9, 0x00004902, 0x00004915, 0x0000491f,
-	0x00004929, 0x00004933, 0x0000494b, 0x00004961,
-	0x0000496d, 0x0000498f, 0x00004996, 0x000049a3,
-	0x000049b4, 0x000049db, 0x000049eb, 0x00004a3f,
-	0x00004a77, 0x00004ac7, 0x00004afb, 0x00004b1a,
-	0x00004b3a,
-} // Size: 2444 bytes
+	0x0000481b, 0x0000484b, 0x00004858, 0x00004878,
+	0x0000487d, 0x0000488e, 0x0000489b, 0x000048c7,
+	0x0000494d, 0x00004972, 0x00004979, 0x00004982,
+	0x00004995, 0x0000499f, 0x000049a9, 0x000049b3,
+	0x000049cb, 0x000049e1, 0x000049ed, 0x00004a0f,
+	0x00004a16, 0x00004a23, 0x00004a34, 0x00004a5b,
+	0x00004a6b, 0x00004abf, 0x00004af7, 0x00004b47,
+	0x00004b7b, 0x00004b9a, 0x00004bba,
+} // Size: 2452 bytes
 
-const enData string = "" + // Size: 19258 bytes
+const enData string = "" + // Size: 19386 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every held instance…\x02Stop every running instance…\x02Stop every runni" +
@@ -1020,112 +1022,114 @@ const enData string = "" + // Size: 19258 bytes
 	"orded\x02Available from\x02Next attempt\x02Last reserved\x02Lock expires" +
 	"\x02Deferred\x02Last error (attempt %[1]d)\x02Error (before any attempt)" +
 	"\x02Its message\x02Message from Relais (in English)\x02Message from the " +
-	"service (as it sent it)\x02The deadline passed before a result arrived." +
-	"\x02The result did not match the revision's outputs contract.\x02Relais " +
-	"stopped during the call: whether the destination acted is unknown, so it" +
-	" is not called again.\x02The call could not be prepared.\x02The destinat" +
-	"ion could not be reached.\x02The destination’s answer was too large.\x02" +
-	"The last attempt’s lock expired with no attempt left.\x02The inputs coul" +
-	"d not be built from the process’s bindings.\x02An operator abandoned the" +
-	" instance.\x02The destination answered HTTP %[1]s.\x02Retry at %[1]s — %" +
-	"[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to " +
-	"be offered again.\x02Waiting for Relais to call the destination since %[" +
-	"1]s (%[2]s).\x02Waiting for a worker since %[1]s (%[2]s).\x02(worker %[1" +
-	"]s)\x02Relais is calling the destination (since %[1]s).\x02Reserved by %" +
-	"[1]s; lock until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred since " +
-	"%[1]s (%[2]s): a worker of the same consumer, or a front end with a sett" +
-	"le token, completes it later.\x02Completed (%[1]s).\x02Its instance is h" +
-	"eld here, waiting for an operator.\x02Its instance went on along the nod" +
-	"e’s error path.\x02Failed (%[1]s).\x02Cancelled: the instance was stoppe" +
-	"d by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the instance was stopped (%" +
-	"[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02waiting\x02HTTP 2xx, unusab" +
-	"le body\x02no answer within the timeout\x02no connection\x02answer too l" +
-	"arge\x02unknown\x02[redacted]\x02The revision must be a whole number, 1 " +
-	"or more.\x02Unknown consumer.\x02Settlement date\x02More filters: instan" +
-	"ce, revision, consumer, dates\x02instance id\x02Counts by status\x02Occu" +
-	"rrences, newest first\x02Process and node\x02Error\x02Consumer and worke" +
-	"r\x02Next attempt or settled\x02No occurrence matches these filters.\x02" +
-	"All consumers\x02Totals of definition %[1]s, not narrowed by the other f" +
-	"ilters\x02Totals of all definitions, not narrowed by the other filters" +
-	"\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurr" +
-	"ences\x02as of %[1]s (%[2]s); counts are refreshed every few seconds." +
-	"\x02revision %[1]d\x02settled\x02next attempt\x02claimable since\x02call" +
-	" in progress since\x02lock until\x02deferred since\x02Previous page\x02R" +
-	"ows %[1]s–%[2]s\x02%[1]s: a date is written 2026-12-01.\x02%[1]s: the fi" +
-	"rst day comes after the last.\x02These settings are kept in this browser" +
-	" only.\x02Show times in\x02The console runs no script, so it cannot read" +
-	" your computer’s time zone: choose its offset from UTC. Offsets do not f" +
-	"ollow daylight saving time.\x02Reload lists and detail pages\x02Pages wi" +
-	"th a form, such as a confirmation, never reload on their own.\x02Save se" +
-	"ttings\x02Back without saving\x02UTC (coordinated universal time)\x02Loc" +
-	"al time at %[1]s\x02Never\x02Every %[1]d seconds\x02Published process ve" +
-	"rsions: their nodes, routes and pinned revisions, drawn, with where thei" +
-	"r occurrences are now.\x02Processes by key\x02Versions, newest first\x02" +
-	"No process is published yet.\x02version %[1]d\x02Process %[1]s\x02Versio" +
-	"n\x02Start node\x02Graph\x02Columns follow the longest path from the sta" +
-	"rt node. Solid arrows are successes (labelled with their route), dashed " +
-	"ones failures (labelled with their error codes). Each box says how many " +
-	"of this version’s occurrences are at that node now.\x02Nodes\x02Nodes of" +
-	" this version, with their occurrences now\x02Kind\x02Pinned revision\x02" +
-	"On success\x02On error\x02Occurrences now\x02Instances of this process" +
-	"\x02Counts as of %[1]s (%[2]s); refreshed every few seconds.\x02Graph of" +
-	" %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The ta" +
-	"ble below lists the same nodes, routes and counts.\x00Y\x02%[1]d nodes, " +
-	"starting at %[2]s. The table below lists the same nodes, routes and coun" +
-	"ts.\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s " +
-	"→ %[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02any other " +
-	"code → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%[1]d att" +
-	"empt, retry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, retry af" +
-	"ter %[2]s, priority %[3]d\x02deadline %[1]s\x02timeout %[1]s\x02Only adm" +
-	"inistrators may reveal a sensitive value.\x02Revealed by %[1]s at %[2]s;" +
-	" recorded in the audit log.\x02Cannot reveal\x02Only a value this page s" +
-	"hows as hidden (sensitive) can be revealed.\x02Secret values can never b" +
-	"e revealed.\x02This page does not accept that request.\x02Search\x02Type" +
-	" an instance or occurrence id (a UUID, as the pages show on hover), or a" +
-	" business key.\x02Nothing to find: the search box is empty.\x02That is t" +
-	"oo long to be an id or a business key.\x02No instance or occurrence has " +
-	"the id “%[1]s”, and no instance has it as its business key.\x02You are s" +
-	"igned out.\x02Sign in\x02Sign in with an operator or administrator token" +
-	".\x02Token\x02The token is checked once and never stored in your browser" +
-	"; a session cookie stands for it for up to 8 hours of inactivity.\x02Too" +
-	" many failed sign-ins from your address. Try again in %[1]d seconds.\x02" +
-	"This token is unknown or has been revoked.\x02A %[1]s token cannot open " +
-	"the console: sign in with an operator, designer or administrator token." +
-	"\x02Only administrators manage tokens.\x02Staff tokens (administrators, " +
-	"designers, operators) that are not revoked. Consumer tokens are managed " +
-	"with their consumers. Revoking a token refuses its next request.\x02ID" +
-	"\x02Role\x02Created on\x02Last used\x02Expires\x02Staff tokens, oldest f" +
-	"irst\x02never\x02not yet\x02Expired token\x02Revoke…\x02this session\x02" +
-	"No token.\x02The token was revoked.\x02Revoke token %[1]d\x02Revoke the " +
-	"%[1]s token “%[2]s”?\x02Its next request is refused, and console session" +
-	"s opened with it end. This cannot be undone: whoever uses it needs a new" +
-	" token.\x02Revoke the token\x02Keep it\x02This is the token you signed i" +
-	"n with: revoking it signs you out. Its next request is refused. This can" +
-	"not be undone.\x02This is the last usable administrator token: create an" +
-	"other one before revoking it.\x02routing output\x02(each item)\x14\x01" +
-	"\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at least %[1" +
-	"]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00" +
-	"\x19\x02at most %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02min" +
-	"imum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14" +
-	"\x02at least %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01" +
-	"\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02not" +
-	" provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d ite" +
-	"ms\x02null\x02unexpected value\x02Invalid page\x02This page link is not " +
-	"one the console made.\x02Workers connected by a stream, and polling work" +
-	"ers by their last fetch. A worker is listed while it was seen within thr" +
-	"ee heartbeats.\x02Workers seen within three heartbeats\x02Worker\x02Prot" +
-	"ocol\x02Definitions served\x02In flight\x02Connected\x02Last seen\x02No " +
-	"worker is connected.\x02Workers serving %[1]s\x02All workers\x02No worke" +
-	"r serves this definition.\x02stream\x02long polling\x02Camunda 7 facade" +
-	"\x02every revision its consumer is granted\x02revisions %[1]s\x02No work" +
-	"er serves this definition: its occurrences wait until one connects or po" +
-	"lls.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Se" +
-	"rved by %[1]d workers\x02Revisions they take: %[1]s; some take every rev" +
-	"ision their consumer is granted.\x02They take every revision their consu" +
-	"mer is granted.\x02They take revision %[1]d only.\x02They take revisions" +
-	" %[1]s only."
+	"service (as it sent it)\x02The destination did not answer within the cal" +
+	"l’s timeout (%[1]s).\x02The destination did not answer within the call’s" +
+	" timeout.\x02The deadline passed before a result arrived.\x02The result " +
+	"did not match the revision's outputs contract.\x02Relais stopped during " +
+	"the call: whether the destination acted is unknown, so it is not called " +
+	"again.\x02The call could not be prepared.\x02The destination could not b" +
+	"e reached.\x02The destination’s answer was too large.\x02The last attemp" +
+	"t’s lock expired with no attempt left.\x02The inputs could not be built " +
+	"from the process’s bindings.\x02An operator abandoned the instance.\x02T" +
+	"he destination answered HTTP %[1]s.\x02Retry at %[1]s — %[2]s.\x02Offere" +
+	"d from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to be offered agai" +
+	"n.\x02Waiting for Relais to call the destination since %[1]s (%[2]s)." +
+	"\x02Waiting for a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02Relai" +
+	"s is calling the destination (since %[1]s).\x02Reserved by %[1]s; lock u" +
+	"ntil %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2]s" +
+	"): a worker of the same consumer, or a front end with a settle token, co" +
+	"mpletes it later.\x02Completed (%[1]s).\x02Its instance is held here, wa" +
+	"iting for an operator.\x02Its instance went on along the node’s error pa" +
+	"th.\x02Failed (%[1]s).\x02Cancelled: the instance was stopped by %[1]s a" +
+	"t %[2]s — “%[3]s”.\x02Cancelled: the instance was stopped (%[1]s).\x02%[" +
+	"1]s so far\x02consumer #%[1]s\x02waiting\x02HTTP 2xx, unusable body\x02n" +
+	"o answer within the timeout\x02no connection\x02answer too large\x02unkn" +
+	"own\x02[redacted]\x02The revision must be a whole number, 1 or more.\x02" +
+	"Unknown consumer.\x02Settlement date\x02More filters: instance, revision" +
+	", consumer, dates\x02instance id\x02Counts by status\x02Occurrences, new" +
+	"est first\x02Process and node\x02Error\x02Consumer and worker\x02Next at" +
+	"tempt or settled\x02No occurrence matches these filters.\x02All consumer" +
+	"s\x02Totals of definition %[1]s, not narrowed by the other filters\x02To" +
+	"tals of all definitions, not narrowed by the other filters\x14\x01\x81" +
+	"\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as " +
+	"of %[1]s (%[2]s); counts are refreshed every few seconds.\x02revision %[" +
+	"1]d\x02settled\x02next attempt\x02claimable since\x02call in progress si" +
+	"nce\x02lock until\x02deferred since\x02Previous page\x02Rows %[1]s–%[2]s" +
+	"\x02%[1]s: a date is written 2026-12-01.\x02%[1]s: the first day comes a" +
+	"fter the last.\x02These settings are kept in this browser only.\x02Show " +
+	"times in\x02The console runs no script, so it cannot read your computer’" +
+	"s time zone: choose its offset from UTC. Offsets do not follow daylight " +
+	"saving time.\x02Reload lists and detail pages\x02Pages with a form, such" +
+	" as a confirmation, never reload on their own.\x02Save settings\x02Back " +
+	"without saving\x02UTC (coordinated universal time)\x02Local time at %[1]" +
+	"s\x02Never\x02Every %[1]d seconds\x02Published process versions: their n" +
+	"odes, routes and pinned revisions, drawn, with where their occurrences a" +
+	"re now.\x02Processes by key\x02Versions, newest first\x02No process is p" +
+	"ublished yet.\x02version %[1]d\x02Process %[1]s\x02Version\x02Start node" +
+	"\x02Graph\x02Columns follow the longest path from the start node. Solid " +
+	"arrows are successes (labelled with their route), dashed ones failures (" +
+	"labelled with their error codes). Each box says how many of this version" +
+	"’s occurrences are at that node now.\x02Nodes\x02Nodes of this version" +
+	", with their occurrences now\x02Kind\x02Pinned revision\x02On success" +
+	"\x02On error\x02Occurrences now\x02Instances of this process\x02Counts a" +
+	"s of %[1]s (%[2]s); refreshed every few seconds.\x02Graph of %[1]s\x14" +
+	"\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The table below " +
+	"lists the same nodes, routes and counts.\x00Y\x02%[1]d nodes, starting a" +
+	"t %[2]s. The table below lists the same nodes, routes and counts.\x02pul" +
+	"l\x02push to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s → %[2]s" +
+	"\x02→ %[1]s\x02hold (an incident for an operator)\x02any other code → %[" +
+	"1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, ret" +
+	"ry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, retry after %[2]s" +
+	", priority %[3]d\x02deadline %[1]s\x02timeout %[1]s\x02Only administrato" +
+	"rs may reveal a sensitive value.\x02Revealed by %[1]s at %[2]s; recorded" +
+	" in the audit log.\x02Cannot reveal\x02Only a value this page shows as h" +
+	"idden (sensitive) can be revealed.\x02Secret values can never be reveale" +
+	"d.\x02This page does not accept that request.\x02Search\x02Type an insta" +
+	"nce or occurrence id (a UUID, as the pages show on hover), or a business" +
+	" key.\x02Nothing to find: the search box is empty.\x02That is too long t" +
+	"o be an id or a business key.\x02No instance or occurrence has the id “%" +
+	"[1]s”, and no instance has it as its business key.\x02You are signed out" +
+	".\x02Sign in\x02Sign in with an operator or administrator token.\x02Toke" +
+	"n\x02The token is checked once and never stored in your browser; a sessi" +
+	"on cookie stands for it for up to 8 hours of inactivity.\x02Too many fai" +
+	"led sign-ins from your address. Try again in %[1]d seconds.\x02This toke" +
+	"n is unknown or has been revoked.\x02A %[1]s token cannot open the conso" +
+	"le: sign in with an operator, designer or administrator token.\x02Only a" +
+	"dministrators manage tokens.\x02Staff tokens (administrators, designers," +
+	" operators) that are not revoked. Consumer tokens are managed with their" +
+	" consumers. Revoking a token refuses its next request.\x02ID\x02Role\x02" +
+	"Created on\x02Last used\x02Expires\x02Staff tokens, oldest first\x02neve" +
+	"r\x02not yet\x02Expired token\x02Revoke…\x02this session\x02No token." +
+	"\x02The token was revoked.\x02Revoke token %[1]d\x02Revoke the %[1]s tok" +
+	"en “%[2]s”?\x02Its next request is refused, and console sessions opened " +
+	"with it end. This cannot be undone: whoever uses it needs a new token." +
+	"\x02Revoke the token\x02Keep it\x02This is the token you signed in with:" +
+	" revoking it signs you out. Its next request is refused. This cannot be " +
+	"undone.\x02This is the last usable administrator token: create another o" +
+	"ne before revoking it.\x02routing output\x02(each item)\x14\x01\x81\x01" +
+	"\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d chara" +
+	"cters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02" +
+	"at most %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1" +
+	"]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at l" +
+	"east %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02" +
+	"\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02not provide" +
+	"d\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02nu" +
+	"ll\x02unexpected value\x02Invalid page\x02This page link is not one the " +
+	"console made.\x02Workers connected by a stream, and polling workers by t" +
+	"heir last fetch. A worker is listed while it was seen within three heart" +
+	"beats.\x02Workers seen within three heartbeats\x02Worker\x02Protocol\x02" +
+	"Definitions served\x02In flight\x02Connected\x02Last seen\x02No worker i" +
+	"s connected.\x02Workers serving %[1]s\x02All workers\x02No worker serves" +
+	" this definition.\x02stream\x02long polling\x02Camunda 7 facade\x02every" +
+	" revision its consumer is granted\x02revisions %[1]s\x02No worker serves" +
+	" this definition: its occurrences wait until one connects or polls.\x14" +
+	"\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served by " +
+	"%[1]d workers\x02Revisions they take: %[1]s; some take every revision th" +
+	"eir consumer is granted.\x02They take every revision their consumer is g" +
+	"ranted.\x02They take revision %[1]d only.\x02They take revisions %[1]s o" +
+	"nly."
 
-var frIndex = []uint32{ // 605 elements
+var frIndex = []uint32{ // 607 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x0000007a,
@@ -1244,62 +1248,62 @@ var frIndex = []uint32{ // 605 elements
 	0x00003eaa, 0x00003ec1, 0x00003ecf, 0x00003eda,
 	0x00003efd, 0x00003f1c, 0x00003f28, 0x00003f47,
 	// Entry 1A0 - 1BF
-	0x00003f7d, 0x00003fbd, 0x00004003, 0x00004075,
-	0x0000409d, 0x000040c0, 0x000040f7, 0x0000413e,
-	0x00004191, 0x000041ba, 0x000041e0, 0x00004207,
-	0x0000422f, 0x00004276, 0x000042c0, 0x000042f3,
-	0x00004306, 0x00004334, 0x00004370, 0x00004386,
-	0x0000441a, 0x0000442d, 0x0000446b, 0x000044a7,
-	0x000044ba, 0x0000450a, 0x0000453f, 0x00004551,
-	0x00004568, 0x00004573, 0x00004590, 0x000045af,
+	0x00003f7d, 0x00003fc4, 0x00004003, 0x00004043,
+	0x00004089, 0x000040fb, 0x00004123, 0x00004146,
+	0x0000417d, 0x000041c4, 0x00004217, 0x00004240,
+	0x00004266, 0x0000428d, 0x000042b5, 0x000042fc,
+	0x00004346, 0x00004379, 0x0000438c, 0x000043ba,
+	0x000043f6, 0x0000440c, 0x000044a0, 0x000044b3,
+	0x000044f1, 0x0000452d, 0x00004540, 0x00004590,
+	0x000045c5, 0x000045d7, 0x000045ee, 0x000045f9,
 	// Entry 1C0 - 1DF
-	0x000045c0, 0x000045da, 0x000045e3, 0x000045ed,
-	0x00004622, 0x00004638, 0x0000464b, 0x00004688,
-	0x000046a1, 0x000046b7, 0x000046e1, 0x000046f4,
-	0x000046fb, 0x00004716, 0x00004738, 0x00004768,
-	0x0000477f, 0x000047b7, 0x000047f2, 0x0000481e,
-	0x00004871, 0x00004881, 0x0000488a, 0x0000489e,
-	0x000048b0, 0x000048c6, 0x000048d8, 0x000048ea,
-	0x000048fc, 0x00004912, 0x0000493c, 0x0000496f,
+	0x00004616, 0x00004635, 0x00004646, 0x00004660,
+	0x00004669, 0x00004673, 0x000046a8, 0x000046be,
+	0x000046d1, 0x0000470e, 0x00004727, 0x0000473d,
+	0x00004767, 0x0000477a, 0x00004781, 0x0000479c,
+	0x000047be, 0x000047ee, 0x00004805, 0x0000483d,
+	0x00004878, 0x000048a4, 0x000048f7, 0x00004907,
+	0x00004910, 0x00004924, 0x00004936, 0x0000494c,
+	0x0000495e, 0x00004970, 0x00004982, 0x00004998,
 	// Entry 1E0 - 1FF
-	0x000049ab, 0x000049c2, 0x00004a8a, 0x00004ab7,
-	0x00004b22, 0x00004b3c, 0x00004b55, 0x00004b76,
-	0x00004b8c, 0x00004b93, 0x00004bad, 0x00004c42,
-	0x00004c55, 0x00004c7c, 0x00004ca4, 0x00004cb2,
-	0x00004cc2, 0x00004cca, 0x00004cdb, 0x00004ce2,
-	0x00004e18, 0x00004e1f, 0x00004e59, 0x00004e5e,
-	0x00004e73, 0x00004e87, 0x00004e99, 0x00004eaf,
-	0x00004ec9, 0x00004f13, 0x00004f23, 0x00004ffd,
+	0x000049c2, 0x000049f5, 0x00004a31, 0x00004a48,
+	0x00004b10, 0x00004b3d, 0x00004ba8, 0x00004bc2,
+	0x00004bdb, 0x00004bfc, 0x00004c12, 0x00004c19,
+	0x00004c33, 0x00004cc8, 0x00004cdb, 0x00004d02,
+	0x00004d2a, 0x00004d38, 0x00004d48, 0x00004d50,
+	0x00004d61, 0x00004d68, 0x00004e9e, 0x00004ea5,
+	0x00004edf, 0x00004ee4, 0x00004ef9, 0x00004f0d,
+	0x00004f1f, 0x00004f35, 0x00004f4f, 0x00004f99,
 	// Entry 200 - 21F
-	0x00005002, 0x00005012, 0x00005020, 0x00005030,
-	0x00005040, 0x0000504a, 0x00005076, 0x00005090,
-	0x000050ab, 0x00005139, 0x0000514a, 0x00005157,
-	0x00005198, 0x000051de, 0x000051f6, 0x00005249,
-	0x00005284, 0x000052af, 0x000052b9, 0x00005333,
-	0x00005368, 0x000053a9, 0x00005419, 0x00005432,
-	0x0000543f, 0x00005482, 0x00005488, 0x00005524,
-	0x00005578, 0x000055a3, 0x0000562f, 0x0000565d,
+	0x00004fa9, 0x00005083, 0x00005088, 0x00005098,
+	0x000050a6, 0x000050b6, 0x000050c6, 0x000050d0,
+	0x000050fc, 0x00005116, 0x00005131, 0x000051bf,
+	0x000051d0, 0x000051dd, 0x0000521e, 0x00005264,
+	0x0000527c, 0x000052cf, 0x0000530a, 0x00005335,
+	0x0000533f, 0x000053b9, 0x000053ee, 0x0000542f,
+	0x0000549f, 0x000054b8, 0x000054c5, 0x00005508,
+	0x0000550e, 0x000055aa, 0x000055fe, 0x00005629,
 	// Entry 220 - 23F
-	0x0000571f, 0x00005722, 0x00005728, 0x00005732,
-	0x00005748, 0x00005753, 0x00005783, 0x0000578a,
-	0x00005795, 0x000057a3, 0x000057b0, 0x000057be,
-	0x000057cb, 0x000057e7, 0x00005800, 0x00005829,
-	0x000058d2, 0x000058e5, 0x000058ef, 0x0000597e,
-	0x000059df, 0x000059f1, 0x00005a04, 0x00005a42,
-	0x00005a7e, 0x00005a8a, 0x00005a97, 0x00005aa5,
-	0x00005ab3, 0x00005ac3, 0x00005aff, 0x00005b39,
+	0x000056b5, 0x000056e3, 0x000057a5, 0x000057a8,
+	0x000057ae, 0x000057b8, 0x000057ce, 0x000057d9,
+	0x00005809, 0x00005810, 0x0000581b, 0x00005829,
+	0x00005836, 0x00005844, 0x00005851, 0x0000586d,
+	0x00005886, 0x000058af, 0x00005958, 0x0000596b,
+	0x00005975, 0x00005a04, 0x00005a65, 0x00005a77,
+	0x00005a8a, 0x00005ac8, 0x00005b04, 0x00005b10,
+	0x00005b1d, 0x00005b2b, 0x00005b39, 0x00005b49,
 	// Entry 240 - 25F
-	0x00005b44, 0x00005b6e, 0x00005b72, 0x00005b84,
-	0x00005b92, 0x00005bbe, 0x00005c80, 0x00005cb3,
-	0x00005cbe, 0x00005cc8, 0x00005cdd, 0x00005ce6,
-	0x00005cf0, 0x00005cfe, 0x00005d22, 0x00005d3c,
-	0x00005d51, 0x00005d7d, 0x00005d82, 0x00005d97,
-	0x00005da9, 0x00005dde, 0x00005def, 0x00005e65,
-	0x00005ea7, 0x00005f1a, 0x00005f5e, 0x00005f86,
-	0x00005fb0,
-} // Size: 2444 bytes
+	0x00005b85, 0x00005bbf, 0x00005bca, 0x00005bf4,
+	0x00005bf8, 0x00005c0a, 0x00005c18, 0x00005c44,
+	0x00005d06, 0x00005d39, 0x00005d44, 0x00005d4e,
+	0x00005d63, 0x00005d6c, 0x00005d76, 0x00005d84,
+	0x00005da8, 0x00005dc2, 0x00005dd7, 0x00005e03,
+	0x00005e08, 0x00005e1d, 0x00005e2f, 0x00005e64,
+	0x00005e75, 0x00005eeb, 0x00005f2d, 0x00005fa0,
+	0x00005fe4, 0x0000600c, 0x00006036,
+} // Size: 2452 bytes
 
-const frData string = "" + // Size: 24496 bytes
+const frData string = "" + // Size: 24630 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances suspendues…\x02Abandon" +
 	"ner toutes les instances suspendues…\x02Arrêter toutes les instances sus" +
@@ -1543,127 +1547,129 @@ const frData string = "" + // Size: 24496 bytes
 	"r du\x02Prochaine tentative\x02Dernière réservation\x02Fin du verrou\x02" +
 	"Différée\x02Dernière erreur (tentative %[1]d)\x02Erreur (avant toute ten" +
 	"tative)\x02Son message\x02Message de Relais (en anglais)\x02Message de l" +
-	"’exécutant (tel qu’il l’a envoyé)\x02L’échéance est passée avant l’arr" +
-	"ivée d’un résultat.\x02Le résultat ne respectait pas le contrat de sorti" +
-	"es de la révision.\x02Relais s’est arrêté pendant l’appel\u202f: on igno" +
-	"re si la destination a agi, elle n’est donc pas rappelée.\x02L’appel n’a" +
-	" pas pu être préparé.\x02La destination était injoignable.\x02La réponse" +
-	" de la destination était trop volumineuse.\x02Le verrou de la dernière t" +
-	"entative a expiré sans tentative restante.\x02Les entrées n’ont pas pu ê" +
-	"tre construites à partir des liaisons du processus.\x02Un opérateur a ab" +
-	"andonné l’instance.\x02La destination a répondu HTTP %[1]s.\x02Nouvelle " +
-	"tentative à %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Ver" +
-	"rou expiré à %[1]s — en attente d’être proposée de nouveau.\x02En attent" +
-	"e de l’appel de Relais à la destination depuis %[1]s (%[2]s).\x02En atte" +
-	"nte d’un exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Relais " +
-	"appelle la destination (depuis %[1]s).\x02Réservée par %[1]s\u202f; verr" +
-	"ou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]" +
-	"s (%[2]s)\u202f: un exécutant du même consommateur, ou une interface mun" +
-	"ie d’un jeton de règlement, la terminera plus tard.\x02Terminée (%[1]s)." +
-	"\x02Son instance est suspendue ici, en attente d’un opérateur.\x02Son in" +
-	"stance a continué par le chemin d’erreur du nœud.\x02En échec (%[1]s)." +
-	"\x02Annulée\u202f: l’instance a été arrêtée par %[1]s à %[2]s — « %[3]s " +
-	"».\x02Annulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’i" +
-	"ci\x02consommateur n° %[1]s\x02en attente\x02HTTP 2xx, corps inutilisabl" +
-	"e\x02pas de réponse dans le délai\x02pas de connexion\x02réponse trop vo" +
-	"lumineuse\x02inconnue\x02[masqué]\x02La révision doit être un nombre ent" +
-	"ier, 1 ou plus.\x02Consommateur inconnu.\x02Date de règlement\x02Plus de" +
-	" filtres\u202f: instance, révision, consommateur, dates\x02identifiant d" +
-	"’instance\x02Décomptes par statut\x02Occurrences, les plus récentes d’" +
-	"abord\x02Processus et nœud\x02Erreur\x02Consommateur et exécutant\x02Pro" +
-	"chaine tentative ou règlement\x02Aucune occurrence ne correspond à ces f" +
-	"iltres.\x02Tous les consommateurs\x02Totaux de la définition %[1]s, sans" +
-	" les autres filtres\x02Totaux de toutes les définitions, sans les autres" +
-	" filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]" +
-	"d occurrences\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés t" +
-	"outes les quelques secondes.\x02révision %[1]d\x02réglée\x02prochaine te" +
-	"ntative\x02disponible depuis\x02appel en cours depuis\x02verrou jusqu’à" +
-	"\x02différée depuis\x02Page précédente\x02Lignes %[1]s à %[2]s\x02%[1]s" +
-	"\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour vie" +
-	"nt après le dernier.\x02Ces réglages sont conservés dans ce navigateur s" +
-	"eulement.\x02Afficher les heures en\x02La console n’exécute aucun script" +
-	" et ne peut donc pas lire le fuseau horaire de votre ordinateur\u202f: c" +
-	"hoisissez son décalage par rapport à UTC. Les décalages ne suivent pas l" +
-	"’heure d’été.\x02Recharger les listes et les pages de détail\x02Les pa" +
-	"ges qui contiennent un formulaire, comme une confirmation, ne se recharg" +
-	"ent jamais d’elles-mêmes.\x02Enregistrer les réglages\x02Revenir sans en" +
-	"registrer\x02UTC (temps universel coordonné)\x02Heure locale à %[1]s\x02" +
-	"Jamais\x02Toutes les %[1]d secondes\x02Les versions de processus publiée" +
-	"s\u202f: leurs nœuds, routes et révisions épinglées, dessinés, avec l’em" +
-	"placement actuel de leurs occurrences.\x02Processus par clé\x02Versions," +
-	" les plus récentes d’abord\x02Aucun processus n’est encore publié.\x02ve" +
-	"rsion %[1]d\x02Processus %[1]s\x02Version\x02Nœud de départ\x02Graphe" +
-	"\x02Les colonnes suivent le plus long chemin depuis le nœud de départ. L" +
-	"es flèches pleines sont les réussites (étiquetées par leur route), les p" +
-	"ointillées les échecs (étiquetées par leurs codes d’erreur). Chaque case" +
-	" indique combien d’occurrences de cette version se trouvent à ce nœud ma" +
-	"intenant.\x02Nœuds\x02Nœuds de cette version, avec leurs occurrences act" +
-	"uelles\x02Type\x02Révision épinglée\x02En cas de réussite\x02En cas d’er" +
-	"reur\x02Occurrences actuelles\x02Instances de ce processus\x02Décomptes " +
-	"au %[1]s (%[2]s)\u202f; actualisés toutes les quelques secondes.\x02Grap" +
-	"he de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. L" +
-	"e tableau ci-dessous reprend les mêmes nœuds, routes et décomptes.\x00i" +
-	"\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mê" +
-	"mes nœuds, routes et décomptes.\x02pull\x02push vers %[1]s\x02fin (termi" +
-	"ne)\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02suspension (un inci" +
-	"dent pour un opérateur)\x02tout autre code → %[1]s\x02met l’instance en " +
-	"échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative a" +
-	"près %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative " +
-	"après %[2]s, priorité %[3]d\x02échéance %[1]s\x02délai %[1]s\x02Seuls le" +
-	"s administrateurs peuvent révéler une valeur sensible.\x02Révélé par %[1" +
-	"]s le %[2]s\u202f; consigné dans le journal d’audit.\x02Révélation impos" +
-	"sible\x02Seule une valeur que cette page affiche masquée (sensible) peut" +
-	" être révélée.\x02Les valeurs secrètes ne peuvent jamais être révélées." +
-	"\x02Cette page n’accepte pas cette requête.\x02Recherche\x02Saisissez un" +
-	" identifiant d’instance ou d’occurrence (un UUID, que les pages affichen" +
-	"t au survol) ou une clé métier.\x02Rien à chercher\u202f: le champ de re" +
-	"cherche est vide.\x02C’est trop long pour être un identifiant ou une clé" +
-	" métier.\x02Aucune instance ni occurrence n’a l’identifiant « %[1]s », e" +
-	"t aucune instance ne l’a pour clé métier.\x02Vous êtes déconnecté.\x02Se" +
-	" connecter\x02Connectez-vous avec un jeton d’opérateur ou d’administrate" +
-	"ur.\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais conservé d" +
-	"ans votre navigateur\u202f; un cookie de session le remplace jusqu’à 8 h" +
-	"eures d’inactivité.\x02Trop de connexions échouées depuis votre adresse." +
-	" Réessayez dans %[1]d secondes.\x02Ce jeton est inconnu ou a été révoqué" +
-	".\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: connect" +
-	"ez-vous avec un jeton d’opérateur, de concepteur ou d’administrateur." +
-	"\x02Seuls les administrateurs gèrent les jetons.\x02Jetons du personnel " +
-	"(administrateurs, concepteurs, opérateurs) non révoqués. Les jetons des " +
-	"consommateurs se gèrent avec leurs consommateurs. Révoquer un jeton refu" +
-	"se sa requête suivante.\x02ID\x02Rôle\x02Créé le\x02Dernière utilisation" +
-	"\x02Expiration\x02Jetons du personnel, les plus anciens d’abord\x02jamai" +
-	"s\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Aucun j" +
-	"eton.\x02Le jeton a été révoqué.\x02Révoquer le jeton %[1]d\x02Révoquer " +
-	"le jeton %[1]s « %[2]s »\u202f?\x02Sa requête suivante est refusée et le" +
-	"s sessions de console ouvertes avec lui prennent fin. C’est irréversible" +
-	"\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoquer le jet" +
-	"on\x02Le garder\x02C’est le jeton avec lequel vous êtes connecté\u202f: " +
-	"le révoquer vous déconnecte. Sa requête suivante est refusée. C’est irré" +
-	"versible.\x02C’est le dernier jeton administrateur utilisable\u202f: cré" +
-	"ez-en un autre avant de le révoquer.\x02sortie de routage\x02(chaque élé" +
-	"ment)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b" +
-	"\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1" +
-	"]d caractère\x00\x1a\x02au plus %[1]d caractères\x02motif %[1]s\x02forma" +
-	"t %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01" +
-	"\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d" +
-	" éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19" +
-	"\x02au plus %[1]d éléments\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02" +
-	"%[1]d élément\x00\x11\x02%[1]d éléments\x02nul\x02valeur inattendue\x02P" +
-	"age invalide\x02Ce lien de page ne vient pas de la console.\x02Les exécu" +
-	"tants connectés par un flux, et ceux qui interrogent par leur dernière d" +
-	"emande. Un exécutant est listé tant qu’il s’est manifesté dans les trois" +
-	" derniers battements de cœur.\x02Exécutants vus dans les trois derniers " +
-	"battements\x02Exécutant\x02Protocole\x02Définitions servies\x02En cours" +
-	"\x02Connexion\x02Dernier signe\x02Aucun exécutant n’est connecté.\x02Exé" +
-	"cutants servant %[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert " +
-	"cette définition.\x02flux\x02interrogation longue\x02façade Camunda 7" +
-	"\x02toutes les révisions accordées à son consommateur\x02révisions %[1]s" +
-	"\x02Aucun exécutant ne sert cette définition\u202f: ses occurrences atte" +
-	"ndent qu’un exécutant se connecte ou interroge.\x14\x01\x81\x01\x00\x02" +
-	"\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécutant" +
-	"s\x02Révisions prises en charge\u202f: %[1]s\u202f; certains prennent to" +
-	"utes les révisions accordées à leur consommateur.\x02Ils prennent toutes" +
-	" les révisions accordées à leur consommateur.\x02Ils ne prennent que la " +
-	"révision %[1]d.\x02Ils ne prennent que les révisions %[1]s."
+	"’exécutant (tel qu’il l’a envoyé)\x02La destination n’a pas répondu da" +
+	"ns le délai de l’appel (%[1]s).\x02La destination n’a pas répondu dans l" +
+	"e délai de l’appel.\x02L’échéance est passée avant l’arrivée d’un résult" +
+	"at.\x02Le résultat ne respectait pas le contrat de sorties de la révisio" +
+	"n.\x02Relais s’est arrêté pendant l’appel\u202f: on ignore si la destina" +
+	"tion a agi, elle n’est donc pas rappelée.\x02L’appel n’a pas pu être pré" +
+	"paré.\x02La destination était injoignable.\x02La réponse de la destinati" +
+	"on était trop volumineuse.\x02Le verrou de la dernière tentative a expir" +
+	"é sans tentative restante.\x02Les entrées n’ont pas pu être construites" +
+	" à partir des liaisons du processus.\x02Un opérateur a abandonné l’insta" +
+	"nce.\x02La destination a répondu HTTP %[1]s.\x02Nouvelle tentative à %[1" +
+	"]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou expiré à %[" +
+	"1]s — en attente d’être proposée de nouveau.\x02En attente de l’appel de" +
+	" Relais à la destination depuis %[1]s (%[2]s).\x02En attente d’un exécut" +
+	"ant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Relais appelle la dest" +
+	"ination (depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]" +
+	"s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f" +
+	": un exécutant du même consommateur, ou une interface munie d’un jeton d" +
+	"e règlement, la terminera plus tard.\x02Terminée (%[1]s).\x02Son instanc" +
+	"e est suspendue ici, en attente d’un opérateur.\x02Son instance a contin" +
+	"ué par le chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée\u202f" +
+	": l’instance a été arrêtée par %[1]s à %[2]s — « %[3]s ».\x02Annulée" +
+	"\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consomma" +
+	"teur n° %[1]s\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas de ré" +
+	"ponse dans le délai\x02pas de connexion\x02réponse trop volumineuse\x02i" +
+	"nconnue\x02[masqué]\x02La révision doit être un nombre entier, 1 ou plus" +
+	".\x02Consommateur inconnu.\x02Date de règlement\x02Plus de filtres\u202f" +
+	": instance, révision, consommateur, dates\x02identifiant d’instance\x02D" +
+	"écomptes par statut\x02Occurrences, les plus récentes d’abord\x02Proces" +
+	"sus et nœud\x02Erreur\x02Consommateur et exécutant\x02Prochaine tentativ" +
+	"e ou règlement\x02Aucune occurrence ne correspond à ces filtres.\x02Tous" +
+	" les consommateurs\x02Totaux de la définition %[1]s, sans les autres fil" +
+	"tres\x02Totaux de toutes les définitions, sans les autres filtres\x14" +
+	"\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrence" +
+	"s\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés toutes les qu" +
+	"elques secondes.\x02révision %[1]d\x02réglée\x02prochaine tentative\x02d" +
+	"isponible depuis\x02appel en cours depuis\x02verrou jusqu’à\x02différée " +
+	"depuis\x02Page précédente\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une da" +
+	"te s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour vient après le de" +
+	"rnier.\x02Ces réglages sont conservés dans ce navigateur seulement.\x02A" +
+	"fficher les heures en\x02La console n’exécute aucun script et ne peut do" +
+	"nc pas lire le fuseau horaire de votre ordinateur\u202f: choisissez son " +
+	"décalage par rapport à UTC. Les décalages ne suivent pas l’heure d’été." +
+	"\x02Recharger les listes et les pages de détail\x02Les pages qui contien" +
+	"nent un formulaire, comme une confirmation, ne se rechargent jamais d’el" +
+	"les-mêmes.\x02Enregistrer les réglages\x02Revenir sans enregistrer\x02UT" +
+	"C (temps universel coordonné)\x02Heure locale à %[1]s\x02Jamais\x02Toute" +
+	"s les %[1]d secondes\x02Les versions de processus publiées\u202f: leurs " +
+	"nœuds, routes et révisions épinglées, dessinés, avec l’emplacement actue" +
+	"l de leurs occurrences.\x02Processus par clé\x02Versions, les plus récen" +
+	"tes d’abord\x02Aucun processus n’est encore publié.\x02version %[1]d\x02" +
+	"Processus %[1]s\x02Version\x02Nœud de départ\x02Graphe\x02Les colonnes s" +
+	"uivent le plus long chemin depuis le nœud de départ. Les flèches pleines" +
+	" sont les réussites (étiquetées par leur route), les pointillées les éch" +
+	"ecs (étiquetées par leurs codes d’erreur). Chaque case indique combien d" +
+	"’occurrences de cette version se trouvent à ce nœud maintenant.\x02Nœu" +
+	"ds\x02Nœuds de cette version, avec leurs occurrences actuelles\x02Type" +
+	"\x02Révision épinglée\x02En cas de réussite\x02En cas d’erreur\x02Occurr" +
+	"ences actuelles\x02Instances de ce processus\x02Décomptes au %[1]s (%[2]" +
+	"s)\u202f; actualisés toutes les quelques secondes.\x02Graphe de %[1]s" +
+	"\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau c" +
+	"i-dessous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d nœ" +
+	"uds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, r" +
+	"outes et décomptes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin (" +
+	"en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02suspension (un incident pour un" +
+	" opérateur)\x02tout autre code → %[1]s\x02met l’instance en échec\x14" +
+	"\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative après %[2]s" +
+	", priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après %[2]" +
+	"s, priorité %[3]d\x02échéance %[1]s\x02délai %[1]s\x02Seuls les administ" +
+	"rateurs peuvent révéler une valeur sensible.\x02Révélé par %[1]s le %[2]" +
+	"s\u202f; consigné dans le journal d’audit.\x02Révélation impossible\x02S" +
+	"eule une valeur que cette page affiche masquée (sensible) peut être révé" +
+	"lée.\x02Les valeurs secrètes ne peuvent jamais être révélées.\x02Cette p" +
+	"age n’accepte pas cette requête.\x02Recherche\x02Saisissez un identifian" +
+	"t d’instance ou d’occurrence (un UUID, que les pages affichent au survol" +
+	") ou une clé métier.\x02Rien à chercher\u202f: le champ de recherche est" +
+	" vide.\x02C’est trop long pour être un identifiant ou une clé métier." +
+	"\x02Aucune instance ni occurrence n’a l’identifiant « %[1]s », et aucune" +
+	" instance ne l’a pour clé métier.\x02Vous êtes déconnecté.\x02Se connect" +
+	"er\x02Connectez-vous avec un jeton d’opérateur ou d’administrateur.\x02J" +
+	"eton\x02Le jeton est vérifié une fois et n’est jamais conservé dans votr" +
+	"e navigateur\u202f; un cookie de session le remplace jusqu’à 8 heures d’" +
+	"inactivité.\x02Trop de connexions échouées depuis votre adresse. Réessay" +
+	"ez dans %[1]d secondes.\x02Ce jeton est inconnu ou a été révoqué.\x02Un " +
+	"jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: connectez-vous " +
+	"avec un jeton d’opérateur, de concepteur ou d’administrateur.\x02Seuls l" +
+	"es administrateurs gèrent les jetons.\x02Jetons du personnel (administra" +
+	"teurs, concepteurs, opérateurs) non révoqués. Les jetons des consommateu" +
+	"rs se gèrent avec leurs consommateurs. Révoquer un jeton refuse sa requê" +
+	"te suivante.\x02ID\x02Rôle\x02Créé le\x02Dernière utilisation\x02Expirat" +
+	"ion\x02Jetons du personnel, les plus anciens d’abord\x02jamais\x02pas en" +
+	"core\x02Jeton expiré\x02Révoquer…\x02cette session\x02Aucun jeton.\x02Le" +
+	" jeton a été révoqué.\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[" +
+	"1]s « %[2]s »\u202f?\x02Sa requête suivante est refusée et les sessions " +
+	"de console ouvertes avec lui prennent fin. C’est irréversible\u202f: qui" +
+	" l’utilise aura besoin d’un nouveau jeton.\x02Révoquer le jeton\x02Le ga" +
+	"rder\x02C’est le jeton avec lequel vous êtes connecté\u202f: le révoquer" +
+	" vous déconnecte. Sa requête suivante est refusée. C’est irréversible." +
+	"\x02C’est le dernier jeton administrateur utilisable\u202f: créez-en un " +
+	"autre avant de le révoquer.\x02sortie de routage\x02(chaque élément)\x14" +
+	"\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins" +
+	" %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère" +
+	"\x00\x1a\x02au plus %[1]d caractères\x02motif %[1]s\x02format %[1]s\x02m" +
+	"inimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00" +
+	"\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d éléments" +
+	"\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus" +
+	" %[1]d éléments\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d éléme" +
+	"nt\x00\x11\x02%[1]d éléments\x02nul\x02valeur inattendue\x02Page invalid" +
+	"e\x02Ce lien de page ne vient pas de la console.\x02Les exécutants conne" +
+	"ctés par un flux, et ceux qui interrogent par leur dernière demande. Un " +
+	"exécutant est listé tant qu’il s’est manifesté dans les trois derniers b" +
+	"attements de cœur.\x02Exécutants vus dans les trois derniers battements" +
+	"\x02Exécutant\x02Protocole\x02Définitions servies\x02En cours\x02Connexi" +
+	"on\x02Dernier signe\x02Aucun exécutant n’est connecté.\x02Exécutants ser" +
+	"vant %[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert cette défin" +
+	"ition.\x02flux\x02interrogation longue\x02façade Camunda 7\x02toutes les" +
+	" révisions accordées à son consommateur\x02révisions %[1]s\x02Aucun exéc" +
+	"utant ne sert cette définition\u202f: ses occurrences attendent qu’un ex" +
+	"écutant se connecte ou interroge.\x14\x01\x81\x01\x00\x02\x1c\x02Servie" +
+	" par %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécutants\x02Révisions" +
+	" prises en charge\u202f: %[1]s\u202f; certains prennent toutes les révis" +
+	"ions accordées à leur consommateur.\x02Ils prennent toutes les révisions" +
+	" accordées à leur consommateur.\x02Ils ne prennent que la révision %[1]d" +
+	".\x02Ils ne prennent que les révisions %[1]s."
 
-	// Total table size 48642 bytes (47KiB); checksum: 7ACAEEC4
+	// Total table size 48920 bytes (47KiB); checksum: 7B062749

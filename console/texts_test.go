@@ -1,0 +1,64 @@
+package console_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/relais/relais/internal/relaistest"
+)
+
+// TestPushTimeoutSaysTheCallTimedOut: a push call that outlives its
+// timeout fails deadline_exceeded; its policy has no deadline, so its
+// occurrence and its held instance say that the destination did not answer
+// within the call's timeout, in both languages, not that a deadline passed.
+func TestPushTimeoutSaysTheCallTimedOut(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	stop := make(chan struct{})
+	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-stop:
+		}
+	}))
+	t.Cleanup(dest.Close)
+	t.Cleanup(func() { close(stop) }) // first: the calls still waiting end
+	env.Must(201, "PUT", "/api/v1/destinations/payments", env.Admin, map[string]any{"url": dest.URL + "/charge", "max_timeout": "PT5S"})
+	env.Definition("charge_card.yaml")
+	checkout := relaistest.Body(relaistest.ExampleDocs(t, "processes/checkout.yaml")[0], "key")
+	checkout["nodes"].(map[string]any)["charge"].(map[string]any)["timeout"] = "PT1S"
+	env.Process("checkout", checkout)
+	inst := env.Must(201, "POST", "/api/v1/processes/checkout/instances", env.Operator, map[string]any{"business_key": "order-1",
+		"inputs": map[string]any{"order_id": "order-1", "amount_cents": 4200, "currency": "EUR", "card_token": "tok_visa_4242",
+			"cardholder": map[string]any{"name": "Jo", "email": "jo@example.com"}}}).JSON(t)["id"].(string)
+	relaistest.WaitFor(t, 15*time.Second, "order held", func() (bool, string) {
+		s := env.Must(200, "GET", "/api/v1/instances/"+inst, env.Operator, nil).JSON(t)["status"].(string)
+		if s == "failed" {
+			t.Fatalf("the order failed instead of being held: %v", env.Must(200, "GET", "/api/v1/occurrences?instance="+inst, env.Operator, nil).JSON(t))
+		}
+		return s == "held", s
+	})
+	occ := env.Must(200, "GET", "/api/v1/occurrences?instance="+inst, env.Operator, nil).JSON(t)["items"].([]any)[0].(map[string]any)["id"].(string)
+
+	for i, lang := range []string{"en", "fr"} {
+		b := signedIn(t, env.URL, lang, env.Operator)
+		want := []string{"The destination did not answer within the call’s timeout (1 second).",
+			"La destination n’a pas répondu dans le délai de l’appel (1 seconde)."}[i]
+		summary := text(b.mustGet("/console/occurrences/"+occ, 200), "summary")
+		if !strings.Contains(summary, "deadline_exceeded — "+want) {
+			t.Errorf("%s: occurrence summary %q, want %q", lang, summary, want)
+		}
+		instSummary := text(b.mustGet("/console/instances/"+inst, 200), "instance-summary")
+		if !strings.Contains(instSummary, "deadline_exceeded — "+want) {
+			t.Errorf("%s: instance summary %q, want %q", lang, instSummary, want)
+		}
+		for _, s := range []string{summary, instSummary} {
+			if strings.Contains(s, []string{"deadline passed", "chéance"}[i]) {
+				t.Errorf("%s: a deadline is said to have passed: %q", lang, s)
+			}
+		}
+	}
+}
