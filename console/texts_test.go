@@ -1,12 +1,16 @@
 package console_test
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
+	"github.com/relais/relais/engine"
 	"github.com/relais/relais/internal/relaistest"
 )
 
@@ -59,6 +63,35 @@ func TestPushTimeoutSaysTheCallTimedOut(t *testing.T) {
 			if strings.Contains(s, []string{"deadline passed", "chéance"}[i]) {
 				t.Errorf("%s: a deadline is said to have passed: %q", lang, s)
 			}
+		}
+	}
+}
+
+// TestAbandonedInstanceSaysWhereItWasAbandoned: an abandoned instance
+// ended at its held task node, which is no end node: its page says it was
+// abandoned there.
+func TestAbandonedInstanceSaysWhereItWasAbandoned(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	env.Definition("add_company_to_crm.yaml")
+	doc := relaistest.CRMProcess(nil)
+	doc["nodes"].(map[string]any)["crm"].(map[string]any)["on_error"] = map[string]any{"CRM_LOCKED": "hold", "*": "failed"}
+	env.Process("crm_hold", doc)
+	consumer := env.Consumer("crm-sync", "add_company_to_crm")
+	id := env.Must(201, "POST", "/api/v1/processes/crm_hold/instances", env.Operator, map[string]any{
+		"inputs": map[string]any{"name": "Acme"}}).JSON(t)["id"].(string)
+	occ := env.Must(200, "POST", "/api/v1/pull/fetch-and-lock", consumer, map[string]any{"worker_id": "w",
+		"subscriptions": []any{map[string]any{"definition": "add_company_to_crm"}}}).JSON(t)["occurrences"].([]any)[0].(map[string]any)
+	env.Must(200, "POST", "/api/v1/pull/occurrences/"+occ["id"].(string)+"/fail", consumer, map[string]any{"worker_id": "w",
+		"error_code": "CRM_LOCKED", "message": "locked", "retryable": false})
+	if _, err := env.Engine.Act(context.Background(), engine.Actor{Name: "ops"}, engine.ActionAbandon, uuid.MustParse(id), "customer gave up"); err != nil {
+		t.Fatal(err)
+	}
+	for i, lang := range []string{"en", "fr"} {
+		summary := text(signedIn(t, env.URL, lang, env.Operator).mustGet("/console/instances/"+id, 200), "instance-summary")
+		want, wrong := []string{"Abandoned at nodecrm", "Abandonnée au nœudcrm"}[i], []string{"End node", "Nœud de fin"}[i]
+		if !strings.Contains(summary, want) || strings.Contains(summary, wrong) {
+			t.Errorf("%s: summary %q, want %q and no %q", lang, summary, want, wrong)
 		}
 	}
 }

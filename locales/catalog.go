@@ -43,9 +43,9 @@ var messageKeyToIndex = map[string]int{
 	"%[1]s %[2]s, %[3]s %[4]s":                 242,
 	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          240,
 	"%[1]s; %[2]s":                             239,
-	"%d (0 lowest, 9 highest)":                 372,
-	"%d attempts":                              397,
-	"%d attempts, retry after %s, priority %d": 522,
+	"%d (0 lowest, 9 highest)":                 374,
+	"%d attempts":                              399,
+	"%d attempts, retry after %s, priority %d": 524,
 	"%d breaking":                              185,
 	"%d changes":                               184,
 	"%d completed":                             237,
@@ -55,14 +55,14 @@ var messageKeyToIndex = map[string]int{
 	"%d h":                                     248,
 	"%d held instances match now.":             50,
 	"%d hours":                                 264,
-	"%d items":                                 578,
-	"%d left":                                  398,
+	"%d items":                                 580,
+	"%d left":                                  400,
 	"%d min":                                   247,
 	"%d minutes":                               265,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 69,
 	"%d ms": 267,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 512,
-	"%d occurrences":                          468,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 514,
+	"%d occurrences":                          470,
 	"%d releases":                             202,
 	"%d running instances match now.":         57,
 	"%d running or held instances match now.": 59,
@@ -71,126 +71,128 @@ var messageKeyToIndex = map[string]int{
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 74,
 	"%s (token #%d, %s)":                75,
 	"%s ago":                            244,
-	"%s so far":                         444,
-	"%s → %s":                           517,
-	"%s, revision %s":                   362,
-	"%s, version %s":                    363,
+	"%s so far":                         446,
+	"%s → %s":                           519,
+	"%s, revision %s":                   364,
+	"%s, version %s":                    365,
 	"%s: %s":                            236,
 	"%s: %s → %s":                       192,
-	"%s: a date is written 2026-12-01.": 479,
-	"%s: the first day comes after the last.": 480,
+	"%s: a date is written 2026-12-01.": 481,
+	"%s: the first day comes after the last.": 482,
 	"%s–%s":       235,
-	"(each item)": 567,
-	"(worker %s)": 433,
+	"(each item)": 569,
+	"(worker %s)": 435,
 	"0 seconds":   262,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.": 543,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.": 545,
 	"Abandon %d instances":                                           54,
 	"Abandon every held instance this filter matches":                52,
 	"Abandon every held instance…":                                   7,
 	"Abandon process instance %s":                                    19,
 	"Abandon the instance":                                           22,
 	"Abandon this instance? It fails with the error code abandoned.": 20,
+	"Abandoned at node":                                              300,
 	"Abandoned by %s at %s — “%s”":                                   292,
 	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 40,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 306,
+	"Act on every instance this filter matches": 308,
 	"Action":                              78,
 	"All actions":                         90,
-	"All consumers":                       465,
+	"All consumers":                       467,
 	"All definitions":                     226,
-	"All processes":                       312,
-	"All statuses":                        313,
-	"All workers":                         593,
-	"An operator abandoned the instance.": 426,
+	"All processes":                       314,
+	"All statuses":                        315,
+	"All workers":                         595,
+	"An operator abandoned the instance.": 428,
 	"Apply filters":                       87,
 	"Apr":                                 253,
 	"As of %s (%s); refreshed every few seconds.": 223,
-	"Attempts":                         373,
+	"Attempts":                         375,
 	"Audit log":                        84,
 	"Aug":                              257,
-	"Available from":                   406,
+	"Available from":                   408,
 	"Back to definitions":              124,
 	"Back to external tasks":           123,
 	"Back to the instance":             32,
 	"Back to the list":                 47,
-	"Back without saving":              487,
+	"Back without saving":              489,
 	"Breaks processes":                 162,
 	"Breaks workers":                   163,
 	"Bulk %s applied to %d instances.": 73,
 	"Bulk action":                      82,
 	"Business key":                     66,
-	"Call timeout":                     392,
-	"Camunda 7 facade":                 597,
-	"Cancelled: the instance was stopped (%s).":               443,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 442,
+	"Call timeout":                     394,
+	"Camunda 7 facade":                 599,
+	"Cancelled: the instance was stopped (%s).":               445,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 444,
 	"Cannot act on this filter":                               70,
-	"Cannot reveal":                                           527,
+	"Cannot reveal":                                           529,
 	"Change":                                                  160,
 	"Changes between the two revisions":                       172,
 	"Changes of the Working copy since revision %d":           181,
 	"Choose two existing revisions to compare.":               182,
 	"Classification":                                          138,
 	"Clear filters":                                           88,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 501,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 503,
 	"Compare":              159,
 	"Compare revisions":    155,
 	"Completed":            234,
-	"Completed (%s).":      438,
+	"Completed (%s).":      440,
 	"Completed, last hour": 220,
 	"Completions and failures per 5 minutes, last hour: %s":    227,
 	"Completions and failures per 5-minute slot, oldest first": 232,
 	"Completions and failures, last hour":                      213,
-	"Connected":                                                589,
+	"Connected":                                                591,
 	"Constraints":                                              139,
-	"Consumer":                                                 375,
-	"Consumer and worker":                                      462,
+	"Consumer":                                                 377,
+	"Consumer and worker":                                      464,
 	"Counting the occurrences; the counts appear when you reload the page.": 133,
 	"Counts are unavailable right now.":                                     134,
-	"Counts as of %s (%s); refreshed every few seconds.":                    510,
-	"Counts by status": 458,
+	"Counts as of %s (%s); refreshed every few seconds.":                    512,
+	"Counts by status": 460,
 	"Created":          278,
 	"Created from":     67,
-	"Created on":       548,
+	"Created on":       550,
 	"Created to":       68,
-	"Creation date":    301,
-	"Dates":            366,
-	"Deadline":         370,
+	"Creation date":    303,
+	"Dates":            368,
+	"Deadline":         372,
 	"Dec":              261,
-	"Deferred":         410,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 437,
+	"Deferred":         412,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 439,
 	"Definition":         215,
 	"Definition %s":      141,
 	"Definitions":        110,
 	"Definitions by key": 197,
-	"Definitions served": 587,
+	"Definitions served": 589,
 	"Definitions, those needing attention first": 214,
 	"Description":          140,
-	"Destination":          385,
-	"Destination’s answer": 380,
+	"Destination":          387,
+	"Destination’s answer": 382,
 	"Detail":               161,
 	"Digest":               175,
 	"Display settings":     115,
-	"Duration":             379,
+	"Duration":             381,
 	"Each definition’s queue and incidents now, and what its workers finished in the last hour.":                              212,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  60,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     53,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 49,
-	"End node":                    296,
-	"End node or error":           310,
+	"End node":                    299,
+	"End node or error":           312,
 	"Ended":                       295,
-	"Error":                       461,
-	"Error (before any attempt)":  412,
-	"Error code":                  299,
-	"Error message":               382,
-	"Every %d seconds":            491,
-	"Every attempt, oldest first": 374,
+	"Error":                       463,
+	"Error (before any attempt)":  414,
+	"Error code":                  298,
+	"Error message":               384,
+	"Every %d seconds":            493,
+	"Every attempt, oldest first": 376,
 	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log (GET /api/v1/audit/reveals).": 85,
-	"Expired token":                    554,
-	"Expires":                          550,
+	"Expired token":                    556,
+	"Expires":                          552,
 	"External tasks":                   104,
 	"Failed":                           218,
-	"Failed (%s).":                     441,
-	"Failed occurrence":                298,
+	"Failed (%s).":                     443,
+	"Failed at node":                   301,
+	"Failed occurrence":                297,
 	"Failed, last hour":                221,
 	"Feb":                              251,
 	"Field":                            135,
@@ -198,206 +200,206 @@ var messageKeyToIndex = map[string]int{
 	"Filters":                          86,
 	"Find":                             109,
 	"Find an instance or occurrence":   107,
-	"Finished":                         378,
+	"Finished":                         380,
 	"First page":                       98,
 	"Form refused":                     127,
 	"From revision":                    157,
 	"From revision %d to revision %d:": 183,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 36,
-	"Graph":                   500,
-	"Graph of %s":             511,
-	"HTTP 2xx, unusable body": 447,
+	"Graph":                   502,
+	"Graph of %s":             513,
+	"HTTP 2xx, unusable body": 449,
 	"Health":                  103,
-	"Held at node":            297,
+	"Held at node":            296,
 	"Held instances":          217,
-	"ID":                      546,
-	"In flight":               588,
+	"ID":                      548,
+	"In flight":               590,
 	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 228,
 	"Inputs":                     165,
 	"Inputs of revision %d":      176,
 	"Inputs of the working copy": 167,
 	"Inputs the instance was started with, labelled by process version %d's contract": 286,
-	"Inputs, labelled by revision %d's contract":                                      399,
-	"Instance":                  309,
+	"Inputs, labelled by revision %d's contract":                                      401,
+	"Instance":                  311,
 	"Instances":                 105,
-	"Instances of this process": 509,
-	"Invalid page":              581,
+	"Instances of this process": 511,
+	"Invalid page":              583,
 	"Invalid request":           121,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.": 21,
-	"Its instance is held here, waiting for an operator.":                                                                   439,
-	"Its instance went on along the node’s error path.":                                                                     440,
-	"Its message": 413,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      561,
+	"Its instance is held here, waiting for an operator.":                                                                   441,
+	"Its instance went on along the node’s error path.":                                                                     442,
+	"Its message": 415,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      563,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 34,
 	"Jan":                     250,
 	"Jul":                     256,
 	"Jun":                     255,
-	"Keep it":                 563,
+	"Keep it":                 565,
 	"Keep it held":            14,
 	"Keep it running":         13,
 	"Key":                     198,
-	"Kind":                    504,
+	"Kind":                    506,
 	"Language":                100,
-	"Last error (attempt %d)": 411,
-	"Last reserved":           408,
+	"Last error (attempt %d)": 413,
+	"Last reserved":           410,
 	"Last saved":              146,
-	"Last seen":               590,
-	"Last used":               549,
+	"Last seen":               592,
+	"Last used":               551,
 	"Latest revision":         199,
 	"Lists every change from one revision to another, and whom it may break.": 156,
-	"Local time at %s": 489,
-	"Lock expired %s — waiting to be offered again.": 430,
-	"Lock expires":                     409,
+	"Local time at %s": 491,
+	"Lock expired %s — waiting to be offered again.": 432,
+	"Lock expires":                     411,
 	"Main navigation":                  102,
 	"Mar":                              252,
-	"Maximum attempts":                 368,
+	"Maximum attempts":                 370,
 	"May":                              254,
-	"Message from Relais (in English)": 414,
-	"Message from the service (as it sent it)": 415,
-	"Mode": 365,
-	"More filters: instance, revision, consumer, dates": 456,
+	"Message from Relais (in English)": 416,
+	"Message from the service (as it sent it)": 417,
+	"Mode": 367,
+	"More filters: instance, revision, consumer, dates": 458,
 	"Name":                               144,
-	"Never":                              490,
-	"Next attempt":                       407,
-	"Next attempt or settled":            463,
+	"Never":                              492,
+	"Next attempt":                       409,
+	"Next attempt or settled":            465,
 	"Next node":                          277,
 	"Next page":                          97,
 	"No definition has occurrences yet.": 222,
 	"No definition yet.":                 201,
 	"No inputs.":                         166,
-	"No instance matches these filters.": 311,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 535,
-	"No occurrence matches these filters.":                                                   464,
+	"No instance matches these filters.": 313,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 537,
+	"No occurrence matches these filters.":                                                   466,
 	"No operator action matches.":                                                            89,
 	"No operator has acted on this instance.":                                                282,
-	"No outputs yet: the occurrence has not completed.":                                      402,
+	"No outputs yet: the occurrence has not completed.":                                      404,
 	"No outputs.": 169,
-	"No outputs: the occurrence ended without completing.":          404,
-	"No process is published yet.":                                  495,
+	"No outputs: the occurrence ended without completing.":          406,
+	"No process is published yet.":                                  497,
 	"No release yet.":                                               150,
 	"No revision yet: the Working copy has never been snapshotted.": 148,
-	"No service has reserved this occurrence yet.":                  383,
-	"No token.":                         557,
-	"No worker is connected.":           591,
-	"No worker serves this definition.": 594,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 600,
+	"No service has reserved this occurrence yet.":                  385,
+	"No token.":                         559,
+	"No worker is connected.":           593,
+	"No worker serves this definition.": 596,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 602,
 	"Node":    274,
 	"Node %s": 211,
-	"Nodes":   502,
-	"Nodes of this version, with their occurrences now": 503,
+	"Nodes":   504,
+	"Nodes of this version, with their occurrences now": 505,
 	"Nodes reached, in order":                           273,
 	"Not allowed":                                       119,
 	"Not found":                                         125,
 	"Notes":                                             153,
 	"Nothing exists at this address, or it is not visible to you.":          126,
 	"Nothing to do: no instance this action applies to matches the filter.": 62,
-	"Nothing to find: the search box is empty.":                             533,
+	"Nothing to find: the search box is empty.":                             535,
 	"Nov":                       260,
-	"Now":                       393,
+	"Now":                       395,
 	"Occurrence":                275,
-	"Occurrence %s":             364,
+	"Occurrence %s":             366,
 	"Occurrence offered again":  81,
-	"Occurrences now":           508,
-	"Occurrences, newest first": 459,
+	"Occurrences now":           510,
+	"Occurrences, newest first": 461,
 	"Oct":                       259,
-	"Offered from %s — %s.":     429,
+	"Offered from %s — %s.":     431,
 	"Oldest claimable waits":    219,
-	"On error":                  507,
-	"On success":                506,
-	"Only a value this page shows as hidden (sensitive) can be revealed.": 528,
-	"Only administrators manage tokens.":                                  544,
-	"Only administrators may reveal a sensitive value.":                   525,
+	"On error":                  509,
+	"On success":                508,
+	"Only a value this page shows as hidden (sensitive) can be revealed.": 530,
+	"Only administrators manage tokens.":                                  546,
+	"Only administrators may reveal a sensitive value.":                   527,
 	"Open":             216,
 	"Operator actions": 270,
 	"Operator actions on this instance, newest first": 283,
 	"Operator actions, newest first":                  95,
-	"Outcome":                                         381,
+	"Outcome":                                         383,
 	"Outputs":                                         168,
 	"Outputs of revision %d":                          177,
 	"Outputs of the working copy":                     170,
-	"Outputs, labelled by revision %d's contract":     401,
+	"Outputs, labelled by revision %d's contract":     403,
 	"Pages": 96,
-	"Pages with a form, such as a confirmation, never reload on their own.": 485,
+	"Pages with a form, such as a confirmation, never reload on their own.": 487,
 	"Path":                            271,
-	"Pinned revision":                 505,
-	"Policy":                          367,
-	"Previous page":                   477,
-	"Priority":                        371,
+	"Pinned revision":                 507,
+	"Policy":                          369,
+	"Previous page":                   479,
+	"Priority":                        373,
 	"Process":                         64,
-	"Process %s":                      497,
-	"Process and node":                460,
+	"Process %s":                      499,
+	"Process and node":                462,
 	"Process inputs":                  285,
 	"Process instance":                80,
 	"Process instance %s":             268,
-	"Process instances":               303,
-	"Process instances, newest first": 308,
+	"Process instances":               305,
+	"Process instances, newest first": 310,
 	"Processes":                       106,
-	"Processes by key":                493,
-	"Protocol":                        586,
+	"Processes by key":                495,
+	"Protocol":                        588,
 	"Published":                       154,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 492,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 494,
 	"Reason": 79,
 	"Reason (recorded in the audit log for every instance)": 46,
 	"Reason (recorded in the audit log)":                    11,
-	"Reason given by the worker":                            389,
+	"Reason given by the worker":                            391,
 	"Recorded operator actions":                             281,
 	"Relais console":                                        99,
-	"Relais has not called the destination yet.":            387,
-	"Relais is calling the destination (since %s).":         434,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 388,
+	"Relais has not called the destination yet.":            389,
+	"Relais is calling the destination (since %s).":         436,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 390,
 	"Relais refused the action. Nothing was done.":                                                         37,
-	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 420,
+	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 422,
 	"Release":                             151,
 	"Releases":                            149,
 	"Releases, oldest first":              171,
-	"Reload lists and detail pages":       484,
-	"Replica":                             386,
+	"Reload lists and detail pages":       486,
+	"Replica":                             388,
 	"Required":                            137,
-	"Reserved":                            377,
-	"Reserved by %s.":                     436,
-	"Reserved by %s; lock until %s — %s.": 435,
+	"Reserved":                            379,
+	"Reserved by %s.":                     438,
+	"Reserved by %s; lock until %s — %s.": 437,
 	"Retried by %s at %s — “%s”":          293,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 39,
-	"Retries":            390,
+	"Retries":            392,
 	"Retry %d instances": 51,
-	"Retry at %s — %s.":  428,
-	"Retry delay":        369,
+	"Retry at %s — %s.":  430,
+	"Retry delay":        371,
 	"Retry every held instance this filter matches": 48,
 	"Retry every held instance…":                    6,
-	"Retry or abandon it from its instance":         394,
+	"Retry or abandon it from its instance":         396,
 	"Retry process instance %s":                     15,
 	"Retry the instance":                            18,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 16,
 	"Retrying and abandoning apply to held instances, not %s ones.":                                           44,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 405,
-	"Revealed by %s at %s; recorded in the audit log.": 526,
+	"Reveal — this is recorded": 407,
+	"Revealed by %s at %s; recorded in the audit log.": 528,
 	"Revision":    152,
 	"Revision %d": 173,
 	"Revisions":   147,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 602,
-	"Revoke the %s token “%s”?": 560,
-	"Revoke the token":          562,
-	"Revoke token %d":           559,
-	"Revoke…":                   555,
-	"Role":                      547,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 604,
+	"Revoke the %s token “%s”?": 562,
+	"Revoke the token":          564,
+	"Revoke token %d":           561,
+	"Revoke…":                   557,
+	"Role":                      549,
 	"Route":                     276,
 	"Routing output":            145,
-	"Rows %s–%s":                478,
-	"Save settings":             486,
+	"Rows %s–%s":                480,
+	"Save settings":             488,
 	"Say why, for whoever reads the log later: at most %d characters.": 12,
-	"Search":                               531,
-	"Secret values can never be revealed.": 529,
+	"Search":                               533,
+	"Secret values can never be revealed.": 531,
 	"Sep":                                  258,
-	"Served by %d workers":                 601,
+	"Served by %d workers":                 603,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 25,
 	"Settled":              279,
-	"Settlement date":      455,
+	"Settlement date":      457,
 	"Show all definitions": 225,
-	"Show times in":        482,
+	"Show times in":        484,
 	"Showing the instances bulk action %s changed.": 93,
-	"Sign in": 537,
-	"Sign in with an operator or administrator token.": 538,
+	"Sign in": 539,
+	"Sign in with an operator or administrator token.": 540,
 	"Sign out":             114,
 	"Signed in as %s (%s)": 113,
 	"Since revision %d:":   179,
@@ -405,9 +407,9 @@ var messageKeyToIndex = map[string]int{
 	"Slot":                 233,
 	"Snapshotted":          174,
 	"Something went wrong": 131,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 545,
-	"Staff tokens, oldest first": 551,
-	"Start node":                 499,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 547,
+	"Staff tokens, oldest first": 553,
+	"Start node":                 501,
 	"Started":                    294,
 	"Status":                     65,
 	"Stop %d instances":          61,
@@ -428,43 +430,43 @@ var messageKeyToIndex = map[string]int{
 	"Summary": 269,
 	"Task contracts: their Working copy, immutable revisions and named releases.": 196,
 	"Temporarily unavailable":                         129,
-	"That is too long to be an id or a business key.": 534,
+	"That is too long to be an id or a business key.": 536,
 	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.": 178,
 	"The bulk action must be its id (a UUID).":                   92,
-	"The call could not be prepared.":                            421,
+	"The call could not be prepared.":                            423,
 	"The chart’s numbers":                                        231,
 	"The confirmed count is missing: start again from the list.": 71,
 	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           132,
-	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      483,
+	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      485,
 	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 72,
 	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 130,
-	"The deadline passed before a result arrived.":                                                                                418,
-	"The destination answered HTTP %s.":                                                                                           427,
-	"The destination could not be reached.":                                                                                       422,
-	"The destination did not answer within the call’s timeout (%s).":                                                              416,
-	"The destination did not answer within the call’s timeout.":                                                                   417,
-	"The destination’s answer was too large.":                                                                                     423,
+	"The deadline passed before a result arrived.":                                                                                420,
+	"The destination answered HTTP %s.":                                                                                           429,
+	"The destination could not be reached.":                                                                                       424,
+	"The destination did not answer within the call’s timeout (%s).":                                                              418,
+	"The destination did not answer within the call’s timeout.":                                                                   419,
+	"The destination’s answer was too large.":                                                                                     425,
 	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                            122,
-	"The inputs could not be built from the process’s bindings.":                                                                  425,
-	"The last attempt’s lock expired with no attempt left.":                                                                       424,
-	"The next page counts them and asks for a reason before anything changes.":                                                    307,
+	"The inputs could not be built from the process’s bindings.":                                                                  427,
+	"The last attempt’s lock expired with no attempt left.":                                                                       426,
+	"The next page counts them and asks for a reason before anything changes.":                                                    309,
 	"The nodes this instance reached, in order, each with its occurrence.":                                                        272,
 	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                143,
 	"The page cursor is invalid: go back to the first page.":                                                                      94,
-	"The page size must be between 1 and %d.":                                                                                     302,
+	"The page size must be between 1 and %d.":                                                                                     304,
 	"The process instance must be an instance id (a UUID).":                                                                       91,
 	"The reason you gave, not recorded:":                                                                                          31,
-	"The result did not match the revision's outputs contract.":                                                                   419,
-	"The revision must be a whole number, 1 or more.":                                                                             453,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 540,
-	"The token was revoked.":                                                                                                      558,
+	"The result did not match the revision's outputs contract.":                                                                   421,
+	"The revision must be a whole number, 1 or more.":                                                                             455,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 542,
+	"The token was revoked.":                                                                                                      560,
 	"These revisions have the same contracts.":                                                                                    164,
-	"These settings are kept in this browser only.":                                                                               481,
-	"They take every revision their consumer is granted.":                                                                         603,
-	"They take revision %d only.":                                                                                                 604,
-	"They take revisions %s only.":                                                                                                605,
-	"This contract has no inputs.":                                                                                                400,
-	"This contract has no outputs.":                                                                                               403,
+	"These settings are kept in this browser only.":                                                                               483,
+	"They take every revision their consumer is granted.":                                                                         605,
+	"They take revision %d only.":                                                                                                 606,
+	"They take revisions %s only.":                                                                                                607,
+	"This contract has no inputs.":                                                                                                402,
+	"This contract has no outputs.":                                                                                               405,
 	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                         128,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.": 27,
 	"This instance has already ended; there is nothing to stop.":  35,
@@ -476,178 +478,178 @@ var messageKeyToIndex = map[string]int{
 	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 289,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          33,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   38,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            565,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           564,
-	"This page does not accept that request.":     530,
-	"This page link is not one the console made.": 582,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            567,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           566,
+	"This page does not accept that request.":     532,
+	"This page link is not one the console made.": 584,
 	"This page reloads every %d seconds.":         118,
 	"This process takes no inputs.":               287,
-	"This token is unknown or has been revoked.":  542,
+	"This token is unknown or has been revoked.":  544,
 	"Times in %s · no auto-reload":                117,
 	"Times in %s · reload every %d s":             116,
 	"To revision":                                 158,
-	"Token":                                       539,
+	"Token":                                       541,
 	"Tokens":                                      112,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 541,
-	"Totals of all definitions, not narrowed by the other filters":         467,
-	"Totals of definition %s, not narrowed by the other filters":           466,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 543,
+	"Totals of all definitions, not narrowed by the other filters":         469,
+	"Totals of definition %s, not narrowed by the other filters":           468,
 	"Type": 136,
-	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 532,
-	"UTC (coordinated universal time)": 488,
+	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 534,
+	"UTC (coordinated universal time)": 490,
 	"Unknown action.":                  42,
-	"Unknown consumer.":                454,
-	"Unknown status %q.":               300,
+	"Unknown consumer.":                456,
+	"Unknown status %q.":               302,
 	"Value":                            284,
-	"Version":                          498,
-	"Versions, newest first":           494,
-	"Waiting for Relais to call the destination since %s (%s).": 431,
-	"Waiting for a worker since %s (%s).":                       432,
+	"Version":                          500,
+	"Versions, newest first":           496,
+	"Waiting for Relais to call the destination since %s (%s).": 433,
+	"Waiting for a worker since %s (%s).":                       434,
 	"When":                                                      76,
 	"Who":                                                       77,
-	"Worker":                                                    585,
-	"Worker id":                                                 376,
+	"Worker":                                                    587,
+	"Worker id":                                                 378,
 	"Workers":                                                   111,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        583,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        585,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 17,
-	"Workers seen within three heartbeats": 584,
-	"Workers serving %s":                   592,
+	"Workers seen within three heartbeats": 586,
+	"Workers serving %s":                   594,
 	"Working copy":                         142,
-	"You are signed out.":                  536,
+	"You are signed out.":                  538,
 	"Your role can read definitions only: external tasks and process instances are for operators and administrators.": 120,
-	"[redacted]":                          452,
+	"[redacted]":                          454,
 	"abandon":                             4,
-	"administrator":                       340,
+	"administrator":                       342,
 	"an incident: retry, abandon or stop": 206,
-	"answer too large":                    450,
+	"answer too large":                    452,
 	"any":                                 63,
-	"any other code → %s":                 520,
+	"any other code → %s":                 522,
 	"any other error":                     204,
-	"as of %s (%s); counts are refreshed every few seconds.": 469,
-	"at least %d characters":                                 568,
-	"at least %d items":                                      575,
-	"at most %d":                                             395,
-	"at most %d characters":                                  569,
-	"at most %d items":                                       576,
-	"at most %d since the last operator retry":               396,
-	"available":                                              314,
-	"boolean":                                                327,
-	"call in progress since":                                 474,
-	"cancelled":                                              317,
-	"choice":                                                 330,
-	"claimable since":                                        473,
+	"as of %s (%s); counts are refreshed every few seconds.": 471,
+	"at least %d characters":                                 570,
+	"at least %d items":                                      577,
+	"at most %d":                                             397,
+	"at most %d characters":                                  571,
+	"at most %d items":                                       578,
+	"at most %d since the last operator retry":               398,
+	"available":                                              316,
+	"boolean":                                                329,
+	"call in progress since":                                 476,
+	"cancelled":                                              319,
+	"choice":                                                 332,
+	"claimable since":                                        475,
 	"claimable since %s":                                     224,
-	"classification changed":                                 351,
+	"classification changed":                                 353,
 	"completed":                                              229,
-	"constraint changed":                                     352,
-	"consumer":                                               343,
-	"consumer #%s":                                           445,
-	"date":                                                   328,
-	"date and time":                                          329,
-	"deadline %s":                                            523,
-	"deferred":                                               316,
-	"deferred since":                                         476,
+	"constraint changed":                                     354,
+	"consumer":                                               345,
+	"consumer #%s":                                           447,
+	"date":                                                   330,
+	"date and time":                                          331,
+	"deadline %s":                                            525,
+	"deferred":                                               318,
+	"deferred since":                                         478,
 	"deleted":                                                83,
-	"designer":                                               342,
-	"disconnected":                                           323,
-	"end (completes)":                                        515,
-	"end (fails)":                                            516,
+	"designer":                                               344,
+	"disconnected":                                           325,
+	"end (completes)":                                        517,
+	"end (fails)":                                            518,
 	"end: completes the instance":                            207,
 	"end: fails the instance":                                208,
-	"every revision its consumer is granted":                 598,
-	"expired":                                                320,
+	"every revision its consumer is granted":                 600,
+	"expired":                                                322,
 	"failed":                                                 230,
-	"fails the instance":                                     521,
-	"field added":                                            346,
-	"field removed":                                          347,
-	"format":                                                 357,
-	"format %s":                                              571,
-	"from":                                                   304,
-	"held":                                                   319,
+	"fails the instance":                                     523,
+	"field added":                                            348,
+	"field removed":                                          349,
+	"format":                                                 359,
+	"format %s":                                              573,
+	"from":                                                   306,
+	"held":                                                   321,
 	"held for an operator":                                   205,
-	"hold (an incident for an operator)":                     519,
+	"hold (an incident for an operator)":                     521,
 	"id or business key":                                     108,
 	"in %s":                                                  243,
-	"in progress":                                            384,
-	"instance id":                                            457,
-	"integer":                                                325,
+	"in progress":                                            386,
+	"instance id":                                            459,
+	"integer":                                                327,
 	"just now":                                               245,
-	"list":                                                   332,
-	"lock until":                                             475,
-	"long polling":                                           596,
-	"maximum":                                                359,
-	"maximum %s":                                             573,
-	"maximum items":                                          361,
-	"maximum length":                                         355,
-	"minimum":                                                358,
-	"minimum %s":                                             572,
-	"minimum items":                                          360,
-	"minimum length":                                         354,
-	"never":                                                  552,
-	"next attempt":                                           472,
-	"no":                                                     345,
-	"no answer within the timeout":                           448,
-	"no connection":                                          449,
+	"list":                                                   334,
+	"lock until":                                             477,
+	"long polling":                                           598,
+	"maximum":                                                361,
+	"maximum %s":                                             575,
+	"maximum items":                                          363,
+	"maximum length":                                         357,
+	"minimum":                                                360,
+	"minimum %s":                                             574,
+	"minimum items":                                          362,
+	"minimum length":                                         356,
+	"never":                                                  554,
+	"next attempt":                                           474,
+	"no":                                                     347,
+	"no answer within the timeout":                           450,
+	"no connection":                                          451,
 	"none":                                                   195,
 	"none yet":                                               200,
-	"none: a failed call takes the node’s error path": 391,
-	"normal":                          333,
-	"not provided":                    577,
-	"not yet":                         553,
-	"null":                            579,
-	"number":                          326,
-	"object":                          331,
+	"none: a failed call takes the node’s error path": 393,
+	"normal":                          335,
+	"not provided":                    579,
+	"not yet":                         555,
+	"null":                            581,
+	"number":                          328,
+	"object":                          333,
 	"on error":                        203,
-	"one of: %s":                      574,
-	"operator":                        341,
+	"one of: %s":                      576,
+	"operator":                        343,
 	"optional field of type %s":       194,
 	"optional → required":             187,
-	"pattern":                         356,
-	"pattern %s":                      570,
-	"pull":                            513,
+	"pattern":                         358,
+	"pattern %s":                      572,
+	"pull":                            515,
 	"pull %s":                         210,
-	"pull (the service fetches it)":   338,
+	"pull (the service fetches it)":   340,
 	"push %s":                         209,
-	"push (Relais calls the service)": 339,
-	"push to %s":                      514,
-	"rejected":                        321,
-	"released":                        322,
-	"required changed":                349,
+	"push (Relais calls the service)": 341,
+	"push to %s":                      516,
+	"rejected":                        323,
+	"released":                        324,
+	"required changed":                351,
 	"required field of type %s":       193,
 	"required → optional":             188,
-	"reserved":                        315,
+	"reserved":                        317,
 	"retry":                           3,
-	"revision %d":                     470,
-	"revisions %s":                    599,
-	"routing changed":                 353,
-	"routing output":                  566,
+	"revision %d":                     472,
+	"revisions %s":                    601,
+	"routing changed":                 355,
+	"routing output":                  568,
 	"routing output %s → %s":          186,
-	"running":                         318,
-	"secret":                          335,
-	"sensitive":                       334,
-	"settled":                         471,
+	"running":                         320,
+	"secret":                          337,
+	"sensitive":                       336,
+	"settled":                         473,
 	"stop":                            5,
-	"stream":                          595,
-	"text":                            324,
+	"stream":                          597,
+	"text":                            326,
 	"the contracts are the same (the name or a description changed).": 180,
-	"this session":           556,
-	"timeout %s":             524,
-	"to":                     305,
-	"type changed":           348,
-	"unexpected value":       580,
-	"unknown":                451,
+	"this session":           558,
+	"timeout %s":             526,
+	"to":                     307,
+	"type changed":           350,
+	"unexpected value":       582,
+	"unknown":                453,
 	"values added: %s":       189,
-	"values changed":         350,
+	"values changed":         352,
 	"values removed: %s":     190,
 	"values reordered":       191,
-	"version %d":             496,
-	"waiting":                446,
-	"yes":                    344,
-	"••• hidden (secret)":    337,
-	"••• hidden (sensitive)": 336,
-	"→ %s":                   518,
+	"version %d":             498,
+	"waiting":                448,
+	"yes":                    346,
+	"••• hidden (secret)":    339,
+	"••• hidden (sensitive)": 338,
+	"→ %s":                   520,
 }
 
-var enIndex = []uint32{ // 607 elements
+var enIndex = []uint32{ // 609 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x0000005a,
@@ -732,96 +734,98 @@ var enIndex = []uint32{ // 607 elements
 	// Entry 120 - 13F
 	0x000025b6, 0x000026d8, 0x00002797, 0x000027ee,
 	0x00002818, 0x00002844, 0x0000286e, 0x00002876,
-	0x0000287c, 0x00002885, 0x00002892, 0x000028a4,
-	0x000028af, 0x000028c5, 0x000028d3, 0x000028fe,
-	0x00002910, 0x00002915, 0x00002918, 0x00002942,
-	0x0000298b, 0x000029ab, 0x000029b4, 0x000029c6,
-	0x000029e9, 0x000029f7, 0x00002a04, 0x00002a0e,
-	0x00002a17, 0x00002a20, 0x00002a2a, 0x00002a32,
+	0x0000287c, 0x00002889, 0x0000289b, 0x000028a6,
+	0x000028af, 0x000028c1, 0x000028d0, 0x000028e6,
+	0x000028f4, 0x0000291f, 0x00002931, 0x00002936,
+	0x00002939, 0x00002963, 0x000029ac, 0x000029cc,
+	0x000029d5, 0x000029e7, 0x00002a0a, 0x00002a18,
+	0x00002a25, 0x00002a2f, 0x00002a38, 0x00002a41,
 	// Entry 140 - 15F
-	0x00002a37, 0x00002a3f, 0x00002a48, 0x00002a51,
-	0x00002a5e, 0x00002a63, 0x00002a6b, 0x00002a72,
-	0x00002a7a, 0x00002a7f, 0x00002a8d, 0x00002a94,
-	0x00002a9b, 0x00002aa0, 0x00002aa7, 0x00002ab1,
-	0x00002ab8, 0x00002ad5, 0x00002aef, 0x00002b0d,
-	0x00002b2d, 0x00002b3b, 0x00002b44, 0x00002b4d,
-	0x00002b56, 0x00002b5a, 0x00002b5d, 0x00002b69,
-	0x00002b77, 0x00002b84, 0x00002b95, 0x00002ba4,
+	0x00002a4b, 0x00002a53, 0x00002a58, 0x00002a60,
+	0x00002a69, 0x00002a72, 0x00002a7f, 0x00002a84,
+	0x00002a8c, 0x00002a93, 0x00002a9b, 0x00002aa0,
+	0x00002aae, 0x00002ab5, 0x00002abc, 0x00002ac1,
+	0x00002ac8, 0x00002ad2, 0x00002ad9, 0x00002af6,
+	0x00002b10, 0x00002b2e, 0x00002b4e, 0x00002b5c,
+	0x00002b65, 0x00002b6e, 0x00002b77, 0x00002b7b,
+	0x00002b7e, 0x00002b8a, 0x00002b98, 0x00002ba5,
 	// Entry 160 - 17F
-	0x00002bbb, 0x00002bce, 0x00002bde, 0x00002bed,
-	0x00002bfc, 0x00002c04, 0x00002c0b, 0x00002c13,
-	0x00002c1b, 0x00002c29, 0x00002c37, 0x00002c4d,
-	0x00002c62, 0x00002c73, 0x00002c78, 0x00002c7e,
-	0x00002c85, 0x00002c96, 0x00002ca2, 0x00002cab,
-	0x00002cb4, 0x00002cd0, 0x00002cd9, 0x00002cf5,
-	0x00002cfe, 0x00002d08, 0x00002d11, 0x00002d1a,
-	0x00002d23, 0x00002d3a, 0x00002d42, 0x00002d50,
+	0x00002bb6, 0x00002bc5, 0x00002bdc, 0x00002bef,
+	0x00002bff, 0x00002c0e, 0x00002c1d, 0x00002c25,
+	0x00002c2c, 0x00002c34, 0x00002c3c, 0x00002c4a,
+	0x00002c58, 0x00002c6e, 0x00002c83, 0x00002c94,
+	0x00002c99, 0x00002c9f, 0x00002ca6, 0x00002cb7,
+	0x00002cc3, 0x00002ccc, 0x00002cd5, 0x00002cf1,
+	0x00002cfa, 0x00002d16, 0x00002d1f, 0x00002d29,
+	0x00002d32, 0x00002d3b, 0x00002d44, 0x00002d5b,
 	// Entry 180 - 19F
-	0x00002d7d, 0x00002d89, 0x00002d95, 0x00002d9d,
-	0x00002dc8, 0x00002e8a, 0x00002ea5, 0x00002ead,
-	0x00002edf, 0x00002eec, 0x00002ef0, 0x00002f16,
-	0x00002f24, 0x00002f50, 0x00002f76, 0x00002f81,
-	0x00002faf, 0x00002fcc, 0x00002ffb, 0x0000302d,
-	0x0000304b, 0x00003080, 0x0000309c, 0x000030ab,
-	0x000030b8, 0x000030c6, 0x000030d3, 0x000030dc,
-	0x000030f7, 0x00003112, 0x0000311e, 0x0000313f,
+	0x00002d63, 0x00002d71, 0x00002d9e, 0x00002daa,
+	0x00002db6, 0x00002dbe, 0x00002de9, 0x00002eab,
+	0x00002ec6, 0x00002ece, 0x00002f00, 0x00002f0d,
+	0x00002f11, 0x00002f37, 0x00002f45, 0x00002f71,
+	0x00002f97, 0x00002fa2, 0x00002fd0, 0x00002fed,
+	0x0000301c, 0x0000304e, 0x0000306c, 0x000030a1,
+	0x000030bd, 0x000030cc, 0x000030d9, 0x000030e7,
+	0x000030f4, 0x000030fd, 0x00003118, 0x00003133,
 	// Entry 1A0 - 1BF
-	0x00003168, 0x000031ac, 0x000031e8, 0x00003215,
-	0x0000324f, 0x000032b4, 0x000032d4, 0x000032fa,
-	0x00003324, 0x0000335c, 0x00003399, 0x000033bd,
-	0x000033e2, 0x000033fc, 0x0000341a, 0x0000344e,
-	0x0000348e, 0x000034b8, 0x000034c7, 0x000034f8,
-	0x00003527, 0x0000353a, 0x000035af, 0x000035c2,
-	0x000035f6, 0x0000362a, 0x0000363a, 0x00003681,
-	0x000036ae, 0x000036bb, 0x000036cb, 0x000036d3,
+	0x0000313f, 0x00003160, 0x00003189, 0x000031cd,
+	0x00003209, 0x00003236, 0x00003270, 0x000032d5,
+	0x000032f5, 0x0000331b, 0x00003345, 0x0000337d,
+	0x000033ba, 0x000033de, 0x00003403, 0x0000341d,
+	0x0000343b, 0x0000346f, 0x000034af, 0x000034d9,
+	0x000034e8, 0x00003519, 0x00003548, 0x0000355b,
+	0x000035d0, 0x000035e3, 0x00003617, 0x0000364b,
+	0x0000365b, 0x000036a2, 0x000036cf, 0x000036dc,
 	// Entry 1C0 - 1DF
-	0x000036eb, 0x00003708, 0x00003716, 0x00003727,
-	0x0000372f, 0x0000373a, 0x0000376a, 0x0000377c,
-	0x0000378c, 0x000037be, 0x000037ca, 0x000037db,
-	0x000037f5, 0x00003806, 0x0000380c, 0x00003820,
-	0x00003838, 0x0000385d, 0x0000386b, 0x000038a9,
-	0x000038e6, 0x00003912, 0x0000394f, 0x0000395e,
-	0x00003966, 0x00003973, 0x00003983, 0x0000399a,
-	0x000039a5, 0x000039b4, 0x000039c2, 0x000039d5,
+	0x000036ec, 0x000036f4, 0x0000370c, 0x00003729,
+	0x00003737, 0x00003748, 0x00003750, 0x0000375b,
+	0x0000378b, 0x0000379d, 0x000037ad, 0x000037df,
+	0x000037eb, 0x000037fc, 0x00003816, 0x00003827,
+	0x0000382d, 0x00003841, 0x00003859, 0x0000387e,
+	0x0000388c, 0x000038ca, 0x00003907, 0x00003933,
+	0x00003970, 0x0000397f, 0x00003987, 0x00003994,
+	0x000039a4, 0x000039bb, 0x000039c6, 0x000039d5,
 	// Entry 1E0 - 1FF
-	0x000039fa, 0x00003a25, 0x00003a53, 0x00003a61,
-	0x00003af4, 0x00003b12, 0x00003b58, 0x00003b66,
-	0x00003b7a, 0x00003b9b, 0x00003baf, 0x00003bb5,
-	0x00003bc9, 0x00003c3c, 0x00003c4d, 0x00003c64,
-	0x00003c81, 0x00003c8f, 0x00003c9d, 0x00003ca5,
-	0x00003cb0, 0x00003cb6, 0x00003da8, 0x00003dae,
-	0x00003de0, 0x00003de5, 0x00003df5, 0x00003e00,
-	0x00003e09, 0x00003e19, 0x00003e33, 0x00003e6c,
+	0x000039e3, 0x000039f6, 0x00003a1b, 0x00003a46,
+	0x00003a74, 0x00003a82, 0x00003b15, 0x00003b33,
+	0x00003b79, 0x00003b87, 0x00003b9b, 0x00003bbc,
+	0x00003bd0, 0x00003bd6, 0x00003bea, 0x00003c5d,
+	0x00003c6e, 0x00003c85, 0x00003ca2, 0x00003cb0,
+	0x00003cbe, 0x00003cc6, 0x00003cd1, 0x00003cd7,
+	0x00003dc9, 0x00003dcf, 0x00003e01, 0x00003e06,
+	0x00003e16, 0x00003e21, 0x00003e2a, 0x00003e3a,
 	// Entry 200 - 21F
-	0x00003e7b, 0x00003f35, 0x00003f3a, 0x00003f48,
-	0x00003f58, 0x00003f64, 0x00003f74, 0x00003f7e,
-	0x00003fa1, 0x00003fba, 0x00003fcd, 0x00004039,
-	0x00004048, 0x00004056, 0x00004088, 0x000040bf,
-	0x000040cd, 0x00004111, 0x00004136, 0x0000415e,
-	0x00004165, 0x000041c0, 0x000041ea, 0x0000421a,
-	0x00004278, 0x0000428c, 0x00004294, 0x000042c5,
-	0x000042cb, 0x00004347, 0x0000438f, 0x000043ba,
+	0x00003e54, 0x00003e8d, 0x00003e9c, 0x00003f56,
+	0x00003f5b, 0x00003f69, 0x00003f79, 0x00003f85,
+	0x00003f95, 0x00003f9f, 0x00003fc2, 0x00003fdb,
+	0x00003fee, 0x0000405a, 0x00004069, 0x00004077,
+	0x000040a9, 0x000040e0, 0x000040ee, 0x00004132,
+	0x00004157, 0x0000417f, 0x00004186, 0x000041e1,
+	0x0000420b, 0x0000423b, 0x00004299, 0x000042ad,
+	0x000042b5, 0x000042e6, 0x000042ec, 0x00004368,
 	// Entry 220 - 23F
-	0x0000441c, 0x0000443f, 0x000044e6, 0x000044e9,
-	0x000044ee, 0x000044f9, 0x00004503, 0x0000450b,
-	0x00004526, 0x0000452c, 0x00004534, 0x00004542,
-	0x0000454c, 0x00004559, 0x00004563, 0x0000457a,
-	0x0000458d, 0x000045b1, 0x00004631, 0x00004642,
-	0x0000464a, 0x000046bf, 0x00004713, 0x00004722,
-	0x0000472e, 0x0000476a, 0x000047a4, 0x000047b2,
-	0x000047bf, 0x000047cd, 0x000047db, 0x000047e9,
+	0x000043b0, 0x000043db, 0x0000443d, 0x00004460,
+	0x00004507, 0x0000450a, 0x0000450f, 0x0000451a,
+	0x00004524, 0x0000452c, 0x00004547, 0x0000454d,
+	0x00004555, 0x00004563, 0x0000456d, 0x0000457a,
+	0x00004584, 0x0000459b, 0x000045ae, 0x000045d2,
+	0x00004652, 0x00004663, 0x0000466b, 0x000046e0,
+	0x00004734, 0x00004743, 0x0000474f, 0x0000478b,
+	0x000047c5, 0x000047d3, 0x000047e0, 0x000047ee,
 	// Entry 240 - 25F
-	0x0000481b, 0x0000484b, 0x00004858, 0x00004878,
-	0x0000487d, 0x0000488e, 0x0000489b, 0x000048c7,
-	0x0000494d, 0x00004972, 0x00004979, 0x00004982,
-	0x00004995, 0x0000499f, 0x000049a9, 0x000049b3,
-	0x000049cb, 0x000049e1, 0x000049ed, 0x00004a0f,
-	0x00004a16, 0x00004a23, 0x00004a34, 0x00004a5b,
-	0x00004a6b, 0x00004abf, 0x00004af7, 0x00004b47,
-	0x00004b7b, 0x00004b9a, 0x00004bba,
-} // Size: 2452 bytes
+	0x000047fc, 0x0000480a, 0x0000483c, 0x0000486c,
+	0x00004879, 0x00004899, 0x0000489e, 0x000048af,
+	0x000048bc, 0x000048e8, 0x0000496e, 0x00004993,
+	0x0000499a, 0x000049a3, 0x000049b6, 0x000049c0,
+	0x000049ca, 0x000049d4, 0x000049ec, 0x00004a02,
+	0x00004a0e, 0x00004a30, 0x00004a37, 0x00004a44,
+	0x00004a55, 0x00004a7c, 0x00004a8c, 0x00004ae0,
+	0x00004b18, 0x00004b68, 0x00004b9c, 0x00004bbb,
+	// Entry 260 - 27F
+	0x00004bdb,
+} // Size: 2460 bytes
 
-const enData string = "" + // Size: 19386 bytes
+const enData string = "" + // Size: 19419 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every held instance…\x02Stop every running instance…\x02Stop every runni" +
@@ -985,151 +989,151 @@ const enData string = "" + // Size: 19386 bytes
 	"it log.\x02Stopping cancels the instance and its open occurrences. It do" +
 	"es not complete anything.\x02Stopped by %[1]s at %[2]s — “%[3]s”\x02Aban" +
 	"doned by %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s — “%[3]s”" +
-	"\x02Started\x02Ended\x02End node\x02Held at node\x02Failed occurrence" +
-	"\x02Error code\x02Unknown status %[1]q.\x02Creation date\x02The page siz" +
-	"e must be between 1 and %[1]d.\x02Process instances\x02from\x02to\x02Act" +
-	" on every instance this filter matches\x02The next page counts them and " +
-	"asks for a reason before anything changes.\x02Process instances, newest " +
-	"first\x02Instance\x02End node or error\x02No instance matches these filt" +
-	"ers.\x02All processes\x02All statuses\x02available\x02reserved\x02deferr" +
-	"ed\x02cancelled\x02running\x02held\x02expired\x02rejected\x02released" +
-	"\x02disconnected\x02text\x02integer\x02number\x02boolean\x02date\x02date" +
-	" and time\x02choice\x02object\x02list\x02normal\x02sensitive\x02secret" +
-	"\x02••• hidden (sensitive)\x02••• hidden (secret)\x02pull (the service f" +
-	"etches it)\x02push (Relais calls the service)\x02administrator\x02operat" +
-	"or\x02designer\x02consumer\x02yes\x02no\x02field added\x02field removed" +
-	"\x02type changed\x02required changed\x02values changed\x02classification" +
-	" changed\x02constraint changed\x02routing changed\x02minimum length\x02m" +
-	"aximum length\x02pattern\x02format\x02minimum\x02maximum\x02minimum item" +
-	"s\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, version %[2]s\x02O" +
-	"ccurrence %[1]s\x02Mode\x02Dates\x02Policy\x02Maximum attempts\x02Retry " +
-	"delay\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02Attempts" +
-	"\x02Every attempt, oldest first\x02Consumer\x02Worker id\x02Reserved\x02" +
-	"Finished\x02Duration\x02Destination’s answer\x02Outcome\x02Error message" +
-	"\x02No service has reserved this occurrence yet.\x02in progress\x02Desti" +
-	"nation\x02Replica\x02Relais has not called the destination yet.\x02Relai" +
-	"s keeps the destination’s status code only when it refused the call (des" +
-	"tination_http_NNN); a completed call answered 2xx. The duration runs fro" +
-	"m the claim of the call to its settlement.\x02Reason given by the worker" +
-	"\x02Retries\x02none: a failed call takes the node’s error path\x02Call t" +
-	"imeout\x02Now\x02Retry or abandon it from its instance\x02at most %[1]d" +
-	"\x02at most %[1]d since the last operator retry\x14\x01\x81\x01\x00\x02" +
-	"\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02%[1]d left\x02Inputs," +
-	" labelled by revision %[1]d's contract\x02This contract has no inputs." +
-	"\x02Outputs, labelled by revision %[1]d's contract\x02No outputs yet: th" +
-	"e occurrence has not completed.\x02This contract has no outputs.\x02No o" +
-	"utputs: the occurrence ended without completing.\x02Reveal — this is rec" +
-	"orded\x02Available from\x02Next attempt\x02Last reserved\x02Lock expires" +
-	"\x02Deferred\x02Last error (attempt %[1]d)\x02Error (before any attempt)" +
-	"\x02Its message\x02Message from Relais (in English)\x02Message from the " +
-	"service (as it sent it)\x02The destination did not answer within the cal" +
-	"l’s timeout (%[1]s).\x02The destination did not answer within the call’s" +
-	" timeout.\x02The deadline passed before a result arrived.\x02The result " +
-	"did not match the revision's outputs contract.\x02Relais stopped during " +
-	"the call: whether the destination acted is unknown, so it is not called " +
-	"again.\x02The call could not be prepared.\x02The destination could not b" +
-	"e reached.\x02The destination’s answer was too large.\x02The last attemp" +
-	"t’s lock expired with no attempt left.\x02The inputs could not be built " +
-	"from the process’s bindings.\x02An operator abandoned the instance.\x02T" +
-	"he destination answered HTTP %[1]s.\x02Retry at %[1]s — %[2]s.\x02Offere" +
-	"d from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to be offered agai" +
-	"n.\x02Waiting for Relais to call the destination since %[1]s (%[2]s)." +
-	"\x02Waiting for a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02Relai" +
-	"s is calling the destination (since %[1]s).\x02Reserved by %[1]s; lock u" +
-	"ntil %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2]s" +
-	"): a worker of the same consumer, or a front end with a settle token, co" +
-	"mpletes it later.\x02Completed (%[1]s).\x02Its instance is held here, wa" +
-	"iting for an operator.\x02Its instance went on along the node’s error pa" +
-	"th.\x02Failed (%[1]s).\x02Cancelled: the instance was stopped by %[1]s a" +
-	"t %[2]s — “%[3]s”.\x02Cancelled: the instance was stopped (%[1]s).\x02%[" +
-	"1]s so far\x02consumer #%[1]s\x02waiting\x02HTTP 2xx, unusable body\x02n" +
-	"o answer within the timeout\x02no connection\x02answer too large\x02unkn" +
-	"own\x02[redacted]\x02The revision must be a whole number, 1 or more.\x02" +
-	"Unknown consumer.\x02Settlement date\x02More filters: instance, revision" +
-	", consumer, dates\x02instance id\x02Counts by status\x02Occurrences, new" +
-	"est first\x02Process and node\x02Error\x02Consumer and worker\x02Next at" +
-	"tempt or settled\x02No occurrence matches these filters.\x02All consumer" +
-	"s\x02Totals of definition %[1]s, not narrowed by the other filters\x02To" +
-	"tals of all definitions, not narrowed by the other filters\x14\x01\x81" +
-	"\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as " +
-	"of %[1]s (%[2]s); counts are refreshed every few seconds.\x02revision %[" +
-	"1]d\x02settled\x02next attempt\x02claimable since\x02call in progress si" +
-	"nce\x02lock until\x02deferred since\x02Previous page\x02Rows %[1]s–%[2]s" +
-	"\x02%[1]s: a date is written 2026-12-01.\x02%[1]s: the first day comes a" +
-	"fter the last.\x02These settings are kept in this browser only.\x02Show " +
-	"times in\x02The console runs no script, so it cannot read your computer’" +
-	"s time zone: choose its offset from UTC. Offsets do not follow daylight " +
-	"saving time.\x02Reload lists and detail pages\x02Pages with a form, such" +
-	" as a confirmation, never reload on their own.\x02Save settings\x02Back " +
-	"without saving\x02UTC (coordinated universal time)\x02Local time at %[1]" +
-	"s\x02Never\x02Every %[1]d seconds\x02Published process versions: their n" +
-	"odes, routes and pinned revisions, drawn, with where their occurrences a" +
-	"re now.\x02Processes by key\x02Versions, newest first\x02No process is p" +
-	"ublished yet.\x02version %[1]d\x02Process %[1]s\x02Version\x02Start node" +
-	"\x02Graph\x02Columns follow the longest path from the start node. Solid " +
-	"arrows are successes (labelled with their route), dashed ones failures (" +
-	"labelled with their error codes). Each box says how many of this version" +
-	"’s occurrences are at that node now.\x02Nodes\x02Nodes of this version" +
-	", with their occurrences now\x02Kind\x02Pinned revision\x02On success" +
-	"\x02On error\x02Occurrences now\x02Instances of this process\x02Counts a" +
-	"s of %[1]s (%[2]s); refreshed every few seconds.\x02Graph of %[1]s\x14" +
-	"\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The table below " +
-	"lists the same nodes, routes and counts.\x00Y\x02%[1]d nodes, starting a" +
-	"t %[2]s. The table below lists the same nodes, routes and counts.\x02pul" +
-	"l\x02push to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s → %[2]s" +
-	"\x02→ %[1]s\x02hold (an incident for an operator)\x02any other code → %[" +
-	"1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, ret" +
-	"ry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, retry after %[2]s" +
-	", priority %[3]d\x02deadline %[1]s\x02timeout %[1]s\x02Only administrato" +
-	"rs may reveal a sensitive value.\x02Revealed by %[1]s at %[2]s; recorded" +
-	" in the audit log.\x02Cannot reveal\x02Only a value this page shows as h" +
-	"idden (sensitive) can be revealed.\x02Secret values can never be reveale" +
-	"d.\x02This page does not accept that request.\x02Search\x02Type an insta" +
-	"nce or occurrence id (a UUID, as the pages show on hover), or a business" +
-	" key.\x02Nothing to find: the search box is empty.\x02That is too long t" +
-	"o be an id or a business key.\x02No instance or occurrence has the id “%" +
-	"[1]s”, and no instance has it as its business key.\x02You are signed out" +
-	".\x02Sign in\x02Sign in with an operator or administrator token.\x02Toke" +
-	"n\x02The token is checked once and never stored in your browser; a sessi" +
-	"on cookie stands for it for up to 8 hours of inactivity.\x02Too many fai" +
-	"led sign-ins from your address. Try again in %[1]d seconds.\x02This toke" +
-	"n is unknown or has been revoked.\x02A %[1]s token cannot open the conso" +
-	"le: sign in with an operator, designer or administrator token.\x02Only a" +
-	"dministrators manage tokens.\x02Staff tokens (administrators, designers," +
-	" operators) that are not revoked. Consumer tokens are managed with their" +
-	" consumers. Revoking a token refuses its next request.\x02ID\x02Role\x02" +
-	"Created on\x02Last used\x02Expires\x02Staff tokens, oldest first\x02neve" +
-	"r\x02not yet\x02Expired token\x02Revoke…\x02this session\x02No token." +
-	"\x02The token was revoked.\x02Revoke token %[1]d\x02Revoke the %[1]s tok" +
-	"en “%[2]s”?\x02Its next request is refused, and console sessions opened " +
-	"with it end. This cannot be undone: whoever uses it needs a new token." +
-	"\x02Revoke the token\x02Keep it\x02This is the token you signed in with:" +
-	" revoking it signs you out. Its next request is refused. This cannot be " +
-	"undone.\x02This is the last usable administrator token: create another o" +
-	"ne before revoking it.\x02routing output\x02(each item)\x14\x01\x81\x01" +
-	"\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d chara" +
-	"cters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02" +
-	"at most %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1" +
-	"]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at l" +
-	"east %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02" +
-	"\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02not provide" +
-	"d\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02nu" +
-	"ll\x02unexpected value\x02Invalid page\x02This page link is not one the " +
-	"console made.\x02Workers connected by a stream, and polling workers by t" +
-	"heir last fetch. A worker is listed while it was seen within three heart" +
-	"beats.\x02Workers seen within three heartbeats\x02Worker\x02Protocol\x02" +
-	"Definitions served\x02In flight\x02Connected\x02Last seen\x02No worker i" +
-	"s connected.\x02Workers serving %[1]s\x02All workers\x02No worker serves" +
-	" this definition.\x02stream\x02long polling\x02Camunda 7 facade\x02every" +
-	" revision its consumer is granted\x02revisions %[1]s\x02No worker serves" +
-	" this definition: its occurrences wait until one connects or polls.\x14" +
-	"\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served by " +
-	"%[1]d workers\x02Revisions they take: %[1]s; some take every revision th" +
-	"eir consumer is granted.\x02They take every revision their consumer is g" +
-	"ranted.\x02They take revision %[1]d only.\x02They take revisions %[1]s o" +
-	"nly."
+	"\x02Started\x02Ended\x02Held at node\x02Failed occurrence\x02Error code" +
+	"\x02End node\x02Abandoned at node\x02Failed at node\x02Unknown status %[" +
+	"1]q.\x02Creation date\x02The page size must be between 1 and %[1]d.\x02P" +
+	"rocess instances\x02from\x02to\x02Act on every instance this filter matc" +
+	"hes\x02The next page counts them and asks for a reason before anything c" +
+	"hanges.\x02Process instances, newest first\x02Instance\x02End node or er" +
+	"ror\x02No instance matches these filters.\x02All processes\x02All status" +
+	"es\x02available\x02reserved\x02deferred\x02cancelled\x02running\x02held" +
+	"\x02expired\x02rejected\x02released\x02disconnected\x02text\x02integer" +
+	"\x02number\x02boolean\x02date\x02date and time\x02choice\x02object\x02li" +
+	"st\x02normal\x02sensitive\x02secret\x02••• hidden (sensitive)\x02••• hid" +
+	"den (secret)\x02pull (the service fetches it)\x02push (Relais calls the " +
+	"service)\x02administrator\x02operator\x02designer\x02consumer\x02yes\x02" +
+	"no\x02field added\x02field removed\x02type changed\x02required changed" +
+	"\x02values changed\x02classification changed\x02constraint changed\x02ro" +
+	"uting changed\x02minimum length\x02maximum length\x02pattern\x02format" +
+	"\x02minimum\x02maximum\x02minimum items\x02maximum items\x02%[1]s, revis" +
+	"ion %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Mode\x02Dates" +
+	"\x02Policy\x02Maximum attempts\x02Retry delay\x02Deadline\x02Priority" +
+	"\x02%[1]d (0 lowest, 9 highest)\x02Attempts\x02Every attempt, oldest fir" +
+	"st\x02Consumer\x02Worker id\x02Reserved\x02Finished\x02Duration\x02Desti" +
+	"nation’s answer\x02Outcome\x02Error message\x02No service has reserved t" +
+	"his occurrence yet.\x02in progress\x02Destination\x02Replica\x02Relais h" +
+	"as not called the destination yet.\x02Relais keeps the destination’s sta" +
+	"tus code only when it refused the call (destination_http_NNN); a complet" +
+	"ed call answered 2xx. The duration runs from the claim of the call to it" +
+	"s settlement.\x02Reason given by the worker\x02Retries\x02none: a failed" +
+	" call takes the node’s error path\x02Call timeout\x02Now\x02Retry or aba" +
+	"ndon it from its instance\x02at most %[1]d\x02at most %[1]d since the la" +
+	"st operator retry\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f" +
+	"\x02%[1]d attempts\x02%[1]d left\x02Inputs, labelled by revision %[1]d's" +
+	" contract\x02This contract has no inputs.\x02Outputs, labelled by revisi" +
+	"on %[1]d's contract\x02No outputs yet: the occurrence has not completed." +
+	"\x02This contract has no outputs.\x02No outputs: the occurrence ended wi" +
+	"thout completing.\x02Reveal — this is recorded\x02Available from\x02Next" +
+	" attempt\x02Last reserved\x02Lock expires\x02Deferred\x02Last error (att" +
+	"empt %[1]d)\x02Error (before any attempt)\x02Its message\x02Message from" +
+	" Relais (in English)\x02Message from the service (as it sent it)\x02The " +
+	"destination did not answer within the call’s timeout (%[1]s).\x02The des" +
+	"tination did not answer within the call’s timeout.\x02The deadline passe" +
+	"d before a result arrived.\x02The result did not match the revision's ou" +
+	"tputs contract.\x02Relais stopped during the call: whether the destinati" +
+	"on acted is unknown, so it is not called again.\x02The call could not be" +
+	" prepared.\x02The destination could not be reached.\x02The destination’s" +
+	" answer was too large.\x02The last attempt’s lock expired with no attemp" +
+	"t left.\x02The inputs could not be built from the process’s bindings." +
+	"\x02An operator abandoned the instance.\x02The destination answered HTTP" +
+	" %[1]s.\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Loc" +
+	"k expired %[1]s — waiting to be offered again.\x02Waiting for Relais to " +
+	"call the destination since %[1]s (%[2]s).\x02Waiting for a worker since " +
+	"%[1]s (%[2]s).\x02(worker %[1]s)\x02Relais is calling the destination (s" +
+	"ince %[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02Reserved" +
+	" by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker of the same consume" +
+	"r, or a front end with a settle token, completes it later.\x02Completed " +
+	"(%[1]s).\x02Its instance is held here, waiting for an operator.\x02Its i" +
+	"nstance went on along the node’s error path.\x02Failed (%[1]s).\x02Cance" +
+	"lled: the instance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled" +
+	": the instance was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s" +
+	"\x02waiting\x02HTTP 2xx, unusable body\x02no answer within the timeout" +
+	"\x02no connection\x02answer too large\x02unknown\x02[redacted]\x02The re" +
+	"vision must be a whole number, 1 or more.\x02Unknown consumer.\x02Settle" +
+	"ment date\x02More filters: instance, revision, consumer, dates\x02instan" +
+	"ce id\x02Counts by status\x02Occurrences, newest first\x02Process and no" +
+	"de\x02Error\x02Consumer and worker\x02Next attempt or settled\x02No occu" +
+	"rrence matches these filters.\x02All consumers\x02Totals of definition %" +
+	"[1]s, not narrowed by the other filters\x02Totals of all definitions, no" +
+	"t narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occ" +
+	"urrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); counts are " +
+	"refreshed every few seconds.\x02revision %[1]d\x02settled\x02next attemp" +
+	"t\x02claimable since\x02call in progress since\x02lock until\x02deferred" +
+	" since\x02Previous page\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written " +
+	"2026-12-01.\x02%[1]s: the first day comes after the last.\x02These setti" +
+	"ngs are kept in this browser only.\x02Show times in\x02The console runs " +
+	"no script, so it cannot read your computer’s time zone: choose its offse" +
+	"t from UTC. Offsets do not follow daylight saving time.\x02Reload lists " +
+	"and detail pages\x02Pages with a form, such as a confirmation, never rel" +
+	"oad on their own.\x02Save settings\x02Back without saving\x02UTC (coordi" +
+	"nated universal time)\x02Local time at %[1]s\x02Never\x02Every %[1]d sec" +
+	"onds\x02Published process versions: their nodes, routes and pinned revis" +
+	"ions, drawn, with where their occurrences are now.\x02Processes by key" +
+	"\x02Versions, newest first\x02No process is published yet.\x02version %[" +
+	"1]d\x02Process %[1]s\x02Version\x02Start node\x02Graph\x02Columns follow" +
+	" the longest path from the start node. Solid arrows are successes (label" +
+	"led with their route), dashed ones failures (labelled with their error c" +
+	"odes). Each box says how many of this version’s occurrences are at that " +
+	"node now.\x02Nodes\x02Nodes of this version, with their occurrences now" +
+	"\x02Kind\x02Pinned revision\x02On success\x02On error\x02Occurrences now" +
+	"\x02Instances of this process\x02Counts as of %[1]s (%[2]s); refreshed e" +
+	"very few seconds.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d no" +
+	"de, starting at %[2]s. The table below lists the same nodes, routes and " +
+	"counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The table below lists th" +
+	"e same nodes, routes and counts.\x02pull\x02push to %[1]s\x02end (comple" +
+	"tes)\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for" +
+	" an operator)\x02any other code → %[1]s\x02fails the instance\x14\x01" +
+	"\x81\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, priority %[3]d" +
+	"\x002\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02deadline %" +
+	"[1]s\x02timeout %[1]s\x02Only administrators may reveal a sensitive valu" +
+	"e.\x02Revealed by %[1]s at %[2]s; recorded in the audit log.\x02Cannot r" +
+	"eveal\x02Only a value this page shows as hidden (sensitive) can be revea" +
+	"led.\x02Secret values can never be revealed.\x02This page does not accep" +
+	"t that request.\x02Search\x02Type an instance or occurrence id (a UUID, " +
+	"as the pages show on hover), or a business key.\x02Nothing to find: the " +
+	"search box is empty.\x02That is too long to be an id or a business key." +
+	"\x02No instance or occurrence has the id “%[1]s”, and no instance has it" +
+	" as its business key.\x02You are signed out.\x02Sign in\x02Sign in with " +
+	"an operator or administrator token.\x02Token\x02The token is checked onc" +
+	"e and never stored in your browser; a session cookie stands for it for u" +
+	"p to 8 hours of inactivity.\x02Too many failed sign-ins from your addres" +
+	"s. Try again in %[1]d seconds.\x02This token is unknown or has been revo" +
+	"ked.\x02A %[1]s token cannot open the console: sign in with an operator," +
+	" designer or administrator token.\x02Only administrators manage tokens." +
+	"\x02Staff tokens (administrators, designers, operators) that are not rev" +
+	"oked. Consumer tokens are managed with their consumers. Revoking a token" +
+	" refuses its next request.\x02ID\x02Role\x02Created on\x02Last used\x02E" +
+	"xpires\x02Staff tokens, oldest first\x02never\x02not yet\x02Expired toke" +
+	"n\x02Revoke…\x02this session\x02No token.\x02The token was revoked.\x02R" +
+	"evoke token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request" +
+	" is refused, and console sessions opened with it end. This cannot be und" +
+	"one: whoever uses it needs a new token.\x02Revoke the token\x02Keep it" +
+	"\x02This is the token you signed in with: revoking it signs you out. Its" +
+	" next request is refused. This cannot be undone.\x02This is the last usa" +
+	"ble administrator token: create another one before revoking it.\x02routi" +
+	"ng output\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d c" +
+	"haracter\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02" +
+	"\x18\x02at most %[1]d character\x00\x19\x02at most %[1]d characters\x02p" +
+	"attern %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of" +
+	": %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at" +
+	" least %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00" +
+	"\x14\x02at most %[1]d items\x02not provided\x14\x01\x81\x01\x00\x02\x0b" +
+	"\x02%[1]d item\x00\x0c\x02%[1]d items\x02null\x02unexpected value\x02Inv" +
+	"alid page\x02This page link is not one the console made.\x02Workers conn" +
+	"ected by a stream, and polling workers by their last fetch. A worker is " +
+	"listed while it was seen within three heartbeats.\x02Workers seen within" +
+	" three heartbeats\x02Worker\x02Protocol\x02Definitions served\x02In flig" +
+	"ht\x02Connected\x02Last seen\x02No worker is connected.\x02Workers servi" +
+	"ng %[1]s\x02All workers\x02No worker serves this definition.\x02stream" +
+	"\x02long polling\x02Camunda 7 facade\x02every revision its consumer is g" +
+	"ranted\x02revisions %[1]s\x02No worker serves this definition: its occur" +
+	"rences wait until one connects or polls.\x14\x01\x81\x01\x00\x02\x17\x02" +
+	"Served by %[1]d worker\x00\x18\x02Served by %[1]d workers\x02Revisions t" +
+	"hey take: %[1]s; some take every revision their consumer is granted.\x02" +
+	"They take every revision their consumer is granted.\x02They take revisio" +
+	"n %[1]d only.\x02They take revisions %[1]s only."
 
-var frIndex = []uint32{ // 607 elements
+var frIndex = []uint32{ // 609 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x0000007a,
@@ -1214,96 +1218,98 @@ var frIndex = []uint32{ // 607 elements
 	// Entry 120 - 13F
 	0x000030a2, 0x00003232, 0x0000333a, 0x0000338a,
 	0x000033b7, 0x000033e6, 0x00003411, 0x0000341f,
-	0x0000342c, 0x00003439, 0x0000344c, 0x00003461,
-	0x00003471, 0x0000348b, 0x0000349d, 0x000034d5,
-	0x000034ec, 0x000034ef, 0x000034f2, 0x00003526,
-	0x00003570, 0x000035a5, 0x000035ae, 0x000035c5,
-	0x000035f3, 0x00003606, 0x00003617, 0x00003622,
-	0x0000362d, 0x00003638, 0x00003641, 0x0000364a,
+	0x0000342c, 0x0000343f, 0x00003454, 0x00003464,
+	0x00003471, 0x00003486, 0x00003499, 0x000034b3,
+	0x000034c5, 0x000034fd, 0x00003514, 0x00003517,
+	0x0000351a, 0x0000354e, 0x00003598, 0x000035cd,
+	0x000035d6, 0x000035ed, 0x0000361b, 0x0000362e,
+	0x0000363f, 0x0000364a, 0x00003655, 0x00003660,
 	// Entry 140 - 15F
-	0x00003654, 0x0000365d, 0x00003666, 0x0000366d,
-	0x0000367b, 0x00003681, 0x00003688, 0x0000368f,
-	0x00003698, 0x0000369d, 0x000036ab, 0x000036b1,
-	0x000036b7, 0x000036bd, 0x000036c5, 0x000036ce,
-	0x000036d7, 0x000036f4, 0x0000370f, 0x00003732,
-	0x00003753, 0x00003762, 0x0000376d, 0x00003778,
-	0x00003785, 0x00003789, 0x0000378d, 0x0000379b,
-	0x000037a9, 0x000037b7, 0x000037d7, 0x000037ea,
+	0x00003669, 0x00003672, 0x0000367c, 0x00003685,
+	0x0000368e, 0x00003695, 0x000036a3, 0x000036a9,
+	0x000036b0, 0x000036b7, 0x000036c0, 0x000036c5,
+	0x000036d3, 0x000036d9, 0x000036df, 0x000036e5,
+	0x000036ed, 0x000036f6, 0x000036ff, 0x0000371c,
+	0x00003737, 0x0000375a, 0x0000377b, 0x0000378a,
+	0x00003795, 0x000037a0, 0x000037ad, 0x000037b1,
+	0x000037b5, 0x000037c3, 0x000037d1, 0x000037df,
 	// Entry 160 - 17F
-	0x00003803, 0x00003818, 0x00003829, 0x0000383b,
-	0x0000384d, 0x00003853, 0x0000385a, 0x00003862,
-	0x0000386a, 0x00003888, 0x000038a6, 0x000038bd,
-	0x000038d2, 0x000038e3, 0x000038e8, 0x000038ee,
-	0x00003907, 0x00003924, 0x00003944, 0x0000394f,
-	0x00003959, 0x00003982, 0x0000398d, 0x000039c1,
-	0x000039ce, 0x000039ec, 0x000039fa, 0x00003a03,
-	0x00003a0a, 0x00003a25, 0x00003a2f, 0x00003a42,
+	0x000037ff, 0x00003812, 0x0000382b, 0x00003840,
+	0x00003851, 0x00003863, 0x00003875, 0x0000387b,
+	0x00003882, 0x0000388a, 0x00003892, 0x000038b0,
+	0x000038ce, 0x000038e5, 0x000038fa, 0x0000390b,
+	0x00003910, 0x00003916, 0x0000392f, 0x0000394c,
+	0x0000396c, 0x00003977, 0x00003981, 0x000039aa,
+	0x000039b5, 0x000039e9, 0x000039f6, 0x00003a14,
+	0x00003a22, 0x00003a2b, 0x00003a32, 0x00003a4d,
 	// Entry 180 - 19F
-	0x00003a7c, 0x00003a85, 0x00003a91, 0x00003a9b,
-	0x00003acb, 0x00003bb2, 0x00003bd2, 0x00003be7,
-	0x00003c28, 0x00003c39, 0x00003c44, 0x00003c77,
-	0x00003c85, 0x00003cc1, 0x00003ceb, 0x00003d13,
-	0x00003d52, 0x00003d73, 0x00003db1, 0x00003df1,
-	0x00003e11, 0x00003e52, 0x00003e7e, 0x00003e96,
-	0x00003eaa, 0x00003ec1, 0x00003ecf, 0x00003eda,
-	0x00003efd, 0x00003f1c, 0x00003f28, 0x00003f47,
+	0x00003a57, 0x00003a6a, 0x00003aa4, 0x00003aad,
+	0x00003ab9, 0x00003ac3, 0x00003af3, 0x00003bda,
+	0x00003bfa, 0x00003c0f, 0x00003c50, 0x00003c61,
+	0x00003c6c, 0x00003c9f, 0x00003cad, 0x00003ce9,
+	0x00003d13, 0x00003d3b, 0x00003d7a, 0x00003d9b,
+	0x00003dd9, 0x00003e19, 0x00003e39, 0x00003e7a,
+	0x00003ea6, 0x00003ebe, 0x00003ed2, 0x00003ee9,
+	0x00003ef7, 0x00003f02, 0x00003f25, 0x00003f44,
 	// Entry 1A0 - 1BF
-	0x00003f7d, 0x00003fc4, 0x00004003, 0x00004043,
-	0x00004089, 0x000040fb, 0x00004123, 0x00004146,
-	0x0000417d, 0x000041c4, 0x00004217, 0x00004240,
-	0x00004266, 0x0000428d, 0x000042b5, 0x000042fc,
-	0x00004346, 0x00004379, 0x0000438c, 0x000043ba,
-	0x000043f6, 0x0000440c, 0x000044a0, 0x000044b3,
-	0x000044f1, 0x0000452d, 0x00004540, 0x00004590,
-	0x000045c5, 0x000045d7, 0x000045ee, 0x000045f9,
+	0x00003f50, 0x00003f6f, 0x00003fa5, 0x00003fec,
+	0x0000402b, 0x0000406b, 0x000040b1, 0x00004123,
+	0x0000414b, 0x0000416e, 0x000041a5, 0x000041ec,
+	0x0000423f, 0x00004268, 0x0000428e, 0x000042b5,
+	0x000042dd, 0x00004324, 0x0000436e, 0x000043a1,
+	0x000043b4, 0x000043e2, 0x0000441e, 0x00004434,
+	0x000044c8, 0x000044db, 0x00004519, 0x00004555,
+	0x00004568, 0x000045b8, 0x000045ed, 0x000045ff,
 	// Entry 1C0 - 1DF
-	0x00004616, 0x00004635, 0x00004646, 0x00004660,
-	0x00004669, 0x00004673, 0x000046a8, 0x000046be,
-	0x000046d1, 0x0000470e, 0x00004727, 0x0000473d,
-	0x00004767, 0x0000477a, 0x00004781, 0x0000479c,
-	0x000047be, 0x000047ee, 0x00004805, 0x0000483d,
-	0x00004878, 0x000048a4, 0x000048f7, 0x00004907,
-	0x00004910, 0x00004924, 0x00004936, 0x0000494c,
-	0x0000495e, 0x00004970, 0x00004982, 0x00004998,
+	0x00004616, 0x00004621, 0x0000463e, 0x0000465d,
+	0x0000466e, 0x00004688, 0x00004691, 0x0000469b,
+	0x000046d0, 0x000046e6, 0x000046f9, 0x00004736,
+	0x0000474f, 0x00004765, 0x0000478f, 0x000047a2,
+	0x000047a9, 0x000047c4, 0x000047e6, 0x00004816,
+	0x0000482d, 0x00004865, 0x000048a0, 0x000048cc,
+	0x0000491f, 0x0000492f, 0x00004938, 0x0000494c,
+	0x0000495e, 0x00004974, 0x00004986, 0x00004998,
 	// Entry 1E0 - 1FF
-	0x000049c2, 0x000049f5, 0x00004a31, 0x00004a48,
-	0x00004b10, 0x00004b3d, 0x00004ba8, 0x00004bc2,
-	0x00004bdb, 0x00004bfc, 0x00004c12, 0x00004c19,
-	0x00004c33, 0x00004cc8, 0x00004cdb, 0x00004d02,
-	0x00004d2a, 0x00004d38, 0x00004d48, 0x00004d50,
-	0x00004d61, 0x00004d68, 0x00004e9e, 0x00004ea5,
-	0x00004edf, 0x00004ee4, 0x00004ef9, 0x00004f0d,
-	0x00004f1f, 0x00004f35, 0x00004f4f, 0x00004f99,
+	0x000049aa, 0x000049c0, 0x000049ea, 0x00004a1d,
+	0x00004a59, 0x00004a70, 0x00004b38, 0x00004b65,
+	0x00004bd0, 0x00004bea, 0x00004c03, 0x00004c24,
+	0x00004c3a, 0x00004c41, 0x00004c5b, 0x00004cf0,
+	0x00004d03, 0x00004d2a, 0x00004d52, 0x00004d60,
+	0x00004d70, 0x00004d78, 0x00004d89, 0x00004d90,
+	0x00004ec6, 0x00004ecd, 0x00004f07, 0x00004f0c,
+	0x00004f21, 0x00004f35, 0x00004f47, 0x00004f5d,
 	// Entry 200 - 21F
-	0x00004fa9, 0x00005083, 0x00005088, 0x00005098,
-	0x000050a6, 0x000050b6, 0x000050c6, 0x000050d0,
-	0x000050fc, 0x00005116, 0x00005131, 0x000051bf,
-	0x000051d0, 0x000051dd, 0x0000521e, 0x00005264,
-	0x0000527c, 0x000052cf, 0x0000530a, 0x00005335,
-	0x0000533f, 0x000053b9, 0x000053ee, 0x0000542f,
-	0x0000549f, 0x000054b8, 0x000054c5, 0x00005508,
-	0x0000550e, 0x000055aa, 0x000055fe, 0x00005629,
+	0x00004f77, 0x00004fc1, 0x00004fd1, 0x000050ab,
+	0x000050b0, 0x000050c0, 0x000050ce, 0x000050de,
+	0x000050ee, 0x000050f8, 0x00005124, 0x0000513e,
+	0x00005159, 0x000051e7, 0x000051f8, 0x00005205,
+	0x00005246, 0x0000528c, 0x000052a4, 0x000052f7,
+	0x00005332, 0x0000535d, 0x00005367, 0x000053e1,
+	0x00005416, 0x00005457, 0x000054c7, 0x000054e0,
+	0x000054ed, 0x00005530, 0x00005536, 0x000055d2,
 	// Entry 220 - 23F
-	0x000056b5, 0x000056e3, 0x000057a5, 0x000057a8,
-	0x000057ae, 0x000057b8, 0x000057ce, 0x000057d9,
-	0x00005809, 0x00005810, 0x0000581b, 0x00005829,
-	0x00005836, 0x00005844, 0x00005851, 0x0000586d,
-	0x00005886, 0x000058af, 0x00005958, 0x0000596b,
-	0x00005975, 0x00005a04, 0x00005a65, 0x00005a77,
-	0x00005a8a, 0x00005ac8, 0x00005b04, 0x00005b10,
-	0x00005b1d, 0x00005b2b, 0x00005b39, 0x00005b49,
+	0x00005626, 0x00005651, 0x000056dd, 0x0000570b,
+	0x000057cd, 0x000057d0, 0x000057d6, 0x000057e0,
+	0x000057f6, 0x00005801, 0x00005831, 0x00005838,
+	0x00005843, 0x00005851, 0x0000585e, 0x0000586c,
+	0x00005879, 0x00005895, 0x000058ae, 0x000058d7,
+	0x00005980, 0x00005993, 0x0000599d, 0x00005a2c,
+	0x00005a8d, 0x00005a9f, 0x00005ab2, 0x00005af0,
+	0x00005b2c, 0x00005b38, 0x00005b45, 0x00005b53,
 	// Entry 240 - 25F
-	0x00005b85, 0x00005bbf, 0x00005bca, 0x00005bf4,
-	0x00005bf8, 0x00005c0a, 0x00005c18, 0x00005c44,
-	0x00005d06, 0x00005d39, 0x00005d44, 0x00005d4e,
-	0x00005d63, 0x00005d6c, 0x00005d76, 0x00005d84,
-	0x00005da8, 0x00005dc2, 0x00005dd7, 0x00005e03,
-	0x00005e08, 0x00005e1d, 0x00005e2f, 0x00005e64,
-	0x00005e75, 0x00005eeb, 0x00005f2d, 0x00005fa0,
-	0x00005fe4, 0x0000600c, 0x00006036,
-} // Size: 2452 bytes
+	0x00005b61, 0x00005b71, 0x00005bad, 0x00005be7,
+	0x00005bf2, 0x00005c1c, 0x00005c20, 0x00005c32,
+	0x00005c40, 0x00005c6c, 0x00005d2e, 0x00005d61,
+	0x00005d6c, 0x00005d76, 0x00005d8b, 0x00005d94,
+	0x00005d9e, 0x00005dac, 0x00005dd0, 0x00005dea,
+	0x00005dff, 0x00005e2b, 0x00005e30, 0x00005e45,
+	0x00005e57, 0x00005e8c, 0x00005e9d, 0x00005f13,
+	0x00005f55, 0x00005fc8, 0x0000600c, 0x00006034,
+	// Entry 260 - 27F
+	0x0000605e,
+} // Size: 2460 bytes
 
-const frData string = "" + // Size: 24630 bytes
+const frData string = "" + // Size: 24670 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances suspendues…\x02Abandon" +
 	"ner toutes les instances suspendues…\x02Arrêter toutes les instances sus" +
@@ -1503,173 +1509,174 @@ const frData string = "" + // Size: 24630 bytes
 	"t annule l’instance et ses occurrences ouvertes. Il ne termine rien.\x02" +
 	"Arrêtée par %[1]s le %[2]s — « %[3]s »\x02Abandonnée par %[1]s le %[2]s " +
 	"— « %[3]s »\x02Reprise par %[1]s le %[2]s — « %[3]s »\x02Démarrée le" +
-	"\x02Terminée le\x02Nœud de fin\x02Suspendue au nœud\x02Occurrence en éch" +
-	"ec\x02Code d’erreur\x02Statut inconnu\u202f: %[1]q.\x02Date de création" +
-	"\x02La taille de page doit être comprise entre 1 et %[1]d.\x02Instances " +
-	"de processus\x02du\x02au\x02Agir sur toutes les instances que ce filtre " +
-	"retient\x02La page suivante les compte et demande un motif avant que rie" +
-	"n ne change.\x02Instances de processus, les plus récentes d’abord\x02Ins" +
-	"tance\x02Nœud de fin ou erreur\x02Aucune instance ne correspond à ces fi" +
-	"ltres.\x02Tous les processus\x02Tous les statuts\x02disponible\x02réserv" +
-	"ée\x02différée\x02annulée\x02en cours\x02suspendue\x02expirée\x02rejeté" +
-	"e\x02rendue\x02déconnectée\x02texte\x02entier\x02nombre\x02booléen\x02da" +
-	"te\x02date et heure\x02choix\x02objet\x02liste\x02normale\x02sensible" +
-	"\x02secrète\x02••• masqué (sensible)\x02••• masqué (secret)\x02pull (un " +
-	"exécutant la récupère)\x02push (Relais appelle le service)\x02administra" +
-	"teur\x02opérateur\x02concepteur\x02consommateur\x02oui\x02non\x02champ a" +
-	"jouté\x02champ retiré\x02type modifié\x02caractère obligatoire modifié" +
-	"\x02valeurs modifiées\x02classification modifiée\x02contrainte modifiée" +
-	"\x02routage modifié\x02longueur minimale\x02longueur maximale\x02motif" +
-	"\x02format\x02minimum\x02maximum\x02nombre minimal d’éléments\x02nombre " +
-	"maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, version %[2]s\x02O" +
-	"ccurrence %[1]s\x02Mode\x02Dates\x02Politique d’exécution\x02Nombre maxi" +
-	"mal de tentatives\x02Délai avant nouvelle tentative\x02Échéance\x02Prior" +
-	"ité\x02%[1]d (0 la plus basse, 9 la plus haute)\x02Tentatives\x02Toutes " +
-	"les tentatives, les plus anciennes d’abord\x02Consommateur\x02Identifian" +
-	"t de l’exécutant\x02Réservée le\x02Finie le\x02Durée\x02Réponse de la de" +
-	"stination\x02Résultat\x02Message d’erreur\x02Aucun exécutant n’a encore " +
-	"réservé cette occurrence.\x02en cours\x02Destination\x02Réplique\x02Rela" +
-	"is n’a pas encore appelé la destination.\x02Relais ne conserve le code d" +
-	"e statut de la destination que lorsqu’elle a refusé l’appel (destination" +
-	"_http_NNN)\u202f; un appel terminé a reçu une réponse 2xx. La durée va d" +
-	"e la prise en charge de l’appel à son règlement.\x02Motif donné par l’ex" +
-	"écutant\x02Nouvelles tentatives\x02aucune\u202f: un appel en échec suit" +
-	" le chemin d’erreur du nœud\x02Délai d’appel\x02Maintenant\x02La reprend" +
-	"re ou l’abandonner depuis son instance\x02au plus %[1]d\x02au plus %[1]d" +
-	" depuis la dernière reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10" +
-	"\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02" +
-	"\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’" +
-	"après le contrat de la révision %[1]d\x02Ce contrat n’a aucune entrée." +
-	"\x02Sorties, nommées d’après le contrat de la révision %[1]d\x02Pas enco" +
-	"re de sorties\u202f: l’occurrence n’est pas terminée.\x02Ce contrat n’a " +
-	"aucune sortie.\x02Aucune sortie\u202f: l’occurrence s’est terminée sans " +
-	"aboutir.\x02Révéler — cette action est enregistrée\x02Disponible à parti" +
-	"r du\x02Prochaine tentative\x02Dernière réservation\x02Fin du verrou\x02" +
-	"Différée\x02Dernière erreur (tentative %[1]d)\x02Erreur (avant toute ten" +
-	"tative)\x02Son message\x02Message de Relais (en anglais)\x02Message de l" +
-	"’exécutant (tel qu’il l’a envoyé)\x02La destination n’a pas répondu da" +
-	"ns le délai de l’appel (%[1]s).\x02La destination n’a pas répondu dans l" +
-	"e délai de l’appel.\x02L’échéance est passée avant l’arrivée d’un résult" +
-	"at.\x02Le résultat ne respectait pas le contrat de sorties de la révisio" +
-	"n.\x02Relais s’est arrêté pendant l’appel\u202f: on ignore si la destina" +
-	"tion a agi, elle n’est donc pas rappelée.\x02L’appel n’a pas pu être pré" +
-	"paré.\x02La destination était injoignable.\x02La réponse de la destinati" +
-	"on était trop volumineuse.\x02Le verrou de la dernière tentative a expir" +
-	"é sans tentative restante.\x02Les entrées n’ont pas pu être construites" +
-	" à partir des liaisons du processus.\x02Un opérateur a abandonné l’insta" +
-	"nce.\x02La destination a répondu HTTP %[1]s.\x02Nouvelle tentative à %[1" +
-	"]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou expiré à %[" +
-	"1]s — en attente d’être proposée de nouveau.\x02En attente de l’appel de" +
-	" Relais à la destination depuis %[1]s (%[2]s).\x02En attente d’un exécut" +
-	"ant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Relais appelle la dest" +
-	"ination (depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]" +
-	"s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f" +
-	": un exécutant du même consommateur, ou une interface munie d’un jeton d" +
-	"e règlement, la terminera plus tard.\x02Terminée (%[1]s).\x02Son instanc" +
-	"e est suspendue ici, en attente d’un opérateur.\x02Son instance a contin" +
-	"ué par le chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée\u202f" +
-	": l’instance a été arrêtée par %[1]s à %[2]s — « %[3]s ».\x02Annulée" +
-	"\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consomma" +
-	"teur n° %[1]s\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas de ré" +
-	"ponse dans le délai\x02pas de connexion\x02réponse trop volumineuse\x02i" +
-	"nconnue\x02[masqué]\x02La révision doit être un nombre entier, 1 ou plus" +
-	".\x02Consommateur inconnu.\x02Date de règlement\x02Plus de filtres\u202f" +
-	": instance, révision, consommateur, dates\x02identifiant d’instance\x02D" +
-	"écomptes par statut\x02Occurrences, les plus récentes d’abord\x02Proces" +
-	"sus et nœud\x02Erreur\x02Consommateur et exécutant\x02Prochaine tentativ" +
-	"e ou règlement\x02Aucune occurrence ne correspond à ces filtres.\x02Tous" +
-	" les consommateurs\x02Totaux de la définition %[1]s, sans les autres fil" +
-	"tres\x02Totaux de toutes les définitions, sans les autres filtres\x14" +
-	"\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrence" +
-	"s\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés toutes les qu" +
-	"elques secondes.\x02révision %[1]d\x02réglée\x02prochaine tentative\x02d" +
-	"isponible depuis\x02appel en cours depuis\x02verrou jusqu’à\x02différée " +
-	"depuis\x02Page précédente\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une da" +
-	"te s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour vient après le de" +
-	"rnier.\x02Ces réglages sont conservés dans ce navigateur seulement.\x02A" +
-	"fficher les heures en\x02La console n’exécute aucun script et ne peut do" +
-	"nc pas lire le fuseau horaire de votre ordinateur\u202f: choisissez son " +
-	"décalage par rapport à UTC. Les décalages ne suivent pas l’heure d’été." +
-	"\x02Recharger les listes et les pages de détail\x02Les pages qui contien" +
-	"nent un formulaire, comme une confirmation, ne se rechargent jamais d’el" +
-	"les-mêmes.\x02Enregistrer les réglages\x02Revenir sans enregistrer\x02UT" +
-	"C (temps universel coordonné)\x02Heure locale à %[1]s\x02Jamais\x02Toute" +
-	"s les %[1]d secondes\x02Les versions de processus publiées\u202f: leurs " +
-	"nœuds, routes et révisions épinglées, dessinés, avec l’emplacement actue" +
-	"l de leurs occurrences.\x02Processus par clé\x02Versions, les plus récen" +
-	"tes d’abord\x02Aucun processus n’est encore publié.\x02version %[1]d\x02" +
-	"Processus %[1]s\x02Version\x02Nœud de départ\x02Graphe\x02Les colonnes s" +
-	"uivent le plus long chemin depuis le nœud de départ. Les flèches pleines" +
-	" sont les réussites (étiquetées par leur route), les pointillées les éch" +
-	"ecs (étiquetées par leurs codes d’erreur). Chaque case indique combien d" +
-	"’occurrences de cette version se trouvent à ce nœud maintenant.\x02Nœu" +
-	"ds\x02Nœuds de cette version, avec leurs occurrences actuelles\x02Type" +
-	"\x02Révision épinglée\x02En cas de réussite\x02En cas d’erreur\x02Occurr" +
-	"ences actuelles\x02Instances de ce processus\x02Décomptes au %[1]s (%[2]" +
-	"s)\u202f; actualisés toutes les quelques secondes.\x02Graphe de %[1]s" +
-	"\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau c" +
-	"i-dessous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d nœ" +
-	"uds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, r" +
-	"outes et décomptes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin (" +
-	"en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02suspension (un incident pour un" +
-	" opérateur)\x02tout autre code → %[1]s\x02met l’instance en échec\x14" +
-	"\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative après %[2]s" +
-	", priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après %[2]" +
-	"s, priorité %[3]d\x02échéance %[1]s\x02délai %[1]s\x02Seuls les administ" +
-	"rateurs peuvent révéler une valeur sensible.\x02Révélé par %[1]s le %[2]" +
-	"s\u202f; consigné dans le journal d’audit.\x02Révélation impossible\x02S" +
-	"eule une valeur que cette page affiche masquée (sensible) peut être révé" +
-	"lée.\x02Les valeurs secrètes ne peuvent jamais être révélées.\x02Cette p" +
-	"age n’accepte pas cette requête.\x02Recherche\x02Saisissez un identifian" +
-	"t d’instance ou d’occurrence (un UUID, que les pages affichent au survol" +
-	") ou une clé métier.\x02Rien à chercher\u202f: le champ de recherche est" +
-	" vide.\x02C’est trop long pour être un identifiant ou une clé métier." +
-	"\x02Aucune instance ni occurrence n’a l’identifiant « %[1]s », et aucune" +
-	" instance ne l’a pour clé métier.\x02Vous êtes déconnecté.\x02Se connect" +
-	"er\x02Connectez-vous avec un jeton d’opérateur ou d’administrateur.\x02J" +
-	"eton\x02Le jeton est vérifié une fois et n’est jamais conservé dans votr" +
-	"e navigateur\u202f; un cookie de session le remplace jusqu’à 8 heures d’" +
-	"inactivité.\x02Trop de connexions échouées depuis votre adresse. Réessay" +
-	"ez dans %[1]d secondes.\x02Ce jeton est inconnu ou a été révoqué.\x02Un " +
-	"jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: connectez-vous " +
-	"avec un jeton d’opérateur, de concepteur ou d’administrateur.\x02Seuls l" +
-	"es administrateurs gèrent les jetons.\x02Jetons du personnel (administra" +
-	"teurs, concepteurs, opérateurs) non révoqués. Les jetons des consommateu" +
-	"rs se gèrent avec leurs consommateurs. Révoquer un jeton refuse sa requê" +
-	"te suivante.\x02ID\x02Rôle\x02Créé le\x02Dernière utilisation\x02Expirat" +
-	"ion\x02Jetons du personnel, les plus anciens d’abord\x02jamais\x02pas en" +
-	"core\x02Jeton expiré\x02Révoquer…\x02cette session\x02Aucun jeton.\x02Le" +
-	" jeton a été révoqué.\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[" +
-	"1]s « %[2]s »\u202f?\x02Sa requête suivante est refusée et les sessions " +
-	"de console ouvertes avec lui prennent fin. C’est irréversible\u202f: qui" +
-	" l’utilise aura besoin d’un nouveau jeton.\x02Révoquer le jeton\x02Le ga" +
-	"rder\x02C’est le jeton avec lequel vous êtes connecté\u202f: le révoquer" +
-	" vous déconnecte. Sa requête suivante est refusée. C’est irréversible." +
-	"\x02C’est le dernier jeton administrateur utilisable\u202f: créez-en un " +
-	"autre avant de le révoquer.\x02sortie de routage\x02(chaque élément)\x14" +
-	"\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins" +
-	" %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère" +
-	"\x00\x1a\x02au plus %[1]d caractères\x02motif %[1]s\x02format %[1]s\x02m" +
-	"inimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00" +
-	"\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d éléments" +
-	"\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus" +
-	" %[1]d éléments\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d éléme" +
-	"nt\x00\x11\x02%[1]d éléments\x02nul\x02valeur inattendue\x02Page invalid" +
-	"e\x02Ce lien de page ne vient pas de la console.\x02Les exécutants conne" +
-	"ctés par un flux, et ceux qui interrogent par leur dernière demande. Un " +
-	"exécutant est listé tant qu’il s’est manifesté dans les trois derniers b" +
-	"attements de cœur.\x02Exécutants vus dans les trois derniers battements" +
-	"\x02Exécutant\x02Protocole\x02Définitions servies\x02En cours\x02Connexi" +
-	"on\x02Dernier signe\x02Aucun exécutant n’est connecté.\x02Exécutants ser" +
-	"vant %[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert cette défin" +
-	"ition.\x02flux\x02interrogation longue\x02façade Camunda 7\x02toutes les" +
-	" révisions accordées à son consommateur\x02révisions %[1]s\x02Aucun exéc" +
-	"utant ne sert cette définition\u202f: ses occurrences attendent qu’un ex" +
-	"écutant se connecte ou interroge.\x14\x01\x81\x01\x00\x02\x1c\x02Servie" +
-	" par %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécutants\x02Révisions" +
-	" prises en charge\u202f: %[1]s\u202f; certains prennent toutes les révis" +
-	"ions accordées à leur consommateur.\x02Ils prennent toutes les révisions" +
-	" accordées à leur consommateur.\x02Ils ne prennent que la révision %[1]d" +
-	".\x02Ils ne prennent que les révisions %[1]s."
+	"\x02Terminée le\x02Suspendue au nœud\x02Occurrence en échec\x02Code d’er" +
+	"reur\x02Nœud de fin\x02Abandonnée au nœud\x02En échec au nœud\x02Statut " +
+	"inconnu\u202f: %[1]q.\x02Date de création\x02La taille de page doit être" +
+	" comprise entre 1 et %[1]d.\x02Instances de processus\x02du\x02au\x02Agi" +
+	"r sur toutes les instances que ce filtre retient\x02La page suivante les" +
+	" compte et demande un motif avant que rien ne change.\x02Instances de pr" +
+	"ocessus, les plus récentes d’abord\x02Instance\x02Nœud de fin ou erreur" +
+	"\x02Aucune instance ne correspond à ces filtres.\x02Tous les processus" +
+	"\x02Tous les statuts\x02disponible\x02réservée\x02différée\x02annulée" +
+	"\x02en cours\x02suspendue\x02expirée\x02rejetée\x02rendue\x02déconnectée" +
+	"\x02texte\x02entier\x02nombre\x02booléen\x02date\x02date et heure\x02cho" +
+	"ix\x02objet\x02liste\x02normale\x02sensible\x02secrète\x02••• masqué (se" +
+	"nsible)\x02••• masqué (secret)\x02pull (un exécutant la récupère)\x02pus" +
+	"h (Relais appelle le service)\x02administrateur\x02opérateur\x02concepte" +
+	"ur\x02consommateur\x02oui\x02non\x02champ ajouté\x02champ retiré\x02type" +
+	" modifié\x02caractère obligatoire modifié\x02valeurs modifiées\x02classi" +
+	"fication modifiée\x02contrainte modifiée\x02routage modifié\x02longueur " +
+	"minimale\x02longueur maximale\x02motif\x02format\x02minimum\x02maximum" +
+	"\x02nombre minimal d’éléments\x02nombre maximal d’éléments\x02%[1]s, rév" +
+	"ision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Mode\x02Dates" +
+	"\x02Politique d’exécution\x02Nombre maximal de tentatives\x02Délai avant" +
+	" nouvelle tentative\x02Échéance\x02Priorité\x02%[1]d (0 la plus basse, 9" +
+	" la plus haute)\x02Tentatives\x02Toutes les tentatives, les plus ancienn" +
+	"es d’abord\x02Consommateur\x02Identifiant de l’exécutant\x02Réservée le" +
+	"\x02Finie le\x02Durée\x02Réponse de la destination\x02Résultat\x02Messag" +
+	"e d’erreur\x02Aucun exécutant n’a encore réservé cette occurrence.\x02en" +
+	" cours\x02Destination\x02Réplique\x02Relais n’a pas encore appelé la des" +
+	"tination.\x02Relais ne conserve le code de statut de la destination que " +
+	"lorsqu’elle a refusé l’appel (destination_http_NNN)\u202f; un appel term" +
+	"iné a reçu une réponse 2xx. La durée va de la prise en charge de l’appel" +
+	" à son règlement.\x02Motif donné par l’exécutant\x02Nouvelles tentatives" +
+	"\x02aucune\u202f: un appel en échec suit le chemin d’erreur du nœud\x02D" +
+	"élai d’appel\x02Maintenant\x02La reprendre ou l’abandonner depuis son i" +
+	"nstance\x02au plus %[1]d\x02au plus %[1]d depuis la dernière reprise par" +
+	" un opérateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02" +
+	"%[1]d tentatives\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10" +
+	"\x02%[1]d restantes\x02Entrées, nommées d’après le contrat de la révisio" +
+	"n %[1]d\x02Ce contrat n’a aucune entrée.\x02Sorties, nommées d’après le " +
+	"contrat de la révision %[1]d\x02Pas encore de sorties\u202f: l’occurrenc" +
+	"e n’est pas terminée.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie" +
+	"\u202f: l’occurrence s’est terminée sans aboutir.\x02Révéler — cette act" +
+	"ion est enregistrée\x02Disponible à partir du\x02Prochaine tentative\x02" +
+	"Dernière réservation\x02Fin du verrou\x02Différée\x02Dernière erreur (te" +
+	"ntative %[1]d)\x02Erreur (avant toute tentative)\x02Son message\x02Messa" +
+	"ge de Relais (en anglais)\x02Message de l’exécutant (tel qu’il l’a envoy" +
+	"é)\x02La destination n’a pas répondu dans le délai de l’appel (%[1]s)." +
+	"\x02La destination n’a pas répondu dans le délai de l’appel.\x02L’échéan" +
+	"ce est passée avant l’arrivée d’un résultat.\x02Le résultat ne respectai" +
+	"t pas le contrat de sorties de la révision.\x02Relais s’est arrêté penda" +
+	"nt l’appel\u202f: on ignore si la destination a agi, elle n’est donc pas" +
+	" rappelée.\x02L’appel n’a pas pu être préparé.\x02La destination était i" +
+	"njoignable.\x02La réponse de la destination était trop volumineuse.\x02L" +
+	"e verrou de la dernière tentative a expiré sans tentative restante.\x02L" +
+	"es entrées n’ont pas pu être construites à partir des liaisons du proces" +
+	"sus.\x02Un opérateur a abandonné l’instance.\x02La destination a répondu" +
+	" HTTP %[1]s.\x02Nouvelle tentative à %[1]s — %[2]s.\x02Proposée à partir" +
+	" de %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en attente d’être proposée" +
+	" de nouveau.\x02En attente de l’appel de Relais à la destination depuis " +
+	"%[1]s (%[2]s).\x02En attente d’un exécutant depuis %[1]s (%[2]s).\x02(ex" +
+	"écutant %[1]s)\x02Relais appelle la destination (depuis %[1]s).\x02Rése" +
+	"rvée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]" +
+	"s.\x02Différée depuis %[1]s (%[2]s)\u202f: un exécutant du même consomma" +
+	"teur, ou une interface munie d’un jeton de règlement, la terminera plus " +
+	"tard.\x02Terminée (%[1]s).\x02Son instance est suspendue ici, en attente" +
+	" d’un opérateur.\x02Son instance a continué par le chemin d’erreur du nœ" +
+	"ud.\x02En échec (%[1]s).\x02Annulée\u202f: l’instance a été arrêtée par " +
+	"%[1]s à %[2]s — « %[3]s ».\x02Annulée\u202f: l’instance a été arrêtée (%" +
+	"[1]s).\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02en attente\x02HTTP" +
+	" 2xx, corps inutilisable\x02pas de réponse dans le délai\x02pas de conne" +
+	"xion\x02réponse trop volumineuse\x02inconnue\x02[masqué]\x02La révision " +
+	"doit être un nombre entier, 1 ou plus.\x02Consommateur inconnu.\x02Date " +
+	"de règlement\x02Plus de filtres\u202f: instance, révision, consommateur," +
+	" dates\x02identifiant d’instance\x02Décomptes par statut\x02Occurrences," +
+	" les plus récentes d’abord\x02Processus et nœud\x02Erreur\x02Consommateu" +
+	"r et exécutant\x02Prochaine tentative ou règlement\x02Aucune occurrence " +
+	"ne correspond à ces filtres.\x02Tous les consommateurs\x02Totaux de la d" +
+	"éfinition %[1]s, sans les autres filtres\x02Totaux de toutes les défini" +
+	"tions, sans les autres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occu" +
+	"rrence\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; les décom" +
+	"ptes sont actualisés toutes les quelques secondes.\x02révision %[1]d\x02" +
+	"réglée\x02prochaine tentative\x02disponible depuis\x02appel en cours dep" +
+	"uis\x02verrou jusqu’à\x02différée depuis\x02Page précédente\x02Lignes %[" +
+	"1]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f:" +
+	" le premier jour vient après le dernier.\x02Ces réglages sont conservés " +
+	"dans ce navigateur seulement.\x02Afficher les heures en\x02La console n’" +
+	"exécute aucun script et ne peut donc pas lire le fuseau horaire de votre" +
+	" ordinateur\u202f: choisissez son décalage par rapport à UTC. Les décala" +
+	"ges ne suivent pas l’heure d’été.\x02Recharger les listes et les pages d" +
+	"e détail\x02Les pages qui contiennent un formulaire, comme une confirmat" +
+	"ion, ne se rechargent jamais d’elles-mêmes.\x02Enregistrer les réglages" +
+	"\x02Revenir sans enregistrer\x02UTC (temps universel coordonné)\x02Heure" +
+	" locale à %[1]s\x02Jamais\x02Toutes les %[1]d secondes\x02Les versions d" +
+	"e processus publiées\u202f: leurs nœuds, routes et révisions épinglées, " +
+	"dessinés, avec l’emplacement actuel de leurs occurrences.\x02Processus p" +
+	"ar clé\x02Versions, les plus récentes d’abord\x02Aucun processus n’est e" +
+	"ncore publié.\x02version %[1]d\x02Processus %[1]s\x02Version\x02Nœud de " +
+	"départ\x02Graphe\x02Les colonnes suivent le plus long chemin depuis le n" +
+	"œud de départ. Les flèches pleines sont les réussites (étiquetées par l" +
+	"eur route), les pointillées les échecs (étiquetées par leurs codes d’err" +
+	"eur). Chaque case indique combien d’occurrences de cette version se trou" +
+	"vent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version, avec leur" +
+	"s occurrences actuelles\x02Type\x02Révision épinglée\x02En cas de réussi" +
+	"te\x02En cas d’erreur\x02Occurrences actuelles\x02Instances de ce proces" +
+	"sus\x02Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes les quelques " +
+	"secondes.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à p" +
+	"artir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes et" +
+	" décomptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessou" +
+	"s reprend les mêmes nœuds, routes et décomptes.\x02pull\x02push vers %[1" +
+	"]s\x02fin (termine)\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02sus" +
+	"pension (un incident pour un opérateur)\x02tout autre code → %[1]s\x02me" +
+	"t l’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouve" +
+	"lle tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouv" +
+	"elle tentative après %[2]s, priorité %[3]d\x02échéance %[1]s\x02délai %[" +
+	"1]s\x02Seuls les administrateurs peuvent révéler une valeur sensible." +
+	"\x02Révélé par %[1]s le %[2]s\u202f; consigné dans le journal d’audit." +
+	"\x02Révélation impossible\x02Seule une valeur que cette page affiche mas" +
+	"quée (sensible) peut être révélée.\x02Les valeurs secrètes ne peuvent ja" +
+	"mais être révélées.\x02Cette page n’accepte pas cette requête.\x02Recher" +
+	"che\x02Saisissez un identifiant d’instance ou d’occurrence (un UUID, que" +
+	" les pages affichent au survol) ou une clé métier.\x02Rien à chercher" +
+	"\u202f: le champ de recherche est vide.\x02C’est trop long pour être un " +
+	"identifiant ou une clé métier.\x02Aucune instance ni occurrence n’a l’id" +
+	"entifiant « %[1]s », et aucune instance ne l’a pour clé métier.\x02Vous " +
+	"êtes déconnecté.\x02Se connecter\x02Connectez-vous avec un jeton d’opér" +
+	"ateur ou d’administrateur.\x02Jeton\x02Le jeton est vérifié une fois et " +
+	"n’est jamais conservé dans votre navigateur\u202f; un cookie de session " +
+	"le remplace jusqu’à 8 heures d’inactivité.\x02Trop de connexions échouée" +
+	"s depuis votre adresse. Réessayez dans %[1]d secondes.\x02Ce jeton est i" +
+	"nconnu ou a été révoqué.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la" +
+	" console\u202f: connectez-vous avec un jeton d’opérateur, de concepteur " +
+	"ou d’administrateur.\x02Seuls les administrateurs gèrent les jetons.\x02" +
+	"Jetons du personnel (administrateurs, concepteurs, opérateurs) non révoq" +
+	"ués. Les jetons des consommateurs se gèrent avec leurs consommateurs. Ré" +
+	"voquer un jeton refuse sa requête suivante.\x02ID\x02Rôle\x02Créé le\x02" +
+	"Dernière utilisation\x02Expiration\x02Jetons du personnel, les plus anci" +
+	"ens d’abord\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cett" +
+	"e session\x02Aucun jeton.\x02Le jeton a été révoqué.\x02Révoquer le jeto" +
+	"n %[1]d\x02Révoquer le jeton %[1]s « %[2]s »\u202f?\x02Sa requête suivan" +
+	"te est refusée et les sessions de console ouvertes avec lui prennent fin" +
+	". C’est irréversible\u202f: qui l’utilise aura besoin d’un nouveau jeton" +
+	".\x02Révoquer le jeton\x02Le garder\x02C’est le jeton avec lequel vous ê" +
+	"tes connecté\u202f: le révoquer vous déconnecte. Sa requête suivante est" +
+	" refusée. C’est irréversible.\x02C’est le dernier jeton administrateur u" +
+	"tilisable\u202f: créez-en un autre avant de le révoquer.\x02sortie de ro" +
+	"utage\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d " +
+	"caractère\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02" +
+	"\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02m" +
+	"otif %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi" +
+	"\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00" +
+	"\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %" +
+	"[1]d élément\x00\x19\x02au plus %[1]d éléments\x02non fourni\x14\x01\x81" +
+	"\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02nul\x02va" +
+	"leur inattendue\x02Page invalide\x02Ce lien de page ne vient pas de la c" +
+	"onsole.\x02Les exécutants connectés par un flux, et ceux qui interrogent" +
+	" par leur dernière demande. Un exécutant est listé tant qu’il s’est mani" +
+	"festé dans les trois derniers battements de cœur.\x02Exécutants vus dans" +
+	" les trois derniers battements\x02Exécutant\x02Protocole\x02Définitions " +
+	"servies\x02En cours\x02Connexion\x02Dernier signe\x02Aucun exécutant n’e" +
+	"st connecté.\x02Exécutants servant %[1]s\x02Tous les exécutants\x02Aucun" +
+	" exécutant ne sert cette définition.\x02flux\x02interrogation longue\x02" +
+	"façade Camunda 7\x02toutes les révisions accordées à son consommateur" +
+	"\x02révisions %[1]s\x02Aucun exécutant ne sert cette définition\u202f: s" +
+	"es occurrences attendent qu’un exécutant se connecte ou interroge.\x14" +
+	"\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie" +
+	" par %[1]d exécutants\x02Révisions prises en charge\u202f: %[1]s\u202f; " +
+	"certains prennent toutes les révisions accordées à leur consommateur." +
+	"\x02Ils prennent toutes les révisions accordées à leur consommateur.\x02" +
+	"Ils ne prennent que la révision %[1]d.\x02Ils ne prennent que les révisi" +
+	"ons %[1]s."
 
-	// Total table size 48920 bytes (47KiB); checksum: 7B062749
+	// Total table size 49009 bytes (47KiB); checksum: 6C12C1ED
