@@ -164,9 +164,15 @@ func (c *Console) occurrenceView(r *http.Request, id uuid.UUID) (occurrenceView,
 		HeadField:  T(ctx, "Field"), HeadValue: T(ctx, "Value"),
 		Push: push,
 	}
+	if settled(o.Status) {
+		v.NoAttempts = T(ctx, "No service ever reserved this occurrence: it ended before any attempt.")
+	}
 	if push {
 		v.HeadConsumer, v.HeadWorker = T(ctx, "Destination"), T(ctx, "Replica")
 		v.NoAttempts = T(ctx, "Relais has not called the destination yet.")
+		if settled(o.Status) {
+			v.NoAttempts = T(ctx, "Relais never called the destination: the occurrence ended before any call.")
+		}
 		v.HTTPNote = T(ctx, "Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.")
 	}
 	if o.BusinessKey != nil {
@@ -247,7 +253,8 @@ func settled(status string) bool {
 
 // occurrenceDates are the dates that mean something in the occurrence's
 // state: no lock expiry once it settled, for a push call (its budget is
-// the timeout), or while nothing holds it.
+// the timeout), or while nothing holds it; no deadline once it settled,
+// unless the deadline had passed by then.
 func occurrenceDates(ctx context.Context, o engine.Occurrence) []fact {
 	fs := []fact{{Label: T(ctx, "Created"), Time: formatTime(ctx, o.CreatedAt), TestID: "created"}}
 	if !settled(o.Status) {
@@ -271,9 +278,18 @@ func occurrenceDates(ctx context.Context, o engine.Occurrence) []fact {
 	if o.SettledAt != nil && settled(o.Status) {
 		fs = append(fs, fact{Label: T(ctx, "Settled"), Time: formatTime(ctx, *o.SettledAt), TestID: "settled-at"})
 	}
-	if o.DeadlineAt != nil {
+	switch {
+	case o.DeadlineAt == nil:
+	case !settled(o.Status):
 		fs = append(fs, fact{Label: T(ctx, "Deadline"), Time: formatTime(ctx, *o.DeadlineAt), TestID: "deadline-at"})
+	case o.SettledAt != nil && !o.DeadlineAt.After(*o.SettledAt):
+		// It passed before the occurrence settled: when, without a
+		// countdown, which would run on after the settlement.
+		t := formatTime(ctx, *o.DeadlineAt)
+		t.Rel = ""
+		fs = append(fs, fact{Label: T(ctx, "Deadline"), Time: t, TestID: "deadline-at"})
 	}
+	// A deadline still ahead of a settled occurrence no longer applies.
 	return fs
 }
 

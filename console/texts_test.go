@@ -95,3 +95,40 @@ func TestAbandonedInstanceSaysWhereItWasAbandoned(t *testing.T) {
 		}
 	}
 }
+
+// TestCancelledOccurrenceNeverReserved: an occurrence cancelled before any
+// worker reserved it says it never was (not "yet"), and its deadline,
+// still ahead, shows no countdown once it settled.
+func TestCancelledOccurrenceNeverReserved(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	env.Definition("add_company_to_crm.yaml")
+	env.Process("crm_only", relaistest.CRMProcess(map[string]any{"max_attempts": 3, "deadline": "P1D"}))
+	inst := env.Must(201, "POST", "/api/v1/processes/crm_only/instances", env.Operator, map[string]any{"inputs": map[string]any{"name": "Acme"}}).JSON(t)["id"].(string)
+	occ := env.Must(200, "GET", "/api/v1/occurrences?instance="+inst, env.Operator, nil).JSON(t)["items"].([]any)[0].(map[string]any)["id"].(string)
+	en := signedIn(t, env.URL, "en", env.Operator)
+	if got := text(en.mustGet("/console/occurrences/"+occ, 200), "deadline-at"); !strings.Contains(got, "(in ") {
+		t.Errorf("open occurrence: deadline %q, want its countdown", got)
+	}
+	if _, err := env.Engine.Act(context.Background(), engine.Actor{Name: "ops"}, engine.ActionStop, uuid.MustParse(inst), "duplicate"); err != nil {
+		t.Fatal(err)
+	}
+	for i, lang := range []string{"en", "fr"} {
+		b := en
+		if lang == "fr" {
+			b = signedIn(t, env.URL, lang, env.Operator)
+		}
+		r := b.mustGet("/console/occurrences/"+occ, 200)
+		want := []string{"No service ever reserved this occurrence: it ended before any attempt.",
+			"Aucun exécutant n’a jamais réservé cette occurrence\u202f: elle a pris fin avant toute tentative."}[i]
+		if got := text(r, "attempts"); !strings.Contains(got, want) || strings.Contains(got, []string{"yet", "encore"}[i]) {
+			t.Errorf("%s: attempts %q, want %q", lang, got, want)
+		}
+		if n := count(r, "deadline-at"); n != 0 {
+			t.Errorf("%s: a settled occurrence shows its deadline still ahead: %q", lang, text(r, "dates"))
+		}
+		if dates := text(r, "dates"); strings.Contains(dates, []string{"(in ", "(dans "}[i]) {
+			t.Errorf("%s: dates of a settled occurrence count down: %q", lang, dates)
+		}
+	}
+}

@@ -44,8 +44,8 @@ var messageKeyToIndex = map[string]int{
 	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          240,
 	"%[1]s; %[2]s":                             239,
 	"%d (0 lowest, 9 highest)":                 374,
-	"%d attempts":                              399,
-	"%d attempts, retry after %s, priority %d": 524,
+	"%d attempts":                              401,
+	"%d attempts, retry after %s, priority %d": 526,
 	"%d breaking":                              185,
 	"%d changes":                               184,
 	"%d completed":                             237,
@@ -55,14 +55,14 @@ var messageKeyToIndex = map[string]int{
 	"%d h":                                     248,
 	"%d held instances match now.":             50,
 	"%d hours":                                 264,
-	"%d items":                                 580,
-	"%d left":                                  400,
+	"%d items":                                 582,
+	"%d left":                                  402,
 	"%d min":                                   247,
 	"%d minutes":                               265,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 69,
 	"%d ms": 267,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 514,
-	"%d occurrences":                          470,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 516,
+	"%d occurrences":                          472,
 	"%d releases":                             202,
 	"%d running instances match now.":         57,
 	"%d running or held instances match now.": 59,
@@ -71,19 +71,19 @@ var messageKeyToIndex = map[string]int{
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 74,
 	"%s (token #%d, %s)":                75,
 	"%s ago":                            244,
-	"%s so far":                         446,
-	"%s → %s":                           519,
+	"%s so far":                         448,
+	"%s → %s":                           521,
 	"%s, revision %s":                   364,
 	"%s, version %s":                    365,
 	"%s: %s":                            236,
 	"%s: %s → %s":                       192,
-	"%s: a date is written 2026-12-01.": 481,
-	"%s: the first day comes after the last.": 482,
+	"%s: a date is written 2026-12-01.": 483,
+	"%s: the first day comes after the last.": 484,
 	"%s–%s":       235,
-	"(each item)": 569,
-	"(worker %s)": 435,
+	"(each item)": 571,
+	"(worker %s)": 437,
 	"0 seconds":   262,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.": 545,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.": 547,
 	"Abandon %d instances":                                           54,
 	"Abandon every held instance this filter matches":                52,
 	"Abandon every held instance…":                                   7,
@@ -97,76 +97,76 @@ var messageKeyToIndex = map[string]int{
 	"Act on every instance this filter matches": 308,
 	"Action":                              78,
 	"All actions":                         90,
-	"All consumers":                       467,
+	"All consumers":                       469,
 	"All definitions":                     226,
 	"All processes":                       314,
 	"All statuses":                        315,
-	"All workers":                         595,
-	"An operator abandoned the instance.": 428,
+	"All workers":                         597,
+	"An operator abandoned the instance.": 430,
 	"Apply filters":                       87,
 	"Apr":                                 253,
 	"As of %s (%s); refreshed every few seconds.": 223,
 	"Attempts":                         375,
 	"Audit log":                        84,
 	"Aug":                              257,
-	"Available from":                   408,
+	"Available from":                   410,
 	"Back to definitions":              124,
 	"Back to external tasks":           123,
 	"Back to the instance":             32,
 	"Back to the list":                 47,
-	"Back without saving":              489,
+	"Back without saving":              491,
 	"Breaks processes":                 162,
 	"Breaks workers":                   163,
 	"Bulk %s applied to %d instances.": 73,
 	"Bulk action":                      82,
 	"Business key":                     66,
-	"Call timeout":                     394,
-	"Camunda 7 facade":                 599,
-	"Cancelled: the instance was stopped (%s).":               445,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 444,
+	"Call timeout":                     396,
+	"Camunda 7 facade":                 601,
+	"Cancelled: the instance was stopped (%s).":               447,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 446,
 	"Cannot act on this filter":                               70,
-	"Cannot reveal":                                           529,
+	"Cannot reveal":                                           531,
 	"Change":                                                  160,
 	"Changes between the two revisions":                       172,
 	"Changes of the Working copy since revision %d":           181,
 	"Choose two existing revisions to compare.":               182,
 	"Classification":                                          138,
 	"Clear filters":                                           88,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 503,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 505,
 	"Compare":              159,
 	"Compare revisions":    155,
 	"Completed":            234,
-	"Completed (%s).":      440,
+	"Completed (%s).":      442,
 	"Completed, last hour": 220,
 	"Completions and failures per 5 minutes, last hour: %s":    227,
 	"Completions and failures per 5-minute slot, oldest first": 232,
 	"Completions and failures, last hour":                      213,
-	"Connected":                                                591,
+	"Connected":                                                593,
 	"Constraints":                                              139,
 	"Consumer":                                                 377,
-	"Consumer and worker":                                      464,
+	"Consumer and worker":                                      466,
 	"Counting the occurrences; the counts appear when you reload the page.": 133,
 	"Counts are unavailable right now.":                                     134,
-	"Counts as of %s (%s); refreshed every few seconds.":                    512,
-	"Counts by status": 460,
+	"Counts as of %s (%s); refreshed every few seconds.":                    514,
+	"Counts by status": 462,
 	"Created":          278,
 	"Created from":     67,
-	"Created on":       550,
+	"Created on":       552,
 	"Created to":       68,
 	"Creation date":    303,
 	"Dates":            368,
 	"Deadline":         372,
 	"Dec":              261,
-	"Deferred":         412,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 439,
+	"Deferred":         414,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 441,
 	"Definition":         215,
 	"Definition %s":      141,
 	"Definitions":        110,
 	"Definitions by key": 197,
-	"Definitions served": 589,
+	"Definitions served": 591,
 	"Definitions, those needing attention first": 214,
 	"Description":          140,
-	"Destination":          387,
+	"Destination":          388,
 	"Destination’s answer": 382,
 	"Detail":               161,
 	"Digest":               175,
@@ -179,18 +179,18 @@ var messageKeyToIndex = map[string]int{
 	"End node":                    299,
 	"End node or error":           312,
 	"Ended":                       295,
-	"Error":                       463,
-	"Error (before any attempt)":  414,
+	"Error":                       465,
+	"Error (before any attempt)":  416,
 	"Error code":                  298,
 	"Error message":               384,
-	"Every %d seconds":            493,
+	"Every %d seconds":            495,
 	"Every attempt, oldest first": 376,
 	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log (GET /api/v1/audit/reveals).": 85,
-	"Expired token":                    556,
-	"Expires":                          552,
+	"Expired token":                    558,
+	"Expires":                          554,
 	"External tasks":                   104,
 	"Failed":                           218,
-	"Failed (%s).":                     443,
+	"Failed (%s).":                     445,
 	"Failed at node":                   301,
 	"Failed occurrence":                297,
 	"Failed, last hour":                221,
@@ -206,109 +206,110 @@ var messageKeyToIndex = map[string]int{
 	"From revision":                    157,
 	"From revision %d to revision %d:": 183,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 36,
-	"Graph":                   502,
-	"Graph of %s":             513,
-	"HTTP 2xx, unusable body": 449,
+	"Graph":                   504,
+	"Graph of %s":             515,
+	"HTTP 2xx, unusable body": 451,
 	"Health":                  103,
 	"Held at node":            296,
 	"Held instances":          217,
-	"ID":                      548,
-	"In flight":               590,
+	"ID":                      550,
+	"In flight":               592,
 	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 228,
 	"Inputs":                     165,
 	"Inputs of revision %d":      176,
 	"Inputs of the working copy": 167,
 	"Inputs the instance was started with, labelled by process version %d's contract": 286,
-	"Inputs, labelled by revision %d's contract":                                      401,
+	"Inputs, labelled by revision %d's contract":                                      403,
 	"Instance":                  311,
 	"Instances":                 105,
-	"Instances of this process": 511,
-	"Invalid page":              583,
+	"Instances of this process": 513,
+	"Invalid page":              585,
 	"Invalid request":           121,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.": 21,
-	"Its instance is held here, waiting for an operator.":                                                                   441,
-	"Its instance went on along the node’s error path.":                                                                     442,
-	"Its message": 415,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      563,
+	"Its instance is held here, waiting for an operator.":                                                                   443,
+	"Its instance went on along the node’s error path.":                                                                     444,
+	"Its message": 417,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      565,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 34,
 	"Jan":                     250,
 	"Jul":                     256,
 	"Jun":                     255,
-	"Keep it":                 565,
+	"Keep it":                 567,
 	"Keep it held":            14,
 	"Keep it running":         13,
 	"Key":                     198,
-	"Kind":                    506,
+	"Kind":                    508,
 	"Language":                100,
-	"Last error (attempt %d)": 413,
-	"Last reserved":           410,
+	"Last error (attempt %d)": 415,
+	"Last reserved":           412,
 	"Last saved":              146,
-	"Last seen":               592,
-	"Last used":               551,
+	"Last seen":               594,
+	"Last used":               553,
 	"Latest revision":         199,
 	"Lists every change from one revision to another, and whom it may break.": 156,
-	"Local time at %s": 491,
-	"Lock expired %s — waiting to be offered again.": 432,
-	"Lock expires":                     411,
+	"Local time at %s": 493,
+	"Lock expired %s — waiting to be offered again.": 434,
+	"Lock expires":                     413,
 	"Main navigation":                  102,
 	"Mar":                              252,
 	"Maximum attempts":                 370,
 	"May":                              254,
-	"Message from Relais (in English)": 416,
-	"Message from the service (as it sent it)": 417,
+	"Message from Relais (in English)": 418,
+	"Message from the service (as it sent it)": 419,
 	"Mode": 367,
-	"More filters: instance, revision, consumer, dates": 458,
+	"More filters: instance, revision, consumer, dates": 460,
 	"Name":                               144,
-	"Never":                              492,
-	"Next attempt":                       409,
-	"Next attempt or settled":            465,
+	"Never":                              494,
+	"Next attempt":                       411,
+	"Next attempt or settled":            467,
 	"Next node":                          277,
 	"Next page":                          97,
 	"No definition has occurrences yet.": 222,
 	"No definition yet.":                 201,
 	"No inputs.":                         166,
 	"No instance matches these filters.": 313,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 537,
-	"No occurrence matches these filters.":                                                   466,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 539,
+	"No occurrence matches these filters.":                                                   468,
 	"No operator action matches.":                                                            89,
 	"No operator has acted on this instance.":                                                282,
-	"No outputs yet: the occurrence has not completed.":                                      404,
+	"No outputs yet: the occurrence has not completed.":                                      406,
 	"No outputs.": 169,
-	"No outputs: the occurrence ended without completing.":          406,
-	"No process is published yet.":                                  497,
-	"No release yet.":                                               150,
-	"No revision yet: the Working copy has never been snapshotted.": 148,
-	"No service has reserved this occurrence yet.":                  385,
-	"No token.":                         559,
-	"No worker is connected.":           593,
-	"No worker serves this definition.": 596,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 602,
+	"No outputs: the occurrence ended without completing.":                   408,
+	"No process is published yet.":                                           499,
+	"No release yet.":                                                        150,
+	"No revision yet: the Working copy has never been snapshotted.":          148,
+	"No service ever reserved this occurrence: it ended before any attempt.": 387,
+	"No service has reserved this occurrence yet.":                           385,
+	"No token.":                         561,
+	"No worker is connected.":           595,
+	"No worker serves this definition.": 598,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 604,
 	"Node":    274,
 	"Node %s": 211,
-	"Nodes":   504,
-	"Nodes of this version, with their occurrences now": 505,
+	"Nodes":   506,
+	"Nodes of this version, with their occurrences now": 507,
 	"Nodes reached, in order":                           273,
 	"Not allowed":                                       119,
 	"Not found":                                         125,
 	"Notes":                                             153,
 	"Nothing exists at this address, or it is not visible to you.":          126,
 	"Nothing to do: no instance this action applies to matches the filter.": 62,
-	"Nothing to find: the search box is empty.":                             535,
+	"Nothing to find: the search box is empty.":                             537,
 	"Nov":                       260,
-	"Now":                       395,
+	"Now":                       397,
 	"Occurrence":                275,
 	"Occurrence %s":             366,
 	"Occurrence offered again":  81,
-	"Occurrences now":           510,
-	"Occurrences, newest first": 461,
+	"Occurrences now":           512,
+	"Occurrences, newest first": 463,
 	"Oct":                       259,
-	"Offered from %s — %s.":     431,
+	"Offered from %s — %s.":     433,
 	"Oldest claimable waits":    219,
-	"On error":                  509,
-	"On success":                508,
-	"Only a value this page shows as hidden (sensitive) can be revealed.": 530,
-	"Only administrators manage tokens.":                                  546,
-	"Only administrators may reveal a sensitive value.":                   527,
+	"On error":                  511,
+	"On success":                510,
+	"Only a value this page shows as hidden (sensitive) can be revealed.": 532,
+	"Only administrators manage tokens.":                                  548,
+	"Only administrators may reveal a sensitive value.":                   529,
 	"Open":             216,
 	"Operator actions": 270,
 	"Operator actions on this instance, newest first": 283,
@@ -317,89 +318,90 @@ var messageKeyToIndex = map[string]int{
 	"Outputs":                                         168,
 	"Outputs of revision %d":                          177,
 	"Outputs of the working copy":                     170,
-	"Outputs, labelled by revision %d's contract":     403,
+	"Outputs, labelled by revision %d's contract":     405,
 	"Pages": 96,
-	"Pages with a form, such as a confirmation, never reload on their own.": 487,
+	"Pages with a form, such as a confirmation, never reload on their own.": 489,
 	"Path":                            271,
-	"Pinned revision":                 507,
+	"Pinned revision":                 509,
 	"Policy":                          369,
-	"Previous page":                   479,
+	"Previous page":                   481,
 	"Priority":                        373,
 	"Process":                         64,
-	"Process %s":                      499,
-	"Process and node":                462,
+	"Process %s":                      501,
+	"Process and node":                464,
 	"Process inputs":                  285,
 	"Process instance":                80,
 	"Process instance %s":             268,
 	"Process instances":               305,
 	"Process instances, newest first": 310,
 	"Processes":                       106,
-	"Processes by key":                495,
-	"Protocol":                        588,
+	"Processes by key":                497,
+	"Protocol":                        590,
 	"Published":                       154,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 494,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 496,
 	"Reason": 79,
 	"Reason (recorded in the audit log for every instance)": 46,
 	"Reason (recorded in the audit log)":                    11,
-	"Reason given by the worker":                            391,
+	"Reason given by the worker":                            393,
 	"Recorded operator actions":                             281,
 	"Relais console":                                        99,
-	"Relais has not called the destination yet.":            389,
-	"Relais is calling the destination (since %s).":         436,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 390,
+	"Relais has not called the destination yet.":            390,
+	"Relais is calling the destination (since %s).":         438,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 392,
+	"Relais never called the destination: the occurrence ended before any call.":                           391,
 	"Relais refused the action. Nothing was done.":                                                         37,
-	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 422,
+	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 424,
 	"Release":                             151,
 	"Releases":                            149,
 	"Releases, oldest first":              171,
-	"Reload lists and detail pages":       486,
-	"Replica":                             388,
+	"Reload lists and detail pages":       488,
+	"Replica":                             389,
 	"Required":                            137,
 	"Reserved":                            379,
-	"Reserved by %s.":                     438,
-	"Reserved by %s; lock until %s — %s.": 437,
+	"Reserved by %s.":                     440,
+	"Reserved by %s; lock until %s — %s.": 439,
 	"Retried by %s at %s — “%s”":          293,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 39,
-	"Retries":            392,
+	"Retries":            394,
 	"Retry %d instances": 51,
-	"Retry at %s — %s.":  430,
+	"Retry at %s — %s.":  432,
 	"Retry delay":        371,
 	"Retry every held instance this filter matches": 48,
 	"Retry every held instance…":                    6,
-	"Retry or abandon it from its instance":         396,
+	"Retry or abandon it from its instance":         398,
 	"Retry process instance %s":                     15,
 	"Retry the instance":                            18,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 16,
 	"Retrying and abandoning apply to held instances, not %s ones.":                                           44,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 407,
-	"Revealed by %s at %s; recorded in the audit log.": 528,
+	"Reveal — this is recorded": 409,
+	"Revealed by %s at %s; recorded in the audit log.": 530,
 	"Revision":    152,
 	"Revision %d": 173,
 	"Revisions":   147,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 604,
-	"Revoke the %s token “%s”?": 562,
-	"Revoke the token":          564,
-	"Revoke token %d":           561,
-	"Revoke…":                   557,
-	"Role":                      549,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 606,
+	"Revoke the %s token “%s”?": 564,
+	"Revoke the token":          566,
+	"Revoke token %d":           563,
+	"Revoke…":                   559,
+	"Role":                      551,
 	"Route":                     276,
 	"Routing output":            145,
-	"Rows %s–%s":                480,
-	"Save settings":             488,
+	"Rows %s–%s":                482,
+	"Save settings":             490,
 	"Say why, for whoever reads the log later: at most %d characters.": 12,
-	"Search":                               533,
-	"Secret values can never be revealed.": 531,
+	"Search":                               535,
+	"Secret values can never be revealed.": 533,
 	"Sep":                                  258,
-	"Served by %d workers":                 603,
+	"Served by %d workers":                 605,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 25,
 	"Settled":              279,
-	"Settlement date":      457,
+	"Settlement date":      459,
 	"Show all definitions": 225,
-	"Show times in":        484,
+	"Show times in":        486,
 	"Showing the instances bulk action %s changed.": 93,
-	"Sign in": 539,
-	"Sign in with an operator or administrator token.": 540,
+	"Sign in": 541,
+	"Sign in with an operator or administrator token.": 542,
 	"Sign out":             114,
 	"Signed in as %s (%s)": 113,
 	"Since revision %d:":   179,
@@ -407,9 +409,9 @@ var messageKeyToIndex = map[string]int{
 	"Slot":                 233,
 	"Snapshotted":          174,
 	"Something went wrong": 131,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 547,
-	"Staff tokens, oldest first": 553,
-	"Start node":                 501,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 549,
+	"Staff tokens, oldest first": 555,
+	"Start node":                 503,
 	"Started":                    294,
 	"Status":                     65,
 	"Stop %d instances":          61,
@@ -430,25 +432,25 @@ var messageKeyToIndex = map[string]int{
 	"Summary": 269,
 	"Task contracts: their Working copy, immutable revisions and named releases.": 196,
 	"Temporarily unavailable":                         129,
-	"That is too long to be an id or a business key.": 536,
+	"That is too long to be an id or a business key.": 538,
 	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.": 178,
 	"The bulk action must be its id (a UUID).":                   92,
-	"The call could not be prepared.":                            423,
+	"The call could not be prepared.":                            425,
 	"The chart’s numbers":                                        231,
 	"The confirmed count is missing: start again from the list.": 71,
 	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           132,
-	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      485,
+	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      487,
 	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 72,
 	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 130,
-	"The deadline passed before a result arrived.":                                                                                420,
-	"The destination answered HTTP %s.":                                                                                           429,
-	"The destination could not be reached.":                                                                                       424,
-	"The destination did not answer within the call’s timeout (%s).":                                                              418,
-	"The destination did not answer within the call’s timeout.":                                                                   419,
-	"The destination’s answer was too large.":                                                                                     425,
+	"The deadline passed before a result arrived.":                                                                                422,
+	"The destination answered HTTP %s.":                                                                                           431,
+	"The destination could not be reached.":                                                                                       426,
+	"The destination did not answer within the call’s timeout (%s).":                                                              420,
+	"The destination did not answer within the call’s timeout.":                                                                   421,
+	"The destination’s answer was too large.":                                                                                     427,
 	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                            122,
-	"The inputs could not be built from the process’s bindings.":                                                                  427,
-	"The last attempt’s lock expired with no attempt left.":                                                                       426,
+	"The inputs could not be built from the process’s bindings.":                                                                  429,
+	"The last attempt’s lock expired with no attempt left.":                                                                       428,
 	"The next page counts them and asks for a reason before anything changes.":                                                    309,
 	"The nodes this instance reached, in order, each with its occurrence.":                                                        272,
 	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                143,
@@ -456,17 +458,17 @@ var messageKeyToIndex = map[string]int{
 	"The page size must be between 1 and %d.":                                                                                     304,
 	"The process instance must be an instance id (a UUID).":                                                                       91,
 	"The reason you gave, not recorded:":                                                                                          31,
-	"The result did not match the revision's outputs contract.":                                                                   421,
-	"The revision must be a whole number, 1 or more.":                                                                             455,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 542,
-	"The token was revoked.":                                                                                                      560,
+	"The result did not match the revision's outputs contract.":                                                                   423,
+	"The revision must be a whole number, 1 or more.":                                                                             457,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 544,
+	"The token was revoked.":                                                                                                      562,
 	"These revisions have the same contracts.":                                                                                    164,
-	"These settings are kept in this browser only.":                                                                               483,
-	"They take every revision their consumer is granted.":                                                                         605,
-	"They take revision %d only.":                                                                                                 606,
-	"They take revisions %s only.":                                                                                                607,
-	"This contract has no inputs.":                                                                                                402,
-	"This contract has no outputs.":                                                                                               405,
+	"These settings are kept in this browser only.":                                                                               485,
+	"They take every revision their consumer is granted.":                                                                         607,
+	"They take revision %d only.":                                                                                                 608,
+	"They take revisions %s only.":                                                                                                609,
+	"This contract has no inputs.":                                                                                                404,
+	"This contract has no outputs.":                                                                                               407,
 	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                         128,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.": 27,
 	"This instance has already ended; there is nothing to stop.":  35,
@@ -478,139 +480,139 @@ var messageKeyToIndex = map[string]int{
 	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 289,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          33,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   38,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            567,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           566,
-	"This page does not accept that request.":     532,
-	"This page link is not one the console made.": 584,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            569,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           568,
+	"This page does not accept that request.":     534,
+	"This page link is not one the console made.": 586,
 	"This page reloads every %d seconds.":         118,
 	"This process takes no inputs.":               287,
-	"This token is unknown or has been revoked.":  544,
+	"This token is unknown or has been revoked.":  546,
 	"Times in %s · no auto-reload":                117,
 	"Times in %s · reload every %d s":             116,
 	"To revision":                                 158,
-	"Token":                                       541,
+	"Token":                                       543,
 	"Tokens":                                      112,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 543,
-	"Totals of all definitions, not narrowed by the other filters":         469,
-	"Totals of definition %s, not narrowed by the other filters":           468,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 545,
+	"Totals of all definitions, not narrowed by the other filters":         471,
+	"Totals of definition %s, not narrowed by the other filters":           470,
 	"Type": 136,
-	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 534,
-	"UTC (coordinated universal time)": 490,
+	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 536,
+	"UTC (coordinated universal time)": 492,
 	"Unknown action.":                  42,
-	"Unknown consumer.":                456,
+	"Unknown consumer.":                458,
 	"Unknown status %q.":               302,
 	"Value":                            284,
-	"Version":                          500,
-	"Versions, newest first":           496,
-	"Waiting for Relais to call the destination since %s (%s).": 433,
-	"Waiting for a worker since %s (%s).":                       434,
+	"Version":                          502,
+	"Versions, newest first":           498,
+	"Waiting for Relais to call the destination since %s (%s).": 435,
+	"Waiting for a worker since %s (%s).":                       436,
 	"When":                                                      76,
 	"Who":                                                       77,
-	"Worker":                                                    587,
+	"Worker":                                                    589,
 	"Worker id":                                                 378,
 	"Workers":                                                   111,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        585,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        587,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 17,
-	"Workers seen within three heartbeats": 586,
-	"Workers serving %s":                   594,
+	"Workers seen within three heartbeats": 588,
+	"Workers serving %s":                   596,
 	"Working copy":                         142,
-	"You are signed out.":                  538,
+	"You are signed out.":                  540,
 	"Your role can read definitions only: external tasks and process instances are for operators and administrators.": 120,
-	"[redacted]":                          454,
+	"[redacted]":                          456,
 	"abandon":                             4,
 	"administrator":                       342,
 	"an incident: retry, abandon or stop": 206,
-	"answer too large":                    452,
+	"answer too large":                    454,
 	"any":                                 63,
-	"any other code → %s":                 522,
+	"any other code → %s":                 524,
 	"any other error":                     204,
-	"as of %s (%s); counts are refreshed every few seconds.": 471,
-	"at least %d characters":                                 570,
-	"at least %d items":                                      577,
-	"at most %d":                                             397,
-	"at most %d characters":                                  571,
-	"at most %d items":                                       578,
-	"at most %d since the last operator retry":               398,
+	"as of %s (%s); counts are refreshed every few seconds.": 473,
+	"at least %d characters":                                 572,
+	"at least %d items":                                      579,
+	"at most %d":                                             399,
+	"at most %d characters":                                  573,
+	"at most %d items":                                       580,
+	"at most %d since the last operator retry":               400,
 	"available":                                              316,
 	"boolean":                                                329,
-	"call in progress since":                                 476,
+	"call in progress since":                                 478,
 	"cancelled":                                              319,
 	"choice":                                                 332,
-	"claimable since":                                        475,
+	"claimable since":                                        477,
 	"claimable since %s":                                     224,
 	"classification changed":                                 353,
 	"completed":                                              229,
 	"constraint changed":                                     354,
 	"consumer":                                               345,
-	"consumer #%s":                                           447,
+	"consumer #%s":                                           449,
 	"date":                                                   330,
 	"date and time":                                          331,
-	"deadline %s":                                            525,
+	"deadline %s":                                            527,
 	"deferred":                                               318,
-	"deferred since":                                         478,
+	"deferred since":                                         480,
 	"deleted":                                                83,
 	"designer":                                               344,
 	"disconnected":                                           325,
-	"end (completes)":                                        517,
-	"end (fails)":                                            518,
+	"end (completes)":                                        519,
+	"end (fails)":                                            520,
 	"end: completes the instance":                            207,
 	"end: fails the instance":                                208,
-	"every revision its consumer is granted":                 600,
+	"every revision its consumer is granted":                 602,
 	"expired":                                                322,
 	"failed":                                                 230,
-	"fails the instance":                                     523,
+	"fails the instance":                                     525,
 	"field added":                                            348,
 	"field removed":                                          349,
 	"format":                                                 359,
-	"format %s":                                              573,
+	"format %s":                                              575,
 	"from":                                                   306,
 	"held":                                                   321,
 	"held for an operator":                                   205,
-	"hold (an incident for an operator)":                     521,
+	"hold (an incident for an operator)":                     523,
 	"id or business key":                                     108,
 	"in %s":                                                  243,
 	"in progress":                                            386,
-	"instance id":                                            459,
+	"instance id":                                            461,
 	"integer":                                                327,
 	"just now":                                               245,
 	"list":                                                   334,
-	"lock until":                                             477,
-	"long polling":                                           598,
+	"lock until":                                             479,
+	"long polling":                                           600,
 	"maximum":                                                361,
-	"maximum %s":                                             575,
+	"maximum %s":                                             577,
 	"maximum items":                                          363,
 	"maximum length":                                         357,
 	"minimum":                                                360,
-	"minimum %s":                                             574,
+	"minimum %s":                                             576,
 	"minimum items":                                          362,
 	"minimum length":                                         356,
-	"never":                                                  554,
-	"next attempt":                                           474,
+	"never":                                                  556,
+	"next attempt":                                           476,
 	"no":                                                     347,
-	"no answer within the timeout":                           450,
-	"no connection":                                          451,
+	"no answer within the timeout":                           452,
+	"no connection":                                          453,
 	"none":                                                   195,
 	"none yet":                                               200,
-	"none: a failed call takes the node’s error path": 393,
+	"none: a failed call takes the node’s error path": 395,
 	"normal":                          335,
-	"not provided":                    579,
-	"not yet":                         555,
-	"null":                            581,
+	"not provided":                    581,
+	"not yet":                         557,
+	"null":                            583,
 	"number":                          328,
 	"object":                          333,
 	"on error":                        203,
-	"one of: %s":                      576,
+	"one of: %s":                      578,
 	"operator":                        343,
 	"optional field of type %s":       194,
 	"optional → required":             187,
 	"pattern":                         358,
-	"pattern %s":                      572,
-	"pull":                            515,
+	"pattern %s":                      574,
+	"pull":                            517,
 	"pull %s":                         210,
 	"pull (the service fetches it)":   340,
 	"push %s":                         209,
 	"push (Relais calls the service)": 341,
-	"push to %s":                      516,
+	"push to %s":                      518,
 	"rejected":                        323,
 	"released":                        324,
 	"required changed":                351,
@@ -618,38 +620,38 @@ var messageKeyToIndex = map[string]int{
 	"required → optional":             188,
 	"reserved":                        317,
 	"retry":                           3,
-	"revision %d":                     472,
-	"revisions %s":                    601,
+	"revision %d":                     474,
+	"revisions %s":                    603,
 	"routing changed":                 355,
-	"routing output":                  568,
+	"routing output":                  570,
 	"routing output %s → %s":          186,
 	"running":                         320,
 	"secret":                          337,
 	"sensitive":                       336,
-	"settled":                         473,
+	"settled":                         475,
 	"stop":                            5,
-	"stream":                          597,
+	"stream":                          599,
 	"text":                            326,
 	"the contracts are the same (the name or a description changed).": 180,
-	"this session":           558,
-	"timeout %s":             526,
+	"this session":           560,
+	"timeout %s":             528,
 	"to":                     307,
 	"type changed":           350,
-	"unexpected value":       582,
-	"unknown":                453,
+	"unexpected value":       584,
+	"unknown":                455,
 	"values added: %s":       189,
 	"values changed":         352,
 	"values removed: %s":     190,
 	"values reordered":       191,
-	"version %d":             498,
-	"waiting":                448,
+	"version %d":             500,
+	"waiting":                450,
 	"yes":                    346,
 	"••• hidden (secret)":    339,
 	"••• hidden (sensitive)": 338,
-	"→ %s":                   520,
+	"→ %s":                   522,
 }
 
-var enIndex = []uint32{ // 609 elements
+var enIndex = []uint32{ // 611 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x0000005a,
@@ -760,72 +762,72 @@ var enIndex = []uint32{ // 609 elements
 	0x00002d32, 0x00002d3b, 0x00002d44, 0x00002d5b,
 	// Entry 180 - 19F
 	0x00002d63, 0x00002d71, 0x00002d9e, 0x00002daa,
-	0x00002db6, 0x00002dbe, 0x00002de9, 0x00002eab,
-	0x00002ec6, 0x00002ece, 0x00002f00, 0x00002f0d,
-	0x00002f11, 0x00002f37, 0x00002f45, 0x00002f71,
-	0x00002f97, 0x00002fa2, 0x00002fd0, 0x00002fed,
-	0x0000301c, 0x0000304e, 0x0000306c, 0x000030a1,
-	0x000030bd, 0x000030cc, 0x000030d9, 0x000030e7,
-	0x000030f4, 0x000030fd, 0x00003118, 0x00003133,
+	0x00002df1, 0x00002dfd, 0x00002e05, 0x00002e30,
+	0x00002e7b, 0x00002f3d, 0x00002f58, 0x00002f60,
+	0x00002f92, 0x00002f9f, 0x00002fa3, 0x00002fc9,
+	0x00002fd7, 0x00003003, 0x00003029, 0x00003034,
+	0x00003062, 0x0000307f, 0x000030ae, 0x000030e0,
+	0x000030fe, 0x00003133, 0x0000314f, 0x0000315e,
+	0x0000316b, 0x00003179, 0x00003186, 0x0000318f,
 	// Entry 1A0 - 1BF
-	0x0000313f, 0x00003160, 0x00003189, 0x000031cd,
-	0x00003209, 0x00003236, 0x00003270, 0x000032d5,
-	0x000032f5, 0x0000331b, 0x00003345, 0x0000337d,
-	0x000033ba, 0x000033de, 0x00003403, 0x0000341d,
-	0x0000343b, 0x0000346f, 0x000034af, 0x000034d9,
-	0x000034e8, 0x00003519, 0x00003548, 0x0000355b,
-	0x000035d0, 0x000035e3, 0x00003617, 0x0000364b,
-	0x0000365b, 0x000036a2, 0x000036cf, 0x000036dc,
+	0x000031aa, 0x000031c5, 0x000031d1, 0x000031f2,
+	0x0000321b, 0x0000325f, 0x0000329b, 0x000032c8,
+	0x00003302, 0x00003367, 0x00003387, 0x000033ad,
+	0x000033d7, 0x0000340f, 0x0000344c, 0x00003470,
+	0x00003495, 0x000034af, 0x000034cd, 0x00003501,
+	0x00003541, 0x0000356b, 0x0000357a, 0x000035ab,
+	0x000035da, 0x000035ed, 0x00003662, 0x00003675,
+	0x000036a9, 0x000036dd, 0x000036ed, 0x00003734,
 	// Entry 1C0 - 1DF
-	0x000036ec, 0x000036f4, 0x0000370c, 0x00003729,
-	0x00003737, 0x00003748, 0x00003750, 0x0000375b,
-	0x0000378b, 0x0000379d, 0x000037ad, 0x000037df,
-	0x000037eb, 0x000037fc, 0x00003816, 0x00003827,
-	0x0000382d, 0x00003841, 0x00003859, 0x0000387e,
-	0x0000388c, 0x000038ca, 0x00003907, 0x00003933,
-	0x00003970, 0x0000397f, 0x00003987, 0x00003994,
-	0x000039a4, 0x000039bb, 0x000039c6, 0x000039d5,
+	0x00003761, 0x0000376e, 0x0000377e, 0x00003786,
+	0x0000379e, 0x000037bb, 0x000037c9, 0x000037da,
+	0x000037e2, 0x000037ed, 0x0000381d, 0x0000382f,
+	0x0000383f, 0x00003871, 0x0000387d, 0x0000388e,
+	0x000038a8, 0x000038b9, 0x000038bf, 0x000038d3,
+	0x000038eb, 0x00003910, 0x0000391e, 0x0000395c,
+	0x00003999, 0x000039c5, 0x00003a02, 0x00003a11,
+	0x00003a19, 0x00003a26, 0x00003a36, 0x00003a4d,
 	// Entry 1E0 - 1FF
-	0x000039e3, 0x000039f6, 0x00003a1b, 0x00003a46,
-	0x00003a74, 0x00003a82, 0x00003b15, 0x00003b33,
-	0x00003b79, 0x00003b87, 0x00003b9b, 0x00003bbc,
-	0x00003bd0, 0x00003bd6, 0x00003bea, 0x00003c5d,
-	0x00003c6e, 0x00003c85, 0x00003ca2, 0x00003cb0,
-	0x00003cbe, 0x00003cc6, 0x00003cd1, 0x00003cd7,
-	0x00003dc9, 0x00003dcf, 0x00003e01, 0x00003e06,
-	0x00003e16, 0x00003e21, 0x00003e2a, 0x00003e3a,
+	0x00003a58, 0x00003a67, 0x00003a75, 0x00003a88,
+	0x00003aad, 0x00003ad8, 0x00003b06, 0x00003b14,
+	0x00003ba7, 0x00003bc5, 0x00003c0b, 0x00003c19,
+	0x00003c2d, 0x00003c4e, 0x00003c62, 0x00003c68,
+	0x00003c7c, 0x00003cef, 0x00003d00, 0x00003d17,
+	0x00003d34, 0x00003d42, 0x00003d50, 0x00003d58,
+	0x00003d63, 0x00003d69, 0x00003e5b, 0x00003e61,
+	0x00003e93, 0x00003e98, 0x00003ea8, 0x00003eb3,
 	// Entry 200 - 21F
-	0x00003e54, 0x00003e8d, 0x00003e9c, 0x00003f56,
-	0x00003f5b, 0x00003f69, 0x00003f79, 0x00003f85,
-	0x00003f95, 0x00003f9f, 0x00003fc2, 0x00003fdb,
-	0x00003fee, 0x0000405a, 0x00004069, 0x00004077,
-	0x000040a9, 0x000040e0, 0x000040ee, 0x00004132,
-	0x00004157, 0x0000417f, 0x00004186, 0x000041e1,
-	0x0000420b, 0x0000423b, 0x00004299, 0x000042ad,
-	0x000042b5, 0x000042e6, 0x000042ec, 0x00004368,
+	0x00003ebc, 0x00003ecc, 0x00003ee6, 0x00003f1f,
+	0x00003f2e, 0x00003fe8, 0x00003fed, 0x00003ffb,
+	0x0000400b, 0x00004017, 0x00004027, 0x00004031,
+	0x00004054, 0x0000406d, 0x00004080, 0x000040ec,
+	0x000040fb, 0x00004109, 0x0000413b, 0x00004172,
+	0x00004180, 0x000041c4, 0x000041e9, 0x00004211,
+	0x00004218, 0x00004273, 0x0000429d, 0x000042cd,
+	0x0000432b, 0x0000433f, 0x00004347, 0x00004378,
 	// Entry 220 - 23F
-	0x000043b0, 0x000043db, 0x0000443d, 0x00004460,
-	0x00004507, 0x0000450a, 0x0000450f, 0x0000451a,
-	0x00004524, 0x0000452c, 0x00004547, 0x0000454d,
-	0x00004555, 0x00004563, 0x0000456d, 0x0000457a,
-	0x00004584, 0x0000459b, 0x000045ae, 0x000045d2,
-	0x00004652, 0x00004663, 0x0000466b, 0x000046e0,
-	0x00004734, 0x00004743, 0x0000474f, 0x0000478b,
-	0x000047c5, 0x000047d3, 0x000047e0, 0x000047ee,
+	0x0000437e, 0x000043fa, 0x00004442, 0x0000446d,
+	0x000044cf, 0x000044f2, 0x00004599, 0x0000459c,
+	0x000045a1, 0x000045ac, 0x000045b6, 0x000045be,
+	0x000045d9, 0x000045df, 0x000045e7, 0x000045f5,
+	0x000045ff, 0x0000460c, 0x00004616, 0x0000462d,
+	0x00004640, 0x00004664, 0x000046e4, 0x000046f5,
+	0x000046fd, 0x00004772, 0x000047c6, 0x000047d5,
+	0x000047e1, 0x0000481d, 0x00004857, 0x00004865,
 	// Entry 240 - 25F
-	0x000047fc, 0x0000480a, 0x0000483c, 0x0000486c,
-	0x00004879, 0x00004899, 0x0000489e, 0x000048af,
-	0x000048bc, 0x000048e8, 0x0000496e, 0x00004993,
-	0x0000499a, 0x000049a3, 0x000049b6, 0x000049c0,
-	0x000049ca, 0x000049d4, 0x000049ec, 0x00004a02,
-	0x00004a0e, 0x00004a30, 0x00004a37, 0x00004a44,
-	0x00004a55, 0x00004a7c, 0x00004a8c, 0x00004ae0,
-	0x00004b18, 0x00004b68, 0x00004b9c, 0x00004bbb,
+	0x00004872, 0x00004880, 0x0000488e, 0x0000489c,
+	0x000048ce, 0x000048fe, 0x0000490b, 0x0000492b,
+	0x00004930, 0x00004941, 0x0000494e, 0x0000497a,
+	0x00004a00, 0x00004a25, 0x00004a2c, 0x00004a35,
+	0x00004a48, 0x00004a52, 0x00004a5c, 0x00004a66,
+	0x00004a7e, 0x00004a94, 0x00004aa0, 0x00004ac2,
+	0x00004ac9, 0x00004ad6, 0x00004ae7, 0x00004b0e,
+	0x00004b1e, 0x00004b72, 0x00004baa, 0x00004bfa,
 	// Entry 260 - 27F
-	0x00004bdb,
-} // Size: 2460 bytes
+	0x00004c2e, 0x00004c4d, 0x00004c6d,
+} // Size: 2468 bytes
 
-const enData string = "" + // Size: 19419 bytes
+const enData string = "" + // Size: 19565 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every held instance…\x02Stop every running instance…\x02Stop every runni" +
@@ -1011,78 +1013,80 @@ const enData string = "" + // Size: 19419 bytes
 	"\x02%[1]d (0 lowest, 9 highest)\x02Attempts\x02Every attempt, oldest fir" +
 	"st\x02Consumer\x02Worker id\x02Reserved\x02Finished\x02Duration\x02Desti" +
 	"nation’s answer\x02Outcome\x02Error message\x02No service has reserved t" +
-	"his occurrence yet.\x02in progress\x02Destination\x02Replica\x02Relais h" +
-	"as not called the destination yet.\x02Relais keeps the destination’s sta" +
-	"tus code only when it refused the call (destination_http_NNN); a complet" +
-	"ed call answered 2xx. The duration runs from the claim of the call to it" +
-	"s settlement.\x02Reason given by the worker\x02Retries\x02none: a failed" +
-	" call takes the node’s error path\x02Call timeout\x02Now\x02Retry or aba" +
-	"ndon it from its instance\x02at most %[1]d\x02at most %[1]d since the la" +
-	"st operator retry\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f" +
-	"\x02%[1]d attempts\x02%[1]d left\x02Inputs, labelled by revision %[1]d's" +
-	" contract\x02This contract has no inputs.\x02Outputs, labelled by revisi" +
-	"on %[1]d's contract\x02No outputs yet: the occurrence has not completed." +
-	"\x02This contract has no outputs.\x02No outputs: the occurrence ended wi" +
-	"thout completing.\x02Reveal — this is recorded\x02Available from\x02Next" +
-	" attempt\x02Last reserved\x02Lock expires\x02Deferred\x02Last error (att" +
-	"empt %[1]d)\x02Error (before any attempt)\x02Its message\x02Message from" +
-	" Relais (in English)\x02Message from the service (as it sent it)\x02The " +
-	"destination did not answer within the call’s timeout (%[1]s).\x02The des" +
-	"tination did not answer within the call’s timeout.\x02The deadline passe" +
-	"d before a result arrived.\x02The result did not match the revision's ou" +
-	"tputs contract.\x02Relais stopped during the call: whether the destinati" +
-	"on acted is unknown, so it is not called again.\x02The call could not be" +
-	" prepared.\x02The destination could not be reached.\x02The destination’s" +
-	" answer was too large.\x02The last attempt’s lock expired with no attemp" +
-	"t left.\x02The inputs could not be built from the process’s bindings." +
-	"\x02An operator abandoned the instance.\x02The destination answered HTTP" +
-	" %[1]s.\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Loc" +
-	"k expired %[1]s — waiting to be offered again.\x02Waiting for Relais to " +
-	"call the destination since %[1]s (%[2]s).\x02Waiting for a worker since " +
-	"%[1]s (%[2]s).\x02(worker %[1]s)\x02Relais is calling the destination (s" +
-	"ince %[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02Reserved" +
-	" by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker of the same consume" +
-	"r, or a front end with a settle token, completes it later.\x02Completed " +
-	"(%[1]s).\x02Its instance is held here, waiting for an operator.\x02Its i" +
-	"nstance went on along the node’s error path.\x02Failed (%[1]s).\x02Cance" +
-	"lled: the instance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled" +
-	": the instance was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s" +
-	"\x02waiting\x02HTTP 2xx, unusable body\x02no answer within the timeout" +
-	"\x02no connection\x02answer too large\x02unknown\x02[redacted]\x02The re" +
-	"vision must be a whole number, 1 or more.\x02Unknown consumer.\x02Settle" +
-	"ment date\x02More filters: instance, revision, consumer, dates\x02instan" +
-	"ce id\x02Counts by status\x02Occurrences, newest first\x02Process and no" +
-	"de\x02Error\x02Consumer and worker\x02Next attempt or settled\x02No occu" +
-	"rrence matches these filters.\x02All consumers\x02Totals of definition %" +
-	"[1]s, not narrowed by the other filters\x02Totals of all definitions, no" +
-	"t narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occ" +
-	"urrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); counts are " +
-	"refreshed every few seconds.\x02revision %[1]d\x02settled\x02next attemp" +
-	"t\x02claimable since\x02call in progress since\x02lock until\x02deferred" +
-	" since\x02Previous page\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written " +
-	"2026-12-01.\x02%[1]s: the first day comes after the last.\x02These setti" +
-	"ngs are kept in this browser only.\x02Show times in\x02The console runs " +
-	"no script, so it cannot read your computer’s time zone: choose its offse" +
-	"t from UTC. Offsets do not follow daylight saving time.\x02Reload lists " +
-	"and detail pages\x02Pages with a form, such as a confirmation, never rel" +
-	"oad on their own.\x02Save settings\x02Back without saving\x02UTC (coordi" +
-	"nated universal time)\x02Local time at %[1]s\x02Never\x02Every %[1]d sec" +
-	"onds\x02Published process versions: their nodes, routes and pinned revis" +
-	"ions, drawn, with where their occurrences are now.\x02Processes by key" +
-	"\x02Versions, newest first\x02No process is published yet.\x02version %[" +
-	"1]d\x02Process %[1]s\x02Version\x02Start node\x02Graph\x02Columns follow" +
-	" the longest path from the start node. Solid arrows are successes (label" +
-	"led with their route), dashed ones failures (labelled with their error c" +
-	"odes). Each box says how many of this version’s occurrences are at that " +
-	"node now.\x02Nodes\x02Nodes of this version, with their occurrences now" +
-	"\x02Kind\x02Pinned revision\x02On success\x02On error\x02Occurrences now" +
-	"\x02Instances of this process\x02Counts as of %[1]s (%[2]s); refreshed e" +
-	"very few seconds.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d no" +
-	"de, starting at %[2]s. The table below lists the same nodes, routes and " +
-	"counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The table below lists th" +
-	"e same nodes, routes and counts.\x02pull\x02push to %[1]s\x02end (comple" +
-	"tes)\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for" +
-	" an operator)\x02any other code → %[1]s\x02fails the instance\x14\x01" +
+	"his occurrence yet.\x02in progress\x02No service ever reserved this occu" +
+	"rrence: it ended before any attempt.\x02Destination\x02Replica\x02Relais" +
+	" has not called the destination yet.\x02Relais never called the destinat" +
+	"ion: the occurrence ended before any call.\x02Relais keeps the destinati" +
+	"on’s status code only when it refused the call (destination_http_NNN); a" +
+	" completed call answered 2xx. The duration runs from the claim of the ca" +
+	"ll to its settlement.\x02Reason given by the worker\x02Retries\x02none: " +
+	"a failed call takes the node’s error path\x02Call timeout\x02Now\x02Retr" +
+	"y or abandon it from its instance\x02at most %[1]d\x02at most %[1]d sinc" +
+	"e the last operator retry\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt" +
+	"\x00\x0f\x02%[1]d attempts\x02%[1]d left\x02Inputs, labelled by revision" +
+	" %[1]d's contract\x02This contract has no inputs.\x02Outputs, labelled b" +
+	"y revision %[1]d's contract\x02No outputs yet: the occurrence has not co" +
+	"mpleted.\x02This contract has no outputs.\x02No outputs: the occurrence " +
+	"ended without completing.\x02Reveal — this is recorded\x02Available from" +
+	"\x02Next attempt\x02Last reserved\x02Lock expires\x02Deferred\x02Last er" +
+	"ror (attempt %[1]d)\x02Error (before any attempt)\x02Its message\x02Mess" +
+	"age from Relais (in English)\x02Message from the service (as it sent it)" +
+	"\x02The destination did not answer within the call’s timeout (%[1]s)." +
+	"\x02The destination did not answer within the call’s timeout.\x02The dea" +
+	"dline passed before a result arrived.\x02The result did not match the re" +
+	"vision's outputs contract.\x02Relais stopped during the call: whether th" +
+	"e destination acted is unknown, so it is not called again.\x02The call c" +
+	"ould not be prepared.\x02The destination could not be reached.\x02The de" +
+	"stination’s answer was too large.\x02The last attempt’s lock expired wit" +
+	"h no attempt left.\x02The inputs could not be built from the process’s b" +
+	"indings.\x02An operator abandoned the instance.\x02The destination answe" +
+	"red HTTP %[1]s.\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s" +
+	".\x02Lock expired %[1]s — waiting to be offered again.\x02Waiting for Re" +
+	"lais to call the destination since %[1]s (%[2]s).\x02Waiting for a worke" +
+	"r since %[1]s (%[2]s).\x02(worker %[1]s)\x02Relais is calling the destin" +
+	"ation (since %[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02" +
+	"Reserved by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker of the same" +
+	" consumer, or a front end with a settle token, completes it later.\x02Co" +
+	"mpleted (%[1]s).\x02Its instance is held here, waiting for an operator." +
+	"\x02Its instance went on along the node’s error path.\x02Failed (%[1]s)." +
+	"\x02Cancelled: the instance was stopped by %[1]s at %[2]s — “%[3]s”.\x02" +
+	"Cancelled: the instance was stopped (%[1]s).\x02%[1]s so far\x02consumer" +
+	" #%[1]s\x02waiting\x02HTTP 2xx, unusable body\x02no answer within the ti" +
+	"meout\x02no connection\x02answer too large\x02unknown\x02[redacted]\x02T" +
+	"he revision must be a whole number, 1 or more.\x02Unknown consumer.\x02S" +
+	"ettlement date\x02More filters: instance, revision, consumer, dates\x02i" +
+	"nstance id\x02Counts by status\x02Occurrences, newest first\x02Process a" +
+	"nd node\x02Error\x02Consumer and worker\x02Next attempt or settled\x02No" +
+	" occurrence matches these filters.\x02All consumers\x02Totals of definit" +
+	"ion %[1]s, not narrowed by the other filters\x02Totals of all definition" +
+	"s, not narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]" +
+	"d occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); counts" +
+	" are refreshed every few seconds.\x02revision %[1]d\x02settled\x02next a" +
+	"ttempt\x02claimable since\x02call in progress since\x02lock until\x02def" +
+	"erred since\x02Previous page\x02Rows %[1]s–%[2]s\x02%[1]s: a date is wri" +
+	"tten 2026-12-01.\x02%[1]s: the first day comes after the last.\x02These " +
+	"settings are kept in this browser only.\x02Show times in\x02The console " +
+	"runs no script, so it cannot read your computer’s time zone: choose its " +
+	"offset from UTC. Offsets do not follow daylight saving time.\x02Reload l" +
+	"ists and detail pages\x02Pages with a form, such as a confirmation, neve" +
+	"r reload on their own.\x02Save settings\x02Back without saving\x02UTC (c" +
+	"oordinated universal time)\x02Local time at %[1]s\x02Never\x02Every %[1]" +
+	"d seconds\x02Published process versions: their nodes, routes and pinned " +
+	"revisions, drawn, with where their occurrences are now.\x02Processes by " +
+	"key\x02Versions, newest first\x02No process is published yet.\x02version" +
+	" %[1]d\x02Process %[1]s\x02Version\x02Start node\x02Graph\x02Columns fol" +
+	"low the longest path from the start node. Solid arrows are successes (la" +
+	"belled with their route), dashed ones failures (labelled with their erro" +
+	"r codes). Each box says how many of this version’s occurrences are at th" +
+	"at node now.\x02Nodes\x02Nodes of this version, with their occurrences n" +
+	"ow\x02Kind\x02Pinned revision\x02On success\x02On error\x02Occurrences n" +
+	"ow\x02Instances of this process\x02Counts as of %[1]s (%[2]s); refreshed" +
+	" every few seconds.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d " +
+	"node, starting at %[2]s. The table below lists the same nodes, routes an" +
+	"d counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The table below lists " +
+	"the same nodes, routes and counts.\x02pull\x02push to %[1]s\x02end (comp" +
+	"letes)\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident f" +
+	"or an operator)\x02any other code → %[1]s\x02fails the instance\x14\x01" +
 	"\x81\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, priority %[3]d" +
 	"\x002\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02deadline %" +
 	"[1]s\x02timeout %[1]s\x02Only administrators may reveal a sensitive valu" +
@@ -1133,7 +1137,7 @@ const enData string = "" + // Size: 19419 bytes
 	"They take every revision their consumer is granted.\x02They take revisio" +
 	"n %[1]d only.\x02They take revisions %[1]s only."
 
-var frIndex = []uint32{ // 609 elements
+var frIndex = []uint32{ // 611 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x0000007a,
@@ -1244,72 +1248,72 @@ var frIndex = []uint32{ // 609 elements
 	0x00003a22, 0x00003a2b, 0x00003a32, 0x00003a4d,
 	// Entry 180 - 19F
 	0x00003a57, 0x00003a6a, 0x00003aa4, 0x00003aad,
-	0x00003ab9, 0x00003ac3, 0x00003af3, 0x00003bda,
-	0x00003bfa, 0x00003c0f, 0x00003c50, 0x00003c61,
-	0x00003c6c, 0x00003c9f, 0x00003cad, 0x00003ce9,
-	0x00003d13, 0x00003d3b, 0x00003d7a, 0x00003d9b,
-	0x00003dd9, 0x00003e19, 0x00003e39, 0x00003e7a,
-	0x00003ea6, 0x00003ebe, 0x00003ed2, 0x00003ee9,
-	0x00003ef7, 0x00003f02, 0x00003f25, 0x00003f44,
+	0x00003b11, 0x00003b1d, 0x00003b27, 0x00003b57,
+	0x00003bb2, 0x00003c99, 0x00003cb9, 0x00003cce,
+	0x00003d0f, 0x00003d20, 0x00003d2b, 0x00003d5e,
+	0x00003d6c, 0x00003da8, 0x00003dd2, 0x00003dfa,
+	0x00003e39, 0x00003e5a, 0x00003e98, 0x00003ed8,
+	0x00003ef8, 0x00003f39, 0x00003f65, 0x00003f7d,
+	0x00003f91, 0x00003fa8, 0x00003fb6, 0x00003fc1,
 	// Entry 1A0 - 1BF
-	0x00003f50, 0x00003f6f, 0x00003fa5, 0x00003fec,
-	0x0000402b, 0x0000406b, 0x000040b1, 0x00004123,
-	0x0000414b, 0x0000416e, 0x000041a5, 0x000041ec,
-	0x0000423f, 0x00004268, 0x0000428e, 0x000042b5,
-	0x000042dd, 0x00004324, 0x0000436e, 0x000043a1,
-	0x000043b4, 0x000043e2, 0x0000441e, 0x00004434,
-	0x000044c8, 0x000044db, 0x00004519, 0x00004555,
-	0x00004568, 0x000045b8, 0x000045ed, 0x000045ff,
+	0x00003fe4, 0x00004003, 0x0000400f, 0x0000402e,
+	0x00004064, 0x000040ab, 0x000040ea, 0x0000412a,
+	0x00004170, 0x000041e2, 0x0000420a, 0x0000422d,
+	0x00004264, 0x000042ab, 0x000042fe, 0x00004327,
+	0x0000434d, 0x00004374, 0x0000439c, 0x000043e3,
+	0x0000442d, 0x00004460, 0x00004473, 0x000044a1,
+	0x000044dd, 0x000044f3, 0x00004587, 0x0000459a,
+	0x000045d8, 0x00004614, 0x00004627, 0x00004677,
 	// Entry 1C0 - 1DF
-	0x00004616, 0x00004621, 0x0000463e, 0x0000465d,
-	0x0000466e, 0x00004688, 0x00004691, 0x0000469b,
-	0x000046d0, 0x000046e6, 0x000046f9, 0x00004736,
-	0x0000474f, 0x00004765, 0x0000478f, 0x000047a2,
-	0x000047a9, 0x000047c4, 0x000047e6, 0x00004816,
-	0x0000482d, 0x00004865, 0x000048a0, 0x000048cc,
-	0x0000491f, 0x0000492f, 0x00004938, 0x0000494c,
-	0x0000495e, 0x00004974, 0x00004986, 0x00004998,
+	0x000046ac, 0x000046be, 0x000046d5, 0x000046e0,
+	0x000046fd, 0x0000471c, 0x0000472d, 0x00004747,
+	0x00004750, 0x0000475a, 0x0000478f, 0x000047a5,
+	0x000047b8, 0x000047f5, 0x0000480e, 0x00004824,
+	0x0000484e, 0x00004861, 0x00004868, 0x00004883,
+	0x000048a5, 0x000048d5, 0x000048ec, 0x00004924,
+	0x0000495f, 0x0000498b, 0x000049de, 0x000049ee,
+	0x000049f7, 0x00004a0b, 0x00004a1d, 0x00004a33,
 	// Entry 1E0 - 1FF
-	0x000049aa, 0x000049c0, 0x000049ea, 0x00004a1d,
-	0x00004a59, 0x00004a70, 0x00004b38, 0x00004b65,
-	0x00004bd0, 0x00004bea, 0x00004c03, 0x00004c24,
-	0x00004c3a, 0x00004c41, 0x00004c5b, 0x00004cf0,
-	0x00004d03, 0x00004d2a, 0x00004d52, 0x00004d60,
-	0x00004d70, 0x00004d78, 0x00004d89, 0x00004d90,
-	0x00004ec6, 0x00004ecd, 0x00004f07, 0x00004f0c,
-	0x00004f21, 0x00004f35, 0x00004f47, 0x00004f5d,
+	0x00004a45, 0x00004a57, 0x00004a69, 0x00004a7f,
+	0x00004aa9, 0x00004adc, 0x00004b18, 0x00004b2f,
+	0x00004bf7, 0x00004c24, 0x00004c8f, 0x00004ca9,
+	0x00004cc2, 0x00004ce3, 0x00004cf9, 0x00004d00,
+	0x00004d1a, 0x00004daf, 0x00004dc2, 0x00004de9,
+	0x00004e11, 0x00004e1f, 0x00004e2f, 0x00004e37,
+	0x00004e48, 0x00004e4f, 0x00004f85, 0x00004f8c,
+	0x00004fc6, 0x00004fcb, 0x00004fe0, 0x00004ff4,
 	// Entry 200 - 21F
-	0x00004f77, 0x00004fc1, 0x00004fd1, 0x000050ab,
-	0x000050b0, 0x000050c0, 0x000050ce, 0x000050de,
-	0x000050ee, 0x000050f8, 0x00005124, 0x0000513e,
-	0x00005159, 0x000051e7, 0x000051f8, 0x00005205,
-	0x00005246, 0x0000528c, 0x000052a4, 0x000052f7,
-	0x00005332, 0x0000535d, 0x00005367, 0x000053e1,
-	0x00005416, 0x00005457, 0x000054c7, 0x000054e0,
-	0x000054ed, 0x00005530, 0x00005536, 0x000055d2,
+	0x00005006, 0x0000501c, 0x00005036, 0x00005080,
+	0x00005090, 0x0000516a, 0x0000516f, 0x0000517f,
+	0x0000518d, 0x0000519d, 0x000051ad, 0x000051b7,
+	0x000051e3, 0x000051fd, 0x00005218, 0x000052a6,
+	0x000052b7, 0x000052c4, 0x00005305, 0x0000534b,
+	0x00005363, 0x000053b6, 0x000053f1, 0x0000541c,
+	0x00005426, 0x000054a0, 0x000054d5, 0x00005516,
+	0x00005586, 0x0000559f, 0x000055ac, 0x000055ef,
 	// Entry 220 - 23F
-	0x00005626, 0x00005651, 0x000056dd, 0x0000570b,
-	0x000057cd, 0x000057d0, 0x000057d6, 0x000057e0,
-	0x000057f6, 0x00005801, 0x00005831, 0x00005838,
-	0x00005843, 0x00005851, 0x0000585e, 0x0000586c,
-	0x00005879, 0x00005895, 0x000058ae, 0x000058d7,
-	0x00005980, 0x00005993, 0x0000599d, 0x00005a2c,
-	0x00005a8d, 0x00005a9f, 0x00005ab2, 0x00005af0,
-	0x00005b2c, 0x00005b38, 0x00005b45, 0x00005b53,
+	0x000055f5, 0x00005691, 0x000056e5, 0x00005710,
+	0x0000579c, 0x000057ca, 0x0000588c, 0x0000588f,
+	0x00005895, 0x0000589f, 0x000058b5, 0x000058c0,
+	0x000058f0, 0x000058f7, 0x00005902, 0x00005910,
+	0x0000591d, 0x0000592b, 0x00005938, 0x00005954,
+	0x0000596d, 0x00005996, 0x00005a3f, 0x00005a52,
+	0x00005a5c, 0x00005aeb, 0x00005b4c, 0x00005b5e,
+	0x00005b71, 0x00005baf, 0x00005beb, 0x00005bf7,
 	// Entry 240 - 25F
-	0x00005b61, 0x00005b71, 0x00005bad, 0x00005be7,
-	0x00005bf2, 0x00005c1c, 0x00005c20, 0x00005c32,
-	0x00005c40, 0x00005c6c, 0x00005d2e, 0x00005d61,
-	0x00005d6c, 0x00005d76, 0x00005d8b, 0x00005d94,
-	0x00005d9e, 0x00005dac, 0x00005dd0, 0x00005dea,
-	0x00005dff, 0x00005e2b, 0x00005e30, 0x00005e45,
-	0x00005e57, 0x00005e8c, 0x00005e9d, 0x00005f13,
-	0x00005f55, 0x00005fc8, 0x0000600c, 0x00006034,
+	0x00005c04, 0x00005c12, 0x00005c20, 0x00005c30,
+	0x00005c6c, 0x00005ca6, 0x00005cb1, 0x00005cdb,
+	0x00005cdf, 0x00005cf1, 0x00005cff, 0x00005d2b,
+	0x00005ded, 0x00005e20, 0x00005e2b, 0x00005e35,
+	0x00005e4a, 0x00005e53, 0x00005e5d, 0x00005e6b,
+	0x00005e8f, 0x00005ea9, 0x00005ebe, 0x00005eea,
+	0x00005eef, 0x00005f04, 0x00005f16, 0x00005f4b,
+	0x00005f5c, 0x00005fd2, 0x00006014, 0x00006087,
 	// Entry 260 - 27F
-	0x0000605e,
-} // Size: 2460 bytes
+	0x000060cb, 0x000060f3, 0x0000611d,
+} // Size: 2468 bytes
 
-const frData string = "" + // Size: 24670 bytes
+const frData string = "" + // Size: 24861 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances suspendues…\x02Abandon" +
 	"ner toutes les instances suspendues…\x02Arrêter toutes les instances sus" +
@@ -1535,148 +1539,150 @@ const frData string = "" + // Size: 24670 bytes
 	"es d’abord\x02Consommateur\x02Identifiant de l’exécutant\x02Réservée le" +
 	"\x02Finie le\x02Durée\x02Réponse de la destination\x02Résultat\x02Messag" +
 	"e d’erreur\x02Aucun exécutant n’a encore réservé cette occurrence.\x02en" +
-	" cours\x02Destination\x02Réplique\x02Relais n’a pas encore appelé la des" +
-	"tination.\x02Relais ne conserve le code de statut de la destination que " +
-	"lorsqu’elle a refusé l’appel (destination_http_NNN)\u202f; un appel term" +
-	"iné a reçu une réponse 2xx. La durée va de la prise en charge de l’appel" +
-	" à son règlement.\x02Motif donné par l’exécutant\x02Nouvelles tentatives" +
-	"\x02aucune\u202f: un appel en échec suit le chemin d’erreur du nœud\x02D" +
-	"élai d’appel\x02Maintenant\x02La reprendre ou l’abandonner depuis son i" +
-	"nstance\x02au plus %[1]d\x02au plus %[1]d depuis la dernière reprise par" +
-	" un opérateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02" +
-	"%[1]d tentatives\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10" +
-	"\x02%[1]d restantes\x02Entrées, nommées d’après le contrat de la révisio" +
-	"n %[1]d\x02Ce contrat n’a aucune entrée.\x02Sorties, nommées d’après le " +
-	"contrat de la révision %[1]d\x02Pas encore de sorties\u202f: l’occurrenc" +
-	"e n’est pas terminée.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie" +
-	"\u202f: l’occurrence s’est terminée sans aboutir.\x02Révéler — cette act" +
-	"ion est enregistrée\x02Disponible à partir du\x02Prochaine tentative\x02" +
-	"Dernière réservation\x02Fin du verrou\x02Différée\x02Dernière erreur (te" +
-	"ntative %[1]d)\x02Erreur (avant toute tentative)\x02Son message\x02Messa" +
-	"ge de Relais (en anglais)\x02Message de l’exécutant (tel qu’il l’a envoy" +
-	"é)\x02La destination n’a pas répondu dans le délai de l’appel (%[1]s)." +
-	"\x02La destination n’a pas répondu dans le délai de l’appel.\x02L’échéan" +
-	"ce est passée avant l’arrivée d’un résultat.\x02Le résultat ne respectai" +
-	"t pas le contrat de sorties de la révision.\x02Relais s’est arrêté penda" +
-	"nt l’appel\u202f: on ignore si la destination a agi, elle n’est donc pas" +
-	" rappelée.\x02L’appel n’a pas pu être préparé.\x02La destination était i" +
-	"njoignable.\x02La réponse de la destination était trop volumineuse.\x02L" +
-	"e verrou de la dernière tentative a expiré sans tentative restante.\x02L" +
-	"es entrées n’ont pas pu être construites à partir des liaisons du proces" +
-	"sus.\x02Un opérateur a abandonné l’instance.\x02La destination a répondu" +
-	" HTTP %[1]s.\x02Nouvelle tentative à %[1]s — %[2]s.\x02Proposée à partir" +
-	" de %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en attente d’être proposée" +
-	" de nouveau.\x02En attente de l’appel de Relais à la destination depuis " +
-	"%[1]s (%[2]s).\x02En attente d’un exécutant depuis %[1]s (%[2]s).\x02(ex" +
-	"écutant %[1]s)\x02Relais appelle la destination (depuis %[1]s).\x02Rése" +
-	"rvée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]" +
-	"s.\x02Différée depuis %[1]s (%[2]s)\u202f: un exécutant du même consomma" +
-	"teur, ou une interface munie d’un jeton de règlement, la terminera plus " +
-	"tard.\x02Terminée (%[1]s).\x02Son instance est suspendue ici, en attente" +
-	" d’un opérateur.\x02Son instance a continué par le chemin d’erreur du nœ" +
-	"ud.\x02En échec (%[1]s).\x02Annulée\u202f: l’instance a été arrêtée par " +
-	"%[1]s à %[2]s — « %[3]s ».\x02Annulée\u202f: l’instance a été arrêtée (%" +
-	"[1]s).\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02en attente\x02HTTP" +
-	" 2xx, corps inutilisable\x02pas de réponse dans le délai\x02pas de conne" +
-	"xion\x02réponse trop volumineuse\x02inconnue\x02[masqué]\x02La révision " +
-	"doit être un nombre entier, 1 ou plus.\x02Consommateur inconnu.\x02Date " +
-	"de règlement\x02Plus de filtres\u202f: instance, révision, consommateur," +
-	" dates\x02identifiant d’instance\x02Décomptes par statut\x02Occurrences," +
-	" les plus récentes d’abord\x02Processus et nœud\x02Erreur\x02Consommateu" +
-	"r et exécutant\x02Prochaine tentative ou règlement\x02Aucune occurrence " +
-	"ne correspond à ces filtres.\x02Tous les consommateurs\x02Totaux de la d" +
-	"éfinition %[1]s, sans les autres filtres\x02Totaux de toutes les défini" +
-	"tions, sans les autres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occu" +
-	"rrence\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; les décom" +
-	"ptes sont actualisés toutes les quelques secondes.\x02révision %[1]d\x02" +
-	"réglée\x02prochaine tentative\x02disponible depuis\x02appel en cours dep" +
-	"uis\x02verrou jusqu’à\x02différée depuis\x02Page précédente\x02Lignes %[" +
-	"1]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f:" +
-	" le premier jour vient après le dernier.\x02Ces réglages sont conservés " +
-	"dans ce navigateur seulement.\x02Afficher les heures en\x02La console n’" +
-	"exécute aucun script et ne peut donc pas lire le fuseau horaire de votre" +
-	" ordinateur\u202f: choisissez son décalage par rapport à UTC. Les décala" +
-	"ges ne suivent pas l’heure d’été.\x02Recharger les listes et les pages d" +
-	"e détail\x02Les pages qui contiennent un formulaire, comme une confirmat" +
-	"ion, ne se rechargent jamais d’elles-mêmes.\x02Enregistrer les réglages" +
-	"\x02Revenir sans enregistrer\x02UTC (temps universel coordonné)\x02Heure" +
-	" locale à %[1]s\x02Jamais\x02Toutes les %[1]d secondes\x02Les versions d" +
-	"e processus publiées\u202f: leurs nœuds, routes et révisions épinglées, " +
-	"dessinés, avec l’emplacement actuel de leurs occurrences.\x02Processus p" +
-	"ar clé\x02Versions, les plus récentes d’abord\x02Aucun processus n’est e" +
-	"ncore publié.\x02version %[1]d\x02Processus %[1]s\x02Version\x02Nœud de " +
-	"départ\x02Graphe\x02Les colonnes suivent le plus long chemin depuis le n" +
-	"œud de départ. Les flèches pleines sont les réussites (étiquetées par l" +
-	"eur route), les pointillées les échecs (étiquetées par leurs codes d’err" +
-	"eur). Chaque case indique combien d’occurrences de cette version se trou" +
-	"vent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version, avec leur" +
-	"s occurrences actuelles\x02Type\x02Révision épinglée\x02En cas de réussi" +
-	"te\x02En cas d’erreur\x02Occurrences actuelles\x02Instances de ce proces" +
-	"sus\x02Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes les quelques " +
-	"secondes.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à p" +
-	"artir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes et" +
-	" décomptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessou" +
-	"s reprend les mêmes nœuds, routes et décomptes.\x02pull\x02push vers %[1" +
-	"]s\x02fin (termine)\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02sus" +
-	"pension (un incident pour un opérateur)\x02tout autre code → %[1]s\x02me" +
-	"t l’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouve" +
-	"lle tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouv" +
-	"elle tentative après %[2]s, priorité %[3]d\x02échéance %[1]s\x02délai %[" +
-	"1]s\x02Seuls les administrateurs peuvent révéler une valeur sensible." +
-	"\x02Révélé par %[1]s le %[2]s\u202f; consigné dans le journal d’audit." +
-	"\x02Révélation impossible\x02Seule une valeur que cette page affiche mas" +
-	"quée (sensible) peut être révélée.\x02Les valeurs secrètes ne peuvent ja" +
-	"mais être révélées.\x02Cette page n’accepte pas cette requête.\x02Recher" +
-	"che\x02Saisissez un identifiant d’instance ou d’occurrence (un UUID, que" +
-	" les pages affichent au survol) ou une clé métier.\x02Rien à chercher" +
-	"\u202f: le champ de recherche est vide.\x02C’est trop long pour être un " +
-	"identifiant ou une clé métier.\x02Aucune instance ni occurrence n’a l’id" +
-	"entifiant « %[1]s », et aucune instance ne l’a pour clé métier.\x02Vous " +
-	"êtes déconnecté.\x02Se connecter\x02Connectez-vous avec un jeton d’opér" +
-	"ateur ou d’administrateur.\x02Jeton\x02Le jeton est vérifié une fois et " +
-	"n’est jamais conservé dans votre navigateur\u202f; un cookie de session " +
-	"le remplace jusqu’à 8 heures d’inactivité.\x02Trop de connexions échouée" +
-	"s depuis votre adresse. Réessayez dans %[1]d secondes.\x02Ce jeton est i" +
-	"nconnu ou a été révoqué.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la" +
-	" console\u202f: connectez-vous avec un jeton d’opérateur, de concepteur " +
-	"ou d’administrateur.\x02Seuls les administrateurs gèrent les jetons.\x02" +
-	"Jetons du personnel (administrateurs, concepteurs, opérateurs) non révoq" +
-	"ués. Les jetons des consommateurs se gèrent avec leurs consommateurs. Ré" +
-	"voquer un jeton refuse sa requête suivante.\x02ID\x02Rôle\x02Créé le\x02" +
-	"Dernière utilisation\x02Expiration\x02Jetons du personnel, les plus anci" +
-	"ens d’abord\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cett" +
-	"e session\x02Aucun jeton.\x02Le jeton a été révoqué.\x02Révoquer le jeto" +
-	"n %[1]d\x02Révoquer le jeton %[1]s « %[2]s »\u202f?\x02Sa requête suivan" +
-	"te est refusée et les sessions de console ouvertes avec lui prennent fin" +
-	". C’est irréversible\u202f: qui l’utilise aura besoin d’un nouveau jeton" +
-	".\x02Révoquer le jeton\x02Le garder\x02C’est le jeton avec lequel vous ê" +
-	"tes connecté\u202f: le révoquer vous déconnecte. Sa requête suivante est" +
-	" refusée. C’est irréversible.\x02C’est le dernier jeton administrateur u" +
-	"tilisable\u202f: créez-en un autre avant de le révoquer.\x02sortie de ro" +
-	"utage\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d " +
-	"caractère\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02" +
-	"\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02m" +
-	"otif %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi" +
-	"\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00" +
-	"\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %" +
-	"[1]d élément\x00\x19\x02au plus %[1]d éléments\x02non fourni\x14\x01\x81" +
-	"\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02nul\x02va" +
-	"leur inattendue\x02Page invalide\x02Ce lien de page ne vient pas de la c" +
-	"onsole.\x02Les exécutants connectés par un flux, et ceux qui interrogent" +
-	" par leur dernière demande. Un exécutant est listé tant qu’il s’est mani" +
-	"festé dans les trois derniers battements de cœur.\x02Exécutants vus dans" +
-	" les trois derniers battements\x02Exécutant\x02Protocole\x02Définitions " +
-	"servies\x02En cours\x02Connexion\x02Dernier signe\x02Aucun exécutant n’e" +
-	"st connecté.\x02Exécutants servant %[1]s\x02Tous les exécutants\x02Aucun" +
-	" exécutant ne sert cette définition.\x02flux\x02interrogation longue\x02" +
-	"façade Camunda 7\x02toutes les révisions accordées à son consommateur" +
-	"\x02révisions %[1]s\x02Aucun exécutant ne sert cette définition\u202f: s" +
-	"es occurrences attendent qu’un exécutant se connecte ou interroge.\x14" +
-	"\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie" +
-	" par %[1]d exécutants\x02Révisions prises en charge\u202f: %[1]s\u202f; " +
-	"certains prennent toutes les révisions accordées à leur consommateur." +
-	"\x02Ils prennent toutes les révisions accordées à leur consommateur.\x02" +
-	"Ils ne prennent que la révision %[1]d.\x02Ils ne prennent que les révisi" +
-	"ons %[1]s."
+	" cours\x02Aucun exécutant n’a jamais réservé cette occurrence\u202f: ell" +
+	"e a pris fin avant toute tentative.\x02Destination\x02Réplique\x02Relais" +
+	" n’a pas encore appelé la destination.\x02Relais n’a jamais appelé la de" +
+	"stination\u202f: l’occurrence a pris fin avant tout appel.\x02Relais ne " +
+	"conserve le code de statut de la destination que lorsqu’elle a refusé l’" +
+	"appel (destination_http_NNN)\u202f; un appel terminé a reçu une réponse " +
+	"2xx. La durée va de la prise en charge de l’appel à son règlement.\x02Mo" +
+	"tif donné par l’exécutant\x02Nouvelles tentatives\x02aucune\u202f: un ap" +
+	"pel en échec suit le chemin d’erreur du nœud\x02Délai d’appel\x02Mainten" +
+	"ant\x02La reprendre ou l’abandonner depuis son instance\x02au plus %[1]d" +
+	"\x02au plus %[1]d depuis la dernière reprise par un opérateur\x14\x01" +
+	"\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14" +
+	"\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes" +
+	"\x02Entrées, nommées d’après le contrat de la révision %[1]d\x02Ce contr" +
+	"at n’a aucune entrée.\x02Sorties, nommées d’après le contrat de la révis" +
+	"ion %[1]d\x02Pas encore de sorties\u202f: l’occurrence n’est pas terminé" +
+	"e.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occurrence" +
+	" s’est terminée sans aboutir.\x02Révéler — cette action est enregistrée" +
+	"\x02Disponible à partir du\x02Prochaine tentative\x02Dernière réservatio" +
+	"n\x02Fin du verrou\x02Différée\x02Dernière erreur (tentative %[1]d)\x02E" +
+	"rreur (avant toute tentative)\x02Son message\x02Message de Relais (en an" +
+	"glais)\x02Message de l’exécutant (tel qu’il l’a envoyé)\x02La destinatio" +
+	"n n’a pas répondu dans le délai de l’appel (%[1]s).\x02La destination n’" +
+	"a pas répondu dans le délai de l’appel.\x02L’échéance est passée avant l" +
+	"’arrivée d’un résultat.\x02Le résultat ne respectait pas le contrat de" +
+	" sorties de la révision.\x02Relais s’est arrêté pendant l’appel\u202f: o" +
+	"n ignore si la destination a agi, elle n’est donc pas rappelée.\x02L’app" +
+	"el n’a pas pu être préparé.\x02La destination était injoignable.\x02La r" +
+	"éponse de la destination était trop volumineuse.\x02Le verrou de la der" +
+	"nière tentative a expiré sans tentative restante.\x02Les entrées n’ont p" +
+	"as pu être construites à partir des liaisons du processus.\x02Un opérate" +
+	"ur a abandonné l’instance.\x02La destination a répondu HTTP %[1]s.\x02No" +
+	"uvelle tentative à %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s." +
+	"\x02Verrou expiré à %[1]s — en attente d’être proposée de nouveau.\x02En" +
+	" attente de l’appel de Relais à la destination depuis %[1]s (%[2]s).\x02" +
+	"En attente d’un exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02" +
+	"Relais appelle la destination (depuis %[1]s).\x02Réservée par %[1]s" +
+	"\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée" +
+	" depuis %[1]s (%[2]s)\u202f: un exécutant du même consommateur, ou une i" +
+	"nterface munie d’un jeton de règlement, la terminera plus tard.\x02Termi" +
+	"née (%[1]s).\x02Son instance est suspendue ici, en attente d’un opérateu" +
+	"r.\x02Son instance a continué par le chemin d’erreur du nœud.\x02En éche" +
+	"c (%[1]s).\x02Annulée\u202f: l’instance a été arrêtée par %[1]s à %[2]s " +
+	"— « %[3]s ».\x02Annulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[" +
+	"1]s jusqu’ici\x02consommateur n° %[1]s\x02en attente\x02HTTP 2xx, corps " +
+	"inutilisable\x02pas de réponse dans le délai\x02pas de connexion\x02répo" +
+	"nse trop volumineuse\x02inconnue\x02[masqué]\x02La révision doit être un" +
+	" nombre entier, 1 ou plus.\x02Consommateur inconnu.\x02Date de règlement" +
+	"\x02Plus de filtres\u202f: instance, révision, consommateur, dates\x02id" +
+	"entifiant d’instance\x02Décomptes par statut\x02Occurrences, les plus ré" +
+	"centes d’abord\x02Processus et nœud\x02Erreur\x02Consommateur et exécuta" +
+	"nt\x02Prochaine tentative ou règlement\x02Aucune occurrence ne correspon" +
+	"d à ces filtres.\x02Tous les consommateurs\x02Totaux de la définition %[" +
+	"1]s, sans les autres filtres\x02Totaux de toutes les définitions, sans l" +
+	"es autres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00" +
+	"\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; les décomptes sont " +
+	"actualisés toutes les quelques secondes.\x02révision %[1]d\x02réglée\x02" +
+	"prochaine tentative\x02disponible depuis\x02appel en cours depuis\x02ver" +
+	"rou jusqu’à\x02différée depuis\x02Page précédente\x02Lignes %[1]s à %[2]" +
+	"s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le premie" +
+	"r jour vient après le dernier.\x02Ces réglages sont conservés dans ce na" +
+	"vigateur seulement.\x02Afficher les heures en\x02La console n’exécute au" +
+	"cun script et ne peut donc pas lire le fuseau horaire de votre ordinateu" +
+	"r\u202f: choisissez son décalage par rapport à UTC. Les décalages ne sui" +
+	"vent pas l’heure d’été.\x02Recharger les listes et les pages de détail" +
+	"\x02Les pages qui contiennent un formulaire, comme une confirmation, ne " +
+	"se rechargent jamais d’elles-mêmes.\x02Enregistrer les réglages\x02Reven" +
+	"ir sans enregistrer\x02UTC (temps universel coordonné)\x02Heure locale à" +
+	" %[1]s\x02Jamais\x02Toutes les %[1]d secondes\x02Les versions de process" +
+	"us publiées\u202f: leurs nœuds, routes et révisions épinglées, dessinés," +
+	" avec l’emplacement actuel de leurs occurrences.\x02Processus par clé" +
+	"\x02Versions, les plus récentes d’abord\x02Aucun processus n’est encore " +
+	"publié.\x02version %[1]d\x02Processus %[1]s\x02Version\x02Nœud de départ" +
+	"\x02Graphe\x02Les colonnes suivent le plus long chemin depuis le nœud de" +
+	" départ. Les flèches pleines sont les réussites (étiquetées par leur rou" +
+	"te), les pointillées les échecs (étiquetées par leurs codes d’erreur). C" +
+	"haque case indique combien d’occurrences de cette version se trouvent à " +
+	"ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version, avec leurs occur" +
+	"rences actuelles\x02Type\x02Révision épinglée\x02En cas de réussite\x02E" +
+	"n cas d’erreur\x02Occurrences actuelles\x02Instances de ce processus\x02" +
+	"Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes les quelques seconde" +
+	"s.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir d" +
+	"e %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes et décomp" +
+	"tes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous repre" +
+	"nd les mêmes nœuds, routes et décomptes.\x02pull\x02push vers %[1]s\x02f" +
+	"in (termine)\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02suspension" +
+	" (un incident pour un opérateur)\x02tout autre code → %[1]s\x02met l’ins" +
+	"tance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle ten" +
+	"tative après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle te" +
+	"ntative après %[2]s, priorité %[3]d\x02échéance %[1]s\x02délai %[1]s\x02" +
+	"Seuls les administrateurs peuvent révéler une valeur sensible.\x02Révélé" +
+	" par %[1]s le %[2]s\u202f; consigné dans le journal d’audit.\x02Révélati" +
+	"on impossible\x02Seule une valeur que cette page affiche masquée (sensib" +
+	"le) peut être révélée.\x02Les valeurs secrètes ne peuvent jamais être ré" +
+	"vélées.\x02Cette page n’accepte pas cette requête.\x02Recherche\x02Saisi" +
+	"ssez un identifiant d’instance ou d’occurrence (un UUID, que les pages a" +
+	"ffichent au survol) ou une clé métier.\x02Rien à chercher\u202f: le cham" +
+	"p de recherche est vide.\x02C’est trop long pour être un identifiant ou " +
+	"une clé métier.\x02Aucune instance ni occurrence n’a l’identifiant « %[1" +
+	"]s », et aucune instance ne l’a pour clé métier.\x02Vous êtes déconnecté" +
+	".\x02Se connecter\x02Connectez-vous avec un jeton d’opérateur ou d’admin" +
+	"istrateur.\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais con" +
+	"servé dans votre navigateur\u202f; un cookie de session le remplace jusq" +
+	"u’à 8 heures d’inactivité.\x02Trop de connexions échouées depuis votre a" +
+	"dresse. Réessayez dans %[1]d secondes.\x02Ce jeton est inconnu ou a été " +
+	"révoqué.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: " +
+	"connectez-vous avec un jeton d’opérateur, de concepteur ou d’administrat" +
+	"eur.\x02Seuls les administrateurs gèrent les jetons.\x02Jetons du person" +
+	"nel (administrateurs, concepteurs, opérateurs) non révoqués. Les jetons " +
+	"des consommateurs se gèrent avec leurs consommateurs. Révoquer un jeton " +
+	"refuse sa requête suivante.\x02ID\x02Rôle\x02Créé le\x02Dernière utilisa" +
+	"tion\x02Expiration\x02Jetons du personnel, les plus anciens d’abord\x02j" +
+	"amais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Auc" +
+	"un jeton.\x02Le jeton a été révoqué.\x02Révoquer le jeton %[1]d\x02Révoq" +
+	"uer le jeton %[1]s « %[2]s »\u202f?\x02Sa requête suivante est refusée e" +
+	"t les sessions de console ouvertes avec lui prennent fin. C’est irrévers" +
+	"ible\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoquer le" +
+	" jeton\x02Le garder\x02C’est le jeton avec lequel vous êtes connecté" +
+	"\u202f: le révoquer vous déconnecte. Sa requête suivante est refusée. C’" +
+	"est irréversible.\x02C’est le dernier jeton administrateur utilisable" +
+	"\u202f: créez-en un autre avant de le révoquer.\x02sortie de routage\x02" +
+	"(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère" +
+	"\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au " +
+	"plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02motif %[1]s" +
+	"\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s" +
+	"\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moi" +
+	"ns %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément" +
+	"\x00\x19\x02au plus %[1]d éléments\x02non fourni\x14\x01\x81\x01\x00\x02" +
+	"\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02nul\x02valeur inatten" +
+	"due\x02Page invalide\x02Ce lien de page ne vient pas de la console.\x02L" +
+	"es exécutants connectés par un flux, et ceux qui interrogent par leur de" +
+	"rnière demande. Un exécutant est listé tant qu’il s’est manifesté dans l" +
+	"es trois derniers battements de cœur.\x02Exécutants vus dans les trois d" +
+	"erniers battements\x02Exécutant\x02Protocole\x02Définitions servies\x02E" +
+	"n cours\x02Connexion\x02Dernier signe\x02Aucun exécutant n’est connecté." +
+	"\x02Exécutants servant %[1]s\x02Tous les exécutants\x02Aucun exécutant n" +
+	"e sert cette définition.\x02flux\x02interrogation longue\x02façade Camun" +
+	"da 7\x02toutes les révisions accordées à son consommateur\x02révisions %" +
+	"[1]s\x02Aucun exécutant ne sert cette définition\u202f: ses occurrences " +
+	"attendent qu’un exécutant se connecte ou interroge.\x14\x01\x81\x01\x00" +
+	"\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécu" +
+	"tants\x02Révisions prises en charge\u202f: %[1]s\u202f; certains prennen" +
+	"t toutes les révisions accordées à leur consommateur.\x02Ils prennent to" +
+	"utes les révisions accordées à leur consommateur.\x02Ils ne prennent que" +
+	" la révision %[1]d.\x02Ils ne prennent que les révisions %[1]s."
 
-	// Total table size 49009 bytes (47KiB); checksum: 6C12C1ED
+	// Total table size 49362 bytes (48KiB); checksum: BDF7F3A7
