@@ -45,7 +45,28 @@ type attemptRow struct {
 	OutcomeKey   string
 	ErrorCode    string
 	ErrorMessage string
-	ErrorLang    string
+	// ErrorShort, when set, is the start of a long ErrorMessage: the
+	// table shows it, the whole message one click away.
+	ErrorShort string
+	ErrorLang  string
+}
+
+// shortMessage is how many characters of an error message the attempts
+// table shows before cutting it.
+const shortMessage = 160
+
+// cutMessage is the start of msg, cut at a space, when msg is longer than
+// shortMessage characters; "" when it is short enough to show whole.
+func cutMessage(msg string) string {
+	r := []rune(msg)
+	if len(r) <= shortMessage {
+		return ""
+	}
+	cut := string(r[:shortMessage])
+	if i := strings.LastIndexByte(cut, ' '); i > shortMessage/2 {
+		cut = cut[:i]
+	}
+	return strings.TrimRight(cut, " ,.;:") + "…"
 }
 
 // valueTable is the inputs or outputs of an occurrence or an instance.
@@ -90,6 +111,7 @@ type occurrenceView struct {
 	HeadNumber, HeadConsumer, HeadWorker, HeadReserved, HeadEnded     string
 	HeadDuration, HeadHTTP                                            string
 	HeadOutcome, HeadErrorCode, HeadErrorMessage, NoAttempts, Running string
+	WholeMessage                                                      string
 	Push                                                              bool
 	HTTPNote                                                          string
 	Attempts                                                          []attemptRow
@@ -159,9 +181,10 @@ func (c *Console) occurrenceView(r *http.Request, id uuid.UUID) (occurrenceView,
 		HeadReserved: T(ctx, "Reserved"), HeadEnded: T(ctx, "Finished"), HeadDuration: T(ctx, "Duration"),
 		HeadHTTP:    T(ctx, "Destination’s answer"),
 		HeadOutcome: T(ctx, "Outcome"), HeadErrorCode: T(ctx, "Error code"), HeadErrorMessage: T(ctx, "Error message"),
-		NoAttempts: T(ctx, "No service has reserved this occurrence yet."),
-		Running:    T(ctx, "in progress"),
-		HeadField:  T(ctx, "Field"), HeadValue: T(ctx, "Value"),
+		NoAttempts:   T(ctx, "No service has reserved this occurrence yet."),
+		Running:      T(ctx, "in progress"),
+		WholeMessage: T(ctx, "Whole message"),
+		HeadField:    T(ctx, "Field"), HeadValue: T(ctx, "Value"),
 		Push: push,
 	}
 	if settled(o.Status) {
@@ -329,6 +352,11 @@ func (c *Console) lastError(ctx context.Context, o engine.Occurrence) []fact {
 			f.Label = T(ctx, "Message from the service (as it sent it)")
 		}
 		fs = append(fs, f)
+	}
+	if o.Status == engine.StatusFailed && o.Mode == "pull" && !relaisCode(code) && o.AttemptsLeft > 0 {
+		// It failed with attempts left: its worker said not to retry.
+		fs = append(fs, fact{Label: T(ctx, "Retryable"), TestID: "not-retryable",
+			Value: T(ctx, "no: the service marked this failure as not retryable (attempts left unused: %d)", o.AttemptsLeft)})
 	}
 	return fs
 }
@@ -532,6 +560,7 @@ func attemptRowOf(ctx context.Context, a engine.Attempt, push bool, destination 
 	}
 	if a.ErrorMessage != nil {
 		row.ErrorMessage = errorMessage(ctx, *a.ErrorMessage)
+		row.ErrorShort = cutMessage(row.ErrorMessage)
 		if a.ErrorCode != nil && relaisCode(*a.ErrorCode) {
 			row.ErrorLang = "en"
 		}

@@ -132,3 +132,43 @@ func TestCancelledOccurrenceNeverReserved(t *testing.T) {
 		}
 	}
 }
+
+// TestLongFailureShowsOnce: a long error message shows in full once, in
+// the summary; the attempts table shows its start, the whole of it behind
+// a disclosure; and a failure the worker said not to retry, with attempts
+// left, says so.
+func TestLongFailureShowsOnce(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	env.Definition("add_company_to_crm.yaml")
+	env.Process("crm_only", relaistest.CRMProcess(map[string]any{"max_attempts": 3}))
+	consumer := env.Consumer("crm-sync", "add_company_to_crm")
+	env.Must(201, "POST", "/api/v1/processes/crm_only/instances", env.Operator, map[string]any{"inputs": map[string]any{"name": "Acme"}})
+	occ := env.Must(200, "POST", "/api/v1/pull/fetch-and-lock", consumer, map[string]any{"worker_id": "w",
+		"subscriptions": []any{map[string]any{"definition": "add_company_to_crm"}}}).JSON(t)["occurrences"].([]any)[0].(map[string]any)["id"].(string)
+	long := "CRM rejected the company: VAT number FR12345678901 is invalid for country FR." + strings.Repeat(" Long details.", 60)
+	env.Must(200, "POST", "/api/v1/pull/occurrences/"+occ+"/fail", consumer, map[string]any{"worker_id": "w",
+		"error_code": "crm.validation_error", "message": long, "retryable": false})
+
+	for i, lang := range []string{"en", "fr"} {
+		r := signedIn(t, env.URL, lang, env.Operator).mustGet("/console/occurrences/"+occ, 200)
+		if got := text(r, "error-message"); got != collapse(long) {
+			t.Errorf("%s: summary message %q, want it whole", lang, got)
+		}
+		short := text(r, "attempt-error-short")
+		if !strings.HasSuffix(short, "…") || len([]rune(short)) > 170 || !strings.HasPrefix(long, strings.TrimSuffix(short, "…")) {
+			t.Errorf("%s: the attempts table shows %q, want the message's start, cut", lang, short)
+		}
+		if got := text(r, "attempt-error-whole"); got != collapse(long) {
+			t.Errorf("%s: whole message behind the disclosure %q", lang, got)
+		}
+		if n := r.doc.Find(`[data-testid=attempt-error-whole]`).ParentsFiltered("details").Length(); n != 1 {
+			t.Errorf("%s: the whole message in the table is not behind a disclosure", lang)
+		}
+		want := []string{"no: the service marked this failure as not retryable (attempts left unused: 2)",
+			"non\u202f: le service a signalé cet échec comme définitif (tentatives restantes non utilisées\u202f: 2)"}[i]
+		if got := text(r, "not-retryable"); got != want {
+			t.Errorf("%s: retryable %q, want %q", lang, got, want)
+		}
+	}
+}

@@ -44,8 +44,8 @@ var messageKeyToIndex = map[string]int{
 	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          240,
 	"%[1]s; %[2]s":                             239,
 	"%d (0 lowest, 9 highest)":                 374,
-	"%d attempts":                              401,
-	"%d attempts, retry after %s, priority %d": 526,
+	"%d attempts":                              402,
+	"%d attempts, retry after %s, priority %d": 529,
 	"%d breaking":                              185,
 	"%d changes":                               184,
 	"%d completed":                             237,
@@ -55,14 +55,14 @@ var messageKeyToIndex = map[string]int{
 	"%d h":                                     248,
 	"%d held instances match now.":             50,
 	"%d hours":                                 264,
-	"%d items":                                 582,
-	"%d left":                                  402,
+	"%d items":                                 585,
+	"%d left":                                  403,
 	"%d min":                                   247,
 	"%d minutes":                               265,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 69,
 	"%d ms": 267,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 516,
-	"%d occurrences":                          472,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 519,
+	"%d occurrences":                          475,
 	"%d releases":                             202,
 	"%d running instances match now.":         57,
 	"%d running or held instances match now.": 59,
@@ -71,19 +71,19 @@ var messageKeyToIndex = map[string]int{
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 74,
 	"%s (token #%d, %s)":                75,
 	"%s ago":                            244,
-	"%s so far":                         448,
-	"%s → %s":                           521,
+	"%s so far":                         451,
+	"%s → %s":                           524,
 	"%s, revision %s":                   364,
 	"%s, version %s":                    365,
 	"%s: %s":                            236,
 	"%s: %s → %s":                       192,
-	"%s: a date is written 2026-12-01.": 483,
-	"%s: the first day comes after the last.": 484,
+	"%s: a date is written 2026-12-01.": 486,
+	"%s: the first day comes after the last.": 487,
 	"%s–%s":       235,
-	"(each item)": 571,
-	"(worker %s)": 437,
+	"(each item)": 574,
+	"(worker %s)": 440,
 	"0 seconds":   262,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.": 547,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.": 550,
 	"Abandon %d instances":                                           54,
 	"Abandon every held instance this filter matches":                52,
 	"Abandon every held instance…":                                   7,
@@ -97,76 +97,76 @@ var messageKeyToIndex = map[string]int{
 	"Act on every instance this filter matches": 308,
 	"Action":                              78,
 	"All actions":                         90,
-	"All consumers":                       469,
+	"All consumers":                       472,
 	"All definitions":                     226,
 	"All processes":                       314,
 	"All statuses":                        315,
-	"All workers":                         597,
-	"An operator abandoned the instance.": 430,
+	"All workers":                         600,
+	"An operator abandoned the instance.": 433,
 	"Apply filters":                       87,
 	"Apr":                                 253,
 	"As of %s (%s); refreshed every few seconds.": 223,
 	"Attempts":                         375,
 	"Audit log":                        84,
 	"Aug":                              257,
-	"Available from":                   410,
+	"Available from":                   411,
 	"Back to definitions":              124,
 	"Back to external tasks":           123,
 	"Back to the instance":             32,
 	"Back to the list":                 47,
-	"Back without saving":              491,
+	"Back without saving":              494,
 	"Breaks processes":                 162,
 	"Breaks workers":                   163,
 	"Bulk %s applied to %d instances.": 73,
 	"Bulk action":                      82,
 	"Business key":                     66,
-	"Call timeout":                     396,
-	"Camunda 7 facade":                 601,
-	"Cancelled: the instance was stopped (%s).":               447,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 446,
+	"Call timeout":                     397,
+	"Camunda 7 facade":                 604,
+	"Cancelled: the instance was stopped (%s).":               450,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 449,
 	"Cannot act on this filter":                               70,
-	"Cannot reveal":                                           531,
+	"Cannot reveal":                                           534,
 	"Change":                                                  160,
 	"Changes between the two revisions":                       172,
 	"Changes of the Working copy since revision %d":           181,
 	"Choose two existing revisions to compare.":               182,
 	"Classification":                                          138,
 	"Clear filters":                                           88,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 505,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 508,
 	"Compare":              159,
 	"Compare revisions":    155,
 	"Completed":            234,
-	"Completed (%s).":      442,
+	"Completed (%s).":      445,
 	"Completed, last hour": 220,
 	"Completions and failures per 5 minutes, last hour: %s":    227,
 	"Completions and failures per 5-minute slot, oldest first": 232,
 	"Completions and failures, last hour":                      213,
-	"Connected":                                                593,
+	"Connected":                                                596,
 	"Constraints":                                              139,
 	"Consumer":                                                 377,
-	"Consumer and worker":                                      466,
+	"Consumer and worker":                                      469,
 	"Counting the occurrences; the counts appear when you reload the page.": 133,
 	"Counts are unavailable right now.":                                     134,
-	"Counts as of %s (%s); refreshed every few seconds.":                    514,
-	"Counts by status": 462,
+	"Counts as of %s (%s); refreshed every few seconds.":                    517,
+	"Counts by status": 465,
 	"Created":          278,
 	"Created from":     67,
-	"Created on":       552,
+	"Created on":       555,
 	"Created to":       68,
 	"Creation date":    303,
 	"Dates":            368,
 	"Deadline":         372,
 	"Dec":              261,
-	"Deferred":         414,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 441,
+	"Deferred":         415,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 444,
 	"Definition":         215,
 	"Definition %s":      141,
 	"Definitions":        110,
 	"Definitions by key": 197,
-	"Definitions served": 591,
+	"Definitions served": 594,
 	"Definitions, those needing attention first": 214,
 	"Description":          140,
-	"Destination":          388,
+	"Destination":          389,
 	"Destination’s answer": 382,
 	"Detail":               161,
 	"Digest":               175,
@@ -179,18 +179,18 @@ var messageKeyToIndex = map[string]int{
 	"End node":                    299,
 	"End node or error":           312,
 	"Ended":                       295,
-	"Error":                       465,
-	"Error (before any attempt)":  416,
+	"Error":                       468,
+	"Error (before any attempt)":  417,
 	"Error code":                  298,
 	"Error message":               384,
-	"Every %d seconds":            495,
+	"Every %d seconds":            498,
 	"Every attempt, oldest first": 376,
 	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log (GET /api/v1/audit/reveals).": 85,
-	"Expired token":                    558,
-	"Expires":                          554,
+	"Expired token":                    561,
+	"Expires":                          557,
 	"External tasks":                   104,
 	"Failed":                           218,
-	"Failed (%s).":                     445,
+	"Failed (%s).":                     448,
 	"Failed at node":                   301,
 	"Failed occurrence":                297,
 	"Failed, last hour":                221,
@@ -206,110 +206,110 @@ var messageKeyToIndex = map[string]int{
 	"From revision":                    157,
 	"From revision %d to revision %d:": 183,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 36,
-	"Graph":                   504,
-	"Graph of %s":             515,
-	"HTTP 2xx, unusable body": 451,
+	"Graph":                   507,
+	"Graph of %s":             518,
+	"HTTP 2xx, unusable body": 454,
 	"Health":                  103,
 	"Held at node":            296,
 	"Held instances":          217,
-	"ID":                      550,
-	"In flight":               592,
+	"ID":                      553,
+	"In flight":               595,
 	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 228,
 	"Inputs":                     165,
 	"Inputs of revision %d":      176,
 	"Inputs of the working copy": 167,
 	"Inputs the instance was started with, labelled by process version %d's contract": 286,
-	"Inputs, labelled by revision %d's contract":                                      403,
+	"Inputs, labelled by revision %d's contract":                                      404,
 	"Instance":                  311,
 	"Instances":                 105,
-	"Instances of this process": 513,
-	"Invalid page":              585,
+	"Instances of this process": 516,
+	"Invalid page":              588,
 	"Invalid request":           121,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.": 21,
-	"Its instance is held here, waiting for an operator.":                                                                   443,
-	"Its instance went on along the node’s error path.":                                                                     444,
-	"Its message": 417,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      565,
+	"Its instance is held here, waiting for an operator.":                                                                   446,
+	"Its instance went on along the node’s error path.":                                                                     447,
+	"Its message": 418,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      568,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 34,
 	"Jan":                     250,
 	"Jul":                     256,
 	"Jun":                     255,
-	"Keep it":                 567,
+	"Keep it":                 570,
 	"Keep it held":            14,
 	"Keep it running":         13,
 	"Key":                     198,
-	"Kind":                    508,
+	"Kind":                    511,
 	"Language":                100,
-	"Last error (attempt %d)": 415,
-	"Last reserved":           412,
+	"Last error (attempt %d)": 416,
+	"Last reserved":           413,
 	"Last saved":              146,
-	"Last seen":               594,
-	"Last used":               553,
+	"Last seen":               597,
+	"Last used":               556,
 	"Latest revision":         199,
 	"Lists every change from one revision to another, and whom it may break.": 156,
-	"Local time at %s": 493,
-	"Lock expired %s — waiting to be offered again.": 434,
-	"Lock expires":                     413,
+	"Local time at %s": 496,
+	"Lock expired %s — waiting to be offered again.": 437,
+	"Lock expires":                     414,
 	"Main navigation":                  102,
 	"Mar":                              252,
 	"Maximum attempts":                 370,
 	"May":                              254,
-	"Message from Relais (in English)": 418,
-	"Message from the service (as it sent it)": 419,
+	"Message from Relais (in English)": 419,
+	"Message from the service (as it sent it)": 420,
 	"Mode": 367,
-	"More filters: instance, revision, consumer, dates": 460,
+	"More filters: instance, revision, consumer, dates": 463,
 	"Name":                               144,
-	"Never":                              494,
-	"Next attempt":                       411,
-	"Next attempt or settled":            467,
+	"Never":                              497,
+	"Next attempt":                       412,
+	"Next attempt or settled":            470,
 	"Next node":                          277,
 	"Next page":                          97,
 	"No definition has occurrences yet.": 222,
 	"No definition yet.":                 201,
 	"No inputs.":                         166,
 	"No instance matches these filters.": 313,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 539,
-	"No occurrence matches these filters.":                                                   468,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 542,
+	"No occurrence matches these filters.":                                                   471,
 	"No operator action matches.":                                                            89,
 	"No operator has acted on this instance.":                                                282,
-	"No outputs yet: the occurrence has not completed.":                                      406,
+	"No outputs yet: the occurrence has not completed.":                                      407,
 	"No outputs.": 169,
-	"No outputs: the occurrence ended without completing.":                   408,
-	"No process is published yet.":                                           499,
+	"No outputs: the occurrence ended without completing.":                   409,
+	"No process is published yet.":                                           502,
 	"No release yet.":                                                        150,
 	"No revision yet: the Working copy has never been snapshotted.":          148,
-	"No service ever reserved this occurrence: it ended before any attempt.": 387,
+	"No service ever reserved this occurrence: it ended before any attempt.": 388,
 	"No service has reserved this occurrence yet.":                           385,
-	"No token.":                         561,
-	"No worker is connected.":           595,
-	"No worker serves this definition.": 598,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 604,
+	"No token.":                         564,
+	"No worker is connected.":           598,
+	"No worker serves this definition.": 601,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 607,
 	"Node":    274,
 	"Node %s": 211,
-	"Nodes":   506,
-	"Nodes of this version, with their occurrences now": 507,
+	"Nodes":   509,
+	"Nodes of this version, with their occurrences now": 510,
 	"Nodes reached, in order":                           273,
 	"Not allowed":                                       119,
 	"Not found":                                         125,
 	"Notes":                                             153,
 	"Nothing exists at this address, or it is not visible to you.":          126,
 	"Nothing to do: no instance this action applies to matches the filter.": 62,
-	"Nothing to find: the search box is empty.":                             537,
+	"Nothing to find: the search box is empty.":                             540,
 	"Nov":                       260,
-	"Now":                       397,
+	"Now":                       398,
 	"Occurrence":                275,
 	"Occurrence %s":             366,
 	"Occurrence offered again":  81,
-	"Occurrences now":           512,
-	"Occurrences, newest first": 463,
+	"Occurrences now":           515,
+	"Occurrences, newest first": 466,
 	"Oct":                       259,
-	"Offered from %s — %s.":     433,
+	"Offered from %s — %s.":     436,
 	"Oldest claimable waits":    219,
-	"On error":                  511,
-	"On success":                510,
-	"Only a value this page shows as hidden (sensitive) can be revealed.": 532,
-	"Only administrators manage tokens.":                                  548,
-	"Only administrators may reveal a sensitive value.":                   529,
+	"On error":                  514,
+	"On success":                513,
+	"Only a value this page shows as hidden (sensitive) can be revealed.": 535,
+	"Only administrators manage tokens.":                                  551,
+	"Only administrators may reveal a sensitive value.":                   532,
 	"Open":             216,
 	"Operator actions": 270,
 	"Operator actions on this instance, newest first": 283,
@@ -318,90 +318,91 @@ var messageKeyToIndex = map[string]int{
 	"Outputs":                                         168,
 	"Outputs of revision %d":                          177,
 	"Outputs of the working copy":                     170,
-	"Outputs, labelled by revision %d's contract":     405,
+	"Outputs, labelled by revision %d's contract":     406,
 	"Pages": 96,
-	"Pages with a form, such as a confirmation, never reload on their own.": 489,
+	"Pages with a form, such as a confirmation, never reload on their own.": 492,
 	"Path":                            271,
-	"Pinned revision":                 509,
+	"Pinned revision":                 512,
 	"Policy":                          369,
-	"Previous page":                   481,
+	"Previous page":                   484,
 	"Priority":                        373,
 	"Process":                         64,
-	"Process %s":                      501,
-	"Process and node":                464,
+	"Process %s":                      504,
+	"Process and node":                467,
 	"Process inputs":                  285,
 	"Process instance":                80,
 	"Process instance %s":             268,
 	"Process instances":               305,
 	"Process instances, newest first": 310,
 	"Processes":                       106,
-	"Processes by key":                497,
-	"Protocol":                        590,
+	"Processes by key":                500,
+	"Protocol":                        593,
 	"Published":                       154,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 496,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 499,
 	"Reason": 79,
 	"Reason (recorded in the audit log for every instance)": 46,
 	"Reason (recorded in the audit log)":                    11,
-	"Reason given by the worker":                            393,
+	"Reason given by the worker":                            394,
 	"Recorded operator actions":                             281,
 	"Relais console":                                        99,
-	"Relais has not called the destination yet.":            390,
-	"Relais is calling the destination (since %s).":         438,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 392,
-	"Relais never called the destination: the occurrence ended before any call.":                           391,
+	"Relais has not called the destination yet.":            391,
+	"Relais is calling the destination (since %s).":         441,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 393,
+	"Relais never called the destination: the occurrence ended before any call.":                           392,
 	"Relais refused the action. Nothing was done.":                                                         37,
-	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 424,
+	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 427,
 	"Release":                             151,
 	"Releases":                            149,
 	"Releases, oldest first":              171,
-	"Reload lists and detail pages":       488,
-	"Replica":                             389,
+	"Reload lists and detail pages":       491,
+	"Replica":                             390,
 	"Required":                            137,
 	"Reserved":                            379,
-	"Reserved by %s.":                     440,
-	"Reserved by %s; lock until %s — %s.": 439,
+	"Reserved by %s.":                     443,
+	"Reserved by %s; lock until %s — %s.": 442,
 	"Retried by %s at %s — “%s”":          293,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 39,
-	"Retries":            394,
+	"Retries":            395,
 	"Retry %d instances": 51,
-	"Retry at %s — %s.":  432,
+	"Retry at %s — %s.":  435,
 	"Retry delay":        371,
 	"Retry every held instance this filter matches": 48,
 	"Retry every held instance…":                    6,
-	"Retry or abandon it from its instance":         398,
+	"Retry or abandon it from its instance":         399,
 	"Retry process instance %s":                     15,
 	"Retry the instance":                            18,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 16,
-	"Retrying and abandoning apply to held instances, not %s ones.":                                           44,
+	"Retryable": 421,
+	"Retrying and abandoning apply to held instances, not %s ones.": 44,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 409,
-	"Revealed by %s at %s; recorded in the audit log.": 530,
+	"Reveal — this is recorded": 410,
+	"Revealed by %s at %s; recorded in the audit log.": 533,
 	"Revision":    152,
 	"Revision %d": 173,
 	"Revisions":   147,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 606,
-	"Revoke the %s token “%s”?": 564,
-	"Revoke the token":          566,
-	"Revoke token %d":           563,
-	"Revoke…":                   559,
-	"Role":                      551,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 609,
+	"Revoke the %s token “%s”?": 567,
+	"Revoke the token":          569,
+	"Revoke token %d":           566,
+	"Revoke…":                   562,
+	"Role":                      554,
 	"Route":                     276,
 	"Routing output":            145,
-	"Rows %s–%s":                482,
-	"Save settings":             490,
+	"Rows %s–%s":                485,
+	"Save settings":             493,
 	"Say why, for whoever reads the log later: at most %d characters.": 12,
-	"Search":                               535,
-	"Secret values can never be revealed.": 533,
+	"Search":                               538,
+	"Secret values can never be revealed.": 536,
 	"Sep":                                  258,
-	"Served by %d workers":                 605,
+	"Served by %d workers":                 608,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 25,
 	"Settled":              279,
-	"Settlement date":      459,
+	"Settlement date":      462,
 	"Show all definitions": 225,
-	"Show times in":        486,
+	"Show times in":        489,
 	"Showing the instances bulk action %s changed.": 93,
-	"Sign in": 541,
-	"Sign in with an operator or administrator token.": 542,
+	"Sign in": 544,
+	"Sign in with an operator or administrator token.": 545,
 	"Sign out":             114,
 	"Signed in as %s (%s)": 113,
 	"Since revision %d:":   179,
@@ -409,9 +410,9 @@ var messageKeyToIndex = map[string]int{
 	"Slot":                 233,
 	"Snapshotted":          174,
 	"Something went wrong": 131,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 549,
-	"Staff tokens, oldest first": 555,
-	"Start node":                 503,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 552,
+	"Staff tokens, oldest first": 558,
+	"Start node":                 506,
 	"Started":                    294,
 	"Status":                     65,
 	"Stop %d instances":          61,
@@ -432,25 +433,25 @@ var messageKeyToIndex = map[string]int{
 	"Summary": 269,
 	"Task contracts: their Working copy, immutable revisions and named releases.": 196,
 	"Temporarily unavailable":                         129,
-	"That is too long to be an id or a business key.": 538,
+	"That is too long to be an id or a business key.": 541,
 	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.": 178,
 	"The bulk action must be its id (a UUID).":                   92,
-	"The call could not be prepared.":                            425,
+	"The call could not be prepared.":                            428,
 	"The chart’s numbers":                                        231,
 	"The confirmed count is missing: start again from the list.": 71,
 	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           132,
-	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      487,
+	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      490,
 	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 72,
 	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 130,
-	"The deadline passed before a result arrived.":                                                                                422,
-	"The destination answered HTTP %s.":                                                                                           431,
-	"The destination could not be reached.":                                                                                       426,
-	"The destination did not answer within the call’s timeout (%s).":                                                              420,
-	"The destination did not answer within the call’s timeout.":                                                                   421,
-	"The destination’s answer was too large.":                                                                                     427,
+	"The deadline passed before a result arrived.":                                                                                425,
+	"The destination answered HTTP %s.":                                                                                           434,
+	"The destination could not be reached.":                                                                                       429,
+	"The destination did not answer within the call’s timeout (%s).":                                                              423,
+	"The destination did not answer within the call’s timeout.":                                                                   424,
+	"The destination’s answer was too large.":                                                                                     430,
 	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                            122,
-	"The inputs could not be built from the process’s bindings.":                                                                  429,
-	"The last attempt’s lock expired with no attempt left.":                                                                       428,
+	"The inputs could not be built from the process’s bindings.":                                                                  432,
+	"The last attempt’s lock expired with no attempt left.":                                                                       431,
 	"The next page counts them and asks for a reason before anything changes.":                                                    309,
 	"The nodes this instance reached, in order, each with its occurrence.":                                                        272,
 	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                143,
@@ -458,17 +459,17 @@ var messageKeyToIndex = map[string]int{
 	"The page size must be between 1 and %d.":                                                                                     304,
 	"The process instance must be an instance id (a UUID).":                                                                       91,
 	"The reason you gave, not recorded:":                                                                                          31,
-	"The result did not match the revision's outputs contract.":                                                                   423,
-	"The revision must be a whole number, 1 or more.":                                                                             457,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 544,
-	"The token was revoked.":                                                                                                      562,
+	"The result did not match the revision's outputs contract.":                                                                   426,
+	"The revision must be a whole number, 1 or more.":                                                                             460,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 547,
+	"The token was revoked.":                                                                                                      565,
 	"These revisions have the same contracts.":                                                                                    164,
-	"These settings are kept in this browser only.":                                                                               485,
-	"They take every revision their consumer is granted.":                                                                         607,
-	"They take revision %d only.":                                                                                                 608,
-	"They take revisions %s only.":                                                                                                609,
-	"This contract has no inputs.":                                                                                                404,
-	"This contract has no outputs.":                                                                                               407,
+	"These settings are kept in this browser only.":                                                                               488,
+	"They take every revision their consumer is granted.":                                                                         610,
+	"They take revision %d only.":                                                                                                 611,
+	"They take revisions %s only.":                                                                                                612,
+	"This contract has no inputs.":                                                                                                405,
+	"This contract has no outputs.":                                                                                               408,
 	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                         128,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.": 27,
 	"This instance has already ended; there is nothing to stop.":  35,
@@ -480,139 +481,141 @@ var messageKeyToIndex = map[string]int{
 	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 289,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          33,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   38,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            569,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           568,
-	"This page does not accept that request.":     534,
-	"This page link is not one the console made.": 586,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            572,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           571,
+	"This page does not accept that request.":     537,
+	"This page link is not one the console made.": 589,
 	"This page reloads every %d seconds.":         118,
 	"This process takes no inputs.":               287,
-	"This token is unknown or has been revoked.":  546,
+	"This token is unknown or has been revoked.":  549,
 	"Times in %s · no auto-reload":                117,
 	"Times in %s · reload every %d s":             116,
 	"To revision":                                 158,
-	"Token":                                       543,
+	"Token":                                       546,
 	"Tokens":                                      112,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 545,
-	"Totals of all definitions, not narrowed by the other filters":         471,
-	"Totals of definition %s, not narrowed by the other filters":           470,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 548,
+	"Totals of all definitions, not narrowed by the other filters":         474,
+	"Totals of definition %s, not narrowed by the other filters":           473,
 	"Type": 136,
-	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 536,
-	"UTC (coordinated universal time)": 492,
+	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 539,
+	"UTC (coordinated universal time)": 495,
 	"Unknown action.":                  42,
-	"Unknown consumer.":                458,
+	"Unknown consumer.":                461,
 	"Unknown status %q.":               302,
 	"Value":                            284,
-	"Version":                          502,
-	"Versions, newest first":           498,
-	"Waiting for Relais to call the destination since %s (%s).": 435,
-	"Waiting for a worker since %s (%s).":                       436,
+	"Version":                          505,
+	"Versions, newest first":           501,
+	"Waiting for Relais to call the destination since %s (%s).": 438,
+	"Waiting for a worker since %s (%s).":                       439,
 	"When":                                                      76,
 	"Who":                                                       77,
-	"Worker":                                                    589,
+	"Whole message":                                             387,
+	"Worker":                                                    592,
 	"Worker id":                                                 378,
 	"Workers":                                                   111,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        587,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        590,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 17,
-	"Workers seen within three heartbeats": 588,
-	"Workers serving %s":                   596,
+	"Workers seen within three heartbeats": 591,
+	"Workers serving %s":                   599,
 	"Working copy":                         142,
-	"You are signed out.":                  540,
+	"You are signed out.":                  543,
 	"Your role can read definitions only: external tasks and process instances are for operators and administrators.": 120,
-	"[redacted]":                          456,
+	"[redacted]":                          459,
 	"abandon":                             4,
 	"administrator":                       342,
 	"an incident: retry, abandon or stop": 206,
-	"answer too large":                    454,
+	"answer too large":                    457,
 	"any":                                 63,
-	"any other code → %s":                 524,
+	"any other code → %s":                 527,
 	"any other error":                     204,
-	"as of %s (%s); counts are refreshed every few seconds.": 473,
-	"at least %d characters":                                 572,
-	"at least %d items":                                      579,
-	"at most %d":                                             399,
-	"at most %d characters":                                  573,
-	"at most %d items":                                       580,
-	"at most %d since the last operator retry":               400,
+	"as of %s (%s); counts are refreshed every few seconds.": 476,
+	"at least %d characters":                                 575,
+	"at least %d items":                                      582,
+	"at most %d":                                             400,
+	"at most %d characters":                                  576,
+	"at most %d items":                                       583,
+	"at most %d since the last operator retry":               401,
 	"available":                                              316,
 	"boolean":                                                329,
-	"call in progress since":                                 478,
+	"call in progress since":                                 481,
 	"cancelled":                                              319,
 	"choice":                                                 332,
-	"claimable since":                                        477,
+	"claimable since":                                        480,
 	"claimable since %s":                                     224,
 	"classification changed":                                 353,
 	"completed":                                              229,
 	"constraint changed":                                     354,
 	"consumer":                                               345,
-	"consumer #%s":                                           449,
+	"consumer #%s":                                           452,
 	"date":                                                   330,
 	"date and time":                                          331,
-	"deadline %s":                                            527,
+	"deadline %s":                                            530,
 	"deferred":                                               318,
-	"deferred since":                                         480,
+	"deferred since":                                         483,
 	"deleted":                                                83,
 	"designer":                                               344,
 	"disconnected":                                           325,
-	"end (completes)":                                        519,
-	"end (fails)":                                            520,
+	"end (completes)":                                        522,
+	"end (fails)":                                            523,
 	"end: completes the instance":                            207,
 	"end: fails the instance":                                208,
-	"every revision its consumer is granted":                 602,
+	"every revision its consumer is granted":                 605,
 	"expired":                                                322,
 	"failed":                                                 230,
-	"fails the instance":                                     525,
+	"fails the instance":                                     528,
 	"field added":                                            348,
 	"field removed":                                          349,
 	"format":                                                 359,
-	"format %s":                                              575,
+	"format %s":                                              578,
 	"from":                                                   306,
 	"held":                                                   321,
 	"held for an operator":                                   205,
-	"hold (an incident for an operator)":                     523,
+	"hold (an incident for an operator)":                     526,
 	"id or business key":                                     108,
 	"in %s":                                                  243,
 	"in progress":                                            386,
-	"instance id":                                            461,
+	"instance id":                                            464,
 	"integer":                                                327,
 	"just now":                                               245,
 	"list":                                                   334,
-	"lock until":                                             479,
-	"long polling":                                           600,
+	"lock until":                                             482,
+	"long polling":                                           603,
 	"maximum":                                                361,
-	"maximum %s":                                             577,
+	"maximum %s":                                             580,
 	"maximum items":                                          363,
 	"maximum length":                                         357,
 	"minimum":                                                360,
-	"minimum %s":                                             576,
+	"minimum %s":                                             579,
 	"minimum items":                                          362,
 	"minimum length":                                         356,
-	"never":                                                  556,
-	"next attempt":                                           476,
+	"never":                                                  559,
+	"next attempt":                                           479,
 	"no":                                                     347,
-	"no answer within the timeout":                           452,
-	"no connection":                                          453,
-	"none":                                                   195,
-	"none yet":                                               200,
-	"none: a failed call takes the node’s error path": 395,
+	"no answer within the timeout":                           455,
+	"no connection":                                          456,
+	"no: the service marked this failure as not retryable (attempts left unused: %d)": 422,
+	"none":     195,
+	"none yet": 200,
+	"none: a failed call takes the node’s error path": 396,
 	"normal":                          335,
-	"not provided":                    581,
-	"not yet":                         557,
-	"null":                            583,
+	"not provided":                    584,
+	"not yet":                         560,
+	"null":                            586,
 	"number":                          328,
 	"object":                          333,
 	"on error":                        203,
-	"one of: %s":                      578,
+	"one of: %s":                      581,
 	"operator":                        343,
 	"optional field of type %s":       194,
 	"optional → required":             187,
 	"pattern":                         358,
-	"pattern %s":                      574,
-	"pull":                            517,
+	"pattern %s":                      577,
+	"pull":                            520,
 	"pull %s":                         210,
 	"pull (the service fetches it)":   340,
 	"push %s":                         209,
 	"push (Relais calls the service)": 341,
-	"push to %s":                      518,
+	"push to %s":                      521,
 	"rejected":                        323,
 	"released":                        324,
 	"required changed":                351,
@@ -620,38 +623,38 @@ var messageKeyToIndex = map[string]int{
 	"required → optional":             188,
 	"reserved":                        317,
 	"retry":                           3,
-	"revision %d":                     474,
-	"revisions %s":                    603,
+	"revision %d":                     477,
+	"revisions %s":                    606,
 	"routing changed":                 355,
-	"routing output":                  570,
+	"routing output":                  573,
 	"routing output %s → %s":          186,
 	"running":                         320,
 	"secret":                          337,
 	"sensitive":                       336,
-	"settled":                         475,
+	"settled":                         478,
 	"stop":                            5,
-	"stream":                          599,
+	"stream":                          602,
 	"text":                            326,
 	"the contracts are the same (the name or a description changed).": 180,
-	"this session":           560,
-	"timeout %s":             528,
+	"this session":           563,
+	"timeout %s":             531,
 	"to":                     307,
 	"type changed":           350,
-	"unexpected value":       584,
-	"unknown":                455,
+	"unexpected value":       587,
+	"unknown":                458,
 	"values added: %s":       189,
 	"values changed":         352,
 	"values removed: %s":     190,
 	"values reordered":       191,
-	"version %d":             500,
-	"waiting":                450,
+	"version %d":             503,
+	"waiting":                453,
 	"yes":                    346,
 	"••• hidden (secret)":    339,
 	"••• hidden (sensitive)": 338,
-	"→ %s":                   522,
+	"→ %s":                   525,
 }
 
-var enIndex = []uint32{ // 611 elements
+var enIndex = []uint32{ // 614 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x0000005a,
@@ -762,72 +765,73 @@ var enIndex = []uint32{ // 611 elements
 	0x00002d32, 0x00002d3b, 0x00002d44, 0x00002d5b,
 	// Entry 180 - 19F
 	0x00002d63, 0x00002d71, 0x00002d9e, 0x00002daa,
-	0x00002df1, 0x00002dfd, 0x00002e05, 0x00002e30,
-	0x00002e7b, 0x00002f3d, 0x00002f58, 0x00002f60,
-	0x00002f92, 0x00002f9f, 0x00002fa3, 0x00002fc9,
-	0x00002fd7, 0x00003003, 0x00003029, 0x00003034,
-	0x00003062, 0x0000307f, 0x000030ae, 0x000030e0,
-	0x000030fe, 0x00003133, 0x0000314f, 0x0000315e,
-	0x0000316b, 0x00003179, 0x00003186, 0x0000318f,
+	0x00002db8, 0x00002dff, 0x00002e0b, 0x00002e13,
+	0x00002e3e, 0x00002e89, 0x00002f4b, 0x00002f66,
+	0x00002f6e, 0x00002fa0, 0x00002fad, 0x00002fb1,
+	0x00002fd7, 0x00002fe5, 0x00003011, 0x00003037,
+	0x00003042, 0x00003070, 0x0000308d, 0x000030bc,
+	0x000030ee, 0x0000310c, 0x00003141, 0x0000315d,
+	0x0000316c, 0x00003179, 0x00003187, 0x00003194,
 	// Entry 1A0 - 1BF
-	0x000031aa, 0x000031c5, 0x000031d1, 0x000031f2,
-	0x0000321b, 0x0000325f, 0x0000329b, 0x000032c8,
-	0x00003302, 0x00003367, 0x00003387, 0x000033ad,
-	0x000033d7, 0x0000340f, 0x0000344c, 0x00003470,
-	0x00003495, 0x000034af, 0x000034cd, 0x00003501,
-	0x00003541, 0x0000356b, 0x0000357a, 0x000035ab,
-	0x000035da, 0x000035ed, 0x00003662, 0x00003675,
-	0x000036a9, 0x000036dd, 0x000036ed, 0x00003734,
+	0x0000319d, 0x000031b8, 0x000031d3, 0x000031df,
+	0x00003200, 0x00003229, 0x00003233, 0x00003286,
+	0x000032ca, 0x00003306, 0x00003333, 0x0000336d,
+	0x000033d2, 0x000033f2, 0x00003418, 0x00003442,
+	0x0000347a, 0x000034b7, 0x000034db, 0x00003500,
+	0x0000351a, 0x00003538, 0x0000356c, 0x000035ac,
+	0x000035d6, 0x000035e5, 0x00003616, 0x00003645,
+	0x00003658, 0x000036cd, 0x000036e0, 0x00003714,
 	// Entry 1C0 - 1DF
-	0x00003761, 0x0000376e, 0x0000377e, 0x00003786,
-	0x0000379e, 0x000037bb, 0x000037c9, 0x000037da,
-	0x000037e2, 0x000037ed, 0x0000381d, 0x0000382f,
-	0x0000383f, 0x00003871, 0x0000387d, 0x0000388e,
-	0x000038a8, 0x000038b9, 0x000038bf, 0x000038d3,
-	0x000038eb, 0x00003910, 0x0000391e, 0x0000395c,
-	0x00003999, 0x000039c5, 0x00003a02, 0x00003a11,
-	0x00003a19, 0x00003a26, 0x00003a36, 0x00003a4d,
+	0x00003748, 0x00003758, 0x0000379f, 0x000037cc,
+	0x000037d9, 0x000037e9, 0x000037f1, 0x00003809,
+	0x00003826, 0x00003834, 0x00003845, 0x0000384d,
+	0x00003858, 0x00003888, 0x0000389a, 0x000038aa,
+	0x000038dc, 0x000038e8, 0x000038f9, 0x00003913,
+	0x00003924, 0x0000392a, 0x0000393e, 0x00003956,
+	0x0000397b, 0x00003989, 0x000039c7, 0x00003a04,
+	0x00003a30, 0x00003a6d, 0x00003a7c, 0x00003a84,
 	// Entry 1E0 - 1FF
-	0x00003a58, 0x00003a67, 0x00003a75, 0x00003a88,
-	0x00003aad, 0x00003ad8, 0x00003b06, 0x00003b14,
-	0x00003ba7, 0x00003bc5, 0x00003c0b, 0x00003c19,
-	0x00003c2d, 0x00003c4e, 0x00003c62, 0x00003c68,
-	0x00003c7c, 0x00003cef, 0x00003d00, 0x00003d17,
-	0x00003d34, 0x00003d42, 0x00003d50, 0x00003d58,
-	0x00003d63, 0x00003d69, 0x00003e5b, 0x00003e61,
-	0x00003e93, 0x00003e98, 0x00003ea8, 0x00003eb3,
+	0x00003a91, 0x00003aa1, 0x00003ab8, 0x00003ac3,
+	0x00003ad2, 0x00003ae0, 0x00003af3, 0x00003b18,
+	0x00003b43, 0x00003b71, 0x00003b7f, 0x00003c12,
+	0x00003c30, 0x00003c76, 0x00003c84, 0x00003c98,
+	0x00003cb9, 0x00003ccd, 0x00003cd3, 0x00003ce7,
+	0x00003d5a, 0x00003d6b, 0x00003d82, 0x00003d9f,
+	0x00003dad, 0x00003dbb, 0x00003dc3, 0x00003dce,
+	0x00003dd4, 0x00003ec6, 0x00003ecc, 0x00003efe,
 	// Entry 200 - 21F
-	0x00003ebc, 0x00003ecc, 0x00003ee6, 0x00003f1f,
-	0x00003f2e, 0x00003fe8, 0x00003fed, 0x00003ffb,
-	0x0000400b, 0x00004017, 0x00004027, 0x00004031,
-	0x00004054, 0x0000406d, 0x00004080, 0x000040ec,
-	0x000040fb, 0x00004109, 0x0000413b, 0x00004172,
-	0x00004180, 0x000041c4, 0x000041e9, 0x00004211,
-	0x00004218, 0x00004273, 0x0000429d, 0x000042cd,
-	0x0000432b, 0x0000433f, 0x00004347, 0x00004378,
+	0x00003f03, 0x00003f13, 0x00003f1e, 0x00003f27,
+	0x00003f37, 0x00003f51, 0x00003f8a, 0x00003f99,
+	0x00004053, 0x00004058, 0x00004066, 0x00004076,
+	0x00004082, 0x00004092, 0x0000409c, 0x000040bf,
+	0x000040d8, 0x000040eb, 0x00004157, 0x00004166,
+	0x00004174, 0x000041a6, 0x000041dd, 0x000041eb,
+	0x0000422f, 0x00004254, 0x0000427c, 0x00004283,
+	0x000042de, 0x00004308, 0x00004338, 0x00004396,
 	// Entry 220 - 23F
-	0x0000437e, 0x000043fa, 0x00004442, 0x0000446d,
-	0x000044cf, 0x000044f2, 0x00004599, 0x0000459c,
-	0x000045a1, 0x000045ac, 0x000045b6, 0x000045be,
-	0x000045d9, 0x000045df, 0x000045e7, 0x000045f5,
-	0x000045ff, 0x0000460c, 0x00004616, 0x0000462d,
-	0x00004640, 0x00004664, 0x000046e4, 0x000046f5,
-	0x000046fd, 0x00004772, 0x000047c6, 0x000047d5,
-	0x000047e1, 0x0000481d, 0x00004857, 0x00004865,
+	0x000043aa, 0x000043b2, 0x000043e3, 0x000043e9,
+	0x00004465, 0x000044ad, 0x000044d8, 0x0000453a,
+	0x0000455d, 0x00004604, 0x00004607, 0x0000460c,
+	0x00004617, 0x00004621, 0x00004629, 0x00004644,
+	0x0000464a, 0x00004652, 0x00004660, 0x0000466a,
+	0x00004677, 0x00004681, 0x00004698, 0x000046ab,
+	0x000046cf, 0x0000474f, 0x00004760, 0x00004768,
+	0x000047dd, 0x00004831, 0x00004840, 0x0000484c,
 	// Entry 240 - 25F
-	0x00004872, 0x00004880, 0x0000488e, 0x0000489c,
-	0x000048ce, 0x000048fe, 0x0000490b, 0x0000492b,
-	0x00004930, 0x00004941, 0x0000494e, 0x0000497a,
-	0x00004a00, 0x00004a25, 0x00004a2c, 0x00004a35,
-	0x00004a48, 0x00004a52, 0x00004a5c, 0x00004a66,
-	0x00004a7e, 0x00004a94, 0x00004aa0, 0x00004ac2,
-	0x00004ac9, 0x00004ad6, 0x00004ae7, 0x00004b0e,
-	0x00004b1e, 0x00004b72, 0x00004baa, 0x00004bfa,
+	0x00004888, 0x000048c2, 0x000048d0, 0x000048dd,
+	0x000048eb, 0x000048f9, 0x00004907, 0x00004939,
+	0x00004969, 0x00004976, 0x00004996, 0x0000499b,
+	0x000049ac, 0x000049b9, 0x000049e5, 0x00004a6b,
+	0x00004a90, 0x00004a97, 0x00004aa0, 0x00004ab3,
+	0x00004abd, 0x00004ac7, 0x00004ad1, 0x00004ae9,
+	0x00004aff, 0x00004b0b, 0x00004b2d, 0x00004b34,
+	0x00004b41, 0x00004b52, 0x00004b79, 0x00004b89,
 	// Entry 260 - 27F
-	0x00004c2e, 0x00004c4d, 0x00004c6d,
-} // Size: 2468 bytes
+	0x00004bdd, 0x00004c15, 0x00004c65, 0x00004c99,
+	0x00004cb8, 0x00004cd8,
+} // Size: 2480 bytes
 
-const enData string = "" + // Size: 19565 bytes
+const enData string = "" + // Size: 19672 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every held instance…\x02Stop every running instance…\x02Stop every runni" +
@@ -1013,131 +1017,133 @@ const enData string = "" + // Size: 19565 bytes
 	"\x02%[1]d (0 lowest, 9 highest)\x02Attempts\x02Every attempt, oldest fir" +
 	"st\x02Consumer\x02Worker id\x02Reserved\x02Finished\x02Duration\x02Desti" +
 	"nation’s answer\x02Outcome\x02Error message\x02No service has reserved t" +
-	"his occurrence yet.\x02in progress\x02No service ever reserved this occu" +
-	"rrence: it ended before any attempt.\x02Destination\x02Replica\x02Relais" +
-	" has not called the destination yet.\x02Relais never called the destinat" +
-	"ion: the occurrence ended before any call.\x02Relais keeps the destinati" +
-	"on’s status code only when it refused the call (destination_http_NNN); a" +
-	" completed call answered 2xx. The duration runs from the claim of the ca" +
-	"ll to its settlement.\x02Reason given by the worker\x02Retries\x02none: " +
-	"a failed call takes the node’s error path\x02Call timeout\x02Now\x02Retr" +
-	"y or abandon it from its instance\x02at most %[1]d\x02at most %[1]d sinc" +
-	"e the last operator retry\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt" +
-	"\x00\x0f\x02%[1]d attempts\x02%[1]d left\x02Inputs, labelled by revision" +
-	" %[1]d's contract\x02This contract has no inputs.\x02Outputs, labelled b" +
-	"y revision %[1]d's contract\x02No outputs yet: the occurrence has not co" +
-	"mpleted.\x02This contract has no outputs.\x02No outputs: the occurrence " +
-	"ended without completing.\x02Reveal — this is recorded\x02Available from" +
-	"\x02Next attempt\x02Last reserved\x02Lock expires\x02Deferred\x02Last er" +
-	"ror (attempt %[1]d)\x02Error (before any attempt)\x02Its message\x02Mess" +
-	"age from Relais (in English)\x02Message from the service (as it sent it)" +
-	"\x02The destination did not answer within the call’s timeout (%[1]s)." +
-	"\x02The destination did not answer within the call’s timeout.\x02The dea" +
-	"dline passed before a result arrived.\x02The result did not match the re" +
-	"vision's outputs contract.\x02Relais stopped during the call: whether th" +
-	"e destination acted is unknown, so it is not called again.\x02The call c" +
-	"ould not be prepared.\x02The destination could not be reached.\x02The de" +
-	"stination’s answer was too large.\x02The last attempt’s lock expired wit" +
-	"h no attempt left.\x02The inputs could not be built from the process’s b" +
-	"indings.\x02An operator abandoned the instance.\x02The destination answe" +
-	"red HTTP %[1]s.\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s" +
-	".\x02Lock expired %[1]s — waiting to be offered again.\x02Waiting for Re" +
-	"lais to call the destination since %[1]s (%[2]s).\x02Waiting for a worke" +
-	"r since %[1]s (%[2]s).\x02(worker %[1]s)\x02Relais is calling the destin" +
-	"ation (since %[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02" +
-	"Reserved by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker of the same" +
-	" consumer, or a front end with a settle token, completes it later.\x02Co" +
-	"mpleted (%[1]s).\x02Its instance is held here, waiting for an operator." +
-	"\x02Its instance went on along the node’s error path.\x02Failed (%[1]s)." +
-	"\x02Cancelled: the instance was stopped by %[1]s at %[2]s — “%[3]s”.\x02" +
-	"Cancelled: the instance was stopped (%[1]s).\x02%[1]s so far\x02consumer" +
-	" #%[1]s\x02waiting\x02HTTP 2xx, unusable body\x02no answer within the ti" +
-	"meout\x02no connection\x02answer too large\x02unknown\x02[redacted]\x02T" +
-	"he revision must be a whole number, 1 or more.\x02Unknown consumer.\x02S" +
-	"ettlement date\x02More filters: instance, revision, consumer, dates\x02i" +
-	"nstance id\x02Counts by status\x02Occurrences, newest first\x02Process a" +
-	"nd node\x02Error\x02Consumer and worker\x02Next attempt or settled\x02No" +
-	" occurrence matches these filters.\x02All consumers\x02Totals of definit" +
-	"ion %[1]s, not narrowed by the other filters\x02Totals of all definition" +
-	"s, not narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]" +
-	"d occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); counts" +
-	" are refreshed every few seconds.\x02revision %[1]d\x02settled\x02next a" +
-	"ttempt\x02claimable since\x02call in progress since\x02lock until\x02def" +
-	"erred since\x02Previous page\x02Rows %[1]s–%[2]s\x02%[1]s: a date is wri" +
-	"tten 2026-12-01.\x02%[1]s: the first day comes after the last.\x02These " +
-	"settings are kept in this browser only.\x02Show times in\x02The console " +
-	"runs no script, so it cannot read your computer’s time zone: choose its " +
-	"offset from UTC. Offsets do not follow daylight saving time.\x02Reload l" +
-	"ists and detail pages\x02Pages with a form, such as a confirmation, neve" +
-	"r reload on their own.\x02Save settings\x02Back without saving\x02UTC (c" +
-	"oordinated universal time)\x02Local time at %[1]s\x02Never\x02Every %[1]" +
-	"d seconds\x02Published process versions: their nodes, routes and pinned " +
-	"revisions, drawn, with where their occurrences are now.\x02Processes by " +
-	"key\x02Versions, newest first\x02No process is published yet.\x02version" +
-	" %[1]d\x02Process %[1]s\x02Version\x02Start node\x02Graph\x02Columns fol" +
-	"low the longest path from the start node. Solid arrows are successes (la" +
-	"belled with their route), dashed ones failures (labelled with their erro" +
-	"r codes). Each box says how many of this version’s occurrences are at th" +
-	"at node now.\x02Nodes\x02Nodes of this version, with their occurrences n" +
-	"ow\x02Kind\x02Pinned revision\x02On success\x02On error\x02Occurrences n" +
-	"ow\x02Instances of this process\x02Counts as of %[1]s (%[2]s); refreshed" +
-	" every few seconds.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d " +
-	"node, starting at %[2]s. The table below lists the same nodes, routes an" +
-	"d counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The table below lists " +
-	"the same nodes, routes and counts.\x02pull\x02push to %[1]s\x02end (comp" +
-	"letes)\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident f" +
-	"or an operator)\x02any other code → %[1]s\x02fails the instance\x14\x01" +
-	"\x81\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, priority %[3]d" +
-	"\x002\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02deadline %" +
-	"[1]s\x02timeout %[1]s\x02Only administrators may reveal a sensitive valu" +
-	"e.\x02Revealed by %[1]s at %[2]s; recorded in the audit log.\x02Cannot r" +
-	"eveal\x02Only a value this page shows as hidden (sensitive) can be revea" +
-	"led.\x02Secret values can never be revealed.\x02This page does not accep" +
-	"t that request.\x02Search\x02Type an instance or occurrence id (a UUID, " +
-	"as the pages show on hover), or a business key.\x02Nothing to find: the " +
-	"search box is empty.\x02That is too long to be an id or a business key." +
-	"\x02No instance or occurrence has the id “%[1]s”, and no instance has it" +
-	" as its business key.\x02You are signed out.\x02Sign in\x02Sign in with " +
-	"an operator or administrator token.\x02Token\x02The token is checked onc" +
-	"e and never stored in your browser; a session cookie stands for it for u" +
-	"p to 8 hours of inactivity.\x02Too many failed sign-ins from your addres" +
-	"s. Try again in %[1]d seconds.\x02This token is unknown or has been revo" +
-	"ked.\x02A %[1]s token cannot open the console: sign in with an operator," +
-	" designer or administrator token.\x02Only administrators manage tokens." +
-	"\x02Staff tokens (administrators, designers, operators) that are not rev" +
-	"oked. Consumer tokens are managed with their consumers. Revoking a token" +
-	" refuses its next request.\x02ID\x02Role\x02Created on\x02Last used\x02E" +
-	"xpires\x02Staff tokens, oldest first\x02never\x02not yet\x02Expired toke" +
-	"n\x02Revoke…\x02this session\x02No token.\x02The token was revoked.\x02R" +
-	"evoke token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request" +
-	" is refused, and console sessions opened with it end. This cannot be und" +
-	"one: whoever uses it needs a new token.\x02Revoke the token\x02Keep it" +
-	"\x02This is the token you signed in with: revoking it signs you out. Its" +
-	" next request is refused. This cannot be undone.\x02This is the last usa" +
-	"ble administrator token: create another one before revoking it.\x02routi" +
-	"ng output\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d c" +
-	"haracter\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02" +
-	"\x18\x02at most %[1]d character\x00\x19\x02at most %[1]d characters\x02p" +
-	"attern %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of" +
-	": %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at" +
-	" least %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00" +
-	"\x14\x02at most %[1]d items\x02not provided\x14\x01\x81\x01\x00\x02\x0b" +
-	"\x02%[1]d item\x00\x0c\x02%[1]d items\x02null\x02unexpected value\x02Inv" +
-	"alid page\x02This page link is not one the console made.\x02Workers conn" +
-	"ected by a stream, and polling workers by their last fetch. A worker is " +
-	"listed while it was seen within three heartbeats.\x02Workers seen within" +
-	" three heartbeats\x02Worker\x02Protocol\x02Definitions served\x02In flig" +
-	"ht\x02Connected\x02Last seen\x02No worker is connected.\x02Workers servi" +
-	"ng %[1]s\x02All workers\x02No worker serves this definition.\x02stream" +
-	"\x02long polling\x02Camunda 7 facade\x02every revision its consumer is g" +
-	"ranted\x02revisions %[1]s\x02No worker serves this definition: its occur" +
-	"rences wait until one connects or polls.\x14\x01\x81\x01\x00\x02\x17\x02" +
-	"Served by %[1]d worker\x00\x18\x02Served by %[1]d workers\x02Revisions t" +
-	"hey take: %[1]s; some take every revision their consumer is granted.\x02" +
-	"They take every revision their consumer is granted.\x02They take revisio" +
-	"n %[1]d only.\x02They take revisions %[1]s only."
+	"his occurrence yet.\x02in progress\x02Whole message\x02No service ever r" +
+	"eserved this occurrence: it ended before any attempt.\x02Destination\x02" +
+	"Replica\x02Relais has not called the destination yet.\x02Relais never ca" +
+	"lled the destination: the occurrence ended before any call.\x02Relais ke" +
+	"eps the destination’s status code only when it refused the call (destina" +
+	"tion_http_NNN); a completed call answered 2xx. The duration runs from th" +
+	"e claim of the call to its settlement.\x02Reason given by the worker\x02" +
+	"Retries\x02none: a failed call takes the node’s error path\x02Call timeo" +
+	"ut\x02Now\x02Retry or abandon it from its instance\x02at most %[1]d\x02a" +
+	"t most %[1]d since the last operator retry\x14\x01\x81\x01\x00\x02\x0e" +
+	"\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02%[1]d left\x02Inputs, lab" +
+	"elled by revision %[1]d's contract\x02This contract has no inputs.\x02Ou" +
+	"tputs, labelled by revision %[1]d's contract\x02No outputs yet: the occu" +
+	"rrence has not completed.\x02This contract has no outputs.\x02No outputs" +
+	": the occurrence ended without completing.\x02Reveal — this is recorded" +
+	"\x02Available from\x02Next attempt\x02Last reserved\x02Lock expires\x02D" +
+	"eferred\x02Last error (attempt %[1]d)\x02Error (before any attempt)\x02I" +
+	"ts message\x02Message from Relais (in English)\x02Message from the servi" +
+	"ce (as it sent it)\x02Retryable\x02no: the service marked this failure a" +
+	"s not retryable (attempts left unused: %[1]d)\x02The destination did not" +
+	" answer within the call’s timeout (%[1]s).\x02The destination did not an" +
+	"swer within the call’s timeout.\x02The deadline passed before a result a" +
+	"rrived.\x02The result did not match the revision's outputs contract.\x02" +
+	"Relais stopped during the call: whether the destination acted is unknown" +
+	", so it is not called again.\x02The call could not be prepared.\x02The d" +
+	"estination could not be reached.\x02The destination’s answer was too lar" +
+	"ge.\x02The last attempt’s lock expired with no attempt left.\x02The inpu" +
+	"ts could not be built from the process’s bindings.\x02An operator abando" +
+	"ned the instance.\x02The destination answered HTTP %[1]s.\x02Retry at %[" +
+	"1]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %[1]s — wait" +
+	"ing to be offered again.\x02Waiting for Relais to call the destination s" +
+	"ince %[1]s (%[2]s).\x02Waiting for a worker since %[1]s (%[2]s).\x02(wor" +
+	"ker %[1]s)\x02Relais is calling the destination (since %[1]s).\x02Reserv" +
+	"ed by %[1]s; lock until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred" +
+	" since %[1]s (%[2]s): a worker of the same consumer, or a front end with" +
+	" a settle token, completes it later.\x02Completed (%[1]s).\x02Its instan" +
+	"ce is held here, waiting for an operator.\x02Its instance went on along " +
+	"the node’s error path.\x02Failed (%[1]s).\x02Cancelled: the instance was" +
+	" stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the instance was sto" +
+	"pped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02waiting\x02HTTP 2xx," +
+	" unusable body\x02no answer within the timeout\x02no connection\x02answe" +
+	"r too large\x02unknown\x02[redacted]\x02The revision must be a whole num" +
+	"ber, 1 or more.\x02Unknown consumer.\x02Settlement date\x02More filters:" +
+	" instance, revision, consumer, dates\x02instance id\x02Counts by status" +
+	"\x02Occurrences, newest first\x02Process and node\x02Error\x02Consumer a" +
+	"nd worker\x02Next attempt or settled\x02No occurrence matches these filt" +
+	"ers.\x02All consumers\x02Totals of definition %[1]s, not narrowed by the" +
+	" other filters\x02Totals of all definitions, not narrowed by the other f" +
+	"ilters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d " +
+	"occurrences\x02as of %[1]s (%[2]s); counts are refreshed every few secon" +
+	"ds.\x02revision %[1]d\x02settled\x02next attempt\x02claimable since\x02c" +
+	"all in progress since\x02lock until\x02deferred since\x02Previous page" +
+	"\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 2026-12-01.\x02%[1]s: t" +
+	"he first day comes after the last.\x02These settings are kept in this br" +
+	"owser only.\x02Show times in\x02The console runs no script, so it cannot" +
+	" read your computer’s time zone: choose its offset from UTC. Offsets do " +
+	"not follow daylight saving time.\x02Reload lists and detail pages\x02Pag" +
+	"es with a form, such as a confirmation, never reload on their own.\x02Sa" +
+	"ve settings\x02Back without saving\x02UTC (coordinated universal time)" +
+	"\x02Local time at %[1]s\x02Never\x02Every %[1]d seconds\x02Published pro" +
+	"cess versions: their nodes, routes and pinned revisions, drawn, with whe" +
+	"re their occurrences are now.\x02Processes by key\x02Versions, newest fi" +
+	"rst\x02No process is published yet.\x02version %[1]d\x02Process %[1]s" +
+	"\x02Version\x02Start node\x02Graph\x02Columns follow the longest path fr" +
+	"om the start node. Solid arrows are successes (labelled with their route" +
+	"), dashed ones failures (labelled with their error codes). Each box says" +
+	" how many of this version’s occurrences are at that node now.\x02Nodes" +
+	"\x02Nodes of this version, with their occurrences now\x02Kind\x02Pinned " +
+	"revision\x02On success\x02On error\x02Occurrences now\x02Instances of th" +
+	"is process\x02Counts as of %[1]s (%[2]s); refreshed every few seconds." +
+	"\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %" +
+	"[2]s. The table below lists the same nodes, routes and counts.\x00Y\x02%" +
+	"[1]d nodes, starting at %[2]s. The table below lists the same nodes, rou" +
+	"tes and counts.\x02pull\x02push to %[1]s\x02end (completes)\x02end (fail" +
+	"s)\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02" +
+	"any other code → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021" +
+	"\x02%[1]d attempt, retry after %[2]s, priority %[3]d\x002\x02%[1]d attem" +
+	"pts, retry after %[2]s, priority %[3]d\x02deadline %[1]s\x02timeout %[1]" +
+	"s\x02Only administrators may reveal a sensitive value.\x02Revealed by %[" +
+	"1]s at %[2]s; recorded in the audit log.\x02Cannot reveal\x02Only a valu" +
+	"e this page shows as hidden (sensitive) can be revealed.\x02Secret value" +
+	"s can never be revealed.\x02This page does not accept that request.\x02S" +
+	"earch\x02Type an instance or occurrence id (a UUID, as the pages show on" +
+	" hover), or a business key.\x02Nothing to find: the search box is empty." +
+	"\x02That is too long to be an id or a business key.\x02No instance or oc" +
+	"currence has the id “%[1]s”, and no instance has it as its business key." +
+	"\x02You are signed out.\x02Sign in\x02Sign in with an operator or admini" +
+	"strator token.\x02Token\x02The token is checked once and never stored in" +
+	" your browser; a session cookie stands for it for up to 8 hours of inact" +
+	"ivity.\x02Too many failed sign-ins from your address. Try again in %[1]d" +
+	" seconds.\x02This token is unknown or has been revoked.\x02A %[1]s token" +
+	" cannot open the console: sign in with an operator, designer or administ" +
+	"rator token.\x02Only administrators manage tokens.\x02Staff tokens (admi" +
+	"nistrators, designers, operators) that are not revoked. Consumer tokens " +
+	"are managed with their consumers. Revoking a token refuses its next requ" +
+	"est.\x02ID\x02Role\x02Created on\x02Last used\x02Expires\x02Staff tokens" +
+	", oldest first\x02never\x02not yet\x02Expired token\x02Revoke…\x02this s" +
+	"ession\x02No token.\x02The token was revoked.\x02Revoke token %[1]d\x02R" +
+	"evoke the %[1]s token “%[2]s”?\x02Its next request is refused, and conso" +
+	"le sessions opened with it end. This cannot be undone: whoever uses it n" +
+	"eeds a new token.\x02Revoke the token\x02Keep it\x02This is the token yo" +
+	"u signed in with: revoking it signs you out. Its next request is refused" +
+	". This cannot be undone.\x02This is the last usable administrator token:" +
+	" create another one before revoking it.\x02routing output\x02(each item)" +
+	"\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at l" +
+	"east %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d chara" +
+	"cter\x00\x19\x02at most %[1]d characters\x02pattern %[1]s\x02format %[1]" +
+	"s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00" +
+	"\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]d items\x14\x01" +
+	"\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d item" +
+	"s\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%" +
+	"[1]d items\x02null\x02unexpected value\x02Invalid page\x02This page link" +
+	" is not one the console made.\x02Workers connected by a stream, and poll" +
+	"ing workers by their last fetch. A worker is listed while it was seen wi" +
+	"thin three heartbeats.\x02Workers seen within three heartbeats\x02Worker" +
+	"\x02Protocol\x02Definitions served\x02In flight\x02Connected\x02Last see" +
+	"n\x02No worker is connected.\x02Workers serving %[1]s\x02All workers\x02" +
+	"No worker serves this definition.\x02stream\x02long polling\x02Camunda 7" +
+	" facade\x02every revision its consumer is granted\x02revisions %[1]s\x02" +
+	"No worker serves this definition: its occurrences wait until one connect" +
+	"s or polls.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00" +
+	"\x18\x02Served by %[1]d workers\x02Revisions they take: %[1]s; some take" +
+	" every revision their consumer is granted.\x02They take every revision t" +
+	"heir consumer is granted.\x02They take revision %[1]d only.\x02They take" +
+	" revisions %[1]s only."
 
-var frIndex = []uint32{ // 611 elements
+var frIndex = []uint32{ // 614 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x0000007a,
@@ -1248,72 +1254,73 @@ var frIndex = []uint32{ // 611 elements
 	0x00003a22, 0x00003a2b, 0x00003a32, 0x00003a4d,
 	// Entry 180 - 19F
 	0x00003a57, 0x00003a6a, 0x00003aa4, 0x00003aad,
-	0x00003b11, 0x00003b1d, 0x00003b27, 0x00003b57,
-	0x00003bb2, 0x00003c99, 0x00003cb9, 0x00003cce,
-	0x00003d0f, 0x00003d20, 0x00003d2b, 0x00003d5e,
-	0x00003d6c, 0x00003da8, 0x00003dd2, 0x00003dfa,
-	0x00003e39, 0x00003e5a, 0x00003e98, 0x00003ed8,
-	0x00003ef8, 0x00003f39, 0x00003f65, 0x00003f7d,
-	0x00003f91, 0x00003fa8, 0x00003fb6, 0x00003fc1,
+	0x00003abc, 0x00003b20, 0x00003b2c, 0x00003b36,
+	0x00003b66, 0x00003bc1, 0x00003ca8, 0x00003cc8,
+	0x00003cdd, 0x00003d1e, 0x00003d2f, 0x00003d3a,
+	0x00003d6d, 0x00003d7b, 0x00003db7, 0x00003de1,
+	0x00003e09, 0x00003e48, 0x00003e69, 0x00003ea7,
+	0x00003ee7, 0x00003f07, 0x00003f48, 0x00003f74,
+	0x00003f8c, 0x00003fa0, 0x00003fb7, 0x00003fc5,
 	// Entry 1A0 - 1BF
-	0x00003fe4, 0x00004003, 0x0000400f, 0x0000402e,
-	0x00004064, 0x000040ab, 0x000040ea, 0x0000412a,
-	0x00004170, 0x000041e2, 0x0000420a, 0x0000422d,
-	0x00004264, 0x000042ab, 0x000042fe, 0x00004327,
-	0x0000434d, 0x00004374, 0x0000439c, 0x000043e3,
-	0x0000442d, 0x00004460, 0x00004473, 0x000044a1,
-	0x000044dd, 0x000044f3, 0x00004587, 0x0000459a,
-	0x000045d8, 0x00004614, 0x00004627, 0x00004677,
+	0x00003fd0, 0x00003ff3, 0x00004012, 0x0000401e,
+	0x0000403d, 0x00004073, 0x0000408f, 0x000040f9,
+	0x00004140, 0x0000417f, 0x000041bf, 0x00004205,
+	0x00004277, 0x0000429f, 0x000042c2, 0x000042f9,
+	0x00004340, 0x00004393, 0x000043bc, 0x000043e2,
+	0x00004409, 0x00004431, 0x00004478, 0x000044c2,
+	0x000044f5, 0x00004508, 0x00004536, 0x00004572,
+	0x00004588, 0x0000461c, 0x0000462f, 0x0000466d,
 	// Entry 1C0 - 1DF
-	0x000046ac, 0x000046be, 0x000046d5, 0x000046e0,
-	0x000046fd, 0x0000471c, 0x0000472d, 0x00004747,
-	0x00004750, 0x0000475a, 0x0000478f, 0x000047a5,
-	0x000047b8, 0x000047f5, 0x0000480e, 0x00004824,
-	0x0000484e, 0x00004861, 0x00004868, 0x00004883,
-	0x000048a5, 0x000048d5, 0x000048ec, 0x00004924,
-	0x0000495f, 0x0000498b, 0x000049de, 0x000049ee,
-	0x000049f7, 0x00004a0b, 0x00004a1d, 0x00004a33,
+	0x000046a9, 0x000046bc, 0x0000470c, 0x00004741,
+	0x00004753, 0x0000476a, 0x00004775, 0x00004792,
+	0x000047b1, 0x000047c2, 0x000047dc, 0x000047e5,
+	0x000047ef, 0x00004824, 0x0000483a, 0x0000484d,
+	0x0000488a, 0x000048a3, 0x000048b9, 0x000048e3,
+	0x000048f6, 0x000048fd, 0x00004918, 0x0000493a,
+	0x0000496a, 0x00004981, 0x000049b9, 0x000049f4,
+	0x00004a20, 0x00004a73, 0x00004a83, 0x00004a8c,
 	// Entry 1E0 - 1FF
-	0x00004a45, 0x00004a57, 0x00004a69, 0x00004a7f,
-	0x00004aa9, 0x00004adc, 0x00004b18, 0x00004b2f,
-	0x00004bf7, 0x00004c24, 0x00004c8f, 0x00004ca9,
-	0x00004cc2, 0x00004ce3, 0x00004cf9, 0x00004d00,
-	0x00004d1a, 0x00004daf, 0x00004dc2, 0x00004de9,
-	0x00004e11, 0x00004e1f, 0x00004e2f, 0x00004e37,
-	0x00004e48, 0x00004e4f, 0x00004f85, 0x00004f8c,
-	0x00004fc6, 0x00004fcb, 0x00004fe0, 0x00004ff4,
+	0x00004aa0, 0x00004ab2, 0x00004ac8, 0x00004ada,
+	0x00004aec, 0x00004afe, 0x00004b14, 0x00004b3e,
+	0x00004b71, 0x00004bad, 0x00004bc4, 0x00004c8c,
+	0x00004cb9, 0x00004d24, 0x00004d3e, 0x00004d57,
+	0x00004d78, 0x00004d8e, 0x00004d95, 0x00004daf,
+	0x00004e44, 0x00004e57, 0x00004e7e, 0x00004ea6,
+	0x00004eb4, 0x00004ec4, 0x00004ecc, 0x00004edd,
+	0x00004ee4, 0x0000501a, 0x00005021, 0x0000505b,
 	// Entry 200 - 21F
-	0x00005006, 0x0000501c, 0x00005036, 0x00005080,
-	0x00005090, 0x0000516a, 0x0000516f, 0x0000517f,
-	0x0000518d, 0x0000519d, 0x000051ad, 0x000051b7,
-	0x000051e3, 0x000051fd, 0x00005218, 0x000052a6,
-	0x000052b7, 0x000052c4, 0x00005305, 0x0000534b,
-	0x00005363, 0x000053b6, 0x000053f1, 0x0000541c,
-	0x00005426, 0x000054a0, 0x000054d5, 0x00005516,
-	0x00005586, 0x0000559f, 0x000055ac, 0x000055ef,
+	0x00005060, 0x00005075, 0x00005089, 0x0000509b,
+	0x000050b1, 0x000050cb, 0x00005115, 0x00005125,
+	0x000051ff, 0x00005204, 0x00005214, 0x00005222,
+	0x00005232, 0x00005242, 0x0000524c, 0x00005278,
+	0x00005292, 0x000052ad, 0x0000533b, 0x0000534c,
+	0x00005359, 0x0000539a, 0x000053e0, 0x000053f8,
+	0x0000544b, 0x00005486, 0x000054b1, 0x000054bb,
+	0x00005535, 0x0000556a, 0x000055ab, 0x0000561b,
 	// Entry 220 - 23F
-	0x000055f5, 0x00005691, 0x000056e5, 0x00005710,
-	0x0000579c, 0x000057ca, 0x0000588c, 0x0000588f,
-	0x00005895, 0x0000589f, 0x000058b5, 0x000058c0,
-	0x000058f0, 0x000058f7, 0x00005902, 0x00005910,
-	0x0000591d, 0x0000592b, 0x00005938, 0x00005954,
-	0x0000596d, 0x00005996, 0x00005a3f, 0x00005a52,
-	0x00005a5c, 0x00005aeb, 0x00005b4c, 0x00005b5e,
-	0x00005b71, 0x00005baf, 0x00005beb, 0x00005bf7,
+	0x00005634, 0x00005641, 0x00005684, 0x0000568a,
+	0x00005726, 0x0000577a, 0x000057a5, 0x00005831,
+	0x0000585f, 0x00005921, 0x00005924, 0x0000592a,
+	0x00005934, 0x0000594a, 0x00005955, 0x00005985,
+	0x0000598c, 0x00005997, 0x000059a5, 0x000059b2,
+	0x000059c0, 0x000059cd, 0x000059e9, 0x00005a02,
+	0x00005a2b, 0x00005ad4, 0x00005ae7, 0x00005af1,
+	0x00005b80, 0x00005be1, 0x00005bf3, 0x00005c06,
 	// Entry 240 - 25F
-	0x00005c04, 0x00005c12, 0x00005c20, 0x00005c30,
-	0x00005c6c, 0x00005ca6, 0x00005cb1, 0x00005cdb,
-	0x00005cdf, 0x00005cf1, 0x00005cff, 0x00005d2b,
-	0x00005ded, 0x00005e20, 0x00005e2b, 0x00005e35,
-	0x00005e4a, 0x00005e53, 0x00005e5d, 0x00005e6b,
-	0x00005e8f, 0x00005ea9, 0x00005ebe, 0x00005eea,
-	0x00005eef, 0x00005f04, 0x00005f16, 0x00005f4b,
-	0x00005f5c, 0x00005fd2, 0x00006014, 0x00006087,
+	0x00005c44, 0x00005c80, 0x00005c8c, 0x00005c99,
+	0x00005ca7, 0x00005cb5, 0x00005cc5, 0x00005d01,
+	0x00005d3b, 0x00005d46, 0x00005d70, 0x00005d74,
+	0x00005d86, 0x00005d94, 0x00005dc0, 0x00005e82,
+	0x00005eb5, 0x00005ec0, 0x00005eca, 0x00005edf,
+	0x00005ee8, 0x00005ef2, 0x00005f00, 0x00005f24,
+	0x00005f3e, 0x00005f53, 0x00005f7f, 0x00005f84,
+	0x00005f99, 0x00005fab, 0x00005fe0, 0x00005ff1,
 	// Entry 260 - 27F
-	0x000060cb, 0x000060f3, 0x0000611d,
-} // Size: 2468 bytes
+	0x00006067, 0x000060a9, 0x0000611c, 0x00006160,
+	0x00006188, 0x000061b2,
+} // Size: 2480 bytes
 
-const frData string = "" + // Size: 24861 bytes
+const frData string = "" + // Size: 25010 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances suspendues…\x02Abandon" +
 	"ner toutes les instances suspendues…\x02Arrêter toutes les instances sus" +
@@ -1539,150 +1546,153 @@ const frData string = "" + // Size: 24861 bytes
 	"es d’abord\x02Consommateur\x02Identifiant de l’exécutant\x02Réservée le" +
 	"\x02Finie le\x02Durée\x02Réponse de la destination\x02Résultat\x02Messag" +
 	"e d’erreur\x02Aucun exécutant n’a encore réservé cette occurrence.\x02en" +
-	" cours\x02Aucun exécutant n’a jamais réservé cette occurrence\u202f: ell" +
-	"e a pris fin avant toute tentative.\x02Destination\x02Réplique\x02Relais" +
-	" n’a pas encore appelé la destination.\x02Relais n’a jamais appelé la de" +
-	"stination\u202f: l’occurrence a pris fin avant tout appel.\x02Relais ne " +
-	"conserve le code de statut de la destination que lorsqu’elle a refusé l’" +
-	"appel (destination_http_NNN)\u202f; un appel terminé a reçu une réponse " +
-	"2xx. La durée va de la prise en charge de l’appel à son règlement.\x02Mo" +
-	"tif donné par l’exécutant\x02Nouvelles tentatives\x02aucune\u202f: un ap" +
-	"pel en échec suit le chemin d’erreur du nœud\x02Délai d’appel\x02Mainten" +
-	"ant\x02La reprendre ou l’abandonner depuis son instance\x02au plus %[1]d" +
-	"\x02au plus %[1]d depuis la dernière reprise par un opérateur\x14\x01" +
-	"\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14" +
-	"\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes" +
-	"\x02Entrées, nommées d’après le contrat de la révision %[1]d\x02Ce contr" +
-	"at n’a aucune entrée.\x02Sorties, nommées d’après le contrat de la révis" +
-	"ion %[1]d\x02Pas encore de sorties\u202f: l’occurrence n’est pas terminé" +
-	"e.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occurrence" +
-	" s’est terminée sans aboutir.\x02Révéler — cette action est enregistrée" +
-	"\x02Disponible à partir du\x02Prochaine tentative\x02Dernière réservatio" +
-	"n\x02Fin du verrou\x02Différée\x02Dernière erreur (tentative %[1]d)\x02E" +
-	"rreur (avant toute tentative)\x02Son message\x02Message de Relais (en an" +
-	"glais)\x02Message de l’exécutant (tel qu’il l’a envoyé)\x02La destinatio" +
-	"n n’a pas répondu dans le délai de l’appel (%[1]s).\x02La destination n’" +
-	"a pas répondu dans le délai de l’appel.\x02L’échéance est passée avant l" +
-	"’arrivée d’un résultat.\x02Le résultat ne respectait pas le contrat de" +
-	" sorties de la révision.\x02Relais s’est arrêté pendant l’appel\u202f: o" +
-	"n ignore si la destination a agi, elle n’est donc pas rappelée.\x02L’app" +
-	"el n’a pas pu être préparé.\x02La destination était injoignable.\x02La r" +
-	"éponse de la destination était trop volumineuse.\x02Le verrou de la der" +
-	"nière tentative a expiré sans tentative restante.\x02Les entrées n’ont p" +
-	"as pu être construites à partir des liaisons du processus.\x02Un opérate" +
-	"ur a abandonné l’instance.\x02La destination a répondu HTTP %[1]s.\x02No" +
-	"uvelle tentative à %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s." +
-	"\x02Verrou expiré à %[1]s — en attente d’être proposée de nouveau.\x02En" +
-	" attente de l’appel de Relais à la destination depuis %[1]s (%[2]s).\x02" +
-	"En attente d’un exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02" +
-	"Relais appelle la destination (depuis %[1]s).\x02Réservée par %[1]s" +
-	"\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée" +
-	" depuis %[1]s (%[2]s)\u202f: un exécutant du même consommateur, ou une i" +
-	"nterface munie d’un jeton de règlement, la terminera plus tard.\x02Termi" +
-	"née (%[1]s).\x02Son instance est suspendue ici, en attente d’un opérateu" +
-	"r.\x02Son instance a continué par le chemin d’erreur du nœud.\x02En éche" +
-	"c (%[1]s).\x02Annulée\u202f: l’instance a été arrêtée par %[1]s à %[2]s " +
-	"— « %[3]s ».\x02Annulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[" +
-	"1]s jusqu’ici\x02consommateur n° %[1]s\x02en attente\x02HTTP 2xx, corps " +
-	"inutilisable\x02pas de réponse dans le délai\x02pas de connexion\x02répo" +
-	"nse trop volumineuse\x02inconnue\x02[masqué]\x02La révision doit être un" +
-	" nombre entier, 1 ou plus.\x02Consommateur inconnu.\x02Date de règlement" +
-	"\x02Plus de filtres\u202f: instance, révision, consommateur, dates\x02id" +
-	"entifiant d’instance\x02Décomptes par statut\x02Occurrences, les plus ré" +
-	"centes d’abord\x02Processus et nœud\x02Erreur\x02Consommateur et exécuta" +
-	"nt\x02Prochaine tentative ou règlement\x02Aucune occurrence ne correspon" +
-	"d à ces filtres.\x02Tous les consommateurs\x02Totaux de la définition %[" +
-	"1]s, sans les autres filtres\x02Totaux de toutes les définitions, sans l" +
-	"es autres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00" +
-	"\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; les décomptes sont " +
-	"actualisés toutes les quelques secondes.\x02révision %[1]d\x02réglée\x02" +
-	"prochaine tentative\x02disponible depuis\x02appel en cours depuis\x02ver" +
-	"rou jusqu’à\x02différée depuis\x02Page précédente\x02Lignes %[1]s à %[2]" +
-	"s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le premie" +
-	"r jour vient après le dernier.\x02Ces réglages sont conservés dans ce na" +
-	"vigateur seulement.\x02Afficher les heures en\x02La console n’exécute au" +
-	"cun script et ne peut donc pas lire le fuseau horaire de votre ordinateu" +
-	"r\u202f: choisissez son décalage par rapport à UTC. Les décalages ne sui" +
-	"vent pas l’heure d’été.\x02Recharger les listes et les pages de détail" +
-	"\x02Les pages qui contiennent un formulaire, comme une confirmation, ne " +
-	"se rechargent jamais d’elles-mêmes.\x02Enregistrer les réglages\x02Reven" +
-	"ir sans enregistrer\x02UTC (temps universel coordonné)\x02Heure locale à" +
-	" %[1]s\x02Jamais\x02Toutes les %[1]d secondes\x02Les versions de process" +
-	"us publiées\u202f: leurs nœuds, routes et révisions épinglées, dessinés," +
-	" avec l’emplacement actuel de leurs occurrences.\x02Processus par clé" +
-	"\x02Versions, les plus récentes d’abord\x02Aucun processus n’est encore " +
-	"publié.\x02version %[1]d\x02Processus %[1]s\x02Version\x02Nœud de départ" +
-	"\x02Graphe\x02Les colonnes suivent le plus long chemin depuis le nœud de" +
-	" départ. Les flèches pleines sont les réussites (étiquetées par leur rou" +
-	"te), les pointillées les échecs (étiquetées par leurs codes d’erreur). C" +
-	"haque case indique combien d’occurrences de cette version se trouvent à " +
-	"ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version, avec leurs occur" +
-	"rences actuelles\x02Type\x02Révision épinglée\x02En cas de réussite\x02E" +
-	"n cas d’erreur\x02Occurrences actuelles\x02Instances de ce processus\x02" +
-	"Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes les quelques seconde" +
-	"s.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir d" +
-	"e %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes et décomp" +
-	"tes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous repre" +
-	"nd les mêmes nœuds, routes et décomptes.\x02pull\x02push vers %[1]s\x02f" +
-	"in (termine)\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02suspension" +
-	" (un incident pour un opérateur)\x02tout autre code → %[1]s\x02met l’ins" +
-	"tance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle ten" +
-	"tative après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle te" +
-	"ntative après %[2]s, priorité %[3]d\x02échéance %[1]s\x02délai %[1]s\x02" +
-	"Seuls les administrateurs peuvent révéler une valeur sensible.\x02Révélé" +
-	" par %[1]s le %[2]s\u202f; consigné dans le journal d’audit.\x02Révélati" +
-	"on impossible\x02Seule une valeur que cette page affiche masquée (sensib" +
-	"le) peut être révélée.\x02Les valeurs secrètes ne peuvent jamais être ré" +
-	"vélées.\x02Cette page n’accepte pas cette requête.\x02Recherche\x02Saisi" +
-	"ssez un identifiant d’instance ou d’occurrence (un UUID, que les pages a" +
-	"ffichent au survol) ou une clé métier.\x02Rien à chercher\u202f: le cham" +
-	"p de recherche est vide.\x02C’est trop long pour être un identifiant ou " +
-	"une clé métier.\x02Aucune instance ni occurrence n’a l’identifiant « %[1" +
-	"]s », et aucune instance ne l’a pour clé métier.\x02Vous êtes déconnecté" +
-	".\x02Se connecter\x02Connectez-vous avec un jeton d’opérateur ou d’admin" +
-	"istrateur.\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais con" +
-	"servé dans votre navigateur\u202f; un cookie de session le remplace jusq" +
-	"u’à 8 heures d’inactivité.\x02Trop de connexions échouées depuis votre a" +
-	"dresse. Réessayez dans %[1]d secondes.\x02Ce jeton est inconnu ou a été " +
-	"révoqué.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: " +
-	"connectez-vous avec un jeton d’opérateur, de concepteur ou d’administrat" +
-	"eur.\x02Seuls les administrateurs gèrent les jetons.\x02Jetons du person" +
-	"nel (administrateurs, concepteurs, opérateurs) non révoqués. Les jetons " +
-	"des consommateurs se gèrent avec leurs consommateurs. Révoquer un jeton " +
-	"refuse sa requête suivante.\x02ID\x02Rôle\x02Créé le\x02Dernière utilisa" +
-	"tion\x02Expiration\x02Jetons du personnel, les plus anciens d’abord\x02j" +
-	"amais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Auc" +
-	"un jeton.\x02Le jeton a été révoqué.\x02Révoquer le jeton %[1]d\x02Révoq" +
-	"uer le jeton %[1]s « %[2]s »\u202f?\x02Sa requête suivante est refusée e" +
-	"t les sessions de console ouvertes avec lui prennent fin. C’est irrévers" +
-	"ible\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoquer le" +
-	" jeton\x02Le garder\x02C’est le jeton avec lequel vous êtes connecté" +
-	"\u202f: le révoquer vous déconnecte. Sa requête suivante est refusée. C’" +
-	"est irréversible.\x02C’est le dernier jeton administrateur utilisable" +
-	"\u202f: créez-en un autre avant de le révoquer.\x02sortie de routage\x02" +
-	"(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère" +
-	"\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au " +
-	"plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02motif %[1]s" +
-	"\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s" +
-	"\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moi" +
-	"ns %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément" +
-	"\x00\x19\x02au plus %[1]d éléments\x02non fourni\x14\x01\x81\x01\x00\x02" +
-	"\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02nul\x02valeur inatten" +
-	"due\x02Page invalide\x02Ce lien de page ne vient pas de la console.\x02L" +
-	"es exécutants connectés par un flux, et ceux qui interrogent par leur de" +
-	"rnière demande. Un exécutant est listé tant qu’il s’est manifesté dans l" +
-	"es trois derniers battements de cœur.\x02Exécutants vus dans les trois d" +
-	"erniers battements\x02Exécutant\x02Protocole\x02Définitions servies\x02E" +
-	"n cours\x02Connexion\x02Dernier signe\x02Aucun exécutant n’est connecté." +
-	"\x02Exécutants servant %[1]s\x02Tous les exécutants\x02Aucun exécutant n" +
-	"e sert cette définition.\x02flux\x02interrogation longue\x02façade Camun" +
-	"da 7\x02toutes les révisions accordées à son consommateur\x02révisions %" +
-	"[1]s\x02Aucun exécutant ne sert cette définition\u202f: ses occurrences " +
-	"attendent qu’un exécutant se connecte ou interroge.\x14\x01\x81\x01\x00" +
-	"\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécu" +
-	"tants\x02Révisions prises en charge\u202f: %[1]s\u202f; certains prennen" +
-	"t toutes les révisions accordées à leur consommateur.\x02Ils prennent to" +
-	"utes les révisions accordées à leur consommateur.\x02Ils ne prennent que" +
-	" la révision %[1]d.\x02Ils ne prennent que les révisions %[1]s."
+	" cours\x02Message entier\x02Aucun exécutant n’a jamais réservé cette occ" +
+	"urrence\u202f: elle a pris fin avant toute tentative.\x02Destination\x02" +
+	"Réplique\x02Relais n’a pas encore appelé la destination.\x02Relais n’a j" +
+	"amais appelé la destination\u202f: l’occurrence a pris fin avant tout ap" +
+	"pel.\x02Relais ne conserve le code de statut de la destination que lorsq" +
+	"u’elle a refusé l’appel (destination_http_NNN)\u202f; un appel terminé a" +
+	" reçu une réponse 2xx. La durée va de la prise en charge de l’appel à so" +
+	"n règlement.\x02Motif donné par l’exécutant\x02Nouvelles tentatives\x02a" +
+	"ucune\u202f: un appel en échec suit le chemin d’erreur du nœud\x02Délai " +
+	"d’appel\x02Maintenant\x02La reprendre ou l’abandonner depuis son instanc" +
+	"e\x02au plus %[1]d\x02au plus %[1]d depuis la dernière reprise par un op" +
+	"érateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d" +
+	" tentatives\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1" +
+	"]d restantes\x02Entrées, nommées d’après le contrat de la révision %[1]d" +
+	"\x02Ce contrat n’a aucune entrée.\x02Sorties, nommées d’après le contrat" +
+	" de la révision %[1]d\x02Pas encore de sorties\u202f: l’occurrence n’est" +
+	" pas terminée.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie\u202f: " +
+	"l’occurrence s’est terminée sans aboutir.\x02Révéler — cette action est " +
+	"enregistrée\x02Disponible à partir du\x02Prochaine tentative\x02Dernière" +
+	" réservation\x02Fin du verrou\x02Différée\x02Dernière erreur (tentative " +
+	"%[1]d)\x02Erreur (avant toute tentative)\x02Son message\x02Message de Re" +
+	"lais (en anglais)\x02Message de l’exécutant (tel qu’il l’a envoyé)\x02No" +
+	"uvelle tentative possible\x02non\u202f: le service a signalé cet échec c" +
+	"omme définitif (tentatives restantes non utilisées\u202f: %[1]d)\x02La d" +
+	"estination n’a pas répondu dans le délai de l’appel (%[1]s).\x02La desti" +
+	"nation n’a pas répondu dans le délai de l’appel.\x02L’échéance est passé" +
+	"e avant l’arrivée d’un résultat.\x02Le résultat ne respectait pas le con" +
+	"trat de sorties de la révision.\x02Relais s’est arrêté pendant l’appel" +
+	"\u202f: on ignore si la destination a agi, elle n’est donc pas rappelée." +
+	"\x02L’appel n’a pas pu être préparé.\x02La destination était injoignable" +
+	".\x02La réponse de la destination était trop volumineuse.\x02Le verrou d" +
+	"e la dernière tentative a expiré sans tentative restante.\x02Les entrées" +
+	" n’ont pas pu être construites à partir des liaisons du processus.\x02Un" +
+	" opérateur a abandonné l’instance.\x02La destination a répondu HTTP %[1]" +
+	"s.\x02Nouvelle tentative à %[1]s — %[2]s.\x02Proposée à partir de %[1]s " +
+	"— %[2]s.\x02Verrou expiré à %[1]s — en attente d’être proposée de nouv" +
+	"eau.\x02En attente de l’appel de Relais à la destination depuis %[1]s (%" +
+	"[2]s).\x02En attente d’un exécutant depuis %[1]s (%[2]s).\x02(exécutant " +
+	"%[1]s)\x02Relais appelle la destination (depuis %[1]s).\x02Réservée par " +
+	"%[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Dif" +
+	"férée depuis %[1]s (%[2]s)\u202f: un exécutant du même consommateur, ou " +
+	"une interface munie d’un jeton de règlement, la terminera plus tard.\x02" +
+	"Terminée (%[1]s).\x02Son instance est suspendue ici, en attente d’un opé" +
+	"rateur.\x02Son instance a continué par le chemin d’erreur du nœud.\x02En" +
+	" échec (%[1]s).\x02Annulée\u202f: l’instance a été arrêtée par %[1]s à %" +
+	"[2]s — « %[3]s ».\x02Annulée\u202f: l’instance a été arrêtée (%[1]s)." +
+	"\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02en attente\x02HTTP 2xx, " +
+	"corps inutilisable\x02pas de réponse dans le délai\x02pas de connexion" +
+	"\x02réponse trop volumineuse\x02inconnue\x02[masqué]\x02La révision doit" +
+	" être un nombre entier, 1 ou plus.\x02Consommateur inconnu.\x02Date de r" +
+	"èglement\x02Plus de filtres\u202f: instance, révision, consommateur, da" +
+	"tes\x02identifiant d’instance\x02Décomptes par statut\x02Occurrences, le" +
+	"s plus récentes d’abord\x02Processus et nœud\x02Erreur\x02Consommateur e" +
+	"t exécutant\x02Prochaine tentative ou règlement\x02Aucune occurrence ne " +
+	"correspond à ces filtres.\x02Tous les consommateurs\x02Totaux de la défi" +
+	"nition %[1]s, sans les autres filtres\x02Totaux de toutes les définition" +
+	"s, sans les autres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurren" +
+	"ce\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; les décomptes" +
+	" sont actualisés toutes les quelques secondes.\x02révision %[1]d\x02régl" +
+	"ée\x02prochaine tentative\x02disponible depuis\x02appel en cours depuis" +
+	"\x02verrou jusqu’à\x02différée depuis\x02Page précédente\x02Lignes %[1]s" +
+	" à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le" +
+	" premier jour vient après le dernier.\x02Ces réglages sont conservés dan" +
+	"s ce navigateur seulement.\x02Afficher les heures en\x02La console n’exé" +
+	"cute aucun script et ne peut donc pas lire le fuseau horaire de votre or" +
+	"dinateur\u202f: choisissez son décalage par rapport à UTC. Les décalages" +
+	" ne suivent pas l’heure d’été.\x02Recharger les listes et les pages de d" +
+	"étail\x02Les pages qui contiennent un formulaire, comme une confirmatio" +
+	"n, ne se rechargent jamais d’elles-mêmes.\x02Enregistrer les réglages" +
+	"\x02Revenir sans enregistrer\x02UTC (temps universel coordonné)\x02Heure" +
+	" locale à %[1]s\x02Jamais\x02Toutes les %[1]d secondes\x02Les versions d" +
+	"e processus publiées\u202f: leurs nœuds, routes et révisions épinglées, " +
+	"dessinés, avec l’emplacement actuel de leurs occurrences.\x02Processus p" +
+	"ar clé\x02Versions, les plus récentes d’abord\x02Aucun processus n’est e" +
+	"ncore publié.\x02version %[1]d\x02Processus %[1]s\x02Version\x02Nœud de " +
+	"départ\x02Graphe\x02Les colonnes suivent le plus long chemin depuis le n" +
+	"œud de départ. Les flèches pleines sont les réussites (étiquetées par l" +
+	"eur route), les pointillées les échecs (étiquetées par leurs codes d’err" +
+	"eur). Chaque case indique combien d’occurrences de cette version se trou" +
+	"vent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version, avec leur" +
+	"s occurrences actuelles\x02Type\x02Révision épinglée\x02En cas de réussi" +
+	"te\x02En cas d’erreur\x02Occurrences actuelles\x02Instances de ce proces" +
+	"sus\x02Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes les quelques " +
+	"secondes.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à p" +
+	"artir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes et" +
+	" décomptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessou" +
+	"s reprend les mêmes nœuds, routes et décomptes.\x02pull\x02push vers %[1" +
+	"]s\x02fin (termine)\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02sus" +
+	"pension (un incident pour un opérateur)\x02tout autre code → %[1]s\x02me" +
+	"t l’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouve" +
+	"lle tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouv" +
+	"elle tentative après %[2]s, priorité %[3]d\x02échéance %[1]s\x02délai %[" +
+	"1]s\x02Seuls les administrateurs peuvent révéler une valeur sensible." +
+	"\x02Révélé par %[1]s le %[2]s\u202f; consigné dans le journal d’audit." +
+	"\x02Révélation impossible\x02Seule une valeur que cette page affiche mas" +
+	"quée (sensible) peut être révélée.\x02Les valeurs secrètes ne peuvent ja" +
+	"mais être révélées.\x02Cette page n’accepte pas cette requête.\x02Recher" +
+	"che\x02Saisissez un identifiant d’instance ou d’occurrence (un UUID, que" +
+	" les pages affichent au survol) ou une clé métier.\x02Rien à chercher" +
+	"\u202f: le champ de recherche est vide.\x02C’est trop long pour être un " +
+	"identifiant ou une clé métier.\x02Aucune instance ni occurrence n’a l’id" +
+	"entifiant « %[1]s », et aucune instance ne l’a pour clé métier.\x02Vous " +
+	"êtes déconnecté.\x02Se connecter\x02Connectez-vous avec un jeton d’opér" +
+	"ateur ou d’administrateur.\x02Jeton\x02Le jeton est vérifié une fois et " +
+	"n’est jamais conservé dans votre navigateur\u202f; un cookie de session " +
+	"le remplace jusqu’à 8 heures d’inactivité.\x02Trop de connexions échouée" +
+	"s depuis votre adresse. Réessayez dans %[1]d secondes.\x02Ce jeton est i" +
+	"nconnu ou a été révoqué.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la" +
+	" console\u202f: connectez-vous avec un jeton d’opérateur, de concepteur " +
+	"ou d’administrateur.\x02Seuls les administrateurs gèrent les jetons.\x02" +
+	"Jetons du personnel (administrateurs, concepteurs, opérateurs) non révoq" +
+	"ués. Les jetons des consommateurs se gèrent avec leurs consommateurs. Ré" +
+	"voquer un jeton refuse sa requête suivante.\x02ID\x02Rôle\x02Créé le\x02" +
+	"Dernière utilisation\x02Expiration\x02Jetons du personnel, les plus anci" +
+	"ens d’abord\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cett" +
+	"e session\x02Aucun jeton.\x02Le jeton a été révoqué.\x02Révoquer le jeto" +
+	"n %[1]d\x02Révoquer le jeton %[1]s « %[2]s »\u202f?\x02Sa requête suivan" +
+	"te est refusée et les sessions de console ouvertes avec lui prennent fin" +
+	". C’est irréversible\u202f: qui l’utilise aura besoin d’un nouveau jeton" +
+	".\x02Révoquer le jeton\x02Le garder\x02C’est le jeton avec lequel vous ê" +
+	"tes connecté\u202f: le révoquer vous déconnecte. Sa requête suivante est" +
+	" refusée. C’est irréversible.\x02C’est le dernier jeton administrateur u" +
+	"tilisable\u202f: créez-en un autre avant de le révoquer.\x02sortie de ro" +
+	"utage\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d " +
+	"caractère\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02" +
+	"\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02m" +
+	"otif %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi" +
+	"\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00" +
+	"\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %" +
+	"[1]d élément\x00\x19\x02au plus %[1]d éléments\x02non fourni\x14\x01\x81" +
+	"\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02nul\x02va" +
+	"leur inattendue\x02Page invalide\x02Ce lien de page ne vient pas de la c" +
+	"onsole.\x02Les exécutants connectés par un flux, et ceux qui interrogent" +
+	" par leur dernière demande. Un exécutant est listé tant qu’il s’est mani" +
+	"festé dans les trois derniers battements de cœur.\x02Exécutants vus dans" +
+	" les trois derniers battements\x02Exécutant\x02Protocole\x02Définitions " +
+	"servies\x02En cours\x02Connexion\x02Dernier signe\x02Aucun exécutant n’e" +
+	"st connecté.\x02Exécutants servant %[1]s\x02Tous les exécutants\x02Aucun" +
+	" exécutant ne sert cette définition.\x02flux\x02interrogation longue\x02" +
+	"façade Camunda 7\x02toutes les révisions accordées à son consommateur" +
+	"\x02révisions %[1]s\x02Aucun exécutant ne sert cette définition\u202f: s" +
+	"es occurrences attendent qu’un exécutant se connecte ou interroge.\x14" +
+	"\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie" +
+	" par %[1]d exécutants\x02Révisions prises en charge\u202f: %[1]s\u202f; " +
+	"certains prennent toutes les révisions accordées à leur consommateur." +
+	"\x02Ils prennent toutes les révisions accordées à leur consommateur.\x02" +
+	"Ils ne prennent que la révision %[1]d.\x02Ils ne prennent que les révisi" +
+	"ons %[1]s."
 
-	// Total table size 49362 bytes (48KiB); checksum: BDF7F3A7
+	// Total table size 49642 bytes (48KiB); checksum: A3891E0A
