@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/PuerkitoBio/goquery"
 	"github.com/google/uuid"
 
 	"github.com/relais/relais/engine"
@@ -169,6 +170,38 @@ func TestLongFailureShowsOnce(t *testing.T) {
 			"non\u202f: le service a signalé cet échec comme définitif (tentatives restantes non utilisées\u202f: 2)"}[i]
 		if got := text(r, "not-retryable"); got != want {
 			t.Errorf("%s: retryable %q, want %q", lang, got, want)
+		}
+	}
+}
+
+// TestSingleNoticeIsAParagraph: a notice of one item (one filter that
+// could not be applied, one operator action on an instance) is a
+// paragraph, not a list of one.
+func TestSingleNoticeIsAParagraph(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	env.Definition("add_company_to_crm.yaml")
+	env.Process("crm_only", relaistest.CRMProcess(nil))
+	inst := env.Must(201, "POST", "/api/v1/processes/crm_only/instances", env.Operator, map[string]any{"inputs": map[string]any{"name": "Acme"}}).JSON(t)["id"].(string)
+	if _, err := env.Engine.Act(context.Background(), engine.Actor{Name: "ops"}, engine.ActionStop, uuid.MustParse(inst), "duplicate"); err != nil {
+		t.Fatal(err)
+	}
+	for i, lang := range []string{"en", "fr"} {
+		b := signedIn(t, env.URL, lang, env.Operator)
+		checks := []struct{ path, testid, want string }{
+			{"/console/occurrences?instance=xyz", "filter-errors", []string{"The process instance must be an instance id (a UUID).",
+				"L’instance de processus doit être un identifiant d’instance (un UUID)."}[i]},
+			{"/console/instances/" + inst, "attribution", []string{"Stopped by ops at ", "Arrêtée par ops le "}[i]},
+		}
+		for _, c := range checks {
+			r := b.mustGet(c.path, 200)
+			el := r.doc.Find(`[data-testid="` + c.testid + `"]`)
+			if el.Length() != 1 || goquery.NodeName(el) != "p" || el.Find("li").Length() != 0 {
+				t.Errorf("%s %s: %s is %d <%s>, want one paragraph", lang, c.path, c.testid, el.Length(), goquery.NodeName(el))
+			}
+			if got := text(r, c.testid); !strings.HasPrefix(got, c.want) {
+				t.Errorf("%s %s: %s %q, want it to start with %q", lang, c.path, c.testid, got, c.want)
+			}
 		}
 	}
 }
