@@ -88,7 +88,7 @@ func (c *Console) instanceDetail(w http.ResponseWriter, r *http.Request) {
 	v := instanceView{
 		Chrome:       c.liveChrome(r, T(ctx, "Process instance %s", id), "instances"),
 		SummaryLabel: T(ctx, "Summary"),
-		Summary:      instanceFacts(ctx, inst, occs),
+		Summary:      instanceFacts(ctx, inst, occs, pv.Process),
 		Attribution:  attribution(ctx, inst, acts),
 		ActionsLabel: T(ctx, "Operator actions"),
 		PathLabel:    T(ctx, "Path"),
@@ -157,7 +157,7 @@ func attribution(ctx context.Context, inst engine.Instance, acts []engine.Operat
 	return out
 }
 
-func instanceFacts(ctx context.Context, inst engine.Instance, occs []engine.Occurrence) []fact {
+func instanceFacts(ctx context.Context, inst engine.Instance, occs []engine.Occurrence, p *process.Process) []fact {
 	fs := []fact{
 		{Label: T(ctx, "Status"), Value: statusLabel(ctx, inst.Status), Badge: inst.Status, TestID: "instance-status"},
 		{Label: T(ctx, "Process"), Value: processAtVersion(ctx, inst.ProcessKey, inst.Version), TestID: "process-version",
@@ -168,7 +168,7 @@ func instanceFacts(ctx context.Context, inst engine.Instance, occs []engine.Occu
 		fs = append(fs, fact{Label: T(ctx, "Ended"), Time: formatTime(ctx, *inst.EndedAt)})
 	}
 	if inst.EndNode != nil {
-		fs = append(fs, fact{Label: T(ctx, "End node"), Value: *inst.EndNode, Code: true, TestID: "end-node"})
+		fs = append(fs, fact{Label: endNodeLabel(ctx, inst, p), Value: *inst.EndNode, Code: true, TestID: "end-node"})
 	}
 	if o, ok := heldOccurrence(occs); ok && inst.Status == engine.InstanceHeld {
 		fs = append(fs, fact{Label: T(ctx, "Held at node"), Value: o.Node, Code: true, TestID: "held-node"},
@@ -178,10 +178,30 @@ func instanceFacts(ctx context.Context, inst engine.Instance, occs []engine.Occu
 		fs = append(fs, fact{Label: T(ctx, "Business key"), Value: *inst.BusinessKey, Code: true, TestID: "business-key"})
 	}
 	if inst.ErrorCode != nil {
+		// The occurrence that failed with the instance's code says what it
+		// meant there (a push call's timeout, say).
+		var failed *engine.Occurrence
+		for i := range occs {
+			if occs[i].ErrorCode != nil && *occs[i].ErrorCode == *inst.ErrorCode {
+				failed = &occs[i]
+			}
+		}
 		fs = append(fs, fact{Label: T(ctx, "Error code"), Value: *inst.ErrorCode, Code: true, TestID: "instance-error-code",
-			Note: errorCodeMeaning(ctx, *inst.ErrorCode)})
+			Note: occurrenceErrorMeaning(ctx, *inst.ErrorCode, failed)})
 	}
 	return fs
+}
+
+// endNodeLabel names the node an ended instance stopped at: an end node,
+// or the task node it was abandoned or failed at (with no error path).
+func endNodeLabel(ctx context.Context, inst engine.Instance, p *process.Process) string {
+	if n := p.Nodes[*inst.EndNode]; n != nil && n.Kind == process.KindEnd {
+		return T(ctx, "End node")
+	}
+	if inst.ErrorCode != nil && *inst.ErrorCode == engine.AbandonedCode {
+		return T(ctx, "Abandoned at node")
+	}
+	return T(ctx, "Failed at node")
 }
 
 // pathStepOf describes one occurrence of the path and where the process

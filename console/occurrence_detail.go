@@ -45,7 +45,28 @@ type attemptRow struct {
 	OutcomeKey   string
 	ErrorCode    string
 	ErrorMessage string
-	ErrorLang    string
+	// ErrorShort, when set, is the start of a long ErrorMessage: the
+	// table shows it, the whole message one click away.
+	ErrorShort string
+	ErrorLang  string
+}
+
+// shortMessage is how many characters of an error message the attempts
+// table shows before cutting it.
+const shortMessage = 160
+
+// cutMessage is the start of msg, cut at a space, when msg is longer than
+// shortMessage characters; "" when it is short enough to show whole.
+func cutMessage(msg string) string {
+	r := []rune(msg)
+	if len(r) <= shortMessage {
+		return ""
+	}
+	cut := string(r[:shortMessage])
+	if i := strings.LastIndexByte(cut, ' '); i > shortMessage/2 {
+		cut = cut[:i]
+	}
+	return strings.TrimRight(cut, " ,.;:") + "…"
 }
 
 // valueTable is the inputs or outputs of an occurrence or an instance.
@@ -90,6 +111,7 @@ type occurrenceView struct {
 	HeadNumber, HeadConsumer, HeadWorker, HeadReserved, HeadEnded     string
 	HeadDuration, HeadHTTP                                            string
 	HeadOutcome, HeadErrorCode, HeadErrorMessage, NoAttempts, Running string
+	WholeMessage                                                      string
 	Push                                                              bool
 	HTTPNote                                                          string
 	Attempts                                                          []attemptRow
@@ -159,14 +181,21 @@ func (c *Console) occurrenceView(r *http.Request, id uuid.UUID) (occurrenceView,
 		HeadReserved: T(ctx, "Reserved"), HeadEnded: T(ctx, "Finished"), HeadDuration: T(ctx, "Duration"),
 		HeadHTTP:    T(ctx, "Destination’s answer"),
 		HeadOutcome: T(ctx, "Outcome"), HeadErrorCode: T(ctx, "Error code"), HeadErrorMessage: T(ctx, "Error message"),
-		NoAttempts: T(ctx, "No service has reserved this occurrence yet."),
-		Running:    T(ctx, "in progress"),
-		HeadField:  T(ctx, "Field"), HeadValue: T(ctx, "Value"),
+		NoAttempts:   T(ctx, "No service has reserved this occurrence yet."),
+		Running:      T(ctx, "in progress"),
+		WholeMessage: T(ctx, "Whole message"),
+		HeadField:    T(ctx, "Field"), HeadValue: T(ctx, "Value"),
 		Push: push,
+	}
+	if settled(o.Status) {
+		v.NoAttempts = T(ctx, "No service ever reserved this occurrence: it ended before any attempt.")
 	}
 	if push {
 		v.HeadConsumer, v.HeadWorker = T(ctx, "Destination"), T(ctx, "Replica")
 		v.NoAttempts = T(ctx, "Relais has not called the destination yet.")
+		if settled(o.Status) {
+			v.NoAttempts = T(ctx, "Relais never called the destination: the occurrence ended before any call.")
+		}
 		v.HTTPNote = T(ctx, "Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.")
 	}
 	if o.BusinessKey != nil {
@@ -247,7 +276,8 @@ func settled(status string) bool {
 
 // occurrenceDates are the dates that mean something in the occurrence's
 // state: no lock expiry once it settled, for a push call (its budget is
-// the timeout), or while nothing holds it.
+// the timeout), or while nothing holds it; no deadline once it settled,
+// unless the deadline had passed by then.
 func occurrenceDates(ctx context.Context, o engine.Occurrence) []fact {
 	fs := []fact{{Label: T(ctx, "Created"), Time: formatTime(ctx, o.CreatedAt), TestID: "created"}}
 	if !settled(o.Status) {
@@ -271,9 +301,18 @@ func occurrenceDates(ctx context.Context, o engine.Occurrence) []fact {
 	if o.SettledAt != nil && settled(o.Status) {
 		fs = append(fs, fact{Label: T(ctx, "Settled"), Time: formatTime(ctx, *o.SettledAt), TestID: "settled-at"})
 	}
-	if o.DeadlineAt != nil {
+	switch {
+	case o.DeadlineAt == nil:
+	case !settled(o.Status):
 		fs = append(fs, fact{Label: T(ctx, "Deadline"), Time: formatTime(ctx, *o.DeadlineAt), TestID: "deadline-at"})
+	case o.SettledAt != nil && !o.DeadlineAt.After(*o.SettledAt):
+		// It passed before the occurrence settled: when, without a
+		// countdown, which would run on after the settlement.
+		t := formatTime(ctx, *o.DeadlineAt)
+		t.Rel = ""
+		fs = append(fs, fact{Label: T(ctx, "Deadline"), Time: t, TestID: "deadline-at"})
 	}
+	// A deadline still ahead of a settled occurrence no longer applies.
 	return fs
 }
 
@@ -303,7 +342,7 @@ func (c *Console) lastError(ctx context.Context, o engine.Occurrence) []fact {
 	if n == 0 {
 		label = T(ctx, "Error (before any attempt)")
 	}
-	fs := []fact{{Label: label, Value: code, Code: true, TestID: "error-code", Note: errorCodeMeaning(ctx, code)}}
+	fs := []fact{{Label: label, Value: code, Code: true, TestID: "error-code", Note: occurrenceErrorMeaning(ctx, code, &o)}}
 	if o.ErrorMessage != nil && *o.ErrorMessage != "" {
 		f := fact{Label: T(ctx, "Its message"), Value: errorMessage(ctx, *o.ErrorMessage), TestID: "error-message"}
 		if relaisCode(code) {
@@ -313,6 +352,11 @@ func (c *Console) lastError(ctx context.Context, o engine.Occurrence) []fact {
 			f.Label = T(ctx, "Message from the service (as it sent it)")
 		}
 		fs = append(fs, f)
+	}
+	if o.Status == engine.StatusFailed && o.Mode == "pull" && !relaisCode(code) && o.AttemptsLeft > 0 {
+		// It failed with attempts left: its worker said not to retry.
+		fs = append(fs, fact{Label: T(ctx, "Retryable"), TestID: "not-retryable",
+			Value: T(ctx, "no: the service marked this failure as not retryable (attempts left unused: %d)", o.AttemptsLeft)})
 	}
 	return fs
 }
@@ -326,6 +370,26 @@ func relaisCode(code string) bool {
 		return true
 	}
 	return strings.HasPrefix(code, "destination_http_")
+}
+
+// occurrenceErrorMeaning explains code as o's error: a push call's
+// deadline_exceeded is its call timeout passing (the runner's "within the
+// budget of" message), not a policy deadline, which it may not even have.
+// o may be nil when the occurrence is unknown.
+func occurrenceErrorMeaning(ctx context.Context, code string, o *engine.Occurrence) string {
+	if code == "deadline_exceeded" && o != nil && o.Mode == "push" {
+		msg := ""
+		if o.ErrorMessage != nil {
+			msg = *o.ErrorMessage
+		}
+		if o.Policy.Deadline == nil || strings.Contains(msg, "within the budget of") {
+			if o.Timeout != nil {
+				return T(ctx, "The destination did not answer within the call’s timeout (%s).", formatDuration(ctx, *o.Timeout))
+			}
+			return T(ctx, "The destination did not answer within the call’s timeout.")
+		}
+	}
+	return errorCodeMeaning(ctx, code)
 }
 
 // errorCodeMeaning explains the error codes Relais makes; a worker's own
@@ -496,6 +560,7 @@ func attemptRowOf(ctx context.Context, a engine.Attempt, push bool, destination 
 	}
 	if a.ErrorMessage != nil {
 		row.ErrorMessage = errorMessage(ctx, *a.ErrorMessage)
+		row.ErrorShort = cutMessage(row.ErrorMessage)
 		if a.ErrorCode != nil && relaisCode(*a.ErrorCode) {
 			row.ErrorLang = "en"
 		}

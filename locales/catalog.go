@@ -43,9 +43,9 @@ var messageKeyToIndex = map[string]int{
 	"%[1]s %[2]s, %[3]s %[4]s":                 242,
 	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          240,
 	"%[1]s; %[2]s":                             239,
-	"%d (0 lowest, 9 highest)":                 372,
-	"%d attempts":                              397,
-	"%d attempts, retry after %s, priority %d": 520,
+	"%d (0 lowest, 9 highest)":                 374,
+	"%d attempts":                              402,
+	"%d attempts, retry after %s, priority %d": 529,
 	"%d breaking":                              185,
 	"%d changes":                               184,
 	"%d completed":                             237,
@@ -55,14 +55,14 @@ var messageKeyToIndex = map[string]int{
 	"%d h":                                     248,
 	"%d held instances match now.":             50,
 	"%d hours":                                 264,
-	"%d items":                                 576,
-	"%d left":                                  398,
+	"%d items":                                 585,
+	"%d left":                                  403,
 	"%d min":                                   247,
 	"%d minutes":                               265,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 69,
 	"%d ms": 267,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 510,
-	"%d occurrences":                          466,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 519,
+	"%d occurrences":                          475,
 	"%d releases":                             202,
 	"%d running instances match now.":         57,
 	"%d running or held instances match now.": 59,
@@ -71,126 +71,128 @@ var messageKeyToIndex = map[string]int{
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 74,
 	"%s (token #%d, %s)":                75,
 	"%s ago":                            244,
-	"%s so far":                         442,
-	"%s → %s":                           515,
-	"%s, revision %s":                   362,
-	"%s, version %s":                    363,
+	"%s so far":                         451,
+	"%s → %s":                           524,
+	"%s, revision %s":                   364,
+	"%s, version %s":                    365,
 	"%s: %s":                            236,
 	"%s: %s → %s":                       192,
-	"%s: a date is written 2026-12-01.": 477,
-	"%s: the first day comes after the last.": 478,
+	"%s: a date is written 2026-12-01.": 486,
+	"%s: the first day comes after the last.": 487,
 	"%s–%s":       235,
-	"(each item)": 565,
-	"(worker %s)": 431,
+	"(each item)": 574,
+	"(worker %s)": 440,
 	"0 seconds":   262,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.": 541,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.": 550,
 	"Abandon %d instances":                                           54,
 	"Abandon every held instance this filter matches":                52,
 	"Abandon every held instance…":                                   7,
 	"Abandon process instance %s":                                    19,
 	"Abandon the instance":                                           22,
 	"Abandon this instance? It fails with the error code abandoned.": 20,
+	"Abandoned at node":                                              300,
 	"Abandoned by %s at %s — “%s”":                                   292,
 	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 40,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 306,
+	"Act on every instance this filter matches": 308,
 	"Action":                              78,
 	"All actions":                         90,
-	"All consumers":                       463,
+	"All consumers":                       472,
 	"All definitions":                     226,
-	"All processes":                       312,
-	"All statuses":                        313,
-	"All workers":                         591,
-	"An operator abandoned the instance.": 424,
+	"All processes":                       314,
+	"All statuses":                        315,
+	"All workers":                         600,
+	"An operator abandoned the instance.": 433,
 	"Apply filters":                       87,
 	"Apr":                                 253,
 	"As of %s (%s); refreshed every few seconds.": 223,
-	"Attempts":                         373,
+	"Attempts":                         375,
 	"Audit log":                        84,
 	"Aug":                              257,
-	"Available from":                   406,
+	"Available from":                   411,
 	"Back to definitions":              124,
 	"Back to external tasks":           123,
 	"Back to the instance":             32,
 	"Back to the list":                 47,
-	"Back without saving":              485,
+	"Back without saving":              494,
 	"Breaks processes":                 162,
 	"Breaks workers":                   163,
 	"Bulk %s applied to %d instances.": 73,
 	"Bulk action":                      82,
 	"Business key":                     66,
-	"Call timeout":                     392,
-	"Camunda 7 facade":                 595,
-	"Cancelled: the instance was stopped (%s).":               441,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 440,
+	"Call timeout":                     397,
+	"Camunda 7 facade":                 604,
+	"Cancelled: the instance was stopped (%s).":               450,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 449,
 	"Cannot act on this filter":                               70,
-	"Cannot reveal":                                           525,
+	"Cannot reveal":                                           534,
 	"Change":                                                  160,
 	"Changes between the two revisions":                       172,
 	"Changes of the Working copy since revision %d":           181,
 	"Choose two existing revisions to compare.":               182,
 	"Classification":                                          138,
 	"Clear filters":                                           88,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 499,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 508,
 	"Compare":              159,
 	"Compare revisions":    155,
 	"Completed":            234,
-	"Completed (%s).":      436,
+	"Completed (%s).":      445,
 	"Completed, last hour": 220,
 	"Completions and failures per 5 minutes, last hour: %s":    227,
 	"Completions and failures per 5-minute slot, oldest first": 232,
 	"Completions and failures, last hour":                      213,
-	"Connected":                                                587,
+	"Connected":                                                596,
 	"Constraints":                                              139,
-	"Consumer":                                                 375,
-	"Consumer and worker":                                      460,
+	"Consumer":                                                 377,
+	"Consumer and worker":                                      469,
 	"Counting the occurrences; the counts appear when you reload the page.": 133,
 	"Counts are unavailable right now.":                                     134,
-	"Counts as of %s (%s); refreshed every few seconds.":                    508,
-	"Counts by status": 456,
+	"Counts as of %s (%s); refreshed every few seconds.":                    517,
+	"Counts by status": 465,
 	"Created":          278,
 	"Created from":     67,
-	"Created on":       546,
+	"Created on":       555,
 	"Created to":       68,
-	"Creation date":    301,
-	"Dates":            366,
-	"Deadline":         370,
+	"Creation date":    303,
+	"Dates":            368,
+	"Deadline":         372,
 	"Dec":              261,
-	"Deferred":         410,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 435,
+	"Deferred":         415,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 444,
 	"Definition":         215,
 	"Definition %s":      141,
 	"Definitions":        110,
 	"Definitions by key": 197,
-	"Definitions served": 585,
+	"Definitions served": 594,
 	"Definitions, those needing attention first": 214,
 	"Description":          140,
-	"Destination":          385,
-	"Destination’s answer": 380,
+	"Destination":          389,
+	"Destination’s answer": 382,
 	"Detail":               161,
 	"Digest":               175,
 	"Display settings":     115,
-	"Duration":             379,
+	"Duration":             381,
 	"Each definition’s queue and incidents now, and what its workers finished in the last hour.":                              212,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  60,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     53,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 49,
-	"End node":                    296,
-	"End node or error":           310,
+	"End node":                    299,
+	"End node or error":           312,
 	"Ended":                       295,
-	"Error":                       459,
-	"Error (before any attempt)":  412,
-	"Error code":                  299,
-	"Error message":               382,
-	"Every %d seconds":            489,
-	"Every attempt, oldest first": 374,
+	"Error":                       468,
+	"Error (before any attempt)":  417,
+	"Error code":                  298,
+	"Error message":               384,
+	"Every %d seconds":            498,
+	"Every attempt, oldest first": 376,
 	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log (GET /api/v1/audit/reveals).": 85,
-	"Expired token":                    552,
-	"Expires":                          548,
+	"Expired token":                    561,
+	"Expires":                          557,
 	"External tasks":                   104,
 	"Failed":                           218,
-	"Failed (%s).":                     439,
-	"Failed occurrence":                298,
+	"Failed (%s).":                     448,
+	"Failed at node":                   301,
+	"Failed occurrence":                297,
 	"Failed, last hour":                221,
 	"Feb":                              251,
 	"Field":                            135,
@@ -198,206 +200,209 @@ var messageKeyToIndex = map[string]int{
 	"Filters":                          86,
 	"Find":                             109,
 	"Find an instance or occurrence":   107,
-	"Finished":                         378,
+	"Finished":                         380,
 	"First page":                       98,
 	"Form refused":                     127,
 	"From revision":                    157,
 	"From revision %d to revision %d:": 183,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 36,
-	"Graph":                   498,
-	"Graph of %s":             509,
-	"HTTP 2xx, unusable body": 445,
+	"Graph":                   507,
+	"Graph of %s":             518,
+	"HTTP 2xx, unusable body": 454,
 	"Health":                  103,
-	"Held at node":            297,
+	"Held at node":            296,
 	"Held instances":          217,
-	"ID":                      544,
-	"In flight":               586,
+	"ID":                      553,
+	"In flight":               595,
 	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 228,
 	"Inputs":                     165,
 	"Inputs of revision %d":      176,
 	"Inputs of the working copy": 167,
 	"Inputs the instance was started with, labelled by process version %d's contract": 286,
-	"Inputs, labelled by revision %d's contract":                                      399,
-	"Instance":                  309,
+	"Inputs, labelled by revision %d's contract":                                      404,
+	"Instance":                  311,
 	"Instances":                 105,
-	"Instances of this process": 507,
-	"Invalid page":              579,
+	"Instances of this process": 516,
+	"Invalid page":              588,
 	"Invalid request":           121,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.": 21,
-	"Its instance is held here, waiting for an operator.":                                                                   437,
-	"Its instance went on along the node’s error path.":                                                                     438,
-	"Its message": 413,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      559,
+	"Its instance is held here, waiting for an operator.":                                                                   446,
+	"Its instance went on along the node’s error path.":                                                                     447,
+	"Its message": 418,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      568,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 34,
 	"Jan":                     250,
 	"Jul":                     256,
 	"Jun":                     255,
-	"Keep it":                 561,
+	"Keep it":                 570,
 	"Keep it held":            14,
 	"Keep it running":         13,
 	"Key":                     198,
-	"Kind":                    502,
+	"Kind":                    511,
 	"Language":                100,
-	"Last error (attempt %d)": 411,
-	"Last reserved":           408,
+	"Last error (attempt %d)": 416,
+	"Last reserved":           413,
 	"Last saved":              146,
-	"Last seen":               588,
-	"Last used":               547,
+	"Last seen":               597,
+	"Last used":               556,
 	"Latest revision":         199,
 	"Lists every change from one revision to another, and whom it may break.": 156,
-	"Local time at %s": 487,
-	"Lock expired %s — waiting to be offered again.": 428,
-	"Lock expires":                     409,
+	"Local time at %s": 496,
+	"Lock expired %s — waiting to be offered again.": 437,
+	"Lock expires":                     414,
 	"Main navigation":                  102,
 	"Mar":                              252,
-	"Maximum attempts":                 368,
+	"Maximum attempts":                 370,
 	"May":                              254,
-	"Message from Relais (in English)": 414,
-	"Message from the service (as it sent it)": 415,
-	"Mode": 365,
-	"More filters: instance, revision, consumer, dates": 454,
+	"Message from Relais (in English)": 419,
+	"Message from the service (as it sent it)": 420,
+	"Mode": 367,
+	"More filters: instance, revision, consumer, dates": 463,
 	"Name":                               144,
-	"Never":                              488,
-	"Next attempt":                       407,
-	"Next attempt or settled":            461,
+	"Never":                              497,
+	"Next attempt":                       412,
+	"Next attempt or settled":            470,
 	"Next node":                          277,
 	"Next page":                          97,
 	"No definition has occurrences yet.": 222,
 	"No definition yet.":                 201,
 	"No inputs.":                         166,
-	"No instance matches these filters.": 311,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 533,
-	"No occurrence matches these filters.":                                                   462,
+	"No instance matches these filters.": 313,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 542,
+	"No occurrence matches these filters.":                                                   471,
 	"No operator action matches.":                                                            89,
 	"No operator has acted on this instance.":                                                282,
-	"No outputs yet: the occurrence has not completed.":                                      402,
+	"No outputs yet: the occurrence has not completed.":                                      407,
 	"No outputs.": 169,
-	"No outputs: the occurrence ended without completing.":          404,
-	"No process is published yet.":                                  493,
-	"No release yet.":                                               150,
-	"No revision yet: the Working copy has never been snapshotted.": 148,
-	"No service has reserved this occurrence yet.":                  383,
-	"No token.":                         555,
-	"No worker is connected.":           589,
-	"No worker serves this definition.": 592,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 598,
+	"No outputs: the occurrence ended without completing.":                   409,
+	"No process is published yet.":                                           502,
+	"No release yet.":                                                        150,
+	"No revision yet: the Working copy has never been snapshotted.":          148,
+	"No service ever reserved this occurrence: it ended before any attempt.": 388,
+	"No service has reserved this occurrence yet.":                           385,
+	"No token.":                         564,
+	"No worker is connected.":           598,
+	"No worker serves this definition.": 601,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 607,
 	"Node":    274,
 	"Node %s": 211,
-	"Nodes":   500,
-	"Nodes of this version, with their occurrences now": 501,
+	"Nodes":   509,
+	"Nodes of this version, with their occurrences now": 510,
 	"Nodes reached, in order":                           273,
 	"Not allowed":                                       119,
 	"Not found":                                         125,
 	"Notes":                                             153,
 	"Nothing exists at this address, or it is not visible to you.":          126,
 	"Nothing to do: no instance this action applies to matches the filter.": 62,
-	"Nothing to find: the search box is empty.":                             531,
+	"Nothing to find: the search box is empty.":                             540,
 	"Nov":                       260,
-	"Now":                       393,
+	"Now":                       398,
 	"Occurrence":                275,
-	"Occurrence %s":             364,
+	"Occurrence %s":             366,
 	"Occurrence offered again":  81,
-	"Occurrences now":           506,
-	"Occurrences, newest first": 457,
+	"Occurrences now":           515,
+	"Occurrences, newest first": 466,
 	"Oct":                       259,
-	"Offered from %s — %s.":     427,
+	"Offered from %s — %s.":     436,
 	"Oldest claimable waits":    219,
-	"On error":                  505,
-	"On success":                504,
-	"Only a value this page shows as hidden (sensitive) can be revealed.": 526,
-	"Only administrators manage tokens.":                                  542,
-	"Only administrators may reveal a sensitive value.":                   523,
+	"On error":                  514,
+	"On success":                513,
+	"Only a value this page shows as hidden (sensitive) can be revealed.": 535,
+	"Only administrators manage tokens.":                                  551,
+	"Only administrators may reveal a sensitive value.":                   532,
 	"Open":             216,
 	"Operator actions": 270,
 	"Operator actions on this instance, newest first": 283,
 	"Operator actions, newest first":                  95,
-	"Outcome":                                         381,
+	"Outcome":                                         383,
 	"Outputs":                                         168,
 	"Outputs of revision %d":                          177,
 	"Outputs of the working copy":                     170,
-	"Outputs, labelled by revision %d's contract":     401,
+	"Outputs, labelled by revision %d's contract":     406,
 	"Pages": 96,
-	"Pages with a form, such as a confirmation, never reload on their own.": 483,
+	"Pages with a form, such as a confirmation, never reload on their own.": 492,
 	"Path":                            271,
-	"Pinned revision":                 503,
-	"Policy":                          367,
-	"Previous page":                   475,
-	"Priority":                        371,
+	"Pinned revision":                 512,
+	"Policy":                          369,
+	"Previous page":                   484,
+	"Priority":                        373,
 	"Process":                         64,
-	"Process %s":                      495,
-	"Process and node":                458,
+	"Process %s":                      504,
+	"Process and node":                467,
 	"Process inputs":                  285,
 	"Process instance":                80,
 	"Process instance %s":             268,
-	"Process instances":               303,
-	"Process instances, newest first": 308,
+	"Process instances":               305,
+	"Process instances, newest first": 310,
 	"Processes":                       106,
-	"Processes by key":                491,
-	"Protocol":                        584,
+	"Processes by key":                500,
+	"Protocol":                        593,
 	"Published":                       154,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 490,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 499,
 	"Reason": 79,
 	"Reason (recorded in the audit log for every instance)": 46,
 	"Reason (recorded in the audit log)":                    11,
-	"Reason given by the worker":                            389,
+	"Reason given by the worker":                            394,
 	"Recorded operator actions":                             281,
 	"Relais console":                                        99,
-	"Relais has not called the destination yet.":            387,
-	"Relais is calling the destination (since %s).":         432,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 388,
+	"Relais has not called the destination yet.":            391,
+	"Relais is calling the destination (since %s).":         441,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 393,
+	"Relais never called the destination: the occurrence ended before any call.":                           392,
 	"Relais refused the action. Nothing was done.":                                                         37,
-	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 418,
+	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 427,
 	"Release":                             151,
 	"Releases":                            149,
 	"Releases, oldest first":              171,
-	"Reload lists and detail pages":       482,
-	"Replica":                             386,
+	"Reload lists and detail pages":       491,
+	"Replica":                             390,
 	"Required":                            137,
-	"Reserved":                            377,
-	"Reserved by %s.":                     434,
-	"Reserved by %s; lock until %s — %s.": 433,
+	"Reserved":                            379,
+	"Reserved by %s.":                     443,
+	"Reserved by %s; lock until %s — %s.": 442,
 	"Retried by %s at %s — “%s”":          293,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 39,
-	"Retries":            390,
+	"Retries":            395,
 	"Retry %d instances": 51,
-	"Retry at %s — %s.":  426,
-	"Retry delay":        369,
+	"Retry at %s — %s.":  435,
+	"Retry delay":        371,
 	"Retry every held instance this filter matches": 48,
 	"Retry every held instance…":                    6,
-	"Retry or abandon it from its instance":         394,
+	"Retry or abandon it from its instance":         399,
 	"Retry process instance %s":                     15,
 	"Retry the instance":                            18,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 16,
-	"Retrying and abandoning apply to held instances, not %s ones.":                                           44,
+	"Retryable": 421,
+	"Retrying and abandoning apply to held instances, not %s ones.": 44,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 405,
-	"Revealed by %s at %s; recorded in the audit log.": 524,
+	"Reveal — this is recorded": 410,
+	"Revealed by %s at %s; recorded in the audit log.": 533,
 	"Revision":    152,
 	"Revision %d": 173,
 	"Revisions":   147,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 600,
-	"Revoke the %s token “%s”?": 558,
-	"Revoke the token":          560,
-	"Revoke token %d":           557,
-	"Revoke…":                   553,
-	"Role":                      545,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 609,
+	"Revoke the %s token “%s”?": 567,
+	"Revoke the token":          569,
+	"Revoke token %d":           566,
+	"Revoke…":                   562,
+	"Role":                      554,
 	"Route":                     276,
 	"Routing output":            145,
-	"Rows %s–%s":                476,
-	"Save settings":             484,
+	"Rows %s–%s":                485,
+	"Save settings":             493,
 	"Say why, for whoever reads the log later: at most %d characters.": 12,
-	"Search":                               529,
-	"Secret values can never be revealed.": 527,
+	"Search":                               538,
+	"Secret values can never be revealed.": 536,
 	"Sep":                                  258,
-	"Served by %d workers":                 599,
+	"Served by %d workers":                 608,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 25,
 	"Settled":              279,
-	"Settlement date":      453,
+	"Settlement date":      462,
 	"Show all definitions": 225,
-	"Show times in":        480,
+	"Show times in":        489,
 	"Showing the instances bulk action %s changed.": 93,
-	"Sign in": 535,
-	"Sign in with an operator or administrator token.": 536,
+	"Sign in": 544,
+	"Sign in with an operator or administrator token.": 545,
 	"Sign out":             114,
 	"Signed in as %s (%s)": 113,
 	"Since revision %d:":   179,
@@ -405,9 +410,9 @@ var messageKeyToIndex = map[string]int{
 	"Slot":                 233,
 	"Snapshotted":          174,
 	"Something went wrong": 131,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 543,
-	"Staff tokens, oldest first": 549,
-	"Start node":                 497,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 552,
+	"Staff tokens, oldest first": 558,
+	"Start node":                 506,
 	"Started":                    294,
 	"Status":                     65,
 	"Stop %d instances":          61,
@@ -428,224 +433,228 @@ var messageKeyToIndex = map[string]int{
 	"Summary": 269,
 	"Task contracts: their Working copy, immutable revisions and named releases.": 196,
 	"Temporarily unavailable":                         129,
-	"That is too long to be an id or a business key.": 532,
+	"That is too long to be an id or a business key.": 541,
 	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.": 178,
 	"The bulk action must be its id (a UUID).":                   92,
-	"The call could not be prepared.":                            419,
+	"The call could not be prepared.":                            428,
 	"The chart’s numbers":                                        231,
 	"The confirmed count is missing: start again from the list.": 71,
 	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           132,
-	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      481,
+	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      490,
 	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 72,
 	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 130,
-	"The deadline passed before a result arrived.": 416,
-	"The destination answered HTTP %s.":            425,
-	"The destination could not be reached.":        420,
-	"The destination’s answer was too large.":      421,
+	"The deadline passed before a result arrived.":                                                                                425,
+	"The destination answered HTTP %s.":                                                                                           434,
+	"The destination could not be reached.":                                                                                       429,
+	"The destination did not answer within the call’s timeout (%s).":                                                              423,
+	"The destination did not answer within the call’s timeout.":                                                                   424,
+	"The destination’s answer was too large.":                                                                                     430,
 	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                            122,
-	"The inputs could not be built from the process’s bindings.":                                                                  423,
-	"The last attempt’s lock expired with no attempt left.":                                                                       422,
-	"The next page counts them and asks for a reason before anything changes.":                                                    307,
+	"The inputs could not be built from the process’s bindings.":                                                                  432,
+	"The last attempt’s lock expired with no attempt left.":                                                                       431,
+	"The next page counts them and asks for a reason before anything changes.":                                                    309,
 	"The nodes this instance reached, in order, each with its occurrence.":                                                        272,
 	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                143,
 	"The page cursor is invalid: go back to the first page.":                                                                      94,
-	"The page size must be between 1 and %d.":                                                                                     302,
+	"The page size must be between 1 and %d.":                                                                                     304,
 	"The process instance must be an instance id (a UUID).":                                                                       91,
 	"The reason you gave, not recorded:":                                                                                          31,
-	"The result did not match the revision's outputs contract.":                                                                   417,
-	"The revision must be a whole number, 1 or more.":                                                                             451,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 538,
-	"The token was revoked.":                              556,
-	"These revisions have the same contracts.":            164,
-	"These settings are kept in this browser only.":       479,
-	"They take every revision their consumer is granted.": 601,
-	"They take revision %d only.":                         602,
-	"They take revisions %s only.":                        603,
-	"This contract has no inputs.":                        400,
-	"This contract has no outputs.":                       403,
-	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                                                                      128,
+	"The result did not match the revision's outputs contract.":                                                                   426,
+	"The revision must be a whole number, 1 or more.":                                                                             460,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 547,
+	"The token was revoked.":                                                                                                      565,
+	"These revisions have the same contracts.":                                                                                    164,
+	"These settings are kept in this browser only.":                                                                               488,
+	"They take every revision their consumer is granted.":                                                                         610,
+	"They take revision %d only.":                                                                                                 611,
+	"They take revisions %s only.":                                                                                                612,
+	"This contract has no inputs.":                                                                                                405,
+	"This contract has no outputs.":                                                                                               408,
+	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                         128,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.": 27,
-	"This instance has already ended; there is nothing to stop.":                                                                                                               35,
-	"This instance has not reached a task yet.":                                                                                                                                280,
-	"This instance is %s, not held: there is nothing to abandon.":                                                                                                              29,
-	"This instance is %s, not held: there is nothing to retry.":                                                                                                                28,
-	"This instance is %s: there is nothing to stop.":                                                                                                                           30,
+	"This instance has already ended; there is nothing to stop.":  35,
+	"This instance has not reached a task yet.":                   280,
+	"This instance is %s, not held: there is nothing to abandon.": 29,
+	"This instance is %s, not held: there is nothing to retry.":   28,
+	"This instance is %s: there is nothing to stop.":              30,
 	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 288,
 	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 289,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          33,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   38,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            563,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           562,
-	"This page does not accept that request.":     528,
-	"This page link is not one the console made.": 580,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            572,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           571,
+	"This page does not accept that request.":     537,
+	"This page link is not one the console made.": 589,
 	"This page reloads every %d seconds.":         118,
 	"This process takes no inputs.":               287,
-	"This token is unknown or has been revoked.":  540,
+	"This token is unknown or has been revoked.":  549,
 	"Times in %s · no auto-reload":                117,
 	"Times in %s · reload every %d s":             116,
 	"To revision":                                 158,
-	"Token":                                       537,
+	"Token":                                       546,
 	"Tokens":                                      112,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 539,
-	"Totals of all definitions, not narrowed by the other filters":         465,
-	"Totals of definition %s, not narrowed by the other filters":           464,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 548,
+	"Totals of all definitions, not narrowed by the other filters":         474,
+	"Totals of definition %s, not narrowed by the other filters":           473,
 	"Type": 136,
-	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 530,
-	"UTC (coordinated universal time)": 486,
+	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 539,
+	"UTC (coordinated universal time)": 495,
 	"Unknown action.":                  42,
-	"Unknown consumer.":                452,
-	"Unknown status %q.":               300,
+	"Unknown consumer.":                461,
+	"Unknown status %q.":               302,
 	"Value":                            284,
-	"Version":                          496,
-	"Versions, newest first":           492,
-	"Waiting for Relais to call the destination since %s (%s).": 429,
-	"Waiting for a worker since %s (%s).":                       430,
+	"Version":                          505,
+	"Versions, newest first":           501,
+	"Waiting for Relais to call the destination since %s (%s).": 438,
+	"Waiting for a worker since %s (%s).":                       439,
 	"When":                                                      76,
 	"Who":                                                       77,
-	"Worker":                                                    583,
-	"Worker id":                                                 376,
+	"Whole message":                                             387,
+	"Worker":                                                    592,
+	"Worker id":                                                 378,
 	"Workers":                                                   111,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        581,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        590,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 17,
-	"Workers seen within three heartbeats": 582,
-	"Workers serving %s":                   590,
+	"Workers seen within three heartbeats": 591,
+	"Workers serving %s":                   599,
 	"Working copy":                         142,
-	"You are signed out.":                  534,
+	"You are signed out.":                  543,
 	"Your role can read definitions only: external tasks and process instances are for operators and administrators.": 120,
-	"[redacted]":                          450,
+	"[redacted]":                          459,
 	"abandon":                             4,
-	"administrator":                       340,
+	"administrator":                       342,
 	"an incident: retry, abandon or stop": 206,
-	"answer too large":                    448,
+	"answer too large":                    457,
 	"any":                                 63,
-	"any other code → %s":                 518,
+	"any other code → %s":                 527,
 	"any other error":                     204,
-	"as of %s (%s); counts are refreshed every few seconds.": 467,
-	"at least %d characters":                                 566,
-	"at least %d items":                                      573,
-	"at most %d":                                             395,
-	"at most %d characters":                                  567,
-	"at most %d items":                                       574,
-	"at most %d since the last operator retry":               396,
-	"available":                                              314,
-	"boolean":                                                327,
-	"call in progress since":                                 472,
-	"cancelled":                                              317,
-	"choice":                                                 330,
-	"claimable since":                                        471,
+	"as of %s (%s); counts are refreshed every few seconds.": 476,
+	"at least %d characters":                                 575,
+	"at least %d items":                                      582,
+	"at most %d":                                             400,
+	"at most %d characters":                                  576,
+	"at most %d items":                                       583,
+	"at most %d since the last operator retry":               401,
+	"available":                                              316,
+	"boolean":                                                329,
+	"call in progress since":                                 481,
+	"cancelled":                                              319,
+	"choice":                                                 332,
+	"claimable since":                                        480,
 	"claimable since %s":                                     224,
-	"classification changed":                                 351,
+	"classification changed":                                 353,
 	"completed":                                              229,
-	"constraint changed":                                     352,
-	"consumer":                                               343,
-	"consumer #%s":                                           443,
-	"date":                                                   328,
-	"date and time":                                          329,
-	"deadline %s":                                            521,
-	"deferred":                                               316,
-	"deferred since":                                         474,
+	"constraint changed":                                     354,
+	"consumer":                                               345,
+	"consumer #%s":                                           452,
+	"date":                                                   330,
+	"date and time":                                          331,
+	"deadline %s":                                            530,
+	"deferred":                                               318,
+	"deferred since":                                         483,
 	"deleted":                                                83,
-	"designer":                                               342,
-	"disconnected":                                           323,
-	"end (completes)":                                        513,
-	"end (fails)":                                            514,
+	"designer":                                               344,
+	"disconnected":                                           325,
+	"end (completes)":                                        522,
+	"end (fails)":                                            523,
 	"end: completes the instance":                            207,
 	"end: fails the instance":                                208,
-	"every revision its consumer is granted":                 596,
-	"expired":                                                320,
+	"every revision its consumer is granted":                 605,
+	"expired":                                                322,
 	"failed":                                                 230,
-	"fails the instance":                                     519,
-	"field added":                                            346,
-	"field removed":                                          347,
-	"format":                                                 357,
-	"format %s":                                              569,
-	"from":                                                   304,
-	"held":                                                   319,
+	"fails the instance":                                     528,
+	"field added":                                            348,
+	"field removed":                                          349,
+	"format":                                                 359,
+	"format %s":                                              578,
+	"from":                                                   306,
+	"held":                                                   321,
 	"held for an operator":                                   205,
-	"hold (an incident for an operator)":                     517,
+	"hold (an incident for an operator)":                     526,
 	"id or business key":                                     108,
 	"in %s":                                                  243,
-	"in progress":                                            384,
-	"instance id":                                            455,
-	"integer":                                                325,
+	"in progress":                                            386,
+	"instance id":                                            464,
+	"integer":                                                327,
 	"just now":                                               245,
-	"list":                                                   332,
-	"lock until":                                             473,
-	"long polling":                                           594,
-	"maximum":                                                359,
-	"maximum %s":                                             571,
-	"maximum items":                                          361,
-	"maximum length":                                         355,
-	"minimum":                                                358,
-	"minimum %s":                                             570,
-	"minimum items":                                          360,
-	"minimum length":                                         354,
-	"never":                                                  550,
-	"next attempt":                                           470,
-	"no":                                                     345,
-	"no answer within the timeout":                           446,
-	"no connection":                                          447,
-	"none":                                                   195,
-	"none yet":                                               200,
-	"none: a failed call takes the node’s error path": 391,
-	"normal":                          333,
-	"not provided":                    575,
-	"not yet":                         551,
-	"null":                            577,
-	"number":                          326,
-	"object":                          331,
+	"list":                                                   334,
+	"lock until":                                             482,
+	"long polling":                                           603,
+	"maximum":                                                361,
+	"maximum %s":                                             580,
+	"maximum items":                                          363,
+	"maximum length":                                         357,
+	"minimum":                                                360,
+	"minimum %s":                                             579,
+	"minimum items":                                          362,
+	"minimum length":                                         356,
+	"never":                                                  559,
+	"next attempt":                                           479,
+	"no":                                                     347,
+	"no answer within the timeout":                           455,
+	"no connection":                                          456,
+	"no: the service marked this failure as not retryable (attempts left unused: %d)": 422,
+	"none":     195,
+	"none yet": 200,
+	"none: a failed call takes the node’s error path": 396,
+	"normal":                          335,
+	"not provided":                    584,
+	"not yet":                         560,
+	"null":                            586,
+	"number":                          328,
+	"object":                          333,
 	"on error":                        203,
-	"one of: %s":                      572,
-	"operator":                        341,
+	"one of: %s":                      581,
+	"operator":                        343,
 	"optional field of type %s":       194,
 	"optional → required":             187,
-	"pattern":                         356,
-	"pattern %s":                      568,
-	"pull":                            511,
+	"pattern":                         358,
+	"pattern %s":                      577,
+	"pull":                            520,
 	"pull %s":                         210,
-	"pull (the service fetches it)":   338,
+	"pull (the service fetches it)":   340,
 	"push %s":                         209,
-	"push (Relais calls the service)": 339,
-	"push to %s":                      512,
-	"rejected":                        321,
-	"released":                        322,
-	"required changed":                349,
+	"push (Relais calls the service)": 341,
+	"push to %s":                      521,
+	"rejected":                        323,
+	"released":                        324,
+	"required changed":                351,
 	"required field of type %s":       193,
 	"required → optional":             188,
-	"reserved":                        315,
+	"reserved":                        317,
 	"retry":                           3,
-	"revision %d":                     468,
-	"revisions %s":                    597,
-	"routing changed":                 353,
-	"routing output":                  564,
+	"revision %d":                     477,
+	"revisions %s":                    606,
+	"routing changed":                 355,
+	"routing output":                  573,
 	"routing output %s → %s":          186,
-	"running":                         318,
-	"secret":                          335,
-	"sensitive":                       334,
-	"settled":                         469,
+	"running":                         320,
+	"secret":                          337,
+	"sensitive":                       336,
+	"settled":                         478,
 	"stop":                            5,
-	"stream":                          593,
-	"text":                            324,
+	"stream":                          602,
+	"text":                            326,
 	"the contracts are the same (the name or a description changed).": 180,
-	"this session":           554,
-	"timeout %s":             522,
-	"to":                     305,
-	"type changed":           348,
-	"unexpected value":       578,
-	"unknown":                449,
+	"this session":           563,
+	"timeout %s":             531,
+	"to":                     307,
+	"type changed":           350,
+	"unexpected value":       587,
+	"unknown":                458,
 	"values added: %s":       189,
-	"values changed":         350,
+	"values changed":         352,
 	"values removed: %s":     190,
 	"values reordered":       191,
-	"version %d":             494,
-	"waiting":                444,
-	"yes":                    344,
-	"••• hidden (secret)":    337,
-	"••• hidden (sensitive)": 336,
-	"→ %s":                   516,
+	"version %d":             503,
+	"waiting":                453,
+	"yes":                    346,
+	"••• hidden (secret)":    339,
+	"••• hidden (sensitive)": 338,
+	"→ %s":                   525,
 }
 
-var enIndex = []uint32{ // 605 elements
+var enIndex = []uint32{ // 614 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x0000005a,
@@ -730,96 +739,99 @@ var enIndex = []uint32{ // 605 elements
 	// Entry 120 - 13F
 	0x000025b6, 0x000026d8, 0x00002797, 0x000027ee,
 	0x00002818, 0x00002844, 0x0000286e, 0x00002876,
-	0x0000287c, 0x00002885, 0x00002892, 0x000028a4,
-	0x000028af, 0x000028c5, 0x000028d3, 0x000028fe,
-	0x00002910, 0x00002915, 0x00002918, 0x00002942,
-	0x0000298b, 0x000029ab, 0x000029b4, 0x000029c6,
-	0x000029e9, 0x000029f7, 0x00002a04, 0x00002a0e,
-	0x00002a17, 0x00002a20, 0x00002a2a, 0x00002a32,
+	0x0000287c, 0x00002889, 0x0000289b, 0x000028a6,
+	0x000028af, 0x000028c1, 0x000028d0, 0x000028e6,
+	0x000028f4, 0x0000291f, 0x00002931, 0x00002936,
+	0x00002939, 0x00002963, 0x000029ac, 0x000029cc,
+	0x000029d5, 0x000029e7, 0x00002a0a, 0x00002a18,
+	0x00002a25, 0x00002a2f, 0x00002a38, 0x00002a41,
 	// Entry 140 - 15F
-	0x00002a37, 0x00002a3f, 0x00002a48, 0x00002a51,
-	0x00002a5e, 0x00002a63, 0x00002a6b, 0x00002a72,
-	0x00002a7a, 0x00002a7f, 0x00002a8d, 0x00002a94,
-	0x00002a9b, 0x00002aa0, 0x00002aa7, 0x00002ab1,
-	0x00002ab8, 0x00002ad5, 0x00002aef, 0x00002b0d,
-	0x00002b2d, 0x00002b3b, 0x00002b44, 0x00002b4d,
-	0x00002b56, 0x00002b5a, 0x00002b5d, 0x00002b69,
-	0x00002b77, 0x00002b84, 0x00002b95, 0x00002ba4,
+	0x00002a4b, 0x00002a53, 0x00002a58, 0x00002a60,
+	0x00002a69, 0x00002a72, 0x00002a7f, 0x00002a84,
+	0x00002a8c, 0x00002a93, 0x00002a9b, 0x00002aa0,
+	0x00002aae, 0x00002ab5, 0x00002abc, 0x00002ac1,
+	0x00002ac8, 0x00002ad2, 0x00002ad9, 0x00002af6,
+	0x00002b10, 0x00002b2e, 0x00002b4e, 0x00002b5c,
+	0x00002b65, 0x00002b6e, 0x00002b77, 0x00002b7b,
+	0x00002b7e, 0x00002b8a, 0x00002b98, 0x00002ba5,
 	// Entry 160 - 17F
-	0x00002bbb, 0x00002bce, 0x00002bde, 0x00002bed,
-	0x00002bfc, 0x00002c04, 0x00002c0b, 0x00002c13,
-	0x00002c1b, 0x00002c29, 0x00002c37, 0x00002c4d,
-	0x00002c62, 0x00002c73, 0x00002c78, 0x00002c7e,
-	0x00002c85, 0x00002c96, 0x00002ca2, 0x00002cab,
-	0x00002cb4, 0x00002cd0, 0x00002cd9, 0x00002cf5,
-	0x00002cfe, 0x00002d08, 0x00002d11, 0x00002d1a,
-	0x00002d23, 0x00002d3a, 0x00002d42, 0x00002d50,
+	0x00002bb6, 0x00002bc5, 0x00002bdc, 0x00002bef,
+	0x00002bff, 0x00002c0e, 0x00002c1d, 0x00002c25,
+	0x00002c2c, 0x00002c34, 0x00002c3c, 0x00002c4a,
+	0x00002c58, 0x00002c6e, 0x00002c83, 0x00002c94,
+	0x00002c99, 0x00002c9f, 0x00002ca6, 0x00002cb7,
+	0x00002cc3, 0x00002ccc, 0x00002cd5, 0x00002cf1,
+	0x00002cfa, 0x00002d16, 0x00002d1f, 0x00002d29,
+	0x00002d32, 0x00002d3b, 0x00002d44, 0x00002d5b,
 	// Entry 180 - 19F
-	0x00002d7d, 0x00002d89, 0x00002d95, 0x00002d9d,
-	0x00002dc8, 0x00002e8a, 0x00002ea5, 0x00002ead,
-	0x00002edf, 0x00002eec, 0x00002ef0, 0x00002f16,
-	0x00002f24, 0x00002f50, 0x00002f76, 0x00002f81,
-	0x00002faf, 0x00002fcc, 0x00002ffb, 0x0000302d,
-	0x0000304b, 0x00003080, 0x0000309c, 0x000030ab,
-	0x000030b8, 0x000030c6, 0x000030d3, 0x000030dc,
-	0x000030f7, 0x00003112, 0x0000311e, 0x0000313f,
+	0x00002d63, 0x00002d71, 0x00002d9e, 0x00002daa,
+	0x00002db8, 0x00002dff, 0x00002e0b, 0x00002e13,
+	0x00002e3e, 0x00002e89, 0x00002f4b, 0x00002f66,
+	0x00002f6e, 0x00002fa0, 0x00002fad, 0x00002fb1,
+	0x00002fd7, 0x00002fe5, 0x00003011, 0x00003037,
+	0x00003042, 0x00003070, 0x0000308d, 0x000030bc,
+	0x000030ee, 0x0000310c, 0x00003141, 0x0000315d,
+	0x0000316c, 0x00003179, 0x00003187, 0x00003194,
 	// Entry 1A0 - 1BF
-	0x00003168, 0x00003195, 0x000031cf, 0x00003234,
-	0x00003254, 0x0000327a, 0x000032a4, 0x000032dc,
-	0x00003319, 0x0000333d, 0x00003362, 0x0000337c,
-	0x0000339a, 0x000033ce, 0x0000340e, 0x00003438,
-	0x00003447, 0x00003478, 0x000034a7, 0x000034ba,
-	0x0000352f, 0x00003542, 0x00003576, 0x000035aa,
-	0x000035ba, 0x00003601, 0x0000362e, 0x0000363b,
-	0x0000364b, 0x00003653, 0x0000366b, 0x00003688,
+	0x0000319d, 0x000031b8, 0x000031d3, 0x000031df,
+	0x00003200, 0x00003229, 0x00003233, 0x00003286,
+	0x000032ca, 0x00003306, 0x00003333, 0x0000336d,
+	0x000033d2, 0x000033f2, 0x00003418, 0x00003442,
+	0x0000347a, 0x000034b7, 0x000034db, 0x00003500,
+	0x0000351a, 0x00003538, 0x0000356c, 0x000035ac,
+	0x000035d6, 0x000035e5, 0x00003616, 0x00003645,
+	0x00003658, 0x000036cd, 0x000036e0, 0x00003714,
 	// Entry 1C0 - 1DF
-	0x00003696, 0x000036a7, 0x000036af, 0x000036ba,
-	0x000036ea, 0x000036fc, 0x0000370c, 0x0000373e,
-	0x0000374a, 0x0000375b, 0x00003775, 0x00003786,
-	0x0000378c, 0x000037a0, 0x000037b8, 0x000037dd,
-	0x000037eb, 0x00003829, 0x00003866, 0x00003892,
-	0x000038cf, 0x000038de, 0x000038e6, 0x000038f3,
-	0x00003903, 0x0000391a, 0x00003925, 0x00003934,
-	0x00003942, 0x00003955, 0x0000397a, 0x000039a5,
+	0x00003748, 0x00003758, 0x0000379f, 0x000037cc,
+	0x000037d9, 0x000037e9, 0x000037f1, 0x00003809,
+	0x00003826, 0x00003834, 0x00003845, 0x0000384d,
+	0x00003858, 0x00003888, 0x0000389a, 0x000038aa,
+	0x000038dc, 0x000038e8, 0x000038f9, 0x00003913,
+	0x00003924, 0x0000392a, 0x0000393e, 0x00003956,
+	0x0000397b, 0x00003989, 0x000039c7, 0x00003a04,
+	0x00003a30, 0x00003a6d, 0x00003a7c, 0x00003a84,
 	// Entry 1E0 - 1FF
-	0x000039d3, 0x000039e1, 0x00003a74, 0x00003a92,
-	0x00003ad8, 0x00003ae6, 0x00003afa, 0x00003b1b,
-	0x00003b2f, 0x00003b35, 0x00003b49, 0x00003bbc,
-	0x00003bcd, 0x00003be4, 0x00003c01, 0x00003c0f,
-	0x00003c1d, 0x00003c25, 0x00003c30, 0x00003c36,
-	0x00003d28, 0x00003d2e, 0x00003d60, 0x00003d65,
-	0x00003d75, 0x00003d80, 0x00003d89, 0x00003d99,
-	0x00003db3, 0x00003dec, 0x00003dfb, 0x00003eb5,
+	0x00003a91, 0x00003aa1, 0x00003ab8, 0x00003ac3,
+	0x00003ad2, 0x00003ae0, 0x00003af3, 0x00003b18,
+	0x00003b43, 0x00003b71, 0x00003b7f, 0x00003c12,
+	0x00003c30, 0x00003c76, 0x00003c84, 0x00003c98,
+	0x00003cb9, 0x00003ccd, 0x00003cd3, 0x00003ce7,
+	0x00003d5a, 0x00003d6b, 0x00003d82, 0x00003d9f,
+	0x00003dad, 0x00003dbb, 0x00003dc3, 0x00003dce,
+	0x00003dd4, 0x00003ec6, 0x00003ecc, 0x00003efe,
 	// Entry 200 - 21F
-	0x00003eba, 0x00003ec8, 0x00003ed8, 0x00003ee4,
-	0x00003ef4, 0x00003efe, 0x00003f21, 0x00003f3a,
-	0x00003f4d, 0x00003fb9, 0x00003fc8, 0x00003fd6,
-	0x00004008, 0x0000403f, 0x0000404d, 0x00004091,
-	0x000040b6, 0x000040de, 0x000040e5, 0x00004140,
-	0x0000416a, 0x0000419a, 0x000041f8, 0x0000420c,
-	0x00004214, 0x00004245, 0x0000424b, 0x000042c7,
-	0x0000430f, 0x0000433a, 0x0000439c, 0x000043bf,
+	0x00003f03, 0x00003f13, 0x00003f1e, 0x00003f27,
+	0x00003f37, 0x00003f51, 0x00003f8a, 0x00003f99,
+	0x00004053, 0x00004058, 0x00004066, 0x00004076,
+	0x00004082, 0x00004092, 0x0000409c, 0x000040bf,
+	0x000040d8, 0x000040eb, 0x00004157, 0x00004166,
+	0x00004174, 0x000041a6, 0x000041dd, 0x000041eb,
+	0x0000422f, 0x00004254, 0x0000427c, 0x00004283,
+	0x000042de, 0x00004308, 0x00004338, 0x00004396,
 	// Entry 220 - 23F
-	0x00004466, 0x00004469, 0x0000446e, 0x00004479,
-	0x00004483, 0x0000448b, 0x000044a6, 0x000044ac,
-	0x000044b4, 0x000044c2, 0x000044cc, 0x000044d9,
-	0x000044e3, 0x000044fa, 0x0000450d, 0x00004531,
-	0x000045b1, 0x000045c2, 0x000045ca, 0x0000463f,
-	0x00004693, 0x000046a2, 0x000046ae, 0x000046ea,
-	0x00004724, 0x00004732, 0x0000473f, 0x0000474d,
-	0x0000475b, 0x00004769, 0x0000479b, 0x000047cb,
+	0x000043aa, 0x000043b2, 0x000043e3, 0x000043e9,
+	0x00004465, 0x000044ad, 0x000044d8, 0x0000453a,
+	0x0000455d, 0x00004604, 0x00004607, 0x0000460c,
+	0x00004617, 0x00004621, 0x00004629, 0x00004644,
+	0x0000464a, 0x00004652, 0x00004660, 0x0000466a,
+	0x00004677, 0x00004681, 0x00004698, 0x000046ab,
+	0x000046cf, 0x0000474f, 0x00004760, 0x00004768,
+	0x000047dd, 0x00004831, 0x00004840, 0x0000484c,
 	// Entry 240 - 25F
-	0x000047d8, 0x000047f8, 0x000047fd, 0x0000480e,
-	0x0000481b, 0x00004847, 0x000048cd, 0x000048f2,
-	0x000048f9, 0x00004902, 0x00004915, 0x0000491f,
-	0x00004929, 0x00004933, 0x0000494b, 0x00004961,
-	0x0000496d, 0x0000498f, 0x00004996, 0x000049a3,
-	0x000049b4, 0x000049db, 0x000049eb, 0x00004a3f,
-	0x00004a77, 0x00004ac7, 0x00004afb, 0x00004b1a,
-	0x00004b3a,
-} // Size: 2444 bytes
+	0x00004888, 0x000048c2, 0x000048d0, 0x000048dd,
+	0x000048eb, 0x000048f9, 0x00004907, 0x00004939,
+	0x00004969, 0x00004976, 0x00004996, 0x0000499b,
+	0x000049ac, 0x000049b9, 0x000049e5, 0x00004a6b,
+	0x00004a90, 0x00004a97, 0x00004aa0, 0x00004ab3,
+	0x00004abd, 0x00004ac7, 0x00004ad1, 0x00004ae9,
+	0x00004aff, 0x00004b0b, 0x00004b2d, 0x00004b34,
+	0x00004b41, 0x00004b52, 0x00004b79, 0x00004b89,
+	// Entry 260 - 27F
+	0x00004bdd, 0x00004c15, 0x00004c65, 0x00004c99,
+	0x00004cb8, 0x00004cd8,
+} // Size: 2480 bytes
 
-const enData string = "" + // Size: 19258 bytes
+const enData string = "" + // Size: 19672 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every held instance…\x02Stop every running instance…\x02Stop every runni" +
@@ -983,149 +995,155 @@ const enData string = "" + // Size: 19258 bytes
 	"it log.\x02Stopping cancels the instance and its open occurrences. It do" +
 	"es not complete anything.\x02Stopped by %[1]s at %[2]s — “%[3]s”\x02Aban" +
 	"doned by %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s — “%[3]s”" +
-	"\x02Started\x02Ended\x02End node\x02Held at node\x02Failed occurrence" +
-	"\x02Error code\x02Unknown status %[1]q.\x02Creation date\x02The page siz" +
-	"e must be between 1 and %[1]d.\x02Process instances\x02from\x02to\x02Act" +
-	" on every instance this filter matches\x02The next page counts them and " +
-	"asks for a reason before anything changes.\x02Process instances, newest " +
-	"first\x02Instance\x02End node or error\x02No instance matches these filt" +
-	"ers.\x02All processes\x02All statuses\x02available\x02reserved\x02deferr" +
-	"ed\x02cancelled\x02running\x02held\x02expired\x02rejected\x02released" +
-	"\x02disconnected\x02text\x02integer\x02number\x02boolean\x02date\x02date" +
-	" and time\x02choice\x02object\x02list\x02normal\x02sensitive\x02secret" +
-	"\x02••• hidden (sensitive)\x02••• hidden (secret)\x02pull (the service f" +
-	"etches it)\x02push (Relais calls the service)\x02administrator\x02operat" +
-	"or\x02designer\x02consumer\x02yes\x02no\x02field added\x02field removed" +
-	"\x02type changed\x02required changed\x02values changed\x02classification" +
-	" changed\x02constraint changed\x02routing changed\x02minimum length\x02m" +
-	"aximum length\x02pattern\x02format\x02minimum\x02maximum\x02minimum item" +
-	"s\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, version %[2]s\x02O" +
-	"ccurrence %[1]s\x02Mode\x02Dates\x02Policy\x02Maximum attempts\x02Retry " +
-	"delay\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02Attempts" +
-	"\x02Every attempt, oldest first\x02Consumer\x02Worker id\x02Reserved\x02" +
-	"Finished\x02Duration\x02Destination’s answer\x02Outcome\x02Error message" +
-	"\x02No service has reserved this occurrence yet.\x02in progress\x02Desti" +
-	"nation\x02Replica\x02Relais has not called the destination yet.\x02Relai" +
-	"s keeps the destination’s status code only when it refused the call (des" +
-	"tination_http_NNN); a completed call answered 2xx. The duration runs fro" +
-	"m the claim of the call to its settlement.\x02Reason given by the worker" +
-	"\x02Retries\x02none: a failed call takes the node’s error path\x02Call t" +
-	"imeout\x02Now\x02Retry or abandon it from its instance\x02at most %[1]d" +
-	"\x02at most %[1]d since the last operator retry\x14\x01\x81\x01\x00\x02" +
-	"\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02%[1]d left\x02Inputs," +
-	" labelled by revision %[1]d's contract\x02This contract has no inputs." +
-	"\x02Outputs, labelled by revision %[1]d's contract\x02No outputs yet: th" +
-	"e occurrence has not completed.\x02This contract has no outputs.\x02No o" +
-	"utputs: the occurrence ended without completing.\x02Reveal — this is rec" +
-	"orded\x02Available from\x02Next attempt\x02Last reserved\x02Lock expires" +
-	"\x02Deferred\x02Last error (attempt %[1]d)\x02Error (before any attempt)" +
-	"\x02Its message\x02Message from Relais (in English)\x02Message from the " +
-	"service (as it sent it)\x02The deadline passed before a result arrived." +
-	"\x02The result did not match the revision's outputs contract.\x02Relais " +
-	"stopped during the call: whether the destination acted is unknown, so it" +
-	" is not called again.\x02The call could not be prepared.\x02The destinat" +
-	"ion could not be reached.\x02The destination’s answer was too large.\x02" +
-	"The last attempt’s lock expired with no attempt left.\x02The inputs coul" +
-	"d not be built from the process’s bindings.\x02An operator abandoned the" +
-	" instance.\x02The destination answered HTTP %[1]s.\x02Retry at %[1]s — %" +
-	"[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to " +
-	"be offered again.\x02Waiting for Relais to call the destination since %[" +
-	"1]s (%[2]s).\x02Waiting for a worker since %[1]s (%[2]s).\x02(worker %[1" +
-	"]s)\x02Relais is calling the destination (since %[1]s).\x02Reserved by %" +
-	"[1]s; lock until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred since " +
-	"%[1]s (%[2]s): a worker of the same consumer, or a front end with a sett" +
-	"le token, completes it later.\x02Completed (%[1]s).\x02Its instance is h" +
-	"eld here, waiting for an operator.\x02Its instance went on along the nod" +
-	"e’s error path.\x02Failed (%[1]s).\x02Cancelled: the instance was stoppe" +
-	"d by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the instance was stopped (%" +
-	"[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02waiting\x02HTTP 2xx, unusab" +
-	"le body\x02no answer within the timeout\x02no connection\x02answer too l" +
-	"arge\x02unknown\x02[redacted]\x02The revision must be a whole number, 1 " +
-	"or more.\x02Unknown consumer.\x02Settlement date\x02More filters: instan" +
-	"ce, revision, consumer, dates\x02instance id\x02Counts by status\x02Occu" +
-	"rrences, newest first\x02Process and node\x02Error\x02Consumer and worke" +
-	"r\x02Next attempt or settled\x02No occurrence matches these filters.\x02" +
-	"All consumers\x02Totals of definition %[1]s, not narrowed by the other f" +
-	"ilters\x02Totals of all definitions, not narrowed by the other filters" +
-	"\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurr" +
-	"ences\x02as of %[1]s (%[2]s); counts are refreshed every few seconds." +
-	"\x02revision %[1]d\x02settled\x02next attempt\x02claimable since\x02call" +
-	" in progress since\x02lock until\x02deferred since\x02Previous page\x02R" +
-	"ows %[1]s–%[2]s\x02%[1]s: a date is written 2026-12-01.\x02%[1]s: the fi" +
-	"rst day comes after the last.\x02These settings are kept in this browser" +
-	" only.\x02Show times in\x02The console runs no script, so it cannot read" +
-	" your computer’s time zone: choose its offset from UTC. Offsets do not f" +
-	"ollow daylight saving time.\x02Reload lists and detail pages\x02Pages wi" +
-	"th a form, such as a confirmation, never reload on their own.\x02Save se" +
-	"ttings\x02Back without saving\x02UTC (coordinated universal time)\x02Loc" +
-	"al time at %[1]s\x02Never\x02Every %[1]d seconds\x02Published process ve" +
-	"rsions: their nodes, routes and pinned revisions, drawn, with where thei" +
-	"r occurrences are now.\x02Processes by key\x02Versions, newest first\x02" +
-	"No process is published yet.\x02version %[1]d\x02Process %[1]s\x02Versio" +
-	"n\x02Start node\x02Graph\x02Columns follow the longest path from the sta" +
-	"rt node. Solid arrows are successes (labelled with their route), dashed " +
-	"ones failures (labelled with their error codes). Each box says how many " +
-	"of this version’s occurrences are at that node now.\x02Nodes\x02Nodes of" +
-	" this version, with their occurrences now\x02Kind\x02Pinned revision\x02" +
-	"On success\x02On error\x02Occurrences now\x02Instances of this process" +
-	"\x02Counts as of %[1]s (%[2]s); refreshed every few seconds.\x02Graph of" +
-	" %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The ta" +
-	"ble below lists the same nodes, routes and counts.\x00Y\x02%[1]d nodes, " +
-	"starting at %[2]s. The table below lists the same nodes, routes and coun" +
-	"ts.\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s " +
-	"→ %[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02any other " +
-	"code → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%[1]d att" +
-	"empt, retry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, retry af" +
-	"ter %[2]s, priority %[3]d\x02deadline %[1]s\x02timeout %[1]s\x02Only adm" +
-	"inistrators may reveal a sensitive value.\x02Revealed by %[1]s at %[2]s;" +
-	" recorded in the audit log.\x02Cannot reveal\x02Only a value this page s" +
-	"hows as hidden (sensitive) can be revealed.\x02Secret values can never b" +
-	"e revealed.\x02This page does not accept that request.\x02Search\x02Type" +
-	" an instance or occurrence id (a UUID, as the pages show on hover), or a" +
-	" business key.\x02Nothing to find: the search box is empty.\x02That is t" +
-	"oo long to be an id or a business key.\x02No instance or occurrence has " +
-	"the id “%[1]s”, and no instance has it as its business key.\x02You are s" +
-	"igned out.\x02Sign in\x02Sign in with an operator or administrator token" +
-	".\x02Token\x02The token is checked once and never stored in your browser" +
-	"; a session cookie stands for it for up to 8 hours of inactivity.\x02Too" +
-	" many failed sign-ins from your address. Try again in %[1]d seconds.\x02" +
-	"This token is unknown or has been revoked.\x02A %[1]s token cannot open " +
-	"the console: sign in with an operator, designer or administrator token." +
-	"\x02Only administrators manage tokens.\x02Staff tokens (administrators, " +
-	"designers, operators) that are not revoked. Consumer tokens are managed " +
-	"with their consumers. Revoking a token refuses its next request.\x02ID" +
-	"\x02Role\x02Created on\x02Last used\x02Expires\x02Staff tokens, oldest f" +
-	"irst\x02never\x02not yet\x02Expired token\x02Revoke…\x02this session\x02" +
-	"No token.\x02The token was revoked.\x02Revoke token %[1]d\x02Revoke the " +
-	"%[1]s token “%[2]s”?\x02Its next request is refused, and console session" +
-	"s opened with it end. This cannot be undone: whoever uses it needs a new" +
-	" token.\x02Revoke the token\x02Keep it\x02This is the token you signed i" +
-	"n with: revoking it signs you out. Its next request is refused. This can" +
-	"not be undone.\x02This is the last usable administrator token: create an" +
-	"other one before revoking it.\x02routing output\x02(each item)\x14\x01" +
-	"\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at least %[1" +
-	"]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00" +
-	"\x19\x02at most %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02min" +
-	"imum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14" +
-	"\x02at least %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01" +
-	"\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02not" +
-	" provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d ite" +
-	"ms\x02null\x02unexpected value\x02Invalid page\x02This page link is not " +
-	"one the console made.\x02Workers connected by a stream, and polling work" +
-	"ers by their last fetch. A worker is listed while it was seen within thr" +
-	"ee heartbeats.\x02Workers seen within three heartbeats\x02Worker\x02Prot" +
-	"ocol\x02Definitions served\x02In flight\x02Connected\x02Last seen\x02No " +
-	"worker is connected.\x02Workers serving %[1]s\x02All workers\x02No worke" +
-	"r serves this definition.\x02stream\x02long polling\x02Camunda 7 facade" +
-	"\x02every revision its consumer is granted\x02revisions %[1]s\x02No work" +
-	"er serves this definition: its occurrences wait until one connects or po" +
-	"lls.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Se" +
-	"rved by %[1]d workers\x02Revisions they take: %[1]s; some take every rev" +
-	"ision their consumer is granted.\x02They take every revision their consu" +
-	"mer is granted.\x02They take revision %[1]d only.\x02They take revisions" +
-	" %[1]s only."
+	"\x02Started\x02Ended\x02Held at node\x02Failed occurrence\x02Error code" +
+	"\x02End node\x02Abandoned at node\x02Failed at node\x02Unknown status %[" +
+	"1]q.\x02Creation date\x02The page size must be between 1 and %[1]d.\x02P" +
+	"rocess instances\x02from\x02to\x02Act on every instance this filter matc" +
+	"hes\x02The next page counts them and asks for a reason before anything c" +
+	"hanges.\x02Process instances, newest first\x02Instance\x02End node or er" +
+	"ror\x02No instance matches these filters.\x02All processes\x02All status" +
+	"es\x02available\x02reserved\x02deferred\x02cancelled\x02running\x02held" +
+	"\x02expired\x02rejected\x02released\x02disconnected\x02text\x02integer" +
+	"\x02number\x02boolean\x02date\x02date and time\x02choice\x02object\x02li" +
+	"st\x02normal\x02sensitive\x02secret\x02••• hidden (sensitive)\x02••• hid" +
+	"den (secret)\x02pull (the service fetches it)\x02push (Relais calls the " +
+	"service)\x02administrator\x02operator\x02designer\x02consumer\x02yes\x02" +
+	"no\x02field added\x02field removed\x02type changed\x02required changed" +
+	"\x02values changed\x02classification changed\x02constraint changed\x02ro" +
+	"uting changed\x02minimum length\x02maximum length\x02pattern\x02format" +
+	"\x02minimum\x02maximum\x02minimum items\x02maximum items\x02%[1]s, revis" +
+	"ion %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Mode\x02Dates" +
+	"\x02Policy\x02Maximum attempts\x02Retry delay\x02Deadline\x02Priority" +
+	"\x02%[1]d (0 lowest, 9 highest)\x02Attempts\x02Every attempt, oldest fir" +
+	"st\x02Consumer\x02Worker id\x02Reserved\x02Finished\x02Duration\x02Desti" +
+	"nation’s answer\x02Outcome\x02Error message\x02No service has reserved t" +
+	"his occurrence yet.\x02in progress\x02Whole message\x02No service ever r" +
+	"eserved this occurrence: it ended before any attempt.\x02Destination\x02" +
+	"Replica\x02Relais has not called the destination yet.\x02Relais never ca" +
+	"lled the destination: the occurrence ended before any call.\x02Relais ke" +
+	"eps the destination’s status code only when it refused the call (destina" +
+	"tion_http_NNN); a completed call answered 2xx. The duration runs from th" +
+	"e claim of the call to its settlement.\x02Reason given by the worker\x02" +
+	"Retries\x02none: a failed call takes the node’s error path\x02Call timeo" +
+	"ut\x02Now\x02Retry or abandon it from its instance\x02at most %[1]d\x02a" +
+	"t most %[1]d since the last operator retry\x14\x01\x81\x01\x00\x02\x0e" +
+	"\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02%[1]d left\x02Inputs, lab" +
+	"elled by revision %[1]d's contract\x02This contract has no inputs.\x02Ou" +
+	"tputs, labelled by revision %[1]d's contract\x02No outputs yet: the occu" +
+	"rrence has not completed.\x02This contract has no outputs.\x02No outputs" +
+	": the occurrence ended without completing.\x02Reveal — this is recorded" +
+	"\x02Available from\x02Next attempt\x02Last reserved\x02Lock expires\x02D" +
+	"eferred\x02Last error (attempt %[1]d)\x02Error (before any attempt)\x02I" +
+	"ts message\x02Message from Relais (in English)\x02Message from the servi" +
+	"ce (as it sent it)\x02Retryable\x02no: the service marked this failure a" +
+	"s not retryable (attempts left unused: %[1]d)\x02The destination did not" +
+	" answer within the call’s timeout (%[1]s).\x02The destination did not an" +
+	"swer within the call’s timeout.\x02The deadline passed before a result a" +
+	"rrived.\x02The result did not match the revision's outputs contract.\x02" +
+	"Relais stopped during the call: whether the destination acted is unknown" +
+	", so it is not called again.\x02The call could not be prepared.\x02The d" +
+	"estination could not be reached.\x02The destination’s answer was too lar" +
+	"ge.\x02The last attempt’s lock expired with no attempt left.\x02The inpu" +
+	"ts could not be built from the process’s bindings.\x02An operator abando" +
+	"ned the instance.\x02The destination answered HTTP %[1]s.\x02Retry at %[" +
+	"1]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %[1]s — wait" +
+	"ing to be offered again.\x02Waiting for Relais to call the destination s" +
+	"ince %[1]s (%[2]s).\x02Waiting for a worker since %[1]s (%[2]s).\x02(wor" +
+	"ker %[1]s)\x02Relais is calling the destination (since %[1]s).\x02Reserv" +
+	"ed by %[1]s; lock until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred" +
+	" since %[1]s (%[2]s): a worker of the same consumer, or a front end with" +
+	" a settle token, completes it later.\x02Completed (%[1]s).\x02Its instan" +
+	"ce is held here, waiting for an operator.\x02Its instance went on along " +
+	"the node’s error path.\x02Failed (%[1]s).\x02Cancelled: the instance was" +
+	" stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the instance was sto" +
+	"pped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02waiting\x02HTTP 2xx," +
+	" unusable body\x02no answer within the timeout\x02no connection\x02answe" +
+	"r too large\x02unknown\x02[redacted]\x02The revision must be a whole num" +
+	"ber, 1 or more.\x02Unknown consumer.\x02Settlement date\x02More filters:" +
+	" instance, revision, consumer, dates\x02instance id\x02Counts by status" +
+	"\x02Occurrences, newest first\x02Process and node\x02Error\x02Consumer a" +
+	"nd worker\x02Next attempt or settled\x02No occurrence matches these filt" +
+	"ers.\x02All consumers\x02Totals of definition %[1]s, not narrowed by the" +
+	" other filters\x02Totals of all definitions, not narrowed by the other f" +
+	"ilters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d " +
+	"occurrences\x02as of %[1]s (%[2]s); counts are refreshed every few secon" +
+	"ds.\x02revision %[1]d\x02settled\x02next attempt\x02claimable since\x02c" +
+	"all in progress since\x02lock until\x02deferred since\x02Previous page" +
+	"\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 2026-12-01.\x02%[1]s: t" +
+	"he first day comes after the last.\x02These settings are kept in this br" +
+	"owser only.\x02Show times in\x02The console runs no script, so it cannot" +
+	" read your computer’s time zone: choose its offset from UTC. Offsets do " +
+	"not follow daylight saving time.\x02Reload lists and detail pages\x02Pag" +
+	"es with a form, such as a confirmation, never reload on their own.\x02Sa" +
+	"ve settings\x02Back without saving\x02UTC (coordinated universal time)" +
+	"\x02Local time at %[1]s\x02Never\x02Every %[1]d seconds\x02Published pro" +
+	"cess versions: their nodes, routes and pinned revisions, drawn, with whe" +
+	"re their occurrences are now.\x02Processes by key\x02Versions, newest fi" +
+	"rst\x02No process is published yet.\x02version %[1]d\x02Process %[1]s" +
+	"\x02Version\x02Start node\x02Graph\x02Columns follow the longest path fr" +
+	"om the start node. Solid arrows are successes (labelled with their route" +
+	"), dashed ones failures (labelled with their error codes). Each box says" +
+	" how many of this version’s occurrences are at that node now.\x02Nodes" +
+	"\x02Nodes of this version, with their occurrences now\x02Kind\x02Pinned " +
+	"revision\x02On success\x02On error\x02Occurrences now\x02Instances of th" +
+	"is process\x02Counts as of %[1]s (%[2]s); refreshed every few seconds." +
+	"\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %" +
+	"[2]s. The table below lists the same nodes, routes and counts.\x00Y\x02%" +
+	"[1]d nodes, starting at %[2]s. The table below lists the same nodes, rou" +
+	"tes and counts.\x02pull\x02push to %[1]s\x02end (completes)\x02end (fail" +
+	"s)\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02" +
+	"any other code → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021" +
+	"\x02%[1]d attempt, retry after %[2]s, priority %[3]d\x002\x02%[1]d attem" +
+	"pts, retry after %[2]s, priority %[3]d\x02deadline %[1]s\x02timeout %[1]" +
+	"s\x02Only administrators may reveal a sensitive value.\x02Revealed by %[" +
+	"1]s at %[2]s; recorded in the audit log.\x02Cannot reveal\x02Only a valu" +
+	"e this page shows as hidden (sensitive) can be revealed.\x02Secret value" +
+	"s can never be revealed.\x02This page does not accept that request.\x02S" +
+	"earch\x02Type an instance or occurrence id (a UUID, as the pages show on" +
+	" hover), or a business key.\x02Nothing to find: the search box is empty." +
+	"\x02That is too long to be an id or a business key.\x02No instance or oc" +
+	"currence has the id “%[1]s”, and no instance has it as its business key." +
+	"\x02You are signed out.\x02Sign in\x02Sign in with an operator or admini" +
+	"strator token.\x02Token\x02The token is checked once and never stored in" +
+	" your browser; a session cookie stands for it for up to 8 hours of inact" +
+	"ivity.\x02Too many failed sign-ins from your address. Try again in %[1]d" +
+	" seconds.\x02This token is unknown or has been revoked.\x02A %[1]s token" +
+	" cannot open the console: sign in with an operator, designer or administ" +
+	"rator token.\x02Only administrators manage tokens.\x02Staff tokens (admi" +
+	"nistrators, designers, operators) that are not revoked. Consumer tokens " +
+	"are managed with their consumers. Revoking a token refuses its next requ" +
+	"est.\x02ID\x02Role\x02Created on\x02Last used\x02Expires\x02Staff tokens" +
+	", oldest first\x02never\x02not yet\x02Expired token\x02Revoke…\x02this s" +
+	"ession\x02No token.\x02The token was revoked.\x02Revoke token %[1]d\x02R" +
+	"evoke the %[1]s token “%[2]s”?\x02Its next request is refused, and conso" +
+	"le sessions opened with it end. This cannot be undone: whoever uses it n" +
+	"eeds a new token.\x02Revoke the token\x02Keep it\x02This is the token yo" +
+	"u signed in with: revoking it signs you out. Its next request is refused" +
+	". This cannot be undone.\x02This is the last usable administrator token:" +
+	" create another one before revoking it.\x02routing output\x02(each item)" +
+	"\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at l" +
+	"east %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d chara" +
+	"cter\x00\x19\x02at most %[1]d characters\x02pattern %[1]s\x02format %[1]" +
+	"s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00" +
+	"\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]d items\x14\x01" +
+	"\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d item" +
+	"s\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%" +
+	"[1]d items\x02null\x02unexpected value\x02Invalid page\x02This page link" +
+	" is not one the console made.\x02Workers connected by a stream, and poll" +
+	"ing workers by their last fetch. A worker is listed while it was seen wi" +
+	"thin three heartbeats.\x02Workers seen within three heartbeats\x02Worker" +
+	"\x02Protocol\x02Definitions served\x02In flight\x02Connected\x02Last see" +
+	"n\x02No worker is connected.\x02Workers serving %[1]s\x02All workers\x02" +
+	"No worker serves this definition.\x02stream\x02long polling\x02Camunda 7" +
+	" facade\x02every revision its consumer is granted\x02revisions %[1]s\x02" +
+	"No worker serves this definition: its occurrences wait until one connect" +
+	"s or polls.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00" +
+	"\x18\x02Served by %[1]d workers\x02Revisions they take: %[1]s; some take" +
+	" every revision their consumer is granted.\x02They take every revision t" +
+	"heir consumer is granted.\x02They take revision %[1]d only.\x02They take" +
+	" revisions %[1]s only."
 
-var frIndex = []uint32{ // 605 elements
+var frIndex = []uint32{ // 614 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x0000007a,
@@ -1210,96 +1228,99 @@ var frIndex = []uint32{ // 605 elements
 	// Entry 120 - 13F
 	0x000030a2, 0x00003232, 0x0000333a, 0x0000338a,
 	0x000033b7, 0x000033e6, 0x00003411, 0x0000341f,
-	0x0000342c, 0x00003439, 0x0000344c, 0x00003461,
-	0x00003471, 0x0000348b, 0x0000349d, 0x000034d5,
-	0x000034ec, 0x000034ef, 0x000034f2, 0x00003526,
-	0x00003570, 0x000035a5, 0x000035ae, 0x000035c5,
-	0x000035f3, 0x00003606, 0x00003617, 0x00003622,
-	0x0000362d, 0x00003638, 0x00003641, 0x0000364a,
+	0x0000342c, 0x0000343f, 0x00003454, 0x00003464,
+	0x00003471, 0x00003486, 0x00003499, 0x000034b3,
+	0x000034c5, 0x000034fd, 0x00003514, 0x00003517,
+	0x0000351a, 0x0000354e, 0x00003598, 0x000035cd,
+	0x000035d6, 0x000035ed, 0x0000361b, 0x0000362e,
+	0x0000363f, 0x0000364a, 0x00003655, 0x00003660,
 	// Entry 140 - 15F
-	0x00003654, 0x0000365d, 0x00003666, 0x0000366d,
-	0x0000367b, 0x00003681, 0x00003688, 0x0000368f,
-	0x00003698, 0x0000369d, 0x000036ab, 0x000036b1,
-	0x000036b7, 0x000036bd, 0x000036c5, 0x000036ce,
-	0x000036d7, 0x000036f4, 0x0000370f, 0x00003732,
-	0x00003753, 0x00003762, 0x0000376d, 0x00003778,
-	0x00003785, 0x00003789, 0x0000378d, 0x0000379b,
-	0x000037a9, 0x000037b7, 0x000037d7, 0x000037ea,
+	0x00003669, 0x00003672, 0x0000367c, 0x00003685,
+	0x0000368e, 0x00003695, 0x000036a3, 0x000036a9,
+	0x000036b0, 0x000036b7, 0x000036c0, 0x000036c5,
+	0x000036d3, 0x000036d9, 0x000036df, 0x000036e5,
+	0x000036ed, 0x000036f6, 0x000036ff, 0x0000371c,
+	0x00003737, 0x0000375a, 0x0000377b, 0x0000378a,
+	0x00003795, 0x000037a0, 0x000037ad, 0x000037b1,
+	0x000037b5, 0x000037c3, 0x000037d1, 0x000037df,
 	// Entry 160 - 17F
-	0x00003803, 0x00003818, 0x00003829, 0x0000383b,
-	0x0000384d, 0x00003853, 0x0000385a, 0x00003862,
-	0x0000386a, 0x00003888, 0x000038a6, 0x000038bd,
-	0x000038d2, 0x000038e3, 0x000038e8, 0x000038ee,
-	0x00003907, 0x00003924, 0x00003944, 0x0000394f,
-	0x00003959, 0x00003982, 0x0000398d, 0x000039c1,
-	0x000039ce, 0x000039ec, 0x000039fa, 0x00003a03,
-	0x00003a0a, 0x00003a25, 0x00003a2f, 0x00003a42,
+	0x000037ff, 0x00003812, 0x0000382b, 0x00003840,
+	0x00003851, 0x00003863, 0x00003875, 0x0000387b,
+	0x00003882, 0x0000388a, 0x00003892, 0x000038b0,
+	0x000038ce, 0x000038e5, 0x000038fa, 0x0000390b,
+	0x00003910, 0x00003916, 0x0000392f, 0x0000394c,
+	0x0000396c, 0x00003977, 0x00003981, 0x000039aa,
+	0x000039b5, 0x000039e9, 0x000039f6, 0x00003a14,
+	0x00003a22, 0x00003a2b, 0x00003a32, 0x00003a4d,
 	// Entry 180 - 19F
-	0x00003a7c, 0x00003a85, 0x00003a91, 0x00003a9b,
-	0x00003acb, 0x00003bb2, 0x00003bd2, 0x00003be7,
-	0x00003c28, 0x00003c39, 0x00003c44, 0x00003c77,
-	0x00003c85, 0x00003cc1, 0x00003ceb, 0x00003d13,
-	0x00003d52, 0x00003d73, 0x00003db1, 0x00003df1,
-	0x00003e11, 0x00003e52, 0x00003e7e, 0x00003e96,
-	0x00003eaa, 0x00003ec1, 0x00003ecf, 0x00003eda,
-	0x00003efd, 0x00003f1c, 0x00003f28, 0x00003f47,
+	0x00003a57, 0x00003a6a, 0x00003aa4, 0x00003aad,
+	0x00003abc, 0x00003b20, 0x00003b2c, 0x00003b36,
+	0x00003b66, 0x00003bc1, 0x00003ca8, 0x00003cc8,
+	0x00003cdd, 0x00003d1e, 0x00003d2f, 0x00003d3a,
+	0x00003d6d, 0x00003d7b, 0x00003db7, 0x00003de1,
+	0x00003e09, 0x00003e48, 0x00003e69, 0x00003ea7,
+	0x00003ee7, 0x00003f07, 0x00003f48, 0x00003f74,
+	0x00003f8c, 0x00003fa0, 0x00003fb7, 0x00003fc5,
 	// Entry 1A0 - 1BF
-	0x00003f7d, 0x00003fbd, 0x00004003, 0x00004075,
-	0x0000409d, 0x000040c0, 0x000040f7, 0x0000413e,
-	0x00004191, 0x000041ba, 0x000041e0, 0x00004207,
-	0x0000422f, 0x00004276, 0x000042c0, 0x000042f3,
-	0x00004306, 0x00004334, 0x00004370, 0x00004386,
-	0x0000441a, 0x0000442d, 0x0000446b, 0x000044a7,
-	0x000044ba, 0x0000450a, 0x0000453f, 0x00004551,
-	0x00004568, 0x00004573, 0x00004590, 0x000045af,
+	0x00003fd0, 0x00003ff3, 0x00004012, 0x0000401e,
+	0x0000403d, 0x00004073, 0x0000408f, 0x000040f9,
+	0x00004140, 0x0000417f, 0x000041bf, 0x00004205,
+	0x00004277, 0x0000429f, 0x000042c2, 0x000042f9,
+	0x00004340, 0x00004393, 0x000043bc, 0x000043e2,
+	0x00004409, 0x00004431, 0x00004478, 0x000044c2,
+	0x000044f5, 0x00004508, 0x00004536, 0x00004572,
+	0x00004588, 0x0000461c, 0x0000462f, 0x0000466d,
 	// Entry 1C0 - 1DF
-	0x000045c0, 0x000045da, 0x000045e3, 0x000045ed,
-	0x00004622, 0x00004638, 0x0000464b, 0x00004688,
-	0x000046a1, 0x000046b7, 0x000046e1, 0x000046f4,
-	0x000046fb, 0x00004716, 0x00004738, 0x00004768,
-	0x0000477f, 0x000047b7, 0x000047f2, 0x0000481e,
-	0x00004871, 0x00004881, 0x0000488a, 0x0000489e,
-	0x000048b0, 0x000048c6, 0x000048d8, 0x000048ea,
-	0x000048fc, 0x00004912, 0x0000493c, 0x0000496f,
+	0x000046a9, 0x000046bc, 0x0000470c, 0x00004741,
+	0x00004753, 0x0000476a, 0x00004775, 0x00004792,
+	0x000047b1, 0x000047c2, 0x000047dc, 0x000047e5,
+	0x000047ef, 0x00004824, 0x0000483a, 0x0000484d,
+	0x0000488a, 0x000048a3, 0x000048b9, 0x000048e3,
+	0x000048f6, 0x000048fd, 0x00004918, 0x0000493a,
+	0x0000496a, 0x00004981, 0x000049b9, 0x000049f4,
+	0x00004a20, 0x00004a73, 0x00004a83, 0x00004a8c,
 	// Entry 1E0 - 1FF
-	0x000049ab, 0x000049c2, 0x00004a8a, 0x00004ab7,
-	0x00004b22, 0x00004b3c, 0x00004b55, 0x00004b76,
-	0x00004b8c, 0x00004b93, 0x00004bad, 0x00004c42,
-	0x00004c55, 0x00004c7c, 0x00004ca4, 0x00004cb2,
-	0x00004cc2, 0x00004cca, 0x00004cdb, 0x00004ce2,
-	0x00004e18, 0x00004e1f, 0x00004e59, 0x00004e5e,
-	0x00004e73, 0x00004e87, 0x00004e99, 0x00004eaf,
-	0x00004ec9, 0x00004f13, 0x00004f23, 0x00004ffd,
+	0x00004aa0, 0x00004ab2, 0x00004ac8, 0x00004ada,
+	0x00004aec, 0x00004afe, 0x00004b14, 0x00004b3e,
+	0x00004b71, 0x00004bad, 0x00004bc4, 0x00004c8c,
+	0x00004cb9, 0x00004d24, 0x00004d3e, 0x00004d57,
+	0x00004d78, 0x00004d8e, 0x00004d95, 0x00004daf,
+	0x00004e44, 0x00004e57, 0x00004e7e, 0x00004ea6,
+	0x00004eb4, 0x00004ec4, 0x00004ecc, 0x00004edd,
+	0x00004ee4, 0x0000501a, 0x00005021, 0x0000505b,
 	// Entry 200 - 21F
-	0x00005002, 0x00005012, 0x00005020, 0x00005030,
-	0x00005040, 0x0000504a, 0x00005076, 0x00005090,
-	0x000050ab, 0x00005139, 0x0000514a, 0x00005157,
-	0x00005198, 0x000051de, 0x000051f6, 0x00005249,
-	0x00005284, 0x000052af, 0x000052b9, 0x00005333,
-	0x00005368, 0x000053a9, 0x00005419, 0x00005432,
-	0x0000543f, 0x00005482, 0x00005488, 0x00005524,
-	0x00005578, 0x000055a3, 0x0000562f, 0x0000565d,
+	0x00005060, 0x00005075, 0x00005089, 0x0000509b,
+	0x000050b1, 0x000050cb, 0x00005115, 0x00005125,
+	0x000051ff, 0x00005204, 0x00005214, 0x00005222,
+	0x00005232, 0x00005242, 0x0000524c, 0x00005278,
+	0x00005292, 0x000052ad, 0x0000533b, 0x0000534c,
+	0x00005359, 0x0000539a, 0x000053e0, 0x000053f8,
+	0x0000544b, 0x00005486, 0x000054b1, 0x000054bb,
+	0x00005535, 0x0000556a, 0x000055ab, 0x0000561b,
 	// Entry 220 - 23F
-	0x0000571f, 0x00005722, 0x00005728, 0x00005732,
-	0x00005748, 0x00005753, 0x00005783, 0x0000578a,
-	0x00005795, 0x000057a3, 0x000057b0, 0x000057be,
-	0x000057cb, 0x000057e7, 0x00005800, 0x00005829,
-	0x000058d2, 0x000058e5, 0x000058ef, 0x0000597e,
-	0x000059df, 0x000059f1, 0x00005a04, 0x00005a42,
-	0x00005a7e, 0x00005a8a, 0x00005a97, 0x00005aa5,
-	0x00005ab3, 0x00005ac3, 0x00005aff, 0x00005b39,
+	0x00005634, 0x00005641, 0x00005684, 0x0000568a,
+	0x00005726, 0x0000577a, 0x000057a5, 0x00005831,
+	0x0000585f, 0x00005921, 0x00005924, 0x0000592a,
+	0x00005934, 0x0000594a, 0x00005955, 0x00005985,
+	0x0000598c, 0x00005997, 0x000059a5, 0x000059b2,
+	0x000059c0, 0x000059cd, 0x000059e9, 0x00005a02,
+	0x00005a2b, 0x00005ad4, 0x00005ae7, 0x00005af1,
+	0x00005b80, 0x00005be1, 0x00005bf3, 0x00005c06,
 	// Entry 240 - 25F
-	0x00005b44, 0x00005b6e, 0x00005b72, 0x00005b84,
-	0x00005b92, 0x00005bbe, 0x00005c80, 0x00005cb3,
-	0x00005cbe, 0x00005cc8, 0x00005cdd, 0x00005ce6,
-	0x00005cf0, 0x00005cfe, 0x00005d22, 0x00005d3c,
-	0x00005d51, 0x00005d7d, 0x00005d82, 0x00005d97,
-	0x00005da9, 0x00005dde, 0x00005def, 0x00005e65,
-	0x00005ea7, 0x00005f1a, 0x00005f5e, 0x00005f86,
-	0x00005fb0,
-} // Size: 2444 bytes
+	0x00005c44, 0x00005c80, 0x00005c8c, 0x00005c99,
+	0x00005ca7, 0x00005cb5, 0x00005cc5, 0x00005d01,
+	0x00005d3b, 0x00005d46, 0x00005d70, 0x00005d74,
+	0x00005d86, 0x00005d94, 0x00005dc0, 0x00005e82,
+	0x00005eb5, 0x00005ec0, 0x00005eca, 0x00005edf,
+	0x00005ee8, 0x00005ef2, 0x00005f00, 0x00005f24,
+	0x00005f3e, 0x00005f53, 0x00005f7f, 0x00005f84,
+	0x00005f99, 0x00005fab, 0x00005fe0, 0x00005ff1,
+	// Entry 260 - 27F
+	0x00006067, 0x000060a9, 0x0000611c, 0x00006160,
+	0x00006188, 0x000061b2,
+} // Size: 2480 bytes
 
-const frData string = "" + // Size: 24496 bytes
+const frData string = "" + // Size: 25010 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances suspendues…\x02Abandon" +
 	"ner toutes les instances suspendues…\x02Arrêter toutes les instances sus" +
@@ -1499,171 +1520,179 @@ const frData string = "" + // Size: 24496 bytes
 	"t annule l’instance et ses occurrences ouvertes. Il ne termine rien.\x02" +
 	"Arrêtée par %[1]s le %[2]s — « %[3]s »\x02Abandonnée par %[1]s le %[2]s " +
 	"— « %[3]s »\x02Reprise par %[1]s le %[2]s — « %[3]s »\x02Démarrée le" +
-	"\x02Terminée le\x02Nœud de fin\x02Suspendue au nœud\x02Occurrence en éch" +
-	"ec\x02Code d’erreur\x02Statut inconnu\u202f: %[1]q.\x02Date de création" +
-	"\x02La taille de page doit être comprise entre 1 et %[1]d.\x02Instances " +
-	"de processus\x02du\x02au\x02Agir sur toutes les instances que ce filtre " +
-	"retient\x02La page suivante les compte et demande un motif avant que rie" +
-	"n ne change.\x02Instances de processus, les plus récentes d’abord\x02Ins" +
-	"tance\x02Nœud de fin ou erreur\x02Aucune instance ne correspond à ces fi" +
-	"ltres.\x02Tous les processus\x02Tous les statuts\x02disponible\x02réserv" +
-	"ée\x02différée\x02annulée\x02en cours\x02suspendue\x02expirée\x02rejeté" +
-	"e\x02rendue\x02déconnectée\x02texte\x02entier\x02nombre\x02booléen\x02da" +
-	"te\x02date et heure\x02choix\x02objet\x02liste\x02normale\x02sensible" +
-	"\x02secrète\x02••• masqué (sensible)\x02••• masqué (secret)\x02pull (un " +
-	"exécutant la récupère)\x02push (Relais appelle le service)\x02administra" +
-	"teur\x02opérateur\x02concepteur\x02consommateur\x02oui\x02non\x02champ a" +
-	"jouté\x02champ retiré\x02type modifié\x02caractère obligatoire modifié" +
-	"\x02valeurs modifiées\x02classification modifiée\x02contrainte modifiée" +
-	"\x02routage modifié\x02longueur minimale\x02longueur maximale\x02motif" +
-	"\x02format\x02minimum\x02maximum\x02nombre minimal d’éléments\x02nombre " +
-	"maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, version %[2]s\x02O" +
-	"ccurrence %[1]s\x02Mode\x02Dates\x02Politique d’exécution\x02Nombre maxi" +
-	"mal de tentatives\x02Délai avant nouvelle tentative\x02Échéance\x02Prior" +
-	"ité\x02%[1]d (0 la plus basse, 9 la plus haute)\x02Tentatives\x02Toutes " +
-	"les tentatives, les plus anciennes d’abord\x02Consommateur\x02Identifian" +
-	"t de l’exécutant\x02Réservée le\x02Finie le\x02Durée\x02Réponse de la de" +
-	"stination\x02Résultat\x02Message d’erreur\x02Aucun exécutant n’a encore " +
-	"réservé cette occurrence.\x02en cours\x02Destination\x02Réplique\x02Rela" +
-	"is n’a pas encore appelé la destination.\x02Relais ne conserve le code d" +
-	"e statut de la destination que lorsqu’elle a refusé l’appel (destination" +
-	"_http_NNN)\u202f; un appel terminé a reçu une réponse 2xx. La durée va d" +
-	"e la prise en charge de l’appel à son règlement.\x02Motif donné par l’ex" +
-	"écutant\x02Nouvelles tentatives\x02aucune\u202f: un appel en échec suit" +
-	" le chemin d’erreur du nœud\x02Délai d’appel\x02Maintenant\x02La reprend" +
-	"re ou l’abandonner depuis son instance\x02au plus %[1]d\x02au plus %[1]d" +
-	" depuis la dernière reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10" +
-	"\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02" +
-	"\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’" +
-	"après le contrat de la révision %[1]d\x02Ce contrat n’a aucune entrée." +
-	"\x02Sorties, nommées d’après le contrat de la révision %[1]d\x02Pas enco" +
-	"re de sorties\u202f: l’occurrence n’est pas terminée.\x02Ce contrat n’a " +
-	"aucune sortie.\x02Aucune sortie\u202f: l’occurrence s’est terminée sans " +
-	"aboutir.\x02Révéler — cette action est enregistrée\x02Disponible à parti" +
-	"r du\x02Prochaine tentative\x02Dernière réservation\x02Fin du verrou\x02" +
-	"Différée\x02Dernière erreur (tentative %[1]d)\x02Erreur (avant toute ten" +
-	"tative)\x02Son message\x02Message de Relais (en anglais)\x02Message de l" +
-	"’exécutant (tel qu’il l’a envoyé)\x02L’échéance est passée avant l’arr" +
-	"ivée d’un résultat.\x02Le résultat ne respectait pas le contrat de sorti" +
-	"es de la révision.\x02Relais s’est arrêté pendant l’appel\u202f: on igno" +
-	"re si la destination a agi, elle n’est donc pas rappelée.\x02L’appel n’a" +
-	" pas pu être préparé.\x02La destination était injoignable.\x02La réponse" +
-	" de la destination était trop volumineuse.\x02Le verrou de la dernière t" +
-	"entative a expiré sans tentative restante.\x02Les entrées n’ont pas pu ê" +
-	"tre construites à partir des liaisons du processus.\x02Un opérateur a ab" +
-	"andonné l’instance.\x02La destination a répondu HTTP %[1]s.\x02Nouvelle " +
-	"tentative à %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Ver" +
-	"rou expiré à %[1]s — en attente d’être proposée de nouveau.\x02En attent" +
-	"e de l’appel de Relais à la destination depuis %[1]s (%[2]s).\x02En atte" +
-	"nte d’un exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Relais " +
-	"appelle la destination (depuis %[1]s).\x02Réservée par %[1]s\u202f; verr" +
-	"ou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]" +
-	"s (%[2]s)\u202f: un exécutant du même consommateur, ou une interface mun" +
-	"ie d’un jeton de règlement, la terminera plus tard.\x02Terminée (%[1]s)." +
-	"\x02Son instance est suspendue ici, en attente d’un opérateur.\x02Son in" +
-	"stance a continué par le chemin d’erreur du nœud.\x02En échec (%[1]s)." +
-	"\x02Annulée\u202f: l’instance a été arrêtée par %[1]s à %[2]s — « %[3]s " +
-	"».\x02Annulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’i" +
-	"ci\x02consommateur n° %[1]s\x02en attente\x02HTTP 2xx, corps inutilisabl" +
-	"e\x02pas de réponse dans le délai\x02pas de connexion\x02réponse trop vo" +
-	"lumineuse\x02inconnue\x02[masqué]\x02La révision doit être un nombre ent" +
-	"ier, 1 ou plus.\x02Consommateur inconnu.\x02Date de règlement\x02Plus de" +
-	" filtres\u202f: instance, révision, consommateur, dates\x02identifiant d" +
-	"’instance\x02Décomptes par statut\x02Occurrences, les plus récentes d’" +
-	"abord\x02Processus et nœud\x02Erreur\x02Consommateur et exécutant\x02Pro" +
-	"chaine tentative ou règlement\x02Aucune occurrence ne correspond à ces f" +
-	"iltres.\x02Tous les consommateurs\x02Totaux de la définition %[1]s, sans" +
-	" les autres filtres\x02Totaux de toutes les définitions, sans les autres" +
-	" filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]" +
-	"d occurrences\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés t" +
-	"outes les quelques secondes.\x02révision %[1]d\x02réglée\x02prochaine te" +
-	"ntative\x02disponible depuis\x02appel en cours depuis\x02verrou jusqu’à" +
-	"\x02différée depuis\x02Page précédente\x02Lignes %[1]s à %[2]s\x02%[1]s" +
-	"\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour vie" +
-	"nt après le dernier.\x02Ces réglages sont conservés dans ce navigateur s" +
-	"eulement.\x02Afficher les heures en\x02La console n’exécute aucun script" +
-	" et ne peut donc pas lire le fuseau horaire de votre ordinateur\u202f: c" +
-	"hoisissez son décalage par rapport à UTC. Les décalages ne suivent pas l" +
-	"’heure d’été.\x02Recharger les listes et les pages de détail\x02Les pa" +
-	"ges qui contiennent un formulaire, comme une confirmation, ne se recharg" +
-	"ent jamais d’elles-mêmes.\x02Enregistrer les réglages\x02Revenir sans en" +
-	"registrer\x02UTC (temps universel coordonné)\x02Heure locale à %[1]s\x02" +
-	"Jamais\x02Toutes les %[1]d secondes\x02Les versions de processus publiée" +
-	"s\u202f: leurs nœuds, routes et révisions épinglées, dessinés, avec l’em" +
-	"placement actuel de leurs occurrences.\x02Processus par clé\x02Versions," +
-	" les plus récentes d’abord\x02Aucun processus n’est encore publié.\x02ve" +
-	"rsion %[1]d\x02Processus %[1]s\x02Version\x02Nœud de départ\x02Graphe" +
-	"\x02Les colonnes suivent le plus long chemin depuis le nœud de départ. L" +
-	"es flèches pleines sont les réussites (étiquetées par leur route), les p" +
-	"ointillées les échecs (étiquetées par leurs codes d’erreur). Chaque case" +
-	" indique combien d’occurrences de cette version se trouvent à ce nœud ma" +
-	"intenant.\x02Nœuds\x02Nœuds de cette version, avec leurs occurrences act" +
-	"uelles\x02Type\x02Révision épinglée\x02En cas de réussite\x02En cas d’er" +
-	"reur\x02Occurrences actuelles\x02Instances de ce processus\x02Décomptes " +
-	"au %[1]s (%[2]s)\u202f; actualisés toutes les quelques secondes.\x02Grap" +
-	"he de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. L" +
-	"e tableau ci-dessous reprend les mêmes nœuds, routes et décomptes.\x00i" +
-	"\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mê" +
-	"mes nœuds, routes et décomptes.\x02pull\x02push vers %[1]s\x02fin (termi" +
-	"ne)\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02suspension (un inci" +
-	"dent pour un opérateur)\x02tout autre code → %[1]s\x02met l’instance en " +
-	"échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative a" +
-	"près %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative " +
-	"après %[2]s, priorité %[3]d\x02échéance %[1]s\x02délai %[1]s\x02Seuls le" +
-	"s administrateurs peuvent révéler une valeur sensible.\x02Révélé par %[1" +
-	"]s le %[2]s\u202f; consigné dans le journal d’audit.\x02Révélation impos" +
-	"sible\x02Seule une valeur que cette page affiche masquée (sensible) peut" +
-	" être révélée.\x02Les valeurs secrètes ne peuvent jamais être révélées." +
-	"\x02Cette page n’accepte pas cette requête.\x02Recherche\x02Saisissez un" +
-	" identifiant d’instance ou d’occurrence (un UUID, que les pages affichen" +
-	"t au survol) ou une clé métier.\x02Rien à chercher\u202f: le champ de re" +
-	"cherche est vide.\x02C’est trop long pour être un identifiant ou une clé" +
-	" métier.\x02Aucune instance ni occurrence n’a l’identifiant « %[1]s », e" +
-	"t aucune instance ne l’a pour clé métier.\x02Vous êtes déconnecté.\x02Se" +
-	" connecter\x02Connectez-vous avec un jeton d’opérateur ou d’administrate" +
-	"ur.\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais conservé d" +
-	"ans votre navigateur\u202f; un cookie de session le remplace jusqu’à 8 h" +
-	"eures d’inactivité.\x02Trop de connexions échouées depuis votre adresse." +
-	" Réessayez dans %[1]d secondes.\x02Ce jeton est inconnu ou a été révoqué" +
-	".\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: connect" +
-	"ez-vous avec un jeton d’opérateur, de concepteur ou d’administrateur." +
-	"\x02Seuls les administrateurs gèrent les jetons.\x02Jetons du personnel " +
-	"(administrateurs, concepteurs, opérateurs) non révoqués. Les jetons des " +
-	"consommateurs se gèrent avec leurs consommateurs. Révoquer un jeton refu" +
-	"se sa requête suivante.\x02ID\x02Rôle\x02Créé le\x02Dernière utilisation" +
-	"\x02Expiration\x02Jetons du personnel, les plus anciens d’abord\x02jamai" +
-	"s\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Aucun j" +
-	"eton.\x02Le jeton a été révoqué.\x02Révoquer le jeton %[1]d\x02Révoquer " +
-	"le jeton %[1]s « %[2]s »\u202f?\x02Sa requête suivante est refusée et le" +
-	"s sessions de console ouvertes avec lui prennent fin. C’est irréversible" +
-	"\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoquer le jet" +
-	"on\x02Le garder\x02C’est le jeton avec lequel vous êtes connecté\u202f: " +
-	"le révoquer vous déconnecte. Sa requête suivante est refusée. C’est irré" +
-	"versible.\x02C’est le dernier jeton administrateur utilisable\u202f: cré" +
-	"ez-en un autre avant de le révoquer.\x02sortie de routage\x02(chaque élé" +
-	"ment)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b" +
-	"\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1" +
-	"]d caractère\x00\x1a\x02au plus %[1]d caractères\x02motif %[1]s\x02forma" +
-	"t %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01" +
-	"\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d" +
-	" éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19" +
-	"\x02au plus %[1]d éléments\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02" +
-	"%[1]d élément\x00\x11\x02%[1]d éléments\x02nul\x02valeur inattendue\x02P" +
-	"age invalide\x02Ce lien de page ne vient pas de la console.\x02Les exécu" +
-	"tants connectés par un flux, et ceux qui interrogent par leur dernière d" +
-	"emande. Un exécutant est listé tant qu’il s’est manifesté dans les trois" +
-	" derniers battements de cœur.\x02Exécutants vus dans les trois derniers " +
-	"battements\x02Exécutant\x02Protocole\x02Définitions servies\x02En cours" +
-	"\x02Connexion\x02Dernier signe\x02Aucun exécutant n’est connecté.\x02Exé" +
-	"cutants servant %[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert " +
-	"cette définition.\x02flux\x02interrogation longue\x02façade Camunda 7" +
-	"\x02toutes les révisions accordées à son consommateur\x02révisions %[1]s" +
-	"\x02Aucun exécutant ne sert cette définition\u202f: ses occurrences atte" +
-	"ndent qu’un exécutant se connecte ou interroge.\x14\x01\x81\x01\x00\x02" +
-	"\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécutant" +
-	"s\x02Révisions prises en charge\u202f: %[1]s\u202f; certains prennent to" +
-	"utes les révisions accordées à leur consommateur.\x02Ils prennent toutes" +
-	" les révisions accordées à leur consommateur.\x02Ils ne prennent que la " +
-	"révision %[1]d.\x02Ils ne prennent que les révisions %[1]s."
+	"\x02Terminée le\x02Suspendue au nœud\x02Occurrence en échec\x02Code d’er" +
+	"reur\x02Nœud de fin\x02Abandonnée au nœud\x02En échec au nœud\x02Statut " +
+	"inconnu\u202f: %[1]q.\x02Date de création\x02La taille de page doit être" +
+	" comprise entre 1 et %[1]d.\x02Instances de processus\x02du\x02au\x02Agi" +
+	"r sur toutes les instances que ce filtre retient\x02La page suivante les" +
+	" compte et demande un motif avant que rien ne change.\x02Instances de pr" +
+	"ocessus, les plus récentes d’abord\x02Instance\x02Nœud de fin ou erreur" +
+	"\x02Aucune instance ne correspond à ces filtres.\x02Tous les processus" +
+	"\x02Tous les statuts\x02disponible\x02réservée\x02différée\x02annulée" +
+	"\x02en cours\x02suspendue\x02expirée\x02rejetée\x02rendue\x02déconnectée" +
+	"\x02texte\x02entier\x02nombre\x02booléen\x02date\x02date et heure\x02cho" +
+	"ix\x02objet\x02liste\x02normale\x02sensible\x02secrète\x02••• masqué (se" +
+	"nsible)\x02••• masqué (secret)\x02pull (un exécutant la récupère)\x02pus" +
+	"h (Relais appelle le service)\x02administrateur\x02opérateur\x02concepte" +
+	"ur\x02consommateur\x02oui\x02non\x02champ ajouté\x02champ retiré\x02type" +
+	" modifié\x02caractère obligatoire modifié\x02valeurs modifiées\x02classi" +
+	"fication modifiée\x02contrainte modifiée\x02routage modifié\x02longueur " +
+	"minimale\x02longueur maximale\x02motif\x02format\x02minimum\x02maximum" +
+	"\x02nombre minimal d’éléments\x02nombre maximal d’éléments\x02%[1]s, rév" +
+	"ision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Mode\x02Dates" +
+	"\x02Politique d’exécution\x02Nombre maximal de tentatives\x02Délai avant" +
+	" nouvelle tentative\x02Échéance\x02Priorité\x02%[1]d (0 la plus basse, 9" +
+	" la plus haute)\x02Tentatives\x02Toutes les tentatives, les plus ancienn" +
+	"es d’abord\x02Consommateur\x02Identifiant de l’exécutant\x02Réservée le" +
+	"\x02Finie le\x02Durée\x02Réponse de la destination\x02Résultat\x02Messag" +
+	"e d’erreur\x02Aucun exécutant n’a encore réservé cette occurrence.\x02en" +
+	" cours\x02Message entier\x02Aucun exécutant n’a jamais réservé cette occ" +
+	"urrence\u202f: elle a pris fin avant toute tentative.\x02Destination\x02" +
+	"Réplique\x02Relais n’a pas encore appelé la destination.\x02Relais n’a j" +
+	"amais appelé la destination\u202f: l’occurrence a pris fin avant tout ap" +
+	"pel.\x02Relais ne conserve le code de statut de la destination que lorsq" +
+	"u’elle a refusé l’appel (destination_http_NNN)\u202f; un appel terminé a" +
+	" reçu une réponse 2xx. La durée va de la prise en charge de l’appel à so" +
+	"n règlement.\x02Motif donné par l’exécutant\x02Nouvelles tentatives\x02a" +
+	"ucune\u202f: un appel en échec suit le chemin d’erreur du nœud\x02Délai " +
+	"d’appel\x02Maintenant\x02La reprendre ou l’abandonner depuis son instanc" +
+	"e\x02au plus %[1]d\x02au plus %[1]d depuis la dernière reprise par un op" +
+	"érateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d" +
+	" tentatives\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1" +
+	"]d restantes\x02Entrées, nommées d’après le contrat de la révision %[1]d" +
+	"\x02Ce contrat n’a aucune entrée.\x02Sorties, nommées d’après le contrat" +
+	" de la révision %[1]d\x02Pas encore de sorties\u202f: l’occurrence n’est" +
+	" pas terminée.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie\u202f: " +
+	"l’occurrence s’est terminée sans aboutir.\x02Révéler — cette action est " +
+	"enregistrée\x02Disponible à partir du\x02Prochaine tentative\x02Dernière" +
+	" réservation\x02Fin du verrou\x02Différée\x02Dernière erreur (tentative " +
+	"%[1]d)\x02Erreur (avant toute tentative)\x02Son message\x02Message de Re" +
+	"lais (en anglais)\x02Message de l’exécutant (tel qu’il l’a envoyé)\x02No" +
+	"uvelle tentative possible\x02non\u202f: le service a signalé cet échec c" +
+	"omme définitif (tentatives restantes non utilisées\u202f: %[1]d)\x02La d" +
+	"estination n’a pas répondu dans le délai de l’appel (%[1]s).\x02La desti" +
+	"nation n’a pas répondu dans le délai de l’appel.\x02L’échéance est passé" +
+	"e avant l’arrivée d’un résultat.\x02Le résultat ne respectait pas le con" +
+	"trat de sorties de la révision.\x02Relais s’est arrêté pendant l’appel" +
+	"\u202f: on ignore si la destination a agi, elle n’est donc pas rappelée." +
+	"\x02L’appel n’a pas pu être préparé.\x02La destination était injoignable" +
+	".\x02La réponse de la destination était trop volumineuse.\x02Le verrou d" +
+	"e la dernière tentative a expiré sans tentative restante.\x02Les entrées" +
+	" n’ont pas pu être construites à partir des liaisons du processus.\x02Un" +
+	" opérateur a abandonné l’instance.\x02La destination a répondu HTTP %[1]" +
+	"s.\x02Nouvelle tentative à %[1]s — %[2]s.\x02Proposée à partir de %[1]s " +
+	"— %[2]s.\x02Verrou expiré à %[1]s — en attente d’être proposée de nouv" +
+	"eau.\x02En attente de l’appel de Relais à la destination depuis %[1]s (%" +
+	"[2]s).\x02En attente d’un exécutant depuis %[1]s (%[2]s).\x02(exécutant " +
+	"%[1]s)\x02Relais appelle la destination (depuis %[1]s).\x02Réservée par " +
+	"%[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Dif" +
+	"férée depuis %[1]s (%[2]s)\u202f: un exécutant du même consommateur, ou " +
+	"une interface munie d’un jeton de règlement, la terminera plus tard.\x02" +
+	"Terminée (%[1]s).\x02Son instance est suspendue ici, en attente d’un opé" +
+	"rateur.\x02Son instance a continué par le chemin d’erreur du nœud.\x02En" +
+	" échec (%[1]s).\x02Annulée\u202f: l’instance a été arrêtée par %[1]s à %" +
+	"[2]s — « %[3]s ».\x02Annulée\u202f: l’instance a été arrêtée (%[1]s)." +
+	"\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02en attente\x02HTTP 2xx, " +
+	"corps inutilisable\x02pas de réponse dans le délai\x02pas de connexion" +
+	"\x02réponse trop volumineuse\x02inconnue\x02[masqué]\x02La révision doit" +
+	" être un nombre entier, 1 ou plus.\x02Consommateur inconnu.\x02Date de r" +
+	"èglement\x02Plus de filtres\u202f: instance, révision, consommateur, da" +
+	"tes\x02identifiant d’instance\x02Décomptes par statut\x02Occurrences, le" +
+	"s plus récentes d’abord\x02Processus et nœud\x02Erreur\x02Consommateur e" +
+	"t exécutant\x02Prochaine tentative ou règlement\x02Aucune occurrence ne " +
+	"correspond à ces filtres.\x02Tous les consommateurs\x02Totaux de la défi" +
+	"nition %[1]s, sans les autres filtres\x02Totaux de toutes les définition" +
+	"s, sans les autres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurren" +
+	"ce\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; les décomptes" +
+	" sont actualisés toutes les quelques secondes.\x02révision %[1]d\x02régl" +
+	"ée\x02prochaine tentative\x02disponible depuis\x02appel en cours depuis" +
+	"\x02verrou jusqu’à\x02différée depuis\x02Page précédente\x02Lignes %[1]s" +
+	" à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le" +
+	" premier jour vient après le dernier.\x02Ces réglages sont conservés dan" +
+	"s ce navigateur seulement.\x02Afficher les heures en\x02La console n’exé" +
+	"cute aucun script et ne peut donc pas lire le fuseau horaire de votre or" +
+	"dinateur\u202f: choisissez son décalage par rapport à UTC. Les décalages" +
+	" ne suivent pas l’heure d’été.\x02Recharger les listes et les pages de d" +
+	"étail\x02Les pages qui contiennent un formulaire, comme une confirmatio" +
+	"n, ne se rechargent jamais d’elles-mêmes.\x02Enregistrer les réglages" +
+	"\x02Revenir sans enregistrer\x02UTC (temps universel coordonné)\x02Heure" +
+	" locale à %[1]s\x02Jamais\x02Toutes les %[1]d secondes\x02Les versions d" +
+	"e processus publiées\u202f: leurs nœuds, routes et révisions épinglées, " +
+	"dessinés, avec l’emplacement actuel de leurs occurrences.\x02Processus p" +
+	"ar clé\x02Versions, les plus récentes d’abord\x02Aucun processus n’est e" +
+	"ncore publié.\x02version %[1]d\x02Processus %[1]s\x02Version\x02Nœud de " +
+	"départ\x02Graphe\x02Les colonnes suivent le plus long chemin depuis le n" +
+	"œud de départ. Les flèches pleines sont les réussites (étiquetées par l" +
+	"eur route), les pointillées les échecs (étiquetées par leurs codes d’err" +
+	"eur). Chaque case indique combien d’occurrences de cette version se trou" +
+	"vent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version, avec leur" +
+	"s occurrences actuelles\x02Type\x02Révision épinglée\x02En cas de réussi" +
+	"te\x02En cas d’erreur\x02Occurrences actuelles\x02Instances de ce proces" +
+	"sus\x02Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes les quelques " +
+	"secondes.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à p" +
+	"artir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes et" +
+	" décomptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessou" +
+	"s reprend les mêmes nœuds, routes et décomptes.\x02pull\x02push vers %[1" +
+	"]s\x02fin (termine)\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02sus" +
+	"pension (un incident pour un opérateur)\x02tout autre code → %[1]s\x02me" +
+	"t l’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouve" +
+	"lle tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouv" +
+	"elle tentative après %[2]s, priorité %[3]d\x02échéance %[1]s\x02délai %[" +
+	"1]s\x02Seuls les administrateurs peuvent révéler une valeur sensible." +
+	"\x02Révélé par %[1]s le %[2]s\u202f; consigné dans le journal d’audit." +
+	"\x02Révélation impossible\x02Seule une valeur que cette page affiche mas" +
+	"quée (sensible) peut être révélée.\x02Les valeurs secrètes ne peuvent ja" +
+	"mais être révélées.\x02Cette page n’accepte pas cette requête.\x02Recher" +
+	"che\x02Saisissez un identifiant d’instance ou d’occurrence (un UUID, que" +
+	" les pages affichent au survol) ou une clé métier.\x02Rien à chercher" +
+	"\u202f: le champ de recherche est vide.\x02C’est trop long pour être un " +
+	"identifiant ou une clé métier.\x02Aucune instance ni occurrence n’a l’id" +
+	"entifiant « %[1]s », et aucune instance ne l’a pour clé métier.\x02Vous " +
+	"êtes déconnecté.\x02Se connecter\x02Connectez-vous avec un jeton d’opér" +
+	"ateur ou d’administrateur.\x02Jeton\x02Le jeton est vérifié une fois et " +
+	"n’est jamais conservé dans votre navigateur\u202f; un cookie de session " +
+	"le remplace jusqu’à 8 heures d’inactivité.\x02Trop de connexions échouée" +
+	"s depuis votre adresse. Réessayez dans %[1]d secondes.\x02Ce jeton est i" +
+	"nconnu ou a été révoqué.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la" +
+	" console\u202f: connectez-vous avec un jeton d’opérateur, de concepteur " +
+	"ou d’administrateur.\x02Seuls les administrateurs gèrent les jetons.\x02" +
+	"Jetons du personnel (administrateurs, concepteurs, opérateurs) non révoq" +
+	"ués. Les jetons des consommateurs se gèrent avec leurs consommateurs. Ré" +
+	"voquer un jeton refuse sa requête suivante.\x02ID\x02Rôle\x02Créé le\x02" +
+	"Dernière utilisation\x02Expiration\x02Jetons du personnel, les plus anci" +
+	"ens d’abord\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cett" +
+	"e session\x02Aucun jeton.\x02Le jeton a été révoqué.\x02Révoquer le jeto" +
+	"n %[1]d\x02Révoquer le jeton %[1]s « %[2]s »\u202f?\x02Sa requête suivan" +
+	"te est refusée et les sessions de console ouvertes avec lui prennent fin" +
+	". C’est irréversible\u202f: qui l’utilise aura besoin d’un nouveau jeton" +
+	".\x02Révoquer le jeton\x02Le garder\x02C’est le jeton avec lequel vous ê" +
+	"tes connecté\u202f: le révoquer vous déconnecte. Sa requête suivante est" +
+	" refusée. C’est irréversible.\x02C’est le dernier jeton administrateur u" +
+	"tilisable\u202f: créez-en un autre avant de le révoquer.\x02sortie de ro" +
+	"utage\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d " +
+	"caractère\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02" +
+	"\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02m" +
+	"otif %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi" +
+	"\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00" +
+	"\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %" +
+	"[1]d élément\x00\x19\x02au plus %[1]d éléments\x02non fourni\x14\x01\x81" +
+	"\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02nul\x02va" +
+	"leur inattendue\x02Page invalide\x02Ce lien de page ne vient pas de la c" +
+	"onsole.\x02Les exécutants connectés par un flux, et ceux qui interrogent" +
+	" par leur dernière demande. Un exécutant est listé tant qu’il s’est mani" +
+	"festé dans les trois derniers battements de cœur.\x02Exécutants vus dans" +
+	" les trois derniers battements\x02Exécutant\x02Protocole\x02Définitions " +
+	"servies\x02En cours\x02Connexion\x02Dernier signe\x02Aucun exécutant n’e" +
+	"st connecté.\x02Exécutants servant %[1]s\x02Tous les exécutants\x02Aucun" +
+	" exécutant ne sert cette définition.\x02flux\x02interrogation longue\x02" +
+	"façade Camunda 7\x02toutes les révisions accordées à son consommateur" +
+	"\x02révisions %[1]s\x02Aucun exécutant ne sert cette définition\u202f: s" +
+	"es occurrences attendent qu’un exécutant se connecte ou interroge.\x14" +
+	"\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie" +
+	" par %[1]d exécutants\x02Révisions prises en charge\u202f: %[1]s\u202f; " +
+	"certains prennent toutes les révisions accordées à leur consommateur." +
+	"\x02Ils prennent toutes les révisions accordées à leur consommateur.\x02" +
+	"Ils ne prennent que la révision %[1]d.\x02Ils ne prennent que les révisi" +
+	"ons %[1]s."
 
-	// Total table size 48642 bytes (47KiB); checksum: 7ACAEEC4
+	// Total table size 49642 bytes (48KiB); checksum: A3891E0A
