@@ -36,6 +36,10 @@ type Protocol struct {
 	heartbeat time.Duration
 	eng       *engine.Engine
 	hub       *longpoll.Hub
+	// settled, when set, hears of each attempt a route settled: a worker
+	// stream of the same worker on this replica frees its slot at once
+	// (see OnSettled).
+	settled func(ref engine.WorkerRef, attempt int)
 
 	claimed prometheus.Counter
 	fetches *prometheus.CounterVec
@@ -299,6 +303,18 @@ func (p *Protocol) ref(r *http.Request, workerID string) (engine.WorkerRef, erro
 	return engine.WorkerRef{ConsumerID: principal.ConsumerID, WorkerID: workerID, Occurrence: id}, nil
 }
 
+// OnSettled makes the settling routes report each attempt they settle to
+// f: a worker that streams and settles some of its tasks over REST (or a
+// colleague settling a deferred task) would otherwise have its stream's
+// slot freed only at the stream's next keep-alive. Call it before Routes.
+func (p *Protocol) OnSettled(f func(ref engine.WorkerRef, attempt int)) { p.settled = f }
+
+func (p *Protocol) onSettled(ref engine.WorkerRef, attempt int) {
+	if p.settled != nil && attempt != 0 {
+		p.settled(ref, attempt)
+	}
+}
+
 func (p *Protocol) complete(w http.ResponseWriter, r *http.Request) error {
 	req, err := httpjson.Decode[completeRequest](w, r, p.body)
 	if err != nil {
@@ -315,6 +331,7 @@ func (p *Protocol) complete(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	p.onSettled(ref, s.Attempt)
 	out := map[string]any{"status": s.Status, "route": nil}
 	if s.Route != "" {
 		out["route"] = s.Route
@@ -351,6 +368,7 @@ func (p *Protocol) fail(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	p.onSettled(ref, s.Attempt)
 	httpjson.Encode(w, http.StatusOK, map[string]any{"status": s.Status, "attempts_left": s.AttemptsLeft, "available_at": s.AvailableAt})
 	return nil
 }
@@ -405,6 +423,7 @@ func (p *Protocol) deferOccurrence(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
+	p.onSettled(ref, d.Attempt)
 	httpjson.Encode(w, http.StatusOK, map[string]any{"status": d.Status, "deferred_at": d.DeferredAt, "deadline_at": d.DeadlineAt})
 	return nil
 }
@@ -426,6 +445,7 @@ func (p *Protocol) release(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	p.onSettled(ref, s.Attempt)
 	httpjson.Encode(w, http.StatusOK, map[string]any{"status": s.Status, "attempts_left": s.AttemptsLeft, "available_at": s.AvailableAt})
 	return nil
 }
@@ -511,6 +531,11 @@ func (p *Protocol) settle(w http.ResponseWriter, r *http.Request) error {
 	results, err := p.eng.SettleBatch(r.Context(), principal.ConsumerID, req.WorkerID, items)
 	if err != nil {
 		return err
+	}
+	for i, res := range results {
+		if res.Err == nil {
+			p.onSettled(engine.WorkerRef{ConsumerID: principal.ConsumerID, WorkerID: req.WorkerID, Occurrence: items[i].Occurrence}, res.Settlement.Attempt)
+		}
 	}
 	type itemJSON struct {
 		Index   int            `json:"index"`

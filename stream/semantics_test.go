@@ -475,3 +475,22 @@ func TestRotatedTokenEndsTheStream(t *testing.T) {
 	f.env.Must(200, "POST", fmt.Sprintf("/api/v1/consumers/%d/rotate", f.env.ConsumerID("crm-sync")), f.env.Admin, nil)
 	wantRefusal(t, "the stream after its token was rotated", s.end(3*time.Second), "unauthenticated", "unauthorized")
 }
+
+// A stream's assignment settled over REST by the same worker frees the
+// stream's slot at once (DESIGN §10: a settlement frees a slot and the
+// next task is pushed), not at the stream's next keep-alive, ten seconds
+// away here.
+func TestRESTSettlementFreesTheStreamsSlot(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	s := open(t, newClient(t, "grpc", f.env.URL), f.consumer, subscribeRequest("w", 1))
+	start(t, f.env, "Acme")
+	first := s.assignment(5 * time.Second)
+	start(t, f.env, "Globex")
+	s.quiet(100 * time.Millisecond)
+	f.env.Must(200, "POST", "/api/v1/pull/occurrences/"+first.GetOccurrenceId()+"/complete", f.consumer,
+		map[string]any{"worker_id": "w", "outputs": map[string]any{"result": "created", "crm_id": "C-1"}})
+	if next := s.assignment(2 * time.Second); next.GetOccurrenceId() == first.GetOccurrenceId() {
+		t.Fatalf("pushed %s again", next.GetOccurrenceId())
+	}
+}

@@ -265,6 +265,16 @@ func (s *Service) ref(ctx context.Context, h http.Header, occurrence, workerID s
 
 // settled frees the credit of the stream holding ref's occurrence: at once
 // on this replica, through a signal on another.
+// SettledElsewhere hears of an attempt another surface settled (the REST
+// pull routes): the stream of this replica holding it frees its slot at
+// once, and pushes the next task. A stream on another replica learns at
+// its next keep-alive.
+func (s *Service) SettledElsewhere(ref engine.WorkerRef, attempt int) {
+	if h := s.reg.holder(ref.Occurrence); h != nil && h.consumerID == ref.ConsumerID {
+		h.post(event{kind: eventSettled, occurrence: ref.Occurrence, attempt: attempt})
+	}
+}
+
 func (s *Service) settled(ctx context.Context, ref engine.WorkerRef, attempt int) {
 	if attempt == 0 {
 		return // a replayed answer: the settlement was signalled when it happened

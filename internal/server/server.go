@@ -166,7 +166,9 @@ func newHandler(d Deps, hub *longpoll.Hub, streams *stream.Service) http.Handler
 		r.MethodNotAllowed(anyone(http.HandlerFunc(methodNotAllowed)).ServeHTTP)
 		api.New(d.Logger, d.Config, d.Engine).Routes(r, lookup)
 		r.Route("/pull", func(r chi.Router) {
-			pull.New(d.Logger, d.Config, d.Engine, hub, d.Registry).Routes(r, lookup)
+			p := pull.New(d.Logger, d.Config, d.Engine, hub, d.Registry)
+			p.OnSettled(streams.SettledElsewhere)
+			p.Routes(r, lookup)
 		})
 	})
 	r.Route("/engine-rest", func(r chi.Router) {
