@@ -66,6 +66,12 @@ func applyCommand(ctx context.Context, args []string, getenv func(string) string
 		verb = "checked"
 	}
 	fmt.Fprintf(stderr, "%s (in apply order: destinations, definitions, releases, processes): %s\n", verb, names(docs[:done]))
+	if problems[0].Unknown {
+		// The request went out and no answer came: it may have landed.
+		fmt.Fprintf(stderr, "outcome unknown (no answer came; apply again, it is idempotent): %s\n", refused.Name())
+		fmt.Fprintf(stderr, "not %s: %s\n", verb, names(docs[done+1:]))
+		return fmt.Errorf("%s got no answer; %d document(s) applied before it, %d not applied after it", refused.Name(), done, len(docs)-done-1)
+	}
 	fmt.Fprintf(stderr, "not %s: %s (refused)", verb, refused.Name())
 	if rest := docs[done+1:]; len(rest) > 0 {
 		fmt.Fprintf(stderr, ", %s", names(rest))

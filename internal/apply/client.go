@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -69,8 +70,19 @@ func problems(d Document, err error) []Problem {
 		}
 		return []Problem{{Doc: d, Message: fmt.Sprintf("%s (%s)", ae.Detail, ae.Code)}}
 	}
-	return []Problem{{Doc: d, Message: err.Error()}}
+	var ue *unanswered
+	return []Problem{{Doc: d, Message: err.Error(), Unknown: errors.As(err, &ue) && ue.write}}
 }
+
+// unanswered is a request that got no answer: a write's outcome is then
+// unknown.
+type unanswered struct {
+	write bool
+	err   error
+}
+
+func (u *unanswered) Error() string { return u.err.Error() }
+func (u *unanswered) Unwrap() error { return u.err }
 
 func (c *Client) call(ctx context.Context, method, path string, body any, out any) (int, error) {
 	var rd io.Reader
@@ -95,7 +107,7 @@ func (c *Client) call(ctx context.Context, method, path string, body any, out an
 	}
 	res, err := hc.Do(req)
 	if err != nil {
-		return 0, fmt.Errorf("%s %s: %w", method, path, err)
+		return 0, &unanswered{write: method != http.MethodGet && !strings.Contains(path, "dry_run=true"), err: fmt.Errorf("%s %s: %w", method, path, err)}
 	}
 	defer res.Body.Close()
 	data, _ := io.ReadAll(io.LimitReader(res.Body, 16<<20))

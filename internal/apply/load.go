@@ -77,6 +77,10 @@ type Problem struct {
 	Doc     Document
 	Pointer string
 	Message string
+	// Unknown is set when a write got no answer (a timeout, a connection
+	// lost): the server may have applied it. Applying again settles it,
+	// since apply is idempotent.
+	Unknown bool
 }
 
 func (p Problem) String() string {
