@@ -276,11 +276,11 @@ func describeChange(ctx context.Context, ch contracts.Change, older, newer contr
 	switch ch.Kind {
 	case contracts.ChangeAdded:
 		if okB {
-			return fieldSummary(ctx, fb)
+			return fieldSummary(ctx, fb, cb)
 		}
 	case contracts.ChangeRemoved:
 		if okA {
-			return fieldSummary(ctx, fa)
+			return fieldSummary(ctx, fa, ca)
 		}
 	case contracts.ChangeRequiredChanged:
 		if okB && fb.Required {
@@ -341,12 +341,21 @@ func splitChangePath(p string) (section string, path []string, ok bool) {
 	return parts[0], path, true
 }
 
-func fieldSummary(ctx context.Context, f contracts.Field) string {
+// fieldSummary describes an added or removed field; a protected one says
+// so (c is its effective classification), which a reviewer of the change
+// must see.
+func fieldSummary(ctx context.Context, f contracts.Field, c contracts.Classification) string {
+	typ := typeLabel(ctx, f.Type)
+	if c == contracts.ClassSensitive || c == contracts.ClassSecret {
+		class := classLabel(ctx, c)
+		if f.Required {
+			return T(ctx, "required %s field of type %s", class, typ)
+		}
+		return T(ctx, "optional %s field of type %s", class, typ)
+	}
 	if f.Required {
-		typ := typeLabel(ctx, f.Type)
 		return T(ctx, "required field of type %s", typ)
 	}
-	typ := typeLabel(ctx, f.Type)
 	return T(ctx, "optional field of type %s", typ)
 }
 

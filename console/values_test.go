@@ -91,7 +91,8 @@ func TestDescribeChangeInBothLanguages(t *testing.T) {
 		Inputs: contracts.Contract{Fields: []contracts.Field{
 			{Name: "a", Type: contracts.TypeInteger},
 			{Name: "c", Type: contracts.TypeChoice, Values: []string{"y", "z"}, Classification: contracts.ClassSecret},
-			{Name: "new", Type: contracts.TypeText, Required: true}}},
+			{Name: "new", Type: contracts.TypeText, Required: true},
+			{Name: "key", Type: contracts.TypeText, Classification: contracts.ClassSecret}}},
 		Outputs: contracts.Contract{Fields: []contracts.Field{{Name: "r", Type: contracts.TypeChoice, Required: true, Values: []string{"ok"}}}}}
 	got := map[string][2]string{}
 	for _, ch := range contracts.Diff(older, newer) {
@@ -104,6 +105,7 @@ func TestDescribeChangeInBothLanguages(t *testing.T) {
 		"classification_changed /inputs/c": {"normal → secret", "normale → secrète"},
 		"removed /inputs/gone":             {"optional field of type integer", "champ facultatif de type entier"},
 		"added /inputs/new":                {"required field of type text", "champ obligatoire de type texte"},
+		"added /inputs/key":                {"optional secret field of type text", "champ facultatif de type texte (classification secrète)"},
 		"routing_changed /routing_output":  {"routing output r → none", "sortie de routage r → aucune"},
 	}
 	for k, w := range want {

@@ -39,381 +39,381 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                              241,
-	"%[1]s %[2]s, %[3]s %[4]s":                 242,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          240,
-	"%[1]s; %[2]s":                             239,
-	"%d (0 lowest, 9 highest)":                 374,
-	"%d attempts":                              402,
-	"%d attempts, retry after %s, priority %d": 529,
+	"%[1]s %[2]s":                              243,
+	"%[1]s %[2]s, %[3]s %[4]s":                 244,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          242,
+	"%[1]s; %[2]s":                             241,
+	"%d (0 lowest, 9 highest)":                 376,
+	"%d attempts":                              404,
+	"%d attempts, retry after %s, priority %d": 531,
 	"%d breaking":                              185,
 	"%d changes":                               184,
-	"%d completed":                             237,
-	"%d d":                                     249,
-	"%d days":                                  263,
-	"%d failed":                                238,
-	"%d h":                                     248,
+	"%d completed":                             239,
+	"%d d":                                     251,
+	"%d days":                                  265,
+	"%d failed":                                240,
+	"%d h":                                     250,
 	"%d held instances match now.":             50,
-	"%d hours":                                 264,
-	"%d items":                                 585,
-	"%d left":                                  403,
-	"%d min":                                   247,
-	"%d minutes":                               265,
+	"%d hours":                                 266,
+	"%d items":                                 587,
+	"%d left":                                  405,
+	"%d min":                                   249,
+	"%d minutes":                               267,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 69,
-	"%d ms": 267,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 519,
-	"%d occurrences":                          475,
-	"%d releases":                             202,
+	"%d ms": 269,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 521,
+	"%d occurrences":                          477,
+	"%d releases":                             204,
 	"%d running instances match now.":         57,
 	"%d running or held instances match now.": 59,
-	"%d s":       246,
-	"%d seconds": 266,
+	"%d s":       248,
+	"%d seconds": 268,
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 74,
 	"%s (token #%d, %s)":                75,
-	"%s ago":                            244,
-	"%s so far":                         451,
-	"%s → %s":                           524,
-	"%s, revision %s":                   364,
-	"%s, version %s":                    365,
-	"%s: %s":                            236,
+	"%s ago":                            246,
+	"%s so far":                         453,
+	"%s → %s":                           526,
+	"%s, revision %s":                   366,
+	"%s, version %s":                    367,
+	"%s: %s":                            238,
 	"%s: %s → %s":                       192,
-	"%s: a date is written 2026-12-01.": 486,
-	"%s: the first day comes after the last.": 487,
-	"%s–%s":       235,
-	"(each item)": 574,
-	"(worker %s)": 440,
-	"0 seconds":   262,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.": 550,
+	"%s: a date is written 2026-12-01.": 488,
+	"%s: the first day comes after the last.": 489,
+	"%s–%s":       237,
+	"(each item)": 576,
+	"(worker %s)": 442,
+	"0 seconds":   264,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.": 552,
 	"Abandon %d instances":                                           54,
 	"Abandon every held instance this filter matches":                52,
 	"Abandon every held instance…":                                   7,
 	"Abandon process instance %s":                                    19,
 	"Abandon the instance":                                           22,
 	"Abandon this instance? It fails with the error code abandoned.": 20,
-	"Abandoned at node":                                              300,
-	"Abandoned by %s at %s — “%s”":                                   292,
+	"Abandoned at node":                                              302,
+	"Abandoned by %s at %s — “%s”":                                   294,
 	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 40,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 308,
+	"Act on every instance this filter matches": 310,
 	"Action":                              78,
 	"All actions":                         90,
-	"All consumers":                       472,
-	"All definitions":                     226,
-	"All processes":                       314,
-	"All statuses":                        315,
-	"All workers":                         600,
-	"An operator abandoned the instance.": 433,
+	"All consumers":                       474,
+	"All definitions":                     228,
+	"All processes":                       316,
+	"All statuses":                        317,
+	"All workers":                         602,
+	"An operator abandoned the instance.": 435,
 	"Apply filters":                       87,
-	"Apr":                                 253,
-	"As of %s (%s); refreshed every few seconds.": 223,
-	"Attempts":                         375,
+	"Apr":                                 255,
+	"As of %s (%s); refreshed every few seconds.": 225,
+	"Attempts":                         377,
 	"Audit log":                        84,
-	"Aug":                              257,
-	"Available from":                   411,
+	"Aug":                              259,
+	"Available from":                   413,
 	"Back to definitions":              124,
 	"Back to external tasks":           123,
 	"Back to the instance":             32,
 	"Back to the list":                 47,
-	"Back without saving":              494,
+	"Back without saving":              496,
 	"Breaks processes":                 162,
 	"Breaks workers":                   163,
 	"Bulk %s applied to %d instances.": 73,
 	"Bulk action":                      82,
 	"Business key":                     66,
-	"Call timeout":                     397,
-	"Camunda 7 facade":                 604,
-	"Cancelled: the instance was stopped (%s).":               450,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 449,
+	"Call timeout":                     399,
+	"Camunda 7 facade":                 606,
+	"Cancelled: the instance was stopped (%s).":               452,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 451,
 	"Cannot act on this filter":                               70,
-	"Cannot reveal":                                           534,
+	"Cannot reveal":                                           536,
 	"Change":                                                  160,
 	"Changes between the two revisions":                       172,
 	"Changes of the Working copy since revision %d":           181,
 	"Choose two existing revisions to compare.":               182,
 	"Classification":                                          138,
 	"Clear filters":                                           88,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 508,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 510,
 	"Compare":              159,
 	"Compare revisions":    155,
-	"Completed":            234,
-	"Completed (%s).":      445,
-	"Completed, last hour": 220,
-	"Completions and failures per 5 minutes, last hour: %s":    227,
-	"Completions and failures per 5-minute slot, oldest first": 232,
-	"Completions and failures, last hour":                      213,
-	"Connected":                                                596,
+	"Completed":            236,
+	"Completed (%s).":      447,
+	"Completed, last hour": 222,
+	"Completions and failures per 5 minutes, last hour: %s":    229,
+	"Completions and failures per 5-minute slot, oldest first": 234,
+	"Completions and failures, last hour":                      215,
+	"Connected":                                                598,
 	"Constraints":                                              139,
-	"Consumer":                                                 377,
-	"Consumer and worker":                                      469,
+	"Consumer":                                                 379,
+	"Consumer and worker":                                      471,
 	"Counting the occurrences; the counts appear when you reload the page.": 133,
 	"Counts are unavailable right now.":                                     134,
-	"Counts as of %s (%s); refreshed every few seconds.":                    517,
-	"Counts by status": 465,
-	"Created":          278,
+	"Counts as of %s (%s); refreshed every few seconds.":                    519,
+	"Counts by status": 467,
+	"Created":          280,
 	"Created from":     67,
-	"Created on":       555,
+	"Created on":       557,
 	"Created to":       68,
-	"Creation date":    303,
-	"Dates":            368,
-	"Deadline":         372,
-	"Dec":              261,
-	"Deferred":         415,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 444,
-	"Definition":         215,
+	"Creation date":    305,
+	"Dates":            370,
+	"Deadline":         374,
+	"Dec":              263,
+	"Deferred":         417,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 446,
+	"Definition":         217,
 	"Definition %s":      141,
 	"Definitions":        110,
-	"Definitions by key": 197,
-	"Definitions served": 594,
-	"Definitions, those needing attention first": 214,
+	"Definitions by key": 199,
+	"Definitions served": 596,
+	"Definitions, those needing attention first": 216,
 	"Description":          140,
-	"Destination":          389,
-	"Destination’s answer": 382,
+	"Destination":          391,
+	"Destination’s answer": 384,
 	"Detail":               161,
 	"Digest":               175,
 	"Display settings":     115,
-	"Duration":             381,
-	"Each definition’s queue and incidents now, and what its workers finished in the last hour.":                              212,
+	"Duration":             383,
+	"Each definition’s queue and incidents now, and what its workers finished in the last hour.":                              214,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  60,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     53,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 49,
-	"End node":                    299,
-	"End node or error":           312,
-	"Ended":                       295,
-	"Error":                       468,
-	"Error (before any attempt)":  417,
-	"Error code":                  298,
-	"Error message":               384,
-	"Every %d seconds":            498,
-	"Every attempt, oldest first": 376,
+	"End node":                    301,
+	"End node or error":           314,
+	"Ended":                       297,
+	"Error":                       470,
+	"Error (before any attempt)":  419,
+	"Error code":                  300,
+	"Error message":               386,
+	"Every %d seconds":            500,
+	"Every attempt, oldest first": 378,
 	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log (GET /api/v1/audit/reveals).": 85,
-	"Expired token":                    561,
-	"Expires":                          557,
+	"Expired token":                    563,
+	"Expires":                          559,
 	"External tasks":                   104,
-	"Failed":                           218,
-	"Failed (%s).":                     448,
-	"Failed at node":                   301,
-	"Failed occurrence":                297,
-	"Failed, last hour":                221,
-	"Feb":                              251,
+	"Failed":                           220,
+	"Failed (%s).":                     450,
+	"Failed at node":                   303,
+	"Failed occurrence":                299,
+	"Failed, last hour":                223,
+	"Feb":                              253,
 	"Field":                            135,
 	"Filter":                           45,
 	"Filters":                          86,
 	"Find":                             109,
 	"Find an instance or occurrence":   107,
-	"Finished":                         380,
+	"Finished":                         382,
 	"First page":                       98,
 	"Form refused":                     127,
 	"From revision":                    157,
 	"From revision %d to revision %d:": 183,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 36,
-	"Graph":                   507,
-	"Graph of %s":             518,
-	"HTTP 2xx, unusable body": 454,
+	"Graph":                   509,
+	"Graph of %s":             520,
+	"HTTP 2xx, unusable body": 456,
 	"Health":                  103,
-	"Held at node":            296,
-	"Held instances":          217,
-	"ID":                      553,
-	"In flight":               595,
-	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 228,
+	"Held at node":            298,
+	"Held instances":          219,
+	"ID":                      555,
+	"In flight":               597,
+	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 230,
 	"Inputs":                     165,
 	"Inputs of revision %d":      176,
 	"Inputs of the working copy": 167,
-	"Inputs the instance was started with, labelled by process version %d's contract": 286,
-	"Inputs, labelled by revision %d's contract":                                      404,
-	"Instance":                  311,
+	"Inputs the instance was started with, labelled by process version %d's contract": 288,
+	"Inputs, labelled by revision %d's contract":                                      406,
+	"Instance":                  313,
 	"Instances":                 105,
-	"Instances of this process": 516,
-	"Invalid page":              588,
+	"Instances of this process": 518,
+	"Invalid page":              590,
 	"Invalid request":           121,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.": 21,
-	"Its instance is held here, waiting for an operator.":                                                                   446,
-	"Its instance went on along the node’s error path.":                                                                     447,
-	"Its message": 418,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      568,
+	"Its instance is held here, waiting for an operator.":                                                                   448,
+	"Its instance went on along the node’s error path.":                                                                     449,
+	"Its message": 420,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      570,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 34,
-	"Jan":                     250,
-	"Jul":                     256,
-	"Jun":                     255,
-	"Keep it":                 570,
+	"Jan":                     252,
+	"Jul":                     258,
+	"Jun":                     257,
+	"Keep it":                 572,
 	"Keep it held":            14,
 	"Keep it running":         13,
-	"Key":                     198,
-	"Kind":                    511,
+	"Key":                     200,
+	"Kind":                    513,
 	"Language":                100,
-	"Last error (attempt %d)": 416,
-	"Last reserved":           413,
+	"Last error (attempt %d)": 418,
+	"Last reserved":           415,
 	"Last saved":              146,
-	"Last seen":               597,
-	"Last used":               556,
-	"Latest revision":         199,
+	"Last seen":               599,
+	"Last used":               558,
+	"Latest revision":         201,
 	"Lists every change from one revision to another, and whom it may break.": 156,
-	"Local time at %s": 496,
-	"Lock expired %s — waiting to be offered again.": 437,
-	"Lock expires":                     414,
+	"Local time at %s": 498,
+	"Lock expired %s — waiting to be offered again.": 439,
+	"Lock expires":                     416,
 	"Main navigation":                  102,
-	"Mar":                              252,
-	"Maximum attempts":                 370,
-	"May":                              254,
-	"Message from Relais (in English)": 419,
-	"Message from the service (as it sent it)": 420,
-	"Mode": 367,
-	"More filters: instance, revision, consumer, dates": 463,
+	"Mar":                              254,
+	"Maximum attempts":                 372,
+	"May":                              256,
+	"Message from Relais (in English)": 421,
+	"Message from the service (as it sent it)": 422,
+	"Mode": 369,
+	"More filters: instance, revision, consumer, dates": 465,
 	"Name":                               144,
-	"Never":                              497,
-	"Next attempt":                       412,
-	"Next attempt or settled":            470,
-	"Next node":                          277,
+	"Never":                              499,
+	"Next attempt":                       414,
+	"Next attempt or settled":            472,
+	"Next node":                          279,
 	"Next page":                          97,
-	"No definition has occurrences yet.": 222,
-	"No definition yet.":                 201,
+	"No definition has occurrences yet.": 224,
+	"No definition yet.":                 203,
 	"No inputs.":                         166,
-	"No instance matches these filters.": 313,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 542,
-	"No occurrence matches these filters.":                                                   471,
+	"No instance matches these filters.": 315,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 544,
+	"No occurrence matches these filters.":                                                   473,
 	"No operator action matches.":                                                            89,
-	"No operator has acted on this instance.":                                                282,
-	"No outputs yet: the occurrence has not completed.":                                      407,
+	"No operator has acted on this instance.":                                                284,
+	"No outputs yet: the occurrence has not completed.":                                      409,
 	"No outputs.": 169,
-	"No outputs: the occurrence ended without completing.":                   409,
-	"No process is published yet.":                                           502,
+	"No outputs: the occurrence ended without completing.":                   411,
+	"No process is published yet.":                                           504,
 	"No release yet.":                                                        150,
 	"No revision yet: the Working copy has never been snapshotted.":          148,
-	"No service ever reserved this occurrence: it ended before any attempt.": 388,
-	"No service has reserved this occurrence yet.":                           385,
-	"No token.":                         564,
-	"No worker is connected.":           598,
-	"No worker serves this definition.": 601,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 607,
-	"Node":    274,
-	"Node %s": 211,
-	"Nodes":   509,
-	"Nodes of this version, with their occurrences now": 510,
-	"Nodes reached, in order":                           273,
+	"No service ever reserved this occurrence: it ended before any attempt.": 390,
+	"No service has reserved this occurrence yet.":                           387,
+	"No token.":                         566,
+	"No worker is connected.":           600,
+	"No worker serves this definition.": 603,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 609,
+	"Node":    276,
+	"Node %s": 213,
+	"Nodes":   511,
+	"Nodes of this version, with their occurrences now": 512,
+	"Nodes reached, in order":                           275,
 	"Not allowed":                                       119,
 	"Not found":                                         125,
 	"Notes":                                             153,
 	"Nothing exists at this address, or it is not visible to you.":          126,
 	"Nothing to do: no instance this action applies to matches the filter.": 62,
-	"Nothing to find: the search box is empty.":                             540,
-	"Nov":                       260,
-	"Now":                       398,
-	"Occurrence":                275,
-	"Occurrence %s":             366,
+	"Nothing to find: the search box is empty.":                             542,
+	"Nov":                       262,
+	"Now":                       400,
+	"Occurrence":                277,
+	"Occurrence %s":             368,
 	"Occurrence offered again":  81,
-	"Occurrences now":           515,
-	"Occurrences, newest first": 466,
-	"Oct":                       259,
-	"Offered from %s — %s.":     436,
-	"Oldest claimable waits":    219,
-	"On error":                  514,
-	"On success":                513,
-	"Only a value this page shows as hidden (sensitive) can be revealed.": 535,
-	"Only administrators manage tokens.":                                  551,
-	"Only administrators may reveal a sensitive value.":                   532,
-	"Open":             216,
-	"Operator actions": 270,
-	"Operator actions on this instance, newest first": 283,
+	"Occurrences now":           517,
+	"Occurrences, newest first": 468,
+	"Oct":                       261,
+	"Offered from %s — %s.":     438,
+	"Oldest claimable waits":    221,
+	"On error":                  516,
+	"On success":                515,
+	"Only a value this page shows as hidden (sensitive) can be revealed.": 537,
+	"Only administrators manage tokens.":                                  553,
+	"Only administrators may reveal a sensitive value.":                   534,
+	"Open":             218,
+	"Operator actions": 272,
+	"Operator actions on this instance, newest first": 285,
 	"Operator actions, newest first":                  95,
-	"Outcome":                                         383,
+	"Outcome":                                         385,
 	"Outputs":                                         168,
 	"Outputs of revision %d":                          177,
 	"Outputs of the working copy":                     170,
-	"Outputs, labelled by revision %d's contract":     406,
+	"Outputs, labelled by revision %d's contract":     408,
 	"Pages": 96,
-	"Pages with a form, such as a confirmation, never reload on their own.": 492,
-	"Path":                            271,
-	"Pinned revision":                 512,
-	"Policy":                          369,
-	"Previous page":                   484,
-	"Priority":                        373,
+	"Pages with a form, such as a confirmation, never reload on their own.": 494,
+	"Path":                            273,
+	"Pinned revision":                 514,
+	"Policy":                          371,
+	"Previous page":                   486,
+	"Priority":                        375,
 	"Process":                         64,
-	"Process %s":                      504,
-	"Process and node":                467,
-	"Process inputs":                  285,
+	"Process %s":                      506,
+	"Process and node":                469,
+	"Process inputs":                  287,
 	"Process instance":                80,
-	"Process instance %s":             268,
-	"Process instances":               305,
-	"Process instances, newest first": 310,
+	"Process instance %s":             270,
+	"Process instances":               307,
+	"Process instances, newest first": 312,
 	"Processes":                       106,
-	"Processes by key":                500,
-	"Protocol":                        593,
+	"Processes by key":                502,
+	"Protocol":                        595,
 	"Published":                       154,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 499,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 501,
 	"Reason": 79,
 	"Reason (recorded in the audit log for every instance)": 46,
 	"Reason (recorded in the audit log)":                    11,
-	"Reason given by the worker":                            394,
-	"Recorded operator actions":                             281,
+	"Reason given by the worker":                            396,
+	"Recorded operator actions":                             283,
 	"Relais console":                                        99,
-	"Relais has not called the destination yet.":            391,
-	"Relais is calling the destination (since %s).":         441,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 393,
-	"Relais never called the destination: the occurrence ended before any call.":                           392,
+	"Relais has not called the destination yet.":            393,
+	"Relais is calling the destination (since %s).":         443,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 395,
+	"Relais never called the destination: the occurrence ended before any call.":                           394,
 	"Relais refused the action. Nothing was done.":                                                         37,
-	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 427,
+	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 429,
 	"Release":                             151,
 	"Releases":                            149,
 	"Releases, oldest first":              171,
-	"Reload lists and detail pages":       491,
-	"Replica":                             390,
+	"Reload lists and detail pages":       493,
+	"Replica":                             392,
 	"Required":                            137,
-	"Reserved":                            379,
-	"Reserved by %s.":                     443,
-	"Reserved by %s; lock until %s — %s.": 442,
-	"Retried by %s at %s — “%s”":          293,
+	"Reserved":                            381,
+	"Reserved by %s.":                     445,
+	"Reserved by %s; lock until %s — %s.": 444,
+	"Retried by %s at %s — “%s”":          295,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 39,
-	"Retries":            395,
+	"Retries":            397,
 	"Retry %d instances": 51,
-	"Retry at %s — %s.":  435,
-	"Retry delay":        371,
+	"Retry at %s — %s.":  437,
+	"Retry delay":        373,
 	"Retry every held instance this filter matches": 48,
 	"Retry every held instance…":                    6,
-	"Retry or abandon it from its instance":         399,
+	"Retry or abandon it from its instance":         401,
 	"Retry process instance %s":                     15,
 	"Retry the instance":                            18,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 16,
-	"Retryable": 421,
+	"Retryable": 423,
 	"Retrying and abandoning apply to held instances, not %s ones.": 44,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 410,
-	"Revealed by %s at %s; recorded in the audit log.": 533,
+	"Reveal — this is recorded": 412,
+	"Revealed by %s at %s; recorded in the audit log.": 535,
 	"Revision":    152,
 	"Revision %d": 173,
 	"Revisions":   147,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 609,
-	"Revoke the %s token “%s”?": 567,
-	"Revoke the token":          569,
-	"Revoke token %d":           566,
-	"Revoke…":                   562,
-	"Role":                      554,
-	"Route":                     276,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 611,
+	"Revoke the %s token “%s”?": 569,
+	"Revoke the token":          571,
+	"Revoke token %d":           568,
+	"Revoke…":                   564,
+	"Role":                      556,
+	"Route":                     278,
 	"Routing output":            145,
-	"Rows %s–%s":                485,
-	"Save settings":             493,
+	"Rows %s–%s":                487,
+	"Save settings":             495,
 	"Say why, for whoever reads the log later: at most %d characters.": 12,
-	"Search":                               538,
-	"Secret values can never be revealed.": 536,
-	"Sep":                                  258,
-	"Served by %d workers":                 608,
+	"Search":                               540,
+	"Secret values can never be revealed.": 538,
+	"Sep":                                  260,
+	"Served by %d workers":                 610,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 25,
-	"Settled":              279,
-	"Settlement date":      462,
-	"Show all definitions": 225,
-	"Show times in":        489,
+	"Settled":              281,
+	"Settlement date":      464,
+	"Show all definitions": 227,
+	"Show times in":        491,
 	"Showing the instances bulk action %s changed.": 93,
-	"Sign in": 544,
-	"Sign in with an operator or administrator token.": 545,
+	"Sign in": 546,
+	"Sign in with an operator or administrator token.": 547,
 	"Sign out":             114,
 	"Signed in as %s (%s)": 113,
 	"Since revision %d:":   179,
 	"Skip to content":      101,
-	"Slot":                 233,
+	"Slot":                 235,
 	"Snapshotted":          174,
 	"Something went wrong": 131,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 552,
-	"Staff tokens, oldest first": 558,
-	"Start node":                 506,
-	"Started":                    294,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 554,
+	"Staff tokens, oldest first": 560,
+	"Start node":                 508,
+	"Started":                    296,
 	"Status":                     65,
 	"Stop %d instances":          61,
 	"Stop every held instance this filter matches":            55,
@@ -426,235 +426,237 @@ var messageKeyToIndex = map[string]int{
 	"Stop the instance":                                       26,
 	"Stop this instance? Its open occurrences are cancelled.": 24,
 	"Stop this instance…":                                     2,
-	"Stopped by %s at %s — “%s”":                              291,
+	"Stopped by %s at %s — “%s”":                              293,
 	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 41,
 	"Stopping applies to running or held instances, not %s ones.":                              43,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   290,
-	"Summary": 269,
-	"Task contracts: their Working copy, immutable revisions and named releases.": 196,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   292,
+	"Summary": 271,
+	"Task contracts: their Working copy, immutable revisions and named releases.": 198,
 	"Temporarily unavailable":                         129,
-	"That is too long to be an id or a business key.": 541,
+	"That is too long to be an id or a business key.": 543,
 	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.": 178,
 	"The bulk action must be its id (a UUID).":                   92,
-	"The call could not be prepared.":                            428,
-	"The chart’s numbers":                                        231,
+	"The call could not be prepared.":                            430,
+	"The chart’s numbers":                                        233,
 	"The confirmed count is missing: start again from the list.": 71,
 	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           132,
-	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      490,
+	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      492,
 	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 72,
 	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 130,
-	"The deadline passed before a result arrived.":                                                                                425,
-	"The destination answered HTTP %s.":                                                                                           434,
-	"The destination could not be reached.":                                                                                       429,
-	"The destination did not answer within the call’s timeout (%s).":                                                              423,
-	"The destination did not answer within the call’s timeout.":                                                                   424,
-	"The destination’s answer was too large.":                                                                                     430,
+	"The deadline passed before a result arrived.":                                                                                427,
+	"The destination answered HTTP %s.":                                                                                           436,
+	"The destination could not be reached.":                                                                                       431,
+	"The destination did not answer within the call’s timeout (%s).":                                                              425,
+	"The destination did not answer within the call’s timeout.":                                                                   426,
+	"The destination’s answer was too large.":                                                                                     432,
 	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                            122,
-	"The inputs could not be built from the process’s bindings.":                                                                  432,
-	"The last attempt’s lock expired with no attempt left.":                                                                       431,
-	"The next page counts them and asks for a reason before anything changes.":                                                    309,
-	"The nodes this instance reached, in order, each with its occurrence.":                                                        272,
+	"The inputs could not be built from the process’s bindings.":                                                                  434,
+	"The last attempt’s lock expired with no attempt left.":                                                                       433,
+	"The next page counts them and asks for a reason before anything changes.":                                                    311,
+	"The nodes this instance reached, in order, each with its occurrence.":                                                        274,
 	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                143,
 	"The page cursor is invalid: go back to the first page.":                                                                      94,
-	"The page size must be between 1 and %d.":                                                                                     304,
+	"The page size must be between 1 and %d.":                                                                                     306,
 	"The process instance must be an instance id (a UUID).":                                                                       91,
 	"The reason you gave, not recorded:":                                                                                          31,
-	"The result did not match the revision's outputs contract.":                                                                   426,
-	"The revision must be a whole number, 1 or more.":                                                                             460,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 547,
-	"The token was revoked.":                                                                                                      565,
+	"The result did not match the revision's outputs contract.":                                                                   428,
+	"The revision must be a whole number, 1 or more.":                                                                             462,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 549,
+	"The token was revoked.":                                                                                                      567,
 	"These revisions have the same contracts.":                                                                                    164,
-	"These settings are kept in this browser only.":                                                                               488,
-	"They take every revision their consumer is granted.":                                                                         610,
-	"They take revision %d only.":                                                                                                 611,
-	"They take revisions %s only.":                                                                                                612,
-	"This contract has no inputs.":                                                                                                405,
-	"This contract has no outputs.":                                                                                               408,
+	"These settings are kept in this browser only.":                                                                               490,
+	"They take every revision their consumer is granted.":                                                                         612,
+	"They take revision %d only.":                                                                                                 613,
+	"They take revisions %s only.":                                                                                                614,
+	"This contract has no inputs.":                                                                                                407,
+	"This contract has no outputs.":                                                                                               410,
 	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                         128,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.": 27,
 	"This instance has already ended; there is nothing to stop.":  35,
-	"This instance has not reached a task yet.":                   280,
+	"This instance has not reached a task yet.":                   282,
 	"This instance is %s, not held: there is nothing to abandon.": 29,
 	"This instance is %s, not held: there is nothing to retry.":   28,
 	"This instance is %s: there is nothing to stop.":              30,
-	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 288,
-	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 289,
+	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 290,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 291,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          33,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   38,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            572,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           571,
-	"This page does not accept that request.":     537,
-	"This page link is not one the console made.": 589,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            574,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           573,
+	"This page does not accept that request.":     539,
+	"This page link is not one the console made.": 591,
 	"This page reloads every %d seconds.":         118,
-	"This process takes no inputs.":               287,
-	"This token is unknown or has been revoked.":  549,
+	"This process takes no inputs.":               289,
+	"This token is unknown or has been revoked.":  551,
 	"Times in %s · no auto-reload":                117,
 	"Times in %s · reload every %d s":             116,
 	"To revision":                                 158,
-	"Token":                                       546,
+	"Token":                                       548,
 	"Tokens":                                      112,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 548,
-	"Totals of all definitions, not narrowed by the other filters":         474,
-	"Totals of definition %s, not narrowed by the other filters":           473,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 550,
+	"Totals of all definitions, not narrowed by the other filters":         476,
+	"Totals of definition %s, not narrowed by the other filters":           475,
 	"Type": 136,
-	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 539,
-	"UTC (coordinated universal time)": 495,
+	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 541,
+	"UTC (coordinated universal time)": 497,
 	"Unknown action.":                  42,
-	"Unknown consumer.":                461,
-	"Unknown status %q.":               302,
-	"Value":                            284,
-	"Version":                          505,
-	"Versions, newest first":           501,
-	"Waiting for Relais to call the destination since %s (%s).": 438,
-	"Waiting for a worker since %s (%s).":                       439,
+	"Unknown consumer.":                463,
+	"Unknown status %q.":               304,
+	"Value":                            286,
+	"Version":                          507,
+	"Versions, newest first":           503,
+	"Waiting for Relais to call the destination since %s (%s).": 440,
+	"Waiting for a worker since %s (%s).":                       441,
 	"When":                                                      76,
 	"Who":                                                       77,
-	"Whole message":                                             387,
-	"Worker":                                                    592,
-	"Worker id":                                                 378,
+	"Whole message":                                             389,
+	"Worker":                                                    594,
+	"Worker id":                                                 380,
 	"Workers":                                                   111,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        590,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        592,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 17,
-	"Workers seen within three heartbeats": 591,
-	"Workers serving %s":                   599,
+	"Workers seen within three heartbeats": 593,
+	"Workers serving %s":                   601,
 	"Working copy":                         142,
-	"You are signed out.":                  543,
+	"You are signed out.":                  545,
 	"Your role can read definitions only: external tasks and process instances are for operators and administrators.": 120,
-	"[redacted]":                          459,
+	"[redacted]":                          461,
 	"abandon":                             4,
-	"administrator":                       342,
-	"an incident: retry, abandon or stop": 206,
-	"answer too large":                    457,
+	"administrator":                       344,
+	"an incident: retry, abandon or stop": 208,
+	"answer too large":                    459,
 	"any":                                 63,
-	"any other code → %s":                 527,
-	"any other error":                     204,
-	"as of %s (%s); counts are refreshed every few seconds.": 476,
-	"at least %d characters":                                 575,
-	"at least %d items":                                      582,
-	"at most %d":                                             400,
-	"at most %d characters":                                  576,
-	"at most %d items":                                       583,
-	"at most %d since the last operator retry":               401,
-	"available":                                              316,
-	"boolean":                                                329,
-	"call in progress since":                                 481,
-	"cancelled":                                              319,
-	"choice":                                                 332,
-	"claimable since":                                        480,
-	"claimable since %s":                                     224,
-	"classification changed":                                 353,
-	"completed":                                              229,
-	"constraint changed":                                     354,
-	"consumer":                                               345,
-	"consumer #%s":                                           452,
-	"date":                                                   330,
-	"date and time":                                          331,
-	"deadline %s":                                            530,
-	"deferred":                                               318,
-	"deferred since":                                         483,
+	"any other code → %s":                 529,
+	"any other error":                     206,
+	"as of %s (%s); counts are refreshed every few seconds.": 478,
+	"at least %d characters":                                 577,
+	"at least %d items":                                      584,
+	"at most %d":                                             402,
+	"at most %d characters":                                  578,
+	"at most %d items":                                       585,
+	"at most %d since the last operator retry":               403,
+	"available":                                              318,
+	"boolean":                                                331,
+	"call in progress since":                                 483,
+	"cancelled":                                              321,
+	"choice":                                                 334,
+	"claimable since":                                        482,
+	"claimable since %s":                                     226,
+	"classification changed":                                 355,
+	"completed":                                              231,
+	"constraint changed":                                     356,
+	"consumer":                                               347,
+	"consumer #%s":                                           454,
+	"date":                                                   332,
+	"date and time":                                          333,
+	"deadline %s":                                            532,
+	"deferred":                                               320,
+	"deferred since":                                         485,
 	"deleted":                                                83,
-	"designer":                                               344,
-	"disconnected":                                           325,
-	"end (completes)":                                        522,
-	"end (fails)":                                            523,
-	"end: completes the instance":                            207,
-	"end: fails the instance":                                208,
-	"every revision its consumer is granted":                 605,
-	"expired":                                                322,
-	"failed":                                                 230,
-	"fails the instance":                                     528,
-	"field added":                                            348,
-	"field removed":                                          349,
-	"format":                                                 359,
-	"format %s":                                              578,
-	"from":                                                   306,
-	"held":                                                   321,
-	"held for an operator":                                   205,
-	"hold (an incident for an operator)":                     526,
+	"designer":                                               346,
+	"disconnected":                                           327,
+	"end (completes)":                                        524,
+	"end (fails)":                                            525,
+	"end: completes the instance":                            209,
+	"end: fails the instance":                                210,
+	"every revision its consumer is granted":                 607,
+	"expired":                                                324,
+	"failed":                                                 232,
+	"fails the instance":                                     530,
+	"field added":                                            350,
+	"field removed":                                          351,
+	"format":                                                 361,
+	"format %s":                                              580,
+	"from":                                                   308,
+	"held":                                                   323,
+	"held for an operator":                                   207,
+	"hold (an incident for an operator)":                     528,
 	"id or business key":                                     108,
-	"in %s":                                                  243,
-	"in progress":                                            386,
-	"instance id":                                            464,
-	"integer":                                                327,
-	"just now":                                               245,
-	"list":                                                   334,
-	"lock until":                                             482,
-	"long polling":                                           603,
-	"maximum":                                                361,
-	"maximum %s":                                             580,
-	"maximum items":                                          363,
-	"maximum length":                                         357,
-	"minimum":                                                360,
-	"minimum %s":                                             579,
-	"minimum items":                                          362,
-	"minimum length":                                         356,
-	"never":                                                  559,
-	"next attempt":                                           479,
-	"no":                                                     347,
-	"no answer within the timeout":                           455,
-	"no connection":                                          456,
-	"no: the service marked this failure as not retryable (attempts left unused: %d)": 422,
-	"none":     195,
-	"none yet": 200,
-	"none: a failed call takes the node’s error path": 396,
-	"normal":                          335,
-	"not provided":                    584,
-	"not yet":                         560,
-	"null":                            586,
-	"number":                          328,
-	"object":                          333,
-	"on error":                        203,
-	"one of: %s":                      581,
-	"operator":                        343,
-	"optional field of type %s":       194,
+	"in %s":                                                  245,
+	"in progress":                                            388,
+	"instance id":                                            466,
+	"integer":                                                329,
+	"just now":                                               247,
+	"list":                                                   336,
+	"lock until":                                             484,
+	"long polling":                                           605,
+	"maximum":                                                363,
+	"maximum %s":                                             582,
+	"maximum items":                                          365,
+	"maximum length":                                         359,
+	"minimum":                                                362,
+	"minimum %s":                                             581,
+	"minimum items":                                          364,
+	"minimum length":                                         358,
+	"never":                                                  561,
+	"next attempt":                                           481,
+	"no":                                                     349,
+	"no answer within the timeout":                           457,
+	"no connection":                                          458,
+	"no: the service marked this failure as not retryable (attempts left unused: %d)": 424,
+	"none":     197,
+	"none yet": 202,
+	"none: a failed call takes the node’s error path": 398,
+	"normal":                          337,
+	"not provided":                    586,
+	"not yet":                         562,
+	"null":                            588,
+	"number":                          330,
+	"object":                          335,
+	"on error":                        205,
+	"one of: %s":                      583,
+	"operator":                        345,
+	"optional %s field of type %s":    194,
+	"optional field of type %s":       196,
 	"optional → required":             187,
-	"pattern":                         358,
-	"pattern %s":                      577,
-	"pull":                            520,
-	"pull %s":                         210,
-	"pull (the service fetches it)":   340,
-	"push %s":                         209,
-	"push (Relais calls the service)": 341,
-	"push to %s":                      521,
-	"rejected":                        323,
-	"released":                        324,
-	"required changed":                351,
-	"required field of type %s":       193,
+	"pattern":                         360,
+	"pattern %s":                      579,
+	"pull":                            522,
+	"pull %s":                         212,
+	"pull (the service fetches it)":   342,
+	"push %s":                         211,
+	"push (Relais calls the service)": 343,
+	"push to %s":                      523,
+	"rejected":                        325,
+	"released":                        326,
+	"required %s field of type %s":    193,
+	"required changed":                353,
+	"required field of type %s":       195,
 	"required → optional":             188,
-	"reserved":                        317,
+	"reserved":                        319,
 	"retry":                           3,
-	"revision %d":                     477,
-	"revisions %s":                    606,
-	"routing changed":                 355,
-	"routing output":                  573,
+	"revision %d":                     479,
+	"revisions %s":                    608,
+	"routing changed":                 357,
+	"routing output":                  575,
 	"routing output %s → %s":          186,
-	"running":                         320,
-	"secret":                          337,
-	"sensitive":                       336,
-	"settled":                         478,
+	"running":                         322,
+	"secret":                          339,
+	"sensitive":                       338,
+	"settled":                         480,
 	"stop":                            5,
-	"stream":                          602,
-	"text":                            326,
+	"stream":                          604,
+	"text":                            328,
 	"the contracts are the same (the name or a description changed).": 180,
-	"this session":           563,
-	"timeout %s":             531,
-	"to":                     307,
-	"type changed":           350,
-	"unexpected value":       587,
-	"unknown":                458,
+	"this session":           565,
+	"timeout %s":             533,
+	"to":                     309,
+	"type changed":           352,
+	"unexpected value":       589,
+	"unknown":                460,
 	"values added: %s":       189,
-	"values changed":         352,
+	"values changed":         354,
 	"values removed: %s":     190,
 	"values reordered":       191,
-	"version %d":             503,
-	"waiting":                453,
-	"yes":                    346,
-	"••• hidden (secret)":    339,
-	"••• hidden (sensitive)": 338,
-	"→ %s":                   525,
+	"version %d":             505,
+	"waiting":                455,
+	"yes":                    348,
+	"••• hidden (secret)":    341,
+	"••• hidden (sensitive)": 340,
+	"→ %s":                   527,
 }
 
-var enIndex = []uint32{ // 614 elements
+var enIndex = []uint32{ // 616 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x0000005a,
@@ -710,128 +712,128 @@ var enIndex = []uint32{ // 614 elements
 	0x00001cf3, 0x00001d17, 0x00001d3e, 0x00001d5d,
 	0x00001d73, 0x00001d89, 0x00001d9d, 0x00001db3,
 	// Entry C0 - DF
-	0x00001dc4, 0x00001ddb, 0x00001df8, 0x00001e15,
-	0x00001e1a, 0x00001e66, 0x00001e79, 0x00001e7d,
-	0x00001e8d, 0x00001e96, 0x00001ea9, 0x00001ecf,
-	0x00001ed8, 0x00001ee8, 0x00001efd, 0x00001f21,
-	0x00001f3d, 0x00001f55, 0x00001f60, 0x00001f6b,
-	0x00001f76, 0x00001fd3, 0x00001ff7, 0x00002022,
-	0x0000202d, 0x00002032, 0x00002041, 0x00002048,
-	0x0000205f, 0x00002074, 0x00002086, 0x000020a9,
+	0x00001dc4, 0x00001ddb, 0x00001dfe, 0x00001e21,
+	0x00001e3e, 0x00001e5b, 0x00001e60, 0x00001eac,
+	0x00001ebf, 0x00001ec3, 0x00001ed3, 0x00001edc,
+	0x00001eef, 0x00001f15, 0x00001f1e, 0x00001f2e,
+	0x00001f43, 0x00001f67, 0x00001f83, 0x00001f9b,
+	0x00001fa6, 0x00001fb1, 0x00001fbc, 0x00002019,
+	0x0000203d, 0x00002068, 0x00002073, 0x00002078,
+	0x00002087, 0x0000208e, 0x000020a5, 0x000020ba,
 	// Entry E0 - FF
-	0x000020db, 0x000020f1, 0x00002106, 0x00002116,
-	0x0000214f, 0x000021a3, 0x000021ad, 0x000021b4,
-	0x000021ca, 0x00002203, 0x00002208, 0x00002212,
-	0x00002220, 0x0000222d, 0x00002256, 0x00002279,
-	0x00002286, 0x000022a6, 0x000022b2, 0x000022cb,
-	0x000022d4, 0x000022de, 0x000022e7, 0x000022ef,
-	0x000022f9, 0x00002301, 0x00002309, 0x0000230d,
-	0x00002311, 0x00002315, 0x00002319, 0x0000231d,
+	0x000020cc, 0x000020ef, 0x00002121, 0x00002137,
+	0x0000214c, 0x0000215c, 0x00002195, 0x000021e9,
+	0x000021f3, 0x000021fa, 0x00002210, 0x00002249,
+	0x0000224e, 0x00002258, 0x00002266, 0x00002273,
+	0x0000229c, 0x000022bf, 0x000022cc, 0x000022ec,
+	0x000022f8, 0x00002311, 0x0000231a, 0x00002324,
+	0x0000232d, 0x00002335, 0x0000233f, 0x00002347,
+	0x0000234f, 0x00002353, 0x00002357, 0x0000235b,
 	// Entry 100 - 11F
-	0x00002321, 0x00002325, 0x00002329, 0x0000232d,
-	0x00002331, 0x00002335, 0x00002339, 0x00002343,
-	0x00002361, 0x00002381, 0x000023a5, 0x000023c9,
-	0x000023d2, 0x000023e9, 0x000023f1, 0x00002402,
-	0x00002407, 0x0000244c, 0x00002464, 0x00002469,
-	0x00002474, 0x0000247a, 0x00002484, 0x0000248c,
-	0x00002494, 0x000024be, 0x000024d8, 0x00002500,
-	0x00002530, 0x00002536, 0x00002545, 0x00002598,
+	0x0000235f, 0x00002363, 0x00002367, 0x0000236b,
+	0x0000236f, 0x00002373, 0x00002377, 0x0000237b,
+	0x0000237f, 0x00002389, 0x000023a7, 0x000023c7,
+	0x000023eb, 0x0000240f, 0x00002418, 0x0000242f,
+	0x00002437, 0x00002448, 0x0000244d, 0x00002492,
+	0x000024aa, 0x000024af, 0x000024ba, 0x000024c0,
+	0x000024ca, 0x000024d2, 0x000024da, 0x00002504,
+	0x0000251e, 0x00002546, 0x00002576, 0x0000257c,
 	// Entry 120 - 13F
-	0x000025b6, 0x000026d8, 0x00002797, 0x000027ee,
-	0x00002818, 0x00002844, 0x0000286e, 0x00002876,
-	0x0000287c, 0x00002889, 0x0000289b, 0x000028a6,
-	0x000028af, 0x000028c1, 0x000028d0, 0x000028e6,
-	0x000028f4, 0x0000291f, 0x00002931, 0x00002936,
-	0x00002939, 0x00002963, 0x000029ac, 0x000029cc,
-	0x000029d5, 0x000029e7, 0x00002a0a, 0x00002a18,
-	0x00002a25, 0x00002a2f, 0x00002a38, 0x00002a41,
+	0x0000258b, 0x000025de, 0x000025fc, 0x0000271e,
+	0x000027dd, 0x00002834, 0x0000285e, 0x0000288a,
+	0x000028b4, 0x000028bc, 0x000028c2, 0x000028cf,
+	0x000028e1, 0x000028ec, 0x000028f5, 0x00002907,
+	0x00002916, 0x0000292c, 0x0000293a, 0x00002965,
+	0x00002977, 0x0000297c, 0x0000297f, 0x000029a9,
+	0x000029f2, 0x00002a12, 0x00002a1b, 0x00002a2d,
+	0x00002a50, 0x00002a5e, 0x00002a6b, 0x00002a75,
 	// Entry 140 - 15F
-	0x00002a4b, 0x00002a53, 0x00002a58, 0x00002a60,
-	0x00002a69, 0x00002a72, 0x00002a7f, 0x00002a84,
-	0x00002a8c, 0x00002a93, 0x00002a9b, 0x00002aa0,
-	0x00002aae, 0x00002ab5, 0x00002abc, 0x00002ac1,
-	0x00002ac8, 0x00002ad2, 0x00002ad9, 0x00002af6,
-	0x00002b10, 0x00002b2e, 0x00002b4e, 0x00002b5c,
-	0x00002b65, 0x00002b6e, 0x00002b77, 0x00002b7b,
-	0x00002b7e, 0x00002b8a, 0x00002b98, 0x00002ba5,
+	0x00002a7e, 0x00002a87, 0x00002a91, 0x00002a99,
+	0x00002a9e, 0x00002aa6, 0x00002aaf, 0x00002ab8,
+	0x00002ac5, 0x00002aca, 0x00002ad2, 0x00002ad9,
+	0x00002ae1, 0x00002ae6, 0x00002af4, 0x00002afb,
+	0x00002b02, 0x00002b07, 0x00002b0e, 0x00002b18,
+	0x00002b1f, 0x00002b3c, 0x00002b56, 0x00002b74,
+	0x00002b94, 0x00002ba2, 0x00002bab, 0x00002bb4,
+	0x00002bbd, 0x00002bc1, 0x00002bc4, 0x00002bd0,
 	// Entry 160 - 17F
-	0x00002bb6, 0x00002bc5, 0x00002bdc, 0x00002bef,
-	0x00002bff, 0x00002c0e, 0x00002c1d, 0x00002c25,
-	0x00002c2c, 0x00002c34, 0x00002c3c, 0x00002c4a,
-	0x00002c58, 0x00002c6e, 0x00002c83, 0x00002c94,
-	0x00002c99, 0x00002c9f, 0x00002ca6, 0x00002cb7,
-	0x00002cc3, 0x00002ccc, 0x00002cd5, 0x00002cf1,
-	0x00002cfa, 0x00002d16, 0x00002d1f, 0x00002d29,
-	0x00002d32, 0x00002d3b, 0x00002d44, 0x00002d5b,
+	0x00002bde, 0x00002beb, 0x00002bfc, 0x00002c0b,
+	0x00002c22, 0x00002c35, 0x00002c45, 0x00002c54,
+	0x00002c63, 0x00002c6b, 0x00002c72, 0x00002c7a,
+	0x00002c82, 0x00002c90, 0x00002c9e, 0x00002cb4,
+	0x00002cc9, 0x00002cda, 0x00002cdf, 0x00002ce5,
+	0x00002cec, 0x00002cfd, 0x00002d09, 0x00002d12,
+	0x00002d1b, 0x00002d37, 0x00002d40, 0x00002d5c,
+	0x00002d65, 0x00002d6f, 0x00002d78, 0x00002d81,
 	// Entry 180 - 19F
-	0x00002d63, 0x00002d71, 0x00002d9e, 0x00002daa,
-	0x00002db8, 0x00002dff, 0x00002e0b, 0x00002e13,
-	0x00002e3e, 0x00002e89, 0x00002f4b, 0x00002f66,
-	0x00002f6e, 0x00002fa0, 0x00002fad, 0x00002fb1,
-	0x00002fd7, 0x00002fe5, 0x00003011, 0x00003037,
-	0x00003042, 0x00003070, 0x0000308d, 0x000030bc,
-	0x000030ee, 0x0000310c, 0x00003141, 0x0000315d,
-	0x0000316c, 0x00003179, 0x00003187, 0x00003194,
+	0x00002d8a, 0x00002da1, 0x00002da9, 0x00002db7,
+	0x00002de4, 0x00002df0, 0x00002dfe, 0x00002e45,
+	0x00002e51, 0x00002e59, 0x00002e84, 0x00002ecf,
+	0x00002f91, 0x00002fac, 0x00002fb4, 0x00002fe6,
+	0x00002ff3, 0x00002ff7, 0x0000301d, 0x0000302b,
+	0x00003057, 0x0000307d, 0x00003088, 0x000030b6,
+	0x000030d3, 0x00003102, 0x00003134, 0x00003152,
+	0x00003187, 0x000031a3, 0x000031b2, 0x000031bf,
 	// Entry 1A0 - 1BF
-	0x0000319d, 0x000031b8, 0x000031d3, 0x000031df,
-	0x00003200, 0x00003229, 0x00003233, 0x00003286,
-	0x000032ca, 0x00003306, 0x00003333, 0x0000336d,
-	0x000033d2, 0x000033f2, 0x00003418, 0x00003442,
-	0x0000347a, 0x000034b7, 0x000034db, 0x00003500,
-	0x0000351a, 0x00003538, 0x0000356c, 0x000035ac,
-	0x000035d6, 0x000035e5, 0x00003616, 0x00003645,
-	0x00003658, 0x000036cd, 0x000036e0, 0x00003714,
+	0x000031cd, 0x000031da, 0x000031e3, 0x000031fe,
+	0x00003219, 0x00003225, 0x00003246, 0x0000326f,
+	0x00003279, 0x000032cc, 0x00003310, 0x0000334c,
+	0x00003379, 0x000033b3, 0x00003418, 0x00003438,
+	0x0000345e, 0x00003488, 0x000034c0, 0x000034fd,
+	0x00003521, 0x00003546, 0x00003560, 0x0000357e,
+	0x000035b2, 0x000035f2, 0x0000361c, 0x0000362b,
+	0x0000365c, 0x0000368b, 0x0000369e, 0x00003713,
 	// Entry 1C0 - 1DF
-	0x00003748, 0x00003758, 0x0000379f, 0x000037cc,
-	0x000037d9, 0x000037e9, 0x000037f1, 0x00003809,
-	0x00003826, 0x00003834, 0x00003845, 0x0000384d,
-	0x00003858, 0x00003888, 0x0000389a, 0x000038aa,
-	0x000038dc, 0x000038e8, 0x000038f9, 0x00003913,
-	0x00003924, 0x0000392a, 0x0000393e, 0x00003956,
-	0x0000397b, 0x00003989, 0x000039c7, 0x00003a04,
-	0x00003a30, 0x00003a6d, 0x00003a7c, 0x00003a84,
+	0x00003726, 0x0000375a, 0x0000378e, 0x0000379e,
+	0x000037e5, 0x00003812, 0x0000381f, 0x0000382f,
+	0x00003837, 0x0000384f, 0x0000386c, 0x0000387a,
+	0x0000388b, 0x00003893, 0x0000389e, 0x000038ce,
+	0x000038e0, 0x000038f0, 0x00003922, 0x0000392e,
+	0x0000393f, 0x00003959, 0x0000396a, 0x00003970,
+	0x00003984, 0x0000399c, 0x000039c1, 0x000039cf,
+	0x00003a0d, 0x00003a4a, 0x00003a76, 0x00003ab3,
 	// Entry 1E0 - 1FF
-	0x00003a91, 0x00003aa1, 0x00003ab8, 0x00003ac3,
-	0x00003ad2, 0x00003ae0, 0x00003af3, 0x00003b18,
-	0x00003b43, 0x00003b71, 0x00003b7f, 0x00003c12,
-	0x00003c30, 0x00003c76, 0x00003c84, 0x00003c98,
-	0x00003cb9, 0x00003ccd, 0x00003cd3, 0x00003ce7,
-	0x00003d5a, 0x00003d6b, 0x00003d82, 0x00003d9f,
-	0x00003dad, 0x00003dbb, 0x00003dc3, 0x00003dce,
-	0x00003dd4, 0x00003ec6, 0x00003ecc, 0x00003efe,
+	0x00003ac2, 0x00003aca, 0x00003ad7, 0x00003ae7,
+	0x00003afe, 0x00003b09, 0x00003b18, 0x00003b26,
+	0x00003b39, 0x00003b5e, 0x00003b89, 0x00003bb7,
+	0x00003bc5, 0x00003c58, 0x00003c76, 0x00003cbc,
+	0x00003cca, 0x00003cde, 0x00003cff, 0x00003d13,
+	0x00003d19, 0x00003d2d, 0x00003da0, 0x00003db1,
+	0x00003dc8, 0x00003de5, 0x00003df3, 0x00003e01,
+	0x00003e09, 0x00003e14, 0x00003e1a, 0x00003f0c,
 	// Entry 200 - 21F
-	0x00003f03, 0x00003f13, 0x00003f1e, 0x00003f27,
-	0x00003f37, 0x00003f51, 0x00003f8a, 0x00003f99,
-	0x00004053, 0x00004058, 0x00004066, 0x00004076,
-	0x00004082, 0x00004092, 0x0000409c, 0x000040bf,
-	0x000040d8, 0x000040eb, 0x00004157, 0x00004166,
-	0x00004174, 0x000041a6, 0x000041dd, 0x000041eb,
-	0x0000422f, 0x00004254, 0x0000427c, 0x00004283,
-	0x000042de, 0x00004308, 0x00004338, 0x00004396,
+	0x00003f12, 0x00003f44, 0x00003f49, 0x00003f59,
+	0x00003f64, 0x00003f6d, 0x00003f7d, 0x00003f97,
+	0x00003fd0, 0x00003fdf, 0x00004099, 0x0000409e,
+	0x000040ac, 0x000040bc, 0x000040c8, 0x000040d8,
+	0x000040e2, 0x00004105, 0x0000411e, 0x00004131,
+	0x0000419d, 0x000041ac, 0x000041ba, 0x000041ec,
+	0x00004223, 0x00004231, 0x00004275, 0x0000429a,
+	0x000042c2, 0x000042c9, 0x00004324, 0x0000434e,
 	// Entry 220 - 23F
-	0x000043aa, 0x000043b2, 0x000043e3, 0x000043e9,
-	0x00004465, 0x000044ad, 0x000044d8, 0x0000453a,
-	0x0000455d, 0x00004604, 0x00004607, 0x0000460c,
-	0x00004617, 0x00004621, 0x00004629, 0x00004644,
-	0x0000464a, 0x00004652, 0x00004660, 0x0000466a,
-	0x00004677, 0x00004681, 0x00004698, 0x000046ab,
-	0x000046cf, 0x0000474f, 0x00004760, 0x00004768,
-	0x000047dd, 0x00004831, 0x00004840, 0x0000484c,
+	0x0000437e, 0x000043dc, 0x000043f0, 0x000043f8,
+	0x00004429, 0x0000442f, 0x000044ab, 0x000044f3,
+	0x0000451e, 0x00004580, 0x000045a3, 0x0000464a,
+	0x0000464d, 0x00004652, 0x0000465d, 0x00004667,
+	0x0000466f, 0x0000468a, 0x00004690, 0x00004698,
+	0x000046a6, 0x000046b0, 0x000046bd, 0x000046c7,
+	0x000046de, 0x000046f1, 0x00004715, 0x00004795,
+	0x000047a6, 0x000047ae, 0x00004823, 0x00004877,
 	// Entry 240 - 25F
-	0x00004888, 0x000048c2, 0x000048d0, 0x000048dd,
-	0x000048eb, 0x000048f9, 0x00004907, 0x00004939,
-	0x00004969, 0x00004976, 0x00004996, 0x0000499b,
-	0x000049ac, 0x000049b9, 0x000049e5, 0x00004a6b,
-	0x00004a90, 0x00004a97, 0x00004aa0, 0x00004ab3,
-	0x00004abd, 0x00004ac7, 0x00004ad1, 0x00004ae9,
-	0x00004aff, 0x00004b0b, 0x00004b2d, 0x00004b34,
-	0x00004b41, 0x00004b52, 0x00004b79, 0x00004b89,
+	0x00004886, 0x00004892, 0x000048ce, 0x00004908,
+	0x00004916, 0x00004923, 0x00004931, 0x0000493f,
+	0x0000494d, 0x0000497f, 0x000049af, 0x000049bc,
+	0x000049dc, 0x000049e1, 0x000049f2, 0x000049ff,
+	0x00004a2b, 0x00004ab1, 0x00004ad6, 0x00004add,
+	0x00004ae6, 0x00004af9, 0x00004b03, 0x00004b0d,
+	0x00004b17, 0x00004b2f, 0x00004b45, 0x00004b51,
+	0x00004b73, 0x00004b7a, 0x00004b87, 0x00004b98,
 	// Entry 260 - 27F
-	0x00004bdd, 0x00004c15, 0x00004c65, 0x00004c99,
-	0x00004cb8, 0x00004cd8,
-} // Size: 2480 bytes
+	0x00004bbf, 0x00004bcf, 0x00004c23, 0x00004c5b,
+	0x00004cab, 0x00004cdf, 0x00004cfe, 0x00004d1e,
+} // Size: 2488 bytes
 
-const enData string = "" + // Size: 19672 bytes
+const enData string = "" + // Size: 19742 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every held instance…\x02Stop every running instance…\x02Stop every runni" +
@@ -950,200 +952,201 @@ const enData string = "" + // Size: 19672 bytes
 	"\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d breaking" +
 	"\x02routing output %[1]s → %[2]s\x02optional → required\x02required → op" +
 	"tional\x02values added: %[1]s\x02values removed: %[1]s\x02values reorder" +
-	"ed\x02%[1]s: %[2]s → %[3]s\x02required field of type %[1]s\x02optional f" +
-	"ield of type %[1]s\x02none\x02Task contracts: their Working copy, immuta" +
-	"ble revisions and named releases.\x02Definitions by key\x02Key\x02Latest" +
-	" revision\x02none yet\x02No definition yet.\x14\x01\x81\x01\x00\x02\x0e" +
-	"\x02%[1]d release\x00\x0f\x02%[1]d releases\x02on error\x02any other err" +
-	"or\x02held for an operator\x02an incident: retry, abandon or stop\x02end" +
-	": completes the instance\x02end: fails the instance\x02push %[1]s\x02pul" +
-	"l %[1]s\x02Node %[1]s\x02Each definition’s queue and incidents now, and " +
-	"what its workers finished in the last hour.\x02Completions and failures," +
-	" last hour\x02Definitions, those needing attention first\x02Definition" +
-	"\x02Open\x02Held instances\x02Failed\x02Oldest claimable waits\x02Comple" +
-	"ted, last hour\x02Failed, last hour\x02No definition has occurrences yet" +
-	".\x02As of %[1]s (%[2]s); refreshed every few seconds.\x02claimable sinc" +
-	"e %[1]s\x02Show all definitions\x02All definitions\x02Completions and fa" +
-	"ilures per 5 minutes, last hour: %[1]s\x02In the last hour: %[1]s, %[2]s" +
-	". The table after the chart gives each 5-minute slot.\x02completed\x02fa" +
-	"iled\x02The chart’s numbers\x02Completions and failures per 5-minute slo" +
-	"t, oldest first\x02Slot\x02Completed\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14" +
-	"\x01\x81\x01\x00\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d completed" +
-	"\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02" +
-	"%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s " +
-	"%[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[" +
-	"1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun" +
-	"\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01" +
-	"\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02" +
-	"\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d" +
-	"\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d" +
-	"\x02%[1]d second\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process instanc" +
-	"e %[1]s\x02Summary\x02Operator actions\x02Path\x02The nodes this instanc" +
-	"e reached, in order, each with its occurrence.\x02Nodes reached, in orde" +
-	"r\x02Node\x02Occurrence\x02Route\x02Next node\x02Created\x02Settled\x02T" +
-	"his instance has not reached a task yet.\x02Recorded operator actions" +
-	"\x02No operator has acted on this instance.\x02Operator actions on this " +
-	"instance, newest first\x02Value\x02Process inputs\x02Inputs the instance" +
-	" was started with, labelled by process version %[1]d's contract\x02This " +
-	"process takes no inputs.\x02This instance is held at a failed node: an i" +
-	"ncident. It cannot be retried: its occurrence at node %[1]s failed befor" +
-	"e any attempt (its inputs could not be built), so it would fail the same" +
-	" way. Abandon fails the instance; stop cancels it. Each asks for a reaso" +
-	"n, recorded in the audit log.\x02This instance is held at a failed node:" +
-	" an incident. Retry offers the failed occurrence again; abandon fails th" +
-	"e instance; stop cancels it. Each asks for a reason, recorded in the aud" +
-	"it log.\x02Stopping cancels the instance and its open occurrences. It do" +
-	"es not complete anything.\x02Stopped by %[1]s at %[2]s — “%[3]s”\x02Aban" +
-	"doned by %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s — “%[3]s”" +
-	"\x02Started\x02Ended\x02Held at node\x02Failed occurrence\x02Error code" +
-	"\x02End node\x02Abandoned at node\x02Failed at node\x02Unknown status %[" +
-	"1]q.\x02Creation date\x02The page size must be between 1 and %[1]d.\x02P" +
-	"rocess instances\x02from\x02to\x02Act on every instance this filter matc" +
-	"hes\x02The next page counts them and asks for a reason before anything c" +
-	"hanges.\x02Process instances, newest first\x02Instance\x02End node or er" +
-	"ror\x02No instance matches these filters.\x02All processes\x02All status" +
-	"es\x02available\x02reserved\x02deferred\x02cancelled\x02running\x02held" +
-	"\x02expired\x02rejected\x02released\x02disconnected\x02text\x02integer" +
-	"\x02number\x02boolean\x02date\x02date and time\x02choice\x02object\x02li" +
-	"st\x02normal\x02sensitive\x02secret\x02••• hidden (sensitive)\x02••• hid" +
-	"den (secret)\x02pull (the service fetches it)\x02push (Relais calls the " +
-	"service)\x02administrator\x02operator\x02designer\x02consumer\x02yes\x02" +
-	"no\x02field added\x02field removed\x02type changed\x02required changed" +
-	"\x02values changed\x02classification changed\x02constraint changed\x02ro" +
-	"uting changed\x02minimum length\x02maximum length\x02pattern\x02format" +
-	"\x02minimum\x02maximum\x02minimum items\x02maximum items\x02%[1]s, revis" +
-	"ion %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Mode\x02Dates" +
-	"\x02Policy\x02Maximum attempts\x02Retry delay\x02Deadline\x02Priority" +
-	"\x02%[1]d (0 lowest, 9 highest)\x02Attempts\x02Every attempt, oldest fir" +
-	"st\x02Consumer\x02Worker id\x02Reserved\x02Finished\x02Duration\x02Desti" +
-	"nation’s answer\x02Outcome\x02Error message\x02No service has reserved t" +
-	"his occurrence yet.\x02in progress\x02Whole message\x02No service ever r" +
-	"eserved this occurrence: it ended before any attempt.\x02Destination\x02" +
-	"Replica\x02Relais has not called the destination yet.\x02Relais never ca" +
-	"lled the destination: the occurrence ended before any call.\x02Relais ke" +
-	"eps the destination’s status code only when it refused the call (destina" +
-	"tion_http_NNN); a completed call answered 2xx. The duration runs from th" +
-	"e claim of the call to its settlement.\x02Reason given by the worker\x02" +
-	"Retries\x02none: a failed call takes the node’s error path\x02Call timeo" +
-	"ut\x02Now\x02Retry or abandon it from its instance\x02at most %[1]d\x02a" +
-	"t most %[1]d since the last operator retry\x14\x01\x81\x01\x00\x02\x0e" +
-	"\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02%[1]d left\x02Inputs, lab" +
-	"elled by revision %[1]d's contract\x02This contract has no inputs.\x02Ou" +
-	"tputs, labelled by revision %[1]d's contract\x02No outputs yet: the occu" +
-	"rrence has not completed.\x02This contract has no outputs.\x02No outputs" +
-	": the occurrence ended without completing.\x02Reveal — this is recorded" +
-	"\x02Available from\x02Next attempt\x02Last reserved\x02Lock expires\x02D" +
-	"eferred\x02Last error (attempt %[1]d)\x02Error (before any attempt)\x02I" +
-	"ts message\x02Message from Relais (in English)\x02Message from the servi" +
-	"ce (as it sent it)\x02Retryable\x02no: the service marked this failure a" +
-	"s not retryable (attempts left unused: %[1]d)\x02The destination did not" +
-	" answer within the call’s timeout (%[1]s).\x02The destination did not an" +
-	"swer within the call’s timeout.\x02The deadline passed before a result a" +
-	"rrived.\x02The result did not match the revision's outputs contract.\x02" +
-	"Relais stopped during the call: whether the destination acted is unknown" +
-	", so it is not called again.\x02The call could not be prepared.\x02The d" +
-	"estination could not be reached.\x02The destination’s answer was too lar" +
-	"ge.\x02The last attempt’s lock expired with no attempt left.\x02The inpu" +
-	"ts could not be built from the process’s bindings.\x02An operator abando" +
-	"ned the instance.\x02The destination answered HTTP %[1]s.\x02Retry at %[" +
-	"1]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %[1]s — wait" +
-	"ing to be offered again.\x02Waiting for Relais to call the destination s" +
-	"ince %[1]s (%[2]s).\x02Waiting for a worker since %[1]s (%[2]s).\x02(wor" +
-	"ker %[1]s)\x02Relais is calling the destination (since %[1]s).\x02Reserv" +
-	"ed by %[1]s; lock until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred" +
-	" since %[1]s (%[2]s): a worker of the same consumer, or a front end with" +
-	" a settle token, completes it later.\x02Completed (%[1]s).\x02Its instan" +
-	"ce is held here, waiting for an operator.\x02Its instance went on along " +
-	"the node’s error path.\x02Failed (%[1]s).\x02Cancelled: the instance was" +
-	" stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the instance was sto" +
-	"pped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02waiting\x02HTTP 2xx," +
-	" unusable body\x02no answer within the timeout\x02no connection\x02answe" +
-	"r too large\x02unknown\x02[redacted]\x02The revision must be a whole num" +
-	"ber, 1 or more.\x02Unknown consumer.\x02Settlement date\x02More filters:" +
-	" instance, revision, consumer, dates\x02instance id\x02Counts by status" +
-	"\x02Occurrences, newest first\x02Process and node\x02Error\x02Consumer a" +
-	"nd worker\x02Next attempt or settled\x02No occurrence matches these filt" +
-	"ers.\x02All consumers\x02Totals of definition %[1]s, not narrowed by the" +
-	" other filters\x02Totals of all definitions, not narrowed by the other f" +
-	"ilters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d " +
-	"occurrences\x02as of %[1]s (%[2]s); counts are refreshed every few secon" +
-	"ds.\x02revision %[1]d\x02settled\x02next attempt\x02claimable since\x02c" +
-	"all in progress since\x02lock until\x02deferred since\x02Previous page" +
-	"\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 2026-12-01.\x02%[1]s: t" +
-	"he first day comes after the last.\x02These settings are kept in this br" +
-	"owser only.\x02Show times in\x02The console runs no script, so it cannot" +
-	" read your computer’s time zone: choose its offset from UTC. Offsets do " +
-	"not follow daylight saving time.\x02Reload lists and detail pages\x02Pag" +
-	"es with a form, such as a confirmation, never reload on their own.\x02Sa" +
-	"ve settings\x02Back without saving\x02UTC (coordinated universal time)" +
-	"\x02Local time at %[1]s\x02Never\x02Every %[1]d seconds\x02Published pro" +
-	"cess versions: their nodes, routes and pinned revisions, drawn, with whe" +
-	"re their occurrences are now.\x02Processes by key\x02Versions, newest fi" +
-	"rst\x02No process is published yet.\x02version %[1]d\x02Process %[1]s" +
-	"\x02Version\x02Start node\x02Graph\x02Columns follow the longest path fr" +
-	"om the start node. Solid arrows are successes (labelled with their route" +
-	"), dashed ones failures (labelled with their error codes). Each box says" +
-	" how many of this version’s occurrences are at that node now.\x02Nodes" +
-	"\x02Nodes of this version, with their occurrences now\x02Kind\x02Pinned " +
-	"revision\x02On success\x02On error\x02Occurrences now\x02Instances of th" +
-	"is process\x02Counts as of %[1]s (%[2]s); refreshed every few seconds." +
-	"\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %" +
-	"[2]s. The table below lists the same nodes, routes and counts.\x00Y\x02%" +
-	"[1]d nodes, starting at %[2]s. The table below lists the same nodes, rou" +
-	"tes and counts.\x02pull\x02push to %[1]s\x02end (completes)\x02end (fail" +
-	"s)\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02" +
-	"any other code → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021" +
-	"\x02%[1]d attempt, retry after %[2]s, priority %[3]d\x002\x02%[1]d attem" +
-	"pts, retry after %[2]s, priority %[3]d\x02deadline %[1]s\x02timeout %[1]" +
-	"s\x02Only administrators may reveal a sensitive value.\x02Revealed by %[" +
-	"1]s at %[2]s; recorded in the audit log.\x02Cannot reveal\x02Only a valu" +
-	"e this page shows as hidden (sensitive) can be revealed.\x02Secret value" +
-	"s can never be revealed.\x02This page does not accept that request.\x02S" +
-	"earch\x02Type an instance or occurrence id (a UUID, as the pages show on" +
-	" hover), or a business key.\x02Nothing to find: the search box is empty." +
-	"\x02That is too long to be an id or a business key.\x02No instance or oc" +
-	"currence has the id “%[1]s”, and no instance has it as its business key." +
-	"\x02You are signed out.\x02Sign in\x02Sign in with an operator or admini" +
-	"strator token.\x02Token\x02The token is checked once and never stored in" +
-	" your browser; a session cookie stands for it for up to 8 hours of inact" +
-	"ivity.\x02Too many failed sign-ins from your address. Try again in %[1]d" +
-	" seconds.\x02This token is unknown or has been revoked.\x02A %[1]s token" +
-	" cannot open the console: sign in with an operator, designer or administ" +
-	"rator token.\x02Only administrators manage tokens.\x02Staff tokens (admi" +
-	"nistrators, designers, operators) that are not revoked. Consumer tokens " +
-	"are managed with their consumers. Revoking a token refuses its next requ" +
-	"est.\x02ID\x02Role\x02Created on\x02Last used\x02Expires\x02Staff tokens" +
-	", oldest first\x02never\x02not yet\x02Expired token\x02Revoke…\x02this s" +
-	"ession\x02No token.\x02The token was revoked.\x02Revoke token %[1]d\x02R" +
-	"evoke the %[1]s token “%[2]s”?\x02Its next request is refused, and conso" +
-	"le sessions opened with it end. This cannot be undone: whoever uses it n" +
-	"eeds a new token.\x02Revoke the token\x02Keep it\x02This is the token yo" +
-	"u signed in with: revoking it signs you out. Its next request is refused" +
-	". This cannot be undone.\x02This is the last usable administrator token:" +
-	" create another one before revoking it.\x02routing output\x02(each item)" +
-	"\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at l" +
-	"east %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d chara" +
-	"cter\x00\x19\x02at most %[1]d characters\x02pattern %[1]s\x02format %[1]" +
-	"s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00" +
-	"\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]d items\x14\x01" +
-	"\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d item" +
-	"s\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%" +
-	"[1]d items\x02null\x02unexpected value\x02Invalid page\x02This page link" +
-	" is not one the console made.\x02Workers connected by a stream, and poll" +
-	"ing workers by their last fetch. A worker is listed while it was seen wi" +
-	"thin three heartbeats.\x02Workers seen within three heartbeats\x02Worker" +
-	"\x02Protocol\x02Definitions served\x02In flight\x02Connected\x02Last see" +
-	"n\x02No worker is connected.\x02Workers serving %[1]s\x02All workers\x02" +
-	"No worker serves this definition.\x02stream\x02long polling\x02Camunda 7" +
-	" facade\x02every revision its consumer is granted\x02revisions %[1]s\x02" +
-	"No worker serves this definition: its occurrences wait until one connect" +
-	"s or polls.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00" +
-	"\x18\x02Served by %[1]d workers\x02Revisions they take: %[1]s; some take" +
-	" every revision their consumer is granted.\x02They take every revision t" +
-	"heir consumer is granted.\x02They take revision %[1]d only.\x02They take" +
-	" revisions %[1]s only."
+	"ed\x02%[1]s: %[2]s → %[3]s\x02required %[1]s field of type %[2]s\x02opti" +
+	"onal %[1]s field of type %[2]s\x02required field of type %[1]s\x02option" +
+	"al field of type %[1]s\x02none\x02Task contracts: their Working copy, im" +
+	"mutable revisions and named releases.\x02Definitions by key\x02Key\x02La" +
+	"test revision\x02none yet\x02No definition yet.\x14\x01\x81\x01\x00\x02" +
+	"\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases\x02on error\x02any other" +
+	" error\x02held for an operator\x02an incident: retry, abandon or stop" +
+	"\x02end: completes the instance\x02end: fails the instance\x02push %[1]s" +
+	"\x02pull %[1]s\x02Node %[1]s\x02Each definition’s queue and incidents no" +
+	"w, and what its workers finished in the last hour.\x02Completions and fa" +
+	"ilures, last hour\x02Definitions, those needing attention first\x02Defin" +
+	"ition\x02Open\x02Held instances\x02Failed\x02Oldest claimable waits\x02C" +
+	"ompleted, last hour\x02Failed, last hour\x02No definition has occurrence" +
+	"s yet.\x02As of %[1]s (%[2]s); refreshed every few seconds.\x02claimable" +
+	" since %[1]s\x02Show all definitions\x02All definitions\x02Completions a" +
+	"nd failures per 5 minutes, last hour: %[1]s\x02In the last hour: %[1]s, " +
+	"%[2]s. The table after the chart gives each 5-minute slot.\x02completed" +
+	"\x02failed\x02The chart’s numbers\x02Completions and failures per 5-minu" +
+	"te slot, oldest first\x02Slot\x02Completed\x02%[1]s–%[2]s\x02%[1]s: %[2]" +
+	"s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d comple" +
+	"ted\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed" +
+	"\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[" +
+	"1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s" +
+	"\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May" +
+	"\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01" +
+	"\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01" +
+	"\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00" +
+	"\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00" +
+	"\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process" +
+	" instance %[1]s\x02Summary\x02Operator actions\x02Path\x02The nodes this" +
+	" instance reached, in order, each with its occurrence.\x02Nodes reached," +
+	" in order\x02Node\x02Occurrence\x02Route\x02Next node\x02Created\x02Sett" +
+	"led\x02This instance has not reached a task yet.\x02Recorded operator ac" +
+	"tions\x02No operator has acted on this instance.\x02Operator actions on " +
+	"this instance, newest first\x02Value\x02Process inputs\x02Inputs the ins" +
+	"tance was started with, labelled by process version %[1]d's contract\x02" +
+	"This process takes no inputs.\x02This instance is held at a failed node:" +
+	" an incident. It cannot be retried: its occurrence at node %[1]s failed " +
+	"before any attempt (its inputs could not be built), so it would fail the" +
+	" same way. Abandon fails the instance; stop cancels it. Each asks for a " +
+	"reason, recorded in the audit log.\x02This instance is held at a failed " +
+	"node: an incident. Retry offers the failed occurrence again; abandon fai" +
+	"ls the instance; stop cancels it. Each asks for a reason, recorded in th" +
+	"e audit log.\x02Stopping cancels the instance and its open occurrences. " +
+	"It does not complete anything.\x02Stopped by %[1]s at %[2]s — “%[3]s”" +
+	"\x02Abandoned by %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s —" +
+	" “%[3]s”\x02Started\x02Ended\x02Held at node\x02Failed occurrence\x02Err" +
+	"or code\x02End node\x02Abandoned at node\x02Failed at node\x02Unknown st" +
+	"atus %[1]q.\x02Creation date\x02The page size must be between 1 and %[1]" +
+	"d.\x02Process instances\x02from\x02to\x02Act on every instance this filt" +
+	"er matches\x02The next page counts them and asks for a reason before any" +
+	"thing changes.\x02Process instances, newest first\x02Instance\x02End nod" +
+	"e or error\x02No instance matches these filters.\x02All processes\x02All" +
+	" statuses\x02available\x02reserved\x02deferred\x02cancelled\x02running" +
+	"\x02held\x02expired\x02rejected\x02released\x02disconnected\x02text\x02i" +
+	"nteger\x02number\x02boolean\x02date\x02date and time\x02choice\x02object" +
+	"\x02list\x02normal\x02sensitive\x02secret\x02••• hidden (sensitive)\x02•" +
+	"•• hidden (secret)\x02pull (the service fetches it)\x02push (Relais ca" +
+	"lls the service)\x02administrator\x02operator\x02designer\x02consumer" +
+	"\x02yes\x02no\x02field added\x02field removed\x02type changed\x02require" +
+	"d changed\x02values changed\x02classification changed\x02constraint chan" +
+	"ged\x02routing changed\x02minimum length\x02maximum length\x02pattern" +
+	"\x02format\x02minimum\x02maximum\x02minimum items\x02maximum items\x02%[" +
+	"1]s, revision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Mode" +
+	"\x02Dates\x02Policy\x02Maximum attempts\x02Retry delay\x02Deadline\x02Pr" +
+	"iority\x02%[1]d (0 lowest, 9 highest)\x02Attempts\x02Every attempt, olde" +
+	"st first\x02Consumer\x02Worker id\x02Reserved\x02Finished\x02Duration" +
+	"\x02Destination’s answer\x02Outcome\x02Error message\x02No service has r" +
+	"eserved this occurrence yet.\x02in progress\x02Whole message\x02No servi" +
+	"ce ever reserved this occurrence: it ended before any attempt.\x02Destin" +
+	"ation\x02Replica\x02Relais has not called the destination yet.\x02Relais" +
+	" never called the destination: the occurrence ended before any call.\x02" +
+	"Relais keeps the destination’s status code only when it refused the call" +
+	" (destination_http_NNN); a completed call answered 2xx. The duration run" +
+	"s from the claim of the call to its settlement.\x02Reason given by the w" +
+	"orker\x02Retries\x02none: a failed call takes the node’s error path\x02C" +
+	"all timeout\x02Now\x02Retry or abandon it from its instance\x02at most %" +
+	"[1]d\x02at most %[1]d since the last operator retry\x14\x01\x81\x01\x00" +
+	"\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02%[1]d left\x02Inp" +
+	"uts, labelled by revision %[1]d's contract\x02This contract has no input" +
+	"s.\x02Outputs, labelled by revision %[1]d's contract\x02No outputs yet: " +
+	"the occurrence has not completed.\x02This contract has no outputs.\x02No" +
+	" outputs: the occurrence ended without completing.\x02Reveal — this is r" +
+	"ecorded\x02Available from\x02Next attempt\x02Last reserved\x02Lock expir" +
+	"es\x02Deferred\x02Last error (attempt %[1]d)\x02Error (before any attemp" +
+	"t)\x02Its message\x02Message from Relais (in English)\x02Message from th" +
+	"e service (as it sent it)\x02Retryable\x02no: the service marked this fa" +
+	"ilure as not retryable (attempts left unused: %[1]d)\x02The destination " +
+	"did not answer within the call’s timeout (%[1]s).\x02The destination did" +
+	" not answer within the call’s timeout.\x02The deadline passed before a r" +
+	"esult arrived.\x02The result did not match the revision's outputs contra" +
+	"ct.\x02Relais stopped during the call: whether the destination acted is " +
+	"unknown, so it is not called again.\x02The call could not be prepared." +
+	"\x02The destination could not be reached.\x02The destination’s answer wa" +
+	"s too large.\x02The last attempt’s lock expired with no attempt left." +
+	"\x02The inputs could not be built from the process’s bindings.\x02An ope" +
+	"rator abandoned the instance.\x02The destination answered HTTP %[1]s." +
+	"\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expir" +
+	"ed %[1]s — waiting to be offered again.\x02Waiting for Relais to call th" +
+	"e destination since %[1]s (%[2]s).\x02Waiting for a worker since %[1]s (" +
+	"%[2]s).\x02(worker %[1]s)\x02Relais is calling the destination (since %[" +
+	"1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02Reserved by %[1" +
+	"]s.\x02Deferred since %[1]s (%[2]s): a worker of the same consumer, or a" +
+	" front end with a settle token, completes it later.\x02Completed (%[1]s)" +
+	".\x02Its instance is held here, waiting for an operator.\x02Its instance" +
+	" went on along the node’s error path.\x02Failed (%[1]s).\x02Cancelled: t" +
+	"he instance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the i" +
+	"nstance was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02waiti" +
+	"ng\x02HTTP 2xx, unusable body\x02no answer within the timeout\x02no conn" +
+	"ection\x02answer too large\x02unknown\x02[redacted]\x02The revision must" +
+	" be a whole number, 1 or more.\x02Unknown consumer.\x02Settlement date" +
+	"\x02More filters: instance, revision, consumer, dates\x02instance id\x02" +
+	"Counts by status\x02Occurrences, newest first\x02Process and node\x02Err" +
+	"or\x02Consumer and worker\x02Next attempt or settled\x02No occurrence ma" +
+	"tches these filters.\x02All consumers\x02Totals of definition %[1]s, not" +
+	" narrowed by the other filters\x02Totals of all definitions, not narrowe" +
+	"d by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence" +
+	"\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); counts are refresh" +
+	"ed every few seconds.\x02revision %[1]d\x02settled\x02next attempt\x02cl" +
+	"aimable since\x02call in progress since\x02lock until\x02deferred since" +
+	"\x02Previous page\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 2026-1" +
+	"2-01.\x02%[1]s: the first day comes after the last.\x02These settings ar" +
+	"e kept in this browser only.\x02Show times in\x02The console runs no scr" +
+	"ipt, so it cannot read your computer’s time zone: choose its offset from" +
+	" UTC. Offsets do not follow daylight saving time.\x02Reload lists and de" +
+	"tail pages\x02Pages with a form, such as a confirmation, never reload on" +
+	" their own.\x02Save settings\x02Back without saving\x02UTC (coordinated " +
+	"universal time)\x02Local time at %[1]s\x02Never\x02Every %[1]d seconds" +
+	"\x02Published process versions: their nodes, routes and pinned revisions" +
+	", drawn, with where their occurrences are now.\x02Processes by key\x02Ve" +
+	"rsions, newest first\x02No process is published yet.\x02version %[1]d" +
+	"\x02Process %[1]s\x02Version\x02Start node\x02Graph\x02Columns follow th" +
+	"e longest path from the start node. Solid arrows are successes (labelled" +
+	" with their route), dashed ones failures (labelled with their error code" +
+	"s). Each box says how many of this version’s occurrences are at that nod" +
+	"e now.\x02Nodes\x02Nodes of this version, with their occurrences now\x02" +
+	"Kind\x02Pinned revision\x02On success\x02On error\x02Occurrences now\x02" +
+	"Instances of this process\x02Counts as of %[1]s (%[2]s); refreshed every" +
+	" few seconds.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, " +
+	"starting at %[2]s. The table below lists the same nodes, routes and coun" +
+	"ts.\x00Y\x02%[1]d nodes, starting at %[2]s. The table below lists the sa" +
+	"me nodes, routes and counts.\x02pull\x02push to %[1]s\x02end (completes)" +
+	"\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an " +
+	"operator)\x02any other code → %[1]s\x02fails the instance\x14\x01\x81" +
+	"\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, priority %[3]d\x002" +
+	"\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02deadline %[1]s" +
+	"\x02timeout %[1]s\x02Only administrators may reveal a sensitive value." +
+	"\x02Revealed by %[1]s at %[2]s; recorded in the audit log.\x02Cannot rev" +
+	"eal\x02Only a value this page shows as hidden (sensitive) can be reveale" +
+	"d.\x02Secret values can never be revealed.\x02This page does not accept " +
+	"that request.\x02Search\x02Type an instance or occurrence id (a UUID, as" +
+	" the pages show on hover), or a business key.\x02Nothing to find: the se" +
+	"arch box is empty.\x02That is too long to be an id or a business key." +
+	"\x02No instance or occurrence has the id “%[1]s”, and no instance has it" +
+	" as its business key.\x02You are signed out.\x02Sign in\x02Sign in with " +
+	"an operator or administrator token.\x02Token\x02The token is checked onc" +
+	"e and never stored in your browser; a session cookie stands for it for u" +
+	"p to 8 hours of inactivity.\x02Too many failed sign-ins from your addres" +
+	"s. Try again in %[1]d seconds.\x02This token is unknown or has been revo" +
+	"ked.\x02A %[1]s token cannot open the console: sign in with an operator," +
+	" designer or administrator token.\x02Only administrators manage tokens." +
+	"\x02Staff tokens (administrators, designers, operators) that are not rev" +
+	"oked. Consumer tokens are managed with their consumers. Revoking a token" +
+	" refuses its next request.\x02ID\x02Role\x02Created on\x02Last used\x02E" +
+	"xpires\x02Staff tokens, oldest first\x02never\x02not yet\x02Expired toke" +
+	"n\x02Revoke…\x02this session\x02No token.\x02The token was revoked.\x02R" +
+	"evoke token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request" +
+	" is refused, and console sessions opened with it end. This cannot be und" +
+	"one: whoever uses it needs a new token.\x02Revoke the token\x02Keep it" +
+	"\x02This is the token you signed in with: revoking it signs you out. Its" +
+	" next request is refused. This cannot be undone.\x02This is the last usa" +
+	"ble administrator token: create another one before revoking it.\x02routi" +
+	"ng output\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d c" +
+	"haracter\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02" +
+	"\x18\x02at most %[1]d character\x00\x19\x02at most %[1]d characters\x02p" +
+	"attern %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of" +
+	": %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at" +
+	" least %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00" +
+	"\x14\x02at most %[1]d items\x02not provided\x14\x01\x81\x01\x00\x02\x0b" +
+	"\x02%[1]d item\x00\x0c\x02%[1]d items\x02null\x02unexpected value\x02Inv" +
+	"alid page\x02This page link is not one the console made.\x02Workers conn" +
+	"ected by a stream, and polling workers by their last fetch. A worker is " +
+	"listed while it was seen within three heartbeats.\x02Workers seen within" +
+	" three heartbeats\x02Worker\x02Protocol\x02Definitions served\x02In flig" +
+	"ht\x02Connected\x02Last seen\x02No worker is connected.\x02Workers servi" +
+	"ng %[1]s\x02All workers\x02No worker serves this definition.\x02stream" +
+	"\x02long polling\x02Camunda 7 facade\x02every revision its consumer is g" +
+	"ranted\x02revisions %[1]s\x02No worker serves this definition: its occur" +
+	"rences wait until one connects or polls.\x14\x01\x81\x01\x00\x02\x17\x02" +
+	"Served by %[1]d worker\x00\x18\x02Served by %[1]d workers\x02Revisions t" +
+	"hey take: %[1]s; some take every revision their consumer is granted.\x02" +
+	"They take every revision their consumer is granted.\x02They take revisio" +
+	"n %[1]d only.\x02They take revisions %[1]s only."
 
-var frIndex = []uint32{ // 614 elements
+var frIndex = []uint32{ // 616 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x0000007a,
@@ -1199,128 +1202,128 @@ var frIndex = []uint32{ // 614 elements
 	0x00002586, 0x000025b2, 0x000025e2, 0x00002604,
 	0x0000261f, 0x0000263a, 0x00002656, 0x00002672,
 	// Entry C0 - DF
-	0x00002688, 0x000026a2, 0x000026c2, 0x000026e1,
-	0x000026e8, 0x00002752, 0x00002768, 0x0000276d,
-	0x00002781, 0x00002799, 0x000027be, 0x000027ec,
-	0x000027fe, 0x00002811, 0x0000282e, 0x0000285b,
-	0x00002878, 0x0000289b, 0x000028a6, 0x000028b1,
-	0x000028bd, 0x00002944, 0x0000296b, 0x000029a9,
-	0x000029b5, 0x000029be, 0x000029d3, 0x000029dd,
-	0x00002a04, 0x00002a20, 0x00002a3b, 0x00002a6b,
+	0x00002688, 0x000026a2, 0x000026d9, 0x0000270f,
+	0x0000272f, 0x0000274e, 0x00002755, 0x000027bf,
+	0x000027d5, 0x000027da, 0x000027ee, 0x00002806,
+	0x0000282b, 0x00002859, 0x0000286b, 0x0000287e,
+	0x0000289b, 0x000028c8, 0x000028e5, 0x00002908,
+	0x00002913, 0x0000291e, 0x0000292a, 0x000029b1,
+	0x000029d8, 0x00002a16, 0x00002a22, 0x00002a2b,
+	0x00002a40, 0x00002a4a, 0x00002a71, 0x00002a8d,
 	// Entry E0 - FF
-	0x00002aa9, 0x00002ac4, 0x00002ae5, 0x00002afd,
-	0x00002b43, 0x00002bae, 0x00002bb8, 0x00002bc2,
-	0x00002bdc, 0x00002c25, 0x00002c2d, 0x00002c38,
-	0x00002c46, 0x00002c56, 0x00002c80, 0x00002ca9,
-	0x00002cb9, 0x00002cd8, 0x00002ce4, 0x00002cfd,
-	0x00002d08, 0x00002d15, 0x00002d24, 0x00002d2c,
-	0x00002d36, 0x00002d3e, 0x00002d46, 0x00002d4c,
-	0x00002d53, 0x00002d58, 0x00002d5d, 0x00002d61,
+	0x00002aa8, 0x00002ad8, 0x00002b16, 0x00002b31,
+	0x00002b52, 0x00002b6a, 0x00002bb0, 0x00002c1b,
+	0x00002c25, 0x00002c2f, 0x00002c49, 0x00002c92,
+	0x00002c9a, 0x00002ca5, 0x00002cb3, 0x00002cc3,
+	0x00002ced, 0x00002d16, 0x00002d26, 0x00002d45,
+	0x00002d51, 0x00002d6a, 0x00002d75, 0x00002d82,
+	0x00002d91, 0x00002d99, 0x00002da3, 0x00002dab,
+	0x00002db3, 0x00002db9, 0x00002dc0, 0x00002dc5,
 	// Entry 100 - 11F
-	0x00002d66, 0x00002d6c, 0x00002d72, 0x00002d78,
-	0x00002d7d, 0x00002d82, 0x00002d88, 0x00002d92,
-	0x00002db2, 0x00002dd4, 0x00002df8, 0x00002e1e,
-	0x00002e27, 0x00002e43, 0x00002e4c, 0x00002e64,
-	0x00002e6d, 0x00002ec1, 0x00002ee1, 0x00002ee7,
-	0x00002ef2, 0x00002ef8, 0x00002f06, 0x00002f11,
-	0x00002f1d, 0x00002f50, 0x00002f74, 0x00002fa3,
-	0x00002fec, 0x00002ff3, 0x00003009, 0x0000307c,
+	0x00002dca, 0x00002dce, 0x00002dd3, 0x00002dd9,
+	0x00002ddf, 0x00002de5, 0x00002dea, 0x00002def,
+	0x00002df5, 0x00002dff, 0x00002e1f, 0x00002e41,
+	0x00002e65, 0x00002e8b, 0x00002e94, 0x00002eb0,
+	0x00002eb9, 0x00002ed1, 0x00002eda, 0x00002f2e,
+	0x00002f4e, 0x00002f54, 0x00002f5f, 0x00002f65,
+	0x00002f73, 0x00002f7e, 0x00002f8a, 0x00002fbd,
+	0x00002fe1, 0x00003010, 0x00003059, 0x00003060,
 	// Entry 120 - 13F
-	0x000030a2, 0x00003232, 0x0000333a, 0x0000338a,
-	0x000033b7, 0x000033e6, 0x00003411, 0x0000341f,
-	0x0000342c, 0x0000343f, 0x00003454, 0x00003464,
-	0x00003471, 0x00003486, 0x00003499, 0x000034b3,
-	0x000034c5, 0x000034fd, 0x00003514, 0x00003517,
-	0x0000351a, 0x0000354e, 0x00003598, 0x000035cd,
-	0x000035d6, 0x000035ed, 0x0000361b, 0x0000362e,
-	0x0000363f, 0x0000364a, 0x00003655, 0x00003660,
+	0x00003076, 0x000030e9, 0x0000310f, 0x0000329f,
+	0x000033a7, 0x000033f7, 0x00003424, 0x00003453,
+	0x0000347e, 0x0000348c, 0x00003499, 0x000034ac,
+	0x000034c1, 0x000034d1, 0x000034de, 0x000034f3,
+	0x00003506, 0x00003520, 0x00003532, 0x0000356a,
+	0x00003581, 0x00003584, 0x00003587, 0x000035bb,
+	0x00003605, 0x0000363a, 0x00003643, 0x0000365a,
+	0x00003688, 0x0000369b, 0x000036ac, 0x000036b7,
 	// Entry 140 - 15F
-	0x00003669, 0x00003672, 0x0000367c, 0x00003685,
-	0x0000368e, 0x00003695, 0x000036a3, 0x000036a9,
-	0x000036b0, 0x000036b7, 0x000036c0, 0x000036c5,
-	0x000036d3, 0x000036d9, 0x000036df, 0x000036e5,
-	0x000036ed, 0x000036f6, 0x000036ff, 0x0000371c,
-	0x00003737, 0x0000375a, 0x0000377b, 0x0000378a,
-	0x00003795, 0x000037a0, 0x000037ad, 0x000037b1,
-	0x000037b5, 0x000037c3, 0x000037d1, 0x000037df,
+	0x000036c2, 0x000036cd, 0x000036d6, 0x000036df,
+	0x000036e9, 0x000036f2, 0x000036fb, 0x00003702,
+	0x00003710, 0x00003716, 0x0000371d, 0x00003724,
+	0x0000372d, 0x00003732, 0x00003740, 0x00003746,
+	0x0000374c, 0x00003752, 0x0000375a, 0x00003763,
+	0x0000376c, 0x00003789, 0x000037a4, 0x000037c7,
+	0x000037e8, 0x000037f7, 0x00003802, 0x0000380d,
+	0x0000381a, 0x0000381e, 0x00003822, 0x00003830,
 	// Entry 160 - 17F
-	0x000037ff, 0x00003812, 0x0000382b, 0x00003840,
-	0x00003851, 0x00003863, 0x00003875, 0x0000387b,
-	0x00003882, 0x0000388a, 0x00003892, 0x000038b0,
-	0x000038ce, 0x000038e5, 0x000038fa, 0x0000390b,
-	0x00003910, 0x00003916, 0x0000392f, 0x0000394c,
-	0x0000396c, 0x00003977, 0x00003981, 0x000039aa,
-	0x000039b5, 0x000039e9, 0x000039f6, 0x00003a14,
-	0x00003a22, 0x00003a2b, 0x00003a32, 0x00003a4d,
+	0x0000383e, 0x0000384c, 0x0000386c, 0x0000387f,
+	0x00003898, 0x000038ad, 0x000038be, 0x000038d0,
+	0x000038e2, 0x000038e8, 0x000038ef, 0x000038f7,
+	0x000038ff, 0x0000391d, 0x0000393b, 0x00003952,
+	0x00003967, 0x00003978, 0x0000397d, 0x00003983,
+	0x0000399c, 0x000039b9, 0x000039d9, 0x000039e4,
+	0x000039ee, 0x00003a17, 0x00003a22, 0x00003a56,
+	0x00003a63, 0x00003a81, 0x00003a8f, 0x00003a98,
 	// Entry 180 - 19F
-	0x00003a57, 0x00003a6a, 0x00003aa4, 0x00003aad,
-	0x00003abc, 0x00003b20, 0x00003b2c, 0x00003b36,
-	0x00003b66, 0x00003bc1, 0x00003ca8, 0x00003cc8,
-	0x00003cdd, 0x00003d1e, 0x00003d2f, 0x00003d3a,
-	0x00003d6d, 0x00003d7b, 0x00003db7, 0x00003de1,
-	0x00003e09, 0x00003e48, 0x00003e69, 0x00003ea7,
-	0x00003ee7, 0x00003f07, 0x00003f48, 0x00003f74,
-	0x00003f8c, 0x00003fa0, 0x00003fb7, 0x00003fc5,
+	0x00003a9f, 0x00003aba, 0x00003ac4, 0x00003ad7,
+	0x00003b11, 0x00003b1a, 0x00003b29, 0x00003b8d,
+	0x00003b99, 0x00003ba3, 0x00003bd3, 0x00003c2e,
+	0x00003d15, 0x00003d35, 0x00003d4a, 0x00003d8b,
+	0x00003d9c, 0x00003da7, 0x00003dda, 0x00003de8,
+	0x00003e24, 0x00003e4e, 0x00003e76, 0x00003eb5,
+	0x00003ed6, 0x00003f14, 0x00003f54, 0x00003f74,
+	0x00003fb5, 0x00003fe1, 0x00003ff9, 0x0000400d,
 	// Entry 1A0 - 1BF
-	0x00003fd0, 0x00003ff3, 0x00004012, 0x0000401e,
-	0x0000403d, 0x00004073, 0x0000408f, 0x000040f9,
-	0x00004140, 0x0000417f, 0x000041bf, 0x00004205,
-	0x00004277, 0x0000429f, 0x000042c2, 0x000042f9,
-	0x00004340, 0x00004393, 0x000043bc, 0x000043e2,
-	0x00004409, 0x00004431, 0x00004478, 0x000044c2,
-	0x000044f5, 0x00004508, 0x00004536, 0x00004572,
-	0x00004588, 0x0000461c, 0x0000462f, 0x0000466d,
+	0x00004024, 0x00004032, 0x0000403d, 0x00004060,
+	0x0000407f, 0x0000408b, 0x000040aa, 0x000040e0,
+	0x000040fc, 0x00004166, 0x000041ad, 0x000041ec,
+	0x0000422c, 0x00004272, 0x000042e4, 0x0000430c,
+	0x0000432f, 0x00004366, 0x000043ad, 0x00004400,
+	0x00004429, 0x0000444f, 0x00004476, 0x0000449e,
+	0x000044e5, 0x0000452f, 0x00004562, 0x00004575,
+	0x000045a3, 0x000045df, 0x000045f5, 0x00004689,
 	// Entry 1C0 - 1DF
-	0x000046a9, 0x000046bc, 0x0000470c, 0x00004741,
-	0x00004753, 0x0000476a, 0x00004775, 0x00004792,
-	0x000047b1, 0x000047c2, 0x000047dc, 0x000047e5,
-	0x000047ef, 0x00004824, 0x0000483a, 0x0000484d,
-	0x0000488a, 0x000048a3, 0x000048b9, 0x000048e3,
-	0x000048f6, 0x000048fd, 0x00004918, 0x0000493a,
-	0x0000496a, 0x00004981, 0x000049b9, 0x000049f4,
-	0x00004a20, 0x00004a73, 0x00004a83, 0x00004a8c,
+	0x0000469c, 0x000046da, 0x00004716, 0x00004729,
+	0x00004779, 0x000047ae, 0x000047c0, 0x000047d7,
+	0x000047e2, 0x000047ff, 0x0000481e, 0x0000482f,
+	0x00004849, 0x00004852, 0x0000485c, 0x00004891,
+	0x000048a7, 0x000048ba, 0x000048f7, 0x00004910,
+	0x00004926, 0x00004950, 0x00004963, 0x0000496a,
+	0x00004985, 0x000049a7, 0x000049d7, 0x000049ee,
+	0x00004a26, 0x00004a61, 0x00004a8d, 0x00004ae0,
 	// Entry 1E0 - 1FF
-	0x00004aa0, 0x00004ab2, 0x00004ac8, 0x00004ada,
-	0x00004aec, 0x00004afe, 0x00004b14, 0x00004b3e,
-	0x00004b71, 0x00004bad, 0x00004bc4, 0x00004c8c,
-	0x00004cb9, 0x00004d24, 0x00004d3e, 0x00004d57,
-	0x00004d78, 0x00004d8e, 0x00004d95, 0x00004daf,
-	0x00004e44, 0x00004e57, 0x00004e7e, 0x00004ea6,
-	0x00004eb4, 0x00004ec4, 0x00004ecc, 0x00004edd,
-	0x00004ee4, 0x0000501a, 0x00005021, 0x0000505b,
+	0x00004af0, 0x00004af9, 0x00004b0d, 0x00004b1f,
+	0x00004b35, 0x00004b47, 0x00004b59, 0x00004b6b,
+	0x00004b81, 0x00004bab, 0x00004bde, 0x00004c1a,
+	0x00004c31, 0x00004cf9, 0x00004d26, 0x00004d91,
+	0x00004dab, 0x00004dc4, 0x00004de5, 0x00004dfb,
+	0x00004e02, 0x00004e1c, 0x00004eb1, 0x00004ec4,
+	0x00004eeb, 0x00004f13, 0x00004f21, 0x00004f31,
+	0x00004f39, 0x00004f4a, 0x00004f51, 0x00005087,
 	// Entry 200 - 21F
-	0x00005060, 0x00005075, 0x00005089, 0x0000509b,
-	0x000050b1, 0x000050cb, 0x00005115, 0x00005125,
-	0x000051ff, 0x00005204, 0x00005214, 0x00005222,
-	0x00005232, 0x00005242, 0x0000524c, 0x00005278,
-	0x00005292, 0x000052ad, 0x0000533b, 0x0000534c,
-	0x00005359, 0x0000539a, 0x000053e0, 0x000053f8,
-	0x0000544b, 0x00005486, 0x000054b1, 0x000054bb,
-	0x00005535, 0x0000556a, 0x000055ab, 0x0000561b,
+	0x0000508e, 0x000050c8, 0x000050cd, 0x000050e2,
+	0x000050f6, 0x00005108, 0x0000511e, 0x00005138,
+	0x00005182, 0x00005192, 0x0000526c, 0x00005271,
+	0x00005281, 0x0000528f, 0x0000529f, 0x000052af,
+	0x000052b9, 0x000052e5, 0x000052ff, 0x0000531a,
+	0x000053a8, 0x000053b9, 0x000053c6, 0x00005407,
+	0x0000544d, 0x00005465, 0x000054b8, 0x000054f3,
+	0x0000551e, 0x00005528, 0x000055a2, 0x000055d7,
 	// Entry 220 - 23F
-	0x00005634, 0x00005641, 0x00005684, 0x0000568a,
-	0x00005726, 0x0000577a, 0x000057a5, 0x00005831,
-	0x0000585f, 0x00005921, 0x00005924, 0x0000592a,
-	0x00005934, 0x0000594a, 0x00005955, 0x00005985,
-	0x0000598c, 0x00005997, 0x000059a5, 0x000059b2,
-	0x000059c0, 0x000059cd, 0x000059e9, 0x00005a02,
-	0x00005a2b, 0x00005ad4, 0x00005ae7, 0x00005af1,
-	0x00005b80, 0x00005be1, 0x00005bf3, 0x00005c06,
+	0x00005618, 0x00005688, 0x000056a1, 0x000056ae,
+	0x000056f1, 0x000056f7, 0x00005793, 0x000057e7,
+	0x00005812, 0x0000589e, 0x000058cc, 0x0000598e,
+	0x00005991, 0x00005997, 0x000059a1, 0x000059b7,
+	0x000059c2, 0x000059f2, 0x000059f9, 0x00005a04,
+	0x00005a12, 0x00005a1f, 0x00005a2d, 0x00005a3a,
+	0x00005a56, 0x00005a6f, 0x00005a98, 0x00005b41,
+	0x00005b54, 0x00005b5e, 0x00005bed, 0x00005c4e,
 	// Entry 240 - 25F
-	0x00005c44, 0x00005c80, 0x00005c8c, 0x00005c99,
-	0x00005ca7, 0x00005cb5, 0x00005cc5, 0x00005d01,
-	0x00005d3b, 0x00005d46, 0x00005d70, 0x00005d74,
-	0x00005d86, 0x00005d94, 0x00005dc0, 0x00005e82,
-	0x00005eb5, 0x00005ec0, 0x00005eca, 0x00005edf,
-	0x00005ee8, 0x00005ef2, 0x00005f00, 0x00005f24,
-	0x00005f3e, 0x00005f53, 0x00005f7f, 0x00005f84,
-	0x00005f99, 0x00005fab, 0x00005fe0, 0x00005ff1,
+	0x00005c60, 0x00005c73, 0x00005cb1, 0x00005ced,
+	0x00005cf9, 0x00005d06, 0x00005d14, 0x00005d22,
+	0x00005d32, 0x00005d6e, 0x00005da8, 0x00005db3,
+	0x00005ddd, 0x00005de1, 0x00005df3, 0x00005e01,
+	0x00005e2d, 0x00005eef, 0x00005f22, 0x00005f2d,
+	0x00005f37, 0x00005f4c, 0x00005f55, 0x00005f5f,
+	0x00005f6d, 0x00005f91, 0x00005fab, 0x00005fc0,
+	0x00005fec, 0x00005ff1, 0x00006006, 0x00006018,
 	// Entry 260 - 27F
-	0x00006067, 0x000060a9, 0x0000611c, 0x00006160,
-	0x00006188, 0x000061b2,
-} // Size: 2480 bytes
+	0x0000604d, 0x0000605e, 0x000060d4, 0x00006116,
+	0x00006189, 0x000061cd, 0x000061f5, 0x0000621f,
+} // Size: 2488 bytes
 
-const frData string = "" + // Size: 25010 bytes
+const frData string = "" + // Size: 25119 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances suspendues…\x02Abandon" +
 	"ner toutes les instances suspendues…\x02Arrêter toutes les instances sus" +
@@ -1466,233 +1469,234 @@ const frData string = "" + // Size: 25010 bytes
 	"patible\x00\x14\x02%[1]d incompatibles\x02sortie de routage %[1]s → %[2]" +
 	"s\x02facultatif → obligatoire\x02obligatoire → facultatif\x02valeurs ajo" +
 	"utées\u202f: %[1]s\x02valeurs retirées\u202f: %[1]s\x02valeurs réordonné" +
-	"es\x02%[1]s\u202f: %[2]s → %[3]s\x02champ obligatoire de type %[1]s\x02c" +
-	"hamp facultatif de type %[1]s\x02aucune\x02Contrats de tâches\u202f: leu" +
-	"r copie de travail, leurs révisions immuables et leurs publications nomm" +
-	"ées.\x02Définitions par clé\x02Clé\x02Dernière révision\x02aucune pour " +
-	"l’instant\x02Aucune définition pour l’instant.\x14\x01\x81\x01\x00\x02" +
-	"\x12\x02%[1]d publication\x00\x13\x02%[1]d publications\x02en cas d’erre" +
-	"ur\x02toute autre erreur\x02suspendue pour un opérateur\x02incident" +
-	"\u202f: reprendre, abandonner, arrêter\x02fin\u202f: termine l’instance" +
-	"\x02fin\u202f: met l’instance en échec\x02push %[1]s\x02pull %[1]s\x02Nœ" +
-	"ud %[1]s\x02La file d’attente et les incidents de chaque définition main" +
-	"tenant, et ce que ses exécutants ont terminé dans la dernière heure.\x02" +
-	"Réussites et échecs, dernière heure\x02Définitions, celles qui demandent" +
-	" de l’attention d’abord\x02Définition\x02Ouvertes\x02Instances suspendue" +
-	"s\x02En échec\x02Attente de la plus ancienne disponible\x02Terminées, de" +
-	"rnière heure\x02En échec, dernière heure\x02Aucune définition n’a encore" +
-	" d’occurrence.\x02Au %[1]s (%[2]s)\u202f; actualisé toutes les quelques " +
-	"secondes.\x02disponible depuis le %[1]s\x02Afficher toutes les définitio" +
-	"ns\x02Toutes les définitions\x02Réussites et échecs par tranche de 5 min" +
-	", dernière heure\u202f: %[1]s\x02Dans la dernière heure\u202f: %[1]s, %[" +
-	"2]s. Le tableau qui suit le graphique donne chaque tranche de 5\u00a0min" +
-	".\x02terminée\x02en échec\x02Les chiffres du graphique\x02Réussites et é" +
-	"checs par tranche de 5 min, les plus anciennes d’abord\x02Tranche\x02Ter" +
-	"minées\x02%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10" +
-	"\x02%[1]d terminée\x00\x11\x02%[1]d terminées\x14\x01\x81\x01\x00\x02" +
-	"\x10\x02%[1]d en échec\x00\x10\x02%[1]d en échec\x02%[1]s\u202f; %[2]s" +
-	"\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s " +
-	"%[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d m" +
-	"in\x02%[1]d h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02avr.\x02mai\x02jui" +
-	"n\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01" +
-	"\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81" +
-	"\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14\x01\x81\x01" +
-	"\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01" +
-	"\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02I" +
-	"nstance de processus %[1]s\x02Résumé\x02Actions d’opérateurs\x02Parcours" +
-	"\x02Les nœuds atteints par cette instance, dans l’ordre, chacun avec son" +
-	" occurrence.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02Occurrence\x02Ro" +
-	"ute\x02Nœud suivant\x02Créée le\x02Réglée le\x02Cette instance n’a encor" +
-	"e atteint aucune tâche.\x02Actions d’opérateurs consignées\x02Aucun opér" +
-	"ateur n’a agi sur cette instance.\x02Actions d’opérateurs sur cette inst" +
-	"ance, les plus récentes d’abord\x02Valeur\x02Entrées du processus\x02Ent" +
-	"rées avec lesquelles l’instance a démarré, nommées d’après le contrat de" +
-	" la version %[1]d du processus\x02Ce processus ne prend aucune entrée." +
-	"\x02Cette instance est suspendue à un nœud en échec\u202f: c’est un inci" +
-	"dent. Elle ne peut pas être reprise\u202f: son occurrence au nœud %[1]s " +
-	"a échoué avant toute tentative (ses entrées n’ont pas pu être construite" +
-	"s), une reprise échouerait donc de la même façon. L’abandon met l’instan" +
-	"ce en échec\u202f; l’arrêt l’annule. Chacun demande un motif, consigné d" +
-	"ans le journal d’audit.\x02Cette instance est suspendue à un nœud en éch" +
-	"ec\u202f: c’est un incident. La reprise propose de nouveau l’occurrence " +
-	"en échec\u202f; l’abandon met l’instance en échec\u202f; l’arrêt l’annul" +
-	"e. Chacune demande un motif, consigné dans le journal d’audit.\x02L’arrê" +
-	"t annule l’instance et ses occurrences ouvertes. Il ne termine rien.\x02" +
-	"Arrêtée par %[1]s le %[2]s — « %[3]s »\x02Abandonnée par %[1]s le %[2]s " +
-	"— « %[3]s »\x02Reprise par %[1]s le %[2]s — « %[3]s »\x02Démarrée le" +
-	"\x02Terminée le\x02Suspendue au nœud\x02Occurrence en échec\x02Code d’er" +
-	"reur\x02Nœud de fin\x02Abandonnée au nœud\x02En échec au nœud\x02Statut " +
-	"inconnu\u202f: %[1]q.\x02Date de création\x02La taille de page doit être" +
-	" comprise entre 1 et %[1]d.\x02Instances de processus\x02du\x02au\x02Agi" +
-	"r sur toutes les instances que ce filtre retient\x02La page suivante les" +
-	" compte et demande un motif avant que rien ne change.\x02Instances de pr" +
-	"ocessus, les plus récentes d’abord\x02Instance\x02Nœud de fin ou erreur" +
-	"\x02Aucune instance ne correspond à ces filtres.\x02Tous les processus" +
-	"\x02Tous les statuts\x02disponible\x02réservée\x02différée\x02annulée" +
-	"\x02en cours\x02suspendue\x02expirée\x02rejetée\x02rendue\x02déconnectée" +
-	"\x02texte\x02entier\x02nombre\x02booléen\x02date\x02date et heure\x02cho" +
-	"ix\x02objet\x02liste\x02normale\x02sensible\x02secrète\x02••• masqué (se" +
-	"nsible)\x02••• masqué (secret)\x02pull (un exécutant la récupère)\x02pus" +
-	"h (Relais appelle le service)\x02administrateur\x02opérateur\x02concepte" +
-	"ur\x02consommateur\x02oui\x02non\x02champ ajouté\x02champ retiré\x02type" +
-	" modifié\x02caractère obligatoire modifié\x02valeurs modifiées\x02classi" +
-	"fication modifiée\x02contrainte modifiée\x02routage modifié\x02longueur " +
-	"minimale\x02longueur maximale\x02motif\x02format\x02minimum\x02maximum" +
-	"\x02nombre minimal d’éléments\x02nombre maximal d’éléments\x02%[1]s, rév" +
-	"ision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Mode\x02Dates" +
-	"\x02Politique d’exécution\x02Nombre maximal de tentatives\x02Délai avant" +
-	" nouvelle tentative\x02Échéance\x02Priorité\x02%[1]d (0 la plus basse, 9" +
-	" la plus haute)\x02Tentatives\x02Toutes les tentatives, les plus ancienn" +
-	"es d’abord\x02Consommateur\x02Identifiant de l’exécutant\x02Réservée le" +
-	"\x02Finie le\x02Durée\x02Réponse de la destination\x02Résultat\x02Messag" +
-	"e d’erreur\x02Aucun exécutant n’a encore réservé cette occurrence.\x02en" +
-	" cours\x02Message entier\x02Aucun exécutant n’a jamais réservé cette occ" +
-	"urrence\u202f: elle a pris fin avant toute tentative.\x02Destination\x02" +
-	"Réplique\x02Relais n’a pas encore appelé la destination.\x02Relais n’a j" +
-	"amais appelé la destination\u202f: l’occurrence a pris fin avant tout ap" +
-	"pel.\x02Relais ne conserve le code de statut de la destination que lorsq" +
-	"u’elle a refusé l’appel (destination_http_NNN)\u202f; un appel terminé a" +
-	" reçu une réponse 2xx. La durée va de la prise en charge de l’appel à so" +
-	"n règlement.\x02Motif donné par l’exécutant\x02Nouvelles tentatives\x02a" +
-	"ucune\u202f: un appel en échec suit le chemin d’erreur du nœud\x02Délai " +
-	"d’appel\x02Maintenant\x02La reprendre ou l’abandonner depuis son instanc" +
-	"e\x02au plus %[1]d\x02au plus %[1]d depuis la dernière reprise par un op" +
-	"érateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d" +
-	" tentatives\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1" +
-	"]d restantes\x02Entrées, nommées d’après le contrat de la révision %[1]d" +
-	"\x02Ce contrat n’a aucune entrée.\x02Sorties, nommées d’après le contrat" +
-	" de la révision %[1]d\x02Pas encore de sorties\u202f: l’occurrence n’est" +
-	" pas terminée.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie\u202f: " +
-	"l’occurrence s’est terminée sans aboutir.\x02Révéler — cette action est " +
-	"enregistrée\x02Disponible à partir du\x02Prochaine tentative\x02Dernière" +
-	" réservation\x02Fin du verrou\x02Différée\x02Dernière erreur (tentative " +
-	"%[1]d)\x02Erreur (avant toute tentative)\x02Son message\x02Message de Re" +
-	"lais (en anglais)\x02Message de l’exécutant (tel qu’il l’a envoyé)\x02No" +
-	"uvelle tentative possible\x02non\u202f: le service a signalé cet échec c" +
-	"omme définitif (tentatives restantes non utilisées\u202f: %[1]d)\x02La d" +
-	"estination n’a pas répondu dans le délai de l’appel (%[1]s).\x02La desti" +
-	"nation n’a pas répondu dans le délai de l’appel.\x02L’échéance est passé" +
-	"e avant l’arrivée d’un résultat.\x02Le résultat ne respectait pas le con" +
-	"trat de sorties de la révision.\x02Relais s’est arrêté pendant l’appel" +
-	"\u202f: on ignore si la destination a agi, elle n’est donc pas rappelée." +
-	"\x02L’appel n’a pas pu être préparé.\x02La destination était injoignable" +
-	".\x02La réponse de la destination était trop volumineuse.\x02Le verrou d" +
-	"e la dernière tentative a expiré sans tentative restante.\x02Les entrées" +
-	" n’ont pas pu être construites à partir des liaisons du processus.\x02Un" +
-	" opérateur a abandonné l’instance.\x02La destination a répondu HTTP %[1]" +
-	"s.\x02Nouvelle tentative à %[1]s — %[2]s.\x02Proposée à partir de %[1]s " +
-	"— %[2]s.\x02Verrou expiré à %[1]s — en attente d’être proposée de nouv" +
-	"eau.\x02En attente de l’appel de Relais à la destination depuis %[1]s (%" +
-	"[2]s).\x02En attente d’un exécutant depuis %[1]s (%[2]s).\x02(exécutant " +
-	"%[1]s)\x02Relais appelle la destination (depuis %[1]s).\x02Réservée par " +
-	"%[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Dif" +
-	"férée depuis %[1]s (%[2]s)\u202f: un exécutant du même consommateur, ou " +
-	"une interface munie d’un jeton de règlement, la terminera plus tard.\x02" +
-	"Terminée (%[1]s).\x02Son instance est suspendue ici, en attente d’un opé" +
-	"rateur.\x02Son instance a continué par le chemin d’erreur du nœud.\x02En" +
-	" échec (%[1]s).\x02Annulée\u202f: l’instance a été arrêtée par %[1]s à %" +
-	"[2]s — « %[3]s ».\x02Annulée\u202f: l’instance a été arrêtée (%[1]s)." +
-	"\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02en attente\x02HTTP 2xx, " +
-	"corps inutilisable\x02pas de réponse dans le délai\x02pas de connexion" +
-	"\x02réponse trop volumineuse\x02inconnue\x02[masqué]\x02La révision doit" +
-	" être un nombre entier, 1 ou plus.\x02Consommateur inconnu.\x02Date de r" +
-	"èglement\x02Plus de filtres\u202f: instance, révision, consommateur, da" +
-	"tes\x02identifiant d’instance\x02Décomptes par statut\x02Occurrences, le" +
-	"s plus récentes d’abord\x02Processus et nœud\x02Erreur\x02Consommateur e" +
-	"t exécutant\x02Prochaine tentative ou règlement\x02Aucune occurrence ne " +
-	"correspond à ces filtres.\x02Tous les consommateurs\x02Totaux de la défi" +
-	"nition %[1]s, sans les autres filtres\x02Totaux de toutes les définition" +
-	"s, sans les autres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurren" +
-	"ce\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; les décomptes" +
-	" sont actualisés toutes les quelques secondes.\x02révision %[1]d\x02régl" +
-	"ée\x02prochaine tentative\x02disponible depuis\x02appel en cours depuis" +
-	"\x02verrou jusqu’à\x02différée depuis\x02Page précédente\x02Lignes %[1]s" +
-	" à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le" +
-	" premier jour vient après le dernier.\x02Ces réglages sont conservés dan" +
-	"s ce navigateur seulement.\x02Afficher les heures en\x02La console n’exé" +
-	"cute aucun script et ne peut donc pas lire le fuseau horaire de votre or" +
-	"dinateur\u202f: choisissez son décalage par rapport à UTC. Les décalages" +
-	" ne suivent pas l’heure d’été.\x02Recharger les listes et les pages de d" +
-	"étail\x02Les pages qui contiennent un formulaire, comme une confirmatio" +
-	"n, ne se rechargent jamais d’elles-mêmes.\x02Enregistrer les réglages" +
-	"\x02Revenir sans enregistrer\x02UTC (temps universel coordonné)\x02Heure" +
-	" locale à %[1]s\x02Jamais\x02Toutes les %[1]d secondes\x02Les versions d" +
-	"e processus publiées\u202f: leurs nœuds, routes et révisions épinglées, " +
-	"dessinés, avec l’emplacement actuel de leurs occurrences.\x02Processus p" +
-	"ar clé\x02Versions, les plus récentes d’abord\x02Aucun processus n’est e" +
-	"ncore publié.\x02version %[1]d\x02Processus %[1]s\x02Version\x02Nœud de " +
-	"départ\x02Graphe\x02Les colonnes suivent le plus long chemin depuis le n" +
-	"œud de départ. Les flèches pleines sont les réussites (étiquetées par l" +
-	"eur route), les pointillées les échecs (étiquetées par leurs codes d’err" +
-	"eur). Chaque case indique combien d’occurrences de cette version se trou" +
-	"vent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version, avec leur" +
-	"s occurrences actuelles\x02Type\x02Révision épinglée\x02En cas de réussi" +
-	"te\x02En cas d’erreur\x02Occurrences actuelles\x02Instances de ce proces" +
-	"sus\x02Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes les quelques " +
-	"secondes.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à p" +
-	"artir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes et" +
-	" décomptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessou" +
-	"s reprend les mêmes nœuds, routes et décomptes.\x02pull\x02push vers %[1" +
-	"]s\x02fin (termine)\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02sus" +
-	"pension (un incident pour un opérateur)\x02tout autre code → %[1]s\x02me" +
-	"t l’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouve" +
-	"lle tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouv" +
-	"elle tentative après %[2]s, priorité %[3]d\x02échéance %[1]s\x02délai %[" +
-	"1]s\x02Seuls les administrateurs peuvent révéler une valeur sensible." +
-	"\x02Révélé par %[1]s le %[2]s\u202f; consigné dans le journal d’audit." +
-	"\x02Révélation impossible\x02Seule une valeur que cette page affiche mas" +
-	"quée (sensible) peut être révélée.\x02Les valeurs secrètes ne peuvent ja" +
-	"mais être révélées.\x02Cette page n’accepte pas cette requête.\x02Recher" +
-	"che\x02Saisissez un identifiant d’instance ou d’occurrence (un UUID, que" +
-	" les pages affichent au survol) ou une clé métier.\x02Rien à chercher" +
-	"\u202f: le champ de recherche est vide.\x02C’est trop long pour être un " +
-	"identifiant ou une clé métier.\x02Aucune instance ni occurrence n’a l’id" +
-	"entifiant « %[1]s », et aucune instance ne l’a pour clé métier.\x02Vous " +
-	"êtes déconnecté.\x02Se connecter\x02Connectez-vous avec un jeton d’opér" +
-	"ateur ou d’administrateur.\x02Jeton\x02Le jeton est vérifié une fois et " +
-	"n’est jamais conservé dans votre navigateur\u202f; un cookie de session " +
-	"le remplace jusqu’à 8 heures d’inactivité.\x02Trop de connexions échouée" +
-	"s depuis votre adresse. Réessayez dans %[1]d secondes.\x02Ce jeton est i" +
-	"nconnu ou a été révoqué.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la" +
-	" console\u202f: connectez-vous avec un jeton d’opérateur, de concepteur " +
-	"ou d’administrateur.\x02Seuls les administrateurs gèrent les jetons.\x02" +
-	"Jetons du personnel (administrateurs, concepteurs, opérateurs) non révoq" +
-	"ués. Les jetons des consommateurs se gèrent avec leurs consommateurs. Ré" +
-	"voquer un jeton refuse sa requête suivante.\x02ID\x02Rôle\x02Créé le\x02" +
-	"Dernière utilisation\x02Expiration\x02Jetons du personnel, les plus anci" +
-	"ens d’abord\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cett" +
-	"e session\x02Aucun jeton.\x02Le jeton a été révoqué.\x02Révoquer le jeto" +
-	"n %[1]d\x02Révoquer le jeton %[1]s « %[2]s »\u202f?\x02Sa requête suivan" +
-	"te est refusée et les sessions de console ouvertes avec lui prennent fin" +
-	". C’est irréversible\u202f: qui l’utilise aura besoin d’un nouveau jeton" +
-	".\x02Révoquer le jeton\x02Le garder\x02C’est le jeton avec lequel vous ê" +
-	"tes connecté\u202f: le révoquer vous déconnecte. Sa requête suivante est" +
-	" refusée. C’est irréversible.\x02C’est le dernier jeton administrateur u" +
-	"tilisable\u202f: créez-en un autre avant de le révoquer.\x02sortie de ro" +
-	"utage\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d " +
-	"caractère\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02" +
-	"\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02m" +
-	"otif %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi" +
-	"\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00" +
-	"\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %" +
-	"[1]d élément\x00\x19\x02au plus %[1]d éléments\x02non fourni\x14\x01\x81" +
-	"\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02nul\x02va" +
-	"leur inattendue\x02Page invalide\x02Ce lien de page ne vient pas de la c" +
-	"onsole.\x02Les exécutants connectés par un flux, et ceux qui interrogent" +
-	" par leur dernière demande. Un exécutant est listé tant qu’il s’est mani" +
-	"festé dans les trois derniers battements de cœur.\x02Exécutants vus dans" +
-	" les trois derniers battements\x02Exécutant\x02Protocole\x02Définitions " +
-	"servies\x02En cours\x02Connexion\x02Dernier signe\x02Aucun exécutant n’e" +
-	"st connecté.\x02Exécutants servant %[1]s\x02Tous les exécutants\x02Aucun" +
-	" exécutant ne sert cette définition.\x02flux\x02interrogation longue\x02" +
-	"façade Camunda 7\x02toutes les révisions accordées à son consommateur" +
-	"\x02révisions %[1]s\x02Aucun exécutant ne sert cette définition\u202f: s" +
-	"es occurrences attendent qu’un exécutant se connecte ou interroge.\x14" +
-	"\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie" +
-	" par %[1]d exécutants\x02Révisions prises en charge\u202f: %[1]s\u202f; " +
-	"certains prennent toutes les révisions accordées à leur consommateur." +
-	"\x02Ils prennent toutes les révisions accordées à leur consommateur.\x02" +
-	"Ils ne prennent que la révision %[1]d.\x02Ils ne prennent que les révisi" +
-	"ons %[1]s."
+	"es\x02%[1]s\u202f: %[2]s → %[3]s\x02champ obligatoire de type %[2]s (cla" +
+	"ssification %[1]s)\x02champ facultatif de type %[2]s (classification %[1" +
+	"]s)\x02champ obligatoire de type %[1]s\x02champ facultatif de type %[1]s" +
+	"\x02aucune\x02Contrats de tâches\u202f: leur copie de travail, leurs rév" +
+	"isions immuables et leurs publications nommées.\x02Définitions par clé" +
+	"\x02Clé\x02Dernière révision\x02aucune pour l’instant\x02Aucune définiti" +
+	"on pour l’instant.\x14\x01\x81\x01\x00\x02\x12\x02%[1]d publication\x00" +
+	"\x13\x02%[1]d publications\x02en cas d’erreur\x02toute autre erreur\x02s" +
+	"uspendue pour un opérateur\x02incident\u202f: reprendre, abandonner, arr" +
+	"êter\x02fin\u202f: termine l’instance\x02fin\u202f: met l’instance en é" +
+	"chec\x02push %[1]s\x02pull %[1]s\x02Nœud %[1]s\x02La file d’attente et l" +
+	"es incidents de chaque définition maintenant, et ce que ses exécutants o" +
+	"nt terminé dans la dernière heure.\x02Réussites et échecs, dernière heur" +
+	"e\x02Définitions, celles qui demandent de l’attention d’abord\x02Définit" +
+	"ion\x02Ouvertes\x02Instances suspendues\x02En échec\x02Attente de la plu" +
+	"s ancienne disponible\x02Terminées, dernière heure\x02En échec, dernière" +
+	" heure\x02Aucune définition n’a encore d’occurrence.\x02Au %[1]s (%[2]s)" +
+	"\u202f; actualisé toutes les quelques secondes.\x02disponible depuis le " +
+	"%[1]s\x02Afficher toutes les définitions\x02Toutes les définitions\x02Ré" +
+	"ussites et échecs par tranche de 5 min, dernière heure\u202f: %[1]s\x02D" +
+	"ans la dernière heure\u202f: %[1]s, %[2]s. Le tableau qui suit le graphi" +
+	"que donne chaque tranche de 5\u00a0min.\x02terminée\x02en échec\x02Les c" +
+	"hiffres du graphique\x02Réussites et échecs par tranche de 5 min, les pl" +
+	"us anciennes d’abord\x02Tranche\x02Terminées\x02%[1]s–%[2]s\x02%[1]s" +
+	"\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%" +
+	"[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02" +
+	"%[1]d en échec\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s" +
+	"\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]" +
+	"s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv." +
+	"\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oc" +
+	"t.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jou" +
+	"r\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00" +
+	"\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e" +
+	"\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f" +
+	"\x02%[1]d secondes\x02%[1]d ms\x02Instance de processus %[1]s\x02Résumé" +
+	"\x02Actions d’opérateurs\x02Parcours\x02Les nœuds atteints par cette ins" +
+	"tance, dans l’ordre, chacun avec son occurrence.\x02Nœuds atteints, dans" +
+	" l’ordre\x02Nœud\x02Occurrence\x02Route\x02Nœud suivant\x02Créée le\x02R" +
+	"églée le\x02Cette instance n’a encore atteint aucune tâche.\x02Actions " +
+	"d’opérateurs consignées\x02Aucun opérateur n’a agi sur cette instance." +
+	"\x02Actions d’opérateurs sur cette instance, les plus récentes d’abord" +
+	"\x02Valeur\x02Entrées du processus\x02Entrées avec lesquelles l’instance" +
+	" a démarré, nommées d’après le contrat de la version %[1]d du processus" +
+	"\x02Ce processus ne prend aucune entrée.\x02Cette instance est suspendue" +
+	" à un nœud en échec\u202f: c’est un incident. Elle ne peut pas être repr" +
+	"ise\u202f: son occurrence au nœud %[1]s a échoué avant toute tentative (" +
+	"ses entrées n’ont pas pu être construites), une reprise échouerait donc " +
+	"de la même façon. L’abandon met l’instance en échec\u202f; l’arrêt l’ann" +
+	"ule. Chacun demande un motif, consigné dans le journal d’audit.\x02Cette" +
+	" instance est suspendue à un nœud en échec\u202f: c’est un incident. La " +
+	"reprise propose de nouveau l’occurrence en échec\u202f; l’abandon met l’" +
+	"instance en échec\u202f; l’arrêt l’annule. Chacune demande un motif, con" +
+	"signé dans le journal d’audit.\x02L’arrêt annule l’instance et ses occur" +
+	"rences ouvertes. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — « %" +
+	"[3]s »\x02Abandonnée par %[1]s le %[2]s — « %[3]s »\x02Reprise par %[1]s" +
+	" le %[2]s — « %[3]s »\x02Démarrée le\x02Terminée le\x02Suspendue au nœud" +
+	"\x02Occurrence en échec\x02Code d’erreur\x02Nœud de fin\x02Abandonnée au" +
+	" nœud\x02En échec au nœud\x02Statut inconnu\u202f: %[1]q.\x02Date de cré" +
+	"ation\x02La taille de page doit être comprise entre 1 et %[1]d.\x02Insta" +
+	"nces de processus\x02du\x02au\x02Agir sur toutes les instances que ce fi" +
+	"ltre retient\x02La page suivante les compte et demande un motif avant qu" +
+	"e rien ne change.\x02Instances de processus, les plus récentes d’abord" +
+	"\x02Instance\x02Nœud de fin ou erreur\x02Aucune instance ne correspond à" +
+	" ces filtres.\x02Tous les processus\x02Tous les statuts\x02disponible" +
+	"\x02réservée\x02différée\x02annulée\x02en cours\x02suspendue\x02expirée" +
+	"\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier\x02nombre\x02boo" +
+	"léen\x02date\x02date et heure\x02choix\x02objet\x02liste\x02normale\x02s" +
+	"ensible\x02secrète\x02••• masqué (sensible)\x02••• masqué (secret)\x02pu" +
+	"ll (un exécutant la récupère)\x02push (Relais appelle le service)\x02adm" +
+	"inistrateur\x02opérateur\x02concepteur\x02consommateur\x02oui\x02non\x02" +
+	"champ ajouté\x02champ retiré\x02type modifié\x02caractère obligatoire mo" +
+	"difié\x02valeurs modifiées\x02classification modifiée\x02contrainte modi" +
+	"fiée\x02routage modifié\x02longueur minimale\x02longueur maximale\x02mot" +
+	"if\x02format\x02minimum\x02maximum\x02nombre minimal d’éléments\x02nombr" +
+	"e maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, version %[2]s" +
+	"\x02Occurrence %[1]s\x02Mode\x02Dates\x02Politique d’exécution\x02Nombre" +
+	" maximal de tentatives\x02Délai avant nouvelle tentative\x02Échéance\x02" +
+	"Priorité\x02%[1]d (0 la plus basse, 9 la plus haute)\x02Tentatives\x02To" +
+	"utes les tentatives, les plus anciennes d’abord\x02Consommateur\x02Ident" +
+	"ifiant de l’exécutant\x02Réservée le\x02Finie le\x02Durée\x02Réponse de " +
+	"la destination\x02Résultat\x02Message d’erreur\x02Aucun exécutant n’a en" +
+	"core réservé cette occurrence.\x02en cours\x02Message entier\x02Aucun ex" +
+	"écutant n’a jamais réservé cette occurrence\u202f: elle a pris fin avan" +
+	"t toute tentative.\x02Destination\x02Réplique\x02Relais n’a pas encore a" +
+	"ppelé la destination.\x02Relais n’a jamais appelé la destination\u202f: " +
+	"l’occurrence a pris fin avant tout appel.\x02Relais ne conserve le code " +
+	"de statut de la destination que lorsqu’elle a refusé l’appel (destinatio" +
+	"n_http_NNN)\u202f; un appel terminé a reçu une réponse 2xx. La durée va " +
+	"de la prise en charge de l’appel à son règlement.\x02Motif donné par l’e" +
+	"xécutant\x02Nouvelles tentatives\x02aucune\u202f: un appel en échec suit" +
+	" le chemin d’erreur du nœud\x02Délai d’appel\x02Maintenant\x02La reprend" +
+	"re ou l’abandonner depuis son instance\x02au plus %[1]d\x02au plus %[1]d" +
+	" depuis la dernière reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10" +
+	"\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02" +
+	"\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’" +
+	"après le contrat de la révision %[1]d\x02Ce contrat n’a aucune entrée." +
+	"\x02Sorties, nommées d’après le contrat de la révision %[1]d\x02Pas enco" +
+	"re de sorties\u202f: l’occurrence n’est pas terminée.\x02Ce contrat n’a " +
+	"aucune sortie.\x02Aucune sortie\u202f: l’occurrence s’est terminée sans " +
+	"aboutir.\x02Révéler — cette action est enregistrée\x02Disponible à parti" +
+	"r du\x02Prochaine tentative\x02Dernière réservation\x02Fin du verrou\x02" +
+	"Différée\x02Dernière erreur (tentative %[1]d)\x02Erreur (avant toute ten" +
+	"tative)\x02Son message\x02Message de Relais (en anglais)\x02Message de l" +
+	"’exécutant (tel qu’il l’a envoyé)\x02Nouvelle tentative possible\x02no" +
+	"n\u202f: le service a signalé cet échec comme définitif (tentatives rest" +
+	"antes non utilisées\u202f: %[1]d)\x02La destination n’a pas répondu dans" +
+	" le délai de l’appel (%[1]s).\x02La destination n’a pas répondu dans le " +
+	"délai de l’appel.\x02L’échéance est passée avant l’arrivée d’un résultat" +
+	".\x02Le résultat ne respectait pas le contrat de sorties de la révision." +
+	"\x02Relais s’est arrêté pendant l’appel\u202f: on ignore si la destinati" +
+	"on a agi, elle n’est donc pas rappelée.\x02L’appel n’a pas pu être prépa" +
+	"ré.\x02La destination était injoignable.\x02La réponse de la destination" +
+	" était trop volumineuse.\x02Le verrou de la dernière tentative a expiré " +
+	"sans tentative restante.\x02Les entrées n’ont pas pu être construites à " +
+	"partir des liaisons du processus.\x02Un opérateur a abandonné l’instance" +
+	".\x02La destination a répondu HTTP %[1]s.\x02Nouvelle tentative à %[1]s " +
+	"— %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou expiré à %[1" +
+	"]s — en attente d’être proposée de nouveau.\x02En attente de l’appel de " +
+	"Relais à la destination depuis %[1]s (%[2]s).\x02En attente d’un exécuta" +
+	"nt depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Relais appelle la desti" +
+	"nation (depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s" +
+	" — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f:" +
+	" un exécutant du même consommateur, ou une interface munie d’un jeton de" +
+	" règlement, la terminera plus tard.\x02Terminée (%[1]s).\x02Son instance" +
+	" est suspendue ici, en attente d’un opérateur.\x02Son instance a continu" +
+	"é par le chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée\u202f" +
+	": l’instance a été arrêtée par %[1]s à %[2]s — « %[3]s ».\x02Annulée" +
+	"\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consomma" +
+	"teur n° %[1]s\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas de ré" +
+	"ponse dans le délai\x02pas de connexion\x02réponse trop volumineuse\x02i" +
+	"nconnue\x02[masqué]\x02La révision doit être un nombre entier, 1 ou plus" +
+	".\x02Consommateur inconnu.\x02Date de règlement\x02Plus de filtres\u202f" +
+	": instance, révision, consommateur, dates\x02identifiant d’instance\x02D" +
+	"écomptes par statut\x02Occurrences, les plus récentes d’abord\x02Proces" +
+	"sus et nœud\x02Erreur\x02Consommateur et exécutant\x02Prochaine tentativ" +
+	"e ou règlement\x02Aucune occurrence ne correspond à ces filtres.\x02Tous" +
+	" les consommateurs\x02Totaux de la définition %[1]s, sans les autres fil" +
+	"tres\x02Totaux de toutes les définitions, sans les autres filtres\x14" +
+	"\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrence" +
+	"s\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés toutes les qu" +
+	"elques secondes.\x02révision %[1]d\x02réglée\x02prochaine tentative\x02d" +
+	"isponible depuis\x02appel en cours depuis\x02verrou jusqu’à\x02différée " +
+	"depuis\x02Page précédente\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une da" +
+	"te s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour vient après le de" +
+	"rnier.\x02Ces réglages sont conservés dans ce navigateur seulement.\x02A" +
+	"fficher les heures en\x02La console n’exécute aucun script et ne peut do" +
+	"nc pas lire le fuseau horaire de votre ordinateur\u202f: choisissez son " +
+	"décalage par rapport à UTC. Les décalages ne suivent pas l’heure d’été." +
+	"\x02Recharger les listes et les pages de détail\x02Les pages qui contien" +
+	"nent un formulaire, comme une confirmation, ne se rechargent jamais d’el" +
+	"les-mêmes.\x02Enregistrer les réglages\x02Revenir sans enregistrer\x02UT" +
+	"C (temps universel coordonné)\x02Heure locale à %[1]s\x02Jamais\x02Toute" +
+	"s les %[1]d secondes\x02Les versions de processus publiées\u202f: leurs " +
+	"nœuds, routes et révisions épinglées, dessinés, avec l’emplacement actue" +
+	"l de leurs occurrences.\x02Processus par clé\x02Versions, les plus récen" +
+	"tes d’abord\x02Aucun processus n’est encore publié.\x02version %[1]d\x02" +
+	"Processus %[1]s\x02Version\x02Nœud de départ\x02Graphe\x02Les colonnes s" +
+	"uivent le plus long chemin depuis le nœud de départ. Les flèches pleines" +
+	" sont les réussites (étiquetées par leur route), les pointillées les éch" +
+	"ecs (étiquetées par leurs codes d’erreur). Chaque case indique combien d" +
+	"’occurrences de cette version se trouvent à ce nœud maintenant.\x02Nœu" +
+	"ds\x02Nœuds de cette version, avec leurs occurrences actuelles\x02Type" +
+	"\x02Révision épinglée\x02En cas de réussite\x02En cas d’erreur\x02Occurr" +
+	"ences actuelles\x02Instances de ce processus\x02Décomptes au %[1]s (%[2]" +
+	"s)\u202f; actualisés toutes les quelques secondes.\x02Graphe de %[1]s" +
+	"\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau c" +
+	"i-dessous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d nœ" +
+	"uds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, r" +
+	"outes et décomptes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin (" +
+	"en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02suspension (un incident pour un" +
+	" opérateur)\x02tout autre code → %[1]s\x02met l’instance en échec\x14" +
+	"\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative après %[2]s" +
+	", priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après %[2]" +
+	"s, priorité %[3]d\x02échéance %[1]s\x02délai %[1]s\x02Seuls les administ" +
+	"rateurs peuvent révéler une valeur sensible.\x02Révélé par %[1]s le %[2]" +
+	"s\u202f; consigné dans le journal d’audit.\x02Révélation impossible\x02S" +
+	"eule une valeur que cette page affiche masquée (sensible) peut être révé" +
+	"lée.\x02Les valeurs secrètes ne peuvent jamais être révélées.\x02Cette p" +
+	"age n’accepte pas cette requête.\x02Recherche\x02Saisissez un identifian" +
+	"t d’instance ou d’occurrence (un UUID, que les pages affichent au survol" +
+	") ou une clé métier.\x02Rien à chercher\u202f: le champ de recherche est" +
+	" vide.\x02C’est trop long pour être un identifiant ou une clé métier." +
+	"\x02Aucune instance ni occurrence n’a l’identifiant « %[1]s », et aucune" +
+	" instance ne l’a pour clé métier.\x02Vous êtes déconnecté.\x02Se connect" +
+	"er\x02Connectez-vous avec un jeton d’opérateur ou d’administrateur.\x02J" +
+	"eton\x02Le jeton est vérifié une fois et n’est jamais conservé dans votr" +
+	"e navigateur\u202f; un cookie de session le remplace jusqu’à 8 heures d’" +
+	"inactivité.\x02Trop de connexions échouées depuis votre adresse. Réessay" +
+	"ez dans %[1]d secondes.\x02Ce jeton est inconnu ou a été révoqué.\x02Un " +
+	"jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: connectez-vous " +
+	"avec un jeton d’opérateur, de concepteur ou d’administrateur.\x02Seuls l" +
+	"es administrateurs gèrent les jetons.\x02Jetons du personnel (administra" +
+	"teurs, concepteurs, opérateurs) non révoqués. Les jetons des consommateu" +
+	"rs se gèrent avec leurs consommateurs. Révoquer un jeton refuse sa requê" +
+	"te suivante.\x02ID\x02Rôle\x02Créé le\x02Dernière utilisation\x02Expirat" +
+	"ion\x02Jetons du personnel, les plus anciens d’abord\x02jamais\x02pas en" +
+	"core\x02Jeton expiré\x02Révoquer…\x02cette session\x02Aucun jeton.\x02Le" +
+	" jeton a été révoqué.\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[" +
+	"1]s « %[2]s »\u202f?\x02Sa requête suivante est refusée et les sessions " +
+	"de console ouvertes avec lui prennent fin. C’est irréversible\u202f: qui" +
+	" l’utilise aura besoin d’un nouveau jeton.\x02Révoquer le jeton\x02Le ga" +
+	"rder\x02C’est le jeton avec lequel vous êtes connecté\u202f: le révoquer" +
+	" vous déconnecte. Sa requête suivante est refusée. C’est irréversible." +
+	"\x02C’est le dernier jeton administrateur utilisable\u202f: créez-en un " +
+	"autre avant de le révoquer.\x02sortie de routage\x02(chaque élément)\x14" +
+	"\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins" +
+	" %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère" +
+	"\x00\x1a\x02au plus %[1]d caractères\x02motif %[1]s\x02format %[1]s\x02m" +
+	"inimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00" +
+	"\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d éléments" +
+	"\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus" +
+	" %[1]d éléments\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d éléme" +
+	"nt\x00\x11\x02%[1]d éléments\x02nul\x02valeur inattendue\x02Page invalid" +
+	"e\x02Ce lien de page ne vient pas de la console.\x02Les exécutants conne" +
+	"ctés par un flux, et ceux qui interrogent par leur dernière demande. Un " +
+	"exécutant est listé tant qu’il s’est manifesté dans les trois derniers b" +
+	"attements de cœur.\x02Exécutants vus dans les trois derniers battements" +
+	"\x02Exécutant\x02Protocole\x02Définitions servies\x02En cours\x02Connexi" +
+	"on\x02Dernier signe\x02Aucun exécutant n’est connecté.\x02Exécutants ser" +
+	"vant %[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert cette défin" +
+	"ition.\x02flux\x02interrogation longue\x02façade Camunda 7\x02toutes les" +
+	" révisions accordées à son consommateur\x02révisions %[1]s\x02Aucun exéc" +
+	"utant ne sert cette définition\u202f: ses occurrences attendent qu’un ex" +
+	"écutant se connecte ou interroge.\x14\x01\x81\x01\x00\x02\x1c\x02Servie" +
+	" par %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécutants\x02Révisions" +
+	" prises en charge\u202f: %[1]s\u202f; certains prennent toutes les révis" +
+	"ions accordées à leur consommateur.\x02Ils prennent toutes les révisions" +
+	" accordées à leur consommateur.\x02Ils ne prennent que la révision %[1]d" +
+	".\x02Ils ne prennent que les révisions %[1]s."
 
-	// Total table size 49642 bytes (48KiB); checksum: A3891E0A
+	// Total table size 49837 bytes (48KiB); checksum: 2DAC27AD
