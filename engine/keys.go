@@ -48,7 +48,7 @@ func CheckKeys(ctx context.Context, db queries.DBTX, ring *keyring.Keyring) erro
 			continue
 		}
 		if r.ID == ring.Primary() && r.RetiredAt != nil {
-			return fmt.Errorf("data key %q was retired by a key rotation: put the newer key first in RELAIS_DATA_KEYS", r.ID)
+			return fmt.Errorf("data key %q was retired by a key rotation: the key that rotation sealed with must come first in RELAIS_DATA_KEYS (add it if it is missing)", r.ID)
 		}
 		if _, err := ring.Open(r.Probe, []byte(probeAAD)); err != nil {
 			return fmt.Errorf("data key %q does not match the key that was used under that id: %w", r.ID, err)

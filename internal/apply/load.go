@@ -302,7 +302,8 @@ func checkDestination(d Document) []Problem {
 	case !isString(u):
 		add("/url", "must be a string")
 	}
-	if h, ok := d.Body["headers"]; ok {
+	// An empty `headers:` (YAML null) means none, as the server reads it.
+	if h, ok := d.Body["headers"]; ok && h != nil {
 		headers, isMap := h.(map[string]any)
 		if !isMap {
 			add("/headers", "must be a mapping of header names to values")

@@ -113,6 +113,12 @@ name: fine
 url: https://fine.example.com/
 headers: {Authorization: Bearer y}
 max_timeout: PT10S
+---
+kind: Destination
+name: bare
+url: https://bare.example.com/
+headers:
+max_timeout: PT1S
 `)
 	_, problems, err := Load(p)
 	if err != nil {
