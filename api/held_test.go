@@ -12,17 +12,7 @@ import (
 func TestHeldInstanceIsObservedAndStopped(t *testing.T) {
 	t.Parallel()
 	env := relaistest.New(t)
-	env.Definition("add_company_to_crm.yaml")
-	doc := relaistest.CRMProcess(nil)
-	doc["nodes"].(map[string]any)["crm"].(map[string]any)["on_error"] = map[string]any{"CRM_LOCKED": "hold", "*": "failed"}
-	env.Process("crm_hold", doc)
-	consumer := env.Consumer("crm-sync", "add_company_to_crm")
-	id := env.Must(201, "POST", "/api/v1/processes/crm_hold/instances", env.Operator, map[string]any{
-		"inputs": map[string]any{"name": "Acme"}}).JSON(t)["id"].(string)
-	occ := env.Must(200, "POST", "/api/v1/pull/fetch-and-lock", consumer, map[string]any{"worker_id": "w",
-		"subscriptions": []any{map[string]any{"definition": "add_company_to_crm"}}}).JSON(t)["occurrences"].([]any)[0].(map[string]any)
-	env.Must(200, "POST", "/api/v1/pull/occurrences/"+occ["id"].(string)+"/fail", consumer, map[string]any{"worker_id": "w",
-		"error_code": "CRM_LOCKED", "message": "locked", "retryable": false})
+	id := env.HeldCRMInstance("Acme")
 
 	inst := env.Must(200, "GET", "/api/v1/instances/"+id, env.Operator, nil).JSON(t)
 	path := inst["path"].([]any)

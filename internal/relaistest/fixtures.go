@@ -74,6 +74,27 @@ func (e *Env) Consumer(name string, keys ...string) string {
 	return res.JSON(e.T)["token"].(string)
 }
 
+// HeldCRMInstance sets env up with crm_hold, CRMProcess whose node holds
+// on the error code CRM_LOCKED (and fails on any other), and a consumer
+// crm-sync; it starts an instance for name, fails its occurrence with
+// CRM_LOCKED, not retryable, and returns the held instance's id. Call it
+// once per Env.
+func (e *Env) HeldCRMInstance(name string) string {
+	e.T.Helper()
+	e.Definition("add_company_to_crm.yaml")
+	doc := CRMProcess(nil)
+	doc["nodes"].(map[string]any)["crm"].(map[string]any)["on_error"] = map[string]any{"CRM_LOCKED": "hold", "*": "failed"}
+	e.Process("crm_hold", doc)
+	consumer := e.Consumer("crm-sync", "add_company_to_crm")
+	id := e.Must(201, "POST", "/api/v1/processes/crm_hold/instances", e.Operator, map[string]any{
+		"inputs": map[string]any{"name": name}}).JSON(e.T)["id"].(string)
+	occ := e.Must(200, "POST", "/api/v1/pull/fetch-and-lock", consumer, map[string]any{"worker_id": "w",
+		"subscriptions": []any{map[string]any{"definition": "add_company_to_crm"}}}).JSON(e.T)["occurrences"].([]any)[0].(map[string]any)
+	e.Must(200, "POST", "/api/v1/pull/occurrences/"+occ["id"].(string)+"/fail", consumer, map[string]any{"worker_id": "w",
+		"error_code": "CRM_LOCKED", "message": "locked", "retryable": false})
+	return id
+}
+
 // ConsumerID returns the id of the consumer named name.
 func (e *Env) ConsumerID(name string) int64 {
 	e.T.Helper()
