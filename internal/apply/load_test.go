@@ -120,14 +120,7 @@ url: https://bare.example.com/
 headers:
 max_timeout: PT1S
 `)
-	_, problems, err := Load(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, pr := range problems {
-		got = append(got, strings.TrimPrefix(pr.String(), p+" "))
-	}
+	got := problemLines(t, p)
 	want := []string{
 		`(document 1): /header: unknown key "header"`,
 		`(document 2): /timeout: unknown key "timeout"`,
@@ -157,14 +150,7 @@ name: "2026.13"
 revision: 1
 notes: [not, text]
 `)
-	_, problems, err := Load(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, pr := range problems {
-		got = append(got, strings.TrimPrefix(pr.String(), p+" "))
-	}
+	got := problemLines(t, p)
 	want := []string{`(document 1): /note: unknown key "note"`, `(document 2): /notes: must be a string`}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -194,4 +180,19 @@ func TestLoadRefusesAPathWithoutDocuments(t *testing.T) {
 			t.Errorf("Load(%s): %d documents, problems %v, err %v; want %q", c.path, len(docs), problems, err, c.want)
 		}
 	}
+}
+
+// problemLines loads path and returns its problems as they are printed,
+// without the path that starts each.
+func problemLines(t *testing.T, path string) []string {
+	t.Helper()
+	_, problems, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, pr := range problems {
+		got = append(got, strings.TrimPrefix(pr.String(), path+" "))
+	}
+	return got
 }
