@@ -189,6 +189,28 @@ func (e *Engine) HandBack(ctx context.Context, consumerID int64, workerID string
 	return out, wrap("hand back", err)
 }
 
+// ReleaseUnseen hands back reservations no worker received (what a fetch
+// claimed for a client that left, assignments a stream could not deliver):
+// released, the attempt given back. It runs to its end, within
+// releaseUnseenTimeout, even when ctx is cancelled: left alone they would
+// stay locked to nobody until their locks lapse.
+func (e *Engine) ReleaseUnseen(ctx context.Context, consumerID int64, workerID string, unseen []Reservation) error {
+	if len(unseen) == 0 {
+		return nil
+	}
+	held := make([]Held, len(unseen))
+	for i, g := range unseen {
+		held[i] = Held{Occurrence: g.ID, Attempt: g.Attempt}
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseUnseenTimeout)
+	defer cancel()
+	_, err := e.HandBack(ctx, consumerID, workerID, held, true)
+	return err
+}
+
+// releaseUnseenTimeout bounds ReleaseUnseen.
+const releaseUnseenTimeout = 10 * time.Second
+
 // ChannelWorker carries signals to the replica holding a worker stream
 // (WorkerSignal): a unary call may reach another replica than its stream.
 const ChannelWorker = "relais_worker"

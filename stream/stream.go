@@ -270,17 +270,25 @@ func (s *Service) ref(ctx context.Context, h http.Header, occurrence, workerID s
 // once, and pushes the next task. A stream on another replica learns at
 // its next keep-alive.
 func (s *Service) SettledElsewhere(ref engine.WorkerRef, attempt int) {
-	if h := s.reg.holder(ref.Occurrence); h != nil && h.consumerID == ref.ConsumerID {
-		h.post(event{kind: eventSettled, occurrence: ref.Occurrence, attempt: attempt})
+	s.settledHere(ref, attempt)
+}
+
+// settledHere tells the stream of this replica holding ref's occurrence, if
+// there is one, that attempt was settled.
+func (s *Service) settledHere(ref engine.WorkerRef, attempt int) bool {
+	h := s.reg.holder(ref.Occurrence)
+	if h == nil || h.consumerID != ref.ConsumerID {
+		return false
 	}
+	h.post(event{kind: eventSettled, occurrence: ref.Occurrence, attempt: attempt})
+	return true
 }
 
 func (s *Service) settled(ctx context.Context, ref engine.WorkerRef, attempt int) {
 	if attempt == 0 {
 		return // a replayed answer: the settlement was signalled when it happened
 	}
-	if h := s.reg.holder(ref.Occurrence); h != nil {
-		h.post(event{kind: eventSettled, occurrence: ref.Occurrence, attempt: attempt})
+	if s.settledHere(ref, attempt) {
 		return
 	}
 	if err := s.eng.SignalWorkers(ctx, engine.WorkerSignal{Kind: engine.SignalSettled, Occurrence: ref.Occurrence, Attempt: attempt,
@@ -365,16 +373,7 @@ func (s *Service) settle(ctx context.Context, ref engine.WorkerRef,
 
 // handBack releases reservations no worker saw (attempt given back).
 func (s *Service) handBack(ctx context.Context, consumerID int64, workerID string, unseen []engine.Reservation) {
-	if len(unseen) == 0 {
-		return
-	}
-	held := make([]engine.Held, len(unseen))
-	for i, g := range unseen {
-		held[i] = engine.Held{Occurrence: g.ID, Attempt: g.Attempt}
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), handBackTimeout)
-	defer cancel()
-	if _, err := s.eng.HandBack(ctx, consumerID, workerID, held, true); err != nil {
+	if err := s.eng.ReleaseUnseen(ctx, consumerID, workerID, unseen); err != nil {
 		s.logger.Error("handing back undelivered assignments failed; their locks lapse instead", "err", err)
 	}
 }

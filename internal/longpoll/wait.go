@@ -114,13 +114,7 @@ func claimFor(ctx context.Context, eng claimer, claim engine.ClaimRequest) ([]en
 	if err != nil || len(got) == 0 || ctx.Err() == nil {
 		return got, err
 	}
-	held := make([]engine.Held, len(got))
-	for i, g := range got {
-		held[i] = engine.Held{Occurrence: g.ID, Attempt: g.Attempt}
-	}
-	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), handBackTimeout)
-	defer cancel()
-	if _, err := eng.HandBack(hctx, claim.ConsumerID, claim.WorkerID, held, true); err != nil {
+	if err := eng.ReleaseUnseen(ctx, claim.ConsumerID, claim.WorkerID, got); err != nil {
 		return nil, fmt.Errorf("release what a departed client's fetch claimed: %w", err)
 	}
 	return nil, nil
@@ -129,8 +123,5 @@ func claimFor(ctx context.Context, eng claimer, claim engine.ClaimRequest) ([]en
 // claimer is what claimFor needs of the engine.
 type claimer interface {
 	Claim(ctx context.Context, req engine.ClaimRequest) ([]engine.Reservation, error)
-	HandBack(ctx context.Context, consumerID int64, workerID string, held []engine.Held, release bool) ([]engine.Held, error)
+	ReleaseUnseen(ctx context.Context, consumerID int64, workerID string, unseen []engine.Reservation) error
 }
-
-// handBackTimeout bounds releasing what a departed client's fetch claimed.
-const handBackTimeout = 10 * time.Second

@@ -15,7 +15,7 @@ import (
 type fakeClaimer struct {
 	leave    context.CancelFunc
 	got      []engine.Reservation
-	released []engine.Held
+	released []engine.Reservation
 }
 
 func (f *fakeClaimer) Claim(context.Context, engine.ClaimRequest) ([]engine.Reservation, error) {
@@ -25,11 +25,9 @@ func (f *fakeClaimer) Claim(context.Context, engine.ClaimRequest) ([]engine.Rese
 	return f.got, nil
 }
 
-func (f *fakeClaimer) HandBack(_ context.Context, _ int64, _ string, held []engine.Held, release bool) ([]engine.Held, error) {
-	if release {
-		f.released = append(f.released, held...)
-	}
-	return held, nil
+func (f *fakeClaimer) ReleaseUnseen(_ context.Context, _ int64, _ string, unseen []engine.Reservation) error {
+	f.released = append(f.released, unseen...)
+	return nil
 }
 
 // What a fetch claimed for a client that left meanwhile is released at
@@ -45,7 +43,7 @@ func TestAClaimForADepartedClientIsReleased(t *testing.T) {
 	if out, err := claimFor(ctx, left, engine.ClaimRequest{ConsumerID: 1, WorkerID: "w"}); err != nil || len(out) != 0 {
 		t.Fatalf("claim for a departed client answered %v, %v; want nothing", out, err)
 	}
-	if len(left.released) != 1 || left.released[0] != (engine.Held{Occurrence: id, Attempt: 1}) {
+	if len(left.released) != 1 || left.released[0].ID != id || left.released[0].Attempt != 1 {
 		t.Errorf("released %v, want the claimed occurrence's attempt 1", left.released)
 	}
 
