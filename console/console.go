@@ -25,7 +25,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/a-h/templ"
 	"github.com/go-chi/chi/v5"
@@ -203,7 +202,7 @@ func (c *Console) requireSession(next http.Handler) http.Handler {
 // UTF-8: PostgreSQL refuses such text, and a filter or a reason holding
 // one would otherwise fail its page with a 500.
 func unstorableField(r *http.Request) (string, bool) {
-	bad := func(s string) bool { return strings.ContainsRune(s, 0) || !utf8.ValidString(s) }
+	bad := func(s string) bool { return httpjson.UnstorableText(s) != "" }
 	if bad(r.URL.Path) {
 		return "path", true
 	}
@@ -214,7 +213,7 @@ func unstorableField(r *http.Request) (string, bool) {
 	names := slices.Sorted(maps.Keys(r.Form))
 	for _, name := range names {
 		if bad(name) || slices.ContainsFunc(r.Form[name], bad) {
-			return strings.ToValidUTF8(strings.ReplaceAll(name, "\x00", ""), "?"), true
+			return httpjson.PrintableName(name), true
 		}
 	}
 	return "", false

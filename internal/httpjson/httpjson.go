@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/relais/relais/internal/fault"
 	"github.com/relais/relais/internal/jsontree"
@@ -69,6 +70,26 @@ func Decode[T any](w http.ResponseWriter, r *http.Request, maxBytes int64) (T, e
 // maxCheckDepth bounds the nesting CheckText follows; encoding/json's
 // own limit is 10,000 and refuses deeper documents itself.
 const maxCheckDepth = 10_000
+
+// UnstorableText says why PostgreSQL could not store s as text (the NUL
+// character, bytes that are not UTF-8), or "" when it can. An address's
+// path and parameters, and a form's fields, arrive percent-encoded and may
+// hold either; a lookup with one fails in the database.
+func UnstorableText(s string) string {
+	switch {
+	case strings.ContainsRune(s, 0):
+		return `the NUL character (\u0000) is not allowed`
+	case !utf8.ValidString(s):
+		return "holds bytes that are not UTF-8 text"
+	}
+	return ""
+}
+
+// PrintableName is a request field's name as a message may quote it: its
+// NUL characters dropped, its bytes that are not UTF-8 replaced.
+func PrintableName(name string) string {
+	return strings.ToValidUTF8(strings.ReplaceAll(name, "\x00", ""), "?")
+}
 
 // CheckText refuses (400 invalid_json, every problem at its pointer) a
 // request body whose meaning would be guessed: a string or key holding

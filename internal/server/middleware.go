@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
@@ -237,15 +236,7 @@ func refuseUnstorable(logger *slog.Logger) func(http.Handler) http.Handler {
 				next.ServeHTTP(w, r)
 				return
 			}
-			problem := func(s string) string {
-				switch {
-				case strings.ContainsRune(s, 0):
-					return `the NUL character (\u0000) is not allowed`
-				case !utf8.ValidString(s):
-					return "holds bytes that are not UTF-8 text"
-				}
-				return ""
-			}
+			problem := httpjson.UnstorableText
 			var errs []fault.FieldError
 			if msg := problem(r.URL.Path); msg != "" {
 				errs = append(errs, fault.FieldError{Path: "path", Message: msg})
@@ -257,7 +248,7 @@ func refuseUnstorable(logger *slog.Logger) func(http.Handler) http.Handler {
 						msg = problem(v)
 					}
 					if msg != "" {
-						errs = append(errs, fault.FieldError{Path: strings.ToValidUTF8(strings.ReplaceAll(name, "\x00", ""), "?"), Message: msg})
+						errs = append(errs, fault.FieldError{Path: httpjson.PrintableName(name), Message: msg})
 						break
 					}
 				}
