@@ -157,7 +157,7 @@ func TestLongFailureShowsOnce(t *testing.T) {
 			t.Errorf("%s: the whole message in the table is not behind a disclosure", lang)
 		}
 		want := []string{"no: the service marked this failure as not retryable (attempts left unused: 2)",
-			"non\u202f: le service a signalé cet échec comme définitif (tentatives restantes non utilisées\u202f: 2)"}[i]
+			"non\u202f: l’exécutant a signalé cet échec comme définitif (tentatives restantes non utilisées\u202f: 2)"}[i]
 		if got := text(r, "not-retryable"); got != want {
 			t.Errorf("%s: retryable %q, want %q", lang, got, want)
 		}

@@ -1267,63 +1267,63 @@ var frIndex = []uint32{ // 616 elements
 	// Entry 1A0 - 1BF
 	0x00004024, 0x00004032, 0x0000403d, 0x00004060,
 	0x0000407f, 0x0000408b, 0x000040aa, 0x000040e0,
-	0x000040fc, 0x00004166, 0x000041ad, 0x000041ec,
-	0x0000422c, 0x00004272, 0x000042e4, 0x0000430c,
-	0x0000432f, 0x00004366, 0x000043ad, 0x00004400,
-	0x00004429, 0x0000444f, 0x00004476, 0x0000449e,
-	0x000044e5, 0x0000452f, 0x00004562, 0x00004575,
-	0x000045a3, 0x000045df, 0x000045f5, 0x00004689,
+	0x000040fc, 0x0000416a, 0x000041b1, 0x000041f0,
+	0x00004230, 0x00004276, 0x000042e8, 0x00004310,
+	0x00004333, 0x0000436a, 0x000043b1, 0x00004404,
+	0x0000442d, 0x00004453, 0x0000447a, 0x000044a2,
+	0x000044e9, 0x00004533, 0x00004566, 0x00004579,
+	0x000045a7, 0x000045e3, 0x000045f9, 0x0000468d,
 	// Entry 1C0 - 1DF
-	0x0000469c, 0x000046da, 0x00004716, 0x00004729,
-	0x00004779, 0x000047ae, 0x000047c0, 0x000047d7,
-	0x000047e2, 0x000047ff, 0x0000481e, 0x0000482f,
-	0x00004849, 0x00004852, 0x0000485c, 0x00004891,
-	0x000048a7, 0x000048ba, 0x000048f7, 0x00004910,
-	0x00004926, 0x00004950, 0x00004963, 0x0000496a,
-	0x00004985, 0x000049a7, 0x000049d7, 0x000049ee,
-	0x00004a26, 0x00004a61, 0x00004a8d, 0x00004ae0,
+	0x000046a0, 0x000046de, 0x0000471a, 0x0000472d,
+	0x0000477d, 0x000047b2, 0x000047c4, 0x000047db,
+	0x000047e6, 0x00004803, 0x00004822, 0x00004833,
+	0x0000484d, 0x00004856, 0x00004860, 0x00004895,
+	0x000048ab, 0x000048be, 0x000048fb, 0x00004914,
+	0x0000492a, 0x00004954, 0x00004967, 0x0000496e,
+	0x00004989, 0x000049ab, 0x000049db, 0x000049f2,
+	0x00004a2a, 0x00004a65, 0x00004a91, 0x00004ae4,
 	// Entry 1E0 - 1FF
-	0x00004af0, 0x00004af9, 0x00004b0d, 0x00004b1f,
-	0x00004b35, 0x00004b47, 0x00004b59, 0x00004b6b,
-	0x00004b81, 0x00004bab, 0x00004bde, 0x00004c1a,
-	0x00004c31, 0x00004cf9, 0x00004d26, 0x00004d91,
-	0x00004dab, 0x00004dc4, 0x00004de5, 0x00004dfb,
-	0x00004e02, 0x00004e1c, 0x00004eb1, 0x00004ec4,
-	0x00004eeb, 0x00004f13, 0x00004f21, 0x00004f31,
-	0x00004f39, 0x00004f4a, 0x00004f51, 0x00005087,
+	0x00004af4, 0x00004afd, 0x00004b11, 0x00004b23,
+	0x00004b39, 0x00004b4b, 0x00004b5d, 0x00004b6f,
+	0x00004b85, 0x00004baf, 0x00004be2, 0x00004c1e,
+	0x00004c35, 0x00004cfd, 0x00004d2a, 0x00004d95,
+	0x00004daf, 0x00004dc8, 0x00004de9, 0x00004dff,
+	0x00004e06, 0x00004e20, 0x00004eb5, 0x00004ec8,
+	0x00004eef, 0x00004f17, 0x00004f25, 0x00004f35,
+	0x00004f3d, 0x00004f4e, 0x00004f55, 0x0000508b,
 	// Entry 200 - 21F
-	0x0000508e, 0x000050c8, 0x000050cd, 0x000050e2,
-	0x000050f6, 0x00005108, 0x0000511e, 0x00005138,
-	0x00005182, 0x00005192, 0x0000526c, 0x00005271,
-	0x00005281, 0x0000528f, 0x0000529f, 0x000052af,
-	0x000052b9, 0x000052e5, 0x000052ff, 0x0000531a,
-	0x000053a8, 0x000053b9, 0x000053c6, 0x00005407,
-	0x0000544d, 0x00005465, 0x000054b8, 0x000054f3,
-	0x0000551e, 0x00005528, 0x000055a2, 0x000055d7,
+	0x00005092, 0x000050cc, 0x000050d1, 0x000050e6,
+	0x000050fa, 0x0000510c, 0x00005122, 0x0000513c,
+	0x00005186, 0x00005196, 0x00005270, 0x00005275,
+	0x00005285, 0x00005293, 0x000052a3, 0x000052b3,
+	0x000052bd, 0x000052e9, 0x00005303, 0x0000531e,
+	0x000053ac, 0x000053bd, 0x000053ca, 0x0000540b,
+	0x00005451, 0x00005469, 0x000054bc, 0x000054f7,
+	0x00005522, 0x0000552c, 0x000055a6, 0x000055db,
 	// Entry 220 - 23F
-	0x00005618, 0x00005688, 0x000056a1, 0x000056ae,
-	0x000056f1, 0x000056f7, 0x00005793, 0x000057e7,
-	0x00005812, 0x0000589e, 0x000058cc, 0x0000598e,
-	0x00005991, 0x00005997, 0x000059a1, 0x000059b7,
-	0x000059c2, 0x000059f2, 0x000059f9, 0x00005a04,
-	0x00005a12, 0x00005a1f, 0x00005a2d, 0x00005a3a,
-	0x00005a56, 0x00005a6f, 0x00005a98, 0x00005b41,
-	0x00005b54, 0x00005b5e, 0x00005bed, 0x00005c4e,
+	0x0000561c, 0x0000568c, 0x000056a5, 0x000056b2,
+	0x000056f5, 0x000056fb, 0x00005797, 0x000057eb,
+	0x00005816, 0x000058a2, 0x000058d0, 0x00005992,
+	0x00005995, 0x0000599b, 0x000059a5, 0x000059bb,
+	0x000059c6, 0x000059f6, 0x000059fd, 0x00005a08,
+	0x00005a16, 0x00005a23, 0x00005a31, 0x00005a3e,
+	0x00005a5a, 0x00005a73, 0x00005a9c, 0x00005b45,
+	0x00005b58, 0x00005b62, 0x00005bf1, 0x00005c52,
 	// Entry 240 - 25F
-	0x00005c60, 0x00005c73, 0x00005cb1, 0x00005ced,
-	0x00005cf9, 0x00005d06, 0x00005d14, 0x00005d22,
-	0x00005d32, 0x00005d6e, 0x00005da8, 0x00005db3,
-	0x00005ddd, 0x00005de1, 0x00005df3, 0x00005e01,
-	0x00005e2d, 0x00005eef, 0x00005f22, 0x00005f2d,
-	0x00005f37, 0x00005f4c, 0x00005f55, 0x00005f5f,
-	0x00005f6d, 0x00005f91, 0x00005fab, 0x00005fc0,
-	0x00005fec, 0x00005ff1, 0x00006006, 0x00006018,
+	0x00005c64, 0x00005c77, 0x00005cb5, 0x00005cf1,
+	0x00005cfd, 0x00005d0a, 0x00005d18, 0x00005d26,
+	0x00005d36, 0x00005d72, 0x00005dac, 0x00005db7,
+	0x00005de1, 0x00005de5, 0x00005df7, 0x00005e05,
+	0x00005e31, 0x00005ef3, 0x00005f26, 0x00005f31,
+	0x00005f3b, 0x00005f50, 0x00005f59, 0x00005f63,
+	0x00005f71, 0x00005f95, 0x00005faf, 0x00005fc4,
+	0x00005ff0, 0x00005ff5, 0x0000600a, 0x0000601c,
 	// Entry 260 - 27F
-	0x0000604d, 0x0000605e, 0x000060d4, 0x00006116,
-	0x00006189, 0x000061cd, 0x000061f5, 0x0000621f,
+	0x00006051, 0x00006062, 0x000060d8, 0x0000611a,
+	0x0000618d, 0x000061d1, 0x000061f9, 0x00006223,
 } // Size: 2488 bytes
 
-const frData string = "" + // Size: 25119 bytes
+const frData string = "" + // Size: 25123 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances suspendues…\x02Abandon" +
 	"ner toutes les instances suspendues…\x02Arrêter toutes les instances sus" +
@@ -1573,28 +1573,28 @@ const frData string = "" + // Size: 25119 bytes
 	"Différée\x02Dernière erreur (tentative %[1]d)\x02Erreur (avant toute ten" +
 	"tative)\x02Son message\x02Message de Relais (en anglais)\x02Message de l" +
 	"’exécutant (tel qu’il l’a envoyé)\x02Nouvelle tentative possible\x02no" +
-	"n\u202f: le service a signalé cet échec comme définitif (tentatives rest" +
-	"antes non utilisées\u202f: %[1]d)\x02La destination n’a pas répondu dans" +
-	" le délai de l’appel (%[1]s).\x02La destination n’a pas répondu dans le " +
-	"délai de l’appel.\x02L’échéance est passée avant l’arrivée d’un résultat" +
-	".\x02Le résultat ne respectait pas le contrat de sorties de la révision." +
-	"\x02Relais s’est arrêté pendant l’appel\u202f: on ignore si la destinati" +
-	"on a agi, elle n’est donc pas rappelée.\x02L’appel n’a pas pu être prépa" +
-	"ré.\x02La destination était injoignable.\x02La réponse de la destination" +
-	" était trop volumineuse.\x02Le verrou de la dernière tentative a expiré " +
-	"sans tentative restante.\x02Les entrées n’ont pas pu être construites à " +
-	"partir des liaisons du processus.\x02Un opérateur a abandonné l’instance" +
-	".\x02La destination a répondu HTTP %[1]s.\x02Nouvelle tentative à %[1]s " +
-	"— %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou expiré à %[1" +
-	"]s — en attente d’être proposée de nouveau.\x02En attente de l’appel de " +
-	"Relais à la destination depuis %[1]s (%[2]s).\x02En attente d’un exécuta" +
-	"nt depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Relais appelle la desti" +
-	"nation (depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s" +
-	" — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f:" +
-	" un exécutant du même consommateur, ou une interface munie d’un jeton de" +
-	" règlement, la terminera plus tard.\x02Terminée (%[1]s).\x02Son instance" +
-	" est suspendue ici, en attente d’un opérateur.\x02Son instance a continu" +
-	"é par le chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée\u202f" +
+	"n\u202f: l’exécutant a signalé cet échec comme définitif (tentatives res" +
+	"tantes non utilisées\u202f: %[1]d)\x02La destination n’a pas répondu dan" +
+	"s le délai de l’appel (%[1]s).\x02La destination n’a pas répondu dans le" +
+	" délai de l’appel.\x02L’échéance est passée avant l’arrivée d’un résulta" +
+	"t.\x02Le résultat ne respectait pas le contrat de sorties de la révision" +
+	".\x02Relais s’est arrêté pendant l’appel\u202f: on ignore si la destinat" +
+	"ion a agi, elle n’est donc pas rappelée.\x02L’appel n’a pas pu être prép" +
+	"aré.\x02La destination était injoignable.\x02La réponse de la destinatio" +
+	"n était trop volumineuse.\x02Le verrou de la dernière tentative a expiré" +
+	" sans tentative restante.\x02Les entrées n’ont pas pu être construites à" +
+	" partir des liaisons du processus.\x02Un opérateur a abandonné l’instanc" +
+	"e.\x02La destination a répondu HTTP %[1]s.\x02Nouvelle tentative à %[1]s" +
+	" — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou expiré à %[1]" +
+	"s — en attente d’être proposée de nouveau.\x02En attente de l’appel de R" +
+	"elais à la destination depuis %[1]s (%[2]s).\x02En attente d’un exécutan" +
+	"t depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Relais appelle la destin" +
+	"ation (depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s " +
+	"— %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f" +
+	": un exécutant du même consommateur, ou une interface munie d’un jeton d" +
+	"e règlement, la terminera plus tard.\x02Terminée (%[1]s).\x02Son instanc" +
+	"e est suspendue ici, en attente d’un opérateur.\x02Son instance a contin" +
+	"ué par le chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée\u202f" +
 	": l’instance a été arrêtée par %[1]s à %[2]s — « %[3]s ».\x02Annulée" +
 	"\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consomma" +
 	"teur n° %[1]s\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas de ré" +
@@ -1699,4 +1699,4 @@ const frData string = "" + // Size: 25119 bytes
 	" accordées à leur consommateur.\x02Ils ne prennent que la révision %[1]d" +
 	".\x02Ils ne prennent que les révisions %[1]s."
 
-	// Total table size 49837 bytes (48KiB); checksum: 2DAC27AD
+	// Total table size 49841 bytes (48KiB); checksum: 7FCCA654
