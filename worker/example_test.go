@@ -32,3 +32,31 @@ func Example() {
 		log.Fatal(err)
 	}
 }
+
+// A handler that hands its task to a person: it defers the task, gives the
+// person a settle token for it, and returns. The person's answer settles
+// it later, through any Worker of the same consumer.
+func ExampleTask_Defer() {
+	w, err := worker.New(worker.Config{URL: os.Getenv("RELAIS_URL"), Token: os.Getenv("RELAIS_TOKEN")})
+	if err != nil {
+		log.Fatal(err)
+	}
+	w.Handle("approve_discount", nil, func(ctx context.Context, t *worker.Task) (any, error) {
+		if _, err := t.Defer(ctx, "waiting for the sales manager"); err != nil {
+			return nil, err
+		}
+		tok, err := w.SettleToken(ctx, t.ID)
+		if err != nil {
+			// Still deferred: an operator sees it waiting in the console.
+			log.Printf("no settle token for %s: %v", t.ID, err)
+			return nil, nil
+		}
+		log.Printf("ask the manager, with a link holding %d characters of token, valid until %s", len(tok.Token), tok.ExpiresAt)
+		return nil, nil
+	})
+	// Where the manager's answer arrives:
+	approved := func(ctx context.Context, occurrenceID string) error {
+		return w.CompleteDeferred(ctx, occurrenceID, map[string]any{"approved": true})
+	}
+	_ = approved
+}

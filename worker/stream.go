@@ -89,6 +89,22 @@ func (sw streamWire) release(ctx context.Context, id string, req releaseRequest)
 	return wireError(err)
 }
 
+func (sw streamWire) deferTask(ctx context.Context, id string, req deferRequest) (Deferral, error) {
+	res, err := sw.c.api.Defer(ctx, request(sw.c, &workerv1.DeferRequest{OccurrenceId: id, WorkerId: req.WorkerID, Reason: req.Reason}))
+	if err != nil {
+		return Deferral{}, wireError(err)
+	}
+	out := Deferral{}
+	if at := res.Msg.GetDeferredAt(); at != nil {
+		out.DeferredAt = at.AsTime()
+	}
+	if at := res.Msg.GetDeadlineAt(); at != nil {
+		t := at.AsTime()
+		out.DeadlineAt = &t
+	}
+	return out, nil
+}
+
 // wireError makes a protocol error what the REST wire returns: an
 // *APIError with the HTTP status of the gRPC code and the Relais problem,
 // or a *networkError when no answer came, so that retries and refusals are

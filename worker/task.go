@@ -43,7 +43,24 @@ type Task struct {
 	// streamed task's as its stream keeps it (nil for a streamed task not
 	// started). An outcome is retried through an outage until then.
 	held lockBound
+	// ctl is set while a handler has the task (see Defer); a
+	// pointer, so that a Task copied by value stays a plain value.
+	ctl *taskControl
 }
+
+// taskControl is what Defer needs of a task a handler runs.
+type taskControl struct {
+	run *run
+	// stopKeeping stops extending a fetched task's lock (nil for a
+	// streamed task, whose stream keeps it).
+	stopKeeping func()
+	// deferring is set while the handler defers the task and once it
+	// has: the worker then reports no outcome for it.
+	deferring atomic.Bool
+}
+
+// deferred reports whether the handler deferred t (or is deferring it).
+func (t *Task) deferred() bool { return t.ctl != nil && t.ctl.deferring.Load() }
 
 // Decode decodes the task's inputs into v, as json.Unmarshal does.
 func (t *Task) Decode(v any) error {
@@ -97,8 +114,10 @@ type extendRequest struct {
 func (r *run) process(t *Task, h Handler, ctx context.Context, cancel context.CancelCauseFunc, keep func(context.Context, context.CancelCauseFunc)) {
 	log := r.w.log.With(taskAttrs(t)...)
 	defer cancel(nil)
+	t.ctl = &taskControl{run: r}
 	if keep != nil {
 		keepCtx, stopKeeping := context.WithCancel(ctx)
+		t.ctl.stopKeeping = stopKeeping
 		kept := make(chan struct{})
 		go func() {
 			defer close(kept)
@@ -141,6 +160,12 @@ func (r *run) process(t *Task, h Handler, ctx context.Context, cancel context.Ca
 			// timeout now, so that the task is retried elsewhere instead
 			// of held, and wait for the handler (it keeps its slot: the
 			// concurrency bound holds).
+			if t.deferred() {
+				// Deferred, the task is no longer this worker's to fail.
+				log.Error("handler ignored the handler timeout after deferring its task; waiting for the handler to return")
+				<-returned
+				return
+			}
 			log.Error("handler ignored the handler timeout; failing the task and waiting for the handler to return")
 			r.settleFail(t, timeoutFailure(r.w.cfg.HandlerTimeout), log)
 			<-returned
@@ -148,6 +173,13 @@ func (r *run) process(t *Task, h Handler, ctx context.Context, cancel context.Ca
 		}
 	}
 
+	if t.deferred() {
+		// Whoever settles it later, by id, reports its outcome.
+		if outputs != nil || err != nil {
+			log.Warn("the handler returned an outcome after deferring its task; it is not reported: the task stays deferred until settled by id")
+		}
+		return
+	}
 	cause := context.Cause(ctx)
 	switch {
 	case errors.Is(cause, ErrLockLost), errors.Is(cause, ErrCancelled):
@@ -217,7 +249,7 @@ func failureOf(err error) failRequest {
 // ends, and tells held each new expiry. When the lock is lost or the
 // occurrence cancelled, it cancels the handler's context through lose,
 // with the reason as cause.
-func (r *run) keepLock(ctx context.Context, lose context.CancelCauseFunc, id string, lock lockState, held *heldLock, log *slog.Logger) {
+func (r *run) keepLock(ctx context.Context, lose context.CancelCauseFunc, t *Task, lock lockState, held *heldLock, log *slog.Logger) {
 	half := r.w.cfg.LockDuration / 2
 	expiry := lock.expiry
 	first := time.Until(expiry.Add(-half))
@@ -232,8 +264,13 @@ func (r *run) keepLock(ctx context.Context, lose context.CancelCauseFunc, id str
 			return
 		case <-timer.C:
 		}
-		next, err := r.extend(ctx, id, expiry, log)
+		next, err := r.extend(ctx, t.ID, expiry, log)
 		if err != nil {
+			if t.deferred() {
+				// Relais refuses to extend a deferred occurrence's lock:
+				// there is none left to keep.
+				return
+			}
 			if ctx.Err() == nil {
 				log.Warn("lock lost; cancelling the handler", "cause", err)
 				lose(err)
@@ -467,6 +504,11 @@ func (e *settleRetried) Unwrap() error { return e.err }
 // it started has no lock to go by: it is tried settleAttempts times. Any
 // other answer is final.
 func (r *run) settle(t *Task, action string, send func(ctx context.Context) error, log *slog.Logger) error {
+	return r.settleIn(r.settleCtx, t, action, send, log)
+}
+
+// settleIn is settle within base: it gives up once base ends.
+func (r *run) settleIn(base context.Context, t *Task, action string, send func(ctx context.Context) error, log *slog.Logger) error {
 	w := r.w
 	bo := w.settleBackoff
 	held := t.held
@@ -479,7 +521,7 @@ func (r *run) settle(t *Task, action string, send func(ctx context.Context) erro
 			// even if the lock seems gone, to learn what Relais says.
 			timeout = min(settleTimeout, max(time.Until(held.expiry(since))/3, time.Second))
 		}
-		ctx, cancel := context.WithTimeout(r.settleCtx, timeout)
+		ctx, cancel := context.WithTimeout(base, timeout)
 		err := send(ctx)
 		cancel()
 		if err == nil {
@@ -505,7 +547,7 @@ func (r *run) settle(t *Task, action string, send func(ctx context.Context) erro
 			}
 			log.Warn("reporting the outcome failed; retrying", "action", action, "err", err, "delay", d)
 		}
-		if !w.sleep(r.settleCtx, d) {
+		if !w.sleep(base, d) {
 			return err
 		}
 	}

@@ -12,6 +12,7 @@ type wire interface {
 	complete(ctx context.Context, id string, req completeRequest) (completeResult, error)
 	fail(ctx context.Context, id string, req failRequest) (failResult, error)
 	release(ctx context.Context, id string, req releaseRequest) error
+	deferTask(ctx context.Context, id string, req deferRequest) (Deferral, error)
 }
 
 type completeResult struct {
@@ -68,4 +69,10 @@ func decodeResult(raw []byte, out any) error {
 
 func (rw restWire) release(ctx context.Context, id string, req releaseRequest) error {
 	return rw.w.post(ctx, occurrencePath(id, "release"), req, nil)
+}
+
+func (rw restWire) deferTask(ctx context.Context, id string, req deferRequest) (Deferral, error) {
+	var res Deferral
+	err := rw.w.post(ctx, occurrencePath(id, "defer"), req, &res)
+	return res, err
 }

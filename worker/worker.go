@@ -585,7 +585,7 @@ func (r *run) start(t *Task, lock lockState) {
 	held := newHeldLock(ctx, lock.expiry)
 	t.held = held
 	keep := func(ctx context.Context, lose context.CancelCauseFunc) {
-		r.keepLock(ctx, lose, t.ID, lock, held, r.w.log.With(taskAttrs(t)...))
+		r.keepLock(ctx, lose, t, lock, held, r.w.log.With(taskAttrs(t)...))
 	}
 	r.wg.Add(1)
 	go func() {

@@ -1,0 +1,141 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Deferral is what Relais answered a Defer: the occurrence waits, without
+// a lock, to be settled by id before its deadline, if it has one.
+type Deferral struct {
+	DeferredAt time.Time  `json:"deferred_at"`
+	DeadlineAt *time.Time `json:"deadline_at"`
+}
+
+type deferRequest struct {
+	WorkerID string `json:"worker_id"`
+	Reason   string `json:"reason"`
+}
+
+// Defer hands the task over to be settled later (DESIGN §11): for work
+// that ends elsewhere, a person's decision or a partner's callback. The
+// occurrence is deferred at once, its lock given up: no attempt runs out
+// and nothing retries it; the policy's deadline still applies and a stop
+// still cancels it. Any worker of the same consumer then settles it by id
+// with CompleteDeferred or FailDeferred, and SettleToken gives a front end
+// the right to settle this occurrence and nothing else.
+//
+// Call it from the task's handler, once; what the handler returns after a
+// successful Defer is not reported (a warning is logged if it is an
+// outcome). The call is retried through an outage for as long as the
+// task's lock lasts or until ctx ends; on an error the task is still the
+// handler's, which returns its outcome as usual. The reason (at most 500
+// bytes) is shown to operators, protected values scrubbed.
+func (t *Task) Defer(ctx context.Context, reason string) (Deferral, error) {
+	h := t.ctl
+	if h == nil {
+		return Deferral{}, errors.New("worker: Defer is for the handler running the task")
+	}
+	r := h.run
+	if !h.deferring.CompareAndSwap(false, true) {
+		return Deferral{}, fmt.Errorf("worker: task %s is already deferred", t.ID)
+	}
+	log := r.w.log.With(taskAttrs(t)...)
+	// Within the caller's context and the run's: a shutdown's settle
+	// deadline bounds it as it bounds every outcome.
+	base, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(r.settleCtx, cancel)
+	defer stop()
+	var d Deferral
+	err := r.settleIn(base, t, "defer", func(ctx context.Context) (err error) {
+		d, err = t.wire.deferTask(ctx, t.ID, deferRequest{WorkerID: r.w.cfg.WorkerID, Reason: reason})
+		return err
+	}, log)
+	if err != nil {
+		h.deferring.Store(false)
+		return Deferral{}, err
+	}
+	if h.stopKeeping != nil {
+		h.stopKeeping()
+	}
+	log.Info("task deferred", "deadline_at", d.DeadlineAt)
+	return d, nil
+}
+
+// CompleteDeferred completes a deferred occurrence by id with outputs
+// (encoded as the handler's are). Relais answers a repeated identical
+// completion as it answered the first, so the call retries network errors,
+// 5xx and 429 with backoff until ctx ends. A refusal is an *APIError:
+// 422 invalid_outputs with every pointer, 409 already_settled when it was
+// settled otherwise, 404 for an id Relais does not know.
+func (w *Worker) CompleteDeferred(ctx context.Context, occurrenceID string, outputs any) error {
+	body, err := encodeOutputs(outputs)
+	if err != nil {
+		return fmt.Errorf("worker: encoding the outputs of %s: %w", occurrenceID, err)
+	}
+	req := completeRequest{WorkerID: w.cfg.WorkerID, Outputs: body}
+	return w.retried(ctx, "complete", func(ctx context.Context) error {
+		return w.post(ctx, occurrencePath(occurrenceID, "complete"), req, nil)
+	})
+}
+
+// FailDeferred fails a deferred occurrence by id with err, read as a
+// handler's error is: a Fail error is a business failure (not retried), a
+// Retry error is retried after its delay, any other error is retried. It
+// retries and refuses as CompleteDeferred does.
+func (w *Worker) FailDeferred(ctx context.Context, occurrenceID string, err error) error {
+	if err == nil {
+		return errors.New("worker: FailDeferred needs the failure's error")
+	}
+	f := failureOf(err)
+	f.WorkerID = w.cfg.WorkerID
+	f.ErrorCode, f.Message = wireCode(f.ErrorCode, f.Retryable), wireMessage(f.Message)
+	return w.retried(ctx, "fail", func(ctx context.Context) error {
+		return w.post(ctx, occurrencePath(occurrenceID, "fail"), f, nil)
+	})
+}
+
+// SettleToken is a token that settles one deferred occurrence, and
+// nothing else, until it expires: for a front end that must not hold the
+// consumer's token. It is shown once.
+type SettleToken struct {
+	Token     string    `json:"token"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// SettleToken issues a settle token for a deferred occurrence (409
+// not_deferred otherwise). Each call issues a new one; network errors, 5xx
+// and 429 are retried until ctx ends.
+func (w *Worker) SettleToken(ctx context.Context, occurrenceID string) (SettleToken, error) {
+	var tok SettleToken
+	err := w.retried(ctx, "settle-token", func(ctx context.Context) error {
+		return w.post(ctx, occurrencePath(occurrenceID, "settle-token"), releaseRequest{WorkerID: w.cfg.WorkerID}, &tok)
+	})
+	return tok, err
+}
+
+// retried sends with send until it is answered, retrying network errors,
+// 5xx and 429 with backoff, each request bounded by settleTimeout, until
+// ctx ends.
+func (w *Worker) retried(ctx context.Context, action string, send func(ctx context.Context) error) error {
+	bo := w.settleBackoff
+	for {
+		rctx, cancel := context.WithTimeout(ctx, settleTimeout)
+		err := send(rctx)
+		cancel()
+		if err == nil || !transient(err) {
+			return err
+		}
+		if ctx.Err() != nil {
+			return err
+		}
+		d := max(bo.next(), retryAfter(err))
+		w.log.Warn("settling a deferred occurrence failed; retrying", "action", action, "err", err, "delay", d)
+		if !w.sleep(ctx, d) {
+			return err
+		}
+	}
+}

@@ -1,0 +1,232 @@
+package worker
+
+// Deferral through the SDK, against a real Relais, on both protocols: a
+// handler defers its task, the worker reports nothing for it, and the
+// occurrence is settled later by id, or by a front end with a settle
+// token.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/relais/relais/internal/relaistest"
+)
+
+// deferring is a handler that defers its task, sends its id on ids, and
+// then does what after says (nil: returns no outcome).
+func deferring(ids chan<- string, after func(ctx context.Context, t *Task) (any, error)) Handler {
+	return func(ctx context.Context, t *Task) (any, error) {
+		if _, err := t.Defer(ctx, "waiting for the sales team"); err != nil {
+			return nil, err
+		}
+		ids <- t.ID
+		if after != nil {
+			return after(ctx, t)
+		}
+		return nil, nil
+	}
+}
+
+// sideWorker is a Worker of r's consumer that never runs: what a web
+// handler settling deferred occurrences would hold.
+func (r *relais) sideWorker(t *testing.T) *Worker {
+	t.Helper()
+	w, err := New(Config{URL: r.env.URL, Token: r.consumer, WorkerID: "front-desk",
+		Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+func receive(t *testing.T, ids <-chan string) string {
+	t.Helper()
+	select {
+	case id := <-ids:
+		return id
+	case <-time.After(10 * time.Second):
+		t.Fatal("no task was deferred")
+		return ""
+	}
+}
+
+func waitStatus(t *testing.T, r *relais, inst, want string) map[string]any {
+	t.Helper()
+	var occ map[string]any
+	relaistest.WaitFor(t, 10*time.Second, "the occurrence is "+want, func() (bool, string) {
+		occ = r.occurrenceOf(t, inst)
+		return occ["status"] == want, fmt.Sprint(occ["status"])
+	})
+	return occ
+}
+
+func TestDeferredTaskIsCompletedByID(t *testing.T) {
+	for _, protocol := range []string{ProtocolStream, ProtocolLongPoll} {
+		t.Run(protocol, func(t *testing.T) {
+			r := newRelais(t, nil)
+			ids := make(chan string, 1)
+			run := r.run(t, Config{Protocol: protocol}, deferring(ids, nil))
+			inst := r.start(t, "Acme")
+			id := receive(t, ids)
+			occ := waitStatus(t, r, inst, "deferred")
+			if occ["deferred_reason"] != "waiting for the sales team" && !strings.Contains(fmt.Sprint(occ), "waiting for the sales team") {
+				t.Errorf("the reason is not shown: %v", occ)
+			}
+			// The worker reports nothing for a deferred task: it stays
+			// deferred while the worker runs on.
+			time.Sleep(300 * time.Millisecond)
+			if got := r.occurrenceOf(t, inst)["status"]; got != "deferred" {
+				t.Fatalf("the worker settled its deferred task: %v", got)
+			}
+			w := r.sideWorker(t)
+			if err := w.CompleteDeferred(context.Background(), id, map[string]any{"result": "created", "crm_id": "CRM-7"}); err != nil {
+				t.Fatal(err)
+			}
+			// A repeated identical completion is answered as the first.
+			if err := w.CompleteDeferred(context.Background(), id, map[string]any{"result": "created", "crm_id": "CRM-7"}); err != nil {
+				t.Fatalf("replay: %v", err)
+			}
+			if got := r.env.WaitEnded(inst, 10*time.Second)["status"]; got != "completed" {
+				t.Errorf("instance %v", got)
+			}
+			if err := run.stop(t); err != nil {
+				t.Fatal(err)
+			}
+			logs := r.env.Logs.String()
+			wantPath := "path=/api/v1/pull/occurrences/" + id + "/defer"
+			if protocol == ProtocolStream {
+				wantPath = "path=/relais.worker.v1.WorkerService/Defer"
+			}
+			if !strings.Contains(logs, wantPath) {
+				t.Errorf("the deferral did not go through %s", wantPath)
+			}
+		})
+	}
+}
+
+// A deferred fetched task's lock is no longer kept: the handler that goes
+// on after Defer (to hand the task to a person, say) is not cancelled as if
+// its lock were lost when the next extension is due.
+func TestDeferStopsKeepingTheLock(t *testing.T) {
+	r := newRelais(t, nil)
+	ids := make(chan string, 1)
+	ctxErr := make(chan error, 1)
+	r.run(t, Config{Protocol: ProtocolLongPoll, LockDuration: time.Second}, deferring(ids, func(ctx context.Context, _ *Task) (any, error) {
+		// Past half the lock, when it would have been extended.
+		select {
+		case <-ctx.Done():
+		case <-time.After(1500 * time.Millisecond):
+		}
+		ctxErr <- context.Cause(ctx)
+		return nil, nil
+	}))
+	inst := r.start(t, "Acme")
+	receive(t, ids)
+	select {
+	case err := <-ctxErr:
+		if err != nil {
+			t.Fatalf("the handler was cancelled after deferring: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the handler did not return")
+	}
+	waitStatus(t, r, inst, "deferred")
+}
+
+// What a handler returns after deferring is not reported.
+func TestOutcomeAfterDeferIsNotReported(t *testing.T) {
+	r := newRelais(t, nil)
+	ids := make(chan string, 1)
+	returned := make(chan struct{})
+	r.run(t, Config{}, deferring(ids, func(context.Context, *Task) (any, error) {
+		defer close(returned)
+		return nil, Fail("rejected", "no")
+	}))
+	inst := r.start(t, "Acme")
+	receive(t, ids)
+	<-returned
+	time.Sleep(300 * time.Millisecond)
+	if got := r.occurrenceOf(t, inst)["status"]; got != "deferred" {
+		t.Fatalf("the outcome returned after Defer was reported: %v", got)
+	}
+}
+
+func TestDeferredTaskIsFailedByID(t *testing.T) {
+	r := newRelais(t, nil)
+	ids := make(chan string, 1)
+	r.run(t, Config{}, deferring(ids, nil))
+	inst := r.start(t, "Acme")
+	id := receive(t, ids)
+	waitStatus(t, r, inst, "deferred")
+	w := r.sideWorker(t)
+	if err := w.FailDeferred(context.Background(), id, Fail("rejected", "the sales team said no")); err != nil {
+		t.Fatal(err)
+	}
+	occ := waitStatus(t, r, inst, "failed")
+	if !strings.Contains(fmt.Sprint(occ), "rejected") {
+		t.Errorf("the failure's code is not recorded: %v", occ)
+	}
+	// Settled, it refuses another outcome, and says so.
+	err := w.CompleteDeferred(context.Background(), id, map[string]any{"result": "created", "crm_id": "CRM-7"})
+	var ae *APIError
+	if !errors.As(err, &ae) || ae.Status != 409 {
+		t.Errorf("a completion after the failure: %v, want a 409", err)
+	}
+	if err := w.FailDeferred(context.Background(), id, nil); err == nil {
+		t.Error("FailDeferred without an error was accepted")
+	}
+}
+
+// A settle token lets a front end settle that occurrence, and only it.
+func TestSettleTokenSettlesTheDeferredOccurrence(t *testing.T) {
+	r := newRelais(t, nil)
+	ids := make(chan string, 2)
+	r.run(t, Config{Concurrency: 2}, deferring(ids, nil))
+	inst := r.start(t, "Acme")
+	other := r.start(t, "Globex")
+	first, second := receive(t, ids), receive(t, ids)
+	w := r.sideWorker(t)
+	id := first
+	if r.occurrenceOf(t, inst)["id"] != first {
+		id = second
+	}
+	tok, err := w.SettleToken(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok.Token == "" || !tok.ExpiresAt.After(time.Now()) {
+		t.Fatalf("token %+v", tok)
+	}
+	otherID := first
+	if id == first {
+		otherID = second
+	}
+	r.env.Must(401, "POST", "/api/v1/pull/occurrences/"+otherID+"/complete", tok.Token,
+		map[string]any{"outputs": map[string]any{"result": "created", "crm_id": "CRM-1"}})
+	r.env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/complete", tok.Token,
+		map[string]any{"outputs": map[string]any{"result": "created", "crm_id": "CRM-1"}})
+	if got := r.env.WaitEnded(inst, 10*time.Second)["status"]; got != "completed" {
+		t.Errorf("instance %v", got)
+	}
+	if got := r.occurrenceOf(t, other)["status"]; got != "deferred" {
+		t.Errorf("the other occurrence is %v", got)
+	}
+	// A token for an occurrence that is not deferred is refused.
+	_, err = w.SettleToken(context.Background(), id)
+	var ae *APIError
+	if !errors.As(err, &ae) || ae.Status != 409 {
+		t.Errorf("a token for a settled occurrence: %v, want a 409", err)
+	}
+}
+
+func TestDeferOutsideAHandler(t *testing.T) {
+	var task Task
+	if _, err := task.Defer(context.Background(), "no"); err == nil {
+		t.Error("Defer outside a handler was accepted")
+	}
+}
