@@ -64,7 +64,8 @@ func New(logger *slog.Logger, cfg config.Config, eng *engine.Engine, hub *longpo
 				"refused (4xx), unavailable (database_unavailable), error, abandoned (the client left).",
 			Buckets: durationBuckets}, []string{"result"}),
 		settleTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "relais_pull_settle_duration_seconds",
-			Help: "Duration of complete, fail, extend, defer, release, settle (a batch) and settle-token requests by action and result: " +
+			Help: "Duration of complete, fail, extend, defer, release, settle (a batch) and settle-token requests, and of the worker stream's " +
+				"Complete, Fail, Extend, Defer and Release calls, by action and result: " +
 				"ok, conflict (409: a stale lock, already settled, cancelled), refused (other 4xx), unavailable, error, abandoned.",
 			Buckets: durationBuckets}, []string{"action", "result"}),
 	}
@@ -111,6 +112,12 @@ func (p *Protocol) timed(action string, h func(w http.ResponseWriter, r *http.Re
 		p.settleTime.WithLabelValues(action, resultOf(r.Context(), err)).Observe(time.Since(began).Seconds())
 		return err
 	}
+}
+
+// ObserveSettlement records a settlement another surface made (the worker
+// stream's calls) as the settling routes record theirs.
+func (p *Protocol) ObserveSettlement(action, result string, took time.Duration) {
+	p.settleTime.WithLabelValues(action, result).Observe(took.Seconds())
 }
 
 // fetchTimed is fetch, observing its duration by result.

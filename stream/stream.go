@@ -56,6 +56,8 @@ type Service struct {
 	databaseDown atomic.Bool
 
 	claimed prometheus.Counter
+	// observe times the settling calls (see ObserveSettlements).
+	observe SettlementObserver
 }
 
 var _ workerv1connect.WorkerServiceHandler = (*Service)(nil)
@@ -110,7 +112,7 @@ func (s *Service) Handlers() map[string]http.Handler {
 	// are a few hundred bytes, which gzip makes no smaller but costs a
 	// compressor's setup each (5 % of a replica's CPU in the bench's cycle).
 	opts := []connect.HandlerOption{connect.WithReadMaxBytes(int(s.cfg.MaxBodyBytes)), connect.WithRecover(s.recovered),
-		connect.WithCompressMinBytes(compressMinBytes)}
+		connect.WithCompressMinBytes(compressMinBytes), connect.WithInterceptors(s.timing())}
 	out := map[string]http.Handler{}
 	path, h := workerv1connect.NewWorkerServiceHandler(s, opts...)
 	h = withResponseController(h)

@@ -424,3 +424,33 @@ func TestProceduresHaveTheirOwnRoute(t *testing.T) {
 		}
 	}
 }
+
+// The stream's settling calls are timed in the REST routes' metric, by
+// action and result: one metric times settlements whichever surface they
+// took.
+func TestSettlementsAreTimedAsTheRESTRoutes(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	c := newClient(t, "connect", f.env.URL)
+	s := open(t, c, f.consumer, subscribeRequest("w", 1))
+	start(t, f.env, "Acme")
+	a := s.assignment(5 * time.Second)
+	ctx := context.Background()
+	_, err := call[workerv1.ExtendRequest, workerv1.ExtendResponse](ctx, c, f.consumer, workerv1connect.WorkerServiceExtendProcedure,
+		&workerv1.ExtendRequest{OccurrenceId: a.GetOccurrenceId(), WorkerId: "w", LockDuration: durationpb.New(time.Hour)})
+	wantRefusal(t, "extend above the ceiling", err, "invalid_argument", "bound_exceeded")
+	if _, err := complete(c, f.consumer, "w", a.GetOccurrenceId(), outputs("created", "C-1")); err != nil {
+		t.Fatal(err)
+	}
+	_, err = complete(c, f.consumer, "w", a.GetOccurrenceId(), outputs("created", "C-2"))
+	wantRefusal(t, "another completion", err, "failed_precondition", "already_settled")
+	m := f.env.Metrics()
+	for _, c := range []struct{ action, result string }{{"complete", "ok"}, {"complete", "conflict"}, {"extend", "refused"}} {
+		if got, _ := m.Get("relais_pull_settle_duration_seconds_count", "action", c.action, "result", c.result); got != 1 {
+			t.Errorf("relais_pull_settle_duration_seconds_count{action=%q,result=%q} = %v, want 1", c.action, c.result, got)
+		}
+	}
+	if _, ok := m.Get("relais_pull_settle_duration_seconds_count", "action", "heartbeat"); ok {
+		t.Error("a heartbeat was timed as a settlement")
+	}
+}

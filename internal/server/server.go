@@ -168,6 +168,7 @@ func newHandler(d Deps, hub *longpoll.Hub, streams *stream.Service) http.Handler
 		r.Route("/pull", func(r chi.Router) {
 			p := pull.New(d.Logger, d.Config, d.Engine, hub, d.Registry)
 			p.OnSettled(streams.SettledElsewhere)
+			streams.ObserveSettlements(p.ObserveSettlement)
 			p.Routes(r, lookup)
 		})
 	})
