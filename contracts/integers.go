@@ -14,10 +14,12 @@ import (
 // Java's Integer): a worker would fail to read a value Relais accepted.
 // value must have passed Validate. It returns value itself when every
 // integer is written as one already. A contract without an integer field
-// costs nothing; otherwise a value holding a '.', 'e' or 'E' anywhere
-// (most text does) is read once more, as a tree, to find its numbers.
+// costs nothing, and a value without a number written with a fraction or
+// an exponent costs one pass over its bytes, allocating nothing (a '.' or
+// an 'e' in text does not count: most text has some); only a value with
+// such a number is read once more, as a tree, to find its integer fields.
 func (v *Validator) Integers(value json.RawMessage) json.RawMessage {
-	if !v.integers || !bytes.ContainsAny(value, ".eE") {
+	if !v.integers || !decimalLiteral(value) {
 		return value
 	}
 	n, err := jsontree.Read(value, maxJSONDepth)
@@ -25,6 +27,38 @@ func (v *Validator) Integers(value json.RawMessage) json.RawMessage {
 		return value
 	}
 	return jsontree.Append(nil, n, false)
+}
+
+// decimalLiteral reports whether JSON document doc writes some number
+// with a fraction or an exponent. Strings are skipped whole (escapes
+// included), and so are true, false and null, whose letters are not
+// numbers.
+func decimalLiteral(doc []byte) bool {
+	if !bytes.ContainsAny(doc, ".eE") {
+		return false
+	}
+	for i := 0; i < len(doc); i++ {
+		switch c := doc[i]; {
+		case c == '"':
+			for i++; i < len(doc) && doc[i] != '"'; i++ {
+				if doc[i] == '\\' {
+					i++
+				}
+			}
+		case c == '-' || c >= '0' && c <= '9':
+			for i++; i < len(doc); i++ {
+				c := doc[i]
+				if c == '.' || c == 'e' || c == 'E' {
+					return true
+				}
+				if c != '+' && c != '-' && (c < '0' || c > '9') {
+					break
+				}
+			}
+			i-- // the byte that ended the number is read again
+		}
+	}
+	return false
 }
 
 // hasInteger reports whether some field, at any depth, is an integer.

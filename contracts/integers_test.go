@@ -42,3 +42,35 @@ func TestIntegersAreWrittenAsIntegers(t *testing.T) {
 		t.Error("a contract without integers changed a value")
 	}
 }
+
+// A value whose only '.', 'e' or 'E' are in text or in true and false (as
+// most values are) is returned as it is without being read again: it
+// allocates nothing.
+func TestIntegersSkipValuesWithoutDecimalNumbers(t *testing.T) {
+	v, err := Compile(Contract{Fields: []Field{{Name: "n", Type: TypeInteger}, {Name: "label", Type: TypeText},
+		{Name: "ok", Type: TypeBoolean}, {Name: "note", Type: TypeText}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range []string{
+		`{"n":3,"label":"Acme S.A., 12 rue de l'Église","ok":true}`,
+		`{"n":-30,"label":"1.5e3 \"quoted 2.0\" \\","ok":false,"note":null}`,
+		`{"label":"é.E","n":10}`,
+	} {
+		value := json.RawMessage(in)
+		if got := v.Integers(value); &got[0] != &value[0] {
+			t.Errorf("Integers(%s) made a copy", in)
+		}
+		if allocs := testing.AllocsPerRun(20, func() { v.Integers(value) }); allocs != 0 {
+			t.Errorf("Integers(%s) allocates %v times, want 0", in, allocs)
+		}
+	}
+	for in, want := range map[string]bool{
+		`{"n":3.0}`: true, `{"label":"x","n":1e2}`: true, `[1,2,-0.5]`: true, `{"n":3,"s":"\"2.0"}`: false,
+		`{"a":true,"b":false,"c":null,"n":12}`: false, `{"s":"a\\"}`: false, `{"s":"a\\","n":2E1}`: true,
+	} {
+		if got := decimalLiteral([]byte(in)); got != want {
+			t.Errorf("decimalLiteral(%s) = %v, want %v", in, got, want)
+		}
+	}
+}
