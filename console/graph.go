@@ -243,6 +243,19 @@ func graphOf(ctx context.Context, p *process.Process, lines map[string][]string)
 		e.D = "M" + strconv.Itoa(x1) + " " + strconv.Itoa(y1) +
 			" C" + strconv.Itoa(x1+c) + " " + strconv.Itoa(y1) + " " + strconv.Itoa(x2-c) + " " + strconv.Itoa(y2) +
 			" " + strconv.Itoa(x2) + " " + strconv.Itoa(y2)
+		if lane, ok := laneAround(g.Nodes, a, b, y1, y2, shift); ok {
+			// Into the lane within the first gap, along it past the boxes
+			// in between, out of it within the last gap.
+			in, out := x1+graphColGap-graphColGap/4, x2-graphColGap+graphColGap/4
+			h := (in - x1) / 2
+			e.D = "M" + strconv.Itoa(x1) + " " + strconv.Itoa(y1) +
+				" C" + strconv.Itoa(x1+h) + " " + strconv.Itoa(y1) + " " + strconv.Itoa(in-h) + " " + strconv.Itoa(lane) + " " + strconv.Itoa(in) + " " + strconv.Itoa(lane) +
+				" L" + strconv.Itoa(out) + " " + strconv.Itoa(lane) +
+				" C" + strconv.Itoa(out+h) + " " + strconv.Itoa(lane) + " " + strconv.Itoa(x2-h) + " " + strconv.Itoa(y2) + " " + strconv.Itoa(x2) + " " + strconv.Itoa(y2)
+			if lane+graphPad/2 > height {
+				height = lane + graphPad/2
+			}
+		}
 		if s.err {
 			e.Class += " edge-error"
 			e.Marker = "url(#arrow-error)"
@@ -260,7 +273,45 @@ func graphOf(ctx context.Context, p *process.Process, lines map[string][]string)
 		}
 		g.Edges = append(g.Edges, e)
 	}
+	// A lane below the boxes may have made the drawing taller.
+	g.Height, g.ViewBox = strconv.Itoa(height), "0 0 "+strconv.Itoa(width)+" "+strconv.Itoa(height)
 	return g
+}
+
+// laneAround returns the height of a horizontal lane that an edge from a
+// to b takes around the boxes of the columns it skips, when the curve
+// between them would cross one; ok is false when it crosses none (an edge
+// to the next column never does). The lane passes above the boxes in its
+// way when there is room above them, below them otherwise (the drawing
+// grows to hold it); an error edge drawn beside a success takes the other
+// side's lane a little further out.
+func laneAround(nodes []graphNode, a, b graphNode, y1, y2, shift int) (lane int, ok bool) {
+	const clear = graphRowGap / 2
+	top, bottom := -1, -1
+	crossed := false
+	for _, n := range nodes {
+		if n.X <= a.X || n.X >= b.X {
+			continue
+		}
+		// Where the curve is at the middle of n's column, roughly: it is
+		// near straight between its ends' columns.
+		mid := n.X + n.W/2
+		y := y1 + (y2-y1)*(mid-(a.X+a.W))/(b.X-(a.X+a.W))
+		if y >= n.Y-clear && y <= n.Y+n.H+clear {
+			crossed = true
+		}
+		if top < 0 || n.Y < top {
+			top = n.Y
+		}
+		bottom = max(bottom, n.Y+n.H)
+	}
+	if !crossed {
+		return 0, false
+	}
+	if above := top - clear + shift/2; above >= graphPad/2 && shift <= 0 {
+		return above, true
+	}
+	return bottom + clear + shift/2 , true
 }
 
 func itoaInt(n int) string { return strconv.Itoa(n) }

@@ -1,0 +1,59 @@
+package console
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/relais/relais/engine/process"
+)
+
+// An edge that skips columns goes around the boxes in between, in a lane
+// above or below them, instead of through them; an edge to the next
+// column stays one curve.
+func TestGraphEdgesGoAroundTheBoxesTheySkip(t *testing.T) {
+	pull := func(next string, onError string) *process.Node {
+		n := &process.Node{Kind: process.KindPull, Definition: "d", Revision: 1, Next: next}
+		if onError != "" {
+			n.OnError = process.OnError{Default: onError}
+		}
+		return n
+	}
+	p := &process.Process{Start: "a", Nodes: map[string]*process.Node{
+		"a":    pull("b", "c"), // a's error edge to c skips b's column
+		"b":    pull("c", ""),
+		"c":    pull("done", ""),
+		"done": {Kind: process.KindEnd},
+	}}
+	g := graphOf(context.Background(), p, nil)
+	boxes := map[string]graphNode{}
+	for _, n := range g.Nodes {
+		boxes[n.Name] = n
+	}
+	height, _ := strconv.Atoi(g.Height)
+	var lanes int
+	for _, e := range g.Edges {
+		if !strings.Contains(e.D, " L") {
+			continue
+		}
+		lanes++
+		// M x y C … x y L x lane C …: the lane's height is the L's.
+		f := strings.Fields(e.D[strings.Index(e.D, " L")+2:])
+		lane, _ := strconv.Atoi(f[1])
+		for _, name := range []string{"b"} {
+			if n := boxes[name]; lane >= n.Y && lane <= n.Y+n.H {
+				t.Errorf("the lane at %d crosses box %s (%d to %d): %s", lane, name, n.Y, n.Y+n.H, e.D)
+			}
+		}
+		if lane < 0 || lane > height {
+			t.Errorf("the lane at %d is outside the drawing (height %d)", lane, height)
+		}
+		if !strings.Contains(e.Class, "edge-error") {
+			t.Errorf("the edge around the boxes is %q, want the error edge a → c", e.Class)
+		}
+	}
+	if lanes != 1 {
+		t.Errorf("%d edges take a lane, want 1 (a → c): %+v", lanes, g.Edges)
+	}
+}
