@@ -311,7 +311,7 @@ func laneAround(nodes []graphNode, a, b graphNode, y1, y2, shift int) (lane int,
 	if above := top - clear + shift/2; above >= graphPad/2 && shift <= 0 {
 		return above, true
 	}
-	return bottom + clear + shift/2 , true
+	return bottom + clear + shift/2, true
 }
 
 func itoaInt(n int) string { return strconv.Itoa(n) }
