@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/relais/relais/internal/relaistest"
 )
@@ -256,5 +257,79 @@ func TestBulkFilterTimesAndConfirmCount(t *testing.T) {
 	neg := env.Do("POST", "/api/v1/instances/actions", env.Operator, map[string]any{"action": "stop", "reason": "x", "filter": map[string]any{}, "confirm_count": -1})
 	if neg.Status != 400 || neg.Code() != "invalid_request" || !strings.Contains(string(neg.Body), `"/confirm_count"`) {
 		t.Errorf("confirm_count -1: %d %s, want 400 at /confirm_count", neg.Status, neg.Body)
+	}
+}
+
+// An incident whose deadline passed, before any worker took the
+// occurrence (the workers were down) or after, can be retried, one by one
+// or in bulk: the occurrence is offered again with a fresh deadline, which
+// a worker can then meet. (A retry used to answer 409 not_retryable before
+// any attempt, and otherwise to offer the occurrence with its passed
+// deadline, failed again by the timer before any worker saw it.)
+func TestRetryOfADeadlineIncident(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	env.Definition("add_company_to_crm.yaml")
+	doc := relaistest.CRMProcess(map[string]any{"max_attempts": 3, "deadline": "PT1M"})
+	doc["nodes"].(map[string]any)["crm"].(map[string]any)["on_error"] = "hold"
+	delete(doc["nodes"].(map[string]any), "failed")
+	env.Process("crm_deadline", doc)
+	consumer := env.Consumer("crm-sync", "add_company_to_crm")
+	fetch := func() []any {
+		return env.Must(200, "POST", "/api/v1/pull/fetch-and-lock", consumer, map[string]any{"worker_id": "w", "max_tasks": 5,
+			"subscriptions": []any{map[string]any{"definition": "add_company_to_crm"}}}).JSON(t)["occurrences"].([]any)
+	}
+	start := func(name string) string {
+		return env.Must(201, "POST", "/api/v1/processes/crm_deadline/instances", env.Operator, map[string]any{
+			"inputs": map[string]any{"name": name}}).JSON(t)["id"].(string)
+	}
+	unseen := start("Acme")
+	fetched := start("Globex")
+	env.Clock.Advance(30 * time.Second)
+	fetched2 := start("Initech")
+	if got := fetch(); len(got) != 3 {
+		t.Fatalf("fetched %d, want 3", len(got))
+	}
+	_ = fetched2
+	// unseen and fetched pass their deadline; fetched2's is still ahead.
+	env.Clock.Advance(45 * time.Second)
+	for _, id := range []string{unseen, fetched} {
+		relaistest.WaitFor(t, 5*time.Second, "instance "+id+" held", func() (bool, string) {
+			inst := env.Must(200, "GET", "/api/v1/instances/"+id, env.Operator, nil).JSON(t)
+			return inst["status"] == "held" && inst["error_code"] == "deadline_exceeded", fmt.Sprint(inst["status"], inst["error_code"])
+		})
+	}
+	// The one no worker took before its deadline: a single retry.
+	inst := env.Must(200, "POST", "/api/v1/instances/"+unseen+"/retry", env.Operator, map[string]any{"reason": "the workers are back"}).JSON(t)
+	if inst["status"] != "running" {
+		t.Fatalf("retried: %v", inst["status"])
+	}
+	// The bulk retry counts the other one.
+	filter := map[string]any{"process": "crm_deadline", "status": "held"}
+	if n := env.Must(200, "POST", "/api/v1/instances/actions", env.Operator, map[string]any{"action": "retry", "reason": "x", "filter": filter}).JSON(t)["count"]; n != 1.0 {
+		t.Fatalf("bulk retry count %v, want 1", n)
+	}
+	env.Must(200, "POST", "/api/v1/instances/actions", env.Operator, map[string]any{"action": "retry", "reason": "x", "filter": filter, "confirm_count": 1})
+	// Both are offered with a fresh deadline: the timer leaves them, a
+	// worker takes them and completes them.
+	env.Clock.Advance(time.Second)
+	time.Sleep(200 * time.Millisecond)
+	got := fetch()
+	if len(got) != 2 {
+		t.Fatalf("after the retries, fetched %v, want the 2 retried occurrences", got)
+	}
+	for _, o := range got {
+		o := o.(map[string]any)
+		deadline, err := time.Parse(time.RFC3339Nano, o["deadline_at"].(string))
+		if err != nil || !deadline.After(env.Clock.Now().Add(50*time.Second)) {
+			t.Errorf("retried occurrence's deadline %v, want a minute from the retry", o["deadline_at"])
+		}
+		env.Must(200, "POST", "/api/v1/pull/occurrences/"+o["id"].(string)+"/complete", consumer, map[string]any{"worker_id": "w",
+			"outputs": map[string]any{"result": "created", "crm_id": "C-1"}})
+	}
+	for _, id := range []string{unseen, fetched} {
+		if s := env.WaitEnded(id, 5*time.Second)["status"]; s != "completed" {
+			t.Errorf("instance %s %v, want completed", id, s)
+		}
 	}
 }

@@ -147,10 +147,9 @@ func heldOccurrence(occs []engine.Occurrence) (engine.Occurrence, bool) {
 	return engine.Occurrence{}, false
 }
 
-// retryable reports whether a retry can offer o again: one that failed
-// before any attempt (its inputs could not be built) would fail the same
-// way, and the engine refuses it (not_retryable).
-func retryable(o engine.Occurrence) bool { return o.Attempts > 0 }
+// retryable reports whether a retry can offer o again (see
+// engine.Retryable).
+func retryable(o engine.Occurrence) bool { return engine.Retryable(o) }
 
 // heldAt is the occurrence a held instance waits at, if any.
 func (c *Console) heldAt(ctx context.Context, id uuid.UUID) (engine.Occurrence, bool, error) {

@@ -440,7 +440,7 @@ func (c *Console) stopRecord(ctx context.Context, o engine.Occurrence, inst engi
 // retried reports whether an operator retried o (the audit log names the
 // occurrence a retry offered again).
 func (c *Console) retried(ctx context.Context, o engine.Occurrence, inst engine.Instance) bool {
-	if o.Attempts == 0 {
+	if !engine.Retryable(o) {
 		return false
 	}
 	acts, err := c.eng.ListOperatorActions(ctx, engine.AuditFilter{Instance: &inst.ID, Action: string(engine.ActionRetry), Limit: maxHistory})

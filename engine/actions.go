@@ -136,8 +136,8 @@ func (e *Engine) actIn(ctx context.Context, q *queries.Queries, actor Actor, act
 		}
 		occurrence = &o.ID
 		if action == ActionRetry {
-			if o.Attempts == 0 {
-				return false, fault.New(fault.Conflict, "not_retryable", "the occurrence at %s failed before any attempt (its inputs could not be built: %s); abandon or stop the instance", o.Node, deref(o.ErrorCode))
+			if !retryable(o) {
+				return false, fault.New(fault.Conflict, "not_retryable", "the occurrence at %s failed before any attempt: its inputs could not be built (%s); abandon or stop the instance", o.Node, deref(o.ErrorCode))
 			}
 			if _, err := q.OccurrenceRetryHeld(ctx, queries.OccurrenceRetryHeldParams{ID: o.ID, Now: now}); err != nil {
 				return false, err
@@ -163,6 +163,20 @@ func (e *Engine) actIn(ctx context.Context, q *queries.Queries, actor Actor, act
 	}
 	return true, q.OperatorActionInsert(ctx, queries.OperatorActionInsertParams{At: now, ActorID: actorID, ActorName: actor.Name,
 		Action: string(action), Reason: reason, InstanceID: id, OccurrenceID: occurrence, BulkID: bulk})
+}
+
+// Retryable reports whether an operator's retry can offer o, the failed
+// occurrence of a held instance, again. One that failed from birth, its
+// inputs not built, cannot: built again from the same instance, they would
+// fail again (the retry answers not_retryable). Any other can, whatever
+// its attempts: one whose deadline passed before any worker took it
+// included.
+func Retryable(o Occurrence) bool { return retryableAfter(o.Attempts, o.ErrorCode) }
+
+func retryable(o queries.Occurrence) bool { return retryableAfter(int(o.Attempts), o.ErrorCode) }
+
+func retryableAfter(attempts int, errorCode *string) bool {
+	return attempts > 0 || deref(errorCode) != "invalid_inputs"
 }
 
 // cancelInstance cancels id (locked) and its open occurrences, waking the
@@ -205,9 +219,9 @@ const bulkBatch = 100
 // CountForAction is how many instances action would change among those f
 // matches: the count an operator confirms before a bulk action. A retry
 // counts only the held instances it can offer again: one whose failed
-// occurrence failed before any attempt (a single retry answers
-// not_retryable) is neither counted nor touched, so the bulk retry's
-// count and what it applies agree.
+// occurrence failed from birth, its inputs not built (a single retry
+// answers not_retryable), is neither counted nor touched, so the bulk
+// retry's count and what it applies agree.
 func (e *Engine) CountForAction(ctx context.Context, action Action, f InstanceFilter) (int64, error) {
 	if err := checkBulkFilter(action, f); err != nil {
 		return 0, err

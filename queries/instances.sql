@@ -78,13 +78,14 @@ where (sqlc.narg('process_key')::text is null or process_key = sqlc.narg('proces
   and (sqlc.narg('created_from')::uuid is null or id >= sqlc.narg('created_from'))
   and (sqlc.narg('created_to')::uuid is null or id < sqlc.narg('created_to'))
   -- A retry refuses (not_retryable) a held instance whose failed
-  -- occurrence (OccurrenceHeldAt's) failed before any attempt: counting it
-  -- would make the confirmed count promise what the retry then skips.
+  -- occurrence (OccurrenceHeldAt's) failed from birth, its inputs not
+  -- built: counting it would make the confirmed count promise what the
+  -- retry then skips.
   and (not @retryable_only::boolean or coalesce((
-      select o.attempts from occurrences o
+      select not (o.attempts = 0 and o.error_code is not distinct from 'invalid_inputs') from occurrences o
       where o.instance_id = instances.id and o.status = 'failed'
       order by o.settled_at desc, o.created_at desc
-      limit 1), 0) > 0);
+      limit 1), false));
 
 -- name: InstanceIDsForAction :many
 -- The next page of instances a bulk action applies to, newest first.
@@ -98,10 +99,10 @@ where (sqlc.narg('process_key')::text is null or process_key = sqlc.narg('proces
   and (sqlc.narg('before')::uuid is null or id < sqlc.narg('before'))
   -- The same instances InstanceCount counts.
   and (not @retryable_only::boolean or coalesce((
-      select o.attempts from occurrences o
+      select not (o.attempts = 0 and o.error_code is not distinct from 'invalid_inputs') from occurrences o
       where o.instance_id = instances.id and o.status = 'failed'
       order by o.settled_at desc, o.created_at desc
-      limit 1), 0) > 0)
+      limit 1), false))
 order by id desc
 limit @max;
 

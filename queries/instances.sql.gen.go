@@ -54,13 +54,14 @@ where ($1::text is null or process_key = $1)
   and ($5::uuid is null or id >= $5)
   and ($6::uuid is null or id < $6)
   -- A retry refuses (not_retryable) a held instance whose failed
-  -- occurrence (OccurrenceHeldAt's) failed before any attempt: counting it
-  -- would make the confirmed count promise what the retry then skips.
+  -- occurrence (OccurrenceHeldAt's) failed from birth, its inputs not
+  -- built: counting it would make the confirmed count promise what the
+  -- retry then skips.
   and (not $7::boolean or coalesce((
-      select o.attempts from occurrences o
+      select not (o.attempts = 0 and o.error_code is not distinct from 'invalid_inputs') from occurrences o
       where o.instance_id = instances.id and o.status = 'failed'
       order by o.settled_at desc, o.created_at desc
-      limit 1), 0) > 0)
+      limit 1), false))
 `
 
 type InstanceCountParams struct {
@@ -368,10 +369,10 @@ where ($1::text is null or process_key = $1)
   and ($7::uuid is null or id < $7)
   -- The same instances InstanceCount counts.
   and (not $8::boolean or coalesce((
-      select o.attempts from occurrences o
+      select not (o.attempts = 0 and o.error_code is not distinct from 'invalid_inputs') from occurrences o
       where o.instance_id = instances.id and o.status = 'failed'
       order by o.settled_at desc, o.created_at desc
-      limit 1), 0) > 0)
+      limit 1), false))
 order by id desc
 limit $9
 `

@@ -334,11 +334,13 @@ limit 1;
 
 -- name: OccurrenceRetryHeld :one
 -- An operator's retry: offered again now with a fresh max_attempts (the
--- credit makes attempts left equal max_attempts), its attempt history and
--- last error kept.
+-- credit makes attempts left equal max_attempts) and a fresh deadline from
+-- now if its policy has one (a passed one would fail it again at once,
+-- before any worker saw it), its attempt history and last error kept.
 update occurrences
 set status = 'available', available_at = @now::timestamptz, claimable_at = @now::timestamptz,
-    lock_expires_at = null, settled_at = null, attempt_credit = attempts
+    lock_expires_at = null, settled_at = null, attempt_credit = attempts,
+    deadline_at = deadline + @now::timestamptz
 where id = @id and status = 'failed'
 returning *;
 

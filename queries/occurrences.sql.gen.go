@@ -2380,7 +2380,8 @@ func (q *Queries) OccurrenceRetry(ctx context.Context, arg OccurrenceRetryParams
 const occurrenceRetryHeld = `-- name: OccurrenceRetryHeld :one
 update occurrences
 set status = 'available', available_at = $1::timestamptz, claimable_at = $1::timestamptz,
-    lock_expires_at = null, settled_at = null, attempt_credit = attempts
+    lock_expires_at = null, settled_at = null, attempt_credit = attempts,
+    deadline_at = deadline + $1::timestamptz
 where id = $2 and status = 'failed'
 returning id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key, process_version
 `
@@ -2391,8 +2392,9 @@ type OccurrenceRetryHeldParams struct {
 }
 
 // An operator's retry: offered again now with a fresh max_attempts (the
-// credit makes attempts left equal max_attempts), its attempt history and
-// last error kept.
+// credit makes attempts left equal max_attempts) and a fresh deadline from
+// now if its policy has one (a passed one would fail it again at once,
+// before any worker saw it), its attempt history and last error kept.
 func (q *Queries) OccurrenceRetryHeld(ctx context.Context, arg OccurrenceRetryHeldParams) (Occurrence, error) {
 	row := q.db.QueryRow(ctx, occurrenceRetryHeld, arg.Now, arg.ID)
 	var i Occurrence
