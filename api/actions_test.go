@@ -258,6 +258,18 @@ func TestBulkFilterTimesAndConfirmCount(t *testing.T) {
 	if neg.Status != 400 || neg.Code() != "invalid_request" || !strings.Contains(string(neg.Body), `"/confirm_count"`) {
 		t.Errorf("confirm_count -1: %d %s, want 400 at /confirm_count", neg.Status, neg.Body)
 	}
+	// A filter field given empty (a script's unset variable) is refused,
+	// not read as no filter: it would have matched every instance.
+	for _, field := range []string{"process", "status", "business_key", "created_after", "created_before"} {
+		r := env.Do("POST", "/api/v1/instances/actions", env.Operator, map[string]any{"action": "stop", "reason": "x",
+			"filter": map[string]any{field: " "}})
+		if r.Status != 400 || !strings.Contains(string(r.Body), `"/filter/`+field+`"`) {
+			t.Errorf("%s empty: %d %s, want 400 at /filter/%s", field, r.Status, r.Body, field)
+		}
+	}
+	if n := env.Must(200, "POST", "/api/v1/instances/actions", env.Operator, map[string]any{"action": "stop", "reason": "x"}).JSON(t)["count"]; n != 1.0 {
+		t.Errorf("without a filter: count %v, want every instance (1)", n)
+	}
 }
 
 // An incident whose deadline passed, before any worker took the

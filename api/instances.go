@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -179,9 +180,11 @@ func instanceFilter(q url.Values) (engine.InstanceFilter, error) {
 }
 
 type bulkFilterJSON struct {
-	Process     string `json:"process"`
-	Status      string `json:"status"`
-	BusinessKey string `json:"business_key"`
+	// Pointers: a field given empty is refused, not read as no filter (a
+	// script's unset variable would otherwise act on every instance).
+	Process     *string `json:"process"`
+	Status      *string `json:"status"`
+	BusinessKey *string `json:"business_key"`
 	// Text, not time.Time: the filter takes what the list's query takes
 	// (a date too), and a decoding error would quote Go's layout.
 	CreatedAfter  *string `json:"created_after"`
@@ -211,9 +214,16 @@ func (a *API) actOnFilter() http.Handler {
 				WithErrors([]fault.FieldError{{Path: "/action", Message: "must be retry, abandon or stop"}})
 		}
 		var errs []fault.FieldError
-		f := engine.InstanceFilter{ProcessKey: req.Filter.Process, Status: req.Filter.Status, BusinessKey: req.Filter.BusinessKey,
-			CreatedAfter:  timeFilter(deref(req.Filter.CreatedAfter), "/filter/created_after", &errs),
-			CreatedBefore: timeFilter(deref(req.Filter.CreatedBefore), "/filter/created_before", &errs)}
+		given := func(v *string, name string) string {
+			if v != nil && strings.TrimSpace(*v) == "" {
+				errs = append(errs, fault.FieldError{Path: "/filter/" + name, Message: "must not be empty: leave it out to match every instance"})
+			}
+			return deref(v)
+		}
+		f := engine.InstanceFilter{ProcessKey: given(req.Filter.Process, "process"), Status: given(req.Filter.Status, "status"),
+			BusinessKey:   given(req.Filter.BusinessKey, "business_key"),
+			CreatedAfter:  timeFilter(given(req.Filter.CreatedAfter, "created_after"), "/filter/created_after", &errs),
+			CreatedBefore: timeFilter(given(req.Filter.CreatedBefore, "created_before"), "/filter/created_before", &errs)}
 		if req.ConfirmCount != nil && *req.ConfirmCount < 0 {
 			errs = append(errs, fault.FieldError{Path: "/confirm_count", Message: "must be the count confirmed: 0 or more"})
 		}
