@@ -270,6 +270,10 @@ func TestBulkFilterTimesAndConfirmCount(t *testing.T) {
 	if n := env.Must(200, "POST", "/api/v1/instances/actions", env.Operator, map[string]any{"action": "stop", "reason": "x"}).JSON(t)["count"]; n != 1.0 {
 		t.Errorf("without a filter: count %v, want every instance (1)", n)
 	}
+	// The bulk action's path is not an instance's.
+	if r := env.Do("GET", "/api/v1/instances/actions", env.Operator, nil); r.Status != 405 || r.Header.Get("Allow") != "POST" {
+		t.Errorf("GET /instances/actions: %d (Allow %q) %s, want 405 with Allow: POST", r.Status, r.Header.Get("Allow"), r.Body)
+	}
 }
 
 // An incident whose deadline passed, before any worker took the
