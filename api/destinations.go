@@ -43,7 +43,10 @@ func (a *API) putDestination() http.Handler {
 		if err != nil {
 			return err
 		}
-		dryRun := r.URL.Query().Get("dry_run") == "true"
+		dryRun, err := httpjson.DryRun(r)
+		if err != nil {
+			return err
+		}
 		dest, change, err := a.eng.PutDestination(r.Context(), engine.DestinationSpec{Name: chi.URLParam(r, "name"), URL: req.URL, Headers: req.Headers,
 			MaxTimeout: req.MaxTimeout.Std()}, dryRun)
 		if err != nil {

@@ -169,6 +169,9 @@ func actorOf(r *http.Request) engine.Actor {
 	return engine.Actor{TokenID: p.TokenID, Name: p.Name}
 }
 
+// instanceParams are the query parameters of instanceFilter.
+var instanceParams = []string{"process", "status", "business_key", "created_after", "created_before"}
+
 // instanceFilter reads the instance filters shared by the list, bulk
 // actions and the console.
 func instanceFilter(q url.Values) (engine.InstanceFilter, error) {
@@ -272,7 +275,7 @@ type operatorActionJSON struct {
 
 func (a *API) listOperatorActions() http.Handler {
 	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
-		before, limit, err := httpjson.PageParams[int64](r)
+		before, limit, err := httpjson.PageParams[int64](r, "action", "instance")
 		if err != nil {
 			return err
 		}
@@ -310,7 +313,7 @@ var instanceStatuses = map[string]bool{"running": true, "held": true, "completed
 
 func (a *API) listInstances() http.Handler {
 	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
-		before, limit, err := httpjson.PageParams[*uuid.UUID](r)
+		before, limit, err := httpjson.PageParams[*uuid.UUID](r, instanceParams...)
 		if err != nil {
 			return err
 		}

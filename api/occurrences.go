@@ -115,6 +115,10 @@ func deref(s *string) string {
 
 func occurrenceStatus(s string) bool { return slices.Contains(engine.OccurrenceStatuses, s) }
 
+// occurrenceParams are the query parameters of occurrenceFilter.
+var occurrenceParams = []string{"definition", "status", "instance", "revision", "consumer", "process", "business_key", "error_code",
+	"created_after", "created_before", "settled_after", "settled_before"}
+
 // occurrenceFilter reads the observation filters shared by the API and
 // the console's URLs.
 func occurrenceFilter(r *http.Request) (engine.OccurrenceFilter, error) {
@@ -181,7 +185,7 @@ func timeFilter(s, path string, errs *[]fault.FieldError) *time.Time {
 
 func (a *API) listOccurrences() http.Handler {
 	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
-		before, limit, err := httpjson.PageParams[*uuid.UUID](r)
+		before, limit, err := httpjson.PageParams[*uuid.UUID](r, occurrenceParams...)
 		if err != nil {
 			return err
 		}

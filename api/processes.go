@@ -39,7 +39,11 @@ func (a *API) publishProcess() http.Handler {
 		if err != nil {
 			return err
 		}
-		if r.URL.Query().Get("dry_run") == "true" {
+		dryRun, err := httpjson.DryRun(r)
+		if err != nil {
+			return err
+		}
+		if dryRun {
 			// Every publication check, nothing stored: `relais apply
 			// --dry-run` shows refusals before anything changes.
 			v, exists, err := a.eng.CheckProcess(r.Context(), chi.URLParam(r, "key"), body)

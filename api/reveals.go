@@ -61,7 +61,7 @@ func (a *API) revealOccurrence() http.Handler {
 // occurrence.
 func (a *API) listReveals() http.Handler {
 	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
-		before, limit, err := httpjson.PageParams[int64](r)
+		before, limit, err := httpjson.PageParams[int64](r, "occurrence")
 		if err != nil {
 			return err
 		}

@@ -5,8 +5,11 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/relais/relais/internal/fault"
 )
@@ -27,9 +30,14 @@ const (
 // PageParams reads ?cursor=&limit= for keyset pagination and decodes the
 // cursor into a C: the zero C without one (the first page). A limit out of
 // range is 400 invalid_request, a cursor this API did not return 400
-// invalid_cursor.
-func PageParams[C any](r *http.Request) (C, int, error) {
+// invalid_cursor. filters names the route's other query parameters: any
+// parameter else is 400 invalid_request at its name, because a misspelt
+// filter ignored would list everything, which reads as the filter's result.
+func PageParams[C any](r *http.Request, filters ...string) (C, int, error) {
 	var c C
+	if err := onlyParams(r, filters); err != nil {
+		return c, 0, err
+	}
 	limit := DefaultLimit
 	if s := r.URL.Query().Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
@@ -76,4 +84,38 @@ func NewPage[T, R any](rows []T, limit int, cursor func(T) any, item func(T) R) 
 func encodeCursor(c any) string {
 	b, _ := json.Marshal(c)
 	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// onlyParams refuses the query parameters of r that are neither cursor,
+// limit nor one of filters.
+func onlyParams(r *http.Request, filters []string) error {
+	var errs []fault.FieldError
+	for _, k := range slices.Sorted(maps.Keys(r.URL.Query())) {
+		if k != "cursor" && k != "limit" && !slices.Contains(filters, k) {
+			errs = append(errs, fault.FieldError{Path: k, Message: "is not a parameter of this route"})
+		}
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	takes := "cursor and limit"
+	if len(filters) > 0 {
+		takes = strings.Join(filters, ", ") + ", cursor and limit"
+	}
+	return fault.New(fault.BadRequest, "invalid_request", "unknown query parameter %s: this route takes %s", PrintableName(errs[0].Path), takes).
+		WithErrors(errs)
+}
+
+// DryRun reads ?dry_run=: true, false or absent. Any other value is 400
+// invalid_request: a dry run misspelt (dry_run=1, dry_run=yes) must not
+// apply the change it was meant to check.
+func DryRun(r *http.Request) (bool, error) {
+	switch v := r.URL.Query().Get("dry_run"); v {
+	case "true":
+		return true, nil
+	case "", "false":
+		return false, nil
+	}
+	return false, fault.New(fault.BadRequest, "invalid_request", "dry_run must be true or false").
+		WithErrors([]fault.FieldError{{Path: "dry_run", Message: "must be true or false"}})
 }

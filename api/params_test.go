@@ -1,0 +1,49 @@
+package api_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/relais/relais/internal/relaistest"
+)
+
+// A list refuses a query parameter it does not take, naming it: a
+// misspelt filter used to be ignored, and the unfiltered list read as its
+// result. A dry run asked for with another value than true is refused
+// rather than applied.
+func TestUnknownQueryParametersAreRefused(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	env.Definition("add_company_to_crm.yaml")
+	for _, c := range []struct{ path, token, param string }{
+		{"/api/v1/audit/actions?instance_id=01a23630-91c6-71af-a05d-6fe7140276a7", env.Operator, "instance_id"},
+		{"/api/v1/instances?proces=crm_only", env.Operator, "proces"},
+		{"/api/v1/occurrences?status=failed&definiton=x", env.Operator, "definiton"},
+		{"/api/v1/definitions?q=crm", env.Designer, "q"},
+		{"/api/v1/audit/reveals?occurence=x", env.Admin, "occurence"},
+	} {
+		r := env.Do("GET", c.path, c.token, nil)
+		if r.Status != 400 || r.Code() != "invalid_request" || !strings.Contains(string(r.Body), `"path":"`+c.param+`"`) {
+			t.Errorf("GET %s: %d %s, want 400 naming %s", c.path, r.Status, r.Body, c.param)
+		}
+	}
+	for _, path := range []string{"/api/v1/instances?process=crm_only&status=held&limit=5", "/api/v1/occurrences?definition=add_company_to_crm&settled_after=2026-01-01",
+		"/api/v1/audit/actions?action=retry&limit=1"} {
+		env.Must(200, "GET", path, env.Operator, nil)
+	}
+
+	doc := relaistest.CRMProcess(nil)
+	for _, v := range []string{"1", "yes", "TRUE"} {
+		if r := env.Do("POST", "/api/v1/processes/onboard/versions?dry_run="+v, env.Designer, doc); r.Status != 400 || !strings.Contains(string(r.Body), `"dry_run"`) {
+			t.Errorf("publish with dry_run=%s: %d %s, want 400 at dry_run", v, r.Status, r.Body)
+		}
+		body := map[string]any{"url": "https://scoring.example/score", "max_timeout": "PT5S"}
+		if r := env.Do("PUT", "/api/v1/destinations/scoring?dry_run="+v, env.Admin, body); r.Status != 400 {
+			t.Errorf("put destination with dry_run=%s: %d %s, want 400", v, r.Status, r.Body)
+		}
+	}
+	env.Must(404, "GET", "/api/v1/processes/onboard", env.Designer, nil)
+	env.Must(404, "GET", "/api/v1/destinations/scoring", env.Admin, nil)
+	env.Must(200, "POST", "/api/v1/processes/onboard/versions?dry_run=true", env.Designer, doc)
+	env.Must(201, "POST", "/api/v1/processes/onboard/versions?dry_run=false", env.Designer, doc)
+}
