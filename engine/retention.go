@@ -36,9 +36,16 @@ func (e *Engine) DeleteEnded(ctx context.Context, retention time.Duration) (int6
 	return total, nil
 }
 
-// RunRetentionLoop runs DeleteEnded every interval until ctx ends; a zero
-// retention (forever) runs nothing.
-func (e *Engine) RunRetentionLoop(ctx context.Context, retention, interval time.Duration) {
+// RetentionPass is what one retention pass did, for metrics.
+type RetentionPass struct {
+	Deleted int64 // instances deleted, their occurrences and attempts with them
+	Took    time.Duration
+	Failed  bool // the pass stopped on an error (logged); the next one goes on
+}
+
+// RunRetentionLoop runs DeleteEnded every interval until ctx ends, telling
+// observe (when set) of each pass; a zero retention (forever) runs nothing.
+func (e *Engine) RunRetentionLoop(ctx context.Context, retention, interval time.Duration, observe func(RetentionPass)) {
 	if retention <= 0 {
 		return
 	}
@@ -50,12 +57,17 @@ func (e *Engine) RunRetentionLoop(ctx context.Context, retention, interval time.
 			return
 		case <-t.C:
 		}
+		began := time.Now()
 		n, err := e.DeleteEnded(ctx, retention)
+		failed := err != nil && ctx.Err() == nil
 		switch {
-		case err != nil && ctx.Err() == nil:
-			e.logger.Warn("retention pass failed", "err", err)
+		case failed:
+			e.logger.Warn("retention pass failed", "err", err, "deleted", n)
 		case n > 0:
 			e.logger.Info("retention: ended instances deleted", "count", n, "retention", formatDuration(retention))
+		}
+		if observe != nil {
+			observe(RetentionPass{Deleted: n, Took: time.Since(began), Failed: failed})
 		}
 		t.Reset(interval)
 	}

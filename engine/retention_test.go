@@ -86,3 +86,45 @@ func TestRetentionDeletesEndedHistoryOnce(t *testing.T) {
 		t.Errorf("a second pass deleted %d (%v), want 0", n, err)
 	}
 }
+
+// The retention loop tells its observer what each pass deleted (the
+// replica's relais_retention_* metrics), a pass that deleted nothing
+// included.
+func TestRetentionLoopReportsItsPasses(t *testing.T) {
+	t.Parallel()
+	clock := &testClock{}
+	pool := dbtest.Pool(t)
+	ring, err := keyring.Parse(testKeys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := New(pool, clock.options(ring))
+	prepare(t, e, "")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for range 3 {
+		inst, _, err := e.StartInstance(ctx, StartRequest{ProcessKey: "two_step", Inputs: json.RawMessage(`{"name":"Acme"}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.Act(ctx, Actor{Name: "ops"}, ActionStop, inst.ID, "cleanup"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clock.advance(2 * time.Hour)
+	passes := make(chan RetentionPass, 10)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		e.RunRetentionLoop(ctx, time.Hour, 10*time.Millisecond, func(p RetentionPass) { passes <- p })
+	}()
+	first, second := <-passes, <-passes
+	cancel()
+	<-done
+	if first.Deleted != 3 || first.Failed || first.Took <= 0 {
+		t.Errorf("first pass %+v, want 3 deleted", first)
+	}
+	if second.Deleted != 0 || second.Failed {
+		t.Errorf("second pass %+v, want nothing deleted", second)
+	}
+}

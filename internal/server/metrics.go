@@ -103,6 +103,42 @@ func (m *timerMetrics) observe(p engine.TimerPass) {
 	m.took.Observe(p.Took.Seconds())
 }
 
+// retentionMetrics count what the retention passes (DESIGN §13) deleted
+// and how they went.
+type retentionMetrics struct {
+	deleted prometheus.Counter
+	passes  *prometheus.CounterVec
+	took    prometheus.Histogram
+}
+
+func newRetentionMetrics(reg prometheus.Registerer) *retentionMetrics {
+	m := &retentionMetrics{
+		deleted: prometheus.NewCounter(prometheus.CounterOpts{Name: "relais_retention_deleted_instances_total",
+			Help: "Ended instances this replica's retention passes deleted, with their occurrences and attempts."}),
+		passes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "relais_retention_passes_total",
+			Help: "Retention passes of this replica by result: ok, or failed (the error is logged; the next pass goes on)."}, []string{"result"}),
+		took: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "relais_retention_pass_duration_seconds",
+			Help:    "How long one retention pass of this replica took (every batch of it).",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300}}),
+	}
+	// Both results exist from the start, so a rate of failures is 0, not
+	// absent, until one happens.
+	m.passes.WithLabelValues("ok")
+	m.passes.WithLabelValues("failed")
+	reg.MustRegister(m.deleted, m.passes, m.took)
+	return m
+}
+
+func (m *retentionMetrics) observe(p engine.RetentionPass) {
+	m.deleted.Add(float64(p.Deleted))
+	result := "ok"
+	if p.Failed {
+		result = "failed"
+	}
+	m.passes.WithLabelValues(result).Inc()
+	m.took.Observe(p.Took.Seconds())
+}
+
 // databaseProbeInterval is how often a replica checks that PostgreSQL
 // answers; databaseProbeTimeout bounds one check.
 const (

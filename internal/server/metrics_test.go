@@ -149,6 +149,8 @@ func TestMetricsAfterActivity(t *testing.T) {
 		{"relais_timer_pass_duration_seconds_count", nil, between(1, 1e9), "timer passes"},
 		{"relais_database_up", nil, eq(1), "the database answers"},
 		{"relais_database_unavailable_total", nil, eq(0), "no request met a lost database"},
+		{"relais_retention_passes_total", []string{"result", "failed"}, eq(0), "no failed retention pass (the series exists from the start)"},
+		{"relais_retention_deleted_instances_total", nil, eq(0), "nothing old enough to delete"},
 	} {
 		if got := m.Must(t, c.name, c.labels...); !c.want(got) {
 			t.Errorf("%s%v = %v; want %s", c.name, c.labels, got, c.says)

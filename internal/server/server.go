@@ -93,7 +93,8 @@ func Start(ctx context.Context, d Deps) *Replica {
 		Help: "1 while PostgreSQL answers this replica's periodic ping (every 2 s), 0 from the first ping it does not answer."})
 	d.Registry.MustRegister(databaseUp, newOccurrenceCounts(d.Engine, d.Logger))
 	rep.done.Go(func() { probeDatabase(ctx, d.Engine.Pool(), databaseUp, d.Logger, streams.SetDatabaseUp) })
-	rep.done.Go(func() { d.Engine.RunRetentionLoop(ctx, d.Config.Retention, retentionInterval) })
+	retention := newRetentionMetrics(d.Registry)
+	rep.done.Go(func() { d.Engine.RunRetentionLoop(ctx, d.Config.Retention, retentionInterval, retention.observe) })
 	select {
 	case <-listener.Ready():
 	case <-time.After(10 * time.Second):
