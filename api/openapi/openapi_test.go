@@ -116,14 +116,21 @@ func operations(t *testing.T) []operation {
 // match returns the documented operation of a request (the most literal
 // path when several match, as routers do), or false.
 func match(ops []operation, method, path string) (operation, bool) {
-	var best operation
-	found := false
+	// As OpenAPI resolves a path: the most literal documented path that
+	// matches wins, whatever its methods (GET /instances/actions is the
+	// bulk action's path, which has no GET, not an instance's).
+	fewest := -1
 	for _, op := range ops {
-		if op.Method == method && op.pattern.MatchString(path) && (!found || op.params < best.params) {
-			best, found = op, true
+		if op.pattern.MatchString(path) && (fewest < 0 || op.params < fewest) {
+			fewest = op.params
 		}
 	}
-	return best, found
+	for _, op := range ops {
+		if op.Method == method && op.params == fewest && op.pattern.MatchString(path) {
+			return op, true
+		}
+	}
+	return operation{}, false
 }
 
 // TestRecordedExchanges replays the suite's real requests and responses
