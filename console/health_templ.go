@@ -682,7 +682,7 @@ func healthPage(v healthView) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 59, "</span></p><div class=\"graph-wrap\"><svg class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" width=\"")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 59, "</span></p><div class=\"graph-wrap chart-wrap\"><svg class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" width=\"")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
