@@ -267,6 +267,17 @@ func TestBulkFilterTimesAndConfirmCount(t *testing.T) {
 			t.Errorf("%s empty: %d %s, want 400 at /filter/%s", field, r.Status, r.Body, field)
 		}
 	}
+	for _, field := range []string{"process", "status", "business_key"} {
+		r := env.Do("POST", "/api/v1/instances/actions", env.Operator, map[string]any{"action": "stop", "reason": "x",
+			"filter": map[string]any{field: nil}})
+		if r.Status != 400 || !strings.Contains(string(r.Body), `"/filter/`+field+`"`) {
+			t.Errorf("%s null: %d %s, want 400 at /filter/%s", field, r.Status, r.Body, field)
+		}
+	}
+	if r := env.Do("POST", "/api/v1/instances/actions", env.Operator, map[string]any{"action": "stop", "reason": "x",
+		"filter": map[string]any{"created_after": " "}}); strings.Count(string(r.Body), `"/filter/created_after"`) != 1 {
+		t.Errorf("a blank time: %s, want one problem at /filter/created_after", r.Body)
+	}
 	if n := env.Must(200, "POST", "/api/v1/instances/actions", env.Operator, map[string]any{"action": "stop", "reason": "x"}).JSON(t)["count"]; n != 1.0 {
 		t.Errorf("without a filter: count %v, want every instance (1)", n)
 	}

@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -189,15 +190,31 @@ func instanceFilter(q url.Values) (engine.InstanceFilter, error) {
 }
 
 type bulkFilterJSON struct {
-	// Pointers: a field given empty is refused, not read as no filter (a
-	// script's unset variable would otherwise act on every instance).
-	Process     *string `json:"process"`
-	Status      *string `json:"status"`
-	BusinessKey *string `json:"business_key"`
+	// A field given empty, blank or null is refused, not read as no
+	// filter: a script's unset variable would act on every instance.
+	Process     filterText `json:"process"`
+	Status      filterText `json:"status"`
+	BusinessKey filterText `json:"business_key"`
 	// Text, not time.Time: the filter takes what the list's query takes
 	// (a date too), and a decoding error would quote Go's layout.
 	CreatedAfter  *string `json:"created_after"`
 	CreatedBefore *string `json:"created_before"`
+}
+
+// filterText is a bulk filter's text field: left out, it does not filter;
+// given, it is text (null is refused).
+type filterText struct{ v *string }
+
+func (f *filterText) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return errors.New("must be text, not null: leave the field out not to filter by it")
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return errors.New("must be a string")
+	}
+	f.v = &s
+	return nil
 }
 
 type bulkRequest struct {
@@ -226,11 +243,12 @@ func (a *API) actOnFilter() http.Handler {
 		given := func(v *string, name string) string {
 			if v != nil && strings.TrimSpace(*v) == "" {
 				errs = append(errs, fault.FieldError{Path: "/filter/" + name, Message: "must not be empty: leave it out to match every instance"})
+				return ""
 			}
 			return deref(v)
 		}
-		f := engine.InstanceFilter{ProcessKey: given(req.Filter.Process, "process"), Status: given(req.Filter.Status, "status"),
-			BusinessKey:   given(req.Filter.BusinessKey, "business_key"),
+		f := engine.InstanceFilter{ProcessKey: given(req.Filter.Process.v, "process"), Status: given(req.Filter.Status.v, "status"),
+			BusinessKey:   given(req.Filter.BusinessKey.v, "business_key"),
 			CreatedAfter:  timeFilter(given(req.Filter.CreatedAfter, "created_after"), "/filter/created_after", &errs),
 			CreatedBefore: timeFilter(given(req.Filter.CreatedBefore, "created_before"), "/filter/created_before", &errs)}
 		if req.ConfirmCount != nil && *req.ConfirmCount < 0 {

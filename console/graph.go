@@ -22,6 +22,7 @@ const (
 	graphColGap  = 180
 	graphRowGap  = 26
 	graphLineGap = 16
+	graphLaneGap = 8 // between two lanes of edges around boxes
 )
 
 // graphNode is one box of the drawing.
@@ -227,6 +228,7 @@ func graphOf(ctx context.Context, p *process.Process, lines map[string][]string)
 	for _, s := range specs {
 		both[[2]string{s.from, s.to}]++
 	}
+	var lanes [][3]int // the lanes taken: height, from x, to x
 	for _, s := range specs {
 		a, b := at[s.from], at[s.to]
 		shift := 0
@@ -243,10 +245,26 @@ func graphOf(ctx context.Context, p *process.Process, lines map[string][]string)
 		e.D = "M" + strconv.Itoa(x1) + " " + strconv.Itoa(y1) +
 			" C" + strconv.Itoa(x1+c) + " " + strconv.Itoa(y1) + " " + strconv.Itoa(x2-c) + " " + strconv.Itoa(y2) +
 			" " + strconv.Itoa(x2) + " " + strconv.Itoa(y2)
-		if lane, ok := laneAround(g.Nodes, a, b, y1, y2, shift); ok {
+		if lane, above, ok := laneAround(g.Nodes, a, b, y1, y2, shift); ok {
 			// Into the lane within the first gap, along it past the boxes
 			// in between, out of it within the last gap.
 			in, out := x1+graphColGap-graphColGap/4, x2-graphColGap+graphColGap/4
+			// Apart from the lanes other edges took over the same columns,
+			// further out.
+			for moved := true; moved; {
+				moved = false
+				for _, u := range lanes {
+					if u[0]-graphLaneGap < lane && lane < u[0]+graphLaneGap && u[1] < out && in < u[2] {
+						if above {
+							lane -= graphLaneGap
+						} else {
+							lane += graphLaneGap
+						}
+						moved = true
+					}
+				}
+			}
+			lanes = append(lanes, [3]int{lane, in, out})
 			h := (in - x1) / 2
 			e.D = "M" + strconv.Itoa(x1) + " " + strconv.Itoa(y1) +
 				" C" + strconv.Itoa(x1+h) + " " + strconv.Itoa(y1) + " " + strconv.Itoa(in-h) + " " + strconv.Itoa(lane) + " " + strconv.Itoa(in) + " " + strconv.Itoa(lane) +
@@ -285,8 +303,8 @@ func graphOf(ctx context.Context, p *process.Process, lines map[string][]string)
 // way when there is room above them, below them otherwise (the drawing
 // grows to hold it); an error edge drawn beside a success takes the other
 // side's lane a little further out.
-func laneAround(nodes []graphNode, a, b graphNode, y1, y2, shift int) (lane int, ok bool) {
-	const clear = graphRowGap / 2
+func laneAround(nodes []graphNode, a, b graphNode, y1, y2, shift int) (lane int, above, ok bool) {
+	const gap = graphRowGap / 2
 	top, bottom := -1, -1
 	crossed := false
 	for _, n := range nodes {
@@ -297,7 +315,7 @@ func laneAround(nodes []graphNode, a, b graphNode, y1, y2, shift int) (lane int,
 		// near straight between its ends' columns.
 		mid := n.X + n.W/2
 		y := y1 + (y2-y1)*(mid-(a.X+a.W))/(b.X-(a.X+a.W))
-		if y >= n.Y-clear && y <= n.Y+n.H+clear {
+		if y >= n.Y-gap && y <= n.Y+n.H+gap {
 			crossed = true
 		}
 		if top < 0 || n.Y < top {
@@ -306,12 +324,12 @@ func laneAround(nodes []graphNode, a, b graphNode, y1, y2, shift int) (lane int,
 		bottom = max(bottom, n.Y+n.H)
 	}
 	if !crossed {
-		return 0, false
+		return 0, false, false
 	}
-	if above := top - clear + shift/2; above >= graphPad/2 && shift <= 0 {
-		return above, true
+	if y := top - gap + shift/2; y >= graphPad/2+graphLaneGap && shift <= 0 {
+		return y, true, true
 	}
-	return bottom + clear + shift/2, true
+	return bottom + gap + shift/2, false, true
 }
 
 func itoaInt(n int) string { return strconv.Itoa(n) }

@@ -57,3 +57,27 @@ func TestGraphEdgesGoAroundTheBoxesTheySkip(t *testing.T) {
 		t.Errorf("%d edges take a lane, want 1 (a → c): %+v", lanes, g.Edges)
 	}
 }
+
+// Two edges around the same boxes take lanes apart, not one on the other.
+func TestGraphLanesDoNotOverlap(t *testing.T) {
+	pull := func(next, onError string) *process.Node {
+		return &process.Node{Kind: process.KindPull, Definition: "d", Revision: 1, Next: next, OnError: process.OnError{Default: onError}}
+	}
+	p := &process.Process{Start: "a", Nodes: map[string]*process.Node{
+		"a": pull("b", "d"), "b": pull("c", "d"), "c": pull("d", ""), "d": {Kind: process.KindEnd},
+	}}
+	g := graphOf(context.Background(), p, nil)
+	var lanes []int
+	for _, e := range g.Edges {
+		if i := strings.Index(e.D, " L"); i >= 0 {
+			lane, _ := strconv.Atoi(strings.Fields(e.D[i+2:])[1])
+			lanes = append(lanes, lane)
+		}
+	}
+	if len(lanes) != 2 {
+		t.Fatalf("lanes %v, want 2 (a → d and b → d): %+v", lanes, g.Edges)
+	}
+	if d := lanes[0] - lanes[1]; d > -graphLaneGap && d < graphLaneGap {
+		t.Errorf("lanes at %d and %d overlap", lanes[0], lanes[1])
+	}
+}

@@ -66,6 +66,9 @@ func (e *Engine) RunRetentionLoop(ctx context.Context, retention, interval time.
 		case n > 0:
 			e.logger.Info("retention: ended instances deleted", "count", n, "retention", formatDuration(retention))
 		}
+		if ctx.Err() != nil {
+			return // a pass cut short by the shutdown is neither ok nor failed
+		}
 		if observe != nil {
 			observe(RetentionPass{Deleted: n, Took: time.Since(began), Failed: failed})
 		}

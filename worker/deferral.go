@@ -8,7 +8,8 @@ import (
 )
 
 // Deferral is what Relais answered a Defer: the occurrence waits, without
-// a lock, to be settled by id before its deadline, if it has one.
+// a lock, to be settled by id before its deadline. DeadlineAt is nil when
+// the node's policy has no deadline.
 type Deferral struct {
 	DeferredAt time.Time  `json:"deferred_at"`
 	DeadlineAt *time.Time `json:"deadline_at"`
@@ -24,42 +25,63 @@ type deferRequest struct {
 // occurrence is deferred at once, its lock given up: no attempt runs out
 // and nothing retries it; the policy's deadline still applies and a stop
 // still cancels it. Any worker of the same consumer then settles it by id
-// with CompleteDeferred or FailDeferred, and SettleToken gives a front end
-// the right to settle this occurrence and nothing else.
+// with CompleteDeferred or FailDeferred, and IssueSettleToken gives a
+// front end the right to settle this occurrence and nothing else.
 //
-// Call it from the task's handler, once; what the handler returns after a
-// successful Defer is not reported (a warning is logged if it is an
-// outcome). The call is retried through an outage for as long as the
-// task's lock lasts or until ctx ends; on an error the task is still the
-// handler's, which returns its outcome as usual. The reason (at most 500
-// bytes) is shown to operators, protected values scrubbed.
+// Call it from the task's handler, before it returns; once it returned,
+// Defer is refused (its outcome was reported). What the handler returns
+// after a successful Defer is not reported (a warning is logged if it is
+// an outcome), and the task no longer depends on its lock: on a stream,
+// neither a Cancellation of its lock nor the stream's end cancels the
+// handler's context after it. The call is retried through an outage for
+// as long as the task's lock lasts or until ctx ends. On an error the task
+// is still the handler's, which returns its outcome as usual (and if the
+// lock was lost meanwhile, the handler's context says so and nothing is
+// reported). The reason (at most 500 bytes) is shown to operators,
+// protected values scrubbed.
 func (t *Task) Defer(ctx context.Context, reason string) (Deferral, error) {
-	h := t.ctl
-	if h == nil {
+	c := t.ctl
+	if c == nil || c.run == nil {
 		return Deferral{}, errors.New("worker: Defer is for the handler running the task")
 	}
-	r := h.run
-	if !h.deferring.CompareAndSwap(false, true) {
+	c.mu.Lock()
+	switch c.state {
+	case deferInFlight:
+		c.mu.Unlock()
+		return Deferral{}, fmt.Errorf("worker: task %s is being deferred", t.ID)
+	case deferDone:
+		c.mu.Unlock()
 		return Deferral{}, fmt.Errorf("worker: task %s is already deferred", t.ID)
+	case deferTooLate:
+		c.mu.Unlock()
+		return Deferral{}, fmt.Errorf("worker: task %s was settled when its handler returned: too late to defer it", t.ID)
 	}
+	c.state, c.inFlight = deferInFlight, make(chan struct{})
+	c.mu.Unlock()
+
+	r := c.run
 	log := r.w.log.With(taskAttrs(t)...)
-	// Within the caller's context and the run's: a shutdown's settle
-	// deadline bounds it as it bounds every outcome.
-	base, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stop := context.AfterFunc(r.settleCtx, cancel)
-	defer stop()
 	var d Deferral
-	err := r.settleIn(base, t, "defer", func(ctx context.Context) (err error) {
+	err := r.settleIn(ctx, t, "defer", func(ctx context.Context) (err error) {
 		d, err = t.wire.deferTask(ctx, t.ID, deferRequest{WorkerID: r.w.cfg.WorkerID, Reason: reason})
 		return err
 	}, log)
+	c.mu.Lock()
+	c.state = notDeferred
+	if err == nil {
+		c.state = deferDone
+	}
+	close(c.inFlight)
+	c.inFlight = nil
+	c.mu.Unlock()
 	if err != nil {
-		h.deferring.Store(false)
 		return Deferral{}, err
 	}
-	if h.stopKeeping != nil {
-		h.stopKeeping()
+	if c.stopKeeping != nil {
+		c.stopKeeping()
+	}
+	if c.forget != nil {
+		c.forget()
 	}
 	log.Info("task deferred", "deadline_at", d.DeadlineAt)
 	return d, nil
@@ -99,22 +121,27 @@ func (w *Worker) FailDeferred(ctx context.Context, occurrenceID string, err erro
 }
 
 // SettleToken is a token that settles one deferred occurrence, and
-// nothing else, until it expires: for a front end that must not hold the
-// consumer's token. It is shown once.
+// nothing else, until it expires (its deadline, or 30 days at most): for a
+// front end that must not hold the consumer's token. Relais shows it once.
 type SettleToken struct {
 	Token     string    `json:"token"`
 	ExpiresAt time.Time `json:"expires_at"`
 }
 
-// SettleToken issues a settle token for a deferred occurrence (409
+// IssueSettleToken issues a settle token for a deferred occurrence (409
 // not_deferred otherwise). Each call issues a new one; network errors, 5xx
 // and 429 are retried until ctx ends.
-func (w *Worker) SettleToken(ctx context.Context, occurrenceID string) (SettleToken, error) {
+func (w *Worker) IssueSettleToken(ctx context.Context, occurrenceID string) (SettleToken, error) {
 	var tok SettleToken
 	err := w.retried(ctx, "settle-token", func(ctx context.Context) error {
-		return w.post(ctx, occurrencePath(occurrenceID, "settle-token"), releaseRequest{WorkerID: w.cfg.WorkerID}, &tok)
+		return w.post(ctx, occurrencePath(occurrenceID, "settle-token"), workerRequest{WorkerID: w.cfg.WorkerID}, &tok)
 	})
 	return tok, err
+}
+
+// workerRequest is a body that names the worker only.
+type workerRequest struct {
+	WorkerID string `json:"worker_id"`
 }
 
 // retried sends with send until it is answered, retrying network errors,
@@ -133,7 +160,7 @@ func (w *Worker) retried(ctx context.Context, action string, send func(ctx conte
 			return err
 		}
 		d := max(bo.next(), retryAfter(err))
-		w.log.Warn("settling a deferred occurrence failed; retrying", "action", action, "err", err, "delay", d)
+		w.log.Warn("a request about a deferred occurrence failed; retrying", "action", action, "err", err, "delay", d)
 		if !w.sleep(ctx, d) {
 			return err
 		}

@@ -195,7 +195,7 @@ func TestSettleTokenSettlesTheDeferredOccurrence(t *testing.T) {
 	if r.occurrenceOf(t, inst)["id"] != first {
 		id = second
 	}
-	tok, err := w.SettleToken(context.Background(), id)
+	tok, err := w.IssueSettleToken(context.Background(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +217,7 @@ func TestSettleTokenSettlesTheDeferredOccurrence(t *testing.T) {
 		t.Errorf("the other occurrence is %v", got)
 	}
 	// A token for an occurrence that is not deferred is refused.
-	_, err = w.SettleToken(context.Background(), id)
+	_, err = w.IssueSettleToken(context.Background(), id)
 	var ae *APIError
 	if !errors.As(err, &ae) || ae.Status != 409 {
 		t.Errorf("a token for a settled occurrence: %v, want a 409", err)
@@ -228,5 +228,25 @@ func TestDeferOutsideAHandler(t *testing.T) {
 	var task Task
 	if _, err := task.Defer(context.Background(), "no"); err == nil {
 		t.Error("Defer outside a handler was accepted")
+	}
+}
+
+// Once its handler returned, a task's outcome was reported: a Defer made
+// afterwards (by a goroutine the handler left behind) is refused, not sent
+// to race the outcome.
+func TestDeferAfterTheHandlerReturnedIsRefused(t *testing.T) {
+	r := newRelais(t, nil)
+	tasks := make(chan *Task, 1)
+	r.run(t, Config{}, func(ctx context.Context, task *Task) (any, error) {
+		tasks <- task
+		return created(ctx, task)
+	})
+	inst := r.start(t, "Acme")
+	task := <-tasks
+	if got := r.env.WaitEnded(inst, 10*time.Second)["status"]; got != "completed" {
+		t.Fatalf("instance %v", got)
+	}
+	if _, err := task.Defer(context.Background(), "too late"); err == nil || !strings.Contains(err.Error(), "too late") {
+		t.Errorf("Defer after the handler returned: %v, want a refusal", err)
 	}
 }

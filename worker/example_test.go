@@ -45,7 +45,7 @@ func ExampleTask_Defer() {
 		if _, err := t.Defer(ctx, "waiting for the sales manager"); err != nil {
 			return nil, err
 		}
-		tok, err := w.SettleToken(ctx, t.ID)
+		tok, err := w.IssueSettleToken(ctx, t.ID)
 		if err != nil {
 			// Still deferred: an operator sees it waiting in the console.
 			log.Printf("no settle token for %s: %v", t.ID, err)

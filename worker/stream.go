@@ -486,17 +486,21 @@ func (s *streamSession) startLocked(t *Task) {
 		old.cancel(fmt.Errorf("%w: assigned again", ErrLockLost))
 	}
 	s.tasks[t.ID] = entry
+	forget := func() {
+		s.mu.Lock()
+		if s.tasks[t.ID] == entry {
+			delete(s.tasks, t.ID)
+		}
+		s.mu.Unlock()
+	}
+	// Deferred, the task is no longer the stream's: neither its
+	// Cancellations nor its end cancel what the handler does after.
+	t.ctl = &taskControl{forget: forget}
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
 		defer r.freeSlot()
-		defer func() {
-			s.mu.Lock()
-			if s.tasks[t.ID] == entry {
-				delete(s.tasks, t.ID)
-			}
-			s.mu.Unlock()
-		}()
+		defer forget()
 		r.process(t, r.handler(t), ctx, cancel, nil)
 	}()
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
@@ -43,24 +44,68 @@ type Task struct {
 	// streamed task's as its stream keeps it (nil for a streamed task not
 	// started). An outcome is retried through an outage until then.
 	held lockBound
-	// ctl is set while a handler has the task (see Defer); a
-	// pointer, so that a Task copied by value stays a plain value.
+	// ctl is set once a handler has the task (see Defer); a pointer, so
+	// that a Task copied by value stays a plain value.
 	ctl *taskControl
 }
 
 // taskControl is what Defer needs of a task a handler runs.
 type taskControl struct {
 	run *run
-	// stopKeeping stops extending a fetched task's lock (nil for a
-	// streamed task, whose stream keeps it).
-	stopKeeping func()
-	// deferring is set while the handler defers the task and once it
-	// has: the worker then reports no outcome for it.
-	deferring atomic.Bool
+	// stopKeeping stops extending a fetched task's lock; forget makes a
+	// streamed task's stream let go of it (its Cancellations and its end
+	// no longer cancel the handler). Either may be nil.
+	stopKeeping, forget func()
+
+	mu    sync.Mutex
+	state deferState
+	// inFlight is closed when the Defer in flight ends (nil without one).
+	inFlight chan struct{}
 }
 
-// deferred reports whether the handler deferred t (or is deferring it).
-func (t *Task) deferred() bool { return t.ctl != nil && t.ctl.deferring.Load() }
+// deferState is where a task stands with Defer.
+type deferState int
+
+const (
+	notDeferred   deferState = iota // the handler has it; no Defer in flight
+	deferInFlight                   // a Defer is in flight
+	deferDone                       // deferred: the worker reports nothing for it
+	deferTooLate                    // the handler returned: too late to defer
+)
+
+// deferredNow waits for a Defer in flight, if any, and reports whether the
+// task is deferred: the lock keeping, the handler timeout and the outcome
+// decide on what the Defer did, not on its being tried.
+func (c *taskControl) deferredNow() bool {
+	if c == nil {
+		return false
+	}
+	c.mu.Lock()
+	wait := c.inFlight
+	c.mu.Unlock()
+	if wait != nil {
+		<-wait
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.state == deferDone
+}
+
+// close ends the handler's time with the task, once it returned: a Defer
+// in flight is waited for, and none may start after. It reports whether
+// the task is deferred.
+func (c *taskControl) close() bool {
+	if c.deferredNow() {
+		return true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.state == deferDone {
+		return true
+	}
+	c.state = deferTooLate
+	return false
+}
 
 // Decode decodes the task's inputs into v, as json.Unmarshal does.
 func (t *Task) Decode(v any) error {
@@ -114,7 +159,10 @@ type extendRequest struct {
 func (r *run) process(t *Task, h Handler, ctx context.Context, cancel context.CancelCauseFunc, keep func(context.Context, context.CancelCauseFunc)) {
 	log := r.w.log.With(taskAttrs(t)...)
 	defer cancel(nil)
-	t.ctl = &taskControl{run: r}
+	if t.ctl == nil {
+		t.ctl = &taskControl{}
+	}
+	t.ctl.run = r
 	if keep != nil {
 		keepCtx, stopKeeping := context.WithCancel(ctx)
 		t.ctl.stopKeeping = stopKeeping
@@ -160,7 +208,7 @@ func (r *run) process(t *Task, h Handler, ctx context.Context, cancel context.Ca
 			// timeout now, so that the task is retried elsewhere instead
 			// of held, and wait for the handler (it keeps its slot: the
 			// concurrency bound holds).
-			if t.deferred() {
+			if t.ctl.deferredNow() {
 				// Deferred, the task is no longer this worker's to fail.
 				log.Error("handler ignored the handler timeout after deferring its task; waiting for the handler to return")
 				<-returned
@@ -173,7 +221,7 @@ func (r *run) process(t *Task, h Handler, ctx context.Context, cancel context.Ca
 		}
 	}
 
-	if t.deferred() {
+	if t.ctl.close() {
 		// Whoever settles it later, by id, reports its outcome.
 		if outputs != nil || err != nil {
 			log.Warn("the handler returned an outcome after deferring its task; it is not reported: the task stays deferred until settled by id")
@@ -266,9 +314,10 @@ func (r *run) keepLock(ctx context.Context, lose context.CancelCauseFunc, t *Tas
 		}
 		next, err := r.extend(ctx, t.ID, expiry, log)
 		if err != nil {
-			if t.deferred() {
+			if t.ctl.deferredNow() {
 				// Relais refuses to extend a deferred occurrence's lock:
-				// there is none left to keep.
+				// there is none left to keep. (A Defer that failed leaves
+				// the lock lost, said below.)
 				return
 			}
 			if ctx.Err() == nil {
