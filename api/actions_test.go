@@ -232,7 +232,13 @@ func TestReasonIsBoundedInCharacters(t *testing.T) {
 	if long.Status != 400 || !strings.Contains(string(long.Body), "must be at most 1000 characters") || !strings.Contains(string(long.Body), `"/reason"`) {
 		t.Errorf("a 1,001-character reason: %d %s, want 400 at /reason in characters", long.Status, long.Body)
 	}
-	env.Must(200, "POST", "/api/v1/instances/"+a+"/stop", env.Operator, map[string]any{"reason": strings.Repeat("é", 1000)})
+	first := env.Must(200, "POST", "/api/v1/instances/"+a+"/stop", env.Operator, map[string]any{"reason": strings.Repeat("é", 1000)})
+	// A repeated stop answers as the first did, but says it changed
+	// nothing (its reason is not recorded).
+	again := env.Must(200, "POST", "/api/v1/instances/"+a+"/stop", env.Operator, map[string]any{"reason": "again"})
+	if first.Header.Get("Relais-Applied") != "true" || again.Header.Get("Relais-Applied") != "false" {
+		t.Errorf("Relais-Applied: first stop %q, repeated stop %q; want true, then false", first.Header.Get("Relais-Applied"), again.Header.Get("Relais-Applied"))
+	}
 }
 
 // A bulk action's filter takes the times the list's query takes, a date

@@ -156,10 +156,13 @@ func (a *API) actOnInstance(action engine.Action) http.Handler {
 		if err != nil {
 			return err
 		}
-		inst, err := a.eng.Act(r.Context(), actorOf(r), action, id, req.Reason)
+		inst, applied, err := a.eng.ActApplied(r.Context(), actorOf(r), action, id, req.Reason)
 		if err != nil {
 			return err
 		}
+		// A repeated stop answers as the first did; this says whether this
+		// request changed anything (and recorded its reason).
+		w.Header().Set("Relais-Applied", strconv.FormatBool(applied))
 		return a.writeInstance(w, r, inst, http.StatusOK)
 	})
 }
