@@ -444,11 +444,16 @@ func TestSettlementsAreTimedAsTheRESTRoutes(t *testing.T) {
 	}
 	_, err = complete(c, f.consumer, "w", a.GetOccurrenceId(), outputs("created", "C-2"))
 	wantRefusal(t, "another completion", err, "failed_precondition", "already_settled")
+	_, err = complete(c, "not-a-token", "w", a.GetOccurrenceId(), outputs("created", "C-2"))
+	wantRefusal(t, "a completion without a valid token", err, "unauthenticated", "unauthorized")
 	m := f.env.Metrics()
 	for _, c := range []struct{ action, result string }{{"complete", "ok"}, {"complete", "conflict"}, {"extend", "refused"}} {
 		if got, _ := m.Get("relais_pull_settle_duration_seconds_count", "action", c.action, "result", c.result); got != 1 {
 			t.Errorf("relais_pull_settle_duration_seconds_count{action=%q,result=%q} = %v, want 1", c.action, c.result, got)
 		}
+	}
+	if got, _ := m.Get("relais_pull_settle_duration_seconds_count", "action", "complete"); got != 2 {
+		t.Errorf("%v completions timed, want 2 (a call without a valid token is not)", got)
 	}
 	if _, ok := m.Get("relais_pull_settle_duration_seconds_count", "action", "heartbeat"); ok {
 		t.Error("a heartbeat was timed as a settlement")
