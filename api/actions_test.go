@@ -273,7 +273,7 @@ func TestBulkFilterTimesAndConfirmCount(t *testing.T) {
 			t.Errorf("%s empty: %d %s, want 400 at /filter/%s", field, r.Status, r.Body, field)
 		}
 	}
-	for _, field := range []string{"process", "status", "business_key"} {
+	for _, field := range []string{"process", "status", "business_key", "created_after", "created_before"} {
 		r := env.Do("POST", "/api/v1/instances/actions", env.Operator, map[string]any{"action": "stop", "reason": "x",
 			"filter": map[string]any{field: nil}})
 		if r.Status != 400 || !strings.Contains(string(r.Body), `"/filter/`+field+`"`) {
@@ -320,10 +320,20 @@ func TestRetryOfADeadlineIncident(t *testing.T) {
 	fetched := start("Globex")
 	env.Clock.Advance(30 * time.Second)
 	fetched2 := start("Initech")
-	if got := fetch(); len(got) != 3 {
+	got := fetch()
+	if len(got) != 3 {
 		t.Fatalf("fetched %d, want 3", len(got))
 	}
 	_ = fetched2
+	// The fetched one is deferred, then its deadline passes: retried, it
+	// is no longer shown deferred.
+	var deferredOcc string
+	for _, o := range got {
+		if o := o.(map[string]any); o["instance_id"] == fetched {
+			deferredOcc = o["id"].(string)
+		}
+	}
+	env.Must(200, "POST", "/api/v1/pull/occurrences/"+deferredOcc+"/defer", consumer, map[string]any{"worker_id": "w", "reason": "a human decides"})
 	// unseen and fetched pass their deadline; fetched2's is still ahead.
 	env.Clock.Advance(45 * time.Second)
 	for _, id := range []string{unseen, fetched} {
@@ -347,7 +357,10 @@ func TestRetryOfADeadlineIncident(t *testing.T) {
 	// worker takes them and completes them.
 	env.Clock.Advance(time.Second)
 	time.Sleep(200 * time.Millisecond)
-	got := fetch()
+	if o := env.Must(200, "GET", "/api/v1/occurrences/"+deferredOcc, env.Operator, nil).JSON(t); o["deferred_at"] != nil || o["defer_reason"] != nil {
+		t.Errorf("retried after a deferral: deferred_at %v, defer_reason %v; want neither", o["deferred_at"], o["defer_reason"])
+	}
+	got = fetch()
 	if len(got) != 2 {
 		t.Fatalf("after the retries, fetched %v, want the 2 retried occurrences", got)
 	}

@@ -200,8 +200,8 @@ type bulkFilterJSON struct {
 	BusinessKey filterText `json:"business_key"`
 	// Text, not time.Time: the filter takes what the list's query takes
 	// (a date too), and a decoding error would quote Go's layout.
-	CreatedAfter  *string `json:"created_after"`
-	CreatedBefore *string `json:"created_before"`
+	CreatedAfter  filterText `json:"created_after"`
+	CreatedBefore filterText `json:"created_before"`
 }
 
 // filterText is a bulk filter's text field: left out, it does not filter;
@@ -252,8 +252,8 @@ func (a *API) actOnFilter() http.Handler {
 		}
 		f := engine.InstanceFilter{ProcessKey: given(req.Filter.Process.v, "process"), Status: given(req.Filter.Status.v, "status"),
 			BusinessKey:   given(req.Filter.BusinessKey.v, "business_key"),
-			CreatedAfter:  timeFilter(given(req.Filter.CreatedAfter, "created_after"), "/filter/created_after", &errs),
-			CreatedBefore: timeFilter(given(req.Filter.CreatedBefore, "created_before"), "/filter/created_before", &errs)}
+			CreatedAfter:  timeFilter(given(req.Filter.CreatedAfter.v, "created_after"), "/filter/created_after", &errs),
+			CreatedBefore: timeFilter(given(req.Filter.CreatedBefore.v, "created_before"), "/filter/created_before", &errs)}
 		if req.ConfirmCount != nil && *req.ConfirmCount < 0 {
 			errs = append(errs, fault.FieldError{Path: "/confirm_count", Message: "must be the count confirmed: 0 or more"})
 		}

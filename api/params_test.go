@@ -21,6 +21,8 @@ func TestUnknownQueryParametersAreRefused(t *testing.T) {
 		{"/api/v1/occurrences?status=failed&definiton=x", env.Operator, "definiton"},
 		{"/api/v1/definitions?q=crm", env.Designer, "q"},
 		{"/api/v1/audit/reveals?occurence=x", env.Admin, "occurence"},
+		{"/api/v1/instances?status=held&status=running", env.Operator, "status"},
+		{"/api/v1/instances?limit=5&limit=500", env.Operator, "limit"},
 	} {
 		r := env.Do("GET", c.path, c.token, nil)
 		if r.Status != 400 || r.Code() != "invalid_request" || !strings.Contains(string(r.Body), `"path":"`+c.param+`"`) {
@@ -33,13 +35,13 @@ func TestUnknownQueryParametersAreRefused(t *testing.T) {
 	}
 
 	doc := relaistest.CRMProcess(nil)
-	for _, v := range []string{"1", "yes", "TRUE"} {
-		if r := env.Do("POST", "/api/v1/processes/onboard/versions?dry_run="+v, env.Designer, doc); r.Status != 400 || !strings.Contains(string(r.Body), `"dry_run"`) {
-			t.Errorf("publish with dry_run=%s: %d %s, want 400 at dry_run", v, r.Status, r.Body)
+	for _, q := range []string{"dry_run=1", "dry_run=yes", "dry_run=TRUE", "dry_run=", "dry_run", "dry_run=false&dry_run=true", "dryrun=true"} {
+		if r := env.Do("POST", "/api/v1/processes/onboard/versions?"+q, env.Designer, doc); r.Status != 400 || r.Code() != "invalid_request" {
+			t.Errorf("publish with ?%s: %d %s, want 400", q, r.Status, r.Body)
 		}
 		body := map[string]any{"url": "https://scoring.example/score", "max_timeout": "PT5S"}
-		if r := env.Do("PUT", "/api/v1/destinations/scoring?dry_run="+v, env.Admin, body); r.Status != 400 {
-			t.Errorf("put destination with dry_run=%s: %d %s, want 400", v, r.Status, r.Body)
+		if r := env.Do("PUT", "/api/v1/destinations/scoring?"+q, env.Admin, body); r.Status != 400 {
+			t.Errorf("put destination with ?%s: %d %s, want 400", q, r.Status, r.Body)
 		}
 	}
 	env.Must(404, "GET", "/api/v1/processes/onboard", env.Designer, nil)

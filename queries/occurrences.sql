@@ -340,7 +340,7 @@ limit 1;
 update occurrences
 set status = 'available', available_at = @now::timestamptz, claimable_at = @now::timestamptz,
     lock_expires_at = null, settled_at = null, attempt_credit = attempts,
-    deadline_at = deadline + @now::timestamptz
+    deadline_at = deadline + @now::timestamptz, deferred_at = null, defer_reason = null
 where id = @id and status = 'failed'
 returning *;
 

@@ -2381,7 +2381,7 @@ const occurrenceRetryHeld = `-- name: OccurrenceRetryHeld :one
 update occurrences
 set status = 'available', available_at = $1::timestamptz, claimable_at = $1::timestamptz,
     lock_expires_at = null, settled_at = null, attempt_credit = attempts,
-    deadline_at = deadline + $1::timestamptz
+    deadline_at = deadline + $1::timestamptz, deferred_at = null, defer_reason = null
 where id = $2 and status = 'failed'
 returning id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key, process_version
 `

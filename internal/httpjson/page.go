@@ -87,12 +87,17 @@ func encodeCursor(c any) string {
 }
 
 // onlyParams refuses the query parameters of r that are neither cursor,
-// limit nor one of filters.
+// limit nor one of filters, and any parameter given twice (only one value
+// would be read).
 func onlyParams(r *http.Request, filters []string) error {
 	var errs []fault.FieldError
-	for _, k := range slices.Sorted(maps.Keys(r.URL.Query())) {
-		if k != "cursor" && k != "limit" && !slices.Contains(filters, k) {
+	q := r.URL.Query()
+	for _, k := range slices.Sorted(maps.Keys(q)) {
+		switch {
+		case k != "cursor" && k != "limit" && !slices.Contains(filters, k):
 			errs = append(errs, fault.FieldError{Path: k, Message: "is not a parameter of this route"})
+		case len(q[k]) > 1:
+			errs = append(errs, fault.FieldError{Path: k, Message: "is given more than once"})
 		}
 	}
 	if len(errs) == 0 {
@@ -102,20 +107,27 @@ func onlyParams(r *http.Request, filters []string) error {
 	if len(filters) > 0 {
 		takes = strings.Join(filters, ", ") + ", cursor and limit"
 	}
-	return fault.New(fault.BadRequest, "invalid_request", "unknown query parameter %s: this route takes %s", PrintableName(errs[0].Path), takes).
+	return fault.New(fault.BadRequest, "invalid_request", "query parameter %s %s: this route takes %s, each once", PrintableName(errs[0].Path), errs[0].Message, takes).
 		WithErrors(errs)
 }
 
-// DryRun reads ?dry_run=: true, false or absent. Any other value is 400
-// invalid_request: a dry run misspelt (dry_run=1, dry_run=yes) must not
-// apply the change it was meant to check.
+// DryRun reads a write route's only query parameter, ?dry_run=: true,
+// false or absent. Anything else is 400 invalid_request, so that a dry run
+// asked for wrongly (dry_run=1, dry_run= from an unset variable, dryrun=true,
+// dry_run given twice) never applies the change it was meant to check.
 func DryRun(r *http.Request) (bool, error) {
-	switch v := r.URL.Query().Get("dry_run"); v {
-	case "true":
-		return true, nil
-	case "", "false":
-		return false, nil
+	q := r.URL.Query()
+	var errs []fault.FieldError
+	for _, k := range slices.Sorted(maps.Keys(q)) {
+		if k != "dry_run" {
+			errs = append(errs, fault.FieldError{Path: k, Message: "is not a parameter of this route (dry_run is)"})
+		}
 	}
-	return false, fault.New(fault.BadRequest, "invalid_request", "dry_run must be true or false").
-		WithErrors([]fault.FieldError{{Path: "dry_run", Message: "must be true or false"}})
+	if v, given := q["dry_run"]; given && (len(v) != 1 || v[0] != "true" && v[0] != "false") {
+		errs = append(errs, fault.FieldError{Path: "dry_run", Message: "must be given once, true or false"})
+	}
+	if len(errs) > 0 {
+		return false, fault.New(fault.BadRequest, "invalid_request", "query parameter %s %s", PrintableName(errs[0].Path), errs[0].Message).WithErrors(errs)
+	}
+	return q.Get("dry_run") == "true", nil
 }
