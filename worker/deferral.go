@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Deferral is what Relais answered a Defer: the occurrence waits, without
@@ -61,6 +63,7 @@ func (t *Task) Defer(ctx context.Context, reason string) (Deferral, error) {
 
 	r := c.run
 	log := r.w.log.With(taskAttrs(t)...)
+	reason = cutBytes(strings.ReplaceAll(strings.ToValidUTF8(reason, "?"), "\x00", "?"), maxDeferReason)
 	var d Deferral
 	err := r.settleIn(ctx, t, "defer", func(ctx context.Context) (err error) {
 		d, err = t.wire.deferTask(ctx, t.ID, deferRequest{WorkerID: r.w.cfg.WorkerID, Reason: reason})
@@ -88,17 +91,20 @@ func (t *Task) Defer(ctx context.Context, reason string) (Deferral, error) {
 }
 
 // CompleteDeferred completes a deferred occurrence by id with outputs
-// (encoded as the handler's are). Relais answers a repeated identical
-// completion as it answered the first, so the call retries network errors,
-// 5xx and 429 with backoff until ctx ends. A refusal is an *APIError:
-// 422 invalid_outputs with every pointer, 409 already_settled when it was
-// settled otherwise, 404 for an id Relais does not know.
+// (encoded as the handler's are), as worker WorkerID+"~deferred" (see
+// settlerID). Relais answers a repeated identical completion as it
+// answered the first, so the call retries network errors, 5xx and 429 with
+// backoff until ctx ends. A refusal is an *APIError: 422 invalid_outputs
+// with every pointer, 409 already_settled when it was settled otherwise,
+// 409 locked_by_other_worker or not_reserved when it is not deferred (a
+// worker holds it, or it waits to be offered), 404 for an id Relais does
+// not know.
 func (w *Worker) CompleteDeferred(ctx context.Context, occurrenceID string, outputs any) error {
 	body, err := encodeOutputs(outputs)
 	if err != nil {
 		return fmt.Errorf("worker: encoding the outputs of %s: %w", occurrenceID, err)
 	}
-	req := completeRequest{WorkerID: w.cfg.WorkerID, Outputs: body}
+	req := completeRequest{WorkerID: w.settlerID(), Outputs: body}
 	return w.retried(ctx, "complete", func(ctx context.Context) error {
 		return w.post(ctx, occurrencePath(occurrenceID, "complete"), req, nil)
 	})
@@ -106,18 +112,54 @@ func (w *Worker) CompleteDeferred(ctx context.Context, occurrenceID string, outp
 
 // FailDeferred fails a deferred occurrence by id with err, read as a
 // handler's error is: a Fail error is a business failure (not retried), a
-// Retry error is retried after its delay, any other error is retried. It
-// retries and refuses as CompleteDeferred does.
+// Retry error is retried after its delay (reported without it if Relais
+// refuses the delay), any other error is retried. It retries and refuses
+// as CompleteDeferred does.
 func (w *Worker) FailDeferred(ctx context.Context, occurrenceID string, err error) error {
 	if err == nil {
 		return errors.New("worker: FailDeferred needs the failure's error")
 	}
 	f := failureOf(err)
-	f.WorkerID = w.cfg.WorkerID
+	f.WorkerID = w.settlerID()
 	f.ErrorCode, f.Message = wireCode(f.ErrorCode, f.Retryable), wireMessage(f.Message)
-	return w.retried(ctx, "fail", func(ctx context.Context) error {
-		return w.post(ctx, occurrencePath(occurrenceID, "fail"), f, nil)
-	})
+	send := func(ctx context.Context) error { return w.post(ctx, occurrencePath(occurrenceID, "fail"), f, nil) }
+	err = w.retried(ctx, "fail", send)
+	var ae *APIError
+	if errors.As(err, &ae) && ae.Code == "bound_exceeded" && f.RetryDelay != "" {
+		// A delay above Relais's ceiling: the failure is reported
+		// without it, as a handler's is.
+		w.log.Warn("failure's retry delay refused; reporting it without", "occurrence", occurrenceID, "detail", ae.Detail)
+		f.RetryDelay = ""
+		err = w.retried(ctx, "fail", send)
+	}
+	return err
+}
+
+// settlerID is the worker id a Worker settles deferred occurrences with:
+// its own, marked. With its own alone, an outcome resent after a lost
+// answer could land after this very worker took the occurrence again (a
+// retried failure), and Relais would take it for that new attempt's
+// outcome; and CompleteDeferred could settle a task its own handler holds.
+func (w *Worker) settlerID() string {
+	const mark = "~deferred"
+	return cutBytes(w.cfg.WorkerID, maxWorkerID-len(mark)) + mark
+}
+
+// Bounds of what Relais accepts, in bytes.
+const (
+	maxWorkerID    = 200
+	maxDeferReason = 500
+)
+
+// cutBytes cuts s to at most n bytes, on a character boundary.
+func cutBytes(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // SettleToken is a token that settles one deferred occurrence, and
@@ -128,9 +170,11 @@ type SettleToken struct {
 	ExpiresAt time.Time `json:"expires_at"`
 }
 
-// IssueSettleToken issues a settle token for a deferred occurrence (409
-// not_deferred otherwise). Each call issues a new one; network errors, 5xx
-// and 429 are retried until ctx ends.
+// IssueSettleToken issues a settle token for a deferred occurrence. One
+// that is not deferred is a 409: not_deferred while this worker holds it,
+// locked_by_other_worker while another does, not_reserved while it waits
+// to be offered, already_settled once settled. Each call issues a new
+// token; network errors, 5xx and 429 are retried until ctx ends.
 func (w *Worker) IssueSettleToken(ctx context.Context, occurrenceID string) (SettleToken, error) {
 	var tok SettleToken
 	err := w.retried(ctx, "settle-token", func(ctx context.Context) error {

@@ -250,3 +250,83 @@ func TestDeferAfterTheHandlerReturnedIsRefused(t *testing.T) {
 		t.Errorf("Defer after the handler returned: %v, want a refusal", err)
 	}
 }
+
+// An outcome by id is sent as WorkerID~deferred: resent after a lost
+// answer once this very worker took the occurrence again (a retried
+// failure), it is answered as a replay, not taken for the new attempt's
+// failure; and it cannot settle a task the worker's own handler holds.
+func TestDeferredOutcomesAreNotTheRunningWorkers(t *testing.T) {
+	for _, protocol := range []string{ProtocolStream, ProtocolLongPoll} {
+		t.Run(protocol, func(t *testing.T) {
+			r := newRelais(t, map[string]any{"retry_delay": "PT0S"})
+			ids := make(chan string, 1)
+			second := make(chan *Task, 1)
+			release := make(chan struct{})
+			defer close(release) // before the worker stops (a cleanup)
+			r.run(t, Config{Protocol: protocol, WorkerID: "crm-1"}, func(ctx context.Context, task *Task) (any, error) {
+				if task.Attempt == 1 {
+					return deferring(ids, nil)(ctx, task)
+				}
+				second <- task
+				<-release // holds attempt 2 until the test ends
+				return created(ctx, task)
+			})
+			r.start(t, "Acme")
+			id := receive(t, ids)
+			// The same worker id, as the README's example uses the running
+			// Worker.
+			same, err := New(Config{URL: r.env.URL, Token: r.consumer, WorkerID: "crm-1", Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			fail := Retry("MANAGER_AWAY", 0, errors.New("away"))
+			if err := same.FailDeferred(context.Background(), id, fail); err != nil {
+				t.Fatal(err)
+			}
+			var held *Task
+			select {
+			case held = <-second:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the worker did not take attempt 2")
+			}
+			// The resend of the same failure is a replay: attempt 2 stays
+			// the worker's.
+			if err := same.FailDeferred(context.Background(), id, fail); err != nil {
+				t.Fatalf("resent failure: %v", err)
+			}
+			occ := r.env.Must(200, "GET", "/api/v1/occurrences/"+id, r.env.Operator, nil).JSON(t)
+			if occ["status"] != "reserved" || occ["attempts"].([]any)[1].(map[string]any)["outcome"] != nil {
+				t.Errorf("after the resent failure: %v, attempts %v; want attempt 2 still reserved", occ["status"], occ["attempts"])
+			}
+			// Nor can it complete the task its own handler holds.
+			err = same.CompleteDeferred(context.Background(), held.ID, map[string]any{"result": "created", "crm_id": "C"})
+			var ae *APIError
+			if !errors.As(err, &ae) || ae.Status != 409 {
+				t.Errorf("CompleteDeferred of a task its handler holds: %v, want a 409", err)
+			}
+		})
+	}
+}
+
+// A reason longer than Relais keeps is cut, on a character, rather than
+// refused (the handler would then fail its task for a note to operators).
+func TestDeferReasonIsCut(t *testing.T) {
+	r := newRelais(t, nil)
+	ids := make(chan string, 1)
+	errs := make(chan error, 1)
+	r.run(t, Config{}, func(ctx context.Context, task *Task) (any, error) {
+		_, err := task.Defer(ctx, strings.Repeat("é", 300)) // 600 bytes
+		errs <- err
+		ids <- task.ID
+		return nil, nil
+	})
+	inst := r.start(t, "Acme")
+	if err := <-errs; err != nil {
+		t.Fatalf("Defer with a 600-byte reason: %v", err)
+	}
+	<-ids
+	occ := waitStatus(t, r, inst, "deferred")
+	if reason, _ := occ["defer_reason"].(string); reason != strings.Repeat("é", 250) {
+		t.Errorf("reason %q (%d bytes), want the first 250 characters", reason, len(reason))
+	}
+}

@@ -589,12 +589,12 @@ func (r *run) settleIn(base context.Context, t *Task, action string, send func(c
 				return err
 			}
 			d = min(d, left)
-			log.Warn("reporting the outcome failed; retrying until the lock expires", "action", action, "err", err, "delay", d, "lock_left", left.Round(time.Millisecond))
+			log.Warn("reporting to Relais failed; retrying until the lock expires", "action", action, "err", err, "delay", d, "lock_left", left.Round(time.Millisecond))
 		} else {
 			if attempt == settleAttempts {
 				return err
 			}
-			log.Warn("reporting the outcome failed; retrying", "action", action, "err", err, "delay", d)
+			log.Warn("reporting to Relais failed; retrying", "action", action, "err", err, "delay", d)
 		}
 		if !w.sleep(base, d) {
 			return err
