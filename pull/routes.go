@@ -47,7 +47,7 @@ func (p *Protocol) consumerOnly(next http.Handler) http.Handler {
 	})
 }
 
-// settleTokenWorker names a settle token's holder in the attempt it ends.
+// settleTokenWorker is the worker id a settle token's call goes by when it names none.
 const settleTokenWorker = "settle-token"
 
 type settleTokenKey struct{}

@@ -186,7 +186,7 @@ func responseController(ctx context.Context) *http.ResponseController {
 	return rc
 }
 
-// settleTokenWorker names a settle token's holder in the attempt it ends,
+// settleTokenWorker is the worker id a settle token's call goes by when it names none,
 // as the REST routes do.
 const settleTokenWorker = "settle-token"
 
