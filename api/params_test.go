@@ -49,3 +49,16 @@ func TestUnknownQueryParametersAreRefused(t *testing.T) {
 	env.Must(200, "POST", "/api/v1/processes/onboard/versions?dry_run=true", env.Designer, doc)
 	env.Must(201, "POST", "/api/v1/processes/onboard/versions?dry_run=false", env.Designer, doc)
 }
+
+// A 404 for an instance or an occurrence says that retention may have
+// deleted it: the API cannot tell it from an id that never existed.
+func TestNotFoundMentionsRetention(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	for _, path := range []string{"/api/v1/instances/01a23630-91c6-71af-a05d-6fe7140276a7", "/api/v1/occurrences/01a23630-91c6-71af-a05d-6fe7140276a7"} {
+		r := env.Must(404, "GET", path, env.Operator, nil)
+		if r.Code() != "not_found" || !strings.Contains(string(r.Body), "retention deleted it") {
+			t.Errorf("GET %s: %s, want not_found saying retention may have deleted it", path, r.Body)
+		}
+	}
+}
