@@ -9,7 +9,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/relais/relais/internal/dbtest"
-	"github.com/relais/relais/internal/keyring"
 )
 
 // TestHealthAndNodeCounts: the health snapshot reports the oldest claimable
@@ -20,11 +19,7 @@ import (
 func TestHealthAndNodeCounts(t *testing.T) {
 	t.Parallel()
 	clk := &testClock{}
-	keys, err := keyring.Parse(testKeys)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := New(dbtest.Pool(t), clk.options(keys))
+	e := New(dbtest.Pool(t), clk.options(t))
 	ctx := context.Background()
 	prepare(t, e, `"policy":{"max_attempts":3},`)
 	c := consumer(t, e)

@@ -158,6 +158,12 @@ func notFound(what string, args ...any) *fault.Error {
 	return fault.New(fault.NotFound, "not_found", what+" not found", args...)
 }
 
+// notKept is notFound for what retention deletes with its ended instance:
+// the answer cannot tell that from an id that never existed, and says so.
+func notKept(what string, args ...any) *fault.Error {
+	return fault.New(fault.NotFound, "not_found", what+" not found: there is none, or retention deleted it (ended instances are kept for RELAIS_RETENTION)", args...)
+}
+
 // wrap prefixes an error with the operation that met it. Every error the
 // engine returns passes here, which makes it the one place where a lost
 // database becomes 503 database_unavailable rather than 500 internal.

@@ -24,11 +24,17 @@ var testKeys = keyring.NewKeySpec("t")
 
 func setup(t testing.TB) *Engine {
 	t.Helper()
+	return New(dbtest.Pool(t), Options{Keys: testRing(t)})
+}
+
+// testRing is the keyring of testKeys.
+func testRing(t testing.TB) *keyring.Keyring {
+	t.Helper()
 	ring, err := keyring.Parse(testKeys)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return New(dbtest.Pool(t), Options{Keys: ring})
+	return ring
 }
 
 const crmWorking = `{"name":"Add company to CRM",
@@ -229,19 +235,15 @@ func TestStopRacingCompletionStaysConsistent(t *testing.T) {
 // forward instead of sleeping.
 type testClock struct{ offset atomic.Int64 }
 
-func (c *testClock) now() time.Time                        { return time.Now().Add(time.Duration(c.offset.Load())) }
-func (c *testClock) advance(d time.Duration)               { c.offset.Add(int64(d)) }
-func (c *testClock) options(keys *keyring.Keyring) Options { return Options{Keys: keys, Now: c.now} }
+func (c *testClock) now() time.Time               { return time.Now().Add(time.Duration(c.offset.Load())) }
+func (c *testClock) advance(d time.Duration)      { c.offset.Add(int64(d)) }
+func (c *testClock) options(t testing.TB) Options { return Options{Keys: testRing(t), Now: c.now} }
 
 func TestDeadlineFailsOnceAcrossTwoReplicas(t *testing.T) {
 	t.Parallel()
 	clock := &testClock{}
 	pool := dbtest.Pool(t)
-	ring, err := keyring.Parse(testKeys)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, b := New(pool, clock.options(ring)), New(pool, clock.options(ring))
+	a, b := New(pool, clock.options(t)), New(pool, clock.options(t))
 	prepare(t, a, `"policy":{"deadline":"PT1H"},`)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -406,11 +408,7 @@ func indexOf(s, sub string) int {
 func TestTimerPassReportsItsLag(t *testing.T) {
 	t.Parallel()
 	clock := &testClock{}
-	ring, err := keyring.Parse(testKeys)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := New(dbtest.Pool(t), clock.options(ring))
+	e := New(dbtest.Pool(t), clock.options(t))
 	prepare(t, e, `"policy":{"deadline":"PT1H"},`)
 	ctx := context.Background()
 	if pass, err := e.RunTimerPass(ctx); err != nil || pass != (TimerPass{Took: pass.Took}) {

@@ -398,7 +398,7 @@ func (e *Engine) StartInstances(ctx context.Context, reqs []StartRequest) ([]Sta
 func (e *Engine) GetInstance(ctx context.Context, id uuid.UUID) (Instance, error) {
 	row, err := e.q.InstanceGet(ctx, id)
 	if isNoRows(err) {
-		return Instance{}, fault.New(fault.NotFound, "not_found", "instance %s not found: there is none, or it ended and retention deleted it", id)
+		return Instance{}, notKept("instance %s", id)
 	}
 	if err != nil {
 		return Instance{}, wrap("get instance", err)

@@ -9,7 +9,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/relais/relais/internal/fault"
 	"github.com/relais/relais/queries"
 )
 
@@ -159,7 +158,7 @@ func (e *Engine) observations(ctx context.Context, rows []observed) ([]Occurrenc
 func (e *Engine) GetOccurrence(ctx context.Context, id uuid.UUID) (Occurrence, error) {
 	x, err := e.q.OccurrenceObserve(ctx, queries.OccurrenceObserveParams{ID: id, Now: e.at()})
 	if isNoRows(err) {
-		return Occurrence{}, fault.New(fault.NotFound, "not_found", "occurrence %s not found: there is none, or its instance ended and retention deleted it", id)
+		return Occurrence{}, notKept("occurrence %s", id)
 	}
 	if err != nil {
 		return Occurrence{}, wrap("get occurrence", err)

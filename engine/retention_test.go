@@ -10,7 +10,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/relais/relais/internal/dbtest"
-	"github.com/relais/relais/internal/keyring"
 )
 
 // Retention deletes ended instances older than the retention with their
@@ -20,11 +19,7 @@ func TestRetentionDeletesEndedHistoryOnce(t *testing.T) {
 	t.Parallel()
 	clock := &testClock{}
 	pool := dbtest.Pool(t)
-	ring, err := keyring.Parse(testKeys)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, b := New(pool, clock.options(ring)), New(pool, clock.options(ring))
+	a, b := New(pool, clock.options(t)), New(pool, clock.options(t))
 	prepare(t, a, "")
 	ctx := context.Background()
 	start := func() uuid.UUID {
@@ -94,11 +89,7 @@ func TestRetentionLoopReportsItsPasses(t *testing.T) {
 	t.Parallel()
 	clock := &testClock{}
 	pool := dbtest.Pool(t)
-	ring, err := keyring.Parse(testKeys)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := New(pool, clock.options(ring))
+	e := New(pool, clock.options(t))
 	prepare(t, e, "")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

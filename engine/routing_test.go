@@ -11,7 +11,6 @@ import (
 
 	"github.com/relais/relais/internal/dbtest"
 	"github.com/relais/relais/internal/fault"
-	"github.com/relais/relais/internal/keyring"
 )
 
 // notifyWorking takes an error to report: its code and message.
@@ -217,11 +216,7 @@ func TestPushErrorRoutesByCode(t *testing.T) {
 func TestTimerCodeRoutesByCode(t *testing.T) {
 	t.Parallel()
 	clock := &testClock{}
-	ring, err := keyring.Parse(testKeys)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := New(dbtest.Pool(t), clock.options(ring))
+	e := New(dbtest.Pool(t), clock.options(t))
 	define(t, e, "crm", crmWorking)
 	define(t, e, "notify", notifyWorking)
 	doc := strings.Replace(routingProcess(`{"deadline_exceeded":"notify","*":"failed"}`),
