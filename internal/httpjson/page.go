@@ -7,6 +7,7 @@ import (
 	"errors"
 	"maps"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -90,11 +91,21 @@ func encodeCursor(c any) string {
 // limit nor one of filters, and any parameter given twice (only one value
 // would be read).
 func onlyParams(r *http.Request, filters []string) error {
+	takes := "cursor and limit"
+	if len(filters) > 0 {
+		takes = strings.Join(filters, ", ") + ", cursor and limit"
+	}
+	return knownParams(r.URL.Query(), slices.Concat(filters, []string{"cursor", "limit"}), takes)
+}
+
+// knownParams refuses (400 invalid_request, each at its name) the query
+// parameters of q that are not among names, and any given twice; takes
+// says in words what the route takes.
+func knownParams(q url.Values, names []string, takes string) error {
 	var errs []fault.FieldError
-	q := r.URL.Query()
 	for _, k := range slices.Sorted(maps.Keys(q)) {
 		switch {
-		case k != "cursor" && k != "limit" && !slices.Contains(filters, k):
+		case !slices.Contains(names, k):
 			errs = append(errs, fault.FieldError{Path: k, Message: "is not a parameter of this route"})
 		case len(q[k]) > 1:
 			errs = append(errs, fault.FieldError{Path: k, Message: "is given more than once"})
@@ -102,10 +113,6 @@ func onlyParams(r *http.Request, filters []string) error {
 	}
 	if len(errs) == 0 {
 		return nil
-	}
-	takes := "cursor and limit"
-	if len(filters) > 0 {
-		takes = strings.Join(filters, ", ") + ", cursor and limit"
 	}
 	return fault.New(fault.BadRequest, "invalid_request", "query parameter %s %s: this route takes %s, each once", PrintableName(errs[0].Path), errs[0].Message, takes).
 		WithErrors(errs)
@@ -117,17 +124,15 @@ func onlyParams(r *http.Request, filters []string) error {
 // dry_run given twice) never applies the change it was meant to check.
 func DryRun(r *http.Request) (bool, error) {
 	q := r.URL.Query()
-	var errs []fault.FieldError
-	for _, k := range slices.Sorted(maps.Keys(q)) {
-		if k != "dry_run" {
-			errs = append(errs, fault.FieldError{Path: k, Message: "is not a parameter of this route (dry_run is)"})
-		}
+	if err := knownParams(q, []string{"dry_run"}, "dry_run"); err != nil {
+		return false, err
 	}
-	if v, given := q["dry_run"]; given && (len(v) != 1 || v[0] != "true" && v[0] != "false") {
-		errs = append(errs, fault.FieldError{Path: "dry_run", Message: "must be given once, true or false"})
+	switch v, given := q["dry_run"]; {
+	case !given || v[0] == "false":
+		return false, nil
+	case v[0] == "true":
+		return true, nil
 	}
-	if len(errs) > 0 {
-		return false, fault.New(fault.BadRequest, "invalid_request", "query parameter %s %s", PrintableName(errs[0].Path), errs[0].Message).WithErrors(errs)
-	}
-	return q.Get("dry_run") == "true", nil
+	return false, fault.New(fault.BadRequest, "invalid_request", "query parameter dry_run must be true or false").
+		WithErrors([]fault.FieldError{{Path: "dry_run", Message: "must be true or false"}})
 }
