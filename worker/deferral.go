@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -39,38 +38,37 @@ type deferRequest struct {
 // as long as the task's lock lasts or until ctx ends. On an error the task
 // is still the handler's, which returns its outcome as usual (and if the
 // lock was lost meanwhile, the handler's context says so and nothing is
-// reported). The reason (at most 500 bytes) is shown to operators,
-// protected values scrubbed.
+// reported). The reason (at most 500 bytes: a longer one is cut on a
+// character) is shown to operators, protected values scrubbed.
 func (t *Task) Defer(ctx context.Context, reason string) (Deferral, error) {
 	c := t.ctl
 	if c == nil || c.run == nil {
 		return Deferral{}, errors.New("worker: Defer is for the handler running the task")
 	}
 	c.mu.Lock()
-	switch c.state {
-	case deferInFlight:
+	switch {
+	case c.inFlight != nil:
 		c.mu.Unlock()
 		return Deferral{}, fmt.Errorf("worker: task %s is being deferred", t.ID)
-	case deferDone:
+	case c.state == deferDone:
 		c.mu.Unlock()
 		return Deferral{}, fmt.Errorf("worker: task %s is already deferred", t.ID)
-	case deferTooLate:
+	case c.state == deferTooLate:
 		c.mu.Unlock()
 		return Deferral{}, fmt.Errorf("worker: task %s was settled when its handler returned: too late to defer it", t.ID)
 	}
-	c.state, c.inFlight = deferInFlight, make(chan struct{})
+	c.inFlight = make(chan struct{})
 	c.mu.Unlock()
 
 	r := c.run
 	log := r.w.log.With(taskAttrs(t)...)
-	reason = cutBytes(strings.ReplaceAll(strings.ToValidUTF8(reason, "?"), "\x00", "?"), maxDeferReason)
+	reason = cutBytes(storable(reason), maxDeferReason)
 	var d Deferral
 	err := r.settleIn(ctx, t, "defer", func(ctx context.Context) (err error) {
 		d, err = t.wire.deferTask(ctx, t.ID, deferRequest{WorkerID: r.w.cfg.WorkerID, Reason: reason})
 		return err
 	}, log)
 	c.mu.Lock()
-	c.state = notDeferred
 	if err == nil {
 		c.state = deferDone
 	}
@@ -119,9 +117,7 @@ func (w *Worker) FailDeferred(ctx context.Context, occurrenceID string, err erro
 	if err == nil {
 		return errors.New("worker: FailDeferred needs the failure's error")
 	}
-	f := failureOf(err)
-	f.WorkerID = w.settlerID()
-	f.ErrorCode, f.Message = wireCode(f.ErrorCode, f.Retryable), wireMessage(f.Message)
+	f := failureOf(err).repaired(w.settlerID())
 	send := func(ctx context.Context) error { return w.post(ctx, occurrencePath(occurrenceID, "fail"), f, nil) }
 	err = w.retried(ctx, "fail", send)
 	var ae *APIError
@@ -181,11 +177,6 @@ func (w *Worker) IssueSettleToken(ctx context.Context, occurrenceID string) (Set
 		return w.post(ctx, occurrencePath(occurrenceID, "settle-token"), workerRequest{WorkerID: w.cfg.WorkerID}, &tok)
 	})
 	return tok, err
-}
-
-// workerRequest is a body that names the worker only.
-type workerRequest struct {
-	WorkerID string `json:"worker_id"`
 }
 
 // retried sends with send until it is answered, retrying network errors,

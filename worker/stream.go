@@ -84,7 +84,7 @@ func (sw streamWire) fail(ctx context.Context, id string, req failRequest) (fail
 	return out, nil
 }
 
-func (sw streamWire) release(ctx context.Context, id string, req releaseRequest) error {
+func (sw streamWire) release(ctx context.Context, id string, req workerRequest) error {
 	_, err := sw.c.api.Release(ctx, request(sw.c, &workerv1.ReleaseRequest{OccurrenceId: id, WorkerId: req.WorkerID}))
 	return wireError(err)
 }

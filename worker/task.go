@@ -12,7 +12,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/relais/relais/internal/isoduration"
 )
@@ -59,7 +58,7 @@ type taskControl struct {
 
 	mu    sync.Mutex
 	state deferState
-	// inFlight is closed when the Defer in flight ends (nil without one).
+	// inFlight is set while a Defer is in flight, and closed when it ends.
 	inFlight chan struct{}
 }
 
@@ -67,44 +66,31 @@ type taskControl struct {
 type deferState int
 
 const (
-	notDeferred   deferState = iota // the handler has it; no Defer in flight
-	deferInFlight                   // a Defer is in flight
-	deferDone                       // deferred: the worker reports nothing for it
-	deferTooLate                    // the handler returned: too late to defer
+	notDeferred  deferState = iota // the handler has it (a Defer may be in flight)
+	deferDone                      // deferred: the worker reports nothing for it
+	deferTooLate                   // the handler returned: too late to defer
 )
 
-// deferredNow waits for a Defer in flight, if any, and reports whether the
+// deferred waits for a Defer in flight, if any, and reports whether the
 // task is deferred: the lock keeping, the handler timeout and the outcome
-// decide on what the Defer did, not on its being tried.
-func (c *taskControl) deferredNow() bool {
+// decide on what the Defer did, not on its being tried. With final (the
+// handler returned), no Defer may start after.
+func (c *taskControl) deferred(final bool) bool {
 	if c == nil {
 		return false
 	}
 	c.mu.Lock()
-	wait := c.inFlight
-	c.mu.Unlock()
-	if wait != nil {
+	defer c.mu.Unlock()
+	for c.inFlight != nil {
+		wait := c.inFlight
+		c.mu.Unlock()
 		<-wait
+		c.mu.Lock()
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	if final && c.state != deferDone {
+		c.state = deferTooLate
+	}
 	return c.state == deferDone
-}
-
-// close ends the handler's time with the task, once it returned: a Defer
-// in flight is waited for, and none may start after. It reports whether
-// the task is deferred.
-func (c *taskControl) close() bool {
-	if c.deferredNow() {
-		return true
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.state == deferDone {
-		return true
-	}
-	c.state = deferTooLate
-	return false
 }
 
 // Decode decodes the task's inputs into v, as json.Unmarshal does.
@@ -208,7 +194,7 @@ func (r *run) process(t *Task, h Handler, ctx context.Context, cancel context.Ca
 			// timeout now, so that the task is retried elsewhere instead
 			// of held, and wait for the handler (it keeps its slot: the
 			// concurrency bound holds).
-			if t.ctl.deferredNow() {
+			if t.ctl.deferred(false) {
 				// Deferred, the task is no longer this worker's to fail.
 				log.Error("handler ignored the handler timeout after deferring its task; waiting for the handler to return")
 				<-returned
@@ -221,7 +207,7 @@ func (r *run) process(t *Task, h Handler, ctx context.Context, cancel context.Ca
 		}
 	}
 
-	if t.ctl.close() {
+	if t.ctl.deferred(true) {
 		// Whoever settles it later, by id, reports its outcome.
 		if outputs != nil || err != nil {
 			log.Warn("the handler returned an outcome after deferring its task; it is not reported: the task stays deferred until settled by id")
@@ -314,7 +300,7 @@ func (r *run) keepLock(ctx context.Context, lose context.CancelCauseFunc, t *Tas
 		}
 		next, err := r.extend(ctx, t.ID, expiry, log)
 		if err != nil {
-			if t.ctl.deferredNow() {
+			if t.ctl.deferred(false) {
 				// Relais refuses to extend a deferred occurrence's lock:
 				// there is none left to keep. (A Defer that failed leaves
 				// the lock lost, said below.)
@@ -432,7 +418,9 @@ func violations(errs []FieldError) string {
 	return "the outputs violate the contract: " + strings.Join(parts, "; ")
 }
 
-type releaseRequest struct {
+// workerRequest is a body that names the worker only (a release, a
+// settle token).
+type workerRequest struct {
 	WorkerID string `json:"worker_id"`
 }
 
@@ -443,7 +431,7 @@ type releaseRequest struct {
 // is 404 too; its fail is then refused alike, at no cost.)
 func (r *run) handBack(t *Task, log *slog.Logger) {
 	err := r.settle(t, "release", func(ctx context.Context) error {
-		return t.wire.release(ctx, t.ID, releaseRequest{WorkerID: r.w.cfg.WorkerID})
+		return t.wire.release(ctx, t.ID, workerRequest{WorkerID: r.w.cfg.WorkerID})
 	}, log)
 	var ae *APIError
 	if errors.As(err, &ae) && (ae.Status == http.StatusNotFound || ae.Status == http.StatusMethodNotAllowed) {
@@ -462,11 +450,10 @@ func (r *run) handBack(t *Task, log *slog.Logger) {
 // protected values before storing it; it is not logged, because a
 // handler's error text may quote its inputs.
 func (r *run) settleFail(t *Task, f failRequest, log *slog.Logger) {
-	f.WorkerID = r.w.cfg.WorkerID
 	// A failure must land whatever the handler's error holds: a refused
 	// report would leave the task locked until its lock expires and then
 	// run it again, although it failed, and maybe for good.
-	f.ErrorCode, f.Message = wireCode(f.ErrorCode, f.Retryable), wireMessage(f.Message)
+	f = f.repaired(r.w.cfg.WorkerID)
 	var res failResult
 	send := func(ctx context.Context) (err error) {
 		res, err = t.wire.fail(ctx, t.ID, f)
@@ -491,6 +478,14 @@ func (r *run) settleFail(t *Task, f failRequest, log *slog.Logger) {
 	log.Info("task failed", "error_code", f.ErrorCode, "retryable", f.Retryable, "status", res.Status, "attempts_left", res.AttemptsLeft)
 }
 
+// repaired is f as workerID sends it: its code and message made what
+// Relais accepts (see wireCode and wireMessage).
+func (f failRequest) repaired(workerID string) failRequest {
+	f.WorkerID = workerID
+	f.ErrorCode, f.Message = wireCode(f.ErrorCode, f.Retryable), wireMessage(f.Message)
+	return f
+}
+
 // maxWireMessage bounds a failure message sent to Relais, which keeps
 // 2,000 bytes of it anyway: an error quoting a whole response body must not
 // make the report too large to be accepted.
@@ -499,15 +494,17 @@ const maxWireMessage = 8 << 10
 // wireMessage makes a handler's error text acceptable to Relais: without
 // the NUL character it refuses, and bounded, cut on a character boundary.
 func wireMessage(m string) string {
-	m = strings.ReplaceAll(strings.ToValidUTF8(m, "?"), "\x00", "?")
+	m = storable(m)
 	if len(m) > maxWireMessage {
-		cut := maxWireMessage
-		for cut > 0 && !utf8.RuneStart(m[cut]) {
-			cut--
-		}
-		m = m[:cut] + "…"
+		m = cutBytes(m, maxWireMessage) + "…"
 	}
 	return m
+}
+
+// storable is s without what Relais cannot store as text: NUL characters
+// and bytes that are not UTF-8 become '?'.
+func storable(s string) string {
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "?"), "\x00", "?")
 }
 
 // wireCode makes a handler's error code one Relais accepts (1 to 64

@@ -11,7 +11,7 @@ import (
 type wire interface {
 	complete(ctx context.Context, id string, req completeRequest) (completeResult, error)
 	fail(ctx context.Context, id string, req failRequest) (failResult, error)
-	release(ctx context.Context, id string, req releaseRequest) error
+	release(ctx context.Context, id string, req workerRequest) error
 	deferTask(ctx context.Context, id string, req deferRequest) (Deferral, error)
 }
 
@@ -67,7 +67,7 @@ func decodeResult(raw []byte, out any) error {
 	return nil
 }
 
-func (rw restWire) release(ctx context.Context, id string, req releaseRequest) error {
+func (rw restWire) release(ctx context.Context, id string, req workerRequest) error {
 	return rw.w.post(ctx, occurrencePath(id, "release"), req, nil)
 }
 
