@@ -147,10 +147,6 @@ func heldOccurrence(occs []engine.Occurrence) (engine.Occurrence, bool) {
 	return engine.Occurrence{}, false
 }
 
-// retryable reports whether a retry can offer o again (see
-// engine.Retryable).
-func retryable(o engine.Occurrence) bool { return engine.Retryable(o) }
-
 // heldAt is the occurrence a held instance waits at, if any.
 func (c *Console) heldAt(ctx context.Context, id uuid.UUID) (engine.Occurrence, bool, error) {
 	occs, err := c.eng.InstanceOccurrences(ctx, id)
@@ -191,7 +187,7 @@ func (c *Console) instanceActionConfirm(w http.ResponseWriter, r *http.Request) 
 		c.serverError(w, r, err)
 		return
 	}
-	if a == engine.ActionRetry && !retryable(held) {
+	if a == engine.ActionRetry && !engine.Retryable(held) {
 		c.sessions.setFlash(currentOf(ctx).id, flash{Text: notRetryable(ctx, held.Node), Warning: true})
 		http.Redirect(w, r, instanceHref(id), http.StatusSeeOther)
 		return

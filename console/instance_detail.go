@@ -112,13 +112,13 @@ func (c *Console) instanceDetail(w http.ResponseWriter, r *http.Request) {
 	held, _ := heldOccurrence(occs)
 	// Only operators and admins reach this page (requireOperator): all may act.
 	for _, a := range []engine.Action{engine.ActionRetry, engine.ActionAbandon, engine.ActionStop} {
-		if !actionAppliesTo(a, inst.Status) || a == engine.ActionRetry && !retryable(held) {
+		if !actionAppliesTo(a, inst.Status) || a == engine.ActionRetry && !engine.Retryable(held) {
 			continue
 		}
 		v.Actions = append(v.Actions, bulkLink{Action: string(a), Label: actionLabel(ctx, a), Href: instanceHref(id) + "/" + string(a)})
 	}
 	switch {
-	case inst.Status == engine.InstanceHeld && !retryable(held):
+	case inst.Status == engine.InstanceHeld && !engine.Retryable(held):
 		v.ActionsIntro = T(ctx, "This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.", held.Node)
 	case inst.Status == engine.InstanceHeld:
 		v.ActionsIntro = T(ctx, "This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.")
