@@ -2,7 +2,6 @@ package api
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -24,9 +23,9 @@ type processVersionJSON struct {
 }
 
 func (a *API) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.cfg.MaxBodyBytes))
+	body, err := httpjson.ReadBody(w, r, a.cfg.MaxBodyBytes)
 	if err != nil {
-		return nil, fault.New(fault.TooLarge, "body_too_large", "the request body is larger than %d bytes", a.cfg.MaxBodyBytes)
+		return nil, err
 	}
 	// Documents are parsed strictly by their own readers, which see no
 	// invalid UTF-8 once decoded: refuse it here, as every body is.

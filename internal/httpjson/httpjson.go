@@ -10,11 +10,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"reflect"
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"unicode/utf8"
 
 	"github.com/relais/relais/internal/fault"
@@ -34,13 +36,9 @@ const StatusClientClosedRequest = 499
 // character (see nulStrings). Errors are *fault.Error ready to be written.
 func Decode[T any](w http.ResponseWriter, r *http.Request, maxBytes int64) (T, error) {
 	var v T
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBytes))
+	body, err := ReadBody(w, r, maxBytes)
 	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return v, decodeError(err, maxBytes)
-		}
-		return v, fault.New(fault.BadRequest, "invalid_json", "the request body could not be read")
+		return v, err
 	}
 	if err := CheckText(body); err != nil {
 		return v, err
@@ -66,6 +64,36 @@ func Decode[T any](w http.ResponseWriter, r *http.Request, maxBytes int64) (T, e
 	}
 	return v, nil
 }
+
+// ReadBody reads r's body whole, refusing one above maxBytes (413
+// body_too_large) or one whose framing is broken (400 invalid_json). A
+// body whose connection failed while it was read (the client went away,
+// or a shutdown past its timeout closed the connection) is an error that
+// WriteError answers as the client's departure, not as bad JSON: nobody
+// reads that answer, and its log line should not blame the client's data.
+func ReadBody(w http.ResponseWriter, r *http.Request, maxBytes int64) ([]byte, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBytes))
+	if err == nil {
+		return body, nil
+	}
+	var mbe *http.MaxBytesError
+	var nerr net.Error
+	switch {
+	case errors.As(err, &mbe):
+		return nil, fault.New(fault.TooLarge, "body_too_large", "the request body is larger than %d bytes", maxBytes)
+	case r.Context().Err() != nil, errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed),
+		errors.Is(err, syscall.ECONNRESET), errors.As(err, &nerr):
+		return nil, &bodyCut{err: err}
+	default:
+		return nil, fault.New(fault.BadRequest, "invalid_json", "the request body could not be read: %v", err)
+	}
+}
+
+// bodyCut is a request body whose connection failed while it was read.
+type bodyCut struct{ err error }
+
+func (b *bodyCut) Error() string { return "request body cut off: " + b.err.Error() }
+func (b *bodyCut) Unwrap() error { return b.err }
 
 // maxCheckDepth bounds the nesting CheckText follows; encoding/json's
 // own limit is 10,000 and refuses deeper documents itself.
@@ -309,7 +337,8 @@ type Problem struct {
 // because their text may carry anything (SQL, payload fragments).
 func WriteError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err error) {
 	fe, ok := fault.As(err)
-	if (!ok || fe.Kind == fault.Internal) && r.Context().Err() != nil {
+	var cut *bodyCut
+	if (!ok || fe.Kind == fault.Internal) && (r.Context().Err() != nil || errors.As(err, &cut)) {
 		// The client went away (or its deadline passed) and the work
 		// failed because of it: not a server fault, nobody reads the
 		// answer, and an ERROR line would page someone for a closed tab.

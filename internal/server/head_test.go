@@ -1,7 +1,11 @@
 package server_test
 
 import (
+	"bufio"
 	"context"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -75,6 +79,53 @@ func TestClientCancellationIsNotAnError(t *testing.T) {
 		}
 		if strings.Contains(line, "level=ERROR") {
 			t.Errorf("an abandoned request logged an error: %q", line)
+		}
+	}
+}
+
+// TestCutBodyIsTheClientsDeparture: a request whose body stops short (the
+// client went away mid-upload, or a shutdown closed the connection) is
+// logged as the client's departure (499 at info), not as 400 invalid_json
+// blaming its data; a body whose framing is broken is still 400, and a
+// process document cut off is not answered 413 body_too_large.
+func TestCutBodyIsTheClientsDeparture(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	host := strings.TrimPrefix(env.URL, "http://")
+	send := func(t *testing.T, path, head, body string, cut bool) string {
+		t.Helper()
+		conn, err := net.Dial("tcp", host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\n%s\r\n%s", path, host, env.Admin, head, body)
+		if cut {
+			_ = conn.(*net.TCPConn).CloseWrite()
+		}
+		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("POST %s: %v", path, err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return fmt.Sprintf("%d %s", res.StatusCode, b)
+	}
+	for _, path := range []string{"/api/v1/processes/p/instances", "/api/v1/processes/p/versions"} {
+		if got := send(t, path, "Content-Length: 100\r\n", `{"inputs":`, true); !strings.HasPrefix(got, "499 ") {
+			t.Errorf("POST %s with a body cut off: %s; want 499", path, got)
+		}
+		if got := send(t, path, "Transfer-Encoding: chunked\r\n", "zz\r\n{}\r\n0\r\n\r\n", false); !strings.HasPrefix(got, "400 ") || !strings.Contains(got, `"invalid_json"`) {
+			t.Errorf("POST %s with broken chunks: %s; want 400 invalid_json", path, got)
+		}
+	}
+	relaistest.WaitFor(t, 10*time.Second, "the cut requests are logged", func() (bool, string) {
+		return strings.Count(env.Logs.String(), "status=499") >= 2, env.Logs.String()
+	})
+	for line := range strings.Lines(env.Logs.String()) {
+		if strings.Contains(line, "level=ERROR") || strings.Contains(line, "status=499") && !strings.Contains(line, "level=INFO") {
+			t.Errorf("a cut request logged %q; want level INFO, status 499", line)
 		}
 	}
 }

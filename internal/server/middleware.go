@@ -2,7 +2,6 @@ package server
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -192,14 +191,9 @@ func strictBodies(logger *slog.Logger, maxBytes int64) func(http.Handler) http.H
 				next.ServeHTTP(w, r)
 				return
 			}
-			body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBytes))
+			body, err := httpjson.ReadBody(w, r, maxBytes)
 			if err != nil {
-				var mbe *http.MaxBytesError
-				if errors.As(err, &mbe) {
-					httpjson.WriteError(w, r, logger, fault.New(fault.TooLarge, "body_too_large", "the request body is larger than %d bytes", maxBytes))
-				} else {
-					httpjson.WriteError(w, r, logger, fault.New(fault.BadRequest, "invalid_json", "the request body could not be read"))
-				}
+				httpjson.WriteError(w, r, logger, err)
 				return
 			}
 			if err := httpjson.CheckBody(body); err != nil {
