@@ -53,7 +53,7 @@ func (e *Engine) Defer(ctx context.Context, ref WorkerRef, reason string) (Defer
 			return err
 		}
 		reason = scrubMessage(reason, protected)
-		if err := q.OccurrenceDefer(ctx, queries.OccurrenceDeferParams{ID: o.ID, Now: r.now, Reason: &reason}); err != nil {
+		if err := q.OccurrenceDefer(ctx, queries.OccurrenceDeferParams{ID: o.ID, Attempt: o.Attempts, Now: r.now, Reason: &reason}); err != nil {
 			return err
 		}
 		out = Deferral{Status: StatusDeferred, DeferredAt: r.now, DeadlineAt: o.DeadlineAt, Attempt: int(o.Attempts)}

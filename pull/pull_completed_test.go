@@ -201,6 +201,11 @@ func TestDeferAndSettleToken(t *testing.T) {
 	if obs["status"] != "deferred" || obs["lock_expires_at"] != nil || obs["defer_reason"] != "waiting for a signature" {
 		t.Errorf("observed %v %v %v, want deferred without lock, with its reason", obs["status"], obs["lock_expires_at"], obs["defer_reason"])
 	}
+	// Its attempt is open, without a lock expiry either.
+	occ := env.Must(200, "GET", "/api/v1/occurrences/"+id, env.Operator, nil).JSON(t)
+	if as := occ["attempts"].([]any); len(as) != 1 || as[0].(map[string]any)["lock_expires_at"] != nil || as[0].(map[string]any)["ended_at"] != nil {
+		t.Errorf("deferred occurrence's attempts %v, want one open attempt without a lock expiry", as)
+	}
 	items := env.Must(200, "GET", "/api/v1/occurrences?status=deferred", env.Operator, nil).JSON(t)["items"].([]any)
 	if len(items) != 1 {
 		t.Errorf("status=deferred lists %d, want 1", len(items))

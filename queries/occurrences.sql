@@ -111,7 +111,8 @@ claimed as (
 ),
 expired as (
     update attempts a
-    set outcome = 'expired', ended_at = a.lock_expires_at
+    -- A deferred attempt has no lock expiry: it ends when it is taken over.
+    set outcome = 'expired', ended_at = coalesce(a.lock_expires_at, c.reserved_at)
     from claimed c
     where a.occurrence_id = c.id and a.number = c.attempts - 1 and a.ended_at is null
 ),
@@ -303,6 +304,12 @@ order by o.id
 limit @max;
 
 -- name: OccurrenceDefer :exec
+-- The attempt stays open (whoever settles the occurrence ends it) but,
+-- like the occurrence, no longer has a lock that could expire.
+with attempt as (
+    update attempts set lock_expires_at = null
+    where occurrence_id = @id and number = @attempt and ended_at is null
+)
 update occurrences
 set status = 'deferred', deferred_at = @now::timestamptz, defer_reason = @reason,
     lock_expires_at = null, claimable_at = null

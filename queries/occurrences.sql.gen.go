@@ -103,7 +103,8 @@ claimed as (
 ),
 expired as (
     update attempts a
-    set outcome = 'expired', ended_at = a.lock_expires_at
+    -- A deferred attempt has no lock expiry: it ends when it is taken over.
+    set outcome = 'expired', ended_at = coalesce(a.lock_expires_at, c.reserved_at)
     from claimed c
     where a.occurrence_id = c.id and a.number = c.attempts - 1 and a.ended_at is null
 ),
@@ -532,6 +533,10 @@ func (q *Queries) OccurrenceCountOpenPull(ctx context.Context, arg OccurrenceCou
 }
 
 const occurrenceDefer = `-- name: OccurrenceDefer :exec
+with attempt as (
+    update attempts set lock_expires_at = null
+    where occurrence_id = $3 and number = $4 and ended_at is null
+)
 update occurrences
 set status = 'deferred', deferred_at = $1::timestamptz, defer_reason = $2,
     lock_expires_at = null, claimable_at = null
@@ -539,13 +544,21 @@ where id = $3
 `
 
 type OccurrenceDeferParams struct {
-	Now    time.Time
-	Reason *string
-	ID     uuid.UUID
+	Now     time.Time
+	Reason  *string
+	ID      uuid.UUID
+	Attempt int32
 }
 
+// The attempt stays open (whoever settles the occurrence ends it) but,
+// like the occurrence, no longer has a lock that could expire.
 func (q *Queries) OccurrenceDefer(ctx context.Context, arg OccurrenceDeferParams) error {
-	_, err := q.db.Exec(ctx, occurrenceDefer, arg.Now, arg.Reason, arg.ID)
+	_, err := q.db.Exec(ctx, occurrenceDefer,
+		arg.Now,
+		arg.Reason,
+		arg.ID,
+		arg.Attempt,
+	)
 	return err
 }
 
