@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/relais/relais/internal/config"
+	"github.com/relais/relais/internal/relaistest"
 )
 
 // Every member Camunda's LockedExternalTaskDto has is written, nulls
@@ -680,4 +681,93 @@ func TestIntegralDecimalsAreDeliveredAsIntegers(t *testing.T) {
 	if !strings.Contains(raw, `"score":3}`) {
 		t.Errorf("occurrence %s, want score written 3", raw)
 	}
+}
+
+// The facade takes Basic credentials, which browsers remember: a body not
+// declared JSON (a form, text/plain) is 415 as in Camunda, and a
+// state-changing request a browser sends from another site is 403, so no
+// web page can lock or fail its visitor's tasks. Workers are unaffected.
+func TestBrowserRequestsFromElsewhereAreRefused(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	_, occ := f.start("Acme")
+	fetch := `{"workerId":"x","maxTasks":1,"topics":[{"topicName":"*","lockDuration":600000}]}`
+	for _, ct := range []string{"text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", "application/xml"} {
+		mustException(t, f.Do("POST", "/engine-rest/external-task/fetchAndLock", f.token, fetch, "Content-Type", ct), 415, "NotSupportedException", "unsupported_media_type", ct)
+	}
+	mustException(t, f.Do("POST", "/engine-rest/external-task/fetchAndLock", f.token, fetch, "Content-Type", ""), 415, "NotSupportedException", "none")
+	mustException(t, f.Do("POST", "/engine-rest/external-task/fetchAndLock", f.token, fetch, "Content-Type", "application/json", "Sec-Fetch-Site", "cross-site"), 403, "AuthorizationException", "cross_origin")
+	mustException(t, f.Do("POST", "/engine-rest/external-task/fetchAndLock", f.token, fetch, "Content-Type", "application/json", "Origin", "https://evil.example"), 403, "AuthorizationException", "cross_origin")
+	if o := f.occurrence(occ); o["status"] != "available" {
+		t.Fatalf("a refused request locked the task: %v", o["status"])
+	}
+	// A worker: JSON with a charset, no Origin; a page of the same site.
+	mustJSON(t, f.Do("POST", "/engine-rest/external-task/fetchAndLock", f.token, fetch, "Content-Type", "application/json; charset=utf-8", "Sec-Fetch-Site", "same-origin"), 200)
+	// unlock without a body needs no Content-Type, as Camunda's clients send it.
+	mustNoContent(t, f.Do("POST", "/engine-rest/external-task/"+occ+"/unlock", f.token, nil))
+}
+
+// unlock takes no body: one sent anyway is refused when malformed or not
+// empty, as every other route refuses what it would ignore.
+func TestUnlockRefusesABody(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	_, occ := f.start("Acme")
+	f.fetch("w", 1)
+	mustException(t, f.call("POST", "/external-task/"+occ+"/unlock", "{not json"), 400, "InvalidRequestException", "invalid_json")
+	mustException(t, f.call("POST", "/external-task/"+occ+"/unlock", map[string]any{"bogus": 1}), 400, "InvalidRequestException", "bogus")
+	if o := f.occurrence(occ); o["status"] != "reserved" {
+		t.Fatalf("a refused unlock released the task: %v", o["status"])
+	}
+	mustNoContent(t, f.call("POST", "/external-task/"+occ+"/unlock", map[string]any{}))
+}
+
+// A 405 says which methods the route takes (RFC 9110), and an unknown
+// route's message starts with Relais's code like every other.
+func TestMethodNotAllowedListsTheMethods(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	for path, allow := range map[string]string{
+		"/external-task/fetchAndLock": "GET, HEAD, POST", // GET is /external-task/{id}
+		"/external-task":              "GET, HEAD",
+		"/external-task/count":        "GET, HEAD",
+		"/external-task/0190a5f0-0000-7000-8000-000000000000/complete": "POST",
+	} {
+		res := f.call("PUT", path, map[string]any{})
+		mustException(t, res, 405, "NotAllowedException", "method_not_allowed")
+		if got := res.Header.Get("Allow"); got != allow {
+			t.Errorf("PUT %s: Allow %q, want %q", path, got, allow)
+		}
+	}
+	mustException(t, f.call("GET", "/process-instance", nil), 404, "NotFoundException", "not_found: ")
+	// The API's own 405s list them too.
+	res := f.Do("DELETE", "/api/v1/definitions", f.Operator, nil)
+	if res.Status != 405 || res.Header.Get("Allow") != "GET, HEAD" {
+		t.Errorf("DELETE /api/v1/definitions: %d Allow %q, want 405 with GET, HEAD", res.Status, res.Header.Get("Allow"))
+	}
+}
+
+// A topic's variables list is bounded, and says so; a Long or an Integer
+// beyond Java's range is refused rather than stored for a Java worker that
+// cannot read it back.
+func TestVariableBounds(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	names := make([]any, 101)
+	for i := range names {
+		names[i] = "name"
+	}
+	mustException(t, f.call("POST", "/external-task/fetchAndLock", map[string]any{"workerId": "w", "maxTasks": 1,
+		"topics": []any{map[string]any{"topicName": typedKey, "lockDuration": 1000, "variables": names}}}), 400, "InvalidRequestException", "bound_exceeded", "at most 100 names")
+	_, occ := f.start("Acme")
+	f.fetch("w", 1)
+	complete := func(score any, typ string) relaistest.Response {
+		return f.call("POST", "/external-task/"+occ+"/complete", map[string]any{"workerId": "w", "variables": map[string]any{
+			"result": map[string]any{"value": "created", "type": "String"}, "crm_id": map[string]any{"value": "c1", "type": "String"},
+			"score": map[string]any{"value": score, "type": typ}}})
+	}
+	mustException(t, complete(json.Number("99999999999999999999999"), "Long"), 400, "InvalidRequestException", "/variables/score/value", "Long must be between")
+	mustException(t, complete(json.Number("2147483648"), "Integer"), 400, "InvalidRequestException", "Integer must be between")
+	mustException(t, complete(json.Number("40000"), "Short"), 400, "InvalidRequestException", "Short must be between")
+	mustNoContent(t, complete(json.Number("9223372036854775807"), "Long"))
 }

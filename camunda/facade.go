@@ -75,6 +75,7 @@ const (
 	authorization     = "AuthorizationException"  // credentials without the right
 	notFoundException = "NotFoundException"       // no such route
 	notAllowed        = "NotAllowedException"     // no such method on the route
+	notSupported      = "NotSupportedException"   // a body that is not JSON
 	engineException   = "ProcessEngineException"  // Relais failed (500)
 )
 

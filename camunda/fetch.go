@@ -2,6 +2,7 @@ package camunda
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -158,6 +159,10 @@ func (f *Facade) fetchAndLock(w http.ResponseWriter, r *http.Request) error {
 		}
 		lock = max(lock, locks[i])
 		subs[i] = engine.Subscription{Definition: t.TopicName}
+		if len(t.Variables) > engine.MaxDeclaredFields {
+			return fault.New(fault.BadRequest, "bound_exceeded", "%s/variables is above Relais's ceiling of %d names", at, engine.MaxDeclaredFields).
+				WithErrors([]fault.FieldError{{Path: at + "/variables", Message: fmt.Sprintf("must list at most %d names", engine.MaxDeclaredFields)}})
+		}
 		if len(t.Variables) > 0 {
 			// Declared fields: the worker receives only these inputs.
 			for _, name := range t.Variables {

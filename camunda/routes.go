@@ -1,23 +1,28 @@
 package camunda
 
 import (
+	"fmt"
+	"mime"
 	"net/http"
 
 	"github.com/go-chi/chi/v5"
 
 	"github.com/relais/relais/internal/auth"
 	"github.com/relais/relais/internal/fault"
+	"github.com/relais/relais/internal/httpjson"
 )
 
 // Routes mounts the facade on r (at /engine-rest). Every route, unknown
 // ones included, needs a consumer token (Bearer, or Basic with the
 // consumer's name): without one it is 401, before any 404 or 405.
 func (f *Facade) Routes(r chi.Router, lookup auth.Lookup) {
-	r.Use(f.authenticate(lookup))
+	r.Use(f.sameOrigin, f.authenticate(lookup), f.jsonBodies)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		encode(w, http.StatusNotFound, exception{Type: notFoundException, Message: "no Camunda external-task route for " + r.URL.Path + " (see the README for what the facade serves)"})
+		encode(w, http.StatusNotFound, exception{Type: notFoundException, Message: "not_found: no Camunda external-task route for " + r.URL.Path + " (see the README for what the facade serves)"})
 	})
+	allow := httpjson.NewAllow(r)
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		allow.Set(w, chi.RouteContext(r.Context()).RoutePath)
 		f.writeError(w, r, fault.New(fault.MethodNotAllowed, "method_not_allowed", "%s is not allowed on %s", r.Method, r.URL.Path))
 	})
 
@@ -30,4 +35,44 @@ func (f *Facade) Routes(r chi.Router, lookup auth.Lookup) {
 	r.Method("POST", "/external-task/{id}/bpmnError", f.handle(f.bpmnError))
 	r.Method("POST", "/external-task/{id}/extendLock", f.handle(f.extendLock))
 	r.Method("POST", "/external-task/{id}/unlock", f.handle(f.unlock))
+}
+
+// sameOrigin refuses (403) a state-changing request a browser sends from
+// another site. The facade takes HTTP Basic, which a browser that once
+// opened /engine-rest remembers and attaches to any page's form posts:
+// without this, any web page could lock or fail its user's tasks.
+// Workers, which send no Sec-Fetch-Site or Origin, are not concerned.
+func (f *Facade) sameOrigin(next http.Handler) http.Handler {
+	p := http.NewCrossOriginProtection()
+	p.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.writeError(w, r, fault.New(fault.Forbidden, "cross_origin", "a browser request from another origin may not change tasks"))
+	}))
+	return p.Handler(next)
+}
+
+// jsonBodies refuses (415) a POST whose body is not declared JSON, as
+// Camunda's REST API does: a form or text/plain post is not a Camunda
+// client. A POST without a body (Camunda's clients send unlock so) may
+// omit the header.
+func (f *Facade) jsonBodies(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			next.ServeHTTP(w, r)
+			return
+		}
+		ct := r.Header.Get("Content-Type")
+		if ct == "" && r.ContentLength == 0 {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != contentType {
+			if ct == "" {
+				ct = "none"
+			}
+			encode(w, http.StatusUnsupportedMediaType, exception{Type: notSupported,
+				Message: fmt.Sprintf("unsupported_media_type: the body must be %s (Content-Type: %s)", contentType, ct)})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }

@@ -1,6 +1,8 @@
 package camunda
 
 import (
+	"bytes"
+	"io"
 	"net/http"
 	"strings"
 
@@ -239,6 +241,18 @@ func (f *Facade) unlock(w http.ResponseWriter, r *http.Request) error {
 	id, err := taskID(r)
 	if err != nil {
 		return err
+	}
+	// Camunda's unlock takes no body; one sent anyway must be an empty
+	// object, not something malformed or with members Relais would ignore.
+	body, err := httpjson.ReadBody(w, r, f.body)
+	if err != nil {
+		return err
+	}
+	if len(bytes.TrimSpace(body)) > 0 {
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if _, err := httpjson.Decode[struct{}](w, r, f.body); err != nil {
+			return err
+		}
 	}
 	p, _ := auth.FromContext(r.Context())
 	o, err := f.eng.ConsumerOccurrence(r.Context(), p.ConsumerID, id)

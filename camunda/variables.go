@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/big"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -242,6 +243,9 @@ func jsonEqual(a, b json.RawMessage) bool {
 	return bytes.Equal(ja, jb)
 }
 
+// integerBits are the sizes of Camunda's integer types, by lowercase name.
+var integerBits = map[string]int{"short": 16, "integer": 32, "long": 64}
+
 // outputValue converts one typed value for field f (the zero Field for a
 // name the contract lacks: its value passes, and the contract refuses it
 // by name).
@@ -263,6 +267,13 @@ func outputValue(v variableIn, f contracts.Field) (json.RawMessage, bool, error)
 		_ = json.Unmarshal(v.ValueInfo, &info)
 		if info.SerializationDataFormat != "application/json" {
 			return nil, false, fmt.Errorf("an Object is accepted serialized as application/json only")
+		}
+	}
+	if bits, ok := integerBits[kind]; ok && len(raw) > 0 && (raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9') && !bytes.ContainsAny(raw, ".eE") {
+		// Java holds these in 16, 32 or 64 bits: a value beyond fails in
+		// Camunda, and here it would store what no Java worker can read back.
+		if _, err := strconv.ParseInt(string(raw), 10, bits); err != nil {
+			return nil, false, fmt.Errorf("a %s must be between %d and %d", v.Type, int64(-1)<<(bits-1), int64(uint64(1)<<(bits-1)-1))
 		}
 	}
 	var s string

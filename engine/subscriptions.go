@@ -302,8 +302,9 @@ func (e *Engine) stillGranted(ctx context.Context, consumerID int64, p Pairs) (P
 	return kept, nil
 }
 
-// maxDeclaredFields bounds a subscription's fields list.
-const maxDeclaredFields = 100
+// MaxDeclaredFields bounds a subscription's fields list (the inputs a
+// worker declares it reads).
+const MaxDeclaredFields = 100
 
 // checkFields checks a subscription's declared fields against the inputs
 // contract of every revision it resolved to. It returns nil fields for a
@@ -313,8 +314,8 @@ func (e *Engine) checkFields(ctx context.Context, at string, fields []string, re
 		return nil, nil, nil
 	}
 	var errs []fault.FieldError
-	if len(fields) == 0 || len(fields) > maxDeclaredFields {
-		return nil, []fault.FieldError{{Path: at + "/fields", Message: fmt.Sprintf("must list 1 to %d JSON pointers, or be omitted for every input", maxDeclaredFields)}}, nil
+	if len(fields) == 0 || len(fields) > MaxDeclaredFields {
+		return nil, []fault.FieldError{{Path: at + "/fields", Message: fmt.Sprintf("must list 1 to %d JSON pointers, or be omitted for every input", MaxDeclaredFields)}}, nil
 	}
 	for _, k := range resolved {
 		rev, err := e.revision(ctx, e.q, k.key, k.rev)

@@ -134,7 +134,9 @@ func newHandler(d Deps, hub *longpoll.Hub, streams *stream.Service) http.Handler
 	notFound := func(w http.ResponseWriter, r *http.Request) {
 		httpjson.WriteError(w, r, d.Logger, fault.New(fault.NotFound, "not_found", "no route for %s", r.URL.Path))
 	}
+	allow := httpjson.NewAllow(r)
 	methodNotAllowed := func(w http.ResponseWriter, r *http.Request) {
+		allow.Set(w, r.URL.Path)
 		httpjson.WriteError(w, r, d.Logger, fault.New(fault.MethodNotAllowed, "method_not_allowed", "%s is not allowed on %s", r.Method, r.URL.Path))
 	}
 	r.NotFound(notFound)
