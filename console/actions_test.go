@@ -151,11 +151,11 @@ func TestRetryThenAbandonAHeldInstance(t *testing.T) {
 	if r := b.get(inst + "/abandon"); r.status != http.StatusSeeOther {
 		t.Errorf("abandon confirmation of a running instance: %d, want a redirect", r.status)
 	}
-	if got := text(b.mustGet(inst, 200), "flash"); got != "Cette instance est en cours, pas suspendue\u202f: il n’y a rien à abandonner." {
+	if got := text(b.mustGet(inst, 200), "flash"); got != "Cette instance est en cours, pas bloquée\u202f: il n’y a rien à abandonner." {
 		t.Errorf("flash = %q", got)
 	}
 	late := b.do("POST", inst+"/abandon", url.Values{"csrf": {csrfOf(t, after)}, "reason": {"late"}})
-	if late.status != http.StatusConflict || !strings.HasPrefix(text(late, "abandon-error"), "Cette instance n’est plus suspendue (elle est en cours désormais)") {
+	if late.status != http.StatusConflict || !strings.HasPrefix(text(late, "abandon-error"), "Cette instance n’est plus bloquée (elle est en cours désormais)") {
 		t.Errorf("abandoning a running instance: %d %q", late.status, text(late, "abandon-error"))
 	}
 	if text(late, "abandon-reason") != "late" {
@@ -540,7 +540,7 @@ func TestBulkRetryLeavesOutWhatCannotBeRetried(t *testing.T) {
 		if got, _ := confirm.doc.Find(`[data-testid=bulk-count]`).Attr("data-count"); got != "3" {
 			t.Fatalf("%s: bulk retry count %q, want 3 (the instance held from birth left out)", lang, got)
 		}
-		want := []string{"1 more held instance failed before any attempt", "1 autre instance suspendue a échoué avant toute tentative"}[i]
+		want := []string{"1 more held instance failed before any attempt", "1 autre instance bloquée a échoué avant toute tentative"}[i]
 		if got := text(confirm, "bulk-left-out"); !strings.HasPrefix(got, want) {
 			t.Errorf("%s: left-out notice %q, want %q…", lang, got, want)
 		}
@@ -656,7 +656,7 @@ func TestARefusedActionIsNotOfferedAgain(t *testing.T) {
 			action, form = inst+"/retry", url.Values{"csrf": {csrfOf(t, b.mustGet(inst, 200))}, "reason": {"scorer redeployed"}}
 		}
 		again := b.do("POST", action, form)
-		want := []string{"This instance is no longer held (it is running now)", "Cette instance n’est plus suspendue (elle est en cours désormais)"}[i]
+		want := []string{"This instance is no longer held (it is running now)", "Cette instance n’est plus bloquée (elle est en cours désormais)"}[i]
 		if again.status != http.StatusConflict || !strings.HasPrefix(text(again, "retry-error"), want) {
 			t.Errorf("%s: retry posted again: %d %q, want 409 %q…", lang, again.status, text(again, "retry-error"), want)
 		}

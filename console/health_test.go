@@ -85,7 +85,7 @@ func TestProcessVersionGraph(t *testing.T) {
 		n, _ := s.Attr("data-node")
 		nodes = append(nodes, n)
 	})
-	if strings.Join(nodes, ",") != "charge,paid,refused,suspendue pour un opérateur" {
+	if strings.Join(nodes, ",") != "charge,paid,refused,bloquée pour un opérateur" {
 		t.Errorf("graph nodes %v", nodes)
 	}
 	// Error edges, one per target: the two codes that hold share one.

@@ -19,11 +19,11 @@ func TestHeldInstancePage(t *testing.T) {
 	for i, lang := range []string{"en", "fr"} {
 		b := signedIn(t, env.URL, lang, env.Operator)
 		page := b.mustGet("/console/instances/"+id, 200)
-		if got, want := text(page, "instance-status"), []string{"held", "suspendue"}[i]; got != want {
+		if got, want := text(page, "instance-status"), []string{"held", "bloquée"}[i]; got != want {
 			t.Errorf("%s: status %q, want %q", lang, got, want)
 		}
 		summary := text(page, "instance-summary")
-		if got := text(page, "held-node"); got != "crm" || !strings.Contains(summary, []string{"Held at node", "Suspendue au nœud"}[i]) {
+		if got := text(page, "held-node"); got != "crm" || !strings.Contains(summary, []string{"Held at node", "Bloquée au nœud"}[i]) {
 			t.Errorf("%s: held node %q in summary %q; want crm, labelled", lang, got, summary)
 		}
 		if step := text(page, "path-step"); !strings.Contains(step, "hold") {
@@ -34,7 +34,7 @@ func TestHeldInstancePage(t *testing.T) {
 			t.Fatalf("%s: no stop link on a held instance", lang)
 		}
 		confirm := b.mustGet(href, 200)
-		if got, want := text(confirm, "cancel-stop"), []string{"Keep it held", "La laisser suspendue"}[i]; got != want {
+		if got, want := text(confirm, "cancel-stop"), []string{"Keep it held", "La laisser bloquée"}[i]; got != want {
 			t.Errorf("%s: way back %q, want %q", lang, got, want)
 		}
 		if lang == "fr" {

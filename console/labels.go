@@ -38,7 +38,7 @@ func statusLabel(ctx context.Context, s string) string {
 		return T(ctx, "running")
 	case "held":
 		// An instance stopped at a failed node for an operator (an
-		// incident): "suspendue" in French.
+		// incident): "bloquée" in French.
 		return T(ctx, "held")
 	}
 	return s

@@ -1149,358 +1149,357 @@ const enData string = "" + // Size: 19742 bytes
 var frIndex = []uint32{ // 616 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
-	0x0000003e, 0x00000046, 0x0000004d, 0x0000007a,
-	0x000000a8, 0x000000d4, 0x000000fe, 0x00000136,
-	0x00000162, 0x000001b4, 0x000001c9, 0x000001de,
-	0x00000208, 0x0000028a, 0x0000035f, 0x00000376,
-	0x000003a1, 0x000003f7, 0x0000047d, 0x00000495,
-	0x000004be, 0x00000503, 0x000005cb, 0x000005e1,
-	0x000006cd, 0x00000717, 0x00000762, 0x0000079c,
+	0x0000003e, 0x00000046, 0x0000004d, 0x00000079,
+	0x000000a6, 0x000000d1, 0x000000fb, 0x00000132,
+	0x0000015e, 0x000001b0, 0x000001c5, 0x000001d9,
+	0x00000203, 0x00000285, 0x0000035a, 0x00000371,
+	0x0000039c, 0x000003f2, 0x00000478, 0x00000490,
+	0x000004b9, 0x000004fe, 0x000005c6, 0x000005dc,
+	0x000006c8, 0x00000711, 0x0000075b, 0x00000795,
 	// Entry 20 - 3F
-	0x000007cd, 0x000007e4, 0x0000086a, 0x00000942,
-	0x00000987, 0x000009fc, 0x00000a30, 0x00000a8d,
-	0x00000af6, 0x00000b6d, 0x00000bd6, 0x00000be7,
-	0x00000c43, 0x00000ca4, 0x00000cab, 0x00000cec,
-	0x00000d00, 0x00000d40, 0x00000dd1, 0x00000e53,
-	0x00000e8f, 0x00000ed0, 0x00000f29, 0x00000f67,
-	0x00000fa6, 0x00000fe3, 0x00001062, 0x000010ad,
-	0x00001147, 0x000011b0, 0x000011ea, 0x0000124b,
+	0x000007c6, 0x000007dd, 0x00000862, 0x0000093a,
+	0x0000097f, 0x000009f4, 0x00000a28, 0x00000a85,
+	0x00000aee, 0x00000b65, 0x00000bce, 0x00000bdf,
+	0x00000c3a, 0x00000c9a, 0x00000ca1, 0x00000ce2,
+	0x00000cf6, 0x00000d35, 0x00000dc6, 0x00000e46,
+	0x00000e82, 0x00000ec2, 0x00000f1b, 0x00000f59,
+	0x00000f97, 0x00000fd4, 0x00001053, 0x0000109d,
+	0x00001135, 0x0000119e, 0x000011d8, 0x00001239,
 	// Entry 40 - 5F
-	0x00001252, 0x0000125c, 0x00001263, 0x00001270,
-	0x00001283, 0x00001297, 0x00001445, 0x00001467,
-	0x0000149c, 0x00001585, 0x000015fa, 0x000016d9,
-	0x000016f9, 0x000016ff, 0x00001703, 0x0000170a,
-	0x00001710, 0x00001726, 0x0000173d, 0x0000174d,
-	0x00001758, 0x0000176a, 0x00001815, 0x0000181d,
-	0x00001833, 0x00001847, 0x00001873, 0x00001886,
-	0x000018d2, 0x0000191b, 0x0000194f, 0x00001991,
+	0x00001240, 0x0000124a, 0x00001251, 0x0000125e,
+	0x00001271, 0x00001285, 0x00001431, 0x00001453,
+	0x00001488, 0x00001571, 0x000015e6, 0x000016c5,
+	0x000016e5, 0x000016eb, 0x000016ef, 0x000016f6,
+	0x000016fc, 0x00001712, 0x00001729, 0x00001739,
+	0x00001744, 0x00001756, 0x00001801, 0x00001809,
+	0x0000181f, 0x00001833, 0x0000185f, 0x00001872,
+	0x000018be, 0x00001907, 0x0000193b, 0x0000197d,
 	// Entry 60 - 7F
-	0x000019c7, 0x000019cd, 0x000019db, 0x000019ea,
-	0x000019f9, 0x00001a00, 0x00001a11, 0x00001a27,
-	0x00001a2d, 0x00001a3e, 0x00001a48, 0x00001a52,
-	0x00001a79, 0x00001a95, 0x00001a9d, 0x00001aaa,
-	0x00001ab6, 0x00001abd, 0x00001ae1, 0x00001af1,
-	0x00001b09, 0x00001b3c, 0x00001b6d, 0x00001b9f,
-	0x00001bad, 0x00001c50, 0x00001c62, 0x00001ce0,
-	0x00001cfc, 0x00001d14, 0x00001d20, 0x00001d63,
+	0x000019b3, 0x000019b9, 0x000019c7, 0x000019d6,
+	0x000019e5, 0x000019ec, 0x000019fd, 0x00001a13,
+	0x00001a19, 0x00001a2a, 0x00001a34, 0x00001a3e,
+	0x00001a65, 0x00001a81, 0x00001a89, 0x00001a96,
+	0x00001aa2, 0x00001aa9, 0x00001acd, 0x00001add,
+	0x00001af5, 0x00001b28, 0x00001b59, 0x00001b8b,
+	0x00001b99, 0x00001c3c, 0x00001c4e, 0x00001ccc,
+	0x00001ce8, 0x00001d00, 0x00001d0c, 0x00001d4f,
 	// Entry 80 - 9F
-	0x00001d76, 0x00001df2, 0x00001e0e, 0x00001e65,
-	0x00001e7d, 0x00001f15, 0x00001f7b, 0x00001fad,
-	0x00001fb3, 0x00001fb8, 0x00001fc4, 0x00001fd3,
-	0x00001fdf, 0x00001feb, 0x00001ffd, 0x0000200e,
-	0x00002092, 0x00002096, 0x000020a8, 0x000020bf,
-	0x000020ca, 0x0000211f, 0x0000212c, 0x00002151,
-	0x0000215d, 0x00002167, 0x0000216d, 0x00002179,
-	0x00002191, 0x000021e3, 0x000021f3, 0x00002203,
+	0x00001d62, 0x00001dde, 0x00001dfa, 0x00001e51,
+	0x00001e69, 0x00001f01, 0x00001f67, 0x00001f99,
+	0x00001f9f, 0x00001fa4, 0x00001fb0, 0x00001fbf,
+	0x00001fcb, 0x00001fd7, 0x00001fe9, 0x00001ffa,
+	0x0000207e, 0x00002082, 0x00002094, 0x000020ab,
+	0x000020b6, 0x0000210b, 0x00002118, 0x0000213d,
+	0x00002149, 0x00002153, 0x00002159, 0x00002165,
+	0x0000217d, 0x000021cf, 0x000021df, 0x000021ef,
 	// Entry A0 - BF
-	0x0000220c, 0x00002217, 0x0000221f, 0x0000223f,
-	0x00002261, 0x00002289, 0x00002292, 0x000022a2,
-	0x000022c2, 0x000022ca, 0x000022d9, 0x000022f8,
-	0x00002323, 0x00002349, 0x00002359, 0x00002363,
-	0x0000236d, 0x0000238c, 0x000023aa, 0x00002484,
-	0x000024a2, 0x000024e6, 0x00002523, 0x00002556,
-	0x00002586, 0x000025b2, 0x000025e2, 0x00002604,
-	0x0000261f, 0x0000263a, 0x00002656, 0x00002672,
+	0x000021f8, 0x00002203, 0x0000220b, 0x0000222b,
+	0x0000224d, 0x00002275, 0x0000227e, 0x0000228e,
+	0x000022ae, 0x000022b6, 0x000022c5, 0x000022e4,
+	0x0000230f, 0x00002335, 0x00002345, 0x0000234f,
+	0x00002359, 0x00002378, 0x00002396, 0x00002470,
+	0x0000248e, 0x000024d2, 0x0000250f, 0x00002542,
+	0x00002572, 0x0000259e, 0x000025ce, 0x000025f0,
+	0x0000260b, 0x00002626, 0x00002642, 0x0000265e,
 	// Entry C0 - DF
-	0x00002688, 0x000026a2, 0x000026d9, 0x0000270f,
-	0x0000272f, 0x0000274e, 0x00002755, 0x000027bf,
-	0x000027d5, 0x000027da, 0x000027ee, 0x00002806,
-	0x0000282b, 0x00002859, 0x0000286b, 0x0000287e,
-	0x0000289b, 0x000028c8, 0x000028e5, 0x00002908,
-	0x00002913, 0x0000291e, 0x0000292a, 0x000029b1,
-	0x000029d8, 0x00002a16, 0x00002a22, 0x00002a2b,
-	0x00002a40, 0x00002a4a, 0x00002a71, 0x00002a8d,
+	0x00002674, 0x0000268e, 0x000026c5, 0x000026fb,
+	0x0000271b, 0x0000273a, 0x00002741, 0x000027ab,
+	0x000027c1, 0x000027c6, 0x000027da, 0x000027f2,
+	0x00002817, 0x00002845, 0x00002857, 0x0000286a,
+	0x00002886, 0x000028b3, 0x000028d0, 0x000028f3,
+	0x000028fe, 0x00002909, 0x00002915, 0x0000299c,
+	0x000029c3, 0x00002a01, 0x00002a0d, 0x00002a16,
+	0x00002a2a, 0x00002a34, 0x00002a5b, 0x00002a77,
 	// Entry E0 - FF
-	0x00002aa8, 0x00002ad8, 0x00002b16, 0x00002b31,
-	0x00002b52, 0x00002b6a, 0x00002bb0, 0x00002c1b,
-	0x00002c25, 0x00002c2f, 0x00002c49, 0x00002c92,
-	0x00002c9a, 0x00002ca5, 0x00002cb3, 0x00002cc3,
-	0x00002ced, 0x00002d16, 0x00002d26, 0x00002d45,
-	0x00002d51, 0x00002d6a, 0x00002d75, 0x00002d82,
-	0x00002d91, 0x00002d99, 0x00002da3, 0x00002dab,
-	0x00002db3, 0x00002db9, 0x00002dc0, 0x00002dc5,
+	0x00002a92, 0x00002ac2, 0x00002b00, 0x00002b1b,
+	0x00002b3c, 0x00002b54, 0x00002b9a, 0x00002c05,
+	0x00002c0f, 0x00002c19, 0x00002c33, 0x00002c7c,
+	0x00002c84, 0x00002c8f, 0x00002c9d, 0x00002cad,
+	0x00002cd7, 0x00002d00, 0x00002d10, 0x00002d2f,
+	0x00002d3b, 0x00002d54, 0x00002d5f, 0x00002d6c,
+	0x00002d7b, 0x00002d83, 0x00002d8d, 0x00002d95,
+	0x00002d9d, 0x00002da3, 0x00002daa, 0x00002daf,
 	// Entry 100 - 11F
-	0x00002dca, 0x00002dce, 0x00002dd3, 0x00002dd9,
-	0x00002ddf, 0x00002de5, 0x00002dea, 0x00002def,
-	0x00002df5, 0x00002dff, 0x00002e1f, 0x00002e41,
-	0x00002e65, 0x00002e8b, 0x00002e94, 0x00002eb0,
-	0x00002eb9, 0x00002ed1, 0x00002eda, 0x00002f2e,
-	0x00002f4e, 0x00002f54, 0x00002f5f, 0x00002f65,
-	0x00002f73, 0x00002f7e, 0x00002f8a, 0x00002fbd,
-	0x00002fe1, 0x00003010, 0x00003059, 0x00003060,
+	0x00002db4, 0x00002db8, 0x00002dbd, 0x00002dc3,
+	0x00002dc9, 0x00002dcf, 0x00002dd4, 0x00002dd9,
+	0x00002ddf, 0x00002de9, 0x00002e09, 0x00002e2b,
+	0x00002e4f, 0x00002e75, 0x00002e7e, 0x00002e9a,
+	0x00002ea3, 0x00002ebb, 0x00002ec4, 0x00002f18,
+	0x00002f38, 0x00002f3e, 0x00002f49, 0x00002f4f,
+	0x00002f5d, 0x00002f68, 0x00002f74, 0x00002fa7,
+	0x00002fcb, 0x00002ffa, 0x00003043, 0x0000304a,
 	// Entry 120 - 13F
-	0x00003076, 0x000030e9, 0x0000310f, 0x0000329f,
-	0x000033a7, 0x000033f7, 0x00003424, 0x00003453,
-	0x0000347e, 0x0000348c, 0x00003499, 0x000034ac,
-	0x000034c1, 0x000034d1, 0x000034de, 0x000034f3,
-	0x00003506, 0x00003520, 0x00003532, 0x0000356a,
-	0x00003581, 0x00003584, 0x00003587, 0x000035bb,
-	0x00003605, 0x0000363a, 0x00003643, 0x0000365a,
-	0x00003688, 0x0000369b, 0x000036ac, 0x000036b7,
+	0x00003060, 0x000030d3, 0x000030f9, 0x00003288,
+	0x0000338f, 0x000033df, 0x0000340c, 0x0000343b,
+	0x00003466, 0x00003474, 0x00003481, 0x00003493,
+	0x000034a8, 0x000034b8, 0x000034c5, 0x000034da,
+	0x000034ed, 0x00003507, 0x00003519, 0x00003551,
+	0x00003568, 0x0000356b, 0x0000356e, 0x000035a2,
+	0x000035ec, 0x00003621, 0x0000362a, 0x00003641,
+	0x0000366f, 0x00003682, 0x00003693, 0x0000369e,
 	// Entry 140 - 15F
-	0x000036c2, 0x000036cd, 0x000036d6, 0x000036df,
-	0x000036e9, 0x000036f2, 0x000036fb, 0x00003702,
-	0x00003710, 0x00003716, 0x0000371d, 0x00003724,
-	0x0000372d, 0x00003732, 0x00003740, 0x00003746,
-	0x0000374c, 0x00003752, 0x0000375a, 0x00003763,
-	0x0000376c, 0x00003789, 0x000037a4, 0x000037c7,
-	0x000037e8, 0x000037f7, 0x00003802, 0x0000380d,
-	0x0000381a, 0x0000381e, 0x00003822, 0x00003830,
+	0x000036a9, 0x000036b4, 0x000036bd, 0x000036c6,
+	0x000036cf, 0x000036d8, 0x000036e1, 0x000036e8,
+	0x000036f6, 0x000036fc, 0x00003703, 0x0000370a,
+	0x00003713, 0x00003718, 0x00003726, 0x0000372c,
+	0x00003732, 0x00003738, 0x00003740, 0x00003749,
+	0x00003752, 0x0000376f, 0x0000378a, 0x000037ad,
+	0x000037ce, 0x000037dd, 0x000037e8, 0x000037f3,
+	0x00003800, 0x00003804, 0x00003808, 0x00003816,
 	// Entry 160 - 17F
-	0x0000383e, 0x0000384c, 0x0000386c, 0x0000387f,
-	0x00003898, 0x000038ad, 0x000038be, 0x000038d0,
-	0x000038e2, 0x000038e8, 0x000038ef, 0x000038f7,
-	0x000038ff, 0x0000391d, 0x0000393b, 0x00003952,
-	0x00003967, 0x00003978, 0x0000397d, 0x00003983,
-	0x0000399c, 0x000039b9, 0x000039d9, 0x000039e4,
-	0x000039ee, 0x00003a17, 0x00003a22, 0x00003a56,
-	0x00003a63, 0x00003a81, 0x00003a8f, 0x00003a98,
+	0x00003824, 0x00003832, 0x00003852, 0x00003865,
+	0x0000387e, 0x00003893, 0x000038a4, 0x000038b6,
+	0x000038c8, 0x000038ce, 0x000038d5, 0x000038dd,
+	0x000038e5, 0x00003903, 0x00003921, 0x00003938,
+	0x0000394d, 0x0000395e, 0x00003963, 0x00003969,
+	0x00003982, 0x0000399f, 0x000039bf, 0x000039ca,
+	0x000039d4, 0x000039fd, 0x00003a08, 0x00003a3c,
+	0x00003a49, 0x00003a67, 0x00003a75, 0x00003a7e,
 	// Entry 180 - 19F
-	0x00003a9f, 0x00003aba, 0x00003ac4, 0x00003ad7,
-	0x00003b11, 0x00003b1a, 0x00003b29, 0x00003b8d,
-	0x00003b99, 0x00003ba3, 0x00003bd3, 0x00003c2e,
-	0x00003d15, 0x00003d35, 0x00003d4a, 0x00003d8b,
-	0x00003d9c, 0x00003da7, 0x00003dda, 0x00003de8,
-	0x00003e24, 0x00003e4e, 0x00003e76, 0x00003eb5,
-	0x00003ed6, 0x00003f14, 0x00003f54, 0x00003f74,
-	0x00003fb5, 0x00003fe1, 0x00003ff9, 0x0000400d,
+	0x00003a85, 0x00003aa0, 0x00003aaa, 0x00003abd,
+	0x00003af7, 0x00003b00, 0x00003b0f, 0x00003b73,
+	0x00003b7f, 0x00003b89, 0x00003bb9, 0x00003c14,
+	0x00003cfb, 0x00003d1b, 0x00003d30, 0x00003d71,
+	0x00003d82, 0x00003d8d, 0x00003dc0, 0x00003dce,
+	0x00003e0a, 0x00003e34, 0x00003e5c, 0x00003e9b,
+	0x00003ebc, 0x00003efa, 0x00003f3a, 0x00003f5a,
+	0x00003f9b, 0x00003fc7, 0x00003fdf, 0x00003ff3,
 	// Entry 1A0 - 1BF
-	0x00004024, 0x00004032, 0x0000403d, 0x00004060,
-	0x0000407f, 0x0000408b, 0x000040aa, 0x000040e0,
-	0x000040fc, 0x0000416a, 0x000041b1, 0x000041f0,
-	0x00004230, 0x00004276, 0x000042e8, 0x00004310,
-	0x00004333, 0x0000436a, 0x000043b1, 0x00004404,
-	0x0000442d, 0x00004453, 0x0000447a, 0x000044a2,
-	0x000044e9, 0x00004533, 0x00004566, 0x00004579,
-	0x000045a7, 0x000045e3, 0x000045f9, 0x0000468d,
+	0x0000400a, 0x00004018, 0x00004023, 0x00004046,
+	0x00004065, 0x00004071, 0x00004090, 0x000040c6,
+	0x000040e2, 0x00004150, 0x00004197, 0x000041d6,
+	0x00004216, 0x0000425c, 0x000042ce, 0x000042f6,
+	0x00004319, 0x00004350, 0x00004397, 0x000043ea,
+	0x00004413, 0x00004439, 0x00004460, 0x00004488,
+	0x000044cf, 0x00004519, 0x0000454c, 0x0000455f,
+	0x0000458d, 0x000045c9, 0x000045df, 0x00004673,
 	// Entry 1C0 - 1DF
-	0x000046a0, 0x000046de, 0x0000471a, 0x0000472d,
-	0x0000477d, 0x000047b2, 0x000047c4, 0x000047db,
-	0x000047e6, 0x00004803, 0x00004822, 0x00004833,
-	0x0000484d, 0x00004856, 0x00004860, 0x00004895,
-	0x000048ab, 0x000048be, 0x000048fb, 0x00004914,
-	0x0000492a, 0x00004954, 0x00004967, 0x0000496e,
-	0x00004989, 0x000049ab, 0x000049db, 0x000049f2,
-	0x00004a2a, 0x00004a65, 0x00004a91, 0x00004ae4,
+	0x00004686, 0x000046c3, 0x000046ff, 0x00004712,
+	0x00004762, 0x00004797, 0x000047a9, 0x000047c0,
+	0x000047cb, 0x000047e8, 0x00004807, 0x00004818,
+	0x00004832, 0x0000483b, 0x00004845, 0x0000487a,
+	0x00004890, 0x000048a3, 0x000048e0, 0x000048f9,
+	0x0000490f, 0x00004939, 0x0000494c, 0x00004953,
+	0x0000496e, 0x00004990, 0x000049c0, 0x000049d7,
+	0x00004a0f, 0x00004a4a, 0x00004a76, 0x00004ac9,
 	// Entry 1E0 - 1FF
-	0x00004af4, 0x00004afd, 0x00004b11, 0x00004b23,
-	0x00004b39, 0x00004b4b, 0x00004b5d, 0x00004b6f,
-	0x00004b85, 0x00004baf, 0x00004be2, 0x00004c1e,
-	0x00004c35, 0x00004cfd, 0x00004d2a, 0x00004d95,
-	0x00004daf, 0x00004dc8, 0x00004de9, 0x00004dff,
-	0x00004e06, 0x00004e20, 0x00004eb5, 0x00004ec8,
-	0x00004eef, 0x00004f17, 0x00004f25, 0x00004f35,
-	0x00004f3d, 0x00004f4e, 0x00004f55, 0x0000508b,
+	0x00004ad9, 0x00004ae2, 0x00004af6, 0x00004b08,
+	0x00004b1e, 0x00004b30, 0x00004b42, 0x00004b54,
+	0x00004b6a, 0x00004b94, 0x00004bc7, 0x00004c03,
+	0x00004c1a, 0x00004ce2, 0x00004d0f, 0x00004d7a,
+	0x00004d94, 0x00004dad, 0x00004dce, 0x00004de4,
+	0x00004deb, 0x00004e05, 0x00004e9a, 0x00004ead,
+	0x00004ed4, 0x00004efc, 0x00004f0a, 0x00004f1a,
+	0x00004f22, 0x00004f33, 0x00004f3a, 0x00005070,
 	// Entry 200 - 21F
-	0x00005092, 0x000050cc, 0x000050d1, 0x000050e6,
-	0x000050fa, 0x0000510c, 0x00005122, 0x0000513c,
-	0x00005186, 0x00005196, 0x00005270, 0x00005275,
-	0x00005285, 0x00005293, 0x000052a3, 0x000052b3,
-	0x000052bd, 0x000052e9, 0x00005303, 0x0000531e,
-	0x000053ac, 0x000053bd, 0x000053ca, 0x0000540b,
-	0x00005451, 0x00005469, 0x000054bc, 0x000054f7,
-	0x00005522, 0x0000552c, 0x000055a6, 0x000055db,
+	0x00005077, 0x000050b1, 0x000050b6, 0x000050cb,
+	0x000050df, 0x000050f1, 0x00005107, 0x00005121,
+	0x0000516b, 0x0000517b, 0x00005255, 0x0000525a,
+	0x0000526a, 0x00005278, 0x00005288, 0x00005298,
+	0x000052a2, 0x000052cb, 0x000052e5, 0x00005300,
+	0x0000538e, 0x0000539f, 0x000053ac, 0x000053ed,
+	0x00005433, 0x0000544b, 0x0000549e, 0x000054d9,
+	0x00005504, 0x0000550e, 0x00005588, 0x000055bd,
 	// Entry 220 - 23F
-	0x0000561c, 0x0000568c, 0x000056a5, 0x000056b2,
-	0x000056f5, 0x000056fb, 0x00005797, 0x000057eb,
-	0x00005816, 0x000058a2, 0x000058d0, 0x00005992,
-	0x00005995, 0x0000599b, 0x000059a5, 0x000059bb,
-	0x000059c6, 0x000059f6, 0x000059fd, 0x00005a08,
-	0x00005a16, 0x00005a23, 0x00005a31, 0x00005a3e,
-	0x00005a5a, 0x00005a73, 0x00005a9c, 0x00005b45,
-	0x00005b58, 0x00005b62, 0x00005bf1, 0x00005c52,
+	0x000055fe, 0x0000566e, 0x00005687, 0x00005694,
+	0x000056d7, 0x000056dd, 0x00005779, 0x000057cd,
+	0x000057f8, 0x00005884, 0x000058b2, 0x00005974,
+	0x00005977, 0x0000597d, 0x00005987, 0x0000599d,
+	0x000059a8, 0x000059d8, 0x000059df, 0x000059ea,
+	0x000059f8, 0x00005a05, 0x00005a13, 0x00005a20,
+	0x00005a3c, 0x00005a55, 0x00005a7e, 0x00005b27,
+	0x00005b3a, 0x00005b44, 0x00005bd3, 0x00005c34,
 	// Entry 240 - 25F
-	0x00005c64, 0x00005c77, 0x00005cb5, 0x00005cf1,
-	0x00005cfd, 0x00005d0a, 0x00005d18, 0x00005d26,
-	0x00005d36, 0x00005d72, 0x00005dac, 0x00005db7,
-	0x00005de1, 0x00005de5, 0x00005df7, 0x00005e05,
-	0x00005e31, 0x00005ef3, 0x00005f26, 0x00005f31,
-	0x00005f3b, 0x00005f50, 0x00005f59, 0x00005f63,
-	0x00005f71, 0x00005f95, 0x00005faf, 0x00005fc4,
-	0x00005ff0, 0x00005ff5, 0x0000600a, 0x0000601c,
+	0x00005c46, 0x00005c59, 0x00005c97, 0x00005cd3,
+	0x00005cdf, 0x00005cec, 0x00005cfa, 0x00005d08,
+	0x00005d18, 0x00005d54, 0x00005d8e, 0x00005d99,
+	0x00005dc3, 0x00005dc7, 0x00005dd9, 0x00005de7,
+	0x00005e13, 0x00005ed5, 0x00005f08, 0x00005f13,
+	0x00005f1d, 0x00005f32, 0x00005f3b, 0x00005f45,
+	0x00005f53, 0x00005f77, 0x00005f91, 0x00005fa6,
+	0x00005fd2, 0x00005fd7, 0x00005fec, 0x00005ffe,
 	// Entry 260 - 27F
-	0x00006051, 0x00006062, 0x000060d8, 0x0000611a,
-	0x0000618d, 0x000061d1, 0x000061f9, 0x00006223,
+	0x00006033, 0x00006044, 0x000060ba, 0x000060fc,
+	0x0000616f, 0x000061b3, 0x000061db, 0x00006205,
 } // Size: 2488 bytes
 
-const frData string = "" + // Size: 25123 bytes
+const frData string = "" + // Size: 25093 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
-	"bandon\x02arrêt\x02Reprendre toutes les instances suspendues…\x02Abandon" +
-	"ner toutes les instances suspendues…\x02Arrêter toutes les instances sus" +
-	"pendues…\x02Arrêter toutes les instances en cours…\x02Arrêter toutes les" +
-	" instances en cours ou suspendues…\x02Motif (consigné dans le journal d’" +
-	"audit)\x02Dites pourquoi, pour qui lira le journal plus tard\u202f: %[1]" +
-	"d caractères au plus.\x02La laisser continuer\x02La laisser suspendue" +
-	"\x02Reprendre l’instance de processus %[1]s\x02Reprendre cette instance" +
-	"\u202f? Son occurrence en échec au nœud %[1]s est proposée de nouveau, a" +
-	"vec un budget de tentatives neuf.\x02Les exécutants peuvent la reprendre" +
-	" (une occurrence push rappelle sa destination). Ses tentatives précédent" +
-	"es et sa dernière erreur restent dans son historique. Rien n’est terminé" +
-	" à la place de quiconque.\x02Reprendre l’instance\x02Abandonner l’instan" +
-	"ce de processus %[1]s\x02Abandonner cette instance\u202f? Elle passe en " +
-	"échec avec le code d’erreur abandoned.\x02Son occurrence en échec reste" +
-	" telle quelle et rien n’est terminé à sa place. Une instance abandonnée " +
-	"ne peut pas être reprise.\x02Abandonner l’instance\x02Arrêter l’instance" +
-	" de processus %[1]s\x02Arrêter cette instance\u202f? Ses occurrences ouv" +
-	"ertes sont annulées.\x02Les exécutants qui en détiennent une l’apprennen" +
-	"t à leur prochain retour, et leurs résultats sont refusés. Rien n’est te" +
-	"rminé à leur place, et une instance arrêtée ne peut pas reprendre.\x02Ar" +
-	"rêter l’instance\x02Cette instance ne peut pas être reprise\u202f: son o" +
-	"ccurrence au nœud %[1]s a échoué avant toute tentative (ses entrées n’on" +
-	"t pas pu être construites), une reprise échouerait donc de la même façon" +
-	". Abandonnez-la ou arrêtez-la.\x02Cette instance est %[1]s, pas suspendu" +
-	"e\u202f: il n’y a rien à reprendre.\x02Cette instance est %[1]s, pas sus" +
-	"pendue\u202f: il n’y a rien à abandonner.\x02Cette instance est %[1]s" +
-	"\u202f: il n’y a rien à arrêter.\x02Le motif que vous avez donné, non co" +
-	"nsigné\u202f:\x02Retour à l’instance\x02Cette instance n’est plus suspen" +
-	"due (elle est %[1]s désormais)\u202f: quelqu’un a sans doute agi avant v" +
-	"ous. Rien n’a été fait.\x02Son occurrence a échoué avant toute tentative" +
-	"\u202f: ses entrées n’ont pas pu être construites, une reprise échouerai" +
-	"t donc de la même façon. Abandonnez ou arrêtez plutôt l’instance. Rien n" +
-	"’a été fait.\x02Cette instance est déjà terminée\u202f; il n’y a rien " +
-	"à arrêter.\x02Indiquez un motif\u202f: il est consigné dans le journal " +
-	"d’audit (%[1]d caractères au plus). Rien n’a été fait.\x02Relais a refus" +
-	"é l’action. Rien n’a été fait.\x02Cette instance était déjà arrêtée" +
-	"\u202f; rien n’a changé et rien n’a été consigné.\x02Reprise\u202f: l’oc" +
-	"currence du nœud %[1]s est proposée de nouveau. Consigné dans le journal" +
-	" d’audit.\x02Abandon\u202f: l’instance est passée en échec avec le code " +
-	"d’erreur abandoned. Consigné dans le journal d’audit.\x02Arrêt\u202f: l’" +
-	"instance et ses occurrences ouvertes sont annulées. Consigné dans le jou" +
-	"rnal d’audit.\x02Action inconnue.\x02L’arrêt s’applique aux instances en" +
-	" cours ou suspendues, pas à celles qui sont %[1]s.\x02La reprise et l’ab" +
-	"andon s’appliquent aux instances suspendues, pas à celles qui sont %[1]s" +
-	".\x02Filtre\x02Motif (consigné dans le journal d’audit pour chaque insta" +
-	"nce)\x02Revenir à la liste\x02Reprendre toutes les instances suspendues " +
-	"que ce filtre retient\x02L’occurrence en échec de chacune est proposée d" +
-	"e nouveau, avec un budget de tentatives neuf. Rien n’est terminé à la pl" +
-	"ace de quiconque.\x14\x01\x81\x01\x00\x02:\x02%[1]d instance suspendue c" +
-	"orrespond au filtre maintenant.\x00?\x02%[1]d instances suspendues corre" +
-	"spondent au filtre maintenant.\x14\x01\x81\x01\x00\x02\x19\x02Reprendre " +
-	"%[1]d instance\x00\x1a\x02Reprendre %[1]d instances\x02Abandonner toutes" +
-	" les instances suspendues que ce filtre retient\x02Chacune passe en éche" +
-	"c avec le code d’erreur abandoned et ne peut plus être reprise.\x14\x01" +
-	"\x81\x01\x00\x02\x1a\x02Abandonner %[1]d instance\x00\x1b\x02Abandonner " +
-	"%[1]d instances\x02Arrêter toutes les instances suspendues que ce filtre" +
-	" retient\x02Arrêter toutes les instances en cours que ce filtre retient" +
-	"\x14\x01\x81\x01\x00\x029\x02%[1]d instance en cours correspond au filtr" +
-	"e maintenant.\x00=\x02%[1]d instances en cours correspondent au filtre m" +
-	"aintenant.\x02Arrêter toutes les instances en cours ou suspendues que ce" +
-	" filtre retient\x14\x01\x81\x01\x00\x02F\x02%[1]d instance en cours ou s" +
-	"uspendue correspond au filtre maintenant.\x00K\x02%[1]d instances en cou" +
-	"rs ou suspendues correspondent au filtre maintenant.\x02Chacune est annu" +
-	"lée avec ses occurrences ouvertes\u202f; une instance arrêtée ne peut pa" +
-	"s être reprise.\x14\x01\x81\x01\x00\x02\x18\x02Arrêter %[1]d instance" +
-	"\x00\x19\x02Arrêter %[1]d instances\x02Rien à faire\u202f: aucune instan" +
-	"ce à laquelle cette action s’applique ne correspond au filtre.\x02toutes" +
-	"\x02Processus\x02Statut\x02Clé métier\x02Créées depuis le\x02Créées jusq" +
-	"u’au\x14\x01\x81\x01\x00\x02\xca\x01\x02%[1]d autre instance suspendue a" +
-	" échoué avant toute tentative (ses entrées n’ont pas pu être construites" +
-	")\u202f: elle ne peut pas être reprise et n’est pas comptée. Abandonnez-" +
-	"la ou arrêtez-la.\x00\xd9\x01\x02%[1]d autres instances suspendues ont é" +
-	"choué avant toute tentative (leurs entrées n’ont pas pu être construites" +
-	")\u202f: elles ne peuvent pas être reprises et ne sont pas comptées. Aba" +
-	"ndonnez-les ou arrêtez-les.\x02Impossible d’agir sur ce filtre\x02Le nom" +
-	"bre confirmé manque\u202f: repartez de la liste.\x02Le nombre a changé d" +
-	"epuis que vous l’avez confirmé (il était de %[1]d)\u202f: entre-temps, d" +
-	"es instances ont été réglées, démarrées ou traitées. Rien n’a été fait" +
-	"\u202f; vérifiez le nouveau nombre et confirmez de nouveau.\x14\x02\x80" +
-	"\x01\x026\x02Action groupée (%[1]s) appliquée à %[2]d instance.\x007\x02" +
-	"Action groupée (%[1]s) appliquée à %[2]d instances.\x14\x01\x81\x01\x00" +
-	"\x02h\x02%[1]d ignorée\u202f: elle a changé après le comptage (réglée, o" +
-	"u traitée par quelqu’un d’autre).\x00n\x02%[1]d ignorées\u202f: elles on" +
-	"t changé après le comptage (réglées, ou traitées par quelqu’un d’autre)." +
-	"\x02%[1]s (jeton n°\u00a0%[2]d, %[3]s)\x02Quand\x02Qui\x02Action\x02Moti" +
-	"f\x02Instance de processus\x02Occurrence reproposée\x02Action groupée" +
-	"\x02supprimée\x02Journal d’audit\x02Chaque reprise, abandon et arrêt app" +
-	"liqué par un opérateur, avec son motif. Les révélations de valeurs sensi" +
-	"bles ont leur propre journal (GET /api/v1/audit/reveals).\x02Filtres\x02" +
-	"Appliquer les filtres\x02Effacer les filtres\x02Aucune action d’opérateu" +
-	"r ne correspond.\x02Toutes les actions\x02L’instance de processus doit ê" +
-	"tre un identifiant d’instance (un UUID).\x02L’action groupée doit être d" +
-	"ésignée par son identifiant (un UUID).\x02Instances modifiées par l’act" +
-	"ion groupée %[1]s.\x02Le curseur de page est invalide\u202f: revenez à l" +
-	"a première page.\x02Actions d’opérateurs, les plus récentes d’abord\x02P" +
-	"ages\x02Page suivante\x02Première page\x02Console Relais\x02Langue\x02Al" +
-	"ler au contenu\x02Navigation principale\x02État\x02Tâches externes\x02In" +
-	"stances\x02Processus\x02Trouver une instance ou une occurrence\x02identi" +
-	"fiant ou clé métier\x02Trouver\x02Définitions\x02Exécutants\x02Jetons" +
-	"\x02Connecté en tant que %[1]s (%[2]s)\x02Se déconnecter\x02Réglages d’a" +
-	"ffichage\x02Heures en %[1]s · rechargement toutes les %[2]d s\x02Heures " +
-	"en %[1]s · sans rechargement automatique\x02Cette page se recharge toute" +
-	"s les %[1]d secondes.\x02Non autorisé\x02Votre rôle ne permet de lire qu" +
-	"e les définitions\u202f: les tâches externes et les instances de process" +
-	"us sont réservées aux opérateurs et aux administrateurs.\x02Requête inva" +
-	"lide\x02Le champ «\u00a0%[1]s\u00a0» contient le caractère NUL ou des oc" +
-	"tets qui ne sont pas du texte UTF-8\u202f: corrigez-le et réessayez.\x02" +
-	"Retour aux tâches externes\x02Retour aux définitions\x02Introuvable\x02C" +
-	"ette adresse ne mène à rien, ou à rien que vous puissiez voir.\x02Formul" +
-	"aire refusé\x02Ce formulaire n’a pas été envoyé depuis cette session de " +
-	"la console, ou il a expiré. Rechargez la page et réessayez.\x02Temporair" +
-	"ement indisponible\x02La base de données est injoignable pour le moment." +
-	" Réessayez dans quelques secondes.\x02Une erreur est survenue\x02La cons" +
-	"ole n’a pas pu afficher cette page. Réessayez\u202f; si le problème pers" +
-	"iste, donnez à votre administrateur l’identifiant de requête %[1]s.\x02D" +
-	"écompte des occurrences en cours\u202f; les décomptes s’afficheront qua" +
-	"nd vous rechargerez la page.\x02Les décomptes sont indisponibles pour le" +
-	" moment.\x02Champ\x02Type\x02Obligatoire\x02Classification\x02Contrainte" +
-	"s\x02Description\x02Définition %[1]s\x02Copie de travail\x02La seule par" +
-	"tie modifiable d’une définition. Les processus ne l’utilisent jamais dir" +
-	"ectement\u202f: ils épinglent une révision.\x02Nom\x02Sortie de routage" +
-	"\x02Dernier enregistrement\x02Révisions\x02Aucune révision pour l’instan" +
-	"t\u202f: la copie de travail n’a jamais été figée.\x02Publications\x02Au" +
-	"cune publication pour l’instant.\x02Publication\x02Révision\x02Notes\x02" +
-	"Publiée le\x02Comparer des révisions\x02Liste chaque changement d’une ré" +
-	"vision à l’autre et ce qu’il peut casser.\x02De la révision\x02À la révi" +
-	"sion\x02Comparer\x02Changement\x02Détail\x02Incompatible avec les proces" +
-	"sus\x02Incompatible avec les exécutants\x02Ces révisions ont les mêmes c" +
-	"ontrats.\x02Entrées\x02Aucune entrée.\x02Entrées de la copie de travail" +
-	"\x02Sorties\x02Aucune sortie.\x02Sorties de la copie de travail\x02Publi" +
-	"cations, les plus anciennes d’abord\x02Changements entre les deux révisi" +
-	"ons\x02Révision %[1]d\x02Figée le\x02Empreinte\x02Entrées de la révision" +
-	" %[1]d\x02Sorties de la révision %[1]d\x02La copie de travail a des chan" +
-	"gements pas encore figés\u202f: elles ne sont dans aucune révision (exéc" +
-	"utants et processus utilisent au plus la révision %[1]d) tant qu’un fige" +
-	"ment n’en fait pas la révision %[2]d.\x02Depuis la révision %[1]d\u202f:" +
-	"\x02les contrats sont les mêmes (le nom ou une description a changé)." +
-	"\x02Changements de la copie de travail depuis la révision %[1]d\x02Chois" +
-	"issez deux révisions existantes à comparer.\x02De la révision %[1]d à la" +
-	" révision %[2]d\u202f:\x14\x01\x81\x01\x00\x02\x11\x02%[1]d changement" +
-	"\x00\x12\x02%[1]d changements\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incom" +
-	"patible\x00\x14\x02%[1]d incompatibles\x02sortie de routage %[1]s → %[2]" +
-	"s\x02facultatif → obligatoire\x02obligatoire → facultatif\x02valeurs ajo" +
-	"utées\u202f: %[1]s\x02valeurs retirées\u202f: %[1]s\x02valeurs réordonné" +
-	"es\x02%[1]s\u202f: %[2]s → %[3]s\x02champ obligatoire de type %[2]s (cla" +
-	"ssification %[1]s)\x02champ facultatif de type %[2]s (classification %[1" +
-	"]s)\x02champ obligatoire de type %[1]s\x02champ facultatif de type %[1]s" +
-	"\x02aucune\x02Contrats de tâches\u202f: leur copie de travail, leurs rév" +
-	"isions immuables et leurs publications nommées.\x02Définitions par clé" +
-	"\x02Clé\x02Dernière révision\x02aucune pour l’instant\x02Aucune définiti" +
-	"on pour l’instant.\x14\x01\x81\x01\x00\x02\x12\x02%[1]d publication\x00" +
-	"\x13\x02%[1]d publications\x02en cas d’erreur\x02toute autre erreur\x02s" +
-	"uspendue pour un opérateur\x02incident\u202f: reprendre, abandonner, arr" +
-	"êter\x02fin\u202f: termine l’instance\x02fin\u202f: met l’instance en é" +
-	"chec\x02push %[1]s\x02pull %[1]s\x02Nœud %[1]s\x02La file d’attente et l" +
-	"es incidents de chaque définition maintenant, et ce que ses exécutants o" +
-	"nt terminé dans la dernière heure.\x02Réussites et échecs, dernière heur" +
-	"e\x02Définitions, celles qui demandent de l’attention d’abord\x02Définit" +
-	"ion\x02Ouvertes\x02Instances suspendues\x02En échec\x02Attente de la plu" +
-	"s ancienne disponible\x02Terminées, dernière heure\x02En échec, dernière" +
-	" heure\x02Aucune définition n’a encore d’occurrence.\x02Au %[1]s (%[2]s)" +
-	"\u202f; actualisé toutes les quelques secondes.\x02disponible depuis le " +
-	"%[1]s\x02Afficher toutes les définitions\x02Toutes les définitions\x02Ré" +
-	"ussites et échecs par tranche de 5 min, dernière heure\u202f: %[1]s\x02D" +
-	"ans la dernière heure\u202f: %[1]s, %[2]s. Le tableau qui suit le graphi" +
-	"que donne chaque tranche de 5\u00a0min.\x02terminée\x02en échec\x02Les c" +
-	"hiffres du graphique\x02Réussites et échecs par tranche de 5 min, les pl" +
-	"us anciennes d’abord\x02Tranche\x02Terminées\x02%[1]s–%[2]s\x02%[1]s" +
-	"\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%" +
-	"[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02" +
-	"%[1]d en échec\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s" +
-	"\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]" +
-	"s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv." +
-	"\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oc" +
-	"t.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jou" +
-	"r\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00" +
+	"bandon\x02arrêt\x02Reprendre toutes les instances bloquées…\x02Abandonne" +
+	"r toutes les instances bloquées…\x02Arrêter toutes les instances bloquée" +
+	"s…\x02Arrêter toutes les instances en cours…\x02Arrêter toutes les insta" +
+	"nces en cours ou bloquées…\x02Motif (consigné dans le journal d’audit)" +
+	"\x02Dites pourquoi, pour qui lira le journal plus tard\u202f: %[1]d cara" +
+	"ctères au plus.\x02La laisser continuer\x02La laisser bloquée\x02Reprend" +
+	"re l’instance de processus %[1]s\x02Reprendre cette instance\u202f? Son " +
+	"occurrence en échec au nœud %[1]s est proposée de nouveau, avec un budge" +
+	"t de tentatives neuf.\x02Les exécutants peuvent la reprendre (une occurr" +
+	"ence push rappelle sa destination). Ses tentatives précédentes et sa der" +
+	"nière erreur restent dans son historique. Rien n’est terminé à la place " +
+	"de quiconque.\x02Reprendre l’instance\x02Abandonner l’instance de proces" +
+	"sus %[1]s\x02Abandonner cette instance\u202f? Elle passe en échec avec l" +
+	"e code d’erreur abandoned.\x02Son occurrence en échec reste telle quelle" +
+	" et rien n’est terminé à sa place. Une instance abandonnée ne peut pas ê" +
+	"tre reprise.\x02Abandonner l’instance\x02Arrêter l’instance de processus" +
+	" %[1]s\x02Arrêter cette instance\u202f? Ses occurrences ouvertes sont an" +
+	"nulées.\x02Les exécutants qui en détiennent une l’apprennent à leur proc" +
+	"hain retour, et leurs résultats sont refusés. Rien n’est terminé à leur " +
+	"place, et une instance arrêtée ne peut pas reprendre.\x02Arrêter l’insta" +
+	"nce\x02Cette instance ne peut pas être reprise\u202f: son occurrence au " +
+	"nœud %[1]s a échoué avant toute tentative (ses entrées n’ont pas pu être" +
+	" construites), une reprise échouerait donc de la même façon. Abandonnez-" +
+	"la ou arrêtez-la.\x02Cette instance est %[1]s, pas bloquée\u202f: il n’y" +
+	" a rien à reprendre.\x02Cette instance est %[1]s, pas bloquée\u202f: il " +
+	"n’y a rien à abandonner.\x02Cette instance est %[1]s\u202f: il n’y a rie" +
+	"n à arrêter.\x02Le motif que vous avez donné, non consigné\u202f:\x02Ret" +
+	"our à l’instance\x02Cette instance n’est plus bloquée (elle est %[1]s dé" +
+	"sormais)\u202f: quelqu’un a sans doute agi avant vous. Rien n’a été fait" +
+	".\x02Son occurrence a échoué avant toute tentative\u202f: ses entrées n’" +
+	"ont pas pu être construites, une reprise échouerait donc de la même faço" +
+	"n. Abandonnez ou arrêtez plutôt l’instance. Rien n’a été fait.\x02Cette " +
+	"instance est déjà terminée\u202f; il n’y a rien à arrêter.\x02Indiquez u" +
+	"n motif\u202f: il est consigné dans le journal d’audit (%[1]d caractères" +
+	" au plus). Rien n’a été fait.\x02Relais a refusé l’action. Rien n’a été " +
+	"fait.\x02Cette instance était déjà arrêtée\u202f; rien n’a changé et rie" +
+	"n n’a été consigné.\x02Reprise\u202f: l’occurrence du nœud %[1]s est pro" +
+	"posée de nouveau. Consigné dans le journal d’audit.\x02Abandon\u202f: l’" +
+	"instance est passée en échec avec le code d’erreur abandoned. Consigné d" +
+	"ans le journal d’audit.\x02Arrêt\u202f: l’instance et ses occurrences ou" +
+	"vertes sont annulées. Consigné dans le journal d’audit.\x02Action inconn" +
+	"ue.\x02L’arrêt s’applique aux instances en cours ou bloquées, pas à cell" +
+	"es qui sont %[1]s.\x02La reprise et l’abandon s’appliquent aux instances" +
+	" bloquées, pas à celles qui sont %[1]s.\x02Filtre\x02Motif (consigné dan" +
+	"s le journal d’audit pour chaque instance)\x02Revenir à la liste\x02Repr" +
+	"endre toutes les instances bloquées que ce filtre retient\x02L’occurrenc" +
+	"e en échec de chacune est proposée de nouveau, avec un budget de tentati" +
+	"ves neuf. Rien n’est terminé à la place de quiconque.\x14\x01\x81\x01" +
+	"\x00\x029\x02%[1]d instance bloquée correspond au filtre maintenant.\x00" +
+	">\x02%[1]d instances bloquées correspondent au filtre maintenant.\x14" +
+	"\x01\x81\x01\x00\x02\x19\x02Reprendre %[1]d instance\x00\x1a\x02Reprendr" +
+	"e %[1]d instances\x02Abandonner toutes les instances bloquées que ce fil" +
+	"tre retient\x02Chacune passe en échec avec le code d’erreur abandoned et" +
+	" ne peut plus être reprise.\x14\x01\x81\x01\x00\x02\x1a\x02Abandonner %[" +
+	"1]d instance\x00\x1b\x02Abandonner %[1]d instances\x02Arrêter toutes les" +
+	" instances bloquées que ce filtre retient\x02Arrêter toutes les instance" +
+	"s en cours que ce filtre retient\x14\x01\x81\x01\x00\x029\x02%[1]d insta" +
+	"nce en cours correspond au filtre maintenant.\x00=\x02%[1]d instances en" +
+	" cours correspondent au filtre maintenant.\x02Arrêter toutes les instanc" +
+	"es en cours ou bloquées que ce filtre retient\x14\x01\x81\x01\x00\x02E" +
+	"\x02%[1]d instance en cours ou bloquée correspond au filtre maintenant." +
+	"\x00J\x02%[1]d instances en cours ou bloquées correspondent au filtre ma" +
+	"intenant.\x02Chacune est annulée avec ses occurrences ouvertes\u202f; un" +
+	"e instance arrêtée ne peut pas être reprise.\x14\x01\x81\x01\x00\x02\x18" +
+	"\x02Arrêter %[1]d instance\x00\x19\x02Arrêter %[1]d instances\x02Rien à " +
+	"faire\u202f: aucune instance à laquelle cette action s’applique ne corre" +
+	"spond au filtre.\x02toutes\x02Processus\x02Statut\x02Clé métier\x02Créée" +
+	"s depuis le\x02Créées jusqu’au\x14\x01\x81\x01\x00\x02\xc9\x01\x02%[1]d " +
+	"autre instance bloquée a échoué avant toute tentative (ses entrées n’ont" +
+	" pas pu être construites)\u202f: elle ne peut pas être reprise et n’est " +
+	"pas comptée. Abandonnez-la ou arrêtez-la.\x00\xd8\x01\x02%[1]d autres in" +
+	"stances bloquées ont échoué avant toute tentative (leurs entrées n’ont p" +
+	"as pu être construites)\u202f: elles ne peuvent pas être reprises et ne " +
+	"sont pas comptées. Abandonnez-les ou arrêtez-les.\x02Impossible d’agir s" +
+	"ur ce filtre\x02Le nombre confirmé manque\u202f: repartez de la liste." +
+	"\x02Le nombre a changé depuis que vous l’avez confirmé (il était de %[1]" +
+	"d)\u202f: entre-temps, des instances ont été réglées, démarrées ou trait" +
+	"ées. Rien n’a été fait\u202f; vérifiez le nouveau nombre et confirmez d" +
+	"e nouveau.\x14\x02\x80\x01\x026\x02Action groupée (%[1]s) appliquée à %[" +
+	"2]d instance.\x007\x02Action groupée (%[1]s) appliquée à %[2]d instances" +
+	".\x14\x01\x81\x01\x00\x02h\x02%[1]d ignorée\u202f: elle a changé après l" +
+	"e comptage (réglée, ou traitée par quelqu’un d’autre).\x00n\x02%[1]d ign" +
+	"orées\u202f: elles ont changé après le comptage (réglées, ou traitées pa" +
+	"r quelqu’un d’autre).\x02%[1]s (jeton n°\u00a0%[2]d, %[3]s)\x02Quand\x02" +
+	"Qui\x02Action\x02Motif\x02Instance de processus\x02Occurrence reproposée" +
+	"\x02Action groupée\x02supprimée\x02Journal d’audit\x02Chaque reprise, ab" +
+	"andon et arrêt appliqué par un opérateur, avec son motif. Les révélation" +
+	"s de valeurs sensibles ont leur propre journal (GET /api/v1/audit/reveal" +
+	"s).\x02Filtres\x02Appliquer les filtres\x02Effacer les filtres\x02Aucune" +
+	" action d’opérateur ne correspond.\x02Toutes les actions\x02L’instance d" +
+	"e processus doit être un identifiant d’instance (un UUID).\x02L’action g" +
+	"roupée doit être désignée par son identifiant (un UUID).\x02Instances mo" +
+	"difiées par l’action groupée %[1]s.\x02Le curseur de page est invalide" +
+	"\u202f: revenez à la première page.\x02Actions d’opérateurs, les plus ré" +
+	"centes d’abord\x02Pages\x02Page suivante\x02Première page\x02Console Rel" +
+	"ais\x02Langue\x02Aller au contenu\x02Navigation principale\x02État\x02Tâ" +
+	"ches externes\x02Instances\x02Processus\x02Trouver une instance ou une o" +
+	"ccurrence\x02identifiant ou clé métier\x02Trouver\x02Définitions\x02Exéc" +
+	"utants\x02Jetons\x02Connecté en tant que %[1]s (%[2]s)\x02Se déconnecter" +
+	"\x02Réglages d’affichage\x02Heures en %[1]s · rechargement toutes les %[" +
+	"2]d s\x02Heures en %[1]s · sans rechargement automatique\x02Cette page s" +
+	"e recharge toutes les %[1]d secondes.\x02Non autorisé\x02Votre rôle ne p" +
+	"ermet de lire que les définitions\u202f: les tâches externes et les inst" +
+	"ances de processus sont réservées aux opérateurs et aux administrateurs." +
+	"\x02Requête invalide\x02Le champ «\u00a0%[1]s\u00a0» contient le caractè" +
+	"re NUL ou des octets qui ne sont pas du texte UTF-8\u202f: corrigez-le e" +
+	"t réessayez.\x02Retour aux tâches externes\x02Retour aux définitions\x02" +
+	"Introuvable\x02Cette adresse ne mène à rien, ou à rien que vous puissiez" +
+	" voir.\x02Formulaire refusé\x02Ce formulaire n’a pas été envoyé depuis c" +
+	"ette session de la console, ou il a expiré. Rechargez la page et réessay" +
+	"ez.\x02Temporairement indisponible\x02La base de données est injoignable" +
+	" pour le moment. Réessayez dans quelques secondes.\x02Une erreur est sur" +
+	"venue\x02La console n’a pas pu afficher cette page. Réessayez\u202f; si " +
+	"le problème persiste, donnez à votre administrateur l’identifiant de req" +
+	"uête %[1]s.\x02Décompte des occurrences en cours\u202f; les décomptes s’" +
+	"afficheront quand vous rechargerez la page.\x02Les décomptes sont indisp" +
+	"onibles pour le moment.\x02Champ\x02Type\x02Obligatoire\x02Classificatio" +
+	"n\x02Contraintes\x02Description\x02Définition %[1]s\x02Copie de travail" +
+	"\x02La seule partie modifiable d’une définition. Les processus ne l’util" +
+	"isent jamais directement\u202f: ils épinglent une révision.\x02Nom\x02So" +
+	"rtie de routage\x02Dernier enregistrement\x02Révisions\x02Aucune révisio" +
+	"n pour l’instant\u202f: la copie de travail n’a jamais été figée.\x02Pub" +
+	"lications\x02Aucune publication pour l’instant.\x02Publication\x02Révisi" +
+	"on\x02Notes\x02Publiée le\x02Comparer des révisions\x02Liste chaque chan" +
+	"gement d’une révision à l’autre et ce qu’il peut casser.\x02De la révisi" +
+	"on\x02À la révision\x02Comparer\x02Changement\x02Détail\x02Incompatible " +
+	"avec les processus\x02Incompatible avec les exécutants\x02Ces révisions " +
+	"ont les mêmes contrats.\x02Entrées\x02Aucune entrée.\x02Entrées de la co" +
+	"pie de travail\x02Sorties\x02Aucune sortie.\x02Sorties de la copie de tr" +
+	"avail\x02Publications, les plus anciennes d’abord\x02Changements entre l" +
+	"es deux révisions\x02Révision %[1]d\x02Figée le\x02Empreinte\x02Entrées " +
+	"de la révision %[1]d\x02Sorties de la révision %[1]d\x02La copie de trav" +
+	"ail a des changements pas encore figés\u202f: elles ne sont dans aucune " +
+	"révision (exécutants et processus utilisent au plus la révision %[1]d) t" +
+	"ant qu’un figement n’en fait pas la révision %[2]d.\x02Depuis la révisio" +
+	"n %[1]d\u202f:\x02les contrats sont les mêmes (le nom ou une description" +
+	" a changé).\x02Changements de la copie de travail depuis la révision %[1" +
+	"]d\x02Choisissez deux révisions existantes à comparer.\x02De la révision" +
+	" %[1]d à la révision %[2]d\u202f:\x14\x01\x81\x01\x00\x02\x11\x02%[1]d c" +
+	"hangement\x00\x12\x02%[1]d changements\x14\x01\x81\x01\x00\x02\x13\x02%[" +
+	"1]d incompatible\x00\x14\x02%[1]d incompatibles\x02sortie de routage %[1" +
+	"]s → %[2]s\x02facultatif → obligatoire\x02obligatoire → facultatif\x02va" +
+	"leurs ajoutées\u202f: %[1]s\x02valeurs retirées\u202f: %[1]s\x02valeurs " +
+	"réordonnées\x02%[1]s\u202f: %[2]s → %[3]s\x02champ obligatoire de type %" +
+	"[2]s (classification %[1]s)\x02champ facultatif de type %[2]s (classific" +
+	"ation %[1]s)\x02champ obligatoire de type %[1]s\x02champ facultatif de t" +
+	"ype %[1]s\x02aucune\x02Contrats de tâches\u202f: leur copie de travail, " +
+	"leurs révisions immuables et leurs publications nommées.\x02Définitions " +
+	"par clé\x02Clé\x02Dernière révision\x02aucune pour l’instant\x02Aucune d" +
+	"éfinition pour l’instant.\x14\x01\x81\x01\x00\x02\x12\x02%[1]d publicat" +
+	"ion\x00\x13\x02%[1]d publications\x02en cas d’erreur\x02toute autre erre" +
+	"ur\x02bloquée pour un opérateur\x02incident\u202f: reprendre, abandonner" +
+	", arrêter\x02fin\u202f: termine l’instance\x02fin\u202f: met l’instance " +
+	"en échec\x02push %[1]s\x02pull %[1]s\x02Nœud %[1]s\x02La file d’attente " +
+	"et les incidents de chaque définition maintenant, et ce que ses exécutan" +
+	"ts ont terminé dans la dernière heure.\x02Réussites et échecs, dernière " +
+	"heure\x02Définitions, celles qui demandent de l’attention d’abord\x02Déf" +
+	"inition\x02Ouvertes\x02Instances bloquées\x02En échec\x02Attente de la p" +
+	"lus ancienne disponible\x02Terminées, dernière heure\x02En échec, derniè" +
+	"re heure\x02Aucune définition n’a encore d’occurrence.\x02Au %[1]s (%[2]" +
+	"s)\u202f; actualisé toutes les quelques secondes.\x02disponible depuis l" +
+	"e %[1]s\x02Afficher toutes les définitions\x02Toutes les définitions\x02" +
+	"Réussites et échecs par tranche de 5 min, dernière heure\u202f: %[1]s" +
+	"\x02Dans la dernière heure\u202f: %[1]s, %[2]s. Le tableau qui suit le g" +
+	"raphique donne chaque tranche de 5\u00a0min.\x02terminée\x02en échec\x02" +
+	"Les chiffres du graphique\x02Réussites et échecs par tranche de 5 min, l" +
+	"es plus anciennes d’abord\x02Tranche\x02Terminées\x02%[1]s–%[2]s\x02%[1]" +
+	"s\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11\x02" +
+	"%[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00\x10" +
+	"\x02%[1]d en échec\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5" +
+	"]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[" +
+	"1]s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv" +
+	".\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août\x02sept.\x02o" +
+	"ct.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jo" +
+	"ur\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00" +
 	"\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e" +
 	"\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f" +
 	"\x02%[1]d secondes\x02%[1]d ms\x02Instance de processus %[1]s\x02Résumé" +
@@ -1512,191 +1511,191 @@ const frData string = "" + // Size: 25123 bytes
 	"\x02Actions d’opérateurs sur cette instance, les plus récentes d’abord" +
 	"\x02Valeur\x02Entrées du processus\x02Entrées avec lesquelles l’instance" +
 	" a démarré, nommées d’après le contrat de la version %[1]d du processus" +
-	"\x02Ce processus ne prend aucune entrée.\x02Cette instance est suspendue" +
-	" à un nœud en échec\u202f: c’est un incident. Elle ne peut pas être repr" +
-	"ise\u202f: son occurrence au nœud %[1]s a échoué avant toute tentative (" +
-	"ses entrées n’ont pas pu être construites), une reprise échouerait donc " +
-	"de la même façon. L’abandon met l’instance en échec\u202f; l’arrêt l’ann" +
-	"ule. Chacun demande un motif, consigné dans le journal d’audit.\x02Cette" +
-	" instance est suspendue à un nœud en échec\u202f: c’est un incident. La " +
-	"reprise propose de nouveau l’occurrence en échec\u202f; l’abandon met l’" +
-	"instance en échec\u202f; l’arrêt l’annule. Chacune demande un motif, con" +
-	"signé dans le journal d’audit.\x02L’arrêt annule l’instance et ses occur" +
-	"rences ouvertes. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — « %" +
-	"[3]s »\x02Abandonnée par %[1]s le %[2]s — « %[3]s »\x02Reprise par %[1]s" +
-	" le %[2]s — « %[3]s »\x02Démarrée le\x02Terminée le\x02Suspendue au nœud" +
-	"\x02Occurrence en échec\x02Code d’erreur\x02Nœud de fin\x02Abandonnée au" +
-	" nœud\x02En échec au nœud\x02Statut inconnu\u202f: %[1]q.\x02Date de cré" +
-	"ation\x02La taille de page doit être comprise entre 1 et %[1]d.\x02Insta" +
-	"nces de processus\x02du\x02au\x02Agir sur toutes les instances que ce fi" +
-	"ltre retient\x02La page suivante les compte et demande un motif avant qu" +
-	"e rien ne change.\x02Instances de processus, les plus récentes d’abord" +
-	"\x02Instance\x02Nœud de fin ou erreur\x02Aucune instance ne correspond à" +
-	" ces filtres.\x02Tous les processus\x02Tous les statuts\x02disponible" +
-	"\x02réservée\x02différée\x02annulée\x02en cours\x02suspendue\x02expirée" +
-	"\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier\x02nombre\x02boo" +
-	"léen\x02date\x02date et heure\x02choix\x02objet\x02liste\x02normale\x02s" +
-	"ensible\x02secrète\x02••• masqué (sensible)\x02••• masqué (secret)\x02pu" +
-	"ll (un exécutant la récupère)\x02push (Relais appelle le service)\x02adm" +
-	"inistrateur\x02opérateur\x02concepteur\x02consommateur\x02oui\x02non\x02" +
-	"champ ajouté\x02champ retiré\x02type modifié\x02caractère obligatoire mo" +
-	"difié\x02valeurs modifiées\x02classification modifiée\x02contrainte modi" +
-	"fiée\x02routage modifié\x02longueur minimale\x02longueur maximale\x02mot" +
-	"if\x02format\x02minimum\x02maximum\x02nombre minimal d’éléments\x02nombr" +
-	"e maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, version %[2]s" +
-	"\x02Occurrence %[1]s\x02Mode\x02Dates\x02Politique d’exécution\x02Nombre" +
-	" maximal de tentatives\x02Délai avant nouvelle tentative\x02Échéance\x02" +
-	"Priorité\x02%[1]d (0 la plus basse, 9 la plus haute)\x02Tentatives\x02To" +
-	"utes les tentatives, les plus anciennes d’abord\x02Consommateur\x02Ident" +
-	"ifiant de l’exécutant\x02Réservée le\x02Finie le\x02Durée\x02Réponse de " +
-	"la destination\x02Résultat\x02Message d’erreur\x02Aucun exécutant n’a en" +
-	"core réservé cette occurrence.\x02en cours\x02Message entier\x02Aucun ex" +
-	"écutant n’a jamais réservé cette occurrence\u202f: elle a pris fin avan" +
-	"t toute tentative.\x02Destination\x02Réplique\x02Relais n’a pas encore a" +
-	"ppelé la destination.\x02Relais n’a jamais appelé la destination\u202f: " +
-	"l’occurrence a pris fin avant tout appel.\x02Relais ne conserve le code " +
-	"de statut de la destination que lorsqu’elle a refusé l’appel (destinatio" +
-	"n_http_NNN)\u202f; un appel terminé a reçu une réponse 2xx. La durée va " +
-	"de la prise en charge de l’appel à son règlement.\x02Motif donné par l’e" +
-	"xécutant\x02Nouvelles tentatives\x02aucune\u202f: un appel en échec suit" +
-	" le chemin d’erreur du nœud\x02Délai d’appel\x02Maintenant\x02La reprend" +
-	"re ou l’abandonner depuis son instance\x02au plus %[1]d\x02au plus %[1]d" +
-	" depuis la dernière reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10" +
-	"\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02" +
-	"\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’" +
-	"après le contrat de la révision %[1]d\x02Ce contrat n’a aucune entrée." +
-	"\x02Sorties, nommées d’après le contrat de la révision %[1]d\x02Pas enco" +
-	"re de sorties\u202f: l’occurrence n’est pas terminée.\x02Ce contrat n’a " +
-	"aucune sortie.\x02Aucune sortie\u202f: l’occurrence s’est terminée sans " +
-	"aboutir.\x02Révéler — cette action est enregistrée\x02Disponible à parti" +
-	"r du\x02Prochaine tentative\x02Dernière réservation\x02Fin du verrou\x02" +
-	"Différée\x02Dernière erreur (tentative %[1]d)\x02Erreur (avant toute ten" +
-	"tative)\x02Son message\x02Message de Relais (en anglais)\x02Message de l" +
-	"’exécutant (tel qu’il l’a envoyé)\x02Nouvelle tentative possible\x02no" +
-	"n\u202f: l’exécutant a signalé cet échec comme définitif (tentatives res" +
-	"tantes non utilisées\u202f: %[1]d)\x02La destination n’a pas répondu dan" +
-	"s le délai de l’appel (%[1]s).\x02La destination n’a pas répondu dans le" +
-	" délai de l’appel.\x02L’échéance est passée avant l’arrivée d’un résulta" +
-	"t.\x02Le résultat ne respectait pas le contrat de sorties de la révision" +
-	".\x02Relais s’est arrêté pendant l’appel\u202f: on ignore si la destinat" +
-	"ion a agi, elle n’est donc pas rappelée.\x02L’appel n’a pas pu être prép" +
-	"aré.\x02La destination était injoignable.\x02La réponse de la destinatio" +
-	"n était trop volumineuse.\x02Le verrou de la dernière tentative a expiré" +
-	" sans tentative restante.\x02Les entrées n’ont pas pu être construites à" +
-	" partir des liaisons du processus.\x02Un opérateur a abandonné l’instanc" +
-	"e.\x02La destination a répondu HTTP %[1]s.\x02Nouvelle tentative à %[1]s" +
-	" — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou expiré à %[1]" +
-	"s — en attente d’être proposée de nouveau.\x02En attente de l’appel de R" +
-	"elais à la destination depuis %[1]s (%[2]s).\x02En attente d’un exécutan" +
-	"t depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Relais appelle la destin" +
-	"ation (depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s " +
-	"— %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f" +
-	": un exécutant du même consommateur, ou une interface munie d’un jeton d" +
-	"e règlement, la terminera plus tard.\x02Terminée (%[1]s).\x02Son instanc" +
-	"e est suspendue ici, en attente d’un opérateur.\x02Son instance a contin" +
-	"ué par le chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée\u202f" +
-	": l’instance a été arrêtée par %[1]s à %[2]s — « %[3]s ».\x02Annulée" +
-	"\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consomma" +
-	"teur n° %[1]s\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas de ré" +
-	"ponse dans le délai\x02pas de connexion\x02réponse trop volumineuse\x02i" +
-	"nconnue\x02[masqué]\x02La révision doit être un nombre entier, 1 ou plus" +
-	".\x02Consommateur inconnu.\x02Date de règlement\x02Plus de filtres\u202f" +
-	": instance, révision, consommateur, dates\x02identifiant d’instance\x02D" +
-	"écomptes par statut\x02Occurrences, les plus récentes d’abord\x02Proces" +
-	"sus et nœud\x02Erreur\x02Consommateur et exécutant\x02Prochaine tentativ" +
-	"e ou règlement\x02Aucune occurrence ne correspond à ces filtres.\x02Tous" +
-	" les consommateurs\x02Totaux de la définition %[1]s, sans les autres fil" +
-	"tres\x02Totaux de toutes les définitions, sans les autres filtres\x14" +
-	"\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrence" +
-	"s\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés toutes les qu" +
-	"elques secondes.\x02révision %[1]d\x02réglée\x02prochaine tentative\x02d" +
-	"isponible depuis\x02appel en cours depuis\x02verrou jusqu’à\x02différée " +
-	"depuis\x02Page précédente\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une da" +
-	"te s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour vient après le de" +
-	"rnier.\x02Ces réglages sont conservés dans ce navigateur seulement.\x02A" +
-	"fficher les heures en\x02La console n’exécute aucun script et ne peut do" +
-	"nc pas lire le fuseau horaire de votre ordinateur\u202f: choisissez son " +
-	"décalage par rapport à UTC. Les décalages ne suivent pas l’heure d’été." +
-	"\x02Recharger les listes et les pages de détail\x02Les pages qui contien" +
-	"nent un formulaire, comme une confirmation, ne se rechargent jamais d’el" +
-	"les-mêmes.\x02Enregistrer les réglages\x02Revenir sans enregistrer\x02UT" +
-	"C (temps universel coordonné)\x02Heure locale à %[1]s\x02Jamais\x02Toute" +
-	"s les %[1]d secondes\x02Les versions de processus publiées\u202f: leurs " +
-	"nœuds, routes et révisions épinglées, dessinés, avec l’emplacement actue" +
-	"l de leurs occurrences.\x02Processus par clé\x02Versions, les plus récen" +
-	"tes d’abord\x02Aucun processus n’est encore publié.\x02version %[1]d\x02" +
-	"Processus %[1]s\x02Version\x02Nœud de départ\x02Graphe\x02Les colonnes s" +
-	"uivent le plus long chemin depuis le nœud de départ. Les flèches pleines" +
-	" sont les réussites (étiquetées par leur route), les pointillées les éch" +
-	"ecs (étiquetées par leurs codes d’erreur). Chaque case indique combien d" +
-	"’occurrences de cette version se trouvent à ce nœud maintenant.\x02Nœu" +
-	"ds\x02Nœuds de cette version, avec leurs occurrences actuelles\x02Type" +
-	"\x02Révision épinglée\x02En cas de réussite\x02En cas d’erreur\x02Occurr" +
-	"ences actuelles\x02Instances de ce processus\x02Décomptes au %[1]s (%[2]" +
-	"s)\u202f; actualisés toutes les quelques secondes.\x02Graphe de %[1]s" +
-	"\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau c" +
-	"i-dessous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d nœ" +
-	"uds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, r" +
-	"outes et décomptes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin (" +
-	"en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02suspension (un incident pour un" +
-	" opérateur)\x02tout autre code → %[1]s\x02met l’instance en échec\x14" +
-	"\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative après %[2]s" +
-	", priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après %[2]" +
-	"s, priorité %[3]d\x02échéance %[1]s\x02délai %[1]s\x02Seuls les administ" +
-	"rateurs peuvent révéler une valeur sensible.\x02Révélé par %[1]s le %[2]" +
-	"s\u202f; consigné dans le journal d’audit.\x02Révélation impossible\x02S" +
-	"eule une valeur que cette page affiche masquée (sensible) peut être révé" +
-	"lée.\x02Les valeurs secrètes ne peuvent jamais être révélées.\x02Cette p" +
-	"age n’accepte pas cette requête.\x02Recherche\x02Saisissez un identifian" +
-	"t d’instance ou d’occurrence (un UUID, que les pages affichent au survol" +
-	") ou une clé métier.\x02Rien à chercher\u202f: le champ de recherche est" +
-	" vide.\x02C’est trop long pour être un identifiant ou une clé métier." +
-	"\x02Aucune instance ni occurrence n’a l’identifiant « %[1]s », et aucune" +
-	" instance ne l’a pour clé métier.\x02Vous êtes déconnecté.\x02Se connect" +
-	"er\x02Connectez-vous avec un jeton d’opérateur ou d’administrateur.\x02J" +
-	"eton\x02Le jeton est vérifié une fois et n’est jamais conservé dans votr" +
-	"e navigateur\u202f; un cookie de session le remplace jusqu’à 8 heures d’" +
-	"inactivité.\x02Trop de connexions échouées depuis votre adresse. Réessay" +
-	"ez dans %[1]d secondes.\x02Ce jeton est inconnu ou a été révoqué.\x02Un " +
-	"jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: connectez-vous " +
-	"avec un jeton d’opérateur, de concepteur ou d’administrateur.\x02Seuls l" +
-	"es administrateurs gèrent les jetons.\x02Jetons du personnel (administra" +
-	"teurs, concepteurs, opérateurs) non révoqués. Les jetons des consommateu" +
-	"rs se gèrent avec leurs consommateurs. Révoquer un jeton refuse sa requê" +
-	"te suivante.\x02ID\x02Rôle\x02Créé le\x02Dernière utilisation\x02Expirat" +
-	"ion\x02Jetons du personnel, les plus anciens d’abord\x02jamais\x02pas en" +
-	"core\x02Jeton expiré\x02Révoquer…\x02cette session\x02Aucun jeton.\x02Le" +
-	" jeton a été révoqué.\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[" +
-	"1]s « %[2]s »\u202f?\x02Sa requête suivante est refusée et les sessions " +
-	"de console ouvertes avec lui prennent fin. C’est irréversible\u202f: qui" +
-	" l’utilise aura besoin d’un nouveau jeton.\x02Révoquer le jeton\x02Le ga" +
-	"rder\x02C’est le jeton avec lequel vous êtes connecté\u202f: le révoquer" +
-	" vous déconnecte. Sa requête suivante est refusée. C’est irréversible." +
-	"\x02C’est le dernier jeton administrateur utilisable\u202f: créez-en un " +
-	"autre avant de le révoquer.\x02sortie de routage\x02(chaque élément)\x14" +
-	"\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins" +
-	" %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère" +
-	"\x00\x1a\x02au plus %[1]d caractères\x02motif %[1]s\x02format %[1]s\x02m" +
-	"inimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00" +
-	"\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d éléments" +
-	"\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus" +
-	" %[1]d éléments\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d éléme" +
-	"nt\x00\x11\x02%[1]d éléments\x02nul\x02valeur inattendue\x02Page invalid" +
-	"e\x02Ce lien de page ne vient pas de la console.\x02Les exécutants conne" +
-	"ctés par un flux, et ceux qui interrogent par leur dernière demande. Un " +
-	"exécutant est listé tant qu’il s’est manifesté dans les trois derniers b" +
-	"attements de cœur.\x02Exécutants vus dans les trois derniers battements" +
-	"\x02Exécutant\x02Protocole\x02Définitions servies\x02En cours\x02Connexi" +
-	"on\x02Dernier signe\x02Aucun exécutant n’est connecté.\x02Exécutants ser" +
-	"vant %[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert cette défin" +
-	"ition.\x02flux\x02interrogation longue\x02façade Camunda 7\x02toutes les" +
-	" révisions accordées à son consommateur\x02révisions %[1]s\x02Aucun exéc" +
-	"utant ne sert cette définition\u202f: ses occurrences attendent qu’un ex" +
-	"écutant se connecte ou interroge.\x14\x01\x81\x01\x00\x02\x1c\x02Servie" +
-	" par %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécutants\x02Révisions" +
-	" prises en charge\u202f: %[1]s\u202f; certains prennent toutes les révis" +
-	"ions accordées à leur consommateur.\x02Ils prennent toutes les révisions" +
-	" accordées à leur consommateur.\x02Ils ne prennent que la révision %[1]d" +
-	".\x02Ils ne prennent que les révisions %[1]s."
+	"\x02Ce processus ne prend aucune entrée.\x02Cette instance est bloquée à" +
+	" un nœud en échec\u202f: c’est un incident. Elle ne peut pas être repris" +
+	"e\u202f: son occurrence au nœud %[1]s a échoué avant toute tentative (se" +
+	"s entrées n’ont pas pu être construites), une reprise échouerait donc de" +
+	" la même façon. L’abandon met l’instance en échec\u202f; l’arrêt l’annul" +
+	"e. Chacun demande un motif, consigné dans le journal d’audit.\x02Cette i" +
+	"nstance est bloquée à un nœud en échec\u202f: c’est un incident. La repr" +
+	"ise propose de nouveau l’occurrence en échec\u202f; l’abandon met l’inst" +
+	"ance en échec\u202f; l’arrêt l’annule. Chacune demande un motif, consign" +
+	"é dans le journal d’audit.\x02L’arrêt annule l’instance et ses occurren" +
+	"ces ouvertes. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — « %[3]" +
+	"s »\x02Abandonnée par %[1]s le %[2]s — « %[3]s »\x02Reprise par %[1]s le" +
+	" %[2]s — « %[3]s »\x02Démarrée le\x02Terminée le\x02Bloquée au nœud\x02O" +
+	"ccurrence en échec\x02Code d’erreur\x02Nœud de fin\x02Abandonnée au nœud" +
+	"\x02En échec au nœud\x02Statut inconnu\u202f: %[1]q.\x02Date de création" +
+	"\x02La taille de page doit être comprise entre 1 et %[1]d.\x02Instances " +
+	"de processus\x02du\x02au\x02Agir sur toutes les instances que ce filtre " +
+	"retient\x02La page suivante les compte et demande un motif avant que rie" +
+	"n ne change.\x02Instances de processus, les plus récentes d’abord\x02Ins" +
+	"tance\x02Nœud de fin ou erreur\x02Aucune instance ne correspond à ces fi" +
+	"ltres.\x02Tous les processus\x02Tous les statuts\x02disponible\x02réserv" +
+	"ée\x02différée\x02annulée\x02en cours\x02bloquée\x02expirée\x02rejetée" +
+	"\x02rendue\x02déconnectée\x02texte\x02entier\x02nombre\x02booléen\x02dat" +
+	"e\x02date et heure\x02choix\x02objet\x02liste\x02normale\x02sensible\x02" +
+	"secrète\x02••• masqué (sensible)\x02••• masqué (secret)\x02pull (un exéc" +
+	"utant la récupère)\x02push (Relais appelle le service)\x02administrateur" +
+	"\x02opérateur\x02concepteur\x02consommateur\x02oui\x02non\x02champ ajout" +
+	"é\x02champ retiré\x02type modifié\x02caractère obligatoire modifié\x02v" +
+	"aleurs modifiées\x02classification modifiée\x02contrainte modifiée\x02ro" +
+	"utage modifié\x02longueur minimale\x02longueur maximale\x02motif\x02form" +
+	"at\x02minimum\x02maximum\x02nombre minimal d’éléments\x02nombre maximal " +
+	"d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, version %[2]s\x02Occurrenc" +
+	"e %[1]s\x02Mode\x02Dates\x02Politique d’exécution\x02Nombre maximal de t" +
+	"entatives\x02Délai avant nouvelle tentative\x02Échéance\x02Priorité\x02%" +
+	"[1]d (0 la plus basse, 9 la plus haute)\x02Tentatives\x02Toutes les tent" +
+	"atives, les plus anciennes d’abord\x02Consommateur\x02Identifiant de l’e" +
+	"xécutant\x02Réservée le\x02Finie le\x02Durée\x02Réponse de la destinatio" +
+	"n\x02Résultat\x02Message d’erreur\x02Aucun exécutant n’a encore réservé " +
+	"cette occurrence.\x02en cours\x02Message entier\x02Aucun exécutant n’a j" +
+	"amais réservé cette occurrence\u202f: elle a pris fin avant toute tentat" +
+	"ive.\x02Destination\x02Réplique\x02Relais n’a pas encore appelé la desti" +
+	"nation.\x02Relais n’a jamais appelé la destination\u202f: l’occurrence a" +
+	" pris fin avant tout appel.\x02Relais ne conserve le code de statut de l" +
+	"a destination que lorsqu’elle a refusé l’appel (destination_http_NNN)" +
+	"\u202f; un appel terminé a reçu une réponse 2xx. La durée va de la prise" +
+	" en charge de l’appel à son règlement.\x02Motif donné par l’exécutant" +
+	"\x02Nouvelles tentatives\x02aucune\u202f: un appel en échec suit le chem" +
+	"in d’erreur du nœud\x02Délai d’appel\x02Maintenant\x02La reprendre ou l’" +
+	"abandonner depuis son instance\x02au plus %[1]d\x02au plus %[1]d depuis " +
+	"la dernière reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]" +
+	"d tentative\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02\x0f\x02%" +
+	"[1]d restante\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’après le " +
+	"contrat de la révision %[1]d\x02Ce contrat n’a aucune entrée.\x02Sorties" +
+	", nommées d’après le contrat de la révision %[1]d\x02Pas encore de sorti" +
+	"es\u202f: l’occurrence n’est pas terminée.\x02Ce contrat n’a aucune sort" +
+	"ie.\x02Aucune sortie\u202f: l’occurrence s’est terminée sans aboutir." +
+	"\x02Révéler — cette action est enregistrée\x02Disponible à partir du\x02" +
+	"Prochaine tentative\x02Dernière réservation\x02Fin du verrou\x02Différée" +
+	"\x02Dernière erreur (tentative %[1]d)\x02Erreur (avant toute tentative)" +
+	"\x02Son message\x02Message de Relais (en anglais)\x02Message de l’exécut" +
+	"ant (tel qu’il l’a envoyé)\x02Nouvelle tentative possible\x02non\u202f: " +
+	"l’exécutant a signalé cet échec comme définitif (tentatives restantes no" +
+	"n utilisées\u202f: %[1]d)\x02La destination n’a pas répondu dans le déla" +
+	"i de l’appel (%[1]s).\x02La destination n’a pas répondu dans le délai de" +
+	" l’appel.\x02L’échéance est passée avant l’arrivée d’un résultat.\x02Le " +
+	"résultat ne respectait pas le contrat de sorties de la révision.\x02Rela" +
+	"is s’est arrêté pendant l’appel\u202f: on ignore si la destination a agi" +
+	", elle n’est donc pas rappelée.\x02L’appel n’a pas pu être préparé.\x02L" +
+	"a destination était injoignable.\x02La réponse de la destination était t" +
+	"rop volumineuse.\x02Le verrou de la dernière tentative a expiré sans ten" +
+	"tative restante.\x02Les entrées n’ont pas pu être construites à partir d" +
+	"es liaisons du processus.\x02Un opérateur a abandonné l’instance.\x02La " +
+	"destination a répondu HTTP %[1]s.\x02Nouvelle tentative à %[1]s — %[2]s." +
+	"\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en at" +
+	"tente d’être proposée de nouveau.\x02En attente de l’appel de Relais à l" +
+	"a destination depuis %[1]s (%[2]s).\x02En attente d’un exécutant depuis " +
+	"%[1]s (%[2]s).\x02(exécutant %[1]s)\x02Relais appelle la destination (de" +
+	"puis %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s." +
+	"\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un exécu" +
+	"tant du même consommateur, ou une interface munie d’un jeton de règlemen" +
+	"t, la terminera plus tard.\x02Terminée (%[1]s).\x02Son instance est bloq" +
+	"uée ici, en attente d’un opérateur.\x02Son instance a continué par le ch" +
+	"emin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée\u202f: l’instance" +
+	" a été arrêtée par %[1]s à %[2]s — « %[3]s ».\x02Annulée\u202f: l’instan" +
+	"ce a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consommateur n° %[1]s" +
+	"\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas de réponse dans le" +
+	" délai\x02pas de connexion\x02réponse trop volumineuse\x02inconnue\x02[m" +
+	"asqué]\x02La révision doit être un nombre entier, 1 ou plus.\x02Consomma" +
+	"teur inconnu.\x02Date de règlement\x02Plus de filtres\u202f: instance, r" +
+	"évision, consommateur, dates\x02identifiant d’instance\x02Décomptes par" +
+	" statut\x02Occurrences, les plus récentes d’abord\x02Processus et nœud" +
+	"\x02Erreur\x02Consommateur et exécutant\x02Prochaine tentative ou règlem" +
+	"ent\x02Aucune occurrence ne correspond à ces filtres.\x02Tous les consom" +
+	"mateurs\x02Totaux de la définition %[1]s, sans les autres filtres\x02Tot" +
+	"aux de toutes les définitions, sans les autres filtres\x14\x01\x81\x01" +
+	"\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02au %[1]" +
+	"s (%[2]s)\u202f; les décomptes sont actualisés toutes les quelques secon" +
+	"des.\x02révision %[1]d\x02réglée\x02prochaine tentative\x02disponible de" +
+	"puis\x02appel en cours depuis\x02verrou jusqu’à\x02différée depuis\x02Pa" +
+	"ge précédente\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2" +
+	"026-12-01.\x02%[1]s\u202f: le premier jour vient après le dernier.\x02Ce" +
+	"s réglages sont conservés dans ce navigateur seulement.\x02Afficher les " +
+	"heures en\x02La console n’exécute aucun script et ne peut donc pas lire " +
+	"le fuseau horaire de votre ordinateur\u202f: choisissez son décalage par" +
+	" rapport à UTC. Les décalages ne suivent pas l’heure d’été.\x02Recharger" +
+	" les listes et les pages de détail\x02Les pages qui contiennent un formu" +
+	"laire, comme une confirmation, ne se rechargent jamais d’elles-mêmes." +
+	"\x02Enregistrer les réglages\x02Revenir sans enregistrer\x02UTC (temps u" +
+	"niversel coordonné)\x02Heure locale à %[1]s\x02Jamais\x02Toutes les %[1]" +
+	"d secondes\x02Les versions de processus publiées\u202f: leurs nœuds, rou" +
+	"tes et révisions épinglées, dessinés, avec l’emplacement actuel de leurs" +
+	" occurrences.\x02Processus par clé\x02Versions, les plus récentes d’abor" +
+	"d\x02Aucun processus n’est encore publié.\x02version %[1]d\x02Processus " +
+	"%[1]s\x02Version\x02Nœud de départ\x02Graphe\x02Les colonnes suivent le " +
+	"plus long chemin depuis le nœud de départ. Les flèches pleines sont les " +
+	"réussites (étiquetées par leur route), les pointillées les échecs (étiqu" +
+	"etées par leurs codes d’erreur). Chaque case indique combien d’occurrenc" +
+	"es de cette version se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds " +
+	"de cette version, avec leurs occurrences actuelles\x02Type\x02Révision é" +
+	"pinglée\x02En cas de réussite\x02En cas d’erreur\x02Occurrences actuelle" +
+	"s\x02Instances de ce processus\x02Décomptes au %[1]s (%[2]s)\u202f; actu" +
+	"alisés toutes les quelques secondes.\x02Graphe de %[1]s\x14\x01\x81\x01" +
+	"\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-dessous repren" +
+	"d les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d nœuds, à partir de" +
+	" %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes et décompt" +
+	"es.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin (en échec)\x02%[1" +
+	"]s → %[2]s\x02→ %[1]s\x02blocage (un incident pour un opérateur)\x02tout" +
+	" autre code → %[1]s\x02met l’instance en échec\x14\x01\x81\x01\x00\x02B" +
+	"\x02%[1]d tentative, nouvelle tentative après %[2]s, priorité %[3]d\x00C" +
+	"\x02%[1]d tentatives, nouvelle tentative après %[2]s, priorité %[3]d\x02" +
+	"échéance %[1]s\x02délai %[1]s\x02Seuls les administrateurs peuvent révé" +
+	"ler une valeur sensible.\x02Révélé par %[1]s le %[2]s\u202f; consigné da" +
+	"ns le journal d’audit.\x02Révélation impossible\x02Seule une valeur que " +
+	"cette page affiche masquée (sensible) peut être révélée.\x02Les valeurs " +
+	"secrètes ne peuvent jamais être révélées.\x02Cette page n’accepte pas ce" +
+	"tte requête.\x02Recherche\x02Saisissez un identifiant d’instance ou d’oc" +
+	"currence (un UUID, que les pages affichent au survol) ou une clé métier." +
+	"\x02Rien à chercher\u202f: le champ de recherche est vide.\x02C’est trop" +
+	" long pour être un identifiant ou une clé métier.\x02Aucune instance ni " +
+	"occurrence n’a l’identifiant « %[1]s », et aucune instance ne l’a pour c" +
+	"lé métier.\x02Vous êtes déconnecté.\x02Se connecter\x02Connectez-vous av" +
+	"ec un jeton d’opérateur ou d’administrateur.\x02Jeton\x02Le jeton est vé" +
+	"rifié une fois et n’est jamais conservé dans votre navigateur\u202f; un " +
+	"cookie de session le remplace jusqu’à 8 heures d’inactivité.\x02Trop de " +
+	"connexions échouées depuis votre adresse. Réessayez dans %[1]d secondes." +
+	"\x02Ce jeton est inconnu ou a été révoqué.\x02Un jeton de rôle %[1]s ne " +
+	"peut pas ouvrir la console\u202f: connectez-vous avec un jeton d’opérate" +
+	"ur, de concepteur ou d’administrateur.\x02Seuls les administrateurs gère" +
+	"nt les jetons.\x02Jetons du personnel (administrateurs, concepteurs, opé" +
+	"rateurs) non révoqués. Les jetons des consommateurs se gèrent avec leurs" +
+	" consommateurs. Révoquer un jeton refuse sa requête suivante.\x02ID\x02R" +
+	"ôle\x02Créé le\x02Dernière utilisation\x02Expiration\x02Jetons du perso" +
+	"nnel, les plus anciens d’abord\x02jamais\x02pas encore\x02Jeton expiré" +
+	"\x02Révoquer…\x02cette session\x02Aucun jeton.\x02Le jeton a été révoqué" +
+	".\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s « %[2]s »\u202f?" +
+	"\x02Sa requête suivante est refusée et les sessions de console ouvertes " +
+	"avec lui prennent fin. C’est irréversible\u202f: qui l’utilise aura beso" +
+	"in d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder\x02C’est le jet" +
+	"on avec lequel vous êtes connecté\u202f: le révoquer vous déconnecte. Sa" +
+	" requête suivante est refusée. C’est irréversible.\x02C’est le dernier j" +
+	"eton administrateur utilisable\u202f: créez-en un autre avant de le révo" +
+	"quer.\x02sortie de routage\x02(chaque élément)\x14\x01\x81\x01\x00\x02" +
+	"\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d caractères" +
+	"\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au pl" +
+	"us %[1]d caractères\x02motif %[1]s\x02format %[1]s\x02minimum %[1]s\x02m" +
+	"aximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moi" +
+	"ns %[1]d élément\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00" +
+	"\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02n" +
+	"on fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d " +
+	"éléments\x02nul\x02valeur inattendue\x02Page invalide\x02Ce lien de pag" +
+	"e ne vient pas de la console.\x02Les exécutants connectés par un flux, e" +
+	"t ceux qui interrogent par leur dernière demande. Un exécutant est listé" +
+	" tant qu’il s’est manifesté dans les trois derniers battements de cœur." +
+	"\x02Exécutants vus dans les trois derniers battements\x02Exécutant\x02Pr" +
+	"otocole\x02Définitions servies\x02En cours\x02Connexion\x02Dernier signe" +
+	"\x02Aucun exécutant n’est connecté.\x02Exécutants servant %[1]s\x02Tous " +
+	"les exécutants\x02Aucun exécutant ne sert cette définition.\x02flux\x02i" +
+	"nterrogation longue\x02façade Camunda 7\x02toutes les révisions accordée" +
+	"s à son consommateur\x02révisions %[1]s\x02Aucun exécutant ne sert cette" +
+	" définition\u202f: ses occurrences attendent qu’un exécutant se connecte" +
+	" ou interroge.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant" +
+	"\x00\x1d\x02Servie par %[1]d exécutants\x02Révisions prises en charge" +
+	"\u202f: %[1]s\u202f; certains prennent toutes les révisions accordées à " +
+	"leur consommateur.\x02Ils prennent toutes les révisions accordées à leur" +
+	" consommateur.\x02Ils ne prennent que la révision %[1]d.\x02Ils ne prenn" +
+	"ent que les révisions %[1]s."
 
-	// Total table size 49841 bytes (48KiB); checksum: 7FCCA654
+	// Total table size 49811 bytes (48KiB); checksum: C3A4CE39
