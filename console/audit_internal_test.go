@@ -27,3 +27,18 @@ func TestActorLabel(t *testing.T) {
 		t.Errorf("without a token: %q", got)
 	}
 }
+
+// The code the Camunda facade gives a failure with no retries left is
+// explained in each language, as the codes Relais makes are: the worker's
+// message alone does not say why the task stopped.
+func TestCamundaFailureIsExplained(t *testing.T) {
+	fr := context.WithValue(context.Background(), localeKey{}, newLocale(language.French))
+	for ctx, want := range map[context.Context]string{
+		context.Background(): "A Camunda 7 worker reported a failure with no retries left",
+		fr:                   "Un exécutant Camunda 7 a signalé un échec sans nouvelle tentative restante",
+	} {
+		if got := errorCodeMeaning(ctx, "external_task_failure"); len(got) < len(want) || got[:len(want)] != want {
+			t.Errorf("errorCodeMeaning(external_task_failure) = %q, want it to start with %q", got, want)
+		}
+	}
+}

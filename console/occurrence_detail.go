@@ -349,7 +349,7 @@ func (c *Console) lastError(ctx context.Context, o engine.Occurrence) []fact {
 			// Relais wrote it, in English: say so in the reader's language.
 			f.Label, f.Lang = T(ctx, "Message from Relais (in English)"), "en"
 		} else {
-			f.Label = T(ctx, "Message from the service (as it sent it)")
+			f.Label = T(ctx, "Message from the service (its own words, protected values masked)")
 		}
 		fs = append(fs, f)
 	}
@@ -414,6 +414,8 @@ func errorCodeMeaning(ctx context.Context, code string) string {
 		return T(ctx, "The inputs could not be built from the process’s bindings.")
 	case engine.AbandonedCode:
 		return T(ctx, "An operator abandoned the instance.")
+	case "external_task_failure": // camunda.FailureCode; surfaces do not import each other
+		return T(ctx, "A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.")
 	}
 	if status, ok := strings.CutPrefix(code, "destination_http_"); ok {
 		return T(ctx, "The destination answered HTTP %s.", status)

@@ -45,7 +45,7 @@ var messageKeyToIndex = map[string]int{
 	"%[1]s; %[2]s":                             241,
 	"%d (0 lowest, 9 highest)":                 376,
 	"%d attempts":                              404,
-	"%d attempts, retry after %s, priority %d": 531,
+	"%d attempts, retry after %s, priority %d": 532,
 	"%d breaking":                              185,
 	"%d changes":                               184,
 	"%d completed":                             239,
@@ -55,14 +55,14 @@ var messageKeyToIndex = map[string]int{
 	"%d h":                                     250,
 	"%d held instances match now.":             50,
 	"%d hours":                                 266,
-	"%d items":                                 587,
+	"%d items":                                 588,
 	"%d left":                                  405,
 	"%d min":                                   249,
 	"%d minutes":                               267,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 69,
 	"%d ms": 269,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 521,
-	"%d occurrences":                          477,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 522,
+	"%d occurrences":                          478,
 	"%d releases":                             204,
 	"%d running instances match now.":         57,
 	"%d running or held instances match now.": 59,
@@ -71,19 +71,20 @@ var messageKeyToIndex = map[string]int{
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 74,
 	"%s (token #%d, %s)":                75,
 	"%s ago":                            246,
-	"%s so far":                         453,
-	"%s → %s":                           526,
+	"%s so far":                         454,
+	"%s → %s":                           527,
 	"%s, revision %s":                   366,
 	"%s, version %s":                    367,
 	"%s: %s":                            238,
 	"%s: %s → %s":                       192,
-	"%s: a date is written 2026-12-01.": 488,
-	"%s: the first day comes after the last.": 489,
+	"%s: a date is written 2026-12-01.": 489,
+	"%s: the first day comes after the last.": 490,
 	"%s–%s":       237,
-	"(each item)": 576,
-	"(worker %s)": 442,
+	"(each item)": 577,
+	"(worker %s)": 443,
 	"0 seconds":   264,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.": 552,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           553,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 436,
 	"Abandon %d instances":                                           54,
 	"Abandon every held instance this filter matches":                52,
 	"Abandon every held instance…":                                   7,
@@ -97,11 +98,11 @@ var messageKeyToIndex = map[string]int{
 	"Act on every instance this filter matches": 310,
 	"Action":                              78,
 	"All actions":                         90,
-	"All consumers":                       474,
+	"All consumers":                       475,
 	"All definitions":                     228,
 	"All processes":                       316,
 	"All statuses":                        317,
-	"All workers":                         602,
+	"All workers":                         603,
 	"An operator abandoned the instance.": 435,
 	"Apply filters":                       87,
 	"Apr":                                 255,
@@ -114,56 +115,56 @@ var messageKeyToIndex = map[string]int{
 	"Back to external tasks":           123,
 	"Back to the instance":             32,
 	"Back to the list":                 47,
-	"Back without saving":              496,
+	"Back without saving":              497,
 	"Breaks processes":                 162,
 	"Breaks workers":                   163,
 	"Bulk %s applied to %d instances.": 73,
 	"Bulk action":                      82,
 	"Business key":                     66,
 	"Call timeout":                     399,
-	"Camunda 7 facade":                 606,
-	"Cancelled: the instance was stopped (%s).":               452,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 451,
+	"Camunda 7 facade":                 607,
+	"Cancelled: the instance was stopped (%s).":               453,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 452,
 	"Cannot act on this filter":                               70,
-	"Cannot reveal":                                           536,
+	"Cannot reveal":                                           537,
 	"Change":                                                  160,
 	"Changes between the two revisions":                       172,
 	"Changes of the Working copy since revision %d":           181,
 	"Choose two existing revisions to compare.":               182,
 	"Classification":                                          138,
 	"Clear filters":                                           88,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 510,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 511,
 	"Compare":              159,
 	"Compare revisions":    155,
 	"Completed":            236,
-	"Completed (%s).":      447,
+	"Completed (%s).":      448,
 	"Completed, last hour": 222,
 	"Completions and failures per 5 minutes, last hour: %s":    229,
 	"Completions and failures per 5-minute slot, oldest first": 234,
 	"Completions and failures, last hour":                      215,
-	"Connected":                                                598,
+	"Connected":                                                599,
 	"Constraints":                                              139,
 	"Consumer":                                                 379,
-	"Consumer and worker":                                      471,
+	"Consumer and worker":                                      472,
 	"Counting the occurrences; the counts appear when you reload the page.": 133,
 	"Counts are unavailable right now.":                                     134,
-	"Counts as of %s (%s); refreshed every few seconds.":                    519,
-	"Counts by status": 467,
+	"Counts as of %s (%s); refreshed every few seconds.":                    520,
+	"Counts by status": 468,
 	"Created":          280,
 	"Created from":     67,
-	"Created on":       557,
+	"Created on":       558,
 	"Created to":       68,
 	"Creation date":    305,
 	"Dates":            370,
 	"Deadline":         374,
 	"Dec":              263,
 	"Deferred":         417,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 446,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 447,
 	"Definition":         217,
 	"Definition %s":      141,
 	"Definitions":        110,
 	"Definitions by key": 199,
-	"Definitions served": 596,
+	"Definitions served": 597,
 	"Definitions, those needing attention first": 216,
 	"Description":          140,
 	"Destination":          391,
@@ -179,18 +180,18 @@ var messageKeyToIndex = map[string]int{
 	"End node":                    301,
 	"End node or error":           314,
 	"Ended":                       297,
-	"Error":                       470,
+	"Error":                       471,
 	"Error (before any attempt)":  419,
 	"Error code":                  300,
 	"Error message":               386,
-	"Every %d seconds":            500,
+	"Every %d seconds":            501,
 	"Every attempt, oldest first": 378,
 	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log (GET /api/v1/audit/reveals).": 85,
-	"Expired token":                    563,
-	"Expires":                          559,
+	"Expired token":                    564,
+	"Expires":                          560,
 	"External tasks":                   104,
 	"Failed":                           220,
-	"Failed (%s).":                     450,
+	"Failed (%s).":                     451,
 	"Failed at node":                   303,
 	"Failed occurrence":                299,
 	"Failed, last hour":                223,
@@ -206,14 +207,14 @@ var messageKeyToIndex = map[string]int{
 	"From revision":                    157,
 	"From revision %d to revision %d:": 183,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 36,
-	"Graph":                   509,
-	"Graph of %s":             520,
-	"HTTP 2xx, unusable body": 456,
+	"Graph":                   510,
+	"Graph of %s":             521,
+	"HTTP 2xx, unusable body": 457,
 	"Health":                  103,
 	"Held at node":            298,
 	"Held instances":          219,
-	"ID":                      555,
-	"In flight":               597,
+	"ID":                      556,
+	"In flight":               598,
 	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 230,
 	"Inputs":                     165,
 	"Inputs of revision %d":      176,
@@ -222,94 +223,94 @@ var messageKeyToIndex = map[string]int{
 	"Inputs, labelled by revision %d's contract":                                      406,
 	"Instance":                  313,
 	"Instances":                 105,
-	"Instances of this process": 518,
-	"Invalid page":              590,
+	"Instances of this process": 519,
+	"Invalid page":              591,
 	"Invalid request":           121,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.": 21,
-	"Its instance is held here, waiting for an operator.":                                                                   448,
-	"Its instance went on along the node’s error path.":                                                                     449,
+	"Its instance is held here, waiting for an operator.":                                                                   449,
+	"Its instance went on along the node’s error path.":                                                                     450,
 	"Its message": 420,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      570,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      571,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 34,
 	"Jan":                     252,
 	"Jul":                     258,
 	"Jun":                     257,
-	"Keep it":                 572,
+	"Keep it":                 573,
 	"Keep it held":            14,
 	"Keep it running":         13,
 	"Key":                     200,
-	"Kind":                    513,
+	"Kind":                    514,
 	"Language":                100,
 	"Last error (attempt %d)": 418,
 	"Last reserved":           415,
 	"Last saved":              146,
-	"Last seen":               599,
-	"Last used":               558,
+	"Last seen":               600,
+	"Last used":               559,
 	"Latest revision":         201,
 	"Lists every change from one revision to another, and whom it may break.": 156,
-	"Local time at %s": 498,
-	"Lock expired %s — waiting to be offered again.": 439,
+	"Local time at %s": 499,
+	"Lock expired %s — waiting to be offered again.": 440,
 	"Lock expires":                     416,
 	"Main navigation":                  102,
 	"Mar":                              254,
 	"Maximum attempts":                 372,
 	"May":                              256,
 	"Message from Relais (in English)": 421,
-	"Message from the service (as it sent it)": 422,
+	"Message from the service (its own words, protected values masked)": 422,
 	"Mode": 369,
-	"More filters: instance, revision, consumer, dates": 465,
+	"More filters: instance, revision, consumer, dates": 466,
 	"Name":                               144,
-	"Never":                              499,
+	"Never":                              500,
 	"Next attempt":                       414,
-	"Next attempt or settled":            472,
+	"Next attempt or settled":            473,
 	"Next node":                          279,
 	"Next page":                          97,
 	"No definition has occurrences yet.": 224,
 	"No definition yet.":                 203,
 	"No inputs.":                         166,
 	"No instance matches these filters.": 315,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 544,
-	"No occurrence matches these filters.":                                                   473,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 545,
+	"No occurrence matches these filters.":                                                   474,
 	"No operator action matches.":                                                            89,
 	"No operator has acted on this instance.":                                                284,
 	"No outputs yet: the occurrence has not completed.":                                      409,
 	"No outputs.": 169,
 	"No outputs: the occurrence ended without completing.":                   411,
-	"No process is published yet.":                                           504,
+	"No process is published yet.":                                           505,
 	"No release yet.":                                                        150,
 	"No revision yet: the Working copy has never been snapshotted.":          148,
 	"No service ever reserved this occurrence: it ended before any attempt.": 390,
 	"No service has reserved this occurrence yet.":                           387,
-	"No token.":                         566,
-	"No worker is connected.":           600,
-	"No worker serves this definition.": 603,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 609,
+	"No token.":                         567,
+	"No worker is connected.":           601,
+	"No worker serves this definition.": 604,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 610,
 	"Node":    276,
 	"Node %s": 213,
-	"Nodes":   511,
-	"Nodes of this version, with their occurrences now": 512,
+	"Nodes":   512,
+	"Nodes of this version, with their occurrences now": 513,
 	"Nodes reached, in order":                           275,
 	"Not allowed":                                       119,
 	"Not found":                                         125,
 	"Notes":                                             153,
 	"Nothing exists at this address, or it is not visible to you.":          126,
 	"Nothing to do: no instance this action applies to matches the filter.": 62,
-	"Nothing to find: the search box is empty.":                             542,
+	"Nothing to find: the search box is empty.":                             543,
 	"Nov":                       262,
 	"Now":                       400,
 	"Occurrence":                277,
 	"Occurrence %s":             368,
 	"Occurrence offered again":  81,
-	"Occurrences now":           517,
-	"Occurrences, newest first": 468,
+	"Occurrences now":           518,
+	"Occurrences, newest first": 469,
 	"Oct":                       261,
-	"Offered from %s — %s.":     438,
+	"Offered from %s — %s.":     439,
 	"Oldest claimable waits":    221,
-	"On error":                  516,
-	"On success":                515,
-	"Only a value this page shows as hidden (sensitive) can be revealed.": 537,
-	"Only administrators manage tokens.":                                  553,
-	"Only administrators may reveal a sensitive value.":                   534,
+	"On error":                  517,
+	"On success":                516,
+	"Only a value this page shows as hidden (sensitive) can be revealed.": 538,
+	"Only administrators manage tokens.":                                  554,
+	"Only administrators may reveal a sensitive value.":                   535,
 	"Open":             218,
 	"Operator actions": 272,
 	"Operator actions on this instance, newest first": 285,
@@ -320,25 +321,25 @@ var messageKeyToIndex = map[string]int{
 	"Outputs of the working copy":                     170,
 	"Outputs, labelled by revision %d's contract":     408,
 	"Pages": 96,
-	"Pages with a form, such as a confirmation, never reload on their own.": 494,
+	"Pages with a form, such as a confirmation, never reload on their own.": 495,
 	"Path":                            273,
-	"Pinned revision":                 514,
+	"Pinned revision":                 515,
 	"Policy":                          371,
-	"Previous page":                   486,
+	"Previous page":                   487,
 	"Priority":                        375,
 	"Process":                         64,
-	"Process %s":                      506,
-	"Process and node":                469,
+	"Process %s":                      507,
+	"Process and node":                470,
 	"Process inputs":                  287,
 	"Process instance":                80,
 	"Process instance %s":             270,
 	"Process instances":               307,
 	"Process instances, newest first": 312,
 	"Processes":                       106,
-	"Processes by key":                502,
-	"Protocol":                        595,
+	"Processes by key":                503,
+	"Protocol":                        596,
 	"Published":                       154,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 501,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 502,
 	"Reason": 79,
 	"Reason (recorded in the audit log for every instance)": 46,
 	"Reason (recorded in the audit log)":                    11,
@@ -346,7 +347,7 @@ var messageKeyToIndex = map[string]int{
 	"Recorded operator actions":                             283,
 	"Relais console":                                        99,
 	"Relais has not called the destination yet.":            393,
-	"Relais is calling the destination (since %s).":         443,
+	"Relais is calling the destination (since %s).":         444,
 	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 395,
 	"Relais never called the destination: the occurrence ended before any call.":                           394,
 	"Relais refused the action. Nothing was done.":                                                         37,
@@ -354,17 +355,17 @@ var messageKeyToIndex = map[string]int{
 	"Release":                             151,
 	"Releases":                            149,
 	"Releases, oldest first":              171,
-	"Reload lists and detail pages":       493,
+	"Reload lists and detail pages":       494,
 	"Replica":                             392,
 	"Required":                            137,
 	"Reserved":                            381,
-	"Reserved by %s.":                     445,
-	"Reserved by %s; lock until %s — %s.": 444,
+	"Reserved by %s.":                     446,
+	"Reserved by %s; lock until %s — %s.": 445,
 	"Retried by %s at %s — “%s”":          295,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 39,
 	"Retries":            397,
 	"Retry %d instances": 51,
-	"Retry at %s — %s.":  437,
+	"Retry at %s — %s.":  438,
 	"Retry delay":        373,
 	"Retry every held instance this filter matches": 48,
 	"Retry every held instance…":                    6,
@@ -376,33 +377,33 @@ var messageKeyToIndex = map[string]int{
 	"Retrying and abandoning apply to held instances, not %s ones.": 44,
 	"Retry…":                    0,
 	"Reveal — this is recorded": 412,
-	"Revealed by %s at %s; recorded in the audit log.": 535,
+	"Revealed by %s at %s; recorded in the audit log.": 536,
 	"Revision":    152,
 	"Revision %d": 173,
 	"Revisions":   147,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 611,
-	"Revoke the %s token “%s”?": 569,
-	"Revoke the token":          571,
-	"Revoke token %d":           568,
-	"Revoke…":                   564,
-	"Role":                      556,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 612,
+	"Revoke the %s token “%s”?": 570,
+	"Revoke the token":          572,
+	"Revoke token %d":           569,
+	"Revoke…":                   565,
+	"Role":                      557,
 	"Route":                     278,
 	"Routing output":            145,
-	"Rows %s–%s":                487,
-	"Save settings":             495,
+	"Rows %s–%s":                488,
+	"Save settings":             496,
 	"Say why, for whoever reads the log later: at most %d characters.": 12,
-	"Search":                               540,
-	"Secret values can never be revealed.": 538,
+	"Search":                               541,
+	"Secret values can never be revealed.": 539,
 	"Sep":                                  260,
-	"Served by %d workers":                 610,
+	"Served by %d workers":                 611,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 25,
 	"Settled":              281,
-	"Settlement date":      464,
+	"Settlement date":      465,
 	"Show all definitions": 227,
-	"Show times in":        491,
+	"Show times in":        492,
 	"Showing the instances bulk action %s changed.": 93,
-	"Sign in": 546,
-	"Sign in with an operator or administrator token.": 547,
+	"Sign in": 547,
+	"Sign in with an operator or administrator token.": 548,
 	"Sign out":             114,
 	"Signed in as %s (%s)": 113,
 	"Since revision %d:":   179,
@@ -410,9 +411,9 @@ var messageKeyToIndex = map[string]int{
 	"Slot":                 235,
 	"Snapshotted":          174,
 	"Something went wrong": 131,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 554,
-	"Staff tokens, oldest first": 560,
-	"Start node":                 508,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 555,
+	"Staff tokens, oldest first": 561,
+	"Start node":                 509,
 	"Started":                    296,
 	"Status":                     65,
 	"Stop %d instances":          61,
@@ -433,18 +434,18 @@ var messageKeyToIndex = map[string]int{
 	"Summary": 271,
 	"Task contracts: their Working copy, immutable revisions and named releases.": 198,
 	"Temporarily unavailable":                         129,
-	"That is too long to be an id or a business key.": 543,
+	"That is too long to be an id or a business key.": 544,
 	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.": 178,
 	"The bulk action must be its id (a UUID).":                   92,
 	"The call could not be prepared.":                            430,
 	"The chart’s numbers":                                        233,
 	"The confirmed count is missing: start again from the list.": 71,
 	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           132,
-	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      492,
+	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      493,
 	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 72,
 	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 130,
 	"The deadline passed before a result arrived.":                                                                                427,
-	"The destination answered HTTP %s.":                                                                                           436,
+	"The destination answered HTTP %s.":                                                                                           437,
 	"The destination could not be reached.":                                                                                       431,
 	"The destination did not answer within the call’s timeout (%s).":                                                              425,
 	"The destination did not answer within the call’s timeout.":                                                                   426,
@@ -460,14 +461,14 @@ var messageKeyToIndex = map[string]int{
 	"The process instance must be an instance id (a UUID).":                                                                       91,
 	"The reason you gave, not recorded:":                                                                                          31,
 	"The result did not match the revision's outputs contract.":                                                                   428,
-	"The revision must be a whole number, 1 or more.":                                                                             462,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 549,
-	"The token was revoked.":                                                                                                      567,
+	"The revision must be a whole number, 1 or more.":                                                                             463,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 550,
+	"The token was revoked.":                                                                                                      568,
 	"These revisions have the same contracts.":                                                                                    164,
-	"These settings are kept in this browser only.":                                                                               490,
-	"They take every revision their consumer is granted.":                                                                         612,
-	"They take revision %d only.":                                                                                                 613,
-	"They take revisions %s only.":                                                                                                614,
+	"These settings are kept in this browser only.":                                                                               491,
+	"They take every revision their consumer is granted.":                                                                         613,
+	"They take revision %d only.":                                                                                                 614,
+	"They take revisions %s only.":                                                                                                615,
 	"This contract has no inputs.":                                                                                                407,
 	"This contract has no outputs.":                                                                                               410,
 	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                         128,
@@ -481,142 +482,142 @@ var messageKeyToIndex = map[string]int{
 	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 291,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          33,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   38,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            574,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           573,
-	"This page does not accept that request.":     539,
-	"This page link is not one the console made.": 591,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            575,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           574,
+	"This page does not accept that request.":     540,
+	"This page link is not one the console made.": 592,
 	"This page reloads every %d seconds.":         118,
 	"This process takes no inputs.":               289,
-	"This token is unknown or has been revoked.":  551,
+	"This token is unknown or has been revoked.":  552,
 	"Times in %s · no auto-reload":                117,
 	"Times in %s · reload every %d s":             116,
 	"To revision":                                 158,
-	"Token":                                       548,
+	"Token":                                       549,
 	"Tokens":                                      112,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 550,
-	"Totals of all definitions, not narrowed by the other filters":         476,
-	"Totals of definition %s, not narrowed by the other filters":           475,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 551,
+	"Totals of all definitions, not narrowed by the other filters":         477,
+	"Totals of definition %s, not narrowed by the other filters":           476,
 	"Type": 136,
-	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 541,
-	"UTC (coordinated universal time)": 497,
+	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 542,
+	"UTC (coordinated universal time)": 498,
 	"Unknown action.":                  42,
-	"Unknown consumer.":                463,
+	"Unknown consumer.":                464,
 	"Unknown status %q.":               304,
 	"Value":                            286,
-	"Version":                          507,
-	"Versions, newest first":           503,
-	"Waiting for Relais to call the destination since %s (%s).": 440,
-	"Waiting for a worker since %s (%s).":                       441,
+	"Version":                          508,
+	"Versions, newest first":           504,
+	"Waiting for Relais to call the destination since %s (%s).": 441,
+	"Waiting for a worker since %s (%s).":                       442,
 	"When":                                                      76,
 	"Who":                                                       77,
 	"Whole message":                                             389,
-	"Worker":                                                    594,
+	"Worker":                                                    595,
 	"Worker id":                                                 380,
 	"Workers":                                                   111,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        592,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        593,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 17,
-	"Workers seen within three heartbeats": 593,
-	"Workers serving %s":                   601,
+	"Workers seen within three heartbeats": 594,
+	"Workers serving %s":                   602,
 	"Working copy":                         142,
-	"You are signed out.":                  545,
+	"You are signed out.":                  546,
 	"Your role can read definitions only: external tasks and process instances are for operators and administrators.": 120,
-	"[redacted]":                          461,
+	"[redacted]":                          462,
 	"abandon":                             4,
 	"administrator":                       344,
 	"an incident: retry, abandon or stop": 208,
-	"answer too large":                    459,
+	"answer too large":                    460,
 	"any":                                 63,
-	"any other code → %s":                 529,
+	"any other code → %s":                 530,
 	"any other error":                     206,
-	"as of %s (%s); counts are refreshed every few seconds.": 478,
-	"at least %d characters":                                 577,
-	"at least %d items":                                      584,
+	"as of %s (%s); counts are refreshed every few seconds.": 479,
+	"at least %d characters":                                 578,
+	"at least %d items":                                      585,
 	"at most %d":                                             402,
-	"at most %d characters":                                  578,
-	"at most %d items":                                       585,
+	"at most %d characters":                                  579,
+	"at most %d items":                                       586,
 	"at most %d since the last operator retry":               403,
 	"available":                                              318,
 	"boolean":                                                331,
-	"call in progress since":                                 483,
+	"call in progress since":                                 484,
 	"cancelled":                                              321,
 	"choice":                                                 334,
-	"claimable since":                                        482,
+	"claimable since":                                        483,
 	"claimable since %s":                                     226,
 	"classification changed":                                 355,
 	"completed":                                              231,
 	"constraint changed":                                     356,
 	"consumer":                                               347,
-	"consumer #%s":                                           454,
+	"consumer #%s":                                           455,
 	"date":                                                   332,
 	"date and time":                                          333,
-	"deadline %s":                                            532,
+	"deadline %s":                                            533,
 	"deferred":                                               320,
-	"deferred since":                                         485,
+	"deferred since":                                         486,
 	"deleted":                                                83,
 	"designer":                                               346,
 	"disconnected":                                           327,
-	"end (completes)":                                        524,
-	"end (fails)":                                            525,
+	"end (completes)":                                        525,
+	"end (fails)":                                            526,
 	"end: completes the instance":                            209,
 	"end: fails the instance":                                210,
-	"every revision its consumer is granted":                 607,
+	"every revision its consumer is granted":                 608,
 	"expired":                                                324,
 	"failed":                                                 232,
-	"fails the instance":                                     530,
+	"fails the instance":                                     531,
 	"field added":                                            350,
 	"field removed":                                          351,
 	"format":                                                 361,
-	"format %s":                                              580,
+	"format %s":                                              581,
 	"from":                                                   308,
 	"held":                                                   323,
 	"held for an operator":                                   207,
-	"hold (an incident for an operator)":                     528,
+	"hold (an incident for an operator)":                     529,
 	"id or business key":                                     108,
 	"in %s":                                                  245,
 	"in progress":                                            388,
-	"instance id":                                            466,
+	"instance id":                                            467,
 	"integer":                                                329,
 	"just now":                                               247,
 	"list":                                                   336,
-	"lock until":                                             484,
-	"long polling":                                           605,
+	"lock until":                                             485,
+	"long polling":                                           606,
 	"maximum":                                                363,
-	"maximum %s":                                             582,
+	"maximum %s":                                             583,
 	"maximum items":                                          365,
 	"maximum length":                                         359,
 	"minimum":                                                362,
-	"minimum %s":                                             581,
+	"minimum %s":                                             582,
 	"minimum items":                                          364,
 	"minimum length":                                         358,
-	"never":                                                  561,
-	"next attempt":                                           481,
+	"never":                                                  562,
+	"next attempt":                                           482,
 	"no":                                                     349,
-	"no answer within the timeout":                           457,
-	"no connection":                                          458,
+	"no answer within the timeout":                           458,
+	"no connection":                                          459,
 	"no: the service marked this failure as not retryable (attempts left unused: %d)": 424,
 	"none":     197,
 	"none yet": 202,
 	"none: a failed call takes the node’s error path": 398,
 	"normal":                          337,
-	"not provided":                    586,
-	"not yet":                         562,
-	"null":                            588,
+	"not provided":                    587,
+	"not yet":                         563,
+	"null":                            589,
 	"number":                          330,
 	"object":                          335,
 	"on error":                        205,
-	"one of: %s":                      583,
+	"one of: %s":                      584,
 	"operator":                        345,
 	"optional %s field of type %s":    194,
 	"optional field of type %s":       196,
 	"optional → required":             187,
 	"pattern":                         360,
-	"pattern %s":                      579,
-	"pull":                            522,
+	"pattern %s":                      580,
+	"pull":                            523,
 	"pull %s":                         212,
 	"pull (the service fetches it)":   342,
 	"push %s":                         211,
 	"push (Relais calls the service)": 343,
-	"push to %s":                      523,
+	"push to %s":                      524,
 	"rejected":                        325,
 	"released":                        326,
 	"required %s field of type %s":    193,
@@ -625,38 +626,38 @@ var messageKeyToIndex = map[string]int{
 	"required → optional":             188,
 	"reserved":                        319,
 	"retry":                           3,
-	"revision %d":                     479,
-	"revisions %s":                    608,
+	"revision %d":                     480,
+	"revisions %s":                    609,
 	"routing changed":                 357,
-	"routing output":                  575,
+	"routing output":                  576,
 	"routing output %s → %s":          186,
 	"running":                         322,
 	"secret":                          339,
 	"sensitive":                       338,
-	"settled":                         480,
+	"settled":                         481,
 	"stop":                            5,
-	"stream":                          604,
+	"stream":                          605,
 	"text":                            328,
 	"the contracts are the same (the name or a description changed).": 180,
-	"this session":           565,
-	"timeout %s":             533,
+	"this session":           566,
+	"timeout %s":             534,
 	"to":                     309,
 	"type changed":           352,
-	"unexpected value":       589,
-	"unknown":                460,
+	"unexpected value":       590,
+	"unknown":                461,
 	"values added: %s":       189,
 	"values changed":         354,
 	"values removed: %s":     190,
 	"values reordered":       191,
-	"version %d":             505,
-	"waiting":                455,
+	"version %d":             506,
+	"waiting":                456,
 	"yes":                    348,
 	"••• hidden (secret)":    341,
 	"••• hidden (sensitive)": 340,
-	"→ %s":                   527,
+	"→ %s":                   528,
 }
 
-var enIndex = []uint32{ // 616 elements
+var enIndex = []uint32{ // 617 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x0000005a,
@@ -776,64 +777,65 @@ var enIndex = []uint32{ // 616 elements
 	0x00003187, 0x000031a3, 0x000031b2, 0x000031bf,
 	// Entry 1A0 - 1BF
 	0x000031cd, 0x000031da, 0x000031e3, 0x000031fe,
-	0x00003219, 0x00003225, 0x00003246, 0x0000326f,
-	0x00003279, 0x000032cc, 0x00003310, 0x0000334c,
-	0x00003379, 0x000033b3, 0x00003418, 0x00003438,
-	0x0000345e, 0x00003488, 0x000034c0, 0x000034fd,
-	0x00003521, 0x00003546, 0x00003560, 0x0000357e,
-	0x000035b2, 0x000035f2, 0x0000361c, 0x0000362b,
-	0x0000365c, 0x0000368b, 0x0000369e, 0x00003713,
+	0x00003219, 0x00003225, 0x00003246, 0x00003288,
+	0x00003292, 0x000032e5, 0x00003329, 0x00003365,
+	0x00003392, 0x000033cc, 0x00003431, 0x00003451,
+	0x00003477, 0x000034a1, 0x000034d9, 0x00003516,
+	0x0000353a, 0x000035b3, 0x000035d8, 0x000035f2,
+	0x00003610, 0x00003644, 0x00003684, 0x000036ae,
+	0x000036bd, 0x000036ee, 0x0000371d, 0x00003730,
 	// Entry 1C0 - 1DF
-	0x00003726, 0x0000375a, 0x0000378e, 0x0000379e,
-	0x000037e5, 0x00003812, 0x0000381f, 0x0000382f,
-	0x00003837, 0x0000384f, 0x0000386c, 0x0000387a,
-	0x0000388b, 0x00003893, 0x0000389e, 0x000038ce,
-	0x000038e0, 0x000038f0, 0x00003922, 0x0000392e,
-	0x0000393f, 0x00003959, 0x0000396a, 0x00003970,
-	0x00003984, 0x0000399c, 0x000039c1, 0x000039cf,
-	0x00003a0d, 0x00003a4a, 0x00003a76, 0x00003ab3,
+	0x000037a5, 0x000037b8, 0x000037ec, 0x00003820,
+	0x00003830, 0x00003877, 0x000038a4, 0x000038b1,
+	0x000038c1, 0x000038c9, 0x000038e1, 0x000038fe,
+	0x0000390c, 0x0000391d, 0x00003925, 0x00003930,
+	0x00003960, 0x00003972, 0x00003982, 0x000039b4,
+	0x000039c0, 0x000039d1, 0x000039eb, 0x000039fc,
+	0x00003a02, 0x00003a16, 0x00003a2e, 0x00003a53,
+	0x00003a61, 0x00003a9f, 0x00003adc, 0x00003b08,
 	// Entry 1E0 - 1FF
-	0x00003ac2, 0x00003aca, 0x00003ad7, 0x00003ae7,
-	0x00003afe, 0x00003b09, 0x00003b18, 0x00003b26,
-	0x00003b39, 0x00003b5e, 0x00003b89, 0x00003bb7,
-	0x00003bc5, 0x00003c58, 0x00003c76, 0x00003cbc,
-	0x00003cca, 0x00003cde, 0x00003cff, 0x00003d13,
-	0x00003d19, 0x00003d2d, 0x00003da0, 0x00003db1,
-	0x00003dc8, 0x00003de5, 0x00003df3, 0x00003e01,
-	0x00003e09, 0x00003e14, 0x00003e1a, 0x00003f0c,
+	0x00003b45, 0x00003b54, 0x00003b5c, 0x00003b69,
+	0x00003b79, 0x00003b90, 0x00003b9b, 0x00003baa,
+	0x00003bb8, 0x00003bcb, 0x00003bf0, 0x00003c1b,
+	0x00003c49, 0x00003c57, 0x00003cea, 0x00003d08,
+	0x00003d4e, 0x00003d5c, 0x00003d70, 0x00003d91,
+	0x00003da5, 0x00003dab, 0x00003dbf, 0x00003e32,
+	0x00003e43, 0x00003e5a, 0x00003e77, 0x00003e85,
+	0x00003e93, 0x00003e9b, 0x00003ea6, 0x00003eac,
 	// Entry 200 - 21F
-	0x00003f12, 0x00003f44, 0x00003f49, 0x00003f59,
-	0x00003f64, 0x00003f6d, 0x00003f7d, 0x00003f97,
-	0x00003fd0, 0x00003fdf, 0x00004099, 0x0000409e,
-	0x000040ac, 0x000040bc, 0x000040c8, 0x000040d8,
-	0x000040e2, 0x00004105, 0x0000411e, 0x00004131,
-	0x0000419d, 0x000041ac, 0x000041ba, 0x000041ec,
-	0x00004223, 0x00004231, 0x00004275, 0x0000429a,
-	0x000042c2, 0x000042c9, 0x00004324, 0x0000434e,
+	0x00003f9e, 0x00003fa4, 0x00003fd6, 0x00003fdb,
+	0x00003feb, 0x00003ff6, 0x00003fff, 0x0000400f,
+	0x00004029, 0x00004062, 0x00004071, 0x0000412b,
+	0x00004130, 0x0000413e, 0x0000414e, 0x0000415a,
+	0x0000416a, 0x00004174, 0x00004197, 0x000041b0,
+	0x000041c3, 0x0000422f, 0x0000423e, 0x0000424c,
+	0x0000427e, 0x000042b5, 0x000042c3, 0x00004307,
+	0x0000432c, 0x00004354, 0x0000435b, 0x000043b6,
 	// Entry 220 - 23F
-	0x0000437e, 0x000043dc, 0x000043f0, 0x000043f8,
-	0x00004429, 0x0000442f, 0x000044ab, 0x000044f3,
-	0x0000451e, 0x00004580, 0x000045a3, 0x0000464a,
-	0x0000464d, 0x00004652, 0x0000465d, 0x00004667,
-	0x0000466f, 0x0000468a, 0x00004690, 0x00004698,
-	0x000046a6, 0x000046b0, 0x000046bd, 0x000046c7,
-	0x000046de, 0x000046f1, 0x00004715, 0x00004795,
-	0x000047a6, 0x000047ae, 0x00004823, 0x00004877,
+	0x000043e0, 0x00004410, 0x0000446e, 0x00004482,
+	0x0000448a, 0x000044bb, 0x000044c1, 0x0000453d,
+	0x00004585, 0x000045b0, 0x00004612, 0x00004635,
+	0x000046dc, 0x000046df, 0x000046e4, 0x000046ef,
+	0x000046f9, 0x00004701, 0x0000471c, 0x00004722,
+	0x0000472a, 0x00004738, 0x00004742, 0x0000474f,
+	0x00004759, 0x00004770, 0x00004783, 0x000047a7,
+	0x00004827, 0x00004838, 0x00004840, 0x000048b5,
 	// Entry 240 - 25F
-	0x00004886, 0x00004892, 0x000048ce, 0x00004908,
-	0x00004916, 0x00004923, 0x00004931, 0x0000493f,
-	0x0000494d, 0x0000497f, 0x000049af, 0x000049bc,
-	0x000049dc, 0x000049e1, 0x000049f2, 0x000049ff,
-	0x00004a2b, 0x00004ab1, 0x00004ad6, 0x00004add,
-	0x00004ae6, 0x00004af9, 0x00004b03, 0x00004b0d,
-	0x00004b17, 0x00004b2f, 0x00004b45, 0x00004b51,
-	0x00004b73, 0x00004b7a, 0x00004b87, 0x00004b98,
+	0x00004909, 0x00004918, 0x00004924, 0x00004960,
+	0x0000499a, 0x000049a8, 0x000049b5, 0x000049c3,
+	0x000049d1, 0x000049df, 0x00004a11, 0x00004a41,
+	0x00004a4e, 0x00004a6e, 0x00004a73, 0x00004a84,
+	0x00004a91, 0x00004abd, 0x00004b43, 0x00004b68,
+	0x00004b6f, 0x00004b78, 0x00004b8b, 0x00004b95,
+	0x00004b9f, 0x00004ba9, 0x00004bc1, 0x00004bd7,
+	0x00004be3, 0x00004c05, 0x00004c0c, 0x00004c19,
 	// Entry 260 - 27F
-	0x00004bbf, 0x00004bcf, 0x00004c23, 0x00004c5b,
-	0x00004cab, 0x00004cdf, 0x00004cfe, 0x00004d1e,
-} // Size: 2488 bytes
+	0x00004c2a, 0x00004c51, 0x00004c61, 0x00004cb5,
+	0x00004ced, 0x00004d3d, 0x00004d71, 0x00004d90,
+	0x00004db0,
+} // Size: 2492 bytes
 
-const enData string = "" + // Size: 19742 bytes
+const enData string = "" + // Size: 19888 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every held instance…\x02Stop every running instance…\x02Stop every runni" +
@@ -1038,17 +1040,19 @@ const enData string = "" + // Size: 19742 bytes
 	"ecorded\x02Available from\x02Next attempt\x02Last reserved\x02Lock expir" +
 	"es\x02Deferred\x02Last error (attempt %[1]d)\x02Error (before any attemp" +
 	"t)\x02Its message\x02Message from Relais (in English)\x02Message from th" +
-	"e service (as it sent it)\x02Retryable\x02no: the service marked this fa" +
-	"ilure as not retryable (attempts left unused: %[1]d)\x02The destination " +
-	"did not answer within the call’s timeout (%[1]s).\x02The destination did" +
-	" not answer within the call’s timeout.\x02The deadline passed before a r" +
-	"esult arrived.\x02The result did not match the revision's outputs contra" +
-	"ct.\x02Relais stopped during the call: whether the destination acted is " +
-	"unknown, so it is not called again.\x02The call could not be prepared." +
-	"\x02The destination could not be reached.\x02The destination’s answer wa" +
-	"s too large.\x02The last attempt’s lock expired with no attempt left." +
-	"\x02The inputs could not be built from the process’s bindings.\x02An ope" +
-	"rator abandoned the instance.\x02The destination answered HTTP %[1]s." +
+	"e service (its own words, protected values masked)\x02Retryable\x02no: t" +
+	"he service marked this failure as not retryable (attempts left unused: %" +
+	"[1]d)\x02The destination did not answer within the call’s timeout (%[1]s" +
+	").\x02The destination did not answer within the call’s timeout.\x02The d" +
+	"eadline passed before a result arrived.\x02The result did not match the " +
+	"revision's outputs contract.\x02Relais stopped during the call: whether " +
+	"the destination acted is unknown, so it is not called again.\x02The call" +
+	" could not be prepared.\x02The destination could not be reached.\x02The " +
+	"destination’s answer was too large.\x02The last attempt’s lock expired w" +
+	"ith no attempt left.\x02The inputs could not be built from the process’s" +
+	" bindings.\x02An operator abandoned the instance.\x02A Camunda 7 worker " +
+	"reported a failure with no retries left (retries: 0, or a budget already" +
+	" spent): it is not run again.\x02The destination answered HTTP %[1]s." +
 	"\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expir" +
 	"ed %[1]s — waiting to be offered again.\x02Waiting for Relais to call th" +
 	"e destination since %[1]s (%[2]s).\x02Waiting for a worker since %[1]s (" +
@@ -1146,7 +1150,7 @@ const enData string = "" + // Size: 19742 bytes
 	"They take every revision their consumer is granted.\x02They take revisio" +
 	"n %[1]d only.\x02They take revisions %[1]s only."
 
-var frIndex = []uint32{ // 616 elements
+var frIndex = []uint32{ // 617 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000079,
@@ -1266,64 +1270,65 @@ var frIndex = []uint32{ // 616 elements
 	0x00003f9b, 0x00003fc7, 0x00003fdf, 0x00003ff3,
 	// Entry 1A0 - 1BF
 	0x0000400a, 0x00004018, 0x00004023, 0x00004046,
-	0x00004065, 0x00004071, 0x00004090, 0x000040c6,
-	0x000040e2, 0x00004150, 0x00004197, 0x000041d6,
-	0x00004216, 0x0000425c, 0x000042ce, 0x000042f6,
-	0x00004319, 0x00004350, 0x00004397, 0x000043ea,
-	0x00004413, 0x00004439, 0x00004460, 0x00004488,
-	0x000044cf, 0x00004519, 0x0000454c, 0x0000455f,
-	0x0000458d, 0x000045c9, 0x000045df, 0x00004673,
+	0x00004065, 0x00004071, 0x00004090, 0x000040de,
+	0x000040fa, 0x00004168, 0x000041af, 0x000041ee,
+	0x0000422e, 0x00004274, 0x000042e6, 0x0000430e,
+	0x00004331, 0x00004368, 0x000043af, 0x00004402,
+	0x0000442b, 0x000044c4, 0x000044ea, 0x00004511,
+	0x00004539, 0x00004580, 0x000045ca, 0x000045fd,
+	0x00004610, 0x0000463e, 0x0000467a, 0x00004690,
 	// Entry 1C0 - 1DF
-	0x00004686, 0x000046c3, 0x000046ff, 0x00004712,
-	0x00004762, 0x00004797, 0x000047a9, 0x000047c0,
-	0x000047cb, 0x000047e8, 0x00004807, 0x00004818,
-	0x00004832, 0x0000483b, 0x00004845, 0x0000487a,
-	0x00004890, 0x000048a3, 0x000048e0, 0x000048f9,
-	0x0000490f, 0x00004939, 0x0000494c, 0x00004953,
-	0x0000496e, 0x00004990, 0x000049c0, 0x000049d7,
-	0x00004a0f, 0x00004a4a, 0x00004a76, 0x00004ac9,
+	0x00004724, 0x00004737, 0x00004774, 0x000047b0,
+	0x000047c3, 0x00004813, 0x00004848, 0x0000485a,
+	0x00004871, 0x0000487c, 0x00004899, 0x000048b8,
+	0x000048c9, 0x000048e3, 0x000048ec, 0x000048f6,
+	0x0000492b, 0x00004941, 0x00004954, 0x00004991,
+	0x000049aa, 0x000049c0, 0x000049ea, 0x000049fd,
+	0x00004a04, 0x00004a1f, 0x00004a41, 0x00004a71,
+	0x00004a88, 0x00004ac0, 0x00004afb, 0x00004b27,
 	// Entry 1E0 - 1FF
-	0x00004ad9, 0x00004ae2, 0x00004af6, 0x00004b08,
-	0x00004b1e, 0x00004b30, 0x00004b42, 0x00004b54,
-	0x00004b6a, 0x00004b94, 0x00004bc7, 0x00004c03,
-	0x00004c1a, 0x00004ce2, 0x00004d0f, 0x00004d7a,
-	0x00004d94, 0x00004dad, 0x00004dce, 0x00004de4,
-	0x00004deb, 0x00004e05, 0x00004e9a, 0x00004ead,
-	0x00004ed4, 0x00004efc, 0x00004f0a, 0x00004f1a,
-	0x00004f22, 0x00004f33, 0x00004f3a, 0x00005070,
+	0x00004b7a, 0x00004b8a, 0x00004b93, 0x00004ba7,
+	0x00004bb9, 0x00004bcf, 0x00004be1, 0x00004bf3,
+	0x00004c05, 0x00004c1b, 0x00004c45, 0x00004c78,
+	0x00004cb4, 0x00004ccb, 0x00004d93, 0x00004dc0,
+	0x00004e2b, 0x00004e45, 0x00004e5e, 0x00004e7f,
+	0x00004e95, 0x00004e9c, 0x00004eb6, 0x00004f4b,
+	0x00004f5e, 0x00004f85, 0x00004fad, 0x00004fbb,
+	0x00004fcb, 0x00004fd3, 0x00004fe4, 0x00004feb,
 	// Entry 200 - 21F
-	0x00005077, 0x000050b1, 0x000050b6, 0x000050cb,
-	0x000050df, 0x000050f1, 0x00005107, 0x00005121,
-	0x0000516b, 0x0000517b, 0x00005255, 0x0000525a,
-	0x0000526a, 0x00005278, 0x00005288, 0x00005298,
-	0x000052a2, 0x000052cb, 0x000052e5, 0x00005300,
-	0x0000538e, 0x0000539f, 0x000053ac, 0x000053ed,
-	0x00005433, 0x0000544b, 0x0000549e, 0x000054d9,
-	0x00005504, 0x0000550e, 0x00005588, 0x000055bd,
+	0x00005121, 0x00005128, 0x00005162, 0x00005167,
+	0x0000517c, 0x00005190, 0x000051a2, 0x000051b8,
+	0x000051d2, 0x0000521c, 0x0000522c, 0x00005306,
+	0x0000530b, 0x0000531b, 0x00005329, 0x00005339,
+	0x00005349, 0x00005353, 0x0000537c, 0x00005396,
+	0x000053b1, 0x0000543f, 0x00005450, 0x0000545d,
+	0x0000549e, 0x000054e4, 0x000054fc, 0x0000554f,
+	0x0000558a, 0x000055b5, 0x000055bf, 0x00005639,
 	// Entry 220 - 23F
-	0x000055fe, 0x0000566e, 0x00005687, 0x00005694,
-	0x000056d7, 0x000056dd, 0x00005779, 0x000057cd,
-	0x000057f8, 0x00005884, 0x000058b2, 0x00005974,
-	0x00005977, 0x0000597d, 0x00005987, 0x0000599d,
-	0x000059a8, 0x000059d8, 0x000059df, 0x000059ea,
-	0x000059f8, 0x00005a05, 0x00005a13, 0x00005a20,
-	0x00005a3c, 0x00005a55, 0x00005a7e, 0x00005b27,
-	0x00005b3a, 0x00005b44, 0x00005bd3, 0x00005c34,
+	0x0000566e, 0x000056af, 0x0000571f, 0x00005738,
+	0x00005745, 0x00005788, 0x0000578e, 0x0000582a,
+	0x0000587e, 0x000058a9, 0x00005935, 0x00005963,
+	0x00005a25, 0x00005a28, 0x00005a2e, 0x00005a38,
+	0x00005a4e, 0x00005a59, 0x00005a89, 0x00005a90,
+	0x00005a9b, 0x00005aa9, 0x00005ab6, 0x00005ac4,
+	0x00005ad1, 0x00005aed, 0x00005b06, 0x00005b2f,
+	0x00005bd8, 0x00005beb, 0x00005bf5, 0x00005c84,
 	// Entry 240 - 25F
-	0x00005c46, 0x00005c59, 0x00005c97, 0x00005cd3,
-	0x00005cdf, 0x00005cec, 0x00005cfa, 0x00005d08,
-	0x00005d18, 0x00005d54, 0x00005d8e, 0x00005d99,
-	0x00005dc3, 0x00005dc7, 0x00005dd9, 0x00005de7,
-	0x00005e13, 0x00005ed5, 0x00005f08, 0x00005f13,
-	0x00005f1d, 0x00005f32, 0x00005f3b, 0x00005f45,
-	0x00005f53, 0x00005f77, 0x00005f91, 0x00005fa6,
-	0x00005fd2, 0x00005fd7, 0x00005fec, 0x00005ffe,
+	0x00005ce5, 0x00005cf7, 0x00005d0a, 0x00005d48,
+	0x00005d84, 0x00005d90, 0x00005d9d, 0x00005dab,
+	0x00005db9, 0x00005dc9, 0x00005e05, 0x00005e3f,
+	0x00005e4a, 0x00005e74, 0x00005e78, 0x00005e8a,
+	0x00005e98, 0x00005ec4, 0x00005f86, 0x00005fb9,
+	0x00005fc4, 0x00005fce, 0x00005fe3, 0x00005fec,
+	0x00005ff6, 0x00006004, 0x00006028, 0x00006042,
+	0x00006057, 0x00006083, 0x00006088, 0x0000609d,
 	// Entry 260 - 27F
-	0x00006033, 0x00006044, 0x000060ba, 0x000060fc,
-	0x0000616f, 0x000061b3, 0x000061db, 0x00006205,
-} // Size: 2488 bytes
+	0x000060af, 0x000060e4, 0x000060f5, 0x0000616b,
+	0x000061ad, 0x00006220, 0x00006264, 0x0000628c,
+	0x000062b6,
+} // Size: 2492 bytes
 
-const frData string = "" + // Size: 25093 bytes
+const frData string = "" + // Size: 25270 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances bloquées…\x02Abandonne" +
 	"r toutes les instances bloquées…\x02Arrêter toutes les instances bloquée" +
@@ -1571,131 +1576,133 @@ const frData string = "" + // Size: 25093 bytes
 	"Prochaine tentative\x02Dernière réservation\x02Fin du verrou\x02Différée" +
 	"\x02Dernière erreur (tentative %[1]d)\x02Erreur (avant toute tentative)" +
 	"\x02Son message\x02Message de Relais (en anglais)\x02Message de l’exécut" +
-	"ant (tel qu’il l’a envoyé)\x02Nouvelle tentative possible\x02non\u202f: " +
-	"l’exécutant a signalé cet échec comme définitif (tentatives restantes no" +
-	"n utilisées\u202f: %[1]d)\x02La destination n’a pas répondu dans le déla" +
-	"i de l’appel (%[1]s).\x02La destination n’a pas répondu dans le délai de" +
-	" l’appel.\x02L’échéance est passée avant l’arrivée d’un résultat.\x02Le " +
-	"résultat ne respectait pas le contrat de sorties de la révision.\x02Rela" +
-	"is s’est arrêté pendant l’appel\u202f: on ignore si la destination a agi" +
-	", elle n’est donc pas rappelée.\x02L’appel n’a pas pu être préparé.\x02L" +
-	"a destination était injoignable.\x02La réponse de la destination était t" +
-	"rop volumineuse.\x02Le verrou de la dernière tentative a expiré sans ten" +
-	"tative restante.\x02Les entrées n’ont pas pu être construites à partir d" +
-	"es liaisons du processus.\x02Un opérateur a abandonné l’instance.\x02La " +
-	"destination a répondu HTTP %[1]s.\x02Nouvelle tentative à %[1]s — %[2]s." +
-	"\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en at" +
-	"tente d’être proposée de nouveau.\x02En attente de l’appel de Relais à l" +
-	"a destination depuis %[1]s (%[2]s).\x02En attente d’un exécutant depuis " +
-	"%[1]s (%[2]s).\x02(exécutant %[1]s)\x02Relais appelle la destination (de" +
-	"puis %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s." +
-	"\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un exécu" +
-	"tant du même consommateur, ou une interface munie d’un jeton de règlemen" +
-	"t, la terminera plus tard.\x02Terminée (%[1]s).\x02Son instance est bloq" +
-	"uée ici, en attente d’un opérateur.\x02Son instance a continué par le ch" +
-	"emin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée\u202f: l’instance" +
-	" a été arrêtée par %[1]s à %[2]s — « %[3]s ».\x02Annulée\u202f: l’instan" +
-	"ce a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consommateur n° %[1]s" +
-	"\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas de réponse dans le" +
-	" délai\x02pas de connexion\x02réponse trop volumineuse\x02inconnue\x02[m" +
-	"asqué]\x02La révision doit être un nombre entier, 1 ou plus.\x02Consomma" +
-	"teur inconnu.\x02Date de règlement\x02Plus de filtres\u202f: instance, r" +
-	"évision, consommateur, dates\x02identifiant d’instance\x02Décomptes par" +
-	" statut\x02Occurrences, les plus récentes d’abord\x02Processus et nœud" +
-	"\x02Erreur\x02Consommateur et exécutant\x02Prochaine tentative ou règlem" +
-	"ent\x02Aucune occurrence ne correspond à ces filtres.\x02Tous les consom" +
-	"mateurs\x02Totaux de la définition %[1]s, sans les autres filtres\x02Tot" +
-	"aux de toutes les définitions, sans les autres filtres\x14\x01\x81\x01" +
-	"\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02au %[1]" +
-	"s (%[2]s)\u202f; les décomptes sont actualisés toutes les quelques secon" +
-	"des.\x02révision %[1]d\x02réglée\x02prochaine tentative\x02disponible de" +
-	"puis\x02appel en cours depuis\x02verrou jusqu’à\x02différée depuis\x02Pa" +
-	"ge précédente\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2" +
-	"026-12-01.\x02%[1]s\u202f: le premier jour vient après le dernier.\x02Ce" +
-	"s réglages sont conservés dans ce navigateur seulement.\x02Afficher les " +
-	"heures en\x02La console n’exécute aucun script et ne peut donc pas lire " +
-	"le fuseau horaire de votre ordinateur\u202f: choisissez son décalage par" +
-	" rapport à UTC. Les décalages ne suivent pas l’heure d’été.\x02Recharger" +
-	" les listes et les pages de détail\x02Les pages qui contiennent un formu" +
-	"laire, comme une confirmation, ne se rechargent jamais d’elles-mêmes." +
-	"\x02Enregistrer les réglages\x02Revenir sans enregistrer\x02UTC (temps u" +
-	"niversel coordonné)\x02Heure locale à %[1]s\x02Jamais\x02Toutes les %[1]" +
-	"d secondes\x02Les versions de processus publiées\u202f: leurs nœuds, rou" +
-	"tes et révisions épinglées, dessinés, avec l’emplacement actuel de leurs" +
-	" occurrences.\x02Processus par clé\x02Versions, les plus récentes d’abor" +
-	"d\x02Aucun processus n’est encore publié.\x02version %[1]d\x02Processus " +
-	"%[1]s\x02Version\x02Nœud de départ\x02Graphe\x02Les colonnes suivent le " +
-	"plus long chemin depuis le nœud de départ. Les flèches pleines sont les " +
-	"réussites (étiquetées par leur route), les pointillées les échecs (étiqu" +
-	"etées par leurs codes d’erreur). Chaque case indique combien d’occurrenc" +
-	"es de cette version se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds " +
-	"de cette version, avec leurs occurrences actuelles\x02Type\x02Révision é" +
-	"pinglée\x02En cas de réussite\x02En cas d’erreur\x02Occurrences actuelle" +
-	"s\x02Instances de ce processus\x02Décomptes au %[1]s (%[2]s)\u202f; actu" +
-	"alisés toutes les quelques secondes.\x02Graphe de %[1]s\x14\x01\x81\x01" +
-	"\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-dessous repren" +
-	"d les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d nœuds, à partir de" +
-	" %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes et décompt" +
-	"es.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin (en échec)\x02%[1" +
-	"]s → %[2]s\x02→ %[1]s\x02blocage (un incident pour un opérateur)\x02tout" +
-	" autre code → %[1]s\x02met l’instance en échec\x14\x01\x81\x01\x00\x02B" +
-	"\x02%[1]d tentative, nouvelle tentative après %[2]s, priorité %[3]d\x00C" +
-	"\x02%[1]d tentatives, nouvelle tentative après %[2]s, priorité %[3]d\x02" +
-	"échéance %[1]s\x02délai %[1]s\x02Seuls les administrateurs peuvent révé" +
-	"ler une valeur sensible.\x02Révélé par %[1]s le %[2]s\u202f; consigné da" +
-	"ns le journal d’audit.\x02Révélation impossible\x02Seule une valeur que " +
-	"cette page affiche masquée (sensible) peut être révélée.\x02Les valeurs " +
-	"secrètes ne peuvent jamais être révélées.\x02Cette page n’accepte pas ce" +
-	"tte requête.\x02Recherche\x02Saisissez un identifiant d’instance ou d’oc" +
-	"currence (un UUID, que les pages affichent au survol) ou une clé métier." +
-	"\x02Rien à chercher\u202f: le champ de recherche est vide.\x02C’est trop" +
-	" long pour être un identifiant ou une clé métier.\x02Aucune instance ni " +
-	"occurrence n’a l’identifiant « %[1]s », et aucune instance ne l’a pour c" +
-	"lé métier.\x02Vous êtes déconnecté.\x02Se connecter\x02Connectez-vous av" +
-	"ec un jeton d’opérateur ou d’administrateur.\x02Jeton\x02Le jeton est vé" +
-	"rifié une fois et n’est jamais conservé dans votre navigateur\u202f; un " +
-	"cookie de session le remplace jusqu’à 8 heures d’inactivité.\x02Trop de " +
-	"connexions échouées depuis votre adresse. Réessayez dans %[1]d secondes." +
-	"\x02Ce jeton est inconnu ou a été révoqué.\x02Un jeton de rôle %[1]s ne " +
-	"peut pas ouvrir la console\u202f: connectez-vous avec un jeton d’opérate" +
-	"ur, de concepteur ou d’administrateur.\x02Seuls les administrateurs gère" +
-	"nt les jetons.\x02Jetons du personnel (administrateurs, concepteurs, opé" +
-	"rateurs) non révoqués. Les jetons des consommateurs se gèrent avec leurs" +
-	" consommateurs. Révoquer un jeton refuse sa requête suivante.\x02ID\x02R" +
-	"ôle\x02Créé le\x02Dernière utilisation\x02Expiration\x02Jetons du perso" +
-	"nnel, les plus anciens d’abord\x02jamais\x02pas encore\x02Jeton expiré" +
-	"\x02Révoquer…\x02cette session\x02Aucun jeton.\x02Le jeton a été révoqué" +
-	".\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s « %[2]s »\u202f?" +
-	"\x02Sa requête suivante est refusée et les sessions de console ouvertes " +
-	"avec lui prennent fin. C’est irréversible\u202f: qui l’utilise aura beso" +
-	"in d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder\x02C’est le jet" +
-	"on avec lequel vous êtes connecté\u202f: le révoquer vous déconnecte. Sa" +
-	" requête suivante est refusée. C’est irréversible.\x02C’est le dernier j" +
-	"eton administrateur utilisable\u202f: créez-en un autre avant de le révo" +
-	"quer.\x02sortie de routage\x02(chaque élément)\x14\x01\x81\x01\x00\x02" +
-	"\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d caractères" +
-	"\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au pl" +
-	"us %[1]d caractères\x02motif %[1]s\x02format %[1]s\x02minimum %[1]s\x02m" +
-	"aximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moi" +
-	"ns %[1]d élément\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00" +
-	"\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02n" +
-	"on fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d " +
-	"éléments\x02nul\x02valeur inattendue\x02Page invalide\x02Ce lien de pag" +
-	"e ne vient pas de la console.\x02Les exécutants connectés par un flux, e" +
-	"t ceux qui interrogent par leur dernière demande. Un exécutant est listé" +
-	" tant qu’il s’est manifesté dans les trois derniers battements de cœur." +
-	"\x02Exécutants vus dans les trois derniers battements\x02Exécutant\x02Pr" +
-	"otocole\x02Définitions servies\x02En cours\x02Connexion\x02Dernier signe" +
-	"\x02Aucun exécutant n’est connecté.\x02Exécutants servant %[1]s\x02Tous " +
-	"les exécutants\x02Aucun exécutant ne sert cette définition.\x02flux\x02i" +
-	"nterrogation longue\x02façade Camunda 7\x02toutes les révisions accordée" +
-	"s à son consommateur\x02révisions %[1]s\x02Aucun exécutant ne sert cette" +
-	" définition\u202f: ses occurrences attendent qu’un exécutant se connecte" +
-	" ou interroge.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant" +
-	"\x00\x1d\x02Servie par %[1]d exécutants\x02Révisions prises en charge" +
-	"\u202f: %[1]s\u202f; certains prennent toutes les révisions accordées à " +
-	"leur consommateur.\x02Ils prennent toutes les révisions accordées à leur" +
-	" consommateur.\x02Ils ne prennent que la révision %[1]d.\x02Ils ne prenn" +
-	"ent que les révisions %[1]s."
+	"ant (ses propres termes, valeurs protégées masquées)\x02Nouvelle tentati" +
+	"ve possible\x02non\u202f: l’exécutant a signalé cet échec comme définiti" +
+	"f (tentatives restantes non utilisées\u202f: %[1]d)\x02La destination n’" +
+	"a pas répondu dans le délai de l’appel (%[1]s).\x02La destination n’a pa" +
+	"s répondu dans le délai de l’appel.\x02L’échéance est passée avant l’arr" +
+	"ivée d’un résultat.\x02Le résultat ne respectait pas le contrat de sorti" +
+	"es de la révision.\x02Relais s’est arrêté pendant l’appel\u202f: on igno" +
+	"re si la destination a agi, elle n’est donc pas rappelée.\x02L’appel n’a" +
+	" pas pu être préparé.\x02La destination était injoignable.\x02La réponse" +
+	" de la destination était trop volumineuse.\x02Le verrou de la dernière t" +
+	"entative a expiré sans tentative restante.\x02Les entrées n’ont pas pu ê" +
+	"tre construites à partir des liaisons du processus.\x02Un opérateur a ab" +
+	"andonné l’instance.\x02Un exécutant Camunda 7 a signalé un échec sans no" +
+	"uvelle tentative restante (retries\u202f: 0, ou un budget déjà épuisé)" +
+	"\u202f: il ne sera pas relancé.\x02La destination a répondu HTTP %[1]s." +
+	"\x02Nouvelle tentative à %[1]s — %[2]s.\x02Proposée à partir de %[1]s — " +
+	"%[2]s.\x02Verrou expiré à %[1]s — en attente d’être proposée de nouveau." +
+	"\x02En attente de l’appel de Relais à la destination depuis %[1]s (%[2]s" +
+	").\x02En attente d’un exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]" +
+	"s)\x02Relais appelle la destination (depuis %[1]s).\x02Réservée par %[1]" +
+	"s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différé" +
+	"e depuis %[1]s (%[2]s)\u202f: un exécutant du même consommateur, ou une " +
+	"interface munie d’un jeton de règlement, la terminera plus tard.\x02Term" +
+	"inée (%[1]s).\x02Son instance est bloquée ici, en attente d’un opérateur" +
+	".\x02Son instance a continué par le chemin d’erreur du nœud.\x02En échec" +
+	" (%[1]s).\x02Annulée\u202f: l’instance a été arrêtée par %[1]s à %[2]s —" +
+	" « %[3]s ».\x02Annulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s" +
+	" jusqu’ici\x02consommateur n° %[1]s\x02en attente\x02HTTP 2xx, corps inu" +
+	"tilisable\x02pas de réponse dans le délai\x02pas de connexion\x02réponse" +
+	" trop volumineuse\x02inconnue\x02[masqué]\x02La révision doit être un no" +
+	"mbre entier, 1 ou plus.\x02Consommateur inconnu.\x02Date de règlement" +
+	"\x02Plus de filtres\u202f: instance, révision, consommateur, dates\x02id" +
+	"entifiant d’instance\x02Décomptes par statut\x02Occurrences, les plus ré" +
+	"centes d’abord\x02Processus et nœud\x02Erreur\x02Consommateur et exécuta" +
+	"nt\x02Prochaine tentative ou règlement\x02Aucune occurrence ne correspon" +
+	"d à ces filtres.\x02Tous les consommateurs\x02Totaux de la définition %[" +
+	"1]s, sans les autres filtres\x02Totaux de toutes les définitions, sans l" +
+	"es autres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00" +
+	"\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; les décomptes sont " +
+	"actualisés toutes les quelques secondes.\x02révision %[1]d\x02réglée\x02" +
+	"prochaine tentative\x02disponible depuis\x02appel en cours depuis\x02ver" +
+	"rou jusqu’à\x02différée depuis\x02Page précédente\x02Lignes %[1]s à %[2]" +
+	"s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le premie" +
+	"r jour vient après le dernier.\x02Ces réglages sont conservés dans ce na" +
+	"vigateur seulement.\x02Afficher les heures en\x02La console n’exécute au" +
+	"cun script et ne peut donc pas lire le fuseau horaire de votre ordinateu" +
+	"r\u202f: choisissez son décalage par rapport à UTC. Les décalages ne sui" +
+	"vent pas l’heure d’été.\x02Recharger les listes et les pages de détail" +
+	"\x02Les pages qui contiennent un formulaire, comme une confirmation, ne " +
+	"se rechargent jamais d’elles-mêmes.\x02Enregistrer les réglages\x02Reven" +
+	"ir sans enregistrer\x02UTC (temps universel coordonné)\x02Heure locale à" +
+	" %[1]s\x02Jamais\x02Toutes les %[1]d secondes\x02Les versions de process" +
+	"us publiées\u202f: leurs nœuds, routes et révisions épinglées, dessinés," +
+	" avec l’emplacement actuel de leurs occurrences.\x02Processus par clé" +
+	"\x02Versions, les plus récentes d’abord\x02Aucun processus n’est encore " +
+	"publié.\x02version %[1]d\x02Processus %[1]s\x02Version\x02Nœud de départ" +
+	"\x02Graphe\x02Les colonnes suivent le plus long chemin depuis le nœud de" +
+	" départ. Les flèches pleines sont les réussites (étiquetées par leur rou" +
+	"te), les pointillées les échecs (étiquetées par leurs codes d’erreur). C" +
+	"haque case indique combien d’occurrences de cette version se trouvent à " +
+	"ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version, avec leurs occur" +
+	"rences actuelles\x02Type\x02Révision épinglée\x02En cas de réussite\x02E" +
+	"n cas d’erreur\x02Occurrences actuelles\x02Instances de ce processus\x02" +
+	"Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes les quelques seconde" +
+	"s.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir d" +
+	"e %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes et décomp" +
+	"tes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous repre" +
+	"nd les mêmes nœuds, routes et décomptes.\x02pull\x02push vers %[1]s\x02f" +
+	"in (termine)\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (u" +
+	"n incident pour un opérateur)\x02tout autre code → %[1]s\x02met l’instan" +
+	"ce en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle tentat" +
+	"ive après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle tenta" +
+	"tive après %[2]s, priorité %[3]d\x02échéance %[1]s\x02délai %[1]s\x02Seu" +
+	"ls les administrateurs peuvent révéler une valeur sensible.\x02Révélé pa" +
+	"r %[1]s le %[2]s\u202f; consigné dans le journal d’audit.\x02Révélation " +
+	"impossible\x02Seule une valeur que cette page affiche masquée (sensible)" +
+	" peut être révélée.\x02Les valeurs secrètes ne peuvent jamais être révél" +
+	"ées.\x02Cette page n’accepte pas cette requête.\x02Recherche\x02Saisiss" +
+	"ez un identifiant d’instance ou d’occurrence (un UUID, que les pages aff" +
+	"ichent au survol) ou une clé métier.\x02Rien à chercher\u202f: le champ " +
+	"de recherche est vide.\x02C’est trop long pour être un identifiant ou un" +
+	"e clé métier.\x02Aucune instance ni occurrence n’a l’identifiant « %[1]s" +
+	" », et aucune instance ne l’a pour clé métier.\x02Vous êtes déconnecté." +
+	"\x02Se connecter\x02Connectez-vous avec un jeton d’opérateur ou d’admini" +
+	"strateur.\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais cons" +
+	"ervé dans votre navigateur\u202f; un cookie de session le remplace jusqu" +
+	"’à 8 heures d’inactivité.\x02Trop de connexions échouées depuis votre " +
+	"adresse. Réessayez dans %[1]d secondes.\x02Ce jeton est inconnu ou a été" +
+	" révoqué.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console\u202f:" +
+	" connectez-vous avec un jeton d’opérateur, de concepteur ou d’administra" +
+	"teur.\x02Seuls les administrateurs gèrent les jetons.\x02Jetons du perso" +
+	"nnel (administrateurs, concepteurs, opérateurs) non révoqués. Les jetons" +
+	" des consommateurs se gèrent avec leurs consommateurs. Révoquer un jeton" +
+	" refuse sa requête suivante.\x02ID\x02Rôle\x02Créé le\x02Dernière utilis" +
+	"ation\x02Expiration\x02Jetons du personnel, les plus anciens d’abord\x02" +
+	"jamais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Au" +
+	"cun jeton.\x02Le jeton a été révoqué.\x02Révoquer le jeton %[1]d\x02Révo" +
+	"quer le jeton %[1]s « %[2]s »\u202f?\x02Sa requête suivante est refusée " +
+	"et les sessions de console ouvertes avec lui prennent fin. C’est irréver" +
+	"sible\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoquer l" +
+	"e jeton\x02Le garder\x02C’est le jeton avec lequel vous êtes connecté" +
+	"\u202f: le révoquer vous déconnecte. Sa requête suivante est refusée. C’" +
+	"est irréversible.\x02C’est le dernier jeton administrateur utilisable" +
+	"\u202f: créez-en un autre avant de le révoquer.\x02sortie de routage\x02" +
+	"(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère" +
+	"\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au " +
+	"plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02motif %[1]s" +
+	"\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s" +
+	"\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moi" +
+	"ns %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément" +
+	"\x00\x19\x02au plus %[1]d éléments\x02non fourni\x14\x01\x81\x01\x00\x02" +
+	"\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02nul\x02valeur inatten" +
+	"due\x02Page invalide\x02Ce lien de page ne vient pas de la console.\x02L" +
+	"es exécutants connectés par un flux, et ceux qui interrogent par leur de" +
+	"rnière demande. Un exécutant est listé tant qu’il s’est manifesté dans l" +
+	"es trois derniers battements de cœur.\x02Exécutants vus dans les trois d" +
+	"erniers battements\x02Exécutant\x02Protocole\x02Définitions servies\x02E" +
+	"n cours\x02Connexion\x02Dernier signe\x02Aucun exécutant n’est connecté." +
+	"\x02Exécutants servant %[1]s\x02Tous les exécutants\x02Aucun exécutant n" +
+	"e sert cette définition.\x02flux\x02interrogation longue\x02façade Camun" +
+	"da 7\x02toutes les révisions accordées à son consommateur\x02révisions %" +
+	"[1]s\x02Aucun exécutant ne sert cette définition\u202f: ses occurrences " +
+	"attendent qu’un exécutant se connecte ou interroge.\x14\x01\x81\x01\x00" +
+	"\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécu" +
+	"tants\x02Révisions prises en charge\u202f: %[1]s\u202f; certains prennen" +
+	"t toutes les révisions accordées à leur consommateur.\x02Ils prennent to" +
+	"utes les révisions accordées à leur consommateur.\x02Ils ne prennent que" +
+	" la révision %[1]d.\x02Ils ne prennent que les révisions %[1]s."
 
-	// Total table size 49811 bytes (48KiB); checksum: C3A4CE39
+	// Total table size 50142 bytes (48KiB); checksum: 3A22D23
