@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"testing"
+	"time"
 
 	"golang.org/x/text/language"
 
@@ -40,5 +41,17 @@ func TestCamundaFailureIsExplained(t *testing.T) {
 		if got := errorCodeMeaning(ctx, "external_task_failure"); len(got) < len(want) || got[:len(want)] != want {
 			t.Errorf("errorCodeMeaning(external_task_failure) = %q, want it to start with %q", got, want)
 		}
+	}
+}
+
+// An open attempt's "so far" agrees with its reservation's "… ago" on the
+// same page: at 59.6 s both say 59 s, not one 59 s and the other 1 min.
+func TestOpenAttemptAgreesWithItsReservationTime(t *testing.T) {
+	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	reserved := now.Add(-59600 * time.Millisecond)
+	ctx := context.WithValue(context.Background(), prefsKey{}, prefs{utc: true, now: now})
+	row := attemptRowOf(ctx, engine.Attempt{Number: 1, ReservedAt: reserved}, false, nil)
+	if ago := relative(ctx, reserved); row.Duration != "59 s so far" || ago != "59 s ago" {
+		t.Errorf("open attempt: %q beside %q, want 59 s so far beside 59 s ago", row.Duration, ago)
 	}
 }

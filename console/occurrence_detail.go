@@ -535,7 +535,8 @@ func attemptRowOf(ctx context.Context, a engine.Attempt, push bool, destination 
 	if a.EndedAt != nil {
 		row.Duration = formatDuration(ctx, a.EndedAt.Sub(a.ReservedAt).Round(time.Millisecond))
 	} else {
-		elapsed := approxDuration(ctx, prefsOf(ctx).now.Sub(a.ReservedAt).Round(time.Second))
+		// Truncated as relative truncates: the "… ago" beside it must agree.
+		elapsed := approxDuration(ctx, prefsOf(ctx).now.Sub(a.ReservedAt))
 		row.Duration = T(ctx, "%s so far", elapsed)
 	}
 	if push {
