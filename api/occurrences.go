@@ -34,6 +34,10 @@ type attemptJSON struct {
 	Outcome       *string      `json:"outcome"`
 	ErrorCode     *string      `json:"error_code"`
 	ErrorMessage  *string      `json:"error_message"`
+	// Who settled a deferred attempt, which any worker of the consumer or
+	// a settle token may do: worker_id stays the worker that deferred it.
+	SettledBy        *string `json:"settled_by"`
+	SettledWithToken bool    `json:"settled_with_token"`
 }
 
 type consumerRef struct {
@@ -97,7 +101,7 @@ func toOccurrenceJSON(o engine.Occurrence) occurrenceJSON {
 	}
 	for _, a := range o.AttemptList {
 		aj := attemptJSON{Number: a.Number, WorkerID: a.WorkerID, ReservedAt: a.ReservedAt, LockExpiresAt: a.LockExpiresAt, EndedAt: a.EndedAt,
-			Outcome: a.Outcome, ErrorCode: a.ErrorCode, ErrorMessage: a.ErrorMessage}
+			Outcome: a.Outcome, ErrorCode: a.ErrorCode, ErrorMessage: a.ErrorMessage, SettledBy: a.SettledBy, SettledWithToken: a.SettledWithToken}
 		if a.ConsumerID != nil {
 			aj.Consumer = &consumerRef{ID: *a.ConsumerID, Name: deref(a.ConsumerName)}
 		}

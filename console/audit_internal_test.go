@@ -55,3 +55,24 @@ func TestOpenAttemptAgreesWithItsReservationTime(t *testing.T) {
 		t.Errorf("open attempt: %q beside %q, want 59 s so far beside 59 s ago", row.Duration, ago)
 	}
 }
+
+// A deferred attempt settled by another worker, or with its settle token,
+// names both the worker that deferred it and who settled it.
+func TestDeferredAttemptNamesWhoSettledIt(t *testing.T) {
+	fr := context.WithValue(context.Background(), localeKey{}, newLocale(language.French))
+	w1, w9, tok := "w1", "w9", "settle-token"
+	for _, c := range []struct {
+		ctx  context.Context
+		a    engine.Attempt
+		want string
+	}{
+		{context.Background(), engine.Attempt{WorkerID: &w1, SettledBy: &w9}, "w1 (deferred; settled by w9)"},
+		{context.Background(), engine.Attempt{WorkerID: &w1, SettledBy: &tok, SettledWithToken: true}, "w1 (deferred; settled with its settle token, as settle-token)"},
+		{fr, engine.Attempt{WorkerID: &w1, SettledBy: &w9}, "w1 (différée\u202f; réglée par w9)"},
+		{context.Background(), engine.Attempt{WorkerID: &w1}, "w1"},
+	} {
+		if got := attemptRowOf(c.ctx, c.a, false, nil).Worker; got != c.want {
+			t.Errorf("worker cell %q, want %q", got, c.want)
+		}
+	}
+}

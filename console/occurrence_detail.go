@@ -555,6 +555,16 @@ func attemptRowOf(ctx context.Context, a engine.Attempt, push bool, destination 
 	if a.WorkerID != nil {
 		row.Worker = *a.WorkerID
 	}
+	if a.SettledBy != nil {
+		// A deferred attempt keeps the worker that deferred it; another
+		// worker, or a front end with its settle token, settled it.
+		worker, by := row.Worker, *a.SettledBy
+		if a.SettledWithToken {
+			row.Worker = T(ctx, "%s (deferred; settled with its settle token, as %s)", worker, by)
+		} else {
+			row.Worker = T(ctx, "%s (deferred; settled by %s)", worker, by)
+		}
+	}
 	if a.Outcome != nil {
 		row.Outcome, row.OutcomeKey = outcomeLabel(ctx, *a.Outcome), *a.Outcome
 	}

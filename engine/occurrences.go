@@ -75,6 +75,10 @@ type Attempt struct {
 	Outcome       *string
 	ErrorCode     *string
 	ErrorMessage  *string
+	// SettledBy is the worker id that settled a deferred attempt (see
+	// WorkerRef.SettleToken for SettledWithToken); nil otherwise.
+	SettledBy        *string
+	SettledWithToken bool
 }
 
 // observed is an occurrence row as an observation statement read it: with
@@ -177,7 +181,7 @@ func (e *Engine) GetOccurrence(ctx context.Context, id uuid.UUID) (Occurrence, e
 	for i, a := range attempts {
 		o.AttemptList[i] = Attempt{Number: int(a.Number), ConsumerID: a.ConsumerID, ConsumerName: a.ConsumerName, WorkerID: a.WorkerID,
 			ReservedAt: a.ReservedAt, LockExpiresAt: a.LockExpiresAt, EndedAt: a.EndedAt, Outcome: a.Outcome,
-			ErrorCode: a.ErrorCode, ErrorMessage: a.ErrorMessage}
+			ErrorCode: a.ErrorCode, ErrorMessage: a.ErrorMessage, SettledBy: a.SettledBy, SettledWithToken: a.SettledWithToken}
 		if lapsed && a.Number == row.Attempts && a.EndedAt == nil {
 			// What the next claim records: the attempt expired with its lock.
 			expired := OutcomeExpired

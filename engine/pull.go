@@ -158,6 +158,9 @@ type WorkerRef struct {
 	ConsumerID int64
 	WorkerID   string
 	Occurrence uuid.UUID
+	// SettleToken is set when the call came with the occurrence's settle
+	// token rather than the consumer's own.
+	SettleToken bool
 }
 
 // withHeld runs fn in one transaction holding the instance and occurrence
@@ -238,6 +241,16 @@ func lockRefusal(o queries.Occurrence, ref WorkerRef, now time.Time) error {
 		return fault.New(fault.Conflict, "lock_expired", "the lock on occurrence %s expired at %s", o.ID, o.LockExpiresAt.UTC().Format(time.RFC3339Nano))
 	}
 	return nil
+}
+
+// settledBy records who settles o when it is deferred: its attempt's
+// worker is the one that deferred it, and any worker of the consumer, or a
+// settle token, may settle it.
+func settledBy(ctx context.Context, q *queries.Queries, o queries.Occurrence, ref WorkerRef) error {
+	if o.Status != StatusDeferred {
+		return nil
+	}
+	return q.AttemptSettledBy(ctx, queries.AttemptSettledByParams{OccurrenceID: o.ID, Number: o.Attempts, SettledBy: ref.WorkerID, SettledWithToken: ref.SettleToken})
 }
 
 // canonicalOutputs is an outputs document in one form for replay
@@ -373,6 +386,9 @@ func (e *Engine) completeIn(ctx context.Context, q *queries.Queries, ref WorkerR
 		outputs := ov.Integers(outputs)
 		route, err := rev.Working.Route(outputs)
 		if err != nil {
+			return err
+		}
+		if err := settledBy(ctx, q, o, ref); err != nil {
 			return err
 		}
 		if err := r.complete(o, rev, outputs, canonical, route); err != nil {
@@ -527,6 +543,9 @@ func (e *Engine) failIn(ctx context.Context, q *queries.Queries, ref WorkerRef, 
 		}
 		if held != nil {
 			return held
+		}
+		if err := settledBy(ctx, q, o, ref); err != nil {
+			return err
 		}
 		left := attemptsLeft(o)
 		if f.AttemptsLeft != nil {

@@ -45,7 +45,7 @@ var messageKeyToIndex = map[string]int{
 	"%[1]s; %[2]s":                             241,
 	"%d (0 lowest, 9 highest)":                 376,
 	"%d attempts":                              404,
-	"%d attempts, retry after %s, priority %d": 532,
+	"%d attempts, retry after %s, priority %d": 534,
 	"%d breaking":                              185,
 	"%d changes":                               184,
 	"%d completed":                             239,
@@ -55,35 +55,37 @@ var messageKeyToIndex = map[string]int{
 	"%d h":                                     250,
 	"%d held instances match now.":             50,
 	"%d hours":                                 266,
-	"%d items":                                 588,
+	"%d items":                                 590,
 	"%d left":                                  405,
 	"%d min":                                   249,
 	"%d minutes":                               267,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 69,
 	"%d ms": 269,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 522,
-	"%d occurrences":                          478,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 524,
+	"%d occurrences":                          480,
 	"%d releases":                             204,
 	"%d running instances match now.":         57,
 	"%d running or held instances match now.": 59,
 	"%d s":       248,
 	"%d seconds": 268,
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 74,
-	"%s (token #%d, %s)":                75,
-	"%s ago":                            246,
-	"%s so far":                         454,
-	"%s → %s":                           527,
-	"%s, revision %s":                   366,
-	"%s, version %s":                    367,
-	"%s: %s":                            238,
-	"%s: %s → %s":                       192,
-	"%s: a date is written 2026-12-01.": 489,
-	"%s: the first day comes after the last.": 490,
-	"%s–%s":       237,
-	"(each item)": 577,
-	"(worker %s)": 443,
-	"0 seconds":   264,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           553,
+	"%s (deferred; settled by %s)":                        457,
+	"%s (deferred; settled with its settle token, as %s)": 456,
+	"%s (token #%d, %s)":                                  75,
+	"%s ago":                                              246,
+	"%s so far":                                           454,
+	"%s → %s":                                             529,
+	"%s, revision %s":                                     366,
+	"%s, version %s":                                      367,
+	"%s: %s":                                              238,
+	"%s: %s → %s":                                         192,
+	"%s: a date is written 2026-12-01.":                   491,
+	"%s: the first day comes after the last.":             492,
+	"%s–%s":                                               237,
+	"(each item)":                                         579,
+	"(worker %s)":                                         443,
+	"0 seconds":                                           264,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           555,
 	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 436,
 	"Abandon %d instances":                                           54,
 	"Abandon every held instance this filter matches":                52,
@@ -98,11 +100,11 @@ var messageKeyToIndex = map[string]int{
 	"Act on every instance this filter matches": 310,
 	"Action":                              78,
 	"All actions":                         90,
-	"All consumers":                       475,
+	"All consumers":                       477,
 	"All definitions":                     228,
 	"All processes":                       316,
 	"All statuses":                        317,
-	"All workers":                         603,
+	"All workers":                         605,
 	"An operator abandoned the instance.": 435,
 	"Apply filters":                       87,
 	"Apr":                                 255,
@@ -115,25 +117,25 @@ var messageKeyToIndex = map[string]int{
 	"Back to external tasks":           123,
 	"Back to the instance":             32,
 	"Back to the list":                 47,
-	"Back without saving":              497,
+	"Back without saving":              499,
 	"Breaks processes":                 162,
 	"Breaks workers":                   163,
 	"Bulk %s applied to %d instances.": 73,
 	"Bulk action":                      82,
 	"Business key":                     66,
 	"Call timeout":                     399,
-	"Camunda 7 facade":                 607,
+	"Camunda 7 facade":                 609,
 	"Cancelled: the instance was stopped (%s).":               453,
 	"Cancelled: the instance was stopped by %s at %s — “%s”.": 452,
 	"Cannot act on this filter":                               70,
-	"Cannot reveal":                                           537,
+	"Cannot reveal":                                           539,
 	"Change":                                                  160,
 	"Changes between the two revisions":                       172,
 	"Changes of the Working copy since revision %d":           181,
 	"Choose two existing revisions to compare.":               182,
 	"Classification":                                          138,
 	"Clear filters":                                           88,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 511,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 513,
 	"Compare":              159,
 	"Compare revisions":    155,
 	"Completed":            236,
@@ -142,17 +144,17 @@ var messageKeyToIndex = map[string]int{
 	"Completions and failures per 5 minutes, last hour: %s":    229,
 	"Completions and failures per 5-minute slot, oldest first": 234,
 	"Completions and failures, last hour":                      215,
-	"Connected":                                                599,
+	"Connected":                                                601,
 	"Constraints":                                              139,
 	"Consumer":                                                 379,
-	"Consumer and worker":                                      472,
+	"Consumer and worker":                                      474,
 	"Counting the occurrences; the counts appear when you reload the page.": 133,
 	"Counts are unavailable right now.":                                     134,
-	"Counts as of %s (%s); refreshed every few seconds.":                    520,
-	"Counts by status": 468,
+	"Counts as of %s (%s); refreshed every few seconds.":                    522,
+	"Counts by status": 470,
 	"Created":          280,
 	"Created from":     67,
-	"Created on":       558,
+	"Created on":       560,
 	"Created to":       68,
 	"Creation date":    305,
 	"Dates":            370,
@@ -164,7 +166,7 @@ var messageKeyToIndex = map[string]int{
 	"Definition %s":      141,
 	"Definitions":        110,
 	"Definitions by key": 199,
-	"Definitions served": 597,
+	"Definitions served": 599,
 	"Definitions, those needing attention first": 216,
 	"Description":          140,
 	"Destination":          391,
@@ -180,15 +182,15 @@ var messageKeyToIndex = map[string]int{
 	"End node":                    301,
 	"End node or error":           314,
 	"Ended":                       297,
-	"Error":                       471,
+	"Error":                       473,
 	"Error (before any attempt)":  419,
 	"Error code":                  300,
 	"Error message":               386,
-	"Every %d seconds":            501,
+	"Every %d seconds":            503,
 	"Every attempt, oldest first": 378,
 	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log (GET /api/v1/audit/reveals).": 85,
-	"Expired token":                    564,
-	"Expires":                          560,
+	"Expired token":                    566,
+	"Expires":                          562,
 	"External tasks":                   104,
 	"Failed":                           220,
 	"Failed (%s).":                     451,
@@ -207,14 +209,14 @@ var messageKeyToIndex = map[string]int{
 	"From revision":                    157,
 	"From revision %d to revision %d:": 183,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 36,
-	"Graph":                   510,
-	"Graph of %s":             521,
-	"HTTP 2xx, unusable body": 457,
+	"Graph":                   512,
+	"Graph of %s":             523,
+	"HTTP 2xx, unusable body": 459,
 	"Health":                  103,
 	"Held at node":            298,
 	"Held instances":          219,
-	"ID":                      556,
-	"In flight":               598,
+	"ID":                      558,
+	"In flight":               600,
 	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 230,
 	"Inputs":                     165,
 	"Inputs of revision %d":      176,
@@ -223,32 +225,32 @@ var messageKeyToIndex = map[string]int{
 	"Inputs, labelled by revision %d's contract":                                      406,
 	"Instance":                  313,
 	"Instances":                 105,
-	"Instances of this process": 519,
-	"Invalid page":              591,
+	"Instances of this process": 521,
+	"Invalid page":              593,
 	"Invalid request":           121,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.": 21,
 	"Its instance is held here, waiting for an operator.":                                                                   449,
 	"Its instance went on along the node’s error path.":                                                                     450,
 	"Its message": 420,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      571,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      573,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 34,
 	"Jan":                     252,
 	"Jul":                     258,
 	"Jun":                     257,
-	"Keep it":                 573,
+	"Keep it":                 575,
 	"Keep it held":            14,
 	"Keep it running":         13,
 	"Key":                     200,
-	"Kind":                    514,
+	"Kind":                    516,
 	"Language":                100,
 	"Last error (attempt %d)": 418,
 	"Last reserved":           415,
 	"Last saved":              146,
-	"Last seen":               600,
-	"Last used":               559,
+	"Last seen":               602,
+	"Last used":               561,
 	"Latest revision":         201,
 	"Lists every change from one revision to another, and whom it may break.": 156,
-	"Local time at %s": 499,
+	"Local time at %s": 501,
 	"Lock expired %s — waiting to be offered again.": 440,
 	"Lock expires":                     416,
 	"Main navigation":                  102,
@@ -258,59 +260,59 @@ var messageKeyToIndex = map[string]int{
 	"Message from Relais (in English)": 421,
 	"Message from the service (its own words, protected values masked)": 422,
 	"Mode": 369,
-	"More filters: instance, revision, consumer, dates": 466,
+	"More filters: instance, revision, consumer, dates": 468,
 	"Name":                               144,
-	"Never":                              500,
+	"Never":                              502,
 	"Next attempt":                       414,
-	"Next attempt or settled":            473,
+	"Next attempt or settled":            475,
 	"Next node":                          279,
 	"Next page":                          97,
 	"No definition has occurrences yet.": 224,
 	"No definition yet.":                 203,
 	"No inputs.":                         166,
 	"No instance matches these filters.": 315,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 545,
-	"No occurrence matches these filters.":                                                   474,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 547,
+	"No occurrence matches these filters.":                                                   476,
 	"No operator action matches.":                                                            89,
 	"No operator has acted on this instance.":                                                284,
 	"No outputs yet: the occurrence has not completed.":                                      409,
 	"No outputs.": 169,
 	"No outputs: the occurrence ended without completing.":                   411,
-	"No process is published yet.":                                           505,
+	"No process is published yet.":                                           507,
 	"No release yet.":                                                        150,
 	"No revision yet: the Working copy has never been snapshotted.":          148,
 	"No service ever reserved this occurrence: it ended before any attempt.": 390,
 	"No service has reserved this occurrence yet.":                           387,
-	"No token.":                         567,
-	"No worker is connected.":           601,
-	"No worker serves this definition.": 604,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 610,
+	"No token.":                         569,
+	"No worker is connected.":           603,
+	"No worker serves this definition.": 606,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 612,
 	"Node":    276,
 	"Node %s": 213,
-	"Nodes":   512,
-	"Nodes of this version, with their occurrences now": 513,
+	"Nodes":   514,
+	"Nodes of this version, with their occurrences now": 515,
 	"Nodes reached, in order":                           275,
 	"Not allowed":                                       119,
 	"Not found":                                         125,
 	"Notes":                                             153,
 	"Nothing exists at this address, or it is not visible to you.":          126,
 	"Nothing to do: no instance this action applies to matches the filter.": 62,
-	"Nothing to find: the search box is empty.":                             543,
+	"Nothing to find: the search box is empty.":                             545,
 	"Nov":                       262,
 	"Now":                       400,
 	"Occurrence":                277,
 	"Occurrence %s":             368,
 	"Occurrence offered again":  81,
-	"Occurrences now":           518,
-	"Occurrences, newest first": 469,
+	"Occurrences now":           520,
+	"Occurrences, newest first": 471,
 	"Oct":                       261,
 	"Offered from %s — %s.":     439,
 	"Oldest claimable waits":    221,
-	"On error":                  517,
-	"On success":                516,
-	"Only a value this page shows as hidden (sensitive) can be revealed.": 538,
-	"Only administrators manage tokens.":                                  554,
-	"Only administrators may reveal a sensitive value.":                   535,
+	"On error":                  519,
+	"On success":                518,
+	"Only a value this page shows as hidden (sensitive) can be revealed.": 540,
+	"Only administrators manage tokens.":                                  556,
+	"Only administrators may reveal a sensitive value.":                   537,
 	"Open":             218,
 	"Operator actions": 272,
 	"Operator actions on this instance, newest first": 285,
@@ -321,25 +323,25 @@ var messageKeyToIndex = map[string]int{
 	"Outputs of the working copy":                     170,
 	"Outputs, labelled by revision %d's contract":     408,
 	"Pages": 96,
-	"Pages with a form, such as a confirmation, never reload on their own.": 495,
+	"Pages with a form, such as a confirmation, never reload on their own.": 497,
 	"Path":                            273,
-	"Pinned revision":                 515,
+	"Pinned revision":                 517,
 	"Policy":                          371,
-	"Previous page":                   487,
+	"Previous page":                   489,
 	"Priority":                        375,
 	"Process":                         64,
-	"Process %s":                      507,
-	"Process and node":                470,
+	"Process %s":                      509,
+	"Process and node":                472,
 	"Process inputs":                  287,
 	"Process instance":                80,
 	"Process instance %s":             270,
 	"Process instances":               307,
 	"Process instances, newest first": 312,
 	"Processes":                       106,
-	"Processes by key":                503,
-	"Protocol":                        596,
+	"Processes by key":                505,
+	"Protocol":                        598,
 	"Published":                       154,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 502,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 504,
 	"Reason": 79,
 	"Reason (recorded in the audit log for every instance)": 46,
 	"Reason (recorded in the audit log)":                    11,
@@ -355,7 +357,7 @@ var messageKeyToIndex = map[string]int{
 	"Release":                             151,
 	"Releases":                            149,
 	"Releases, oldest first":              171,
-	"Reload lists and detail pages":       494,
+	"Reload lists and detail pages":       496,
 	"Replica":                             392,
 	"Required":                            137,
 	"Reserved":                            381,
@@ -377,33 +379,33 @@ var messageKeyToIndex = map[string]int{
 	"Retrying and abandoning apply to held instances, not %s ones.": 44,
 	"Retry…":                    0,
 	"Reveal — this is recorded": 412,
-	"Revealed by %s at %s; recorded in the audit log.": 536,
+	"Revealed by %s at %s; recorded in the audit log.": 538,
 	"Revision":    152,
 	"Revision %d": 173,
 	"Revisions":   147,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 612,
-	"Revoke the %s token “%s”?": 570,
-	"Revoke the token":          572,
-	"Revoke token %d":           569,
-	"Revoke…":                   565,
-	"Role":                      557,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 614,
+	"Revoke the %s token “%s”?": 572,
+	"Revoke the token":          574,
+	"Revoke token %d":           571,
+	"Revoke…":                   567,
+	"Role":                      559,
 	"Route":                     278,
 	"Routing output":            145,
-	"Rows %s–%s":                488,
-	"Save settings":             496,
+	"Rows %s–%s":                490,
+	"Save settings":             498,
 	"Say why, for whoever reads the log later: at most %d characters.": 12,
-	"Search":                               541,
-	"Secret values can never be revealed.": 539,
+	"Search":                               543,
+	"Secret values can never be revealed.": 541,
 	"Sep":                                  260,
-	"Served by %d workers":                 611,
+	"Served by %d workers":                 613,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 25,
 	"Settled":              281,
-	"Settlement date":      465,
+	"Settlement date":      467,
 	"Show all definitions": 227,
-	"Show times in":        492,
+	"Show times in":        494,
 	"Showing the instances bulk action %s changed.": 93,
-	"Sign in": 547,
-	"Sign in with an operator or administrator token.": 548,
+	"Sign in": 549,
+	"Sign in with an operator or administrator token.": 550,
 	"Sign out":             114,
 	"Signed in as %s (%s)": 113,
 	"Since revision %d:":   179,
@@ -411,9 +413,9 @@ var messageKeyToIndex = map[string]int{
 	"Slot":                 235,
 	"Snapshotted":          174,
 	"Something went wrong": 131,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 555,
-	"Staff tokens, oldest first": 561,
-	"Start node":                 509,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 557,
+	"Staff tokens, oldest first": 563,
+	"Start node":                 511,
 	"Started":                    296,
 	"Status":                     65,
 	"Stop %d instances":          61,
@@ -434,14 +436,14 @@ var messageKeyToIndex = map[string]int{
 	"Summary": 271,
 	"Task contracts: their Working copy, immutable revisions and named releases.": 198,
 	"Temporarily unavailable":                         129,
-	"That is too long to be an id or a business key.": 544,
+	"That is too long to be an id or a business key.": 546,
 	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.": 178,
 	"The bulk action must be its id (a UUID).":                   92,
 	"The call could not be prepared.":                            430,
 	"The chart’s numbers":                                        233,
 	"The confirmed count is missing: start again from the list.": 71,
 	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           132,
-	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      493,
+	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      495,
 	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 72,
 	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 130,
 	"The deadline passed before a result arrived.":                                                                                427,
@@ -461,14 +463,14 @@ var messageKeyToIndex = map[string]int{
 	"The process instance must be an instance id (a UUID).":                                                                       91,
 	"The reason you gave, not recorded:":                                                                                          31,
 	"The result did not match the revision's outputs contract.":                                                                   428,
-	"The revision must be a whole number, 1 or more.":                                                                             463,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 550,
-	"The token was revoked.":                                                                                                      568,
+	"The revision must be a whole number, 1 or more.":                                                                             465,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 552,
+	"The token was revoked.":                                                                                                      570,
 	"These revisions have the same contracts.":                                                                                    164,
-	"These settings are kept in this browser only.":                                                                               491,
-	"They take every revision their consumer is granted.":                                                                         613,
-	"They take revision %d only.":                                                                                                 614,
-	"They take revisions %s only.":                                                                                                615,
+	"These settings are kept in this browser only.":                                                                               493,
+	"They take every revision their consumer is granted.":                                                                         615,
+	"They take revision %d only.":                                                                                                 616,
+	"They take revisions %s only.":                                                                                                617,
 	"This contract has no inputs.":                                                                                                407,
 	"This contract has no outputs.":                                                                                               410,
 	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                         128,
@@ -482,66 +484,66 @@ var messageKeyToIndex = map[string]int{
 	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 291,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          33,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   38,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            575,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           574,
-	"This page does not accept that request.":     540,
-	"This page link is not one the console made.": 592,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            577,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           576,
+	"This page does not accept that request.":     542,
+	"This page link is not one the console made.": 594,
 	"This page reloads every %d seconds.":         118,
 	"This process takes no inputs.":               289,
-	"This token is unknown or has been revoked.":  552,
+	"This token is unknown or has been revoked.":  554,
 	"Times in %s · no auto-reload":                117,
 	"Times in %s · reload every %d s":             116,
 	"To revision":                                 158,
-	"Token":                                       549,
+	"Token":                                       551,
 	"Tokens":                                      112,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 551,
-	"Totals of all definitions, not narrowed by the other filters":         477,
-	"Totals of definition %s, not narrowed by the other filters":           476,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 553,
+	"Totals of all definitions, not narrowed by the other filters":         479,
+	"Totals of definition %s, not narrowed by the other filters":           478,
 	"Type": 136,
-	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 542,
-	"UTC (coordinated universal time)": 498,
+	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 544,
+	"UTC (coordinated universal time)": 500,
 	"Unknown action.":                  42,
-	"Unknown consumer.":                464,
+	"Unknown consumer.":                466,
 	"Unknown status %q.":               304,
 	"Value":                            286,
-	"Version":                          508,
-	"Versions, newest first":           504,
+	"Version":                          510,
+	"Versions, newest first":           506,
 	"Waiting for Relais to call the destination since %s (%s).": 441,
 	"Waiting for a worker since %s (%s).":                       442,
 	"When":                                                      76,
 	"Who":                                                       77,
 	"Whole message":                                             389,
-	"Worker":                                                    595,
+	"Worker":                                                    597,
 	"Worker id":                                                 380,
 	"Workers":                                                   111,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        593,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        595,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 17,
-	"Workers seen within three heartbeats": 594,
-	"Workers serving %s":                   602,
+	"Workers seen within three heartbeats": 596,
+	"Workers serving %s":                   604,
 	"Working copy":                         142,
-	"You are signed out.":                  546,
+	"You are signed out.":                  548,
 	"Your role can read definitions only: external tasks and process instances are for operators and administrators.": 120,
-	"[redacted]":                          462,
+	"[redacted]":                          464,
 	"abandon":                             4,
 	"administrator":                       344,
 	"an incident: retry, abandon or stop": 208,
-	"answer too large":                    460,
+	"answer too large":                    462,
 	"any":                                 63,
-	"any other code → %s":                 530,
+	"any other code → %s":                 532,
 	"any other error":                     206,
-	"as of %s (%s); counts are refreshed every few seconds.": 479,
-	"at least %d characters":                                 578,
-	"at least %d items":                                      585,
+	"as of %s (%s); counts are refreshed every few seconds.": 481,
+	"at least %d characters":                                 580,
+	"at least %d items":                                      587,
 	"at most %d":                                             402,
-	"at most %d characters":                                  579,
-	"at most %d items":                                       586,
+	"at most %d characters":                                  581,
+	"at most %d items":                                       588,
 	"at most %d since the last operator retry":               403,
 	"available":                                              318,
 	"boolean":                                                331,
-	"call in progress since":                                 484,
+	"call in progress since":                                 486,
 	"cancelled":                                              321,
 	"choice":                                                 334,
-	"claimable since":                                        483,
+	"claimable since":                                        485,
 	"claimable since %s":                                     226,
 	"classification changed":                                 355,
 	"completed":                                              231,
@@ -550,74 +552,74 @@ var messageKeyToIndex = map[string]int{
 	"consumer #%s":                                           455,
 	"date":                                                   332,
 	"date and time":                                          333,
-	"deadline %s":                                            533,
+	"deadline %s":                                            535,
 	"deferred":                                               320,
-	"deferred since":                                         486,
+	"deferred since":                                         488,
 	"deleted":                                                83,
 	"designer":                                               346,
 	"disconnected":                                           327,
-	"end (completes)":                                        525,
-	"end (fails)":                                            526,
+	"end (completes)":                                        527,
+	"end (fails)":                                            528,
 	"end: completes the instance":                            209,
 	"end: fails the instance":                                210,
-	"every revision its consumer is granted":                 608,
+	"every revision its consumer is granted":                 610,
 	"expired":                                                324,
 	"failed":                                                 232,
-	"fails the instance":                                     531,
+	"fails the instance":                                     533,
 	"field added":                                            350,
 	"field removed":                                          351,
 	"format":                                                 361,
-	"format %s":                                              581,
+	"format %s":                                              583,
 	"from":                                                   308,
 	"held":                                                   323,
 	"held for an operator":                                   207,
-	"hold (an incident for an operator)":                     529,
+	"hold (an incident for an operator)":                     531,
 	"id or business key":                                     108,
 	"in %s":                                                  245,
 	"in progress":                                            388,
-	"instance id":                                            467,
+	"instance id":                                            469,
 	"integer":                                                329,
 	"just now":                                               247,
 	"list":                                                   336,
-	"lock until":                                             485,
-	"long polling":                                           606,
+	"lock until":                                             487,
+	"long polling":                                           608,
 	"maximum":                                                363,
-	"maximum %s":                                             583,
+	"maximum %s":                                             585,
 	"maximum items":                                          365,
 	"maximum length":                                         359,
 	"minimum":                                                362,
-	"minimum %s":                                             582,
+	"minimum %s":                                             584,
 	"minimum items":                                          364,
 	"minimum length":                                         358,
-	"never":                                                  562,
-	"next attempt":                                           482,
+	"never":                                                  564,
+	"next attempt":                                           484,
 	"no":                                                     349,
-	"no answer within the timeout":                           458,
-	"no connection":                                          459,
+	"no answer within the timeout":                           460,
+	"no connection":                                          461,
 	"no: the service marked this failure as not retryable (attempts left unused: %d)": 424,
 	"none":     197,
 	"none yet": 202,
 	"none: a failed call takes the node’s error path": 398,
 	"normal":                          337,
-	"not provided":                    587,
-	"not yet":                         563,
-	"null":                            589,
+	"not provided":                    589,
+	"not yet":                         565,
+	"null":                            591,
 	"number":                          330,
 	"object":                          335,
 	"on error":                        205,
-	"one of: %s":                      584,
+	"one of: %s":                      586,
 	"operator":                        345,
 	"optional %s field of type %s":    194,
 	"optional field of type %s":       196,
 	"optional → required":             187,
 	"pattern":                         360,
-	"pattern %s":                      580,
-	"pull":                            523,
+	"pattern %s":                      582,
+	"pull":                            525,
 	"pull %s":                         212,
 	"pull (the service fetches it)":   342,
 	"push %s":                         211,
 	"push (Relais calls the service)": 343,
-	"push to %s":                      524,
+	"push to %s":                      526,
 	"rejected":                        325,
 	"released":                        326,
 	"required %s field of type %s":    193,
@@ -626,38 +628,38 @@ var messageKeyToIndex = map[string]int{
 	"required → optional":             188,
 	"reserved":                        319,
 	"retry":                           3,
-	"revision %d":                     480,
-	"revisions %s":                    609,
+	"revision %d":                     482,
+	"revisions %s":                    611,
 	"routing changed":                 357,
-	"routing output":                  576,
+	"routing output":                  578,
 	"routing output %s → %s":          186,
 	"running":                         322,
 	"secret":                          339,
 	"sensitive":                       338,
-	"settled":                         481,
+	"settled":                         483,
 	"stop":                            5,
-	"stream":                          605,
+	"stream":                          607,
 	"text":                            328,
 	"the contracts are the same (the name or a description changed).": 180,
-	"this session":           566,
-	"timeout %s":             534,
+	"this session":           568,
+	"timeout %s":             536,
 	"to":                     309,
 	"type changed":           352,
-	"unexpected value":       590,
-	"unknown":                461,
+	"unexpected value":       592,
+	"unknown":                463,
 	"values added: %s":       189,
 	"values changed":         354,
 	"values removed: %s":     190,
 	"values reordered":       191,
-	"version %d":             506,
-	"waiting":                456,
+	"version %d":             508,
+	"waiting":                458,
 	"yes":                    348,
 	"••• hidden (secret)":    341,
 	"••• hidden (sensitive)": 340,
-	"→ %s":                   528,
+	"→ %s":                   530,
 }
 
-var enIndex = []uint32{ // 617 elements
+var enIndex = []uint32{ // 619 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x0000005a,
@@ -787,55 +789,55 @@ var enIndex = []uint32{ // 617 elements
 	// Entry 1C0 - 1DF
 	0x000037a5, 0x000037b8, 0x000037ec, 0x00003820,
 	0x00003830, 0x00003877, 0x000038a4, 0x000038b1,
-	0x000038c1, 0x000038c9, 0x000038e1, 0x000038fe,
-	0x0000390c, 0x0000391d, 0x00003925, 0x00003930,
-	0x00003960, 0x00003972, 0x00003982, 0x000039b4,
-	0x000039c0, 0x000039d1, 0x000039eb, 0x000039fc,
-	0x00003a02, 0x00003a16, 0x00003a2e, 0x00003a53,
-	0x00003a61, 0x00003a9f, 0x00003adc, 0x00003b08,
+	0x000038c1, 0x000038fb, 0x0000391e, 0x00003926,
+	0x0000393e, 0x0000395b, 0x00003969, 0x0000397a,
+	0x00003982, 0x0000398d, 0x000039bd, 0x000039cf,
+	0x000039df, 0x00003a11, 0x00003a1d, 0x00003a2e,
+	0x00003a48, 0x00003a59, 0x00003a5f, 0x00003a73,
+	0x00003a8b, 0x00003ab0, 0x00003abe, 0x00003afc,
 	// Entry 1E0 - 1FF
-	0x00003b45, 0x00003b54, 0x00003b5c, 0x00003b69,
-	0x00003b79, 0x00003b90, 0x00003b9b, 0x00003baa,
-	0x00003bb8, 0x00003bcb, 0x00003bf0, 0x00003c1b,
-	0x00003c49, 0x00003c57, 0x00003cea, 0x00003d08,
-	0x00003d4e, 0x00003d5c, 0x00003d70, 0x00003d91,
-	0x00003da5, 0x00003dab, 0x00003dbf, 0x00003e32,
-	0x00003e43, 0x00003e5a, 0x00003e77, 0x00003e85,
-	0x00003e93, 0x00003e9b, 0x00003ea6, 0x00003eac,
+	0x00003b39, 0x00003b65, 0x00003ba2, 0x00003bb1,
+	0x00003bb9, 0x00003bc6, 0x00003bd6, 0x00003bed,
+	0x00003bf8, 0x00003c07, 0x00003c15, 0x00003c28,
+	0x00003c4d, 0x00003c78, 0x00003ca6, 0x00003cb4,
+	0x00003d47, 0x00003d65, 0x00003dab, 0x00003db9,
+	0x00003dcd, 0x00003dee, 0x00003e02, 0x00003e08,
+	0x00003e1c, 0x00003e8f, 0x00003ea0, 0x00003eb7,
+	0x00003ed4, 0x00003ee2, 0x00003ef0, 0x00003ef8,
 	// Entry 200 - 21F
-	0x00003f9e, 0x00003fa4, 0x00003fd6, 0x00003fdb,
-	0x00003feb, 0x00003ff6, 0x00003fff, 0x0000400f,
-	0x00004029, 0x00004062, 0x00004071, 0x0000412b,
-	0x00004130, 0x0000413e, 0x0000414e, 0x0000415a,
-	0x0000416a, 0x00004174, 0x00004197, 0x000041b0,
-	0x000041c3, 0x0000422f, 0x0000423e, 0x0000424c,
-	0x0000427e, 0x000042b5, 0x000042c3, 0x00004307,
-	0x0000432c, 0x00004354, 0x0000435b, 0x000043b6,
+	0x00003f03, 0x00003f09, 0x00003ffb, 0x00004001,
+	0x00004033, 0x00004038, 0x00004048, 0x00004053,
+	0x0000405c, 0x0000406c, 0x00004086, 0x000040bf,
+	0x000040ce, 0x00004188, 0x0000418d, 0x0000419b,
+	0x000041ab, 0x000041b7, 0x000041c7, 0x000041d1,
+	0x000041f4, 0x0000420d, 0x00004220, 0x0000428c,
+	0x0000429b, 0x000042a9, 0x000042db, 0x00004312,
+	0x00004320, 0x00004364, 0x00004389, 0x000043b1,
 	// Entry 220 - 23F
-	0x000043e0, 0x00004410, 0x0000446e, 0x00004482,
-	0x0000448a, 0x000044bb, 0x000044c1, 0x0000453d,
-	0x00004585, 0x000045b0, 0x00004612, 0x00004635,
-	0x000046dc, 0x000046df, 0x000046e4, 0x000046ef,
-	0x000046f9, 0x00004701, 0x0000471c, 0x00004722,
-	0x0000472a, 0x00004738, 0x00004742, 0x0000474f,
-	0x00004759, 0x00004770, 0x00004783, 0x000047a7,
-	0x00004827, 0x00004838, 0x00004840, 0x000048b5,
+	0x000043b8, 0x00004413, 0x0000443d, 0x0000446d,
+	0x000044cb, 0x000044df, 0x000044e7, 0x00004518,
+	0x0000451e, 0x0000459a, 0x000045e2, 0x0000460d,
+	0x0000466f, 0x00004692, 0x00004739, 0x0000473c,
+	0x00004741, 0x0000474c, 0x00004756, 0x0000475e,
+	0x00004779, 0x0000477f, 0x00004787, 0x00004795,
+	0x0000479f, 0x000047ac, 0x000047b6, 0x000047cd,
+	0x000047e0, 0x00004804, 0x00004884, 0x00004895,
 	// Entry 240 - 25F
-	0x00004909, 0x00004918, 0x00004924, 0x00004960,
-	0x0000499a, 0x000049a8, 0x000049b5, 0x000049c3,
-	0x000049d1, 0x000049df, 0x00004a11, 0x00004a41,
-	0x00004a4e, 0x00004a6e, 0x00004a73, 0x00004a84,
-	0x00004a91, 0x00004abd, 0x00004b43, 0x00004b68,
-	0x00004b6f, 0x00004b78, 0x00004b8b, 0x00004b95,
-	0x00004b9f, 0x00004ba9, 0x00004bc1, 0x00004bd7,
-	0x00004be3, 0x00004c05, 0x00004c0c, 0x00004c19,
+	0x0000489d, 0x00004912, 0x00004966, 0x00004975,
+	0x00004981, 0x000049bd, 0x000049f7, 0x00004a05,
+	0x00004a12, 0x00004a20, 0x00004a2e, 0x00004a3c,
+	0x00004a6e, 0x00004a9e, 0x00004aab, 0x00004acb,
+	0x00004ad0, 0x00004ae1, 0x00004aee, 0x00004b1a,
+	0x00004ba0, 0x00004bc5, 0x00004bcc, 0x00004bd5,
+	0x00004be8, 0x00004bf2, 0x00004bfc, 0x00004c06,
+	0x00004c1e, 0x00004c34, 0x00004c40, 0x00004c62,
 	// Entry 260 - 27F
-	0x00004c2a, 0x00004c51, 0x00004c61, 0x00004cb5,
-	0x00004ced, 0x00004d3d, 0x00004d71, 0x00004d90,
-	0x00004db0,
-} // Size: 2492 bytes
+	0x00004c69, 0x00004c76, 0x00004c87, 0x00004cae,
+	0x00004cbe, 0x00004d12, 0x00004d4a, 0x00004d9a,
+	0x00004dce, 0x00004ded, 0x00004e0d,
+} // Size: 2500 bytes
 
-const enData string = "" + // Size: 19888 bytes
+const enData string = "" + // Size: 19981 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every held instance…\x02Stop every running instance…\x02Stop every runni" +
@@ -1063,94 +1065,95 @@ const enData string = "" + // Size: 19888 bytes
 	".\x02Its instance is held here, waiting for an operator.\x02Its instance" +
 	" went on along the node’s error path.\x02Failed (%[1]s).\x02Cancelled: t" +
 	"he instance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the i" +
-	"nstance was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02waiti" +
-	"ng\x02HTTP 2xx, unusable body\x02no answer within the timeout\x02no conn" +
-	"ection\x02answer too large\x02unknown\x02[redacted]\x02The revision must" +
-	" be a whole number, 1 or more.\x02Unknown consumer.\x02Settlement date" +
-	"\x02More filters: instance, revision, consumer, dates\x02instance id\x02" +
-	"Counts by status\x02Occurrences, newest first\x02Process and node\x02Err" +
-	"or\x02Consumer and worker\x02Next attempt or settled\x02No occurrence ma" +
-	"tches these filters.\x02All consumers\x02Totals of definition %[1]s, not" +
-	" narrowed by the other filters\x02Totals of all definitions, not narrowe" +
-	"d by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence" +
-	"\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); counts are refresh" +
-	"ed every few seconds.\x02revision %[1]d\x02settled\x02next attempt\x02cl" +
-	"aimable since\x02call in progress since\x02lock until\x02deferred since" +
-	"\x02Previous page\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 2026-1" +
-	"2-01.\x02%[1]s: the first day comes after the last.\x02These settings ar" +
-	"e kept in this browser only.\x02Show times in\x02The console runs no scr" +
-	"ipt, so it cannot read your computer’s time zone: choose its offset from" +
-	" UTC. Offsets do not follow daylight saving time.\x02Reload lists and de" +
-	"tail pages\x02Pages with a form, such as a confirmation, never reload on" +
-	" their own.\x02Save settings\x02Back without saving\x02UTC (coordinated " +
-	"universal time)\x02Local time at %[1]s\x02Never\x02Every %[1]d seconds" +
-	"\x02Published process versions: their nodes, routes and pinned revisions" +
-	", drawn, with where their occurrences are now.\x02Processes by key\x02Ve" +
-	"rsions, newest first\x02No process is published yet.\x02version %[1]d" +
-	"\x02Process %[1]s\x02Version\x02Start node\x02Graph\x02Columns follow th" +
-	"e longest path from the start node. Solid arrows are successes (labelled" +
-	" with their route), dashed ones failures (labelled with their error code" +
-	"s). Each box says how many of this version’s occurrences are at that nod" +
-	"e now.\x02Nodes\x02Nodes of this version, with their occurrences now\x02" +
-	"Kind\x02Pinned revision\x02On success\x02On error\x02Occurrences now\x02" +
-	"Instances of this process\x02Counts as of %[1]s (%[2]s); refreshed every" +
-	" few seconds.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, " +
-	"starting at %[2]s. The table below lists the same nodes, routes and coun" +
-	"ts.\x00Y\x02%[1]d nodes, starting at %[2]s. The table below lists the sa" +
-	"me nodes, routes and counts.\x02pull\x02push to %[1]s\x02end (completes)" +
-	"\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an " +
-	"operator)\x02any other code → %[1]s\x02fails the instance\x14\x01\x81" +
-	"\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, priority %[3]d\x002" +
-	"\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02deadline %[1]s" +
-	"\x02timeout %[1]s\x02Only administrators may reveal a sensitive value." +
-	"\x02Revealed by %[1]s at %[2]s; recorded in the audit log.\x02Cannot rev" +
-	"eal\x02Only a value this page shows as hidden (sensitive) can be reveale" +
-	"d.\x02Secret values can never be revealed.\x02This page does not accept " +
-	"that request.\x02Search\x02Type an instance or occurrence id (a UUID, as" +
-	" the pages show on hover), or a business key.\x02Nothing to find: the se" +
-	"arch box is empty.\x02That is too long to be an id or a business key." +
-	"\x02No instance or occurrence has the id “%[1]s”, and no instance has it" +
-	" as its business key.\x02You are signed out.\x02Sign in\x02Sign in with " +
-	"an operator or administrator token.\x02Token\x02The token is checked onc" +
-	"e and never stored in your browser; a session cookie stands for it for u" +
-	"p to 8 hours of inactivity.\x02Too many failed sign-ins from your addres" +
-	"s. Try again in %[1]d seconds.\x02This token is unknown or has been revo" +
-	"ked.\x02A %[1]s token cannot open the console: sign in with an operator," +
-	" designer or administrator token.\x02Only administrators manage tokens." +
-	"\x02Staff tokens (administrators, designers, operators) that are not rev" +
-	"oked. Consumer tokens are managed with their consumers. Revoking a token" +
-	" refuses its next request.\x02ID\x02Role\x02Created on\x02Last used\x02E" +
-	"xpires\x02Staff tokens, oldest first\x02never\x02not yet\x02Expired toke" +
-	"n\x02Revoke…\x02this session\x02No token.\x02The token was revoked.\x02R" +
-	"evoke token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request" +
-	" is refused, and console sessions opened with it end. This cannot be und" +
-	"one: whoever uses it needs a new token.\x02Revoke the token\x02Keep it" +
-	"\x02This is the token you signed in with: revoking it signs you out. Its" +
-	" next request is refused. This cannot be undone.\x02This is the last usa" +
-	"ble administrator token: create another one before revoking it.\x02routi" +
-	"ng output\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d c" +
-	"haracter\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02" +
-	"\x18\x02at most %[1]d character\x00\x19\x02at most %[1]d characters\x02p" +
-	"attern %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of" +
-	": %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at" +
-	" least %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00" +
-	"\x14\x02at most %[1]d items\x02not provided\x14\x01\x81\x01\x00\x02\x0b" +
-	"\x02%[1]d item\x00\x0c\x02%[1]d items\x02null\x02unexpected value\x02Inv" +
-	"alid page\x02This page link is not one the console made.\x02Workers conn" +
-	"ected by a stream, and polling workers by their last fetch. A worker is " +
-	"listed while it was seen within three heartbeats.\x02Workers seen within" +
-	" three heartbeats\x02Worker\x02Protocol\x02Definitions served\x02In flig" +
-	"ht\x02Connected\x02Last seen\x02No worker is connected.\x02Workers servi" +
-	"ng %[1]s\x02All workers\x02No worker serves this definition.\x02stream" +
-	"\x02long polling\x02Camunda 7 facade\x02every revision its consumer is g" +
-	"ranted\x02revisions %[1]s\x02No worker serves this definition: its occur" +
-	"rences wait until one connects or polls.\x14\x01\x81\x01\x00\x02\x17\x02" +
-	"Served by %[1]d worker\x00\x18\x02Served by %[1]d workers\x02Revisions t" +
-	"hey take: %[1]s; some take every revision their consumer is granted.\x02" +
-	"They take every revision their consumer is granted.\x02They take revisio" +
-	"n %[1]d only.\x02They take revisions %[1]s only."
+	"nstance was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1]s" +
+	" (deferred; settled with its settle token, as %[2]s)\x02%[1]s (deferred;" +
+	" settled by %[2]s)\x02waiting\x02HTTP 2xx, unusable body\x02no answer wi" +
+	"thin the timeout\x02no connection\x02answer too large\x02unknown\x02[red" +
+	"acted]\x02The revision must be a whole number, 1 or more.\x02Unknown con" +
+	"sumer.\x02Settlement date\x02More filters: instance, revision, consumer," +
+	" dates\x02instance id\x02Counts by status\x02Occurrences, newest first" +
+	"\x02Process and node\x02Error\x02Consumer and worker\x02Next attempt or " +
+	"settled\x02No occurrence matches these filters.\x02All consumers\x02Tota" +
+	"ls of definition %[1]s, not narrowed by the other filters\x02Totals of a" +
+	"ll definitions, not narrowed by the other filters\x14\x01\x81\x01\x00" +
+	"\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s" +
+	" (%[2]s); counts are refreshed every few seconds.\x02revision %[1]d\x02s" +
+	"ettled\x02next attempt\x02claimable since\x02call in progress since\x02l" +
+	"ock until\x02deferred since\x02Previous page\x02Rows %[1]s–%[2]s\x02%[1]" +
+	"s: a date is written 2026-12-01.\x02%[1]s: the first day comes after the" +
+	" last.\x02These settings are kept in this browser only.\x02Show times in" +
+	"\x02The console runs no script, so it cannot read your computer’s time z" +
+	"one: choose its offset from UTC. Offsets do not follow daylight saving t" +
+	"ime.\x02Reload lists and detail pages\x02Pages with a form, such as a co" +
+	"nfirmation, never reload on their own.\x02Save settings\x02Back without " +
+	"saving\x02UTC (coordinated universal time)\x02Local time at %[1]s\x02Nev" +
+	"er\x02Every %[1]d seconds\x02Published process versions: their nodes, ro" +
+	"utes and pinned revisions, drawn, with where their occurrences are now." +
+	"\x02Processes by key\x02Versions, newest first\x02No process is publishe" +
+	"d yet.\x02version %[1]d\x02Process %[1]s\x02Version\x02Start node\x02Gra" +
+	"ph\x02Columns follow the longest path from the start node. Solid arrows " +
+	"are successes (labelled with their route), dashed ones failures (labelle" +
+	"d with their error codes). Each box says how many of this version’s occu" +
+	"rrences are at that node now.\x02Nodes\x02Nodes of this version, with th" +
+	"eir occurrences now\x02Kind\x02Pinned revision\x02On success\x02On error" +
+	"\x02Occurrences now\x02Instances of this process\x02Counts as of %[1]s (" +
+	"%[2]s); refreshed every few seconds.\x02Graph of %[1]s\x14\x01\x81\x01" +
+	"\x00\x02X\x02%[1]d node, starting at %[2]s. The table below lists the sa" +
+	"me nodes, routes and counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The" +
+	" table below lists the same nodes, routes and counts.\x02pull\x02push to" +
+	" %[1]s\x02end (completes)\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02" +
+	"hold (an incident for an operator)\x02any other code → %[1]s\x02fails th" +
+	"e instance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, retry after %[2]s," +
+	" priority %[3]d\x002\x02%[1]d attempts, retry after %[2]s, priority %[3]" +
+	"d\x02deadline %[1]s\x02timeout %[1]s\x02Only administrators may reveal a" +
+	" sensitive value.\x02Revealed by %[1]s at %[2]s; recorded in the audit l" +
+	"og.\x02Cannot reveal\x02Only a value this page shows as hidden (sensitiv" +
+	"e) can be revealed.\x02Secret values can never be revealed.\x02This page" +
+	" does not accept that request.\x02Search\x02Type an instance or occurren" +
+	"ce id (a UUID, as the pages show on hover), or a business key.\x02Nothin" +
+	"g to find: the search box is empty.\x02That is too long to be an id or a" +
+	" business key.\x02No instance or occurrence has the id “%[1]s”, and no i" +
+	"nstance has it as its business key.\x02You are signed out.\x02Sign in" +
+	"\x02Sign in with an operator or administrator token.\x02Token\x02The tok" +
+	"en is checked once and never stored in your browser; a session cookie st" +
+	"ands for it for up to 8 hours of inactivity.\x02Too many failed sign-ins" +
+	" from your address. Try again in %[1]d seconds.\x02This token is unknown" +
+	" or has been revoked.\x02A %[1]s token cannot open the console: sign in " +
+	"with an operator, designer or administrator token.\x02Only administrator" +
+	"s manage tokens.\x02Staff tokens (administrators, designers, operators) " +
+	"that are not revoked. Consumer tokens are managed with their consumers. " +
+	"Revoking a token refuses its next request.\x02ID\x02Role\x02Created on" +
+	"\x02Last used\x02Expires\x02Staff tokens, oldest first\x02never\x02not y" +
+	"et\x02Expired token\x02Revoke…\x02this session\x02No token.\x02The token" +
+	" was revoked.\x02Revoke token %[1]d\x02Revoke the %[1]s token “%[2]s”?" +
+	"\x02Its next request is refused, and console sessions opened with it end" +
+	". This cannot be undone: whoever uses it needs a new token.\x02Revoke th" +
+	"e token\x02Keep it\x02This is the token you signed in with: revoking it " +
+	"signs you out. Its next request is refused. This cannot be undone.\x02Th" +
+	"is is the last usable administrator token: create another one before rev" +
+	"oking it.\x02routing output\x02(each item)\x14\x01\x81\x01\x00\x02\x19" +
+	"\x02at least %[1]d character\x00\x1a\x02at least %[1]d characters\x14" +
+	"\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02at most %" +
+	"[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1]s\x02max" +
+	"imum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]" +
+	"d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at" +
+	" most %[1]d item\x00\x14\x02at most %[1]d items\x02not provided\x14\x01" +
+	"\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02null\x02une" +
+	"xpected value\x02Invalid page\x02This page link is not one the console m" +
+	"ade.\x02Workers connected by a stream, and polling workers by their last" +
+	" fetch. A worker is listed while it was seen within three heartbeats." +
+	"\x02Workers seen within three heartbeats\x02Worker\x02Protocol\x02Defini" +
+	"tions served\x02In flight\x02Connected\x02Last seen\x02No worker is conn" +
+	"ected.\x02Workers serving %[1]s\x02All workers\x02No worker serves this " +
+	"definition.\x02stream\x02long polling\x02Camunda 7 facade\x02every revis" +
+	"ion its consumer is granted\x02revisions %[1]s\x02No worker serves this " +
+	"definition: its occurrences wait until one connects or polls.\x14\x01" +
+	"\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served by %[1]" +
+	"d workers\x02Revisions they take: %[1]s; some take every revision their " +
+	"consumer is granted.\x02They take every revision their consumer is grant" +
+	"ed.\x02They take revision %[1]d only.\x02They take revisions %[1]s only."
 
-var frIndex = []uint32{ // 617 elements
+var frIndex = []uint32{ // 619 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000079,
@@ -1280,55 +1283,55 @@ var frIndex = []uint32{ // 617 elements
 	// Entry 1C0 - 1DF
 	0x00004724, 0x00004737, 0x00004774, 0x000047b0,
 	0x000047c3, 0x00004813, 0x00004848, 0x0000485a,
-	0x00004871, 0x0000487c, 0x00004899, 0x000048b8,
-	0x000048c9, 0x000048e3, 0x000048ec, 0x000048f6,
-	0x0000492b, 0x00004941, 0x00004954, 0x00004991,
-	0x000049aa, 0x000049c0, 0x000049ea, 0x000049fd,
-	0x00004a04, 0x00004a1f, 0x00004a41, 0x00004a71,
-	0x00004a88, 0x00004ac0, 0x00004afb, 0x00004b27,
+	0x00004871, 0x000048c1, 0x000048eb, 0x000048f6,
+	0x00004913, 0x00004932, 0x00004943, 0x0000495d,
+	0x00004966, 0x00004970, 0x000049a5, 0x000049bb,
+	0x000049ce, 0x00004a0b, 0x00004a24, 0x00004a3a,
+	0x00004a64, 0x00004a77, 0x00004a7e, 0x00004a99,
+	0x00004abb, 0x00004aeb, 0x00004b02, 0x00004b3a,
 	// Entry 1E0 - 1FF
-	0x00004b7a, 0x00004b8a, 0x00004b93, 0x00004ba7,
-	0x00004bb9, 0x00004bcf, 0x00004be1, 0x00004bf3,
-	0x00004c05, 0x00004c1b, 0x00004c45, 0x00004c78,
-	0x00004cb4, 0x00004ccb, 0x00004d93, 0x00004dc0,
-	0x00004e2b, 0x00004e45, 0x00004e5e, 0x00004e7f,
-	0x00004e95, 0x00004e9c, 0x00004eb6, 0x00004f4b,
-	0x00004f5e, 0x00004f85, 0x00004fad, 0x00004fbb,
-	0x00004fcb, 0x00004fd3, 0x00004fe4, 0x00004feb,
+	0x00004b75, 0x00004ba1, 0x00004bf4, 0x00004c04,
+	0x00004c0d, 0x00004c21, 0x00004c33, 0x00004c49,
+	0x00004c5b, 0x00004c6d, 0x00004c7f, 0x00004c95,
+	0x00004cbf, 0x00004cf2, 0x00004d2e, 0x00004d45,
+	0x00004e0d, 0x00004e3a, 0x00004ea5, 0x00004ebf,
+	0x00004ed8, 0x00004ef9, 0x00004f0f, 0x00004f16,
+	0x00004f30, 0x00004fc5, 0x00004fd8, 0x00004fff,
+	0x00005027, 0x00005035, 0x00005045, 0x0000504d,
 	// Entry 200 - 21F
-	0x00005121, 0x00005128, 0x00005162, 0x00005167,
-	0x0000517c, 0x00005190, 0x000051a2, 0x000051b8,
-	0x000051d2, 0x0000521c, 0x0000522c, 0x00005306,
-	0x0000530b, 0x0000531b, 0x00005329, 0x00005339,
-	0x00005349, 0x00005353, 0x0000537c, 0x00005396,
-	0x000053b1, 0x0000543f, 0x00005450, 0x0000545d,
-	0x0000549e, 0x000054e4, 0x000054fc, 0x0000554f,
-	0x0000558a, 0x000055b5, 0x000055bf, 0x00005639,
+	0x0000505e, 0x00005065, 0x0000519b, 0x000051a2,
+	0x000051dc, 0x000051e1, 0x000051f6, 0x0000520a,
+	0x0000521c, 0x00005232, 0x0000524c, 0x00005296,
+	0x000052a6, 0x00005380, 0x00005385, 0x00005395,
+	0x000053a3, 0x000053b3, 0x000053c3, 0x000053cd,
+	0x000053f6, 0x00005410, 0x0000542b, 0x000054b9,
+	0x000054ca, 0x000054d7, 0x00005518, 0x0000555e,
+	0x00005576, 0x000055c9, 0x00005604, 0x0000562f,
 	// Entry 220 - 23F
-	0x0000566e, 0x000056af, 0x0000571f, 0x00005738,
-	0x00005745, 0x00005788, 0x0000578e, 0x0000582a,
-	0x0000587e, 0x000058a9, 0x00005935, 0x00005963,
-	0x00005a25, 0x00005a28, 0x00005a2e, 0x00005a38,
-	0x00005a4e, 0x00005a59, 0x00005a89, 0x00005a90,
-	0x00005a9b, 0x00005aa9, 0x00005ab6, 0x00005ac4,
-	0x00005ad1, 0x00005aed, 0x00005b06, 0x00005b2f,
-	0x00005bd8, 0x00005beb, 0x00005bf5, 0x00005c84,
+	0x00005639, 0x000056b3, 0x000056e8, 0x00005729,
+	0x00005799, 0x000057b2, 0x000057bf, 0x00005802,
+	0x00005808, 0x000058a4, 0x000058f8, 0x00005923,
+	0x000059af, 0x000059dd, 0x00005a9f, 0x00005aa2,
+	0x00005aa8, 0x00005ab2, 0x00005ac8, 0x00005ad3,
+	0x00005b03, 0x00005b0a, 0x00005b15, 0x00005b23,
+	0x00005b30, 0x00005b3e, 0x00005b4b, 0x00005b67,
+	0x00005b80, 0x00005ba9, 0x00005c52, 0x00005c65,
 	// Entry 240 - 25F
-	0x00005ce5, 0x00005cf7, 0x00005d0a, 0x00005d48,
-	0x00005d84, 0x00005d90, 0x00005d9d, 0x00005dab,
-	0x00005db9, 0x00005dc9, 0x00005e05, 0x00005e3f,
-	0x00005e4a, 0x00005e74, 0x00005e78, 0x00005e8a,
-	0x00005e98, 0x00005ec4, 0x00005f86, 0x00005fb9,
-	0x00005fc4, 0x00005fce, 0x00005fe3, 0x00005fec,
-	0x00005ff6, 0x00006004, 0x00006028, 0x00006042,
-	0x00006057, 0x00006083, 0x00006088, 0x0000609d,
+	0x00005c6f, 0x00005cfe, 0x00005d5f, 0x00005d71,
+	0x00005d84, 0x00005dc2, 0x00005dfe, 0x00005e0a,
+	0x00005e17, 0x00005e25, 0x00005e33, 0x00005e43,
+	0x00005e7f, 0x00005eb9, 0x00005ec4, 0x00005eee,
+	0x00005ef2, 0x00005f04, 0x00005f12, 0x00005f3e,
+	0x00006000, 0x00006033, 0x0000603e, 0x00006048,
+	0x0000605d, 0x00006066, 0x00006070, 0x0000607e,
+	0x000060a2, 0x000060bc, 0x000060d1, 0x000060fd,
 	// Entry 260 - 27F
-	0x000060af, 0x000060e4, 0x000060f5, 0x0000616b,
-	0x000061ad, 0x00006220, 0x00006264, 0x0000628c,
-	0x000062b6,
-} // Size: 2492 bytes
+	0x00006102, 0x00006117, 0x00006129, 0x0000615e,
+	0x0000616f, 0x000061e5, 0x00006227, 0x0000629a,
+	0x000062de, 0x00006306, 0x00006330,
+} // Size: 2500 bytes
 
-const frData string = "" + // Size: 25270 bytes
+const frData string = "" + // Size: 25392 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances bloquées…\x02Abandonne" +
 	"r toutes les instances bloquées…\x02Arrêter toutes les instances bloquée" +
@@ -1603,106 +1606,108 @@ const frData string = "" + // Size: 25270 bytes
 	".\x02Son instance a continué par le chemin d’erreur du nœud.\x02En échec" +
 	" (%[1]s).\x02Annulée\u202f: l’instance a été arrêtée par %[1]s à %[2]s —" +
 	" « %[3]s ».\x02Annulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s" +
-	" jusqu’ici\x02consommateur n° %[1]s\x02en attente\x02HTTP 2xx, corps inu" +
-	"tilisable\x02pas de réponse dans le délai\x02pas de connexion\x02réponse" +
-	" trop volumineuse\x02inconnue\x02[masqué]\x02La révision doit être un no" +
-	"mbre entier, 1 ou plus.\x02Consommateur inconnu.\x02Date de règlement" +
-	"\x02Plus de filtres\u202f: instance, révision, consommateur, dates\x02id" +
-	"entifiant d’instance\x02Décomptes par statut\x02Occurrences, les plus ré" +
-	"centes d’abord\x02Processus et nœud\x02Erreur\x02Consommateur et exécuta" +
-	"nt\x02Prochaine tentative ou règlement\x02Aucune occurrence ne correspon" +
-	"d à ces filtres.\x02Tous les consommateurs\x02Totaux de la définition %[" +
-	"1]s, sans les autres filtres\x02Totaux de toutes les définitions, sans l" +
-	"es autres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00" +
-	"\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; les décomptes sont " +
-	"actualisés toutes les quelques secondes.\x02révision %[1]d\x02réglée\x02" +
-	"prochaine tentative\x02disponible depuis\x02appel en cours depuis\x02ver" +
-	"rou jusqu’à\x02différée depuis\x02Page précédente\x02Lignes %[1]s à %[2]" +
-	"s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le premie" +
-	"r jour vient après le dernier.\x02Ces réglages sont conservés dans ce na" +
-	"vigateur seulement.\x02Afficher les heures en\x02La console n’exécute au" +
-	"cun script et ne peut donc pas lire le fuseau horaire de votre ordinateu" +
-	"r\u202f: choisissez son décalage par rapport à UTC. Les décalages ne sui" +
-	"vent pas l’heure d’été.\x02Recharger les listes et les pages de détail" +
-	"\x02Les pages qui contiennent un formulaire, comme une confirmation, ne " +
-	"se rechargent jamais d’elles-mêmes.\x02Enregistrer les réglages\x02Reven" +
-	"ir sans enregistrer\x02UTC (temps universel coordonné)\x02Heure locale à" +
-	" %[1]s\x02Jamais\x02Toutes les %[1]d secondes\x02Les versions de process" +
-	"us publiées\u202f: leurs nœuds, routes et révisions épinglées, dessinés," +
-	" avec l’emplacement actuel de leurs occurrences.\x02Processus par clé" +
-	"\x02Versions, les plus récentes d’abord\x02Aucun processus n’est encore " +
-	"publié.\x02version %[1]d\x02Processus %[1]s\x02Version\x02Nœud de départ" +
-	"\x02Graphe\x02Les colonnes suivent le plus long chemin depuis le nœud de" +
-	" départ. Les flèches pleines sont les réussites (étiquetées par leur rou" +
-	"te), les pointillées les échecs (étiquetées par leurs codes d’erreur). C" +
-	"haque case indique combien d’occurrences de cette version se trouvent à " +
-	"ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version, avec leurs occur" +
-	"rences actuelles\x02Type\x02Révision épinglée\x02En cas de réussite\x02E" +
-	"n cas d’erreur\x02Occurrences actuelles\x02Instances de ce processus\x02" +
-	"Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes les quelques seconde" +
-	"s.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir d" +
-	"e %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes et décomp" +
-	"tes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous repre" +
-	"nd les mêmes nœuds, routes et décomptes.\x02pull\x02push vers %[1]s\x02f" +
-	"in (termine)\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (u" +
-	"n incident pour un opérateur)\x02tout autre code → %[1]s\x02met l’instan" +
-	"ce en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle tentat" +
-	"ive après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle tenta" +
-	"tive après %[2]s, priorité %[3]d\x02échéance %[1]s\x02délai %[1]s\x02Seu" +
-	"ls les administrateurs peuvent révéler une valeur sensible.\x02Révélé pa" +
-	"r %[1]s le %[2]s\u202f; consigné dans le journal d’audit.\x02Révélation " +
-	"impossible\x02Seule une valeur que cette page affiche masquée (sensible)" +
-	" peut être révélée.\x02Les valeurs secrètes ne peuvent jamais être révél" +
-	"ées.\x02Cette page n’accepte pas cette requête.\x02Recherche\x02Saisiss" +
-	"ez un identifiant d’instance ou d’occurrence (un UUID, que les pages aff" +
-	"ichent au survol) ou une clé métier.\x02Rien à chercher\u202f: le champ " +
-	"de recherche est vide.\x02C’est trop long pour être un identifiant ou un" +
-	"e clé métier.\x02Aucune instance ni occurrence n’a l’identifiant « %[1]s" +
-	" », et aucune instance ne l’a pour clé métier.\x02Vous êtes déconnecté." +
-	"\x02Se connecter\x02Connectez-vous avec un jeton d’opérateur ou d’admini" +
-	"strateur.\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais cons" +
-	"ervé dans votre navigateur\u202f; un cookie de session le remplace jusqu" +
-	"’à 8 heures d’inactivité.\x02Trop de connexions échouées depuis votre " +
-	"adresse. Réessayez dans %[1]d secondes.\x02Ce jeton est inconnu ou a été" +
-	" révoqué.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console\u202f:" +
-	" connectez-vous avec un jeton d’opérateur, de concepteur ou d’administra" +
-	"teur.\x02Seuls les administrateurs gèrent les jetons.\x02Jetons du perso" +
-	"nnel (administrateurs, concepteurs, opérateurs) non révoqués. Les jetons" +
-	" des consommateurs se gèrent avec leurs consommateurs. Révoquer un jeton" +
-	" refuse sa requête suivante.\x02ID\x02Rôle\x02Créé le\x02Dernière utilis" +
-	"ation\x02Expiration\x02Jetons du personnel, les plus anciens d’abord\x02" +
-	"jamais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Au" +
-	"cun jeton.\x02Le jeton a été révoqué.\x02Révoquer le jeton %[1]d\x02Révo" +
-	"quer le jeton %[1]s « %[2]s »\u202f?\x02Sa requête suivante est refusée " +
-	"et les sessions de console ouvertes avec lui prennent fin. C’est irréver" +
-	"sible\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoquer l" +
-	"e jeton\x02Le garder\x02C’est le jeton avec lequel vous êtes connecté" +
-	"\u202f: le révoquer vous déconnecte. Sa requête suivante est refusée. C’" +
-	"est irréversible.\x02C’est le dernier jeton administrateur utilisable" +
-	"\u202f: créez-en un autre avant de le révoquer.\x02sortie de routage\x02" +
-	"(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère" +
-	"\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au " +
-	"plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02motif %[1]s" +
-	"\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s" +
-	"\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moi" +
-	"ns %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément" +
-	"\x00\x19\x02au plus %[1]d éléments\x02non fourni\x14\x01\x81\x01\x00\x02" +
-	"\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02nul\x02valeur inatten" +
-	"due\x02Page invalide\x02Ce lien de page ne vient pas de la console.\x02L" +
-	"es exécutants connectés par un flux, et ceux qui interrogent par leur de" +
-	"rnière demande. Un exécutant est listé tant qu’il s’est manifesté dans l" +
-	"es trois derniers battements de cœur.\x02Exécutants vus dans les trois d" +
-	"erniers battements\x02Exécutant\x02Protocole\x02Définitions servies\x02E" +
-	"n cours\x02Connexion\x02Dernier signe\x02Aucun exécutant n’est connecté." +
-	"\x02Exécutants servant %[1]s\x02Tous les exécutants\x02Aucun exécutant n" +
-	"e sert cette définition.\x02flux\x02interrogation longue\x02façade Camun" +
-	"da 7\x02toutes les révisions accordées à son consommateur\x02révisions %" +
-	"[1]s\x02Aucun exécutant ne sert cette définition\u202f: ses occurrences " +
-	"attendent qu’un exécutant se connecte ou interroge.\x14\x01\x81\x01\x00" +
-	"\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécu" +
-	"tants\x02Révisions prises en charge\u202f: %[1]s\u202f; certains prennen" +
-	"t toutes les révisions accordées à leur consommateur.\x02Ils prennent to" +
-	"utes les révisions accordées à leur consommateur.\x02Ils ne prennent que" +
-	" la révision %[1]d.\x02Ils ne prennent que les révisions %[1]s."
+	" jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (différée\u202f; réglée ave" +
+	"c son jeton de règlement, en tant que %[2]s)\x02%[1]s (différée\u202f; r" +
+	"églée par %[2]s)\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas d" +
+	"e réponse dans le délai\x02pas de connexion\x02réponse trop volumineuse" +
+	"\x02inconnue\x02[masqué]\x02La révision doit être un nombre entier, 1 ou" +
+	" plus.\x02Consommateur inconnu.\x02Date de règlement\x02Plus de filtres" +
+	"\u202f: instance, révision, consommateur, dates\x02identifiant d’instanc" +
+	"e\x02Décomptes par statut\x02Occurrences, les plus récentes d’abord\x02P" +
+	"rocessus et nœud\x02Erreur\x02Consommateur et exécutant\x02Prochaine ten" +
+	"tative ou règlement\x02Aucune occurrence ne correspond à ces filtres." +
+	"\x02Tous les consommateurs\x02Totaux de la définition %[1]s, sans les au" +
+	"tres filtres\x02Totaux de toutes les définitions, sans les autres filtre" +
+	"s\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occur" +
+	"rences\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés toutes l" +
+	"es quelques secondes.\x02révision %[1]d\x02réglée\x02prochaine tentative" +
+	"\x02disponible depuis\x02appel en cours depuis\x02verrou jusqu’à\x02diff" +
+	"érée depuis\x02Page précédente\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: " +
+	"une date s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour vient après" +
+	" le dernier.\x02Ces réglages sont conservés dans ce navigateur seulement" +
+	".\x02Afficher les heures en\x02La console n’exécute aucun script et ne p" +
+	"eut donc pas lire le fuseau horaire de votre ordinateur\u202f: choisisse" +
+	"z son décalage par rapport à UTC. Les décalages ne suivent pas l’heure d" +
+	"’été.\x02Recharger les listes et les pages de détail\x02Les pages qui " +
+	"contiennent un formulaire, comme une confirmation, ne se rechargent jama" +
+	"is d’elles-mêmes.\x02Enregistrer les réglages\x02Revenir sans enregistre" +
+	"r\x02UTC (temps universel coordonné)\x02Heure locale à %[1]s\x02Jamais" +
+	"\x02Toutes les %[1]d secondes\x02Les versions de processus publiées" +
+	"\u202f: leurs nœuds, routes et révisions épinglées, dessinés, avec l’emp" +
+	"lacement actuel de leurs occurrences.\x02Processus par clé\x02Versions, " +
+	"les plus récentes d’abord\x02Aucun processus n’est encore publié.\x02ver" +
+	"sion %[1]d\x02Processus %[1]s\x02Version\x02Nœud de départ\x02Graphe\x02" +
+	"Les colonnes suivent le plus long chemin depuis le nœud de départ. Les f" +
+	"lèches pleines sont les réussites (étiquetées par leur route), les point" +
+	"illées les échecs (étiquetées par leurs codes d’erreur). Chaque case ind" +
+	"ique combien d’occurrences de cette version se trouvent à ce nœud mainte" +
+	"nant.\x02Nœuds\x02Nœuds de cette version, avec leurs occurrences actuell" +
+	"es\x02Type\x02Révision épinglée\x02En cas de réussite\x02En cas d’erreur" +
+	"\x02Occurrences actuelles\x02Instances de ce processus\x02Décomptes au %" +
+	"[1]s (%[2]s)\u202f; actualisés toutes les quelques secondes.\x02Graphe d" +
+	"e %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le ta" +
+	"bleau ci-dessous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%" +
+	"[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes n" +
+	"œuds, routes et décomptes.\x02pull\x02push vers %[1]s\x02fin (termine)" +
+	"\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident p" +
+	"our un opérateur)\x02tout autre code → %[1]s\x02met l’instance en échec" +
+	"\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative après %" +
+	"[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après " +
+	"%[2]s, priorité %[3]d\x02échéance %[1]s\x02délai %[1]s\x02Seuls les admi" +
+	"nistrateurs peuvent révéler une valeur sensible.\x02Révélé par %[1]s le " +
+	"%[2]s\u202f; consigné dans le journal d’audit.\x02Révélation impossible" +
+	"\x02Seule une valeur que cette page affiche masquée (sensible) peut être" +
+	" révélée.\x02Les valeurs secrètes ne peuvent jamais être révélées.\x02Ce" +
+	"tte page n’accepte pas cette requête.\x02Recherche\x02Saisissez un ident" +
+	"ifiant d’instance ou d’occurrence (un UUID, que les pages affichent au s" +
+	"urvol) ou une clé métier.\x02Rien à chercher\u202f: le champ de recherch" +
+	"e est vide.\x02C’est trop long pour être un identifiant ou une clé métie" +
+	"r.\x02Aucune instance ni occurrence n’a l’identifiant « %[1]s », et aucu" +
+	"ne instance ne l’a pour clé métier.\x02Vous êtes déconnecté.\x02Se conne" +
+	"cter\x02Connectez-vous avec un jeton d’opérateur ou d’administrateur." +
+	"\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais conservé dans" +
+	" votre navigateur\u202f; un cookie de session le remplace jusqu’à 8 heur" +
+	"es d’inactivité.\x02Trop de connexions échouées depuis votre adresse. Ré" +
+	"essayez dans %[1]d secondes.\x02Ce jeton est inconnu ou a été révoqué." +
+	"\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: connecte" +
+	"z-vous avec un jeton d’opérateur, de concepteur ou d’administrateur.\x02" +
+	"Seuls les administrateurs gèrent les jetons.\x02Jetons du personnel (adm" +
+	"inistrateurs, concepteurs, opérateurs) non révoqués. Les jetons des cons" +
+	"ommateurs se gèrent avec leurs consommateurs. Révoquer un jeton refuse s" +
+	"a requête suivante.\x02ID\x02Rôle\x02Créé le\x02Dernière utilisation\x02" +
+	"Expiration\x02Jetons du personnel, les plus anciens d’abord\x02jamais" +
+	"\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Aucun je" +
+	"ton.\x02Le jeton a été révoqué.\x02Révoquer le jeton %[1]d\x02Révoquer l" +
+	"e jeton %[1]s « %[2]s »\u202f?\x02Sa requête suivante est refusée et les" +
+	" sessions de console ouvertes avec lui prennent fin. C’est irréversible" +
+	"\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoquer le jet" +
+	"on\x02Le garder\x02C’est le jeton avec lequel vous êtes connecté\u202f: " +
+	"le révoquer vous déconnecte. Sa requête suivante est refusée. C’est irré" +
+	"versible.\x02C’est le dernier jeton administrateur utilisable\u202f: cré" +
+	"ez-en un autre avant de le révoquer.\x02sortie de routage\x02(chaque élé" +
+	"ment)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b" +
+	"\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1" +
+	"]d caractère\x00\x1a\x02au plus %[1]d caractères\x02motif %[1]s\x02forma" +
+	"t %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01" +
+	"\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d" +
+	" éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19" +
+	"\x02au plus %[1]d éléments\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02" +
+	"%[1]d élément\x00\x11\x02%[1]d éléments\x02nul\x02valeur inattendue\x02P" +
+	"age invalide\x02Ce lien de page ne vient pas de la console.\x02Les exécu" +
+	"tants connectés par un flux, et ceux qui interrogent par leur dernière d" +
+	"emande. Un exécutant est listé tant qu’il s’est manifesté dans les trois" +
+	" derniers battements de cœur.\x02Exécutants vus dans les trois derniers " +
+	"battements\x02Exécutant\x02Protocole\x02Définitions servies\x02En cours" +
+	"\x02Connexion\x02Dernier signe\x02Aucun exécutant n’est connecté.\x02Exé" +
+	"cutants servant %[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert " +
+	"cette définition.\x02flux\x02interrogation longue\x02façade Camunda 7" +
+	"\x02toutes les révisions accordées à son consommateur\x02révisions %[1]s" +
+	"\x02Aucun exécutant ne sert cette définition\u202f: ses occurrences atte" +
+	"ndent qu’un exécutant se connecte ou interroge.\x14\x01\x81\x01\x00\x02" +
+	"\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécutant" +
+	"s\x02Révisions prises en charge\u202f: %[1]s\u202f; certains prennent to" +
+	"utes les révisions accordées à leur consommateur.\x02Ils prennent toutes" +
+	" les révisions accordées à leur consommateur.\x02Ils ne prennent que la " +
+	"révision %[1]d.\x02Ils ne prennent que les révisions %[1]s."
 
-	// Total table size 50142 bytes (48KiB); checksum: 3A22D23
+	// Total table size 50373 bytes (49KiB); checksum: EAA2427D

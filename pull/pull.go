@@ -307,7 +307,7 @@ func (p *Protocol) ref(r *http.Request, workerID string) (engine.WorkerRef, erro
 		return engine.WorkerRef{}, fault.New(fault.BadRequest, "invalid_request", "worker_id is required").WithErrors([]fault.FieldError{*fe})
 	}
 	principal, _ := auth.FromContext(r.Context())
-	return engine.WorkerRef{ConsumerID: principal.ConsumerID, WorkerID: workerID, Occurrence: id}, nil
+	return engine.WorkerRef{ConsumerID: principal.ConsumerID, WorkerID: workerID, Occurrence: id, SettleToken: viaSettleToken(r.Context())}, nil
 }
 
 // OnSettled makes the settling routes report each attempt they settle to

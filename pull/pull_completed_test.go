@@ -238,6 +238,9 @@ func TestDeferAndSettleToken(t *testing.T) {
 	if s := instanceOf(t, env, inst)["status"]; s != "completed" {
 		t.Errorf("instance %v, want completed", s)
 	}
+	if as := attemptsOf(t, observe(t, env, id)); len(as) != 1 || as[0]["worker_id"] != "w1" || as[0]["settled_by"] != "settle-token" || as[0]["settled_with_token"] != true {
+		t.Errorf("attempts %v, want w1's attempt settled with its settle token", as)
+	}
 }
 
 // A deferred occurrence is completed or failed by any worker of its
@@ -256,6 +259,10 @@ func TestDeferredSettledByAnotherWorkerAndStopped(t *testing.T) {
 	res := env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/fail", consumer, failBody("w9", "retryable", false)).JSON(t)
 	if res["status"] != "failed" {
 		t.Errorf("fail by another worker answered %v", res)
+	}
+	// The attempt keeps the worker that deferred it and records who settled it.
+	if as := attemptsOf(t, observe(t, env, id)); len(as) != 1 || as[0]["worker_id"] != "w1" || as[0]["settled_by"] != "w9" || as[0]["settled_with_token"] != false {
+		t.Errorf("attempts %v, want w1's attempt settled by w9 without a token", as)
 	}
 
 	// Failed for a retry, a deferred occurrence is available again and no
@@ -305,8 +312,8 @@ func TestRelease(t *testing.T) {
 		t.Errorf("after release: attempt %v, attempts_left %v; want 2 and 1 (the released attempt was given back)", second["attempt"], second["attempts_left"])
 	}
 	as := attemptsOf(t, observe(t, env, id))
-	if len(as) != 2 || as[0]["outcome"] != "released" {
-		t.Errorf("attempts %v, want the first released", as)
+	if len(as) != 2 || as[0]["outcome"] != "released" || as[0]["settled_by"] != nil {
+		t.Errorf("attempts %v, want the first released, by its own worker (no settled_by)", as)
 	}
 	wantProblem(t, "release after release", act(env, consumer, id, "release", map[string]any{"worker_id": "w1"}), 409, "locked_by_other_worker")
 }

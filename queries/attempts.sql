@@ -42,3 +42,8 @@ where t.hash = @hash;
 
 -- name: SettleTokenDeleteByOccurrence :exec
 delete from settle_tokens where occurrence_id = @occurrence_id;
+
+-- name: AttemptSettledBy :exec
+-- Records who settled a deferred attempt (migration 0017).
+update attempts set settled_by = @settled_by::text, settled_with_token = @settled_with_token::boolean
+where occurrence_id = @occurrence_id and number = @number;

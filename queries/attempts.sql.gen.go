@@ -80,27 +80,29 @@ func (q *Queries) AttemptExtend(ctx context.Context, arg AttemptExtendParams) er
 }
 
 const attemptListByOccurrence = `-- name: AttemptListByOccurrence :many
-select a.occurrence_id, a.number, a.consumer_id, a.worker_id, a.request_id, a.reserved_at, a.lock_expires_at, a.ended_at, a.outcome, a.error_code, a.error_message, a.report_digest, a.report_answer, c.name as consumer_name
+select a.occurrence_id, a.number, a.consumer_id, a.worker_id, a.request_id, a.reserved_at, a.lock_expires_at, a.ended_at, a.outcome, a.error_code, a.error_message, a.report_digest, a.report_answer, a.settled_by, a.settled_with_token, c.name as consumer_name
 from attempts a left join consumers c on c.id = a.consumer_id
 where a.occurrence_id = $1
 order by a.number
 `
 
 type AttemptListByOccurrenceRow struct {
-	OccurrenceID  uuid.UUID
-	Number        int32
-	ConsumerID    *int64
-	WorkerID      *string
-	RequestID     *string
-	ReservedAt    time.Time
-	LockExpiresAt *time.Time
-	EndedAt       *time.Time
-	Outcome       *string
-	ErrorCode     *string
-	ErrorMessage  *string
-	ReportDigest  *string
-	ReportAnswer  json.RawMessage
-	ConsumerName  *string
+	OccurrenceID     uuid.UUID
+	Number           int32
+	ConsumerID       *int64
+	WorkerID         *string
+	RequestID        *string
+	ReservedAt       time.Time
+	LockExpiresAt    *time.Time
+	EndedAt          *time.Time
+	Outcome          *string
+	ErrorCode        *string
+	ErrorMessage     *string
+	ReportDigest     *string
+	ReportAnswer     json.RawMessage
+	SettledBy        *string
+	SettledWithToken bool
+	ConsumerName     *string
 }
 
 func (q *Queries) AttemptListByOccurrence(ctx context.Context, occurrenceID uuid.UUID) ([]AttemptListByOccurrenceRow, error) {
@@ -126,6 +128,8 @@ func (q *Queries) AttemptListByOccurrence(ctx context.Context, occurrenceID uuid
 			&i.ErrorMessage,
 			&i.ReportDigest,
 			&i.ReportAnswer,
+			&i.SettledBy,
+			&i.SettledWithToken,
 			&i.ConsumerName,
 		); err != nil {
 			return nil, err
@@ -163,6 +167,29 @@ func (q *Queries) AttemptReportAnswer(ctx context.Context, arg AttemptReportAnsw
 	var i AttemptReportAnswerRow
 	err := row.Scan(&i.Number, &i.Answer)
 	return i, err
+}
+
+const attemptSettledBy = `-- name: AttemptSettledBy :exec
+update attempts set settled_by = $1::text, settled_with_token = $2::boolean
+where occurrence_id = $3 and number = $4
+`
+
+type AttemptSettledByParams struct {
+	SettledBy        string
+	SettledWithToken bool
+	OccurrenceID     uuid.UUID
+	Number           int32
+}
+
+// Records who settled a deferred attempt (migration 0017).
+func (q *Queries) AttemptSettledBy(ctx context.Context, arg AttemptSettledByParams) error {
+	_, err := q.db.Exec(ctx, attemptSettledBy,
+		arg.SettledBy,
+		arg.SettledWithToken,
+		arg.OccurrenceID,
+		arg.Number,
+	)
+	return err
 }
 
 const settleTokenDeleteByOccurrence = `-- name: SettleTokenDeleteByOccurrence :exec

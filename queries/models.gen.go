@@ -12,19 +12,21 @@ import (
 )
 
 type Attempt struct {
-	OccurrenceID  uuid.UUID
-	Number        int32
-	ConsumerID    *int64
-	WorkerID      *string
-	RequestID     *string
-	ReservedAt    time.Time
-	LockExpiresAt *time.Time
-	EndedAt       *time.Time
-	Outcome       *string
-	ErrorCode     *string
-	ErrorMessage  *string
-	ReportDigest  *string
-	ReportAnswer  json.RawMessage
+	OccurrenceID     uuid.UUID
+	Number           int32
+	ConsumerID       *int64
+	WorkerID         *string
+	RequestID        *string
+	ReservedAt       time.Time
+	LockExpiresAt    *time.Time
+	EndedAt          *time.Time
+	Outcome          *string
+	ErrorCode        *string
+	ErrorMessage     *string
+	ReportDigest     *string
+	ReportAnswer     json.RawMessage
+	SettledBy        *string
+	SettledWithToken bool
 }
 
 type Consumer struct {
