@@ -65,8 +65,14 @@ func recorder(dir string, h http.Handler) (http.Handler, error) {
 			h.ServeHTTP(w, r)
 			return
 		}
-		body, _ := io.ReadAll(r.Body)
-		r.Body = io.NopCloser(bytes.NewReader(body))
+		body, err := io.ReadAll(r.Body)
+		var rest io.Reader = bytes.NewReader(body)
+		if err != nil {
+			// The handler must meet the failure the client caused (a body
+			// cut off, broken chunks), not a shorter body that ends well.
+			rest = io.MultiReader(rest, failingReader{err})
+		}
+		r.Body = io.NopCloser(rest)
 		ex := Exchange{Method: r.Method, URL: uri, RequestBody: body, RequestHeaders: map[string]string{}}
 		for _, k := range []string{"Content-Type", "Idempotency-Key", "Accept"} {
 			if v := r.Header.Get(k); v != "" {
@@ -125,3 +131,8 @@ func (w *recordingWriter) Write(p []byte) (int, error) {
 // Unwrap lets http.ResponseController reach the real writer (flushes,
 // deadlines).
 func (w *recordingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// failingReader fails every read with err.
+type failingReader struct{ err error }
+
+func (f failingReader) Read([]byte) (int, error) { return 0, f.err }
