@@ -410,7 +410,8 @@ func TestListAndCount(t *testing.T) {
 		"?priorityHigherThanOrEquals=6":                             "",
 		"?sortBy=id&sortOrder=desc":                                 occ3 + "," + occ2 + "," + occ1,
 		"?sortBy=id&sortOrder=asc&firstResult=1&maxResults=1":       occ2,
-		"?maxResults=0": "",
+		"?sortBy=createTime&sortOrder=desc":                         occ3 + "," + occ2 + "," + occ1,
+		"?maxResults=0":                                             "",
 	} {
 		if got := ids(list(query)); got != want {
 			t.Errorf("GET /external-task%s = %s, want %s", query, got, want)

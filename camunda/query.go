@@ -20,9 +20,11 @@ const maxResults = 1000
 
 // sortOrders maps Camunda's sortBy onto the engine's orders. Relais has no
 // process definition id and no tenant (null for every task): sorting by
-// them leaves the id order.
+// them leaves the id order. Ids are UUIDv7, made as the occurrence is:
+// their order is creation order (createTime, Camunda 7.21).
 var sortOrders = map[string]string{
 	"id":                   engine.OpenByID,
+	"createTime":           engine.OpenByID,
 	"lockExpirationTime":   engine.OpenByLockEnd,
 	"processInstanceId":    engine.OpenByInstance,
 	"processDefinitionId":  engine.OpenByID,
