@@ -759,7 +759,7 @@ func TestVariableBounds(t *testing.T) {
 		names[i] = "name"
 	}
 	mustException(t, f.call("POST", "/external-task/fetchAndLock", map[string]any{"workerId": "w", "maxTasks": 1,
-		"topics": []any{map[string]any{"topicName": typedKey, "lockDuration": 1000, "variables": names}}}), 400, "InvalidRequestException", "bound_exceeded", "at most 100 names")
+		"topics": []any{map[string]any{"topicName": typedKey, "lockDuration": 1000, "variables": names}}}), 400, "InvalidRequestException", "bound_exceeded", "/topics/0/variables is above Relais's ceiling of 100 names")
 	_, occ := f.start("Acme")
 	f.fetch("w", 1)
 	complete := func(score any, typ string) relaistest.Response {

@@ -2,7 +2,6 @@ package camunda
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -122,8 +121,8 @@ func (f *Facade) fetchAndLock(w http.ResponseWriter, r *http.Request) error {
 	case *req.MaxTasks < 0:
 		return badRequest("/maxTasks", "must be 0 or more")
 	case *req.MaxTasks > f.bounds.MaxTasks:
-		fe := fault.New(fault.BadRequest, "bound_exceeded", "maxTasks is above Relais's ceiling of %d", f.bounds.MaxTasks)
-		return fe.WithErrors([]fault.FieldError{{Path: "/maxTasks", Message: "must be at most " + strconv.Itoa(f.bounds.MaxTasks)}})
+		// Worded as boundExceeded words it: the member and the ceiling.
+		return fault.New(fault.BadRequest, "bound_exceeded", "/maxTasks is above Relais's ceiling of %d", f.bounds.MaxTasks)
 	}
 	if t := req.AsyncResponseTimeout; t != nil && *t > maxAsyncResponseTimeout {
 		return badRequest("/asyncResponseTimeout", "the asynchronous response timeout cannot be set to a value greater than %d milliseconds", maxAsyncResponseTimeout)
@@ -160,8 +159,7 @@ func (f *Facade) fetchAndLock(w http.ResponseWriter, r *http.Request) error {
 		lock = max(lock, locks[i])
 		subs[i] = engine.Subscription{Definition: t.TopicName}
 		if len(t.Variables) > engine.MaxDeclaredFields {
-			return fault.New(fault.BadRequest, "bound_exceeded", "%s/variables is above Relais's ceiling of %d names", at, engine.MaxDeclaredFields).
-				WithErrors([]fault.FieldError{{Path: at + "/variables", Message: fmt.Sprintf("must list at most %d names", engine.MaxDeclaredFields)}})
+			return fault.New(fault.BadRequest, "bound_exceeded", "%s/variables is above Relais's ceiling of %d names", at, engine.MaxDeclaredFields)
 		}
 		if len(t.Variables) > 0 {
 			// Declared fields: the worker receives only these inputs.
