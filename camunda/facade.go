@@ -20,6 +20,7 @@ import (
 	"github.com/relais/relais/engine"
 	"github.com/relais/relais/internal/config"
 	"github.com/relais/relais/internal/fault"
+	"github.com/relais/relais/internal/httpjson"
 	"github.com/relais/relais/internal/longpoll"
 )
 
@@ -138,6 +139,9 @@ func messageOf(fe *fault.Error) string {
 // writeError answers err as Camunda does. Errors that are not faults are
 // internal: logged with their detail, answered with a generic message.
 func (f *Facade) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	if httpjson.ClientGone(w, r, f.logger, err) {
+		return
+	}
 	fe, ok := fault.As(err)
 	if !ok || fe.Kind == fault.Internal {
 		f.logger.ErrorContext(r.Context(), "internal error", "method", r.Method, "path", r.URL.Path, "err", err)

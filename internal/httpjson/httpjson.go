@@ -89,6 +89,25 @@ func ReadBody(w http.ResponseWriter, r *http.Request, maxBytes int64) ([]byte, e
 	}
 }
 
+// ClientGone answers (499, logged at debug) a request whose failure was
+// the client's departure: it went away or its deadline passed while the
+// work ran, or its body was cut off. Such a failure is no server fault,
+// nobody reads the answer, and an ERROR line would page someone for a
+// closed tab. It reports whether it answered; every error writer, the
+// Camunda facade's included, asks it first.
+func ClientGone(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err error) bool {
+	fe, ok := fault.As(err)
+	var cut *bodyCut
+	if ok && fe.Kind != fault.Internal || r.Context().Err() == nil && !errors.As(err, &cut) {
+		return false
+	}
+	if logger != nil {
+		logger.DebugContext(r.Context(), "request abandoned by the client", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	w.WriteHeader(StatusClientClosedRequest)
+	return true
+}
+
 // bodyCut is a request body whose connection failed while it was read.
 type bodyCut struct{ err error }
 
@@ -336,18 +355,10 @@ type Problem struct {
 // internal: logged with their detail and answered with a generic message,
 // because their text may carry anything (SQL, payload fragments).
 func WriteError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err error) {
-	fe, ok := fault.As(err)
-	var cut *bodyCut
-	if (!ok || fe.Kind == fault.Internal) && (r.Context().Err() != nil || errors.As(err, &cut)) {
-		// The client went away (or its deadline passed) and the work
-		// failed because of it: not a server fault, nobody reads the
-		// answer, and an ERROR line would page someone for a closed tab.
-		if logger != nil {
-			logger.DebugContext(r.Context(), "request abandoned by the client", "method", r.Method, "path", r.URL.Path, "err", err)
-		}
-		w.WriteHeader(StatusClientClosedRequest)
+	if ClientGone(w, r, logger, err) {
 		return
 	}
+	fe, ok := fault.As(err)
 	if !ok && pgfault.Lost(err) {
 		// The engine turns these into the fault below; an error that
 		// reached here another way (a lookup outside the engine) is
