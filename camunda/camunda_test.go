@@ -767,8 +767,12 @@ func TestVariableBounds(t *testing.T) {
 			"result": map[string]any{"value": "created", "type": "String"}, "crm_id": map[string]any{"value": "c1", "type": "String"},
 			"score": map[string]any{"value": score, "type": typ}}})
 	}
-	mustException(t, complete(json.Number("99999999999999999999999"), "Long"), 400, "InvalidRequestException", "/variables/score/value", "Long must be between")
-	mustException(t, complete(json.Number("2147483648"), "Integer"), 400, "InvalidRequestException", "Integer must be between")
-	mustException(t, complete(json.Number("40000"), "Short"), 400, "InvalidRequestException", "Short must be between")
+	mustException(t, complete(json.Number("99999999999999999999999"), "Long"), 400, "InvalidRequestException", "/variables/score/value", "Long must be a whole number between")
+	mustException(t, complete(json.Number("2147483648"), "Integer"), 400, "InvalidRequestException", "Integer must be a whole number between")
+	mustException(t, complete(json.Number("40000"), "Short"), 400, "InvalidRequestException", "Short must be a whole number between")
+	// Spelt with an exponent or a fraction, as JavaScript writes large numbers.
+	mustException(t, complete(json.Number("1e19"), "Long"), 400, "InvalidRequestException", "Long must be a whole number between")
+	mustException(t, complete(json.Number("40000.0"), "Short"), 400, "InvalidRequestException", "Short must be a whole number between")
+	mustException(t, complete(json.Number("1.5"), "Integer"), 400, "InvalidRequestException", "Integer must be a whole number between")
 	mustNoContent(t, complete(json.Number("9223372036854775807"), "Long"))
 }

@@ -7,7 +7,6 @@ import (
 	"math"
 	"math/big"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -243,7 +242,8 @@ func jsonEqual(a, b json.RawMessage) bool {
 	return bytes.Equal(ja, jb)
 }
 
-// integerBits are the sizes of Camunda's integer types, by lowercase name.
+// integerBits are the sizes of the Java types behind Camunda's integer
+// types (Short, Integer, Long), by lowercase name.
 var integerBits = map[string]int{"short": 16, "integer": 32, "long": 64}
 
 // outputValue converts one typed value for field f (the zero Field for a
@@ -269,11 +269,15 @@ func outputValue(v variableIn, f contracts.Field) (json.RawMessage, bool, error)
 			return nil, false, fmt.Errorf("an Object is accepted serialized as application/json only")
 		}
 	}
-	if bits, ok := integerBits[kind]; ok && len(raw) > 0 && (raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9') && !bytes.ContainsAny(raw, ".eE") {
-		// Java holds these in 16, 32 or 64 bits: a value beyond fails in
-		// Camunda, and here it would store what no Java worker can read back.
-		if _, err := strconv.ParseInt(string(raw), 10, bits); err != nil {
-			return nil, false, fmt.Errorf("a %s must be between %d and %d", v.Type, int64(-1)<<(bits-1), int64(uint64(1)<<(bits-1)-1))
+	if bits, ok := integerBits[kind]; ok && len(raw) > 0 && (raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9') {
+		// A value beyond what Java holds fails in Camunda, and stored here
+		// it would reach a Java worker that cannot read it back. JSON
+		// writes 1e19 or 40000.0 too (JavaScript's JSON.stringify writes
+		// 1e21 so): the value is judged, not its spelling.
+		lo, hi := int64(-1)<<(bits-1), int64(uint64(1)<<(bits-1)-1)
+		n, isNumber := new(big.Rat).SetString(string(raw))
+		if isNumber && (!n.IsInt() || n.Num().Cmp(big.NewInt(lo)) < 0 || n.Num().Cmp(big.NewInt(hi)) > 0) {
+			return nil, false, fmt.Errorf("a %s must be a whole number between %d and %d", v.Type, lo, hi)
 		}
 	}
 	var s string
