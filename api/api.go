@@ -33,8 +33,18 @@ func (a *API) handle(h func(w http.ResponseWriter, r *http.Request) error) http.
 
 // immutable answers attempts to change revisions and releases.
 func (a *API) immutable(what string) http.Handler {
-	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
-		w.Header().Set("Allow", "GET")
+	return httpjson.NotAllowed{Handler: a.handle(func(w http.ResponseWriter, r *http.Request) error {
+		httpjson.SetAllow(w, r)
 		return fault.New(fault.MethodNotAllowed, "immutable", "%s cannot be changed or deleted", what)
-	})
+	})}
+}
+
+// notAllowed answers a method a route does not serve where the router
+// would otherwise take the path for another route's (GET
+// /instances/actions for an instance's id).
+func (a *API) notAllowed() http.Handler {
+	return httpjson.NotAllowed{Handler: a.handle(func(w http.ResponseWriter, r *http.Request) error {
+		httpjson.SetAllow(w, r)
+		return fault.New(fault.MethodNotAllowed, "method_not_allowed", "%s is not allowed on %s", r.Method, r.URL.Path)
+	})}
 }

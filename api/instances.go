@@ -122,12 +122,6 @@ func idParam(r *http.Request, what string) (uuid.UUID, error) {
 
 func (a *API) getInstance() http.Handler {
 	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
-		if chi.URLParam(r, "id") == "actions" {
-			// The router takes GET /instances/actions for an instance's id;
-			// it is the bulk action's route, which only POST serves.
-			w.Header().Set("Allow", "POST")
-			return fault.New(fault.MethodNotAllowed, "method_not_allowed", "%s is not allowed on %s", r.Method, r.URL.Path)
-		}
 		id, err := idParam(r, "instance")
 		if err != nil {
 			return err

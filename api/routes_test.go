@@ -23,12 +23,21 @@ func TestEveryRouteNeedsAToken(t *testing.T) {
 		"nodes":  map[string]any{"done": map[string]any{"kind": "end"}},
 	})
 
+	allowOf := map[string]string{
+		base + "/revisions/1":                                    "GET, HEAD",
+		base + "/releases/r1":                                    "GET, HEAD",
+		"/api/v1/processes/end_only/versions/1":                  "GET, HEAD",
+		base + "/working":                                        "PUT",
+		"/api/v1/instances/0190b5a0-0000-7000-8000-000000000000": "GET, HEAD",
+		"/api/v1/instances/actions":                              "POST",
+	}
 	for _, c := range []struct {
 		method, path  string
 		status        int
 		code          string
 		authenticated string
 	}{
+		{"GET", "/api/v1/instances/actions", 405, "method_not_allowed", env.Operator},
 		{"PUT", base + "/revisions/1", 405, "immutable", env.Operator},
 		{"PATCH", base + "/revisions/1", 405, "immutable", env.Designer},
 		{"DELETE", base + "/revisions/1", 405, "immutable", env.Admin},
@@ -50,8 +59,14 @@ func TestEveryRouteNeedsAToken(t *testing.T) {
 				t.Errorf("%s %s with token %q: %d %s %s; want 401 unauthorized problem+json", c.method, c.path, anonymous, r.Status, r.Header.Get("Content-Type"), r.Body)
 			}
 		}
-		if r := env.Do(c.method, c.path, c.authenticated, `{}`); r.Status != c.status || r.Code() != c.code {
+		r := env.Do(c.method, c.path, c.authenticated, `{}`)
+		if r.Status != c.status || r.Code() != c.code {
 			t.Errorf("%s %s with a valid token: %d %s; want %d %s", c.method, c.path, r.Status, r.Body, c.status, c.code)
+		}
+		// A 405 lists what the route serves, never a method that is itself
+		// refused (an immutable resource's writes).
+		if want := allowOf[c.path]; c.status == 405 && r.Header.Get("Allow") != want {
+			t.Errorf("%s %s: Allow %q, want %q", c.method, c.path, r.Header.Get("Allow"), want)
 		}
 	}
 }

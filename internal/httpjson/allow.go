@@ -1,6 +1,7 @@
 package httpjson
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"sync"
@@ -12,6 +13,10 @@ import (
 // order it lists them.
 var probedMethods = []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}
 
+// NotAllowed marks a route's handler that refuses every request with 405
+// (a write to an immutable resource): Allow does not list its method.
+type NotAllowed struct{ http.Handler }
+
 // Allow builds the Allow header a 405 must carry (RFC 9110 §15.5.6),
 // which chi does not set when it calls a custom method-not-allowed
 // handler. It asks a flat copy of the routes, built at first use (once
@@ -22,19 +27,21 @@ type Allow struct {
 	routes chi.Routes
 	once   sync.Once
 	flat   *chi.Mux
+	// refused are the "METHOD pattern" of NotAllowed routes.
+	refused map[string]bool
 }
 
 // NewAllow returns the Allow of routes.
 func NewAllow(routes chi.Routes) *Allow { return &Allow{routes: routes} }
 
 // Set sets w's Allow header to the methods served at path (relative to
-// the routes given to NewAllow), HEAD with GET (every GET route answers
-// HEAD).
+// the routes given to NewAllow, escaped as chi routes it), HEAD with GET
+// (every GET route answers HEAD).
 func (a *Allow) Set(w http.ResponseWriter, path string) {
 	a.once.Do(a.build)
 	var allowed []string
 	for _, m := range probedMethods {
-		if a.flat.Match(chi.NewRouteContext(), m, path) {
+		if p := a.flat.Find(chi.NewRouteContext(), m, path); p != "" && !a.refused[m+" "+p] {
 			allowed = append(allowed, m)
 			if m == http.MethodGet {
 				allowed = append(allowed, http.MethodHead)
@@ -47,17 +54,37 @@ func (a *Allow) Set(w http.ResponseWriter, path string) {
 }
 
 func (a *Allow) build() {
-	a.flat = chi.NewRouter()
+	a.flat, a.refused = chi.NewRouter(), map[string]bool{}
 	nothing := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
-	_ = chi.Walk(a.routes, func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
-		if method == "*" || method == "" {
-			return nil // served whatever the method: never a 405
+	_ = chi.Walk(a.routes, func(method, route string, h http.Handler, _ ...func(http.Handler) http.Handler) error {
+		_, refused := h.(NotAllowed)
+		add := func(route string) {
+			a.flat.Method(method, route, nothing)
+			a.refused[method+" "+route] = refused
 		}
-		a.flat.Method(method, route, nothing)
+		add(route)
 		if trimmed := strings.TrimSuffix(route, "/"); trimmed != route && trimmed != "" && !strings.HasSuffix(trimmed, "/") {
 			// A subrouter's "/" is served at its bare mount path too.
-			a.flat.Method(method, trimmed, nothing)
+			add(trimmed)
 		}
 		return nil
 	})
+}
+
+type allowKey struct{}
+
+// Middleware lets the handlers below it set Allow (SetAllow) from a's
+// routes.
+func (a *Allow) Middleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), allowKey{}, a)))
+	})
+}
+
+// SetAllow sets w's Allow header for r's path from the routes of the Allow
+// whose Middleware r went through; without one it sets nothing.
+func SetAllow(w http.ResponseWriter, r *http.Request) {
+	if a, ok := r.Context().Value(allowKey{}).(*Allow); ok {
+		a.Set(w, r.URL.EscapedPath())
+	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/relais/relais/api/openapi"
 	"github.com/relais/relais/engine"
 	"github.com/relais/relais/internal/config"
+	"github.com/relais/relais/internal/httpjson"
 	"github.com/relais/relais/internal/longpoll"
 	"github.com/relais/relais/stream"
 )
@@ -39,11 +40,24 @@ func TestDocumentListsEveryRoute(t *testing.T) {
 	if !ok {
 		t.Fatal("the replica's handler is not a chi router")
 	}
+	ops, err := openapi.Operations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	documented := map[string]bool{}
+	for _, op := range ops {
+		documented[op.Method+" "+op.Path] = true
+	}
 	routed := map[string]bool{}
-	err := chi.Walk(mux, func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
+	err = chi.Walk(mux, func(method, route string, h http.Handler, _ ...func(http.Handler) http.Handler) error {
 		route = strings.ReplaceAll(route, "/*/", "/")
 		if route != "/" {
 			route = strings.TrimSuffix(route, "/")
+		}
+		if _, refused := h.(httpjson.NotAllowed); refused && !documented[method+" "+route] {
+			// A route that only answers 405 where another route's pattern
+			// would take the path (GET /instances/actions): no operation.
+			return nil
 		}
 		for _, p := range documentedPrefixes {
 			if strings.HasPrefix(route+"/", p) {
@@ -54,14 +68,6 @@ func TestDocumentListsEveryRoute(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
-	}
-	ops, err := openapi.Operations()
-	if err != nil {
-		t.Fatal(err)
-	}
-	documented := map[string]bool{}
-	for _, op := range ops {
-		documented[op.Method+" "+op.Path] = true
 	}
 	if len(routed) < 60 {
 		t.Fatalf("the walk found %d routes; the check would prove little", len(routed))

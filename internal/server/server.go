@@ -136,7 +136,7 @@ func newHandler(d Deps, hub *longpoll.Hub, streams *stream.Service) http.Handler
 	}
 	allow := httpjson.NewAllow(r)
 	methodNotAllowed := func(w http.ResponseWriter, r *http.Request) {
-		allow.Set(w, r.URL.Path)
+		allow.Set(w, r.URL.EscapedPath())
 		httpjson.WriteError(w, r, d.Logger, fault.New(fault.MethodNotAllowed, "method_not_allowed", "%s is not allowed on %s", r.Method, r.URL.Path))
 	}
 	r.NotFound(notFound)
@@ -160,7 +160,7 @@ func newHandler(d Deps, hub *longpoll.Hub, streams *stream.Service) http.Handler
 
 	lookup := auth.Lookup(d.Engine.LookupToken)
 	r.Route("/api/v1", func(r chi.Router) {
-		r.Use(refuseUnstorable(d.Logger), strictBodies(d.Logger, d.Config.MaxBodyBytes))
+		r.Use(refuseUnstorable(d.Logger), strictBodies(d.Logger, d.Config.MaxBodyBytes), allow.Middleware)
 		// Every API route needs a token (DESIGN §9), paths and methods that
 		// match no route included: without one they are 401, not 404 or
 		// 405. Set before the subrouters are mounted, which inherit it.
