@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/relais/relais/queries"
@@ -80,6 +82,10 @@ create table if not exists relais_schema_migrations (
     applied_at timestamptz not null default now()
 )`
 
+// migrationLockTries bounds how many times a migration whose lock_timeout
+// passed is tried (waiting 1 s, 2 s, … in between) before Migrate fails.
+const migrationLockTries = 10
+
 // Migrate applies every embedded migration the database lacks, each in its
 // own transaction, while holding a session advisory lock. It returns the
 // versions it applied (none when another replica got there first).
@@ -127,13 +133,31 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) ([]in
 			continue
 		}
 		start := time.Now()
-		err := pgx.BeginFunc(ctx, conn.Conn(), func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, m.SQL); err != nil {
+		var err error
+		for try := 1; ; try++ {
+			err = pgx.BeginFunc(ctx, conn.Conn(), func(tx pgx.Tx) error {
+				if _, err := tx.Exec(ctx, m.SQL); err != nil {
+					return err
+				}
+				_, err := tx.Exec(ctx, "insert into relais_schema_migrations (version, name) values ($1, $2)", m.Version, m.Name)
 				return err
+			})
+			// A migration that sets a lock_timeout gives up on a table
+			// some long transaction holds rather than queue every claim
+			// and settlement behind its lock; it is tried again shortly.
+			var pgErr *pgconn.PgError
+			if err == nil || !errors.As(err, &pgErr) || pgErr.Code != "55P03" || try == migrationLockTries {
+				break
 			}
-			_, err := tx.Exec(ctx, "insert into relais_schema_migrations (version, name) values ($1, $2)", m.Version, m.Name)
-			return err
-		})
+			if logger != nil {
+				logger.Warn("migration waits for a table another transaction holds; trying again", "version", m.Version, "name", m.Name, "try", try)
+			}
+			select {
+			case <-ctx.Done():
+				return done, fmt.Errorf("migrate: %s: %w", m.Name, ctx.Err())
+			case <-time.After(time.Duration(try) * time.Second):
+			}
+		}
 		if err != nil {
 			return done, fmt.Errorf("migrate: %s: %w", m.Name, err)
 		}

@@ -103,7 +103,9 @@ claimed as (
 ),
 expired as (
     update attempts a
-    -- A deferred attempt has no lock expiry: it ends when it is taken over.
+    -- Defensive: only a deferred attempt has no lock expiry, and no claim
+    -- takes a deferred occurrence (its deadline or a settlement ends the
+    -- attempt first); ended_at must never be null once an outcome is set.
     set outcome = 'expired', ended_at = coalesce(a.lock_expires_at, c.reserved_at)
     from claimed c
     where a.occurrence_id = c.id and a.number = c.attempts - 1 and a.ended_at is null
