@@ -698,6 +698,8 @@ func TestBrowserRequestsFromElsewhereAreRefused(t *testing.T) {
 	}
 	mustException(t, f.Do("POST", "/engine-rest/external-task/fetchAndLock", f.token, fetch, "Content-Type", ""), 415, "NotSupportedException", "none")
 	mustException(t, f.Do("POST", "/engine-rest/external-task/fetchAndLock", f.token, fetch, "Content-Type", "application/json", "Sec-Fetch-Site", "cross-site"), 403, "AuthorizationException", "cross_origin")
+	// Credentials are checked first, as on every route.
+	mustException(t, f.Do("POST", "/engine-rest/external-task/fetchAndLock", "", fetch, "Content-Type", "application/json", "Sec-Fetch-Site", "cross-site"), 401, "AuthenticationException")
 	mustException(t, f.Do("POST", "/engine-rest/external-task/fetchAndLock", f.token, fetch, "Content-Type", "application/json", "Origin", "https://evil.example"), 403, "AuthorizationException", "cross_origin")
 	if o := f.occurrence(occ); o["status"] != "available" {
 		t.Fatalf("a refused request locked the task: %v", o["status"])
@@ -721,6 +723,12 @@ func TestUnlockRefusesABody(t *testing.T) {
 		t.Fatalf("a refused unlock released the task: %v", o["status"])
 	}
 	mustNoContent(t, f.call("POST", "/external-task/"+occ+"/unlock", map[string]any{}))
+	// Camunda's Java client sends unlock's absent body as JSON null.
+	f.fetch("w", 1)
+	mustNoContent(t, f.call("POST", "/external-task/"+occ+"/unlock", "null"))
+	if o := f.occurrence(occ); o["status"] != "available" {
+		t.Fatalf("unlock with a null body left the task %v", o["status"])
+	}
 }
 
 // A 405 says which methods the route takes (RFC 9110), and an unknown

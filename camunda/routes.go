@@ -16,7 +16,7 @@ import (
 // ones included, needs a consumer token (Bearer, or Basic with the
 // consumer's name): without one it is 401, before any 404 or 405.
 func (f *Facade) Routes(r chi.Router, lookup auth.Lookup) {
-	r.Use(f.sameOrigin, f.authenticate(lookup), f.jsonBodies)
+	r.Use(f.authenticate(lookup), f.sameOrigin, f.jsonBodies)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		encode(w, http.StatusNotFound, exception{Type: notFoundException, Message: "not_found: no Camunda external-task route for " + r.URL.Path + " (see the README for what the facade serves)"})
 	})
@@ -61,9 +61,19 @@ func (f *Facade) jsonBodies(next http.Handler) http.Handler {
 			return
 		}
 		ct := r.Header.Get("Content-Type")
-		if ct == "" && r.ContentLength == 0 {
-			next.ServeHTTP(w, r)
-			return
+		if ct == "" {
+			// Whether there is a body is known once it is read: a chunked
+			// request may carry none.
+			body, err := httpjson.ReadBody(w, r, f.body)
+			if err != nil {
+				f.writeError(w, r, err)
+				return
+			}
+			if len(body) == 0 {
+				r.Body = http.NoBody
+				next.ServeHTTP(w, r)
+				return
+			}
 		}
 		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != contentType {
 			if ct == "" {
