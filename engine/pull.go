@@ -544,9 +544,6 @@ func (e *Engine) failIn(ctx context.Context, q *queries.Queries, ref WorkerRef, 
 		if held != nil {
 			return held
 		}
-		if err := settledBy(ctx, q, o, ref); err != nil {
-			return err
-		}
 		left := attemptsLeft(o)
 		if f.AttemptsLeft != nil {
 			if *f.AttemptsLeft > left && !f.ClampAttemptsLeft {
@@ -559,6 +556,9 @@ func (e *Engine) failIn(ctx context.Context, q *queries.Queries, ref WorkerRef, 
 				}
 				o.AttemptCredit, left = credit, *f.AttemptsLeft
 			}
+		}
+		if err := settledBy(ctx, q, o, ref); err != nil {
+			return err
 		}
 		protected, err := e.protectedOf(ctx, q, o)
 		if err != nil {

@@ -409,3 +409,32 @@ func mustJSON(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
 }
+
+// A batch settlement (/pull/settle) of deferred occurrences records who
+// settled each, as a single one does; a failure refused by a bound
+// records nothing.
+func TestBatchSettlementOfDeferredRecordsWhoSettled(t *testing.T) {
+	t.Parallel()
+	env, consumer := newCRM(t, map[string]any{"max_attempts": 3})
+	_, a := start(t, env, "crm_only", "A")
+	_, b := start(t, env, "crm_only", "B")
+	if got := fetch(t, env, consumer, fetchBody("w1", "max_tasks", 2)); len(got) != 2 {
+		t.Fatalf("fetched %d, want 2", len(got))
+	}
+	for _, id := range []string{a, b} {
+		env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/defer", consumer, map[string]any{"worker_id": "w1"})
+	}
+	wantProblem(t, "attempts_left above the budget", act(env, consumer, b, "fail", failBody("w2", "attempts_left", 9)), 400, "bound_exceeded")
+	if as := attemptsOf(t, observe(t, env, b)); as[0]["settled_by"] != nil {
+		t.Errorf("a refused failure recorded who settled: %v", as)
+	}
+	env.Must(200, "POST", "/api/v1/pull/settle", consumer, map[string]any{"worker_id": "w2", "items": []any{
+		map[string]any{"id": a, "outputs": created},
+		map[string]any{"id": b, "error_code": "CRM_DOWN", "message": "503", "retryable": false},
+	}})
+	for _, id := range []string{a, b} {
+		if as := attemptsOf(t, observe(t, env, id)); len(as) != 1 || as[0]["worker_id"] != "w1" || as[0]["settled_by"] != "w2" {
+			t.Errorf("attempts of %s: %v, want w1's attempt settled by w2", id, as)
+		}
+	}
+}
