@@ -67,16 +67,19 @@ func millis(path string, ms *int64, def time.Duration, zeroOK bool, ceiling time
 		return 0, badRequest(path, "must be above 0 (milliseconds)")
 	}
 	if *ms > ceiling.Milliseconds() {
-		return 0, boundExceeded(path, ceiling)
+		return 0, boundExceeded(path, ceiling.Milliseconds(), "ms")
 	}
 	return time.Duration(*ms) * time.Millisecond, nil
 }
 
-// boundExceeded refuses a value above an operator ceiling, in
-// milliseconds: bounds are rejections, never clamps. The detail names the
-// member and the ceiling, which a field error would only repeat.
-func boundExceeded(path string, ceiling time.Duration) *fault.Error {
-	return fault.New(fault.BadRequest, "bound_exceeded", "%s is above Relais's ceiling of %d ms", path, ceiling.Milliseconds())
+// boundExceeded refuses a value above a ceiling (unit: "ms", "names", or
+// none): bounds are rejections, never clamps. The detail names the member
+// and the ceiling, which a field error would only repeat.
+func boundExceeded(path string, ceiling int64, unit string) *fault.Error {
+	if unit != "" {
+		unit = " " + unit
+	}
+	return fault.New(fault.BadRequest, "bound_exceeded", "%s is above Relais's ceiling of %d%s", path, ceiling, unit)
 }
 
 func checkWorkerID(path, id string) error {
@@ -121,8 +124,7 @@ func (f *Facade) fetchAndLock(w http.ResponseWriter, r *http.Request) error {
 	case *req.MaxTasks < 0:
 		return badRequest("/maxTasks", "must be 0 or more")
 	case *req.MaxTasks > f.bounds.MaxTasks:
-		// Worded as boundExceeded words it: the member and the ceiling.
-		return fault.New(fault.BadRequest, "bound_exceeded", "/maxTasks is above Relais's ceiling of %d", f.bounds.MaxTasks)
+		return boundExceeded("/maxTasks", int64(f.bounds.MaxTasks), "")
 	}
 	if t := req.AsyncResponseTimeout; t != nil && *t > maxAsyncResponseTimeout {
 		return badRequest("/asyncResponseTimeout", "the asynchronous response timeout cannot be set to a value greater than %d milliseconds", maxAsyncResponseTimeout)
@@ -159,7 +161,7 @@ func (f *Facade) fetchAndLock(w http.ResponseWriter, r *http.Request) error {
 		lock = max(lock, locks[i])
 		subs[i] = engine.Subscription{Definition: t.TopicName}
 		if len(t.Variables) > engine.MaxDeclaredFields {
-			return fault.New(fault.BadRequest, "bound_exceeded", "%s/variables is above Relais's ceiling of %d names", at, engine.MaxDeclaredFields)
+			return boundExceeded(at+"/variables", engine.MaxDeclaredFields, "names")
 		}
 		if len(t.Variables) > 0 {
 			// Declared fields: the worker receives only these inputs.

@@ -226,8 +226,7 @@ func (f *Facade) listTasks(w http.ResponseWriter, r *http.Request) error {
 		case *size < 0:
 			return badRequest("maxResults", "must be 0 or more")
 		case *size > maxResults:
-			fe := fault.New(fault.BadRequest, "bound_exceeded", "maxResults is above Relais's ceiling of %d", maxResults)
-			return fe.WithErrors([]fault.FieldError{{Path: "maxResults", Message: "must be at most " + strconv.Itoa(maxResults)}})
+			return boundExceeded("maxResults", maxResults, "")
 		}
 		filter.Limit = *size
 	}

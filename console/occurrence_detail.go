@@ -559,9 +559,13 @@ func attemptRowOf(ctx context.Context, a engine.Attempt, push bool, destination 
 		// A deferred attempt keeps the worker that deferred it; another
 		// worker, or a front end with its settle token, settled it.
 		worker, by := row.Worker, *a.SettledBy
-		if a.SettledWithToken {
+		switch {
+		case a.SettledWithToken && by == engine.SettleTokenWorker:
+			// The token's call named no worker.
+			row.Worker = T(ctx, "%s (deferred; settled with its settle token)", worker)
+		case a.SettledWithToken:
 			row.Worker = T(ctx, "%s (deferred; settled with its settle token, as %s)", worker, by)
-		} else {
+		default:
 			row.Worker = T(ctx, "%s (deferred; settled by %s)", worker, by)
 		}
 	}

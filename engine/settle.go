@@ -102,6 +102,10 @@ const settleTokenPrefix = "rlsst_"
 // no nearer deadline.
 const MaxSettleTokenLife = 30 * 24 * time.Hour
 
+// SettleTokenWorker is the worker id a settle token's call goes by when it
+// names none (every protocol alike): it is recorded as who settled.
+const SettleTokenWorker = "settle-token"
+
 // IsSettleToken reports whether token has the form of a settle token.
 func IsSettleToken(token string) bool { return strings.HasPrefix(token, settleTokenPrefix) }
 

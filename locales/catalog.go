@@ -45,7 +45,7 @@ var messageKeyToIndex = map[string]int{
 	"%[1]s; %[2]s":                             241,
 	"%d (0 lowest, 9 highest)":                 376,
 	"%d attempts":                              404,
-	"%d attempts, retry after %s, priority %d": 534,
+	"%d attempts, retry after %s, priority %d": 535,
 	"%d breaking":                              185,
 	"%d changes":                               184,
 	"%d completed":                             239,
@@ -55,37 +55,38 @@ var messageKeyToIndex = map[string]int{
 	"%d h":                                     250,
 	"%d held instances match now.":             50,
 	"%d hours":                                 266,
-	"%d items":                                 590,
+	"%d items":                                 591,
 	"%d left":                                  405,
 	"%d min":                                   249,
 	"%d minutes":                               267,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 69,
 	"%d ms": 269,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 524,
-	"%d occurrences":                          480,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 525,
+	"%d occurrences":                          481,
 	"%d releases":                             204,
 	"%d running instances match now.":         57,
 	"%d running or held instances match now.": 59,
 	"%d s":       248,
 	"%d seconds": 268,
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 74,
-	"%s (deferred; settled by %s)":                        457,
-	"%s (deferred; settled with its settle token, as %s)": 456,
+	"%s (deferred; settled by %s)":                        458,
+	"%s (deferred; settled with its settle token)":        456,
+	"%s (deferred; settled with its settle token, as %s)": 457,
 	"%s (token #%d, %s)":                                  75,
 	"%s ago":                                              246,
 	"%s so far":                                           454,
-	"%s → %s":                                             529,
+	"%s → %s":                                             530,
 	"%s, revision %s":                                     366,
 	"%s, version %s":                                      367,
 	"%s: %s":                                              238,
 	"%s: %s → %s":                                         192,
-	"%s: a date is written 2026-12-01.":                   491,
-	"%s: the first day comes after the last.":             492,
+	"%s: a date is written 2026-12-01.":                   492,
+	"%s: the first day comes after the last.":             493,
 	"%s–%s":                                               237,
-	"(each item)":                                         579,
+	"(each item)":                                         580,
 	"(worker %s)":                                         443,
 	"0 seconds":                                           264,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           555,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           556,
 	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 436,
 	"Abandon %d instances":                                           54,
 	"Abandon every held instance this filter matches":                52,
@@ -100,11 +101,11 @@ var messageKeyToIndex = map[string]int{
 	"Act on every instance this filter matches": 310,
 	"Action":                              78,
 	"All actions":                         90,
-	"All consumers":                       477,
+	"All consumers":                       478,
 	"All definitions":                     228,
 	"All processes":                       316,
 	"All statuses":                        317,
-	"All workers":                         605,
+	"All workers":                         606,
 	"An operator abandoned the instance.": 435,
 	"Apply filters":                       87,
 	"Apr":                                 255,
@@ -117,25 +118,25 @@ var messageKeyToIndex = map[string]int{
 	"Back to external tasks":           123,
 	"Back to the instance":             32,
 	"Back to the list":                 47,
-	"Back without saving":              499,
+	"Back without saving":              500,
 	"Breaks processes":                 162,
 	"Breaks workers":                   163,
 	"Bulk %s applied to %d instances.": 73,
 	"Bulk action":                      82,
 	"Business key":                     66,
 	"Call timeout":                     399,
-	"Camunda 7 facade":                 609,
+	"Camunda 7 facade":                 610,
 	"Cancelled: the instance was stopped (%s).":               453,
 	"Cancelled: the instance was stopped by %s at %s — “%s”.": 452,
 	"Cannot act on this filter":                               70,
-	"Cannot reveal":                                           539,
+	"Cannot reveal":                                           540,
 	"Change":                                                  160,
 	"Changes between the two revisions":                       172,
 	"Changes of the Working copy since revision %d":           181,
 	"Choose two existing revisions to compare.":               182,
 	"Classification":                                          138,
 	"Clear filters":                                           88,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 513,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 514,
 	"Compare":              159,
 	"Compare revisions":    155,
 	"Completed":            236,
@@ -144,17 +145,17 @@ var messageKeyToIndex = map[string]int{
 	"Completions and failures per 5 minutes, last hour: %s":    229,
 	"Completions and failures per 5-minute slot, oldest first": 234,
 	"Completions and failures, last hour":                      215,
-	"Connected":                                                601,
+	"Connected":                                                602,
 	"Constraints":                                              139,
 	"Consumer":                                                 379,
-	"Consumer and worker":                                      474,
+	"Consumer and worker":                                      475,
 	"Counting the occurrences; the counts appear when you reload the page.": 133,
 	"Counts are unavailable right now.":                                     134,
-	"Counts as of %s (%s); refreshed every few seconds.":                    522,
-	"Counts by status": 470,
+	"Counts as of %s (%s); refreshed every few seconds.":                    523,
+	"Counts by status": 471,
 	"Created":          280,
 	"Created from":     67,
-	"Created on":       560,
+	"Created on":       561,
 	"Created to":       68,
 	"Creation date":    305,
 	"Dates":            370,
@@ -166,7 +167,7 @@ var messageKeyToIndex = map[string]int{
 	"Definition %s":      141,
 	"Definitions":        110,
 	"Definitions by key": 199,
-	"Definitions served": 599,
+	"Definitions served": 600,
 	"Definitions, those needing attention first": 216,
 	"Description":          140,
 	"Destination":          391,
@@ -182,15 +183,15 @@ var messageKeyToIndex = map[string]int{
 	"End node":                    301,
 	"End node or error":           314,
 	"Ended":                       297,
-	"Error":                       473,
+	"Error":                       474,
 	"Error (before any attempt)":  419,
 	"Error code":                  300,
 	"Error message":               386,
-	"Every %d seconds":            503,
+	"Every %d seconds":            504,
 	"Every attempt, oldest first": 378,
 	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log (GET /api/v1/audit/reveals).": 85,
-	"Expired token":                    566,
-	"Expires":                          562,
+	"Expired token":                    567,
+	"Expires":                          563,
 	"External tasks":                   104,
 	"Failed":                           220,
 	"Failed (%s).":                     451,
@@ -209,14 +210,14 @@ var messageKeyToIndex = map[string]int{
 	"From revision":                    157,
 	"From revision %d to revision %d:": 183,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 36,
-	"Graph":                   512,
-	"Graph of %s":             523,
-	"HTTP 2xx, unusable body": 459,
+	"Graph":                   513,
+	"Graph of %s":             524,
+	"HTTP 2xx, unusable body": 460,
 	"Health":                  103,
 	"Held at node":            298,
 	"Held instances":          219,
-	"ID":                      558,
-	"In flight":               600,
+	"ID":                      559,
+	"In flight":               601,
 	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 230,
 	"Inputs":                     165,
 	"Inputs of revision %d":      176,
@@ -225,32 +226,32 @@ var messageKeyToIndex = map[string]int{
 	"Inputs, labelled by revision %d's contract":                                      406,
 	"Instance":                  313,
 	"Instances":                 105,
-	"Instances of this process": 521,
-	"Invalid page":              593,
+	"Instances of this process": 522,
+	"Invalid page":              594,
 	"Invalid request":           121,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.": 21,
 	"Its instance is held here, waiting for an operator.":                                                                   449,
 	"Its instance went on along the node’s error path.":                                                                     450,
 	"Its message": 420,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      573,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      574,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 34,
 	"Jan":                     252,
 	"Jul":                     258,
 	"Jun":                     257,
-	"Keep it":                 575,
+	"Keep it":                 576,
 	"Keep it held":            14,
 	"Keep it running":         13,
 	"Key":                     200,
-	"Kind":                    516,
+	"Kind":                    517,
 	"Language":                100,
 	"Last error (attempt %d)": 418,
 	"Last reserved":           415,
 	"Last saved":              146,
-	"Last seen":               602,
-	"Last used":               561,
+	"Last seen":               603,
+	"Last used":               562,
 	"Latest revision":         201,
 	"Lists every change from one revision to another, and whom it may break.": 156,
-	"Local time at %s": 501,
+	"Local time at %s": 502,
 	"Lock expired %s — waiting to be offered again.": 440,
 	"Lock expires":                     416,
 	"Main navigation":                  102,
@@ -260,59 +261,59 @@ var messageKeyToIndex = map[string]int{
 	"Message from Relais (in English)": 421,
 	"Message from the service (its own words, protected values masked)": 422,
 	"Mode": 369,
-	"More filters: instance, revision, consumer, dates": 468,
+	"More filters: instance, revision, consumer, dates": 469,
 	"Name":                               144,
-	"Never":                              502,
+	"Never":                              503,
 	"Next attempt":                       414,
-	"Next attempt or settled":            475,
+	"Next attempt or settled":            476,
 	"Next node":                          279,
 	"Next page":                          97,
 	"No definition has occurrences yet.": 224,
 	"No definition yet.":                 203,
 	"No inputs.":                         166,
 	"No instance matches these filters.": 315,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 547,
-	"No occurrence matches these filters.":                                                   476,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 548,
+	"No occurrence matches these filters.":                                                   477,
 	"No operator action matches.":                                                            89,
 	"No operator has acted on this instance.":                                                284,
 	"No outputs yet: the occurrence has not completed.":                                      409,
 	"No outputs.": 169,
 	"No outputs: the occurrence ended without completing.":                   411,
-	"No process is published yet.":                                           507,
+	"No process is published yet.":                                           508,
 	"No release yet.":                                                        150,
 	"No revision yet: the Working copy has never been snapshotted.":          148,
 	"No service ever reserved this occurrence: it ended before any attempt.": 390,
 	"No service has reserved this occurrence yet.":                           387,
-	"No token.":                         569,
-	"No worker is connected.":           603,
-	"No worker serves this definition.": 606,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 612,
+	"No token.":                         570,
+	"No worker is connected.":           604,
+	"No worker serves this definition.": 607,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 613,
 	"Node":    276,
 	"Node %s": 213,
-	"Nodes":   514,
-	"Nodes of this version, with their occurrences now": 515,
+	"Nodes":   515,
+	"Nodes of this version, with their occurrences now": 516,
 	"Nodes reached, in order":                           275,
 	"Not allowed":                                       119,
 	"Not found":                                         125,
 	"Notes":                                             153,
 	"Nothing exists at this address, or it is not visible to you.":          126,
 	"Nothing to do: no instance this action applies to matches the filter.": 62,
-	"Nothing to find: the search box is empty.":                             545,
+	"Nothing to find: the search box is empty.":                             546,
 	"Nov":                       262,
 	"Now":                       400,
 	"Occurrence":                277,
 	"Occurrence %s":             368,
 	"Occurrence offered again":  81,
-	"Occurrences now":           520,
-	"Occurrences, newest first": 471,
+	"Occurrences now":           521,
+	"Occurrences, newest first": 472,
 	"Oct":                       261,
 	"Offered from %s — %s.":     439,
 	"Oldest claimable waits":    221,
-	"On error":                  519,
-	"On success":                518,
-	"Only a value this page shows as hidden (sensitive) can be revealed.": 540,
-	"Only administrators manage tokens.":                                  556,
-	"Only administrators may reveal a sensitive value.":                   537,
+	"On error":                  520,
+	"On success":                519,
+	"Only a value this page shows as hidden (sensitive) can be revealed.": 541,
+	"Only administrators manage tokens.":                                  557,
+	"Only administrators may reveal a sensitive value.":                   538,
 	"Open":             218,
 	"Operator actions": 272,
 	"Operator actions on this instance, newest first": 285,
@@ -323,25 +324,25 @@ var messageKeyToIndex = map[string]int{
 	"Outputs of the working copy":                     170,
 	"Outputs, labelled by revision %d's contract":     408,
 	"Pages": 96,
-	"Pages with a form, such as a confirmation, never reload on their own.": 497,
+	"Pages with a form, such as a confirmation, never reload on their own.": 498,
 	"Path":                            273,
-	"Pinned revision":                 517,
+	"Pinned revision":                 518,
 	"Policy":                          371,
-	"Previous page":                   489,
+	"Previous page":                   490,
 	"Priority":                        375,
 	"Process":                         64,
-	"Process %s":                      509,
-	"Process and node":                472,
+	"Process %s":                      510,
+	"Process and node":                473,
 	"Process inputs":                  287,
 	"Process instance":                80,
 	"Process instance %s":             270,
 	"Process instances":               307,
 	"Process instances, newest first": 312,
 	"Processes":                       106,
-	"Processes by key":                505,
-	"Protocol":                        598,
+	"Processes by key":                506,
+	"Protocol":                        599,
 	"Published":                       154,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 504,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 505,
 	"Reason": 79,
 	"Reason (recorded in the audit log for every instance)": 46,
 	"Reason (recorded in the audit log)":                    11,
@@ -357,7 +358,7 @@ var messageKeyToIndex = map[string]int{
 	"Release":                             151,
 	"Releases":                            149,
 	"Releases, oldest first":              171,
-	"Reload lists and detail pages":       496,
+	"Reload lists and detail pages":       497,
 	"Replica":                             392,
 	"Required":                            137,
 	"Reserved":                            381,
@@ -379,33 +380,33 @@ var messageKeyToIndex = map[string]int{
 	"Retrying and abandoning apply to held instances, not %s ones.": 44,
 	"Retry…":                    0,
 	"Reveal — this is recorded": 412,
-	"Revealed by %s at %s; recorded in the audit log.": 538,
+	"Revealed by %s at %s; recorded in the audit log.": 539,
 	"Revision":    152,
 	"Revision %d": 173,
 	"Revisions":   147,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 614,
-	"Revoke the %s token “%s”?": 572,
-	"Revoke the token":          574,
-	"Revoke token %d":           571,
-	"Revoke…":                   567,
-	"Role":                      559,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 615,
+	"Revoke the %s token “%s”?": 573,
+	"Revoke the token":          575,
+	"Revoke token %d":           572,
+	"Revoke…":                   568,
+	"Role":                      560,
 	"Route":                     278,
 	"Routing output":            145,
-	"Rows %s–%s":                490,
-	"Save settings":             498,
+	"Rows %s–%s":                491,
+	"Save settings":             499,
 	"Say why, for whoever reads the log later: at most %d characters.": 12,
-	"Search":                               543,
-	"Secret values can never be revealed.": 541,
+	"Search":                               544,
+	"Secret values can never be revealed.": 542,
 	"Sep":                                  260,
-	"Served by %d workers":                 613,
+	"Served by %d workers":                 614,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 25,
 	"Settled":              281,
-	"Settlement date":      467,
+	"Settlement date":      468,
 	"Show all definitions": 227,
-	"Show times in":        494,
+	"Show times in":        495,
 	"Showing the instances bulk action %s changed.": 93,
-	"Sign in": 549,
-	"Sign in with an operator or administrator token.": 550,
+	"Sign in": 550,
+	"Sign in with an operator or administrator token.": 551,
 	"Sign out":             114,
 	"Signed in as %s (%s)": 113,
 	"Since revision %d:":   179,
@@ -413,9 +414,9 @@ var messageKeyToIndex = map[string]int{
 	"Slot":                 235,
 	"Snapshotted":          174,
 	"Something went wrong": 131,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 557,
-	"Staff tokens, oldest first": 563,
-	"Start node":                 511,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 558,
+	"Staff tokens, oldest first": 564,
+	"Start node":                 512,
 	"Started":                    296,
 	"Status":                     65,
 	"Stop %d instances":          61,
@@ -436,14 +437,14 @@ var messageKeyToIndex = map[string]int{
 	"Summary": 271,
 	"Task contracts: their Working copy, immutable revisions and named releases.": 198,
 	"Temporarily unavailable":                         129,
-	"That is too long to be an id or a business key.": 546,
+	"That is too long to be an id or a business key.": 547,
 	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.": 178,
 	"The bulk action must be its id (a UUID).":                   92,
 	"The call could not be prepared.":                            430,
 	"The chart’s numbers":                                        233,
 	"The confirmed count is missing: start again from the list.": 71,
 	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           132,
-	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      495,
+	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      496,
 	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 72,
 	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 130,
 	"The deadline passed before a result arrived.":                                                                                427,
@@ -463,14 +464,14 @@ var messageKeyToIndex = map[string]int{
 	"The process instance must be an instance id (a UUID).":                                                                       91,
 	"The reason you gave, not recorded:":                                                                                          31,
 	"The result did not match the revision's outputs contract.":                                                                   428,
-	"The revision must be a whole number, 1 or more.":                                                                             465,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 552,
-	"The token was revoked.":                                                                                                      570,
+	"The revision must be a whole number, 1 or more.":                                                                             466,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 553,
+	"The token was revoked.":                                                                                                      571,
 	"These revisions have the same contracts.":                                                                                    164,
-	"These settings are kept in this browser only.":                                                                               493,
-	"They take every revision their consumer is granted.":                                                                         615,
-	"They take revision %d only.":                                                                                                 616,
-	"They take revisions %s only.":                                                                                                617,
+	"These settings are kept in this browser only.":                                                                               494,
+	"They take every revision their consumer is granted.":                                                                         616,
+	"They take revision %d only.":                                                                                                 617,
+	"They take revisions %s only.":                                                                                                618,
 	"This contract has no inputs.":                                                                                                407,
 	"This contract has no outputs.":                                                                                               410,
 	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                         128,
@@ -484,66 +485,66 @@ var messageKeyToIndex = map[string]int{
 	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 291,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          33,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   38,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            577,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           576,
-	"This page does not accept that request.":     542,
-	"This page link is not one the console made.": 594,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            578,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           577,
+	"This page does not accept that request.":     543,
+	"This page link is not one the console made.": 595,
 	"This page reloads every %d seconds.":         118,
 	"This process takes no inputs.":               289,
-	"This token is unknown or has been revoked.":  554,
+	"This token is unknown or has been revoked.":  555,
 	"Times in %s · no auto-reload":                117,
 	"Times in %s · reload every %d s":             116,
 	"To revision":                                 158,
-	"Token":                                       551,
+	"Token":                                       552,
 	"Tokens":                                      112,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 553,
-	"Totals of all definitions, not narrowed by the other filters":         479,
-	"Totals of definition %s, not narrowed by the other filters":           478,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 554,
+	"Totals of all definitions, not narrowed by the other filters":         480,
+	"Totals of definition %s, not narrowed by the other filters":           479,
 	"Type": 136,
-	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 544,
-	"UTC (coordinated universal time)": 500,
+	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 545,
+	"UTC (coordinated universal time)": 501,
 	"Unknown action.":                  42,
-	"Unknown consumer.":                466,
+	"Unknown consumer.":                467,
 	"Unknown status %q.":               304,
 	"Value":                            286,
-	"Version":                          510,
-	"Versions, newest first":           506,
+	"Version":                          511,
+	"Versions, newest first":           507,
 	"Waiting for Relais to call the destination since %s (%s).": 441,
 	"Waiting for a worker since %s (%s).":                       442,
 	"When":                                                      76,
 	"Who":                                                       77,
 	"Whole message":                                             389,
-	"Worker":                                                    597,
+	"Worker":                                                    598,
 	"Worker id":                                                 380,
 	"Workers":                                                   111,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        595,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        596,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 17,
-	"Workers seen within three heartbeats": 596,
-	"Workers serving %s":                   604,
+	"Workers seen within three heartbeats": 597,
+	"Workers serving %s":                   605,
 	"Working copy":                         142,
-	"You are signed out.":                  548,
+	"You are signed out.":                  549,
 	"Your role can read definitions only: external tasks and process instances are for operators and administrators.": 120,
-	"[redacted]":                          464,
+	"[redacted]":                          465,
 	"abandon":                             4,
 	"administrator":                       344,
 	"an incident: retry, abandon or stop": 208,
-	"answer too large":                    462,
+	"answer too large":                    463,
 	"any":                                 63,
-	"any other code → %s":                 532,
+	"any other code → %s":                 533,
 	"any other error":                     206,
-	"as of %s (%s); counts are refreshed every few seconds.": 481,
-	"at least %d characters":                                 580,
-	"at least %d items":                                      587,
+	"as of %s (%s); counts are refreshed every few seconds.": 482,
+	"at least %d characters":                                 581,
+	"at least %d items":                                      588,
 	"at most %d":                                             402,
-	"at most %d characters":                                  581,
-	"at most %d items":                                       588,
+	"at most %d characters":                                  582,
+	"at most %d items":                                       589,
 	"at most %d since the last operator retry":               403,
 	"available":                                              318,
 	"boolean":                                                331,
-	"call in progress since":                                 486,
+	"call in progress since":                                 487,
 	"cancelled":                                              321,
 	"choice":                                                 334,
-	"claimable since":                                        485,
+	"claimable since":                                        486,
 	"claimable since %s":                                     226,
 	"classification changed":                                 355,
 	"completed":                                              231,
@@ -552,74 +553,74 @@ var messageKeyToIndex = map[string]int{
 	"consumer #%s":                                           455,
 	"date":                                                   332,
 	"date and time":                                          333,
-	"deadline %s":                                            535,
+	"deadline %s":                                            536,
 	"deferred":                                               320,
-	"deferred since":                                         488,
+	"deferred since":                                         489,
 	"deleted":                                                83,
 	"designer":                                               346,
 	"disconnected":                                           327,
-	"end (completes)":                                        527,
-	"end (fails)":                                            528,
+	"end (completes)":                                        528,
+	"end (fails)":                                            529,
 	"end: completes the instance":                            209,
 	"end: fails the instance":                                210,
-	"every revision its consumer is granted":                 610,
+	"every revision its consumer is granted":                 611,
 	"expired":                                                324,
 	"failed":                                                 232,
-	"fails the instance":                                     533,
+	"fails the instance":                                     534,
 	"field added":                                            350,
 	"field removed":                                          351,
 	"format":                                                 361,
-	"format %s":                                              583,
+	"format %s":                                              584,
 	"from":                                                   308,
 	"held":                                                   323,
 	"held for an operator":                                   207,
-	"hold (an incident for an operator)":                     531,
+	"hold (an incident for an operator)":                     532,
 	"id or business key":                                     108,
 	"in %s":                                                  245,
 	"in progress":                                            388,
-	"instance id":                                            469,
+	"instance id":                                            470,
 	"integer":                                                329,
 	"just now":                                               247,
 	"list":                                                   336,
-	"lock until":                                             487,
-	"long polling":                                           608,
+	"lock until":                                             488,
+	"long polling":                                           609,
 	"maximum":                                                363,
-	"maximum %s":                                             585,
+	"maximum %s":                                             586,
 	"maximum items":                                          365,
 	"maximum length":                                         359,
 	"minimum":                                                362,
-	"minimum %s":                                             584,
+	"minimum %s":                                             585,
 	"minimum items":                                          364,
 	"minimum length":                                         358,
-	"never":                                                  564,
-	"next attempt":                                           484,
+	"never":                                                  565,
+	"next attempt":                                           485,
 	"no":                                                     349,
-	"no answer within the timeout":                           460,
-	"no connection":                                          461,
+	"no answer within the timeout":                           461,
+	"no connection":                                          462,
 	"no: the service marked this failure as not retryable (attempts left unused: %d)": 424,
 	"none":     197,
 	"none yet": 202,
 	"none: a failed call takes the node’s error path": 398,
 	"normal":                          337,
-	"not provided":                    589,
-	"not yet":                         565,
-	"null":                            591,
+	"not provided":                    590,
+	"not yet":                         566,
+	"null":                            592,
 	"number":                          330,
 	"object":                          335,
 	"on error":                        205,
-	"one of: %s":                      586,
+	"one of: %s":                      587,
 	"operator":                        345,
 	"optional %s field of type %s":    194,
 	"optional field of type %s":       196,
 	"optional → required":             187,
 	"pattern":                         360,
-	"pattern %s":                      582,
-	"pull":                            525,
+	"pattern %s":                      583,
+	"pull":                            526,
 	"pull %s":                         212,
 	"pull (the service fetches it)":   342,
 	"push %s":                         211,
 	"push (Relais calls the service)": 343,
-	"push to %s":                      526,
+	"push to %s":                      527,
 	"rejected":                        325,
 	"released":                        326,
 	"required %s field of type %s":    193,
@@ -628,38 +629,38 @@ var messageKeyToIndex = map[string]int{
 	"required → optional":             188,
 	"reserved":                        319,
 	"retry":                           3,
-	"revision %d":                     482,
-	"revisions %s":                    611,
+	"revision %d":                     483,
+	"revisions %s":                    612,
 	"routing changed":                 357,
-	"routing output":                  578,
+	"routing output":                  579,
 	"routing output %s → %s":          186,
 	"running":                         322,
 	"secret":                          339,
 	"sensitive":                       338,
-	"settled":                         483,
+	"settled":                         484,
 	"stop":                            5,
-	"stream":                          607,
+	"stream":                          608,
 	"text":                            328,
 	"the contracts are the same (the name or a description changed).": 180,
-	"this session":           568,
-	"timeout %s":             536,
+	"this session":           569,
+	"timeout %s":             537,
 	"to":                     309,
 	"type changed":           352,
-	"unexpected value":       592,
-	"unknown":                463,
+	"unexpected value":       593,
+	"unknown":                464,
 	"values added: %s":       189,
 	"values changed":         354,
 	"values removed: %s":     190,
 	"values reordered":       191,
-	"version %d":             508,
-	"waiting":                458,
+	"version %d":             509,
+	"waiting":                459,
 	"yes":                    348,
 	"••• hidden (secret)":    341,
 	"••• hidden (sensitive)": 340,
-	"→ %s":                   530,
+	"→ %s":                   531,
 }
 
-var enIndex = []uint32{ // 619 elements
+var enIndex = []uint32{ // 620 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x0000005a,
@@ -789,55 +790,55 @@ var enIndex = []uint32{ // 619 elements
 	// Entry 1C0 - 1DF
 	0x000037a5, 0x000037b8, 0x000037ec, 0x00003820,
 	0x00003830, 0x00003877, 0x000038a4, 0x000038b1,
-	0x000038c1, 0x000038fb, 0x0000391e, 0x00003926,
-	0x0000393e, 0x0000395b, 0x00003969, 0x0000397a,
-	0x00003982, 0x0000398d, 0x000039bd, 0x000039cf,
-	0x000039df, 0x00003a11, 0x00003a1d, 0x00003a2e,
-	0x00003a48, 0x00003a59, 0x00003a5f, 0x00003a73,
-	0x00003a8b, 0x00003ab0, 0x00003abe, 0x00003afc,
+	0x000038c1, 0x000038f1, 0x0000392b, 0x0000394e,
+	0x00003956, 0x0000396e, 0x0000398b, 0x00003999,
+	0x000039aa, 0x000039b2, 0x000039bd, 0x000039ed,
+	0x000039ff, 0x00003a0f, 0x00003a41, 0x00003a4d,
+	0x00003a5e, 0x00003a78, 0x00003a89, 0x00003a8f,
+	0x00003aa3, 0x00003abb, 0x00003ae0, 0x00003aee,
 	// Entry 1E0 - 1FF
-	0x00003b39, 0x00003b65, 0x00003ba2, 0x00003bb1,
-	0x00003bb9, 0x00003bc6, 0x00003bd6, 0x00003bed,
-	0x00003bf8, 0x00003c07, 0x00003c15, 0x00003c28,
-	0x00003c4d, 0x00003c78, 0x00003ca6, 0x00003cb4,
-	0x00003d47, 0x00003d65, 0x00003dab, 0x00003db9,
-	0x00003dcd, 0x00003dee, 0x00003e02, 0x00003e08,
-	0x00003e1c, 0x00003e8f, 0x00003ea0, 0x00003eb7,
-	0x00003ed4, 0x00003ee2, 0x00003ef0, 0x00003ef8,
+	0x00003b2c, 0x00003b69, 0x00003b95, 0x00003bd2,
+	0x00003be1, 0x00003be9, 0x00003bf6, 0x00003c06,
+	0x00003c1d, 0x00003c28, 0x00003c37, 0x00003c45,
+	0x00003c58, 0x00003c7d, 0x00003ca8, 0x00003cd6,
+	0x00003ce4, 0x00003d77, 0x00003d95, 0x00003ddb,
+	0x00003de9, 0x00003dfd, 0x00003e1e, 0x00003e32,
+	0x00003e38, 0x00003e4c, 0x00003ebf, 0x00003ed0,
+	0x00003ee7, 0x00003f04, 0x00003f12, 0x00003f20,
 	// Entry 200 - 21F
-	0x00003f03, 0x00003f09, 0x00003ffb, 0x00004001,
-	0x00004033, 0x00004038, 0x00004048, 0x00004053,
-	0x0000405c, 0x0000406c, 0x00004086, 0x000040bf,
-	0x000040ce, 0x00004188, 0x0000418d, 0x0000419b,
-	0x000041ab, 0x000041b7, 0x000041c7, 0x000041d1,
-	0x000041f4, 0x0000420d, 0x00004220, 0x0000428c,
-	0x0000429b, 0x000042a9, 0x000042db, 0x00004312,
-	0x00004320, 0x00004364, 0x00004389, 0x000043b1,
+	0x00003f28, 0x00003f33, 0x00003f39, 0x0000402b,
+	0x00004031, 0x00004063, 0x00004068, 0x00004078,
+	0x00004083, 0x0000408c, 0x0000409c, 0x000040b6,
+	0x000040ef, 0x000040fe, 0x000041b8, 0x000041bd,
+	0x000041cb, 0x000041db, 0x000041e7, 0x000041f7,
+	0x00004201, 0x00004224, 0x0000423d, 0x00004250,
+	0x000042bc, 0x000042cb, 0x000042d9, 0x0000430b,
+	0x00004342, 0x00004350, 0x00004394, 0x000043b9,
 	// Entry 220 - 23F
-	0x000043b8, 0x00004413, 0x0000443d, 0x0000446d,
-	0x000044cb, 0x000044df, 0x000044e7, 0x00004518,
-	0x0000451e, 0x0000459a, 0x000045e2, 0x0000460d,
-	0x0000466f, 0x00004692, 0x00004739, 0x0000473c,
-	0x00004741, 0x0000474c, 0x00004756, 0x0000475e,
-	0x00004779, 0x0000477f, 0x00004787, 0x00004795,
-	0x0000479f, 0x000047ac, 0x000047b6, 0x000047cd,
-	0x000047e0, 0x00004804, 0x00004884, 0x00004895,
+	0x000043e1, 0x000043e8, 0x00004443, 0x0000446d,
+	0x0000449d, 0x000044fb, 0x0000450f, 0x00004517,
+	0x00004548, 0x0000454e, 0x000045ca, 0x00004612,
+	0x0000463d, 0x0000469f, 0x000046c2, 0x00004769,
+	0x0000476c, 0x00004771, 0x0000477c, 0x00004786,
+	0x0000478e, 0x000047a9, 0x000047af, 0x000047b7,
+	0x000047c5, 0x000047cf, 0x000047dc, 0x000047e6,
+	0x000047fd, 0x00004810, 0x00004834, 0x000048b4,
 	// Entry 240 - 25F
-	0x0000489d, 0x00004912, 0x00004966, 0x00004975,
-	0x00004981, 0x000049bd, 0x000049f7, 0x00004a05,
-	0x00004a12, 0x00004a20, 0x00004a2e, 0x00004a3c,
-	0x00004a6e, 0x00004a9e, 0x00004aab, 0x00004acb,
-	0x00004ad0, 0x00004ae1, 0x00004aee, 0x00004b1a,
-	0x00004ba0, 0x00004bc5, 0x00004bcc, 0x00004bd5,
-	0x00004be8, 0x00004bf2, 0x00004bfc, 0x00004c06,
-	0x00004c1e, 0x00004c34, 0x00004c40, 0x00004c62,
+	0x000048c5, 0x000048cd, 0x00004942, 0x00004996,
+	0x000049a5, 0x000049b1, 0x000049ed, 0x00004a27,
+	0x00004a35, 0x00004a42, 0x00004a50, 0x00004a5e,
+	0x00004a6c, 0x00004a9e, 0x00004ace, 0x00004adb,
+	0x00004afb, 0x00004b00, 0x00004b11, 0x00004b1e,
+	0x00004b4a, 0x00004bd0, 0x00004bf5, 0x00004bfc,
+	0x00004c05, 0x00004c18, 0x00004c22, 0x00004c2c,
+	0x00004c36, 0x00004c4e, 0x00004c64, 0x00004c70,
 	// Entry 260 - 27F
-	0x00004c69, 0x00004c76, 0x00004c87, 0x00004cae,
-	0x00004cbe, 0x00004d12, 0x00004d4a, 0x00004d9a,
-	0x00004dce, 0x00004ded, 0x00004e0d,
-} // Size: 2500 bytes
+	0x00004c92, 0x00004c99, 0x00004ca6, 0x00004cb7,
+	0x00004cde, 0x00004cee, 0x00004d42, 0x00004d7a,
+	0x00004dca, 0x00004dfe, 0x00004e1d, 0x00004e3d,
+} // Size: 2504 bytes
 
-const enData string = "" + // Size: 19981 bytes
+const enData string = "" + // Size: 20029 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every held instance…\x02Stop every running instance…\x02Stop every runni" +
@@ -1066,94 +1067,95 @@ const enData string = "" + // Size: 19981 bytes
 	" went on along the node’s error path.\x02Failed (%[1]s).\x02Cancelled: t" +
 	"he instance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the i" +
 	"nstance was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1]s" +
-	" (deferred; settled with its settle token, as %[2]s)\x02%[1]s (deferred;" +
-	" settled by %[2]s)\x02waiting\x02HTTP 2xx, unusable body\x02no answer wi" +
-	"thin the timeout\x02no connection\x02answer too large\x02unknown\x02[red" +
-	"acted]\x02The revision must be a whole number, 1 or more.\x02Unknown con" +
-	"sumer.\x02Settlement date\x02More filters: instance, revision, consumer," +
-	" dates\x02instance id\x02Counts by status\x02Occurrences, newest first" +
-	"\x02Process and node\x02Error\x02Consumer and worker\x02Next attempt or " +
-	"settled\x02No occurrence matches these filters.\x02All consumers\x02Tota" +
-	"ls of definition %[1]s, not narrowed by the other filters\x02Totals of a" +
-	"ll definitions, not narrowed by the other filters\x14\x01\x81\x01\x00" +
-	"\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s" +
-	" (%[2]s); counts are refreshed every few seconds.\x02revision %[1]d\x02s" +
-	"ettled\x02next attempt\x02claimable since\x02call in progress since\x02l" +
-	"ock until\x02deferred since\x02Previous page\x02Rows %[1]s–%[2]s\x02%[1]" +
-	"s: a date is written 2026-12-01.\x02%[1]s: the first day comes after the" +
-	" last.\x02These settings are kept in this browser only.\x02Show times in" +
-	"\x02The console runs no script, so it cannot read your computer’s time z" +
-	"one: choose its offset from UTC. Offsets do not follow daylight saving t" +
-	"ime.\x02Reload lists and detail pages\x02Pages with a form, such as a co" +
-	"nfirmation, never reload on their own.\x02Save settings\x02Back without " +
-	"saving\x02UTC (coordinated universal time)\x02Local time at %[1]s\x02Nev" +
-	"er\x02Every %[1]d seconds\x02Published process versions: their nodes, ro" +
-	"utes and pinned revisions, drawn, with where their occurrences are now." +
-	"\x02Processes by key\x02Versions, newest first\x02No process is publishe" +
-	"d yet.\x02version %[1]d\x02Process %[1]s\x02Version\x02Start node\x02Gra" +
-	"ph\x02Columns follow the longest path from the start node. Solid arrows " +
-	"are successes (labelled with their route), dashed ones failures (labelle" +
-	"d with their error codes). Each box says how many of this version’s occu" +
-	"rrences are at that node now.\x02Nodes\x02Nodes of this version, with th" +
-	"eir occurrences now\x02Kind\x02Pinned revision\x02On success\x02On error" +
-	"\x02Occurrences now\x02Instances of this process\x02Counts as of %[1]s (" +
-	"%[2]s); refreshed every few seconds.\x02Graph of %[1]s\x14\x01\x81\x01" +
-	"\x00\x02X\x02%[1]d node, starting at %[2]s. The table below lists the sa" +
-	"me nodes, routes and counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The" +
-	" table below lists the same nodes, routes and counts.\x02pull\x02push to" +
-	" %[1]s\x02end (completes)\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02" +
-	"hold (an incident for an operator)\x02any other code → %[1]s\x02fails th" +
-	"e instance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, retry after %[2]s," +
-	" priority %[3]d\x002\x02%[1]d attempts, retry after %[2]s, priority %[3]" +
-	"d\x02deadline %[1]s\x02timeout %[1]s\x02Only administrators may reveal a" +
-	" sensitive value.\x02Revealed by %[1]s at %[2]s; recorded in the audit l" +
-	"og.\x02Cannot reveal\x02Only a value this page shows as hidden (sensitiv" +
-	"e) can be revealed.\x02Secret values can never be revealed.\x02This page" +
-	" does not accept that request.\x02Search\x02Type an instance or occurren" +
-	"ce id (a UUID, as the pages show on hover), or a business key.\x02Nothin" +
-	"g to find: the search box is empty.\x02That is too long to be an id or a" +
-	" business key.\x02No instance or occurrence has the id “%[1]s”, and no i" +
-	"nstance has it as its business key.\x02You are signed out.\x02Sign in" +
-	"\x02Sign in with an operator or administrator token.\x02Token\x02The tok" +
-	"en is checked once and never stored in your browser; a session cookie st" +
-	"ands for it for up to 8 hours of inactivity.\x02Too many failed sign-ins" +
-	" from your address. Try again in %[1]d seconds.\x02This token is unknown" +
-	" or has been revoked.\x02A %[1]s token cannot open the console: sign in " +
-	"with an operator, designer or administrator token.\x02Only administrator" +
-	"s manage tokens.\x02Staff tokens (administrators, designers, operators) " +
-	"that are not revoked. Consumer tokens are managed with their consumers. " +
-	"Revoking a token refuses its next request.\x02ID\x02Role\x02Created on" +
-	"\x02Last used\x02Expires\x02Staff tokens, oldest first\x02never\x02not y" +
-	"et\x02Expired token\x02Revoke…\x02this session\x02No token.\x02The token" +
-	" was revoked.\x02Revoke token %[1]d\x02Revoke the %[1]s token “%[2]s”?" +
-	"\x02Its next request is refused, and console sessions opened with it end" +
-	". This cannot be undone: whoever uses it needs a new token.\x02Revoke th" +
-	"e token\x02Keep it\x02This is the token you signed in with: revoking it " +
-	"signs you out. Its next request is refused. This cannot be undone.\x02Th" +
-	"is is the last usable administrator token: create another one before rev" +
-	"oking it.\x02routing output\x02(each item)\x14\x01\x81\x01\x00\x02\x19" +
-	"\x02at least %[1]d character\x00\x1a\x02at least %[1]d characters\x14" +
-	"\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02at most %" +
-	"[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1]s\x02max" +
-	"imum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]" +
-	"d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at" +
-	" most %[1]d item\x00\x14\x02at most %[1]d items\x02not provided\x14\x01" +
-	"\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02null\x02une" +
-	"xpected value\x02Invalid page\x02This page link is not one the console m" +
-	"ade.\x02Workers connected by a stream, and polling workers by their last" +
-	" fetch. A worker is listed while it was seen within three heartbeats." +
-	"\x02Workers seen within three heartbeats\x02Worker\x02Protocol\x02Defini" +
-	"tions served\x02In flight\x02Connected\x02Last seen\x02No worker is conn" +
-	"ected.\x02Workers serving %[1]s\x02All workers\x02No worker serves this " +
-	"definition.\x02stream\x02long polling\x02Camunda 7 facade\x02every revis" +
-	"ion its consumer is granted\x02revisions %[1]s\x02No worker serves this " +
-	"definition: its occurrences wait until one connects or polls.\x14\x01" +
-	"\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served by %[1]" +
-	"d workers\x02Revisions they take: %[1]s; some take every revision their " +
-	"consumer is granted.\x02They take every revision their consumer is grant" +
-	"ed.\x02They take revision %[1]d only.\x02They take revisions %[1]s only."
+	" (deferred; settled with its settle token)\x02%[1]s (deferred; settled w" +
+	"ith its settle token, as %[2]s)\x02%[1]s (deferred; settled by %[2]s)" +
+	"\x02waiting\x02HTTP 2xx, unusable body\x02no answer within the timeout" +
+	"\x02no connection\x02answer too large\x02unknown\x02[redacted]\x02The re" +
+	"vision must be a whole number, 1 or more.\x02Unknown consumer.\x02Settle" +
+	"ment date\x02More filters: instance, revision, consumer, dates\x02instan" +
+	"ce id\x02Counts by status\x02Occurrences, newest first\x02Process and no" +
+	"de\x02Error\x02Consumer and worker\x02Next attempt or settled\x02No occu" +
+	"rrence matches these filters.\x02All consumers\x02Totals of definition %" +
+	"[1]s, not narrowed by the other filters\x02Totals of all definitions, no" +
+	"t narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occ" +
+	"urrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); counts are " +
+	"refreshed every few seconds.\x02revision %[1]d\x02settled\x02next attemp" +
+	"t\x02claimable since\x02call in progress since\x02lock until\x02deferred" +
+	" since\x02Previous page\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written " +
+	"2026-12-01.\x02%[1]s: the first day comes after the last.\x02These setti" +
+	"ngs are kept in this browser only.\x02Show times in\x02The console runs " +
+	"no script, so it cannot read your computer’s time zone: choose its offse" +
+	"t from UTC. Offsets do not follow daylight saving time.\x02Reload lists " +
+	"and detail pages\x02Pages with a form, such as a confirmation, never rel" +
+	"oad on their own.\x02Save settings\x02Back without saving\x02UTC (coordi" +
+	"nated universal time)\x02Local time at %[1]s\x02Never\x02Every %[1]d sec" +
+	"onds\x02Published process versions: their nodes, routes and pinned revis" +
+	"ions, drawn, with where their occurrences are now.\x02Processes by key" +
+	"\x02Versions, newest first\x02No process is published yet.\x02version %[" +
+	"1]d\x02Process %[1]s\x02Version\x02Start node\x02Graph\x02Columns follow" +
+	" the longest path from the start node. Solid arrows are successes (label" +
+	"led with their route), dashed ones failures (labelled with their error c" +
+	"odes). Each box says how many of this version’s occurrences are at that " +
+	"node now.\x02Nodes\x02Nodes of this version, with their occurrences now" +
+	"\x02Kind\x02Pinned revision\x02On success\x02On error\x02Occurrences now" +
+	"\x02Instances of this process\x02Counts as of %[1]s (%[2]s); refreshed e" +
+	"very few seconds.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d no" +
+	"de, starting at %[2]s. The table below lists the same nodes, routes and " +
+	"counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The table below lists th" +
+	"e same nodes, routes and counts.\x02pull\x02push to %[1]s\x02end (comple" +
+	"tes)\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for" +
+	" an operator)\x02any other code → %[1]s\x02fails the instance\x14\x01" +
+	"\x81\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, priority %[3]d" +
+	"\x002\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02deadline %" +
+	"[1]s\x02timeout %[1]s\x02Only administrators may reveal a sensitive valu" +
+	"e.\x02Revealed by %[1]s at %[2]s; recorded in the audit log.\x02Cannot r" +
+	"eveal\x02Only a value this page shows as hidden (sensitive) can be revea" +
+	"led.\x02Secret values can never be revealed.\x02This page does not accep" +
+	"t that request.\x02Search\x02Type an instance or occurrence id (a UUID, " +
+	"as the pages show on hover), or a business key.\x02Nothing to find: the " +
+	"search box is empty.\x02That is too long to be an id or a business key." +
+	"\x02No instance or occurrence has the id “%[1]s”, and no instance has it" +
+	" as its business key.\x02You are signed out.\x02Sign in\x02Sign in with " +
+	"an operator or administrator token.\x02Token\x02The token is checked onc" +
+	"e and never stored in your browser; a session cookie stands for it for u" +
+	"p to 8 hours of inactivity.\x02Too many failed sign-ins from your addres" +
+	"s. Try again in %[1]d seconds.\x02This token is unknown or has been revo" +
+	"ked.\x02A %[1]s token cannot open the console: sign in with an operator," +
+	" designer or administrator token.\x02Only administrators manage tokens." +
+	"\x02Staff tokens (administrators, designers, operators) that are not rev" +
+	"oked. Consumer tokens are managed with their consumers. Revoking a token" +
+	" refuses its next request.\x02ID\x02Role\x02Created on\x02Last used\x02E" +
+	"xpires\x02Staff tokens, oldest first\x02never\x02not yet\x02Expired toke" +
+	"n\x02Revoke…\x02this session\x02No token.\x02The token was revoked.\x02R" +
+	"evoke token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request" +
+	" is refused, and console sessions opened with it end. This cannot be und" +
+	"one: whoever uses it needs a new token.\x02Revoke the token\x02Keep it" +
+	"\x02This is the token you signed in with: revoking it signs you out. Its" +
+	" next request is refused. This cannot be undone.\x02This is the last usa" +
+	"ble administrator token: create another one before revoking it.\x02routi" +
+	"ng output\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d c" +
+	"haracter\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02" +
+	"\x18\x02at most %[1]d character\x00\x19\x02at most %[1]d characters\x02p" +
+	"attern %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of" +
+	": %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at" +
+	" least %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00" +
+	"\x14\x02at most %[1]d items\x02not provided\x14\x01\x81\x01\x00\x02\x0b" +
+	"\x02%[1]d item\x00\x0c\x02%[1]d items\x02null\x02unexpected value\x02Inv" +
+	"alid page\x02This page link is not one the console made.\x02Workers conn" +
+	"ected by a stream, and polling workers by their last fetch. A worker is " +
+	"listed while it was seen within three heartbeats.\x02Workers seen within" +
+	" three heartbeats\x02Worker\x02Protocol\x02Definitions served\x02In flig" +
+	"ht\x02Connected\x02Last seen\x02No worker is connected.\x02Workers servi" +
+	"ng %[1]s\x02All workers\x02No worker serves this definition.\x02stream" +
+	"\x02long polling\x02Camunda 7 facade\x02every revision its consumer is g" +
+	"ranted\x02revisions %[1]s\x02No worker serves this definition: its occur" +
+	"rences wait until one connects or polls.\x14\x01\x81\x01\x00\x02\x17\x02" +
+	"Served by %[1]d worker\x00\x18\x02Served by %[1]d workers\x02Revisions t" +
+	"hey take: %[1]s; some take every revision their consumer is granted.\x02" +
+	"They take every revision their consumer is granted.\x02They take revisio" +
+	"n %[1]d only.\x02They take revisions %[1]s only."
 
-var frIndex = []uint32{ // 619 elements
+var frIndex = []uint32{ // 620 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000079,
@@ -1277,61 +1279,61 @@ var frIndex = []uint32{ // 619 elements
 	0x000040fa, 0x00004168, 0x000041af, 0x000041ee,
 	0x0000422e, 0x00004274, 0x000042e6, 0x0000430e,
 	0x00004331, 0x00004368, 0x000043af, 0x00004402,
-	0x0000442b, 0x000044c4, 0x000044ea, 0x00004511,
-	0x00004539, 0x00004580, 0x000045ca, 0x000045fd,
-	0x00004610, 0x0000463e, 0x0000467a, 0x00004690,
+	0x0000442b, 0x000044d1, 0x000044f7, 0x0000451e,
+	0x00004546, 0x0000458d, 0x000045d7, 0x0000460a,
+	0x0000461d, 0x0000464b, 0x00004687, 0x0000469d,
 	// Entry 1C0 - 1DF
-	0x00004724, 0x00004737, 0x00004774, 0x000047b0,
-	0x000047c3, 0x00004813, 0x00004848, 0x0000485a,
-	0x00004871, 0x000048c1, 0x000048eb, 0x000048f6,
-	0x00004913, 0x00004932, 0x00004943, 0x0000495d,
-	0x00004966, 0x00004970, 0x000049a5, 0x000049bb,
-	0x000049ce, 0x00004a0b, 0x00004a24, 0x00004a3a,
-	0x00004a64, 0x00004a77, 0x00004a7e, 0x00004a99,
-	0x00004abb, 0x00004aeb, 0x00004b02, 0x00004b3a,
+	0x00004731, 0x00004744, 0x00004781, 0x000047bd,
+	0x000047d0, 0x00004820, 0x00004855, 0x00004867,
+	0x0000487e, 0x000048bb, 0x0000490b, 0x00004935,
+	0x00004940, 0x0000495d, 0x0000497c, 0x0000498d,
+	0x000049a7, 0x000049b0, 0x000049ba, 0x000049ef,
+	0x00004a05, 0x00004a18, 0x00004a55, 0x00004a6e,
+	0x00004a84, 0x00004aae, 0x00004ac1, 0x00004ac8,
+	0x00004ae3, 0x00004b05, 0x00004b35, 0x00004b4c,
 	// Entry 1E0 - 1FF
-	0x00004b75, 0x00004ba1, 0x00004bf4, 0x00004c04,
-	0x00004c0d, 0x00004c21, 0x00004c33, 0x00004c49,
-	0x00004c5b, 0x00004c6d, 0x00004c7f, 0x00004c95,
-	0x00004cbf, 0x00004cf2, 0x00004d2e, 0x00004d45,
-	0x00004e0d, 0x00004e3a, 0x00004ea5, 0x00004ebf,
-	0x00004ed8, 0x00004ef9, 0x00004f0f, 0x00004f16,
-	0x00004f30, 0x00004fc5, 0x00004fd8, 0x00004fff,
-	0x00005027, 0x00005035, 0x00005045, 0x0000504d,
+	0x00004b84, 0x00004bbf, 0x00004beb, 0x00004c3e,
+	0x00004c4e, 0x00004c57, 0x00004c6b, 0x00004c7d,
+	0x00004c93, 0x00004ca5, 0x00004cb7, 0x00004cc9,
+	0x00004cdf, 0x00004d09, 0x00004d3c, 0x00004d78,
+	0x00004d8f, 0x00004e57, 0x00004e84, 0x00004eef,
+	0x00004f09, 0x00004f22, 0x00004f43, 0x00004f59,
+	0x00004f60, 0x00004f7a, 0x0000500f, 0x00005022,
+	0x00005049, 0x00005071, 0x0000507f, 0x0000508f,
 	// Entry 200 - 21F
-	0x0000505e, 0x00005065, 0x0000519b, 0x000051a2,
-	0x000051dc, 0x000051e1, 0x000051f6, 0x0000520a,
-	0x0000521c, 0x00005232, 0x0000524c, 0x00005296,
-	0x000052a6, 0x00005380, 0x00005385, 0x00005395,
-	0x000053a3, 0x000053b3, 0x000053c3, 0x000053cd,
-	0x000053f6, 0x00005410, 0x0000542b, 0x000054b9,
-	0x000054ca, 0x000054d7, 0x00005518, 0x0000555e,
-	0x00005576, 0x000055c9, 0x00005604, 0x0000562f,
+	0x00005097, 0x000050a8, 0x000050af, 0x000051e5,
+	0x000051ec, 0x00005226, 0x0000522b, 0x00005240,
+	0x00005254, 0x00005266, 0x0000527c, 0x00005296,
+	0x000052e0, 0x000052f0, 0x000053ca, 0x000053cf,
+	0x000053df, 0x000053ed, 0x000053fd, 0x0000540d,
+	0x00005417, 0x00005440, 0x0000545a, 0x00005475,
+	0x00005503, 0x00005514, 0x00005521, 0x00005562,
+	0x000055a8, 0x000055c0, 0x00005613, 0x0000564e,
 	// Entry 220 - 23F
-	0x00005639, 0x000056b3, 0x000056e8, 0x00005729,
-	0x00005799, 0x000057b2, 0x000057bf, 0x00005802,
-	0x00005808, 0x000058a4, 0x000058f8, 0x00005923,
-	0x000059af, 0x000059dd, 0x00005a9f, 0x00005aa2,
-	0x00005aa8, 0x00005ab2, 0x00005ac8, 0x00005ad3,
-	0x00005b03, 0x00005b0a, 0x00005b15, 0x00005b23,
-	0x00005b30, 0x00005b3e, 0x00005b4b, 0x00005b67,
-	0x00005b80, 0x00005ba9, 0x00005c52, 0x00005c65,
+	0x00005679, 0x00005683, 0x000056fd, 0x00005732,
+	0x00005773, 0x000057e3, 0x000057fc, 0x00005809,
+	0x0000584c, 0x00005852, 0x000058ee, 0x00005942,
+	0x0000596d, 0x000059f9, 0x00005a27, 0x00005ae9,
+	0x00005aec, 0x00005af2, 0x00005afc, 0x00005b12,
+	0x00005b1d, 0x00005b4d, 0x00005b54, 0x00005b5f,
+	0x00005b6d, 0x00005b7a, 0x00005b88, 0x00005b95,
+	0x00005bb1, 0x00005bca, 0x00005bf3, 0x00005c9c,
 	// Entry 240 - 25F
-	0x00005c6f, 0x00005cfe, 0x00005d5f, 0x00005d71,
-	0x00005d84, 0x00005dc2, 0x00005dfe, 0x00005e0a,
-	0x00005e17, 0x00005e25, 0x00005e33, 0x00005e43,
-	0x00005e7f, 0x00005eb9, 0x00005ec4, 0x00005eee,
-	0x00005ef2, 0x00005f04, 0x00005f12, 0x00005f3e,
-	0x00006000, 0x00006033, 0x0000603e, 0x00006048,
-	0x0000605d, 0x00006066, 0x00006070, 0x0000607e,
-	0x000060a2, 0x000060bc, 0x000060d1, 0x000060fd,
+	0x00005caf, 0x00005cb9, 0x00005d48, 0x00005da9,
+	0x00005dbb, 0x00005dce, 0x00005e0c, 0x00005e48,
+	0x00005e54, 0x00005e61, 0x00005e6f, 0x00005e7d,
+	0x00005e8d, 0x00005ec9, 0x00005f03, 0x00005f0e,
+	0x00005f38, 0x00005f3c, 0x00005f4e, 0x00005f5c,
+	0x00005f88, 0x0000604a, 0x0000607d, 0x00006088,
+	0x00006092, 0x000060a7, 0x000060b0, 0x000060ba,
+	0x000060c8, 0x000060ec, 0x00006106, 0x0000611b,
 	// Entry 260 - 27F
-	0x00006102, 0x00006117, 0x00006129, 0x0000615e,
-	0x0000616f, 0x000061e5, 0x00006227, 0x0000629a,
-	0x000062de, 0x00006306, 0x00006330,
-} // Size: 2500 bytes
+	0x00006147, 0x0000614c, 0x00006161, 0x00006173,
+	0x000061a8, 0x000061b9, 0x0000622f, 0x00006271,
+	0x000062e4, 0x00006328, 0x00006350, 0x0000637a,
+} // Size: 2504 bytes
 
-const frData string = "" + // Size: 25392 bytes
+const frData string = "" + // Size: 25466 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances bloquées…\x02Abandonne" +
 	"r toutes les instances bloquées…\x02Arrêter toutes les instances bloquée" +
@@ -1593,23 +1595,24 @@ const frData string = "" + // Size: 25392 bytes
 	"tre construites à partir des liaisons du processus.\x02Un opérateur a ab" +
 	"andonné l’instance.\x02Un exécutant Camunda 7 a signalé un échec sans no" +
 	"uvelle tentative restante (retries\u202f: 0, ou un budget déjà épuisé)" +
-	"\u202f: il ne sera pas relancé.\x02La destination a répondu HTTP %[1]s." +
-	"\x02Nouvelle tentative à %[1]s — %[2]s.\x02Proposée à partir de %[1]s — " +
-	"%[2]s.\x02Verrou expiré à %[1]s — en attente d’être proposée de nouveau." +
-	"\x02En attente de l’appel de Relais à la destination depuis %[1]s (%[2]s" +
-	").\x02En attente d’un exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]" +
-	"s)\x02Relais appelle la destination (depuis %[1]s).\x02Réservée par %[1]" +
-	"s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différé" +
-	"e depuis %[1]s (%[2]s)\u202f: un exécutant du même consommateur, ou une " +
-	"interface munie d’un jeton de règlement, la terminera plus tard.\x02Term" +
-	"inée (%[1]s).\x02Son instance est bloquée ici, en attente d’un opérateur" +
-	".\x02Son instance a continué par le chemin d’erreur du nœud.\x02En échec" +
-	" (%[1]s).\x02Annulée\u202f: l’instance a été arrêtée par %[1]s à %[2]s —" +
-	" « %[3]s ».\x02Annulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s" +
-	" jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (différée\u202f; réglée ave" +
-	"c son jeton de règlement, en tant que %[2]s)\x02%[1]s (différée\u202f; r" +
-	"églée par %[2]s)\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas d" +
-	"e réponse dans le délai\x02pas de connexion\x02réponse trop volumineuse" +
+	"\u202f: l’occurrence n’est pas relancée.\x02La destination a répondu HTT" +
+	"P %[1]s.\x02Nouvelle tentative à %[1]s — %[2]s.\x02Proposée à partir de " +
+	"%[1]s — %[2]s.\x02Verrou expiré à %[1]s — en attente d’être proposée de " +
+	"nouveau.\x02En attente de l’appel de Relais à la destination depuis %[1]" +
+	"s (%[2]s).\x02En attente d’un exécutant depuis %[1]s (%[2]s).\x02(exécut" +
+	"ant %[1]s)\x02Relais appelle la destination (depuis %[1]s).\x02Réservée " +
+	"par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s." +
+	"\x02Différée depuis %[1]s (%[2]s)\u202f: un exécutant du même consommate" +
+	"ur, ou une interface munie d’un jeton de règlement, la terminera plus ta" +
+	"rd.\x02Terminée (%[1]s).\x02Son instance est bloquée ici, en attente d’u" +
+	"n opérateur.\x02Son instance a continué par le chemin d’erreur du nœud." +
+	"\x02En échec (%[1]s).\x02Annulée\u202f: l’instance a été arrêtée par %[1" +
+	"]s à %[2]s — « %[3]s ».\x02Annulée\u202f: l’instance a été arrêtée (%[1]" +
+	"s).\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (différée\u202f" +
+	"; réglée avec son jeton de règlement)\x02%[1]s (différée\u202f; réglée a" +
+	"vec son jeton de règlement, en tant que %[2]s)\x02%[1]s (différée\u202f;" +
+	" réglée par %[2]s)\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas " +
+	"de réponse dans le délai\x02pas de connexion\x02réponse trop volumineuse" +
 	"\x02inconnue\x02[masqué]\x02La révision doit être un nombre entier, 1 ou" +
 	" plus.\x02Consommateur inconnu.\x02Date de règlement\x02Plus de filtres" +
 	"\u202f: instance, révision, consommateur, dates\x02identifiant d’instanc" +
@@ -1710,4 +1713,4 @@ const frData string = "" + // Size: 25392 bytes
 	" les révisions accordées à leur consommateur.\x02Ils ne prennent que la " +
 	"révision %[1]d.\x02Ils ne prennent que les révisions %[1]s."
 
-	// Total table size 50373 bytes (49KiB); checksum: EAA2427D
+	// Total table size 50503 bytes (49KiB); checksum: 2849F367

@@ -301,7 +301,7 @@ func (p *Protocol) ref(r *http.Request, workerID string) (engine.WorkerRef, erro
 	if workerID == "" && viaSettleToken(r.Context()) {
 		// A front end holding a settle token is no worker: it is named so
 		// in the attempt.
-		workerID = settleTokenWorker
+		workerID = engine.SettleTokenWorker
 	}
 	if fe := checkWorkerID(workerID); fe != nil {
 		return engine.WorkerRef{}, fault.New(fault.BadRequest, "invalid_request", "worker_id is required").WithErrors([]fault.FieldError{*fe})

@@ -47,9 +47,6 @@ func (p *Protocol) consumerOnly(next http.Handler) http.Handler {
 	})
 }
 
-// settleTokenWorker is the worker id a settle token's call goes by when it names none.
-const settleTokenWorker = "settle-token"
-
 type settleTokenKey struct{}
 
 func viaSettleToken(ctx context.Context) bool {
@@ -79,7 +76,7 @@ func settleTokenOr(eng *engine.Engine, logger *slog.Logger, otherwise func(http.
 				httpjson.WriteError(w, r, logger, err)
 				return
 			}
-			ctx := auth.WithPrincipal(r.Context(), auth.Principal{Name: settleTokenWorker, Role: auth.RoleConsumer, ConsumerID: scope.ConsumerID})
+			ctx := auth.WithPrincipal(r.Context(), auth.Principal{Name: engine.SettleTokenWorker, Role: auth.RoleConsumer, ConsumerID: scope.ConsumerID})
 			next.ServeHTTP(w, r.WithContext(context.WithValue(ctx, settleTokenKey{}, true)))
 		})
 	}

@@ -186,10 +186,6 @@ func responseController(ctx context.Context) *http.ResponseController {
 	return rc
 }
 
-// settleTokenWorker is the worker id a settle token's call goes by when it names none,
-// as the REST routes do.
-const settleTokenWorker = "settle-token"
-
 // consumer authenticates the call's bearer token: only consumers may work.
 // It returns the token too (a stream checks it is still valid).
 func (s *Service) consumer(ctx context.Context, h http.Header) (auth.Principal, string, error) {
@@ -245,7 +241,7 @@ func (s *Service) ref(ctx context.Context, h http.Header, occurrence, workerID s
 			return engine.WorkerRef{}, fault.New(fault.Unauthorized, "unauthorized", "this settle token settles another occurrence")
 		}
 		if workerID == "" {
-			workerID = settleTokenWorker
+			workerID = engine.SettleTokenWorker
 		}
 		if fe := checkWorkerID(workerID); fe != nil {
 			return engine.WorkerRef{}, fault.New(fault.BadRequest, "invalid_request", "worker_id is invalid").WithErrors([]fault.FieldError{*fe})

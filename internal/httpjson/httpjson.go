@@ -50,7 +50,7 @@ func Decode[T any](w http.ResponseWriter, r *http.Request, maxBytes int64) (T, e
 		if shapeErr := shapeError(body, reflect.TypeOf(&v).Elem()); shapeErr != nil {
 			return v, shapeErr
 		}
-		return v, decodeError(err, maxBytes)
+		return v, decodeError(err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return v, fault.New(fault.BadRequest, "invalid_json", "the body must hold exactly one JSON document")
@@ -169,7 +169,7 @@ func CheckBody(body []byte) error {
 		if err == nil {
 			err = errors.New("malformed JSON")
 		}
-		return decodeError(err, 0)
+		return decodeError(err)
 	}
 	return CheckText(body)
 }
@@ -255,13 +255,10 @@ func shapeError(body []byte, t reflect.Type) error {
 	return nil
 }
 
-func decodeError(err error, maxBytes int64) error {
-	var mbe *http.MaxBytesError
+func decodeError(err error) error {
 	var syn *json.SyntaxError
 	var typ *json.UnmarshalTypeError
 	switch {
-	case errors.As(err, &mbe):
-		return fault.New(fault.TooLarge, "body_too_large", "the request body is larger than %d bytes", maxBytes)
 	case errors.Is(err, io.EOF):
 		return fault.New(fault.BadRequest, "invalid_json", "the request body is empty")
 	case errors.As(err, &syn):
