@@ -208,6 +208,13 @@ func TestAClientThatNeverReadsIsDropped(t *testing.T) {
 	// One that reads but never acknowledges ends with a clear error.
 	quiet := open(t, newClient(t, "grpc", f.env.URL), f.consumer, subscribeRequest("reads-only", 1))
 	quiet.silent.Store(true)
+	// An acknowledgement of a heartbeat never sent is refused and
+	// acknowledges nothing: taken, the stream would never be found silent.
+	for _, seq := range []int64{1_000_000, -1} {
+		_, err := call[workerv1.HeartbeatRequest, workerv1.HeartbeatResponse](context.Background(), quiet.c, quiet.token,
+			workerv1connect.WorkerServiceHeartbeatProcedure, &workerv1.HeartbeatRequest{StreamId: quiet.id, Sequence: seq})
+		wantRefusal(t, fmt.Sprintf("an acknowledgement of heartbeat %d", seq), err, "invalid_argument", "invalid_request")
+	}
 	wantRefusal(t, "a stream never acknowledged", quiet.end(5*time.Second), "unavailable", "heartbeat_missed")
 }
 

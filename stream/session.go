@@ -94,7 +94,10 @@ type session struct {
 	pairsSeen engine.Pairs
 	keys      []string
 
-	acked  atomic.Int64
+	acked atomic.Int64
+	// sent is seq for the other goroutines (Heartbeat calls): an
+	// acknowledgement of a heartbeat not sent yet acknowledges nothing.
+	sent   atomic.Int64
 	mu     sync.Mutex
 	inbox  []event
 	closed bool // no event is taken any more
@@ -156,12 +159,18 @@ func (s *session) take() []event {
 	return in
 }
 
-// ack records that the client read heartbeat seq.
-func (s *session) ack(seq int64) {
+// ack records that the client read heartbeat seq, and reports false for
+// a heartbeat the stream never sent: taken, a client that sent a sequence
+// far ahead once would never be found to have stopped reading, and would
+// keep its assignments while it is stuck.
+func (s *session) ack(seq int64) bool {
+	if seq < 0 || seq > s.sent.Load() {
+		return false
+	}
 	for {
 		cur := s.acked.Load()
 		if seq <= cur || s.acked.CompareAndSwap(cur, seq) {
-			return
+			return true
 		}
 	}
 }
@@ -249,6 +258,7 @@ func (svc *Service) Subscribe(ctx context.Context, req *connect.Request[workerv1
 		signal: make(chan struct{}, 1)}
 	s.acked.Store(-1)
 	s.seq = -1 // the first heartbeat, sent at once, is 0
+	s.sent.Store(-1)
 	replaced, err := svc.reg.admit(s)
 	if err != nil {
 		return toConnect(ctx, svc.logger, procedure, err)
@@ -628,6 +638,7 @@ func (r *runner) resolve(ctx context.Context) (string, error) {
 func (r *runner) heartbeat() error {
 	s := r.s
 	s.seq++
+	s.sent.Store(s.seq)
 	return r.send(&workerv1.WorkerEvent{Event: &workerv1.WorkerEvent_Heartbeat{Heartbeat: &workerv1.Heartbeat{
 		ServerTime: timestamppb.Now(), Sequence: s.seq, StreamId: s.id.String(), InFlight: int32(len(s.held)),
 		Interval: durationpb.New(r.svc.cfg.Stream.Heartbeat), Draining: r.draining}}})

@@ -252,6 +252,11 @@ func (s *Service) ref(ctx context.Context, h http.Header, occurrence, workerID s
 	if err2 != nil {
 		return engine.WorkerRef{}, err2
 	}
+	if occurrence == "" {
+		// Protobuf drops a misspelt field silently: say what is missing
+		// rather than look up an empty id.
+		return engine.WorkerRef{}, required("/occurrence_id")
+	}
 	if err != nil {
 		return engine.WorkerRef{}, fault.New(fault.NotFound, "not_found", "occurrence %q not found", occurrence)
 	}
@@ -259,6 +264,12 @@ func (s *Service) ref(ctx context.Context, h http.Header, occurrence, workerID s
 		return engine.WorkerRef{}, fault.New(fault.BadRequest, "invalid_request", "worker_id is required").WithErrors([]fault.FieldError{*fe})
 	}
 	return engine.WorkerRef{ConsumerID: p.ConsumerID, WorkerID: workerID, Occurrence: id}, nil
+}
+
+// required refuses a request without the field at path.
+func required(path string) *fault.Error {
+	return fault.New(fault.BadRequest, "invalid_request", "%s is required", strings.TrimPrefix(path, "/")).
+		WithErrors([]fault.FieldError{{Path: path, Message: "is required"}})
 }
 
 // settled frees the credit of the stream holding ref's occurrence: at once
@@ -479,6 +490,9 @@ func (s *Service) streamOf(ctx context.Context, h http.Header, streamID string) 
 	if err != nil {
 		return nil, uuid.UUID{}, 0, err
 	}
+	if streamID == "" {
+		return nil, uuid.UUID{}, 0, required("/stream_id")
+	}
 	id, err := uuid.Parse(streamID)
 	if err != nil {
 		return nil, uuid.UUID{}, 0, fault.New(fault.NotFound, "not_found", "stream %q not found: subscribe again", streamID)
@@ -506,8 +520,16 @@ func (s *Service) Heartbeat(ctx context.Context, req *connect.Request[workerv1.H
 	if err != nil {
 		return nil, toConnect(ctx, s.logger, procedure, err)
 	}
+	seq := req.Msg.GetSequence()
+	if seq < 0 {
+		return nil, toConnect(ctx, s.logger, procedure, fault.New(fault.BadRequest, "invalid_request", "the heartbeat is invalid").
+			WithErrors([]fault.FieldError{{Path: "/sequence", Message: "must be a sequence the stream sent (0 or more)"}}))
+	}
 	if local != nil {
-		local.ack(req.Msg.GetSequence())
+		if !local.ack(seq) {
+			return nil, toConnect(ctx, s.logger, procedure, fault.New(fault.BadRequest, "invalid_request", "the heartbeat is invalid").
+				WithErrors([]fault.FieldError{{Path: "/sequence", Message: fmt.Sprintf("stream %s has not sent heartbeat %d", id, seq)}}))
+		}
 	} else if err := s.eng.SignalWorkers(ctx, engine.WorkerSignal{Kind: engine.SignalAck, Stream: id, ConsumerID: consumer,
 		Sequence: req.Msg.GetSequence()}); err != nil {
 		return nil, toConnect(ctx, s.logger, procedure, err)

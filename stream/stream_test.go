@@ -247,6 +247,13 @@ func TestMalformedMessages(t *testing.T) {
 	_, err = call[workerv1.CompleteRequest, workerv1.CompleteResponse](context.Background(), c, f.consumer, workerv1connect.WorkerServiceCompleteProcedure,
 		&workerv1.CompleteRequest{OccurrenceId: "not-a-uuid", WorkerId: "w", Outputs: []byte(`{}`)})
 	wantRefusal(t, "an occurrence id that is not one", err, "not_found", "not_found")
+	// An id left out (or misspelt, which protobuf drops) is missing, not unknown.
+	_, err = call[workerv1.CompleteRequest, workerv1.CompleteResponse](context.Background(), c, f.consumer, workerv1connect.WorkerServiceCompleteProcedure,
+		&workerv1.CompleteRequest{WorkerId: "w", Outputs: []byte(`{}`)})
+	wantRefusal(t, "no occurrence id", err, "invalid_argument", "invalid_request")
+	_, err = call[workerv1.HeartbeatRequest, workerv1.HeartbeatResponse](context.Background(), c, f.consumer, workerv1connect.WorkerServiceHeartbeatProcedure,
+		&workerv1.HeartbeatRequest{})
+	wantRefusal(t, "no stream id", err, "invalid_argument", "invalid_request")
 	_, err = call[workerv1.CompleteRequest, workerv1.CompleteResponse](context.Background(), c, f.consumer, workerv1connect.WorkerServiceCompleteProcedure,
 		&workerv1.CompleteRequest{OccurrenceId: "0198a4b4-5c3e-7000-8000-000000000000", WorkerId: "w", Outputs: []byte(`{"result":`)})
 	wantRefusal(t, "outputs that are not JSON", err, "invalid_argument", "invalid_json")
