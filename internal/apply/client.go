@@ -207,8 +207,11 @@ func (c *Client) definition(ctx context.Context, d Document, dryRun bool) (Resul
 	case latestDigest == digest:
 		action, next = "working restored", latest
 	}
-	if dryRun {
-		return c.expect(d, Result{Doc: d, Action: action, Detail: fmt.Sprintf("revision %d", next)}, next)
+	planned, err := c.expect(d, Result{Doc: d, Action: action, Detail: fmt.Sprintf("revision %d", next)}, next)
+	if dryRun || err != nil {
+		// A declared revision the document would not become is refused
+		// before anything is written: a snapshot is immutable forever.
+		return planned, err
 	}
 	if _, err := c.call(ctx, "PUT", base+"/working", d.Body, nil); err != nil {
 		return Result{}, err

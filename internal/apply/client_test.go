@@ -148,3 +148,31 @@ outputs: {fields: []}
 		t.Errorf("apply problems %q; want %q", got, want)
 	}
 }
+
+// TestARefusedRevisionAssertionChangesNothing: a Definition whose declared
+// revision is not the one it would become is refused before its Working is
+// saved or snapshotted, so re-running the refused apply adds no revision
+// (revisions are immutable and can never be deleted).
+func TestARefusedRevisionAssertionChangesNothing(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	c := &apply.Client{URL: env.URL, Token: env.Designer}
+	def := func(typ string) apply.Document {
+		return apply.Document{File: "def.yaml", Kind: apply.KindDefinition, ID: "asserted", ExpectRevision: 1, Body: map[string]any{
+			"name": "Asserted", "inputs": map[string]any{"fields": []any{map[string]any{"name": "a", "type": typ}}}, "outputs": map[string]any{"fields": []any{}}}}
+	}
+	if p := c.Apply(context.Background(), []apply.Document{def("text")}, false, func(apply.Result) {}); len(p) != 0 {
+		t.Fatalf("first apply: %v", p)
+	}
+	before := env.Must(200, "GET", "/api/v1/definitions/asserted", env.Designer, nil).JSON(t)
+	for range 2 {
+		p := c.Apply(context.Background(), []apply.Document{def("integer")}, false, func(apply.Result) {})
+		if len(p) != 1 || !strings.Contains(p[0].String(), "/revision: declares 1, the server has or would create 2") {
+			t.Fatalf("a changed document still declaring revision 1: problems %v", p)
+		}
+	}
+	after := env.Must(200, "GET", "/api/v1/definitions/asserted", env.Designer, nil).JSON(t)
+	if len(after["revisions"].([]any)) != 1 || after["working_digest"] != before["working_digest"] {
+		t.Errorf("the refused applies changed the definition: %d revisions, working %v (was %v)", len(after["revisions"].([]any)), after["working_digest"], before["working_digest"])
+	}
+}
