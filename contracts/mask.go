@@ -4,9 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf16"
 
 	"github.com/relais/relais/internal/jsontree"
 )
@@ -457,9 +460,14 @@ func Scrub(message string, protected []string) string {
 	ps := make([]string, 0, len(protected))
 	seen := map[string]bool{}
 	for _, p := range protected {
-		if p != "" && !seen[p] {
-			seen[p] = true
-			ps = append(ps, p)
+		if p == "" {
+			continue
+		}
+		for _, form := range spellings(p) {
+			if !seen[form] {
+				seen[form] = true
+				ps = append(ps, form)
+			}
 		}
 	}
 	if len(ps) == 0 {
@@ -473,6 +481,69 @@ func Scrub(message string, protected []string) string {
 	// strings.Replacer tries the old strings in argument order at each
 	// position, which gives longest-first matching here.
 	return strings.NewReplacer(pairs...).Replace(message)
+}
+
+// spellings are the forms of p a message quotes it in when the service
+// that wrote the message escaped it: inside a JSON string (Python's
+// json.dumps writes non-ASCII as \u00e9, Go's escapes <, > and &, PHP's
+// escapes /), or in a URL (percent-encoded). Matching p alone would let
+// any of them through unscrubbed.
+func spellings(p string) []string {
+	forms := []string{p}
+	add := func(f string) {
+		if f != "" && !slices.Contains(forms, f) {
+			forms = append(forms, f)
+		}
+	}
+	goJSON, _ := json.Marshal(p)
+	for _, f := range []string{jsonEscaped(p, false, false), jsonEscaped(p, true, false), jsonEscaped(p, true, true), string(goJSON[1 : len(goJSON)-1])} {
+		add(f)
+		add(strings.ReplaceAll(f, "/", `\/`))
+	}
+	add(url.QueryEscape(p))
+	add(url.PathEscape(p))
+	return forms
+}
+
+// jsonEscaped is p as the inside of a JSON string: quote, backslash and
+// control characters escaped, and, when ascii, every other non-ASCII rune
+// as \uXXXX (a surrogate pair above U+FFFF), in upper-case hex when upper.
+func jsonEscaped(p string, ascii, upper bool) string {
+	hex := "0123456789abcdef"
+	if upper {
+		hex = "0123456789ABCDEF"
+	}
+	var b strings.Builder
+	u := func(r rune) {
+		b.WriteString(`\u`)
+		for shift := 12; shift >= 0; shift -= 4 {
+			b.WriteByte(hex[(r>>shift)&0xf])
+		}
+	}
+	for _, r := range p {
+		switch {
+		case r == '"' || r == '\\':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r < 0x20:
+			u(r)
+		case ascii && r > 0x7f && r <= 0xffff:
+			u(r)
+		case ascii && r > 0xffff:
+			hi, lo := utf16.EncodeRune(r)
+			u(hi)
+			u(lo)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
 
 // FieldPointer checks that pointer addresses a declared field that a

@@ -236,3 +236,28 @@ func TestProtectedStringsAndScrub(t *testing.T) {
 		t.Errorf("ProtectedStrings(invalid): got %q, want nil", ps)
 	}
 }
+
+// A service that quotes a protected value in its own JSON or URL escapes
+// it: Python's json.dumps writes é as \u00e9 and Ω as \u03a9, Go's writes
+// < as \u003c, PHP's writes / as \/, a URL percent-encodes. Every such
+// spelling is scrubbed, not only the raw value.
+func TestScrubCatchesEscapedSpellings(t *testing.T) {
+	t.Parallel()
+	secret, header := "tok_café_SECRET_Ωmega<1>/x", `key"with/quote\slash`
+	for _, msg := range []string{
+		`{"msg": "I saw tok_caf\u00e9_SECRET_\u03a9mega<1>/x"}`,
+		`{"msg": "I saw tok_caf\u00E9_SECRET_\u03A9mega<1>/x"}`,
+		`{"msg":"I saw tok_café_SECRET_Ωmega\u003c1\u003e/x"}`,
+		`{"msg":"I saw tok_café_SECRET_Ωmega<1>\/x"}`,
+		`GET /cb?t=tok_caf%C3%A9_SECRET_%CE%A9mega%3C1%3E%2Fx`,
+		`header key\"with/quote\\slash`,
+		`header key\"with\/quote\\slash`,
+	} {
+		if got := Scrub(msg, []string{secret, header}); strings.Contains(got, "SECRET") || strings.Contains(got, "quote") {
+			t.Errorf("Scrub(%s) = %s: a spelling of the value is left", msg, got)
+		}
+	}
+	if got := Scrub(`astral \ud83d\ude00 here`, []string{"😀"}); got != "astral [redacted] here" {
+		t.Errorf("an astral rune as a surrogate pair: %s", got)
+	}
+}
