@@ -61,7 +61,18 @@ func (a *API) putWorking() http.Handler {
 		if err != nil {
 			return err
 		}
-		d, created, err := a.eng.SaveWorking(r.Context(), chi.URLParam(r, "key"), body)
+		dryRun, err := httpjson.DryRun(r)
+		if err != nil {
+			return err
+		}
+		save := a.eng.SaveWorking
+		if dryRun {
+			// Every check, nothing stored: `relais apply --dry-run` refuses
+			// what the real apply would.
+			save = a.eng.CheckWorking
+			w.Header().Set("Relais-Applied", "false")
+		}
+		d, created, err := save(r.Context(), chi.URLParam(r, "key"), body)
 		if err != nil {
 			return err
 		}

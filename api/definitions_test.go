@@ -329,3 +329,26 @@ func TestConsumersReadOnlyGrantedSchemas(t *testing.T) {
 		t.Errorf("a consumer read a definition: %d", r.Status)
 	}
 }
+
+// PUT .../working?dry_run=true runs every check and stores nothing.
+func TestWorkingDryRun(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	body := map[string]any{"name": "Dry", "inputs": map[string]any{"fields": []any{}}, "outputs": map[string]any{"fields": []any{}}}
+	r := env.Do("PUT", "/api/v1/definitions/dry_key/working?dry_run=true", env.Designer, body)
+	if r.Status != 201 || r.Header.Get("Relais-Applied") != "false" || r.JSON(t)["key"] != "dry_key" {
+		t.Errorf("dry run of a new definition: %d %s (Relais-Applied %q), want 201 as the save would answer, not applied", r.Status, r.Body, r.Header.Get("Relais-Applied"))
+	}
+	if r := env.Do("GET", "/api/v1/definitions/dry_key", env.Designer, nil); r.Status != 404 {
+		t.Errorf("the dry run stored the definition: %d", r.Status)
+	}
+	if r := env.Do("PUT", "/api/v1/definitions/Bad-Key/working?dry_run=true", env.Designer, body); r.Status != 400 || r.Code() != "invalid_key" {
+		t.Errorf("dry run of a bad key: %d %s, want 400 invalid_key", r.Status, r.Body)
+	}
+	if r := env.Do("PUT", "/api/v1/definitions/dry_key/working?dry_run=1", env.Designer, body); r.Status != 400 {
+		t.Errorf("dry_run=1: %d, want 400 (it would have saved)", r.Status)
+	}
+	if r := env.Do("GET", "/api/v1/definitions/dry_key", env.Designer, nil); r.Status != 404 {
+		t.Errorf("a refused dry_run value stored the definition: %d", r.Status)
+	}
+}

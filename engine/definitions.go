@@ -86,6 +86,33 @@ func (e *Engine) SaveWorking(ctx context.Context, key string, document []byte) (
 	return d, row.Created, nil
 }
 
+// CheckWorking is SaveWorking without storing: the definition the Working
+// would give key, and whether it would create it. `relais apply
+// --dry-run` asks it so that it refuses what the real apply would.
+func (e *Engine) CheckWorking(ctx context.Context, key string, document []byte) (Definition, bool, error) {
+	if err := checkKey(key); err != nil {
+		return Definition{}, false, err
+	}
+	w, vs := contracts.ParseWorking(document)
+	if len(vs) > 0 {
+		return Definition{}, false, refuseDocument("the Working", "invalid_contract", vs)
+	}
+	d, err := e.GetDefinition(ctx, key)
+	created := fault.HasCode(err, "not_found")
+	if err != nil && !created {
+		return Definition{}, false, err
+	}
+	now := time.Now()
+	if t := e.at(); t != nil {
+		now = *t
+	}
+	if created {
+		d = Definition{Key: key, CreatedAt: now}
+	}
+	d.Working, d.WorkingDigest, d.UpdatedAt = w, w.Digest(), now
+	return d, created, nil
+}
+
 // GetDefinition returns one definition.
 func (e *Engine) GetDefinition(ctx context.Context, key string) (Definition, error) {
 	row, err := e.q.DefinitionGet(ctx, key)

@@ -208,6 +208,10 @@ func (c *Client) definition(ctx context.Context, d Document, dryRun bool) (Resul
 		action, next = "working restored", latest
 	}
 	planned, err := c.expect(d, Result{Doc: d, Action: action, Detail: fmt.Sprintf("revision %d", next)}, next)
+	if dryRun && err == nil {
+		// The server's own checks (the key, the body's size), nothing stored.
+		_, err = c.call(ctx, "PUT", base+"/working?dry_run=true", d.Body, nil)
+	}
 	if dryRun || err != nil {
 		// A declared revision the document would not become is refused
 		// before anything is written: a snapshot is immutable forever.

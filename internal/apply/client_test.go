@@ -176,3 +176,28 @@ func TestARefusedRevisionAssertionChangesNothing(t *testing.T) {
 		t.Errorf("the refused applies changed the definition: %d revisions, working %v (was %v)", len(after["revisions"].([]any)), after["working_digest"], before["working_digest"])
 	}
 }
+
+// TestDryRunRefusesWhatTheServerWould: a dry run of a Definition asks the
+// server's own checks (PUT .../working?dry_run=true), so a key the server
+// refuses is refused by the dry run too, in the same words, and nothing is
+// stored.
+func TestDryRunRefusesWhatTheServerWould(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	c := &apply.Client{URL: env.URL, Token: env.Designer}
+	body := map[string]any{"name": "Bad", "inputs": map[string]any{"fields": []any{}}, "outputs": map[string]any{"fields": []any{}}}
+	for _, dryRun := range []bool{true, false} {
+		p := c.Apply(context.Background(), []apply.Document{{File: "k.yaml", Kind: apply.KindDefinition, ID: "Bad-Key", Body: body}}, dryRun, func(apply.Result) {})
+		if len(p) != 1 || !strings.Contains(p[0].String(), "invalid_key") {
+			t.Errorf("dry run %v of a bad key: problems %v, want invalid_key", dryRun, p)
+		}
+	}
+	var results []string
+	p := c.Apply(context.Background(), []apply.Document{{File: "ok.yaml", Kind: apply.KindDefinition, ID: "good_key", Body: body}}, true, func(r apply.Result) { results = append(results, r.String()) })
+	if len(p) != 0 || len(results) != 1 || !strings.Contains(results[0], "created") {
+		t.Errorf("dry run of a good definition: results %q problems %v", results, p)
+	}
+	if r := env.Do("GET", "/api/v1/definitions/good_key", env.Designer, nil); r.Status != 404 {
+		t.Errorf("the dry run stored the definition: %d", r.Status)
+	}
+}
