@@ -256,9 +256,18 @@ func (e *Engine) PutDestination(ctx context.Context, spec DestinationSpec, dryRu
 			}
 		}
 		if dryRun {
-			if change == Created {
-				out = v.shown()
+			// What the put would store, so that a dry run shows a header
+			// the new spec drops or a changed URL, not what is stored now.
+			shown := v.shown()
+			now := time.Now()
+			if t := e.at(); t != nil {
+				now = *t
 			}
+			shown.CreatedAt, shown.UpdatedAt = now, now
+			if change == Updated {
+				shown.CreatedAt = out.CreatedAt
+			}
+			out = shown
 			return nil
 		}
 		var sealed, sealedQuery []byte

@@ -138,6 +138,13 @@ func TestConcurrentPutsOfOneDestinationReportWhatEachDid(t *testing.T) {
 	if d, c, err := e.PutDestination(ctx, changed, true); err != nil || c != Updated || d.UpdatedAt.IsZero() {
 		t.Fatalf("dry run of a new header value: %v %v %+v, want updated (the stored destination shown)", c, err, d)
 	}
+	// A dry run shows what the put would store: here the header dropped
+	// and the URL changed, not the destination as it is.
+	dropped := spec
+	dropped.Headers, dropped.URL = nil, "https://crm.example/other"
+	if d, c, err := e.PutDestination(ctx, dropped, true); err != nil || c != Updated || len(d.HeaderNames) != 0 || d.URL != dropped.URL || d.CreatedAt.IsZero() {
+		t.Fatalf("dry run dropping the header: %v %v %+v, want updated, shown without the header, at the new URL", c, err, d)
+	}
 	if _, c, _ := e.PutDestination(ctx, spec, false); c != Unchanged {
 		t.Fatalf("after the dry run: %v, want unchanged (a dry run writes nothing)", c)
 	}
