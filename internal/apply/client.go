@@ -316,7 +316,17 @@ func (c *Client) process(ctx context.Context, d Document, dryRun bool) (Result, 
 	}
 	for _, v := range cur.Versions {
 		if v.Digest == digest {
-			return Result{Doc: d, Action: "unchanged", Detail: fmt.Sprintf("version %d", v.Version)}, nil
+			detail := fmt.Sprintf("version %d", v.Version)
+			latest := 0
+			for _, w := range cur.Versions {
+				latest = max(latest, w.Version)
+			}
+			if latest != v.Version {
+				// Publishing is idempotent by digest: an older document
+				// does not become the version a start without one runs.
+				detail += fmt.Sprintf("; starts without a version run version %d, the latest", latest)
+			}
+			return Result{Doc: d, Action: "unchanged", Detail: detail}, nil
 		}
 	}
 	if dryRun {

@@ -201,3 +201,25 @@ func TestDryRunRefusesWhatTheServerWould(t *testing.T) {
 		t.Errorf("the dry run stored the definition: %d", r.Status)
 	}
 }
+
+// TestReapplyingAnOlderProcessSaysWhichVersionStartsRun: publishing is
+// idempotent by digest, so re-applying version 1's document after version
+// 2 answers version 1 unchanged, and says that starts still run version 2.
+func TestReapplyingAnOlderProcessSaysWhichVersionStartsRun(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	env.Definition("add_company_to_crm.yaml")
+	c := &apply.Client{URL: env.URL, Token: env.Admin}
+	v1 := relaistest.CRMProcess(nil)
+	v2 := relaistest.CRMProcess(map[string]any{"max_attempts": 7})
+	var results []string
+	for _, body := range []map[string]any{v1, v2, v1} {
+		doc := apply.Document{File: "p.yaml", Kind: apply.KindProcess, ID: "crm_only", Body: body}
+		if p := c.Apply(context.Background(), []apply.Document{doc}, false, func(r apply.Result) { results = append(results, r.String()) }); len(p) != 0 {
+			t.Fatalf("apply: %v", p)
+		}
+	}
+	if len(results) != 3 || !strings.Contains(results[2], "unchanged (version 1; starts without a version run version 2, the latest)") {
+		t.Errorf("results %q, want the third to say version 1 is unchanged and version 2 runs", results)
+	}
+}
