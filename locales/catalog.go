@@ -1206,134 +1206,134 @@ var frIndex = []uint32{ // 620 elements
 	0x0000224d, 0x00002275, 0x0000227e, 0x0000228e,
 	0x000022ae, 0x000022b6, 0x000022c5, 0x000022e4,
 	0x0000230f, 0x00002335, 0x00002345, 0x0000234f,
-	0x00002359, 0x00002378, 0x00002396, 0x00002470,
-	0x0000248e, 0x000024d2, 0x0000250f, 0x00002542,
-	0x00002572, 0x0000259e, 0x000025ce, 0x000025f0,
-	0x0000260b, 0x00002626, 0x00002642, 0x0000265e,
+	0x00002359, 0x00002378, 0x00002396, 0x0000246e,
+	0x0000248c, 0x000024d0, 0x0000250d, 0x00002540,
+	0x00002570, 0x0000259c, 0x000025cc, 0x000025ee,
+	0x00002609, 0x00002624, 0x00002640, 0x0000265c,
 	// Entry C0 - DF
-	0x00002674, 0x0000268e, 0x000026c5, 0x000026fb,
-	0x0000271b, 0x0000273a, 0x00002741, 0x000027ab,
-	0x000027c1, 0x000027c6, 0x000027da, 0x000027f2,
-	0x00002817, 0x00002845, 0x00002857, 0x0000286a,
-	0x00002886, 0x000028b3, 0x000028d0, 0x000028f3,
-	0x000028fe, 0x00002909, 0x00002915, 0x0000299c,
-	0x000029c3, 0x00002a01, 0x00002a0d, 0x00002a16,
-	0x00002a2a, 0x00002a34, 0x00002a5b, 0x00002a77,
+	0x00002672, 0x0000268c, 0x000026c3, 0x000026f9,
+	0x00002719, 0x00002738, 0x0000273f, 0x000027a9,
+	0x000027bf, 0x000027c4, 0x000027d8, 0x000027f0,
+	0x00002815, 0x00002843, 0x00002855, 0x00002868,
+	0x00002884, 0x000028b1, 0x000028ce, 0x000028f1,
+	0x000028fc, 0x00002907, 0x00002913, 0x0000299a,
+	0x000029c1, 0x000029ff, 0x00002a0b, 0x00002a14,
+	0x00002a28, 0x00002a32, 0x00002a59, 0x00002a75,
 	// Entry E0 - FF
-	0x00002a92, 0x00002ac2, 0x00002b00, 0x00002b1b,
-	0x00002b3c, 0x00002b54, 0x00002b9a, 0x00002c05,
-	0x00002c0f, 0x00002c19, 0x00002c33, 0x00002c7c,
-	0x00002c84, 0x00002c8f, 0x00002c9d, 0x00002cad,
-	0x00002cd7, 0x00002d00, 0x00002d10, 0x00002d2f,
-	0x00002d3b, 0x00002d54, 0x00002d5f, 0x00002d6c,
-	0x00002d7b, 0x00002d83, 0x00002d8d, 0x00002d95,
-	0x00002d9d, 0x00002da3, 0x00002daa, 0x00002daf,
+	0x00002a90, 0x00002ac0, 0x00002afe, 0x00002b19,
+	0x00002b3a, 0x00002b52, 0x00002b98, 0x00002c03,
+	0x00002c0d, 0x00002c17, 0x00002c31, 0x00002c7a,
+	0x00002c82, 0x00002c8d, 0x00002c9b, 0x00002cab,
+	0x00002cd5, 0x00002cfe, 0x00002d0e, 0x00002d2d,
+	0x00002d39, 0x00002d52, 0x00002d5d, 0x00002d6a,
+	0x00002d79, 0x00002d81, 0x00002d8b, 0x00002d93,
+	0x00002d9b, 0x00002da1, 0x00002da8, 0x00002dad,
 	// Entry 100 - 11F
-	0x00002db4, 0x00002db8, 0x00002dbd, 0x00002dc3,
-	0x00002dc9, 0x00002dcf, 0x00002dd4, 0x00002dd9,
-	0x00002ddf, 0x00002de9, 0x00002e09, 0x00002e2b,
-	0x00002e4f, 0x00002e75, 0x00002e7e, 0x00002e9a,
-	0x00002ea3, 0x00002ebb, 0x00002ec4, 0x00002f18,
-	0x00002f38, 0x00002f3e, 0x00002f49, 0x00002f4f,
-	0x00002f5d, 0x00002f68, 0x00002f74, 0x00002fa7,
-	0x00002fcb, 0x00002ffa, 0x00003043, 0x0000304a,
+	0x00002db2, 0x00002db6, 0x00002dbb, 0x00002dc1,
+	0x00002dc7, 0x00002dcd, 0x00002dd2, 0x00002dd7,
+	0x00002ddd, 0x00002de7, 0x00002e07, 0x00002e29,
+	0x00002e4d, 0x00002e73, 0x00002e7c, 0x00002e98,
+	0x00002ea1, 0x00002eb9, 0x00002ec2, 0x00002f16,
+	0x00002f36, 0x00002f3c, 0x00002f47, 0x00002f4d,
+	0x00002f5b, 0x00002f66, 0x00002f72, 0x00002fa5,
+	0x00002fc9, 0x00002ff8, 0x00003041, 0x00003048,
 	// Entry 120 - 13F
-	0x00003060, 0x000030d3, 0x000030f9, 0x00003288,
-	0x0000338f, 0x000033df, 0x0000340c, 0x0000343b,
-	0x00003466, 0x00003474, 0x00003481, 0x00003493,
-	0x000034a8, 0x000034b8, 0x000034c5, 0x000034da,
-	0x000034ed, 0x00003507, 0x00003519, 0x00003551,
-	0x00003568, 0x0000356b, 0x0000356e, 0x000035a2,
-	0x000035ec, 0x00003621, 0x0000362a, 0x00003641,
-	0x0000366f, 0x00003682, 0x00003693, 0x0000369e,
+	0x0000305e, 0x000030d1, 0x000030f7, 0x00003286,
+	0x0000338d, 0x000033dd, 0x0000340a, 0x00003439,
+	0x00003464, 0x00003472, 0x0000347f, 0x00003491,
+	0x000034a6, 0x000034b6, 0x000034c3, 0x000034d8,
+	0x000034eb, 0x00003505, 0x00003517, 0x0000354f,
+	0x00003566, 0x00003569, 0x0000356c, 0x000035a0,
+	0x000035ea, 0x0000361f, 0x00003628, 0x0000363f,
+	0x0000366d, 0x00003680, 0x00003691, 0x0000369c,
 	// Entry 140 - 15F
-	0x000036a9, 0x000036b4, 0x000036bd, 0x000036c6,
-	0x000036cf, 0x000036d8, 0x000036e1, 0x000036e8,
-	0x000036f6, 0x000036fc, 0x00003703, 0x0000370a,
-	0x00003713, 0x00003718, 0x00003726, 0x0000372c,
-	0x00003732, 0x00003738, 0x00003740, 0x00003749,
-	0x00003752, 0x0000376f, 0x0000378a, 0x000037ad,
-	0x000037ce, 0x000037dd, 0x000037e8, 0x000037f3,
-	0x00003800, 0x00003804, 0x00003808, 0x00003816,
+	0x000036a7, 0x000036b2, 0x000036bb, 0x000036c4,
+	0x000036cd, 0x000036d6, 0x000036df, 0x000036e6,
+	0x000036f4, 0x000036fa, 0x00003701, 0x00003708,
+	0x00003711, 0x00003716, 0x00003724, 0x0000372a,
+	0x00003730, 0x00003736, 0x0000373e, 0x00003747,
+	0x00003750, 0x0000376d, 0x00003788, 0x000037ab,
+	0x000037cc, 0x000037db, 0x000037e6, 0x000037f1,
+	0x000037fe, 0x00003802, 0x00003806, 0x00003814,
 	// Entry 160 - 17F
-	0x00003824, 0x00003832, 0x00003852, 0x00003865,
-	0x0000387e, 0x00003893, 0x000038a4, 0x000038b6,
-	0x000038c8, 0x000038ce, 0x000038d5, 0x000038dd,
-	0x000038e5, 0x00003903, 0x00003921, 0x00003938,
-	0x0000394d, 0x0000395e, 0x00003963, 0x00003969,
-	0x00003982, 0x0000399f, 0x000039bf, 0x000039ca,
-	0x000039d4, 0x000039fd, 0x00003a08, 0x00003a3c,
-	0x00003a49, 0x00003a67, 0x00003a75, 0x00003a7e,
+	0x00003822, 0x00003830, 0x00003850, 0x00003863,
+	0x0000387c, 0x00003891, 0x000038a2, 0x000038b4,
+	0x000038c6, 0x000038cc, 0x000038d3, 0x000038db,
+	0x000038e3, 0x00003901, 0x0000391f, 0x00003936,
+	0x0000394b, 0x0000395c, 0x00003961, 0x00003967,
+	0x00003980, 0x0000399d, 0x000039bd, 0x000039c8,
+	0x000039d2, 0x000039fb, 0x00003a06, 0x00003a3a,
+	0x00003a47, 0x00003a65, 0x00003a73, 0x00003a7c,
 	// Entry 180 - 19F
-	0x00003a85, 0x00003aa0, 0x00003aaa, 0x00003abd,
-	0x00003af7, 0x00003b00, 0x00003b0f, 0x00003b73,
-	0x00003b7f, 0x00003b89, 0x00003bb9, 0x00003c14,
-	0x00003cfb, 0x00003d1b, 0x00003d30, 0x00003d71,
-	0x00003d82, 0x00003d8d, 0x00003dc0, 0x00003dce,
-	0x00003e0a, 0x00003e34, 0x00003e5c, 0x00003e9b,
-	0x00003ebc, 0x00003efa, 0x00003f3a, 0x00003f5a,
-	0x00003f9b, 0x00003fc7, 0x00003fdf, 0x00003ff3,
+	0x00003a83, 0x00003a9e, 0x00003aa8, 0x00003abb,
+	0x00003af5, 0x00003afe, 0x00003b0d, 0x00003b71,
+	0x00003b7d, 0x00003b87, 0x00003bb7, 0x00003c12,
+	0x00003cf9, 0x00003d19, 0x00003d2e, 0x00003d6f,
+	0x00003d80, 0x00003d8b, 0x00003dbe, 0x00003dcc,
+	0x00003e08, 0x00003e32, 0x00003e5a, 0x00003e99,
+	0x00003eba, 0x00003ef8, 0x00003f38, 0x00003f58,
+	0x00003f99, 0x00003fc5, 0x00003fdd, 0x00003ff1,
 	// Entry 1A0 - 1BF
-	0x0000400a, 0x00004018, 0x00004023, 0x00004046,
-	0x00004065, 0x00004071, 0x00004090, 0x000040de,
-	0x000040fa, 0x00004168, 0x000041af, 0x000041ee,
-	0x0000422e, 0x00004274, 0x000042e6, 0x0000430e,
-	0x00004331, 0x00004368, 0x000043af, 0x00004402,
-	0x0000442b, 0x000044d1, 0x000044f7, 0x0000451e,
-	0x00004546, 0x0000458d, 0x000045d7, 0x0000460a,
-	0x0000461d, 0x0000464b, 0x00004687, 0x0000469d,
+	0x00004008, 0x00004016, 0x00004021, 0x00004044,
+	0x00004063, 0x0000406f, 0x0000408e, 0x000040dc,
+	0x000040f8, 0x00004166, 0x000041ad, 0x000041ec,
+	0x0000422c, 0x00004272, 0x000042e4, 0x0000430c,
+	0x0000432f, 0x00004366, 0x000043ad, 0x00004400,
+	0x00004429, 0x000044cf, 0x000044f5, 0x0000451c,
+	0x00004544, 0x0000458b, 0x000045d5, 0x00004608,
+	0x0000461b, 0x00004649, 0x00004685, 0x0000469b,
 	// Entry 1C0 - 1DF
-	0x00004731, 0x00004744, 0x00004781, 0x000047bd,
-	0x000047d0, 0x00004820, 0x00004855, 0x00004867,
-	0x0000487e, 0x000048bb, 0x0000490b, 0x00004935,
-	0x00004940, 0x0000495d, 0x0000497c, 0x0000498d,
-	0x000049a7, 0x000049b0, 0x000049ba, 0x000049ef,
-	0x00004a05, 0x00004a18, 0x00004a55, 0x00004a6e,
-	0x00004a84, 0x00004aae, 0x00004ac1, 0x00004ac8,
-	0x00004ae3, 0x00004b05, 0x00004b35, 0x00004b4c,
+	0x0000472f, 0x00004742, 0x0000477f, 0x000047bb,
+	0x000047ce, 0x0000481e, 0x00004853, 0x00004865,
+	0x0000487c, 0x000048b9, 0x00004909, 0x00004933,
+	0x0000493e, 0x0000495b, 0x0000497a, 0x0000498b,
+	0x000049a5, 0x000049ae, 0x000049b8, 0x000049ed,
+	0x00004a03, 0x00004a16, 0x00004a53, 0x00004a6c,
+	0x00004a82, 0x00004aac, 0x00004abf, 0x00004ac6,
+	0x00004ae1, 0x00004b03, 0x00004b33, 0x00004b4a,
 	// Entry 1E0 - 1FF
-	0x00004b84, 0x00004bbf, 0x00004beb, 0x00004c3e,
-	0x00004c4e, 0x00004c57, 0x00004c6b, 0x00004c7d,
-	0x00004c93, 0x00004ca5, 0x00004cb7, 0x00004cc9,
-	0x00004cdf, 0x00004d09, 0x00004d3c, 0x00004d78,
-	0x00004d8f, 0x00004e57, 0x00004e84, 0x00004eef,
-	0x00004f09, 0x00004f22, 0x00004f43, 0x00004f59,
-	0x00004f60, 0x00004f7a, 0x0000500f, 0x00005022,
-	0x00005049, 0x00005071, 0x0000507f, 0x0000508f,
+	0x00004b82, 0x00004bbd, 0x00004be9, 0x00004c3c,
+	0x00004c4c, 0x00004c55, 0x00004c69, 0x00004c7b,
+	0x00004c91, 0x00004ca3, 0x00004cb5, 0x00004cc7,
+	0x00004cdd, 0x00004d07, 0x00004d3a, 0x00004d76,
+	0x00004d8d, 0x00004e55, 0x00004e82, 0x00004eed,
+	0x00004f07, 0x00004f20, 0x00004f41, 0x00004f57,
+	0x00004f5e, 0x00004f78, 0x0000500d, 0x00005020,
+	0x00005047, 0x0000506f, 0x0000507d, 0x0000508d,
 	// Entry 200 - 21F
-	0x00005097, 0x000050a8, 0x000050af, 0x000051e5,
-	0x000051ec, 0x00005226, 0x0000522b, 0x00005240,
-	0x00005254, 0x00005266, 0x0000527c, 0x00005296,
-	0x000052e0, 0x000052f0, 0x000053ca, 0x000053cf,
-	0x000053df, 0x000053ed, 0x000053fd, 0x0000540d,
-	0x00005417, 0x00005440, 0x0000545a, 0x00005475,
-	0x00005503, 0x00005514, 0x00005521, 0x00005562,
-	0x000055a8, 0x000055c0, 0x00005613, 0x0000564e,
+	0x00005095, 0x000050a6, 0x000050ad, 0x000051e3,
+	0x000051ea, 0x00005224, 0x00005229, 0x0000523e,
+	0x00005252, 0x00005264, 0x0000527a, 0x00005294,
+	0x000052de, 0x000052ee, 0x000053c8, 0x000053cd,
+	0x000053dd, 0x000053eb, 0x000053fb, 0x0000540b,
+	0x00005415, 0x0000543e, 0x00005458, 0x00005473,
+	0x00005501, 0x00005512, 0x0000551f, 0x00005560,
+	0x000055a6, 0x000055be, 0x00005611, 0x0000564c,
 	// Entry 220 - 23F
-	0x00005679, 0x00005683, 0x000056fd, 0x00005732,
-	0x00005773, 0x000057e3, 0x000057fc, 0x00005809,
-	0x0000584c, 0x00005852, 0x000058ee, 0x00005942,
-	0x0000596d, 0x000059f9, 0x00005a27, 0x00005ae9,
-	0x00005aec, 0x00005af2, 0x00005afc, 0x00005b12,
-	0x00005b1d, 0x00005b4d, 0x00005b54, 0x00005b5f,
-	0x00005b6d, 0x00005b7a, 0x00005b88, 0x00005b95,
-	0x00005bb1, 0x00005bca, 0x00005bf3, 0x00005c9c,
+	0x00005677, 0x00005681, 0x000056fb, 0x00005730,
+	0x00005771, 0x000057e1, 0x000057fa, 0x00005807,
+	0x0000584a, 0x00005850, 0x000058ec, 0x00005940,
+	0x0000596b, 0x000059f7, 0x00005a25, 0x00005ae7,
+	0x00005aea, 0x00005af0, 0x00005afa, 0x00005b10,
+	0x00005b1b, 0x00005b4b, 0x00005b52, 0x00005b5d,
+	0x00005b6b, 0x00005b78, 0x00005b86, 0x00005b93,
+	0x00005baf, 0x00005bc8, 0x00005bf1, 0x00005c9a,
 	// Entry 240 - 25F
-	0x00005caf, 0x00005cb9, 0x00005d48, 0x00005da9,
-	0x00005dbb, 0x00005dce, 0x00005e0c, 0x00005e48,
-	0x00005e54, 0x00005e61, 0x00005e6f, 0x00005e7d,
-	0x00005e8d, 0x00005ec9, 0x00005f03, 0x00005f0e,
-	0x00005f38, 0x00005f3c, 0x00005f4e, 0x00005f5c,
-	0x00005f88, 0x0000604a, 0x0000607d, 0x00006088,
-	0x00006092, 0x000060a7, 0x000060b0, 0x000060ba,
-	0x000060c8, 0x000060ec, 0x00006106, 0x0000611b,
+	0x00005cad, 0x00005cb7, 0x00005d46, 0x00005da7,
+	0x00005db9, 0x00005dcc, 0x00005e0a, 0x00005e46,
+	0x00005e52, 0x00005e5f, 0x00005e6d, 0x00005e7b,
+	0x00005e8b, 0x00005ec7, 0x00005f01, 0x00005f0c,
+	0x00005f36, 0x00005f3a, 0x00005f4c, 0x00005f5a,
+	0x00005f86, 0x00006048, 0x0000607b, 0x00006086,
+	0x00006090, 0x000060a5, 0x000060ae, 0x000060b8,
+	0x000060c6, 0x000060ea, 0x00006104, 0x00006119,
 	// Entry 260 - 27F
-	0x00006147, 0x0000614c, 0x00006161, 0x00006173,
-	0x000061a8, 0x000061b9, 0x0000622f, 0x00006271,
-	0x000062e4, 0x00006328, 0x00006350, 0x0000637a,
+	0x00006145, 0x0000614a, 0x0000615f, 0x00006171,
+	0x000061a6, 0x000061b7, 0x0000622d, 0x0000626f,
+	0x000062e2, 0x00006326, 0x0000634e, 0x00006378,
 } // Size: 2504 bytes
 
-const frData string = "" + // Size: 25466 bytes
+const frData string = "" + // Size: 25464 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances bloquées…\x02Abandonne" +
 	"r toutes les instances bloquées…\x02Arrêter toutes les instances bloquée" +
@@ -1467,49 +1467,49 @@ const frData string = "" + // Size: 25466 bytes
 	"avail\x02Publications, les plus anciennes d’abord\x02Changements entre l" +
 	"es deux révisions\x02Révision %[1]d\x02Figée le\x02Empreinte\x02Entrées " +
 	"de la révision %[1]d\x02Sorties de la révision %[1]d\x02La copie de trav" +
-	"ail a des changements pas encore figés\u202f: elles ne sont dans aucune " +
-	"révision (exécutants et processus utilisent au plus la révision %[1]d) t" +
-	"ant qu’un figement n’en fait pas la révision %[2]d.\x02Depuis la révisio" +
-	"n %[1]d\u202f:\x02les contrats sont les mêmes (le nom ou une description" +
-	" a changé).\x02Changements de la copie de travail depuis la révision %[1" +
-	"]d\x02Choisissez deux révisions existantes à comparer.\x02De la révision" +
-	" %[1]d à la révision %[2]d\u202f:\x14\x01\x81\x01\x00\x02\x11\x02%[1]d c" +
-	"hangement\x00\x12\x02%[1]d changements\x14\x01\x81\x01\x00\x02\x13\x02%[" +
-	"1]d incompatible\x00\x14\x02%[1]d incompatibles\x02sortie de routage %[1" +
-	"]s → %[2]s\x02facultatif → obligatoire\x02obligatoire → facultatif\x02va" +
-	"leurs ajoutées\u202f: %[1]s\x02valeurs retirées\u202f: %[1]s\x02valeurs " +
-	"réordonnées\x02%[1]s\u202f: %[2]s → %[3]s\x02champ obligatoire de type %" +
-	"[2]s (classification %[1]s)\x02champ facultatif de type %[2]s (classific" +
-	"ation %[1]s)\x02champ obligatoire de type %[1]s\x02champ facultatif de t" +
-	"ype %[1]s\x02aucune\x02Contrats de tâches\u202f: leur copie de travail, " +
-	"leurs révisions immuables et leurs publications nommées.\x02Définitions " +
-	"par clé\x02Clé\x02Dernière révision\x02aucune pour l’instant\x02Aucune d" +
-	"éfinition pour l’instant.\x14\x01\x81\x01\x00\x02\x12\x02%[1]d publicat" +
-	"ion\x00\x13\x02%[1]d publications\x02en cas d’erreur\x02toute autre erre" +
-	"ur\x02bloquée pour un opérateur\x02incident\u202f: reprendre, abandonner" +
-	", arrêter\x02fin\u202f: termine l’instance\x02fin\u202f: met l’instance " +
-	"en échec\x02push %[1]s\x02pull %[1]s\x02Nœud %[1]s\x02La file d’attente " +
-	"et les incidents de chaque définition maintenant, et ce que ses exécutan" +
-	"ts ont terminé dans la dernière heure.\x02Réussites et échecs, dernière " +
-	"heure\x02Définitions, celles qui demandent de l’attention d’abord\x02Déf" +
-	"inition\x02Ouvertes\x02Instances bloquées\x02En échec\x02Attente de la p" +
-	"lus ancienne disponible\x02Terminées, dernière heure\x02En échec, derniè" +
-	"re heure\x02Aucune définition n’a encore d’occurrence.\x02Au %[1]s (%[2]" +
-	"s)\u202f; actualisé toutes les quelques secondes.\x02disponible depuis l" +
-	"e %[1]s\x02Afficher toutes les définitions\x02Toutes les définitions\x02" +
-	"Réussites et échecs par tranche de 5 min, dernière heure\u202f: %[1]s" +
-	"\x02Dans la dernière heure\u202f: %[1]s, %[2]s. Le tableau qui suit le g" +
-	"raphique donne chaque tranche de 5\u00a0min.\x02terminée\x02en échec\x02" +
-	"Les chiffres du graphique\x02Réussites et échecs par tranche de 5 min, l" +
-	"es plus anciennes d’abord\x02Tranche\x02Terminées\x02%[1]s–%[2]s\x02%[1]" +
-	"s\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11\x02" +
-	"%[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00\x10" +
-	"\x02%[1]d en échec\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5" +
-	"]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[" +
-	"1]s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv" +
-	".\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août\x02sept.\x02o" +
-	"ct.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jo" +
-	"ur\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00" +
+	"ail a des changements pas encore figés\u202f: ils ne sont dans aucune ré" +
+	"vision (exécutants et processus utilisent au plus la révision %[1]d) tan" +
+	"t qu’un figement n’en fait pas la révision %[2]d.\x02Depuis la révision " +
+	"%[1]d\u202f:\x02les contrats sont les mêmes (le nom ou une description a" +
+	" changé).\x02Changements de la copie de travail depuis la révision %[1]d" +
+	"\x02Choisissez deux révisions existantes à comparer.\x02De la révision %" +
+	"[1]d à la révision %[2]d\u202f:\x14\x01\x81\x01\x00\x02\x11\x02%[1]d cha" +
+	"ngement\x00\x12\x02%[1]d changements\x14\x01\x81\x01\x00\x02\x13\x02%[1]" +
+	"d incompatible\x00\x14\x02%[1]d incompatibles\x02sortie de routage %[1]s" +
+	" → %[2]s\x02facultatif → obligatoire\x02obligatoire → facultatif\x02vale" +
+	"urs ajoutées\u202f: %[1]s\x02valeurs retirées\u202f: %[1]s\x02valeurs ré" +
+	"ordonnées\x02%[1]s\u202f: %[2]s → %[3]s\x02champ obligatoire de type %[2" +
+	"]s (classification %[1]s)\x02champ facultatif de type %[2]s (classificat" +
+	"ion %[1]s)\x02champ obligatoire de type %[1]s\x02champ facultatif de typ" +
+	"e %[1]s\x02aucune\x02Contrats de tâches\u202f: leur copie de travail, le" +
+	"urs révisions immuables et leurs publications nommées.\x02Définitions pa" +
+	"r clé\x02Clé\x02Dernière révision\x02aucune pour l’instant\x02Aucune déf" +
+	"inition pour l’instant.\x14\x01\x81\x01\x00\x02\x12\x02%[1]d publication" +
+	"\x00\x13\x02%[1]d publications\x02en cas d’erreur\x02toute autre erreur" +
+	"\x02bloquée pour un opérateur\x02incident\u202f: reprendre, abandonner, " +
+	"arrêter\x02fin\u202f: termine l’instance\x02fin\u202f: met l’instance en" +
+	" échec\x02push %[1]s\x02pull %[1]s\x02Nœud %[1]s\x02La file d’attente et" +
+	" les incidents de chaque définition maintenant, et ce que ses exécutants" +
+	" ont terminé dans la dernière heure.\x02Réussites et échecs, dernière he" +
+	"ure\x02Définitions, celles qui demandent de l’attention d’abord\x02Défin" +
+	"ition\x02Ouvertes\x02Instances bloquées\x02En échec\x02Attente de la plu" +
+	"s ancienne disponible\x02Terminées, dernière heure\x02En échec, dernière" +
+	" heure\x02Aucune définition n’a encore d’occurrence.\x02Au %[1]s (%[2]s)" +
+	"\u202f; actualisé toutes les quelques secondes.\x02disponible depuis le " +
+	"%[1]s\x02Afficher toutes les définitions\x02Toutes les définitions\x02Ré" +
+	"ussites et échecs par tranche de 5 min, dernière heure\u202f: %[1]s\x02D" +
+	"ans la dernière heure\u202f: %[1]s, %[2]s. Le tableau qui suit le graphi" +
+	"que donne chaque tranche de 5\u00a0min.\x02terminée\x02en échec\x02Les c" +
+	"hiffres du graphique\x02Réussites et échecs par tranche de 5 min, les pl" +
+	"us anciennes d’abord\x02Tranche\x02Terminées\x02%[1]s–%[2]s\x02%[1]s" +
+	"\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%" +
+	"[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02" +
+	"%[1]d en échec\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s" +
+	"\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]" +
+	"s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv." +
+	"\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oc" +
+	"t.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jou" +
+	"r\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00" +
 	"\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e" +
 	"\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f" +
 	"\x02%[1]d secondes\x02%[1]d ms\x02Instance de processus %[1]s\x02Résumé" +
@@ -1713,4 +1713,4 @@ const frData string = "" + // Size: 25466 bytes
 	" les révisions accordées à leur consommateur.\x02Ils ne prennent que la " +
 	"révision %[1]d.\x02Ils ne prennent que les révisions %[1]s."
 
-	// Total table size 50503 bytes (49KiB); checksum: 2849F367
+	// Total table size 50501 bytes (49KiB); checksum: C7BAA5D9
