@@ -196,6 +196,7 @@ func (f *fixture) pages() []page {
 		{"definitions", "/console/definitions"},
 		{"definition", "/console/definitions/console_vault?from=1&to=2"},
 		{"definition-unserved", "/console/definitions/add_company_to_crm"},
+		{"definition-push-only", "/console/definitions/charge_card"},
 		{"workers", "/console/workers"},
 		{"workers-of-definition", "/console/workers?definition=console_vault"},
 		{"not-found", "/console/occurrences/00000000-0000-7000-8000-000000000000"},

@@ -127,6 +127,11 @@ func (f *fixture) expectations() map[string]expect {
 			texts: map[string][2]string{
 				"served-by": {"No worker serves this definition", "Aucun exécutant ne sert cette définition"},
 			}},
+		// Only push nodes use it: no worker is needed, so no warning.
+		"definition-push-only": {status: 200,
+			texts: map[string][2]string{
+				"served-by": {"No worker is connected for this definition; none of its occurrences waits for one.", "Aucun exécutant n’est connecté pour cette définition\u202f; aucune de ses occurrences n’en attend."},
+			}},
 		"workers": {status: 200,
 			texts: map[string][2]string{
 				"page-title":         {"Workers", "Exécutants"},

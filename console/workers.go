@@ -181,8 +181,18 @@ func (c *Console) workersServing(ctx context.Context, key string, operator bool)
 	}
 	s := servedBy{Count: n}
 	if n == 0 {
-		s.Warning = true
-		s.Text = T(ctx, "No worker serves this definition: its occurrences wait until one connects or polls.")
+		// A warning only when work waits for a worker: a definition only
+		// push nodes use never has any.
+		waits, err := c.eng.PullWorkWaits(ctx, key)
+		if err != nil {
+			return servedBy{}, err
+		}
+		if waits {
+			s.Warning = true
+			s.Text = T(ctx, "No worker serves this definition: its occurrences wait until one connects or polls.")
+		} else {
+			s.Text = T(ctx, "No worker is connected for this definition; none of its occurrences waits for one.")
+		}
 	} else {
 		s.Text = T(ctx, "Served by %d workers", n)
 		// Workers may take only some revisions: say which, so that a

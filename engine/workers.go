@@ -220,6 +220,13 @@ func (e *Engine) CountWorkers(ctx context.Context, definition string) (int, erro
 	return int(n), wrap("count workers", err)
 }
 
+// PullWorkWaits reports whether pull occurrences of definition are
+// available, waiting for a worker to take them.
+func (e *Engine) PullWorkWaits(ctx context.Context, definition string) (bool, error) {
+	waits, err := e.q.PullWorkWaits(ctx, definition)
+	return waits, wrap("pull work waits", err)
+}
+
 // pruneBatch bounds one pass over catalog rows that are no longer live.
 const pruneBatch = 100
 

@@ -284,7 +284,8 @@ var messageKeyToIndex = map[string]int{
 	"No revision yet: the Working copy has never been snapshotted.":          148,
 	"No service ever reserved this occurrence: it ended before any attempt.": 390,
 	"No service has reserved this occurrence yet.":                           387,
-	"No token.":                         570,
+	"No token.": 570,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 614,
 	"No worker is connected.":           604,
 	"No worker serves this definition.": 607,
 	"No worker serves this definition: its occurrences wait until one connects or polls.": 613,
@@ -384,7 +385,7 @@ var messageKeyToIndex = map[string]int{
 	"Revision":    152,
 	"Revision %d": 173,
 	"Revisions":   147,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 615,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 616,
 	"Revoke the %s token “%s”?": 573,
 	"Revoke the token":          575,
 	"Revoke token %d":           572,
@@ -398,7 +399,7 @@ var messageKeyToIndex = map[string]int{
 	"Search":                               544,
 	"Secret values can never be revealed.": 542,
 	"Sep":                                  260,
-	"Served by %d workers":                 614,
+	"Served by %d workers":                 615,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 25,
 	"Settled":              281,
 	"Settlement date":      468,
@@ -469,9 +470,9 @@ var messageKeyToIndex = map[string]int{
 	"The token was revoked.":                                                                                                      571,
 	"These revisions have the same contracts.":                                                                                    164,
 	"These settings are kept in this browser only.":                                                                               494,
-	"They take every revision their consumer is granted.":                                                                         616,
-	"They take revision %d only.":                                                                                                 617,
-	"They take revisions %s only.":                                                                                                618,
+	"They take every revision their consumer is granted.":                                                                         617,
+	"They take revision %d only.":                                                                                                 618,
+	"They take revisions %s only.":                                                                                                619,
 	"This contract has no inputs.":                                                                                                407,
 	"This contract has no outputs.":                                                                                               410,
 	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                         128,
@@ -660,7 +661,7 @@ var messageKeyToIndex = map[string]int{
 	"→ %s":                   531,
 }
 
-var enIndex = []uint32{ // 620 elements
+var enIndex = []uint32{ // 621 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x0000005a,
@@ -834,11 +835,12 @@ var enIndex = []uint32{ // 620 elements
 	0x00004c36, 0x00004c4e, 0x00004c64, 0x00004c70,
 	// Entry 260 - 27F
 	0x00004c92, 0x00004c99, 0x00004ca6, 0x00004cb7,
-	0x00004cde, 0x00004cee, 0x00004d42, 0x00004d7a,
-	0x00004dca, 0x00004dfe, 0x00004e1d, 0x00004e3d,
-} // Size: 2504 bytes
+	0x00004cde, 0x00004cee, 0x00004d42, 0x00004d95,
+	0x00004dcd, 0x00004e1d, 0x00004e51, 0x00004e70,
+	0x00004e90,
+} // Size: 2508 bytes
 
-const enData string = "" + // Size: 20029 bytes
+const enData string = "" + // Size: 20112 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every held instance…\x02Stop every running instance…\x02Stop every runni" +
@@ -1149,13 +1151,14 @@ const enData string = "" + // Size: 20029 bytes
 	"ng %[1]s\x02All workers\x02No worker serves this definition.\x02stream" +
 	"\x02long polling\x02Camunda 7 facade\x02every revision its consumer is g" +
 	"ranted\x02revisions %[1]s\x02No worker serves this definition: its occur" +
-	"rences wait until one connects or polls.\x14\x01\x81\x01\x00\x02\x17\x02" +
-	"Served by %[1]d worker\x00\x18\x02Served by %[1]d workers\x02Revisions t" +
-	"hey take: %[1]s; some take every revision their consumer is granted.\x02" +
-	"They take every revision their consumer is granted.\x02They take revisio" +
-	"n %[1]d only.\x02They take revisions %[1]s only."
+	"rences wait until one connects or polls.\x02No worker is connected for t" +
+	"his definition; none of its occurrences waits for one.\x14\x01\x81\x01" +
+	"\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d worker" +
+	"s\x02Revisions they take: %[1]s; some take every revision their consumer" +
+	" is granted.\x02They take every revision their consumer is granted.\x02T" +
+	"hey take revision %[1]d only.\x02They take revisions %[1]s only."
 
-var frIndex = []uint32{ // 620 elements
+var frIndex = []uint32{ // 621 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000079,
@@ -1329,11 +1332,12 @@ var frIndex = []uint32{ // 620 elements
 	0x000060c6, 0x000060ea, 0x00006104, 0x00006119,
 	// Entry 260 - 27F
 	0x00006145, 0x0000614a, 0x0000615f, 0x00006171,
-	0x000061a6, 0x000061b7, 0x0000622d, 0x0000626f,
-	0x000062e2, 0x00006326, 0x0000634e, 0x00006378,
-} // Size: 2504 bytes
+	0x000061a6, 0x000061b7, 0x0000622d, 0x00006294,
+	0x000062d6, 0x00006349, 0x0000638d, 0x000063b5,
+	0x000063df,
+} // Size: 2508 bytes
 
-const frData string = "" + // Size: 25464 bytes
+const frData string = "" + // Size: 25567 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances bloquées…\x02Abandonne" +
 	"r toutes les instances bloquées…\x02Arrêter toutes les instances bloquée" +
@@ -1706,11 +1710,13 @@ const frData string = "" + // Size: 25464 bytes
 	"cette définition.\x02flux\x02interrogation longue\x02façade Camunda 7" +
 	"\x02toutes les révisions accordées à son consommateur\x02révisions %[1]s" +
 	"\x02Aucun exécutant ne sert cette définition\u202f: ses occurrences atte" +
-	"ndent qu’un exécutant se connecte ou interroge.\x14\x01\x81\x01\x00\x02" +
-	"\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécutant" +
-	"s\x02Révisions prises en charge\u202f: %[1]s\u202f; certains prennent to" +
-	"utes les révisions accordées à leur consommateur.\x02Ils prennent toutes" +
-	" les révisions accordées à leur consommateur.\x02Ils ne prennent que la " +
-	"révision %[1]d.\x02Ils ne prennent que les révisions %[1]s."
+	"ndent qu’un exécutant se connecte ou interroge.\x02Aucun exécutant n’est" +
+	" connecté pour cette définition\u202f; aucune de ses occurrences n’en at" +
+	"tend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d" +
+	"\x02Servie par %[1]d exécutants\x02Révisions prises en charge\u202f: %[1" +
+	"]s\u202f; certains prennent toutes les révisions accordées à leur consom" +
+	"mateur.\x02Ils prennent toutes les révisions accordées à leur consommate" +
+	"ur.\x02Ils ne prennent que la révision %[1]d.\x02Ils ne prennent que les" +
+	" révisions %[1]s."
 
-	// Total table size 50501 bytes (49KiB); checksum: C7BAA5D9
+	// Total table size 50695 bytes (49KiB); checksum: 1A3DB1F6

@@ -59,3 +59,12 @@ where id in (
     limit @max
     for update skip locked)
 returning id, consumer_id, worker_id, protocol, replica;
+
+-- name: PullWorkWaits :one
+-- Whether pull occurrences of a definition wait for a worker, from the
+-- claim's own index (occurrences_ready): a definition only push nodes use
+-- has none, and needs no worker.
+select exists (
+    select 1 from occurrences
+    where mode = 'pull' and definition_key = @definition_key and status = 'available'
+)::boolean;

@@ -13,6 +13,23 @@ import (
 	"github.com/google/uuid"
 )
 
+const pullWorkWaits = `-- name: PullWorkWaits :one
+select exists (
+    select 1 from occurrences
+    where mode = 'pull' and definition_key = $1 and status = 'available'
+)::boolean
+`
+
+// Whether pull occurrences of a definition wait for a worker, from the
+// claim's own index (occurrences_ready): a definition only push nodes use
+// has none, and needs no worker.
+func (q *Queries) PullWorkWaits(ctx context.Context, definitionKey string) (bool, error) {
+	row := q.db.QueryRow(ctx, pullWorkWaits, definitionKey)
+	var column_1 bool
+	err := row.Scan(&column_1)
+	return column_1, err
+}
+
 const workerCountLive = `-- name: WorkerCountLive :one
 select count(*)::integer from workers
 where live_until > coalesce($1::timestamptz, now()) and $2::text = any(definition_keys)
