@@ -96,6 +96,10 @@ type PushResult struct {
 	Outputs   json.RawMessage
 	ErrorCode string
 	Message   string
+	// Took is how long the call took, for the log line of a call whose
+	// outputs are refused here (every other failure is logged by the
+	// runner, which has it at hand).
+	Took time.Duration
 }
 
 // SettlePush records the result of a push call made for attempt. Valid
@@ -151,7 +155,7 @@ func (e *Engine) SettlePush(ctx context.Context, id uuid.UUID, attempt int, res 
 		return r.complete(o, rev, outputs, canonicalOutputs(outputs), route)
 	})
 	if err == nil && rejected != "" {
-		e.logger.Warn("push call failed", "occurrence", id, "destination", rejected, "code", "invalid_outputs")
+		e.logger.Warn("push call failed", "occurrence", id, "destination", rejected, "code", "invalid_outputs", "took", res.Took.Round(time.Millisecond))
 	}
 	return wrap("settle push", err)
 }

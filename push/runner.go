@@ -175,6 +175,7 @@ func (r *Runner) start(ctx context.Context, c engine.PushCall, done func()) {
 		}()
 		started := time.Now()
 		res := r.call(callCtx, c, budget)
+		res.Took = time.Since(started)
 		r.latency.WithLabelValues(c.Destination, outcomeOf(res.ErrorCode)).Observe(time.Since(started).Seconds())
 		result := res.ErrorCode
 		if result == "" {
