@@ -78,10 +78,14 @@ func TestDestinations(t *testing.T) {
 		t.Errorf("same put: %v, want unchanged", d["change"])
 	}
 	body["max_timeout"] = "PT3S"
-	if d := env.Must(200, "PUT", "/api/v1/destinations/scoring?dry_run=true", env.Admin, body).JSON(t); d["change"] != "updated" || d["max_timeout"] != "PT5S" {
-		t.Errorf("dry run: %v, want updated, nothing changed", d)
+	// A dry run shows what the put would store, and stores nothing.
+	if d := env.Must(200, "PUT", "/api/v1/destinations/scoring?dry_run=true", env.Admin, body).JSON(t); d["change"] != "updated" || d["max_timeout"] != "PT3S" {
+		t.Errorf("dry run: %v, want updated to PT3S", d)
 	}
 	got := env.Must(200, "GET", "/api/v1/destinations/scoring", env.Admin, nil)
+	if got.JSON(t)["max_timeout"] != "PT5S" {
+		t.Errorf("after the dry run: %s, want PT5S still", got.Body)
+	}
 	if strings.Contains(string(got.Body), "s3cret") || fmt.Sprint(got.JSON(t)["header_names"]) != "[Authorization]" {
 		t.Errorf("GET destination = %s, want header names only", got.Body)
 	}
