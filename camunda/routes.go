@@ -2,6 +2,7 @@ package camunda
 
 import (
 	"fmt"
+	"io"
 	"mime"
 	"net/http"
 
@@ -61,15 +62,15 @@ func (f *Facade) jsonBodies(next http.Handler) http.Handler {
 			return
 		}
 		ct := r.Header.Get("Content-Type")
-		if ct == "" {
-			// Whether there is a body is known once it is read: a chunked
-			// request may carry none.
-			body, err := httpjson.ReadBody(w, r, f.body)
-			if err != nil {
-				f.writeError(w, r, err)
+		if ct == "" && r.ContentLength <= 0 {
+			// A chunked request (length -1) may carry no body: one byte
+			// read says.
+			var one [1]byte
+			if r.ContentLength == 0 || r.Body == nil {
+				next.ServeHTTP(w, r)
 				return
 			}
-			if len(body) == 0 {
+			if n, _ := io.ReadFull(r.Body, one[:]); n == 0 {
 				r.Body = http.NoBody
 				next.ServeHTTP(w, r)
 				return

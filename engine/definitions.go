@@ -109,7 +109,10 @@ func (e *Engine) CheckWorking(ctx context.Context, key string, document []byte) 
 	if created {
 		d = Definition{Key: key, CreatedAt: now}
 	}
-	d.Working, d.WorkingDigest, d.UpdatedAt = w, w.Digest(), now
+	if created || d.WorkingDigest != w.Digest() {
+		d.UpdatedAt = now // a save of the same Working leaves it
+	}
+	d.Working, d.WorkingDigest = w, w.Digest()
 	return d, created, nil
 }
 

@@ -255,6 +255,13 @@ func (e *Engine) PutDestination(ctx context.Context, spec DestinationSpec, dryRu
 				return nil
 			}
 		}
+		if len(v.headers) > 0 || v.query != "" {
+			// Before the dry run's answer: a put this replica cannot seal
+			// is refused by the dry run too.
+			if err := e.sealable(); err != nil {
+				return err
+			}
+		}
 		if dryRun {
 			// What the put would store, so that a dry run shows a header
 			// the new spec drops or a changed URL, not what is stored now.
@@ -271,11 +278,6 @@ func (e *Engine) PutDestination(ctx context.Context, spec DestinationSpec, dryRu
 			return nil
 		}
 		var sealed, sealedQuery []byte
-		if len(v.headers) > 0 || v.query != "" {
-			if err := e.sealable(); err != nil {
-				return err
-			}
-		}
 		if len(v.headers) > 0 {
 			plain, _ := json.Marshal(v.headers)
 			sealed = e.keys.Seal(plain, []byte(aadDestinationHeaders(v.Name)))

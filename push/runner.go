@@ -176,7 +176,7 @@ func (r *Runner) start(ctx context.Context, c engine.PushCall, done func()) {
 		started := time.Now()
 		res := r.call(callCtx, c, budget)
 		res.Took = time.Since(started)
-		r.latency.WithLabelValues(c.Destination, outcomeOf(res.ErrorCode)).Observe(time.Since(started).Seconds())
+		r.latency.WithLabelValues(c.Destination, outcomeOf(res.ErrorCode)).Observe(res.Took.Seconds())
 		result := res.ErrorCode
 		if result == "" {
 			result = "ok"
@@ -191,7 +191,7 @@ func (r *Runner) start(ctx context.Context, c engine.PushCall, done func()) {
 				level = slog.LevelInfo
 			}
 			r.logger.Log(ctx, level, "push call failed", "occurrence", c.ID, "destination", c.Destination, "code", res.ErrorCode,
-				"took", time.Since(started).Round(time.Millisecond))
+				"took", res.Took.Round(time.Millisecond))
 		}
 		// Settlement gets its own short context: the call's may be spent.
 		sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)

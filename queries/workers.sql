@@ -62,9 +62,11 @@ returning id, consumer_id, worker_id, protocol, replica;
 
 -- name: PullWorkWaits :one
 -- Whether pull occurrences of a definition wait for a worker, from the
--- claim's own index (occurrences_ready): a definition only push nodes use
--- has none, and needs no worker.
+-- claim's own indexes: available ones, and reserved ones, which with no
+-- worker connected are held by a worker that is gone (the claim takes
+-- them back once their lock lapses). A definition only push nodes use has
+-- none, and needs no worker.
 select exists (
     select 1 from occurrences
-    where mode = 'pull' and definition_key = @definition_key and status = 'available'
+    where mode = 'pull' and definition_key = @definition_key and status in ('available', 'reserved')
 )::boolean;

@@ -16,13 +16,15 @@ import (
 const pullWorkWaits = `-- name: PullWorkWaits :one
 select exists (
     select 1 from occurrences
-    where mode = 'pull' and definition_key = $1 and status = 'available'
+    where mode = 'pull' and definition_key = $1 and status in ('available', 'reserved')
 )::boolean
 `
 
 // Whether pull occurrences of a definition wait for a worker, from the
-// claim's own index (occurrences_ready): a definition only push nodes use
-// has none, and needs no worker.
+// claim's own indexes: available ones, and reserved ones, which with no
+// worker connected are held by a worker that is gone (the claim takes
+// them back once their lock lapses). A definition only push nodes use has
+// none, and needs no worker.
 func (q *Queries) PullWorkWaits(ctx context.Context, definitionKey string) (bool, error) {
 	row := q.db.QueryRow(ctx, pullWorkWaits, definitionKey)
 	var column_1 bool

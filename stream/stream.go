@@ -231,6 +231,11 @@ func pointer(parts ...any) string {
 // settle token is accepted where settleToken is set (complete and fail),
 // for its own occurrence only.
 func (s *Service) ref(ctx context.Context, h http.Header, occurrence, workerID string, settleToken bool) (engine.WorkerRef, error) {
+	if occurrence == "" {
+		// Protobuf drops a misspelt field silently: say what is missing
+		// rather than look up an empty id (or blame a settle token).
+		return engine.WorkerRef{}, required("/occurrence_id")
+	}
 	id, err := uuid.Parse(occurrence)
 	if token, ok := bearer(h); ok && settleToken && engine.IsSettleToken(token) {
 		scope, serr := s.eng.AuthenticateSettleToken(ctx, token)
@@ -251,11 +256,6 @@ func (s *Service) ref(ctx context.Context, h http.Header, occurrence, workerID s
 	p, _, err2 := s.consumer(ctx, h)
 	if err2 != nil {
 		return engine.WorkerRef{}, err2
-	}
-	if occurrence == "" {
-		// Protobuf drops a misspelt field silently: say what is missing
-		// rather than look up an empty id.
-		return engine.WorkerRef{}, required("/occurrence_id")
 	}
 	if err != nil {
 		return engine.WorkerRef{}, fault.New(fault.NotFound, "not_found", "occurrence %q not found", occurrence)
