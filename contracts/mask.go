@@ -4,12 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/relais/relais/internal/jsontree"
 )
@@ -454,96 +454,177 @@ func sortLongestFirst(s []string) {
 }
 
 // Scrub replaces every occurrence of each protected string in message with
-// "[redacted]". Longer strings are tried first, so that a secret containing
-// another is redacted whole rather than leaving a recognisable remainder.
+// "[redacted]", as written or as a service quotes it: escaped inside a JSON
+// string (Python's json.dumps writes é as \u00e9, Go's escapes < as
+// \u003c, Gson = as \u003d, PHP / as \/) or percent-encoded in a URL.
+// Longer strings are tried first, so that a secret containing another is
+// redacted whole rather than leaving a recognisable remainder.
 func Scrub(message string, protected []string) string {
 	ps := make([]string, 0, len(protected))
 	seen := map[string]bool{}
 	for _, p := range protected {
-		if p == "" {
-			continue
-		}
-		for _, form := range spellings(p) {
-			if !seen[form] {
-				seen[form] = true
-				ps = append(ps, form)
-			}
+		if p != "" && !seen[p] {
+			seen[p] = true
+			ps = append(ps, p)
 		}
 	}
 	if len(ps) == 0 {
 		return message
 	}
 	sortLongestFirst(ps)
-	pairs := make([]string, 0, 2*len(ps))
-	for _, p := range ps {
-		pairs = append(pairs, p, Redacted)
+	spans := matches(message, ps, nil)
+	if d := decode(message); d.text != message {
+		spans = append(spans, matches(d.text, ps, d.from)...)
 	}
-	// strings.Replacer tries the old strings in argument order at each
-	// position, which gives longest-first matching here.
-	return strings.NewReplacer(pairs...).Replace(message)
+	if len(spans) == 0 {
+		return message
+	}
+	slices.SortFunc(spans, func(a, b span) int { return a.start - b.start })
+	var out strings.Builder
+	at := 0
+	for i := 0; i < len(spans); {
+		cur := spans[i]
+		// Overlapping matches (a secret inside another, a raw and a
+		// decoded one) are one redaction.
+		for i++; i < len(spans) && spans[i].start < cur.end; i++ {
+			cur.end = max(cur.end, spans[i].end)
+		}
+		out.WriteString(message[at:cur.start])
+		out.WriteString(Redacted)
+		at = cur.end
+	}
+	out.WriteString(message[at:])
+	return out.String()
 }
 
-// spellings are the forms of p a message quotes it in when the service
-// that wrote the message escaped it: inside a JSON string (Python's
-// json.dumps writes non-ASCII as \u00e9, Go's escapes <, > and &, PHP's
-// escapes /), or in a URL (percent-encoded). Matching p alone would let
-// any of them through unscrubbed.
-func spellings(p string) []string {
-	forms := []string{p}
-	add := func(f string) {
-		if f != "" && !slices.Contains(forms, f) {
-			forms = append(forms, f)
+// span is a range of bytes of a message.
+type span struct{ start, end int }
+
+// matches finds each p of ps (longest first) in text, without overlap, as
+// spans of the message: from maps a byte of text to the span of message
+// it was decoded from (nil when text is the message).
+func matches(text string, ps []string, from []span) []span {
+	var out []span
+	taken := make([]bool, len(text))
+	for _, p := range ps {
+		for i := 0; i+len(p) <= len(text); {
+			j := strings.Index(text[i:], p)
+			if j < 0 {
+				break
+			}
+			j += i
+			if slices.Contains(taken[j:j+len(p)], true) {
+				i = j + 1
+				continue
+			}
+			for k := j; k < j+len(p); k++ {
+				taken[k] = true
+			}
+			if from == nil {
+				out = append(out, span{j, j + len(p)})
+			} else {
+				out = append(out, span{from[j].start, from[j+len(p)-1].end})
+			}
+			i = j + len(p)
 		}
 	}
-	goJSON, _ := json.Marshal(p)
-	for _, f := range []string{jsonEscaped(p, false, false), jsonEscaped(p, true, false), jsonEscaped(p, true, true), string(goJSON[1 : len(goJSON)-1])} {
-		add(f)
-		add(strings.ReplaceAll(f, "/", `\/`))
-	}
-	add(url.QueryEscape(p))
-	add(url.PathEscape(p))
-	return forms
+	return out
 }
 
-// jsonEscaped is p as the inside of a JSON string: quote, backslash and
-// control characters escaped, and, when ascii, every other non-ASCII rune
-// as \uXXXX (a surrogate pair above U+FFFF), in upper-case hex when upper.
-func jsonEscaped(p string, ascii, upper bool) string {
-	hex := "0123456789abcdef"
-	if upper {
-		hex = "0123456789ABCDEF"
+// decoded is a message with its escapes decoded, each byte with the span
+// of the message it came from.
+type decoded struct {
+	text string
+	from []span
+}
+
+// decode undoes the escapes a service may quote a value with: JSON's
+// \uXXXX (any case, surrogate pairs joined), \" \\ \/ \b \f \n \r \t, and
+// URLs' %XX (any case). Anything else, a malformed escape included, is
+// kept as it is.
+func decode(message string) decoded {
+	if !strings.ContainsAny(message, `\%`) {
+		return decoded{text: message}
 	}
 	var b strings.Builder
-	u := func(r rune) {
-		b.WriteString(`\u`)
-		for shift := 12; shift >= 0; shift -= 4 {
-			b.WriteByte(hex[(r>>shift)&0xf])
+	from := make([]span, 0, len(message))
+	emit := func(s string, start, end int) {
+		b.WriteString(s)
+		for range len(s) {
+			from = append(from, span{start, end})
 		}
 	}
-	for _, r := range p {
+	for i := 0; i < len(message); {
+		c := message[i]
 		switch {
-		case r == '"' || r == '\\':
-			b.WriteByte('\\')
-			b.WriteRune(r)
-		case r == '\n':
-			b.WriteString(`\n`)
-		case r == '\r':
-			b.WriteString(`\r`)
-		case r == '\t':
-			b.WriteString(`\t`)
-		case r < 0x20:
-			u(r)
-		case ascii && r > 0x7f && r <= 0xffff:
-			u(r)
-		case ascii && r > 0xffff:
-			hi, lo := utf16.EncodeRune(r)
-			u(hi)
-			u(lo)
-		default:
-			b.WriteRune(r)
+		case c == '\\' && i+5 < len(message) && message[i+1] == 'u':
+			r, ok := hex4(message[i+2:])
+			n := 6
+			if ok && utf16.IsSurrogate(r) {
+				lo, lok := rune(0), false
+				if i+11 < len(message) && message[i+6] == '\\' && message[i+7] == 'u' {
+					lo, lok = hex4(message[i+8:])
+				}
+				if r2 := utf16.DecodeRune(r, lo); lok && r2 != utf8.RuneError {
+					r, n = r2, 12
+				} else {
+					ok = false
+				}
+			}
+			if ok {
+				emit(string(r), i, i+n)
+				i += n
+				continue
+			}
+		case c == '\\' && i+1 < len(message):
+			if d, ok := jsonEscapes[message[i+1]]; ok {
+				emit(string(d), i, i+2)
+				i += 2
+				continue
+			}
+		case c == '%' && i+2 < len(message):
+			if h, ok := hexByte(message[i+1], message[i+2]); ok {
+				emit(string([]byte{h}), i, i+3)
+				i += 3
+				continue
+			}
 		}
+		emit(message[i:i+1], i, i+1)
+		i++
 	}
-	return b.String()
+	return decoded{text: b.String(), from: from}
+}
+
+// jsonEscapes are JSON's two-character escapes, by their second character.
+var jsonEscapes = map[byte]byte{'"': '"', '\\': '\\', '/': '/', 'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t'}
+
+// hex4 reads four hex digits (any case) at the start of s.
+func hex4(s string) (rune, bool) {
+	if len(s) < 4 {
+		return 0, false
+	}
+	hi, ok1 := hexByte(s[0], s[1])
+	lo, ok2 := hexByte(s[2], s[3])
+	return rune(hi)<<8 | rune(lo), ok1 && ok2
+}
+
+// hexByte reads two hex digits (any case).
+func hexByte(a, b byte) (byte, bool) {
+	x, ok1 := hexDigit(a)
+	y, ok2 := hexDigit(b)
+	return x<<4 | y, ok1 && ok2
+}
+
+func hexDigit(c byte) (byte, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0', true
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10, true
+	case 'A' <= c && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
 }
 
 // FieldPointer checks that pointer addresses a declared field that a

@@ -260,4 +260,27 @@ func TestScrubCatchesEscapedSpellings(t *testing.T) {
 	if got := Scrub(`astral \ud83d\ude00 here`, []string{"😀"}); got != "astral [redacted] here" {
 		t.Errorf("an astral rune as a surrogate pair: %s", got)
 	}
+	// Other encoders' habits: Gson (= ' as \u003d \u0027), .NET (+ as
+	// \u002B), Python (DEL as \u007f, \b \f), lower-case percent-encoding,
+	// Python's quote() leaving / alone.
+	b64 := "c2VjcmV0+/K=="
+	for _, msg := range []string{
+		`{"k":"c2VjcmV0\u002B\/K\u003d\u003D"}`,
+		`{"k":"c2VjcmV0+\/K\u003d="}`,
+		`cb?k=c2VjcmV0%2b%2fK%3d%3D`,
+		`cb?k=c2VjcmV0%2B/K%3D%3D`,
+	} {
+		if got := Scrub(msg, []string{b64}); strings.Contains(got, "c2VjcmV0") {
+			t.Errorf("Scrub(%s) = %s: the base64 value is left", msg, got)
+		}
+	}
+	if got := Scrub(`"a\u007fb\bc\fd"`, []string{"a\x7fb\bc\fd"}); got != `"[redacted]"` {
+		t.Errorf("control characters escaped: %s", got)
+	}
+	// Escapes that are not the value, or not escapes, are left alone.
+	for _, msg := range []string{`100% done \u12 %zz \q`, `{"other":"\u00e9t\u00e9"}`} {
+		if got := Scrub(msg, []string{"secret"}); got != msg {
+			t.Errorf("Scrub(%s) = %s, want it unchanged", msg, got)
+		}
+	}
 }

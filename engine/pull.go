@@ -638,7 +638,16 @@ func scrubMessage(message string, protected []string) string {
 	// have neither.
 	message = strings.ReplaceAll(strings.ToValidUTF8(message, "?"), "\x00", "?")
 	// Scrub before truncating, so no protected value is cut in half and
-	// left as a prefix.
+	// left as a prefix; but not a whole destination body: a value that
+	// starts within the bound ends within six bytes per byte of it (\u0041
+	// spells A), and the rest is cut anyway.
+	longest := 0
+	for _, p := range protected {
+		longest = max(longest, len(p))
+	}
+	if bound := maxErrorMessage + 1 + 6*longest; len(message) > bound {
+		message = message[:bound]
+	}
 	message = contracts.Scrub(message, protected)
 	if len(message) > maxErrorMessage {
 		// Cut on a character boundary (the column holds UTF-8 text), the
