@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"slices"
 	"strings"
 	"time"
 
@@ -22,6 +23,9 @@ type Client struct {
 	URL   string
 	Token string
 	HTTP  *http.Client
+	// checksWorking is whether the server checks a Working without storing
+	// it (read once from its OpenAPI document): nil until known.
+	checksWorking *bool
 }
 
 // Result is what applying (or planning) one document did.
@@ -209,8 +213,14 @@ func (c *Client) definition(ctx context.Context, d Document, dryRun bool) (Resul
 	}
 	planned, err := c.expect(d, Result{Doc: d, Action: action, Detail: fmt.Sprintf("revision %d", next)}, next)
 	if dryRun && err == nil {
-		// The server's own checks (the key, the body's size), nothing stored.
-		_, err = c.call(ctx, "PUT", base+"/working?dry_run=true", d.Body, nil)
+		// The server's own checks (the key, the body's size), nothing
+		// stored; a server older than this client would store the Working.
+		var checks bool
+		if checks, err = c.serverChecksWorking(ctx); checks {
+			_, err = c.call(ctx, "PUT", base+"/working?dry_run=true", d.Body, nil)
+		} else if err == nil {
+			planned.Detail += ", not checked by the server (older than this client)"
+		}
 	}
 	if dryRun || err != nil {
 		// A declared revision the document would not become is refused
@@ -227,6 +237,36 @@ func (c *Client) definition(ctx context.Context, d Document, dryRun bool) (Resul
 		return Result{}, err
 	}
 	return c.expect(d, Result{Doc: d, Action: action, Detail: fmt.Sprintf("revision %d", snap.Revision)}, snap.Revision)
+}
+
+// serverChecksWorking reports whether the server takes PUT
+// /definitions/{key}/working?dry_run=true, from its OpenAPI document: a
+// server that predates it ignores the parameter and stores the Working.
+func (c *Client) serverChecksWorking(ctx context.Context) (bool, error) {
+	if c.checksWorking != nil {
+		return *c.checksWorking, nil
+	}
+	type parameter struct {
+		Name string `json:"name"`
+	}
+	var doc struct {
+		// A path item holds operations and, beside them, its parameters.
+		Paths map[string]map[string]json.RawMessage `json:"paths"`
+	}
+	if _, err := c.call(ctx, "GET", "/api/v1/openapi.json", nil, &doc); err != nil {
+		return false, err
+	}
+	var put struct {
+		Parameters []parameter `json:"parameters"`
+	}
+	if raw := doc.Paths["/api/v1/definitions/{key}/working"]["put"]; raw != nil {
+		if err := json.Unmarshal(raw, &put); err != nil {
+			return false, fmt.Errorf("the server's OpenAPI document: %w", err)
+		}
+	}
+	checks := slices.ContainsFunc(put.Parameters, func(p parameter) bool { return p.Name == "dry_run" })
+	c.checksWorking = &checks
+	return checks, nil
 }
 
 // expect checks a Definition's declared revision against the one it is (or

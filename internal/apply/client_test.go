@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/relais/relais/engine"
@@ -221,5 +224,35 @@ func TestReapplyingAnOlderProcessSaysWhichVersionStartsRun(t *testing.T) {
 	}
 	if len(results) != 3 || !strings.Contains(results[2], "unchanged (version 1; starts without a version run version 2, the latest)") {
 		t.Errorf("results %q, want the third to say version 1 is unchanged and version 2 runs", results)
+	}
+}
+
+// TestDryRunAgainstAnOlderServerWritesNothing: a server whose OpenAPI
+// document has no dry_run on PUT .../working would store the Working the
+// dry run sends, so the dry run does not send it, and says it went
+// unchecked.
+func TestDryRunAgainstAnOlderServerWritesNothing(t *testing.T) {
+	t.Parallel()
+	var writes atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.Method != http.MethodGet:
+			writes.Add(1)
+			w.WriteHeader(http.StatusOK)
+		case r.URL.Path == "/api/v1/openapi.json":
+			fmt.Fprint(w, `{"paths":{"/api/v1/definitions/{key}/working":{"parameters":[{"name":"key"}],"put":{"parameters":[]}}}}`)
+		default:
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.WriteHeader(http.StatusNotFound)
+			fmt.Fprint(w, `{"code":"not_found","detail":"definition not found","status":404}`)
+		}
+	}))
+	defer srv.Close()
+	c := &apply.Client{URL: srv.URL, Token: "t"}
+	body := map[string]any{"name": "Old", "inputs": map[string]any{"fields": []any{}}, "outputs": map[string]any{"fields": []any{}}}
+	var results []string
+	p := c.Apply(context.Background(), []apply.Document{{File: "d.yaml", Kind: apply.KindDefinition, ID: "old_server", Body: body}}, true, func(r apply.Result) { results = append(results, r.String()) })
+	if writes.Load() != 0 || len(p) != 0 || len(results) != 1 || !strings.Contains(results[0], "not checked by the server") {
+		t.Errorf("dry run against an older server: %d writes, results %q, problems %v", writes.Load(), results, p)
 	}
 }
