@@ -99,6 +99,10 @@ const (
 	FormatUUID = "uuid"
 )
 
+// typeNames are the field types, as a designer writes them.
+var typeNames = []string{string(TypeText), string(TypeInteger), string(TypeNumber), string(TypeBoolean), string(TypeDate),
+	string(TypeDatetime), string(TypeChoice), string(TypeObject), string(TypeList)}
+
 func validType(t Type) bool {
 	switch t {
 	case TypeText, TypeInteger, TypeNumber, TypeBoolean, TypeDate, TypeDatetime, TypeChoice, TypeObject, TypeList:

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/relais/relais/internal/jsontree"
+	"github.com/relais/relais/internal/suggest"
 )
 
 // MaxDepth is the deepest field nesting a contract may declare. Top-level
@@ -320,7 +321,7 @@ func (p *parser) field(n *jsontree.Node, path string, parent Classification, dep
 		if validType(Type(t)) {
 			f.Type = Type(t)
 		} else {
-			p.add(jsontree.Pointer(path, "type"), "unknown type %q", t)
+			p.add(jsontree.Pointer(path, "type"), "unknown type %q%s; the types are %s", t, suggest.Hint(t, typeNames), strings.Join(typeNames, ", "))
 		}
 	} else if v, present := n.Get("type"); !present || v.Kind == jsontree.Null {
 		p.add(jsontree.Pointer(path, "type"), "type is required")

@@ -7,6 +7,7 @@ import (
 
 	"github.com/relais/relais/contracts"
 	"github.com/relais/relais/internal/jsontree"
+	"github.com/relais/relais/internal/suggest"
 )
 
 // Source path roots.
@@ -67,7 +68,7 @@ func (k *checker) bindings(name string, n *Node, w contracts.Working) {
 		bat := jsontree.Pointer(at, target)
 		tf, ok := findField(w.Inputs.Fields, target)
 		if !ok {
-			k.add(bat, "%q is not an input of %s@%d", target, n.Definition, n.Revision)
+			k.add(bat, "%q is not an input of %s@%d%s", target, n.Definition, n.Revision, suggest.Hint(target, fieldNames(w.Inputs.Fields)))
 			continue
 		}
 		switch {
@@ -195,7 +196,7 @@ func (k *checker) source(node, from string) (src source, problem string, ok bool
 		n, known := k.p.Nodes[up]
 		switch {
 		case !known || n == nil:
-			return src, fmt.Sprintf("source %q names unknown node %q", from, up), false
+			return src, fmt.Sprintf("source %q names unknown node %q%s", from, up, suggest.Hint(up, sortedKeys(k.p.Nodes))), false
 		case up == node:
 			return src, fmt.Sprintf("source %q: a node cannot read its own %s", from, what), false
 		case n.Kind != KindPull && n.Kind != KindPush:
@@ -266,7 +267,7 @@ func walk(fields []contracts.Field, path []string, from string) (source, string,
 		}
 		f, ok := findField(fields, seg)
 		if !ok {
-			return source{}, fmt.Sprintf("unknown source %q: no field %q", from, seg), false
+			return source{}, fmt.Sprintf("unknown source %q: no field %q%s", from, seg, suggest.Hint(seg, fieldNames(fields))), false
 		}
 		src.field = f
 		src.rank = max(src.rank, f.Classification.Rank())
@@ -344,4 +345,13 @@ func assign(s, t contracts.Field, sRank, tRank int, where string, top bool) []st
 		mismatch()
 	}
 	return out
+}
+
+// fieldNames are the names of fields, for a suggestion.
+func fieldNames(fields []contracts.Field) []string {
+	names := make([]string, len(fields))
+	for i, f := range fields {
+		names[i] = f.Name
+	}
+	return names
 }

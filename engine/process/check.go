@@ -8,6 +8,7 @@ import (
 	"github.com/relais/relais/contracts"
 	"github.com/relais/relais/internal/isoduration"
 	"github.com/relais/relais/internal/jsontree"
+	"github.com/relais/relais/internal/suggest"
 )
 
 // Check statically checks a parsed process version against the pinned
@@ -41,7 +42,7 @@ func Check(p *Process, r Resolver, lim Limits) []contracts.Violation {
 	sort.Strings(k.names)
 
 	if !k.known(p.Start) {
-		k.add("/start", "start names unknown node %q", p.Start)
+		k.add("/start", "start names unknown node %q%s", p.Start, suggest.Hint(p.Start, k.names))
 	} else {
 		k.startOK = true
 	}
@@ -141,11 +142,11 @@ func (k *checker) task(at, name string, n *Node) {
 		k.add(at, "%s node needs next or routes", n.Kind)
 	}
 	if n.Next != "" && !k.known(n.Next) {
-		k.add(jsontree.Pointer(at, "next"), "next names unknown node %q%s", n.Next, holdHint(n.Next))
+		k.add(jsontree.Pointer(at, "next"), "next names unknown node %q%s", n.Next, k.hint(n.Next))
 	}
 	for _, route := range sortedKeys(n.Routes) {
 		if target := n.Routes[route]; !k.known(target) {
-			k.add(jsontree.Pointer(at, "routes", route), "route %q names unknown node %q%s", route, target, holdHint(target))
+			k.add(jsontree.Pointer(at, "routes", route), "route %q names unknown node %q%s", route, target, k.hint(target))
 		}
 	}
 	k.onError(at, name, n.OnError)
@@ -172,11 +173,13 @@ func (k *checker) task(at, name string, n *Node) {
 }
 
 // holdHint explains why hold is unknown where a node is expected.
-func holdHint(target string) string {
+// hint says what an unknown next or route target may have meant: hold
+// is for on_error only, else the node whose name is closest.
+func (k *checker) hint(target string) string {
 	if target == Hold {
 		return " (hold is an on_error target only)"
 	}
-	return ""
+	return suggest.Hint(target, k.names)
 }
 
 // onError checks every on_error target: a known node other than the node
@@ -190,7 +193,7 @@ func (k *checker) onError(at, name string, o OnError) {
 		case t == name:
 			k.add(tat, "on_error must not point at the node itself")
 		case !k.known(t):
-			k.add(tat, "on_error names unknown node %q", t)
+			k.add(tat, "on_error names unknown node %q%s", t, suggest.Hint(t, k.names))
 		}
 	}
 	if o.Codes == nil {

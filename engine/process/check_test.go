@@ -30,6 +30,15 @@ func TestCheckDocument(t *testing.T) {
 				{"/nodes/charge", `node "charge" is not reachable from start`}}},
 		{"route names unknown node", validDoc, func(m map[string]any) { sub(node(m, "crm"), "routes")["existing"] = "nowhere" },
 			nil, []want{{"/nodes/crm/routes/existing", `route "existing" names unknown node "nowhere"`}}},
+		// A misspelt name gets the closest one as a suggestion.
+		{"route names a misspelt node", validDoc, func(m map[string]any) { sub(node(m, "crm"), "routes")["existing"] = "socre" },
+			nil, []want{{"/nodes/crm/routes/existing", `route "existing" names unknown node "socre" (did you mean "score"?)`}}},
+		{"binding to a misspelt input", validDoc, func(m map[string]any) {
+			sub(node(m, "crm"), "inputs")["contry"] = map[string]any{"value": "FR"}
+		}, nil, []want{{"/nodes/crm/inputs/contry", `"contry" is not an input of add_company_to_crm@2 (did you mean "country"?)`}}},
+		{"source with a misspelt field", validDoc, func(m map[string]any) {
+			sub(node(m, "crm"), "inputs")["company_name"] = map[string]any{"from": "input.company.nmae"}
+		}, nil, []want{{"/nodes/crm/inputs/company_name/from", `unknown source "input.company.nmae": no field "nmae" (did you mean "name"?)`}}},
 		{"on_error names unknown node", validDoc, func(m map[string]any) { node(m, "crm")["on_error"] = "nowhere" },
 			nil, []want{{"/nodes/crm/on_error", `on_error names unknown node "nowhere"`}}},
 		{"on_error points at itself", validDoc, func(m map[string]any) { node(m, "crm")["on_error"] = "crm" },

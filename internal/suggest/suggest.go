@@ -1,0 +1,52 @@
+// Package suggest finds the name a misspelt one most likely meant, for
+// error messages that answer "did you mean …?".
+package suggest
+
+import "fmt"
+
+// Hint returns ` (did you mean "x"?)` for the candidate closest to name,
+// when it is close enough to be a typo of it: at most two edits (a swap of
+// two neighbours is one) and fewer than half of name's length. Otherwise
+// it returns "". Ties go to the earlier candidate.
+func Hint(name string, candidates []string) string {
+	best, bestD := "", 0
+	for _, c := range candidates {
+		if c == name {
+			return ""
+		}
+		d := distance(name, c)
+		if d <= 2 && 2*d < len([]rune(name)) && (best == "" || d < bestD) {
+			best, bestD = c, d
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (did you mean %q?)", best)
+}
+
+// distance is the optimal string alignment distance between a and b, in
+// runes: insertions, deletions, substitutions and swaps of neighbours.
+func distance(a, b string) int {
+	x, y := []rune(a), []rune(b)
+	// Three rows of the table: two back for swaps.
+	prev2, prev, cur := make([]int, len(y)+1), make([]int, len(y)+1), make([]int, len(y)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(x); i++ {
+		cur[0] = i
+		for j := 1; j <= len(y); j++ {
+			cost := 1
+			if x[i-1] == y[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			if i > 1 && j > 1 && x[i-1] == y[j-2] && x[i-2] == y[j-1] {
+				cur[j] = min(cur[j], prev2[j-2]+1)
+			}
+		}
+		prev2, prev, cur = prev, cur, prev2
+	}
+	return prev[len(y)]
+}

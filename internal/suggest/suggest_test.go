@@ -1,0 +1,28 @@
+package suggest
+
+import "testing"
+
+func TestHint(t *testing.T) {
+	t.Parallel()
+	types := []string{"text", "integer", "number", "boolean", "date", "datetime", "choice", "object", "list"}
+	for _, c := range []struct {
+		name       string
+		candidates []string
+		want       string
+	}{
+		{"interger", types, ` (did you mean "integer"?)`},
+		{"txt", types, ` (did you mean "text"?)`},
+		{"reveiw", []string{"review", "risk", "done"}, ` (did you mean "review"?)`},
+		{"emial", []string{"email", "customer_id"}, ` (did you mean "email"?)`},
+		{"decison", []string{"decision", "score"}, ` (did you mean "decision"?)`},
+		{"text", types, ""},            // not misspelt
+		{"colour", types, ""},          // nothing close
+		{"ab", []string{"ac"}, ""},     // too short to guess
+		{"wxyz", []string{"abcd"}, ""}, // four edits
+		{"dat", []string{"date", "data"}, ` (did you mean "date"?)`}, // the earlier of a tie
+	} {
+		if got := Hint(c.name, c.candidates); got != c.want {
+			t.Errorf("Hint(%q) = %q, want %q", c.name, got, c.want)
+		}
+	}
+}
