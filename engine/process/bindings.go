@@ -212,8 +212,8 @@ func (k *checker) source(node, from string) (src source, problem string, ok bool
 		src, problem, ok = walk(w.Outputs.Fields, segs[3:], from)
 		if ok && !k.completes(up, node) {
 			// The type is still judged: both problems are worth fixing.
-			problem = fmt.Sprintf("node %q does not always complete before %q: a path from start reaches %q without a successful exit of %q",
-				up, node, node, up)
+			problem = fmt.Sprintf("node %q does not always complete before %q: a path from start reaches %q without a successful exit of %q (%s)",
+				up, node, node, up, k.pathAvoiding(avoidKey{up, true}, node))
 		}
 		return src, problem, ok
 	case srcInstance:
@@ -245,8 +245,8 @@ func (k *checker) errorSource(up, node string, rest []string, from string) (sour
 		return src, fmt.Sprintf("unknown source %q: a node's error has only code and message, as in nodes.%s.error.code", from, up), false
 	}
 	if !k.fails(up, node) {
-		return src, fmt.Sprintf("node %q does not always fail before %q: a path from start reaches %q without an on_error edge of %q",
-			up, node, node, up), true
+		return src, fmt.Sprintf("node %q does not always fail before %q: a path from start reaches %q without an on_error edge of %q (%s)",
+			up, node, node, up, k.pathAvoiding(avoidKey{up, false}, node)), true
 	}
 	return src, "", true
 }

@@ -1,6 +1,7 @@
 package process
 
 import (
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -443,6 +444,38 @@ func (k *checker) reachability() {
 			k.add(jsontree.Pointer("/nodes", name), "node %q is not reachable from start", name)
 		}
 	}
+}
+
+// pathAvoiding is a shortest path from start to node that takes none of
+// skip's edges, its nodes joined by arrows: the path a refusal names, so
+// that the designer sees which one lacks the edge.
+func (k *checker) pathAvoiding(skip avoidKey, node string) string {
+	parent := map[string]string{k.p.Start: ""}
+	for queue := []string{k.p.Start}; len(queue) > 0; {
+		cur := queue[0]
+		queue = queue[1:]
+		if cur == node {
+			break
+		}
+		for _, e := range k.edges(cur) {
+			if cur == skip.node && e.success == skip.success {
+				continue
+			}
+			if _, seen := parent[e.to]; !seen {
+				parent[e.to] = cur
+				queue = append(queue, e.to)
+			}
+		}
+	}
+	if _, found := parent[node]; !found {
+		return node
+	}
+	path := []string{node}
+	for n := node; n != k.p.Start; n = parent[n] {
+		path = append(path, parent[n])
+	}
+	slices.Reverse(path)
+	return strings.Join(path, " → ")
 }
 
 // completes reports whether every path from start to node passes through

@@ -208,12 +208,12 @@ func TestCheckErrorBindings(t *testing.T) {
 		}, nil},
 		{"reached through a success route too", func(m map[string]any) {
 			sub(node(m, "crm"), "routes")["existing"] = "notify"
-		}, []want{{codeAt, notDominated}, {msgAt, notDominated}}},
+		}, []want{{codeAt, notDominated + `: a path from start reaches "notify" without an on_error edge of "crm" (crm → notify)`}, {msgAt, notDominated}}},
 		{"reached through a node that bypasses the source", func(m map[string]any) {
 			m["start"] = "gate"
 			m["nodes"].(map[string]any)["gate"] = map[string]any{
 				"kind": "pull", "definition": "noop", "revision": 1, "next": "crm", "on_error": "notify"}
-		}, []want{{codeAt, notDominated}, {msgAt, notDominated}}},
+		}, []want{{codeAt, notDominated + `: a path from start reaches "notify" without an on_error edge of "crm" (gate → notify)`}, {msgAt, notDominated}}},
 		{"the source holds instead of leading there", func(m map[string]any) {
 			node(m, "crm")["on_error"] = "hold"
 			sub(node(m, "crm"), "routes")["existing"] = "notify"
