@@ -43,6 +43,9 @@ func applyCommand(ctx context.Context, args []string, getenv func(string) string
 		return fmt.Errorf("%d problem(s) found before sending anything; nothing was applied", len(problems))
 	}
 	c := &apply.Client{URL: base, Token: token}
+	if err := c.Check(ctx); err != nil {
+		return fmt.Errorf("%w; nothing was applied", err)
+	}
 	prefix := ""
 	if *dryRun {
 		prefix = "(dry run) "

@@ -205,3 +205,21 @@ func TestApplyRefusesAnEmptyPath(t *testing.T) {
 		t.Errorf("apply -f %s: err %v, stdout %q; want an error starting %q", dir, err, stdout, want)
 	}
 }
+
+// A token the server refuses, or a server that does not answer, is
+// reported once as what it is, before any document is sent, not as the
+// first document's problem.
+func TestApplyChecksTheTokenFirst(t *testing.T) {
+	t.Parallel()
+	r := startServe(t, map[string]string{"RELAIS_DATABASE_URL": dbtest.URL(t), "RELAIS_BOOTSTRAP_TOKEN": bootstrap})
+	var out, errOut bytes.Buffer
+	env := map[string]string{"RELAIS_URL": r.base, "RELAIS_TOKEN": "rls_not-a-token"}
+	err := run(context.Background(), []string{"apply", "-f", "../../examples", "--dry-run"}, func(k string) string { return env[k] }, &out, &errOut)
+	if err == nil || !strings.HasPrefix(err.Error(), "RELAIS_TOKEN is refused by "+r.base) || errOut.Len() != 0 || out.Len() != 0 {
+		t.Errorf("apply with a refused token: err %v, stdout %q, stderr %q; want one error naming RELAIS_TOKEN", err, out.String(), errOut.String())
+	}
+	_, stderr, err := applyRun(t, "http://127.0.0.1:1", "-f", "../../examples")
+	if err == nil || !strings.HasPrefix(err.Error(), "RELAIS_URL http://127.0.0.1:1 does not answer") || stderr != "" {
+		t.Errorf("apply to a server that does not answer: err %v, stderr %q", err, stderr)
+	}
+}

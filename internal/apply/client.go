@@ -269,6 +269,24 @@ func (c *Client) serverChecksWorking(ctx context.Context) (bool, error) {
 	return checks, nil
 }
 
+// Check asks the server who the token is, before any document is sent: a
+// token it refuses, or a server that does not answer, is then reported
+// once, as what it is, instead of as the first document's problem.
+func (c *Client) Check(ctx context.Context) error {
+	_, err := c.call(ctx, "GET", "/api/v1/whoami", nil, nil)
+	var ae *apiError
+	var ue *unanswered
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ae) && (ae.Status == http.StatusUnauthorized || ae.Status == http.StatusForbidden):
+		return fmt.Errorf("RELAIS_TOKEN is refused by %s: %s (%s)", c.URL, ae.Detail, ae.Code)
+	case errors.As(err, &ue):
+		return fmt.Errorf("RELAIS_URL %s does not answer: %w", c.URL, ue.err)
+	}
+	return err
+}
+
 // expect checks a Definition's declared revision against the one it is (or
 // would become).
 func (c *Client) expect(d Document, r Result, got int) (Result, error) {
