@@ -63,7 +63,7 @@ func (a *API) Routes(r chi.Router, lookup auth.Lookup) {
 		r.With(reader).Method("GET", "/{key}/versions/{v}", a.getProcessVersion())
 		r.With(starter).Method("POST", "/{key}/instances", a.startInstance())
 		r.With(starter).Method("POST", "/{key}/instances/batch", a.startInstances())
-		for _, m := range []string{"PUT", "PATCH", "DELETE"} {
+		for _, m := range []string{"PUT", "PATCH", "DELETE", "POST"} {
 			r.With(reader).Method(m, "/{key}/versions/{v}", a.immutable("a process version"))
 		}
 	})

@@ -49,6 +49,7 @@ func TestEveryRouteNeedsAToken(t *testing.T) {
 		{"PUT", "/api/v1/processes/end_only/versions/1", 405, "immutable", env.Designer},
 		{"DELETE", "/api/v1/processes/end_only/versions/1", 405, "immutable", env.Operator},
 		{"PATCH", "/api/v1/processes/end_only/versions/1", 405, "immutable", env.Operator},
+		{"POST", "/api/v1/processes/end_only/versions/1", 405, "immutable", env.Designer},
 		{"PATCH", base + "/working", 405, "method_not_allowed", env.Designer},
 		{"DELETE", "/api/v1/instances/0190b5a0-0000-7000-8000-000000000000", 405, "method_not_allowed", env.Operator},
 		{"GET", "/api/v1/no-such-route", 404, "not_found", env.Operator},
