@@ -318,9 +318,11 @@ func (s *Service) Complete(ctx context.Context, req *connect.Request[workerv1.Co
 	switch {
 	case len(outputs) == 0:
 		err = fault.New(fault.BadRequest, "invalid_request", "outputs are required").WithErrors([]fault.FieldError{{Path: "/outputs", Message: "is required (a JSON object)"}})
-	case !utf8.Valid(outputs) || !json.Valid(outputs):
+	case !json.Valid(outputs):
 		err = fault.New(fault.BadRequest, "invalid_json", "outputs are not JSON").WithErrors([]fault.FieldError{{Path: "/outputs", Message: "must be a UTF-8 JSON object"}})
 	default:
+		// Invalid UTF-8 inside a string, a duplicate key or a lone
+		// surrogate: at its pointer, as REST answers.
 		err = strictOutputs(outputs)
 	}
 	if err != nil {
@@ -342,10 +344,12 @@ func strictOutputs(outputs []byte) error {
 	if !ok {
 		return nil
 	}
-	for i := range fe.Errors {
-		fe.Errors[i].Path = "/outputs" + fe.Errors[i].Path
+	errs := make([]fault.FieldError, len(fe.Errors))
+	for i, e := range fe.Errors {
+		errs[i] = fault.FieldError{Path: "/outputs" + e.Path, Message: e.Message}
 	}
-	return fe
+	// The detail names the first pointer too, under /outputs like errors.
+	return fault.New(fault.BadRequest, "invalid_json", "the outputs are not strict JSON: %d problem(s), first at %q: %s", len(errs), errs[0].Path, errs[0].Message).WithErrors(errs)
 }
 
 // complete settles ref's assignment and frees its credit. When the stream

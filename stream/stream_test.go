@@ -262,11 +262,12 @@ func TestMalformedMessages(t *testing.T) {
 	for what, bad := range map[string]struct{ outputs, pointer string }{
 		"a duplicate key":           {`{"result":"created","crm_id":"a","crm_id":"b"}`, "/outputs/crm_id"},
 		"an escaped lone surrogate": {`{"result":"created","crm_id":"\ud800"}`, "/outputs/crm_id"},
+		"bytes that are not UTF-8":  {"{\"result\":\"created\",\"crm_id\":\"\xff\"}", "/outputs/crm_id"},
 	} {
 		_, err = complete(c, f.consumer, "w", "0198a4b4-5c3e-7000-8000-000000000000", []byte(bad.outputs))
 		p := wantRefusal(t, what, err, "invalid_argument", "invalid_json")
-		if len(p.GetErrors()) != 1 || p.GetErrors()[0].GetPath() != bad.pointer {
-			t.Errorf("%s: errors %v, want one at %s", what, p.GetErrors(), bad.pointer)
+		if len(p.GetErrors()) != 1 || p.GetErrors()[0].GetPath() != bad.pointer || !strings.Contains(p.GetDetail(), `first at "`+bad.pointer+`"`) {
+			t.Errorf("%s: errors %v (detail %q), want one at %s, named by the detail too", what, p.GetErrors(), p.GetDetail(), bad.pointer)
 		}
 	}
 	_, err = fail(c, f.consumer, &workerv1.FailRequest{OccurrenceId: "0198a4b4-5c3e-7000-8000-000000000000", WorkerId: "w", ErrorCode: "CRM_DOWN", Message: "a\x00b"})
