@@ -65,15 +65,25 @@ func checkKey(key string) error {
 	return nil
 }
 
-// SaveWorking validates and stores the Working of key, creating the
-// definition when new. An invalid Working changes nothing.
-func (e *Engine) SaveWorking(ctx context.Context, key string, document []byte) (Definition, bool, error) {
+// validWorking is the Working document would store under key, or why
+// SaveWorking refuses it (the key, then the contract).
+func validWorking(key string, document []byte) (contracts.Working, error) {
 	if err := checkKey(key); err != nil {
-		return Definition{}, false, err
+		return contracts.Working{}, err
 	}
 	w, vs := contracts.ParseWorking(document)
 	if len(vs) > 0 {
-		return Definition{}, false, refuseDocument("the Working", "invalid_contract", vs)
+		return contracts.Working{}, refuseDocument("the Working", "invalid_contract", vs)
+	}
+	return w, nil
+}
+
+// SaveWorking validates and stores the Working of key, creating the
+// definition when new. An invalid Working changes nothing.
+func (e *Engine) SaveWorking(ctx context.Context, key string, document []byte) (Definition, bool, error) {
+	w, err := validWorking(key, document)
+	if err != nil {
+		return Definition{}, false, err
 	}
 	row, err := e.q.DefinitionUpsertWorking(ctx, queries.DefinitionUpsertWorkingParams{Key: key, Working: w.Canonical(), WorkingDigest: w.Digest()})
 	if err != nil {
@@ -90,22 +100,16 @@ func (e *Engine) SaveWorking(ctx context.Context, key string, document []byte) (
 // would give key, and whether it would create it. `relais apply
 // --dry-run` asks it so that it refuses what the real apply would.
 func (e *Engine) CheckWorking(ctx context.Context, key string, document []byte) (Definition, bool, error) {
-	if err := checkKey(key); err != nil {
+	w, err := validWorking(key, document)
+	if err != nil {
 		return Definition{}, false, err
-	}
-	w, vs := contracts.ParseWorking(document)
-	if len(vs) > 0 {
-		return Definition{}, false, refuseDocument("the Working", "invalid_contract", vs)
 	}
 	d, err := e.GetDefinition(ctx, key)
 	created := fault.HasCode(err, "not_found")
 	if err != nil && !created {
 		return Definition{}, false, err
 	}
-	now := time.Now()
-	if t := e.at(); t != nil {
-		now = *t
-	}
+	now := e.Now()
 	if created {
 		d = Definition{Key: key, CreatedAt: now}
 	}

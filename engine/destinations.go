@@ -266,10 +266,7 @@ func (e *Engine) PutDestination(ctx context.Context, spec DestinationSpec, dryRu
 			// What the put would store, so that a dry run shows a header
 			// the new spec drops or a changed URL, not what is stored now.
 			shown := v.shown()
-			now := time.Now()
-			if t := e.at(); t != nil {
-				now = *t
-			}
+			now := e.Now()
 			shown.CreatedAt, shown.UpdatedAt = now, now
 			if change == Updated {
 				shown.CreatedAt = out.CreatedAt

@@ -17,11 +17,7 @@ const retentionBatch = 1000
 // may run it: batches skip the rows another is deleting. It returns how
 // many instances it deleted, stopping early when ctx ends.
 func (e *Engine) DeleteEnded(ctx context.Context, retention time.Duration) (int64, error) {
-	now := time.Now()
-	if at := e.at(); at != nil {
-		now = *at
-	}
-	cutoff := now.Add(-retention)
+	cutoff := e.Now().Add(-retention)
 	var total int64
 	for ctx.Err() == nil {
 		n, err := e.q.InstanceDeleteEnded(ctx, queries.InstanceDeleteEndedParams{Cutoff: cutoff, Max: retentionBatch})

@@ -38,10 +38,7 @@ type Expiry struct {
 // notification it commits, and they are not kept while the replica does
 // not listen; an expiry is checked at each use.
 func (e *Engine) LookupToken(ctx context.Context, hash []byte) (auth.Principal, []byte, error) {
-	now := time.Now()
-	if at := e.at(); at != nil {
-		now = *at
-	}
+	now := e.Now()
 	m := e.memo
 	c, ok, gen := memoGet(m, m.tokens, string(hash))
 	if ok {
