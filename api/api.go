@@ -19,11 +19,14 @@ type API struct {
 	logger *slog.Logger
 	cfg    config.Config
 	eng    *engine.Engine
+	// allow sets a 405's Allow header from the replica's routes (paths
+	// from the root).
+	allow *httpjson.Allow
 }
 
-// New returns the API on eng.
-func New(logger *slog.Logger, cfg config.Config, eng *engine.Engine) *API {
-	return &API{logger: logger, cfg: cfg, eng: eng}
+// New returns the API on eng; allow answers which methods a path takes.
+func New(logger *slog.Logger, cfg config.Config, eng *engine.Engine, allow *httpjson.Allow) *API {
+	return &API{logger: logger, cfg: cfg, eng: eng, allow: allow}
 }
 
 // handle adapts an error-returning handler.
@@ -33,18 +36,25 @@ func (a *API) handle(h func(w http.ResponseWriter, r *http.Request) error) http.
 
 // immutable answers attempts to change revisions and releases.
 func (a *API) immutable(what string) http.Handler {
-	return httpjson.NotAllowed{Handler: a.handle(func(w http.ResponseWriter, r *http.Request) error {
-		httpjson.SetAllow(w, r)
+	return a.refusing(func(*http.Request) error {
 		return fault.New(fault.MethodNotAllowed, "immutable", "%s cannot be changed or deleted", what)
-	})}
+	})
 }
 
 // notAllowed answers a method a route does not serve where the router
 // would otherwise take the path for another route's (GET
 // /instances/actions for an instance's id).
 func (a *API) notAllowed() http.Handler {
-	return httpjson.NotAllowed{Handler: a.handle(func(w http.ResponseWriter, r *http.Request) error {
-		httpjson.SetAllow(w, r)
+	return a.refusing(func(r *http.Request) error {
 		return fault.New(fault.MethodNotAllowed, "method_not_allowed", "%s is not allowed on %s", r.Method, r.URL.Path)
+	})
+}
+
+// refusing answers every request with the 405 problem gives, its Allow
+// header listing what the path does take (never this route's method).
+func (a *API) refusing(problem func(*http.Request) error) http.Handler {
+	return httpjson.NotAllowed{Handler: a.handle(func(w http.ResponseWriter, r *http.Request) error {
+		a.allow.Set(w, r.URL.EscapedPath())
+		return problem(r)
 	})}
 }

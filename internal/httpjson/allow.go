@@ -1,7 +1,6 @@
 package httpjson
 
 import (
-	"context"
 	"net/http"
 	"strings"
 	"sync"
@@ -69,22 +68,4 @@ func (a *Allow) build() {
 		}
 		return nil
 	})
-}
-
-type allowKey struct{}
-
-// Middleware lets the handlers below it set Allow (SetAllow) from a's
-// routes.
-func (a *Allow) Middleware(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), allowKey{}, a)))
-	})
-}
-
-// SetAllow sets w's Allow header for r's path from the routes of the Allow
-// whose Middleware r went through; without one it sets nothing.
-func SetAllow(w http.ResponseWriter, r *http.Request) {
-	if a, ok := r.Context().Value(allowKey{}).(*Allow); ok {
-		a.Set(w, r.URL.EscapedPath())
-	}
 }

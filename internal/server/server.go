@@ -160,14 +160,14 @@ func newHandler(d Deps, hub *longpoll.Hub, streams *stream.Service) http.Handler
 
 	lookup := auth.Lookup(d.Engine.LookupToken)
 	r.Route("/api/v1", func(r chi.Router) {
-		r.Use(refuseUnstorable(d.Logger), strictBodies(d.Logger, d.Config.MaxBodyBytes), allow.Middleware)
+		r.Use(refuseUnstorable(d.Logger), strictBodies(d.Logger, d.Config.MaxBodyBytes))
 		// Every API route needs a token (DESIGN §9), paths and methods that
 		// match no route included: without one they are 401, not 404 or
 		// 405. Set before the subrouters are mounted, which inherit it.
 		anyone := httpauth.Require(lookup, d.Logger, auth.RoleDesigner, auth.RoleOperator, auth.RoleConsumer)
 		r.NotFound(anyone(http.HandlerFunc(notFound)).ServeHTTP)
 		r.MethodNotAllowed(anyone(http.HandlerFunc(methodNotAllowed)).ServeHTTP)
-		api.New(d.Logger, d.Config, d.Engine).Routes(r, lookup)
+		api.New(d.Logger, d.Config, d.Engine, allow).Routes(r, lookup)
 		r.Route("/pull", func(r chi.Router) {
 			p := pull.New(d.Logger, d.Config, d.Engine, hub, d.Registry)
 			p.OnSettled(streams.SettledElsewhere)
