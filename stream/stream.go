@@ -321,9 +321,11 @@ func (s *Service) Complete(ctx context.Context, req *connect.Request[workerv1.Co
 	case !json.Valid(outputs):
 		err = fault.New(fault.BadRequest, "invalid_json", "outputs are not JSON").WithErrors([]fault.FieldError{{Path: "/outputs", Message: "must be a UTF-8 JSON object"}})
 	default:
-		// Invalid UTF-8 inside a string, a duplicate key or a lone
-		// surrogate: at its pointer, as REST answers.
-		err = strictOutputs(outputs)
+		// What REST refuses as not strict JSON, at its pointer under
+		// /outputs: invalid UTF-8 inside a string, a duplicate key (a
+		// decoder would keep the last one, not necessarily what was
+		// meant), an escaped lone surrogate (PostgreSQL cannot store it).
+		err = httpjson.CheckTextAt(outputs, "/outputs", "the outputs are")
 	}
 	if err != nil {
 		return nil, toConnect(ctx, s.logger, procedure, err)
@@ -333,23 +335,6 @@ func (s *Service) Complete(ctx context.Context, req *connect.Request[workerv1.Co
 		return nil, toConnect(ctx, s.logger, procedure, err)
 	}
 	return connect.NewResponse(&workerv1.CompleteResponse{Status: st.Status, Route: st.Route}), nil
-}
-
-// strictOutputs refuses outputs that the REST routes refuse as not strict
-// JSON, each problem at its pointer under /outputs: a duplicate key (a
-// decoder would keep the last one, not necessarily what was meant) or an
-// escaped lone surrogate (which PostgreSQL cannot store).
-func strictOutputs(outputs []byte) error {
-	fe, ok := fault.As(httpjson.CheckText(outputs))
-	if !ok {
-		return nil
-	}
-	errs := make([]fault.FieldError, len(fe.Errors))
-	for i, e := range fe.Errors {
-		errs[i] = fault.FieldError{Path: "/outputs" + e.Path, Message: e.Message}
-	}
-	// The detail names the first pointer too, under /outputs like errors.
-	return fault.New(fault.BadRequest, "invalid_json", "the outputs are not strict JSON: %d problem(s), first at %q: %s", len(errs), errs[0].Path, errs[0].Message).WithErrors(errs)
 }
 
 // complete settles ref's assignment and frees its credit. When the stream
@@ -525,17 +510,21 @@ func (s *Service) Heartbeat(ctx context.Context, req *connect.Request[workerv1.H
 		return nil, toConnect(ctx, s.logger, procedure, err)
 	}
 	seq := req.Msg.GetSequence()
-	if seq < 0 {
-		return nil, toConnect(ctx, s.logger, procedure, fault.New(fault.BadRequest, "invalid_request", "the heartbeat is invalid").
-			WithErrors([]fault.FieldError{{Path: "/sequence", Message: "must be a sequence the stream sent (0 or more)"}}))
+	badSequence := ""
+	switch {
+	case seq < 0:
+		badSequence = "must be a sequence the stream sent (0 or more)"
+	case local != nil && !local.ack(seq):
+		badSequence = fmt.Sprintf("stream %s has not sent heartbeat %d", id, seq)
 	}
-	if local != nil {
-		if !local.ack(seq) {
-			return nil, toConnect(ctx, s.logger, procedure, fault.New(fault.BadRequest, "invalid_request", "the heartbeat is invalid").
-				WithErrors([]fault.FieldError{{Path: "/sequence", Message: fmt.Sprintf("stream %s has not sent heartbeat %d", id, seq)}}))
-		}
-	} else if err := s.eng.SignalWorkers(ctx, engine.WorkerSignal{Kind: engine.SignalAck, Stream: id, ConsumerID: consumer,
-		Sequence: req.Msg.GetSequence()}); err != nil {
+	if badSequence != "" {
+		return nil, toConnect(ctx, s.logger, procedure, fault.New(fault.BadRequest, "invalid_request", "the heartbeat is invalid").
+			WithErrors([]fault.FieldError{{Path: "/sequence", Message: badSequence}}))
+	}
+	if local == nil {
+		err = s.eng.SignalWorkers(ctx, engine.WorkerSignal{Kind: engine.SignalAck, Stream: id, ConsumerID: consumer, Sequence: seq})
+	}
+	if err != nil {
 		return nil, toConnect(ctx, s.logger, procedure, err)
 	}
 	return connect.NewResponse(&workerv1.HeartbeatResponse{}), nil

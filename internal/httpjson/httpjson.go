@@ -144,16 +144,21 @@ func PrintableName(name string) string {
 // its place, not what was sent) or a duplicate key (decoders keep the
 // last one). Malformed bodies pass: the decoder reports them. Decode
 // applies it; routes that read bodies themselves must too.
-func CheckText(body []byte) error {
-	problems := jsontree.CheckText(body, maxCheckDepth)
+func CheckText(body []byte) error { return CheckTextAt(body, "", "the body is") }
+
+// CheckTextAt is CheckText for a JSON document carried at pointer inside a
+// request (a stream's outputs, sent as bytes): its problems are at
+// pointers under it, and subject ("the outputs are") opens the detail.
+func CheckTextAt(doc []byte, pointer, subject string) error {
+	problems := jsontree.CheckText(doc, maxCheckDepth)
 	if len(problems) == 0 {
 		return nil
 	}
 	errs := make([]fault.FieldError, len(problems))
 	for i, p := range problems {
-		errs[i] = fault.FieldError{Path: p.Pointer, Message: p.Message}
+		errs[i] = fault.FieldError{Path: pointer + p.Pointer, Message: p.Message}
 	}
-	return fault.New(fault.BadRequest, "invalid_json", "the body is not strict JSON: %d problem(s), first at %q: %s", len(errs), errs[0].Path, errs[0].Message).WithErrors(errs)
+	return fault.New(fault.BadRequest, "invalid_json", "%s not strict JSON: %d problem(s), first at %q: %s", subject, len(errs), errs[0].Path, errs[0].Message).WithErrors(errs)
 }
 
 // CheckBody refuses a request body that is not strict JSON: malformed
