@@ -220,8 +220,9 @@ func (e *Engine) CountWorkers(ctx context.Context, definition string) (int, erro
 	return int(n), wrap("count workers", err)
 }
 
-// PullWorkWaits reports whether pull occurrences of definition are
-// available, waiting for a worker to take them.
+// PullWorkWaits reports whether pull occurrences of definition wait for a
+// worker: available ones, or reserved ones (with no worker connected,
+// their worker is gone and their lock will lapse).
 func (e *Engine) PullWorkWaits(ctx context.Context, definition string) (bool, error) {
 	waits, err := e.q.PullWorkWaits(ctx, definition)
 	return waits, wrap("pull work waits", err)

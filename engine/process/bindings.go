@@ -196,7 +196,7 @@ func (k *checker) source(node, from string) (src source, problem string, ok bool
 		n, known := k.p.Nodes[up]
 		switch {
 		case !known || n == nil:
-			return src, fmt.Sprintf("source %q names unknown node %q%s", from, up, suggest.Hint(up, sortedKeys(k.p.Nodes))), false
+			return src, fmt.Sprintf("source %q names unknown node %q%s", from, up, suggest.Hint(up, k.names)), false
 		case up == node:
 			return src, fmt.Sprintf("source %q: a node cannot read its own %s", from, what), false
 		case n.Kind != KindPull && n.Kind != KindPush:

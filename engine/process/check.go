@@ -173,7 +173,6 @@ func (k *checker) task(at, name string, n *Node) {
 	}
 }
 
-// holdHint explains why hold is unknown where a node is expected.
 // hint says what an unknown next or route target may have meant: hold
 // is for on_error only, else the node whose name is closest.
 func (k *checker) hint(target string) string {
