@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -53,6 +54,10 @@ type Document struct {
 	// ExpectRevision, when set on a Definition, is the revision the
 	// document must become.
 	ExpectRevision int
+
+	// node is the document as parsed, its lines counted from the start of
+	// the file, so that a problem's pointer can be shown with its line.
+	node *yaml.Node
 }
 
 // Where names the document in messages: "file" or "file (document 2)".
@@ -83,12 +88,69 @@ type Problem struct {
 	Unknown bool
 }
 
+// String is the problem as compilers print theirs: "file:line: /pointer:
+// message", so that an editor jumps to it. The line is the pointer's (its
+// member's key), or its nearest ancestor's when the member is missing;
+// the server's problems get one too, since their pointers are into the
+// same document.
 func (p Problem) String() string {
 	ptr := p.Pointer
 	if ptr == "" {
 		ptr = "/"
 	}
-	return fmt.Sprintf("%s: %s: %s", p.Doc.Where(), ptr, p.Message)
+	where := p.Doc.File
+	if line := lineOf(p.Doc.node, p.Pointer); line > 0 {
+		where += ":" + strconv.Itoa(line)
+	}
+	if p.Doc.Multi {
+		where += fmt.Sprintf(" (document %d)", p.Doc.Index)
+	}
+	return fmt.Sprintf("%s: %s: %s", where, ptr, p.Message)
+}
+
+// lineOf is the line of what pointer names in n: a member's key line, an
+// item's own line; the deepest existing ancestor's when the pointer goes
+// further than the document; 0 without a document.
+func lineOf(n *yaml.Node, pointer string) int {
+	if n == nil {
+		return 0
+	}
+	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
+		n = n.Content[0]
+	}
+	line := n.Line
+	if pointer == "" {
+		return line
+	}
+	for _, token := range strings.Split(pointer[1:], "/") {
+		token = strings.ReplaceAll(strings.ReplaceAll(token, "~1", "/"), "~0", "~")
+		if n.Kind == yaml.AliasNode && n.Alias != nil {
+			n = n.Alias
+		}
+		switch n.Kind {
+		case yaml.MappingNode:
+			found := false
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				if n.Content[i].Value == token {
+					line, n, found = n.Content[i].Line, n.Content[i+1], true
+					break
+				}
+			}
+			if !found {
+				return line
+			}
+		case yaml.SequenceNode:
+			i, err := strconv.Atoi(token)
+			if err != nil || i < 0 || i >= len(n.Content) {
+				return line
+			}
+			n = n.Content[i]
+			line = n.Line
+		default:
+			return line
+		}
+	}
+	return line
 }
 
 // Load reads path (a file, or a folder of .yaml, .yml and .json files,
@@ -147,24 +209,35 @@ func Load(path string) ([]Document, []Problem, error) {
 var separator = regexp.MustCompile(`(?m)^---\s*$`)
 
 func parseFile(file string, raw []byte) ([]Document, []Problem) {
-	parts := separator.Split(string(raw), -1)
+	text := string(raw)
 	var docs []Document
 	var problems []Problem
 	var nonEmpty []string
-	for _, p := range parts {
-		if strings.TrimSpace(stripComments(p)) != "" {
-			nonEmpty = append(nonEmpty, p)
+	from := 0
+	for _, sep := range append(separator.FindAllStringIndex(text, -1), []int{len(text), len(text)}) {
+		if p := text[from:sep[0]]; strings.TrimSpace(stripComments(p)) != "" {
+			// Blank lines in place of the file's earlier lines: the
+			// parser's lines, in its errors and its nodes, are then the
+			// file's.
+			nonEmpty = append(nonEmpty, strings.Repeat("\n", strings.Count(text[:from], "\n"))+p)
 		}
+		from = sep[1]
 	}
 	for i, part := range nonEmpty {
 		d := Document{File: file, Index: i + 1, Multi: len(nonEmpty) > 1}
 		// YAML 1.2 (yaml.v3): yes, no, on and off stay strings, as choice
 		// values often are.
+		var node yaml.Node
 		var v any
-		if err := yaml.Unmarshal([]byte(part), &v); err != nil {
+		err := yaml.Unmarshal([]byte(part), &node)
+		if err == nil {
+			err = node.Decode(&v)
+		}
+		if err != nil {
 			problems = append(problems, Problem{Doc: d, Message: "not valid YAML or JSON: " + err.Error()})
 			continue
 		}
+		d.node = &node
 		js, err := json.Marshal(v)
 		if err != nil {
 			problems = append(problems, Problem{Doc: d, Message: "mapping keys must be strings: " + err.Error()})

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"gopkg.in/yaml.v3"
 )
 
 func write(t *testing.T, dir, name, body string) string {
@@ -77,7 +79,7 @@ outputs: {fields: []}
 		lines = append(lines, pr.String())
 	}
 	all := strings.Join(lines, "\n")
-	for _, want := range []string{p + `: /kind: unknown kind "Definiton"`, q + ": /inputs/fields/0/max_items: "} {
+	for _, want := range []string{p + `:1: /kind: unknown kind "Definiton"`, q + ":4: /inputs/fields/0/max_items: "} {
 		if !strings.Contains(all, want) {
 			t.Errorf("problems lack %q:\n%s", want, all)
 		}
@@ -122,12 +124,13 @@ max_timeout: PT1S
 `)
 	got := problemLines(t, p)
 	want := []string{
-		`(document 1): /header: unknown key "header"`,
-		`(document 2): /timeout: unknown key "timeout"`,
-		`(document 2): /max_timeout: is required (an ISO-8601 duration above zero, at most PT10S)`,
-		`(document 3): /url: must be a string`,
-		`(document 3): /headers/X-Count: must be a string`,
-		`(document 3): /max_timeout: must be an ISO-8601 duration above zero, at most PT10S`,
+		`4 (document 1): /header: unknown key "header"`,
+		`11 (document 2): /timeout: unknown key "timeout"`,
+		// A missing member is placed at its document's first line.
+		`8 (document 2): /max_timeout: is required (an ISO-8601 duration above zero, at most PT10S)`,
+		`15 (document 3): /url: must be a string`,
+		`16 (document 3): /headers/X-Count: must be a string`,
+		`17 (document 3): /max_timeout: must be an ISO-8601 duration above zero, at most PT10S`,
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -151,7 +154,7 @@ revision: 1
 notes: [not, text]
 `)
 	got := problemLines(t, p)
-	want := []string{`(document 1): /note: unknown key "note"`, `(document 2): /notes: must be a string`}
+	want := []string{`5 (document 1): /note: unknown key "note"`, `11 (document 2): /notes: must be a string`}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
@@ -183,7 +186,7 @@ func TestLoadRefusesAPathWithoutDocuments(t *testing.T) {
 }
 
 // problemLines loads path and returns its problems as they are printed,
-// without the path that starts each.
+// without the path and colon that start each (the line number stays).
 func problemLines(t *testing.T, path string) []string {
 	t.Helper()
 	_, problems, err := Load(path)
@@ -192,7 +195,69 @@ func problemLines(t *testing.T, path string) []string {
 	}
 	var got []string
 	for _, pr := range problems {
-		got = append(got, strings.TrimPrefix(pr.String(), path+" "))
+		got = append(got, strings.TrimPrefix(pr.String(), path+":"))
 	}
 	return got
+}
+
+// TestProblemsCarryTheirFileLine: a problem is printed at its line in the
+// file, counted from the file's start in every document of it, including
+// the parser's own errors, so that an editor can jump to it.
+func TestProblemsCarryTheirFileLine(t *testing.T) {
+	t.Parallel()
+	p := write(t, t.TempDir(), "two.yaml", `# A comment line first.
+kind: Destination
+name: fine
+url: https://fine.example.com/
+max_timeout: PT1S
+---
+kind: Destination
+name: broken
+url: [unclosed
+max_timeout: PT1S
+`)
+	got := problemLines(t, p)
+	// yaml.v3 places this error a line above the unclosed list (line 2 of
+	// the document alone): line 8 of the file, not 2.
+	if len(got) != 1 || !strings.Contains(got[0], "(document 2): /: not valid YAML or JSON: yaml: line 8:") {
+		t.Errorf("a syntax error in the second document: %q, want the file's line 8", got)
+	}
+
+	// Pointers through sequences, flow mappings, escaped members and
+	// aliases; a pointer past the document stops at its deepest member.
+	doc := Document{File: "f.yaml"}
+	var node yaml.Node
+	if err := yaml.Unmarshal([]byte(`kind: Process
+key: p
+nodes:
+  crm:
+    inputs:
+      a/b: x
+    list:
+      - one
+      - {two: 2}
+base: &base
+  deep: 1
+other: *base
+`), &node); err != nil {
+		t.Fatal(err)
+	}
+	doc.node = &node
+	for _, tc := range []struct {
+		pointer string
+		want    string
+	}{
+		{"", "f.yaml:1: /: m"},
+		{"/nodes/crm", "f.yaml:4: /nodes/crm: m"},
+		{"/nodes/crm/inputs/a~1b", "f.yaml:6: /nodes/crm/inputs/a~1b: m"},
+		{"/nodes/crm/list/1/two", "f.yaml:9: /nodes/crm/list/1/two: m"},
+		{"/nodes/crm/list/7", "f.yaml:7: /nodes/crm/list/7: m"},
+		{"/nodes/crm/missing/deeper", "f.yaml:4: /nodes/crm/missing/deeper: m"},
+		{"/other/deep", "f.yaml:11: /other/deep: m"},
+		{"/key/below/a/scalar", "f.yaml:2: /key/below/a/scalar: m"},
+	} {
+		if got := (Problem{Doc: doc, Pointer: tc.pointer, Message: "m"}).String(); got != tc.want {
+			t.Errorf("%q: %q, want %q", tc.pointer, got, tc.want)
+		}
+	}
 }
