@@ -3,6 +3,7 @@ package engine
 import (
 	"cmp"
 	"context"
+	"maps"
 	"slices"
 	"time"
 )
@@ -38,6 +39,10 @@ func (e *Engine) CountOccurrencesByDefinitionStatus(ctx context.Context) ([]Occu
 	for _, l := range lapsed {
 		moved[l.DefinitionKey] = l.Count
 	}
+	// unplaced are the lapsed locks not yet added to an available row. It
+	// is not moved itself: "available" sorts before "reserved", and the
+	// reserved row must still lose what the available row gained.
+	unplaced := maps.Clone(moved)
 	out := make([]OccurrenceCount, 0, len(rows)+len(lapsed))
 	for _, r := range rows {
 		n := r.Count
@@ -46,14 +51,14 @@ func (e *Engine) CountOccurrencesByDefinitionStatus(ctx context.Context) ([]Occu
 			n -= moved[r.DefinitionKey]
 		case StatusAvailable:
 			n += moved[r.DefinitionKey]
-			delete(moved, r.DefinitionKey)
+			delete(unplaced, r.DefinitionKey)
 		}
 		if n > 0 {
 			out = append(out, OccurrenceCount{Definition: r.DefinitionKey, Status: r.Status, Count: n})
 		}
 	}
 	// Definitions with lapsed locks but no stored available occurrence.
-	for def, n := range moved {
+	for def, n := range unplaced {
 		if n > 0 {
 			out = append(out, OccurrenceCount{Definition: def, Status: StatusAvailable, Count: n})
 		}

@@ -762,9 +762,20 @@ func TestLapsedLockIsObservedAvailable(t *testing.T) {
 	if len(counts) != 1 || counts[0].Status != "available" || counts[0].Count != 1 {
 		t.Errorf("counts = %+v, want one available", counts)
 	}
+	// With an occurrence stored as available beside it, the lapsed one is
+	// still counted once: added to the available row, taken from the
+	// reserved row that sorts after it.
+	start(t, env, "crm_only", "Globex")
+	counts, err = env.Engine.CountOccurrencesByDefinitionStatus(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(counts) != 1 || counts[0].Status != "available" || counts[0].Count != 2 {
+		t.Errorf("counts with another available occurrence = %+v, want two available and nothing reserved", counts)
+	}
 
 	// The next claim takes it as a new attempt and records the expiry.
-	one(t, fetch(t, env, consumer, fetchBody("w2")), id)
+	one(t, fetch(t, env, consumer, fetchBody("w2", "max_tasks", 1)), id)
 	if got := observe(t, env, id); got["status"] != "reserved" || len(attemptsOf(t, got)) != 2 {
 		t.Errorf("after a new claim: status %v attempts %v, want reserved with two attempts", got["status"], got["attempts"])
 	}
