@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
 
@@ -457,13 +458,15 @@ func sortLongestFirst(s []string) {
 // "[redacted]", as written or as a service quotes it: escaped inside a JSON
 // string (Python's json.dumps writes é as \u00e9, Go's escapes < as
 // \u003c, Gson = as \u003d, PHP / as \/) or percent-encoded in a URL.
-// Longer strings are tried first, so that a secret containing another is
-// redacted whole rather than leaving a recognisable remainder.
+// Letter case is ignored (services lower-case an email address, upper-case
+// a reference as they quote it). Longer strings are tried first, so that a
+// secret containing another is redacted whole rather than leaving a
+// recognisable remainder.
 func Scrub(message string, protected []string) string {
 	ps := make([]string, 0, len(protected))
 	seen := map[string]bool{}
 	for _, p := range protected {
-		if p != "" && !seen[p] {
+		if p = foldCase(p); p != "" && !seen[p] {
 			seen[p] = true
 			ps = append(ps, p)
 		}
@@ -472,9 +475,9 @@ func Scrub(message string, protected []string) string {
 		return message
 	}
 	sortLongestFirst(ps)
-	spans := matches(message, ps, nil)
+	spans := matches(foldCase(message), ps, nil)
 	if d := decode(message); d.text != message {
-		spans = append(spans, matches(d.text, ps, d.from)...)
+		spans = append(spans, matches(foldCase(d.text), ps, d.from)...)
 	}
 	if len(spans) == 0 {
 		return message
@@ -495,6 +498,29 @@ func Scrub(message string, protected []string) string {
 	}
 	out.WriteString(message[at:])
 	return out.String()
+}
+
+// foldCase lower-cases s letter by letter, keeping each letter's length in
+// bytes, so that a match in the folded text is a match at the same bytes
+// of s. The few letters whose lower case is longer or shorter in UTF-8
+// (the Kelvin sign, dotted İ) keep their case; bytes that are not UTF-8
+// are kept as they are.
+func foldCase(s string) string {
+	var b []byte
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if l := unicode.ToLower(r); l != r && utf8.RuneLen(l) == size {
+			if b == nil {
+				b = []byte(s)
+			}
+			utf8.EncodeRune(b[i:], l)
+		}
+		i += size
+	}
+	if b == nil {
+		return s
+	}
+	return string(b)
 }
 
 // span is a range of bytes of a message.

@@ -284,3 +284,25 @@ func TestScrubCatchesEscapedSpellings(t *testing.T) {
 		}
 	}
 }
+
+// TestScrubIgnoresLetterCase: a service that lower-cases an email address
+// (or upper-cases a reference) as it quotes it does not unmask it, whatever
+// the script, escaped or not; what is around it keeps its case.
+func TestScrubIgnoresLetterCase(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ msg, value, want string }{
+		{"variants: GINA.PRIVATE@SCRUB.EXAMPLE | gina.private@scrub.example | Gina.Private@scrub.example", "Gina.Private@scrub.example",
+			"variants: [redacted] | [redacted] | [redacted]"},
+		{"Réf ÉLODIE-ΩMEGA refusée", "élodie-ωmega", "Réf [redacted] refusée"},
+		{`{"m":"JOS\u00c9 FERN\u00C1NDEZ"}`, "José Fernández", `{"m":"[redacted]"}`},
+		{"cb?n=JOS%C3%89", "josé", "cb?n=[redacted]"},
+		// A letter whose lower case has another length keeps its case and
+		// leaves the rest of the message in place.
+		{"\u212a-code, k-code", "k-code", "\u212a-code, [redacted]"},
+		{"bad \xff byte ABC", "abc", "bad \xff byte [redacted]"},
+	} {
+		if got := Scrub(tc.msg, []string{tc.value}); got != tc.want {
+			t.Errorf("Scrub(%q, %q) = %q, want %q", tc.msg, tc.value, got, tc.want)
+		}
+	}
+}
