@@ -54,7 +54,7 @@ func (e *Engine) ClaimPush(ctx context.Context, workerID string, max int) ([]Pus
 			// The reservation stands; fail it now rather than leave it for
 			// outcome_unknown, since no call was made.
 			e.logger.Error("push occurrence cannot be prepared", "occurrence", o.ID, "err", err)
-			_ = e.SettlePush(ctx, o.ID, int(o.Attempts), PushResult{ErrorCode: "push_unprepared", Message: "the call could not be prepared: " + errMessage(err)})
+			_, _ = e.SettlePush(ctx, o.ID, int(o.Attempts), PushResult{ErrorCode: "push_unprepared", Message: "the call could not be prepared: " + errMessage(err)})
 			continue
 		}
 		calls = append(calls, c)
@@ -105,10 +105,12 @@ type PushResult struct {
 // SettlePush records the result of a push call made for attempt. Valid
 // outputs complete the node (route derived, instance advanced); anything
 // else fails the occurrence with its code, and the process's error handling
-// decides: there is no automatic retry. A result for an occurrence that is
-// no longer in that attempt (cancelled, or failed by the timer) changes
+// decides: there is no automatic retry. It returns the code the occurrence
+// failed with: res.ErrorCode, or invalid_outputs when the outputs broke the
+// pinned contract; "" when it completed. A result for an occurrence that
+// is no longer in that attempt (cancelled, or failed by the timer) changes
 // nothing and returns the refusal.
-func (e *Engine) SettlePush(ctx context.Context, id uuid.UUID, attempt int, res PushResult) error {
+func (e *Engine) SettlePush(ctx context.Context, id uuid.UUID, attempt int, res PushResult) (string, error) {
 	// rejected names the destination whose outputs broke the contract,
 	// logged once the failure is committed (the runner logs the failures
 	// it sees itself; this one only the contract reveals).
@@ -154,8 +156,12 @@ func (e *Engine) SettlePush(ctx context.Context, id uuid.UUID, attempt int, res 
 		}
 		return r.complete(o, rev, outputs, canonicalOutputs(outputs), route)
 	})
-	if err == nil && rejected != "" {
-		e.logger.Warn("push call failed", "occurrence", id, "destination", rejected, "code", "invalid_outputs", "took", res.Took.Round(time.Millisecond))
+	if err != nil {
+		return "", wrap("settle push", err)
 	}
-	return wrap("settle push", err)
+	if rejected != "" {
+		e.logger.Warn("push call failed", "occurrence", id, "destination", rejected, "code", "invalid_outputs", "took", res.Took.Round(time.Millisecond))
+		return "invalid_outputs", nil
+	}
+	return res.ErrorCode, nil
 }

@@ -188,7 +188,7 @@ func TestPushErrorRoutesByCode(t *testing.T) {
 		if err != nil || len(calls) != 1 || calls[0].InstanceID != inst.ID {
 			t.Fatalf("claim push: %v, %v", calls, err)
 		}
-		if err := e.SettlePush(ctx, calls[0].ID, calls[0].Attempt, res); err != nil {
+		if _, err := e.SettlePush(ctx, calls[0].ID, calls[0].Attempt, res); err != nil {
 			t.Fatal(err)
 		}
 		return inst.ID

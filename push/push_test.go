@@ -202,6 +202,23 @@ func TestPushErrorRoutesByCode(t *testing.T) {
 	if got := run(); got["status"] != "failed" || got["end_node"] != "failed" || got["error_code"] != "invalid_outputs" {
 		t.Errorf("after invalid outputs: instance %v at %v with %v; want failed at failed with invalid_outputs", got["status"], got["end_node"], got["error_code"])
 	}
+	// The 2xx whose outputs broke the contract is a failed call in the
+	// metrics too (they are counted once the settlement returns, just after
+	// its commit ended the instance).
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		m := env.Metrics()
+		invalid, _ := m.Get("relais_push_calls_total", "result", "invalid_outputs")
+		ok, _ := m.Get("relais_push_calls_total", "result", "ok")
+		slow, _ := m.Get("relais_push_call_duration_seconds_count", "destination", "scoring", "outcome", "invalid_outputs")
+		if invalid == 1 && ok == 0 && slow == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("relais_push_calls_total invalid_outputs %v, ok %v, duration count for invalid_outputs %v; want 1, 0, 1", invalid, ok, slow)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 func TestDestinations(t *testing.T) {

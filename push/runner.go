@@ -176,12 +176,6 @@ func (r *Runner) start(ctx context.Context, c engine.PushCall, done func()) {
 		started := time.Now()
 		res := r.call(callCtx, c, budget)
 		res.Took = time.Since(started)
-		r.latency.WithLabelValues(c.Destination, outcomeOf(res.ErrorCode)).Observe(res.Took.Seconds())
-		result := res.ErrorCode
-		if result == "" {
-			result = "ok"
-		}
-		r.results.WithLabelValues(result).Inc()
 		if res.ErrorCode != "" {
 			// Not the message: it may quote what the destination answered,
 			// which is scrubbed of protected values only when stored. A
@@ -196,7 +190,15 @@ func (r *Runner) start(ctx context.Context, c engine.PushCall, done func()) {
 		// Settlement gets its own short context: the call's may be spent.
 		sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 		defer scancel()
-		r.settle(sctx, ctx.Done(), c, res)
+		// The metrics wait for the settlement: a 2xx whose outputs break
+		// the contract is a failed call (invalid_outputs), which only the
+		// engine, holding the pinned revision, can tell.
+		result := r.settle(sctx, ctx.Done(), c, res)
+		r.latency.WithLabelValues(c.Destination, outcomeOf(result)).Observe(res.Took.Seconds())
+		if result == "" {
+			result = "ok"
+		}
+		r.results.WithLabelValues(result).Inc()
 	})
 }
 
@@ -204,26 +206,28 @@ func (r *Runner) start(ctx context.Context, c engine.PushCall, done func()) {
 // included.
 const settleTimeout = 30 * time.Second
 
-// settle records the result of c's call. While the database cannot be
+// settle records the result of c's call and returns the code the
+// occurrence failed with ("" when it completed; the call's own code when
+// the result could not be recorded). While the database cannot be
 // reached (a restart, a failover), it tries again with backoff until ctx
 // ends or the replica stops: a call the destination answered is recorded
 // through a short outage rather than failed outcome_unknown by the timers
 // once its reservation expires. Both cannot land: SettlePush and the timer
 // each lock the occurrence and act only on the attempt still open, so
 // whichever comes second changes nothing.
-func (r *Runner) settle(ctx context.Context, stopping <-chan struct{}, c engine.PushCall, res engine.PushResult) {
+func (r *Runner) settle(ctx context.Context, stopping <-chan struct{}, c engine.PushCall, res engine.PushResult) string {
 	delay := 100 * time.Millisecond
 	for tries := 1; ; tries++ {
-		err := r.eng.SettlePush(ctx, c.ID, c.Attempt, res)
+		code, err := r.eng.SettlePush(ctx, c.ID, c.Attempt, res)
 		if err == nil {
 			if tries > 1 {
 				r.logger.Info("push result recorded once the database was back", "occurrence", c.ID, "tries", tries)
 			}
-			return
+			return code
 		}
 		if !databaseUnavailable(err) {
 			r.logger.Info("push result not recorded", "occurrence", c.ID, "reason", err)
-			return
+			return res.ErrorCode
 		}
 		timer := time.NewTimer(delay)
 		select {
@@ -236,7 +240,7 @@ func (r *Runner) settle(ctx context.Context, stopping <-chan struct{}, c engine.
 		timer.Stop()
 		r.logger.Warn("push result not recorded: the database could not be reached; the timers fail the call outcome_unknown once its reservation expires",
 			"occurrence", c.ID, "tries", tries, "err", err)
-		return
+		return res.ErrorCode
 	}
 }
 
