@@ -16,12 +16,24 @@ import (
 // that started it.
 const refreshTimeout = 30 * time.Second
 
+// idleAges and idleWait: a value older than idleAges times the ttl was
+// read before a quiet spell (nobody asked since), and is likely far from
+// the truth, so Get waits up to idleWait for its refresh before answering
+// with it. A watched page (asking every few seconds) never waits.
+const (
+	idleAges = 3
+	idleWait = time.Second
+)
+
 // Cache keeps the result of load for ttl.
 //
 // When the value is older than ttl, the next Get still answers at once with
-// it and starts one refresh in the background; only the first Get of a
-// cache (or one made while no load has succeeded yet) waits, and concurrent
-// first Gets share that one load (singleflight). A failed refresh keeps the
+// it and starts one refresh in the background, unless the value is from
+// before a quiet spell (older than idleAges ttls): then Get waits up to
+// idleWait for the refresh, so that the first page after an idle hour is
+// not an hour old. The first Get of a cache (or one made while no load has
+// succeeded yet) waits for its load, and concurrent first Gets share that
+// one load (singleflight). A failed refresh keeps the
 // previous value. Exact counters kept in a table by triggers were rejected
 // for the counts this serves: every state change of every occurrence would
 // contend on a few counter rows, slowing the pull protocol to make a
@@ -35,6 +47,8 @@ type Cache[T any] struct {
 	now func() time.Time
 	// stamp dates a value for display (see StampWith); nil uses now.
 	stamp func() time.Time
+	// idleWait is idleWait; tests shorten it.
+	idleWait time.Duration
 
 	mu         sync.Mutex
 	value      T
@@ -50,7 +64,7 @@ func New[T any](name string, load func(context.Context) (T, error), logger *slog
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Cache[T]{name: name, load: load, logger: logger, ttl: ttl, now: time.Now}
+	return &Cache[T]{name: name, load: load, logger: logger, ttl: ttl, now: time.Now, idleWait: idleWait}
 }
 
 // StampWith makes Get date values by clock rather than by the wall clock
@@ -68,8 +82,25 @@ func (s *Cache[T]) StampWith(clock func() time.Time) *Cache[T] {
 func (s *Cache[T]) Get(ctx context.Context) (T, time.Time, error) {
 	s.mu.Lock()
 	if !s.at.IsZero() {
-		if s.now().Sub(s.at) >= s.ttl {
-			s.startRefreshLocked()
+		age := s.now().Sub(s.at)
+		if age < s.ttl {
+			v, at := s.value, s.stamped
+			s.mu.Unlock()
+			return v, at, nil
+		}
+		done := s.startRefreshLocked()
+		// After a failed refresh the source is likely down: waiting would
+		// only slow every page while it is.
+		if age >= idleAges*s.ttl && s.lastErr == nil {
+			s.mu.Unlock()
+			timer := time.NewTimer(s.idleWait)
+			select {
+			case <-done:
+			case <-timer.C:
+			case <-ctx.Done():
+			}
+			timer.Stop()
+			s.mu.Lock()
 		}
 		v, at := s.value, s.stamped
 		s.mu.Unlock()
