@@ -176,7 +176,7 @@ var messageKeyToIndex = map[string]int{
 	"Digest":               175,
 	"Display settings":     115,
 	"Duration":             383,
-	"Each definition’s queue and incidents now, and what its workers finished in the last hour.":                              214,
+	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 214,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  60,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     53,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 49,
@@ -722,125 +722,125 @@ var enIndex = []uint32{ // 621 elements
 	0x00001ebf, 0x00001ec3, 0x00001ed3, 0x00001edc,
 	0x00001eef, 0x00001f15, 0x00001f1e, 0x00001f2e,
 	0x00001f43, 0x00001f67, 0x00001f83, 0x00001f9b,
-	0x00001fa6, 0x00001fb1, 0x00001fbc, 0x00002019,
-	0x0000203d, 0x00002068, 0x00002073, 0x00002078,
-	0x00002087, 0x0000208e, 0x000020a5, 0x000020ba,
+	0x00001fa6, 0x00001fb1, 0x00001fbc, 0x000020d2,
+	0x000020f6, 0x00002121, 0x0000212c, 0x00002131,
+	0x00002140, 0x00002147, 0x0000215e, 0x00002173,
 	// Entry E0 - FF
-	0x000020cc, 0x000020ef, 0x00002121, 0x00002137,
-	0x0000214c, 0x0000215c, 0x00002195, 0x000021e9,
-	0x000021f3, 0x000021fa, 0x00002210, 0x00002249,
-	0x0000224e, 0x00002258, 0x00002266, 0x00002273,
-	0x0000229c, 0x000022bf, 0x000022cc, 0x000022ec,
-	0x000022f8, 0x00002311, 0x0000231a, 0x00002324,
-	0x0000232d, 0x00002335, 0x0000233f, 0x00002347,
-	0x0000234f, 0x00002353, 0x00002357, 0x0000235b,
+	0x00002185, 0x000021a8, 0x000021da, 0x000021f0,
+	0x00002205, 0x00002215, 0x0000224e, 0x000022a2,
+	0x000022ac, 0x000022b3, 0x000022c9, 0x00002302,
+	0x00002307, 0x00002311, 0x0000231f, 0x0000232c,
+	0x00002355, 0x00002378, 0x00002385, 0x000023a5,
+	0x000023b1, 0x000023ca, 0x000023d3, 0x000023dd,
+	0x000023e6, 0x000023ee, 0x000023f8, 0x00002400,
+	0x00002408, 0x0000240c, 0x00002410, 0x00002414,
 	// Entry 100 - 11F
-	0x0000235f, 0x00002363, 0x00002367, 0x0000236b,
-	0x0000236f, 0x00002373, 0x00002377, 0x0000237b,
-	0x0000237f, 0x00002389, 0x000023a7, 0x000023c7,
-	0x000023eb, 0x0000240f, 0x00002418, 0x0000242f,
-	0x00002437, 0x00002448, 0x0000244d, 0x00002492,
-	0x000024aa, 0x000024af, 0x000024ba, 0x000024c0,
-	0x000024ca, 0x000024d2, 0x000024da, 0x00002504,
-	0x0000251e, 0x00002546, 0x00002576, 0x0000257c,
+	0x00002418, 0x0000241c, 0x00002420, 0x00002424,
+	0x00002428, 0x0000242c, 0x00002430, 0x00002434,
+	0x00002438, 0x00002442, 0x00002460, 0x00002480,
+	0x000024a4, 0x000024c8, 0x000024d1, 0x000024e8,
+	0x000024f0, 0x00002501, 0x00002506, 0x0000254b,
+	0x00002563, 0x00002568, 0x00002573, 0x00002579,
+	0x00002583, 0x0000258b, 0x00002593, 0x000025bd,
+	0x000025d7, 0x000025ff, 0x0000262f, 0x00002635,
 	// Entry 120 - 13F
-	0x0000258b, 0x000025de, 0x000025fc, 0x0000271e,
-	0x000027dd, 0x00002834, 0x0000285e, 0x0000288a,
-	0x000028b4, 0x000028bc, 0x000028c2, 0x000028cf,
-	0x000028e1, 0x000028ec, 0x000028f5, 0x00002907,
-	0x00002916, 0x0000292c, 0x0000293a, 0x00002965,
-	0x00002977, 0x0000297c, 0x0000297f, 0x000029a9,
-	0x000029f2, 0x00002a12, 0x00002a1b, 0x00002a2d,
-	0x00002a50, 0x00002a5e, 0x00002a6b, 0x00002a75,
+	0x00002644, 0x00002697, 0x000026b5, 0x000027d7,
+	0x00002896, 0x000028ed, 0x00002917, 0x00002943,
+	0x0000296d, 0x00002975, 0x0000297b, 0x00002988,
+	0x0000299a, 0x000029a5, 0x000029ae, 0x000029c0,
+	0x000029cf, 0x000029e5, 0x000029f3, 0x00002a1e,
+	0x00002a30, 0x00002a35, 0x00002a38, 0x00002a62,
+	0x00002aab, 0x00002acb, 0x00002ad4, 0x00002ae6,
+	0x00002b09, 0x00002b17, 0x00002b24, 0x00002b2e,
 	// Entry 140 - 15F
-	0x00002a7e, 0x00002a87, 0x00002a91, 0x00002a99,
-	0x00002a9e, 0x00002aa6, 0x00002aaf, 0x00002ab8,
-	0x00002ac5, 0x00002aca, 0x00002ad2, 0x00002ad9,
-	0x00002ae1, 0x00002ae6, 0x00002af4, 0x00002afb,
-	0x00002b02, 0x00002b07, 0x00002b0e, 0x00002b18,
-	0x00002b1f, 0x00002b3c, 0x00002b56, 0x00002b74,
-	0x00002b94, 0x00002ba2, 0x00002bab, 0x00002bb4,
-	0x00002bbd, 0x00002bc1, 0x00002bc4, 0x00002bd0,
+	0x00002b37, 0x00002b40, 0x00002b4a, 0x00002b52,
+	0x00002b57, 0x00002b5f, 0x00002b68, 0x00002b71,
+	0x00002b7e, 0x00002b83, 0x00002b8b, 0x00002b92,
+	0x00002b9a, 0x00002b9f, 0x00002bad, 0x00002bb4,
+	0x00002bbb, 0x00002bc0, 0x00002bc7, 0x00002bd1,
+	0x00002bd8, 0x00002bf5, 0x00002c0f, 0x00002c2d,
+	0x00002c4d, 0x00002c5b, 0x00002c64, 0x00002c6d,
+	0x00002c76, 0x00002c7a, 0x00002c7d, 0x00002c89,
 	// Entry 160 - 17F
-	0x00002bde, 0x00002beb, 0x00002bfc, 0x00002c0b,
-	0x00002c22, 0x00002c35, 0x00002c45, 0x00002c54,
-	0x00002c63, 0x00002c6b, 0x00002c72, 0x00002c7a,
-	0x00002c82, 0x00002c90, 0x00002c9e, 0x00002cb4,
-	0x00002cc9, 0x00002cda, 0x00002cdf, 0x00002ce5,
-	0x00002cec, 0x00002cfd, 0x00002d09, 0x00002d12,
-	0x00002d1b, 0x00002d37, 0x00002d40, 0x00002d5c,
-	0x00002d65, 0x00002d6f, 0x00002d78, 0x00002d81,
+	0x00002c97, 0x00002ca4, 0x00002cb5, 0x00002cc4,
+	0x00002cdb, 0x00002cee, 0x00002cfe, 0x00002d0d,
+	0x00002d1c, 0x00002d24, 0x00002d2b, 0x00002d33,
+	0x00002d3b, 0x00002d49, 0x00002d57, 0x00002d6d,
+	0x00002d82, 0x00002d93, 0x00002d98, 0x00002d9e,
+	0x00002da5, 0x00002db6, 0x00002dc2, 0x00002dcb,
+	0x00002dd4, 0x00002df0, 0x00002df9, 0x00002e15,
+	0x00002e1e, 0x00002e28, 0x00002e31, 0x00002e3a,
 	// Entry 180 - 19F
-	0x00002d8a, 0x00002da1, 0x00002da9, 0x00002db7,
-	0x00002de4, 0x00002df0, 0x00002dfe, 0x00002e45,
-	0x00002e51, 0x00002e59, 0x00002e84, 0x00002ecf,
-	0x00002f91, 0x00002fac, 0x00002fb4, 0x00002fe6,
-	0x00002ff3, 0x00002ff7, 0x0000301d, 0x0000302b,
-	0x00003057, 0x0000307d, 0x00003088, 0x000030b6,
-	0x000030d3, 0x00003102, 0x00003134, 0x00003152,
-	0x00003187, 0x000031a3, 0x000031b2, 0x000031bf,
+	0x00002e43, 0x00002e5a, 0x00002e62, 0x00002e70,
+	0x00002e9d, 0x00002ea9, 0x00002eb7, 0x00002efe,
+	0x00002f0a, 0x00002f12, 0x00002f3d, 0x00002f88,
+	0x0000304a, 0x00003065, 0x0000306d, 0x0000309f,
+	0x000030ac, 0x000030b0, 0x000030d6, 0x000030e4,
+	0x00003110, 0x00003136, 0x00003141, 0x0000316f,
+	0x0000318c, 0x000031bb, 0x000031ed, 0x0000320b,
+	0x00003240, 0x0000325c, 0x0000326b, 0x00003278,
 	// Entry 1A0 - 1BF
-	0x000031cd, 0x000031da, 0x000031e3, 0x000031fe,
-	0x00003219, 0x00003225, 0x00003246, 0x00003288,
-	0x00003292, 0x000032e5, 0x00003329, 0x00003365,
-	0x00003392, 0x000033cc, 0x00003431, 0x00003451,
-	0x00003477, 0x000034a1, 0x000034d9, 0x00003516,
-	0x0000353a, 0x000035b3, 0x000035d8, 0x000035f2,
-	0x00003610, 0x00003644, 0x00003684, 0x000036ae,
-	0x000036bd, 0x000036ee, 0x0000371d, 0x00003730,
+	0x00003286, 0x00003293, 0x0000329c, 0x000032b7,
+	0x000032d2, 0x000032de, 0x000032ff, 0x00003341,
+	0x0000334b, 0x0000339e, 0x000033e2, 0x0000341e,
+	0x0000344b, 0x00003485, 0x000034ea, 0x0000350a,
+	0x00003530, 0x0000355a, 0x00003592, 0x000035cf,
+	0x000035f3, 0x0000366c, 0x00003691, 0x000036ab,
+	0x000036c9, 0x000036fd, 0x0000373d, 0x00003767,
+	0x00003776, 0x000037a7, 0x000037d6, 0x000037e9,
 	// Entry 1C0 - 1DF
-	0x000037a5, 0x000037b8, 0x000037ec, 0x00003820,
-	0x00003830, 0x00003877, 0x000038a4, 0x000038b1,
-	0x000038c1, 0x000038f1, 0x0000392b, 0x0000394e,
-	0x00003956, 0x0000396e, 0x0000398b, 0x00003999,
-	0x000039aa, 0x000039b2, 0x000039bd, 0x000039ed,
-	0x000039ff, 0x00003a0f, 0x00003a41, 0x00003a4d,
-	0x00003a5e, 0x00003a78, 0x00003a89, 0x00003a8f,
-	0x00003aa3, 0x00003abb, 0x00003ae0, 0x00003aee,
+	0x0000385e, 0x00003871, 0x000038a5, 0x000038d9,
+	0x000038e9, 0x00003930, 0x0000395d, 0x0000396a,
+	0x0000397a, 0x000039aa, 0x000039e4, 0x00003a07,
+	0x00003a0f, 0x00003a27, 0x00003a44, 0x00003a52,
+	0x00003a63, 0x00003a6b, 0x00003a76, 0x00003aa6,
+	0x00003ab8, 0x00003ac8, 0x00003afa, 0x00003b06,
+	0x00003b17, 0x00003b31, 0x00003b42, 0x00003b48,
+	0x00003b5c, 0x00003b74, 0x00003b99, 0x00003ba7,
 	// Entry 1E0 - 1FF
-	0x00003b2c, 0x00003b69, 0x00003b95, 0x00003bd2,
-	0x00003be1, 0x00003be9, 0x00003bf6, 0x00003c06,
-	0x00003c1d, 0x00003c28, 0x00003c37, 0x00003c45,
-	0x00003c58, 0x00003c7d, 0x00003ca8, 0x00003cd6,
-	0x00003ce4, 0x00003d77, 0x00003d95, 0x00003ddb,
-	0x00003de9, 0x00003dfd, 0x00003e1e, 0x00003e32,
-	0x00003e38, 0x00003e4c, 0x00003ebf, 0x00003ed0,
-	0x00003ee7, 0x00003f04, 0x00003f12, 0x00003f20,
+	0x00003be5, 0x00003c22, 0x00003c4e, 0x00003c8b,
+	0x00003c9a, 0x00003ca2, 0x00003caf, 0x00003cbf,
+	0x00003cd6, 0x00003ce1, 0x00003cf0, 0x00003cfe,
+	0x00003d11, 0x00003d36, 0x00003d61, 0x00003d8f,
+	0x00003d9d, 0x00003e30, 0x00003e4e, 0x00003e94,
+	0x00003ea2, 0x00003eb6, 0x00003ed7, 0x00003eeb,
+	0x00003ef1, 0x00003f05, 0x00003f78, 0x00003f89,
+	0x00003fa0, 0x00003fbd, 0x00003fcb, 0x00003fd9,
 	// Entry 200 - 21F
-	0x00003f28, 0x00003f33, 0x00003f39, 0x0000402b,
-	0x00004031, 0x00004063, 0x00004068, 0x00004078,
-	0x00004083, 0x0000408c, 0x0000409c, 0x000040b6,
-	0x000040ef, 0x000040fe, 0x000041b8, 0x000041bd,
-	0x000041cb, 0x000041db, 0x000041e7, 0x000041f7,
-	0x00004201, 0x00004224, 0x0000423d, 0x00004250,
-	0x000042bc, 0x000042cb, 0x000042d9, 0x0000430b,
-	0x00004342, 0x00004350, 0x00004394, 0x000043b9,
+	0x00003fe1, 0x00003fec, 0x00003ff2, 0x000040e4,
+	0x000040ea, 0x0000411c, 0x00004121, 0x00004131,
+	0x0000413c, 0x00004145, 0x00004155, 0x0000416f,
+	0x000041a8, 0x000041b7, 0x00004271, 0x00004276,
+	0x00004284, 0x00004294, 0x000042a0, 0x000042b0,
+	0x000042ba, 0x000042dd, 0x000042f6, 0x00004309,
+	0x00004375, 0x00004384, 0x00004392, 0x000043c4,
+	0x000043fb, 0x00004409, 0x0000444d, 0x00004472,
 	// Entry 220 - 23F
-	0x000043e1, 0x000043e8, 0x00004443, 0x0000446d,
-	0x0000449d, 0x000044fb, 0x0000450f, 0x00004517,
-	0x00004548, 0x0000454e, 0x000045ca, 0x00004612,
-	0x0000463d, 0x0000469f, 0x000046c2, 0x00004769,
-	0x0000476c, 0x00004771, 0x0000477c, 0x00004786,
-	0x0000478e, 0x000047a9, 0x000047af, 0x000047b7,
-	0x000047c5, 0x000047cf, 0x000047dc, 0x000047e6,
-	0x000047fd, 0x00004810, 0x00004834, 0x000048b4,
+	0x0000449a, 0x000044a1, 0x000044fc, 0x00004526,
+	0x00004556, 0x000045b4, 0x000045c8, 0x000045d0,
+	0x00004601, 0x00004607, 0x00004683, 0x000046cb,
+	0x000046f6, 0x00004758, 0x0000477b, 0x00004822,
+	0x00004825, 0x0000482a, 0x00004835, 0x0000483f,
+	0x00004847, 0x00004862, 0x00004868, 0x00004870,
+	0x0000487e, 0x00004888, 0x00004895, 0x0000489f,
+	0x000048b6, 0x000048c9, 0x000048ed, 0x0000496d,
 	// Entry 240 - 25F
-	0x000048c5, 0x000048cd, 0x00004942, 0x00004996,
-	0x000049a5, 0x000049b1, 0x000049ed, 0x00004a27,
-	0x00004a35, 0x00004a42, 0x00004a50, 0x00004a5e,
-	0x00004a6c, 0x00004a9e, 0x00004ace, 0x00004adb,
-	0x00004afb, 0x00004b00, 0x00004b11, 0x00004b1e,
-	0x00004b4a, 0x00004bd0, 0x00004bf5, 0x00004bfc,
-	0x00004c05, 0x00004c18, 0x00004c22, 0x00004c2c,
-	0x00004c36, 0x00004c4e, 0x00004c64, 0x00004c70,
+	0x0000497e, 0x00004986, 0x000049fb, 0x00004a4f,
+	0x00004a5e, 0x00004a6a, 0x00004aa6, 0x00004ae0,
+	0x00004aee, 0x00004afb, 0x00004b09, 0x00004b17,
+	0x00004b25, 0x00004b57, 0x00004b87, 0x00004b94,
+	0x00004bb4, 0x00004bb9, 0x00004bca, 0x00004bd7,
+	0x00004c03, 0x00004c89, 0x00004cae, 0x00004cb5,
+	0x00004cbe, 0x00004cd1, 0x00004cdb, 0x00004ce5,
+	0x00004cef, 0x00004d07, 0x00004d1d, 0x00004d29,
 	// Entry 260 - 27F
-	0x00004c92, 0x00004c99, 0x00004ca6, 0x00004cb7,
-	0x00004cde, 0x00004cee, 0x00004d42, 0x00004d95,
-	0x00004dcd, 0x00004e1d, 0x00004e51, 0x00004e70,
-	0x00004e90,
+	0x00004d4b, 0x00004d52, 0x00004d5f, 0x00004d70,
+	0x00004d97, 0x00004da7, 0x00004dfb, 0x00004e4e,
+	0x00004e86, 0x00004ed6, 0x00004f0a, 0x00004f29,
+	0x00004f49,
 } // Size: 2508 bytes
 
-const enData string = "" + // Size: 20112 bytes
+const enData string = "" + // Size: 20297 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every held instance…\x02Stop every running instance…\x02Stop every runni" +
@@ -968,195 +968,198 @@ const enData string = "" + // Size: 20112 bytes
 	" error\x02held for an operator\x02an incident: retry, abandon or stop" +
 	"\x02end: completes the instance\x02end: fails the instance\x02push %[1]s" +
 	"\x02pull %[1]s\x02Node %[1]s\x02Each definition’s queue and incidents no" +
-	"w, and what its workers finished in the last hour.\x02Completions and fa" +
-	"ilures, last hour\x02Definitions, those needing attention first\x02Defin" +
-	"ition\x02Open\x02Held instances\x02Failed\x02Oldest claimable waits\x02C" +
-	"ompleted, last hour\x02Failed, last hour\x02No definition has occurrence" +
-	"s yet.\x02As of %[1]s (%[2]s); refreshed every few seconds.\x02claimable" +
-	" since %[1]s\x02Show all definitions\x02All definitions\x02Completions a" +
-	"nd failures per 5 minutes, last hour: %[1]s\x02In the last hour: %[1]s, " +
-	"%[2]s. The table after the chart gives each 5-minute slot.\x02completed" +
-	"\x02failed\x02The chart’s numbers\x02Completions and failures per 5-minu" +
-	"te slot, oldest first\x02Slot\x02Completed\x02%[1]s–%[2]s\x02%[1]s: %[2]" +
-	"s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d comple" +
-	"ted\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed" +
-	"\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[" +
-	"1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s" +
-	"\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May" +
-	"\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01" +
-	"\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01" +
-	"\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00" +
-	"\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00" +
-	"\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process" +
-	" instance %[1]s\x02Summary\x02Operator actions\x02Path\x02The nodes this" +
-	" instance reached, in order, each with its occurrence.\x02Nodes reached," +
-	" in order\x02Node\x02Occurrence\x02Route\x02Next node\x02Created\x02Sett" +
-	"led\x02This instance has not reached a task yet.\x02Recorded operator ac" +
-	"tions\x02No operator has acted on this instance.\x02Operator actions on " +
-	"this instance, newest first\x02Value\x02Process inputs\x02Inputs the ins" +
-	"tance was started with, labelled by process version %[1]d's contract\x02" +
-	"This process takes no inputs.\x02This instance is held at a failed node:" +
-	" an incident. It cannot be retried: its occurrence at node %[1]s failed " +
-	"before any attempt (its inputs could not be built), so it would fail the" +
-	" same way. Abandon fails the instance; stop cancels it. Each asks for a " +
-	"reason, recorded in the audit log.\x02This instance is held at a failed " +
-	"node: an incident. Retry offers the failed occurrence again; abandon fai" +
-	"ls the instance; stop cancels it. Each asks for a reason, recorded in th" +
-	"e audit log.\x02Stopping cancels the instance and its open occurrences. " +
-	"It does not complete anything.\x02Stopped by %[1]s at %[2]s — “%[3]s”" +
-	"\x02Abandoned by %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s —" +
-	" “%[3]s”\x02Started\x02Ended\x02Held at node\x02Failed occurrence\x02Err" +
-	"or code\x02End node\x02Abandoned at node\x02Failed at node\x02Unknown st" +
-	"atus %[1]q.\x02Creation date\x02The page size must be between 1 and %[1]" +
-	"d.\x02Process instances\x02from\x02to\x02Act on every instance this filt" +
-	"er matches\x02The next page counts them and asks for a reason before any" +
-	"thing changes.\x02Process instances, newest first\x02Instance\x02End nod" +
-	"e or error\x02No instance matches these filters.\x02All processes\x02All" +
-	" statuses\x02available\x02reserved\x02deferred\x02cancelled\x02running" +
-	"\x02held\x02expired\x02rejected\x02released\x02disconnected\x02text\x02i" +
-	"nteger\x02number\x02boolean\x02date\x02date and time\x02choice\x02object" +
-	"\x02list\x02normal\x02sensitive\x02secret\x02••• hidden (sensitive)\x02•" +
-	"•• hidden (secret)\x02pull (the service fetches it)\x02push (Relais ca" +
-	"lls the service)\x02administrator\x02operator\x02designer\x02consumer" +
-	"\x02yes\x02no\x02field added\x02field removed\x02type changed\x02require" +
-	"d changed\x02values changed\x02classification changed\x02constraint chan" +
-	"ged\x02routing changed\x02minimum length\x02maximum length\x02pattern" +
-	"\x02format\x02minimum\x02maximum\x02minimum items\x02maximum items\x02%[" +
-	"1]s, revision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Mode" +
-	"\x02Dates\x02Policy\x02Maximum attempts\x02Retry delay\x02Deadline\x02Pr" +
-	"iority\x02%[1]d (0 lowest, 9 highest)\x02Attempts\x02Every attempt, olde" +
-	"st first\x02Consumer\x02Worker id\x02Reserved\x02Finished\x02Duration" +
-	"\x02Destination’s answer\x02Outcome\x02Error message\x02No service has r" +
-	"eserved this occurrence yet.\x02in progress\x02Whole message\x02No servi" +
-	"ce ever reserved this occurrence: it ended before any attempt.\x02Destin" +
-	"ation\x02Replica\x02Relais has not called the destination yet.\x02Relais" +
-	" never called the destination: the occurrence ended before any call.\x02" +
-	"Relais keeps the destination’s status code only when it refused the call" +
-	" (destination_http_NNN); a completed call answered 2xx. The duration run" +
-	"s from the claim of the call to its settlement.\x02Reason given by the w" +
-	"orker\x02Retries\x02none: a failed call takes the node’s error path\x02C" +
-	"all timeout\x02Now\x02Retry or abandon it from its instance\x02at most %" +
-	"[1]d\x02at most %[1]d since the last operator retry\x14\x01\x81\x01\x00" +
-	"\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02%[1]d left\x02Inp" +
-	"uts, labelled by revision %[1]d's contract\x02This contract has no input" +
-	"s.\x02Outputs, labelled by revision %[1]d's contract\x02No outputs yet: " +
-	"the occurrence has not completed.\x02This contract has no outputs.\x02No" +
-	" outputs: the occurrence ended without completing.\x02Reveal — this is r" +
-	"ecorded\x02Available from\x02Next attempt\x02Last reserved\x02Lock expir" +
-	"es\x02Deferred\x02Last error (attempt %[1]d)\x02Error (before any attemp" +
-	"t)\x02Its message\x02Message from Relais (in English)\x02Message from th" +
-	"e service (its own words, protected values masked)\x02Retryable\x02no: t" +
-	"he service marked this failure as not retryable (attempts left unused: %" +
-	"[1]d)\x02The destination did not answer within the call’s timeout (%[1]s" +
-	").\x02The destination did not answer within the call’s timeout.\x02The d" +
-	"eadline passed before a result arrived.\x02The result did not match the " +
-	"revision's outputs contract.\x02Relais stopped during the call: whether " +
-	"the destination acted is unknown, so it is not called again.\x02The call" +
-	" could not be prepared.\x02The destination could not be reached.\x02The " +
-	"destination’s answer was too large.\x02The last attempt’s lock expired w" +
-	"ith no attempt left.\x02The inputs could not be built from the process’s" +
-	" bindings.\x02An operator abandoned the instance.\x02A Camunda 7 worker " +
-	"reported a failure with no retries left (retries: 0, or a budget already" +
-	" spent): it is not run again.\x02The destination answered HTTP %[1]s." +
-	"\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expir" +
-	"ed %[1]s — waiting to be offered again.\x02Waiting for Relais to call th" +
-	"e destination since %[1]s (%[2]s).\x02Waiting for a worker since %[1]s (" +
-	"%[2]s).\x02(worker %[1]s)\x02Relais is calling the destination (since %[" +
-	"1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02Reserved by %[1" +
-	"]s.\x02Deferred since %[1]s (%[2]s): a worker of the same consumer, or a" +
-	" front end with a settle token, completes it later.\x02Completed (%[1]s)" +
-	".\x02Its instance is held here, waiting for an operator.\x02Its instance" +
-	" went on along the node’s error path.\x02Failed (%[1]s).\x02Cancelled: t" +
-	"he instance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the i" +
-	"nstance was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1]s" +
-	" (deferred; settled with its settle token)\x02%[1]s (deferred; settled w" +
-	"ith its settle token, as %[2]s)\x02%[1]s (deferred; settled by %[2]s)" +
-	"\x02waiting\x02HTTP 2xx, unusable body\x02no answer within the timeout" +
-	"\x02no connection\x02answer too large\x02unknown\x02[redacted]\x02The re" +
-	"vision must be a whole number, 1 or more.\x02Unknown consumer.\x02Settle" +
-	"ment date\x02More filters: instance, revision, consumer, dates\x02instan" +
-	"ce id\x02Counts by status\x02Occurrences, newest first\x02Process and no" +
-	"de\x02Error\x02Consumer and worker\x02Next attempt or settled\x02No occu" +
-	"rrence matches these filters.\x02All consumers\x02Totals of definition %" +
-	"[1]s, not narrowed by the other filters\x02Totals of all definitions, no" +
-	"t narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occ" +
-	"urrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); counts are " +
-	"refreshed every few seconds.\x02revision %[1]d\x02settled\x02next attemp" +
-	"t\x02claimable since\x02call in progress since\x02lock until\x02deferred" +
-	" since\x02Previous page\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written " +
-	"2026-12-01.\x02%[1]s: the first day comes after the last.\x02These setti" +
-	"ngs are kept in this browser only.\x02Show times in\x02The console runs " +
-	"no script, so it cannot read your computer’s time zone: choose its offse" +
-	"t from UTC. Offsets do not follow daylight saving time.\x02Reload lists " +
-	"and detail pages\x02Pages with a form, such as a confirmation, never rel" +
-	"oad on their own.\x02Save settings\x02Back without saving\x02UTC (coordi" +
-	"nated universal time)\x02Local time at %[1]s\x02Never\x02Every %[1]d sec" +
-	"onds\x02Published process versions: their nodes, routes and pinned revis" +
-	"ions, drawn, with where their occurrences are now.\x02Processes by key" +
-	"\x02Versions, newest first\x02No process is published yet.\x02version %[" +
-	"1]d\x02Process %[1]s\x02Version\x02Start node\x02Graph\x02Columns follow" +
-	" the longest path from the start node. Solid arrows are successes (label" +
-	"led with their route), dashed ones failures (labelled with their error c" +
-	"odes). Each box says how many of this version’s occurrences are at that " +
-	"node now.\x02Nodes\x02Nodes of this version, with their occurrences now" +
-	"\x02Kind\x02Pinned revision\x02On success\x02On error\x02Occurrences now" +
-	"\x02Instances of this process\x02Counts as of %[1]s (%[2]s); refreshed e" +
-	"very few seconds.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d no" +
-	"de, starting at %[2]s. The table below lists the same nodes, routes and " +
-	"counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The table below lists th" +
-	"e same nodes, routes and counts.\x02pull\x02push to %[1]s\x02end (comple" +
-	"tes)\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for" +
-	" an operator)\x02any other code → %[1]s\x02fails the instance\x14\x01" +
-	"\x81\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, priority %[3]d" +
-	"\x002\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02deadline %" +
-	"[1]s\x02timeout %[1]s\x02Only administrators may reveal a sensitive valu" +
-	"e.\x02Revealed by %[1]s at %[2]s; recorded in the audit log.\x02Cannot r" +
-	"eveal\x02Only a value this page shows as hidden (sensitive) can be revea" +
-	"led.\x02Secret values can never be revealed.\x02This page does not accep" +
-	"t that request.\x02Search\x02Type an instance or occurrence id (a UUID, " +
-	"as the pages show on hover), or a business key.\x02Nothing to find: the " +
-	"search box is empty.\x02That is too long to be an id or a business key." +
-	"\x02No instance or occurrence has the id “%[1]s”, and no instance has it" +
-	" as its business key.\x02You are signed out.\x02Sign in\x02Sign in with " +
-	"an operator or administrator token.\x02Token\x02The token is checked onc" +
-	"e and never stored in your browser; a session cookie stands for it for u" +
-	"p to 8 hours of inactivity.\x02Too many failed sign-ins from your addres" +
-	"s. Try again in %[1]d seconds.\x02This token is unknown or has been revo" +
-	"ked.\x02A %[1]s token cannot open the console: sign in with an operator," +
-	" designer or administrator token.\x02Only administrators manage tokens." +
-	"\x02Staff tokens (administrators, designers, operators) that are not rev" +
-	"oked. Consumer tokens are managed with their consumers. Revoking a token" +
-	" refuses its next request.\x02ID\x02Role\x02Created on\x02Last used\x02E" +
-	"xpires\x02Staff tokens, oldest first\x02never\x02not yet\x02Expired toke" +
-	"n\x02Revoke…\x02this session\x02No token.\x02The token was revoked.\x02R" +
-	"evoke token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request" +
-	" is refused, and console sessions opened with it end. This cannot be und" +
-	"one: whoever uses it needs a new token.\x02Revoke the token\x02Keep it" +
-	"\x02This is the token you signed in with: revoking it signs you out. Its" +
-	" next request is refused. This cannot be undone.\x02This is the last usa" +
-	"ble administrator token: create another one before revoking it.\x02routi" +
-	"ng output\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d c" +
-	"haracter\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02" +
-	"\x18\x02at most %[1]d character\x00\x19\x02at most %[1]d characters\x02p" +
-	"attern %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of" +
-	": %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at" +
-	" least %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00" +
-	"\x14\x02at most %[1]d items\x02not provided\x14\x01\x81\x01\x00\x02\x0b" +
-	"\x02%[1]d item\x00\x0c\x02%[1]d items\x02null\x02unexpected value\x02Inv" +
-	"alid page\x02This page link is not one the console made.\x02Workers conn" +
-	"ected by a stream, and polling workers by their last fetch. A worker is " +
-	"listed while it was seen within three heartbeats.\x02Workers seen within" +
-	" three heartbeats\x02Worker\x02Protocol\x02Definitions served\x02In flig" +
-	"ht\x02Connected\x02Last seen\x02No worker is connected.\x02Workers servi" +
-	"ng %[1]s\x02All workers\x02No worker serves this definition.\x02stream" +
-	"\x02long polling\x02Camunda 7 facade\x02every revision its consumer is g" +
-	"ranted\x02revisions %[1]s\x02No worker serves this definition: its occur" +
-	"rences wait until one connects or polls.\x02No worker is connected for t" +
-	"his definition; none of its occurrences waits for one.\x14\x01\x81\x01" +
-	"\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d worker" +
-	"s\x02Revisions they take: %[1]s; some take every revision their consumer" +
-	" is granted.\x02They take every revision their consumer is granted.\x02T" +
-	"hey take revision %[1]d only.\x02They take revisions %[1]s only."
+	"w, and what its workers finished in the last hour: occurrences that ende" +
+	"d completed or failed. An occurrence retried since counts where it ends " +
+	"next; a failed attempt with attempts left is not counted, its occurrence" +
+	"’s page lists it.\x02Completions and failures, last hour\x02Definition" +
+	"s, those needing attention first\x02Definition\x02Open\x02Held instances" +
+	"\x02Failed\x02Oldest claimable waits\x02Completed, last hour\x02Failed, " +
+	"last hour\x02No definition has occurrences yet.\x02As of %[1]s (%[2]s); " +
+	"refreshed every few seconds.\x02claimable since %[1]s\x02Show all defini" +
+	"tions\x02All definitions\x02Completions and failures per 5 minutes, last" +
+	" hour: %[1]s\x02In the last hour: %[1]s, %[2]s. The table after the char" +
+	"t gives each 5-minute slot.\x02completed\x02failed\x02The chart’s number" +
+	"s\x02Completions and failures per 5-minute slot, oldest first\x02Slot" +
+	"\x02Completed\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01\x00\x02\x10" +
+	"\x02%[1]d completed\x00\x10\x02%[1]d completed\x14\x01\x81\x01\x00\x02" +
+	"\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02%[1]s; %[2]s\x02%[1]s %[" +
+	"2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s\x02in" +
+	" %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[" +
+	"1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02" +
+	"Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day" +
+	"\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c" +
+	"\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%" +
+	"[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]" +
+	"d seconds\x02%[1]d ms\x02Process instance %[1]s\x02Summary\x02Operator a" +
+	"ctions\x02Path\x02The nodes this instance reached, in order, each with i" +
+	"ts occurrence.\x02Nodes reached, in order\x02Node\x02Occurrence\x02Route" +
+	"\x02Next node\x02Created\x02Settled\x02This instance has not reached a t" +
+	"ask yet.\x02Recorded operator actions\x02No operator has acted on this i" +
+	"nstance.\x02Operator actions on this instance, newest first\x02Value\x02" +
+	"Process inputs\x02Inputs the instance was started with, labelled by proc" +
+	"ess version %[1]d's contract\x02This process takes no inputs.\x02This in" +
+	"stance is held at a failed node: an incident. It cannot be retried: its " +
+	"occurrence at node %[1]s failed before any attempt (its inputs could not" +
+	" be built), so it would fail the same way. Abandon fails the instance; s" +
+	"top cancels it. Each asks for a reason, recorded in the audit log.\x02Th" +
+	"is instance is held at a failed node: an incident. Retry offers the fail" +
+	"ed occurrence again; abandon fails the instance; stop cancels it. Each a" +
+	"sks for a reason, recorded in the audit log.\x02Stopping cancels the ins" +
+	"tance and its open occurrences. It does not complete anything.\x02Stoppe" +
+	"d by %[1]s at %[2]s — “%[3]s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”" +
+	"\x02Retried by %[1]s at %[2]s — “%[3]s”\x02Started\x02Ended\x02Held at n" +
+	"ode\x02Failed occurrence\x02Error code\x02End node\x02Abandoned at node" +
+	"\x02Failed at node\x02Unknown status %[1]q.\x02Creation date\x02The page" +
+	" size must be between 1 and %[1]d.\x02Process instances\x02from\x02to" +
+	"\x02Act on every instance this filter matches\x02The next page counts th" +
+	"em and asks for a reason before anything changes.\x02Process instances, " +
+	"newest first\x02Instance\x02End node or error\x02No instance matches the" +
+	"se filters.\x02All processes\x02All statuses\x02available\x02reserved" +
+	"\x02deferred\x02cancelled\x02running\x02held\x02expired\x02rejected\x02r" +
+	"eleased\x02disconnected\x02text\x02integer\x02number\x02boolean\x02date" +
+	"\x02date and time\x02choice\x02object\x02list\x02normal\x02sensitive\x02" +
+	"secret\x02••• hidden (sensitive)\x02••• hidden (secret)\x02pull (the ser" +
+	"vice fetches it)\x02push (Relais calls the service)\x02administrator\x02" +
+	"operator\x02designer\x02consumer\x02yes\x02no\x02field added\x02field re" +
+	"moved\x02type changed\x02required changed\x02values changed\x02classific" +
+	"ation changed\x02constraint changed\x02routing changed\x02minimum length" +
+	"\x02maximum length\x02pattern\x02format\x02minimum\x02maximum\x02minimum" +
+	" items\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, version %[2]s" +
+	"\x02Occurrence %[1]s\x02Mode\x02Dates\x02Policy\x02Maximum attempts\x02R" +
+	"etry delay\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02Att" +
+	"empts\x02Every attempt, oldest first\x02Consumer\x02Worker id\x02Reserve" +
+	"d\x02Finished\x02Duration\x02Destination’s answer\x02Outcome\x02Error me" +
+	"ssage\x02No service has reserved this occurrence yet.\x02in progress\x02" +
+	"Whole message\x02No service ever reserved this occurrence: it ended befo" +
+	"re any attempt.\x02Destination\x02Replica\x02Relais has not called the d" +
+	"estination yet.\x02Relais never called the destination: the occurrence e" +
+	"nded before any call.\x02Relais keeps the destination’s status code only" +
+	" when it refused the call (destination_http_NNN); a completed call answe" +
+	"red 2xx. The duration runs from the claim of the call to its settlement." +
+	"\x02Reason given by the worker\x02Retries\x02none: a failed call takes t" +
+	"he node’s error path\x02Call timeout\x02Now\x02Retry or abandon it from " +
+	"its instance\x02at most %[1]d\x02at most %[1]d since the last operator r" +
+	"etry\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attem" +
+	"pts\x02%[1]d left\x02Inputs, labelled by revision %[1]d's contract\x02Th" +
+	"is contract has no inputs.\x02Outputs, labelled by revision %[1]d's cont" +
+	"ract\x02No outputs yet: the occurrence has not completed.\x02This contra" +
+	"ct has no outputs.\x02No outputs: the occurrence ended without completin" +
+	"g.\x02Reveal — this is recorded\x02Available from\x02Next attempt\x02Las" +
+	"t reserved\x02Lock expires\x02Deferred\x02Last error (attempt %[1]d)\x02" +
+	"Error (before any attempt)\x02Its message\x02Message from Relais (in Eng" +
+	"lish)\x02Message from the service (its own words, protected values maske" +
+	"d)\x02Retryable\x02no: the service marked this failure as not retryable " +
+	"(attempts left unused: %[1]d)\x02The destination did not answer within t" +
+	"he call’s timeout (%[1]s).\x02The destination did not answer within the " +
+	"call’s timeout.\x02The deadline passed before a result arrived.\x02The r" +
+	"esult did not match the revision's outputs contract.\x02Relais stopped d" +
+	"uring the call: whether the destination acted is unknown, so it is not c" +
+	"alled again.\x02The call could not be prepared.\x02The destination could" +
+	" not be reached.\x02The destination’s answer was too large.\x02The last " +
+	"attempt’s lock expired with no attempt left.\x02The inputs could not be " +
+	"built from the process’s bindings.\x02An operator abandoned the instance" +
+	".\x02A Camunda 7 worker reported a failure with no retries left (retries" +
+	": 0, or a budget already spent): it is not run again.\x02The destination" +
+	" answered HTTP %[1]s.\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s —" +
+	" %[2]s.\x02Lock expired %[1]s — waiting to be offered again.\x02Waiting " +
+	"for Relais to call the destination since %[1]s (%[2]s).\x02Waiting for a" +
+	" worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02Relais is calling the " +
+	"destination (since %[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]" +
+	"s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker of th" +
+	"e same consumer, or a front end with a settle token, completes it later." +
+	"\x02Completed (%[1]s).\x02Its instance is held here, waiting for an oper" +
+	"ator.\x02Its instance went on along the node’s error path.\x02Failed (%[" +
+	"1]s).\x02Cancelled: the instance was stopped by %[1]s at %[2]s — “%[3]s”" +
+	".\x02Cancelled: the instance was stopped (%[1]s).\x02%[1]s so far\x02con" +
+	"sumer #%[1]s\x02%[1]s (deferred; settled with its settle token)\x02%[1]s" +
+	" (deferred; settled with its settle token, as %[2]s)\x02%[1]s (deferred;" +
+	" settled by %[2]s)\x02waiting\x02HTTP 2xx, unusable body\x02no answer wi" +
+	"thin the timeout\x02no connection\x02answer too large\x02unknown\x02[red" +
+	"acted]\x02The revision must be a whole number, 1 or more.\x02Unknown con" +
+	"sumer.\x02Settlement date\x02More filters: instance, revision, consumer," +
+	" dates\x02instance id\x02Counts by status\x02Occurrences, newest first" +
+	"\x02Process and node\x02Error\x02Consumer and worker\x02Next attempt or " +
+	"settled\x02No occurrence matches these filters.\x02All consumers\x02Tota" +
+	"ls of definition %[1]s, not narrowed by the other filters\x02Totals of a" +
+	"ll definitions, not narrowed by the other filters\x14\x01\x81\x01\x00" +
+	"\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s" +
+	" (%[2]s); counts are refreshed every few seconds.\x02revision %[1]d\x02s" +
+	"ettled\x02next attempt\x02claimable since\x02call in progress since\x02l" +
+	"ock until\x02deferred since\x02Previous page\x02Rows %[1]s–%[2]s\x02%[1]" +
+	"s: a date is written 2026-12-01.\x02%[1]s: the first day comes after the" +
+	" last.\x02These settings are kept in this browser only.\x02Show times in" +
+	"\x02The console runs no script, so it cannot read your computer’s time z" +
+	"one: choose its offset from UTC. Offsets do not follow daylight saving t" +
+	"ime.\x02Reload lists and detail pages\x02Pages with a form, such as a co" +
+	"nfirmation, never reload on their own.\x02Save settings\x02Back without " +
+	"saving\x02UTC (coordinated universal time)\x02Local time at %[1]s\x02Nev" +
+	"er\x02Every %[1]d seconds\x02Published process versions: their nodes, ro" +
+	"utes and pinned revisions, drawn, with where their occurrences are now." +
+	"\x02Processes by key\x02Versions, newest first\x02No process is publishe" +
+	"d yet.\x02version %[1]d\x02Process %[1]s\x02Version\x02Start node\x02Gra" +
+	"ph\x02Columns follow the longest path from the start node. Solid arrows " +
+	"are successes (labelled with their route), dashed ones failures (labelle" +
+	"d with their error codes). Each box says how many of this version’s occu" +
+	"rrences are at that node now.\x02Nodes\x02Nodes of this version, with th" +
+	"eir occurrences now\x02Kind\x02Pinned revision\x02On success\x02On error" +
+	"\x02Occurrences now\x02Instances of this process\x02Counts as of %[1]s (" +
+	"%[2]s); refreshed every few seconds.\x02Graph of %[1]s\x14\x01\x81\x01" +
+	"\x00\x02X\x02%[1]d node, starting at %[2]s. The table below lists the sa" +
+	"me nodes, routes and counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The" +
+	" table below lists the same nodes, routes and counts.\x02pull\x02push to" +
+	" %[1]s\x02end (completes)\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02" +
+	"hold (an incident for an operator)\x02any other code → %[1]s\x02fails th" +
+	"e instance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, retry after %[2]s," +
+	" priority %[3]d\x002\x02%[1]d attempts, retry after %[2]s, priority %[3]" +
+	"d\x02deadline %[1]s\x02timeout %[1]s\x02Only administrators may reveal a" +
+	" sensitive value.\x02Revealed by %[1]s at %[2]s; recorded in the audit l" +
+	"og.\x02Cannot reveal\x02Only a value this page shows as hidden (sensitiv" +
+	"e) can be revealed.\x02Secret values can never be revealed.\x02This page" +
+	" does not accept that request.\x02Search\x02Type an instance or occurren" +
+	"ce id (a UUID, as the pages show on hover), or a business key.\x02Nothin" +
+	"g to find: the search box is empty.\x02That is too long to be an id or a" +
+	" business key.\x02No instance or occurrence has the id “%[1]s”, and no i" +
+	"nstance has it as its business key.\x02You are signed out.\x02Sign in" +
+	"\x02Sign in with an operator or administrator token.\x02Token\x02The tok" +
+	"en is checked once and never stored in your browser; a session cookie st" +
+	"ands for it for up to 8 hours of inactivity.\x02Too many failed sign-ins" +
+	" from your address. Try again in %[1]d seconds.\x02This token is unknown" +
+	" or has been revoked.\x02A %[1]s token cannot open the console: sign in " +
+	"with an operator, designer or administrator token.\x02Only administrator" +
+	"s manage tokens.\x02Staff tokens (administrators, designers, operators) " +
+	"that are not revoked. Consumer tokens are managed with their consumers. " +
+	"Revoking a token refuses its next request.\x02ID\x02Role\x02Created on" +
+	"\x02Last used\x02Expires\x02Staff tokens, oldest first\x02never\x02not y" +
+	"et\x02Expired token\x02Revoke…\x02this session\x02No token.\x02The token" +
+	" was revoked.\x02Revoke token %[1]d\x02Revoke the %[1]s token “%[2]s”?" +
+	"\x02Its next request is refused, and console sessions opened with it end" +
+	". This cannot be undone: whoever uses it needs a new token.\x02Revoke th" +
+	"e token\x02Keep it\x02This is the token you signed in with: revoking it " +
+	"signs you out. Its next request is refused. This cannot be undone.\x02Th" +
+	"is is the last usable administrator token: create another one before rev" +
+	"oking it.\x02routing output\x02(each item)\x14\x01\x81\x01\x00\x02\x19" +
+	"\x02at least %[1]d character\x00\x1a\x02at least %[1]d characters\x14" +
+	"\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02at most %" +
+	"[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1]s\x02max" +
+	"imum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]" +
+	"d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at" +
+	" most %[1]d item\x00\x14\x02at most %[1]d items\x02not provided\x14\x01" +
+	"\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02null\x02une" +
+	"xpected value\x02Invalid page\x02This page link is not one the console m" +
+	"ade.\x02Workers connected by a stream, and polling workers by their last" +
+	" fetch. A worker is listed while it was seen within three heartbeats." +
+	"\x02Workers seen within three heartbeats\x02Worker\x02Protocol\x02Defini" +
+	"tions served\x02In flight\x02Connected\x02Last seen\x02No worker is conn" +
+	"ected.\x02Workers serving %[1]s\x02All workers\x02No worker serves this " +
+	"definition.\x02stream\x02long polling\x02Camunda 7 facade\x02every revis" +
+	"ion its consumer is granted\x02revisions %[1]s\x02No worker serves this " +
+	"definition: its occurrences wait until one connects or polls.\x02No work" +
+	"er is connected for this definition; none of its occurrences waits for o" +
+	"ne.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Ser" +
+	"ved by %[1]d workers\x02Revisions they take: %[1]s; some take every revi" +
+	"sion their consumer is granted.\x02They take every revision their consum" +
+	"er is granted.\x02They take revision %[1]d only.\x02They take revisions " +
+	"%[1]s only."
 
 var frIndex = []uint32{ // 621 elements
 	// Entry 0 - 1F
@@ -1219,125 +1222,125 @@ var frIndex = []uint32{ // 621 elements
 	0x000027bf, 0x000027c4, 0x000027d8, 0x000027f0,
 	0x00002815, 0x00002843, 0x00002855, 0x00002868,
 	0x00002884, 0x000028b1, 0x000028ce, 0x000028f1,
-	0x000028fc, 0x00002907, 0x00002913, 0x0000299a,
-	0x000029c1, 0x000029ff, 0x00002a0b, 0x00002a14,
-	0x00002a28, 0x00002a32, 0x00002a59, 0x00002a75,
+	0x000028fc, 0x00002907, 0x00002913, 0x00002a90,
+	0x00002ab7, 0x00002af5, 0x00002b01, 0x00002b0a,
+	0x00002b1e, 0x00002b28, 0x00002b4f, 0x00002b6b,
 	// Entry E0 - FF
-	0x00002a90, 0x00002ac0, 0x00002afe, 0x00002b19,
-	0x00002b3a, 0x00002b52, 0x00002b98, 0x00002c03,
-	0x00002c0d, 0x00002c17, 0x00002c31, 0x00002c7a,
-	0x00002c82, 0x00002c8d, 0x00002c9b, 0x00002cab,
-	0x00002cd5, 0x00002cfe, 0x00002d0e, 0x00002d2d,
-	0x00002d39, 0x00002d52, 0x00002d5d, 0x00002d6a,
-	0x00002d79, 0x00002d81, 0x00002d8b, 0x00002d93,
-	0x00002d9b, 0x00002da1, 0x00002da8, 0x00002dad,
+	0x00002b86, 0x00002bb6, 0x00002bf4, 0x00002c0f,
+	0x00002c30, 0x00002c48, 0x00002c8e, 0x00002cf9,
+	0x00002d03, 0x00002d0d, 0x00002d27, 0x00002d70,
+	0x00002d78, 0x00002d83, 0x00002d91, 0x00002da1,
+	0x00002dcb, 0x00002df4, 0x00002e04, 0x00002e23,
+	0x00002e2f, 0x00002e48, 0x00002e53, 0x00002e60,
+	0x00002e6f, 0x00002e77, 0x00002e81, 0x00002e89,
+	0x00002e91, 0x00002e97, 0x00002e9e, 0x00002ea3,
 	// Entry 100 - 11F
-	0x00002db2, 0x00002db6, 0x00002dbb, 0x00002dc1,
-	0x00002dc7, 0x00002dcd, 0x00002dd2, 0x00002dd7,
-	0x00002ddd, 0x00002de7, 0x00002e07, 0x00002e29,
-	0x00002e4d, 0x00002e73, 0x00002e7c, 0x00002e98,
-	0x00002ea1, 0x00002eb9, 0x00002ec2, 0x00002f16,
-	0x00002f36, 0x00002f3c, 0x00002f47, 0x00002f4d,
-	0x00002f5b, 0x00002f66, 0x00002f72, 0x00002fa5,
-	0x00002fc9, 0x00002ff8, 0x00003041, 0x00003048,
+	0x00002ea8, 0x00002eac, 0x00002eb1, 0x00002eb7,
+	0x00002ebd, 0x00002ec3, 0x00002ec8, 0x00002ecd,
+	0x00002ed3, 0x00002edd, 0x00002efd, 0x00002f1f,
+	0x00002f43, 0x00002f69, 0x00002f72, 0x00002f8e,
+	0x00002f97, 0x00002faf, 0x00002fb8, 0x0000300c,
+	0x0000302c, 0x00003032, 0x0000303d, 0x00003043,
+	0x00003051, 0x0000305c, 0x00003068, 0x0000309b,
+	0x000030bf, 0x000030ee, 0x00003137, 0x0000313e,
 	// Entry 120 - 13F
-	0x0000305e, 0x000030d1, 0x000030f7, 0x00003286,
-	0x0000338d, 0x000033dd, 0x0000340a, 0x00003439,
-	0x00003464, 0x00003472, 0x0000347f, 0x00003491,
-	0x000034a6, 0x000034b6, 0x000034c3, 0x000034d8,
-	0x000034eb, 0x00003505, 0x00003517, 0x0000354f,
-	0x00003566, 0x00003569, 0x0000356c, 0x000035a0,
-	0x000035ea, 0x0000361f, 0x00003628, 0x0000363f,
-	0x0000366d, 0x00003680, 0x00003691, 0x0000369c,
+	0x00003154, 0x000031c7, 0x000031ed, 0x0000337c,
+	0x00003483, 0x000034d3, 0x00003500, 0x0000352f,
+	0x0000355a, 0x00003568, 0x00003575, 0x00003587,
+	0x0000359c, 0x000035ac, 0x000035b9, 0x000035ce,
+	0x000035e1, 0x000035fb, 0x0000360d, 0x00003645,
+	0x0000365c, 0x0000365f, 0x00003662, 0x00003696,
+	0x000036e0, 0x00003715, 0x0000371e, 0x00003735,
+	0x00003763, 0x00003776, 0x00003787, 0x00003792,
 	// Entry 140 - 15F
-	0x000036a7, 0x000036b2, 0x000036bb, 0x000036c4,
-	0x000036cd, 0x000036d6, 0x000036df, 0x000036e6,
-	0x000036f4, 0x000036fa, 0x00003701, 0x00003708,
-	0x00003711, 0x00003716, 0x00003724, 0x0000372a,
-	0x00003730, 0x00003736, 0x0000373e, 0x00003747,
-	0x00003750, 0x0000376d, 0x00003788, 0x000037ab,
-	0x000037cc, 0x000037db, 0x000037e6, 0x000037f1,
-	0x000037fe, 0x00003802, 0x00003806, 0x00003814,
+	0x0000379d, 0x000037a8, 0x000037b1, 0x000037ba,
+	0x000037c3, 0x000037cc, 0x000037d5, 0x000037dc,
+	0x000037ea, 0x000037f0, 0x000037f7, 0x000037fe,
+	0x00003807, 0x0000380c, 0x0000381a, 0x00003820,
+	0x00003826, 0x0000382c, 0x00003834, 0x0000383d,
+	0x00003846, 0x00003863, 0x0000387e, 0x000038a1,
+	0x000038c2, 0x000038d1, 0x000038dc, 0x000038e7,
+	0x000038f4, 0x000038f8, 0x000038fc, 0x0000390a,
 	// Entry 160 - 17F
-	0x00003822, 0x00003830, 0x00003850, 0x00003863,
-	0x0000387c, 0x00003891, 0x000038a2, 0x000038b4,
-	0x000038c6, 0x000038cc, 0x000038d3, 0x000038db,
-	0x000038e3, 0x00003901, 0x0000391f, 0x00003936,
-	0x0000394b, 0x0000395c, 0x00003961, 0x00003967,
-	0x00003980, 0x0000399d, 0x000039bd, 0x000039c8,
-	0x000039d2, 0x000039fb, 0x00003a06, 0x00003a3a,
-	0x00003a47, 0x00003a65, 0x00003a73, 0x00003a7c,
+	0x00003918, 0x00003926, 0x00003946, 0x00003959,
+	0x00003972, 0x00003987, 0x00003998, 0x000039aa,
+	0x000039bc, 0x000039c2, 0x000039c9, 0x000039d1,
+	0x000039d9, 0x000039f7, 0x00003a15, 0x00003a2c,
+	0x00003a41, 0x00003a52, 0x00003a57, 0x00003a5d,
+	0x00003a76, 0x00003a93, 0x00003ab3, 0x00003abe,
+	0x00003ac8, 0x00003af1, 0x00003afc, 0x00003b30,
+	0x00003b3d, 0x00003b5b, 0x00003b69, 0x00003b72,
 	// Entry 180 - 19F
-	0x00003a83, 0x00003a9e, 0x00003aa8, 0x00003abb,
-	0x00003af5, 0x00003afe, 0x00003b0d, 0x00003b71,
-	0x00003b7d, 0x00003b87, 0x00003bb7, 0x00003c12,
-	0x00003cf9, 0x00003d19, 0x00003d2e, 0x00003d6f,
-	0x00003d80, 0x00003d8b, 0x00003dbe, 0x00003dcc,
-	0x00003e08, 0x00003e32, 0x00003e5a, 0x00003e99,
-	0x00003eba, 0x00003ef8, 0x00003f38, 0x00003f58,
-	0x00003f99, 0x00003fc5, 0x00003fdd, 0x00003ff1,
+	0x00003b79, 0x00003b94, 0x00003b9e, 0x00003bb1,
+	0x00003beb, 0x00003bf4, 0x00003c03, 0x00003c67,
+	0x00003c73, 0x00003c7d, 0x00003cad, 0x00003d08,
+	0x00003def, 0x00003e0f, 0x00003e24, 0x00003e65,
+	0x00003e76, 0x00003e81, 0x00003eb4, 0x00003ec2,
+	0x00003efe, 0x00003f28, 0x00003f50, 0x00003f8f,
+	0x00003fb0, 0x00003fee, 0x0000402e, 0x0000404e,
+	0x0000408f, 0x000040bb, 0x000040d3, 0x000040e7,
 	// Entry 1A0 - 1BF
-	0x00004008, 0x00004016, 0x00004021, 0x00004044,
-	0x00004063, 0x0000406f, 0x0000408e, 0x000040dc,
-	0x000040f8, 0x00004166, 0x000041ad, 0x000041ec,
-	0x0000422c, 0x00004272, 0x000042e4, 0x0000430c,
-	0x0000432f, 0x00004366, 0x000043ad, 0x00004400,
-	0x00004429, 0x000044cf, 0x000044f5, 0x0000451c,
-	0x00004544, 0x0000458b, 0x000045d5, 0x00004608,
-	0x0000461b, 0x00004649, 0x00004685, 0x0000469b,
+	0x000040fe, 0x0000410c, 0x00004117, 0x0000413a,
+	0x00004159, 0x00004165, 0x00004184, 0x000041d2,
+	0x000041ee, 0x0000425c, 0x000042a3, 0x000042e2,
+	0x00004322, 0x00004368, 0x000043da, 0x00004402,
+	0x00004425, 0x0000445c, 0x000044a3, 0x000044f6,
+	0x0000451f, 0x000045c5, 0x000045eb, 0x00004612,
+	0x0000463a, 0x00004681, 0x000046cb, 0x000046fe,
+	0x00004711, 0x0000473f, 0x0000477b, 0x00004791,
 	// Entry 1C0 - 1DF
-	0x0000472f, 0x00004742, 0x0000477f, 0x000047bb,
-	0x000047ce, 0x0000481e, 0x00004853, 0x00004865,
-	0x0000487c, 0x000048b9, 0x00004909, 0x00004933,
-	0x0000493e, 0x0000495b, 0x0000497a, 0x0000498b,
-	0x000049a5, 0x000049ae, 0x000049b8, 0x000049ed,
-	0x00004a03, 0x00004a16, 0x00004a53, 0x00004a6c,
-	0x00004a82, 0x00004aac, 0x00004abf, 0x00004ac6,
-	0x00004ae1, 0x00004b03, 0x00004b33, 0x00004b4a,
+	0x00004825, 0x00004838, 0x00004875, 0x000048b1,
+	0x000048c4, 0x00004914, 0x00004949, 0x0000495b,
+	0x00004972, 0x000049af, 0x000049ff, 0x00004a29,
+	0x00004a34, 0x00004a51, 0x00004a70, 0x00004a81,
+	0x00004a9b, 0x00004aa4, 0x00004aae, 0x00004ae3,
+	0x00004af9, 0x00004b0c, 0x00004b49, 0x00004b62,
+	0x00004b78, 0x00004ba2, 0x00004bb5, 0x00004bbc,
+	0x00004bd7, 0x00004bf9, 0x00004c29, 0x00004c40,
 	// Entry 1E0 - 1FF
-	0x00004b82, 0x00004bbd, 0x00004be9, 0x00004c3c,
-	0x00004c4c, 0x00004c55, 0x00004c69, 0x00004c7b,
-	0x00004c91, 0x00004ca3, 0x00004cb5, 0x00004cc7,
-	0x00004cdd, 0x00004d07, 0x00004d3a, 0x00004d76,
-	0x00004d8d, 0x00004e55, 0x00004e82, 0x00004eed,
-	0x00004f07, 0x00004f20, 0x00004f41, 0x00004f57,
-	0x00004f5e, 0x00004f78, 0x0000500d, 0x00005020,
-	0x00005047, 0x0000506f, 0x0000507d, 0x0000508d,
+	0x00004c78, 0x00004cb3, 0x00004cdf, 0x00004d32,
+	0x00004d42, 0x00004d4b, 0x00004d5f, 0x00004d71,
+	0x00004d87, 0x00004d99, 0x00004dab, 0x00004dbd,
+	0x00004dd3, 0x00004dfd, 0x00004e30, 0x00004e6c,
+	0x00004e83, 0x00004f4b, 0x00004f78, 0x00004fe3,
+	0x00004ffd, 0x00005016, 0x00005037, 0x0000504d,
+	0x00005054, 0x0000506e, 0x00005103, 0x00005116,
+	0x0000513d, 0x00005165, 0x00005173, 0x00005183,
 	// Entry 200 - 21F
-	0x00005095, 0x000050a6, 0x000050ad, 0x000051e3,
-	0x000051ea, 0x00005224, 0x00005229, 0x0000523e,
-	0x00005252, 0x00005264, 0x0000527a, 0x00005294,
-	0x000052de, 0x000052ee, 0x000053c8, 0x000053cd,
-	0x000053dd, 0x000053eb, 0x000053fb, 0x0000540b,
-	0x00005415, 0x0000543e, 0x00005458, 0x00005473,
-	0x00005501, 0x00005512, 0x0000551f, 0x00005560,
-	0x000055a6, 0x000055be, 0x00005611, 0x0000564c,
+	0x0000518b, 0x0000519c, 0x000051a3, 0x000052d9,
+	0x000052e0, 0x0000531a, 0x0000531f, 0x00005334,
+	0x00005348, 0x0000535a, 0x00005370, 0x0000538a,
+	0x000053d4, 0x000053e4, 0x000054be, 0x000054c3,
+	0x000054d3, 0x000054e1, 0x000054f1, 0x00005501,
+	0x0000550b, 0x00005534, 0x0000554e, 0x00005569,
+	0x000055f7, 0x00005608, 0x00005615, 0x00005656,
+	0x0000569c, 0x000056b4, 0x00005707, 0x00005742,
 	// Entry 220 - 23F
-	0x00005677, 0x00005681, 0x000056fb, 0x00005730,
-	0x00005771, 0x000057e1, 0x000057fa, 0x00005807,
-	0x0000584a, 0x00005850, 0x000058ec, 0x00005940,
-	0x0000596b, 0x000059f7, 0x00005a25, 0x00005ae7,
-	0x00005aea, 0x00005af0, 0x00005afa, 0x00005b10,
-	0x00005b1b, 0x00005b4b, 0x00005b52, 0x00005b5d,
-	0x00005b6b, 0x00005b78, 0x00005b86, 0x00005b93,
-	0x00005baf, 0x00005bc8, 0x00005bf1, 0x00005c9a,
+	0x0000576d, 0x00005777, 0x000057f1, 0x00005826,
+	0x00005867, 0x000058d7, 0x000058f0, 0x000058fd,
+	0x00005940, 0x00005946, 0x000059e2, 0x00005a36,
+	0x00005a61, 0x00005aed, 0x00005b1b, 0x00005bdd,
+	0x00005be0, 0x00005be6, 0x00005bf0, 0x00005c06,
+	0x00005c11, 0x00005c41, 0x00005c48, 0x00005c53,
+	0x00005c61, 0x00005c6e, 0x00005c7c, 0x00005c89,
+	0x00005ca5, 0x00005cbe, 0x00005ce7, 0x00005d90,
 	// Entry 240 - 25F
-	0x00005cad, 0x00005cb7, 0x00005d46, 0x00005da7,
-	0x00005db9, 0x00005dcc, 0x00005e0a, 0x00005e46,
-	0x00005e52, 0x00005e5f, 0x00005e6d, 0x00005e7b,
-	0x00005e8b, 0x00005ec7, 0x00005f01, 0x00005f0c,
-	0x00005f36, 0x00005f3a, 0x00005f4c, 0x00005f5a,
-	0x00005f86, 0x00006048, 0x0000607b, 0x00006086,
-	0x00006090, 0x000060a5, 0x000060ae, 0x000060b8,
-	0x000060c6, 0x000060ea, 0x00006104, 0x00006119,
+	0x00005da3, 0x00005dad, 0x00005e3c, 0x00005e9d,
+	0x00005eaf, 0x00005ec2, 0x00005f00, 0x00005f3c,
+	0x00005f48, 0x00005f55, 0x00005f63, 0x00005f71,
+	0x00005f81, 0x00005fbd, 0x00005ff7, 0x00006002,
+	0x0000602c, 0x00006030, 0x00006042, 0x00006050,
+	0x0000607c, 0x0000613e, 0x00006171, 0x0000617c,
+	0x00006186, 0x0000619b, 0x000061a4, 0x000061ae,
+	0x000061bc, 0x000061e0, 0x000061fa, 0x0000620f,
 	// Entry 260 - 27F
-	0x00006145, 0x0000614a, 0x0000615f, 0x00006171,
-	0x000061a6, 0x000061b7, 0x0000622d, 0x00006294,
-	0x000062d6, 0x00006349, 0x0000638d, 0x000063b5,
-	0x000063df,
+	0x0000623b, 0x00006240, 0x00006255, 0x00006267,
+	0x0000629c, 0x000062ad, 0x00006323, 0x0000638a,
+	0x000063cc, 0x0000643f, 0x00006483, 0x000064ab,
+	0x000064d5,
 } // Size: 2508 bytes
 
-const frData string = "" + // Size: 25567 bytes
+const frData string = "" + // Size: 25813 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances bloquées…\x02Abandonne" +
 	"r toutes les instances bloquées…\x02Arrêter toutes les instances bloquée" +
@@ -1494,229 +1497,232 @@ const frData string = "" + // Size: 25567 bytes
 	"arrêter\x02fin\u202f: termine l’instance\x02fin\u202f: met l’instance en" +
 	" échec\x02push %[1]s\x02pull %[1]s\x02Nœud %[1]s\x02La file d’attente et" +
 	" les incidents de chaque définition maintenant, et ce que ses exécutants" +
-	" ont terminé dans la dernière heure.\x02Réussites et échecs, dernière he" +
-	"ure\x02Définitions, celles qui demandent de l’attention d’abord\x02Défin" +
-	"ition\x02Ouvertes\x02Instances bloquées\x02En échec\x02Attente de la plu" +
-	"s ancienne disponible\x02Terminées, dernière heure\x02En échec, dernière" +
-	" heure\x02Aucune définition n’a encore d’occurrence.\x02Au %[1]s (%[2]s)" +
-	"\u202f; actualisé toutes les quelques secondes.\x02disponible depuis le " +
-	"%[1]s\x02Afficher toutes les définitions\x02Toutes les définitions\x02Ré" +
-	"ussites et échecs par tranche de 5 min, dernière heure\u202f: %[1]s\x02D" +
-	"ans la dernière heure\u202f: %[1]s, %[2]s. Le tableau qui suit le graphi" +
-	"que donne chaque tranche de 5\u00a0min.\x02terminée\x02en échec\x02Les c" +
-	"hiffres du graphique\x02Réussites et échecs par tranche de 5 min, les pl" +
-	"us anciennes d’abord\x02Tranche\x02Terminées\x02%[1]s–%[2]s\x02%[1]s" +
-	"\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%" +
-	"[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02" +
-	"%[1]d en échec\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s" +
-	"\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]" +
-	"s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv." +
-	"\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oc" +
-	"t.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jou" +
-	"r\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00" +
-	"\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e" +
-	"\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f" +
-	"\x02%[1]d secondes\x02%[1]d ms\x02Instance de processus %[1]s\x02Résumé" +
-	"\x02Actions d’opérateurs\x02Parcours\x02Les nœuds atteints par cette ins" +
-	"tance, dans l’ordre, chacun avec son occurrence.\x02Nœuds atteints, dans" +
-	" l’ordre\x02Nœud\x02Occurrence\x02Route\x02Nœud suivant\x02Créée le\x02R" +
-	"églée le\x02Cette instance n’a encore atteint aucune tâche.\x02Actions " +
-	"d’opérateurs consignées\x02Aucun opérateur n’a agi sur cette instance." +
-	"\x02Actions d’opérateurs sur cette instance, les plus récentes d’abord" +
-	"\x02Valeur\x02Entrées du processus\x02Entrées avec lesquelles l’instance" +
-	" a démarré, nommées d’après le contrat de la version %[1]d du processus" +
-	"\x02Ce processus ne prend aucune entrée.\x02Cette instance est bloquée à" +
-	" un nœud en échec\u202f: c’est un incident. Elle ne peut pas être repris" +
-	"e\u202f: son occurrence au nœud %[1]s a échoué avant toute tentative (se" +
-	"s entrées n’ont pas pu être construites), une reprise échouerait donc de" +
-	" la même façon. L’abandon met l’instance en échec\u202f; l’arrêt l’annul" +
-	"e. Chacun demande un motif, consigné dans le journal d’audit.\x02Cette i" +
-	"nstance est bloquée à un nœud en échec\u202f: c’est un incident. La repr" +
-	"ise propose de nouveau l’occurrence en échec\u202f; l’abandon met l’inst" +
-	"ance en échec\u202f; l’arrêt l’annule. Chacune demande un motif, consign" +
-	"é dans le journal d’audit.\x02L’arrêt annule l’instance et ses occurren" +
-	"ces ouvertes. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — « %[3]" +
-	"s »\x02Abandonnée par %[1]s le %[2]s — « %[3]s »\x02Reprise par %[1]s le" +
-	" %[2]s — « %[3]s »\x02Démarrée le\x02Terminée le\x02Bloquée au nœud\x02O" +
-	"ccurrence en échec\x02Code d’erreur\x02Nœud de fin\x02Abandonnée au nœud" +
-	"\x02En échec au nœud\x02Statut inconnu\u202f: %[1]q.\x02Date de création" +
-	"\x02La taille de page doit être comprise entre 1 et %[1]d.\x02Instances " +
-	"de processus\x02du\x02au\x02Agir sur toutes les instances que ce filtre " +
-	"retient\x02La page suivante les compte et demande un motif avant que rie" +
-	"n ne change.\x02Instances de processus, les plus récentes d’abord\x02Ins" +
-	"tance\x02Nœud de fin ou erreur\x02Aucune instance ne correspond à ces fi" +
-	"ltres.\x02Tous les processus\x02Tous les statuts\x02disponible\x02réserv" +
-	"ée\x02différée\x02annulée\x02en cours\x02bloquée\x02expirée\x02rejetée" +
-	"\x02rendue\x02déconnectée\x02texte\x02entier\x02nombre\x02booléen\x02dat" +
-	"e\x02date et heure\x02choix\x02objet\x02liste\x02normale\x02sensible\x02" +
-	"secrète\x02••• masqué (sensible)\x02••• masqué (secret)\x02pull (un exéc" +
-	"utant la récupère)\x02push (Relais appelle le service)\x02administrateur" +
-	"\x02opérateur\x02concepteur\x02consommateur\x02oui\x02non\x02champ ajout" +
-	"é\x02champ retiré\x02type modifié\x02caractère obligatoire modifié\x02v" +
-	"aleurs modifiées\x02classification modifiée\x02contrainte modifiée\x02ro" +
-	"utage modifié\x02longueur minimale\x02longueur maximale\x02motif\x02form" +
-	"at\x02minimum\x02maximum\x02nombre minimal d’éléments\x02nombre maximal " +
-	"d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, version %[2]s\x02Occurrenc" +
-	"e %[1]s\x02Mode\x02Dates\x02Politique d’exécution\x02Nombre maximal de t" +
-	"entatives\x02Délai avant nouvelle tentative\x02Échéance\x02Priorité\x02%" +
-	"[1]d (0 la plus basse, 9 la plus haute)\x02Tentatives\x02Toutes les tent" +
-	"atives, les plus anciennes d’abord\x02Consommateur\x02Identifiant de l’e" +
-	"xécutant\x02Réservée le\x02Finie le\x02Durée\x02Réponse de la destinatio" +
-	"n\x02Résultat\x02Message d’erreur\x02Aucun exécutant n’a encore réservé " +
-	"cette occurrence.\x02en cours\x02Message entier\x02Aucun exécutant n’a j" +
-	"amais réservé cette occurrence\u202f: elle a pris fin avant toute tentat" +
-	"ive.\x02Destination\x02Réplique\x02Relais n’a pas encore appelé la desti" +
-	"nation.\x02Relais n’a jamais appelé la destination\u202f: l’occurrence a" +
-	" pris fin avant tout appel.\x02Relais ne conserve le code de statut de l" +
-	"a destination que lorsqu’elle a refusé l’appel (destination_http_NNN)" +
-	"\u202f; un appel terminé a reçu une réponse 2xx. La durée va de la prise" +
-	" en charge de l’appel à son règlement.\x02Motif donné par l’exécutant" +
-	"\x02Nouvelles tentatives\x02aucune\u202f: un appel en échec suit le chem" +
-	"in d’erreur du nœud\x02Délai d’appel\x02Maintenant\x02La reprendre ou l’" +
-	"abandonner depuis son instance\x02au plus %[1]d\x02au plus %[1]d depuis " +
-	"la dernière reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]" +
-	"d tentative\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02\x0f\x02%" +
-	"[1]d restante\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’après le " +
-	"contrat de la révision %[1]d\x02Ce contrat n’a aucune entrée.\x02Sorties" +
-	", nommées d’après le contrat de la révision %[1]d\x02Pas encore de sorti" +
-	"es\u202f: l’occurrence n’est pas terminée.\x02Ce contrat n’a aucune sort" +
-	"ie.\x02Aucune sortie\u202f: l’occurrence s’est terminée sans aboutir." +
-	"\x02Révéler — cette action est enregistrée\x02Disponible à partir du\x02" +
-	"Prochaine tentative\x02Dernière réservation\x02Fin du verrou\x02Différée" +
-	"\x02Dernière erreur (tentative %[1]d)\x02Erreur (avant toute tentative)" +
-	"\x02Son message\x02Message de Relais (en anglais)\x02Message de l’exécut" +
-	"ant (ses propres termes, valeurs protégées masquées)\x02Nouvelle tentati" +
-	"ve possible\x02non\u202f: l’exécutant a signalé cet échec comme définiti" +
-	"f (tentatives restantes non utilisées\u202f: %[1]d)\x02La destination n’" +
-	"a pas répondu dans le délai de l’appel (%[1]s).\x02La destination n’a pa" +
-	"s répondu dans le délai de l’appel.\x02L’échéance est passée avant l’arr" +
-	"ivée d’un résultat.\x02Le résultat ne respectait pas le contrat de sorti" +
-	"es de la révision.\x02Relais s’est arrêté pendant l’appel\u202f: on igno" +
-	"re si la destination a agi, elle n’est donc pas rappelée.\x02L’appel n’a" +
-	" pas pu être préparé.\x02La destination était injoignable.\x02La réponse" +
-	" de la destination était trop volumineuse.\x02Le verrou de la dernière t" +
-	"entative a expiré sans tentative restante.\x02Les entrées n’ont pas pu ê" +
-	"tre construites à partir des liaisons du processus.\x02Un opérateur a ab" +
-	"andonné l’instance.\x02Un exécutant Camunda 7 a signalé un échec sans no" +
-	"uvelle tentative restante (retries\u202f: 0, ou un budget déjà épuisé)" +
-	"\u202f: l’occurrence n’est pas relancée.\x02La destination a répondu HTT" +
-	"P %[1]s.\x02Nouvelle tentative à %[1]s — %[2]s.\x02Proposée à partir de " +
-	"%[1]s — %[2]s.\x02Verrou expiré à %[1]s — en attente d’être proposée de " +
-	"nouveau.\x02En attente de l’appel de Relais à la destination depuis %[1]" +
-	"s (%[2]s).\x02En attente d’un exécutant depuis %[1]s (%[2]s).\x02(exécut" +
-	"ant %[1]s)\x02Relais appelle la destination (depuis %[1]s).\x02Réservée " +
-	"par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s." +
-	"\x02Différée depuis %[1]s (%[2]s)\u202f: un exécutant du même consommate" +
-	"ur, ou une interface munie d’un jeton de règlement, la terminera plus ta" +
-	"rd.\x02Terminée (%[1]s).\x02Son instance est bloquée ici, en attente d’u" +
-	"n opérateur.\x02Son instance a continué par le chemin d’erreur du nœud." +
-	"\x02En échec (%[1]s).\x02Annulée\u202f: l’instance a été arrêtée par %[1" +
-	"]s à %[2]s — « %[3]s ».\x02Annulée\u202f: l’instance a été arrêtée (%[1]" +
-	"s).\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (différée\u202f" +
-	"; réglée avec son jeton de règlement)\x02%[1]s (différée\u202f; réglée a" +
-	"vec son jeton de règlement, en tant que %[2]s)\x02%[1]s (différée\u202f;" +
-	" réglée par %[2]s)\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas " +
-	"de réponse dans le délai\x02pas de connexion\x02réponse trop volumineuse" +
-	"\x02inconnue\x02[masqué]\x02La révision doit être un nombre entier, 1 ou" +
-	" plus.\x02Consommateur inconnu.\x02Date de règlement\x02Plus de filtres" +
-	"\u202f: instance, révision, consommateur, dates\x02identifiant d’instanc" +
-	"e\x02Décomptes par statut\x02Occurrences, les plus récentes d’abord\x02P" +
-	"rocessus et nœud\x02Erreur\x02Consommateur et exécutant\x02Prochaine ten" +
-	"tative ou règlement\x02Aucune occurrence ne correspond à ces filtres." +
-	"\x02Tous les consommateurs\x02Totaux de la définition %[1]s, sans les au" +
-	"tres filtres\x02Totaux de toutes les définitions, sans les autres filtre" +
-	"s\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occur" +
-	"rences\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés toutes l" +
-	"es quelques secondes.\x02révision %[1]d\x02réglée\x02prochaine tentative" +
-	"\x02disponible depuis\x02appel en cours depuis\x02verrou jusqu’à\x02diff" +
-	"érée depuis\x02Page précédente\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: " +
-	"une date s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour vient après" +
-	" le dernier.\x02Ces réglages sont conservés dans ce navigateur seulement" +
-	".\x02Afficher les heures en\x02La console n’exécute aucun script et ne p" +
-	"eut donc pas lire le fuseau horaire de votre ordinateur\u202f: choisisse" +
-	"z son décalage par rapport à UTC. Les décalages ne suivent pas l’heure d" +
-	"’été.\x02Recharger les listes et les pages de détail\x02Les pages qui " +
-	"contiennent un formulaire, comme une confirmation, ne se rechargent jama" +
-	"is d’elles-mêmes.\x02Enregistrer les réglages\x02Revenir sans enregistre" +
-	"r\x02UTC (temps universel coordonné)\x02Heure locale à %[1]s\x02Jamais" +
-	"\x02Toutes les %[1]d secondes\x02Les versions de processus publiées" +
-	"\u202f: leurs nœuds, routes et révisions épinglées, dessinés, avec l’emp" +
-	"lacement actuel de leurs occurrences.\x02Processus par clé\x02Versions, " +
-	"les plus récentes d’abord\x02Aucun processus n’est encore publié.\x02ver" +
-	"sion %[1]d\x02Processus %[1]s\x02Version\x02Nœud de départ\x02Graphe\x02" +
-	"Les colonnes suivent le plus long chemin depuis le nœud de départ. Les f" +
-	"lèches pleines sont les réussites (étiquetées par leur route), les point" +
-	"illées les échecs (étiquetées par leurs codes d’erreur). Chaque case ind" +
-	"ique combien d’occurrences de cette version se trouvent à ce nœud mainte" +
-	"nant.\x02Nœuds\x02Nœuds de cette version, avec leurs occurrences actuell" +
-	"es\x02Type\x02Révision épinglée\x02En cas de réussite\x02En cas d’erreur" +
-	"\x02Occurrences actuelles\x02Instances de ce processus\x02Décomptes au %" +
-	"[1]s (%[2]s)\u202f; actualisés toutes les quelques secondes.\x02Graphe d" +
-	"e %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le ta" +
-	"bleau ci-dessous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%" +
-	"[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes n" +
-	"œuds, routes et décomptes.\x02pull\x02push vers %[1]s\x02fin (termine)" +
-	"\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident p" +
-	"our un opérateur)\x02tout autre code → %[1]s\x02met l’instance en échec" +
-	"\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative après %" +
-	"[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après " +
-	"%[2]s, priorité %[3]d\x02échéance %[1]s\x02délai %[1]s\x02Seuls les admi" +
-	"nistrateurs peuvent révéler une valeur sensible.\x02Révélé par %[1]s le " +
-	"%[2]s\u202f; consigné dans le journal d’audit.\x02Révélation impossible" +
-	"\x02Seule une valeur que cette page affiche masquée (sensible) peut être" +
-	" révélée.\x02Les valeurs secrètes ne peuvent jamais être révélées.\x02Ce" +
-	"tte page n’accepte pas cette requête.\x02Recherche\x02Saisissez un ident" +
-	"ifiant d’instance ou d’occurrence (un UUID, que les pages affichent au s" +
-	"urvol) ou une clé métier.\x02Rien à chercher\u202f: le champ de recherch" +
-	"e est vide.\x02C’est trop long pour être un identifiant ou une clé métie" +
-	"r.\x02Aucune instance ni occurrence n’a l’identifiant « %[1]s », et aucu" +
-	"ne instance ne l’a pour clé métier.\x02Vous êtes déconnecté.\x02Se conne" +
-	"cter\x02Connectez-vous avec un jeton d’opérateur ou d’administrateur." +
-	"\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais conservé dans" +
-	" votre navigateur\u202f; un cookie de session le remplace jusqu’à 8 heur" +
-	"es d’inactivité.\x02Trop de connexions échouées depuis votre adresse. Ré" +
-	"essayez dans %[1]d secondes.\x02Ce jeton est inconnu ou a été révoqué." +
-	"\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: connecte" +
-	"z-vous avec un jeton d’opérateur, de concepteur ou d’administrateur.\x02" +
-	"Seuls les administrateurs gèrent les jetons.\x02Jetons du personnel (adm" +
-	"inistrateurs, concepteurs, opérateurs) non révoqués. Les jetons des cons" +
-	"ommateurs se gèrent avec leurs consommateurs. Révoquer un jeton refuse s" +
-	"a requête suivante.\x02ID\x02Rôle\x02Créé le\x02Dernière utilisation\x02" +
-	"Expiration\x02Jetons du personnel, les plus anciens d’abord\x02jamais" +
-	"\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Aucun je" +
-	"ton.\x02Le jeton a été révoqué.\x02Révoquer le jeton %[1]d\x02Révoquer l" +
-	"e jeton %[1]s « %[2]s »\u202f?\x02Sa requête suivante est refusée et les" +
-	" sessions de console ouvertes avec lui prennent fin. C’est irréversible" +
-	"\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoquer le jet" +
-	"on\x02Le garder\x02C’est le jeton avec lequel vous êtes connecté\u202f: " +
-	"le révoquer vous déconnecte. Sa requête suivante est refusée. C’est irré" +
-	"versible.\x02C’est le dernier jeton administrateur utilisable\u202f: cré" +
-	"ez-en un autre avant de le révoquer.\x02sortie de routage\x02(chaque élé" +
-	"ment)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b" +
-	"\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1" +
-	"]d caractère\x00\x1a\x02au plus %[1]d caractères\x02motif %[1]s\x02forma" +
-	"t %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01" +
-	"\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d" +
-	" éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19" +
-	"\x02au plus %[1]d éléments\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02" +
-	"%[1]d élément\x00\x11\x02%[1]d éléments\x02nul\x02valeur inattendue\x02P" +
-	"age invalide\x02Ce lien de page ne vient pas de la console.\x02Les exécu" +
-	"tants connectés par un flux, et ceux qui interrogent par leur dernière d" +
-	"emande. Un exécutant est listé tant qu’il s’est manifesté dans les trois" +
-	" derniers battements de cœur.\x02Exécutants vus dans les trois derniers " +
-	"battements\x02Exécutant\x02Protocole\x02Définitions servies\x02En cours" +
-	"\x02Connexion\x02Dernier signe\x02Aucun exécutant n’est connecté.\x02Exé" +
-	"cutants servant %[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert " +
-	"cette définition.\x02flux\x02interrogation longue\x02façade Camunda 7" +
-	"\x02toutes les révisions accordées à son consommateur\x02révisions %[1]s" +
-	"\x02Aucun exécutant ne sert cette définition\u202f: ses occurrences atte" +
-	"ndent qu’un exécutant se connecte ou interroge.\x02Aucun exécutant n’est" +
-	" connecté pour cette définition\u202f; aucune de ses occurrences n’en at" +
-	"tend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d" +
-	"\x02Servie par %[1]d exécutants\x02Révisions prises en charge\u202f: %[1" +
-	"]s\u202f; certains prennent toutes les révisions accordées à leur consom" +
-	"mateur.\x02Ils prennent toutes les révisions accordées à leur consommate" +
-	"ur.\x02Ils ne prennent que la révision %[1]d.\x02Ils ne prennent que les" +
-	" révisions %[1]s."
+	" ont terminé dans la dernière heure\u202f: les occurrences terminées ave" +
+	"c succès ou en échec. Une occurrence relancée depuis compte là où elle s" +
+	"e termine ensuite\u202f; une tentative échouée à qui il reste des tentat" +
+	"ives n’est pas comptée, la page de son occurrence la montre.\x02Réussite" +
+	"s et échecs, dernière heure\x02Définitions, celles qui demandent de l’at" +
+	"tention d’abord\x02Définition\x02Ouvertes\x02Instances bloquées\x02En éc" +
+	"hec\x02Attente de la plus ancienne disponible\x02Terminées, dernière heu" +
+	"re\x02En échec, dernière heure\x02Aucune définition n’a encore d’occurre" +
+	"nce.\x02Au %[1]s (%[2]s)\u202f; actualisé toutes les quelques secondes." +
+	"\x02disponible depuis le %[1]s\x02Afficher toutes les définitions\x02Tou" +
+	"tes les définitions\x02Réussites et échecs par tranche de 5 min, dernièr" +
+	"e heure\u202f: %[1]s\x02Dans la dernière heure\u202f: %[1]s, %[2]s. Le t" +
+	"ableau qui suit le graphique donne chaque tranche de 5\u00a0min.\x02term" +
+	"inée\x02en échec\x02Les chiffres du graphique\x02Réussites et échecs par" +
+	" tranche de 5 min, les plus anciennes d’abord\x02Tranche\x02Terminées" +
+	"\x02%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1" +
+	"]d terminée\x00\x11\x02%[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[" +
+	"1]d en échec\x00\x10\x02%[1]d en échec\x02%[1]s\u202f; %[2]s\x02%[2]s %[" +
+	"1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dan" +
+	"s %[1]s\x02il y a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d " +
+	"h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil." +
+	"\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01" +
+	"\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00" +
+	"\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02" +
+	"\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02" +
+	"\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02Instance " +
+	"de processus %[1]s\x02Résumé\x02Actions d’opérateurs\x02Parcours\x02Les " +
+	"nœuds atteints par cette instance, dans l’ordre, chacun avec son occurre" +
+	"nce.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02Occurrence\x02Route\x02N" +
+	"œud suivant\x02Créée le\x02Réglée le\x02Cette instance n’a encore attei" +
+	"nt aucune tâche.\x02Actions d’opérateurs consignées\x02Aucun opérateur n" +
+	"’a agi sur cette instance.\x02Actions d’opérateurs sur cette instance," +
+	" les plus récentes d’abord\x02Valeur\x02Entrées du processus\x02Entrées " +
+	"avec lesquelles l’instance a démarré, nommées d’après le contrat de la v" +
+	"ersion %[1]d du processus\x02Ce processus ne prend aucune entrée.\x02Cet" +
+	"te instance est bloquée à un nœud en échec\u202f: c’est un incident. Ell" +
+	"e ne peut pas être reprise\u202f: son occurrence au nœud %[1]s a échoué " +
+	"avant toute tentative (ses entrées n’ont pas pu être construites), une r" +
+	"eprise échouerait donc de la même façon. L’abandon met l’instance en éch" +
+	"ec\u202f; l’arrêt l’annule. Chacun demande un motif, consigné dans le jo" +
+	"urnal d’audit.\x02Cette instance est bloquée à un nœud en échec\u202f: c" +
+	"’est un incident. La reprise propose de nouveau l’occurrence en échec" +
+	"\u202f; l’abandon met l’instance en échec\u202f; l’arrêt l’annule. Chacu" +
+	"ne demande un motif, consigné dans le journal d’audit.\x02L’arrêt annule" +
+	" l’instance et ses occurrences ouvertes. Il ne termine rien.\x02Arrêtée " +
+	"par %[1]s le %[2]s — « %[3]s »\x02Abandonnée par %[1]s le %[2]s — « %[3]" +
+	"s »\x02Reprise par %[1]s le %[2]s — « %[3]s »\x02Démarrée le\x02Terminée" +
+	" le\x02Bloquée au nœud\x02Occurrence en échec\x02Code d’erreur\x02Nœud d" +
+	"e fin\x02Abandonnée au nœud\x02En échec au nœud\x02Statut inconnu\u202f:" +
+	" %[1]q.\x02Date de création\x02La taille de page doit être comprise entr" +
+	"e 1 et %[1]d.\x02Instances de processus\x02du\x02au\x02Agir sur toutes l" +
+	"es instances que ce filtre retient\x02La page suivante les compte et dem" +
+	"ande un motif avant que rien ne change.\x02Instances de processus, les p" +
+	"lus récentes d’abord\x02Instance\x02Nœud de fin ou erreur\x02Aucune inst" +
+	"ance ne correspond à ces filtres.\x02Tous les processus\x02Tous les stat" +
+	"uts\x02disponible\x02réservée\x02différée\x02annulée\x02en cours\x02bloq" +
+	"uée\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier" +
+	"\x02nombre\x02booléen\x02date\x02date et heure\x02choix\x02objet\x02list" +
+	"e\x02normale\x02sensible\x02secrète\x02••• masqué (sensible)\x02••• masq" +
+	"ué (secret)\x02pull (un exécutant la récupère)\x02push (Relais appelle l" +
+	"e service)\x02administrateur\x02opérateur\x02concepteur\x02consommateur" +
+	"\x02oui\x02non\x02champ ajouté\x02champ retiré\x02type modifié\x02caract" +
+	"ère obligatoire modifié\x02valeurs modifiées\x02classification modifiée" +
+	"\x02contrainte modifiée\x02routage modifié\x02longueur minimale\x02longu" +
+	"eur maximale\x02motif\x02format\x02minimum\x02maximum\x02nombre minimal " +
+	"d’éléments\x02nombre maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]" +
+	"s, version %[2]s\x02Occurrence %[1]s\x02Mode\x02Dates\x02Politique d’exé" +
+	"cution\x02Nombre maximal de tentatives\x02Délai avant nouvelle tentative" +
+	"\x02Échéance\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute)\x02" +
+	"Tentatives\x02Toutes les tentatives, les plus anciennes d’abord\x02Conso" +
+	"mmateur\x02Identifiant de l’exécutant\x02Réservée le\x02Finie le\x02Duré" +
+	"e\x02Réponse de la destination\x02Résultat\x02Message d’erreur\x02Aucun " +
+	"exécutant n’a encore réservé cette occurrence.\x02en cours\x02Message en" +
+	"tier\x02Aucun exécutant n’a jamais réservé cette occurrence\u202f: elle " +
+	"a pris fin avant toute tentative.\x02Destination\x02Réplique\x02Relais n" +
+	"’a pas encore appelé la destination.\x02Relais n’a jamais appelé la de" +
+	"stination\u202f: l’occurrence a pris fin avant tout appel.\x02Relais ne " +
+	"conserve le code de statut de la destination que lorsqu’elle a refusé l’" +
+	"appel (destination_http_NNN)\u202f; un appel terminé a reçu une réponse " +
+	"2xx. La durée va de la prise en charge de l’appel à son règlement.\x02Mo" +
+	"tif donné par l’exécutant\x02Nouvelles tentatives\x02aucune\u202f: un ap" +
+	"pel en échec suit le chemin d’erreur du nœud\x02Délai d’appel\x02Mainten" +
+	"ant\x02La reprendre ou l’abandonner depuis son instance\x02au plus %[1]d" +
+	"\x02au plus %[1]d depuis la dernière reprise par un opérateur\x14\x01" +
+	"\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14" +
+	"\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes" +
+	"\x02Entrées, nommées d’après le contrat de la révision %[1]d\x02Ce contr" +
+	"at n’a aucune entrée.\x02Sorties, nommées d’après le contrat de la révis" +
+	"ion %[1]d\x02Pas encore de sorties\u202f: l’occurrence n’est pas terminé" +
+	"e.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occurrence" +
+	" s’est terminée sans aboutir.\x02Révéler — cette action est enregistrée" +
+	"\x02Disponible à partir du\x02Prochaine tentative\x02Dernière réservatio" +
+	"n\x02Fin du verrou\x02Différée\x02Dernière erreur (tentative %[1]d)\x02E" +
+	"rreur (avant toute tentative)\x02Son message\x02Message de Relais (en an" +
+	"glais)\x02Message de l’exécutant (ses propres termes, valeurs protégées " +
+	"masquées)\x02Nouvelle tentative possible\x02non\u202f: l’exécutant a sig" +
+	"nalé cet échec comme définitif (tentatives restantes non utilisées\u202f" +
+	": %[1]d)\x02La destination n’a pas répondu dans le délai de l’appel (%[1" +
+	"]s).\x02La destination n’a pas répondu dans le délai de l’appel.\x02L’éc" +
+	"héance est passée avant l’arrivée d’un résultat.\x02Le résultat ne respe" +
+	"ctait pas le contrat de sorties de la révision.\x02Relais s’est arrêté p" +
+	"endant l’appel\u202f: on ignore si la destination a agi, elle n’est donc" +
+	" pas rappelée.\x02L’appel n’a pas pu être préparé.\x02La destination éta" +
+	"it injoignable.\x02La réponse de la destination était trop volumineuse." +
+	"\x02Le verrou de la dernière tentative a expiré sans tentative restante." +
+	"\x02Les entrées n’ont pas pu être construites à partir des liaisons du p" +
+	"rocessus.\x02Un opérateur a abandonné l’instance.\x02Un exécutant Camund" +
+	"a 7 a signalé un échec sans nouvelle tentative restante (retries\u202f: " +
+	"0, ou un budget déjà épuisé)\u202f: l’occurrence n’est pas relancée.\x02" +
+	"La destination a répondu HTTP %[1]s.\x02Nouvelle tentative à %[1]s — %[2" +
+	"]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en" +
+	" attente d’être proposée de nouveau.\x02En attente de l’appel de Relais " +
+	"à la destination depuis %[1]s (%[2]s).\x02En attente d’un exécutant dep" +
+	"uis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Relais appelle la destination" +
+	" (depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3" +
+	"]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un ex" +
+	"écutant du même consommateur, ou une interface munie d’un jeton de règl" +
+	"ement, la terminera plus tard.\x02Terminée (%[1]s).\x02Son instance est " +
+	"bloquée ici, en attente d’un opérateur.\x02Son instance a continué par l" +
+	"e chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée\u202f: l’inst" +
+	"ance a été arrêtée par %[1]s à %[2]s — « %[3]s ».\x02Annulée\u202f: l’in" +
+	"stance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consommateur n° %[1]" +
+	"s\x02%[1]s (différée\u202f; réglée avec son jeton de règlement)\x02%[1]s" +
+	" (différée\u202f; réglée avec son jeton de règlement, en tant que %[2]s)" +
+	"\x02%[1]s (différée\u202f; réglée par %[2]s)\x02en attente\x02HTTP 2xx, " +
+	"corps inutilisable\x02pas de réponse dans le délai\x02pas de connexion" +
+	"\x02réponse trop volumineuse\x02inconnue\x02[masqué]\x02La révision doit" +
+	" être un nombre entier, 1 ou plus.\x02Consommateur inconnu.\x02Date de r" +
+	"èglement\x02Plus de filtres\u202f: instance, révision, consommateur, da" +
+	"tes\x02identifiant d’instance\x02Décomptes par statut\x02Occurrences, le" +
+	"s plus récentes d’abord\x02Processus et nœud\x02Erreur\x02Consommateur e" +
+	"t exécutant\x02Prochaine tentative ou règlement\x02Aucune occurrence ne " +
+	"correspond à ces filtres.\x02Tous les consommateurs\x02Totaux de la défi" +
+	"nition %[1]s, sans les autres filtres\x02Totaux de toutes les définition" +
+	"s, sans les autres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurren" +
+	"ce\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; les décomptes" +
+	" sont actualisés toutes les quelques secondes.\x02révision %[1]d\x02régl" +
+	"ée\x02prochaine tentative\x02disponible depuis\x02appel en cours depuis" +
+	"\x02verrou jusqu’à\x02différée depuis\x02Page précédente\x02Lignes %[1]s" +
+	" à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le" +
+	" premier jour vient après le dernier.\x02Ces réglages sont conservés dan" +
+	"s ce navigateur seulement.\x02Afficher les heures en\x02La console n’exé" +
+	"cute aucun script et ne peut donc pas lire le fuseau horaire de votre or" +
+	"dinateur\u202f: choisissez son décalage par rapport à UTC. Les décalages" +
+	" ne suivent pas l’heure d’été.\x02Recharger les listes et les pages de d" +
+	"étail\x02Les pages qui contiennent un formulaire, comme une confirmatio" +
+	"n, ne se rechargent jamais d’elles-mêmes.\x02Enregistrer les réglages" +
+	"\x02Revenir sans enregistrer\x02UTC (temps universel coordonné)\x02Heure" +
+	" locale à %[1]s\x02Jamais\x02Toutes les %[1]d secondes\x02Les versions d" +
+	"e processus publiées\u202f: leurs nœuds, routes et révisions épinglées, " +
+	"dessinés, avec l’emplacement actuel de leurs occurrences.\x02Processus p" +
+	"ar clé\x02Versions, les plus récentes d’abord\x02Aucun processus n’est e" +
+	"ncore publié.\x02version %[1]d\x02Processus %[1]s\x02Version\x02Nœud de " +
+	"départ\x02Graphe\x02Les colonnes suivent le plus long chemin depuis le n" +
+	"œud de départ. Les flèches pleines sont les réussites (étiquetées par l" +
+	"eur route), les pointillées les échecs (étiquetées par leurs codes d’err" +
+	"eur). Chaque case indique combien d’occurrences de cette version se trou" +
+	"vent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version, avec leur" +
+	"s occurrences actuelles\x02Type\x02Révision épinglée\x02En cas de réussi" +
+	"te\x02En cas d’erreur\x02Occurrences actuelles\x02Instances de ce proces" +
+	"sus\x02Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes les quelques " +
+	"secondes.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à p" +
+	"artir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes et" +
+	" décomptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessou" +
+	"s reprend les mêmes nœuds, routes et décomptes.\x02pull\x02push vers %[1" +
+	"]s\x02fin (termine)\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02blo" +
+	"cage (un incident pour un opérateur)\x02tout autre code → %[1]s\x02met l" +
+	"’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvel" +
+	"le tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouve" +
+	"lle tentative après %[2]s, priorité %[3]d\x02échéance %[1]s\x02délai %[1" +
+	"]s\x02Seuls les administrateurs peuvent révéler une valeur sensible.\x02" +
+	"Révélé par %[1]s le %[2]s\u202f; consigné dans le journal d’audit.\x02Ré" +
+	"vélation impossible\x02Seule une valeur que cette page affiche masquée (" +
+	"sensible) peut être révélée.\x02Les valeurs secrètes ne peuvent jamais ê" +
+	"tre révélées.\x02Cette page n’accepte pas cette requête.\x02Recherche" +
+	"\x02Saisissez un identifiant d’instance ou d’occurrence (un UUID, que le" +
+	"s pages affichent au survol) ou une clé métier.\x02Rien à chercher\u202f" +
+	": le champ de recherche est vide.\x02C’est trop long pour être un identi" +
+	"fiant ou une clé métier.\x02Aucune instance ni occurrence n’a l’identifi" +
+	"ant « %[1]s », et aucune instance ne l’a pour clé métier.\x02Vous êtes d" +
+	"éconnecté.\x02Se connecter\x02Connectez-vous avec un jeton d’opérateur " +
+	"ou d’administrateur.\x02Jeton\x02Le jeton est vérifié une fois et n’est " +
+	"jamais conservé dans votre navigateur\u202f; un cookie de session le rem" +
+	"place jusqu’à 8 heures d’inactivité.\x02Trop de connexions échouées depu" +
+	"is votre adresse. Réessayez dans %[1]d secondes.\x02Ce jeton est inconnu" +
+	" ou a été révoqué.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la conso" +
+	"le\u202f: connectez-vous avec un jeton d’opérateur, de concepteur ou d’a" +
+	"dministrateur.\x02Seuls les administrateurs gèrent les jetons.\x02Jetons" +
+	" du personnel (administrateurs, concepteurs, opérateurs) non révoqués. L" +
+	"es jetons des consommateurs se gèrent avec leurs consommateurs. Révoquer" +
+	" un jeton refuse sa requête suivante.\x02ID\x02Rôle\x02Créé le\x02Derniè" +
+	"re utilisation\x02Expiration\x02Jetons du personnel, les plus anciens d’" +
+	"abord\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette sess" +
+	"ion\x02Aucun jeton.\x02Le jeton a été révoqué.\x02Révoquer le jeton %[1]" +
+	"d\x02Révoquer le jeton %[1]s « %[2]s »\u202f?\x02Sa requête suivante est" +
+	" refusée et les sessions de console ouvertes avec lui prennent fin. C’es" +
+	"t irréversible\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02R" +
+	"évoquer le jeton\x02Le garder\x02C’est le jeton avec lequel vous êtes c" +
+	"onnecté\u202f: le révoquer vous déconnecte. Sa requête suivante est refu" +
+	"sée. C’est irréversible.\x02C’est le dernier jeton administrateur utilis" +
+	"able\u202f: créez-en un autre avant de le révoquer.\x02sortie de routage" +
+	"\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d carac" +
+	"tère\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19" +
+	"\x02au plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02motif" +
+	" %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f:" +
+	" %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02" +
+	"au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élé" +
+	"ment\x00\x19\x02au plus %[1]d éléments\x02non fourni\x14\x01\x81\x01\x00" +
+	"\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02nul\x02valeur ina" +
+	"ttendue\x02Page invalide\x02Ce lien de page ne vient pas de la console." +
+	"\x02Les exécutants connectés par un flux, et ceux qui interrogent par le" +
+	"ur dernière demande. Un exécutant est listé tant qu’il s’est manifesté d" +
+	"ans les trois derniers battements de cœur.\x02Exécutants vus dans les tr" +
+	"ois derniers battements\x02Exécutant\x02Protocole\x02Définitions servies" +
+	"\x02En cours\x02Connexion\x02Dernier signe\x02Aucun exécutant n’est conn" +
+	"ecté.\x02Exécutants servant %[1]s\x02Tous les exécutants\x02Aucun exécut" +
+	"ant ne sert cette définition.\x02flux\x02interrogation longue\x02façade " +
+	"Camunda 7\x02toutes les révisions accordées à son consommateur\x02révisi" +
+	"ons %[1]s\x02Aucun exécutant ne sert cette définition\u202f: ses occurre" +
+	"nces attendent qu’un exécutant se connecte ou interroge.\x02Aucun exécut" +
+	"ant n’est connecté pour cette définition\u202f; aucune de ses occurrence" +
+	"s n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant" +
+	"\x00\x1d\x02Servie par %[1]d exécutants\x02Révisions prises en charge" +
+	"\u202f: %[1]s\u202f; certains prennent toutes les révisions accordées à " +
+	"leur consommateur.\x02Ils prennent toutes les révisions accordées à leur" +
+	" consommateur.\x02Ils ne prennent que la révision %[1]d.\x02Ils ne prenn" +
+	"ent que les révisions %[1]s."
 
-	// Total table size 50695 bytes (49KiB); checksum: 1A3DB1F6
+	// Total table size 51126 bytes (49KiB); checksum: 7DC32489
