@@ -179,6 +179,22 @@ func TestBulkActions(t *testing.T) {
 	if len(log) != 4 || log[0].(map[string]any)["bulk_id"] != done["bulk_id"] {
 		t.Errorf("audit log %v, want 4 records of the bulk action", log)
 	}
+	// The records of one bulk action, by its bulk_id; a single action
+	// taken since is not among them.
+	single, _ := hold("C4")
+	env.Must(200, "POST", "/api/v1/instances/"+single+"/abandon", env.Operator, map[string]any{"reason": "one"})
+	bulk := env.Must(200, "GET", "/api/v1/audit/actions?bulk="+done["bulk_id"].(string), env.Operator, nil).JSON(t)["items"].([]any)
+	if len(bulk) != 4 {
+		t.Errorf("audit log of the bulk action: %d records, want its 4", len(bulk))
+	}
+	for _, r := range bulk {
+		if r.(map[string]any)["bulk_id"] != done["bulk_id"] {
+			t.Errorf("audit log of the bulk action holds %v", r)
+		}
+	}
+	if r := env.Do("GET", "/api/v1/audit/actions?bulk=nope", env.Operator, nil); r.Status != 400 || !strings.Contains(string(r.Body), `"path":"bulk"`) {
+		t.Errorf("a bulk filter that is no id: %d %s, want 400 at bulk", r.Status, r.Body)
+	}
 }
 
 // A bulk retry counts only the held instances it can offer again: one held

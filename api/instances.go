@@ -290,18 +290,23 @@ type operatorActionJSON struct {
 
 func (a *API) listOperatorActions() http.Handler {
 	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
-		before, limit, err := httpjson.PageParams[int64](r, "action", "instance")
+		before, limit, err := httpjson.PageParams[int64](r, "action", "instance", "bulk")
 		if err != nil {
 			return err
 		}
 		q := r.URL.Query()
 		f := engine.AuditFilter{Action: q.Get("action"), Before: before, Limit: limit + 1}
-		if s := q.Get("instance"); s != "" {
-			id, err := uuid.Parse(s)
-			if err != nil {
-				return fault.New(fault.BadRequest, "invalid_request", "invalid filter").WithErrors([]fault.FieldError{{Path: "instance", Message: "must be an instance id"}})
+		for _, p := range []struct {
+			name, what string
+			id         **uuid.UUID
+		}{{"instance", "an instance id", &f.Instance}, {"bulk", "a bulk_id", &f.Bulk}} {
+			if s := q.Get(p.name); s != "" {
+				id, err := uuid.Parse(s)
+				if err != nil {
+					return fault.New(fault.BadRequest, "invalid_request", "invalid filter").WithErrors([]fault.FieldError{{Path: p.name, Message: "must be " + p.what}})
+				}
+				*p.id = &id
 			}
-			f.Instance = &id
 		}
 		if _, ok := engine.ParseAction(f.Action); f.Action != "" && !ok {
 			return fault.New(fault.BadRequest, "invalid_request", "invalid filter").WithErrors([]fault.FieldError{{Path: "action", Message: "must be retry, abandon or stop"}})
