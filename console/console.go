@@ -175,7 +175,7 @@ func (c *Console) requireSession(next http.Handler) http.Handler {
 			if id != "" {
 				http.SetCookie(w, cookie(r, sessionCookie, "", -1))
 			}
-			redirectToSignIn(w, r)
+			redirectToSignIn(w, r, id != "")
 			return
 		}
 		if r.Method == http.MethodPost {
@@ -220,11 +220,35 @@ func unstorableField(r *http.Request) (string, bool) {
 }
 
 // redirectToSignIn sends the browser to sign-in, remembering the page it
-// asked for when that was a plain GET.
-func redirectToSignIn(w http.ResponseWriter, r *http.Request) {
+// asked for (a GET), or the page whose form it posted (its Referer, when a
+// console page). ended says the browser had a session that is gone
+// (expired, signed out elsewhere, its token revoked, the replica
+// restarted): sign-in then says so, and that a posted action was not
+// applied, rather than greeting the operator as if nothing happened.
+func redirectToSignIn(w http.ResponseWriter, r *http.Request, ended bool) {
+	q := url.Values{}
+	switch {
+	case r.Method == http.MethodGet && r.URL.Path != basePath && r.URL.Path != basePath+"/":
+		q.Set("next", r.URL.RequestURI())
+	case r.Method == http.MethodPost:
+		// Browsers send the Referer whole; only a page of this console
+		// (this host) is a page to go back to.
+		if ref, err := url.Parse(r.Referer()); err == nil && ref.Host == r.Host {
+			if from := consolePath(ref.RequestURI()); from != "" {
+				q.Set("next", from)
+			}
+		}
+	}
+	if ended {
+		if r.Method == http.MethodPost {
+			q.Set("ended", "action")
+		} else {
+			q.Set("ended", "1")
+		}
+	}
 	target := basePath + "/sign-in"
-	if r.Method == http.MethodGet && r.URL.Path != basePath && r.URL.Path != basePath+"/" {
-		target += "?next=" + url.QueryEscape(r.URL.RequestURI())
+	if len(q) > 0 {
+		target += "?" + q.Encode()
 	}
 	http.Redirect(w, r, target, http.StatusSeeOther)
 }

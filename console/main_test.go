@@ -241,6 +241,8 @@ type browser struct {
 	base   string
 	client *http.Client
 	lang   string
+	// referer, when set, is the console page requests say they come from.
+	referer string
 }
 
 func newBrowser(t testing.TB, base, lang string) *browser {
@@ -280,6 +282,9 @@ func (b *browser) do(method, path string, form url.Values) response {
 	}
 	if b.lang == "en" {
 		req.Header.Set("Accept-Language", "en-GB,en;q=0.9,fr;q=0.5")
+	}
+	if b.referer != "" {
+		req.Header.Set("Referer", b.base+b.referer)
 	}
 	res, err := b.client.Do(req)
 	if err != nil {

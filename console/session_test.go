@@ -210,6 +210,26 @@ func TestSessionsExpireAfterEightIdleHours(t *testing.T) {
 	if !strings.Contains(r.header.Get("Set-Cookie"), "relais_session=;") {
 		t.Errorf("the expired session cookie was not cleared: %q", r.header.Get("Set-Cookie"))
 	}
+	// Sign-in says the session ended, and brings the operator back.
+	if want := "/console/sign-in?ended=1&next=%2Fconsole%2Fdefinitions"; r.header.Get("Location") != want {
+		t.Errorf("after 8 idle hours: Location %q, want %q", r.header.Get("Location"), want)
+	}
+	if got := text(b.mustGet(r.header.Get("Location"), 200), "signed-out"); !strings.Contains(got, "Your session has ended") {
+		t.Errorf("sign-in after the session ended says %q", got)
+	}
+
+	// An action posted once the session ended: sign-in says it was not
+	// applied, and leads back to the page whose form was posted.
+	late := signedIn(t, base, "fr", env.Operator)
+	late.referer = "/console/instances/" + zeroID
+	clk.Add(8*time.Hour + time.Second)
+	r = late.do("POST", "/console/instances/"+zeroID+"/stop", url.Values{"csrf": {"x"}, "reason": {"typed at 3am"}})
+	if want := "/console/sign-in?ended=action&next=%2Fconsole%2Finstances%2F" + zeroID; r.status != http.StatusSeeOther || r.header.Get("Location") != want {
+		t.Fatalf("an action after the session ended: %d %q, want 303 %q", r.status, r.header.Get("Location"), want)
+	}
+	if got := text(late.mustGet(r.header.Get("Location"), 200), "signed-out"); !strings.Contains(got, "n’a pas été appliquée") {
+		t.Errorf("sign-in (French) after an action on an ended session says %q", got)
+	}
 	signedIn(t, base, "en", env.Operator).mustGet("/console/definitions", 200)
 }
 

@@ -33,8 +33,13 @@ func (c *Console) signInPage(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	v := c.signInView(w, r)
-	if r.URL.Query().Get("signed-out") == "1" {
+	switch {
+	case r.URL.Query().Get("signed-out") == "1":
 		v.SignedOut = T(r.Context(), "You are signed out.")
+	case r.URL.Query().Get("ended") == "action":
+		v.SignedOut = T(r.Context(), "Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.")
+	case r.URL.Query().Get("ended") == "1":
+		v.SignedOut = T(r.Context(), "Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.")
 	}
 	c.render(w, r, http.StatusOK, signInPage(v))
 }
@@ -56,7 +61,7 @@ func (c *Console) signInView(w http.ResponseWriter, r *http.Request) signInView 
 	}
 	return signInView{
 		Chrome:     c.chrome(r, T(ctx, "Sign in"), ""),
-		Intro:      T(ctx, "Sign in with an operator or administrator token."),
+		Intro:      T(ctx, "Sign in with an operator, designer or administrator token."),
 		TokenLabel: T(ctx, "Token"),
 		TokenHint:  T(ctx, "The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity."),
 		Submit:     T(ctx, "Sign in"),

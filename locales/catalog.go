@@ -55,7 +55,7 @@ var messageKeyToIndex = map[string]int{
 	"%d h":                                     250,
 	"%d held instances match now.":             50,
 	"%d hours":                                 266,
-	"%d items":                                 591,
+	"%d items":                                 593,
 	"%d left":                                  405,
 	"%d min":                                   249,
 	"%d minutes":                               267,
@@ -83,10 +83,10 @@ var messageKeyToIndex = map[string]int{
 	"%s: a date is written 2026-12-01.":                   492,
 	"%s: the first day comes after the last.":             493,
 	"%s–%s":                                               237,
-	"(each item)":                                         580,
+	"(each item)":                                         582,
 	"(worker %s)":                                         443,
 	"0 seconds":                                           264,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           556,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           558,
 	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 436,
 	"Abandon %d instances":                                           54,
 	"Abandon every held instance this filter matches":                52,
@@ -105,7 +105,7 @@ var messageKeyToIndex = map[string]int{
 	"All definitions":                     228,
 	"All processes":                       316,
 	"All statuses":                        317,
-	"All workers":                         606,
+	"All workers":                         608,
 	"An operator abandoned the instance.": 435,
 	"Apply filters":                       87,
 	"Apr":                                 255,
@@ -125,7 +125,7 @@ var messageKeyToIndex = map[string]int{
 	"Bulk action":                      82,
 	"Business key":                     66,
 	"Call timeout":                     399,
-	"Camunda 7 facade":                 610,
+	"Camunda 7 facade":                 612,
 	"Cancelled: the instance was stopped (%s).":               453,
 	"Cancelled: the instance was stopped by %s at %s — “%s”.": 452,
 	"Cannot act on this filter":                               70,
@@ -145,7 +145,7 @@ var messageKeyToIndex = map[string]int{
 	"Completions and failures per 5 minutes, last hour: %s":    229,
 	"Completions and failures per 5-minute slot, oldest first": 234,
 	"Completions and failures, last hour":                      215,
-	"Connected":                                                602,
+	"Connected":                                                604,
 	"Constraints":                                              139,
 	"Consumer":                                                 379,
 	"Consumer and worker":                                      475,
@@ -155,7 +155,7 @@ var messageKeyToIndex = map[string]int{
 	"Counts by status": 471,
 	"Created":          280,
 	"Created from":     67,
-	"Created on":       561,
+	"Created on":       563,
 	"Created to":       68,
 	"Creation date":    305,
 	"Dates":            370,
@@ -167,7 +167,7 @@ var messageKeyToIndex = map[string]int{
 	"Definition %s":      141,
 	"Definitions":        110,
 	"Definitions by key": 199,
-	"Definitions served": 600,
+	"Definitions served": 602,
 	"Definitions, those needing attention first": 216,
 	"Description":          140,
 	"Destination":          391,
@@ -190,8 +190,8 @@ var messageKeyToIndex = map[string]int{
 	"Every %d seconds":            504,
 	"Every attempt, oldest first": 378,
 	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log (GET /api/v1/audit/reveals).": 85,
-	"Expired token":                    567,
-	"Expires":                          563,
+	"Expired token":                    569,
+	"Expires":                          565,
 	"External tasks":                   104,
 	"Failed":                           220,
 	"Failed (%s).":                     451,
@@ -216,8 +216,8 @@ var messageKeyToIndex = map[string]int{
 	"Health":                  103,
 	"Held at node":            298,
 	"Held instances":          219,
-	"ID":                      559,
-	"In flight":               601,
+	"ID":                      561,
+	"In flight":               603,
 	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 230,
 	"Inputs":                     165,
 	"Inputs of revision %d":      176,
@@ -227,18 +227,18 @@ var messageKeyToIndex = map[string]int{
 	"Instance":                  313,
 	"Instances":                 105,
 	"Instances of this process": 522,
-	"Invalid page":              594,
+	"Invalid page":              596,
 	"Invalid request":           121,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.": 21,
 	"Its instance is held here, waiting for an operator.":                                                                   449,
 	"Its instance went on along the node’s error path.":                                                                     450,
 	"Its message": 420,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      574,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      576,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 34,
 	"Jan":                     252,
 	"Jul":                     258,
 	"Jun":                     257,
-	"Keep it":                 576,
+	"Keep it":                 578,
 	"Keep it held":            14,
 	"Keep it running":         13,
 	"Key":                     200,
@@ -247,8 +247,8 @@ var messageKeyToIndex = map[string]int{
 	"Last error (attempt %d)": 418,
 	"Last reserved":           415,
 	"Last saved":              146,
-	"Last seen":               603,
-	"Last used":               562,
+	"Last seen":               605,
+	"Last used":               564,
 	"Latest revision":         201,
 	"Lists every change from one revision to another, and whom it may break.": 156,
 	"Local time at %s": 502,
@@ -284,11 +284,11 @@ var messageKeyToIndex = map[string]int{
 	"No revision yet: the Working copy has never been snapshotted.":          148,
 	"No service ever reserved this occurrence: it ended before any attempt.": 390,
 	"No service has reserved this occurrence yet.":                           387,
-	"No token.": 570,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 614,
-	"No worker is connected.":           604,
-	"No worker serves this definition.": 607,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 613,
+	"No token.": 572,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 616,
+	"No worker is connected.":           606,
+	"No worker serves this definition.": 609,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 615,
 	"Node":    276,
 	"Node %s": 213,
 	"Nodes":   515,
@@ -313,7 +313,7 @@ var messageKeyToIndex = map[string]int{
 	"On error":                  520,
 	"On success":                519,
 	"Only a value this page shows as hidden (sensitive) can be revealed.": 541,
-	"Only administrators manage tokens.":                                  557,
+	"Only administrators manage tokens.":                                  559,
 	"Only administrators may reveal a sensitive value.":                   538,
 	"Open":             218,
 	"Operator actions": 272,
@@ -341,7 +341,7 @@ var messageKeyToIndex = map[string]int{
 	"Process instances, newest first": 312,
 	"Processes":                       106,
 	"Processes by key":                506,
-	"Protocol":                        599,
+	"Protocol":                        601,
 	"Published":                       154,
 	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 505,
 	"Reason": 79,
@@ -385,12 +385,12 @@ var messageKeyToIndex = map[string]int{
 	"Revision":    152,
 	"Revision %d": 173,
 	"Revisions":   147,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 616,
-	"Revoke the %s token “%s”?": 573,
-	"Revoke the token":          575,
-	"Revoke token %d":           572,
-	"Revoke…":                   568,
-	"Role":                      560,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 618,
+	"Revoke the %s token “%s”?": 575,
+	"Revoke the token":          577,
+	"Revoke token %d":           574,
+	"Revoke…":                   570,
+	"Role":                      562,
 	"Route":                     278,
 	"Routing output":            145,
 	"Rows %s–%s":                491,
@@ -399,15 +399,15 @@ var messageKeyToIndex = map[string]int{
 	"Search":                               544,
 	"Secret values can never be revealed.": 542,
 	"Sep":                                  260,
-	"Served by %d workers":                 615,
+	"Served by %d workers":                 617,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 25,
 	"Settled":              281,
 	"Settlement date":      468,
 	"Show all definitions": 227,
 	"Show times in":        495,
 	"Showing the instances bulk action %s changed.": 93,
-	"Sign in": 550,
-	"Sign in with an operator or administrator token.": 551,
+	"Sign in": 552,
+	"Sign in with an operator, designer or administrator token.": 553,
 	"Sign out":             114,
 	"Signed in as %s (%s)": 113,
 	"Since revision %d:":   179,
@@ -415,8 +415,8 @@ var messageKeyToIndex = map[string]int{
 	"Slot":                 235,
 	"Snapshotted":          174,
 	"Something went wrong": 131,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 558,
-	"Staff tokens, oldest first": 564,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 560,
+	"Staff tokens, oldest first": 566,
 	"Start node":                 512,
 	"Started":                    296,
 	"Status":                     65,
@@ -466,13 +466,13 @@ var messageKeyToIndex = map[string]int{
 	"The reason you gave, not recorded:":                                                                                          31,
 	"The result did not match the revision's outputs contract.":                                                                   428,
 	"The revision must be a whole number, 1 or more.":                                                                             466,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 553,
-	"The token was revoked.":                                                                                                      571,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 555,
+	"The token was revoked.":                                                                                                      573,
 	"These revisions have the same contracts.":                                                                                    164,
 	"These settings are kept in this browser only.":                                                                               494,
-	"They take every revision their consumer is granted.":                                                                         617,
-	"They take revision %d only.":                                                                                                 618,
-	"They take revisions %s only.":                                                                                                619,
+	"They take every revision their consumer is granted.":                                                                         619,
+	"They take revision %d only.":                                                                                                 620,
+	"They take revisions %s only.":                                                                                                621,
 	"This contract has no inputs.":                                                                                                407,
 	"This contract has no outputs.":                                                                                               410,
 	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                         128,
@@ -486,19 +486,19 @@ var messageKeyToIndex = map[string]int{
 	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 291,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          33,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   38,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            578,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           577,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            580,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           579,
 	"This page does not accept that request.":     543,
-	"This page link is not one the console made.": 595,
+	"This page link is not one the console made.": 597,
 	"This page reloads every %d seconds.":         118,
 	"This process takes no inputs.":               289,
-	"This token is unknown or has been revoked.":  555,
+	"This token is unknown or has been revoked.":  557,
 	"Times in %s · no auto-reload":                117,
 	"Times in %s · reload every %d s":             116,
 	"To revision":                                 158,
-	"Token":                                       552,
+	"Token":                                       554,
 	"Tokens":                                      112,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 554,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 556,
 	"Totals of all definitions, not narrowed by the other filters":         480,
 	"Totals of definition %s, not narrowed by the other filters":           479,
 	"Type": 136,
@@ -515,16 +515,18 @@ var messageKeyToIndex = map[string]int{
 	"When":                                                      76,
 	"Who":                                                       77,
 	"Whole message":                                             389,
-	"Worker":                                                    598,
+	"Worker":                                                    600,
 	"Worker id":                                                 380,
 	"Workers":                                                   111,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        596,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        598,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 17,
-	"Workers seen within three heartbeats": 597,
-	"Workers serving %s":                   605,
+	"Workers seen within three heartbeats": 599,
+	"Workers serving %s":                   607,
 	"Working copy":                         142,
 	"You are signed out.":                  549,
-	"Your role can read definitions only: external tasks and process instances are for operators and administrators.": 120,
+	"Your role can read definitions only: external tasks and process instances are for operators and administrators.":                                                            120,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 550,
+	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      551,
 	"[redacted]":                          465,
 	"abandon":                             4,
 	"administrator":                       344,
@@ -534,11 +536,11 @@ var messageKeyToIndex = map[string]int{
 	"any other code → %s":                 533,
 	"any other error":                     206,
 	"as of %s (%s); counts are refreshed every few seconds.": 482,
-	"at least %d characters":                                 581,
-	"at least %d items":                                      588,
+	"at least %d characters":                                 583,
+	"at least %d items":                                      590,
 	"at most %d":                                             402,
-	"at most %d characters":                                  582,
-	"at most %d items":                                       589,
+	"at most %d characters":                                  584,
+	"at most %d items":                                       591,
 	"at most %d since the last operator retry":               403,
 	"available":                                              318,
 	"boolean":                                                331,
@@ -564,14 +566,14 @@ var messageKeyToIndex = map[string]int{
 	"end (fails)":                                            529,
 	"end: completes the instance":                            209,
 	"end: fails the instance":                                210,
-	"every revision its consumer is granted":                 611,
+	"every revision its consumer is granted":                 613,
 	"expired":                                                324,
 	"failed":                                                 232,
 	"fails the instance":                                     534,
 	"field added":                                            350,
 	"field removed":                                          351,
 	"format":                                                 361,
-	"format %s":                                              584,
+	"format %s":                                              586,
 	"from":                                                   308,
 	"held":                                                   323,
 	"held for an operator":                                   207,
@@ -584,16 +586,16 @@ var messageKeyToIndex = map[string]int{
 	"just now":                                               247,
 	"list":                                                   336,
 	"lock until":                                             488,
-	"long polling":                                           609,
+	"long polling":                                           611,
 	"maximum":                                                363,
-	"maximum %s":                                             586,
+	"maximum %s":                                             588,
 	"maximum items":                                          365,
 	"maximum length":                                         359,
 	"minimum":                                                362,
-	"minimum %s":                                             585,
+	"minimum %s":                                             587,
 	"minimum items":                                          364,
 	"minimum length":                                         358,
-	"never":                                                  565,
+	"never":                                                  567,
 	"next attempt":                                           485,
 	"no":                                                     349,
 	"no answer within the timeout":                           461,
@@ -603,19 +605,19 @@ var messageKeyToIndex = map[string]int{
 	"none yet": 202,
 	"none: a failed call takes the node’s error path": 398,
 	"normal":                          337,
-	"not provided":                    590,
-	"not yet":                         566,
-	"null":                            592,
+	"not provided":                    592,
+	"not yet":                         568,
+	"null":                            594,
 	"number":                          330,
 	"object":                          335,
 	"on error":                        205,
-	"one of: %s":                      587,
+	"one of: %s":                      589,
 	"operator":                        345,
 	"optional %s field of type %s":    194,
 	"optional field of type %s":       196,
 	"optional → required":             187,
 	"pattern":                         360,
-	"pattern %s":                      583,
+	"pattern %s":                      585,
 	"pull":                            526,
 	"pull %s":                         212,
 	"pull (the service fetches it)":   342,
@@ -631,23 +633,23 @@ var messageKeyToIndex = map[string]int{
 	"reserved":                        319,
 	"retry":                           3,
 	"revision %d":                     483,
-	"revisions %s":                    612,
+	"revisions %s":                    614,
 	"routing changed":                 357,
-	"routing output":                  579,
+	"routing output":                  581,
 	"routing output %s → %s":          186,
 	"running":                         322,
 	"secret":                          339,
 	"sensitive":                       338,
 	"settled":                         484,
 	"stop":                            5,
-	"stream":                          608,
+	"stream":                          610,
 	"text":                            328,
 	"the contracts are the same (the name or a description changed).": 180,
-	"this session":           569,
+	"this session":           571,
 	"timeout %s":             537,
 	"to":                     309,
 	"type changed":           352,
-	"unexpected value":       593,
+	"unexpected value":       595,
 	"unknown":                464,
 	"values added: %s":       189,
 	"values changed":         354,
@@ -661,7 +663,7 @@ var messageKeyToIndex = map[string]int{
 	"→ %s":                   531,
 }
 
-var enIndex = []uint32{ // 621 elements
+var enIndex = []uint32{ // 623 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x0000005a,
@@ -817,30 +819,30 @@ var enIndex = []uint32{ // 621 elements
 	0x000043fb, 0x00004409, 0x0000444d, 0x00004472,
 	// Entry 220 - 23F
 	0x0000449a, 0x000044a1, 0x000044fc, 0x00004526,
-	0x00004556, 0x000045b4, 0x000045c8, 0x000045d0,
-	0x00004601, 0x00004607, 0x00004683, 0x000046cb,
-	0x000046f6, 0x00004758, 0x0000477b, 0x00004822,
-	0x00004825, 0x0000482a, 0x00004835, 0x0000483f,
-	0x00004847, 0x00004862, 0x00004868, 0x00004870,
-	0x0000487e, 0x00004888, 0x00004895, 0x0000489f,
-	0x000048b6, 0x000048c9, 0x000048ed, 0x0000496d,
+	0x00004556, 0x000045b4, 0x000045c8, 0x00004673,
+	0x000046e9, 0x000046f1, 0x0000472c, 0x00004732,
+	0x000047ae, 0x000047f6, 0x00004821, 0x00004883,
+	0x000048a6, 0x0000494d, 0x00004950, 0x00004955,
+	0x00004960, 0x0000496a, 0x00004972, 0x0000498d,
+	0x00004993, 0x0000499b, 0x000049a9, 0x000049b3,
+	0x000049c0, 0x000049ca, 0x000049e1, 0x000049f4,
 	// Entry 240 - 25F
-	0x0000497e, 0x00004986, 0x000049fb, 0x00004a4f,
-	0x00004a5e, 0x00004a6a, 0x00004aa6, 0x00004ae0,
-	0x00004aee, 0x00004afb, 0x00004b09, 0x00004b17,
-	0x00004b25, 0x00004b57, 0x00004b87, 0x00004b94,
-	0x00004bb4, 0x00004bb9, 0x00004bca, 0x00004bd7,
-	0x00004c03, 0x00004c89, 0x00004cae, 0x00004cb5,
-	0x00004cbe, 0x00004cd1, 0x00004cdb, 0x00004ce5,
-	0x00004cef, 0x00004d07, 0x00004d1d, 0x00004d29,
+	0x00004a18, 0x00004a98, 0x00004aa9, 0x00004ab1,
+	0x00004b26, 0x00004b7a, 0x00004b89, 0x00004b95,
+	0x00004bd1, 0x00004c0b, 0x00004c19, 0x00004c26,
+	0x00004c34, 0x00004c42, 0x00004c50, 0x00004c82,
+	0x00004cb2, 0x00004cbf, 0x00004cdf, 0x00004ce4,
+	0x00004cf5, 0x00004d02, 0x00004d2e, 0x00004db4,
+	0x00004dd9, 0x00004de0, 0x00004de9, 0x00004dfc,
+	0x00004e06, 0x00004e10, 0x00004e1a, 0x00004e32,
 	// Entry 260 - 27F
-	0x00004d4b, 0x00004d52, 0x00004d5f, 0x00004d70,
-	0x00004d97, 0x00004da7, 0x00004dfb, 0x00004e4e,
-	0x00004e86, 0x00004ed6, 0x00004f0a, 0x00004f29,
-	0x00004f49,
-} // Size: 2508 bytes
+	0x00004e48, 0x00004e54, 0x00004e76, 0x00004e7d,
+	0x00004e8a, 0x00004e9b, 0x00004ec2, 0x00004ed2,
+	0x00004f26, 0x00004f79, 0x00004fb1, 0x00005001,
+	0x00005035, 0x00005054, 0x00005074,
+} // Size: 2516 bytes
 
-const enData string = "" + // Size: 20297 bytes
+const enData string = "" + // Size: 20596 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every held instance…\x02Stop every running instance…\x02Stop every runni" +
@@ -1119,49 +1121,53 @@ const enData string = "" + // Size: 20297 bytes
 	"ce id (a UUID, as the pages show on hover), or a business key.\x02Nothin" +
 	"g to find: the search box is empty.\x02That is too long to be an id or a" +
 	" business key.\x02No instance or occurrence has the id “%[1]s”, and no i" +
-	"nstance has it as its business key.\x02You are signed out.\x02Sign in" +
-	"\x02Sign in with an operator or administrator token.\x02Token\x02The tok" +
-	"en is checked once and never stored in your browser; a session cookie st" +
-	"ands for it for up to 8 hours of inactivity.\x02Too many failed sign-ins" +
-	" from your address. Try again in %[1]d seconds.\x02This token is unknown" +
-	" or has been revoked.\x02A %[1]s token cannot open the console: sign in " +
-	"with an operator, designer or administrator token.\x02Only administrator" +
-	"s manage tokens.\x02Staff tokens (administrators, designers, operators) " +
-	"that are not revoked. Consumer tokens are managed with their consumers. " +
-	"Revoking a token refuses its next request.\x02ID\x02Role\x02Created on" +
-	"\x02Last used\x02Expires\x02Staff tokens, oldest first\x02never\x02not y" +
-	"et\x02Expired token\x02Revoke…\x02this session\x02No token.\x02The token" +
-	" was revoked.\x02Revoke token %[1]d\x02Revoke the %[1]s token “%[2]s”?" +
-	"\x02Its next request is refused, and console sessions opened with it end" +
-	". This cannot be undone: whoever uses it needs a new token.\x02Revoke th" +
-	"e token\x02Keep it\x02This is the token you signed in with: revoking it " +
-	"signs you out. Its next request is refused. This cannot be undone.\x02Th" +
-	"is is the last usable administrator token: create another one before rev" +
-	"oking it.\x02routing output\x02(each item)\x14\x01\x81\x01\x00\x02\x19" +
-	"\x02at least %[1]d character\x00\x1a\x02at least %[1]d characters\x14" +
-	"\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02at most %" +
-	"[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1]s\x02max" +
-	"imum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]" +
-	"d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at" +
-	" most %[1]d item\x00\x14\x02at most %[1]d items\x02not provided\x14\x01" +
-	"\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02null\x02une" +
-	"xpected value\x02Invalid page\x02This page link is not one the console m" +
-	"ade.\x02Workers connected by a stream, and polling workers by their last" +
-	" fetch. A worker is listed while it was seen within three heartbeats." +
-	"\x02Workers seen within three heartbeats\x02Worker\x02Protocol\x02Defini" +
-	"tions served\x02In flight\x02Connected\x02Last seen\x02No worker is conn" +
-	"ected.\x02Workers serving %[1]s\x02All workers\x02No worker serves this " +
-	"definition.\x02stream\x02long polling\x02Camunda 7 facade\x02every revis" +
-	"ion its consumer is granted\x02revisions %[1]s\x02No worker serves this " +
-	"definition: its occurrences wait until one connects or polls.\x02No work" +
-	"er is connected for this definition; none of its occurrences waits for o" +
-	"ne.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Ser" +
-	"ved by %[1]d workers\x02Revisions they take: %[1]s; some take every revi" +
-	"sion their consumer is granted.\x02They take every revision their consum" +
-	"er is granted.\x02They take revision %[1]d only.\x02They take revisions " +
-	"%[1]s only."
+	"nstance has it as its business key.\x02You are signed out.\x02Your sessi" +
+	"on had ended (inactivity, a sign-out elsewhere, a revoked token or a res" +
+	"tart of the server), so your last action was not applied. Sign in again," +
+	" then repeat it.\x02Your session has ended (inactivity, a sign-out elsew" +
+	"here, a revoked token or a restart of the server). Sign in again.\x02Sig" +
+	"n in\x02Sign in with an operator, designer or administrator token.\x02To" +
+	"ken\x02The token is checked once and never stored in your browser; a ses" +
+	"sion cookie stands for it for up to 8 hours of inactivity.\x02Too many f" +
+	"ailed sign-ins from your address. Try again in %[1]d seconds.\x02This to" +
+	"ken is unknown or has been revoked.\x02A %[1]s token cannot open the con" +
+	"sole: sign in with an operator, designer or administrator token.\x02Only" +
+	" administrators manage tokens.\x02Staff tokens (administrators, designer" +
+	"s, operators) that are not revoked. Consumer tokens are managed with the" +
+	"ir consumers. Revoking a token refuses its next request.\x02ID\x02Role" +
+	"\x02Created on\x02Last used\x02Expires\x02Staff tokens, oldest first\x02" +
+	"never\x02not yet\x02Expired token\x02Revoke…\x02this session\x02No token" +
+	".\x02The token was revoked.\x02Revoke token %[1]d\x02Revoke the %[1]s to" +
+	"ken “%[2]s”?\x02Its next request is refused, and console sessions opened" +
+	" with it end. This cannot be undone: whoever uses it needs a new token." +
+	"\x02Revoke the token\x02Keep it\x02This is the token you signed in with:" +
+	" revoking it signs you out. Its next request is refused. This cannot be " +
+	"undone.\x02This is the last usable administrator token: create another o" +
+	"ne before revoking it.\x02routing output\x02(each item)\x14\x01\x81\x01" +
+	"\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d chara" +
+	"cters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02" +
+	"at most %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1" +
+	"]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at l" +
+	"east %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02" +
+	"\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02not provide" +
+	"d\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02nu" +
+	"ll\x02unexpected value\x02Invalid page\x02This page link is not one the " +
+	"console made.\x02Workers connected by a stream, and polling workers by t" +
+	"heir last fetch. A worker is listed while it was seen within three heart" +
+	"beats.\x02Workers seen within three heartbeats\x02Worker\x02Protocol\x02" +
+	"Definitions served\x02In flight\x02Connected\x02Last seen\x02No worker i" +
+	"s connected.\x02Workers serving %[1]s\x02All workers\x02No worker serves" +
+	" this definition.\x02stream\x02long polling\x02Camunda 7 facade\x02every" +
+	" revision its consumer is granted\x02revisions %[1]s\x02No worker serves" +
+	" this definition: its occurrences wait until one connects or polls.\x02N" +
+	"o worker is connected for this definition; none of its occurrences waits" +
+	" for one.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18" +
+	"\x02Served by %[1]d workers\x02Revisions they take: %[1]s; some take eve" +
+	"ry revision their consumer is granted.\x02They take every revision their" +
+	" consumer is granted.\x02They take revision %[1]d only.\x02They take rev" +
+	"isions %[1]s only."
 
-var frIndex = []uint32{ // 621 elements
+var frIndex = []uint32{ // 623 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000079,
@@ -1317,30 +1323,30 @@ var frIndex = []uint32{ // 621 elements
 	0x0000569c, 0x000056b4, 0x00005707, 0x00005742,
 	// Entry 220 - 23F
 	0x0000576d, 0x00005777, 0x000057f1, 0x00005826,
-	0x00005867, 0x000058d7, 0x000058f0, 0x000058fd,
-	0x00005940, 0x00005946, 0x000059e2, 0x00005a36,
-	0x00005a61, 0x00005aed, 0x00005b1b, 0x00005bdd,
-	0x00005be0, 0x00005be6, 0x00005bf0, 0x00005c06,
-	0x00005c11, 0x00005c41, 0x00005c48, 0x00005c53,
-	0x00005c61, 0x00005c6e, 0x00005c7c, 0x00005c89,
-	0x00005ca5, 0x00005cbe, 0x00005ce7, 0x00005d90,
+	0x00005867, 0x000058d7, 0x000058f0, 0x000059b9,
+	0x00005a36, 0x00005a43, 0x00005a95, 0x00005a9b,
+	0x00005b37, 0x00005b8b, 0x00005bb6, 0x00005c42,
+	0x00005c70, 0x00005d32, 0x00005d35, 0x00005d3b,
+	0x00005d45, 0x00005d5b, 0x00005d66, 0x00005d96,
+	0x00005d9d, 0x00005da8, 0x00005db6, 0x00005dc3,
+	0x00005dd1, 0x00005dde, 0x00005dfa, 0x00005e13,
 	// Entry 240 - 25F
-	0x00005da3, 0x00005dad, 0x00005e3c, 0x00005e9d,
-	0x00005eaf, 0x00005ec2, 0x00005f00, 0x00005f3c,
-	0x00005f48, 0x00005f55, 0x00005f63, 0x00005f71,
-	0x00005f81, 0x00005fbd, 0x00005ff7, 0x00006002,
-	0x0000602c, 0x00006030, 0x00006042, 0x00006050,
-	0x0000607c, 0x0000613e, 0x00006171, 0x0000617c,
-	0x00006186, 0x0000619b, 0x000061a4, 0x000061ae,
-	0x000061bc, 0x000061e0, 0x000061fa, 0x0000620f,
+	0x00005e3c, 0x00005ee5, 0x00005ef8, 0x00005f02,
+	0x00005f91, 0x00005ff2, 0x00006004, 0x00006017,
+	0x00006055, 0x00006091, 0x0000609d, 0x000060aa,
+	0x000060b8, 0x000060c6, 0x000060d6, 0x00006112,
+	0x0000614c, 0x00006157, 0x00006181, 0x00006185,
+	0x00006197, 0x000061a5, 0x000061d1, 0x00006293,
+	0x000062c6, 0x000062d1, 0x000062db, 0x000062f0,
+	0x000062f9, 0x00006303, 0x00006311, 0x00006335,
 	// Entry 260 - 27F
-	0x0000623b, 0x00006240, 0x00006255, 0x00006267,
-	0x0000629c, 0x000062ad, 0x00006323, 0x0000638a,
-	0x000063cc, 0x0000643f, 0x00006483, 0x000064ab,
-	0x000064d5,
-} // Size: 2508 bytes
+	0x0000634f, 0x00006364, 0x00006390, 0x00006395,
+	0x000063aa, 0x000063bc, 0x000063f1, 0x00006402,
+	0x00006478, 0x000064df, 0x00006521, 0x00006594,
+	0x000065d8, 0x00006600, 0x0000662a,
+} // Size: 2516 bytes
 
-const frData string = "" + // Size: 25813 bytes
+const frData string = "" + // Size: 26154 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances bloquées…\x02Abandonne" +
 	"r toutes les instances bloquées…\x02Arrêter toutes les instances bloquée" +
@@ -1677,52 +1683,57 @@ const frData string = "" + // Size: 25813 bytes
 	": le champ de recherche est vide.\x02C’est trop long pour être un identi" +
 	"fiant ou une clé métier.\x02Aucune instance ni occurrence n’a l’identifi" +
 	"ant « %[1]s », et aucune instance ne l’a pour clé métier.\x02Vous êtes d" +
-	"éconnecté.\x02Se connecter\x02Connectez-vous avec un jeton d’opérateur " +
-	"ou d’administrateur.\x02Jeton\x02Le jeton est vérifié une fois et n’est " +
-	"jamais conservé dans votre navigateur\u202f; un cookie de session le rem" +
-	"place jusqu’à 8 heures d’inactivité.\x02Trop de connexions échouées depu" +
-	"is votre adresse. Réessayez dans %[1]d secondes.\x02Ce jeton est inconnu" +
-	" ou a été révoqué.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la conso" +
-	"le\u202f: connectez-vous avec un jeton d’opérateur, de concepteur ou d’a" +
-	"dministrateur.\x02Seuls les administrateurs gèrent les jetons.\x02Jetons" +
-	" du personnel (administrateurs, concepteurs, opérateurs) non révoqués. L" +
-	"es jetons des consommateurs se gèrent avec leurs consommateurs. Révoquer" +
-	" un jeton refuse sa requête suivante.\x02ID\x02Rôle\x02Créé le\x02Derniè" +
-	"re utilisation\x02Expiration\x02Jetons du personnel, les plus anciens d’" +
-	"abord\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette sess" +
-	"ion\x02Aucun jeton.\x02Le jeton a été révoqué.\x02Révoquer le jeton %[1]" +
-	"d\x02Révoquer le jeton %[1]s « %[2]s »\u202f?\x02Sa requête suivante est" +
-	" refusée et les sessions de console ouvertes avec lui prennent fin. C’es" +
-	"t irréversible\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02R" +
-	"évoquer le jeton\x02Le garder\x02C’est le jeton avec lequel vous êtes c" +
-	"onnecté\u202f: le révoquer vous déconnecte. Sa requête suivante est refu" +
-	"sée. C’est irréversible.\x02C’est le dernier jeton administrateur utilis" +
-	"able\u202f: créez-en un autre avant de le révoquer.\x02sortie de routage" +
-	"\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d carac" +
-	"tère\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19" +
-	"\x02au plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02motif" +
-	" %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f:" +
-	" %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02" +
-	"au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élé" +
-	"ment\x00\x19\x02au plus %[1]d éléments\x02non fourni\x14\x01\x81\x01\x00" +
-	"\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02nul\x02valeur ina" +
-	"ttendue\x02Page invalide\x02Ce lien de page ne vient pas de la console." +
-	"\x02Les exécutants connectés par un flux, et ceux qui interrogent par le" +
-	"ur dernière demande. Un exécutant est listé tant qu’il s’est manifesté d" +
-	"ans les trois derniers battements de cœur.\x02Exécutants vus dans les tr" +
-	"ois derniers battements\x02Exécutant\x02Protocole\x02Définitions servies" +
-	"\x02En cours\x02Connexion\x02Dernier signe\x02Aucun exécutant n’est conn" +
-	"ecté.\x02Exécutants servant %[1]s\x02Tous les exécutants\x02Aucun exécut" +
-	"ant ne sert cette définition.\x02flux\x02interrogation longue\x02façade " +
-	"Camunda 7\x02toutes les révisions accordées à son consommateur\x02révisi" +
-	"ons %[1]s\x02Aucun exécutant ne sert cette définition\u202f: ses occurre" +
-	"nces attendent qu’un exécutant se connecte ou interroge.\x02Aucun exécut" +
-	"ant n’est connecté pour cette définition\u202f; aucune de ses occurrence" +
-	"s n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant" +
-	"\x00\x1d\x02Servie par %[1]d exécutants\x02Révisions prises en charge" +
-	"\u202f: %[1]s\u202f; certains prennent toutes les révisions accordées à " +
-	"leur consommateur.\x02Ils prennent toutes les révisions accordées à leur" +
-	" consommateur.\x02Ils ne prennent que la révision %[1]d.\x02Ils ne prenn" +
-	"ent que les révisions %[1]s."
+	"éconnecté.\x02Votre session avait pris fin (inactivité, déconnexion ail" +
+	"leurs, jeton révoqué ou redémarrage du serveur)\u202f: votre dernière ac" +
+	"tion n’a pas été appliquée. Reconnectez-vous, puis refaites-la.\x02Votre" +
+	" session a pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou " +
+	"redémarrage du serveur). Reconnectez-vous.\x02Se connecter\x02Connectez-" +
+	"vous avec un jeton d’opérateur, de concepteur ou d’administrateur.\x02Je" +
+	"ton\x02Le jeton est vérifié une fois et n’est jamais conservé dans votre" +
+	" navigateur\u202f; un cookie de session le remplace jusqu’à 8 heures d’i" +
+	"nactivité.\x02Trop de connexions échouées depuis votre adresse. Réessaye" +
+	"z dans %[1]d secondes.\x02Ce jeton est inconnu ou a été révoqué.\x02Un j" +
+	"eton de rôle %[1]s ne peut pas ouvrir la console\u202f: connectez-vous a" +
+	"vec un jeton d’opérateur, de concepteur ou d’administrateur.\x02Seuls le" +
+	"s administrateurs gèrent les jetons.\x02Jetons du personnel (administrat" +
+	"eurs, concepteurs, opérateurs) non révoqués. Les jetons des consommateur" +
+	"s se gèrent avec leurs consommateurs. Révoquer un jeton refuse sa requêt" +
+	"e suivante.\x02ID\x02Rôle\x02Créé le\x02Dernière utilisation\x02Expirati" +
+	"on\x02Jetons du personnel, les plus anciens d’abord\x02jamais\x02pas enc" +
+	"ore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Aucun jeton.\x02Le " +
+	"jeton a été révoqué.\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1" +
+	"]s « %[2]s »\u202f?\x02Sa requête suivante est refusée et les sessions d" +
+	"e console ouvertes avec lui prennent fin. C’est irréversible\u202f: qui " +
+	"l’utilise aura besoin d’un nouveau jeton.\x02Révoquer le jeton\x02Le gar" +
+	"der\x02C’est le jeton avec lequel vous êtes connecté\u202f: le révoquer " +
+	"vous déconnecte. Sa requête suivante est refusée. C’est irréversible." +
+	"\x02C’est le dernier jeton administrateur utilisable\u202f: créez-en un " +
+	"autre avant de le révoquer.\x02sortie de routage\x02(chaque élément)\x14" +
+	"\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins" +
+	" %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère" +
+	"\x00\x1a\x02au plus %[1]d caractères\x02motif %[1]s\x02format %[1]s\x02m" +
+	"inimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00" +
+	"\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d éléments" +
+	"\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus" +
+	" %[1]d éléments\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d éléme" +
+	"nt\x00\x11\x02%[1]d éléments\x02nul\x02valeur inattendue\x02Page invalid" +
+	"e\x02Ce lien de page ne vient pas de la console.\x02Les exécutants conne" +
+	"ctés par un flux, et ceux qui interrogent par leur dernière demande. Un " +
+	"exécutant est listé tant qu’il s’est manifesté dans les trois derniers b" +
+	"attements de cœur.\x02Exécutants vus dans les trois derniers battements" +
+	"\x02Exécutant\x02Protocole\x02Définitions servies\x02En cours\x02Connexi" +
+	"on\x02Dernier signe\x02Aucun exécutant n’est connecté.\x02Exécutants ser" +
+	"vant %[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert cette défin" +
+	"ition.\x02flux\x02interrogation longue\x02façade Camunda 7\x02toutes les" +
+	" révisions accordées à son consommateur\x02révisions %[1]s\x02Aucun exéc" +
+	"utant ne sert cette définition\u202f: ses occurrences attendent qu’un ex" +
+	"écutant se connecte ou interroge.\x02Aucun exécutant n’est connecté pou" +
+	"r cette définition\u202f; aucune de ses occurrences n’en attend.\x14\x01" +
+	"\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par" +
+	" %[1]d exécutants\x02Révisions prises en charge\u202f: %[1]s\u202f; cert" +
+	"ains prennent toutes les révisions accordées à leur consommateur.\x02Ils" +
+	" prennent toutes les révisions accordées à leur consommateur.\x02Ils ne " +
+	"prennent que la révision %[1]d.\x02Ils ne prennent que les révisions %[1" +
+	"]s."
 
-	// Total table size 51126 bytes (49KiB); checksum: 7DC32489
+	// Total table size 51782 bytes (50KiB); checksum: A9440F04
