@@ -26,6 +26,10 @@ var (
 	// ErrShutdownTimeout means Run's context ended and the handler was
 	// still running after Config.ShutdownTimeout.
 	ErrShutdownTimeout = errors.New("worker: shutdown timeout")
+	// ErrOutcomesUnreported means Run shut down after some handler's
+	// outcome could not be reported (Relais unreachable until the task's
+	// lock expired): the task will run again.
+	ErrOutcomesUnreported = errors.New("worker: outcomes not reported")
 	// ErrHandlerTimeout means the handler ran longer than
 	// Config.HandlerTimeout; the task is failed (retryable) with code
 	// handler_timeout.

@@ -678,6 +678,10 @@ func (s *streamSession) close() {
 	s.done.Wait()
 }
 
+// streamProven is how long a stream must have lived for its end to reset
+// the reconnection backoff.
+const streamProven = 5 * time.Second
+
 // streamLoop receives tasks from worker streams, reconnecting when one
 // ends, until ctx ends (nil, the stream left open in r.stream for the
 // drain) or a refusal that retrying cannot fix (the error). fallback
@@ -727,7 +731,11 @@ func (r *run) streamLoop(ctx context.Context) (fallback bool, err error) {
 		if ae := (*APIError)(nil); errors.As(wireError(s.err), &ae) && ae.Code == "stream_replaced" {
 			return false, fmt.Errorf("worker: another process subscribed with worker id %q (two processes must not share one): %w", w.cfg.WorkerID, wireError(s.err))
 		}
-		if time.Since(connectedAt) > time.Minute {
+		// A stream that lived a while proved the server healthy: the
+		// failures of the outage before it no longer count, else a second
+		// restart within the minute would leave the worker idle for tens
+		// of seconds. Streams that keep ending at once still back off.
+		if time.Since(connectedAt) > streamProven {
 			bo.reset()
 		}
 		// A replica stopping asks to reconnect at once; anything else waits
@@ -735,6 +743,9 @@ func (r *run) streamLoop(ctx context.Context) (fallback bool, err error) {
 		d := bo.next()
 		if ae := (*APIError)(nil); errors.As(wireError(s.err), &ae) && ae.Code == "replica_stopping" {
 			d = 0
+		}
+		if d > 0 {
+			w.log.Info("reconnecting the stream", "delay", d.Round(time.Millisecond))
 		}
 		if !w.sleep(ctx, d) {
 			return false, nil

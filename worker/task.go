@@ -644,5 +644,8 @@ func (r *run) logSettleError(log *slog.Logger, action string, err error) {
 		log.Error("outcome refused", "action", action, "err", err)
 	default:
 		log.Error("outcome not reported; the lock will expire and the task run again", "action", action, "err", err)
+		if r.draining.Load() {
+			r.unreported.Add(1)
+		}
 	}
 }

@@ -73,7 +73,9 @@ const minPollMargin = 5 * time.Second
 
 // Config configures a Worker. URL and Token are required.
 type Config struct {
-	// URL is Relais's base URL, such as http://127.0.0.1:8080.
+	// URL is Relais's base URL, such as http://127.0.0.1:8080 or a
+	// proxy's prefix (https://gw.example/relais), without /api/v1: the
+	// worker adds the paths it calls.
 	URL string
 	// Token is a consumer token: only consumers may pull.
 	Token string
@@ -100,7 +102,13 @@ type Config struct {
 	Wait time.Duration
 	// ShutdownTimeout bounds how long Run waits for in-flight handlers
 	// after its context ends; then their contexts are cancelled (cause
-	// ErrShutdownTimeout) and their tasks released. Default 30s.
+	// ErrShutdownTimeout) and their tasks released. Default 30s. It does
+	// not bound the reporting of outcomes of handlers that returned: while
+	// Relais cannot be reached, an outcome is retried until its lock
+	// expires (up to LockDuration), since giving up would have the work
+	// done again; give the process a grace period of ShutdownTimeout plus
+	// LockDuration (Kubernetes' terminationGracePeriodSeconds) to never cut
+	// that short.
 	ShutdownTimeout time.Duration
 	// HandlerTimeout bounds one handler: past it, its context is cancelled
 	// (cause ErrHandlerTimeout), then the task is failed, retryable, with
@@ -136,7 +144,10 @@ type Config struct {
 //
 // ctx stays alive while Run shuts down gracefully, but ends when the
 // lock is lost or the occurrence cancelled; whatever the handler returns
-// then is dropped, because Relais would refuse it.
+// then is dropped, because Relais would refuse it. On a worker stream the
+// lock is lost when the stream is (a network blip included: Relais hands
+// the task back at once, the attempt spent); long polling rides out blips
+// shorter than the lock.
 type Handler func(ctx context.Context, t *Task) (outputs any, err error)
 
 // Worker pulls tasks from Relais and runs handlers on them. Create it
@@ -184,6 +195,12 @@ func New(cfg Config) (*Worker, error) {
 	u, err := url.Parse(cfg.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("worker: URL %q must be an absolute http or https URL", cfg.URL)
+	}
+	// The worker adds the paths it calls (/api/v1/pull/..., the stream's
+	// service path); a URL ending in the API's path would double it, and
+	// the stream would only see refusals it takes for server errors.
+	if p := strings.TrimRight(u.Path, "/"); p == "/api" || strings.HasSuffix(p, "/api/v1") || strings.Contains(p, "/api/v1/") {
+		return nil, fmt.Errorf("worker: URL %q must be Relais's base URL, without %s (the worker adds the paths it calls)", cfg.URL, u.Path)
 	}
 	if cfg.Token == "" {
 		return nil, errors.New("worker: a consumer Token is required")
@@ -236,7 +253,7 @@ func New(cfg Config) (*Worker, error) {
 	}
 	w := &Worker{
 		cfg:              cfg,
-		base:             u.String(),
+		base:             strings.TrimRight(u.String(), "/"),
 		log:              logger.With("worker_id", cfg.WorkerID),
 		handlers:         map[string]route{},
 		ownClient:        ownClient,
@@ -290,8 +307,10 @@ func (w *Worker) Handle(definition string, revisions []int, h Handler) {
 // in-flight handlers finish and report (their contexts are not derived
 // from ctx's cancellation), and returns nil. Handlers still running after
 // Config.ShutdownTimeout have their contexts cancelled; Run returns an
-// error wrapping ErrShutdownTimeout only if some of them then ignore the
-// cancellation for a few more seconds.
+// error wrapping ErrShutdownTimeout if some of them then ignore the
+// cancellation for a few more seconds, and one wrapping
+// ErrOutcomesUnreported if an outcome could not be reported while it shut
+// down (Relais unreachable until the task's lock expired).
 //
 // Errors that retrying cannot fix end Run early, after the same
 // shutdown: a fetch refused with a 4xx other than 408 and 429 (bad token,
@@ -379,11 +398,17 @@ type run struct {
 	// session's mu, never after.
 	waitMu  sync.Mutex
 	waiting []waitingTask
+	// unreported counts the outcomes that could not be reported (Relais
+	// unreachable until the lock expired) since the run began to drain;
+	// draining says it has.
+	unreported atomic.Int64
+	draining   atomic.Bool
 }
 
 // drain waits for in-flight tasks, cancelling them past the shutdown
 // timeout.
 func (r *run) drain(stopHandlers context.CancelCauseFunc) error {
+	r.draining.Store(true)
 	done := make(chan struct{})
 	go func() {
 		r.wg.Wait()
@@ -393,34 +418,48 @@ func (r *run) drain(stopHandlers context.CancelCauseFunc) error {
 	defer timer.Stop()
 	select {
 	case <-done:
-		r.w.log.Info("worker stopped")
-		return nil
+		return r.stopped()
 	case <-timer.C:
 	}
-	r.w.log.Warn("shutdown timeout; cancelling in-flight handlers", "in_flight", len(r.slots))
+	if n := r.handling.Load(); n > 0 {
+		r.w.log.Warn("shutdown timeout; cancelling in-flight handlers", "handlers", n)
+	} else {
+		r.w.log.Warn("shutdown timeout; every handler returned, their outcomes are still being reported")
+	}
 	stopHandlers(ErrShutdownTimeout)
 	grace := time.NewTimer(r.w.shutdownGrace)
 	defer grace.Stop()
 	select {
 	case <-done:
-		r.w.log.Info("worker stopped")
-		return nil
+		return r.stopped()
 	case <-grace.C:
 	}
 	if r.handling.Load() == 0 {
 		// Every handler returned: what is left is reporting outcomes,
-		// bounded by its own retries. Cutting it short would have the
+		// retried until their locks expire (Config.ShutdownTimeout's
+		// documentation says so). Cutting it short would have the
 		// finished work done again once the locks expire.
-		r.w.log.Warn("handlers returned; waiting for their outcomes to be reported")
+		r.w.log.Warn("handlers returned; waiting for their outcomes to be reported, at most until their locks expire")
 		<-done
-		r.w.log.Info("worker stopped")
-		return nil
+		return r.stopped()
 	}
 	// Returning beats hanging forever on a handler that ignores its
 	// context; its lock simply expires.
 	n := r.handling.Load()
 	r.w.log.Error("handlers ignored cancellation; abandoning them", "in_flight", n)
 	return fmt.Errorf("%w: %d handlers did not return after cancellation", ErrShutdownTimeout, n)
+}
+
+// stopped ends a drain whose tasks all ended: nil, or ErrOutcomesUnreported
+// when some outcome could not be reported while it drained (their tasks
+// run again once their locks expire), so that a supervisor sees it.
+func (r *run) stopped() error {
+	if n := r.unreported.Load(); n > 0 {
+		r.w.log.Error("worker stopped; outcomes were not reported", "unreported", n)
+		return fmt.Errorf("%w: %d while shutting down; their tasks will run again once their locks expire", ErrOutcomesUnreported, n)
+	}
+	r.w.log.Info("worker stopped")
+	return nil
 }
 
 // acquire blocks until at least one slot is free, then takes every free

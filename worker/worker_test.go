@@ -789,6 +789,10 @@ func TestNewValidates(t *testing.T) {
 		{URL: "http://relais", Token: "t", Concurrency: -1},
 		{URL: "http://relais", Token: "t", WorkerID: strings.Repeat("x", 201)},
 		{URL: "http://relais", Token: "t", HTTPClient: &httpClientWithTimeout},
+		// The API's path is the worker's to add.
+		{URL: "http://relais/api/v1", Token: "t"},
+		{URL: "http://relais/api/v1/", Token: "t"},
+		{URL: "http://relais/relais/api/v1/pull", Token: "t"},
 	} {
 		if _, err := New(cfg); err == nil {
 			t.Errorf("New(%+v) accepted", cfg)
@@ -804,6 +808,12 @@ func TestNewValidates(t *testing.T) {
 	}
 	if err := w.Run(context.Background()); err == nil {
 		t.Error("Run without handlers accepted")
+	}
+	// Behind a proxy's path prefix.
+	if w, err := New(Config{URL: "https://gateway.example/relais/", Token: "t"}); err != nil {
+		t.Errorf("a base URL with a path prefix: %v", err)
+	} else if w.base != "https://gateway.example/relais" {
+		t.Errorf("a base URL with a path prefix: base %q, want it without its final slash", w.base)
 	}
 }
 
@@ -972,5 +982,38 @@ func TestOutcomeOutlastsAnOutage(t *testing.T) {
 	s.mu.Unlock()
 	if dropped < 2 {
 		t.Errorf("%d requests lost to the outage; want the outcome retried through it", dropped)
+	}
+}
+
+// TestShutdownSaysAnOutcomeWasLost: a handler finishing while the worker
+// shuts down and Relais cannot be reached has its outcome retried until its
+// lock expires, then Run says the outcome was lost (the task will run
+// again) instead of returning nil as if all went well.
+func TestShutdownSaysAnOutcomeWasLost(t *testing.T) {
+	t.Parallel()
+	s := newFake(t)
+	s.add(def, 1, `{"company_name":"acme"}`)
+	h := newHarness(t, s, Config{LockDuration: 300 * time.Millisecond, ShutdownTimeout: 5 * time.Second})
+	h.w.sleep = sleepCtx
+	started, finish := make(chan struct{}), make(chan struct{})
+	h.w.Handle(def, nil, func(ctx context.Context, t *Task) (any, error) {
+		close(started)
+		<-finish
+		return created(ctx, t)
+	})
+	h.start()
+	<-started
+	stopped := make(chan error, 1)
+	go func() { stopped <- h.stop() }()
+	time.Sleep(50 * time.Millisecond) // the drain has begun
+	s.outage(time.Minute)
+	close(finish)
+	select {
+	case err := <-stopped:
+		if !errors.Is(err, ErrOutcomesUnreported) {
+			t.Errorf("Run = %v, want ErrOutcomesUnreported", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("Run did not return")
 	}
 }
