@@ -10,21 +10,24 @@ import (
 	"github.com/relais/relais/worker"
 )
 
-// A worker for one definition, stopped gracefully by SIGINT or SIGTERM.
-// examples/crmworker is a complete one.
+// A worker for examples/definitions/add_company_to_crm.yaml, stopped
+// gracefully by SIGINT or SIGTERM. examples/crmworker is a complete one.
 func Example() {
 	w, err := worker.New(worker.Config{URL: os.Getenv("RELAIS_URL"), Token: os.Getenv("RELAIS_TOKEN")})
 	if err != nil {
 		log.Fatal(err)
 	}
-	w.Handle("score_company", nil, func(ctx context.Context, t *worker.Task) (any, error) {
+	w.Handle("add_company_to_crm", nil, func(ctx context.Context, t *worker.Task) (any, error) {
 		var in struct {
-			Employees int `json:"employees"`
+			CompanyName string `json:"company_name"`
+			Country     string `json:"country"`
 		}
 		if err := t.Decode(&in); err != nil {
 			return nil, worker.Fail("INVALID_INPUTS", "%v", err)
 		}
-		return map[string]any{"score": min(in.Employees/10, 100)}, nil
+		// Create the company in the CRM here, or find it; the routing
+		// output result picks the process's branch.
+		return map[string]any{"result": "created", "crm_id": "CRM-" + in.Country + "-1"}, nil
 	})
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
