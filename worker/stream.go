@@ -708,6 +708,7 @@ func (r *run) streamLoop(ctx context.Context) (fallback bool, err error) {
 				return false, fmt.Errorf("worker: subscribe: the server has no worker stream: %w", err)
 			}
 			if !transient(err) {
+				err = r.nameSubscriptions(err)
 				w.log.Error("subscription refused; stopping", "err", err)
 				return false, fmt.Errorf("worker: subscribe: %w", err)
 			}

@@ -721,3 +721,24 @@ func TestRefusedConnectionIsNoServerAnswer(t *testing.T) {
 		t.Errorf("wireError = %v (%#v), want a network error without a status", err, err)
 	}
 }
+
+// A refusal of one of several subscriptions names the definition whose
+// handler it is about, on both protocols: the worker sorts its
+// subscriptions, so the pointer's index alone would not say.
+func TestARefusedSubscriptionIsNamed(t *testing.T) {
+	r := newRelais(t, nil)
+	for _, protocol := range []string{ProtocolStream, ProtocolLongPoll} {
+		w, err := New(Config{URL: r.env.URL, Token: r.consumer, Protocol: protocol, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Handle(def, nil, created)
+		w.Handle("zz_not_granted", nil, created)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		err = w.Run(ctx)
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), `/subscriptions/1/definition`) || !strings.Contains(err.Error(), `(the handler for "zz_not_granted")`) {
+			t.Errorf("%s: Run = %v, want the refusal naming zz_not_granted", protocol, err)
+		}
+	}
+}

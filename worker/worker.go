@@ -378,6 +378,28 @@ func (w *Worker) subscriptions() []subscription {
 	return subs
 }
 
+// nameSubscriptions adds the key of the subscription a refusal's pointer
+// designates (/subscriptions/1/definition) to its message: the worker
+// sorted its subscriptions, so the index alone tells its user nothing.
+func (r *run) nameSubscriptions(err error) error {
+	var ae *APIError
+	if !errors.As(err, &ae) {
+		return err
+	}
+	for i, fe := range ae.Errors {
+		rest, ok := strings.CutPrefix(fe.Path, "/subscriptions/")
+		if !ok {
+			continue
+		}
+		n, err := strconv.Atoi(strings.SplitN(rest, "/", 2)[0])
+		if err != nil || n < 0 || n >= len(r.subs) {
+			continue
+		}
+		ae.Errors[i].Message = fmt.Sprintf("%s (the handler for %q)", fe.Message, r.subs[n].Definition)
+	}
+	return err
+}
+
 // run is the state of one Run.
 type run struct {
 	w    *Worker
@@ -526,6 +548,7 @@ func (r *run) fetchLoop(ctx context.Context) error {
 				return nil
 			}
 			if !transient(err) {
+				err = r.nameSubscriptions(err)
 				w.log.Error("fetch refused; stopping", "err", err)
 				return fmt.Errorf("worker: fetch-and-lock: %w", err)
 			}
