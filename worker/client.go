@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -166,4 +167,13 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 func isNetworkError(err error) bool {
 	var ne *networkError
 	return errors.As(err, &ne)
+}
+
+// neverSent reports whether err is a connection that could not be made
+// (refused, unreachable, a name that does not resolve): the request never
+// reached a server, so nothing it could have done needs replaying.
+func neverSent(err error) bool {
+	var oe *net.OpError
+	var de *net.DNSError
+	return errors.As(err, &oe) && oe.Op == "dial" || errors.As(err, &de)
 }

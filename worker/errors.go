@@ -65,7 +65,10 @@ type RetryableError struct {
 	Err   error
 }
 
-// Retry returns a *RetryableError. An empty code means handler_error.
+// Retry returns a *RetryableError. An empty code means handler_error. A
+// delay above Relais's ceiling (RELAIS_PULL_MAX_RETRY_DELAY, a day by
+// default) is refused by Relais, and the failure is then reported with
+// the occurrence's policy delay instead.
 func Retry(code string, delay time.Duration, err error) error {
 	return &RetryableError{Code: code, Delay: delay, Err: err}
 }

@@ -22,9 +22,13 @@ type Task struct {
 	Definition string `json:"definition"`
 	Revision   int    `json:"revision"`
 	// Inputs are the validated inputs, secrets in clear: never log them.
-	Inputs       json.RawMessage `json:"inputs"`
-	Attempt      int             `json:"attempt"`
-	AttemptsLeft int             `json:"attempts_left"`
+	Inputs json.RawMessage `json:"inputs"`
+	// Attempt is this attempt's number, from 1.
+	Attempt int `json:"attempt"`
+	// AttemptsLeft is how many attempts remain after this one (2 on the
+	// first attempt of three): 0 means a retryable failure now fails the
+	// occurrence for good.
+	AttemptsLeft int `json:"attempts_left"`
 	// LockExpiresAt is the lock's expiry at delivery, by the server's
 	// clock. The worker extends the lock on its own; it does not update
 	// this field.
@@ -307,7 +311,11 @@ func (r *run) keepLock(ctx context.Context, lose context.CancelCauseFunc, t *Tas
 				return
 			}
 			if ctx.Err() == nil {
-				log.Warn("lock lost; cancelling the handler", "cause", err)
+				if errors.Is(err, ErrCancelled) {
+					log.Warn("task cancelled by Relais; cancelling the handler", "cause", err)
+				} else {
+					log.Warn("lock lost; cancelling the handler", "cause", err)
+				}
 				lose(err)
 			}
 			return

@@ -277,7 +277,7 @@ const defaultSubscribeTimeout = 30 * time.Second
 const maxSettleBatch = 50
 
 // Handle registers h for tasks of definition, in the revisions it
-// understands (nil: every revision granted to the consumer). definition
+// understands (nil or empty: every revision granted to the consumer). definition
 // may be a pattern, as subscriptions accept: "crm.*" (every key under that
 // namespace, keys created later included) or "*", with nil revisions; a
 // task goes to the handler of its own key if there is one, else to that
@@ -622,7 +622,7 @@ func (r *run) fetch(ctx context.Context, n int) ([]*Task, error) {
 		Occurrences []*Task `json:"occurrences"`
 	}
 	err := r.post(ctx, req, &out)
-	if err != nil && isNetworkError(err) && ctx.Err() == nil {
+	if err != nil && isNetworkError(err) && !neverSent(err) && ctx.Err() == nil {
 		// The server may have reserved tasks for a request whose answer
 		// was lost. The same request_id replays those reservations
 		// instead of stranding them until their locks expire.

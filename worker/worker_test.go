@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -1017,3 +1018,42 @@ func TestShutdownSaysAnOutcomeWasLost(t *testing.T) {
 		t.Fatal("Run did not return")
 	}
 }
+
+// A fetch whose connection could not be made is not replayed: nothing was
+// sent, so no reservation waits for its answer (and "interrupted" would
+// send the reader looking for one).
+func TestFetchNeverSentIsNotReplayed(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now: connections are refused
+	var logs strings.Builder
+	var mu sync.Mutex
+	w, err := New(Config{URL: "http://" + addr, Token: "t", Protocol: ProtocolLongPoll,
+		Logger: slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return logs.Write(p) }), nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Handle(def, nil, created)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if err := w.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !strings.Contains(logs.String(), "fetch failed; retrying") || strings.Contains(logs.String(), "replaying") {
+		t.Errorf("logs:\n%s\nwant the failure retried, never replayed", logs.String())
+	}
+	_, err = http.Get("http://" + addr)
+	if !neverSent(err) {
+		t.Errorf("neverSent(%v) = false for a refused connection", err)
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
