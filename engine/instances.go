@@ -64,13 +64,24 @@ type Step struct {
 // Step is o as an instance's path shows it.
 func (o Occurrence) Step() Step {
 	return Step{Occurrence: o.ID, Node: o.Node, Definition: o.Definition, Revision: o.Revision, Mode: o.Mode, Status: o.Status,
-		Route: o.Route, ErrorCode: o.ErrorCode, CreatedAt: o.CreatedAt, SettledAt: o.SettledAt}
+		Route: o.Route, ErrorCode: stepError(o.Status, o.ErrorCode), CreatedAt: o.CreatedAt, SettledAt: o.SettledAt}
 }
 
 // stepOf is the step of an occurrence a start has just created.
 func stepOf(o queries.Occurrence) Step {
 	return Step{Occurrence: o.ID, Node: o.Node, Definition: o.DefinitionKey, Revision: int(o.Revision), Mode: o.Mode, Status: o.Status,
-		Route: o.Route, ErrorCode: o.ErrorCode, CreatedAt: o.CreatedAt, SettledAt: o.SettledAt}
+		Route: o.Route, ErrorCode: stepError(o.Status, o.ErrorCode), CreatedAt: o.CreatedAt, SettledAt: o.SettledAt}
+}
+
+// stepError is the error code a path shows for a step: the occurrence's
+// last error, except once it completed, when an earlier attempt's failure
+// would read as the step's outcome (the occurrence itself keeps it, with
+// its attempts).
+func stepError(status string, code *string) *string {
+	if status == StatusCompleted {
+		return nil
+	}
+	return code
 }
 
 // StartRequest starts an instance.

@@ -1179,3 +1179,30 @@ func TestLongFailureMessageIsCutOnACharacter(t *testing.T) {
 		t.Errorf("stored message (%d bytes, valid UTF-8 %v): want a valid prefix of the message and an ellipsis, 2,000 bytes at most", len(stored), utf8.ValidString(stored))
 	}
 }
+
+// A step that completed after a failed attempt shows no error code in its
+// instance's path (it would read as the step's outcome), while its
+// occurrence keeps the last error with its attempts; a step waiting for
+// its retry shows it.
+func TestCompletedStepShowsNoEarlierError(t *testing.T) {
+	t.Parallel()
+	env, consumer := newCRM(t, nil)
+	inst, id := start(t, env, "crm_only", "Acme")
+	one(t, fetch(t, env, consumer, fetchBody("w1")), id)
+	env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/fail", consumer, failBody("w1", "retry_delay", "PT1S"))
+	step := func() map[string]any {
+		return env.Must(200, "GET", "/api/v1/instances/"+inst, env.Operator, nil).JSON(t)["path"].([]any)[0].(map[string]any)
+	}
+	if got := step(); got["status"] != "available" || got["error_code"] != "CRM_DOWN" {
+		t.Errorf("step waiting for its retry: %v, want available with CRM_DOWN", got)
+	}
+	env.Clock.Advance(2 * time.Second)
+	one(t, fetch(t, env, consumer, fetchBody("w1")), id)
+	env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/complete", consumer, completeBody("w1", created))
+	if got := step(); got["status"] != "completed" || got["error_code"] != nil {
+		t.Errorf("completed step: %v, want no error code", got)
+	}
+	if got := observe(t, env, id); got["error_code"] != "CRM_DOWN" {
+		t.Errorf("the occurrence: error_code %v, want its last error kept", got["error_code"])
+	}
+}
