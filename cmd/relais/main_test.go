@@ -163,6 +163,10 @@ func TestServeReadinessAuthAndProblems(t *testing.T) {
 	if strings.Contains(r.stdout.String(), bootstrap) || strings.Contains(r.stderr.String(), bootstrap) {
 		t.Error("the given bootstrap token was printed")
 	}
+	// The ready line says what history is kept.
+	if !strings.Contains(r.stderr.String(), "retention=P30D") {
+		t.Errorf("the ready line does not give the retention:\n%s", r.stderr)
+	}
 
 	for _, tok := range []string{"", "rls_wrong"} {
 		res = call(t, "GET", r.base+"/api/v1/whoami", tok, nil)

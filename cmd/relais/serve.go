@@ -79,7 +79,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	go func() { serveErr <- server.Serve(srv, ln) }()
 	fmt.Fprintf(stdout, "Relais listening on %s://%s\n", scheme, ln.Addr())
 	logger.Info("relais ready", "listen", ln.Addr().String(), "tls", scheme == "https", "embedded_postgres", db.cluster != nil,
-		"schema_version", engine.LatestSchemaVersion(), "startup", time.Since(start).Round(time.Millisecond))
+		"schema_version", engine.LatestSchemaVersion(), "retention", retentionText(cfg.Retention), "startup", time.Since(start).Round(time.Millisecond))
 
 	// A dead embedded server is restarted while the HTTP surface stays up
 	// (API requests answer 503 database_unavailable meanwhile); only when
@@ -133,4 +133,13 @@ func version() string {
 		}
 	}
 	return "relais " + v
+}
+
+// retentionText is RELAIS_RETENTION as the ready line shows it, in the
+// setting's own syntax: an operator checks there what history is kept.
+func retentionText(d time.Duration) string {
+	if d == 0 {
+		return "forever"
+	}
+	return isoduration.Format(d)
 }

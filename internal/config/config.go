@@ -258,7 +258,8 @@ func parseValue(s Setting, raw string) (any, error) {
 		}
 		return l, nil
 	case kindRetention:
-		if raw == "forever" {
+		// Case-insensitive, as the log level is.
+		if strings.EqualFold(raw, "forever") {
 			return time.Duration(0), nil
 		}
 		d, err := isoduration.Parse(raw)

@@ -106,9 +106,17 @@ func TestRetention(t *testing.T) {
 	if c := Default(); c.Retention != 30*24*time.Hour {
 		t.Errorf("default retention %v, want P30D", c.Retention)
 	}
-	c, err := Load(nil, env(map[string]string{"RELAIS_RETENTION": "forever"}), io.Discard)
-	if err != nil || c.Retention != 0 {
-		t.Errorf("forever: %v %v, want 0 (keep everything)", c.Retention, err)
+	for _, forever := range []string{"forever", "Forever", "FOREVER"} {
+		c, err := Load(nil, env(map[string]string{"RELAIS_RETENTION": forever}), io.Discard)
+		if err != nil || c.Retention != 0 {
+			t.Errorf("%s: %v %v, want 0 (keep everything)", forever, c.Retention, err)
+		}
+	}
+	// A month is ISO-8601: the refusal says why it is refused, not that it
+	// is no duration.
+	_, err := Load(nil, env(map[string]string{"RELAIS_RETENTION": "P1M"}), io.Discard)
+	if err == nil || strings.Contains(err.Error(), "not an ISO-8601 duration") || !strings.Contains(err.Error(), "use days") {
+		t.Errorf("P1M: %v, want a refusal saying to use days", err)
 	}
 }
 

@@ -17,6 +17,17 @@ import (
 // ErrSyntax is wrapped by every parse error.
 var ErrSyntax = errors.New("not an ISO-8601 duration")
 
+// calendarError refuses a valid ISO-8601 duration in years or months: it
+// is one, so saying it is not would send its author looking for a typo.
+type calendarError string
+
+func (e calendarError) Error() string {
+	return fmt.Sprintf("%q: years and months have no fixed length, so Relais does not accept them: use days (P30D, P365D)", string(e))
+}
+
+// Unwrap makes it an ErrSyntax for callers that tell parse errors apart.
+func (e calendarError) Unwrap() error { return ErrSyntax }
+
 // Parse reads an ISO-8601 duration made of days, hours, minutes and seconds
 // (P[nD][T[nH][nM][n[.f]S]]). Weeks are accepted (PnW). Years and months are
 // refused because their length depends on a calendar date; negative durations
@@ -77,7 +88,7 @@ func Parse(s string) (time.Duration, error) {
 		case !inTime && unit == 'D':
 			unitDur = float64(24 * time.Hour)
 		case !inTime && (unit == 'Y' || unit == 'M'):
-			return fail("years and months have no fixed length; use days")
+			return 0, calendarError(orig)
 		case inTime && unit == 'H':
 			unitDur = float64(time.Hour)
 		case inTime && unit == 'M':
