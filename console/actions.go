@@ -311,6 +311,9 @@ type bulkView struct {
 	// retry cannot offer again (they failed before any attempt) and leaves
 	// out of the count.
 	LeftOut     string
+	// Unfiltered warns that nothing but a status narrows the action: it
+	// applies to every process's instances.
+	Unfiltered string
 	Changed     string
 	Error       string
 	Detail      string
@@ -399,6 +402,9 @@ func (c *Console) bulkView(r *http.Request, a engine.Action, f instanceFilter, c
 	}
 	if count == 0 {
 		v.Nothing = T(ctx, "Nothing to do: no instance this action applies to matches the filter.")
+	}
+	if f.Process == "" && f.BusinessKey == "" && f.CreatedFrom == "" && f.CreatedTo == "" {
+		v.Unfiltered = T(ctx, "No process, business key or creation date narrows this filter: it applies to the instances of every process.")
 	}
 	all := T(ctx, "any")
 	v.Filter = []fact{

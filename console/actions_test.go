@@ -309,6 +309,9 @@ func TestBulkRetryConfirmsTheCount(t *testing.T) {
 	if got, _ := confirm.doc.Find(`[data-testid=bulk-count]`).Attr("data-count"); got != "3" {
 		t.Fatalf("bulk count %q, want 3 (%s)", got, text(confirm, "bulk-count"))
 	}
+	if n := count(confirm, "bulk-unfiltered"); n != 0 {
+		t.Errorf("a filter by process warns that it is unfiltered")
+	}
 	action, form := formOf(t, confirm, "bulk-form")
 	if form.Get("process") != "scoring" || form.Get("status") != "held" || form.Get("confirm_count") != "3" {
 		t.Fatalf("the bulk form carries %v", form)
@@ -697,8 +700,14 @@ func TestLabelsSayWhatApplies(t *testing.T) {
 			t.Errorf("status=%s: bulk link %q, want %q", status, got, want[0])
 		}
 		href, _ := list.doc.Find(`[data-testid=bulk-stop]`).Attr("href")
-		if got := text(b.mustGet(href, 200), "bulk-count"); !strings.Contains(got, want[1]) {
+		confirm := b.mustGet(href, 200)
+		if got := text(confirm, "bulk-count"); !strings.Contains(got, want[1]) {
 			t.Errorf("status=%s: bulk count %q, want %q", status, got, want[1])
+		}
+		// Only a status narrows these: the page warns that every process's
+		// instances are concerned.
+		if got := text(confirm, "bulk-unfiltered"); !strings.Contains(got, "every process") {
+			t.Errorf("status=%s: unfiltered warning %q", status, got)
 		}
 	}
 

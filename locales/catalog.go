@@ -39,387 +39,388 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                              243,
-	"%[1]s %[2]s, %[3]s %[4]s":                 244,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          242,
-	"%[1]s; %[2]s":                             241,
-	"%d (0 lowest, 9 highest)":                 376,
-	"%d attempts":                              404,
-	"%d attempts, retry after %s, priority %d": 535,
-	"%d breaking":                              185,
-	"%d changes":                               184,
-	"%d completed":                             239,
-	"%d d":                                     251,
-	"%d days":                                  265,
-	"%d failed":                                240,
-	"%d h":                                     250,
+	"%[1]s %[2]s":                              244,
+	"%[1]s %[2]s, %[3]s %[4]s":                 245,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          243,
+	"%[1]s; %[2]s":                             242,
+	"%d (0 lowest, 9 highest)":                 377,
+	"%d attempts":                              405,
+	"%d attempts, retry after %s, priority %d": 536,
+	"%d breaking":                              186,
+	"%d changes":                               185,
+	"%d completed":                             240,
+	"%d d":                                     252,
+	"%d days":                                  266,
+	"%d failed":                                241,
+	"%d h":                                     251,
 	"%d held instances match now.":             50,
-	"%d hours":                                 266,
-	"%d items":                                 593,
-	"%d left":                                  405,
-	"%d min":                                   249,
-	"%d minutes":                               267,
-	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 69,
-	"%d ms": 269,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 525,
-	"%d occurrences":                          481,
-	"%d releases":                             204,
+	"%d hours":                                 267,
+	"%d items":                                 594,
+	"%d left":                                  406,
+	"%d min":                                   250,
+	"%d minutes":                               268,
+	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 70,
+	"%d ms": 270,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 526,
+	"%d occurrences":                          482,
+	"%d releases":                             205,
 	"%d running instances match now.":         57,
 	"%d running or held instances match now.": 59,
-	"%d s":       248,
-	"%d seconds": 268,
-	"%d skipped: they changed after the count (settled, or acted on by someone else).": 74,
-	"%s (deferred; settled by %s)":                        458,
-	"%s (deferred; settled with its settle token)":        456,
-	"%s (deferred; settled with its settle token, as %s)": 457,
-	"%s (token #%d, %s)":                                  75,
-	"%s ago":                                              246,
-	"%s so far":                                           454,
-	"%s → %s":                                             530,
-	"%s, revision %s":                                     366,
-	"%s, version %s":                                      367,
-	"%s: %s":                                              238,
-	"%s: %s → %s":                                         192,
-	"%s: a date is written 2026-12-01.":                   492,
-	"%s: the first day comes after the last.":             493,
-	"%s–%s":                                               237,
-	"(each item)":                                         582,
-	"(worker %s)":                                         443,
-	"0 seconds":                                           264,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           558,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 436,
+	"%d s":       249,
+	"%d seconds": 269,
+	"%d skipped: they changed after the count (settled, or acted on by someone else).": 75,
+	"%s (deferred; settled by %s)":                        459,
+	"%s (deferred; settled with its settle token)":        457,
+	"%s (deferred; settled with its settle token, as %s)": 458,
+	"%s (token #%d, %s)":                                  76,
+	"%s ago":                                              247,
+	"%s so far":                                           455,
+	"%s → %s":                                             531,
+	"%s, revision %s":                                     367,
+	"%s, version %s":                                      368,
+	"%s: %s":                                              239,
+	"%s: %s → %s":                                         193,
+	"%s: a date is written 2026-12-01.":                   493,
+	"%s: the first day comes after the last.":             494,
+	"%s–%s":                                               238,
+	"(each item)":                                         583,
+	"(worker %s)":                                         444,
+	"0 seconds":                                           265,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           559,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 437,
 	"Abandon %d instances":                                           54,
 	"Abandon every held instance this filter matches":                52,
 	"Abandon every held instance…":                                   7,
 	"Abandon process instance %s":                                    19,
 	"Abandon the instance":                                           22,
 	"Abandon this instance? It fails with the error code abandoned.": 20,
-	"Abandoned at node":                                              302,
-	"Abandoned by %s at %s — “%s”":                                   294,
+	"Abandoned at node":                                              303,
+	"Abandoned by %s at %s — “%s”":                                   295,
 	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 40,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 310,
-	"Action":                              78,
-	"All actions":                         90,
-	"All consumers":                       478,
-	"All definitions":                     228,
-	"All processes":                       316,
-	"All statuses":                        317,
-	"All workers":                         608,
-	"An operator abandoned the instance.": 435,
-	"Apply filters":                       87,
-	"Apr":                                 255,
-	"As of %s (%s); refreshed every few seconds.": 225,
-	"Attempts":                         377,
-	"Audit log":                        84,
-	"Aug":                              259,
-	"Available from":                   413,
-	"Back to definitions":              124,
-	"Back to external tasks":           123,
+	"Act on every instance this filter matches": 311,
+	"Action":                              79,
+	"All actions":                         91,
+	"All consumers":                       479,
+	"All definitions":                     229,
+	"All processes":                       317,
+	"All statuses":                        318,
+	"All workers":                         609,
+	"An operator abandoned the instance.": 436,
+	"Apply filters":                       88,
+	"Apr":                                 256,
+	"As of %s (%s); refreshed every few seconds.": 226,
+	"Attempts":                         378,
+	"Audit log":                        85,
+	"Aug":                              260,
+	"Available from":                   414,
+	"Back to definitions":              125,
+	"Back to external tasks":           124,
 	"Back to the instance":             32,
 	"Back to the list":                 47,
-	"Back without saving":              500,
-	"Breaks processes":                 162,
-	"Breaks workers":                   163,
-	"Bulk %s applied to %d instances.": 73,
-	"Bulk action":                      82,
-	"Business key":                     66,
-	"Call timeout":                     399,
-	"Camunda 7 facade":                 612,
-	"Cancelled: the instance was stopped (%s).":               453,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 452,
-	"Cannot act on this filter":                               70,
-	"Cannot reveal":                                           540,
-	"Change":                                                  160,
-	"Changes between the two revisions":                       172,
-	"Changes of the Working copy since revision %d":           181,
-	"Choose two existing revisions to compare.":               182,
-	"Classification":                                          138,
-	"Clear filters":                                           88,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 514,
-	"Compare":              159,
-	"Compare revisions":    155,
-	"Completed":            236,
-	"Completed (%s).":      448,
-	"Completed, last hour": 222,
-	"Completions and failures per 5 minutes, last hour: %s":    229,
-	"Completions and failures per 5-minute slot, oldest first": 234,
-	"Completions and failures, last hour":                      215,
-	"Connected":                                                604,
-	"Constraints":                                              139,
-	"Consumer":                                                 379,
-	"Consumer and worker":                                      475,
-	"Counting the occurrences; the counts appear when you reload the page.": 133,
-	"Counts are unavailable right now.":                                     134,
-	"Counts as of %s (%s); refreshed every few seconds.":                    523,
-	"Counts by status": 471,
-	"Created":          280,
-	"Created from":     67,
-	"Created on":       563,
-	"Created to":       68,
-	"Creation date":    305,
-	"Dates":            370,
-	"Deadline":         374,
-	"Dec":              263,
-	"Deferred":         417,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 447,
-	"Definition":         217,
-	"Definition %s":      141,
-	"Definitions":        110,
-	"Definitions by key": 199,
-	"Definitions served": 602,
-	"Definitions, those needing attention first": 216,
-	"Description":          140,
-	"Destination":          391,
-	"Destination’s answer": 384,
-	"Detail":               161,
-	"Digest":               175,
-	"Display settings":     115,
-	"Duration":             383,
-	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 214,
+	"Back without saving":              501,
+	"Breaks processes":                 163,
+	"Breaks workers":                   164,
+	"Bulk %s applied to %d instances.": 74,
+	"Bulk action":                      83,
+	"Business key":                     67,
+	"Call timeout":                     400,
+	"Camunda 7 facade":                 613,
+	"Cancelled: the instance was stopped (%s).":               454,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 453,
+	"Cannot act on this filter":                               71,
+	"Cannot reveal":                                           541,
+	"Change":                                                  161,
+	"Changes between the two revisions":                       173,
+	"Changes of the Working copy since revision %d":           182,
+	"Choose two existing revisions to compare.":               183,
+	"Classification":                                          139,
+	"Clear filters":                                           89,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 515,
+	"Compare":              160,
+	"Compare revisions":    156,
+	"Completed":            237,
+	"Completed (%s).":      449,
+	"Completed, last hour": 223,
+	"Completions and failures per 5 minutes, last hour: %s":    230,
+	"Completions and failures per 5-minute slot, oldest first": 235,
+	"Completions and failures, last hour":                      216,
+	"Connected":                                                605,
+	"Constraints":                                              140,
+	"Consumer":                                                 380,
+	"Consumer and worker":                                      476,
+	"Counting the occurrences; the counts appear when you reload the page.": 134,
+	"Counts are unavailable right now.":                                     135,
+	"Counts as of %s (%s); refreshed every few seconds.":                    524,
+	"Counts by status": 472,
+	"Created":          281,
+	"Created from":     68,
+	"Created on":       564,
+	"Created to":       69,
+	"Creation date":    306,
+	"Dates":            371,
+	"Deadline":         375,
+	"Dec":              264,
+	"Deferred":         418,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 448,
+	"Definition":         218,
+	"Definition %s":      142,
+	"Definitions":        111,
+	"Definitions by key": 200,
+	"Definitions served": 603,
+	"Definitions, those needing attention first": 217,
+	"Description":          141,
+	"Destination":          392,
+	"Destination’s answer": 385,
+	"Detail":               162,
+	"Digest":               176,
+	"Display settings":     116,
+	"Duration":             384,
+	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 215,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  60,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     53,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 49,
-	"End node":                    301,
-	"End node or error":           314,
-	"Ended":                       297,
-	"Error":                       474,
-	"Error (before any attempt)":  419,
-	"Error code":                  300,
-	"Error message":               386,
-	"Every %d seconds":            504,
-	"Every attempt, oldest first": 378,
-	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log (GET /api/v1/audit/reveals).": 85,
-	"Expired token":                    569,
-	"Expires":                          565,
-	"External tasks":                   104,
-	"Failed":                           220,
-	"Failed (%s).":                     451,
-	"Failed at node":                   303,
-	"Failed occurrence":                299,
-	"Failed, last hour":                223,
-	"Feb":                              253,
-	"Field":                            135,
+	"End node":                    302,
+	"End node or error":           315,
+	"Ended":                       298,
+	"Error":                       475,
+	"Error (before any attempt)":  420,
+	"Error code":                  301,
+	"Error message":               387,
+	"Every %d seconds":            505,
+	"Every attempt, oldest first": 379,
+	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log (GET /api/v1/audit/reveals).": 86,
+	"Expired token":                    570,
+	"Expires":                          566,
+	"External tasks":                   105,
+	"Failed":                           221,
+	"Failed (%s).":                     452,
+	"Failed at node":                   304,
+	"Failed occurrence":                300,
+	"Failed, last hour":                224,
+	"Feb":                              254,
+	"Field":                            136,
 	"Filter":                           45,
-	"Filters":                          86,
-	"Find":                             109,
-	"Find an instance or occurrence":   107,
-	"Finished":                         382,
-	"First page":                       98,
-	"Form refused":                     127,
-	"From revision":                    157,
-	"From revision %d to revision %d:": 183,
+	"Filters":                          87,
+	"Find":                             110,
+	"Find an instance or occurrence":   108,
+	"Finished":                         383,
+	"First page":                       99,
+	"Form refused":                     128,
+	"From revision":                    158,
+	"From revision %d to revision %d:": 184,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 36,
-	"Graph":                   513,
-	"Graph of %s":             524,
-	"HTTP 2xx, unusable body": 460,
-	"Health":                  103,
-	"Held at node":            298,
-	"Held instances":          219,
-	"ID":                      561,
-	"In flight":               603,
-	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 230,
-	"Inputs":                     165,
-	"Inputs of revision %d":      176,
-	"Inputs of the working copy": 167,
-	"Inputs the instance was started with, labelled by process version %d's contract": 288,
-	"Inputs, labelled by revision %d's contract":                                      406,
-	"Instance":                  313,
-	"Instances":                 105,
-	"Instances of this process": 522,
-	"Invalid page":              596,
-	"Invalid request":           121,
+	"Graph":                   514,
+	"Graph of %s":             525,
+	"HTTP 2xx, unusable body": 461,
+	"Health":                  104,
+	"Held at node":            299,
+	"Held instances":          220,
+	"ID":                      562,
+	"In flight":               604,
+	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 231,
+	"Inputs":                     166,
+	"Inputs of revision %d":      177,
+	"Inputs of the working copy": 168,
+	"Inputs the instance was started with, labelled by process version %d's contract": 289,
+	"Inputs, labelled by revision %d's contract":                                      407,
+	"Instance":                  314,
+	"Instances":                 106,
+	"Instances of this process": 523,
+	"Invalid page":              597,
+	"Invalid request":           122,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.": 21,
-	"Its instance is held here, waiting for an operator.":                                                                   449,
-	"Its instance went on along the node’s error path.":                                                                     450,
-	"Its message": 420,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      576,
+	"Its instance is held here, waiting for an operator.":                                                                   450,
+	"Its instance went on along the node’s error path.":                                                                     451,
+	"Its message": 421,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      577,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 34,
-	"Jan":                     252,
-	"Jul":                     258,
-	"Jun":                     257,
-	"Keep it":                 578,
+	"Jan":                     253,
+	"Jul":                     259,
+	"Jun":                     258,
+	"Keep it":                 579,
 	"Keep it held":            14,
 	"Keep it running":         13,
-	"Key":                     200,
-	"Kind":                    517,
-	"Language":                100,
-	"Last error (attempt %d)": 418,
-	"Last reserved":           415,
-	"Last saved":              146,
-	"Last seen":               605,
-	"Last used":               564,
-	"Latest revision":         201,
-	"Lists every change from one revision to another, and whom it may break.": 156,
-	"Local time at %s": 502,
-	"Lock expired %s — waiting to be offered again.": 440,
-	"Lock expires":                     416,
-	"Main navigation":                  102,
-	"Mar":                              254,
-	"Maximum attempts":                 372,
-	"May":                              256,
-	"Message from Relais (in English)": 421,
-	"Message from the service (its own words, protected values masked)": 422,
-	"Mode": 369,
-	"More filters: instance, revision, consumer, dates": 469,
-	"Name":                               144,
-	"Never":                              503,
-	"Next attempt":                       414,
-	"Next attempt or settled":            476,
-	"Next node":                          279,
-	"Next page":                          97,
-	"No definition has occurrences yet.": 224,
-	"No definition yet.":                 203,
-	"No inputs.":                         166,
-	"No instance matches these filters.": 315,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 548,
-	"No occurrence matches these filters.":                                                   477,
-	"No operator action matches.":                                                            89,
-	"No operator has acted on this instance.":                                                284,
-	"No outputs yet: the occurrence has not completed.":                                      409,
-	"No outputs.": 169,
-	"No outputs: the occurrence ended without completing.":                   411,
-	"No process is published yet.":                                           508,
-	"No release yet.":                                                        150,
-	"No revision yet: the Working copy has never been snapshotted.":          148,
-	"No service ever reserved this occurrence: it ended before any attempt.": 390,
-	"No service has reserved this occurrence yet.":                           387,
-	"No token.": 572,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 616,
-	"No worker is connected.":           606,
-	"No worker serves this definition.": 609,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 615,
-	"Node":    276,
-	"Node %s": 213,
-	"Nodes":   515,
-	"Nodes of this version, with their occurrences now": 516,
-	"Nodes reached, in order":                           275,
-	"Not allowed":                                       119,
-	"Not found":                                         125,
-	"Notes":                                             153,
-	"Nothing exists at this address, or it is not visible to you.":          126,
+	"Key":                     201,
+	"Kind":                    518,
+	"Language":                101,
+	"Last error (attempt %d)": 419,
+	"Last reserved":           416,
+	"Last saved":              147,
+	"Last seen":               606,
+	"Last used":               565,
+	"Latest revision":         202,
+	"Lists every change from one revision to another, and whom it may break.": 157,
+	"Local time at %s": 503,
+	"Lock expired %s — waiting to be offered again.": 441,
+	"Lock expires":                     417,
+	"Main navigation":                  103,
+	"Mar":                              255,
+	"Maximum attempts":                 373,
+	"May":                              257,
+	"Message from Relais (in English)": 422,
+	"Message from the service (its own words, protected values masked)": 423,
+	"Mode": 370,
+	"More filters: instance, revision, consumer, dates": 470,
+	"Name":                               145,
+	"Never":                              504,
+	"Next attempt":                       415,
+	"Next attempt or settled":            477,
+	"Next node":                          280,
+	"Next page":                          98,
+	"No definition has occurrences yet.": 225,
+	"No definition yet.":                 204,
+	"No inputs.":                         167,
+	"No instance matches these filters.": 316,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 549,
+	"No occurrence matches these filters.":                                                   478,
+	"No operator action matches.":                                                            90,
+	"No operator has acted on this instance.":                                                285,
+	"No outputs yet: the occurrence has not completed.":                                      410,
+	"No outputs.": 170,
+	"No outputs: the occurrence ended without completing.": 412,
+	"No process is published yet.":                         509,
+	"No process, business key or creation date narrows this filter: it applies to the instances of every process.": 63,
+	"No release yet.": 151,
+	"No revision yet: the Working copy has never been snapshotted.":          149,
+	"No service ever reserved this occurrence: it ended before any attempt.": 391,
+	"No service has reserved this occurrence yet.":                           388,
+	"No token.": 573,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 617,
+	"No worker is connected.":           607,
+	"No worker serves this definition.": 610,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 616,
+	"Node":    277,
+	"Node %s": 214,
+	"Nodes":   516,
+	"Nodes of this version, with their occurrences now": 517,
+	"Nodes reached, in order":                           276,
+	"Not allowed":                                       120,
+	"Not found":                                         126,
+	"Notes":                                             154,
+	"Nothing exists at this address, or it is not visible to you.":          127,
 	"Nothing to do: no instance this action applies to matches the filter.": 62,
-	"Nothing to find: the search box is empty.":                             546,
-	"Nov":                       262,
-	"Now":                       400,
-	"Occurrence":                277,
-	"Occurrence %s":             368,
-	"Occurrence offered again":  81,
-	"Occurrences now":           521,
-	"Occurrences, newest first": 472,
-	"Oct":                       261,
-	"Offered from %s — %s.":     439,
-	"Oldest claimable waits":    221,
-	"On error":                  520,
-	"On success":                519,
-	"Only a value this page shows as hidden (sensitive) can be revealed.": 541,
-	"Only administrators manage tokens.":                                  559,
-	"Only administrators may reveal a sensitive value.":                   538,
-	"Open":             218,
-	"Operator actions": 272,
-	"Operator actions on this instance, newest first": 285,
-	"Operator actions, newest first":                  95,
-	"Outcome":                                         385,
-	"Outputs":                                         168,
-	"Outputs of revision %d":                          177,
-	"Outputs of the working copy":                     170,
-	"Outputs, labelled by revision %d's contract":     408,
-	"Pages": 96,
-	"Pages with a form, such as a confirmation, never reload on their own.": 498,
-	"Path":                            273,
-	"Pinned revision":                 518,
-	"Policy":                          371,
-	"Previous page":                   490,
-	"Priority":                        375,
-	"Process":                         64,
-	"Process %s":                      510,
-	"Process and node":                473,
-	"Process inputs":                  287,
-	"Process instance":                80,
-	"Process instance %s":             270,
-	"Process instances":               307,
-	"Process instances, newest first": 312,
-	"Processes":                       106,
-	"Processes by key":                506,
-	"Protocol":                        601,
-	"Published":                       154,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 505,
-	"Reason": 79,
+	"Nothing to find: the search box is empty.":                             547,
+	"Nov":                       263,
+	"Now":                       401,
+	"Occurrence":                278,
+	"Occurrence %s":             369,
+	"Occurrence offered again":  82,
+	"Occurrences now":           522,
+	"Occurrences, newest first": 473,
+	"Oct":                       262,
+	"Offered from %s — %s.":     440,
+	"Oldest claimable waits":    222,
+	"On error":                  521,
+	"On success":                520,
+	"Only a value this page shows as hidden (sensitive) can be revealed.": 542,
+	"Only administrators manage tokens.":                                  560,
+	"Only administrators may reveal a sensitive value.":                   539,
+	"Open":             219,
+	"Operator actions": 273,
+	"Operator actions on this instance, newest first": 286,
+	"Operator actions, newest first":                  96,
+	"Outcome":                                         386,
+	"Outputs":                                         169,
+	"Outputs of revision %d":                          178,
+	"Outputs of the working copy":                     171,
+	"Outputs, labelled by revision %d's contract":     409,
+	"Pages": 97,
+	"Pages with a form, such as a confirmation, never reload on their own.": 499,
+	"Path":                            274,
+	"Pinned revision":                 519,
+	"Policy":                          372,
+	"Previous page":                   491,
+	"Priority":                        376,
+	"Process":                         65,
+	"Process %s":                      511,
+	"Process and node":                474,
+	"Process inputs":                  288,
+	"Process instance":                81,
+	"Process instance %s":             271,
+	"Process instances":               308,
+	"Process instances, newest first": 313,
+	"Processes":                       107,
+	"Processes by key":                507,
+	"Protocol":                        602,
+	"Published":                       155,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 506,
+	"Reason": 80,
 	"Reason (recorded in the audit log for every instance)": 46,
 	"Reason (recorded in the audit log)":                    11,
-	"Reason given by the worker":                            396,
-	"Recorded operator actions":                             283,
-	"Relais console":                                        99,
-	"Relais has not called the destination yet.":            393,
-	"Relais is calling the destination (since %s).":         444,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 395,
-	"Relais never called the destination: the occurrence ended before any call.":                           394,
+	"Reason given by the worker":                            397,
+	"Recorded operator actions":                             284,
+	"Relais console":                                        100,
+	"Relais has not called the destination yet.":            394,
+	"Relais is calling the destination (since %s).":         445,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 396,
+	"Relais never called the destination: the occurrence ended before any call.":                           395,
 	"Relais refused the action. Nothing was done.":                                                         37,
-	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 429,
-	"Release":                             151,
-	"Releases":                            149,
-	"Releases, oldest first":              171,
-	"Reload lists and detail pages":       497,
-	"Replica":                             392,
-	"Required":                            137,
-	"Reserved":                            381,
-	"Reserved by %s.":                     446,
-	"Reserved by %s; lock until %s — %s.": 445,
-	"Retried by %s at %s — “%s”":          295,
+	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 430,
+	"Release":                             152,
+	"Releases":                            150,
+	"Releases, oldest first":              172,
+	"Reload lists and detail pages":       498,
+	"Replica":                             393,
+	"Required":                            138,
+	"Reserved":                            382,
+	"Reserved by %s.":                     447,
+	"Reserved by %s; lock until %s — %s.": 446,
+	"Retried by %s at %s — “%s”":          296,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 39,
-	"Retries":            397,
+	"Retries":            398,
 	"Retry %d instances": 51,
-	"Retry at %s — %s.":  438,
-	"Retry delay":        373,
+	"Retry at %s — %s.":  439,
+	"Retry delay":        374,
 	"Retry every held instance this filter matches": 48,
 	"Retry every held instance…":                    6,
-	"Retry or abandon it from its instance":         401,
+	"Retry or abandon it from its instance":         402,
 	"Retry process instance %s":                     15,
 	"Retry the instance":                            18,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 16,
-	"Retryable": 423,
+	"Retryable": 424,
 	"Retrying and abandoning apply to held instances, not %s ones.": 44,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 412,
-	"Revealed by %s at %s; recorded in the audit log.": 539,
-	"Revision":    152,
-	"Revision %d": 173,
-	"Revisions":   147,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 618,
-	"Revoke the %s token “%s”?": 575,
-	"Revoke the token":          577,
-	"Revoke token %d":           574,
-	"Revoke…":                   570,
-	"Role":                      562,
-	"Route":                     278,
-	"Routing output":            145,
-	"Rows %s–%s":                491,
-	"Save settings":             499,
+	"Reveal — this is recorded": 413,
+	"Revealed by %s at %s; recorded in the audit log.": 540,
+	"Revision":    153,
+	"Revision %d": 174,
+	"Revisions":   148,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 619,
+	"Revoke the %s token “%s”?": 576,
+	"Revoke the token":          578,
+	"Revoke token %d":           575,
+	"Revoke…":                   571,
+	"Role":                      563,
+	"Route":                     279,
+	"Routing output":            146,
+	"Rows %s–%s":                492,
+	"Save settings":             500,
 	"Say why, for whoever reads the log later: at most %d characters.": 12,
-	"Search":                               544,
-	"Secret values can never be revealed.": 542,
-	"Sep":                                  260,
-	"Served by %d workers":                 617,
+	"Search":                               545,
+	"Secret values can never be revealed.": 543,
+	"Sep":                                  261,
+	"Served by %d workers":                 618,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 25,
-	"Settled":              281,
-	"Settlement date":      468,
-	"Show all definitions": 227,
-	"Show times in":        495,
-	"Showing the instances bulk action %s changed.": 93,
-	"Sign in": 552,
-	"Sign in with an operator, designer or administrator token.": 553,
-	"Sign out":             114,
-	"Signed in as %s (%s)": 113,
-	"Since revision %d:":   179,
-	"Skip to content":      101,
-	"Slot":                 235,
-	"Snapshotted":          174,
-	"Something went wrong": 131,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 560,
-	"Staff tokens, oldest first": 566,
-	"Start node":                 512,
-	"Started":                    296,
-	"Status":                     65,
+	"Settled":              282,
+	"Settlement date":      469,
+	"Show all definitions": 228,
+	"Show times in":        496,
+	"Showing the instances bulk action %s changed.": 94,
+	"Sign in": 553,
+	"Sign in with an operator, designer or administrator token.": 554,
+	"Sign out":             115,
+	"Signed in as %s (%s)": 114,
+	"Since revision %d:":   180,
+	"Skip to content":      102,
+	"Slot":                 236,
+	"Snapshotted":          175,
+	"Something went wrong": 132,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 561,
+	"Staff tokens, oldest first": 567,
+	"Start node":                 513,
+	"Started":                    297,
+	"Status":                     66,
 	"Stop %d instances":          61,
 	"Stop every held instance this filter matches":            55,
 	"Stop every held instance…":                               8,
@@ -431,239 +432,239 @@ var messageKeyToIndex = map[string]int{
 	"Stop the instance":                                       26,
 	"Stop this instance? Its open occurrences are cancelled.": 24,
 	"Stop this instance…":                                     2,
-	"Stopped by %s at %s — “%s”":                              293,
+	"Stopped by %s at %s — “%s”":                              294,
 	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 41,
 	"Stopping applies to running or held instances, not %s ones.":                              43,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   292,
-	"Summary": 271,
-	"Task contracts: their Working copy, immutable revisions and named releases.": 198,
-	"Temporarily unavailable":                         129,
-	"That is too long to be an id or a business key.": 547,
-	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.": 178,
-	"The bulk action must be its id (a UUID).":                   92,
-	"The call could not be prepared.":                            430,
-	"The chart’s numbers":                                        233,
-	"The confirmed count is missing: start again from the list.": 71,
-	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           132,
-	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      496,
-	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 72,
-	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 130,
-	"The deadline passed before a result arrived.":                                                                                427,
-	"The destination answered HTTP %s.":                                                                                           437,
-	"The destination could not be reached.":                                                                                       431,
-	"The destination did not answer within the call’s timeout (%s).":                                                              425,
-	"The destination did not answer within the call’s timeout.":                                                                   426,
-	"The destination’s answer was too large.":                                                                                     432,
-	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                            122,
-	"The inputs could not be built from the process’s bindings.":                                                                  434,
-	"The last attempt’s lock expired with no attempt left.":                                                                       433,
-	"The next page counts them and asks for a reason before anything changes.":                                                    311,
-	"The nodes this instance reached, in order, each with its occurrence.":                                                        274,
-	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                143,
-	"The page cursor is invalid: go back to the first page.":                                                                      94,
-	"The page size must be between 1 and %d.":                                                                                     306,
-	"The process instance must be an instance id (a UUID).":                                                                       91,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   293,
+	"Summary": 272,
+	"Task contracts: their Working copy, immutable revisions and named releases.": 199,
+	"Temporarily unavailable":                         130,
+	"That is too long to be an id or a business key.": 548,
+	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.": 179,
+	"The bulk action must be its id (a UUID).":                   93,
+	"The call could not be prepared.":                            431,
+	"The chart’s numbers":                                        234,
+	"The confirmed count is missing: start again from the list.": 72,
+	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           133,
+	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      497,
+	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 73,
+	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 131,
+	"The deadline passed before a result arrived.":                                                                                428,
+	"The destination answered HTTP %s.":                                                                                           438,
+	"The destination could not be reached.":                                                                                       432,
+	"The destination did not answer within the call’s timeout (%s).":                                                              426,
+	"The destination did not answer within the call’s timeout.":                                                                   427,
+	"The destination’s answer was too large.":                                                                                     433,
+	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                            123,
+	"The inputs could not be built from the process’s bindings.":                                                                  435,
+	"The last attempt’s lock expired with no attempt left.":                                                                       434,
+	"The next page counts them and asks for a reason before anything changes.":                                                    312,
+	"The nodes this instance reached, in order, each with its occurrence.":                                                        275,
+	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                144,
+	"The page cursor is invalid: go back to the first page.":                                                                      95,
+	"The page size must be between 1 and %d.":                                                                                     307,
+	"The process instance must be an instance id (a UUID).":                                                                       92,
 	"The reason you gave, not recorded:":                                                                                          31,
-	"The result did not match the revision's outputs contract.":                                                                   428,
-	"The revision must be a whole number, 1 or more.":                                                                             466,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 555,
-	"The token was revoked.":                                                                                                      573,
-	"These revisions have the same contracts.":                                                                                    164,
-	"These settings are kept in this browser only.":                                                                               494,
-	"They take every revision their consumer is granted.":                                                                         619,
-	"They take revision %d only.":                                                                                                 620,
-	"They take revisions %s only.":                                                                                                621,
-	"This contract has no inputs.":                                                                                                407,
-	"This contract has no outputs.":                                                                                               410,
-	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                         128,
+	"The result did not match the revision's outputs contract.":                                                                   429,
+	"The revision must be a whole number, 1 or more.":                                                                             467,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 556,
+	"The token was revoked.":                                                                                                      574,
+	"These revisions have the same contracts.":                                                                                    165,
+	"These settings are kept in this browser only.":                                                                               495,
+	"They take every revision their consumer is granted.":                                                                         620,
+	"They take revision %d only.":                                                                                                 621,
+	"They take revisions %s only.":                                                                                                622,
+	"This contract has no inputs.":                                                                                                408,
+	"This contract has no outputs.":                                                                                               411,
+	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                         129,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.": 27,
 	"This instance has already ended; there is nothing to stop.":  35,
-	"This instance has not reached a task yet.":                   282,
+	"This instance has not reached a task yet.":                   283,
 	"This instance is %s, not held: there is nothing to abandon.": 29,
 	"This instance is %s, not held: there is nothing to retry.":   28,
 	"This instance is %s: there is nothing to stop.":              30,
-	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 290,
-	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 291,
+	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 291,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 292,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          33,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   38,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            580,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           579,
-	"This page does not accept that request.":     543,
-	"This page link is not one the console made.": 597,
-	"This page reloads every %d seconds.":         118,
-	"This process takes no inputs.":               289,
-	"This token is unknown or has been revoked.":  557,
-	"Times in %s · no auto-reload":                117,
-	"Times in %s · reload every %d s":             116,
-	"To revision":                                 158,
-	"Token":                                       554,
-	"Tokens":                                      112,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 556,
-	"Totals of all definitions, not narrowed by the other filters":         480,
-	"Totals of definition %s, not narrowed by the other filters":           479,
-	"Type": 136,
-	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 545,
-	"UTC (coordinated universal time)": 501,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            581,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           580,
+	"This page does not accept that request.":     544,
+	"This page link is not one the console made.": 598,
+	"This page reloads every %d seconds.":         119,
+	"This process takes no inputs.":               290,
+	"This token is unknown or has been revoked.":  558,
+	"Times in %s · no auto-reload":                118,
+	"Times in %s · reload every %d s":             117,
+	"To revision":                                 159,
+	"Token":                                       555,
+	"Tokens":                                      113,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 557,
+	"Totals of all definitions, not narrowed by the other filters":         481,
+	"Totals of definition %s, not narrowed by the other filters":           480,
+	"Type": 137,
+	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 546,
+	"UTC (coordinated universal time)": 502,
 	"Unknown action.":                  42,
-	"Unknown consumer.":                467,
-	"Unknown status %q.":               304,
-	"Value":                            286,
-	"Version":                          511,
-	"Versions, newest first":           507,
-	"Waiting for Relais to call the destination since %s (%s).": 441,
-	"Waiting for a worker since %s (%s).":                       442,
-	"When":                                                      76,
-	"Who":                                                       77,
-	"Whole message":                                             389,
-	"Worker":                                                    600,
-	"Worker id":                                                 380,
-	"Workers":                                                   111,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        598,
+	"Unknown consumer.":                468,
+	"Unknown status %q.":               305,
+	"Value":                            287,
+	"Version":                          512,
+	"Versions, newest first":           508,
+	"Waiting for Relais to call the destination since %s (%s).": 442,
+	"Waiting for a worker since %s (%s).":                       443,
+	"When":                                                      77,
+	"Who":                                                       78,
+	"Whole message":                                             390,
+	"Worker":                                                    601,
+	"Worker id":                                                 381,
+	"Workers":                                                   112,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        599,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 17,
-	"Workers seen within three heartbeats": 599,
-	"Workers serving %s":                   607,
-	"Working copy":                         142,
-	"You are signed out.":                  549,
-	"Your role can read definitions only: external tasks and process instances are for operators and administrators.":                                                            120,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 550,
-	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      551,
-	"[redacted]":                          465,
+	"Workers seen within three heartbeats": 600,
+	"Workers serving %s":                   608,
+	"Working copy":                         143,
+	"You are signed out.":                  550,
+	"Your role can read definitions only: external tasks and process instances are for operators and administrators.":                                                            121,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 551,
+	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      552,
+	"[redacted]":                          466,
 	"abandon":                             4,
-	"administrator":                       344,
-	"an incident: retry, abandon or stop": 208,
-	"answer too large":                    463,
-	"any":                                 63,
-	"any other code → %s":                 533,
-	"any other error":                     206,
-	"as of %s (%s); counts are refreshed every few seconds.": 482,
-	"at least %d characters":                                 583,
-	"at least %d items":                                      590,
-	"at most %d":                                             402,
-	"at most %d characters":                                  584,
-	"at most %d items":                                       591,
-	"at most %d since the last operator retry":               403,
-	"available":                                              318,
-	"boolean":                                                331,
-	"call in progress since":                                 487,
-	"cancelled":                                              321,
-	"choice":                                                 334,
-	"claimable since":                                        486,
-	"claimable since %s":                                     226,
-	"classification changed":                                 355,
-	"completed":                                              231,
-	"constraint changed":                                     356,
-	"consumer":                                               347,
-	"consumer #%s":                                           455,
-	"date":                                                   332,
-	"date and time":                                          333,
-	"deadline %s":                                            536,
-	"deferred":                                               320,
-	"deferred since":                                         489,
-	"deleted":                                                83,
-	"designer":                                               346,
-	"disconnected":                                           327,
-	"end (completes)":                                        528,
-	"end (fails)":                                            529,
-	"end: completes the instance":                            209,
-	"end: fails the instance":                                210,
-	"every revision its consumer is granted":                 613,
-	"expired":                                                324,
-	"failed":                                                 232,
-	"fails the instance":                                     534,
-	"field added":                                            350,
-	"field removed":                                          351,
-	"format":                                                 361,
-	"format %s":                                              586,
-	"from":                                                   308,
-	"held":                                                   323,
-	"held for an operator":                                   207,
-	"hold (an incident for an operator)":                     532,
-	"id or business key":                                     108,
-	"in %s":                                                  245,
-	"in progress":                                            388,
-	"instance id":                                            470,
-	"integer":                                                329,
-	"just now":                                               247,
-	"list":                                                   336,
-	"lock until":                                             488,
-	"long polling":                                           611,
-	"maximum":                                                363,
-	"maximum %s":                                             588,
-	"maximum items":                                          365,
-	"maximum length":                                         359,
-	"minimum":                                                362,
-	"minimum %s":                                             587,
-	"minimum items":                                          364,
-	"minimum length":                                         358,
-	"never":                                                  567,
-	"next attempt":                                           485,
-	"no":                                                     349,
-	"no answer within the timeout":                           461,
-	"no connection":                                          462,
-	"no: the service marked this failure as not retryable (attempts left unused: %d)": 424,
-	"none":     197,
-	"none yet": 202,
-	"none: a failed call takes the node’s error path": 398,
-	"normal":                          337,
-	"not provided":                    592,
-	"not yet":                         568,
-	"null":                            594,
-	"number":                          330,
-	"object":                          335,
-	"on error":                        205,
-	"one of: %s":                      589,
-	"operator":                        345,
-	"optional %s field of type %s":    194,
-	"optional field of type %s":       196,
-	"optional → required":             187,
-	"pattern":                         360,
-	"pattern %s":                      585,
-	"pull":                            526,
-	"pull %s":                         212,
-	"pull (the service fetches it)":   342,
-	"push %s":                         211,
-	"push (Relais calls the service)": 343,
-	"push to %s":                      527,
-	"rejected":                        325,
-	"released":                        326,
-	"required %s field of type %s":    193,
-	"required changed":                353,
-	"required field of type %s":       195,
-	"required → optional":             188,
-	"reserved":                        319,
+	"administrator":                       345,
+	"an incident: retry, abandon or stop": 209,
+	"answer too large":                    464,
+	"any":                                 64,
+	"any other code → %s":                 534,
+	"any other error":                     207,
+	"as of %s (%s); counts are refreshed every few seconds.": 483,
+	"at least %d characters":                                 584,
+	"at least %d items":                                      591,
+	"at most %d":                                             403,
+	"at most %d characters":                                  585,
+	"at most %d items":                                       592,
+	"at most %d since the last operator retry":               404,
+	"available":                                              319,
+	"boolean":                                                332,
+	"call in progress since":                                 488,
+	"cancelled":                                              322,
+	"choice":                                                 335,
+	"claimable since":                                        487,
+	"claimable since %s":                                     227,
+	"classification changed":                                 356,
+	"completed":                                              232,
+	"constraint changed":                                     357,
+	"consumer":                                               348,
+	"consumer #%s":                                           456,
+	"date":                                                   333,
+	"date and time":                                          334,
+	"deadline %s":                                            537,
+	"deferred":                                               321,
+	"deferred since":                                         490,
+	"deleted":                                                84,
+	"designer":                                               347,
+	"disconnected":                                           328,
+	"end (completes)":                                        529,
+	"end (fails)":                                            530,
+	"end: completes the instance":                            210,
+	"end: fails the instance":                                211,
+	"every revision its consumer is granted":                 614,
+	"expired":                                                325,
+	"failed":                                                 233,
+	"fails the instance":                                     535,
+	"field added":                                            351,
+	"field removed":                                          352,
+	"format":                                                 362,
+	"format %s":                                              587,
+	"from":                                                   309,
+	"held":                                                   324,
+	"held for an operator":                                   208,
+	"hold (an incident for an operator)":                     533,
+	"id or business key":                                     109,
+	"in %s":                                                  246,
+	"in progress":                                            389,
+	"instance id":                                            471,
+	"integer":                                                330,
+	"just now":                                               248,
+	"list":                                                   337,
+	"lock until":                                             489,
+	"long polling":                                           612,
+	"maximum":                                                364,
+	"maximum %s":                                             589,
+	"maximum items":                                          366,
+	"maximum length":                                         360,
+	"minimum":                                                363,
+	"minimum %s":                                             588,
+	"minimum items":                                          365,
+	"minimum length":                                         359,
+	"never":                                                  568,
+	"next attempt":                                           486,
+	"no":                                                     350,
+	"no answer within the timeout":                           462,
+	"no connection":                                          463,
+	"no: the service marked this failure as not retryable (attempts left unused: %d)": 425,
+	"none":     198,
+	"none yet": 203,
+	"none: a failed call takes the node’s error path": 399,
+	"normal":                          338,
+	"not provided":                    593,
+	"not yet":                         569,
+	"null":                            595,
+	"number":                          331,
+	"object":                          336,
+	"on error":                        206,
+	"one of: %s":                      590,
+	"operator":                        346,
+	"optional %s field of type %s":    195,
+	"optional field of type %s":       197,
+	"optional → required":             188,
+	"pattern":                         361,
+	"pattern %s":                      586,
+	"pull":                            527,
+	"pull %s":                         213,
+	"pull (the service fetches it)":   343,
+	"push %s":                         212,
+	"push (Relais calls the service)": 344,
+	"push to %s":                      528,
+	"rejected":                        326,
+	"released":                        327,
+	"required %s field of type %s":    194,
+	"required changed":                354,
+	"required field of type %s":       196,
+	"required → optional":             189,
+	"reserved":                        320,
 	"retry":                           3,
-	"revision %d":                     483,
-	"revisions %s":                    614,
-	"routing changed":                 357,
-	"routing output":                  581,
-	"routing output %s → %s":          186,
-	"running":                         322,
-	"secret":                          339,
-	"sensitive":                       338,
-	"settled":                         484,
+	"revision %d":                     484,
+	"revisions %s":                    615,
+	"routing changed":                 358,
+	"routing output":                  582,
+	"routing output %s → %s":          187,
+	"running":                         323,
+	"secret":                          340,
+	"sensitive":                       339,
+	"settled":                         485,
 	"stop":                            5,
-	"stream":                          610,
-	"text":                            328,
-	"the contracts are the same (the name or a description changed).": 180,
-	"this session":           571,
-	"timeout %s":             537,
-	"to":                     309,
-	"type changed":           352,
-	"unexpected value":       595,
-	"unknown":                464,
-	"values added: %s":       189,
-	"values changed":         354,
-	"values removed: %s":     190,
-	"values reordered":       191,
-	"version %d":             509,
-	"waiting":                459,
-	"yes":                    348,
-	"••• hidden (secret)":    341,
-	"••• hidden (sensitive)": 340,
-	"→ %s":                   531,
+	"stream":                          611,
+	"text":                            329,
+	"the contracts are the same (the name or a description changed).": 181,
+	"this session":           572,
+	"timeout %s":             538,
+	"to":                     310,
+	"type changed":           353,
+	"unexpected value":       596,
+	"unknown":                465,
+	"values added: %s":       190,
+	"values changed":         355,
+	"values removed: %s":     191,
+	"values reordered":       192,
+	"version %d":             510,
+	"waiting":                460,
+	"yes":                    349,
+	"••• hidden (secret)":    342,
+	"••• hidden (sensitive)": 341,
+	"→ %s":                   532,
 }
 
-var enIndex = []uint32{ // 623 elements
+var enIndex = []uint32{ // 624 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x0000005a,
@@ -683,166 +684,166 @@ var enIndex = []uint32{ // 623 elements
 	0x00000c3c, 0x00000c6c, 0x00000cbc, 0x00000cf4,
 	0x00000d54, 0x00000dab, 0x00000ddd, 0x00000e23,
 	// Entry 40 - 5F
-	0x00000e27, 0x00000e2f, 0x00000e36, 0x00000e43,
-	0x00000e50, 0x00000e5b, 0x00000f8a, 0x00000fa4,
-	0x00000fdf, 0x00001088, 0x000010dd, 0x0000118c,
-	0x000011a8, 0x000011ad, 0x000011b1, 0x000011b8,
-	0x000011bf, 0x000011d0, 0x000011e9, 0x000011f5,
-	0x000011fd, 0x00001207, 0x00001297, 0x0000129f,
-	0x000012ad, 0x000012bb, 0x000012d7, 0x000012e3,
-	0x00001319, 0x00001342, 0x00001373, 0x000013aa,
+	0x00000e90, 0x00000e94, 0x00000e9c, 0x00000ea3,
+	0x00000eb0, 0x00000ebd, 0x00000ec8, 0x00000ff7,
+	0x00001011, 0x0000104c, 0x000010f5, 0x0000114a,
+	0x000011f9, 0x00001215, 0x0000121a, 0x0000121e,
+	0x00001225, 0x0000122c, 0x0000123d, 0x00001256,
+	0x00001262, 0x0000126a, 0x00001274, 0x00001304,
+	0x0000130c, 0x0000131a, 0x00001328, 0x00001344,
+	0x00001350, 0x00001386, 0x000013af, 0x000013e0,
 	// Entry 60 - 7F
-	0x000013c9, 0x000013cf, 0x000013d9, 0x000013e4,
-	0x000013f3, 0x000013fc, 0x0000140c, 0x0000141c,
-	0x00001423, 0x00001432, 0x0000143c, 0x00001446,
-	0x00001465, 0x00001478, 0x0000147d, 0x00001489,
-	0x00001491, 0x00001498, 0x000014b3, 0x000014bc,
-	0x000014cd, 0x000014f4, 0x00001515, 0x0000153c,
-	0x00001548, 0x000015b8, 0x000015c8, 0x00001630,
-	0x00001647, 0x0000165b, 0x00001665, 0x000016a2,
+	0x00001417, 0x00001436, 0x0000143c, 0x00001446,
+	0x00001451, 0x00001460, 0x00001469, 0x00001479,
+	0x00001489, 0x00001490, 0x0000149f, 0x000014a9,
+	0x000014b3, 0x000014d2, 0x000014e5, 0x000014ea,
+	0x000014f6, 0x000014fe, 0x00001505, 0x00001520,
+	0x00001529, 0x0000153a, 0x00001561, 0x00001582,
+	0x000015a9, 0x000015b5, 0x00001625, 0x00001635,
+	0x0000169d, 0x000016b4, 0x000016c8, 0x000016d2,
 	// Entry 80 - 9F
-	0x000016af, 0x00001713, 0x0000172b, 0x00001771,
-	0x00001786, 0x000017f5, 0x0000183b, 0x0000185d,
-	0x00001863, 0x00001868, 0x00001871, 0x00001880,
-	0x0000188c, 0x00001898, 0x000018a9, 0x000018b6,
-	0x00001913, 0x00001918, 0x00001927, 0x00001932,
-	0x0000193c, 0x0000197a, 0x00001983, 0x00001993,
-	0x0000199b, 0x000019a4, 0x000019aa, 0x000019b4,
-	0x000019c6, 0x00001a0e, 0x00001a1c, 0x00001a28,
+	0x0000170f, 0x0000171c, 0x00001780, 0x00001798,
+	0x000017de, 0x000017f3, 0x00001862, 0x000018a8,
+	0x000018ca, 0x000018d0, 0x000018d5, 0x000018de,
+	0x000018ed, 0x000018f9, 0x00001905, 0x00001916,
+	0x00001923, 0x00001980, 0x00001985, 0x00001994,
+	0x0000199f, 0x000019a9, 0x000019e7, 0x000019f0,
+	0x00001a00, 0x00001a08, 0x00001a11, 0x00001a17,
+	0x00001a21, 0x00001a33, 0x00001a7b, 0x00001a89,
 	// Entry A0 - BF
-	0x00001a30, 0x00001a37, 0x00001a3e, 0x00001a4f,
-	0x00001a5e, 0x00001a87, 0x00001a8e, 0x00001a99,
-	0x00001ab4, 0x00001abc, 0x00001ac8, 0x00001ae4,
-	0x00001afb, 0x00001b1d, 0x00001b2c, 0x00001b38,
-	0x00001b3f, 0x00001b58, 0x00001b72, 0x00001c1b,
-	0x00001c31, 0x00001c71, 0x00001ca2, 0x00001ccc,
-	0x00001cf3, 0x00001d17, 0x00001d3e, 0x00001d5d,
-	0x00001d73, 0x00001d89, 0x00001d9d, 0x00001db3,
+	0x00001a95, 0x00001a9d, 0x00001aa4, 0x00001aab,
+	0x00001abc, 0x00001acb, 0x00001af4, 0x00001afb,
+	0x00001b06, 0x00001b21, 0x00001b29, 0x00001b35,
+	0x00001b51, 0x00001b68, 0x00001b8a, 0x00001b99,
+	0x00001ba5, 0x00001bac, 0x00001bc5, 0x00001bdf,
+	0x00001c88, 0x00001c9e, 0x00001cde, 0x00001d0f,
+	0x00001d39, 0x00001d60, 0x00001d84, 0x00001dab,
+	0x00001dca, 0x00001de0, 0x00001df6, 0x00001e0a,
 	// Entry C0 - DF
-	0x00001dc4, 0x00001ddb, 0x00001dfe, 0x00001e21,
-	0x00001e3e, 0x00001e5b, 0x00001e60, 0x00001eac,
-	0x00001ebf, 0x00001ec3, 0x00001ed3, 0x00001edc,
-	0x00001eef, 0x00001f15, 0x00001f1e, 0x00001f2e,
-	0x00001f43, 0x00001f67, 0x00001f83, 0x00001f9b,
-	0x00001fa6, 0x00001fb1, 0x00001fbc, 0x000020d2,
-	0x000020f6, 0x00002121, 0x0000212c, 0x00002131,
-	0x00002140, 0x00002147, 0x0000215e, 0x00002173,
+	0x00001e20, 0x00001e31, 0x00001e48, 0x00001e6b,
+	0x00001e8e, 0x00001eab, 0x00001ec8, 0x00001ecd,
+	0x00001f19, 0x00001f2c, 0x00001f30, 0x00001f40,
+	0x00001f49, 0x00001f5c, 0x00001f82, 0x00001f8b,
+	0x00001f9b, 0x00001fb0, 0x00001fd4, 0x00001ff0,
+	0x00002008, 0x00002013, 0x0000201e, 0x00002029,
+	0x0000213f, 0x00002163, 0x0000218e, 0x00002199,
+	0x0000219e, 0x000021ad, 0x000021b4, 0x000021cb,
 	// Entry E0 - FF
-	0x00002185, 0x000021a8, 0x000021da, 0x000021f0,
-	0x00002205, 0x00002215, 0x0000224e, 0x000022a2,
-	0x000022ac, 0x000022b3, 0x000022c9, 0x00002302,
-	0x00002307, 0x00002311, 0x0000231f, 0x0000232c,
-	0x00002355, 0x00002378, 0x00002385, 0x000023a5,
-	0x000023b1, 0x000023ca, 0x000023d3, 0x000023dd,
-	0x000023e6, 0x000023ee, 0x000023f8, 0x00002400,
-	0x00002408, 0x0000240c, 0x00002410, 0x00002414,
+	0x000021e0, 0x000021f2, 0x00002215, 0x00002247,
+	0x0000225d, 0x00002272, 0x00002282, 0x000022bb,
+	0x0000230f, 0x00002319, 0x00002320, 0x00002336,
+	0x0000236f, 0x00002374, 0x0000237e, 0x0000238c,
+	0x00002399, 0x000023c2, 0x000023e5, 0x000023f2,
+	0x00002412, 0x0000241e, 0x00002437, 0x00002440,
+	0x0000244a, 0x00002453, 0x0000245b, 0x00002465,
+	0x0000246d, 0x00002475, 0x00002479, 0x0000247d,
 	// Entry 100 - 11F
-	0x00002418, 0x0000241c, 0x00002420, 0x00002424,
-	0x00002428, 0x0000242c, 0x00002430, 0x00002434,
-	0x00002438, 0x00002442, 0x00002460, 0x00002480,
-	0x000024a4, 0x000024c8, 0x000024d1, 0x000024e8,
-	0x000024f0, 0x00002501, 0x00002506, 0x0000254b,
-	0x00002563, 0x00002568, 0x00002573, 0x00002579,
-	0x00002583, 0x0000258b, 0x00002593, 0x000025bd,
-	0x000025d7, 0x000025ff, 0x0000262f, 0x00002635,
+	0x00002481, 0x00002485, 0x00002489, 0x0000248d,
+	0x00002491, 0x00002495, 0x00002499, 0x0000249d,
+	0x000024a1, 0x000024a5, 0x000024af, 0x000024cd,
+	0x000024ed, 0x00002511, 0x00002535, 0x0000253e,
+	0x00002555, 0x0000255d, 0x0000256e, 0x00002573,
+	0x000025b8, 0x000025d0, 0x000025d5, 0x000025e0,
+	0x000025e6, 0x000025f0, 0x000025f8, 0x00002600,
+	0x0000262a, 0x00002644, 0x0000266c, 0x0000269c,
 	// Entry 120 - 13F
-	0x00002644, 0x00002697, 0x000026b5, 0x000027d7,
-	0x00002896, 0x000028ed, 0x00002917, 0x00002943,
-	0x0000296d, 0x00002975, 0x0000297b, 0x00002988,
-	0x0000299a, 0x000029a5, 0x000029ae, 0x000029c0,
-	0x000029cf, 0x000029e5, 0x000029f3, 0x00002a1e,
-	0x00002a30, 0x00002a35, 0x00002a38, 0x00002a62,
-	0x00002aab, 0x00002acb, 0x00002ad4, 0x00002ae6,
-	0x00002b09, 0x00002b17, 0x00002b24, 0x00002b2e,
+	0x000026a2, 0x000026b1, 0x00002704, 0x00002722,
+	0x00002844, 0x00002903, 0x0000295a, 0x00002984,
+	0x000029b0, 0x000029da, 0x000029e2, 0x000029e8,
+	0x000029f5, 0x00002a07, 0x00002a12, 0x00002a1b,
+	0x00002a2d, 0x00002a3c, 0x00002a52, 0x00002a60,
+	0x00002a8b, 0x00002a9d, 0x00002aa2, 0x00002aa5,
+	0x00002acf, 0x00002b18, 0x00002b38, 0x00002b41,
+	0x00002b53, 0x00002b76, 0x00002b84, 0x00002b91,
 	// Entry 140 - 15F
-	0x00002b37, 0x00002b40, 0x00002b4a, 0x00002b52,
-	0x00002b57, 0x00002b5f, 0x00002b68, 0x00002b71,
-	0x00002b7e, 0x00002b83, 0x00002b8b, 0x00002b92,
-	0x00002b9a, 0x00002b9f, 0x00002bad, 0x00002bb4,
-	0x00002bbb, 0x00002bc0, 0x00002bc7, 0x00002bd1,
-	0x00002bd8, 0x00002bf5, 0x00002c0f, 0x00002c2d,
-	0x00002c4d, 0x00002c5b, 0x00002c64, 0x00002c6d,
-	0x00002c76, 0x00002c7a, 0x00002c7d, 0x00002c89,
+	0x00002b9b, 0x00002ba4, 0x00002bad, 0x00002bb7,
+	0x00002bbf, 0x00002bc4, 0x00002bcc, 0x00002bd5,
+	0x00002bde, 0x00002beb, 0x00002bf0, 0x00002bf8,
+	0x00002bff, 0x00002c07, 0x00002c0c, 0x00002c1a,
+	0x00002c21, 0x00002c28, 0x00002c2d, 0x00002c34,
+	0x00002c3e, 0x00002c45, 0x00002c62, 0x00002c7c,
+	0x00002c9a, 0x00002cba, 0x00002cc8, 0x00002cd1,
+	0x00002cda, 0x00002ce3, 0x00002ce7, 0x00002cea,
 	// Entry 160 - 17F
-	0x00002c97, 0x00002ca4, 0x00002cb5, 0x00002cc4,
-	0x00002cdb, 0x00002cee, 0x00002cfe, 0x00002d0d,
-	0x00002d1c, 0x00002d24, 0x00002d2b, 0x00002d33,
-	0x00002d3b, 0x00002d49, 0x00002d57, 0x00002d6d,
-	0x00002d82, 0x00002d93, 0x00002d98, 0x00002d9e,
-	0x00002da5, 0x00002db6, 0x00002dc2, 0x00002dcb,
-	0x00002dd4, 0x00002df0, 0x00002df9, 0x00002e15,
-	0x00002e1e, 0x00002e28, 0x00002e31, 0x00002e3a,
+	0x00002cf6, 0x00002d04, 0x00002d11, 0x00002d22,
+	0x00002d31, 0x00002d48, 0x00002d5b, 0x00002d6b,
+	0x00002d7a, 0x00002d89, 0x00002d91, 0x00002d98,
+	0x00002da0, 0x00002da8, 0x00002db6, 0x00002dc4,
+	0x00002dda, 0x00002def, 0x00002e00, 0x00002e05,
+	0x00002e0b, 0x00002e12, 0x00002e23, 0x00002e2f,
+	0x00002e38, 0x00002e41, 0x00002e5d, 0x00002e66,
+	0x00002e82, 0x00002e8b, 0x00002e95, 0x00002e9e,
 	// Entry 180 - 19F
-	0x00002e43, 0x00002e5a, 0x00002e62, 0x00002e70,
-	0x00002e9d, 0x00002ea9, 0x00002eb7, 0x00002efe,
-	0x00002f0a, 0x00002f12, 0x00002f3d, 0x00002f88,
-	0x0000304a, 0x00003065, 0x0000306d, 0x0000309f,
-	0x000030ac, 0x000030b0, 0x000030d6, 0x000030e4,
-	0x00003110, 0x00003136, 0x00003141, 0x0000316f,
-	0x0000318c, 0x000031bb, 0x000031ed, 0x0000320b,
-	0x00003240, 0x0000325c, 0x0000326b, 0x00003278,
+	0x00002ea7, 0x00002eb0, 0x00002ec7, 0x00002ecf,
+	0x00002edd, 0x00002f0a, 0x00002f16, 0x00002f24,
+	0x00002f6b, 0x00002f77, 0x00002f7f, 0x00002faa,
+	0x00002ff5, 0x000030b7, 0x000030d2, 0x000030da,
+	0x0000310c, 0x00003119, 0x0000311d, 0x00003143,
+	0x00003151, 0x0000317d, 0x000031a3, 0x000031ae,
+	0x000031dc, 0x000031f9, 0x00003228, 0x0000325a,
+	0x00003278, 0x000032ad, 0x000032c9, 0x000032d8,
 	// Entry 1A0 - 1BF
-	0x00003286, 0x00003293, 0x0000329c, 0x000032b7,
-	0x000032d2, 0x000032de, 0x000032ff, 0x00003341,
-	0x0000334b, 0x0000339e, 0x000033e2, 0x0000341e,
-	0x0000344b, 0x00003485, 0x000034ea, 0x0000350a,
-	0x00003530, 0x0000355a, 0x00003592, 0x000035cf,
-	0x000035f3, 0x0000366c, 0x00003691, 0x000036ab,
-	0x000036c9, 0x000036fd, 0x0000373d, 0x00003767,
-	0x00003776, 0x000037a7, 0x000037d6, 0x000037e9,
+	0x000032e5, 0x000032f3, 0x00003300, 0x00003309,
+	0x00003324, 0x0000333f, 0x0000334b, 0x0000336c,
+	0x000033ae, 0x000033b8, 0x0000340b, 0x0000344f,
+	0x0000348b, 0x000034b8, 0x000034f2, 0x00003557,
+	0x00003577, 0x0000359d, 0x000035c7, 0x000035ff,
+	0x0000363c, 0x00003660, 0x000036d9, 0x000036fe,
+	0x00003718, 0x00003736, 0x0000376a, 0x000037aa,
+	0x000037d4, 0x000037e3, 0x00003814, 0x00003843,
 	// Entry 1C0 - 1DF
-	0x0000385e, 0x00003871, 0x000038a5, 0x000038d9,
-	0x000038e9, 0x00003930, 0x0000395d, 0x0000396a,
-	0x0000397a, 0x000039aa, 0x000039e4, 0x00003a07,
-	0x00003a0f, 0x00003a27, 0x00003a44, 0x00003a52,
-	0x00003a63, 0x00003a6b, 0x00003a76, 0x00003aa6,
-	0x00003ab8, 0x00003ac8, 0x00003afa, 0x00003b06,
-	0x00003b17, 0x00003b31, 0x00003b42, 0x00003b48,
-	0x00003b5c, 0x00003b74, 0x00003b99, 0x00003ba7,
+	0x00003856, 0x000038cb, 0x000038de, 0x00003912,
+	0x00003946, 0x00003956, 0x0000399d, 0x000039ca,
+	0x000039d7, 0x000039e7, 0x00003a17, 0x00003a51,
+	0x00003a74, 0x00003a7c, 0x00003a94, 0x00003ab1,
+	0x00003abf, 0x00003ad0, 0x00003ad8, 0x00003ae3,
+	0x00003b13, 0x00003b25, 0x00003b35, 0x00003b67,
+	0x00003b73, 0x00003b84, 0x00003b9e, 0x00003baf,
+	0x00003bb5, 0x00003bc9, 0x00003be1, 0x00003c06,
 	// Entry 1E0 - 1FF
-	0x00003be5, 0x00003c22, 0x00003c4e, 0x00003c8b,
-	0x00003c9a, 0x00003ca2, 0x00003caf, 0x00003cbf,
-	0x00003cd6, 0x00003ce1, 0x00003cf0, 0x00003cfe,
-	0x00003d11, 0x00003d36, 0x00003d61, 0x00003d8f,
-	0x00003d9d, 0x00003e30, 0x00003e4e, 0x00003e94,
-	0x00003ea2, 0x00003eb6, 0x00003ed7, 0x00003eeb,
-	0x00003ef1, 0x00003f05, 0x00003f78, 0x00003f89,
-	0x00003fa0, 0x00003fbd, 0x00003fcb, 0x00003fd9,
+	0x00003c14, 0x00003c52, 0x00003c8f, 0x00003cbb,
+	0x00003cf8, 0x00003d07, 0x00003d0f, 0x00003d1c,
+	0x00003d2c, 0x00003d43, 0x00003d4e, 0x00003d5d,
+	0x00003d6b, 0x00003d7e, 0x00003da3, 0x00003dce,
+	0x00003dfc, 0x00003e0a, 0x00003e9d, 0x00003ebb,
+	0x00003f01, 0x00003f0f, 0x00003f23, 0x00003f44,
+	0x00003f58, 0x00003f5e, 0x00003f72, 0x00003fe5,
+	0x00003ff6, 0x0000400d, 0x0000402a, 0x00004038,
 	// Entry 200 - 21F
-	0x00003fe1, 0x00003fec, 0x00003ff2, 0x000040e4,
-	0x000040ea, 0x0000411c, 0x00004121, 0x00004131,
-	0x0000413c, 0x00004145, 0x00004155, 0x0000416f,
-	0x000041a8, 0x000041b7, 0x00004271, 0x00004276,
-	0x00004284, 0x00004294, 0x000042a0, 0x000042b0,
-	0x000042ba, 0x000042dd, 0x000042f6, 0x00004309,
-	0x00004375, 0x00004384, 0x00004392, 0x000043c4,
-	0x000043fb, 0x00004409, 0x0000444d, 0x00004472,
+	0x00004046, 0x0000404e, 0x00004059, 0x0000405f,
+	0x00004151, 0x00004157, 0x00004189, 0x0000418e,
+	0x0000419e, 0x000041a9, 0x000041b2, 0x000041c2,
+	0x000041dc, 0x00004215, 0x00004224, 0x000042de,
+	0x000042e3, 0x000042f1, 0x00004301, 0x0000430d,
+	0x0000431d, 0x00004327, 0x0000434a, 0x00004363,
+	0x00004376, 0x000043e2, 0x000043f1, 0x000043ff,
+	0x00004431, 0x00004468, 0x00004476, 0x000044ba,
 	// Entry 220 - 23F
-	0x0000449a, 0x000044a1, 0x000044fc, 0x00004526,
-	0x00004556, 0x000045b4, 0x000045c8, 0x00004673,
-	0x000046e9, 0x000046f1, 0x0000472c, 0x00004732,
-	0x000047ae, 0x000047f6, 0x00004821, 0x00004883,
-	0x000048a6, 0x0000494d, 0x00004950, 0x00004955,
-	0x00004960, 0x0000496a, 0x00004972, 0x0000498d,
-	0x00004993, 0x0000499b, 0x000049a9, 0x000049b3,
-	0x000049c0, 0x000049ca, 0x000049e1, 0x000049f4,
+	0x000044df, 0x00004507, 0x0000450e, 0x00004569,
+	0x00004593, 0x000045c3, 0x00004621, 0x00004635,
+	0x000046e0, 0x00004756, 0x0000475e, 0x00004799,
+	0x0000479f, 0x0000481b, 0x00004863, 0x0000488e,
+	0x000048f0, 0x00004913, 0x000049ba, 0x000049bd,
+	0x000049c2, 0x000049cd, 0x000049d7, 0x000049df,
+	0x000049fa, 0x00004a00, 0x00004a08, 0x00004a16,
+	0x00004a20, 0x00004a2d, 0x00004a37, 0x00004a4e,
 	// Entry 240 - 25F
-	0x00004a18, 0x00004a98, 0x00004aa9, 0x00004ab1,
-	0x00004b26, 0x00004b7a, 0x00004b89, 0x00004b95,
-	0x00004bd1, 0x00004c0b, 0x00004c19, 0x00004c26,
-	0x00004c34, 0x00004c42, 0x00004c50, 0x00004c82,
-	0x00004cb2, 0x00004cbf, 0x00004cdf, 0x00004ce4,
-	0x00004cf5, 0x00004d02, 0x00004d2e, 0x00004db4,
-	0x00004dd9, 0x00004de0, 0x00004de9, 0x00004dfc,
-	0x00004e06, 0x00004e10, 0x00004e1a, 0x00004e32,
+	0x00004a61, 0x00004a85, 0x00004b05, 0x00004b16,
+	0x00004b1e, 0x00004b93, 0x00004be7, 0x00004bf6,
+	0x00004c02, 0x00004c3e, 0x00004c78, 0x00004c86,
+	0x00004c93, 0x00004ca1, 0x00004caf, 0x00004cbd,
+	0x00004cef, 0x00004d1f, 0x00004d2c, 0x00004d4c,
+	0x00004d51, 0x00004d62, 0x00004d6f, 0x00004d9b,
+	0x00004e21, 0x00004e46, 0x00004e4d, 0x00004e56,
+	0x00004e69, 0x00004e73, 0x00004e7d, 0x00004e87,
 	// Entry 260 - 27F
-	0x00004e48, 0x00004e54, 0x00004e76, 0x00004e7d,
-	0x00004e8a, 0x00004e9b, 0x00004ec2, 0x00004ed2,
-	0x00004f26, 0x00004f79, 0x00004fb1, 0x00005001,
-	0x00005035, 0x00005054, 0x00005074,
-} // Size: 2516 bytes
+	0x00004e9f, 0x00004eb5, 0x00004ec1, 0x00004ee3,
+	0x00004eea, 0x00004ef7, 0x00004f08, 0x00004f2f,
+	0x00004f3f, 0x00004f93, 0x00004fe6, 0x0000501e,
+	0x0000506e, 0x000050a2, 0x000050c1, 0x000050e1,
+} // Size: 2520 bytes
 
-const enData string = "" + // Size: 20596 bytes
+const enData string = "" + // Size: 20705 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every held instance…\x02Stop every running instance…\x02Stop every runni" +
@@ -898,276 +899,278 @@ const enData string = "" + // Size: 20596 bytes
 	"nces are cancelled; a stopped instance cannot be resumed.\x14\x01\x81" +
 	"\x01\x00\x02\x14\x02Stop %[1]d instance\x00\x15\x02Stop %[1]d instances" +
 	"\x02Nothing to do: no instance this action applies to matches the filter" +
-	".\x02any\x02Process\x02Status\x02Business key\x02Created from\x02Created" +
-	" to\x14\x01\x81\x01\x00\x02\x8e\x01\x02%[1]d more held instance failed b" +
-	"efore any attempt (its inputs could not be built): it cannot be retried " +
-	"and is left out. Abandon or stop it.\x00\x96\x01\x02%[1]d more held inst" +
-	"ances failed before any attempt (their inputs could not be built): they " +
-	"cannot be retried and are left out. Abandon or stop them.\x02Cannot act " +
-	"on this filter\x02The confirmed count is missing: start again from the l" +
-	"ist.\x02The count changed since you confirmed it (it was %[1]d): instanc" +
-	"es were settled, started or acted on meanwhile. Nothing was done; check " +
-	"the new count and confirm again.\x14\x02\x80\x01\x02&\x02Bulk %[1]s appl" +
-	"ied to %[2]d instance.\x00'\x02Bulk %[1]s applied to %[2]d instances." +
-	"\x14\x01\x81\x01\x00\x02R\x02%[1]d skipped: it changed after the count (" +
-	"settled, or acted on by someone else).\x00T\x02%[1]d skipped: they chang" +
-	"ed after the count (settled, or acted on by someone else).\x02%[1]s (tok" +
-	"en #%[2]d, %[3]s)\x02When\x02Who\x02Action\x02Reason\x02Process instance" +
-	"\x02Occurrence offered again\x02Bulk action\x02deleted\x02Audit log\x02E" +
-	"very retry, abandon and stop an operator applied, with its reason. Revea" +
-	"ls of sensitive values have their own log (GET /api/v1/audit/reveals)." +
-	"\x02Filters\x02Apply filters\x02Clear filters\x02No operator action matc" +
-	"hes.\x02All actions\x02The process instance must be an instance id (a UU" +
-	"ID).\x02The bulk action must be its id (a UUID).\x02Showing the instance" +
-	"s bulk action %[1]s changed.\x02The page cursor is invalid: go back to t" +
-	"he first page.\x02Operator actions, newest first\x02Pages\x02Next page" +
-	"\x02First page\x02Relais console\x02Language\x02Skip to content\x02Main " +
-	"navigation\x02Health\x02External tasks\x02Instances\x02Processes\x02Find" +
-	" an instance or occurrence\x02id or business key\x02Find\x02Definitions" +
-	"\x02Workers\x02Tokens\x02Signed in as %[1]s (%[2]s)\x02Sign out\x02Displ" +
-	"ay settings\x02Times in %[1]s · reload every %[2]d s\x02Times in %[1]s ·" +
-	" no auto-reload\x02This page reloads every %[1]d seconds.\x02Not allowed" +
-	"\x02Your role can read definitions only: external tasks and process inst" +
-	"ances are for operators and administrators.\x02Invalid request\x02The fi" +
-	"eld “%[1]s” holds a NUL character or bytes that are not UTF-8 text: corr" +
-	"ect it and try again.\x02Back to external tasks\x02Back to definitions" +
-	"\x02Not found\x02Nothing exists at this address, or it is not visible to" +
-	" you.\x02Form refused\x02This form was not sent from this console sessio" +
-	"n, or it has expired. Reload the page and try again.\x02Temporarily unav" +
-	"ailable\x02The database cannot be reached right now. Try again in a few " +
-	"seconds.\x02Something went wrong\x02The console could not show this page" +
-	". Try again; if it persists, give your administrator the request id %[1]" +
-	"s.\x02Counting the occurrences; the counts appear when you reload the pa" +
-	"ge.\x02Counts are unavailable right now.\x02Field\x02Type\x02Required" +
-	"\x02Classification\x02Constraints\x02Description\x02Definition %[1]s\x02" +
-	"Working copy\x02The only mutable part of a definition. Processes never u" +
-	"se it directly: they pin a revision.\x02Name\x02Routing output\x02Last s" +
-	"aved\x02Revisions\x02No revision yet: the Working copy has never been sn" +
-	"apshotted.\x02Releases\x02No release yet.\x02Release\x02Revision\x02Note" +
-	"s\x02Published\x02Compare revisions\x02Lists every change from one revis" +
-	"ion to another, and whom it may break.\x02From revision\x02To revision" +
-	"\x02Compare\x02Change\x02Detail\x02Breaks processes\x02Breaks workers" +
-	"\x02These revisions have the same contracts.\x02Inputs\x02No inputs.\x02" +
-	"Inputs of the working copy\x02Outputs\x02No outputs.\x02Outputs of the w" +
-	"orking copy\x02Releases, oldest first\x02Changes between the two revisio" +
-	"ns\x02Revision %[1]d\x02Snapshotted\x02Digest\x02Inputs of revision %[1]" +
-	"d\x02Outputs of revision %[1]d\x02The Working copy has changes not yet s" +
-	"napshotted: they are in no revision (workers and processes use revision " +
-	"%[1]d at most) until a snapshot makes them revision %[2]d.\x02Since revi" +
-	"sion %[1]d:\x02the contracts are the same (the name or a description cha" +
-	"nged).\x02Changes of the Working copy since revision %[1]d\x02Choose two" +
-	" existing revisions to compare.\x02From revision %[1]d to revision %[2]d" +
-	":\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d changes" +
-	"\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d breaking" +
-	"\x02routing output %[1]s → %[2]s\x02optional → required\x02required → op" +
-	"tional\x02values added: %[1]s\x02values removed: %[1]s\x02values reorder" +
-	"ed\x02%[1]s: %[2]s → %[3]s\x02required %[1]s field of type %[2]s\x02opti" +
-	"onal %[1]s field of type %[2]s\x02required field of type %[1]s\x02option" +
-	"al field of type %[1]s\x02none\x02Task contracts: their Working copy, im" +
-	"mutable revisions and named releases.\x02Definitions by key\x02Key\x02La" +
-	"test revision\x02none yet\x02No definition yet.\x14\x01\x81\x01\x00\x02" +
-	"\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases\x02on error\x02any other" +
-	" error\x02held for an operator\x02an incident: retry, abandon or stop" +
-	"\x02end: completes the instance\x02end: fails the instance\x02push %[1]s" +
-	"\x02pull %[1]s\x02Node %[1]s\x02Each definition’s queue and incidents no" +
-	"w, and what its workers finished in the last hour: occurrences that ende" +
-	"d completed or failed. An occurrence retried since counts where it ends " +
-	"next; a failed attempt with attempts left is not counted, its occurrence" +
-	"’s page lists it.\x02Completions and failures, last hour\x02Definition" +
-	"s, those needing attention first\x02Definition\x02Open\x02Held instances" +
-	"\x02Failed\x02Oldest claimable waits\x02Completed, last hour\x02Failed, " +
-	"last hour\x02No definition has occurrences yet.\x02As of %[1]s (%[2]s); " +
-	"refreshed every few seconds.\x02claimable since %[1]s\x02Show all defini" +
-	"tions\x02All definitions\x02Completions and failures per 5 minutes, last" +
-	" hour: %[1]s\x02In the last hour: %[1]s, %[2]s. The table after the char" +
-	"t gives each 5-minute slot.\x02completed\x02failed\x02The chart’s number" +
-	"s\x02Completions and failures per 5-minute slot, oldest first\x02Slot" +
-	"\x02Completed\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01\x00\x02\x10" +
-	"\x02%[1]d completed\x00\x10\x02%[1]d completed\x14\x01\x81\x01\x00\x02" +
-	"\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02%[1]s; %[2]s\x02%[1]s %[" +
-	"2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s\x02in" +
-	" %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[" +
-	"1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02" +
-	"Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day" +
-	"\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c" +
-	"\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%" +
-	"[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]" +
-	"d seconds\x02%[1]d ms\x02Process instance %[1]s\x02Summary\x02Operator a" +
-	"ctions\x02Path\x02The nodes this instance reached, in order, each with i" +
-	"ts occurrence.\x02Nodes reached, in order\x02Node\x02Occurrence\x02Route" +
-	"\x02Next node\x02Created\x02Settled\x02This instance has not reached a t" +
-	"ask yet.\x02Recorded operator actions\x02No operator has acted on this i" +
-	"nstance.\x02Operator actions on this instance, newest first\x02Value\x02" +
-	"Process inputs\x02Inputs the instance was started with, labelled by proc" +
-	"ess version %[1]d's contract\x02This process takes no inputs.\x02This in" +
-	"stance is held at a failed node: an incident. It cannot be retried: its " +
-	"occurrence at node %[1]s failed before any attempt (its inputs could not" +
-	" be built), so it would fail the same way. Abandon fails the instance; s" +
-	"top cancels it. Each asks for a reason, recorded in the audit log.\x02Th" +
-	"is instance is held at a failed node: an incident. Retry offers the fail" +
-	"ed occurrence again; abandon fails the instance; stop cancels it. Each a" +
-	"sks for a reason, recorded in the audit log.\x02Stopping cancels the ins" +
-	"tance and its open occurrences. It does not complete anything.\x02Stoppe" +
-	"d by %[1]s at %[2]s — “%[3]s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”" +
-	"\x02Retried by %[1]s at %[2]s — “%[3]s”\x02Started\x02Ended\x02Held at n" +
-	"ode\x02Failed occurrence\x02Error code\x02End node\x02Abandoned at node" +
-	"\x02Failed at node\x02Unknown status %[1]q.\x02Creation date\x02The page" +
-	" size must be between 1 and %[1]d.\x02Process instances\x02from\x02to" +
-	"\x02Act on every instance this filter matches\x02The next page counts th" +
-	"em and asks for a reason before anything changes.\x02Process instances, " +
-	"newest first\x02Instance\x02End node or error\x02No instance matches the" +
-	"se filters.\x02All processes\x02All statuses\x02available\x02reserved" +
-	"\x02deferred\x02cancelled\x02running\x02held\x02expired\x02rejected\x02r" +
-	"eleased\x02disconnected\x02text\x02integer\x02number\x02boolean\x02date" +
-	"\x02date and time\x02choice\x02object\x02list\x02normal\x02sensitive\x02" +
-	"secret\x02••• hidden (sensitive)\x02••• hidden (secret)\x02pull (the ser" +
-	"vice fetches it)\x02push (Relais calls the service)\x02administrator\x02" +
-	"operator\x02designer\x02consumer\x02yes\x02no\x02field added\x02field re" +
-	"moved\x02type changed\x02required changed\x02values changed\x02classific" +
-	"ation changed\x02constraint changed\x02routing changed\x02minimum length" +
-	"\x02maximum length\x02pattern\x02format\x02minimum\x02maximum\x02minimum" +
-	" items\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, version %[2]s" +
-	"\x02Occurrence %[1]s\x02Mode\x02Dates\x02Policy\x02Maximum attempts\x02R" +
-	"etry delay\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02Att" +
-	"empts\x02Every attempt, oldest first\x02Consumer\x02Worker id\x02Reserve" +
-	"d\x02Finished\x02Duration\x02Destination’s answer\x02Outcome\x02Error me" +
-	"ssage\x02No service has reserved this occurrence yet.\x02in progress\x02" +
-	"Whole message\x02No service ever reserved this occurrence: it ended befo" +
-	"re any attempt.\x02Destination\x02Replica\x02Relais has not called the d" +
-	"estination yet.\x02Relais never called the destination: the occurrence e" +
-	"nded before any call.\x02Relais keeps the destination’s status code only" +
-	" when it refused the call (destination_http_NNN); a completed call answe" +
-	"red 2xx. The duration runs from the claim of the call to its settlement." +
-	"\x02Reason given by the worker\x02Retries\x02none: a failed call takes t" +
-	"he node’s error path\x02Call timeout\x02Now\x02Retry or abandon it from " +
-	"its instance\x02at most %[1]d\x02at most %[1]d since the last operator r" +
-	"etry\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attem" +
-	"pts\x02%[1]d left\x02Inputs, labelled by revision %[1]d's contract\x02Th" +
-	"is contract has no inputs.\x02Outputs, labelled by revision %[1]d's cont" +
-	"ract\x02No outputs yet: the occurrence has not completed.\x02This contra" +
-	"ct has no outputs.\x02No outputs: the occurrence ended without completin" +
-	"g.\x02Reveal — this is recorded\x02Available from\x02Next attempt\x02Las" +
-	"t reserved\x02Lock expires\x02Deferred\x02Last error (attempt %[1]d)\x02" +
-	"Error (before any attempt)\x02Its message\x02Message from Relais (in Eng" +
-	"lish)\x02Message from the service (its own words, protected values maske" +
-	"d)\x02Retryable\x02no: the service marked this failure as not retryable " +
-	"(attempts left unused: %[1]d)\x02The destination did not answer within t" +
-	"he call’s timeout (%[1]s).\x02The destination did not answer within the " +
-	"call’s timeout.\x02The deadline passed before a result arrived.\x02The r" +
-	"esult did not match the revision's outputs contract.\x02Relais stopped d" +
-	"uring the call: whether the destination acted is unknown, so it is not c" +
-	"alled again.\x02The call could not be prepared.\x02The destination could" +
-	" not be reached.\x02The destination’s answer was too large.\x02The last " +
-	"attempt’s lock expired with no attempt left.\x02The inputs could not be " +
-	"built from the process’s bindings.\x02An operator abandoned the instance" +
-	".\x02A Camunda 7 worker reported a failure with no retries left (retries" +
-	": 0, or a budget already spent): it is not run again.\x02The destination" +
-	" answered HTTP %[1]s.\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s —" +
-	" %[2]s.\x02Lock expired %[1]s — waiting to be offered again.\x02Waiting " +
-	"for Relais to call the destination since %[1]s (%[2]s).\x02Waiting for a" +
-	" worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02Relais is calling the " +
-	"destination (since %[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]" +
-	"s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker of th" +
-	"e same consumer, or a front end with a settle token, completes it later." +
-	"\x02Completed (%[1]s).\x02Its instance is held here, waiting for an oper" +
-	"ator.\x02Its instance went on along the node’s error path.\x02Failed (%[" +
-	"1]s).\x02Cancelled: the instance was stopped by %[1]s at %[2]s — “%[3]s”" +
-	".\x02Cancelled: the instance was stopped (%[1]s).\x02%[1]s so far\x02con" +
-	"sumer #%[1]s\x02%[1]s (deferred; settled with its settle token)\x02%[1]s" +
-	" (deferred; settled with its settle token, as %[2]s)\x02%[1]s (deferred;" +
-	" settled by %[2]s)\x02waiting\x02HTTP 2xx, unusable body\x02no answer wi" +
-	"thin the timeout\x02no connection\x02answer too large\x02unknown\x02[red" +
-	"acted]\x02The revision must be a whole number, 1 or more.\x02Unknown con" +
-	"sumer.\x02Settlement date\x02More filters: instance, revision, consumer," +
-	" dates\x02instance id\x02Counts by status\x02Occurrences, newest first" +
-	"\x02Process and node\x02Error\x02Consumer and worker\x02Next attempt or " +
-	"settled\x02No occurrence matches these filters.\x02All consumers\x02Tota" +
-	"ls of definition %[1]s, not narrowed by the other filters\x02Totals of a" +
-	"ll definitions, not narrowed by the other filters\x14\x01\x81\x01\x00" +
-	"\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s" +
-	" (%[2]s); counts are refreshed every few seconds.\x02revision %[1]d\x02s" +
-	"ettled\x02next attempt\x02claimable since\x02call in progress since\x02l" +
-	"ock until\x02deferred since\x02Previous page\x02Rows %[1]s–%[2]s\x02%[1]" +
-	"s: a date is written 2026-12-01.\x02%[1]s: the first day comes after the" +
-	" last.\x02These settings are kept in this browser only.\x02Show times in" +
-	"\x02The console runs no script, so it cannot read your computer’s time z" +
-	"one: choose its offset from UTC. Offsets do not follow daylight saving t" +
-	"ime.\x02Reload lists and detail pages\x02Pages with a form, such as a co" +
-	"nfirmation, never reload on their own.\x02Save settings\x02Back without " +
-	"saving\x02UTC (coordinated universal time)\x02Local time at %[1]s\x02Nev" +
-	"er\x02Every %[1]d seconds\x02Published process versions: their nodes, ro" +
-	"utes and pinned revisions, drawn, with where their occurrences are now." +
-	"\x02Processes by key\x02Versions, newest first\x02No process is publishe" +
-	"d yet.\x02version %[1]d\x02Process %[1]s\x02Version\x02Start node\x02Gra" +
-	"ph\x02Columns follow the longest path from the start node. Solid arrows " +
-	"are successes (labelled with their route), dashed ones failures (labelle" +
-	"d with their error codes). Each box says how many of this version’s occu" +
-	"rrences are at that node now.\x02Nodes\x02Nodes of this version, with th" +
-	"eir occurrences now\x02Kind\x02Pinned revision\x02On success\x02On error" +
-	"\x02Occurrences now\x02Instances of this process\x02Counts as of %[1]s (" +
-	"%[2]s); refreshed every few seconds.\x02Graph of %[1]s\x14\x01\x81\x01" +
-	"\x00\x02X\x02%[1]d node, starting at %[2]s. The table below lists the sa" +
-	"me nodes, routes and counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The" +
-	" table below lists the same nodes, routes and counts.\x02pull\x02push to" +
-	" %[1]s\x02end (completes)\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02" +
-	"hold (an incident for an operator)\x02any other code → %[1]s\x02fails th" +
-	"e instance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, retry after %[2]s," +
-	" priority %[3]d\x002\x02%[1]d attempts, retry after %[2]s, priority %[3]" +
-	"d\x02deadline %[1]s\x02timeout %[1]s\x02Only administrators may reveal a" +
-	" sensitive value.\x02Revealed by %[1]s at %[2]s; recorded in the audit l" +
-	"og.\x02Cannot reveal\x02Only a value this page shows as hidden (sensitiv" +
-	"e) can be revealed.\x02Secret values can never be revealed.\x02This page" +
-	" does not accept that request.\x02Search\x02Type an instance or occurren" +
-	"ce id (a UUID, as the pages show on hover), or a business key.\x02Nothin" +
-	"g to find: the search box is empty.\x02That is too long to be an id or a" +
-	" business key.\x02No instance or occurrence has the id “%[1]s”, and no i" +
-	"nstance has it as its business key.\x02You are signed out.\x02Your sessi" +
-	"on had ended (inactivity, a sign-out elsewhere, a revoked token or a res" +
-	"tart of the server), so your last action was not applied. Sign in again," +
-	" then repeat it.\x02Your session has ended (inactivity, a sign-out elsew" +
-	"here, a revoked token or a restart of the server). Sign in again.\x02Sig" +
-	"n in\x02Sign in with an operator, designer or administrator token.\x02To" +
-	"ken\x02The token is checked once and never stored in your browser; a ses" +
-	"sion cookie stands for it for up to 8 hours of inactivity.\x02Too many f" +
-	"ailed sign-ins from your address. Try again in %[1]d seconds.\x02This to" +
-	"ken is unknown or has been revoked.\x02A %[1]s token cannot open the con" +
-	"sole: sign in with an operator, designer or administrator token.\x02Only" +
-	" administrators manage tokens.\x02Staff tokens (administrators, designer" +
-	"s, operators) that are not revoked. Consumer tokens are managed with the" +
-	"ir consumers. Revoking a token refuses its next request.\x02ID\x02Role" +
-	"\x02Created on\x02Last used\x02Expires\x02Staff tokens, oldest first\x02" +
-	"never\x02not yet\x02Expired token\x02Revoke…\x02this session\x02No token" +
-	".\x02The token was revoked.\x02Revoke token %[1]d\x02Revoke the %[1]s to" +
-	"ken “%[2]s”?\x02Its next request is refused, and console sessions opened" +
-	" with it end. This cannot be undone: whoever uses it needs a new token." +
-	"\x02Revoke the token\x02Keep it\x02This is the token you signed in with:" +
-	" revoking it signs you out. Its next request is refused. This cannot be " +
-	"undone.\x02This is the last usable administrator token: create another o" +
-	"ne before revoking it.\x02routing output\x02(each item)\x14\x01\x81\x01" +
-	"\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d chara" +
-	"cters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02" +
-	"at most %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1" +
-	"]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at l" +
-	"east %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02" +
-	"\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02not provide" +
-	"d\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02nu" +
-	"ll\x02unexpected value\x02Invalid page\x02This page link is not one the " +
-	"console made.\x02Workers connected by a stream, and polling workers by t" +
-	"heir last fetch. A worker is listed while it was seen within three heart" +
-	"beats.\x02Workers seen within three heartbeats\x02Worker\x02Protocol\x02" +
-	"Definitions served\x02In flight\x02Connected\x02Last seen\x02No worker i" +
-	"s connected.\x02Workers serving %[1]s\x02All workers\x02No worker serves" +
-	" this definition.\x02stream\x02long polling\x02Camunda 7 facade\x02every" +
-	" revision its consumer is granted\x02revisions %[1]s\x02No worker serves" +
-	" this definition: its occurrences wait until one connects or polls.\x02N" +
-	"o worker is connected for this definition; none of its occurrences waits" +
-	" for one.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18" +
-	"\x02Served by %[1]d workers\x02Revisions they take: %[1]s; some take eve" +
-	"ry revision their consumer is granted.\x02They take every revision their" +
-	" consumer is granted.\x02They take revision %[1]d only.\x02They take rev" +
-	"isions %[1]s only."
+	".\x02No process, business key or creation date narrows this filter: it a" +
+	"pplies to the instances of every process.\x02any\x02Process\x02Status" +
+	"\x02Business key\x02Created from\x02Created to\x14\x01\x81\x01\x00\x02" +
+	"\x8e\x01\x02%[1]d more held instance failed before any attempt (its inpu" +
+	"ts could not be built): it cannot be retried and is left out. Abandon or" +
+	" stop it.\x00\x96\x01\x02%[1]d more held instances failed before any att" +
+	"empt (their inputs could not be built): they cannot be retried and are l" +
+	"eft out. Abandon or stop them.\x02Cannot act on this filter\x02The confi" +
+	"rmed count is missing: start again from the list.\x02The count changed s" +
+	"ince you confirmed it (it was %[1]d): instances were settled, started or" +
+	" acted on meanwhile. Nothing was done; check the new count and confirm a" +
+	"gain.\x14\x02\x80\x01\x02&\x02Bulk %[1]s applied to %[2]d instance.\x00'" +
+	"\x02Bulk %[1]s applied to %[2]d instances.\x14\x01\x81\x01\x00\x02R\x02%" +
+	"[1]d skipped: it changed after the count (settled, or acted on by someon" +
+	"e else).\x00T\x02%[1]d skipped: they changed after the count (settled, o" +
+	"r acted on by someone else).\x02%[1]s (token #%[2]d, %[3]s)\x02When\x02W" +
+	"ho\x02Action\x02Reason\x02Process instance\x02Occurrence offered again" +
+	"\x02Bulk action\x02deleted\x02Audit log\x02Every retry, abandon and stop" +
+	" an operator applied, with its reason. Reveals of sensitive values have " +
+	"their own log (GET /api/v1/audit/reveals).\x02Filters\x02Apply filters" +
+	"\x02Clear filters\x02No operator action matches.\x02All actions\x02The p" +
+	"rocess instance must be an instance id (a UUID).\x02The bulk action must" +
+	" be its id (a UUID).\x02Showing the instances bulk action %[1]s changed." +
+	"\x02The page cursor is invalid: go back to the first page.\x02Operator a" +
+	"ctions, newest first\x02Pages\x02Next page\x02First page\x02Relais conso" +
+	"le\x02Language\x02Skip to content\x02Main navigation\x02Health\x02Extern" +
+	"al tasks\x02Instances\x02Processes\x02Find an instance or occurrence\x02" +
+	"id or business key\x02Find\x02Definitions\x02Workers\x02Tokens\x02Signed" +
+	" in as %[1]s (%[2]s)\x02Sign out\x02Display settings\x02Times in %[1]s ·" +
+	" reload every %[2]d s\x02Times in %[1]s · no auto-reload\x02This page re" +
+	"loads every %[1]d seconds.\x02Not allowed\x02Your role can read definiti" +
+	"ons only: external tasks and process instances are for operators and adm" +
+	"inistrators.\x02Invalid request\x02The field “%[1]s” holds a NUL charact" +
+	"er or bytes that are not UTF-8 text: correct it and try again.\x02Back t" +
+	"o external tasks\x02Back to definitions\x02Not found\x02Nothing exists a" +
+	"t this address, or it is not visible to you.\x02Form refused\x02This for" +
+	"m was not sent from this console session, or it has expired. Reload the " +
+	"page and try again.\x02Temporarily unavailable\x02The database cannot be" +
+	" reached right now. Try again in a few seconds.\x02Something went wrong" +
+	"\x02The console could not show this page. Try again; if it persists, giv" +
+	"e your administrator the request id %[1]s.\x02Counting the occurrences; " +
+	"the counts appear when you reload the page.\x02Counts are unavailable ri" +
+	"ght now.\x02Field\x02Type\x02Required\x02Classification\x02Constraints" +
+	"\x02Description\x02Definition %[1]s\x02Working copy\x02The only mutable " +
+	"part of a definition. Processes never use it directly: they pin a revisi" +
+	"on.\x02Name\x02Routing output\x02Last saved\x02Revisions\x02No revision " +
+	"yet: the Working copy has never been snapshotted.\x02Releases\x02No rele" +
+	"ase yet.\x02Release\x02Revision\x02Notes\x02Published\x02Compare revisio" +
+	"ns\x02Lists every change from one revision to another, and whom it may b" +
+	"reak.\x02From revision\x02To revision\x02Compare\x02Change\x02Detail\x02" +
+	"Breaks processes\x02Breaks workers\x02These revisions have the same cont" +
+	"racts.\x02Inputs\x02No inputs.\x02Inputs of the working copy\x02Outputs" +
+	"\x02No outputs.\x02Outputs of the working copy\x02Releases, oldest first" +
+	"\x02Changes between the two revisions\x02Revision %[1]d\x02Snapshotted" +
+	"\x02Digest\x02Inputs of revision %[1]d\x02Outputs of revision %[1]d\x02T" +
+	"he Working copy has changes not yet snapshotted: they are in no revision" +
+	" (workers and processes use revision %[1]d at most) until a snapshot mak" +
+	"es them revision %[2]d.\x02Since revision %[1]d:\x02the contracts are th" +
+	"e same (the name or a description changed).\x02Changes of the Working co" +
+	"py since revision %[1]d\x02Choose two existing revisions to compare.\x02" +
+	"From revision %[1]d to revision %[2]d:\x14\x01\x81\x01\x00\x02\x0d\x02%[" +
+	"1]d change\x00\x0e\x02%[1]d changes\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d" +
+	" breaking\x00\x0f\x02%[1]d breaking\x02routing output %[1]s → %[2]s\x02o" +
+	"ptional → required\x02required → optional\x02values added: %[1]s\x02valu" +
+	"es removed: %[1]s\x02values reordered\x02%[1]s: %[2]s → %[3]s\x02require" +
+	"d %[1]s field of type %[2]s\x02optional %[1]s field of type %[2]s\x02req" +
+	"uired field of type %[1]s\x02optional field of type %[1]s\x02none\x02Tas" +
+	"k contracts: their Working copy, immutable revisions and named releases." +
+	"\x02Definitions by key\x02Key\x02Latest revision\x02none yet\x02No defin" +
+	"ition yet.\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d" +
+	" releases\x02on error\x02any other error\x02held for an operator\x02an i" +
+	"ncident: retry, abandon or stop\x02end: completes the instance\x02end: f" +
+	"ails the instance\x02push %[1]s\x02pull %[1]s\x02Node %[1]s\x02Each defi" +
+	"nition’s queue and incidents now, and what its workers finished in the l" +
+	"ast hour: occurrences that ended completed or failed. An occurrence retr" +
+	"ied since counts where it ends next; a failed attempt with attempts left" +
+	" is not counted, its occurrence’s page lists it.\x02Completions and fail" +
+	"ures, last hour\x02Definitions, those needing attention first\x02Definit" +
+	"ion\x02Open\x02Held instances\x02Failed\x02Oldest claimable waits\x02Com" +
+	"pleted, last hour\x02Failed, last hour\x02No definition has occurrences " +
+	"yet.\x02As of %[1]s (%[2]s); refreshed every few seconds.\x02claimable s" +
+	"ince %[1]s\x02Show all definitions\x02All definitions\x02Completions and" +
+	" failures per 5 minutes, last hour: %[1]s\x02In the last hour: %[1]s, %[" +
+	"2]s. The table after the chart gives each 5-minute slot.\x02completed" +
+	"\x02failed\x02The chart’s numbers\x02Completions and failures per 5-minu" +
+	"te slot, oldest first\x02Slot\x02Completed\x02%[1]s–%[2]s\x02%[1]s: %[2]" +
+	"s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d comple" +
+	"ted\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed" +
+	"\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[" +
+	"1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s" +
+	"\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May" +
+	"\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01" +
+	"\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01" +
+	"\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00" +
+	"\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00" +
+	"\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process" +
+	" instance %[1]s\x02Summary\x02Operator actions\x02Path\x02The nodes this" +
+	" instance reached, in order, each with its occurrence.\x02Nodes reached," +
+	" in order\x02Node\x02Occurrence\x02Route\x02Next node\x02Created\x02Sett" +
+	"led\x02This instance has not reached a task yet.\x02Recorded operator ac" +
+	"tions\x02No operator has acted on this instance.\x02Operator actions on " +
+	"this instance, newest first\x02Value\x02Process inputs\x02Inputs the ins" +
+	"tance was started with, labelled by process version %[1]d's contract\x02" +
+	"This process takes no inputs.\x02This instance is held at a failed node:" +
+	" an incident. It cannot be retried: its occurrence at node %[1]s failed " +
+	"before any attempt (its inputs could not be built), so it would fail the" +
+	" same way. Abandon fails the instance; stop cancels it. Each asks for a " +
+	"reason, recorded in the audit log.\x02This instance is held at a failed " +
+	"node: an incident. Retry offers the failed occurrence again; abandon fai" +
+	"ls the instance; stop cancels it. Each asks for a reason, recorded in th" +
+	"e audit log.\x02Stopping cancels the instance and its open occurrences. " +
+	"It does not complete anything.\x02Stopped by %[1]s at %[2]s — “%[3]s”" +
+	"\x02Abandoned by %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s —" +
+	" “%[3]s”\x02Started\x02Ended\x02Held at node\x02Failed occurrence\x02Err" +
+	"or code\x02End node\x02Abandoned at node\x02Failed at node\x02Unknown st" +
+	"atus %[1]q.\x02Creation date\x02The page size must be between 1 and %[1]" +
+	"d.\x02Process instances\x02from\x02to\x02Act on every instance this filt" +
+	"er matches\x02The next page counts them and asks for a reason before any" +
+	"thing changes.\x02Process instances, newest first\x02Instance\x02End nod" +
+	"e or error\x02No instance matches these filters.\x02All processes\x02All" +
+	" statuses\x02available\x02reserved\x02deferred\x02cancelled\x02running" +
+	"\x02held\x02expired\x02rejected\x02released\x02disconnected\x02text\x02i" +
+	"nteger\x02number\x02boolean\x02date\x02date and time\x02choice\x02object" +
+	"\x02list\x02normal\x02sensitive\x02secret\x02••• hidden (sensitive)\x02•" +
+	"•• hidden (secret)\x02pull (the service fetches it)\x02push (Relais ca" +
+	"lls the service)\x02administrator\x02operator\x02designer\x02consumer" +
+	"\x02yes\x02no\x02field added\x02field removed\x02type changed\x02require" +
+	"d changed\x02values changed\x02classification changed\x02constraint chan" +
+	"ged\x02routing changed\x02minimum length\x02maximum length\x02pattern" +
+	"\x02format\x02minimum\x02maximum\x02minimum items\x02maximum items\x02%[" +
+	"1]s, revision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Mode" +
+	"\x02Dates\x02Policy\x02Maximum attempts\x02Retry delay\x02Deadline\x02Pr" +
+	"iority\x02%[1]d (0 lowest, 9 highest)\x02Attempts\x02Every attempt, olde" +
+	"st first\x02Consumer\x02Worker id\x02Reserved\x02Finished\x02Duration" +
+	"\x02Destination’s answer\x02Outcome\x02Error message\x02No service has r" +
+	"eserved this occurrence yet.\x02in progress\x02Whole message\x02No servi" +
+	"ce ever reserved this occurrence: it ended before any attempt.\x02Destin" +
+	"ation\x02Replica\x02Relais has not called the destination yet.\x02Relais" +
+	" never called the destination: the occurrence ended before any call.\x02" +
+	"Relais keeps the destination’s status code only when it refused the call" +
+	" (destination_http_NNN); a completed call answered 2xx. The duration run" +
+	"s from the claim of the call to its settlement.\x02Reason given by the w" +
+	"orker\x02Retries\x02none: a failed call takes the node’s error path\x02C" +
+	"all timeout\x02Now\x02Retry or abandon it from its instance\x02at most %" +
+	"[1]d\x02at most %[1]d since the last operator retry\x14\x01\x81\x01\x00" +
+	"\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02%[1]d left\x02Inp" +
+	"uts, labelled by revision %[1]d's contract\x02This contract has no input" +
+	"s.\x02Outputs, labelled by revision %[1]d's contract\x02No outputs yet: " +
+	"the occurrence has not completed.\x02This contract has no outputs.\x02No" +
+	" outputs: the occurrence ended without completing.\x02Reveal — this is r" +
+	"ecorded\x02Available from\x02Next attempt\x02Last reserved\x02Lock expir" +
+	"es\x02Deferred\x02Last error (attempt %[1]d)\x02Error (before any attemp" +
+	"t)\x02Its message\x02Message from Relais (in English)\x02Message from th" +
+	"e service (its own words, protected values masked)\x02Retryable\x02no: t" +
+	"he service marked this failure as not retryable (attempts left unused: %" +
+	"[1]d)\x02The destination did not answer within the call’s timeout (%[1]s" +
+	").\x02The destination did not answer within the call’s timeout.\x02The d" +
+	"eadline passed before a result arrived.\x02The result did not match the " +
+	"revision's outputs contract.\x02Relais stopped during the call: whether " +
+	"the destination acted is unknown, so it is not called again.\x02The call" +
+	" could not be prepared.\x02The destination could not be reached.\x02The " +
+	"destination’s answer was too large.\x02The last attempt’s lock expired w" +
+	"ith no attempt left.\x02The inputs could not be built from the process’s" +
+	" bindings.\x02An operator abandoned the instance.\x02A Camunda 7 worker " +
+	"reported a failure with no retries left (retries: 0, or a budget already" +
+	" spent): it is not run again.\x02The destination answered HTTP %[1]s." +
+	"\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expir" +
+	"ed %[1]s — waiting to be offered again.\x02Waiting for Relais to call th" +
+	"e destination since %[1]s (%[2]s).\x02Waiting for a worker since %[1]s (" +
+	"%[2]s).\x02(worker %[1]s)\x02Relais is calling the destination (since %[" +
+	"1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02Reserved by %[1" +
+	"]s.\x02Deferred since %[1]s (%[2]s): a worker of the same consumer, or a" +
+	" front end with a settle token, completes it later.\x02Completed (%[1]s)" +
+	".\x02Its instance is held here, waiting for an operator.\x02Its instance" +
+	" went on along the node’s error path.\x02Failed (%[1]s).\x02Cancelled: t" +
+	"he instance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the i" +
+	"nstance was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1]s" +
+	" (deferred; settled with its settle token)\x02%[1]s (deferred; settled w" +
+	"ith its settle token, as %[2]s)\x02%[1]s (deferred; settled by %[2]s)" +
+	"\x02waiting\x02HTTP 2xx, unusable body\x02no answer within the timeout" +
+	"\x02no connection\x02answer too large\x02unknown\x02[redacted]\x02The re" +
+	"vision must be a whole number, 1 or more.\x02Unknown consumer.\x02Settle" +
+	"ment date\x02More filters: instance, revision, consumer, dates\x02instan" +
+	"ce id\x02Counts by status\x02Occurrences, newest first\x02Process and no" +
+	"de\x02Error\x02Consumer and worker\x02Next attempt or settled\x02No occu" +
+	"rrence matches these filters.\x02All consumers\x02Totals of definition %" +
+	"[1]s, not narrowed by the other filters\x02Totals of all definitions, no" +
+	"t narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occ" +
+	"urrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); counts are " +
+	"refreshed every few seconds.\x02revision %[1]d\x02settled\x02next attemp" +
+	"t\x02claimable since\x02call in progress since\x02lock until\x02deferred" +
+	" since\x02Previous page\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written " +
+	"2026-12-01.\x02%[1]s: the first day comes after the last.\x02These setti" +
+	"ngs are kept in this browser only.\x02Show times in\x02The console runs " +
+	"no script, so it cannot read your computer’s time zone: choose its offse" +
+	"t from UTC. Offsets do not follow daylight saving time.\x02Reload lists " +
+	"and detail pages\x02Pages with a form, such as a confirmation, never rel" +
+	"oad on their own.\x02Save settings\x02Back without saving\x02UTC (coordi" +
+	"nated universal time)\x02Local time at %[1]s\x02Never\x02Every %[1]d sec" +
+	"onds\x02Published process versions: their nodes, routes and pinned revis" +
+	"ions, drawn, with where their occurrences are now.\x02Processes by key" +
+	"\x02Versions, newest first\x02No process is published yet.\x02version %[" +
+	"1]d\x02Process %[1]s\x02Version\x02Start node\x02Graph\x02Columns follow" +
+	" the longest path from the start node. Solid arrows are successes (label" +
+	"led with their route), dashed ones failures (labelled with their error c" +
+	"odes). Each box says how many of this version’s occurrences are at that " +
+	"node now.\x02Nodes\x02Nodes of this version, with their occurrences now" +
+	"\x02Kind\x02Pinned revision\x02On success\x02On error\x02Occurrences now" +
+	"\x02Instances of this process\x02Counts as of %[1]s (%[2]s); refreshed e" +
+	"very few seconds.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d no" +
+	"de, starting at %[2]s. The table below lists the same nodes, routes and " +
+	"counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The table below lists th" +
+	"e same nodes, routes and counts.\x02pull\x02push to %[1]s\x02end (comple" +
+	"tes)\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for" +
+	" an operator)\x02any other code → %[1]s\x02fails the instance\x14\x01" +
+	"\x81\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, priority %[3]d" +
+	"\x002\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02deadline %" +
+	"[1]s\x02timeout %[1]s\x02Only administrators may reveal a sensitive valu" +
+	"e.\x02Revealed by %[1]s at %[2]s; recorded in the audit log.\x02Cannot r" +
+	"eveal\x02Only a value this page shows as hidden (sensitive) can be revea" +
+	"led.\x02Secret values can never be revealed.\x02This page does not accep" +
+	"t that request.\x02Search\x02Type an instance or occurrence id (a UUID, " +
+	"as the pages show on hover), or a business key.\x02Nothing to find: the " +
+	"search box is empty.\x02That is too long to be an id or a business key." +
+	"\x02No instance or occurrence has the id “%[1]s”, and no instance has it" +
+	" as its business key.\x02You are signed out.\x02Your session had ended (" +
+	"inactivity, a sign-out elsewhere, a revoked token or a restart of the se" +
+	"rver), so your last action was not applied. Sign in again, then repeat i" +
+	"t.\x02Your session has ended (inactivity, a sign-out elsewhere, a revoke" +
+	"d token or a restart of the server). Sign in again.\x02Sign in\x02Sign i" +
+	"n with an operator, designer or administrator token.\x02Token\x02The tok" +
+	"en is checked once and never stored in your browser; a session cookie st" +
+	"ands for it for up to 8 hours of inactivity.\x02Too many failed sign-ins" +
+	" from your address. Try again in %[1]d seconds.\x02This token is unknown" +
+	" or has been revoked.\x02A %[1]s token cannot open the console: sign in " +
+	"with an operator, designer or administrator token.\x02Only administrator" +
+	"s manage tokens.\x02Staff tokens (administrators, designers, operators) " +
+	"that are not revoked. Consumer tokens are managed with their consumers. " +
+	"Revoking a token refuses its next request.\x02ID\x02Role\x02Created on" +
+	"\x02Last used\x02Expires\x02Staff tokens, oldest first\x02never\x02not y" +
+	"et\x02Expired token\x02Revoke…\x02this session\x02No token.\x02The token" +
+	" was revoked.\x02Revoke token %[1]d\x02Revoke the %[1]s token “%[2]s”?" +
+	"\x02Its next request is refused, and console sessions opened with it end" +
+	". This cannot be undone: whoever uses it needs a new token.\x02Revoke th" +
+	"e token\x02Keep it\x02This is the token you signed in with: revoking it " +
+	"signs you out. Its next request is refused. This cannot be undone.\x02Th" +
+	"is is the last usable administrator token: create another one before rev" +
+	"oking it.\x02routing output\x02(each item)\x14\x01\x81\x01\x00\x02\x19" +
+	"\x02at least %[1]d character\x00\x1a\x02at least %[1]d characters\x14" +
+	"\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02at most %" +
+	"[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1]s\x02max" +
+	"imum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]" +
+	"d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at" +
+	" most %[1]d item\x00\x14\x02at most %[1]d items\x02not provided\x14\x01" +
+	"\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02null\x02une" +
+	"xpected value\x02Invalid page\x02This page link is not one the console m" +
+	"ade.\x02Workers connected by a stream, and polling workers by their last" +
+	" fetch. A worker is listed while it was seen within three heartbeats." +
+	"\x02Workers seen within three heartbeats\x02Worker\x02Protocol\x02Defini" +
+	"tions served\x02In flight\x02Connected\x02Last seen\x02No worker is conn" +
+	"ected.\x02Workers serving %[1]s\x02All workers\x02No worker serves this " +
+	"definition.\x02stream\x02long polling\x02Camunda 7 facade\x02every revis" +
+	"ion its consumer is granted\x02revisions %[1]s\x02No worker serves this " +
+	"definition: its occurrences wait until one connects or polls.\x02No work" +
+	"er is connected for this definition; none of its occurrences waits for o" +
+	"ne.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Ser" +
+	"ved by %[1]d workers\x02Revisions they take: %[1]s; some take every revi" +
+	"sion their consumer is granted.\x02They take every revision their consum" +
+	"er is granted.\x02They take revision %[1]d only.\x02They take revisions " +
+	"%[1]s only."
 
-var frIndex = []uint32{ // 623 elements
+var frIndex = []uint32{ // 624 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000079,
@@ -1187,166 +1190,166 @@ var frIndex = []uint32{ // 623 elements
 	0x00000f97, 0x00000fd4, 0x00001053, 0x0000109d,
 	0x00001135, 0x0000119e, 0x000011d8, 0x00001239,
 	// Entry 40 - 5F
-	0x00001240, 0x0000124a, 0x00001251, 0x0000125e,
-	0x00001271, 0x00001285, 0x00001431, 0x00001453,
-	0x00001488, 0x00001571, 0x000015e6, 0x000016c5,
-	0x000016e5, 0x000016eb, 0x000016ef, 0x000016f6,
-	0x000016fc, 0x00001712, 0x00001729, 0x00001739,
-	0x00001744, 0x00001756, 0x00001801, 0x00001809,
-	0x0000181f, 0x00001833, 0x0000185f, 0x00001872,
-	0x000018be, 0x00001907, 0x0000193b, 0x0000197d,
+	0x000012cb, 0x000012d2, 0x000012dc, 0x000012e3,
+	0x000012f0, 0x00001303, 0x00001317, 0x000014c3,
+	0x000014e5, 0x0000151a, 0x00001603, 0x00001678,
+	0x00001757, 0x00001777, 0x0000177d, 0x00001781,
+	0x00001788, 0x0000178e, 0x000017a4, 0x000017bb,
+	0x000017cb, 0x000017d6, 0x000017e8, 0x00001893,
+	0x0000189b, 0x000018b1, 0x000018c5, 0x000018f1,
+	0x00001904, 0x00001950, 0x00001999, 0x000019cd,
 	// Entry 60 - 7F
-	0x000019b3, 0x000019b9, 0x000019c7, 0x000019d6,
-	0x000019e5, 0x000019ec, 0x000019fd, 0x00001a13,
-	0x00001a19, 0x00001a2a, 0x00001a34, 0x00001a3e,
-	0x00001a65, 0x00001a81, 0x00001a89, 0x00001a96,
-	0x00001aa2, 0x00001aa9, 0x00001acd, 0x00001add,
-	0x00001af5, 0x00001b28, 0x00001b59, 0x00001b8b,
-	0x00001b99, 0x00001c3c, 0x00001c4e, 0x00001ccc,
-	0x00001ce8, 0x00001d00, 0x00001d0c, 0x00001d4f,
+	0x00001a0f, 0x00001a45, 0x00001a4b, 0x00001a59,
+	0x00001a68, 0x00001a77, 0x00001a7e, 0x00001a8f,
+	0x00001aa5, 0x00001aab, 0x00001abc, 0x00001ac6,
+	0x00001ad0, 0x00001af7, 0x00001b13, 0x00001b1b,
+	0x00001b28, 0x00001b34, 0x00001b3b, 0x00001b5f,
+	0x00001b6f, 0x00001b87, 0x00001bba, 0x00001beb,
+	0x00001c1d, 0x00001c2b, 0x00001cce, 0x00001ce0,
+	0x00001d5e, 0x00001d7a, 0x00001d92, 0x00001d9e,
 	// Entry 80 - 9F
-	0x00001d62, 0x00001dde, 0x00001dfa, 0x00001e51,
-	0x00001e69, 0x00001f01, 0x00001f67, 0x00001f99,
-	0x00001f9f, 0x00001fa4, 0x00001fb0, 0x00001fbf,
-	0x00001fcb, 0x00001fd7, 0x00001fe9, 0x00001ffa,
-	0x0000207e, 0x00002082, 0x00002094, 0x000020ab,
-	0x000020b6, 0x0000210b, 0x00002118, 0x0000213d,
-	0x00002149, 0x00002153, 0x00002159, 0x00002165,
-	0x0000217d, 0x000021cf, 0x000021df, 0x000021ef,
+	0x00001de1, 0x00001df4, 0x00001e70, 0x00001e8c,
+	0x00001ee3, 0x00001efb, 0x00001f93, 0x00001ff9,
+	0x0000202b, 0x00002031, 0x00002036, 0x00002042,
+	0x00002051, 0x0000205d, 0x00002069, 0x0000207b,
+	0x0000208c, 0x00002110, 0x00002114, 0x00002126,
+	0x0000213d, 0x00002148, 0x0000219d, 0x000021aa,
+	0x000021cf, 0x000021db, 0x000021e5, 0x000021eb,
+	0x000021f7, 0x0000220f, 0x00002261, 0x00002271,
 	// Entry A0 - BF
-	0x000021f8, 0x00002203, 0x0000220b, 0x0000222b,
-	0x0000224d, 0x00002275, 0x0000227e, 0x0000228e,
-	0x000022ae, 0x000022b6, 0x000022c5, 0x000022e4,
-	0x0000230f, 0x00002335, 0x00002345, 0x0000234f,
-	0x00002359, 0x00002378, 0x00002396, 0x0000246e,
-	0x0000248c, 0x000024d0, 0x0000250d, 0x00002540,
-	0x00002570, 0x0000259c, 0x000025cc, 0x000025ee,
-	0x00002609, 0x00002624, 0x00002640, 0x0000265c,
+	0x00002281, 0x0000228a, 0x00002295, 0x0000229d,
+	0x000022bd, 0x000022df, 0x00002307, 0x00002310,
+	0x00002320, 0x00002340, 0x00002348, 0x00002357,
+	0x00002376, 0x000023a1, 0x000023c7, 0x000023d7,
+	0x000023e1, 0x000023eb, 0x0000240a, 0x00002428,
+	0x00002500, 0x0000251e, 0x00002562, 0x0000259f,
+	0x000025d2, 0x00002602, 0x0000262e, 0x0000265e,
+	0x00002680, 0x0000269b, 0x000026b6, 0x000026d2,
 	// Entry C0 - DF
-	0x00002672, 0x0000268c, 0x000026c3, 0x000026f9,
-	0x00002719, 0x00002738, 0x0000273f, 0x000027a9,
-	0x000027bf, 0x000027c4, 0x000027d8, 0x000027f0,
-	0x00002815, 0x00002843, 0x00002855, 0x00002868,
-	0x00002884, 0x000028b1, 0x000028ce, 0x000028f1,
-	0x000028fc, 0x00002907, 0x00002913, 0x00002a90,
-	0x00002ab7, 0x00002af5, 0x00002b01, 0x00002b0a,
-	0x00002b1e, 0x00002b28, 0x00002b4f, 0x00002b6b,
+	0x000026ee, 0x00002704, 0x0000271e, 0x00002755,
+	0x0000278b, 0x000027ab, 0x000027ca, 0x000027d1,
+	0x0000283b, 0x00002851, 0x00002856, 0x0000286a,
+	0x00002882, 0x000028a7, 0x000028d5, 0x000028e7,
+	0x000028fa, 0x00002916, 0x00002943, 0x00002960,
+	0x00002983, 0x0000298e, 0x00002999, 0x000029a5,
+	0x00002b22, 0x00002b49, 0x00002b87, 0x00002b93,
+	0x00002b9c, 0x00002bb0, 0x00002bba, 0x00002be1,
 	// Entry E0 - FF
-	0x00002b86, 0x00002bb6, 0x00002bf4, 0x00002c0f,
-	0x00002c30, 0x00002c48, 0x00002c8e, 0x00002cf9,
-	0x00002d03, 0x00002d0d, 0x00002d27, 0x00002d70,
-	0x00002d78, 0x00002d83, 0x00002d91, 0x00002da1,
-	0x00002dcb, 0x00002df4, 0x00002e04, 0x00002e23,
-	0x00002e2f, 0x00002e48, 0x00002e53, 0x00002e60,
-	0x00002e6f, 0x00002e77, 0x00002e81, 0x00002e89,
-	0x00002e91, 0x00002e97, 0x00002e9e, 0x00002ea3,
+	0x00002bfd, 0x00002c18, 0x00002c48, 0x00002c86,
+	0x00002ca1, 0x00002cc2, 0x00002cda, 0x00002d20,
+	0x00002d8b, 0x00002d95, 0x00002d9f, 0x00002db9,
+	0x00002e02, 0x00002e0a, 0x00002e15, 0x00002e23,
+	0x00002e33, 0x00002e5d, 0x00002e86, 0x00002e96,
+	0x00002eb5, 0x00002ec1, 0x00002eda, 0x00002ee5,
+	0x00002ef2, 0x00002f01, 0x00002f09, 0x00002f13,
+	0x00002f1b, 0x00002f23, 0x00002f29, 0x00002f30,
 	// Entry 100 - 11F
-	0x00002ea8, 0x00002eac, 0x00002eb1, 0x00002eb7,
-	0x00002ebd, 0x00002ec3, 0x00002ec8, 0x00002ecd,
-	0x00002ed3, 0x00002edd, 0x00002efd, 0x00002f1f,
-	0x00002f43, 0x00002f69, 0x00002f72, 0x00002f8e,
-	0x00002f97, 0x00002faf, 0x00002fb8, 0x0000300c,
-	0x0000302c, 0x00003032, 0x0000303d, 0x00003043,
-	0x00003051, 0x0000305c, 0x00003068, 0x0000309b,
-	0x000030bf, 0x000030ee, 0x00003137, 0x0000313e,
+	0x00002f35, 0x00002f3a, 0x00002f3e, 0x00002f43,
+	0x00002f49, 0x00002f4f, 0x00002f55, 0x00002f5a,
+	0x00002f5f, 0x00002f65, 0x00002f6f, 0x00002f8f,
+	0x00002fb1, 0x00002fd5, 0x00002ffb, 0x00003004,
+	0x00003020, 0x00003029, 0x00003041, 0x0000304a,
+	0x0000309e, 0x000030be, 0x000030c4, 0x000030cf,
+	0x000030d5, 0x000030e3, 0x000030ee, 0x000030fa,
+	0x0000312d, 0x00003151, 0x00003180, 0x000031c9,
 	// Entry 120 - 13F
-	0x00003154, 0x000031c7, 0x000031ed, 0x0000337c,
-	0x00003483, 0x000034d3, 0x00003500, 0x0000352f,
-	0x0000355a, 0x00003568, 0x00003575, 0x00003587,
-	0x0000359c, 0x000035ac, 0x000035b9, 0x000035ce,
-	0x000035e1, 0x000035fb, 0x0000360d, 0x00003645,
-	0x0000365c, 0x0000365f, 0x00003662, 0x00003696,
-	0x000036e0, 0x00003715, 0x0000371e, 0x00003735,
-	0x00003763, 0x00003776, 0x00003787, 0x00003792,
+	0x000031d0, 0x000031e6, 0x00003259, 0x0000327f,
+	0x0000340e, 0x00003515, 0x00003565, 0x00003592,
+	0x000035c1, 0x000035ec, 0x000035fa, 0x00003607,
+	0x00003619, 0x0000362e, 0x0000363e, 0x0000364b,
+	0x00003660, 0x00003673, 0x0000368d, 0x0000369f,
+	0x000036d7, 0x000036ee, 0x000036f1, 0x000036f4,
+	0x00003728, 0x00003772, 0x000037a7, 0x000037b0,
+	0x000037c7, 0x000037f5, 0x00003808, 0x00003819,
 	// Entry 140 - 15F
-	0x0000379d, 0x000037a8, 0x000037b1, 0x000037ba,
-	0x000037c3, 0x000037cc, 0x000037d5, 0x000037dc,
-	0x000037ea, 0x000037f0, 0x000037f7, 0x000037fe,
-	0x00003807, 0x0000380c, 0x0000381a, 0x00003820,
-	0x00003826, 0x0000382c, 0x00003834, 0x0000383d,
-	0x00003846, 0x00003863, 0x0000387e, 0x000038a1,
-	0x000038c2, 0x000038d1, 0x000038dc, 0x000038e7,
-	0x000038f4, 0x000038f8, 0x000038fc, 0x0000390a,
+	0x00003824, 0x0000382f, 0x0000383a, 0x00003843,
+	0x0000384c, 0x00003855, 0x0000385e, 0x00003867,
+	0x0000386e, 0x0000387c, 0x00003882, 0x00003889,
+	0x00003890, 0x00003899, 0x0000389e, 0x000038ac,
+	0x000038b2, 0x000038b8, 0x000038be, 0x000038c6,
+	0x000038cf, 0x000038d8, 0x000038f5, 0x00003910,
+	0x00003933, 0x00003954, 0x00003963, 0x0000396e,
+	0x00003979, 0x00003986, 0x0000398a, 0x0000398e,
 	// Entry 160 - 17F
-	0x00003918, 0x00003926, 0x00003946, 0x00003959,
-	0x00003972, 0x00003987, 0x00003998, 0x000039aa,
-	0x000039bc, 0x000039c2, 0x000039c9, 0x000039d1,
-	0x000039d9, 0x000039f7, 0x00003a15, 0x00003a2c,
-	0x00003a41, 0x00003a52, 0x00003a57, 0x00003a5d,
-	0x00003a76, 0x00003a93, 0x00003ab3, 0x00003abe,
-	0x00003ac8, 0x00003af1, 0x00003afc, 0x00003b30,
-	0x00003b3d, 0x00003b5b, 0x00003b69, 0x00003b72,
+	0x0000399c, 0x000039aa, 0x000039b8, 0x000039d8,
+	0x000039eb, 0x00003a04, 0x00003a19, 0x00003a2a,
+	0x00003a3c, 0x00003a4e, 0x00003a54, 0x00003a5b,
+	0x00003a63, 0x00003a6b, 0x00003a89, 0x00003aa7,
+	0x00003abe, 0x00003ad3, 0x00003ae4, 0x00003ae9,
+	0x00003aef, 0x00003b08, 0x00003b25, 0x00003b45,
+	0x00003b50, 0x00003b5a, 0x00003b83, 0x00003b8e,
+	0x00003bc2, 0x00003bcf, 0x00003bed, 0x00003bfb,
 	// Entry 180 - 19F
-	0x00003b79, 0x00003b94, 0x00003b9e, 0x00003bb1,
-	0x00003beb, 0x00003bf4, 0x00003c03, 0x00003c67,
-	0x00003c73, 0x00003c7d, 0x00003cad, 0x00003d08,
-	0x00003def, 0x00003e0f, 0x00003e24, 0x00003e65,
-	0x00003e76, 0x00003e81, 0x00003eb4, 0x00003ec2,
-	0x00003efe, 0x00003f28, 0x00003f50, 0x00003f8f,
-	0x00003fb0, 0x00003fee, 0x0000402e, 0x0000404e,
-	0x0000408f, 0x000040bb, 0x000040d3, 0x000040e7,
+	0x00003c04, 0x00003c0b, 0x00003c26, 0x00003c30,
+	0x00003c43, 0x00003c7d, 0x00003c86, 0x00003c95,
+	0x00003cf9, 0x00003d05, 0x00003d0f, 0x00003d3f,
+	0x00003d9a, 0x00003e81, 0x00003ea1, 0x00003eb6,
+	0x00003ef7, 0x00003f08, 0x00003f13, 0x00003f46,
+	0x00003f54, 0x00003f90, 0x00003fba, 0x00003fe2,
+	0x00004021, 0x00004042, 0x00004080, 0x000040c0,
+	0x000040e0, 0x00004121, 0x0000414d, 0x00004165,
 	// Entry 1A0 - 1BF
-	0x000040fe, 0x0000410c, 0x00004117, 0x0000413a,
-	0x00004159, 0x00004165, 0x00004184, 0x000041d2,
-	0x000041ee, 0x0000425c, 0x000042a3, 0x000042e2,
-	0x00004322, 0x00004368, 0x000043da, 0x00004402,
-	0x00004425, 0x0000445c, 0x000044a3, 0x000044f6,
-	0x0000451f, 0x000045c5, 0x000045eb, 0x00004612,
-	0x0000463a, 0x00004681, 0x000046cb, 0x000046fe,
-	0x00004711, 0x0000473f, 0x0000477b, 0x00004791,
+	0x00004179, 0x00004190, 0x0000419e, 0x000041a9,
+	0x000041cc, 0x000041eb, 0x000041f7, 0x00004216,
+	0x00004264, 0x00004280, 0x000042ee, 0x00004335,
+	0x00004374, 0x000043b4, 0x000043fa, 0x0000446c,
+	0x00004494, 0x000044b7, 0x000044ee, 0x00004535,
+	0x00004588, 0x000045b1, 0x00004657, 0x0000467d,
+	0x000046a4, 0x000046cc, 0x00004713, 0x0000475d,
+	0x00004790, 0x000047a3, 0x000047d1, 0x0000480d,
 	// Entry 1C0 - 1DF
-	0x00004825, 0x00004838, 0x00004875, 0x000048b1,
-	0x000048c4, 0x00004914, 0x00004949, 0x0000495b,
-	0x00004972, 0x000049af, 0x000049ff, 0x00004a29,
-	0x00004a34, 0x00004a51, 0x00004a70, 0x00004a81,
-	0x00004a9b, 0x00004aa4, 0x00004aae, 0x00004ae3,
-	0x00004af9, 0x00004b0c, 0x00004b49, 0x00004b62,
-	0x00004b78, 0x00004ba2, 0x00004bb5, 0x00004bbc,
-	0x00004bd7, 0x00004bf9, 0x00004c29, 0x00004c40,
+	0x00004823, 0x000048b7, 0x000048ca, 0x00004907,
+	0x00004943, 0x00004956, 0x000049a6, 0x000049db,
+	0x000049ed, 0x00004a04, 0x00004a41, 0x00004a91,
+	0x00004abb, 0x00004ac6, 0x00004ae3, 0x00004b02,
+	0x00004b13, 0x00004b2d, 0x00004b36, 0x00004b40,
+	0x00004b75, 0x00004b8b, 0x00004b9e, 0x00004bdb,
+	0x00004bf4, 0x00004c0a, 0x00004c34, 0x00004c47,
+	0x00004c4e, 0x00004c69, 0x00004c8b, 0x00004cbb,
 	// Entry 1E0 - 1FF
-	0x00004c78, 0x00004cb3, 0x00004cdf, 0x00004d32,
-	0x00004d42, 0x00004d4b, 0x00004d5f, 0x00004d71,
-	0x00004d87, 0x00004d99, 0x00004dab, 0x00004dbd,
-	0x00004dd3, 0x00004dfd, 0x00004e30, 0x00004e6c,
-	0x00004e83, 0x00004f4b, 0x00004f78, 0x00004fe3,
-	0x00004ffd, 0x00005016, 0x00005037, 0x0000504d,
-	0x00005054, 0x0000506e, 0x00005103, 0x00005116,
-	0x0000513d, 0x00005165, 0x00005173, 0x00005183,
+	0x00004cd2, 0x00004d0a, 0x00004d45, 0x00004d71,
+	0x00004dc4, 0x00004dd4, 0x00004ddd, 0x00004df1,
+	0x00004e03, 0x00004e19, 0x00004e2b, 0x00004e3d,
+	0x00004e4f, 0x00004e65, 0x00004e8f, 0x00004ec2,
+	0x00004efe, 0x00004f15, 0x00004fdd, 0x0000500a,
+	0x00005075, 0x0000508f, 0x000050a8, 0x000050c9,
+	0x000050df, 0x000050e6, 0x00005100, 0x00005195,
+	0x000051a8, 0x000051cf, 0x000051f7, 0x00005205,
 	// Entry 200 - 21F
-	0x0000518b, 0x0000519c, 0x000051a3, 0x000052d9,
-	0x000052e0, 0x0000531a, 0x0000531f, 0x00005334,
-	0x00005348, 0x0000535a, 0x00005370, 0x0000538a,
-	0x000053d4, 0x000053e4, 0x000054be, 0x000054c3,
-	0x000054d3, 0x000054e1, 0x000054f1, 0x00005501,
-	0x0000550b, 0x00005534, 0x0000554e, 0x00005569,
-	0x000055f7, 0x00005608, 0x00005615, 0x00005656,
-	0x0000569c, 0x000056b4, 0x00005707, 0x00005742,
+	0x00005215, 0x0000521d, 0x0000522e, 0x00005235,
+	0x0000536b, 0x00005372, 0x000053ac, 0x000053b1,
+	0x000053c6, 0x000053da, 0x000053ec, 0x00005402,
+	0x0000541c, 0x00005466, 0x00005476, 0x00005550,
+	0x00005555, 0x00005565, 0x00005573, 0x00005583,
+	0x00005593, 0x0000559d, 0x000055c6, 0x000055e0,
+	0x000055fb, 0x00005689, 0x0000569a, 0x000056a7,
+	0x000056e8, 0x0000572e, 0x00005746, 0x00005799,
 	// Entry 220 - 23F
-	0x0000576d, 0x00005777, 0x000057f1, 0x00005826,
-	0x00005867, 0x000058d7, 0x000058f0, 0x000059b9,
-	0x00005a36, 0x00005a43, 0x00005a95, 0x00005a9b,
-	0x00005b37, 0x00005b8b, 0x00005bb6, 0x00005c42,
-	0x00005c70, 0x00005d32, 0x00005d35, 0x00005d3b,
-	0x00005d45, 0x00005d5b, 0x00005d66, 0x00005d96,
-	0x00005d9d, 0x00005da8, 0x00005db6, 0x00005dc3,
-	0x00005dd1, 0x00005dde, 0x00005dfa, 0x00005e13,
+	0x000057d4, 0x000057ff, 0x00005809, 0x00005883,
+	0x000058b8, 0x000058f9, 0x00005969, 0x00005982,
+	0x00005a4b, 0x00005ac8, 0x00005ad5, 0x00005b27,
+	0x00005b2d, 0x00005bc9, 0x00005c1d, 0x00005c48,
+	0x00005cd4, 0x00005d02, 0x00005dc4, 0x00005dc7,
+	0x00005dcd, 0x00005dd7, 0x00005ded, 0x00005df8,
+	0x00005e28, 0x00005e2f, 0x00005e3a, 0x00005e48,
+	0x00005e55, 0x00005e63, 0x00005e70, 0x00005e8c,
 	// Entry 240 - 25F
-	0x00005e3c, 0x00005ee5, 0x00005ef8, 0x00005f02,
-	0x00005f91, 0x00005ff2, 0x00006004, 0x00006017,
-	0x00006055, 0x00006091, 0x0000609d, 0x000060aa,
-	0x000060b8, 0x000060c6, 0x000060d6, 0x00006112,
-	0x0000614c, 0x00006157, 0x00006181, 0x00006185,
-	0x00006197, 0x000061a5, 0x000061d1, 0x00006293,
-	0x000062c6, 0x000062d1, 0x000062db, 0x000062f0,
-	0x000062f9, 0x00006303, 0x00006311, 0x00006335,
+	0x00005ea5, 0x00005ece, 0x00005f77, 0x00005f8a,
+	0x00005f94, 0x00006023, 0x00006084, 0x00006096,
+	0x000060a9, 0x000060e7, 0x00006123, 0x0000612f,
+	0x0000613c, 0x0000614a, 0x00006158, 0x00006168,
+	0x000061a4, 0x000061de, 0x000061e9, 0x00006213,
+	0x00006217, 0x00006229, 0x00006237, 0x00006263,
+	0x00006325, 0x00006358, 0x00006363, 0x0000636d,
+	0x00006382, 0x0000638b, 0x00006395, 0x000063a3,
 	// Entry 260 - 27F
-	0x0000634f, 0x00006364, 0x00006390, 0x00006395,
-	0x000063aa, 0x000063bc, 0x000063f1, 0x00006402,
-	0x00006478, 0x000064df, 0x00006521, 0x00006594,
-	0x000065d8, 0x00006600, 0x0000662a,
-} // Size: 2516 bytes
+	0x000063c7, 0x000063e1, 0x000063f6, 0x00006422,
+	0x00006427, 0x0000643c, 0x0000644e, 0x00006483,
+	0x00006494, 0x0000650a, 0x00006571, 0x000065b3,
+	0x00006626, 0x0000666a, 0x00006692, 0x000066bc,
+} // Size: 2520 bytes
 
-const frData string = "" + // Size: 26154 bytes
+const frData string = "" + // Size: 26300 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances bloquées…\x02Abandonne" +
 	"r toutes les instances bloquées…\x02Arrêter toutes les instances bloquée" +
@@ -1414,15 +1417,17 @@ const frData string = "" + // Size: 26154 bytes
 	"e instance arrêtée ne peut pas être reprise.\x14\x01\x81\x01\x00\x02\x18" +
 	"\x02Arrêter %[1]d instance\x00\x19\x02Arrêter %[1]d instances\x02Rien à " +
 	"faire\u202f: aucune instance à laquelle cette action s’applique ne corre" +
-	"spond au filtre.\x02toutes\x02Processus\x02Statut\x02Clé métier\x02Créée" +
-	"s depuis le\x02Créées jusqu’au\x14\x01\x81\x01\x00\x02\xc9\x01\x02%[1]d " +
-	"autre instance bloquée a échoué avant toute tentative (ses entrées n’ont" +
-	" pas pu être construites)\u202f: elle ne peut pas être reprise et n’est " +
-	"pas comptée. Abandonnez-la ou arrêtez-la.\x00\xd8\x01\x02%[1]d autres in" +
-	"stances bloquées ont échoué avant toute tentative (leurs entrées n’ont p" +
-	"as pu être construites)\u202f: elles ne peuvent pas être reprises et ne " +
-	"sont pas comptées. Abandonnez-les ou arrêtez-les.\x02Impossible d’agir s" +
-	"ur ce filtre\x02Le nombre confirmé manque\u202f: repartez de la liste." +
+	"spond au filtre.\x02Aucun processus, aucune clé métier ni date de créati" +
+	"on ne restreint ce filtre\u202f: l’action s’applique aux instances de to" +
+	"us les processus.\x02toutes\x02Processus\x02Statut\x02Clé métier\x02Créé" +
+	"es depuis le\x02Créées jusqu’au\x14\x01\x81\x01\x00\x02\xc9\x01\x02%[1]d" +
+	" autre instance bloquée a échoué avant toute tentative (ses entrées n’on" +
+	"t pas pu être construites)\u202f: elle ne peut pas être reprise et n’est" +
+	" pas comptée. Abandonnez-la ou arrêtez-la.\x00\xd8\x01\x02%[1]d autres i" +
+	"nstances bloquées ont échoué avant toute tentative (leurs entrées n’ont " +
+	"pas pu être construites)\u202f: elles ne peuvent pas être reprises et ne" +
+	" sont pas comptées. Abandonnez-les ou arrêtez-les.\x02Impossible d’agir " +
+	"sur ce filtre\x02Le nombre confirmé manque\u202f: repartez de la liste." +
 	"\x02Le nombre a changé depuis que vous l’avez confirmé (il était de %[1]" +
 	"d)\u202f: entre-temps, des instances ont été réglées, démarrées ou trait" +
 	"ées. Rien n’a été fait\u202f; vérifiez le nouveau nombre et confirmez d" +
@@ -1736,4 +1741,4 @@ const frData string = "" + // Size: 26154 bytes
 	"prennent que la révision %[1]d.\x02Ils ne prennent que les révisions %[1" +
 	"]s."
 
-	// Total table size 51782 bytes (50KiB); checksum: A9440F04
+	// Total table size 52045 bytes (50KiB); checksum: 2D59D292
