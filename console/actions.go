@@ -310,10 +310,10 @@ type bulkView struct {
 	// LeftOut says how many held instances the filter matches that a
 	// retry cannot offer again (they failed before any attempt) and leaves
 	// out of the count.
-	LeftOut     string
+	LeftOut string
 	// Unfiltered warns that nothing but a status narrows the action: it
 	// applies to every process's instances.
-	Unfiltered string
+	Unfiltered  string
 	Changed     string
 	Error       string
 	Detail      string
