@@ -439,3 +439,21 @@ func TestNoControlCompletesAnything(t *testing.T) {
 		t.Fatal("no form was checked")
 	}
 }
+
+// An instance or occurrence page that finds nothing says where an ended
+// one goes (retention), in both languages; other pages do not.
+func TestMissingInstancePagesMentionRetention(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	for i, lang := range []string{"en", "fr"} {
+		b := signedIn(t, env.URL, lang, env.Operator)
+		for _, path := range []string{"/console/instances/" + zeroID, "/console/occurrences/" + zeroID} {
+			if got := text(b.mustGet(path, 404), "error-message"); !strings.Contains(got, "RELAIS_RETENTION") || !strings.Contains(got, []string{"deleted", "supprimée"}[i]) {
+				t.Errorf("%s %s: %q, want the retention mentioned", lang, path, got)
+			}
+		}
+		if got := text(b.mustGet("/console/nowhere", 404), "error-message"); strings.Contains(got, "RELAIS_RETENTION") {
+			t.Errorf("%s: an unknown page mentions retention: %q", lang, got)
+		}
+	}
+}

@@ -39,387 +39,388 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                              244,
-	"%[1]s %[2]s, %[3]s %[4]s":                 245,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          243,
-	"%[1]s; %[2]s":                             242,
-	"%d (0 lowest, 9 highest)":                 377,
-	"%d attempts":                              405,
-	"%d attempts, retry after %s, priority %d": 536,
-	"%d breaking":                              186,
-	"%d changes":                               185,
-	"%d completed":                             240,
-	"%d d":                                     252,
-	"%d days":                                  266,
-	"%d failed":                                241,
-	"%d h":                                     251,
+	"%[1]s %[2]s":                              245,
+	"%[1]s %[2]s, %[3]s %[4]s":                 246,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          244,
+	"%[1]s; %[2]s":                             243,
+	"%d (0 lowest, 9 highest)":                 378,
+	"%d attempts":                              406,
+	"%d attempts, retry after %s, priority %d": 537,
+	"%d breaking":                              187,
+	"%d changes":                               186,
+	"%d completed":                             241,
+	"%d d":                                     253,
+	"%d days":                                  267,
+	"%d failed":                                242,
+	"%d h":                                     252,
 	"%d held instances match now.":             50,
-	"%d hours":                                 267,
-	"%d items":                                 594,
-	"%d left":                                  406,
-	"%d min":                                   250,
-	"%d minutes":                               268,
+	"%d hours":                                 268,
+	"%d items":                                 595,
+	"%d left":                                  407,
+	"%d min":                                   251,
+	"%d minutes":                               269,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 70,
-	"%d ms": 270,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 526,
-	"%d occurrences":                          482,
-	"%d releases":                             205,
+	"%d ms": 271,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 527,
+	"%d occurrences":                          483,
+	"%d releases":                             206,
 	"%d running instances match now.":         57,
 	"%d running or held instances match now.": 59,
-	"%d s":       249,
-	"%d seconds": 269,
+	"%d s":       250,
+	"%d seconds": 270,
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 75,
-	"%s (deferred; settled by %s)":                        459,
-	"%s (deferred; settled with its settle token)":        457,
-	"%s (deferred; settled with its settle token, as %s)": 458,
+	"%s (deferred; settled by %s)":                        460,
+	"%s (deferred; settled with its settle token)":        458,
+	"%s (deferred; settled with its settle token, as %s)": 459,
 	"%s (token #%d, %s)":                                  76,
-	"%s ago":                                              247,
-	"%s so far":                                           455,
-	"%s → %s":                                             531,
-	"%s, revision %s":                                     367,
-	"%s, version %s":                                      368,
-	"%s: %s":                                              239,
-	"%s: %s → %s":                                         193,
-	"%s: a date is written 2026-12-01.":                   493,
-	"%s: the first day comes after the last.":             494,
-	"%s–%s":                                               238,
-	"(each item)":                                         583,
-	"(worker %s)":                                         444,
-	"0 seconds":                                           265,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           559,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 437,
+	"%s ago":                                              248,
+	"%s so far":                                           456,
+	"%s → %s":                                             532,
+	"%s, revision %s":                                     368,
+	"%s, version %s":                                      369,
+	"%s: %s":                                              240,
+	"%s: %s → %s":                                         194,
+	"%s: a date is written 2026-12-01.":                   494,
+	"%s: the first day comes after the last.":             495,
+	"%s–%s":                                               239,
+	"(each item)":                                         584,
+	"(worker %s)":                                         445,
+	"0 seconds":                                           266,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           560,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 438,
 	"Abandon %d instances":                                           54,
 	"Abandon every held instance this filter matches":                52,
 	"Abandon every held instance…":                                   7,
 	"Abandon process instance %s":                                    19,
 	"Abandon the instance":                                           22,
 	"Abandon this instance? It fails with the error code abandoned.": 20,
-	"Abandoned at node":                                              303,
-	"Abandoned by %s at %s — “%s”":                                   295,
+	"Abandoned at node":                                              304,
+	"Abandoned by %s at %s — “%s”":                                   296,
 	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 40,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 311,
+	"Act on every instance this filter matches": 312,
 	"Action":                              79,
 	"All actions":                         91,
-	"All consumers":                       479,
-	"All definitions":                     229,
-	"All processes":                       317,
-	"All statuses":                        318,
-	"All workers":                         609,
-	"An operator abandoned the instance.": 436,
+	"All consumers":                       480,
+	"All definitions":                     230,
+	"All processes":                       318,
+	"All statuses":                        319,
+	"All workers":                         610,
+	"An operator abandoned the instance.": 437,
 	"Apply filters":                       88,
-	"Apr":                                 256,
-	"As of %s (%s); refreshed every few seconds.": 226,
-	"Attempts":                         378,
+	"Apr":                                 257,
+	"As of %s (%s); refreshed every few seconds.": 227,
+	"Attempts":                         379,
 	"Audit log":                        85,
-	"Aug":                              260,
-	"Available from":                   414,
+	"Aug":                              261,
+	"Available from":                   415,
 	"Back to definitions":              125,
 	"Back to external tasks":           124,
 	"Back to the instance":             32,
 	"Back to the list":                 47,
-	"Back without saving":              501,
-	"Breaks processes":                 163,
-	"Breaks workers":                   164,
+	"Back without saving":              502,
+	"Breaks processes":                 164,
+	"Breaks workers":                   165,
 	"Bulk %s applied to %d instances.": 74,
 	"Bulk action":                      83,
 	"Business key":                     67,
-	"Call timeout":                     400,
-	"Camunda 7 facade":                 613,
-	"Cancelled: the instance was stopped (%s).":               454,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 453,
+	"Call timeout":                     401,
+	"Camunda 7 facade":                 614,
+	"Cancelled: the instance was stopped (%s).":               455,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 454,
 	"Cannot act on this filter":                               71,
-	"Cannot reveal":                                           541,
-	"Change":                                                  161,
-	"Changes between the two revisions":                       173,
-	"Changes of the Working copy since revision %d":           182,
-	"Choose two existing revisions to compare.":               183,
-	"Classification":                                          139,
+	"Cannot reveal":                                           542,
+	"Change":                                                  162,
+	"Changes between the two revisions":                       174,
+	"Changes of the Working copy since revision %d":           183,
+	"Choose two existing revisions to compare.":               184,
+	"Classification":                                          140,
 	"Clear filters":                                           89,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 515,
-	"Compare":              160,
-	"Compare revisions":    156,
-	"Completed":            237,
-	"Completed (%s).":      449,
-	"Completed, last hour": 223,
-	"Completions and failures per 5 minutes, last hour: %s":    230,
-	"Completions and failures per 5-minute slot, oldest first": 235,
-	"Completions and failures, last hour":                      216,
-	"Connected":                                                605,
-	"Constraints":                                              140,
-	"Consumer":                                                 380,
-	"Consumer and worker":                                      476,
-	"Counting the occurrences; the counts appear when you reload the page.": 134,
-	"Counts are unavailable right now.":                                     135,
-	"Counts as of %s (%s); refreshed every few seconds.":                    524,
-	"Counts by status": 472,
-	"Created":          281,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 516,
+	"Compare":              161,
+	"Compare revisions":    157,
+	"Completed":            238,
+	"Completed (%s).":      450,
+	"Completed, last hour": 224,
+	"Completions and failures per 5 minutes, last hour: %s":    231,
+	"Completions and failures per 5-minute slot, oldest first": 236,
+	"Completions and failures, last hour":                      217,
+	"Connected":                                                606,
+	"Constraints":                                              141,
+	"Consumer":                                                 381,
+	"Consumer and worker":                                      477,
+	"Counting the occurrences; the counts appear when you reload the page.": 135,
+	"Counts are unavailable right now.":                                     136,
+	"Counts as of %s (%s); refreshed every few seconds.":                    525,
+	"Counts by status": 473,
+	"Created":          282,
 	"Created from":     68,
-	"Created on":       564,
+	"Created on":       565,
 	"Created to":       69,
-	"Creation date":    306,
-	"Dates":            371,
-	"Deadline":         375,
-	"Dec":              264,
-	"Deferred":         418,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 448,
-	"Definition":         218,
-	"Definition %s":      142,
+	"Creation date":    307,
+	"Dates":            372,
+	"Deadline":         376,
+	"Dec":              265,
+	"Deferred":         419,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 449,
+	"Definition":         219,
+	"Definition %s":      143,
 	"Definitions":        111,
-	"Definitions by key": 200,
-	"Definitions served": 603,
-	"Definitions, those needing attention first": 217,
-	"Description":          141,
-	"Destination":          392,
-	"Destination’s answer": 385,
-	"Detail":               162,
-	"Digest":               176,
+	"Definitions by key": 201,
+	"Definitions served": 604,
+	"Definitions, those needing attention first": 218,
+	"Description":          142,
+	"Destination":          393,
+	"Destination’s answer": 386,
+	"Detail":               163,
+	"Digest":               177,
 	"Display settings":     116,
-	"Duration":             384,
-	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 215,
+	"Duration":             385,
+	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 216,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  60,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     53,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 49,
-	"End node":                    302,
-	"End node or error":           315,
-	"Ended":                       298,
-	"Error":                       475,
-	"Error (before any attempt)":  420,
-	"Error code":                  301,
-	"Error message":               387,
-	"Every %d seconds":            505,
-	"Every attempt, oldest first": 379,
+	"End node":                    303,
+	"End node or error":           316,
+	"Ended":                       299,
+	"Error":                       476,
+	"Error (before any attempt)":  421,
+	"Error code":                  302,
+	"Error message":               388,
+	"Every %d seconds":            506,
+	"Every attempt, oldest first": 380,
 	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log (GET /api/v1/audit/reveals).": 86,
-	"Expired token":                    570,
-	"Expires":                          566,
+	"Expired token":                    571,
+	"Expires":                          567,
 	"External tasks":                   105,
-	"Failed":                           221,
-	"Failed (%s).":                     452,
-	"Failed at node":                   304,
-	"Failed occurrence":                300,
-	"Failed, last hour":                224,
-	"Feb":                              254,
-	"Field":                            136,
+	"Failed":                           222,
+	"Failed (%s).":                     453,
+	"Failed at node":                   305,
+	"Failed occurrence":                301,
+	"Failed, last hour":                225,
+	"Feb":                              255,
+	"Field":                            137,
 	"Filter":                           45,
 	"Filters":                          87,
 	"Find":                             110,
 	"Find an instance or occurrence":   108,
-	"Finished":                         383,
+	"Finished":                         384,
 	"First page":                       99,
-	"Form refused":                     128,
-	"From revision":                    158,
-	"From revision %d to revision %d:": 184,
+	"Form refused":                     129,
+	"From revision":                    159,
+	"From revision %d to revision %d:": 185,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 36,
-	"Graph":                   514,
-	"Graph of %s":             525,
-	"HTTP 2xx, unusable body": 461,
+	"Graph":                   515,
+	"Graph of %s":             526,
+	"HTTP 2xx, unusable body": 462,
 	"Health":                  104,
-	"Held at node":            299,
-	"Held instances":          220,
-	"ID":                      562,
-	"In flight":               604,
-	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 231,
-	"Inputs":                     166,
-	"Inputs of revision %d":      177,
-	"Inputs of the working copy": 168,
-	"Inputs the instance was started with, labelled by process version %d's contract": 289,
-	"Inputs, labelled by revision %d's contract":                                      407,
-	"Instance":                  314,
+	"Held at node":            300,
+	"Held instances":          221,
+	"ID":                      563,
+	"In flight":               605,
+	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 232,
+	"Inputs":                     167,
+	"Inputs of revision %d":      178,
+	"Inputs of the working copy": 169,
+	"Inputs the instance was started with, labelled by process version %d's contract": 290,
+	"Inputs, labelled by revision %d's contract":                                      408,
+	"Instance":                  315,
 	"Instances":                 106,
-	"Instances of this process": 523,
-	"Invalid page":              597,
+	"Instances of this process": 524,
+	"Invalid page":              598,
 	"Invalid request":           122,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.": 21,
-	"Its instance is held here, waiting for an operator.":                                                                   450,
-	"Its instance went on along the node’s error path.":                                                                     451,
-	"Its message": 421,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      577,
+	"Its instance is held here, waiting for an operator.":                                                                   451,
+	"Its instance went on along the node’s error path.":                                                                     452,
+	"Its message": 422,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      578,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 34,
-	"Jan":                     253,
-	"Jul":                     259,
-	"Jun":                     258,
-	"Keep it":                 579,
+	"Jan":                     254,
+	"Jul":                     260,
+	"Jun":                     259,
+	"Keep it":                 580,
 	"Keep it held":            14,
 	"Keep it running":         13,
-	"Key":                     201,
-	"Kind":                    518,
+	"Key":                     202,
+	"Kind":                    519,
 	"Language":                101,
-	"Last error (attempt %d)": 419,
-	"Last reserved":           416,
-	"Last saved":              147,
-	"Last seen":               606,
-	"Last used":               565,
-	"Latest revision":         202,
-	"Lists every change from one revision to another, and whom it may break.": 157,
-	"Local time at %s": 503,
-	"Lock expired %s — waiting to be offered again.": 441,
-	"Lock expires":                     417,
+	"Last error (attempt %d)": 420,
+	"Last reserved":           417,
+	"Last saved":              148,
+	"Last seen":               607,
+	"Last used":               566,
+	"Latest revision":         203,
+	"Lists every change from one revision to another, and whom it may break.": 158,
+	"Local time at %s": 504,
+	"Lock expired %s — waiting to be offered again.": 442,
+	"Lock expires":                     418,
 	"Main navigation":                  103,
-	"Mar":                              255,
-	"Maximum attempts":                 373,
-	"May":                              257,
-	"Message from Relais (in English)": 422,
-	"Message from the service (its own words, protected values masked)": 423,
-	"Mode": 370,
-	"More filters: instance, revision, consumer, dates": 470,
-	"Name":                               145,
-	"Never":                              504,
-	"Next attempt":                       415,
-	"Next attempt or settled":            477,
-	"Next node":                          280,
+	"Mar":                              256,
+	"Maximum attempts":                 374,
+	"May":                              258,
+	"Message from Relais (in English)": 423,
+	"Message from the service (its own words, protected values masked)": 424,
+	"Mode": 371,
+	"More filters: instance, revision, consumer, dates": 471,
+	"Name":                               146,
+	"Never":                              505,
+	"Next attempt":                       416,
+	"Next attempt or settled":            478,
+	"Next node":                          281,
 	"Next page":                          98,
-	"No definition has occurrences yet.": 225,
-	"No definition yet.":                 204,
-	"No inputs.":                         167,
-	"No instance matches these filters.": 316,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 549,
-	"No occurrence matches these filters.":                                                   478,
+	"No definition has occurrences yet.": 226,
+	"No definition yet.":                 205,
+	"No inputs.":                         168,
+	"No instance matches these filters.": 317,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 550,
+	"No occurrence matches these filters.":                                                   479,
 	"No operator action matches.":                                                            90,
-	"No operator has acted on this instance.":                                                285,
-	"No outputs yet: the occurrence has not completed.":                                      410,
-	"No outputs.": 170,
-	"No outputs: the occurrence ended without completing.": 412,
-	"No process is published yet.":                         509,
+	"No operator has acted on this instance.":                                                286,
+	"No outputs yet: the occurrence has not completed.":                                      411,
+	"No outputs.": 171,
+	"No outputs: the occurrence ended without completing.": 413,
+	"No process is published yet.":                         510,
 	"No process, business key or creation date narrows this filter: it applies to the instances of every process.": 63,
-	"No release yet.": 151,
-	"No revision yet: the Working copy has never been snapshotted.":          149,
-	"No service ever reserved this occurrence: it ended before any attempt.": 391,
-	"No service has reserved this occurrence yet.":                           388,
-	"No token.": 573,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 617,
-	"No worker is connected.":           607,
-	"No worker serves this definition.": 610,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 616,
-	"Node":    277,
-	"Node %s": 214,
-	"Nodes":   516,
-	"Nodes of this version, with their occurrences now": 517,
-	"Nodes reached, in order":                           276,
+	"No release yet.": 152,
+	"No revision yet: the Working copy has never been snapshotted.":          150,
+	"No service ever reserved this occurrence: it ended before any attempt.": 392,
+	"No service has reserved this occurrence yet.":                           389,
+	"No token.": 574,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 618,
+	"No worker is connected.":           608,
+	"No worker serves this definition.": 611,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 617,
+	"Node":    278,
+	"Node %s": 215,
+	"Nodes":   517,
+	"Nodes of this version, with their occurrences now": 518,
+	"Nodes reached, in order":                           277,
 	"Not allowed":                                       120,
-	"Not found":                                         126,
-	"Notes":                                             154,
-	"Nothing exists at this address, or it is not visible to you.":          127,
+	"Not found":                                         128,
+	"Notes":                                             155,
+	"Nothing exists at this address, or it is not visible to you.": 126,
+	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 127,
 	"Nothing to do: no instance this action applies to matches the filter.": 62,
-	"Nothing to find: the search box is empty.":                             547,
-	"Nov":                       263,
-	"Now":                       401,
-	"Occurrence":                278,
-	"Occurrence %s":             369,
+	"Nothing to find: the search box is empty.":                             548,
+	"Nov":                       264,
+	"Now":                       402,
+	"Occurrence":                279,
+	"Occurrence %s":             370,
 	"Occurrence offered again":  82,
-	"Occurrences now":           522,
-	"Occurrences, newest first": 473,
-	"Oct":                       262,
-	"Offered from %s — %s.":     440,
-	"Oldest claimable waits":    222,
-	"On error":                  521,
-	"On success":                520,
-	"Only a value this page shows as hidden (sensitive) can be revealed.": 542,
-	"Only administrators manage tokens.":                                  560,
-	"Only administrators may reveal a sensitive value.":                   539,
-	"Open":             219,
-	"Operator actions": 273,
-	"Operator actions on this instance, newest first": 286,
+	"Occurrences now":           523,
+	"Occurrences, newest first": 474,
+	"Oct":                       263,
+	"Offered from %s — %s.":     441,
+	"Oldest claimable waits":    223,
+	"On error":                  522,
+	"On success":                521,
+	"Only a value this page shows as hidden (sensitive) can be revealed.": 543,
+	"Only administrators manage tokens.":                                  561,
+	"Only administrators may reveal a sensitive value.":                   540,
+	"Open":             220,
+	"Operator actions": 274,
+	"Operator actions on this instance, newest first": 287,
 	"Operator actions, newest first":                  96,
-	"Outcome":                                         386,
-	"Outputs":                                         169,
-	"Outputs of revision %d":                          178,
-	"Outputs of the working copy":                     171,
-	"Outputs, labelled by revision %d's contract":     409,
+	"Outcome":                                         387,
+	"Outputs":                                         170,
+	"Outputs of revision %d":                          179,
+	"Outputs of the working copy":                     172,
+	"Outputs, labelled by revision %d's contract":     410,
 	"Pages": 97,
-	"Pages with a form, such as a confirmation, never reload on their own.": 499,
-	"Path":                            274,
-	"Pinned revision":                 519,
-	"Policy":                          372,
-	"Previous page":                   491,
-	"Priority":                        376,
+	"Pages with a form, such as a confirmation, never reload on their own.": 500,
+	"Path":                            275,
+	"Pinned revision":                 520,
+	"Policy":                          373,
+	"Previous page":                   492,
+	"Priority":                        377,
 	"Process":                         65,
-	"Process %s":                      511,
-	"Process and node":                474,
-	"Process inputs":                  288,
+	"Process %s":                      512,
+	"Process and node":                475,
+	"Process inputs":                  289,
 	"Process instance":                81,
-	"Process instance %s":             271,
-	"Process instances":               308,
-	"Process instances, newest first": 313,
+	"Process instance %s":             272,
+	"Process instances":               309,
+	"Process instances, newest first": 314,
 	"Processes":                       107,
-	"Processes by key":                507,
-	"Protocol":                        602,
-	"Published":                       155,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 506,
+	"Processes by key":                508,
+	"Protocol":                        603,
+	"Published":                       156,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 507,
 	"Reason": 80,
 	"Reason (recorded in the audit log for every instance)": 46,
 	"Reason (recorded in the audit log)":                    11,
-	"Reason given by the worker":                            397,
-	"Recorded operator actions":                             284,
+	"Reason given by the worker":                            398,
+	"Recorded operator actions":                             285,
 	"Relais console":                                        100,
-	"Relais has not called the destination yet.":            394,
-	"Relais is calling the destination (since %s).":         445,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 396,
-	"Relais never called the destination: the occurrence ended before any call.":                           395,
+	"Relais has not called the destination yet.":            395,
+	"Relais is calling the destination (since %s).":         446,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 397,
+	"Relais never called the destination: the occurrence ended before any call.":                           396,
 	"Relais refused the action. Nothing was done.":                                                         37,
-	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 430,
-	"Release":                             152,
-	"Releases":                            150,
-	"Releases, oldest first":              172,
-	"Reload lists and detail pages":       498,
-	"Replica":                             393,
-	"Required":                            138,
-	"Reserved":                            382,
-	"Reserved by %s.":                     447,
-	"Reserved by %s; lock until %s — %s.": 446,
-	"Retried by %s at %s — “%s”":          296,
+	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 431,
+	"Release":                             153,
+	"Releases":                            151,
+	"Releases, oldest first":              173,
+	"Reload lists and detail pages":       499,
+	"Replica":                             394,
+	"Required":                            139,
+	"Reserved":                            383,
+	"Reserved by %s.":                     448,
+	"Reserved by %s; lock until %s — %s.": 447,
+	"Retried by %s at %s — “%s”":          297,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 39,
-	"Retries":            398,
+	"Retries":            399,
 	"Retry %d instances": 51,
-	"Retry at %s — %s.":  439,
-	"Retry delay":        374,
+	"Retry at %s — %s.":  440,
+	"Retry delay":        375,
 	"Retry every held instance this filter matches": 48,
 	"Retry every held instance…":                    6,
-	"Retry or abandon it from its instance":         402,
+	"Retry or abandon it from its instance":         403,
 	"Retry process instance %s":                     15,
 	"Retry the instance":                            18,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 16,
-	"Retryable": 424,
+	"Retryable": 425,
 	"Retrying and abandoning apply to held instances, not %s ones.": 44,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 413,
-	"Revealed by %s at %s; recorded in the audit log.": 540,
-	"Revision":    153,
-	"Revision %d": 174,
-	"Revisions":   148,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 619,
-	"Revoke the %s token “%s”?": 576,
-	"Revoke the token":          578,
-	"Revoke token %d":           575,
-	"Revoke…":                   571,
-	"Role":                      563,
-	"Route":                     279,
-	"Routing output":            146,
-	"Rows %s–%s":                492,
-	"Save settings":             500,
+	"Reveal — this is recorded": 414,
+	"Revealed by %s at %s; recorded in the audit log.": 541,
+	"Revision":    154,
+	"Revision %d": 175,
+	"Revisions":   149,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 620,
+	"Revoke the %s token “%s”?": 577,
+	"Revoke the token":          579,
+	"Revoke token %d":           576,
+	"Revoke…":                   572,
+	"Role":                      564,
+	"Route":                     280,
+	"Routing output":            147,
+	"Rows %s–%s":                493,
+	"Save settings":             501,
 	"Say why, for whoever reads the log later: at most %d characters.": 12,
-	"Search":                               545,
-	"Secret values can never be revealed.": 543,
-	"Sep":                                  261,
-	"Served by %d workers":                 618,
+	"Search":                               546,
+	"Secret values can never be revealed.": 544,
+	"Sep":                                  262,
+	"Served by %d workers":                 619,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 25,
-	"Settled":              282,
-	"Settlement date":      469,
-	"Show all definitions": 228,
-	"Show times in":        496,
+	"Settled":              283,
+	"Settlement date":      470,
+	"Show all definitions": 229,
+	"Show times in":        497,
 	"Showing the instances bulk action %s changed.": 94,
-	"Sign in": 553,
-	"Sign in with an operator, designer or administrator token.": 554,
+	"Sign in": 554,
+	"Sign in with an operator, designer or administrator token.": 555,
 	"Sign out":             115,
 	"Signed in as %s (%s)": 114,
-	"Since revision %d:":   180,
+	"Since revision %d:":   181,
 	"Skip to content":      102,
-	"Slot":                 236,
-	"Snapshotted":          175,
-	"Something went wrong": 132,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 561,
-	"Staff tokens, oldest first": 567,
-	"Start node":                 513,
-	"Started":                    297,
+	"Slot":                 237,
+	"Snapshotted":          176,
+	"Something went wrong": 133,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 562,
+	"Staff tokens, oldest first": 568,
+	"Start node":                 514,
+	"Started":                    298,
 	"Status":                     66,
 	"Stop %d instances":          61,
 	"Stop every held instance this filter matches":            55,
@@ -432,239 +433,239 @@ var messageKeyToIndex = map[string]int{
 	"Stop the instance":                                       26,
 	"Stop this instance? Its open occurrences are cancelled.": 24,
 	"Stop this instance…":                                     2,
-	"Stopped by %s at %s — “%s”":                              294,
+	"Stopped by %s at %s — “%s”":                              295,
 	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 41,
 	"Stopping applies to running or held instances, not %s ones.":                              43,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   293,
-	"Summary": 272,
-	"Task contracts: their Working copy, immutable revisions and named releases.": 199,
-	"Temporarily unavailable":                         130,
-	"That is too long to be an id or a business key.": 548,
-	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.": 179,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   294,
+	"Summary": 273,
+	"Task contracts: their Working copy, immutable revisions and named releases.": 200,
+	"Temporarily unavailable":                         131,
+	"That is too long to be an id or a business key.": 549,
+	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.": 180,
 	"The bulk action must be its id (a UUID).":                   93,
-	"The call could not be prepared.":                            431,
-	"The chart’s numbers":                                        234,
+	"The call could not be prepared.":                            432,
+	"The chart’s numbers":                                        235,
 	"The confirmed count is missing: start again from the list.": 72,
-	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           133,
-	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      497,
+	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           134,
+	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      498,
 	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 73,
-	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 131,
-	"The deadline passed before a result arrived.":                                                                                428,
-	"The destination answered HTTP %s.":                                                                                           438,
-	"The destination could not be reached.":                                                                                       432,
-	"The destination did not answer within the call’s timeout (%s).":                                                              426,
-	"The destination did not answer within the call’s timeout.":                                                                   427,
-	"The destination’s answer was too large.":                                                                                     433,
+	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 132,
+	"The deadline passed before a result arrived.":                                                                                429,
+	"The destination answered HTTP %s.":                                                                                           439,
+	"The destination could not be reached.":                                                                                       433,
+	"The destination did not answer within the call’s timeout (%s).":                                                              427,
+	"The destination did not answer within the call’s timeout.":                                                                   428,
+	"The destination’s answer was too large.":                                                                                     434,
 	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                            123,
-	"The inputs could not be built from the process’s bindings.":                                                                  435,
-	"The last attempt’s lock expired with no attempt left.":                                                                       434,
-	"The next page counts them and asks for a reason before anything changes.":                                                    312,
-	"The nodes this instance reached, in order, each with its occurrence.":                                                        275,
-	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                144,
+	"The inputs could not be built from the process’s bindings.":                                                                  436,
+	"The last attempt’s lock expired with no attempt left.":                                                                       435,
+	"The next page counts them and asks for a reason before anything changes.":                                                    313,
+	"The nodes this instance reached, in order, each with its occurrence.":                                                        276,
+	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                145,
 	"The page cursor is invalid: go back to the first page.":                                                                      95,
-	"The page size must be between 1 and %d.":                                                                                     307,
+	"The page size must be between 1 and %d.":                                                                                     308,
 	"The process instance must be an instance id (a UUID).":                                                                       92,
 	"The reason you gave, not recorded:":                                                                                          31,
-	"The result did not match the revision's outputs contract.":                                                                   429,
-	"The revision must be a whole number, 1 or more.":                                                                             467,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 556,
-	"The token was revoked.":                                                                                                      574,
-	"These revisions have the same contracts.":                                                                                    165,
-	"These settings are kept in this browser only.":                                                                               495,
-	"They take every revision their consumer is granted.":                                                                         620,
-	"They take revision %d only.":                                                                                                 621,
-	"They take revisions %s only.":                                                                                                622,
-	"This contract has no inputs.":                                                                                                408,
-	"This contract has no outputs.":                                                                                               411,
-	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                         129,
+	"The result did not match the revision's outputs contract.":                                                                   430,
+	"The revision must be a whole number, 1 or more.":                                                                             468,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 557,
+	"The token was revoked.":                                                                                                      575,
+	"These revisions have the same contracts.":                                                                                    166,
+	"These settings are kept in this browser only.":                                                                               496,
+	"They take every revision their consumer is granted.":                                                                         621,
+	"They take revision %d only.":                                                                                                 622,
+	"They take revisions %s only.":                                                                                                623,
+	"This contract has no inputs.":                                                                                                409,
+	"This contract has no outputs.":                                                                                               412,
+	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                         130,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.": 27,
 	"This instance has already ended; there is nothing to stop.":  35,
-	"This instance has not reached a task yet.":                   283,
+	"This instance has not reached a task yet.":                   284,
 	"This instance is %s, not held: there is nothing to abandon.": 29,
 	"This instance is %s, not held: there is nothing to retry.":   28,
 	"This instance is %s: there is nothing to stop.":              30,
-	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 291,
-	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 292,
+	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 292,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 293,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          33,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   38,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            581,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           580,
-	"This page does not accept that request.":     544,
-	"This page link is not one the console made.": 598,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            582,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           581,
+	"This page does not accept that request.":     545,
+	"This page link is not one the console made.": 599,
 	"This page reloads every %d seconds.":         119,
-	"This process takes no inputs.":               290,
-	"This token is unknown or has been revoked.":  558,
+	"This process takes no inputs.":               291,
+	"This token is unknown or has been revoked.":  559,
 	"Times in %s · no auto-reload":                118,
 	"Times in %s · reload every %d s":             117,
-	"To revision":                                 159,
-	"Token":                                       555,
+	"To revision":                                 160,
+	"Token":                                       556,
 	"Tokens":                                      113,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 557,
-	"Totals of all definitions, not narrowed by the other filters":         481,
-	"Totals of definition %s, not narrowed by the other filters":           480,
-	"Type": 137,
-	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 546,
-	"UTC (coordinated universal time)": 502,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 558,
+	"Totals of all definitions, not narrowed by the other filters":         482,
+	"Totals of definition %s, not narrowed by the other filters":           481,
+	"Type": 138,
+	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 547,
+	"UTC (coordinated universal time)": 503,
 	"Unknown action.":                  42,
-	"Unknown consumer.":                468,
-	"Unknown status %q.":               305,
-	"Value":                            287,
-	"Version":                          512,
-	"Versions, newest first":           508,
-	"Waiting for Relais to call the destination since %s (%s).": 442,
-	"Waiting for a worker since %s (%s).":                       443,
+	"Unknown consumer.":                469,
+	"Unknown status %q.":               306,
+	"Value":                            288,
+	"Version":                          513,
+	"Versions, newest first":           509,
+	"Waiting for Relais to call the destination since %s (%s).": 443,
+	"Waiting for a worker since %s (%s).":                       444,
 	"When":                                                      77,
 	"Who":                                                       78,
-	"Whole message":                                             390,
-	"Worker":                                                    601,
-	"Worker id":                                                 381,
+	"Whole message":                                             391,
+	"Worker":                                                    602,
+	"Worker id":                                                 382,
 	"Workers":                                                   112,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        599,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        600,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 17,
-	"Workers seen within three heartbeats": 600,
-	"Workers serving %s":                   608,
-	"Working copy":                         143,
-	"You are signed out.":                  550,
+	"Workers seen within three heartbeats": 601,
+	"Workers serving %s":                   609,
+	"Working copy":                         144,
+	"You are signed out.":                  551,
 	"Your role can read definitions only: external tasks and process instances are for operators and administrators.":                                                            121,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 551,
-	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      552,
-	"[redacted]":                          466,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 552,
+	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      553,
+	"[redacted]":                          467,
 	"abandon":                             4,
-	"administrator":                       345,
-	"an incident: retry, abandon or stop": 209,
-	"answer too large":                    464,
+	"administrator":                       346,
+	"an incident: retry, abandon or stop": 210,
+	"answer too large":                    465,
 	"any":                                 64,
-	"any other code → %s":                 534,
-	"any other error":                     207,
-	"as of %s (%s); counts are refreshed every few seconds.": 483,
-	"at least %d characters":                                 584,
-	"at least %d items":                                      591,
-	"at most %d":                                             403,
-	"at most %d characters":                                  585,
-	"at most %d items":                                       592,
-	"at most %d since the last operator retry":               404,
-	"available":                                              319,
-	"boolean":                                                332,
-	"call in progress since":                                 488,
-	"cancelled":                                              322,
-	"choice":                                                 335,
-	"claimable since":                                        487,
-	"claimable since %s":                                     227,
-	"classification changed":                                 356,
-	"completed":                                              232,
-	"constraint changed":                                     357,
-	"consumer":                                               348,
-	"consumer #%s":                                           456,
-	"date":                                                   333,
-	"date and time":                                          334,
-	"deadline %s":                                            537,
-	"deferred":                                               321,
-	"deferred since":                                         490,
+	"any other code → %s":                 535,
+	"any other error":                     208,
+	"as of %s (%s); counts are refreshed every few seconds.": 484,
+	"at least %d characters":                                 585,
+	"at least %d items":                                      592,
+	"at most %d":                                             404,
+	"at most %d characters":                                  586,
+	"at most %d items":                                       593,
+	"at most %d since the last operator retry":               405,
+	"available":                                              320,
+	"boolean":                                                333,
+	"call in progress since":                                 489,
+	"cancelled":                                              323,
+	"choice":                                                 336,
+	"claimable since":                                        488,
+	"claimable since %s":                                     228,
+	"classification changed":                                 357,
+	"completed":                                              233,
+	"constraint changed":                                     358,
+	"consumer":                                               349,
+	"consumer #%s":                                           457,
+	"date":                                                   334,
+	"date and time":                                          335,
+	"deadline %s":                                            538,
+	"deferred":                                               322,
+	"deferred since":                                         491,
 	"deleted":                                                84,
-	"designer":                                               347,
-	"disconnected":                                           328,
-	"end (completes)":                                        529,
-	"end (fails)":                                            530,
-	"end: completes the instance":                            210,
-	"end: fails the instance":                                211,
-	"every revision its consumer is granted":                 614,
-	"expired":                                                325,
-	"failed":                                                 233,
-	"fails the instance":                                     535,
-	"field added":                                            351,
-	"field removed":                                          352,
-	"format":                                                 362,
-	"format %s":                                              587,
-	"from":                                                   309,
-	"held":                                                   324,
-	"held for an operator":                                   208,
-	"hold (an incident for an operator)":                     533,
+	"designer":                                               348,
+	"disconnected":                                           329,
+	"end (completes)":                                        530,
+	"end (fails)":                                            531,
+	"end: completes the instance":                            211,
+	"end: fails the instance":                                212,
+	"every revision its consumer is granted":                 615,
+	"expired":                                                326,
+	"failed":                                                 234,
+	"fails the instance":                                     536,
+	"field added":                                            352,
+	"field removed":                                          353,
+	"format":                                                 363,
+	"format %s":                                              588,
+	"from":                                                   310,
+	"held":                                                   325,
+	"held for an operator":                                   209,
+	"hold (an incident for an operator)":                     534,
 	"id or business key":                                     109,
-	"in %s":                                                  246,
-	"in progress":                                            389,
-	"instance id":                                            471,
-	"integer":                                                330,
-	"just now":                                               248,
-	"list":                                                   337,
-	"lock until":                                             489,
-	"long polling":                                           612,
-	"maximum":                                                364,
-	"maximum %s":                                             589,
-	"maximum items":                                          366,
-	"maximum length":                                         360,
-	"minimum":                                                363,
-	"minimum %s":                                             588,
-	"minimum items":                                          365,
-	"minimum length":                                         359,
-	"never":                                                  568,
-	"next attempt":                                           486,
-	"no":                                                     350,
-	"no answer within the timeout":                           462,
-	"no connection":                                          463,
-	"no: the service marked this failure as not retryable (attempts left unused: %d)": 425,
-	"none":     198,
-	"none yet": 203,
-	"none: a failed call takes the node’s error path": 399,
-	"normal":                          338,
-	"not provided":                    593,
-	"not yet":                         569,
-	"null":                            595,
-	"number":                          331,
-	"object":                          336,
-	"on error":                        206,
-	"one of: %s":                      590,
-	"operator":                        346,
-	"optional %s field of type %s":    195,
-	"optional field of type %s":       197,
-	"optional → required":             188,
-	"pattern":                         361,
-	"pattern %s":                      586,
-	"pull":                            527,
-	"pull %s":                         213,
-	"pull (the service fetches it)":   343,
-	"push %s":                         212,
-	"push (Relais calls the service)": 344,
-	"push to %s":                      528,
-	"rejected":                        326,
-	"released":                        327,
-	"required %s field of type %s":    194,
-	"required changed":                354,
-	"required field of type %s":       196,
-	"required → optional":             189,
-	"reserved":                        320,
+	"in %s":                                                  247,
+	"in progress":                                            390,
+	"instance id":                                            472,
+	"integer":                                                331,
+	"just now":                                               249,
+	"list":                                                   338,
+	"lock until":                                             490,
+	"long polling":                                           613,
+	"maximum":                                                365,
+	"maximum %s":                                             590,
+	"maximum items":                                          367,
+	"maximum length":                                         361,
+	"minimum":                                                364,
+	"minimum %s":                                             589,
+	"minimum items":                                          366,
+	"minimum length":                                         360,
+	"never":                                                  569,
+	"next attempt":                                           487,
+	"no":                                                     351,
+	"no answer within the timeout":                           463,
+	"no connection":                                          464,
+	"no: the service marked this failure as not retryable (attempts left unused: %d)": 426,
+	"none":     199,
+	"none yet": 204,
+	"none: a failed call takes the node’s error path": 400,
+	"normal":                          339,
+	"not provided":                    594,
+	"not yet":                         570,
+	"null":                            596,
+	"number":                          332,
+	"object":                          337,
+	"on error":                        207,
+	"one of: %s":                      591,
+	"operator":                        347,
+	"optional %s field of type %s":    196,
+	"optional field of type %s":       198,
+	"optional → required":             189,
+	"pattern":                         362,
+	"pattern %s":                      587,
+	"pull":                            528,
+	"pull %s":                         214,
+	"pull (the service fetches it)":   344,
+	"push %s":                         213,
+	"push (Relais calls the service)": 345,
+	"push to %s":                      529,
+	"rejected":                        327,
+	"released":                        328,
+	"required %s field of type %s":    195,
+	"required changed":                355,
+	"required field of type %s":       197,
+	"required → optional":             190,
+	"reserved":                        321,
 	"retry":                           3,
-	"revision %d":                     484,
-	"revisions %s":                    615,
-	"routing changed":                 358,
-	"routing output":                  582,
-	"routing output %s → %s":          187,
-	"running":                         323,
-	"secret":                          340,
-	"sensitive":                       339,
-	"settled":                         485,
+	"revision %d":                     485,
+	"revisions %s":                    616,
+	"routing changed":                 359,
+	"routing output":                  583,
+	"routing output %s → %s":          188,
+	"running":                         324,
+	"secret":                          341,
+	"sensitive":                       340,
+	"settled":                         486,
 	"stop":                            5,
-	"stream":                          611,
-	"text":                            329,
-	"the contracts are the same (the name or a description changed).": 181,
-	"this session":           572,
-	"timeout %s":             538,
-	"to":                     310,
-	"type changed":           353,
-	"unexpected value":       596,
-	"unknown":                465,
-	"values added: %s":       190,
-	"values changed":         355,
-	"values removed: %s":     191,
-	"values reordered":       192,
-	"version %d":             510,
-	"waiting":                460,
-	"yes":                    349,
-	"••• hidden (secret)":    342,
-	"••• hidden (sensitive)": 341,
-	"→ %s":                   532,
+	"stream":                          612,
+	"text":                            330,
+	"the contracts are the same (the name or a description changed).": 182,
+	"this session":           573,
+	"timeout %s":             539,
+	"to":                     311,
+	"type changed":           354,
+	"unexpected value":       597,
+	"unknown":                466,
+	"values added: %s":       191,
+	"values changed":         356,
+	"values removed: %s":     192,
+	"values reordered":       193,
+	"version %d":             511,
+	"waiting":                461,
+	"yes":                    350,
+	"••• hidden (secret)":    343,
+	"••• hidden (sensitive)": 342,
+	"→ %s":                   533,
 }
 
-var enIndex = []uint32{ // 624 elements
+var enIndex = []uint32{ // 625 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x0000005a,
@@ -700,150 +701,151 @@ var enIndex = []uint32{ // 624 elements
 	0x000014f6, 0x000014fe, 0x00001505, 0x00001520,
 	0x00001529, 0x0000153a, 0x00001561, 0x00001582,
 	0x000015a9, 0x000015b5, 0x00001625, 0x00001635,
-	0x0000169d, 0x000016b4, 0x000016c8, 0x000016d2,
+	0x0000169d, 0x000016b4, 0x000016c8, 0x00001705,
 	// Entry 80 - 9F
-	0x0000170f, 0x0000171c, 0x00001780, 0x00001798,
-	0x000017de, 0x000017f3, 0x00001862, 0x000018a8,
-	0x000018ca, 0x000018d0, 0x000018d5, 0x000018de,
-	0x000018ed, 0x000018f9, 0x00001905, 0x00001916,
-	0x00001923, 0x00001980, 0x00001985, 0x00001994,
-	0x0000199f, 0x000019a9, 0x000019e7, 0x000019f0,
-	0x00001a00, 0x00001a08, 0x00001a11, 0x00001a17,
-	0x00001a21, 0x00001a33, 0x00001a7b, 0x00001a89,
+	0x000017f2, 0x000017fc, 0x00001809, 0x0000186d,
+	0x00001885, 0x000018cb, 0x000018e0, 0x0000194f,
+	0x00001995, 0x000019b7, 0x000019bd, 0x000019c2,
+	0x000019cb, 0x000019da, 0x000019e6, 0x000019f2,
+	0x00001a03, 0x00001a10, 0x00001a6d, 0x00001a72,
+	0x00001a81, 0x00001a8c, 0x00001a96, 0x00001ad4,
+	0x00001add, 0x00001aed, 0x00001af5, 0x00001afe,
+	0x00001b04, 0x00001b0e, 0x00001b20, 0x00001b68,
 	// Entry A0 - BF
-	0x00001a95, 0x00001a9d, 0x00001aa4, 0x00001aab,
-	0x00001abc, 0x00001acb, 0x00001af4, 0x00001afb,
-	0x00001b06, 0x00001b21, 0x00001b29, 0x00001b35,
-	0x00001b51, 0x00001b68, 0x00001b8a, 0x00001b99,
-	0x00001ba5, 0x00001bac, 0x00001bc5, 0x00001bdf,
-	0x00001c88, 0x00001c9e, 0x00001cde, 0x00001d0f,
-	0x00001d39, 0x00001d60, 0x00001d84, 0x00001dab,
-	0x00001dca, 0x00001de0, 0x00001df6, 0x00001e0a,
+	0x00001b76, 0x00001b82, 0x00001b8a, 0x00001b91,
+	0x00001b98, 0x00001ba9, 0x00001bb8, 0x00001be1,
+	0x00001be8, 0x00001bf3, 0x00001c0e, 0x00001c16,
+	0x00001c22, 0x00001c3e, 0x00001c55, 0x00001c77,
+	0x00001c86, 0x00001c92, 0x00001c99, 0x00001cb2,
+	0x00001ccc, 0x00001d75, 0x00001d8b, 0x00001dcb,
+	0x00001dfc, 0x00001e26, 0x00001e4d, 0x00001e71,
+	0x00001e98, 0x00001eb7, 0x00001ecd, 0x00001ee3,
 	// Entry C0 - DF
-	0x00001e20, 0x00001e31, 0x00001e48, 0x00001e6b,
-	0x00001e8e, 0x00001eab, 0x00001ec8, 0x00001ecd,
-	0x00001f19, 0x00001f2c, 0x00001f30, 0x00001f40,
-	0x00001f49, 0x00001f5c, 0x00001f82, 0x00001f8b,
-	0x00001f9b, 0x00001fb0, 0x00001fd4, 0x00001ff0,
-	0x00002008, 0x00002013, 0x0000201e, 0x00002029,
-	0x0000213f, 0x00002163, 0x0000218e, 0x00002199,
-	0x0000219e, 0x000021ad, 0x000021b4, 0x000021cb,
+	0x00001ef7, 0x00001f0d, 0x00001f1e, 0x00001f35,
+	0x00001f58, 0x00001f7b, 0x00001f98, 0x00001fb5,
+	0x00001fba, 0x00002006, 0x00002019, 0x0000201d,
+	0x0000202d, 0x00002036, 0x00002049, 0x0000206f,
+	0x00002078, 0x00002088, 0x0000209d, 0x000020c1,
+	0x000020dd, 0x000020f5, 0x00002100, 0x0000210b,
+	0x00002116, 0x0000222c, 0x00002250, 0x0000227b,
+	0x00002286, 0x0000228b, 0x0000229a, 0x000022a1,
 	// Entry E0 - FF
-	0x000021e0, 0x000021f2, 0x00002215, 0x00002247,
-	0x0000225d, 0x00002272, 0x00002282, 0x000022bb,
-	0x0000230f, 0x00002319, 0x00002320, 0x00002336,
-	0x0000236f, 0x00002374, 0x0000237e, 0x0000238c,
-	0x00002399, 0x000023c2, 0x000023e5, 0x000023f2,
-	0x00002412, 0x0000241e, 0x00002437, 0x00002440,
-	0x0000244a, 0x00002453, 0x0000245b, 0x00002465,
-	0x0000246d, 0x00002475, 0x00002479, 0x0000247d,
+	0x000022b8, 0x000022cd, 0x000022df, 0x00002302,
+	0x00002334, 0x0000234a, 0x0000235f, 0x0000236f,
+	0x000023a8, 0x000023fc, 0x00002406, 0x0000240d,
+	0x00002423, 0x0000245c, 0x00002461, 0x0000246b,
+	0x00002479, 0x00002486, 0x000024af, 0x000024d2,
+	0x000024df, 0x000024ff, 0x0000250b, 0x00002524,
+	0x0000252d, 0x00002537, 0x00002540, 0x00002548,
+	0x00002552, 0x0000255a, 0x00002562, 0x00002566,
 	// Entry 100 - 11F
-	0x00002481, 0x00002485, 0x00002489, 0x0000248d,
-	0x00002491, 0x00002495, 0x00002499, 0x0000249d,
-	0x000024a1, 0x000024a5, 0x000024af, 0x000024cd,
-	0x000024ed, 0x00002511, 0x00002535, 0x0000253e,
-	0x00002555, 0x0000255d, 0x0000256e, 0x00002573,
-	0x000025b8, 0x000025d0, 0x000025d5, 0x000025e0,
-	0x000025e6, 0x000025f0, 0x000025f8, 0x00002600,
-	0x0000262a, 0x00002644, 0x0000266c, 0x0000269c,
+	0x0000256a, 0x0000256e, 0x00002572, 0x00002576,
+	0x0000257a, 0x0000257e, 0x00002582, 0x00002586,
+	0x0000258a, 0x0000258e, 0x00002592, 0x0000259c,
+	0x000025ba, 0x000025da, 0x000025fe, 0x00002622,
+	0x0000262b, 0x00002642, 0x0000264a, 0x0000265b,
+	0x00002660, 0x000026a5, 0x000026bd, 0x000026c2,
+	0x000026cd, 0x000026d3, 0x000026dd, 0x000026e5,
+	0x000026ed, 0x00002717, 0x00002731, 0x00002759,
 	// Entry 120 - 13F
-	0x000026a2, 0x000026b1, 0x00002704, 0x00002722,
-	0x00002844, 0x00002903, 0x0000295a, 0x00002984,
-	0x000029b0, 0x000029da, 0x000029e2, 0x000029e8,
-	0x000029f5, 0x00002a07, 0x00002a12, 0x00002a1b,
-	0x00002a2d, 0x00002a3c, 0x00002a52, 0x00002a60,
-	0x00002a8b, 0x00002a9d, 0x00002aa2, 0x00002aa5,
-	0x00002acf, 0x00002b18, 0x00002b38, 0x00002b41,
-	0x00002b53, 0x00002b76, 0x00002b84, 0x00002b91,
+	0x00002789, 0x0000278f, 0x0000279e, 0x000027f1,
+	0x0000280f, 0x00002931, 0x000029f0, 0x00002a47,
+	0x00002a71, 0x00002a9d, 0x00002ac7, 0x00002acf,
+	0x00002ad5, 0x00002ae2, 0x00002af4, 0x00002aff,
+	0x00002b08, 0x00002b1a, 0x00002b29, 0x00002b3f,
+	0x00002b4d, 0x00002b78, 0x00002b8a, 0x00002b8f,
+	0x00002b92, 0x00002bbc, 0x00002c05, 0x00002c25,
+	0x00002c2e, 0x00002c40, 0x00002c63, 0x00002c71,
 	// Entry 140 - 15F
-	0x00002b9b, 0x00002ba4, 0x00002bad, 0x00002bb7,
-	0x00002bbf, 0x00002bc4, 0x00002bcc, 0x00002bd5,
-	0x00002bde, 0x00002beb, 0x00002bf0, 0x00002bf8,
-	0x00002bff, 0x00002c07, 0x00002c0c, 0x00002c1a,
-	0x00002c21, 0x00002c28, 0x00002c2d, 0x00002c34,
-	0x00002c3e, 0x00002c45, 0x00002c62, 0x00002c7c,
-	0x00002c9a, 0x00002cba, 0x00002cc8, 0x00002cd1,
-	0x00002cda, 0x00002ce3, 0x00002ce7, 0x00002cea,
+	0x00002c7e, 0x00002c88, 0x00002c91, 0x00002c9a,
+	0x00002ca4, 0x00002cac, 0x00002cb1, 0x00002cb9,
+	0x00002cc2, 0x00002ccb, 0x00002cd8, 0x00002cdd,
+	0x00002ce5, 0x00002cec, 0x00002cf4, 0x00002cf9,
+	0x00002d07, 0x00002d0e, 0x00002d15, 0x00002d1a,
+	0x00002d21, 0x00002d2b, 0x00002d32, 0x00002d4f,
+	0x00002d69, 0x00002d87, 0x00002da7, 0x00002db5,
+	0x00002dbe, 0x00002dc7, 0x00002dd0, 0x00002dd4,
 	// Entry 160 - 17F
-	0x00002cf6, 0x00002d04, 0x00002d11, 0x00002d22,
-	0x00002d31, 0x00002d48, 0x00002d5b, 0x00002d6b,
-	0x00002d7a, 0x00002d89, 0x00002d91, 0x00002d98,
-	0x00002da0, 0x00002da8, 0x00002db6, 0x00002dc4,
-	0x00002dda, 0x00002def, 0x00002e00, 0x00002e05,
-	0x00002e0b, 0x00002e12, 0x00002e23, 0x00002e2f,
-	0x00002e38, 0x00002e41, 0x00002e5d, 0x00002e66,
-	0x00002e82, 0x00002e8b, 0x00002e95, 0x00002e9e,
+	0x00002dd7, 0x00002de3, 0x00002df1, 0x00002dfe,
+	0x00002e0f, 0x00002e1e, 0x00002e35, 0x00002e48,
+	0x00002e58, 0x00002e67, 0x00002e76, 0x00002e7e,
+	0x00002e85, 0x00002e8d, 0x00002e95, 0x00002ea3,
+	0x00002eb1, 0x00002ec7, 0x00002edc, 0x00002eed,
+	0x00002ef2, 0x00002ef8, 0x00002eff, 0x00002f10,
+	0x00002f1c, 0x00002f25, 0x00002f2e, 0x00002f4a,
+	0x00002f53, 0x00002f6f, 0x00002f78, 0x00002f82,
 	// Entry 180 - 19F
-	0x00002ea7, 0x00002eb0, 0x00002ec7, 0x00002ecf,
-	0x00002edd, 0x00002f0a, 0x00002f16, 0x00002f24,
-	0x00002f6b, 0x00002f77, 0x00002f7f, 0x00002faa,
-	0x00002ff5, 0x000030b7, 0x000030d2, 0x000030da,
-	0x0000310c, 0x00003119, 0x0000311d, 0x00003143,
-	0x00003151, 0x0000317d, 0x000031a3, 0x000031ae,
-	0x000031dc, 0x000031f9, 0x00003228, 0x0000325a,
-	0x00003278, 0x000032ad, 0x000032c9, 0x000032d8,
+	0x00002f8b, 0x00002f94, 0x00002f9d, 0x00002fb4,
+	0x00002fbc, 0x00002fca, 0x00002ff7, 0x00003003,
+	0x00003011, 0x00003058, 0x00003064, 0x0000306c,
+	0x00003097, 0x000030e2, 0x000031a4, 0x000031bf,
+	0x000031c7, 0x000031f9, 0x00003206, 0x0000320a,
+	0x00003230, 0x0000323e, 0x0000326a, 0x00003290,
+	0x0000329b, 0x000032c9, 0x000032e6, 0x00003315,
+	0x00003347, 0x00003365, 0x0000339a, 0x000033b6,
 	// Entry 1A0 - 1BF
-	0x000032e5, 0x000032f3, 0x00003300, 0x00003309,
-	0x00003324, 0x0000333f, 0x0000334b, 0x0000336c,
-	0x000033ae, 0x000033b8, 0x0000340b, 0x0000344f,
-	0x0000348b, 0x000034b8, 0x000034f2, 0x00003557,
-	0x00003577, 0x0000359d, 0x000035c7, 0x000035ff,
-	0x0000363c, 0x00003660, 0x000036d9, 0x000036fe,
-	0x00003718, 0x00003736, 0x0000376a, 0x000037aa,
-	0x000037d4, 0x000037e3, 0x00003814, 0x00003843,
+	0x000033c5, 0x000033d2, 0x000033e0, 0x000033ed,
+	0x000033f6, 0x00003411, 0x0000342c, 0x00003438,
+	0x00003459, 0x0000349b, 0x000034a5, 0x000034f8,
+	0x0000353c, 0x00003578, 0x000035a5, 0x000035df,
+	0x00003644, 0x00003664, 0x0000368a, 0x000036b4,
+	0x000036ec, 0x00003729, 0x0000374d, 0x000037c6,
+	0x000037eb, 0x00003805, 0x00003823, 0x00003857,
+	0x00003897, 0x000038c1, 0x000038d0, 0x00003901,
 	// Entry 1C0 - 1DF
-	0x00003856, 0x000038cb, 0x000038de, 0x00003912,
-	0x00003946, 0x00003956, 0x0000399d, 0x000039ca,
-	0x000039d7, 0x000039e7, 0x00003a17, 0x00003a51,
-	0x00003a74, 0x00003a7c, 0x00003a94, 0x00003ab1,
-	0x00003abf, 0x00003ad0, 0x00003ad8, 0x00003ae3,
-	0x00003b13, 0x00003b25, 0x00003b35, 0x00003b67,
-	0x00003b73, 0x00003b84, 0x00003b9e, 0x00003baf,
-	0x00003bb5, 0x00003bc9, 0x00003be1, 0x00003c06,
+	0x00003930, 0x00003943, 0x000039b8, 0x000039cb,
+	0x000039ff, 0x00003a33, 0x00003a43, 0x00003a8a,
+	0x00003ab7, 0x00003ac4, 0x00003ad4, 0x00003b04,
+	0x00003b3e, 0x00003b61, 0x00003b69, 0x00003b81,
+	0x00003b9e, 0x00003bac, 0x00003bbd, 0x00003bc5,
+	0x00003bd0, 0x00003c00, 0x00003c12, 0x00003c22,
+	0x00003c54, 0x00003c60, 0x00003c71, 0x00003c8b,
+	0x00003c9c, 0x00003ca2, 0x00003cb6, 0x00003cce,
 	// Entry 1E0 - 1FF
-	0x00003c14, 0x00003c52, 0x00003c8f, 0x00003cbb,
-	0x00003cf8, 0x00003d07, 0x00003d0f, 0x00003d1c,
-	0x00003d2c, 0x00003d43, 0x00003d4e, 0x00003d5d,
-	0x00003d6b, 0x00003d7e, 0x00003da3, 0x00003dce,
-	0x00003dfc, 0x00003e0a, 0x00003e9d, 0x00003ebb,
-	0x00003f01, 0x00003f0f, 0x00003f23, 0x00003f44,
-	0x00003f58, 0x00003f5e, 0x00003f72, 0x00003fe5,
-	0x00003ff6, 0x0000400d, 0x0000402a, 0x00004038,
+	0x00003cf3, 0x00003d01, 0x00003d3f, 0x00003d7c,
+	0x00003da8, 0x00003de5, 0x00003df4, 0x00003dfc,
+	0x00003e09, 0x00003e19, 0x00003e30, 0x00003e3b,
+	0x00003e4a, 0x00003e58, 0x00003e6b, 0x00003e90,
+	0x00003ebb, 0x00003ee9, 0x00003ef7, 0x00003f8a,
+	0x00003fa8, 0x00003fee, 0x00003ffc, 0x00004010,
+	0x00004031, 0x00004045, 0x0000404b, 0x0000405f,
+	0x000040d2, 0x000040e3, 0x000040fa, 0x00004117,
 	// Entry 200 - 21F
-	0x00004046, 0x0000404e, 0x00004059, 0x0000405f,
-	0x00004151, 0x00004157, 0x00004189, 0x0000418e,
-	0x0000419e, 0x000041a9, 0x000041b2, 0x000041c2,
-	0x000041dc, 0x00004215, 0x00004224, 0x000042de,
-	0x000042e3, 0x000042f1, 0x00004301, 0x0000430d,
-	0x0000431d, 0x00004327, 0x0000434a, 0x00004363,
-	0x00004376, 0x000043e2, 0x000043f1, 0x000043ff,
-	0x00004431, 0x00004468, 0x00004476, 0x000044ba,
+	0x00004125, 0x00004133, 0x0000413b, 0x00004146,
+	0x0000414c, 0x0000423e, 0x00004244, 0x00004276,
+	0x0000427b, 0x0000428b, 0x00004296, 0x0000429f,
+	0x000042af, 0x000042c9, 0x00004302, 0x00004311,
+	0x000043cb, 0x000043d0, 0x000043de, 0x000043ee,
+	0x000043fa, 0x0000440a, 0x00004414, 0x00004437,
+	0x00004450, 0x00004463, 0x000044cf, 0x000044de,
+	0x000044ec, 0x0000451e, 0x00004555, 0x00004563,
 	// Entry 220 - 23F
-	0x000044df, 0x00004507, 0x0000450e, 0x00004569,
-	0x00004593, 0x000045c3, 0x00004621, 0x00004635,
-	0x000046e0, 0x00004756, 0x0000475e, 0x00004799,
-	0x0000479f, 0x0000481b, 0x00004863, 0x0000488e,
-	0x000048f0, 0x00004913, 0x000049ba, 0x000049bd,
-	0x000049c2, 0x000049cd, 0x000049d7, 0x000049df,
-	0x000049fa, 0x00004a00, 0x00004a08, 0x00004a16,
-	0x00004a20, 0x00004a2d, 0x00004a37, 0x00004a4e,
+	0x000045a7, 0x000045cc, 0x000045f4, 0x000045fb,
+	0x00004656, 0x00004680, 0x000046b0, 0x0000470e,
+	0x00004722, 0x000047cd, 0x00004843, 0x0000484b,
+	0x00004886, 0x0000488c, 0x00004908, 0x00004950,
+	0x0000497b, 0x000049dd, 0x00004a00, 0x00004aa7,
+	0x00004aaa, 0x00004aaf, 0x00004aba, 0x00004ac4,
+	0x00004acc, 0x00004ae7, 0x00004aed, 0x00004af5,
+	0x00004b03, 0x00004b0d, 0x00004b1a, 0x00004b24,
 	// Entry 240 - 25F
-	0x00004a61, 0x00004a85, 0x00004b05, 0x00004b16,
-	0x00004b1e, 0x00004b93, 0x00004be7, 0x00004bf6,
-	0x00004c02, 0x00004c3e, 0x00004c78, 0x00004c86,
-	0x00004c93, 0x00004ca1, 0x00004caf, 0x00004cbd,
-	0x00004cef, 0x00004d1f, 0x00004d2c, 0x00004d4c,
-	0x00004d51, 0x00004d62, 0x00004d6f, 0x00004d9b,
-	0x00004e21, 0x00004e46, 0x00004e4d, 0x00004e56,
-	0x00004e69, 0x00004e73, 0x00004e7d, 0x00004e87,
+	0x00004b3b, 0x00004b4e, 0x00004b72, 0x00004bf2,
+	0x00004c03, 0x00004c0b, 0x00004c80, 0x00004cd4,
+	0x00004ce3, 0x00004cef, 0x00004d2b, 0x00004d65,
+	0x00004d73, 0x00004d80, 0x00004d8e, 0x00004d9c,
+	0x00004daa, 0x00004ddc, 0x00004e0c, 0x00004e19,
+	0x00004e39, 0x00004e3e, 0x00004e4f, 0x00004e5c,
+	0x00004e88, 0x00004f0e, 0x00004f33, 0x00004f3a,
+	0x00004f43, 0x00004f56, 0x00004f60, 0x00004f6a,
 	// Entry 260 - 27F
-	0x00004e9f, 0x00004eb5, 0x00004ec1, 0x00004ee3,
-	0x00004eea, 0x00004ef7, 0x00004f08, 0x00004f2f,
-	0x00004f3f, 0x00004f93, 0x00004fe6, 0x0000501e,
-	0x0000506e, 0x000050a2, 0x000050c1, 0x000050e1,
-} // Size: 2520 bytes
+	0x00004f74, 0x00004f8c, 0x00004fa2, 0x00004fae,
+	0x00004fd0, 0x00004fd7, 0x00004fe4, 0x00004ff5,
+	0x0000501c, 0x0000502c, 0x00005080, 0x000050d3,
+	0x0000510b, 0x0000515b, 0x0000518f, 0x000051ae,
+	0x000051ce,
+} // Size: 2524 bytes
 
-const enData string = "" + // Size: 20705 bytes
+const enData string = "" + // Size: 20942 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every held instance…\x02Stop every running instance…\x02Stop every runni" +
@@ -933,244 +935,247 @@ const enData string = "" + // Size: 20705 bytes
 	"ons only: external tasks and process instances are for operators and adm" +
 	"inistrators.\x02Invalid request\x02The field “%[1]s” holds a NUL charact" +
 	"er or bytes that are not UTF-8 text: correct it and try again.\x02Back t" +
-	"o external tasks\x02Back to definitions\x02Not found\x02Nothing exists a" +
-	"t this address, or it is not visible to you.\x02Form refused\x02This for" +
-	"m was not sent from this console session, or it has expired. Reload the " +
-	"page and try again.\x02Temporarily unavailable\x02The database cannot be" +
-	" reached right now. Try again in a few seconds.\x02Something went wrong" +
-	"\x02The console could not show this page. Try again; if it persists, giv" +
-	"e your administrator the request id %[1]s.\x02Counting the occurrences; " +
-	"the counts appear when you reload the page.\x02Counts are unavailable ri" +
-	"ght now.\x02Field\x02Type\x02Required\x02Classification\x02Constraints" +
-	"\x02Description\x02Definition %[1]s\x02Working copy\x02The only mutable " +
-	"part of a definition. Processes never use it directly: they pin a revisi" +
-	"on.\x02Name\x02Routing output\x02Last saved\x02Revisions\x02No revision " +
-	"yet: the Working copy has never been snapshotted.\x02Releases\x02No rele" +
-	"ase yet.\x02Release\x02Revision\x02Notes\x02Published\x02Compare revisio" +
-	"ns\x02Lists every change from one revision to another, and whom it may b" +
-	"reak.\x02From revision\x02To revision\x02Compare\x02Change\x02Detail\x02" +
-	"Breaks processes\x02Breaks workers\x02These revisions have the same cont" +
-	"racts.\x02Inputs\x02No inputs.\x02Inputs of the working copy\x02Outputs" +
-	"\x02No outputs.\x02Outputs of the working copy\x02Releases, oldest first" +
-	"\x02Changes between the two revisions\x02Revision %[1]d\x02Snapshotted" +
-	"\x02Digest\x02Inputs of revision %[1]d\x02Outputs of revision %[1]d\x02T" +
-	"he Working copy has changes not yet snapshotted: they are in no revision" +
-	" (workers and processes use revision %[1]d at most) until a snapshot mak" +
-	"es them revision %[2]d.\x02Since revision %[1]d:\x02the contracts are th" +
-	"e same (the name or a description changed).\x02Changes of the Working co" +
-	"py since revision %[1]d\x02Choose two existing revisions to compare.\x02" +
-	"From revision %[1]d to revision %[2]d:\x14\x01\x81\x01\x00\x02\x0d\x02%[" +
-	"1]d change\x00\x0e\x02%[1]d changes\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d" +
-	" breaking\x00\x0f\x02%[1]d breaking\x02routing output %[1]s → %[2]s\x02o" +
-	"ptional → required\x02required → optional\x02values added: %[1]s\x02valu" +
-	"es removed: %[1]s\x02values reordered\x02%[1]s: %[2]s → %[3]s\x02require" +
-	"d %[1]s field of type %[2]s\x02optional %[1]s field of type %[2]s\x02req" +
-	"uired field of type %[1]s\x02optional field of type %[1]s\x02none\x02Tas" +
-	"k contracts: their Working copy, immutable revisions and named releases." +
-	"\x02Definitions by key\x02Key\x02Latest revision\x02none yet\x02No defin" +
-	"ition yet.\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d" +
-	" releases\x02on error\x02any other error\x02held for an operator\x02an i" +
-	"ncident: retry, abandon or stop\x02end: completes the instance\x02end: f" +
-	"ails the instance\x02push %[1]s\x02pull %[1]s\x02Node %[1]s\x02Each defi" +
-	"nition’s queue and incidents now, and what its workers finished in the l" +
-	"ast hour: occurrences that ended completed or failed. An occurrence retr" +
-	"ied since counts where it ends next; a failed attempt with attempts left" +
-	" is not counted, its occurrence’s page lists it.\x02Completions and fail" +
-	"ures, last hour\x02Definitions, those needing attention first\x02Definit" +
-	"ion\x02Open\x02Held instances\x02Failed\x02Oldest claimable waits\x02Com" +
-	"pleted, last hour\x02Failed, last hour\x02No definition has occurrences " +
-	"yet.\x02As of %[1]s (%[2]s); refreshed every few seconds.\x02claimable s" +
-	"ince %[1]s\x02Show all definitions\x02All definitions\x02Completions and" +
-	" failures per 5 minutes, last hour: %[1]s\x02In the last hour: %[1]s, %[" +
-	"2]s. The table after the chart gives each 5-minute slot.\x02completed" +
-	"\x02failed\x02The chart’s numbers\x02Completions and failures per 5-minu" +
-	"te slot, oldest first\x02Slot\x02Completed\x02%[1]s–%[2]s\x02%[1]s: %[2]" +
-	"s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d comple" +
-	"ted\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed" +
-	"\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[" +
-	"1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s" +
-	"\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May" +
-	"\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01" +
-	"\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01" +
-	"\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00" +
-	"\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00" +
-	"\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process" +
-	" instance %[1]s\x02Summary\x02Operator actions\x02Path\x02The nodes this" +
-	" instance reached, in order, each with its occurrence.\x02Nodes reached," +
-	" in order\x02Node\x02Occurrence\x02Route\x02Next node\x02Created\x02Sett" +
-	"led\x02This instance has not reached a task yet.\x02Recorded operator ac" +
-	"tions\x02No operator has acted on this instance.\x02Operator actions on " +
-	"this instance, newest first\x02Value\x02Process inputs\x02Inputs the ins" +
-	"tance was started with, labelled by process version %[1]d's contract\x02" +
-	"This process takes no inputs.\x02This instance is held at a failed node:" +
-	" an incident. It cannot be retried: its occurrence at node %[1]s failed " +
-	"before any attempt (its inputs could not be built), so it would fail the" +
-	" same way. Abandon fails the instance; stop cancels it. Each asks for a " +
-	"reason, recorded in the audit log.\x02This instance is held at a failed " +
-	"node: an incident. Retry offers the failed occurrence again; abandon fai" +
-	"ls the instance; stop cancels it. Each asks for a reason, recorded in th" +
-	"e audit log.\x02Stopping cancels the instance and its open occurrences. " +
-	"It does not complete anything.\x02Stopped by %[1]s at %[2]s — “%[3]s”" +
-	"\x02Abandoned by %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s —" +
-	" “%[3]s”\x02Started\x02Ended\x02Held at node\x02Failed occurrence\x02Err" +
-	"or code\x02End node\x02Abandoned at node\x02Failed at node\x02Unknown st" +
-	"atus %[1]q.\x02Creation date\x02The page size must be between 1 and %[1]" +
-	"d.\x02Process instances\x02from\x02to\x02Act on every instance this filt" +
-	"er matches\x02The next page counts them and asks for a reason before any" +
-	"thing changes.\x02Process instances, newest first\x02Instance\x02End nod" +
-	"e or error\x02No instance matches these filters.\x02All processes\x02All" +
-	" statuses\x02available\x02reserved\x02deferred\x02cancelled\x02running" +
-	"\x02held\x02expired\x02rejected\x02released\x02disconnected\x02text\x02i" +
-	"nteger\x02number\x02boolean\x02date\x02date and time\x02choice\x02object" +
-	"\x02list\x02normal\x02sensitive\x02secret\x02••• hidden (sensitive)\x02•" +
-	"•• hidden (secret)\x02pull (the service fetches it)\x02push (Relais ca" +
-	"lls the service)\x02administrator\x02operator\x02designer\x02consumer" +
-	"\x02yes\x02no\x02field added\x02field removed\x02type changed\x02require" +
-	"d changed\x02values changed\x02classification changed\x02constraint chan" +
-	"ged\x02routing changed\x02minimum length\x02maximum length\x02pattern" +
-	"\x02format\x02minimum\x02maximum\x02minimum items\x02maximum items\x02%[" +
-	"1]s, revision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Mode" +
-	"\x02Dates\x02Policy\x02Maximum attempts\x02Retry delay\x02Deadline\x02Pr" +
-	"iority\x02%[1]d (0 lowest, 9 highest)\x02Attempts\x02Every attempt, olde" +
-	"st first\x02Consumer\x02Worker id\x02Reserved\x02Finished\x02Duration" +
-	"\x02Destination’s answer\x02Outcome\x02Error message\x02No service has r" +
-	"eserved this occurrence yet.\x02in progress\x02Whole message\x02No servi" +
-	"ce ever reserved this occurrence: it ended before any attempt.\x02Destin" +
-	"ation\x02Replica\x02Relais has not called the destination yet.\x02Relais" +
-	" never called the destination: the occurrence ended before any call.\x02" +
-	"Relais keeps the destination’s status code only when it refused the call" +
-	" (destination_http_NNN); a completed call answered 2xx. The duration run" +
-	"s from the claim of the call to its settlement.\x02Reason given by the w" +
-	"orker\x02Retries\x02none: a failed call takes the node’s error path\x02C" +
-	"all timeout\x02Now\x02Retry or abandon it from its instance\x02at most %" +
-	"[1]d\x02at most %[1]d since the last operator retry\x14\x01\x81\x01\x00" +
-	"\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02%[1]d left\x02Inp" +
-	"uts, labelled by revision %[1]d's contract\x02This contract has no input" +
-	"s.\x02Outputs, labelled by revision %[1]d's contract\x02No outputs yet: " +
-	"the occurrence has not completed.\x02This contract has no outputs.\x02No" +
-	" outputs: the occurrence ended without completing.\x02Reveal — this is r" +
-	"ecorded\x02Available from\x02Next attempt\x02Last reserved\x02Lock expir" +
-	"es\x02Deferred\x02Last error (attempt %[1]d)\x02Error (before any attemp" +
-	"t)\x02Its message\x02Message from Relais (in English)\x02Message from th" +
-	"e service (its own words, protected values masked)\x02Retryable\x02no: t" +
-	"he service marked this failure as not retryable (attempts left unused: %" +
-	"[1]d)\x02The destination did not answer within the call’s timeout (%[1]s" +
-	").\x02The destination did not answer within the call’s timeout.\x02The d" +
-	"eadline passed before a result arrived.\x02The result did not match the " +
-	"revision's outputs contract.\x02Relais stopped during the call: whether " +
-	"the destination acted is unknown, so it is not called again.\x02The call" +
-	" could not be prepared.\x02The destination could not be reached.\x02The " +
-	"destination’s answer was too large.\x02The last attempt’s lock expired w" +
-	"ith no attempt left.\x02The inputs could not be built from the process’s" +
-	" bindings.\x02An operator abandoned the instance.\x02A Camunda 7 worker " +
-	"reported a failure with no retries left (retries: 0, or a budget already" +
-	" spent): it is not run again.\x02The destination answered HTTP %[1]s." +
-	"\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expir" +
-	"ed %[1]s — waiting to be offered again.\x02Waiting for Relais to call th" +
-	"e destination since %[1]s (%[2]s).\x02Waiting for a worker since %[1]s (" +
-	"%[2]s).\x02(worker %[1]s)\x02Relais is calling the destination (since %[" +
-	"1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02Reserved by %[1" +
-	"]s.\x02Deferred since %[1]s (%[2]s): a worker of the same consumer, or a" +
-	" front end with a settle token, completes it later.\x02Completed (%[1]s)" +
-	".\x02Its instance is held here, waiting for an operator.\x02Its instance" +
-	" went on along the node’s error path.\x02Failed (%[1]s).\x02Cancelled: t" +
-	"he instance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the i" +
-	"nstance was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1]s" +
-	" (deferred; settled with its settle token)\x02%[1]s (deferred; settled w" +
-	"ith its settle token, as %[2]s)\x02%[1]s (deferred; settled by %[2]s)" +
-	"\x02waiting\x02HTTP 2xx, unusable body\x02no answer within the timeout" +
-	"\x02no connection\x02answer too large\x02unknown\x02[redacted]\x02The re" +
-	"vision must be a whole number, 1 or more.\x02Unknown consumer.\x02Settle" +
-	"ment date\x02More filters: instance, revision, consumer, dates\x02instan" +
-	"ce id\x02Counts by status\x02Occurrences, newest first\x02Process and no" +
-	"de\x02Error\x02Consumer and worker\x02Next attempt or settled\x02No occu" +
-	"rrence matches these filters.\x02All consumers\x02Totals of definition %" +
-	"[1]s, not narrowed by the other filters\x02Totals of all definitions, no" +
-	"t narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occ" +
-	"urrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); counts are " +
-	"refreshed every few seconds.\x02revision %[1]d\x02settled\x02next attemp" +
-	"t\x02claimable since\x02call in progress since\x02lock until\x02deferred" +
-	" since\x02Previous page\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written " +
-	"2026-12-01.\x02%[1]s: the first day comes after the last.\x02These setti" +
-	"ngs are kept in this browser only.\x02Show times in\x02The console runs " +
-	"no script, so it cannot read your computer’s time zone: choose its offse" +
-	"t from UTC. Offsets do not follow daylight saving time.\x02Reload lists " +
-	"and detail pages\x02Pages with a form, such as a confirmation, never rel" +
-	"oad on their own.\x02Save settings\x02Back without saving\x02UTC (coordi" +
-	"nated universal time)\x02Local time at %[1]s\x02Never\x02Every %[1]d sec" +
-	"onds\x02Published process versions: their nodes, routes and pinned revis" +
-	"ions, drawn, with where their occurrences are now.\x02Processes by key" +
-	"\x02Versions, newest first\x02No process is published yet.\x02version %[" +
-	"1]d\x02Process %[1]s\x02Version\x02Start node\x02Graph\x02Columns follow" +
-	" the longest path from the start node. Solid arrows are successes (label" +
-	"led with their route), dashed ones failures (labelled with their error c" +
-	"odes). Each box says how many of this version’s occurrences are at that " +
-	"node now.\x02Nodes\x02Nodes of this version, with their occurrences now" +
-	"\x02Kind\x02Pinned revision\x02On success\x02On error\x02Occurrences now" +
-	"\x02Instances of this process\x02Counts as of %[1]s (%[2]s); refreshed e" +
-	"very few seconds.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d no" +
-	"de, starting at %[2]s. The table below lists the same nodes, routes and " +
-	"counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The table below lists th" +
-	"e same nodes, routes and counts.\x02pull\x02push to %[1]s\x02end (comple" +
-	"tes)\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for" +
-	" an operator)\x02any other code → %[1]s\x02fails the instance\x14\x01" +
-	"\x81\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, priority %[3]d" +
-	"\x002\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02deadline %" +
-	"[1]s\x02timeout %[1]s\x02Only administrators may reveal a sensitive valu" +
-	"e.\x02Revealed by %[1]s at %[2]s; recorded in the audit log.\x02Cannot r" +
-	"eveal\x02Only a value this page shows as hidden (sensitive) can be revea" +
-	"led.\x02Secret values can never be revealed.\x02This page does not accep" +
-	"t that request.\x02Search\x02Type an instance or occurrence id (a UUID, " +
-	"as the pages show on hover), or a business key.\x02Nothing to find: the " +
-	"search box is empty.\x02That is too long to be an id or a business key." +
-	"\x02No instance or occurrence has the id “%[1]s”, and no instance has it" +
-	" as its business key.\x02You are signed out.\x02Your session had ended (" +
-	"inactivity, a sign-out elsewhere, a revoked token or a restart of the se" +
-	"rver), so your last action was not applied. Sign in again, then repeat i" +
-	"t.\x02Your session has ended (inactivity, a sign-out elsewhere, a revoke" +
-	"d token or a restart of the server). Sign in again.\x02Sign in\x02Sign i" +
-	"n with an operator, designer or administrator token.\x02Token\x02The tok" +
-	"en is checked once and never stored in your browser; a session cookie st" +
-	"ands for it for up to 8 hours of inactivity.\x02Too many failed sign-ins" +
-	" from your address. Try again in %[1]d seconds.\x02This token is unknown" +
-	" or has been revoked.\x02A %[1]s token cannot open the console: sign in " +
-	"with an operator, designer or administrator token.\x02Only administrator" +
-	"s manage tokens.\x02Staff tokens (administrators, designers, operators) " +
-	"that are not revoked. Consumer tokens are managed with their consumers. " +
-	"Revoking a token refuses its next request.\x02ID\x02Role\x02Created on" +
-	"\x02Last used\x02Expires\x02Staff tokens, oldest first\x02never\x02not y" +
-	"et\x02Expired token\x02Revoke…\x02this session\x02No token.\x02The token" +
-	" was revoked.\x02Revoke token %[1]d\x02Revoke the %[1]s token “%[2]s”?" +
-	"\x02Its next request is refused, and console sessions opened with it end" +
-	". This cannot be undone: whoever uses it needs a new token.\x02Revoke th" +
-	"e token\x02Keep it\x02This is the token you signed in with: revoking it " +
-	"signs you out. Its next request is refused. This cannot be undone.\x02Th" +
-	"is is the last usable administrator token: create another one before rev" +
-	"oking it.\x02routing output\x02(each item)\x14\x01\x81\x01\x00\x02\x19" +
-	"\x02at least %[1]d character\x00\x1a\x02at least %[1]d characters\x14" +
-	"\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02at most %" +
-	"[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1]s\x02max" +
-	"imum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]" +
-	"d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at" +
-	" most %[1]d item\x00\x14\x02at most %[1]d items\x02not provided\x14\x01" +
-	"\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02null\x02une" +
-	"xpected value\x02Invalid page\x02This page link is not one the console m" +
-	"ade.\x02Workers connected by a stream, and polling workers by their last" +
-	" fetch. A worker is listed while it was seen within three heartbeats." +
-	"\x02Workers seen within three heartbeats\x02Worker\x02Protocol\x02Defini" +
-	"tions served\x02In flight\x02Connected\x02Last seen\x02No worker is conn" +
-	"ected.\x02Workers serving %[1]s\x02All workers\x02No worker serves this " +
-	"definition.\x02stream\x02long polling\x02Camunda 7 facade\x02every revis" +
-	"ion its consumer is granted\x02revisions %[1]s\x02No worker serves this " +
-	"definition: its occurrences wait until one connects or polls.\x02No work" +
-	"er is connected for this definition; none of its occurrences waits for o" +
-	"ne.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Ser" +
-	"ved by %[1]d workers\x02Revisions they take: %[1]s; some take every revi" +
-	"sion their consumer is granted.\x02They take every revision their consum" +
-	"er is granted.\x02They take revision %[1]d only.\x02They take revisions " +
-	"%[1]s only."
+	"o external tasks\x02Back to definitions\x02Nothing exists at this addres" +
+	"s, or it is not visible to you.\x02Nothing exists at this address, or it" +
+	" is not visible to you. An ended instance is deleted, with its occurrenc" +
+	"es and attempts, once the retention period (RELAIS_RETENTION) has passed" +
+	"; the audit log keeps the operator actions taken on it.\x02Not found\x02" +
+	"Form refused\x02This form was not sent from this console session, or it " +
+	"has expired. Reload the page and try again.\x02Temporarily unavailable" +
+	"\x02The database cannot be reached right now. Try again in a few seconds" +
+	".\x02Something went wrong\x02The console could not show this page. Try a" +
+	"gain; if it persists, give your administrator the request id %[1]s.\x02C" +
+	"ounting the occurrences; the counts appear when you reload the page.\x02" +
+	"Counts are unavailable right now.\x02Field\x02Type\x02Required\x02Classi" +
+	"fication\x02Constraints\x02Description\x02Definition %[1]s\x02Working co" +
+	"py\x02The only mutable part of a definition. Processes never use it dire" +
+	"ctly: they pin a revision.\x02Name\x02Routing output\x02Last saved\x02Re" +
+	"visions\x02No revision yet: the Working copy has never been snapshotted." +
+	"\x02Releases\x02No release yet.\x02Release\x02Revision\x02Notes\x02Publi" +
+	"shed\x02Compare revisions\x02Lists every change from one revision to ano" +
+	"ther, and whom it may break.\x02From revision\x02To revision\x02Compare" +
+	"\x02Change\x02Detail\x02Breaks processes\x02Breaks workers\x02These revi" +
+	"sions have the same contracts.\x02Inputs\x02No inputs.\x02Inputs of the " +
+	"working copy\x02Outputs\x02No outputs.\x02Outputs of the working copy" +
+	"\x02Releases, oldest first\x02Changes between the two revisions\x02Revis" +
+	"ion %[1]d\x02Snapshotted\x02Digest\x02Inputs of revision %[1]d\x02Output" +
+	"s of revision %[1]d\x02The Working copy has changes not yet snapshotted:" +
+	" they are in no revision (workers and processes use revision %[1]d at mo" +
+	"st) until a snapshot makes them revision %[2]d.\x02Since revision %[1]d:" +
+	"\x02the contracts are the same (the name or a description changed).\x02C" +
+	"hanges of the Working copy since revision %[1]d\x02Choose two existing r" +
+	"evisions to compare.\x02From revision %[1]d to revision %[2]d:\x14\x01" +
+	"\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d changes\x14\x01" +
+	"\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d breaking\x02rout" +
+	"ing output %[1]s → %[2]s\x02optional → required\x02required → optional" +
+	"\x02values added: %[1]s\x02values removed: %[1]s\x02values reordered\x02" +
+	"%[1]s: %[2]s → %[3]s\x02required %[1]s field of type %[2]s\x02optional %" +
+	"[1]s field of type %[2]s\x02required field of type %[1]s\x02optional fie" +
+	"ld of type %[1]s\x02none\x02Task contracts: their Working copy, immutabl" +
+	"e revisions and named releases.\x02Definitions by key\x02Key\x02Latest r" +
+	"evision\x02none yet\x02No definition yet.\x14\x01\x81\x01\x00\x02\x0e" +
+	"\x02%[1]d release\x00\x0f\x02%[1]d releases\x02on error\x02any other err" +
+	"or\x02held for an operator\x02an incident: retry, abandon or stop\x02end" +
+	": completes the instance\x02end: fails the instance\x02push %[1]s\x02pul" +
+	"l %[1]s\x02Node %[1]s\x02Each definition’s queue and incidents now, and " +
+	"what its workers finished in the last hour: occurrences that ended compl" +
+	"eted or failed. An occurrence retried since counts where it ends next; a" +
+	" failed attempt with attempts left is not counted, its occurrence’s page" +
+	" lists it.\x02Completions and failures, last hour\x02Definitions, those " +
+	"needing attention first\x02Definition\x02Open\x02Held instances\x02Faile" +
+	"d\x02Oldest claimable waits\x02Completed, last hour\x02Failed, last hour" +
+	"\x02No definition has occurrences yet.\x02As of %[1]s (%[2]s); refreshed" +
+	" every few seconds.\x02claimable since %[1]s\x02Show all definitions\x02" +
+	"All definitions\x02Completions and failures per 5 minutes, last hour: %[" +
+	"1]s\x02In the last hour: %[1]s, %[2]s. The table after the chart gives e" +
+	"ach 5-minute slot.\x02completed\x02failed\x02The chart’s numbers\x02Comp" +
+	"letions and failures per 5-minute slot, oldest first\x02Slot\x02Complete" +
+	"d\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d co" +
+	"mpleted\x00\x10\x02%[1]d completed\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d " +
+	"failed\x00\x0d\x02%[1]d failed\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[" +
+	"4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]" +
+	"s ago\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan" +
+	"\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov" +
+	"\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b" +
+	"\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]" +
+	"d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d min" +
+	"utes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d second" +
+	"s\x02%[1]d ms\x02Process instance %[1]s\x02Summary\x02Operator actions" +
+	"\x02Path\x02The nodes this instance reached, in order, each with its occ" +
+	"urrence.\x02Nodes reached, in order\x02Node\x02Occurrence\x02Route\x02Ne" +
+	"xt node\x02Created\x02Settled\x02This instance has not reached a task ye" +
+	"t.\x02Recorded operator actions\x02No operator has acted on this instanc" +
+	"e.\x02Operator actions on this instance, newest first\x02Value\x02Proces" +
+	"s inputs\x02Inputs the instance was started with, labelled by process ve" +
+	"rsion %[1]d's contract\x02This process takes no inputs.\x02This instance" +
+	" is held at a failed node: an incident. It cannot be retried: its occurr" +
+	"ence at node %[1]s failed before any attempt (its inputs could not be bu" +
+	"ilt), so it would fail the same way. Abandon fails the instance; stop ca" +
+	"ncels it. Each asks for a reason, recorded in the audit log.\x02This ins" +
+	"tance is held at a failed node: an incident. Retry offers the failed occ" +
+	"urrence again; abandon fails the instance; stop cancels it. Each asks fo" +
+	"r a reason, recorded in the audit log.\x02Stopping cancels the instance " +
+	"and its open occurrences. It does not complete anything.\x02Stopped by %" +
+	"[1]s at %[2]s — “%[3]s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”\x02Retr" +
+	"ied by %[1]s at %[2]s — “%[3]s”\x02Started\x02Ended\x02Held at node\x02F" +
+	"ailed occurrence\x02Error code\x02End node\x02Abandoned at node\x02Faile" +
+	"d at node\x02Unknown status %[1]q.\x02Creation date\x02The page size mus" +
+	"t be between 1 and %[1]d.\x02Process instances\x02from\x02to\x02Act on e" +
+	"very instance this filter matches\x02The next page counts them and asks " +
+	"for a reason before anything changes.\x02Process instances, newest first" +
+	"\x02Instance\x02End node or error\x02No instance matches these filters." +
+	"\x02All processes\x02All statuses\x02available\x02reserved\x02deferred" +
+	"\x02cancelled\x02running\x02held\x02expired\x02rejected\x02released\x02d" +
+	"isconnected\x02text\x02integer\x02number\x02boolean\x02date\x02date and " +
+	"time\x02choice\x02object\x02list\x02normal\x02sensitive\x02secret\x02•••" +
+	" hidden (sensitive)\x02••• hidden (secret)\x02pull (the service fetches " +
+	"it)\x02push (Relais calls the service)\x02administrator\x02operator\x02d" +
+	"esigner\x02consumer\x02yes\x02no\x02field added\x02field removed\x02type" +
+	" changed\x02required changed\x02values changed\x02classification changed" +
+	"\x02constraint changed\x02routing changed\x02minimum length\x02maximum l" +
+	"ength\x02pattern\x02format\x02minimum\x02maximum\x02minimum items\x02max" +
+	"imum items\x02%[1]s, revision %[2]s\x02%[1]s, version %[2]s\x02Occurrenc" +
+	"e %[1]s\x02Mode\x02Dates\x02Policy\x02Maximum attempts\x02Retry delay" +
+	"\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02Attempts\x02E" +
+	"very attempt, oldest first\x02Consumer\x02Worker id\x02Reserved\x02Finis" +
+	"hed\x02Duration\x02Destination’s answer\x02Outcome\x02Error message\x02N" +
+	"o service has reserved this occurrence yet.\x02in progress\x02Whole mess" +
+	"age\x02No service ever reserved this occurrence: it ended before any att" +
+	"empt.\x02Destination\x02Replica\x02Relais has not called the destination" +
+	" yet.\x02Relais never called the destination: the occurrence ended befor" +
+	"e any call.\x02Relais keeps the destination’s status code only when it r" +
+	"efused the call (destination_http_NNN); a completed call answered 2xx. T" +
+	"he duration runs from the claim of the call to its settlement.\x02Reason" +
+	" given by the worker\x02Retries\x02none: a failed call takes the node’s " +
+	"error path\x02Call timeout\x02Now\x02Retry or abandon it from its instan" +
+	"ce\x02at most %[1]d\x02at most %[1]d since the last operator retry\x14" +
+	"\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02%" +
+	"[1]d left\x02Inputs, labelled by revision %[1]d's contract\x02This contr" +
+	"act has no inputs.\x02Outputs, labelled by revision %[1]d's contract\x02" +
+	"No outputs yet: the occurrence has not completed.\x02This contract has n" +
+	"o outputs.\x02No outputs: the occurrence ended without completing.\x02Re" +
+	"veal — this is recorded\x02Available from\x02Next attempt\x02Last reserv" +
+	"ed\x02Lock expires\x02Deferred\x02Last error (attempt %[1]d)\x02Error (b" +
+	"efore any attempt)\x02Its message\x02Message from Relais (in English)" +
+	"\x02Message from the service (its own words, protected values masked)" +
+	"\x02Retryable\x02no: the service marked this failure as not retryable (a" +
+	"ttempts left unused: %[1]d)\x02The destination did not answer within the" +
+	" call’s timeout (%[1]s).\x02The destination did not answer within the ca" +
+	"ll’s timeout.\x02The deadline passed before a result arrived.\x02The res" +
+	"ult did not match the revision's outputs contract.\x02Relais stopped dur" +
+	"ing the call: whether the destination acted is unknown, so it is not cal" +
+	"led again.\x02The call could not be prepared.\x02The destination could n" +
+	"ot be reached.\x02The destination’s answer was too large.\x02The last at" +
+	"tempt’s lock expired with no attempt left.\x02The inputs could not be bu" +
+	"ilt from the process’s bindings.\x02An operator abandoned the instance." +
+	"\x02A Camunda 7 worker reported a failure with no retries left (retries:" +
+	" 0, or a budget already spent): it is not run again.\x02The destination " +
+	"answered HTTP %[1]s.\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s — " +
+	"%[2]s.\x02Lock expired %[1]s — waiting to be offered again.\x02Waiting f" +
+	"or Relais to call the destination since %[1]s (%[2]s).\x02Waiting for a " +
+	"worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02Relais is calling the d" +
+	"estination (since %[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s" +
+	".\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker of the" +
+	" same consumer, or a front end with a settle token, completes it later." +
+	"\x02Completed (%[1]s).\x02Its instance is held here, waiting for an oper" +
+	"ator.\x02Its instance went on along the node’s error path.\x02Failed (%[" +
+	"1]s).\x02Cancelled: the instance was stopped by %[1]s at %[2]s — “%[3]s”" +
+	".\x02Cancelled: the instance was stopped (%[1]s).\x02%[1]s so far\x02con" +
+	"sumer #%[1]s\x02%[1]s (deferred; settled with its settle token)\x02%[1]s" +
+	" (deferred; settled with its settle token, as %[2]s)\x02%[1]s (deferred;" +
+	" settled by %[2]s)\x02waiting\x02HTTP 2xx, unusable body\x02no answer wi" +
+	"thin the timeout\x02no connection\x02answer too large\x02unknown\x02[red" +
+	"acted]\x02The revision must be a whole number, 1 or more.\x02Unknown con" +
+	"sumer.\x02Settlement date\x02More filters: instance, revision, consumer," +
+	" dates\x02instance id\x02Counts by status\x02Occurrences, newest first" +
+	"\x02Process and node\x02Error\x02Consumer and worker\x02Next attempt or " +
+	"settled\x02No occurrence matches these filters.\x02All consumers\x02Tota" +
+	"ls of definition %[1]s, not narrowed by the other filters\x02Totals of a" +
+	"ll definitions, not narrowed by the other filters\x14\x01\x81\x01\x00" +
+	"\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s" +
+	" (%[2]s); counts are refreshed every few seconds.\x02revision %[1]d\x02s" +
+	"ettled\x02next attempt\x02claimable since\x02call in progress since\x02l" +
+	"ock until\x02deferred since\x02Previous page\x02Rows %[1]s–%[2]s\x02%[1]" +
+	"s: a date is written 2026-12-01.\x02%[1]s: the first day comes after the" +
+	" last.\x02These settings are kept in this browser only.\x02Show times in" +
+	"\x02The console runs no script, so it cannot read your computer’s time z" +
+	"one: choose its offset from UTC. Offsets do not follow daylight saving t" +
+	"ime.\x02Reload lists and detail pages\x02Pages with a form, such as a co" +
+	"nfirmation, never reload on their own.\x02Save settings\x02Back without " +
+	"saving\x02UTC (coordinated universal time)\x02Local time at %[1]s\x02Nev" +
+	"er\x02Every %[1]d seconds\x02Published process versions: their nodes, ro" +
+	"utes and pinned revisions, drawn, with where their occurrences are now." +
+	"\x02Processes by key\x02Versions, newest first\x02No process is publishe" +
+	"d yet.\x02version %[1]d\x02Process %[1]s\x02Version\x02Start node\x02Gra" +
+	"ph\x02Columns follow the longest path from the start node. Solid arrows " +
+	"are successes (labelled with their route), dashed ones failures (labelle" +
+	"d with their error codes). Each box says how many of this version’s occu" +
+	"rrences are at that node now.\x02Nodes\x02Nodes of this version, with th" +
+	"eir occurrences now\x02Kind\x02Pinned revision\x02On success\x02On error" +
+	"\x02Occurrences now\x02Instances of this process\x02Counts as of %[1]s (" +
+	"%[2]s); refreshed every few seconds.\x02Graph of %[1]s\x14\x01\x81\x01" +
+	"\x00\x02X\x02%[1]d node, starting at %[2]s. The table below lists the sa" +
+	"me nodes, routes and counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The" +
+	" table below lists the same nodes, routes and counts.\x02pull\x02push to" +
+	" %[1]s\x02end (completes)\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02" +
+	"hold (an incident for an operator)\x02any other code → %[1]s\x02fails th" +
+	"e instance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, retry after %[2]s," +
+	" priority %[3]d\x002\x02%[1]d attempts, retry after %[2]s, priority %[3]" +
+	"d\x02deadline %[1]s\x02timeout %[1]s\x02Only administrators may reveal a" +
+	" sensitive value.\x02Revealed by %[1]s at %[2]s; recorded in the audit l" +
+	"og.\x02Cannot reveal\x02Only a value this page shows as hidden (sensitiv" +
+	"e) can be revealed.\x02Secret values can never be revealed.\x02This page" +
+	" does not accept that request.\x02Search\x02Type an instance or occurren" +
+	"ce id (a UUID, as the pages show on hover), or a business key.\x02Nothin" +
+	"g to find: the search box is empty.\x02That is too long to be an id or a" +
+	" business key.\x02No instance or occurrence has the id “%[1]s”, and no i" +
+	"nstance has it as its business key.\x02You are signed out.\x02Your sessi" +
+	"on had ended (inactivity, a sign-out elsewhere, a revoked token or a res" +
+	"tart of the server), so your last action was not applied. Sign in again," +
+	" then repeat it.\x02Your session has ended (inactivity, a sign-out elsew" +
+	"here, a revoked token or a restart of the server). Sign in again.\x02Sig" +
+	"n in\x02Sign in with an operator, designer or administrator token.\x02To" +
+	"ken\x02The token is checked once and never stored in your browser; a ses" +
+	"sion cookie stands for it for up to 8 hours of inactivity.\x02Too many f" +
+	"ailed sign-ins from your address. Try again in %[1]d seconds.\x02This to" +
+	"ken is unknown or has been revoked.\x02A %[1]s token cannot open the con" +
+	"sole: sign in with an operator, designer or administrator token.\x02Only" +
+	" administrators manage tokens.\x02Staff tokens (administrators, designer" +
+	"s, operators) that are not revoked. Consumer tokens are managed with the" +
+	"ir consumers. Revoking a token refuses its next request.\x02ID\x02Role" +
+	"\x02Created on\x02Last used\x02Expires\x02Staff tokens, oldest first\x02" +
+	"never\x02not yet\x02Expired token\x02Revoke…\x02this session\x02No token" +
+	".\x02The token was revoked.\x02Revoke token %[1]d\x02Revoke the %[1]s to" +
+	"ken “%[2]s”?\x02Its next request is refused, and console sessions opened" +
+	" with it end. This cannot be undone: whoever uses it needs a new token." +
+	"\x02Revoke the token\x02Keep it\x02This is the token you signed in with:" +
+	" revoking it signs you out. Its next request is refused. This cannot be " +
+	"undone.\x02This is the last usable administrator token: create another o" +
+	"ne before revoking it.\x02routing output\x02(each item)\x14\x01\x81\x01" +
+	"\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d chara" +
+	"cters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02" +
+	"at most %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1" +
+	"]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at l" +
+	"east %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02" +
+	"\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02not provide" +
+	"d\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02nu" +
+	"ll\x02unexpected value\x02Invalid page\x02This page link is not one the " +
+	"console made.\x02Workers connected by a stream, and polling workers by t" +
+	"heir last fetch. A worker is listed while it was seen within three heart" +
+	"beats.\x02Workers seen within three heartbeats\x02Worker\x02Protocol\x02" +
+	"Definitions served\x02In flight\x02Connected\x02Last seen\x02No worker i" +
+	"s connected.\x02Workers serving %[1]s\x02All workers\x02No worker serves" +
+	" this definition.\x02stream\x02long polling\x02Camunda 7 facade\x02every" +
+	" revision its consumer is granted\x02revisions %[1]s\x02No worker serves" +
+	" this definition: its occurrences wait until one connects or polls.\x02N" +
+	"o worker is connected for this definition; none of its occurrences waits" +
+	" for one.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18" +
+	"\x02Served by %[1]d workers\x02Revisions they take: %[1]s; some take eve" +
+	"ry revision their consumer is granted.\x02They take every revision their" +
+	" consumer is granted.\x02They take revision %[1]d only.\x02They take rev" +
+	"isions %[1]s only."
 
-var frIndex = []uint32{ // 624 elements
+var frIndex = []uint32{ // 625 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000079,
@@ -1206,150 +1211,151 @@ var frIndex = []uint32{ // 624 elements
 	0x00001b28, 0x00001b34, 0x00001b3b, 0x00001b5f,
 	0x00001b6f, 0x00001b87, 0x00001bba, 0x00001beb,
 	0x00001c1d, 0x00001c2b, 0x00001cce, 0x00001ce0,
-	0x00001d5e, 0x00001d7a, 0x00001d92, 0x00001d9e,
+	0x00001d5e, 0x00001d7a, 0x00001d92, 0x00001dd5,
 	// Entry 80 - 9F
-	0x00001de1, 0x00001df4, 0x00001e70, 0x00001e8c,
-	0x00001ee3, 0x00001efb, 0x00001f93, 0x00001ff9,
-	0x0000202b, 0x00002031, 0x00002036, 0x00002042,
-	0x00002051, 0x0000205d, 0x00002069, 0x0000207b,
-	0x0000208c, 0x00002110, 0x00002114, 0x00002126,
-	0x0000213d, 0x00002148, 0x0000219d, 0x000021aa,
-	0x000021cf, 0x000021db, 0x000021e5, 0x000021eb,
-	0x000021f7, 0x0000220f, 0x00002261, 0x00002271,
+	0x00001ef3, 0x00001eff, 0x00001f12, 0x00001f8e,
+	0x00001faa, 0x00002001, 0x00002019, 0x000020b1,
+	0x00002117, 0x00002149, 0x0000214f, 0x00002154,
+	0x00002160, 0x0000216f, 0x0000217b, 0x00002187,
+	0x00002199, 0x000021aa, 0x0000222e, 0x00002232,
+	0x00002244, 0x0000225b, 0x00002266, 0x000022bb,
+	0x000022c8, 0x000022ed, 0x000022f9, 0x00002303,
+	0x00002309, 0x00002315, 0x0000232d, 0x0000237f,
 	// Entry A0 - BF
-	0x00002281, 0x0000228a, 0x00002295, 0x0000229d,
-	0x000022bd, 0x000022df, 0x00002307, 0x00002310,
-	0x00002320, 0x00002340, 0x00002348, 0x00002357,
-	0x00002376, 0x000023a1, 0x000023c7, 0x000023d7,
-	0x000023e1, 0x000023eb, 0x0000240a, 0x00002428,
-	0x00002500, 0x0000251e, 0x00002562, 0x0000259f,
-	0x000025d2, 0x00002602, 0x0000262e, 0x0000265e,
-	0x00002680, 0x0000269b, 0x000026b6, 0x000026d2,
+	0x0000238f, 0x0000239f, 0x000023a8, 0x000023b3,
+	0x000023bb, 0x000023db, 0x000023fd, 0x00002425,
+	0x0000242e, 0x0000243e, 0x0000245e, 0x00002466,
+	0x00002475, 0x00002494, 0x000024bf, 0x000024e5,
+	0x000024f5, 0x000024ff, 0x00002509, 0x00002528,
+	0x00002546, 0x0000261e, 0x0000263c, 0x00002680,
+	0x000026bd, 0x000026f0, 0x00002720, 0x0000274c,
+	0x0000277c, 0x0000279e, 0x000027b9, 0x000027d4,
 	// Entry C0 - DF
-	0x000026ee, 0x00002704, 0x0000271e, 0x00002755,
-	0x0000278b, 0x000027ab, 0x000027ca, 0x000027d1,
-	0x0000283b, 0x00002851, 0x00002856, 0x0000286a,
-	0x00002882, 0x000028a7, 0x000028d5, 0x000028e7,
-	0x000028fa, 0x00002916, 0x00002943, 0x00002960,
-	0x00002983, 0x0000298e, 0x00002999, 0x000029a5,
-	0x00002b22, 0x00002b49, 0x00002b87, 0x00002b93,
-	0x00002b9c, 0x00002bb0, 0x00002bba, 0x00002be1,
+	0x000027f0, 0x0000280c, 0x00002822, 0x0000283c,
+	0x00002873, 0x000028a9, 0x000028c9, 0x000028e8,
+	0x000028ef, 0x00002959, 0x0000296f, 0x00002974,
+	0x00002988, 0x000029a0, 0x000029c5, 0x000029f3,
+	0x00002a05, 0x00002a18, 0x00002a34, 0x00002a61,
+	0x00002a7e, 0x00002aa1, 0x00002aac, 0x00002ab7,
+	0x00002ac3, 0x00002c40, 0x00002c67, 0x00002ca5,
+	0x00002cb1, 0x00002cba, 0x00002cce, 0x00002cd8,
 	// Entry E0 - FF
-	0x00002bfd, 0x00002c18, 0x00002c48, 0x00002c86,
-	0x00002ca1, 0x00002cc2, 0x00002cda, 0x00002d20,
-	0x00002d8b, 0x00002d95, 0x00002d9f, 0x00002db9,
-	0x00002e02, 0x00002e0a, 0x00002e15, 0x00002e23,
-	0x00002e33, 0x00002e5d, 0x00002e86, 0x00002e96,
-	0x00002eb5, 0x00002ec1, 0x00002eda, 0x00002ee5,
-	0x00002ef2, 0x00002f01, 0x00002f09, 0x00002f13,
-	0x00002f1b, 0x00002f23, 0x00002f29, 0x00002f30,
+	0x00002cff, 0x00002d1b, 0x00002d36, 0x00002d66,
+	0x00002da4, 0x00002dbf, 0x00002de0, 0x00002df8,
+	0x00002e3e, 0x00002ea9, 0x00002eb3, 0x00002ebd,
+	0x00002ed7, 0x00002f20, 0x00002f28, 0x00002f33,
+	0x00002f41, 0x00002f51, 0x00002f7b, 0x00002fa4,
+	0x00002fb4, 0x00002fd3, 0x00002fdf, 0x00002ff8,
+	0x00003003, 0x00003010, 0x0000301f, 0x00003027,
+	0x00003031, 0x00003039, 0x00003041, 0x00003047,
 	// Entry 100 - 11F
-	0x00002f35, 0x00002f3a, 0x00002f3e, 0x00002f43,
-	0x00002f49, 0x00002f4f, 0x00002f55, 0x00002f5a,
-	0x00002f5f, 0x00002f65, 0x00002f6f, 0x00002f8f,
-	0x00002fb1, 0x00002fd5, 0x00002ffb, 0x00003004,
-	0x00003020, 0x00003029, 0x00003041, 0x0000304a,
-	0x0000309e, 0x000030be, 0x000030c4, 0x000030cf,
-	0x000030d5, 0x000030e3, 0x000030ee, 0x000030fa,
-	0x0000312d, 0x00003151, 0x00003180, 0x000031c9,
+	0x0000304e, 0x00003053, 0x00003058, 0x0000305c,
+	0x00003061, 0x00003067, 0x0000306d, 0x00003073,
+	0x00003078, 0x0000307d, 0x00003083, 0x0000308d,
+	0x000030ad, 0x000030cf, 0x000030f3, 0x00003119,
+	0x00003122, 0x0000313e, 0x00003147, 0x0000315f,
+	0x00003168, 0x000031bc, 0x000031dc, 0x000031e2,
+	0x000031ed, 0x000031f3, 0x00003201, 0x0000320c,
+	0x00003218, 0x0000324b, 0x0000326f, 0x0000329e,
 	// Entry 120 - 13F
-	0x000031d0, 0x000031e6, 0x00003259, 0x0000327f,
-	0x0000340e, 0x00003515, 0x00003565, 0x00003592,
-	0x000035c1, 0x000035ec, 0x000035fa, 0x00003607,
-	0x00003619, 0x0000362e, 0x0000363e, 0x0000364b,
-	0x00003660, 0x00003673, 0x0000368d, 0x0000369f,
-	0x000036d7, 0x000036ee, 0x000036f1, 0x000036f4,
-	0x00003728, 0x00003772, 0x000037a7, 0x000037b0,
-	0x000037c7, 0x000037f5, 0x00003808, 0x00003819,
+	0x000032e7, 0x000032ee, 0x00003304, 0x00003377,
+	0x0000339d, 0x0000352c, 0x00003633, 0x00003683,
+	0x000036b0, 0x000036df, 0x0000370a, 0x00003718,
+	0x00003725, 0x00003737, 0x0000374c, 0x0000375c,
+	0x00003769, 0x0000377e, 0x00003791, 0x000037ab,
+	0x000037bd, 0x000037f5, 0x0000380c, 0x0000380f,
+	0x00003812, 0x00003846, 0x00003890, 0x000038c5,
+	0x000038ce, 0x000038e5, 0x00003913, 0x00003926,
 	// Entry 140 - 15F
-	0x00003824, 0x0000382f, 0x0000383a, 0x00003843,
-	0x0000384c, 0x00003855, 0x0000385e, 0x00003867,
-	0x0000386e, 0x0000387c, 0x00003882, 0x00003889,
-	0x00003890, 0x00003899, 0x0000389e, 0x000038ac,
-	0x000038b2, 0x000038b8, 0x000038be, 0x000038c6,
-	0x000038cf, 0x000038d8, 0x000038f5, 0x00003910,
-	0x00003933, 0x00003954, 0x00003963, 0x0000396e,
-	0x00003979, 0x00003986, 0x0000398a, 0x0000398e,
+	0x00003937, 0x00003942, 0x0000394d, 0x00003958,
+	0x00003961, 0x0000396a, 0x00003973, 0x0000397c,
+	0x00003985, 0x0000398c, 0x0000399a, 0x000039a0,
+	0x000039a7, 0x000039ae, 0x000039b7, 0x000039bc,
+	0x000039ca, 0x000039d0, 0x000039d6, 0x000039dc,
+	0x000039e4, 0x000039ed, 0x000039f6, 0x00003a13,
+	0x00003a2e, 0x00003a51, 0x00003a72, 0x00003a81,
+	0x00003a8c, 0x00003a97, 0x00003aa4, 0x00003aa8,
 	// Entry 160 - 17F
-	0x0000399c, 0x000039aa, 0x000039b8, 0x000039d8,
-	0x000039eb, 0x00003a04, 0x00003a19, 0x00003a2a,
-	0x00003a3c, 0x00003a4e, 0x00003a54, 0x00003a5b,
-	0x00003a63, 0x00003a6b, 0x00003a89, 0x00003aa7,
-	0x00003abe, 0x00003ad3, 0x00003ae4, 0x00003ae9,
-	0x00003aef, 0x00003b08, 0x00003b25, 0x00003b45,
-	0x00003b50, 0x00003b5a, 0x00003b83, 0x00003b8e,
-	0x00003bc2, 0x00003bcf, 0x00003bed, 0x00003bfb,
+	0x00003aac, 0x00003aba, 0x00003ac8, 0x00003ad6,
+	0x00003af6, 0x00003b09, 0x00003b22, 0x00003b37,
+	0x00003b48, 0x00003b5a, 0x00003b6c, 0x00003b72,
+	0x00003b79, 0x00003b81, 0x00003b89, 0x00003ba7,
+	0x00003bc5, 0x00003bdc, 0x00003bf1, 0x00003c02,
+	0x00003c07, 0x00003c0d, 0x00003c26, 0x00003c43,
+	0x00003c63, 0x00003c6e, 0x00003c78, 0x00003ca1,
+	0x00003cac, 0x00003ce0, 0x00003ced, 0x00003d0b,
 	// Entry 180 - 19F
-	0x00003c04, 0x00003c0b, 0x00003c26, 0x00003c30,
-	0x00003c43, 0x00003c7d, 0x00003c86, 0x00003c95,
-	0x00003cf9, 0x00003d05, 0x00003d0f, 0x00003d3f,
-	0x00003d9a, 0x00003e81, 0x00003ea1, 0x00003eb6,
-	0x00003ef7, 0x00003f08, 0x00003f13, 0x00003f46,
-	0x00003f54, 0x00003f90, 0x00003fba, 0x00003fe2,
-	0x00004021, 0x00004042, 0x00004080, 0x000040c0,
-	0x000040e0, 0x00004121, 0x0000414d, 0x00004165,
+	0x00003d19, 0x00003d22, 0x00003d29, 0x00003d44,
+	0x00003d4e, 0x00003d61, 0x00003d9b, 0x00003da4,
+	0x00003db3, 0x00003e17, 0x00003e23, 0x00003e2d,
+	0x00003e5d, 0x00003eb8, 0x00003f9f, 0x00003fbf,
+	0x00003fd4, 0x00004015, 0x00004026, 0x00004031,
+	0x00004064, 0x00004072, 0x000040ae, 0x000040d8,
+	0x00004100, 0x0000413f, 0x00004160, 0x0000419e,
+	0x000041de, 0x000041fe, 0x0000423f, 0x0000426b,
 	// Entry 1A0 - 1BF
-	0x00004179, 0x00004190, 0x0000419e, 0x000041a9,
-	0x000041cc, 0x000041eb, 0x000041f7, 0x00004216,
-	0x00004264, 0x00004280, 0x000042ee, 0x00004335,
-	0x00004374, 0x000043b4, 0x000043fa, 0x0000446c,
-	0x00004494, 0x000044b7, 0x000044ee, 0x00004535,
-	0x00004588, 0x000045b1, 0x00004657, 0x0000467d,
-	0x000046a4, 0x000046cc, 0x00004713, 0x0000475d,
-	0x00004790, 0x000047a3, 0x000047d1, 0x0000480d,
+	0x00004283, 0x00004297, 0x000042ae, 0x000042bc,
+	0x000042c7, 0x000042ea, 0x00004309, 0x00004315,
+	0x00004334, 0x00004382, 0x0000439e, 0x0000440c,
+	0x00004453, 0x00004492, 0x000044d2, 0x00004518,
+	0x0000458a, 0x000045b2, 0x000045d5, 0x0000460c,
+	0x00004653, 0x000046a6, 0x000046cf, 0x00004775,
+	0x0000479b, 0x000047c2, 0x000047ea, 0x00004831,
+	0x0000487b, 0x000048ae, 0x000048c1, 0x000048ef,
 	// Entry 1C0 - 1DF
-	0x00004823, 0x000048b7, 0x000048ca, 0x00004907,
-	0x00004943, 0x00004956, 0x000049a6, 0x000049db,
-	0x000049ed, 0x00004a04, 0x00004a41, 0x00004a91,
-	0x00004abb, 0x00004ac6, 0x00004ae3, 0x00004b02,
-	0x00004b13, 0x00004b2d, 0x00004b36, 0x00004b40,
-	0x00004b75, 0x00004b8b, 0x00004b9e, 0x00004bdb,
-	0x00004bf4, 0x00004c0a, 0x00004c34, 0x00004c47,
-	0x00004c4e, 0x00004c69, 0x00004c8b, 0x00004cbb,
+	0x0000492b, 0x00004941, 0x000049d5, 0x000049e8,
+	0x00004a25, 0x00004a61, 0x00004a74, 0x00004ac4,
+	0x00004af9, 0x00004b0b, 0x00004b22, 0x00004b5f,
+	0x00004baf, 0x00004bd9, 0x00004be4, 0x00004c01,
+	0x00004c20, 0x00004c31, 0x00004c4b, 0x00004c54,
+	0x00004c5e, 0x00004c93, 0x00004ca9, 0x00004cbc,
+	0x00004cf9, 0x00004d12, 0x00004d28, 0x00004d52,
+	0x00004d65, 0x00004d6c, 0x00004d87, 0x00004da9,
 	// Entry 1E0 - 1FF
-	0x00004cd2, 0x00004d0a, 0x00004d45, 0x00004d71,
-	0x00004dc4, 0x00004dd4, 0x00004ddd, 0x00004df1,
-	0x00004e03, 0x00004e19, 0x00004e2b, 0x00004e3d,
-	0x00004e4f, 0x00004e65, 0x00004e8f, 0x00004ec2,
-	0x00004efe, 0x00004f15, 0x00004fdd, 0x0000500a,
-	0x00005075, 0x0000508f, 0x000050a8, 0x000050c9,
-	0x000050df, 0x000050e6, 0x00005100, 0x00005195,
-	0x000051a8, 0x000051cf, 0x000051f7, 0x00005205,
+	0x00004dd9, 0x00004df0, 0x00004e28, 0x00004e63,
+	0x00004e8f, 0x00004ee2, 0x00004ef2, 0x00004efb,
+	0x00004f0f, 0x00004f21, 0x00004f37, 0x00004f49,
+	0x00004f5b, 0x00004f6d, 0x00004f83, 0x00004fad,
+	0x00004fe0, 0x0000501c, 0x00005033, 0x000050fb,
+	0x00005128, 0x00005193, 0x000051ad, 0x000051c6,
+	0x000051e7, 0x000051fd, 0x00005204, 0x0000521e,
+	0x000052b3, 0x000052c6, 0x000052ed, 0x00005315,
 	// Entry 200 - 21F
-	0x00005215, 0x0000521d, 0x0000522e, 0x00005235,
-	0x0000536b, 0x00005372, 0x000053ac, 0x000053b1,
-	0x000053c6, 0x000053da, 0x000053ec, 0x00005402,
-	0x0000541c, 0x00005466, 0x00005476, 0x00005550,
-	0x00005555, 0x00005565, 0x00005573, 0x00005583,
-	0x00005593, 0x0000559d, 0x000055c6, 0x000055e0,
-	0x000055fb, 0x00005689, 0x0000569a, 0x000056a7,
-	0x000056e8, 0x0000572e, 0x00005746, 0x00005799,
+	0x00005323, 0x00005333, 0x0000533b, 0x0000534c,
+	0x00005353, 0x00005489, 0x00005490, 0x000054ca,
+	0x000054cf, 0x000054e4, 0x000054f8, 0x0000550a,
+	0x00005520, 0x0000553a, 0x00005584, 0x00005594,
+	0x0000566e, 0x00005673, 0x00005683, 0x00005691,
+	0x000056a1, 0x000056b1, 0x000056bb, 0x000056e4,
+	0x000056fe, 0x00005719, 0x000057a7, 0x000057b8,
+	0x000057c5, 0x00005806, 0x0000584c, 0x00005864,
 	// Entry 220 - 23F
-	0x000057d4, 0x000057ff, 0x00005809, 0x00005883,
-	0x000058b8, 0x000058f9, 0x00005969, 0x00005982,
-	0x00005a4b, 0x00005ac8, 0x00005ad5, 0x00005b27,
-	0x00005b2d, 0x00005bc9, 0x00005c1d, 0x00005c48,
-	0x00005cd4, 0x00005d02, 0x00005dc4, 0x00005dc7,
-	0x00005dcd, 0x00005dd7, 0x00005ded, 0x00005df8,
-	0x00005e28, 0x00005e2f, 0x00005e3a, 0x00005e48,
-	0x00005e55, 0x00005e63, 0x00005e70, 0x00005e8c,
+	0x000058b7, 0x000058f2, 0x0000591d, 0x00005927,
+	0x000059a1, 0x000059d6, 0x00005a17, 0x00005a87,
+	0x00005aa0, 0x00005b69, 0x00005be6, 0x00005bf3,
+	0x00005c45, 0x00005c4b, 0x00005ce7, 0x00005d3b,
+	0x00005d66, 0x00005df2, 0x00005e20, 0x00005ee2,
+	0x00005ee5, 0x00005eeb, 0x00005ef5, 0x00005f0b,
+	0x00005f16, 0x00005f46, 0x00005f4d, 0x00005f58,
+	0x00005f66, 0x00005f73, 0x00005f81, 0x00005f8e,
 	// Entry 240 - 25F
-	0x00005ea5, 0x00005ece, 0x00005f77, 0x00005f8a,
-	0x00005f94, 0x00006023, 0x00006084, 0x00006096,
-	0x000060a9, 0x000060e7, 0x00006123, 0x0000612f,
-	0x0000613c, 0x0000614a, 0x00006158, 0x00006168,
-	0x000061a4, 0x000061de, 0x000061e9, 0x00006213,
-	0x00006217, 0x00006229, 0x00006237, 0x00006263,
-	0x00006325, 0x00006358, 0x00006363, 0x0000636d,
-	0x00006382, 0x0000638b, 0x00006395, 0x000063a3,
+	0x00005faa, 0x00005fc3, 0x00005fec, 0x00006095,
+	0x000060a8, 0x000060b2, 0x00006141, 0x000061a2,
+	0x000061b4, 0x000061c7, 0x00006205, 0x00006241,
+	0x0000624d, 0x0000625a, 0x00006268, 0x00006276,
+	0x00006286, 0x000062c2, 0x000062fc, 0x00006307,
+	0x00006331, 0x00006335, 0x00006347, 0x00006355,
+	0x00006381, 0x00006443, 0x00006476, 0x00006481,
+	0x0000648b, 0x000064a0, 0x000064a9, 0x000064b3,
 	// Entry 260 - 27F
-	0x000063c7, 0x000063e1, 0x000063f6, 0x00006422,
-	0x00006427, 0x0000643c, 0x0000644e, 0x00006483,
-	0x00006494, 0x0000650a, 0x00006571, 0x000065b3,
-	0x00006626, 0x0000666a, 0x00006692, 0x000066bc,
-} // Size: 2520 bytes
+	0x000064c1, 0x000064e5, 0x000064ff, 0x00006514,
+	0x00006540, 0x00006545, 0x0000655a, 0x0000656c,
+	0x000065a1, 0x000065b2, 0x00006628, 0x0000668f,
+	0x000066d1, 0x00006744, 0x00006788, 0x000067b0,
+	0x000067da,
+} // Size: 2524 bytes
 
-const frData string = "" + // Size: 26300 bytes
+const frData string = "" + // Size: 26586 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances bloquées…\x02Abandonne" +
 	"r toutes les instances bloquées…\x02Arrêter toutes les instances bloquée" +
@@ -1460,17 +1466,21 @@ const frData string = "" + // Size: 26300 bytes
 	"\x02Requête invalide\x02Le champ «\u00a0%[1]s\u00a0» contient le caractè" +
 	"re NUL ou des octets qui ne sont pas du texte UTF-8\u202f: corrigez-le e" +
 	"t réessayez.\x02Retour aux tâches externes\x02Retour aux définitions\x02" +
-	"Introuvable\x02Cette adresse ne mène à rien, ou à rien que vous puissiez" +
-	" voir.\x02Formulaire refusé\x02Ce formulaire n’a pas été envoyé depuis c" +
-	"ette session de la console, ou il a expiré. Rechargez la page et réessay" +
-	"ez.\x02Temporairement indisponible\x02La base de données est injoignable" +
-	" pour le moment. Réessayez dans quelques secondes.\x02Une erreur est sur" +
-	"venue\x02La console n’a pas pu afficher cette page. Réessayez\u202f; si " +
-	"le problème persiste, donnez à votre administrateur l’identifiant de req" +
-	"uête %[1]s.\x02Décompte des occurrences en cours\u202f; les décomptes s’" +
-	"afficheront quand vous rechargerez la page.\x02Les décomptes sont indisp" +
-	"onibles pour le moment.\x02Champ\x02Type\x02Obligatoire\x02Classificatio" +
-	"n\x02Contraintes\x02Description\x02Définition %[1]s\x02Copie de travail" +
+	"Cette adresse ne mène à rien, ou à rien que vous puissiez voir.\x02Cette" +
+	" adresse ne mène à rien, ou à rien que vous puissiez voir. Une instance " +
+	"terminée est supprimée, avec ses occurrences et ses tentatives, une fois" +
+	" la durée de conservation (RELAIS_RETENTION) écoulée\u202f; le journal d" +
+	"’audit garde les actions d’opérateur menées sur elle.\x02Introuvable" +
+	"\x02Formulaire refusé\x02Ce formulaire n’a pas été envoyé depuis cette s" +
+	"ession de la console, ou il a expiré. Rechargez la page et réessayez." +
+	"\x02Temporairement indisponible\x02La base de données est injoignable po" +
+	"ur le moment. Réessayez dans quelques secondes.\x02Une erreur est surven" +
+	"ue\x02La console n’a pas pu afficher cette page. Réessayez\u202f; si le " +
+	"problème persiste, donnez à votre administrateur l’identifiant de requêt" +
+	"e %[1]s.\x02Décompte des occurrences en cours\u202f; les décomptes s’aff" +
+	"icheront quand vous rechargerez la page.\x02Les décomptes sont indisponi" +
+	"bles pour le moment.\x02Champ\x02Type\x02Obligatoire\x02Classification" +
+	"\x02Contraintes\x02Description\x02Définition %[1]s\x02Copie de travail" +
 	"\x02La seule partie modifiable d’une définition. Les processus ne l’util" +
 	"isent jamais directement\u202f: ils épinglent une révision.\x02Nom\x02So" +
 	"rtie de routage\x02Dernier enregistrement\x02Révisions\x02Aucune révisio" +
@@ -1741,4 +1751,4 @@ const frData string = "" + // Size: 26300 bytes
 	"prennent que la révision %[1]d.\x02Ils ne prennent que les révisions %[1" +
 	"]s."
 
-	// Total table size 52045 bytes (50KiB); checksum: 2D59D292
+	// Total table size 52576 bytes (51KiB); checksum: 9F34B5E3
