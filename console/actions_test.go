@@ -461,6 +461,14 @@ func TestSearchBox(t *testing.T) {
 	if r := b.get("/console/search?q="); r.status != 200 || text(r, "search-message") == "" {
 		t.Errorf("empty search: %d %q", r.status, text(r, "search-message"))
 	}
+	// The end of an id, as the lists show it: the answer says to open the
+	// row for the whole id.
+	for _, q := range []string{"7d08993c", "…7d08993c", "8f12-7d08993c"} {
+		r := b.get("/console/search?q=" + url.QueryEscape(q))
+		if r.status != http.StatusNotFound || !strings.Contains(text(r, "search-message"), "pas un identifiant entier") {
+			t.Errorf("a piece of an id %q: %d %q", q, r.status, text(r, "search-message"))
+		}
+	}
 }
 
 // A NUL character, or bytes that are not UTF-8, in a filter or a form

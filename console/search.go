@@ -69,7 +69,29 @@ func (c *Console) search(w http.ResponseWriter, r *http.Request) {
 	v.Chrome = c.chrome(r, T(ctx, "Not found"), "")
 	v.Chrome.Search.Value = q
 	v.Message = T(ctx, "No instance or occurrence has the id “%s”, and no instance has it as its business key.", q)
+	if partialID(q) {
+		// What the lists show (…7d08993c) is the end of an id: finding
+		// an id by its end would read every id there is.
+		v.Message = T(ctx, "No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.", q)
+	}
 	c.render(w, r, http.StatusNotFound, searchPage(v))
+}
+
+// partialID reports whether q looks like a piece of an id, as the lists
+// show them: hexadecimal digits (and dashes), fewer than an id has.
+func partialID(q string) bool {
+	q = strings.TrimPrefix(q, "…")
+	digits := 0
+	for _, r := range q {
+		switch {
+		case r >= '0' && r <= '9', r >= 'a' && r <= 'f', r >= 'A' && r <= 'F':
+			digits++
+		case r == '-':
+		default:
+			return false
+		}
+	}
+	return digits >= 4 && digits < 32
 }
 
 func isNotFound(err error) bool {

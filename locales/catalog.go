@@ -55,7 +55,7 @@ var messageKeyToIndex = map[string]int{
 	"%d h":                                     252,
 	"%d held instances match now.":             50,
 	"%d hours":                                 268,
-	"%d items":                                 595,
+	"%d items":                                 596,
 	"%d left":                                  407,
 	"%d min":                                   251,
 	"%d minutes":                               269,
@@ -83,10 +83,10 @@ var messageKeyToIndex = map[string]int{
 	"%s: a date is written 2026-12-01.":                   494,
 	"%s: the first day comes after the last.":             495,
 	"%s–%s":                                               239,
-	"(each item)":                                         584,
+	"(each item)":                                         585,
 	"(worker %s)":                                         445,
 	"0 seconds":                                           266,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           560,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           561,
 	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 438,
 	"Abandon %d instances":                                           54,
 	"Abandon every held instance this filter matches":                52,
@@ -105,7 +105,7 @@ var messageKeyToIndex = map[string]int{
 	"All definitions":                     230,
 	"All processes":                       318,
 	"All statuses":                        319,
-	"All workers":                         610,
+	"All workers":                         611,
 	"An operator abandoned the instance.": 437,
 	"Apply filters":                       88,
 	"Apr":                                 257,
@@ -125,7 +125,7 @@ var messageKeyToIndex = map[string]int{
 	"Bulk action":                      83,
 	"Business key":                     67,
 	"Call timeout":                     401,
-	"Camunda 7 facade":                 614,
+	"Camunda 7 facade":                 615,
 	"Cancelled: the instance was stopped (%s).":               455,
 	"Cancelled: the instance was stopped by %s at %s — “%s”.": 454,
 	"Cannot act on this filter":                               71,
@@ -145,7 +145,7 @@ var messageKeyToIndex = map[string]int{
 	"Completions and failures per 5 minutes, last hour: %s":    231,
 	"Completions and failures per 5-minute slot, oldest first": 236,
 	"Completions and failures, last hour":                      217,
-	"Connected":                                                606,
+	"Connected":                                                607,
 	"Constraints":                                              141,
 	"Consumer":                                                 381,
 	"Consumer and worker":                                      477,
@@ -155,7 +155,7 @@ var messageKeyToIndex = map[string]int{
 	"Counts by status": 473,
 	"Created":          282,
 	"Created from":     68,
-	"Created on":       565,
+	"Created on":       566,
 	"Created to":       69,
 	"Creation date":    307,
 	"Dates":            372,
@@ -167,7 +167,7 @@ var messageKeyToIndex = map[string]int{
 	"Definition %s":      143,
 	"Definitions":        111,
 	"Definitions by key": 201,
-	"Definitions served": 604,
+	"Definitions served": 605,
 	"Definitions, those needing attention first": 218,
 	"Description":          142,
 	"Destination":          393,
@@ -190,8 +190,8 @@ var messageKeyToIndex = map[string]int{
 	"Every %d seconds":            506,
 	"Every attempt, oldest first": 380,
 	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log (GET /api/v1/audit/reveals).": 86,
-	"Expired token":                    571,
-	"Expires":                          567,
+	"Expired token":                    572,
+	"Expires":                          568,
 	"External tasks":                   105,
 	"Failed":                           222,
 	"Failed (%s).":                     453,
@@ -216,8 +216,8 @@ var messageKeyToIndex = map[string]int{
 	"Health":                  104,
 	"Held at node":            300,
 	"Held instances":          221,
-	"ID":                      563,
-	"In flight":               605,
+	"ID":                      564,
+	"In flight":               606,
 	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 232,
 	"Inputs":                     167,
 	"Inputs of revision %d":      178,
@@ -227,18 +227,18 @@ var messageKeyToIndex = map[string]int{
 	"Instance":                  315,
 	"Instances":                 106,
 	"Instances of this process": 524,
-	"Invalid page":              598,
+	"Invalid page":              599,
 	"Invalid request":           122,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.": 21,
 	"Its instance is held here, waiting for an operator.":                                                                   451,
 	"Its instance went on along the node’s error path.":                                                                     452,
 	"Its message": 422,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      578,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      579,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 34,
 	"Jan":                     254,
 	"Jul":                     260,
 	"Jun":                     259,
-	"Keep it":                 580,
+	"Keep it":                 581,
 	"Keep it held":            14,
 	"Keep it running":         13,
 	"Key":                     202,
@@ -247,8 +247,8 @@ var messageKeyToIndex = map[string]int{
 	"Last error (attempt %d)": 420,
 	"Last reserved":           417,
 	"Last saved":              148,
-	"Last seen":               607,
-	"Last used":               566,
+	"Last seen":               608,
+	"Last used":               567,
 	"Latest revision":         203,
 	"Lists every change from one revision to another, and whom it may break.": 158,
 	"Local time at %s": 504,
@@ -271,6 +271,7 @@ var messageKeyToIndex = map[string]int{
 	"No definition has occurrences yet.": 226,
 	"No definition yet.":                 205,
 	"No inputs.":                         168,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 551,
 	"No instance matches these filters.": 317,
 	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 550,
 	"No occurrence matches these filters.":                                                   479,
@@ -285,11 +286,11 @@ var messageKeyToIndex = map[string]int{
 	"No revision yet: the Working copy has never been snapshotted.":          150,
 	"No service ever reserved this occurrence: it ended before any attempt.": 392,
 	"No service has reserved this occurrence yet.":                           389,
-	"No token.": 574,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 618,
-	"No worker is connected.":           608,
-	"No worker serves this definition.": 611,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 617,
+	"No token.": 575,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 619,
+	"No worker is connected.":           609,
+	"No worker serves this definition.": 612,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 618,
 	"Node":    278,
 	"Node %s": 215,
 	"Nodes":   517,
@@ -315,7 +316,7 @@ var messageKeyToIndex = map[string]int{
 	"On error":                  522,
 	"On success":                521,
 	"Only a value this page shows as hidden (sensitive) can be revealed.": 543,
-	"Only administrators manage tokens.":                                  561,
+	"Only administrators manage tokens.":                                  562,
 	"Only administrators may reveal a sensitive value.":                   540,
 	"Open":             220,
 	"Operator actions": 274,
@@ -343,7 +344,7 @@ var messageKeyToIndex = map[string]int{
 	"Process instances, newest first": 314,
 	"Processes":                       107,
 	"Processes by key":                508,
-	"Protocol":                        603,
+	"Protocol":                        604,
 	"Published":                       156,
 	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 507,
 	"Reason": 80,
@@ -387,12 +388,12 @@ var messageKeyToIndex = map[string]int{
 	"Revision":    154,
 	"Revision %d": 175,
 	"Revisions":   149,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 620,
-	"Revoke the %s token “%s”?": 577,
-	"Revoke the token":          579,
-	"Revoke token %d":           576,
-	"Revoke…":                   572,
-	"Role":                      564,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 621,
+	"Revoke the %s token “%s”?": 578,
+	"Revoke the token":          580,
+	"Revoke token %d":           577,
+	"Revoke…":                   573,
+	"Role":                      565,
 	"Route":                     280,
 	"Routing output":            147,
 	"Rows %s–%s":                493,
@@ -401,15 +402,15 @@ var messageKeyToIndex = map[string]int{
 	"Search":                               546,
 	"Secret values can never be revealed.": 544,
 	"Sep":                                  262,
-	"Served by %d workers":                 619,
+	"Served by %d workers":                 620,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 25,
 	"Settled":              283,
 	"Settlement date":      470,
 	"Show all definitions": 229,
 	"Show times in":        497,
 	"Showing the instances bulk action %s changed.": 94,
-	"Sign in": 554,
-	"Sign in with an operator, designer or administrator token.": 555,
+	"Sign in": 555,
+	"Sign in with an operator, designer or administrator token.": 556,
 	"Sign out":             115,
 	"Signed in as %s (%s)": 114,
 	"Since revision %d:":   181,
@@ -417,8 +418,8 @@ var messageKeyToIndex = map[string]int{
 	"Slot":                 237,
 	"Snapshotted":          176,
 	"Something went wrong": 133,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 562,
-	"Staff tokens, oldest first": 568,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 563,
+	"Staff tokens, oldest first": 569,
 	"Start node":                 514,
 	"Started":                    298,
 	"Status":                     66,
@@ -468,13 +469,13 @@ var messageKeyToIndex = map[string]int{
 	"The reason you gave, not recorded:":                                                                                          31,
 	"The result did not match the revision's outputs contract.":                                                                   430,
 	"The revision must be a whole number, 1 or more.":                                                                             468,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 557,
-	"The token was revoked.":                                                                                                      575,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 558,
+	"The token was revoked.":                                                                                                      576,
 	"These revisions have the same contracts.":                                                                                    166,
 	"These settings are kept in this browser only.":                                                                               496,
-	"They take every revision their consumer is granted.":                                                                         621,
-	"They take revision %d only.":                                                                                                 622,
-	"They take revisions %s only.":                                                                                                623,
+	"They take every revision their consumer is granted.":                                                                         622,
+	"They take revision %d only.":                                                                                                 623,
+	"They take revisions %s only.":                                                                                                624,
 	"This contract has no inputs.":                                                                                                409,
 	"This contract has no outputs.":                                                                                               412,
 	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                         130,
@@ -488,19 +489,19 @@ var messageKeyToIndex = map[string]int{
 	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 293,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          33,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   38,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            582,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           581,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            583,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           582,
 	"This page does not accept that request.":     545,
-	"This page link is not one the console made.": 599,
+	"This page link is not one the console made.": 600,
 	"This page reloads every %d seconds.":         119,
 	"This process takes no inputs.":               291,
-	"This token is unknown or has been revoked.":  559,
+	"This token is unknown or has been revoked.":  560,
 	"Times in %s · no auto-reload":                118,
 	"Times in %s · reload every %d s":             117,
 	"To revision":                                 160,
-	"Token":                                       556,
+	"Token":                                       557,
 	"Tokens":                                      113,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 558,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 559,
 	"Totals of all definitions, not narrowed by the other filters":         482,
 	"Totals of definition %s, not narrowed by the other filters":           481,
 	"Type": 138,
@@ -517,18 +518,18 @@ var messageKeyToIndex = map[string]int{
 	"When":                                                      77,
 	"Who":                                                       78,
 	"Whole message":                                             391,
-	"Worker":                                                    602,
+	"Worker":                                                    603,
 	"Worker id":                                                 382,
 	"Workers":                                                   112,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        600,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        601,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 17,
-	"Workers seen within three heartbeats": 601,
-	"Workers serving %s":                   609,
+	"Workers seen within three heartbeats": 602,
+	"Workers serving %s":                   610,
 	"Working copy":                         144,
-	"You are signed out.":                  551,
+	"You are signed out.":                  552,
 	"Your role can read definitions only: external tasks and process instances are for operators and administrators.":                                                            121,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 552,
-	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      553,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 553,
+	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      554,
 	"[redacted]":                          467,
 	"abandon":                             4,
 	"administrator":                       346,
@@ -538,11 +539,11 @@ var messageKeyToIndex = map[string]int{
 	"any other code → %s":                 535,
 	"any other error":                     208,
 	"as of %s (%s); counts are refreshed every few seconds.": 484,
-	"at least %d characters":                                 585,
-	"at least %d items":                                      592,
+	"at least %d characters":                                 586,
+	"at least %d items":                                      593,
 	"at most %d":                                             404,
-	"at most %d characters":                                  586,
-	"at most %d items":                                       593,
+	"at most %d characters":                                  587,
+	"at most %d items":                                       594,
 	"at most %d since the last operator retry":               405,
 	"available":                                              320,
 	"boolean":                                                333,
@@ -568,14 +569,14 @@ var messageKeyToIndex = map[string]int{
 	"end (fails)":                                            531,
 	"end: completes the instance":                            211,
 	"end: fails the instance":                                212,
-	"every revision its consumer is granted":                 615,
+	"every revision its consumer is granted":                 616,
 	"expired":                                                326,
 	"failed":                                                 234,
 	"fails the instance":                                     536,
 	"field added":                                            352,
 	"field removed":                                          353,
 	"format":                                                 363,
-	"format %s":                                              588,
+	"format %s":                                              589,
 	"from":                                                   310,
 	"held":                                                   325,
 	"held for an operator":                                   209,
@@ -588,16 +589,16 @@ var messageKeyToIndex = map[string]int{
 	"just now":                                               249,
 	"list":                                                   338,
 	"lock until":                                             490,
-	"long polling":                                           613,
+	"long polling":                                           614,
 	"maximum":                                                365,
-	"maximum %s":                                             590,
+	"maximum %s":                                             591,
 	"maximum items":                                          367,
 	"maximum length":                                         361,
 	"minimum":                                                364,
-	"minimum %s":                                             589,
+	"minimum %s":                                             590,
 	"minimum items":                                          366,
 	"minimum length":                                         360,
-	"never":                                                  569,
+	"never":                                                  570,
 	"next attempt":                                           487,
 	"no":                                                     351,
 	"no answer within the timeout":                           463,
@@ -607,19 +608,19 @@ var messageKeyToIndex = map[string]int{
 	"none yet": 204,
 	"none: a failed call takes the node’s error path": 400,
 	"normal":                          339,
-	"not provided":                    594,
-	"not yet":                         570,
-	"null":                            596,
+	"not provided":                    595,
+	"not yet":                         571,
+	"null":                            597,
 	"number":                          332,
 	"object":                          337,
 	"on error":                        207,
-	"one of: %s":                      591,
+	"one of: %s":                      592,
 	"operator":                        347,
 	"optional %s field of type %s":    196,
 	"optional field of type %s":       198,
 	"optional → required":             189,
 	"pattern":                         362,
-	"pattern %s":                      587,
+	"pattern %s":                      588,
 	"pull":                            528,
 	"pull %s":                         214,
 	"pull (the service fetches it)":   344,
@@ -635,23 +636,23 @@ var messageKeyToIndex = map[string]int{
 	"reserved":                        321,
 	"retry":                           3,
 	"revision %d":                     485,
-	"revisions %s":                    616,
+	"revisions %s":                    617,
 	"routing changed":                 359,
-	"routing output":                  583,
+	"routing output":                  584,
 	"routing output %s → %s":          188,
 	"running":                         324,
 	"secret":                          341,
 	"sensitive":                       340,
 	"settled":                         486,
 	"stop":                            5,
-	"stream":                          612,
+	"stream":                          613,
 	"text":                            330,
 	"the contracts are the same (the name or a description changed).": 182,
-	"this session":           573,
+	"this session":           574,
 	"timeout %s":             539,
 	"to":                     311,
 	"type changed":           354,
-	"unexpected value":       597,
+	"unexpected value":       598,
 	"unknown":                466,
 	"values added: %s":       191,
 	"values changed":         356,
@@ -665,7 +666,7 @@ var messageKeyToIndex = map[string]int{
 	"→ %s":                   533,
 }
 
-var enIndex = []uint32{ // 625 elements
+var enIndex = []uint32{ // 626 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x0000005a,
@@ -822,30 +823,30 @@ var enIndex = []uint32{ // 625 elements
 	// Entry 220 - 23F
 	0x000045a7, 0x000045cc, 0x000045f4, 0x000045fb,
 	0x00004656, 0x00004680, 0x000046b0, 0x0000470e,
-	0x00004722, 0x000047cd, 0x00004843, 0x0000484b,
-	0x00004886, 0x0000488c, 0x00004908, 0x00004950,
-	0x0000497b, 0x000049dd, 0x00004a00, 0x00004aa7,
-	0x00004aaa, 0x00004aaf, 0x00004aba, 0x00004ac4,
-	0x00004acc, 0x00004ae7, 0x00004aed, 0x00004af5,
-	0x00004b03, 0x00004b0d, 0x00004b1a, 0x00004b24,
+	0x000047ae, 0x000047c2, 0x0000486d, 0x000048e3,
+	0x000048eb, 0x00004926, 0x0000492c, 0x000049a8,
+	0x000049f0, 0x00004a1b, 0x00004a7d, 0x00004aa0,
+	0x00004b47, 0x00004b4a, 0x00004b4f, 0x00004b5a,
+	0x00004b64, 0x00004b6c, 0x00004b87, 0x00004b8d,
+	0x00004b95, 0x00004ba3, 0x00004bad, 0x00004bba,
 	// Entry 240 - 25F
-	0x00004b3b, 0x00004b4e, 0x00004b72, 0x00004bf2,
-	0x00004c03, 0x00004c0b, 0x00004c80, 0x00004cd4,
-	0x00004ce3, 0x00004cef, 0x00004d2b, 0x00004d65,
-	0x00004d73, 0x00004d80, 0x00004d8e, 0x00004d9c,
-	0x00004daa, 0x00004ddc, 0x00004e0c, 0x00004e19,
-	0x00004e39, 0x00004e3e, 0x00004e4f, 0x00004e5c,
-	0x00004e88, 0x00004f0e, 0x00004f33, 0x00004f3a,
-	0x00004f43, 0x00004f56, 0x00004f60, 0x00004f6a,
+	0x00004bc4, 0x00004bdb, 0x00004bee, 0x00004c12,
+	0x00004c92, 0x00004ca3, 0x00004cab, 0x00004d20,
+	0x00004d74, 0x00004d83, 0x00004d8f, 0x00004dcb,
+	0x00004e05, 0x00004e13, 0x00004e20, 0x00004e2e,
+	0x00004e3c, 0x00004e4a, 0x00004e7c, 0x00004eac,
+	0x00004eb9, 0x00004ed9, 0x00004ede, 0x00004eef,
+	0x00004efc, 0x00004f28, 0x00004fae, 0x00004fd3,
+	0x00004fda, 0x00004fe3, 0x00004ff6, 0x00005000,
 	// Entry 260 - 27F
-	0x00004f74, 0x00004f8c, 0x00004fa2, 0x00004fae,
-	0x00004fd0, 0x00004fd7, 0x00004fe4, 0x00004ff5,
-	0x0000501c, 0x0000502c, 0x00005080, 0x000050d3,
-	0x0000510b, 0x0000515b, 0x0000518f, 0x000051ae,
-	0x000051ce,
-} // Size: 2524 bytes
+	0x0000500a, 0x00005014, 0x0000502c, 0x00005042,
+	0x0000504e, 0x00005070, 0x00005077, 0x00005084,
+	0x00005095, 0x000050bc, 0x000050cc, 0x00005120,
+	0x00005173, 0x000051ab, 0x000051fb, 0x0000522f,
+	0x0000524e, 0x0000526e,
+} // Size: 2528 bytes
 
-const enData string = "" + // Size: 20942 bytes
+const enData string = "" + // Size: 21102 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every held instance…\x02Stop every running instance…\x02Stop every runni" +
@@ -1129,53 +1130,55 @@ const enData string = "" + // Size: 20942 bytes
 	"ce id (a UUID, as the pages show on hover), or a business key.\x02Nothin" +
 	"g to find: the search box is empty.\x02That is too long to be an id or a" +
 	" business key.\x02No instance or occurrence has the id “%[1]s”, and no i" +
-	"nstance has it as its business key.\x02You are signed out.\x02Your sessi" +
-	"on had ended (inactivity, a sign-out elsewhere, a revoked token or a res" +
-	"tart of the server), so your last action was not applied. Sign in again," +
-	" then repeat it.\x02Your session has ended (inactivity, a sign-out elsew" +
-	"here, a revoked token or a restart of the server). Sign in again.\x02Sig" +
-	"n in\x02Sign in with an operator, designer or administrator token.\x02To" +
-	"ken\x02The token is checked once and never stored in your browser; a ses" +
-	"sion cookie stands for it for up to 8 hours of inactivity.\x02Too many f" +
-	"ailed sign-ins from your address. Try again in %[1]d seconds.\x02This to" +
-	"ken is unknown or has been revoked.\x02A %[1]s token cannot open the con" +
-	"sole: sign in with an operator, designer or administrator token.\x02Only" +
-	" administrators manage tokens.\x02Staff tokens (administrators, designer" +
-	"s, operators) that are not revoked. Consumer tokens are managed with the" +
-	"ir consumers. Revoking a token refuses its next request.\x02ID\x02Role" +
-	"\x02Created on\x02Last used\x02Expires\x02Staff tokens, oldest first\x02" +
-	"never\x02not yet\x02Expired token\x02Revoke…\x02this session\x02No token" +
-	".\x02The token was revoked.\x02Revoke token %[1]d\x02Revoke the %[1]s to" +
-	"ken “%[2]s”?\x02Its next request is refused, and console sessions opened" +
-	" with it end. This cannot be undone: whoever uses it needs a new token." +
-	"\x02Revoke the token\x02Keep it\x02This is the token you signed in with:" +
-	" revoking it signs you out. Its next request is refused. This cannot be " +
-	"undone.\x02This is the last usable administrator token: create another o" +
-	"ne before revoking it.\x02routing output\x02(each item)\x14\x01\x81\x01" +
-	"\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d chara" +
-	"cters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02" +
-	"at most %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1" +
-	"]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at l" +
-	"east %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02" +
-	"\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02not provide" +
-	"d\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02nu" +
-	"ll\x02unexpected value\x02Invalid page\x02This page link is not one the " +
-	"console made.\x02Workers connected by a stream, and polling workers by t" +
-	"heir last fetch. A worker is listed while it was seen within three heart" +
-	"beats.\x02Workers seen within three heartbeats\x02Worker\x02Protocol\x02" +
-	"Definitions served\x02In flight\x02Connected\x02Last seen\x02No worker i" +
-	"s connected.\x02Workers serving %[1]s\x02All workers\x02No worker serves" +
-	" this definition.\x02stream\x02long polling\x02Camunda 7 facade\x02every" +
-	" revision its consumer is granted\x02revisions %[1]s\x02No worker serves" +
-	" this definition: its occurrences wait until one connects or polls.\x02N" +
-	"o worker is connected for this definition; none of its occurrences waits" +
-	" for one.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18" +
-	"\x02Served by %[1]d workers\x02Revisions they take: %[1]s; some take eve" +
-	"ry revision their consumer is granted.\x02They take every revision their" +
-	" consumer is granted.\x02They take revision %[1]d only.\x02They take rev" +
-	"isions %[1]s only."
+	"nstance has it as its business key.\x02No instance has “%[1]s” as its bu" +
+	"siness key, and it is not a whole id: the lists show the end of each id." +
+	" Open the row, or copy its link, for the whole id.\x02You are signed out" +
+	".\x02Your session had ended (inactivity, a sign-out elsewhere, a revoked" +
+	" token or a restart of the server), so your last action was not applied." +
+	" Sign in again, then repeat it.\x02Your session has ended (inactivity, a" +
+	" sign-out elsewhere, a revoked token or a restart of the server). Sign i" +
+	"n again.\x02Sign in\x02Sign in with an operator, designer or administrat" +
+	"or token.\x02Token\x02The token is checked once and never stored in your" +
+	" browser; a session cookie stands for it for up to 8 hours of inactivity" +
+	".\x02Too many failed sign-ins from your address. Try again in %[1]d seco" +
+	"nds.\x02This token is unknown or has been revoked.\x02A %[1]s token cann" +
+	"ot open the console: sign in with an operator, designer or administrator" +
+	" token.\x02Only administrators manage tokens.\x02Staff tokens (administr" +
+	"ators, designers, operators) that are not revoked. Consumer tokens are m" +
+	"anaged with their consumers. Revoking a token refuses its next request." +
+	"\x02ID\x02Role\x02Created on\x02Last used\x02Expires\x02Staff tokens, ol" +
+	"dest first\x02never\x02not yet\x02Expired token\x02Revoke…\x02this sessi" +
+	"on\x02No token.\x02The token was revoked.\x02Revoke token %[1]d\x02Revok" +
+	"e the %[1]s token “%[2]s”?\x02Its next request is refused, and console s" +
+	"essions opened with it end. This cannot be undone: whoever uses it needs" +
+	" a new token.\x02Revoke the token\x02Keep it\x02This is the token you si" +
+	"gned in with: revoking it signs you out. Its next request is refused. Th" +
+	"is cannot be undone.\x02This is the last usable administrator token: cre" +
+	"ate another one before revoking it.\x02routing output\x02(each item)\x14" +
+	"\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at least" +
+	" %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character" +
+	"\x00\x19\x02at most %[1]d characters\x02pattern %[1]s\x02format %[1]s" +
+	"\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00" +
+	"\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]d items\x14\x01" +
+	"\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d item" +
+	"s\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%" +
+	"[1]d items\x02null\x02unexpected value\x02Invalid page\x02This page link" +
+	" is not one the console made.\x02Workers connected by a stream, and poll" +
+	"ing workers by their last fetch. A worker is listed while it was seen wi" +
+	"thin three heartbeats.\x02Workers seen within three heartbeats\x02Worker" +
+	"\x02Protocol\x02Definitions served\x02In flight\x02Connected\x02Last see" +
+	"n\x02No worker is connected.\x02Workers serving %[1]s\x02All workers\x02" +
+	"No worker serves this definition.\x02stream\x02long polling\x02Camunda 7" +
+	" facade\x02every revision its consumer is granted\x02revisions %[1]s\x02" +
+	"No worker serves this definition: its occurrences wait until one connect" +
+	"s or polls.\x02No worker is connected for this definition; none of its o" +
+	"ccurrences waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d" +
+	" worker\x00\x18\x02Served by %[1]d workers\x02Revisions they take: %[1]s" +
+	"; some take every revision their consumer is granted.\x02They take every" +
+	" revision their consumer is granted.\x02They take revision %[1]d only." +
+	"\x02They take revisions %[1]s only."
 
-var frIndex = []uint32{ // 625 elements
+var frIndex = []uint32{ // 626 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000079,
@@ -1332,30 +1335,30 @@ var frIndex = []uint32{ // 625 elements
 	// Entry 220 - 23F
 	0x000058b7, 0x000058f2, 0x0000591d, 0x00005927,
 	0x000059a1, 0x000059d6, 0x00005a17, 0x00005a87,
-	0x00005aa0, 0x00005b69, 0x00005be6, 0x00005bf3,
-	0x00005c45, 0x00005c4b, 0x00005ce7, 0x00005d3b,
-	0x00005d66, 0x00005df2, 0x00005e20, 0x00005ee2,
-	0x00005ee5, 0x00005eeb, 0x00005ef5, 0x00005f0b,
-	0x00005f16, 0x00005f46, 0x00005f4d, 0x00005f58,
-	0x00005f66, 0x00005f73, 0x00005f81, 0x00005f8e,
+	0x00005b60, 0x00005b79, 0x00005c42, 0x00005cbf,
+	0x00005ccc, 0x00005d1e, 0x00005d24, 0x00005dc0,
+	0x00005e14, 0x00005e3f, 0x00005ecb, 0x00005ef9,
+	0x00005fbb, 0x00005fbe, 0x00005fc4, 0x00005fce,
+	0x00005fe4, 0x00005fef, 0x0000601f, 0x00006026,
+	0x00006031, 0x0000603f, 0x0000604c, 0x0000605a,
 	// Entry 240 - 25F
-	0x00005faa, 0x00005fc3, 0x00005fec, 0x00006095,
-	0x000060a8, 0x000060b2, 0x00006141, 0x000061a2,
-	0x000061b4, 0x000061c7, 0x00006205, 0x00006241,
-	0x0000624d, 0x0000625a, 0x00006268, 0x00006276,
-	0x00006286, 0x000062c2, 0x000062fc, 0x00006307,
-	0x00006331, 0x00006335, 0x00006347, 0x00006355,
-	0x00006381, 0x00006443, 0x00006476, 0x00006481,
-	0x0000648b, 0x000064a0, 0x000064a9, 0x000064b3,
+	0x00006067, 0x00006083, 0x0000609c, 0x000060c5,
+	0x0000616e, 0x00006181, 0x0000618b, 0x0000621a,
+	0x0000627b, 0x0000628d, 0x000062a0, 0x000062de,
+	0x0000631a, 0x00006326, 0x00006333, 0x00006341,
+	0x0000634f, 0x0000635f, 0x0000639b, 0x000063d5,
+	0x000063e0, 0x0000640a, 0x0000640e, 0x00006420,
+	0x0000642e, 0x0000645a, 0x0000651c, 0x0000654f,
+	0x0000655a, 0x00006564, 0x00006579, 0x00006582,
 	// Entry 260 - 27F
-	0x000064c1, 0x000064e5, 0x000064ff, 0x00006514,
-	0x00006540, 0x00006545, 0x0000655a, 0x0000656c,
-	0x000065a1, 0x000065b2, 0x00006628, 0x0000668f,
-	0x000066d1, 0x00006744, 0x00006788, 0x000067b0,
-	0x000067da,
-} // Size: 2524 bytes
+	0x0000658c, 0x0000659a, 0x000065be, 0x000065d8,
+	0x000065ed, 0x00006619, 0x0000661e, 0x00006633,
+	0x00006645, 0x0000667a, 0x0000668b, 0x00006701,
+	0x00006768, 0x000067aa, 0x0000681d, 0x00006861,
+	0x00006889, 0x000068b3,
+} // Size: 2528 bytes
 
-const frData string = "" + // Size: 26586 bytes
+const frData string = "" + // Size: 26803 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances bloquées…\x02Abandonne" +
 	"r toutes les instances bloquées…\x02Arrêter toutes les instances bloquée" +
@@ -1697,58 +1700,61 @@ const frData string = "" + // Size: 26586 bytes
 	"s pages affichent au survol) ou une clé métier.\x02Rien à chercher\u202f" +
 	": le champ de recherche est vide.\x02C’est trop long pour être un identi" +
 	"fiant ou une clé métier.\x02Aucune instance ni occurrence n’a l’identifi" +
-	"ant « %[1]s », et aucune instance ne l’a pour clé métier.\x02Vous êtes d" +
-	"éconnecté.\x02Votre session avait pris fin (inactivité, déconnexion ail" +
-	"leurs, jeton révoqué ou redémarrage du serveur)\u202f: votre dernière ac" +
-	"tion n’a pas été appliquée. Reconnectez-vous, puis refaites-la.\x02Votre" +
-	" session a pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou " +
-	"redémarrage du serveur). Reconnectez-vous.\x02Se connecter\x02Connectez-" +
-	"vous avec un jeton d’opérateur, de concepteur ou d’administrateur.\x02Je" +
-	"ton\x02Le jeton est vérifié une fois et n’est jamais conservé dans votre" +
-	" navigateur\u202f; un cookie de session le remplace jusqu’à 8 heures d’i" +
-	"nactivité.\x02Trop de connexions échouées depuis votre adresse. Réessaye" +
-	"z dans %[1]d secondes.\x02Ce jeton est inconnu ou a été révoqué.\x02Un j" +
-	"eton de rôle %[1]s ne peut pas ouvrir la console\u202f: connectez-vous a" +
-	"vec un jeton d’opérateur, de concepteur ou d’administrateur.\x02Seuls le" +
-	"s administrateurs gèrent les jetons.\x02Jetons du personnel (administrat" +
-	"eurs, concepteurs, opérateurs) non révoqués. Les jetons des consommateur" +
-	"s se gèrent avec leurs consommateurs. Révoquer un jeton refuse sa requêt" +
-	"e suivante.\x02ID\x02Rôle\x02Créé le\x02Dernière utilisation\x02Expirati" +
-	"on\x02Jetons du personnel, les plus anciens d’abord\x02jamais\x02pas enc" +
-	"ore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Aucun jeton.\x02Le " +
-	"jeton a été révoqué.\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1" +
-	"]s « %[2]s »\u202f?\x02Sa requête suivante est refusée et les sessions d" +
-	"e console ouvertes avec lui prennent fin. C’est irréversible\u202f: qui " +
-	"l’utilise aura besoin d’un nouveau jeton.\x02Révoquer le jeton\x02Le gar" +
-	"der\x02C’est le jeton avec lequel vous êtes connecté\u202f: le révoquer " +
-	"vous déconnecte. Sa requête suivante est refusée. C’est irréversible." +
-	"\x02C’est le dernier jeton administrateur utilisable\u202f: créez-en un " +
-	"autre avant de le révoquer.\x02sortie de routage\x02(chaque élément)\x14" +
-	"\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins" +
-	" %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère" +
-	"\x00\x1a\x02au plus %[1]d caractères\x02motif %[1]s\x02format %[1]s\x02m" +
-	"inimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00" +
-	"\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d éléments" +
-	"\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus" +
-	" %[1]d éléments\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d éléme" +
-	"nt\x00\x11\x02%[1]d éléments\x02nul\x02valeur inattendue\x02Page invalid" +
-	"e\x02Ce lien de page ne vient pas de la console.\x02Les exécutants conne" +
-	"ctés par un flux, et ceux qui interrogent par leur dernière demande. Un " +
-	"exécutant est listé tant qu’il s’est manifesté dans les trois derniers b" +
-	"attements de cœur.\x02Exécutants vus dans les trois derniers battements" +
-	"\x02Exécutant\x02Protocole\x02Définitions servies\x02En cours\x02Connexi" +
-	"on\x02Dernier signe\x02Aucun exécutant n’est connecté.\x02Exécutants ser" +
-	"vant %[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert cette défin" +
-	"ition.\x02flux\x02interrogation longue\x02façade Camunda 7\x02toutes les" +
-	" révisions accordées à son consommateur\x02révisions %[1]s\x02Aucun exéc" +
-	"utant ne sert cette définition\u202f: ses occurrences attendent qu’un ex" +
-	"écutant se connecte ou interroge.\x02Aucun exécutant n’est connecté pou" +
-	"r cette définition\u202f; aucune de ses occurrences n’en attend.\x14\x01" +
-	"\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par" +
-	" %[1]d exécutants\x02Révisions prises en charge\u202f: %[1]s\u202f; cert" +
-	"ains prennent toutes les révisions accordées à leur consommateur.\x02Ils" +
-	" prennent toutes les révisions accordées à leur consommateur.\x02Ils ne " +
-	"prennent que la révision %[1]d.\x02Ils ne prennent que les révisions %[1" +
-	"]s."
+	"ant « %[1]s », et aucune instance ne l’a pour clé métier.\x02Aucune inst" +
+	"ance n’a «\u202f%[1]s\u202f» pour clé métier, et ce n’est pas un identif" +
+	"iant entier\u202f: les listes montrent la fin de chaque identifiant. Ouv" +
+	"rez la ligne, ou copiez son lien, pour l’identifiant entier.\x02Vous ête" +
+	"s déconnecté.\x02Votre session avait pris fin (inactivité, déconnexion a" +
+	"illeurs, jeton révoqué ou redémarrage du serveur)\u202f: votre dernière " +
+	"action n’a pas été appliquée. Reconnectez-vous, puis refaites-la.\x02Vot" +
+	"re session a pris fin (inactivité, déconnexion ailleurs, jeton révoqué o" +
+	"u redémarrage du serveur). Reconnectez-vous.\x02Se connecter\x02Connecte" +
+	"z-vous avec un jeton d’opérateur, de concepteur ou d’administrateur.\x02" +
+	"Jeton\x02Le jeton est vérifié une fois et n’est jamais conservé dans vot" +
+	"re navigateur\u202f; un cookie de session le remplace jusqu’à 8 heures d" +
+	"’inactivité.\x02Trop de connexions échouées depuis votre adresse. Rées" +
+	"sayez dans %[1]d secondes.\x02Ce jeton est inconnu ou a été révoqué.\x02" +
+	"Un jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: connectez-vo" +
+	"us avec un jeton d’opérateur, de concepteur ou d’administrateur.\x02Seul" +
+	"s les administrateurs gèrent les jetons.\x02Jetons du personnel (adminis" +
+	"trateurs, concepteurs, opérateurs) non révoqués. Les jetons des consomma" +
+	"teurs se gèrent avec leurs consommateurs. Révoquer un jeton refuse sa re" +
+	"quête suivante.\x02ID\x02Rôle\x02Créé le\x02Dernière utilisation\x02Expi" +
+	"ration\x02Jetons du personnel, les plus anciens d’abord\x02jamais\x02pas" +
+	" encore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Aucun jeton." +
+	"\x02Le jeton a été révoqué.\x02Révoquer le jeton %[1]d\x02Révoquer le je" +
+	"ton %[1]s « %[2]s »\u202f?\x02Sa requête suivante est refusée et les ses" +
+	"sions de console ouvertes avec lui prennent fin. C’est irréversible" +
+	"\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoquer le jet" +
+	"on\x02Le garder\x02C’est le jeton avec lequel vous êtes connecté\u202f: " +
+	"le révoquer vous déconnecte. Sa requête suivante est refusée. C’est irré" +
+	"versible.\x02C’est le dernier jeton administrateur utilisable\u202f: cré" +
+	"ez-en un autre avant de le révoquer.\x02sortie de routage\x02(chaque élé" +
+	"ment)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b" +
+	"\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1" +
+	"]d caractère\x00\x1a\x02au plus %[1]d caractères\x02motif %[1]s\x02forma" +
+	"t %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01" +
+	"\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d" +
+	" éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19" +
+	"\x02au plus %[1]d éléments\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02" +
+	"%[1]d élément\x00\x11\x02%[1]d éléments\x02nul\x02valeur inattendue\x02P" +
+	"age invalide\x02Ce lien de page ne vient pas de la console.\x02Les exécu" +
+	"tants connectés par un flux, et ceux qui interrogent par leur dernière d" +
+	"emande. Un exécutant est listé tant qu’il s’est manifesté dans les trois" +
+	" derniers battements de cœur.\x02Exécutants vus dans les trois derniers " +
+	"battements\x02Exécutant\x02Protocole\x02Définitions servies\x02En cours" +
+	"\x02Connexion\x02Dernier signe\x02Aucun exécutant n’est connecté.\x02Exé" +
+	"cutants servant %[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert " +
+	"cette définition.\x02flux\x02interrogation longue\x02façade Camunda 7" +
+	"\x02toutes les révisions accordées à son consommateur\x02révisions %[1]s" +
+	"\x02Aucun exécutant ne sert cette définition\u202f: ses occurrences atte" +
+	"ndent qu’un exécutant se connecte ou interroge.\x02Aucun exécutant n’est" +
+	" connecté pour cette définition\u202f; aucune de ses occurrences n’en at" +
+	"tend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d" +
+	"\x02Servie par %[1]d exécutants\x02Révisions prises en charge\u202f: %[1" +
+	"]s\u202f; certains prennent toutes les révisions accordées à leur consom" +
+	"mateur.\x02Ils prennent toutes les révisions accordées à leur consommate" +
+	"ur.\x02Ils ne prennent que la révision %[1]d.\x02Ils ne prennent que les" +
+	" révisions %[1]s."
 
-	// Total table size 52576 bytes (51KiB); checksum: 9F34B5E3
+	// Total table size 52961 bytes (51KiB); checksum: D394E1D1
