@@ -114,7 +114,7 @@ func New(logger *slog.Logger, eng *engine.Engine) *Console {
 		menus:       snapshot.New("console filter menus", loadMenus(eng), logger, menusTTL),
 		healthCache: snapshot.New("console health", eng.Health, logger, countsTTL).StampWith(eng.Now)}
 	c.nodeCounts = &versionCounts{eng: eng, c: c}
-	c.countsOf = eng.OccurrenceCounts
+	c.countsOf = eng.FreshOccurrenceCounts
 	return c
 }
 
@@ -226,6 +226,11 @@ func unstorableField(r *http.Request) (string, bool) {
 // restarted): sign-in then says so, and that a posted action was not
 // applied, rather than greeting the operator as if nothing happened.
 func redirectToSignIn(w http.ResponseWriter, r *http.Request, ended bool) {
+	if r.Method == http.MethodPost && r.URL.Path == basePath+"/sign-out" {
+		// Signing out of a session that had ended is done, not lost.
+		http.Redirect(w, r, basePath+"/sign-in?signed-out=1", http.StatusSeeOther)
+		return
+	}
 	q := url.Values{}
 	switch {
 	case r.Method == http.MethodGet && r.URL.Path != basePath && r.URL.Path != basePath+"/":

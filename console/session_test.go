@@ -230,6 +230,12 @@ func TestSessionsExpireAfterEightIdleHours(t *testing.T) {
 	if got := text(late.mustGet(r.header.Get("Location"), 200), "signed-out"); !strings.Contains(got, "n’a pas été appliquée") {
 		t.Errorf("sign-in (French) after an action on an ended session says %q", got)
 	}
+	// Signing out of an ended session is not an action lost.
+	gone := signedIn(t, base, "en", env.Operator)
+	clk.Add(8*time.Hour + time.Second)
+	if r := gone.do("POST", "/console/sign-out", url.Values{"csrf": {"x"}}); r.header.Get("Location") != "/console/sign-in?signed-out=1" {
+		t.Errorf("sign-out after the session ended: Location %q, want the signed-out sign-in", r.header.Get("Location"))
+	}
 	signedIn(t, base, "en", env.Operator).mustGet("/console/definitions", 200)
 }
 

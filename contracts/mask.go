@@ -459,7 +459,10 @@ func sortLongestFirst(s []string) {
 // string (Python's json.dumps writes é as \u00e9, Go's escapes < as
 // \u003c, Gson = as \u003d, PHP / as \/) or percent-encoded in a URL.
 // Letter case is ignored (services lower-case an email address, upper-case
-// a reference as they quote it). Longer strings are tried first, so that a
+// a reference as they quote it), letter by letter (ß and SS, or a final
+// sigma, are not matched); a very short protected value is then also
+// redacted where its letters appear inside other words, which errs on the
+// side of hiding. Longer strings are tried first, so that a
 // secret containing another is redacted whole rather than leaving a
 // recognisable remainder.
 func Scrub(message string, protected []string) string {

@@ -80,3 +80,11 @@ func (e *Engine) CountOccurrencesByDefinitionStatus(ctx context.Context) ([]Occu
 func (e *Engine) OccurrenceCounts(ctx context.Context) ([]OccurrenceCount, time.Time, error) {
 	return e.counts.Get(ctx)
 }
+
+// FreshOccurrenceCounts is OccurrenceCounts for a page a person opens:
+// after a quiet spell it waits a moment for fresh counts rather than show
+// ones from before it (see snapshot.Cache.Fresh). Scrapes use
+// OccurrenceCounts, which never waits once a count succeeded.
+func (e *Engine) FreshOccurrenceCounts(ctx context.Context) ([]OccurrenceCount, time.Time, error) {
+	return e.counts.Fresh(ctx)
+}

@@ -1240,125 +1240,125 @@ var frIndex = []uint32{ // 626 elements
 	0x00002988, 0x000029a0, 0x000029c5, 0x000029f3,
 	0x00002a05, 0x00002a18, 0x00002a34, 0x00002a61,
 	0x00002a7e, 0x00002aa1, 0x00002aac, 0x00002ab7,
-	0x00002ac3, 0x00002c40, 0x00002c67, 0x00002ca5,
-	0x00002cb1, 0x00002cba, 0x00002cce, 0x00002cd8,
+	0x00002ac3, 0x00002c2c, 0x00002c53, 0x00002c91,
+	0x00002c9d, 0x00002ca6, 0x00002cba, 0x00002cc4,
 	// Entry E0 - FF
-	0x00002cff, 0x00002d1b, 0x00002d36, 0x00002d66,
-	0x00002da4, 0x00002dbf, 0x00002de0, 0x00002df8,
-	0x00002e3e, 0x00002ea9, 0x00002eb3, 0x00002ebd,
-	0x00002ed7, 0x00002f20, 0x00002f28, 0x00002f33,
-	0x00002f41, 0x00002f51, 0x00002f7b, 0x00002fa4,
-	0x00002fb4, 0x00002fd3, 0x00002fdf, 0x00002ff8,
-	0x00003003, 0x00003010, 0x0000301f, 0x00003027,
-	0x00003031, 0x00003039, 0x00003041, 0x00003047,
+	0x00002ceb, 0x00002d07, 0x00002d22, 0x00002d52,
+	0x00002d90, 0x00002dab, 0x00002dcc, 0x00002de4,
+	0x00002e2a, 0x00002e95, 0x00002e9f, 0x00002ea9,
+	0x00002ec3, 0x00002f0c, 0x00002f14, 0x00002f1f,
+	0x00002f2d, 0x00002f3d, 0x00002f67, 0x00002f90,
+	0x00002fa0, 0x00002fbf, 0x00002fcb, 0x00002fe4,
+	0x00002fef, 0x00002ffc, 0x0000300b, 0x00003013,
+	0x0000301d, 0x00003025, 0x0000302d, 0x00003033,
 	// Entry 100 - 11F
-	0x0000304e, 0x00003053, 0x00003058, 0x0000305c,
-	0x00003061, 0x00003067, 0x0000306d, 0x00003073,
-	0x00003078, 0x0000307d, 0x00003083, 0x0000308d,
-	0x000030ad, 0x000030cf, 0x000030f3, 0x00003119,
-	0x00003122, 0x0000313e, 0x00003147, 0x0000315f,
-	0x00003168, 0x000031bc, 0x000031dc, 0x000031e2,
-	0x000031ed, 0x000031f3, 0x00003201, 0x0000320c,
-	0x00003218, 0x0000324b, 0x0000326f, 0x0000329e,
+	0x0000303a, 0x0000303f, 0x00003044, 0x00003048,
+	0x0000304d, 0x00003053, 0x00003059, 0x0000305f,
+	0x00003064, 0x00003069, 0x0000306f, 0x00003079,
+	0x00003099, 0x000030bb, 0x000030df, 0x00003105,
+	0x0000310e, 0x0000312a, 0x00003133, 0x0000314b,
+	0x00003154, 0x000031a8, 0x000031c8, 0x000031ce,
+	0x000031d9, 0x000031df, 0x000031ed, 0x000031f8,
+	0x00003204, 0x00003237, 0x0000325b, 0x0000328a,
 	// Entry 120 - 13F
-	0x000032e7, 0x000032ee, 0x00003304, 0x00003377,
-	0x0000339d, 0x0000352c, 0x00003633, 0x00003683,
-	0x000036b0, 0x000036df, 0x0000370a, 0x00003718,
-	0x00003725, 0x00003737, 0x0000374c, 0x0000375c,
-	0x00003769, 0x0000377e, 0x00003791, 0x000037ab,
-	0x000037bd, 0x000037f5, 0x0000380c, 0x0000380f,
-	0x00003812, 0x00003846, 0x00003890, 0x000038c5,
-	0x000038ce, 0x000038e5, 0x00003913, 0x00003926,
+	0x000032d3, 0x000032da, 0x000032f0, 0x00003363,
+	0x00003389, 0x00003518, 0x0000361f, 0x0000366f,
+	0x0000369c, 0x000036cb, 0x000036f6, 0x00003704,
+	0x00003711, 0x00003723, 0x00003738, 0x00003748,
+	0x00003755, 0x0000376a, 0x0000377d, 0x00003797,
+	0x000037a9, 0x000037e1, 0x000037f8, 0x000037fb,
+	0x000037fe, 0x00003832, 0x0000387c, 0x000038b1,
+	0x000038ba, 0x000038d1, 0x000038ff, 0x00003912,
 	// Entry 140 - 15F
-	0x00003937, 0x00003942, 0x0000394d, 0x00003958,
-	0x00003961, 0x0000396a, 0x00003973, 0x0000397c,
-	0x00003985, 0x0000398c, 0x0000399a, 0x000039a0,
-	0x000039a7, 0x000039ae, 0x000039b7, 0x000039bc,
-	0x000039ca, 0x000039d0, 0x000039d6, 0x000039dc,
-	0x000039e4, 0x000039ed, 0x000039f6, 0x00003a13,
-	0x00003a2e, 0x00003a51, 0x00003a72, 0x00003a81,
-	0x00003a8c, 0x00003a97, 0x00003aa4, 0x00003aa8,
+	0x00003923, 0x0000392e, 0x00003939, 0x00003944,
+	0x0000394d, 0x00003956, 0x0000395f, 0x00003968,
+	0x00003971, 0x00003978, 0x00003986, 0x0000398c,
+	0x00003993, 0x0000399a, 0x000039a3, 0x000039a8,
+	0x000039b6, 0x000039bc, 0x000039c2, 0x000039c8,
+	0x000039d0, 0x000039d9, 0x000039e2, 0x000039ff,
+	0x00003a1a, 0x00003a3d, 0x00003a5e, 0x00003a6d,
+	0x00003a78, 0x00003a83, 0x00003a90, 0x00003a94,
 	// Entry 160 - 17F
-	0x00003aac, 0x00003aba, 0x00003ac8, 0x00003ad6,
-	0x00003af6, 0x00003b09, 0x00003b22, 0x00003b37,
-	0x00003b48, 0x00003b5a, 0x00003b6c, 0x00003b72,
-	0x00003b79, 0x00003b81, 0x00003b89, 0x00003ba7,
-	0x00003bc5, 0x00003bdc, 0x00003bf1, 0x00003c02,
-	0x00003c07, 0x00003c0d, 0x00003c26, 0x00003c43,
-	0x00003c63, 0x00003c6e, 0x00003c78, 0x00003ca1,
-	0x00003cac, 0x00003ce0, 0x00003ced, 0x00003d0b,
+	0x00003a98, 0x00003aa6, 0x00003ab4, 0x00003ac2,
+	0x00003ae2, 0x00003af5, 0x00003b0e, 0x00003b23,
+	0x00003b34, 0x00003b46, 0x00003b58, 0x00003b5e,
+	0x00003b65, 0x00003b6d, 0x00003b75, 0x00003b93,
+	0x00003bb1, 0x00003bc8, 0x00003bdd, 0x00003bee,
+	0x00003bf3, 0x00003bf9, 0x00003c12, 0x00003c2f,
+	0x00003c4f, 0x00003c5a, 0x00003c64, 0x00003c8d,
+	0x00003c98, 0x00003ccc, 0x00003cd9, 0x00003cf7,
 	// Entry 180 - 19F
-	0x00003d19, 0x00003d22, 0x00003d29, 0x00003d44,
-	0x00003d4e, 0x00003d61, 0x00003d9b, 0x00003da4,
-	0x00003db3, 0x00003e17, 0x00003e23, 0x00003e2d,
-	0x00003e5d, 0x00003eb8, 0x00003f9f, 0x00003fbf,
-	0x00003fd4, 0x00004015, 0x00004026, 0x00004031,
-	0x00004064, 0x00004072, 0x000040ae, 0x000040d8,
-	0x00004100, 0x0000413f, 0x00004160, 0x0000419e,
-	0x000041de, 0x000041fe, 0x0000423f, 0x0000426b,
+	0x00003d05, 0x00003d0e, 0x00003d15, 0x00003d30,
+	0x00003d3a, 0x00003d4d, 0x00003d87, 0x00003d90,
+	0x00003d9f, 0x00003e03, 0x00003e0f, 0x00003e19,
+	0x00003e49, 0x00003ea4, 0x00003f8b, 0x00003fab,
+	0x00003fc0, 0x00004001, 0x00004012, 0x0000401d,
+	0x00004050, 0x0000405e, 0x0000409a, 0x000040c4,
+	0x000040ec, 0x0000412b, 0x0000414c, 0x0000418a,
+	0x000041ca, 0x000041ea, 0x0000422b, 0x00004257,
 	// Entry 1A0 - 1BF
-	0x00004283, 0x00004297, 0x000042ae, 0x000042bc,
-	0x000042c7, 0x000042ea, 0x00004309, 0x00004315,
-	0x00004334, 0x00004382, 0x0000439e, 0x0000440c,
-	0x00004453, 0x00004492, 0x000044d2, 0x00004518,
-	0x0000458a, 0x000045b2, 0x000045d5, 0x0000460c,
-	0x00004653, 0x000046a6, 0x000046cf, 0x00004775,
-	0x0000479b, 0x000047c2, 0x000047ea, 0x00004831,
-	0x0000487b, 0x000048ae, 0x000048c1, 0x000048ef,
+	0x0000426f, 0x00004283, 0x0000429a, 0x000042a8,
+	0x000042b3, 0x000042d6, 0x000042f5, 0x00004301,
+	0x00004320, 0x0000436e, 0x0000438a, 0x000043f8,
+	0x0000443f, 0x0000447e, 0x000044be, 0x00004504,
+	0x00004576, 0x0000459e, 0x000045c1, 0x000045f8,
+	0x0000463f, 0x00004692, 0x000046bb, 0x00004761,
+	0x00004787, 0x000047ae, 0x000047d6, 0x0000481d,
+	0x00004867, 0x0000489a, 0x000048ad, 0x000048db,
 	// Entry 1C0 - 1DF
-	0x0000492b, 0x00004941, 0x000049d5, 0x000049e8,
-	0x00004a25, 0x00004a61, 0x00004a74, 0x00004ac4,
-	0x00004af9, 0x00004b0b, 0x00004b22, 0x00004b5f,
-	0x00004baf, 0x00004bd9, 0x00004be4, 0x00004c01,
-	0x00004c20, 0x00004c31, 0x00004c4b, 0x00004c54,
-	0x00004c5e, 0x00004c93, 0x00004ca9, 0x00004cbc,
-	0x00004cf9, 0x00004d12, 0x00004d28, 0x00004d52,
-	0x00004d65, 0x00004d6c, 0x00004d87, 0x00004da9,
+	0x00004917, 0x0000492d, 0x000049c1, 0x000049d4,
+	0x00004a11, 0x00004a4d, 0x00004a60, 0x00004ab0,
+	0x00004ae5, 0x00004af7, 0x00004b0e, 0x00004b4b,
+	0x00004b9b, 0x00004bc5, 0x00004bd0, 0x00004bed,
+	0x00004c0c, 0x00004c1d, 0x00004c37, 0x00004c40,
+	0x00004c4a, 0x00004c7f, 0x00004c95, 0x00004ca8,
+	0x00004ce5, 0x00004cfe, 0x00004d14, 0x00004d3e,
+	0x00004d51, 0x00004d58, 0x00004d73, 0x00004d95,
 	// Entry 1E0 - 1FF
-	0x00004dd9, 0x00004df0, 0x00004e28, 0x00004e63,
-	0x00004e8f, 0x00004ee2, 0x00004ef2, 0x00004efb,
-	0x00004f0f, 0x00004f21, 0x00004f37, 0x00004f49,
-	0x00004f5b, 0x00004f6d, 0x00004f83, 0x00004fad,
-	0x00004fe0, 0x0000501c, 0x00005033, 0x000050fb,
-	0x00005128, 0x00005193, 0x000051ad, 0x000051c6,
-	0x000051e7, 0x000051fd, 0x00005204, 0x0000521e,
-	0x000052b3, 0x000052c6, 0x000052ed, 0x00005315,
+	0x00004dc5, 0x00004ddc, 0x00004e14, 0x00004e4f,
+	0x00004e7b, 0x00004ece, 0x00004ede, 0x00004ee7,
+	0x00004efb, 0x00004f0d, 0x00004f23, 0x00004f35,
+	0x00004f47, 0x00004f59, 0x00004f6f, 0x00004f99,
+	0x00004fcc, 0x00005008, 0x0000501f, 0x000050e7,
+	0x00005114, 0x0000517f, 0x00005199, 0x000051b2,
+	0x000051d3, 0x000051e9, 0x000051f0, 0x0000520a,
+	0x0000529f, 0x000052b2, 0x000052d9, 0x00005301,
 	// Entry 200 - 21F
-	0x00005323, 0x00005333, 0x0000533b, 0x0000534c,
-	0x00005353, 0x00005489, 0x00005490, 0x000054ca,
-	0x000054cf, 0x000054e4, 0x000054f8, 0x0000550a,
-	0x00005520, 0x0000553a, 0x00005584, 0x00005594,
-	0x0000566e, 0x00005673, 0x00005683, 0x00005691,
-	0x000056a1, 0x000056b1, 0x000056bb, 0x000056e4,
-	0x000056fe, 0x00005719, 0x000057a7, 0x000057b8,
-	0x000057c5, 0x00005806, 0x0000584c, 0x00005864,
+	0x0000530f, 0x0000531f, 0x00005327, 0x00005338,
+	0x0000533f, 0x00005475, 0x0000547c, 0x000054b6,
+	0x000054bb, 0x000054d0, 0x000054e4, 0x000054f6,
+	0x0000550c, 0x00005526, 0x00005570, 0x00005580,
+	0x0000565a, 0x0000565f, 0x0000566f, 0x0000567d,
+	0x0000568d, 0x0000569d, 0x000056a7, 0x000056d0,
+	0x000056ea, 0x00005705, 0x00005793, 0x000057a4,
+	0x000057b1, 0x000057f2, 0x00005838, 0x00005850,
 	// Entry 220 - 23F
-	0x000058b7, 0x000058f2, 0x0000591d, 0x00005927,
-	0x000059a1, 0x000059d6, 0x00005a17, 0x00005a87,
-	0x00005b60, 0x00005b79, 0x00005c42, 0x00005cbf,
-	0x00005ccc, 0x00005d1e, 0x00005d24, 0x00005dc0,
-	0x00005e14, 0x00005e3f, 0x00005ecb, 0x00005ef9,
-	0x00005fbb, 0x00005fbe, 0x00005fc4, 0x00005fce,
-	0x00005fe4, 0x00005fef, 0x0000601f, 0x00006026,
-	0x00006031, 0x0000603f, 0x0000604c, 0x0000605a,
+	0x000058a3, 0x000058de, 0x00005909, 0x00005913,
+	0x0000598d, 0x000059c2, 0x00005a03, 0x00005a73,
+	0x00005b4c, 0x00005b65, 0x00005c2e, 0x00005cab,
+	0x00005cb8, 0x00005d0a, 0x00005d10, 0x00005dac,
+	0x00005e00, 0x00005e2b, 0x00005eb7, 0x00005ee5,
+	0x00005fa7, 0x00005faa, 0x00005fb0, 0x00005fba,
+	0x00005fd0, 0x00005fdb, 0x0000600b, 0x00006012,
+	0x0000601d, 0x0000602b, 0x00006038, 0x00006046,
 	// Entry 240 - 25F
-	0x00006067, 0x00006083, 0x0000609c, 0x000060c5,
-	0x0000616e, 0x00006181, 0x0000618b, 0x0000621a,
-	0x0000627b, 0x0000628d, 0x000062a0, 0x000062de,
-	0x0000631a, 0x00006326, 0x00006333, 0x00006341,
-	0x0000634f, 0x0000635f, 0x0000639b, 0x000063d5,
-	0x000063e0, 0x0000640a, 0x0000640e, 0x00006420,
-	0x0000642e, 0x0000645a, 0x0000651c, 0x0000654f,
-	0x0000655a, 0x00006564, 0x00006579, 0x00006582,
+	0x00006053, 0x0000606f, 0x00006088, 0x000060b1,
+	0x0000615a, 0x0000616d, 0x00006177, 0x00006206,
+	0x00006267, 0x00006279, 0x0000628c, 0x000062ca,
+	0x00006306, 0x00006312, 0x0000631f, 0x0000632d,
+	0x0000633b, 0x0000634b, 0x00006387, 0x000063c1,
+	0x000063cc, 0x000063f6, 0x000063fa, 0x0000640c,
+	0x0000641a, 0x00006446, 0x00006508, 0x0000653b,
+	0x00006546, 0x00006550, 0x00006565, 0x0000656e,
 	// Entry 260 - 27F
-	0x0000658c, 0x0000659a, 0x000065be, 0x000065d8,
-	0x000065ed, 0x00006619, 0x0000661e, 0x00006633,
-	0x00006645, 0x0000667a, 0x0000668b, 0x00006701,
-	0x00006768, 0x000067aa, 0x0000681d, 0x00006861,
-	0x00006889, 0x000068b3,
+	0x00006578, 0x00006586, 0x000065aa, 0x000065c4,
+	0x000065d9, 0x00006605, 0x0000660a, 0x0000661f,
+	0x00006631, 0x00006666, 0x00006677, 0x000066ed,
+	0x00006754, 0x00006796, 0x00006809, 0x0000684d,
+	0x00006875, 0x0000689f,
 } // Size: 2528 bytes
 
-const frData string = "" + // Size: 26803 bytes
+const frData string = "" + // Size: 26783 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances bloquées…\x02Abandonne" +
 	"r toutes les instances bloquées…\x02Arrêter toutes les instances bloquée" +
@@ -1523,238 +1523,237 @@ const frData string = "" + // Size: 26803 bytes
 	" les incidents de chaque définition maintenant, et ce que ses exécutants" +
 	" ont terminé dans la dernière heure\u202f: les occurrences terminées ave" +
 	"c succès ou en échec. Une occurrence relancée depuis compte là où elle s" +
-	"e termine ensuite\u202f; une tentative échouée à qui il reste des tentat" +
-	"ives n’est pas comptée, la page de son occurrence la montre.\x02Réussite" +
-	"s et échecs, dernière heure\x02Définitions, celles qui demandent de l’at" +
-	"tention d’abord\x02Définition\x02Ouvertes\x02Instances bloquées\x02En éc" +
-	"hec\x02Attente de la plus ancienne disponible\x02Terminées, dernière heu" +
-	"re\x02En échec, dernière heure\x02Aucune définition n’a encore d’occurre" +
-	"nce.\x02Au %[1]s (%[2]s)\u202f; actualisé toutes les quelques secondes." +
-	"\x02disponible depuis le %[1]s\x02Afficher toutes les définitions\x02Tou" +
-	"tes les définitions\x02Réussites et échecs par tranche de 5 min, dernièr" +
-	"e heure\u202f: %[1]s\x02Dans la dernière heure\u202f: %[1]s, %[2]s. Le t" +
-	"ableau qui suit le graphique donne chaque tranche de 5\u00a0min.\x02term" +
-	"inée\x02en échec\x02Les chiffres du graphique\x02Réussites et échecs par" +
-	" tranche de 5 min, les plus anciennes d’abord\x02Tranche\x02Terminées" +
-	"\x02%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1" +
-	"]d terminée\x00\x11\x02%[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[" +
-	"1]d en échec\x00\x10\x02%[1]d en échec\x02%[1]s\u202f; %[2]s\x02%[2]s %[" +
-	"1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dan" +
-	"s %[1]s\x02il y a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d " +
-	"h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil." +
-	"\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01" +
-	"\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00" +
-	"\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02" +
-	"\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02" +
-	"\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02Instance " +
-	"de processus %[1]s\x02Résumé\x02Actions d’opérateurs\x02Parcours\x02Les " +
-	"nœuds atteints par cette instance, dans l’ordre, chacun avec son occurre" +
-	"nce.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02Occurrence\x02Route\x02N" +
-	"œud suivant\x02Créée le\x02Réglée le\x02Cette instance n’a encore attei" +
-	"nt aucune tâche.\x02Actions d’opérateurs consignées\x02Aucun opérateur n" +
-	"’a agi sur cette instance.\x02Actions d’opérateurs sur cette instance," +
-	" les plus récentes d’abord\x02Valeur\x02Entrées du processus\x02Entrées " +
-	"avec lesquelles l’instance a démarré, nommées d’après le contrat de la v" +
-	"ersion %[1]d du processus\x02Ce processus ne prend aucune entrée.\x02Cet" +
-	"te instance est bloquée à un nœud en échec\u202f: c’est un incident. Ell" +
-	"e ne peut pas être reprise\u202f: son occurrence au nœud %[1]s a échoué " +
-	"avant toute tentative (ses entrées n’ont pas pu être construites), une r" +
-	"eprise échouerait donc de la même façon. L’abandon met l’instance en éch" +
-	"ec\u202f; l’arrêt l’annule. Chacun demande un motif, consigné dans le jo" +
-	"urnal d’audit.\x02Cette instance est bloquée à un nœud en échec\u202f: c" +
-	"’est un incident. La reprise propose de nouveau l’occurrence en échec" +
-	"\u202f; l’abandon met l’instance en échec\u202f; l’arrêt l’annule. Chacu" +
-	"ne demande un motif, consigné dans le journal d’audit.\x02L’arrêt annule" +
-	" l’instance et ses occurrences ouvertes. Il ne termine rien.\x02Arrêtée " +
-	"par %[1]s le %[2]s — « %[3]s »\x02Abandonnée par %[1]s le %[2]s — « %[3]" +
-	"s »\x02Reprise par %[1]s le %[2]s — « %[3]s »\x02Démarrée le\x02Terminée" +
-	" le\x02Bloquée au nœud\x02Occurrence en échec\x02Code d’erreur\x02Nœud d" +
-	"e fin\x02Abandonnée au nœud\x02En échec au nœud\x02Statut inconnu\u202f:" +
-	" %[1]q.\x02Date de création\x02La taille de page doit être comprise entr" +
-	"e 1 et %[1]d.\x02Instances de processus\x02du\x02au\x02Agir sur toutes l" +
-	"es instances que ce filtre retient\x02La page suivante les compte et dem" +
-	"ande un motif avant que rien ne change.\x02Instances de processus, les p" +
-	"lus récentes d’abord\x02Instance\x02Nœud de fin ou erreur\x02Aucune inst" +
-	"ance ne correspond à ces filtres.\x02Tous les processus\x02Tous les stat" +
-	"uts\x02disponible\x02réservée\x02différée\x02annulée\x02en cours\x02bloq" +
-	"uée\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier" +
-	"\x02nombre\x02booléen\x02date\x02date et heure\x02choix\x02objet\x02list" +
-	"e\x02normale\x02sensible\x02secrète\x02••• masqué (sensible)\x02••• masq" +
-	"ué (secret)\x02pull (un exécutant la récupère)\x02push (Relais appelle l" +
-	"e service)\x02administrateur\x02opérateur\x02concepteur\x02consommateur" +
-	"\x02oui\x02non\x02champ ajouté\x02champ retiré\x02type modifié\x02caract" +
-	"ère obligatoire modifié\x02valeurs modifiées\x02classification modifiée" +
-	"\x02contrainte modifiée\x02routage modifié\x02longueur minimale\x02longu" +
-	"eur maximale\x02motif\x02format\x02minimum\x02maximum\x02nombre minimal " +
-	"d’éléments\x02nombre maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]" +
-	"s, version %[2]s\x02Occurrence %[1]s\x02Mode\x02Dates\x02Politique d’exé" +
-	"cution\x02Nombre maximal de tentatives\x02Délai avant nouvelle tentative" +
-	"\x02Échéance\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute)\x02" +
-	"Tentatives\x02Toutes les tentatives, les plus anciennes d’abord\x02Conso" +
-	"mmateur\x02Identifiant de l’exécutant\x02Réservée le\x02Finie le\x02Duré" +
-	"e\x02Réponse de la destination\x02Résultat\x02Message d’erreur\x02Aucun " +
-	"exécutant n’a encore réservé cette occurrence.\x02en cours\x02Message en" +
-	"tier\x02Aucun exécutant n’a jamais réservé cette occurrence\u202f: elle " +
-	"a pris fin avant toute tentative.\x02Destination\x02Réplique\x02Relais n" +
-	"’a pas encore appelé la destination.\x02Relais n’a jamais appelé la de" +
-	"stination\u202f: l’occurrence a pris fin avant tout appel.\x02Relais ne " +
-	"conserve le code de statut de la destination que lorsqu’elle a refusé l’" +
-	"appel (destination_http_NNN)\u202f; un appel terminé a reçu une réponse " +
-	"2xx. La durée va de la prise en charge de l’appel à son règlement.\x02Mo" +
-	"tif donné par l’exécutant\x02Nouvelles tentatives\x02aucune\u202f: un ap" +
-	"pel en échec suit le chemin d’erreur du nœud\x02Délai d’appel\x02Mainten" +
-	"ant\x02La reprendre ou l’abandonner depuis son instance\x02au plus %[1]d" +
-	"\x02au plus %[1]d depuis la dernière reprise par un opérateur\x14\x01" +
-	"\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14" +
-	"\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes" +
-	"\x02Entrées, nommées d’après le contrat de la révision %[1]d\x02Ce contr" +
-	"at n’a aucune entrée.\x02Sorties, nommées d’après le contrat de la révis" +
-	"ion %[1]d\x02Pas encore de sorties\u202f: l’occurrence n’est pas terminé" +
-	"e.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occurrence" +
-	" s’est terminée sans aboutir.\x02Révéler — cette action est enregistrée" +
-	"\x02Disponible à partir du\x02Prochaine tentative\x02Dernière réservatio" +
-	"n\x02Fin du verrou\x02Différée\x02Dernière erreur (tentative %[1]d)\x02E" +
-	"rreur (avant toute tentative)\x02Son message\x02Message de Relais (en an" +
-	"glais)\x02Message de l’exécutant (ses propres termes, valeurs protégées " +
-	"masquées)\x02Nouvelle tentative possible\x02non\u202f: l’exécutant a sig" +
-	"nalé cet échec comme définitif (tentatives restantes non utilisées\u202f" +
-	": %[1]d)\x02La destination n’a pas répondu dans le délai de l’appel (%[1" +
-	"]s).\x02La destination n’a pas répondu dans le délai de l’appel.\x02L’éc" +
-	"héance est passée avant l’arrivée d’un résultat.\x02Le résultat ne respe" +
-	"ctait pas le contrat de sorties de la révision.\x02Relais s’est arrêté p" +
-	"endant l’appel\u202f: on ignore si la destination a agi, elle n’est donc" +
-	" pas rappelée.\x02L’appel n’a pas pu être préparé.\x02La destination éta" +
-	"it injoignable.\x02La réponse de la destination était trop volumineuse." +
-	"\x02Le verrou de la dernière tentative a expiré sans tentative restante." +
-	"\x02Les entrées n’ont pas pu être construites à partir des liaisons du p" +
-	"rocessus.\x02Un opérateur a abandonné l’instance.\x02Un exécutant Camund" +
-	"a 7 a signalé un échec sans nouvelle tentative restante (retries\u202f: " +
-	"0, ou un budget déjà épuisé)\u202f: l’occurrence n’est pas relancée.\x02" +
-	"La destination a répondu HTTP %[1]s.\x02Nouvelle tentative à %[1]s — %[2" +
-	"]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en" +
-	" attente d’être proposée de nouveau.\x02En attente de l’appel de Relais " +
-	"à la destination depuis %[1]s (%[2]s).\x02En attente d’un exécutant dep" +
-	"uis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Relais appelle la destination" +
-	" (depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3" +
-	"]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un ex" +
-	"écutant du même consommateur, ou une interface munie d’un jeton de règl" +
-	"ement, la terminera plus tard.\x02Terminée (%[1]s).\x02Son instance est " +
-	"bloquée ici, en attente d’un opérateur.\x02Son instance a continué par l" +
-	"e chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée\u202f: l’inst" +
-	"ance a été arrêtée par %[1]s à %[2]s — « %[3]s ».\x02Annulée\u202f: l’in" +
-	"stance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consommateur n° %[1]" +
-	"s\x02%[1]s (différée\u202f; réglée avec son jeton de règlement)\x02%[1]s" +
-	" (différée\u202f; réglée avec son jeton de règlement, en tant que %[2]s)" +
-	"\x02%[1]s (différée\u202f; réglée par %[2]s)\x02en attente\x02HTTP 2xx, " +
-	"corps inutilisable\x02pas de réponse dans le délai\x02pas de connexion" +
-	"\x02réponse trop volumineuse\x02inconnue\x02[masqué]\x02La révision doit" +
-	" être un nombre entier, 1 ou plus.\x02Consommateur inconnu.\x02Date de r" +
-	"èglement\x02Plus de filtres\u202f: instance, révision, consommateur, da" +
-	"tes\x02identifiant d’instance\x02Décomptes par statut\x02Occurrences, le" +
-	"s plus récentes d’abord\x02Processus et nœud\x02Erreur\x02Consommateur e" +
-	"t exécutant\x02Prochaine tentative ou règlement\x02Aucune occurrence ne " +
-	"correspond à ces filtres.\x02Tous les consommateurs\x02Totaux de la défi" +
-	"nition %[1]s, sans les autres filtres\x02Totaux de toutes les définition" +
-	"s, sans les autres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurren" +
-	"ce\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; les décomptes" +
-	" sont actualisés toutes les quelques secondes.\x02révision %[1]d\x02régl" +
-	"ée\x02prochaine tentative\x02disponible depuis\x02appel en cours depuis" +
-	"\x02verrou jusqu’à\x02différée depuis\x02Page précédente\x02Lignes %[1]s" +
-	" à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le" +
-	" premier jour vient après le dernier.\x02Ces réglages sont conservés dan" +
-	"s ce navigateur seulement.\x02Afficher les heures en\x02La console n’exé" +
-	"cute aucun script et ne peut donc pas lire le fuseau horaire de votre or" +
-	"dinateur\u202f: choisissez son décalage par rapport à UTC. Les décalages" +
-	" ne suivent pas l’heure d’été.\x02Recharger les listes et les pages de d" +
-	"étail\x02Les pages qui contiennent un formulaire, comme une confirmatio" +
-	"n, ne se rechargent jamais d’elles-mêmes.\x02Enregistrer les réglages" +
-	"\x02Revenir sans enregistrer\x02UTC (temps universel coordonné)\x02Heure" +
-	" locale à %[1]s\x02Jamais\x02Toutes les %[1]d secondes\x02Les versions d" +
-	"e processus publiées\u202f: leurs nœuds, routes et révisions épinglées, " +
-	"dessinés, avec l’emplacement actuel de leurs occurrences.\x02Processus p" +
-	"ar clé\x02Versions, les plus récentes d’abord\x02Aucun processus n’est e" +
-	"ncore publié.\x02version %[1]d\x02Processus %[1]s\x02Version\x02Nœud de " +
-	"départ\x02Graphe\x02Les colonnes suivent le plus long chemin depuis le n" +
-	"œud de départ. Les flèches pleines sont les réussites (étiquetées par l" +
-	"eur route), les pointillées les échecs (étiquetées par leurs codes d’err" +
-	"eur). Chaque case indique combien d’occurrences de cette version se trou" +
-	"vent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version, avec leur" +
-	"s occurrences actuelles\x02Type\x02Révision épinglée\x02En cas de réussi" +
-	"te\x02En cas d’erreur\x02Occurrences actuelles\x02Instances de ce proces" +
-	"sus\x02Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes les quelques " +
-	"secondes.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à p" +
-	"artir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes et" +
-	" décomptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessou" +
-	"s reprend les mêmes nœuds, routes et décomptes.\x02pull\x02push vers %[1" +
-	"]s\x02fin (termine)\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02blo" +
-	"cage (un incident pour un opérateur)\x02tout autre code → %[1]s\x02met l" +
-	"’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvel" +
-	"le tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouve" +
-	"lle tentative après %[2]s, priorité %[3]d\x02échéance %[1]s\x02délai %[1" +
-	"]s\x02Seuls les administrateurs peuvent révéler une valeur sensible.\x02" +
-	"Révélé par %[1]s le %[2]s\u202f; consigné dans le journal d’audit.\x02Ré" +
-	"vélation impossible\x02Seule une valeur que cette page affiche masquée (" +
-	"sensible) peut être révélée.\x02Les valeurs secrètes ne peuvent jamais ê" +
-	"tre révélées.\x02Cette page n’accepte pas cette requête.\x02Recherche" +
-	"\x02Saisissez un identifiant d’instance ou d’occurrence (un UUID, que le" +
-	"s pages affichent au survol) ou une clé métier.\x02Rien à chercher\u202f" +
-	": le champ de recherche est vide.\x02C’est trop long pour être un identi" +
-	"fiant ou une clé métier.\x02Aucune instance ni occurrence n’a l’identifi" +
-	"ant « %[1]s », et aucune instance ne l’a pour clé métier.\x02Aucune inst" +
-	"ance n’a «\u202f%[1]s\u202f» pour clé métier, et ce n’est pas un identif" +
-	"iant entier\u202f: les listes montrent la fin de chaque identifiant. Ouv" +
-	"rez la ligne, ou copiez son lien, pour l’identifiant entier.\x02Vous ête" +
-	"s déconnecté.\x02Votre session avait pris fin (inactivité, déconnexion a" +
-	"illeurs, jeton révoqué ou redémarrage du serveur)\u202f: votre dernière " +
-	"action n’a pas été appliquée. Reconnectez-vous, puis refaites-la.\x02Vot" +
-	"re session a pris fin (inactivité, déconnexion ailleurs, jeton révoqué o" +
-	"u redémarrage du serveur). Reconnectez-vous.\x02Se connecter\x02Connecte" +
-	"z-vous avec un jeton d’opérateur, de concepteur ou d’administrateur.\x02" +
-	"Jeton\x02Le jeton est vérifié une fois et n’est jamais conservé dans vot" +
-	"re navigateur\u202f; un cookie de session le remplace jusqu’à 8 heures d" +
-	"’inactivité.\x02Trop de connexions échouées depuis votre adresse. Rées" +
-	"sayez dans %[1]d secondes.\x02Ce jeton est inconnu ou a été révoqué.\x02" +
-	"Un jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: connectez-vo" +
-	"us avec un jeton d’opérateur, de concepteur ou d’administrateur.\x02Seul" +
-	"s les administrateurs gèrent les jetons.\x02Jetons du personnel (adminis" +
-	"trateurs, concepteurs, opérateurs) non révoqués. Les jetons des consomma" +
-	"teurs se gèrent avec leurs consommateurs. Révoquer un jeton refuse sa re" +
-	"quête suivante.\x02ID\x02Rôle\x02Créé le\x02Dernière utilisation\x02Expi" +
-	"ration\x02Jetons du personnel, les plus anciens d’abord\x02jamais\x02pas" +
-	" encore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Aucun jeton." +
-	"\x02Le jeton a été révoqué.\x02Révoquer le jeton %[1]d\x02Révoquer le je" +
-	"ton %[1]s « %[2]s »\u202f?\x02Sa requête suivante est refusée et les ses" +
-	"sions de console ouvertes avec lui prennent fin. C’est irréversible" +
-	"\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoquer le jet" +
-	"on\x02Le garder\x02C’est le jeton avec lequel vous êtes connecté\u202f: " +
-	"le révoquer vous déconnecte. Sa requête suivante est refusée. C’est irré" +
-	"versible.\x02C’est le dernier jeton administrateur utilisable\u202f: cré" +
-	"ez-en un autre avant de le révoquer.\x02sortie de routage\x02(chaque élé" +
-	"ment)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b" +
-	"\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1" +
-	"]d caractère\x00\x1a\x02au plus %[1]d caractères\x02motif %[1]s\x02forma" +
-	"t %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01" +
-	"\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d" +
-	" éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19" +
-	"\x02au plus %[1]d éléments\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02" +
-	"%[1]d élément\x00\x11\x02%[1]d éléments\x02nul\x02valeur inattendue\x02P" +
-	"age invalide\x02Ce lien de page ne vient pas de la console.\x02Les exécu" +
-	"tants connectés par un flux, et ceux qui interrogent par leur dernière d" +
-	"emande. Un exécutant est listé tant qu’il s’est manifesté dans les trois" +
-	" derniers battements de cœur.\x02Exécutants vus dans les trois derniers " +
-	"battements\x02Exécutant\x02Protocole\x02Définitions servies\x02En cours" +
-	"\x02Connexion\x02Dernier signe\x02Aucun exécutant n’est connecté.\x02Exé" +
-	"cutants servant %[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert " +
-	"cette définition.\x02flux\x02interrogation longue\x02façade Camunda 7" +
-	"\x02toutes les révisions accordées à son consommateur\x02révisions %[1]s" +
-	"\x02Aucun exécutant ne sert cette définition\u202f: ses occurrences atte" +
-	"ndent qu’un exécutant se connecte ou interroge.\x02Aucun exécutant n’est" +
-	" connecté pour cette définition\u202f; aucune de ses occurrences n’en at" +
-	"tend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d" +
-	"\x02Servie par %[1]d exécutants\x02Révisions prises en charge\u202f: %[1" +
-	"]s\u202f; certains prennent toutes les révisions accordées à leur consom" +
-	"mateur.\x02Ils prennent toutes les révisions accordées à leur consommate" +
-	"ur.\x02Ils ne prennent que la révision %[1]d.\x02Ils ne prennent que les" +
-	" révisions %[1]s."
+	"e termine ensuite\u202f; un échec qui laisse des tentatives n’est pas co" +
+	"mpté, la page de son occurrence le montre.\x02Réussites et échecs, derni" +
+	"ère heure\x02Définitions, celles qui demandent de l’attention d’abord" +
+	"\x02Définition\x02Ouvertes\x02Instances bloquées\x02En échec\x02Attente " +
+	"de la plus ancienne disponible\x02Terminées, dernière heure\x02En échec," +
+	" dernière heure\x02Aucune définition n’a encore d’occurrence.\x02Au %[1]" +
+	"s (%[2]s)\u202f; actualisé toutes les quelques secondes.\x02disponible d" +
+	"epuis le %[1]s\x02Afficher toutes les définitions\x02Toutes les définiti" +
+	"ons\x02Réussites et échecs par tranche de 5 min, dernière heure\u202f: %" +
+	"[1]s\x02Dans la dernière heure\u202f: %[1]s, %[2]s. Le tableau qui suit " +
+	"le graphique donne chaque tranche de 5\u00a0min.\x02terminée\x02en échec" +
+	"\x02Les chiffres du graphique\x02Réussites et échecs par tranche de 5 mi" +
+	"n, les plus anciennes d’abord\x02Tranche\x02Terminées\x02%[1]s–%[2]s\x02" +
+	"%[1]s\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11" +
+	"\x02%[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00" +
+	"\x10\x02%[1]d en échec\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s" +
+	" %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y " +
+	"a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02" +
+	"janv.\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août\x02sept." +
+	"\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1" +
+	"]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heur" +
+	"e\x00\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute" +
+	"\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde" +
+	"\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02Instance de processus %[1]s" +
+	"\x02Résumé\x02Actions d’opérateurs\x02Parcours\x02Les nœuds atteints par" +
+	" cette instance, dans l’ordre, chacun avec son occurrence.\x02Nœuds atte" +
+	"ints, dans l’ordre\x02Nœud\x02Occurrence\x02Route\x02Nœud suivant\x02Cré" +
+	"ée le\x02Réglée le\x02Cette instance n’a encore atteint aucune tâche." +
+	"\x02Actions d’opérateurs consignées\x02Aucun opérateur n’a agi sur cette" +
+	" instance.\x02Actions d’opérateurs sur cette instance, les plus récentes" +
+	" d’abord\x02Valeur\x02Entrées du processus\x02Entrées avec lesquelles l’" +
+	"instance a démarré, nommées d’après le contrat de la version %[1]d du pr" +
+	"ocessus\x02Ce processus ne prend aucune entrée.\x02Cette instance est bl" +
+	"oquée à un nœud en échec\u202f: c’est un incident. Elle ne peut pas être" +
+	" reprise\u202f: son occurrence au nœud %[1]s a échoué avant toute tentat" +
+	"ive (ses entrées n’ont pas pu être construites), une reprise échouerait " +
+	"donc de la même façon. L’abandon met l’instance en échec\u202f; l’arrêt " +
+	"l’annule. Chacun demande un motif, consigné dans le journal d’audit.\x02" +
+	"Cette instance est bloquée à un nœud en échec\u202f: c’est un incident. " +
+	"La reprise propose de nouveau l’occurrence en échec\u202f; l’abandon met" +
+	" l’instance en échec\u202f; l’arrêt l’annule. Chacune demande un motif, " +
+	"consigné dans le journal d’audit.\x02L’arrêt annule l’instance et ses oc" +
+	"currences ouvertes. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — " +
+	"« %[3]s »\x02Abandonnée par %[1]s le %[2]s — « %[3]s »\x02Reprise par %" +
+	"[1]s le %[2]s — « %[3]s »\x02Démarrée le\x02Terminée le\x02Bloquée au nœ" +
+	"ud\x02Occurrence en échec\x02Code d’erreur\x02Nœud de fin\x02Abandonnée " +
+	"au nœud\x02En échec au nœud\x02Statut inconnu\u202f: %[1]q.\x02Date de c" +
+	"réation\x02La taille de page doit être comprise entre 1 et %[1]d.\x02Ins" +
+	"tances de processus\x02du\x02au\x02Agir sur toutes les instances que ce " +
+	"filtre retient\x02La page suivante les compte et demande un motif avant " +
+	"que rien ne change.\x02Instances de processus, les plus récentes d’abord" +
+	"\x02Instance\x02Nœud de fin ou erreur\x02Aucune instance ne correspond à" +
+	" ces filtres.\x02Tous les processus\x02Tous les statuts\x02disponible" +
+	"\x02réservée\x02différée\x02annulée\x02en cours\x02bloquée\x02expirée" +
+	"\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier\x02nombre\x02boo" +
+	"léen\x02date\x02date et heure\x02choix\x02objet\x02liste\x02normale\x02s" +
+	"ensible\x02secrète\x02••• masqué (sensible)\x02••• masqué (secret)\x02pu" +
+	"ll (un exécutant la récupère)\x02push (Relais appelle le service)\x02adm" +
+	"inistrateur\x02opérateur\x02concepteur\x02consommateur\x02oui\x02non\x02" +
+	"champ ajouté\x02champ retiré\x02type modifié\x02caractère obligatoire mo" +
+	"difié\x02valeurs modifiées\x02classification modifiée\x02contrainte modi" +
+	"fiée\x02routage modifié\x02longueur minimale\x02longueur maximale\x02mot" +
+	"if\x02format\x02minimum\x02maximum\x02nombre minimal d’éléments\x02nombr" +
+	"e maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, version %[2]s" +
+	"\x02Occurrence %[1]s\x02Mode\x02Dates\x02Politique d’exécution\x02Nombre" +
+	" maximal de tentatives\x02Délai avant nouvelle tentative\x02Échéance\x02" +
+	"Priorité\x02%[1]d (0 la plus basse, 9 la plus haute)\x02Tentatives\x02To" +
+	"utes les tentatives, les plus anciennes d’abord\x02Consommateur\x02Ident" +
+	"ifiant de l’exécutant\x02Réservée le\x02Finie le\x02Durée\x02Réponse de " +
+	"la destination\x02Résultat\x02Message d’erreur\x02Aucun exécutant n’a en" +
+	"core réservé cette occurrence.\x02en cours\x02Message entier\x02Aucun ex" +
+	"écutant n’a jamais réservé cette occurrence\u202f: elle a pris fin avan" +
+	"t toute tentative.\x02Destination\x02Réplique\x02Relais n’a pas encore a" +
+	"ppelé la destination.\x02Relais n’a jamais appelé la destination\u202f: " +
+	"l’occurrence a pris fin avant tout appel.\x02Relais ne conserve le code " +
+	"de statut de la destination que lorsqu’elle a refusé l’appel (destinatio" +
+	"n_http_NNN)\u202f; un appel terminé a reçu une réponse 2xx. La durée va " +
+	"de la prise en charge de l’appel à son règlement.\x02Motif donné par l’e" +
+	"xécutant\x02Nouvelles tentatives\x02aucune\u202f: un appel en échec suit" +
+	" le chemin d’erreur du nœud\x02Délai d’appel\x02Maintenant\x02La reprend" +
+	"re ou l’abandonner depuis son instance\x02au plus %[1]d\x02au plus %[1]d" +
+	" depuis la dernière reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10" +
+	"\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02" +
+	"\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’" +
+	"après le contrat de la révision %[1]d\x02Ce contrat n’a aucune entrée." +
+	"\x02Sorties, nommées d’après le contrat de la révision %[1]d\x02Pas enco" +
+	"re de sorties\u202f: l’occurrence n’est pas terminée.\x02Ce contrat n’a " +
+	"aucune sortie.\x02Aucune sortie\u202f: l’occurrence s’est terminée sans " +
+	"aboutir.\x02Révéler — cette action est enregistrée\x02Disponible à parti" +
+	"r du\x02Prochaine tentative\x02Dernière réservation\x02Fin du verrou\x02" +
+	"Différée\x02Dernière erreur (tentative %[1]d)\x02Erreur (avant toute ten" +
+	"tative)\x02Son message\x02Message de Relais (en anglais)\x02Message de l" +
+	"’exécutant (ses propres termes, valeurs protégées masquées)\x02Nouvell" +
+	"e tentative possible\x02non\u202f: l’exécutant a signalé cet échec comme" +
+	" définitif (tentatives restantes non utilisées\u202f: %[1]d)\x02La desti" +
+	"nation n’a pas répondu dans le délai de l’appel (%[1]s).\x02La destinati" +
+	"on n’a pas répondu dans le délai de l’appel.\x02L’échéance est passée av" +
+	"ant l’arrivée d’un résultat.\x02Le résultat ne respectait pas le contrat" +
+	" de sorties de la révision.\x02Relais s’est arrêté pendant l’appel\u202f" +
+	": on ignore si la destination a agi, elle n’est donc pas rappelée.\x02L’" +
+	"appel n’a pas pu être préparé.\x02La destination était injoignable.\x02L" +
+	"a réponse de la destination était trop volumineuse.\x02Le verrou de la d" +
+	"ernière tentative a expiré sans tentative restante.\x02Les entrées n’ont" +
+	" pas pu être construites à partir des liaisons du processus.\x02Un opéra" +
+	"teur a abandonné l’instance.\x02Un exécutant Camunda 7 a signalé un éche" +
+	"c sans nouvelle tentative restante (retries\u202f: 0, ou un budget déjà " +
+	"épuisé)\u202f: l’occurrence n’est pas relancée.\x02La destination a rép" +
+	"ondu HTTP %[1]s.\x02Nouvelle tentative à %[1]s — %[2]s.\x02Proposée à pa" +
+	"rtir de %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en attente d’être prop" +
+	"osée de nouveau.\x02En attente de l’appel de Relais à la destination dep" +
+	"uis %[1]s (%[2]s).\x02En attente d’un exécutant depuis %[1]s (%[2]s)." +
+	"\x02(exécutant %[1]s)\x02Relais appelle la destination (depuis %[1]s)." +
+	"\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée " +
+	"par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un exécutant du même " +
+	"consommateur, ou une interface munie d’un jeton de règlement, la termine" +
+	"ra plus tard.\x02Terminée (%[1]s).\x02Son instance est bloquée ici, en a" +
+	"ttente d’un opérateur.\x02Son instance a continué par le chemin d’erreur" +
+	" du nœud.\x02En échec (%[1]s).\x02Annulée\u202f: l’instance a été arrêté" +
+	"e par %[1]s à %[2]s — « %[3]s ».\x02Annulée\u202f: l’instance a été arrê" +
+	"tée (%[1]s).\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (diffé" +
+	"rée\u202f; réglée avec son jeton de règlement)\x02%[1]s (différée\u202f;" +
+	" réglée avec son jeton de règlement, en tant que %[2]s)\x02%[1]s (différ" +
+	"ée\u202f; réglée par %[2]s)\x02en attente\x02HTTP 2xx, corps inutilisab" +
+	"le\x02pas de réponse dans le délai\x02pas de connexion\x02réponse trop v" +
+	"olumineuse\x02inconnue\x02[masqué]\x02La révision doit être un nombre en" +
+	"tier, 1 ou plus.\x02Consommateur inconnu.\x02Date de règlement\x02Plus d" +
+	"e filtres\u202f: instance, révision, consommateur, dates\x02identifiant " +
+	"d’instance\x02Décomptes par statut\x02Occurrences, les plus récentes d’a" +
+	"bord\x02Processus et nœud\x02Erreur\x02Consommateur et exécutant\x02Proc" +
+	"haine tentative ou règlement\x02Aucune occurrence ne correspond à ces fi" +
+	"ltres.\x02Tous les consommateurs\x02Totaux de la définition %[1]s, sans " +
+	"les autres filtres\x02Totaux de toutes les définitions, sans les autres " +
+	"filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d" +
+	" occurrences\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés to" +
+	"utes les quelques secondes.\x02révision %[1]d\x02réglée\x02prochaine ten" +
+	"tative\x02disponible depuis\x02appel en cours depuis\x02verrou jusqu’à" +
+	"\x02différée depuis\x02Page précédente\x02Lignes %[1]s à %[2]s\x02%[1]s" +
+	"\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour vie" +
+	"nt après le dernier.\x02Ces réglages sont conservés dans ce navigateur s" +
+	"eulement.\x02Afficher les heures en\x02La console n’exécute aucun script" +
+	" et ne peut donc pas lire le fuseau horaire de votre ordinateur\u202f: c" +
+	"hoisissez son décalage par rapport à UTC. Les décalages ne suivent pas l" +
+	"’heure d’été.\x02Recharger les listes et les pages de détail\x02Les pa" +
+	"ges qui contiennent un formulaire, comme une confirmation, ne se recharg" +
+	"ent jamais d’elles-mêmes.\x02Enregistrer les réglages\x02Revenir sans en" +
+	"registrer\x02UTC (temps universel coordonné)\x02Heure locale à %[1]s\x02" +
+	"Jamais\x02Toutes les %[1]d secondes\x02Les versions de processus publiée" +
+	"s\u202f: leurs nœuds, routes et révisions épinglées, dessinés, avec l’em" +
+	"placement actuel de leurs occurrences.\x02Processus par clé\x02Versions," +
+	" les plus récentes d’abord\x02Aucun processus n’est encore publié.\x02ve" +
+	"rsion %[1]d\x02Processus %[1]s\x02Version\x02Nœud de départ\x02Graphe" +
+	"\x02Les colonnes suivent le plus long chemin depuis le nœud de départ. L" +
+	"es flèches pleines sont les réussites (étiquetées par leur route), les p" +
+	"ointillées les échecs (étiquetées par leurs codes d’erreur). Chaque case" +
+	" indique combien d’occurrences de cette version se trouvent à ce nœud ma" +
+	"intenant.\x02Nœuds\x02Nœuds de cette version, avec leurs occurrences act" +
+	"uelles\x02Type\x02Révision épinglée\x02En cas de réussite\x02En cas d’er" +
+	"reur\x02Occurrences actuelles\x02Instances de ce processus\x02Décomptes " +
+	"au %[1]s (%[2]s)\u202f; actualisés toutes les quelques secondes.\x02Grap" +
+	"he de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. L" +
+	"e tableau ci-dessous reprend les mêmes nœuds, routes et décomptes.\x00i" +
+	"\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mê" +
+	"mes nœuds, routes et décomptes.\x02pull\x02push vers %[1]s\x02fin (termi" +
+	"ne)\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un inciden" +
+	"t pour un opérateur)\x02tout autre code → %[1]s\x02met l’instance en éch" +
+	"ec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative après" +
+	" %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative aprè" +
+	"s %[2]s, priorité %[3]d\x02échéance %[1]s\x02délai %[1]s\x02Seuls les ad" +
+	"ministrateurs peuvent révéler une valeur sensible.\x02Révélé par %[1]s l" +
+	"e %[2]s\u202f; consigné dans le journal d’audit.\x02Révélation impossibl" +
+	"e\x02Seule une valeur que cette page affiche masquée (sensible) peut êtr" +
+	"e révélée.\x02Les valeurs secrètes ne peuvent jamais être révélées.\x02C" +
+	"ette page n’accepte pas cette requête.\x02Recherche\x02Saisissez un iden" +
+	"tifiant d’instance ou d’occurrence (un UUID, que les pages affichent au " +
+	"survol) ou une clé métier.\x02Rien à chercher\u202f: le champ de recherc" +
+	"he est vide.\x02C’est trop long pour être un identifiant ou une clé méti" +
+	"er.\x02Aucune instance ni occurrence n’a l’identifiant « %[1]s », et auc" +
+	"une instance ne l’a pour clé métier.\x02Aucune instance n’a «\u202f%[1]s" +
+	"\u202f» pour clé métier, et ce n’est pas un identifiant entier\u202f: le" +
+	"s listes montrent la fin de chaque identifiant. Ouvrez la ligne, ou copi" +
+	"ez son lien, pour l’identifiant entier.\x02Vous êtes déconnecté.\x02Votr" +
+	"e session avait pris fin (inactivité, déconnexion ailleurs, jeton révoqu" +
+	"é ou redémarrage du serveur)\u202f: votre dernière action n’a pas été a" +
+	"ppliquée. Reconnectez-vous, puis refaites-la.\x02Votre session a pris fi" +
+	"n (inactivité, déconnexion ailleurs, jeton révoqué ou redémarrage du ser" +
+	"veur). Reconnectez-vous.\x02Se connecter\x02Connectez-vous avec un jeton" +
+	" d’opérateur, de concepteur ou d’administrateur.\x02Jeton\x02Le jeton es" +
+	"t vérifié une fois et n’est jamais conservé dans votre navigateur\u202f;" +
+	" un cookie de session le remplace jusqu’à 8 heures d’inactivité.\x02Trop" +
+	" de connexions échouées depuis votre adresse. Réessayez dans %[1]d secon" +
+	"des.\x02Ce jeton est inconnu ou a été révoqué.\x02Un jeton de rôle %[1]s" +
+	" ne peut pas ouvrir la console\u202f: connectez-vous avec un jeton d’opé" +
+	"rateur, de concepteur ou d’administrateur.\x02Seuls les administrateurs " +
+	"gèrent les jetons.\x02Jetons du personnel (administrateurs, concepteurs," +
+	" opérateurs) non révoqués. Les jetons des consommateurs se gèrent avec l" +
+	"eurs consommateurs. Révoquer un jeton refuse sa requête suivante.\x02ID" +
+	"\x02Rôle\x02Créé le\x02Dernière utilisation\x02Expiration\x02Jetons du p" +
+	"ersonnel, les plus anciens d’abord\x02jamais\x02pas encore\x02Jeton expi" +
+	"ré\x02Révoquer…\x02cette session\x02Aucun jeton.\x02Le jeton a été révoq" +
+	"ué.\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s « %[2]s »" +
+	"\u202f?\x02Sa requête suivante est refusée et les sessions de console ou" +
+	"vertes avec lui prennent fin. C’est irréversible\u202f: qui l’utilise au" +
+	"ra besoin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder\x02C’est" +
+	" le jeton avec lequel vous êtes connecté\u202f: le révoquer vous déconne" +
+	"cte. Sa requête suivante est refusée. C’est irréversible.\x02C’est le de" +
+	"rnier jeton administrateur utilisable\u202f: créez-en un autre avant de " +
+	"le révoquer.\x02sortie de routage\x02(chaque élément)\x14\x01\x81\x01" +
+	"\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d carac" +
+	"tères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02" +
+	"au plus %[1]d caractères\x02motif %[1]s\x02format %[1]s\x02minimum %[1]s" +
+	"\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02a" +
+	"u moins %[1]d élément\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01" +
+	"\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1]d éléments" +
+	"\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%" +
+	"[1]d éléments\x02nul\x02valeur inattendue\x02Page invalide\x02Ce lien de" +
+	" page ne vient pas de la console.\x02Les exécutants connectés par un flu" +
+	"x, et ceux qui interrogent par leur dernière demande. Un exécutant est l" +
+	"isté tant qu’il s’est manifesté dans les trois derniers battements de cœ" +
+	"ur.\x02Exécutants vus dans les trois derniers battements\x02Exécutant" +
+	"\x02Protocole\x02Définitions servies\x02En cours\x02Connexion\x02Dernier" +
+	" signe\x02Aucun exécutant n’est connecté.\x02Exécutants servant %[1]s" +
+	"\x02Tous les exécutants\x02Aucun exécutant ne sert cette définition.\x02" +
+	"flux\x02interrogation longue\x02façade Camunda 7\x02toutes les révisions" +
+	" accordées à son consommateur\x02révisions %[1]s\x02Aucun exécutant ne s" +
+	"ert cette définition\u202f: ses occurrences attendent qu’un exécutant se" +
+	" connecte ou interroge.\x02Aucun exécutant n’est connecté pour cette déf" +
+	"inition\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01" +
+	"\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d e" +
+	"xécutants\x02Révisions prises en charge\u202f: %[1]s\u202f; certains pre" +
+	"nnent toutes les révisions accordées à leur consommateur.\x02Ils prennen" +
+	"t toutes les révisions accordées à leur consommateur.\x02Ils ne prennent" +
+	" que la révision %[1]d.\x02Ils ne prennent que les révisions %[1]s."
 
-	// Total table size 52961 bytes (51KiB); checksum: D394E1D1
+	// Total table size 52941 bytes (51KiB); checksum: F31CEC02

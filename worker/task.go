@@ -652,7 +652,8 @@ func (r *run) logSettleError(log *slog.Logger, action string, err error) {
 		log.Error("outcome refused", "action", action, "err", err)
 	default:
 		log.Error("outcome not reported; the lock will expire and the task run again", "action", action, "err", err)
-		if r.draining.Load() {
+		// A release lost loses no work: the handler never finished.
+		if r.draining.Load() && action != "release" {
 			r.unreported.Add(1)
 		}
 	}

@@ -199,7 +199,7 @@ func New(cfg Config) (*Worker, error) {
 	// The worker adds the paths it calls (/api/v1/pull/..., the stream's
 	// service path); a URL ending in the API's path would double it, and
 	// the stream would only see refusals it takes for server errors.
-	if p := strings.TrimRight(u.Path, "/"); p == "/api" || strings.HasSuffix(p, "/api/v1") || strings.Contains(p, "/api/v1/") {
+	if p := strings.TrimRight(u.Path, "/"); strings.HasSuffix(p, "/api/v1") || strings.Contains(p, "/api/v1/") {
 		return nil, fmt.Errorf("worker: URL %q must be Relais's base URL, without %s (the worker adds the paths it calls)", cfg.URL, u.Path)
 	}
 	if cfg.Token == "" {
@@ -288,7 +288,7 @@ func (w *Worker) Handle(definition string, revisions []int, h Handler) {
 	if definition == "" || h == nil {
 		panic("worker: Handle needs a definition and a handler")
 	}
-	if strings.HasSuffix(definition, "*") && revisions != nil {
+	if strings.HasSuffix(definition, "*") && len(revisions) > 0 {
 		panic(fmt.Sprintf("worker: pattern %q takes every revision: pass nil revisions", definition))
 	}
 	w.mu.Lock()
@@ -352,6 +352,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			fatal = r.fetchLoop(ctx)
 		}
 	}
+	r.draining.Store(true)
 	w.log.InfoContext(detached, "worker stopping; waiting for in-flight tasks", "in_flight", len(r.slots))
 	if r.stream != nil {
 		// The stream stays open, and keeps the locks alive, until the
@@ -420,9 +421,9 @@ type run struct {
 	// session's mu, never after.
 	waitMu  sync.Mutex
 	waiting []waitingTask
-	// unreported counts the outcomes that could not be reported (Relais
-	// unreachable until the lock expired) since the run began to drain;
-	// draining says it has.
+	// unreported counts the outcomes (completions and failures) that could
+	// not be reported (Relais unreachable until the lock expired) since the
+	// run began to stop; draining says it has.
 	unreported atomic.Int64
 	draining   atomic.Bool
 }
@@ -430,7 +431,6 @@ type run struct {
 // drain waits for in-flight tasks, cancelling them past the shutdown
 // timeout.
 func (r *run) drain(stopHandlers context.CancelCauseFunc) error {
-	r.draining.Store(true)
 	done := make(chan struct{})
 	go func() {
 		r.wg.Wait()

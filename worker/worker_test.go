@@ -826,6 +826,8 @@ func TestHandleMisuse(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.Handle(def, nil, created)
+	// Empty revisions mean every revision, as nil does, patterns included.
+	w.Handle("crm.*", []int{}, created)
 	defer func() {
 		if recover() == nil {
 			t.Error("a second handler for one definition was accepted")

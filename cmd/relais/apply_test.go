@@ -78,8 +78,8 @@ outputs:
 		t.Fatal(err)
 	}
 	_, stderr, err := applyRun(t, r.base, "-f", bad)
-	if err == nil || !strings.Contains(stderr, bad+": /inputs/fields/0/type: ") {
-		t.Fatalf("err %v, stderr %q; want file: pointer: message", err, stderr)
+	if err == nil || !strings.Contains(stderr, bad+":6: /inputs/fields/0/type: ") {
+		t.Fatalf("err %v, stderr %q; want file:line: pointer: message", err, stderr)
 	}
 	// A process the server refuses (unknown revision) is reported the same way.
 	proc := filepath.Join(dir, "proc.yaml")
@@ -94,7 +94,8 @@ nodes:
 		t.Fatal(err)
 	}
 	_, stderr, err = applyRun(t, r.base, "-f", proc)
-	if err == nil || !strings.Contains(stderr, proc+": /nodes/a/definition: ") {
+	// The server's refusal, placed at its line too.
+	if err == nil || !strings.Contains(stderr, proc+":6: /nodes/a/definition: ") {
 		t.Fatalf("err %v, stderr %q", err, stderr)
 	}
 
@@ -120,7 +121,7 @@ nodes:
 		t.Fatal(err)
 	}
 	_, stderr, err = applyRun(t, r.base, "-f", routes, "--dry-run")
-	if err == nil || !strings.Contains(stderr, routes+": /nodes/a/routes: ") {
+	if err == nil || !strings.Contains(stderr, routes+":11: /nodes/a/routes: ") {
 		t.Fatalf("dry run of a half-routed process: err %v, stderr %q", err, stderr)
 	}
 	if res := call(t, "GET", r.base+"/api/v1/processes/half_routed", bootstrap, nil); res.status != 404 {
@@ -161,7 +162,7 @@ outputs: {fields: []}
 		t.Fatal("apply succeeded")
 	}
 	for _, want := range []string{
-		file + " (document 1): /revision: no such revision\n",
+		file + ":4: /revision: no such revision\n",
 		"applied (in apply order: destinations, definitions, releases, processes): definition qa_score\n",
 		"not applied: release qa_score/r1 (refused), process qa_flow\n",
 	} {

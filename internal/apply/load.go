@@ -98,14 +98,45 @@ func (p Problem) String() string {
 	if ptr == "" {
 		ptr = "/"
 	}
-	where := p.Doc.File
+	// With its line, a problem needs no document number: editors and CI
+	// annotations read "file:line:" and nothing between.
+	where := p.Doc.Where()
 	if line := lineOf(p.Doc.node, p.Pointer); line > 0 {
-		where += ":" + strconv.Itoa(line)
-	}
-	if p.Doc.Multi {
-		where += fmt.Sprintf(" (document %d)", p.Doc.Index)
+		where = p.Doc.File + ":" + strconv.Itoa(line)
 	}
 	return fmt.Sprintf("%s: %s: %s", where, ptr, p.Message)
+}
+
+// member finds name in mapping m: its own keys first, then those a merge
+// key (<<: *base, or a list of aliases) brings, as the decoder does.
+func member(m *yaml.Node, name string) (key, value *yaml.Node) {
+	var merged []*yaml.Node
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		k, v := m.Content[i], m.Content[i+1]
+		switch {
+		case k.Value == name && k.ShortTag() != "!!merge":
+			return k, v
+		case k.ShortTag() == "!!merge":
+			merged = append(merged, v)
+		}
+	}
+	for _, v := range merged {
+		sources := []*yaml.Node{v}
+		if v.Kind == yaml.SequenceNode {
+			sources = v.Content
+		}
+		for _, src := range sources {
+			if src.Kind == yaml.AliasNode && src.Alias != nil {
+				src = src.Alias
+			}
+			if src.Kind == yaml.MappingNode {
+				if k, v := member(src, name); v != nil {
+					return k, v
+				}
+			}
+		}
+	}
+	return nil, nil
 }
 
 // lineOf is the line of what pointer names in n: a member's key line, an
@@ -122,6 +153,9 @@ func lineOf(n *yaml.Node, pointer string) int {
 	if pointer == "" {
 		return line
 	}
+	if pointer[0] != '/' {
+		return 0
+	}
 	for _, token := range strings.Split(pointer[1:], "/") {
 		token = strings.ReplaceAll(strings.ReplaceAll(token, "~1", "/"), "~0", "~")
 		if n.Kind == yaml.AliasNode && n.Alias != nil {
@@ -129,16 +163,11 @@ func lineOf(n *yaml.Node, pointer string) int {
 		}
 		switch n.Kind {
 		case yaml.MappingNode:
-			found := false
-			for i := 0; i+1 < len(n.Content); i += 2 {
-				if n.Content[i].Value == token {
-					line, n, found = n.Content[i].Line, n.Content[i+1], true
-					break
-				}
-			}
-			if !found {
+			key, value := member(n, token)
+			if value == nil {
 				return line
 			}
+			line, n = key.Line, value
 		case yaml.SequenceNode:
 			i, err := strconv.Atoi(token)
 			if err != nil || i < 0 || i >= len(n.Content) {

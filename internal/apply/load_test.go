@@ -124,13 +124,13 @@ max_timeout: PT1S
 `)
 	got := problemLines(t, p)
 	want := []string{
-		`4 (document 1): /header: unknown key "header"`,
-		`11 (document 2): /timeout: unknown key "timeout"`,
+		`4: /header: unknown key "header"`,
+		`11: /timeout: unknown key "timeout"`,
 		// A missing member is placed at its document's first line.
-		`8 (document 2): /max_timeout: is required (an ISO-8601 duration above zero, at most PT10S)`,
-		`15 (document 3): /url: must be a string`,
-		`16 (document 3): /headers/X-Count: must be a string`,
-		`17 (document 3): /max_timeout: must be an ISO-8601 duration above zero, at most PT10S`,
+		`8: /max_timeout: is required (an ISO-8601 duration above zero, at most PT10S)`,
+		`15: /url: must be a string`,
+		`16: /headers/X-Count: must be a string`,
+		`17: /max_timeout: must be an ISO-8601 duration above zero, at most PT10S`,
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -154,7 +154,7 @@ revision: 1
 notes: [not, text]
 `)
 	got := problemLines(t, p)
-	want := []string{`5 (document 1): /note: unknown key "note"`, `11 (document 2): /notes: must be a string`}
+	want := []string{`5: /note: unknown key "note"`, `11: /notes: must be a string`}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
@@ -239,6 +239,9 @@ nodes:
 base: &base
   deep: 1
 other: *base
+merged:
+  <<: *base
+  own: 2
 `), &node); err != nil {
 		t.Fatal(err)
 	}
@@ -255,6 +258,10 @@ other: *base
 		{"/nodes/crm/missing/deeper", "f.yaml:4: /nodes/crm/missing/deeper: m"},
 		{"/other/deep", "f.yaml:11: /other/deep: m"},
 		{"/key/below/a/scalar", "f.yaml:2: /key/below/a/scalar: m"},
+		{"/merged/deep", "f.yaml:11: /merged/deep: m"},
+		{"/merged/own", "f.yaml:15: /merged/own: m"},
+		// Not a pointer: no line rather than a wrong one.
+		{"nodes", "f.yaml: nodes: m"},
 	} {
 		if got := (Problem{Doc: doc, Pointer: tc.pointer, Message: "m"}).String(); got != tc.want {
 			t.Errorf("%q: %q, want %q", tc.pointer, got, tc.want)

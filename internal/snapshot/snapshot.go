@@ -16,10 +16,10 @@ import (
 // that started it.
 const refreshTimeout = 30 * time.Second
 
-// idleAges and idleWait: a value older than idleAges times the ttl was
-// read before a quiet spell (nobody asked since), and is likely far from
-// the truth, so Get waits up to idleWait for its refresh before answering
-// with it. A watched page (asking every few seconds) never waits.
+// idleAges and idleWait: when nobody asked for idleAges ttls (a quiet
+// spell), the stale value is likely far from the truth, so Fresh waits up
+// to idleWait for its refresh before answering with it. A watched page
+// (asking every few seconds) never waits.
 const (
 	idleAges = 3
 	idleWait = time.Second
@@ -28,12 +28,12 @@ const (
 // Cache keeps the result of load for ttl.
 //
 // When the value is older than ttl, the next Get still answers at once with
-// it and starts one refresh in the background, unless the value is from
-// before a quiet spell (older than idleAges ttls): then Get waits up to
-// idleWait for the refresh, so that the first page after an idle hour is
-// not an hour old. The first Get of a cache (or one made while no load has
-// succeeded yet) waits for its load, and concurrent first Gets share that
-// one load (singleflight). A failed refresh keeps the
+// it and starts one refresh in the background; Fresh (for a page a person
+// opens) does the same unless nobody asked for idleAges ttls: then it
+// waits up to idleWait for the refresh, so that the first page after an
+// idle hour is not an hour old. The first Get or Fresh of a cache (or one
+// made while no load has succeeded yet) waits for its load, and concurrent
+// first calls share that one load (singleflight). A failed refresh keeps the
 // previous value. Exact counters kept in a table by triggers were rejected
 // for the counts this serves: every state change of every occurrence would
 // contend on a few counter rows, slowing the pull protocol to make a
@@ -52,6 +52,7 @@ type Cache[T any] struct {
 
 	mu         sync.Mutex
 	value      T
+	asked      time.Time // when Get or Fresh was last called, by now
 	at         time.Time // when the load of value began; zero until one succeeded
 	stamped    time.Time // the same moment by stamp, what Get returns
 	refreshing chan struct{}
@@ -80,18 +81,30 @@ func (s *Cache[T]) StampWith(clock func() time.Time) *Cache[T] {
 // on the type. It waits for a load (at most until ctx ends) only
 // while no load has succeeded yet; then an error is the load's.
 func (s *Cache[T]) Get(ctx context.Context) (T, time.Time, error) {
+	return s.get(ctx, false)
+}
+
+// Fresh is Get for a page a person opens: after a quiet spell (nobody
+// asked for idleAges ttls) it waits up to idleWait for the refresh of a
+// stale value, unless the last refresh failed (the source is likely down:
+// waiting would only slow every page while it is).
+func (s *Cache[T]) Fresh(ctx context.Context) (T, time.Time, error) {
+	return s.get(ctx, true)
+}
+
+func (s *Cache[T]) get(ctx context.Context, fresh bool) (T, time.Time, error) {
 	s.mu.Lock()
+	now := s.now()
+	quiet := !s.asked.IsZero() && now.Sub(s.asked) >= idleAges*s.ttl
+	s.asked = now
 	if !s.at.IsZero() {
-		age := s.now().Sub(s.at)
-		if age < s.ttl {
+		if now.Sub(s.at) < s.ttl {
 			v, at := s.value, s.stamped
 			s.mu.Unlock()
 			return v, at, nil
 		}
 		done := s.startRefreshLocked()
-		// After a failed refresh the source is likely down: waiting would
-		// only slow every page while it is.
-		if age >= idleAges*s.ttl && s.lastErr == nil {
+		if fresh && quiet && s.lastErr == nil {
 			s.mu.Unlock()
 			timer := time.NewTimer(s.idleWait)
 			select {

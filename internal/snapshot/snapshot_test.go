@@ -165,40 +165,49 @@ func TestStampWithDatesValuesByItsClockAndAgesThemByTheWallClock(t *testing.T) {
 	}
 }
 
-// TestCacheWaitsBrieflyAfterAQuietSpell: a value from before a quiet spell
-// (nobody asked for several ttls) is refreshed before the answer when the
-// refresh is quick, and answered as it is when the refresh is slow.
-func TestCacheWaitsBrieflyAfterAQuietSpell(t *testing.T) {
+// TestFreshWaitsBrieflyAfterAQuietSpell: after a quiet spell (nobody asked
+// for several ttls) Fresh refreshes the value before answering when the
+// refresh is quick, and answers the old one when the refresh is slow; a
+// watched value, and Get, answer at once.
+func TestFreshWaitsBrieflyAfterAQuietSpell(t *testing.T) {
 	t.Parallel()
 	var loads atomic.Int64
 	slow := make(chan struct{})
+	defer close(slow)
 	clk := &fakeClock{t: time.Unix(0, 0)}
 	c := New("test", func(ctx context.Context) (int64, error) {
 		n := loads.Add(1)
-		if n == 3 {
+		if n >= 3 {
 			<-slow
 		}
 		return n, nil
 	}, slog.New(slog.DiscardHandler), 5*time.Second)
 	c.now = clk.now
-	c.idleWait = 5 * time.Second
-	if v, _, _ := c.Get(context.Background()); v != 1 {
+	c.idleWait = time.Minute
+	if v, _, _ := c.Fresh(context.Background()); v != 1 {
 		t.Fatalf("first value %d", v)
 	}
 	clk.add(time.Hour)
-	if v, _, _ := c.Get(context.Background()); v != 2 {
-		t.Fatalf("after an idle hour Get answered %d, want the refreshed 2", v)
+	if v, _, _ := c.Fresh(context.Background()); v != 2 {
+		t.Fatalf("after an idle hour Fresh answered %d, want the refreshed 2", v)
 	}
-	// A watched value (just stale) is answered at once.
+	// Watched (asked a few seconds ago) and stale: the old value at once,
+	// though the refresh it starts never ends.
 	clk.add(6 * time.Second)
-	if v, _, _ := c.Get(context.Background()); v != 2 {
-		t.Fatalf("a value one ttl stale: %d, want the old 2 at once", v)
+	began := time.Now()
+	if v, _, _ := c.Fresh(context.Background()); v != 2 || time.Since(began) > 10*time.Second {
+		t.Fatalf("a watched value: %d after %v, want the old 2 at once", v, time.Since(began))
+	}
+	// Get never waits, quiet spell or not.
+	clk.add(time.Hour)
+	began = time.Now()
+	if v, _, _ := c.Get(context.Background()); v != 2 || time.Since(began) > 10*time.Second {
+		t.Fatalf("Get after a quiet spell: %d after %v, want the old 2 at once", v, time.Since(began))
 	}
 	// A slow refresh after a quiet spell: the old value once the wait is up.
 	clk.add(time.Hour)
 	c.idleWait = 20 * time.Millisecond
-	if v, _, _ := c.Get(context.Background()); v != 2 {
+	if v, _, _ := c.Fresh(context.Background()); v != 2 {
 		t.Fatalf("a slow refresh: %d, want the old 2 after the wait", v)
 	}
-	close(slow)
 }
