@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/relais/relais/internal/fault"
+	"github.com/relais/relais/internal/httpjson"
 	workerv1 "github.com/relais/relais/proto/relais/worker/v1"
 )
 
@@ -56,6 +57,9 @@ func toConnect(ctx context.Context, logger *slog.Logger, procedure string, err e
 		logger.ErrorContext(ctx, "worker protocol call failed", "procedure", procedure, "err", err)
 		fe = fault.New(fault.Internal, "internal", "an internal error occurred; it was logged")
 	}
+	// The request log and relais_database_unavailable_total read the code
+	// as they do a REST problem's.
+	httpjson.NoteProblem(ctx, fe.Code)
 	return problemError(fe)
 }
 

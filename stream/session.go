@@ -620,7 +620,10 @@ func (r *runner) resolve(ctx context.Context) (string, error) {
 	svc, s := r.svc, r.s
 	pairs, err := svc.eng.ResolveSubscriptions(ctx, s.consumerID, s.subs)
 	if err != nil {
-		if fe, ok := fault.As(err); ok && fe.Kind != fault.Internal {
+		// Only the grants' answer ends the stream: a database out of
+		// reach (Unavailable) says nothing of them, and the next
+		// resolution tries again.
+		if fe, ok := fault.As(err); ok && fe.Kind != fault.Internal && fe.Kind != fault.Unavailable {
 			return endNotGranted, problemError(fe)
 		}
 		if ctx.Err() == nil {

@@ -19,6 +19,7 @@ package stream
 
 import (
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -40,6 +41,7 @@ import (
 	"github.com/relais/relais/internal/config"
 	"github.com/relais/relais/internal/fault"
 	"github.com/relais/relais/internal/httpjson"
+	"github.com/relais/relais/internal/pgfault"
 	workerv1 "github.com/relais/relais/proto/relais/worker/v1"
 	"github.com/relais/relais/proto/relais/worker/v1/workerv1connect"
 )
@@ -477,6 +479,12 @@ func (s *Service) Release(ctx context.Context, req *connect.Request[workerv1.Rel
 func (s *Service) streamOf(ctx context.Context, h http.Header, streamID string) (*session, uuid.UUID, int64, error) {
 	p, _, err := s.consumer(ctx, h)
 	if err != nil {
+		// While the database cannot be reached, a stream of this replica
+		// still knows its own token: its acknowledgements keep counting,
+		// else an outage would end every stream as heartbeat_missed.
+		if local := s.localWithToken(h, streamID); local != nil && fault.HasCode(err, pgfault.UnavailableCode) {
+			return local, local.id, local.consumerID, nil
+		}
 		return nil, uuid.UUID{}, 0, err
 	}
 	if streamID == "" {
@@ -500,6 +508,21 @@ func (s *Service) streamOf(ctx context.Context, h http.Header, streamID string) 
 		return nil, id, 0, fault.New(fault.NotFound, "not_found", "stream %s not found (it ended): subscribe again", id)
 	}
 	return nil, id, owner, nil
+}
+
+// localWithToken is the stream of this replica that streamID names, when
+// the request carries the very token that stream subscribed with.
+func (s *Service) localWithToken(h http.Header, streamID string) *session {
+	token, ok := bearer(h)
+	id, err := uuid.Parse(streamID)
+	if !ok || err != nil {
+		return nil
+	}
+	local := s.reg.stream(id)
+	if local == nil || subtle.ConstantTimeCompare([]byte(token), []byte(local.token)) != 1 {
+		return nil
+	}
+	return local
 }
 
 // Heartbeat acknowledges the last heartbeat the client read.

@@ -17,8 +17,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/relais/relais/engine"
+	"github.com/relais/relais/internal/config"
 	"github.com/relais/relais/internal/embeddedpg"
 	"github.com/relais/relais/internal/relaistest"
+	"github.com/relais/relais/worker"
 )
 
 // ownCluster starts a PostgreSQL cluster of the test's own on a fixed
@@ -169,4 +171,87 @@ func grpcHealth(t *testing.T, env *relaistest.Env) string {
 	}
 	status, _ := r.JSON(t)["status"].(string)
 	return status
+}
+
+// TestStreamsOutliveADatabaseOutage: a worker stream connected when
+// PostgreSQL goes away is still the same stream once it is back. Its
+// acknowledgements keep counting (the replica checks them against the
+// stream's own token) and its subscriptions are not taken for withdrawn
+// grants. A worker-protocol call refused meanwhile is counted and logged
+// as database_unavailable, as a REST request is.
+func TestStreamsOutliveADatabaseOutage(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	opts, cluster := ownCluster(t)
+	pool, err := pgxpool.New(ctx, cluster.URL("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	if _, err := engine.Migrate(ctx, pool, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	// Heartbeats every 100 ms: the outage spans many more than the three a
+	// client may miss, and several resolutions of the subscriptions.
+	env := relaistest.NewOnPool(t, pool, func(c *config.Config) { c.Stream.Heartbeat = 100 * time.Millisecond })
+	env.Definition("add_company_to_crm.yaml")
+	consumer := env.Consumer("crm-sync", "add_company_to_crm")
+	w, err := worker.New(worker.Config{URL: env.URL, Token: consumer, WorkerID: "outage", Protocol: worker.ProtocolStream,
+		Concurrency: 1, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Handle("add_company_to_crm", nil, func(ctx context.Context, t *worker.Task) (any, error) {
+		return map[string]any{"result": "created", "crm_id": "C-1"}, nil
+	})
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(wctx) }()
+	t.Cleanup(func() { stop(); <-done })
+	streamID := func() string {
+		items := env.Must(200, "GET", "/api/v1/workers", env.Operator, nil).JSON(t)["items"].([]any)
+		if len(items) != 1 {
+			return fmt.Sprint(items)
+		}
+		return fmt.Sprint(items[0].(map[string]any)["id"])
+	}
+	var before string
+	relaistest.WaitFor(t, 10*time.Second, "the stream is in the catalog", func() (bool, string) {
+		before = streamID()
+		return !strings.HasPrefix(before, "["), before
+	})
+
+	if err := cluster.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := env.Do("POST", "/relais.worker.v1.WorkerService/Complete", consumer,
+		map[string]any{"occurrenceId": "00000000-0000-7000-8000-000000000000", "workerId": "outage", "outputs": "e30="},
+		"Content-Type", "application/json")
+	if r.Status != 503 || !strings.Contains(string(r.Body), "database_unavailable") {
+		t.Errorf("a worker-protocol call with the database down: %d %s, want 503 database_unavailable", r.Status, r.Body)
+	}
+	time.Sleep(2 * time.Second) // 20 heartbeats, 3 resolutions
+	again, err := embeddedpg.Start(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = again.Stop(context.Background()) })
+	relaistest.WaitFor(t, 15*time.Second, "the API answers again", func() (bool, string) {
+		r := env.Do("GET", "/api/v1/workers", env.Operator, nil)
+		return r.Status == 200, string(r.Body)
+	})
+	time.Sleep(500 * time.Millisecond) // a resolution after the outage
+	if after := streamID(); after != before {
+		t.Errorf("the stream after the outage: %s, want the same stream %s", after, before)
+	}
+	logs := env.Logs.String()
+	if strings.Contains(logs, "worker disconnected") {
+		t.Errorf("the stream ended during the outage:\n%s", logs)
+	}
+	if n, _ := env.Metrics().Get("relais_database_unavailable_total"); n < 1 {
+		t.Errorf("relais_database_unavailable_total %v: the worker-protocol refusal was not counted", n)
+	}
+	if !strings.Contains(logs, "WorkerService/Complete") || !strings.Contains(logs, "code=database_unavailable") {
+		t.Errorf("the request log does not name the worker-protocol call's problem code:\n%s", logs)
+	}
 }

@@ -170,25 +170,39 @@ func probeDatabase(ctx context.Context, pool *pgxpool.Pool, up prometheus.Gauge,
 			return
 		case <-t.C:
 		}
-		pctx, cancel := context.WithTimeout(ctx, databaseProbeTimeout)
-		var err error
-		if conn == nil {
-			conn, err = pgx.ConnectConfig(pctx, cfg)
-		}
-		if err == nil {
-			err = conn.Ping(pctx)
-		}
-		cancel()
-		switch {
-		case ctx.Err() != nil:
-			return
-		case err != nil:
+		closeConn := func() {
 			if conn != nil {
 				cctx, cancel := context.WithTimeout(context.Background(), time.Second)
 				_ = conn.Close(cctx)
 				cancel()
 				conn = nil
 			}
+		}
+		ping := func() error {
+			pctx, cancel := context.WithTimeout(ctx, databaseProbeTimeout)
+			defer cancel()
+			if conn == nil {
+				var err error
+				if conn, err = pgx.ConnectConfig(pctx, cfg); err != nil {
+					return err
+				}
+			}
+			return conn.Ping(pctx)
+		}
+		reused := conn != nil
+		err := ping()
+		if err != nil && reused && ctx.Err() == nil {
+			// A restarted server ended the probe's old connection: the
+			// database is down only if a new one fails too, else the
+			// probe would say so for a whole interval after it is back.
+			closeConn()
+			err = ping()
+		}
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			closeConn()
 			up.Set(0)
 			observe(false)
 			if wasUp {
