@@ -1206,3 +1206,26 @@ func TestCompletedStepShowsNoEarlierError(t *testing.T) {
 		t.Errorf("the occurrence: error_code %v, want its last error kept", got["error_code"])
 	}
 }
+
+// A replica that is shutting down refuses new fetches (503
+// replica_stopping, Retry-After) and claims nothing for them: the worker
+// could not report what it was handed once the replica is gone, and the
+// task would wait for its lock to lapse. The occurrence stays available to
+// other replicas.
+func TestAStoppingReplicaClaimsNothing(t *testing.T) {
+	t.Parallel()
+	env, consumer := newCRM(t, nil)
+	other := env.Replica()
+	_, id := start(t, env, "crm_only", "Acme")
+	env.Drain()
+	for _, wait := range []string{"PT0S", "PT5S"} {
+		r := env.Do("POST", "/api/v1/pull/fetch-and-lock", consumer, fetchBody("w1", "wait", wait))
+		if r.Status != 503 || r.Code() != "replica_stopping" || r.Header.Get("Retry-After") == "" {
+			t.Errorf("fetch (wait %s) on a stopping replica: %d %s, want 503 replica_stopping with Retry-After", wait, r.Status, r.Body)
+		}
+	}
+	if got := observe(t, env, id); got["status"] != "available" {
+		t.Errorf("occurrence %v after fetches on a stopping replica, want available", got["status"])
+	}
+	one(t, occurrencesOf(t, other.Must(200, "POST", "/api/v1/pull/fetch-and-lock", consumer, fetchBody("w2"))), id)
+}

@@ -58,6 +58,13 @@ func (h *Hub) unregister(w *wake.Waiter) {
 	h.gauge.Set(float64(h.count))
 }
 
+// stopping reports whether Close was called.
+func (h *Hub) stopping() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.closed
+}
+
 // Notify handles a ChannelOccurrence payload.
 func (h *Hub) Notify(payload string) { h.wake.Notify(payload) }
 

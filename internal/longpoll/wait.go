@@ -20,6 +20,10 @@ const dueSlack = 5 * time.Millisecond
 // are hints, so a waiter re-checks the database at least this often.
 const fallbackPoll = 5 * time.Second
 
+// CodeReplicaStopping is the code of the refusal of a fetch that arrives
+// while the replica shuts down.
+const CodeReplicaStopping = "replica_stopping"
+
 // CodeTooManyWaiters is the code of the refusal of a fetch that would wait
 // while the hub is full.
 const CodeTooManyWaiters = "too_many_waiters"
@@ -28,8 +32,17 @@ const CodeTooManyWaiters = "too_many_waiters"
 // to become claimable: woken by notifications (any replica), by the time
 // the earliest deferred occurrence becomes due, and by a bounded fallback
 // poll. A client that disconnects stops the wait. A fetch that would wait
-// while the hub is full is refused (429 too_many_waiters, Retry-After).
+// while the hub is full is refused (429 too_many_waiters, Retry-After). A
+// fetch arriving once the hub is closed (the replica stopping) is refused
+// with 503 replica_stopping and claims nothing: the worker could not
+// report what it was handed once the replica is gone, and the work would
+// wait for its lock to lapse.
 func (h *Hub) ClaimOrWait(ctx context.Context, eng *engine.Engine, claim engine.ClaimRequest, wait time.Duration) ([]engine.Reservation, error) {
+	if h.stopping() {
+		fe := fault.New(fault.Unavailable, CodeReplicaStopping, "this replica is shutting down; fetch again (another replica will serve you)")
+		fe.RetryAfter = time.Second
+		return nil, fe
+	}
 	if wait <= 0 {
 		return claimFor(ctx, eng, claim)
 	}
