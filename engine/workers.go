@@ -242,7 +242,10 @@ func (e *Engine) PruneWorkers(ctx context.Context) (int, error) {
 	for _, r := range rows {
 		reason := "stopped polling"
 		if r.Protocol == ProtocolStream {
-			reason = "replica lost"
+			// Its replica stopped refreshing the row: it died, or the
+			// stream ended while the row could not be removed (the
+			// database out of reach).
+			reason = "not refreshed by its replica (replica lost, or the stream ended during a database outage)"
 		}
 		e.LogWorker(EventWorkerDisconnected, r.Protocol, r.ConsumerID, r.WorkerID, r.Replica, "reason", reason)
 	}
