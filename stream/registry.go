@@ -52,11 +52,21 @@ type registry struct {
 	recent  map[uuid.UUID]recentCancel
 	closed  bool
 	closing chan struct{}
+	// grace is how long a stream holding assignments may keep them once
+	// the replica stops, for its worker to settle them (set by close).
+	grace   time.Duration
 	running sync.WaitGroup
 
 	streams   prometheus.Gauge
 	connected *prometheus.GaugeVec
 	byKey     map[string]int
+}
+
+// graceTime is close's grace, read by the streams once closing is closed.
+func (r *registry) graceTime() time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.grace
 }
 
 func newRegistry(max int, reg prometheus.Registerer) *registry {
@@ -296,6 +306,9 @@ func (r *registry) close(timeout time.Duration) bool {
 	r.mu.Lock()
 	if !r.closed {
 		r.closed = true
+		// What the workers have not settled by then is handed back within
+		// the timeout.
+		r.grace = max(timeout-handBackTimeout, 0)
 		close(r.closing)
 	}
 	r.mu.Unlock()

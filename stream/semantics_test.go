@@ -331,12 +331,13 @@ func TestStreamsPerReplicaAreBounded(t *testing.T) {
 	})
 }
 
-// A replica shutting down tells its streams, hands their assignments back
-// released (the attempt is given back) and ends them; a stream on another
-// replica takes the work at once.
+// A replica shutting down hands back what its streams' workers have not
+// settled within its grace (RELAIS_SHUTDOWN_TIMEOUT less the hand-back's
+// own bound of 10 s: 1 s here), released (the attempt is given back), and ends
+// them; a stream on another replica takes the work at once.
 func TestReplicaShutdownHandsBack(t *testing.T) {
 	t.Parallel()
-	f := setup(t, nil)
+	f := setup(t, nil, func(c *config.Config) { c.ShutdownTimeout = 11 * time.Second })
 	other := f.env.Replica()
 	s := open(t, newClient(t, "connect", f.env.URL), f.consumer, subscribeRequest("w", 1))
 	start(t, f.env, "Acme")
@@ -499,5 +500,39 @@ func TestRESTSettlementFreesTheStreamsSlot(t *testing.T) {
 		map[string]any{"worker_id": "w", "outputs": map[string]any{"result": "created", "crm_id": "C-1"}})
 	if next := s.assignment(2 * time.Second); next.GetOccurrenceId() == first.GetOccurrenceId() {
 		t.Fatalf("pushed %s again", next.GetOccurrenceId())
+	}
+}
+
+
+// A replica shutting down lets its streams' workers settle what they hold:
+// no more assignments, a draining heartbeat, the locks kept alive, and the
+// stream ends once nothing is held, the work done once rather than thrown
+// away and done again elsewhere.
+func TestReplicaShutdownLetsWorkersSettle(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil, func(c *config.Config) { c.ShutdownTimeout = 30 * time.Second })
+	c := newClient(t, "connect", f.env.URL)
+	s := open(t, c, f.consumer, subscribeRequest("w", 2))
+	start(t, f.env, "Acme")
+	a := s.assignment(5 * time.Second)
+	drained := make(chan struct{})
+	began := time.Now()
+	go func() { f.env.Drain(); close(drained) }()
+	start(t, f.env, "Globex") // not assigned: the replica stops
+	s.quiet(500 * time.Millisecond)
+	if _, err := complete(c, f.consumer, "w", a.GetOccurrenceId(), outputs("created", "C-1")); err != nil {
+		t.Fatalf("completing during the shutdown: %v", err)
+	}
+	wantRefusal(t, "the stream once nothing is held", s.end(5*time.Second), "unavailable", "replica_stopping")
+	select {
+	case <-drained:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the shutdown did not end once the stream held nothing")
+	}
+	if d := time.Since(began); d > 10*time.Second {
+		t.Errorf("the shutdown took %v, want it over once the work was settled", d)
+	}
+	if got := outcomes(t, f.env, a.GetOccurrenceId()); len(got) != 1 || got[0] != "completed" {
+		t.Errorf("outcomes %q, want completed once", got)
 	}
 }

@@ -324,7 +324,16 @@ func (r *runner) run(ctx context.Context) error {
 	r.due.Stop()
 	defer r.due.Stop()
 	r.dirty = true
+	// closing is the replica's stop, heard once; stopping says it was,
+	// grace when the assignments still held are handed back.
+	closing := svc.reg.closing
+	stopping := false
+	var grace <-chan time.Time
 	for {
+		if stopping && len(s.held) == 0 {
+			reason = endReplicaStopping
+			return replicaStopping()
+		}
 		if r.dirty && !r.draining && len(s.held) < s.credit {
 			if err := r.claim(ctx); err != nil {
 				if ctx.Err() == nil {
@@ -337,7 +346,29 @@ func (r *runner) run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-svc.reg.closing:
+		case <-closing:
+			// The replica stops: no more assignments, and the worker may
+			// settle those it holds (their locks kept alive) until the
+			// grace ends, rather than have work in progress thrown away.
+			// What it still holds then is handed back, released.
+			closing, stopping = nil, true
+			if len(s.held) == 0 {
+				reason = endReplicaStopping
+				return replicaStopping()
+			}
+			if !r.draining {
+				r.draining = true
+				s.refill.Store(nil)
+				// Marks the end of the assignments, as a worker's Drain.
+				if err := r.heartbeat(); err != nil {
+					reason = endReplicaStopping
+					return replicaStopping()
+				}
+			}
+			t := time.NewTimer(svc.reg.graceTime())
+			defer t.Stop()
+			grace = t.C
+		case <-grace:
 			reason = endReplicaStopping
 			return replicaStopping()
 		case at := <-s.waiter.C():

@@ -30,9 +30,9 @@ type relais struct {
 	consumer string
 }
 
-func newRelais(t *testing.T, policy map[string]any) *relais {
+func newRelais(t *testing.T, policy map[string]any, opts ...relaistest.Option) *relais {
 	t.Helper()
-	env := relaistest.New(t)
+	env := relaistest.New(t, opts...)
 	env.Definition("add_company_to_crm.yaml")
 	env.Process("crm_only", relaistest.CRMProcess(policy))
 	return &relais{env: env, consumer: env.Consumer("crm-sync", def)}
@@ -376,7 +376,9 @@ func TestStreamOutcomeOutlastsAnOutage(t *testing.T) {
 // waits for that slot, and runs once the old handler returns: slots are
 // the run's, whatever stream the waiting task came on.
 func TestStreamTaskWaitsForASlotAcrossAReconnect(t *testing.T) {
-	r := newRelais(t, nil)
+	// No grace for the stopping replica's streams (the shutdown timeout is
+	// the hand-back's own bound): the task is handed back at once.
+	r := newRelais(t, nil, func(c *config.Config) { c.ShutdownTimeout = 10 * time.Second })
 	other := r.env.Replica()
 	var serving atomic.Pointer[relaistest.Env]
 	serving.Store(r.env)

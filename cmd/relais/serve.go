@@ -95,8 +95,12 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 
 	logger.Info("shutting down: draining in-flight requests", "timeout", isoduration.Format(cfg.ShutdownTimeout))
+	// One deadline for the whole shutdown: the streams' grace (during
+	// which requests are still served: their workers settle through them)
+	// and then the requests still in flight.
+	deadline := time.Now().Add(cfg.ShutdownTimeout)
 	replica.Drain()
-	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	sctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
 		logger.Warn("shutdown deadline reached; closing remaining connections", "err", err)

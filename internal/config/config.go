@@ -165,7 +165,7 @@ var Settings = []Setting{
 		set: func(c *Config, v any) { c.TimerInterval = v.(time.Duration) }},
 	{Env: "RELAIS_RETENTION", Flag: "retention", Default: "P30D", Description: "how long ended instances (completed, failed, cancelled) are kept with their occurrences and attempts, at least PT1H; forever keeps everything (audit logs are kept regardless)", kind: kindRetention,
 		set: func(c *Config, v any) { c.Retention = v.(time.Duration) }},
-	{Env: "RELAIS_SHUTDOWN_TIMEOUT", Flag: "shutdown-timeout", Default: "PT30S", Description: "how long a stopping server drains in-flight requests", kind: kindDuration,
+	{Env: "RELAIS_SHUTDOWN_TIMEOUT", Flag: "shutdown-timeout", Default: "PT30S", Description: "how long a stopping server drains in-flight requests; worker streams get this less 10s to settle what they hold", kind: kindDuration,
 		set: func(c *Config, v any) { c.ShutdownTimeout = v.(time.Duration) }},
 	{Env: "RELAIS_LOG_LEVEL", Flag: "log-level", Default: "info", Description: "debug, info, warn or error", kind: kindLevel,
 		set: func(c *Config, v any) { c.LogLevel = v.(slog.Level) }},
