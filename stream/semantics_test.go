@@ -503,7 +503,6 @@ func TestRESTSettlementFreesTheStreamsSlot(t *testing.T) {
 	}
 }
 
-
 // A replica shutting down lets its streams' workers settle what they hold:
 // no more assignments, a draining heartbeat, the locks kept alive, and the
 // stream ends once nothing is held, the work done once rather than thrown
