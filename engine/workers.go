@@ -242,10 +242,10 @@ func (e *Engine) PruneWorkers(ctx context.Context) (int, error) {
 	for _, r := range rows {
 		reason := "stopped polling"
 		if r.Protocol == ProtocolStream {
-			// Its replica stopped refreshing the row: it died, or the
-			// stream ended while the row could not be removed (the
-			// database out of reach).
-			reason = "not refreshed by its replica (replica lost, or the stream ended during a database outage)"
+			// Its replica stopped refreshing the row: it died, or it could
+			// not reach the database for a while (a live stream's row comes
+			// back with its next refresh).
+			reason = "not refreshed by its replica in time (the replica died, or could not reach the database)"
 		}
 		e.LogWorker(EventWorkerDisconnected, r.Protocol, r.ConsumerID, r.WorkerID, r.Replica, "reason", reason)
 	}

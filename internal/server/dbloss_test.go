@@ -240,12 +240,16 @@ func TestStreamsOutliveADatabaseOutage(t *testing.T) {
 		r := env.Do("GET", "/api/v1/workers", env.Operator, nil)
 		return r.Status == 200, string(r.Body)
 	})
+	// The catalog row may have been pruned meanwhile (its replica could
+	// not refresh it): a live stream's comes back with its next refresh.
+	relaistest.WaitFor(t, 5*time.Second, "the same stream in the catalog", func() (bool, string) {
+		after := streamID()
+		return after == before, after
+	})
 	time.Sleep(500 * time.Millisecond) // a resolution after the outage
-	if after := streamID(); after != before {
-		t.Errorf("the stream after the outage: %s, want the same stream %s", after, before)
-	}
 	logs := env.Logs.String()
-	if strings.Contains(logs, "worker disconnected") {
+	// A stream's own end logs what it handed back.
+	if strings.Contains(logs, "handed_back=") {
 		t.Errorf("the stream ended during the outage:\n%s", logs)
 	}
 	if n, _ := env.Metrics().Get("relais_database_unavailable_total"); n < 1 {
