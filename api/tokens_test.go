@@ -2,7 +2,9 @@ package api_test
 
 import (
 	"context"
+	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -183,3 +185,39 @@ func TestLastUsedWrittenAtMostOnceAMinute(t *testing.T) {
 }
 
 func id(tok map[string]any) string { return strconv.Itoa(int(tok["id"].(float64))) }
+
+// Changes of who may do what, and of where data is sent, are logged once
+// committed, as stable events naming the acting token; a destination's
+// header values and query values never reach the log.
+func TestAccessChangesAreLogged(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	env.Definition("add_company_to_crm.yaml")
+	staff := env.Must(201, "POST", "/api/v1/tokens", env.Admin, map[string]any{"name": "night-shift", "role": "operator"}).JSON(t)
+	env.Must(204, "DELETE", fmt.Sprintf("/api/v1/tokens/%v", staff["id"]), env.Admin, nil)
+	c := env.Must(201, "POST", "/api/v1/consumers", env.Admin, map[string]any{"name": "crm-sync",
+		"grants": []any{map[string]any{"definition": "add_company_to_crm", "revisions": "all"}}}).JSON(t)
+	env.Must(200, "POST", fmt.Sprintf("/api/v1/consumers/%v/rotate", c["id"]), env.Admin, nil)
+	env.Must(204, "DELETE", fmt.Sprintf("/api/v1/consumers/%v", c["id"]), env.Admin, nil)
+	env.Must(201, "PUT", "/api/v1/destinations/scoring", env.Admin, map[string]any{"url": "https://scoring.example/v1?key=qs-secret-1",
+		"headers": map[string]any{"Authorization": "Bearer hdr-secret-2"}, "max_timeout": "PT5S"})
+	env.Must(204, "DELETE", "/api/v1/destinations/scoring", env.Admin, nil)
+	logs := env.Logs.String()
+	for _, event := range []string{"token.created", "token.revoked", "consumer.created", "consumer.token_rotated", "consumer.revoked",
+		"destination.put", "destination.deleted"} {
+		found := false
+		for _, line := range strings.Split(logs, "\n") {
+			if strings.Contains(line, `msg="access changed" event=`+event+" ") && strings.Contains(line, "actor_role=admin") {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("no %s event naming the admin that acted:\n%s", event, logs)
+		}
+	}
+	for _, secret := range []string{"qs-secret-1", "hdr-secret-2"} {
+		if strings.Contains(logs, secret) {
+			t.Errorf("the log holds %s", secret)
+		}
+	}
+}

@@ -139,6 +139,7 @@ func (e *Engine) CreateConsumer(ctx context.Context, name string, grants []Grant
 	if err != nil {
 		return Consumer{}, "", wrap("create consumer", err)
 	}
+	e.logAccess(ctx, EventConsumerCreated, "consumer", c.ID, "name", name, "grants", len(grants))
 	out, err := e.GetConsumer(ctx, c.ID)
 	return out, token, err
 }
@@ -272,12 +273,16 @@ func (e *Engine) RotateConsumerToken(ctx context.Context, id int64) (string, err
 		_, err = q.ConsumerTokenInsert(ctx, queries.ConsumerTokenInsertParams{Name: c.Name, Hash: hash, ConsumerID: &id})
 		return err
 	})
-	return token, wrap("rotate consumer token", err)
+	if err != nil {
+		return "", wrap("rotate consumer token", err)
+	}
+	e.logAccess(ctx, EventConsumerTokenRotated, "consumer", id)
+	return token, nil
 }
 
 // RevokeConsumer revokes a consumer: its tokens stop working at once.
 func (e *Engine) RevokeConsumer(ctx context.Context, id int64) error {
-	return wrap("revoke consumer", e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error {
+	err := e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error {
 		if _, err := q.ConsumerRevoke(ctx, id); isNoRows(err) {
 			return notFound("consumer %d", id)
 		} else if err != nil {
@@ -290,7 +295,12 @@ func (e *Engine) RevokeConsumer(ctx context.Context, id int64) error {
 			return err
 		}
 		return q.ConsumerTokenRevokeAll(ctx, &id)
-	}))
+	})
+	if err != nil {
+		return wrap("revoke consumer", err)
+	}
+	e.logAccess(ctx, EventConsumerRevoked, "consumer", id)
+	return nil
 }
 
 // ConsumerSees reports whether a consumer is granted revision of key; what

@@ -294,6 +294,11 @@ func (e *Engine) PutDestination(ctx context.Context, spec DestinationSpec, dryRu
 	if err != nil {
 		return Destination{}, "", wrap("put destination", err)
 	}
+	if !dryRun && change != Unchanged {
+		// The URL with its query values masked and the header names,
+		// never their values (they may be credentials).
+		e.logAccess(ctx, EventDestinationPut, "destination", out.Name, "change", string(change), "url", out.URL, "headers", out.HeaderNames)
+	}
 	return out, change, nil
 }
 
@@ -363,7 +368,11 @@ func (e *Engine) DeleteDestination(ctx context.Context, name string) error {
 		}
 		return nil
 	})
-	return wrap("delete destination", err)
+	if err != nil {
+		return wrap("delete destination", err)
+	}
+	e.logAccess(ctx, EventDestinationDeleted, "destination", name)
+	return nil
 }
 
 // destinationTarget is what a push call needs of its destination.

@@ -116,6 +116,7 @@ func (e *Engine) CreateToken(ctx context.Context, name string, role auth.Role, e
 	if err != nil {
 		return "", StaffToken{}, wrap("create token", err)
 	}
+	e.logAccess(ctx, EventTokenCreated, "token_id", row.ID, "name", row.Name, "role", row.Role)
 	return token, staffToken(row), nil
 }
 
@@ -156,7 +157,7 @@ func (e *Engine) GetStaffToken(ctx context.Context, id int64) (StaffToken, error
 // revoked (409 last_admin_token): nobody could then manage tokens, nor
 // create another, short of the command line on the database.
 func (e *Engine) RevokeStaffToken(ctx context.Context, id int64) error {
-	return wrap("revoke token", e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error {
+	err := e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error {
 		admins, err := q.TokenLockUsableAdmins(ctx, e.at())
 		if err != nil {
 			return err
@@ -180,7 +181,12 @@ func (e *Engine) RevokeStaffToken(ctx context.Context, id int64) error {
 		}
 		_, err = q.TokenRevoke(ctx, queries.TokenRevokeParams{ID: id, Now: e.at()})
 		return err
-	}))
+	})
+	if err != nil {
+		return wrap("revoke token", err)
+	}
+	e.logAccess(ctx, EventTokenRevoked, "token_id", id)
+	return nil
 }
 
 // Bootstrap makes sure an admin can reach a new installation. With a given

@@ -1,0 +1,31 @@
+package engine
+
+import (
+	"context"
+
+	"github.com/relais/relais/internal/auth"
+)
+
+// Access events: who changed who may do what, and where Relais sends
+// data. They are logged (stable event names, the acting token named) once
+// the change committed; the operator audit log (DESIGN §12) records
+// operator actions on instances only.
+const (
+	EventTokenCreated         = "token.created"
+	EventTokenRevoked         = "token.revoked"
+	EventConsumerCreated      = "consumer.created"
+	EventConsumerTokenRotated = "consumer.token_rotated"
+	EventConsumerRevoked      = "consumer.revoked"
+	EventDestinationPut       = "destination.put"
+	EventDestinationDeleted   = "destination.deleted"
+)
+
+// logAccess logs an access event of ctx's principal (the API's or the
+// console's caller; "system" without one, as for the bootstrap token).
+func (e *Engine) logAccess(ctx context.Context, event string, attrs ...any) {
+	actor, tokenID, role := "system", int64(0), ""
+	if p, ok := auth.FromContext(ctx); ok {
+		actor, tokenID, role = p.Name, p.TokenID, string(p.Role)
+	}
+	e.logger.InfoContext(ctx, "access changed", append([]any{"event", event, "actor", actor, "actor_token_id", tokenID, "actor_role", role}, attrs...)...)
+}
