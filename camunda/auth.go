@@ -44,10 +44,13 @@ func principal(r *http.Request, lookup auth.Lookup) (auth.Principal, error) {
 		if err != nil {
 			return auth.Principal{}, fault.New(fault.Unauthorized, "unauthorized", "the Basic credentials are not base64")
 		}
-		var ok bool
-		if name, token, ok = strings.Cut(string(raw), ":"); !ok {
+		// Split at the last colon: a token has none, a consumer's name may
+		// (RFC 7617 forbids a colon in the user-id, but clients send it).
+		i := strings.LastIndexByte(string(raw), ':')
+		if i < 0 {
 			return auth.Principal{}, fault.New(fault.Unauthorized, "unauthorized", "the Basic credentials are not name:token")
 		}
+		name, token = string(raw[:i]), string(raw[i+1:])
 	default:
 		return auth.Principal{}, errNoCredentials
 	}

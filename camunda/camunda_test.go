@@ -273,9 +273,11 @@ func TestFailureRetries(t *testing.T) {
 	mustException(t, f.call("POST", "/external-task/"+occ+"/failure", map[string]any{"workerId": "w", "retries": -1}), 400, "InvalidRequestException", "/retries")
 }
 
-// A failure without retries keeps the budget; a retryTimeout above the
-// ceiling and variables are refused.
-func TestFailureWithoutRetriesKeepsTheBudget(t *testing.T) {
+// A failure without retries is terminal, as in Camunda, whose REST API
+// reads an absent retries as 0: the process's on_error decides (an
+// incident with hold). A retryTimeout above the ceiling and variables are
+// refused.
+func TestFailureWithoutRetriesIsTerminal(t *testing.T) {
 	t.Parallel()
 	f := setup(t, map[string]any{"max_attempts": 2})
 	_, occ := f.start("Acme")
@@ -285,8 +287,8 @@ func TestFailureWithoutRetriesKeepsTheBudget(t *testing.T) {
 	mustException(t, f.call("POST", "/external-task/"+occ+"/failure", map[string]any{"workerId": "w", "variables": map[string]any{"x": map[string]any{"value": 1}}}),
 		400, "InvalidRequestException", "not_supported")
 	mustNoContent(t, f.call("POST", "/external-task/"+occ+"/failure", map[string]any{"workerId": "w", "errorMessage": "flaky", "retryTimeout": 0}))
-	if o := f.occurrence(occ); o["status"] != "available" || o["attempts_left"] != 1.0 {
-		t.Errorf("after a failure without retries: %v with %v left, want available with 1", o["status"], o["attempts_left"])
+	if o := f.occurrence(occ); o["status"] != "failed" || o["error_code"] != "external_task_failure" {
+		t.Errorf("after a failure without retries: %v with %v, want failed with external_task_failure", o["status"], o["error_code"])
 	}
 }
 
@@ -472,6 +474,11 @@ func TestAuthentication(t *testing.T) {
 	mustException(t, f.basic("someone-else", f.token, "GET", "/external-task/count", nil), 401, "AuthenticationException")
 	mustException(t, f.basic(f.consumer, "rls_wrong", "GET", "/external-task/count", nil), 401, "AuthenticationException")
 	mustException(t, f.Do("GET", "/engine-rest/external-task/count", "", nil, "Authorization", "Basic %%%"), 401, "AuthenticationException")
+	// A consumer whose name holds a colon: the token (which has none)
+	// follows the last one.
+	colon := f.Must(201, "POST", "/api/v1/consumers", f.Admin, map[string]any{"name": "team:crm",
+		"grants": []any{map[string]any{"definition": "crm.*"}}}).JSON(t)["token"].(string)
+	mustJSON(t, f.basic("team:crm", colon, "GET", "/external-task/count", nil), 200)
 	mustException(t, f.Do("GET", "/engine-rest/external-task/count", f.Operator, nil), 403, "AuthorizationException")
 	mustException(t, f.Do("GET", "/engine-rest/nope", "", nil), 401, "AuthenticationException")
 	mustException(t, f.call("GET", "/nope", nil), 404, "NotFoundException")
@@ -783,4 +790,44 @@ func TestVariableBounds(t *testing.T) {
 	mustException(t, complete(json.Number("40000.0"), "Short"), 400, "InvalidRequestException", "Short must be a whole number between")
 	mustException(t, complete(json.Number("1.5"), "Integer"), 400, "InvalidRequestException", "Integer must be a whole number between")
 	mustNoContent(t, complete(json.Number("9223372036854775807"), "Long"))
+}
+
+// A task fetched by a pattern answers with that pattern as its topicName:
+// the official clients find their handler by it. With both the key and a
+// pattern asked, the key's topic answers; the key itself is an extension
+// property.
+func TestTopicNameIsTheSubscribedTopic(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	f.start("Acme")
+	got := f.fetch("w", 1, map[string]any{"topicName": "crm.*", "lockDuration": 60000, "includeExtensionProperties": true})
+	if len(got) != 1 || got[0]["topicName"] != "crm.*" {
+		t.Fatalf("fetched by crm.*: %v, want topicName crm.*", got)
+	}
+	if props, _ := got[0]["extensionProperties"].(map[string]any); props["relais.definition"] != typedKey {
+		t.Errorf("extension properties %v, want relais.definition %s", got[0]["extensionProperties"], typedKey)
+	}
+	f.start("Globex")
+	got = f.fetch("w", 1, map[string]any{"topicName": "crm.*", "lockDuration": 60000}, map[string]any{"topicName": typedKey, "lockDuration": 60000})
+	if len(got) != 1 || got[0]["topicName"] != typedKey {
+		t.Errorf("fetched by crm.* and its key: %v, want topicName %s", got, typedKey)
+	}
+}
+
+// Messages read as written: an unknown member is named once, and a type
+// takes its article ("an Integer").
+func TestExceptionMessagesReadWell(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	res := f.call("POST", "/external-task/fetchAndLock", map[string]any{"workerId": "w", "maxTasks": 1, "foo": 1,
+		"topics": []any{map[string]any{"topicName": typedKey, "lockDuration": 1000}}})
+	mustException(t, res, 400, "InvalidRequestException")
+	if msg := res.JSON(t)["message"]; msg != "unknown_field: unknown field(s): /foo" {
+		t.Errorf("message %q, want the member named once", msg)
+	}
+	_, occ := f.start("Acme")
+	f.fetch("w", 1)
+	res = f.call("POST", "/external-task/"+occ+"/complete", map[string]any{"workerId": "w",
+		"variables": map[string]any{"score": map[string]any{"type": "Integer", "value": 99999999999}}})
+	mustException(t, res, 400, "InvalidRequestException", "an Integer must be a whole number")
 }

@@ -121,6 +121,11 @@ func messageOf(fe *fault.Error) string {
 	b.WriteString(fe.Code)
 	b.WriteString(": ")
 	b.WriteString(fe.Detail)
+	if fe.Code == "unknown_field" {
+		// The detail lists the members already; each problem would only
+		// say "unknown field" after its pointer again.
+		return b.String()
+	}
 	for i, e := range fe.Errors {
 		if i == 0 {
 			b.WriteString(": ")

@@ -189,11 +189,20 @@ func (f *Facade) fetchAndLock(w http.ResponseWriter, r *http.Request) error {
 	}
 	out := make([]lockedTask, 0, len(got))
 	for _, res := range got {
-		topic := 0
+		// The topic the task answers: its own key's, else the longest
+		// pattern matching it, as the Go SDK routes. Clients find their
+		// handler by the answer's topicName, so it must be that topic.
+		topic, best := 0, -1
 		for i, t := range req.Topics {
-			if engine.KeyMatches(t.TopicName, res.Definition) {
-				topic = i
-				break
+			if !engine.KeyMatches(t.TopicName, res.Definition) {
+				continue
+			}
+			score := len(t.TopicName)
+			if t.TopicName == res.Definition {
+				score = 1 << 30
+			}
+			if score > best {
+				topic, best = i, score
 			}
 		}
 		t := req.Topics[topic]

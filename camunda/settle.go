@@ -119,8 +119,11 @@ type failureRequest struct {
 // how many more times the task may run (0 makes the failure terminal: the
 // process's on_error decides, by the code external_task_failure). Retries
 // above the occurrence's budget leave the budget as it is (Relais never
-// raises it); without retries the budget applies unchanged. retryTimeout
-// (ms) delays the next offer, else the node's retry_delay applies.
+// raises it). Without retries the failure is terminal, as in Camunda,
+// whose REST API reads an absent retries as 0 (a primitive int): a worker
+// that reports a failure without saying it may run again gets an incident,
+// not its side effects repeated. retryTimeout (ms) delays the next offer,
+// else the node's retry_delay applies.
 func (f *Facade) failure(w http.ResponseWriter, r *http.Request) error {
 	req, err := httpjson.Decode[failureRequest](w, r, f.body)
 	if err != nil {
@@ -133,13 +136,14 @@ func (f *Facade) failure(w http.ResponseWriter, r *http.Request) error {
 	if len(req.Variables) > 0 || len(req.LocalVariables) > 0 {
 		return unsupported("/variables", "a failure carries no outputs (the outputs contract applies to completions)")
 	}
-	fl := engine.Failure{ErrorCode: FailureCode, Message: deref(req.ErrorMessage), Retryable: true}
+	retries := 0
 	if req.Retries != nil {
-		if *req.Retries < 0 {
-			return badRequest("/retries", "must be 0 or more")
-		}
-		fl.AttemptsLeft, fl.ClampAttemptsLeft, fl.Retryable = req.Retries, true, *req.Retries > 0
+		retries = *req.Retries
 	}
+	if retries < 0 {
+		return badRequest("/retries", "must be 0 or more")
+	}
+	fl := engine.Failure{ErrorCode: FailureCode, Message: deref(req.ErrorMessage), AttemptsLeft: &retries, ClampAttemptsLeft: true, Retryable: retries > 0}
 	if req.RetryTimeout != nil {
 		d, err := millis("/retryTimeout", req.RetryTimeout, 0, true, f.bounds.MaxRetryDelay)
 		if err != nil {

@@ -40,7 +40,9 @@ type lockedTask struct {
 
 // lockedTask makes the answer for one reservation: its inputs as typed
 // variables of the pinned revision (only those the topic asked for), and,
-// when the topic asks, Relais's own facts as extension properties.
+// when the topic asks, Relais's own facts as extension properties. Its
+// topicName is the topic t subscribed (a pattern such as crm.*, or the
+// definition's key): clients look their handler up by it.
 func (f *Facade) lockedTask(ctx context.Context, res engine.Reservation, workerID string, t topicJSON) (lockedTask, error) {
 	worker := workerID
 	lt := lockedTask{
@@ -51,7 +53,7 @@ func (f *Facade) lockedTask(ctx context.Context, res engine.Reservation, workerI
 			// Retries counts this execution: failing it with retries-1,
 			// as Camunda workers do, keeps the occurrence's budget.
 			Retries: res.AttemptsLeft + 1, WorkerID: &worker, Priority: res.Priority,
-			TopicName: res.Definition, BusinessKey: res.BusinessKey,
+			TopicName: t.TopicName, BusinessKey: res.BusinessKey,
 		},
 		Variables:           map[string]variable{},
 		ExtensionProperties: map[string]string{},
@@ -66,6 +68,7 @@ func (f *Facade) lockedTask(ctx context.Context, res engine.Reservation, workerI
 		}
 	}
 	if t.IncludeExtensionProperties != nil && *t.IncludeExtensionProperties {
+		lt.ExtensionProperties["relais.definition"] = res.Definition
 		lt.ExtensionProperties["relais.revision"] = strconv.Itoa(res.Revision)
 		lt.ExtensionProperties["relais.attempt"] = strconv.Itoa(res.Attempt)
 		if res.DeadlineAt != nil {

@@ -277,7 +277,7 @@ func outputValue(v variableIn, f contracts.Field) (json.RawMessage, bool, error)
 		lo, hi := int64(-1)<<(bits-1), int64(uint64(1)<<(bits-1)-1)
 		n, isNumber := new(big.Rat).SetString(string(raw))
 		if isNumber && (!n.IsInt() || n.Num().Cmp(big.NewInt(lo)) < 0 || n.Num().Cmp(big.NewInt(hi)) > 0) {
-			return nil, false, fmt.Errorf("a %s must be a whole number between %d and %d", v.Type, lo, hi)
+			return nil, false, fmt.Errorf("%s %s must be a whole number between %d and %d", article(v.Type), v.Type, lo, hi)
 		}
 	}
 	var s string
@@ -304,10 +304,19 @@ func outputValue(v variableIn, f contracts.Field) (json.RawMessage, bool, error)
 		if isString && (kind == "json" || kind == "object") {
 			var doc json.RawMessage
 			if err := json.Unmarshal([]byte(s), &doc); err != nil {
-				return nil, false, fmt.Errorf("a %s value must hold JSON: %v", v.Type, err)
+				return nil, false, fmt.Errorf("%s %s value must hold JSON: %v", article(v.Type), v.Type, err)
 			}
 			return doc, true, nil
 		}
 	}
 	return json.RawMessage(raw), true, nil
+}
+
+// article is the indefinite article before a type name: "an Integer", "a
+// Long".
+func article(typ string) string {
+	if typ != "" && strings.ContainsRune("AEIOUaeiou", rune(typ[0])) {
+		return "an"
+	}
+	return "a"
 }
