@@ -197,13 +197,15 @@ func TestAccessChangesAreLogged(t *testing.T) {
 	env.Must(204, "DELETE", fmt.Sprintf("/api/v1/tokens/%v", staff["id"]), env.Admin, nil)
 	c := env.Must(201, "POST", "/api/v1/consumers", env.Admin, map[string]any{"name": "crm-sync",
 		"grants": []any{map[string]any{"definition": "add_company_to_crm", "revisions": "all"}}}).JSON(t)
+	env.Must(200, "PUT", fmt.Sprintf("/api/v1/consumers/%v/grants", c["id"]), env.Admin, map[string]any{
+		"grants": []any{map[string]any{"definition": "add_company_to_crm", "revisions": []int{1}}}})
 	env.Must(200, "POST", fmt.Sprintf("/api/v1/consumers/%v/rotate", c["id"]), env.Admin, nil)
 	env.Must(204, "DELETE", fmt.Sprintf("/api/v1/consumers/%v", c["id"]), env.Admin, nil)
-	env.Must(201, "PUT", "/api/v1/destinations/scoring", env.Admin, map[string]any{"url": "https://scoring.example/v1?key=qs-secret-1",
+	env.Must(201, "PUT", "/api/v1/destinations/scoring", env.Admin, map[string]any{"url": "https://scoring.example/path-secret-3/v1?key=qs-secret-1",
 		"headers": map[string]any{"Authorization": "Bearer hdr-secret-2"}, "max_timeout": "PT5S"})
 	env.Must(204, "DELETE", "/api/v1/destinations/scoring", env.Admin, nil)
 	logs := env.Logs.String()
-	for _, event := range []string{"token.created", "token.revoked", "consumer.created", "consumer.token_rotated", "consumer.revoked",
+	for _, event := range []string{"token.created", "token.revoked", "consumer.created", "consumer.grants_set", "consumer.token_rotated", "consumer.revoked",
 		"destination.put", "destination.deleted"} {
 		found := false
 		for _, line := range strings.Split(logs, "\n") {
@@ -215,7 +217,7 @@ func TestAccessChangesAreLogged(t *testing.T) {
 			t.Errorf("no %s event naming the admin that acted:\n%s", event, logs)
 		}
 	}
-	for _, secret := range []string{"qs-secret-1", "hdr-secret-2"} {
+	for _, secret := range []string{"qs-secret-1", "hdr-secret-2", "path-secret-3"} {
 		if strings.Contains(logs, secret) {
 			t.Errorf("the log holds %s", secret)
 		}

@@ -14,6 +14,7 @@ const (
 	EventTokenCreated         = "token.created"
 	EventTokenRevoked         = "token.revoked"
 	EventConsumerCreated      = "consumer.created"
+	EventConsumerGrantsSet    = "consumer.grants_set"
 	EventConsumerTokenRotated = "consumer.token_rotated"
 	EventConsumerRevoked      = "consumer.revoked"
 	EventDestinationPut       = "destination.put"
@@ -21,7 +22,7 @@ const (
 )
 
 // logAccess logs an access event of ctx's principal (the API's or the
-// console's caller; "system" without one, as for the bootstrap token).
+// console's caller; "system" without one, as for the command line).
 func (e *Engine) logAccess(ctx context.Context, event string, attrs ...any) {
 	actor, tokenID, role := "system", int64(0), ""
 	if p, ok := auth.FromContext(ctx); ok {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -247,7 +248,21 @@ func (e *Engine) SetGrants(ctx context.Context, id int64, grants []Grant) (Consu
 	if err != nil {
 		return Consumer{}, wrap("set grants", err)
 	}
+	e.logAccess(ctx, EventConsumerGrantsSet, "consumer", id, "grants", grantsText(grants))
 	return e.GetConsumer(ctx, id)
+}
+
+// grantsText is grants as the access log shows them: key@revisions.
+func grantsText(grants []Grant) string {
+	parts := make([]string, len(grants))
+	for i, g := range grants {
+		revs := "all"
+		if len(g.Revisions) > 0 {
+			revs = fmt.Sprint(g.Revisions)
+		}
+		parts[i] = g.Definition + "@" + revs
+	}
+	return strings.Join(parts, ",")
 }
 
 // RotateConsumerToken revokes a consumer's tokens and issues a new one.

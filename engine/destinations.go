@@ -295,9 +295,9 @@ func (e *Engine) PutDestination(ctx context.Context, spec DestinationSpec, dryRu
 		return Destination{}, "", wrap("put destination", err)
 	}
 	if !dryRun && change != Unchanged {
-		// The URL with its query values masked and the header names,
-		// never their values (they may be credentials).
-		e.logAccess(ctx, EventDestinationPut, "destination", out.Name, "change", string(change), "url", out.URL, "headers", out.HeaderNames)
+		// The URL's scheme and host only (a webhook's path may be its
+		// secret) and the header names, never their values.
+		e.logAccess(ctx, EventDestinationPut, "destination", out.Name, "change", string(change), "host", urlHost(out.URL), "headers", out.HeaderNames)
 	}
 	return out, change, nil
 }
@@ -435,4 +435,14 @@ func (e *Engine) openDestination(row queries.Destination) (destinationTarget, er
 	_, query := splitQuery(t.URL)
 	t.Secrets = append(t.Secrets, querySecrets(query)...)
 	return t, nil
+}
+
+// urlHost is raw's scheme and host ("https://hooks.example"), what the
+// access log may show of a destination's URL.
+func urlHost(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	return u.Scheme + "://" + u.Host
 }

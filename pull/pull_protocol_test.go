@@ -1227,5 +1227,9 @@ func TestAStoppingReplicaClaimsNothing(t *testing.T) {
 	if got := observe(t, env, id); got["status"] != "available" {
 		t.Errorf("occurrence %v after fetches on a stopping replica, want available", got["status"])
 	}
+	// Load balancers are told to send work elsewhere.
+	if r := env.Do("GET", "/readyz", "", nil); r.Status != 503 || !strings.Contains(string(r.Body), "shutting down") {
+		t.Errorf("readyz of a stopping replica: %d %s, want 503 shutting down", r.Status, r.Body)
+	}
 	one(t, occurrencesOf(t, other.Must(200, "POST", "/api/v1/pull/fetch-and-lock", consumer, fetchBody("w2"))), id)
 }

@@ -330,6 +330,11 @@ func (r *runner) run(ctx context.Context) error {
 	stopping := false
 	var grace <-chan time.Time
 	for {
+		// A stop heard before this iteration's claim: select picks at
+		// random among ready cases, and the claim below runs before it.
+		if closing != nil && svc.reg.isClosed() {
+			r.dirty = false
+		}
 		if stopping && len(s.held) == 0 {
 			reason = endReplicaStopping
 			return replicaStopping()
@@ -729,7 +734,7 @@ func (r *runner) end(ctx context.Context, reason string) {
 
 func replicaStopping() error {
 	return problemError(fault.New(fault.Unavailable, "replica_stopping",
-		"this replica is shutting down; its assignments were handed back: subscribe again"))
+		"this replica is shutting down (what the stream still held, if anything, was handed back): subscribe again"))
 }
 
 func assignment(g engine.Reservation) *workerv1.Assignment {

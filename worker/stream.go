@@ -370,7 +370,11 @@ func (s *streamSession) read(stream *connect.ServerStreamForClient[workerv1.Work
 	draining := s.draining
 	s.mu.Unlock()
 	if s.err != nil && !draining {
-		log.Warn("stream ended", "err", s.err)
+		if ae := (*APIError)(nil); errors.As(wireError(s.err), &ae) && ae.Code == "replica_stopping" {
+			log.Info("stream ended: the replica is stopping", "err", s.err)
+		} else {
+			log.Warn("stream ended", "err", s.err)
+		}
 	}
 	s.cancel()
 	close(s.ended)
@@ -713,6 +717,10 @@ func (r *run) streamLoop(ctx context.Context) (fallback bool, err error) {
 				return false, fmt.Errorf("worker: subscribe: %w", err)
 			}
 			d := max(bo.next(), retryAfter(err))
+			if ae := (*APIError)(nil); errors.As(err, &ae) && ae.Code == "replica_stopping" && ae.RetryAfter > 0 {
+				// Another replica serves at once: no growing backoff.
+				d = ae.RetryAfter
+			}
 			w.log.Warn("subscribing failed; retrying", "err", err, "delay", d)
 			if !w.sleep(ctx, d) {
 				return false, nil

@@ -14,6 +14,12 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	stopWithGoRun()
 	defer stop()
+	// The first signal starts a graceful shutdown; a second one, the
+	// default: the process ends at once.
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
 	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "relais:", err)
 		os.Exit(1)

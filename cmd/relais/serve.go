@@ -99,8 +99,14 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	// which requests are still served: their workers settle through them)
 	// and then the requests still in flight.
 	deadline := time.Now().Add(cfg.ShutdownTimeout)
+	// Idle connections close, and HTTP/2 ones are told to go away once
+	// idle, so that clients reconnect elsewhere while the streams' workers
+	// settle what they hold (/readyz says 503 meanwhile).
+	srv.SetKeepAlivesEnabled(false)
 	replica.Drain()
-	sctx, cancel := context.WithDeadline(context.Background(), deadline)
+	// Requests still in flight get a few seconds even if the streams took
+	// the whole timeout.
+	sctx, cancel := context.WithDeadline(context.Background(), later(deadline, time.Now().Add(shutdownFloor)))
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
 		logger.Warn("shutdown deadline reached; closing remaining connections", "err", err)
@@ -146,4 +152,15 @@ func retentionText(d time.Duration) string {
 		return "forever"
 	}
 	return isoduration.Format(d)
+}
+
+// shutdownFloor is the least time in-flight requests get to finish once
+// the streams are done.
+const shutdownFloor = 5 * time.Second
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }

@@ -58,8 +58,8 @@ func (h *Hub) unregister(w *wake.Waiter) {
 	h.gauge.Set(float64(h.count))
 }
 
-// stopping reports whether Close was called.
-func (h *Hub) stopping() bool {
+// Stopping reports whether Close was called: the replica is shutting down.
+func (h *Hub) Stopping() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.closed

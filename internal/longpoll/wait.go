@@ -20,6 +20,13 @@ const dueSlack = 5 * time.Millisecond
 // are hints, so a waiter re-checks the database at least this often.
 const fallbackPoll = 5 * time.Second
 
+// stoppingFault refuses a fetch on a stopping replica.
+func stoppingFault() *fault.Error {
+	fe := fault.New(fault.Unavailable, CodeReplicaStopping, "this replica is shutting down; fetch again (another replica will serve you)")
+	fe.RetryAfter = time.Second
+	return fe
+}
+
 // CodeReplicaStopping is the code of the refusal of a fetch that arrives
 // while the replica shuts down.
 const CodeReplicaStopping = "replica_stopping"
@@ -38,10 +45,8 @@ const CodeTooManyWaiters = "too_many_waiters"
 // report what it was handed once the replica is gone, and the work would
 // wait for its lock to lapse.
 func (h *Hub) ClaimOrWait(ctx context.Context, eng *engine.Engine, claim engine.ClaimRequest, wait time.Duration) ([]engine.Reservation, error) {
-	if h.stopping() {
-		fe := fault.New(fault.Unavailable, CodeReplicaStopping, "this replica is shutting down; fetch again (another replica will serve you)")
-		fe.RetryAfter = time.Second
-		return nil, fe
+	if h.Stopping() {
+		return nil, stoppingFault()
 	}
 	if wait <= 0 {
 		return claimFor(ctx, eng, claim)
@@ -51,6 +56,10 @@ func (h *Hub) ClaimOrWait(ctx context.Context, eng *engine.Engine, claim engine.
 	// claim that found nothing and the registration would otherwise be
 	// missed until the fallback poll.
 	wt, ok := h.register(claim.Pairs)
+	if !ok && h.Stopping() {
+		// Closed since the check above.
+		return nil, stoppingFault()
+	}
 	if !ok {
 		// Only a fetch that would wait is refused: work that is available
 		// now is delivered whatever the number of waiters.

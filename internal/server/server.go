@@ -145,7 +145,7 @@ func newHandler(d Deps, hub *longpoll.Hub, streams *stream.Service) http.Handler
 	r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		httpjson.Encode(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
-	r.Method(http.MethodGet, "/readyz", readyz(d.Engine))
+	r.Method(http.MethodGet, "/readyz", readyz(d.Engine, hub.Stopping))
 	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(d.Registry, promhttp.HandlerOpts{}))
 	r.Mount("/console", console.New(d.Logger, d.Engine).Handler())
 	// The worker protocol (gRPC, gRPC-Web, Connect), reflection and health,
@@ -181,9 +181,16 @@ func newHandler(d Deps, hub *longpoll.Hub, streams *stream.Service) http.Handler
 	return r
 }
 
-func readyz(eng *engine.Engine) http.Handler {
+// readyz says whether the replica takes work: its database migrated and
+// reachable, and it is not shutting down (a load balancer then sends new
+// requests elsewhere while its streams' workers settle what they hold).
+func readyz(eng *engine.Engine, stopping func() bool) http.Handler {
 	want := engine.LatestSchemaVersion()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if stopping() {
+			httpjson.Encode(w, http.StatusServiceUnavailable, map[string]any{"status": "shutting down", "expected_schema_version": want})
+			return
+		}
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
 		got, err := engine.SchemaVersion(ctx, eng.Pool())
