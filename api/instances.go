@@ -378,6 +378,12 @@ type batchItemJSON struct {
 // replayed, or its problem), the request itself is 200.
 func (a *API) startInstances() http.Handler {
 	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
+		if r.Header.Get("Idempotency-Key") != "" {
+			// Ignoring it would let a client that retries a timed-out
+			// batch by its header start every item twice.
+			return fault.New(fault.BadRequest, "invalid_request", "a batch takes an idempotency key per item (items[].idempotency_key), not the Idempotency-Key header").
+				WithErrors([]fault.FieldError{{Path: "Idempotency-Key", Message: "not taken by this route: give each item its idempotency_key"}})
+		}
 		req, err := httpjson.Decode[batchStartRequest](w, r, a.cfg.MaxBodyBytes)
 		if err != nil {
 			return err

@@ -51,6 +51,9 @@ func TestBatchStart(t *testing.T) {
 	}
 	wantProblem(t, "batch over the ceiling", env.Do("POST", "/api/v1/processes/crm_only/instances/batch", env.Operator, map[string]any{"items": big}), 400, "bound_exceeded")
 	wantProblem(t, "empty batch", env.Do("POST", "/api/v1/processes/crm_only/instances/batch", env.Operator, map[string]any{"items": []any{}}), 400, "invalid_request")
+	// The header a single start takes would be silently ignored: refused.
+	wantProblem(t, "a batch with an Idempotency-Key header", env.Do("POST", "/api/v1/processes/crm_only/instances/batch", env.Operator,
+		map[string]any{"items": []any{map[string]any{"inputs": map[string]any{"name": "x"}}}}, "Idempotency-Key", "hb1"), 400, "invalid_request")
 	if n := len(env.Must(200, "GET", "/api/v1/instances?process=crm_only", env.Operator, nil).JSON(t)["items"].([]any)); n != 2 {
 		t.Errorf("%d instances after refused batches, want 2", n)
 	}

@@ -330,3 +330,31 @@ func recordSuite(t *testing.T) string {
 	}
 	return dir
 }
+
+// TestNoProseBecameAKey: in a YAML flow mapping an unquoted comma ends a
+// description, and the rest becomes a key without a value; the served
+// document then carried members such as "or a query parameter's name":
+// null. A key holding a space is such a fragment.
+func TestNoProseBecameAKey(t *testing.T) {
+	var doc any
+	if err := json.Unmarshal(openapi.JSON(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	var walk func(v any, at string)
+	walk = func(v any, at string) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, x := range v {
+				if x == nil && strings.Contains(k, " ") {
+					t.Errorf("%s: %q is prose cut off by a comma (quote the description)", at, k)
+				}
+				walk(x, at+"/"+k)
+			}
+		case []any:
+			for i, x := range v {
+				walk(x, fmt.Sprintf("%s/%d", at, i))
+			}
+		}
+	}
+	walk(doc, "")
+}
