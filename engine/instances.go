@@ -358,7 +358,8 @@ func (e *Engine) StartInstances(ctx context.Context, reqs []StartRequest) ([]Sta
 	for i, req := range reqs {
 		if k := req.IdempotencyKey; k != "" {
 			if j, dup := seen[k]; dup {
-				out[i].Err = fault.New(fault.Unprocessable, "duplicate_item", "Idempotency-Key %q is also the key of item %d", k, j)
+				out[i].Err = fault.New(fault.Unprocessable, "duplicate_item", "Idempotency-Key %q is also the key of item %d", k, j).
+					WithErrors([]fault.FieldError{{Path: "/idempotency_key", Message: fmt.Sprintf("is also the key of item %d", j)}})
 				continue
 			}
 			seen[k] = i

@@ -31,8 +31,9 @@ func TestBatchStart(t *testing.T) {
 	if item(1)["status"] != 422.0 || p["code"] != "invalid_inputs" || !strings.HasPrefix(fmt.Sprint(p["errors"]), "[map[message:") || !strings.Contains(fmt.Sprint(p["errors"]), "/items/1/inputs") {
 		t.Errorf("invalid item = %v, want 422 invalid_inputs with pointers under /items/1/inputs", item(1))
 	}
-	if item(3)["status"] != 422.0 || item(3)["problem"].(map[string]any)["code"] != "duplicate_item" {
-		t.Errorf("repeated key in one batch = %v, want 422 duplicate_item", item(3))
+	if item(3)["status"] != 422.0 || item(3)["problem"].(map[string]any)["code"] != "duplicate_item" ||
+		!strings.Contains(fmt.Sprint(item(3)["problem"].(map[string]any)["errors"]), "/items/3/idempotency_key") {
+		t.Errorf("repeated key in one batch = %v, want 422 duplicate_item at /items/3/idempotency_key", item(3))
 	}
 	id := item(0)["instance"].(map[string]any)["id"]
 	list := env.Must(200, "GET", "/api/v1/instances?process=crm_only", env.Operator, nil).JSON(t)["items"].([]any)
