@@ -70,7 +70,7 @@ func wantRefusals(t *testing.T, env *relaistest.Env, token, path string) {
 		}
 	}
 	for _, c := range []string{"garbage!", base64.RawURLEncoding.EncodeToString([]byte(`{"x":`)), base64.RawURLEncoding.EncodeToString([]byte(`[1]`)),
-		base64.RawURLEncoding.EncodeToString([]byte(`"\u0000"`))} {
+		base64.RawURLEncoding.EncodeToString([]byte(`"\u0000"`)), base64.RawURLEncoding.EncodeToString([]byte(`null`))} {
 		if r := env.Do("GET", path+"?cursor="+c, token, nil); r.Status != 400 || r.Code() != "invalid_cursor" {
 			t.Errorf("%s?cursor=%s: %d %s; want 400 invalid_cursor", path, c, r.Status, r.Body)
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
 	"net/http"
 	"net/url"
@@ -44,12 +45,17 @@ func PageParams[C any](r *http.Request, filters ...string) (C, int, error) {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > MaxLimit {
 			return c, 0, fault.New(fault.BadRequest, "invalid_request", "limit must be an integer from 1 to %d", MaxLimit).
-				WithErrors([]fault.FieldError{{Path: "limit", Message: "out of range"}})
+				WithErrors([]fault.FieldError{{Path: "limit", Message: fmt.Sprintf("must be an integer from 1 to %d", MaxLimit)}})
 		}
 		limit = n
 	}
 	if s := r.URL.Query().Get("cursor"); s != "" {
 		b, err := base64.RawURLEncoding.DecodeString(s)
+		if err == nil && bytes.Equal(bytes.TrimSpace(b), []byte("null")) {
+			// Every cursor this API returns holds a key; null would
+			// silently read as the first page.
+			err = errNullCursor
+		}
 		if err == nil && bytes.Contains(b, nulEscape) {
 			// No cursor this API returns holds the NUL character, which
 			// would only reach PostgreSQL to be refused there.
@@ -65,7 +71,10 @@ func PageParams[C any](r *http.Request, filters ...string) (C, int, error) {
 	return c, limit, nil
 }
 
-var errNULCursor = errors.New("the cursor holds the NUL character")
+var (
+	errNULCursor  = errors.New("the cursor holds the NUL character")
+	errNullCursor = errors.New("the cursor is null")
+)
 
 // NewPage builds a list answer from up to limit+1 rows (the extra row only
 // says there is a next page): item converts a row, cursor gives the keyset
