@@ -253,6 +253,11 @@ func (e *Engine) prepareStart(ctx context.Context, req StartRequest) (preparedSt
 			return p, nil
 		}
 	}
+	if req.Version < 0 {
+		// Else read as an unknown process (404), where it is a bad value.
+		return p, fault.New(fault.BadRequest, "invalid_request", "version %d is not a version number", req.Version).
+			WithErrors([]fault.FieldError{{Path: "/version", Message: "must be a version number, or 0 (or absent) for the latest"}})
+	}
 	pv, err := e.GetProcessVersion(ctx, req.ProcessKey, req.Version)
 	if err != nil {
 		if fault.HasCode(err, "not_found") && req.Version > 0 {

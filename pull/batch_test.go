@@ -143,3 +143,17 @@ func TestBatchSettle(t *testing.T) {
 }
 
 func ids3(occs []map[string]any) []string { return ids(occs) }
+
+// A start's version is a version number, or 0 (or absent) for the latest:
+// a negative one is a bad value at /version, not an unknown process; one
+// the process lacks is 422 unknown_version.
+func TestStartVersionIsChecked(t *testing.T) {
+	t.Parallel()
+	env, _ := newCRM(t, nil)
+	for version, want := range map[int]string{-1: "invalid_request", 99: "unknown_version"} {
+		r := env.Do("POST", "/api/v1/processes/crm_only/instances", env.Operator, map[string]any{"inputs": map[string]any{"name": "x"}, "version": version})
+		if r.Code() != want || !strings.Contains(string(r.Body), `"path":"/version"`) {
+			t.Errorf("version %d: %d %s, want %s at /version", version, r.Status, r.Body, want)
+		}
+	}
+}
