@@ -3,18 +3,11 @@ package push_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
-	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/relais/relais/engine"
 	"github.com/relais/relais/internal/embeddedpg"
 	"github.com/relais/relais/internal/relaistest"
 )
@@ -26,26 +19,7 @@ import (
 // outcome_unknown when the reservation expires.
 func TestResultRecordedThroughADatabaseOutage(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	dir, err := os.MkdirTemp("/tmp", "relais-push-dbloss-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o711); err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	opts := embeddedpg.Options{Dir: filepath.Join(dir, "pg"), Port: port, Fast: true, BinDir: os.Getenv("RELAIS_PG_BIN")}
-	cluster, err := embeddedpg.Start(ctx, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	opts, cluster, pool := relaistest.OwnCluster(t)
 	var mu sync.Mutex
 	running := cluster
 	t.Cleanup(func() {
@@ -55,14 +29,6 @@ func TestResultRecordedThroughADatabaseOutage(t *testing.T) {
 			_ = running.Stop(context.Background())
 		}
 	})
-	pool, err := pgxpool.New(ctx, cluster.URL("postgres"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	if _, err := engine.Migrate(ctx, pool, slog.New(slog.DiscardHandler)); err != nil {
-		t.Fatal(err)
-	}
 	env := relaistest.NewOnPool(t, pool)
 	env.Definition("score_company.yaml")
 

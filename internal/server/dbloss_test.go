@@ -4,51 +4,18 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/relais/relais/engine"
 	"github.com/relais/relais/internal/config"
 	"github.com/relais/relais/internal/embeddedpg"
 	"github.com/relais/relais/internal/relaistest"
 	"github.com/relais/relais/worker"
 )
-
-// ownCluster starts a PostgreSQL cluster of the test's own on a fixed
-// port, so that the test may stop it and start it again where the pool
-// looks for it. It returns the start options and the running cluster.
-func ownCluster(t *testing.T) (embeddedpg.Options, *embeddedpg.Cluster) {
-	t.Helper()
-	dir, err := os.MkdirTemp("/tmp", "relais-dbloss-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o711); err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	opts := embeddedpg.Options{Dir: filepath.Join(dir, "pg"), Port: port, Fast: true, BinDir: os.Getenv("RELAIS_PG_BIN")}
-	c, err := embeddedpg.Start(context.Background(), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return opts, c
-}
 
 // TestDatabaseLossIsUnavailable: while PostgreSQL cannot be reached, API
 // requests answer 503 database_unavailable with Retry-After (never 500
@@ -57,15 +24,7 @@ func ownCluster(t *testing.T) (embeddedpg.Options, *embeddedpg.Cluster) {
 func TestDatabaseLossIsUnavailable(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	opts, cluster := ownCluster(t)
-	pool, err := pgxpool.New(ctx, cluster.URL("postgres"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	if _, err := engine.Migrate(ctx, pool, slog.New(slog.DiscardHandler)); err != nil {
-		t.Fatal(err)
-	}
+	opts, cluster, pool := relaistest.OwnCluster(t)
 	env := relaistest.NewOnPool(t, pool)
 	env.Must(200, "GET", "/api/v1/definitions", env.Operator, nil)
 
@@ -182,15 +141,7 @@ func grpcHealth(t *testing.T, env *relaistest.Env) string {
 func TestStreamsOutliveADatabaseOutage(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	opts, cluster := ownCluster(t)
-	pool, err := pgxpool.New(ctx, cluster.URL("postgres"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	if _, err := engine.Migrate(ctx, pool, slog.New(slog.DiscardHandler)); err != nil {
-		t.Fatal(err)
-	}
+	opts, cluster, pool := relaistest.OwnCluster(t)
 	// Heartbeats every 100 ms: the outage spans many more than the three a
 	// client may miss, and several resolutions of the subscriptions.
 	env := relaistest.NewOnPool(t, pool, func(c *config.Config) { c.Stream.Heartbeat = 100 * time.Millisecond })
