@@ -189,22 +189,7 @@ func (f *Facade) fetchAndLock(w http.ResponseWriter, r *http.Request) error {
 	}
 	out := make([]lockedTask, 0, len(got))
 	for _, res := range got {
-		// The topic the task answers: its own key's, else the longest
-		// pattern matching it, as the Go SDK routes. Clients find their
-		// handler by the answer's topicName, so it must be that topic.
-		topic, best := 0, -1
-		for i, t := range req.Topics {
-			if !engine.KeyMatches(t.TopicName, res.Definition) {
-				continue
-			}
-			score := len(t.TopicName)
-			if t.TopicName == res.Definition {
-				score = 1 << 30
-			}
-			if score > best {
-				topic, best = i, score
-			}
-		}
+		topic := topicFor(req.Topics, res.Definition)
 		t := req.Topics[topic]
 		if locks[topic] < lock {
 			// One claim locks for the longest duration asked; a topic that
@@ -219,6 +204,23 @@ func (f *Facade) fetchAndLock(w http.ResponseWriter, r *http.Request) error {
 	}
 	encode(w, http.StatusOK, out)
 	return nil
+}
+
+// topicFor is the index of the topic a task of definition key answers:
+// its own key's, else the longest pattern matching it, as the Go SDK
+// routes. Clients find their handler by the answer's topicName, so it
+// must be that topic.
+func topicFor(topics []topicJSON, key string) int {
+	at, longest := 0, -1
+	for i, t := range topics {
+		switch {
+		case t.TopicName == key:
+			return i
+		case engine.KeyMatches(t.TopicName, key) && len(t.TopicName) > longest:
+			at, longest = i, len(t.TopicName)
+		}
+	}
+	return at
 }
 
 // shortenLock sets res's lock to d from now. Failing that, the longer lock

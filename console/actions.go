@@ -403,7 +403,8 @@ func (c *Console) bulkView(r *http.Request, a engine.Action, f instanceFilter, c
 	if count == 0 {
 		v.Nothing = T(ctx, "Nothing to do: no instance this action applies to matches the filter.")
 	}
-	if f.Process == "" && f.BusinessKey == "" && f.CreatedFrom == "" && f.CreatedTo == "" {
+	crit := f.criteria()
+	if len(crit) == 0 || len(crit) == 1 && crit.Has("status") {
 		v.Unfiltered = T(ctx, "No process, business key or creation date narrows this filter: it applies to the instances of every process.")
 	}
 	all := T(ctx, "any")
@@ -414,7 +415,6 @@ func (c *Console) bulkView(r *http.Request, a engine.Action, f instanceFilter, c
 		{Label: T(ctx, "Created from"), Value: orAll(f.CreatedFrom, all)},
 		{Label: T(ctx, "Created to"), Value: orAll(f.CreatedTo, all)},
 	}
-	crit := f.criteria()
 	for _, k := range slices.Sorted(maps.Keys(crit)) {
 		v.Hidden = append(v.Hidden, option{Value: crit.Get(k), Label: k})
 	}

@@ -4,7 +4,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -52,7 +51,6 @@ type registry struct {
 	// yet. hold checks them, so that none is missed.
 	recent  map[uuid.UUID]recentCancel
 	closed  bool
-	stopped atomic.Bool // closed, readable without mu
 	closing chan struct{}
 	// grace is how long a stream holding assignments may keep them once
 	// the replica stops, for its worker to settle them (set by close).
@@ -65,8 +63,15 @@ type registry struct {
 }
 
 // isClosed reports whether close was called, without the registry's lock
-// (every stream's loop asks).
-func (r *registry) isClosed() bool { return r.stopped.Load() }
+// (every stream's loop asks): closing is closed by then.
+func (r *registry) isClosed() bool {
+	select {
+	case <-r.closing:
+		return true
+	default:
+		return false
+	}
+}
 
 // graceTime is close's grace, read by the streams once closing is closed.
 func (r *registry) graceTime() time.Duration {
@@ -96,7 +101,7 @@ func (r *registry) admit(s *session) (replaced *session, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
-		fe := fault.New(fault.Unavailable, "replica_stopping", "this replica is shutting down; subscribe again (another replica will serve you)")
+		fe := fault.New(fault.Unavailable, endReplicaStopping, "this replica is shutting down; subscribe again (another replica will serve you)")
 		// A second, not the client's growing backoff: another replica
 		// (behind the same address) serves at once.
 		fe.RetryAfter = time.Second
@@ -319,7 +324,6 @@ func (r *registry) close(timeout time.Duration) bool {
 		// What the workers have not settled by then is handed back within
 		// the timeout.
 		r.grace = max(timeout-handBackTimeout, 0)
-		r.stopped.Store(true)
 		close(r.closing)
 	}
 	r.mu.Unlock()

@@ -733,7 +733,7 @@ func (r *runner) end(ctx context.Context, reason string) {
 }
 
 func replicaStopping() error {
-	return problemError(fault.New(fault.Unavailable, "replica_stopping",
+	return problemError(fault.New(fault.Unavailable, endReplicaStopping,
 		"this replica is shutting down (what the stream still held, if anything, was handed back): subscribe again"))
 }
 

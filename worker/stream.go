@@ -370,7 +370,7 @@ func (s *streamSession) read(stream *connect.ServerStreamForClient[workerv1.Work
 	draining := s.draining
 	s.mu.Unlock()
 	if s.err != nil && !draining {
-		if ae := (*APIError)(nil); errors.As(wireError(s.err), &ae) && ae.Code == "replica_stopping" {
+		if apiCode(wireError(s.err)) == codeReplicaStopping {
 			log.Info("stream ended: the replica is stopping", "err", s.err)
 		} else {
 			log.Warn("stream ended", "err", s.err)
@@ -682,6 +682,10 @@ func (s *streamSession) close() {
 	s.done.Wait()
 }
 
+// codeReplicaStopping is Relais's code for a replica shutting down: its
+// streams end and it refuses subscriptions; another replica serves.
+const codeReplicaStopping = "replica_stopping"
+
 // streamProven is how long a stream must have lived for its end to reset
 // the reconnection backoff.
 const streamProven = 5 * time.Second
@@ -717,9 +721,9 @@ func (r *run) streamLoop(ctx context.Context) (fallback bool, err error) {
 				return false, fmt.Errorf("worker: subscribe: %w", err)
 			}
 			d := max(bo.next(), retryAfter(err))
-			if ae := (*APIError)(nil); errors.As(err, &ae) && ae.Code == "replica_stopping" && ae.RetryAfter > 0 {
+			if apiCode(err) == codeReplicaStopping && retryAfter(err) > 0 {
 				// Another replica serves at once: no growing backoff.
-				d = ae.RetryAfter
+				d = retryAfter(err)
 			}
 			w.log.Warn("subscribing failed; retrying", "err", err, "delay", d)
 			if !w.sleep(ctx, d) {
@@ -737,7 +741,8 @@ func (r *run) streamLoop(ctx context.Context) (fallback bool, err error) {
 		}
 		s.close()
 		r.stream = nil
-		if ae := (*APIError)(nil); errors.As(wireError(s.err), &ae) && ae.Code == "stream_replaced" {
+		ended := apiCode(wireError(s.err))
+		if ended == "stream_replaced" {
 			return false, fmt.Errorf("worker: another process subscribed with worker id %q (two processes must not share one): %w", w.cfg.WorkerID, wireError(s.err))
 		}
 		// A stream that lived a while proved the server healthy: the
@@ -750,7 +755,7 @@ func (r *run) streamLoop(ctx context.Context) (fallback bool, err error) {
 		// A replica stopping asks to reconnect at once; anything else waits
 		// a little, growing if streams keep ending.
 		d := bo.next()
-		if ae := (*APIError)(nil); errors.As(wireError(s.err), &ae) && ae.Code == "replica_stopping" {
+		if ended == codeReplicaStopping {
 			d = 0
 		}
 		if d > 0 {

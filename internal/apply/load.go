@@ -242,14 +242,15 @@ func parseFile(file string, raw []byte) ([]Document, []Problem) {
 	var docs []Document
 	var problems []Problem
 	var nonEmpty []string
-	from := 0
+	from, before := 0, 0 // before: the lines ahead of text[from:]
 	for _, sep := range append(separator.FindAllStringIndex(text, -1), []int{len(text), len(text)}) {
 		if p := text[from:sep[0]]; strings.TrimSpace(stripComments(p)) != "" {
 			// Blank lines in place of the file's earlier lines: the
 			// parser's lines, in its errors and its nodes, are then the
 			// file's.
-			nonEmpty = append(nonEmpty, strings.Repeat("\n", strings.Count(text[:from], "\n"))+p)
+			nonEmpty = append(nonEmpty, strings.Repeat("\n", before)+p)
 		}
+		before += strings.Count(text[from:sep[1]], "\n")
 		from = sep[1]
 	}
 	for i, part := range nonEmpty {

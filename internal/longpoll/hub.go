@@ -60,9 +60,12 @@ func (h *Hub) unregister(w *wake.Waiter) {
 
 // Stopping reports whether Close was called: the replica is shutting down.
 func (h *Hub) Stopping() bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.closed
+	select {
+	case <-h.closing:
+		return true
+	default:
+		return false
+	}
 }
 
 // Notify handles a ChannelOccurrence payload.

@@ -154,13 +154,27 @@ const (
 func probeDatabase(ctx context.Context, pool *pgxpool.Pool, up prometheus.Gauge, logger *slog.Logger, observe func(up bool)) {
 	cfg := pool.Config().ConnConfig.Copy()
 	var conn *pgx.Conn
-	defer func() {
+	closeConn := func() {
 		if conn != nil {
 			cctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			_ = conn.Close(cctx)
 			cancel()
+			conn = nil
 		}
-	}()
+	}
+	defer closeConn()
+	// ping pings on the probe's connection, opening one if it has none.
+	ping := func() error {
+		pctx, cancel := context.WithTimeout(ctx, databaseProbeTimeout)
+		defer cancel()
+		if conn == nil {
+			var err error
+			if conn, err = pgx.ConnectConfig(pctx, cfg); err != nil {
+				return err
+			}
+		}
+		return conn.Ping(pctx)
+	}
 	wasUp := true
 	t := time.NewTimer(0)
 	defer t.Stop()
@@ -169,25 +183,6 @@ func probeDatabase(ctx context.Context, pool *pgxpool.Pool, up prometheus.Gauge,
 		case <-ctx.Done():
 			return
 		case <-t.C:
-		}
-		closeConn := func() {
-			if conn != nil {
-				cctx, cancel := context.WithTimeout(context.Background(), time.Second)
-				_ = conn.Close(cctx)
-				cancel()
-				conn = nil
-			}
-		}
-		ping := func() error {
-			pctx, cancel := context.WithTimeout(ctx, databaseProbeTimeout)
-			defer cancel()
-			if conn == nil {
-				var err error
-				if conn, err = pgx.ConnectConfig(pctx, cfg); err != nil {
-					return err
-				}
-			}
-			return conn.Ping(pctx)
 		}
 		reused := conn != nil
 		err := ping()
