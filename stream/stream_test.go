@@ -364,7 +364,14 @@ func TestUnaryCallsAndTheirRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := f.env.Must(201, "POST", "/api/v1/pull/occurrences/"+d.GetOccurrenceId()+"/settle-token", f.consumer, map[string]any{"worker_id": "w3"}).JSON(t)["token"].(string)
-	_, err = complete(c, st, "", b.GetOccurrenceId(), outputs("created", "C"))
+	// The stream may have been given Beta's occurrence again (handed back
+	// when its stream closed) rather than Gamma's: "another" is one that
+	// is not d.
+	other := b.GetOccurrenceId()
+	if other == d.GetOccurrenceId() {
+		other = id
+	}
+	_, err = complete(c, st, "", other, outputs("created", "C"))
 	wantRefusal(t, "a settle token on another occurrence", err, "unauthenticated", "unauthorized")
 	if res, err := complete(c, st, "", d.GetOccurrenceId(), outputs("existing", "C-9")); err != nil || res.GetRoute() != "existing" {
 		t.Fatalf("completion with the settle token = %v, %v", res, err)
