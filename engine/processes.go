@@ -53,8 +53,8 @@ func refuseDocument(what, code string, vs []contracts.Violation) error {
 		cause        contracts.Cause
 		code, detail string
 	}{
-		{contracts.Malformed, "invalid_json", what + " is not JSON that Relais reads"},
-		{contracts.UnknownKey, "unknown_field", what + " has unknown fields"},
+		{cause: contracts.Malformed, code: "invalid_json", detail: what + " is not JSON that Relais reads"},
+		{cause: contracts.UnknownKey, code: "unknown_field", detail: what + " has unknown fields"},
 	} {
 		var errs []fault.FieldError
 		for _, v := range vs {
