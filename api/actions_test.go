@@ -54,6 +54,10 @@ func TestRetryAndAbandonHeldInstances(t *testing.T) {
 	if r := env.Do("POST", "/api/v1/instances/"+a+"/retry", env.Operator, map[string]any{}); r.Status != 400 || r.Code() != "invalid_request" {
 		t.Errorf("retry without a reason: %d %s, want 400", r.Status, r.Body)
 	}
+	// Without a body, the missing member is named, not the empty body.
+	if r := env.Do("POST", "/api/v1/instances/"+a+"/retry", env.Operator, nil); r.Status != 400 || r.Code() != "invalid_request" || !strings.Contains(string(r.Body), `"/reason"`) {
+		t.Errorf("retry without a body: %d %s, want 400 invalid_request at /reason", r.Status, r.Body)
+	}
 	if r := env.Do("POST", "/api/v1/instances/"+a+"/retry", env.Designer, map[string]any{"reason": "x"}); r.Status != 403 {
 		t.Errorf("retry by a designer: %d, want 403", r.Status)
 	}

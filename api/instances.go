@@ -146,7 +146,8 @@ func (a *API) actOnInstance(action engine.Action) http.Handler {
 		if err != nil {
 			return err
 		}
-		req, err := httpjson.Decode[actionRequest](w, r, a.cfg.MaxBodyBytes)
+		// Sent without a body, the action is refused for its missing reason.
+		req, err := httpjson.DecodeOrZero[actionRequest](w, r, a.cfg.MaxBodyBytes)
 		if err != nil {
 			return err
 		}

@@ -16,6 +16,18 @@ import (
 func applyCommand(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("apply", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, `usage: relais apply -f PATH [--dry-run]
+
+Applies the YAML or JSON documents of a file or folder (definitions,
+releases, processes, destinations) to a running Relais: RELAIS_URL (default
+http://127.0.0.1:8080) with RELAIS_TOKEN (a designer token; destinations
+need an admin one).
+
+flags:
+`)
+		fs.PrintDefaults()
+	}
 	path := fs.String("f", "", "file or folder of YAML/JSON documents (kind: Definition, Release, Process, Destination)")
 	dryRun := fs.Bool("dry-run", false, "show what would change without changing anything")
 	if err := fs.Parse(args); err != nil {

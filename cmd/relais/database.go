@@ -62,6 +62,11 @@ func openDatabase(ctx context.Context, cfg config.Config, logger *slog.Logger, a
 			db.attached = true
 			logger.Info("using the embedded cluster of a running relais", "dir", dir)
 		} else if err != nil {
+			if errors.Is(err, embeddedpg.ErrInUse) {
+				// Two replicas share a database through a server, not
+				// through one data directory's cluster.
+				err = fmt.Errorf("%w: another relais serve is probably running on RELAIS_DATA_DIR %s; stop it, give this one another RELAIS_DATA_DIR, or run both on one PostgreSQL server with RELAIS_DATABASE_URL", err, cfg.DataDir)
+			}
 			if errors.Is(err, embeddedpg.ErrNoServerBinaries) && !strings.Contains(err.Error(), "RELAIS_DATABASE_URL") {
 				err = fmt.Errorf("%w; or set RELAIS_DATABASE_URL to use an existing PostgreSQL server", err)
 			}
@@ -143,7 +148,9 @@ func waitForDatabase(ctx context.Context, pool *pgxpool.Pool, pcfg *pgxpool.Conf
 			return fmt.Errorf("database at %s still unreachable after %s (RELAIS_DATABASE_CONNECT_TIMEOUT): %w", where, isoduration.Format(timeout), err)
 		}
 		if !time.Now().Before(nextReport) {
-			logger.Warn("waiting for PostgreSQL at "+where+": "+err.Error(), "waited", time.Since(began).Round(time.Second))
+			// pgx puts each address it tried on a line of its own, which a
+			// one-line log record would show as \n\t.
+			logger.Warn("waiting for PostgreSQL at "+where+": "+oneLine(err.Error()), "waited", time.Since(began).Round(time.Second))
 			nextReport = nextReport.Add(reportEvery)
 		}
 		select {
@@ -309,4 +316,9 @@ func newLogger(cfg config.Config, w io.Writer) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// oneLine is s with its line breaks and their indentation as single spaces.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
 }

@@ -3,6 +3,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -34,14 +36,26 @@ commands:
   token create   create a staff token: relais token create --role ROLE --name NAME [--expires-in P90D]
   token list     list the staff tokens (id, name, role, created, last used, expires)
   token revoke   revoke a staff token at once: relais token revoke ID
-  apply          apply definitions, releases and processes: relais apply -f PATH
-  keys rotate    re-encrypt secret values with the first data key (resumable)
+  apply          apply definitions, releases, processes and destinations: relais apply -f PATH [--dry-run]
+  keys rotate    re-encrypt sensitive and secret values with the first data key (resumable)
   version        print the version
 
-Every command reads the configuration of "relais serve --help".
+serve, migrate, token and keys rotate read the configuration listed by
+"relais serve --help" (a flag, else its environment variable); apply reads
+RELAIS_URL (default http://127.0.0.1:8080) and RELAIS_TOKEN. Each command
+takes --help.
 `
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	err := dispatch(ctx, args, getenv, stdout, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		// The help was asked for and written: not a failure.
+		return nil
+	}
+	return err
+}
+
+func dispatch(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return fmt.Errorf("missing command")
@@ -55,12 +69,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return tokenCommand(ctx, args[1:], getenv, stdout, stderr)
 	case "keys":
 		if len(args) < 2 || args[1] != "rotate" {
-			return fmt.Errorf("usage: relais keys rotate")
+			return fmt.Errorf("usage: relais keys rotate [flags]")
 		}
 		return keysRotate(ctx, args[2:], getenv, stdout, stderr)
 	case "apply":
 		return applyCommand(ctx, args[1:], getenv, stdout, stderr)
-	case "version":
+	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, version())
 		return nil
 	case "help", "-h", "--help":

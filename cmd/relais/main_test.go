@@ -362,3 +362,42 @@ func TestAdminCommandsNeedAnExistingDatabase(t *testing.T) {
 		t.Errorf("the commands created %s: %v", dir, err)
 	}
 }
+
+// TestEveryCommandTakesHelp asks each command for its help: it is written,
+// names the command (not another one's flags under "serve"), and is not a
+// failure, and nothing is opened to answer it.
+func TestEveryCommandTakesHelp(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"serve", "--help"}, "usage: relais serve"},
+		{[]string{"migrate", "-h"}, "usage: relais migrate"},
+		{[]string{"token", "create", "--help"}, "usage: relais token create"},
+		{[]string{"token", "list", "--help"}, "usage: relais token list"},
+		{[]string{"token", "revoke", "--help"}, "usage: relais token revoke"},
+		{[]string{"keys", "rotate", "--help"}, "usage: relais keys rotate"},
+		{[]string{"apply", "--help"}, "usage: relais apply"},
+	} {
+		var stdout, stderr bytes.Buffer
+		// No database is configured: answering by opening one would fail.
+		env := func(k string) string { return map[string]string{"RELAIS_DATA_DIR": t.TempDir()}[k] }
+		err := run(context.Background(), tc.args, env, &stdout, &stderr)
+		if err != nil {
+			t.Errorf("%v: %v; want the help and no error", tc.args, err)
+		}
+		help := stdout.String() + stderr.String()
+		if !strings.Contains(help, tc.want) {
+			t.Errorf("%v wrote %q; want it to contain %q", tc.args, help, tc.want)
+		}
+		if tc.args[0] != "apply" && !strings.Contains(help, "-database-url") {
+			t.Errorf("%v: the help lists no configuration flags:\n%s", tc.args, help)
+		}
+	}
+	var stderr bytes.Buffer
+	err := run(context.Background(), []string{"token", "create", "--name", "x"}, func(string) string { return "" }, io.Discard, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "admin, designer or operator") || strings.Contains(err.Error(), "consumer") {
+		t.Errorf("token create without --role: %v; want the staff roles named", err)
+	}
+}

@@ -19,7 +19,7 @@ import (
 )
 
 func serve(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	cfg, err := config.Load(args, getenv, stderr)
+	cfg, err := config.Load("usage: relais serve [flags]\n\nRuns the API, the pull protocol, worker streams, the push runner,\ntimers and the console.", args, getenv, stderr)
 	if err != nil {
 		return err
 	}
@@ -117,7 +117,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 }
 
 func migrate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	cfg, err := config.Load(args, getenv, stderr)
+	cfg, err := config.Load("usage: relais migrate [flags]\n\nApplies the pending database migrations and exits.", args, getenv, stderr)
 	if err != nil {
 		return err
 	}

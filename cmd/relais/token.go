@@ -21,6 +21,40 @@ const tokenPage = 500
 
 const tokenUsage = "usage: relais token create --role ROLE --name NAME [--expires-in DURATION] | relais token list | relais token revoke ID"
 
+// The token commands' help, each followed by the configuration flags that
+// reach the database serve uses.
+const (
+	tokenCreateUsage = `usage: relais token create --role ROLE --name NAME [--expires-in DURATION] [flags]
+
+Creates a staff token and prints it once. ROLE is admin, designer or
+operator (a consumer's token comes with the consumer: POST /api/v1/consumers);
+DURATION is ISO-8601, such as P90D (without it the token does not expire).`
+	tokenListUsage = `usage: relais token list [flags]
+
+Lists the staff tokens that are not revoked.`
+	tokenRevokeUsage = `usage: relais token revoke ID [flags]
+
+Revokes a staff token at once; ID is its id in relais token list.`
+)
+
+// wantsHelp reports whether args ask for a command's help.
+func wantsHelp(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "-h", "-help", "--help":
+			return true
+		}
+	}
+	return false
+}
+
+// help writes usage with the configuration flags and returns
+// flag.ErrHelp.
+func help(usage string, getenv func(string) string, stderr io.Writer) error {
+	_, err := config.Load(usage, []string{"-h"}, getenv, stderr)
+	return err
+}
+
 // tokenCommand runs relais token create, list and revoke against the
 // database serve uses (like serve, it needs no running server and no
 // token: whoever can reach the database is an administrator already).
@@ -64,8 +98,8 @@ func ownFlags(args []string, own map[string]string) (rest []string, err error) {
 
 // openEngine opens the existing database of cfg for an administration
 // command.
-func openEngine(ctx context.Context, rest []string, getenv func(string) string, stderr io.Writer) (*engine.Engine, func(), error) {
-	cfg, err := config.Load(rest, getenv, stderr)
+func openEngine(ctx context.Context, usage string, rest []string, getenv func(string) string, stderr io.Writer) (*engine.Engine, func(), error) {
+	cfg, err := config.Load(usage, rest, getenv, stderr)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -79,14 +113,20 @@ func openEngine(ctx context.Context, rest []string, getenv func(string) string, 
 
 // tokenCreate takes --role, --name and --expires-in.
 func tokenCreate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if wantsHelp(args) {
+		return help(tokenCreateUsage, getenv, stderr)
+	}
 	own := map[string]string{"role": "", "name": "", "expires-in": ""}
 	rest, err := ownFlags(args, own)
 	if err != nil {
 		return err
 	}
+	if own["role"] == "" {
+		return errors.New("--role is required: admin, designer or operator")
+	}
 	role, err := auth.ParseRole(own["role"])
 	if err != nil {
-		return err
+		return fmt.Errorf("--role %q: must be admin, designer or operator", own["role"])
 	}
 	if role == auth.RoleConsumer {
 		return errors.New("consumer tokens belong to a consumer: create one with POST /api/v1/consumers")
@@ -101,7 +141,7 @@ func tokenCreate(ctx context.Context, args []string, getenv func(string) string,
 			return fmt.Errorf("--expires-in %q: must be a positive ISO-8601 duration such as P90D", s)
 		}
 	}
-	eng, closeDB, err := openEngine(ctx, rest, getenv, stderr)
+	eng, closeDB, err := openEngine(ctx, tokenCreateUsage, rest, getenv, stderr)
 	if err != nil {
 		return err
 	}
@@ -121,7 +161,7 @@ func tokenCreate(ctx context.Context, args []string, getenv func(string) string,
 
 // tokenList prints every staff token that is not revoked.
 func tokenList(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	eng, closeDB, err := openEngine(ctx, args, getenv, stderr)
+	eng, closeDB, err := openEngine(ctx, tokenListUsage, args, getenv, stderr)
 	if err != nil {
 		return err
 	}
@@ -152,6 +192,9 @@ func tokenList(ctx context.Context, args []string, getenv func(string) string, s
 
 // tokenRevoke revokes the staff token with the id given.
 func tokenRevoke(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if wantsHelp(args) {
+		return help(tokenRevokeUsage, getenv, stderr)
+	}
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
 		return errors.New("usage: relais token revoke ID (see relais token list)")
 	}
@@ -159,7 +202,7 @@ func tokenRevoke(ctx context.Context, args []string, getenv func(string) string,
 	if err != nil || id < 1 {
 		return fmt.Errorf("token id %q is not a number (see relais token list)", args[0])
 	}
-	eng, closeDB, err := openEngine(ctx, args[1:], getenv, stderr)
+	eng, closeDB, err := openEngine(ctx, tokenRevokeUsage, args[1:], getenv, stderr)
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"hash/fnv"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -43,8 +44,14 @@ func main() {
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 	}()
-	logger.Info("scoring API listening", "addr", addr)
-	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	// Listen first, so that "listening" is said only once it is true.
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		logger.Error("scoring API cannot listen (SCORING_ADDR)", "addr", addr, "err", err)
+		os.Exit(1)
+	}
+	logger.Info("scoring API listening", "addr", ln.Addr().String())
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		logger.Error("scoring API stopped", "err", err)
 		os.Exit(1)
 	}

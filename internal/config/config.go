@@ -12,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"net/netip"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/relais/relais/engine/process"
 	"github.com/relais/relais/internal/forwarded"
 	"github.com/relais/relais/internal/isoduration"
+	"github.com/relais/relais/internal/keyring"
 )
 
 // Config is the validated configuration of one relais process.
@@ -127,9 +129,9 @@ var Settings = []Setting{
 		set: func(c *Config, v any) { c.DataDir = v.(string) }},
 	{Env: "RELAIS_PG_BIN", Flag: "pg-bin", Description: "folder with PostgreSQL's initdb and postgres (embedded mode); empty searches PATH, then the newest /usr/lib/postgresql/*/bin", kind: kindString,
 		set: func(c *Config, v any) { c.PGBin = v.(string) }},
-	{Env: "RELAIS_BOOTSTRAP_TOKEN", Flag: "bootstrap-token", Description: "admin token to create on start (for automation; at least 20 characters, never printed); empty prints a generated one on the first start of an empty database", kind: kindSecret,
+	{Env: "RELAIS_BOOTSTRAP_TOKEN", Flag: "bootstrap-token", Description: "admin token ensured at every start (for automation; at least 20 characters, never printed); empty prints a generated one on the first start of an empty database", kind: kindSecret,
 		set: func(c *Config, v any) { c.BootstrapToken = v.(string) }},
-	{Env: "RELAIS_DATA_KEYS", Flag: "data-keys", Description: "keys encrypting secret values at rest: id:base64-32-bytes[,id:key...], the first one encrypts", kind: kindSecret,
+	{Env: "RELAIS_DATA_KEYS", Flag: "data-keys", Description: "keys sealing sensitive and secret values at rest: id:base64-32-bytes[,id:key...], the first one seals (make one with: head -c32 /dev/urandom | base64)", kind: kindSecret,
 		set: func(c *Config, v any) { c.DataKeys = v.(string) }},
 	{Env: "RELAIS_DATA_KEY_FILE", Flag: "data-key-file", Description: "file holding the keys (same syntax, one per line); the embedded default generates DATA_DIR/data-keys (0600)", kind: kindString,
 		set: func(c *Config, v any) { c.DataKeyFile = v.(string) }},
@@ -175,10 +177,15 @@ var Settings = []Setting{
 
 // Load reads every setting from flags (when given), else the environment,
 // else its default, and validates the result. Every problem is reported at
-// once, each naming its environment variable.
-func Load(args []string, getenv func(string) string, output io.Writer) (Config, error) {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+// once, each naming its environment variable. usage heads the flags' help
+// (-h), which is written to output and answered with flag.ErrHelp.
+func Load(usage string, args []string, getenv func(string) string, output io.Writer) (Config, error) {
+	fs := flag.NewFlagSet("relais", flag.ContinueOnError)
 	fs.SetOutput(output)
+	fs.Usage = func() {
+		fmt.Fprintf(output, "%s\n\nflags (each can also be set by its environment variable):\n", usage)
+		fs.PrintDefaults()
+	}
 	flagValues := make(map[string]*string, len(Settings))
 	for _, s := range Settings {
 		help := s.Description + " (env " + s.Env
@@ -338,6 +345,20 @@ func (c Config) check(defaulted map[string]bool) []string {
 		// what the other never sealed.
 		p = append(p, "RELAIS_DATA_KEYS, RELAIS_DATA_KEY_FILE: set one or the other, not both")
 	}
+	// The keys are read again where they are used; a malformed one is
+	// refused here too, with the other settings, before a cluster starts.
+	if c.DataKeys != "" {
+		if _, err := keyring.Parse(c.DataKeys); err != nil {
+			p = append(p, "RELAIS_DATA_KEYS: "+strings.TrimPrefix(err.Error(), "keyring: "))
+		}
+	}
+	if c.DataKeyFile != "" && c.DataKeys == "" {
+		if b, err := os.ReadFile(c.DataKeyFile); err != nil {
+			p = append(p, "RELAIS_DATA_KEY_FILE: "+err.Error())
+		} else if _, err := keyring.Parse(string(b)); err != nil {
+			p = append(p, "RELAIS_DATA_KEY_FILE "+c.DataKeyFile+": "+strings.TrimPrefix(err.Error(), "keyring: "))
+		}
+	}
 	if c.Listen == "" {
 		p = append(p, "RELAIS_LISTEN: must not be empty")
 	}
@@ -350,7 +371,7 @@ func (c Config) check(defaulted map[string]bool) []string {
 // Default returns the configuration with every default, as Load gives with
 // an empty environment. Tests start from it.
 func Default() Config {
-	c, err := Load(nil, func(string) string { return "" }, io.Discard)
+	c, err := Load("", nil, func(string) string { return "" }, io.Discard)
 	if err != nil {
 		panic("config: defaults do not validate: " + err.Error())
 	}

@@ -3,6 +3,7 @@ package config
 import (
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -55,7 +56,7 @@ func TestFailsClosedNamingTheKey(t *testing.T) {
 		{"connect timeout", map[string]string{"RELAIS_DATABASE_CONNECT_TIMEOUT": "30s"}, nil, "RELAIS_DATABASE_CONNECT_TIMEOUT"},
 	}
 	for _, tt := range tests {
-		_, err := Load(tt.args, env(tt.env), io.Discard)
+		_, err := Load("relais serve", tt.args, env(tt.env), io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s: error = %v; want one naming %s", tt.name, err, tt.want)
 		}
@@ -82,7 +83,7 @@ func TestCeilingBelowADefaultFailsClosed(t *testing.T) {
 			[]string{"RELAIS_PULL_DEFAULT_LOCK_DURATION: its default PT1M is above its ceiling RELAIS_PULL_MAX_LOCK_DURATION PT30S"}},
 	}
 	for _, tt := range tests {
-		_, err := Load(nil, env(tt.env), io.Discard)
+		_, err := Load("relais serve", nil, env(tt.env), io.Discard)
 		for _, w := range tt.want {
 			if err == nil || !strings.Contains(err.Error(), w) {
 				t.Errorf("%s: error = %v; want one containing %q", tt.name, err, w)
@@ -95,7 +96,7 @@ func TestCeilingBelowADefaultFailsClosed(t *testing.T) {
 		{"RELAIS_PULL_MAX_LOCK_DURATION": "PT1M"},
 		{"RELAIS_PUSH_MAX_TIMEOUT": "PT3S", "RELAIS_PUSH_DEFAULT_TIMEOUT": "PT2S"},
 	} {
-		if _, err := Load(nil, env(ok), io.Discard); err != nil {
+		if _, err := Load("relais serve", nil, env(ok), io.Discard); err != nil {
 			t.Errorf("%v: %v; want a ceiling equal to its default, or a lowered default, to load", ok, err)
 		}
 	}
@@ -107,14 +108,14 @@ func TestRetention(t *testing.T) {
 		t.Errorf("default retention %v, want P30D", c.Retention)
 	}
 	for _, forever := range []string{"forever", "Forever", "FOREVER"} {
-		c, err := Load(nil, env(map[string]string{"RELAIS_RETENTION": forever}), io.Discard)
+		c, err := Load("relais serve", nil, env(map[string]string{"RELAIS_RETENTION": forever}), io.Discard)
 		if err != nil || c.Retention != 0 {
 			t.Errorf("%s: %v %v, want 0 (keep everything)", forever, c.Retention, err)
 		}
 	}
 	// A month is ISO-8601: the refusal says why it is refused, not that it
 	// is no duration.
-	_, err := Load(nil, env(map[string]string{"RELAIS_RETENTION": "P1M"}), io.Discard)
+	_, err := Load("relais serve", nil, env(map[string]string{"RELAIS_RETENTION": "P1M"}), io.Discard)
 	if err == nil || strings.Contains(err.Error(), "not an ISO-8601 duration") || !strings.Contains(err.Error(), "use days") {
 		t.Errorf("P1M: %v, want a refusal saying to use days", err)
 	}
@@ -122,7 +123,7 @@ func TestRetention(t *testing.T) {
 
 func TestFlagsAndEnvironment(t *testing.T) {
 	t.Parallel()
-	c, err := Load([]string{"--listen", ":9999"}, env(map[string]string{"RELAIS_LISTEN": ":1", "RELAIS_PULL_MAX_WAIT": "PT30S"}), io.Discard)
+	c, err := Load("relais serve", []string{"--listen", ":9999"}, env(map[string]string{"RELAIS_LISTEN": ":1", "RELAIS_PULL_MAX_WAIT": "PT30S"}), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,11 +151,33 @@ func TestReadmeListsEverySetting(t *testing.T) {
 // The log format is read case-insensitively, as the log level is.
 func TestLogFormatIgnoresCase(t *testing.T) {
 	t.Parallel()
-	c, err := Load(nil, env(map[string]string{"RELAIS_LOG_FORMAT": "JSON", "RELAIS_LOG_LEVEL": "INFO"}), io.Discard)
+	c, err := Load("relais serve", nil, env(map[string]string{"RELAIS_LOG_FORMAT": "JSON", "RELAIS_LOG_LEVEL": "INFO"}), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.LogFormat != "json" {
 		t.Errorf("RELAIS_LOG_FORMAT=JSON read as %q, want json", c.LogFormat)
+	}
+}
+
+// A malformed data key is refused with the other settings, before anything
+// starts (an embedded cluster included), naming its variable.
+func TestMalformedDataKeysAreRefusedUpFront(t *testing.T) {
+	t.Parallel()
+	_, err := Load("relais serve", nil, env(map[string]string{"RELAIS_DATA_KEYS": "k1:abc"}), io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "RELAIS_DATA_KEYS: key \"k1\": decodes to 2 bytes") {
+		t.Errorf("err = %v; want RELAIS_DATA_KEYS refused for its length", err)
+	}
+	file := filepath.Join(t.TempDir(), "keys")
+	if err := os.WriteFile(file, []byte("k1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Load("relais serve", nil, env(map[string]string{"RELAIS_DATA_KEY_FILE": file}), io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "RELAIS_DATA_KEY_FILE "+file+": entry 1") {
+		t.Errorf("err = %v; want RELAIS_DATA_KEY_FILE refused", err)
+	}
+	_, err = Load("relais serve", nil, env(map[string]string{"RELAIS_DATA_KEY_FILE": file + ".missing"}), io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "RELAIS_DATA_KEY_FILE: ") {
+		t.Errorf("err = %v; want a missing RELAIS_DATA_KEY_FILE refused", err)
 	}
 }

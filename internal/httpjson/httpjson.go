@@ -35,11 +35,28 @@ const StatusClientClosedRequest = 499
 // fields, trailing data, bodies above maxBytes, and strings holding the NUL
 // character (see nulStrings). Errors are *fault.Error ready to be written.
 func Decode[T any](w http.ResponseWriter, r *http.Request, maxBytes int64) (T, error) {
-	var v T
 	body, err := ReadBody(w, r, maxBytes)
 	if err != nil {
+		var v T
 		return v, err
 	}
+	return decodeBody[T](body)
+}
+
+// DecodeOrZero is Decode, except that an empty body is the zero T: for a
+// route that checks its members itself, so that a client who sent nothing
+// learns which member is required rather than that the body is empty.
+func DecodeOrZero[T any](w http.ResponseWriter, r *http.Request, maxBytes int64) (T, error) {
+	body, err := ReadBody(w, r, maxBytes)
+	if err != nil || len(body) == 0 {
+		var v T
+		return v, err
+	}
+	return decodeBody[T](body)
+}
+
+func decodeBody[T any](body []byte) (T, error) {
+	var v T
 	if err := CheckText(body); err != nil {
 		return v, err
 	}
