@@ -661,20 +661,23 @@ func scrubMessage(message string, protected []string) string {
 	return message
 }
 
-// redactCode replaces a worker's error code that holds a protected value:
+// redactCode replaces a worker's error code that holds a protected value,
+// in any letter case (codes are often upper-cased from what they quote):
 // inside it for values of minCodeMatch characters or more, as a piece
 // between separators (CVV_737_REJECTED) for shorter ones. Codes Relais
 // makes itself never hold one and are not passed here.
-func redactCode(code string, protected []string) string {
+func redactCode(original string, protected []string) string {
+	code := strings.ToLower(original)
 	pieces := strings.FieldsFunc(code, func(r rune) bool {
 		return !unicode.IsLetter(r) && !unicode.IsDigit(r)
 	})
 	for _, p := range protected {
+		p = strings.ToLower(p)
 		if utf8.RuneCountInString(p) >= minCodeMatch && strings.Contains(code, p) || code == p || slices.Contains(pieces, p) {
 			return redactedCode
 		}
 	}
-	return code
+	return original
 }
 
 // Extend prolongs the worker's lock. It is also how a worker learns that

@@ -147,7 +147,15 @@ func (e *Engine) SettlePush(ctx context.Context, id uuid.UUID, attempt int, res 
 		}
 		if vs := ov.Validate(res.Outputs); len(vs) > 0 {
 			rejected = deref(o.Destination)
-			return r.fail(o, OutcomeRejected, "invalid_outputs", "the destination's outputs violate the pinned revision: "+describeViolations(vs))
+			// The violations quote the destination's answer (its keys and
+			// values), which may echo the inputs and may be any size: the
+			// message is scrubbed and bounded like one the destination
+			// wrote.
+			protected, err := e.protectedOf(ctx, q, o)
+			if err != nil {
+				return err
+			}
+			return r.fail(o, OutcomeRejected, "invalid_outputs", scrubMessage("the destination's outputs violate the pinned revision: "+describeViolations(vs), protected))
 		}
 		outputs := ov.Integers(res.Outputs)
 		route, err := rev.Working.Route(outputs)

@@ -8,6 +8,8 @@ func TestRedactCode(t *testing.T) {
 	for code, want := range map[string]string{
 		"tok-S3CR3T-7f3a":        redactedCode, // the value itself
 		"AUTH_tok-S3CR3T-7f3a":   redactedCode, // holding it
+		"tok-s3cr3t-7f3a":        redactedCode, // in another letter case
+		"AUTH_TOK-S3CR3T-7F3A":   redactedCode,
 		"PIN_1234_REFUSED":       redactedCode, // a value of minCodeMatch characters
 		"5":                      redactedCode, // a short value only as the whole code
 		"HTTP_503":               "HTTP_503",   // holds "5", too short to look for inside

@@ -354,6 +354,44 @@ func TestEchoedCredentialIsScrubbedBeforeTheMessageIsCut(t *testing.T) {
 	}
 }
 
+// Outputs a contract refuses are described in the occurrence's message by
+// their keys, which the destination chose: one echoing a credential is
+// scrubbed, and a huge refused answer leaves a message of the usual bound,
+// not a copy of every key.
+func TestRefusedOutputsMessageIsScrubbedAndBounded(t *testing.T) {
+	t.Parallel()
+	const credential = "tok-4kd8s-pq72m-x0v9a"
+	d := newDestination(t, func(w http.ResponseWriter, r *http.Request) {
+		outputs := map[string]any{"extra_" + r.Header.Get("X-Api-Key"): 1}
+		for i := range 3000 {
+			outputs[fmt.Sprintf("k%05d", i)] = i
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"outputs": outputs})
+	})
+	env := relaistest.New(t)
+	env.Definition("score_company.yaml")
+	env.Must(201, "PUT", "/api/v1/destinations/echo", env.Admin, map[string]any{"url": d.URL + "/score", "max_timeout": "PT2S",
+		"headers": map[string]string{"X-Api-Key": credential}})
+	env.Process("scoring", scoreProcess("echo", "PT1S"))
+	inst := env.Must(201, "POST", "/api/v1/processes/scoring/instances", env.Operator, map[string]any{"inputs": map[string]any{"crm_id": "C-1"}}).JSON(t)
+	got := env.WaitEnded(inst["id"].(string), 5*time.Second)
+	occID := got["path"].([]any)[0].(map[string]any)["occurrence_id"].(string)
+	var code, stored string
+	if err := env.Pool.QueryRow(context.Background(), "select error_code, error_message from occurrences where id = $1", occID).Scan(&code, &stored); err != nil {
+		t.Fatal(err)
+	}
+	if code != "invalid_outputs" {
+		t.Fatalf("error_code = %s, want invalid_outputs", code)
+	}
+	if strings.Contains(stored, credential) || !strings.Contains(stored, "[redacted]") {
+		t.Errorf("message %.300q: want the echoed credential redacted", stored)
+	}
+	if len(stored) > 2000 {
+		t.Errorf("message of %d bytes, want at most 2,000", len(stored))
+	}
+}
+
 // Lowering a destination's max_timeout caps the budget of calls made from
 // then on, even for a version published with a longer timeout.
 func TestLoweredDestinationCapBoundsCalls(t *testing.T) {
