@@ -57,6 +57,8 @@ func encode(w http.ResponseWriter, status int, v any) {
 		buf.WriteString(`{"type":"RestException","message":"the answer could not be encoded","code":0}`)
 	}
 	w.Header().Set("Content-Type", contentType)
+	// Answers quote paths and values a client sent: JSON, never sniffed.
+	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
 	_, _ = w.Write(buf.Bytes())
 }

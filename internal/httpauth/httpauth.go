@@ -19,7 +19,7 @@ import (
 func Require(lookup auth.Lookup, logger *slog.Logger, roles ...auth.Role) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			token, ok := bearer(r)
+			token, ok := Bearer(r)
 			if !ok {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="relais"`)
 				httpjson.WriteError(w, r, logger, fault.New(fault.Unauthorized, "unauthorized", "an Authorization: Bearer token is required"))
@@ -42,7 +42,8 @@ func Require(lookup auth.Lookup, logger *slog.Logger, roles ...auth.Role) func(h
 	}
 }
 
-func bearer(r *http.Request) (string, bool) {
+// Bearer is the request's bearer token, if it has one.
+func Bearer(r *http.Request) (string, bool) {
 	h := r.Header.Get("Authorization")
 	scheme, token, ok := strings.Cut(h, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") {

@@ -327,7 +327,11 @@ func Encode(w http.ResponseWriter, status int, v any) {
 		http.Error(w, `{"code":"internal"}`, http.StatusInternalServerError)
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	// A browser must not read an answer that quotes what a client sent as
+	// anything but JSON.
+	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
 	_, _ = w.Write(buf.Bytes())
 }

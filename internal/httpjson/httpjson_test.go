@@ -195,3 +195,14 @@ func TestDecodeReportsEveryProblemWithItsPointer(t *testing.T) {
 		t.Errorf("valid body: %+v, %v", v, err)
 	}
 }
+
+// JSON answers quote what clients sent; a browser must not sniff them into
+// HTML.
+func TestEncodeForbidsSniffing(t *testing.T) {
+	t.Parallel()
+	rec := httptest.NewRecorder()
+	Encode(rec, http.StatusOK, map[string]string{"name": "<script>alert(1)</script>"})
+	if got := rec.Header().Get("X-Content-Type-Options"); got != "nosniff" {
+		t.Errorf("X-Content-Type-Options = %q, want nosniff", got)
+	}
+}

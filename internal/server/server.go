@@ -160,7 +160,19 @@ func newHandler(d Deps, hub *longpoll.Hub, streams *stream.Service) http.Handler
 
 	lookup := auth.Lookup(d.Engine.LookupToken)
 	r.Route("/api/v1", func(r chi.Router) {
-		r.Use(refuseUnstorable(d.Logger), strictBodies(d.Logger, d.Config.MaxBodyBytes))
+		authenticated := func(r *http.Request) bool {
+			token, ok := httpauth.Bearer(r)
+			if !ok {
+				return false
+			}
+			if engine.IsSettleToken(token) {
+				_, err := d.Engine.AuthenticateSettleToken(r.Context(), token)
+				return err == nil
+			}
+			_, err := auth.Authenticate(r.Context(), lookup, token)
+			return err == nil
+		}
+		r.Use(refuseUnstorable(d.Logger), strictBodies(d.Logger, d.Config.MaxBodyBytes, authenticated))
 		// Every API route needs a token (DESIGN §9), paths and methods that
 		// match no route included: without one they are 401, not 404 or
 		// 405. Set before the subrouters are mounted, which inherit it.
