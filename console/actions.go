@@ -74,17 +74,19 @@ type actionView struct {
 	Question    string
 	Consequence string
 	Error       string
-	Detail      string // the engine's own words, in English, when no translation explains the refusal
-	FormAction  string
-	CSRF        string
-	ReasonLabel string
-	ReasonHint  string
-	ReasonMax   string // the textarea's maxlength: engine.MaxReason characters
-	Reason      string
-	Confirm     string
-	Cancel      string
-	BackHref    string
-	Danger      bool
+	// ReasonInvalid marks the reason field as what the error is about.
+	ReasonInvalid bool
+	Detail        string // the engine's own words, in English, when no translation explains the refusal
+	FormAction    string
+	CSRF          string
+	ReasonLabel   string
+	ReasonHint    string
+	ReasonMax     string // the textarea's maxlength: engine.MaxReason characters
+	Reason        string
+	Confirm       string
+	Cancel        string
+	BackHref      string
+	Danger        bool
 	// Closed is set when the action can no longer apply (another operator
 	// acted first, the occurrence cannot be retried): the page says what
 	// happened and keeps the reason typed, but offers no form to post.
@@ -263,6 +265,7 @@ func (c *Console) instanceAct(w http.ResponseWriter, r *http.Request) {
 		case "invalid_request":
 			status = http.StatusBadRequest
 			v.Error = T(ctx, "Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.", engine.MaxReason)
+			v.ReasonInvalid = true
 		default:
 			v.Error = T(ctx, "Relais refused the action. Nothing was done.")
 			v.Detail = fe.Detail
@@ -313,21 +316,23 @@ type bulkView struct {
 	LeftOut string
 	// Unfiltered warns that nothing but a status narrows the action: it
 	// applies to every process's instances.
-	Unfiltered  string
-	Changed     string
-	Error       string
-	Detail      string
-	FormAction  string
-	CSRF        string
-	Hidden      []option // the filter's fields, carried through the form
-	ReasonLabel string
-	ReasonHint  string
-	ReasonMax   string // the textarea's maxlength: engine.MaxReason characters
-	Reason      string
-	Confirm     string
-	Cancel      string
-	BackHref    string
-	Danger      bool
+	Unfiltered string
+	Changed    string
+	Error      string
+	// ReasonInvalid marks the reason field as what the error is about.
+	ReasonInvalid bool
+	Detail        string
+	FormAction    string
+	CSRF          string
+	Hidden        []option // the filter's fields, carried through the form
+	ReasonLabel   string
+	ReasonHint    string
+	ReasonMax     string // the textarea's maxlength: engine.MaxReason characters
+	Reason        string
+	Confirm       string
+	Cancel        string
+	BackHref      string
+	Danger        bool
 }
 
 // bulkAction reads the action and filter of a bulk request (query or
@@ -515,6 +520,7 @@ func (c *Console) bulkAct(w http.ResponseWriter, r *http.Request) {
 		case "invalid_request":
 			status = http.StatusBadRequest
 			v.Error = T(ctx, "Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.", engine.MaxReason)
+			v.ReasonInvalid = true
 		default:
 			status = http.StatusBadRequest
 			v.Error = T(ctx, "Relais refused the action. Nothing was done.")

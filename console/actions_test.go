@@ -115,6 +115,17 @@ func TestRetryThenAbandonAHeldInstance(t *testing.T) {
 	if r.status != http.StatusBadRequest || !strings.HasPrefix(text(r, "retry-error"), "Indiquez un motif\u202f:") {
 		t.Errorf("retry without a reason: %d %q", r.status, text(r, "retry-error"))
 	}
+	// The field says it is what is wrong, where a screen reader is.
+	field := r.doc.Find(`#action-reason`)
+	if inv, _ := field.Attr("aria-invalid"); inv != "true" {
+		t.Errorf("the refused reason's aria-invalid = %q, want true", inv)
+	}
+	if by, _ := field.Attr("aria-describedby"); by != "action-reason-hint action-error" || r.doc.Find(`#action-error`).Length() != 1 {
+		t.Errorf("the refused reason is described by %q, want its hint and the error", by)
+	}
+	if _, focused := field.Attr("autofocus"); !focused {
+		t.Error("the refused reason does not take the focus")
+	}
 	if f.status(t, f.pullHeld) != "held" || f.auditCount(t, f.pullHeld, "retry") != 0 {
 		t.Fatal("a retry without a reason changed something")
 	}
@@ -131,7 +142,7 @@ func TestRetryThenAbandonAHeldInstance(t *testing.T) {
 	if got := text(after, "instance-status"); got != "en cours" {
 		t.Errorf("status after retry = %q, want en cours", got)
 	}
-	if got := text(after, "attribution"); !strings.HasPrefix(got, "Reprise par operator le ") || !strings.Contains(got, "« scoring model redeployed »") {
+	if got := text(after, "attribution"); !strings.HasPrefix(got, "Reprise par operator le ") || !strings.Contains(got, "«\u202fscoring model redeployed\u202f»") {
 		t.Errorf("attribution = %q", got)
 	}
 	occ := f.occurrence(t, f.pullHeldOcc)
@@ -327,6 +338,15 @@ func TestBulkRetryConfirmsTheCount(t *testing.T) {
 	if n := f.auditCount(t, a, "retry"); n != 0 || f.status(t, a) != "held" {
 		t.Fatal("a stale count applied something")
 	}
+	// Switching language from the refused form keeps its action and filter.
+	switchHref, _ := stale.doc.Find(`[data-testid=lang-en]`).Attr("href")
+	next, err := url.Parse(switchHref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := b.get(next.Query().Get("next")); r.status != 200 || count(r, "bulk-form") != 1 {
+		t.Errorf("the language switch after a refused bulk form leads to %s: %d", next.Query().Get("next"), r.status)
+	}
 	action, form = formOf(t, stale, "bulk-form")
 	if form.Get("confirm_count") != "2" || text(stale, "bulk-reason") != "scorer is back" {
 		t.Fatalf("re-confirmation carries %v and reason %q", form, text(stale, "bulk-reason"))
@@ -505,7 +525,7 @@ func TestUnstorableFieldsAreRefused(t *testing.T) {
 	}
 
 	fr := signedIn(t, f.env.URL, "fr", f.env.Operator)
-	if r := fr.get("/console/instances?process=%00"); r.status != http.StatusBadRequest || !strings.HasPrefix(text(r, "error-message"), "Le champ «\u00a0process\u00a0»") {
+	if r := fr.get("/console/instances?process=%00"); r.status != http.StatusBadRequest || !strings.HasPrefix(text(r, "error-message"), "Le champ «\u202fprocess\u202f»") {
 		t.Errorf("French: %d %q", r.status, text(r, "error-message"))
 	}
 }

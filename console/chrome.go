@@ -111,8 +111,15 @@ func (c *Console) chrome(r *http.Request, title, section string) chrome {
 		// switching language goes to the GET page of the same path, which
 		// shows the same form.
 		here = r.URL.Path
-		if here == basePath+"/sign-out" {
+		switch here {
+		case basePath + "/sign-out":
 			here = homePath
+		case bulkPath:
+			// The bulk page's GET takes its action and filter in the
+			// query: without them it would be a 400.
+			q := instanceFilterFrom(r.PostFormValue).criteria()
+			q.Set("action", r.PostFormValue("action"))
+			here = bulkPath + "?" + q.Encode()
 		}
 	}
 	for _, l := range languageNames {
@@ -178,4 +185,23 @@ func shortIDText(id string) string {
 		return id
 	}
 	return "…" + id[len(id)-8:]
+}
+
+// describedBy is the aria-describedby of a form field: its hint, and the
+// error about it when there is one, so that a screen reader reads both
+// where the field is.
+func describedBy(hint string, hasError bool, errorID string) string {
+	if hasError {
+		return hint + " " + errorID
+	}
+	return hint
+}
+
+// ariaBool is a boolean ARIA attribute's value: ARIA reads an empty
+// aria-invalid as false, so the value is always written.
+func ariaBool(b bool) string {
+	if b {
+		return "true"
+	}
+	return "false"
 }

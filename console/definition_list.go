@@ -23,12 +23,12 @@ type definitionRow struct {
 
 // definitionListView is the design view's index.
 type definitionListView struct {
-	Chrome                                            chrome
-	Intro, Caption                                    string
-	HeadKey, HeadName, HeadLatest, HeadReleases       string
-	NoRevision                                        string
-	Rows                                              []definitionRow
-	Empty, NextLabel, NextHref, FirstLabel, FirstHref string
+	Chrome                                                        chrome
+	Intro, Caption                                                string
+	HeadKey, HeadName, HeadLatest, HeadReleases                   string
+	NoRevision                                                    string
+	Rows                                                          []definitionRow
+	Empty, NextLabel, NextHref, FirstLabel, FirstHref, PagerLabel string
 }
 
 // definitionList lists definitions by key, keyset-paginated.
@@ -51,7 +51,7 @@ func (c *Console) definitionList(w http.ResponseWriter, r *http.Request) {
 		HeadKey: T(ctx, "Key"), HeadName: T(ctx, "Name"), HeadLatest: T(ctx, "Latest revision"), HeadReleases: T(ctx, "Releases"),
 		NoRevision: T(ctx, "none yet"),
 		Empty:      T(ctx, "No definition yet."),
-		NextLabel:  T(ctx, "Next page"), FirstLabel: T(ctx, "First page"),
+		NextLabel:  T(ctx, "Next page"), FirstLabel: T(ctx, "First page"), PagerLabel: T(ctx, "Pages"),
 	}
 	for _, d := range defs {
 		row := definitionRow{Key: d.Key, Href: definitionHref(d.Key), Name: d.Working.Name,

@@ -26,8 +26,8 @@ func TestHeldInstancePage(t *testing.T) {
 		if got := text(page, "held-node"); got != "crm" || !strings.Contains(summary, []string{"Held at node", "Bloquée au nœud"}[i]) {
 			t.Errorf("%s: held node %q in summary %q; want crm, labelled", lang, got, summary)
 		}
-		if step := text(page, "path-step"); !strings.Contains(step, "hold") {
-			t.Errorf("%s: path step %q; want the failed crm leading to hold", lang, step)
+		if next, want := text(page, "step-next"), []string{"held for an operator", "bloquée pour un opérateur"}[i]; next != want {
+			t.Errorf("%s: the failed crm step leads to %q, want %q (in words, not the process keyword)", lang, next, want)
 		}
 		href, ok := page.doc.Find(`[data-testid=stop-instance]`).Attr("href")
 		if !ok {

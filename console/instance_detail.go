@@ -24,8 +24,11 @@ type pathStep struct {
 	StatusLabel    string
 	Route          string
 	Next           string
-	Created        timeView
-	Settled        timeView
+	// NextText, when set, says in words where the process went instead
+	// of a node name (an instance held for an operator).
+	NextText string
+	Created  timeView
+	Settled  timeView
 }
 
 // instanceView is the process instance page.
@@ -232,7 +235,7 @@ func pathStepOf(ctx context.Context, n int, o engine.Occurrence, p *process.Proc
 		if t, ok := p.NextOnFailure(o.Node, code); ok {
 			s.Next = t.Node
 			if t.Hold {
-				s.Next = process.Hold
+				s.Next, s.NextText = "", T(ctx, "held for an operator")
 			}
 		}
 	}

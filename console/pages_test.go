@@ -227,7 +227,7 @@ func (f *fixture) expectations() map[string]expect {
 			},
 			atLeast: map[string]int{"graph-node": 4, "node-row": 3}},
 		"search-nothing": {status: 404,
-			texts: map[string][2]string{"search-message": {"No instance or occurrence has the id “no-such-key”", "Aucune instance ni occurrence n’a l’identifiant « no-such-key »"}}},
+			texts: map[string][2]string{"search-message": {"No instance or occurrence has the id “no-such-key”", "Aucune instance ni occurrence n’a l’identifiant «\u202fno-such-key\u202f»"}}},
 		"preferences": {status: 200,
 			texts: map[string][2]string{"save-prefs": {"Save settings", "Enregistrer les réglages"}}},
 	}

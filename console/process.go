@@ -33,7 +33,7 @@ type processListView struct {
 	Chrome                                       chrome
 	Intro, Caption, HeadKey, HeadVersions, Empty string
 	Rows                                         []processRow
-	NextHref, NextLabel                          string
+	NextHref, NextLabel, PagerLabel              string
 }
 
 // maxVersionLinks bounds the version links a process row shows (the
@@ -57,7 +57,7 @@ func (c *Console) processList(w http.ResponseWriter, r *http.Request) {
 	v := processListView{Chrome: c.chrome(r, T(ctx, "Processes"), "processes"),
 		Intro:   T(ctx, "Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now."),
 		Caption: T(ctx, "Processes by key"), HeadKey: T(ctx, "Key"), HeadVersions: T(ctx, "Versions, newest first"),
-		Empty: T(ctx, "No process is published yet."), NextLabel: T(ctx, "Next page")}
+		Empty: T(ctx, "No process is published yet."), NextLabel: T(ctx, "Next page"), PagerLabel: T(ctx, "Pages")}
 	for _, p := range procs {
 		row := processRow{Key: p.Key}
 		for n := p.LatestVersion; n >= 1 && n > p.LatestVersion-maxVersionLinks; n-- {

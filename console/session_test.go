@@ -395,7 +395,7 @@ func TestStopInstanceAfterConfirmation(t *testing.T) {
 	if !strings.HasPrefix(text(after, "flash"), "Arrêt\u202f: l’instance") || count(after, "stop-instance") != 0 {
 		t.Errorf("after stop: notice %q, stop link %d", text(after, "flash"), count(after, "stop-instance"))
 	}
-	if got := text(after, "attribution"); !strings.HasPrefix(got, "Arrêtée par operator le ") || !strings.HasSuffix(got, "« customer asked »") {
+	if got := text(after, "attribution"); !strings.HasPrefix(got, "Arrêtée par operator le ") || !strings.HasSuffix(got, "«\u202fcustomer asked\u202f»") {
 		t.Errorf("attribution %q, want who stopped it and why", got)
 	}
 	// The notice is shown once: a reload does not repeat it.

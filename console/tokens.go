@@ -52,7 +52,7 @@ type tokenListView struct {
 	HeadAction                                                         string
 	Never, NeverUsed, ExpiredLabel, RevokeLabel, CurrentLabel          string
 	Rows                                                               []tokenRow
-	Empty, NextLabel, NextHref, FirstLabel, FirstHref                  string
+	Empty, NextLabel, NextHref, FirstLabel, FirstHref, PagerLabel      string
 }
 
 // tokenList lists the staff tokens that are not revoked, keyset-paginated.
@@ -86,7 +86,7 @@ func (c *Console) tokenList(w http.ResponseWriter, r *http.Request) {
 		Never: T(ctx, "never"), NeverUsed: T(ctx, "not yet"), ExpiredLabel: T(ctx, "Expired token"),
 		RevokeLabel: T(ctx, "Revoke…"), CurrentLabel: T(ctx, "this session"),
 		Empty:     T(ctx, "No token."),
-		NextLabel: T(ctx, "Next page"), FirstLabel: T(ctx, "First page"),
+		NextLabel: T(ctx, "Next page"), FirstLabel: T(ctx, "First page"), PagerLabel: T(ctx, "Pages"),
 	}
 	if r.URL.Query().Get("revoked") == "1" {
 		v.Notice = T(ctx, "The token was revoked.")

@@ -45,7 +45,7 @@ type workerListView struct {
 	HeadWorker, HeadConsumer, HeadProtocol, HeadDefinitions, HeadInFlight string
 	HeadConnected, HeadLastSeen, HeadReplica                              string
 	Rows                                                                  []workerRow
-	Empty, NextLabel, NextHref                                            string
+	Empty, NextLabel, NextHref, PagerLabel                                string
 }
 
 // workerList lists live workers (streams and pollers), of one definition
@@ -75,7 +75,7 @@ func (c *Console) workerList(w http.ResponseWriter, r *http.Request) {
 		HeadDefinitions: T(ctx, "Definitions served"), HeadInFlight: T(ctx, "In flight"),
 		HeadConnected: T(ctx, "Connected"), HeadLastSeen: T(ctx, "Last seen"), HeadReplica: T(ctx, "Replica"),
 		Empty:     T(ctx, "No worker is connected."),
-		NextLabel: T(ctx, "Next page"),
+		NextLabel: T(ctx, "Next page"), PagerLabel: T(ctx, "Pages"),
 	}
 	if f.Definition != "" {
 		v.Scope = T(ctx, "Workers serving %s", f.Definition)

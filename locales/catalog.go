@@ -1214,151 +1214,151 @@ var frIndex = []uint32{ // 626 elements
 	0x00001b28, 0x00001b34, 0x00001b3b, 0x00001b5f,
 	0x00001b6f, 0x00001b87, 0x00001bba, 0x00001beb,
 	0x00001c1d, 0x00001c2b, 0x00001cce, 0x00001ce0,
-	0x00001d5e, 0x00001d7a, 0x00001d92, 0x00001dd5,
+	0x00001d60, 0x00001d7c, 0x00001d94, 0x00001dd7,
 	// Entry 80 - 9F
-	0x00001ef3, 0x00001eff, 0x00001f12, 0x00001f8e,
-	0x00001faa, 0x00002001, 0x00002019, 0x000020b1,
-	0x00002117, 0x00002149, 0x0000214f, 0x00002154,
-	0x00002160, 0x0000216f, 0x0000217b, 0x00002187,
-	0x00002199, 0x000021aa, 0x0000222e, 0x00002232,
-	0x00002244, 0x0000225b, 0x00002266, 0x000022bb,
-	0x000022c8, 0x000022ed, 0x000022f9, 0x00002303,
-	0x00002309, 0x00002315, 0x0000232d, 0x0000237f,
+	0x00001ef5, 0x00001f01, 0x00001f14, 0x00001f90,
+	0x00001fac, 0x00002003, 0x0000201b, 0x000020b3,
+	0x00002119, 0x0000214b, 0x00002151, 0x00002156,
+	0x00002162, 0x00002171, 0x0000217d, 0x00002189,
+	0x0000219b, 0x000021ac, 0x00002230, 0x00002234,
+	0x00002246, 0x0000225d, 0x00002268, 0x000022bd,
+	0x000022ca, 0x000022ef, 0x000022fb, 0x00002305,
+	0x0000230b, 0x00002317, 0x0000232f, 0x00002381,
 	// Entry A0 - BF
-	0x0000238f, 0x0000239f, 0x000023a8, 0x000023b3,
-	0x000023bb, 0x000023db, 0x000023fd, 0x00002425,
-	0x0000242e, 0x0000243e, 0x0000245e, 0x00002466,
-	0x00002475, 0x00002494, 0x000024bf, 0x000024e5,
-	0x000024f5, 0x000024ff, 0x00002509, 0x00002528,
-	0x00002546, 0x0000261e, 0x0000263c, 0x00002680,
-	0x000026bd, 0x000026f0, 0x00002720, 0x0000274c,
-	0x0000277c, 0x0000279e, 0x000027b9, 0x000027d4,
+	0x00002391, 0x000023a1, 0x000023aa, 0x000023b5,
+	0x000023bd, 0x000023dd, 0x000023ff, 0x00002427,
+	0x00002430, 0x00002440, 0x00002460, 0x00002468,
+	0x00002477, 0x00002496, 0x000024c1, 0x000024e7,
+	0x000024f7, 0x00002501, 0x0000250b, 0x0000252a,
+	0x00002548, 0x00002620, 0x0000263e, 0x00002682,
+	0x000026bf, 0x000026f2, 0x00002722, 0x0000274e,
+	0x0000277e, 0x000027a0, 0x000027bb, 0x000027d6,
 	// Entry C0 - DF
-	0x000027f0, 0x0000280c, 0x00002822, 0x0000283c,
-	0x00002873, 0x000028a9, 0x000028c9, 0x000028e8,
-	0x000028ef, 0x00002959, 0x0000296f, 0x00002974,
-	0x00002988, 0x000029a0, 0x000029c5, 0x000029f3,
-	0x00002a05, 0x00002a18, 0x00002a34, 0x00002a61,
-	0x00002a7e, 0x00002aa1, 0x00002aac, 0x00002ab7,
-	0x00002ac3, 0x00002c2c, 0x00002c53, 0x00002c91,
-	0x00002c9d, 0x00002ca6, 0x00002cba, 0x00002cc4,
+	0x000027f2, 0x0000280e, 0x00002824, 0x0000283e,
+	0x00002875, 0x000028ab, 0x000028cb, 0x000028ea,
+	0x000028f1, 0x0000295b, 0x00002971, 0x00002976,
+	0x0000298a, 0x000029a2, 0x000029c7, 0x000029f5,
+	0x00002a07, 0x00002a1a, 0x00002a36, 0x00002a63,
+	0x00002a80, 0x00002aa3, 0x00002aae, 0x00002ab9,
+	0x00002ac5, 0x00002c2e, 0x00002c55, 0x00002c93,
+	0x00002c9f, 0x00002ca8, 0x00002cbc, 0x00002cc6,
 	// Entry E0 - FF
-	0x00002ceb, 0x00002d07, 0x00002d22, 0x00002d52,
-	0x00002d90, 0x00002dab, 0x00002dcc, 0x00002de4,
-	0x00002e2a, 0x00002e95, 0x00002e9f, 0x00002ea9,
-	0x00002ec3, 0x00002f0c, 0x00002f14, 0x00002f1f,
-	0x00002f2d, 0x00002f3d, 0x00002f67, 0x00002f90,
-	0x00002fa0, 0x00002fbf, 0x00002fcb, 0x00002fe4,
-	0x00002fef, 0x00002ffc, 0x0000300b, 0x00003013,
-	0x0000301d, 0x00003025, 0x0000302d, 0x00003033,
+	0x00002ced, 0x00002d09, 0x00002d24, 0x00002d54,
+	0x00002d92, 0x00002dad, 0x00002dce, 0x00002de6,
+	0x00002e2c, 0x00002e97, 0x00002ea1, 0x00002eab,
+	0x00002ec5, 0x00002f0e, 0x00002f16, 0x00002f21,
+	0x00002f2f, 0x00002f3f, 0x00002f69, 0x00002f92,
+	0x00002fa2, 0x00002fc1, 0x00002fcd, 0x00002fe6,
+	0x00002ff1, 0x00002ffe, 0x0000300d, 0x00003015,
+	0x0000301f, 0x00003027, 0x0000302f, 0x00003035,
 	// Entry 100 - 11F
-	0x0000303a, 0x0000303f, 0x00003044, 0x00003048,
-	0x0000304d, 0x00003053, 0x00003059, 0x0000305f,
-	0x00003064, 0x00003069, 0x0000306f, 0x00003079,
-	0x00003099, 0x000030bb, 0x000030df, 0x00003105,
-	0x0000310e, 0x0000312a, 0x00003133, 0x0000314b,
-	0x00003154, 0x000031a8, 0x000031c8, 0x000031ce,
-	0x000031d9, 0x000031df, 0x000031ed, 0x000031f8,
-	0x00003204, 0x00003237, 0x0000325b, 0x0000328a,
+	0x0000303c, 0x00003041, 0x00003046, 0x0000304a,
+	0x0000304f, 0x00003055, 0x0000305b, 0x00003061,
+	0x00003066, 0x0000306b, 0x00003071, 0x0000307b,
+	0x0000309b, 0x000030bd, 0x000030e1, 0x00003107,
+	0x00003110, 0x0000312c, 0x00003135, 0x0000314d,
+	0x00003156, 0x000031aa, 0x000031ca, 0x000031d0,
+	0x000031db, 0x000031e1, 0x000031ef, 0x000031fa,
+	0x00003206, 0x00003239, 0x0000325d, 0x0000328c,
 	// Entry 120 - 13F
-	0x000032d3, 0x000032da, 0x000032f0, 0x00003363,
-	0x00003389, 0x00003518, 0x0000361f, 0x0000366f,
-	0x0000369c, 0x000036cb, 0x000036f6, 0x00003704,
-	0x00003711, 0x00003723, 0x00003738, 0x00003748,
-	0x00003755, 0x0000376a, 0x0000377d, 0x00003797,
-	0x000037a9, 0x000037e1, 0x000037f8, 0x000037fb,
-	0x000037fe, 0x00003832, 0x0000387c, 0x000038b1,
-	0x000038ba, 0x000038d1, 0x000038ff, 0x00003912,
+	0x000032d5, 0x000032dc, 0x000032f2, 0x00003365,
+	0x0000338b, 0x0000351a, 0x00003621, 0x00003671,
+	0x000036a2, 0x000036d5, 0x00003704, 0x00003712,
+	0x0000371f, 0x00003731, 0x00003746, 0x00003756,
+	0x00003763, 0x00003778, 0x0000378b, 0x000037a5,
+	0x000037b7, 0x000037ef, 0x00003806, 0x00003809,
+	0x0000380c, 0x00003840, 0x0000388a, 0x000038bf,
+	0x000038c8, 0x000038df, 0x0000390d, 0x00003920,
 	// Entry 140 - 15F
-	0x00003923, 0x0000392e, 0x00003939, 0x00003944,
-	0x0000394d, 0x00003956, 0x0000395f, 0x00003968,
-	0x00003971, 0x00003978, 0x00003986, 0x0000398c,
-	0x00003993, 0x0000399a, 0x000039a3, 0x000039a8,
-	0x000039b6, 0x000039bc, 0x000039c2, 0x000039c8,
-	0x000039d0, 0x000039d9, 0x000039e2, 0x000039ff,
-	0x00003a1a, 0x00003a3d, 0x00003a5e, 0x00003a6d,
-	0x00003a78, 0x00003a83, 0x00003a90, 0x00003a94,
+	0x00003931, 0x0000393c, 0x00003947, 0x00003952,
+	0x0000395b, 0x00003964, 0x0000396d, 0x00003976,
+	0x0000397f, 0x00003986, 0x00003994, 0x0000399a,
+	0x000039a1, 0x000039a8, 0x000039b1, 0x000039b6,
+	0x000039c4, 0x000039ca, 0x000039d0, 0x000039d6,
+	0x000039de, 0x000039e7, 0x000039f0, 0x00003a0d,
+	0x00003a28, 0x00003a4b, 0x00003a6c, 0x00003a7b,
+	0x00003a86, 0x00003a91, 0x00003a9e, 0x00003aa2,
 	// Entry 160 - 17F
-	0x00003a98, 0x00003aa6, 0x00003ab4, 0x00003ac2,
-	0x00003ae2, 0x00003af5, 0x00003b0e, 0x00003b23,
-	0x00003b34, 0x00003b46, 0x00003b58, 0x00003b5e,
-	0x00003b65, 0x00003b6d, 0x00003b75, 0x00003b93,
-	0x00003bb1, 0x00003bc8, 0x00003bdd, 0x00003bee,
-	0x00003bf3, 0x00003bf9, 0x00003c12, 0x00003c2f,
-	0x00003c4f, 0x00003c5a, 0x00003c64, 0x00003c8d,
-	0x00003c98, 0x00003ccc, 0x00003cd9, 0x00003cf7,
+	0x00003aa6, 0x00003ab4, 0x00003ac2, 0x00003ad0,
+	0x00003af0, 0x00003b03, 0x00003b1c, 0x00003b31,
+	0x00003b42, 0x00003b54, 0x00003b66, 0x00003b6c,
+	0x00003b73, 0x00003b7b, 0x00003b83, 0x00003ba1,
+	0x00003bbf, 0x00003bd6, 0x00003beb, 0x00003bfc,
+	0x00003c01, 0x00003c07, 0x00003c20, 0x00003c3d,
+	0x00003c5d, 0x00003c68, 0x00003c72, 0x00003c9b,
+	0x00003ca6, 0x00003cda, 0x00003ce7, 0x00003d05,
 	// Entry 180 - 19F
-	0x00003d05, 0x00003d0e, 0x00003d15, 0x00003d30,
-	0x00003d3a, 0x00003d4d, 0x00003d87, 0x00003d90,
-	0x00003d9f, 0x00003e03, 0x00003e0f, 0x00003e19,
-	0x00003e49, 0x00003ea4, 0x00003f8b, 0x00003fab,
-	0x00003fc0, 0x00004001, 0x00004012, 0x0000401d,
-	0x00004050, 0x0000405e, 0x0000409a, 0x000040c4,
-	0x000040ec, 0x0000412b, 0x0000414c, 0x0000418a,
-	0x000041ca, 0x000041ea, 0x0000422b, 0x00004257,
+	0x00003d13, 0x00003d1c, 0x00003d23, 0x00003d3e,
+	0x00003d48, 0x00003d5b, 0x00003d95, 0x00003d9e,
+	0x00003dad, 0x00003e11, 0x00003e1d, 0x00003e27,
+	0x00003e57, 0x00003eb2, 0x00003f99, 0x00003fb9,
+	0x00003fce, 0x0000400f, 0x00004020, 0x0000402b,
+	0x0000405e, 0x0000406c, 0x000040a8, 0x000040d2,
+	0x000040fa, 0x00004139, 0x0000415a, 0x00004198,
+	0x000041d8, 0x000041f8, 0x00004239, 0x00004265,
 	// Entry 1A0 - 1BF
-	0x0000426f, 0x00004283, 0x0000429a, 0x000042a8,
-	0x000042b3, 0x000042d6, 0x000042f5, 0x00004301,
-	0x00004320, 0x0000436e, 0x0000438a, 0x000043f8,
-	0x0000443f, 0x0000447e, 0x000044be, 0x00004504,
-	0x00004576, 0x0000459e, 0x000045c1, 0x000045f8,
-	0x0000463f, 0x00004692, 0x000046bb, 0x00004761,
-	0x00004787, 0x000047ae, 0x000047d6, 0x0000481d,
-	0x00004867, 0x0000489a, 0x000048ad, 0x000048db,
+	0x0000427d, 0x00004291, 0x000042a8, 0x000042b6,
+	0x000042c1, 0x000042e4, 0x00004303, 0x0000430f,
+	0x0000432e, 0x0000437c, 0x00004398, 0x00004406,
+	0x0000444d, 0x0000448c, 0x000044cc, 0x00004512,
+	0x00004584, 0x000045ac, 0x000045cf, 0x00004606,
+	0x0000464d, 0x000046a0, 0x000046c9, 0x0000476f,
+	0x00004795, 0x000047bc, 0x000047e4, 0x0000482b,
+	0x00004875, 0x000048a8, 0x000048bb, 0x000048e9,
 	// Entry 1C0 - 1DF
-	0x00004917, 0x0000492d, 0x000049c1, 0x000049d4,
-	0x00004a11, 0x00004a4d, 0x00004a60, 0x00004ab0,
-	0x00004ae5, 0x00004af7, 0x00004b0e, 0x00004b4b,
-	0x00004b9b, 0x00004bc5, 0x00004bd0, 0x00004bed,
-	0x00004c0c, 0x00004c1d, 0x00004c37, 0x00004c40,
-	0x00004c4a, 0x00004c7f, 0x00004c95, 0x00004ca8,
-	0x00004ce5, 0x00004cfe, 0x00004d14, 0x00004d3e,
-	0x00004d51, 0x00004d58, 0x00004d73, 0x00004d95,
+	0x00004925, 0x0000493b, 0x000049cf, 0x000049e2,
+	0x00004a1f, 0x00004a5b, 0x00004a6e, 0x00004ac2,
+	0x00004af7, 0x00004b09, 0x00004b20, 0x00004b5d,
+	0x00004bad, 0x00004bd7, 0x00004be2, 0x00004bff,
+	0x00004c1e, 0x00004c2f, 0x00004c49, 0x00004c52,
+	0x00004c5c, 0x00004c91, 0x00004ca7, 0x00004cba,
+	0x00004cf7, 0x00004d10, 0x00004d26, 0x00004d50,
+	0x00004d63, 0x00004d6a, 0x00004d85, 0x00004da7,
 	// Entry 1E0 - 1FF
-	0x00004dc5, 0x00004ddc, 0x00004e14, 0x00004e4f,
-	0x00004e7b, 0x00004ece, 0x00004ede, 0x00004ee7,
-	0x00004efb, 0x00004f0d, 0x00004f23, 0x00004f35,
-	0x00004f47, 0x00004f59, 0x00004f6f, 0x00004f99,
-	0x00004fcc, 0x00005008, 0x0000501f, 0x000050e7,
-	0x00005114, 0x0000517f, 0x00005199, 0x000051b2,
-	0x000051d3, 0x000051e9, 0x000051f0, 0x0000520a,
-	0x0000529f, 0x000052b2, 0x000052d9, 0x00005301,
+	0x00004dd7, 0x00004dee, 0x00004e26, 0x00004e61,
+	0x00004e8d, 0x00004ee0, 0x00004ef0, 0x00004ef9,
+	0x00004f0d, 0x00004f1f, 0x00004f35, 0x00004f47,
+	0x00004f59, 0x00004f6b, 0x00004f81, 0x00004fab,
+	0x00004fde, 0x0000501a, 0x00005031, 0x000050f9,
+	0x00005126, 0x00005191, 0x000051ab, 0x000051c4,
+	0x000051e5, 0x000051fb, 0x00005202, 0x0000521c,
+	0x000052b1, 0x000052c4, 0x000052eb, 0x00005313,
 	// Entry 200 - 21F
-	0x0000530f, 0x0000531f, 0x00005327, 0x00005338,
-	0x0000533f, 0x00005475, 0x0000547c, 0x000054b6,
-	0x000054bb, 0x000054d0, 0x000054e4, 0x000054f6,
-	0x0000550c, 0x00005526, 0x00005570, 0x00005580,
-	0x0000565a, 0x0000565f, 0x0000566f, 0x0000567d,
-	0x0000568d, 0x0000569d, 0x000056a7, 0x000056d0,
-	0x000056ea, 0x00005705, 0x00005793, 0x000057a4,
-	0x000057b1, 0x000057f2, 0x00005838, 0x00005850,
+	0x00005321, 0x00005331, 0x00005339, 0x0000534a,
+	0x00005351, 0x00005487, 0x0000548e, 0x000054c8,
+	0x000054cd, 0x000054e2, 0x000054f6, 0x00005508,
+	0x0000551e, 0x00005538, 0x00005582, 0x00005592,
+	0x0000566c, 0x00005671, 0x00005681, 0x0000568f,
+	0x0000569f, 0x000056af, 0x000056b9, 0x000056e2,
+	0x000056fc, 0x00005717, 0x000057a5, 0x000057b6,
+	0x000057c3, 0x00005804, 0x0000584a, 0x00005862,
 	// Entry 220 - 23F
-	0x000058a3, 0x000058de, 0x00005909, 0x00005913,
-	0x0000598d, 0x000059c2, 0x00005a03, 0x00005a73,
-	0x00005b4c, 0x00005b65, 0x00005c2e, 0x00005cab,
-	0x00005cb8, 0x00005d0a, 0x00005d10, 0x00005dac,
-	0x00005e00, 0x00005e2b, 0x00005eb7, 0x00005ee5,
-	0x00005fa7, 0x00005faa, 0x00005fb0, 0x00005fba,
-	0x00005fd0, 0x00005fdb, 0x0000600b, 0x00006012,
-	0x0000601d, 0x0000602b, 0x00006038, 0x00006046,
+	0x000058b5, 0x000058f0, 0x0000591b, 0x00005925,
+	0x0000599f, 0x000059d4, 0x00005a15, 0x00005a89,
+	0x00005b62, 0x00005b7b, 0x00005c44, 0x00005cc1,
+	0x00005cce, 0x00005d20, 0x00005d26, 0x00005dc2,
+	0x00005e16, 0x00005e41, 0x00005ecd, 0x00005efb,
+	0x00005fbd, 0x00005fc0, 0x00005fc6, 0x00005fd0,
+	0x00005fe6, 0x00005ff1, 0x00006021, 0x00006028,
+	0x00006033, 0x00006041, 0x0000604e, 0x0000605c,
 	// Entry 240 - 25F
-	0x00006053, 0x0000606f, 0x00006088, 0x000060b1,
-	0x0000615a, 0x0000616d, 0x00006177, 0x00006206,
-	0x00006267, 0x00006279, 0x0000628c, 0x000062ca,
-	0x00006306, 0x00006312, 0x0000631f, 0x0000632d,
-	0x0000633b, 0x0000634b, 0x00006387, 0x000063c1,
-	0x000063cc, 0x000063f6, 0x000063fa, 0x0000640c,
-	0x0000641a, 0x00006446, 0x00006508, 0x0000653b,
-	0x00006546, 0x00006550, 0x00006565, 0x0000656e,
+	0x00006069, 0x00006085, 0x0000609e, 0x000060cb,
+	0x00006174, 0x00006187, 0x00006191, 0x00006220,
+	0x00006281, 0x00006293, 0x000062a6, 0x000062e4,
+	0x00006320, 0x0000632c, 0x00006339, 0x00006347,
+	0x00006355, 0x00006365, 0x000063a1, 0x000063db,
+	0x000063e6, 0x00006410, 0x00006414, 0x00006426,
+	0x00006434, 0x00006460, 0x00006522, 0x00006555,
+	0x00006560, 0x0000656a, 0x0000657f, 0x00006588,
 	// Entry 260 - 27F
-	0x00006578, 0x00006586, 0x000065aa, 0x000065c4,
-	0x000065d9, 0x00006605, 0x0000660a, 0x0000661f,
-	0x00006631, 0x00006666, 0x00006677, 0x000066ed,
-	0x00006754, 0x00006796, 0x00006809, 0x0000684d,
-	0x00006875, 0x0000689f,
+	0x00006592, 0x000065a0, 0x000065c4, 0x000065de,
+	0x000065f3, 0x0000661f, 0x00006624, 0x00006639,
+	0x0000664b, 0x00006680, 0x00006691, 0x00006707,
+	0x0000676e, 0x000067b0, 0x00006823, 0x00006867,
+	0x0000688f, 0x000068b9,
 } // Size: 2528 bytes
 
-const frData string = "" + // Size: 26783 bytes
+const frData string = "" + // Size: 26809 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances bloquées…\x02Abandonne" +
 	"r toutes les instances bloquées…\x02Arrêter toutes les instances bloquée" +
@@ -1466,7 +1466,7 @@ const frData string = "" + // Size: 26783 bytes
 	"e recharge toutes les %[1]d secondes.\x02Non autorisé\x02Votre rôle ne p" +
 	"ermet de lire que les définitions\u202f: les tâches externes et les inst" +
 	"ances de processus sont réservées aux opérateurs et aux administrateurs." +
-	"\x02Requête invalide\x02Le champ «\u00a0%[1]s\u00a0» contient le caractè" +
+	"\x02Requête invalide\x02Le champ «\u202f%[1]s\u202f» contient le caractè" +
 	"re NUL ou des octets qui ne sont pas du texte UTF-8\u202f: corrigez-le e" +
 	"t réessayez.\x02Retour aux tâches externes\x02Retour aux définitions\x02" +
 	"Cette adresse ne mène à rien, ou à rien que vous puissiez voir.\x02Cette" +
@@ -1566,194 +1566,195 @@ const frData string = "" + // Size: 26783 bytes
 	" l’instance en échec\u202f; l’arrêt l’annule. Chacune demande un motif, " +
 	"consigné dans le journal d’audit.\x02L’arrêt annule l’instance et ses oc" +
 	"currences ouvertes. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — " +
-	"« %[3]s »\x02Abandonnée par %[1]s le %[2]s — « %[3]s »\x02Reprise par %" +
-	"[1]s le %[2]s — « %[3]s »\x02Démarrée le\x02Terminée le\x02Bloquée au nœ" +
-	"ud\x02Occurrence en échec\x02Code d’erreur\x02Nœud de fin\x02Abandonnée " +
-	"au nœud\x02En échec au nœud\x02Statut inconnu\u202f: %[1]q.\x02Date de c" +
-	"réation\x02La taille de page doit être comprise entre 1 et %[1]d.\x02Ins" +
-	"tances de processus\x02du\x02au\x02Agir sur toutes les instances que ce " +
-	"filtre retient\x02La page suivante les compte et demande un motif avant " +
-	"que rien ne change.\x02Instances de processus, les plus récentes d’abord" +
-	"\x02Instance\x02Nœud de fin ou erreur\x02Aucune instance ne correspond à" +
-	" ces filtres.\x02Tous les processus\x02Tous les statuts\x02disponible" +
-	"\x02réservée\x02différée\x02annulée\x02en cours\x02bloquée\x02expirée" +
-	"\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier\x02nombre\x02boo" +
-	"léen\x02date\x02date et heure\x02choix\x02objet\x02liste\x02normale\x02s" +
-	"ensible\x02secrète\x02••• masqué (sensible)\x02••• masqué (secret)\x02pu" +
-	"ll (un exécutant la récupère)\x02push (Relais appelle le service)\x02adm" +
-	"inistrateur\x02opérateur\x02concepteur\x02consommateur\x02oui\x02non\x02" +
-	"champ ajouté\x02champ retiré\x02type modifié\x02caractère obligatoire mo" +
-	"difié\x02valeurs modifiées\x02classification modifiée\x02contrainte modi" +
-	"fiée\x02routage modifié\x02longueur minimale\x02longueur maximale\x02mot" +
-	"if\x02format\x02minimum\x02maximum\x02nombre minimal d’éléments\x02nombr" +
-	"e maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, version %[2]s" +
-	"\x02Occurrence %[1]s\x02Mode\x02Dates\x02Politique d’exécution\x02Nombre" +
-	" maximal de tentatives\x02Délai avant nouvelle tentative\x02Échéance\x02" +
-	"Priorité\x02%[1]d (0 la plus basse, 9 la plus haute)\x02Tentatives\x02To" +
-	"utes les tentatives, les plus anciennes d’abord\x02Consommateur\x02Ident" +
-	"ifiant de l’exécutant\x02Réservée le\x02Finie le\x02Durée\x02Réponse de " +
-	"la destination\x02Résultat\x02Message d’erreur\x02Aucun exécutant n’a en" +
-	"core réservé cette occurrence.\x02en cours\x02Message entier\x02Aucun ex" +
-	"écutant n’a jamais réservé cette occurrence\u202f: elle a pris fin avan" +
-	"t toute tentative.\x02Destination\x02Réplique\x02Relais n’a pas encore a" +
-	"ppelé la destination.\x02Relais n’a jamais appelé la destination\u202f: " +
-	"l’occurrence a pris fin avant tout appel.\x02Relais ne conserve le code " +
-	"de statut de la destination que lorsqu’elle a refusé l’appel (destinatio" +
-	"n_http_NNN)\u202f; un appel terminé a reçu une réponse 2xx. La durée va " +
-	"de la prise en charge de l’appel à son règlement.\x02Motif donné par l’e" +
-	"xécutant\x02Nouvelles tentatives\x02aucune\u202f: un appel en échec suit" +
-	" le chemin d’erreur du nœud\x02Délai d’appel\x02Maintenant\x02La reprend" +
-	"re ou l’abandonner depuis son instance\x02au plus %[1]d\x02au plus %[1]d" +
-	" depuis la dernière reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10" +
-	"\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02" +
-	"\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’" +
-	"après le contrat de la révision %[1]d\x02Ce contrat n’a aucune entrée." +
-	"\x02Sorties, nommées d’après le contrat de la révision %[1]d\x02Pas enco" +
-	"re de sorties\u202f: l’occurrence n’est pas terminée.\x02Ce contrat n’a " +
-	"aucune sortie.\x02Aucune sortie\u202f: l’occurrence s’est terminée sans " +
-	"aboutir.\x02Révéler — cette action est enregistrée\x02Disponible à parti" +
-	"r du\x02Prochaine tentative\x02Dernière réservation\x02Fin du verrou\x02" +
-	"Différée\x02Dernière erreur (tentative %[1]d)\x02Erreur (avant toute ten" +
-	"tative)\x02Son message\x02Message de Relais (en anglais)\x02Message de l" +
-	"’exécutant (ses propres termes, valeurs protégées masquées)\x02Nouvell" +
-	"e tentative possible\x02non\u202f: l’exécutant a signalé cet échec comme" +
-	" définitif (tentatives restantes non utilisées\u202f: %[1]d)\x02La desti" +
-	"nation n’a pas répondu dans le délai de l’appel (%[1]s).\x02La destinati" +
-	"on n’a pas répondu dans le délai de l’appel.\x02L’échéance est passée av" +
-	"ant l’arrivée d’un résultat.\x02Le résultat ne respectait pas le contrat" +
-	" de sorties de la révision.\x02Relais s’est arrêté pendant l’appel\u202f" +
-	": on ignore si la destination a agi, elle n’est donc pas rappelée.\x02L’" +
-	"appel n’a pas pu être préparé.\x02La destination était injoignable.\x02L" +
-	"a réponse de la destination était trop volumineuse.\x02Le verrou de la d" +
-	"ernière tentative a expiré sans tentative restante.\x02Les entrées n’ont" +
-	" pas pu être construites à partir des liaisons du processus.\x02Un opéra" +
-	"teur a abandonné l’instance.\x02Un exécutant Camunda 7 a signalé un éche" +
-	"c sans nouvelle tentative restante (retries\u202f: 0, ou un budget déjà " +
-	"épuisé)\u202f: l’occurrence n’est pas relancée.\x02La destination a rép" +
-	"ondu HTTP %[1]s.\x02Nouvelle tentative à %[1]s — %[2]s.\x02Proposée à pa" +
-	"rtir de %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en attente d’être prop" +
-	"osée de nouveau.\x02En attente de l’appel de Relais à la destination dep" +
-	"uis %[1]s (%[2]s).\x02En attente d’un exécutant depuis %[1]s (%[2]s)." +
-	"\x02(exécutant %[1]s)\x02Relais appelle la destination (depuis %[1]s)." +
-	"\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée " +
-	"par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un exécutant du même " +
-	"consommateur, ou une interface munie d’un jeton de règlement, la termine" +
-	"ra plus tard.\x02Terminée (%[1]s).\x02Son instance est bloquée ici, en a" +
-	"ttente d’un opérateur.\x02Son instance a continué par le chemin d’erreur" +
-	" du nœud.\x02En échec (%[1]s).\x02Annulée\u202f: l’instance a été arrêté" +
-	"e par %[1]s à %[2]s — « %[3]s ».\x02Annulée\u202f: l’instance a été arrê" +
-	"tée (%[1]s).\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (diffé" +
-	"rée\u202f; réglée avec son jeton de règlement)\x02%[1]s (différée\u202f;" +
-	" réglée avec son jeton de règlement, en tant que %[2]s)\x02%[1]s (différ" +
-	"ée\u202f; réglée par %[2]s)\x02en attente\x02HTTP 2xx, corps inutilisab" +
-	"le\x02pas de réponse dans le délai\x02pas de connexion\x02réponse trop v" +
-	"olumineuse\x02inconnue\x02[masqué]\x02La révision doit être un nombre en" +
-	"tier, 1 ou plus.\x02Consommateur inconnu.\x02Date de règlement\x02Plus d" +
-	"e filtres\u202f: instance, révision, consommateur, dates\x02identifiant " +
-	"d’instance\x02Décomptes par statut\x02Occurrences, les plus récentes d’a" +
-	"bord\x02Processus et nœud\x02Erreur\x02Consommateur et exécutant\x02Proc" +
-	"haine tentative ou règlement\x02Aucune occurrence ne correspond à ces fi" +
-	"ltres.\x02Tous les consommateurs\x02Totaux de la définition %[1]s, sans " +
-	"les autres filtres\x02Totaux de toutes les définitions, sans les autres " +
-	"filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d" +
-	" occurrences\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés to" +
-	"utes les quelques secondes.\x02révision %[1]d\x02réglée\x02prochaine ten" +
-	"tative\x02disponible depuis\x02appel en cours depuis\x02verrou jusqu’à" +
-	"\x02différée depuis\x02Page précédente\x02Lignes %[1]s à %[2]s\x02%[1]s" +
-	"\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour vie" +
-	"nt après le dernier.\x02Ces réglages sont conservés dans ce navigateur s" +
-	"eulement.\x02Afficher les heures en\x02La console n’exécute aucun script" +
-	" et ne peut donc pas lire le fuseau horaire de votre ordinateur\u202f: c" +
-	"hoisissez son décalage par rapport à UTC. Les décalages ne suivent pas l" +
-	"’heure d’été.\x02Recharger les listes et les pages de détail\x02Les pa" +
-	"ges qui contiennent un formulaire, comme une confirmation, ne se recharg" +
-	"ent jamais d’elles-mêmes.\x02Enregistrer les réglages\x02Revenir sans en" +
-	"registrer\x02UTC (temps universel coordonné)\x02Heure locale à %[1]s\x02" +
-	"Jamais\x02Toutes les %[1]d secondes\x02Les versions de processus publiée" +
-	"s\u202f: leurs nœuds, routes et révisions épinglées, dessinés, avec l’em" +
-	"placement actuel de leurs occurrences.\x02Processus par clé\x02Versions," +
-	" les plus récentes d’abord\x02Aucun processus n’est encore publié.\x02ve" +
-	"rsion %[1]d\x02Processus %[1]s\x02Version\x02Nœud de départ\x02Graphe" +
-	"\x02Les colonnes suivent le plus long chemin depuis le nœud de départ. L" +
-	"es flèches pleines sont les réussites (étiquetées par leur route), les p" +
-	"ointillées les échecs (étiquetées par leurs codes d’erreur). Chaque case" +
-	" indique combien d’occurrences de cette version se trouvent à ce nœud ma" +
-	"intenant.\x02Nœuds\x02Nœuds de cette version, avec leurs occurrences act" +
-	"uelles\x02Type\x02Révision épinglée\x02En cas de réussite\x02En cas d’er" +
-	"reur\x02Occurrences actuelles\x02Instances de ce processus\x02Décomptes " +
-	"au %[1]s (%[2]s)\u202f; actualisés toutes les quelques secondes.\x02Grap" +
-	"he de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. L" +
-	"e tableau ci-dessous reprend les mêmes nœuds, routes et décomptes.\x00i" +
-	"\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mê" +
-	"mes nœuds, routes et décomptes.\x02pull\x02push vers %[1]s\x02fin (termi" +
-	"ne)\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un inciden" +
-	"t pour un opérateur)\x02tout autre code → %[1]s\x02met l’instance en éch" +
-	"ec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative après" +
-	" %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative aprè" +
-	"s %[2]s, priorité %[3]d\x02échéance %[1]s\x02délai %[1]s\x02Seuls les ad" +
-	"ministrateurs peuvent révéler une valeur sensible.\x02Révélé par %[1]s l" +
-	"e %[2]s\u202f; consigné dans le journal d’audit.\x02Révélation impossibl" +
-	"e\x02Seule une valeur que cette page affiche masquée (sensible) peut êtr" +
-	"e révélée.\x02Les valeurs secrètes ne peuvent jamais être révélées.\x02C" +
-	"ette page n’accepte pas cette requête.\x02Recherche\x02Saisissez un iden" +
-	"tifiant d’instance ou d’occurrence (un UUID, que les pages affichent au " +
-	"survol) ou une clé métier.\x02Rien à chercher\u202f: le champ de recherc" +
-	"he est vide.\x02C’est trop long pour être un identifiant ou une clé méti" +
-	"er.\x02Aucune instance ni occurrence n’a l’identifiant « %[1]s », et auc" +
-	"une instance ne l’a pour clé métier.\x02Aucune instance n’a «\u202f%[1]s" +
-	"\u202f» pour clé métier, et ce n’est pas un identifiant entier\u202f: le" +
-	"s listes montrent la fin de chaque identifiant. Ouvrez la ligne, ou copi" +
-	"ez son lien, pour l’identifiant entier.\x02Vous êtes déconnecté.\x02Votr" +
-	"e session avait pris fin (inactivité, déconnexion ailleurs, jeton révoqu" +
-	"é ou redémarrage du serveur)\u202f: votre dernière action n’a pas été a" +
-	"ppliquée. Reconnectez-vous, puis refaites-la.\x02Votre session a pris fi" +
-	"n (inactivité, déconnexion ailleurs, jeton révoqué ou redémarrage du ser" +
-	"veur). Reconnectez-vous.\x02Se connecter\x02Connectez-vous avec un jeton" +
-	" d’opérateur, de concepteur ou d’administrateur.\x02Jeton\x02Le jeton es" +
-	"t vérifié une fois et n’est jamais conservé dans votre navigateur\u202f;" +
-	" un cookie de session le remplace jusqu’à 8 heures d’inactivité.\x02Trop" +
-	" de connexions échouées depuis votre adresse. Réessayez dans %[1]d secon" +
-	"des.\x02Ce jeton est inconnu ou a été révoqué.\x02Un jeton de rôle %[1]s" +
-	" ne peut pas ouvrir la console\u202f: connectez-vous avec un jeton d’opé" +
-	"rateur, de concepteur ou d’administrateur.\x02Seuls les administrateurs " +
-	"gèrent les jetons.\x02Jetons du personnel (administrateurs, concepteurs," +
-	" opérateurs) non révoqués. Les jetons des consommateurs se gèrent avec l" +
-	"eurs consommateurs. Révoquer un jeton refuse sa requête suivante.\x02ID" +
-	"\x02Rôle\x02Créé le\x02Dernière utilisation\x02Expiration\x02Jetons du p" +
-	"ersonnel, les plus anciens d’abord\x02jamais\x02pas encore\x02Jeton expi" +
-	"ré\x02Révoquer…\x02cette session\x02Aucun jeton.\x02Le jeton a été révoq" +
-	"ué.\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s « %[2]s »" +
-	"\u202f?\x02Sa requête suivante est refusée et les sessions de console ou" +
-	"vertes avec lui prennent fin. C’est irréversible\u202f: qui l’utilise au" +
-	"ra besoin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder\x02C’est" +
-	" le jeton avec lequel vous êtes connecté\u202f: le révoquer vous déconne" +
-	"cte. Sa requête suivante est refusée. C’est irréversible.\x02C’est le de" +
-	"rnier jeton administrateur utilisable\u202f: créez-en un autre avant de " +
-	"le révoquer.\x02sortie de routage\x02(chaque élément)\x14\x01\x81\x01" +
-	"\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d carac" +
-	"tères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02" +
-	"au plus %[1]d caractères\x02motif %[1]s\x02format %[1]s\x02minimum %[1]s" +
-	"\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02a" +
-	"u moins %[1]d élément\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01" +
-	"\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1]d éléments" +
-	"\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%" +
-	"[1]d éléments\x02nul\x02valeur inattendue\x02Page invalide\x02Ce lien de" +
-	" page ne vient pas de la console.\x02Les exécutants connectés par un flu" +
-	"x, et ceux qui interrogent par leur dernière demande. Un exécutant est l" +
-	"isté tant qu’il s’est manifesté dans les trois derniers battements de cœ" +
-	"ur.\x02Exécutants vus dans les trois derniers battements\x02Exécutant" +
-	"\x02Protocole\x02Définitions servies\x02En cours\x02Connexion\x02Dernier" +
-	" signe\x02Aucun exécutant n’est connecté.\x02Exécutants servant %[1]s" +
-	"\x02Tous les exécutants\x02Aucun exécutant ne sert cette définition.\x02" +
-	"flux\x02interrogation longue\x02façade Camunda 7\x02toutes les révisions" +
-	" accordées à son consommateur\x02révisions %[1]s\x02Aucun exécutant ne s" +
-	"ert cette définition\u202f: ses occurrences attendent qu’un exécutant se" +
-	" connecte ou interroge.\x02Aucun exécutant n’est connecté pour cette déf" +
-	"inition\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01" +
-	"\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d e" +
-	"xécutants\x02Révisions prises en charge\u202f: %[1]s\u202f; certains pre" +
-	"nnent toutes les révisions accordées à leur consommateur.\x02Ils prennen" +
-	"t toutes les révisions accordées à leur consommateur.\x02Ils ne prennent" +
-	" que la révision %[1]d.\x02Ils ne prennent que les révisions %[1]s."
+	"«\u202f%[3]s\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s" +
+	"\u202f»\x02Reprise par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée " +
+	"le\x02Terminée le\x02Bloquée au nœud\x02Occurrence en échec\x02Code d’er" +
+	"reur\x02Nœud de fin\x02Abandonnée au nœud\x02En échec au nœud\x02Statut " +
+	"inconnu\u202f: %[1]q.\x02Date de création\x02La taille de page doit être" +
+	" comprise entre 1 et %[1]d.\x02Instances de processus\x02du\x02au\x02Agi" +
+	"r sur toutes les instances que ce filtre retient\x02La page suivante les" +
+	" compte et demande un motif avant que rien ne change.\x02Instances de pr" +
+	"ocessus, les plus récentes d’abord\x02Instance\x02Nœud de fin ou erreur" +
+	"\x02Aucune instance ne correspond à ces filtres.\x02Tous les processus" +
+	"\x02Tous les statuts\x02disponible\x02réservée\x02différée\x02annulée" +
+	"\x02en cours\x02bloquée\x02expirée\x02rejetée\x02rendue\x02déconnectée" +
+	"\x02texte\x02entier\x02nombre\x02booléen\x02date\x02date et heure\x02cho" +
+	"ix\x02objet\x02liste\x02normale\x02sensible\x02secrète\x02••• masqué (se" +
+	"nsible)\x02••• masqué (secret)\x02pull (un exécutant la récupère)\x02pus" +
+	"h (Relais appelle le service)\x02administrateur\x02opérateur\x02concepte" +
+	"ur\x02consommateur\x02oui\x02non\x02champ ajouté\x02champ retiré\x02type" +
+	" modifié\x02caractère obligatoire modifié\x02valeurs modifiées\x02classi" +
+	"fication modifiée\x02contrainte modifiée\x02routage modifié\x02longueur " +
+	"minimale\x02longueur maximale\x02motif\x02format\x02minimum\x02maximum" +
+	"\x02nombre minimal d’éléments\x02nombre maximal d’éléments\x02%[1]s, rév" +
+	"ision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Mode\x02Dates" +
+	"\x02Politique d’exécution\x02Nombre maximal de tentatives\x02Délai avant" +
+	" nouvelle tentative\x02Échéance\x02Priorité\x02%[1]d (0 la plus basse, 9" +
+	" la plus haute)\x02Tentatives\x02Toutes les tentatives, les plus ancienn" +
+	"es d’abord\x02Consommateur\x02Identifiant de l’exécutant\x02Réservée le" +
+	"\x02Finie le\x02Durée\x02Réponse de la destination\x02Résultat\x02Messag" +
+	"e d’erreur\x02Aucun exécutant n’a encore réservé cette occurrence.\x02en" +
+	" cours\x02Message entier\x02Aucun exécutant n’a jamais réservé cette occ" +
+	"urrence\u202f: elle a pris fin avant toute tentative.\x02Destination\x02" +
+	"Réplique\x02Relais n’a pas encore appelé la destination.\x02Relais n’a j" +
+	"amais appelé la destination\u202f: l’occurrence a pris fin avant tout ap" +
+	"pel.\x02Relais ne conserve le code de statut de la destination que lorsq" +
+	"u’elle a refusé l’appel (destination_http_NNN)\u202f; un appel terminé a" +
+	" reçu une réponse 2xx. La durée va de la prise en charge de l’appel à so" +
+	"n règlement.\x02Motif donné par l’exécutant\x02Nouvelles tentatives\x02a" +
+	"ucune\u202f: un appel en échec suit le chemin d’erreur du nœud\x02Délai " +
+	"d’appel\x02Maintenant\x02La reprendre ou l’abandonner depuis son instanc" +
+	"e\x02au plus %[1]d\x02au plus %[1]d depuis la dernière reprise par un op" +
+	"érateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d" +
+	" tentatives\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1" +
+	"]d restantes\x02Entrées, nommées d’après le contrat de la révision %[1]d" +
+	"\x02Ce contrat n’a aucune entrée.\x02Sorties, nommées d’après le contrat" +
+	" de la révision %[1]d\x02Pas encore de sorties\u202f: l’occurrence n’est" +
+	" pas terminée.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie\u202f: " +
+	"l’occurrence s’est terminée sans aboutir.\x02Révéler — cette action est " +
+	"enregistrée\x02Disponible à partir du\x02Prochaine tentative\x02Dernière" +
+	" réservation\x02Fin du verrou\x02Différée\x02Dernière erreur (tentative " +
+	"%[1]d)\x02Erreur (avant toute tentative)\x02Son message\x02Message de Re" +
+	"lais (en anglais)\x02Message de l’exécutant (ses propres termes, valeurs" +
+	" protégées masquées)\x02Nouvelle tentative possible\x02non\u202f: l’exéc" +
+	"utant a signalé cet échec comme définitif (tentatives restantes non util" +
+	"isées\u202f: %[1]d)\x02La destination n’a pas répondu dans le délai de l" +
+	"’appel (%[1]s).\x02La destination n’a pas répondu dans le délai de l’a" +
+	"ppel.\x02L’échéance est passée avant l’arrivée d’un résultat.\x02Le résu" +
+	"ltat ne respectait pas le contrat de sorties de la révision.\x02Relais s" +
+	"’est arrêté pendant l’appel\u202f: on ignore si la destination a agi, " +
+	"elle n’est donc pas rappelée.\x02L’appel n’a pas pu être préparé.\x02La " +
+	"destination était injoignable.\x02La réponse de la destination était tro" +
+	"p volumineuse.\x02Le verrou de la dernière tentative a expiré sans tenta" +
+	"tive restante.\x02Les entrées n’ont pas pu être construites à partir des" +
+	" liaisons du processus.\x02Un opérateur a abandonné l’instance.\x02Un ex" +
+	"écutant Camunda 7 a signalé un échec sans nouvelle tentative restante (" +
+	"retries\u202f: 0, ou un budget déjà épuisé)\u202f: l’occurrence n’est pa" +
+	"s relancée.\x02La destination a répondu HTTP %[1]s.\x02Nouvelle tentativ" +
+	"e à %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou expi" +
+	"ré à %[1]s — en attente d’être proposée de nouveau.\x02En attente de l’a" +
+	"ppel de Relais à la destination depuis %[1]s (%[2]s).\x02En attente d’un" +
+	" exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Relais appelle " +
+	"la destination (depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu" +
+	"’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2" +
+	"]s)\u202f: un exécutant du même consommateur, ou une interface munie d’u" +
+	"n jeton de règlement, la terminera plus tard.\x02Terminée (%[1]s).\x02So" +
+	"n instance est bloquée ici, en attente d’un opérateur.\x02Son instance a" +
+	" continué par le chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulé" +
+	"e\u202f: l’instance a été arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f" +
+	"».\x02Annulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’i" +
+	"ci\x02consommateur n° %[1]s\x02%[1]s (différée\u202f; réglée avec son je" +
+	"ton de règlement)\x02%[1]s (différée\u202f; réglée avec son jeton de règ" +
+	"lement, en tant que %[2]s)\x02%[1]s (différée\u202f; réglée par %[2]s)" +
+	"\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas de réponse dans le" +
+	" délai\x02pas de connexion\x02réponse trop volumineuse\x02inconnue\x02[m" +
+	"asqué]\x02La révision doit être un nombre entier, 1 ou plus.\x02Consomma" +
+	"teur inconnu.\x02Date de règlement\x02Plus de filtres\u202f: instance, r" +
+	"évision, consommateur, dates\x02identifiant d’instance\x02Décomptes par" +
+	" statut\x02Occurrences, les plus récentes d’abord\x02Processus et nœud" +
+	"\x02Erreur\x02Consommateur et exécutant\x02Prochaine tentative ou règlem" +
+	"ent\x02Aucune occurrence ne correspond à ces filtres.\x02Tous les consom" +
+	"mateurs\x02Totaux de la définition %[1]s, sans les autres filtres\x02Tot" +
+	"aux de toutes les définitions, sans les autres filtres\x14\x01\x81\x01" +
+	"\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02au %[1]" +
+	"s (%[2]s)\u202f; les décomptes sont actualisés toutes les quelques secon" +
+	"des.\x02révision %[1]d\x02réglée\x02prochaine tentative\x02disponible de" +
+	"puis\x02appel en cours depuis\x02verrou jusqu’à\x02différée depuis\x02Pa" +
+	"ge précédente\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2" +
+	"026-12-01.\x02%[1]s\u202f: le premier jour vient après le dernier.\x02Ce" +
+	"s réglages sont conservés dans ce navigateur seulement.\x02Afficher les " +
+	"heures en\x02La console n’exécute aucun script et ne peut donc pas lire " +
+	"le fuseau horaire de votre ordinateur\u202f: choisissez son décalage par" +
+	" rapport à UTC. Les décalages ne suivent pas l’heure d’été.\x02Recharger" +
+	" les listes et les pages de détail\x02Les pages qui contiennent un formu" +
+	"laire, comme une confirmation, ne se rechargent jamais d’elles-mêmes." +
+	"\x02Enregistrer les réglages\x02Revenir sans enregistrer\x02UTC (temps u" +
+	"niversel coordonné)\x02Heure locale à %[1]s\x02Jamais\x02Toutes les %[1]" +
+	"d secondes\x02Les versions de processus publiées\u202f: leurs nœuds, rou" +
+	"tes et révisions épinglées, dessinés, avec l’emplacement actuel de leurs" +
+	" occurrences.\x02Processus par clé\x02Versions, les plus récentes d’abor" +
+	"d\x02Aucun processus n’est encore publié.\x02version %[1]d\x02Processus " +
+	"%[1]s\x02Version\x02Nœud de départ\x02Graphe\x02Les colonnes suivent le " +
+	"plus long chemin depuis le nœud de départ. Les flèches pleines sont les " +
+	"réussites (étiquetées par leur route), les pointillées les échecs (étiqu" +
+	"etées par leurs codes d’erreur). Chaque case indique combien d’occurrenc" +
+	"es de cette version se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds " +
+	"de cette version, avec leurs occurrences actuelles\x02Type\x02Révision é" +
+	"pinglée\x02En cas de réussite\x02En cas d’erreur\x02Occurrences actuelle" +
+	"s\x02Instances de ce processus\x02Décomptes au %[1]s (%[2]s)\u202f; actu" +
+	"alisés toutes les quelques secondes.\x02Graphe de %[1]s\x14\x01\x81\x01" +
+	"\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-dessous repren" +
+	"d les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d nœuds, à partir de" +
+	" %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes et décompt" +
+	"es.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin (en échec)\x02%[1" +
+	"]s → %[2]s\x02→ %[1]s\x02blocage (un incident pour un opérateur)\x02tout" +
+	" autre code → %[1]s\x02met l’instance en échec\x14\x01\x81\x01\x00\x02B" +
+	"\x02%[1]d tentative, nouvelle tentative après %[2]s, priorité %[3]d\x00C" +
+	"\x02%[1]d tentatives, nouvelle tentative après %[2]s, priorité %[3]d\x02" +
+	"échéance %[1]s\x02délai %[1]s\x02Seuls les administrateurs peuvent révé" +
+	"ler une valeur sensible.\x02Révélé par %[1]s le %[2]s\u202f; consigné da" +
+	"ns le journal d’audit.\x02Révélation impossible\x02Seule une valeur que " +
+	"cette page affiche masquée (sensible) peut être révélée.\x02Les valeurs " +
+	"secrètes ne peuvent jamais être révélées.\x02Cette page n’accepte pas ce" +
+	"tte requête.\x02Recherche\x02Saisissez un identifiant d’instance ou d’oc" +
+	"currence (un UUID, que les pages affichent au survol) ou une clé métier." +
+	"\x02Rien à chercher\u202f: le champ de recherche est vide.\x02C’est trop" +
+	" long pour être un identifiant ou une clé métier.\x02Aucune instance ni " +
+	"occurrence n’a l’identifiant «\u202f%[1]s\u202f», et aucune instance ne " +
+	"l’a pour clé métier.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour clé" +
+	" métier, et ce n’est pas un identifiant entier\u202f: les listes montren" +
+	"t la fin de chaque identifiant. Ouvrez la ligne, ou copiez son lien, pou" +
+	"r l’identifiant entier.\x02Vous êtes déconnecté.\x02Votre session avait " +
+	"pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou redémarrage" +
+	" du serveur)\u202f: votre dernière action n’a pas été appliquée. Reconne" +
+	"ctez-vous, puis refaites-la.\x02Votre session a pris fin (inactivité, dé" +
+	"connexion ailleurs, jeton révoqué ou redémarrage du serveur). Reconnecte" +
+	"z-vous.\x02Se connecter\x02Connectez-vous avec un jeton d’opérateur, de " +
+	"concepteur ou d’administrateur.\x02Jeton\x02Le jeton est vérifié une foi" +
+	"s et n’est jamais conservé dans votre navigateur\u202f; un cookie de ses" +
+	"sion le remplace jusqu’à 8 heures d’inactivité.\x02Trop de connexions éc" +
+	"houées depuis votre adresse. Réessayez dans %[1]d secondes.\x02Ce jeton " +
+	"est inconnu ou a été révoqué.\x02Un jeton de rôle %[1]s ne peut pas ouvr" +
+	"ir la console\u202f: connectez-vous avec un jeton d’opérateur, de concep" +
+	"teur ou d’administrateur.\x02Seuls les administrateurs gèrent les jetons" +
+	".\x02Jetons du personnel (administrateurs, concepteurs, opérateurs) non " +
+	"révoqués. Les jetons des consommateurs se gèrent avec leurs consommateur" +
+	"s. Révoquer un jeton refuse sa requête suivante.\x02ID\x02Rôle\x02Créé l" +
+	"e\x02Dernière utilisation\x02Expiration\x02Jetons du personnel, les plus" +
+	" anciens d’abord\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…" +
+	"\x02cette session\x02Aucun jeton.\x02Le jeton a été révoqué.\x02Révoquer" +
+	" le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s\u202f»\u202f?" +
+	"\x02Sa requête suivante est refusée et les sessions de console ouvertes " +
+	"avec lui prennent fin. C’est irréversible\u202f: qui l’utilise aura beso" +
+	"in d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder\x02C’est le jet" +
+	"on avec lequel vous êtes connecté\u202f: le révoquer vous déconnecte. Sa" +
+	" requête suivante est refusée. C’est irréversible.\x02C’est le dernier j" +
+	"eton administrateur utilisable\u202f: créez-en un autre avant de le révo" +
+	"quer.\x02sortie de routage\x02(chaque élément)\x14\x01\x81\x01\x00\x02" +
+	"\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d caractères" +
+	"\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au pl" +
+	"us %[1]d caractères\x02motif %[1]s\x02format %[1]s\x02minimum %[1]s\x02m" +
+	"aximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moi" +
+	"ns %[1]d élément\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00" +
+	"\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02n" +
+	"on fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d " +
+	"éléments\x02nul\x02valeur inattendue\x02Page invalide\x02Ce lien de pag" +
+	"e ne vient pas de la console.\x02Les exécutants connectés par un flux, e" +
+	"t ceux qui interrogent par leur dernière demande. Un exécutant est listé" +
+	" tant qu’il s’est manifesté dans les trois derniers battements de cœur." +
+	"\x02Exécutants vus dans les trois derniers battements\x02Exécutant\x02Pr" +
+	"otocole\x02Définitions servies\x02En cours\x02Connexion\x02Dernier signe" +
+	"\x02Aucun exécutant n’est connecté.\x02Exécutants servant %[1]s\x02Tous " +
+	"les exécutants\x02Aucun exécutant ne sert cette définition.\x02flux\x02i" +
+	"nterrogation longue\x02façade Camunda 7\x02toutes les révisions accordée" +
+	"s à son consommateur\x02révisions %[1]s\x02Aucun exécutant ne sert cette" +
+	" définition\u202f: ses occurrences attendent qu’un exécutant se connecte" +
+	" ou interroge.\x02Aucun exécutant n’est connecté pour cette définition" +
+	"\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01\x00\x02" +
+	"\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécutant" +
+	"s\x02Révisions prises en charge\u202f: %[1]s\u202f; certains prennent to" +
+	"utes les révisions accordées à leur consommateur.\x02Ils prennent toutes" +
+	" les révisions accordées à leur consommateur.\x02Ils ne prennent que la " +
+	"révision %[1]d.\x02Ils ne prennent que les révisions %[1]s."
 
-	// Total table size 52941 bytes (51KiB); checksum: F31CEC02
+	// Total table size 52967 bytes (51KiB); checksum: D857E240
