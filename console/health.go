@@ -18,7 +18,7 @@ type definitionHealth struct {
 	Open, OpenHref                   string
 	Held, HeldHref                   string
 	Failed, FailedHref               string
-	Lag, LagTitle                    string
+	Lag, LagTitle, LagNote           string
 	LagLong                          bool
 	Completed1h, Failed1h, ChartHref string
 	Attention                        bool
@@ -149,6 +149,10 @@ func (c *Console) health(w http.ResponseWriter, r *http.Request) {
 				since := formatTime(ctx, *dh.ClaimableSince).Text
 				row.LagTitle = T(ctx, "claimable since %s", since)
 				row.LagLong = lag > 5*time.Minute
+				if row.LagLong {
+					// Said in words too: red alone is lost on some eyes.
+					row.LagNote = T(ctx, "long wait")
+				}
 				row.Attention = row.Attention || row.LagLong
 			}
 		} else {

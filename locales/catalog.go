@@ -39,389 +39,389 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                              245,
-	"%[1]s %[2]s, %[3]s %[4]s":                 246,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          244,
-	"%[1]s; %[2]s":                             243,
-	"%d (0 lowest, 9 highest)":                 378,
-	"%d attempts":                              406,
-	"%d attempts, retry after %s, priority %d": 537,
+	"%[1]s %[2]s":                              246,
+	"%[1]s %[2]s, %[3]s %[4]s":                 247,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          245,
+	"%[1]s; %[2]s":                             244,
+	"%d (0 lowest, 9 highest)":                 379,
+	"%d attempts":                              407,
+	"%d attempts, retry after %s, priority %d": 538,
 	"%d breaking":                              187,
 	"%d changes":                               186,
-	"%d completed":                             241,
-	"%d d":                                     253,
-	"%d days":                                  267,
-	"%d failed":                                242,
-	"%d h":                                     252,
+	"%d completed":                             242,
+	"%d d":                                     254,
+	"%d days":                                  268,
+	"%d failed":                                243,
+	"%d h":                                     253,
 	"%d held instances match now.":             50,
-	"%d hours":                                 268,
-	"%d items":                                 596,
-	"%d left":                                  407,
-	"%d min":                                   251,
-	"%d minutes":                               269,
+	"%d hours":                                 269,
+	"%d items":                                 597,
+	"%d left":                                  408,
+	"%d min":                                   252,
+	"%d minutes":                               270,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 70,
-	"%d ms": 271,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 527,
-	"%d occurrences":                          483,
+	"%d ms": 272,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 528,
+	"%d occurrences":                          484,
 	"%d releases":                             206,
 	"%d running instances match now.":         57,
 	"%d running or held instances match now.": 59,
-	"%d s":       250,
-	"%d seconds": 270,
+	"%d s":       251,
+	"%d seconds": 271,
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 75,
-	"%s (deferred; settled by %s)":                        460,
-	"%s (deferred; settled with its settle token)":        458,
-	"%s (deferred; settled with its settle token, as %s)": 459,
+	"%s (deferred; settled by %s)":                        461,
+	"%s (deferred; settled with its settle token)":        459,
+	"%s (deferred; settled with its settle token, as %s)": 460,
 	"%s (token #%d, %s)":                                  76,
-	"%s ago":                                              248,
-	"%s so far":                                           456,
-	"%s → %s":                                             532,
-	"%s, revision %s":                                     368,
-	"%s, version %s":                                      369,
-	"%s: %s":                                              240,
+	"%s ago":                                              249,
+	"%s so far":                                           457,
+	"%s → %s":                                             533,
+	"%s, revision %s":                                     369,
+	"%s, version %s":                                      370,
+	"%s: %s":                                              241,
 	"%s: %s → %s":                                         194,
-	"%s: a date is written 2026-12-01.":                   494,
-	"%s: the first day comes after the last.":             495,
-	"%s–%s":                                               239,
-	"(each item)":                                         585,
-	"(worker %s)":                                         445,
-	"0 seconds":                                           266,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           561,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 438,
+	"%s: a date is written 2026-12-01.":                   495,
+	"%s: the first day comes after the last.":             496,
+	"%s–%s":                                               240,
+	"(each item)":                                         586,
+	"(worker %s)":                                         446,
+	"0 seconds":                                           267,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           562,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 439,
 	"Abandon %d instances":                                           54,
 	"Abandon every held instance this filter matches":                52,
 	"Abandon every held instance…":                                   7,
 	"Abandon process instance %s":                                    19,
 	"Abandon the instance":                                           22,
 	"Abandon this instance? It fails with the error code abandoned.": 20,
-	"Abandoned at node":                                              304,
-	"Abandoned by %s at %s — “%s”":                                   296,
+	"Abandoned at node":                                              305,
+	"Abandoned by %s at %s — “%s”":                                   297,
 	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 40,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 312,
+	"Act on every instance this filter matches": 313,
 	"Action":                              79,
 	"All actions":                         91,
-	"All consumers":                       480,
-	"All definitions":                     230,
-	"All processes":                       318,
-	"All statuses":                        319,
-	"All workers":                         611,
-	"An operator abandoned the instance.": 437,
+	"All consumers":                       481,
+	"All definitions":                     231,
+	"All processes":                       319,
+	"All statuses":                        320,
+	"All workers":                         612,
+	"An operator abandoned the instance.": 438,
 	"Apply filters":                       88,
-	"Apr":                                 257,
+	"Apr":                                 258,
 	"As of %s (%s); refreshed every few seconds.": 227,
-	"Attempts":                         379,
+	"Attempts":                         380,
 	"Audit log":                        85,
-	"Aug":                              261,
-	"Available from":                   415,
+	"Aug":                              262,
+	"Available from":                   416,
 	"Back to definitions":              125,
 	"Back to external tasks":           124,
 	"Back to the instance":             32,
 	"Back to the list":                 47,
-	"Back without saving":              502,
+	"Back without saving":              503,
 	"Breaks processes":                 164,
 	"Breaks workers":                   165,
 	"Bulk %s applied to %d instances.": 74,
 	"Bulk action":                      83,
 	"Business key":                     67,
-	"Call timeout":                     401,
-	"Camunda 7 facade":                 615,
-	"Cancelled: the instance was stopped (%s).":               455,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 454,
+	"Call timeout":                     402,
+	"Camunda 7 facade":                 616,
+	"Cancelled: the instance was stopped (%s).":               456,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 455,
 	"Cannot act on this filter":                               71,
-	"Cannot reveal":                                           542,
+	"Cannot reveal":                                           543,
 	"Change":                                                  162,
 	"Changes between the two revisions":                       174,
 	"Changes of the Working copy since revision %d":           183,
 	"Choose two existing revisions to compare.":               184,
 	"Classification":                                          140,
 	"Clear filters":                                           89,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 516,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 517,
 	"Compare":              161,
 	"Compare revisions":    157,
-	"Completed":            238,
-	"Completed (%s).":      450,
+	"Completed":            239,
+	"Completed (%s).":      451,
 	"Completed, last hour": 224,
-	"Completions and failures per 5 minutes, last hour: %s":    231,
-	"Completions and failures per 5-minute slot, oldest first": 236,
+	"Completions and failures per 5 minutes, last hour: %s":    232,
+	"Completions and failures per 5-minute slot, oldest first": 237,
 	"Completions and failures, last hour":                      217,
-	"Connected":                                                607,
+	"Connected":                                                608,
 	"Constraints":                                              141,
-	"Consumer":                                                 381,
-	"Consumer and worker":                                      477,
+	"Consumer":                                                 382,
+	"Consumer and worker":                                      478,
 	"Counting the occurrences; the counts appear when you reload the page.": 135,
 	"Counts are unavailable right now.":                                     136,
-	"Counts as of %s (%s); refreshed every few seconds.":                    525,
-	"Counts by status": 473,
-	"Created":          282,
+	"Counts as of %s (%s); refreshed every few seconds.":                    526,
+	"Counts by status": 474,
+	"Created":          283,
 	"Created from":     68,
-	"Created on":       566,
+	"Created on":       567,
 	"Created to":       69,
-	"Creation date":    307,
-	"Dates":            372,
-	"Deadline":         376,
-	"Dec":              265,
-	"Deferred":         419,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 449,
+	"Creation date":    308,
+	"Dates":            373,
+	"Deadline":         377,
+	"Dec":              266,
+	"Deferred":         420,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 450,
 	"Definition":         219,
 	"Definition %s":      143,
 	"Definitions":        111,
 	"Definitions by key": 201,
-	"Definitions served": 605,
+	"Definitions served": 606,
 	"Definitions, those needing attention first": 218,
 	"Description":          142,
-	"Destination":          393,
-	"Destination’s answer": 386,
+	"Destination":          394,
+	"Destination’s answer": 387,
 	"Detail":               163,
 	"Digest":               177,
 	"Display settings":     116,
-	"Duration":             385,
+	"Duration":             386,
 	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 216,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  60,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     53,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 49,
-	"End node":                    303,
-	"End node or error":           316,
-	"Ended":                       299,
-	"Error":                       476,
-	"Error (before any attempt)":  421,
-	"Error code":                  302,
-	"Error message":               388,
-	"Every %d seconds":            506,
-	"Every attempt, oldest first": 380,
+	"End node":                    304,
+	"End node or error":           317,
+	"Ended":                       300,
+	"Error":                       477,
+	"Error (before any attempt)":  422,
+	"Error code":                  303,
+	"Error message":               389,
+	"Every %d seconds":            507,
+	"Every attempt, oldest first": 381,
 	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log (GET /api/v1/audit/reveals).": 86,
-	"Expired token":                    572,
-	"Expires":                          568,
+	"Expired token":                    573,
+	"Expires":                          569,
 	"External tasks":                   105,
 	"Failed":                           222,
-	"Failed (%s).":                     453,
-	"Failed at node":                   305,
-	"Failed occurrence":                301,
+	"Failed (%s).":                     454,
+	"Failed at node":                   306,
+	"Failed occurrence":                302,
 	"Failed, last hour":                225,
-	"Feb":                              255,
+	"Feb":                              256,
 	"Field":                            137,
 	"Filter":                           45,
 	"Filters":                          87,
 	"Find":                             110,
 	"Find an instance or occurrence":   108,
-	"Finished":                         384,
+	"Finished":                         385,
 	"First page":                       99,
 	"Form refused":                     129,
 	"From revision":                    159,
 	"From revision %d to revision %d:": 185,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 36,
-	"Graph":                   515,
-	"Graph of %s":             526,
-	"HTTP 2xx, unusable body": 462,
+	"Graph":                   516,
+	"Graph of %s":             527,
+	"HTTP 2xx, unusable body": 463,
 	"Health":                  104,
-	"Held at node":            300,
+	"Held at node":            301,
 	"Held instances":          221,
-	"ID":                      564,
-	"In flight":               606,
-	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 232,
+	"ID":                      565,
+	"In flight":               607,
+	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 233,
 	"Inputs":                     167,
 	"Inputs of revision %d":      178,
 	"Inputs of the working copy": 169,
-	"Inputs the instance was started with, labelled by process version %d's contract": 290,
-	"Inputs, labelled by revision %d's contract":                                      408,
-	"Instance":                  315,
+	"Inputs the instance was started with, labelled by process version %d's contract": 291,
+	"Inputs, labelled by revision %d's contract":                                      409,
+	"Instance":                  316,
 	"Instances":                 106,
-	"Instances of this process": 524,
-	"Invalid page":              599,
+	"Instances of this process": 525,
+	"Invalid page":              600,
 	"Invalid request":           122,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.": 21,
-	"Its instance is held here, waiting for an operator.":                                                                   451,
-	"Its instance went on along the node’s error path.":                                                                     452,
-	"Its message": 422,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      579,
+	"Its instance is held here, waiting for an operator.":                                                                   452,
+	"Its instance went on along the node’s error path.":                                                                     453,
+	"Its message": 423,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      580,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 34,
-	"Jan":                     254,
-	"Jul":                     260,
-	"Jun":                     259,
-	"Keep it":                 581,
+	"Jan":                     255,
+	"Jul":                     261,
+	"Jun":                     260,
+	"Keep it":                 582,
 	"Keep it held":            14,
 	"Keep it running":         13,
 	"Key":                     202,
-	"Kind":                    519,
+	"Kind":                    520,
 	"Language":                101,
-	"Last error (attempt %d)": 420,
-	"Last reserved":           417,
+	"Last error (attempt %d)": 421,
+	"Last reserved":           418,
 	"Last saved":              148,
-	"Last seen":               608,
-	"Last used":               567,
+	"Last seen":               609,
+	"Last used":               568,
 	"Latest revision":         203,
 	"Lists every change from one revision to another, and whom it may break.": 158,
-	"Local time at %s": 504,
-	"Lock expired %s — waiting to be offered again.": 442,
-	"Lock expires":                     418,
+	"Local time at %s": 505,
+	"Lock expired %s — waiting to be offered again.": 443,
+	"Lock expires":                     419,
 	"Main navigation":                  103,
-	"Mar":                              256,
-	"Maximum attempts":                 374,
-	"May":                              258,
-	"Message from Relais (in English)": 423,
-	"Message from the service (its own words, protected values masked)": 424,
-	"Mode": 371,
-	"More filters: instance, revision, consumer, dates": 471,
+	"Mar":                              257,
+	"Maximum attempts":                 375,
+	"May":                              259,
+	"Message from Relais (in English)": 424,
+	"Message from the service (its own words, protected values masked)": 425,
+	"Mode": 372,
+	"More filters: instance, revision, consumer, dates": 472,
 	"Name":                               146,
-	"Never":                              505,
-	"Next attempt":                       416,
-	"Next attempt or settled":            478,
-	"Next node":                          281,
+	"Never":                              506,
+	"Next attempt":                       417,
+	"Next attempt or settled":            479,
+	"Next node":                          282,
 	"Next page":                          98,
 	"No definition has occurrences yet.": 226,
 	"No definition yet.":                 205,
 	"No inputs.":                         168,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 551,
-	"No instance matches these filters.": 317,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 550,
-	"No occurrence matches these filters.":                                                   479,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 552,
+	"No instance matches these filters.": 318,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 551,
+	"No occurrence matches these filters.":                                                   480,
 	"No operator action matches.":                                                            90,
-	"No operator has acted on this instance.":                                                286,
-	"No outputs yet: the occurrence has not completed.":                                      411,
+	"No operator has acted on this instance.":                                                287,
+	"No outputs yet: the occurrence has not completed.":                                      412,
 	"No outputs.": 171,
-	"No outputs: the occurrence ended without completing.": 413,
-	"No process is published yet.":                         510,
+	"No outputs: the occurrence ended without completing.": 414,
+	"No process is published yet.":                         511,
 	"No process, business key or creation date narrows this filter: it applies to the instances of every process.": 63,
 	"No release yet.": 152,
 	"No revision yet: the Working copy has never been snapshotted.":          150,
-	"No service ever reserved this occurrence: it ended before any attempt.": 392,
-	"No service has reserved this occurrence yet.":                           389,
-	"No token.": 575,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 619,
-	"No worker is connected.":           609,
-	"No worker serves this definition.": 612,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 618,
-	"Node":    278,
+	"No service ever reserved this occurrence: it ended before any attempt.": 393,
+	"No service has reserved this occurrence yet.":                           390,
+	"No token.": 576,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 620,
+	"No worker is connected.":           610,
+	"No worker serves this definition.": 613,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 619,
+	"Node":    279,
 	"Node %s": 215,
-	"Nodes":   517,
-	"Nodes of this version, with their occurrences now": 518,
-	"Nodes reached, in order":                           277,
+	"Nodes":   518,
+	"Nodes of this version, with their occurrences now": 519,
+	"Nodes reached, in order":                           278,
 	"Not allowed":                                       120,
 	"Not found":                                         128,
 	"Notes":                                             155,
 	"Nothing exists at this address, or it is not visible to you.": 126,
 	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 127,
 	"Nothing to do: no instance this action applies to matches the filter.": 62,
-	"Nothing to find: the search box is empty.":                             548,
-	"Nov":                       264,
-	"Now":                       402,
-	"Occurrence":                279,
-	"Occurrence %s":             370,
+	"Nothing to find: the search box is empty.":                             549,
+	"Nov":                       265,
+	"Now":                       403,
+	"Occurrence":                280,
+	"Occurrence %s":             371,
 	"Occurrence offered again":  82,
-	"Occurrences now":           523,
-	"Occurrences, newest first": 474,
-	"Oct":                       263,
-	"Offered from %s — %s.":     441,
+	"Occurrences now":           524,
+	"Occurrences, newest first": 475,
+	"Oct":                       264,
+	"Offered from %s — %s.":     442,
 	"Oldest claimable waits":    223,
-	"On error":                  522,
-	"On success":                521,
-	"Only a value this page shows as hidden (sensitive) can be revealed.": 543,
-	"Only administrators manage tokens.":                                  562,
-	"Only administrators may reveal a sensitive value.":                   540,
+	"On error":                  523,
+	"On success":                522,
+	"Only a value this page shows as hidden (sensitive) can be revealed.": 544,
+	"Only administrators manage tokens.":                                  563,
+	"Only administrators may reveal a sensitive value.":                   541,
 	"Open":             220,
-	"Operator actions": 274,
-	"Operator actions on this instance, newest first": 287,
+	"Operator actions": 275,
+	"Operator actions on this instance, newest first": 288,
 	"Operator actions, newest first":                  96,
-	"Outcome":                                         387,
+	"Outcome":                                         388,
 	"Outputs":                                         170,
 	"Outputs of revision %d":                          179,
 	"Outputs of the working copy":                     172,
-	"Outputs, labelled by revision %d's contract":     410,
+	"Outputs, labelled by revision %d's contract":     411,
 	"Pages": 97,
-	"Pages with a form, such as a confirmation, never reload on their own.": 500,
-	"Path":                            275,
-	"Pinned revision":                 520,
-	"Policy":                          373,
-	"Previous page":                   492,
-	"Priority":                        377,
+	"Pages with a form, such as a confirmation, never reload on their own.": 501,
+	"Path":                            276,
+	"Pinned revision":                 521,
+	"Policy":                          374,
+	"Previous page":                   493,
+	"Priority":                        378,
 	"Process":                         65,
-	"Process %s":                      512,
-	"Process and node":                475,
-	"Process inputs":                  289,
+	"Process %s":                      513,
+	"Process and node":                476,
+	"Process inputs":                  290,
 	"Process instance":                81,
-	"Process instance %s":             272,
-	"Process instances":               309,
-	"Process instances, newest first": 314,
+	"Process instance %s":             273,
+	"Process instances":               310,
+	"Process instances, newest first": 315,
 	"Processes":                       107,
-	"Processes by key":                508,
-	"Protocol":                        604,
+	"Processes by key":                509,
+	"Protocol":                        605,
 	"Published":                       156,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 507,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 508,
 	"Reason": 80,
 	"Reason (recorded in the audit log for every instance)": 46,
 	"Reason (recorded in the audit log)":                    11,
-	"Reason given by the worker":                            398,
-	"Recorded operator actions":                             285,
+	"Reason given by the worker":                            399,
+	"Recorded operator actions":                             286,
 	"Relais console":                                        100,
-	"Relais has not called the destination yet.":            395,
-	"Relais is calling the destination (since %s).":         446,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 397,
-	"Relais never called the destination: the occurrence ended before any call.":                           396,
+	"Relais has not called the destination yet.":            396,
+	"Relais is calling the destination (since %s).":         447,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 398,
+	"Relais never called the destination: the occurrence ended before any call.":                           397,
 	"Relais refused the action. Nothing was done.":                                                         37,
-	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 431,
+	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 432,
 	"Release":                             153,
 	"Releases":                            151,
 	"Releases, oldest first":              173,
-	"Reload lists and detail pages":       499,
-	"Replica":                             394,
+	"Reload lists and detail pages":       500,
+	"Replica":                             395,
 	"Required":                            139,
-	"Reserved":                            383,
-	"Reserved by %s.":                     448,
-	"Reserved by %s; lock until %s — %s.": 447,
-	"Retried by %s at %s — “%s”":          297,
+	"Reserved":                            384,
+	"Reserved by %s.":                     449,
+	"Reserved by %s; lock until %s — %s.": 448,
+	"Retried by %s at %s — “%s”":          298,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 39,
-	"Retries":            399,
+	"Retries":            400,
 	"Retry %d instances": 51,
-	"Retry at %s — %s.":  440,
-	"Retry delay":        375,
+	"Retry at %s — %s.":  441,
+	"Retry delay":        376,
 	"Retry every held instance this filter matches": 48,
 	"Retry every held instance…":                    6,
-	"Retry or abandon it from its instance":         403,
+	"Retry or abandon it from its instance":         404,
 	"Retry process instance %s":                     15,
 	"Retry the instance":                            18,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 16,
-	"Retryable": 425,
+	"Retryable": 426,
 	"Retrying and abandoning apply to held instances, not %s ones.": 44,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 414,
-	"Revealed by %s at %s; recorded in the audit log.": 541,
+	"Reveal — this is recorded": 415,
+	"Revealed by %s at %s; recorded in the audit log.": 542,
 	"Revision":    154,
 	"Revision %d": 175,
 	"Revisions":   149,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 621,
-	"Revoke the %s token “%s”?": 578,
-	"Revoke the token":          580,
-	"Revoke token %d":           577,
-	"Revoke…":                   573,
-	"Role":                      565,
-	"Route":                     280,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 622,
+	"Revoke the %s token “%s”?": 579,
+	"Revoke the token":          581,
+	"Revoke token %d":           578,
+	"Revoke…":                   574,
+	"Role":                      566,
+	"Route":                     281,
 	"Routing output":            147,
-	"Rows %s–%s":                493,
-	"Save settings":             501,
+	"Rows %s–%s":                494,
+	"Save settings":             502,
 	"Say why, for whoever reads the log later: at most %d characters.": 12,
-	"Search":                               546,
-	"Secret values can never be revealed.": 544,
-	"Sep":                                  262,
-	"Served by %d workers":                 620,
+	"Search":                               547,
+	"Secret values can never be revealed.": 545,
+	"Sep":                                  263,
+	"Served by %d workers":                 621,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 25,
-	"Settled":              283,
-	"Settlement date":      470,
-	"Show all definitions": 229,
-	"Show times in":        497,
+	"Settled":              284,
+	"Settlement date":      471,
+	"Show all definitions": 230,
+	"Show times in":        498,
 	"Showing the instances bulk action %s changed.": 94,
-	"Sign in": 555,
-	"Sign in with an operator, designer or administrator token.": 556,
+	"Sign in": 556,
+	"Sign in with an operator, designer or administrator token.": 557,
 	"Sign out":             115,
 	"Signed in as %s (%s)": 114,
 	"Since revision %d:":   181,
 	"Skip to content":      102,
-	"Slot":                 237,
+	"Slot":                 238,
 	"Snapshotted":          176,
 	"Something went wrong": 133,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 563,
-	"Staff tokens, oldest first": 569,
-	"Start node":                 514,
-	"Started":                    298,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 564,
+	"Staff tokens, oldest first": 570,
+	"Start node":                 515,
+	"Started":                    299,
 	"Status":                     66,
 	"Stop %d instances":          61,
 	"Stop every held instance this filter matches":            55,
@@ -434,239 +434,240 @@ var messageKeyToIndex = map[string]int{
 	"Stop the instance":                                       26,
 	"Stop this instance? Its open occurrences are cancelled.": 24,
 	"Stop this instance…":                                     2,
-	"Stopped by %s at %s — “%s”":                              295,
+	"Stopped by %s at %s — “%s”":                              296,
 	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 41,
 	"Stopping applies to running or held instances, not %s ones.":                              43,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   294,
-	"Summary": 273,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   295,
+	"Summary": 274,
 	"Task contracts: their Working copy, immutable revisions and named releases.": 200,
 	"Temporarily unavailable":                         131,
-	"That is too long to be an id or a business key.": 549,
+	"That is too long to be an id or a business key.": 550,
 	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.": 180,
 	"The bulk action must be its id (a UUID).":                   93,
-	"The call could not be prepared.":                            432,
-	"The chart’s numbers":                                        235,
+	"The call could not be prepared.":                            433,
+	"The chart’s numbers":                                        236,
 	"The confirmed count is missing: start again from the list.": 72,
 	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           134,
-	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      498,
+	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      499,
 	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 73,
 	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 132,
-	"The deadline passed before a result arrived.":                                                                                429,
-	"The destination answered HTTP %s.":                                                                                           439,
-	"The destination could not be reached.":                                                                                       433,
-	"The destination did not answer within the call’s timeout (%s).":                                                              427,
-	"The destination did not answer within the call’s timeout.":                                                                   428,
-	"The destination’s answer was too large.":                                                                                     434,
+	"The deadline passed before a result arrived.":                                                                                430,
+	"The destination answered HTTP %s.":                                                                                           440,
+	"The destination could not be reached.":                                                                                       434,
+	"The destination did not answer within the call’s timeout (%s).":                                                              428,
+	"The destination did not answer within the call’s timeout.":                                                                   429,
+	"The destination’s answer was too large.":                                                                                     435,
 	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                            123,
-	"The inputs could not be built from the process’s bindings.":                                                                  436,
-	"The last attempt’s lock expired with no attempt left.":                                                                       435,
-	"The next page counts them and asks for a reason before anything changes.":                                                    313,
-	"The nodes this instance reached, in order, each with its occurrence.":                                                        276,
+	"The inputs could not be built from the process’s bindings.":                                                                  437,
+	"The last attempt’s lock expired with no attempt left.":                                                                       436,
+	"The next page counts them and asks for a reason before anything changes.":                                                    314,
+	"The nodes this instance reached, in order, each with its occurrence.":                                                        277,
 	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                145,
 	"The page cursor is invalid: go back to the first page.":                                                                      95,
-	"The page size must be between 1 and %d.":                                                                                     308,
+	"The page size must be between 1 and %d.":                                                                                     309,
 	"The process instance must be an instance id (a UUID).":                                                                       92,
 	"The reason you gave, not recorded:":                                                                                          31,
-	"The result did not match the revision's outputs contract.":                                                                   430,
-	"The revision must be a whole number, 1 or more.":                                                                             468,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 558,
-	"The token was revoked.":                                                                                                      576,
+	"The result did not match the revision's outputs contract.":                                                                   431,
+	"The revision must be a whole number, 1 or more.":                                                                             469,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 559,
+	"The token was revoked.":                                                                                                      577,
 	"These revisions have the same contracts.":                                                                                    166,
-	"These settings are kept in this browser only.":                                                                               496,
-	"They take every revision their consumer is granted.":                                                                         622,
-	"They take revision %d only.":                                                                                                 623,
-	"They take revisions %s only.":                                                                                                624,
-	"This contract has no inputs.":                                                                                                409,
-	"This contract has no outputs.":                                                                                               412,
+	"These settings are kept in this browser only.":                                                                               497,
+	"They take every revision their consumer is granted.":                                                                         623,
+	"They take revision %d only.":                                                                                                 624,
+	"They take revisions %s only.":                                                                                                625,
+	"This contract has no inputs.":                                                                                                410,
+	"This contract has no outputs.":                                                                                               413,
 	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                         130,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.": 27,
 	"This instance has already ended; there is nothing to stop.":  35,
-	"This instance has not reached a task yet.":                   284,
+	"This instance has not reached a task yet.":                   285,
 	"This instance is %s, not held: there is nothing to abandon.": 29,
 	"This instance is %s, not held: there is nothing to retry.":   28,
 	"This instance is %s: there is nothing to stop.":              30,
-	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 292,
-	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 293,
+	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 293,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 294,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          33,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   38,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            583,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           582,
-	"This page does not accept that request.":     545,
-	"This page link is not one the console made.": 600,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            584,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           583,
+	"This page does not accept that request.":     546,
+	"This page link is not one the console made.": 601,
 	"This page reloads every %d seconds.":         119,
-	"This process takes no inputs.":               291,
-	"This token is unknown or has been revoked.":  560,
+	"This process takes no inputs.":               292,
+	"This token is unknown or has been revoked.":  561,
 	"Times in %s · no auto-reload":                118,
 	"Times in %s · reload every %d s":             117,
 	"To revision":                                 160,
-	"Token":                                       557,
+	"Token":                                       558,
 	"Tokens":                                      113,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 559,
-	"Totals of all definitions, not narrowed by the other filters":         482,
-	"Totals of definition %s, not narrowed by the other filters":           481,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 560,
+	"Totals of all definitions, not narrowed by the other filters":         483,
+	"Totals of definition %s, not narrowed by the other filters":           482,
 	"Type": 138,
-	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 547,
-	"UTC (coordinated universal time)": 503,
+	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 548,
+	"UTC (coordinated universal time)": 504,
 	"Unknown action.":                  42,
-	"Unknown consumer.":                469,
-	"Unknown status %q.":               306,
-	"Value":                            288,
-	"Version":                          513,
-	"Versions, newest first":           509,
-	"Waiting for Relais to call the destination since %s (%s).": 443,
-	"Waiting for a worker since %s (%s).":                       444,
+	"Unknown consumer.":                470,
+	"Unknown status %q.":               307,
+	"Value":                            289,
+	"Version":                          514,
+	"Versions, newest first":           510,
+	"Waiting for Relais to call the destination since %s (%s).": 444,
+	"Waiting for a worker since %s (%s).":                       445,
 	"When":                                                      77,
 	"Who":                                                       78,
-	"Whole message":                                             391,
-	"Worker":                                                    603,
-	"Worker id":                                                 382,
+	"Whole message":                                             392,
+	"Worker":                                                    604,
+	"Worker id":                                                 383,
 	"Workers":                                                   112,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        601,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        602,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 17,
-	"Workers seen within three heartbeats": 602,
-	"Workers serving %s":                   610,
+	"Workers seen within three heartbeats": 603,
+	"Workers serving %s":                   611,
 	"Working copy":                         144,
-	"You are signed out.":                  552,
+	"You are signed out.":                  553,
 	"Your role can read definitions only: external tasks and process instances are for operators and administrators.":                                                            121,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 553,
-	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      554,
-	"[redacted]":                          467,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 554,
+	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      555,
+	"[redacted]":                          468,
 	"abandon":                             4,
-	"administrator":                       346,
+	"administrator":                       347,
 	"an incident: retry, abandon or stop": 210,
-	"answer too large":                    465,
+	"answer too large":                    466,
 	"any":                                 64,
-	"any other code → %s":                 535,
+	"any other code → %s":                 536,
 	"any other error":                     208,
-	"as of %s (%s); counts are refreshed every few seconds.": 484,
-	"at least %d characters":                                 586,
-	"at least %d items":                                      593,
-	"at most %d":                                             404,
-	"at most %d characters":                                  587,
-	"at most %d items":                                       594,
-	"at most %d since the last operator retry":               405,
-	"available":                                              320,
-	"boolean":                                                333,
-	"call in progress since":                                 489,
-	"cancelled":                                              323,
-	"choice":                                                 336,
-	"claimable since":                                        488,
+	"as of %s (%s); counts are refreshed every few seconds.": 485,
+	"at least %d characters":                                 587,
+	"at least %d items":                                      594,
+	"at most %d":                                             405,
+	"at most %d characters":                                  588,
+	"at most %d items":                                       595,
+	"at most %d since the last operator retry":               406,
+	"available":                                              321,
+	"boolean":                                                334,
+	"call in progress since":                                 490,
+	"cancelled":                                              324,
+	"choice":                                                 337,
+	"claimable since":                                        489,
 	"claimable since %s":                                     228,
-	"classification changed":                                 357,
-	"completed":                                              233,
-	"constraint changed":                                     358,
-	"consumer":                                               349,
-	"consumer #%s":                                           457,
-	"date":                                                   334,
-	"date and time":                                          335,
-	"deadline %s":                                            538,
-	"deferred":                                               322,
-	"deferred since":                                         491,
+	"classification changed":                                 358,
+	"completed":                                              234,
+	"constraint changed":                                     359,
+	"consumer":                                               350,
+	"consumer #%s":                                           458,
+	"date":                                                   335,
+	"date and time":                                          336,
+	"deadline %s":                                            539,
+	"deferred":                                               323,
+	"deferred since":                                         492,
 	"deleted":                                                84,
-	"designer":                                               348,
-	"disconnected":                                           329,
-	"end (completes)":                                        530,
-	"end (fails)":                                            531,
+	"designer":                                               349,
+	"disconnected":                                           330,
+	"end (completes)":                                        531,
+	"end (fails)":                                            532,
 	"end: completes the instance":                            211,
 	"end: fails the instance":                                212,
-	"every revision its consumer is granted":                 616,
-	"expired":                                                326,
-	"failed":                                                 234,
-	"fails the instance":                                     536,
-	"field added":                                            352,
-	"field removed":                                          353,
-	"format":                                                 363,
-	"format %s":                                              589,
-	"from":                                                   310,
-	"held":                                                   325,
+	"every revision its consumer is granted":                 617,
+	"expired":                                                327,
+	"failed":                                                 235,
+	"fails the instance":                                     537,
+	"field added":                                            353,
+	"field removed":                                          354,
+	"format":                                                 364,
+	"format %s":                                              590,
+	"from":                                                   311,
+	"held":                                                   326,
 	"held for an operator":                                   209,
-	"hold (an incident for an operator)":                     534,
+	"hold (an incident for an operator)":                     535,
 	"id or business key":                                     109,
-	"in %s":                                                  247,
-	"in progress":                                            390,
-	"instance id":                                            472,
-	"integer":                                                331,
-	"just now":                                               249,
-	"list":                                                   338,
-	"lock until":                                             490,
-	"long polling":                                           614,
-	"maximum":                                                365,
-	"maximum %s":                                             591,
-	"maximum items":                                          367,
-	"maximum length":                                         361,
-	"minimum":                                                364,
-	"minimum %s":                                             590,
-	"minimum items":                                          366,
-	"minimum length":                                         360,
-	"never":                                                  570,
-	"next attempt":                                           487,
-	"no":                                                     351,
-	"no answer within the timeout":                           463,
-	"no connection":                                          464,
-	"no: the service marked this failure as not retryable (attempts left unused: %d)": 426,
+	"in %s":                                                  248,
+	"in progress":                                            391,
+	"instance id":                                            473,
+	"integer":                                                332,
+	"just now":                                               250,
+	"list":                                                   339,
+	"lock until":                                             491,
+	"long polling":                                           615,
+	"long wait":                                              229,
+	"maximum":                                                366,
+	"maximum %s":                                             592,
+	"maximum items":                                          368,
+	"maximum length":                                         362,
+	"minimum":                                                365,
+	"minimum %s":                                             591,
+	"minimum items":                                          367,
+	"minimum length":                                         361,
+	"never":                                                  571,
+	"next attempt":                                           488,
+	"no":                                                     352,
+	"no answer within the timeout":                           464,
+	"no connection":                                          465,
+	"no: the service marked this failure as not retryable (attempts left unused: %d)": 427,
 	"none":     199,
 	"none yet": 204,
-	"none: a failed call takes the node’s error path": 400,
-	"normal":                          339,
-	"not provided":                    595,
-	"not yet":                         571,
-	"null":                            597,
-	"number":                          332,
-	"object":                          337,
+	"none: a failed call takes the node’s error path": 401,
+	"normal":                          340,
+	"not provided":                    596,
+	"not yet":                         572,
+	"null":                            598,
+	"number":                          333,
+	"object":                          338,
 	"on error":                        207,
-	"one of: %s":                      592,
-	"operator":                        347,
+	"one of: %s":                      593,
+	"operator":                        348,
 	"optional %s field of type %s":    196,
 	"optional field of type %s":       198,
 	"optional → required":             189,
-	"pattern":                         362,
-	"pattern %s":                      588,
-	"pull":                            528,
+	"pattern":                         363,
+	"pattern %s":                      589,
+	"pull":                            529,
 	"pull %s":                         214,
-	"pull (the service fetches it)":   344,
+	"pull (the service fetches it)":   345,
 	"push %s":                         213,
-	"push (Relais calls the service)": 345,
-	"push to %s":                      529,
-	"rejected":                        327,
-	"released":                        328,
+	"push (Relais calls the service)": 346,
+	"push to %s":                      530,
+	"rejected":                        328,
+	"released":                        329,
 	"required %s field of type %s":    195,
-	"required changed":                355,
+	"required changed":                356,
 	"required field of type %s":       197,
 	"required → optional":             190,
-	"reserved":                        321,
+	"reserved":                        322,
 	"retry":                           3,
-	"revision %d":                     485,
-	"revisions %s":                    617,
-	"routing changed":                 359,
-	"routing output":                  584,
+	"revision %d":                     486,
+	"revisions %s":                    618,
+	"routing changed":                 360,
+	"routing output":                  585,
 	"routing output %s → %s":          188,
-	"running":                         324,
-	"secret":                          341,
-	"sensitive":                       340,
-	"settled":                         486,
+	"running":                         325,
+	"secret":                          342,
+	"sensitive":                       341,
+	"settled":                         487,
 	"stop":                            5,
-	"stream":                          613,
-	"text":                            330,
+	"stream":                          614,
+	"text":                            331,
 	"the contracts are the same (the name or a description changed).": 182,
-	"this session":           574,
-	"timeout %s":             539,
-	"to":                     311,
-	"type changed":           354,
-	"unexpected value":       598,
-	"unknown":                466,
+	"this session":           575,
+	"timeout %s":             540,
+	"to":                     312,
+	"type changed":           355,
+	"unexpected value":       599,
+	"unknown":                467,
 	"values added: %s":       191,
-	"values changed":         356,
+	"values changed":         357,
 	"values removed: %s":     192,
 	"values reordered":       193,
-	"version %d":             511,
-	"waiting":                461,
-	"yes":                    350,
-	"••• hidden (secret)":    343,
-	"••• hidden (sensitive)": 342,
-	"→ %s":                   533,
+	"version %d":             512,
+	"waiting":                462,
+	"yes":                    351,
+	"••• hidden (secret)":    344,
+	"••• hidden (sensitive)": 343,
+	"→ %s":                   534,
 }
 
-var enIndex = []uint32{ // 626 elements
+var enIndex = []uint32{ // 627 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x0000005a,
@@ -732,121 +733,121 @@ var enIndex = []uint32{ // 626 elements
 	0x00002286, 0x0000228b, 0x0000229a, 0x000022a1,
 	// Entry E0 - FF
 	0x000022b8, 0x000022cd, 0x000022df, 0x00002302,
-	0x00002334, 0x0000234a, 0x0000235f, 0x0000236f,
-	0x000023a8, 0x000023fc, 0x00002406, 0x0000240d,
-	0x00002423, 0x0000245c, 0x00002461, 0x0000246b,
-	0x00002479, 0x00002486, 0x000024af, 0x000024d2,
-	0x000024df, 0x000024ff, 0x0000250b, 0x00002524,
-	0x0000252d, 0x00002537, 0x00002540, 0x00002548,
-	0x00002552, 0x0000255a, 0x00002562, 0x00002566,
+	0x00002334, 0x0000234a, 0x00002354, 0x00002369,
+	0x00002379, 0x000023b2, 0x00002406, 0x00002410,
+	0x00002417, 0x0000242d, 0x00002466, 0x0000246b,
+	0x00002475, 0x00002483, 0x00002490, 0x000024b9,
+	0x000024dc, 0x000024e9, 0x00002509, 0x00002515,
+	0x0000252e, 0x00002537, 0x00002541, 0x0000254a,
+	0x00002552, 0x0000255c, 0x00002564, 0x0000256c,
 	// Entry 100 - 11F
-	0x0000256a, 0x0000256e, 0x00002572, 0x00002576,
-	0x0000257a, 0x0000257e, 0x00002582, 0x00002586,
-	0x0000258a, 0x0000258e, 0x00002592, 0x0000259c,
-	0x000025ba, 0x000025da, 0x000025fe, 0x00002622,
-	0x0000262b, 0x00002642, 0x0000264a, 0x0000265b,
-	0x00002660, 0x000026a5, 0x000026bd, 0x000026c2,
-	0x000026cd, 0x000026d3, 0x000026dd, 0x000026e5,
-	0x000026ed, 0x00002717, 0x00002731, 0x00002759,
+	0x00002570, 0x00002574, 0x00002578, 0x0000257c,
+	0x00002580, 0x00002584, 0x00002588, 0x0000258c,
+	0x00002590, 0x00002594, 0x00002598, 0x0000259c,
+	0x000025a6, 0x000025c4, 0x000025e4, 0x00002608,
+	0x0000262c, 0x00002635, 0x0000264c, 0x00002654,
+	0x00002665, 0x0000266a, 0x000026af, 0x000026c7,
+	0x000026cc, 0x000026d7, 0x000026dd, 0x000026e7,
+	0x000026ef, 0x000026f7, 0x00002721, 0x0000273b,
 	// Entry 120 - 13F
-	0x00002789, 0x0000278f, 0x0000279e, 0x000027f1,
-	0x0000280f, 0x00002931, 0x000029f0, 0x00002a47,
-	0x00002a71, 0x00002a9d, 0x00002ac7, 0x00002acf,
-	0x00002ad5, 0x00002ae2, 0x00002af4, 0x00002aff,
-	0x00002b08, 0x00002b1a, 0x00002b29, 0x00002b3f,
-	0x00002b4d, 0x00002b78, 0x00002b8a, 0x00002b8f,
-	0x00002b92, 0x00002bbc, 0x00002c05, 0x00002c25,
-	0x00002c2e, 0x00002c40, 0x00002c63, 0x00002c71,
+	0x00002763, 0x00002793, 0x00002799, 0x000027a8,
+	0x000027fb, 0x00002819, 0x0000293b, 0x000029fa,
+	0x00002a51, 0x00002a7b, 0x00002aa7, 0x00002ad1,
+	0x00002ad9, 0x00002adf, 0x00002aec, 0x00002afe,
+	0x00002b09, 0x00002b12, 0x00002b24, 0x00002b33,
+	0x00002b49, 0x00002b57, 0x00002b82, 0x00002b94,
+	0x00002b99, 0x00002b9c, 0x00002bc6, 0x00002c0f,
+	0x00002c2f, 0x00002c38, 0x00002c4a, 0x00002c6d,
 	// Entry 140 - 15F
-	0x00002c7e, 0x00002c88, 0x00002c91, 0x00002c9a,
-	0x00002ca4, 0x00002cac, 0x00002cb1, 0x00002cb9,
-	0x00002cc2, 0x00002ccb, 0x00002cd8, 0x00002cdd,
-	0x00002ce5, 0x00002cec, 0x00002cf4, 0x00002cf9,
-	0x00002d07, 0x00002d0e, 0x00002d15, 0x00002d1a,
-	0x00002d21, 0x00002d2b, 0x00002d32, 0x00002d4f,
-	0x00002d69, 0x00002d87, 0x00002da7, 0x00002db5,
-	0x00002dbe, 0x00002dc7, 0x00002dd0, 0x00002dd4,
+	0x00002c7b, 0x00002c88, 0x00002c92, 0x00002c9b,
+	0x00002ca4, 0x00002cae, 0x00002cb6, 0x00002cbb,
+	0x00002cc3, 0x00002ccc, 0x00002cd5, 0x00002ce2,
+	0x00002ce7, 0x00002cef, 0x00002cf6, 0x00002cfe,
+	0x00002d03, 0x00002d11, 0x00002d18, 0x00002d1f,
+	0x00002d24, 0x00002d2b, 0x00002d35, 0x00002d3c,
+	0x00002d59, 0x00002d73, 0x00002d91, 0x00002db1,
+	0x00002dbf, 0x00002dc8, 0x00002dd1, 0x00002dda,
 	// Entry 160 - 17F
-	0x00002dd7, 0x00002de3, 0x00002df1, 0x00002dfe,
-	0x00002e0f, 0x00002e1e, 0x00002e35, 0x00002e48,
-	0x00002e58, 0x00002e67, 0x00002e76, 0x00002e7e,
-	0x00002e85, 0x00002e8d, 0x00002e95, 0x00002ea3,
-	0x00002eb1, 0x00002ec7, 0x00002edc, 0x00002eed,
-	0x00002ef2, 0x00002ef8, 0x00002eff, 0x00002f10,
-	0x00002f1c, 0x00002f25, 0x00002f2e, 0x00002f4a,
-	0x00002f53, 0x00002f6f, 0x00002f78, 0x00002f82,
+	0x00002dde, 0x00002de1, 0x00002ded, 0x00002dfb,
+	0x00002e08, 0x00002e19, 0x00002e28, 0x00002e3f,
+	0x00002e52, 0x00002e62, 0x00002e71, 0x00002e80,
+	0x00002e88, 0x00002e8f, 0x00002e97, 0x00002e9f,
+	0x00002ead, 0x00002ebb, 0x00002ed1, 0x00002ee6,
+	0x00002ef7, 0x00002efc, 0x00002f02, 0x00002f09,
+	0x00002f1a, 0x00002f26, 0x00002f2f, 0x00002f38,
+	0x00002f54, 0x00002f5d, 0x00002f79, 0x00002f82,
 	// Entry 180 - 19F
-	0x00002f8b, 0x00002f94, 0x00002f9d, 0x00002fb4,
-	0x00002fbc, 0x00002fca, 0x00002ff7, 0x00003003,
-	0x00003011, 0x00003058, 0x00003064, 0x0000306c,
-	0x00003097, 0x000030e2, 0x000031a4, 0x000031bf,
-	0x000031c7, 0x000031f9, 0x00003206, 0x0000320a,
-	0x00003230, 0x0000323e, 0x0000326a, 0x00003290,
-	0x0000329b, 0x000032c9, 0x000032e6, 0x00003315,
-	0x00003347, 0x00003365, 0x0000339a, 0x000033b6,
+	0x00002f8c, 0x00002f95, 0x00002f9e, 0x00002fa7,
+	0x00002fbe, 0x00002fc6, 0x00002fd4, 0x00003001,
+	0x0000300d, 0x0000301b, 0x00003062, 0x0000306e,
+	0x00003076, 0x000030a1, 0x000030ec, 0x000031ae,
+	0x000031c9, 0x000031d1, 0x00003203, 0x00003210,
+	0x00003214, 0x0000323a, 0x00003248, 0x00003274,
+	0x0000329a, 0x000032a5, 0x000032d3, 0x000032f0,
+	0x0000331f, 0x00003351, 0x0000336f, 0x000033a4,
 	// Entry 1A0 - 1BF
-	0x000033c5, 0x000033d2, 0x000033e0, 0x000033ed,
-	0x000033f6, 0x00003411, 0x0000342c, 0x00003438,
-	0x00003459, 0x0000349b, 0x000034a5, 0x000034f8,
-	0x0000353c, 0x00003578, 0x000035a5, 0x000035df,
-	0x00003644, 0x00003664, 0x0000368a, 0x000036b4,
-	0x000036ec, 0x00003729, 0x0000374d, 0x000037c6,
-	0x000037eb, 0x00003805, 0x00003823, 0x00003857,
-	0x00003897, 0x000038c1, 0x000038d0, 0x00003901,
+	0x000033c0, 0x000033cf, 0x000033dc, 0x000033ea,
+	0x000033f7, 0x00003400, 0x0000341b, 0x00003436,
+	0x00003442, 0x00003463, 0x000034a5, 0x000034af,
+	0x00003502, 0x00003546, 0x00003582, 0x000035af,
+	0x000035e9, 0x0000364e, 0x0000366e, 0x00003694,
+	0x000036be, 0x000036f6, 0x00003733, 0x00003757,
+	0x000037d0, 0x000037f5, 0x0000380f, 0x0000382d,
+	0x00003861, 0x000038a1, 0x000038cb, 0x000038da,
 	// Entry 1C0 - 1DF
-	0x00003930, 0x00003943, 0x000039b8, 0x000039cb,
-	0x000039ff, 0x00003a33, 0x00003a43, 0x00003a8a,
-	0x00003ab7, 0x00003ac4, 0x00003ad4, 0x00003b04,
-	0x00003b3e, 0x00003b61, 0x00003b69, 0x00003b81,
-	0x00003b9e, 0x00003bac, 0x00003bbd, 0x00003bc5,
-	0x00003bd0, 0x00003c00, 0x00003c12, 0x00003c22,
-	0x00003c54, 0x00003c60, 0x00003c71, 0x00003c8b,
-	0x00003c9c, 0x00003ca2, 0x00003cb6, 0x00003cce,
+	0x0000390b, 0x0000393a, 0x0000394d, 0x000039c2,
+	0x000039d5, 0x00003a09, 0x00003a3d, 0x00003a4d,
+	0x00003a94, 0x00003ac1, 0x00003ace, 0x00003ade,
+	0x00003b0e, 0x00003b48, 0x00003b6b, 0x00003b73,
+	0x00003b8b, 0x00003ba8, 0x00003bb6, 0x00003bc7,
+	0x00003bcf, 0x00003bda, 0x00003c0a, 0x00003c1c,
+	0x00003c2c, 0x00003c5e, 0x00003c6a, 0x00003c7b,
+	0x00003c95, 0x00003ca6, 0x00003cac, 0x00003cc0,
 	// Entry 1E0 - 1FF
-	0x00003cf3, 0x00003d01, 0x00003d3f, 0x00003d7c,
-	0x00003da8, 0x00003de5, 0x00003df4, 0x00003dfc,
-	0x00003e09, 0x00003e19, 0x00003e30, 0x00003e3b,
-	0x00003e4a, 0x00003e58, 0x00003e6b, 0x00003e90,
-	0x00003ebb, 0x00003ee9, 0x00003ef7, 0x00003f8a,
-	0x00003fa8, 0x00003fee, 0x00003ffc, 0x00004010,
-	0x00004031, 0x00004045, 0x0000404b, 0x0000405f,
-	0x000040d2, 0x000040e3, 0x000040fa, 0x00004117,
+	0x00003cd8, 0x00003cfd, 0x00003d0b, 0x00003d49,
+	0x00003d86, 0x00003db2, 0x00003def, 0x00003dfe,
+	0x00003e06, 0x00003e13, 0x00003e23, 0x00003e3a,
+	0x00003e45, 0x00003e54, 0x00003e62, 0x00003e75,
+	0x00003e9a, 0x00003ec5, 0x00003ef3, 0x00003f01,
+	0x00003f94, 0x00003fb2, 0x00003ff8, 0x00004006,
+	0x0000401a, 0x0000403b, 0x0000404f, 0x00004055,
+	0x00004069, 0x000040dc, 0x000040ed, 0x00004104,
 	// Entry 200 - 21F
-	0x00004125, 0x00004133, 0x0000413b, 0x00004146,
-	0x0000414c, 0x0000423e, 0x00004244, 0x00004276,
-	0x0000427b, 0x0000428b, 0x00004296, 0x0000429f,
-	0x000042af, 0x000042c9, 0x00004302, 0x00004311,
-	0x000043cb, 0x000043d0, 0x000043de, 0x000043ee,
-	0x000043fa, 0x0000440a, 0x00004414, 0x00004437,
-	0x00004450, 0x00004463, 0x000044cf, 0x000044de,
-	0x000044ec, 0x0000451e, 0x00004555, 0x00004563,
+	0x00004121, 0x0000412f, 0x0000413d, 0x00004145,
+	0x00004150, 0x00004156, 0x00004248, 0x0000424e,
+	0x00004280, 0x00004285, 0x00004295, 0x000042a0,
+	0x000042a9, 0x000042b9, 0x000042d3, 0x0000430c,
+	0x0000431b, 0x000043d5, 0x000043da, 0x000043e8,
+	0x000043f8, 0x00004404, 0x00004414, 0x0000441e,
+	0x00004441, 0x0000445a, 0x0000446d, 0x000044d9,
+	0x000044e8, 0x000044f6, 0x00004528, 0x0000455f,
 	// Entry 220 - 23F
-	0x000045a7, 0x000045cc, 0x000045f4, 0x000045fb,
-	0x00004656, 0x00004680, 0x000046b0, 0x0000470e,
-	0x000047ae, 0x000047c2, 0x0000486d, 0x000048e3,
-	0x000048eb, 0x00004926, 0x0000492c, 0x000049a8,
-	0x000049f0, 0x00004a1b, 0x00004a7d, 0x00004aa0,
-	0x00004b47, 0x00004b4a, 0x00004b4f, 0x00004b5a,
-	0x00004b64, 0x00004b6c, 0x00004b87, 0x00004b8d,
-	0x00004b95, 0x00004ba3, 0x00004bad, 0x00004bba,
+	0x0000456d, 0x000045b1, 0x000045d6, 0x000045fe,
+	0x00004605, 0x00004660, 0x0000468a, 0x000046ba,
+	0x00004718, 0x000047b8, 0x000047cc, 0x00004877,
+	0x000048ed, 0x000048f5, 0x00004930, 0x00004936,
+	0x000049b2, 0x000049fa, 0x00004a25, 0x00004a87,
+	0x00004aaa, 0x00004b51, 0x00004b54, 0x00004b59,
+	0x00004b64, 0x00004b6e, 0x00004b76, 0x00004b91,
+	0x00004b97, 0x00004b9f, 0x00004bad, 0x00004bb7,
 	// Entry 240 - 25F
-	0x00004bc4, 0x00004bdb, 0x00004bee, 0x00004c12,
-	0x00004c92, 0x00004ca3, 0x00004cab, 0x00004d20,
-	0x00004d74, 0x00004d83, 0x00004d8f, 0x00004dcb,
-	0x00004e05, 0x00004e13, 0x00004e20, 0x00004e2e,
-	0x00004e3c, 0x00004e4a, 0x00004e7c, 0x00004eac,
-	0x00004eb9, 0x00004ed9, 0x00004ede, 0x00004eef,
-	0x00004efc, 0x00004f28, 0x00004fae, 0x00004fd3,
-	0x00004fda, 0x00004fe3, 0x00004ff6, 0x00005000,
+	0x00004bc4, 0x00004bce, 0x00004be5, 0x00004bf8,
+	0x00004c1c, 0x00004c9c, 0x00004cad, 0x00004cb5,
+	0x00004d2a, 0x00004d7e, 0x00004d8d, 0x00004d99,
+	0x00004dd5, 0x00004e0f, 0x00004e1d, 0x00004e2a,
+	0x00004e38, 0x00004e46, 0x00004e54, 0x00004e86,
+	0x00004eb6, 0x00004ec3, 0x00004ee3, 0x00004ee8,
+	0x00004ef9, 0x00004f06, 0x00004f32, 0x00004fb8,
+	0x00004fdd, 0x00004fe4, 0x00004fed, 0x00005000,
 	// Entry 260 - 27F
-	0x0000500a, 0x00005014, 0x0000502c, 0x00005042,
-	0x0000504e, 0x00005070, 0x00005077, 0x00005084,
-	0x00005095, 0x000050bc, 0x000050cc, 0x00005120,
-	0x00005173, 0x000051ab, 0x000051fb, 0x0000522f,
-	0x0000524e, 0x0000526e,
-} // Size: 2528 bytes
+	0x0000500a, 0x00005014, 0x0000501e, 0x00005036,
+	0x0000504c, 0x00005058, 0x0000507a, 0x00005081,
+	0x0000508e, 0x0000509f, 0x000050c6, 0x000050d6,
+	0x0000512a, 0x0000517d, 0x000051b5, 0x00005205,
+	0x00005239, 0x00005258, 0x00005278,
+} // Size: 2532 bytes
 
-const enData string = "" + // Size: 21102 bytes
+const enData string = "" + // Size: 21112 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every held instance…\x02Stop every running instance…\x02Stop every runni" +
@@ -986,199 +987,199 @@ const enData string = "" + // Size: 21102 bytes
 	"needing attention first\x02Definition\x02Open\x02Held instances\x02Faile" +
 	"d\x02Oldest claimable waits\x02Completed, last hour\x02Failed, last hour" +
 	"\x02No definition has occurrences yet.\x02As of %[1]s (%[2]s); refreshed" +
-	" every few seconds.\x02claimable since %[1]s\x02Show all definitions\x02" +
-	"All definitions\x02Completions and failures per 5 minutes, last hour: %[" +
-	"1]s\x02In the last hour: %[1]s, %[2]s. The table after the chart gives e" +
-	"ach 5-minute slot.\x02completed\x02failed\x02The chart’s numbers\x02Comp" +
-	"letions and failures per 5-minute slot, oldest first\x02Slot\x02Complete" +
-	"d\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d co" +
-	"mpleted\x00\x10\x02%[1]d completed\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d " +
-	"failed\x00\x0d\x02%[1]d failed\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[" +
-	"4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]" +
-	"s ago\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan" +
-	"\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov" +
-	"\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b" +
-	"\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]" +
-	"d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d min" +
-	"utes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d second" +
-	"s\x02%[1]d ms\x02Process instance %[1]s\x02Summary\x02Operator actions" +
-	"\x02Path\x02The nodes this instance reached, in order, each with its occ" +
-	"urrence.\x02Nodes reached, in order\x02Node\x02Occurrence\x02Route\x02Ne" +
-	"xt node\x02Created\x02Settled\x02This instance has not reached a task ye" +
-	"t.\x02Recorded operator actions\x02No operator has acted on this instanc" +
-	"e.\x02Operator actions on this instance, newest first\x02Value\x02Proces" +
-	"s inputs\x02Inputs the instance was started with, labelled by process ve" +
-	"rsion %[1]d's contract\x02This process takes no inputs.\x02This instance" +
-	" is held at a failed node: an incident. It cannot be retried: its occurr" +
-	"ence at node %[1]s failed before any attempt (its inputs could not be bu" +
-	"ilt), so it would fail the same way. Abandon fails the instance; stop ca" +
-	"ncels it. Each asks for a reason, recorded in the audit log.\x02This ins" +
-	"tance is held at a failed node: an incident. Retry offers the failed occ" +
-	"urrence again; abandon fails the instance; stop cancels it. Each asks fo" +
-	"r a reason, recorded in the audit log.\x02Stopping cancels the instance " +
-	"and its open occurrences. It does not complete anything.\x02Stopped by %" +
-	"[1]s at %[2]s — “%[3]s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”\x02Retr" +
-	"ied by %[1]s at %[2]s — “%[3]s”\x02Started\x02Ended\x02Held at node\x02F" +
-	"ailed occurrence\x02Error code\x02End node\x02Abandoned at node\x02Faile" +
-	"d at node\x02Unknown status %[1]q.\x02Creation date\x02The page size mus" +
-	"t be between 1 and %[1]d.\x02Process instances\x02from\x02to\x02Act on e" +
-	"very instance this filter matches\x02The next page counts them and asks " +
-	"for a reason before anything changes.\x02Process instances, newest first" +
-	"\x02Instance\x02End node or error\x02No instance matches these filters." +
-	"\x02All processes\x02All statuses\x02available\x02reserved\x02deferred" +
-	"\x02cancelled\x02running\x02held\x02expired\x02rejected\x02released\x02d" +
-	"isconnected\x02text\x02integer\x02number\x02boolean\x02date\x02date and " +
-	"time\x02choice\x02object\x02list\x02normal\x02sensitive\x02secret\x02•••" +
-	" hidden (sensitive)\x02••• hidden (secret)\x02pull (the service fetches " +
-	"it)\x02push (Relais calls the service)\x02administrator\x02operator\x02d" +
-	"esigner\x02consumer\x02yes\x02no\x02field added\x02field removed\x02type" +
-	" changed\x02required changed\x02values changed\x02classification changed" +
-	"\x02constraint changed\x02routing changed\x02minimum length\x02maximum l" +
-	"ength\x02pattern\x02format\x02minimum\x02maximum\x02minimum items\x02max" +
-	"imum items\x02%[1]s, revision %[2]s\x02%[1]s, version %[2]s\x02Occurrenc" +
-	"e %[1]s\x02Mode\x02Dates\x02Policy\x02Maximum attempts\x02Retry delay" +
-	"\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02Attempts\x02E" +
-	"very attempt, oldest first\x02Consumer\x02Worker id\x02Reserved\x02Finis" +
-	"hed\x02Duration\x02Destination’s answer\x02Outcome\x02Error message\x02N" +
-	"o service has reserved this occurrence yet.\x02in progress\x02Whole mess" +
-	"age\x02No service ever reserved this occurrence: it ended before any att" +
-	"empt.\x02Destination\x02Replica\x02Relais has not called the destination" +
-	" yet.\x02Relais never called the destination: the occurrence ended befor" +
-	"e any call.\x02Relais keeps the destination’s status code only when it r" +
-	"efused the call (destination_http_NNN); a completed call answered 2xx. T" +
-	"he duration runs from the claim of the call to its settlement.\x02Reason" +
-	" given by the worker\x02Retries\x02none: a failed call takes the node’s " +
-	"error path\x02Call timeout\x02Now\x02Retry or abandon it from its instan" +
-	"ce\x02at most %[1]d\x02at most %[1]d since the last operator retry\x14" +
-	"\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02%" +
-	"[1]d left\x02Inputs, labelled by revision %[1]d's contract\x02This contr" +
-	"act has no inputs.\x02Outputs, labelled by revision %[1]d's contract\x02" +
-	"No outputs yet: the occurrence has not completed.\x02This contract has n" +
-	"o outputs.\x02No outputs: the occurrence ended without completing.\x02Re" +
-	"veal — this is recorded\x02Available from\x02Next attempt\x02Last reserv" +
-	"ed\x02Lock expires\x02Deferred\x02Last error (attempt %[1]d)\x02Error (b" +
-	"efore any attempt)\x02Its message\x02Message from Relais (in English)" +
-	"\x02Message from the service (its own words, protected values masked)" +
-	"\x02Retryable\x02no: the service marked this failure as not retryable (a" +
-	"ttempts left unused: %[1]d)\x02The destination did not answer within the" +
-	" call’s timeout (%[1]s).\x02The destination did not answer within the ca" +
-	"ll’s timeout.\x02The deadline passed before a result arrived.\x02The res" +
-	"ult did not match the revision's outputs contract.\x02Relais stopped dur" +
-	"ing the call: whether the destination acted is unknown, so it is not cal" +
-	"led again.\x02The call could not be prepared.\x02The destination could n" +
-	"ot be reached.\x02The destination’s answer was too large.\x02The last at" +
-	"tempt’s lock expired with no attempt left.\x02The inputs could not be bu" +
-	"ilt from the process’s bindings.\x02An operator abandoned the instance." +
-	"\x02A Camunda 7 worker reported a failure with no retries left (retries:" +
-	" 0, or a budget already spent): it is not run again.\x02The destination " +
-	"answered HTTP %[1]s.\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s — " +
-	"%[2]s.\x02Lock expired %[1]s — waiting to be offered again.\x02Waiting f" +
-	"or Relais to call the destination since %[1]s (%[2]s).\x02Waiting for a " +
-	"worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02Relais is calling the d" +
-	"estination (since %[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s" +
-	".\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker of the" +
-	" same consumer, or a front end with a settle token, completes it later." +
-	"\x02Completed (%[1]s).\x02Its instance is held here, waiting for an oper" +
-	"ator.\x02Its instance went on along the node’s error path.\x02Failed (%[" +
-	"1]s).\x02Cancelled: the instance was stopped by %[1]s at %[2]s — “%[3]s”" +
-	".\x02Cancelled: the instance was stopped (%[1]s).\x02%[1]s so far\x02con" +
-	"sumer #%[1]s\x02%[1]s (deferred; settled with its settle token)\x02%[1]s" +
-	" (deferred; settled with its settle token, as %[2]s)\x02%[1]s (deferred;" +
-	" settled by %[2]s)\x02waiting\x02HTTP 2xx, unusable body\x02no answer wi" +
-	"thin the timeout\x02no connection\x02answer too large\x02unknown\x02[red" +
-	"acted]\x02The revision must be a whole number, 1 or more.\x02Unknown con" +
-	"sumer.\x02Settlement date\x02More filters: instance, revision, consumer," +
-	" dates\x02instance id\x02Counts by status\x02Occurrences, newest first" +
-	"\x02Process and node\x02Error\x02Consumer and worker\x02Next attempt or " +
-	"settled\x02No occurrence matches these filters.\x02All consumers\x02Tota" +
-	"ls of definition %[1]s, not narrowed by the other filters\x02Totals of a" +
-	"ll definitions, not narrowed by the other filters\x14\x01\x81\x01\x00" +
-	"\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s" +
-	" (%[2]s); counts are refreshed every few seconds.\x02revision %[1]d\x02s" +
-	"ettled\x02next attempt\x02claimable since\x02call in progress since\x02l" +
-	"ock until\x02deferred since\x02Previous page\x02Rows %[1]s–%[2]s\x02%[1]" +
-	"s: a date is written 2026-12-01.\x02%[1]s: the first day comes after the" +
-	" last.\x02These settings are kept in this browser only.\x02Show times in" +
-	"\x02The console runs no script, so it cannot read your computer’s time z" +
-	"one: choose its offset from UTC. Offsets do not follow daylight saving t" +
-	"ime.\x02Reload lists and detail pages\x02Pages with a form, such as a co" +
-	"nfirmation, never reload on their own.\x02Save settings\x02Back without " +
-	"saving\x02UTC (coordinated universal time)\x02Local time at %[1]s\x02Nev" +
-	"er\x02Every %[1]d seconds\x02Published process versions: their nodes, ro" +
-	"utes and pinned revisions, drawn, with where their occurrences are now." +
-	"\x02Processes by key\x02Versions, newest first\x02No process is publishe" +
-	"d yet.\x02version %[1]d\x02Process %[1]s\x02Version\x02Start node\x02Gra" +
-	"ph\x02Columns follow the longest path from the start node. Solid arrows " +
-	"are successes (labelled with their route), dashed ones failures (labelle" +
-	"d with their error codes). Each box says how many of this version’s occu" +
-	"rrences are at that node now.\x02Nodes\x02Nodes of this version, with th" +
-	"eir occurrences now\x02Kind\x02Pinned revision\x02On success\x02On error" +
-	"\x02Occurrences now\x02Instances of this process\x02Counts as of %[1]s (" +
-	"%[2]s); refreshed every few seconds.\x02Graph of %[1]s\x14\x01\x81\x01" +
-	"\x00\x02X\x02%[1]d node, starting at %[2]s. The table below lists the sa" +
-	"me nodes, routes and counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The" +
-	" table below lists the same nodes, routes and counts.\x02pull\x02push to" +
-	" %[1]s\x02end (completes)\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02" +
-	"hold (an incident for an operator)\x02any other code → %[1]s\x02fails th" +
-	"e instance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, retry after %[2]s," +
-	" priority %[3]d\x002\x02%[1]d attempts, retry after %[2]s, priority %[3]" +
-	"d\x02deadline %[1]s\x02timeout %[1]s\x02Only administrators may reveal a" +
-	" sensitive value.\x02Revealed by %[1]s at %[2]s; recorded in the audit l" +
-	"og.\x02Cannot reveal\x02Only a value this page shows as hidden (sensitiv" +
-	"e) can be revealed.\x02Secret values can never be revealed.\x02This page" +
-	" does not accept that request.\x02Search\x02Type an instance or occurren" +
-	"ce id (a UUID, as the pages show on hover), or a business key.\x02Nothin" +
-	"g to find: the search box is empty.\x02That is too long to be an id or a" +
-	" business key.\x02No instance or occurrence has the id “%[1]s”, and no i" +
-	"nstance has it as its business key.\x02No instance has “%[1]s” as its bu" +
-	"siness key, and it is not a whole id: the lists show the end of each id." +
-	" Open the row, or copy its link, for the whole id.\x02You are signed out" +
-	".\x02Your session had ended (inactivity, a sign-out elsewhere, a revoked" +
-	" token or a restart of the server), so your last action was not applied." +
-	" Sign in again, then repeat it.\x02Your session has ended (inactivity, a" +
-	" sign-out elsewhere, a revoked token or a restart of the server). Sign i" +
-	"n again.\x02Sign in\x02Sign in with an operator, designer or administrat" +
-	"or token.\x02Token\x02The token is checked once and never stored in your" +
-	" browser; a session cookie stands for it for up to 8 hours of inactivity" +
-	".\x02Too many failed sign-ins from your address. Try again in %[1]d seco" +
-	"nds.\x02This token is unknown or has been revoked.\x02A %[1]s token cann" +
-	"ot open the console: sign in with an operator, designer or administrator" +
-	" token.\x02Only administrators manage tokens.\x02Staff tokens (administr" +
-	"ators, designers, operators) that are not revoked. Consumer tokens are m" +
-	"anaged with their consumers. Revoking a token refuses its next request." +
-	"\x02ID\x02Role\x02Created on\x02Last used\x02Expires\x02Staff tokens, ol" +
-	"dest first\x02never\x02not yet\x02Expired token\x02Revoke…\x02this sessi" +
-	"on\x02No token.\x02The token was revoked.\x02Revoke token %[1]d\x02Revok" +
-	"e the %[1]s token “%[2]s”?\x02Its next request is refused, and console s" +
-	"essions opened with it end. This cannot be undone: whoever uses it needs" +
-	" a new token.\x02Revoke the token\x02Keep it\x02This is the token you si" +
-	"gned in with: revoking it signs you out. Its next request is refused. Th" +
-	"is cannot be undone.\x02This is the last usable administrator token: cre" +
-	"ate another one before revoking it.\x02routing output\x02(each item)\x14" +
-	"\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at least" +
-	" %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character" +
-	"\x00\x19\x02at most %[1]d characters\x02pattern %[1]s\x02format %[1]s" +
-	"\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00" +
-	"\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]d items\x14\x01" +
-	"\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d item" +
-	"s\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%" +
-	"[1]d items\x02null\x02unexpected value\x02Invalid page\x02This page link" +
-	" is not one the console made.\x02Workers connected by a stream, and poll" +
-	"ing workers by their last fetch. A worker is listed while it was seen wi" +
-	"thin three heartbeats.\x02Workers seen within three heartbeats\x02Worker" +
-	"\x02Protocol\x02Definitions served\x02In flight\x02Connected\x02Last see" +
-	"n\x02No worker is connected.\x02Workers serving %[1]s\x02All workers\x02" +
-	"No worker serves this definition.\x02stream\x02long polling\x02Camunda 7" +
-	" facade\x02every revision its consumer is granted\x02revisions %[1]s\x02" +
-	"No worker serves this definition: its occurrences wait until one connect" +
-	"s or polls.\x02No worker is connected for this definition; none of its o" +
-	"ccurrences waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d" +
-	" worker\x00\x18\x02Served by %[1]d workers\x02Revisions they take: %[1]s" +
-	"; some take every revision their consumer is granted.\x02They take every" +
-	" revision their consumer is granted.\x02They take revision %[1]d only." +
-	"\x02They take revisions %[1]s only."
+	" every few seconds.\x02claimable since %[1]s\x02long wait\x02Show all de" +
+	"finitions\x02All definitions\x02Completions and failures per 5 minutes, " +
+	"last hour: %[1]s\x02In the last hour: %[1]s, %[2]s. The table after the " +
+	"chart gives each 5-minute slot.\x02completed\x02failed\x02The chart’s nu" +
+	"mbers\x02Completions and failures per 5-minute slot, oldest first\x02Slo" +
+	"t\x02Completed\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01\x00\x02" +
+	"\x10\x02%[1]d completed\x00\x10\x02%[1]d completed\x14\x01\x81\x01\x00" +
+	"\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02%[1]s; %[2]s\x02%[1]" +
+	"s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s" +
+	"\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d h" +
+	"\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02S" +
+	"ep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]" +
+	"d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour" +
+	"\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00" +
+	"\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00" +
+	"\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process instance %[1]s\x02Summary" +
+	"\x02Operator actions\x02Path\x02The nodes this instance reached, in orde" +
+	"r, each with its occurrence.\x02Nodes reached, in order\x02Node\x02Occur" +
+	"rence\x02Route\x02Next node\x02Created\x02Settled\x02This instance has n" +
+	"ot reached a task yet.\x02Recorded operator actions\x02No operator has a" +
+	"cted on this instance.\x02Operator actions on this instance, newest firs" +
+	"t\x02Value\x02Process inputs\x02Inputs the instance was started with, la" +
+	"belled by process version %[1]d's contract\x02This process takes no inpu" +
+	"ts.\x02This instance is held at a failed node: an incident. It cannot be" +
+	" retried: its occurrence at node %[1]s failed before any attempt (its in" +
+	"puts could not be built), so it would fail the same way. Abandon fails t" +
+	"he instance; stop cancels it. Each asks for a reason, recorded in the au" +
+	"dit log.\x02This instance is held at a failed node: an incident. Retry o" +
+	"ffers the failed occurrence again; abandon fails the instance; stop canc" +
+	"els it. Each asks for a reason, recorded in the audit log.\x02Stopping c" +
+	"ancels the instance and its open occurrences. It does not complete anyth" +
+	"ing.\x02Stopped by %[1]s at %[2]s — “%[3]s”\x02Abandoned by %[1]s at %[2" +
+	"]s — “%[3]s”\x02Retried by %[1]s at %[2]s — “%[3]s”\x02Started\x02Ended" +
+	"\x02Held at node\x02Failed occurrence\x02Error code\x02End node\x02Aband" +
+	"oned at node\x02Failed at node\x02Unknown status %[1]q.\x02Creation date" +
+	"\x02The page size must be between 1 and %[1]d.\x02Process instances\x02f" +
+	"rom\x02to\x02Act on every instance this filter matches\x02The next page " +
+	"counts them and asks for a reason before anything changes.\x02Process in" +
+	"stances, newest first\x02Instance\x02End node or error\x02No instance ma" +
+	"tches these filters.\x02All processes\x02All statuses\x02available\x02re" +
+	"served\x02deferred\x02cancelled\x02running\x02held\x02expired\x02rejecte" +
+	"d\x02released\x02disconnected\x02text\x02integer\x02number\x02boolean" +
+	"\x02date\x02date and time\x02choice\x02object\x02list\x02normal\x02sensi" +
+	"tive\x02secret\x02••• hidden (sensitive)\x02••• hidden (secret)\x02pull " +
+	"(the service fetches it)\x02push (Relais calls the service)\x02administr" +
+	"ator\x02operator\x02designer\x02consumer\x02yes\x02no\x02field added\x02" +
+	"field removed\x02type changed\x02required changed\x02values changed\x02c" +
+	"lassification changed\x02constraint changed\x02routing changed\x02minimu" +
+	"m length\x02maximum length\x02pattern\x02format\x02minimum\x02maximum" +
+	"\x02minimum items\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, ve" +
+	"rsion %[2]s\x02Occurrence %[1]s\x02Mode\x02Dates\x02Policy\x02Maximum at" +
+	"tempts\x02Retry delay\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 high" +
+	"est)\x02Attempts\x02Every attempt, oldest first\x02Consumer\x02Worker id" +
+	"\x02Reserved\x02Finished\x02Duration\x02Destination’s answer\x02Outcome" +
+	"\x02Error message\x02No service has reserved this occurrence yet.\x02in " +
+	"progress\x02Whole message\x02No service ever reserved this occurrence: i" +
+	"t ended before any attempt.\x02Destination\x02Replica\x02Relais has not " +
+	"called the destination yet.\x02Relais never called the destination: the " +
+	"occurrence ended before any call.\x02Relais keeps the destination’s stat" +
+	"us code only when it refused the call (destination_http_NNN); a complete" +
+	"d call answered 2xx. The duration runs from the claim of the call to its" +
+	" settlement.\x02Reason given by the worker\x02Retries\x02none: a failed " +
+	"call takes the node’s error path\x02Call timeout\x02Now\x02Retry or aban" +
+	"don it from its instance\x02at most %[1]d\x02at most %[1]d since the las" +
+	"t operator retry\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f" +
+	"\x02%[1]d attempts\x02%[1]d left\x02Inputs, labelled by revision %[1]d's" +
+	" contract\x02This contract has no inputs.\x02Outputs, labelled by revisi" +
+	"on %[1]d's contract\x02No outputs yet: the occurrence has not completed." +
+	"\x02This contract has no outputs.\x02No outputs: the occurrence ended wi" +
+	"thout completing.\x02Reveal — this is recorded\x02Available from\x02Next" +
+	" attempt\x02Last reserved\x02Lock expires\x02Deferred\x02Last error (att" +
+	"empt %[1]d)\x02Error (before any attempt)\x02Its message\x02Message from" +
+	" Relais (in English)\x02Message from the service (its own words, protect" +
+	"ed values masked)\x02Retryable\x02no: the service marked this failure as" +
+	" not retryable (attempts left unused: %[1]d)\x02The destination did not " +
+	"answer within the call’s timeout (%[1]s).\x02The destination did not ans" +
+	"wer within the call’s timeout.\x02The deadline passed before a result ar" +
+	"rived.\x02The result did not match the revision's outputs contract.\x02R" +
+	"elais stopped during the call: whether the destination acted is unknown," +
+	" so it is not called again.\x02The call could not be prepared.\x02The de" +
+	"stination could not be reached.\x02The destination’s answer was too larg" +
+	"e.\x02The last attempt’s lock expired with no attempt left.\x02The input" +
+	"s could not be built from the process’s bindings.\x02An operator abandon" +
+	"ed the instance.\x02A Camunda 7 worker reported a failure with no retrie" +
+	"s left (retries: 0, or a budget already spent): it is not run again.\x02" +
+	"The destination answered HTTP %[1]s.\x02Retry at %[1]s — %[2]s.\x02Offer" +
+	"ed from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to be offered aga" +
+	"in.\x02Waiting for Relais to call the destination since %[1]s (%[2]s)." +
+	"\x02Waiting for a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02Relai" +
+	"s is calling the destination (since %[1]s).\x02Reserved by %[1]s; lock u" +
+	"ntil %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2]s" +
+	"): a worker of the same consumer, or a front end with a settle token, co" +
+	"mpletes it later.\x02Completed (%[1]s).\x02Its instance is held here, wa" +
+	"iting for an operator.\x02Its instance went on along the node’s error pa" +
+	"th.\x02Failed (%[1]s).\x02Cancelled: the instance was stopped by %[1]s a" +
+	"t %[2]s — “%[3]s”.\x02Cancelled: the instance was stopped (%[1]s).\x02%[" +
+	"1]s so far\x02consumer #%[1]s\x02%[1]s (deferred; settled with its settl" +
+	"e token)\x02%[1]s (deferred; settled with its settle token, as %[2]s)" +
+	"\x02%[1]s (deferred; settled by %[2]s)\x02waiting\x02HTTP 2xx, unusable " +
+	"body\x02no answer within the timeout\x02no connection\x02answer too larg" +
+	"e\x02unknown\x02[redacted]\x02The revision must be a whole number, 1 or " +
+	"more.\x02Unknown consumer.\x02Settlement date\x02More filters: instance," +
+	" revision, consumer, dates\x02instance id\x02Counts by status\x02Occurre" +
+	"nces, newest first\x02Process and node\x02Error\x02Consumer and worker" +
+	"\x02Next attempt or settled\x02No occurrence matches these filters.\x02A" +
+	"ll consumers\x02Totals of definition %[1]s, not narrowed by the other fi" +
+	"lters\x02Totals of all definitions, not narrowed by the other filters" +
+	"\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurr" +
+	"ences\x02as of %[1]s (%[2]s); counts are refreshed every few seconds." +
+	"\x02revision %[1]d\x02settled\x02next attempt\x02claimable since\x02call" +
+	" in progress since\x02lock until\x02deferred since\x02Previous page\x02R" +
+	"ows %[1]s–%[2]s\x02%[1]s: a date is written 2026-12-01.\x02%[1]s: the fi" +
+	"rst day comes after the last.\x02These settings are kept in this browser" +
+	" only.\x02Show times in\x02The console runs no script, so it cannot read" +
+	" your computer’s time zone: choose its offset from UTC. Offsets do not f" +
+	"ollow daylight saving time.\x02Reload lists and detail pages\x02Pages wi" +
+	"th a form, such as a confirmation, never reload on their own.\x02Save se" +
+	"ttings\x02Back without saving\x02UTC (coordinated universal time)\x02Loc" +
+	"al time at %[1]s\x02Never\x02Every %[1]d seconds\x02Published process ve" +
+	"rsions: their nodes, routes and pinned revisions, drawn, with where thei" +
+	"r occurrences are now.\x02Processes by key\x02Versions, newest first\x02" +
+	"No process is published yet.\x02version %[1]d\x02Process %[1]s\x02Versio" +
+	"n\x02Start node\x02Graph\x02Columns follow the longest path from the sta" +
+	"rt node. Solid arrows are successes (labelled with their route), dashed " +
+	"ones failures (labelled with their error codes). Each box says how many " +
+	"of this version’s occurrences are at that node now.\x02Nodes\x02Nodes of" +
+	" this version, with their occurrences now\x02Kind\x02Pinned revision\x02" +
+	"On success\x02On error\x02Occurrences now\x02Instances of this process" +
+	"\x02Counts as of %[1]s (%[2]s); refreshed every few seconds.\x02Graph of" +
+	" %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The ta" +
+	"ble below lists the same nodes, routes and counts.\x00Y\x02%[1]d nodes, " +
+	"starting at %[2]s. The table below lists the same nodes, routes and coun" +
+	"ts.\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s " +
+	"→ %[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02any other " +
+	"code → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%[1]d att" +
+	"empt, retry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, retry af" +
+	"ter %[2]s, priority %[3]d\x02deadline %[1]s\x02timeout %[1]s\x02Only adm" +
+	"inistrators may reveal a sensitive value.\x02Revealed by %[1]s at %[2]s;" +
+	" recorded in the audit log.\x02Cannot reveal\x02Only a value this page s" +
+	"hows as hidden (sensitive) can be revealed.\x02Secret values can never b" +
+	"e revealed.\x02This page does not accept that request.\x02Search\x02Type" +
+	" an instance or occurrence id (a UUID, as the pages show on hover), or a" +
+	" business key.\x02Nothing to find: the search box is empty.\x02That is t" +
+	"oo long to be an id or a business key.\x02No instance or occurrence has " +
+	"the id “%[1]s”, and no instance has it as its business key.\x02No instan" +
+	"ce has “%[1]s” as its business key, and it is not a whole id: the lists " +
+	"show the end of each id. Open the row, or copy its link, for the whole i" +
+	"d.\x02You are signed out.\x02Your session had ended (inactivity, a sign-" +
+	"out elsewhere, a revoked token or a restart of the server), so your last" +
+	" action was not applied. Sign in again, then repeat it.\x02Your session " +
+	"has ended (inactivity, a sign-out elsewhere, a revoked token or a restar" +
+	"t of the server). Sign in again.\x02Sign in\x02Sign in with an operator," +
+	" designer or administrator token.\x02Token\x02The token is checked once " +
+	"and never stored in your browser; a session cookie stands for it for up " +
+	"to 8 hours of inactivity.\x02Too many failed sign-ins from your address." +
+	" Try again in %[1]d seconds.\x02This token is unknown or has been revoke" +
+	"d.\x02A %[1]s token cannot open the console: sign in with an operator, d" +
+	"esigner or administrator token.\x02Only administrators manage tokens." +
+	"\x02Staff tokens (administrators, designers, operators) that are not rev" +
+	"oked. Consumer tokens are managed with their consumers. Revoking a token" +
+	" refuses its next request.\x02ID\x02Role\x02Created on\x02Last used\x02E" +
+	"xpires\x02Staff tokens, oldest first\x02never\x02not yet\x02Expired toke" +
+	"n\x02Revoke…\x02this session\x02No token.\x02The token was revoked.\x02R" +
+	"evoke token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request" +
+	" is refused, and console sessions opened with it end. This cannot be und" +
+	"one: whoever uses it needs a new token.\x02Revoke the token\x02Keep it" +
+	"\x02This is the token you signed in with: revoking it signs you out. Its" +
+	" next request is refused. This cannot be undone.\x02This is the last usa" +
+	"ble administrator token: create another one before revoking it.\x02routi" +
+	"ng output\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d c" +
+	"haracter\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02" +
+	"\x18\x02at most %[1]d character\x00\x19\x02at most %[1]d characters\x02p" +
+	"attern %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of" +
+	": %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at" +
+	" least %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00" +
+	"\x14\x02at most %[1]d items\x02not provided\x14\x01\x81\x01\x00\x02\x0b" +
+	"\x02%[1]d item\x00\x0c\x02%[1]d items\x02null\x02unexpected value\x02Inv" +
+	"alid page\x02This page link is not one the console made.\x02Workers conn" +
+	"ected by a stream, and polling workers by their last fetch. A worker is " +
+	"listed while it was seen within three heartbeats.\x02Workers seen within" +
+	" three heartbeats\x02Worker\x02Protocol\x02Definitions served\x02In flig" +
+	"ht\x02Connected\x02Last seen\x02No worker is connected.\x02Workers servi" +
+	"ng %[1]s\x02All workers\x02No worker serves this definition.\x02stream" +
+	"\x02long polling\x02Camunda 7 facade\x02every revision its consumer is g" +
+	"ranted\x02revisions %[1]s\x02No worker serves this definition: its occur" +
+	"rences wait until one connects or polls.\x02No worker is connected for t" +
+	"his definition; none of its occurrences waits for one.\x14\x01\x81\x01" +
+	"\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d worker" +
+	"s\x02Revisions they take: %[1]s; some take every revision their consumer" +
+	" is granted.\x02They take every revision their consumer is granted.\x02T" +
+	"hey take revision %[1]d only.\x02They take revisions %[1]s only."
 
-var frIndex = []uint32{ // 626 elements
+var frIndex = []uint32{ // 627 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000079,
@@ -1244,121 +1245,121 @@ var frIndex = []uint32{ // 626 elements
 	0x00002c9f, 0x00002ca8, 0x00002cbc, 0x00002cc6,
 	// Entry E0 - FF
 	0x00002ced, 0x00002d09, 0x00002d24, 0x00002d54,
-	0x00002d92, 0x00002dad, 0x00002dce, 0x00002de6,
-	0x00002e2c, 0x00002e97, 0x00002ea1, 0x00002eab,
-	0x00002ec5, 0x00002f0e, 0x00002f16, 0x00002f21,
-	0x00002f2f, 0x00002f3f, 0x00002f69, 0x00002f92,
-	0x00002fa2, 0x00002fc1, 0x00002fcd, 0x00002fe6,
-	0x00002ff1, 0x00002ffe, 0x0000300d, 0x00003015,
-	0x0000301f, 0x00003027, 0x0000302f, 0x00003035,
+	0x00002d92, 0x00002dad, 0x00002dbc, 0x00002ddd,
+	0x00002df5, 0x00002e3b, 0x00002ea6, 0x00002eb0,
+	0x00002eba, 0x00002ed4, 0x00002f1d, 0x00002f25,
+	0x00002f30, 0x00002f3e, 0x00002f4e, 0x00002f78,
+	0x00002fa1, 0x00002fb1, 0x00002fd0, 0x00002fdc,
+	0x00002ff5, 0x00003000, 0x0000300d, 0x0000301c,
+	0x00003024, 0x0000302e, 0x00003036, 0x0000303e,
 	// Entry 100 - 11F
-	0x0000303c, 0x00003041, 0x00003046, 0x0000304a,
-	0x0000304f, 0x00003055, 0x0000305b, 0x00003061,
-	0x00003066, 0x0000306b, 0x00003071, 0x0000307b,
-	0x0000309b, 0x000030bd, 0x000030e1, 0x00003107,
-	0x00003110, 0x0000312c, 0x00003135, 0x0000314d,
-	0x00003156, 0x000031aa, 0x000031ca, 0x000031d0,
-	0x000031db, 0x000031e1, 0x000031ef, 0x000031fa,
-	0x00003206, 0x00003239, 0x0000325d, 0x0000328c,
+	0x00003044, 0x0000304b, 0x00003050, 0x00003055,
+	0x00003059, 0x0000305e, 0x00003064, 0x0000306a,
+	0x00003070, 0x00003075, 0x0000307a, 0x00003080,
+	0x0000308a, 0x000030aa, 0x000030cc, 0x000030f0,
+	0x00003116, 0x0000311f, 0x0000313b, 0x00003144,
+	0x0000315c, 0x00003165, 0x000031b9, 0x000031d9,
+	0x000031df, 0x000031ea, 0x000031f0, 0x000031fe,
+	0x00003209, 0x00003215, 0x00003248, 0x0000326c,
 	// Entry 120 - 13F
-	0x000032d5, 0x000032dc, 0x000032f2, 0x00003365,
-	0x0000338b, 0x0000351a, 0x00003621, 0x00003671,
-	0x000036a2, 0x000036d5, 0x00003704, 0x00003712,
-	0x0000371f, 0x00003731, 0x00003746, 0x00003756,
-	0x00003763, 0x00003778, 0x0000378b, 0x000037a5,
-	0x000037b7, 0x000037ef, 0x00003806, 0x00003809,
-	0x0000380c, 0x00003840, 0x0000388a, 0x000038bf,
-	0x000038c8, 0x000038df, 0x0000390d, 0x00003920,
+	0x0000329b, 0x000032e4, 0x000032eb, 0x00003301,
+	0x00003374, 0x0000339a, 0x00003529, 0x00003630,
+	0x00003680, 0x000036b1, 0x000036e4, 0x00003713,
+	0x00003721, 0x0000372e, 0x00003740, 0x00003755,
+	0x00003765, 0x00003772, 0x00003787, 0x0000379a,
+	0x000037b4, 0x000037c6, 0x000037fe, 0x00003815,
+	0x00003818, 0x0000381b, 0x0000384f, 0x00003899,
+	0x000038ce, 0x000038d7, 0x000038ee, 0x0000391c,
 	// Entry 140 - 15F
-	0x00003931, 0x0000393c, 0x00003947, 0x00003952,
-	0x0000395b, 0x00003964, 0x0000396d, 0x00003976,
-	0x0000397f, 0x00003986, 0x00003994, 0x0000399a,
-	0x000039a1, 0x000039a8, 0x000039b1, 0x000039b6,
-	0x000039c4, 0x000039ca, 0x000039d0, 0x000039d6,
-	0x000039de, 0x000039e7, 0x000039f0, 0x00003a0d,
-	0x00003a28, 0x00003a4b, 0x00003a6c, 0x00003a7b,
-	0x00003a86, 0x00003a91, 0x00003a9e, 0x00003aa2,
+	0x0000392f, 0x00003940, 0x0000394b, 0x00003956,
+	0x00003961, 0x0000396a, 0x00003973, 0x0000397c,
+	0x00003985, 0x0000398e, 0x00003995, 0x000039a3,
+	0x000039a9, 0x000039b0, 0x000039b7, 0x000039c0,
+	0x000039c5, 0x000039d3, 0x000039d9, 0x000039df,
+	0x000039e5, 0x000039ed, 0x000039f6, 0x000039ff,
+	0x00003a1c, 0x00003a37, 0x00003a5a, 0x00003a7b,
+	0x00003a8a, 0x00003a95, 0x00003aa0, 0x00003aad,
 	// Entry 160 - 17F
-	0x00003aa6, 0x00003ab4, 0x00003ac2, 0x00003ad0,
-	0x00003af0, 0x00003b03, 0x00003b1c, 0x00003b31,
-	0x00003b42, 0x00003b54, 0x00003b66, 0x00003b6c,
-	0x00003b73, 0x00003b7b, 0x00003b83, 0x00003ba1,
-	0x00003bbf, 0x00003bd6, 0x00003beb, 0x00003bfc,
-	0x00003c01, 0x00003c07, 0x00003c20, 0x00003c3d,
-	0x00003c5d, 0x00003c68, 0x00003c72, 0x00003c9b,
-	0x00003ca6, 0x00003cda, 0x00003ce7, 0x00003d05,
+	0x00003ab1, 0x00003ab5, 0x00003ac3, 0x00003ad1,
+	0x00003adf, 0x00003aff, 0x00003b12, 0x00003b2b,
+	0x00003b40, 0x00003b51, 0x00003b63, 0x00003b75,
+	0x00003b7b, 0x00003b82, 0x00003b8a, 0x00003b92,
+	0x00003bb0, 0x00003bce, 0x00003be5, 0x00003bfa,
+	0x00003c0b, 0x00003c10, 0x00003c16, 0x00003c2f,
+	0x00003c4c, 0x00003c6c, 0x00003c77, 0x00003c81,
+	0x00003caa, 0x00003cb5, 0x00003ce9, 0x00003cf6,
 	// Entry 180 - 19F
-	0x00003d13, 0x00003d1c, 0x00003d23, 0x00003d3e,
-	0x00003d48, 0x00003d5b, 0x00003d95, 0x00003d9e,
-	0x00003dad, 0x00003e11, 0x00003e1d, 0x00003e27,
-	0x00003e57, 0x00003eb2, 0x00003f99, 0x00003fb9,
-	0x00003fce, 0x0000400f, 0x00004020, 0x0000402b,
-	0x0000405e, 0x0000406c, 0x000040a8, 0x000040d2,
-	0x000040fa, 0x00004139, 0x0000415a, 0x00004198,
-	0x000041d8, 0x000041f8, 0x00004239, 0x00004265,
+	0x00003d14, 0x00003d22, 0x00003d2b, 0x00003d32,
+	0x00003d4d, 0x00003d57, 0x00003d6a, 0x00003da4,
+	0x00003dad, 0x00003dbc, 0x00003e20, 0x00003e2c,
+	0x00003e36, 0x00003e66, 0x00003ec1, 0x00003fa8,
+	0x00003fc8, 0x00003fdd, 0x0000401e, 0x0000402f,
+	0x0000403a, 0x0000406d, 0x0000407b, 0x000040b7,
+	0x000040e1, 0x00004109, 0x00004148, 0x00004169,
+	0x000041a7, 0x000041e7, 0x00004207, 0x00004248,
 	// Entry 1A0 - 1BF
-	0x0000427d, 0x00004291, 0x000042a8, 0x000042b6,
-	0x000042c1, 0x000042e4, 0x00004303, 0x0000430f,
-	0x0000432e, 0x0000437c, 0x00004398, 0x00004406,
-	0x0000444d, 0x0000448c, 0x000044cc, 0x00004512,
-	0x00004584, 0x000045ac, 0x000045cf, 0x00004606,
-	0x0000464d, 0x000046a0, 0x000046c9, 0x0000476f,
-	0x00004795, 0x000047bc, 0x000047e4, 0x0000482b,
-	0x00004875, 0x000048a8, 0x000048bb, 0x000048e9,
+	0x00004274, 0x0000428c, 0x000042a0, 0x000042b7,
+	0x000042c5, 0x000042d0, 0x000042f3, 0x00004312,
+	0x0000431e, 0x0000433d, 0x0000438b, 0x000043a7,
+	0x00004415, 0x0000445c, 0x0000449b, 0x000044db,
+	0x00004521, 0x00004593, 0x000045bb, 0x000045de,
+	0x00004615, 0x0000465c, 0x000046af, 0x000046d8,
+	0x0000477e, 0x000047a4, 0x000047cb, 0x000047f3,
+	0x0000483a, 0x00004884, 0x000048b7, 0x000048ca,
 	// Entry 1C0 - 1DF
-	0x00004925, 0x0000493b, 0x000049cf, 0x000049e2,
-	0x00004a1f, 0x00004a5b, 0x00004a6e, 0x00004ac2,
-	0x00004af7, 0x00004b09, 0x00004b20, 0x00004b5d,
-	0x00004bad, 0x00004bd7, 0x00004be2, 0x00004bff,
-	0x00004c1e, 0x00004c2f, 0x00004c49, 0x00004c52,
-	0x00004c5c, 0x00004c91, 0x00004ca7, 0x00004cba,
-	0x00004cf7, 0x00004d10, 0x00004d26, 0x00004d50,
-	0x00004d63, 0x00004d6a, 0x00004d85, 0x00004da7,
+	0x000048f8, 0x00004934, 0x0000494a, 0x000049de,
+	0x000049f1, 0x00004a2e, 0x00004a6a, 0x00004a7d,
+	0x00004ad1, 0x00004b06, 0x00004b18, 0x00004b2f,
+	0x00004b6c, 0x00004bbc, 0x00004be6, 0x00004bf1,
+	0x00004c0e, 0x00004c2d, 0x00004c3e, 0x00004c58,
+	0x00004c61, 0x00004c6b, 0x00004ca0, 0x00004cb6,
+	0x00004cc9, 0x00004d06, 0x00004d1f, 0x00004d35,
+	0x00004d5f, 0x00004d72, 0x00004d79, 0x00004d94,
 	// Entry 1E0 - 1FF
-	0x00004dd7, 0x00004dee, 0x00004e26, 0x00004e61,
-	0x00004e8d, 0x00004ee0, 0x00004ef0, 0x00004ef9,
-	0x00004f0d, 0x00004f1f, 0x00004f35, 0x00004f47,
-	0x00004f59, 0x00004f6b, 0x00004f81, 0x00004fab,
-	0x00004fde, 0x0000501a, 0x00005031, 0x000050f9,
-	0x00005126, 0x00005191, 0x000051ab, 0x000051c4,
-	0x000051e5, 0x000051fb, 0x00005202, 0x0000521c,
-	0x000052b1, 0x000052c4, 0x000052eb, 0x00005313,
+	0x00004db6, 0x00004de6, 0x00004dfd, 0x00004e35,
+	0x00004e70, 0x00004e9c, 0x00004eef, 0x00004eff,
+	0x00004f08, 0x00004f1c, 0x00004f2e, 0x00004f44,
+	0x00004f56, 0x00004f68, 0x00004f7a, 0x00004f90,
+	0x00004fba, 0x00004fed, 0x00005029, 0x00005040,
+	0x00005108, 0x00005135, 0x000051a0, 0x000051ba,
+	0x000051d3, 0x000051f4, 0x0000520a, 0x00005211,
+	0x0000522b, 0x000052c0, 0x000052d3, 0x000052fa,
 	// Entry 200 - 21F
-	0x00005321, 0x00005331, 0x00005339, 0x0000534a,
-	0x00005351, 0x00005487, 0x0000548e, 0x000054c8,
-	0x000054cd, 0x000054e2, 0x000054f6, 0x00005508,
-	0x0000551e, 0x00005538, 0x00005582, 0x00005592,
-	0x0000566c, 0x00005671, 0x00005681, 0x0000568f,
-	0x0000569f, 0x000056af, 0x000056b9, 0x000056e2,
-	0x000056fc, 0x00005717, 0x000057a5, 0x000057b6,
-	0x000057c3, 0x00005804, 0x0000584a, 0x00005862,
+	0x00005322, 0x00005330, 0x00005340, 0x00005348,
+	0x00005359, 0x00005360, 0x00005496, 0x0000549d,
+	0x000054d7, 0x000054dc, 0x000054f1, 0x00005505,
+	0x00005517, 0x0000552d, 0x00005547, 0x00005591,
+	0x000055a1, 0x0000567b, 0x00005680, 0x00005690,
+	0x0000569e, 0x000056ae, 0x000056be, 0x000056c8,
+	0x000056f1, 0x0000570b, 0x00005726, 0x000057b4,
+	0x000057c5, 0x000057d2, 0x00005813, 0x00005859,
 	// Entry 220 - 23F
-	0x000058b5, 0x000058f0, 0x0000591b, 0x00005925,
-	0x0000599f, 0x000059d4, 0x00005a15, 0x00005a89,
-	0x00005b62, 0x00005b7b, 0x00005c44, 0x00005cc1,
-	0x00005cce, 0x00005d20, 0x00005d26, 0x00005dc2,
-	0x00005e16, 0x00005e41, 0x00005ecd, 0x00005efb,
-	0x00005fbd, 0x00005fc0, 0x00005fc6, 0x00005fd0,
-	0x00005fe6, 0x00005ff1, 0x00006021, 0x00006028,
-	0x00006033, 0x00006041, 0x0000604e, 0x0000605c,
+	0x00005871, 0x000058c4, 0x000058ff, 0x0000592a,
+	0x00005934, 0x000059ae, 0x000059e3, 0x00005a24,
+	0x00005a98, 0x00005b71, 0x00005b8a, 0x00005c53,
+	0x00005cd0, 0x00005cdd, 0x00005d2f, 0x00005d35,
+	0x00005dd1, 0x00005e25, 0x00005e50, 0x00005edc,
+	0x00005f0a, 0x00005fcc, 0x00005fcf, 0x00005fd5,
+	0x00005fdf, 0x00005ff5, 0x00006000, 0x00006030,
+	0x00006037, 0x00006042, 0x00006050, 0x0000605d,
 	// Entry 240 - 25F
-	0x00006069, 0x00006085, 0x0000609e, 0x000060cb,
-	0x00006174, 0x00006187, 0x00006191, 0x00006220,
-	0x00006281, 0x00006293, 0x000062a6, 0x000062e4,
-	0x00006320, 0x0000632c, 0x00006339, 0x00006347,
-	0x00006355, 0x00006365, 0x000063a1, 0x000063db,
-	0x000063e6, 0x00006410, 0x00006414, 0x00006426,
-	0x00006434, 0x00006460, 0x00006522, 0x00006555,
-	0x00006560, 0x0000656a, 0x0000657f, 0x00006588,
+	0x0000606b, 0x00006078, 0x00006094, 0x000060ad,
+	0x000060da, 0x00006183, 0x00006196, 0x000061a0,
+	0x0000622f, 0x00006290, 0x000062a2, 0x000062b5,
+	0x000062f3, 0x0000632f, 0x0000633b, 0x00006348,
+	0x00006356, 0x00006364, 0x00006374, 0x000063b0,
+	0x000063ea, 0x000063f5, 0x0000641f, 0x00006423,
+	0x00006435, 0x00006443, 0x0000646f, 0x00006531,
+	0x00006564, 0x0000656f, 0x00006579, 0x0000658e,
 	// Entry 260 - 27F
-	0x00006592, 0x000065a0, 0x000065c4, 0x000065de,
-	0x000065f3, 0x0000661f, 0x00006624, 0x00006639,
-	0x0000664b, 0x00006680, 0x00006691, 0x00006707,
-	0x0000676e, 0x000067b0, 0x00006823, 0x00006867,
-	0x0000688f, 0x000068b9,
-} // Size: 2528 bytes
+	0x00006597, 0x000065a1, 0x000065af, 0x000065d3,
+	0x000065ed, 0x00006602, 0x0000662e, 0x00006633,
+	0x00006648, 0x0000665a, 0x0000668f, 0x000066a0,
+	0x00006716, 0x0000677d, 0x000067bf, 0x00006832,
+	0x00006876, 0x0000689e, 0x000068c8,
+} // Size: 2532 bytes
 
-const frData string = "" + // Size: 26809 bytes
+const frData string = "" + // Size: 26824 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances bloquées…\x02Abandonne" +
 	"r toutes les instances bloquées…\x02Arrêter toutes les instances bloquée" +
@@ -1530,231 +1531,232 @@ const frData string = "" + // Size: 26809 bytes
 	"de la plus ancienne disponible\x02Terminées, dernière heure\x02En échec," +
 	" dernière heure\x02Aucune définition n’a encore d’occurrence.\x02Au %[1]" +
 	"s (%[2]s)\u202f; actualisé toutes les quelques secondes.\x02disponible d" +
-	"epuis le %[1]s\x02Afficher toutes les définitions\x02Toutes les définiti" +
-	"ons\x02Réussites et échecs par tranche de 5 min, dernière heure\u202f: %" +
-	"[1]s\x02Dans la dernière heure\u202f: %[1]s, %[2]s. Le tableau qui suit " +
-	"le graphique donne chaque tranche de 5\u00a0min.\x02terminée\x02en échec" +
-	"\x02Les chiffres du graphique\x02Réussites et échecs par tranche de 5 mi" +
-	"n, les plus anciennes d’abord\x02Tranche\x02Terminées\x02%[1]s–%[2]s\x02" +
-	"%[1]s\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11" +
-	"\x02%[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00" +
-	"\x10\x02%[1]d en échec\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s" +
-	" %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y " +
-	"a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02" +
-	"janv.\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août\x02sept." +
-	"\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1" +
-	"]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heur" +
-	"e\x00\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute" +
-	"\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde" +
-	"\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02Instance de processus %[1]s" +
-	"\x02Résumé\x02Actions d’opérateurs\x02Parcours\x02Les nœuds atteints par" +
-	" cette instance, dans l’ordre, chacun avec son occurrence.\x02Nœuds atte" +
-	"ints, dans l’ordre\x02Nœud\x02Occurrence\x02Route\x02Nœud suivant\x02Cré" +
-	"ée le\x02Réglée le\x02Cette instance n’a encore atteint aucune tâche." +
-	"\x02Actions d’opérateurs consignées\x02Aucun opérateur n’a agi sur cette" +
-	" instance.\x02Actions d’opérateurs sur cette instance, les plus récentes" +
-	" d’abord\x02Valeur\x02Entrées du processus\x02Entrées avec lesquelles l’" +
-	"instance a démarré, nommées d’après le contrat de la version %[1]d du pr" +
-	"ocessus\x02Ce processus ne prend aucune entrée.\x02Cette instance est bl" +
-	"oquée à un nœud en échec\u202f: c’est un incident. Elle ne peut pas être" +
-	" reprise\u202f: son occurrence au nœud %[1]s a échoué avant toute tentat" +
-	"ive (ses entrées n’ont pas pu être construites), une reprise échouerait " +
-	"donc de la même façon. L’abandon met l’instance en échec\u202f; l’arrêt " +
-	"l’annule. Chacun demande un motif, consigné dans le journal d’audit.\x02" +
-	"Cette instance est bloquée à un nœud en échec\u202f: c’est un incident. " +
-	"La reprise propose de nouveau l’occurrence en échec\u202f; l’abandon met" +
-	" l’instance en échec\u202f; l’arrêt l’annule. Chacune demande un motif, " +
-	"consigné dans le journal d’audit.\x02L’arrêt annule l’instance et ses oc" +
-	"currences ouvertes. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — " +
-	"«\u202f%[3]s\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s" +
-	"\u202f»\x02Reprise par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée " +
-	"le\x02Terminée le\x02Bloquée au nœud\x02Occurrence en échec\x02Code d’er" +
-	"reur\x02Nœud de fin\x02Abandonnée au nœud\x02En échec au nœud\x02Statut " +
-	"inconnu\u202f: %[1]q.\x02Date de création\x02La taille de page doit être" +
-	" comprise entre 1 et %[1]d.\x02Instances de processus\x02du\x02au\x02Agi" +
-	"r sur toutes les instances que ce filtre retient\x02La page suivante les" +
-	" compte et demande un motif avant que rien ne change.\x02Instances de pr" +
-	"ocessus, les plus récentes d’abord\x02Instance\x02Nœud de fin ou erreur" +
-	"\x02Aucune instance ne correspond à ces filtres.\x02Tous les processus" +
-	"\x02Tous les statuts\x02disponible\x02réservée\x02différée\x02annulée" +
-	"\x02en cours\x02bloquée\x02expirée\x02rejetée\x02rendue\x02déconnectée" +
-	"\x02texte\x02entier\x02nombre\x02booléen\x02date\x02date et heure\x02cho" +
-	"ix\x02objet\x02liste\x02normale\x02sensible\x02secrète\x02••• masqué (se" +
-	"nsible)\x02••• masqué (secret)\x02pull (un exécutant la récupère)\x02pus" +
-	"h (Relais appelle le service)\x02administrateur\x02opérateur\x02concepte" +
-	"ur\x02consommateur\x02oui\x02non\x02champ ajouté\x02champ retiré\x02type" +
-	" modifié\x02caractère obligatoire modifié\x02valeurs modifiées\x02classi" +
-	"fication modifiée\x02contrainte modifiée\x02routage modifié\x02longueur " +
-	"minimale\x02longueur maximale\x02motif\x02format\x02minimum\x02maximum" +
-	"\x02nombre minimal d’éléments\x02nombre maximal d’éléments\x02%[1]s, rév" +
-	"ision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Mode\x02Dates" +
-	"\x02Politique d’exécution\x02Nombre maximal de tentatives\x02Délai avant" +
-	" nouvelle tentative\x02Échéance\x02Priorité\x02%[1]d (0 la plus basse, 9" +
-	" la plus haute)\x02Tentatives\x02Toutes les tentatives, les plus ancienn" +
-	"es d’abord\x02Consommateur\x02Identifiant de l’exécutant\x02Réservée le" +
-	"\x02Finie le\x02Durée\x02Réponse de la destination\x02Résultat\x02Messag" +
-	"e d’erreur\x02Aucun exécutant n’a encore réservé cette occurrence.\x02en" +
-	" cours\x02Message entier\x02Aucun exécutant n’a jamais réservé cette occ" +
-	"urrence\u202f: elle a pris fin avant toute tentative.\x02Destination\x02" +
-	"Réplique\x02Relais n’a pas encore appelé la destination.\x02Relais n’a j" +
-	"amais appelé la destination\u202f: l’occurrence a pris fin avant tout ap" +
-	"pel.\x02Relais ne conserve le code de statut de la destination que lorsq" +
-	"u’elle a refusé l’appel (destination_http_NNN)\u202f; un appel terminé a" +
-	" reçu une réponse 2xx. La durée va de la prise en charge de l’appel à so" +
-	"n règlement.\x02Motif donné par l’exécutant\x02Nouvelles tentatives\x02a" +
-	"ucune\u202f: un appel en échec suit le chemin d’erreur du nœud\x02Délai " +
-	"d’appel\x02Maintenant\x02La reprendre ou l’abandonner depuis son instanc" +
-	"e\x02au plus %[1]d\x02au plus %[1]d depuis la dernière reprise par un op" +
-	"érateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d" +
-	" tentatives\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1" +
-	"]d restantes\x02Entrées, nommées d’après le contrat de la révision %[1]d" +
-	"\x02Ce contrat n’a aucune entrée.\x02Sorties, nommées d’après le contrat" +
-	" de la révision %[1]d\x02Pas encore de sorties\u202f: l’occurrence n’est" +
-	" pas terminée.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie\u202f: " +
-	"l’occurrence s’est terminée sans aboutir.\x02Révéler — cette action est " +
-	"enregistrée\x02Disponible à partir du\x02Prochaine tentative\x02Dernière" +
-	" réservation\x02Fin du verrou\x02Différée\x02Dernière erreur (tentative " +
-	"%[1]d)\x02Erreur (avant toute tentative)\x02Son message\x02Message de Re" +
-	"lais (en anglais)\x02Message de l’exécutant (ses propres termes, valeurs" +
-	" protégées masquées)\x02Nouvelle tentative possible\x02non\u202f: l’exéc" +
-	"utant a signalé cet échec comme définitif (tentatives restantes non util" +
-	"isées\u202f: %[1]d)\x02La destination n’a pas répondu dans le délai de l" +
-	"’appel (%[1]s).\x02La destination n’a pas répondu dans le délai de l’a" +
-	"ppel.\x02L’échéance est passée avant l’arrivée d’un résultat.\x02Le résu" +
-	"ltat ne respectait pas le contrat de sorties de la révision.\x02Relais s" +
-	"’est arrêté pendant l’appel\u202f: on ignore si la destination a agi, " +
-	"elle n’est donc pas rappelée.\x02L’appel n’a pas pu être préparé.\x02La " +
-	"destination était injoignable.\x02La réponse de la destination était tro" +
-	"p volumineuse.\x02Le verrou de la dernière tentative a expiré sans tenta" +
-	"tive restante.\x02Les entrées n’ont pas pu être construites à partir des" +
-	" liaisons du processus.\x02Un opérateur a abandonné l’instance.\x02Un ex" +
-	"écutant Camunda 7 a signalé un échec sans nouvelle tentative restante (" +
-	"retries\u202f: 0, ou un budget déjà épuisé)\u202f: l’occurrence n’est pa" +
-	"s relancée.\x02La destination a répondu HTTP %[1]s.\x02Nouvelle tentativ" +
-	"e à %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou expi" +
-	"ré à %[1]s — en attente d’être proposée de nouveau.\x02En attente de l’a" +
-	"ppel de Relais à la destination depuis %[1]s (%[2]s).\x02En attente d’un" +
-	" exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Relais appelle " +
-	"la destination (depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu" +
-	"’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2" +
-	"]s)\u202f: un exécutant du même consommateur, ou une interface munie d’u" +
-	"n jeton de règlement, la terminera plus tard.\x02Terminée (%[1]s).\x02So" +
-	"n instance est bloquée ici, en attente d’un opérateur.\x02Son instance a" +
-	" continué par le chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulé" +
-	"e\u202f: l’instance a été arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f" +
-	"».\x02Annulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’i" +
-	"ci\x02consommateur n° %[1]s\x02%[1]s (différée\u202f; réglée avec son je" +
-	"ton de règlement)\x02%[1]s (différée\u202f; réglée avec son jeton de règ" +
-	"lement, en tant que %[2]s)\x02%[1]s (différée\u202f; réglée par %[2]s)" +
-	"\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas de réponse dans le" +
-	" délai\x02pas de connexion\x02réponse trop volumineuse\x02inconnue\x02[m" +
-	"asqué]\x02La révision doit être un nombre entier, 1 ou plus.\x02Consomma" +
-	"teur inconnu.\x02Date de règlement\x02Plus de filtres\u202f: instance, r" +
-	"évision, consommateur, dates\x02identifiant d’instance\x02Décomptes par" +
-	" statut\x02Occurrences, les plus récentes d’abord\x02Processus et nœud" +
-	"\x02Erreur\x02Consommateur et exécutant\x02Prochaine tentative ou règlem" +
-	"ent\x02Aucune occurrence ne correspond à ces filtres.\x02Tous les consom" +
-	"mateurs\x02Totaux de la définition %[1]s, sans les autres filtres\x02Tot" +
-	"aux de toutes les définitions, sans les autres filtres\x14\x01\x81\x01" +
-	"\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02au %[1]" +
-	"s (%[2]s)\u202f; les décomptes sont actualisés toutes les quelques secon" +
-	"des.\x02révision %[1]d\x02réglée\x02prochaine tentative\x02disponible de" +
-	"puis\x02appel en cours depuis\x02verrou jusqu’à\x02différée depuis\x02Pa" +
-	"ge précédente\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2" +
-	"026-12-01.\x02%[1]s\u202f: le premier jour vient après le dernier.\x02Ce" +
-	"s réglages sont conservés dans ce navigateur seulement.\x02Afficher les " +
-	"heures en\x02La console n’exécute aucun script et ne peut donc pas lire " +
-	"le fuseau horaire de votre ordinateur\u202f: choisissez son décalage par" +
-	" rapport à UTC. Les décalages ne suivent pas l’heure d’été.\x02Recharger" +
-	" les listes et les pages de détail\x02Les pages qui contiennent un formu" +
-	"laire, comme une confirmation, ne se rechargent jamais d’elles-mêmes." +
-	"\x02Enregistrer les réglages\x02Revenir sans enregistrer\x02UTC (temps u" +
-	"niversel coordonné)\x02Heure locale à %[1]s\x02Jamais\x02Toutes les %[1]" +
-	"d secondes\x02Les versions de processus publiées\u202f: leurs nœuds, rou" +
-	"tes et révisions épinglées, dessinés, avec l’emplacement actuel de leurs" +
-	" occurrences.\x02Processus par clé\x02Versions, les plus récentes d’abor" +
-	"d\x02Aucun processus n’est encore publié.\x02version %[1]d\x02Processus " +
-	"%[1]s\x02Version\x02Nœud de départ\x02Graphe\x02Les colonnes suivent le " +
-	"plus long chemin depuis le nœud de départ. Les flèches pleines sont les " +
-	"réussites (étiquetées par leur route), les pointillées les échecs (étiqu" +
-	"etées par leurs codes d’erreur). Chaque case indique combien d’occurrenc" +
-	"es de cette version se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds " +
-	"de cette version, avec leurs occurrences actuelles\x02Type\x02Révision é" +
-	"pinglée\x02En cas de réussite\x02En cas d’erreur\x02Occurrences actuelle" +
-	"s\x02Instances de ce processus\x02Décomptes au %[1]s (%[2]s)\u202f; actu" +
-	"alisés toutes les quelques secondes.\x02Graphe de %[1]s\x14\x01\x81\x01" +
-	"\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-dessous repren" +
-	"d les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d nœuds, à partir de" +
-	" %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes et décompt" +
-	"es.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin (en échec)\x02%[1" +
-	"]s → %[2]s\x02→ %[1]s\x02blocage (un incident pour un opérateur)\x02tout" +
-	" autre code → %[1]s\x02met l’instance en échec\x14\x01\x81\x01\x00\x02B" +
-	"\x02%[1]d tentative, nouvelle tentative après %[2]s, priorité %[3]d\x00C" +
-	"\x02%[1]d tentatives, nouvelle tentative après %[2]s, priorité %[3]d\x02" +
-	"échéance %[1]s\x02délai %[1]s\x02Seuls les administrateurs peuvent révé" +
-	"ler une valeur sensible.\x02Révélé par %[1]s le %[2]s\u202f; consigné da" +
-	"ns le journal d’audit.\x02Révélation impossible\x02Seule une valeur que " +
-	"cette page affiche masquée (sensible) peut être révélée.\x02Les valeurs " +
-	"secrètes ne peuvent jamais être révélées.\x02Cette page n’accepte pas ce" +
-	"tte requête.\x02Recherche\x02Saisissez un identifiant d’instance ou d’oc" +
-	"currence (un UUID, que les pages affichent au survol) ou une clé métier." +
-	"\x02Rien à chercher\u202f: le champ de recherche est vide.\x02C’est trop" +
-	" long pour être un identifiant ou une clé métier.\x02Aucune instance ni " +
-	"occurrence n’a l’identifiant «\u202f%[1]s\u202f», et aucune instance ne " +
-	"l’a pour clé métier.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour clé" +
-	" métier, et ce n’est pas un identifiant entier\u202f: les listes montren" +
-	"t la fin de chaque identifiant. Ouvrez la ligne, ou copiez son lien, pou" +
-	"r l’identifiant entier.\x02Vous êtes déconnecté.\x02Votre session avait " +
-	"pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou redémarrage" +
-	" du serveur)\u202f: votre dernière action n’a pas été appliquée. Reconne" +
-	"ctez-vous, puis refaites-la.\x02Votre session a pris fin (inactivité, dé" +
-	"connexion ailleurs, jeton révoqué ou redémarrage du serveur). Reconnecte" +
-	"z-vous.\x02Se connecter\x02Connectez-vous avec un jeton d’opérateur, de " +
-	"concepteur ou d’administrateur.\x02Jeton\x02Le jeton est vérifié une foi" +
-	"s et n’est jamais conservé dans votre navigateur\u202f; un cookie de ses" +
-	"sion le remplace jusqu’à 8 heures d’inactivité.\x02Trop de connexions éc" +
-	"houées depuis votre adresse. Réessayez dans %[1]d secondes.\x02Ce jeton " +
-	"est inconnu ou a été révoqué.\x02Un jeton de rôle %[1]s ne peut pas ouvr" +
-	"ir la console\u202f: connectez-vous avec un jeton d’opérateur, de concep" +
-	"teur ou d’administrateur.\x02Seuls les administrateurs gèrent les jetons" +
-	".\x02Jetons du personnel (administrateurs, concepteurs, opérateurs) non " +
-	"révoqués. Les jetons des consommateurs se gèrent avec leurs consommateur" +
-	"s. Révoquer un jeton refuse sa requête suivante.\x02ID\x02Rôle\x02Créé l" +
-	"e\x02Dernière utilisation\x02Expiration\x02Jetons du personnel, les plus" +
-	" anciens d’abord\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…" +
-	"\x02cette session\x02Aucun jeton.\x02Le jeton a été révoqué.\x02Révoquer" +
-	" le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s\u202f»\u202f?" +
-	"\x02Sa requête suivante est refusée et les sessions de console ouvertes " +
-	"avec lui prennent fin. C’est irréversible\u202f: qui l’utilise aura beso" +
-	"in d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder\x02C’est le jet" +
-	"on avec lequel vous êtes connecté\u202f: le révoquer vous déconnecte. Sa" +
-	" requête suivante est refusée. C’est irréversible.\x02C’est le dernier j" +
-	"eton administrateur utilisable\u202f: créez-en un autre avant de le révo" +
-	"quer.\x02sortie de routage\x02(chaque élément)\x14\x01\x81\x01\x00\x02" +
-	"\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d caractères" +
-	"\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au pl" +
-	"us %[1]d caractères\x02motif %[1]s\x02format %[1]s\x02minimum %[1]s\x02m" +
-	"aximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moi" +
-	"ns %[1]d élément\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00" +
-	"\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02n" +
-	"on fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d " +
-	"éléments\x02nul\x02valeur inattendue\x02Page invalide\x02Ce lien de pag" +
-	"e ne vient pas de la console.\x02Les exécutants connectés par un flux, e" +
-	"t ceux qui interrogent par leur dernière demande. Un exécutant est listé" +
-	" tant qu’il s’est manifesté dans les trois derniers battements de cœur." +
-	"\x02Exécutants vus dans les trois derniers battements\x02Exécutant\x02Pr" +
-	"otocole\x02Définitions servies\x02En cours\x02Connexion\x02Dernier signe" +
-	"\x02Aucun exécutant n’est connecté.\x02Exécutants servant %[1]s\x02Tous " +
-	"les exécutants\x02Aucun exécutant ne sert cette définition.\x02flux\x02i" +
-	"nterrogation longue\x02façade Camunda 7\x02toutes les révisions accordée" +
-	"s à son consommateur\x02révisions %[1]s\x02Aucun exécutant ne sert cette" +
-	" définition\u202f: ses occurrences attendent qu’un exécutant se connecte" +
-	" ou interroge.\x02Aucun exécutant n’est connecté pour cette définition" +
-	"\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01\x00\x02" +
-	"\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécutant" +
-	"s\x02Révisions prises en charge\u202f: %[1]s\u202f; certains prennent to" +
-	"utes les révisions accordées à leur consommateur.\x02Ils prennent toutes" +
-	" les révisions accordées à leur consommateur.\x02Ils ne prennent que la " +
-	"révision %[1]d.\x02Ils ne prennent que les révisions %[1]s."
+	"epuis le %[1]s\x02attente longue\x02Afficher toutes les définitions\x02T" +
+	"outes les définitions\x02Réussites et échecs par tranche de 5 min, derni" +
+	"ère heure\u202f: %[1]s\x02Dans la dernière heure\u202f: %[1]s, %[2]s. L" +
+	"e tableau qui suit le graphique donne chaque tranche de 5\u00a0min.\x02t" +
+	"erminée\x02en échec\x02Les chiffres du graphique\x02Réussites et échecs " +
+	"par tranche de 5 min, les plus anciennes d’abord\x02Tranche\x02Terminées" +
+	"\x02%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1" +
+	"]d terminée\x00\x11\x02%[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[" +
+	"1]d en échec\x00\x10\x02%[1]d en échec\x02%[1]s\u202f; %[2]s\x02%[2]s %[" +
+	"1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dan" +
+	"s %[1]s\x02il y a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d " +
+	"h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil." +
+	"\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01" +
+	"\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00" +
+	"\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02" +
+	"\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02" +
+	"\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02Instance " +
+	"de processus %[1]s\x02Résumé\x02Actions d’opérateurs\x02Parcours\x02Les " +
+	"nœuds atteints par cette instance, dans l’ordre, chacun avec son occurre" +
+	"nce.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02Occurrence\x02Route\x02N" +
+	"œud suivant\x02Créée le\x02Réglée le\x02Cette instance n’a encore attei" +
+	"nt aucune tâche.\x02Actions d’opérateurs consignées\x02Aucun opérateur n" +
+	"’a agi sur cette instance.\x02Actions d’opérateurs sur cette instance," +
+	" les plus récentes d’abord\x02Valeur\x02Entrées du processus\x02Entrées " +
+	"avec lesquelles l’instance a démarré, nommées d’après le contrat de la v" +
+	"ersion %[1]d du processus\x02Ce processus ne prend aucune entrée.\x02Cet" +
+	"te instance est bloquée à un nœud en échec\u202f: c’est un incident. Ell" +
+	"e ne peut pas être reprise\u202f: son occurrence au nœud %[1]s a échoué " +
+	"avant toute tentative (ses entrées n’ont pas pu être construites), une r" +
+	"eprise échouerait donc de la même façon. L’abandon met l’instance en éch" +
+	"ec\u202f; l’arrêt l’annule. Chacun demande un motif, consigné dans le jo" +
+	"urnal d’audit.\x02Cette instance est bloquée à un nœud en échec\u202f: c" +
+	"’est un incident. La reprise propose de nouveau l’occurrence en échec" +
+	"\u202f; l’abandon met l’instance en échec\u202f; l’arrêt l’annule. Chacu" +
+	"ne demande un motif, consigné dans le journal d’audit.\x02L’arrêt annule" +
+	" l’instance et ses occurrences ouvertes. Il ne termine rien.\x02Arrêtée " +
+	"par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Abandonnée par %[1]s le %[2]" +
+	"s — «\u202f%[3]s\u202f»\x02Reprise par %[1]s le %[2]s — «\u202f%[3]s" +
+	"\u202f»\x02Démarrée le\x02Terminée le\x02Bloquée au nœud\x02Occurrence e" +
+	"n échec\x02Code d’erreur\x02Nœud de fin\x02Abandonnée au nœud\x02En éche" +
+	"c au nœud\x02Statut inconnu\u202f: %[1]q.\x02Date de création\x02La tail" +
+	"le de page doit être comprise entre 1 et %[1]d.\x02Instances de processu" +
+	"s\x02du\x02au\x02Agir sur toutes les instances que ce filtre retient\x02" +
+	"La page suivante les compte et demande un motif avant que rien ne change" +
+	".\x02Instances de processus, les plus récentes d’abord\x02Instance\x02Nœ" +
+	"ud de fin ou erreur\x02Aucune instance ne correspond à ces filtres.\x02T" +
+	"ous les processus\x02Tous les statuts\x02disponible\x02réservée\x02diffé" +
+	"rée\x02annulée\x02en cours\x02bloquée\x02expirée\x02rejetée\x02rendue" +
+	"\x02déconnectée\x02texte\x02entier\x02nombre\x02booléen\x02date\x02date " +
+	"et heure\x02choix\x02objet\x02liste\x02normale\x02sensible\x02secrète" +
+	"\x02••• masqué (sensible)\x02••• masqué (secret)\x02pull (un exécutant l" +
+	"a récupère)\x02push (Relais appelle le service)\x02administrateur\x02opé" +
+	"rateur\x02concepteur\x02consommateur\x02oui\x02non\x02champ ajouté\x02ch" +
+	"amp retiré\x02type modifié\x02caractère obligatoire modifié\x02valeurs m" +
+	"odifiées\x02classification modifiée\x02contrainte modifiée\x02routage mo" +
+	"difié\x02longueur minimale\x02longueur maximale\x02motif\x02format\x02mi" +
+	"nimum\x02maximum\x02nombre minimal d’éléments\x02nombre maximal d’élémen" +
+	"ts\x02%[1]s, révision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s" +
+	"\x02Mode\x02Dates\x02Politique d’exécution\x02Nombre maximal de tentativ" +
+	"es\x02Délai avant nouvelle tentative\x02Échéance\x02Priorité\x02%[1]d (0" +
+	" la plus basse, 9 la plus haute)\x02Tentatives\x02Toutes les tentatives," +
+	" les plus anciennes d’abord\x02Consommateur\x02Identifiant de l’exécutan" +
+	"t\x02Réservée le\x02Finie le\x02Durée\x02Réponse de la destination\x02Ré" +
+	"sultat\x02Message d’erreur\x02Aucun exécutant n’a encore réservé cette o" +
+	"ccurrence.\x02en cours\x02Message entier\x02Aucun exécutant n’a jamais r" +
+	"éservé cette occurrence\u202f: elle a pris fin avant toute tentative." +
+	"\x02Destination\x02Réplique\x02Relais n’a pas encore appelé la destinati" +
+	"on.\x02Relais n’a jamais appelé la destination\u202f: l’occurrence a pri" +
+	"s fin avant tout appel.\x02Relais ne conserve le code de statut de la de" +
+	"stination que lorsqu’elle a refusé l’appel (destination_http_NNN)\u202f;" +
+	" un appel terminé a reçu une réponse 2xx. La durée va de la prise en cha" +
+	"rge de l’appel à son règlement.\x02Motif donné par l’exécutant\x02Nouvel" +
+	"les tentatives\x02aucune\u202f: un appel en échec suit le chemin d’erreu" +
+	"r du nœud\x02Délai d’appel\x02Maintenant\x02La reprendre ou l’abandonner" +
+	" depuis son instance\x02au plus %[1]d\x02au plus %[1]d depuis la dernièr" +
+	"e reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentativ" +
+	"e\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d resta" +
+	"nte\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’après le contrat de" +
+	" la révision %[1]d\x02Ce contrat n’a aucune entrée.\x02Sorties, nommées " +
+	"d’après le contrat de la révision %[1]d\x02Pas encore de sorties\u202f: " +
+	"l’occurrence n’est pas terminée.\x02Ce contrat n’a aucune sortie.\x02Auc" +
+	"une sortie\u202f: l’occurrence s’est terminée sans aboutir.\x02Révéler —" +
+	" cette action est enregistrée\x02Disponible à partir du\x02Prochaine ten" +
+	"tative\x02Dernière réservation\x02Fin du verrou\x02Différée\x02Dernière " +
+	"erreur (tentative %[1]d)\x02Erreur (avant toute tentative)\x02Son messag" +
+	"e\x02Message de Relais (en anglais)\x02Message de l’exécutant (ses propr" +
+	"es termes, valeurs protégées masquées)\x02Nouvelle tentative possible" +
+	"\x02non\u202f: l’exécutant a signalé cet échec comme définitif (tentativ" +
+	"es restantes non utilisées\u202f: %[1]d)\x02La destination n’a pas répon" +
+	"du dans le délai de l’appel (%[1]s).\x02La destination n’a pas répondu d" +
+	"ans le délai de l’appel.\x02L’échéance est passée avant l’arrivée d’un r" +
+	"ésultat.\x02Le résultat ne respectait pas le contrat de sorties de la r" +
+	"évision.\x02Relais s’est arrêté pendant l’appel\u202f: on ignore si la " +
+	"destination a agi, elle n’est donc pas rappelée.\x02L’appel n’a pas pu ê" +
+	"tre préparé.\x02La destination était injoignable.\x02La réponse de la de" +
+	"stination était trop volumineuse.\x02Le verrou de la dernière tentative " +
+	"a expiré sans tentative restante.\x02Les entrées n’ont pas pu être const" +
+	"ruites à partir des liaisons du processus.\x02Un opérateur a abandonné l" +
+	"’instance.\x02Un exécutant Camunda 7 a signalé un échec sans nouvelle " +
+	"tentative restante (retries\u202f: 0, ou un budget déjà épuisé)\u202f: l" +
+	"’occurrence n’est pas relancée.\x02La destination a répondu HTTP %[1]s" +
+	".\x02Nouvelle tentative à %[1]s — %[2]s.\x02Proposée à partir de %[1]s —" +
+	" %[2]s.\x02Verrou expiré à %[1]s — en attente d’être proposée de nouveau" +
+	".\x02En attente de l’appel de Relais à la destination depuis %[1]s (%[2]" +
+	"s).\x02En attente d’un exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1" +
+	"]s)\x02Relais appelle la destination (depuis %[1]s).\x02Réservée par %[1" +
+	"]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différ" +
+	"ée depuis %[1]s (%[2]s)\u202f: un exécutant du même consommateur, ou un" +
+	"e interface munie d’un jeton de règlement, la terminera plus tard.\x02Te" +
+	"rminée (%[1]s).\x02Son instance est bloquée ici, en attente d’un opérate" +
+	"ur.\x02Son instance a continué par le chemin d’erreur du nœud.\x02En éch" +
+	"ec (%[1]s).\x02Annulée\u202f: l’instance a été arrêtée par %[1]s à %[2]s" +
+	" — «\u202f%[3]s\u202f».\x02Annulée\u202f: l’instance a été arrêtée (%[1]" +
+	"s).\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (différée\u202f" +
+	"; réglée avec son jeton de règlement)\x02%[1]s (différée\u202f; réglée a" +
+	"vec son jeton de règlement, en tant que %[2]s)\x02%[1]s (différée\u202f;" +
+	" réglée par %[2]s)\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas " +
+	"de réponse dans le délai\x02pas de connexion\x02réponse trop volumineuse" +
+	"\x02inconnue\x02[masqué]\x02La révision doit être un nombre entier, 1 ou" +
+	" plus.\x02Consommateur inconnu.\x02Date de règlement\x02Plus de filtres" +
+	"\u202f: instance, révision, consommateur, dates\x02identifiant d’instanc" +
+	"e\x02Décomptes par statut\x02Occurrences, les plus récentes d’abord\x02P" +
+	"rocessus et nœud\x02Erreur\x02Consommateur et exécutant\x02Prochaine ten" +
+	"tative ou règlement\x02Aucune occurrence ne correspond à ces filtres." +
+	"\x02Tous les consommateurs\x02Totaux de la définition %[1]s, sans les au" +
+	"tres filtres\x02Totaux de toutes les définitions, sans les autres filtre" +
+	"s\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occur" +
+	"rences\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés toutes l" +
+	"es quelques secondes.\x02révision %[1]d\x02réglée\x02prochaine tentative" +
+	"\x02disponible depuis\x02appel en cours depuis\x02verrou jusqu’à\x02diff" +
+	"érée depuis\x02Page précédente\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: " +
+	"une date s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour vient après" +
+	" le dernier.\x02Ces réglages sont conservés dans ce navigateur seulement" +
+	".\x02Afficher les heures en\x02La console n’exécute aucun script et ne p" +
+	"eut donc pas lire le fuseau horaire de votre ordinateur\u202f: choisisse" +
+	"z son décalage par rapport à UTC. Les décalages ne suivent pas l’heure d" +
+	"’été.\x02Recharger les listes et les pages de détail\x02Les pages qui " +
+	"contiennent un formulaire, comme une confirmation, ne se rechargent jama" +
+	"is d’elles-mêmes.\x02Enregistrer les réglages\x02Revenir sans enregistre" +
+	"r\x02UTC (temps universel coordonné)\x02Heure locale à %[1]s\x02Jamais" +
+	"\x02Toutes les %[1]d secondes\x02Les versions de processus publiées" +
+	"\u202f: leurs nœuds, routes et révisions épinglées, dessinés, avec l’emp" +
+	"lacement actuel de leurs occurrences.\x02Processus par clé\x02Versions, " +
+	"les plus récentes d’abord\x02Aucun processus n’est encore publié.\x02ver" +
+	"sion %[1]d\x02Processus %[1]s\x02Version\x02Nœud de départ\x02Graphe\x02" +
+	"Les colonnes suivent le plus long chemin depuis le nœud de départ. Les f" +
+	"lèches pleines sont les réussites (étiquetées par leur route), les point" +
+	"illées les échecs (étiquetées par leurs codes d’erreur). Chaque case ind" +
+	"ique combien d’occurrences de cette version se trouvent à ce nœud mainte" +
+	"nant.\x02Nœuds\x02Nœuds de cette version, avec leurs occurrences actuell" +
+	"es\x02Type\x02Révision épinglée\x02En cas de réussite\x02En cas d’erreur" +
+	"\x02Occurrences actuelles\x02Instances de ce processus\x02Décomptes au %" +
+	"[1]s (%[2]s)\u202f; actualisés toutes les quelques secondes.\x02Graphe d" +
+	"e %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le ta" +
+	"bleau ci-dessous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%" +
+	"[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes n" +
+	"œuds, routes et décomptes.\x02pull\x02push vers %[1]s\x02fin (termine)" +
+	"\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident p" +
+	"our un opérateur)\x02tout autre code → %[1]s\x02met l’instance en échec" +
+	"\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative après %" +
+	"[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après " +
+	"%[2]s, priorité %[3]d\x02échéance %[1]s\x02délai %[1]s\x02Seuls les admi" +
+	"nistrateurs peuvent révéler une valeur sensible.\x02Révélé par %[1]s le " +
+	"%[2]s\u202f; consigné dans le journal d’audit.\x02Révélation impossible" +
+	"\x02Seule une valeur que cette page affiche masquée (sensible) peut être" +
+	" révélée.\x02Les valeurs secrètes ne peuvent jamais être révélées.\x02Ce" +
+	"tte page n’accepte pas cette requête.\x02Recherche\x02Saisissez un ident" +
+	"ifiant d’instance ou d’occurrence (un UUID, que les pages affichent au s" +
+	"urvol) ou une clé métier.\x02Rien à chercher\u202f: le champ de recherch" +
+	"e est vide.\x02C’est trop long pour être un identifiant ou une clé métie" +
+	"r.\x02Aucune instance ni occurrence n’a l’identifiant «\u202f%[1]s\u202f" +
+	"», et aucune instance ne l’a pour clé métier.\x02Aucune instance n’a «" +
+	"\u202f%[1]s\u202f» pour clé métier, et ce n’est pas un identifiant entie" +
+	"r\u202f: les listes montrent la fin de chaque identifiant. Ouvrez la lig" +
+	"ne, ou copiez son lien, pour l’identifiant entier.\x02Vous êtes déconnec" +
+	"té.\x02Votre session avait pris fin (inactivité, déconnexion ailleurs, j" +
+	"eton révoqué ou redémarrage du serveur)\u202f: votre dernière action n’a" +
+	" pas été appliquée. Reconnectez-vous, puis refaites-la.\x02Votre session" +
+	" a pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou redémarr" +
+	"age du serveur). Reconnectez-vous.\x02Se connecter\x02Connectez-vous ave" +
+	"c un jeton d’opérateur, de concepteur ou d’administrateur.\x02Jeton\x02L" +
+	"e jeton est vérifié une fois et n’est jamais conservé dans votre navigat" +
+	"eur\u202f; un cookie de session le remplace jusqu’à 8 heures d’inactivit" +
+	"é.\x02Trop de connexions échouées depuis votre adresse. Réessayez dans " +
+	"%[1]d secondes.\x02Ce jeton est inconnu ou a été révoqué.\x02Un jeton de" +
+	" rôle %[1]s ne peut pas ouvrir la console\u202f: connectez-vous avec un " +
+	"jeton d’opérateur, de concepteur ou d’administrateur.\x02Seuls les admin" +
+	"istrateurs gèrent les jetons.\x02Jetons du personnel (administrateurs, c" +
+	"oncepteurs, opérateurs) non révoqués. Les jetons des consommateurs se gè" +
+	"rent avec leurs consommateurs. Révoquer un jeton refuse sa requête suiva" +
+	"nte.\x02ID\x02Rôle\x02Créé le\x02Dernière utilisation\x02Expiration\x02J" +
+	"etons du personnel, les plus anciens d’abord\x02jamais\x02pas encore\x02" +
+	"Jeton expiré\x02Révoquer…\x02cette session\x02Aucun jeton.\x02Le jeton a" +
+	" été révoqué.\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s «" +
+	"\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante est refusée et les sess" +
+	"ions de console ouvertes avec lui prennent fin. C’est irréversible\u202f" +
+	": qui l’utilise aura besoin d’un nouveau jeton.\x02Révoquer le jeton\x02" +
+	"Le garder\x02C’est le jeton avec lequel vous êtes connecté\u202f: le rév" +
+	"oquer vous déconnecte. Sa requête suivante est refusée. C’est irréversib" +
+	"le.\x02C’est le dernier jeton administrateur utilisable\u202f: créez-en " +
+	"un autre avant de le révoquer.\x02sortie de routage\x02(chaque élément)" +
+	"\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au m" +
+	"oins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d carac" +
+	"tère\x00\x1a\x02au plus %[1]d caractères\x02motif %[1]s\x02format %[1]s" +
+	"\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01" +
+	"\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d élément" +
+	"s\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plu" +
+	"s %[1]d éléments\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élém" +
+	"ent\x00\x11\x02%[1]d éléments\x02nul\x02valeur inattendue\x02Page invali" +
+	"de\x02Ce lien de page ne vient pas de la console.\x02Les exécutants conn" +
+	"ectés par un flux, et ceux qui interrogent par leur dernière demande. Un" +
+	" exécutant est listé tant qu’il s’est manifesté dans les trois derniers " +
+	"battements de cœur.\x02Exécutants vus dans les trois derniers battements" +
+	"\x02Exécutant\x02Protocole\x02Définitions servies\x02En cours\x02Connexi" +
+	"on\x02Dernier signe\x02Aucun exécutant n’est connecté.\x02Exécutants ser" +
+	"vant %[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert cette défin" +
+	"ition.\x02flux\x02interrogation longue\x02façade Camunda 7\x02toutes les" +
+	" révisions accordées à son consommateur\x02révisions %[1]s\x02Aucun exéc" +
+	"utant ne sert cette définition\u202f: ses occurrences attendent qu’un ex" +
+	"écutant se connecte ou interroge.\x02Aucun exécutant n’est connecté pou" +
+	"r cette définition\u202f; aucune de ses occurrences n’en attend.\x14\x01" +
+	"\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par" +
+	" %[1]d exécutants\x02Révisions prises en charge\u202f: %[1]s\u202f; cert" +
+	"ains prennent toutes les révisions accordées à leur consommateur.\x02Ils" +
+	" prennent toutes les révisions accordées à leur consommateur.\x02Ils ne " +
+	"prennent que la révision %[1]d.\x02Ils ne prennent que les révisions %[1" +
+	"]s."
 
-	// Total table size 52967 bytes (51KiB); checksum: D857E240
+	// Total table size 53000 bytes (51KiB); checksum: A9D0870C
