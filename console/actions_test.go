@@ -642,8 +642,8 @@ func TestReasonLimitIsInCharacters(t *testing.T) {
 	if max, _ := confirm.doc.Find(`[data-testid=stop-reason]`).Attr("maxlength"); max != "1000" {
 		t.Errorf("textarea maxlength %q, want 1000", max)
 	}
-	if hint := confirm.doc.Find(`#action-reason-hint`).Text(); !strings.Contains(hint, "1\u00a0000 caractères") {
-		t.Errorf("French hint %q, want 1\u00a0000 caractères (a no-break space)", hint)
+	if hint := confirm.doc.Find(`#action-reason-hint`).Text(); !strings.Contains(hint, "1\u202f000 caractères") {
+		t.Errorf("French hint %q, want 1\u202f000 caractères (a narrow no-break space)", hint)
 	}
 	action, form := formOf(t, confirm, "stop-form")
 	form.Set("reason", strings.Repeat("é", 900))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -103,12 +104,29 @@ func langCode(ctx context.Context) string {
 // it cannot see strings passed through variables or into templ components.
 // Arguments are formatted for the language (digit grouping, plurals).
 func T(ctx context.Context, format string, args ...any) string {
-	return localeOf(ctx).printer.Sprintf(format, args...)
+	l := localeOf(ctx)
+	return l.grouped(l.printer.Sprintf(format, args...))
 }
 
 // number formats n with the language's digit grouping (1,234 / 1 234).
 func number[N int | int64](ctx context.Context, n N) string {
-	return localeOf(ctx).printer.Sprint(n)
+	l := localeOf(ctx)
+	return l.grouped(l.printer.Sprint(n))
+}
+
+// digitGroup is a no-break space between two digits: x/text's French
+// thousands separator.
+var digitGroup = regexp.MustCompile("([0-9])\u00a0([0-9])")
+
+// grouped writes French digit groups apart with the narrow no-break space
+// (U+202F) that French typography and current CLDR use, where x/text's
+// older data gives a full no-break space (1 000 000 rather than
+// 1 000 000). Other no-break spaces (5 min, n° 7) stay.
+func (l *locale) grouped(s string) string {
+	if l.tag != language.French || !strings.Contains(s, "\u00a0") {
+		return s
+	}
+	return digitGroup.ReplaceAllString(s, "$1\u202f$2")
 }
 
 // localNumber writes a number taken from a document (a contract's
@@ -127,7 +145,8 @@ func localNumber(ctx context.Context, s string) string {
 		if _, frac, ok := strings.Cut(s, "."); ok {
 			decimals = len(frac)
 		}
-		return localeOf(ctx).printer.Sprint(xnumber.Decimal(f, xnumber.MinFractionDigits(decimals), xnumber.MaxFractionDigits(decimals)))
+		l := localeOf(ctx)
+		return l.grouped(l.printer.Sprint(xnumber.Decimal(f, xnumber.MinFractionDigits(decimals), xnumber.MaxFractionDigits(decimals))))
 	}
 	return s
 }

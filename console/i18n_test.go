@@ -72,7 +72,7 @@ func TestPlurals(t *testing.T) {
 		{0, "0 attempts", "0 tentative"},
 		{1, "1 attempt", "1 tentative"},
 		{2, "2 attempts", "2 tentatives"},
-		{1200, "1,200 attempts", "1\u00a0200 tentatives"},
+		{1200, "1,200 attempts", "1\u202f200 tentatives"},
 	} {
 		if got := T(en, "%d attempts", tc.n); got != tc.en {
 			t.Errorf("en %d = %q, want %q", tc.n, got, tc.en)
@@ -81,7 +81,7 @@ func TestPlurals(t *testing.T) {
 			t.Errorf("fr %d = %q, want %q", tc.n, got, tc.fr)
 		}
 	}
-	if got := number(fr, int64(1234567)); got != "1\u00a0234\u00a0567" {
+	if got := number(fr, int64(1234567)); got != "1\u202f234\u202f567" {
 		t.Errorf("number fr = %q", got)
 	}
 }
@@ -197,9 +197,9 @@ func TestTimesInTheChosenZoneWithRelativeSpans(t *testing.T) {
 func TestLocalNumbersAndLists(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct{ in, en, fr string }{
-		{"1000", "1,000", "1\u00a0000"},
+		{"1000", "1,000", "1\u202f000"},
 		{"-2.50", "-2.50", "-2,50"},
-		{"1234.5", "1,234.5", "1\u00a0234,5"},
+		{"1234.5", "1,234.5", "1\u202f234,5"},
 		{"1e3", "1e3", "1e3"},
 		{"^[a-z]+$", "^[a-z]+$", "^[a-z]+$"},
 	} {
