@@ -539,3 +539,16 @@ func (c *Console) bulkAct(w http.ResponseWriter, r *http.Request) {
 	c.logger.Info("console: bulk operator action", "action", a, "bulk", res.ID, "applied", applied, "skipped", skipped, "by", p.Name)
 	http.Redirect(w, r, auditPath+"?bulk="+res.ID.String(), http.StatusSeeOther)
 }
+
+// bulkReasonDescribedBy is the bulk reason's aria-describedby: its hint,
+// and what was refused (a missing reason, a count that changed).
+func bulkReasonDescribedBy(v bulkView) string {
+	ids := "bulk-reason-hint"
+	if v.Error != "" {
+		ids += " bulk-error"
+	}
+	if v.Changed != "" {
+		ids += " bulk-changed"
+	}
+	return ids
+}

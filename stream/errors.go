@@ -27,6 +27,7 @@ var codes = map[fault.Kind]connect.Code{
 	fault.Unprocessable:    connect.CodeInvalidArgument,
 	fault.TooManyRequests:  connect.CodeResourceExhausted,
 	fault.Unavailable:      connect.CodeUnavailable,
+	fault.Timeout:          connect.CodeDeadlineExceeded,
 }
 
 // CodeOf returns the gRPC/Connect code of a fault kind.

@@ -105,6 +105,10 @@ func (s *Service) sendTimeout() time.Duration { return max(s.cfg.Stream.Heartbea
 // compressMinBytes is the smallest message a stream compresses.
 const compressMinBytes = 1024
 
+// SubscribePath is the path of Subscribe, whose request body is the start
+// of a stream (not a message to read within a bound).
+const SubscribePath = workerv1connect.WorkerServiceSubscribeProcedure
+
 // Handlers returns the routes to mount at the root of the listener: the
 // worker service, gRPC server reflection (v1 and v1alpha) and the gRPC
 // health service, each as a path prefix (ending in /) and its handler,

@@ -15,6 +15,8 @@ import (
 	"testing"
 
 	"github.com/relais/relais/api/openapi"
+	"github.com/relais/relais/internal/fault"
+	"github.com/relais/relais/internal/httpjson"
 )
 
 // TestEveryProblemCodeIsDocumented reads the module's sources for every
@@ -75,11 +77,13 @@ func TestEveryProblemCodeIsDocumented(t *testing.T) {
 	}
 }
 
-// kindStatus is fault.Kind's status, as httpjson.Status maps it.
-var kindStatus = map[string]int{
-	"Internal": 500, "BadRequest": 400, "Unauthorized": 401, "Forbidden": 403,
-	"NotFound": 404, "MethodNotAllowed": 405, "Conflict": 409, "TooLarge": 413,
-	"Unprocessable": 422, "TooManyRequests": 429, "Unavailable": 503,
+// kinds names fault's kinds as the sources spell them; their statuses are
+// httpjson.Status's.
+var kinds = map[string]fault.Kind{
+	"Internal": fault.Internal, "BadRequest": fault.BadRequest, "Unauthorized": fault.Unauthorized,
+	"Forbidden": fault.Forbidden, "NotFound": fault.NotFound, "MethodNotAllowed": fault.MethodNotAllowed,
+	"Conflict": fault.Conflict, "TooLarge": fault.TooLarge, "Unprocessable": fault.Unprocessable,
+	"TooManyRequests": fault.TooManyRequests, "Unavailable": fault.Unavailable, "Timeout": fault.Timeout,
 }
 
 // problemCodes maps each problem code the sources under root can answer to
@@ -145,10 +149,11 @@ func problemCodes(t *testing.T, root string) map[string][]int {
 
 	codes := map[string][]int{}
 	add := func(code string, kind string) {
-		status, ok := kindStatus[kind]
+		k, ok := kinds[kind]
 		if !ok {
 			t.Errorf("unknown fault kind %s for code %s", kind, code)
 		}
+		status := httpjson.Status(k)
 		if !slices.Contains(codes[code], status) {
 			codes[code] = append(codes[code], status)
 			slices.Sort(codes[code])
@@ -172,13 +177,16 @@ func problemCodes(t *testing.T, root string) map[string][]int {
 					case *ast.CompositeLit:
 						if isSelector(n.Type, "fault", "Error") {
 							for _, elt := range n.Elts {
-								if kv, ok := elt.(*ast.KeyValueExpr); ok {
-									switch ident(kv.Key) {
-									case "Kind":
-										kind = kv.Value
-									case "Code":
-										code = kv.Value
-									}
+								kv, ok := elt.(*ast.KeyValueExpr)
+								if !ok {
+									t.Errorf("%s: a fault.Error literal without field names: name them, so that this scan finds its code", fset.Position(n.Pos()))
+									break
+								}
+								switch ident(kv.Key) {
+								case "Kind":
+									kind = kv.Value
+								case "Code":
+									code = kv.Value
 								}
 							}
 						}

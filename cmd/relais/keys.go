@@ -20,23 +20,13 @@ import (
 // data directory's generated data-keys file. On an external database
 // without keys it returns nil, and the engine refuses to store secrets.
 // The keyring is checked against the database before anything is served.
-func loadKeys(ctx context.Context, cfg config.Config, db *database, logger *slog.Logger) (*keyring.Keyring, error) {
-	var ring *keyring.Keyring
+//
+// configured is what configuredKeys read, before anything was started.
+func loadKeys(ctx context.Context, cfg config.Config, configured *keyring.Keyring, db *database, logger *slog.Logger) (*keyring.Keyring, error) {
+	ring := configured
 	var err error
 	switch {
-	case cfg.DataKeys != "":
-		ring, err = keyring.Parse(cfg.DataKeys)
-		if err != nil {
-			return nil, fmt.Errorf("RELAIS_DATA_KEYS: %w", err)
-		}
-	case cfg.DataKeyFile != "":
-		b, rerr := os.ReadFile(cfg.DataKeyFile)
-		if rerr != nil {
-			return nil, fmt.Errorf("RELAIS_DATA_KEY_FILE: %w", rerr)
-		}
-		if ring, err = keyring.Parse(string(b)); err != nil {
-			return nil, fmt.Errorf("RELAIS_DATA_KEY_FILE %s: %w", cfg.DataKeyFile, err)
-		}
+	case ring != nil:
 	case db.embedded():
 		path := filepath.Join(cfg.DataDir, "data-keys")
 		b, rerr := os.ReadFile(path)
@@ -61,10 +51,40 @@ func loadKeys(ctx context.Context, cfg config.Config, db *database, logger *slog
 	return ring, nil
 }
 
+// configuredKeys reads the keys RELAIS_DATA_KEYS or RELAIS_DATA_KEY_FILE
+// give, if any: serve and keys rotate call it before they start anything,
+// so that a malformed key fails with the configuration, not after an
+// embedded cluster was created and started.
+func configuredKeys(cfg config.Config) (*keyring.Keyring, error) {
+	switch {
+	case cfg.DataKeys != "":
+		ring, err := keyring.Parse(cfg.DataKeys)
+		if err != nil {
+			return nil, fmt.Errorf("RELAIS_DATA_KEYS: %w", err)
+		}
+		return ring, nil
+	case cfg.DataKeyFile != "":
+		b, err := os.ReadFile(cfg.DataKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("RELAIS_DATA_KEY_FILE: %w", err)
+		}
+		ring, err := keyring.Parse(string(b))
+		if err != nil {
+			return nil, fmt.Errorf("RELAIS_DATA_KEY_FILE %s: %w", cfg.DataKeyFile, err)
+		}
+		return ring, nil
+	}
+	return nil, nil
+}
+
 // keysRotate is `relais keys rotate`: re-encrypt every secret value under the
 // first key of the configured keyring, in resumable batches.
 func keysRotate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	cfg, err := config.Load("usage: relais keys rotate [flags]\n\nRe-encrypts every sealed value (sensitive and secret) with the first\ndata key, in resumable batches.", args, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	configured, err := configuredKeys(cfg)
 	if err != nil {
 		return err
 	}
@@ -74,7 +94,7 @@ func keysRotate(ctx context.Context, args []string, getenv func(string) string, 
 		return err
 	}
 	defer db.close()
-	ring, err := loadKeys(ctx, cfg, db, logger)
+	ring, err := loadKeys(ctx, cfg, configured, db, logger)
 	if err != nil {
 		return err
 	}

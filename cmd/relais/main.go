@@ -68,6 +68,10 @@ func dispatch(ctx context.Context, args []string, getenv func(string) string, st
 	case "token":
 		return tokenCommand(ctx, args[1:], getenv, stdout, stderr)
 	case "keys":
+		if len(args) >= 2 && wantsHelp(args[1:2]) {
+			fmt.Fprintln(stderr, "usage: relais keys rotate [flags] (relais keys rotate --help lists them)")
+			return flag.ErrHelp
+		}
 		if len(args) < 2 || args[1] != "rotate" {
 			return fmt.Errorf("usage: relais keys rotate [flags]")
 		}

@@ -379,10 +379,13 @@ func TestEveryCommandTakesHelp(t *testing.T) {
 		{[]string{"token", "revoke", "--help"}, "usage: relais token revoke"},
 		{[]string{"keys", "rotate", "--help"}, "usage: relais keys rotate"},
 		{[]string{"apply", "--help"}, "usage: relais apply"},
+		{[]string{"token", "--help"}, "usage: relais token create"},
+		{[]string{"keys", "--help"}, "usage: relais keys rotate"},
 	} {
 		var stdout, stderr bytes.Buffer
 		// No database is configured: answering by opening one would fail.
-		env := func(k string) string { return map[string]string{"RELAIS_DATA_DIR": t.TempDir()}[k] }
+		dir := t.TempDir()
+		env := func(k string) string { return map[string]string{"RELAIS_DATA_DIR": dir}[k] }
 		err := run(context.Background(), tc.args, env, &stdout, &stderr)
 		if err != nil {
 			t.Errorf("%v: %v; want the help and no error", tc.args, err)
@@ -391,7 +394,8 @@ func TestEveryCommandTakesHelp(t *testing.T) {
 		if !strings.Contains(help, tc.want) {
 			t.Errorf("%v wrote %q; want it to contain %q", tc.args, help, tc.want)
 		}
-		if tc.args[0] != "apply" && !strings.Contains(help, "-database-url") {
+		group := len(tc.args) == 2 && (tc.args[0] == "token" || tc.args[0] == "keys") // a command group's help lists its commands
+		if tc.args[0] != "apply" && !group && !strings.Contains(help, "-database-url") {
 			t.Errorf("%v: the help lists no configuration flags:\n%s", tc.args, help)
 		}
 	}
@@ -399,5 +403,34 @@ func TestEveryCommandTakesHelp(t *testing.T) {
 	err := run(context.Background(), []string{"token", "create", "--name", "x"}, func(string) string { return "" }, io.Discard, &stderr)
 	if err == nil || !strings.Contains(err.Error(), "admin, designer or operator") || strings.Contains(err.Error(), "consumer") {
 		t.Errorf("token create without --role: %v; want the staff roles named", err)
+	}
+}
+
+// A malformed data key stops serve before anything starts: no embedded
+// cluster is created for a server that cannot run.
+func TestMalformedDataKeysStopServeBeforeTheCluster(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	keyFile := filepath.Join(t.TempDir(), "keys")
+	if err := os.WriteFile(keyFile, []byte("k1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"RELAIS_DATA_KEYS": "k1:abc"}, `RELAIS_DATA_KEYS: keyring: key "k1": decodes to 2 bytes`},
+		{map[string]string{"RELAIS_DATA_KEY_FILE": keyFile}, "RELAIS_DATA_KEY_FILE " + keyFile + ": keyring: entry 1"},
+		{map[string]string{"RELAIS_DATA_KEY_FILE": keyFile + ".missing"}, "RELAIS_DATA_KEY_FILE: "},
+	} {
+		tc.env["RELAIS_DATA_DIR"] = dir
+		tc.env["RELAIS_LISTEN"] = "127.0.0.1:0"
+		err := run(context.Background(), []string{"serve"}, func(k string) string { return tc.env[k] }, io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("serve with %v: %v; want %q", tc.env, err, tc.want)
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("the data directory holds %d entries; want nothing created", len(entries))
 	}
 }

@@ -25,10 +25,14 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 	logger := newLogger(cfg, stderr)
 	start := time.Now()
+	// The keys, the address and the TLS files first: a malformed key, a
+	// port in use or a bad certificate fails before a cluster is created
+	// or a bootstrap token is shown (once) for a server that never ran.
+	configured, err := configuredKeys(cfg)
+	if err != nil {
+		return err
+	}
 
-	// The address and the TLS files first: a port in use or a bad
-	// certificate fails before a cluster is created or a bootstrap token
-	// is shown (once) for a server that never ran.
 	srv, err := server.NewHTTPServer(cfg, nil)
 	if err != nil {
 		return err
@@ -49,7 +53,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		return err
 	}
 	defer db.close()
-	keys, err := loadKeys(ctx, cfg, db, logger)
+	keys, err := loadKeys(ctx, cfg, configured, db, logger)
 	if err != nil {
 		return err
 	}

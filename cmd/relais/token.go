@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"strconv"
@@ -63,6 +64,9 @@ func tokenCommand(ctx context.Context, args []string, getenv func(string) string
 		return errors.New(tokenUsage)
 	}
 	switch args[0] {
+	case "-h", "-help", "--help":
+		fmt.Fprintln(stderr, tokenUsage+"\n\nEach takes --help.")
+		return flag.ErrHelp
 	case "create":
 		return tokenCreate(ctx, args[1:], getenv, stdout, stderr)
 	case "list":

@@ -12,7 +12,6 @@ import (
 	"io"
 	"log/slog"
 	"net/netip"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -20,7 +19,6 @@ import (
 	"github.com/relais/relais/engine/process"
 	"github.com/relais/relais/internal/forwarded"
 	"github.com/relais/relais/internal/isoduration"
-	"github.com/relais/relais/internal/keyring"
 )
 
 // Config is the validated configuration of one relais process.
@@ -344,20 +342,6 @@ func (c Config) check(defaulted map[string]bool) []string {
 		// One would be ignored, and with it perhaps the key that opens
 		// what the other never sealed.
 		p = append(p, "RELAIS_DATA_KEYS, RELAIS_DATA_KEY_FILE: set one or the other, not both")
-	}
-	// The keys are read again where they are used; a malformed one is
-	// refused here too, with the other settings, before a cluster starts.
-	if c.DataKeys != "" {
-		if _, err := keyring.Parse(c.DataKeys); err != nil {
-			p = append(p, "RELAIS_DATA_KEYS: "+strings.TrimPrefix(err.Error(), "keyring: "))
-		}
-	}
-	if c.DataKeyFile != "" && c.DataKeys == "" {
-		if b, err := os.ReadFile(c.DataKeyFile); err != nil {
-			p = append(p, "RELAIS_DATA_KEY_FILE: "+err.Error())
-		} else if _, err := keyring.Parse(string(b)); err != nil {
-			p = append(p, "RELAIS_DATA_KEY_FILE "+c.DataKeyFile+": "+strings.TrimPrefix(err.Error(), "keyring: "))
-		}
 	}
 	if c.Listen == "" {
 		p = append(p, "RELAIS_LISTEN: must not be empty")

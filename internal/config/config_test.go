@@ -3,7 +3,6 @@ package config
 import (
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -157,27 +156,5 @@ func TestLogFormatIgnoresCase(t *testing.T) {
 	}
 	if c.LogFormat != "json" {
 		t.Errorf("RELAIS_LOG_FORMAT=JSON read as %q, want json", c.LogFormat)
-	}
-}
-
-// A malformed data key is refused with the other settings, before anything
-// starts (an embedded cluster included), naming its variable.
-func TestMalformedDataKeysAreRefusedUpFront(t *testing.T) {
-	t.Parallel()
-	_, err := Load("relais serve", nil, env(map[string]string{"RELAIS_DATA_KEYS": "k1:abc"}), io.Discard)
-	if err == nil || !strings.Contains(err.Error(), "RELAIS_DATA_KEYS: key \"k1\": decodes to 2 bytes") {
-		t.Errorf("err = %v; want RELAIS_DATA_KEYS refused for its length", err)
-	}
-	file := filepath.Join(t.TempDir(), "keys")
-	if err := os.WriteFile(file, []byte("k1\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	_, err = Load("relais serve", nil, env(map[string]string{"RELAIS_DATA_KEY_FILE": file}), io.Discard)
-	if err == nil || !strings.Contains(err.Error(), "RELAIS_DATA_KEY_FILE "+file+": entry 1") {
-		t.Errorf("err = %v; want RELAIS_DATA_KEY_FILE refused", err)
-	}
-	_, err = Load("relais serve", nil, env(map[string]string{"RELAIS_DATA_KEY_FILE": file + ".missing"}), io.Discard)
-	if err == nil || !strings.Contains(err.Error(), "RELAIS_DATA_KEY_FILE: ") {
-		t.Errorf("err = %v; want a missing RELAIS_DATA_KEY_FILE refused", err)
 	}
 }

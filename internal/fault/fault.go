@@ -26,6 +26,7 @@ const (
 	Unprocessable                // well-formed but invalid against a contract
 	TooManyRequests              // a bounded resource is full; retry later
 	Unavailable                  // temporarily unable to serve
+	Timeout                      // the request did not arrive in time
 )
 
 // FieldError is one problem at a JSON pointer of the request.

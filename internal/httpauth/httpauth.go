@@ -4,6 +4,7 @@
 package httpauth
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -25,7 +26,7 @@ func Require(lookup auth.Lookup, logger *slog.Logger, roles ...auth.Role) func(h
 				httpjson.WriteError(w, r, logger, fault.New(fault.Unauthorized, "unauthorized", "an Authorization: Bearer token is required"))
 				return
 			}
-			p, err := auth.Authenticate(r.Context(), lookup, token)
+			p, err := authenticate(r, lookup, token)
 			if err != nil {
 				if fe, ok := fault.As(err); ok && fe.Kind == fault.Unauthorized {
 					w.Header().Set("WWW-Authenticate", `Bearer realm="relais", error="invalid_token"`)
@@ -40,6 +41,36 @@ func Require(lookup auth.Lookup, logger *slog.Logger, roles ...auth.Role) func(h
 			next.ServeHTTP(w, r.WithContext(auth.WithPrincipal(r.Context(), p)))
 		})
 	}
+}
+
+// preauth is the outcome of Preauthenticate, kept for Require.
+type preauth struct {
+	token string
+	p     auth.Principal
+	err   error
+}
+
+type preauthKey struct{}
+
+// Preauthenticate authenticates r's bearer token ahead of the route (to
+// decide whether its body is worth reading) and returns r carrying the
+// outcome, which Require then uses instead of looking the token up again.
+// ok is false without a token, or when it is refused or cannot be looked
+// up.
+func Preauthenticate(r *http.Request, lookup auth.Lookup) (_ *http.Request, ok bool) {
+	token, has := Bearer(r)
+	if !has {
+		return r, false
+	}
+	p, err := auth.Authenticate(r.Context(), lookup, token)
+	return r.WithContext(context.WithValue(r.Context(), preauthKey{}, preauth{token: token, p: p, err: err})), err == nil
+}
+
+func authenticate(r *http.Request, lookup auth.Lookup, token string) (auth.Principal, error) {
+	if pre, ok := r.Context().Value(preauthKey{}).(preauth); ok && pre.token == token {
+		return pre.p, pre.err
+	}
+	return auth.Authenticate(r.Context(), lookup, token)
 }
 
 // Bearer is the request's bearer token, if it has one.

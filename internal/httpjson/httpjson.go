@@ -43,12 +43,12 @@ func Decode[T any](w http.ResponseWriter, r *http.Request, maxBytes int64) (T, e
 	return decodeBody[T](body)
 }
 
-// DecodeOrZero is Decode, except that an empty body is the zero T: for a
+// DecodeOrZero is Decode, except that an empty (or blank) body is the zero T: for a
 // route that checks its members itself, so that a client who sent nothing
 // learns which member is required rather than that the body is empty.
 func DecodeOrZero[T any](w http.ResponseWriter, r *http.Request, maxBytes int64) (T, error) {
 	body, err := ReadBody(w, r, maxBytes)
-	if err != nil || len(body) == 0 {
+	if err != nil || len(bytes.TrimSpace(body)) == 0 {
 		var v T
 		return v, err
 	}
@@ -359,6 +359,8 @@ func Status(k fault.Kind) int {
 		return http.StatusTooManyRequests
 	case fault.Unavailable:
 		return http.StatusServiceUnavailable
+	case fault.Timeout:
+		return http.StatusRequestTimeout
 	default:
 		return http.StatusInternalServerError
 	}

@@ -206,3 +206,23 @@ func TestEncodeForbidsSniffing(t *testing.T) {
 		t.Errorf("X-Content-Type-Options = %q, want nosniff", got)
 	}
 }
+
+// An empty or blank body is no document for DecodeOrZero: the zero value,
+// so that the route names the member it misses.
+func TestDecodeOrZeroTakesABlankBodyAsEmpty(t *testing.T) {
+	t.Parallel()
+	type req struct {
+		Reason string `json:"reason"`
+	}
+	for _, body := range []string{"", " \n\t"} {
+		r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(body))
+		got, err := DecodeOrZero[req](httptest.NewRecorder(), r, 1<<10)
+		if err != nil || got != (req{}) {
+			t.Errorf("body %q: %+v, %v; want the zero value", body, got, err)
+		}
+	}
+	r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(`{"reason": 1}`))
+	if _, err := DecodeOrZero[req](httptest.NewRecorder(), r, 1<<10); err == nil {
+		t.Error("a body of the wrong shape was accepted")
+	}
+}

@@ -3,28 +3,55 @@ package server
 import (
 	"bufio"
 	"context"
+	"fmt"
+	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
 
+	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"fmt"
 	"github.com/relais/relais/engine"
 	"github.com/relais/relais/internal/auth"
 	"github.com/relais/relais/internal/config"
 	"github.com/relais/relais/internal/dbtest"
 	"github.com/relais/relais/internal/longpoll"
 	"github.com/relais/relais/stream"
-	"net"
-	"net/http"
-	"strings"
-	"testing"
-	"time"
 )
 
-// rawPost sends a POST whose headers promise a body of length bytes and
-// sends only sent of it, then reads the answer within wait.
-func rawPost(t *testing.T, url, token string, length int, sent string, wait time.Duration) (*http.Response, error) {
+// bodyServer is the replica's real handler, with a route that reads its
+// body and then takes twice bodyReadTimeout to answer, and an admin token.
+func bodyServer(t *testing.T) (*httptest.Server, string) {
+	t.Helper()
+	logger := slog.New(slog.DiscardHandler)
+	reg := prometheus.NewRegistry()
+	d := Deps{Logger: logger, Config: config.Default(), Engine: engine.New(dbtest.Pool(t), engine.Options{Logger: logger}), Registry: reg}
+	mux := newHandler(d, longpoll.NewHub(10, reg), stream.New(logger, d.Config, d.Engine, d.Engine.LookupToken, reg)).(*chi.Mux)
+	mux.Post("/test/slow-answer", func(w http.ResponseWriter, r *http.Request) {
+		if _, err := io.ReadAll(r.Body); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		time.Sleep(2 * bodyReadTimeout)
+		_, _ = io.WriteString(w, "answered")
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	token, _, err := d.Engine.CreateToken(context.Background(), "bodies", auth.RoleAdmin, engine.Expiry{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv, token
+}
+
+// rawPost sends a POST to path whose headers promise a body of length
+// bytes and sends only sent of it, then reads the answer within wait.
+func rawPost(t *testing.T, url, path, token string, length int, sent string, wait time.Duration) (*http.Response, error) {
 	t.Helper()
 	host := strings.TrimPrefix(url, "http://")
 	conn, err := net.Dial("tcp", host)
@@ -32,48 +59,49 @@ func rawPost(t *testing.T, url, token string, length int, sent string, wait time
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	fmt.Fprintf(conn, "POST /api/v1/tokens HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", host, token, length, sent)
+	fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", path, host, token, length, sent)
 	_ = conn.SetReadDeadline(time.Now().Add(wait))
-	return http.ReadResponse(bufio.NewReader(conn), nil)
+	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err == nil {
+		_, _ = io.ReadAll(res.Body)
+		res.Body.Close()
+	}
+	return res, err
 }
 
-// An unknown token's request is answered 401 without its body being read:
-// a client without a token cannot make the server hold a body of up to
-// RELAIS_MAX_BODY_BYTES per connection while it trickles in.
-func TestUnauthenticatedBodiesAreNotRead(t *testing.T) {
-	t.Parallel()
-	srv, _ := panicServer(t)
-	res, err := rawPost(t, srv.URL, "rls_not-a-token-at-all-0123456789", 1<<20, `{"name":`, 5*time.Second)
-	if err != nil {
-		t.Fatalf("no answer while the body is still owed: %v; want 401 at once", err)
-	}
-	res.Body.Close()
-	if res.StatusCode != http.StatusUnauthorized {
-		t.Errorf("status %d, want 401", res.StatusCode)
-	}
-}
-
-// An authenticated body that does not arrive within bodyReadTimeout ends
-// its request: a connection cannot be held open by sending slowly.
-func TestSlowBodiesAreCutOff(t *testing.T) {
+// The bounds on request bodies, with bodyReadTimeout shortened: an unknown
+// token's request is answered 401 without its body being read (so nobody
+// without a token can make the server hold a body while it trickles in);
+// a body that does not arrive in time is answered 408 body_timeout and its
+// connection closed; a body that did arrive lifts the bound, so a handler
+// may take longer than it to answer (a long poll). Small and large bodies
+// alike: net/http reads up to 256 KiB of what a handler left unread before
+// answering, unless the connection is to close.
+func TestRequestBodiesAreBounded(t *testing.T) {
 	// Not parallel: it shortens the package's bound for its own run.
 	defer func(d time.Duration) { bodyReadTimeout = d }(bodyReadTimeout)
 	bodyReadTimeout = 300 * time.Millisecond
-	logger := slog.New(slog.DiscardHandler)
-	reg := prometheus.NewRegistry()
-	d := Deps{Logger: logger, Config: config.Default(), Engine: engine.New(dbtest.Pool(t), engine.Options{Logger: logger}), Registry: reg}
-	srv := httptest.NewServer(newHandler(d, longpoll.NewHub(10, reg), stream.New(logger, d.Config, d.Engine, d.Engine.LookupToken, reg)))
-	t.Cleanup(srv.Close)
-	token, _, cerr := d.Engine.CreateToken(context.Background(), "slow", auth.RoleAdmin, engine.Expiry{})
-	if cerr != nil {
-		t.Fatal(cerr)
+	srv, token := bodyServer(t)
+	for _, length := range []int{100 << 10, 1 << 20} {
+		began := time.Now()
+		res, err := rawPost(t, srv.URL, "/api/v1/tokens", "rls_not-a-token-at-all-0123456789", length, `{"name":`, 5*time.Second)
+		if err != nil || res.StatusCode != http.StatusUnauthorized {
+			t.Errorf("unknown token, %d-byte body still owed: %v %v; want 401", length, res, err)
+		} else if took := time.Since(began); took >= bodyReadTimeout {
+			t.Errorf("unknown token, %d-byte body still owed: answered after %v; want at once", length, took)
+		}
+
+		began = time.Now()
+		res, err = rawPost(t, srv.URL, "/api/v1/tokens", token, length, `{"name":`, 5*time.Second)
+		took := time.Since(began)
+		if err != nil || res.StatusCode != http.StatusRequestTimeout || !res.Close {
+			t.Errorf("admin token, %d-byte body still owed: %v %v; want 408, the connection closed", length, res, err)
+		} else if took < bodyReadTimeout || took > 3*time.Second {
+			t.Errorf("admin token, %d-byte body still owed: answered after %v; want after %v", length, took, bodyReadTimeout)
+		}
 	}
-	began := time.Now()
-	res, err := rawPost(t, srv.URL, token, 1<<20, `{"name":`, 10*time.Second)
-	if err == nil {
-		res.Body.Close()
-	}
-	if took := time.Since(began); took > 5*time.Second {
-		t.Errorf("the request held its connection %v; want it cut off after about %v", took, bodyReadTimeout)
+	res, err := rawPost(t, srv.URL, "/test/slow-answer", token, 2, `{}`, 5*time.Second)
+	if err != nil || res.StatusCode != http.StatusOK {
+		t.Errorf("a handler answering after the bound, its body read: %v %v; want 200", res, err)
 	}
 }

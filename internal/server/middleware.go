@@ -2,10 +2,12 @@ package server
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"runtime"
 	"runtime/debug"
 	"slices"
@@ -21,6 +23,7 @@ import (
 	"github.com/relais/relais/internal/forwarded"
 	"github.com/relais/relais/internal/httpjson"
 	"github.com/relais/relais/internal/pgfault"
+	"github.com/relais/relais/stream"
 )
 
 // headAsGet routes HEAD requests to the GET route of their path, as RFC
@@ -174,9 +177,59 @@ func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
 	return m
 }
 
-// bodyReadTimeout bounds the reading of a request body from its first
-// byte to its last (a variable for tests).
+// noSniff forbids browsers to read an API answer as anything but its
+// declared type: answers quote what clients sent (names, descriptions,
+// the JSON Schemas of contracts), which must never run as a page.
+func noSniff(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		next.ServeHTTP(w, r)
+	})
+}
+
+// bodyReadTimeout bounds the reading of a request body, from the end of
+// its headers to its last byte (a variable for tests).
 var bodyReadTimeout = 30 * time.Second
+
+// bodyDeadline gives every request body bodyReadTimeout to arrive, on any
+// route (the API, the facade, the console's forms, the worker protocol's
+// unary calls): otherwise a client could hold a connection, and the body
+// read so far, for as long as it cares to send slowly. The deadline is
+// lifted once the body has been read, so that it never ends a long poll
+// or a slow handler, and never applies to Subscribe, whose request is the
+// start of a stream.
+func bodyDeadline(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 || r.URL.Path == stream.SubscribePath {
+			next.ServeHTTP(w, r)
+			return
+		}
+		rc := http.NewResponseController(w)
+		if err := rc.SetReadDeadline(time.Now().Add(bodyReadTimeout)); err != nil {
+			// A writer without deadlines (a recorder in tests).
+			next.ServeHTTP(w, r)
+			return
+		}
+		r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// deadlineBody lifts its connection's read deadline at the end of the body.
+type deadlineBody struct {
+	io.ReadCloser
+	rc     *http.ResponseController
+	lifted bool
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF && !b.lifted {
+		b.lifted = true
+		_ = b.rc.SetReadDeadline(time.Time{})
+	}
+	return n, err
+}
 
 // strictBodies reads the body of every write request and refuses, before
 // any route sees it, one above maxBytes (413 body_too_large) or one that
@@ -191,23 +244,31 @@ var bodyReadTimeout = 30 * time.Second
 // comes first, from the route, without reading it), and within
 // bodyReadTimeout: otherwise anyone could make the server hold up to
 // maxBytes per connection for as long as they care to send slowly.
-func strictBodies(logger *slog.Logger, maxBytes int64, authenticated func(*http.Request) bool) func(http.Handler) http.Handler {
+func strictBodies(logger *slog.Logger, maxBytes int64, authenticated func(*http.Request) (*http.Request, bool)) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.Method == http.MethodGet || r.Method == http.MethodHead || r.Method == http.MethodOptions ||
-				r.Body == nil || r.Body == http.NoBody || !authenticated(r) {
+				r.Body == nil || r.Body == http.NoBody {
 				next.ServeHTTP(w, r)
 				return
 			}
-			rc := http.NewResponseController(w)
-			// Not supported (a recorder in tests): the body is read
-			// without a deadline, as before.
-			_ = rc.SetReadDeadline(time.Now().Add(bodyReadTimeout))
+			r, ok := authenticated(r)
+			if !ok {
+				// The route refuses it without reading the body; closing
+				// the connection after the answer spares reading the rest
+				// (net/http would, to reuse the connection).
+				w.Header().Set("Connection", "close")
+				next.ServeHTTP(w, r)
+				return
+			}
 			body, err := httpjson.ReadBody(w, r, maxBytes)
-			// Lifted at once: a deadline left on the connection would end
-			// a long poll whose client is still there.
-			_ = rc.SetReadDeadline(time.Time{})
 			if err != nil {
+				// What is left of the body is not read: the connection
+				// ends with this answer.
+				w.Header().Set("Connection", "close")
+				if errors.Is(err, os.ErrDeadlineExceeded) {
+					err = fault.New(fault.Timeout, "body_timeout", "the request body did not arrive within %s of the request", bodyReadTimeout)
+				}
 				httpjson.WriteError(w, r, logger, err)
 				return
 			}

@@ -129,7 +129,7 @@ func newHandler(d Deps, hub *longpoll.Hub, streams *stream.Service) http.Handler
 	r.Use(middleware.RequestID)
 	r.Use(forwarded.Middleware(d.Config.TrustedProxies))
 	r.Use(logRequests(d.Logger, newHTTPMetrics(d.Registry)))
-	r.Use(recoverPanics(d.Logger))
+	r.Use(recoverPanics(d.Logger), bodyDeadline)
 	r.Use(headAsGet, strictTransportSecurity)
 	notFound := func(w http.ResponseWriter, r *http.Request) {
 		httpjson.WriteError(w, r, d.Logger, fault.New(fault.NotFound, "not_found", "no route for %s", r.URL.Path))
@@ -160,19 +160,16 @@ func newHandler(d Deps, hub *longpoll.Hub, streams *stream.Service) http.Handler
 
 	lookup := auth.Lookup(d.Engine.LookupToken)
 	r.Route("/api/v1", func(r chi.Router) {
-		authenticated := func(r *http.Request) bool {
-			token, ok := httpauth.Bearer(r)
-			if !ok {
-				return false
-			}
-			if engine.IsSettleToken(token) {
+		authenticated := func(r *http.Request) (*http.Request, bool) {
+			if token, ok := httpauth.Bearer(r); ok && engine.IsSettleToken(token) {
+				// Rare (a front end settling one occurrence): looked up
+				// again by the route.
 				_, err := d.Engine.AuthenticateSettleToken(r.Context(), token)
-				return err == nil
+				return r, err == nil
 			}
-			_, err := auth.Authenticate(r.Context(), lookup, token)
-			return err == nil
+			return httpauth.Preauthenticate(r, lookup)
 		}
-		r.Use(refuseUnstorable(d.Logger), strictBodies(d.Logger, d.Config.MaxBodyBytes, authenticated))
+		r.Use(noSniff, refuseUnstorable(d.Logger), strictBodies(d.Logger, d.Config.MaxBodyBytes, authenticated))
 		// Every API route needs a token (DESIGN §9), paths and methods that
 		// match no route included: without one they are 401, not 404 or
 		// 405. Set before the subrouters are mounted, which inherit it.
