@@ -23,6 +23,12 @@ type recentCancel struct {
 	at     time.Time
 }
 
+// recentEntry is a cancellation in recentOrder.
+type recentEntry struct {
+	id uuid.UUID
+	at time.Time
+}
+
 // workerKey names a worker: at most one stream per worker on all replicas.
 type workerKey struct {
 	consumer int64
@@ -50,6 +56,11 @@ type registry struct {
 	// may have committed just before the cancellation and not be indexed
 	// yet. hold checks them, so that none is missed.
 	recent  map[uuid.UUID]recentCancel
+	// recentOrder holds recent's entries in arrival order, so that
+	// forgetting the old ones takes only them: a bulk stop sends a
+	// cancellation per occurrence, and a walk over the whole map at each
+	// made it quadratic, under the lock streams use.
+	recentOrder []recentEntry
 	closed  bool
 	closing chan struct{}
 	// grace is how long a stream holding assignments may keep them once
@@ -264,12 +275,17 @@ func (r *registry) cancel(payload string) {
 		return
 	}
 	now := time.Now()
-	for k, c := range r.recent {
-		if now.Sub(c.at) > recentFor {
-			delete(r.recent, k)
+	for len(r.recentOrder) > 0 && now.Sub(r.recentOrder[0].at) > recentFor {
+		old := r.recentOrder[0]
+		r.recentOrder = r.recentOrder[1:]
+		// Taken by a claim meanwhile, or noted again since: not this entry's
+		// to forget.
+		if c, ok := r.recent[old.id]; ok && c.at.Equal(old.at) {
+			delete(r.recent, old.id)
 		}
 	}
 	r.recent[id] = recentCancel{reason: reason, at: now}
+	r.recentOrder = append(r.recentOrder, recentEntry{id: id, at: now})
 }
 
 // signal handles a ChannelWorker payload.

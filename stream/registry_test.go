@@ -67,3 +67,63 @@ func TestNotificationsOfNewPairsResolveOpenStreams(t *testing.T) {
 }
 
 var testNow = time.Now()
+
+// Cancellations nobody held are forgotten after recentFor, oldest first,
+// each once: one taken by a claim and noted again since is not forgotten
+// when its first note expires.
+func TestRecentCancellationsAreForgottenInOrder(t *testing.T) {
+	t.Parallel()
+	r := newRegistry(10, nil)
+	old, again, fresh := uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7())
+	r.cancel(engine.CancelPayload(old, engine.CancelInstanceStopped))
+	r.cancel(engine.CancelPayload(again, engine.CancelInstanceStopped))
+	// again is taken by a claim, then noted anew.
+	s := newTestSession("w")
+	if _, err := r.admit(s); err != nil {
+		t.Fatal(err)
+	}
+	r.hold(s, again)
+	r.drop(s, again)
+	r.cancel(engine.CancelPayload(again, engine.CancelInstanceStopped))
+	// The first two notes are now recentFor old.
+	past := time.Now().Add(-recentFor - time.Second)
+	r.mu.Lock()
+	if len(r.recentOrder) != 3 {
+		r.mu.Unlock()
+		t.Fatalf("%d entries in arrival order, want 3", len(r.recentOrder))
+	}
+	r.recentOrder[0].at, r.recentOrder[1].at = past, past
+	r.recent[old] = recentCancel{reason: engine.CancelInstanceStopped, at: past}
+	r.mu.Unlock()
+
+	r.cancel(engine.CancelPayload(fresh, engine.CancelInstanceStopped))
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.recent[old]; ok {
+		t.Error("a cancellation older than recentFor is still remembered")
+	}
+	if _, ok := r.recent[again]; !ok {
+		t.Error("a cancellation noted again was forgotten with its first note")
+	}
+	if _, ok := r.recent[fresh]; !ok {
+		t.Error("a cancellation noted just now was forgotten")
+	}
+	if len(r.recentOrder) != 2 {
+		t.Errorf("%d entries in arrival order, want the 2 recent ones", len(r.recentOrder))
+	}
+}
+
+// BenchmarkCancelNobodyHeld is a bulk stop's cancellations arriving at a
+// replica whose streams hold none of them: each is noted, and the cost of
+// one must not grow with those noted before it.
+func BenchmarkCancelNobodyHeld(b *testing.B) {
+	r := newRegistry(10, nil)
+	payloads := make([]string, b.N)
+	for i := range payloads {
+		payloads[i] = engine.CancelPayload(uuid.Must(uuid.NewV7()), engine.CancelInstanceStopped)
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		r.cancel(payloads[i])
+	}
+}
