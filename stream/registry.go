@@ -55,14 +55,14 @@ type registry struct {
 	// recent are cancellations no stream held when they arrived: a claim
 	// may have committed just before the cancellation and not be indexed
 	// yet. hold checks them, so that none is missed.
-	recent  map[uuid.UUID]recentCancel
+	recent map[uuid.UUID]recentCancel
 	// recentOrder holds recent's entries in arrival order, so that
 	// forgetting the old ones takes only them: a bulk stop sends a
 	// cancellation per occurrence, and a walk over the whole map at each
 	// made it quadratic, under the lock streams use.
 	recentOrder []recentEntry
-	closed  bool
-	closing chan struct{}
+	closed      bool
+	closing     chan struct{}
 	// grace is how long a stream holding assignments may keep them once
 	// the replica stops, for its worker to settle them (set by close).
 	grace   time.Duration
