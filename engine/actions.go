@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"fmt"
+	"math"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -248,10 +250,17 @@ func checkBulkFilter(action Action, f InstanceFilter) error {
 // ActOnFilter applies action to every instance f matches, once the
 // operator confirmed the count: if the filter now matches another number
 // (confirm differs from CountForAction), nothing is applied and the
-// refusal (409 count_changed) carries the current count. It works in
-// batches of bulkBatch, each one transaction; every instance is re-checked
-// under its lock, and one that changed meanwhile is skipped. Repeating it
-// is harmless: what was applied no longer matches.
+// refusal (409 count_changed) carries the current count. The instances are
+// those the filter matched when the count was checked, no others: an
+// instance that comes to match while the action runs is left alone, and
+// Applied plus Skipped is the count confirmed. It works in batches of
+// bulkBatch, each one transaction; every instance is re-checked under its
+// lock, and one that changed meanwhile is skipped. Once started it runs to
+// its end, whether or not its caller waits (a client that gave up on a
+// long action finds its records in the audit log under the bulk id; a
+// process that exits ends it between two batches, each whole). Repeating
+// it is harmless:
+// what was applied no longer matches.
 func (e *Engine) ActOnFilter(ctx context.Context, actor Actor, action Action, f InstanceFilter, reason string, confirm int64) (BulkResult, error) {
 	if err := checkReason(reason); err != nil {
 		return BulkResult{}, err
@@ -262,30 +271,34 @@ func (e *Engine) ActOnFilter(ctx context.Context, actor Actor, action Action, f 
 		return BulkResult{}, fault.New(fault.BadRequest, "invalid_request", "the confirmed count must be 0 or more").
 			WithErrors([]fault.FieldError{{Path: "/confirm_count", Message: "must be the count confirmed: 0 or more"}})
 	}
-	count, err := e.CountForAction(ctx, action, f)
-	if err != nil {
+	if err := checkBulkFilter(action, f); err != nil {
 		return BulkResult{}, err
 	}
-	if count != confirm {
+	// Every matching id at once (16 bytes each), one more than confirmed
+	// to see a count that grew: the walk then works on this set alone.
+	ids, err := e.q.InstanceIDsForAction(ctx, queries.InstanceIDsForActionParams{ProcessKey: strPtr(f.ProcessKey), Status: strPtr(f.Status),
+		StatusIn: action.appliesTo(), BusinessKey: strPtr(f.BusinessKey), CreatedFrom: idBound(f.CreatedAfter), CreatedTo: idBound(f.CreatedBefore),
+		RetryableOnly: action == ActionRetry, Max: int32(min(confirm+1, math.MaxInt32))})
+	if err != nil {
+		return BulkResult{}, wrap("bulk "+string(action), err)
+	}
+	if int64(len(ids)) != confirm {
+		count := int64(len(ids))
+		if count > confirm {
+			if count, err = e.CountForAction(ctx, action, f); err != nil {
+				return BulkResult{}, err
+			}
+		}
 		fe := fault.New(fault.Conflict, "count_changed", "the filter matches %d instances now, not the %d confirmed: confirm the new count", count, confirm)
 		fe.Extra = map[string]any{"count": count}
 		return BulkResult{}, fe
 	}
-	res := BulkResult{ID: uuid.Must(uuid.NewV7()), Matched: count}
+	res := BulkResult{ID: uuid.Must(uuid.NewV7()), Matched: confirm}
 	reason = strings.TrimSpace(reason)
-	var before *uuid.UUID
-	for {
-		ids, err := e.q.InstanceIDsForAction(ctx, queries.InstanceIDsForActionParams{ProcessKey: strPtr(f.ProcessKey), Status: strPtr(f.Status),
-			StatusIn: action.appliesTo(), BusinessKey: strPtr(f.BusinessKey), CreatedFrom: idBound(f.CreatedAfter), CreatedTo: idBound(f.CreatedBefore),
-			RetryableOnly: action == ActionRetry, Before: before, Max: bulkBatch})
-		if err != nil {
-			return res, wrap("bulk "+string(action), err)
-		}
-		if len(ids) == 0 {
-			return res, nil
-		}
+	ctx = context.WithoutCancel(ctx)
+	for batch := range slices.Chunk(ids, bulkBatch) {
 		err = e.tx(ctx, func(q *queries.Queries, tx pgx.Tx) error {
-			for _, id := range ids {
+			for _, id := range batch {
 				var applied bool
 				err := pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error {
 					var err error
@@ -306,11 +319,8 @@ func (e *Engine) ActOnFilter(ctx context.Context, actor Actor, action Action, f 
 		if err != nil {
 			return res, wrap("bulk "+string(action), err)
 		}
-		before = &ids[len(ids)-1]
-		if ctx.Err() != nil {
-			return res, ctx.Err()
-		}
 	}
+	return res, nil
 }
 
 // OperatorAction is one record of the operator audit log.

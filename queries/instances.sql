@@ -88,7 +88,7 @@ where (sqlc.narg('process_key')::text is null or process_key = sqlc.narg('proces
       limit 1), false));
 
 -- name: InstanceIDsForAction :many
--- The next page of instances a bulk action applies to, newest first.
+-- The instances a bulk action applies to, newest first, at most @max.
 select id from instances
 where (sqlc.narg('process_key')::text is null or process_key = sqlc.narg('process_key'))
   and (sqlc.narg('status')::text is null or status = sqlc.narg('status'))
@@ -96,7 +96,6 @@ where (sqlc.narg('process_key')::text is null or process_key = sqlc.narg('proces
   and (sqlc.narg('business_key')::text is null or business_key = sqlc.narg('business_key'))
   and (sqlc.narg('created_from')::uuid is null or id >= sqlc.narg('created_from'))
   and (sqlc.narg('created_to')::uuid is null or id < sqlc.narg('created_to'))
-  and (sqlc.narg('before')::uuid is null or id < sqlc.narg('before'))
   -- The same instances InstanceCount counts.
   and (not @retryable_only::boolean or coalesce((
       select not (o.attempts = 0 and o.error_code is not distinct from 'invalid_inputs') from occurrences o

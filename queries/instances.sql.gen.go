@@ -366,15 +366,14 @@ where ($1::text is null or process_key = $1)
   and ($4::text is null or business_key = $4)
   and ($5::uuid is null or id >= $5)
   and ($6::uuid is null or id < $6)
-  and ($7::uuid is null or id < $7)
   -- The same instances InstanceCount counts.
-  and (not $8::boolean or coalesce((
+  and (not $7::boolean or coalesce((
       select not (o.attempts = 0 and o.error_code is not distinct from 'invalid_inputs') from occurrences o
       where o.instance_id = instances.id and o.status = 'failed'
       order by o.settled_at desc, o.created_at desc
       limit 1), false))
 order by id desc
-limit $9
+limit $8
 `
 
 type InstanceIDsForActionParams struct {
@@ -384,12 +383,11 @@ type InstanceIDsForActionParams struct {
 	BusinessKey   *string
 	CreatedFrom   *uuid.UUID
 	CreatedTo     *uuid.UUID
-	Before        *uuid.UUID
 	RetryableOnly bool
 	Max           int32
 }
 
-// The next page of instances a bulk action applies to, newest first.
+// The instances a bulk action applies to, newest first, at most @max.
 func (q *Queries) InstanceIDsForAction(ctx context.Context, arg InstanceIDsForActionParams) ([]uuid.UUID, error) {
 	rows, err := q.db.Query(ctx, instanceIDsForAction,
 		arg.ProcessKey,
@@ -398,7 +396,6 @@ func (q *Queries) InstanceIDsForAction(ctx context.Context, arg InstanceIDsForAc
 		arg.BusinessKey,
 		arg.CreatedFrom,
 		arg.CreatedTo,
-		arg.Before,
 		arg.RetryableOnly,
 		arg.Max,
 	)
