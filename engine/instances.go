@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strconv"
 	"time"
 
@@ -456,14 +455,19 @@ func idBound(t *time.Time) *uuid.UUID {
 	return &u
 }
 
-// ListInstances returns instances newest first.
+// ListInstances returns instances newest first, without their inputs
+// (Inputs is nil): GetInstance has them.
 func (e *Engine) ListInstances(ctx context.Context, f InstanceFilter) ([]Instance, error) {
-	var rows []queries.Instance
+	var rows []queries.InstanceListRow
 	var err error
 	if f.After != nil && f.Before == nil {
-		rows, err = e.q.InstanceListAfter(ctx, queries.InstanceListAfterParams{ProcessKey: strPtr(f.ProcessKey), Status: strPtr(f.Status),
+		var after []queries.InstanceListAfterRow
+		after, err = e.q.InstanceListAfter(ctx, queries.InstanceListAfterParams{ProcessKey: strPtr(f.ProcessKey), Status: strPtr(f.Status),
 			BusinessKey: strPtr(f.BusinessKey), CreatedFrom: idBound(f.CreatedAfter), CreatedTo: idBound(f.CreatedBefore), After: *f.After, Max: int32(f.Limit)})
-		slices.Reverse(rows)
+		rows = make([]queries.InstanceListRow, len(after))
+		for i, r := range after {
+			rows[len(after)-1-i] = queries.InstanceListRow(r)
+		}
 	} else {
 		rows, err = e.q.InstanceList(ctx, queries.InstanceListParams{ProcessKey: strPtr(f.ProcessKey), Status: strPtr(f.Status),
 			BusinessKey: strPtr(f.BusinessKey), CreatedFrom: idBound(f.CreatedAfter), CreatedTo: idBound(f.CreatedBefore), Before: f.Before, Max: int32(f.Limit)})
@@ -473,9 +477,8 @@ func (e *Engine) ListInstances(ctx context.Context, f InstanceFilter) ([]Instanc
 	}
 	out := make([]Instance, len(rows))
 	for i, r := range rows {
-		if out[i], err = e.instanceFromRow(ctx, r); err != nil {
-			return nil, wrap("list instances", err)
-		}
+		out[i] = Instance{ID: r.ID, ProcessKey: r.ProcessKey, Version: int(r.Version), Status: r.Status, BusinessKey: r.BusinessKey,
+			EndNode: r.EndNode, ErrorCode: r.ErrorCode, CreatedAt: r.CreatedAt, EndedAt: r.EndedAt}
 	}
 	return out, nil
 }

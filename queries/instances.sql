@@ -41,7 +41,9 @@ set status = 'cancelled', ended_at = coalesce(sqlc.narg('now')::timestamptz, now
 where id = @id and status in ('running', 'held');
 
 -- name: InstanceList :many
-select * from instances
+-- Without the inputs, which lists do not show: an instance's inputs may be
+-- a megabyte.
+select id, process_key, version, status, business_key, end_node, error_code, created_at, ended_at from instances
 where (sqlc.narg('process_key')::text is null or process_key = sqlc.narg('process_key'))
   and (sqlc.narg('status')::text is null or status = sqlc.narg('status'))
   and (sqlc.narg('business_key')::text is null or business_key = sqlc.narg('business_key'))
@@ -54,7 +56,7 @@ limit @max;
 
 -- name: InstanceListAfter :many
 -- The page before a keyset page, ascending (the caller reverses it).
-select * from instances
+select id, process_key, version, status, business_key, end_node, error_code, created_at, ended_at from instances
 where (sqlc.narg('process_key')::text is null or process_key = sqlc.narg('process_key'))
   and (sqlc.narg('status')::text is null or status = sqlc.narg('status'))
   and (sqlc.narg('business_key')::text is null or business_key = sqlc.narg('business_key'))

@@ -539,7 +539,7 @@ func (q *Queries) InstanceInsertNewMany(ctx context.Context, arg InstanceInsertN
 }
 
 const instanceList = `-- name: InstanceList :many
-select id, process_key, version, status, business_key, inputs, sealed_inputs, idempotency_key, request_digest, end_node, error_code, created_at, ended_at from instances
+select id, process_key, version, status, business_key, end_node, error_code, created_at, ended_at from instances
 where ($1::text is null or process_key = $1)
   and ($2::text is null or status = $2)
   and ($3::text is null or business_key = $3)
@@ -561,7 +561,21 @@ type InstanceListParams struct {
 	Max         int32
 }
 
-func (q *Queries) InstanceList(ctx context.Context, arg InstanceListParams) ([]Instance, error) {
+type InstanceListRow struct {
+	ID          uuid.UUID
+	ProcessKey  string
+	Version     int32
+	Status      string
+	BusinessKey *string
+	EndNode     *string
+	ErrorCode   *string
+	CreatedAt   time.Time
+	EndedAt     *time.Time
+}
+
+// Without the inputs, which lists do not show: an instance's inputs may be
+// a megabyte.
+func (q *Queries) InstanceList(ctx context.Context, arg InstanceListParams) ([]InstanceListRow, error) {
 	rows, err := q.db.Query(ctx, instanceList,
 		arg.ProcessKey,
 		arg.Status,
@@ -575,19 +589,15 @@ func (q *Queries) InstanceList(ctx context.Context, arg InstanceListParams) ([]I
 		return nil, err
 	}
 	defer rows.Close()
-	items := []Instance{}
+	items := []InstanceListRow{}
 	for rows.Next() {
-		var i Instance
+		var i InstanceListRow
 		if err := rows.Scan(
 			&i.ID,
 			&i.ProcessKey,
 			&i.Version,
 			&i.Status,
 			&i.BusinessKey,
-			&i.Inputs,
-			&i.SealedInputs,
-			&i.IdempotencyKey,
-			&i.RequestDigest,
 			&i.EndNode,
 			&i.ErrorCode,
 			&i.CreatedAt,
@@ -604,7 +614,7 @@ func (q *Queries) InstanceList(ctx context.Context, arg InstanceListParams) ([]I
 }
 
 const instanceListAfter = `-- name: InstanceListAfter :many
-select id, process_key, version, status, business_key, inputs, sealed_inputs, idempotency_key, request_digest, end_node, error_code, created_at, ended_at from instances
+select id, process_key, version, status, business_key, end_node, error_code, created_at, ended_at from instances
 where ($1::text is null or process_key = $1)
   and ($2::text is null or status = $2)
   and ($3::text is null or business_key = $3)
@@ -626,8 +636,20 @@ type InstanceListAfterParams struct {
 	Max         int32
 }
 
+type InstanceListAfterRow struct {
+	ID          uuid.UUID
+	ProcessKey  string
+	Version     int32
+	Status      string
+	BusinessKey *string
+	EndNode     *string
+	ErrorCode   *string
+	CreatedAt   time.Time
+	EndedAt     *time.Time
+}
+
 // The page before a keyset page, ascending (the caller reverses it).
-func (q *Queries) InstanceListAfter(ctx context.Context, arg InstanceListAfterParams) ([]Instance, error) {
+func (q *Queries) InstanceListAfter(ctx context.Context, arg InstanceListAfterParams) ([]InstanceListAfterRow, error) {
 	rows, err := q.db.Query(ctx, instanceListAfter,
 		arg.ProcessKey,
 		arg.Status,
@@ -641,19 +663,15 @@ func (q *Queries) InstanceListAfter(ctx context.Context, arg InstanceListAfterPa
 		return nil, err
 	}
 	defer rows.Close()
-	items := []Instance{}
+	items := []InstanceListAfterRow{}
 	for rows.Next() {
-		var i Instance
+		var i InstanceListAfterRow
 		if err := rows.Scan(
 			&i.ID,
 			&i.ProcessKey,
 			&i.Version,
 			&i.Status,
 			&i.BusinessKey,
-			&i.Inputs,
-			&i.SealedInputs,
-			&i.IdempotencyKey,
-			&i.RequestDigest,
 			&i.EndNode,
 			&i.ErrorCode,
 			&i.CreatedAt,
