@@ -71,7 +71,18 @@ func TestObservationFiltersAndPagination(t *testing.T) {
 			t.Errorf("occurrences?%s: %d items, want %d", tc.query, len(got), tc.want)
 		}
 	}
+	// A list reads no values (each may be a megabyte); the detail shows them.
+	for _, it := range env.Must(200, "GET", "/api/v1/occurrences?status=completed", env.Operator, nil).JSON(t)["items"].([]any) {
+		for _, side := range []string{"inputs", "outputs"} {
+			if v, has := it.(map[string]any)[side]; has {
+				t.Errorf("a listed occurrence carries its %s: %v", side, v)
+			}
+		}
+	}
 	detail := env.Must(200, "GET", "/api/v1/occurrences/"+fetched["id"].(string), env.Operator, nil).JSON(t)
+	if detail["inputs"] == nil || detail["outputs"] == nil {
+		t.Errorf("the completed occurrence's detail shows inputs %v and outputs %v", detail["inputs"], detail["outputs"])
+	}
 	attempts := detail["attempts"].([]any)
 	if len(attempts) != 1 || attempts[0].(map[string]any)["outcome"] != "completed" || attempts[0].(map[string]any)["worker_id"] != "w" {
 		t.Errorf("attempts = %v", attempts)

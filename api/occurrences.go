@@ -46,7 +46,8 @@ type consumerRef struct {
 }
 
 // OccurrenceJSON is an occurrence as the observation API shows it: inputs
-// and outputs masked.
+// and outputs masked, in the detail only (lists read none: each may be a
+// megabyte).
 type occurrenceJSON struct {
 	ID            uuid.UUID             `json:"id"`
 	InstanceID    uuid.UUID             `json:"instance_id"`
@@ -73,8 +74,8 @@ type occurrenceJSON struct {
 	AttemptsLeft  int                   `json:"attempts_left"`
 	DeferredAt    *time.Time            `json:"deferred_at"`
 	DeferReason   *string               `json:"defer_reason"`
-	Inputs        json.RawMessage       `json:"inputs"`
-	Outputs       json.RawMessage       `json:"outputs"`
+	Inputs        json.RawMessage       `json:"inputs,omitempty"`  // absent from lists
+	Outputs       json.RawMessage       `json:"outputs,omitempty"` // absent from lists; null before a result
 	Attempts      []attemptJSON         `json:"attempts,omitempty"`
 }
 
@@ -96,7 +97,7 @@ func toOccurrenceJSON(o engine.Occurrence) occurrenceJSON {
 	if o.ConsumerID != nil {
 		out.Consumer = &consumerRef{ID: *o.ConsumerID, Name: o.ConsumerName}
 	}
-	if out.Outputs == nil {
+	if out.Outputs == nil && out.Inputs != nil {
 		out.Outputs = json.RawMessage("null")
 	}
 	for _, a := range o.AttemptList {

@@ -118,6 +118,12 @@ func occurrenceOf(x observed, rev *Revision) Occurrence {
 	if o.ProcessVersion != nil {
 		out.ProcessVersion = int(*o.ProcessVersion)
 	}
+	if o.Inputs == nil && o.SealedInputs == nil {
+		// Read from occurrence_heads (a list): no values. A stored
+		// occurrence always has inputs, {} at least.
+		out.Inputs = nil
+		return out
+	}
 	out.Inputs = rev.Working.Inputs.Mask(o.Inputs)
 	if o.Outputs != nil {
 		out.Outputs = rev.Working.Outputs.Mask(o.Outputs)
@@ -215,7 +221,8 @@ type OccurrenceFilter struct {
 	Limit int
 }
 
-// ListOccurrences returns occurrences newest first.
+// ListOccurrences returns occurrences newest first, without their inputs
+// and outputs (both nil): GetOccurrence has them.
 func (e *Engine) ListOccurrences(ctx context.Context, f OccurrenceFilter) ([]Occurrence, error) {
 	p := queries.OccurrenceListParams{DefinitionKey: strPtr(f.Definition), Status: strPtr(f.Status), InstanceID: f.Instance,
 		Before: f.Before, Max: int32(f.Limit), Now: e.at(),
@@ -240,7 +247,7 @@ func (e *Engine) ListOccurrences(ctx context.Context, f OccurrenceFilter) ([]Occ
 		xs = make([]observed, len(rows))
 		for i, r := range rows {
 			// Ascending from the cursor: reversed, newest first.
-			xs[len(rows)-1-i] = observed{r.Occurrence, r.Lapsed}
+			xs[len(rows)-1-i] = observed{queries.Occurrence(r.OccurrenceHead), r.Lapsed}
 		}
 	} else {
 		rows, err := e.q.OccurrenceList(ctx, p)
@@ -249,7 +256,7 @@ func (e *Engine) ListOccurrences(ctx context.Context, f OccurrenceFilter) ([]Occ
 		}
 		xs = make([]observed, len(rows))
 		for i, r := range rows {
-			xs[i] = observed{r.Occurrence, r.Lapsed}
+			xs[i] = observed{queries.Occurrence(r.OccurrenceHead), r.Lapsed}
 		}
 	}
 	return e.observations(ctx, xs)

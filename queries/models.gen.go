@@ -124,6 +124,46 @@ type Occurrence struct {
 	ProcessVersion *int32
 }
 
+type OccurrenceHead struct {
+	ID             uuid.UUID
+	InstanceID     uuid.UUID
+	Node           string
+	DefinitionKey  string
+	Revision       int32
+	Mode           string
+	Status         string
+	Priority       int16
+	MaxAttempts    int32
+	RetryDelay     time.Duration
+	Deadline       *time.Duration
+	DeadlineAt     *time.Time
+	Destination    *string
+	Timeout        *time.Duration
+	Attempts       int32
+	AvailableAt    time.Time
+	ClaimableAt    *time.Time
+	ConsumerID     *int64
+	WorkerID       *string
+	ReservedAt     *time.Time
+	LockExpiresAt  *time.Time
+	Inputs         json.RawMessage
+	SealedInputs   []byte
+	Outputs        json.RawMessage
+	SealedOutputs  []byte
+	OutputsDigest  *string
+	Route          *string
+	ErrorCode      *string
+	ErrorMessage   *string
+	CreatedAt      time.Time
+	SettledAt      *time.Time
+	DeferredAt     *time.Time
+	DeferReason    *string
+	AttemptCredit  int32
+	ProcessKey     *string
+	BusinessKey    *string
+	ProcessVersion *int32
+}
+
 type OperatorAction struct {
 	ID           int64
 	At           time.Time

@@ -244,7 +244,7 @@ limit @max;
 
 -- name: OccurrenceList :many
 select sqlc.embed(o), relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts + o.attempt_credit, o.deadline_at, coalesce(sqlc.narg('now')::timestamptz, now())) as lapsed
-from occurrences o
+from occurrence_heads o
 where (sqlc.narg('definition_key')::text is null or o.definition_key = sqlc.narg('definition_key'))
   and (sqlc.narg('status')::text is null
        -- A lapsed lock is available again though stored reserved. Each status
@@ -277,7 +277,7 @@ limit @max;
 -- filters as OccurrenceList, ids above the cursor in ascending order, which
 -- the same indexes give read backwards; the caller reverses the page.
 select sqlc.embed(o), relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts + o.attempt_credit, o.deadline_at, coalesce(sqlc.narg('now')::timestamptz, now())) as lapsed
-from occurrences o
+from occurrence_heads o
 where (sqlc.narg('definition_key')::text is null or o.definition_key = sqlc.narg('definition_key'))
   and (sqlc.narg('status')::text is null
        -- A lapsed lock is available again though stored reserved. Each status

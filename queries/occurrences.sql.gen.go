@@ -1327,7 +1327,7 @@ func (q *Queries) OccurrenceKeepAlive(ctx context.Context, arg OccurrenceKeepAli
 
 const occurrenceList = `-- name: OccurrenceList :many
 select o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, o.process_key, o.business_key, o.process_version, relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts + o.attempt_credit, o.deadline_at, coalesce($1::timestamptz, now())) as lapsed
-from occurrences o
+from occurrence_heads o
 where ($2::text is null or o.definition_key = $2)
   and ($3::text is null
        -- A lapsed lock is available again though stored reserved. Each status
@@ -1375,8 +1375,8 @@ type OccurrenceListParams struct {
 }
 
 type OccurrenceListRow struct {
-	Occurrence Occurrence
-	Lapsed     bool
+	OccurrenceHead OccurrenceHead
+	Lapsed         bool
 }
 
 func (q *Queries) OccurrenceList(ctx context.Context, arg OccurrenceListParams) ([]OccurrenceListRow, error) {
@@ -1405,43 +1405,43 @@ func (q *Queries) OccurrenceList(ctx context.Context, arg OccurrenceListParams) 
 	for rows.Next() {
 		var i OccurrenceListRow
 		if err := rows.Scan(
-			&i.Occurrence.ID,
-			&i.Occurrence.InstanceID,
-			&i.Occurrence.Node,
-			&i.Occurrence.DefinitionKey,
-			&i.Occurrence.Revision,
-			&i.Occurrence.Mode,
-			&i.Occurrence.Status,
-			&i.Occurrence.Priority,
-			&i.Occurrence.MaxAttempts,
-			&i.Occurrence.RetryDelay,
-			&i.Occurrence.Deadline,
-			&i.Occurrence.DeadlineAt,
-			&i.Occurrence.Destination,
-			&i.Occurrence.Timeout,
-			&i.Occurrence.Attempts,
-			&i.Occurrence.AvailableAt,
-			&i.Occurrence.ClaimableAt,
-			&i.Occurrence.ConsumerID,
-			&i.Occurrence.WorkerID,
-			&i.Occurrence.ReservedAt,
-			&i.Occurrence.LockExpiresAt,
-			&i.Occurrence.Inputs,
-			&i.Occurrence.SealedInputs,
-			&i.Occurrence.Outputs,
-			&i.Occurrence.SealedOutputs,
-			&i.Occurrence.OutputsDigest,
-			&i.Occurrence.Route,
-			&i.Occurrence.ErrorCode,
-			&i.Occurrence.ErrorMessage,
-			&i.Occurrence.CreatedAt,
-			&i.Occurrence.SettledAt,
-			&i.Occurrence.DeferredAt,
-			&i.Occurrence.DeferReason,
-			&i.Occurrence.AttemptCredit,
-			&i.Occurrence.ProcessKey,
-			&i.Occurrence.BusinessKey,
-			&i.Occurrence.ProcessVersion,
+			&i.OccurrenceHead.ID,
+			&i.OccurrenceHead.InstanceID,
+			&i.OccurrenceHead.Node,
+			&i.OccurrenceHead.DefinitionKey,
+			&i.OccurrenceHead.Revision,
+			&i.OccurrenceHead.Mode,
+			&i.OccurrenceHead.Status,
+			&i.OccurrenceHead.Priority,
+			&i.OccurrenceHead.MaxAttempts,
+			&i.OccurrenceHead.RetryDelay,
+			&i.OccurrenceHead.Deadline,
+			&i.OccurrenceHead.DeadlineAt,
+			&i.OccurrenceHead.Destination,
+			&i.OccurrenceHead.Timeout,
+			&i.OccurrenceHead.Attempts,
+			&i.OccurrenceHead.AvailableAt,
+			&i.OccurrenceHead.ClaimableAt,
+			&i.OccurrenceHead.ConsumerID,
+			&i.OccurrenceHead.WorkerID,
+			&i.OccurrenceHead.ReservedAt,
+			&i.OccurrenceHead.LockExpiresAt,
+			&i.OccurrenceHead.Inputs,
+			&i.OccurrenceHead.SealedInputs,
+			&i.OccurrenceHead.Outputs,
+			&i.OccurrenceHead.SealedOutputs,
+			&i.OccurrenceHead.OutputsDigest,
+			&i.OccurrenceHead.Route,
+			&i.OccurrenceHead.ErrorCode,
+			&i.OccurrenceHead.ErrorMessage,
+			&i.OccurrenceHead.CreatedAt,
+			&i.OccurrenceHead.SettledAt,
+			&i.OccurrenceHead.DeferredAt,
+			&i.OccurrenceHead.DeferReason,
+			&i.OccurrenceHead.AttemptCredit,
+			&i.OccurrenceHead.ProcessKey,
+			&i.OccurrenceHead.BusinessKey,
+			&i.OccurrenceHead.ProcessVersion,
 			&i.Lapsed,
 		); err != nil {
 			return nil, err
@@ -1456,7 +1456,7 @@ func (q *Queries) OccurrenceList(ctx context.Context, arg OccurrenceListParams) 
 
 const occurrenceListAfter = `-- name: OccurrenceListAfter :many
 select o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, o.process_key, o.business_key, o.process_version, relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts + o.attempt_credit, o.deadline_at, coalesce($1::timestamptz, now())) as lapsed
-from occurrences o
+from occurrence_heads o
 where ($2::text is null or o.definition_key = $2)
   and ($3::text is null
        -- A lapsed lock is available again though stored reserved. Each status
@@ -1504,8 +1504,8 @@ type OccurrenceListAfterParams struct {
 }
 
 type OccurrenceListAfterRow struct {
-	Occurrence Occurrence
-	Lapsed     bool
+	OccurrenceHead OccurrenceHead
+	Lapsed         bool
 }
 
 // The page before a keyset page (the console's "previous page"): the same
@@ -1537,43 +1537,43 @@ func (q *Queries) OccurrenceListAfter(ctx context.Context, arg OccurrenceListAft
 	for rows.Next() {
 		var i OccurrenceListAfterRow
 		if err := rows.Scan(
-			&i.Occurrence.ID,
-			&i.Occurrence.InstanceID,
-			&i.Occurrence.Node,
-			&i.Occurrence.DefinitionKey,
-			&i.Occurrence.Revision,
-			&i.Occurrence.Mode,
-			&i.Occurrence.Status,
-			&i.Occurrence.Priority,
-			&i.Occurrence.MaxAttempts,
-			&i.Occurrence.RetryDelay,
-			&i.Occurrence.Deadline,
-			&i.Occurrence.DeadlineAt,
-			&i.Occurrence.Destination,
-			&i.Occurrence.Timeout,
-			&i.Occurrence.Attempts,
-			&i.Occurrence.AvailableAt,
-			&i.Occurrence.ClaimableAt,
-			&i.Occurrence.ConsumerID,
-			&i.Occurrence.WorkerID,
-			&i.Occurrence.ReservedAt,
-			&i.Occurrence.LockExpiresAt,
-			&i.Occurrence.Inputs,
-			&i.Occurrence.SealedInputs,
-			&i.Occurrence.Outputs,
-			&i.Occurrence.SealedOutputs,
-			&i.Occurrence.OutputsDigest,
-			&i.Occurrence.Route,
-			&i.Occurrence.ErrorCode,
-			&i.Occurrence.ErrorMessage,
-			&i.Occurrence.CreatedAt,
-			&i.Occurrence.SettledAt,
-			&i.Occurrence.DeferredAt,
-			&i.Occurrence.DeferReason,
-			&i.Occurrence.AttemptCredit,
-			&i.Occurrence.ProcessKey,
-			&i.Occurrence.BusinessKey,
-			&i.Occurrence.ProcessVersion,
+			&i.OccurrenceHead.ID,
+			&i.OccurrenceHead.InstanceID,
+			&i.OccurrenceHead.Node,
+			&i.OccurrenceHead.DefinitionKey,
+			&i.OccurrenceHead.Revision,
+			&i.OccurrenceHead.Mode,
+			&i.OccurrenceHead.Status,
+			&i.OccurrenceHead.Priority,
+			&i.OccurrenceHead.MaxAttempts,
+			&i.OccurrenceHead.RetryDelay,
+			&i.OccurrenceHead.Deadline,
+			&i.OccurrenceHead.DeadlineAt,
+			&i.OccurrenceHead.Destination,
+			&i.OccurrenceHead.Timeout,
+			&i.OccurrenceHead.Attempts,
+			&i.OccurrenceHead.AvailableAt,
+			&i.OccurrenceHead.ClaimableAt,
+			&i.OccurrenceHead.ConsumerID,
+			&i.OccurrenceHead.WorkerID,
+			&i.OccurrenceHead.ReservedAt,
+			&i.OccurrenceHead.LockExpiresAt,
+			&i.OccurrenceHead.Inputs,
+			&i.OccurrenceHead.SealedInputs,
+			&i.OccurrenceHead.Outputs,
+			&i.OccurrenceHead.SealedOutputs,
+			&i.OccurrenceHead.OutputsDigest,
+			&i.OccurrenceHead.Route,
+			&i.OccurrenceHead.ErrorCode,
+			&i.OccurrenceHead.ErrorMessage,
+			&i.OccurrenceHead.CreatedAt,
+			&i.OccurrenceHead.SettledAt,
+			&i.OccurrenceHead.DeferredAt,
+			&i.OccurrenceHead.DeferReason,
+			&i.OccurrenceHead.AttemptCredit,
+			&i.OccurrenceHead.ProcessKey,
+			&i.OccurrenceHead.BusinessKey,
+			&i.OccurrenceHead.ProcessVersion,
 			&i.Lapsed,
 		); err != nil {
 			return nil, err
