@@ -15,3 +15,5 @@ func SetClock(c *Console, now func() time.Time) { c.now = now }
 func SetCounts(c *Console, f func(context.Context) ([]engine.OccurrenceCount, time.Time, error)) {
 	c.countsOf = f
 }
+
+const MaxGraphNodes = maxGraphNodes

@@ -1,6 +1,8 @@
 package console_test
 
 import (
+	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -8,6 +10,9 @@ import (
 	"testing"
 
 	"github.com/PuerkitoBio/goquery"
+
+	"github.com/relais/relais/console"
+	"github.com/relais/relais/internal/relaistest"
 )
 
 // TestHealthPage: per definition, open, held and failed counts, the queue
@@ -172,4 +177,34 @@ func TestHealthPageInFrench(t *testing.T) {
 			t.Errorf("bar title %q, want “slot\u202f: n terminée(s)”", title)
 		}
 	})
+}
+
+// A version too large to draw legibly is not laid out (it takes more than
+// linear time, and a drawing thousands of boxes wide shows nothing): the
+// page says so, and its table still lists every node.
+func TestLargeProcessVersionIsNotDrawn(t *testing.T) {
+	t.Parallel()
+	f := newIncidentFixture(t)
+	doc := relaistest.CRMProcess(nil)
+	nodes := doc["nodes"].(map[string]any)
+	crm := nodes["crm"].(map[string]any)
+	for i := range console.MaxGraphNodes {
+		n := maps.Clone(crm)
+		next := fmt.Sprintf("n%03d", i+1)
+		if i+1 == console.MaxGraphNodes {
+			next = "done"
+		}
+		n["routes"] = map[string]any{"created": next, "existing": "known"}
+		nodes[fmt.Sprintf("n%03d", i)] = n
+	}
+	crm["routes"] = map[string]any{"created": "n000", "existing": "n000"}
+	f.env.Process("long_chain", doc)
+	b := signedIn(t, f.env.URL, "en", f.env.Operator)
+	r := b.mustGet("/console/processes/long_chain/versions/1", 200)
+	if r.doc.Find(`svg[data-testid=process-graph]`).Length() != 0 || count(r, "graph-too-big") != 1 {
+		t.Errorf("a version of %d nodes is drawn, or nothing says why not", len(nodes))
+	}
+	if got := r.doc.Find(`[data-testid=nodes] tbody tr`).Length(); got != len(nodes) {
+		t.Errorf("the node table lists %d nodes, want %d", got, len(nodes))
+	}
 }

@@ -83,9 +83,11 @@ type nodeRow struct {
 
 // processVersionView is a process version page.
 type processVersionView struct {
-	Chrome                                                                              chrome
-	Summary                                                                             []fact
-	GraphLabel, GraphIntro                                                              string
+	Chrome                 chrome
+	Summary                []fact
+	GraphLabel, GraphIntro string
+	// GraphTooBig, when set, says why no graph is drawn.
+	GraphTooBig                                                                         string
 	Graph                                                                               graphView
 	CountsNote, CountsMissing                                                           string
 	NodesLabel, NodesCaption                                                            string
@@ -99,6 +101,9 @@ type processVersionView struct {
 // SVG (nodes by depth, routes, error edges with their codes, hold) with
 // each node's occurrences of this version by status, and the same as a
 // table.
+// maxGraphNodes bounds the process versions the console draws.
+const maxGraphNodes = 300
+
 func (c *Console) processVersion(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	key := chi.URLParam(r, "key")
@@ -169,9 +174,15 @@ func (c *Console) processVersion(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	v.Graph = graphOf(ctx, p, lines)
-	v.Graph.Title = T(ctx, "Graph of %s", name)
-	v.Graph.Desc = T(ctx, "%d nodes, starting at %s. The table below lists the same nodes, routes and counts.", len(p.Nodes), p.Start)
+	if len(p.Nodes) > maxGraphNodes {
+		// Laying out takes more than linear time, and a drawing thousands
+		// of boxes wide shows nothing: the table below lists them all.
+		v.GraphTooBig = T(ctx, "This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.", len(p.Nodes), maxGraphNodes)
+	} else {
+		v.Graph = graphOf(ctx, p, lines)
+		v.Graph.Title = T(ctx, "Graph of %s", name)
+		v.Graph.Desc = T(ctx, "%d nodes, starting at %s. The table below lists the same nodes, routes and counts.", len(p.Nodes), p.Start)
+	}
 	for _, node := range slices.Sorted(maps.Keys(p.Nodes)) {
 		v.Nodes = append(v.Nodes, nodeRowOf(ctx, p, node, byNode[node], key))
 	}

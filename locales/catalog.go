@@ -45,7 +45,7 @@ var messageKeyToIndex = map[string]int{
 	"%[1]s; %[2]s":                             244,
 	"%d (0 lowest, 9 highest)":                 379,
 	"%d attempts":                              407,
-	"%d attempts, retry after %s, priority %d": 538,
+	"%d attempts, retry after %s, priority %d": 539,
 	"%d breaking":                              187,
 	"%d changes":                               186,
 	"%d completed":                             242,
@@ -55,13 +55,13 @@ var messageKeyToIndex = map[string]int{
 	"%d h":                                     253,
 	"%d held instances match now.":             50,
 	"%d hours":                                 269,
-	"%d items":                                 597,
+	"%d items":                                 598,
 	"%d left":                                  408,
 	"%d min":                                   252,
 	"%d minutes":                               270,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 70,
 	"%d ms": 272,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 528,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 529,
 	"%d occurrences":                          484,
 	"%d releases":                             206,
 	"%d running instances match now.":         57,
@@ -75,7 +75,7 @@ var messageKeyToIndex = map[string]int{
 	"%s (token #%d, %s)":                                  76,
 	"%s ago":                                              249,
 	"%s so far":                                           457,
-	"%s → %s":                                             533,
+	"%s → %s":                                             534,
 	"%s, revision %s":                                     369,
 	"%s, version %s":                                      370,
 	"%s: %s":                                              241,
@@ -83,10 +83,10 @@ var messageKeyToIndex = map[string]int{
 	"%s: a date is written 2026-12-01.":                   495,
 	"%s: the first day comes after the last.":             496,
 	"%s–%s":                                               240,
-	"(each item)":                                         586,
+	"(each item)":                                         587,
 	"(worker %s)":                                         446,
 	"0 seconds":                                           267,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           562,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           563,
 	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 439,
 	"Abandon %d instances":                                           54,
 	"Abandon every held instance this filter matches":                52,
@@ -105,7 +105,7 @@ var messageKeyToIndex = map[string]int{
 	"All definitions":                     231,
 	"All processes":                       319,
 	"All statuses":                        320,
-	"All workers":                         612,
+	"All workers":                         613,
 	"An operator abandoned the instance.": 438,
 	"Apply filters":                       88,
 	"Apr":                                 258,
@@ -125,11 +125,11 @@ var messageKeyToIndex = map[string]int{
 	"Bulk action":                      83,
 	"Business key":                     67,
 	"Call timeout":                     402,
-	"Camunda 7 facade":                 616,
+	"Camunda 7 facade":                 617,
 	"Cancelled: the instance was stopped (%s).":               456,
 	"Cancelled: the instance was stopped by %s at %s — “%s”.": 455,
 	"Cannot act on this filter":                               71,
-	"Cannot reveal":                                           543,
+	"Cannot reveal":                                           544,
 	"Change":                                                  162,
 	"Changes between the two revisions":                       174,
 	"Changes of the Working copy since revision %d":           183,
@@ -145,7 +145,7 @@ var messageKeyToIndex = map[string]int{
 	"Completions and failures per 5 minutes, last hour: %s":    232,
 	"Completions and failures per 5-minute slot, oldest first": 237,
 	"Completions and failures, last hour":                      217,
-	"Connected":                                                608,
+	"Connected":                                                609,
 	"Constraints":                                              141,
 	"Consumer":                                                 382,
 	"Consumer and worker":                                      478,
@@ -155,7 +155,7 @@ var messageKeyToIndex = map[string]int{
 	"Counts by status": 474,
 	"Created":          283,
 	"Created from":     68,
-	"Created on":       567,
+	"Created on":       568,
 	"Created to":       69,
 	"Creation date":    308,
 	"Dates":            373,
@@ -167,7 +167,7 @@ var messageKeyToIndex = map[string]int{
 	"Definition %s":      143,
 	"Definitions":        111,
 	"Definitions by key": 201,
-	"Definitions served": 606,
+	"Definitions served": 607,
 	"Definitions, those needing attention first": 218,
 	"Description":          142,
 	"Destination":          394,
@@ -190,8 +190,8 @@ var messageKeyToIndex = map[string]int{
 	"Every %d seconds":            507,
 	"Every attempt, oldest first": 381,
 	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log (GET /api/v1/audit/reveals).": 86,
-	"Expired token":                    573,
-	"Expires":                          569,
+	"Expired token":                    574,
+	"Expires":                          570,
 	"External tasks":                   105,
 	"Failed":                           222,
 	"Failed (%s).":                     454,
@@ -211,13 +211,13 @@ var messageKeyToIndex = map[string]int{
 	"From revision %d to revision %d:": 185,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 36,
 	"Graph":                   516,
-	"Graph of %s":             527,
+	"Graph of %s":             528,
 	"HTTP 2xx, unusable body": 463,
 	"Health":                  104,
 	"Held at node":            301,
 	"Held instances":          221,
-	"ID":                      565,
-	"In flight":               607,
+	"ID":                      566,
+	"In flight":               608,
 	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 233,
 	"Inputs":                     167,
 	"Inputs of revision %d":      178,
@@ -227,18 +227,18 @@ var messageKeyToIndex = map[string]int{
 	"Instance":                  316,
 	"Instances":                 106,
 	"Instances of this process": 525,
-	"Invalid page":              600,
+	"Invalid page":              601,
 	"Invalid request":           122,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.": 21,
 	"Its instance is held here, waiting for an operator.":                                                                   452,
 	"Its instance went on along the node’s error path.":                                                                     453,
 	"Its message": 423,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      580,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      581,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 34,
 	"Jan":                     255,
 	"Jul":                     261,
 	"Jun":                     260,
-	"Keep it":                 582,
+	"Keep it":                 583,
 	"Keep it held":            14,
 	"Keep it running":         13,
 	"Key":                     202,
@@ -247,8 +247,8 @@ var messageKeyToIndex = map[string]int{
 	"Last error (attempt %d)": 421,
 	"Last reserved":           418,
 	"Last saved":              148,
-	"Last seen":               609,
-	"Last used":               568,
+	"Last seen":               610,
+	"Last used":               569,
 	"Latest revision":         203,
 	"Lists every change from one revision to another, and whom it may break.": 158,
 	"Local time at %s": 505,
@@ -271,9 +271,9 @@ var messageKeyToIndex = map[string]int{
 	"No definition has occurrences yet.": 226,
 	"No definition yet.":                 205,
 	"No inputs.":                         168,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 552,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 553,
 	"No instance matches these filters.": 318,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 551,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 552,
 	"No occurrence matches these filters.":                                                   480,
 	"No operator action matches.":                                                            90,
 	"No operator has acted on this instance.":                                                287,
@@ -286,11 +286,11 @@ var messageKeyToIndex = map[string]int{
 	"No revision yet: the Working copy has never been snapshotted.":          150,
 	"No service ever reserved this occurrence: it ended before any attempt.": 393,
 	"No service has reserved this occurrence yet.":                           390,
-	"No token.": 576,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 620,
-	"No worker is connected.":           610,
-	"No worker serves this definition.": 613,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 619,
+	"No token.": 577,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 621,
+	"No worker is connected.":           611,
+	"No worker serves this definition.": 614,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 620,
 	"Node":    279,
 	"Node %s": 215,
 	"Nodes":   518,
@@ -302,7 +302,7 @@ var messageKeyToIndex = map[string]int{
 	"Nothing exists at this address, or it is not visible to you.": 126,
 	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 127,
 	"Nothing to do: no instance this action applies to matches the filter.": 62,
-	"Nothing to find: the search box is empty.":                             549,
+	"Nothing to find: the search box is empty.":                             550,
 	"Nov":                       265,
 	"Now":                       403,
 	"Occurrence":                280,
@@ -315,9 +315,9 @@ var messageKeyToIndex = map[string]int{
 	"Oldest claimable waits":    223,
 	"On error":                  523,
 	"On success":                522,
-	"Only a value this page shows as hidden (sensitive) can be revealed.": 544,
-	"Only administrators manage tokens.":                                  563,
-	"Only administrators may reveal a sensitive value.":                   541,
+	"Only a value this page shows as hidden (sensitive) can be revealed.": 545,
+	"Only administrators manage tokens.":                                  564,
+	"Only administrators may reveal a sensitive value.":                   542,
 	"Open":             220,
 	"Operator actions": 275,
 	"Operator actions on this instance, newest first": 288,
@@ -344,7 +344,7 @@ var messageKeyToIndex = map[string]int{
 	"Process instances, newest first": 315,
 	"Processes":                       107,
 	"Processes by key":                509,
-	"Protocol":                        605,
+	"Protocol":                        606,
 	"Published":                       156,
 	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 508,
 	"Reason": 80,
@@ -384,33 +384,33 @@ var messageKeyToIndex = map[string]int{
 	"Retrying and abandoning apply to held instances, not %s ones.": 44,
 	"Retry…":                    0,
 	"Reveal — this is recorded": 415,
-	"Revealed by %s at %s; recorded in the audit log.": 542,
+	"Revealed by %s at %s; recorded in the audit log.": 543,
 	"Revision":    154,
 	"Revision %d": 175,
 	"Revisions":   149,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 622,
-	"Revoke the %s token “%s”?": 579,
-	"Revoke the token":          581,
-	"Revoke token %d":           578,
-	"Revoke…":                   574,
-	"Role":                      566,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 623,
+	"Revoke the %s token “%s”?": 580,
+	"Revoke the token":          582,
+	"Revoke token %d":           579,
+	"Revoke…":                   575,
+	"Role":                      567,
 	"Route":                     281,
 	"Routing output":            147,
 	"Rows %s–%s":                494,
 	"Save settings":             502,
 	"Say why, for whoever reads the log later: at most %d characters.": 12,
-	"Search":                               547,
-	"Secret values can never be revealed.": 545,
+	"Search":                               548,
+	"Secret values can never be revealed.": 546,
 	"Sep":                                  263,
-	"Served by %d workers":                 621,
+	"Served by %d workers":                 622,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 25,
 	"Settled":              284,
 	"Settlement date":      471,
 	"Show all definitions": 230,
 	"Show times in":        498,
 	"Showing the instances bulk action %s changed.": 94,
-	"Sign in": 556,
-	"Sign in with an operator, designer or administrator token.": 557,
+	"Sign in": 557,
+	"Sign in with an operator, designer or administrator token.": 558,
 	"Sign out":             115,
 	"Signed in as %s (%s)": 114,
 	"Since revision %d:":   181,
@@ -418,8 +418,8 @@ var messageKeyToIndex = map[string]int{
 	"Slot":                 238,
 	"Snapshotted":          176,
 	"Something went wrong": 133,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 564,
-	"Staff tokens, oldest first": 570,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 565,
+	"Staff tokens, oldest first": 571,
 	"Start node":                 515,
 	"Started":                    299,
 	"Status":                     66,
@@ -441,7 +441,7 @@ var messageKeyToIndex = map[string]int{
 	"Summary": 274,
 	"Task contracts: their Working copy, immutable revisions and named releases.": 200,
 	"Temporarily unavailable":                         131,
-	"That is too long to be an id or a business key.": 550,
+	"That is too long to be an id or a business key.": 551,
 	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.": 180,
 	"The bulk action must be its id (a UUID).":                   93,
 	"The call could not be prepared.":                            433,
@@ -469,13 +469,13 @@ var messageKeyToIndex = map[string]int{
 	"The reason you gave, not recorded:":                                                                                          31,
 	"The result did not match the revision's outputs contract.":                                                                   431,
 	"The revision must be a whole number, 1 or more.":                                                                             469,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 559,
-	"The token was revoked.":                                                                                                      577,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 560,
+	"The token was revoked.":                                                                                                      578,
 	"These revisions have the same contracts.":                                                                                    166,
 	"These settings are kept in this browser only.":                                                                               497,
-	"They take every revision their consumer is granted.":                                                                         623,
-	"They take revision %d only.":                                                                                                 624,
-	"They take revisions %s only.":                                                                                                625,
+	"They take every revision their consumer is granted.":                                                                         624,
+	"They take revision %d only.":                                                                                                 625,
+	"They take revisions %s only.":                                                                                                626,
 	"This contract has no inputs.":                                                                                                410,
 	"This contract has no outputs.":                                                                                               413,
 	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                         130,
@@ -489,23 +489,24 @@ var messageKeyToIndex = map[string]int{
 	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 294,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          33,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   38,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            584,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           583,
-	"This page does not accept that request.":     546,
-	"This page link is not one the console made.": 601,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            585,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           584,
+	"This page does not accept that request.":     547,
+	"This page link is not one the console made.": 602,
 	"This page reloads every %d seconds.":         119,
 	"This process takes no inputs.":               292,
-	"This token is unknown or has been revoked.":  561,
-	"Times in %s · no auto-reload":                118,
-	"Times in %s · reload every %d s":             117,
-	"To revision":                                 160,
-	"Token":                                       558,
-	"Tokens":                                      113,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 560,
+	"This token is unknown or has been revoked.":  562,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 527,
+	"Times in %s · no auto-reload":    118,
+	"Times in %s · reload every %d s": 117,
+	"To revision":                     160,
+	"Token":                           559,
+	"Tokens":                          113,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 561,
 	"Totals of all definitions, not narrowed by the other filters":         483,
 	"Totals of definition %s, not narrowed by the other filters":           482,
 	"Type": 138,
-	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 548,
+	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 549,
 	"UTC (coordinated universal time)": 504,
 	"Unknown action.":                  42,
 	"Unknown consumer.":                470,
@@ -518,32 +519,32 @@ var messageKeyToIndex = map[string]int{
 	"When":                                                      77,
 	"Who":                                                       78,
 	"Whole message":                                             392,
-	"Worker":                                                    604,
+	"Worker":                                                    605,
 	"Worker id":                                                 383,
 	"Workers":                                                   112,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        602,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        603,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 17,
-	"Workers seen within three heartbeats": 603,
-	"Workers serving %s":                   611,
+	"Workers seen within three heartbeats": 604,
+	"Workers serving %s":                   612,
 	"Working copy":                         144,
-	"You are signed out.":                  553,
+	"You are signed out.":                  554,
 	"Your role can read definitions only: external tasks and process instances are for operators and administrators.":                                                            121,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 554,
-	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      555,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 555,
+	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      556,
 	"[redacted]":                          468,
 	"abandon":                             4,
 	"administrator":                       347,
 	"an incident: retry, abandon or stop": 210,
 	"answer too large":                    466,
 	"any":                                 64,
-	"any other code → %s":                 536,
+	"any other code → %s":                 537,
 	"any other error":                     208,
 	"as of %s (%s); counts are refreshed every few seconds.": 485,
-	"at least %d characters":                                 587,
-	"at least %d items":                                      594,
+	"at least %d characters":                                 588,
+	"at least %d items":                                      595,
 	"at most %d":                                             405,
-	"at most %d characters":                                  588,
-	"at most %d items":                                       595,
+	"at most %d characters":                                  589,
+	"at most %d items":                                       596,
 	"at most %d since the last operator retry":               406,
 	"available":                                              321,
 	"boolean":                                                334,
@@ -559,28 +560,28 @@ var messageKeyToIndex = map[string]int{
 	"consumer #%s":                                           458,
 	"date":                                                   335,
 	"date and time":                                          336,
-	"deadline %s":                                            539,
+	"deadline %s":                                            540,
 	"deferred":                                               323,
 	"deferred since":                                         492,
 	"deleted":                                                84,
 	"designer":                                               349,
 	"disconnected":                                           330,
-	"end (completes)":                                        531,
-	"end (fails)":                                            532,
+	"end (completes)":                                        532,
+	"end (fails)":                                            533,
 	"end: completes the instance":                            211,
 	"end: fails the instance":                                212,
-	"every revision its consumer is granted":                 617,
+	"every revision its consumer is granted":                 618,
 	"expired":                                                327,
 	"failed":                                                 235,
-	"fails the instance":                                     537,
+	"fails the instance":                                     538,
 	"field added":                                            353,
 	"field removed":                                          354,
 	"format":                                                 364,
-	"format %s":                                              590,
+	"format %s":                                              591,
 	"from":                                                   311,
 	"held":                                                   326,
 	"held for an operator":                                   209,
-	"hold (an incident for an operator)":                     535,
+	"hold (an incident for an operator)":                     536,
 	"id or business key":                                     109,
 	"in %s":                                                  248,
 	"in progress":                                            391,
@@ -589,17 +590,17 @@ var messageKeyToIndex = map[string]int{
 	"just now":                                               250,
 	"list":                                                   339,
 	"lock until":                                             491,
-	"long polling":                                           615,
+	"long polling":                                           616,
 	"long wait":                                              229,
 	"maximum":                                                366,
-	"maximum %s":                                             592,
+	"maximum %s":                                             593,
 	"maximum items":                                          368,
 	"maximum length":                                         362,
 	"minimum":                                                365,
-	"minimum %s":                                             591,
+	"minimum %s":                                             592,
 	"minimum items":                                          367,
 	"minimum length":                                         361,
-	"never":                                                  571,
+	"never":                                                  572,
 	"next attempt":                                           488,
 	"no":                                                     352,
 	"no answer within the timeout":                           464,
@@ -609,25 +610,25 @@ var messageKeyToIndex = map[string]int{
 	"none yet": 204,
 	"none: a failed call takes the node’s error path": 401,
 	"normal":                          340,
-	"not provided":                    596,
-	"not yet":                         572,
-	"null":                            598,
+	"not provided":                    597,
+	"not yet":                         573,
+	"null":                            599,
 	"number":                          333,
 	"object":                          338,
 	"on error":                        207,
-	"one of: %s":                      593,
+	"one of: %s":                      594,
 	"operator":                        348,
 	"optional %s field of type %s":    196,
 	"optional field of type %s":       198,
 	"optional → required":             189,
 	"pattern":                         363,
-	"pattern %s":                      589,
-	"pull":                            529,
+	"pattern %s":                      590,
+	"pull":                            530,
 	"pull %s":                         214,
 	"pull (the service fetches it)":   345,
 	"push %s":                         213,
 	"push (Relais calls the service)": 346,
-	"push to %s":                      530,
+	"push to %s":                      531,
 	"rejected":                        328,
 	"released":                        329,
 	"required %s field of type %s":    195,
@@ -637,23 +638,23 @@ var messageKeyToIndex = map[string]int{
 	"reserved":                        322,
 	"retry":                           3,
 	"revision %d":                     486,
-	"revisions %s":                    618,
+	"revisions %s":                    619,
 	"routing changed":                 360,
-	"routing output":                  585,
+	"routing output":                  586,
 	"routing output %s → %s":          188,
 	"running":                         325,
 	"secret":                          342,
 	"sensitive":                       341,
 	"settled":                         487,
 	"stop":                            5,
-	"stream":                          614,
+	"stream":                          615,
 	"text":                            331,
 	"the contracts are the same (the name or a description changed).": 182,
-	"this session":           575,
-	"timeout %s":             540,
+	"this session":           576,
+	"timeout %s":             541,
 	"to":                     312,
 	"type changed":           355,
-	"unexpected value":       599,
+	"unexpected value":       600,
 	"unknown":                467,
 	"values added: %s":       191,
 	"values changed":         357,
@@ -664,10 +665,10 @@ var messageKeyToIndex = map[string]int{
 	"yes":                    351,
 	"••• hidden (secret)":    344,
 	"••• hidden (sensitive)": 343,
-	"→ %s":                   534,
+	"→ %s":                   535,
 }
 
-var enIndex = []uint32{ // 627 elements
+var enIndex = []uint32{ // 628 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x0000005a,
@@ -817,37 +818,37 @@ var enIndex = []uint32{ // 627 elements
 	0x00004150, 0x00004156, 0x00004248, 0x0000424e,
 	0x00004280, 0x00004285, 0x00004295, 0x000042a0,
 	0x000042a9, 0x000042b9, 0x000042d3, 0x0000430c,
-	0x0000431b, 0x000043d5, 0x000043da, 0x000043e8,
-	0x000043f8, 0x00004404, 0x00004414, 0x0000441e,
-	0x00004441, 0x0000445a, 0x0000446d, 0x000044d9,
-	0x000044e8, 0x000044f6, 0x00004528, 0x0000455f,
+	0x00004391, 0x000043a0, 0x0000445a, 0x0000445f,
+	0x0000446d, 0x0000447d, 0x00004489, 0x00004499,
+	0x000044a3, 0x000044c6, 0x000044df, 0x000044f2,
+	0x0000455e, 0x0000456d, 0x0000457b, 0x000045ad,
 	// Entry 220 - 23F
-	0x0000456d, 0x000045b1, 0x000045d6, 0x000045fe,
-	0x00004605, 0x00004660, 0x0000468a, 0x000046ba,
-	0x00004718, 0x000047b8, 0x000047cc, 0x00004877,
-	0x000048ed, 0x000048f5, 0x00004930, 0x00004936,
-	0x000049b2, 0x000049fa, 0x00004a25, 0x00004a87,
-	0x00004aaa, 0x00004b51, 0x00004b54, 0x00004b59,
-	0x00004b64, 0x00004b6e, 0x00004b76, 0x00004b91,
-	0x00004b97, 0x00004b9f, 0x00004bad, 0x00004bb7,
+	0x000045e4, 0x000045f2, 0x00004636, 0x0000465b,
+	0x00004683, 0x0000468a, 0x000046e5, 0x0000470f,
+	0x0000473f, 0x0000479d, 0x0000483d, 0x00004851,
+	0x000048fc, 0x00004972, 0x0000497a, 0x000049b5,
+	0x000049bb, 0x00004a37, 0x00004a7f, 0x00004aaa,
+	0x00004b0c, 0x00004b2f, 0x00004bd6, 0x00004bd9,
+	0x00004bde, 0x00004be9, 0x00004bf3, 0x00004bfb,
+	0x00004c16, 0x00004c1c, 0x00004c24, 0x00004c32,
 	// Entry 240 - 25F
-	0x00004bc4, 0x00004bce, 0x00004be5, 0x00004bf8,
-	0x00004c1c, 0x00004c9c, 0x00004cad, 0x00004cb5,
-	0x00004d2a, 0x00004d7e, 0x00004d8d, 0x00004d99,
-	0x00004dd5, 0x00004e0f, 0x00004e1d, 0x00004e2a,
-	0x00004e38, 0x00004e46, 0x00004e54, 0x00004e86,
-	0x00004eb6, 0x00004ec3, 0x00004ee3, 0x00004ee8,
-	0x00004ef9, 0x00004f06, 0x00004f32, 0x00004fb8,
-	0x00004fdd, 0x00004fe4, 0x00004fed, 0x00005000,
+	0x00004c3c, 0x00004c49, 0x00004c53, 0x00004c6a,
+	0x00004c7d, 0x00004ca1, 0x00004d21, 0x00004d32,
+	0x00004d3a, 0x00004daf, 0x00004e03, 0x00004e12,
+	0x00004e1e, 0x00004e5a, 0x00004e94, 0x00004ea2,
+	0x00004eaf, 0x00004ebd, 0x00004ecb, 0x00004ed9,
+	0x00004f0b, 0x00004f3b, 0x00004f48, 0x00004f68,
+	0x00004f6d, 0x00004f7e, 0x00004f8b, 0x00004fb7,
+	0x0000503d, 0x00005062, 0x00005069, 0x00005072,
 	// Entry 260 - 27F
-	0x0000500a, 0x00005014, 0x0000501e, 0x00005036,
-	0x0000504c, 0x00005058, 0x0000507a, 0x00005081,
-	0x0000508e, 0x0000509f, 0x000050c6, 0x000050d6,
-	0x0000512a, 0x0000517d, 0x000051b5, 0x00005205,
-	0x00005239, 0x00005258, 0x00005278,
-} // Size: 2532 bytes
+	0x00005085, 0x0000508f, 0x00005099, 0x000050a3,
+	0x000050bb, 0x000050d1, 0x000050dd, 0x000050ff,
+	0x00005106, 0x00005113, 0x00005124, 0x0000514b,
+	0x0000515b, 0x000051af, 0x00005202, 0x0000523a,
+	0x0000528a, 0x000052be, 0x000052dd, 0x000052fd,
+} // Size: 2536 bytes
 
-const enData string = "" + // Size: 21112 bytes
+const enData string = "" + // Size: 21245 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every held instance…\x02Stop every running instance…\x02Stop every runni" +
@@ -1115,71 +1116,73 @@ const enData string = "" + // Size: 21112 bytes
 	"of this version’s occurrences are at that node now.\x02Nodes\x02Nodes of" +
 	" this version, with their occurrences now\x02Kind\x02Pinned revision\x02" +
 	"On success\x02On error\x02Occurrences now\x02Instances of this process" +
-	"\x02Counts as of %[1]s (%[2]s); refreshed every few seconds.\x02Graph of" +
-	" %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The ta" +
-	"ble below lists the same nodes, routes and counts.\x00Y\x02%[1]d nodes, " +
-	"starting at %[2]s. The table below lists the same nodes, routes and coun" +
-	"ts.\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s " +
-	"→ %[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02any other " +
-	"code → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%[1]d att" +
-	"empt, retry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, retry af" +
-	"ter %[2]s, priority %[3]d\x02deadline %[1]s\x02timeout %[1]s\x02Only adm" +
-	"inistrators may reveal a sensitive value.\x02Revealed by %[1]s at %[2]s;" +
-	" recorded in the audit log.\x02Cannot reveal\x02Only a value this page s" +
-	"hows as hidden (sensitive) can be revealed.\x02Secret values can never b" +
-	"e revealed.\x02This page does not accept that request.\x02Search\x02Type" +
-	" an instance or occurrence id (a UUID, as the pages show on hover), or a" +
-	" business key.\x02Nothing to find: the search box is empty.\x02That is t" +
-	"oo long to be an id or a business key.\x02No instance or occurrence has " +
-	"the id “%[1]s”, and no instance has it as its business key.\x02No instan" +
-	"ce has “%[1]s” as its business key, and it is not a whole id: the lists " +
-	"show the end of each id. Open the row, or copy its link, for the whole i" +
-	"d.\x02You are signed out.\x02Your session had ended (inactivity, a sign-" +
-	"out elsewhere, a revoked token or a restart of the server), so your last" +
-	" action was not applied. Sign in again, then repeat it.\x02Your session " +
-	"has ended (inactivity, a sign-out elsewhere, a revoked token or a restar" +
-	"t of the server). Sign in again.\x02Sign in\x02Sign in with an operator," +
-	" designer or administrator token.\x02Token\x02The token is checked once " +
-	"and never stored in your browser; a session cookie stands for it for up " +
-	"to 8 hours of inactivity.\x02Too many failed sign-ins from your address." +
-	" Try again in %[1]d seconds.\x02This token is unknown or has been revoke" +
-	"d.\x02A %[1]s token cannot open the console: sign in with an operator, d" +
-	"esigner or administrator token.\x02Only administrators manage tokens." +
-	"\x02Staff tokens (administrators, designers, operators) that are not rev" +
-	"oked. Consumer tokens are managed with their consumers. Revoking a token" +
-	" refuses its next request.\x02ID\x02Role\x02Created on\x02Last used\x02E" +
-	"xpires\x02Staff tokens, oldest first\x02never\x02not yet\x02Expired toke" +
-	"n\x02Revoke…\x02this session\x02No token.\x02The token was revoked.\x02R" +
-	"evoke token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request" +
-	" is refused, and console sessions opened with it end. This cannot be und" +
-	"one: whoever uses it needs a new token.\x02Revoke the token\x02Keep it" +
-	"\x02This is the token you signed in with: revoking it signs you out. Its" +
-	" next request is refused. This cannot be undone.\x02This is the last usa" +
-	"ble administrator token: create another one before revoking it.\x02routi" +
-	"ng output\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d c" +
-	"haracter\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02" +
-	"\x18\x02at most %[1]d character\x00\x19\x02at most %[1]d characters\x02p" +
-	"attern %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of" +
-	": %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at" +
-	" least %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00" +
-	"\x14\x02at most %[1]d items\x02not provided\x14\x01\x81\x01\x00\x02\x0b" +
-	"\x02%[1]d item\x00\x0c\x02%[1]d items\x02null\x02unexpected value\x02Inv" +
-	"alid page\x02This page link is not one the console made.\x02Workers conn" +
-	"ected by a stream, and polling workers by their last fetch. A worker is " +
-	"listed while it was seen within three heartbeats.\x02Workers seen within" +
-	" three heartbeats\x02Worker\x02Protocol\x02Definitions served\x02In flig" +
-	"ht\x02Connected\x02Last seen\x02No worker is connected.\x02Workers servi" +
-	"ng %[1]s\x02All workers\x02No worker serves this definition.\x02stream" +
-	"\x02long polling\x02Camunda 7 facade\x02every revision its consumer is g" +
-	"ranted\x02revisions %[1]s\x02No worker serves this definition: its occur" +
-	"rences wait until one connects or polls.\x02No worker is connected for t" +
-	"his definition; none of its occurrences waits for one.\x14\x01\x81\x01" +
-	"\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d worker" +
-	"s\x02Revisions they take: %[1]s; some take every revision their consumer" +
-	" is granted.\x02They take every revision their consumer is granted.\x02T" +
-	"hey take revision %[1]d only.\x02They take revisions %[1]s only."
+	"\x02Counts as of %[1]s (%[2]s); refreshed every few seconds.\x02This ver" +
+	"sion has %[1]d nodes: too many to draw legibly (at most %[2]d). The tabl" +
+	"e below lists every node with its routes and counts.\x02Graph of %[1]s" +
+	"\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The table be" +
+	"low lists the same nodes, routes and counts.\x00Y\x02%[1]d nodes, starti" +
+	"ng at %[2]s. The table below lists the same nodes, routes and counts." +
+	"\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s → %" +
+	"[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02any other code " +
+	"→ %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%[1]d attemp" +
+	"t, retry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, retry after" +
+	" %[2]s, priority %[3]d\x02deadline %[1]s\x02timeout %[1]s\x02Only admini" +
+	"strators may reveal a sensitive value.\x02Revealed by %[1]s at %[2]s; re" +
+	"corded in the audit log.\x02Cannot reveal\x02Only a value this page show" +
+	"s as hidden (sensitive) can be revealed.\x02Secret values can never be r" +
+	"evealed.\x02This page does not accept that request.\x02Search\x02Type an" +
+	" instance or occurrence id (a UUID, as the pages show on hover), or a bu" +
+	"siness key.\x02Nothing to find: the search box is empty.\x02That is too " +
+	"long to be an id or a business key.\x02No instance or occurrence has the" +
+	" id “%[1]s”, and no instance has it as its business key.\x02No instance " +
+	"has “%[1]s” as its business key, and it is not a whole id: the lists sho" +
+	"w the end of each id. Open the row, or copy its link, for the whole id." +
+	"\x02You are signed out.\x02Your session had ended (inactivity, a sign-ou" +
+	"t elsewhere, a revoked token or a restart of the server), so your last a" +
+	"ction was not applied. Sign in again, then repeat it.\x02Your session ha" +
+	"s ended (inactivity, a sign-out elsewhere, a revoked token or a restart " +
+	"of the server). Sign in again.\x02Sign in\x02Sign in with an operator, d" +
+	"esigner or administrator token.\x02Token\x02The token is checked once an" +
+	"d never stored in your browser; a session cookie stands for it for up to" +
+	" 8 hours of inactivity.\x02Too many failed sign-ins from your address. T" +
+	"ry again in %[1]d seconds.\x02This token is unknown or has been revoked." +
+	"\x02A %[1]s token cannot open the console: sign in with an operator, des" +
+	"igner or administrator token.\x02Only administrators manage tokens.\x02S" +
+	"taff tokens (administrators, designers, operators) that are not revoked." +
+	" Consumer tokens are managed with their consumers. Revoking a token refu" +
+	"ses its next request.\x02ID\x02Role\x02Created on\x02Last used\x02Expire" +
+	"s\x02Staff tokens, oldest first\x02never\x02not yet\x02Expired token\x02" +
+	"Revoke…\x02this session\x02No token.\x02The token was revoked.\x02Revoke" +
+	" token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request is r" +
+	"efused, and console sessions opened with it end. This cannot be undone: " +
+	"whoever uses it needs a new token.\x02Revoke the token\x02Keep it\x02Thi" +
+	"s is the token you signed in with: revoking it signs you out. Its next r" +
+	"equest is refused. This cannot be undone.\x02This is the last usable adm" +
+	"inistrator token: create another one before revoking it.\x02routing outp" +
+	"ut\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d characte" +
+	"r\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at" +
+	" most %[1]d character\x00\x19\x02at most %[1]d characters\x02pattern %[1" +
+	"]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s" +
+	"\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least " +
+	"%[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14" +
+	"\x02at most %[1]d items\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%" +
+	"[1]d item\x00\x0c\x02%[1]d items\x02null\x02unexpected value\x02Invalid " +
+	"page\x02This page link is not one the console made.\x02Workers connected" +
+	" by a stream, and polling workers by their last fetch. A worker is liste" +
+	"d while it was seen within three heartbeats.\x02Workers seen within thre" +
+	"e heartbeats\x02Worker\x02Protocol\x02Definitions served\x02In flight" +
+	"\x02Connected\x02Last seen\x02No worker is connected.\x02Workers serving" +
+	" %[1]s\x02All workers\x02No worker serves this definition.\x02stream\x02" +
+	"long polling\x02Camunda 7 facade\x02every revision its consumer is grant" +
+	"ed\x02revisions %[1]s\x02No worker serves this definition: its occurrenc" +
+	"es wait until one connects or polls.\x02No worker is connected for this " +
+	"definition; none of its occurrences waits for one.\x14\x01\x81\x01\x00" +
+	"\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d workers" +
+	"\x02Revisions they take: %[1]s; some take every revision their consumer " +
+	"is granted.\x02They take every revision their consumer is granted.\x02Th" +
+	"ey take revision %[1]d only.\x02They take revisions %[1]s only."
 
-var frIndex = []uint32{ // 627 elements
+var frIndex = []uint32{ // 628 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000079,
@@ -1329,37 +1332,37 @@ var frIndex = []uint32{ // 627 elements
 	0x00005359, 0x00005360, 0x00005496, 0x0000549d,
 	0x000054d7, 0x000054dc, 0x000054f1, 0x00005505,
 	0x00005517, 0x0000552d, 0x00005547, 0x00005591,
-	0x000055a1, 0x0000567b, 0x00005680, 0x00005690,
-	0x0000569e, 0x000056ae, 0x000056be, 0x000056c8,
-	0x000056f1, 0x0000570b, 0x00005726, 0x000057b4,
-	0x000057c5, 0x000057d2, 0x00005813, 0x00005859,
+	0x00005632, 0x00005642, 0x0000571c, 0x00005721,
+	0x00005731, 0x0000573f, 0x0000574f, 0x0000575f,
+	0x00005769, 0x00005792, 0x000057ac, 0x000057c7,
+	0x00005855, 0x00005866, 0x00005873, 0x000058b4,
 	// Entry 220 - 23F
-	0x00005871, 0x000058c4, 0x000058ff, 0x0000592a,
-	0x00005934, 0x000059ae, 0x000059e3, 0x00005a24,
-	0x00005a98, 0x00005b71, 0x00005b8a, 0x00005c53,
-	0x00005cd0, 0x00005cdd, 0x00005d2f, 0x00005d35,
-	0x00005dd1, 0x00005e25, 0x00005e50, 0x00005edc,
-	0x00005f0a, 0x00005fcc, 0x00005fcf, 0x00005fd5,
-	0x00005fdf, 0x00005ff5, 0x00006000, 0x00006030,
-	0x00006037, 0x00006042, 0x00006050, 0x0000605d,
+	0x000058fa, 0x00005912, 0x00005965, 0x000059a0,
+	0x000059cb, 0x000059d5, 0x00005a4f, 0x00005a84,
+	0x00005ac5, 0x00005b39, 0x00005c12, 0x00005c2b,
+	0x00005cf4, 0x00005d71, 0x00005d7e, 0x00005dd0,
+	0x00005dd6, 0x00005e72, 0x00005ec6, 0x00005ef1,
+	0x00005f7d, 0x00005fab, 0x0000606d, 0x00006070,
+	0x00006076, 0x00006080, 0x00006096, 0x000060a1,
+	0x000060d1, 0x000060d8, 0x000060e3, 0x000060f1,
 	// Entry 240 - 25F
-	0x0000606b, 0x00006078, 0x00006094, 0x000060ad,
-	0x000060da, 0x00006183, 0x00006196, 0x000061a0,
-	0x0000622f, 0x00006290, 0x000062a2, 0x000062b5,
-	0x000062f3, 0x0000632f, 0x0000633b, 0x00006348,
-	0x00006356, 0x00006364, 0x00006374, 0x000063b0,
-	0x000063ea, 0x000063f5, 0x0000641f, 0x00006423,
-	0x00006435, 0x00006443, 0x0000646f, 0x00006531,
-	0x00006564, 0x0000656f, 0x00006579, 0x0000658e,
+	0x000060fe, 0x0000610c, 0x00006119, 0x00006135,
+	0x0000614e, 0x0000617b, 0x00006224, 0x00006237,
+	0x00006241, 0x000062d0, 0x00006331, 0x00006343,
+	0x00006356, 0x00006394, 0x000063d0, 0x000063dc,
+	0x000063e9, 0x000063f7, 0x00006405, 0x00006415,
+	0x00006451, 0x0000648b, 0x00006496, 0x000064c0,
+	0x000064c4, 0x000064d6, 0x000064e4, 0x00006510,
+	0x000065d2, 0x00006605, 0x00006610, 0x0000661a,
 	// Entry 260 - 27F
-	0x00006597, 0x000065a1, 0x000065af, 0x000065d3,
-	0x000065ed, 0x00006602, 0x0000662e, 0x00006633,
-	0x00006648, 0x0000665a, 0x0000668f, 0x000066a0,
-	0x00006716, 0x0000677d, 0x000067bf, 0x00006832,
-	0x00006876, 0x0000689e, 0x000068c8,
-} // Size: 2532 bytes
+	0x0000662f, 0x00006638, 0x00006642, 0x00006650,
+	0x00006674, 0x0000668e, 0x000066a3, 0x000066cf,
+	0x000066d4, 0x000066e9, 0x000066fb, 0x00006730,
+	0x00006741, 0x000067b7, 0x0000681e, 0x00006860,
+	0x000068d3, 0x00006917, 0x0000693f, 0x00006969,
+} // Size: 2536 bytes
 
-const frData string = "" + // Size: 26824 bytes
+const frData string = "" + // Size: 26985 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances bloquées…\x02Abandonne" +
 	"r toutes les instances bloquées…\x02Arrêter toutes les instances bloquée" +
@@ -1683,80 +1686,82 @@ const frData string = "" + // Size: 26824 bytes
 	"nant.\x02Nœuds\x02Nœuds de cette version, avec leurs occurrences actuell" +
 	"es\x02Type\x02Révision épinglée\x02En cas de réussite\x02En cas d’erreur" +
 	"\x02Occurrences actuelles\x02Instances de ce processus\x02Décomptes au %" +
-	"[1]s (%[2]s)\u202f; actualisés toutes les quelques secondes.\x02Graphe d" +
-	"e %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le ta" +
-	"bleau ci-dessous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%" +
-	"[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes n" +
-	"œuds, routes et décomptes.\x02pull\x02push vers %[1]s\x02fin (termine)" +
-	"\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident p" +
-	"our un opérateur)\x02tout autre code → %[1]s\x02met l’instance en échec" +
-	"\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative après %" +
-	"[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après " +
-	"%[2]s, priorité %[3]d\x02échéance %[1]s\x02délai %[1]s\x02Seuls les admi" +
-	"nistrateurs peuvent révéler une valeur sensible.\x02Révélé par %[1]s le " +
-	"%[2]s\u202f; consigné dans le journal d’audit.\x02Révélation impossible" +
-	"\x02Seule une valeur que cette page affiche masquée (sensible) peut être" +
-	" révélée.\x02Les valeurs secrètes ne peuvent jamais être révélées.\x02Ce" +
-	"tte page n’accepte pas cette requête.\x02Recherche\x02Saisissez un ident" +
-	"ifiant d’instance ou d’occurrence (un UUID, que les pages affichent au s" +
-	"urvol) ou une clé métier.\x02Rien à chercher\u202f: le champ de recherch" +
-	"e est vide.\x02C’est trop long pour être un identifiant ou une clé métie" +
-	"r.\x02Aucune instance ni occurrence n’a l’identifiant «\u202f%[1]s\u202f" +
-	"», et aucune instance ne l’a pour clé métier.\x02Aucune instance n’a «" +
-	"\u202f%[1]s\u202f» pour clé métier, et ce n’est pas un identifiant entie" +
-	"r\u202f: les listes montrent la fin de chaque identifiant. Ouvrez la lig" +
-	"ne, ou copiez son lien, pour l’identifiant entier.\x02Vous êtes déconnec" +
-	"té.\x02Votre session avait pris fin (inactivité, déconnexion ailleurs, j" +
-	"eton révoqué ou redémarrage du serveur)\u202f: votre dernière action n’a" +
-	" pas été appliquée. Reconnectez-vous, puis refaites-la.\x02Votre session" +
-	" a pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou redémarr" +
-	"age du serveur). Reconnectez-vous.\x02Se connecter\x02Connectez-vous ave" +
-	"c un jeton d’opérateur, de concepteur ou d’administrateur.\x02Jeton\x02L" +
-	"e jeton est vérifié une fois et n’est jamais conservé dans votre navigat" +
-	"eur\u202f; un cookie de session le remplace jusqu’à 8 heures d’inactivit" +
-	"é.\x02Trop de connexions échouées depuis votre adresse. Réessayez dans " +
-	"%[1]d secondes.\x02Ce jeton est inconnu ou a été révoqué.\x02Un jeton de" +
-	" rôle %[1]s ne peut pas ouvrir la console\u202f: connectez-vous avec un " +
-	"jeton d’opérateur, de concepteur ou d’administrateur.\x02Seuls les admin" +
-	"istrateurs gèrent les jetons.\x02Jetons du personnel (administrateurs, c" +
-	"oncepteurs, opérateurs) non révoqués. Les jetons des consommateurs se gè" +
-	"rent avec leurs consommateurs. Révoquer un jeton refuse sa requête suiva" +
-	"nte.\x02ID\x02Rôle\x02Créé le\x02Dernière utilisation\x02Expiration\x02J" +
-	"etons du personnel, les plus anciens d’abord\x02jamais\x02pas encore\x02" +
-	"Jeton expiré\x02Révoquer…\x02cette session\x02Aucun jeton.\x02Le jeton a" +
-	" été révoqué.\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s «" +
-	"\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante est refusée et les sess" +
-	"ions de console ouvertes avec lui prennent fin. C’est irréversible\u202f" +
-	": qui l’utilise aura besoin d’un nouveau jeton.\x02Révoquer le jeton\x02" +
-	"Le garder\x02C’est le jeton avec lequel vous êtes connecté\u202f: le rév" +
-	"oquer vous déconnecte. Sa requête suivante est refusée. C’est irréversib" +
-	"le.\x02C’est le dernier jeton administrateur utilisable\u202f: créez-en " +
-	"un autre avant de le révoquer.\x02sortie de routage\x02(chaque élément)" +
-	"\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au m" +
-	"oins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d carac" +
-	"tère\x00\x1a\x02au plus %[1]d caractères\x02motif %[1]s\x02format %[1]s" +
-	"\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01" +
-	"\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d élément" +
-	"s\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plu" +
-	"s %[1]d éléments\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élém" +
-	"ent\x00\x11\x02%[1]d éléments\x02nul\x02valeur inattendue\x02Page invali" +
-	"de\x02Ce lien de page ne vient pas de la console.\x02Les exécutants conn" +
-	"ectés par un flux, et ceux qui interrogent par leur dernière demande. Un" +
-	" exécutant est listé tant qu’il s’est manifesté dans les trois derniers " +
-	"battements de cœur.\x02Exécutants vus dans les trois derniers battements" +
-	"\x02Exécutant\x02Protocole\x02Définitions servies\x02En cours\x02Connexi" +
-	"on\x02Dernier signe\x02Aucun exécutant n’est connecté.\x02Exécutants ser" +
-	"vant %[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert cette défin" +
-	"ition.\x02flux\x02interrogation longue\x02façade Camunda 7\x02toutes les" +
-	" révisions accordées à son consommateur\x02révisions %[1]s\x02Aucun exéc" +
-	"utant ne sert cette définition\u202f: ses occurrences attendent qu’un ex" +
-	"écutant se connecte ou interroge.\x02Aucun exécutant n’est connecté pou" +
-	"r cette définition\u202f; aucune de ses occurrences n’en attend.\x14\x01" +
-	"\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par" +
-	" %[1]d exécutants\x02Révisions prises en charge\u202f: %[1]s\u202f; cert" +
-	"ains prennent toutes les révisions accordées à leur consommateur.\x02Ils" +
-	" prennent toutes les révisions accordées à leur consommateur.\x02Ils ne " +
-	"prennent que la révision %[1]d.\x02Ils ne prennent que les révisions %[1" +
-	"]s."
+	"[1]s (%[2]s)\u202f; actualisés toutes les quelques secondes.\x02Cette ve" +
+	"rsion a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plus %" +
+	"[2]d). Le tableau ci-dessous donne chaque nœud avec ses routes et ses dé" +
+	"comptes.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à pa" +
+	"rtir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes et " +
+	"décomptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous" +
+	" reprend les mêmes nœuds, routes et décomptes.\x02pull\x02push vers %[1]" +
+	"s\x02fin (termine)\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02bloc" +
+	"age (un incident pour un opérateur)\x02tout autre code → %[1]s\x02met l’" +
+	"instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle " +
+	"tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle" +
+	" tentative après %[2]s, priorité %[3]d\x02échéance %[1]s\x02délai %[1]s" +
+	"\x02Seuls les administrateurs peuvent révéler une valeur sensible.\x02Ré" +
+	"vélé par %[1]s le %[2]s\u202f; consigné dans le journal d’audit.\x02Révé" +
+	"lation impossible\x02Seule une valeur que cette page affiche masquée (se" +
+	"nsible) peut être révélée.\x02Les valeurs secrètes ne peuvent jamais êtr" +
+	"e révélées.\x02Cette page n’accepte pas cette requête.\x02Recherche\x02S" +
+	"aisissez un identifiant d’instance ou d’occurrence (un UUID, que les pag" +
+	"es affichent au survol) ou une clé métier.\x02Rien à chercher\u202f: le " +
+	"champ de recherche est vide.\x02C’est trop long pour être un identifiant" +
+	" ou une clé métier.\x02Aucune instance ni occurrence n’a l’identifiant «" +
+	"\u202f%[1]s\u202f», et aucune instance ne l’a pour clé métier.\x02Aucune" +
+	" instance n’a «\u202f%[1]s\u202f» pour clé métier, et ce n’est pas un id" +
+	"entifiant entier\u202f: les listes montrent la fin de chaque identifiant" +
+	". Ouvrez la ligne, ou copiez son lien, pour l’identifiant entier.\x02Vou" +
+	"s êtes déconnecté.\x02Votre session avait pris fin (inactivité, déconnex" +
+	"ion ailleurs, jeton révoqué ou redémarrage du serveur)\u202f: votre dern" +
+	"ière action n’a pas été appliquée. Reconnectez-vous, puis refaites-la." +
+	"\x02Votre session a pris fin (inactivité, déconnexion ailleurs, jeton ré" +
+	"voqué ou redémarrage du serveur). Reconnectez-vous.\x02Se connecter\x02C" +
+	"onnectez-vous avec un jeton d’opérateur, de concepteur ou d’administrate" +
+	"ur.\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais conservé d" +
+	"ans votre navigateur\u202f; un cookie de session le remplace jusqu’à 8 h" +
+	"eures d’inactivité.\x02Trop de connexions échouées depuis votre adresse." +
+	" Réessayez dans %[1]d secondes.\x02Ce jeton est inconnu ou a été révoqué" +
+	".\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: connect" +
+	"ez-vous avec un jeton d’opérateur, de concepteur ou d’administrateur." +
+	"\x02Seuls les administrateurs gèrent les jetons.\x02Jetons du personnel " +
+	"(administrateurs, concepteurs, opérateurs) non révoqués. Les jetons des " +
+	"consommateurs se gèrent avec leurs consommateurs. Révoquer un jeton refu" +
+	"se sa requête suivante.\x02ID\x02Rôle\x02Créé le\x02Dernière utilisation" +
+	"\x02Expiration\x02Jetons du personnel, les plus anciens d’abord\x02jamai" +
+	"s\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Aucun j" +
+	"eton.\x02Le jeton a été révoqué.\x02Révoquer le jeton %[1]d\x02Révoquer " +
+	"le jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante est ref" +
+	"usée et les sessions de console ouvertes avec lui prennent fin. C’est ir" +
+	"réversible\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoq" +
+	"uer le jeton\x02Le garder\x02C’est le jeton avec lequel vous êtes connec" +
+	"té\u202f: le révoquer vous déconnecte. Sa requête suivante est refusée. " +
+	"C’est irréversible.\x02C’est le dernier jeton administrateur utilisable" +
+	"\u202f: créez-en un autre avant de le révoquer.\x02sortie de routage\x02" +
+	"(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère" +
+	"\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au " +
+	"plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02motif %[1]s" +
+	"\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s" +
+	"\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moi" +
+	"ns %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément" +
+	"\x00\x19\x02au plus %[1]d éléments\x02non fourni\x14\x01\x81\x01\x00\x02" +
+	"\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02nul\x02valeur inatten" +
+	"due\x02Page invalide\x02Ce lien de page ne vient pas de la console.\x02L" +
+	"es exécutants connectés par un flux, et ceux qui interrogent par leur de" +
+	"rnière demande. Un exécutant est listé tant qu’il s’est manifesté dans l" +
+	"es trois derniers battements de cœur.\x02Exécutants vus dans les trois d" +
+	"erniers battements\x02Exécutant\x02Protocole\x02Définitions servies\x02E" +
+	"n cours\x02Connexion\x02Dernier signe\x02Aucun exécutant n’est connecté." +
+	"\x02Exécutants servant %[1]s\x02Tous les exécutants\x02Aucun exécutant n" +
+	"e sert cette définition.\x02flux\x02interrogation longue\x02façade Camun" +
+	"da 7\x02toutes les révisions accordées à son consommateur\x02révisions %" +
+	"[1]s\x02Aucun exécutant ne sert cette définition\u202f: ses occurrences " +
+	"attendent qu’un exécutant se connecte ou interroge.\x02Aucun exécutant n" +
+	"’est connecté pour cette définition\u202f; aucune de ses occurrences n" +
+	"’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant" +
+	"\x00\x1d\x02Servie par %[1]d exécutants\x02Révisions prises en charge" +
+	"\u202f: %[1]s\u202f; certains prennent toutes les révisions accordées à " +
+	"leur consommateur.\x02Ils prennent toutes les révisions accordées à leur" +
+	" consommateur.\x02Ils ne prennent que la révision %[1]d.\x02Ils ne prenn" +
+	"ent que les révisions %[1]s."
 
-	// Total table size 53000 bytes (51KiB); checksum: A9D0870C
+	// Total table size 53302 bytes (52KiB); checksum: 8220BEB8
