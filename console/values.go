@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/relais/relais/contracts"
 )
@@ -154,8 +155,23 @@ func valueRows(ctx context.Context, c contracts.Contract, raw json.RawMessage) [
 	}
 	var rows []valueRow
 	objectRows(ctx, &rows, c.Fields, obj, "", 0, contracts.ClassNormal)
+	if len(rows) > maxValueRows {
+		// A list of thousands of items would make a page of megabytes that
+		// a browser lays out slowly, and reloads: the first rows show, the
+		// API's detail has them all.
+		more := len(rows) - maxValueRows
+		rows = append(rows[:maxValueRows:maxValueRows], valueRow{Label: "…", Missing: true,
+			Value: T(ctx, "%d more values not shown: the page shows the first %d, the API's detail has them all.", more, maxValueRows)})
+	}
 	return rows
 }
+
+// maxValueRows and maxValueChars bound what a value table shows: rows,
+// and characters of one text value.
+const (
+	maxValueRows  = 500
+	maxValueChars = 2000
+)
 
 func objectRows(ctx context.Context, rows *[]valueRow, fields []contracts.Field, obj map[string]json.RawMessage, pointer string, depth int, parent contracts.Classification) {
 	for _, f := range fields {
@@ -251,6 +267,14 @@ func scalar(ctx context.Context, v json.RawMessage) string {
 	}
 	switch x := x.(type) {
 	case string:
+		if n := utf8.RuneCountInString(x); n > maxValueChars {
+			cut := 0
+			for range maxValueChars {
+				_, size := utf8.DecodeRuneInString(x[cut:])
+				cut += size
+			}
+			return x[:cut] + "… " + T(ctx, "(%d characters in all)", n)
+		}
 		return x
 	case json.Number:
 		return x.String()

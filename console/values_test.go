@@ -117,3 +117,35 @@ func TestDescribeChangeInBothLanguages(t *testing.T) {
 		t.Errorf("changes %v", got)
 	}
 }
+
+// A value table shows the first maxValueRows rows and says how many more
+// there are; a long text shows its first maxValueChars characters and its
+// length.
+func TestValueRowsAreBounded(t *testing.T) {
+	t.Parallel()
+	c := contracts.Contract{Fields: []contracts.Field{
+		{Name: "note", Type: contracts.TypeText},
+		{Name: "tags", Type: contracts.TypeList, Items: &contracts.Field{Type: contracts.TypeText}},
+	}}
+	tags := make([]string, 2*maxValueRows)
+	for i := range tags {
+		tags[i] = "t"
+	}
+	doc, err := json.Marshal(map[string]any{"note": strings.Repeat("é", maxValueChars+10), "tags": tags})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := valueRows(en, c, doc)
+	if len(rows) != maxValueRows+1 {
+		t.Fatalf("%d rows, want %d and one saying what is left out", len(rows), maxValueRows+1)
+	}
+	// note, tags, then the items: 2 + 2×maxValueRows rows in all.
+	if last := rows[maxValueRows].Value; !strings.HasPrefix(last, "502 more values not shown") {
+		t.Errorf("last row %q", last)
+	}
+	note := rows[0].Value
+	if !strings.HasPrefix(note, strings.Repeat("é", maxValueChars)+"… (") || strings.Contains(note, strings.Repeat("é", maxValueChars+1)) ||
+		!strings.HasSuffix(note, "(2,010 characters in all)") {
+		t.Errorf("a long text shows as %.40q…%q", note, note[len(note)-40:])
+	}
+}

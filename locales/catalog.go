@@ -55,11 +55,12 @@ var messageKeyToIndex = map[string]int{
 	"%d h":                                     253,
 	"%d held instances match now.":             50,
 	"%d hours":                                 269,
-	"%d items":                                 598,
+	"%d items":                                 599,
 	"%d left":                                  408,
 	"%d min":                                   252,
 	"%d minutes":                               270,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 70,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              597,
 	"%d ms": 272,
 	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 529,
 	"%d occurrences":                          484,
@@ -83,6 +84,7 @@ var messageKeyToIndex = map[string]int{
 	"%s: a date is written 2026-12-01.":                   495,
 	"%s: the first day comes after the last.":             496,
 	"%s–%s":                                               240,
+	"(%d characters in all)":                              600,
 	"(each item)":                                         587,
 	"(worker %s)":                                         446,
 	"0 seconds":                                           267,
@@ -105,7 +107,7 @@ var messageKeyToIndex = map[string]int{
 	"All definitions":                     231,
 	"All processes":                       319,
 	"All statuses":                        320,
-	"All workers":                         613,
+	"All workers":                         615,
 	"An operator abandoned the instance.": 438,
 	"Apply filters":                       88,
 	"Apr":                                 258,
@@ -125,7 +127,7 @@ var messageKeyToIndex = map[string]int{
 	"Bulk action":                      83,
 	"Business key":                     67,
 	"Call timeout":                     402,
-	"Camunda 7 facade":                 617,
+	"Camunda 7 facade":                 619,
 	"Cancelled: the instance was stopped (%s).":               456,
 	"Cancelled: the instance was stopped by %s at %s — “%s”.": 455,
 	"Cannot act on this filter":                               71,
@@ -145,7 +147,7 @@ var messageKeyToIndex = map[string]int{
 	"Completions and failures per 5 minutes, last hour: %s":    232,
 	"Completions and failures per 5-minute slot, oldest first": 237,
 	"Completions and failures, last hour":                      217,
-	"Connected":                                                609,
+	"Connected":                                                611,
 	"Constraints":                                              141,
 	"Consumer":                                                 382,
 	"Consumer and worker":                                      478,
@@ -167,7 +169,7 @@ var messageKeyToIndex = map[string]int{
 	"Definition %s":      143,
 	"Definitions":        111,
 	"Definitions by key": 201,
-	"Definitions served": 607,
+	"Definitions served": 609,
 	"Definitions, those needing attention first": 218,
 	"Description":          142,
 	"Destination":          394,
@@ -217,7 +219,7 @@ var messageKeyToIndex = map[string]int{
 	"Held at node":            301,
 	"Held instances":          221,
 	"ID":                      566,
-	"In flight":               608,
+	"In flight":               610,
 	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 233,
 	"Inputs":                     167,
 	"Inputs of revision %d":      178,
@@ -227,7 +229,7 @@ var messageKeyToIndex = map[string]int{
 	"Instance":                  316,
 	"Instances":                 106,
 	"Instances of this process": 525,
-	"Invalid page":              601,
+	"Invalid page":              603,
 	"Invalid request":           122,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.": 21,
 	"Its instance is held here, waiting for an operator.":                                                                   452,
@@ -247,7 +249,7 @@ var messageKeyToIndex = map[string]int{
 	"Last error (attempt %d)": 421,
 	"Last reserved":           418,
 	"Last saved":              148,
-	"Last seen":               610,
+	"Last seen":               612,
 	"Last used":               569,
 	"Latest revision":         203,
 	"Lists every change from one revision to another, and whom it may break.": 158,
@@ -287,10 +289,10 @@ var messageKeyToIndex = map[string]int{
 	"No service ever reserved this occurrence: it ended before any attempt.": 393,
 	"No service has reserved this occurrence yet.":                           390,
 	"No token.": 577,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 621,
-	"No worker is connected.":           611,
-	"No worker serves this definition.": 614,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 620,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 623,
+	"No worker is connected.":           613,
+	"No worker serves this definition.": 616,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 622,
 	"Node":    279,
 	"Node %s": 215,
 	"Nodes":   518,
@@ -344,7 +346,7 @@ var messageKeyToIndex = map[string]int{
 	"Process instances, newest first": 315,
 	"Processes":                       107,
 	"Processes by key":                509,
-	"Protocol":                        606,
+	"Protocol":                        608,
 	"Published":                       156,
 	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 508,
 	"Reason": 80,
@@ -388,7 +390,7 @@ var messageKeyToIndex = map[string]int{
 	"Revision":    154,
 	"Revision %d": 175,
 	"Revisions":   149,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 623,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 625,
 	"Revoke the %s token “%s”?": 580,
 	"Revoke the token":          582,
 	"Revoke token %d":           579,
@@ -402,7 +404,7 @@ var messageKeyToIndex = map[string]int{
 	"Search":                               548,
 	"Secret values can never be revealed.": 546,
 	"Sep":                                  263,
-	"Served by %d workers":                 622,
+	"Served by %d workers":                 624,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 25,
 	"Settled":              284,
 	"Settlement date":      471,
@@ -473,9 +475,9 @@ var messageKeyToIndex = map[string]int{
 	"The token was revoked.":                                                                                                      578,
 	"These revisions have the same contracts.":                                                                                    166,
 	"These settings are kept in this browser only.":                                                                               497,
-	"They take every revision their consumer is granted.":                                                                         624,
-	"They take revision %d only.":                                                                                                 625,
-	"They take revisions %s only.":                                                                                                626,
+	"They take every revision their consumer is granted.":                                                                         626,
+	"They take revision %d only.":                                                                                                 627,
+	"They take revisions %s only.":                                                                                                628,
 	"This contract has no inputs.":                                                                                                410,
 	"This contract has no outputs.":                                                                                               413,
 	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                         130,
@@ -492,7 +494,7 @@ var messageKeyToIndex = map[string]int{
 	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            585,
 	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           584,
 	"This page does not accept that request.":     547,
-	"This page link is not one the console made.": 602,
+	"This page link is not one the console made.": 604,
 	"This page reloads every %d seconds.":         119,
 	"This process takes no inputs.":               292,
 	"This token is unknown or has been revoked.":  562,
@@ -519,13 +521,13 @@ var messageKeyToIndex = map[string]int{
 	"When":                                                      77,
 	"Who":                                                       78,
 	"Whole message":                                             392,
-	"Worker":                                                    605,
+	"Worker":                                                    607,
 	"Worker id":                                                 383,
 	"Workers":                                                   112,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        603,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        605,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 17,
-	"Workers seen within three heartbeats": 604,
-	"Workers serving %s":                   612,
+	"Workers seen within three heartbeats": 606,
+	"Workers serving %s":                   614,
 	"Working copy":                         144,
 	"You are signed out.":                  554,
 	"Your role can read definitions only: external tasks and process instances are for operators and administrators.":                                                            121,
@@ -570,7 +572,7 @@ var messageKeyToIndex = map[string]int{
 	"end (fails)":                                            533,
 	"end: completes the instance":                            211,
 	"end: fails the instance":                                212,
-	"every revision its consumer is granted":                 618,
+	"every revision its consumer is granted":                 620,
 	"expired":                                                327,
 	"failed":                                                 235,
 	"fails the instance":                                     538,
@@ -590,7 +592,7 @@ var messageKeyToIndex = map[string]int{
 	"just now":                                               250,
 	"list":                                                   339,
 	"lock until":                                             491,
-	"long polling":                                           616,
+	"long polling":                                           618,
 	"long wait":                                              229,
 	"maximum":                                                366,
 	"maximum %s":                                             593,
@@ -610,9 +612,9 @@ var messageKeyToIndex = map[string]int{
 	"none yet": 204,
 	"none: a failed call takes the node’s error path": 401,
 	"normal":                          340,
-	"not provided":                    597,
+	"not provided":                    598,
 	"not yet":                         573,
-	"null":                            599,
+	"null":                            601,
 	"number":                          333,
 	"object":                          338,
 	"on error":                        207,
@@ -638,7 +640,7 @@ var messageKeyToIndex = map[string]int{
 	"reserved":                        322,
 	"retry":                           3,
 	"revision %d":                     486,
-	"revisions %s":                    619,
+	"revisions %s":                    621,
 	"routing changed":                 360,
 	"routing output":                  586,
 	"routing output %s → %s":          188,
@@ -647,14 +649,14 @@ var messageKeyToIndex = map[string]int{
 	"sensitive":                       341,
 	"settled":                         487,
 	"stop":                            5,
-	"stream":                          615,
+	"stream":                          617,
 	"text":                            331,
 	"the contracts are the same (the name or a description changed).": 182,
 	"this session":           576,
 	"timeout %s":             541,
 	"to":                     312,
 	"type changed":           355,
-	"unexpected value":       600,
+	"unexpected value":       602,
 	"unknown":                467,
 	"values added: %s":       191,
 	"values changed":         357,
@@ -668,7 +670,7 @@ var messageKeyToIndex = map[string]int{
 	"→ %s":                   535,
 }
 
-var enIndex = []uint32{ // 628 elements
+var enIndex = []uint32{ // 630 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x0000005a,
@@ -837,18 +839,19 @@ var enIndex = []uint32{ // 628 elements
 	0x00004d3a, 0x00004daf, 0x00004e03, 0x00004e12,
 	0x00004e1e, 0x00004e5a, 0x00004e94, 0x00004ea2,
 	0x00004eaf, 0x00004ebd, 0x00004ecb, 0x00004ed9,
-	0x00004f0b, 0x00004f3b, 0x00004f48, 0x00004f68,
-	0x00004f6d, 0x00004f7e, 0x00004f8b, 0x00004fb7,
-	0x0000503d, 0x00005062, 0x00005069, 0x00005072,
+	0x00004f0b, 0x00004f3b, 0x00004f97, 0x00004fa4,
+	0x00004fc4, 0x00004fde, 0x00004fe3, 0x00004ff4,
+	0x00005001, 0x0000502d, 0x000050b3, 0x000050d8,
 	// Entry 260 - 27F
-	0x00005085, 0x0000508f, 0x00005099, 0x000050a3,
-	0x000050bb, 0x000050d1, 0x000050dd, 0x000050ff,
-	0x00005106, 0x00005113, 0x00005124, 0x0000514b,
-	0x0000515b, 0x000051af, 0x00005202, 0x0000523a,
-	0x0000528a, 0x000052be, 0x000052dd, 0x000052fd,
-} // Size: 2536 bytes
+	0x000050df, 0x000050e8, 0x000050fb, 0x00005105,
+	0x0000510f, 0x00005119, 0x00005131, 0x00005147,
+	0x00005153, 0x00005175, 0x0000517c, 0x00005189,
+	0x0000519a, 0x000051c1, 0x000051d1, 0x00005225,
+	0x00005278, 0x000052b0, 0x00005300, 0x00005334,
+	0x00005353, 0x00005373,
+} // Size: 2544 bytes
 
-const enData string = "" + // Size: 21245 bytes
+const enData string = "" + // Size: 21363 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every held instance…\x02Stop every running instance…\x02Stop every runni" +
@@ -1165,24 +1168,26 @@ const enData string = "" + // Size: 21245 bytes
 	"]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s" +
 	"\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least " +
 	"%[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14" +
-	"\x02at most %[1]d items\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%" +
-	"[1]d item\x00\x0c\x02%[1]d items\x02null\x02unexpected value\x02Invalid " +
-	"page\x02This page link is not one the console made.\x02Workers connected" +
-	" by a stream, and polling workers by their last fetch. A worker is liste" +
-	"d while it was seen within three heartbeats.\x02Workers seen within thre" +
-	"e heartbeats\x02Worker\x02Protocol\x02Definitions served\x02In flight" +
-	"\x02Connected\x02Last seen\x02No worker is connected.\x02Workers serving" +
-	" %[1]s\x02All workers\x02No worker serves this definition.\x02stream\x02" +
-	"long polling\x02Camunda 7 facade\x02every revision its consumer is grant" +
-	"ed\x02revisions %[1]s\x02No worker serves this definition: its occurrenc" +
-	"es wait until one connects or polls.\x02No worker is connected for this " +
-	"definition; none of its occurrences waits for one.\x14\x01\x81\x01\x00" +
-	"\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d workers" +
-	"\x02Revisions they take: %[1]s; some take every revision their consumer " +
-	"is granted.\x02They take every revision their consumer is granted.\x02Th" +
-	"ey take revision %[1]d only.\x02They take revisions %[1]s only."
+	"\x02at most %[1]d items\x02%[1]d more values not shown: the page shows t" +
+	"he first %[2]d, the API's detail has them all.\x02not provided\x14\x01" +
+	"\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(%[1]d char" +
+	"acters in all)\x02null\x02unexpected value\x02Invalid page\x02This page " +
+	"link is not one the console made.\x02Workers connected by a stream, and " +
+	"polling workers by their last fetch. A worker is listed while it was see" +
+	"n within three heartbeats.\x02Workers seen within three heartbeats\x02Wo" +
+	"rker\x02Protocol\x02Definitions served\x02In flight\x02Connected\x02Last" +
+	" seen\x02No worker is connected.\x02Workers serving %[1]s\x02All workers" +
+	"\x02No worker serves this definition.\x02stream\x02long polling\x02Camun" +
+	"da 7 facade\x02every revision its consumer is granted\x02revisions %[1]s" +
+	"\x02No worker serves this definition: its occurrences wait until one con" +
+	"nects or polls.\x02No worker is connected for this definition; none of i" +
+	"ts occurrences waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Served by %" +
+	"[1]d worker\x00\x18\x02Served by %[1]d workers\x02Revisions they take: %" +
+	"[1]s; some take every revision their consumer is granted.\x02They take e" +
+	"very revision their consumer is granted.\x02They take revision %[1]d onl" +
+	"y.\x02They take revisions %[1]s only."
 
-var frIndex = []uint32{ // 628 elements
+var frIndex = []uint32{ // 630 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000079,
@@ -1351,18 +1356,19 @@ var frIndex = []uint32{ // 628 elements
 	0x00006241, 0x000062d0, 0x00006331, 0x00006343,
 	0x00006356, 0x00006394, 0x000063d0, 0x000063dc,
 	0x000063e9, 0x000063f7, 0x00006405, 0x00006415,
-	0x00006451, 0x0000648b, 0x00006496, 0x000064c0,
-	0x000064c4, 0x000064d6, 0x000064e4, 0x00006510,
-	0x000065d2, 0x00006605, 0x00006610, 0x0000661a,
+	0x00006451, 0x0000648b, 0x00006508, 0x00006513,
+	0x0000653d, 0x00006559, 0x0000655d, 0x0000656f,
+	0x0000657d, 0x000065a9, 0x0000666b, 0x0000669e,
 	// Entry 260 - 27F
-	0x0000662f, 0x00006638, 0x00006642, 0x00006650,
-	0x00006674, 0x0000668e, 0x000066a3, 0x000066cf,
-	0x000066d4, 0x000066e9, 0x000066fb, 0x00006730,
-	0x00006741, 0x000067b7, 0x0000681e, 0x00006860,
-	0x000068d3, 0x00006917, 0x0000693f, 0x00006969,
-} // Size: 2536 bytes
+	0x000066a9, 0x000066b3, 0x000066c8, 0x000066d1,
+	0x000066db, 0x000066e9, 0x0000670d, 0x00006727,
+	0x0000673c, 0x00006768, 0x0000676d, 0x00006782,
+	0x00006794, 0x000067c9, 0x000067da, 0x00006850,
+	0x000068b7, 0x000068f9, 0x0000696c, 0x000069b0,
+	0x000069d8, 0x00006a02,
+} // Size: 2544 bytes
 
-const frData string = "" + // Size: 26985 bytes
+const frData string = "" + // Size: 27138 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances bloquées…\x02Abandonne" +
 	"r toutes les instances bloquées…\x02Arrêter toutes les instances bloquée" +
@@ -1743,25 +1749,27 @@ const frData string = "" + // Size: 26985 bytes
 	"\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s" +
 	"\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moi" +
 	"ns %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément" +
-	"\x00\x19\x02au plus %[1]d éléments\x02non fourni\x14\x01\x81\x01\x00\x02" +
-	"\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02nul\x02valeur inatten" +
-	"due\x02Page invalide\x02Ce lien de page ne vient pas de la console.\x02L" +
-	"es exécutants connectés par un flux, et ceux qui interrogent par leur de" +
-	"rnière demande. Un exécutant est listé tant qu’il s’est manifesté dans l" +
-	"es trois derniers battements de cœur.\x02Exécutants vus dans les trois d" +
-	"erniers battements\x02Exécutant\x02Protocole\x02Définitions servies\x02E" +
-	"n cours\x02Connexion\x02Dernier signe\x02Aucun exécutant n’est connecté." +
-	"\x02Exécutants servant %[1]s\x02Tous les exécutants\x02Aucun exécutant n" +
-	"e sert cette définition.\x02flux\x02interrogation longue\x02façade Camun" +
-	"da 7\x02toutes les révisions accordées à son consommateur\x02révisions %" +
-	"[1]s\x02Aucun exécutant ne sert cette définition\u202f: ses occurrences " +
-	"attendent qu’un exécutant se connecte ou interroge.\x02Aucun exécutant n" +
-	"’est connecté pour cette définition\u202f; aucune de ses occurrences n" +
-	"’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant" +
-	"\x00\x1d\x02Servie par %[1]d exécutants\x02Révisions prises en charge" +
-	"\u202f: %[1]s\u202f; certains prennent toutes les révisions accordées à " +
-	"leur consommateur.\x02Ils prennent toutes les révisions accordées à leur" +
-	" consommateur.\x02Ils ne prennent que la révision %[1]d.\x02Ils ne prenn" +
-	"ent que les révisions %[1]s."
+	"\x00\x19\x02au plus %[1]d éléments\x02%[1]d autres valeurs ne sont pas a" +
+	"ffichées\u202f: la page montre les %[2]d premières, le détail de l’API l" +
+	"es donne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élém" +
+	"ent\x00\x11\x02%[1]d éléments\x02(%[1]d caractères en tout)\x02nul\x02va" +
+	"leur inattendue\x02Page invalide\x02Ce lien de page ne vient pas de la c" +
+	"onsole.\x02Les exécutants connectés par un flux, et ceux qui interrogent" +
+	" par leur dernière demande. Un exécutant est listé tant qu’il s’est mani" +
+	"festé dans les trois derniers battements de cœur.\x02Exécutants vus dans" +
+	" les trois derniers battements\x02Exécutant\x02Protocole\x02Définitions " +
+	"servies\x02En cours\x02Connexion\x02Dernier signe\x02Aucun exécutant n’e" +
+	"st connecté.\x02Exécutants servant %[1]s\x02Tous les exécutants\x02Aucun" +
+	" exécutant ne sert cette définition.\x02flux\x02interrogation longue\x02" +
+	"façade Camunda 7\x02toutes les révisions accordées à son consommateur" +
+	"\x02révisions %[1]s\x02Aucun exécutant ne sert cette définition\u202f: s" +
+	"es occurrences attendent qu’un exécutant se connecte ou interroge.\x02Au" +
+	"cun exécutant n’est connecté pour cette définition\u202f; aucune de ses " +
+	"occurrences n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d" +
+	" exécutant\x00\x1d\x02Servie par %[1]d exécutants\x02Révisions prises en" +
+	" charge\u202f: %[1]s\u202f; certains prennent toutes les révisions accor" +
+	"dées à leur consommateur.\x02Ils prennent toutes les révisions accordées" +
+	" à leur consommateur.\x02Ils ne prennent que la révision %[1]d.\x02Ils n" +
+	"e prennent que les révisions %[1]s."
 
-	// Total table size 53302 bytes (52KiB); checksum: 8220BEB8
+	// Total table size 53589 bytes (52KiB); checksum: 49EFBEA0
