@@ -2,6 +2,7 @@ package console
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -147,5 +148,30 @@ func TestValueRowsAreBounded(t *testing.T) {
 	if !strings.HasPrefix(note, strings.Repeat("é", maxValueChars)+"… (") || strings.Contains(note, strings.Repeat("é", maxValueChars+1)) ||
 		!strings.HasSuffix(note, "(2,010 characters in all)") {
 		t.Errorf("a long text shows as %.40q…%q", note, note[len(note)-40:])
+	}
+}
+
+// Past maxOptions keys, a filter is a text field suggesting the known
+// keys, not a menu that would stop at maxOptions without saying so.
+func TestKeyMenuTakesAnyKeyPastItsBound(t *testing.T) {
+	t.Parallel()
+	render := func(n int) string {
+		keys := make([]string, n)
+		for i := range keys {
+			keys[i] = "key" + strconv.Itoa(i)
+		}
+		var b strings.Builder
+		if err := keyMenu("f-definition", "definition", "filter-definition", menuOptions("All definitions", keys, ""), "").Render(en, &b); err != nil {
+			t.Fatal(err)
+		}
+		return b.String()
+	}
+	if small := render(3); !strings.Contains(small, "<select") || strings.Contains(small, "<datalist") {
+		t.Errorf("3 keys: %s; want a menu", small)
+	}
+	large := render(maxOptions)
+	if !strings.Contains(large, `<input id="f-definition" name="definition" type="text" list="f-definition-keys"`) ||
+		!strings.Contains(large, `<datalist id="f-definition-keys">`) || strings.Count(large, "<option") != maxOptions {
+		t.Errorf("%d keys: %.300s…; want a text field suggesting every key", maxOptions, large)
 	}
 }
