@@ -284,6 +284,11 @@ func TestBulkFilterTimesAndConfirmCount(t *testing.T) {
 	if neg.Status != 400 || neg.Code() != "invalid_request" || !strings.Contains(string(neg.Body), `"/confirm_count"`) {
 		t.Errorf("confirm_count -1: %d %s, want 400 at /confirm_count", neg.Status, neg.Body)
 	}
+	// Past its bound (the ids are read at once), refused, whatever matches.
+	huge := env.Do("POST", "/api/v1/instances/actions", env.Operator, map[string]any{"action": "stop", "reason": "x", "filter": map[string]any{}, "confirm_count": 1_000_001})
+	if huge.Status != 400 || huge.Code() != "bound_exceeded" || huge.JSON(t)["field"] != "confirm_count" {
+		t.Errorf("confirm_count 1,000,001: %d %s, want 400 bound_exceeded on confirm_count", huge.Status, huge.Body)
+	}
 	// A filter field given empty (a script's unset variable) is refused,
 	// not read as no filter: it would have matched every instance.
 	for _, field := range []string{"process", "status", "business_key", "created_after", "created_before"} {

@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 	"time"
@@ -95,7 +94,7 @@ func (e *Engine) ActApplied(ctx context.Context, actor Actor, action Action, id 
 	}
 	err = e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error {
 		var err error
-		applied, err = e.actIn(ctx, q, actor, action, id, strings.TrimSpace(reason), nil)
+		applied, err = e.actIn(ctx, q, actor, action, id, strings.TrimSpace(reason), nil, "")
 		return err
 	})
 	if err != nil {
@@ -107,7 +106,7 @@ func (e *Engine) ActApplied(ctx context.Context, actor Actor, action Action, id 
 
 // actIn applies action to id inside q's transaction; applied is false when
 // the instance was already as the action would leave it (a repeated stop).
-func (e *Engine) actIn(ctx context.Context, q *queries.Queries, actor Actor, action Action, id uuid.UUID, reason string, bulk *uuid.UUID) (applied bool, err error) {
+func (e *Engine) actIn(ctx context.Context, q *queries.Queries, actor Actor, action Action, id uuid.UUID, reason string, bulk *uuid.UUID, status string) (applied bool, err error) {
 	row, err := q.InstanceLock(ctx, queries.InstanceLockParams{ID: id, Now: e.at()})
 	if isNoRows(err) {
 		return false, notFound("instance %s", id)
@@ -116,6 +115,11 @@ func (e *Engine) actIn(ctx context.Context, q *queries.Queries, actor Actor, act
 		return false, err
 	}
 	inst, now := row.Instance, row.Now
+	if status != "" && inst.Status != status {
+		// A bulk action's filter named a status the instance left
+		// meanwhile: it is skipped, not acted on under another status.
+		return false, nil
+	}
 	var occurrence *uuid.UUID
 	switch action {
 	case ActionStop:
@@ -218,6 +222,11 @@ type BulkResult struct {
 // bulkBatch bounds the instances one transaction of a bulk action changes.
 const bulkBatch = 100
 
+// maxBulk bounds the instances one bulk action applies to: their ids are
+// read at once (16 bytes each), and at about half a millisecond each,
+// a million already takes minutes.
+const maxBulk = 1_000_000
+
 // CountForAction is how many instances action would change among those f
 // matches: the count an operator confirms before a bulk action. A retry
 // counts only the held instances it can offer again: one whose failed
@@ -274,11 +283,16 @@ func (e *Engine) ActOnFilter(ctx context.Context, actor Actor, action Action, f 
 	if err := checkBulkFilter(action, f); err != nil {
 		return BulkResult{}, err
 	}
+	if confirm > maxBulk {
+		fe := fault.New(fault.BadRequest, "bound_exceeded", "a bulk action applies to at most %d instances: narrow the filter (created_before, say) and act in parts", maxBulk)
+		fe.Extra = map[string]any{"field": "confirm_count", "ceiling": maxBulk}
+		return BulkResult{}, fe
+	}
 	// Every matching id at once (16 bytes each), one more than confirmed
 	// to see a count that grew: the walk then works on this set alone.
 	ids, err := e.q.InstanceIDsForAction(ctx, queries.InstanceIDsForActionParams{ProcessKey: strPtr(f.ProcessKey), Status: strPtr(f.Status),
 		StatusIn: action.appliesTo(), BusinessKey: strPtr(f.BusinessKey), CreatedFrom: idBound(f.CreatedAfter), CreatedTo: idBound(f.CreatedBefore),
-		RetryableOnly: action == ActionRetry, Max: int32(min(confirm+1, math.MaxInt32))})
+		RetryableOnly: action == ActionRetry, Max: int32(min(confirm, maxBulk) + 1)})
 	if err != nil {
 		return BulkResult{}, wrap("bulk "+string(action), err)
 	}
@@ -302,7 +316,7 @@ func (e *Engine) ActOnFilter(ctx context.Context, actor Actor, action Action, f 
 				var applied bool
 				err := pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error {
 					var err error
-					applied, err = e.actIn(ctx, q.WithTx(sp), actor, action, id, reason, &res.ID)
+					applied, err = e.actIn(ctx, q.WithTx(sp), actor, action, id, reason, &res.ID, f.Status)
 					return err
 				})
 				switch _, refused := fault.As(err); {

@@ -263,7 +263,8 @@ func (e *Engine) ListOccurrences(ctx context.Context, f OccurrenceFilter) ([]Occ
 }
 
 // InstanceOccurrences returns an instance's occurrences in the order the
-// instance reached their nodes: its path.
+// instance reached their nodes: its path, without their inputs and
+// outputs (both nil).
 func (e *Engine) InstanceOccurrences(ctx context.Context, id uuid.UUID) ([]Occurrence, error) {
 	rows, err := e.q.OccurrenceObserveByInstance(ctx, queries.OccurrenceObserveByInstanceParams{InstanceID: id, Now: e.at()})
 	if err != nil {
@@ -271,7 +272,7 @@ func (e *Engine) InstanceOccurrences(ctx context.Context, id uuid.UUID) ([]Occur
 	}
 	xs := make([]observed, len(rows))
 	for i, r := range rows {
-		xs[i] = observed{r.Occurrence, r.Lapsed}
+		xs[i] = observed{queries.Occurrence(r.OccurrenceHead), r.Lapsed}
 	}
 	return e.observations(ctx, xs)
 }

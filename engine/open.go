@@ -95,7 +95,8 @@ func int32Ptr(v *int) *int32 {
 }
 
 // ListOpen returns the open pull occurrences a consumer's grants cover
-// that f selects (masked observations, as GetOccurrence).
+// that f selects, as GetOccurrence observes them but without their inputs
+// and outputs (both nil).
 func (e *Engine) ListOpen(ctx context.Context, consumerID int64, f OpenFilter) ([]Occurrence, error) {
 	if f.Limit < 1 || f.Limit > MaxOpenList || f.Offset < 0 {
 		return nil, fault.New(fault.BadRequest, "invalid_request", "the limit must be 1 to %d and the offset 0 or more", MaxOpenList)
@@ -115,7 +116,7 @@ func (e *Engine) ListOpen(ctx context.Context, consumerID int64, f OpenFilter) (
 	}
 	xs := make([]observed, len(rows))
 	for i, r := range rows {
-		xs[i] = observed{r.Occurrence, r.Lapsed}
+		xs[i] = observed{queries.Occurrence(r.OccurrenceHead), r.Lapsed}
 	}
 	return e.observations(ctx, xs)
 }

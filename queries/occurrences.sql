@@ -47,8 +47,10 @@ select sqlc.embed(o), relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.
 from occurrences o where o.id = @id;
 
 -- name: OccurrenceObserveByInstance :many
+-- An instance's path: its occurrences without their values, which the
+-- path does not show.
 select sqlc.embed(o), relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts + o.attempt_credit, o.deadline_at, coalesce(sqlc.narg('now')::timestamptz, now())) as lapsed
-from occurrences o where o.instance_id = @instance_id order by o.created_at, o.id;
+from occurrence_heads o where o.instance_id = @instance_id order by o.created_at, o.id;
 
 -- name: OccurrenceClaimPull :many
 -- One statement claims. Per subscribed (definition, revision) it takes, with
@@ -358,9 +360,9 @@ returning *;
 -- consumer's grants), as the Camunda facade lists external tasks: filtered,
 -- sorted by one key then id, paged by offset. A lapsed lock is not locked;
 -- what remains of the budget counts the attempt in progress (a live lock or
--- a deferral).
+-- a deferral). Without values: the list shows none.
 select sqlc.embed(o), relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts + o.attempt_credit, o.deadline_at, coalesce(sqlc.narg('now')::timestamptz, now())) as lapsed
-from occurrences o
+from occurrence_heads o
 join (select unnest(@definition_keys::text[]) as definition_key,
              unnest(@revisions::integer[])   as revision) s
   on o.definition_key = s.definition_key and o.revision = s.revision

@@ -1650,7 +1650,7 @@ func (q *Queries) OccurrenceListByInstance(ctx context.Context, instanceID uuid.
 
 const occurrenceListOpenPull = `-- name: OccurrenceListOpenPull :many
 select o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, o.process_key, o.business_key, o.process_version, relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts + o.attempt_credit, o.deadline_at, coalesce($1::timestamptz, now())) as lapsed
-from occurrences o
+from occurrence_heads o
 join (select unnest($2::text[]) as definition_key,
              unnest($3::integer[])   as revision) s
   on o.definition_key = s.definition_key and o.revision = s.revision
@@ -1708,15 +1708,15 @@ type OccurrenceListOpenPullParams struct {
 }
 
 type OccurrenceListOpenPullRow struct {
-	Occurrence Occurrence
-	Lapsed     bool
+	OccurrenceHead OccurrenceHead
+	Lapsed         bool
 }
 
 // The open pull occurrences of some (definition, revision) pairs (a
 // consumer's grants), as the Camunda facade lists external tasks: filtered,
 // sorted by one key then id, paged by offset. A lapsed lock is not locked;
 // what remains of the budget counts the attempt in progress (a live lock or
-// a deferral).
+// a deferral). Without values: the list shows none.
 func (q *Queries) OccurrenceListOpenPull(ctx context.Context, arg OccurrenceListOpenPullParams) ([]OccurrenceListOpenPullRow, error) {
 	rows, err := q.db.Query(ctx, occurrenceListOpenPull,
 		arg.Now,
@@ -1747,43 +1747,43 @@ func (q *Queries) OccurrenceListOpenPull(ctx context.Context, arg OccurrenceList
 	for rows.Next() {
 		var i OccurrenceListOpenPullRow
 		if err := rows.Scan(
-			&i.Occurrence.ID,
-			&i.Occurrence.InstanceID,
-			&i.Occurrence.Node,
-			&i.Occurrence.DefinitionKey,
-			&i.Occurrence.Revision,
-			&i.Occurrence.Mode,
-			&i.Occurrence.Status,
-			&i.Occurrence.Priority,
-			&i.Occurrence.MaxAttempts,
-			&i.Occurrence.RetryDelay,
-			&i.Occurrence.Deadline,
-			&i.Occurrence.DeadlineAt,
-			&i.Occurrence.Destination,
-			&i.Occurrence.Timeout,
-			&i.Occurrence.Attempts,
-			&i.Occurrence.AvailableAt,
-			&i.Occurrence.ClaimableAt,
-			&i.Occurrence.ConsumerID,
-			&i.Occurrence.WorkerID,
-			&i.Occurrence.ReservedAt,
-			&i.Occurrence.LockExpiresAt,
-			&i.Occurrence.Inputs,
-			&i.Occurrence.SealedInputs,
-			&i.Occurrence.Outputs,
-			&i.Occurrence.SealedOutputs,
-			&i.Occurrence.OutputsDigest,
-			&i.Occurrence.Route,
-			&i.Occurrence.ErrorCode,
-			&i.Occurrence.ErrorMessage,
-			&i.Occurrence.CreatedAt,
-			&i.Occurrence.SettledAt,
-			&i.Occurrence.DeferredAt,
-			&i.Occurrence.DeferReason,
-			&i.Occurrence.AttemptCredit,
-			&i.Occurrence.ProcessKey,
-			&i.Occurrence.BusinessKey,
-			&i.Occurrence.ProcessVersion,
+			&i.OccurrenceHead.ID,
+			&i.OccurrenceHead.InstanceID,
+			&i.OccurrenceHead.Node,
+			&i.OccurrenceHead.DefinitionKey,
+			&i.OccurrenceHead.Revision,
+			&i.OccurrenceHead.Mode,
+			&i.OccurrenceHead.Status,
+			&i.OccurrenceHead.Priority,
+			&i.OccurrenceHead.MaxAttempts,
+			&i.OccurrenceHead.RetryDelay,
+			&i.OccurrenceHead.Deadline,
+			&i.OccurrenceHead.DeadlineAt,
+			&i.OccurrenceHead.Destination,
+			&i.OccurrenceHead.Timeout,
+			&i.OccurrenceHead.Attempts,
+			&i.OccurrenceHead.AvailableAt,
+			&i.OccurrenceHead.ClaimableAt,
+			&i.OccurrenceHead.ConsumerID,
+			&i.OccurrenceHead.WorkerID,
+			&i.OccurrenceHead.ReservedAt,
+			&i.OccurrenceHead.LockExpiresAt,
+			&i.OccurrenceHead.Inputs,
+			&i.OccurrenceHead.SealedInputs,
+			&i.OccurrenceHead.Outputs,
+			&i.OccurrenceHead.SealedOutputs,
+			&i.OccurrenceHead.OutputsDigest,
+			&i.OccurrenceHead.Route,
+			&i.OccurrenceHead.ErrorCode,
+			&i.OccurrenceHead.ErrorMessage,
+			&i.OccurrenceHead.CreatedAt,
+			&i.OccurrenceHead.SettledAt,
+			&i.OccurrenceHead.DeferredAt,
+			&i.OccurrenceHead.DeferReason,
+			&i.OccurrenceHead.AttemptCredit,
+			&i.OccurrenceHead.ProcessKey,
+			&i.OccurrenceHead.BusinessKey,
+			&i.OccurrenceHead.ProcessVersion,
 			&i.Lapsed,
 		); err != nil {
 			return nil, err
@@ -2030,7 +2030,7 @@ func (q *Queries) OccurrenceObserve(ctx context.Context, arg OccurrenceObservePa
 
 const occurrenceObserveByInstance = `-- name: OccurrenceObserveByInstance :many
 select o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, o.process_key, o.business_key, o.process_version, relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts + o.attempt_credit, o.deadline_at, coalesce($1::timestamptz, now())) as lapsed
-from occurrences o where o.instance_id = $2 order by o.created_at, o.id
+from occurrence_heads o where o.instance_id = $2 order by o.created_at, o.id
 `
 
 type OccurrenceObserveByInstanceParams struct {
@@ -2039,10 +2039,12 @@ type OccurrenceObserveByInstanceParams struct {
 }
 
 type OccurrenceObserveByInstanceRow struct {
-	Occurrence Occurrence
-	Lapsed     bool
+	OccurrenceHead OccurrenceHead
+	Lapsed         bool
 }
 
+// An instance's path: its occurrences without their values, which the
+// path does not show.
 func (q *Queries) OccurrenceObserveByInstance(ctx context.Context, arg OccurrenceObserveByInstanceParams) ([]OccurrenceObserveByInstanceRow, error) {
 	rows, err := q.db.Query(ctx, occurrenceObserveByInstance, arg.Now, arg.InstanceID)
 	if err != nil {
@@ -2053,43 +2055,43 @@ func (q *Queries) OccurrenceObserveByInstance(ctx context.Context, arg Occurrenc
 	for rows.Next() {
 		var i OccurrenceObserveByInstanceRow
 		if err := rows.Scan(
-			&i.Occurrence.ID,
-			&i.Occurrence.InstanceID,
-			&i.Occurrence.Node,
-			&i.Occurrence.DefinitionKey,
-			&i.Occurrence.Revision,
-			&i.Occurrence.Mode,
-			&i.Occurrence.Status,
-			&i.Occurrence.Priority,
-			&i.Occurrence.MaxAttempts,
-			&i.Occurrence.RetryDelay,
-			&i.Occurrence.Deadline,
-			&i.Occurrence.DeadlineAt,
-			&i.Occurrence.Destination,
-			&i.Occurrence.Timeout,
-			&i.Occurrence.Attempts,
-			&i.Occurrence.AvailableAt,
-			&i.Occurrence.ClaimableAt,
-			&i.Occurrence.ConsumerID,
-			&i.Occurrence.WorkerID,
-			&i.Occurrence.ReservedAt,
-			&i.Occurrence.LockExpiresAt,
-			&i.Occurrence.Inputs,
-			&i.Occurrence.SealedInputs,
-			&i.Occurrence.Outputs,
-			&i.Occurrence.SealedOutputs,
-			&i.Occurrence.OutputsDigest,
-			&i.Occurrence.Route,
-			&i.Occurrence.ErrorCode,
-			&i.Occurrence.ErrorMessage,
-			&i.Occurrence.CreatedAt,
-			&i.Occurrence.SettledAt,
-			&i.Occurrence.DeferredAt,
-			&i.Occurrence.DeferReason,
-			&i.Occurrence.AttemptCredit,
-			&i.Occurrence.ProcessKey,
-			&i.Occurrence.BusinessKey,
-			&i.Occurrence.ProcessVersion,
+			&i.OccurrenceHead.ID,
+			&i.OccurrenceHead.InstanceID,
+			&i.OccurrenceHead.Node,
+			&i.OccurrenceHead.DefinitionKey,
+			&i.OccurrenceHead.Revision,
+			&i.OccurrenceHead.Mode,
+			&i.OccurrenceHead.Status,
+			&i.OccurrenceHead.Priority,
+			&i.OccurrenceHead.MaxAttempts,
+			&i.OccurrenceHead.RetryDelay,
+			&i.OccurrenceHead.Deadline,
+			&i.OccurrenceHead.DeadlineAt,
+			&i.OccurrenceHead.Destination,
+			&i.OccurrenceHead.Timeout,
+			&i.OccurrenceHead.Attempts,
+			&i.OccurrenceHead.AvailableAt,
+			&i.OccurrenceHead.ClaimableAt,
+			&i.OccurrenceHead.ConsumerID,
+			&i.OccurrenceHead.WorkerID,
+			&i.OccurrenceHead.ReservedAt,
+			&i.OccurrenceHead.LockExpiresAt,
+			&i.OccurrenceHead.Inputs,
+			&i.OccurrenceHead.SealedInputs,
+			&i.OccurrenceHead.Outputs,
+			&i.OccurrenceHead.SealedOutputs,
+			&i.OccurrenceHead.OutputsDigest,
+			&i.OccurrenceHead.Route,
+			&i.OccurrenceHead.ErrorCode,
+			&i.OccurrenceHead.ErrorMessage,
+			&i.OccurrenceHead.CreatedAt,
+			&i.OccurrenceHead.SettledAt,
+			&i.OccurrenceHead.DeferredAt,
+			&i.OccurrenceHead.DeferReason,
+			&i.OccurrenceHead.AttemptCredit,
+			&i.OccurrenceHead.ProcessKey,
+			&i.OccurrenceHead.BusinessKey,
+			&i.OccurrenceHead.ProcessVersion,
 			&i.Lapsed,
 		); err != nil {
 			return nil, err

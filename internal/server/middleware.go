@@ -196,11 +196,12 @@ var bodyReadTimeout = 30 * time.Second
 // unary calls): otherwise a client could hold a connection, and the body
 // read so far, for as long as it cares to send slowly. The deadline is
 // lifted once the body has been read, so that it never ends a long poll
-// or a slow handler, and never applies to Subscribe, whose request is the
-// start of a stream.
+// or a slow handler, and never applies to Subscribe or to gRPC
+// reflection, whose requests are the start of a stream.
 func bodyDeadline(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 || r.URL.Path == stream.SubscribePath {
+		if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 || r.URL.Path == stream.SubscribePath ||
+			strings.HasPrefix(r.URL.Path, "/grpc.reflection.") {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -213,6 +214,15 @@ func bodyDeadline(next http.Handler) http.Handler {
 		r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// closeHTTP1 closes an HTTP/1 connection after the answer. On HTTP/2 a
+// Connection: close would shut the whole connection down, with every
+// other request it carries.
+func closeHTTP1(w http.ResponseWriter, r *http.Request) {
+	if r.ProtoMajor == 1 {
+		w.Header().Set("Connection", "close")
+	}
 }
 
 // deadlineBody lifts its connection's read deadline at the end of the body.
@@ -255,17 +265,18 @@ func strictBodies(logger *slog.Logger, maxBytes int64, authenticated func(*http.
 			r, ok := authenticated(r)
 			if !ok {
 				// The route refuses it without reading the body; closing
-				// the connection after the answer spares reading the rest
-				// (net/http would, to reuse the connection).
-				w.Header().Set("Connection", "close")
+				// an HTTP/1 connection after the answer spares reading the
+				// rest (net/http would, to reuse the connection). HTTP/2
+				// drops the one stream's body; its shared connection stays.
+				closeHTTP1(w, r)
 				next.ServeHTTP(w, r)
 				return
 			}
 			body, err := httpjson.ReadBody(w, r, maxBytes)
 			if err != nil {
-				// What is left of the body is not read: the connection
-				// ends with this answer.
-				w.Header().Set("Connection", "close")
+				// What is left of the body is not read: an HTTP/1
+				// connection ends with this answer.
+				closeHTTP1(w, r)
 				if errors.Is(err, os.ErrDeadlineExceeded) {
 					err = fault.New(fault.Timeout, "body_timeout", "the request body did not arrive within %s of the request", bodyReadTimeout)
 				}
