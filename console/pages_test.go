@@ -130,7 +130,7 @@ func (f *fixture) expectations() map[string]expect {
 		// Only push nodes use it: no worker is needed, so no warning.
 		"definition-push-only": {status: 200,
 			texts: map[string][2]string{
-				"served-by": {"No worker is connected for this definition; none of its occurrences waits for one.", "Aucun exécutant n’est connecté pour cette définition\u202f; aucune de ses occurrences n’en attend."},
+				"served-by": {"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.", "Aucun processus ne tire cette définition\u202f: Relais appelle ses destinations (push), elle n’a besoin d’aucun exécutant."},
 			}},
 		"workers": {status: 200,
 			texts: map[string][2]string{

@@ -187,10 +187,19 @@ func (c *Console) workersServing(ctx context.Context, key string, operator bool)
 		if err != nil {
 			return servedBy{}, err
 		}
-		if waits {
+		pulled := true
+		if !waits {
+			if pulled, err = c.eng.DefinitionPulled(ctx, key); err != nil {
+				return servedBy{}, err
+			}
+		}
+		switch {
+		case waits:
 			s.Warning = true
 			s.Text = T(ctx, "No worker serves this definition: its occurrences wait until one connects or polls.")
-		} else {
+		case !pulled:
+			s.Text = T(ctx, "No process pulls this definition: Relais calls its destinations (push), and it needs no worker.")
+		default:
 			s.Text = T(ctx, "No worker is connected for this definition; none of its occurrences waits for one.")
 		}
 	} else {

@@ -228,6 +228,14 @@ func (e *Engine) PullWorkWaits(ctx context.Context, definition string) (bool, er
 	return waits, wrap("pull work waits", err)
 }
 
+// DefinitionPulled reports whether a published process version pulls the
+// definition (a pull node on it): if none does, Relais calls destinations
+// for it and no worker is ever needed.
+func (e *Engine) DefinitionPulled(ctx context.Context, definition string) (bool, error) {
+	pulled, err := e.q.DefinitionPulled(ctx, definition)
+	return pulled, wrap("definition pulled", err)
+}
+
 // pruneBatch bounds one pass over catalog rows that are no longer live.
 const pruneBatch = 100
 

@@ -281,15 +281,16 @@ var messageKeyToIndex = map[string]int{
 	"No operator has acted on this instance.":                                                287,
 	"No outputs yet: the occurrence has not completed.":                                      412,
 	"No outputs.": 171,
-	"No outputs: the occurrence ended without completing.": 414,
-	"No process is published yet.":                         511,
+	"No outputs: the occurrence ended without completing.":                                                         414,
+	"No process is published yet.":                                                                                 511,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":              623,
 	"No process, business key or creation date narrows this filter: it applies to the instances of every process.": 63,
 	"No release yet.": 152,
 	"No revision yet: the Working copy has never been snapshotted.":          150,
 	"No service ever reserved this occurrence: it ended before any attempt.": 393,
 	"No service has reserved this occurrence yet.":                           390,
 	"No token.": 577,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 623,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 624,
 	"No worker is connected.":           613,
 	"No worker serves this definition.": 616,
 	"No worker serves this definition: its occurrences wait until one connects or polls.": 622,
@@ -390,7 +391,7 @@ var messageKeyToIndex = map[string]int{
 	"Revision":    154,
 	"Revision %d": 175,
 	"Revisions":   149,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 625,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 626,
 	"Revoke the %s token “%s”?": 580,
 	"Revoke the token":          582,
 	"Revoke token %d":           579,
@@ -404,7 +405,7 @@ var messageKeyToIndex = map[string]int{
 	"Search":                               548,
 	"Secret values can never be revealed.": 546,
 	"Sep":                                  263,
-	"Served by %d workers":                 624,
+	"Served by %d workers":                 625,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 25,
 	"Settled":              284,
 	"Settlement date":      471,
@@ -475,9 +476,9 @@ var messageKeyToIndex = map[string]int{
 	"The token was revoked.":                                                                                                      578,
 	"These revisions have the same contracts.":                                                                                    166,
 	"These settings are kept in this browser only.":                                                                               497,
-	"They take every revision their consumer is granted.":                                                                         626,
-	"They take revision %d only.":                                                                                                 627,
-	"They take revisions %s only.":                                                                                                628,
+	"They take every revision their consumer is granted.":                                                                         627,
+	"They take revision %d only.":                                                                                                 628,
+	"They take revisions %s only.":                                                                                                629,
 	"This contract has no inputs.":                                                                                                410,
 	"This contract has no outputs.":                                                                                               413,
 	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                         130,
@@ -670,7 +671,7 @@ var messageKeyToIndex = map[string]int{
 	"→ %s":                   535,
 }
 
-var enIndex = []uint32{ // 630 elements
+var enIndex = []uint32{ // 631 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x0000005a,
@@ -847,11 +848,11 @@ var enIndex = []uint32{ // 630 elements
 	0x0000510f, 0x00005119, 0x00005131, 0x00005147,
 	0x00005153, 0x00005175, 0x0000517c, 0x00005189,
 	0x0000519a, 0x000051c1, 0x000051d1, 0x00005225,
-	0x00005278, 0x000052b0, 0x00005300, 0x00005334,
-	0x00005353, 0x00005373,
-} // Size: 2544 bytes
+	0x00005285, 0x000052d8, 0x00005310, 0x00005360,
+	0x00005394, 0x000053b3, 0x000053d3,
+} // Size: 2548 bytes
 
-const enData string = "" + // Size: 21363 bytes
+const enData string = "" + // Size: 21459 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every held instance…\x02Stop every running instance…\x02Stop every runni" +
@@ -1180,14 +1181,15 @@ const enData string = "" + // Size: 21363 bytes
 	"\x02No worker serves this definition.\x02stream\x02long polling\x02Camun" +
 	"da 7 facade\x02every revision its consumer is granted\x02revisions %[1]s" +
 	"\x02No worker serves this definition: its occurrences wait until one con" +
-	"nects or polls.\x02No worker is connected for this definition; none of i" +
-	"ts occurrences waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Served by %" +
-	"[1]d worker\x00\x18\x02Served by %[1]d workers\x02Revisions they take: %" +
-	"[1]s; some take every revision their consumer is granted.\x02They take e" +
-	"very revision their consumer is granted.\x02They take revision %[1]d onl" +
-	"y.\x02They take revisions %[1]s only."
+	"nects or polls.\x02No process pulls this definition: Relais calls its de" +
+	"stinations (push), and it needs no worker.\x02No worker is connected for" +
+	" this definition; none of its occurrences waits for one.\x14\x01\x81\x01" +
+	"\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d worker" +
+	"s\x02Revisions they take: %[1]s; some take every revision their consumer" +
+	" is granted.\x02They take every revision their consumer is granted.\x02T" +
+	"hey take revision %[1]d only.\x02They take revisions %[1]s only."
 
-var frIndex = []uint32{ // 630 elements
+var frIndex = []uint32{ // 631 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000079,
@@ -1364,11 +1366,11 @@ var frIndex = []uint32{ // 630 elements
 	0x000066db, 0x000066e9, 0x0000670d, 0x00006727,
 	0x0000673c, 0x00006768, 0x0000676d, 0x00006782,
 	0x00006794, 0x000067c9, 0x000067da, 0x00006850,
-	0x000068b7, 0x000068f9, 0x0000696c, 0x000069b0,
-	0x000069d8, 0x00006a02,
-} // Size: 2544 bytes
+	0x000068ce, 0x00006935, 0x00006977, 0x000069ea,
+	0x00006a2e, 0x00006a56, 0x00006a80,
+} // Size: 2548 bytes
 
-const frData string = "" + // Size: 27138 bytes
+const frData string = "" + // Size: 27264 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances bloquées…\x02Abandonne" +
 	"r toutes les instances bloquées…\x02Arrêter toutes les instances bloquée" +
@@ -1764,12 +1766,14 @@ const frData string = "" + // Size: 27138 bytes
 	"façade Camunda 7\x02toutes les révisions accordées à son consommateur" +
 	"\x02révisions %[1]s\x02Aucun exécutant ne sert cette définition\u202f: s" +
 	"es occurrences attendent qu’un exécutant se connecte ou interroge.\x02Au" +
-	"cun exécutant n’est connecté pour cette définition\u202f; aucune de ses " +
-	"occurrences n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d" +
-	" exécutant\x00\x1d\x02Servie par %[1]d exécutants\x02Révisions prises en" +
-	" charge\u202f: %[1]s\u202f; certains prennent toutes les révisions accor" +
-	"dées à leur consommateur.\x02Ils prennent toutes les révisions accordées" +
-	" à leur consommateur.\x02Ils ne prennent que la révision %[1]d.\x02Ils n" +
-	"e prennent que les révisions %[1]s."
+	"cun processus ne tire cette définition\u202f: Relais appelle ses destina" +
+	"tions (push), elle n’a besoin d’aucun exécutant.\x02Aucun exécutant n’es" +
+	"t connecté pour cette définition\u202f; aucune de ses occurrences n’en a" +
+	"ttend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d" +
+	"\x02Servie par %[1]d exécutants\x02Révisions prises en charge\u202f: %[1" +
+	"]s\u202f; certains prennent toutes les révisions accordées à leur consom" +
+	"mateur.\x02Ils prennent toutes les révisions accordées à leur consommate" +
+	"ur.\x02Ils ne prennent que la révision %[1]d.\x02Ils ne prennent que les" +
+	" révisions %[1]s."
 
-	// Total table size 53589 bytes (52KiB); checksum: 49EFBEA0
+	// Total table size 53819 bytes (52KiB); checksum: E0BC44B

@@ -70,3 +70,11 @@ select exists (
     select 1 from occurrences
     where mode = 'pull' and definition_key = @definition_key and status in ('available', 'reserved')
 )::boolean;
+
+-- name: DefinitionPulled :one
+-- Whether a published process version has a pull node on the definition:
+-- one that only push nodes use needs no worker at all.
+select exists (
+    select 1 from process_versions pv, json_each(pv.document->'nodes') n
+    where n.value->>'kind' = 'pull' and n.value->>'definition' = @definition_key::text
+)::boolean;

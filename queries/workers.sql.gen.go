@@ -13,6 +13,22 @@ import (
 	"github.com/google/uuid"
 )
 
+const definitionPulled = `-- name: DefinitionPulled :one
+select exists (
+    select 1 from process_versions pv, json_each(pv.document->'nodes') n
+    where n.value->>'kind' = 'pull' and n.value->>'definition' = $1::text
+)::boolean
+`
+
+// Whether a published process version has a pull node on the definition:
+// one that only push nodes use needs no worker at all.
+func (q *Queries) DefinitionPulled(ctx context.Context, definitionKey string) (bool, error) {
+	row := q.db.QueryRow(ctx, definitionPulled, definitionKey)
+	var column_1 bool
+	err := row.Scan(&column_1)
+	return column_1, err
+}
+
 const pullWorkWaits = `-- name: PullWorkWaits :one
 select exists (
     select 1 from occurrences
