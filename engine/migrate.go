@@ -107,8 +107,17 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) ([]in
 			conn.Conn().Close(uctx)
 		}
 	}()
-	if _, err := conn.Exec(ctx, createMigrationsTable); err != nil {
-		return nil, fmt.Errorf("migrate: create table: %w", err)
+	// Created only when missing: a create, even "if not exists", needs
+	// the CREATE right, which a role that only serves a migrated database
+	// need not have.
+	var exists bool
+	if err := conn.QueryRow(ctx, "select to_regclass('relais_schema_migrations') is not null").Scan(&exists); err != nil {
+		return nil, fmt.Errorf("migrate: look for relais_schema_migrations: %w", err)
+	}
+	if !exists {
+		if _, err := conn.Exec(ctx, createMigrationsTable); err != nil {
+			return nil, fmt.Errorf("migrate: create relais_schema_migrations: %w%s", err, privilegeHint(err))
+		}
 	}
 	applied, err := appliedVersions(ctx, conn.Conn())
 	if err != nil {
@@ -159,7 +168,7 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) ([]in
 			}
 		}
 		if err != nil {
-			return done, fmt.Errorf("migrate: %s: %w", m.Name, err)
+			return done, fmt.Errorf("migrate: %s: %w%s", m.Name, err, privilegeHint(err))
 		}
 		if logger != nil {
 			logger.Info("migration applied", "version", m.Version, "name", m.Name, "duration", time.Since(start).Round(time.Millisecond))
@@ -167,6 +176,20 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) ([]in
 		done = append(done, m.Version)
 	}
 	return done, nil
+}
+
+// privilegeHint says what to do about a migration the database role may
+// not run, or nothing for another error.
+func privilegeHint(err error) string {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return ""
+	}
+	switch pgErr.Code {
+	case "42501", "3F000": // insufficient_privilege, invalid_schema_name (no schema to create in)
+		return " (the database role cannot create tables in its schema: run relais migrate once as the schema's owner, after which serve needs no CREATE right, or grant CREATE on the schema)"
+	}
+	return ""
 }
 
 func appliedVersions(ctx context.Context, conn *pgx.Conn) (map[int]bool, error) {

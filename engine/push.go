@@ -54,13 +54,22 @@ func (e *Engine) ClaimPush(ctx context.Context, workerID string, max int) ([]Pus
 			// The reservation stands; fail it now rather than leave it for
 			// outcome_unknown, since no call was made.
 			e.logger.Error("push occurrence cannot be prepared", "occurrence", o.ID, "err", err)
-			_, _ = e.SettlePush(ctx, o.ID, int(o.Attempts), PushResult{ErrorCode: "push_unprepared", Message: "the call could not be prepared: " + errMessage(err)})
+			if _, serr := e.SettlePush(ctx, o.ID, int(o.Attempts), PushResult{ErrorCode: CodePushUnprepared, Message: "the call could not be prepared: " + errMessage(err)}); serr != nil {
+				// Left reserved, the timer fails it as outcome_unknown
+				// once its grace is over.
+				e.logger.Error("push occurrence could not be failed as unprepared", "occurrence", o.ID, "err", serr)
+			}
 			continue
 		}
 		calls = append(calls, c)
 	}
 	return calls, nil
 }
+
+// CodePushUnprepared fails a push occurrence whose call could not be
+// prepared (its inputs could not be opened, its destination is gone): no
+// call was made.
+const CodePushUnprepared = "push_unprepared"
 
 func errMessage(err error) string {
 	if fe, ok := fault.As(err); ok {
@@ -133,6 +142,12 @@ func (e *Engine) SettlePush(ctx context.Context, id uuid.UUID, attempt int, res 
 		rev, err := e.revision(ctx, q, o.DefinitionKey, int(o.Revision))
 		if err != nil {
 			return err
+		}
+		if res.ErrorCode == CodePushUnprepared {
+			// Relais's own words, which quote no value: scrubbing them
+			// would open the inputs, which is what may have failed (a
+			// key this replica does not have yet).
+			return r.fail(o, OutcomeFailed, res.ErrorCode, scrubMessage(res.Message, nil))
 		}
 		if res.ErrorCode != "" {
 			protected, err := e.protectedOf(ctx, q, o)

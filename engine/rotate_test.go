@@ -79,6 +79,8 @@ func TestKeyRotation(t *testing.T) {
 	}
 	if _, _, err := e.StartInstance(ctx, StartRequest{ProcessKey: "sealed", Inputs: json.RawMessage(`{"tok":"late"}`)}); !fault.HasCode(err, "data_key_retired") {
 		t.Errorf("sealing with a retired key: %v, want data_key_retired", err)
+	} else if fe, _ := fault.As(err); fe.RetryAfter <= 0 {
+		t.Error("data_key_retired says no Retry-After: a client should try another replica")
 	}
 	if err := r.CheckPrimaryKey(ctx); err != nil || r.primaryRetired.Load() {
 		t.Errorf("the replica with the new key first: retired %v (%v)", r.primaryRetired.Load(), err)
@@ -184,5 +186,53 @@ func TestKeyRotationWaitsForLockedRows(t *testing.T) {
 	onlyNew, _ := keyring.Parse(newSpec)
 	if err := CheckKeys(ctx, e.pool, onlyNew); err != nil {
 		t.Fatalf("the old key cannot be removed after rotation: %v", err)
+	}
+}
+
+// A replica that does not have the key a push occurrence's inputs were
+// sealed with (a key rotation half rolled out) fails the occurrence at
+// once as push_unprepared: no call was made. It used to leave it reserved,
+// for the timer to fail as outcome_unknown, which says the call may have
+// happened and holds what holds on that code.
+func TestUnopenablePushInputsFailAsUnprepared(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	oldSpec, newSpec := keyring.NewKeySpec("old"), keyring.NewKeySpec("new")
+	oldRing, _ := keyring.Parse(oldSpec)
+	both, _ := keyring.Parse(newSpec + "," + oldSpec)
+	base := setup(t)
+	if err := CheckKeys(ctx, base.pool, both); err != nil {
+		t.Fatal(err)
+	}
+	upgraded := New(base.pool, Options{Keys: both})
+	if _, _, err := upgraded.SaveWorking(ctx, "crm", []byte(crmWorking)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := upgraded.Snapshot(ctx, "crm"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := upgraded.PutDestination(ctx, DestinationSpec{Name: "api", URL: "https://example.com", MaxTimeout: 5 * time.Second}, false); err != nil {
+		t.Fatal(err)
+	}
+	doc := `{"inputs":{"fields":[{"name":"tok","type":"text","required":true,"classification":"secret"}]},
+	 "start":"crm","nodes":{"crm":{"kind":"push","definition":"crm","revision":1,"destination":"api",
+	 "inputs":{"company_name":{"value":"Acme"},"token":{"from":"input.tok"}},"routes":{"created":"done","existing":"done"}},"done":{"kind":"end"}}}`
+	if _, _, err := upgraded.PublishProcess(ctx, "pushed", []byte(doc)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := upgraded.StartInstance(ctx, StartRequest{ProcessKey: "pushed", Inputs: json.RawMessage(`{"tok":"sealed-with-new"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	lagging := New(base.pool, Options{Keys: oldRing})
+	calls, err := lagging.ClaimPush(ctx, "replica-lagging", 10)
+	if err != nil || len(calls) != 0 {
+		t.Fatalf("claim by the replica without the key: %d calls, %v; want none", len(calls), err)
+	}
+	var status, code string
+	if err := base.pool.QueryRow(ctx, `select status, coalesce(error_code, '') from occurrences where definition_key = 'crm'`).Scan(&status, &code); err != nil {
+		t.Fatal(err)
+	}
+	if status != StatusFailed || code != CodePushUnprepared {
+		t.Errorf("occurrence %s (%s); want failed push_unprepared at once", status, code)
 	}
 }

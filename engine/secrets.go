@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/relais/relais/contracts"
 	"github.com/relais/relais/internal/fault"
@@ -38,8 +39,11 @@ func (e *Engine) sealable() error {
 			"this value holds sensitive or secret fields but no data key is configured (RELAIS_DATA_KEYS or RELAIS_DATA_KEY_FILE)")
 	}
 	if e.primaryRetired.Load() {
-		return fault.New(fault.Unavailable, "data_key_retired",
+		fe := fault.New(fault.Unavailable, "data_key_retired",
 			"this replica's first data key %q was retired by a key rotation: restart it with the newer key first in RELAIS_DATA_KEYS", e.keys.Primary())
+		// Another replica, already restarted, can take the request.
+		fe.RetryAfter = time.Second
+		return fe
 	}
 	return nil
 }

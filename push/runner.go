@@ -264,7 +264,7 @@ func outcomeOf(errorCode string) string {
 		return "http_error"
 	case errorCode == "call_aborted":
 		return "aborted"
-	case errorCode == "push_unprepared":
+	case errorCode == engine.CodePushUnprepared:
 		return "unprepared"
 	}
 	return errorCode
@@ -284,11 +284,11 @@ type callBody struct {
 func (r *Runner) call(ctx context.Context, c engine.PushCall, budget time.Duration) engine.PushResult {
 	body, err := json.Marshal(callBody{OccurrenceID: c.ID, Definition: c.Definition, Revision: c.Revision, Inputs: c.Inputs, Deadline: c.DeadlineAt})
 	if err != nil {
-		return engine.PushResult{ErrorCode: "push_unprepared", Message: "the request body could not be encoded"}
+		return engine.PushResult{ErrorCode: engine.CodePushUnprepared, Message: "the request body could not be encoded"}
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.URL, bytes.NewReader(body))
 	if err != nil {
-		return engine.PushResult{ErrorCode: "push_unprepared", Message: "the destination URL is unusable"}
+		return engine.PushResult{ErrorCode: engine.CodePushUnprepared, Message: "the destination URL is unusable"}
 	}
 	for k, v := range c.Headers {
 		req.Header.Set(k, v)

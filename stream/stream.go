@@ -109,6 +109,10 @@ const compressMinBytes = 1024
 // of a stream (not a message to read within a bound).
 const SubscribePath = workerv1connect.WorkerServiceSubscribeProcedure
 
+// HeartbeatPath is the path of Heartbeat, which each stream's client calls
+// every few seconds.
+const HeartbeatPath = workerv1connect.WorkerServiceHeartbeatProcedure
+
 // Handlers returns the routes to mount at the root of the listener: the
 // worker service, gRPC server reflection (v1 and v1alpha) and the gRPC
 // health service, each as a path prefix (ending in /) and its handler,

@@ -15,7 +15,7 @@ import (
 	"github.com/relais/relais/internal/keyring"
 )
 
-// loadKeys returns the keyring that encrypts secret values: from
+// loadKeys returns the keyring that seals sensitive and secret values: from
 // RELAIS_DATA_KEYS, else RELAIS_DATA_KEY_FILE, else (embedded mode only) the
 // data directory's generated data-keys file. On an external database
 // without keys it returns nil, and the engine refuses to store secrets.
@@ -35,7 +35,7 @@ func loadKeys(ctx context.Context, cfg config.Config, configured *keyring.Keyrin
 			if err := os.WriteFile(path, b, 0o600); err != nil {
 				return nil, fmt.Errorf("generate data key file: %w", err)
 			}
-			logger.Info("generated a data key for secret values", "file", path)
+			logger.Info("generated a data key for sensitive and secret values", "file", path)
 		} else if rerr != nil {
 			return nil, fmt.Errorf("data key file: %w", rerr)
 		}
@@ -102,13 +102,13 @@ func keysRotate(ctx context.Context, args []string, getenv func(string) string, 
 		return errors.New("no data key configured: set RELAIS_DATA_KEYS or RELAIS_DATA_KEY_FILE with the new key first")
 	}
 	eng := engine.New(db.pool, engine.Options{Logger: logger, Keys: ring})
-	fmt.Fprintf(stdout, "re-encrypting secret values with key %q\n", ring.Primary())
+	fmt.Fprintf(stdout, "re-encrypting sensitive and secret values with key %q\n", ring.Primary())
 	err = eng.RotateKeys(ctx, func(p engine.RotationProgress) {
 		fmt.Fprintf(stdout, "  %s: %d re-encrypted\n", p.Table, p.Total)
 	})
 	if err != nil {
 		return fmt.Errorf("%w (run the command again to resume)", err)
 	}
-	fmt.Fprintf(stdout, "done: every secret value is sealed with %q; older keys are retired and may be removed from the configuration\n", ring.Primary())
+	fmt.Fprintf(stdout, "done: every sealed value is sealed with %q; older keys are retired and may be removed from the configuration of every replica (a replica still sealing with an older key now refuses to, 503 data_key_retired, until it restarts with %q first)\n", ring.Primary(), ring.Primary())
 	return nil
 }

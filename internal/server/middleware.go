@@ -130,10 +130,18 @@ func logRequests(logger *slog.Logger, metrics *httpMetrics) func(http.Handler) h
 				metrics.databaseUnavailable.Inc()
 			}
 			level := slog.LevelInfo
-			if status >= 500 {
+			switch {
+			case status == http.StatusServiceUnavailable:
+				// Expected in operation (a database restart, a replica
+				// stopping for a deploy, a key rotation under way): the
+				// cause is logged once where it is found, not per request.
+				level = slog.LevelWarn
+			case status >= 500:
 				level = slog.LevelError
 			}
-			if route == "/healthz" || route == "/readyz" || route == "/metrics" {
+			if route == "/healthz" || route == "/readyz" || route == "/metrics" || route == stream.HeartbeatPath {
+				// Probes, scrapes and each stream's heartbeat every few
+				// seconds: a line each would drown the rest.
 				level = slog.LevelDebug
 			}
 			if !logger.Enabled(r.Context(), level) {
