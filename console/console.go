@@ -96,8 +96,6 @@ type Console struct {
 	menus    *snapshot.Cache[filterMenus]
 	// nodeCounts are each process version's occurrences per node.
 	nodeCounts *versionCounts
-	// healthCache is the health page's snapshot of queues and last hour.
-	healthCache *snapshot.Cache[engine.Health]
 	// now is the clock sessions expire by; tests move it.
 	now func() time.Time
 	// countsOf reads the counts by definition and status
@@ -111,8 +109,7 @@ func New(logger *slog.Logger, eng *engine.Engine) *Console {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	c := &Console{logger: logger, eng: eng, sessions: newSessionStore(), throttle: newSignInThrottle(), now: time.Now,
-		menus:       snapshot.New("console filter menus", loadMenus(eng), logger, menusTTL),
-		healthCache: snapshot.New("console health", eng.Health, logger, countsTTL).StampWith(eng.Now)}
+		menus: snapshot.New("console filter menus", loadMenus(eng), logger, menusTTL)}
 	c.nodeCounts = &versionCounts{eng: eng, c: c}
 	c.countsOf = eng.FreshOccurrenceCounts
 	return c

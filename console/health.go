@@ -100,7 +100,7 @@ func (c *Console) health(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		v.Missing = c.countsMissing(ctx, err)
 	}
-	h, healthAt, err := c.healthCache.Fresh(ctx)
+	h, healthAt, err := c.eng.FreshHealth(ctx)
 	if err != nil {
 		c.logger.Warn("console: health unavailable", "err", err)
 		v.Missing = T(ctx, "Counts are unavailable right now.")

@@ -102,6 +102,20 @@ type Health struct {
 	Definitions map[string]*DefinitionHealth
 }
 
+// CachedHealth is Health from a snapshot at most OccurrenceCountsTTL old,
+// shared by the replica's readers (the console's health page, the held
+// instances gauge): one read every few seconds whatever their number. It
+// never waits once a read succeeded (for scrapes).
+func (e *Engine) CachedHealth(ctx context.Context) (Health, time.Time, error) {
+	return e.health.Get(ctx)
+}
+
+// FreshHealth is CachedHealth for a page a person opens: after a quiet
+// spell it waits a moment for a fresh read (see snapshot.Cache.Fresh).
+func (e *Engine) FreshHealth(ctx context.Context) (Health, time.Time, error) {
+	return e.health.Fresh(ctx)
+}
+
 // Health reads the queue lag, the held instances and the last hour's
 // completions and failures of every definition. Each part reads an index
 // range bounded by what it reports (one probe per definition or revision,

@@ -48,6 +48,7 @@ type Engine struct {
 	schemas   *contracts.Cache
 	memo      *memo
 	counts    *snapshot.Cache[[]OccurrenceCount]
+	health    *snapshot.Cache[Health]
 	// group commits settlements and claims, starts their own lanes: a
 	// producer waits for its start, which must not queue behind the
 	// round trips of a group of settlements (see groupCommit).
@@ -105,6 +106,7 @@ func New(pool *pgxpool.Pool, opts Options) *Engine {
 		replica: opts.Replica, revisions: revisionCache{schemas: schemas}, schemas: schemas, memo: newMemo()}
 	e.counts = snapshot.New("occurrence counts by definition and status", e.CountOccurrencesByDefinitionStatus, opts.Logger, OccurrenceCountsTTL).
 		StampWith(e.Now)
+	e.health = snapshot.New("health", e.Health, opts.Logger, OccurrenceCountsTTL).StampWith(e.Now)
 	e.group = newGroupCommit(e, opts.GroupLanes)
 	e.starts = newGroupCommit(e, opts.GroupLanes)
 	return e

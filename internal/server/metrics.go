@@ -37,6 +37,7 @@ type occurrenceCounts struct {
 	logger  *slog.Logger
 	byState *prometheus.Desc
 	at      *prometheus.Desc
+	held    *prometheus.Desc
 }
 
 func newOccurrenceCounts(eng *engine.Engine, logger *slog.Logger) *occurrenceCounts {
@@ -47,12 +48,16 @@ func newOccurrenceCounts(eng *engine.Engine, logger *slog.Logger) *occurrenceCou
 		at: prometheus.NewDesc("relais_occurrences_counted_timestamp_seconds",
 			"When the counting behind relais_occurrences began (Unix time): the counts show the database as of then or later; they are refreshed in the background when older than 5 s.",
 			nil, nil),
+		held: prometheus.NewDesc("relais_instances_held",
+			"Instances held for an operator (incidents: retry, abandon or stop them), by the definition of the node they are held at; from the health snapshot, refreshed in the background when older than 5 s. Every replica counts the whole database.",
+			[]string{"definition"}, nil),
 	}
 }
 
 func (c *occurrenceCounts) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.byState
 	ch <- c.at
+	ch <- c.held
 }
 
 func (c *occurrenceCounts) Collect(ch chan<- prometheus.Metric) {
@@ -78,6 +83,20 @@ func (c *occurrenceCounts) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	ch <- prometheus.MustNewConstMetric(c.at, prometheus.GaugeValue, float64(at.UnixNano())/1e9)
+	health, _, err := c.eng.CachedHealth(ctx)
+	if err != nil {
+		c.logger.Debug("metrics: held instances unavailable", "err", err)
+		return
+	}
+	// Every definition counted above, zero included, so that a series
+	// falls to 0 when its last incident is resolved rather than vanish.
+	for def := range byDefinition {
+		var held int64
+		if d := health.Definitions[def]; d != nil {
+			held = d.Held
+		}
+		ch <- prometheus.MustNewConstMetric(c.held, prometheus.GaugeValue, float64(held), def)
+	}
 }
 
 // timerMetrics are what the replica's timer passes report.

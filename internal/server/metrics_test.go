@@ -205,3 +205,31 @@ func TestUnknownMethodsShareOneLabel(t *testing.T) {
 		}
 	}
 }
+
+// relais_instances_held counts the instances held for an operator by the
+// definition of their node, falling back to 0 once resolved.
+func TestHeldInstancesGauge(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	crm := env.Definition("add_company_to_crm.yaml")
+	doc := relaistest.CRMProcess(map[string]any{"max_attempts": 1})
+	nodes := doc["nodes"].(map[string]any)
+	nodes["crm"].(map[string]any)["on_error"] = "hold"
+	delete(nodes, "failed")
+	env.Process("held_crm", doc)
+	consumer := env.Consumer("held", crm)
+	inst := env.Must(201, "POST", "/api/v1/processes/held_crm/instances", env.Operator, map[string]any{"inputs": map[string]any{"name": "Acme"}}).JSON(t)
+	occ := env.Must(200, "POST", "/api/v1/pull/fetch-and-lock", consumer, map[string]any{"worker_id": "w", "max_tasks": 1,
+		"subscriptions": []any{map[string]any{"definition": crm}}}).JSON(t)["occurrences"].([]any)[0].(map[string]any)["id"].(string)
+	env.Must(200, "POST", "/api/v1/pull/occurrences/"+occ+"/fail", consumer, map[string]any{"worker_id": "w", "error_code": "CRM_DOWN"})
+	held := func(want float64) {
+		t.Helper()
+		relaistest.WaitFor(t, 15*time.Second, fmt.Sprintf("relais_instances_held{definition=%q} = %v", crm, want), func() (bool, string) {
+			got, ok := env.Metrics().Get("relais_instances_held", "definition", crm)
+			return ok && got == want, fmt.Sprintf("%v (present %v)", got, ok)
+		})
+	}
+	held(1)
+	env.Must(200, "POST", "/api/v1/instances/"+inst["id"].(string)+"/abandon", env.Operator, map[string]any{"reason": "test"})
+	held(0)
+}
