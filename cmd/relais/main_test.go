@@ -154,7 +154,8 @@ const bootstrap = "test-bootstrap-token-0123456789"
 
 func TestServeReadinessAuthAndProblems(t *testing.T) {
 	t.Parallel()
-	r := startServe(t, map[string]string{"RELAIS_DATABASE_URL": dbtest.EmptyURL(t), "RELAIS_BOOTSTRAP_TOKEN": bootstrap})
+	r := startServe(t, map[string]string{"RELAIS_DATABASE_URL": dbtest.EmptyURL(t), "RELAIS_BOOTSTRAP_TOKEN": bootstrap,
+		"RELAIS_TRUSTED_PROXIES": "0.0.0.0/0"})
 
 	res := call(t, "GET", r.base+"/readyz", "", nil)
 	if res.status != 200 || res.json(t)["schema_version"] == nil {
@@ -166,6 +167,10 @@ func TestServeReadinessAuthAndProblems(t *testing.T) {
 	// The ready line says what history is kept.
 	if !strings.Contains(r.stderr.String(), "retention=P30D") {
 		t.Errorf("the ready line does not give the retention:\n%s", r.stderr)
+	}
+	// Trusting every peer is allowed, and said.
+	if !strings.Contains(r.stderr.String(), "trusted_proxies=0.0.0.0/0") || !strings.Contains(r.stderr.String(), "RELAIS_TRUSTED_PROXIES trusts every peer") {
+		t.Errorf("trusting every peer is not said at start:\n%s", r.stderr)
 	}
 
 	for _, tok := range []string{"", "rls_wrong"} {

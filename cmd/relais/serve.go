@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -82,8 +83,17 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	serving = true // Serve closes ln
 	go func() { serveErr <- server.Serve(srv, ln) }()
 	fmt.Fprintf(stdout, "Relais listening on %s://%s\n", scheme, ln.Addr())
+	proxies := make([]string, len(cfg.TrustedProxies))
+	for i, p := range cfg.TrustedProxies {
+		proxies[i] = p.String()
+		if p.Bits() == 0 {
+			logger.Warn("RELAIS_TRUSTED_PROXIES trusts every peer: any client can set the address and scheme Relais sees (sign-in throttle, Secure cookies); list the proxies' addresses instead, unless only proxies can reach this listener",
+				"prefix", p.String())
+		}
+	}
 	logger.Info("relais ready", "listen", ln.Addr().String(), "tls", scheme == "https", "embedded_postgres", db.cluster != nil,
-		"schema_version", engine.LatestSchemaVersion(), "retention", retentionText(cfg.Retention), "startup", time.Since(start).Round(time.Millisecond))
+		"schema_version", engine.LatestSchemaVersion(), "retention", retentionText(cfg.Retention), "trusted_proxies", strings.Join(proxies, ","),
+		"startup", time.Since(start).Round(time.Millisecond))
 
 	// A dead embedded server is restarted while the HTTP surface stays up
 	// (API requests answer 503 database_unavailable meanwhile); only when

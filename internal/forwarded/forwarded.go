@@ -53,7 +53,13 @@ func ParsePrefixes(s string) ([]netip.Prefix, error) {
 		if p.Addr().Is4In6() {
 			p = netip.PrefixFrom(p.Addr().Unmap(), max(p.Bits()-96, 0))
 		}
-		out = append(out, p.Masked())
+		if p != p.Masked() {
+			// 10.0.0.1/8: the network 10.0.0.0/8, or the one proxy
+			// 10.0.0.1? Trusting the wider one by mistake would let every
+			// client of the network set its own address.
+			return nil, fmt.Errorf("%q has bits set past its length: write %s for the network or %s for the one address", part, p.Masked(), p.Addr())
+		}
+		out = append(out, p)
 	}
 	return out, nil
 }
