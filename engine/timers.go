@@ -37,7 +37,12 @@ type TimerPass struct {
 	Lag time.Duration
 	// Took is how long the pass took.
 	Took time.Duration
+	// Failed counts what the pass failed, by error code (TimerCodes).
+	Failed map[string]int
 }
+
+// TimerCodes are the codes the timers fail occurrences with.
+var TimerCodes = []string{"deadline_exceeded", "outcome_unknown", "attempts_exhausted"}
 
 // RunTimerPass is RunTimers, answering what the pass found: the oldest
 // due first, one batch at most.
@@ -47,7 +52,7 @@ func (e *Engine) RunTimerPass(ctx context.Context) (TimerPass, error) {
 	if err != nil {
 		return TimerPass{Took: time.Since(began)}, wrap("timers", err)
 	}
-	pass := TimerPass{Due: len(due)}
+	pass := TimerPass{Due: len(due), Failed: map[string]int{}}
 	if len(due) > 0 {
 		// The query answers the longest overdue first.
 		pass.Lag = max(due[0].Overdue, 0)
@@ -56,21 +61,24 @@ func (e *Engine) RunTimerPass(ctx context.Context) (TimerPass, error) {
 		if ctx.Err() != nil {
 			break
 		}
-		done, err := e.settleDue(ctx, d.InstanceID, d.ID)
+		code, err := e.settleDue(ctx, d.InstanceID, d.ID)
 		if err != nil {
 			e.logger.Error("timer settlement failed", "occurrence", d.ID, "err", err)
 			continue
 		}
-		if done {
+		if code != "" {
 			pass.Settled++
+			pass.Failed[code]++
 		}
 	}
 	pass.Took = time.Since(began)
 	return pass, nil
 }
 
-func (e *Engine) settleDue(ctx context.Context, instanceID, id uuid.UUID) (bool, error) {
-	done := false
+// settleDue fails one due occurrence, answering the code it failed it
+// with, or "" when it was not (another replica took it, or it changed).
+func (e *Engine) settleDue(ctx context.Context, instanceID, id uuid.UUID) (string, error) {
+	code := ""
 	// orphaned names the destination of a push call failed outcome_unknown,
 	// logged once that is committed: an operator asks the destination
 	// whether the call took effect.
@@ -93,7 +101,7 @@ func (e *Engine) settleDue(ctx context.Context, instanceID, id uuid.UUID) (bool,
 		lockGone := o.Status == StatusReserved && o.LockExpiresAt != nil && !o.LockExpiresAt.After(r.now)
 		switch {
 		case o.DeadlineAt != nil && !o.DeadlineAt.After(r.now):
-			done = true
+			code = "deadline_exceeded"
 			if o.Status == StatusReserved {
 				// The holder learns at once (a worker stream, a push call in
 				// flight), not at its next extension.
@@ -101,16 +109,16 @@ func (e *Engine) settleDue(ctx context.Context, instanceID, id uuid.UUID) (bool,
 					return err
 				}
 			}
-			return r.fail(o, OutcomeExpired, "deadline_exceeded",
+			return r.fail(o, OutcomeExpired, code,
 				fmt.Sprintf("the deadline (%s after creation) passed", formatDuration(derefDuration(o.Deadline))))
 		case lockGone && o.Mode == ModePush:
-			done = true
+			code = "outcome_unknown"
 			orphaned = deref(o.Destination)
-			return r.fail(o, OutcomeFailed, "outcome_unknown",
+			return r.fail(o, OutcomeFailed, code,
 				"the replica calling the destination stopped before the answer; the call is not repeated")
 		case lockGone && attemptsLeft(o) == 0:
-			done = true
-			return r.fail(o, OutcomeExpired, "attempts_exhausted",
+			code = "attempts_exhausted"
+			return r.fail(o, OutcomeExpired, code,
 				fmt.Sprintf("the lock of the last attempt (%d of %d) expired", o.Attempts, o.MaxAttempts))
 		}
 		return nil
@@ -119,7 +127,10 @@ func (e *Engine) settleDue(ctx context.Context, instanceID, id uuid.UUID) (bool,
 		e.logger.Warn("push outcome unknown: the replica calling the destination stopped before the answer; the call is not repeated",
 			"occurrence", id, "destination", orphaned, "instance", instanceID)
 	}
-	return done, wrap("settle due occurrence", err)
+	if err != nil {
+		return "", wrap("settle due occurrence", err)
+	}
+	return code, nil
 }
 
 func derefDuration(d *time.Duration) time.Duration {

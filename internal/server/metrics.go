@@ -101,8 +101,9 @@ func (c *occurrenceCounts) Collect(ch chan<- prometheus.Metric) {
 
 // timerMetrics are what the replica's timer passes report.
 type timerMetrics struct {
-	lag  prometheus.Gauge
-	took prometheus.Histogram
+	lag    prometheus.Gauge
+	took   prometheus.Histogram
+	failed *prometheus.CounterVec
 }
 
 func newTimerMetrics(reg prometheus.Registerer) *timerMetrics {
@@ -113,13 +114,22 @@ func newTimerMetrics(reg prometheus.Registerer) *timerMetrics {
 			Help:    "How long one timer pass of this replica took (finding what is due and settling it).",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}}),
 	}
-	reg.MustRegister(m.lag, m.took)
+	m.failed = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "relais_timer_failures_total",
+		Help: "Occurrences this replica's timers failed, by code: deadline_exceeded, attempts_exhausted (the last attempt's lock expired), outcome_unknown (a push call whose replica stopped before the answer: ask the destination whether it took effect)."},
+		[]string{"code"})
+	for _, code := range engine.TimerCodes {
+		m.failed.WithLabelValues(code) // each series from the start, at 0
+	}
+	reg.MustRegister(m.lag, m.took, m.failed)
 	return m
 }
 
 func (m *timerMetrics) observe(p engine.TimerPass) {
 	m.lag.Set(p.Lag.Seconds())
 	m.took.Observe(p.Took.Seconds())
+	for code, n := range p.Failed {
+		m.failed.WithLabelValues(code).Add(float64(n))
+	}
 }
 
 // retentionMetrics count what the retention passes (DESIGN §13) deleted

@@ -147,6 +147,8 @@ func TestMetricsAfterActivity(t *testing.T) {
 		{"relais_push_call_duration_seconds_count", []string{"destination", "scoring-api", "outcome", "ok"}, eq(1), "1 push call"},
 		{"relais_push_call_duration_seconds_sum", []string{"destination", "scoring-api"}, between(0, 5), "a call within its budget"},
 		{"relais_timer_pass_duration_seconds_count", nil, between(1, 1e9), "timer passes"},
+		{"relais_timer_failures_total", []string{"code", "deadline_exceeded"}, eq(1), "the late instance's deadline"},
+		{"relais_timer_failures_total", []string{"code", "outcome_unknown"}, eq(0), "no push call orphaned (the series exists from the start)"},
 		{"relais_database_up", nil, eq(1), "the database answers"},
 		{"relais_database_unavailable_total", nil, eq(0), "no request met a lost database"},
 		{"relais_retention_passes_total", []string{"result", "failed"}, eq(0), "no failed retention pass (the series exists from the start)"},
