@@ -67,13 +67,11 @@ func bulkActionLabel(ctx context.Context, a engine.Action, status string) string
 	return T(ctx, "Stop every running or held instance…")
 }
 
-// actionView is the confirmation of an action on one instance.
-type actionView struct {
-	Chrome      chrome
-	Action      string
-	Question    string
-	Consequence string
-	Error       string
+// reasonForm is what a form asking for the reason of an operator action
+// carries, one instance's or a bulk action's: the field and its bounds,
+// the buttons, and a refusal, if any.
+type reasonForm struct {
+	Error string
 	// ReasonInvalid marks the reason field as what the error is about.
 	ReasonInvalid bool
 	Detail        string // the engine's own words, in English, when no translation explains the refusal
@@ -87,6 +85,23 @@ type actionView struct {
 	Cancel        string
 	BackHref      string
 	Danger        bool
+}
+
+// newReasonForm is the reason form posting to action, labelled label,
+// whose cancel link goes back to back.
+func newReasonForm(ctx context.Context, action, label, back, cancel string) reasonForm {
+	return reasonForm{FormAction: action, CSRF: currentOf(ctx).csrf, ReasonLabel: label,
+		ReasonHint: T(ctx, "Say why, for whoever reads the log later: at most %d characters.", engine.MaxReason),
+		ReasonMax:  strconv.Itoa(engine.MaxReason), BackHref: back, Cancel: cancel}
+}
+
+// actionView is the confirmation of an action on one instance.
+type actionView struct {
+	Chrome      chrome
+	Action      string
+	Question    string
+	Consequence string
+	reasonForm
 	// Closed is set when the action can no longer apply (another operator
 	// acted first, the occurrence cannot be retried): the page says what
 	// happened and keeps the reason typed, but offers no form to post.
@@ -98,16 +113,8 @@ type actionView struct {
 func (c *Console) actionView(r *http.Request, a engine.Action, inst engine.Instance, heldAt string) actionView {
 	ctx := r.Context()
 	id := inst.ID
-	v := actionView{
-		Action:      string(a),
-		FormAction:  instanceHref(id) + "/" + string(a),
-		CSRF:        currentOf(ctx).csrf,
-		ReasonLabel: T(ctx, "Reason (recorded in the audit log)"),
-		ReasonHint:  T(ctx, "Say why, for whoever reads the log later: at most %d characters.", engine.MaxReason),
-		ReasonMax:   strconv.Itoa(engine.MaxReason),
-		BackHref:    instanceHref(id),
-		Cancel:      T(ctx, "Keep it running"),
-	}
+	v := actionView{Action: string(a),
+		reasonForm: newReasonForm(ctx, instanceHref(id)+"/"+string(a), T(ctx, "Reason (recorded in the audit log)"), instanceHref(id), T(ctx, "Keep it running"))}
 	if inst.Status == engine.InstanceHeld {
 		v.Cancel = T(ctx, "Keep it held")
 	}
@@ -318,21 +325,8 @@ type bulkView struct {
 	// applies to every process's instances.
 	Unfiltered string
 	Changed    string
-	Error      string
-	// ReasonInvalid marks the reason field as what the error is about.
-	ReasonInvalid bool
-	Detail        string
-	FormAction    string
-	CSRF          string
-	Hidden        []option // the filter's fields, carried through the form
-	ReasonLabel   string
-	ReasonHint    string
-	ReasonMax     string // the textarea's maxlength: engine.MaxReason characters
-	Reason        string
-	Confirm       string
-	Cancel        string
-	BackHref      string
-	Danger        bool
+	Hidden     []option // the filter's fields, carried through the form
+	reasonForm
 }
 
 // bulkAction reads the action and filter of a bulk request (query or
@@ -362,18 +356,8 @@ func notApplicableToStatus(ctx context.Context, a engine.Action, status string) 
 // bulkView builds the confirmation for count matching instances.
 func (c *Console) bulkView(r *http.Request, a engine.Action, f instanceFilter, count int64) bulkView {
 	ctx := r.Context()
-	v := bulkView{
-		Action:      string(a),
-		FilterLabel: T(ctx, "Filter"),
-		FormAction:  bulkPath,
-		CSRF:        currentOf(ctx).csrf,
-		ReasonLabel: T(ctx, "Reason (recorded in the audit log for every instance)"),
-		ReasonHint:  T(ctx, "Say why, for whoever reads the log later: at most %d characters.", engine.MaxReason),
-		ReasonMax:   strconv.Itoa(engine.MaxReason),
-		Cancel:      T(ctx, "Back to the list"),
-		BackHref:    f.href(),
-		CountValue:  strconv.FormatInt(count, 10),
-	}
+	v := bulkView{Action: string(a), FilterLabel: T(ctx, "Filter"), CountValue: strconv.FormatInt(count, 10),
+		reasonForm: newReasonForm(ctx, bulkPath, T(ctx, "Reason (recorded in the audit log for every instance)"), f.href(), T(ctx, "Back to the list"))}
 	n := count
 	switch a {
 	case engine.ActionRetry:

@@ -352,7 +352,7 @@ var messageKeyToIndex = map[string]int{
 	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 508,
 	"Reason": 80,
 	"Reason (recorded in the audit log for every instance)": 46,
-	"Reason (recorded in the audit log)":                    11,
+	"Reason (recorded in the audit log)":                    12,
 	"Reason given by the worker":                            399,
 	"Recorded operator actions":                             286,
 	"Relais console":                                        100,
@@ -401,7 +401,7 @@ var messageKeyToIndex = map[string]int{
 	"Routing output":            147,
 	"Rows %s–%s":                494,
 	"Save settings":             502,
-	"Say why, for whoever reads the log later: at most %d characters.": 12,
+	"Say why, for whoever reads the log later: at most %d characters.": 11,
 	"Search":                               548,
 	"Secret values can never be revealed.": 546,
 	"Sep":                                  263,
@@ -676,7 +676,7 @@ var enIndex = []uint32{ // 631 elements
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x0000005a,
 	0x00000079, 0x00000095, 0x000000b4, 0x000000db,
-	0x000000fe, 0x00000142, 0x00000152, 0x0000015f,
+	0x0000011f, 0x00000142, 0x00000152, 0x0000015f,
 	0x0000017c, 0x000001e7, 0x00000296, 0x000002a9,
 	0x000002c8, 0x00000307, 0x0000037d, 0x00000392,
 	0x000003ae, 0x000003e6, 0x00000494, 0x000004a6,
@@ -856,8 +856,8 @@ const enData string = "" + // Size: 21459 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every held instance…\x02Stop every running instance…\x02Stop every runni" +
-	"ng or held instance…\x02Reason (recorded in the audit log)\x02Say why, f" +
-	"or whoever reads the log later: at most %[1]d characters.\x02Keep it run" +
+	"ng or held instance…\x02Say why, for whoever reads the log later: at mos" +
+	"t %[1]d characters.\x02Reason (recorded in the audit log)\x02Keep it run" +
 	"ning\x02Keep it held\x02Retry process instance %[1]s\x02Retry this insta" +
 	"nce? Its failed occurrence at node %[1]s is offered again with a fresh b" +
 	"udget of attempts.\x02Workers may take it again (a push occurrence calls" +
@@ -1194,7 +1194,7 @@ var frIndex = []uint32{ // 631 elements
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000079,
 	0x000000a6, 0x000000d1, 0x000000fb, 0x00000132,
-	0x0000015e, 0x000001b0, 0x000001c5, 0x000001d9,
+	0x00000184, 0x000001b0, 0x000001c5, 0x000001d9,
 	0x00000203, 0x00000285, 0x0000035a, 0x00000371,
 	0x0000039c, 0x000003f2, 0x00000478, 0x00000490,
 	0x000004b9, 0x000004fe, 0x000005c6, 0x000005dc,
@@ -1375,25 +1375,25 @@ const frData string = "" + // Size: 27264 bytes
 	"bandon\x02arrêt\x02Reprendre toutes les instances bloquées…\x02Abandonne" +
 	"r toutes les instances bloquées…\x02Arrêter toutes les instances bloquée" +
 	"s…\x02Arrêter toutes les instances en cours…\x02Arrêter toutes les insta" +
-	"nces en cours ou bloquées…\x02Motif (consigné dans le journal d’audit)" +
-	"\x02Dites pourquoi, pour qui lira le journal plus tard\u202f: %[1]d cara" +
-	"ctères au plus.\x02La laisser continuer\x02La laisser bloquée\x02Reprend" +
-	"re l’instance de processus %[1]s\x02Reprendre cette instance\u202f? Son " +
-	"occurrence en échec au nœud %[1]s est proposée de nouveau, avec un budge" +
-	"t de tentatives neuf.\x02Les exécutants peuvent la reprendre (une occurr" +
-	"ence push rappelle sa destination). Ses tentatives précédentes et sa der" +
-	"nière erreur restent dans son historique. Rien n’est terminé à la place " +
-	"de quiconque.\x02Reprendre l’instance\x02Abandonner l’instance de proces" +
-	"sus %[1]s\x02Abandonner cette instance\u202f? Elle passe en échec avec l" +
-	"e code d’erreur abandoned.\x02Son occurrence en échec reste telle quelle" +
-	" et rien n’est terminé à sa place. Une instance abandonnée ne peut pas ê" +
-	"tre reprise.\x02Abandonner l’instance\x02Arrêter l’instance de processus" +
-	" %[1]s\x02Arrêter cette instance\u202f? Ses occurrences ouvertes sont an" +
-	"nulées.\x02Les exécutants qui en détiennent une l’apprennent à leur proc" +
-	"hain retour, et leurs résultats sont refusés. Rien n’est terminé à leur " +
-	"place, et une instance arrêtée ne peut pas reprendre.\x02Arrêter l’insta" +
-	"nce\x02Cette instance ne peut pas être reprise\u202f: son occurrence au " +
-	"nœud %[1]s a échoué avant toute tentative (ses entrées n’ont pas pu être" +
+	"nces en cours ou bloquées…\x02Dites pourquoi, pour qui lira le journal p" +
+	"lus tard\u202f: %[1]d caractères au plus.\x02Motif (consigné dans le jou" +
+	"rnal d’audit)\x02La laisser continuer\x02La laisser bloquée\x02Reprendre" +
+	" l’instance de processus %[1]s\x02Reprendre cette instance\u202f? Son oc" +
+	"currence en échec au nœud %[1]s est proposée de nouveau, avec un budget " +
+	"de tentatives neuf.\x02Les exécutants peuvent la reprendre (une occurren" +
+	"ce push rappelle sa destination). Ses tentatives précédentes et sa derni" +
+	"ère erreur restent dans son historique. Rien n’est terminé à la place d" +
+	"e quiconque.\x02Reprendre l’instance\x02Abandonner l’instance de process" +
+	"us %[1]s\x02Abandonner cette instance\u202f? Elle passe en échec avec le" +
+	" code d’erreur abandoned.\x02Son occurrence en échec reste telle quelle " +
+	"et rien n’est terminé à sa place. Une instance abandonnée ne peut pas êt" +
+	"re reprise.\x02Abandonner l’instance\x02Arrêter l’instance de processus " +
+	"%[1]s\x02Arrêter cette instance\u202f? Ses occurrences ouvertes sont ann" +
+	"ulées.\x02Les exécutants qui en détiennent une l’apprennent à leur proch" +
+	"ain retour, et leurs résultats sont refusés. Rien n’est terminé à leur p" +
+	"lace, et une instance arrêtée ne peut pas reprendre.\x02Arrêter l’instan" +
+	"ce\x02Cette instance ne peut pas être reprise\u202f: son occurrence au n" +
+	"œud %[1]s a échoué avant toute tentative (ses entrées n’ont pas pu être" +
 	" construites), une reprise échouerait donc de la même façon. Abandonnez-" +
 	"la ou arrêtez-la.\x02Cette instance est %[1]s, pas bloquée\u202f: il n’y" +
 	" a rien à reprendre.\x02Cette instance est %[1]s, pas bloquée\u202f: il " +
@@ -1776,4 +1776,4 @@ const frData string = "" + // Size: 27264 bytes
 	"ur.\x02Ils ne prennent que la révision %[1]d.\x02Ils ne prennent que les" +
 	" révisions %[1]s."
 
-	// Total table size 53819 bytes (52KiB); checksum: E0BC44B
+	// Total table size 53819 bytes (52KiB); checksum: 2A62DFA9
