@@ -144,7 +144,7 @@ func (c *Console) auditList(w http.ResponseWriter, r *http.Request) {
 			acts = acts[:defaultPageSize]
 		}
 		v.Table = c.auditTable(ctx, acts, caption, true)
-		v.Pager = pagerView{Label: T(ctx, "Pages"), NextLabel: T(ctx, "Next page"), FirstLabel: T(ctx, "First page")}
+		v.Pager = newPager(ctx)
 		link := func(before int64) string {
 			q := url.Values{}
 			for k, val := range map[string]string{"action": action, "instance": instance, "bulk": bulk} {

@@ -23,12 +23,13 @@ type definitionRow struct {
 
 // definitionListView is the design view's index.
 type definitionListView struct {
-	Chrome                                                        chrome
-	Intro, Caption                                                string
-	HeadKey, HeadName, HeadLatest, HeadReleases                   string
-	NoRevision                                                    string
-	Rows                                                          []definitionRow
-	Empty, NextLabel, NextHref, FirstLabel, FirstHref, PagerLabel string
+	Chrome                                      chrome
+	Intro, Caption                              string
+	HeadKey, HeadName, HeadLatest, HeadReleases string
+	NoRevision                                  string
+	Rows                                        []definitionRow
+	Empty                                       string
+	Pager                                       pagerView
 }
 
 // definitionList lists definitions by key, keyset-paginated.
@@ -51,7 +52,7 @@ func (c *Console) definitionList(w http.ResponseWriter, r *http.Request) {
 		HeadKey: T(ctx, "Key"), HeadName: T(ctx, "Name"), HeadLatest: T(ctx, "Latest revision"), HeadReleases: T(ctx, "Releases"),
 		NoRevision: T(ctx, "none yet"),
 		Empty:      T(ctx, "No definition yet."),
-		NextLabel:  T(ctx, "Next page"), FirstLabel: T(ctx, "First page"), PagerLabel: T(ctx, "Pages"),
+		Pager:      newPager(ctx),
 	}
 	for _, d := range defs {
 		row := definitionRow{Key: d.Key, Href: definitionHref(d.Key), Name: d.Working.Name,
@@ -75,10 +76,10 @@ func (c *Console) definitionList(w http.ResponseWriter, r *http.Request) {
 		v.Rows = append(v.Rows, row)
 	}
 	if more {
-		v.NextHref = basePath + "/definitions?after=" + url.QueryEscape(defs[len(defs)-1].Key)
+		v.Pager.NextHref = basePath + "/definitions?after=" + url.QueryEscape(defs[len(defs)-1].Key)
 	}
 	if after != "" {
-		v.FirstHref = basePath + "/definitions"
+		v.Pager.FirstHref = basePath + "/definitions"
 	}
 	c.render(w, r, http.StatusOK, definitionListPage(v))
 }

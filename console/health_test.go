@@ -208,3 +208,16 @@ func TestLargeProcessVersionIsNotDrawn(t *testing.T) {
 		t.Errorf("the node table lists %d nodes, want %d", got, len(nodes))
 	}
 }
+
+// A list that fits one page has no pager: an empty navigation landmark
+// only misleads a screen reader.
+func TestOnePageListsHaveNoPager(t *testing.T) {
+	t.Parallel()
+	f := newIncidentFixture(t)
+	b := signedIn(t, f.env.URL, "en", f.env.Admin)
+	for _, path := range []string{"/console/definitions", "/console/processes", "/console/tokens", "/console/workers"} {
+		if r := b.mustGet(path, 200); count(r, "pager") != 0 || r.doc.Find("nav.pager").Length() != 0 {
+			t.Errorf("%s fits one page and still has a pager", path)
+		}
+	}
+}

@@ -73,12 +73,17 @@ type pagerView struct {
 	FirstLabel, FirstHref string
 }
 
+// newPager is a pager with its labels and no link yet.
+func newPager(ctx context.Context) pagerView {
+	return pagerView{Label: T(ctx, "Pages"), PrevLabel: T(ctx, "Previous page"), NextLabel: T(ctx, "Next page"), FirstLabel: T(ctx, "First page")}
+}
+
 // keysetPage works out the links of a page of n rows (ids newest first)
 // fetched with one row more than limit to know whether more follow:
 // moreAfter says rows older than the page exist, moreBefore that newer
 // ones do. href makes a link of the list's other parameters and a page.
 func keysetPage(ctx context.Context, cur page, ids []string, limit int, moreOlder, moreNewer bool, href func(page) string) pagerView {
-	v := pagerView{Label: T(ctx, "Pages"), PrevLabel: T(ctx, "Previous page"), NextLabel: T(ctx, "Next page"), FirstLabel: T(ctx, "First page")}
+	v := newPager(ctx)
 	if len(ids) == 0 {
 		if cur.Before != "" || cur.After != "" {
 			v.FirstHref = href(page{})

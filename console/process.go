@@ -33,7 +33,7 @@ type processListView struct {
 	Chrome                                       chrome
 	Intro, Caption, HeadKey, HeadVersions, Empty string
 	Rows                                         []processRow
-	NextHref, NextLabel, PagerLabel              string
+	Pager                                        pagerView
 }
 
 // maxVersionLinks bounds the version links a process row shows (the
@@ -57,7 +57,7 @@ func (c *Console) processList(w http.ResponseWriter, r *http.Request) {
 	v := processListView{Chrome: c.chrome(r, T(ctx, "Processes"), "processes"),
 		Intro:   T(ctx, "Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now."),
 		Caption: T(ctx, "Processes by key"), HeadKey: T(ctx, "Key"), HeadVersions: T(ctx, "Versions, newest first"),
-		Empty: T(ctx, "No process is published yet."), NextLabel: T(ctx, "Next page"), PagerLabel: T(ctx, "Pages")}
+		Empty: T(ctx, "No process is published yet."), Pager: newPager(ctx)}
 	for _, p := range procs {
 		row := processRow{Key: p.Key}
 		for n := p.LatestVersion; n >= 1 && n > p.LatestVersion-maxVersionLinks; n-- {
@@ -66,7 +66,7 @@ func (c *Console) processList(w http.ResponseWriter, r *http.Request) {
 		v.Rows = append(v.Rows, row)
 	}
 	if more {
-		v.NextHref = processesPath + "?after=" + url.QueryEscape(procs[len(procs)-1].Key)
+		v.Pager.NextHref = processesPath + "?after=" + url.QueryEscape(procs[len(procs)-1].Key)
 	}
 	c.render(w, r, http.StatusOK, processListPage(v))
 }
@@ -80,6 +80,9 @@ type nodeRow struct {
 	Counts                                         []statusCount
 	Start                                          bool
 }
+
+// maxGraphNodes bounds the process versions the console draws.
+const maxGraphNodes = 300
 
 // processVersionView is a process version page.
 type processVersionView struct {
@@ -101,9 +104,6 @@ type processVersionView struct {
 // SVG (nodes by depth, routes, error edges with their codes, hold) with
 // each node's occurrences of this version by status, and the same as a
 // table.
-// maxGraphNodes bounds the process versions the console draws.
-const maxGraphNodes = 300
-
 func (c *Console) processVersion(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	key := chi.URLParam(r, "key")

@@ -52,7 +52,8 @@ type tokenListView struct {
 	HeadAction                                                         string
 	Never, NeverUsed, ExpiredLabel, RevokeLabel, CurrentLabel          string
 	Rows                                                               []tokenRow
-	Empty, NextLabel, NextHref, FirstLabel, FirstHref, PagerLabel      string
+	Empty                                                              string
+	Pager                                                              pagerView
 }
 
 // tokenList lists the staff tokens that are not revoked, keyset-paginated.
@@ -85,8 +86,8 @@ func (c *Console) tokenList(w http.ResponseWriter, r *http.Request) {
 		HeadAction: T(ctx, "Action"), TableLabel: T(ctx, "Staff tokens, oldest first"),
 		Never: T(ctx, "never"), NeverUsed: T(ctx, "not yet"), ExpiredLabel: T(ctx, "Expired token"),
 		RevokeLabel: T(ctx, "Revoke…"), CurrentLabel: T(ctx, "this session"),
-		Empty:     T(ctx, "No token."),
-		NextLabel: T(ctx, "Next page"), FirstLabel: T(ctx, "First page"), PagerLabel: T(ctx, "Pages"),
+		Empty: T(ctx, "No token."),
+		Pager: newPager(ctx),
 	}
 	if r.URL.Query().Get("revoked") == "1" {
 		v.Notice = T(ctx, "The token was revoked.")
@@ -101,10 +102,10 @@ func (c *Console) tokenList(w http.ResponseWriter, r *http.Request) {
 		})
 	}
 	if more {
-		v.NextHref = tokensPath + "?after=" + strconv.FormatInt(tokens[len(tokens)-1].ID, 10)
+		v.Pager.NextHref = tokensPath + "?after=" + strconv.FormatInt(tokens[len(tokens)-1].ID, 10)
 	}
 	if after != 0 {
-		v.FirstHref = tokensPath
+		v.Pager.FirstHref = tokensPath
 	}
 	c.render(w, r, http.StatusOK, tokenListPage(v))
 }

@@ -45,7 +45,8 @@ type workerListView struct {
 	HeadWorker, HeadConsumer, HeadProtocol, HeadDefinitions, HeadInFlight string
 	HeadConnected, HeadLastSeen, HeadReplica                              string
 	Rows                                                                  []workerRow
-	Empty, NextLabel, NextHref, PagerLabel                                string
+	Empty                                                                 string
+	Pager                                                                 pagerView
 }
 
 // workerList lists live workers (streams and pollers), of one definition
@@ -74,8 +75,8 @@ func (c *Console) workerList(w http.ResponseWriter, r *http.Request) {
 		HeadWorker: T(ctx, "Worker"), HeadConsumer: T(ctx, "Consumer"), HeadProtocol: T(ctx, "Protocol"),
 		HeadDefinitions: T(ctx, "Definitions served"), HeadInFlight: T(ctx, "In flight"),
 		HeadConnected: T(ctx, "Connected"), HeadLastSeen: T(ctx, "Last seen"), HeadReplica: T(ctx, "Replica"),
-		Empty:     T(ctx, "No worker is connected."),
-		NextLabel: T(ctx, "Next page"), PagerLabel: T(ctx, "Pages"),
+		Empty: T(ctx, "No worker is connected."),
+		Pager: newPager(ctx),
 	}
 	if f.Definition != "" {
 		v.Scope = T(ctx, "Workers serving %s", f.Definition)
@@ -88,7 +89,7 @@ func (c *Console) workerList(w http.ResponseWriter, r *http.Request) {
 		if f.Definition != "" {
 			next.Set("definition", f.Definition)
 		}
-		v.NextHref = workersPath + "?" + next.Encode()
+		v.Pager.NextHref = workersPath + "?" + next.Encode()
 	}
 	for _, wk := range workers {
 		row := workerRow{WorkerID: wk.WorkerID, Consumer: wk.ConsumerName, Protocol: protocolLabel(ctx, wk.Protocol),

@@ -39,392 +39,392 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                              246,
-	"%[1]s %[2]s, %[3]s %[4]s":                 247,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          245,
-	"%[1]s; %[2]s":                             244,
-	"%d (0 lowest, 9 highest)":                 379,
-	"%d attempts":                              407,
+	"%[1]s %[2]s":                              243,
+	"%[1]s %[2]s, %[3]s %[4]s":                 244,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          242,
+	"%[1]s; %[2]s":                             241,
+	"%d (0 lowest, 9 highest)":                 376,
+	"%d attempts":                              404,
 	"%d attempts, retry after %s, priority %d": 539,
-	"%d breaking":                              187,
-	"%d changes":                               186,
-	"%d completed":                             242,
-	"%d d":                                     254,
-	"%d days":                                  268,
-	"%d failed":                                243,
-	"%d h":                                     253,
+	"%d breaking":                              184,
+	"%d changes":                               183,
+	"%d completed":                             239,
+	"%d d":                                     251,
+	"%d days":                                  265,
+	"%d failed":                                240,
+	"%d h":                                     250,
 	"%d held instances match now.":             50,
-	"%d hours":                                 269,
+	"%d hours":                                 266,
 	"%d items":                                 599,
-	"%d left":                                  408,
-	"%d min":                                   252,
-	"%d minutes":                               270,
+	"%d left":                                  405,
+	"%d min":                                   249,
+	"%d minutes":                               267,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 70,
 	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              597,
-	"%d ms": 272,
+	"%d ms": 269,
 	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 529,
-	"%d occurrences":                          484,
-	"%d releases":                             206,
+	"%d occurrences":                          481,
+	"%d releases":                             203,
 	"%d running instances match now.":         57,
 	"%d running or held instances match now.": 59,
-	"%d s":       251,
-	"%d seconds": 271,
+	"%d s":       248,
+	"%d seconds": 268,
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 75,
-	"%s (deferred; settled by %s)":                        461,
-	"%s (deferred; settled with its settle token)":        459,
-	"%s (deferred; settled with its settle token, as %s)": 460,
+	"%s (deferred; settled by %s)":                        458,
+	"%s (deferred; settled with its settle token)":        456,
+	"%s (deferred; settled with its settle token, as %s)": 457,
 	"%s (token #%d, %s)":                                  76,
-	"%s ago":                                              249,
-	"%s so far":                                           457,
+	"%s ago":                                              246,
+	"%s so far":                                           454,
 	"%s → %s":                                             534,
-	"%s, revision %s":                                     369,
-	"%s, version %s":                                      370,
-	"%s: %s":                                              241,
-	"%s: %s → %s":                                         194,
+	"%s, revision %s":                                     366,
+	"%s, version %s":                                      367,
+	"%s: %s":                                              238,
+	"%s: %s → %s":                                         191,
 	"%s: a date is written 2026-12-01.":                   495,
 	"%s: the first day comes after the last.":             496,
-	"%s–%s":                                               240,
+	"%s–%s":                                               237,
 	"(%d characters in all)":                              600,
 	"(each item)":                                         587,
-	"(worker %s)":                                         446,
-	"0 seconds":                                           267,
+	"(worker %s)":                                         443,
+	"0 seconds":                                           264,
 	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           563,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 439,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 436,
 	"Abandon %d instances":                                           54,
 	"Abandon every held instance this filter matches":                52,
 	"Abandon every held instance…":                                   7,
 	"Abandon process instance %s":                                    19,
 	"Abandon the instance":                                           22,
 	"Abandon this instance? It fails with the error code abandoned.": 20,
-	"Abandoned at node":                                              305,
-	"Abandoned by %s at %s — “%s”":                                   297,
+	"Abandoned at node":                                              302,
+	"Abandoned by %s at %s — “%s”":                                   294,
 	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 40,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 313,
+	"Act on every instance this filter matches": 310,
 	"Action":                              79,
 	"All actions":                         91,
-	"All consumers":                       481,
-	"All definitions":                     231,
-	"All processes":                       319,
-	"All statuses":                        320,
+	"All consumers":                       478,
+	"All definitions":                     228,
+	"All processes":                       316,
+	"All statuses":                        317,
 	"All workers":                         615,
-	"An operator abandoned the instance.": 438,
+	"An operator abandoned the instance.": 435,
 	"Apply filters":                       88,
-	"Apr":                                 258,
-	"As of %s (%s); refreshed every few seconds.": 227,
-	"Attempts":                         380,
+	"Apr":                                 255,
+	"As of %s (%s); refreshed every few seconds.": 224,
+	"Attempts":                         377,
 	"Audit log":                        85,
-	"Aug":                              262,
-	"Available from":                   416,
-	"Back to definitions":              125,
-	"Back to external tasks":           124,
+	"Aug":                              259,
+	"Available from":                   413,
+	"Back to definitions":              122,
+	"Back to external tasks":           121,
 	"Back to the instance":             32,
 	"Back to the list":                 47,
 	"Back without saving":              503,
-	"Breaks processes":                 164,
-	"Breaks workers":                   165,
+	"Breaks processes":                 161,
+	"Breaks workers":                   162,
 	"Bulk %s applied to %d instances.": 74,
 	"Bulk action":                      83,
 	"Business key":                     67,
-	"Call timeout":                     402,
+	"Call timeout":                     399,
 	"Camunda 7 facade":                 619,
-	"Cancelled: the instance was stopped (%s).":               456,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 455,
+	"Cancelled: the instance was stopped (%s).":               453,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 452,
 	"Cannot act on this filter":                               71,
 	"Cannot reveal":                                           544,
-	"Change":                                                  162,
-	"Changes between the two revisions":                       174,
-	"Changes of the Working copy since revision %d":           183,
-	"Choose two existing revisions to compare.":               184,
-	"Classification":                                          140,
+	"Change":                                                  159,
+	"Changes between the two revisions":                       171,
+	"Changes of the Working copy since revision %d":           180,
+	"Choose two existing revisions to compare.":               181,
+	"Classification":                                          137,
 	"Clear filters":                                           89,
 	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 517,
-	"Compare":              161,
-	"Compare revisions":    157,
-	"Completed":            239,
-	"Completed (%s).":      451,
-	"Completed, last hour": 224,
-	"Completions and failures per 5 minutes, last hour: %s":    232,
-	"Completions and failures per 5-minute slot, oldest first": 237,
-	"Completions and failures, last hour":                      217,
+	"Compare":              158,
+	"Compare revisions":    154,
+	"Completed":            236,
+	"Completed (%s).":      448,
+	"Completed, last hour": 221,
+	"Completions and failures per 5 minutes, last hour: %s":    229,
+	"Completions and failures per 5-minute slot, oldest first": 234,
+	"Completions and failures, last hour":                      214,
 	"Connected":                                                611,
-	"Constraints":                                              141,
-	"Consumer":                                                 382,
-	"Consumer and worker":                                      478,
-	"Counting the occurrences; the counts appear when you reload the page.": 135,
-	"Counts are unavailable right now.":                                     136,
+	"Constraints":                                              138,
+	"Consumer":                                                 379,
+	"Consumer and worker":                                      475,
+	"Counting the occurrences; the counts appear when you reload the page.": 132,
+	"Counts are unavailable right now.":                                     133,
 	"Counts as of %s (%s); refreshed every few seconds.":                    526,
-	"Counts by status": 474,
-	"Created":          283,
+	"Counts by status": 471,
+	"Created":          280,
 	"Created from":     68,
 	"Created on":       568,
 	"Created to":       69,
-	"Creation date":    308,
-	"Dates":            373,
-	"Deadline":         377,
-	"Dec":              266,
-	"Deferred":         420,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 450,
-	"Definition":         219,
-	"Definition %s":      143,
-	"Definitions":        111,
-	"Definitions by key": 201,
+	"Creation date":    305,
+	"Dates":            370,
+	"Deadline":         374,
+	"Dec":              263,
+	"Deferred":         417,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 447,
+	"Definition":         216,
+	"Definition %s":      140,
+	"Definitions":        108,
+	"Definitions by key": 198,
 	"Definitions served": 609,
-	"Definitions, those needing attention first": 218,
-	"Description":          142,
-	"Destination":          394,
-	"Destination’s answer": 387,
-	"Detail":               163,
-	"Digest":               177,
-	"Display settings":     116,
-	"Duration":             386,
-	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 216,
+	"Definitions, those needing attention first": 215,
+	"Description":          139,
+	"Destination":          391,
+	"Destination’s answer": 384,
+	"Detail":               160,
+	"Digest":               174,
+	"Display settings":     113,
+	"Duration":             383,
+	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 213,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  60,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     53,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 49,
-	"End node":                    304,
-	"End node or error":           317,
-	"Ended":                       300,
-	"Error":                       477,
-	"Error (before any attempt)":  422,
-	"Error code":                  303,
-	"Error message":               389,
+	"End node":                    301,
+	"End node or error":           314,
+	"Ended":                       297,
+	"Error":                       474,
+	"Error (before any attempt)":  419,
+	"Error code":                  300,
+	"Error message":               386,
 	"Every %d seconds":            507,
-	"Every attempt, oldest first": 381,
+	"Every attempt, oldest first": 378,
 	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log (GET /api/v1/audit/reveals).": 86,
 	"Expired token":                    574,
 	"Expires":                          570,
-	"External tasks":                   105,
-	"Failed":                           222,
-	"Failed (%s).":                     454,
-	"Failed at node":                   306,
-	"Failed occurrence":                302,
-	"Failed, last hour":                225,
-	"Feb":                              256,
-	"Field":                            137,
+	"External tasks":                   102,
+	"Failed":                           219,
+	"Failed (%s).":                     451,
+	"Failed at node":                   303,
+	"Failed occurrence":                299,
+	"Failed, last hour":                222,
+	"Feb":                              253,
+	"Field":                            134,
 	"Filter":                           45,
 	"Filters":                          87,
-	"Find":                             110,
-	"Find an instance or occurrence":   108,
-	"Finished":                         385,
-	"First page":                       99,
-	"Form refused":                     129,
-	"From revision":                    159,
-	"From revision %d to revision %d:": 185,
+	"Find":                             107,
+	"Find an instance or occurrence":   105,
+	"Finished":                         382,
+	"First page":                       493,
+	"Form refused":                     126,
+	"From revision":                    156,
+	"From revision %d to revision %d:": 182,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 36,
 	"Graph":                   516,
 	"Graph of %s":             528,
-	"HTTP 2xx, unusable body": 463,
-	"Health":                  104,
-	"Held at node":            301,
-	"Held instances":          221,
+	"HTTP 2xx, unusable body": 460,
+	"Health":                  101,
+	"Held at node":            298,
+	"Held instances":          218,
 	"ID":                      566,
 	"In flight":               610,
-	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 233,
-	"Inputs":                     167,
-	"Inputs of revision %d":      178,
-	"Inputs of the working copy": 169,
-	"Inputs the instance was started with, labelled by process version %d's contract": 291,
-	"Inputs, labelled by revision %d's contract":                                      409,
-	"Instance":                  316,
-	"Instances":                 106,
+	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 230,
+	"Inputs":                     164,
+	"Inputs of revision %d":      175,
+	"Inputs of the working copy": 166,
+	"Inputs the instance was started with, labelled by process version %d's contract": 288,
+	"Inputs, labelled by revision %d's contract":                                      406,
+	"Instance":                  313,
+	"Instances":                 103,
 	"Instances of this process": 525,
 	"Invalid page":              603,
-	"Invalid request":           122,
+	"Invalid request":           119,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.": 21,
-	"Its instance is held here, waiting for an operator.":                                                                   452,
-	"Its instance went on along the node’s error path.":                                                                     453,
-	"Its message": 423,
+	"Its instance is held here, waiting for an operator.":                                                                   449,
+	"Its instance went on along the node’s error path.":                                                                     450,
+	"Its message": 420,
 	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      581,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 34,
-	"Jan":                     255,
-	"Jul":                     261,
-	"Jun":                     260,
+	"Jan":                     252,
+	"Jul":                     258,
+	"Jun":                     257,
 	"Keep it":                 583,
 	"Keep it held":            14,
 	"Keep it running":         13,
-	"Key":                     202,
+	"Key":                     199,
 	"Kind":                    520,
-	"Language":                101,
-	"Last error (attempt %d)": 421,
-	"Last reserved":           418,
-	"Last saved":              148,
+	"Language":                98,
+	"Last error (attempt %d)": 418,
+	"Last reserved":           415,
+	"Last saved":              145,
 	"Last seen":               612,
 	"Last used":               569,
-	"Latest revision":         203,
-	"Lists every change from one revision to another, and whom it may break.": 158,
+	"Latest revision":         200,
+	"Lists every change from one revision to another, and whom it may break.": 155,
 	"Local time at %s": 505,
-	"Lock expired %s — waiting to be offered again.": 443,
-	"Lock expires":                     419,
-	"Main navigation":                  103,
-	"Mar":                              257,
-	"Maximum attempts":                 375,
-	"May":                              259,
-	"Message from Relais (in English)": 424,
-	"Message from the service (its own words, protected values masked)": 425,
-	"Mode": 372,
-	"More filters: instance, revision, consumer, dates": 472,
-	"Name":                               146,
+	"Lock expired %s — waiting to be offered again.": 440,
+	"Lock expires":                     416,
+	"Main navigation":                  100,
+	"Mar":                              254,
+	"Maximum attempts":                 372,
+	"May":                              256,
+	"Message from Relais (in English)": 421,
+	"Message from the service (its own words, protected values masked)": 422,
+	"Mode": 369,
+	"More filters: instance, revision, consumer, dates": 469,
+	"Name":                               143,
 	"Never":                              506,
-	"Next attempt":                       417,
-	"Next attempt or settled":            479,
-	"Next node":                          282,
-	"Next page":                          98,
-	"No definition has occurrences yet.": 226,
-	"No definition yet.":                 205,
-	"No inputs.":                         168,
+	"Next attempt":                       414,
+	"Next attempt or settled":            476,
+	"Next node":                          279,
+	"Next page":                          492,
+	"No definition has occurrences yet.": 223,
+	"No definition yet.":                 202,
+	"No inputs.":                         165,
 	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 553,
-	"No instance matches these filters.": 318,
+	"No instance matches these filters.": 315,
 	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 552,
-	"No occurrence matches these filters.":                                                   480,
+	"No occurrence matches these filters.":                                                   477,
 	"No operator action matches.":                                                            90,
-	"No operator has acted on this instance.":                                                287,
-	"No outputs yet: the occurrence has not completed.":                                      412,
-	"No outputs.": 171,
-	"No outputs: the occurrence ended without completing.":                                                         414,
+	"No operator has acted on this instance.":                                                284,
+	"No outputs yet: the occurrence has not completed.":                                      409,
+	"No outputs.": 168,
+	"No outputs: the occurrence ended without completing.":                                                         411,
 	"No process is published yet.":                                                                                 511,
 	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":              623,
 	"No process, business key or creation date narrows this filter: it applies to the instances of every process.": 63,
-	"No release yet.": 152,
-	"No revision yet: the Working copy has never been snapshotted.":          150,
-	"No service ever reserved this occurrence: it ended before any attempt.": 393,
-	"No service has reserved this occurrence yet.":                           390,
+	"No release yet.": 149,
+	"No revision yet: the Working copy has never been snapshotted.":          147,
+	"No service ever reserved this occurrence: it ended before any attempt.": 390,
+	"No service has reserved this occurrence yet.":                           387,
 	"No token.": 577,
 	"No worker is connected for this definition; none of its occurrences waits for one.": 624,
 	"No worker is connected.":           613,
 	"No worker serves this definition.": 616,
 	"No worker serves this definition: its occurrences wait until one connects or polls.": 622,
-	"Node":    279,
-	"Node %s": 215,
+	"Node":    276,
+	"Node %s": 212,
 	"Nodes":   518,
 	"Nodes of this version, with their occurrences now": 519,
-	"Nodes reached, in order":                           278,
-	"Not allowed":                                       120,
-	"Not found":                                         128,
-	"Notes":                                             155,
-	"Nothing exists at this address, or it is not visible to you.": 126,
-	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 127,
+	"Nodes reached, in order":                           275,
+	"Not allowed":                                       117,
+	"Not found":                                         125,
+	"Notes":                                             152,
+	"Nothing exists at this address, or it is not visible to you.": 123,
+	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 124,
 	"Nothing to do: no instance this action applies to matches the filter.": 62,
 	"Nothing to find: the search box is empty.":                             550,
-	"Nov":                       265,
-	"Now":                       403,
-	"Occurrence":                280,
-	"Occurrence %s":             371,
+	"Nov":                       262,
+	"Now":                       400,
+	"Occurrence":                277,
+	"Occurrence %s":             368,
 	"Occurrence offered again":  82,
 	"Occurrences now":           524,
-	"Occurrences, newest first": 475,
-	"Oct":                       264,
-	"Offered from %s — %s.":     442,
-	"Oldest claimable waits":    223,
+	"Occurrences, newest first": 472,
+	"Oct":                       261,
+	"Offered from %s — %s.":     439,
+	"Oldest claimable waits":    220,
 	"On error":                  523,
 	"On success":                522,
 	"Only a value this page shows as hidden (sensitive) can be revealed.": 545,
 	"Only administrators manage tokens.":                                  564,
 	"Only administrators may reveal a sensitive value.":                   542,
-	"Open":             220,
-	"Operator actions": 275,
-	"Operator actions on this instance, newest first": 288,
+	"Open":             217,
+	"Operator actions": 272,
+	"Operator actions on this instance, newest first": 285,
 	"Operator actions, newest first":                  96,
-	"Outcome":                                         388,
-	"Outputs":                                         170,
-	"Outputs of revision %d":                          179,
-	"Outputs of the working copy":                     172,
-	"Outputs, labelled by revision %d's contract":     411,
-	"Pages": 97,
+	"Outcome":                                         385,
+	"Outputs":                                         167,
+	"Outputs of revision %d":                          176,
+	"Outputs of the working copy":                     169,
+	"Outputs, labelled by revision %d's contract":     408,
+	"Pages": 490,
 	"Pages with a form, such as a confirmation, never reload on their own.": 501,
-	"Path":                            276,
+	"Path":                            273,
 	"Pinned revision":                 521,
-	"Policy":                          374,
-	"Previous page":                   493,
-	"Priority":                        378,
+	"Policy":                          371,
+	"Previous page":                   491,
+	"Priority":                        375,
 	"Process":                         65,
 	"Process %s":                      513,
-	"Process and node":                476,
-	"Process inputs":                  290,
+	"Process and node":                473,
+	"Process inputs":                  287,
 	"Process instance":                81,
-	"Process instance %s":             273,
-	"Process instances":               310,
-	"Process instances, newest first": 315,
-	"Processes":                       107,
+	"Process instance %s":             270,
+	"Process instances":               307,
+	"Process instances, newest first": 312,
+	"Processes":                       104,
 	"Processes by key":                509,
 	"Protocol":                        608,
-	"Published":                       156,
+	"Published":                       153,
 	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 508,
 	"Reason": 80,
 	"Reason (recorded in the audit log for every instance)": 46,
 	"Reason (recorded in the audit log)":                    12,
-	"Reason given by the worker":                            399,
-	"Recorded operator actions":                             286,
-	"Relais console":                                        100,
-	"Relais has not called the destination yet.":            396,
-	"Relais is calling the destination (since %s).":         447,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 398,
-	"Relais never called the destination: the occurrence ended before any call.":                           397,
+	"Reason given by the worker":                            396,
+	"Recorded operator actions":                             283,
+	"Relais console":                                        97,
+	"Relais has not called the destination yet.":            393,
+	"Relais is calling the destination (since %s).":         444,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 395,
+	"Relais never called the destination: the occurrence ended before any call.":                           394,
 	"Relais refused the action. Nothing was done.":                                                         37,
-	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 432,
-	"Release":                             153,
-	"Releases":                            151,
-	"Releases, oldest first":              173,
+	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 429,
+	"Release":                             150,
+	"Releases":                            148,
+	"Releases, oldest first":              170,
 	"Reload lists and detail pages":       500,
-	"Replica":                             395,
-	"Required":                            139,
-	"Reserved":                            384,
-	"Reserved by %s.":                     449,
-	"Reserved by %s; lock until %s — %s.": 448,
-	"Retried by %s at %s — “%s”":          298,
+	"Replica":                             392,
+	"Required":                            136,
+	"Reserved":                            381,
+	"Reserved by %s.":                     446,
+	"Reserved by %s; lock until %s — %s.": 445,
+	"Retried by %s at %s — “%s”":          295,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 39,
-	"Retries":            400,
+	"Retries":            397,
 	"Retry %d instances": 51,
-	"Retry at %s — %s.":  441,
-	"Retry delay":        376,
+	"Retry at %s — %s.":  438,
+	"Retry delay":        373,
 	"Retry every held instance this filter matches": 48,
 	"Retry every held instance…":                    6,
-	"Retry or abandon it from its instance":         404,
+	"Retry or abandon it from its instance":         401,
 	"Retry process instance %s":                     15,
 	"Retry the instance":                            18,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 16,
-	"Retryable": 426,
+	"Retryable": 423,
 	"Retrying and abandoning apply to held instances, not %s ones.": 44,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 415,
+	"Reveal — this is recorded": 412,
 	"Revealed by %s at %s; recorded in the audit log.": 543,
-	"Revision":    154,
-	"Revision %d": 175,
-	"Revisions":   149,
+	"Revision":    151,
+	"Revision %d": 172,
+	"Revisions":   146,
 	"Revisions they take: %s; some take every revision their consumer is granted.": 626,
 	"Revoke the %s token “%s”?": 580,
 	"Revoke the token":          582,
 	"Revoke token %d":           579,
 	"Revoke…":                   575,
 	"Role":                      567,
-	"Route":                     281,
-	"Routing output":            147,
+	"Route":                     278,
+	"Routing output":            144,
 	"Rows %s–%s":                494,
 	"Save settings":             502,
 	"Say why, for whoever reads the log later: at most %d characters.": 11,
 	"Search":                               548,
 	"Secret values can never be revealed.": 546,
-	"Sep":                                  263,
+	"Sep":                                  260,
 	"Served by %d workers":                 625,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 25,
-	"Settled":              284,
-	"Settlement date":      471,
-	"Show all definitions": 230,
+	"Settled":              281,
+	"Settlement date":      468,
+	"Show all definitions": 227,
 	"Show times in":        498,
 	"Showing the instances bulk action %s changed.": 94,
 	"Sign in": 557,
 	"Sign in with an operator, designer or administrator token.": 558,
-	"Sign out":             115,
-	"Signed in as %s (%s)": 114,
-	"Since revision %d:":   181,
-	"Skip to content":      102,
-	"Slot":                 238,
-	"Snapshotted":          176,
-	"Something went wrong": 133,
+	"Sign out":             112,
+	"Signed in as %s (%s)": 111,
+	"Since revision %d:":   178,
+	"Skip to content":      99,
+	"Slot":                 235,
+	"Snapshotted":          173,
+	"Something went wrong": 130,
 	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 565,
 	"Staff tokens, oldest first": 571,
 	"Start node":                 515,
-	"Started":                    299,
+	"Started":                    296,
 	"Status":                     66,
 	"Stop %d instances":          61,
 	"Stop every held instance this filter matches":            55,
@@ -437,237 +437,237 @@ var messageKeyToIndex = map[string]int{
 	"Stop the instance":                                       26,
 	"Stop this instance? Its open occurrences are cancelled.": 24,
 	"Stop this instance…":                                     2,
-	"Stopped by %s at %s — “%s”":                              296,
+	"Stopped by %s at %s — “%s”":                              293,
 	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 41,
 	"Stopping applies to running or held instances, not %s ones.":                              43,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   295,
-	"Summary": 274,
-	"Task contracts: their Working copy, immutable revisions and named releases.": 200,
-	"Temporarily unavailable":                         131,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   292,
+	"Summary": 271,
+	"Task contracts: their Working copy, immutable revisions and named releases.": 197,
+	"Temporarily unavailable":                         128,
 	"That is too long to be an id or a business key.": 551,
-	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.": 180,
+	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.": 177,
 	"The bulk action must be its id (a UUID).":                   93,
-	"The call could not be prepared.":                            433,
-	"The chart’s numbers":                                        236,
+	"The call could not be prepared.":                            430,
+	"The chart’s numbers":                                        233,
 	"The confirmed count is missing: start again from the list.": 72,
-	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           134,
+	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           131,
 	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      499,
 	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 73,
-	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 132,
-	"The deadline passed before a result arrived.":                                                                                430,
-	"The destination answered HTTP %s.":                                                                                           440,
-	"The destination could not be reached.":                                                                                       434,
-	"The destination did not answer within the call’s timeout (%s).":                                                              428,
-	"The destination did not answer within the call’s timeout.":                                                                   429,
-	"The destination’s answer was too large.":                                                                                     435,
-	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                            123,
-	"The inputs could not be built from the process’s bindings.":                                                                  437,
-	"The last attempt’s lock expired with no attempt left.":                                                                       436,
-	"The next page counts them and asks for a reason before anything changes.":                                                    314,
-	"The nodes this instance reached, in order, each with its occurrence.":                                                        277,
-	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                145,
+	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 129,
+	"The deadline passed before a result arrived.":                                                                                427,
+	"The destination answered HTTP %s.":                                                                                           437,
+	"The destination could not be reached.":                                                                                       431,
+	"The destination did not answer within the call’s timeout (%s).":                                                              425,
+	"The destination did not answer within the call’s timeout.":                                                                   426,
+	"The destination’s answer was too large.":                                                                                     432,
+	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                            120,
+	"The inputs could not be built from the process’s bindings.":                                                                  434,
+	"The last attempt’s lock expired with no attempt left.":                                                                       433,
+	"The next page counts them and asks for a reason before anything changes.":                                                    311,
+	"The nodes this instance reached, in order, each with its occurrence.":                                                        274,
+	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                142,
 	"The page cursor is invalid: go back to the first page.":                                                                      95,
-	"The page size must be between 1 and %d.":                                                                                     309,
+	"The page size must be between 1 and %d.":                                                                                     306,
 	"The process instance must be an instance id (a UUID).":                                                                       92,
 	"The reason you gave, not recorded:":                                                                                          31,
-	"The result did not match the revision's outputs contract.":                                                                   431,
-	"The revision must be a whole number, 1 or more.":                                                                             469,
+	"The result did not match the revision's outputs contract.":                                                                   428,
+	"The revision must be a whole number, 1 or more.":                                                                             466,
 	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 560,
 	"The token was revoked.":                                                                                                      578,
-	"These revisions have the same contracts.":                                                                                    166,
+	"These revisions have the same contracts.":                                                                                    163,
 	"These settings are kept in this browser only.":                                                                               497,
 	"They take every revision their consumer is granted.":                                                                         627,
 	"They take revision %d only.":                                                                                                 628,
 	"They take revisions %s only.":                                                                                                629,
-	"This contract has no inputs.":                                                                                                410,
-	"This contract has no outputs.":                                                                                               413,
-	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                         130,
+	"This contract has no inputs.":                                                                                                407,
+	"This contract has no outputs.":                                                                                               410,
+	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                         127,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.": 27,
 	"This instance has already ended; there is nothing to stop.":  35,
-	"This instance has not reached a task yet.":                   285,
+	"This instance has not reached a task yet.":                   282,
 	"This instance is %s, not held: there is nothing to abandon.": 29,
 	"This instance is %s, not held: there is nothing to retry.":   28,
 	"This instance is %s: there is nothing to stop.":              30,
-	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 293,
-	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 294,
+	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 290,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 291,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          33,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   38,
 	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            585,
 	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           584,
 	"This page does not accept that request.":     547,
 	"This page link is not one the console made.": 604,
-	"This page reloads every %d seconds.":         119,
-	"This process takes no inputs.":               292,
+	"This page reloads every %d seconds.":         116,
+	"This process takes no inputs.":               289,
 	"This token is unknown or has been revoked.":  562,
 	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 527,
-	"Times in %s · no auto-reload":    118,
-	"Times in %s · reload every %d s": 117,
-	"To revision":                     160,
+	"Times in %s · no auto-reload":    115,
+	"Times in %s · reload every %d s": 114,
+	"To revision":                     157,
 	"Token":                           559,
-	"Tokens":                          113,
+	"Tokens":                          110,
 	"Too many failed sign-ins from your address. Try again in %d seconds.": 561,
-	"Totals of all definitions, not narrowed by the other filters":         483,
-	"Totals of definition %s, not narrowed by the other filters":           482,
-	"Type": 138,
+	"Totals of all definitions, not narrowed by the other filters":         480,
+	"Totals of definition %s, not narrowed by the other filters":           479,
+	"Type": 135,
 	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 549,
 	"UTC (coordinated universal time)": 504,
 	"Unknown action.":                  42,
-	"Unknown consumer.":                470,
-	"Unknown status %q.":               307,
-	"Value":                            289,
+	"Unknown consumer.":                467,
+	"Unknown status %q.":               304,
+	"Value":                            286,
 	"Version":                          514,
 	"Versions, newest first":           510,
-	"Waiting for Relais to call the destination since %s (%s).": 444,
-	"Waiting for a worker since %s (%s).":                       445,
+	"Waiting for Relais to call the destination since %s (%s).": 441,
+	"Waiting for a worker since %s (%s).":                       442,
 	"When":                                                      77,
 	"Who":                                                       78,
-	"Whole message":                                             392,
+	"Whole message":                                             389,
 	"Worker":                                                    607,
-	"Worker id":                                                 383,
-	"Workers":                                                   112,
+	"Worker id":                                                 380,
+	"Workers":                                                   109,
 	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        605,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 17,
 	"Workers seen within three heartbeats": 606,
 	"Workers serving %s":                   614,
-	"Working copy":                         144,
+	"Working copy":                         141,
 	"You are signed out.":                  554,
-	"Your role can read definitions only: external tasks and process instances are for operators and administrators.":                                                            121,
+	"Your role can read definitions only: external tasks and process instances are for operators and administrators.":                                                            118,
 	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 555,
 	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      556,
-	"[redacted]":                          468,
+	"[redacted]":                          465,
 	"abandon":                             4,
-	"administrator":                       347,
-	"an incident: retry, abandon or stop": 210,
-	"answer too large":                    466,
+	"administrator":                       344,
+	"an incident: retry, abandon or stop": 207,
+	"answer too large":                    463,
 	"any":                                 64,
 	"any other code → %s":                 537,
-	"any other error":                     208,
-	"as of %s (%s); counts are refreshed every few seconds.": 485,
+	"any other error":                     205,
+	"as of %s (%s); counts are refreshed every few seconds.": 482,
 	"at least %d characters":                                 588,
 	"at least %d items":                                      595,
-	"at most %d":                                             405,
+	"at most %d":                                             402,
 	"at most %d characters":                                  589,
 	"at most %d items":                                       596,
-	"at most %d since the last operator retry":               406,
-	"available":                                              321,
-	"boolean":                                                334,
-	"call in progress since":                                 490,
-	"cancelled":                                              324,
-	"choice":                                                 337,
-	"claimable since":                                        489,
-	"claimable since %s":                                     228,
-	"classification changed":                                 358,
-	"completed":                                              234,
-	"constraint changed":                                     359,
-	"consumer":                                               350,
-	"consumer #%s":                                           458,
-	"date":                                                   335,
-	"date and time":                                          336,
+	"at most %d since the last operator retry":               403,
+	"available":                                              318,
+	"boolean":                                                331,
+	"call in progress since":                                 487,
+	"cancelled":                                              321,
+	"choice":                                                 334,
+	"claimable since":                                        486,
+	"claimable since %s":                                     225,
+	"classification changed":                                 355,
+	"completed":                                              231,
+	"constraint changed":                                     356,
+	"consumer":                                               347,
+	"consumer #%s":                                           455,
+	"date":                                                   332,
+	"date and time":                                          333,
 	"deadline %s":                                            540,
-	"deferred":                                               323,
-	"deferred since":                                         492,
+	"deferred":                                               320,
+	"deferred since":                                         489,
 	"deleted":                                                84,
-	"designer":                                               349,
-	"disconnected":                                           330,
+	"designer":                                               346,
+	"disconnected":                                           327,
 	"end (completes)":                                        532,
 	"end (fails)":                                            533,
-	"end: completes the instance":                            211,
-	"end: fails the instance":                                212,
+	"end: completes the instance":                            208,
+	"end: fails the instance":                                209,
 	"every revision its consumer is granted":                 620,
-	"expired":                                                327,
-	"failed":                                                 235,
+	"expired":                                                324,
+	"failed":                                                 232,
 	"fails the instance":                                     538,
-	"field added":                                            353,
-	"field removed":                                          354,
-	"format":                                                 364,
+	"field added":                                            350,
+	"field removed":                                          351,
+	"format":                                                 361,
 	"format %s":                                              591,
-	"from":                                                   311,
-	"held":                                                   326,
-	"held for an operator":                                   209,
+	"from":                                                   308,
+	"held":                                                   323,
+	"held for an operator":                                   206,
 	"hold (an incident for an operator)":                     536,
-	"id or business key":                                     109,
-	"in %s":                                                  248,
-	"in progress":                                            391,
-	"instance id":                                            473,
-	"integer":                                                332,
-	"just now":                                               250,
-	"list":                                                   339,
-	"lock until":                                             491,
+	"id or business key":                                     106,
+	"in %s":                                                  245,
+	"in progress":                                            388,
+	"instance id":                                            470,
+	"integer":                                                329,
+	"just now":                                               247,
+	"list":                                                   336,
+	"lock until":                                             488,
 	"long polling":                                           618,
-	"long wait":                                              229,
-	"maximum":                                                366,
+	"long wait":                                              226,
+	"maximum":                                                363,
 	"maximum %s":                                             593,
-	"maximum items":                                          368,
-	"maximum length":                                         362,
-	"minimum":                                                365,
+	"maximum items":                                          365,
+	"maximum length":                                         359,
+	"minimum":                                                362,
 	"minimum %s":                                             592,
-	"minimum items":                                          367,
-	"minimum length":                                         361,
+	"minimum items":                                          364,
+	"minimum length":                                         358,
 	"never":                                                  572,
-	"next attempt":                                           488,
-	"no":                                                     352,
-	"no answer within the timeout":                           464,
-	"no connection":                                          465,
-	"no: the service marked this failure as not retryable (attempts left unused: %d)": 427,
-	"none":     199,
-	"none yet": 204,
-	"none: a failed call takes the node’s error path": 401,
-	"normal":                          340,
+	"next attempt":                                           485,
+	"no":                                                     349,
+	"no answer within the timeout":                           461,
+	"no connection":                                          462,
+	"no: the service marked this failure as not retryable (attempts left unused: %d)": 424,
+	"none":     196,
+	"none yet": 201,
+	"none: a failed call takes the node’s error path": 398,
+	"normal":                          337,
 	"not provided":                    598,
 	"not yet":                         573,
 	"null":                            601,
-	"number":                          333,
-	"object":                          338,
-	"on error":                        207,
+	"number":                          330,
+	"object":                          335,
+	"on error":                        204,
 	"one of: %s":                      594,
-	"operator":                        348,
-	"optional %s field of type %s":    196,
-	"optional field of type %s":       198,
-	"optional → required":             189,
-	"pattern":                         363,
+	"operator":                        345,
+	"optional %s field of type %s":    193,
+	"optional field of type %s":       195,
+	"optional → required":             186,
+	"pattern":                         360,
 	"pattern %s":                      590,
 	"pull":                            530,
-	"pull %s":                         214,
-	"pull (the service fetches it)":   345,
-	"push %s":                         213,
-	"push (Relais calls the service)": 346,
+	"pull %s":                         211,
+	"pull (the service fetches it)":   342,
+	"push %s":                         210,
+	"push (Relais calls the service)": 343,
 	"push to %s":                      531,
-	"rejected":                        328,
-	"released":                        329,
-	"required %s field of type %s":    195,
-	"required changed":                356,
-	"required field of type %s":       197,
-	"required → optional":             190,
-	"reserved":                        322,
+	"rejected":                        325,
+	"released":                        326,
+	"required %s field of type %s":    192,
+	"required changed":                353,
+	"required field of type %s":       194,
+	"required → optional":             187,
+	"reserved":                        319,
 	"retry":                           3,
-	"revision %d":                     486,
+	"revision %d":                     483,
 	"revisions %s":                    621,
-	"routing changed":                 360,
+	"routing changed":                 357,
 	"routing output":                  586,
-	"routing output %s → %s":          188,
-	"running":                         325,
-	"secret":                          342,
-	"sensitive":                       341,
-	"settled":                         487,
+	"routing output %s → %s":          185,
+	"running":                         322,
+	"secret":                          339,
+	"sensitive":                       338,
+	"settled":                         484,
 	"stop":                            5,
 	"stream":                          617,
-	"text":                            331,
-	"the contracts are the same (the name or a description changed).": 182,
+	"text":                            328,
+	"the contracts are the same (the name or a description changed).": 179,
 	"this session":           576,
 	"timeout %s":             541,
-	"to":                     312,
-	"type changed":           355,
+	"to":                     309,
+	"type changed":           352,
 	"unexpected value":       602,
-	"unknown":                467,
-	"values added: %s":       191,
-	"values changed":         357,
-	"values removed: %s":     192,
-	"values reordered":       193,
+	"unknown":                464,
+	"values added: %s":       188,
+	"values changed":         354,
+	"values removed: %s":     189,
+	"values reordered":       190,
 	"version %d":             512,
-	"waiting":                462,
-	"yes":                    351,
-	"••• hidden (secret)":    344,
-	"••• hidden (sensitive)": 343,
+	"waiting":                459,
+	"yes":                    348,
+	"••• hidden (secret)":    341,
+	"••• hidden (sensitive)": 340,
 	"→ %s":                   535,
 }
 
@@ -700,118 +700,118 @@ var enIndex = []uint32{ // 631 elements
 	0x0000130c, 0x0000131a, 0x00001328, 0x00001344,
 	0x00001350, 0x00001386, 0x000013af, 0x000013e0,
 	// Entry 60 - 7F
-	0x00001417, 0x00001436, 0x0000143c, 0x00001446,
-	0x00001451, 0x00001460, 0x00001469, 0x00001479,
-	0x00001489, 0x00001490, 0x0000149f, 0x000014a9,
-	0x000014b3, 0x000014d2, 0x000014e5, 0x000014ea,
-	0x000014f6, 0x000014fe, 0x00001505, 0x00001520,
-	0x00001529, 0x0000153a, 0x00001561, 0x00001582,
-	0x000015a9, 0x000015b5, 0x00001625, 0x00001635,
-	0x0000169d, 0x000016b4, 0x000016c8, 0x00001705,
+	0x00001417, 0x00001436, 0x00001445, 0x0000144e,
+	0x0000145e, 0x0000146e, 0x00001475, 0x00001484,
+	0x0000148e, 0x00001498, 0x000014b7, 0x000014ca,
+	0x000014cf, 0x000014db, 0x000014e3, 0x000014ea,
+	0x00001505, 0x0000150e, 0x0000151f, 0x00001546,
+	0x00001567, 0x0000158e, 0x0000159a, 0x0000160a,
+	0x0000161a, 0x00001682, 0x00001699, 0x000016ad,
+	0x000016ea, 0x000017d7, 0x000017e1, 0x000017ee,
 	// Entry 80 - 9F
-	0x000017f2, 0x000017fc, 0x00001809, 0x0000186d,
-	0x00001885, 0x000018cb, 0x000018e0, 0x0000194f,
-	0x00001995, 0x000019b7, 0x000019bd, 0x000019c2,
-	0x000019cb, 0x000019da, 0x000019e6, 0x000019f2,
-	0x00001a03, 0x00001a10, 0x00001a6d, 0x00001a72,
-	0x00001a81, 0x00001a8c, 0x00001a96, 0x00001ad4,
-	0x00001add, 0x00001aed, 0x00001af5, 0x00001afe,
-	0x00001b04, 0x00001b0e, 0x00001b20, 0x00001b68,
+	0x00001852, 0x0000186a, 0x000018b0, 0x000018c5,
+	0x00001934, 0x0000197a, 0x0000199c, 0x000019a2,
+	0x000019a7, 0x000019b0, 0x000019bf, 0x000019cb,
+	0x000019d7, 0x000019e8, 0x000019f5, 0x00001a52,
+	0x00001a57, 0x00001a66, 0x00001a71, 0x00001a7b,
+	0x00001ab9, 0x00001ac2, 0x00001ad2, 0x00001ada,
+	0x00001ae3, 0x00001ae9, 0x00001af3, 0x00001b05,
+	0x00001b4d, 0x00001b5b, 0x00001b67, 0x00001b6f,
 	// Entry A0 - BF
-	0x00001b76, 0x00001b82, 0x00001b8a, 0x00001b91,
-	0x00001b98, 0x00001ba9, 0x00001bb8, 0x00001be1,
-	0x00001be8, 0x00001bf3, 0x00001c0e, 0x00001c16,
-	0x00001c22, 0x00001c3e, 0x00001c55, 0x00001c77,
-	0x00001c86, 0x00001c92, 0x00001c99, 0x00001cb2,
-	0x00001ccc, 0x00001d75, 0x00001d8b, 0x00001dcb,
-	0x00001dfc, 0x00001e26, 0x00001e4d, 0x00001e71,
-	0x00001e98, 0x00001eb7, 0x00001ecd, 0x00001ee3,
+	0x00001b76, 0x00001b7d, 0x00001b8e, 0x00001b9d,
+	0x00001bc6, 0x00001bcd, 0x00001bd8, 0x00001bf3,
+	0x00001bfb, 0x00001c07, 0x00001c23, 0x00001c3a,
+	0x00001c5c, 0x00001c6b, 0x00001c77, 0x00001c7e,
+	0x00001c97, 0x00001cb1, 0x00001d5a, 0x00001d70,
+	0x00001db0, 0x00001de1, 0x00001e0b, 0x00001e32,
+	0x00001e56, 0x00001e7d, 0x00001e9c, 0x00001eb2,
+	0x00001ec8, 0x00001edc, 0x00001ef2, 0x00001f03,
 	// Entry C0 - DF
-	0x00001ef7, 0x00001f0d, 0x00001f1e, 0x00001f35,
-	0x00001f58, 0x00001f7b, 0x00001f98, 0x00001fb5,
-	0x00001fba, 0x00002006, 0x00002019, 0x0000201d,
-	0x0000202d, 0x00002036, 0x00002049, 0x0000206f,
-	0x00002078, 0x00002088, 0x0000209d, 0x000020c1,
-	0x000020dd, 0x000020f5, 0x00002100, 0x0000210b,
-	0x00002116, 0x0000222c, 0x00002250, 0x0000227b,
-	0x00002286, 0x0000228b, 0x0000229a, 0x000022a1,
+	0x00001f1a, 0x00001f3d, 0x00001f60, 0x00001f7d,
+	0x00001f9a, 0x00001f9f, 0x00001feb, 0x00001ffe,
+	0x00002002, 0x00002012, 0x0000201b, 0x0000202e,
+	0x00002054, 0x0000205d, 0x0000206d, 0x00002082,
+	0x000020a6, 0x000020c2, 0x000020da, 0x000020e5,
+	0x000020f0, 0x000020fb, 0x00002211, 0x00002235,
+	0x00002260, 0x0000226b, 0x00002270, 0x0000227f,
+	0x00002286, 0x0000229d, 0x000022b2, 0x000022c4,
 	// Entry E0 - FF
-	0x000022b8, 0x000022cd, 0x000022df, 0x00002302,
-	0x00002334, 0x0000234a, 0x00002354, 0x00002369,
-	0x00002379, 0x000023b2, 0x00002406, 0x00002410,
-	0x00002417, 0x0000242d, 0x00002466, 0x0000246b,
-	0x00002475, 0x00002483, 0x00002490, 0x000024b9,
-	0x000024dc, 0x000024e9, 0x00002509, 0x00002515,
-	0x0000252e, 0x00002537, 0x00002541, 0x0000254a,
-	0x00002552, 0x0000255c, 0x00002564, 0x0000256c,
+	0x000022e7, 0x00002319, 0x0000232f, 0x00002339,
+	0x0000234e, 0x0000235e, 0x00002397, 0x000023eb,
+	0x000023f5, 0x000023fc, 0x00002412, 0x0000244b,
+	0x00002450, 0x0000245a, 0x00002468, 0x00002475,
+	0x0000249e, 0x000024c1, 0x000024ce, 0x000024ee,
+	0x000024fa, 0x00002513, 0x0000251c, 0x00002526,
+	0x0000252f, 0x00002537, 0x00002541, 0x00002549,
+	0x00002551, 0x00002555, 0x00002559, 0x0000255d,
 	// Entry 100 - 11F
-	0x00002570, 0x00002574, 0x00002578, 0x0000257c,
-	0x00002580, 0x00002584, 0x00002588, 0x0000258c,
-	0x00002590, 0x00002594, 0x00002598, 0x0000259c,
-	0x000025a6, 0x000025c4, 0x000025e4, 0x00002608,
-	0x0000262c, 0x00002635, 0x0000264c, 0x00002654,
-	0x00002665, 0x0000266a, 0x000026af, 0x000026c7,
-	0x000026cc, 0x000026d7, 0x000026dd, 0x000026e7,
-	0x000026ef, 0x000026f7, 0x00002721, 0x0000273b,
+	0x00002561, 0x00002565, 0x00002569, 0x0000256d,
+	0x00002571, 0x00002575, 0x00002579, 0x0000257d,
+	0x00002581, 0x0000258b, 0x000025a9, 0x000025c9,
+	0x000025ed, 0x00002611, 0x0000261a, 0x00002631,
+	0x00002639, 0x0000264a, 0x0000264f, 0x00002694,
+	0x000026ac, 0x000026b1, 0x000026bc, 0x000026c2,
+	0x000026cc, 0x000026d4, 0x000026dc, 0x00002706,
+	0x00002720, 0x00002748, 0x00002778, 0x0000277e,
 	// Entry 120 - 13F
-	0x00002763, 0x00002793, 0x00002799, 0x000027a8,
-	0x000027fb, 0x00002819, 0x0000293b, 0x000029fa,
-	0x00002a51, 0x00002a7b, 0x00002aa7, 0x00002ad1,
-	0x00002ad9, 0x00002adf, 0x00002aec, 0x00002afe,
-	0x00002b09, 0x00002b12, 0x00002b24, 0x00002b33,
-	0x00002b49, 0x00002b57, 0x00002b82, 0x00002b94,
-	0x00002b99, 0x00002b9c, 0x00002bc6, 0x00002c0f,
-	0x00002c2f, 0x00002c38, 0x00002c4a, 0x00002c6d,
+	0x0000278d, 0x000027e0, 0x000027fe, 0x00002920,
+	0x000029df, 0x00002a36, 0x00002a60, 0x00002a8c,
+	0x00002ab6, 0x00002abe, 0x00002ac4, 0x00002ad1,
+	0x00002ae3, 0x00002aee, 0x00002af7, 0x00002b09,
+	0x00002b18, 0x00002b2e, 0x00002b3c, 0x00002b67,
+	0x00002b79, 0x00002b7e, 0x00002b81, 0x00002bab,
+	0x00002bf4, 0x00002c14, 0x00002c1d, 0x00002c2f,
+	0x00002c52, 0x00002c60, 0x00002c6d, 0x00002c77,
 	// Entry 140 - 15F
-	0x00002c7b, 0x00002c88, 0x00002c92, 0x00002c9b,
-	0x00002ca4, 0x00002cae, 0x00002cb6, 0x00002cbb,
-	0x00002cc3, 0x00002ccc, 0x00002cd5, 0x00002ce2,
-	0x00002ce7, 0x00002cef, 0x00002cf6, 0x00002cfe,
-	0x00002d03, 0x00002d11, 0x00002d18, 0x00002d1f,
-	0x00002d24, 0x00002d2b, 0x00002d35, 0x00002d3c,
-	0x00002d59, 0x00002d73, 0x00002d91, 0x00002db1,
-	0x00002dbf, 0x00002dc8, 0x00002dd1, 0x00002dda,
+	0x00002c80, 0x00002c89, 0x00002c93, 0x00002c9b,
+	0x00002ca0, 0x00002ca8, 0x00002cb1, 0x00002cba,
+	0x00002cc7, 0x00002ccc, 0x00002cd4, 0x00002cdb,
+	0x00002ce3, 0x00002ce8, 0x00002cf6, 0x00002cfd,
+	0x00002d04, 0x00002d09, 0x00002d10, 0x00002d1a,
+	0x00002d21, 0x00002d3e, 0x00002d58, 0x00002d76,
+	0x00002d96, 0x00002da4, 0x00002dad, 0x00002db6,
+	0x00002dbf, 0x00002dc3, 0x00002dc6, 0x00002dd2,
 	// Entry 160 - 17F
-	0x00002dde, 0x00002de1, 0x00002ded, 0x00002dfb,
-	0x00002e08, 0x00002e19, 0x00002e28, 0x00002e3f,
-	0x00002e52, 0x00002e62, 0x00002e71, 0x00002e80,
-	0x00002e88, 0x00002e8f, 0x00002e97, 0x00002e9f,
-	0x00002ead, 0x00002ebb, 0x00002ed1, 0x00002ee6,
-	0x00002ef7, 0x00002efc, 0x00002f02, 0x00002f09,
-	0x00002f1a, 0x00002f26, 0x00002f2f, 0x00002f38,
-	0x00002f54, 0x00002f5d, 0x00002f79, 0x00002f82,
+	0x00002de0, 0x00002ded, 0x00002dfe, 0x00002e0d,
+	0x00002e24, 0x00002e37, 0x00002e47, 0x00002e56,
+	0x00002e65, 0x00002e6d, 0x00002e74, 0x00002e7c,
+	0x00002e84, 0x00002e92, 0x00002ea0, 0x00002eb6,
+	0x00002ecb, 0x00002edc, 0x00002ee1, 0x00002ee7,
+	0x00002eee, 0x00002eff, 0x00002f0b, 0x00002f14,
+	0x00002f1d, 0x00002f39, 0x00002f42, 0x00002f5e,
+	0x00002f67, 0x00002f71, 0x00002f7a, 0x00002f83,
 	// Entry 180 - 19F
-	0x00002f8c, 0x00002f95, 0x00002f9e, 0x00002fa7,
-	0x00002fbe, 0x00002fc6, 0x00002fd4, 0x00003001,
-	0x0000300d, 0x0000301b, 0x00003062, 0x0000306e,
-	0x00003076, 0x000030a1, 0x000030ec, 0x000031ae,
-	0x000031c9, 0x000031d1, 0x00003203, 0x00003210,
-	0x00003214, 0x0000323a, 0x00003248, 0x00003274,
-	0x0000329a, 0x000032a5, 0x000032d3, 0x000032f0,
-	0x0000331f, 0x00003351, 0x0000336f, 0x000033a4,
+	0x00002f8c, 0x00002fa3, 0x00002fab, 0x00002fb9,
+	0x00002fe6, 0x00002ff2, 0x00003000, 0x00003047,
+	0x00003053, 0x0000305b, 0x00003086, 0x000030d1,
+	0x00003193, 0x000031ae, 0x000031b6, 0x000031e8,
+	0x000031f5, 0x000031f9, 0x0000321f, 0x0000322d,
+	0x00003259, 0x0000327f, 0x0000328a, 0x000032b8,
+	0x000032d5, 0x00003304, 0x00003336, 0x00003354,
+	0x00003389, 0x000033a5, 0x000033b4, 0x000033c1,
 	// Entry 1A0 - 1BF
-	0x000033c0, 0x000033cf, 0x000033dc, 0x000033ea,
-	0x000033f7, 0x00003400, 0x0000341b, 0x00003436,
-	0x00003442, 0x00003463, 0x000034a5, 0x000034af,
-	0x00003502, 0x00003546, 0x00003582, 0x000035af,
-	0x000035e9, 0x0000364e, 0x0000366e, 0x00003694,
-	0x000036be, 0x000036f6, 0x00003733, 0x00003757,
-	0x000037d0, 0x000037f5, 0x0000380f, 0x0000382d,
-	0x00003861, 0x000038a1, 0x000038cb, 0x000038da,
+	0x000033cf, 0x000033dc, 0x000033e5, 0x00003400,
+	0x0000341b, 0x00003427, 0x00003448, 0x0000348a,
+	0x00003494, 0x000034e7, 0x0000352b, 0x00003567,
+	0x00003594, 0x000035ce, 0x00003633, 0x00003653,
+	0x00003679, 0x000036a3, 0x000036db, 0x00003718,
+	0x0000373c, 0x000037b5, 0x000037da, 0x000037f4,
+	0x00003812, 0x00003846, 0x00003886, 0x000038b0,
+	0x000038bf, 0x000038f0, 0x0000391f, 0x00003932,
 	// Entry 1C0 - 1DF
-	0x0000390b, 0x0000393a, 0x0000394d, 0x000039c2,
-	0x000039d5, 0x00003a09, 0x00003a3d, 0x00003a4d,
-	0x00003a94, 0x00003ac1, 0x00003ace, 0x00003ade,
-	0x00003b0e, 0x00003b48, 0x00003b6b, 0x00003b73,
-	0x00003b8b, 0x00003ba8, 0x00003bb6, 0x00003bc7,
-	0x00003bcf, 0x00003bda, 0x00003c0a, 0x00003c1c,
-	0x00003c2c, 0x00003c5e, 0x00003c6a, 0x00003c7b,
-	0x00003c95, 0x00003ca6, 0x00003cac, 0x00003cc0,
+	0x000039a7, 0x000039ba, 0x000039ee, 0x00003a22,
+	0x00003a32, 0x00003a79, 0x00003aa6, 0x00003ab3,
+	0x00003ac3, 0x00003af3, 0x00003b2d, 0x00003b50,
+	0x00003b58, 0x00003b70, 0x00003b8d, 0x00003b9b,
+	0x00003bac, 0x00003bb4, 0x00003bbf, 0x00003bef,
+	0x00003c01, 0x00003c11, 0x00003c43, 0x00003c4f,
+	0x00003c60, 0x00003c7a, 0x00003c8b, 0x00003c91,
+	0x00003ca5, 0x00003cbd, 0x00003ce2, 0x00003cf0,
 	// Entry 1E0 - 1FF
-	0x00003cd8, 0x00003cfd, 0x00003d0b, 0x00003d49,
-	0x00003d86, 0x00003db2, 0x00003def, 0x00003dfe,
-	0x00003e06, 0x00003e13, 0x00003e23, 0x00003e3a,
-	0x00003e45, 0x00003e54, 0x00003e62, 0x00003e75,
+	0x00003d2e, 0x00003d6b, 0x00003d97, 0x00003dd4,
+	0x00003de3, 0x00003deb, 0x00003df8, 0x00003e08,
+	0x00003e1f, 0x00003e2a, 0x00003e39, 0x00003e3f,
+	0x00003e4d, 0x00003e57, 0x00003e62, 0x00003e75,
 	0x00003e9a, 0x00003ec5, 0x00003ef3, 0x00003f01,
 	0x00003f94, 0x00003fb2, 0x00003ff8, 0x00004006,
 	0x0000401a, 0x0000403b, 0x0000404f, 0x00004055,
@@ -932,262 +932,262 @@ const enData string = "" + // Size: 21459 bytes
 	"rocess instance must be an instance id (a UUID).\x02The bulk action must" +
 	" be its id (a UUID).\x02Showing the instances bulk action %[1]s changed." +
 	"\x02The page cursor is invalid: go back to the first page.\x02Operator a" +
-	"ctions, newest first\x02Pages\x02Next page\x02First page\x02Relais conso" +
-	"le\x02Language\x02Skip to content\x02Main navigation\x02Health\x02Extern" +
-	"al tasks\x02Instances\x02Processes\x02Find an instance or occurrence\x02" +
-	"id or business key\x02Find\x02Definitions\x02Workers\x02Tokens\x02Signed" +
-	" in as %[1]s (%[2]s)\x02Sign out\x02Display settings\x02Times in %[1]s ·" +
-	" reload every %[2]d s\x02Times in %[1]s · no auto-reload\x02This page re" +
-	"loads every %[1]d seconds.\x02Not allowed\x02Your role can read definiti" +
-	"ons only: external tasks and process instances are for operators and adm" +
-	"inistrators.\x02Invalid request\x02The field “%[1]s” holds a NUL charact" +
-	"er or bytes that are not UTF-8 text: correct it and try again.\x02Back t" +
-	"o external tasks\x02Back to definitions\x02Nothing exists at this addres" +
-	"s, or it is not visible to you.\x02Nothing exists at this address, or it" +
-	" is not visible to you. An ended instance is deleted, with its occurrenc" +
-	"es and attempts, once the retention period (RELAIS_RETENTION) has passed" +
-	"; the audit log keeps the operator actions taken on it.\x02Not found\x02" +
-	"Form refused\x02This form was not sent from this console session, or it " +
-	"has expired. Reload the page and try again.\x02Temporarily unavailable" +
-	"\x02The database cannot be reached right now. Try again in a few seconds" +
-	".\x02Something went wrong\x02The console could not show this page. Try a" +
-	"gain; if it persists, give your administrator the request id %[1]s.\x02C" +
-	"ounting the occurrences; the counts appear when you reload the page.\x02" +
-	"Counts are unavailable right now.\x02Field\x02Type\x02Required\x02Classi" +
-	"fication\x02Constraints\x02Description\x02Definition %[1]s\x02Working co" +
-	"py\x02The only mutable part of a definition. Processes never use it dire" +
-	"ctly: they pin a revision.\x02Name\x02Routing output\x02Last saved\x02Re" +
-	"visions\x02No revision yet: the Working copy has never been snapshotted." +
-	"\x02Releases\x02No release yet.\x02Release\x02Revision\x02Notes\x02Publi" +
-	"shed\x02Compare revisions\x02Lists every change from one revision to ano" +
-	"ther, and whom it may break.\x02From revision\x02To revision\x02Compare" +
-	"\x02Change\x02Detail\x02Breaks processes\x02Breaks workers\x02These revi" +
-	"sions have the same contracts.\x02Inputs\x02No inputs.\x02Inputs of the " +
-	"working copy\x02Outputs\x02No outputs.\x02Outputs of the working copy" +
-	"\x02Releases, oldest first\x02Changes between the two revisions\x02Revis" +
-	"ion %[1]d\x02Snapshotted\x02Digest\x02Inputs of revision %[1]d\x02Output" +
-	"s of revision %[1]d\x02The Working copy has changes not yet snapshotted:" +
-	" they are in no revision (workers and processes use revision %[1]d at mo" +
-	"st) until a snapshot makes them revision %[2]d.\x02Since revision %[1]d:" +
-	"\x02the contracts are the same (the name or a description changed).\x02C" +
-	"hanges of the Working copy since revision %[1]d\x02Choose two existing r" +
-	"evisions to compare.\x02From revision %[1]d to revision %[2]d:\x14\x01" +
-	"\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d changes\x14\x01" +
-	"\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d breaking\x02rout" +
-	"ing output %[1]s → %[2]s\x02optional → required\x02required → optional" +
-	"\x02values added: %[1]s\x02values removed: %[1]s\x02values reordered\x02" +
-	"%[1]s: %[2]s → %[3]s\x02required %[1]s field of type %[2]s\x02optional %" +
-	"[1]s field of type %[2]s\x02required field of type %[1]s\x02optional fie" +
-	"ld of type %[1]s\x02none\x02Task contracts: their Working copy, immutabl" +
-	"e revisions and named releases.\x02Definitions by key\x02Key\x02Latest r" +
-	"evision\x02none yet\x02No definition yet.\x14\x01\x81\x01\x00\x02\x0e" +
-	"\x02%[1]d release\x00\x0f\x02%[1]d releases\x02on error\x02any other err" +
-	"or\x02held for an operator\x02an incident: retry, abandon or stop\x02end" +
-	": completes the instance\x02end: fails the instance\x02push %[1]s\x02pul" +
-	"l %[1]s\x02Node %[1]s\x02Each definition’s queue and incidents now, and " +
-	"what its workers finished in the last hour: occurrences that ended compl" +
-	"eted or failed. An occurrence retried since counts where it ends next; a" +
-	" failed attempt with attempts left is not counted, its occurrence’s page" +
-	" lists it.\x02Completions and failures, last hour\x02Definitions, those " +
-	"needing attention first\x02Definition\x02Open\x02Held instances\x02Faile" +
-	"d\x02Oldest claimable waits\x02Completed, last hour\x02Failed, last hour" +
-	"\x02No definition has occurrences yet.\x02As of %[1]s (%[2]s); refreshed" +
-	" every few seconds.\x02claimable since %[1]s\x02long wait\x02Show all de" +
-	"finitions\x02All definitions\x02Completions and failures per 5 minutes, " +
-	"last hour: %[1]s\x02In the last hour: %[1]s, %[2]s. The table after the " +
-	"chart gives each 5-minute slot.\x02completed\x02failed\x02The chart’s nu" +
-	"mbers\x02Completions and failures per 5-minute slot, oldest first\x02Slo" +
-	"t\x02Completed\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01\x00\x02" +
-	"\x10\x02%[1]d completed\x00\x10\x02%[1]d completed\x14\x01\x81\x01\x00" +
-	"\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02%[1]s; %[2]s\x02%[1]" +
-	"s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s" +
-	"\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d h" +
-	"\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02S" +
-	"ep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]" +
-	"d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour" +
-	"\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00" +
-	"\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00" +
-	"\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process instance %[1]s\x02Summary" +
-	"\x02Operator actions\x02Path\x02The nodes this instance reached, in orde" +
-	"r, each with its occurrence.\x02Nodes reached, in order\x02Node\x02Occur" +
-	"rence\x02Route\x02Next node\x02Created\x02Settled\x02This instance has n" +
-	"ot reached a task yet.\x02Recorded operator actions\x02No operator has a" +
-	"cted on this instance.\x02Operator actions on this instance, newest firs" +
-	"t\x02Value\x02Process inputs\x02Inputs the instance was started with, la" +
-	"belled by process version %[1]d's contract\x02This process takes no inpu" +
-	"ts.\x02This instance is held at a failed node: an incident. It cannot be" +
-	" retried: its occurrence at node %[1]s failed before any attempt (its in" +
-	"puts could not be built), so it would fail the same way. Abandon fails t" +
-	"he instance; stop cancels it. Each asks for a reason, recorded in the au" +
-	"dit log.\x02This instance is held at a failed node: an incident. Retry o" +
-	"ffers the failed occurrence again; abandon fails the instance; stop canc" +
-	"els it. Each asks for a reason, recorded in the audit log.\x02Stopping c" +
-	"ancels the instance and its open occurrences. It does not complete anyth" +
-	"ing.\x02Stopped by %[1]s at %[2]s — “%[3]s”\x02Abandoned by %[1]s at %[2" +
-	"]s — “%[3]s”\x02Retried by %[1]s at %[2]s — “%[3]s”\x02Started\x02Ended" +
-	"\x02Held at node\x02Failed occurrence\x02Error code\x02End node\x02Aband" +
-	"oned at node\x02Failed at node\x02Unknown status %[1]q.\x02Creation date" +
-	"\x02The page size must be between 1 and %[1]d.\x02Process instances\x02f" +
-	"rom\x02to\x02Act on every instance this filter matches\x02The next page " +
-	"counts them and asks for a reason before anything changes.\x02Process in" +
-	"stances, newest first\x02Instance\x02End node or error\x02No instance ma" +
-	"tches these filters.\x02All processes\x02All statuses\x02available\x02re" +
-	"served\x02deferred\x02cancelled\x02running\x02held\x02expired\x02rejecte" +
-	"d\x02released\x02disconnected\x02text\x02integer\x02number\x02boolean" +
-	"\x02date\x02date and time\x02choice\x02object\x02list\x02normal\x02sensi" +
-	"tive\x02secret\x02••• hidden (sensitive)\x02••• hidden (secret)\x02pull " +
-	"(the service fetches it)\x02push (Relais calls the service)\x02administr" +
-	"ator\x02operator\x02designer\x02consumer\x02yes\x02no\x02field added\x02" +
-	"field removed\x02type changed\x02required changed\x02values changed\x02c" +
-	"lassification changed\x02constraint changed\x02routing changed\x02minimu" +
-	"m length\x02maximum length\x02pattern\x02format\x02minimum\x02maximum" +
-	"\x02minimum items\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, ve" +
-	"rsion %[2]s\x02Occurrence %[1]s\x02Mode\x02Dates\x02Policy\x02Maximum at" +
-	"tempts\x02Retry delay\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 high" +
-	"est)\x02Attempts\x02Every attempt, oldest first\x02Consumer\x02Worker id" +
-	"\x02Reserved\x02Finished\x02Duration\x02Destination’s answer\x02Outcome" +
-	"\x02Error message\x02No service has reserved this occurrence yet.\x02in " +
-	"progress\x02Whole message\x02No service ever reserved this occurrence: i" +
-	"t ended before any attempt.\x02Destination\x02Replica\x02Relais has not " +
-	"called the destination yet.\x02Relais never called the destination: the " +
-	"occurrence ended before any call.\x02Relais keeps the destination’s stat" +
-	"us code only when it refused the call (destination_http_NNN); a complete" +
-	"d call answered 2xx. The duration runs from the claim of the call to its" +
-	" settlement.\x02Reason given by the worker\x02Retries\x02none: a failed " +
-	"call takes the node’s error path\x02Call timeout\x02Now\x02Retry or aban" +
-	"don it from its instance\x02at most %[1]d\x02at most %[1]d since the las" +
-	"t operator retry\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f" +
-	"\x02%[1]d attempts\x02%[1]d left\x02Inputs, labelled by revision %[1]d's" +
-	" contract\x02This contract has no inputs.\x02Outputs, labelled by revisi" +
-	"on %[1]d's contract\x02No outputs yet: the occurrence has not completed." +
-	"\x02This contract has no outputs.\x02No outputs: the occurrence ended wi" +
-	"thout completing.\x02Reveal — this is recorded\x02Available from\x02Next" +
-	" attempt\x02Last reserved\x02Lock expires\x02Deferred\x02Last error (att" +
-	"empt %[1]d)\x02Error (before any attempt)\x02Its message\x02Message from" +
-	" Relais (in English)\x02Message from the service (its own words, protect" +
-	"ed values masked)\x02Retryable\x02no: the service marked this failure as" +
-	" not retryable (attempts left unused: %[1]d)\x02The destination did not " +
-	"answer within the call’s timeout (%[1]s).\x02The destination did not ans" +
-	"wer within the call’s timeout.\x02The deadline passed before a result ar" +
-	"rived.\x02The result did not match the revision's outputs contract.\x02R" +
-	"elais stopped during the call: whether the destination acted is unknown," +
-	" so it is not called again.\x02The call could not be prepared.\x02The de" +
-	"stination could not be reached.\x02The destination’s answer was too larg" +
-	"e.\x02The last attempt’s lock expired with no attempt left.\x02The input" +
-	"s could not be built from the process’s bindings.\x02An operator abandon" +
-	"ed the instance.\x02A Camunda 7 worker reported a failure with no retrie" +
-	"s left (retries: 0, or a budget already spent): it is not run again.\x02" +
-	"The destination answered HTTP %[1]s.\x02Retry at %[1]s — %[2]s.\x02Offer" +
-	"ed from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to be offered aga" +
-	"in.\x02Waiting for Relais to call the destination since %[1]s (%[2]s)." +
-	"\x02Waiting for a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02Relai" +
-	"s is calling the destination (since %[1]s).\x02Reserved by %[1]s; lock u" +
-	"ntil %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2]s" +
-	"): a worker of the same consumer, or a front end with a settle token, co" +
-	"mpletes it later.\x02Completed (%[1]s).\x02Its instance is held here, wa" +
-	"iting for an operator.\x02Its instance went on along the node’s error pa" +
-	"th.\x02Failed (%[1]s).\x02Cancelled: the instance was stopped by %[1]s a" +
-	"t %[2]s — “%[3]s”.\x02Cancelled: the instance was stopped (%[1]s).\x02%[" +
-	"1]s so far\x02consumer #%[1]s\x02%[1]s (deferred; settled with its settl" +
-	"e token)\x02%[1]s (deferred; settled with its settle token, as %[2]s)" +
-	"\x02%[1]s (deferred; settled by %[2]s)\x02waiting\x02HTTP 2xx, unusable " +
-	"body\x02no answer within the timeout\x02no connection\x02answer too larg" +
-	"e\x02unknown\x02[redacted]\x02The revision must be a whole number, 1 or " +
-	"more.\x02Unknown consumer.\x02Settlement date\x02More filters: instance," +
-	" revision, consumer, dates\x02instance id\x02Counts by status\x02Occurre" +
-	"nces, newest first\x02Process and node\x02Error\x02Consumer and worker" +
-	"\x02Next attempt or settled\x02No occurrence matches these filters.\x02A" +
-	"ll consumers\x02Totals of definition %[1]s, not narrowed by the other fi" +
-	"lters\x02Totals of all definitions, not narrowed by the other filters" +
-	"\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurr" +
-	"ences\x02as of %[1]s (%[2]s); counts are refreshed every few seconds." +
-	"\x02revision %[1]d\x02settled\x02next attempt\x02claimable since\x02call" +
-	" in progress since\x02lock until\x02deferred since\x02Previous page\x02R" +
-	"ows %[1]s–%[2]s\x02%[1]s: a date is written 2026-12-01.\x02%[1]s: the fi" +
-	"rst day comes after the last.\x02These settings are kept in this browser" +
-	" only.\x02Show times in\x02The console runs no script, so it cannot read" +
-	" your computer’s time zone: choose its offset from UTC. Offsets do not f" +
-	"ollow daylight saving time.\x02Reload lists and detail pages\x02Pages wi" +
-	"th a form, such as a confirmation, never reload on their own.\x02Save se" +
-	"ttings\x02Back without saving\x02UTC (coordinated universal time)\x02Loc" +
-	"al time at %[1]s\x02Never\x02Every %[1]d seconds\x02Published process ve" +
-	"rsions: their nodes, routes and pinned revisions, drawn, with where thei" +
-	"r occurrences are now.\x02Processes by key\x02Versions, newest first\x02" +
-	"No process is published yet.\x02version %[1]d\x02Process %[1]s\x02Versio" +
-	"n\x02Start node\x02Graph\x02Columns follow the longest path from the sta" +
-	"rt node. Solid arrows are successes (labelled with their route), dashed " +
-	"ones failures (labelled with their error codes). Each box says how many " +
-	"of this version’s occurrences are at that node now.\x02Nodes\x02Nodes of" +
-	" this version, with their occurrences now\x02Kind\x02Pinned revision\x02" +
-	"On success\x02On error\x02Occurrences now\x02Instances of this process" +
-	"\x02Counts as of %[1]s (%[2]s); refreshed every few seconds.\x02This ver" +
-	"sion has %[1]d nodes: too many to draw legibly (at most %[2]d). The tabl" +
-	"e below lists every node with its routes and counts.\x02Graph of %[1]s" +
-	"\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The table be" +
-	"low lists the same nodes, routes and counts.\x00Y\x02%[1]d nodes, starti" +
-	"ng at %[2]s. The table below lists the same nodes, routes and counts." +
-	"\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s → %" +
-	"[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02any other code " +
-	"→ %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%[1]d attemp" +
-	"t, retry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, retry after" +
-	" %[2]s, priority %[3]d\x02deadline %[1]s\x02timeout %[1]s\x02Only admini" +
-	"strators may reveal a sensitive value.\x02Revealed by %[1]s at %[2]s; re" +
-	"corded in the audit log.\x02Cannot reveal\x02Only a value this page show" +
-	"s as hidden (sensitive) can be revealed.\x02Secret values can never be r" +
-	"evealed.\x02This page does not accept that request.\x02Search\x02Type an" +
-	" instance or occurrence id (a UUID, as the pages show on hover), or a bu" +
-	"siness key.\x02Nothing to find: the search box is empty.\x02That is too " +
-	"long to be an id or a business key.\x02No instance or occurrence has the" +
-	" id “%[1]s”, and no instance has it as its business key.\x02No instance " +
-	"has “%[1]s” as its business key, and it is not a whole id: the lists sho" +
-	"w the end of each id. Open the row, or copy its link, for the whole id." +
-	"\x02You are signed out.\x02Your session had ended (inactivity, a sign-ou" +
-	"t elsewhere, a revoked token or a restart of the server), so your last a" +
-	"ction was not applied. Sign in again, then repeat it.\x02Your session ha" +
-	"s ended (inactivity, a sign-out elsewhere, a revoked token or a restart " +
-	"of the server). Sign in again.\x02Sign in\x02Sign in with an operator, d" +
-	"esigner or administrator token.\x02Token\x02The token is checked once an" +
-	"d never stored in your browser; a session cookie stands for it for up to" +
-	" 8 hours of inactivity.\x02Too many failed sign-ins from your address. T" +
-	"ry again in %[1]d seconds.\x02This token is unknown or has been revoked." +
-	"\x02A %[1]s token cannot open the console: sign in with an operator, des" +
-	"igner or administrator token.\x02Only administrators manage tokens.\x02S" +
-	"taff tokens (administrators, designers, operators) that are not revoked." +
-	" Consumer tokens are managed with their consumers. Revoking a token refu" +
-	"ses its next request.\x02ID\x02Role\x02Created on\x02Last used\x02Expire" +
-	"s\x02Staff tokens, oldest first\x02never\x02not yet\x02Expired token\x02" +
-	"Revoke…\x02this session\x02No token.\x02The token was revoked.\x02Revoke" +
-	" token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request is r" +
-	"efused, and console sessions opened with it end. This cannot be undone: " +
-	"whoever uses it needs a new token.\x02Revoke the token\x02Keep it\x02Thi" +
-	"s is the token you signed in with: revoking it signs you out. Its next r" +
-	"equest is refused. This cannot be undone.\x02This is the last usable adm" +
-	"inistrator token: create another one before revoking it.\x02routing outp" +
-	"ut\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d characte" +
-	"r\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at" +
-	" most %[1]d character\x00\x19\x02at most %[1]d characters\x02pattern %[1" +
-	"]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s" +
-	"\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least " +
-	"%[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14" +
-	"\x02at most %[1]d items\x02%[1]d more values not shown: the page shows t" +
-	"he first %[2]d, the API's detail has them all.\x02not provided\x14\x01" +
-	"\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(%[1]d char" +
-	"acters in all)\x02null\x02unexpected value\x02Invalid page\x02This page " +
-	"link is not one the console made.\x02Workers connected by a stream, and " +
-	"polling workers by their last fetch. A worker is listed while it was see" +
-	"n within three heartbeats.\x02Workers seen within three heartbeats\x02Wo" +
-	"rker\x02Protocol\x02Definitions served\x02In flight\x02Connected\x02Last" +
-	" seen\x02No worker is connected.\x02Workers serving %[1]s\x02All workers" +
-	"\x02No worker serves this definition.\x02stream\x02long polling\x02Camun" +
-	"da 7 facade\x02every revision its consumer is granted\x02revisions %[1]s" +
-	"\x02No worker serves this definition: its occurrences wait until one con" +
-	"nects or polls.\x02No process pulls this definition: Relais calls its de" +
-	"stinations (push), and it needs no worker.\x02No worker is connected for" +
-	" this definition; none of its occurrences waits for one.\x14\x01\x81\x01" +
-	"\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d worker" +
-	"s\x02Revisions they take: %[1]s; some take every revision their consumer" +
-	" is granted.\x02They take every revision their consumer is granted.\x02T" +
-	"hey take revision %[1]d only.\x02They take revisions %[1]s only."
+	"ctions, newest first\x02Relais console\x02Language\x02Skip to content" +
+	"\x02Main navigation\x02Health\x02External tasks\x02Instances\x02Processe" +
+	"s\x02Find an instance or occurrence\x02id or business key\x02Find\x02Def" +
+	"initions\x02Workers\x02Tokens\x02Signed in as %[1]s (%[2]s)\x02Sign out" +
+	"\x02Display settings\x02Times in %[1]s · reload every %[2]d s\x02Times i" +
+	"n %[1]s · no auto-reload\x02This page reloads every %[1]d seconds.\x02No" +
+	"t allowed\x02Your role can read definitions only: external tasks and pro" +
+	"cess instances are for operators and administrators.\x02Invalid request" +
+	"\x02The field “%[1]s” holds a NUL character or bytes that are not UTF-8 " +
+	"text: correct it and try again.\x02Back to external tasks\x02Back to def" +
+	"initions\x02Nothing exists at this address, or it is not visible to you." +
+	"\x02Nothing exists at this address, or it is not visible to you. An ende" +
+	"d instance is deleted, with its occurrences and attempts, once the reten" +
+	"tion period (RELAIS_RETENTION) has passed; the audit log keeps the opera" +
+	"tor actions taken on it.\x02Not found\x02Form refused\x02This form was n" +
+	"ot sent from this console session, or it has expired. Reload the page an" +
+	"d try again.\x02Temporarily unavailable\x02The database cannot be reache" +
+	"d right now. Try again in a few seconds.\x02Something went wrong\x02The " +
+	"console could not show this page. Try again; if it persists, give your a" +
+	"dministrator the request id %[1]s.\x02Counting the occurrences; the coun" +
+	"ts appear when you reload the page.\x02Counts are unavailable right now." +
+	"\x02Field\x02Type\x02Required\x02Classification\x02Constraints\x02Descri" +
+	"ption\x02Definition %[1]s\x02Working copy\x02The only mutable part of a " +
+	"definition. Processes never use it directly: they pin a revision.\x02Nam" +
+	"e\x02Routing output\x02Last saved\x02Revisions\x02No revision yet: the W" +
+	"orking copy has never been snapshotted.\x02Releases\x02No release yet." +
+	"\x02Release\x02Revision\x02Notes\x02Published\x02Compare revisions\x02Li" +
+	"sts every change from one revision to another, and whom it may break." +
+	"\x02From revision\x02To revision\x02Compare\x02Change\x02Detail\x02Break" +
+	"s processes\x02Breaks workers\x02These revisions have the same contracts" +
+	".\x02Inputs\x02No inputs.\x02Inputs of the working copy\x02Outputs\x02No" +
+	" outputs.\x02Outputs of the working copy\x02Releases, oldest first\x02Ch" +
+	"anges between the two revisions\x02Revision %[1]d\x02Snapshotted\x02Dige" +
+	"st\x02Inputs of revision %[1]d\x02Outputs of revision %[1]d\x02The Worki" +
+	"ng copy has changes not yet snapshotted: they are in no revision (worker" +
+	"s and processes use revision %[1]d at most) until a snapshot makes them " +
+	"revision %[2]d.\x02Since revision %[1]d:\x02the contracts are the same (" +
+	"the name or a description changed).\x02Changes of the Working copy since" +
+	" revision %[1]d\x02Choose two existing revisions to compare.\x02From rev" +
+	"ision %[1]d to revision %[2]d:\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d chan" +
+	"ge\x00\x0e\x02%[1]d changes\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breakin" +
+	"g\x00\x0f\x02%[1]d breaking\x02routing output %[1]s → %[2]s\x02optional " +
+	"→ required\x02required → optional\x02values added: %[1]s\x02values rem" +
+	"oved: %[1]s\x02values reordered\x02%[1]s: %[2]s → %[3]s\x02required %[1]" +
+	"s field of type %[2]s\x02optional %[1]s field of type %[2]s\x02required " +
+	"field of type %[1]s\x02optional field of type %[1]s\x02none\x02Task cont" +
+	"racts: their Working copy, immutable revisions and named releases.\x02De" +
+	"finitions by key\x02Key\x02Latest revision\x02none yet\x02No definition " +
+	"yet.\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d relea" +
+	"ses\x02on error\x02any other error\x02held for an operator\x02an inciden" +
+	"t: retry, abandon or stop\x02end: completes the instance\x02end: fails t" +
+	"he instance\x02push %[1]s\x02pull %[1]s\x02Node %[1]s\x02Each definition" +
+	"’s queue and incidents now, and what its workers finished in the last " +
+	"hour: occurrences that ended completed or failed. An occurrence retried " +
+	"since counts where it ends next; a failed attempt with attempts left is " +
+	"not counted, its occurrence’s page lists it.\x02Completions and failures" +
+	", last hour\x02Definitions, those needing attention first\x02Definition" +
+	"\x02Open\x02Held instances\x02Failed\x02Oldest claimable waits\x02Comple" +
+	"ted, last hour\x02Failed, last hour\x02No definition has occurrences yet" +
+	".\x02As of %[1]s (%[2]s); refreshed every few seconds.\x02claimable sinc" +
+	"e %[1]s\x02long wait\x02Show all definitions\x02All definitions\x02Compl" +
+	"etions and failures per 5 minutes, last hour: %[1]s\x02In the last hour:" +
+	" %[1]s, %[2]s. The table after the chart gives each 5-minute slot.\x02co" +
+	"mpleted\x02failed\x02The chart’s numbers\x02Completions and failures per" +
+	" 5-minute slot, oldest first\x02Slot\x02Completed\x02%[1]s–%[2]s\x02%[1]" +
+	"s: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d" +
+	" completed\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d " +
+	"failed\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s" +
+	"\x02%[1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1" +
+	"]d s\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02M" +
+	"ay\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01" +
+	"\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01" +
+	"\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00" +
+	"\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00" +
+	"\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process" +
+	" instance %[1]s\x02Summary\x02Operator actions\x02Path\x02The nodes this" +
+	" instance reached, in order, each with its occurrence.\x02Nodes reached," +
+	" in order\x02Node\x02Occurrence\x02Route\x02Next node\x02Created\x02Sett" +
+	"led\x02This instance has not reached a task yet.\x02Recorded operator ac" +
+	"tions\x02No operator has acted on this instance.\x02Operator actions on " +
+	"this instance, newest first\x02Value\x02Process inputs\x02Inputs the ins" +
+	"tance was started with, labelled by process version %[1]d's contract\x02" +
+	"This process takes no inputs.\x02This instance is held at a failed node:" +
+	" an incident. It cannot be retried: its occurrence at node %[1]s failed " +
+	"before any attempt (its inputs could not be built), so it would fail the" +
+	" same way. Abandon fails the instance; stop cancels it. Each asks for a " +
+	"reason, recorded in the audit log.\x02This instance is held at a failed " +
+	"node: an incident. Retry offers the failed occurrence again; abandon fai" +
+	"ls the instance; stop cancels it. Each asks for a reason, recorded in th" +
+	"e audit log.\x02Stopping cancels the instance and its open occurrences. " +
+	"It does not complete anything.\x02Stopped by %[1]s at %[2]s — “%[3]s”" +
+	"\x02Abandoned by %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s —" +
+	" “%[3]s”\x02Started\x02Ended\x02Held at node\x02Failed occurrence\x02Err" +
+	"or code\x02End node\x02Abandoned at node\x02Failed at node\x02Unknown st" +
+	"atus %[1]q.\x02Creation date\x02The page size must be between 1 and %[1]" +
+	"d.\x02Process instances\x02from\x02to\x02Act on every instance this filt" +
+	"er matches\x02The next page counts them and asks for a reason before any" +
+	"thing changes.\x02Process instances, newest first\x02Instance\x02End nod" +
+	"e or error\x02No instance matches these filters.\x02All processes\x02All" +
+	" statuses\x02available\x02reserved\x02deferred\x02cancelled\x02running" +
+	"\x02held\x02expired\x02rejected\x02released\x02disconnected\x02text\x02i" +
+	"nteger\x02number\x02boolean\x02date\x02date and time\x02choice\x02object" +
+	"\x02list\x02normal\x02sensitive\x02secret\x02••• hidden (sensitive)\x02•" +
+	"•• hidden (secret)\x02pull (the service fetches it)\x02push (Relais ca" +
+	"lls the service)\x02administrator\x02operator\x02designer\x02consumer" +
+	"\x02yes\x02no\x02field added\x02field removed\x02type changed\x02require" +
+	"d changed\x02values changed\x02classification changed\x02constraint chan" +
+	"ged\x02routing changed\x02minimum length\x02maximum length\x02pattern" +
+	"\x02format\x02minimum\x02maximum\x02minimum items\x02maximum items\x02%[" +
+	"1]s, revision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Mode" +
+	"\x02Dates\x02Policy\x02Maximum attempts\x02Retry delay\x02Deadline\x02Pr" +
+	"iority\x02%[1]d (0 lowest, 9 highest)\x02Attempts\x02Every attempt, olde" +
+	"st first\x02Consumer\x02Worker id\x02Reserved\x02Finished\x02Duration" +
+	"\x02Destination’s answer\x02Outcome\x02Error message\x02No service has r" +
+	"eserved this occurrence yet.\x02in progress\x02Whole message\x02No servi" +
+	"ce ever reserved this occurrence: it ended before any attempt.\x02Destin" +
+	"ation\x02Replica\x02Relais has not called the destination yet.\x02Relais" +
+	" never called the destination: the occurrence ended before any call.\x02" +
+	"Relais keeps the destination’s status code only when it refused the call" +
+	" (destination_http_NNN); a completed call answered 2xx. The duration run" +
+	"s from the claim of the call to its settlement.\x02Reason given by the w" +
+	"orker\x02Retries\x02none: a failed call takes the node’s error path\x02C" +
+	"all timeout\x02Now\x02Retry or abandon it from its instance\x02at most %" +
+	"[1]d\x02at most %[1]d since the last operator retry\x14\x01\x81\x01\x00" +
+	"\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02%[1]d left\x02Inp" +
+	"uts, labelled by revision %[1]d's contract\x02This contract has no input" +
+	"s.\x02Outputs, labelled by revision %[1]d's contract\x02No outputs yet: " +
+	"the occurrence has not completed.\x02This contract has no outputs.\x02No" +
+	" outputs: the occurrence ended without completing.\x02Reveal — this is r" +
+	"ecorded\x02Available from\x02Next attempt\x02Last reserved\x02Lock expir" +
+	"es\x02Deferred\x02Last error (attempt %[1]d)\x02Error (before any attemp" +
+	"t)\x02Its message\x02Message from Relais (in English)\x02Message from th" +
+	"e service (its own words, protected values masked)\x02Retryable\x02no: t" +
+	"he service marked this failure as not retryable (attempts left unused: %" +
+	"[1]d)\x02The destination did not answer within the call’s timeout (%[1]s" +
+	").\x02The destination did not answer within the call’s timeout.\x02The d" +
+	"eadline passed before a result arrived.\x02The result did not match the " +
+	"revision's outputs contract.\x02Relais stopped during the call: whether " +
+	"the destination acted is unknown, so it is not called again.\x02The call" +
+	" could not be prepared.\x02The destination could not be reached.\x02The " +
+	"destination’s answer was too large.\x02The last attempt’s lock expired w" +
+	"ith no attempt left.\x02The inputs could not be built from the process’s" +
+	" bindings.\x02An operator abandoned the instance.\x02A Camunda 7 worker " +
+	"reported a failure with no retries left (retries: 0, or a budget already" +
+	" spent): it is not run again.\x02The destination answered HTTP %[1]s." +
+	"\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expir" +
+	"ed %[1]s — waiting to be offered again.\x02Waiting for Relais to call th" +
+	"e destination since %[1]s (%[2]s).\x02Waiting for a worker since %[1]s (" +
+	"%[2]s).\x02(worker %[1]s)\x02Relais is calling the destination (since %[" +
+	"1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02Reserved by %[1" +
+	"]s.\x02Deferred since %[1]s (%[2]s): a worker of the same consumer, or a" +
+	" front end with a settle token, completes it later.\x02Completed (%[1]s)" +
+	".\x02Its instance is held here, waiting for an operator.\x02Its instance" +
+	" went on along the node’s error path.\x02Failed (%[1]s).\x02Cancelled: t" +
+	"he instance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the i" +
+	"nstance was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1]s" +
+	" (deferred; settled with its settle token)\x02%[1]s (deferred; settled w" +
+	"ith its settle token, as %[2]s)\x02%[1]s (deferred; settled by %[2]s)" +
+	"\x02waiting\x02HTTP 2xx, unusable body\x02no answer within the timeout" +
+	"\x02no connection\x02answer too large\x02unknown\x02[redacted]\x02The re" +
+	"vision must be a whole number, 1 or more.\x02Unknown consumer.\x02Settle" +
+	"ment date\x02More filters: instance, revision, consumer, dates\x02instan" +
+	"ce id\x02Counts by status\x02Occurrences, newest first\x02Process and no" +
+	"de\x02Error\x02Consumer and worker\x02Next attempt or settled\x02No occu" +
+	"rrence matches these filters.\x02All consumers\x02Totals of definition %" +
+	"[1]s, not narrowed by the other filters\x02Totals of all definitions, no" +
+	"t narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occ" +
+	"urrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); counts are " +
+	"refreshed every few seconds.\x02revision %[1]d\x02settled\x02next attemp" +
+	"t\x02claimable since\x02call in progress since\x02lock until\x02deferred" +
+	" since\x02Pages\x02Previous page\x02Next page\x02First page\x02Rows %[1]" +
+	"s–%[2]s\x02%[1]s: a date is written 2026-12-01.\x02%[1]s: the first day " +
+	"comes after the last.\x02These settings are kept in this browser only." +
+	"\x02Show times in\x02The console runs no script, so it cannot read your " +
+	"computer’s time zone: choose its offset from UTC. Offsets do not follow " +
+	"daylight saving time.\x02Reload lists and detail pages\x02Pages with a f" +
+	"orm, such as a confirmation, never reload on their own.\x02Save settings" +
+	"\x02Back without saving\x02UTC (coordinated universal time)\x02Local tim" +
+	"e at %[1]s\x02Never\x02Every %[1]d seconds\x02Published process versions" +
+	": their nodes, routes and pinned revisions, drawn, with where their occu" +
+	"rrences are now.\x02Processes by key\x02Versions, newest first\x02No pro" +
+	"cess is published yet.\x02version %[1]d\x02Process %[1]s\x02Version\x02S" +
+	"tart node\x02Graph\x02Columns follow the longest path from the start nod" +
+	"e. Solid arrows are successes (labelled with their route), dashed ones f" +
+	"ailures (labelled with their error codes). Each box says how many of thi" +
+	"s version’s occurrences are at that node now.\x02Nodes\x02Nodes of this " +
+	"version, with their occurrences now\x02Kind\x02Pinned revision\x02On suc" +
+	"cess\x02On error\x02Occurrences now\x02Instances of this process\x02Coun" +
+	"ts as of %[1]s (%[2]s); refreshed every few seconds.\x02This version has" +
+	" %[1]d nodes: too many to draw legibly (at most %[2]d). The table below " +
+	"lists every node with its routes and counts.\x02Graph of %[1]s\x14\x01" +
+	"\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The table below list" +
+	"s the same nodes, routes and counts.\x00Y\x02%[1]d nodes, starting at %[" +
+	"2]s. The table below lists the same nodes, routes and counts.\x02pull" +
+	"\x02push to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s → %[2]s\x02" +
+	"→ %[1]s\x02hold (an incident for an operator)\x02any other code → %[1]" +
+	"s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, retry" +
+	" after %[2]s, priority %[3]d\x002\x02%[1]d attempts, retry after %[2]s, " +
+	"priority %[3]d\x02deadline %[1]s\x02timeout %[1]s\x02Only administrators" +
+	" may reveal a sensitive value.\x02Revealed by %[1]s at %[2]s; recorded i" +
+	"n the audit log.\x02Cannot reveal\x02Only a value this page shows as hid" +
+	"den (sensitive) can be revealed.\x02Secret values can never be revealed." +
+	"\x02This page does not accept that request.\x02Search\x02Type an instanc" +
+	"e or occurrence id (a UUID, as the pages show on hover), or a business k" +
+	"ey.\x02Nothing to find: the search box is empty.\x02That is too long to " +
+	"be an id or a business key.\x02No instance or occurrence has the id “%[1" +
+	"]s”, and no instance has it as its business key.\x02No instance has “%[1" +
+	"]s” as its business key, and it is not a whole id: the lists show the en" +
+	"d of each id. Open the row, or copy its link, for the whole id.\x02You a" +
+	"re signed out.\x02Your session had ended (inactivity, a sign-out elsewhe" +
+	"re, a revoked token or a restart of the server), so your last action was" +
+	" not applied. Sign in again, then repeat it.\x02Your session has ended (" +
+	"inactivity, a sign-out elsewhere, a revoked token or a restart of the se" +
+	"rver). Sign in again.\x02Sign in\x02Sign in with an operator, designer o" +
+	"r administrator token.\x02Token\x02The token is checked once and never s" +
+	"tored in your browser; a session cookie stands for it for up to 8 hours " +
+	"of inactivity.\x02Too many failed sign-ins from your address. Try again " +
+	"in %[1]d seconds.\x02This token is unknown or has been revoked.\x02A %[1" +
+	"]s token cannot open the console: sign in with an operator, designer or " +
+	"administrator token.\x02Only administrators manage tokens.\x02Staff toke" +
+	"ns (administrators, designers, operators) that are not revoked. Consumer" +
+	" tokens are managed with their consumers. Revoking a token refuses its n" +
+	"ext request.\x02ID\x02Role\x02Created on\x02Last used\x02Expires\x02Staf" +
+	"f tokens, oldest first\x02never\x02not yet\x02Expired token\x02Revoke…" +
+	"\x02this session\x02No token.\x02The token was revoked.\x02Revoke token " +
+	"%[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request is refused," +
+	" and console sessions opened with it end. This cannot be undone: whoever" +
+	" uses it needs a new token.\x02Revoke the token\x02Keep it\x02This is th" +
+	"e token you signed in with: revoking it signs you out. Its next request " +
+	"is refused. This cannot be undone.\x02This is the last usable administra" +
+	"tor token: create another one before revoking it.\x02routing output\x02(" +
+	"each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00" +
+	"\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most" +
+	" %[1]d character\x00\x19\x02at most %[1]d characters\x02pattern %[1]s" +
+	"\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14" +
+	"\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]" +
+	"d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at " +
+	"most %[1]d items\x02%[1]d more values not shown: the page shows the firs" +
+	"t %[2]d, the API's detail has them all.\x02not provided\x14\x01\x81\x01" +
+	"\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(%[1]d characters i" +
+	"n all)\x02null\x02unexpected value\x02Invalid page\x02This page link is " +
+	"not one the console made.\x02Workers connected by a stream, and polling " +
+	"workers by their last fetch. A worker is listed while it was seen within" +
+	" three heartbeats.\x02Workers seen within three heartbeats\x02Worker\x02" +
+	"Protocol\x02Definitions served\x02In flight\x02Connected\x02Last seen" +
+	"\x02No worker is connected.\x02Workers serving %[1]s\x02All workers\x02N" +
+	"o worker serves this definition.\x02stream\x02long polling\x02Camunda 7 " +
+	"facade\x02every revision its consumer is granted\x02revisions %[1]s\x02N" +
+	"o worker serves this definition: its occurrences wait until one connects" +
+	" or polls.\x02No process pulls this definition: Relais calls its destina" +
+	"tions (push), and it needs no worker.\x02No worker is connected for this" +
+	" definition; none of its occurrences waits for one.\x14\x01\x81\x01\x00" +
+	"\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d workers" +
+	"\x02Revisions they take: %[1]s; some take every revision their consumer " +
+	"is granted.\x02They take every revision their consumer is granted.\x02Th" +
+	"ey take revision %[1]d only.\x02They take revisions %[1]s only."
 
 var frIndex = []uint32{ // 631 elements
 	// Entry 0 - 1F
@@ -1218,118 +1218,118 @@ var frIndex = []uint32{ // 631 elements
 	0x0000189b, 0x000018b1, 0x000018c5, 0x000018f1,
 	0x00001904, 0x00001950, 0x00001999, 0x000019cd,
 	// Entry 60 - 7F
-	0x00001a0f, 0x00001a45, 0x00001a4b, 0x00001a59,
-	0x00001a68, 0x00001a77, 0x00001a7e, 0x00001a8f,
-	0x00001aa5, 0x00001aab, 0x00001abc, 0x00001ac6,
-	0x00001ad0, 0x00001af7, 0x00001b13, 0x00001b1b,
-	0x00001b28, 0x00001b34, 0x00001b3b, 0x00001b5f,
-	0x00001b6f, 0x00001b87, 0x00001bba, 0x00001beb,
-	0x00001c1d, 0x00001c2b, 0x00001cce, 0x00001ce0,
-	0x00001d60, 0x00001d7c, 0x00001d94, 0x00001dd7,
+	0x00001a0f, 0x00001a45, 0x00001a54, 0x00001a5b,
+	0x00001a6c, 0x00001a82, 0x00001a88, 0x00001a99,
+	0x00001aa3, 0x00001aad, 0x00001ad4, 0x00001af0,
+	0x00001af8, 0x00001b05, 0x00001b11, 0x00001b18,
+	0x00001b3c, 0x00001b4c, 0x00001b64, 0x00001b97,
+	0x00001bc8, 0x00001bfa, 0x00001c08, 0x00001cab,
+	0x00001cbd, 0x00001d3d, 0x00001d59, 0x00001d71,
+	0x00001db4, 0x00001ed2, 0x00001ede, 0x00001ef1,
 	// Entry 80 - 9F
-	0x00001ef5, 0x00001f01, 0x00001f14, 0x00001f90,
-	0x00001fac, 0x00002003, 0x0000201b, 0x000020b3,
-	0x00002119, 0x0000214b, 0x00002151, 0x00002156,
-	0x00002162, 0x00002171, 0x0000217d, 0x00002189,
-	0x0000219b, 0x000021ac, 0x00002230, 0x00002234,
-	0x00002246, 0x0000225d, 0x00002268, 0x000022bd,
-	0x000022ca, 0x000022ef, 0x000022fb, 0x00002305,
-	0x0000230b, 0x00002317, 0x0000232f, 0x00002381,
+	0x00001f6d, 0x00001f89, 0x00001fe0, 0x00001ff8,
+	0x00002090, 0x000020f6, 0x00002128, 0x0000212e,
+	0x00002133, 0x0000213f, 0x0000214e, 0x0000215a,
+	0x00002166, 0x00002178, 0x00002189, 0x0000220d,
+	0x00002211, 0x00002223, 0x0000223a, 0x00002245,
+	0x0000229a, 0x000022a7, 0x000022cc, 0x000022d8,
+	0x000022e2, 0x000022e8, 0x000022f4, 0x0000230c,
+	0x0000235e, 0x0000236e, 0x0000237e, 0x00002387,
 	// Entry A0 - BF
-	0x00002391, 0x000023a1, 0x000023aa, 0x000023b5,
-	0x000023bd, 0x000023dd, 0x000023ff, 0x00002427,
-	0x00002430, 0x00002440, 0x00002460, 0x00002468,
-	0x00002477, 0x00002496, 0x000024c1, 0x000024e7,
-	0x000024f7, 0x00002501, 0x0000250b, 0x0000252a,
-	0x00002548, 0x00002620, 0x0000263e, 0x00002682,
-	0x000026bf, 0x000026f2, 0x00002722, 0x0000274e,
-	0x0000277e, 0x000027a0, 0x000027bb, 0x000027d6,
+	0x00002392, 0x0000239a, 0x000023ba, 0x000023dc,
+	0x00002404, 0x0000240d, 0x0000241d, 0x0000243d,
+	0x00002445, 0x00002454, 0x00002473, 0x0000249e,
+	0x000024c4, 0x000024d4, 0x000024de, 0x000024e8,
+	0x00002507, 0x00002525, 0x000025fd, 0x0000261b,
+	0x0000265f, 0x0000269c, 0x000026cf, 0x000026ff,
+	0x0000272b, 0x0000275b, 0x0000277d, 0x00002798,
+	0x000027b3, 0x000027cf, 0x000027eb, 0x00002801,
 	// Entry C0 - DF
-	0x000027f2, 0x0000280e, 0x00002824, 0x0000283e,
-	0x00002875, 0x000028ab, 0x000028cb, 0x000028ea,
-	0x000028f1, 0x0000295b, 0x00002971, 0x00002976,
-	0x0000298a, 0x000029a2, 0x000029c7, 0x000029f5,
-	0x00002a07, 0x00002a1a, 0x00002a36, 0x00002a63,
-	0x00002a80, 0x00002aa3, 0x00002aae, 0x00002ab9,
-	0x00002ac5, 0x00002c2e, 0x00002c55, 0x00002c93,
-	0x00002c9f, 0x00002ca8, 0x00002cbc, 0x00002cc6,
+	0x0000281b, 0x00002852, 0x00002888, 0x000028a8,
+	0x000028c7, 0x000028ce, 0x00002938, 0x0000294e,
+	0x00002953, 0x00002967, 0x0000297f, 0x000029a4,
+	0x000029d2, 0x000029e4, 0x000029f7, 0x00002a13,
+	0x00002a40, 0x00002a5d, 0x00002a80, 0x00002a8b,
+	0x00002a96, 0x00002aa2, 0x00002c0b, 0x00002c32,
+	0x00002c70, 0x00002c7c, 0x00002c85, 0x00002c99,
+	0x00002ca3, 0x00002cca, 0x00002ce6, 0x00002d01,
 	// Entry E0 - FF
-	0x00002ced, 0x00002d09, 0x00002d24, 0x00002d54,
-	0x00002d92, 0x00002dad, 0x00002dbc, 0x00002ddd,
-	0x00002df5, 0x00002e3b, 0x00002ea6, 0x00002eb0,
-	0x00002eba, 0x00002ed4, 0x00002f1d, 0x00002f25,
-	0x00002f30, 0x00002f3e, 0x00002f4e, 0x00002f78,
-	0x00002fa1, 0x00002fb1, 0x00002fd0, 0x00002fdc,
-	0x00002ff5, 0x00003000, 0x0000300d, 0x0000301c,
-	0x00003024, 0x0000302e, 0x00003036, 0x0000303e,
+	0x00002d31, 0x00002d6f, 0x00002d8a, 0x00002d99,
+	0x00002dba, 0x00002dd2, 0x00002e18, 0x00002e83,
+	0x00002e8d, 0x00002e97, 0x00002eb1, 0x00002efa,
+	0x00002f02, 0x00002f0d, 0x00002f1b, 0x00002f2b,
+	0x00002f55, 0x00002f7e, 0x00002f8e, 0x00002fad,
+	0x00002fb9, 0x00002fd2, 0x00002fdd, 0x00002fea,
+	0x00002ff9, 0x00003001, 0x0000300b, 0x00003013,
+	0x0000301b, 0x00003021, 0x00003028, 0x0000302d,
 	// Entry 100 - 11F
-	0x00003044, 0x0000304b, 0x00003050, 0x00003055,
-	0x00003059, 0x0000305e, 0x00003064, 0x0000306a,
-	0x00003070, 0x00003075, 0x0000307a, 0x00003080,
-	0x0000308a, 0x000030aa, 0x000030cc, 0x000030f0,
-	0x00003116, 0x0000311f, 0x0000313b, 0x00003144,
-	0x0000315c, 0x00003165, 0x000031b9, 0x000031d9,
-	0x000031df, 0x000031ea, 0x000031f0, 0x000031fe,
-	0x00003209, 0x00003215, 0x00003248, 0x0000326c,
+	0x00003032, 0x00003036, 0x0000303b, 0x00003041,
+	0x00003047, 0x0000304d, 0x00003052, 0x00003057,
+	0x0000305d, 0x00003067, 0x00003087, 0x000030a9,
+	0x000030cd, 0x000030f3, 0x000030fc, 0x00003118,
+	0x00003121, 0x00003139, 0x00003142, 0x00003196,
+	0x000031b6, 0x000031bc, 0x000031c7, 0x000031cd,
+	0x000031db, 0x000031e6, 0x000031f2, 0x00003225,
+	0x00003249, 0x00003278, 0x000032c1, 0x000032c8,
 	// Entry 120 - 13F
-	0x0000329b, 0x000032e4, 0x000032eb, 0x00003301,
-	0x00003374, 0x0000339a, 0x00003529, 0x00003630,
-	0x00003680, 0x000036b1, 0x000036e4, 0x00003713,
-	0x00003721, 0x0000372e, 0x00003740, 0x00003755,
-	0x00003765, 0x00003772, 0x00003787, 0x0000379a,
-	0x000037b4, 0x000037c6, 0x000037fe, 0x00003815,
-	0x00003818, 0x0000381b, 0x0000384f, 0x00003899,
-	0x000038ce, 0x000038d7, 0x000038ee, 0x0000391c,
+	0x000032de, 0x00003351, 0x00003377, 0x00003506,
+	0x0000360d, 0x0000365d, 0x0000368e, 0x000036c1,
+	0x000036f0, 0x000036fe, 0x0000370b, 0x0000371d,
+	0x00003732, 0x00003742, 0x0000374f, 0x00003764,
+	0x00003777, 0x00003791, 0x000037a3, 0x000037db,
+	0x000037f2, 0x000037f5, 0x000037f8, 0x0000382c,
+	0x00003876, 0x000038ab, 0x000038b4, 0x000038cb,
+	0x000038f9, 0x0000390c, 0x0000391d, 0x00003928,
 	// Entry 140 - 15F
-	0x0000392f, 0x00003940, 0x0000394b, 0x00003956,
-	0x00003961, 0x0000396a, 0x00003973, 0x0000397c,
-	0x00003985, 0x0000398e, 0x00003995, 0x000039a3,
-	0x000039a9, 0x000039b0, 0x000039b7, 0x000039c0,
-	0x000039c5, 0x000039d3, 0x000039d9, 0x000039df,
-	0x000039e5, 0x000039ed, 0x000039f6, 0x000039ff,
-	0x00003a1c, 0x00003a37, 0x00003a5a, 0x00003a7b,
-	0x00003a8a, 0x00003a95, 0x00003aa0, 0x00003aad,
+	0x00003933, 0x0000393e, 0x00003947, 0x00003950,
+	0x00003959, 0x00003962, 0x0000396b, 0x00003972,
+	0x00003980, 0x00003986, 0x0000398d, 0x00003994,
+	0x0000399d, 0x000039a2, 0x000039b0, 0x000039b6,
+	0x000039bc, 0x000039c2, 0x000039ca, 0x000039d3,
+	0x000039dc, 0x000039f9, 0x00003a14, 0x00003a37,
+	0x00003a58, 0x00003a67, 0x00003a72, 0x00003a7d,
+	0x00003a8a, 0x00003a8e, 0x00003a92, 0x00003aa0,
 	// Entry 160 - 17F
-	0x00003ab1, 0x00003ab5, 0x00003ac3, 0x00003ad1,
-	0x00003adf, 0x00003aff, 0x00003b12, 0x00003b2b,
-	0x00003b40, 0x00003b51, 0x00003b63, 0x00003b75,
-	0x00003b7b, 0x00003b82, 0x00003b8a, 0x00003b92,
-	0x00003bb0, 0x00003bce, 0x00003be5, 0x00003bfa,
-	0x00003c0b, 0x00003c10, 0x00003c16, 0x00003c2f,
-	0x00003c4c, 0x00003c6c, 0x00003c77, 0x00003c81,
-	0x00003caa, 0x00003cb5, 0x00003ce9, 0x00003cf6,
+	0x00003aae, 0x00003abc, 0x00003adc, 0x00003aef,
+	0x00003b08, 0x00003b1d, 0x00003b2e, 0x00003b40,
+	0x00003b52, 0x00003b58, 0x00003b5f, 0x00003b67,
+	0x00003b6f, 0x00003b8d, 0x00003bab, 0x00003bc2,
+	0x00003bd7, 0x00003be8, 0x00003bed, 0x00003bf3,
+	0x00003c0c, 0x00003c29, 0x00003c49, 0x00003c54,
+	0x00003c5e, 0x00003c87, 0x00003c92, 0x00003cc6,
+	0x00003cd3, 0x00003cf1, 0x00003cff, 0x00003d08,
 	// Entry 180 - 19F
-	0x00003d14, 0x00003d22, 0x00003d2b, 0x00003d32,
-	0x00003d4d, 0x00003d57, 0x00003d6a, 0x00003da4,
-	0x00003dad, 0x00003dbc, 0x00003e20, 0x00003e2c,
-	0x00003e36, 0x00003e66, 0x00003ec1, 0x00003fa8,
-	0x00003fc8, 0x00003fdd, 0x0000401e, 0x0000402f,
-	0x0000403a, 0x0000406d, 0x0000407b, 0x000040b7,
-	0x000040e1, 0x00004109, 0x00004148, 0x00004169,
-	0x000041a7, 0x000041e7, 0x00004207, 0x00004248,
+	0x00003d0f, 0x00003d2a, 0x00003d34, 0x00003d47,
+	0x00003d81, 0x00003d8a, 0x00003d99, 0x00003dfd,
+	0x00003e09, 0x00003e13, 0x00003e43, 0x00003e9e,
+	0x00003f85, 0x00003fa5, 0x00003fba, 0x00003ffb,
+	0x0000400c, 0x00004017, 0x0000404a, 0x00004058,
+	0x00004094, 0x000040be, 0x000040e6, 0x00004125,
+	0x00004146, 0x00004184, 0x000041c4, 0x000041e4,
+	0x00004225, 0x00004251, 0x00004269, 0x0000427d,
 	// Entry 1A0 - 1BF
-	0x00004274, 0x0000428c, 0x000042a0, 0x000042b7,
-	0x000042c5, 0x000042d0, 0x000042f3, 0x00004312,
-	0x0000431e, 0x0000433d, 0x0000438b, 0x000043a7,
-	0x00004415, 0x0000445c, 0x0000449b, 0x000044db,
-	0x00004521, 0x00004593, 0x000045bb, 0x000045de,
-	0x00004615, 0x0000465c, 0x000046af, 0x000046d8,
-	0x0000477e, 0x000047a4, 0x000047cb, 0x000047f3,
-	0x0000483a, 0x00004884, 0x000048b7, 0x000048ca,
+	0x00004294, 0x000042a2, 0x000042ad, 0x000042d0,
+	0x000042ef, 0x000042fb, 0x0000431a, 0x00004368,
+	0x00004384, 0x000043f2, 0x00004439, 0x00004478,
+	0x000044b8, 0x000044fe, 0x00004570, 0x00004598,
+	0x000045bb, 0x000045f2, 0x00004639, 0x0000468c,
+	0x000046b5, 0x0000475b, 0x00004781, 0x000047a8,
+	0x000047d0, 0x00004817, 0x00004861, 0x00004894,
+	0x000048a7, 0x000048d5, 0x00004911, 0x00004927,
 	// Entry 1C0 - 1DF
-	0x000048f8, 0x00004934, 0x0000494a, 0x000049de,
-	0x000049f1, 0x00004a2e, 0x00004a6a, 0x00004a7d,
-	0x00004ad1, 0x00004b06, 0x00004b18, 0x00004b2f,
-	0x00004b6c, 0x00004bbc, 0x00004be6, 0x00004bf1,
-	0x00004c0e, 0x00004c2d, 0x00004c3e, 0x00004c58,
-	0x00004c61, 0x00004c6b, 0x00004ca0, 0x00004cb6,
-	0x00004cc9, 0x00004d06, 0x00004d1f, 0x00004d35,
-	0x00004d5f, 0x00004d72, 0x00004d79, 0x00004d94,
+	0x000049bb, 0x000049ce, 0x00004a0b, 0x00004a47,
+	0x00004a5a, 0x00004aae, 0x00004ae3, 0x00004af5,
+	0x00004b0c, 0x00004b49, 0x00004b99, 0x00004bc3,
+	0x00004bce, 0x00004beb, 0x00004c0a, 0x00004c1b,
+	0x00004c35, 0x00004c3e, 0x00004c48, 0x00004c7d,
+	0x00004c93, 0x00004ca6, 0x00004ce3, 0x00004cfc,
+	0x00004d12, 0x00004d3c, 0x00004d4f, 0x00004d56,
+	0x00004d71, 0x00004d93, 0x00004dc3, 0x00004dda,
 	// Entry 1E0 - 1FF
-	0x00004db6, 0x00004de6, 0x00004dfd, 0x00004e35,
-	0x00004e70, 0x00004e9c, 0x00004eef, 0x00004eff,
-	0x00004f08, 0x00004f1c, 0x00004f2e, 0x00004f44,
-	0x00004f56, 0x00004f68, 0x00004f7a, 0x00004f90,
+	0x00004e12, 0x00004e4d, 0x00004e79, 0x00004ecc,
+	0x00004edc, 0x00004ee5, 0x00004ef9, 0x00004f0b,
+	0x00004f21, 0x00004f33, 0x00004f45, 0x00004f4b,
+	0x00004f5d, 0x00004f6b, 0x00004f7a, 0x00004f90,
 	0x00004fba, 0x00004fed, 0x00005029, 0x00005040,
 	0x00005108, 0x00005135, 0x000051a0, 0x000051ba,
 	0x000051d3, 0x000051f4, 0x0000520a, 0x00005211,
@@ -1468,312 +1468,312 @@ const frData string = "" + // Size: 27264 bytes
 	"roupée doit être désignée par son identifiant (un UUID).\x02Instances mo" +
 	"difiées par l’action groupée %[1]s.\x02Le curseur de page est invalide" +
 	"\u202f: revenez à la première page.\x02Actions d’opérateurs, les plus ré" +
-	"centes d’abord\x02Pages\x02Page suivante\x02Première page\x02Console Rel" +
-	"ais\x02Langue\x02Aller au contenu\x02Navigation principale\x02État\x02Tâ" +
-	"ches externes\x02Instances\x02Processus\x02Trouver une instance ou une o" +
-	"ccurrence\x02identifiant ou clé métier\x02Trouver\x02Définitions\x02Exéc" +
-	"utants\x02Jetons\x02Connecté en tant que %[1]s (%[2]s)\x02Se déconnecter" +
-	"\x02Réglages d’affichage\x02Heures en %[1]s · rechargement toutes les %[" +
-	"2]d s\x02Heures en %[1]s · sans rechargement automatique\x02Cette page s" +
-	"e recharge toutes les %[1]d secondes.\x02Non autorisé\x02Votre rôle ne p" +
-	"ermet de lire que les définitions\u202f: les tâches externes et les inst" +
-	"ances de processus sont réservées aux opérateurs et aux administrateurs." +
-	"\x02Requête invalide\x02Le champ «\u202f%[1]s\u202f» contient le caractè" +
-	"re NUL ou des octets qui ne sont pas du texte UTF-8\u202f: corrigez-le e" +
-	"t réessayez.\x02Retour aux tâches externes\x02Retour aux définitions\x02" +
-	"Cette adresse ne mène à rien, ou à rien que vous puissiez voir.\x02Cette" +
-	" adresse ne mène à rien, ou à rien que vous puissiez voir. Une instance " +
-	"terminée est supprimée, avec ses occurrences et ses tentatives, une fois" +
-	" la durée de conservation (RELAIS_RETENTION) écoulée\u202f; le journal d" +
-	"’audit garde les actions d’opérateur menées sur elle.\x02Introuvable" +
-	"\x02Formulaire refusé\x02Ce formulaire n’a pas été envoyé depuis cette s" +
-	"ession de la console, ou il a expiré. Rechargez la page et réessayez." +
-	"\x02Temporairement indisponible\x02La base de données est injoignable po" +
-	"ur le moment. Réessayez dans quelques secondes.\x02Une erreur est surven" +
-	"ue\x02La console n’a pas pu afficher cette page. Réessayez\u202f; si le " +
-	"problème persiste, donnez à votre administrateur l’identifiant de requêt" +
-	"e %[1]s.\x02Décompte des occurrences en cours\u202f; les décomptes s’aff" +
-	"icheront quand vous rechargerez la page.\x02Les décomptes sont indisponi" +
-	"bles pour le moment.\x02Champ\x02Type\x02Obligatoire\x02Classification" +
-	"\x02Contraintes\x02Description\x02Définition %[1]s\x02Copie de travail" +
-	"\x02La seule partie modifiable d’une définition. Les processus ne l’util" +
-	"isent jamais directement\u202f: ils épinglent une révision.\x02Nom\x02So" +
-	"rtie de routage\x02Dernier enregistrement\x02Révisions\x02Aucune révisio" +
-	"n pour l’instant\u202f: la copie de travail n’a jamais été figée.\x02Pub" +
-	"lications\x02Aucune publication pour l’instant.\x02Publication\x02Révisi" +
-	"on\x02Notes\x02Publiée le\x02Comparer des révisions\x02Liste chaque chan" +
-	"gement d’une révision à l’autre et ce qu’il peut casser.\x02De la révisi" +
-	"on\x02À la révision\x02Comparer\x02Changement\x02Détail\x02Incompatible " +
-	"avec les processus\x02Incompatible avec les exécutants\x02Ces révisions " +
-	"ont les mêmes contrats.\x02Entrées\x02Aucune entrée.\x02Entrées de la co" +
-	"pie de travail\x02Sorties\x02Aucune sortie.\x02Sorties de la copie de tr" +
-	"avail\x02Publications, les plus anciennes d’abord\x02Changements entre l" +
-	"es deux révisions\x02Révision %[1]d\x02Figée le\x02Empreinte\x02Entrées " +
-	"de la révision %[1]d\x02Sorties de la révision %[1]d\x02La copie de trav" +
-	"ail a des changements pas encore figés\u202f: ils ne sont dans aucune ré" +
-	"vision (exécutants et processus utilisent au plus la révision %[1]d) tan" +
-	"t qu’un figement n’en fait pas la révision %[2]d.\x02Depuis la révision " +
-	"%[1]d\u202f:\x02les contrats sont les mêmes (le nom ou une description a" +
-	" changé).\x02Changements de la copie de travail depuis la révision %[1]d" +
-	"\x02Choisissez deux révisions existantes à comparer.\x02De la révision %" +
-	"[1]d à la révision %[2]d\u202f:\x14\x01\x81\x01\x00\x02\x11\x02%[1]d cha" +
-	"ngement\x00\x12\x02%[1]d changements\x14\x01\x81\x01\x00\x02\x13\x02%[1]" +
-	"d incompatible\x00\x14\x02%[1]d incompatibles\x02sortie de routage %[1]s" +
-	" → %[2]s\x02facultatif → obligatoire\x02obligatoire → facultatif\x02vale" +
-	"urs ajoutées\u202f: %[1]s\x02valeurs retirées\u202f: %[1]s\x02valeurs ré" +
-	"ordonnées\x02%[1]s\u202f: %[2]s → %[3]s\x02champ obligatoire de type %[2" +
-	"]s (classification %[1]s)\x02champ facultatif de type %[2]s (classificat" +
-	"ion %[1]s)\x02champ obligatoire de type %[1]s\x02champ facultatif de typ" +
-	"e %[1]s\x02aucune\x02Contrats de tâches\u202f: leur copie de travail, le" +
-	"urs révisions immuables et leurs publications nommées.\x02Définitions pa" +
-	"r clé\x02Clé\x02Dernière révision\x02aucune pour l’instant\x02Aucune déf" +
-	"inition pour l’instant.\x14\x01\x81\x01\x00\x02\x12\x02%[1]d publication" +
-	"\x00\x13\x02%[1]d publications\x02en cas d’erreur\x02toute autre erreur" +
-	"\x02bloquée pour un opérateur\x02incident\u202f: reprendre, abandonner, " +
-	"arrêter\x02fin\u202f: termine l’instance\x02fin\u202f: met l’instance en" +
-	" échec\x02push %[1]s\x02pull %[1]s\x02Nœud %[1]s\x02La file d’attente et" +
-	" les incidents de chaque définition maintenant, et ce que ses exécutants" +
-	" ont terminé dans la dernière heure\u202f: les occurrences terminées ave" +
-	"c succès ou en échec. Une occurrence relancée depuis compte là où elle s" +
-	"e termine ensuite\u202f; un échec qui laisse des tentatives n’est pas co" +
-	"mpté, la page de son occurrence le montre.\x02Réussites et échecs, derni" +
-	"ère heure\x02Définitions, celles qui demandent de l’attention d’abord" +
-	"\x02Définition\x02Ouvertes\x02Instances bloquées\x02En échec\x02Attente " +
-	"de la plus ancienne disponible\x02Terminées, dernière heure\x02En échec," +
-	" dernière heure\x02Aucune définition n’a encore d’occurrence.\x02Au %[1]" +
-	"s (%[2]s)\u202f; actualisé toutes les quelques secondes.\x02disponible d" +
-	"epuis le %[1]s\x02attente longue\x02Afficher toutes les définitions\x02T" +
-	"outes les définitions\x02Réussites et échecs par tranche de 5 min, derni" +
-	"ère heure\u202f: %[1]s\x02Dans la dernière heure\u202f: %[1]s, %[2]s. L" +
-	"e tableau qui suit le graphique donne chaque tranche de 5\u00a0min.\x02t" +
-	"erminée\x02en échec\x02Les chiffres du graphique\x02Réussites et échecs " +
-	"par tranche de 5 min, les plus anciennes d’abord\x02Tranche\x02Terminées" +
-	"\x02%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1" +
-	"]d terminée\x00\x11\x02%[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[" +
-	"1]d en échec\x00\x10\x02%[1]d en échec\x02%[1]s\u202f; %[2]s\x02%[2]s %[" +
-	"1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dan" +
-	"s %[1]s\x02il y a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d " +
-	"h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil." +
-	"\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01" +
-	"\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00" +
-	"\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02" +
-	"\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02" +
-	"\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02Instance " +
-	"de processus %[1]s\x02Résumé\x02Actions d’opérateurs\x02Parcours\x02Les " +
-	"nœuds atteints par cette instance, dans l’ordre, chacun avec son occurre" +
-	"nce.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02Occurrence\x02Route\x02N" +
-	"œud suivant\x02Créée le\x02Réglée le\x02Cette instance n’a encore attei" +
-	"nt aucune tâche.\x02Actions d’opérateurs consignées\x02Aucun opérateur n" +
-	"’a agi sur cette instance.\x02Actions d’opérateurs sur cette instance," +
-	" les plus récentes d’abord\x02Valeur\x02Entrées du processus\x02Entrées " +
-	"avec lesquelles l’instance a démarré, nommées d’après le contrat de la v" +
-	"ersion %[1]d du processus\x02Ce processus ne prend aucune entrée.\x02Cet" +
-	"te instance est bloquée à un nœud en échec\u202f: c’est un incident. Ell" +
-	"e ne peut pas être reprise\u202f: son occurrence au nœud %[1]s a échoué " +
-	"avant toute tentative (ses entrées n’ont pas pu être construites), une r" +
-	"eprise échouerait donc de la même façon. L’abandon met l’instance en éch" +
-	"ec\u202f; l’arrêt l’annule. Chacun demande un motif, consigné dans le jo" +
-	"urnal d’audit.\x02Cette instance est bloquée à un nœud en échec\u202f: c" +
-	"’est un incident. La reprise propose de nouveau l’occurrence en échec" +
-	"\u202f; l’abandon met l’instance en échec\u202f; l’arrêt l’annule. Chacu" +
-	"ne demande un motif, consigné dans le journal d’audit.\x02L’arrêt annule" +
-	" l’instance et ses occurrences ouvertes. Il ne termine rien.\x02Arrêtée " +
-	"par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Abandonnée par %[1]s le %[2]" +
-	"s — «\u202f%[3]s\u202f»\x02Reprise par %[1]s le %[2]s — «\u202f%[3]s" +
-	"\u202f»\x02Démarrée le\x02Terminée le\x02Bloquée au nœud\x02Occurrence e" +
-	"n échec\x02Code d’erreur\x02Nœud de fin\x02Abandonnée au nœud\x02En éche" +
-	"c au nœud\x02Statut inconnu\u202f: %[1]q.\x02Date de création\x02La tail" +
-	"le de page doit être comprise entre 1 et %[1]d.\x02Instances de processu" +
-	"s\x02du\x02au\x02Agir sur toutes les instances que ce filtre retient\x02" +
-	"La page suivante les compte et demande un motif avant que rien ne change" +
-	".\x02Instances de processus, les plus récentes d’abord\x02Instance\x02Nœ" +
-	"ud de fin ou erreur\x02Aucune instance ne correspond à ces filtres.\x02T" +
-	"ous les processus\x02Tous les statuts\x02disponible\x02réservée\x02diffé" +
-	"rée\x02annulée\x02en cours\x02bloquée\x02expirée\x02rejetée\x02rendue" +
-	"\x02déconnectée\x02texte\x02entier\x02nombre\x02booléen\x02date\x02date " +
-	"et heure\x02choix\x02objet\x02liste\x02normale\x02sensible\x02secrète" +
-	"\x02••• masqué (sensible)\x02••• masqué (secret)\x02pull (un exécutant l" +
-	"a récupère)\x02push (Relais appelle le service)\x02administrateur\x02opé" +
-	"rateur\x02concepteur\x02consommateur\x02oui\x02non\x02champ ajouté\x02ch" +
-	"amp retiré\x02type modifié\x02caractère obligatoire modifié\x02valeurs m" +
-	"odifiées\x02classification modifiée\x02contrainte modifiée\x02routage mo" +
-	"difié\x02longueur minimale\x02longueur maximale\x02motif\x02format\x02mi" +
-	"nimum\x02maximum\x02nombre minimal d’éléments\x02nombre maximal d’élémen" +
-	"ts\x02%[1]s, révision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s" +
-	"\x02Mode\x02Dates\x02Politique d’exécution\x02Nombre maximal de tentativ" +
-	"es\x02Délai avant nouvelle tentative\x02Échéance\x02Priorité\x02%[1]d (0" +
-	" la plus basse, 9 la plus haute)\x02Tentatives\x02Toutes les tentatives," +
-	" les plus anciennes d’abord\x02Consommateur\x02Identifiant de l’exécutan" +
-	"t\x02Réservée le\x02Finie le\x02Durée\x02Réponse de la destination\x02Ré" +
-	"sultat\x02Message d’erreur\x02Aucun exécutant n’a encore réservé cette o" +
-	"ccurrence.\x02en cours\x02Message entier\x02Aucun exécutant n’a jamais r" +
-	"éservé cette occurrence\u202f: elle a pris fin avant toute tentative." +
-	"\x02Destination\x02Réplique\x02Relais n’a pas encore appelé la destinati" +
-	"on.\x02Relais n’a jamais appelé la destination\u202f: l’occurrence a pri" +
-	"s fin avant tout appel.\x02Relais ne conserve le code de statut de la de" +
-	"stination que lorsqu’elle a refusé l’appel (destination_http_NNN)\u202f;" +
-	" un appel terminé a reçu une réponse 2xx. La durée va de la prise en cha" +
-	"rge de l’appel à son règlement.\x02Motif donné par l’exécutant\x02Nouvel" +
-	"les tentatives\x02aucune\u202f: un appel en échec suit le chemin d’erreu" +
-	"r du nœud\x02Délai d’appel\x02Maintenant\x02La reprendre ou l’abandonner" +
-	" depuis son instance\x02au plus %[1]d\x02au plus %[1]d depuis la dernièr" +
-	"e reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentativ" +
-	"e\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d resta" +
-	"nte\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’après le contrat de" +
-	" la révision %[1]d\x02Ce contrat n’a aucune entrée.\x02Sorties, nommées " +
-	"d’après le contrat de la révision %[1]d\x02Pas encore de sorties\u202f: " +
-	"l’occurrence n’est pas terminée.\x02Ce contrat n’a aucune sortie.\x02Auc" +
-	"une sortie\u202f: l’occurrence s’est terminée sans aboutir.\x02Révéler —" +
-	" cette action est enregistrée\x02Disponible à partir du\x02Prochaine ten" +
-	"tative\x02Dernière réservation\x02Fin du verrou\x02Différée\x02Dernière " +
-	"erreur (tentative %[1]d)\x02Erreur (avant toute tentative)\x02Son messag" +
-	"e\x02Message de Relais (en anglais)\x02Message de l’exécutant (ses propr" +
-	"es termes, valeurs protégées masquées)\x02Nouvelle tentative possible" +
-	"\x02non\u202f: l’exécutant a signalé cet échec comme définitif (tentativ" +
-	"es restantes non utilisées\u202f: %[1]d)\x02La destination n’a pas répon" +
-	"du dans le délai de l’appel (%[1]s).\x02La destination n’a pas répondu d" +
-	"ans le délai de l’appel.\x02L’échéance est passée avant l’arrivée d’un r" +
-	"ésultat.\x02Le résultat ne respectait pas le contrat de sorties de la r" +
-	"évision.\x02Relais s’est arrêté pendant l’appel\u202f: on ignore si la " +
-	"destination a agi, elle n’est donc pas rappelée.\x02L’appel n’a pas pu ê" +
-	"tre préparé.\x02La destination était injoignable.\x02La réponse de la de" +
-	"stination était trop volumineuse.\x02Le verrou de la dernière tentative " +
-	"a expiré sans tentative restante.\x02Les entrées n’ont pas pu être const" +
-	"ruites à partir des liaisons du processus.\x02Un opérateur a abandonné l" +
-	"’instance.\x02Un exécutant Camunda 7 a signalé un échec sans nouvelle " +
-	"tentative restante (retries\u202f: 0, ou un budget déjà épuisé)\u202f: l" +
-	"’occurrence n’est pas relancée.\x02La destination a répondu HTTP %[1]s" +
-	".\x02Nouvelle tentative à %[1]s — %[2]s.\x02Proposée à partir de %[1]s —" +
-	" %[2]s.\x02Verrou expiré à %[1]s — en attente d’être proposée de nouveau" +
-	".\x02En attente de l’appel de Relais à la destination depuis %[1]s (%[2]" +
-	"s).\x02En attente d’un exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1" +
-	"]s)\x02Relais appelle la destination (depuis %[1]s).\x02Réservée par %[1" +
-	"]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différ" +
-	"ée depuis %[1]s (%[2]s)\u202f: un exécutant du même consommateur, ou un" +
-	"e interface munie d’un jeton de règlement, la terminera plus tard.\x02Te" +
-	"rminée (%[1]s).\x02Son instance est bloquée ici, en attente d’un opérate" +
-	"ur.\x02Son instance a continué par le chemin d’erreur du nœud.\x02En éch" +
-	"ec (%[1]s).\x02Annulée\u202f: l’instance a été arrêtée par %[1]s à %[2]s" +
-	" — «\u202f%[3]s\u202f».\x02Annulée\u202f: l’instance a été arrêtée (%[1]" +
-	"s).\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (différée\u202f" +
-	"; réglée avec son jeton de règlement)\x02%[1]s (différée\u202f; réglée a" +
-	"vec son jeton de règlement, en tant que %[2]s)\x02%[1]s (différée\u202f;" +
-	" réglée par %[2]s)\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas " +
-	"de réponse dans le délai\x02pas de connexion\x02réponse trop volumineuse" +
-	"\x02inconnue\x02[masqué]\x02La révision doit être un nombre entier, 1 ou" +
-	" plus.\x02Consommateur inconnu.\x02Date de règlement\x02Plus de filtres" +
-	"\u202f: instance, révision, consommateur, dates\x02identifiant d’instanc" +
-	"e\x02Décomptes par statut\x02Occurrences, les plus récentes d’abord\x02P" +
-	"rocessus et nœud\x02Erreur\x02Consommateur et exécutant\x02Prochaine ten" +
-	"tative ou règlement\x02Aucune occurrence ne correspond à ces filtres." +
-	"\x02Tous les consommateurs\x02Totaux de la définition %[1]s, sans les au" +
-	"tres filtres\x02Totaux de toutes les définitions, sans les autres filtre" +
-	"s\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occur" +
-	"rences\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés toutes l" +
-	"es quelques secondes.\x02révision %[1]d\x02réglée\x02prochaine tentative" +
-	"\x02disponible depuis\x02appel en cours depuis\x02verrou jusqu’à\x02diff" +
-	"érée depuis\x02Page précédente\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: " +
-	"une date s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour vient après" +
-	" le dernier.\x02Ces réglages sont conservés dans ce navigateur seulement" +
-	".\x02Afficher les heures en\x02La console n’exécute aucun script et ne p" +
-	"eut donc pas lire le fuseau horaire de votre ordinateur\u202f: choisisse" +
-	"z son décalage par rapport à UTC. Les décalages ne suivent pas l’heure d" +
-	"’été.\x02Recharger les listes et les pages de détail\x02Les pages qui " +
-	"contiennent un formulaire, comme une confirmation, ne se rechargent jama" +
-	"is d’elles-mêmes.\x02Enregistrer les réglages\x02Revenir sans enregistre" +
-	"r\x02UTC (temps universel coordonné)\x02Heure locale à %[1]s\x02Jamais" +
-	"\x02Toutes les %[1]d secondes\x02Les versions de processus publiées" +
-	"\u202f: leurs nœuds, routes et révisions épinglées, dessinés, avec l’emp" +
-	"lacement actuel de leurs occurrences.\x02Processus par clé\x02Versions, " +
-	"les plus récentes d’abord\x02Aucun processus n’est encore publié.\x02ver" +
-	"sion %[1]d\x02Processus %[1]s\x02Version\x02Nœud de départ\x02Graphe\x02" +
-	"Les colonnes suivent le plus long chemin depuis le nœud de départ. Les f" +
-	"lèches pleines sont les réussites (étiquetées par leur route), les point" +
-	"illées les échecs (étiquetées par leurs codes d’erreur). Chaque case ind" +
-	"ique combien d’occurrences de cette version se trouvent à ce nœud mainte" +
-	"nant.\x02Nœuds\x02Nœuds de cette version, avec leurs occurrences actuell" +
-	"es\x02Type\x02Révision épinglée\x02En cas de réussite\x02En cas d’erreur" +
-	"\x02Occurrences actuelles\x02Instances de ce processus\x02Décomptes au %" +
-	"[1]s (%[2]s)\u202f; actualisés toutes les quelques secondes.\x02Cette ve" +
-	"rsion a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plus %" +
-	"[2]d). Le tableau ci-dessous donne chaque nœud avec ses routes et ses dé" +
-	"comptes.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à pa" +
-	"rtir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes et " +
-	"décomptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous" +
-	" reprend les mêmes nœuds, routes et décomptes.\x02pull\x02push vers %[1]" +
-	"s\x02fin (termine)\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02bloc" +
-	"age (un incident pour un opérateur)\x02tout autre code → %[1]s\x02met l’" +
-	"instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle " +
-	"tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle" +
-	" tentative après %[2]s, priorité %[3]d\x02échéance %[1]s\x02délai %[1]s" +
-	"\x02Seuls les administrateurs peuvent révéler une valeur sensible.\x02Ré" +
-	"vélé par %[1]s le %[2]s\u202f; consigné dans le journal d’audit.\x02Révé" +
-	"lation impossible\x02Seule une valeur que cette page affiche masquée (se" +
-	"nsible) peut être révélée.\x02Les valeurs secrètes ne peuvent jamais êtr" +
-	"e révélées.\x02Cette page n’accepte pas cette requête.\x02Recherche\x02S" +
-	"aisissez un identifiant d’instance ou d’occurrence (un UUID, que les pag" +
-	"es affichent au survol) ou une clé métier.\x02Rien à chercher\u202f: le " +
-	"champ de recherche est vide.\x02C’est trop long pour être un identifiant" +
-	" ou une clé métier.\x02Aucune instance ni occurrence n’a l’identifiant «" +
-	"\u202f%[1]s\u202f», et aucune instance ne l’a pour clé métier.\x02Aucune" +
-	" instance n’a «\u202f%[1]s\u202f» pour clé métier, et ce n’est pas un id" +
-	"entifiant entier\u202f: les listes montrent la fin de chaque identifiant" +
-	". Ouvrez la ligne, ou copiez son lien, pour l’identifiant entier.\x02Vou" +
-	"s êtes déconnecté.\x02Votre session avait pris fin (inactivité, déconnex" +
-	"ion ailleurs, jeton révoqué ou redémarrage du serveur)\u202f: votre dern" +
-	"ière action n’a pas été appliquée. Reconnectez-vous, puis refaites-la." +
-	"\x02Votre session a pris fin (inactivité, déconnexion ailleurs, jeton ré" +
-	"voqué ou redémarrage du serveur). Reconnectez-vous.\x02Se connecter\x02C" +
-	"onnectez-vous avec un jeton d’opérateur, de concepteur ou d’administrate" +
-	"ur.\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais conservé d" +
-	"ans votre navigateur\u202f; un cookie de session le remplace jusqu’à 8 h" +
-	"eures d’inactivité.\x02Trop de connexions échouées depuis votre adresse." +
-	" Réessayez dans %[1]d secondes.\x02Ce jeton est inconnu ou a été révoqué" +
-	".\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: connect" +
-	"ez-vous avec un jeton d’opérateur, de concepteur ou d’administrateur." +
-	"\x02Seuls les administrateurs gèrent les jetons.\x02Jetons du personnel " +
-	"(administrateurs, concepteurs, opérateurs) non révoqués. Les jetons des " +
-	"consommateurs se gèrent avec leurs consommateurs. Révoquer un jeton refu" +
-	"se sa requête suivante.\x02ID\x02Rôle\x02Créé le\x02Dernière utilisation" +
-	"\x02Expiration\x02Jetons du personnel, les plus anciens d’abord\x02jamai" +
-	"s\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Aucun j" +
-	"eton.\x02Le jeton a été révoqué.\x02Révoquer le jeton %[1]d\x02Révoquer " +
-	"le jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante est ref" +
-	"usée et les sessions de console ouvertes avec lui prennent fin. C’est ir" +
-	"réversible\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoq" +
-	"uer le jeton\x02Le garder\x02C’est le jeton avec lequel vous êtes connec" +
-	"té\u202f: le révoquer vous déconnecte. Sa requête suivante est refusée. " +
-	"C’est irréversible.\x02C’est le dernier jeton administrateur utilisable" +
-	"\u202f: créez-en un autre avant de le révoquer.\x02sortie de routage\x02" +
-	"(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère" +
-	"\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au " +
-	"plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02motif %[1]s" +
-	"\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s" +
-	"\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moi" +
-	"ns %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément" +
-	"\x00\x19\x02au plus %[1]d éléments\x02%[1]d autres valeurs ne sont pas a" +
-	"ffichées\u202f: la page montre les %[2]d premières, le détail de l’API l" +
-	"es donne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élém" +
-	"ent\x00\x11\x02%[1]d éléments\x02(%[1]d caractères en tout)\x02nul\x02va" +
-	"leur inattendue\x02Page invalide\x02Ce lien de page ne vient pas de la c" +
-	"onsole.\x02Les exécutants connectés par un flux, et ceux qui interrogent" +
-	" par leur dernière demande. Un exécutant est listé tant qu’il s’est mani" +
-	"festé dans les trois derniers battements de cœur.\x02Exécutants vus dans" +
-	" les trois derniers battements\x02Exécutant\x02Protocole\x02Définitions " +
-	"servies\x02En cours\x02Connexion\x02Dernier signe\x02Aucun exécutant n’e" +
-	"st connecté.\x02Exécutants servant %[1]s\x02Tous les exécutants\x02Aucun" +
-	" exécutant ne sert cette définition.\x02flux\x02interrogation longue\x02" +
-	"façade Camunda 7\x02toutes les révisions accordées à son consommateur" +
-	"\x02révisions %[1]s\x02Aucun exécutant ne sert cette définition\u202f: s" +
-	"es occurrences attendent qu’un exécutant se connecte ou interroge.\x02Au" +
-	"cun processus ne tire cette définition\u202f: Relais appelle ses destina" +
-	"tions (push), elle n’a besoin d’aucun exécutant.\x02Aucun exécutant n’es" +
-	"t connecté pour cette définition\u202f; aucune de ses occurrences n’en a" +
-	"ttend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d" +
-	"\x02Servie par %[1]d exécutants\x02Révisions prises en charge\u202f: %[1" +
-	"]s\u202f; certains prennent toutes les révisions accordées à leur consom" +
-	"mateur.\x02Ils prennent toutes les révisions accordées à leur consommate" +
-	"ur.\x02Ils ne prennent que la révision %[1]d.\x02Ils ne prennent que les" +
-	" révisions %[1]s."
+	"centes d’abord\x02Console Relais\x02Langue\x02Aller au contenu\x02Naviga" +
+	"tion principale\x02État\x02Tâches externes\x02Instances\x02Processus\x02" +
+	"Trouver une instance ou une occurrence\x02identifiant ou clé métier\x02T" +
+	"rouver\x02Définitions\x02Exécutants\x02Jetons\x02Connecté en tant que %[" +
+	"1]s (%[2]s)\x02Se déconnecter\x02Réglages d’affichage\x02Heures en %[1]s" +
+	" · rechargement toutes les %[2]d s\x02Heures en %[1]s · sans rechargemen" +
+	"t automatique\x02Cette page se recharge toutes les %[1]d secondes.\x02No" +
+	"n autorisé\x02Votre rôle ne permet de lire que les définitions\u202f: le" +
+	"s tâches externes et les instances de processus sont réservées aux opéra" +
+	"teurs et aux administrateurs.\x02Requête invalide\x02Le champ «\u202f%[1" +
+	"]s\u202f» contient le caractère NUL ou des octets qui ne sont pas du tex" +
+	"te UTF-8\u202f: corrigez-le et réessayez.\x02Retour aux tâches externes" +
+	"\x02Retour aux définitions\x02Cette adresse ne mène à rien, ou à rien qu" +
+	"e vous puissiez voir.\x02Cette adresse ne mène à rien, ou à rien que vou" +
+	"s puissiez voir. Une instance terminée est supprimée, avec ses occurrenc" +
+	"es et ses tentatives, une fois la durée de conservation (RELAIS_RETENTIO" +
+	"N) écoulée\u202f; le journal d’audit garde les actions d’opérateur menée" +
+	"s sur elle.\x02Introuvable\x02Formulaire refusé\x02Ce formulaire n’a pas" +
+	" été envoyé depuis cette session de la console, ou il a expiré. Recharge" +
+	"z la page et réessayez.\x02Temporairement indisponible\x02La base de don" +
+	"nées est injoignable pour le moment. Réessayez dans quelques secondes." +
+	"\x02Une erreur est survenue\x02La console n’a pas pu afficher cette page" +
+	". Réessayez\u202f; si le problème persiste, donnez à votre administrateu" +
+	"r l’identifiant de requête %[1]s.\x02Décompte des occurrences en cours" +
+	"\u202f; les décomptes s’afficheront quand vous rechargerez la page.\x02L" +
+	"es décomptes sont indisponibles pour le moment.\x02Champ\x02Type\x02Obli" +
+	"gatoire\x02Classification\x02Contraintes\x02Description\x02Définition %[" +
+	"1]s\x02Copie de travail\x02La seule partie modifiable d’une définition. " +
+	"Les processus ne l’utilisent jamais directement\u202f: ils épinglent une" +
+	" révision.\x02Nom\x02Sortie de routage\x02Dernier enregistrement\x02Révi" +
+	"sions\x02Aucune révision pour l’instant\u202f: la copie de travail n’a j" +
+	"amais été figée.\x02Publications\x02Aucune publication pour l’instant." +
+	"\x02Publication\x02Révision\x02Notes\x02Publiée le\x02Comparer des révis" +
+	"ions\x02Liste chaque changement d’une révision à l’autre et ce qu’il peu" +
+	"t casser.\x02De la révision\x02À la révision\x02Comparer\x02Changement" +
+	"\x02Détail\x02Incompatible avec les processus\x02Incompatible avec les e" +
+	"xécutants\x02Ces révisions ont les mêmes contrats.\x02Entrées\x02Aucune " +
+	"entrée.\x02Entrées de la copie de travail\x02Sorties\x02Aucune sortie." +
+	"\x02Sorties de la copie de travail\x02Publications, les plus anciennes d" +
+	"’abord\x02Changements entre les deux révisions\x02Révision %[1]d\x02Fi" +
+	"gée le\x02Empreinte\x02Entrées de la révision %[1]d\x02Sorties de la rév" +
+	"ision %[1]d\x02La copie de travail a des changements pas encore figés" +
+	"\u202f: ils ne sont dans aucune révision (exécutants et processus utilis" +
+	"ent au plus la révision %[1]d) tant qu’un figement n’en fait pas la révi" +
+	"sion %[2]d.\x02Depuis la révision %[1]d\u202f:\x02les contrats sont les " +
+	"mêmes (le nom ou une description a changé).\x02Changements de la copie d" +
+	"e travail depuis la révision %[1]d\x02Choisissez deux révisions existant" +
+	"es à comparer.\x02De la révision %[1]d à la révision %[2]d\u202f:\x14" +
+	"\x01\x81\x01\x00\x02\x11\x02%[1]d changement\x00\x12\x02%[1]d changement" +
+	"s\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incompatible\x00\x14\x02%[1]d inc" +
+	"ompatibles\x02sortie de routage %[1]s → %[2]s\x02facultatif → obligatoir" +
+	"e\x02obligatoire → facultatif\x02valeurs ajoutées\u202f: %[1]s\x02valeur" +
+	"s retirées\u202f: %[1]s\x02valeurs réordonnées\x02%[1]s\u202f: %[2]s → %" +
+	"[3]s\x02champ obligatoire de type %[2]s (classification %[1]s)\x02champ " +
+	"facultatif de type %[2]s (classification %[1]s)\x02champ obligatoire de " +
+	"type %[1]s\x02champ facultatif de type %[1]s\x02aucune\x02Contrats de tâ" +
+	"ches\u202f: leur copie de travail, leurs révisions immuables et leurs pu" +
+	"blications nommées.\x02Définitions par clé\x02Clé\x02Dernière révision" +
+	"\x02aucune pour l’instant\x02Aucune définition pour l’instant.\x14\x01" +
+	"\x81\x01\x00\x02\x12\x02%[1]d publication\x00\x13\x02%[1]d publications" +
+	"\x02en cas d’erreur\x02toute autre erreur\x02bloquée pour un opérateur" +
+	"\x02incident\u202f: reprendre, abandonner, arrêter\x02fin\u202f: termine" +
+	" l’instance\x02fin\u202f: met l’instance en échec\x02push %[1]s\x02pull " +
+	"%[1]s\x02Nœud %[1]s\x02La file d’attente et les incidents de chaque défi" +
+	"nition maintenant, et ce que ses exécutants ont terminé dans la dernière" +
+	" heure\u202f: les occurrences terminées avec succès ou en échec. Une occ" +
+	"urrence relancée depuis compte là où elle se termine ensuite\u202f; un é" +
+	"chec qui laisse des tentatives n’est pas compté, la page de son occurren" +
+	"ce le montre.\x02Réussites et échecs, dernière heure\x02Définitions, cel" +
+	"les qui demandent de l’attention d’abord\x02Définition\x02Ouvertes\x02In" +
+	"stances bloquées\x02En échec\x02Attente de la plus ancienne disponible" +
+	"\x02Terminées, dernière heure\x02En échec, dernière heure\x02Aucune défi" +
+	"nition n’a encore d’occurrence.\x02Au %[1]s (%[2]s)\u202f; actualisé tou" +
+	"tes les quelques secondes.\x02disponible depuis le %[1]s\x02attente long" +
+	"ue\x02Afficher toutes les définitions\x02Toutes les définitions\x02Réuss" +
+	"ites et échecs par tranche de 5 min, dernière heure\u202f: %[1]s\x02Dans" +
+	" la dernière heure\u202f: %[1]s, %[2]s. Le tableau qui suit le graphique" +
+	" donne chaque tranche de 5\u00a0min.\x02terminée\x02en échec\x02Les chif" +
+	"fres du graphique\x02Réussites et échecs par tranche de 5 min, les plus " +
+	"anciennes d’abord\x02Tranche\x02Terminées\x02%[1]s–%[2]s\x02%[1]s\u202f:" +
+	" %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%[1]d te" +
+	"rminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02%[1]d e" +
+	"n échec\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s" +
+	" %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’" +
+	"instant\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv.\x02févr." +
+	"\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oct.\x02nov" +
+	".\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c" +
+	"\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[" +
+	"1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d " +
+	"minutes\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d se" +
+	"condes\x02%[1]d ms\x02Instance de processus %[1]s\x02Résumé\x02Actions d" +
+	"’opérateurs\x02Parcours\x02Les nœuds atteints par cette instance, dans" +
+	" l’ordre, chacun avec son occurrence.\x02Nœuds atteints, dans l’ordre" +
+	"\x02Nœud\x02Occurrence\x02Route\x02Nœud suivant\x02Créée le\x02Réglée le" +
+	"\x02Cette instance n’a encore atteint aucune tâche.\x02Actions d’opérate" +
+	"urs consignées\x02Aucun opérateur n’a agi sur cette instance.\x02Actions" +
+	" d’opérateurs sur cette instance, les plus récentes d’abord\x02Valeur" +
+	"\x02Entrées du processus\x02Entrées avec lesquelles l’instance a démarré" +
+	", nommées d’après le contrat de la version %[1]d du processus\x02Ce proc" +
+	"essus ne prend aucune entrée.\x02Cette instance est bloquée à un nœud en" +
+	" échec\u202f: c’est un incident. Elle ne peut pas être reprise\u202f: so" +
+	"n occurrence au nœud %[1]s a échoué avant toute tentative (ses entrées n" +
+	"’ont pas pu être construites), une reprise échouerait donc de la même " +
+	"façon. L’abandon met l’instance en échec\u202f; l’arrêt l’annule. Chacun" +
+	" demande un motif, consigné dans le journal d’audit.\x02Cette instance e" +
+	"st bloquée à un nœud en échec\u202f: c’est un incident. La reprise propo" +
+	"se de nouveau l’occurrence en échec\u202f; l’abandon met l’instance en é" +
+	"chec\u202f; l’arrêt l’annule. Chacune demande un motif, consigné dans le" +
+	" journal d’audit.\x02L’arrêt annule l’instance et ses occurrences ouvert" +
+	"es. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — «\u202f%[3]s" +
+	"\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Repris" +
+	"e par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée le\x02Terminée le" +
+	"\x02Bloquée au nœud\x02Occurrence en échec\x02Code d’erreur\x02Nœud de f" +
+	"in\x02Abandonnée au nœud\x02En échec au nœud\x02Statut inconnu\u202f: %[" +
+	"1]q.\x02Date de création\x02La taille de page doit être comprise entre 1" +
+	" et %[1]d.\x02Instances de processus\x02du\x02au\x02Agir sur toutes les " +
+	"instances que ce filtre retient\x02La page suivante les compte et demand" +
+	"e un motif avant que rien ne change.\x02Instances de processus, les plus" +
+	" récentes d’abord\x02Instance\x02Nœud de fin ou erreur\x02Aucune instanc" +
+	"e ne correspond à ces filtres.\x02Tous les processus\x02Tous les statuts" +
+	"\x02disponible\x02réservée\x02différée\x02annulée\x02en cours\x02bloquée" +
+	"\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier\x02no" +
+	"mbre\x02booléen\x02date\x02date et heure\x02choix\x02objet\x02liste\x02n" +
+	"ormale\x02sensible\x02secrète\x02••• masqué (sensible)\x02••• masqué (se" +
+	"cret)\x02pull (un exécutant la récupère)\x02push (Relais appelle le serv" +
+	"ice)\x02administrateur\x02opérateur\x02concepteur\x02consommateur\x02oui" +
+	"\x02non\x02champ ajouté\x02champ retiré\x02type modifié\x02caractère obl" +
+	"igatoire modifié\x02valeurs modifiées\x02classification modifiée\x02cont" +
+	"rainte modifiée\x02routage modifié\x02longueur minimale\x02longueur maxi" +
+	"male\x02motif\x02format\x02minimum\x02maximum\x02nombre minimal d’élémen" +
+	"ts\x02nombre maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, versi" +
+	"on %[2]s\x02Occurrence %[1]s\x02Mode\x02Dates\x02Politique d’exécution" +
+	"\x02Nombre maximal de tentatives\x02Délai avant nouvelle tentative\x02Éc" +
+	"héance\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute)\x02Tentat" +
+	"ives\x02Toutes les tentatives, les plus anciennes d’abord\x02Consommateu" +
+	"r\x02Identifiant de l’exécutant\x02Réservée le\x02Finie le\x02Durée\x02R" +
+	"éponse de la destination\x02Résultat\x02Message d’erreur\x02Aucun exécu" +
+	"tant n’a encore réservé cette occurrence.\x02en cours\x02Message entier" +
+	"\x02Aucun exécutant n’a jamais réservé cette occurrence\u202f: elle a pr" +
+	"is fin avant toute tentative.\x02Destination\x02Réplique\x02Relais n’a p" +
+	"as encore appelé la destination.\x02Relais n’a jamais appelé la destinat" +
+	"ion\u202f: l’occurrence a pris fin avant tout appel.\x02Relais ne conser" +
+	"ve le code de statut de la destination que lorsqu’elle a refusé l’appel " +
+	"(destination_http_NNN)\u202f; un appel terminé a reçu une réponse 2xx. L" +
+	"a durée va de la prise en charge de l’appel à son règlement.\x02Motif do" +
+	"nné par l’exécutant\x02Nouvelles tentatives\x02aucune\u202f: un appel en" +
+	" échec suit le chemin d’erreur du nœud\x02Délai d’appel\x02Maintenant" +
+	"\x02La reprendre ou l’abandonner depuis son instance\x02au plus %[1]d" +
+	"\x02au plus %[1]d depuis la dernière reprise par un opérateur\x14\x01" +
+	"\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14" +
+	"\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes" +
+	"\x02Entrées, nommées d’après le contrat de la révision %[1]d\x02Ce contr" +
+	"at n’a aucune entrée.\x02Sorties, nommées d’après le contrat de la révis" +
+	"ion %[1]d\x02Pas encore de sorties\u202f: l’occurrence n’est pas terminé" +
+	"e.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occurrence" +
+	" s’est terminée sans aboutir.\x02Révéler — cette action est enregistrée" +
+	"\x02Disponible à partir du\x02Prochaine tentative\x02Dernière réservatio" +
+	"n\x02Fin du verrou\x02Différée\x02Dernière erreur (tentative %[1]d)\x02E" +
+	"rreur (avant toute tentative)\x02Son message\x02Message de Relais (en an" +
+	"glais)\x02Message de l’exécutant (ses propres termes, valeurs protégées " +
+	"masquées)\x02Nouvelle tentative possible\x02non\u202f: l’exécutant a sig" +
+	"nalé cet échec comme définitif (tentatives restantes non utilisées\u202f" +
+	": %[1]d)\x02La destination n’a pas répondu dans le délai de l’appel (%[1" +
+	"]s).\x02La destination n’a pas répondu dans le délai de l’appel.\x02L’éc" +
+	"héance est passée avant l’arrivée d’un résultat.\x02Le résultat ne respe" +
+	"ctait pas le contrat de sorties de la révision.\x02Relais s’est arrêté p" +
+	"endant l’appel\u202f: on ignore si la destination a agi, elle n’est donc" +
+	" pas rappelée.\x02L’appel n’a pas pu être préparé.\x02La destination éta" +
+	"it injoignable.\x02La réponse de la destination était trop volumineuse." +
+	"\x02Le verrou de la dernière tentative a expiré sans tentative restante." +
+	"\x02Les entrées n’ont pas pu être construites à partir des liaisons du p" +
+	"rocessus.\x02Un opérateur a abandonné l’instance.\x02Un exécutant Camund" +
+	"a 7 a signalé un échec sans nouvelle tentative restante (retries\u202f: " +
+	"0, ou un budget déjà épuisé)\u202f: l’occurrence n’est pas relancée.\x02" +
+	"La destination a répondu HTTP %[1]s.\x02Nouvelle tentative à %[1]s — %[2" +
+	"]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en" +
+	" attente d’être proposée de nouveau.\x02En attente de l’appel de Relais " +
+	"à la destination depuis %[1]s (%[2]s).\x02En attente d’un exécutant dep" +
+	"uis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Relais appelle la destination" +
+	" (depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3" +
+	"]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un ex" +
+	"écutant du même consommateur, ou une interface munie d’un jeton de règl" +
+	"ement, la terminera plus tard.\x02Terminée (%[1]s).\x02Son instance est " +
+	"bloquée ici, en attente d’un opérateur.\x02Son instance a continué par l" +
+	"e chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée\u202f: l’inst" +
+	"ance a été arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulée" +
+	"\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consomma" +
+	"teur n° %[1]s\x02%[1]s (différée\u202f; réglée avec son jeton de règleme" +
+	"nt)\x02%[1]s (différée\u202f; réglée avec son jeton de règlement, en tan" +
+	"t que %[2]s)\x02%[1]s (différée\u202f; réglée par %[2]s)\x02en attente" +
+	"\x02HTTP 2xx, corps inutilisable\x02pas de réponse dans le délai\x02pas " +
+	"de connexion\x02réponse trop volumineuse\x02inconnue\x02[masqué]\x02La r" +
+	"évision doit être un nombre entier, 1 ou plus.\x02Consommateur inconnu." +
+	"\x02Date de règlement\x02Plus de filtres\u202f: instance, révision, cons" +
+	"ommateur, dates\x02identifiant d’instance\x02Décomptes par statut\x02Occ" +
+	"urrences, les plus récentes d’abord\x02Processus et nœud\x02Erreur\x02Co" +
+	"nsommateur et exécutant\x02Prochaine tentative ou règlement\x02Aucune oc" +
+	"currence ne correspond à ces filtres.\x02Tous les consommateurs\x02Totau" +
+	"x de la définition %[1]s, sans les autres filtres\x02Totaux de toutes le" +
+	"s définitions, sans les autres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[" +
+	"1]d occurrence\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; l" +
+	"es décomptes sont actualisés toutes les quelques secondes.\x02révision %" +
+	"[1]d\x02réglée\x02prochaine tentative\x02disponible depuis\x02appel en c" +
+	"ours depuis\x02verrou jusqu’à\x02différée depuis\x02Pages\x02Page précéd" +
+	"ente\x02Page suivante\x02Première page\x02Lignes %[1]s à %[2]s\x02%[1]s" +
+	"\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour vie" +
+	"nt après le dernier.\x02Ces réglages sont conservés dans ce navigateur s" +
+	"eulement.\x02Afficher les heures en\x02La console n’exécute aucun script" +
+	" et ne peut donc pas lire le fuseau horaire de votre ordinateur\u202f: c" +
+	"hoisissez son décalage par rapport à UTC. Les décalages ne suivent pas l" +
+	"’heure d’été.\x02Recharger les listes et les pages de détail\x02Les pa" +
+	"ges qui contiennent un formulaire, comme une confirmation, ne se recharg" +
+	"ent jamais d’elles-mêmes.\x02Enregistrer les réglages\x02Revenir sans en" +
+	"registrer\x02UTC (temps universel coordonné)\x02Heure locale à %[1]s\x02" +
+	"Jamais\x02Toutes les %[1]d secondes\x02Les versions de processus publiée" +
+	"s\u202f: leurs nœuds, routes et révisions épinglées, dessinés, avec l’em" +
+	"placement actuel de leurs occurrences.\x02Processus par clé\x02Versions," +
+	" les plus récentes d’abord\x02Aucun processus n’est encore publié.\x02ve" +
+	"rsion %[1]d\x02Processus %[1]s\x02Version\x02Nœud de départ\x02Graphe" +
+	"\x02Les colonnes suivent le plus long chemin depuis le nœud de départ. L" +
+	"es flèches pleines sont les réussites (étiquetées par leur route), les p" +
+	"ointillées les échecs (étiquetées par leurs codes d’erreur). Chaque case" +
+	" indique combien d’occurrences de cette version se trouvent à ce nœud ma" +
+	"intenant.\x02Nœuds\x02Nœuds de cette version, avec leurs occurrences act" +
+	"uelles\x02Type\x02Révision épinglée\x02En cas de réussite\x02En cas d’er" +
+	"reur\x02Occurrences actuelles\x02Instances de ce processus\x02Décomptes " +
+	"au %[1]s (%[2]s)\u202f; actualisés toutes les quelques secondes.\x02Cett" +
+	"e version a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au pl" +
+	"us %[2]d). Le tableau ci-dessous donne chaque nœud avec ses routes et se" +
+	"s décomptes.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, " +
+	"à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, route" +
+	"s et décomptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-de" +
+	"ssous reprend les mêmes nœuds, routes et décomptes.\x02pull\x02push vers" +
+	" %[1]s\x02fin (termine)\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s" +
+	"\x02blocage (un incident pour un opérateur)\x02tout autre code → %[1]s" +
+	"\x02met l’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative," +
+	" nouvelle tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives" +
+	", nouvelle tentative après %[2]s, priorité %[3]d\x02échéance %[1]s\x02dé" +
+	"lai %[1]s\x02Seuls les administrateurs peuvent révéler une valeur sensib" +
+	"le.\x02Révélé par %[1]s le %[2]s\u202f; consigné dans le journal d’audit" +
+	".\x02Révélation impossible\x02Seule une valeur que cette page affiche ma" +
+	"squée (sensible) peut être révélée.\x02Les valeurs secrètes ne peuvent j" +
+	"amais être révélées.\x02Cette page n’accepte pas cette requête.\x02Reche" +
+	"rche\x02Saisissez un identifiant d’instance ou d’occurrence (un UUID, qu" +
+	"e les pages affichent au survol) ou une clé métier.\x02Rien à chercher" +
+	"\u202f: le champ de recherche est vide.\x02C’est trop long pour être un " +
+	"identifiant ou une clé métier.\x02Aucune instance ni occurrence n’a l’id" +
+	"entifiant «\u202f%[1]s\u202f», et aucune instance ne l’a pour clé métier" +
+	".\x02Aucune instance n’a «\u202f%[1]s\u202f» pour clé métier, et ce n’es" +
+	"t pas un identifiant entier\u202f: les listes montrent la fin de chaque " +
+	"identifiant. Ouvrez la ligne, ou copiez son lien, pour l’identifiant ent" +
+	"ier.\x02Vous êtes déconnecté.\x02Votre session avait pris fin (inactivit" +
+	"é, déconnexion ailleurs, jeton révoqué ou redémarrage du serveur)\u202f" +
+	": votre dernière action n’a pas été appliquée. Reconnectez-vous, puis re" +
+	"faites-la.\x02Votre session a pris fin (inactivité, déconnexion ailleurs" +
+	", jeton révoqué ou redémarrage du serveur). Reconnectez-vous.\x02Se conn" +
+	"ecter\x02Connectez-vous avec un jeton d’opérateur, de concepteur ou d’ad" +
+	"ministrateur.\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais " +
+	"conservé dans votre navigateur\u202f; un cookie de session le remplace j" +
+	"usqu’à 8 heures d’inactivité.\x02Trop de connexions échouées depuis votr" +
+	"e adresse. Réessayez dans %[1]d secondes.\x02Ce jeton est inconnu ou a é" +
+	"té révoqué.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console" +
+	"\u202f: connectez-vous avec un jeton d’opérateur, de concepteur ou d’adm" +
+	"inistrateur.\x02Seuls les administrateurs gèrent les jetons.\x02Jetons d" +
+	"u personnel (administrateurs, concepteurs, opérateurs) non révoqués. Les" +
+	" jetons des consommateurs se gèrent avec leurs consommateurs. Révoquer u" +
+	"n jeton refuse sa requête suivante.\x02ID\x02Rôle\x02Créé le\x02Dernière" +
+	" utilisation\x02Expiration\x02Jetons du personnel, les plus anciens d’ab" +
+	"ord\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette sessio" +
+	"n\x02Aucun jeton.\x02Le jeton a été révoqué.\x02Révoquer le jeton %[1]d" +
+	"\x02Révoquer le jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa requête sui" +
+	"vante est refusée et les sessions de console ouvertes avec lui prennent " +
+	"fin. C’est irréversible\u202f: qui l’utilise aura besoin d’un nouveau je" +
+	"ton.\x02Révoquer le jeton\x02Le garder\x02C’est le jeton avec lequel vou" +
+	"s êtes connecté\u202f: le révoquer vous déconnecte. Sa requête suivante " +
+	"est refusée. C’est irréversible.\x02C’est le dernier jeton administrateu" +
+	"r utilisable\u202f: créez-en un autre avant de le révoquer.\x02sortie de" +
+	" routage\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1" +
+	"]d caractère\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00" +
+	"\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères" +
+	"\x02motif %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02par" +
+	"mi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément" +
+	"\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au pl" +
+	"us %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%[1]d autres valeu" +
+	"rs ne sont pas affichées\u202f: la page montre les %[2]d premières, le d" +
+	"étail de l’API les donne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02" +
+	"\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(%[1]d caractères en " +
+	"tout)\x02nul\x02valeur inattendue\x02Page invalide\x02Ce lien de page ne" +
+	" vient pas de la console.\x02Les exécutants connectés par un flux, et ce" +
+	"ux qui interrogent par leur dernière demande. Un exécutant est listé tan" +
+	"t qu’il s’est manifesté dans les trois derniers battements de cœur.\x02E" +
+	"xécutants vus dans les trois derniers battements\x02Exécutant\x02Protoco" +
+	"le\x02Définitions servies\x02En cours\x02Connexion\x02Dernier signe\x02A" +
+	"ucun exécutant n’est connecté.\x02Exécutants servant %[1]s\x02Tous les e" +
+	"xécutants\x02Aucun exécutant ne sert cette définition.\x02flux\x02interr" +
+	"ogation longue\x02façade Camunda 7\x02toutes les révisions accordées à s" +
+	"on consommateur\x02révisions %[1]s\x02Aucun exécutant ne sert cette défi" +
+	"nition\u202f: ses occurrences attendent qu’un exécutant se connecte ou i" +
+	"nterroge.\x02Aucun processus ne tire cette définition\u202f: Relais appe" +
+	"lle ses destinations (push), elle n’a besoin d’aucun exécutant.\x02Aucun" +
+	" exécutant n’est connecté pour cette définition\u202f; aucune de ses occ" +
+	"urrences n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d ex" +
+	"écutant\x00\x1d\x02Servie par %[1]d exécutants\x02Révisions prises en c" +
+	"harge\u202f: %[1]s\u202f; certains prennent toutes les révisions accordé" +
+	"es à leur consommateur.\x02Ils prennent toutes les révisions accordées à" +
+	" leur consommateur.\x02Ils ne prennent que la révision %[1]d.\x02Ils ne " +
+	"prennent que les révisions %[1]s."
 
-	// Total table size 53819 bytes (52KiB); checksum: 2A62DFA9
+	// Total table size 53819 bytes (52KiB); checksum: 5DABD115
