@@ -61,9 +61,8 @@ func settleTokenOr(eng *engine.Engine, logger *slog.Logger, otherwise func(http.
 	return func(next http.Handler) http.Handler {
 		fallback := otherwise(next)
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
-			token = strings.TrimSpace(token)
-			if !strings.EqualFold(scheme, "Bearer") || !engine.IsSettleToken(token) {
+			token, ok := httpauth.Bearer(r.Header)
+			if !ok || !engine.IsSettleToken(token) {
 				fallback.ServeHTTP(w, r)
 				return
 			}

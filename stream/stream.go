@@ -40,6 +40,7 @@ import (
 	"github.com/relais/relais/internal/auth"
 	"github.com/relais/relais/internal/config"
 	"github.com/relais/relais/internal/fault"
+	"github.com/relais/relais/internal/httpauth"
 	"github.com/relais/relais/internal/httpjson"
 	"github.com/relais/relais/internal/pgfault"
 	workerv1 "github.com/relais/relais/proto/relais/worker/v1"
@@ -199,7 +200,7 @@ func responseController(ctx context.Context) *http.ResponseController {
 // consumer authenticates the call's bearer token: only consumers may work.
 // It returns the token too (a stream checks it is still valid).
 func (s *Service) consumer(ctx context.Context, h http.Header) (auth.Principal, string, error) {
-	token, ok := bearer(h)
+	token, ok := httpauth.Bearer(h)
 	if !ok {
 		return auth.Principal{}, "", fault.New(fault.Unauthorized, "unauthorized", "an authorization: Bearer <consumer token> header is required")
 	}
@@ -211,15 +212,6 @@ func (s *Service) consumer(ctx context.Context, h http.Header) (auth.Principal, 
 		return auth.Principal{}, "", fault.New(fault.Forbidden, "forbidden", "the worker protocol needs a consumer token (POST /api/v1/consumers)")
 	}
 	return p, token, nil
-}
-
-func bearer(h http.Header) (string, bool) {
-	scheme, token, ok := strings.Cut(h.Get("Authorization"), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return "", false
-	}
-	token = strings.TrimSpace(token)
-	return token, token != ""
 }
 
 func checkWorkerID(id string) *fault.FieldError {
@@ -247,7 +239,7 @@ func (s *Service) ref(ctx context.Context, h http.Header, occurrence, workerID s
 		return engine.WorkerRef{}, required("/occurrence_id")
 	}
 	id, err := uuid.Parse(occurrence)
-	if token, ok := bearer(h); ok && settleToken && engine.IsSettleToken(token) {
+	if token, ok := httpauth.Bearer(h); ok && settleToken && engine.IsSettleToken(token) {
 		scope, serr := s.eng.AuthenticateSettleToken(ctx, token)
 		if serr != nil {
 			return engine.WorkerRef{}, serr
@@ -521,7 +513,7 @@ func (s *Service) streamOf(ctx context.Context, h http.Header, streamID string) 
 // localWithToken is the stream of this replica that streamID names, when
 // the request carries the very token that stream subscribed with.
 func (s *Service) localWithToken(h http.Header, streamID string) *session {
-	token, ok := bearer(h)
+	token, ok := httpauth.Bearer(h)
 	id, err := uuid.Parse(streamID)
 	if !ok || err != nil {
 		return nil

@@ -20,7 +20,7 @@ import (
 func Require(lookup auth.Lookup, logger *slog.Logger, roles ...auth.Role) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			token, ok := Bearer(r)
+			token, ok := Bearer(r.Header)
 			if !ok {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="relais"`)
 				httpjson.WriteError(w, r, logger, fault.New(fault.Unauthorized, "unauthorized", "an Authorization: Bearer token is required"))
@@ -58,7 +58,7 @@ type preauthKey struct{}
 // ok is false without a token, or when it is refused or cannot be looked
 // up.
 func Preauthenticate(r *http.Request, lookup auth.Lookup) (_ *http.Request, ok bool) {
-	token, has := Bearer(r)
+	token, has := Bearer(r.Header)
 	if !has {
 		return r, false
 	}
@@ -73,10 +73,9 @@ func authenticate(r *http.Request, lookup auth.Lookup, token string) (auth.Princ
 	return auth.Authenticate(r.Context(), lookup, token)
 }
 
-// Bearer is the request's bearer token, if it has one.
-func Bearer(r *http.Request) (string, bool) {
-	h := r.Header.Get("Authorization")
-	scheme, token, ok := strings.Cut(h, " ")
+// Bearer is the bearer token of a request's headers, if they carry one.
+func Bearer(h http.Header) (string, bool) {
+	scheme, token, ok := strings.Cut(h.Get("Authorization"), " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
 		return "", false
 	}

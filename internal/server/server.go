@@ -161,7 +161,7 @@ func newHandler(d Deps, hub *longpoll.Hub, streams *stream.Service) http.Handler
 	lookup := auth.Lookup(d.Engine.LookupToken)
 	r.Route("/api/v1", func(r chi.Router) {
 		authenticated := func(r *http.Request) (*http.Request, bool) {
-			if token, ok := httpauth.Bearer(r); ok && engine.IsSettleToken(token) {
+			if token, ok := httpauth.Bearer(r.Header); ok && engine.IsSettleToken(token) {
 				// Rare (a front end settling one occurrence): looked up
 				// again by the route.
 				_, err := d.Engine.AuthenticateSettleToken(r.Context(), token)
