@@ -268,8 +268,7 @@ func checkBulkFilter(action Action, f InstanceFilter) error {
 // its end, whether or not its caller waits (a client that gave up on a
 // long action finds its records in the audit log under the bulk id; a
 // process that exits ends it between two batches, each whole). Repeating
-// it is harmless:
-// what was applied no longer matches.
+// it is harmless: what was applied no longer matches.
 func (e *Engine) ActOnFilter(ctx context.Context, actor Actor, action Action, f InstanceFilter, reason string, confirm int64) (BulkResult, error) {
 	if err := checkReason(reason); err != nil {
 		return BulkResult{}, err

@@ -41,8 +41,15 @@ type TimerPass struct {
 	Failed map[string]int
 }
 
+// The codes the timers fail occurrences with.
+const (
+	CodeDeadlineExceeded  = "deadline_exceeded"
+	CodeOutcomeUnknown    = "outcome_unknown"
+	CodeAttemptsExhausted = "attempts_exhausted"
+)
+
 // TimerCodes are the codes the timers fail occurrences with.
-var TimerCodes = []string{"deadline_exceeded", "outcome_unknown", "attempts_exhausted"}
+var TimerCodes = []string{CodeDeadlineExceeded, CodeOutcomeUnknown, CodeAttemptsExhausted}
 
 // RunTimerPass is RunTimers, answering what the pass found: the oldest
 // due first, one batch at most.
@@ -101,7 +108,7 @@ func (e *Engine) settleDue(ctx context.Context, instanceID, id uuid.UUID) (strin
 		lockGone := o.Status == StatusReserved && o.LockExpiresAt != nil && !o.LockExpiresAt.After(r.now)
 		switch {
 		case o.DeadlineAt != nil && !o.DeadlineAt.After(r.now):
-			code = "deadline_exceeded"
+			code = CodeDeadlineExceeded
 			if o.Status == StatusReserved {
 				// The holder learns at once (a worker stream, a push call in
 				// flight), not at its next extension.
@@ -112,12 +119,12 @@ func (e *Engine) settleDue(ctx context.Context, instanceID, id uuid.UUID) (strin
 			return r.fail(o, OutcomeExpired, code,
 				fmt.Sprintf("the deadline (%s after creation) passed", formatDuration(derefDuration(o.Deadline))))
 		case lockGone && o.Mode == ModePush:
-			code = "outcome_unknown"
+			code = CodeOutcomeUnknown
 			orphaned = deref(o.Destination)
 			return r.fail(o, OutcomeFailed, code,
 				"the replica calling the destination stopped before the answer; the call is not repeated")
 		case lockGone && attemptsLeft(o) == 0:
-			code = "attempts_exhausted"
+			code = CodeAttemptsExhausted
 			return r.fail(o, OutcomeExpired, code,
 				fmt.Sprintf("the lock of the last attempt (%d of %d) expired", o.Attempts, o.MaxAttempts))
 		}
