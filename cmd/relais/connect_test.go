@@ -119,3 +119,18 @@ func silentServer(t *testing.T) string {
 	})
 	return l.Addr().String()
 }
+
+// TestMalformedDatabaseURLSaysWhatAURLLooksLike: a misspelt scheme or a
+// bare host:port is refused before anything starts, with the shape of a
+// URL rather than pgx's "invalid keyword/value" alone, and without the
+// password.
+func TestMalformedDatabaseURLSaysWhatAURLLooksLike(t *testing.T) {
+	t.Parallel()
+	for _, url := range []string{"postgress://relais:s3cret-canary@127.0.0.1:5432/relais", "127.0.0.1:5432/relais"} {
+		env := map[string]string{"RELAIS_DATABASE_URL": url, "RELAIS_LISTEN": "127.0.0.1:0"}
+		err := run(context.Background(), []string{"serve"}, func(k string) string { return env[k] }, &syncBuffer{}, &syncBuffer{})
+		if err == nil || !strings.Contains(err.Error(), "RELAIS_DATABASE_URL") || !strings.Contains(err.Error(), "starts with postgres://") || strings.Contains(err.Error(), "s3cret-canary") {
+			t.Errorf("%s: err = %v; want RELAIS_DATABASE_URL refused with the shape of a URL, no password", url, err)
+		}
+	}
+}

@@ -79,7 +79,7 @@ func openDatabase(ctx context.Context, cfg config.Config, logger *slog.Logger, a
 	pcfg, err := pgxpool.ParseConfig(db.url)
 	if err != nil {
 		db.close()
-		return nil, fmt.Errorf("RELAIS_DATABASE_URL: %w", err)
+		return nil, fmt.Errorf("RELAIS_DATABASE_URL: %w%s", err, urlHint(db.url))
 	}
 	if pcfg.MaxConns < 20 {
 		pcfg.MaxConns = 20
@@ -321,4 +321,14 @@ func newLogger(cfg config.Config, w io.Writer) *slog.Logger {
 // oneLine is s with its line breaks and their indentation as single spaces.
 func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
+}
+
+// urlHint says what pgx's parse error leaves the reader to guess: a value
+// that is neither a postgres:// URL nor key=value pairs was probably meant
+// as a URL with a misspelt or missing scheme.
+func urlHint(url string) string {
+	if strings.HasPrefix(url, "postgres://") || strings.HasPrefix(url, "postgresql://") || strings.Contains(url, "=") {
+		return ""
+	}
+	return " (a URL starts with postgres:// or postgresql://, as in postgres://user:password@host:5432/database)"
 }
