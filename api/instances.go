@@ -263,7 +263,7 @@ func (a *API) actOnFilter() http.Handler {
 			httpjson.Encode(w, http.StatusOK, map[string]any{"action": action, "count": n, "applied": false})
 			return nil
 		}
-		res, err := a.eng.ActOnFilter(r.Context(), actorOf(r), action, f, req.Reason, *req.ConfirmCount)
+		res, err := a.eng.ActOnFilter(r.Context(), actorOf(r), action, f, req.Reason, *req.ConfirmCount, uuid.Nil)
 		if err != nil {
 			return err
 		}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/google/uuid"
@@ -326,8 +327,22 @@ type bulkView struct {
 	Unfiltered string
 	Changed    string
 	Hidden     []option // the filter's fields, carried through the form
+	// BulkID names the action before it runs, so that the confirmation
+	// can link to its audit records: a long action outlives a page (or a
+	// proxy) that gives up waiting for it.
+	BulkID string
+	// Long warns of an action that takes a while; FollowHref and Follow
+	// link to its records as they are written.
+	Long, FollowHref, Follow string
 	reasonForm
 }
+
+// bulkCostPerInstance is what a bulk action takes per instance, as measured
+// on the reference machine: enough to warn of a wait, not to time it.
+const bulkCostPerInstance = 500 * time.Microsecond
+
+// longBulk is the estimated wait past which the confirmation warns of it.
+const longBulk = 5 * time.Second
 
 // bulkAction reads the action and filter of a bulk request (query or
 // form), validated.
@@ -357,7 +372,13 @@ func notApplicableToStatus(ctx context.Context, a engine.Action, status string) 
 func (c *Console) bulkView(r *http.Request, a engine.Action, f instanceFilter, count int64) bulkView {
 	ctx := r.Context()
 	v := bulkView{Action: string(a), FilterLabel: T(ctx, "Filter"), CountValue: strconv.FormatInt(count, 10),
-		reasonForm: newReasonForm(ctx, bulkPath, T(ctx, "Reason (recorded in the audit log for every instance)"), f.href(), T(ctx, "Back to the list"))}
+		reasonForm: newReasonForm(ctx, bulkPath, T(ctx, "Reason (recorded in the audit log for every instance)"), f.href(), T(ctx, "Back to the list")),
+		BulkID:     uuid.Must(uuid.NewV7()).String()}
+	if wait := time.Duration(count) * c.bulkCost; wait >= longBulk {
+		about := approxDuration(ctx, wait)
+		v.Long = T(ctx, "This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.", about)
+		v.FollowHref, v.Follow = auditPath+"?bulk="+v.BulkID, T(ctx, "Follow it in the audit log (new tab)")
+	}
 	n := count
 	switch a {
 	case engine.ActionRetry:
@@ -475,9 +496,12 @@ func (c *Console) bulkAct(w http.ResponseWriter, r *http.Request) {
 		c.errorPage(w, r, http.StatusBadRequest, T(ctx, "Cannot act on this filter"), T(ctx, "The confirmed count is missing: start again from the list."))
 		return
 	}
+	// The id the confirmation linked to; a form without one (or a
+	// mangled one) gets a new id rather than a refusal.
+	bulkID, _ := uuid.Parse(r.PostFormValue("bulk_id"))
 	p, _ := auth.FromContext(ctx)
 	reason := formReason(r)
-	res, err := c.eng.ActOnFilter(ctx, engine.Actor{TokenID: p.TokenID, Name: p.Name}, a, ef, reason, confirm)
+	res, err := c.eng.ActOnFilter(ctx, engine.Actor{TokenID: p.TokenID, Name: p.Name}, a, ef, reason, confirm, bulkID)
 	if err != nil {
 		fe, isFault := fault.As(err)
 		if !isFault || fe.Kind == fault.Internal {

@@ -2,7 +2,9 @@ package console_test
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"sync"
@@ -10,6 +12,9 @@ import (
 	"time"
 
 	"github.com/PuerkitoBio/goquery"
+	"github.com/go-chi/chi/v5"
+
+	"github.com/relais/relais/console"
 )
 
 // formOf returns the action and the hidden fields of the form a testid
@@ -830,6 +835,54 @@ func TestStopAlreadyStoppedIsAWarning(t *testing.T) {
 		}
 		if n := f.auditCount(t, f.runInst, "stop"); n != 1 {
 			t.Errorf("%s: %d stop records, want 1", lang, n)
+		}
+	}
+}
+
+// TestLongBulkActionLinksToItsRecords: a bulk action expected to take a
+// while says so and links to its audit records before it runs, under the
+// id it then runs as; those records say how many instances it changed so
+// far. A short one shows no such warning.
+func TestLongBulkActionLinksToItsRecords(t *testing.T) {
+	t.Parallel()
+	f := newIncidentFixture(t)
+	f.holdScoring(t, "lead-8")
+	const list = "/console/instances/bulk?action=abandon&process=scoring&status=held"
+
+	short := signedIn(t, f.env.URL, "en", f.env.Operator).mustGet(list, 200)
+	if n := count(short, "bulk-long"); n != 0 {
+		t.Errorf("a bulk action of 2 instances warns of a long wait: %q", text(short, "bulk-long"))
+	}
+
+	c := console.New(slog.New(slog.DiscardHandler), f.env.Engine)
+	console.SetBulkCost(c, time.Hour)
+	r := chi.NewRouter()
+	r.Mount("/console", c.Handler())
+	srv := httptest.NewServer(r)
+	t.Cleanup(srv.Close)
+	for _, lang := range []string{"fr", "en"} {
+		b := signedIn(t, srv.URL, lang, f.env.Operator)
+		confirm := b.mustGet(list, 200)
+		want := map[string]string{"en": "This takes about 2 h.", "fr": "Cela prend environ 2 h."}[lang]
+		if got := text(confirm, "bulk-long"); !strings.HasPrefix(got, want) {
+			t.Errorf("%s: long wait %q, want it to start %q", lang, got, want)
+		}
+		action, form := formOf(t, confirm, "bulk-form")
+		follow, _ := confirm.doc.Find(`[data-testid=bulk-follow]`).Attr("href")
+		if form.Get("bulk_id") == "" || follow != "/console/audit?bulk="+form.Get("bulk_id") {
+			t.Fatalf("%s: follow link %q for the form's bulk id %q", lang, follow, form.Get("bulk_id"))
+		}
+		if lang == "fr" {
+			continue // the English page applies it
+		}
+		form.Set("reason", "scorer retired")
+		done := b.do("POST", action, form)
+		if done.status != http.StatusSeeOther || done.header.Get("Location") != follow {
+			t.Fatalf("bulk abandon: %d to %q, want the link shown before, %q", done.status, done.header.Get("Location"), follow)
+		}
+		records := b.mustGet(follow, 200)
+		if got := text(records, "bulk-scope"); !strings.HasPrefix(got, "Showing the 2 instances bulk action") {
+			t.Errorf("bulk records say %q", got)
 		}
 	}
 }

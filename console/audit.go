@@ -122,8 +122,6 @@ func (c *Console) auditList(w http.ResponseWriter, r *http.Request) {
 			v.Errors = append(v.Errors, T(ctx, "The bulk action must be its id (a UUID)."))
 		}
 		f.Bulk = &id
-		short := shortIDText(bulk)
-		v.BulkLabel = T(ctx, "Showing the instances bulk action %s changed.", short)
 	}
 	if before != "" {
 		n, err := strconv.ParseInt(before, 10, 64)
@@ -133,6 +131,17 @@ func (c *Console) auditList(w http.ResponseWriter, r *http.Request) {
 		f.Before = n
 	}
 	caption := T(ctx, "Operator actions, newest first")
+	if len(v.Errors) == 0 && f.Bulk != nil {
+		// A bulk action's page may be opened while it runs (its
+		// confirmation links here): the count says how far it got.
+		n, err := c.eng.CountBulkRecords(ctx, *f.Bulk)
+		if err != nil {
+			c.serverError(w, r, err)
+			return
+		}
+		short := shortIDText(bulk)
+		v.BulkLabel = T(ctx, "Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.", n, short)
+	}
 	if len(v.Errors) == 0 {
 		acts, err := c.eng.ListOperatorActions(ctx, f)
 		if err != nil {

@@ -101,6 +101,9 @@ type Console struct {
 	// countsOf reads the counts by definition and status
 	// (eng.OccurrenceCounts); tests slow it down.
 	countsOf func(context.Context) ([]engine.OccurrenceCount, time.Time, error)
+	// bulkCost is what a bulk action takes per instance, to warn of a
+	// long one (tests make it longer).
+	bulkCost time.Duration
 }
 
 // New returns the console on eng. A nil logger discards.
@@ -112,6 +115,7 @@ func New(logger *slog.Logger, eng *engine.Engine) *Console {
 		menus: snapshot.New("console filter menus", loadMenus(eng), logger, menusTTL)}
 	c.nodeCounts = &versionCounts{eng: eng, c: c}
 	c.countsOf = eng.FreshOccurrenceCounts
+	c.bulkCost = bulkCostPerInstance
 	return c
 }
 

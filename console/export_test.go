@@ -16,4 +16,8 @@ func SetCounts(c *Console, f func(context.Context) ([]engine.OccurrenceCount, ti
 	c.countsOf = f
 }
 
+// SetBulkCost replaces what a bulk action is expected to take per
+// instance; call it before serving.
+func SetBulkCost(c *Console, d time.Duration) { c.bulkCost = d }
+
 const MaxGraphNodes = maxGraphNodes

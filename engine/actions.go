@@ -268,8 +268,12 @@ func checkBulkFilter(action Action, f InstanceFilter) error {
 // its end, whether or not its caller waits (a client that gave up on a
 // long action finds its records in the audit log under the bulk id; a
 // process that exits ends it between two batches, each whole). Repeating
-// it is harmless: what was applied no longer matches.
-func (e *Engine) ActOnFilter(ctx context.Context, actor Actor, action Action, f InstanceFilter, reason string, confirm int64) (BulkResult, error) {
+// it is harmless: what was applied no longer matches. id names the action
+// in the audit log; uuid.Nil draws a new one. A caller that points at the
+// records before the action ends (the console's confirmation links to
+// them, for an operator whose page gave up waiting) chooses it; repeating
+// an action with its id files both runs' records under it.
+func (e *Engine) ActOnFilter(ctx context.Context, actor Actor, action Action, f InstanceFilter, reason string, confirm int64, id uuid.UUID) (BulkResult, error) {
 	if err := checkReason(reason); err != nil {
 		return BulkResult{}, err
 	}
@@ -306,7 +310,10 @@ func (e *Engine) ActOnFilter(ctx context.Context, actor Actor, action Action, f 
 		fe.Extra = map[string]any{"count": count}
 		return BulkResult{}, fe
 	}
-	res := BulkResult{ID: uuid.Must(uuid.NewV7()), Matched: confirm}
+	if id == uuid.Nil {
+		id = uuid.Must(uuid.NewV7())
+	}
+	res := BulkResult{ID: id, Matched: confirm}
 	reason = strings.TrimSpace(reason)
 	ctx = context.WithoutCancel(ctx)
 	for batch := range slices.Chunk(ids, bulkBatch) {
@@ -381,4 +388,11 @@ func (e *Engine) ListOperatorActions(ctx context.Context, f AuditFilter) ([]Oper
 			InstanceDeleted: !r.InstanceExists}
 	}
 	return out, nil
+}
+
+// CountBulkRecords is how many instances the bulk action id changed so
+// far (its audit records): an operator follows a long one by it.
+func (e *Engine) CountBulkRecords(ctx context.Context, id uuid.UUID) (int64, error) {
+	n, err := e.q.OperatorActionCountBulk(ctx, &id)
+	return n, wrap("count bulk records", err)
 }

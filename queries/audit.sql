@@ -36,3 +36,7 @@ where (sqlc.narg('instance_id')::uuid is null or a.instance_id = sqlc.narg('inst
   and (sqlc.narg('before')::bigint is null or a.id < sqlc.narg('before'))
 order by a.id desc
 limit @max;
+
+-- name: OperatorActionCountBulk :one
+-- What a bulk action applied so far: one record per instance it changed.
+select count(*) from operator_actions where bulk_id = @bulk_id;

@@ -12,6 +12,18 @@ import (
 	"github.com/google/uuid"
 )
 
+const operatorActionCountBulk = `-- name: OperatorActionCountBulk :one
+select count(*) from operator_actions where bulk_id = $1
+`
+
+// What a bulk action applied so far: one record per instance it changed.
+func (q *Queries) OperatorActionCountBulk(ctx context.Context, bulkID *uuid.UUID) (int64, error) {
+	row := q.db.QueryRow(ctx, operatorActionCountBulk, bulkID)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
+}
+
 const operatorActionInsert = `-- name: OperatorActionInsert :exec
 insert into operator_actions (at, actor_id, actor_name, action, reason, instance_id, occurrence_id, bulk_id)
 values ($1, $2, $3, $4, $5, $6, $7, $8)
