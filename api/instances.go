@@ -220,6 +220,9 @@ type bulkRequest struct {
 	Reason       string         `json:"reason"`
 	Filter       bulkFilterJSON `json:"filter"`
 	ConfirmCount *int64         `json:"confirm_count"`
+	// BulkID is the id the action's audit records carry, chosen by a
+	// client that follows them (GET /audit/actions?bulk=) while it runs.
+	BulkID *string `json:"bulk_id"`
 }
 
 // actOnFilter applies an action to every instance a filter matches: without
@@ -252,6 +255,12 @@ func (a *API) actOnFilter() http.Handler {
 		if req.ConfirmCount != nil && *req.ConfirmCount < 0 {
 			errs = append(errs, fault.FieldError{Path: "/confirm_count", Message: "must be the count confirmed: 0 or more"})
 		}
+		var bulkID uuid.UUID
+		if req.BulkID != nil {
+			if bulkID, err = uuid.Parse(*req.BulkID); err != nil {
+				errs = append(errs, fault.FieldError{Path: "/bulk_id", Message: "must be a UUID (or left out for a new one)"})
+			}
+		}
 		if len(errs) > 0 {
 			return fault.New(fault.BadRequest, "invalid_request", "invalid bulk action").WithErrors(errs)
 		}
@@ -263,7 +272,7 @@ func (a *API) actOnFilter() http.Handler {
 			httpjson.Encode(w, http.StatusOK, map[string]any{"action": action, "count": n, "applied": false})
 			return nil
 		}
-		res, err := a.eng.ActOnFilter(r.Context(), actorOf(r), action, f, req.Reason, *req.ConfirmCount, uuid.Nil)
+		res, err := a.eng.ActOnFilter(r.Context(), actorOf(r), action, f, req.Reason, *req.ConfirmCount, bulkID)
 		if err != nil {
 			return err
 		}
