@@ -100,13 +100,14 @@ func (ra *runAs) chown(path string) error {
 }
 
 func (ra *runAs) sysProcAttr() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{
+	a := &syscall.SysProcAttr{
 		// A process group of its own keeps a terminal Ctrl-C away from
 		// the server: relais stops it in order, after draining its work.
 		Setpgid:    true,
-		Pdeathsig:  parentDeathSignal,
 		Credential: ra.cred,
 	}
+	setParentDeathSignal(a)
+	return a
 }
 
 // childEnv is the environment for initdb and postgres. PG* variables in

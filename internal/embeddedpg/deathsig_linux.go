@@ -1,0 +1,5 @@
+package embeddedpg
+
+import "syscall"
+
+func setParentDeathSignal(a *syscall.SysProcAttr) { a.Pdeathsig = parentDeathSignal }
