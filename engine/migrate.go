@@ -208,10 +208,14 @@ func appliedVersions(ctx context.Context, conn *pgx.Conn) (map[int]bool, error) 
 	return m, nil
 }
 
-// SchemaVersion returns the highest applied migration version, 0 when none.
+// SchemaVersion returns the highest applied migration version, 0 when none
+// (or when no migration ever ran there).
 func SchemaVersion(ctx context.Context, pool *pgxpool.Pool) (int, error) {
 	var v int32
 	err := pool.QueryRow(ctx, `select coalesce(max(version), 0)::int from relais_schema_migrations`).Scan(&v)
+	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok && pgErr.Code == "42P01" { // undefined_table
+		return 0, nil
+	}
 	if err != nil {
 		return 0, fmt.Errorf("engine: schema version: %w", err)
 	}

@@ -190,12 +190,33 @@ func openMigrated(ctx context.Context, cfg config.Config, logger *slog.Logger, a
 
 // openExisting opens, for a command that acts on a running Relais (token
 // create, keys rotate), the database serve uses: see requireExistingDatabase.
+// It applies no migration: run from a new release's binary during a
+// rolling upgrade, it would change the schema under the replicas still on
+// the old one, which `relais migrate` does when the operator says so.
 func openExisting(ctx context.Context, cfg config.Config, logger *slog.Logger) (*database, error) {
 	if err := requireExistingDatabase(cfg); err != nil {
 		return nil, err
 	}
-	db, _, err := openMigrated(ctx, cfg, logger, true)
-	return db, err
+	db, err := openDatabase(ctx, cfg, logger, true)
+	if err != nil {
+		return nil, err
+	}
+	v, err := engine.SchemaVersion(ctx, db.pool)
+	if err != nil {
+		db.close()
+		return nil, err
+	}
+	switch latest := engine.LatestSchemaVersion(); {
+	case v == 0:
+		err = errors.New("the database holds no Relais schema yet: run relais migrate (or relais serve) first")
+	case v < latest:
+		err = fmt.Errorf("the database's schema is at version %d and this relais expects %d: run relais migrate first (this command changes no schema)", v, latest)
+	}
+	if err != nil {
+		db.close()
+		return nil, err
+	}
+	return db, nil
 }
 
 // embedded reports whether this process runs or uses the embedded cluster

@@ -3,9 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/relais/relais/engine"
 	"github.com/relais/relais/internal/dbtest"
 )
 
@@ -66,5 +70,49 @@ func TestTokenListAndRevokeCommands(t *testing.T) {
 	}
 	if _, err := relais("token", "revoke", "nope"); err == nil {
 		t.Error("revoke of a non-number accepted")
+	}
+}
+
+// TestAdminCommandsApplyNoMigration: token and keys commands act on the
+// schema serve runs on and never migrate it (from a new release's binary,
+// during a rolling upgrade, that would change the schema under the old
+// replicas): a database without the schema, or with an older one, is
+// refused with what to run, and left as it was.
+func TestAdminCommandsApplyNoMigration(t *testing.T) {
+	t.Parallel()
+	url := dbtest.EmptyURL(t)
+	env := map[string]string{"RELAIS_DATABASE_URL": url, "RELAIS_DATA_KEYS": testDataKeys}
+	relais := func(args ...string) error {
+		var out, errOut bytes.Buffer
+		return run(context.Background(), args, func(k string) string { return env[k] }, &out, &errOut)
+	}
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	for _, args := range [][]string{{"token", "list"}, {"token", "create", "--role", "admin", "--name", "x"}, {"keys", "rotate"}} {
+		if err := relais(args...); err == nil || !strings.Contains(err.Error(), "no Relais schema yet: run relais migrate") {
+			t.Errorf("%v on an empty database: %v", args, err)
+		}
+	}
+	if v, err := engine.SchemaVersion(ctx, pool); err != nil || v != 0 {
+		t.Fatalf("after the refused commands the schema is at %d (%v), want none", v, err)
+	}
+
+	if err := relais("migrate"); err != nil {
+		t.Fatal(err)
+	}
+	latest := engine.LatestSchemaVersion()
+	if _, err := pool.Exec(ctx, "delete from relais_schema_migrations where version = $1", latest); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("at version %d and this relais expects %d: run relais migrate first", latest-1, latest)
+	if err := relais("token", "list"); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("token list on an older schema: %v, want %q", err, want)
+	}
+	if v, _ := engine.SchemaVersion(ctx, pool); v != latest-1 {
+		t.Errorf("token list moved the schema to %d", v)
 	}
 }
