@@ -71,7 +71,11 @@ func settleTokenOr(eng *engine.Engine, logger *slog.Logger, otherwise func(http.
 				err = fault.New(fault.Unauthorized, "unauthorized", "this settle token settles another occurrence")
 			}
 			if err != nil {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="relais", error="invalid_token"`)
+				// Only a refused token is invalid: a client told so of a
+				// database outage would throw a good token away.
+				if fe, ok := fault.As(err); ok && fe.Kind == fault.Unauthorized {
+					w.Header().Set("WWW-Authenticate", `Bearer realm="relais", error="invalid_token"`)
+				}
 				httpjson.WriteError(w, r, logger, err)
 				return
 			}

@@ -46,6 +46,13 @@ func TestDatabaseLossIsUnavailable(t *testing.T) {
 				c.method, c.path, r.Status, r.Body, r.Header.Get("Retry-After"))
 		}
 	}
+	// A settle token cannot be checked either: that is no reason to tell
+	// its client to throw it away.
+	settle := env.Do("POST", "/api/v1/pull/occurrences/0193a5c4-6b2e-7c3d-9e4f-5a6b7c8d9e0f/complete", "rlsst_"+strings.Repeat("x", 40), map[string]any{"outputs": map[string]any{}})
+	if settle.Status != 503 || settle.Code() != "database_unavailable" || settle.Header.Get("WWW-Authenticate") != "" {
+		t.Errorf("settle token with the database down: %d %s (WWW-Authenticate %q); want 503 database_unavailable, the token not called invalid",
+			settle.Status, settle.Body, settle.Header.Get("WWW-Authenticate"))
+	}
 	if r := env.Do("GET", "/readyz", "", nil); r.Status != 503 {
 		t.Errorf("readyz with the database down: %d %s; want 503", r.Status, r.Body)
 	}
@@ -62,7 +69,7 @@ func TestDatabaseLossIsUnavailable(t *testing.T) {
 		m := env.Metrics()
 		up, _ := m.Get("relais_database_up")
 		n, _ := m.Get("relais_database_unavailable_total")
-		return up == 0 && n == 5, fmt.Sprintf("relais_database_up %v, relais_database_unavailable_total %v (want 0 and 5)", up, n)
+		return up == 0 && n == 6, fmt.Sprintf("relais_database_up %v, relais_database_unavailable_total %v (want 0 and 6)", up, n)
 	})
 	// The gRPC health service says what /readyz says, for the probes of
 	// gRPC clients and load balancers.
