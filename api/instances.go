@@ -427,8 +427,7 @@ func (a *API) startInstances() http.Handler {
 		for i, res := range results {
 			item := batchItemJSON{Index: i}
 			if res.Err != nil {
-				fe, _ := fault.As(res.Err)
-				item.Status, item.Problem = httpjson.ItemProblemOf(fe, i)
+				item.Status, item.Problem = httpjson.ItemProblemOf(r, a.logger, res.Err, i)
 			} else {
 				item.Status = http.StatusOK
 				if res.Created {

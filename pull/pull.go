@@ -558,8 +558,7 @@ func (p *Protocol) settle(w http.ResponseWriter, r *http.Request) error {
 	for i, res := range results {
 		item := itemJSON{Index: i, ID: req.Items[i].ID}
 		if res.Err != nil {
-			fe, _ := fault.As(res.Err)
-			item.Status, item.Problem = httpjson.ItemProblemOf(fe, i)
+			item.Status, item.Problem = httpjson.ItemProblemOf(r, p.logger, res.Err, i)
 		} else {
 			s := res.Settlement
 			item.Status = http.StatusOK

@@ -324,7 +324,17 @@ func Encode(w http.ResponseWriter, status int, v any) {
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(v); err != nil {
-		http.Error(w, `{"code":"internal"}`, http.StatusInternalServerError)
+		// A value that cannot be encoded is a bug of this process: the
+		// client gets the problem any internal error gets, the log the
+		// cause (no logger reaches here, the default one does).
+		slog.Error("internal error: encode answer", "type", fmt.Sprintf("%T", v), "err", err)
+		body, _ := json.Marshal(map[string]any{"type": "urn:relais:problem:internal", "title": http.StatusText(http.StatusInternalServerError),
+			"status": http.StatusInternalServerError, "code": "internal", "detail": "an internal error occurred; it has been logged"})
+		h := w.Header()
+		h.Set("Content-Type", ProblemContentType)
+		h.Set("X-Content-Type-Options", "nosniff")
+		w.WriteHeader(http.StatusInternalServerError)
+		_, _ = w.Write(append(body, '\n'))
 		return
 	}
 	h := w.Header()
@@ -383,6 +393,25 @@ func WriteError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err
 	if ClientGone(w, r, logger, err) {
 		return
 	}
+	fe := answerable(r, logger, err)
+	NoteProblem(r.Context(), fe.Code)
+	status, doc := ProblemOf(fe)
+	if fe.RetryAfter > 0 {
+		secs := int(fe.RetryAfter.Seconds() + 0.999)
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+	}
+	body, _ := json.Marshal(doc)
+	w.Header().Set("Content-Type", ProblemContentType)
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+	_, _ = w.Write([]byte("\n"))
+}
+
+// answerable is the fault err is answered as: itself, unavailable for a
+// lost database, or internal (logged, its text kept from the client) for
+// anything else.
+func answerable(r *http.Request, logger *slog.Logger, err error) *fault.Error {
 	fe, ok := fault.As(err)
 	if !ok && pgfault.Lost(err) {
 		// The engine turns these into the fault below; an error that
@@ -399,18 +428,7 @@ func WriteError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err
 	if fe.Kind == fault.Unavailable && fe.Cause != nil && logger != nil {
 		logger.WarnContext(r.Context(), "dependency unavailable", "method", r.Method, "path", r.URL.Path, "code", fe.Code, "err", fe.Cause)
 	}
-	NoteProblem(r.Context(), fe.Code)
-	status, doc := ProblemOf(fe)
-	if fe.RetryAfter > 0 {
-		secs := int(fe.RetryAfter.Seconds() + 0.999)
-		w.Header().Set("Retry-After", strconv.Itoa(secs))
-	}
-	body, _ := json.Marshal(doc)
-	w.Header().Set("Content-Type", ProblemContentType)
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(status)
-	_, _ = w.Write(body)
-	_, _ = w.Write([]byte("\n"))
+	return fe
 }
 
 // ProblemOf is the problem+json document of fe and its status, for a
@@ -437,10 +455,11 @@ func ProblemOf(fe *fault.Error) (int, map[string]any) {
 	return status, doc
 }
 
-// ItemProblemOf is ProblemOf for item index of a batch answer: its
-// pointers point into the batch's body (/items/3/outputs/crm_id), as a
-// refused item's do in every batch route.
-func ItemProblemOf(fe *fault.Error, index int) (int, map[string]any) {
+// ItemProblemOf is the problem of item index of a batch answer, err
+// answered as WriteError would: its pointers point into the batch's body
+// (/items/3/outputs/crm_id), as a refused item's do in every batch route.
+func ItemProblemOf(r *http.Request, logger *slog.Logger, err error, index int) (int, map[string]any) {
+	fe := answerable(r, logger, err)
 	status, doc := ProblemOf(fe)
 	if len(fe.Errors) > 0 {
 		prefix := "/items/" + strconv.Itoa(index)

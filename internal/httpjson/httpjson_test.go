@@ -226,3 +226,31 @@ func TestDecodeOrZeroTakesABlankBodyAsEmpty(t *testing.T) {
 		t.Error("a body of the wrong shape was accepted")
 	}
 }
+
+// TestItemProblemOf: a batch item's problem points into the batch's body,
+// and an item error that is no fault is answered as a response's would be
+// (internal, its text kept from the client) rather than crashing the batch.
+func TestItemProblemOf(t *testing.T) {
+	t.Parallel()
+	r := httptest.NewRequest("POST", "/", nil)
+	status, doc := ItemProblemOf(r, nil, fault.New(fault.BadRequest, "invalid_outputs", "bad").WithErrors([]fault.FieldError{{Path: "/outputs/x", Message: "m"}}), 3)
+	if errs, _ := doc["errors"].([]fault.FieldError); status != 400 || len(errs) != 1 || errs[0].Path != "/items/3/outputs/x" {
+		t.Errorf("refused item: %d %v", status, doc)
+	}
+	status, doc = ItemProblemOf(r, nil, errors.New("pq: secret table detail"), 0)
+	if status != 500 || doc["code"] != "internal" || strings.Contains(doc["detail"].(string), "secret") {
+		t.Errorf("an item error that is no fault: %d %v", status, doc)
+	}
+}
+
+// TestEncodeFailureIsAProblem: an answer that cannot be encoded is a 500
+// problem+json like any internal error, not a plain-text one.
+func TestEncodeFailureIsAProblem(t *testing.T) {
+	t.Parallel()
+	rec := httptest.NewRecorder()
+	Encode(rec, http.StatusOK, map[string]any{"x": func() {}})
+	var p map[string]any
+	if err := json.Unmarshal(rec.Body.Bytes(), &p); err != nil || rec.Code != 500 || rec.Header().Get("Content-Type") != ProblemContentType || p["code"] != "internal" {
+		t.Errorf("unencodable answer: %d %q %s (%v)", rec.Code, rec.Header().Get("Content-Type"), rec.Body, err)
+	}
+}
