@@ -66,6 +66,9 @@ type registry struct {
 	// grace is how long a stream holding assignments may keep them once
 	// the replica stops, for its worker to settle them (set by close).
 	grace   time.Duration
+	// closeBy is when the first close stops waiting: a later close (a
+	// drain, then a stop) waits no longer than it.
+	closeBy time.Time
 	running sync.WaitGroup
 
 	streams   prometheus.Gauge
@@ -332,7 +335,8 @@ func (r *registry) wakeAll() {
 }
 
 // close refuses new streams and tells the running ones to end, handing
-// their assignments back; it waits for them up to timeout.
+// their assignments back; it waits for them up to timeout after the first
+// close, so that closing again adds no wait of its own.
 func (r *registry) close(timeout time.Duration) bool {
 	r.mu.Lock()
 	if !r.closed {
@@ -340,15 +344,17 @@ func (r *registry) close(timeout time.Duration) bool {
 		// What the workers have not settled by then is handed back within
 		// the timeout.
 		r.grace = max(timeout-handBackTimeout, 0)
+		r.closeBy = time.Now().Add(timeout)
 		close(r.closing)
 	}
+	closeBy := r.closeBy
 	r.mu.Unlock()
 	done := make(chan struct{})
 	go func() {
 		r.running.Wait()
 		close(done)
 	}()
-	t := time.NewTimer(timeout)
+	t := time.NewTimer(time.Until(closeBy))
 	defer t.Stop()
 	select {
 	case <-done:

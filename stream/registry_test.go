@@ -127,3 +127,26 @@ func BenchmarkCancelNobodyHeld(b *testing.B) {
 		r.cancel(payloads[i])
 	}
 }
+
+// TestCloseWaitsOnceForTheFirstTimeout: a replica drains its streams, then
+// stops (each closes the registry); the stop must not wait a second full
+// timeout for a stream the drain already gave up on, or a shutdown takes
+// twice the time an operator configured.
+func TestCloseWaitsOnceForTheFirstTimeout(t *testing.T) {
+	r := newRegistry(10, nil)
+	r.running.Add(1) // a stream that never ends
+	defer r.running.Done()
+	if r.close(50 * time.Millisecond) {
+		t.Fatal("close reported every stream ended")
+	}
+	done := make(chan bool)
+	go func() { done <- r.close(time.Hour) }()
+	select {
+	case ended := <-done:
+		if ended {
+			t.Error("the second close reported every stream ended")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the second close waits its own timeout after the first one's passed")
+	}
+}
