@@ -2,11 +2,15 @@ package main
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/relais/relais/internal/config"
+	"github.com/relais/relais/internal/dbtest"
 )
 
 // TestUnreachableDatabaseReportsProgress: a start against a database that
@@ -132,5 +136,29 @@ func TestMalformedDatabaseURLSaysWhatAURLLooksLike(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "RELAIS_DATABASE_URL") || !strings.Contains(err.Error(), "starts with postgres://") || strings.Contains(err.Error(), "s3cret-canary") {
 			t.Errorf("%s: err = %v; want RELAIS_DATABASE_URL refused with the shape of a URL, no password", url, err)
 		}
+	}
+}
+
+// TestPoolSizeDefaultsTo20UnlessTheURLSetsIt: pgx's own default (the
+// cores) is too small for a replica, but a pool_max_conns in the URL is
+// the operator's and is kept.
+func TestPoolSizeDefaultsTo20UnlessTheURLSetsIt(t *testing.T) {
+	t.Parallel()
+	url := dbtest.EmptyURL(t)
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	for given, want := range map[string]int32{url: 20, url + sep + "pool_max_conns=3": 3, url + sep + "pool_max_conns=40": 40} {
+		cfg := config.Default()
+		cfg.DatabaseURL = given
+		db, err := openDatabase(context.Background(), cfg, slog.New(slog.DiscardHandler), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := db.pool.Config().MaxConns; got != want {
+			t.Errorf("%s: pool of %d connections, want %d", given, got, want)
+		}
+		db.close()
 	}
 }

@@ -81,8 +81,11 @@ func openDatabase(ctx context.Context, cfg config.Config, logger *slog.Logger, a
 		db.close()
 		return nil, fmt.Errorf("RELAIS_DATABASE_URL: %w%s", err, urlHint(db.url))
 	}
-	if pcfg.MaxConns < 20 {
-		pcfg.MaxConns = 20
+	// pgx's default (4, or the cores) starves the long polls, streams,
+	// timers and group commit of one replica; an operator who sized the
+	// pool in the URL knows their server's max_connections better.
+	if !strings.Contains(db.url, "pool_max_conns") && pcfg.MaxConns < defaultPoolSize {
+		pcfg.MaxConns = defaultPoolSize
 	}
 	pguuid.Configure(pcfg)
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
@@ -343,6 +346,10 @@ func newLogger(cfg config.Config, w io.Writer) *slog.Logger {
 func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
 }
+
+// defaultPoolSize is how many connections a replica opens at most unless
+// RELAIS_DATABASE_URL sets pool_max_conns.
+const defaultPoolSize = 20
 
 // urlHint says what pgx's parse error leaves the reader to guess: a value
 // that is neither a postgres:// URL nor key=value pairs was probably meant

@@ -111,7 +111,7 @@ type Setting struct {
 
 // Settings lists every configuration key in the order the README shows them.
 var Settings = []Setting{
-	{Env: "RELAIS_DATABASE_URL", Flag: "database-url", Description: "PostgreSQL URL; empty runs an embedded cluster in the data directory", kind: kindSecret,
+	{Env: "RELAIS_DATABASE_URL", Flag: "database-url", Description: "PostgreSQL URL; empty runs an embedded cluster in the data directory. A replica opens at most 20 connections unless the URL sets pool_max_conns", kind: kindSecret,
 		set: func(c *Config, v any) { c.DatabaseURL = v.(string) }},
 	{Env: "RELAIS_DATABASE_CONNECT_TIMEOUT", Flag: "database-connect-timeout", Default: "PT30S", Description: "how long a start waits for PostgreSQL to accept connections (logging why every 2 s) before exiting", kind: kindDuration,
 		set: func(c *Config, v any) { c.DatabaseConnectTimeout = v.(time.Duration) }},
