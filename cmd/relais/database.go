@@ -38,6 +38,7 @@ type database struct {
 	clusterOpts embeddedpg.Options
 	// supervisor, once superviseCluster is called, owns cluster.
 	supervisor *embeddedpg.Supervisor
+	logger     *slog.Logger
 }
 
 // openDatabase connects to RELAIS_DATABASE_URL, or starts (creating on first
@@ -46,7 +47,7 @@ type database struct {
 // With attach, a cluster already run by another relais (a serve) is used as
 // is: administration commands must not start a second server on its files.
 func openDatabase(ctx context.Context, cfg config.Config, logger *slog.Logger, attach bool) (*database, error) {
-	db := &database{url: cfg.DatabaseURL}
+	db := &database{url: cfg.DatabaseURL, logger: logger}
 	if db.url == "" {
 		dir, err := clusterDir(cfg.DataDir, logger)
 		if err != nil {
@@ -242,16 +243,19 @@ func (db *database) close() {
 	if db.pool != nil {
 		db.pool.Close()
 	}
-	if db.supervisor != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = db.supervisor.Stop(ctx)
-		return
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var err error
+	switch {
+	case db.supervisor != nil:
+		err = db.supervisor.Stop(ctx)
+	case db.cluster != nil:
+		err = db.cluster.Stop(ctx)
 	}
-	if db.cluster != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = db.cluster.Stop(ctx)
+	if err != nil {
+		// The next start stops a server left running (or recovers one
+		// stopped midway): worth a line, not a failed exit.
+		db.logger.Warn("embedded postgres did not stop cleanly", "err", err)
 	}
 }
 
@@ -321,7 +325,9 @@ func clusterDir(dataDir string, logger *slog.Logger) (string, error) {
 		return "", fmt.Errorf("embedded cluster: %s is not traversable by the cluster user and %s cannot be created: %w", blocked, alt, err)
 	}
 	note := fmt.Sprintf("The embedded PostgreSQL cluster of this data directory lives in %s\nbecause %s is not traversable by the unprivileged cluster user.\n", alt, blocked)
-	_ = os.WriteFile(filepath.Join(abs, "pg-location"), []byte(note), 0o600)
+	if err := os.WriteFile(filepath.Join(abs, "pg-location"), []byte(note), 0o600); err != nil {
+		logger.Warn("cannot write where the embedded cluster lives", "file", filepath.Join(abs, "pg-location"), "err", err)
+	}
 	logger.Warn("embedded cluster placed outside the data directory", "dir", alt, "reason", blocked+" is not traversable by the cluster user")
 	return alt, nil
 }

@@ -183,8 +183,16 @@ func (c *Client) destination(ctx context.Context, d Document, dryRun bool) (Resu
 }
 
 func (c *Client) definition(ctx context.Context, d Document, dryRun bool) (Result, error) {
-	js, _ := json.Marshal(d.Body)
-	w, _ := contracts.ParseWorking(js)
+	// The local check parsed this document already; an error here means
+	// the two disagree, which must not become a nil dereference.
+	js, err := json.Marshal(d.Body)
+	if err != nil {
+		return Result{}, fmt.Errorf("definition %s: %w", d.ID, err)
+	}
+	w, violations := contracts.ParseWorking(js)
+	if len(violations) > 0 {
+		return Result{}, fmt.Errorf("definition %s: %s: %s", d.ID, violations[0].Path, violations[0].Message)
+	}
 	digest := w.Digest()
 	base := "/api/v1/definitions/" + esc(d.ID)
 	var cur struct {
@@ -194,7 +202,7 @@ func (c *Client) definition(ctx context.Context, d Document, dryRun bool) (Resul
 			Digest   string `json:"digest"`
 		} `json:"revisions"`
 	}
-	_, err := c.call(ctx, "GET", base, nil, &cur)
+	_, err = c.call(ctx, "GET", base, nil, &cur)
 	if err != nil && !isNotFound(err) {
 		return Result{}, err
 	}
