@@ -83,8 +83,8 @@ func boundExceeded(path string, ceiling int64, unit string) *fault.Error {
 }
 
 func checkWorkerID(path, id string) error {
-	if id == "" || len(id) > 200 {
-		return badRequest(path, "is required (1 to 200 bytes)")
+	if m := engine.WorkerIDProblem(id); m != "" {
+		return badRequest(path, "%s", m)
 	}
 	return nil
 }

@@ -2,6 +2,8 @@ package engine
 
 import (
 	"fmt"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/relais/relais/internal/fault"
 )
@@ -22,7 +24,18 @@ const (
 	MaxHeaderName      = 200    // a destination header's name
 	MaxHeaderValue     = 8_192  // a destination header's value
 	MaxDestinationHdrs = 50     // headers of one destination
+	MaxWorkerID        = 200    // a worker_id, on every protocol
 )
+
+// WorkerIDProblem says what is wrong with a worker id, "" when nothing:
+// every protocol (REST, the stream, the facade) takes 1 to MaxWorkerID
+// bytes of UTF-8 without NUL, and names the problem at its own pointer.
+func WorkerIDProblem(id string) string {
+	if id == "" || len(id) > MaxWorkerID || strings.ContainsRune(id, 0) || !utf8.ValidString(id) {
+		return fmt.Sprintf("is required (1 to %d bytes of UTF-8, without NUL)", MaxWorkerID)
+	}
+	return ""
+}
 
 // tooLong is the problem of a free-text field over its documented maximum.
 // Lengths are counted in bytes of UTF-8, the unit PostgreSQL's index rows

@@ -170,8 +170,8 @@ type reservationJSON struct {
 }
 
 func checkWorkerID(id string) *fault.FieldError {
-	if id == "" || len(id) > 200 {
-		return &fault.FieldError{Path: "/worker_id", Message: "is required (1 to 200 bytes)"}
+	if m := engine.WorkerIDProblem(id); m != "" {
+		return &fault.FieldError{Path: "/worker_id", Message: m}
 	}
 	return nil
 }

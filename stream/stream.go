@@ -27,7 +27,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"connectrpc.com/connect"
 	"connectrpc.com/grpchealth"
@@ -215,8 +214,8 @@ func (s *Service) consumer(ctx context.Context, h http.Header) (auth.Principal, 
 }
 
 func checkWorkerID(id string) *fault.FieldError {
-	if id == "" || len(id) > 200 || strings.ContainsRune(id, 0) || !utf8.ValidString(id) {
-		return &fault.FieldError{Path: "/worker_id", Message: "is required (1 to 200 bytes of UTF-8, without NUL)"}
+	if m := engine.WorkerIDProblem(id); m != "" {
+		return &fault.FieldError{Path: "/worker_id", Message: m}
 	}
 	return nil
 }
