@@ -182,7 +182,7 @@ func Retryable(o Occurrence) bool { return retryableAfter(o.Attempts, o.ErrorCod
 func retryable(o queries.Occurrence) bool { return retryableAfter(int(o.Attempts), o.ErrorCode) }
 
 func retryableAfter(attempts int, errorCode *string) bool {
-	return attempts > 0 || deref(errorCode) != "invalid_inputs"
+	return attempts > 0 || deref(errorCode) != CodeInvalidInputs
 }
 
 // cancelInstance cancels id (locked) and its open occurrences, waking the

@@ -247,7 +247,7 @@ func (r *run) enter(name string) error {
 	if problem != "" {
 		// The occurrence exists, failed from birth, so operators see why
 		// the instance went down its error path.
-		code := "invalid_inputs"
+		code := CodeInvalidInputs
 		params.Status, params.ClaimableAt, params.ErrorCode, params.ErrorMessage, params.SettledAt = StatusFailed, nil, &code, &problem, &r.now
 	}
 	var row queries.Occurrence

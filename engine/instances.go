@@ -277,7 +277,7 @@ func (e *Engine) prepareStart(ctx context.Context, req StartRequest) (preparedSt
 		for i := range vs {
 			vs[i].Path = "/inputs" + vs[i].Path
 		}
-		return p, violations("invalid_inputs", "the inputs violate the process contract", vs)
+		return p, violations(CodeInvalidInputs, "the inputs violate the process contract", vs)
 	}
 	p.pv = pv
 	p.id = uuid.Must(uuid.NewV7())

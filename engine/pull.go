@@ -380,7 +380,7 @@ func (e *Engine) completeIn(ctx context.Context, q *queries.Queries, ref WorkerR
 			for i := range vs {
 				vs[i].Path = "/outputs" + vs[i].Path
 			}
-			return violations("invalid_outputs", "the outputs violate revision "+fmt.Sprint(o.Revision)+" of "+o.DefinitionKey, vs)
+			return violations(CodeInvalidOutputs, "the outputs violate revision "+fmt.Sprint(o.Revision)+" of "+o.DefinitionKey, vs)
 		}
 		// Stored as typed workers read them; the digest stays the report's.
 		outputs := ov.Integers(outputs)

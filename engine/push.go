@@ -66,10 +66,35 @@ func (e *Engine) ClaimPush(ctx context.Context, workerID string, max int) ([]Pus
 	return calls, nil
 }
 
-// CodePushUnprepared fails a push occurrence whose call could not be
-// prepared (its inputs could not be opened, its destination is gone): no
-// call was made.
-const CodePushUnprepared = "push_unprepared"
+// The error codes Relais fails a push occurrence with (a destination's
+// own answer is CodeDestinationHTTP and its status; the timers' are
+// TimerCodes).
+const (
+	// CodePushUnprepared: the call could not be prepared (its inputs
+	// could not be opened, its destination is gone); no call was made.
+	CodePushUnprepared = "push_unprepared"
+	// CodeDestinationHTTP prefixes the status of an answer that is no
+	// 2xx: destination_http_503 (a redirect too: destination_http_302).
+	CodeDestinationHTTP  = "destination_http_"
+	CodeConnectionFailed = "connection_failed"
+	CodeResponseTooLarge = "response_too_large"
+	// CodeInvalidOutputs: the answer is no {"outputs"} object, or its
+	// outputs violate the pinned revision (a pull worker's refused
+	// outputs are answered with it too).
+	CodeInvalidOutputs = "invalid_outputs"
+	// CodeCallAborted ends a call whose instance was stopped: the
+	// occurrence is cancelled, not failed, so none carries this code.
+	CodeCallAborted = "call_aborted"
+)
+
+// CodeInvalidInputs fails, from birth, an occurrence whose inputs could
+// not be built or break its revision; a retry cannot offer it again.
+const CodeInvalidInputs = "invalid_inputs"
+
+// FailureCodes are the error codes Relais itself fails occurrences with,
+// besides CodeDestinationHTTP and a status (the README lists them).
+var FailureCodes = []string{CodeInvalidInputs, CodeInvalidOutputs, CodePushUnprepared, CodeConnectionFailed, CodeResponseTooLarge,
+	CodeDeadlineExceeded, CodeOutcomeUnknown, CodeAttemptsExhausted}
 
 func errMessage(err error) string {
 	if fe, ok := fault.As(err); ok {
@@ -170,7 +195,7 @@ func (e *Engine) SettlePush(ctx context.Context, id uuid.UUID, attempt int, res 
 			if err != nil {
 				return err
 			}
-			return r.fail(o, OutcomeRejected, "invalid_outputs", scrubMessage("the destination's outputs violate the pinned revision: "+describeViolations(vs), protected))
+			return r.fail(o, OutcomeRejected, CodeInvalidOutputs, scrubMessage("the destination's outputs violate the pinned revision: "+describeViolations(vs), protected))
 		}
 		outputs := ov.Integers(res.Outputs)
 		route, err := rev.Working.Route(outputs)
@@ -183,8 +208,8 @@ func (e *Engine) SettlePush(ctx context.Context, id uuid.UUID, attempt int, res 
 		return "", wrap("settle push", err)
 	}
 	if rejected != "" {
-		e.logger.Warn("push call failed", "occurrence", id, "destination", rejected, "code", "invalid_outputs", "took", res.Took.Round(time.Millisecond))
-		return "invalid_outputs", nil
+		e.logger.Warn("push call failed", "occurrence", id, "destination", rejected, "code", CodeInvalidOutputs, "took", res.Took.Round(time.Millisecond))
+		return CodeInvalidOutputs, nil
 	}
 	return res.ErrorCode, nil
 }

@@ -181,7 +181,7 @@ func (r *Runner) start(ctx context.Context, c engine.PushCall, done func()) {
 			// which is scrubbed of protected values only when stored. A
 			// call a stop aborted is no destination's problem.
 			level := slog.LevelWarn
-			if res.ErrorCode == "call_aborted" {
+			if res.ErrorCode == engine.CodeCallAborted {
 				level = slog.LevelInfo
 			}
 			r.logger.Log(ctx, level, "push call failed", "occurrence", c.ID, "destination", c.Destination, "code", res.ErrorCode,
@@ -260,9 +260,9 @@ func outcomeOf(errorCode string) string {
 	switch {
 	case errorCode == "":
 		return "ok"
-	case strings.HasPrefix(errorCode, "destination_http_"):
+	case strings.HasPrefix(errorCode, engine.CodeDestinationHTTP):
 		return "http_error"
-	case errorCode == "call_aborted":
+	case errorCode == engine.CodeCallAborted:
 		return "aborted"
 	case errorCode == engine.CodePushUnprepared:
 		return "unprepared"
@@ -307,11 +307,11 @@ func (r *Runner) call(ctx context.Context, c engine.PushCall, budget time.Durati
 		return transportFailure(ctx, err, budget)
 	}
 	if res.StatusCode < 200 || res.StatusCode > 299 {
-		return engine.PushResult{ErrorCode: "destination_http_" + strconv.Itoa(res.StatusCode),
+		return engine.PushResult{ErrorCode: engine.CodeDestinationHTTP + strconv.Itoa(res.StatusCode),
 			Message: fmt.Sprintf("the destination answered %d: %s", res.StatusCode, snippet(data))}
 	}
 	if int64(len(data)) > r.cfg.MaxResponseBytes {
-		return engine.PushResult{ErrorCode: "response_too_large", Message: fmt.Sprintf("the response is larger than %d bytes", r.cfg.MaxResponseBytes)}
+		return engine.PushResult{ErrorCode: engine.CodeResponseTooLarge, Message: fmt.Sprintf("the response is larger than %d bytes", r.cfg.MaxResponseBytes)}
 	}
 	return answerOf(data)
 }
@@ -325,7 +325,7 @@ const maxAnswerDepth = 1000
 // occurrence to fix the destination.
 func answerOf(data []byte) engine.PushResult {
 	invalid := func(format string, args ...any) engine.PushResult {
-		return engine.PushResult{ErrorCode: "invalid_outputs", Message: fmt.Sprintf(format, args...) + `; a destination answers {"outputs": {...}}`}
+		return engine.PushResult{ErrorCode: engine.CodeInvalidOutputs, Message: fmt.Sprintf(format, args...) + `; a destination answers {"outputs": {...}}`}
 	}
 	var answer map[string]json.RawMessage
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -359,13 +359,13 @@ func transportFailure(ctx context.Context, err error, budget time.Duration) engi
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return engine.PushResult{ErrorCode: "deadline_exceeded", Message: fmt.Sprintf("no complete answer within the budget of %s", budget)}
 	case errors.Is(ctx.Err(), context.Canceled):
-		return engine.PushResult{ErrorCode: "call_aborted", Message: "the call was aborted (instance stopped)"}
+		return engine.PushResult{ErrorCode: engine.CodeCallAborted, Message: "the call was aborted (instance stopped)"}
 	}
 	var op *net.OpError
 	if errors.As(err, &op) && op.Op == "dial" {
-		return engine.PushResult{ErrorCode: "connection_failed", Message: "the destination could not be reached: " + op.Err.Error()}
+		return engine.PushResult{ErrorCode: engine.CodeConnectionFailed, Message: "the destination could not be reached: " + op.Err.Error()}
 	}
-	return engine.PushResult{ErrorCode: "connection_failed", Message: "the exchange with the destination failed"}
+	return engine.PushResult{ErrorCode: engine.CodeConnectionFailed, Message: "the exchange with the destination failed"}
 }
 
 // snippet is an error body as text for diagnosis. It is not cut here: the
