@@ -66,9 +66,10 @@ type Migrate func(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) 
 // Template databases are named by fingerprint (engine.SchemaFingerprint), so a
 // changed schema never reuses a stale template, and built with migrate.
 //
-// Each of after runs once the tests passed and the cluster stopped, so that
-// nothing of the harness is left running: a goroutine leak check
-// (goleak.Find) belongs there. An error it returns fails the run.
+// Once the tests passed and the cluster stopped, it fails the run on a
+// goroutine that outlived them (goleak.Find with LeakOptions). Each of
+// after runs then, for a package's own checks; an error it returns fails
+// the run.
 func Main(m *testing.M, fingerprint string, migrate Migrate, after ...func() error) {
 	mainUsed = true
 	schemaFingerprint, schemaMigrate = fingerprint, migrate
