@@ -21,30 +21,47 @@ import (
 	"github.com/relais/relais/internal/isoduration"
 )
 
-// Config is the validated configuration of one relais process.
+// Config is the validated configuration of one relais process. Each field
+// is one setting of Settings (the README's configuration table says what
+// each means and its default); a comment here says what its zero value
+// does when that is not "the default".
 type Config struct {
+	// DatabaseURL is PostgreSQL's URL; empty runs the embedded cluster
+	// of DataDir.
 	DatabaseURL string
 	// DatabaseConnectTimeout bounds how long a start waits for the
 	// database to accept connections before giving up.
 	DatabaseConnectTimeout time.Duration
-	Listen                 string
+	// Listen is the HTTP listener's address (never empty).
+	Listen string
 	// TLSCertFile and TLSKeyFile, both set, make the listener speak TLS.
 	TLSCertFile string
 	TLSKeyFile  string
 	// TrustedProxies are the peers whose X-Forwarded-For and
 	// X-Forwarded-Proto headers are believed; nil believes nobody.
-	TrustedProxies  []netip.Prefix
-	DataDir         string
-	BootstrapToken  string
-	PGBin           string
-	DataKeys        string
-	DataKeyFile     string
-	MaxBodyBytes    int64
+	TrustedProxies []netip.Prefix
+	// DataDir holds the embedded cluster and the generated key file.
+	DataDir string
+	// BootstrapToken is an admin token ensured at every start; empty
+	// prints a generated one on an empty database's first start.
+	BootstrapToken string
+	// PGBin is where initdb and postgres are; empty searches for them.
+	PGBin string
+	// DataKeys and DataKeyFile (one or the other) hold the data keys;
+	// both empty, a key file is generated in DataDir (embedded mode).
+	DataKeys    string
+	DataKeyFile string
+	// MaxBodyBytes bounds every request body.
+	MaxBodyBytes int64
+	// ShutdownTimeout bounds a graceful stop's drain.
 	ShutdownTimeout time.Duration
-	TimerInterval   time.Duration
+	// TimerInterval is how often the timers look for lapsed locks,
+	// deadlines and due retries.
+	TimerInterval time.Duration
 	// Retention is how long ended instances are kept; 0 keeps them forever.
 	Retention time.Duration
 	LogLevel  slog.Level
+	// LogFormat is "text" or "json".
 	LogFormat string
 	Pull      Pull
 	Push      Push
@@ -54,12 +71,15 @@ type Config struct {
 // Pull holds the operator's bounds on the pull protocol. Requests above a
 // ceiling are rejected with bound_exceeded, never clamped.
 type Pull struct {
+	// DefaultLockDuration is a fetch's lock when it names none.
 	DefaultLockDuration time.Duration
 	MaxLockDuration     time.Duration
 	MaxTasks            int
 	MaxWait             time.Duration
-	MaxRetryDelay       time.Duration
-	MaxWaiters          int
+	// MaxRetryDelay bounds the retry delay a worker's failure asks for.
+	MaxRetryDelay time.Duration
+	// MaxWaiters bounds the long polls one replica holds at once.
+	MaxWaiters int
 }
 
 // Stream holds the bounds of worker streams (DESIGN §10). Requests above a
@@ -67,7 +87,8 @@ type Pull struct {
 type Stream struct {
 	// Heartbeat is how often a stream sends a heartbeat; a worker unseen
 	// for three is no longer live.
-	Heartbeat   time.Duration
+	Heartbeat time.Duration
+	// MaxInFlight bounds the credit one stream may grant.
 	MaxInFlight int
 	// MaxStreams bounds the streams one replica holds at once.
 	MaxStreams int
@@ -75,9 +96,13 @@ type Stream struct {
 
 // Push holds the push runner's budget and capacity.
 type Push struct {
-	DefaultTimeout   time.Duration
-	MaxTimeout       time.Duration
-	Concurrency      int
+	// DefaultTimeout is a call's budget when its destination sets none;
+	// MaxTimeout bounds what a destination may set.
+	DefaultTimeout time.Duration
+	MaxTimeout     time.Duration
+	// Concurrency is how many calls one replica makes at once.
+	Concurrency int
+	// MaxResponseBytes bounds what a destination's answer may weigh.
 	MaxResponseBytes int64
 }
 
