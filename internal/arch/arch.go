@@ -27,6 +27,15 @@ var surfaces = []string{"api", "camunda", "console", "pull", "push", "stream"}
 // transport (REST, streams, the console, a CLI) and owned by none.
 var pureDomain = []string{"engine", "engine/process", "contracts"}
 
+// sqlFree must link no PostgreSQL driver: contracts and the process graph
+// are pure rules, which the engine applies in its transactions.
+var sqlFree = []string{"contracts", "engine/process"}
+
+// assemblers are the internal packages that may import a surface: the
+// replica that mounts them all, and the test harnesses that start one.
+// Every other internal package is plumbing the surfaces build on.
+var assemblers = []string{"internal/server", "internal/relaistest", "internal/dbtest", "internal/canary", "internal/faultsuite"}
+
 // workerLeaves are what the public SDK may import of the module: it ships
 // to other teams' services, so it stays free of the server. The generated
 // worker protocol is the wire it speaks.
@@ -69,6 +78,9 @@ func Check(pkgs []Package) []string {
 			if strings.HasPrefix(rel, "proto/") && !strings.HasPrefix(irel, protoPackage) {
 				add("%s imports %s: the generated protocol imports nothing else of this module", rel, imp)
 			}
+			if strings.HasPrefix(rel, "internal/") && slices.Contains(surfaces, irel) && !slices.Contains(assemblers, rel) {
+				add("%s imports %s: internal packages are plumbing under the surfaces; only %s may import one", rel, imp, strings.Join(assemblers, ", "))
+			}
 			if strings.HasPrefix(irel, "proto/") && !protoUser(rel) {
 				add("%s imports %s: only the stream surface and the worker SDK speak the worker protocol (the domain stays transport-free)", rel, imp)
 			}
@@ -80,13 +92,22 @@ func Check(pkgs []Package) []string {
 				}
 			}
 		}
+		if slices.Contains(sqlFree, rel) {
+			for _, d := range p.Deps {
+				if strings.HasPrefix(d, "github.com/jackc/pgx") {
+					add("%s depends on %s: %s knows nothing of SQL", rel, d, rel)
+					break
+				}
+			}
+		}
 	}
 	return problems
 }
 
 // protoUser reports whether the package rel may import the generated
-// protocol: the surface serving it, the SDK speaking it, the generated
-// packages themselves, and the server assembly that mounts the surface.
+// protocol: the surface serving it, the SDK speaking it, and the generated
+// packages themselves (the server mounts the surface's handler, not the
+// protocol).
 func protoUser(rel string) bool {
 	return rel == "stream" || strings.HasPrefix(rel, "stream/") || rel == "worker" || strings.HasPrefix(rel, "worker/") ||
 		strings.HasPrefix(rel, "proto/")

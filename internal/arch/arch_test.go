@@ -113,6 +113,9 @@ func TestCheckNamesEachForbiddenImport(t *testing.T) {
 		{"pull speaks the protocol", Package{ImportPath: m("pull"), Imports: []string{m("proto/relais/worker/v1/workerv1connect")}}, "pull imports " + m("proto/relais/worker/v1/workerv1connect")},
 		{"engine links net/http", Package{ImportPath: m("engine"), Imports: []string{m("internal/httpjson")}, Deps: []string{"net/http", m("internal/httpjson")}}, "engine depends on net/http (through " + m("internal/httpjson")},
 		{"process links net/http", Package{ImportPath: m("engine/process"), Imports: []string{"net/http"}, Deps: []string{"net/http"}}, "engine/process depends on net/http"},
+		{"contracts links pgx", Package{ImportPath: m("contracts"), Imports: []string{"github.com/jackc/pgx/v5"}, Deps: []string{"github.com/jackc/pgx/v5"}}, "contracts depends on github.com/jackc/pgx/v5"},
+		{"process links pgconn", Package{ImportPath: m("engine/process"), Deps: []string{"github.com/jackc/pgx/v5/pgconn"}}, "engine/process depends on github.com/jackc/pgx/v5/pgconn"},
+		{"plumbing imports a surface", Package{ImportPath: m("internal/longpoll"), Imports: []string{m("pull")}}, "internal/longpoll imports " + m("pull")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -131,6 +134,8 @@ func TestCheckNamesEachForbiddenImport(t *testing.T) {
 		{ImportPath: m("api"), Imports: []string{m("engine"), m("internal/httpjson")}, Deps: []string{"net/http"}},
 		{ImportPath: m("internal/server"), Imports: []string{m("api"), m("camunda"), m("pull"), m("push"), m("console"), m("stream")}},
 		{ImportPath: m("camunda"), Imports: []string{m("engine"), m("internal/longpoll")}},
+		{ImportPath: m("internal/relaistest"), Imports: []string{m("api"), m("console")}},
+		{ImportPath: m("engine"), Deps: []string{"github.com/jackc/pgx/v5"}},
 	}
 	if got := Check(allowed); len(got) != 0 {
 		t.Errorf("allowed imports reported: %q", got)
