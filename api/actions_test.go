@@ -171,8 +171,10 @@ func TestBulkActions(t *testing.T) {
 	if r := env.Do("POST", "/api/v1/instances/actions", env.Operator, map[string]any{"action": "retry", "reason": "x", "filter": map[string]any{"status": "running"}}); r.Status != 400 {
 		t.Errorf("retry of running instances: %d, want 400", r.Status)
 	}
-	if r := env.Do("POST", "/api/v1/instances/actions", env.Operator, map[string]any{"action": "abandon", "reason": "cleanup", "filter": filter, "confirm_count": 4, "bulk_id": "nope"}); r.Status != 400 || !strings.Contains(string(r.Body), `"path":"/bulk_id"`) {
-		t.Errorf("a bulk_id that is no UUID: %d %s, want 400 at /bulk_id", r.Status, r.Body)
+	for _, bad := range []string{"nope", "00000000-0000-0000-0000-000000000000"} {
+		if r := env.Do("POST", "/api/v1/instances/actions", env.Operator, map[string]any{"action": "abandon", "reason": "cleanup", "filter": filter, "confirm_count": 4, "bulk_id": bad}); r.Status != 400 || !strings.Contains(string(r.Body), `"path":"/bulk_id"`) {
+			t.Errorf("bulk_id %q: %d %s, want 400 at /bulk_id", bad, r.Status, r.Body)
+		}
 	}
 	// The client names the action, to follow its records while it runs.
 	const chosen = "0193a5c4-6b2e-7c3d-9e4f-5a6b7c8d9e0f"

@@ -257,8 +257,8 @@ func (a *API) actOnFilter() http.Handler {
 		}
 		var bulkID uuid.UUID
 		if req.BulkID != nil {
-			if bulkID, err = uuid.Parse(*req.BulkID); err != nil {
-				errs = append(errs, fault.FieldError{Path: "/bulk_id", Message: "must be a UUID (or left out for a new one)"})
+			if bulkID, err = uuid.Parse(*req.BulkID); err != nil || bulkID == uuid.Nil {
+				errs = append(errs, fault.FieldError{Path: "/bulk_id", Message: "must be a UUID other than the nil one (or left out for a new one)"})
 			}
 		}
 		if len(errs) > 0 {
