@@ -194,9 +194,11 @@ func openMigrated(ctx context.Context, cfg config.Config, logger *slog.Logger, a
 
 // openExisting opens, for a command that acts on a running Relais (token
 // create, keys rotate), the database serve uses: see requireExistingDatabase.
-// It applies no migration: run from a new release's binary during a
-// rolling upgrade, it would change the schema under the replicas still on
-// the old one, which `relais migrate` does when the operator says so.
+// It migrates an empty database (a token made before the first serve,
+// by automation), but never upgrades a schema: run from a new release's
+// binary during a rolling upgrade, that would change the schema under the
+// replicas still on the old one, which `relais migrate` does when the
+// operator says so.
 func openExisting(ctx context.Context, cfg config.Config, logger *slog.Logger) (*database, error) {
 	if err := requireExistingDatabase(cfg); err != nil {
 		return nil, err
@@ -206,15 +208,11 @@ func openExisting(ctx context.Context, cfg config.Config, logger *slog.Logger) (
 		return nil, err
 	}
 	v, err := engine.SchemaVersion(ctx, db.pool)
-	if err != nil {
-		db.close()
-		return nil, err
-	}
-	switch latest := engine.LatestSchemaVersion(); {
-	case v == 0:
-		err = errors.New("the database holds no Relais schema yet: run relais migrate (or relais serve) first")
-	case v < latest:
-		err = fmt.Errorf("the database's schema is at version %d and this relais expects %d: run relais migrate first (this command changes no schema)", v, latest)
+	if err == nil && v == 0 {
+		// No replica runs on a database without the schema.
+		_, err = engine.Migrate(ctx, db.pool, logger)
+	} else if latest := engine.LatestSchemaVersion(); err == nil && v < latest {
+		err = fmt.Errorf("the database's schema is at version %d and this relais expects %d: run relais migrate first (this command upgrades no schema: replicas may still run on this one)", v, latest)
 	}
 	if err != nil {
 		db.close()

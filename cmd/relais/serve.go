@@ -131,7 +131,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 }
 
 func migrate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	cfg, err := config.Load("usage: relais migrate [flags]\n\nApplies the pending database migrations and exits.", args, getenv, stderr)
+	cfg, err := config.LoadAdmin("usage: relais migrate [flags]\n\nApplies the pending database migrations and exits.", args, getenv, stderr)
 	if err != nil {
 		return err
 	}

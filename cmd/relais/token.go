@@ -27,9 +27,14 @@ const tokenUsage = "usage: relais token create --role ROLE --name NAME [--expire
 const (
 	tokenCreateUsage = `usage: relais token create --role ROLE --name NAME [--expires-in DURATION] [flags]
 
-Creates a staff token and prints it once. ROLE is admin, designer or
-operator (a consumer's token comes with the consumer: POST /api/v1/consumers);
-DURATION is ISO-8601, such as P90D (without it the token does not expire).`
+Creates a staff token and prints it once.
+
+  --role ROLE             admin, designer or operator (required; a consumer's
+                          token comes with the consumer: POST /api/v1/consumers)
+  --name NAME             who or what holds it, shown in token list and the
+                          audit logs (required, at most 200 bytes)
+  --expires-in DURATION   ISO-8601, such as P90D (without it the token does
+                          not expire)`
 	tokenListUsage = `usage: relais token list [flags]
 
 Lists the staff tokens that are not revoked.`
@@ -52,7 +57,7 @@ func wantsHelp(args []string) bool {
 // help writes usage with the configuration flags and returns
 // flag.ErrHelp.
 func help(usage string, getenv func(string) string, stderr io.Writer) error {
-	_, err := config.Load(usage, []string{"-h"}, getenv, stderr)
+	_, err := config.LoadAdmin(usage, []string{"-h"}, getenv, stderr)
 	return err
 }
 
@@ -103,7 +108,7 @@ func ownFlags(args []string, own map[string]string) (rest []string, err error) {
 // openEngine opens the existing database of cfg for an administration
 // command.
 func openEngine(ctx context.Context, usage string, rest []string, getenv func(string) string, stderr io.Writer) (*engine.Engine, func(), error) {
-	cfg, err := config.Load(usage, rest, getenv, stderr)
+	cfg, err := config.LoadAdmin(usage, rest, getenv, stderr)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -199,14 +204,15 @@ func tokenRevoke(ctx context.Context, args []string, getenv func(string) string,
 	if wantsHelp(args) {
 		return help(tokenRevokeUsage, getenv, stderr)
 	}
-	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-		return errors.New("usage: relais token revoke ID (see relais token list)")
+	arg, rest, ok := positional(args)
+	if !ok {
+		return errors.New("usage: relais token revoke ID [flags] (see relais token list)")
 	}
-	id, err := strconv.ParseInt(args[0], 10, 64)
+	id, err := strconv.ParseInt(arg, 10, 64)
 	if err != nil || id < 1 {
-		return fmt.Errorf("token id %q is not a number (see relais token list)", args[0])
+		return fmt.Errorf("token id %q is not a number (see relais token list)", arg)
 	}
-	eng, closeDB, err := openEngine(ctx, tokenRevokeUsage, args[1:], getenv, stderr)
+	eng, closeDB, err := openEngine(ctx, tokenRevokeUsage, rest, getenv, stderr)
 	if err != nil {
 		return err
 	}
@@ -216,4 +222,19 @@ func tokenRevoke(ctx context.Context, args []string, getenv func(string) string,
 	}
 	fmt.Fprintf(stdout, "token %d revoked\n", id)
 	return nil
+}
+
+// positional takes a command's one argument out of args, before or after
+// its flags (every flag takes a value: --flag value or --flag=value).
+func positional(args []string) (arg string, rest []string, ok bool) {
+	n := len(args)
+	switch {
+	case n == 0:
+		return "", nil, false
+	case !strings.HasPrefix(args[0], "-"):
+		return args[0], args[1:], true
+	case n >= 2 && !strings.HasPrefix(args[n-1], "-") && !(strings.HasPrefix(args[n-2], "-") && !strings.Contains(args[n-2], "=")):
+		return args[n-1], args[:n-1], true
+	}
+	return "", nil, false
 }

@@ -12,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -203,6 +204,23 @@ var Settings = []Setting{
 // once, each naming its environment variable. usage heads the flags' help
 // (-h), which is written to output and answered with flag.ErrHelp.
 func Load(usage string, args []string, getenv func(string) string, output io.Writer) (Config, error) {
+	return load(usage, args, getenv, output, func(Setting) bool { return true })
+}
+
+// adminSettings are what a command that only opens the database reads
+// (migrate, token, keys): where the database is, its data keys, the log.
+var adminSettings = []string{"RELAIS_DATABASE_URL", "RELAIS_DATABASE_CONNECT_TIMEOUT", "RELAIS_DATA_DIR", "RELAIS_PG_BIN",
+	"RELAIS_DATA_KEYS", "RELAIS_DATA_KEY_FILE", "RELAIS_LOG_LEVEL", "RELAIS_LOG_FORMAT"}
+
+// LoadAdmin is Load for a command that only opens the database: it takes
+// (and its help lists) adminSettings alone, every other setting at its
+// default, so that a serve-only variable set for the server (say an
+// invalid RELAIS_LISTEN) neither shows in its help nor stops it.
+func LoadAdmin(usage string, args []string, getenv func(string) string, output io.Writer) (Config, error) {
+	return load(usage, args, getenv, output, func(s Setting) bool { return slices.Contains(adminSettings, s.Env) })
+}
+
+func load(usage string, args []string, getenv func(string) string, output io.Writer, takes func(Setting) bool) (Config, error) {
 	fs := flag.NewFlagSet("relais", flag.ContinueOnError)
 	fs.SetOutput(output)
 	fs.Usage = func() {
@@ -211,6 +229,9 @@ func Load(usage string, args []string, getenv func(string) string, output io.Wri
 	}
 	flagValues := make(map[string]*string, len(Settings))
 	for _, s := range Settings {
+		if !takes(s) {
+			continue
+		}
 		help := s.Description + " (env " + s.Env
 		if s.Default != "" {
 			help += ", default " + s.Default
@@ -231,7 +252,7 @@ func Load(usage string, args []string, getenv func(string) string, output io.Wri
 	defaulted := map[string]bool{}
 	for _, s := range Settings {
 		raw, from := s.Default, "default"
-		if v := getenv(s.Env); v != "" {
+		if v := getenv(s.Env); v != "" && takes(s) {
 			raw, from = v, "environment"
 		}
 		if given[s.Flag] {
