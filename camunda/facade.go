@@ -90,7 +90,7 @@ func statusOf(fe *fault.Error) (int, string) {
 	switch fe.Code {
 	case "already_settled", "occurrence_cancelled":
 		return http.StatusNotFound, restException
-	case "lock_expired", "locked_by_other_worker", "not_reserved", "not_deferred":
+	case "lock_expired", "locked_by_other_worker", "not_reserved", "not_deferred", engine.CodeDeadlineExceeded:
 		return http.StatusBadRequest, restException
 	}
 	switch fe.Kind {

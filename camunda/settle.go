@@ -275,8 +275,9 @@ func (f *Facade) unlock(w http.ResponseWriter, r *http.Request) error {
 	}
 	ref := engine.WorkerRef{ConsumerID: p.ConsumerID, WorkerID: deref(o.WorkerID), Occurrence: id}
 	if _, err := f.eng.Release(r.Context(), ref); err != nil {
-		if fault.HasCode(err, "lock_expired") {
-			// It lapsed meanwhile: unlocked already.
+		if fault.HasCode(err, "lock_expired") || fault.HasCode(err, engine.CodeDeadlineExceeded) {
+			// It lapsed meanwhile (or its deadline passed, which fails
+			// it): unlocked already.
 			w.WriteHeader(http.StatusNoContent)
 			return nil
 		}

@@ -446,3 +446,65 @@ func TestTimerPassReportsItsLag(t *testing.T) {
 		t.Errorf("second pass: %+v, %v; want the last one, about 7 s late", pass, err)
 	}
 }
+
+// TestResultAfterTheDeadlineIsRefused: a result, a failure or an extension
+// that comes after the occurrence's deadline is refused (409
+// deadline_exceeded) even before the timer failed it, and even while its
+// lock is live, a deferred one alike: which of the two it ends as must not
+// depend on when the timer runs. The timer then fails it as usual.
+func TestResultAfterTheDeadlineIsRefused(t *testing.T) {
+	t.Parallel()
+	clock := &testClock{}
+	e := New(dbtest.Pool(t), clock.options(t))
+	prepare(t, e, `"policy":{"deadline":"PT1H"},`)
+	ctx := context.Background()
+	c := consumer(t, e)
+	var ids []uuid.UUID
+	for range 2 {
+		inst, _, err := e.StartInstance(ctx, StartRequest{ProcessKey: "two_step", Inputs: json.RawMessage(`{"name":"Acme"}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, inst.ID)
+	}
+	got, err := e.Claim(ctx, ClaimRequest{ConsumerID: c, WorkerID: "w", Pairs: Pairs{Keys: []string{"crm"}, Revisions: []int32{1}},
+		MaxTasks: 2, LockDuration: 3 * time.Hour})
+	if err != nil || len(got) != 2 {
+		t.Fatalf("claim: %v, %v", got, err)
+	}
+	held := WorkerRef{ConsumerID: c, WorkerID: "w", Occurrence: got[0].ID}
+	deferred := WorkerRef{ConsumerID: c, WorkerID: "w", Occurrence: got[1].ID}
+	if _, err := e.Defer(ctx, deferred, "a person decides"); err != nil {
+		t.Fatal(err)
+	}
+	clock.advance(time.Hour + time.Second)
+
+	for name, settle := range map[string]func(WorkerRef) error{
+		"complete": func(r WorkerRef) error {
+			_, err := e.Complete(ctx, r, json.RawMessage(`{"result":"created","crm_id":"C"}`))
+			return err
+		},
+		"fail": func(r WorkerRef) error {
+			_, err := e.Fail(ctx, r, Failure{ErrorCode: "crm_down", Retryable: true})
+			return err
+		},
+		"extend": func(r WorkerRef) error { _, err := e.Extend(ctx, r, time.Minute); return err },
+	} {
+		for _, r := range []WorkerRef{held, deferred} {
+			if name == "extend" && r == deferred {
+				continue // a deferred occurrence has no lock to extend
+			}
+			if err := settle(r); !fault.HasCode(err, CodeDeadlineExceeded) {
+				t.Errorf("%s of %s past its deadline: %v; want deadline_exceeded", name, r.Occurrence, err)
+			}
+		}
+	}
+	if _, err := e.RunTimers(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		if inst, _ := e.GetInstance(ctx, id); inst.Status != InstanceFailed || deref(inst.ErrorCode) != CodeDeadlineExceeded {
+			t.Errorf("instance %s ended %s with %v; want failed with deadline_exceeded", id, inst.Status, deref(inst.ErrorCode))
+		}
+	}
+}

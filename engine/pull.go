@@ -226,6 +226,15 @@ func lockRefusal(o queries.Occurrence, ref WorkerRef, now time.Time) error {
 		return fault.New(fault.Conflict, "occurrence_cancelled", "occurrence %s was cancelled (its instance was stopped)", o.ID)
 	case StatusAvailable:
 		return fault.New(fault.Conflict, "not_reserved", "occurrence %s is not reserved; fetch it first", o.ID)
+	}
+	if o.DeadlineAt != nil && !o.DeadlineAt.After(now) {
+		// The deadline wins over a result that comes after it, whether or
+		// not the timer failed the occurrence yet: which of the two it
+		// ends as must not depend on when the timer runs.
+		return fault.New(fault.Conflict, CodeDeadlineExceeded, "occurrence %s passed its deadline at %s: it fails as deadline_exceeded and its on_error decides; this result is not taken",
+			o.ID, o.DeadlineAt.UTC().Format(time.RFC3339Nano))
+	}
+	switch o.Status {
 	case StatusDeferred:
 		// No lock to hold: any worker of the consumer that deferred it may
 		// settle it.
@@ -237,7 +246,10 @@ func lockRefusal(o queries.Occurrence, ref WorkerRef, now time.Time) error {
 	if o.ConsumerID == nil || *o.ConsumerID != ref.ConsumerID || o.WorkerID == nil || *o.WorkerID != ref.WorkerID {
 		return fault.New(fault.Conflict, "locked_by_other_worker", "occurrence %s is reserved by another worker", o.ID)
 	}
-	if o.LockExpiresAt == nil || !o.LockExpiresAt.After(now) {
+	if o.LockExpiresAt == nil {
+		return fault.New(fault.Conflict, "lock_expired", "the lock on occurrence %s is gone", o.ID)
+	}
+	if !o.LockExpiresAt.After(now) {
 		return fault.New(fault.Conflict, "lock_expired", "the lock on occurrence %s expired at %s", o.ID, o.LockExpiresAt.UTC().Format(time.RFC3339Nano))
 	}
 	return nil

@@ -18,10 +18,9 @@ var (
 	// nothing is settled.
 	ErrLockLost = errors.New("worker: lock on the occurrence lost")
 	// ErrCancelled means the occurrence was cancelled (its process
-	// instance was stopped) or, on a stream, failed by its deadline: the
-	// work is no longer wanted. When long polling, a deadline is learnt as
-	// ErrLockLost at the next extension (the occurrence is already
-	// settled), as the server then says nothing more.
+	// instance was stopped) or its deadline passed: the work is no longer
+	// wanted. On a stream it is learnt at once; when long polling, at the
+	// next extension.
 	ErrCancelled = errors.New("worker: occurrence cancelled")
 	// ErrShutdownTimeout means Run's context ended and the handler was
 	// still running after Config.ShutdownTimeout.

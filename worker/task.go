@@ -350,7 +350,7 @@ func (r *run) extend(ctx context.Context, id string, expiry time.Time, log *slog
 			return sent.Add(w.cfg.LockDuration), nil
 		case ctx.Err() != nil:
 			return time.Time{}, ctx.Err()
-		case apiCode(err) == "occurrence_cancelled":
+		case apiCode(err) == "occurrence_cancelled" || apiCode(err) == "deadline_exceeded":
 			return time.Time{}, fmt.Errorf("%w: %w", ErrCancelled, err)
 		case !transient(err):
 			return time.Time{}, fmt.Errorf("%w: %w", ErrLockLost, err)
