@@ -68,16 +68,23 @@ func (l *Listener) OnListening(f func(listening bool)) {
 // Ready is closed once the first LISTEN is in place.
 func (l *Listener) Ready() <-chan struct{} { return l.ready }
 
-// Run listens until ctx ends, reconnecting with backoff.
+// Run listens until ctx ends, reconnecting with backoff. The backoff grows
+// while reconnecting fails and starts over once a session was in place: a
+// long-lived replica's next blip must not wait as long as its worst
+// outage did (notifications are missed meanwhile).
 func (l *Listener) Run(ctx context.Context) {
-	backoff := 100 * time.Millisecond
+	const firstBackoff = 100 * time.Millisecond
+	backoff := firstBackoff
 	first := true
 	for ctx.Err() == nil {
-		err := l.listen(ctx, !first)
+		listened, err := l.listen(ctx, !first)
 		if ctx.Err() != nil {
 			return
 		}
 		first = false
+		if listened {
+			backoff = firstBackoff
+		}
 		l.logger.Warn("notification listener disconnected; reconnecting", "err", err, "in", backoff)
 		select {
 		case <-ctx.Done():
@@ -88,10 +95,12 @@ func (l *Listener) Run(ctx context.Context) {
 	}
 }
 
-func (l *Listener) listen(ctx context.Context, reconnect bool) error {
+// listen runs one LISTEN session until it ends; listened says whether it
+// was in place.
+func (l *Listener) listen(ctx context.Context, reconnect bool) (listened bool, err error) {
 	pc, err := l.pool.Acquire(ctx)
 	if err != nil {
-		return err
+		return false, err
 	}
 	// The connection leaves the pool for good: a LISTEN session must not be
 	// handed to other work.
@@ -108,7 +117,7 @@ func (l *Listener) listen(ctx context.Context, reconnect bool) error {
 	l.mu.Unlock()
 	for _, ch := range channels {
 		if _, err := conn.Exec(ctx, "listen "+pgx.Identifier{ch}.Sanitize()); err != nil {
-			return err
+			return false, err
 		}
 	}
 	for _, f := range listening {
@@ -129,9 +138,9 @@ func (l *Listener) listen(ctx context.Context, reconnect bool) error {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
 			if errors.Is(err, context.Canceled) {
-				return nil
+				return true, nil
 			}
-			return err
+			return true, err
 		}
 		l.mu.Lock()
 		hs := l.handlers[n.Channel]

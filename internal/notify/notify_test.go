@@ -1,7 +1,11 @@
 package notify
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
+	"regexp"
+	"sync"
 	"testing"
 	"time"
 
@@ -61,3 +65,50 @@ func TestDeliversAndReconnects(t *testing.T) {
 	notify("two")
 	expect("two")
 }
+
+// TestBackoffStartsOverOnceListening: a session that was in place and then
+// dropped is retried after the first backoff again, not after one that
+// grew over earlier drops: a long-lived replica's next blip must not miss
+// notifications for as long as its worst outage did.
+func TestBackoffStartsOverOnceListening(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Pool(t)
+	var logs syncBuffer
+	l := New(pool, slog.New(slog.NewTextHandler(&logs, nil)))
+	reconnected := make(chan struct{}, 1)
+	l.Handle("relais_test", func(string) {})
+	l.OnReconnect(func() { reconnected <- struct{}{} })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { l.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	<-l.Ready()
+	for range 4 {
+		if _, err := pool.Exec(ctx, `select pg_terminate_backend(pid) from pg_stat_activity
+			where query ilike 'listen%' and pid <> pg_backend_pid() and datname = current_database()`); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-reconnected:
+		case <-time.After(15 * time.Second):
+			t.Fatal("no reconnection")
+		}
+	}
+	waits := regexp.MustCompile(`in=(\S+)`).FindAllStringSubmatch(logs.String(), -1)
+	if len(waits) != 4 {
+		t.Fatalf("%d reconnections logged, want 4:\n%s", len(waits), logs.String())
+	}
+	for _, w := range waits {
+		if w[1] != "100ms" {
+			t.Errorf("a reconnection after a session that was in place waited %s, want 100ms:\n%s", w[1], logs.String())
+		}
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+func (s *syncBuffer) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
