@@ -241,16 +241,21 @@ func (db *database) close() {
 	if db.pool != nil {
 		db.pool.Close()
 	}
+	if db.supervisor == nil && db.cluster == nil {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	began := time.Now()
 	var err error
-	switch {
-	case db.supervisor != nil:
+	if db.supervisor != nil {
 		err = db.supervisor.Stop(ctx)
-	case db.cluster != nil:
+	} else {
 		err = db.cluster.Stop(ctx)
 	}
-	if err != nil {
+	if err == nil {
+		db.logger.Info("embedded postgres stopped", "took", time.Since(began).Round(time.Millisecond))
+	} else {
 		// The next start stops a server left running (or recovers one
 		// stopped midway): worth a line, not a failed exit.
 		db.logger.Warn("embedded postgres did not stop cleanly", "err", err)

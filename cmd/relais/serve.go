@@ -7,6 +7,7 @@ import (
 	"net"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -71,7 +72,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	replica := server.Start(ctx, server.Deps{Logger: logger, Config: cfg, Engine: eng, Registry: reg})
-	defer replica.Stop()
+	stopReplica := sync.OnceFunc(replica.Stop)
+	defer stopReplica()
 
 	srv.Handler = replica.Handler
 	srv.BaseContext = func(net.Listener) context.Context { return context.WithoutCancel(ctx) }
@@ -108,6 +110,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	case <-ctx.Done():
 	}
 
+	stopping := time.Now()
 	logger.Info("shutting down: draining in-flight requests", "timeout", isoduration.Format(cfg.ShutdownTimeout))
 	// One deadline for the whole shutdown: the streams' grace (during
 	// which requests are still served: their workers settle through them)
@@ -126,7 +129,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		logger.Warn("shutdown deadline reached; closing remaining connections", "err", err)
 		_ = srv.Close()
 	}
-	logger.Info("stopped")
+	// The background work (timers, push calls, the listener) ends before
+	// the line that says so; the embedded cluster, if any, stops after it
+	// and logs its own line.
+	stopReplica()
+	logger.Info("stopped", "took", time.Since(stopping).Round(time.Millisecond))
 	return nil
 }
 
