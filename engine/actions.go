@@ -318,11 +318,11 @@ func (e *Engine) ActOnFilter(ctx context.Context, actor Actor, action Action, f 
 	ctx = context.WithoutCancel(ctx)
 	for batch := range slices.Chunk(ids, bulkBatch) {
 		err = e.tx(ctx, func(q *queries.Queries, tx pgx.Tx) error {
-			for _, id := range batch {
+			for _, instance := range batch {
 				var applied bool
 				err := pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error {
 					var err error
-					applied, err = e.actIn(ctx, q.WithTx(sp), actor, action, id, reason, &res.ID, f.Status)
+					applied, err = e.actIn(ctx, q.WithTx(sp), actor, action, instance, reason, &res.ID, f.Status)
 					return err
 				})
 				switch _, refused := fault.As(err); {

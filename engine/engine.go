@@ -21,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/relais/relais/contracts"
+	"github.com/relais/relais/engine/process"
 	"github.com/relais/relais/internal/fault"
 	"github.com/relais/relais/internal/isoduration"
 	"github.com/relais/relais/internal/keyring"
@@ -68,8 +69,11 @@ type Limits struct {
 	MaxPushTimeout     time.Duration
 }
 
-// DefaultLimits match the configuration defaults.
-var DefaultLimits = Limits{MaxRetryDelay: 24 * time.Hour, DefaultPushTimeout: 5 * time.Second, MaxPushTimeout: 10 * time.Second}
+// DefaultLimits are the configuration's defaults, which it writes with the
+// same constants.
+func DefaultLimits() Limits {
+	return Limits{MaxRetryDelay: process.DefaultMaxRetryDelay, DefaultPushTimeout: process.FallbackPushTimeout, MaxPushTimeout: process.HardMaxPushTimeout}
+}
 
 // Options configure an Engine. The zero value works: no encryption key
 // (storing a secret value is then refused), DefaultLimits, a discarding logger.
@@ -95,7 +99,7 @@ func New(pool *pgxpool.Pool, opts Options) *Engine {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	if opts.Limits == (Limits{}) {
-		opts.Limits = DefaultLimits
+		opts.Limits = DefaultLimits()
 	}
 	if opts.Replica == "" {
 		host, _ := os.Hostname()

@@ -62,6 +62,9 @@ const (
 	// FallbackPushTimeout is the push budget used when neither the node nor
 	// Limits.DefaultPushTimeout gives one (DESIGN §4 default).
 	FallbackPushTimeout = 5 * time.Second
+	// DefaultMaxRetryDelay is the ceiling of a retry delay unless the
+	// operator sets another (RELAIS_PULL_MAX_RETRY_DELAY).
+	DefaultMaxRetryDelay = 24 * time.Hour
 )
 
 // Policy is the execution policy frozen into every occurrence a node
