@@ -65,7 +65,7 @@ type registry struct {
 	closing     chan struct{}
 	// grace is how long a stream holding assignments may keep them once
 	// the replica stops, for its worker to settle them (set by close).
-	grace   time.Duration
+	grace time.Duration
 	// closeBy is when the first close stops waiting: a later close (a
 	// drain, then a stop) waits no longer than it.
 	closeBy time.Time
