@@ -456,6 +456,9 @@ func TestLostLockCancelsHandler(t *testing.T) {
 	}{
 		{"occurrence cancelled", nil, (*fakeServer).cancel, ErrCancelled, "occurrence_cancelled"},
 		{"locked by another worker", nil, (*fakeServer).steal, ErrLockLost, "locked_by_other_worker"},
+		{"deadline passed", func(s *fakeServer) {
+			s.inject("extend", fault{status: http.StatusConflict, code: "deadline_exceeded"})
+		}, nil, ErrCancelled, "deadline_exceeded"},
 		{"expired without extension", func(s *fakeServer) {
 			s.inject("extend", fault{hang: true}, fault{hang: true}, fault{hang: true})
 		}, nil, ErrLockLost, "expired without a successful extension"},
