@@ -183,17 +183,17 @@ func (c *Client) destination(ctx context.Context, d Document, dryRun bool) (Resu
 }
 
 func (c *Client) definition(ctx context.Context, d Document, dryRun bool) (Result, error) {
-	// The local check parsed this document already; an error here means
-	// the two disagree, which must not become a nil dereference.
 	js, err := json.Marshal(d.Body)
 	if err != nil {
 		return Result{}, fmt.Errorf("definition %s: %w", d.ID, err)
 	}
-	w, violations := contracts.ParseWorking(js)
-	if len(violations) > 0 {
-		return Result{}, fmt.Errorf("definition %s: %s: %s", d.ID, violations[0].Path, violations[0].Message)
+	// A document this client cannot parse has no digest to compare: it is
+	// sent as it is, and the server's refusal names each problem with its
+	// pointer (which the file's line then locates).
+	var digest string
+	if w, violations := contracts.ParseWorking(js); len(violations) == 0 {
+		digest = w.Digest()
 	}
-	digest := w.Digest()
 	base := "/api/v1/definitions/" + esc(d.ID)
 	var cur struct {
 		WorkingDigest string `json:"working_digest"`
