@@ -399,7 +399,7 @@ func TestKill9Recovery(t *testing.T) {
 			// If the test fails before the next Start handles it, the
 			// orphan must not outlive the test run.
 			t.Cleanup(func() {
-				if processAlive(oldPid) && isPostgresFor(oldPid, filepath.Join(dir, "data")) {
+				if processAlive(oldPid) && postgresFor(oldPid, filepath.Join(dir, "data")) == isOurs {
 					syscall.Kill(-oldPid, syscall.SIGKILL)
 				}
 			})

@@ -203,10 +203,17 @@ func (c *child) forceStop(grace time.Duration) {
 // postgres refuses to start while that PID is alive.
 func clearStale(ctx context.Context, dataDir, runDir string, logger *slog.Logger) error {
 	pidPath := filepath.Join(dataDir, "postmaster.pid")
-	if pid, ok := readPidFile(pidPath); ok && pid != os.Getpid() && processAlive(pid) && isPostgresFor(pid, dataDir) {
-		logger.Warn("embedded postgres: stopping a server left running by an earlier process", "pid", pid, "data", dataDir)
-		if err := stopLeftover(ctx, pid); err != nil {
-			return err
+	if pid, ok := readPidFile(pidPath); ok && pid != os.Getpid() && processAlive(pid) {
+		switch postgresFor(pid, dataDir) {
+		case isOurs:
+			logger.Warn("embedded postgres: stopping a server left running by an earlier process", "pid", pid, "data", dataDir)
+			if err := stopLeftover(ctx, pid); err != nil {
+				return err
+			}
+		case unknown:
+			// Removing the pid file of a live server would let a second
+			// postmaster start on the same data directory.
+			return fmt.Errorf("embeddedpg: process %d, named in %s, is alive and cannot be identified: if it is a PostgreSQL server of this data directory, stop it (kill -INT %d); otherwise remove that file", pid, pidPath, pid)
 		}
 	}
 	// Backends of a postmaster that was killed outright keep the shared
@@ -231,6 +238,15 @@ func clearStale(ctx context.Context, dataDir, runDir string, logger *slog.Logger
 	}
 	return nil
 }
+
+// identity is what can be told of a live process named in a pid file.
+type identity int
+
+const (
+	notOurs identity = iota // another program, which reused the PID
+	isOurs                  // postgres working on the data directory
+	unknown                 // nothing tells (no way to read its command line)
+)
 
 // readPidFile returns the PID on the first line of postmaster.pid.
 func readPidFile(path string) (int, bool) {
@@ -260,77 +276,6 @@ func processAlive(pid int) bool {
 	}
 	err := syscall.Kill(pid, 0)
 	return err == nil || errors.Is(err, syscall.EPERM)
-}
-
-// isPostgresFor reports whether pid is a postgres process working on
-// dataDir. The postmaster and its backends run with the data directory as
-// their working folder; the command line is the fallback when /proc/PID/cwd
-// is not readable.
-func isPostgresFor(pid int, dataDir string) bool {
-	proc := "/proc/" + strconv.Itoa(pid)
-	comm, _ := os.ReadFile(proc + "/comm")
-	cmdline, _ := os.ReadFile(proc + "/cmdline")
-	name := strings.TrimSpace(string(comm))
-	if name != "postgres" && name != "postmaster" && !bytes.Contains(cmdline, []byte("postgres")) {
-		return false
-	}
-	if sameDir(proc+"/cwd", dataDir) {
-		return true
-	}
-	for _, arg := range bytes.Split(cmdline, []byte{0}) {
-		if string(arg) == dataDir {
-			return true
-		}
-	}
-	return false
-}
-
-func sameDir(a, b string) bool {
-	fa, err := os.Stat(a)
-	if err != nil {
-		return false
-	}
-	fb, err := os.Stat(b)
-	if err != nil {
-		return false
-	}
-	return os.SameFile(fa, fb)
-}
-
-// postgresProcessesIn lists live postgres processes whose working folder
-// is dataDir. It checks the command name first, so an administrator's
-// shell that happens to sit in the data directory is never touched.
-func postgresProcessesIn(dataDir string) []int {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
-	want, err := os.Stat(dataDir)
-	if err != nil {
-		return nil
-	}
-	self := os.Getpid()
-	var pids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == self {
-			continue
-		}
-		proc := "/proc/" + e.Name()
-		comm, err := os.ReadFile(proc + "/comm")
-		if err != nil {
-			continue
-		}
-		if name := strings.TrimSpace(string(comm)); name != "postgres" && name != "postmaster" {
-			continue
-		}
-		fi, err := os.Stat(proc + "/cwd")
-		if err != nil || !os.SameFile(fi, want) || !processAlive(pid) {
-			continue
-		}
-		pids = append(pids, pid)
-	}
-	return pids
 }
 
 // stopLeftover shuts down a postmaster we did not start: fast shutdown
