@@ -84,13 +84,14 @@ const (
 
 // statusOf maps a Relais fault onto Camunda's status and exception type.
 // A lock refusal is 400, as Camunda answers a worker that does not hold
-// the lock; a settled or cancelled occurrence is no longer an external
-// task (404, as Camunda answers for a completed or deleted one).
+// the lock; a settled or cancelled occurrence, or one past its deadline
+// (which fails it), is no longer an external task (404, as Camunda answers
+// for a completed or deleted one).
 func statusOf(fe *fault.Error) (int, string) {
 	switch fe.Code {
-	case "already_settled", "occurrence_cancelled":
+	case "already_settled", "occurrence_cancelled", engine.CodeDeadlineExceeded:
 		return http.StatusNotFound, restException
-	case "lock_expired", "locked_by_other_worker", "not_reserved", "not_deferred", engine.CodeDeadlineExceeded:
+	case "lock_expired", "locked_by_other_worker", "not_reserved", "not_deferred":
 		return http.StatusBadRequest, restException
 	}
 	switch fe.Kind {

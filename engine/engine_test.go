@@ -460,24 +460,42 @@ func TestResultAfterTheDeadlineIsRefused(t *testing.T) {
 	ctx := context.Background()
 	c := consumer(t, e)
 	var ids []uuid.UUID
-	for range 2 {
+	for range 3 {
 		inst, _, err := e.StartInstance(ctx, StartRequest{ProcessKey: "two_step", Inputs: json.RawMessage(`{"name":"Acme"}`)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		ids = append(ids, inst.ID)
 	}
-	got, err := e.Claim(ctx, ClaimRequest{ConsumerID: c, WorkerID: "w", Pairs: Pairs{Keys: []string{"crm"}, Revisions: []int32{1}},
-		MaxTasks: 2, LockDuration: 3 * time.Hour})
-	if err != nil || len(got) != 2 {
-		t.Fatalf("claim: %v, %v", got, err)
+	claim := func(n int) []Reservation {
+		got, err := e.Claim(ctx, ClaimRequest{ConsumerID: c, WorkerID: "w", Pairs: Pairs{Keys: []string{"crm"}, Revisions: []int32{1}},
+			MaxTasks: n, LockDuration: 3 * time.Hour})
+		if err != nil || len(got) != n {
+			t.Fatalf("claim: %v, %v", got, err)
+		}
+		return got
 	}
+	got := claim(3)
 	held := WorkerRef{ConsumerID: c, WorkerID: "w", Occurrence: got[0].ID}
 	deferred := WorkerRef{ConsumerID: c, WorkerID: "w", Occurrence: got[1].ID}
 	if _, err := e.Defer(ctx, deferred, "a person decides"); err != nil {
 		t.Fatal(err)
 	}
+	// The third fails, is offered again and taken by the same worker,
+	// which then sends the same report past the deadline: that is its
+	// second attempt's report, refused, not the first one's answer.
+	retried := WorkerRef{ConsumerID: c, WorkerID: "w", Occurrence: got[2].ID}
+	again := Failure{ErrorCode: "crm_down", Retryable: true, RetryDelay: new(time.Duration)}
+	if _, err := e.Fail(ctx, retried, again); err != nil {
+		t.Fatal(err)
+	}
+	if r := claim(1); r[0].ID != retried.Occurrence {
+		t.Fatalf("claimed %s, want the failed one again", r[0].ID)
+	}
 	clock.advance(time.Hour + time.Second)
+	if _, err := e.Fail(ctx, retried, again); !fault.HasCode(err, CodeDeadlineExceeded) {
+		t.Errorf("the same report on a later attempt past the deadline: %v; want deadline_exceeded", err)
+	}
 
 	for name, settle := range map[string]func(WorkerRef) error{
 		"complete": func(r WorkerRef) error {
@@ -501,6 +519,10 @@ func TestResultAfterTheDeadlineIsRefused(t *testing.T) {
 	}
 	if _, err := e.RunTimers(ctx); err != nil {
 		t.Fatal(err)
+	}
+	// Once the timer failed it, its holder still hears why.
+	if _, err := e.Extend(ctx, held, time.Minute); !fault.HasCode(err, CodeDeadlineExceeded) {
+		t.Errorf("extension once the timer failed the occurrence: %v; want deadline_exceeded", err)
 	}
 	for _, id := range ids {
 		if inst, _ := e.GetInstance(ctx, id); inst.Status != InstanceFailed || deref(inst.ErrorCode) != CodeDeadlineExceeded {

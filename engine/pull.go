@@ -217,34 +217,39 @@ func (e *Engine) held(ctx context.Context, q *queries.Queries, ref WorkerRef) (*
 }
 
 // lockRefusal explains why ref may not settle o, or returns nil when it
-// holds a live lock on it (or o is deferred by ref's consumer).
+// holds a live lock on it (or o is deferred by ref's consumer). Past the
+// occurrence's deadline its holder is refused with deadline_exceeded,
+// whether or not the timer failed it yet: which of the two it ends as must
+// not depend on when the timer runs.
 func lockRefusal(o queries.Occurrence, ref WorkerRef, now time.Time) error {
 	switch o.Status {
-	case StatusCompleted, StatusFailed:
+	case StatusFailed:
+		if deref(o.ErrorCode) == CodeDeadlineExceeded {
+			return deadlineRefusal(o)
+		}
+		return fault.New(fault.Conflict, "already_settled", "occurrence %s is already %s", o.ID, o.Status)
+	case StatusCompleted:
 		return fault.New(fault.Conflict, "already_settled", "occurrence %s is already %s", o.ID, o.Status)
 	case StatusCancelled:
 		return fault.New(fault.Conflict, "occurrence_cancelled", "occurrence %s was cancelled (its instance was stopped)", o.ID)
 	case StatusAvailable:
 		return fault.New(fault.Conflict, "not_reserved", "occurrence %s is not reserved; fetch it first", o.ID)
-	}
-	if o.DeadlineAt != nil && !o.DeadlineAt.After(now) {
-		// The deadline wins over a result that comes after it, whether or
-		// not the timer failed the occurrence yet: which of the two it
-		// ends as must not depend on when the timer runs.
-		return fault.New(fault.Conflict, CodeDeadlineExceeded, "occurrence %s passed its deadline at %s: it fails as deadline_exceeded and its on_error decides; this result is not taken",
-			o.ID, o.DeadlineAt.UTC().Format(time.RFC3339Nano))
-	}
-	switch o.Status {
 	case StatusDeferred:
 		// No lock to hold: any worker of the consumer that deferred it may
 		// settle it.
 		if o.ConsumerID == nil || *o.ConsumerID != ref.ConsumerID {
 			return fault.New(fault.Conflict, "locked_by_other_worker", "occurrence %s is deferred by another consumer", o.ID)
 		}
+		if pastDeadline(o, now) {
+			return deadlineRefusal(o)
+		}
 		return nil
 	}
 	if o.ConsumerID == nil || *o.ConsumerID != ref.ConsumerID || o.WorkerID == nil || *o.WorkerID != ref.WorkerID {
 		return fault.New(fault.Conflict, "locked_by_other_worker", "occurrence %s is reserved by another worker", o.ID)
+	}
+	if pastDeadline(o, now) {
+		return deadlineRefusal(o)
 	}
 	if o.LockExpiresAt == nil {
 		return fault.New(fault.Conflict, "lock_expired", "the lock on occurrence %s is gone", o.ID)
@@ -253,6 +258,18 @@ func lockRefusal(o queries.Occurrence, ref WorkerRef, now time.Time) error {
 		return fault.New(fault.Conflict, "lock_expired", "the lock on occurrence %s expired at %s", o.ID, o.LockExpiresAt.UTC().Format(time.RFC3339Nano))
 	}
 	return nil
+}
+
+func pastDeadline(o queries.Occurrence, now time.Time) bool {
+	return o.DeadlineAt != nil && !o.DeadlineAt.After(now)
+}
+
+func deadlineRefusal(o queries.Occurrence) error {
+	at := "its deadline"
+	if o.DeadlineAt != nil {
+		at += " at " + o.DeadlineAt.UTC().Format(time.RFC3339Nano)
+	}
+	return fault.New(fault.Conflict, CodeDeadlineExceeded, "occurrence %s passed %s: it fails as deadline_exceeded and its on_error decides; this result is not taken", o.ID, at)
 }
 
 // settledBy records who settles o when it is deferred: its attempt's
@@ -547,7 +564,10 @@ func (e *Engine) failIn(ctx context.Context, q *queries.Queries, ref WorkerRef, 
 		held := lockRefusal(o, ref, r.now)
 		if prior, err := q.AttemptReportAnswer(ctx, queries.AttemptReportAnswerParams{OccurrenceID: o.ID, ConsumerID: &ref.ConsumerID, ReportDigest: &digest}); err == nil {
 			holder := o.WorkerID != nil && *o.WorkerID == ref.WorkerID
-			if held != nil || prior.Number == o.Attempts || !holder {
+			// A holder's report on a later attempt past the deadline is
+			// that attempt's, refused: not the earlier one's answer.
+			lateHolder := holder && prior.Number != o.Attempts && fault.HasCode(held, CodeDeadlineExceeded)
+			if (held != nil || prior.Number == o.Attempts || !holder) && !lateHolder {
 				return json.Unmarshal(prior.Answer, &out)
 			}
 		} else if !isNoRows(err) {

@@ -164,6 +164,12 @@ func (e *Engine) SettlePush(ctx context.Context, id uuid.UUID, attempt int, res 
 		case o.Status != StatusReserved || int(o.Attempts) != attempt:
 			return fault.New(fault.Conflict, "already_settled", "occurrence %s is %s", id, o.Status)
 		}
+		if o.DeadlineAt != nil && !o.DeadlineAt.After(r.now) {
+			// As for a pull worker's late result: the deadline wins,
+			// whether or not the timer got there first.
+			res = PushResult{ErrorCode: CodeDeadlineExceeded, Message: "the call ended after the occurrence's deadline, " + o.DeadlineAt.UTC().Format(time.RFC3339Nano) + ": its result is not taken"}
+			return r.fail(o, OutcomeExpired, res.ErrorCode, res.Message)
+		}
 		rev, err := e.revision(ctx, q, o.DefinitionKey, int(o.Revision))
 		if err != nil {
 			return err

@@ -376,3 +376,41 @@ func TestHoldFromBirth(t *testing.T) {
 		t.Fatalf("started instance %s with %s; want held with invalid_inputs", inst.Status, deref(inst.ErrorCode))
 	}
 }
+
+// TestPushResultAfterTheDeadlineIsNotTaken: a destination's answer that
+// comes after the occurrence's deadline fails it as deadline_exceeded,
+// before the timer got to it as after: the deadline wins either way.
+func TestPushResultAfterTheDeadlineIsNotTaken(t *testing.T) {
+	t.Parallel()
+	clock := &testClock{}
+	e := New(dbtest.Pool(t), clock.options(t))
+	ctx := context.Background()
+	define(t, e, "crm", crmWorking)
+	if _, _, err := e.PutDestination(ctx, DestinationSpec{Name: "crm-api", URL: "http://127.0.0.1:9/", MaxTimeout: 5 * time.Second}, false); err != nil {
+		t.Fatal(err)
+	}
+	doc := `{"inputs":{"fields":[{"name":"name","type":"text","required":true}]},"start":"push","nodes":{
+	 "push":{"kind":"push","definition":"crm","revision":1,"destination":"crm-api","inputs":{"company_name":{"from":"input.name"}},
+	         "policy":{"deadline":"PT1H"},"routes":{"created":"done","existing":"done"},"on_error":{"*":"failed"}},
+	 "done":{"kind":"end"},"failed":{"kind":"end","status":"failed"}}}`
+	if _, _, err := e.PublishProcess(ctx, "pushing", []byte(doc)); err != nil {
+		t.Fatal(err)
+	}
+	inst, _, err := e.StartInstance(ctx, StartRequest{ProcessKey: "pushing", Inputs: json.RawMessage(`{"name":"Acme"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls, err := e.ClaimPush(ctx, "replica-1", 1)
+	if err != nil || len(calls) != 1 {
+		t.Fatalf("claim push: %v, %v", calls, err)
+	}
+	clock.advance(time.Hour + time.Second)
+	code, err := e.SettlePush(ctx, calls[0].ID, calls[0].Attempt, PushResult{Outputs: json.RawMessage(`{"result":"created","crm_id":"C"}`)})
+	if err != nil || code != CodeDeadlineExceeded {
+		t.Fatalf("a result past the deadline: code %q, %v; want deadline_exceeded", code, err)
+	}
+	got := instanceStatus(t, e, inst.ID)
+	if got.Status != InstanceFailed || deref(got.EndNode) != "failed" || deref(got.ErrorCode) != CodeDeadlineExceeded {
+		t.Errorf("instance %s at %s with %s; want failed at failed with deadline_exceeded", got.Status, deref(got.EndNode), deref(got.ErrorCode))
+	}
+}

@@ -477,3 +477,30 @@ func TestDestinationURLQueryIsSealed(t *testing.T) {
 		t.Errorf("error message %q: want the echoed query value redacted", msg)
 	}
 }
+
+// TestADrainingReplicaClaimsNoCall: once a replica drains (it is stopping),
+// its runner claims no more push calls, so its stop waits only for the
+// calls in flight; another replica makes the new ones.
+func TestADrainingReplicaClaimsNoCall(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	env.Definition("score_company.yaml")
+	d := newDestination(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"outputs":{"score":42,"band":"low"}}`))
+	})
+	env.Must(201, "PUT", "/api/v1/destinations/scoring", env.Admin, map[string]any{"url": d.URL, "max_timeout": "PT5S"})
+	env.Process("scoring", scoreProcess("scoring", "PT5S"))
+	env.Drain()
+	inst := env.Must(201, "POST", "/api/v1/processes/scoring/instances", env.Operator, map[string]any{"inputs": map[string]any{"crm_id": "C-1"}}).JSON(t)["id"].(string)
+	// The runner polls at least every second besides its notifications.
+	time.Sleep(2 * time.Second)
+	if n := d.calls.Load(); n != 0 {
+		t.Fatalf("a draining replica made %d calls", n)
+	}
+	other := env.Replica()
+	relaistest.WaitFor(t, 10*time.Second, "the other replica makes the call", func() (bool, string) {
+		s := other.Must(200, "GET", "/api/v1/instances/"+inst, env.Operator, nil).JSON(t)["status"]
+		return s == "completed", fmt.Sprint(s)
+	})
+}

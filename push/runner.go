@@ -43,8 +43,10 @@ type Runner struct {
 	client   *http.Client
 	workerID string
 
-	wake chan struct{}
-	mu   sync.Mutex
+	wake      chan struct{}
+	draining  chan struct{}
+	drainOnce sync.Once
+	mu        sync.Mutex
 	// inflight maps an occurrence to the cancel of its call, so stopping
 	// the instance aborts the call (ChannelCancel).
 	inflight map[uuid.UUID]context.CancelFunc
@@ -58,7 +60,7 @@ type Runner struct {
 func NewRunner(eng *engine.Engine, logger *slog.Logger, cfg config.Push, reg prometheus.Registerer) *Runner {
 	host, _ := os.Hostname()
 	r := &Runner{eng: eng, logger: logger, cfg: cfg, workerID: fmt.Sprintf("relais-push@%s:%d", host, os.Getpid()),
-		wake: make(chan struct{}, 1), inflight: map[uuid.UUID]context.CancelFunc{},
+		wake: make(chan struct{}, 1), draining: make(chan struct{}), inflight: map[uuid.UUID]context.CancelFunc{},
 		results: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "relais_push_calls_total", Help: "Push calls by result code (ok or the error code)."}, []string{"result"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "relais_push_call_duration_seconds",
 			Help: "Push call duration by destination and outcome: ok (a 2xx {\"outputs\"} answer, checked against the contract afterwards), " +
@@ -116,8 +118,13 @@ func (r *Runner) Cancel(payload string) {
 	}
 }
 
-// Run claims and calls until ctx ends, then waits for calls in flight (each
-// is bounded by its budget).
+// Drain stops the runner claiming calls: a replica that is stopping
+// leaves new ones to the others, and its stop waits only for the calls in
+// flight (each bounded by its budget). Run then returns once they ended.
+func (r *Runner) Drain() { r.drainOnce.Do(func() { close(r.draining) }) }
+
+// Run claims and calls until ctx ends or Drain, then waits for calls in
+// flight (each is bounded by its budget).
 func (r *Runner) Run(ctx context.Context) {
 	slots := make(chan struct{}, r.cfg.Concurrency)
 	timer := time.NewTimer(0)
@@ -126,6 +133,8 @@ func (r *Runner) Run(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
+			return
+		case <-r.draining:
 			return
 		case <-r.wake:
 		case <-timer.C:
@@ -357,7 +366,7 @@ func answerOf(data []byte) engine.PushResult {
 func transportFailure(ctx context.Context, err error, budget time.Duration) engine.PushResult {
 	switch {
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return engine.PushResult{ErrorCode: "deadline_exceeded", Message: fmt.Sprintf("no complete answer within the budget of %s", budget)}
+		return engine.PushResult{ErrorCode: engine.CodeDeadlineExceeded, Message: fmt.Sprintf("no complete answer within the budget of %s", budget)}
 	case errors.Is(ctx.Err(), context.Canceled):
 		return engine.PushResult{ErrorCode: engine.CodeCallAborted, Message: "the call was aborted (instance stopped)"}
 	}

@@ -94,9 +94,9 @@ func (t *Task) Defer(ctx context.Context, reason string) (Deferral, error) {
 // answered the first, so the call retries network errors, 5xx and 429 with
 // backoff until ctx ends. A refusal is an *APIError: 422 invalid_outputs
 // with every pointer, 409 already_settled when it was settled otherwise,
-// 409 locked_by_other_worker or not_reserved when it is not deferred (a
-// worker holds it, or it waits to be offered), 404 for an id Relais does
-// not know.
+// 409 deadline_exceeded past its deadline, 409 locked_by_other_worker or
+// not_reserved when it is not deferred (a worker holds it, or it waits to
+// be offered), 404 for an id Relais does not know.
 func (w *Worker) CompleteDeferred(ctx context.Context, occurrenceID string, outputs any) error {
 	body, err := encodeOutputs(outputs)
 	if err != nil {
@@ -169,7 +169,8 @@ type SettleToken struct {
 // IssueSettleToken issues a settle token for a deferred occurrence. One
 // that is not deferred is a 409: not_deferred while this worker holds it,
 // locked_by_other_worker while another does, not_reserved while it waits
-// to be offered, already_settled once settled. Each call issues a new
+// to be offered, already_settled once settled; deadline_exceeded past its
+// deadline. Each call issues a new
 // token; network errors, 5xx and 429 are retried until ctx ends.
 func (w *Worker) IssueSettleToken(ctx context.Context, occurrenceID string) (SettleToken, error) {
 	var tok SettleToken

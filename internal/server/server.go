@@ -51,6 +51,7 @@ type Replica struct {
 	Handler http.Handler
 	hub     *longpoll.Hub
 	streams *stream.Service
+	runner  *push.Runner
 	// streamDrain bounds how long stopping waits for worker streams to hand
 	// their assignments back.
 	streamDrain time.Duration
@@ -83,6 +84,7 @@ func Start(ctx context.Context, d Deps) *Replica {
 	listener.Handle(engine.ChannelInvalidate, streams.Invalidate)
 	listener.OnListening(d.Engine.SetListening)
 	runner := push.NewRunner(d.Engine, d.Logger, d.Config.Push, d.Registry)
+	rep.runner = runner
 	listener.Handle(engine.ChannelOccurrence, runner.Notify)
 	listener.Handle(engine.ChannelCancel, runner.Cancel)
 	rep.done.Go(func() { runner.Run(ctx) })
@@ -106,10 +108,12 @@ func Start(ctx context.Context, d Deps) *Replica {
 }
 
 // Drain makes long-polling fetches answer now and refuses new ones, so that
-// a graceful shutdown does not wait for their deadlines; worker streams end
+// a graceful shutdown does not wait for their deadlines; the push runner
+// claims no more calls (the other replicas make them); worker streams end
 // after handing their assignments back (released), and Drain waits for
 // them, up to the shutdown timeout.
 func (r *Replica) Drain() {
+	r.runner.Drain()
 	r.hub.Close()
 	// Streams still running past the timeout are cut by the HTTP server's
 	// shutdown; their locks lapse like a dead replica's.
