@@ -515,6 +515,14 @@ func (c *Console) bulkAct(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		v := c.bulkView(r, a, f, count)
+		if bulkID != uuid.Nil {
+			// Nothing was applied: the id a tab opened earlier follows
+			// stays the action's.
+			v.BulkID = bulkID.String()
+			if v.FollowHref != "" {
+				v.FollowHref = auditPath + "?bulk=" + v.BulkID
+			}
+		}
 		v.Reason = reason
 		if err := c.leaveOut(ctx, &v, a, ef, count); err != nil {
 			c.serverError(w, r, err)

@@ -875,6 +875,11 @@ func TestLongBulkActionLinksToItsRecords(t *testing.T) {
 		if lang == "fr" {
 			continue // the English page applies it
 		}
+		// Refused (no reason), the page keeps the id a tab may follow.
+		refused := b.do("POST", action, form)
+		if _, again := formOf(t, refused, "bulk-form"); refused.status != http.StatusBadRequest || again.Get("bulk_id") != form.Get("bulk_id") {
+			t.Errorf("a refused bulk form: %d, bulk id %q, want 400 keeping %q", refused.status, again.Get("bulk_id"), form.Get("bulk_id"))
+		}
 		form.Set("reason", "scorer retired")
 		done := b.do("POST", action, form)
 		if done.status != http.StatusSeeOther || done.header.Get("Location") != follow {

@@ -133,6 +133,7 @@ func BenchmarkCancelNobodyHeld(b *testing.B) {
 // timeout for a stream the drain already gave up on, or a shutdown takes
 // twice the time an operator configured.
 func TestCloseWaitsOnceForTheFirstTimeout(t *testing.T) {
+	t.Parallel()
 	r := newRegistry(10, nil)
 	r.running.Add(1) // a stream that never ends
 	defer r.running.Done()

@@ -214,8 +214,8 @@ var adminSettings = []string{"RELAIS_DATABASE_URL", "RELAIS_DATABASE_CONNECT_TIM
 
 // LoadAdmin is Load for a command that only opens the database: it takes
 // (and its help lists) adminSettings alone, every other setting at its
-// default, so that a serve-only variable set for the server (say an
-// invalid RELAIS_LISTEN) neither shows in its help nor stops it.
+// default, so that a serve-only variable or flag set for the server (say
+// an invalid RELAIS_LISTEN) neither shows in its help nor stops it.
 func LoadAdmin(usage string, args []string, getenv func(string) string, output io.Writer) (Config, error) {
 	return load(usage, args, getenv, output, func(s Setting) bool { return slices.Contains(adminSettings, s.Env) })
 }
@@ -223,13 +223,19 @@ func LoadAdmin(usage string, args []string, getenv func(string) string, output i
 func load(usage string, args []string, getenv func(string) string, output io.Writer, takes func(Setting) bool) (Config, error) {
 	fs := flag.NewFlagSet("relais", flag.ContinueOnError)
 	fs.SetOutput(output)
+	// The help lists the settings the command takes; the others are
+	// accepted and ignored, so that one script may pass the same flags to
+	// migrate and to serve.
+	shown := flag.NewFlagSet("relais", flag.ContinueOnError)
+	shown.SetOutput(output)
 	fs.Usage = func() {
 		fmt.Fprintf(output, "%s\n\nflags (each can also be set by its environment variable):\n", usage)
-		fs.PrintDefaults()
+		shown.PrintDefaults()
 	}
 	flagValues := make(map[string]*string, len(Settings))
 	for _, s := range Settings {
 		if !takes(s) {
+			fs.String(s.Flag, "", "")
 			continue
 		}
 		help := s.Description + " (env " + s.Env
@@ -237,6 +243,7 @@ func load(usage string, args []string, getenv func(string) string, output io.Wri
 			help += ", default " + s.Default
 		}
 		flagValues[s.Env] = fs.String(s.Flag, "", help+")")
+		shown.String(s.Flag, "", help+")")
 	}
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
@@ -255,7 +262,7 @@ func load(usage string, args []string, getenv func(string) string, output io.Wri
 		if v := getenv(s.Env); v != "" && takes(s) {
 			raw, from = v, "environment"
 		}
-		if given[s.Flag] {
+		if given[s.Flag] && takes(s) {
 			raw, from = *flagValues[s.Env], "flag --"+s.Flag
 		}
 		defaulted[s.Env] = from == "default"

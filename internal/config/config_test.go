@@ -1,6 +1,8 @@
 package config
 
 import (
+	"errors"
+	"flag"
 	"io"
 	"os"
 	"strings"
@@ -156,5 +158,27 @@ func TestLogFormatIgnoresCase(t *testing.T) {
 	}
 	if c.LogFormat != "json" {
 		t.Errorf("RELAIS_LOG_FORMAT=JSON read as %q, want json", c.LogFormat)
+	}
+}
+
+// TestLoadAdminTakesOnlyTheDatabaseSettings: an admin command reads where
+// the database is and ignores the server's settings, flags and variables
+// alike, even invalid ones, and lists only its own in its help.
+func TestLoadAdminTakesOnlyTheDatabaseSettings(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"RELAIS_LISTEN": "", "RELAIS_PULL_MAX_TASKS": "lots", "RELAIS_DATABASE_URL": "postgres://h/db"}
+	c, err := LoadAdmin("usage", []string{"--pull-default-lock-duration", "forever", "--data-dir", "/srv/relais"}, func(k string) string { return env[k] }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.DatabaseURL != "postgres://h/db" || c.DataDir != "/srv/relais" || c.Listen != Default().Listen || c.Pull.MaxTasks != Default().Pull.MaxTasks {
+		t.Errorf("LoadAdmin = %+v", c)
+	}
+	var help strings.Builder
+	if _, err := LoadAdmin("usage", []string{"-h"}, func(string) string { return "" }, &help); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("help: %v", err)
+	}
+	if !strings.Contains(help.String(), "-database-url") || strings.Contains(help.String(), "-listen") || strings.Contains(help.String(), "-pull-") {
+		t.Errorf("admin help lists:\n%s", help.String())
 	}
 }

@@ -69,20 +69,22 @@ func (l *Listener) OnListening(f func(listening bool)) {
 func (l *Listener) Ready() <-chan struct{} { return l.ready }
 
 // Run listens until ctx ends, reconnecting with backoff. The backoff grows
-// while reconnecting fails and starts over once a session was in place: a
-// long-lived replica's next blip must not wait as long as its worst
-// outage did (notifications are missed meanwhile).
+// while reconnecting fails and starts over once a session was in place for
+// a second: a long-lived replica's next blip must not wait as long as its
+// worst outage did (notifications are missed meanwhile), and a connection
+// dropped as soon as it listens (a flapping proxy) still backs off.
 func (l *Listener) Run(ctx context.Context) {
 	const firstBackoff = 100 * time.Millisecond
 	backoff := firstBackoff
 	first := true
 	for ctx.Err() == nil {
+		began := time.Now()
 		listened, err := l.listen(ctx, !first)
 		if ctx.Err() != nil {
 			return
 		}
 		first = false
-		if listened {
+		if listened && time.Since(began) >= time.Second {
 			backoff = firstBackoff
 		}
 		l.logger.Warn("notification listener disconnected; reconnecting", "err", err, "in", backoff)

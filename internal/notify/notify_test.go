@@ -84,6 +84,8 @@ func TestBackoffStartsOverOnceListening(t *testing.T) {
 	defer func() { cancel(); <-done }()
 	<-l.Ready()
 	for range 4 {
+		// Each session lives a while, as a healthy replica's does.
+		time.Sleep(1100 * time.Millisecond)
 		if _, err := pool.Exec(ctx, `select pg_terminate_backend(pid) from pg_stat_activity
 			where query ilike 'listen%' and pid <> pg_backend_pid() and datname = current_database()`); err != nil {
 			t.Fatal(err)
