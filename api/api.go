@@ -29,9 +29,41 @@ func New(logger *slog.Logger, cfg config.Config, eng *engine.Engine, allow *http
 	return &API{logger: logger, cfg: cfg, eng: eng, allow: allow}
 }
 
-// handle adapts an error-returning handler.
+// handle adapts an error-returning handler for a route that reads no
+// query parameter and honours no Idempotency-Key: either is refused (400
+// at its name) rather than ignored, since a client that sends one means
+// something by it (?version=2 on a start, a key on a token's creation)
+// that would silently not happen.
 func (a *API) handle(h func(w http.ResponseWriter, r *http.Request) error) http.Handler {
-	return httpjson.ErrorHandler(a.logger, h)
+	return a.serve(h, false, false)
+}
+
+// handleQuery is handle for a route that checks its own query parameters
+// (a list's filters and cursor, a write's dry_run).
+func (a *API) handleQuery(h func(w http.ResponseWriter, r *http.Request) error) http.Handler {
+	return a.serve(h, true, false)
+}
+
+// handleIdempotent is handle for the routes that read Idempotency-Key
+// themselves: a start honours it, a batch of starts refuses it for its
+// items' keys.
+func (a *API) handleIdempotent(h func(w http.ResponseWriter, r *http.Request) error) http.Handler {
+	return a.serve(h, false, true)
+}
+
+func (a *API) serve(h func(w http.ResponseWriter, r *http.Request) error, query, idempotent bool) http.Handler {
+	return httpjson.ErrorHandler(a.logger, func(w http.ResponseWriter, r *http.Request) error {
+		if !query {
+			if err := httpjson.NoParams(r); err != nil {
+				return err
+			}
+		}
+		if !idempotent && r.Header.Get("Idempotency-Key") != "" && r.Method != http.MethodGet && r.Method != http.MethodHead {
+			return fault.New(fault.BadRequest, "invalid_request", "this route does not honour Idempotency-Key (only POST /api/v1/processes/{key}/instances does): it would be ignored").
+				WithErrors([]fault.FieldError{{Path: "Idempotency-Key", Message: "not taken by this route"}})
+		}
+		return h(w, r)
+	})
 }
 
 // immutable answers attempts to change revisions and releases.

@@ -111,7 +111,7 @@ func consumerID(r *http.Request) (int64, error) {
 }
 
 func (a *API) listConsumers() http.Handler {
-	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
+	return a.handleQuery(func(w http.ResponseWriter, r *http.Request) error {
 		after, limit, err := httpjson.PageParams[int64](r)
 		if err != nil {
 			return err

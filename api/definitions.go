@@ -56,7 +56,7 @@ func toReleaseJSON(r engine.Release) releaseJSON {
 }
 
 func (a *API) putWorking() http.Handler {
-	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
+	return a.handleQuery(func(w http.ResponseWriter, r *http.Request) error {
 		body, err := a.readBody(w, r)
 		if err != nil {
 			return err
@@ -87,7 +87,7 @@ func (a *API) putWorking() http.Handler {
 }
 
 func (a *API) listDefinitions() http.Handler {
-	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
+	return a.handleQuery(func(w http.ResponseWriter, r *http.Request) error {
 		after, limit, err := httpjson.PageParams[string](r)
 		if err != nil {
 			return err
@@ -268,7 +268,7 @@ type releaseCursor struct {
 }
 
 func (a *API) listReleases() http.Handler {
-	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
+	return a.handleQuery(func(w http.ResponseWriter, r *http.Request) error {
 		after, limit, err := httpjson.PageParams[*releaseCursor](r)
 		if err != nil {
 			return err

@@ -38,7 +38,7 @@ type putDestinationRequest struct {
 }
 
 func (a *API) putDestination() http.Handler {
-	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
+	return a.handleQuery(func(w http.ResponseWriter, r *http.Request) error {
 		req, err := httpjson.Decode[putDestinationRequest](w, r, a.cfg.MaxBodyBytes)
 		if err != nil {
 			return err
@@ -75,7 +75,7 @@ func (a *API) getDestination() http.Handler {
 }
 
 func (a *API) listDestinations() http.Handler {
-	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
+	return a.handleQuery(func(w http.ResponseWriter, r *http.Request) error {
 		after, limit, err := httpjson.PageParams[string](r)
 		if err != nil {
 			return err

@@ -63,7 +63,7 @@ func toInstanceJSON(i engine.Instance, withInputs bool) instanceJSON {
 }
 
 func (a *API) startInstance() http.Handler {
-	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
+	return a.handleIdempotent(func(w http.ResponseWriter, r *http.Request) error {
 		req, err := httpjson.Decode[startRequest](w, r, a.cfg.MaxBodyBytes)
 		if err != nil {
 			return err
@@ -299,7 +299,7 @@ type operatorActionJSON struct {
 }
 
 func (a *API) listOperatorActions() http.Handler {
-	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
+	return a.handleQuery(func(w http.ResponseWriter, r *http.Request) error {
 		before, limit, err := httpjson.PageParams[int64](r, "action", "instance", "bulk")
 		if err != nil {
 			return err
@@ -342,7 +342,7 @@ func (a *API) listOperatorActions() http.Handler {
 var instanceStatuses = map[string]bool{"running": true, "held": true, "completed": true, "failed": true, "cancelled": true}
 
 func (a *API) listInstances() http.Handler {
-	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
+	return a.handleQuery(func(w http.ResponseWriter, r *http.Request) error {
 		before, limit, err := httpjson.PageParams[*uuid.UUID](r, instanceParams...)
 		if err != nil {
 			return err
@@ -387,7 +387,7 @@ type batchItemJSON struct {
 // transaction; each item is answered on its own (201 created, 200
 // replayed, or its problem), the request itself is 200.
 func (a *API) startInstances() http.Handler {
-	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
+	return a.handleIdempotent(func(w http.ResponseWriter, r *http.Request) error {
 		if r.Header.Get("Idempotency-Key") != "" {
 			// Ignoring it would let a client that retries a timed-out
 			// batch by its header start every item twice.

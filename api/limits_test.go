@@ -83,3 +83,41 @@ func TestFreeTextBounds(t *testing.T) {
 		}
 	}
 }
+
+// TestNothingAskedIsIgnored: a query parameter on a route that reads none,
+// or an Idempotency-Key on a write that does not honour it, is refused at
+// its name, never ignored: ?version=2 on a start would otherwise start the
+// latest version, and a retried token creation would make two tokens.
+func TestNothingAskedIsIgnored(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	env.Definition("add_company_to_crm.yaml")
+	env.Process("crm_flow", relaistest.CRMProcess(nil))
+	start := map[string]any{"inputs": map[string]any{"name": "Acme"}}
+	consumer := env.Consumer("crm-sync", "add_company_to_crm")
+	for _, c := range []struct {
+		method, path, token string
+		body                any
+		header              []string
+		at                  string
+	}{
+		{"POST", "/api/v1/processes/crm_flow/instances?version=99", env.Operator, start, nil, "version"},
+		{"GET", "/api/v1/definitions/add_company_to_crm?foo=1", env.Designer, nil, nil, "foo"},
+		{"POST", "/api/v1/pull/fetch-and-lock?max_tasks=5", consumer, map[string]any{}, nil, "max_tasks"},
+		{"POST", "/api/v1/tokens", env.Admin, map[string]any{"name": "ci", "role": "operator"}, []string{"Idempotency-Key", "k-1"}, "Idempotency-Key"},
+		{"POST", "/api/v1/consumers", env.Admin, map[string]any{"name": "c", "grants": []any{}}, []string{"Idempotency-Key", "k-2"}, "Idempotency-Key"},
+	} {
+		r := env.Do(c.method, c.path, c.token, c.body, c.header...)
+		if r.Status != 400 || r.Code() != "invalid_request" || !strings.Contains(string(r.Body), `"path":"`+c.at+`"`) {
+			t.Errorf("%s %s: %d %s; want 400 at %s", c.method, c.path, r.Status, r.Body, c.at)
+		}
+	}
+	if n := len(env.Must(200, "GET", "/api/v1/instances", env.Operator, nil).JSON(t)["items"].([]any)); n != 0 {
+		t.Errorf("a refused start started %d instances", n)
+	}
+	// Where they are read, they still work.
+	if r := env.Do("POST", "/api/v1/processes/crm_flow/instances", env.Operator, start, "Idempotency-Key", "k-3"); r.Status != 201 {
+		t.Errorf("a start with its Idempotency-Key: %d %s", r.Status, r.Body)
+	}
+	env.Must(200, "GET", "/api/v1/instances?status=running&limit=5", env.Operator, nil)
+}

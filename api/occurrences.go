@@ -189,7 +189,7 @@ func timeFilter(s, path string, errs *[]fault.FieldError) *time.Time {
 }
 
 func (a *API) listOccurrences() http.Handler {
-	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
+	return a.handleQuery(func(w http.ResponseWriter, r *http.Request) error {
 		before, limit, err := httpjson.PageParams[*uuid.UUID](r, occurrenceParams...)
 		if err != nil {
 			return err

@@ -33,7 +33,7 @@ func (a *API) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 }
 
 func (a *API) publishProcess() http.Handler {
-	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
+	return a.handleQuery(func(w http.ResponseWriter, r *http.Request) error {
 		body, err := a.readBody(w, r)
 		if err != nil {
 			return err
@@ -66,7 +66,7 @@ func (a *API) publishProcess() http.Handler {
 }
 
 func (a *API) listProcesses() http.Handler {
-	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
+	return a.handleQuery(func(w http.ResponseWriter, r *http.Request) error {
 		after, limit, err := httpjson.PageParams[string](r)
 		if err != nil {
 			return err

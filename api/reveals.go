@@ -60,7 +60,7 @@ func (a *API) revealOccurrence() http.Handler {
 // listReveals is the reveal audit log, newest first, optionally of one
 // occurrence.
 func (a *API) listReveals() http.Handler {
-	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
+	return a.handleQuery(func(w http.ResponseWriter, r *http.Request) error {
 		before, limit, err := httpjson.PageParams[int64](r, "occurrence")
 		if err != nil {
 			return err

@@ -95,7 +95,7 @@ func (a *API) createToken() http.Handler {
 // listTokens lists the staff tokens that are not revoked, expired ones
 // included, in creation order.
 func (a *API) listTokens() http.Handler {
-	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
+	return a.handleQuery(func(w http.ResponseWriter, r *http.Request) error {
 		after, limit, err := httpjson.PageParams[int64](r)
 		if err != nil {
 			return err

@@ -47,7 +47,7 @@ func toWorkerJSON(w engine.Worker) workerJSON {
 // listWorkers lists the live workers, of one definition when the route
 // names it (404 for an unknown definition).
 func (a *API) listWorkers(perDefinition bool) http.Handler {
-	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
+	return a.handleQuery(func(w http.ResponseWriter, r *http.Request) error {
 		after, limit, err := httpjson.PageParams[*uuid.UUID](r)
 		if err != nil {
 			return err

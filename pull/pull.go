@@ -135,8 +135,15 @@ func (p *Protocol) fetchTimed(w http.ResponseWriter, r *http.Request) error {
 	return err
 }
 
+// handle adapts an error-returning handler. No pull route reads a query
+// parameter: one given is refused rather than ignored.
 func (p *Protocol) handle(h func(w http.ResponseWriter, r *http.Request) error) http.Handler {
-	return httpjson.ErrorHandler(p.logger, h)
+	return httpjson.ErrorHandler(p.logger, func(w http.ResponseWriter, r *http.Request) error {
+		if err := httpjson.NoParams(r); err != nil {
+			return err
+		}
+		return h(w, r)
+	})
 }
 
 type subscriptionJSON struct {

@@ -127,6 +127,22 @@ func knownParams(q url.Values, names []string, takes string) error {
 		WithErrors(errs)
 }
 
+// NoParams refuses (400 invalid_request, each at its name) any query
+// parameter of a route that reads none: ignored, it would do silently less
+// than its client asked.
+func NoParams(r *http.Request) error {
+	q := r.URL.Query()
+	if len(q) == 0 {
+		return nil
+	}
+	var errs []fault.FieldError
+	for _, k := range slices.Sorted(maps.Keys(q)) {
+		errs = append(errs, fault.FieldError{Path: k, Message: "is not a parameter of this route"})
+	}
+	return fault.New(fault.BadRequest, "invalid_request", "query parameter %s is not a parameter of this route, which takes none", PrintableName(errs[0].Path)).
+		WithErrors(errs)
+}
+
 // DryRun reads a write route's only query parameter, ?dry_run=: true,
 // false or absent. Anything else is 400 invalid_request, so that a dry run
 // asked for wrongly (dry_run=1, dry_run= from an unset variable, dryrun=true,
