@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"unicode/utf8"
 
+	"github.com/go-chi/chi/v5/middleware"
+
 	"github.com/relais/relais/internal/fault"
 	"github.com/relais/relais/internal/jsontree"
 	"github.com/relais/relais/internal/pgfault"
@@ -396,6 +398,10 @@ func WriteError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err
 	fe := answerable(r, logger, err)
 	NoteProblem(r.Context(), fe.Code)
 	status, doc := ProblemOf(fe)
+	if id := middleware.GetReqID(r.Context()); id != "" {
+		// What to quote to an operator, who finds the log line by it.
+		doc["request_id"] = id
+	}
 	if fe.RetryAfter > 0 {
 		secs := int(fe.RetryAfter.Seconds() + 0.999)
 		w.Header().Set("Retry-After", strconv.Itoa(secs))

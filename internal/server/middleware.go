@@ -2,17 +2,22 @@ package server
 
 import (
 	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"os"
+	"regexp"
 	"runtime"
 	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -348,6 +353,41 @@ func refuseUnstorable(logger *slog.Logger) func(http.Handler) http.Handler {
 				return
 			}
 			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+// requestIDs names requests: a prefix drawn at start (two replicas' ids
+// differ) and a counter. chi's own names carry the host's name, which a
+// client has no business learning.
+type requestIDs struct {
+	prefix string
+	n      atomic.Uint64
+}
+
+func newRequestIDs() *requestIDs {
+	var b [4]byte
+	rand.Read(b[:]) // never fails: crypto/rand crashes the program rather than return an error
+	return &requestIDs{prefix: hex.EncodeToString(b[:])}
+}
+
+// validRequestID is what a client's X-Request-Id must be to be kept:
+// short, and nothing a log line or a header could be bent by.
+var validRequestID = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
+
+// requestID names every request (the id the client sent in X-Request-Id,
+// if it is one, so that its logs and ours meet) and answers the name in
+// X-Request-Id: an error's log line is found by it (problem documents
+// carry it too, as request_id).
+func requestID(ids *requestIDs) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			id := r.Header.Get("X-Request-Id")
+			if !validRequestID.MatchString(id) {
+				id = fmt.Sprintf("%s-%06d", ids.prefix, ids.n.Add(1))
+			}
+			w.Header().Set("X-Request-Id", id)
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), middleware.RequestIDKey, id)))
 		})
 	}
 }

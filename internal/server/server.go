@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
-	"github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -130,7 +129,7 @@ func (r *Replica) Stop() {
 
 func newHandler(d Deps, hub *longpoll.Hub, streams *stream.Service) http.Handler {
 	r := chi.NewRouter()
-	r.Use(middleware.RequestID)
+	r.Use(requestID(newRequestIDs()))
 	r.Use(forwarded.Middleware(d.Config.TrustedProxies))
 	r.Use(logRequests(d.Logger, newHTTPMetrics(d.Registry)))
 	r.Use(recoverPanics(d.Logger), bodyDeadline)

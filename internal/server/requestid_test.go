@@ -1,0 +1,38 @@
+package server_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/relais/relais/internal/relaistest"
+)
+
+// TestEveryAnswerNamesItsRequest: every answer carries X-Request-Id (the
+// client's own when it sent a sane one), and a problem document quotes it
+// as request_id, so that a user can hand an operator what finds the log
+// line; a client's id that could bend a log line or a header is replaced.
+func TestEveryAnswerNamesItsRequest(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	ok := env.Do("GET", "/api/v1/whoami", env.Admin, nil)
+	first := ok.Header.Get("X-Request-Id")
+	if ok.Status != 200 || first == "" || strings.Contains(first, "/") {
+		t.Fatalf("whoami: %d, X-Request-Id %q", ok.Status, first)
+	}
+	if next := env.Do("GET", "/api/v1/whoami", env.Admin, nil).Header.Get("X-Request-Id"); next == first {
+		t.Errorf("two requests share the id %q", next)
+	}
+	mine := env.Do("GET", "/api/v1/definitions/nope", env.Admin, nil, "X-Request-Id", "client-42.a:b")
+	if mine.Header.Get("X-Request-Id") != "client-42.a:b" || mine.JSON(t)["request_id"] != "client-42.a:b" {
+		t.Errorf("a client's id: header %q, problem %s", mine.Header.Get("X-Request-Id"), mine.Body)
+	}
+	for _, bad := range []string{"has space", strings.Repeat("x", 129), "quote\"d"} {
+		r := env.Do("GET", "/api/v1/whoami", env.Admin, nil, "X-Request-Id", bad)
+		if got := r.Header.Get("X-Request-Id"); got == bad || got == "" {
+			t.Errorf("client id %q answered as %q; want one of ours", bad, got)
+		}
+	}
+	if r := env.Do("GET", "/api/v1/whoami", "", nil); r.Status != 401 || r.JSON(t)["request_id"] != r.Header.Get("X-Request-Id") {
+		t.Errorf("a 401 problem: %s with X-Request-Id %q", r.Body, r.Header.Get("X-Request-Id"))
+	}
+}
