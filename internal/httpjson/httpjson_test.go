@@ -144,6 +144,7 @@ type nested struct {
 	Lock   isoduration.Duration  `json:"lock"`
 	Labels map[string]string     `json:"labels"`
 	Raw    json.RawMessage       `json:"raw"`
+	At     *time.Time            `json:"at"`
 }
 
 // Every problem of a body comes back at once, each at its pointer:
@@ -167,6 +168,8 @@ func TestDecodeReportsEveryProblemWithItsPointer(t *testing.T) {
 		// is asked, as encoding/json asks it.
 		{`{"wait":null,"lock":null,"labels":{"a":"60s"},"grants":[{"revisions":[1e400]}]}`, "invalid_json",
 			map[string]string{"/lock": "ISO-8601", "/grants/0/revisions/0": "must be an integer"}},
+		// A time in another form is told the form, not Go's layout.
+		{`{"lock":"PT1S","at":"2030-01-01"}`, "invalid_json", map[string]string{"/at": "must be an RFC 3339 time, such as 2026-12-01T15:04:05Z"}},
 	}
 	for _, tt := range tests {
 		req := httptest.NewRequest("POST", "/", strings.NewReader(tt.in))

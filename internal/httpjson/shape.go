@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/relais/relais/internal/fault"
 	"github.com/relais/relais/internal/jsontree"
@@ -38,6 +39,8 @@ func shapeProblems(body []byte, t reflect.Type) (unknown, invalid []fault.FieldE
 	s.walk(doc, t, "")
 	return s.unknown, s.invalid, true
 }
+
+var timeType = reflect.TypeFor[time.Time]()
 
 type shaper struct {
 	unknown, invalid []fault.FieldError
@@ -73,6 +76,11 @@ func (s *shaper) walk(v any, t reflect.Type, at string) {
 	if reflect.PointerTo(t).Implements(unmarshalerType) || reflect.PointerTo(t).Implements(textUnmarshalerType) {
 		b, _ := json.Marshal(v)
 		if err := json.Unmarshal(b, reflect.New(t).Interface()); err != nil {
+			if t == timeType {
+				// Go's own words name its layout (2006-01-02T15:04:05Z07:00).
+				s.refuse(at, "must be an RFC 3339 time, such as 2026-12-01T15:04:05Z")
+				return
+			}
 			s.refuse(at, "%s", strings.TrimPrefix(err.Error(), "json: "))
 		}
 		return
