@@ -42,6 +42,12 @@ func TestConsumerGrantsAndRotation(t *testing.T) {
 	res := env.Must(201, "POST", "/api/v1/consumers", env.Admin, map[string]any{"name": "scorer", "grants": []any{}}).JSON(t)
 	id, old := res["id"], res["token"].(string)
 	path := fmt.Sprintf("/api/v1/consumers/%v", id)
+	// Created again (automation run twice): which one exists, and how to
+	// get a token for it.
+	again := env.Do("POST", "/api/v1/consumers", env.Admin, map[string]any{"name": "scorer", "grants": []any{}})
+	if again.Status != 409 || again.Code() != "consumer_exists" || again.JSON(t)["id"] != id || !strings.Contains(string(again.Body), path+"/rotate") {
+		t.Errorf("a second consumer named scorer: %d %s; want 409 consumer_exists with its id and the rotate route", again.Status, again.Body)
+	}
 	if c := env.Must(200, "GET", path, env.Admin, nil).JSON(t); c["name"] != "scorer" || len(c["grants"].([]any)) != 0 || c["token"] != nil {
 		t.Errorf("GET consumer = %v, want scorer without grants or token", c)
 	}

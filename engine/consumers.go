@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -127,7 +128,7 @@ func (e *Engine) CreateConsumer(ctx context.Context, name string, grants []Grant
 		var err error
 		c, err = q.ConsumerInsert(ctx, name)
 		if isUniqueViolation(err, "") {
-			return fault.New(fault.Conflict, "consumer_exists", "a consumer named %q exists", name)
+			return errConsumerExists
 		}
 		if err != nil {
 			return err
@@ -137,6 +138,16 @@ func (e *Engine) CreateConsumer(ctx context.Context, name string, grants []Grant
 		}
 		return e.setGrants(ctx, q, c.ID, grants)
 	})
+	if errors.Is(err, errConsumerExists) {
+		// Automation that runs twice meets this: say which consumer, and
+		// how to get a token for it (the first one was shown once).
+		fe := fault.New(fault.Conflict, "consumer_exists", "a consumer named %q exists", name)
+		if id, err := e.q.ConsumerIDByName(ctx, name); err == nil {
+			fe = fault.New(fault.Conflict, "consumer_exists", "a consumer named %q exists (id %d): POST /api/v1/consumers/%d/rotate gives it a new token, PUT /api/v1/consumers/%d/grants changes its grants", name, id, id, id)
+			fe.Extra = map[string]any{"id": id}
+		}
+		return Consumer{}, "", fe
+	}
 	if err != nil {
 		return Consumer{}, "", wrap("create consumer", err)
 	}
@@ -144,6 +155,10 @@ func (e *Engine) CreateConsumer(ctx context.Context, name string, grants []Grant
 	out, err := e.GetConsumer(ctx, c.ID)
 	return out, token, err
 }
+
+// errConsumerExists leaves the transaction a consumer's name was taken in,
+// to be told with the existing consumer's id.
+var errConsumerExists = errors.New("consumer exists")
 
 func (e *Engine) setGrants(ctx context.Context, q *queries.Queries, id int64, grants []Grant) error {
 	if err := e.notifyInvalidate(ctx, q, "grants:"+strconv.FormatInt(id, 10)); err != nil {

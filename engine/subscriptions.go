@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/relais/relais/internal/fault"
@@ -233,7 +234,8 @@ func (e *Engine) ResolveSubscriptions(ctx context.Context, consumerID int64, sub
 			} else if granted != nil {
 				for j, r := range revs {
 					if !slices.Contains(granted, r) {
-						refused = append(refused, fault.FieldError{Path: fmt.Sprintf("%s/revisions/%d", at, j), Message: "not granted to this consumer"})
+						refused = append(refused, fault.FieldError{Path: fmt.Sprintf("%s/revisions/%d", at, j),
+							Message: "not granted to this consumer, which is granted revisions " + joinInts(granted) + " of " + s.Definition})
 					}
 				}
 			}
@@ -374,4 +376,12 @@ func (e *Engine) revisionsWithPrefix(ctx context.Context, prefix string) ([]quer
 	}
 	memoPut(m, m.prefixes, prefix, rows, gen)
 	return rows, nil
+}
+
+func joinInts(ns []int) string {
+	parts := make([]string, len(ns))
+	for i, n := range ns {
+		parts[i] = strconv.Itoa(n)
+	}
+	return strings.Join(parts, ", ")
 }

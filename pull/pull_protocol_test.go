@@ -1007,8 +1007,9 @@ func TestGrants(t *testing.T) {
 			"grants": []any{map[string]any{"definition": crmKey, "revisions": []any{2}}}}).JSON(t)["token"].(string)
 		p := wantProblem(t, "fetch of revision 1", env.Do("POST", "/api/v1/pull/fetch-and-lock", rev2,
 			map[string]any{"worker_id": "w1", "subscriptions": []any{map[string]any{"definition": crmKey, "revisions": []any{1}}}}), 403, "not_granted")
-		if errs, _ := p["errors"].([]any); len(errs) == 0 || errs[0].(map[string]any)["path"] != "/subscriptions/0/revisions/0" {
-			t.Errorf("not_granted errors %v, want one at /subscriptions/0/revisions/0", p["errors"])
+		if errs, _ := p["errors"].([]any); len(errs) == 0 || errs[0].(map[string]any)["path"] != "/subscriptions/0/revisions/0" ||
+			!strings.Contains(errs[0].(map[string]any)["message"].(string), "granted revisions 2 of "+crmKey) {
+			t.Errorf("not_granted errors %v, want one at /subscriptions/0/revisions/0 saying which revisions are granted", p["errors"])
 		}
 		wantProblem(t, "fetch of an ungranted definition", env.Do("POST", "/api/v1/pull/fetch-and-lock", rev2,
 			map[string]any{"worker_id": "w1", "subscriptions": []any{map[string]any{"definition": "score_company"}}}), 403, "not_granted")

@@ -25,6 +25,17 @@ func (q *Queries) ConsumerGet(ctx context.Context, id int64) (Consumer, error) {
 	return i, err
 }
 
+const consumerIDByName = `-- name: ConsumerIDByName :one
+select id from consumers where name = $1
+`
+
+func (q *Queries) ConsumerIDByName(ctx context.Context, name string) (int64, error) {
+	row := q.db.QueryRow(ctx, consumerIDByName, name)
+	var id int64
+	err := row.Scan(&id)
+	return id, err
+}
+
 const consumerInsert = `-- name: ConsumerInsert :one
 insert into consumers (name) values ($1) returning id, name, created_at, revoked_at
 `
