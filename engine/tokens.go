@@ -152,11 +152,13 @@ func (e *Engine) GetStaffToken(ctx context.Context, id int64) (StaffToken, error
 }
 
 // RevokeStaffToken revokes a staff token at once: its next request is 401
-// and its console sessions end. A consumer's token, an unknown or an
-// already revoked one is not found. The last usable admin token cannot be
+// and its console sessions end. A consumer's token or an unknown one is
+// not found; revoking one again does nothing, and says so as the first
+// time did (a retried DELETE). The last usable admin token cannot be
 // revoked (409 last_admin_token): nobody could then manage tokens, nor
 // create another, short of the command line on the database.
 func (e *Engine) RevokeStaffToken(ctx context.Context, id int64) error {
+	already := false
 	err := e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error {
 		admins, err := q.TokenLockUsableAdmins(ctx, e.at())
 		if err != nil {
@@ -168,6 +170,11 @@ func (e *Engine) RevokeStaffToken(ctx context.Context, id int64) error {
 		}
 		if err != nil {
 			return err
+		}
+		if row.RevokedAt != nil {
+			// A retried revocation (its first answer lost) is done.
+			already = true
+			return nil
 		}
 		usable := false
 		for _, a := range admins {
@@ -185,7 +192,9 @@ func (e *Engine) RevokeStaffToken(ctx context.Context, id int64) error {
 	if err != nil {
 		return wrap("revoke token", err)
 	}
-	e.logAccess(ctx, EventTokenRevoked, "token_id", id)
+	if !already {
+		e.logAccess(ctx, EventTokenRevoked, "token_id", id)
+	}
 	return nil
 }
 

@@ -36,8 +36,9 @@ order by id
 limit @max;
 
 -- name: TokenGetStaffForUpdate :one
+-- Revoked ones too: revoking one again answers as the first time did.
 select * from tokens
-where id = @id and consumer_id is null and revoked_at is null
+where id = @id and consumer_id is null
 for update;
 
 -- name: TokenLockUsableAdmins :many

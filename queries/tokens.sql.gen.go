@@ -91,10 +91,11 @@ func (q *Queries) TokenGetStaff(ctx context.Context, id int64) (Token, error) {
 
 const tokenGetStaffForUpdate = `-- name: TokenGetStaffForUpdate :one
 select id, name, role, hash, created_at, revoked_at, consumer_id, expires_at, last_used_at from tokens
-where id = $1 and consumer_id is null and revoked_at is null
+where id = $1 and consumer_id is null
 for update
 `
 
+// Revoked ones too: revoking one again answers as the first time did.
 func (q *Queries) TokenGetStaffForUpdate(ctx context.Context, id int64) (Token, error) {
 	row := q.db.QueryRow(ctx, tokenGetStaffForUpdate, id)
 	var i Token
