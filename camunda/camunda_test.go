@@ -170,7 +170,7 @@ func TestCompleteValidatesAgainstThePinnedRevision(t *testing.T) {
 		"extra":  map[string]any{"type": "String", "value": "x"},
 	}}
 	mustException(t, f.call("POST", "/external-task/"+occ+"/complete", bad), 400, "InvalidRequestException",
-		"invalid_outputs", "/result", "/score", `"crm_id"`, `"extra"`)
+		"invalid_outputs", "/result", "/score", "/crm_id is required", "/extra is not a field of the contract")
 	notJSON := map[string]any{"workerId": "w", "variables": map[string]any{"meta": map[string]any{"type": "Json", "value": "{nope"}}}
 	mustException(t, f.call("POST", "/external-task/"+occ+"/complete", notJSON), 400, "InvalidRequestException", "/variables/meta/value")
 	notMidnight := map[string]any{"workerId": "w", "variables": map[string]any{"due": map[string]any{"type": "Date", "value": "2026-12-24T10:00:00.000+0000"}}}

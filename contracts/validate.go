@@ -258,17 +258,19 @@ func (v *Validator) collect(ve *jsonschema.ValidationError, doc any, vs *[]Viola
 	case "type":
 		add(fmt.Sprintf("must be %s, not %s", typeNoun(f), kindOf(value)))
 	case "required":
+		// At the missing member's own pointer, as a request body's
+		// refusals are: a client maps it to its form's field.
 		obj, _ := value.(map[string]any)
 		for _, cf := range container {
 			if _, present := obj[cf.Name]; cf.Required && !present {
-				add(fmt.Sprintf("missing required field %q", cf.Name))
+				*vs = append(*vs, Violation{Path: jsontree.Pointer(inst, cf.Name), Message: "is required"})
 			}
 		}
 	case "additionalProperties":
 		obj, _ := value.(map[string]any)
 		for k := range obj {
 			if _, known := find(container, k); !known {
-				add(fmt.Sprintf("additional property %q not allowed", k))
+				*vs = append(*vs, Violation{Path: jsontree.Pointer(inst, k), Message: "is not a field of the contract"})
 			}
 		}
 	case "enum":

@@ -107,8 +107,8 @@ func TestEachClientSubscribesReceivesAndSettles(t *testing.T) {
 			for _, e := range p.GetErrors() {
 				paths[e.GetPath()] = true
 			}
-			if len(p.GetErrors()) != 2 || !paths["/outputs/result"] || !paths["/outputs"] {
-				t.Errorf("invalid_outputs errors %v, want /outputs/result (bad choice) and /outputs (crm_id missing)", p.GetErrors())
+			if len(p.GetErrors()) != 2 || !paths["/outputs/result"] || !paths["/outputs/crm_id"] {
+				t.Errorf("invalid_outputs errors %v, want /outputs/result (bad choice) and /outputs/crm_id (missing)", p.GetErrors())
 			}
 			res, err := complete(c, f.consumer, "w-"+kind, a.GetOccurrenceId(), outputs("created", "C-1"))
 			if err != nil || res.GetStatus() != "completed" || res.GetRoute() != "created" {

@@ -527,7 +527,7 @@ func (s *fakeServer) completeLocked(id, worker string, outputs json.RawMessage) 
 	}
 	if _, ok := doc[s.required]; !ok && s.required != "" {
 		pe := refuse(http.StatusUnprocessableEntity, "invalid_outputs", "the outputs violate revision %d of %s", t.rev, t.def)
-		pe.errors = []FieldError{{Path: "/outputs", Message: fmt.Sprintf("missing required field %q", s.required)}}
+		pe.errors = []FieldError{{Path: "/outputs/" + s.required, Message: "is required"}}
 		return nil, pe
 	}
 	t.status, t.outputs = "completed", canonical

@@ -201,7 +201,7 @@ func TestFailures(t *testing.T) {
 		{"panic", func(context.Context, *Task) (any, error) { panic("boom") },
 			failRecord{ErrorCode: "handler_panic", Message: "panic: boom", Retryable: true}, 0},
 		{"invalid outputs", func(context.Context, *Task) (any, error) { return map[string]string{"result": "created"}, nil },
-			failRecord{ErrorCode: "invalid_outputs", Message: `the outputs violate the contract: /outputs: missing required field "crm_id"`, Retryable: false}, 1},
+			failRecord{ErrorCode: "invalid_outputs", Message: `the outputs violate the contract: /outputs/crm_id: is required`, Retryable: false}, 1},
 		{"unencodable outputs", func(context.Context, *Task) (any, error) { return map[string]any{"crm_id": make(chan int)}, nil },
 			failRecord{ErrorCode: "invalid_outputs", Message: "the handler's outputs cannot be encoded as JSON", Retryable: false}, 0},
 	}
