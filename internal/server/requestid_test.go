@@ -36,3 +36,20 @@ func TestEveryAnswerNamesItsRequest(t *testing.T) {
 		t.Errorf("a 401 problem: %s with X-Request-Id %q", r.Body, r.Header.Get("X-Request-Id"))
 	}
 }
+
+// TestTrailingSlashesAreIgnored: every API path answers the same with a
+// trailing slash as without.
+func TestTrailingSlashesAreIgnored(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	key := env.Definition("add_company_to_crm.yaml")
+	for _, path := range []string{"/api/v1/definitions/", "/api/v1/workers/", "/api/v1/audit/actions/", "/api/v1/definitions/" + key + "/", "/api/v1/instances/"} {
+		with, without := env.Do("GET", path, env.Admin, nil), env.Do("GET", strings.TrimSuffix(path, "/"), env.Admin, nil)
+		if with.Status != 200 || without.Status != 200 {
+			t.Errorf("GET %s: %d, without its slash %d; want 200 both", path, with.Status, without.Status)
+		}
+	}
+	if r := env.Do("POST", "/api/v1/definitions/"+key+"/revisions/", env.Designer, nil); r.Status != 200 && r.Status != 201 {
+		t.Errorf("a snapshot with a trailing slash: %d %s", r.Status, r.Body)
+	}
+}

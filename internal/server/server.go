@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -173,6 +174,9 @@ func newHandler(d Deps, hub *longpoll.Hub, streams *stream.Service) http.Handler
 			return httpauth.Preauthenticate(r, lookup)
 		}
 		r.Use(noSniff, refuseUnstorable(d.Logger), strictBodies(d.Logger, d.Config.MaxBodyBytes, authenticated))
+		// /definitions/ is /definitions, on every route alike (chi would
+		// answer some with their list and others 404).
+		r.Use(middleware.StripSlashes)
 		// Every API route needs a token (DESIGN §9), paths and methods that
 		// match no route included: without one they are 401, not 404 or
 		// 405. Set before the subrouters are mounted, which inherit it.
