@@ -42,6 +42,11 @@ func TestConsumerGrantsAndRotation(t *testing.T) {
 	res := env.Must(201, "POST", "/api/v1/consumers", env.Admin, map[string]any{"name": "scorer", "grants": []any{}}).JSON(t)
 	id, old := res["id"], res["token"].(string)
 	path := fmt.Sprintf("/api/v1/consumers/%v", id)
+	// Every problem at once: the name and the grants.
+	bad := env.Do("POST", "/api/v1/consumers", env.Admin, map[string]any{"name": "", "grants": []any{map[string]any{"definition": "Bad"}}})
+	if bad.Status != 400 || !strings.Contains(string(bad.Body), `"path":"/name"`) || !strings.Contains(string(bad.Body), `"path":"/grants/0/definition"`) {
+		t.Errorf("a consumer with no name and a malformed grant: %d %s; want 400 at /name and /grants/0/definition", bad.Status, bad.Body)
+	}
 	// Created again (automation run twice): which one exists, and how to
 	// get a token for it.
 	again := env.Do("POST", "/api/v1/consumers", env.Admin, map[string]any{"name": "scorer", "grants": []any{}})

@@ -34,6 +34,18 @@ type Grant struct {
 }
 
 func (e *Engine) checkGrants(ctx context.Context, grants []Grant) error {
+	errs, err := e.grantProblems(ctx, grants)
+	if err != nil {
+		return err
+	}
+	if len(errs) > 0 {
+		return fault.New(fault.Unprocessable, "invalid_grants", "the grants are invalid").WithErrors(errs)
+	}
+	return nil
+}
+
+// grantProblems lists what is wrong with grants, each at its pointer.
+func (e *Engine) grantProblems(ctx context.Context, grants []Grant) ([]fault.FieldError, error) {
 	var errs []fault.FieldError
 	seen := map[string]bool{}
 	for i, g := range grants {
@@ -58,7 +70,7 @@ func (e *Engine) checkGrants(ctx context.Context, grants []Grant) error {
 			errs = append(errs, fault.FieldError{Path: at + "/definition", Message: fmt.Sprintf("unknown definition %q", g.Definition)})
 			continue
 		} else if err != nil {
-			return wrap("check grants", err)
+			return nil, wrap("check grants", err)
 		}
 		if g.Revisions != nil && len(g.Revisions) == 0 {
 			errs = append(errs, fault.FieldError{Path: at + "/revisions", Message: `must list revisions or be "all"`})
@@ -67,7 +79,7 @@ func (e *Engine) checkGrants(ctx context.Context, grants []Grant) error {
 		if len(g.Revisions) > 0 {
 			var err error
 			if existing, err = e.q.RevisionNumbers(ctx, g.Definition); err != nil {
-				return wrap("check grants", err)
+				return nil, wrap("check grants", err)
 			}
 		}
 		for j, r := range g.Revisions {
@@ -82,10 +94,7 @@ func (e *Engine) checkGrants(ctx context.Context, grants []Grant) error {
 			}
 		}
 	}
-	if len(errs) > 0 {
-		return fault.New(fault.Unprocessable, "invalid_grants", "the grants are invalid").WithErrors(errs)
-	}
-	return nil
+	return errs, nil
 }
 
 func toInt32s(in []int) []int32 {
@@ -113,18 +122,26 @@ func toInts(in []int32) []int {
 // CreateConsumer creates a consumer with its grants and returns its token,
 // shown this once.
 func (e *Engine) CreateConsumer(ctx context.Context, name string, grants []Grant) (Consumer, string, error) {
-	if name == "" {
-		return Consumer{}, "", fault.New(fault.BadRequest, "invalid_request", "name is required").WithErrors([]fault.FieldError{{Path: "/name", Message: "is required"}})
+	var named []fault.FieldError
+	switch {
+	case name == "":
+		named = append(named, fault.FieldError{Path: "/name", Message: "is required"})
+	case len(name) > MaxConsumerName:
+		named = append(named, tooLong("/name", MaxConsumerName))
 	}
-	if len(name) > MaxConsumerName {
-		return Consumer{}, "", fault.New(fault.BadRequest, "invalid_request", "name is too long").WithErrors([]fault.FieldError{tooLong("/name", MaxConsumerName)})
-	}
-	if err := e.checkGrants(ctx, grants); err != nil {
+	granted, err := e.grantProblems(ctx, grants)
+	switch {
+	case err != nil:
 		return Consumer{}, "", err
+	case len(named) > 0:
+		// Every problem at once, the malformed request's status first.
+		return Consumer{}, "", fault.New(fault.BadRequest, "invalid_request", "the consumer is invalid").WithErrors(append(named, granted...))
+	case len(granted) > 0:
+		return Consumer{}, "", fault.New(fault.Unprocessable, "invalid_grants", "the grants are invalid").WithErrors(granted)
 	}
 	token, hash := auth.NewToken()
 	var c queries.Consumer
-	err := e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error {
+	err = e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error {
 		var err error
 		c, err = q.ConsumerInsert(ctx, name)
 		if isUniqueViolation(err, "") {
