@@ -26,6 +26,7 @@ import (
 	"github.com/relais/relais/internal/apply"
 	"github.com/relais/relais/internal/config"
 	"github.com/relais/relais/internal/keyring"
+	"github.com/relais/relais/internal/pgutc"
 	"github.com/relais/relais/internal/pguuid"
 	"github.com/relais/relais/internal/server"
 )
@@ -109,6 +110,7 @@ func (r *relais) start(ctx context.Context, b *bench) error {
 	pool, err := r.db.pool(ctx, func(c *pgxpool.Config) {
 		c.ConnConfig.Tracer = &sqlTracer{stats: r.stats, claim: &r.claim}
 		pguuid.Configure(c) // as relais serve configures its pool
+		pgutc.Configure(c)
 	})
 	if err != nil {
 		return err

@@ -24,6 +24,7 @@ import (
 	"github.com/relais/relais/internal/config"
 	"github.com/relais/relais/internal/embeddedpg"
 	"github.com/relais/relais/internal/isoduration"
+	"github.com/relais/relais/internal/pgutc"
 	"github.com/relais/relais/internal/pguuid"
 )
 
@@ -89,6 +90,7 @@ func openDatabase(ctx context.Context, cfg config.Config, logger *slog.Logger, a
 		pcfg.MaxConns = defaultPoolSize
 	}
 	pguuid.Configure(pcfg)
+	pgutc.Configure(pcfg)
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		db.close()

@@ -26,6 +26,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/relais/relais/internal/embeddedpg"
+	"github.com/relais/relais/internal/pgutc"
 	"github.com/relais/relais/internal/pguuid"
 )
 
@@ -256,6 +257,7 @@ func Pool(t testing.TB) *pgxpool.Pool {
 	}
 	// As the server configures its pool, so that tests run the codec.
 	pguuid.Configure(cfg)
+	pgutc.Configure(cfg)
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("dbtest: pool: %v", err)
