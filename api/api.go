@@ -58,9 +58,10 @@ func (a *API) serve(h func(w http.ResponseWriter, r *http.Request) error, query,
 				return err
 			}
 		}
-		if !idempotent && r.Header.Get("Idempotency-Key") != "" && r.Method != http.MethodGet && r.Method != http.MethodHead {
-			return fault.New(fault.BadRequest, "invalid_request", "this route does not honour Idempotency-Key (only POST /api/v1/processes/{key}/instances does): it would be ignored").
-				WithErrors([]fault.FieldError{{Path: "Idempotency-Key", Message: "not taken by this route"}})
+		if !idempotent {
+			if err := httpjson.NoIdempotencyKey(r); err != nil {
+				return err
+			}
 		}
 		return h(w, r)
 	})

@@ -104,6 +104,8 @@ func TestNothingAskedIsIgnored(t *testing.T) {
 		{"POST", "/api/v1/processes/crm_flow/instances?version=99", env.Operator, start, nil, "version"},
 		{"GET", "/api/v1/definitions/add_company_to_crm?foo=1", env.Designer, nil, nil, "foo"},
 		{"POST", "/api/v1/pull/fetch-and-lock?max_tasks=5", consumer, map[string]any{}, nil, "max_tasks"},
+		{"POST", "/api/v1/pull/fetch-and-lock", consumer, map[string]any{"worker_id": "w", "subscriptions": []any{map[string]any{"definition": "add_company_to_crm"}}}, []string{"Idempotency-Key", "k-0"}, "Idempotency-Key"},
+		{"GET", "/api/v1/whoami?as=admin", env.Operator, nil, nil, "as"},
 		{"POST", "/api/v1/tokens", env.Admin, map[string]any{"name": "ci", "role": "operator"}, []string{"Idempotency-Key", "k-1"}, "Idempotency-Key"},
 		{"POST", "/api/v1/consumers", env.Admin, map[string]any{"name": "c", "grants": []any{}}, []string{"Idempotency-Key", "k-2"}, "Idempotency-Key"},
 	} {

@@ -17,9 +17,10 @@ import (
 
 // whoami tells a caller which principal its token stands for.
 func (a *API) whoami() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
 		p, _ := auth.FromContext(r.Context())
 		httpjson.Encode(w, http.StatusOK, map[string]any{"name": p.Name, "role": p.Role})
+		return nil
 	})
 }
 
@@ -29,10 +30,11 @@ func (a *API) whoami() http.Handler {
 // generators that run without one.
 func (a *API) openAPI() http.Handler {
 	doc := openapi.JSON()
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Cache-Control", "no-cache")
 		_, _ = w.Write(doc)
+		return nil
 	})
 }
 

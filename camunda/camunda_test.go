@@ -831,3 +831,19 @@ func TestExceptionMessagesReadWell(t *testing.T) {
 		"variables": map[string]any{"score": map[string]any{"type": "Integer", "value": 99999999999}}})
 	mustException(t, res, 400, "InvalidRequestException", "an Integer must be a whole number")
 }
+
+// A task past its deadline is no longer a task: its completion is 404
+// (it fails as deadline_exceeded), its unlock a no-op (204).
+func TestATaskPastItsDeadlineIsGone(t *testing.T) {
+	t.Parallel()
+	f := setup(t, map[string]any{"deadline": "PT1H"})
+	_, occ := f.start("Acme")
+	f.fetch("w", 1)
+	f.Clock.Advance(time.Hour + time.Second)
+	done := map[string]any{"workerId": "w", "variables": map[string]any{
+		"result": map[string]any{"type": "String", "value": "created"}, "crm_id": map[string]any{"type": "String", "value": "C-1"}}}
+	mustException(t, f.call("POST", "/external-task/"+occ+"/complete", done), 404, "RestException", "deadline_exceeded")
+	if r := f.call("POST", "/external-task/"+occ+"/unlock", nil); r.Status != 204 {
+		t.Errorf("unlock past the deadline: %d %s, want 204", r.Status, r.Body)
+	}
+}

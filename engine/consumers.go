@@ -159,9 +159,12 @@ func (e *Engine) CreateConsumer(ctx context.Context, name string, grants []Grant
 		// Automation that runs twice meets this: say which consumer, and
 		// how to get a token for it (the first one was shown once).
 		fe := fault.New(fault.Conflict, "consumer_exists", "a consumer named %q exists", name)
-		if id, err := e.q.ConsumerIDByName(ctx, name); err == nil {
-			fe = fault.New(fault.Conflict, "consumer_exists", "a consumer named %q exists (id %d): POST /api/v1/consumers/%d/rotate gives it a new token, PUT /api/v1/consumers/%d/grants changes its grants", name, id, id, id)
-			fe.Extra = map[string]any{"id": id}
+		if c, err := e.q.ConsumerByName(ctx, name); err == nil && c.RevokedAt != nil {
+			fe = fault.New(fault.Conflict, "consumer_exists", "a consumer named %q existed (id %d, revoked): names are not reused, choose another", name, c.ID)
+			fe.Extra = map[string]any{"id": c.ID}
+		} else if err == nil {
+			fe = fault.New(fault.Conflict, "consumer_exists", "a consumer named %q exists (id %d): rotating it gives it a new token, and its grants can be changed", name, c.ID)
+			fe.Extra = map[string]any{"id": c.ID}
 		}
 		return Consumer{}, "", fe
 	}

@@ -224,7 +224,8 @@ func (e *Engine) held(ctx context.Context, q *queries.Queries, ref WorkerRef) (*
 func lockRefusal(o queries.Occurrence, ref WorkerRef, now time.Time) error {
 	switch o.Status {
 	case StatusFailed:
-		if deref(o.ErrorCode) == CodeDeadlineExceeded {
+		// The timer's failure, not a worker's report of that code.
+		if deref(o.ErrorCode) == CodeDeadlineExceeded && pastDeadline(o, now) {
 			return deadlineRefusal(o)
 		}
 		return fault.New(fault.Conflict, "already_settled", "occurrence %s is already %s", o.ID, o.Status)

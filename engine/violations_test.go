@@ -11,9 +11,9 @@ import (
 func TestDescribeViolations(t *testing.T) {
 	got := describeViolations([]contracts.Violation{
 		{Path: "/score", Message: "must be at most 100"},
-		{Path: "", Message: `additional property "extra" not allowed`},
+		{Path: "", Message: "must be an object, not array"},
 	})
-	if want := `/score: must be at most 100; additional property "extra" not allowed`; got != want {
+	if want := `/score: must be at most 100; must be an object, not array`; got != want {
 		t.Errorf("describeViolations = %q, want %q", got, want)
 	}
 }

@@ -136,10 +136,15 @@ func (p *Protocol) fetchTimed(w http.ResponseWriter, r *http.Request) error {
 }
 
 // handle adapts an error-returning handler. No pull route reads a query
-// parameter: one given is refused rather than ignored.
+// parameter or honours Idempotency-Key (a fetch's replay is its
+// request_id, a settlement's its identical body): either is refused
+// rather than ignored.
 func (p *Protocol) handle(h func(w http.ResponseWriter, r *http.Request) error) http.Handler {
 	return httpjson.ErrorHandler(p.logger, func(w http.ResponseWriter, r *http.Request) error {
 		if err := httpjson.NoParams(r); err != nil {
+			return err
+		}
+		if err := httpjson.NoIdempotencyKey(r); err != nil {
 			return err
 		}
 		return h(w, r)

@@ -1237,6 +1237,6 @@ func TestAStoppingReplicaClaimsNothing(t *testing.T) {
 	one(t, occurrencesOf(t, other.Must(200, "POST", "/api/v1/pull/fetch-and-lock", consumer, fetchBody("w2"))), id)
 }
 
-var requestIDMember = regexp.MustCompile(`"request_id":"[^"]*",?`)
+var requestIDMember = regexp.MustCompile(`"http_request_id":"[^"]*",?`)
 
 func withoutRequestID(body string) string { return requestIDMember.ReplaceAllString(body, "") }

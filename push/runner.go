@@ -139,6 +139,13 @@ func (r *Runner) Run(ctx context.Context) {
 		case <-r.wake:
 		case <-timer.C:
 		}
+		select {
+		case <-r.draining:
+			// select picks at random among ready cases: a wake-up must not
+			// claim once Drain was called.
+			return
+		default:
+		}
 		free := r.cfg.Concurrency - len(slots)
 		if free > 0 {
 			calls, err := r.eng.ClaimPush(ctx, r.workerID, free)

@@ -37,5 +37,5 @@ order by g.definition_key;
 -- name: ConsumerNames :many
 select id, name from consumers where id = any(@ids::bigint[]);
 
--- name: ConsumerIDByName :one
-select id from consumers where name = @name;
+-- name: ConsumerByName :one
+select * from consumers where name = @name;

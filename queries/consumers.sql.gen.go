@@ -9,6 +9,22 @@ import (
 	"context"
 )
 
+const consumerByName = `-- name: ConsumerByName :one
+select id, name, created_at, revoked_at from consumers where name = $1
+`
+
+func (q *Queries) ConsumerByName(ctx context.Context, name string) (Consumer, error) {
+	row := q.db.QueryRow(ctx, consumerByName, name)
+	var i Consumer
+	err := row.Scan(
+		&i.ID,
+		&i.Name,
+		&i.CreatedAt,
+		&i.RevokedAt,
+	)
+	return i, err
+}
+
 const consumerGet = `-- name: ConsumerGet :one
 select id, name, created_at, revoked_at from consumers where id = $1
 `
@@ -23,17 +39,6 @@ func (q *Queries) ConsumerGet(ctx context.Context, id int64) (Consumer, error) {
 		&i.RevokedAt,
 	)
 	return i, err
-}
-
-const consumerIDByName = `-- name: ConsumerIDByName :one
-select id from consumers where name = $1
-`
-
-func (q *Queries) ConsumerIDByName(ctx context.Context, name string) (int64, error) {
-	row := q.db.QueryRow(ctx, consumerIDByName, name)
-	var id int64
-	err := row.Scan(&id)
-	return id, err
 }
 
 const consumerInsert = `-- name: ConsumerInsert :one

@@ -12,13 +12,21 @@ import (
 // from its command line as ps shows it (there is no /proc here); the
 // postmaster is started with -D and the data directory.
 func postgresFor(pid int, dataDir string) identity {
-	out, err := exec.Command("ps", "-o", "command=", "-p", strconv.Itoa(pid)).Output()
+	out, err := exec.Command("ps", "-ww", "-o", "command=", "-p", strconv.Itoa(pid)).Output()
 	if err != nil {
+		if !processAlive(pid) {
+			return notOurs // it ended meanwhile
+		}
 		return unknown
 	}
-	cmd := string(out)
-	if strings.Contains(cmd, "postgres") && strings.Contains(cmd, "-D "+dataDir) {
-		return isOurs
+	args := strings.Fields(string(out))
+	if len(args) == 0 || !strings.Contains(args[0], "postgres") {
+		return notOurs
+	}
+	for i := 1; i+1 < len(args); i++ {
+		if args[i] == "-D" && args[i+1] == dataDir {
+			return isOurs
+		}
 	}
 	return notOurs
 }

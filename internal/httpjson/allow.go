@@ -38,6 +38,10 @@ func NewAllow(routes chi.Routes) *Allow { return &Allow{routes: routes} }
 // (every GET route answers HEAD).
 func (a *Allow) Set(w http.ResponseWriter, path string) {
 	a.once.Do(a.build)
+	if len(path) > 1 {
+		// The API ignores a trailing slash; so must the methods it lists.
+		path = strings.TrimSuffix(path, "/")
+	}
 	var allowed []string
 	for _, m := range probedMethods {
 		if p := a.flat.Find(chi.NewRouteContext(), m, path); p != "" && !a.refused[m+" "+p] {

@@ -400,7 +400,7 @@ func WriteError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err
 	status, doc := ProblemOf(fe)
 	if id := middleware.GetReqID(r.Context()); id != "" {
 		// What to quote to an operator, who finds the log line by it.
-		doc["request_id"] = id
+		doc["http_request_id"] = id
 	}
 	if fe.RetryAfter > 0 {
 		secs := int(fe.RetryAfter.Seconds() + 0.999)

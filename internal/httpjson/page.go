@@ -143,6 +143,16 @@ func NoParams(r *http.Request) error {
 		WithErrors(errs)
 }
 
+// NoIdempotencyKey refuses an Idempotency-Key on a write that does not
+// honour it: its client would believe a retry safe that is not.
+func NoIdempotencyKey(r *http.Request) error {
+	if r.Header.Get("Idempotency-Key") == "" || r.Method == http.MethodGet || r.Method == http.MethodHead {
+		return nil
+	}
+	return fault.New(fault.BadRequest, "invalid_request", "this route does not honour Idempotency-Key (only POST /api/v1/processes/{key}/instances does): it would be ignored").
+		WithErrors([]fault.FieldError{{Path: "Idempotency-Key", Message: "not taken by this route"}})
+}
+
 // DryRun reads a write route's only query parameter, ?dry_run=: true,
 // false or absent. Anything else is 400 invalid_request, so that a dry run
 // asked for wrongly (dry_run=1, dry_run= from an unset variable, dryrun=true,

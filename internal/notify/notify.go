@@ -78,13 +78,12 @@ func (l *Listener) Run(ctx context.Context) {
 	backoff := firstBackoff
 	first := true
 	for ctx.Err() == nil {
-		began := time.Now()
-		listened, err := l.listen(ctx, !first)
+		since, err := l.listen(ctx, !first)
 		if ctx.Err() != nil {
 			return
 		}
 		first = false
-		if listened && time.Since(began) >= time.Second {
+		if !since.IsZero() && time.Since(since) >= time.Second {
 			backoff = firstBackoff
 		}
 		l.logger.Warn("notification listener disconnected; reconnecting", "err", err, "in", backoff)
@@ -97,12 +96,12 @@ func (l *Listener) Run(ctx context.Context) {
 	}
 }
 
-// listen runs one LISTEN session until it ends; listened says whether it
-// was in place.
-func (l *Listener) listen(ctx context.Context, reconnect bool) (listened bool, err error) {
+// listen runs one LISTEN session until it ends; since is when it was in
+// place (zero if it never was).
+func (l *Listener) listen(ctx context.Context, reconnect bool) (since time.Time, err error) {
 	pc, err := l.pool.Acquire(ctx)
 	if err != nil {
-		return false, err
+		return time.Time{}, err
 	}
 	// The connection leaves the pool for good: a LISTEN session must not be
 	// handed to other work.
@@ -119,9 +118,10 @@ func (l *Listener) listen(ctx context.Context, reconnect bool) (listened bool, e
 	l.mu.Unlock()
 	for _, ch := range channels {
 		if _, err := conn.Exec(ctx, "listen "+pgx.Identifier{ch}.Sanitize()); err != nil {
-			return false, err
+			return time.Time{}, err
 		}
 	}
+	since = time.Now()
 	for _, f := range listening {
 		f(true)
 	}
@@ -140,9 +140,9 @@ func (l *Listener) listen(ctx context.Context, reconnect bool) (listened bool, e
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
 			if errors.Is(err, context.Canceled) {
-				return true, nil
+				return since, nil
 			}
-			return true, err
+			return since, err
 		}
 		l.mu.Lock()
 		hs := l.handlers[n.Channel]

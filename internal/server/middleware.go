@@ -378,7 +378,7 @@ var validRequestID = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
 // requestID names every request (the id the client sent in X-Request-Id,
 // if it is one, so that its logs and ours meet) and answers the name in
 // X-Request-Id: an error's log line is found by it (problem documents
-// carry it too, as request_id).
+// carry it too, as http_request_id).
 func requestID(ids *requestIDs) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -9,7 +9,7 @@ import (
 
 // TestEveryAnswerNamesItsRequest: every answer carries X-Request-Id (the
 // client's own when it sent a sane one), and a problem document quotes it
-// as request_id, so that a user can hand an operator what finds the log
+// as http_request_id, so that a user can hand an operator what finds the log
 // line; a client's id that could bend a log line or a header is replaced.
 func TestEveryAnswerNamesItsRequest(t *testing.T) {
 	t.Parallel()
@@ -23,7 +23,7 @@ func TestEveryAnswerNamesItsRequest(t *testing.T) {
 		t.Errorf("two requests share the id %q", next)
 	}
 	mine := env.Do("GET", "/api/v1/definitions/nope", env.Admin, nil, "X-Request-Id", "client-42.a:b")
-	if mine.Header.Get("X-Request-Id") != "client-42.a:b" || mine.JSON(t)["request_id"] != "client-42.a:b" {
+	if mine.Header.Get("X-Request-Id") != "client-42.a:b" || mine.JSON(t)["http_request_id"] != "client-42.a:b" {
 		t.Errorf("a client's id: header %q, problem %s", mine.Header.Get("X-Request-Id"), mine.Body)
 	}
 	for _, bad := range []string{"has space", strings.Repeat("x", 129), "quote\"d"} {
@@ -32,7 +32,7 @@ func TestEveryAnswerNamesItsRequest(t *testing.T) {
 			t.Errorf("client id %q answered as %q; want one of ours", bad, got)
 		}
 	}
-	if r := env.Do("GET", "/api/v1/whoami", "", nil); r.Status != 401 || r.JSON(t)["request_id"] != r.Header.Get("X-Request-Id") {
+	if r := env.Do("GET", "/api/v1/whoami", "", nil); r.Status != 401 || r.JSON(t)["http_request_id"] != r.Header.Get("X-Request-Id") {
 		t.Errorf("a 401 problem: %s with X-Request-Id %q", r.Body, r.Header.Get("X-Request-Id"))
 	}
 }
@@ -51,5 +51,9 @@ func TestTrailingSlashesAreIgnored(t *testing.T) {
 	}
 	if r := env.Do("POST", "/api/v1/definitions/"+key+"/revisions/", env.Designer, nil); r.Status != 200 && r.Status != 201 {
 		t.Errorf("a snapshot with a trailing slash: %d %s", r.Status, r.Body)
+	}
+	// A 405 lists what the path takes, slash or not.
+	if r := env.Do("DELETE", "/api/v1/instances/0193a5c4-6b2e-7c3d-9e4f-5a6b7c8d9e0f/", env.Admin, nil); r.Status != 405 || r.Header.Get("Allow") != "GET, HEAD" {
+		t.Errorf("DELETE of an instance with a trailing slash: %d, Allow %q; want 405 with GET, HEAD", r.Status, r.Header.Get("Allow"))
 	}
 }
