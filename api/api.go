@@ -67,6 +67,9 @@ func (a *API) serve(h func(w http.ResponseWriter, r *http.Request) error, query,
 	})
 }
 
+// located names, in Location, what a 201 created.
+func located(w http.ResponseWriter, path string) { w.Header().Set("Location", path) }
+
 // immutable answers attempts to change revisions and releases.
 func (a *API) immutable(what string) http.Handler {
 	return a.refusing(func(*http.Request) error {

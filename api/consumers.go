@@ -97,6 +97,7 @@ func (a *API) createConsumer() http.Handler {
 		}
 		out := toConsumerJSON(c)
 		out.Token = token
+		located(w, "/api/v1/consumers/"+strconv.FormatInt(c.ID, 10))
 		httpjson.Encode(w, http.StatusCreated, out)
 		return nil
 	})

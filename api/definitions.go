@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -79,6 +80,7 @@ func (a *API) putWorking() http.Handler {
 		status := http.StatusOK
 		if created {
 			status = http.StatusCreated
+			located(w, "/api/v1/definitions/"+url.PathEscape(d.Key))
 		}
 		httpjson.Encode(w, status, definitionJSON{Key: d.Key, Name: d.Working.Name, Working: d.Working.Canonical(), WorkingDigest: d.WorkingDigest,
 			LatestRevision: d.LatestRevision, CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt})
@@ -146,6 +148,7 @@ func (a *API) snapshot() http.Handler {
 		status := http.StatusOK
 		if created {
 			status = http.StatusCreated
+			located(w, "/api/v1/definitions/"+url.PathEscape(rev.Key)+"/revisions/"+strconv.Itoa(rev.Revision))
 		}
 		httpjson.Encode(w, status, map[string]any{"definition": rev.Key, "revision": rev.Revision, "digest": rev.Digest, "created_at": rev.CreatedAt, "created": created})
 		return nil
@@ -255,6 +258,7 @@ func (a *API) createRelease() http.Handler {
 		status := http.StatusOK
 		if created {
 			status = http.StatusCreated
+			located(w, "/api/v1/definitions/"+url.PathEscape(chi.URLParam(r, "key"))+"/releases/"+url.PathEscape(rel.Name))
 		}
 		httpjson.Encode(w, status, toReleaseJSON(rel))
 		return nil

@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -55,6 +56,7 @@ func (a *API) putDestination() http.Handler {
 		status := http.StatusOK
 		if change == engine.Created && !dryRun {
 			status = http.StatusCreated
+			located(w, "/api/v1/destinations/"+url.PathEscape(dest.Name))
 		}
 		out := destinationToJSON(dest)
 		out.Change = string(change)

@@ -85,6 +85,7 @@ func (a *API) startInstance() http.Handler {
 		status := http.StatusOK
 		if created {
 			status = http.StatusCreated
+			located(w, "/api/v1/instances/"+inst.ID.String())
 		}
 		return a.writeInstance(w, r, inst, status)
 	})

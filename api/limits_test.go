@@ -123,3 +123,37 @@ func TestNothingAskedIsIgnored(t *testing.T) {
 	}
 	env.Must(200, "GET", "/api/v1/instances?status=running&limit=5", env.Operator, nil)
 }
+
+// TestCreationsSayWhere: every 201 names what it created in Location,
+// which a GET then reads.
+func TestCreationsSayWhere(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	working := relaistest.Body(relaistest.ExampleDocs(t, "definitions/add_company_to_crm.yaml")[0], "key")
+	for _, c := range []struct {
+		method, path, token string
+		body                any
+	}{
+		{"PUT", "/api/v1/definitions/crm.located/working", env.Designer, working},
+		{"POST", "/api/v1/definitions/crm.located/revisions", env.Designer, nil},
+		{"POST", "/api/v1/definitions/crm.located/releases", env.Designer, map[string]any{"name": "2026.12", "revision": 1}},
+		{"POST", "/api/v1/consumers", env.Admin, map[string]any{"name": "located", "grants": []any{}}},
+		{"PUT", "/api/v1/destinations/located", env.Admin, map[string]any{"url": "https://scoring.example/v1", "max_timeout": "PT5S"}},
+	} {
+		r := env.Do(c.method, c.path, c.token, c.body)
+		where := r.Header.Get("Location")
+		if r.Status != 201 || where == "" {
+			t.Errorf("%s %s: %d, Location %q; want 201 with a Location", c.method, c.path, r.Status, where)
+			continue
+		}
+		env.Must(200, "GET", where, env.Admin, nil)
+	}
+	env.Definition("add_company_to_crm.yaml")
+	if r := env.Do("POST", "/api/v1/processes/located/versions", env.Designer, relaistest.CRMProcess(nil)); r.Status != 201 || r.Header.Get("Location") != "/api/v1/processes/located/versions/1" {
+		t.Errorf("a process version: %d, Location %q", r.Status, r.Header.Get("Location"))
+	}
+	r := env.Do("POST", "/api/v1/processes/located/instances", env.Operator, map[string]any{"inputs": map[string]any{"name": "Acme"}})
+	if r.Status != 201 || r.Header.Get("Location") != "/api/v1/instances/"+r.JSON(t)["id"].(string) {
+		t.Errorf("a start: %d, Location %q", r.Status, r.Header.Get("Location"))
+	}
+}

@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -59,6 +60,7 @@ func (a *API) publishProcess() http.Handler {
 		status := http.StatusOK
 		if created {
 			status = http.StatusCreated
+			located(w, "/api/v1/processes/"+url.PathEscape(pv.Key)+"/versions/"+strconv.Itoa(pv.Version))
 		}
 		httpjson.Encode(w, status, processVersionJSON{Process: pv.Key, Version: pv.Version, Digest: pv.Digest, CreatedAt: pv.CreatedAt, Created: &created})
 		return nil
