@@ -2,28 +2,59 @@ package pgutc_test
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
 	"testing"
 	"time"
+	_ "time/tzdata" // the child's zone, whatever the machine has installed
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/relais/relais/engine"
 	"github.com/relais/relais/internal/dbtest"
+	"github.com/relais/relais/internal/pgutc"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m, engine.SchemaFingerprint(), engine.Migrate) }
 
+const helperURL = "PGUTC_HELPER_URL"
+
 // TestTimesAreReadInUTC: on a host whose zone is not UTC, times read back
-// from PostgreSQL are in UTC, like the ones the engine makes.
+// from PostgreSQL are in UTC, like the ones the engine makes. The zone is
+// the process's own from its start, so a child process reads them.
 func TestTimesAreReadInUTC(t *testing.T) {
-	was := time.Local
-	time.Local = time.FixedZone("far", 5*3600)
-	defer func() { time.Local = was }()
-	pool := dbtest.Pool(t) // configured as relais serve configures its pool
-	var one time.Time
-	var many []time.Time
-	if err := pool.QueryRow(context.Background(), "select now(), array[now(), now()]").Scan(&one, &many); err != nil {
+	t.Parallel()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperReadsTimes$")
+	cmd.Env = append(os.Environ(), "TZ=Asia/Tokyo", helperURL+"="+dbtest.URL(t))
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "local Asia/Tokyo, read UTC UTC") {
+		t.Errorf("the child read %s (%v); want times in UTC while its zone is Asia/Tokyo", out, err)
+	}
+}
+
+// TestHelperReadsTimes is not a test: TestTimesAreReadInUTC runs it in a
+// child process set to another zone.
+func TestHelperReadsTimes(t *testing.T) {
+	url := os.Getenv(helperURL)
+	if url == "" {
+		t.Skip("helper process for TestTimesAreReadInUTC")
+	}
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if one.Location() != time.UTC || len(many) != 2 || many[0].Location() != time.UTC {
-		t.Errorf("read %v and %v; want UTC", one, many)
+	pgutc.Configure(cfg)
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer pool.Close()
+	var one time.Time
+	var many []time.Time
+	if err := pool.QueryRow(context.Background(), "select now(), array[now()]").Scan(&one, &many); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Printf("local %s, read %s %s\n", time.Local, one.Location(), many[0].Location())
 }
