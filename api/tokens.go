@@ -70,18 +70,24 @@ func (a *API) createToken() http.Handler {
 		if err != nil {
 			return err
 		}
+		// Every problem at once.
+		var errs []fault.FieldError
+		if fe := engine.TokenNameProblem(req.Name); fe != nil {
+			errs = append(errs, *fe)
+		}
 		role, rerr := auth.ParseRole(req.Role)
 		if rerr != nil || role == auth.RoleConsumer {
-			return fault.New(fault.BadRequest, "invalid_request", "the token request is invalid").WithErrors([]fault.FieldError{
-				{Path: "/role", Message: "must be admin, designer or operator (consumers are created under /api/v1/consumers)"}})
+			errs = append(errs, fault.FieldError{Path: "/role", Message: "must be admin, designer or operator (consumers are created under /api/v1/consumers)"})
 		}
 		expiry := engine.Expiry{At: req.ExpiresAt}
 		if req.ExpiresIn != nil {
 			expiry.In = time.Duration(*req.ExpiresIn)
 			if expiry.In <= 0 {
-				return fault.New(fault.BadRequest, "invalid_request", "the token request is invalid").WithErrors([]fault.FieldError{
-					{Path: "/expires_in", Message: "must be a positive duration"}})
+				errs = append(errs, fault.FieldError{Path: "/expires_in", Message: "must be a positive duration"})
 			}
+		}
+		if len(errs) > 0 {
+			return fault.New(fault.BadRequest, "invalid_request", "the token request is invalid").WithErrors(errs)
 		}
 		token, st, err := a.eng.CreateToken(r.Context(), req.Name, role, expiry)
 		if err != nil {

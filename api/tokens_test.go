@@ -159,6 +159,13 @@ func TestStaffTokenExpiry(t *testing.T) {
 			t.Errorf("create %v: %d %s; want 400", body, r.Status, r.Body)
 		}
 	}
+	// Every problem at once, not the first one per try.
+	r := env.Do("POST", "/api/v1/tokens", env.Admin, map[string]any{"role": "wizard", "expires_in": "PT0S"})
+	for _, at := range []string{"/name", "/role", "/expires_in"} {
+		if !strings.Contains(string(r.Body), `"path":"`+at+`"`) {
+			t.Errorf("a token request wrong three ways: %d %s; want a problem at %s", r.Status, r.Body, at)
+		}
+	}
 }
 
 // TestLastUsedWrittenAtMostOnceAMinute: last_used_at follows use, but is

@@ -79,15 +79,26 @@ func (e *Engine) touchToken(ctx context.Context, id int64) {
 	}
 }
 
+// TokenNameProblem says what is wrong with a staff token's name, at
+// /name, or nil: a surface that checks the rest of a request reports it
+// with the other problems.
+func TokenNameProblem(name string) *fault.FieldError {
+	switch {
+	case name == "":
+		return &fault.FieldError{Path: "/name", Message: "is required"}
+	case len(name) > MaxTokenName:
+		fe := tooLong("/name", MaxTokenName)
+		return &fe
+	}
+	return nil
+}
+
 // CreateToken issues a staff token with the role and returns it (the only
 // time its value exists outside the caller) and its description.
 func (e *Engine) CreateToken(ctx context.Context, name string, role auth.Role, expiry Expiry) (string, StaffToken, error) {
 	var errs []fault.FieldError
-	switch {
-	case name == "":
-		errs = append(errs, fault.FieldError{Path: "/name", Message: "is required"})
-	case len(name) > MaxTokenName:
-		errs = append(errs, tooLong("/name", MaxTokenName))
+	if fe := TokenNameProblem(name); fe != nil {
+		errs = append(errs, *fe)
 	}
 	if role == auth.RoleConsumer {
 		errs = append(errs, fault.FieldError{Path: "/role", Message: "must be admin, designer or operator (consumer tokens belong to consumers)"})
