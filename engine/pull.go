@@ -17,6 +17,7 @@ import (
 	"github.com/relais/relais/contracts"
 	"github.com/relais/relais/engine/process"
 	"github.com/relais/relais/internal/fault"
+	"github.com/relais/relais/internal/isoduration"
 	"github.com/relais/relais/queries"
 )
 
@@ -538,10 +539,15 @@ func (e *Engine) checkFailure(f Failure) error {
 	if f.AttemptsLeft != nil && *f.AttemptsLeft < 0 {
 		errs = append(errs, fault.FieldError{Path: "/attempts_left", Message: "must be 0 or more"})
 	}
+	over := f.RetryDelay != nil && *f.RetryDelay > e.limits.MaxRetryDelay
 	if len(errs) > 0 {
+		if over {
+			// Every problem at once: the ceiling's too.
+			errs = append(errs, fault.FieldError{Path: "/retry_delay", Message: "is above Relais's ceiling of " + isoduration.Format(e.limits.MaxRetryDelay)})
+		}
 		return fault.New(fault.BadRequest, "invalid_request", "the failure is invalid").WithErrors(errs)
 	}
-	if f.RetryDelay != nil && *f.RetryDelay > e.limits.MaxRetryDelay {
+	if over {
 		return BoundExceeded("retry_delay", e.limits.MaxRetryDelay)
 	}
 	return nil

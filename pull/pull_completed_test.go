@@ -6,6 +6,7 @@ package pull_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -326,6 +327,11 @@ func TestFailReplayAndAttemptsLeft(t *testing.T) {
 	_, id := start(t, env, "crm_only", "Acme")
 	one(t, fetch(t, env, consumer, fetchBody("w1")), id)
 	wantProblem(t, "attempts_left above the budget", act(env, consumer, id, "fail", failBody("w1", "attempts_left", 5)), 400, "bound_exceeded")
+	// A malformed report lists every problem, the ceiling's included.
+	both := wantProblem(t, "a bad code and a delay over the ceiling", act(env, consumer, id, "fail", failBody("w1", "error_code", "no spaces", "retry_delay", "P30D")), 400, "invalid_request")
+	if errs := fmt.Sprint(both["errors"]); !strings.Contains(errs, "/error_code") || !strings.Contains(errs, "/retry_delay") {
+		t.Errorf("errors %s; want /error_code and /retry_delay", errs)
+	}
 	body := failBody("w1", "attempts_left", 1, "retry_delay", "PT1S")
 	first := env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/fail", consumer, body).JSON(t)
 	if first["status"] != "available" || first["attempts_left"] != 1.0 {
