@@ -19,7 +19,7 @@ var (
 	ErrLockLost = errors.New("worker: lock on the occurrence lost")
 	// ErrCancelled means the occurrence was cancelled (its process
 	// instance was stopped) or its deadline passed: the work is no longer
-	// wanted. On a stream it is learnt at once; when long polling, at the
+	// wanted. On a stream it is learned at once; when long polling, at the
 	// next extension.
 	ErrCancelled = errors.New("worker: occurrence cancelled")
 	// ErrShutdownTimeout means Run's context ended and the handler was
