@@ -520,9 +520,14 @@ func TestResultAfterTheDeadlineIsRefused(t *testing.T) {
 	if _, err := e.RunTimers(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// Once the timer failed it, its holder still hears why.
+	// Once the timer failed it, its holder still hears why; another worker
+	// only that it is settled.
 	if _, err := e.Extend(ctx, held, time.Minute); !fault.HasCode(err, CodeDeadlineExceeded) {
 		t.Errorf("extension once the timer failed the occurrence: %v; want deadline_exceeded", err)
+	}
+	other := WorkerRef{ConsumerID: c, WorkerID: "other", Occurrence: held.Occurrence}
+	if _, err := e.Complete(ctx, other, json.RawMessage(`{"result":"created","crm_id":"C"}`)); !fault.HasCode(err, "already_settled") {
+		t.Errorf("another worker's completion once the timer failed the occurrence: %v; want already_settled", err)
 	}
 	for _, id := range ids {
 		if inst, _ := e.GetInstance(ctx, id); inst.Status != InstanceFailed || deref(inst.ErrorCode) != CodeDeadlineExceeded {

@@ -225,8 +225,10 @@ func (e *Engine) held(ctx context.Context, q *queries.Queries, ref WorkerRef) (*
 func lockRefusal(o queries.Occurrence, ref WorkerRef, now time.Time) error {
 	switch o.Status {
 	case StatusFailed:
-		// The timer's failure, not a worker's report of that code.
-		if deref(o.ErrorCode) == CodeDeadlineExceeded && pastDeadline(o, now) {
+		// The timer's failure, not a worker's report of that code, told
+		// to its holder alone (another learns only that it is settled).
+		holder := o.ConsumerID != nil && *o.ConsumerID == ref.ConsumerID && o.WorkerID != nil && *o.WorkerID == ref.WorkerID
+		if deref(o.ErrorCode) == CodeDeadlineExceeded && pastDeadline(o, now) && holder {
 			return deadlineRefusal(o)
 		}
 		return fault.New(fault.Conflict, "already_settled", "occurrence %s is already %s", o.ID, o.Status)

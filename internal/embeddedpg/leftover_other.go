@@ -5,7 +5,6 @@ package embeddedpg
 import (
 	"os/exec"
 	"strconv"
-	"strings"
 )
 
 // postgresFor tells whether pid is a postgres process working on dataDir,
@@ -19,16 +18,7 @@ func postgresFor(pid int, dataDir string) identity {
 		}
 		return unknown
 	}
-	args := strings.Fields(string(out))
-	if len(args) == 0 || !strings.Contains(args[0], "postgres") {
-		return notOurs
-	}
-	for i := 1; i+1 < len(args); i++ {
-		if args[i] == "-D" && args[i+1] == dataDir {
-			return isOurs
-		}
-	}
-	return notOurs
+	return psIdentity(string(out), dataDir)
 }
 
 // postgresProcessesIn finds nothing without /proc: the backends of a

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	mathrand "math/rand/v2"
 	"net/http"
 	"os"
 	"regexp"
@@ -17,7 +18,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -358,17 +358,21 @@ func refuseUnstorable(logger *slog.Logger) func(http.Handler) http.Handler {
 }
 
 // requestIDs names requests: a prefix drawn at start (two replicas' ids
-// differ) and a counter. chi's own names carry the host's name, which a
-// client has no business learning.
+// differ) and a random part per request, so that a client cannot predict
+// another request's id and file its own under it. chi's own names carry
+// the host's name, which a client has no business learning.
 type requestIDs struct {
 	prefix string
-	n      atomic.Uint64
 }
 
 func newRequestIDs() *requestIDs {
 	var b [4]byte
 	rand.Read(b[:]) // never fails: crypto/rand crashes the program rather than return an error
 	return &requestIDs{prefix: hex.EncodeToString(b[:])}
+}
+
+func (ids *requestIDs) next() string {
+	return fmt.Sprintf("%s-%012x", ids.prefix, mathrand.Uint64()&(1<<48-1))
 }
 
 // validRequestID is what a client's X-Request-Id must be to be kept:
@@ -384,7 +388,7 @@ func requestID(ids *requestIDs) func(http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			id := r.Header.Get("X-Request-Id")
 			if !validRequestID.MatchString(id) {
-				id = fmt.Sprintf("%s-%06d", ids.prefix, ids.n.Add(1))
+				id = ids.next()
 			}
 			w.Header().Set("X-Request-Id", id)
 			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), middleware.RequestIDKey, id)))
