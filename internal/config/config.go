@@ -253,6 +253,12 @@ func load(usage string, args []string, getenv func(string) string, output io.Wri
 	}
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	for _, s := range Settings {
+		if given[s.Flag] && !takes(s) {
+			// Said, so that nobody believes it applied here.
+			fmt.Fprintf(output, "note: --%s is a setting of relais serve, ignored by this command\n", s.Flag)
+		}
+	}
 
 	var c Config
 	var problems []string

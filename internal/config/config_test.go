@@ -167,9 +167,13 @@ func TestLogFormatIgnoresCase(t *testing.T) {
 func TestLoadAdminTakesOnlyTheDatabaseSettings(t *testing.T) {
 	t.Parallel()
 	env := map[string]string{"RELAIS_LISTEN": "", "RELAIS_PULL_MAX_TASKS": "lots", "RELAIS_DATABASE_URL": "postgres://h/db"}
-	c, err := LoadAdmin("usage", []string{"--pull-default-lock-duration", "forever", "--data-dir", "/srv/relais"}, func(k string) string { return env[k] }, io.Discard)
+	var said strings.Builder
+	c, err := LoadAdmin("usage", []string{"--pull-default-lock-duration", "forever", "--data-dir", "/srv/relais"}, func(k string) string { return env[k] }, &said)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !strings.Contains(said.String(), "--pull-default-lock-duration is a setting of relais serve, ignored") || strings.Contains(said.String(), "--data-dir") {
+		t.Errorf("the ignored flags were announced as %q", said.String())
 	}
 	if c.DatabaseURL != "postgres://h/db" || c.DataDir != "/srv/relais" || c.Listen != Default().Listen || c.Pull.MaxTasks != Default().Pull.MaxTasks {
 		t.Errorf("LoadAdmin = %+v", c)
