@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/relais/relais/internal/fault"
+	"github.com/relais/relais/internal/pgfault"
 	"github.com/relais/relais/queries"
 )
 
@@ -50,6 +51,17 @@ func (e *Engine) ClaimPush(ctx context.Context, workerID string, max int) ([]Pus
 	for _, row := range rows {
 		o := queries.Occurrence(row)
 		c, err := e.pushCall(ctx, o)
+		if err != nil && unavailable(err) {
+			// The database went away while the call was prepared: nothing
+			// is wrong with the call, which was not made. Handed back, it
+			// is made once the database answers (left reserved if even
+			// that fails: the timer then fails it as outcome_unknown).
+			e.logger.Warn("push occurrence not prepared: the database is unavailable; handing it back", "occurrence", o.ID, "err", err)
+			if rerr := e.releasePush(ctx, o.ID, int(o.Attempts)); rerr != nil {
+				e.logger.Warn("push occurrence could not be handed back", "occurrence", o.ID, "err", rerr)
+			}
+			continue
+		}
 		if err != nil {
 			// The reservation stands; fail it now rather than leave it for
 			// outcome_unknown, since no call was made.
@@ -64,6 +76,35 @@ func (e *Engine) ClaimPush(ctx context.Context, workerID string, max int) ([]Pus
 		calls = append(calls, c)
 	}
 	return calls, nil
+}
+
+// unavailable reports whether err is the database's absence rather than
+// anything about the statement or the data.
+func unavailable(err error) bool {
+	if fe, ok := fault.As(err); ok {
+		return fe.Kind == fault.Unavailable && fe.Code == pgfault.UnavailableCode
+	}
+	return pgfault.Lost(err)
+}
+
+// releasePush hands a push reservation whose call was not made back, its
+// attempt given back: claimable again at once.
+func (e *Engine) releasePush(ctx context.Context, id uuid.UUID, attempt int) error {
+	return e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error {
+		r, err := e.runForOccurrence(ctx, q, id)
+		if err != nil {
+			return err
+		}
+		o, err := q.OccurrenceLock(ctx, id)
+		if err != nil {
+			return err
+		}
+		if o.Status != StatusReserved || int(o.Attempts) != attempt {
+			return nil // settled or stopped meanwhile
+		}
+		var out Settlement
+		return r.release(o, OutcomeReleased, &out)
+	})
 }
 
 // The error codes Relais fails a push occurrence with (a destination's
