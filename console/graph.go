@@ -72,29 +72,61 @@ type graphEdgeSpec struct {
 	err      bool
 }
 
-// graphOf lays out p. lines gives each node's count lines; holdLabel and
-// errorLabel name the hold pseudo-node and an unlabelled error edge in the
-// reader's language.
+// graphOf lays out p. lines gives each node's count lines; the hold
+// pseudo-node and an unlabelled error edge are named in the reader's
+// language.
 func graphOf(ctx context.Context, p *process.Process, lines map[string][]string) graphView {
 	names := slices.Sorted(maps.Keys(p.Nodes))
-	// Edges, merged per (from, to, kind) so parallel routes share a label.
-	var specs []*graphEdgeSpec
-	add := func(from, to, label string, isErr bool) {
-		for _, s := range specs {
-			if s.from == from && s.to == to && s.err == isErr {
-				if label != "" {
-					s.labels = append(s.labels, label)
-				}
-				return
-			}
-		}
-		s := &graphEdgeSpec{from: from, to: to, err: isErr}
-		if label != "" {
-			s.labels = []string{label}
-		}
-		specs = append(specs, s)
+	specs, holds := edgesOf(ctx, p, names)
+	all := names
+	if holds {
+		all = append(slices.Clip(names), process.Hold)
 	}
-	holds := false
+	columns := columnsOf(p.Start, all, specs)
+	maxRows := 0
+	for _, col := range columns {
+		maxRows = max(maxRows, len(col))
+	}
+	width := 2*graphPad + len(columns)*graphNodeW + (len(columns)-1)*graphColGap
+	height := 2*graphPad + maxRows*graphNodeH + (maxRows-1)*graphRowGap
+	g := graphView{Width: strconv.Itoa(width)}
+	at := map[string]graphNode{}
+	for d, col := range columns {
+		colH := len(col)*graphNodeH + (len(col)-1)*graphRowGap
+		y0 := graphPad + (height-2*graphPad-colH)/2
+		for i, name := range col {
+			gn := nodeBox(ctx, p, name, lines[name])
+			gn.X, gn.Y = graphPad+d*(graphNodeW+graphColGap), y0+i*(graphNodeH+graphRowGap)
+			at[name] = gn
+			g.Nodes = append(g.Nodes, gn)
+		}
+	}
+	g.Edges, height = drawEdges(specs, at, g.Nodes, height)
+	// A lane below the boxes may have made the drawing taller.
+	g.Height, g.ViewBox = strconv.Itoa(height), "0 0 "+strconv.Itoa(width)+" "+strconv.Itoa(height)
+	return g
+}
+
+// edgesOf lists p's edges, merged per (from, to, kind) so that parallel
+// routes share a label; holds says whether an error edge goes to the hold
+// pseudo-node.
+func edgesOf(ctx context.Context, p *process.Process, names []string) (specs []*graphEdgeSpec, holds bool) {
+	type key struct {
+		from, to string
+		err      bool
+	}
+	merged := map[key]*graphEdgeSpec{}
+	add := func(from, to, label string, isErr bool) {
+		s := merged[key{from, to, isErr}]
+		if s == nil {
+			s = &graphEdgeSpec{from: from, to: to, err: isErr}
+			merged[key{from, to, isErr}] = s
+			specs = append(specs, s)
+		}
+		if label != "" {
+			s.labels = append(s.labels, label)
+		}
+	}
 	for _, name := range names {
 		n := p.Nodes[name]
 		for _, route := range slices.Sorted(maps.Keys(n.Routes)) {
@@ -120,11 +152,19 @@ func graphOf(ctx context.Context, p *process.Process, lines map[string][]string)
 			add(name, t, label, true)
 		}
 	}
+	return specs, holds
+}
 
-	// Depth: the longest path from start (Bellman-style relaxation; the
-	// graph is a DAG, so |nodes| rounds suffice).
-	depth := map[string]int{p.Start: 0}
-	for range len(names) + 1 {
+// columnsOf places every node of all in a column, its depth: the length of
+// the longest path from start to it. Within a column, nodes are in the
+// order a breadth-first walk from start meets them; nodes it never meets
+// (unreachable ones, which publishing refuses, are shown, not hidden)
+// come last, in all's order.
+func columnsOf(start string, all []string, specs []*graphEdgeSpec) [][]string {
+	// Bellman-style relaxation: the graph is a DAG, so |nodes| rounds
+	// suffice.
+	depth := map[string]int{start: 0}
+	for range len(all) + 1 {
 		changed := false
 		for _, s := range specs {
 			d, ok := depth[s.from]
@@ -140,94 +180,82 @@ func graphOf(ctx context.Context, p *process.Process, lines map[string][]string)
 			break
 		}
 	}
-	for _, n := range names {
-		if _, ok := depth[n]; !ok {
-			depth[n] = 0 // unreachable (publishing refuses it): shown, not hidden
-		}
+	out := map[string][]*graphEdgeSpec{}
+	for _, s := range specs {
+		out[s.from] = append(out[s.from], s)
 	}
-	// Order within a column: breadth-first from start.
-	order := map[string]int{}
-	queue := []string{p.Start}
-	order[p.Start] = 0
+	order := map[string]int{start: 0}
+	queue := []string{start}
 	for len(queue) > 0 {
 		cur := queue[0]
 		queue = queue[1:]
-		for _, s := range specs {
-			if s.from == cur {
-				if _, ok := order[s.to]; !ok {
-					order[s.to] = len(order)
-					queue = append(queue, s.to)
-				}
+		for _, s := range out[cur] {
+			if _, ok := order[s.to]; !ok {
+				order[s.to] = len(order)
+				queue = append(queue, s.to)
 			}
 		}
-	}
-	all := append([]string{}, names...)
-	if holds {
-		all = append(all, process.Hold)
 	}
 	for _, n := range all {
 		if _, ok := order[n]; !ok {
 			order[n] = len(order)
 		}
 	}
-	columns := map[int][]string{}
-	maxDepth, maxRows := 0, 0
+	maxDepth := 0
 	for _, n := range all {
-		d := depth[n]
-		columns[d] = append(columns[d], n)
-		maxDepth = max(maxDepth, d)
+		maxDepth = max(maxDepth, depth[n]) // an unreachable node is at 0
 	}
-	for d := range columns {
-		slices.SortFunc(columns[d], func(a, b string) int { return order[a] - order[b] })
-		maxRows = max(maxRows, len(columns[d]))
+	columns := make([][]string, maxDepth+1)
+	for _, n := range all {
+		columns[depth[n]] = append(columns[depth[n]], n)
 	}
-	width := 2*graphPad + (maxDepth+1)*graphNodeW + maxDepth*graphColGap
-	height := 2*graphPad + maxRows*graphNodeH + (maxRows-1)*graphRowGap
-	g := graphView{Width: strconv.Itoa(width), Height: strconv.Itoa(height),
-		ViewBox: "0 0 " + strconv.Itoa(width) + " " + strconv.Itoa(height)}
-	at := map[string]graphNode{}
-	for d := 0; d <= maxDepth; d++ {
-		col := columns[d]
-		colH := len(col)*graphNodeH + (len(col)-1)*graphRowGap
-		y0 := graphPad + (height-2*graphPad-colH)/2
-		for i, name := range col {
-			gn := graphNode{X: graphPad + d*(graphNodeW+graphColGap), Y: y0 + i*(graphNodeH+graphRowGap), W: graphNodeW, H: graphNodeH,
-				Name: name, Class: "node", Href: "#node-" + name}
-			if name == process.Hold {
-				gn.Class += " hold"
-				gn.Name = T(ctx, "held for an operator")
-				gn.Sub = T(ctx, "an incident: retry, abandon or stop")
-				gn.Href = ""
-			} else {
-				n := p.Nodes[name]
-				switch n.Kind {
-				case process.KindEnd:
-					gn.Class += " end"
-					gn.Sub = T(ctx, "end: completes the instance")
-					if n.Status == process.StatusFailed {
-						gn.Class += " end-failed"
-						gn.Sub = T(ctx, "end: fails the instance")
-					}
-				case process.KindPush:
-					gn.Sub = T(ctx, "push %s", definitionAtRevision(ctx, n.Definition, n.Revision))
-				default:
-					gn.Sub = T(ctx, "pull %s", definitionAtRevision(ctx, n.Definition, n.Revision))
-				}
-				if name == p.Start {
-					gn.Class += " start"
-				}
-				gn.Lines = lines[name]
-				gn.Label = T(ctx, "Node %s", name)
-			}
-			at[name] = gn
-			g.Nodes = append(g.Nodes, gn)
+	for _, col := range columns {
+		slices.SortFunc(col, func(a, b string) int { return order[a] - order[b] })
+	}
+	return columns
+}
+
+// nodeBox is the box of node name, before it is placed.
+func nodeBox(ctx context.Context, p *process.Process, name string, lines []string) graphNode {
+	gn := graphNode{W: graphNodeW, H: graphNodeH, Name: name, Class: "node", Href: "#node-" + name}
+	if name == process.Hold {
+		gn.Class += " hold"
+		gn.Name = T(ctx, "held for an operator")
+		gn.Sub = T(ctx, "an incident: retry, abandon or stop")
+		gn.Href = ""
+		return gn
+	}
+	n := p.Nodes[name]
+	switch n.Kind {
+	case process.KindEnd:
+		gn.Class += " end"
+		gn.Sub = T(ctx, "end: completes the instance")
+		if n.Status == process.StatusFailed {
+			gn.Class += " end-failed"
+			gn.Sub = T(ctx, "end: fails the instance")
 		}
+	case process.KindPush:
+		gn.Sub = T(ctx, "push %s", definitionAtRevision(ctx, n.Definition, n.Revision))
+	default:
+		gn.Sub = T(ctx, "pull %s", definitionAtRevision(ctx, n.Definition, n.Revision))
 	}
+	if name == p.Start {
+		gn.Class += " start"
+	}
+	gn.Lines = lines
+	gn.Label = T(ctx, "Node %s", name)
+	return gn
+}
+
+// drawEdges draws specs between the placed boxes at; it returns the
+// drawing's height, grown when a lane passes below the lowest box.
+func drawEdges(specs []*graphEdgeSpec, at map[string]graphNode, boxes []graphNode, height int) ([]graphEdge, int) {
 	// A success and a failure between the same two nodes are drawn apart.
 	both := map[[2]string]int{}
 	for _, s := range specs {
 		both[[2]string{s.from, s.to}]++
 	}
+	var edges []graphEdge
 	var lanes [][3]int // the lanes taken: height, from x, to x
 	for _, s := range specs {
 		a, b := at[s.from], at[s.to]
@@ -245,7 +273,7 @@ func graphOf(ctx context.Context, p *process.Process, lines map[string][]string)
 		e.D = "M" + strconv.Itoa(x1) + " " + strconv.Itoa(y1) +
 			" C" + strconv.Itoa(x1+c) + " " + strconv.Itoa(y1) + " " + strconv.Itoa(x2-c) + " " + strconv.Itoa(y2) +
 			" " + strconv.Itoa(x2) + " " + strconv.Itoa(y2)
-		if lane, above, ok := laneAround(g.Nodes, a, b, y1, y2, shift); ok {
+		if lane, above, ok := laneAround(boxes, a, b, y1, y2, shift); ok {
 			// Into the lane within the first gap, along it past the boxes
 			// in between, out of it within the last gap.
 			in, out := x1+graphColGap-graphColGap/4, x2-graphColGap+graphColGap/4
@@ -270,9 +298,7 @@ func graphOf(ctx context.Context, p *process.Process, lines map[string][]string)
 				" C" + strconv.Itoa(x1+h) + " " + strconv.Itoa(y1) + " " + strconv.Itoa(in-h) + " " + strconv.Itoa(lane) + " " + strconv.Itoa(in) + " " + strconv.Itoa(lane) +
 				" L" + strconv.Itoa(out) + " " + strconv.Itoa(lane) +
 				" C" + strconv.Itoa(out+h) + " " + strconv.Itoa(lane) + " " + strconv.Itoa(x2-h) + " " + strconv.Itoa(y2) + " " + strconv.Itoa(x2) + " " + strconv.Itoa(y2)
-			if lane+graphPad/2 > height {
-				height = lane + graphPad/2
-			}
+			height = max(height, lane+graphPad/2)
 		}
 		if s.err {
 			e.Class += " edge-error"
@@ -289,11 +315,9 @@ func graphOf(ctx context.Context, p *process.Process, lines map[string][]string)
 			}
 			e.Labels = append(e.Labels, edgeLabel{Text: l, X: strconv.Itoa(x2 - 10), Y: strconv.Itoa(y)})
 		}
-		g.Edges = append(g.Edges, e)
+		edges = append(edges, e)
 	}
-	// A lane below the boxes may have made the drawing taller.
-	g.Height, g.ViewBox = strconv.Itoa(height), "0 0 "+strconv.Itoa(width)+" "+strconv.Itoa(height)
-	return g
+	return edges, height
 }
 
 // laneAround returns the height of a horizontal lane that an edge from a
