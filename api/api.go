@@ -9,7 +9,6 @@ import (
 	"net/http"
 
 	"github.com/relais/relais/engine"
-	"github.com/relais/relais/internal/config"
 	"github.com/relais/relais/internal/fault"
 	"github.com/relais/relais/internal/httpjson"
 )
@@ -17,16 +16,18 @@ import (
 // API holds what the handlers share.
 type API struct {
 	logger *slog.Logger
-	cfg    config.Config
-	eng    *engine.Engine
+	// maxBody bounds a request body (RELAIS_MAX_BODY_BYTES).
+	maxBody int64
+	eng     *engine.Engine
 	// allow sets a 405's Allow header from the replica's routes (paths
 	// from the root).
 	allow *httpjson.Allow
 }
 
-// New returns the API on eng; allow answers which methods a path takes.
-func New(logger *slog.Logger, cfg config.Config, eng *engine.Engine, allow *httpjson.Allow) *API {
-	return &API{logger: logger, cfg: cfg, eng: eng, allow: allow}
+// New returns the API on eng, reading bodies of up to maxBody bytes;
+// allow answers which methods a path takes.
+func New(logger *slog.Logger, maxBody int64, eng *engine.Engine, allow *httpjson.Allow) *API {
+	return &API{logger: logger, maxBody: maxBody, eng: eng, allow: allow}
 }
 
 // handle adapts an error-returning handler for a route that reads no

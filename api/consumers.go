@@ -87,7 +87,7 @@ func (a *API) createConsumer() http.Handler {
 		req, err := httpjson.Decode[struct {
 			Name   string      `json:"name"`
 			Grants []grantJSON `json:"grants"`
-		}](w, r, a.cfg.MaxBodyBytes)
+		}](w, r, a.maxBody)
 		if err != nil {
 			return err
 		}
@@ -149,7 +149,7 @@ func (a *API) setGrants() http.Handler {
 		}
 		req, err := httpjson.Decode[struct {
 			Grants []grantJSON `json:"grants"`
-		}](w, r, a.cfg.MaxBodyBytes)
+		}](w, r, a.maxBody)
 		if err != nil {
 			return err
 		}

@@ -247,7 +247,7 @@ type releaseRequest struct {
 
 func (a *API) createRelease() http.Handler {
 	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
-		req, err := httpjson.Decode[releaseRequest](w, r, a.cfg.MaxBodyBytes)
+		req, err := httpjson.Decode[releaseRequest](w, r, a.maxBody)
 		if err != nil {
 			return err
 		}

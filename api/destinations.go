@@ -40,7 +40,7 @@ type putDestinationRequest struct {
 
 func (a *API) putDestination() http.Handler {
 	return a.handleQuery(func(w http.ResponseWriter, r *http.Request) error {
-		req, err := httpjson.Decode[putDestinationRequest](w, r, a.cfg.MaxBodyBytes)
+		req, err := httpjson.Decode[putDestinationRequest](w, r, a.maxBody)
 		if err != nil {
 			return err
 		}

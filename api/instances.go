@@ -64,7 +64,7 @@ func toInstanceJSON(i engine.Instance, withInputs bool) instanceJSON {
 
 func (a *API) startInstance() http.Handler {
 	return a.handleIdempotent(func(w http.ResponseWriter, r *http.Request) error {
-		req, err := httpjson.Decode[startRequest](w, r, a.cfg.MaxBodyBytes)
+		req, err := httpjson.Decode[startRequest](w, r, a.maxBody)
 		if err != nil {
 			return err
 		}
@@ -148,7 +148,7 @@ func (a *API) actOnInstance(action engine.Action) http.Handler {
 			return err
 		}
 		// Sent without a body, the action is refused for its missing reason.
-		req, err := httpjson.DecodeOrZero[actionRequest](w, r, a.cfg.MaxBodyBytes)
+		req, err := httpjson.DecodeOrZero[actionRequest](w, r, a.maxBody)
 		if err != nil {
 			return err
 		}
@@ -232,7 +232,7 @@ type bulkRequest struct {
 // otherwise), in batches, and reports what was applied and skipped.
 func (a *API) actOnFilter() http.Handler {
 	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
-		req, err := httpjson.Decode[bulkRequest](w, r, a.cfg.MaxBodyBytes)
+		req, err := httpjson.Decode[bulkRequest](w, r, a.maxBody)
 		if err != nil {
 			return err
 		}
@@ -395,7 +395,7 @@ func (a *API) startInstances() http.Handler {
 			return fault.New(fault.BadRequest, "invalid_request", "a batch takes an idempotency key per item (items[].idempotency_key), not the Idempotency-Key header").
 				WithErrors([]fault.FieldError{{Path: "Idempotency-Key", Message: "not taken by this route: give each item its idempotency_key"}})
 		}
-		req, err := httpjson.Decode[batchStartRequest](w, r, a.cfg.MaxBodyBytes)
+		req, err := httpjson.Decode[batchStartRequest](w, r, a.maxBody)
 		if err != nil {
 			return err
 		}

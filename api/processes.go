@@ -24,7 +24,7 @@ type processVersionJSON struct {
 }
 
 func (a *API) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	body, err := httpjson.ReadBody(w, r, a.cfg.MaxBodyBytes)
+	body, err := httpjson.ReadBody(w, r, a.maxBody)
 	if err != nil {
 		return nil, err
 	}

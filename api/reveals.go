@@ -35,7 +35,7 @@ func (a *API) revealOccurrence() http.Handler {
 		req, err := httpjson.Decode[struct {
 			Side  string `json:"side"`
 			Field string `json:"field"`
-		}](w, r, a.cfg.MaxBodyBytes)
+		}](w, r, a.maxBody)
 		if err != nil {
 			return err
 		}

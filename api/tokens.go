@@ -66,7 +66,7 @@ func toTokenJSON(t engine.StaffToken) tokenJSON {
 // consumer tokens belong to consumers and are made under /consumers.
 func (a *API) createToken() http.Handler {
 	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
-		req, err := httpjson.Decode[createTokenRequest](w, r, a.cfg.MaxBodyBytes)
+		req, err := httpjson.Decode[createTokenRequest](w, r, a.maxBody)
 		if err != nil {
 			return err
 		}

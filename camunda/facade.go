@@ -38,8 +38,8 @@ type Facade struct {
 
 // New returns the facade on eng, waking long polls through hub (the one the
 // pull protocol shares).
-func New(logger *slog.Logger, cfg config.Config, eng *engine.Engine, hub *longpoll.Hub) *Facade {
-	return &Facade{logger: logger, bounds: cfg.Pull, body: cfg.MaxBodyBytes, eng: eng, hub: hub, heartbeat: cfg.Stream.Heartbeat}
+func New(logger *slog.Logger, cfg config.Polling, eng *engine.Engine, hub *longpoll.Hub) *Facade {
+	return &Facade{logger: logger, bounds: cfg.Pull, body: cfg.MaxBodyBytes, eng: eng, hub: hub, heartbeat: cfg.Heartbeat}
 }
 
 // contentType is what every JSON answer carries, exactly: the official

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/relais/relais/internal/keyring"
 	"github.com/relais/relais/queries"
 )
@@ -20,8 +22,8 @@ const probeAAD = "data_keys/probe"
 // caught now, not when a consumer asks for inputs), the primary key is
 // recorded, and no key that sealed values still in the database may be
 // missing. Without a keyring, it refuses once secret values exist.
-func CheckKeys(ctx context.Context, db queries.DBTX, ring *keyring.Keyring) error {
-	q := queries.New(db)
+func CheckKeys(ctx context.Context, pool *pgxpool.Pool, ring *keyring.Keyring) error {
+	q := queries.New(pool)
 	rows, err := q.DataKeyList(ctx)
 	if err != nil {
 		return fmt.Errorf("data keys: %w", err)

@@ -46,96 +46,14 @@ func (e *Engine) RotateKeys(ctx context.Context, progress func(RotationProgress)
 	}
 	primary := e.keys.Primary()
 	totals := map[string]int{}
-	steps := []struct {
-		table string
-		batch func(q *queries.Queries) (int, error)
-	}{
-		{"instances", func(q *queries.Queries) (int, error) {
-			rows, err := q.InstanceSealedBatch(ctx, queries.InstanceSealedBatchParams{PrimaryKey: primary, Max: rotateBatch})
-			if err != nil {
-				return 0, err
-			}
-			for _, r := range rows {
-				b, err := reseal(e.keys, r.SealedInputs, aadInstanceInputs(r.ID))
-				if err != nil {
-					return 0, err
-				}
-				if err := q.InstanceReseal(ctx, queries.InstanceResealParams{ID: r.ID, SealedInputs: b}); err != nil {
-					return 0, err
-				}
-			}
-			return len(rows), nil
-		}},
-		{"occurrences", func(q *queries.Queries) (int, error) {
-			rows, err := q.OccurrenceSealedBatch(ctx, queries.OccurrenceSealedBatchParams{PrimaryKey: primary, Max: rotateBatch})
-			if err != nil {
-				return 0, err
-			}
-			for _, r := range rows {
-				in, err := reseal(e.keys, r.SealedInputs, aadOccurrenceInputs(r.ID))
-				if err != nil {
-					return 0, err
-				}
-				out, err := reseal(e.keys, r.SealedOutputs, aadOccurrenceOutputs(r.ID))
-				if err != nil {
-					return 0, err
-				}
-				if err := q.OccurrenceReseal(ctx, queries.OccurrenceResealParams{ID: r.ID, SealedInputs: in, SealedOutputs: out}); err != nil {
-					return 0, err
-				}
-			}
-			return len(rows), nil
-		}},
-		{"destinations", func(q *queries.Queries) (int, error) {
-			rows, err := q.DestinationSealedBatch(ctx, queries.DestinationSealedBatchParams{PrimaryKey: primary, Max: rotateBatch})
-			if err != nil {
-				return 0, err
-			}
-			for _, r := range rows {
-				headers, err := reseal(e.keys, r.SealedHeaders, aadDestinationHeaders(r.Name))
-				if err != nil {
-					return 0, err
-				}
-				query, err := reseal(e.keys, r.SealedUrlQuery, aadDestinationQuery(r.Name))
-				if err != nil {
-					return 0, err
-				}
-				if err := q.DestinationReseal(ctx, queries.DestinationResealParams{Name: r.Name, SealedHeaders: headers, SealedUrlQuery: query}); err != nil {
-					return 0, err
-				}
-			}
-			return len(rows), nil
-		}},
-	}
 	// Batches skip rows that running work holds locked, so one pass may
 	// leave some behind: passes repeat until a count that waits for no lock
 	// finds nothing under another key. Only then may a key be retired, or
 	// removing it would make those values unreadable.
 	stalled, fewest, pause := time.Now(), int64(-1), rotateRetryPause
 	for {
-		for _, s := range steps {
-			for {
-				var n int
-				err := e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error {
-					var err error
-					n, err = s.batch(q)
-					return err
-				})
-				if err != nil {
-					return fmt.Errorf("engine: rotate %s: %w", s.table, err)
-				}
-				totals[s.table] += n
-				if n > 0 && progress != nil {
-					progress(RotationProgress{Table: s.table, Rows: n, Total: totals[s.table]})
-				}
-				// A partial batch drained what this pass could take; rows
-				// sealed since then wait for the next pass and its count,
-				// so a replica sealing with an old key cannot keep one
-				// pass going.
-				if n < rotateBatch {
-					break
-				}
-			}
+		if err := e.rotatePass(ctx, totals, progress); err != nil {
+			return err
 		}
 		left, err := e.q.SealedUnderOtherKeys(ctx, primary)
 		if err != nil {
@@ -158,7 +76,114 @@ func (e *Engine) RotateKeys(ctx context.Context, progress func(RotationProgress)
 		}
 		pause = min(2*pause, rotateMaxPause)
 	}
-	// Every value is now under the primary key: older keys are retired.
+	return e.retireOlderKeys(ctx, primary)
+}
+
+// rotatePass re-encrypts, table by table and a batch per transaction,
+// what it can take of the values under older keys; totals counts the rows
+// moved per table across passes.
+func (e *Engine) rotatePass(ctx context.Context, totals map[string]int, progress func(RotationProgress)) error {
+	steps := []struct {
+		table string
+		batch func(context.Context, *queries.Queries) (int, error)
+	}{
+		{"instances", e.resealInstances},
+		{"occurrences", e.resealOccurrences},
+		{"destinations", e.resealDestinations},
+	}
+	for _, s := range steps {
+		for {
+			var n int
+			err := e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error {
+				var err error
+				n, err = s.batch(ctx, q)
+				return err
+			})
+			if err != nil {
+				return fmt.Errorf("engine: rotate %s: %w", s.table, err)
+			}
+			totals[s.table] += n
+			if n > 0 && progress != nil {
+				progress(RotationProgress{Table: s.table, Rows: n, Total: totals[s.table]})
+			}
+			// A partial batch drained what this pass could take; rows
+			// sealed since then wait for the next pass and its count, so
+			// a replica sealing with an old key cannot keep one pass
+			// going.
+			if n < rotateBatch {
+				break
+			}
+		}
+	}
+	return nil
+}
+
+// resealInstances re-encrypts a batch of instances' inputs.
+func (e *Engine) resealInstances(ctx context.Context, q *queries.Queries) (int, error) {
+	rows, err := q.InstanceSealedBatch(ctx, queries.InstanceSealedBatchParams{PrimaryKey: e.keys.Primary(), Max: rotateBatch})
+	if err != nil {
+		return 0, err
+	}
+	for _, r := range rows {
+		b, err := reseal(e.keys, r.SealedInputs, aadInstanceInputs(r.ID))
+		if err != nil {
+			return 0, err
+		}
+		if err := q.InstanceReseal(ctx, queries.InstanceResealParams{ID: r.ID, SealedInputs: b}); err != nil {
+			return 0, err
+		}
+	}
+	return len(rows), nil
+}
+
+// resealOccurrences re-encrypts a batch of occurrences' inputs and outputs.
+func (e *Engine) resealOccurrences(ctx context.Context, q *queries.Queries) (int, error) {
+	rows, err := q.OccurrenceSealedBatch(ctx, queries.OccurrenceSealedBatchParams{PrimaryKey: e.keys.Primary(), Max: rotateBatch})
+	if err != nil {
+		return 0, err
+	}
+	for _, r := range rows {
+		in, err := reseal(e.keys, r.SealedInputs, aadOccurrenceInputs(r.ID))
+		if err != nil {
+			return 0, err
+		}
+		out, err := reseal(e.keys, r.SealedOutputs, aadOccurrenceOutputs(r.ID))
+		if err != nil {
+			return 0, err
+		}
+		if err := q.OccurrenceReseal(ctx, queries.OccurrenceResealParams{ID: r.ID, SealedInputs: in, SealedOutputs: out}); err != nil {
+			return 0, err
+		}
+	}
+	return len(rows), nil
+}
+
+// resealDestinations re-encrypts a batch of destinations' headers and
+// query parameters.
+func (e *Engine) resealDestinations(ctx context.Context, q *queries.Queries) (int, error) {
+	rows, err := q.DestinationSealedBatch(ctx, queries.DestinationSealedBatchParams{PrimaryKey: e.keys.Primary(), Max: rotateBatch})
+	if err != nil {
+		return 0, err
+	}
+	for _, r := range rows {
+		headers, err := reseal(e.keys, r.SealedHeaders, aadDestinationHeaders(r.Name))
+		if err != nil {
+			return 0, err
+		}
+		query, err := reseal(e.keys, r.SealedUrlQuery, aadDestinationQuery(r.Name))
+		if err != nil {
+			return 0, err
+		}
+		if err := q.DestinationReseal(ctx, queries.DestinationResealParams{Name: r.Name, SealedHeaders: headers, SealedUrlQuery: query}); err != nil {
+			return 0, err
+		}
+	}
+	return len(rows), nil
+}
+
+// retireOlderKeys marks retired every key but primary, once no value is
+// sealed under one, and tells every replica.
+func (e *Engine) retireOlderKeys(ctx context.Context, primary string) error {
 	rows, err := e.q.DataKeyList(ctx)
 	if err != nil {
 		return fmt.Errorf("engine: rotate: %w", err)

@@ -55,8 +55,8 @@ type Protocol struct {
 var durationBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
 
 // New returns the protocol on eng, waking long polls through hub.
-func New(logger *slog.Logger, cfg config.Config, eng *engine.Engine, hub *longpoll.Hub, reg prometheus.Registerer) *Protocol {
-	p := &Protocol{logger: logger, bounds: cfg.Pull, body: cfg.MaxBodyBytes, heartbeat: cfg.Stream.Heartbeat, eng: eng, hub: hub,
+func New(logger *slog.Logger, cfg config.Polling, eng *engine.Engine, hub *longpoll.Hub, reg prometheus.Registerer) *Protocol {
+	p := &Protocol{logger: logger, bounds: cfg.Pull, body: cfg.MaxBodyBytes, heartbeat: cfg.Heartbeat, eng: eng, hub: hub,
 		claimed: prometheus.NewCounter(prometheus.CounterOpts{Name: "relais_pull_claimed_total", Help: "Occurrences reserved by fetch-and-lock."}),
 		fetches: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "relais_pull_fetches_total", Help: "Fetch-and-lock requests by result."}, []string{"result"}),
 		fetchTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "relais_pull_fetch_duration_seconds",

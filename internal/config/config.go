@@ -95,6 +95,21 @@ type Stream struct {
 	MaxStreams int
 }
 
+// Polling is what the routes that hand out work by polling (the pull
+// protocol, the Camunda facade) need of the configuration.
+type Polling struct {
+	Pull         Pull
+	MaxBodyBytes int64
+	// Heartbeat is the worker streams' heartbeat: a poller stays live in
+	// the worker catalog for its wait plus three of them.
+	Heartbeat time.Duration
+}
+
+// Polling returns c's settings for the polling routes.
+func (c Config) Polling() Polling {
+	return Polling{Pull: c.Pull, MaxBodyBytes: c.MaxBodyBytes, Heartbeat: c.Stream.Heartbeat}
+}
+
 // Push holds the push runner's budget and capacity.
 type Push struct {
 	// DefaultTimeout is a call's budget when its destination sets none;

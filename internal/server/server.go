@@ -183,16 +183,16 @@ func newHandler(d Deps, hub *longpoll.Hub, streams *stream.Service) http.Handler
 		anyone := httpauth.Require(lookup, d.Logger, auth.RoleDesigner, auth.RoleOperator, auth.RoleConsumer)
 		r.NotFound(anyone(http.HandlerFunc(notFound)).ServeHTTP)
 		r.MethodNotAllowed(anyone(http.HandlerFunc(methodNotAllowed)).ServeHTTP)
-		api.New(d.Logger, d.Config, d.Engine, allow).Routes(r, lookup)
+		api.New(d.Logger, d.Config.MaxBodyBytes, d.Engine, allow).Routes(r, lookup)
 		r.Route("/pull", func(r chi.Router) {
-			p := pull.New(d.Logger, d.Config, d.Engine, hub, d.Registry)
+			p := pull.New(d.Logger, d.Config.Polling(), d.Engine, hub, d.Registry)
 			p.OnSettled(streams.SettledElsewhere)
 			streams.ObserveSettlements(p.ObserveSettlement)
 			p.Routes(r, lookup)
 		})
 	})
 	r.Route("/engine-rest", func(r chi.Router) {
-		camunda.New(d.Logger, d.Config, d.Engine, hub).Routes(r, lookup)
+		camunda.New(d.Logger, d.Config.Polling(), d.Engine, hub).Routes(r, lookup)
 	})
 	return r
 }
