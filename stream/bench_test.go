@@ -153,10 +153,10 @@ func BenchmarkPickupLatency(b *testing.B) {
 func BenchmarkCycleThroughput(b *testing.B) {
 	const rounds = 5
 	per := max(b.N/rounds, 1)
-	results := map[string][]float64{}
+	results := map[worker.Protocol][]float64{}
 	b.ResetTimer()
 	for range rounds {
-		for _, protocol := range []string{worker.ProtocolStream, worker.ProtocolLongPoll} {
+		for _, protocol := range []worker.Protocol{worker.ProtocolStream, worker.ProtocolLongPoll} {
 			results[protocol] = append(results[protocol], cycles(b, protocol, per))
 		}
 	}
@@ -171,7 +171,7 @@ func BenchmarkCycleThroughput(b *testing.B) {
 
 // cycles runs n cycles through SDK workers on protocol and returns the
 // throughput in occurrences per second.
-func cycles(b *testing.B, protocol string, n int) float64 {
+func cycles(b *testing.B, protocol worker.Protocol, n int) float64 {
 	b.StopTimer()
 	f := benchSetup(b)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -66,8 +66,8 @@ func waitStatus(t *testing.T, r *relais, inst, want string) map[string]any {
 }
 
 func TestDeferredTaskIsCompletedByID(t *testing.T) {
-	for _, protocol := range []string{ProtocolStream, ProtocolLongPoll} {
-		t.Run(protocol, func(t *testing.T) {
+	for _, protocol := range []Protocol{ProtocolStream, ProtocolLongPoll} {
+		t.Run(string(protocol), func(t *testing.T) {
 			r := newRelais(t, nil)
 			ids := make(chan string, 1)
 			run := r.run(t, Config{Protocol: protocol}, deferring(ids, nil))
@@ -256,8 +256,8 @@ func TestDeferAfterTheHandlerReturnedIsRefused(t *testing.T) {
 // failure), it is answered as a replay, not taken for the new attempt's
 // failure; and it cannot settle a task the worker's own handler holds.
 func TestDeferredOutcomesAreNotTheRunningWorkers(t *testing.T) {
-	for _, protocol := range []string{ProtocolStream, ProtocolLongPoll} {
-		t.Run(protocol, func(t *testing.T) {
+	for _, protocol := range []Protocol{ProtocolStream, ProtocolLongPoll} {
+		t.Run(string(protocol), func(t *testing.T) {
 			r := newRelais(t, map[string]any{"retry_delay": "PT0S"})
 			ids := make(chan string, 1)
 			second := make(chan *Task, 1)

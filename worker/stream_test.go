@@ -525,10 +525,10 @@ func TestStreamLockBound(t *testing.T) {
 // (on a stream, for as long as the stream lives) or run again to the same
 // outputs.
 func TestOutputsTooLargeFailTheTask(t *testing.T) {
-	for _, protocol := range []string{ProtocolStream, ProtocolLongPoll} {
-		t.Run(protocol, func(t *testing.T) {
+	for _, protocol := range []Protocol{ProtocolStream, ProtocolLongPoll} {
+		t.Run(string(protocol), func(t *testing.T) {
 			r := newRelais(t, map[string]any{"max_attempts": 3})
-			run := r.run(t, Config{Protocol: protocol, Concurrency: 2, SettleWindow: 50 * time.Millisecond, WorkerID: "big-" + protocol},
+			run := r.run(t, Config{Protocol: protocol, Concurrency: 2, SettleWindow: 50 * time.Millisecond, WorkerID: "big-" + string(protocol)},
 				func(ctx context.Context, task *Task) (any, error) {
 					var in struct {
 						CompanyName string `json:"company_name"`
@@ -605,8 +605,8 @@ func TestStreamOutcomeRetriesEndWithinALockDuration(t *testing.T) {
 // with a pattern are a programming error.
 func TestPatternHandlerTakesItsKeys(t *testing.T) {
 	r := newRelais(t, nil)
-	for _, protocol := range []string{ProtocolStream, ProtocolLongPoll} {
-		w, err := New(Config{URL: r.env.URL, Token: r.consumer, WorkerID: "pattern-" + protocol, Protocol: protocol, Wait: time.Second,
+	for _, protocol := range []Protocol{ProtocolStream, ProtocolLongPoll} {
+		w, err := New(Config{URL: r.env.URL, Token: r.consumer, WorkerID: "pattern-" + string(protocol), Protocol: protocol, Wait: time.Second,
 			Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
 		if err != nil {
 			t.Fatal(err)
@@ -615,7 +615,7 @@ func TestPatternHandlerTakesItsKeys(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- w.Run(ctx) }()
-		inst := r.start(t, "Acme "+protocol)
+		inst := r.start(t, "Acme "+string(protocol))
 		ended := r.env.WaitEnded(inst, 10*time.Second)
 		cancel()
 		if err := <-done; err != nil {
@@ -729,7 +729,7 @@ func TestRefusedConnectionIsNoServerAnswer(t *testing.T) {
 // subscriptions, so the pointer's index alone would not say.
 func TestARefusedSubscriptionIsNamed(t *testing.T) {
 	r := newRelais(t, nil)
-	for _, protocol := range []string{ProtocolStream, ProtocolLongPoll} {
+	for _, protocol := range []Protocol{ProtocolStream, ProtocolLongPoll} {
 		w, err := New(Config{URL: r.env.URL, Token: r.consumer, Protocol: protocol, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
 		if err != nil {
 			t.Fatal(err)

@@ -51,15 +51,18 @@ const (
 	DefaultSettleWindow = 2 * time.Millisecond
 )
 
+// Protocol is how tasks reach a worker (Config.Protocol).
+type Protocol string
+
 // Protocols of Config.Protocol.
 const (
 	// ProtocolAuto connects a worker stream, and long-polls instead when
 	// the server has no stream (a Relais before DESIGN §10).
-	ProtocolAuto = ""
+	ProtocolAuto Protocol = ""
 	// ProtocolStream connects a worker stream only.
-	ProtocolStream = "stream"
+	ProtocolStream Protocol = "stream"
 	// ProtocolLongPoll long-polls the REST pull routes only.
-	ProtocolLongPoll = "long_poll"
+	ProtocolLongPoll Protocol = "long_poll"
 )
 
 // pollMargin is how long past its long-poll wait a fetch may take before
@@ -124,7 +127,7 @@ type Config struct {
 	// Protocol chooses how tasks arrive: ProtocolAuto (the default) uses
 	// a worker stream and falls back to long polling when the server has
 	// none; ProtocolStream and ProtocolLongPoll use only one.
-	Protocol string
+	Protocol Protocol
 	// Logger receives the worker's logs. Default: discarded.
 	Logger *slog.Logger
 }

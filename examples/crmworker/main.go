@@ -42,7 +42,7 @@ func run(ctx context.Context, getenv func(string) string, logger *slog.Logger) e
 	}
 	// RELAIS_WORKER_PROTOCOL: stream or long_poll; empty tries the stream
 	// and long-polls when the server has none.
-	w, err := worker.New(worker.Config{URL: url, Token: token, Logger: logger, Protocol: getenv("RELAIS_WORKER_PROTOCOL")})
+	w, err := worker.New(worker.Config{URL: url, Token: token, Logger: logger, Protocol: worker.Protocol(getenv("RELAIS_WORKER_PROTOCOL"))})
 	if err != nil {
 		return err
 	}
