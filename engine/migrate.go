@@ -90,6 +90,11 @@ const migrationLockTries = 10
 // own transaction, while holding a session advisory lock. It returns the
 // versions it applied (none when another replica got there first).
 func Migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) ([]int, error) {
+	return migrate(ctx, pool, logger, Migrations())
+}
+
+// migrate is Migrate with the migrations given, in version order from 1.
+func migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger, ms []Migration) ([]int, error) {
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("migrate: acquire: %w", err)
@@ -125,7 +130,7 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) ([]in
 	}
 	if newer := slices.Sorted(func(yield func(int) bool) {
 		for v := range applied {
-			if v > LatestSchemaVersion() && !yield(v) {
+			if v > len(ms) && !yield(v) {
 				return
 			}
 		}
@@ -134,10 +139,10 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) ([]in
 		// rollback): this binary runs on the schema it knows, which newer
 		// migrations are written to keep working.
 		logger.Warn("the database's schema is newer than this relais: it was migrated by a newer version",
-			"schema_version", newer[len(newer)-1], "known_schema_version", LatestSchemaVersion())
+			"schema_version", newer[len(newer)-1], "known_schema_version", len(ms))
 	}
 	var done []int
-	for _, m := range Migrations() {
+	for _, m := range ms {
 		if applied[m.Version] {
 			continue
 		}

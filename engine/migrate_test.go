@@ -1,0 +1,161 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/relais/relais/internal/dbtest"
+)
+
+// A database migrated by a newer relais is said to be so when an older one
+// migrates (starts) on it: it ran silently, reporting its own version.
+func TestMigrateSaysTheSchemaIsNewer(t *testing.T) {
+	ctx := context.Background()
+	pool := dbtest.Pool(t)
+	newer := LatestSchemaVersion() + 1
+	if _, err := pool.Exec(ctx, "insert into relais_schema_migrations (version, name) values ($1, 'from_the_future')", newer); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	if _, err := Migrate(ctx, pool, slog.New(slog.NewTextHandler(&logs, nil))); err != nil {
+		t.Fatal(err)
+	}
+	if out := logs.String(); !strings.Contains(out, "schema is newer than this relais") || !strings.Contains(out, "known_schema_version") {
+		t.Errorf("migrating a newer schema logged %q", out)
+	}
+}
+
+// A role that may only read and write rows can serve a database someone
+// else migrated: starting (Migrate) on it creates nothing. Where a
+// migration is due, the refusal says what the role lacks.
+func TestMigrateNeedsNoCreateRightOnceMigrated(t *testing.T) {
+	ctx := context.Background()
+	pool := dbtest.Pool(t)
+	role := "relais_rows_" + strings.ReplaceAll(strings.ToLower(t.Name()), "/", "_")[:8]
+	for _, stmt := range []string{
+		"create role " + role + " login password 'rows-only-password'",
+		"grant select on relais_schema_migrations to " + role,
+	} {
+		if _, err := pool.Exec(ctx, stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		_, _ = pool.Exec(context.Background(), "revoke all on relais_schema_migrations from "+role)
+		_, _ = pool.Exec(context.Background(), "drop role if exists "+role)
+	})
+	cfg := pool.Config().Copy()
+	cfg.ConnConfig.User, cfg.ConnConfig.Password = role, "rows-only-password"
+	limited, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer limited.Close()
+	if applied, err := Migrate(ctx, limited, nil); err != nil || len(applied) != 0 {
+		t.Fatalf("Migrate as a role without CREATE on a migrated database: %v, %v; want nothing to do", applied, err)
+	}
+	// One migration due: refused, saying why.
+	if _, err := pool.Exec(ctx, "delete from relais_schema_migrations where version = $1", LatestSchemaVersion()); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Migrate(ctx, limited, nil)
+	if err == nil || !strings.Contains(err.Error(), "run relais migrate once as the schema's owner") {
+		t.Errorf("a due migration as a role without CREATE: %v; want the privilege explained", err)
+	}
+}
+
+// signalOn is a slog handler that closes seen at the first record whose
+// message holds substr, after writing it to out.
+type signalOn struct {
+	slog.Handler
+	substr string
+	seen   chan struct{}
+	once   *sync.Once
+}
+
+func (h signalOn) Handle(ctx context.Context, r slog.Record) error {
+	err := h.Handler.Handle(ctx, r)
+	if strings.Contains(r.Message, h.substr) {
+		h.once.Do(func() { close(h.seen) })
+	}
+	return err
+}
+
+// A migration that gives up on a table another transaction holds (its
+// lock_timeout passed, 55P03) is tried again once the table is free, and
+// recorded once; any other failure is not retried.
+func TestMigrateRetriesAMigrationThatWaitedForALock(t *testing.T) {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, dbtest.EmptyURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	first := []Migration{{Version: 1, Name: "0001_table", SQL: "create table held (id int)"}}
+	if _, err := migrate(ctx, pool, nil, first); err != nil {
+		t.Fatal(err)
+	}
+
+	// A long transaction reads the table: its lock keeps the migration's
+	// ALTER (and so its lock_timeout) waiting until the transaction ends,
+	// which it does once Migrate says it will try again.
+	holder, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Rollback(ctx)
+	if _, err := holder.Exec(ctx, "select * from held"); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	seen := make(chan struct{})
+	logger := slog.New(signalOn{Handler: slog.NewTextHandler(&logs, nil), substr: "trying again", seen: seen, once: new(sync.Once)})
+	released := make(chan error, 1)
+	go func() {
+		select {
+		case <-seen:
+			released <- holder.Commit(ctx)
+		case <-time.After(30 * time.Second):
+			released <- holder.Rollback(ctx)
+		}
+	}()
+	second := append(first, Migration{Version: 2, Name: "0002_alter",
+		SQL: "set local lock_timeout = '50ms'; alter table held add column note text"})
+	applied, err := migrate(ctx, pool, logger, second)
+	if err != nil || !slices.Equal(applied, []int{2}) {
+		t.Fatalf("migrating while the table is held, then freed: applied %v, %v; want [2]", applied, err)
+	}
+	if err := <-released; err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logs.String(), "try=1") {
+		t.Errorf("logs %q; want the first try's lock timeout reported", logs.String())
+	}
+	var column, recorded int
+	if err := pool.QueryRow(ctx, `select (select count(*) from information_schema.columns where table_name = 'held' and column_name = 'note'),
+		(select count(*) from relais_schema_migrations where version = 2)`).Scan(&column, &recorded); err != nil {
+		t.Fatal(err)
+	}
+	if column != 1 || recorded != 1 {
+		t.Errorf("after the retry: column %d, recorded %d; want 1 and 1", column, recorded)
+	}
+
+	// A failure other than a lock timeout fails at once, recording nothing.
+	broken := append(second, Migration{Version: 3, Name: "0003_broken", SQL: "alter table missing add column x int"})
+	logs.Reset()
+	start := time.Now()
+	if _, err := migrate(ctx, pool, slog.New(slog.NewTextHandler(&logs, nil)), broken); err == nil || !strings.Contains(err.Error(), "0003_broken") {
+		t.Fatalf("a broken migration: %v; want its failure named", err)
+	}
+	if strings.Contains(logs.String(), "trying again") || time.Since(start) > 900*time.Millisecond {
+		t.Errorf("a broken migration was tried again (logs %q, %s)", logs.String(), time.Since(start))
+	}
+}
