@@ -88,13 +88,17 @@ const migrationLockTries = 10
 
 // Migrate applies every embedded migration the database lacks, each in its
 // own transaction, while holding a session advisory lock. It returns the
-// versions it applied (none when another replica got there first).
+// versions it applied (none when another replica got there first). A nil
+// logger logs nothing.
 func Migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) ([]int, error) {
 	return migrate(ctx, pool, logger, Migrations())
 }
 
 // migrate is Migrate with the migrations given, in version order from 1.
 func migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger, ms []Migration) ([]int, error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("migrate: acquire: %w", err)
@@ -134,7 +138,7 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger, ms []
 				return
 			}
 		}
-	}); len(newer) > 0 && logger != nil {
+	}); len(newer) > 0 {
 		// A newer relais migrated this database (a rolling deploy, or a
 		// rollback): this binary runs on the schema it knows, which newer
 		// migrations are written to keep working.
@@ -147,40 +151,39 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger, ms []
 			continue
 		}
 		start := time.Now()
-		var err error
-		for try := 1; ; try++ {
-			err = pgx.BeginFunc(ctx, conn.Conn(), func(tx pgx.Tx) error {
-				if _, err := tx.Exec(ctx, m.SQL); err != nil {
-					return err
-				}
-				_, err := tx.Exec(ctx, "insert into relais_schema_migrations (version, name) values ($1, $2)", m.Version, m.Name)
-				return err
-			})
-			// A migration that sets a lock_timeout gives up on a table
-			// some long transaction holds rather than queue every claim
-			// and settlement behind its lock; it is tried again shortly.
-			var pgErr *pgconn.PgError
-			if err == nil || !errors.As(err, &pgErr) || pgErr.Code != "55P03" || try == migrationLockTries {
-				break
-			}
-			if logger != nil {
-				logger.Warn("migration waits for a table another transaction holds; trying again", "version", m.Version, "name", m.Name, "try", try)
-			}
-			select {
-			case <-ctx.Done():
-				return done, fmt.Errorf("migrate: %s: %w", m.Name, ctx.Err())
-			case <-time.After(time.Duration(try) * time.Second):
-			}
-		}
-		if err != nil {
+		if err := applyMigration(ctx, conn.Conn(), logger, m); err != nil {
 			return done, fmt.Errorf("migrate: %s: %w%s", m.Name, err, privilegeHint(err))
 		}
-		if logger != nil {
-			logger.Info("migration applied", "version", m.Version, "name", m.Name, "duration", time.Since(start).Round(time.Millisecond))
-		}
+		logger.Info("migration applied", "version", m.Version, "name", m.Name, "duration", time.Since(start).Round(time.Millisecond))
 		done = append(done, m.Version)
 	}
 	return done, nil
+}
+
+// applyMigration runs m and records it, in one transaction. A migration
+// that sets a lock_timeout gives up on a table some long transaction holds
+// rather than queue every claim and settlement behind its lock; it is
+// tried again shortly, up to migrationLockTries times.
+func applyMigration(ctx context.Context, conn *pgx.Conn, logger *slog.Logger, m Migration) error {
+	for try := 1; ; try++ {
+		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, m.SQL); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, "insert into relais_schema_migrations (version, name) values ($1, $2)", m.Version, m.Name)
+			return err
+		})
+		var pgErr *pgconn.PgError
+		if err == nil || !errors.As(err, &pgErr) || pgErr.Code != "55P03" || try == migrationLockTries {
+			return err
+		}
+		logger.Warn("migration waits for a table another transaction holds; trying again", "version", m.Version, "name", m.Name, "try", try)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Duration(try) * time.Second):
+		}
+	}
 }
 
 // privilegeHint says what to do about a migration the database role may
