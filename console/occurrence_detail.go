@@ -156,25 +156,13 @@ func (c *Console) occurrenceView(r *http.Request, id uuid.UUID) (occurrenceView,
 	}
 	push := o.Mode == "push"
 	v := occurrenceView{
-		Chrome:       c.liveChrome(r, T(ctx, "Occurrence %s", id), "occurrences"),
-		SummaryLabel: T(ctx, "Summary"),
-		Summary: []fact{
-			{Label: T(ctx, "Definition"), Value: definitionAtRevision(ctx, o.Definition, o.Revision),
-				Href: revisionHref(o.Definition, o.Revision), TestID: "definition-link"},
-			{Label: T(ctx, "Process instance"), Value: o.InstanceID.String(), Href: instanceHref(o.InstanceID), TestID: "instance-link", Code: true},
-			{Label: T(ctx, "Process"), Value: processAtVersion(ctx, inst.ProcessKey, inst.Version), Href: processVersionHref(inst.ProcessKey, inst.Version)},
-			{Label: T(ctx, "Node"), Value: o.Node, Code: true},
-			{Label: T(ctx, "Mode"), Value: modeLabel(ctx, o.Mode)},
-			{Label: T(ctx, "Status"), Value: statusLabel(ctx, o.Status), Badge: o.Status, TestID: "status"},
-		},
-		DatesLabel:  T(ctx, "Dates"),
-		PolicyLabel: T(ctx, "Policy"),
-		Policy: []fact{
-			{Label: T(ctx, "Maximum attempts"), Value: number(ctx, o.Policy.MaxAttempts)},
-			{Label: T(ctx, "Retry delay"), Value: formatDuration(ctx, o.Policy.RetryDelay)},
-			{Label: T(ctx, "Deadline"), Value: optionalDuration(ctx, o.Policy.Deadline)},
-			{Label: T(ctx, "Priority"), Value: T(ctx, "%d (0 lowest, 9 highest)", o.Policy.Priority)},
-		},
+		Chrome:          c.liveChrome(r, T(ctx, "Occurrence %s", id), "occurrences"),
+		SummaryLabel:    T(ctx, "Summary"),
+		Summary:         c.occurrenceSummary(ctx, o, inst),
+		DatesLabel:      T(ctx, "Dates"),
+		Dates:           occurrenceDates(ctx, o),
+		PolicyLabel:     T(ctx, "Policy"),
+		Policy:          occurrencePolicy(ctx, o),
 		AttemptsLabel:   T(ctx, "Attempts"),
 		AttemptsCaption: T(ctx, "Every attempt, oldest first"),
 		HeadNumber:      "#", HeadConsumer: T(ctx, "Consumer"), HeadWorker: T(ctx, "Worker id"),
@@ -198,64 +186,106 @@ func (c *Console) occurrenceView(r *http.Request, id uuid.UUID) (occurrenceView,
 		}
 		v.HTTPNote = T(ctx, "Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.")
 	}
-	if o.BusinessKey != nil {
-		v.Summary = append(v.Summary, fact{Label: T(ctx, "Business key"), Value: *o.BusinessKey, Code: true, TestID: "business-key"})
-	}
-	if o.Route != nil {
-		v.Summary = append(v.Summary, fact{Label: T(ctx, "Route"), Value: *o.Route, Code: true, TestID: "route"})
-	}
-	v.Summary = append(v.Summary, c.lastError(ctx, o)...)
-	if o.DeferReason != nil && o.Status == engine.StatusDeferred {
-		v.Summary = append(v.Summary, fact{Label: T(ctx, "Reason given by the worker"), Value: *o.DeferReason, TestID: "defer-reason"})
-	}
-	v.Dates = occurrenceDates(ctx, o)
-	if push {
-		// A push call is never retried: its failure takes the node's
-		// error path at once, whatever max_attempts says.
-		v.Policy = []fact{{Label: T(ctx, "Retries"), Value: T(ctx, "none: a failed call takes the node’s error path")}, v.Policy[2], v.Policy[3]}
-	}
-	if o.Destination != nil {
-		v.Policy = append(v.Policy, fact{Label: T(ctx, "Destination"), Value: *o.Destination, Code: true})
-	}
-	if o.Timeout != nil {
-		v.Policy = append(v.Policy, fact{Label: T(ctx, "Call timeout"), Value: formatDuration(ctx, *o.Timeout)})
-	}
 	stop := c.stopRecord(ctx, o, inst)
 	v.StateLabel = T(ctx, "Now")
 	v.State, v.StateTime, v.StateNote = occurrenceState(ctx, o, inst, stop)
 	if inst.Status == engine.InstanceHeld && o.Status == engine.StatusFailed {
 		v.ActionHref, v.ActionLabel = instanceHref(inst.ID)+"#actions", T(ctx, "Retry or abandon it from its instance")
 	}
+	v.AttemptsSummary = c.attemptsSummary(ctx, o, inst)
+	for _, a := range o.AttemptList {
+		v.Attempts = append(v.Attempts, attemptRowOf(ctx, a, push, o.Destination))
+	}
+	v.Inputs, v.Outputs = occurrenceValues(ctx, id, o, rev)
+	return v, nil
+}
+
+// occurrenceSummary is what the occurrence is: where it comes from, its
+// state, and its last error.
+func (c *Console) occurrenceSummary(ctx context.Context, o engine.Occurrence, inst engine.Instance) []fact {
+	fs := []fact{
+		{Label: T(ctx, "Definition"), Value: definitionAtRevision(ctx, o.Definition, o.Revision),
+			Href: revisionHref(o.Definition, o.Revision), TestID: "definition-link"},
+		{Label: T(ctx, "Process instance"), Value: o.InstanceID.String(), Href: instanceHref(o.InstanceID), TestID: "instance-link", Code: true},
+		{Label: T(ctx, "Process"), Value: processAtVersion(ctx, inst.ProcessKey, inst.Version), Href: processVersionHref(inst.ProcessKey, inst.Version)},
+		{Label: T(ctx, "Node"), Value: o.Node, Code: true},
+		{Label: T(ctx, "Mode"), Value: modeLabel(ctx, o.Mode)},
+		{Label: T(ctx, "Status"), Value: statusLabel(ctx, o.Status), Badge: o.Status, TestID: "status"},
+	}
+	if o.BusinessKey != nil {
+		fs = append(fs, fact{Label: T(ctx, "Business key"), Value: *o.BusinessKey, Code: true, TestID: "business-key"})
+	}
+	if o.Route != nil {
+		fs = append(fs, fact{Label: T(ctx, "Route"), Value: *o.Route, Code: true, TestID: "route"})
+	}
+	fs = append(fs, c.lastError(ctx, o)...)
+	if o.DeferReason != nil && o.Status == engine.StatusDeferred {
+		fs = append(fs, fact{Label: T(ctx, "Reason given by the worker"), Value: *o.DeferReason, TestID: "defer-reason"})
+	}
+	return fs
+}
+
+// occurrencePolicy is the occurrence's retry policy; for a push call, its
+// destination and timeout.
+func occurrencePolicy(ctx context.Context, o engine.Occurrence) []fact {
+	retries := fact{Label: T(ctx, "Maximum attempts"), Value: number(ctx, o.Policy.MaxAttempts)}
+	delay := &fact{Label: T(ctx, "Retry delay"), Value: formatDuration(ctx, o.Policy.RetryDelay)}
+	if o.Mode == "push" {
+		// A push call is never retried: its failure takes the node's
+		// error path at once, whatever max_attempts says.
+		retries, delay = fact{Label: T(ctx, "Retries"), Value: T(ctx, "none: a failed call takes the node’s error path")}, nil
+	}
+	fs := []fact{retries}
+	if delay != nil {
+		fs = append(fs, *delay)
+	}
+	fs = append(fs,
+		fact{Label: T(ctx, "Deadline"), Value: optionalDuration(ctx, o.Policy.Deadline)},
+		fact{Label: T(ctx, "Priority"), Value: T(ctx, "%d (0 lowest, 9 highest)", o.Policy.Priority)})
+	if o.Destination != nil {
+		fs = append(fs, fact{Label: T(ctx, "Destination"), Value: *o.Destination, Code: true})
+	}
+	if o.Timeout != nil {
+		fs = append(fs, fact{Label: T(ctx, "Call timeout"), Value: formatDuration(ctx, *o.Timeout)})
+	}
+	return fs
+}
+
+// attemptsSummary counts the attempts against their budget.
+func (c *Console) attemptsSummary(ctx context.Context, o engine.Occurrence, inst engine.Instance) string {
 	budget := T(ctx, "at most %d", o.Policy.MaxAttempts)
 	if c.retried(ctx, o, inst) {
 		// A retry gives a fresh max_attempts on top of the attempts made:
 		// "3 attempts · at most 2" would read as a broken limit.
 		budget = T(ctx, "at most %d since the last operator retry", o.Policy.MaxAttempts)
 	}
-	v.AttemptsSummary = T(ctx, "%d attempts", o.Attempts) + " · " + budget
+	s := T(ctx, "%d attempts", o.Attempts) + " · " + budget
 	if !settled(o.Status) {
-		v.AttemptsSummary += " · " + T(ctx, "%d left", o.AttemptsLeft)
+		s += " · " + T(ctx, "%d left", o.AttemptsLeft)
 	}
-	for _, a := range o.AttemptList {
-		v.Attempts = append(v.Attempts, attemptRowOf(ctx, a, push, o.Destination))
-	}
-	v.Inputs = valueTable{Title: T(ctx, "Inputs"), TestID: "inputs", Caption: T(ctx, "Inputs, labelled by revision %d's contract", o.Revision),
+	return s
+}
+
+// occurrenceValues are the occurrence's inputs and outputs, labelled by its
+// revision's contract, with reveal forms on sensitive rows for an admin.
+func occurrenceValues(ctx context.Context, id uuid.UUID, o engine.Occurrence, rev *engine.Revision) (inputs, outputs valueTable) {
+	inputs = valueTable{Title: T(ctx, "Inputs"), TestID: "inputs", Caption: T(ctx, "Inputs, labelled by revision %d's contract", o.Revision),
 		Empty: T(ctx, "This contract has no inputs."), Rows: valueRows(ctx, rev.Working.Inputs, o.Inputs)}
-	v.Outputs = valueTable{Title: T(ctx, "Outputs"), TestID: "outputs", Caption: T(ctx, "Outputs, labelled by revision %d's contract", o.Revision),
+	outputs = valueTable{Title: T(ctx, "Outputs"), TestID: "outputs", Caption: T(ctx, "Outputs, labelled by revision %d's contract", o.Revision),
 		Empty: T(ctx, "No outputs yet: the occurrence has not completed."), Rows: nil}
 	switch {
 	case o.Outputs != nil:
-		v.Outputs.Rows = valueRows(ctx, rev.Working.Outputs, o.Outputs)
-		v.Outputs.Empty = T(ctx, "This contract has no outputs.")
+		outputs.Rows = valueRows(ctx, rev.Working.Outputs, o.Outputs)
+		outputs.Empty = T(ctx, "This contract has no outputs.")
 	case o.Status == engine.StatusFailed || o.Status == engine.StatusCancelled:
-		v.Outputs.Empty = T(ctx, "No outputs: the occurrence ended without completing.")
+		outputs.Empty = T(ctx, "No outputs: the occurrence ended without completing.")
 	}
 	if p, ok := auth.FromContext(ctx); ok && p.Role == auth.RoleAdmin {
 		label := T(ctx, "Reveal — this is recorded")
 		csrf := currentOf(ctx).csrf
-		v.Inputs.Reveal = &revealControl{Action: revealHref(id), CSRF: csrf, Side: engine.SideInputs, Label: label}
-		v.Outputs.Reveal = &revealControl{Action: revealHref(id), CSRF: csrf, Side: engine.SideOutputs, Label: label}
-		for _, t := range []*valueTable{&v.Inputs, &v.Outputs} {
+		inputs.Reveal = &revealControl{Action: revealHref(id), CSRF: csrf, Side: engine.SideInputs, Label: label}
+		outputs.Reveal = &revealControl{Action: revealHref(id), CSRF: csrf, Side: engine.SideOutputs, Label: label}
+		for _, t := range []*valueTable{&inputs, &outputs} {
 			for i := range t.Rows {
 				if row := &t.Rows[i]; row.Masked && row.Sensitive {
 					// Every button says the same; its accessible name
@@ -266,7 +296,7 @@ func (c *Console) occurrenceView(r *http.Request, id uuid.UUID) (occurrenceView,
 			}
 		}
 	}
-	return v, nil
+	return inputs, outputs
 }
 
 // settled reports whether an occurrence status is final.

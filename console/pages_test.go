@@ -175,6 +175,10 @@ func (f *fixture) expectations() map[string]expect {
 				"state-note":   {"Its instance is held here, waiting for an operator.", "Son instance est bloquée ici, en attente d’un opérateur."},
 				"summary":      {"Last error (attempt 1)", "Dernière erreur (tentative 1)"},
 				"business-key": {"order-1001", "order-1001"},
+				// A push call is never retried: no retry delay between
+				// its "none" and its deadline.
+				"policy": {"Retriesnone: a failed call takes the node’s error path Deadlinenone Priority5 (0 lowest, 9 highest) Destinationpayments Call timeout5 seconds",
+					"Nouvelles tentativesaucune\u202f: un appel en échec suit le chemin d’erreur du nœud Échéanceaucune Priorité5 (0 la plus basse, 9 la plus haute) Destinationpayments Délai d’appel5 secondes"},
 			},
 			atLeast: map[string]int{"http-note": 1, "instance-actions-link": 1}},
 		"occurrence-pull-held": {status: 200,
