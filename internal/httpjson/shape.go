@@ -50,124 +50,142 @@ func (s *shaper) refuse(at, format string, args ...any) {
 	s.invalid = append(s.invalid, fault.FieldError{Path: at, Message: fmt.Sprintf(format, args...)})
 }
 
+// walk checks v, decoded at pointer at, against t.
 func (s *shaper) walk(v any, t reflect.Type, at string) {
 	if v == nil {
-		// null leaves any Go value as it is, as encoding/json does, except
-		// that a value (not a pointer) with its own decoding is asked.
-		if t.Kind() != reflect.Pointer && t != rawMessageType && reflect.PointerTo(t).Implements(unmarshalerType) {
-			if err := json.Unmarshal([]byte("null"), reflect.New(t).Interface()); err != nil {
-				s.refuse(at, "%s", strings.TrimPrefix(err.Error(), "json: "))
-			}
-		}
+		s.null(t, at)
 		return
 	}
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	if t == rawMessageType {
-		return
-	}
-	if t == numberType {
+	switch {
+	case t == rawMessageType:
+	case t == numberType:
 		if _, isNum := v.(json.Number); !isNum {
 			s.refuse(at, "must be a number, not %s", kindOf(v))
 		}
-		return
+	case reflect.PointerTo(t).Implements(unmarshalerType) || reflect.PointerTo(t).Implements(textUnmarshalerType):
+		s.custom(v, t, at)
+	case t.Kind() == reflect.Struct || t.Kind() == reflect.Map:
+		s.object(v, t, at)
+	case t.Kind() == reflect.Slice || t.Kind() == reflect.Array:
+		s.list(v, t, at)
+	default:
+		s.scalar(v, t, at)
 	}
-	if reflect.PointerTo(t).Implements(unmarshalerType) || reflect.PointerTo(t).Implements(textUnmarshalerType) {
-		b, _ := json.Marshal(v)
-		if err := json.Unmarshal(b, reflect.New(t).Interface()); err != nil {
-			if t == timeType {
-				// Go's own words name its layout (2006-01-02T15:04:05Z07:00).
-				s.refuse(at, "must be an RFC 3339 time, such as 2026-12-01T15:04:05Z")
-				return
-			}
+}
+
+// null checks a JSON null: it leaves any Go value as it is, as
+// encoding/json does, except that a value (not a pointer) with its own
+// decoding is asked.
+func (s *shaper) null(t reflect.Type, at string) {
+	if t.Kind() != reflect.Pointer && t != rawMessageType && reflect.PointerTo(t).Implements(unmarshalerType) {
+		if err := json.Unmarshal([]byte("null"), reflect.New(t).Interface()); err != nil {
 			s.refuse(at, "%s", strings.TrimPrefix(err.Error(), "json: "))
 		}
-		return
 	}
-	switch t.Kind() {
-	case reflect.Interface:
-	case reflect.Struct:
-		obj, isObj := v.(map[string]any)
-		if !isObj {
-			s.refuse(at, "must be an object, not %s", kindOf(v))
+}
+
+// custom asks a type with its own decoding what it makes of v.
+func (s *shaper) custom(v any, t reflect.Type, at string) {
+	b, _ := json.Marshal(v)
+	if err := json.Unmarshal(b, reflect.New(t).Interface()); err != nil {
+		if t == timeType {
+			// Go's own words name its layout (2006-01-02T15:04:05Z07:00).
+			s.refuse(at, "must be an RFC 3339 time, such as 2026-12-01T15:04:05Z")
 			return
 		}
-		fields := jsonFields(t)
-		keys := make([]string, 0, len(obj))
-		for k := range obj {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			f, found := fields.lookup(k)
-			if !found {
+		s.refuse(at, "%s", strings.TrimPrefix(err.Error(), "json: "))
+	}
+}
+
+// object checks a JSON object against a struct (its members must be
+// fields) or a map (any member, each of its element type), in key order.
+func (s *shaper) object(v any, t reflect.Type, at string) {
+	obj, isObj := v.(map[string]any)
+	if !isObj {
+		s.refuse(at, "must be an object, not %s", kindOf(v))
+		return
+	}
+	var fields fieldSet
+	if t.Kind() == reflect.Struct {
+		fields = jsonFields(t)
+	}
+	keys := make([]string, 0, len(obj))
+	for k := range obj {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		ft := t
+		if t.Kind() == reflect.Map {
+			ft = t.Elem()
+		} else {
+			var found bool
+			if ft, found = fields.lookup(k); !found {
 				s.unknown = append(s.unknown, fault.FieldError{Path: jsontree.Pointer(at, k), Message: "unknown field"})
 				continue
 			}
-			s.walk(obj[k], f, jsontree.Pointer(at, k))
 		}
-	case reflect.Map:
-		obj, isObj := v.(map[string]any)
-		if !isObj {
-			s.refuse(at, "must be an object, not %s", kindOf(v))
-			return
+		s.walk(obj[k], ft, jsontree.Pointer(at, k))
+	}
+}
+
+// list checks a JSON array against a slice or an array; []byte is a
+// base64 string, as encoding/json has it.
+func (s *shaper) list(v any, t reflect.Type, at string) {
+	if t.Elem().Kind() == reflect.Uint8 {
+		if _, isStr := v.(string); !isStr {
+			s.refuse(at, "must be a string, not %s", kindOf(v))
 		}
-		keys := make([]string, 0, len(obj))
-		for k := range obj {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			s.walk(obj[k], t.Elem(), jsontree.Pointer(at, k))
-		}
-	case reflect.Slice, reflect.Array:
-		if t.Elem().Kind() == reflect.Uint8 {
-			if _, isStr := v.(string); !isStr {
-				s.refuse(at, "must be a string, not %s", kindOf(v))
-			}
-			return
-		}
-		arr, isArr := v.([]any)
-		if !isArr {
-			s.refuse(at, "must be an array, not %s", kindOf(v))
-			return
-		}
-		for i, e := range arr {
-			s.walk(e, t.Elem(), jsontree.PointerIndex(at, i))
-		}
+		return
+	}
+	arr, isArr := v.([]any)
+	if !isArr {
+		s.refuse(at, "must be an array, not %s", kindOf(v))
+		return
+	}
+	for i, e := range arr {
+		s.walk(e, t.Elem(), jsontree.PointerIndex(at, i))
+	}
+}
+
+// scalar checks a string, a boolean or a number against a Go type of
+// that kind, numbers against its range; an interface takes anything.
+func (s *shaper) scalar(v any, t reflect.Type, at string) {
+	switch t.Kind() {
 	case reflect.String:
 		if _, isStr := v.(string); !isStr {
 			s.refuse(at, "must be a string, not %s", kindOf(v))
 		}
+		return
 	case reflect.Bool:
 		if _, isBool := v.(bool); !isBool {
 			s.refuse(at, "must be a boolean, not %s", kindOf(v))
 		}
+		return
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64,
+		reflect.Float32, reflect.Float64:
+	default:
+		return
+	}
+	n, isNum := v.(json.Number)
+	if !isNum {
+		s.refuse(at, "must be a number, not %s", kindOf(v))
+		return
+	}
+	switch t.Kind() {
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		n, isNum := v.(json.Number)
-		if !isNum {
-			s.refuse(at, "must be a number, not %s", kindOf(v))
-			return
-		}
 		if i, err := strconv.ParseInt(string(n), 10, 64); err != nil || reflect.New(t).Elem().OverflowInt(i) {
 			s.refuse(at, "must be an integer that fits in %d bits, not %s", t.Bits(), n)
 		}
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		n, isNum := v.(json.Number)
-		if !isNum {
-			s.refuse(at, "must be a number, not %s", kindOf(v))
-			return
-		}
 		if u, err := strconv.ParseUint(string(n), 10, 64); err != nil || reflect.New(t).Elem().OverflowUint(u) {
 			s.refuse(at, "must be a non-negative integer that fits in %d bits, not %s", t.Bits(), n)
 		}
-	case reflect.Float32, reflect.Float64:
-		n, isNum := v.(json.Number)
-		if !isNum {
-			s.refuse(at, "must be a number, not %s", kindOf(v))
-			return
-		}
+	default:
 		if f, err := strconv.ParseFloat(string(n), t.Bits()); err != nil || math.IsInf(f, 0) {
 			s.refuse(at, "must be a finite number, not %s", n)
 		}
