@@ -360,114 +360,29 @@ func (p *parser) field(n *jsontree.Node, path string, parent Classification, dep
 
 // options parses the type-specific options of f.
 func (p *parser) options(n *jsontree.Node, path string, f *Field, depth int) {
-	// Options foreign to the type are reported at their own pointer; when
-	// the type itself is unknown there is nothing to judge them against.
-	present := func(key string) (*jsontree.Node, bool) {
-		v, ok := n.Get(key)
-		if !ok || v.Kind == jsontree.Null {
-			return nil, false
-		}
-		if f.Type != "" && !allowsOption(f.Type, key) {
-			p.add(jsontree.Pointer(path, key), "%s is not allowed on %s fields", key, f.Type)
-			return nil, false
-		}
-		return v, true
-	}
-
-	count := func(key string) *int64 {
-		v, ok := present(key)
-		if !ok {
-			return nil
-		}
-		at := jsontree.Pointer(path, key)
-		if v.Kind != jsontree.Number {
-			p.add(at, "%s must be an integer, not %s", key, v.Kind)
-			return nil
-		}
-		i, err := strconv.ParseInt(v.Num.String(), 10, 64)
-		switch {
-		case err != nil && isIntegral(v.Num):
-			p.add(at, "%s %s is too large", key, v.Num)
-		case err != nil:
-			p.add(at, "%s must be an integer, not %s", key, v.Num)
-		case i < 0:
-			p.add(at, "%s must not be negative", key)
-		case i > maxCount:
-			p.add(at, "%s must be at most %d", key, int64(maxCount))
-		default:
-			return &i
-		}
-		return nil
-	}
-
-	bound := func(key string) *json.Number {
-		v, ok := present(key)
-		if !ok {
-			return nil
-		}
-		at := jsontree.Pointer(path, key)
-		switch {
-		case v.Kind != jsontree.Number:
-			p.add(at, "%s must be a number, not %s", key, v.Kind)
-		case !numberInRange(v.Num):
-			p.add(at, "%s %s is out of range", key, v.Num)
-		case f.Type == TypeInteger && !isIntegral(v.Num):
-			p.add(at, "%s must be an integer on integer fields", key)
-		default:
-			num := v.Num
-			return &num
-		}
-		return nil
-	}
-
-	f.MinLength, f.MaxLength = count("min_length"), count("max_length")
+	o := optionReader{p: p, n: n, path: path, f: f}
+	f.MinLength, f.MaxLength = o.count("min_length"), o.count("max_length")
 	if f.MinLength != nil && f.MaxLength != nil && *f.MinLength > *f.MaxLength {
 		p.add(jsontree.Pointer(path, "min_length"), "min_length %d is above max_length %d", *f.MinLength, *f.MaxLength)
 	}
-
-	if v, ok := present("pattern"); ok {
-		at := jsontree.Pointer(path, "pattern")
-		switch {
-		case v.Kind != jsontree.String:
-			p.add(at, "pattern must be a string, not %s", v.Kind)
-		case p.longer(at, v.Str, MaxPatternBytes):
-		default:
-			if _, err := regexp.Compile(v.Str); err != nil {
-				p.add(at, "pattern is not a valid regular expression: %s", strings.TrimPrefix(err.Error(), "error parsing regexp: "))
-			} else {
-				f.Pattern = v.Str
-			}
-		}
-	}
-	if v, ok := present("format"); ok {
-		at := jsontree.Pointer(path, "format")
-		if v.Kind != jsontree.String {
-			p.add(at, "format must be a string, not %s", v.Kind)
-		} else if !validFormat(v.Str) {
-			p.add(at, "unknown format %q, want email, uri or uuid", v.Str)
-		} else {
-			f.Format = v.Str
-		}
-	}
-
-	f.Minimum, f.Maximum = bound("minimum"), bound("maximum")
+	f.Pattern = o.pattern()
+	f.Format = o.format()
+	f.Minimum, f.Maximum = o.bound("minimum"), o.bound("maximum")
 	if f.Minimum != nil && f.Maximum != nil && compareNumbers(*f.Minimum, *f.Maximum) > 0 {
 		p.add(jsontree.Pointer(path, "minimum"), "minimum %s is above maximum %s", *f.Minimum, *f.Maximum)
 	}
 
-	if v, ok := present("values"); ok {
+	if v, ok := o.present("values"); ok {
 		p.values(v, jsontree.Pointer(path, "values"), f)
 	} else if f.Type == TypeChoice {
 		p.add(jsontree.Pointer(path, "values"), "values is required on choice fields")
 	}
-
-	if v, ok := present("fields"); ok {
+	if v, ok := o.present("fields"); ok {
 		f.Fields = p.fields(v, jsontree.Pointer(path, "fields"), f.Classification, depth+1)
 	} else if f.Type == TypeObject {
 		p.add(jsontree.Pointer(path, "fields"), "fields is required on object fields")
 	}
-
-	if v, ok := present("items"); ok {
+	if v, ok := o.present("items"); ok {
 		items, ok := p.field(v, jsontree.Pointer(path, "items"), f.Classification, depth+1, true)
 		if ok {
 			f.Items = &items
@@ -476,10 +391,122 @@ func (p *parser) options(n *jsontree.Node, path string, f *Field, depth int) {
 		p.add(jsontree.Pointer(path, "items"), "items is required on list fields")
 	}
 
-	f.MinItems, f.MaxItems = count("min_items"), count("max_items")
+	f.MinItems, f.MaxItems = o.count("min_items"), o.count("max_items")
 	if f.MinItems != nil && f.MaxItems != nil && *f.MinItems > *f.MaxItems {
 		p.add(jsontree.Pointer(path, "min_items"), "min_items %d is above max_items %d", *f.MinItems, *f.MaxItems)
 	}
+}
+
+// optionReader reads the options of field f from its node n, at path,
+// reporting problems through p.
+type optionReader struct {
+	p    *parser
+	n    *jsontree.Node
+	path string
+	f    *Field
+}
+
+// present returns option key unless it is absent or null. An option
+// foreign to the type is reported at its own pointer; when the type itself
+// is unknown there is nothing to judge it against.
+func (o optionReader) present(key string) (*jsontree.Node, bool) {
+	v, ok := o.n.Get(key)
+	if !ok || v.Kind == jsontree.Null {
+		return nil, false
+	}
+	if o.f.Type != "" && !allowsOption(o.f.Type, key) {
+		o.p.add(jsontree.Pointer(o.path, key), "%s is not allowed on %s fields", key, o.f.Type)
+		return nil, false
+	}
+	return v, true
+}
+
+// count reads a length or item count: an integer from 0 to maxCount.
+func (o optionReader) count(key string) *int64 {
+	v, ok := o.present(key)
+	if !ok {
+		return nil
+	}
+	at := jsontree.Pointer(o.path, key)
+	if v.Kind != jsontree.Number {
+		o.p.add(at, "%s must be an integer, not %s", key, v.Kind)
+		return nil
+	}
+	i, err := strconv.ParseInt(v.Num.String(), 10, 64)
+	switch {
+	case err != nil && isIntegral(v.Num):
+		o.p.add(at, "%s %s is too large", key, v.Num)
+	case err != nil:
+		o.p.add(at, "%s must be an integer, not %s", key, v.Num)
+	case i < 0:
+		o.p.add(at, "%s must not be negative", key)
+	case i > maxCount:
+		o.p.add(at, "%s must be at most %d", key, int64(maxCount))
+	default:
+		return &i
+	}
+	return nil
+}
+
+// bound reads a minimum or maximum: a number in range, integral on
+// integer fields.
+func (o optionReader) bound(key string) *json.Number {
+	v, ok := o.present(key)
+	if !ok {
+		return nil
+	}
+	at := jsontree.Pointer(o.path, key)
+	switch {
+	case v.Kind != jsontree.Number:
+		o.p.add(at, "%s must be a number, not %s", key, v.Kind)
+	case !numberInRange(v.Num):
+		o.p.add(at, "%s %s is out of range", key, v.Num)
+	case o.f.Type == TypeInteger && !isIntegral(v.Num):
+		o.p.add(at, "%s must be an integer on integer fields", key)
+	default:
+		num := v.Num
+		return &num
+	}
+	return nil
+}
+
+// pattern reads a regular expression Go's regexp compiles.
+func (o optionReader) pattern() string {
+	v, ok := o.present("pattern")
+	if !ok {
+		return ""
+	}
+	at := jsontree.Pointer(o.path, "pattern")
+	switch {
+	case v.Kind != jsontree.String:
+		o.p.add(at, "pattern must be a string, not %s", v.Kind)
+	case o.p.longer(at, v.Str, MaxPatternBytes):
+	default:
+		if _, err := regexp.Compile(v.Str); err != nil {
+			o.p.add(at, "pattern is not a valid regular expression: %s", strings.TrimPrefix(err.Error(), "error parsing regexp: "))
+			return ""
+		}
+		return v.Str
+	}
+	return ""
+}
+
+// format reads one of the known string formats.
+func (o optionReader) format() string {
+	v, ok := o.present("format")
+	if !ok {
+		return ""
+	}
+	at := jsontree.Pointer(o.path, "format")
+	switch {
+	case v.Kind != jsontree.String:
+		o.p.add(at, "format must be a string, not %s", v.Kind)
+	case !validFormat(v.Str):
+		o.p.add(at, "unknown format %q, want email, uri or uuid", v.Str)
+	default:
+		return v.Str
+	}
+	return ""
 }
 
 func (p *parser) values(v *jsontree.Node, at string, f *Field) {
