@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
+	"net/http"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -85,17 +87,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	serving = true // Serve closes ln
 	go func() { serveErr <- server.Serve(srv, ln) }()
 	fmt.Fprintf(stdout, "Relais listening on %s://%s\n", scheme, ln.Addr())
-	proxies := make([]string, len(cfg.TrustedProxies))
-	for i, p := range cfg.TrustedProxies {
-		proxies[i] = p.String()
-		if p.Bits() == 0 {
-			logger.Warn("RELAIS_TRUSTED_PROXIES trusts every peer: any client can set the address and scheme Relais sees (sign-in throttle, Secure cookies); list the proxies' addresses instead, unless only proxies can reach this listener",
-				"prefix", p.String())
-		}
-	}
-	logger.Info("relais ready", "listen", ln.Addr().String(), "tls", scheme == "https", "embedded_postgres", db.cluster != nil,
-		"schema_version", engine.LatestSchemaVersion(), "retention", retentionText(cfg.Retention), "trusted_proxies", strings.Join(proxies, ","),
-		"startup", time.Since(start).Round(time.Millisecond))
+	logReady(logger, cfg, ln.Addr(), scheme == "https", db.cluster != nil, time.Since(start))
 
 	// A dead embedded server is restarted while the HTTP surface stays up
 	// (API requests answer 503 database_unavailable meanwhile); only when
@@ -111,6 +103,34 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 
 	stopping := time.Now()
+	shutdown(logger, cfg, srv, replica.Drain)
+	// The background work (timers, push calls, the listener) ends before
+	// the line that says so; the embedded cluster, if any, stops after it
+	// and logs its own line.
+	stopReplica()
+	logger.Info("stopped", "took", time.Since(stopping).Round(time.Millisecond))
+	return nil
+}
+
+// logReady says the replica serves, with what an operator checks first;
+// a proxy list that trusts every peer is warned about.
+func logReady(logger *slog.Logger, cfg config.Config, addr net.Addr, tls, embedded bool, took time.Duration) {
+	proxies := make([]string, len(cfg.TrustedProxies))
+	for i, p := range cfg.TrustedProxies {
+		proxies[i] = p.String()
+		if p.Bits() == 0 {
+			logger.Warn("RELAIS_TRUSTED_PROXIES trusts every peer: any client can set the address and scheme Relais sees (sign-in throttle, Secure cookies); list the proxies' addresses instead, unless only proxies can reach this listener",
+				"prefix", p.String())
+		}
+	}
+	logger.Info("relais ready", "listen", addr.String(), "tls", tls, "embedded_postgres", embedded,
+		"schema_version", engine.LatestSchemaVersion(), "retention", retentionText(cfg.Retention), "trusted_proxies", strings.Join(proxies, ","),
+		"startup", took.Round(time.Millisecond))
+}
+
+// shutdown drains the replica's streams (drain) and then the requests in
+// flight, within RELAIS_SHUTDOWN_TIMEOUT.
+func shutdown(logger *slog.Logger, cfg config.Config, srv *http.Server, drain func()) {
 	logger.Info("shutting down: draining in-flight requests", "timeout", isoduration.Format(cfg.ShutdownTimeout))
 	// One deadline for the whole shutdown: the streams' grace (during
 	// which requests are still served: their workers settle through them)
@@ -120,7 +140,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	// idle, so that clients reconnect elsewhere while the streams' workers
 	// settle what they hold (/readyz says 503 meanwhile).
 	srv.SetKeepAlivesEnabled(false)
-	replica.Drain()
+	drain()
 	// Requests still in flight get a few seconds even if the streams took
 	// the whole timeout.
 	sctx, cancel := context.WithDeadline(context.Background(), later(deadline, time.Now().Add(shutdownFloor)))
@@ -129,12 +149,6 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		logger.Warn("shutdown deadline reached; closing remaining connections", "err", err)
 		_ = srv.Close()
 	}
-	// The background work (timers, push calls, the listener) ends before
-	// the line that says so; the embedded cluster, if any, stops after it
-	// and logs its own line.
-	stopReplica()
-	logger.Info("stopped", "took", time.Since(stopping).Round(time.Millisecond))
-	return nil
 }
 
 func migrate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
