@@ -43,7 +43,7 @@ var messageKeyToIndex = map[string]int{
 	"%[1]s %[2]s, %[3]s %[4]s":                 246,
 	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          244,
 	"%[1]s; %[2]s":                             243,
-	"%d (0 lowest, 9 highest)":                 378,
+	"%d (0 lowest, 9 highest)":                 402,
 	"%d attempts":                              406,
 	"%d attempts, retry after %s, priority %d": 541,
 	"%d breaking":                              186,
@@ -112,7 +112,7 @@ var messageKeyToIndex = map[string]int{
 	"Apply filters":                       90,
 	"Apr":                                 257,
 	"As of %s (%s); refreshed every few seconds.": 226,
-	"Attempts":                         379,
+	"Attempts":                         373,
 	"Audit log":                        87,
 	"Aug":                              261,
 	"Available from":                   415,
@@ -126,7 +126,7 @@ var messageKeyToIndex = map[string]int{
 	"Bulk %s applied to %d instances.": 76,
 	"Bulk action":                      85,
 	"Business key":                     69,
-	"Call timeout":                     401,
+	"Call timeout":                     403,
 	"Camunda 7 facade":                 621,
 	"Cancelled: the instance was stopped (%s).":               455,
 	"Cancelled: the instance was stopped by %s at %s — “%s”.": 454,
@@ -149,7 +149,7 @@ var messageKeyToIndex = map[string]int{
 	"Completions and failures, last hour":                      216,
 	"Connected":                                                613,
 	"Constraints":                                              140,
-	"Consumer":                                                 381,
+	"Consumer":                                                 375,
 	"Consumer and worker":                                      477,
 	"Counting the occurrences; the counts appear when you reload the page.": 134,
 	"Counts are unavailable right now.":                                     135,
@@ -160,8 +160,8 @@ var messageKeyToIndex = map[string]int{
 	"Created on":       570,
 	"Created to":       71,
 	"Creation date":    307,
-	"Dates":            372,
-	"Deadline":         376,
+	"Dates":            371,
+	"Deadline":         400,
 	"Dec":              265,
 	"Deferred":         419,
 	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 449,
@@ -172,12 +172,12 @@ var messageKeyToIndex = map[string]int{
 	"Definitions served": 611,
 	"Definitions, those needing attention first": 217,
 	"Description":          141,
-	"Destination":          393,
-	"Destination’s answer": 386,
+	"Destination":          387,
+	"Destination’s answer": 380,
 	"Detail":               162,
 	"Digest":               176,
 	"Display settings":     115,
-	"Duration":             385,
+	"Duration":             379,
 	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 215,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  62,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     55,
@@ -188,9 +188,9 @@ var messageKeyToIndex = map[string]int{
 	"Error":                       476,
 	"Error (before any attempt)":  421,
 	"Error code":                  302,
-	"Error message":               388,
+	"Error message":               382,
 	"Every %d seconds":            509,
-	"Every attempt, oldest first": 380,
+	"Every attempt, oldest first": 374,
 	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log (GET /api/v1/audit/reveals).": 88,
 	"Expired token":                        576,
 	"Expires":                              572,
@@ -206,7 +206,7 @@ var messageKeyToIndex = map[string]int{
 	"Filters":                              89,
 	"Find":                                 109,
 	"Find an instance or occurrence":       107,
-	"Finished":                             384,
+	"Finished":                             378,
 	"First page":                           495,
 	"Follow it in the audit log (new tab)": 49,
 	"Form refused":                         128,
@@ -259,11 +259,11 @@ var messageKeyToIndex = map[string]int{
 	"Lock expires":                     418,
 	"Main navigation":                  102,
 	"Mar":                              256,
-	"Maximum attempts":                 374,
+	"Maximum attempts":                 396,
 	"May":                              258,
 	"Message from Relais (in English)": 423,
 	"Message from the service (its own words, protected values masked)": 424,
-	"Mode": 371,
+	"Mode": 394,
 	"More filters: instance, revision, consumer, dates": 471,
 	"Name":                               145,
 	"Never":                              508,
@@ -288,8 +288,8 @@ var messageKeyToIndex = map[string]int{
 	"No process, business key or creation date narrows this filter: it applies to the instances of every process.": 65,
 	"No release yet.": 151,
 	"No revision yet: the Working copy has never been snapshotted.":          149,
-	"No service ever reserved this occurrence: it ended before any attempt.": 392,
-	"No service has reserved this occurrence yet.":                           389,
+	"No service ever reserved this occurrence: it ended before any attempt.": 386,
+	"No service has reserved this occurrence yet.":                           383,
 	"No token.": 579,
 	"No worker is connected for this definition; none of its occurrences waits for one.": 626,
 	"No worker is connected.":           615,
@@ -308,7 +308,7 @@ var messageKeyToIndex = map[string]int{
 	"Nothing to do: no instance this action applies to matches the filter.": 64,
 	"Nothing to find: the search box is empty.":                             552,
 	"Nov":                       264,
-	"Now":                       402,
+	"Now":                       392,
 	"Occurrence":                279,
 	"Occurrence %s":             370,
 	"Occurrence offered again":  84,
@@ -326,7 +326,7 @@ var messageKeyToIndex = map[string]int{
 	"Operator actions": 274,
 	"Operator actions on this instance, newest first": 287,
 	"Operator actions, newest first":                  97,
-	"Outcome":                                         387,
+	"Outcome":                                         381,
 	"Outputs":                                         169,
 	"Outputs of revision %d":                          178,
 	"Outputs of the working copy":                     171,
@@ -335,9 +335,9 @@ var messageKeyToIndex = map[string]int{
 	"Pages with a form, such as a confirmation, never reload on their own.": 503,
 	"Path":                            275,
 	"Pinned revision":                 523,
-	"Policy":                          373,
+	"Policy":                          372,
 	"Previous page":                   493,
-	"Priority":                        377,
+	"Priority":                        401,
 	"Process":                         67,
 	"Process %s":                      515,
 	"Process and node":                475,
@@ -354,33 +354,33 @@ var messageKeyToIndex = map[string]int{
 	"Reason": 82,
 	"Reason (recorded in the audit log for every instance)": 46,
 	"Reason (recorded in the audit log)":                    12,
-	"Reason given by the worker":                            398,
+	"Reason given by the worker":                            395,
 	"Recorded operator actions":                             285,
 	"Relais console":                                        99,
-	"Relais has not called the destination yet.":            395,
+	"Relais has not called the destination yet.":            389,
 	"Relais is calling the destination (since %s).":         446,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 397,
-	"Relais never called the destination: the occurrence ended before any call.":                           396,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 391,
+	"Relais never called the destination: the occurrence ended before any call.":                           390,
 	"Relais refused the action. Nothing was done.":                                                         37,
 	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 431,
 	"Release":                             152,
 	"Releases":                            150,
 	"Releases, oldest first":              172,
 	"Reload lists and detail pages":       502,
-	"Replica":                             394,
+	"Replica":                             388,
 	"Required":                            138,
-	"Reserved":                            383,
+	"Reserved":                            377,
 	"Reserved by %s.":                     448,
 	"Reserved by %s; lock until %s — %s.": 447,
 	"Retried by %s at %s — “%s”":          297,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 39,
-	"Retries":            399,
+	"Retries":            398,
 	"Retry %d instances": 53,
 	"Retry at %s — %s.":  440,
-	"Retry delay":        375,
+	"Retry delay":        397,
 	"Retry every held instance this filter matches": 50,
 	"Retry every held instance…":                    6,
-	"Retry or abandon it from its instance":         403,
+	"Retry or abandon it from its instance":         393,
 	"Retry process instance %s":                     15,
 	"Retry the instance":                            18,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 16,
@@ -523,9 +523,9 @@ var messageKeyToIndex = map[string]int{
 	"Waiting for a worker since %s (%s).":                       444,
 	"When":                                                      79,
 	"Who":                                                       80,
-	"Whole message":                                             391,
+	"Whole message":                                             385,
 	"Worker":                                                    609,
-	"Worker id":                                                 382,
+	"Worker id":                                                 376,
 	"Workers":                                                   111,
 	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        607,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 17,
@@ -589,7 +589,7 @@ var messageKeyToIndex = map[string]int{
 	"hold (an incident for an operator)":                     538,
 	"id or business key":                                     108,
 	"in %s":                                                  247,
-	"in progress":                                            390,
+	"in progress":                                            384,
 	"instance id":                                            472,
 	"integer":                                                331,
 	"just now":                                               249,
@@ -613,7 +613,7 @@ var messageKeyToIndex = map[string]int{
 	"no: the service marked this failure as not retryable (attempts left unused: %d)": 426,
 	"none":     198,
 	"none yet": 203,
-	"none: a failed call takes the node’s error path": 400,
+	"none: a failed call takes the node’s error path": 399,
 	"normal":                          339,
 	"not provided":                    600,
 	"not yet":                         575,
@@ -779,15 +779,15 @@ var enIndex = []uint32{ // 633 elements
 	0x00002f1e, 0x00002f2d, 0x00002f3c, 0x00002f44,
 	0x00002f4b, 0x00002f53, 0x00002f5b, 0x00002f69,
 	0x00002f77, 0x00002f8d, 0x00002fa2, 0x00002fb3,
-	0x00002fb8, 0x00002fbe, 0x00002fc5, 0x00002fd6,
-	0x00002fe2, 0x00002feb, 0x00002ff4, 0x00003010,
-	0x00003019, 0x00003035, 0x0000303e, 0x00003048,
+	0x00002fb9, 0x00002fc0, 0x00002fc9, 0x00002fe5,
+	0x00002fee, 0x00002ff8, 0x00003001, 0x0000300a,
+	0x00003013, 0x0000302a, 0x00003032, 0x00003040,
 	// Entry 180 - 19F
-	0x00003051, 0x0000305a, 0x00003063, 0x0000307a,
-	0x00003082, 0x00003090, 0x000030bd, 0x000030c9,
-	0x000030d7, 0x0000311e, 0x0000312a, 0x00003132,
-	0x0000315d, 0x000031a8, 0x0000326a, 0x00003285,
-	0x0000328d, 0x000032bf, 0x000032cc, 0x000032d0,
+	0x0000306d, 0x00003079, 0x00003087, 0x000030ce,
+	0x000030da, 0x000030e2, 0x0000310d, 0x00003158,
+	0x0000321a, 0x0000321e, 0x00003244, 0x00003249,
+	0x00003264, 0x00003275, 0x00003281, 0x00003289,
+	0x000032bb, 0x000032c4, 0x000032cd, 0x000032e9,
 	0x000032f6, 0x00003304, 0x00003330, 0x00003356,
 	0x00003361, 0x0000338f, 0x000033ac, 0x000033db,
 	0x0000340d, 0x0000342b, 0x00003460, 0x0000347c,
@@ -1047,153 +1047,153 @@ const enData string = "" + // Size: 21674 bytes
 	"d changed\x02values changed\x02classification changed\x02constraint chan" +
 	"ged\x02routing changed\x02minimum length\x02maximum length\x02pattern" +
 	"\x02format\x02minimum\x02maximum\x02minimum items\x02maximum items\x02%[" +
-	"1]s, revision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Mode" +
-	"\x02Dates\x02Policy\x02Maximum attempts\x02Retry delay\x02Deadline\x02Pr" +
-	"iority\x02%[1]d (0 lowest, 9 highest)\x02Attempts\x02Every attempt, olde" +
-	"st first\x02Consumer\x02Worker id\x02Reserved\x02Finished\x02Duration" +
-	"\x02Destination’s answer\x02Outcome\x02Error message\x02No service has r" +
-	"eserved this occurrence yet.\x02in progress\x02Whole message\x02No servi" +
-	"ce ever reserved this occurrence: it ended before any attempt.\x02Destin" +
-	"ation\x02Replica\x02Relais has not called the destination yet.\x02Relais" +
-	" never called the destination: the occurrence ended before any call.\x02" +
-	"Relais keeps the destination’s status code only when it refused the call" +
-	" (destination_http_NNN); a completed call answered 2xx. The duration run" +
-	"s from the claim of the call to its settlement.\x02Reason given by the w" +
-	"orker\x02Retries\x02none: a failed call takes the node’s error path\x02C" +
-	"all timeout\x02Now\x02Retry or abandon it from its instance\x02at most %" +
-	"[1]d\x02at most %[1]d since the last operator retry\x14\x01\x81\x01\x00" +
-	"\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02%[1]d left\x02Inp" +
-	"uts, labelled by revision %[1]d's contract\x02This contract has no input" +
-	"s.\x02Outputs, labelled by revision %[1]d's contract\x02No outputs yet: " +
-	"the occurrence has not completed.\x02This contract has no outputs.\x02No" +
-	" outputs: the occurrence ended without completing.\x02Reveal — this is r" +
-	"ecorded\x02Available from\x02Next attempt\x02Last reserved\x02Lock expir" +
-	"es\x02Deferred\x02Last error (attempt %[1]d)\x02Error (before any attemp" +
-	"t)\x02Its message\x02Message from Relais (in English)\x02Message from th" +
-	"e service (its own words, protected values masked)\x02Retryable\x02no: t" +
-	"he service marked this failure as not retryable (attempts left unused: %" +
-	"[1]d)\x02The destination did not answer within the call’s timeout (%[1]s" +
-	").\x02The destination did not answer within the call’s timeout.\x02The d" +
-	"eadline passed before a result arrived.\x02The result did not match the " +
-	"revision's outputs contract.\x02Relais stopped during the call: whether " +
-	"the destination acted is unknown, so it is not called again.\x02The call" +
-	" could not be prepared.\x02The destination could not be reached.\x02The " +
-	"destination’s answer was too large.\x02The last attempt’s lock expired w" +
-	"ith no attempt left.\x02The inputs could not be built from the process’s" +
-	" bindings.\x02An operator abandoned the instance.\x02A Camunda 7 worker " +
-	"reported a failure with no retries left (retries: 0, or a budget already" +
-	" spent): it is not run again.\x02The destination answered HTTP %[1]s." +
-	"\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expir" +
-	"ed %[1]s — waiting to be offered again.\x02Waiting for Relais to call th" +
-	"e destination since %[1]s (%[2]s).\x02Waiting for a worker since %[1]s (" +
-	"%[2]s).\x02(worker %[1]s)\x02Relais is calling the destination (since %[" +
-	"1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02Reserved by %[1" +
-	"]s.\x02Deferred since %[1]s (%[2]s): a worker of the same consumer, or a" +
-	" front end with a settle token, completes it later.\x02Completed (%[1]s)" +
-	".\x02Its instance is held here, waiting for an operator.\x02Its instance" +
-	" went on along the node’s error path.\x02Failed (%[1]s).\x02Cancelled: t" +
-	"he instance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the i" +
-	"nstance was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1]s" +
-	" (deferred; settled with its settle token)\x02%[1]s (deferred; settled w" +
-	"ith its settle token, as %[2]s)\x02%[1]s (deferred; settled by %[2]s)" +
-	"\x02waiting\x02HTTP 2xx, unusable body\x02no answer within the timeout" +
-	"\x02no connection\x02answer too large\x02unknown\x02[redacted]\x02The re" +
-	"vision must be a whole number, 1 or more.\x02Unknown consumer.\x02Settle" +
-	"ment date\x02More filters: instance, revision, consumer, dates\x02instan" +
-	"ce id\x02Counts by status\x02Occurrences, newest first\x02Process and no" +
-	"de\x02Error\x02Consumer and worker\x02Next attempt or settled\x02No occu" +
-	"rrence matches these filters.\x02All consumers\x02Totals of definition %" +
-	"[1]s, not narrowed by the other filters\x02Totals of all definitions, no" +
-	"t narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occ" +
-	"urrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); counts are " +
-	"refreshed every few seconds.\x02revision %[1]d\x02settled\x02next attemp" +
-	"t\x02claimable since\x02call in progress since\x02lock until\x02deferred" +
-	" since\x02Pages\x02Previous page\x02Next page\x02First page\x02Rows %[1]" +
-	"s–%[2]s\x02%[1]s: a date is written 2026-12-01.\x02%[1]s: the first day " +
-	"comes after the last.\x02These settings are kept in this browser only." +
-	"\x02Show times in\x02The console runs no script, so it cannot read your " +
-	"computer’s time zone: choose its offset from UTC. Offsets do not follow " +
-	"daylight saving time.\x02Reload lists and detail pages\x02Pages with a f" +
-	"orm, such as a confirmation, never reload on their own.\x02Save settings" +
-	"\x02Back without saving\x02UTC (coordinated universal time)\x02Local tim" +
-	"e at %[1]s\x02Never\x02Every %[1]d seconds\x02Published process versions" +
-	": their nodes, routes and pinned revisions, drawn, with where their occu" +
-	"rrences are now.\x02Processes by key\x02Versions, newest first\x02No pro" +
-	"cess is published yet.\x02version %[1]d\x02Process %[1]s\x02Version\x02S" +
-	"tart node\x02Graph\x02Columns follow the longest path from the start nod" +
-	"e. Solid arrows are successes (labelled with their route), dashed ones f" +
-	"ailures (labelled with their error codes). Each box says how many of thi" +
-	"s version’s occurrences are at that node now.\x02Nodes\x02Nodes of this " +
-	"version, with their occurrences now\x02Kind\x02Pinned revision\x02On suc" +
-	"cess\x02On error\x02Occurrences now\x02Instances of this process\x02Coun" +
-	"ts as of %[1]s (%[2]s); refreshed every few seconds.\x02This version has" +
-	" %[1]d nodes: too many to draw legibly (at most %[2]d). The table below " +
-	"lists every node with its routes and counts.\x02Graph of %[1]s\x14\x01" +
-	"\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The table below list" +
-	"s the same nodes, routes and counts.\x00Y\x02%[1]d nodes, starting at %[" +
-	"2]s. The table below lists the same nodes, routes and counts.\x02pull" +
-	"\x02push to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s → %[2]s\x02" +
-	"→ %[1]s\x02hold (an incident for an operator)\x02any other code → %[1]" +
-	"s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, retry" +
-	" after %[2]s, priority %[3]d\x002\x02%[1]d attempts, retry after %[2]s, " +
-	"priority %[3]d\x02deadline %[1]s\x02timeout %[1]s\x02Only administrators" +
-	" may reveal a sensitive value.\x02Revealed by %[1]s at %[2]s; recorded i" +
-	"n the audit log.\x02Cannot reveal\x02Only a value this page shows as hid" +
-	"den (sensitive) can be revealed.\x02Secret values can never be revealed." +
-	"\x02This page does not accept that request.\x02Search\x02Type an instanc" +
-	"e or occurrence id (a UUID, as the pages show on hover), or a business k" +
-	"ey.\x02Nothing to find: the search box is empty.\x02That is too long to " +
-	"be an id or a business key.\x02No instance or occurrence has the id “%[1" +
-	"]s”, and no instance has it as its business key.\x02No instance has “%[1" +
-	"]s” as its business key, and it is not a whole id: the lists show the en" +
-	"d of each id. Open the row, or copy its link, for the whole id.\x02You a" +
-	"re signed out.\x02Your session had ended (inactivity, a sign-out elsewhe" +
-	"re, a revoked token or a restart of the server), so your last action was" +
-	" not applied. Sign in again, then repeat it.\x02Your session has ended (" +
-	"inactivity, a sign-out elsewhere, a revoked token or a restart of the se" +
-	"rver). Sign in again.\x02Sign in\x02Sign in with an operator, designer o" +
-	"r administrator token.\x02Token\x02The token is checked once and never s" +
-	"tored in your browser; a session cookie stands for it for up to 8 hours " +
-	"of inactivity.\x02Too many failed sign-ins from your address. Try again " +
-	"in %[1]d seconds.\x02This token is unknown or has been revoked.\x02A %[1" +
-	"]s token cannot open the console: sign in with an operator, designer or " +
-	"administrator token.\x02Only administrators manage tokens.\x02Staff toke" +
-	"ns (administrators, designers, operators) that are not revoked. Consumer" +
-	" tokens are managed with their consumers. Revoking a token refuses its n" +
-	"ext request.\x02ID\x02Role\x02Created on\x02Last used\x02Expires\x02Staf" +
-	"f tokens, oldest first\x02never\x02not yet\x02Expired token\x02Revoke…" +
-	"\x02this session\x02No token.\x02The token was revoked.\x02Revoke token " +
-	"%[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request is refused," +
-	" and console sessions opened with it end. This cannot be undone: whoever" +
-	" uses it needs a new token.\x02Revoke the token\x02Keep it\x02This is th" +
-	"e token you signed in with: revoking it signs you out. Its next request " +
-	"is refused. This cannot be undone.\x02This is the last usable administra" +
-	"tor token: create another one before revoking it.\x02routing output\x02(" +
-	"each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00" +
-	"\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most" +
-	" %[1]d character\x00\x19\x02at most %[1]d characters\x02pattern %[1]s" +
-	"\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14" +
-	"\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]" +
-	"d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at " +
-	"most %[1]d items\x02%[1]d more values not shown: the page shows the firs" +
-	"t %[2]d, the API's detail has them all.\x02not provided\x14\x01\x81\x01" +
-	"\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(%[1]d characters i" +
-	"n all)\x02null\x02unexpected value\x02Invalid page\x02This page link is " +
-	"not one the console made.\x02Workers connected by a stream, and polling " +
-	"workers by their last fetch. A worker is listed while it was seen within" +
-	" three heartbeats.\x02Workers seen within three heartbeats\x02Worker\x02" +
-	"Protocol\x02Definitions served\x02In flight\x02Connected\x02Last seen" +
-	"\x02No worker is connected.\x02Workers serving %[1]s\x02All workers\x02N" +
-	"o worker serves this definition.\x02stream\x02long polling\x02Camunda 7 " +
-	"facade\x02every revision its consumer is granted\x02revisions %[1]s\x02N" +
-	"o worker serves this definition: its occurrences wait until one connects" +
-	" or polls.\x02No process pulls this definition: Relais calls its destina" +
-	"tions (push), and it needs no worker.\x02No worker is connected for this" +
-	" definition; none of its occurrences waits for one.\x14\x01\x81\x01\x00" +
-	"\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d workers" +
-	"\x02Revisions they take: %[1]s; some take every revision their consumer " +
-	"is granted.\x02They take every revision their consumer is granted.\x02Th" +
-	"ey take revision %[1]d only.\x02They take revisions %[1]s only."
+	"1]s, revision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates" +
+	"\x02Policy\x02Attempts\x02Every attempt, oldest first\x02Consumer\x02Wor" +
+	"ker id\x02Reserved\x02Finished\x02Duration\x02Destination’s answer\x02Ou" +
+	"tcome\x02Error message\x02No service has reserved this occurrence yet." +
+	"\x02in progress\x02Whole message\x02No service ever reserved this occurr" +
+	"ence: it ended before any attempt.\x02Destination\x02Replica\x02Relais h" +
+	"as not called the destination yet.\x02Relais never called the destinatio" +
+	"n: the occurrence ended before any call.\x02Relais keeps the destination" +
+	"’s status code only when it refused the call (destination_http_NNN); a" +
+	" completed call answered 2xx. The duration runs from the claim of the ca" +
+	"ll to its settlement.\x02Now\x02Retry or abandon it from its instance" +
+	"\x02Mode\x02Reason given by the worker\x02Maximum attempts\x02Retry dela" +
+	"y\x02Retries\x02none: a failed call takes the node’s error path\x02Deadl" +
+	"ine\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02Call timeout\x02at mos" +
+	"t %[1]d\x02at most %[1]d since the last operator retry\x14\x01\x81\x01" +
+	"\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02%[1]d left" +
+	"\x02Inputs, labelled by revision %[1]d's contract\x02This contract has n" +
+	"o inputs.\x02Outputs, labelled by revision %[1]d's contract\x02No output" +
+	"s yet: the occurrence has not completed.\x02This contract has no outputs" +
+	".\x02No outputs: the occurrence ended without completing.\x02Reveal — th" +
+	"is is recorded\x02Available from\x02Next attempt\x02Last reserved\x02Loc" +
+	"k expires\x02Deferred\x02Last error (attempt %[1]d)\x02Error (before any" +
+	" attempt)\x02Its message\x02Message from Relais (in English)\x02Message " +
+	"from the service (its own words, protected values masked)\x02Retryable" +
+	"\x02no: the service marked this failure as not retryable (attempts left " +
+	"unused: %[1]d)\x02The destination did not answer within the call’s timeo" +
+	"ut (%[1]s).\x02The destination did not answer within the call’s timeout." +
+	"\x02The deadline passed before a result arrived.\x02The result did not m" +
+	"atch the revision's outputs contract.\x02Relais stopped during the call:" +
+	" whether the destination acted is unknown, so it is not called again." +
+	"\x02The call could not be prepared.\x02The destination could not be reac" +
+	"hed.\x02The destination’s answer was too large.\x02The last attempt’s lo" +
+	"ck expired with no attempt left.\x02The inputs could not be built from t" +
+	"he process’s bindings.\x02An operator abandoned the instance.\x02A Camun" +
+	"da 7 worker reported a failure with no retries left (retries: 0, or a bu" +
+	"dget already spent): it is not run again.\x02The destination answered HT" +
+	"TP %[1]s.\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02L" +
+	"ock expired %[1]s — waiting to be offered again.\x02Waiting for Relais t" +
+	"o call the destination since %[1]s (%[2]s).\x02Waiting for a worker sinc" +
+	"e %[1]s (%[2]s).\x02(worker %[1]s)\x02Relais is calling the destination " +
+	"(since %[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02Reserv" +
+	"ed by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker of the same consu" +
+	"mer, or a front end with a settle token, completes it later.\x02Complete" +
+	"d (%[1]s).\x02Its instance is held here, waiting for an operator.\x02Its" +
+	" instance went on along the node’s error path.\x02Failed (%[1]s).\x02Can" +
+	"celled: the instance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancell" +
+	"ed: the instance was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s" +
+	"\x02%[1]s (deferred; settled with its settle token)\x02%[1]s (deferred; " +
+	"settled with its settle token, as %[2]s)\x02%[1]s (deferred; settled by " +
+	"%[2]s)\x02waiting\x02HTTP 2xx, unusable body\x02no answer within the tim" +
+	"eout\x02no connection\x02answer too large\x02unknown\x02[redacted]\x02Th" +
+	"e revision must be a whole number, 1 or more.\x02Unknown consumer.\x02Se" +
+	"ttlement date\x02More filters: instance, revision, consumer, dates\x02in" +
+	"stance id\x02Counts by status\x02Occurrences, newest first\x02Process an" +
+	"d node\x02Error\x02Consumer and worker\x02Next attempt or settled\x02No " +
+	"occurrence matches these filters.\x02All consumers\x02Totals of definiti" +
+	"on %[1]s, not narrowed by the other filters\x02Totals of all definitions" +
+	", not narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d" +
+	" occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); counts " +
+	"are refreshed every few seconds.\x02revision %[1]d\x02settled\x02next at" +
+	"tempt\x02claimable since\x02call in progress since\x02lock until\x02defe" +
+	"rred since\x02Pages\x02Previous page\x02Next page\x02First page\x02Rows " +
+	"%[1]s–%[2]s\x02%[1]s: a date is written 2026-12-01.\x02%[1]s: the first " +
+	"day comes after the last.\x02These settings are kept in this browser onl" +
+	"y.\x02Show times in\x02The console runs no script, so it cannot read you" +
+	"r computer’s time zone: choose its offset from UTC. Offsets do not follo" +
+	"w daylight saving time.\x02Reload lists and detail pages\x02Pages with a" +
+	" form, such as a confirmation, never reload on their own.\x02Save settin" +
+	"gs\x02Back without saving\x02UTC (coordinated universal time)\x02Local t" +
+	"ime at %[1]s\x02Never\x02Every %[1]d seconds\x02Published process versio" +
+	"ns: their nodes, routes and pinned revisions, drawn, with where their oc" +
+	"currences are now.\x02Processes by key\x02Versions, newest first\x02No p" +
+	"rocess is published yet.\x02version %[1]d\x02Process %[1]s\x02Version" +
+	"\x02Start node\x02Graph\x02Columns follow the longest path from the star" +
+	"t node. Solid arrows are successes (labelled with their route), dashed o" +
+	"nes failures (labelled with their error codes). Each box says how many o" +
+	"f this version’s occurrences are at that node now.\x02Nodes\x02Nodes of " +
+	"this version, with their occurrences now\x02Kind\x02Pinned revision\x02O" +
+	"n success\x02On error\x02Occurrences now\x02Instances of this process" +
+	"\x02Counts as of %[1]s (%[2]s); refreshed every few seconds.\x02This ver" +
+	"sion has %[1]d nodes: too many to draw legibly (at most %[2]d). The tabl" +
+	"e below lists every node with its routes and counts.\x02Graph of %[1]s" +
+	"\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The table be" +
+	"low lists the same nodes, routes and counts.\x00Y\x02%[1]d nodes, starti" +
+	"ng at %[2]s. The table below lists the same nodes, routes and counts." +
+	"\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s → %" +
+	"[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02any other code " +
+	"→ %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%[1]d attemp" +
+	"t, retry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, retry after" +
+	" %[2]s, priority %[3]d\x02deadline %[1]s\x02timeout %[1]s\x02Only admini" +
+	"strators may reveal a sensitive value.\x02Revealed by %[1]s at %[2]s; re" +
+	"corded in the audit log.\x02Cannot reveal\x02Only a value this page show" +
+	"s as hidden (sensitive) can be revealed.\x02Secret values can never be r" +
+	"evealed.\x02This page does not accept that request.\x02Search\x02Type an" +
+	" instance or occurrence id (a UUID, as the pages show on hover), or a bu" +
+	"siness key.\x02Nothing to find: the search box is empty.\x02That is too " +
+	"long to be an id or a business key.\x02No instance or occurrence has the" +
+	" id “%[1]s”, and no instance has it as its business key.\x02No instance " +
+	"has “%[1]s” as its business key, and it is not a whole id: the lists sho" +
+	"w the end of each id. Open the row, or copy its link, for the whole id." +
+	"\x02You are signed out.\x02Your session had ended (inactivity, a sign-ou" +
+	"t elsewhere, a revoked token or a restart of the server), so your last a" +
+	"ction was not applied. Sign in again, then repeat it.\x02Your session ha" +
+	"s ended (inactivity, a sign-out elsewhere, a revoked token or a restart " +
+	"of the server). Sign in again.\x02Sign in\x02Sign in with an operator, d" +
+	"esigner or administrator token.\x02Token\x02The token is checked once an" +
+	"d never stored in your browser; a session cookie stands for it for up to" +
+	" 8 hours of inactivity.\x02Too many failed sign-ins from your address. T" +
+	"ry again in %[1]d seconds.\x02This token is unknown or has been revoked." +
+	"\x02A %[1]s token cannot open the console: sign in with an operator, des" +
+	"igner or administrator token.\x02Only administrators manage tokens.\x02S" +
+	"taff tokens (administrators, designers, operators) that are not revoked." +
+	" Consumer tokens are managed with their consumers. Revoking a token refu" +
+	"ses its next request.\x02ID\x02Role\x02Created on\x02Last used\x02Expire" +
+	"s\x02Staff tokens, oldest first\x02never\x02not yet\x02Expired token\x02" +
+	"Revoke…\x02this session\x02No token.\x02The token was revoked.\x02Revoke" +
+	" token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request is r" +
+	"efused, and console sessions opened with it end. This cannot be undone: " +
+	"whoever uses it needs a new token.\x02Revoke the token\x02Keep it\x02Thi" +
+	"s is the token you signed in with: revoking it signs you out. Its next r" +
+	"equest is refused. This cannot be undone.\x02This is the last usable adm" +
+	"inistrator token: create another one before revoking it.\x02routing outp" +
+	"ut\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d characte" +
+	"r\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at" +
+	" most %[1]d character\x00\x19\x02at most %[1]d characters\x02pattern %[1" +
+	"]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s" +
+	"\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least " +
+	"%[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14" +
+	"\x02at most %[1]d items\x02%[1]d more values not shown: the page shows t" +
+	"he first %[2]d, the API's detail has them all.\x02not provided\x14\x01" +
+	"\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(%[1]d char" +
+	"acters in all)\x02null\x02unexpected value\x02Invalid page\x02This page " +
+	"link is not one the console made.\x02Workers connected by a stream, and " +
+	"polling workers by their last fetch. A worker is listed while it was see" +
+	"n within three heartbeats.\x02Workers seen within three heartbeats\x02Wo" +
+	"rker\x02Protocol\x02Definitions served\x02In flight\x02Connected\x02Last" +
+	" seen\x02No worker is connected.\x02Workers serving %[1]s\x02All workers" +
+	"\x02No worker serves this definition.\x02stream\x02long polling\x02Camun" +
+	"da 7 facade\x02every revision its consumer is granted\x02revisions %[1]s" +
+	"\x02No worker serves this definition: its occurrences wait until one con" +
+	"nects or polls.\x02No process pulls this definition: Relais calls its de" +
+	"stinations (push), and it needs no worker.\x02No worker is connected for" +
+	" this definition; none of its occurrences waits for one.\x14\x01\x81\x01" +
+	"\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d worker" +
+	"s\x02Revisions they take: %[1]s; some take every revision their consumer" +
+	" is granted.\x02They take every revision their consumer is granted.\x02T" +
+	"hey take revision %[1]d only.\x02They take revisions %[1]s only."
 
 var frIndex = []uint32{ // 633 elements
 	// Entry 0 - 1F
@@ -1301,15 +1301,15 @@ var frIndex = []uint32{ // 633 elements
 	0x00003c5b, 0x00003c6d, 0x00003c7f, 0x00003c85,
 	0x00003c8c, 0x00003c94, 0x00003c9c, 0x00003cba,
 	0x00003cd8, 0x00003cef, 0x00003d04, 0x00003d15,
-	0x00003d1a, 0x00003d20, 0x00003d39, 0x00003d56,
-	0x00003d76, 0x00003d81, 0x00003d8b, 0x00003db4,
-	0x00003dbf, 0x00003df3, 0x00003e00, 0x00003e1e,
+	0x00003d1b, 0x00003d34, 0x00003d3f, 0x00003d73,
+	0x00003d80, 0x00003d9e, 0x00003dac, 0x00003db5,
+	0x00003dbc, 0x00003dd7, 0x00003de1, 0x00003df4,
 	// Entry 180 - 19F
-	0x00003e2c, 0x00003e35, 0x00003e3c, 0x00003e57,
-	0x00003e61, 0x00003e74, 0x00003eae, 0x00003eb7,
-	0x00003ec6, 0x00003f2a, 0x00003f36, 0x00003f40,
-	0x00003f70, 0x00003fcb, 0x000040b2, 0x000040d2,
-	0x000040e7, 0x00004128, 0x00004139, 0x00004144,
+	0x00003e2e, 0x00003e37, 0x00003e46, 0x00003eaa,
+	0x00003eb6, 0x00003ec0, 0x00003ef0, 0x00003f4b,
+	0x00004032, 0x0000403d, 0x00004070, 0x00004075,
+	0x00004095, 0x000040b2, 0x000040d2, 0x000040e7,
+	0x00004128, 0x00004133, 0x0000413d, 0x00004166,
 	0x00004177, 0x00004185, 0x000041c1, 0x000041eb,
 	0x00004213, 0x00004252, 0x00004273, 0x000042b1,
 	0x000042f1, 0x00004311, 0x00004352, 0x0000437e,
@@ -1610,9 +1610,7 @@ const frData string = "" + // Size: 27565 bytes
 	"rainte modifiée\x02routage modifié\x02longueur minimale\x02longueur maxi" +
 	"male\x02motif\x02format\x02minimum\x02maximum\x02nombre minimal d’élémen" +
 	"ts\x02nombre maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, versi" +
-	"on %[2]s\x02Occurrence %[1]s\x02Mode\x02Dates\x02Politique d’exécution" +
-	"\x02Nombre maximal de tentatives\x02Délai avant nouvelle tentative\x02Éc" +
-	"héance\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute)\x02Tentat" +
+	"on %[2]s\x02Occurrence %[1]s\x02Dates\x02Politique d’exécution\x02Tentat" +
 	"ives\x02Toutes les tentatives, les plus anciennes d’abord\x02Consommateu" +
 	"r\x02Identifiant de l’exécutant\x02Réservée le\x02Finie le\x02Durée\x02R" +
 	"éponse de la destination\x02Résultat\x02Message d’erreur\x02Aucun exécu" +
@@ -1623,168 +1621,170 @@ const frData string = "" + // Size: 27565 bytes
 	"ion\u202f: l’occurrence a pris fin avant tout appel.\x02Relais ne conser" +
 	"ve le code de statut de la destination que lorsqu’elle a refusé l’appel " +
 	"(destination_http_NNN)\u202f; un appel terminé a reçu une réponse 2xx. L" +
-	"a durée va de la prise en charge de l’appel à son règlement.\x02Motif do" +
-	"nné par l’exécutant\x02Nouvelles tentatives\x02aucune\u202f: un appel en" +
-	" échec suit le chemin d’erreur du nœud\x02Délai d’appel\x02Maintenant" +
-	"\x02La reprendre ou l’abandonner depuis son instance\x02au plus %[1]d" +
-	"\x02au plus %[1]d depuis la dernière reprise par un opérateur\x14\x01" +
-	"\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14" +
-	"\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes" +
-	"\x02Entrées, nommées d’après le contrat de la révision %[1]d\x02Ce contr" +
-	"at n’a aucune entrée.\x02Sorties, nommées d’après le contrat de la révis" +
-	"ion %[1]d\x02Pas encore de sorties\u202f: l’occurrence n’est pas terminé" +
-	"e.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occurrence" +
-	" s’est terminée sans aboutir.\x02Révéler — cette action est enregistrée" +
-	"\x02Disponible à partir du\x02Prochaine tentative\x02Dernière réservatio" +
-	"n\x02Fin du verrou\x02Différée\x02Dernière erreur (tentative %[1]d)\x02E" +
-	"rreur (avant toute tentative)\x02Son message\x02Message de Relais (en an" +
-	"glais)\x02Message de l’exécutant (ses propres termes, valeurs protégées " +
-	"masquées)\x02Nouvelle tentative possible\x02non\u202f: l’exécutant a sig" +
-	"nalé cet échec comme définitif (tentatives restantes non utilisées\u202f" +
-	": %[1]d)\x02La destination n’a pas répondu dans le délai de l’appel (%[1" +
-	"]s).\x02La destination n’a pas répondu dans le délai de l’appel.\x02L’éc" +
-	"héance est passée avant l’arrivée d’un résultat.\x02Le résultat ne respe" +
-	"ctait pas le contrat de sorties de la révision.\x02Relais s’est arrêté p" +
-	"endant l’appel\u202f: on ignore si la destination a agi, elle n’est donc" +
-	" pas rappelée.\x02L’appel n’a pas pu être préparé.\x02La destination éta" +
-	"it injoignable.\x02La réponse de la destination était trop volumineuse." +
-	"\x02Le verrou de la dernière tentative a expiré sans tentative restante." +
-	"\x02Les entrées n’ont pas pu être construites à partir des liaisons du p" +
-	"rocessus.\x02Un opérateur a abandonné l’instance.\x02Un exécutant Camund" +
-	"a 7 a signalé un échec sans nouvelle tentative restante (retries\u202f: " +
-	"0, ou un budget déjà épuisé)\u202f: l’occurrence n’est pas relancée.\x02" +
-	"La destination a répondu HTTP %[1]s.\x02Nouvelle tentative à %[1]s — %[2" +
-	"]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en" +
-	" attente d’être proposée de nouveau.\x02En attente de l’appel de Relais " +
-	"à la destination depuis %[1]s (%[2]s).\x02En attente d’un exécutant dep" +
-	"uis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Relais appelle la destination" +
-	" (depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3" +
-	"]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un ex" +
-	"écutant du même consommateur, ou une interface munie d’un jeton de règl" +
-	"ement, la terminera plus tard.\x02Terminée (%[1]s).\x02Son instance est " +
-	"bloquée ici, en attente d’un opérateur.\x02Son instance a continué par l" +
-	"e chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée\u202f: l’inst" +
-	"ance a été arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulée" +
-	"\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consomma" +
-	"teur n° %[1]s\x02%[1]s (différée\u202f; réglée avec son jeton de règleme" +
-	"nt)\x02%[1]s (différée\u202f; réglée avec son jeton de règlement, en tan" +
-	"t que %[2]s)\x02%[1]s (différée\u202f; réglée par %[2]s)\x02en attente" +
-	"\x02HTTP 2xx, corps inutilisable\x02pas de réponse dans le délai\x02pas " +
-	"de connexion\x02réponse trop volumineuse\x02inconnue\x02[masqué]\x02La r" +
-	"évision doit être un nombre entier, 1 ou plus.\x02Consommateur inconnu." +
-	"\x02Date de règlement\x02Plus de filtres\u202f: instance, révision, cons" +
-	"ommateur, dates\x02identifiant d’instance\x02Décomptes par statut\x02Occ" +
-	"urrences, les plus récentes d’abord\x02Processus et nœud\x02Erreur\x02Co" +
-	"nsommateur et exécutant\x02Prochaine tentative ou règlement\x02Aucune oc" +
-	"currence ne correspond à ces filtres.\x02Tous les consommateurs\x02Totau" +
-	"x de la définition %[1]s, sans les autres filtres\x02Totaux de toutes le" +
-	"s définitions, sans les autres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[" +
-	"1]d occurrence\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; l" +
-	"es décomptes sont actualisés toutes les quelques secondes.\x02révision %" +
-	"[1]d\x02réglée\x02prochaine tentative\x02disponible depuis\x02appel en c" +
-	"ours depuis\x02verrou jusqu’à\x02différée depuis\x02Pages\x02Page précéd" +
-	"ente\x02Page suivante\x02Première page\x02Lignes %[1]s à %[2]s\x02%[1]s" +
-	"\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour vie" +
-	"nt après le dernier.\x02Ces réglages sont conservés dans ce navigateur s" +
-	"eulement.\x02Afficher les heures en\x02La console n’exécute aucun script" +
-	" et ne peut donc pas lire le fuseau horaire de votre ordinateur\u202f: c" +
-	"hoisissez son décalage par rapport à UTC. Les décalages ne suivent pas l" +
-	"’heure d’été.\x02Recharger les listes et les pages de détail\x02Les pa" +
-	"ges qui contiennent un formulaire, comme une confirmation, ne se recharg" +
-	"ent jamais d’elles-mêmes.\x02Enregistrer les réglages\x02Revenir sans en" +
-	"registrer\x02UTC (temps universel coordonné)\x02Heure locale à %[1]s\x02" +
-	"Jamais\x02Toutes les %[1]d secondes\x02Les versions de processus publiée" +
-	"s\u202f: leurs nœuds, routes et révisions épinglées, dessinés, avec l’em" +
-	"placement actuel de leurs occurrences.\x02Processus par clé\x02Versions," +
-	" les plus récentes d’abord\x02Aucun processus n’est encore publié.\x02ve" +
-	"rsion %[1]d\x02Processus %[1]s\x02Version\x02Nœud de départ\x02Graphe" +
-	"\x02Les colonnes suivent le plus long chemin depuis le nœud de départ. L" +
-	"es flèches pleines sont les réussites (étiquetées par leur route), les p" +
-	"ointillées les échecs (étiquetées par leurs codes d’erreur). Chaque case" +
-	" indique combien d’occurrences de cette version se trouvent à ce nœud ma" +
-	"intenant.\x02Nœuds\x02Nœuds de cette version, avec leurs occurrences act" +
-	"uelles\x02Type\x02Révision épinglée\x02En cas de réussite\x02En cas d’er" +
-	"reur\x02Occurrences actuelles\x02Instances de ce processus\x02Décomptes " +
-	"au %[1]s (%[2]s)\u202f; actualisés toutes les quelques secondes.\x02Cett" +
-	"e version a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au pl" +
-	"us %[2]d). Le tableau ci-dessous donne chaque nœud avec ses routes et se" +
-	"s décomptes.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, " +
-	"à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, route" +
-	"s et décomptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-de" +
-	"ssous reprend les mêmes nœuds, routes et décomptes.\x02pull\x02push vers" +
-	" %[1]s\x02fin (termine)\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s" +
-	"\x02blocage (un incident pour un opérateur)\x02tout autre code → %[1]s" +
-	"\x02met l’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative," +
-	" nouvelle tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives" +
-	", nouvelle tentative après %[2]s, priorité %[3]d\x02échéance %[1]s\x02dé" +
-	"lai %[1]s\x02Seuls les administrateurs peuvent révéler une valeur sensib" +
-	"le.\x02Révélé par %[1]s le %[2]s\u202f; consigné dans le journal d’audit" +
-	".\x02Révélation impossible\x02Seule une valeur que cette page affiche ma" +
-	"squée (sensible) peut être révélée.\x02Les valeurs secrètes ne peuvent j" +
-	"amais être révélées.\x02Cette page n’accepte pas cette requête.\x02Reche" +
-	"rche\x02Saisissez un identifiant d’instance ou d’occurrence (un UUID, qu" +
-	"e les pages affichent au survol) ou une clé métier.\x02Rien à chercher" +
-	"\u202f: le champ de recherche est vide.\x02C’est trop long pour être un " +
-	"identifiant ou une clé métier.\x02Aucune instance ni occurrence n’a l’id" +
-	"entifiant «\u202f%[1]s\u202f», et aucune instance ne l’a pour clé métier" +
-	".\x02Aucune instance n’a «\u202f%[1]s\u202f» pour clé métier, et ce n’es" +
-	"t pas un identifiant entier\u202f: les listes montrent la fin de chaque " +
-	"identifiant. Ouvrez la ligne, ou copiez son lien, pour l’identifiant ent" +
-	"ier.\x02Vous êtes déconnecté.\x02Votre session avait pris fin (inactivit" +
-	"é, déconnexion ailleurs, jeton révoqué ou redémarrage du serveur)\u202f" +
-	": votre dernière action n’a pas été appliquée. Reconnectez-vous, puis re" +
-	"faites-la.\x02Votre session a pris fin (inactivité, déconnexion ailleurs" +
-	", jeton révoqué ou redémarrage du serveur). Reconnectez-vous.\x02Se conn" +
-	"ecter\x02Connectez-vous avec un jeton d’opérateur, de concepteur ou d’ad" +
-	"ministrateur.\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais " +
-	"conservé dans votre navigateur\u202f; un cookie de session le remplace j" +
-	"usqu’à 8 heures d’inactivité.\x02Trop de connexions échouées depuis votr" +
-	"e adresse. Réessayez dans %[1]d secondes.\x02Ce jeton est inconnu ou a é" +
-	"té révoqué.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console" +
-	"\u202f: connectez-vous avec un jeton d’opérateur, de concepteur ou d’adm" +
-	"inistrateur.\x02Seuls les administrateurs gèrent les jetons.\x02Jetons d" +
-	"u personnel (administrateurs, concepteurs, opérateurs) non révoqués. Les" +
-	" jetons des consommateurs se gèrent avec leurs consommateurs. Révoquer u" +
-	"n jeton refuse sa requête suivante.\x02ID\x02Rôle\x02Créé le\x02Dernière" +
-	" utilisation\x02Expiration\x02Jetons du personnel, les plus anciens d’ab" +
-	"ord\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette sessio" +
-	"n\x02Aucun jeton.\x02Le jeton a été révoqué.\x02Révoquer le jeton %[1]d" +
-	"\x02Révoquer le jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa requête sui" +
-	"vante est refusée et les sessions de console ouvertes avec lui prennent " +
-	"fin. C’est irréversible\u202f: qui l’utilise aura besoin d’un nouveau je" +
-	"ton.\x02Révoquer le jeton\x02Le garder\x02C’est le jeton avec lequel vou" +
-	"s êtes connecté\u202f: le révoquer vous déconnecte. Sa requête suivante " +
-	"est refusée. C’est irréversible.\x02C’est le dernier jeton administrateu" +
-	"r utilisable\u202f: créez-en un autre avant de le révoquer.\x02sortie de" +
-	" routage\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1" +
-	"]d caractère\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00" +
-	"\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères" +
-	"\x02motif %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02par" +
-	"mi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément" +
-	"\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au pl" +
-	"us %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%[1]d autres valeu" +
-	"rs ne sont pas affichées\u202f: la page montre les %[2]d premières, le d" +
-	"étail de l’API les donne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02" +
-	"\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(%[1]d caractères en " +
-	"tout)\x02nul\x02valeur inattendue\x02Page invalide\x02Ce lien de page ne" +
-	" vient pas de la console.\x02Les exécutants connectés par un flux, et ce" +
-	"ux qui interrogent par leur dernière demande. Un exécutant est listé tan" +
-	"t qu’il s’est manifesté dans les trois derniers battements de cœur.\x02E" +
-	"xécutants vus dans les trois derniers battements\x02Exécutant\x02Protoco" +
-	"le\x02Définitions servies\x02En cours\x02Connexion\x02Dernier signe\x02A" +
-	"ucun exécutant n’est connecté.\x02Exécutants servant %[1]s\x02Tous les e" +
-	"xécutants\x02Aucun exécutant ne sert cette définition.\x02flux\x02interr" +
-	"ogation longue\x02façade Camunda 7\x02toutes les révisions accordées à s" +
-	"on consommateur\x02révisions %[1]s\x02Aucun exécutant ne sert cette défi" +
-	"nition\u202f: ses occurrences attendent qu’un exécutant se connecte ou i" +
-	"nterroge.\x02Aucun processus ne tire cette définition\u202f: Relais appe" +
-	"lle ses destinations (push), elle n’a besoin d’aucun exécutant.\x02Aucun" +
-	" exécutant n’est connecté pour cette définition\u202f; aucune de ses occ" +
-	"urrences n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d ex" +
-	"écutant\x00\x1d\x02Servie par %[1]d exécutants\x02Révisions prises en c" +
-	"harge\u202f: %[1]s\u202f; certains prennent toutes les révisions accordé" +
-	"es à leur consommateur.\x02Ils prennent toutes les révisions accordées à" +
-	" leur consommateur.\x02Ils ne prennent que la révision %[1]d.\x02Ils ne " +
-	"prennent que les révisions %[1]s."
+	"a durée va de la prise en charge de l’appel à son règlement.\x02Maintena" +
+	"nt\x02La reprendre ou l’abandonner depuis son instance\x02Mode\x02Motif " +
+	"donné par l’exécutant\x02Nombre maximal de tentatives\x02Délai avant nou" +
+	"velle tentative\x02Nouvelles tentatives\x02aucune\u202f: un appel en éch" +
+	"ec suit le chemin d’erreur du nœud\x02Échéance\x02Priorité\x02%[1]d (0 l" +
+	"a plus basse, 9 la plus haute)\x02Délai d’appel\x02au plus %[1]d\x02au p" +
+	"lus %[1]d depuis la dernière reprise par un opérateur\x14\x01\x81\x01" +
+	"\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14\x01\x81" +
+	"\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes\x02Entrées" +
+	", nommées d’après le contrat de la révision %[1]d\x02Ce contrat n’a aucu" +
+	"ne entrée.\x02Sorties, nommées d’après le contrat de la révision %[1]d" +
+	"\x02Pas encore de sorties\u202f: l’occurrence n’est pas terminée.\x02Ce " +
+	"contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occurrence s’est te" +
+	"rminée sans aboutir.\x02Révéler — cette action est enregistrée\x02Dispon" +
+	"ible à partir du\x02Prochaine tentative\x02Dernière réservation\x02Fin d" +
+	"u verrou\x02Différée\x02Dernière erreur (tentative %[1]d)\x02Erreur (ava" +
+	"nt toute tentative)\x02Son message\x02Message de Relais (en anglais)\x02" +
+	"Message de l’exécutant (ses propres termes, valeurs protégées masquées)" +
+	"\x02Nouvelle tentative possible\x02non\u202f: l’exécutant a signalé cet " +
+	"échec comme définitif (tentatives restantes non utilisées\u202f: %[1]d)" +
+	"\x02La destination n’a pas répondu dans le délai de l’appel (%[1]s).\x02" +
+	"La destination n’a pas répondu dans le délai de l’appel.\x02L’échéance e" +
+	"st passée avant l’arrivée d’un résultat.\x02Le résultat ne respectait pa" +
+	"s le contrat de sorties de la révision.\x02Relais s’est arrêté pendant l" +
+	"’appel\u202f: on ignore si la destination a agi, elle n’est donc pas r" +
+	"appelée.\x02L’appel n’a pas pu être préparé.\x02La destination était inj" +
+	"oignable.\x02La réponse de la destination était trop volumineuse.\x02Le " +
+	"verrou de la dernière tentative a expiré sans tentative restante.\x02Les" +
+	" entrées n’ont pas pu être construites à partir des liaisons du processu" +
+	"s.\x02Un opérateur a abandonné l’instance.\x02Un exécutant Camunda 7 a s" +
+	"ignalé un échec sans nouvelle tentative restante (retries\u202f: 0, ou u" +
+	"n budget déjà épuisé)\u202f: l’occurrence n’est pas relancée.\x02La dest" +
+	"ination a répondu HTTP %[1]s.\x02Nouvelle tentative à %[1]s — %[2]s.\x02" +
+	"Proposée à partir de %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en attent" +
+	"e d’être proposée de nouveau.\x02En attente de l’appel de Relais à la de" +
+	"stination depuis %[1]s (%[2]s).\x02En attente d’un exécutant depuis %[1]" +
+	"s (%[2]s).\x02(exécutant %[1]s)\x02Relais appelle la destination (depuis" +
+	" %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02R" +
+	"éservée par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un exécutant" +
+	" du même consommateur, ou une interface munie d’un jeton de règlement, l" +
+	"a terminera plus tard.\x02Terminée (%[1]s).\x02Son instance est bloquée " +
+	"ici, en attente d’un opérateur.\x02Son instance a continué par le chemin" +
+	" d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée\u202f: l’instance a é" +
+	"té arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulée\u202f: l’" +
+	"instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consommateur n° %[" +
+	"1]s\x02%[1]s (différée\u202f; réglée avec son jeton de règlement)\x02%[1" +
+	"]s (différée\u202f; réglée avec son jeton de règlement, en tant que %[2]" +
+	"s)\x02%[1]s (différée\u202f; réglée par %[2]s)\x02en attente\x02HTTP 2xx" +
+	", corps inutilisable\x02pas de réponse dans le délai\x02pas de connexion" +
+	"\x02réponse trop volumineuse\x02inconnue\x02[masqué]\x02La révision doit" +
+	" être un nombre entier, 1 ou plus.\x02Consommateur inconnu.\x02Date de r" +
+	"èglement\x02Plus de filtres\u202f: instance, révision, consommateur, da" +
+	"tes\x02identifiant d’instance\x02Décomptes par statut\x02Occurrences, le" +
+	"s plus récentes d’abord\x02Processus et nœud\x02Erreur\x02Consommateur e" +
+	"t exécutant\x02Prochaine tentative ou règlement\x02Aucune occurrence ne " +
+	"correspond à ces filtres.\x02Tous les consommateurs\x02Totaux de la défi" +
+	"nition %[1]s, sans les autres filtres\x02Totaux de toutes les définition" +
+	"s, sans les autres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurren" +
+	"ce\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; les décomptes" +
+	" sont actualisés toutes les quelques secondes.\x02révision %[1]d\x02régl" +
+	"ée\x02prochaine tentative\x02disponible depuis\x02appel en cours depuis" +
+	"\x02verrou jusqu’à\x02différée depuis\x02Pages\x02Page précédente\x02Pag" +
+	"e suivante\x02Première page\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une " +
+	"date s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour vient après le " +
+	"dernier.\x02Ces réglages sont conservés dans ce navigateur seulement." +
+	"\x02Afficher les heures en\x02La console n’exécute aucun script et ne pe" +
+	"ut donc pas lire le fuseau horaire de votre ordinateur\u202f: choisissez" +
+	" son décalage par rapport à UTC. Les décalages ne suivent pas l’heure d’" +
+	"été.\x02Recharger les listes et les pages de détail\x02Les pages qui co" +
+	"ntiennent un formulaire, comme une confirmation, ne se rechargent jamais" +
+	" d’elles-mêmes.\x02Enregistrer les réglages\x02Revenir sans enregistrer" +
+	"\x02UTC (temps universel coordonné)\x02Heure locale à %[1]s\x02Jamais" +
+	"\x02Toutes les %[1]d secondes\x02Les versions de processus publiées" +
+	"\u202f: leurs nœuds, routes et révisions épinglées, dessinés, avec l’emp" +
+	"lacement actuel de leurs occurrences.\x02Processus par clé\x02Versions, " +
+	"les plus récentes d’abord\x02Aucun processus n’est encore publié.\x02ver" +
+	"sion %[1]d\x02Processus %[1]s\x02Version\x02Nœud de départ\x02Graphe\x02" +
+	"Les colonnes suivent le plus long chemin depuis le nœud de départ. Les f" +
+	"lèches pleines sont les réussites (étiquetées par leur route), les point" +
+	"illées les échecs (étiquetées par leurs codes d’erreur). Chaque case ind" +
+	"ique combien d’occurrences de cette version se trouvent à ce nœud mainte" +
+	"nant.\x02Nœuds\x02Nœuds de cette version, avec leurs occurrences actuell" +
+	"es\x02Type\x02Révision épinglée\x02En cas de réussite\x02En cas d’erreur" +
+	"\x02Occurrences actuelles\x02Instances de ce processus\x02Décomptes au %" +
+	"[1]s (%[2]s)\u202f; actualisés toutes les quelques secondes.\x02Cette ve" +
+	"rsion a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plus %" +
+	"[2]d). Le tableau ci-dessous donne chaque nœud avec ses routes et ses dé" +
+	"comptes.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à pa" +
+	"rtir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes et " +
+	"décomptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous" +
+	" reprend les mêmes nœuds, routes et décomptes.\x02pull\x02push vers %[1]" +
+	"s\x02fin (termine)\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02bloc" +
+	"age (un incident pour un opérateur)\x02tout autre code → %[1]s\x02met l’" +
+	"instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle " +
+	"tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle" +
+	" tentative après %[2]s, priorité %[3]d\x02échéance %[1]s\x02délai %[1]s" +
+	"\x02Seuls les administrateurs peuvent révéler une valeur sensible.\x02Ré" +
+	"vélé par %[1]s le %[2]s\u202f; consigné dans le journal d’audit.\x02Révé" +
+	"lation impossible\x02Seule une valeur que cette page affiche masquée (se" +
+	"nsible) peut être révélée.\x02Les valeurs secrètes ne peuvent jamais êtr" +
+	"e révélées.\x02Cette page n’accepte pas cette requête.\x02Recherche\x02S" +
+	"aisissez un identifiant d’instance ou d’occurrence (un UUID, que les pag" +
+	"es affichent au survol) ou une clé métier.\x02Rien à chercher\u202f: le " +
+	"champ de recherche est vide.\x02C’est trop long pour être un identifiant" +
+	" ou une clé métier.\x02Aucune instance ni occurrence n’a l’identifiant «" +
+	"\u202f%[1]s\u202f», et aucune instance ne l’a pour clé métier.\x02Aucune" +
+	" instance n’a «\u202f%[1]s\u202f» pour clé métier, et ce n’est pas un id" +
+	"entifiant entier\u202f: les listes montrent la fin de chaque identifiant" +
+	". Ouvrez la ligne, ou copiez son lien, pour l’identifiant entier.\x02Vou" +
+	"s êtes déconnecté.\x02Votre session avait pris fin (inactivité, déconnex" +
+	"ion ailleurs, jeton révoqué ou redémarrage du serveur)\u202f: votre dern" +
+	"ière action n’a pas été appliquée. Reconnectez-vous, puis refaites-la." +
+	"\x02Votre session a pris fin (inactivité, déconnexion ailleurs, jeton ré" +
+	"voqué ou redémarrage du serveur). Reconnectez-vous.\x02Se connecter\x02C" +
+	"onnectez-vous avec un jeton d’opérateur, de concepteur ou d’administrate" +
+	"ur.\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais conservé d" +
+	"ans votre navigateur\u202f; un cookie de session le remplace jusqu’à 8 h" +
+	"eures d’inactivité.\x02Trop de connexions échouées depuis votre adresse." +
+	" Réessayez dans %[1]d secondes.\x02Ce jeton est inconnu ou a été révoqué" +
+	".\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: connect" +
+	"ez-vous avec un jeton d’opérateur, de concepteur ou d’administrateur." +
+	"\x02Seuls les administrateurs gèrent les jetons.\x02Jetons du personnel " +
+	"(administrateurs, concepteurs, opérateurs) non révoqués. Les jetons des " +
+	"consommateurs se gèrent avec leurs consommateurs. Révoquer un jeton refu" +
+	"se sa requête suivante.\x02ID\x02Rôle\x02Créé le\x02Dernière utilisation" +
+	"\x02Expiration\x02Jetons du personnel, les plus anciens d’abord\x02jamai" +
+	"s\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Aucun j" +
+	"eton.\x02Le jeton a été révoqué.\x02Révoquer le jeton %[1]d\x02Révoquer " +
+	"le jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante est ref" +
+	"usée et les sessions de console ouvertes avec lui prennent fin. C’est ir" +
+	"réversible\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoq" +
+	"uer le jeton\x02Le garder\x02C’est le jeton avec lequel vous êtes connec" +
+	"té\u202f: le révoquer vous déconnecte. Sa requête suivante est refusée. " +
+	"C’est irréversible.\x02C’est le dernier jeton administrateur utilisable" +
+	"\u202f: créez-en un autre avant de le révoquer.\x02sortie de routage\x02" +
+	"(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère" +
+	"\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au " +
+	"plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02motif %[1]s" +
+	"\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s" +
+	"\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moi" +
+	"ns %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément" +
+	"\x00\x19\x02au plus %[1]d éléments\x02%[1]d autres valeurs ne sont pas a" +
+	"ffichées\u202f: la page montre les %[2]d premières, le détail de l’API l" +
+	"es donne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élém" +
+	"ent\x00\x11\x02%[1]d éléments\x02(%[1]d caractères en tout)\x02nul\x02va" +
+	"leur inattendue\x02Page invalide\x02Ce lien de page ne vient pas de la c" +
+	"onsole.\x02Les exécutants connectés par un flux, et ceux qui interrogent" +
+	" par leur dernière demande. Un exécutant est listé tant qu’il s’est mani" +
+	"festé dans les trois derniers battements de cœur.\x02Exécutants vus dans" +
+	" les trois derniers battements\x02Exécutant\x02Protocole\x02Définitions " +
+	"servies\x02En cours\x02Connexion\x02Dernier signe\x02Aucun exécutant n’e" +
+	"st connecté.\x02Exécutants servant %[1]s\x02Tous les exécutants\x02Aucun" +
+	" exécutant ne sert cette définition.\x02flux\x02interrogation longue\x02" +
+	"façade Camunda 7\x02toutes les révisions accordées à son consommateur" +
+	"\x02révisions %[1]s\x02Aucun exécutant ne sert cette définition\u202f: s" +
+	"es occurrences attendent qu’un exécutant se connecte ou interroge.\x02Au" +
+	"cun processus ne tire cette définition\u202f: Relais appelle ses destina" +
+	"tions (push), elle n’a besoin d’aucun exécutant.\x02Aucun exécutant n’es" +
+	"t connecté pour cette définition\u202f; aucune de ses occurrences n’en a" +
+	"ttend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d" +
+	"\x02Servie par %[1]d exécutants\x02Révisions prises en charge\u202f: %[1" +
+	"]s\u202f; certains prennent toutes les révisions accordées à leur consom" +
+	"mateur.\x02Ils prennent toutes les révisions accordées à leur consommate" +
+	"ur.\x02Ils ne prennent que la révision %[1]d.\x02Ils ne prennent que les" +
+	" révisions %[1]s."
 
-	// Total table size 54351 bytes (53KiB); checksum: FA94B27B
+	// Total table size 54351 bytes (53KiB); checksum: EF36AE31
