@@ -31,8 +31,13 @@ const (
 // every protocol (REST, the stream, the facade) takes 1 to MaxWorkerID
 // bytes of UTF-8 without NUL, and names the problem at its own pointer.
 func WorkerIDProblem(id string) string {
-	if id == "" || len(id) > MaxWorkerID || strings.ContainsRune(id, 0) || !utf8.ValidString(id) {
+	switch {
+	case id == "":
 		return fmt.Sprintf("is required (1 to %d bytes of UTF-8, without NUL)", MaxWorkerID)
+	case len(id) > MaxWorkerID:
+		return fmt.Sprintf("is %d bytes long: at most %d bytes of UTF-8", len(id), MaxWorkerID)
+	case strings.ContainsRune(id, 0) || !utf8.ValidString(id):
+		return "must be UTF-8 without NUL"
 	}
 	return ""
 }

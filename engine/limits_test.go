@@ -5,15 +5,21 @@ import (
 	"testing"
 )
 
-// TestWorkerIDProblem: one rule for every protocol's worker_id.
+// TestWorkerIDProblem: one rule for every protocol's worker_id, and a
+// refusal that names what is wrong (a long id is not a missing one).
 func TestWorkerIDProblem(t *testing.T) {
 	t.Parallel()
-	for id, ok := range map[string]bool{
-		"w-1": true, strings.Repeat("é", MaxWorkerID/2): true,
-		"": false, strings.Repeat("w", MaxWorkerID+1): false, "w\x00": false, "w\xff": false,
+	for id, want := range map[string]string{
+		"w-1":                              "",
+		strings.Repeat("é", MaxWorkerID/2): "",
+		"":                                 "is required",
+		strings.Repeat("w", MaxWorkerID+1): "is 201 bytes long: at most 200",
+		"w\x00":                            "without NUL",
+		"w\xff":                            "must be UTF-8",
 	} {
-		if got := WorkerIDProblem(id) == ""; got != ok {
-			t.Errorf("worker id %q accepted %v, want %v", id, got, ok)
+		got := WorkerIDProblem(id)
+		if (want == "") != (got == "") || !strings.Contains(got, want) {
+			t.Errorf("worker id %q: %q, want %q", id, got, want)
 		}
 	}
 }

@@ -109,7 +109,7 @@ func (e *Engine) Claim(ctx context.Context, req ClaimRequest) ([]Reservation, er
 func (e *Engine) reservations(rows []queries.Occurrence, pairs Pairs) ([]Reservation, error) {
 	out := make([]Reservation, 0, len(rows))
 	for _, o := range rows {
-		inputs, err := e.unseal(o.Inputs, o.SealedInputs, aadOccurrenceInputs(o.ID))
+		inputs, err := e.unseal(compact(o.Inputs), o.SealedInputs, aadOccurrenceInputs(o.ID))
 		if err != nil {
 			return nil, err
 		}
@@ -122,6 +122,22 @@ func (e *Engine) reservations(rows []queries.Occurrence, pairs Pairs) ([]Reserva
 			CreatedAt: o.CreatedAt, ProcessKey: o.ProcessKey, BusinessKey: o.BusinessKey, ErrorMessage: o.ErrorMessage})
 	}
 	return out, nil
+}
+
+// compact removes the white space PostgreSQL writes in jsonb's text
+// ({"a": 1, "b": [1, 2]}): a worker stream carries the inputs' bytes as
+// they are, and they must be the bytes REST delivers (encoding/json
+// compacts a json.RawMessage), whether or not some were sealed.
+func compact(doc json.RawMessage) json.RawMessage {
+	if bytes.IndexByte(doc, ' ') < 0 && bytes.IndexByte(doc, '\n') < 0 {
+		return doc
+	}
+	var b bytes.Buffer
+	b.Grow(len(doc))
+	if err := json.Compact(&b, doc); err != nil {
+		return doc // not JSON: left for the caller to report as it is
+	}
+	return b.Bytes()
 }
 
 // NextClaimable returns when the earliest not-yet-claimable occurrence of
@@ -179,7 +195,26 @@ func (e *Engine) inHeld(ctx context.Context, q *queries.Queries, ref WorkerRef, 
 	if err != nil {
 		return err
 	}
-	return fn(r, o)
+	err = fn(r, o)
+	if fault.HasCode(err, "lock_expired") {
+		return explainLapse(ctx, q, o, err)
+	}
+	return err
+}
+
+// explainLapse turns a lock_expired refusal whose attempt ended with its
+// worker stream (disconnected) into one that says so: the lock was cut
+// short when the stream went silent or dropped, and a worker whose task
+// outlived three unacknowledged heartbeats learns what to change, not to
+// ask for a longer lock. Any other refusal is returned as it is.
+func explainLapse(ctx context.Context, q *queries.Queries, o queries.Occurrence, refusal error) error {
+	a, err := q.AttemptEnding(ctx, queries.AttemptEndingParams{OccurrenceID: o.ID, Number: o.Attempts})
+	if err != nil || a.Outcome == nil || *a.Outcome != OutcomeDisconnected || a.EndedAt == nil {
+		return refusal
+	}
+	return fault.New(fault.Conflict, "lock_expired",
+		"the lock on occurrence %s ended at %s, when the worker stream holding it ended (closed, or dropped after three heartbeats went unacknowledged), and the occurrence was offered again: keep reading the stream and acknowledging its heartbeats while a task runs",
+		o.ID, a.EndedAt.UTC().Format(time.RFC3339Nano))
 }
 
 // held locks the instance then the occurrence of ref, and checks that the

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/relais/relais/internal/auth"
 	"github.com/relais/relais/internal/fault"
 	"github.com/relais/relais/queries"
 )
@@ -94,9 +95,10 @@ func (r *run) release(o queries.Occurrence, outcome string, out *Settlement) err
 }
 
 // settleTokenPrefix tells settle tokens from staff and consumer tokens, so
-// a request is authenticated against the right table and a settle token
-// presented anywhere but complete and fail is simply unknown (401).
-const settleTokenPrefix = "rlsst_"
+// a request is authenticated against the right table; a settle token
+// presented anywhere but complete and fail is refused (401), saying where
+// it is taken.
+const settleTokenPrefix = auth.SettleTokenPrefix
 
 // MaxSettleTokenLife bounds a settle token's life when the occurrence has
 // no nearer deadline.

@@ -13,6 +13,12 @@ where occurrence_id = @occurrence_id and consumer_id = @consumer_id and report_d
 order by number desc
 limit 1;
 
+-- name: AttemptEnding :one
+-- How an attempt ended, and when: a lock_expired refusal says whether the
+-- lock ran out or the worker's stream ended (disconnected).
+select outcome, ended_at from attempts
+where occurrence_id = @occurrence_id and number = @number;
+
 -- name: AttemptExtend :exec
 update attempts set lock_expires_at = @lock_expires_at::timestamptz
 where occurrence_id = @occurrence_id and number = @number;

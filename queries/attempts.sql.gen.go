@@ -63,6 +63,30 @@ func (q *Queries) AttemptEnd(ctx context.Context, arg AttemptEndParams) error {
 	return err
 }
 
+const attemptEnding = `-- name: AttemptEnding :one
+select outcome, ended_at from attempts
+where occurrence_id = $1 and number = $2
+`
+
+type AttemptEndingParams struct {
+	OccurrenceID uuid.UUID
+	Number       int32
+}
+
+type AttemptEndingRow struct {
+	Outcome *string
+	EndedAt *time.Time
+}
+
+// How an attempt ended, and when: a lock_expired refusal says whether the
+// lock ran out or the worker's stream ended (disconnected).
+func (q *Queries) AttemptEnding(ctx context.Context, arg AttemptEndingParams) (AttemptEndingRow, error) {
+	row := q.db.QueryRow(ctx, attemptEnding, arg.OccurrenceID, arg.Number)
+	var i AttemptEndingRow
+	err := row.Scan(&i.Outcome, &i.EndedAt)
+	return i, err
+}
+
 const attemptExtend = `-- name: AttemptExtend :exec
 update attempts set lock_expires_at = $1::timestamptz
 where occurrence_id = $2 and number = $3

@@ -218,6 +218,29 @@ func TestAClientThatNeverReadsIsDropped(t *testing.T) {
 	wantRefusal(t, "a stream never acknowledged", quiet.end(5*time.Second), "unavailable", "heartbeat_missed")
 }
 
+// A worker whose task outlives three unacknowledged heartbeats (it awaited
+// its work instead of reading the stream) loses the occurrence, and its
+// late completion says why: the stream ended, not a lock that ran out.
+func TestALateCompletionNamesTheStreamThatEnded(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil, heartbeat(100*time.Millisecond))
+	start(t, f.env, "Acme")
+	c := newClient(t, "grpc", f.env.URL)
+	busy := open(t, c, f.consumer, subscribeRequest("busy", 1))
+	a := busy.assignment(5 * time.Second)
+	busy.silent.Store(true)
+	wantRefusal(t, "a stream that stopped acknowledging", busy.end(5*time.Second), "unavailable", "heartbeat_missed")
+	relaistest.WaitFor(t, 5*time.Second, "the attempt ended disconnected", func() (bool, string) {
+		got := outcomes(t, f.env, a.GetOccurrenceId())
+		return len(got) == 1 && got[0] == "disconnected", fmt.Sprint(got)
+	})
+	_, err := complete(c, f.consumer, "busy", a.GetOccurrenceId(), outputs("created", "C-1"))
+	p := wantRefusal(t, "a completion after the stream ended", err, "failed_precondition", "lock_expired")
+	if !strings.Contains(p.GetDetail(), "when the worker stream holding it ended") || !strings.Contains(p.GetDetail(), "acknowledging its heartbeats") {
+		t.Errorf("a completion after its stream ended: %q; want the stream's end named and what to do", p.GetDetail())
+	}
+}
+
 func withToken[T any](m *T, token string) *connect.Request[T] {
 	r := connect.NewRequest(m)
 	r.Header().Set("Authorization", "Bearer "+token)

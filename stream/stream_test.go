@@ -1,6 +1,7 @@
 package stream_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -100,6 +101,11 @@ func TestEachClientSubscribesReceivesAndSettles(t *testing.T) {
 			var in map[string]any
 			if err := json.Unmarshal(a.GetInputs(), &in); err != nil || in["company_name"] != "Acme" {
 				t.Fatalf("inputs %s (%v), want company_name Acme", a.GetInputs(), err)
+			}
+			// The bytes REST delivers: compact, not jsonb's text.
+			var compact bytes.Buffer
+			if err := json.Compact(&compact, a.GetInputs()); err != nil || compact.String() != string(a.GetInputs()) {
+				t.Errorf("inputs %s, want them compact (%s)", a.GetInputs(), compact.String())
 			}
 			_, err := complete(c, f.consumer, "w-"+kind, a.GetOccurrenceId(), []byte(`{"result":"maybe"}`))
 			p := wantRefusal(t, "invalid outputs", err, "invalid_argument", "invalid_outputs")

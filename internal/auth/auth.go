@@ -12,6 +12,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/relais/relais/internal/fault"
 )
@@ -38,6 +39,11 @@ func ParseRole(s string) (Role, error) {
 
 // tokenPrefix makes Relais tokens recognizable to secret scanners.
 const tokenPrefix = "rls_"
+
+// SettleTokenPrefix starts a settle token (an occurrence-scoped token a
+// front end settles one deferred occurrence with), telling it from staff
+// and consumer tokens.
+const SettleTokenPrefix = "rlsst_"
 
 // NewToken returns a fresh token and the hash to store.
 func NewToken() (token string, hash []byte) {
@@ -90,6 +96,12 @@ func Authenticate(ctx context.Context, lookup Lookup, token string) (Principal, 
 	}
 	want := Hash(token)
 	p, stored, err := lookup(ctx, want)
+	if errors.Is(err, ErrUnknownToken) && strings.HasPrefix(token, SettleTokenPrefix) {
+		// Valid or not, a settle token is no consumer token: saying
+		// "unknown" would send its holder to check a token that is fine.
+		return Principal{}, fault.New(fault.Unauthorized, "unauthorized",
+			"a settle token only completes or fails its own deferred occurrence (POST /api/v1/pull/occurrences/{id}/complete or /fail, or the worker protocol's Complete and Fail): this call needs a consumer or staff token")
+	}
 	if errors.Is(err, ErrUnknownToken) {
 		return Principal{}, fault.New(fault.Unauthorized, "unauthorized", "the token is unknown, revoked or expired")
 	}
