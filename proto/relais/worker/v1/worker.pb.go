@@ -343,9 +343,12 @@ type Assignment struct {
 	// The validated inputs as a UTF-8 JSON object, secrets in clear (the
 	// consumer is authorized): only the declared fields, if the subscription
 	// declared some. Never log them.
-	Inputs       []byte `protobuf:"bytes,4,opt,name=inputs,proto3" json:"inputs,omitempty"`
-	Attempt      int32  `protobuf:"varint,5,opt,name=attempt,proto3" json:"attempt,omitempty"`
-	AttemptsLeft int32  `protobuf:"varint,6,opt,name=attempts_left,json=attemptsLeft,proto3" json:"attempts_left,omitempty"`
+	Inputs []byte `protobuf:"bytes,4,opt,name=inputs,proto3" json:"inputs,omitempty"`
+	// This attempt's number, from 1.
+	Attempt int32 `protobuf:"varint,5,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// The attempts left after this one, should it fail (0: a failure is
+	// final).
+	AttemptsLeft int32 `protobuf:"varint,6,opt,name=attempts_left,json=attemptsLeft,proto3" json:"attempts_left,omitempty"`
 	// The lock's expiry at delivery; the stream keeps extending it.
 	LockExpiresAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=lock_expires_at,json=lockExpiresAt,proto3" json:"lock_expires_at,omitempty"`
 	// When the occurrence times out, if it has a deadline.
@@ -1334,7 +1337,9 @@ func (x *ReleaseRequest) GetWorkerId() string {
 type ReleaseResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// `available`.
-	Status        string                 `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
+	Status string `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
+	// The attempts left, the released one given back: one more than the
+	// assignment's attempts_left.
 	AttemptsLeft  int32                  `protobuf:"varint,2,opt,name=attempts_left,json=attemptsLeft,proto3" json:"attempts_left,omitempty"`
 	AvailableAt   *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=available_at,json=availableAt,proto3" json:"available_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -1401,7 +1406,11 @@ type Problem struct {
 	Detail string `protobuf:"bytes,2,opt,name=detail,proto3" json:"detail,omitempty"`
 	// Every problem with its JSON pointer into the request (as JSON).
 	Errors []*FieldError `protobuf:"bytes,3,rep,name=errors,proto3" json:"errors,omitempty"`
-	// When positive, when to try again (RESOURCE_EXHAUSTED).
+	// When positive, how long to wait before trying again: set on
+	// RESOURCE_EXHAUSTED (too_many_streams) and on the UNAVAILABLE
+	// replica_stopping that refuses a new subscription during a drain; a
+	// stream that a stopping replica ends carries none (subscribe again at
+	// once, another replica takes it).
 	RetryAfter    *durationpb.Duration `protobuf:"bytes,4,opt,name=retry_after,json=retryAfter,proto3" json:"retry_after,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

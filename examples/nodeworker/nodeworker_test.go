@@ -1,0 +1,201 @@
+// Package nodeworker_test runs the Node.js example worker (worker.mjs)
+// against a real Relais.
+package nodeworker_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/relais/relais/engine"
+	"github.com/relais/relais/internal/config"
+	"github.com/relais/relais/internal/dbtest"
+	"github.com/relais/relais/internal/relaistest"
+)
+
+func TestMain(m *testing.M) { dbtest.Main(m, engine.SchemaFingerprint(), engine.Migrate) }
+
+// install copies the example into a fresh folder and installs what its
+// package-lock.json pins for running it (npm ci --omit=dev). Without node
+// or npm the test is skipped, saying so, except under CI=true, where it
+// fails: CI must run it.
+func install(t *testing.T) string {
+	t.Helper()
+	for _, tool := range []string{"node", "npm"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			if os.Getenv("CI") == "true" {
+				t.Fatalf("%s is not installed; CI=true runs the Node.js example worker, which needs Node.js 20 and npm", tool)
+			}
+			t.Skipf("%s is not installed: skipping the Node.js example worker (install Node.js 20 and npm to run it)", tool)
+		}
+	}
+	dir := t.TempDir()
+	for _, name := range []string{"package.json", "package-lock.json", "worker.mjs", "gen"} {
+		if err := copyTree(name, filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "npm", "ci", "--omit=dev", "--no-audit", "--no-fund", "--loglevel=error")
+	cmd.Dir = dir
+	cmd.WaitDelay = 5 * time.Second
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("npm ci: %v\n%s", err, out)
+	}
+	return dir
+}
+
+func copyTree(from, to string) error {
+	return filepath.WalkDir(from, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		target := filepath.Join(to, strings.TrimPrefix(path, from))
+		if d.IsDir() {
+			return os.MkdirAll(target, 0o755)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(target, b, 0o644)
+	})
+}
+
+// worker is worker.mjs running, its JSON log lines collected.
+type worker struct {
+	cmd    *exec.Cmd
+	mu     sync.Mutex
+	lines  []string
+	events []map[string]any
+	stderr strings.Builder
+	exited chan error
+}
+
+func start(t *testing.T, dir string, env ...string) *worker {
+	t.Helper()
+	w := &worker{cmd: exec.Command("node", "worker.mjs"), exited: make(chan error, 1)}
+	w.cmd.Dir = dir
+	w.cmd.Env = append(os.Environ(), env...)
+	w.cmd.Stderr = &w.stderr
+	stdout, err := w.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			var ev map[string]any
+			w.mu.Lock()
+			w.lines = append(w.lines, sc.Text())
+			if json.Unmarshal(sc.Bytes(), &ev) == nil {
+				w.events = append(w.events, ev)
+			}
+			w.mu.Unlock()
+		}
+	}()
+	go func() {
+		<-read
+		w.exited <- w.cmd.Wait()
+	}()
+	// Never leave node running, whatever happened.
+	t.Cleanup(func() { _ = w.cmd.Process.Kill() })
+	return w
+}
+
+// seen returns the events named event logged so far.
+func (w *worker) seen(event string) []map[string]any {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []map[string]any
+	for _, ev := range w.events {
+		if ev["event"] == event {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+func (w *worker) output() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return "stdout:\n" + strings.Join(w.lines, "\n") + "\nstderr:\n" + w.stderr.String()
+}
+
+// The example worker subscribes, runs each task while it keeps
+// acknowledging heartbeats (a task five heartbeats long completes), settles
+// through the protocol (a company created, then found existing: the
+// instances take their branches), and on SIGTERM drains: the task in
+// flight finishes and settles, and the worker exits 0.
+func TestNodeWorker(t *testing.T) {
+	t.Parallel()
+	dir := install(t)
+	env := relaistest.New(t, func(c *config.Config) { c.Stream.Heartbeat = 200 * time.Millisecond })
+	env.Definition("add_company_to_crm.yaml")
+	env.Process("crm_only", relaistest.CRMProcess(nil))
+	token := env.Consumer("crm-sync", "add_company_to_crm")
+
+	w := start(t, dir, "RELAIS_URL="+env.URL, "RELAIS_TOKEN="+token, "CRM_LATENCY_MS=1000")
+	relaistest.WaitFor(t, 20*time.Second, "the worker subscribed", func() (bool, string) {
+		return len(w.seen("subscribed")) == 1, w.output()
+	})
+
+	startCompany := func(name string) string {
+		return env.Must(201, "POST", "/api/v1/processes/crm_only/instances", env.Operator, map[string]any{"inputs": map[string]any{"name": name}}).JSON(t)["id"].(string)
+	}
+	first := startCompany("Acme")
+	if got := env.WaitEnded(first, 20*time.Second); got["status"] != "completed" || got["end_node"] != "done" {
+		t.Fatalf("first Acme: %v at %v; want completed at done (created)\n%s", got["status"], got["end_node"], w.output())
+	}
+	second := startCompany(" ACME ")
+	if got := env.WaitEnded(second, 20*time.Second); got["status"] != "completed" || got["end_node"] != "known" {
+		t.Fatalf("second Acme: %v at %v; want completed at known (existing)\n%s", got["status"], got["end_node"], w.output())
+	}
+	if n := len(w.seen("subscribed")); n != 1 {
+		t.Errorf("subscribed %d times; want once: tasks five heartbeats long must not end the stream\n%s", n, w.output())
+	}
+
+	// SIGTERM while a task runs: it finishes and settles, then the worker
+	// exits.
+	third := startCompany("Globex")
+	relaistest.WaitFor(t, 10*time.Second, "Globex reserved", func() (bool, string) {
+		items := env.Must(200, "GET", "/api/v1/occurrences?status=reserved", env.Operator, nil).JSON(t)["items"].([]any)
+		return len(items) == 1, fmt.Sprint(len(items), " reserved")
+	})
+	if err := w.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-w.exited:
+		if err != nil {
+			t.Fatalf("the worker exited with %v after SIGTERM\n%s", err, w.output())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the worker did not exit within 20s of SIGTERM\n%s", w.output())
+	}
+	if got := env.WaitEnded(third, 5*time.Second); got["status"] != "completed" {
+		t.Errorf("Globex, in flight at SIGTERM: %v; want completed by the draining worker\n%s", got["status"], w.output())
+	}
+	if n := len(w.seen("completed")); n != 3 {
+		t.Errorf("%d completions logged; want 3\n%s", n, w.output())
+	}
+	if len(w.seen("draining")) != 1 || len(w.seen("stopped")) != 1 {
+		t.Errorf("want the drain and the stop logged\n%s", w.output())
+	}
+}

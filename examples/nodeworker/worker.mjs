@@ -1,0 +1,231 @@
+// An example Relais connected worker in Node.js: the add_company_to_crm
+// definition (examples/definitions) over a worker stream (gRPC over h2c,
+// DESIGN §10), doing what examples/crmworker does in Go with the SDK. It
+// adds companies to a CRM, here an in-memory map, and reports whether each
+// one was created or already there.
+//
+//	npm ci --omit=dev
+//	RELAIS_URL=http://127.0.0.1:8080 RELAIS_TOKEN=<consumer token> node worker.mjs
+//
+// SIGINT or SIGTERM drains the stream (no new tasks), lets the tasks in
+// flight finish and settle, and exits.
+//
+// It logs one JSON object a line on stdout.
+import { randomBytes } from "node:crypto";
+import { hostname } from "node:os";
+import { setTimeout as sleep } from "node:timers/promises";
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import { CancellationReason, ProblemSchema, WorkerService } from "./gen/relais/worker/v1/worker_pb.js";
+
+const url = process.env.RELAIS_URL;
+const token = process.env.RELAIS_TOKEN;
+if (!url || !token) {
+  console.error("RELAIS_URL and RELAIS_TOKEN (a consumer token granted add_company_to_crm) are required");
+  process.exit(2);
+}
+// One worker id per process: two processes sharing one replace each
+// other's streams, and each replacement hands back what the other held,
+// an attempt spent. Set WORKER_ID only to something unique, such as a pod
+// name.
+const workerId = process.env.WORKER_ID || `${hostname()}-${process.pid}-${randomBytes(3).toString("hex")}`;
+// How many tasks run at once: the stream's credit.
+const concurrency = Number(process.env.CONCURRENCY || 4);
+// Stands in for a slow CRM call, in milliseconds.
+const crmLatency = Number(process.env.CRM_LATENCY_MS || 0);
+
+const log = (event, fields = {}) => console.log(JSON.stringify({ time: new Date().toISOString(), event, worker: workerId, ...fields }));
+
+// http:// is gRPC over cleartext HTTP/2 (h2c); https:// uses TLS.
+const client = createClient(
+  WorkerService,
+  createGrpcTransport({
+    baseUrl: url,
+    httpVersion: "2",
+    interceptors: [
+      (next) => (req) => {
+        req.header.set("authorization", `Bearer ${token}`);
+        return next(req);
+      },
+    ],
+  }),
+);
+
+// problem turns a refusal into what Relais said: its problem code (the
+// REST API's), its detail and its pointers.
+function problem(err) {
+  const ce = ConnectError.from(err);
+  const [p] = ce.findDetails(ProblemSchema);
+  if (!p) {
+    return { grpc: Code[ce.code], detail: ce.rawMessage };
+  }
+  return { grpc: Code[ce.code], code: p.code, detail: p.detail, errors: p.errors.map((e) => `${e.path}: ${e.message}`) };
+}
+
+// The CRM: normalised company name → CRM id.
+const crm = new Map();
+
+// addCompany is the task. Looking the company up before creating it makes
+// the task safe to run twice: a task redelivered after a crash finds the
+// company its first attempt created and reports it existing.
+async function addCompany(inputs, signal) {
+  if (crmLatency > 0) {
+    await sleep(crmLatency, undefined, { signal });
+  }
+  const key = String(inputs.company_name).trim().toLowerCase();
+  const id = crm.get(key);
+  if (id) {
+    return { result: "existing", crm_id: id, matched_on: ["name"] };
+  }
+  const created = `CRM-${String(crm.size + 1).padStart(4, "0")}`;
+  crm.set(key, created);
+  return { result: "created", crm_id: created };
+}
+
+// The tasks running, by occurrence id: a cancellation aborts its own.
+const running = new Map();
+let stream = null; // { id, abort } of the stream being read
+let stopping = false;
+
+// run runs one assignment and settles it. It is not awaited by the loop
+// that reads the stream: that loop must go on acknowledging heartbeats
+// while tasks run, or after three unacknowledged ones Relais ends the
+// stream and offers the tasks to another worker.
+async function run(a) {
+  const work = new AbortController();
+  running.set(a.occurrenceId, work);
+  try {
+    const inputs = JSON.parse(new TextDecoder().decode(a.inputs));
+    let outputs;
+    try {
+      outputs = await addCompany(inputs, work.signal);
+    } catch (err) {
+      if (work.signal.aborted) {
+        return; // cancelled: Relais settled it, there is nothing to report
+      }
+      // The CRM failed: retryable, Relais offers the task again later
+      // while attempts are left.
+      const res = await client.fail({
+        occurrenceId: a.occurrenceId,
+        workerId,
+        errorCode: "CRM_UNAVAILABLE",
+        message: String(err?.message ?? err),
+        retryable: true,
+        retryDelay: { seconds: 5n },
+      });
+      log("failed", { occurrence: a.occurrenceId, status: res.status, attempts_left: res.attemptsLeft });
+      return;
+    }
+    if (work.signal.aborted) {
+      return;
+    }
+    const res = await client.complete({
+      occurrenceId: a.occurrenceId,
+      workerId,
+      outputs: new TextEncoder().encode(JSON.stringify(outputs)),
+    });
+    log("completed", { occurrence: a.occurrenceId, attempt: a.attempt, result: outputs.result, crm_id: outputs.crm_id, route: res.route });
+  } catch (err) {
+    // A settlement refused (its lock lost, the instance stopped, invalid
+    // outputs): the problem says which.
+    log("refused", { occurrence: a.occurrenceId, ...problem(err) });
+  } finally {
+    running.delete(a.occurrenceId);
+    if (stopping && running.size === 0) {
+      stream?.abort.abort(); // drained and done
+    }
+  }
+}
+
+// subscribe reads one stream until it ends: heartbeats acknowledged at
+// once, assignments started, cancellations passed to their task.
+async function subscribe() {
+  const abort = new AbortController();
+  const events = client.subscribe(
+    { workerId, maxInFlight: concurrency, subscriptions: [{ definition: "add_company_to_crm", revisions: [1] }] },
+    { signal: abort.signal },
+  );
+  for await (const ev of events) {
+    const { case: kind, value } = ev.event;
+    if (kind === "heartbeat") {
+      if (!stream) {
+        stream = { id: value.streamId, abort };
+        const interval = value.interval ? Number(value.interval.seconds) * 1000 + value.interval.nanos / 1e6 : 0;
+        log("subscribed", { stream: value.streamId, heartbeat_ms: interval });
+        if (stopping) {
+          await drain();
+        }
+      }
+      // Acknowledged without waiting for the answer: the loop never
+      // stops reading.
+      client.heartbeat({ streamId: value.streamId, sequence: value.sequence }).catch((err) => log("heartbeat_refused", problem(err)));
+      if (value.draining && stopping && running.size === 0) {
+        abort.abort(); // nothing more will come, nothing is running
+      }
+    } else if (kind === "assignment") {
+      run(value);
+    } else if (kind === "cancellation") {
+      log("cancelled", { occurrence: value.occurrenceId, reason: CancellationReason[value.reason] });
+      running.get(value.occurrenceId)?.abort();
+    }
+  }
+}
+
+// drain asks for no more assignments; those held are finished.
+async function drain() {
+  try {
+    await client.drain({ streamId: stream.id });
+    log("draining", { running: running.size });
+  } catch (err) {
+    log("drain_refused", problem(err));
+  }
+  if (running.size === 0) {
+    stream.abort.abort();
+  }
+}
+
+for (const signal of ["SIGINT", "SIGTERM"]) {
+  process.on(signal, () => {
+    if (stopping) {
+      return;
+    }
+    stopping = true;
+    log("stopping", { signal, running: running.size });
+    if (!stream) {
+      // Between streams: nothing is held (a stream that ends hands back
+      // what it held).
+      process.exit(0);
+    }
+    drain();
+  });
+}
+
+// The stream is subscribed again after it ends for a reason worth a retry
+// (the replica shut down or restarted, the connection dropped); a refusal
+// that will not change (a bad token, no grant, another process with this
+// worker id) ends the worker.
+const retried = [Code.Unavailable, Code.ResourceExhausted, Code.DeadlineExceeded, Code.Unknown, Code.Internal];
+let backoff = 500;
+for (;;) {
+  stream = null;
+  try {
+    await subscribe();
+  } catch (err) {
+    const code = ConnectError.from(err).code;
+    if (stopping && code === Code.Canceled) {
+      break; // our own end, once drained
+    }
+    log("stream_ended", problem(err));
+    if (!retried.includes(code)) {
+      process.exitCode = 1;
+      break;
+    }
+  }
+  if (stopping) {
+    break;
+  }
+  // A stream that was up starts the backoff again.
+  backoff = stream ? 500 : Math.min(backoff * 2, 10_000);
+  await sleep(backoff);
+}
+log("stopped", { running: running.size });
