@@ -58,6 +58,12 @@ flags:
 	if err := c.Check(ctx); err != nil {
 		return fmt.Errorf("%w; nothing was applied", err)
 	}
+	if refused := c.Permitted(docs); len(refused) > 0 {
+		for _, p := range refused {
+			fmt.Fprintln(stderr, p.String())
+		}
+		return fmt.Errorf("%d document(s) this token may not apply; nothing was applied", len(refused))
+	}
 	prefix := ""
 	if *dryRun {
 		prefix = "(dry run) "

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -222,5 +223,32 @@ func TestApplyChecksTheTokenFirst(t *testing.T) {
 	_, stderr, err := applyRun(t, "http://127.0.0.1:1", "-f", "../../examples")
 	if err == nil || !strings.HasPrefix(err.Error(), "RELAIS_URL http://127.0.0.1:1 does not answer") || stderr != "" {
 		t.Errorf("apply to a server that does not answer: err %v, stderr %q", err, stderr)
+	}
+
+	// A designer's token may not apply destinations: said of each, before
+	// anything is sent, rather than at the first one after the documents
+	// ahead of it were applied.
+	res := call(t, "POST", r.base+"/api/v1/tokens", bootstrap, strings.NewReader(`{"name":"designer","role":"designer"}`))
+	var tok struct {
+		Token string `json:"token"`
+	}
+	if err := json.Unmarshal(res.body, &tok); err != nil || tok.Token == "" {
+		t.Fatalf("designer token: %s", res.body)
+	}
+	out.Reset()
+	errOut.Reset()
+	env["RELAIS_TOKEN"] = tok.Token
+	err = run(context.Background(), []string{"apply", "-f", "../../examples"}, func(k string) string { return env[k] }, &out, &errOut)
+	if err == nil || err.Error() != "2 document(s) this token may not apply; nothing was applied" || out.Len() != 0 ||
+		strings.Count(errOut.String(), "a designer token may not apply destinations") != 2 {
+		t.Errorf("a designer applying destinations: err %v, stdout %q, stderr %q", err, out.String(), errOut.String())
+	}
+	if res := call(t, "GET", r.base+"/api/v1/definitions", bootstrap, nil); strings.Contains(string(res.body), "add_company_to_crm") {
+		t.Error("a refused apply changed the server")
+	}
+	out.Reset()
+	errOut.Reset()
+	if err := run(context.Background(), []string{"apply", "-f", "../../examples/definitions"}, func(k string) string { return env[k] }, &out, &errOut); err != nil {
+		t.Errorf("a designer applying definitions: %v\n%s", err, errOut.String())
 	}
 }

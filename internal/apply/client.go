@@ -26,6 +26,8 @@ type Client struct {
 	// checksWorking is whether the server checks a Working without storing
 	// it (read once from its OpenAPI document): nil until known.
 	checksWorking *bool
+	// role is the token's, as Check read it.
+	role string
 }
 
 // Result is what applying (or planning) one document did.
@@ -281,7 +283,11 @@ func (c *Client) serverChecksWorking(ctx context.Context) (bool, error) {
 // token it refuses, or a server that does not answer, is then reported
 // once, as what it is, instead of as the first document's problem.
 func (c *Client) Check(ctx context.Context) error {
-	_, err := c.call(ctx, "GET", "/api/v1/whoami", nil, nil)
+	var who struct {
+		Role string `json:"role"`
+	}
+	_, err := c.call(ctx, "GET", "/api/v1/whoami", nil, &who)
+	c.role = who.Role
 	var ae *apiError
 	var ue *unanswered
 	switch {
@@ -293,6 +299,27 @@ func (c *Client) Check(ctx context.Context) error {
 		return fmt.Errorf("RELAIS_URL %s does not answer: %w", c.URL, ue.err)
 	}
 	return err
+}
+
+// Permitted refuses, before anything is sent, the documents the token's
+// role (read by Check) may not apply: destinations are an admin's (they
+// hold credentials), the rest a designer's or an admin's. Otherwise the
+// first such document would stop the apply half-way, after the documents
+// before it were applied.
+func (c *Client) Permitted(docs []Document) []Problem {
+	var ps []Problem
+	for _, d := range docs {
+		switch {
+		case c.role == "admin" || c.role == "":
+		case d.Kind == KindDestination:
+			ps = append(ps, Problem{Doc: d, Pointer: "/kind", Message: fmt.Sprintf(
+				"a %s token may not apply destinations (they hold credentials: an admin applies them); apply this path with an admin token, or keep destinations in a folder of their own", c.role)})
+		case c.role != "designer":
+			ps = append(ps, Problem{Doc: d, Pointer: "/kind", Message: fmt.Sprintf(
+				"a %s token may not apply %s documents: apply with a designer or admin token", c.role, strings.ToLower(d.Kind))})
+		}
+	}
+	return ps
 }
 
 // expect checks a Definition's declared revision against the one it is (or

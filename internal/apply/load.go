@@ -8,8 +8,10 @@ package apply
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -86,6 +88,9 @@ type Problem struct {
 	// lost): the server may have applied it. Applying again settles it,
 	// since apply is idempotent.
 	Unknown bool
+	// Line is the problem's line in the file when no pointer gives it (a
+	// document that does not parse), 0 when unknown.
+	Line int
 }
 
 // String is the problem as compilers print theirs: "file:line: /pointer:
@@ -101,10 +106,18 @@ func (p Problem) String() string {
 	// With its line, a problem needs no document number: editors and CI
 	// annotations read "file:line:" and nothing between.
 	where := p.Doc.Where()
-	if line := lineOf(p.Doc.node, p.Pointer); line > 0 {
+	if line := p.line(); line > 0 {
 		where = p.Doc.File + ":" + strconv.Itoa(line)
 	}
 	return fmt.Sprintf("%s: %s: %s", where, ptr, p.Message)
+}
+
+// line is the problem's line in its file, 0 when unknown.
+func (p Problem) line() int {
+	if p.Line > 0 {
+		return p.Line
+	}
+	return lineOf(p.Doc.node, p.Pointer)
 }
 
 // member finds name in mapping m: its own keys first, then those a merge
@@ -182,8 +195,24 @@ func lineOf(n *yaml.Node, pointer string) int {
 	return line
 }
 
+// otherTools are the YAML and JSON files of other tools that live beside
+// Relais documents (a worker's package, its code generation): a folder's
+// walk skips them, as it skips node_modules and hidden folders.
+var otherTools = map[string]bool{
+	"package.json": true, "package-lock.json": true, "tsconfig.json": true, "jsconfig.json": true,
+	"buf.yaml": true, "buf.gen.yaml": true, "buf.work.yaml": true, "docker-compose.yaml": true, "docker-compose.yml": true,
+}
+
+// skipped reports whether a folder's walk leaves d out.
+func skipped(d fs.DirEntry) bool {
+	if d.IsDir() {
+		return d.Name() == "node_modules" || strings.HasPrefix(d.Name(), ".")
+	}
+	return otherTools[d.Name()]
+}
+
 // Load reads path (a file, or a folder of .yaml, .yml and .json files,
-// recursively, in name order) and checks every document locally. It returns
+// recursively, in name order, other tools' files skipped) and checks every document locally. It returns
 // the documents in apply order and every problem found; a path with no
 // document at all is an error.
 func Load(path string) ([]Document, []Problem, error) {
@@ -196,6 +225,12 @@ func Load(path string) ([]Document, []Problem, error) {
 		err = filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
 			if err != nil {
 				return err
+			}
+			if p != path && skipped(d) {
+				if d.IsDir() {
+					return filepath.SkipDir
+				}
+				return nil
 			}
 			switch strings.ToLower(filepath.Ext(p)) {
 			case ".yaml", ".yml", ".json":
@@ -253,6 +288,14 @@ func parseFile(file string, raw []byte) ([]Document, []Problem) {
 		before += strings.Count(text[from:sep[1]], "\n")
 		from = sep[1]
 	}
+	if strings.EqualFold(filepath.Ext(file), ".json") {
+		// JSON is read by the YAML parser, which takes what JSON refuses
+		// (a trailing comma, a comment): a file apply takes must also be
+		// a body the API takes.
+		if p, bad := jsonProblem(file, raw); bad {
+			return nil, []Problem{p}
+		}
+	}
 	for i, part := range nonEmpty {
 		d := Document{File: file, Index: i + 1, Multi: len(nonEmpty) > 1}
 		// YAML 1.2 (yaml.v3): yes, no, on and off stay strings, as choice
@@ -264,7 +307,7 @@ func parseFile(file string, raw []byte) ([]Document, []Problem) {
 			err = node.Decode(&v)
 		}
 		if err != nil {
-			problems = append(problems, Problem{Doc: d, Message: "not valid YAML or JSON: " + err.Error()})
+			problems = append(problems, syntaxProblem(d, err))
 			continue
 		}
 		d.node = &node
@@ -281,14 +324,67 @@ func parseFile(file string, raw []byte) ([]Document, []Problem) {
 			continue
 		}
 		d.Kind, _ = m["kind"].(string)
+		// The body is checked even when the envelope is wrong: one run
+		// reports every problem of the document.
 		ps := envelope(&d, m)
 		problems = append(problems, ps...)
+		problems = append(problems, check(d)...)
 		if len(ps) == 0 {
-			problems = append(problems, check(d)...)
 			docs = append(docs, d)
 		}
 	}
+	// Problems in file order: the body's checks come after the
+	// envelope's, and an editor walks them top to bottom.
+	sort.SliceStable(problems, func(i, j int) bool {
+		a, b := problems[i], problems[j]
+		if a.Doc.Index != b.Doc.Index {
+			return a.Doc.Index < b.Doc.Index
+		}
+		return a.line() < b.line()
+	})
 	return docs, problems
+}
+
+// yamlLine finds the line yaml.v3 names in its errors ("yaml: line 20:
+// …", "line 5: mapping key … already defined").
+var yamlLine = regexp.MustCompile(`line (\d+): `)
+
+// syntaxProblem is a document that does not parse, at the line the parser
+// names, with a hint for the YAML mistakes designers make most.
+func syntaxProblem(d Document, err error) Problem {
+	msg := strings.Join(strings.Fields(strings.TrimPrefix(err.Error(), "yaml: ")), " ")
+	p := Problem{Doc: d}
+	if m := yamlLine.FindStringSubmatch(msg); m != nil {
+		p.Line, _ = strconv.Atoi(m[1])
+		msg = strings.Replace(msg, m[0], "", 1)
+	}
+	msg = strings.TrimPrefix(msg, "unmarshal errors: ")
+	switch {
+	case strings.Contains(msg, "did not find expected alphabetic or numeric character"):
+		msg += ` (a key or value starting with * or & is an alias or an anchor in YAML: quote it, as "*")`
+	case strings.Contains(msg, "found unknown escape character"):
+		msg += ` (in double quotes a backslash starts an escape: write a pattern in single quotes, as '^CLM-\d{8}$')`
+	case strings.Contains(msg, "found character that cannot start any token"):
+		msg += " (YAML indents with spaces, never tabs)"
+	}
+	p.Message = "not valid YAML: " + msg
+	return p
+}
+
+// jsonProblem refuses a .json file that is not JSON, at the line of its
+// first error.
+func jsonProblem(file string, raw []byte) (Problem, bool) {
+	var v any
+	err := json.Unmarshal(raw, &v)
+	if err == nil {
+		return Problem{}, false
+	}
+	p := Problem{Doc: Document{File: file, Index: 1}, Message: "not valid JSON: " + err.Error()}
+	var syntax *json.SyntaxError
+	if errors.As(err, &syntax) {
+		p.Line = 1 + bytes.Count(raw[:syntax.Offset], []byte("\n"))
+	}
+	return p, true
 }
 
 func stripComments(s string) string {
@@ -309,10 +405,16 @@ func envelope(d *Document, m map[string]any) []Problem {
 	}
 	delete(body, "kind")
 	str := func(key string) (string, []Problem) {
-		v, ok := body[key].(string)
+		raw, present := body[key]
 		delete(body, key)
-		if !ok || v == "" {
+		v, ok := raw.(string)
+		switch {
+		case !present || raw == nil || ok && v == "":
 			return "", []Problem{{Doc: *d, Pointer: "/" + key, Message: "is required"}}
+		case !ok:
+			// YAML reads 2027.01 or 42 as a number: the value is there,
+			// of the wrong type.
+			return "", []Problem{{Doc: *d, Pointer: "/" + key, Message: fmt.Sprintf("must be a string, not %s (quote it: %q)", typeOf(raw), fmt.Sprint(raw))}}
 		}
 		return v, nil
 	}
@@ -321,11 +423,11 @@ func envelope(d *Document, m map[string]any) []Problem {
 	case KindDefinition:
 		d.ID, ps = str("key")
 		if r, ok := body["revision"]; ok {
-			n, err := r.(json.Number).Int64()
-			if err != nil || n < 1 {
-				ps = append(ps, Problem{Doc: *d, Pointer: "/revision", Message: "must be a revision number"})
+			n, isNum := revisionNumber(r)
+			if !isNum {
+				ps = append(ps, Problem{Doc: *d, Pointer: "/revision", Message: fmt.Sprintf("must be a revision number (1 or more), not %s", describe(r))})
 			}
-			d.ExpectRevision = int(n)
+			d.ExpectRevision = n
 			delete(body, "revision")
 		}
 	case KindProcess:
@@ -370,10 +472,10 @@ func check(d Document) []Problem {
 		if n, ok := d.Body["notes"]; ok && !isString(n) {
 			ps = append(ps, Problem{Doc: d, Pointer: "/notes", Message: "must be a string"})
 		}
-		if n, ok := d.Body["revision"].(json.Number); !ok {
+		if r, ok := d.Body["revision"]; !ok || r == nil {
 			ps = append(ps, Problem{Doc: d, Pointer: "/revision", Message: "is required"})
-		} else if v, err := n.Int64(); err != nil || v < 1 {
-			ps = append(ps, Problem{Doc: d, Pointer: "/revision", Message: "must be a revision number"})
+		} else if _, isNum := revisionNumber(r); !isNum {
+			ps = append(ps, Problem{Doc: d, Pointer: "/revision", Message: fmt.Sprintf("must be a revision number (1 or more), not %s", describe(r))})
 		}
 	case KindDestination:
 		ps = append(ps, checkDestination(d)...)
@@ -451,6 +553,52 @@ func unknownKeys(d Document, allowed map[string]bool) []Problem {
 		}
 	}
 	return ps
+}
+
+// revisionNumber reads a revision: a whole number from 1.
+func revisionNumber(v any) (int, bool) {
+	n, ok := v.(json.Number)
+	if !ok {
+		return 0, false
+	}
+	i, err := n.Int64()
+	if err != nil || i < 1 || i > math.MaxInt32 {
+		return 0, false
+	}
+	return int(i), true
+}
+
+// typeOf names the JSON type of a decoded value, as problems say it.
+func typeOf(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case string:
+		return "a string"
+	case json.Number:
+		return "a number"
+	case bool:
+		return "a boolean"
+	case []any:
+		return "a list"
+	case map[string]any:
+		return "a mapping"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+// describe is a value as a problem quotes it: a scalar as written, or its
+// type.
+func describe(v any) string {
+	switch v := v.(type) {
+	case string:
+		return fmt.Sprintf("%q", v)
+	case json.Number:
+		return v.String()
+	case nil:
+		return "null"
+	}
+	return typeOf(v)
 }
 
 func isString(v any) bool {
