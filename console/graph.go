@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/relais/relais/engine/process"
 )
@@ -256,7 +257,8 @@ func drawEdges(specs []*graphEdgeSpec, at map[string]graphNode, boxes []graphNod
 		both[[2]string{s.from, s.to}]++
 	}
 	var edges []graphEdge
-	var lanes [][3]int // the lanes taken: height, from x, to x
+	var lanes [][3]int  // the lanes taken: height, from x, to x
+	var placed [][4]int // the labels drawn: left, top, right, bottom
 	for _, s := range specs {
 		a, b := at[s.from], at[s.to]
 		shift := 0
@@ -307,17 +309,57 @@ func drawEdges(specs []*graphEdgeSpec, at map[string]graphNode, boxes []graphNod
 		}
 		// The label ends just before the arrowhead, one line per route
 		// or code, above the curve (below the lower of two parallel
-		// edges): arrows into different boxes are a row apart there.
-		for i, l := range s.labels {
-			y := y2 - 6 - (len(s.labels)-1-i)*13
-			if shift > 0 {
-				y = y2 + 15 + i*13
+		// edges). Edges from several nodes into one box end at the same
+		// point: a block that would cover labels already placed moves
+		// further out, line by line, until it covers none.
+		below := shift > 0
+		top := y2 - 6 - (len(s.labels)-1)*graphLabelLine
+		if below {
+			top = y2 + 15
+		}
+		for overlaps(placed, x2-10, top, s.labels) {
+			switch {
+			case below || top-graphLabelLine < graphLabelLine:
+				// No room above the drawing: further down instead.
+				below = true
+				top += graphLabelLine
+			default:
+				top -= graphLabelLine
 			}
+		}
+		for i, l := range s.labels {
+			y := top + i*graphLabelLine
 			e.Labels = append(e.Labels, edgeLabel{Text: l, X: strconv.Itoa(x2 - 10), Y: strconv.Itoa(y)})
+			placed = append(placed, labelBox(x2-10, y, l))
+			height = max(height, y+graphPad/2)
 		}
 		edges = append(edges, e)
 	}
 	return edges, height
+}
+
+// graphLabelLine is the height of a line of edge labels.
+const graphLabelLine = 13
+
+// labelBox is the area a label ending at x on baseline y covers, its
+// width estimated from its length (11 px text: about 6.5 px a character).
+func labelBox(x, y int, text string) [4]int {
+	w := (utf8.RuneCountInString(text)*13 + 1) / 2
+	return [4]int{x - w, y - 10, x, y + 3}
+}
+
+// overlaps reports whether the lines ending at x from baseline top would
+// cover any of the areas placed.
+func overlaps(placed [][4]int, x, top int, lines []string) bool {
+	for i, l := range lines {
+		b := labelBox(x, top+i*graphLabelLine, l)
+		for _, p := range placed {
+			if b[0] < p[2] && p[0] < b[2] && b[1] < p[3] && p[1] < b[3] {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // laneAround returns the height of a horizontal lane that an edge from a

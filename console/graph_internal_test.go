@@ -81,3 +81,46 @@ func TestGraphLanesDoNotOverlap(t *testing.T) {
 		t.Errorf("lanes at %d and %d overlap", lanes[0], lanes[1])
 	}
 }
+
+// Edges from several nodes into one box end at the same point: their
+// labels are stacked apart, none drawn over another.
+func TestGraphLabelsIntoOneBoxDoNotOverlap(t *testing.T) {
+	route := func(routes map[string]string, codes map[string]string, def string) *process.Node {
+		return &process.Node{Kind: process.KindPull, Definition: "d", Revision: 1, Routes: routes, OnError: process.OnError{Codes: codes, Default: def}}
+	}
+	p := &process.Process{Start: "assess", Nodes: map[string]*process.Node{
+		"assess":      route(map[string]string{"approve": "pay", "reject": "rejected", "fraudulent": "investigate"}, map[string]string{"MISSING_DOCUMENTS": "investigate"}, "investigate"),
+		"investigate": route(map[string]string{"genuine": "pay", "fraudulent": "rejected"}, nil, "rejected"),
+		"pay":         {Kind: process.KindPull, Definition: "d", Revision: 1, Next: "paid", OnError: process.OnError{Default: "rejected"}},
+		"paid":        {Kind: process.KindEnd},
+		"rejected":    {Kind: process.KindEnd, Status: process.StatusFailed},
+	}}
+	g := graphOf(context.Background(), p, nil)
+	var boxes [][4]int
+	var texts []string
+	for _, e := range g.Edges {
+		for _, l := range e.Labels {
+			x, _ := strconv.Atoi(l.X)
+			y, _ := strconv.Atoi(l.Y)
+			boxes = append(boxes, labelBox(x, y, l.Text))
+			texts = append(texts, l.Text)
+		}
+	}
+	if len(boxes) < 6 {
+		t.Fatalf("labels %q; want every route and code drawn", texts)
+	}
+	for i := range boxes {
+		for j := range i {
+			a, b := boxes[i], boxes[j]
+			if a[0] < b[2] && b[0] < a[2] && a[1] < b[3] && b[1] < a[3] {
+				t.Errorf("label %q at %v is drawn over %q at %v", texts[i], a, texts[j], b)
+			}
+		}
+	}
+	height, _ := strconv.Atoi(g.Height)
+	for i, b := range boxes {
+		if b[1] < 0 || b[3] > height {
+			t.Errorf("label %q at %v is outside the drawing (height %d)", texts[i], b, height)
+		}
+	}
+}
