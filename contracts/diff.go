@@ -152,22 +152,36 @@ func (d *differ) field(fa, fb Field, path string, pa, pb Classification, named b
 	}
 
 	if ca != cb {
-		// Lowering an input lets processes feed protected data into a less
-		// protected slot; raising an output hides data processes read.
+		// An input's bindings are judged by its classification either
+		// way: lowered, a protected source may no longer feed it; raised,
+		// a literal or a less protected source may no longer. Raising an
+		// output hides data processes read; lowering it breaks nothing.
 		im := breaksNone
 		raised := cb.Rank() > ca.Rank()
 		switch {
-		case d.inputs && !raised:
+		case d.inputs:
 			im = breaksProducers
-		case !d.inputs && raised:
+		case raised:
 			im = breaksConsumers
 		}
 		d.add(ChangeClassificationChanged, path, fmt.Sprintf("classification %s → %s", ca, cb), im)
 	}
 
 	if fa.Type != fb.Type {
-		d.add(ChangeTypeChanged, path, fmt.Sprintf("type %s → %s", fa.Type, fb.Type), breaksBoth)
-		return
+		// A type a value of the old one still fits (integer → number,
+		// choice → text) breaks only those who read the field; the
+		// reverse only those who fill it.
+		im := breaksBoth
+		switch {
+		case widens(fa.Type, fb.Type):
+			im = breaksConsumers
+		case widens(fb.Type, fa.Type):
+			im = breaksProducers
+		}
+		d.add(ChangeTypeChanged, path, fmt.Sprintf("type %s → %s", fa.Type, fb.Type), im)
+		if !numeric(fa.Type) || !numeric(fb.Type) {
+			return
+		}
 	}
 
 	switch fa.Type {
@@ -193,6 +207,14 @@ func (d *differ) field(fa, fb Field, path string, pa, pb Classification, named b
 		d.countBound(path, "max_items", fa.MaxItems, fb.MaxItems, false)
 	}
 }
+
+// widens reports whether every value of type a is a value of type b, as
+// bindings have it (an integer feeds a number, a choice feeds text).
+func widens(a, b Type) bool {
+	return a == TypeInteger && b == TypeNumber || a == TypeChoice && b == TypeText
+}
+
+func numeric(t Type) bool { return t == TypeInteger || t == TypeNumber }
 
 // bound classifies a change of a lower (isMin) or upper bound. cmp compares
 // the new value to the old one and is only called when both are set.

@@ -51,7 +51,12 @@ func TestDiffRules(t *testing.T) {
 		{"in choices swapped", "inputs", `{"name":"f","type":"choice","values":["a","b"]}`, `{"name":"f","type":"choice","values":["a","c"]}`, ChangeChoicesChanged, "/inputs/f", `values added: "c"; values removed: "b"`, both},
 		{"in choices reordered", "inputs", `{"name":"f","type":"choice","values":["a","b"]}`, `{"name":"f","type":"choice","values":["b","a"]}`, ChangeChoicesChanged, "/inputs/f", "values reordered", none},
 		{"in classification lowered", "inputs", `{"name":"f","type":"text","classification":"secret"}`, text, ChangeClassificationChanged, "/inputs/f", "classification secret → normal", procs},
-		{"in classification raised", "inputs", text, `{"name":"f","type":"text","classification":"sensitive"}`, ChangeClassificationChanged, "/inputs/f", "classification normal → sensitive", none},
+		// A literal bound to it is refused once it is protected.
+		{"in classification raised", "inputs", text, `{"name":"f","type":"text","classification":"sensitive"}`, ChangeClassificationChanged, "/inputs/f", "classification normal → sensitive", procs},
+		// Integers still feed it; workers may receive fractions.
+		{"in type widened", "inputs", `{"name":"f","type":"integer"}`, `{"name":"f","type":"number"}`, ChangeTypeChanged, "/inputs/f", "type integer → number", workers},
+		{"in type narrowed", "inputs", `{"name":"f","type":"number"}`, `{"name":"f","type":"integer"}`, ChangeTypeChanged, "/inputs/f", "type number → integer", procs},
+		{"in choice to text", "inputs", `{"name":"f","type":"choice","values":["a"]}`, text, ChangeTypeChanged, "/inputs/f", "type choice → text", workers},
 		{"in min added", "inputs", text, `{"name":"f","type":"text","min_length":2}`, ChangeConstraintChanged, "/inputs/f", "min_length none → 2", procs},
 		{"in min raised", "inputs", `{"name":"f","type":"text","min_length":1}`, `{"name":"f","type":"text","min_length":2}`, ChangeConstraintChanged, "/inputs/f", "min_length 1 → 2", procs},
 		{"in min lowered", "inputs", `{"name":"f","type":"text","min_length":2}`, `{"name":"f","type":"text","min_length":1}`, ChangeConstraintChanged, "/inputs/f", "min_length 2 → 1", workers},
@@ -84,6 +89,10 @@ func TestDiffRules(t *testing.T) {
 		{"out choices added", "outputs", `{"name":"f","type":"choice","values":["a"]}`, `{"name":"f","type":"choice","values":["a","b"]}`, ChangeChoicesChanged, "/outputs/f", `values added: "b"`, procs},
 		{"out choices removed", "outputs", `{"name":"f","type":"choice","values":["a","b"]}`, `{"name":"f","type":"choice","values":["a"]}`, ChangeChoicesChanged, "/outputs/f", `values removed: "b"`, workers},
 		{"out classification raised", "outputs", text, `{"name":"f","type":"text","classification":"secret"}`, ChangeClassificationChanged, "/outputs/f", "classification normal → secret", procs},
+		// Workers' integers still pass; a process binding it to an
+		// integer input no longer publishes.
+		{"out type widened", "outputs", `{"name":"f","type":"integer"}`, `{"name":"f","type":"number"}`, ChangeTypeChanged, "/outputs/f", "type integer → number", procs},
+		{"out type narrowed", "outputs", `{"name":"f","type":"number"}`, `{"name":"f","type":"integer"}`, ChangeTypeChanged, "/outputs/f", "type number → integer", workers},
 		{"out classification lowered", "outputs", `{"name":"f","type":"text","classification":"secret"}`, text, ChangeClassificationChanged, "/outputs/f", "classification secret → normal", none},
 		{"out tightened", "outputs", `{"name":"f","type":"text","max_length":100}`, `{"name":"f","type":"text","max_length":10}`, ChangeConstraintChanged, "/outputs/f", "max_length 100 → 10", workers},
 		{"out loosened", "outputs", `{"name":"f","type":"integer","minimum":1}`, `{"name":"f","type":"integer"}`, ChangeConstraintChanged, "/outputs/f", "minimum 1 → none", procs},
