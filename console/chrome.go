@@ -58,6 +58,9 @@ type chrome struct {
 	Search    *searchBox
 	// Prefs links to the display settings, saying the current ones.
 	PrefsHref, PrefsLabel, PrefsText string
+	// PrefsLead is PrefsLabel as the hidden start of the link's text,
+	// with the colon each language writes.
+	PrefsLead string
 	// Refresh, when positive, reloads the page every that many seconds
 	// (a meta refresh: no script); only pages without a form set it.
 	Refresh     int
@@ -155,6 +158,7 @@ func (c *Console) chrome(r *http.Request, title, section string) chrome {
 		zone := zoneLabel(pr.utc, pr.offset)
 		ch.PrefsHref = basePath + "/preferences?next=" + url.QueryEscape(here)
 		ch.PrefsLabel = T(ctx, "Display settings")
+		ch.PrefsLead = T(ctx, "Display settings: ")
 		if pr.refresh > 0 {
 			ch.PrefsText = T(ctx, "Times in %s · reload every %d s", zone, pr.refresh)
 		} else {

@@ -34,6 +34,9 @@ func (f *fixture) expectations() map[string]expect {
 				"filter-status":     {"All statuses", "Tous les statuts"},
 				"filter-consumer":   {"vault-sync", "vault-sync"},
 				"filter-definition": {"console_vault", "console_vault"},
+				// Its hidden lead, read first by a screen reader, with
+				// each language's colon.
+				"prefs-link": {"Display settings: Times in", "Réglages d’affichage\u202f: "},
 			},
 			atLeast: map[string]int{"occurrence-row": 4, "occurrence-link": 4}},
 		"occurrences-more-filters": {status: 200,

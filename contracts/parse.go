@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -105,25 +106,15 @@ func ReadViolations(err error) []Violation {
 }
 
 // members reports unknown and duplicate keys of an object node.
-func (p *parser) members(n *jsontree.Node, path string, allowed func(string) bool) {
+// A misspelt key is named with the key it most likely meant.
+func (p *parser) members(n *jsontree.Node, path string, allowed []string) {
 	for _, i := range n.Dups {
 		p.add(jsontree.Pointer(path, n.Keys[i]), "duplicate key %q", n.Keys[i])
 	}
 	for _, k := range n.Keys {
-		if !allowed(k) {
-			p.vs = append(p.vs, Violation{Path: jsontree.Pointer(path, k), Message: fmt.Sprintf("unknown key %q", k), Cause: UnknownKey})
+		if !slices.Contains(allowed, k) {
+			p.vs = append(p.vs, Violation{Path: jsontree.Pointer(path, k), Message: fmt.Sprintf("unknown key %q", k) + suggest.Hint(k, allowed), Cause: UnknownKey})
 		}
-	}
-}
-
-func keySet(keys ...string) func(string) bool {
-	return func(k string) bool {
-		for _, a := range keys {
-			if a == k {
-				return true
-			}
-		}
-		return false
 	}
 }
 
@@ -147,7 +138,7 @@ func (p *parser) working(root *jsontree.Node) Working {
 		p.add("", "document must be an object, not %s", root.Kind)
 		return w
 	}
-	p.members(root, "", keySet("name", "description", "inputs", "outputs", "routing_output"))
+	p.members(root, "", []string{"name", "description", "inputs", "outputs", "routing_output"})
 
 	if name, ok := p.str(root, "name", ""); !ok {
 		if v, present := root.Get("name"); !present || v.Kind == jsontree.Null {
@@ -241,7 +232,7 @@ func (p *parser) contract(n *jsontree.Node, path, label string) Contract {
 		p.add(path, "%s must be an object, not %s", label, n.Kind)
 		return c
 	}
-	p.members(n, path, keySet("fields"))
+	p.members(n, path, []string{"fields"})
 	fv, ok := n.Get("fields")
 	if !ok || fv.Kind == jsontree.Null {
 		p.add(jsontree.Pointer(path, "fields"), "fields is required")
@@ -277,9 +268,9 @@ func (p *parser) fields(n *jsontree.Node, path string, parent Classification, de
 	return out
 }
 
-var fieldKeys = keySet("name", "type", "required", "classification", "description",
+var fieldKeys = []string{"name", "type", "required", "classification", "description",
 	"min_length", "max_length", "pattern", "format", "minimum", "maximum",
-	"values", "fields", "items", "min_items", "max_items")
+	"values", "fields", "items", "min_items", "max_items"}
 
 // field parses one field (or list items description when items is true).
 // It returns false when the field has problems of its own, so that callers

@@ -43,6 +43,8 @@ func TestParseWorkingErrors(t *testing.T) {
 		{"unknown key escaped", `{"name":"Doc","inputs":{"fields":[]},"outputs":{"fields":[]},"a/b~c":1}`, "/a~1b~0c", `unknown key "a/b~c"`},
 		{"unknown contract key", `{"name":"Doc","inputs":{"fields":[],"strict":true},"outputs":{"fields":[]}}`, "/inputs/strict", `unknown key "strict"`},
 		{"unknown field key", withInput(`{"name":"a","type":"text","colour":"red"}`), "/inputs/fields/0/colour", `unknown key "colour"`},
+		{"misspelt field key", withInput(`{"name":"a","type":"text","requird":true}`), "/inputs/fields/0/requird", `unknown key "requird" (did you mean "required"?)`},
+		{"misspelt top key", `{"name":"Doc","inputs":{"fields":[]},"outputs":{"fields":[]},"routing_ouput":"r"}`, "/routing_ouput", `unknown key "routing_ouput" (did you mean "routing_output"?)`},
 		{"duplicate key", withInput(`{"name":"a","type":"text","type":"text"}`), "/inputs/fields/0/type", `duplicate key "type"`},
 		{"missing name", `{"inputs":{"fields":[]},"outputs":{"fields":[]}}`, "/name", "name is required"},
 		{"blank name", `{"name":"  ","inputs":{"fields":[]},"outputs":{"fields":[]}}`, "/name", "name must not be empty"},

@@ -39,393 +39,394 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                              245,
-	"%[1]s %[2]s, %[3]s %[4]s":                 246,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          244,
-	"%[1]s; %[2]s":                             243,
-	"%d (0 lowest, 9 highest)":                 402,
-	"%d attempts":                              406,
-	"%d attempts, retry after %s, priority %d": 541,
-	"%d breaking":                              186,
-	"%d changes":                               185,
-	"%d completed":                             241,
-	"%d d":                                     253,
-	"%d days":                                  267,
-	"%d failed":                                242,
-	"%d h":                                     252,
+	"%[1]s %[2]s":                              246,
+	"%[1]s %[2]s, %[3]s %[4]s":                 247,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          245,
+	"%[1]s; %[2]s":                             244,
+	"%d (0 lowest, 9 highest)":                 403,
+	"%d attempts":                              407,
+	"%d attempts, retry after %s, priority %d": 542,
+	"%d breaking":                              187,
+	"%d changes":                               186,
+	"%d completed":                             242,
+	"%d d":                                     254,
+	"%d days":                                  268,
+	"%d failed":                                243,
+	"%d h":                                     253,
 	"%d held instances match now.":             52,
-	"%d hours":                                 268,
-	"%d items":                                 601,
-	"%d left":                                  407,
-	"%d min":                                   251,
-	"%d minutes":                               269,
+	"%d hours":                                 269,
+	"%d items":                                 602,
+	"%d left":                                  408,
+	"%d min":                                   252,
+	"%d minutes":                               270,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 72,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              599,
-	"%d ms": 271,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 531,
-	"%d occurrences":                          483,
-	"%d releases":                             205,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              600,
+	"%d ms": 272,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 532,
+	"%d occurrences":                          484,
+	"%d releases":                             206,
 	"%d running instances match now.":         59,
 	"%d running or held instances match now.": 61,
-	"%d s":       250,
-	"%d seconds": 270,
+	"%d s":       251,
+	"%d seconds": 271,
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 77,
-	"%s (deferred; settled by %s)":                        460,
-	"%s (deferred; settled with its settle token)":        458,
-	"%s (deferred; settled with its settle token, as %s)": 459,
+	"%s (deferred; settled by %s)":                        461,
+	"%s (deferred; settled with its settle token)":        459,
+	"%s (deferred; settled with its settle token, as %s)": 460,
 	"%s (token #%d, %s)":                                  78,
-	"%s ago":                                              248,
-	"%s so far":                                           456,
-	"%s → %s":                                             536,
-	"%s, revision %s":                                     368,
-	"%s, version %s":                                      369,
-	"%s: %s":                                              240,
-	"%s: %s → %s":                                         193,
-	"%s: a date is written 2026-12-01.":                   497,
-	"%s: the first day comes after the last.":             498,
-	"%s–%s":                                               239,
-	"(%d characters in all)":                              602,
-	"(each item)":                                         589,
-	"(worker %s)":                                         445,
-	"0 seconds":                                           266,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           565,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 438,
+	"%s ago":                                              249,
+	"%s so far":                                           457,
+	"%s → %s":                                             537,
+	"%s, revision %s":                                     369,
+	"%s, version %s":                                      370,
+	"%s: %s":                                              241,
+	"%s: %s → %s":                                         194,
+	"%s: a date is written 2026-12-01.":                   498,
+	"%s: the first day comes after the last.":             499,
+	"%s–%s":                                               240,
+	"(%d characters in all)":                              603,
+	"(each item)":                                         590,
+	"(worker %s)":                                         446,
+	"0 seconds":                                           267,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           566,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 439,
 	"Abandon %d instances":                                           56,
 	"Abandon every held instance this filter matches":                54,
 	"Abandon every held instance…":                                   7,
 	"Abandon process instance %s":                                    19,
 	"Abandon the instance":                                           22,
 	"Abandon this instance? It fails with the error code abandoned.": 20,
-	"Abandoned at node":                                              304,
-	"Abandoned by %s at %s — “%s”":                                   296,
+	"Abandoned at node":                                              305,
+	"Abandoned by %s at %s — “%s”":                                   297,
 	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 40,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 312,
+	"Act on every instance this filter matches": 313,
 	"Action":                              81,
 	"All actions":                         93,
-	"All consumers":                       480,
-	"All definitions":                     230,
-	"All processes":                       318,
-	"All statuses":                        319,
-	"All workers":                         617,
-	"An operator abandoned the instance.": 437,
+	"All consumers":                       481,
+	"All definitions":                     231,
+	"All processes":                       319,
+	"All statuses":                        320,
+	"All workers":                         618,
+	"An operator abandoned the instance.": 438,
 	"Apply filters":                       90,
-	"Apr":                                 257,
-	"As of %s (%s); refreshed every few seconds.": 226,
-	"Attempts":                         373,
+	"Apr":                                 258,
+	"As of %s (%s); refreshed every few seconds.": 227,
+	"Attempts":                         374,
 	"Audit log":                        87,
-	"Aug":                              261,
-	"Available from":                   415,
-	"Back to definitions":              124,
-	"Back to external tasks":           123,
+	"Aug":                              262,
+	"Available from":                   416,
+	"Back to definitions":              125,
+	"Back to external tasks":           124,
 	"Back to the instance":             32,
 	"Back to the list":                 47,
-	"Back without saving":              505,
-	"Breaks processes":                 163,
-	"Breaks workers":                   164,
+	"Back without saving":              506,
+	"Breaks processes":                 164,
+	"Breaks workers":                   165,
 	"Bulk %s applied to %d instances.": 76,
 	"Bulk action":                      85,
 	"Business key":                     69,
-	"Call timeout":                     403,
-	"Camunda 7 facade":                 621,
-	"Cancelled: the instance was stopped (%s).":               455,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 454,
+	"Call timeout":                     404,
+	"Camunda 7 facade":                 622,
+	"Cancelled: the instance was stopped (%s).":               456,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 455,
 	"Cannot act on this filter":                               73,
-	"Cannot reveal":                                           546,
-	"Change":                                                  161,
-	"Changes between the two revisions":                       173,
-	"Changes of the Working copy since revision %d":           182,
-	"Choose two existing revisions to compare.":               183,
-	"Classification":                                          139,
+	"Cannot reveal":                                           547,
+	"Change":                                                  162,
+	"Changes between the two revisions":                       174,
+	"Changes of the Working copy since revision %d":           183,
+	"Choose two existing revisions to compare.":               184,
+	"Classification":                                          140,
 	"Clear filters":                                           91,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 519,
-	"Compare":              160,
-	"Compare revisions":    156,
-	"Completed":            238,
-	"Completed (%s).":      450,
-	"Completed, last hour": 223,
-	"Completions and failures per 5 minutes, last hour: %s":    231,
-	"Completions and failures per 5-minute slot, oldest first": 236,
-	"Completions and failures, last hour":                      216,
-	"Connected":                                                613,
-	"Constraints":                                              140,
-	"Consumer":                                                 375,
-	"Consumer and worker":                                      477,
-	"Counting the occurrences; the counts appear when you reload the page.": 134,
-	"Counts are unavailable right now.":                                     135,
-	"Counts as of %s (%s); refreshed every few seconds.":                    528,
-	"Counts by status": 473,
-	"Created":          282,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 520,
+	"Compare":              161,
+	"Compare revisions":    157,
+	"Completed":            239,
+	"Completed (%s).":      451,
+	"Completed, last hour": 224,
+	"Completions and failures per 5 minutes, last hour: %s":    232,
+	"Completions and failures per 5-minute slot, oldest first": 237,
+	"Completions and failures, last hour":                      217,
+	"Connected":                                                614,
+	"Constraints":                                              141,
+	"Consumer":                                                 376,
+	"Consumer and worker":                                      478,
+	"Counting the occurrences; the counts appear when you reload the page.": 135,
+	"Counts are unavailable right now.":                                     136,
+	"Counts as of %s (%s); refreshed every few seconds.":                    529,
+	"Counts by status": 474,
+	"Created":          283,
 	"Created from":     70,
-	"Created on":       570,
+	"Created on":       571,
 	"Created to":       71,
-	"Creation date":    307,
-	"Dates":            371,
-	"Deadline":         400,
-	"Dec":              265,
-	"Deferred":         419,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 449,
-	"Definition":         218,
-	"Definition %s":      142,
+	"Creation date":    308,
+	"Dates":            372,
+	"Deadline":         401,
+	"Dec":              266,
+	"Deferred":         420,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 450,
+	"Definition":         219,
+	"Definition %s":      143,
 	"Definitions":        110,
-	"Definitions by key": 200,
-	"Definitions served": 611,
-	"Definitions, those needing attention first": 217,
-	"Description":          141,
-	"Destination":          387,
-	"Destination’s answer": 380,
-	"Detail":               162,
-	"Digest":               176,
+	"Definitions by key": 201,
+	"Definitions served": 612,
+	"Definitions, those needing attention first": 218,
+	"Description":          142,
+	"Destination":          388,
+	"Destination’s answer": 381,
+	"Detail":               163,
+	"Digest":               177,
 	"Display settings":     115,
-	"Duration":             379,
-	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 215,
+	"Display settings: ":   116,
+	"Duration":             380,
+	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 216,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  62,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     55,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 51,
-	"End node":                    303,
-	"End node or error":           316,
-	"Ended":                       299,
-	"Error":                       476,
-	"Error (before any attempt)":  421,
-	"Error code":                  302,
-	"Error message":               382,
-	"Every %d seconds":            509,
-	"Every attempt, oldest first": 374,
+	"End node":                    304,
+	"End node or error":           317,
+	"Ended":                       300,
+	"Error":                       477,
+	"Error (before any attempt)":  422,
+	"Error code":                  303,
+	"Error message":               383,
+	"Every %d seconds":            510,
+	"Every attempt, oldest first": 375,
 	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log (GET /api/v1/audit/reveals).": 88,
-	"Expired token":                        576,
-	"Expires":                              572,
+	"Expired token":                        577,
+	"Expires":                              573,
 	"External tasks":                       104,
-	"Failed":                               221,
-	"Failed (%s).":                         453,
-	"Failed at node":                       305,
-	"Failed occurrence":                    301,
-	"Failed, last hour":                    224,
-	"Feb":                                  255,
-	"Field":                                136,
+	"Failed":                               222,
+	"Failed (%s).":                         454,
+	"Failed at node":                       306,
+	"Failed occurrence":                    302,
+	"Failed, last hour":                    225,
+	"Feb":                                  256,
+	"Field":                                137,
 	"Filter":                               45,
 	"Filters":                              89,
 	"Find":                                 109,
 	"Find an instance or occurrence":       107,
-	"Finished":                             378,
-	"First page":                           495,
+	"Finished":                             379,
+	"First page":                           496,
 	"Follow it in the audit log (new tab)": 49,
-	"Form refused":                         128,
-	"From revision":                        158,
-	"From revision %d to revision %d:":     184,
+	"Form refused":                         129,
+	"From revision":                        159,
+	"From revision %d to revision %d:":     185,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 36,
-	"Graph":                   518,
-	"Graph of %s":             530,
-	"HTTP 2xx, unusable body": 462,
+	"Graph":                   519,
+	"Graph of %s":             531,
+	"HTTP 2xx, unusable body": 463,
 	"Health":                  103,
-	"Held at node":            300,
-	"Held instances":          220,
-	"ID":                      568,
-	"In flight":               612,
-	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 232,
-	"Inputs":                     166,
-	"Inputs of revision %d":      177,
-	"Inputs of the working copy": 168,
-	"Inputs the instance was started with, labelled by process version %d's contract": 290,
-	"Inputs, labelled by revision %d's contract":                                      408,
-	"Instance":                  315,
+	"Held at node":            301,
+	"Held instances":          221,
+	"ID":                      569,
+	"In flight":               613,
+	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 233,
+	"Inputs":                     167,
+	"Inputs of revision %d":      178,
+	"Inputs of the working copy": 169,
+	"Inputs the instance was started with, labelled by process version %d's contract": 291,
+	"Inputs, labelled by revision %d's contract":                                      409,
+	"Instance":                  316,
 	"Instances":                 105,
-	"Instances of this process": 527,
-	"Invalid page":              605,
-	"Invalid request":           121,
+	"Instances of this process": 528,
+	"Invalid page":              606,
+	"Invalid request":           122,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.": 21,
-	"Its instance is held here, waiting for an operator.":                                                                   451,
-	"Its instance went on along the node’s error path.":                                                                     452,
-	"Its message": 422,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      583,
+	"Its instance is held here, waiting for an operator.":                                                                   452,
+	"Its instance went on along the node’s error path.":                                                                     453,
+	"Its message": 423,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      584,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 34,
-	"Jan":                     254,
-	"Jul":                     260,
-	"Jun":                     259,
-	"Keep it":                 585,
+	"Jan":                     255,
+	"Jul":                     261,
+	"Jun":                     260,
+	"Keep it":                 586,
 	"Keep it held":            14,
 	"Keep it running":         13,
-	"Key":                     201,
-	"Kind":                    522,
+	"Key":                     202,
+	"Kind":                    523,
 	"Language":                100,
-	"Last error (attempt %d)": 420,
-	"Last reserved":           417,
-	"Last saved":              147,
-	"Last seen":               614,
-	"Last used":               571,
-	"Latest revision":         202,
-	"Lists every change from one revision to another, and whom it may break.": 157,
-	"Local time at %s": 507,
-	"Lock expired %s — waiting to be offered again.": 442,
-	"Lock expires":                     418,
+	"Last error (attempt %d)": 421,
+	"Last reserved":           418,
+	"Last saved":              148,
+	"Last seen":               615,
+	"Last used":               572,
+	"Latest revision":         203,
+	"Lists every change from one revision to another, and whom it may break.": 158,
+	"Local time at %s": 508,
+	"Lock expired %s — waiting to be offered again.": 443,
+	"Lock expires":                     419,
 	"Main navigation":                  102,
-	"Mar":                              256,
-	"Maximum attempts":                 396,
-	"May":                              258,
-	"Message from Relais (in English)": 423,
-	"Message from the service (its own words, protected values masked)": 424,
-	"Mode": 394,
-	"More filters: instance, revision, consumer, dates": 471,
-	"Name":                               145,
-	"Never":                              508,
-	"Next attempt":                       416,
-	"Next attempt or settled":            478,
-	"Next node":                          281,
-	"Next page":                          494,
-	"No definition has occurrences yet.": 225,
-	"No definition yet.":                 204,
-	"No inputs.":                         167,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 555,
-	"No instance matches these filters.": 317,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 554,
-	"No occurrence matches these filters.":                                                   479,
+	"Mar":                              257,
+	"Maximum attempts":                 397,
+	"May":                              259,
+	"Message from Relais (in English)": 424,
+	"Message from the service (its own words, protected values masked)": 425,
+	"Mode": 395,
+	"More filters: instance, revision, consumer, dates": 472,
+	"Name":                               146,
+	"Never":                              509,
+	"Next attempt":                       417,
+	"Next attempt or settled":            479,
+	"Next node":                          282,
+	"Next page":                          495,
+	"No definition has occurrences yet.": 226,
+	"No definition yet.":                 205,
+	"No inputs.":                         168,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 556,
+	"No instance matches these filters.": 318,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 555,
+	"No occurrence matches these filters.":                                                   480,
 	"No operator action matches.":                                                            92,
-	"No operator has acted on this instance.":                                                286,
-	"No outputs yet: the occurrence has not completed.":                                      411,
-	"No outputs.": 170,
-	"No outputs: the occurrence ended without completing.":                                                         413,
-	"No process is published yet.":                                                                                 513,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":              625,
+	"No operator has acted on this instance.":                                                287,
+	"No outputs yet: the occurrence has not completed.":                                      412,
+	"No outputs.": 171,
+	"No outputs: the occurrence ended without completing.":                                                         414,
+	"No process is published yet.":                                                                                 514,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":              626,
 	"No process, business key or creation date narrows this filter: it applies to the instances of every process.": 65,
-	"No release yet.": 151,
-	"No revision yet: the Working copy has never been snapshotted.":          149,
-	"No service ever reserved this occurrence: it ended before any attempt.": 386,
-	"No service has reserved this occurrence yet.":                           383,
-	"No token.": 579,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 626,
-	"No worker is connected.":           615,
-	"No worker serves this definition.": 618,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 624,
-	"Node":    278,
-	"Node %s": 214,
-	"Nodes":   520,
-	"Nodes of this version, with their occurrences now": 521,
-	"Nodes reached, in order":                           277,
-	"Not allowed":                                       119,
-	"Not found":                                         127,
-	"Notes":                                             154,
-	"Nothing exists at this address, or it is not visible to you.": 125,
-	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 126,
+	"No release yet.": 152,
+	"No revision yet: the Working copy has never been snapshotted.":          150,
+	"No service ever reserved this occurrence: it ended before any attempt.": 387,
+	"No service has reserved this occurrence yet.":                           384,
+	"No token.": 580,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 627,
+	"No worker is connected.":           616,
+	"No worker serves this definition.": 619,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 625,
+	"Node":    279,
+	"Node %s": 215,
+	"Nodes":   521,
+	"Nodes of this version, with their occurrences now": 522,
+	"Nodes reached, in order":                           278,
+	"Not allowed":                                       120,
+	"Not found":                                         128,
+	"Notes":                                             155,
+	"Nothing exists at this address, or it is not visible to you.": 126,
+	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 127,
 	"Nothing to do: no instance this action applies to matches the filter.": 64,
-	"Nothing to find: the search box is empty.":                             552,
-	"Nov":                       264,
-	"Now":                       392,
-	"Occurrence":                279,
-	"Occurrence %s":             370,
+	"Nothing to find: the search box is empty.":                             553,
+	"Nov":                       265,
+	"Now":                       393,
+	"Occurrence":                280,
+	"Occurrence %s":             371,
 	"Occurrence offered again":  84,
-	"Occurrences now":           526,
-	"Occurrences, newest first": 474,
-	"Oct":                       263,
-	"Offered from %s — %s.":     441,
-	"Oldest claimable waits":    222,
-	"On error":                  525,
-	"On success":                524,
-	"Only a value this page shows as hidden (sensitive) can be revealed.": 547,
-	"Only administrators manage tokens.":                                  566,
-	"Only administrators may reveal a sensitive value.":                   544,
-	"Open":             219,
-	"Operator actions": 274,
-	"Operator actions on this instance, newest first": 287,
+	"Occurrences now":           527,
+	"Occurrences, newest first": 475,
+	"Oct":                       264,
+	"Offered from %s — %s.":     442,
+	"Oldest claimable waits":    223,
+	"On error":                  526,
+	"On success":                525,
+	"Only a value this page shows as hidden (sensitive) can be revealed.": 548,
+	"Only administrators manage tokens.":                                  567,
+	"Only administrators may reveal a sensitive value.":                   545,
+	"Open":             220,
+	"Operator actions": 275,
+	"Operator actions on this instance, newest first": 288,
 	"Operator actions, newest first":                  97,
-	"Outcome":                                         381,
-	"Outputs":                                         169,
-	"Outputs of revision %d":                          178,
-	"Outputs of the working copy":                     171,
-	"Outputs, labelled by revision %d's contract":     410,
-	"Pages": 492,
-	"Pages with a form, such as a confirmation, never reload on their own.": 503,
-	"Path":                            275,
-	"Pinned revision":                 523,
-	"Policy":                          372,
-	"Previous page":                   493,
-	"Priority":                        401,
+	"Outcome":                                         382,
+	"Outputs":                                         170,
+	"Outputs of revision %d":                          179,
+	"Outputs of the working copy":                     172,
+	"Outputs, labelled by revision %d's contract":     411,
+	"Pages": 493,
+	"Pages with a form, such as a confirmation, never reload on their own.": 504,
+	"Path":                            276,
+	"Pinned revision":                 524,
+	"Policy":                          373,
+	"Previous page":                   494,
+	"Priority":                        402,
 	"Process":                         67,
-	"Process %s":                      515,
-	"Process and node":                475,
-	"Process inputs":                  289,
+	"Process %s":                      516,
+	"Process and node":                476,
+	"Process inputs":                  290,
 	"Process instance":                83,
-	"Process instance %s":             272,
-	"Process instances":               309,
-	"Process instances, newest first": 314,
+	"Process instance %s":             273,
+	"Process instances":               310,
+	"Process instances, newest first": 315,
 	"Processes":                       106,
-	"Processes by key":                511,
-	"Protocol":                        610,
-	"Published":                       155,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 510,
+	"Processes by key":                512,
+	"Protocol":                        611,
+	"Published":                       156,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 511,
 	"Reason": 82,
 	"Reason (recorded in the audit log for every instance)": 46,
 	"Reason (recorded in the audit log)":                    12,
-	"Reason given by the worker":                            395,
-	"Recorded operator actions":                             285,
+	"Reason given by the worker":                            396,
+	"Recorded operator actions":                             286,
 	"Relais console":                                        99,
-	"Relais has not called the destination yet.":            389,
-	"Relais is calling the destination (since %s).":         446,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 391,
-	"Relais never called the destination: the occurrence ended before any call.":                           390,
+	"Relais has not called the destination yet.":            390,
+	"Relais is calling the destination (since %s).":         447,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 392,
+	"Relais never called the destination: the occurrence ended before any call.":                           391,
 	"Relais refused the action. Nothing was done.":                                                         37,
-	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 431,
-	"Release":                             152,
-	"Releases":                            150,
-	"Releases, oldest first":              172,
-	"Reload lists and detail pages":       502,
-	"Replica":                             388,
-	"Required":                            138,
-	"Reserved":                            377,
-	"Reserved by %s.":                     448,
-	"Reserved by %s; lock until %s — %s.": 447,
-	"Retried by %s at %s — “%s”":          297,
+	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 432,
+	"Release":                             153,
+	"Releases":                            151,
+	"Releases, oldest first":              173,
+	"Reload lists and detail pages":       503,
+	"Replica":                             389,
+	"Required":                            139,
+	"Reserved":                            378,
+	"Reserved by %s.":                     449,
+	"Reserved by %s; lock until %s — %s.": 448,
+	"Retried by %s at %s — “%s”":          298,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 39,
-	"Retries":            398,
+	"Retries":            399,
 	"Retry %d instances": 53,
-	"Retry at %s — %s.":  440,
-	"Retry delay":        397,
+	"Retry at %s — %s.":  441,
+	"Retry delay":        398,
 	"Retry every held instance this filter matches": 50,
 	"Retry every held instance…":                    6,
-	"Retry or abandon it from its instance":         393,
+	"Retry or abandon it from its instance":         394,
 	"Retry process instance %s":                     15,
 	"Retry the instance":                            18,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 16,
-	"Retryable": 425,
+	"Retryable": 426,
 	"Retrying and abandoning apply to held instances, not %s ones.": 44,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 414,
-	"Revealed by %s at %s; recorded in the audit log.": 545,
-	"Revision":    153,
-	"Revision %d": 174,
-	"Revisions":   148,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 628,
-	"Revoke the %s token “%s”?": 582,
-	"Revoke the token":          584,
-	"Revoke token %d":           581,
-	"Revoke…":                   577,
-	"Role":                      569,
-	"Route":                     280,
-	"Routing output":            146,
-	"Rows %s–%s":                496,
-	"Save settings":             504,
+	"Reveal — this is recorded": 415,
+	"Revealed by %s at %s; recorded in the audit log.": 546,
+	"Revision":    154,
+	"Revision %d": 175,
+	"Revisions":   149,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 629,
+	"Revoke the %s token “%s”?": 583,
+	"Revoke the token":          585,
+	"Revoke token %d":           582,
+	"Revoke…":                   578,
+	"Role":                      570,
+	"Route":                     281,
+	"Routing output":            147,
+	"Rows %s–%s":                497,
+	"Save settings":             505,
 	"Say why, for whoever reads the log later: at most %d characters.": 11,
-	"Search":                               550,
-	"Secret values can never be revealed.": 548,
-	"Sep":                                  262,
-	"Served by %d workers":                 627,
+	"Search":                               551,
+	"Secret values can never be revealed.": 549,
+	"Sep":                                  263,
+	"Served by %d workers":                 628,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 25,
-	"Settled":              283,
-	"Settlement date":      470,
-	"Show all definitions": 229,
-	"Show times in":        500,
+	"Settled":              284,
+	"Settlement date":      471,
+	"Show all definitions": 230,
+	"Show times in":        501,
 	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 98,
-	"Sign in": 559,
-	"Sign in with an operator, designer or administrator token.": 560,
+	"Sign in": 560,
+	"Sign in with an operator, designer or administrator token.": 561,
 	"Sign out":             114,
 	"Signed in as %s (%s)": 113,
-	"Since revision %d:":   180,
+	"Since revision %d:":   181,
 	"Skip to content":      101,
-	"Slot":                 237,
-	"Snapshotted":          175,
-	"Something went wrong": 132,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 567,
-	"Staff tokens, oldest first": 573,
-	"Start node":                 517,
-	"Started":                    298,
+	"Slot":                 238,
+	"Snapshotted":          176,
+	"Something went wrong": 133,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 568,
+	"Staff tokens, oldest first": 574,
+	"Start node":                 518,
+	"Started":                    299,
 	"Status":                     68,
 	"Stop %d instances":          63,
 	"Stop every held instance this filter matches":            57,
@@ -438,242 +439,242 @@ var messageKeyToIndex = map[string]int{
 	"Stop the instance":                                       26,
 	"Stop this instance? Its open occurrences are cancelled.": 24,
 	"Stop this instance…":                                     2,
-	"Stopped by %s at %s — “%s”":                              295,
+	"Stopped by %s at %s — “%s”":                              296,
 	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 41,
 	"Stopping applies to running or held instances, not %s ones.":                              43,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   294,
-	"Summary": 273,
-	"Task contracts: their Working copy, immutable revisions and named releases.": 199,
-	"Temporarily unavailable":                         130,
-	"That is too long to be an id or a business key.": 553,
-	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.": 179,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   295,
+	"Summary": 274,
+	"Task contracts: their Working copy, immutable revisions and named releases.": 200,
+	"Temporarily unavailable":                         131,
+	"That is too long to be an id or a business key.": 554,
+	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.": 180,
 	"The bulk action must be its id (a UUID).":                   95,
-	"The call could not be prepared.":                            432,
-	"The chart’s numbers":                                        235,
+	"The call could not be prepared.":                            433,
+	"The chart’s numbers":                                        236,
 	"The confirmed count is missing: start again from the list.": 74,
-	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           133,
-	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      501,
+	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           134,
+	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      502,
 	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 75,
-	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 131,
-	"The deadline passed before a result arrived.":                                                                                429,
-	"The destination answered HTTP %s.":                                                                                           439,
-	"The destination could not be reached.":                                                                                       433,
-	"The destination did not answer within the call’s timeout (%s).":                                                              427,
-	"The destination did not answer within the call’s timeout.":                                                                   428,
-	"The destination’s answer was too large.":                                                                                     434,
-	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                            122,
-	"The inputs could not be built from the process’s bindings.":                                                                  436,
-	"The last attempt’s lock expired with no attempt left.":                                                                       435,
-	"The next page counts them and asks for a reason before anything changes.":                                                    313,
-	"The nodes this instance reached, in order, each with its occurrence.":                                                        276,
-	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                144,
+	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 132,
+	"The deadline passed before a result arrived.":                                                                                430,
+	"The destination answered HTTP %s.":                                                                                           440,
+	"The destination could not be reached.":                                                                                       434,
+	"The destination did not answer within the call’s timeout (%s).":                                                              428,
+	"The destination did not answer within the call’s timeout.":                                                                   429,
+	"The destination’s answer was too large.":                                                                                     435,
+	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                            123,
+	"The inputs could not be built from the process’s bindings.":                                                                  437,
+	"The last attempt’s lock expired with no attempt left.":                                                                       436,
+	"The next page counts them and asks for a reason before anything changes.":                                                    314,
+	"The nodes this instance reached, in order, each with its occurrence.":                                                        277,
+	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                145,
 	"The page cursor is invalid: go back to the first page.":                                                                      96,
-	"The page size must be between 1 and %d.":                                                                                     308,
+	"The page size must be between 1 and %d.":                                                                                     309,
 	"The process instance must be an instance id (a UUID).":                                                                       94,
 	"The reason you gave, not recorded:":                                                                                          31,
-	"The result did not match the revision's outputs contract.":                                                                   430,
-	"The revision must be a whole number, 1 or more.":                                                                             468,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 562,
-	"The token was revoked.":                                                                                                      580,
-	"These revisions have the same contracts.":                                                                                    165,
-	"These settings are kept in this browser only.":                                                                               499,
-	"They take every revision their consumer is granted.":                                                                         629,
-	"They take revision %d only.":                                                                                                 630,
-	"They take revisions %s only.":                                                                                                631,
-	"This contract has no inputs.":                                                                                                409,
-	"This contract has no outputs.":                                                                                               412,
-	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                         129,
+	"The result did not match the revision's outputs contract.":                                                                   431,
+	"The revision must be a whole number, 1 or more.":                                                                             469,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 563,
+	"The token was revoked.":                                                                                                      581,
+	"These revisions have the same contracts.":                                                                                    166,
+	"These settings are kept in this browser only.":                                                                               500,
+	"They take every revision their consumer is granted.":                                                                         630,
+	"They take revision %d only.":                                                                                                 631,
+	"They take revisions %s only.":                                                                                                632,
+	"This contract has no inputs.":                                                                                                410,
+	"This contract has no outputs.":                                                                                               413,
+	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                         130,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.": 27,
 	"This instance has already ended; there is nothing to stop.":  35,
-	"This instance has not reached a task yet.":                   284,
+	"This instance has not reached a task yet.":                   285,
 	"This instance is %s, not held: there is nothing to abandon.": 29,
 	"This instance is %s, not held: there is nothing to retry.":   28,
 	"This instance is %s: there is nothing to stop.":              30,
-	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 292,
-	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 293,
+	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 293,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 294,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          33,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   38,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            587,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           586,
-	"This page does not accept that request.":     549,
-	"This page link is not one the console made.": 606,
-	"This page reloads every %d seconds.":         118,
-	"This process takes no inputs.":               291,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            588,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           587,
+	"This page does not accept that request.":     550,
+	"This page link is not one the console made.": 607,
+	"This page reloads every %d seconds.":         119,
+	"This process takes no inputs.":               292,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 48,
-	"This token is unknown or has been revoked.": 564,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 529,
-	"Times in %s · no auto-reload":    117,
-	"Times in %s · reload every %d s": 116,
-	"To revision":                     159,
-	"Token":                           561,
+	"This token is unknown or has been revoked.": 565,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 530,
+	"Times in %s · no auto-reload":    118,
+	"Times in %s · reload every %d s": 117,
+	"To revision":                     160,
+	"Token":                           562,
 	"Tokens":                          112,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 563,
-	"Totals of all definitions, not narrowed by the other filters":         482,
-	"Totals of definition %s, not narrowed by the other filters":           481,
-	"Type": 137,
-	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 551,
-	"UTC (coordinated universal time)": 506,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 564,
+	"Totals of all definitions, not narrowed by the other filters":         483,
+	"Totals of definition %s, not narrowed by the other filters":           482,
+	"Type": 138,
+	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 552,
+	"UTC (coordinated universal time)": 507,
 	"Unknown action.":                  42,
-	"Unknown consumer.":                469,
-	"Unknown status %q.":               306,
-	"Value":                            288,
-	"Version":                          516,
-	"Versions, newest first":           512,
-	"Waiting for Relais to call the destination since %s (%s).": 443,
-	"Waiting for a worker since %s (%s).":                       444,
+	"Unknown consumer.":                470,
+	"Unknown status %q.":               307,
+	"Value":                            289,
+	"Version":                          517,
+	"Versions, newest first":           513,
+	"Waiting for Relais to call the destination since %s (%s).": 444,
+	"Waiting for a worker since %s (%s).":                       445,
 	"When":                                                      79,
 	"Who":                                                       80,
-	"Whole message":                                             385,
-	"Worker":                                                    609,
-	"Worker id":                                                 376,
+	"Whole message":                                             386,
+	"Worker":                                                    610,
+	"Worker id":                                                 377,
 	"Workers":                                                   111,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        607,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        608,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 17,
-	"Workers seen within three heartbeats": 608,
-	"Workers serving %s":                   616,
-	"Working copy":                         143,
-	"You are signed out.":                  556,
-	"Your role can read definitions only: external tasks and process instances are for operators and administrators.":                                                            120,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 557,
-	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      558,
-	"[redacted]":                          467,
+	"Workers seen within three heartbeats": 609,
+	"Workers serving %s":                   617,
+	"Working copy":                         144,
+	"You are signed out.":                  557,
+	"Your role can read definitions only: external tasks and process instances are for operators and administrators.":                                                            121,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 558,
+	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      559,
+	"[redacted]":                          468,
 	"abandon":                             4,
-	"administrator":                       346,
-	"an incident: retry, abandon or stop": 209,
-	"answer too large":                    465,
+	"administrator":                       347,
+	"an incident: retry, abandon or stop": 210,
+	"answer too large":                    466,
 	"any":                                 66,
-	"any other code → %s":                 539,
-	"any other error":                     207,
-	"as of %s (%s); counts are refreshed every few seconds.": 484,
-	"at least %d characters":                                 590,
-	"at least %d items":                                      597,
-	"at most %d":                                             404,
-	"at most %d characters":                                  591,
-	"at most %d items":                                       598,
-	"at most %d since the last operator retry":               405,
-	"available":                                              320,
-	"boolean":                                                333,
-	"call in progress since":                                 489,
-	"cancelled":                                              323,
-	"choice":                                                 336,
-	"claimable since":                                        488,
-	"claimable since %s":                                     227,
-	"classification changed":                                 357,
-	"completed":                                              233,
-	"constraint changed":                                     358,
-	"consumer":                                               349,
-	"consumer #%s":                                           457,
-	"date":                                                   334,
-	"date and time":                                          335,
-	"deadline %s":                                            542,
-	"deferred":                                               322,
-	"deferred since":                                         491,
+	"any other code → %s":                 540,
+	"any other error":                     208,
+	"as of %s (%s); counts are refreshed every few seconds.": 485,
+	"at least %d characters":                                 591,
+	"at least %d items":                                      598,
+	"at most %d":                                             405,
+	"at most %d characters":                                  592,
+	"at most %d items":                                       599,
+	"at most %d since the last operator retry":               406,
+	"available":                                              321,
+	"boolean":                                                334,
+	"call in progress since":                                 490,
+	"cancelled":                                              324,
+	"choice":                                                 337,
+	"claimable since":                                        489,
+	"claimable since %s":                                     228,
+	"classification changed":                                 358,
+	"completed":                                              234,
+	"constraint changed":                                     359,
+	"consumer":                                               350,
+	"consumer #%s":                                           458,
+	"date":                                                   335,
+	"date and time":                                          336,
+	"deadline %s":                                            543,
+	"deferred":                                               323,
+	"deferred since":                                         492,
 	"deleted":                                                86,
-	"designer":                                               348,
-	"disconnected":                                           329,
-	"end (completes)":                                        534,
-	"end (fails)":                                            535,
-	"end: completes the instance":                            210,
-	"end: fails the instance":                                211,
-	"every revision its consumer is granted":                 622,
-	"expired":                                                326,
-	"failed":                                                 234,
-	"fails the instance":                                     540,
-	"field added":                                            352,
-	"field removed":                                          353,
-	"format":                                                 363,
-	"format %s":                                              593,
-	"from":                                                   310,
-	"held":                                                   325,
-	"held for an operator":                                   208,
-	"hold (an incident for an operator)":                     538,
+	"designer":                                               349,
+	"disconnected":                                           330,
+	"end (completes)":                                        535,
+	"end (fails)":                                            536,
+	"end: completes the instance":                            211,
+	"end: fails the instance":                                212,
+	"every revision its consumer is granted":                 623,
+	"expired":                                                327,
+	"failed":                                                 235,
+	"fails the instance":                                     541,
+	"field added":                                            353,
+	"field removed":                                          354,
+	"format":                                                 364,
+	"format %s":                                              594,
+	"from":                                                   311,
+	"held":                                                   326,
+	"held for an operator":                                   209,
+	"hold (an incident for an operator)":                     539,
 	"id or business key":                                     108,
-	"in %s":                                                  247,
-	"in progress":                                            384,
-	"instance id":                                            472,
-	"integer":                                                331,
-	"just now":                                               249,
-	"list":                                                   338,
-	"lock until":                                             490,
-	"long polling":                                           620,
-	"long wait":                                              228,
-	"maximum":                                                365,
-	"maximum %s":                                             595,
-	"maximum items":                                          367,
-	"maximum length":                                         361,
-	"minimum":                                                364,
-	"minimum %s":                                             594,
-	"minimum items":                                          366,
-	"minimum length":                                         360,
-	"never":                                                  574,
-	"next attempt":                                           487,
-	"no":                                                     351,
-	"no answer within the timeout":                           463,
-	"no connection":                                          464,
-	"no: the service marked this failure as not retryable (attempts left unused: %d)": 426,
-	"none":     198,
-	"none yet": 203,
-	"none: a failed call takes the node’s error path": 399,
-	"normal":                          339,
-	"not provided":                    600,
-	"not yet":                         575,
-	"null":                            603,
-	"number":                          332,
-	"object":                          337,
-	"on error":                        206,
-	"one of: %s":                      596,
-	"operator":                        347,
-	"optional %s field of type %s":    195,
-	"optional field of type %s":       197,
-	"optional → required":             188,
-	"pattern":                         362,
-	"pattern %s":                      592,
-	"pull":                            532,
-	"pull %s":                         213,
-	"pull (the service fetches it)":   344,
-	"push %s":                         212,
-	"push (Relais calls the service)": 345,
-	"push to %s":                      533,
-	"rejected":                        327,
-	"released":                        328,
-	"required %s field of type %s":    194,
-	"required changed":                355,
-	"required field of type %s":       196,
-	"required → optional":             189,
-	"reserved":                        321,
+	"in %s":                                                  248,
+	"in progress":                                            385,
+	"instance id":                                            473,
+	"integer":                                                332,
+	"just now":                                               250,
+	"list":                                                   339,
+	"lock until":                                             491,
+	"long polling":                                           621,
+	"long wait":                                              229,
+	"maximum":                                                366,
+	"maximum %s":                                             596,
+	"maximum items":                                          368,
+	"maximum length":                                         362,
+	"minimum":                                                365,
+	"minimum %s":                                             595,
+	"minimum items":                                          367,
+	"minimum length":                                         361,
+	"never":                                                  575,
+	"next attempt":                                           488,
+	"no":                                                     352,
+	"no answer within the timeout":                           464,
+	"no connection":                                          465,
+	"no: the service marked this failure as not retryable (attempts left unused: %d)": 427,
+	"none":     199,
+	"none yet": 204,
+	"none: a failed call takes the node’s error path": 400,
+	"normal":                          340,
+	"not provided":                    601,
+	"not yet":                         576,
+	"null":                            604,
+	"number":                          333,
+	"object":                          338,
+	"on error":                        207,
+	"one of: %s":                      597,
+	"operator":                        348,
+	"optional %s field of type %s":    196,
+	"optional field of type %s":       198,
+	"optional → required":             189,
+	"pattern":                         363,
+	"pattern %s":                      593,
+	"pull":                            533,
+	"pull %s":                         214,
+	"pull (the service fetches it)":   345,
+	"push %s":                         213,
+	"push (Relais calls the service)": 346,
+	"push to %s":                      534,
+	"rejected":                        328,
+	"released":                        329,
+	"required %s field of type %s":    195,
+	"required changed":                356,
+	"required field of type %s":       197,
+	"required → optional":             190,
+	"reserved":                        322,
 	"retry":                           3,
-	"revision %d":                     485,
-	"revisions %s":                    623,
-	"routing changed":                 359,
-	"routing output":                  588,
-	"routing output %s → %s":          187,
-	"running":                         324,
-	"secret":                          341,
-	"sensitive":                       340,
-	"settled":                         486,
+	"revision %d":                     486,
+	"revisions %s":                    624,
+	"routing changed":                 360,
+	"routing output":                  589,
+	"routing output %s → %s":          188,
+	"running":                         325,
+	"secret":                          342,
+	"sensitive":                       341,
+	"settled":                         487,
 	"stop":                            5,
-	"stream":                          619,
-	"text":                            330,
-	"the contracts are the same (the name or a description changed).": 181,
-	"this session":           578,
-	"timeout %s":             543,
-	"to":                     311,
-	"type changed":           354,
-	"unexpected value":       604,
-	"unknown":                466,
-	"values added: %s":       190,
-	"values changed":         356,
-	"values removed: %s":     191,
-	"values reordered":       192,
-	"version %d":             514,
-	"waiting":                461,
-	"yes":                    350,
-	"••• hidden (secret)":    343,
-	"••• hidden (sensitive)": 342,
-	"→ %s":                   537,
+	"stream":                          620,
+	"text":                            331,
+	"the contracts are the same (the name or a description changed).": 182,
+	"this session":           579,
+	"timeout %s":             544,
+	"to":                     312,
+	"type changed":           355,
+	"unexpected value":       605,
+	"unknown":                467,
+	"values added: %s":       191,
+	"values changed":         357,
+	"values removed: %s":     192,
+	"values reordered":       193,
+	"version %d":             515,
+	"waiting":                462,
+	"yes":                    351,
+	"••• hidden (secret)":    344,
+	"••• hidden (sensitive)": 343,
+	"→ %s":                   538,
 }
 
-var enIndex = []uint32{ // 633 elements
+var enIndex = []uint32{ // 634 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x0000005a,
@@ -707,155 +708,155 @@ var enIndex = []uint32{ // 633 elements
 	0x0000154c, 0x0000155b, 0x00001565, 0x0000156f,
 	0x0000158e, 0x000015a1, 0x000015a6, 0x000015b2,
 	0x000015ba, 0x000015c1, 0x000015dc, 0x000015e5,
-	0x000015f6, 0x0000161d, 0x0000163e, 0x00001665,
-	0x00001671, 0x000016e1, 0x000016f1, 0x00001759,
-	0x00001770, 0x00001784, 0x000017c1, 0x000018ae,
+	0x000015f6, 0x0000160d, 0x00001634, 0x00001655,
+	0x0000167c, 0x00001688, 0x000016f8, 0x00001708,
+	0x00001770, 0x00001787, 0x0000179b, 0x000017d8,
 	// Entry 80 - 9F
-	0x000018b8, 0x000018c5, 0x00001929, 0x00001941,
-	0x00001987, 0x0000199c, 0x00001a0b, 0x00001a51,
-	0x00001a73, 0x00001a79, 0x00001a7e, 0x00001a87,
-	0x00001a96, 0x00001aa2, 0x00001aae, 0x00001abf,
-	0x00001acc, 0x00001b29, 0x00001b2e, 0x00001b3d,
-	0x00001b48, 0x00001b52, 0x00001b90, 0x00001b99,
-	0x00001ba9, 0x00001bb1, 0x00001bba, 0x00001bc0,
-	0x00001bca, 0x00001bdc, 0x00001c24, 0x00001c32,
+	0x000018c5, 0x000018cf, 0x000018dc, 0x00001940,
+	0x00001958, 0x0000199e, 0x000019b3, 0x00001a22,
+	0x00001a68, 0x00001a8a, 0x00001a90, 0x00001a95,
+	0x00001a9e, 0x00001aad, 0x00001ab9, 0x00001ac5,
+	0x00001ad6, 0x00001ae3, 0x00001b40, 0x00001b45,
+	0x00001b54, 0x00001b5f, 0x00001b69, 0x00001ba7,
+	0x00001bb0, 0x00001bc0, 0x00001bc8, 0x00001bd1,
+	0x00001bd7, 0x00001be1, 0x00001bf3, 0x00001c3b,
 	// Entry A0 - BF
-	0x00001c3e, 0x00001c46, 0x00001c4d, 0x00001c54,
-	0x00001c65, 0x00001c74, 0x00001c9d, 0x00001ca4,
-	0x00001caf, 0x00001cca, 0x00001cd2, 0x00001cde,
-	0x00001cfa, 0x00001d11, 0x00001d33, 0x00001d42,
-	0x00001d4e, 0x00001d55, 0x00001d6e, 0x00001d88,
-	0x00001e31, 0x00001e47, 0x00001e87, 0x00001eb8,
-	0x00001ee2, 0x00001f09, 0x00001f2d, 0x00001f54,
-	0x00001f73, 0x00001f89, 0x00001f9f, 0x00001fb3,
+	0x00001c49, 0x00001c55, 0x00001c5d, 0x00001c64,
+	0x00001c6b, 0x00001c7c, 0x00001c8b, 0x00001cb4,
+	0x00001cbb, 0x00001cc6, 0x00001ce1, 0x00001ce9,
+	0x00001cf5, 0x00001d11, 0x00001d28, 0x00001d4a,
+	0x00001d59, 0x00001d65, 0x00001d6c, 0x00001d85,
+	0x00001d9f, 0x00001e48, 0x00001e5e, 0x00001e9e,
+	0x00001ecf, 0x00001ef9, 0x00001f20, 0x00001f44,
+	0x00001f6b, 0x00001f8a, 0x00001fa0, 0x00001fb6,
 	// Entry C0 - DF
-	0x00001fc9, 0x00001fda, 0x00001ff1, 0x00002014,
-	0x00002037, 0x00002054, 0x00002071, 0x00002076,
-	0x000020c2, 0x000020d5, 0x000020d9, 0x000020e9,
-	0x000020f2, 0x00002105, 0x0000212b, 0x00002134,
-	0x00002144, 0x00002159, 0x0000217d, 0x00002199,
-	0x000021b1, 0x000021bc, 0x000021c7, 0x000021d2,
-	0x000022e8, 0x0000230c, 0x00002337, 0x00002342,
-	0x00002347, 0x00002356, 0x0000235d, 0x00002374,
+	0x00001fca, 0x00001fe0, 0x00001ff1, 0x00002008,
+	0x0000202b, 0x0000204e, 0x0000206b, 0x00002088,
+	0x0000208d, 0x000020d9, 0x000020ec, 0x000020f0,
+	0x00002100, 0x00002109, 0x0000211c, 0x00002142,
+	0x0000214b, 0x0000215b, 0x00002170, 0x00002194,
+	0x000021b0, 0x000021c8, 0x000021d3, 0x000021de,
+	0x000021e9, 0x000022ff, 0x00002323, 0x0000234e,
+	0x00002359, 0x0000235e, 0x0000236d, 0x00002374,
 	// Entry E0 - FF
-	0x00002389, 0x0000239b, 0x000023be, 0x000023f0,
-	0x00002406, 0x00002410, 0x00002425, 0x00002435,
-	0x0000246e, 0x000024c2, 0x000024cc, 0x000024d3,
-	0x000024e9, 0x00002522, 0x00002527, 0x00002531,
-	0x0000253f, 0x0000254c, 0x00002575, 0x00002598,
-	0x000025a5, 0x000025c5, 0x000025d1, 0x000025ea,
-	0x000025f3, 0x000025fd, 0x00002606, 0x0000260e,
-	0x00002618, 0x00002620, 0x00002628, 0x0000262c,
+	0x0000238b, 0x000023a0, 0x000023b2, 0x000023d5,
+	0x00002407, 0x0000241d, 0x00002427, 0x0000243c,
+	0x0000244c, 0x00002485, 0x000024d9, 0x000024e3,
+	0x000024ea, 0x00002500, 0x00002539, 0x0000253e,
+	0x00002548, 0x00002556, 0x00002563, 0x0000258c,
+	0x000025af, 0x000025bc, 0x000025dc, 0x000025e8,
+	0x00002601, 0x0000260a, 0x00002614, 0x0000261d,
+	0x00002625, 0x0000262f, 0x00002637, 0x0000263f,
 	// Entry 100 - 11F
-	0x00002630, 0x00002634, 0x00002638, 0x0000263c,
-	0x00002640, 0x00002644, 0x00002648, 0x0000264c,
-	0x00002650, 0x00002654, 0x00002658, 0x00002662,
-	0x00002680, 0x000026a0, 0x000026c4, 0x000026e8,
-	0x000026f1, 0x00002708, 0x00002710, 0x00002721,
-	0x00002726, 0x0000276b, 0x00002783, 0x00002788,
-	0x00002793, 0x00002799, 0x000027a3, 0x000027ab,
-	0x000027b3, 0x000027dd, 0x000027f7, 0x0000281f,
+	0x00002643, 0x00002647, 0x0000264b, 0x0000264f,
+	0x00002653, 0x00002657, 0x0000265b, 0x0000265f,
+	0x00002663, 0x00002667, 0x0000266b, 0x0000266f,
+	0x00002679, 0x00002697, 0x000026b7, 0x000026db,
+	0x000026ff, 0x00002708, 0x0000271f, 0x00002727,
+	0x00002738, 0x0000273d, 0x00002782, 0x0000279a,
+	0x0000279f, 0x000027aa, 0x000027b0, 0x000027ba,
+	0x000027c2, 0x000027ca, 0x000027f4, 0x0000280e,
 	// Entry 120 - 13F
-	0x0000284f, 0x00002855, 0x00002864, 0x000028b7,
-	0x000028d5, 0x000029f7, 0x00002ab6, 0x00002b0d,
-	0x00002b37, 0x00002b63, 0x00002b8d, 0x00002b95,
-	0x00002b9b, 0x00002ba8, 0x00002bba, 0x00002bc5,
-	0x00002bce, 0x00002be0, 0x00002bef, 0x00002c05,
-	0x00002c13, 0x00002c3e, 0x00002c50, 0x00002c55,
-	0x00002c58, 0x00002c82, 0x00002ccb, 0x00002ceb,
-	0x00002cf4, 0x00002d06, 0x00002d29, 0x00002d37,
+	0x00002836, 0x00002866, 0x0000286c, 0x0000287b,
+	0x000028ce, 0x000028ec, 0x00002a0e, 0x00002acd,
+	0x00002b24, 0x00002b4e, 0x00002b7a, 0x00002ba4,
+	0x00002bac, 0x00002bb2, 0x00002bbf, 0x00002bd1,
+	0x00002bdc, 0x00002be5, 0x00002bf7, 0x00002c06,
+	0x00002c1c, 0x00002c2a, 0x00002c55, 0x00002c67,
+	0x00002c6c, 0x00002c6f, 0x00002c99, 0x00002ce2,
+	0x00002d02, 0x00002d0b, 0x00002d1d, 0x00002d40,
 	// Entry 140 - 15F
-	0x00002d44, 0x00002d4e, 0x00002d57, 0x00002d60,
-	0x00002d6a, 0x00002d72, 0x00002d77, 0x00002d7f,
-	0x00002d88, 0x00002d91, 0x00002d9e, 0x00002da3,
-	0x00002dab, 0x00002db2, 0x00002dba, 0x00002dbf,
-	0x00002dcd, 0x00002dd4, 0x00002ddb, 0x00002de0,
-	0x00002de7, 0x00002df1, 0x00002df8, 0x00002e15,
-	0x00002e2f, 0x00002e4d, 0x00002e6d, 0x00002e7b,
-	0x00002e84, 0x00002e8d, 0x00002e96, 0x00002e9a,
+	0x00002d4e, 0x00002d5b, 0x00002d65, 0x00002d6e,
+	0x00002d77, 0x00002d81, 0x00002d89, 0x00002d8e,
+	0x00002d96, 0x00002d9f, 0x00002da8, 0x00002db5,
+	0x00002dba, 0x00002dc2, 0x00002dc9, 0x00002dd1,
+	0x00002dd6, 0x00002de4, 0x00002deb, 0x00002df2,
+	0x00002df7, 0x00002dfe, 0x00002e08, 0x00002e0f,
+	0x00002e2c, 0x00002e46, 0x00002e64, 0x00002e84,
+	0x00002e92, 0x00002e9b, 0x00002ea4, 0x00002ead,
 	// Entry 160 - 17F
-	0x00002e9d, 0x00002ea9, 0x00002eb7, 0x00002ec4,
-	0x00002ed5, 0x00002ee4, 0x00002efb, 0x00002f0e,
-	0x00002f1e, 0x00002f2d, 0x00002f3c, 0x00002f44,
-	0x00002f4b, 0x00002f53, 0x00002f5b, 0x00002f69,
-	0x00002f77, 0x00002f8d, 0x00002fa2, 0x00002fb3,
-	0x00002fb9, 0x00002fc0, 0x00002fc9, 0x00002fe5,
-	0x00002fee, 0x00002ff8, 0x00003001, 0x0000300a,
-	0x00003013, 0x0000302a, 0x00003032, 0x00003040,
+	0x00002eb1, 0x00002eb4, 0x00002ec0, 0x00002ece,
+	0x00002edb, 0x00002eec, 0x00002efb, 0x00002f12,
+	0x00002f25, 0x00002f35, 0x00002f44, 0x00002f53,
+	0x00002f5b, 0x00002f62, 0x00002f6a, 0x00002f72,
+	0x00002f80, 0x00002f8e, 0x00002fa4, 0x00002fb9,
+	0x00002fca, 0x00002fd0, 0x00002fd7, 0x00002fe0,
+	0x00002ffc, 0x00003005, 0x0000300f, 0x00003018,
+	0x00003021, 0x0000302a, 0x00003041, 0x00003049,
 	// Entry 180 - 19F
-	0x0000306d, 0x00003079, 0x00003087, 0x000030ce,
-	0x000030da, 0x000030e2, 0x0000310d, 0x00003158,
-	0x0000321a, 0x0000321e, 0x00003244, 0x00003249,
-	0x00003264, 0x00003275, 0x00003281, 0x00003289,
-	0x000032bb, 0x000032c4, 0x000032cd, 0x000032e9,
-	0x000032f6, 0x00003304, 0x00003330, 0x00003356,
-	0x00003361, 0x0000338f, 0x000033ac, 0x000033db,
-	0x0000340d, 0x0000342b, 0x00003460, 0x0000347c,
+	0x00003057, 0x00003084, 0x00003090, 0x0000309e,
+	0x000030e5, 0x000030f1, 0x000030f9, 0x00003124,
+	0x0000316f, 0x00003231, 0x00003235, 0x0000325b,
+	0x00003260, 0x0000327b, 0x0000328c, 0x00003298,
+	0x000032a0, 0x000032d2, 0x000032db, 0x000032e4,
+	0x00003300, 0x0000330d, 0x0000331b, 0x00003347,
+	0x0000336d, 0x00003378, 0x000033a6, 0x000033c3,
+	0x000033f2, 0x00003424, 0x00003442, 0x00003477,
 	// Entry 1A0 - 1BF
-	0x0000348b, 0x00003498, 0x000034a6, 0x000034b3,
-	0x000034bc, 0x000034d7, 0x000034f2, 0x000034fe,
-	0x0000351f, 0x00003561, 0x0000356b, 0x000035be,
-	0x00003602, 0x0000363e, 0x0000366b, 0x000036a5,
-	0x0000370a, 0x0000372a, 0x00003750, 0x0000377a,
-	0x000037b2, 0x000037ef, 0x00003813, 0x0000388c,
-	0x000038b1, 0x000038cb, 0x000038e9, 0x0000391d,
-	0x0000395d, 0x00003987, 0x00003996, 0x000039c7,
+	0x00003493, 0x000034a2, 0x000034af, 0x000034bd,
+	0x000034ca, 0x000034d3, 0x000034ee, 0x00003509,
+	0x00003515, 0x00003536, 0x00003578, 0x00003582,
+	0x000035d5, 0x00003619, 0x00003655, 0x00003682,
+	0x000036bc, 0x00003721, 0x00003741, 0x00003767,
+	0x00003791, 0x000037c9, 0x00003806, 0x0000382a,
+	0x000038a3, 0x000038c8, 0x000038e2, 0x00003900,
+	0x00003934, 0x00003974, 0x0000399e, 0x000039ad,
 	// Entry 1C0 - 1DF
-	0x000039f6, 0x00003a09, 0x00003a7e, 0x00003a91,
-	0x00003ac5, 0x00003af9, 0x00003b09, 0x00003b50,
-	0x00003b7d, 0x00003b8a, 0x00003b9a, 0x00003bca,
-	0x00003c04, 0x00003c27, 0x00003c2f, 0x00003c47,
-	0x00003c64, 0x00003c72, 0x00003c83, 0x00003c8b,
-	0x00003c96, 0x00003cc6, 0x00003cd8, 0x00003ce8,
-	0x00003d1a, 0x00003d26, 0x00003d37, 0x00003d51,
-	0x00003d62, 0x00003d68, 0x00003d7c, 0x00003d94,
+	0x000039de, 0x00003a0d, 0x00003a20, 0x00003a95,
+	0x00003aa8, 0x00003adc, 0x00003b10, 0x00003b20,
+	0x00003b67, 0x00003b94, 0x00003ba1, 0x00003bb1,
+	0x00003be1, 0x00003c1b, 0x00003c3e, 0x00003c46,
+	0x00003c5e, 0x00003c7b, 0x00003c89, 0x00003c9a,
+	0x00003ca2, 0x00003cad, 0x00003cdd, 0x00003cef,
+	0x00003cff, 0x00003d31, 0x00003d3d, 0x00003d4e,
+	0x00003d68, 0x00003d79, 0x00003d7f, 0x00003d93,
 	// Entry 1E0 - 1FF
-	0x00003db9, 0x00003dc7, 0x00003e05, 0x00003e42,
-	0x00003e6e, 0x00003eab, 0x00003eba, 0x00003ec2,
-	0x00003ecf, 0x00003edf, 0x00003ef6, 0x00003f01,
-	0x00003f10, 0x00003f16, 0x00003f24, 0x00003f2e,
-	0x00003f39, 0x00003f4c, 0x00003f71, 0x00003f9c,
-	0x00003fca, 0x00003fd8, 0x0000406b, 0x00004089,
-	0x000040cf, 0x000040dd, 0x000040f1, 0x00004112,
-	0x00004126, 0x0000412c, 0x00004140, 0x000041b3,
+	0x00003dab, 0x00003dd0, 0x00003dde, 0x00003e1c,
+	0x00003e59, 0x00003e85, 0x00003ec2, 0x00003ed1,
+	0x00003ed9, 0x00003ee6, 0x00003ef6, 0x00003f0d,
+	0x00003f18, 0x00003f27, 0x00003f2d, 0x00003f3b,
+	0x00003f45, 0x00003f50, 0x00003f63, 0x00003f88,
+	0x00003fb3, 0x00003fe1, 0x00003fef, 0x00004082,
+	0x000040a0, 0x000040e6, 0x000040f4, 0x00004108,
+	0x00004129, 0x0000413d, 0x00004143, 0x00004157,
 	// Entry 200 - 21F
-	0x000041c4, 0x000041db, 0x000041f8, 0x00004206,
-	0x00004214, 0x0000421c, 0x00004227, 0x0000422d,
-	0x0000431f, 0x00004325, 0x00004357, 0x0000435c,
-	0x0000436c, 0x00004377, 0x00004380, 0x00004390,
-	0x000043aa, 0x000043e3, 0x00004468, 0x00004477,
-	0x00004531, 0x00004536, 0x00004544, 0x00004554,
-	0x00004560, 0x00004570, 0x0000457a, 0x0000459d,
-	0x000045b6, 0x000045c9, 0x00004635, 0x00004644,
+	0x000041ca, 0x000041db, 0x000041f2, 0x0000420f,
+	0x0000421d, 0x0000422b, 0x00004233, 0x0000423e,
+	0x00004244, 0x00004336, 0x0000433c, 0x0000436e,
+	0x00004373, 0x00004383, 0x0000438e, 0x00004397,
+	0x000043a7, 0x000043c1, 0x000043fa, 0x0000447f,
+	0x0000448e, 0x00004548, 0x0000454d, 0x0000455b,
+	0x0000456b, 0x00004577, 0x00004587, 0x00004591,
+	0x000045b4, 0x000045cd, 0x000045e0, 0x0000464c,
 	// Entry 220 - 23F
-	0x00004652, 0x00004684, 0x000046bb, 0x000046c9,
-	0x0000470d, 0x00004732, 0x0000475a, 0x00004761,
-	0x000047bc, 0x000047e6, 0x00004816, 0x00004874,
-	0x00004914, 0x00004928, 0x000049d3, 0x00004a49,
-	0x00004a51, 0x00004a8c, 0x00004a92, 0x00004b0e,
-	0x00004b56, 0x00004b81, 0x00004be3, 0x00004c06,
-	0x00004cad, 0x00004cb0, 0x00004cb5, 0x00004cc0,
-	0x00004cca, 0x00004cd2, 0x00004ced, 0x00004cf3,
+	0x0000465b, 0x00004669, 0x0000469b, 0x000046d2,
+	0x000046e0, 0x00004724, 0x00004749, 0x00004771,
+	0x00004778, 0x000047d3, 0x000047fd, 0x0000482d,
+	0x0000488b, 0x0000492b, 0x0000493f, 0x000049ea,
+	0x00004a60, 0x00004a68, 0x00004aa3, 0x00004aa9,
+	0x00004b25, 0x00004b6d, 0x00004b98, 0x00004bfa,
+	0x00004c1d, 0x00004cc4, 0x00004cc7, 0x00004ccc,
+	0x00004cd7, 0x00004ce1, 0x00004ce9, 0x00004d04,
 	// Entry 240 - 25F
-	0x00004cfb, 0x00004d09, 0x00004d13, 0x00004d20,
-	0x00004d2a, 0x00004d41, 0x00004d54, 0x00004d78,
-	0x00004df8, 0x00004e09, 0x00004e11, 0x00004e86,
-	0x00004eda, 0x00004ee9, 0x00004ef5, 0x00004f31,
-	0x00004f6b, 0x00004f79, 0x00004f86, 0x00004f94,
-	0x00004fa2, 0x00004fb0, 0x00004fe2, 0x00005012,
-	0x0000506e, 0x0000507b, 0x0000509b, 0x000050b5,
-	0x000050ba, 0x000050cb, 0x000050d8, 0x00005104,
+	0x00004d0a, 0x00004d12, 0x00004d20, 0x00004d2a,
+	0x00004d37, 0x00004d41, 0x00004d58, 0x00004d6b,
+	0x00004d8f, 0x00004e0f, 0x00004e20, 0x00004e28,
+	0x00004e9d, 0x00004ef1, 0x00004f00, 0x00004f0c,
+	0x00004f48, 0x00004f82, 0x00004f90, 0x00004f9d,
+	0x00004fab, 0x00004fb9, 0x00004fc7, 0x00004ff9,
+	0x00005029, 0x00005085, 0x00005092, 0x000050b2,
+	0x000050cc, 0x000050d1, 0x000050e2, 0x000050ef,
 	// Entry 260 - 27F
-	0x0000518a, 0x000051af, 0x000051b6, 0x000051bf,
-	0x000051d2, 0x000051dc, 0x000051e6, 0x000051f0,
-	0x00005208, 0x0000521e, 0x0000522a, 0x0000524c,
-	0x00005253, 0x00005260, 0x00005271, 0x00005298,
-	0x000052a8, 0x000052fc, 0x0000535c, 0x000053af,
-	0x000053e7, 0x00005437, 0x0000546b, 0x0000548a,
-	0x000054aa,
-} // Size: 2556 bytes
+	0x0000511b, 0x000051a1, 0x000051c6, 0x000051cd,
+	0x000051d6, 0x000051e9, 0x000051f3, 0x000051fd,
+	0x00005207, 0x0000521f, 0x00005235, 0x00005241,
+	0x00005263, 0x0000526a, 0x00005277, 0x00005288,
+	0x000052af, 0x000052bf, 0x00005313, 0x00005373,
+	0x000053c6, 0x000053fe, 0x0000544e, 0x00005482,
+	0x000054a1, 0x000054c1,
+} // Size: 2560 bytes
 
-const enData string = "" + // Size: 21674 bytes
+const enData string = "" + // Size: 21697 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every held instance…\x02Stop every running instance…\x02Stop every runni" +
@@ -942,260 +943,261 @@ const enData string = "" + // Size: 21674 bytes
 	"\x02Main navigation\x02Health\x02External tasks\x02Instances\x02Processe" +
 	"s\x02Find an instance or occurrence\x02id or business key\x02Find\x02Def" +
 	"initions\x02Workers\x02Tokens\x02Signed in as %[1]s (%[2]s)\x02Sign out" +
-	"\x02Display settings\x02Times in %[1]s · reload every %[2]d s\x02Times i" +
-	"n %[1]s · no auto-reload\x02This page reloads every %[1]d seconds.\x02No" +
-	"t allowed\x02Your role can read definitions only: external tasks and pro" +
-	"cess instances are for operators and administrators.\x02Invalid request" +
-	"\x02The field “%[1]s” holds a NUL character or bytes that are not UTF-8 " +
-	"text: correct it and try again.\x02Back to external tasks\x02Back to def" +
-	"initions\x02Nothing exists at this address, or it is not visible to you." +
-	"\x02Nothing exists at this address, or it is not visible to you. An ende" +
-	"d instance is deleted, with its occurrences and attempts, once the reten" +
-	"tion period (RELAIS_RETENTION) has passed; the audit log keeps the opera" +
-	"tor actions taken on it.\x02Not found\x02Form refused\x02This form was n" +
-	"ot sent from this console session, or it has expired. Reload the page an" +
-	"d try again.\x02Temporarily unavailable\x02The database cannot be reache" +
-	"d right now. Try again in a few seconds.\x02Something went wrong\x02The " +
-	"console could not show this page. Try again; if it persists, give your a" +
-	"dministrator the request id %[1]s.\x02Counting the occurrences; the coun" +
-	"ts appear when you reload the page.\x02Counts are unavailable right now." +
-	"\x02Field\x02Type\x02Required\x02Classification\x02Constraints\x02Descri" +
-	"ption\x02Definition %[1]s\x02Working copy\x02The only mutable part of a " +
-	"definition. Processes never use it directly: they pin a revision.\x02Nam" +
-	"e\x02Routing output\x02Last saved\x02Revisions\x02No revision yet: the W" +
-	"orking copy has never been snapshotted.\x02Releases\x02No release yet." +
-	"\x02Release\x02Revision\x02Notes\x02Published\x02Compare revisions\x02Li" +
-	"sts every change from one revision to another, and whom it may break." +
-	"\x02From revision\x02To revision\x02Compare\x02Change\x02Detail\x02Break" +
-	"s processes\x02Breaks workers\x02These revisions have the same contracts" +
-	".\x02Inputs\x02No inputs.\x02Inputs of the working copy\x02Outputs\x02No" +
-	" outputs.\x02Outputs of the working copy\x02Releases, oldest first\x02Ch" +
-	"anges between the two revisions\x02Revision %[1]d\x02Snapshotted\x02Dige" +
-	"st\x02Inputs of revision %[1]d\x02Outputs of revision %[1]d\x02The Worki" +
-	"ng copy has changes not yet snapshotted: they are in no revision (worker" +
-	"s and processes use revision %[1]d at most) until a snapshot makes them " +
-	"revision %[2]d.\x02Since revision %[1]d:\x02the contracts are the same (" +
-	"the name or a description changed).\x02Changes of the Working copy since" +
-	" revision %[1]d\x02Choose two existing revisions to compare.\x02From rev" +
-	"ision %[1]d to revision %[2]d:\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d chan" +
-	"ge\x00\x0e\x02%[1]d changes\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breakin" +
-	"g\x00\x0f\x02%[1]d breaking\x02routing output %[1]s → %[2]s\x02optional " +
-	"→ required\x02required → optional\x02values added: %[1]s\x02values rem" +
-	"oved: %[1]s\x02values reordered\x02%[1]s: %[2]s → %[3]s\x02required %[1]" +
-	"s field of type %[2]s\x02optional %[1]s field of type %[2]s\x02required " +
-	"field of type %[1]s\x02optional field of type %[1]s\x02none\x02Task cont" +
-	"racts: their Working copy, immutable revisions and named releases.\x02De" +
-	"finitions by key\x02Key\x02Latest revision\x02none yet\x02No definition " +
-	"yet.\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d relea" +
-	"ses\x02on error\x02any other error\x02held for an operator\x02an inciden" +
-	"t: retry, abandon or stop\x02end: completes the instance\x02end: fails t" +
-	"he instance\x02push %[1]s\x02pull %[1]s\x02Node %[1]s\x02Each definition" +
-	"’s queue and incidents now, and what its workers finished in the last " +
-	"hour: occurrences that ended completed or failed. An occurrence retried " +
-	"since counts where it ends next; a failed attempt with attempts left is " +
-	"not counted, its occurrence’s page lists it.\x02Completions and failures" +
-	", last hour\x02Definitions, those needing attention first\x02Definition" +
-	"\x02Open\x02Held instances\x02Failed\x02Oldest claimable waits\x02Comple" +
-	"ted, last hour\x02Failed, last hour\x02No definition has occurrences yet" +
-	".\x02As of %[1]s (%[2]s); refreshed every few seconds.\x02claimable sinc" +
-	"e %[1]s\x02long wait\x02Show all definitions\x02All definitions\x02Compl" +
-	"etions and failures per 5 minutes, last hour: %[1]s\x02In the last hour:" +
-	" %[1]s, %[2]s. The table after the chart gives each 5-minute slot.\x02co" +
-	"mpleted\x02failed\x02The chart’s numbers\x02Completions and failures per" +
-	" 5-minute slot, oldest first\x02Slot\x02Completed\x02%[1]s–%[2]s\x02%[1]" +
-	"s: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d" +
-	" completed\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d " +
-	"failed\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s" +
-	"\x02%[1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1" +
-	"]d s\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02M" +
-	"ay\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01" +
-	"\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01" +
-	"\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00" +
-	"\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00" +
-	"\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process" +
-	" instance %[1]s\x02Summary\x02Operator actions\x02Path\x02The nodes this" +
-	" instance reached, in order, each with its occurrence.\x02Nodes reached," +
-	" in order\x02Node\x02Occurrence\x02Route\x02Next node\x02Created\x02Sett" +
-	"led\x02This instance has not reached a task yet.\x02Recorded operator ac" +
-	"tions\x02No operator has acted on this instance.\x02Operator actions on " +
-	"this instance, newest first\x02Value\x02Process inputs\x02Inputs the ins" +
-	"tance was started with, labelled by process version %[1]d's contract\x02" +
-	"This process takes no inputs.\x02This instance is held at a failed node:" +
-	" an incident. It cannot be retried: its occurrence at node %[1]s failed " +
-	"before any attempt (its inputs could not be built), so it would fail the" +
-	" same way. Abandon fails the instance; stop cancels it. Each asks for a " +
-	"reason, recorded in the audit log.\x02This instance is held at a failed " +
-	"node: an incident. Retry offers the failed occurrence again; abandon fai" +
-	"ls the instance; stop cancels it. Each asks for a reason, recorded in th" +
-	"e audit log.\x02Stopping cancels the instance and its open occurrences. " +
-	"It does not complete anything.\x02Stopped by %[1]s at %[2]s — “%[3]s”" +
-	"\x02Abandoned by %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s —" +
-	" “%[3]s”\x02Started\x02Ended\x02Held at node\x02Failed occurrence\x02Err" +
-	"or code\x02End node\x02Abandoned at node\x02Failed at node\x02Unknown st" +
-	"atus %[1]q.\x02Creation date\x02The page size must be between 1 and %[1]" +
-	"d.\x02Process instances\x02from\x02to\x02Act on every instance this filt" +
-	"er matches\x02The next page counts them and asks for a reason before any" +
-	"thing changes.\x02Process instances, newest first\x02Instance\x02End nod" +
-	"e or error\x02No instance matches these filters.\x02All processes\x02All" +
-	" statuses\x02available\x02reserved\x02deferred\x02cancelled\x02running" +
-	"\x02held\x02expired\x02rejected\x02released\x02disconnected\x02text\x02i" +
-	"nteger\x02number\x02boolean\x02date\x02date and time\x02choice\x02object" +
-	"\x02list\x02normal\x02sensitive\x02secret\x02••• hidden (sensitive)\x02•" +
-	"•• hidden (secret)\x02pull (the service fetches it)\x02push (Relais ca" +
-	"lls the service)\x02administrator\x02operator\x02designer\x02consumer" +
-	"\x02yes\x02no\x02field added\x02field removed\x02type changed\x02require" +
-	"d changed\x02values changed\x02classification changed\x02constraint chan" +
-	"ged\x02routing changed\x02minimum length\x02maximum length\x02pattern" +
-	"\x02format\x02minimum\x02maximum\x02minimum items\x02maximum items\x02%[" +
-	"1]s, revision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates" +
-	"\x02Policy\x02Attempts\x02Every attempt, oldest first\x02Consumer\x02Wor" +
-	"ker id\x02Reserved\x02Finished\x02Duration\x02Destination’s answer\x02Ou" +
-	"tcome\x02Error message\x02No service has reserved this occurrence yet." +
-	"\x02in progress\x02Whole message\x02No service ever reserved this occurr" +
-	"ence: it ended before any attempt.\x02Destination\x02Replica\x02Relais h" +
-	"as not called the destination yet.\x02Relais never called the destinatio" +
-	"n: the occurrence ended before any call.\x02Relais keeps the destination" +
-	"’s status code only when it refused the call (destination_http_NNN); a" +
-	" completed call answered 2xx. The duration runs from the claim of the ca" +
-	"ll to its settlement.\x02Now\x02Retry or abandon it from its instance" +
-	"\x02Mode\x02Reason given by the worker\x02Maximum attempts\x02Retry dela" +
-	"y\x02Retries\x02none: a failed call takes the node’s error path\x02Deadl" +
-	"ine\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02Call timeout\x02at mos" +
-	"t %[1]d\x02at most %[1]d since the last operator retry\x14\x01\x81\x01" +
-	"\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02%[1]d left" +
-	"\x02Inputs, labelled by revision %[1]d's contract\x02This contract has n" +
-	"o inputs.\x02Outputs, labelled by revision %[1]d's contract\x02No output" +
-	"s yet: the occurrence has not completed.\x02This contract has no outputs" +
-	".\x02No outputs: the occurrence ended without completing.\x02Reveal — th" +
-	"is is recorded\x02Available from\x02Next attempt\x02Last reserved\x02Loc" +
-	"k expires\x02Deferred\x02Last error (attempt %[1]d)\x02Error (before any" +
-	" attempt)\x02Its message\x02Message from Relais (in English)\x02Message " +
-	"from the service (its own words, protected values masked)\x02Retryable" +
-	"\x02no: the service marked this failure as not retryable (attempts left " +
-	"unused: %[1]d)\x02The destination did not answer within the call’s timeo" +
-	"ut (%[1]s).\x02The destination did not answer within the call’s timeout." +
-	"\x02The deadline passed before a result arrived.\x02The result did not m" +
-	"atch the revision's outputs contract.\x02Relais stopped during the call:" +
-	" whether the destination acted is unknown, so it is not called again." +
-	"\x02The call could not be prepared.\x02The destination could not be reac" +
-	"hed.\x02The destination’s answer was too large.\x02The last attempt’s lo" +
-	"ck expired with no attempt left.\x02The inputs could not be built from t" +
-	"he process’s bindings.\x02An operator abandoned the instance.\x02A Camun" +
-	"da 7 worker reported a failure with no retries left (retries: 0, or a bu" +
-	"dget already spent): it is not run again.\x02The destination answered HT" +
-	"TP %[1]s.\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02L" +
-	"ock expired %[1]s — waiting to be offered again.\x02Waiting for Relais t" +
-	"o call the destination since %[1]s (%[2]s).\x02Waiting for a worker sinc" +
-	"e %[1]s (%[2]s).\x02(worker %[1]s)\x02Relais is calling the destination " +
-	"(since %[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02Reserv" +
-	"ed by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker of the same consu" +
-	"mer, or a front end with a settle token, completes it later.\x02Complete" +
-	"d (%[1]s).\x02Its instance is held here, waiting for an operator.\x02Its" +
-	" instance went on along the node’s error path.\x02Failed (%[1]s).\x02Can" +
-	"celled: the instance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancell" +
-	"ed: the instance was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s" +
-	"\x02%[1]s (deferred; settled with its settle token)\x02%[1]s (deferred; " +
-	"settled with its settle token, as %[2]s)\x02%[1]s (deferred; settled by " +
-	"%[2]s)\x02waiting\x02HTTP 2xx, unusable body\x02no answer within the tim" +
-	"eout\x02no connection\x02answer too large\x02unknown\x02[redacted]\x02Th" +
-	"e revision must be a whole number, 1 or more.\x02Unknown consumer.\x02Se" +
-	"ttlement date\x02More filters: instance, revision, consumer, dates\x02in" +
-	"stance id\x02Counts by status\x02Occurrences, newest first\x02Process an" +
-	"d node\x02Error\x02Consumer and worker\x02Next attempt or settled\x02No " +
-	"occurrence matches these filters.\x02All consumers\x02Totals of definiti" +
-	"on %[1]s, not narrowed by the other filters\x02Totals of all definitions" +
-	", not narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d" +
-	" occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); counts " +
-	"are refreshed every few seconds.\x02revision %[1]d\x02settled\x02next at" +
-	"tempt\x02claimable since\x02call in progress since\x02lock until\x02defe" +
-	"rred since\x02Pages\x02Previous page\x02Next page\x02First page\x02Rows " +
-	"%[1]s–%[2]s\x02%[1]s: a date is written 2026-12-01.\x02%[1]s: the first " +
-	"day comes after the last.\x02These settings are kept in this browser onl" +
-	"y.\x02Show times in\x02The console runs no script, so it cannot read you" +
-	"r computer’s time zone: choose its offset from UTC. Offsets do not follo" +
-	"w daylight saving time.\x02Reload lists and detail pages\x02Pages with a" +
-	" form, such as a confirmation, never reload on their own.\x02Save settin" +
-	"gs\x02Back without saving\x02UTC (coordinated universal time)\x02Local t" +
-	"ime at %[1]s\x02Never\x02Every %[1]d seconds\x02Published process versio" +
-	"ns: their nodes, routes and pinned revisions, drawn, with where their oc" +
-	"currences are now.\x02Processes by key\x02Versions, newest first\x02No p" +
-	"rocess is published yet.\x02version %[1]d\x02Process %[1]s\x02Version" +
-	"\x02Start node\x02Graph\x02Columns follow the longest path from the star" +
-	"t node. Solid arrows are successes (labelled with their route), dashed o" +
-	"nes failures (labelled with their error codes). Each box says how many o" +
-	"f this version’s occurrences are at that node now.\x02Nodes\x02Nodes of " +
-	"this version, with their occurrences now\x02Kind\x02Pinned revision\x02O" +
-	"n success\x02On error\x02Occurrences now\x02Instances of this process" +
-	"\x02Counts as of %[1]s (%[2]s); refreshed every few seconds.\x02This ver" +
-	"sion has %[1]d nodes: too many to draw legibly (at most %[2]d). The tabl" +
-	"e below lists every node with its routes and counts.\x02Graph of %[1]s" +
-	"\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The table be" +
-	"low lists the same nodes, routes and counts.\x00Y\x02%[1]d nodes, starti" +
-	"ng at %[2]s. The table below lists the same nodes, routes and counts." +
-	"\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s → %" +
-	"[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02any other code " +
-	"→ %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%[1]d attemp" +
-	"t, retry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, retry after" +
-	" %[2]s, priority %[3]d\x02deadline %[1]s\x02timeout %[1]s\x02Only admini" +
-	"strators may reveal a sensitive value.\x02Revealed by %[1]s at %[2]s; re" +
-	"corded in the audit log.\x02Cannot reveal\x02Only a value this page show" +
-	"s as hidden (sensitive) can be revealed.\x02Secret values can never be r" +
-	"evealed.\x02This page does not accept that request.\x02Search\x02Type an" +
-	" instance or occurrence id (a UUID, as the pages show on hover), or a bu" +
-	"siness key.\x02Nothing to find: the search box is empty.\x02That is too " +
-	"long to be an id or a business key.\x02No instance or occurrence has the" +
-	" id “%[1]s”, and no instance has it as its business key.\x02No instance " +
-	"has “%[1]s” as its business key, and it is not a whole id: the lists sho" +
-	"w the end of each id. Open the row, or copy its link, for the whole id." +
-	"\x02You are signed out.\x02Your session had ended (inactivity, a sign-ou" +
-	"t elsewhere, a revoked token or a restart of the server), so your last a" +
-	"ction was not applied. Sign in again, then repeat it.\x02Your session ha" +
-	"s ended (inactivity, a sign-out elsewhere, a revoked token or a restart " +
-	"of the server). Sign in again.\x02Sign in\x02Sign in with an operator, d" +
-	"esigner or administrator token.\x02Token\x02The token is checked once an" +
-	"d never stored in your browser; a session cookie stands for it for up to" +
-	" 8 hours of inactivity.\x02Too many failed sign-ins from your address. T" +
-	"ry again in %[1]d seconds.\x02This token is unknown or has been revoked." +
-	"\x02A %[1]s token cannot open the console: sign in with an operator, des" +
-	"igner or administrator token.\x02Only administrators manage tokens.\x02S" +
-	"taff tokens (administrators, designers, operators) that are not revoked." +
-	" Consumer tokens are managed with their consumers. Revoking a token refu" +
-	"ses its next request.\x02ID\x02Role\x02Created on\x02Last used\x02Expire" +
-	"s\x02Staff tokens, oldest first\x02never\x02not yet\x02Expired token\x02" +
-	"Revoke…\x02this session\x02No token.\x02The token was revoked.\x02Revoke" +
-	" token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request is r" +
-	"efused, and console sessions opened with it end. This cannot be undone: " +
-	"whoever uses it needs a new token.\x02Revoke the token\x02Keep it\x02Thi" +
-	"s is the token you signed in with: revoking it signs you out. Its next r" +
-	"equest is refused. This cannot be undone.\x02This is the last usable adm" +
-	"inistrator token: create another one before revoking it.\x02routing outp" +
-	"ut\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d characte" +
-	"r\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at" +
-	" most %[1]d character\x00\x19\x02at most %[1]d characters\x02pattern %[1" +
-	"]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s" +
-	"\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least " +
-	"%[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14" +
-	"\x02at most %[1]d items\x02%[1]d more values not shown: the page shows t" +
-	"he first %[2]d, the API's detail has them all.\x02not provided\x14\x01" +
-	"\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(%[1]d char" +
-	"acters in all)\x02null\x02unexpected value\x02Invalid page\x02This page " +
-	"link is not one the console made.\x02Workers connected by a stream, and " +
-	"polling workers by their last fetch. A worker is listed while it was see" +
-	"n within three heartbeats.\x02Workers seen within three heartbeats\x02Wo" +
-	"rker\x02Protocol\x02Definitions served\x02In flight\x02Connected\x02Last" +
-	" seen\x02No worker is connected.\x02Workers serving %[1]s\x02All workers" +
-	"\x02No worker serves this definition.\x02stream\x02long polling\x02Camun" +
-	"da 7 facade\x02every revision its consumer is granted\x02revisions %[1]s" +
-	"\x02No worker serves this definition: its occurrences wait until one con" +
-	"nects or polls.\x02No process pulls this definition: Relais calls its de" +
-	"stinations (push), and it needs no worker.\x02No worker is connected for" +
-	" this definition; none of its occurrences waits for one.\x14\x01\x81\x01" +
-	"\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d worker" +
-	"s\x02Revisions they take: %[1]s; some take every revision their consumer" +
-	" is granted.\x02They take every revision their consumer is granted.\x02T" +
-	"hey take revision %[1]d only.\x02They take revisions %[1]s only."
+	"\x02Display settings\x04\x00\x01 \x12\x02Display settings:\x02Times in %" +
+	"[1]s · reload every %[2]d s\x02Times in %[1]s · no auto-reload\x02This p" +
+	"age reloads every %[1]d seconds.\x02Not allowed\x02Your role can read de" +
+	"finitions only: external tasks and process instances are for operators a" +
+	"nd administrators.\x02Invalid request\x02The field “%[1]s” holds a NUL c" +
+	"haracter or bytes that are not UTF-8 text: correct it and try again.\x02" +
+	"Back to external tasks\x02Back to definitions\x02Nothing exists at this " +
+	"address, or it is not visible to you.\x02Nothing exists at this address," +
+	" or it is not visible to you. An ended instance is deleted, with its occ" +
+	"urrences and attempts, once the retention period (RELAIS_RETENTION) has " +
+	"passed; the audit log keeps the operator actions taken on it.\x02Not fou" +
+	"nd\x02Form refused\x02This form was not sent from this console session, " +
+	"or it has expired. Reload the page and try again.\x02Temporarily unavail" +
+	"able\x02The database cannot be reached right now. Try again in a few sec" +
+	"onds.\x02Something went wrong\x02The console could not show this page. T" +
+	"ry again; if it persists, give your administrator the request id %[1]s." +
+	"\x02Counting the occurrences; the counts appear when you reload the page" +
+	".\x02Counts are unavailable right now.\x02Field\x02Type\x02Required\x02C" +
+	"lassification\x02Constraints\x02Description\x02Definition %[1]s\x02Worki" +
+	"ng copy\x02The only mutable part of a definition. Processes never use it" +
+	" directly: they pin a revision.\x02Name\x02Routing output\x02Last saved" +
+	"\x02Revisions\x02No revision yet: the Working copy has never been snapsh" +
+	"otted.\x02Releases\x02No release yet.\x02Release\x02Revision\x02Notes" +
+	"\x02Published\x02Compare revisions\x02Lists every change from one revisi" +
+	"on to another, and whom it may break.\x02From revision\x02To revision" +
+	"\x02Compare\x02Change\x02Detail\x02Breaks processes\x02Breaks workers" +
+	"\x02These revisions have the same contracts.\x02Inputs\x02No inputs.\x02" +
+	"Inputs of the working copy\x02Outputs\x02No outputs.\x02Outputs of the w" +
+	"orking copy\x02Releases, oldest first\x02Changes between the two revisio" +
+	"ns\x02Revision %[1]d\x02Snapshotted\x02Digest\x02Inputs of revision %[1]" +
+	"d\x02Outputs of revision %[1]d\x02The Working copy has changes not yet s" +
+	"napshotted: they are in no revision (workers and processes use revision " +
+	"%[1]d at most) until a snapshot makes them revision %[2]d.\x02Since revi" +
+	"sion %[1]d:\x02the contracts are the same (the name or a description cha" +
+	"nged).\x02Changes of the Working copy since revision %[1]d\x02Choose two" +
+	" existing revisions to compare.\x02From revision %[1]d to revision %[2]d" +
+	":\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d changes" +
+	"\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d breaking" +
+	"\x02routing output %[1]s → %[2]s\x02optional → required\x02required → op" +
+	"tional\x02values added: %[1]s\x02values removed: %[1]s\x02values reorder" +
+	"ed\x02%[1]s: %[2]s → %[3]s\x02required %[1]s field of type %[2]s\x02opti" +
+	"onal %[1]s field of type %[2]s\x02required field of type %[1]s\x02option" +
+	"al field of type %[1]s\x02none\x02Task contracts: their Working copy, im" +
+	"mutable revisions and named releases.\x02Definitions by key\x02Key\x02La" +
+	"test revision\x02none yet\x02No definition yet.\x14\x01\x81\x01\x00\x02" +
+	"\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases\x02on error\x02any other" +
+	" error\x02held for an operator\x02an incident: retry, abandon or stop" +
+	"\x02end: completes the instance\x02end: fails the instance\x02push %[1]s" +
+	"\x02pull %[1]s\x02Node %[1]s\x02Each definition’s queue and incidents no" +
+	"w, and what its workers finished in the last hour: occurrences that ende" +
+	"d completed or failed. An occurrence retried since counts where it ends " +
+	"next; a failed attempt with attempts left is not counted, its occurrence" +
+	"’s page lists it.\x02Completions and failures, last hour\x02Definition" +
+	"s, those needing attention first\x02Definition\x02Open\x02Held instances" +
+	"\x02Failed\x02Oldest claimable waits\x02Completed, last hour\x02Failed, " +
+	"last hour\x02No definition has occurrences yet.\x02As of %[1]s (%[2]s); " +
+	"refreshed every few seconds.\x02claimable since %[1]s\x02long wait\x02Sh" +
+	"ow all definitions\x02All definitions\x02Completions and failures per 5 " +
+	"minutes, last hour: %[1]s\x02In the last hour: %[1]s, %[2]s. The table a" +
+	"fter the chart gives each 5-minute slot.\x02completed\x02failed\x02The c" +
+	"hart’s numbers\x02Completions and failures per 5-minute slot, oldest fir" +
+	"st\x02Slot\x02Completed\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01" +
+	"\x00\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d completed\x14\x01\x81" +
+	"\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02%[1]s; %[2]s" +
+	"\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s" +
+	" %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d min\x02%" +
+	"[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Au" +
+	"g\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a" +
+	"\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d" +
+	" hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute" +
+	"\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second" +
+	"\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process instance %[1]s\x02Summa" +
+	"ry\x02Operator actions\x02Path\x02The nodes this instance reached, in or" +
+	"der, each with its occurrence.\x02Nodes reached, in order\x02Node\x02Occ" +
+	"urrence\x02Route\x02Next node\x02Created\x02Settled\x02This instance has" +
+	" not reached a task yet.\x02Recorded operator actions\x02No operator has" +
+	" acted on this instance.\x02Operator actions on this instance, newest fi" +
+	"rst\x02Value\x02Process inputs\x02Inputs the instance was started with, " +
+	"labelled by process version %[1]d's contract\x02This process takes no in" +
+	"puts.\x02This instance is held at a failed node: an incident. It cannot " +
+	"be retried: its occurrence at node %[1]s failed before any attempt (its " +
+	"inputs could not be built), so it would fail the same way. Abandon fails" +
+	" the instance; stop cancels it. Each asks for a reason, recorded in the " +
+	"audit log.\x02This instance is held at a failed node: an incident. Retry" +
+	" offers the failed occurrence again; abandon fails the instance; stop ca" +
+	"ncels it. Each asks for a reason, recorded in the audit log.\x02Stopping" +
+	" cancels the instance and its open occurrences. It does not complete any" +
+	"thing.\x02Stopped by %[1]s at %[2]s — “%[3]s”\x02Abandoned by %[1]s at %" +
+	"[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s — “%[3]s”\x02Started\x02Ende" +
+	"d\x02Held at node\x02Failed occurrence\x02Error code\x02End node\x02Aban" +
+	"doned at node\x02Failed at node\x02Unknown status %[1]q.\x02Creation dat" +
+	"e\x02The page size must be between 1 and %[1]d.\x02Process instances\x02" +
+	"from\x02to\x02Act on every instance this filter matches\x02The next page" +
+	" counts them and asks for a reason before anything changes.\x02Process i" +
+	"nstances, newest first\x02Instance\x02End node or error\x02No instance m" +
+	"atches these filters.\x02All processes\x02All statuses\x02available\x02r" +
+	"eserved\x02deferred\x02cancelled\x02running\x02held\x02expired\x02reject" +
+	"ed\x02released\x02disconnected\x02text\x02integer\x02number\x02boolean" +
+	"\x02date\x02date and time\x02choice\x02object\x02list\x02normal\x02sensi" +
+	"tive\x02secret\x02••• hidden (sensitive)\x02••• hidden (secret)\x02pull " +
+	"(the service fetches it)\x02push (Relais calls the service)\x02administr" +
+	"ator\x02operator\x02designer\x02consumer\x02yes\x02no\x02field added\x02" +
+	"field removed\x02type changed\x02required changed\x02values changed\x02c" +
+	"lassification changed\x02constraint changed\x02routing changed\x02minimu" +
+	"m length\x02maximum length\x02pattern\x02format\x02minimum\x02maximum" +
+	"\x02minimum items\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, ve" +
+	"rsion %[2]s\x02Occurrence %[1]s\x02Dates\x02Policy\x02Attempts\x02Every " +
+	"attempt, oldest first\x02Consumer\x02Worker id\x02Reserved\x02Finished" +
+	"\x02Duration\x02Destination’s answer\x02Outcome\x02Error message\x02No s" +
+	"ervice has reserved this occurrence yet.\x02in progress\x02Whole message" +
+	"\x02No service ever reserved this occurrence: it ended before any attemp" +
+	"t.\x02Destination\x02Replica\x02Relais has not called the destination ye" +
+	"t.\x02Relais never called the destination: the occurrence ended before a" +
+	"ny call.\x02Relais keeps the destination’s status code only when it refu" +
+	"sed the call (destination_http_NNN); a completed call answered 2xx. The " +
+	"duration runs from the claim of the call to its settlement.\x02Now\x02Re" +
+	"try or abandon it from its instance\x02Mode\x02Reason given by the worke" +
+	"r\x02Maximum attempts\x02Retry delay\x02Retries\x02none: a failed call t" +
+	"akes the node’s error path\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9" +
+	" highest)\x02Call timeout\x02at most %[1]d\x02at most %[1]d since the la" +
+	"st operator retry\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f" +
+	"\x02%[1]d attempts\x02%[1]d left\x02Inputs, labelled by revision %[1]d's" +
+	" contract\x02This contract has no inputs.\x02Outputs, labelled by revisi" +
+	"on %[1]d's contract\x02No outputs yet: the occurrence has not completed." +
+	"\x02This contract has no outputs.\x02No outputs: the occurrence ended wi" +
+	"thout completing.\x02Reveal — this is recorded\x02Available from\x02Next" +
+	" attempt\x02Last reserved\x02Lock expires\x02Deferred\x02Last error (att" +
+	"empt %[1]d)\x02Error (before any attempt)\x02Its message\x02Message from" +
+	" Relais (in English)\x02Message from the service (its own words, protect" +
+	"ed values masked)\x02Retryable\x02no: the service marked this failure as" +
+	" not retryable (attempts left unused: %[1]d)\x02The destination did not " +
+	"answer within the call’s timeout (%[1]s).\x02The destination did not ans" +
+	"wer within the call’s timeout.\x02The deadline passed before a result ar" +
+	"rived.\x02The result did not match the revision's outputs contract.\x02R" +
+	"elais stopped during the call: whether the destination acted is unknown," +
+	" so it is not called again.\x02The call could not be prepared.\x02The de" +
+	"stination could not be reached.\x02The destination’s answer was too larg" +
+	"e.\x02The last attempt’s lock expired with no attempt left.\x02The input" +
+	"s could not be built from the process’s bindings.\x02An operator abandon" +
+	"ed the instance.\x02A Camunda 7 worker reported a failure with no retrie" +
+	"s left (retries: 0, or a budget already spent): it is not run again.\x02" +
+	"The destination answered HTTP %[1]s.\x02Retry at %[1]s — %[2]s.\x02Offer" +
+	"ed from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to be offered aga" +
+	"in.\x02Waiting for Relais to call the destination since %[1]s (%[2]s)." +
+	"\x02Waiting for a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02Relai" +
+	"s is calling the destination (since %[1]s).\x02Reserved by %[1]s; lock u" +
+	"ntil %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2]s" +
+	"): a worker of the same consumer, or a front end with a settle token, co" +
+	"mpletes it later.\x02Completed (%[1]s).\x02Its instance is held here, wa" +
+	"iting for an operator.\x02Its instance went on along the node’s error pa" +
+	"th.\x02Failed (%[1]s).\x02Cancelled: the instance was stopped by %[1]s a" +
+	"t %[2]s — “%[3]s”.\x02Cancelled: the instance was stopped (%[1]s).\x02%[" +
+	"1]s so far\x02consumer #%[1]s\x02%[1]s (deferred; settled with its settl" +
+	"e token)\x02%[1]s (deferred; settled with its settle token, as %[2]s)" +
+	"\x02%[1]s (deferred; settled by %[2]s)\x02waiting\x02HTTP 2xx, unusable " +
+	"body\x02no answer within the timeout\x02no connection\x02answer too larg" +
+	"e\x02unknown\x02[redacted]\x02The revision must be a whole number, 1 or " +
+	"more.\x02Unknown consumer.\x02Settlement date\x02More filters: instance," +
+	" revision, consumer, dates\x02instance id\x02Counts by status\x02Occurre" +
+	"nces, newest first\x02Process and node\x02Error\x02Consumer and worker" +
+	"\x02Next attempt or settled\x02No occurrence matches these filters.\x02A" +
+	"ll consumers\x02Totals of definition %[1]s, not narrowed by the other fi" +
+	"lters\x02Totals of all definitions, not narrowed by the other filters" +
+	"\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurr" +
+	"ences\x02as of %[1]s (%[2]s); counts are refreshed every few seconds." +
+	"\x02revision %[1]d\x02settled\x02next attempt\x02claimable since\x02call" +
+	" in progress since\x02lock until\x02deferred since\x02Pages\x02Previous " +
+	"page\x02Next page\x02First page\x02Rows %[1]s–%[2]s\x02%[1]s: a date is " +
+	"written 2026-12-01.\x02%[1]s: the first day comes after the last.\x02The" +
+	"se settings are kept in this browser only.\x02Show times in\x02The conso" +
+	"le runs no script, so it cannot read your computer’s time zone: choose i" +
+	"ts offset from UTC. Offsets do not follow daylight saving time.\x02Reloa" +
+	"d lists and detail pages\x02Pages with a form, such as a confirmation, n" +
+	"ever reload on their own.\x02Save settings\x02Back without saving\x02UTC" +
+	" (coordinated universal time)\x02Local time at %[1]s\x02Never\x02Every %" +
+	"[1]d seconds\x02Published process versions: their nodes, routes and pinn" +
+	"ed revisions, drawn, with where their occurrences are now.\x02Processes " +
+	"by key\x02Versions, newest first\x02No process is published yet.\x02vers" +
+	"ion %[1]d\x02Process %[1]s\x02Version\x02Start node\x02Graph\x02Columns " +
+	"follow the longest path from the start node. Solid arrows are successes " +
+	"(labelled with their route), dashed ones failures (labelled with their e" +
+	"rror codes). Each box says how many of this version’s occurrences are at" +
+	" that node now.\x02Nodes\x02Nodes of this version, with their occurrence" +
+	"s now\x02Kind\x02Pinned revision\x02On success\x02On error\x02Occurrence" +
+	"s now\x02Instances of this process\x02Counts as of %[1]s (%[2]s); refres" +
+	"hed every few seconds.\x02This version has %[1]d nodes: too many to draw" +
+	" legibly (at most %[2]d). The table below lists every node with its rout" +
+	"es and counts.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node," +
+	" starting at %[2]s. The table below lists the same nodes, routes and cou" +
+	"nts.\x00Y\x02%[1]d nodes, starting at %[2]s. The table below lists the s" +
+	"ame nodes, routes and counts.\x02pull\x02push to %[1]s\x02end (completes" +
+	")\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an" +
+	" operator)\x02any other code → %[1]s\x02fails the instance\x14\x01\x81" +
+	"\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, priority %[3]d\x002" +
+	"\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02deadline %[1]s" +
+	"\x02timeout %[1]s\x02Only administrators may reveal a sensitive value." +
+	"\x02Revealed by %[1]s at %[2]s; recorded in the audit log.\x02Cannot rev" +
+	"eal\x02Only a value this page shows as hidden (sensitive) can be reveale" +
+	"d.\x02Secret values can never be revealed.\x02This page does not accept " +
+	"that request.\x02Search\x02Type an instance or occurrence id (a UUID, as" +
+	" the pages show on hover), or a business key.\x02Nothing to find: the se" +
+	"arch box is empty.\x02That is too long to be an id or a business key." +
+	"\x02No instance or occurrence has the id “%[1]s”, and no instance has it" +
+	" as its business key.\x02No instance has “%[1]s” as its business key, an" +
+	"d it is not a whole id: the lists show the end of each id. Open the row," +
+	" or copy its link, for the whole id.\x02You are signed out.\x02Your sess" +
+	"ion had ended (inactivity, a sign-out elsewhere, a revoked token or a re" +
+	"start of the server), so your last action was not applied. Sign in again" +
+	", then repeat it.\x02Your session has ended (inactivity, a sign-out else" +
+	"where, a revoked token or a restart of the server). Sign in again.\x02Si" +
+	"gn in\x02Sign in with an operator, designer or administrator token.\x02T" +
+	"oken\x02The token is checked once and never stored in your browser; a se" +
+	"ssion cookie stands for it for up to 8 hours of inactivity.\x02Too many " +
+	"failed sign-ins from your address. Try again in %[1]d seconds.\x02This t" +
+	"oken is unknown or has been revoked.\x02A %[1]s token cannot open the co" +
+	"nsole: sign in with an operator, designer or administrator token.\x02Onl" +
+	"y administrators manage tokens.\x02Staff tokens (administrators, designe" +
+	"rs, operators) that are not revoked. Consumer tokens are managed with th" +
+	"eir consumers. Revoking a token refuses its next request.\x02ID\x02Role" +
+	"\x02Created on\x02Last used\x02Expires\x02Staff tokens, oldest first\x02" +
+	"never\x02not yet\x02Expired token\x02Revoke…\x02this session\x02No token" +
+	".\x02The token was revoked.\x02Revoke token %[1]d\x02Revoke the %[1]s to" +
+	"ken “%[2]s”?\x02Its next request is refused, and console sessions opened" +
+	" with it end. This cannot be undone: whoever uses it needs a new token." +
+	"\x02Revoke the token\x02Keep it\x02This is the token you signed in with:" +
+	" revoking it signs you out. Its next request is refused. This cannot be " +
+	"undone.\x02This is the last usable administrator token: create another o" +
+	"ne before revoking it.\x02routing output\x02(each item)\x14\x01\x81\x01" +
+	"\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d chara" +
+	"cters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02" +
+	"at most %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1" +
+	"]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at l" +
+	"east %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02" +
+	"\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02%[1]d more " +
+	"values not shown: the page shows the first %[2]d, the API's detail has t" +
+	"hem all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00" +
+	"\x0c\x02%[1]d items\x02(%[1]d characters in all)\x02null\x02unexpected v" +
+	"alue\x02Invalid page\x02This page link is not one the console made.\x02W" +
+	"orkers connected by a stream, and polling workers by their last fetch. A" +
+	" worker is listed while it was seen within three heartbeats.\x02Workers " +
+	"seen within three heartbeats\x02Worker\x02Protocol\x02Definitions served" +
+	"\x02In flight\x02Connected\x02Last seen\x02No worker is connected.\x02Wo" +
+	"rkers serving %[1]s\x02All workers\x02No worker serves this definition." +
+	"\x02stream\x02long polling\x02Camunda 7 facade\x02every revision its con" +
+	"sumer is granted\x02revisions %[1]s\x02No worker serves this definition:" +
+	" its occurrences wait until one connects or polls.\x02No process pulls t" +
+	"his definition: Relais calls its destinations (push), and it needs no wo" +
+	"rker.\x02No worker is connected for this definition; none of its occurre" +
+	"nces waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worke" +
+	"r\x00\x18\x02Served by %[1]d workers\x02Revisions they take: %[1]s; some" +
+	" take every revision their consumer is granted.\x02They take every revis" +
+	"ion their consumer is granted.\x02They take revision %[1]d only.\x02They" +
+	" take revisions %[1]s only."
 
-var frIndex = []uint32{ // 633 elements
+var frIndex = []uint32{ // 634 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000079,
@@ -1229,155 +1231,155 @@ var frIndex = []uint32{ // 633 elements
 	0x00001bb5, 0x00001bc6, 0x00001bd0, 0x00001bda,
 	0x00001c01, 0x00001c1d, 0x00001c25, 0x00001c32,
 	0x00001c3e, 0x00001c45, 0x00001c69, 0x00001c79,
-	0x00001c91, 0x00001cc4, 0x00001cf5, 0x00001d27,
-	0x00001d35, 0x00001dd8, 0x00001dea, 0x00001e6a,
-	0x00001e86, 0x00001e9e, 0x00001ee1, 0x00001fff,
+	0x00001c91, 0x00001cb2, 0x00001ce5, 0x00001d16,
+	0x00001d48, 0x00001d56, 0x00001df9, 0x00001e0b,
+	0x00001e8b, 0x00001ea7, 0x00001ebf, 0x00001f02,
 	// Entry 80 - 9F
-	0x0000200b, 0x0000201e, 0x0000209a, 0x000020b6,
-	0x0000210d, 0x00002125, 0x000021bd, 0x00002223,
-	0x00002255, 0x0000225b, 0x00002260, 0x0000226c,
-	0x0000227b, 0x00002287, 0x00002293, 0x000022a5,
-	0x000022b6, 0x0000233a, 0x0000233e, 0x00002350,
-	0x00002367, 0x00002372, 0x000023c7, 0x000023d4,
-	0x000023f9, 0x00002405, 0x0000240f, 0x00002415,
-	0x00002421, 0x00002439, 0x0000248b, 0x0000249b,
+	0x00002020, 0x0000202c, 0x0000203f, 0x000020bb,
+	0x000020d7, 0x0000212e, 0x00002146, 0x000021de,
+	0x00002244, 0x00002276, 0x0000227c, 0x00002281,
+	0x0000228d, 0x0000229c, 0x000022a8, 0x000022b4,
+	0x000022c6, 0x000022d7, 0x0000235b, 0x0000235f,
+	0x00002371, 0x00002388, 0x00002393, 0x000023e8,
+	0x000023f5, 0x0000241a, 0x00002426, 0x00002430,
+	0x00002436, 0x00002442, 0x0000245a, 0x000024ac,
 	// Entry A0 - BF
-	0x000024ab, 0x000024b4, 0x000024bf, 0x000024c7,
-	0x000024e7, 0x00002509, 0x00002531, 0x0000253a,
-	0x0000254a, 0x0000256a, 0x00002572, 0x00002581,
-	0x000025a0, 0x000025cb, 0x000025f1, 0x00002601,
-	0x0000260b, 0x00002615, 0x00002634, 0x00002652,
-	0x0000272a, 0x00002748, 0x0000278c, 0x000027c9,
-	0x000027fc, 0x0000282c, 0x00002858, 0x00002888,
-	0x000028aa, 0x000028c5, 0x000028e0, 0x000028fc,
+	0x000024bc, 0x000024cc, 0x000024d5, 0x000024e0,
+	0x000024e8, 0x00002508, 0x0000252a, 0x00002552,
+	0x0000255b, 0x0000256b, 0x0000258b, 0x00002593,
+	0x000025a2, 0x000025c1, 0x000025ec, 0x00002612,
+	0x00002622, 0x0000262c, 0x00002636, 0x00002655,
+	0x00002673, 0x0000274b, 0x00002769, 0x000027ad,
+	0x000027ea, 0x0000281d, 0x0000284d, 0x00002879,
+	0x000028a9, 0x000028cb, 0x000028e6, 0x00002901,
 	// Entry C0 - DF
-	0x00002918, 0x0000292e, 0x00002948, 0x0000297f,
-	0x000029b5, 0x000029d5, 0x000029f4, 0x000029fb,
-	0x00002a65, 0x00002a7b, 0x00002a80, 0x00002a94,
-	0x00002aac, 0x00002ad1, 0x00002aff, 0x00002b11,
-	0x00002b24, 0x00002b40, 0x00002b6d, 0x00002b8a,
-	0x00002bad, 0x00002bb8, 0x00002bc3, 0x00002bcf,
-	0x00002d38, 0x00002d5f, 0x00002d9d, 0x00002da9,
-	0x00002db2, 0x00002dc6, 0x00002dd0, 0x00002df7,
+	0x0000291d, 0x00002939, 0x0000294f, 0x00002969,
+	0x000029a0, 0x000029d6, 0x000029f6, 0x00002a15,
+	0x00002a1c, 0x00002a86, 0x00002a9c, 0x00002aa1,
+	0x00002ab5, 0x00002acd, 0x00002af2, 0x00002b20,
+	0x00002b32, 0x00002b45, 0x00002b61, 0x00002b8e,
+	0x00002bab, 0x00002bce, 0x00002bd9, 0x00002be4,
+	0x00002bf0, 0x00002d59, 0x00002d80, 0x00002dbe,
+	0x00002dca, 0x00002dd3, 0x00002de7, 0x00002df1,
 	// Entry E0 - FF
-	0x00002e13, 0x00002e2e, 0x00002e5e, 0x00002e9c,
-	0x00002eb7, 0x00002ec6, 0x00002ee7, 0x00002eff,
-	0x00002f45, 0x00002fb0, 0x00002fba, 0x00002fc4,
-	0x00002fde, 0x00003027, 0x0000302f, 0x0000303a,
-	0x00003048, 0x00003058, 0x00003082, 0x000030ab,
-	0x000030bb, 0x000030da, 0x000030e6, 0x000030ff,
-	0x0000310a, 0x00003117, 0x00003126, 0x0000312e,
-	0x00003138, 0x00003140, 0x00003148, 0x0000314e,
+	0x00002e18, 0x00002e34, 0x00002e4f, 0x00002e7f,
+	0x00002ebd, 0x00002ed8, 0x00002ee7, 0x00002f08,
+	0x00002f20, 0x00002f66, 0x00002fd1, 0x00002fdb,
+	0x00002fe5, 0x00002fff, 0x00003048, 0x00003050,
+	0x0000305b, 0x00003069, 0x00003079, 0x000030a3,
+	0x000030cc, 0x000030dc, 0x000030fb, 0x00003107,
+	0x00003120, 0x0000312b, 0x00003138, 0x00003147,
+	0x0000314f, 0x00003159, 0x00003161, 0x00003169,
 	// Entry 100 - 11F
-	0x00003155, 0x0000315a, 0x0000315f, 0x00003163,
-	0x00003168, 0x0000316e, 0x00003174, 0x0000317a,
-	0x0000317f, 0x00003184, 0x0000318a, 0x00003194,
-	0x000031b4, 0x000031d6, 0x000031fa, 0x00003220,
-	0x00003229, 0x00003245, 0x0000324e, 0x00003266,
-	0x0000326f, 0x000032c3, 0x000032e3, 0x000032e9,
-	0x000032f4, 0x000032fa, 0x00003308, 0x00003313,
-	0x0000331f, 0x00003352, 0x00003376, 0x000033a5,
+	0x0000316f, 0x00003176, 0x0000317b, 0x00003180,
+	0x00003184, 0x00003189, 0x0000318f, 0x00003195,
+	0x0000319b, 0x000031a0, 0x000031a5, 0x000031ab,
+	0x000031b5, 0x000031d5, 0x000031f7, 0x0000321b,
+	0x00003241, 0x0000324a, 0x00003266, 0x0000326f,
+	0x00003287, 0x00003290, 0x000032e4, 0x00003304,
+	0x0000330a, 0x00003315, 0x0000331b, 0x00003329,
+	0x00003334, 0x00003340, 0x00003373, 0x00003397,
 	// Entry 120 - 13F
-	0x000033ee, 0x000033f5, 0x0000340b, 0x0000347e,
-	0x000034a4, 0x00003633, 0x0000373a, 0x0000378a,
-	0x000037bb, 0x000037ee, 0x0000381d, 0x0000382b,
-	0x00003838, 0x0000384a, 0x0000385f, 0x0000386f,
-	0x0000387c, 0x00003891, 0x000038a4, 0x000038be,
-	0x000038d0, 0x00003908, 0x0000391f, 0x00003922,
-	0x00003925, 0x00003959, 0x000039a3, 0x000039d8,
-	0x000039e1, 0x000039f8, 0x00003a26, 0x00003a39,
+	0x000033c6, 0x0000340f, 0x00003416, 0x0000342c,
+	0x0000349f, 0x000034c5, 0x00003654, 0x0000375b,
+	0x000037ab, 0x000037dc, 0x0000380f, 0x0000383e,
+	0x0000384c, 0x00003859, 0x0000386b, 0x00003880,
+	0x00003890, 0x0000389d, 0x000038b2, 0x000038c5,
+	0x000038df, 0x000038f1, 0x00003929, 0x00003940,
+	0x00003943, 0x00003946, 0x0000397a, 0x000039c4,
+	0x000039f9, 0x00003a02, 0x00003a19, 0x00003a47,
 	// Entry 140 - 15F
-	0x00003a4a, 0x00003a55, 0x00003a60, 0x00003a6b,
-	0x00003a74, 0x00003a7d, 0x00003a86, 0x00003a8f,
-	0x00003a98, 0x00003a9f, 0x00003aad, 0x00003ab3,
-	0x00003aba, 0x00003ac1, 0x00003aca, 0x00003acf,
-	0x00003add, 0x00003ae3, 0x00003ae9, 0x00003aef,
-	0x00003af7, 0x00003b00, 0x00003b09, 0x00003b26,
-	0x00003b41, 0x00003b64, 0x00003b85, 0x00003b94,
-	0x00003b9f, 0x00003baa, 0x00003bb7, 0x00003bbb,
+	0x00003a5a, 0x00003a6b, 0x00003a76, 0x00003a81,
+	0x00003a8c, 0x00003a95, 0x00003a9e, 0x00003aa7,
+	0x00003ab0, 0x00003ab9, 0x00003ac0, 0x00003ace,
+	0x00003ad4, 0x00003adb, 0x00003ae2, 0x00003aeb,
+	0x00003af0, 0x00003afe, 0x00003b04, 0x00003b0a,
+	0x00003b10, 0x00003b18, 0x00003b21, 0x00003b2a,
+	0x00003b47, 0x00003b62, 0x00003b85, 0x00003ba6,
+	0x00003bb5, 0x00003bc0, 0x00003bcb, 0x00003bd8,
 	// Entry 160 - 17F
-	0x00003bbf, 0x00003bcd, 0x00003bdb, 0x00003be9,
-	0x00003c09, 0x00003c1c, 0x00003c35, 0x00003c4a,
-	0x00003c5b, 0x00003c6d, 0x00003c7f, 0x00003c85,
-	0x00003c8c, 0x00003c94, 0x00003c9c, 0x00003cba,
-	0x00003cd8, 0x00003cef, 0x00003d04, 0x00003d15,
-	0x00003d1b, 0x00003d34, 0x00003d3f, 0x00003d73,
-	0x00003d80, 0x00003d9e, 0x00003dac, 0x00003db5,
-	0x00003dbc, 0x00003dd7, 0x00003de1, 0x00003df4,
+	0x00003bdc, 0x00003be0, 0x00003bee, 0x00003bfc,
+	0x00003c0a, 0x00003c2a, 0x00003c3d, 0x00003c56,
+	0x00003c6b, 0x00003c7c, 0x00003c8e, 0x00003ca0,
+	0x00003ca6, 0x00003cad, 0x00003cb5, 0x00003cbd,
+	0x00003cdb, 0x00003cf9, 0x00003d10, 0x00003d25,
+	0x00003d36, 0x00003d3c, 0x00003d55, 0x00003d60,
+	0x00003d94, 0x00003da1, 0x00003dbf, 0x00003dcd,
+	0x00003dd6, 0x00003ddd, 0x00003df8, 0x00003e02,
 	// Entry 180 - 19F
-	0x00003e2e, 0x00003e37, 0x00003e46, 0x00003eaa,
-	0x00003eb6, 0x00003ec0, 0x00003ef0, 0x00003f4b,
-	0x00004032, 0x0000403d, 0x00004070, 0x00004075,
-	0x00004095, 0x000040b2, 0x000040d2, 0x000040e7,
-	0x00004128, 0x00004133, 0x0000413d, 0x00004166,
-	0x00004177, 0x00004185, 0x000041c1, 0x000041eb,
-	0x00004213, 0x00004252, 0x00004273, 0x000042b1,
-	0x000042f1, 0x00004311, 0x00004352, 0x0000437e,
+	0x00003e15, 0x00003e4f, 0x00003e58, 0x00003e67,
+	0x00003ecb, 0x00003ed7, 0x00003ee1, 0x00003f11,
+	0x00003f6c, 0x00004053, 0x0000405e, 0x00004091,
+	0x00004096, 0x000040b6, 0x000040d3, 0x000040f3,
+	0x00004108, 0x00004149, 0x00004154, 0x0000415e,
+	0x00004187, 0x00004198, 0x000041a6, 0x000041e2,
+	0x0000420c, 0x00004234, 0x00004273, 0x00004294,
+	0x000042d2, 0x00004312, 0x00004332, 0x00004373,
 	// Entry 1A0 - 1BF
-	0x00004396, 0x000043aa, 0x000043c1, 0x000043cf,
-	0x000043da, 0x000043fd, 0x0000441c, 0x00004428,
-	0x00004447, 0x00004495, 0x000044b1, 0x0000451f,
-	0x00004566, 0x000045a5, 0x000045e5, 0x0000462b,
-	0x0000469d, 0x000046c5, 0x000046e8, 0x0000471f,
-	0x00004766, 0x000047b9, 0x000047e2, 0x00004888,
-	0x000048ae, 0x000048d5, 0x000048fd, 0x00004944,
-	0x0000498e, 0x000049c1, 0x000049d4, 0x00004a02,
+	0x0000439f, 0x000043b7, 0x000043cb, 0x000043e2,
+	0x000043f0, 0x000043fb, 0x0000441e, 0x0000443d,
+	0x00004449, 0x00004468, 0x000044b6, 0x000044d2,
+	0x00004540, 0x00004587, 0x000045c6, 0x00004606,
+	0x0000464c, 0x000046be, 0x000046e6, 0x00004709,
+	0x00004740, 0x00004787, 0x000047da, 0x00004803,
+	0x000048a9, 0x000048cf, 0x000048f6, 0x0000491e,
+	0x00004965, 0x000049af, 0x000049e2, 0x000049f5,
 	// Entry 1C0 - 1DF
-	0x00004a3e, 0x00004a54, 0x00004ae8, 0x00004afb,
-	0x00004b38, 0x00004b74, 0x00004b87, 0x00004bdb,
-	0x00004c10, 0x00004c22, 0x00004c39, 0x00004c76,
-	0x00004cc6, 0x00004cf0, 0x00004cfb, 0x00004d18,
-	0x00004d37, 0x00004d48, 0x00004d62, 0x00004d6b,
-	0x00004d75, 0x00004daa, 0x00004dc0, 0x00004dd3,
-	0x00004e10, 0x00004e29, 0x00004e3f, 0x00004e69,
-	0x00004e7c, 0x00004e83, 0x00004e9e, 0x00004ec0,
+	0x00004a23, 0x00004a5f, 0x00004a75, 0x00004b09,
+	0x00004b1c, 0x00004b59, 0x00004b95, 0x00004ba8,
+	0x00004bfc, 0x00004c31, 0x00004c43, 0x00004c5a,
+	0x00004c97, 0x00004ce7, 0x00004d11, 0x00004d1c,
+	0x00004d39, 0x00004d58, 0x00004d69, 0x00004d83,
+	0x00004d8c, 0x00004d96, 0x00004dcb, 0x00004de1,
+	0x00004df4, 0x00004e31, 0x00004e4a, 0x00004e60,
+	0x00004e8a, 0x00004e9d, 0x00004ea4, 0x00004ebf,
 	// Entry 1E0 - 1FF
-	0x00004ef0, 0x00004f07, 0x00004f3f, 0x00004f7a,
-	0x00004fa6, 0x00004ff9, 0x00005009, 0x00005012,
-	0x00005026, 0x00005038, 0x0000504e, 0x00005060,
-	0x00005072, 0x00005078, 0x0000508a, 0x00005098,
-	0x000050a7, 0x000050bd, 0x000050e7, 0x0000511a,
-	0x00005156, 0x0000516d, 0x00005235, 0x00005262,
-	0x000052cd, 0x000052e7, 0x00005300, 0x00005321,
-	0x00005337, 0x0000533e, 0x00005358, 0x000053ed,
+	0x00004ee1, 0x00004f11, 0x00004f28, 0x00004f60,
+	0x00004f9b, 0x00004fc7, 0x0000501a, 0x0000502a,
+	0x00005033, 0x00005047, 0x00005059, 0x0000506f,
+	0x00005081, 0x00005093, 0x00005099, 0x000050ab,
+	0x000050b9, 0x000050c8, 0x000050de, 0x00005108,
+	0x0000513b, 0x00005177, 0x0000518e, 0x00005256,
+	0x00005283, 0x000052ee, 0x00005308, 0x00005321,
+	0x00005342, 0x00005358, 0x0000535f, 0x00005379,
 	// Entry 200 - 21F
-	0x00005400, 0x00005427, 0x0000544f, 0x0000545d,
-	0x0000546d, 0x00005475, 0x00005486, 0x0000548d,
-	0x000055c3, 0x000055ca, 0x00005604, 0x00005609,
-	0x0000561e, 0x00005632, 0x00005644, 0x0000565a,
-	0x00005674, 0x000056be, 0x0000575f, 0x0000576f,
-	0x00005849, 0x0000584e, 0x0000585e, 0x0000586c,
-	0x0000587c, 0x0000588c, 0x00005896, 0x000058bf,
-	0x000058d9, 0x000058f4, 0x00005982, 0x00005993,
+	0x0000540e, 0x00005421, 0x00005448, 0x00005470,
+	0x0000547e, 0x0000548e, 0x00005496, 0x000054a7,
+	0x000054ae, 0x000055e4, 0x000055eb, 0x00005625,
+	0x0000562a, 0x0000563f, 0x00005653, 0x00005665,
+	0x0000567b, 0x00005695, 0x000056df, 0x00005780,
+	0x00005790, 0x0000586a, 0x0000586f, 0x0000587f,
+	0x0000588d, 0x0000589d, 0x000058ad, 0x000058b7,
+	0x000058e0, 0x000058fa, 0x00005915, 0x000059a3,
 	// Entry 220 - 23F
-	0x000059a0, 0x000059e1, 0x00005a27, 0x00005a3f,
-	0x00005a92, 0x00005acd, 0x00005af8, 0x00005b02,
-	0x00005b7c, 0x00005bb1, 0x00005bf2, 0x00005c66,
-	0x00005d3f, 0x00005d58, 0x00005e21, 0x00005e9e,
-	0x00005eab, 0x00005efd, 0x00005f03, 0x00005f9f,
-	0x00005ff3, 0x0000601e, 0x000060aa, 0x000060d8,
-	0x0000619a, 0x0000619d, 0x000061a3, 0x000061ad,
-	0x000061c3, 0x000061ce, 0x000061fe, 0x00006205,
+	0x000059b4, 0x000059c1, 0x00005a02, 0x00005a48,
+	0x00005a60, 0x00005ab3, 0x00005aee, 0x00005b19,
+	0x00005b23, 0x00005b9d, 0x00005bd2, 0x00005c13,
+	0x00005c87, 0x00005d60, 0x00005d79, 0x00005e42,
+	0x00005ebf, 0x00005ecc, 0x00005f1e, 0x00005f24,
+	0x00005fc0, 0x00006014, 0x0000603f, 0x000060cb,
+	0x000060f9, 0x000061bb, 0x000061be, 0x000061c4,
+	0x000061ce, 0x000061e4, 0x000061ef, 0x0000621f,
 	// Entry 240 - 25F
-	0x00006210, 0x0000621e, 0x0000622b, 0x00006239,
-	0x00006246, 0x00006262, 0x0000627b, 0x000062a8,
-	0x00006351, 0x00006364, 0x0000636e, 0x000063fd,
-	0x0000645e, 0x00006470, 0x00006483, 0x000064c1,
-	0x000064fd, 0x00006509, 0x00006516, 0x00006524,
-	0x00006532, 0x00006542, 0x0000657e, 0x000065b8,
-	0x00006635, 0x00006640, 0x0000666a, 0x00006686,
-	0x0000668a, 0x0000669c, 0x000066aa, 0x000066d6,
+	0x00006226, 0x00006231, 0x0000623f, 0x0000624c,
+	0x0000625a, 0x00006267, 0x00006283, 0x0000629c,
+	0x000062c9, 0x00006372, 0x00006385, 0x0000638f,
+	0x0000641e, 0x0000647f, 0x00006491, 0x000064a4,
+	0x000064e2, 0x0000651e, 0x0000652a, 0x00006537,
+	0x00006545, 0x00006553, 0x00006563, 0x0000659f,
+	0x000065d9, 0x00006656, 0x00006661, 0x0000668b,
+	0x000066a7, 0x000066ab, 0x000066bd, 0x000066cb,
 	// Entry 260 - 27F
-	0x00006798, 0x000067cb, 0x000067d6, 0x000067e0,
-	0x000067f5, 0x000067fe, 0x00006808, 0x00006816,
-	0x0000683a, 0x00006854, 0x00006869, 0x00006895,
-	0x0000689a, 0x000068af, 0x000068c1, 0x000068f6,
-	0x00006907, 0x0000697d, 0x000069fb, 0x00006a62,
-	0x00006aa4, 0x00006b17, 0x00006b5b, 0x00006b83,
-	0x00006bad,
-} // Size: 2556 bytes
+	0x000066f7, 0x000067b9, 0x000067ec, 0x000067f7,
+	0x00006801, 0x00006816, 0x0000681f, 0x00006829,
+	0x00006837, 0x0000685b, 0x00006875, 0x0000688a,
+	0x000068b6, 0x000068bb, 0x000068d0, 0x000068e2,
+	0x00006917, 0x00006928, 0x0000699e, 0x00006a1c,
+	0x00006a83, 0x00006ac5, 0x00006b38, 0x00006b7c,
+	0x00006ba4, 0x00006bce,
+} // Size: 2560 bytes
 
-const frData string = "" + // Size: 27565 bytes
+const frData string = "" + // Size: 27598 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances bloquées…\x02Abandonne" +
 	"r toutes les instances bloquées…\x02Arrêter toutes les instances bloquée" +
@@ -1483,308 +1485,308 @@ const frData string = "" + // Size: 27565 bytes
 	"ation principale\x02État\x02Tâches externes\x02Instances\x02Processus" +
 	"\x02Trouver une instance ou une occurrence\x02identifiant ou clé métier" +
 	"\x02Trouver\x02Définitions\x02Exécutants\x02Jetons\x02Connecté en tant q" +
-	"ue %[1]s (%[2]s)\x02Se déconnecter\x02Réglages d’affichage\x02Heures en " +
-	"%[1]s · rechargement toutes les %[2]d s\x02Heures en %[1]s · sans rechar" +
-	"gement automatique\x02Cette page se recharge toutes les %[1]d secondes." +
-	"\x02Non autorisé\x02Votre rôle ne permet de lire que les définitions" +
-	"\u202f: les tâches externes et les instances de processus sont réservées" +
-	" aux opérateurs et aux administrateurs.\x02Requête invalide\x02Le champ " +
-	"«\u202f%[1]s\u202f» contient le caractère NUL ou des octets qui ne sont" +
-	" pas du texte UTF-8\u202f: corrigez-le et réessayez.\x02Retour aux tâche" +
-	"s externes\x02Retour aux définitions\x02Cette adresse ne mène à rien, ou" +
-	" à rien que vous puissiez voir.\x02Cette adresse ne mène à rien, ou à ri" +
-	"en que vous puissiez voir. Une instance terminée est supprimée, avec ses" +
-	" occurrences et ses tentatives, une fois la durée de conservation (RELAI" +
-	"S_RETENTION) écoulée\u202f; le journal d’audit garde les actions d’opéra" +
-	"teur menées sur elle.\x02Introuvable\x02Formulaire refusé\x02Ce formulai" +
-	"re n’a pas été envoyé depuis cette session de la console, ou il a expiré" +
-	". Rechargez la page et réessayez.\x02Temporairement indisponible\x02La b" +
-	"ase de données est injoignable pour le moment. Réessayez dans quelques s" +
-	"econdes.\x02Une erreur est survenue\x02La console n’a pas pu afficher ce" +
-	"tte page. Réessayez\u202f; si le problème persiste, donnez à votre admin" +
-	"istrateur l’identifiant de requête %[1]s.\x02Décompte des occurrences en" +
-	" cours\u202f; les décomptes s’afficheront quand vous rechargerez la page" +
-	".\x02Les décomptes sont indisponibles pour le moment.\x02Champ\x02Type" +
-	"\x02Obligatoire\x02Classification\x02Contraintes\x02Description\x02Défin" +
-	"ition %[1]s\x02Copie de travail\x02La seule partie modifiable d’une défi" +
-	"nition. Les processus ne l’utilisent jamais directement\u202f: ils éping" +
-	"lent une révision.\x02Nom\x02Sortie de routage\x02Dernier enregistrement" +
-	"\x02Révisions\x02Aucune révision pour l’instant\u202f: la copie de trava" +
-	"il n’a jamais été figée.\x02Publications\x02Aucune publication pour l’in" +
-	"stant.\x02Publication\x02Révision\x02Notes\x02Publiée le\x02Comparer des" +
-	" révisions\x02Liste chaque changement d’une révision à l’autre et ce qu’" +
-	"il peut casser.\x02De la révision\x02À la révision\x02Comparer\x02Change" +
-	"ment\x02Détail\x02Incompatible avec les processus\x02Incompatible avec l" +
-	"es exécutants\x02Ces révisions ont les mêmes contrats.\x02Entrées\x02Auc" +
-	"une entrée.\x02Entrées de la copie de travail\x02Sorties\x02Aucune sorti" +
-	"e.\x02Sorties de la copie de travail\x02Publications, les plus anciennes" +
-	" d’abord\x02Changements entre les deux révisions\x02Révision %[1]d\x02Fi" +
-	"gée le\x02Empreinte\x02Entrées de la révision %[1]d\x02Sorties de la rév" +
-	"ision %[1]d\x02La copie de travail a des changements pas encore figés" +
-	"\u202f: ils ne sont dans aucune révision (exécutants et processus utilis" +
-	"ent au plus la révision %[1]d) tant qu’un figement n’en fait pas la révi" +
-	"sion %[2]d.\x02Depuis la révision %[1]d\u202f:\x02les contrats sont les " +
-	"mêmes (le nom ou une description a changé).\x02Changements de la copie d" +
-	"e travail depuis la révision %[1]d\x02Choisissez deux révisions existant" +
-	"es à comparer.\x02De la révision %[1]d à la révision %[2]d\u202f:\x14" +
-	"\x01\x81\x01\x00\x02\x11\x02%[1]d changement\x00\x12\x02%[1]d changement" +
-	"s\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incompatible\x00\x14\x02%[1]d inc" +
-	"ompatibles\x02sortie de routage %[1]s → %[2]s\x02facultatif → obligatoir" +
-	"e\x02obligatoire → facultatif\x02valeurs ajoutées\u202f: %[1]s\x02valeur" +
-	"s retirées\u202f: %[1]s\x02valeurs réordonnées\x02%[1]s\u202f: %[2]s → %" +
-	"[3]s\x02champ obligatoire de type %[2]s (classification %[1]s)\x02champ " +
-	"facultatif de type %[2]s (classification %[1]s)\x02champ obligatoire de " +
-	"type %[1]s\x02champ facultatif de type %[1]s\x02aucune\x02Contrats de tâ" +
-	"ches\u202f: leur copie de travail, leurs révisions immuables et leurs pu" +
-	"blications nommées.\x02Définitions par clé\x02Clé\x02Dernière révision" +
-	"\x02aucune pour l’instant\x02Aucune définition pour l’instant.\x14\x01" +
-	"\x81\x01\x00\x02\x12\x02%[1]d publication\x00\x13\x02%[1]d publications" +
-	"\x02en cas d’erreur\x02toute autre erreur\x02bloquée pour un opérateur" +
-	"\x02incident\u202f: reprendre, abandonner, arrêter\x02fin\u202f: termine" +
-	" l’instance\x02fin\u202f: met l’instance en échec\x02push %[1]s\x02pull " +
-	"%[1]s\x02Nœud %[1]s\x02La file d’attente et les incidents de chaque défi" +
-	"nition maintenant, et ce que ses exécutants ont terminé dans la dernière" +
-	" heure\u202f: les occurrences terminées avec succès ou en échec. Une occ" +
-	"urrence relancée depuis compte là où elle se termine ensuite\u202f; un é" +
-	"chec qui laisse des tentatives n’est pas compté, la page de son occurren" +
-	"ce le montre.\x02Réussites et échecs, dernière heure\x02Définitions, cel" +
-	"les qui demandent de l’attention d’abord\x02Définition\x02Ouvertes\x02In" +
-	"stances bloquées\x02En échec\x02Attente de la plus ancienne disponible" +
-	"\x02Terminées, dernière heure\x02En échec, dernière heure\x02Aucune défi" +
-	"nition n’a encore d’occurrence.\x02Au %[1]s (%[2]s)\u202f; actualisé tou" +
-	"tes les quelques secondes.\x02disponible depuis le %[1]s\x02attente long" +
-	"ue\x02Afficher toutes les définitions\x02Toutes les définitions\x02Réuss" +
-	"ites et échecs par tranche de 5 min, dernière heure\u202f: %[1]s\x02Dans" +
-	" la dernière heure\u202f: %[1]s, %[2]s. Le tableau qui suit le graphique" +
-	" donne chaque tranche de 5\u00a0min.\x02terminée\x02en échec\x02Les chif" +
-	"fres du graphique\x02Réussites et échecs par tranche de 5 min, les plus " +
-	"anciennes d’abord\x02Tranche\x02Terminées\x02%[1]s–%[2]s\x02%[1]s\u202f:" +
-	" %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%[1]d te" +
-	"rminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02%[1]d e" +
-	"n échec\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s" +
-	" %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’" +
-	"instant\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv.\x02févr." +
-	"\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oct.\x02nov" +
-	".\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c" +
-	"\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[" +
-	"1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d " +
-	"minutes\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d se" +
-	"condes\x02%[1]d ms\x02Instance de processus %[1]s\x02Résumé\x02Actions d" +
-	"’opérateurs\x02Parcours\x02Les nœuds atteints par cette instance, dans" +
-	" l’ordre, chacun avec son occurrence.\x02Nœuds atteints, dans l’ordre" +
-	"\x02Nœud\x02Occurrence\x02Route\x02Nœud suivant\x02Créée le\x02Réglée le" +
-	"\x02Cette instance n’a encore atteint aucune tâche.\x02Actions d’opérate" +
-	"urs consignées\x02Aucun opérateur n’a agi sur cette instance.\x02Actions" +
-	" d’opérateurs sur cette instance, les plus récentes d’abord\x02Valeur" +
-	"\x02Entrées du processus\x02Entrées avec lesquelles l’instance a démarré" +
-	", nommées d’après le contrat de la version %[1]d du processus\x02Ce proc" +
-	"essus ne prend aucune entrée.\x02Cette instance est bloquée à un nœud en" +
-	" échec\u202f: c’est un incident. Elle ne peut pas être reprise\u202f: so" +
-	"n occurrence au nœud %[1]s a échoué avant toute tentative (ses entrées n" +
-	"’ont pas pu être construites), une reprise échouerait donc de la même " +
-	"façon. L’abandon met l’instance en échec\u202f; l’arrêt l’annule. Chacun" +
-	" demande un motif, consigné dans le journal d’audit.\x02Cette instance e" +
-	"st bloquée à un nœud en échec\u202f: c’est un incident. La reprise propo" +
-	"se de nouveau l’occurrence en échec\u202f; l’abandon met l’instance en é" +
-	"chec\u202f; l’arrêt l’annule. Chacune demande un motif, consigné dans le" +
-	" journal d’audit.\x02L’arrêt annule l’instance et ses occurrences ouvert" +
-	"es. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — «\u202f%[3]s" +
-	"\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Repris" +
-	"e par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée le\x02Terminée le" +
-	"\x02Bloquée au nœud\x02Occurrence en échec\x02Code d’erreur\x02Nœud de f" +
-	"in\x02Abandonnée au nœud\x02En échec au nœud\x02Statut inconnu\u202f: %[" +
-	"1]q.\x02Date de création\x02La taille de page doit être comprise entre 1" +
-	" et %[1]d.\x02Instances de processus\x02du\x02au\x02Agir sur toutes les " +
-	"instances que ce filtre retient\x02La page suivante les compte et demand" +
-	"e un motif avant que rien ne change.\x02Instances de processus, les plus" +
-	" récentes d’abord\x02Instance\x02Nœud de fin ou erreur\x02Aucune instanc" +
-	"e ne correspond à ces filtres.\x02Tous les processus\x02Tous les statuts" +
-	"\x02disponible\x02réservée\x02différée\x02annulée\x02en cours\x02bloquée" +
-	"\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier\x02no" +
-	"mbre\x02booléen\x02date\x02date et heure\x02choix\x02objet\x02liste\x02n" +
-	"ormale\x02sensible\x02secrète\x02••• masqué (sensible)\x02••• masqué (se" +
-	"cret)\x02pull (un exécutant la récupère)\x02push (Relais appelle le serv" +
-	"ice)\x02administrateur\x02opérateur\x02concepteur\x02consommateur\x02oui" +
-	"\x02non\x02champ ajouté\x02champ retiré\x02type modifié\x02caractère obl" +
-	"igatoire modifié\x02valeurs modifiées\x02classification modifiée\x02cont" +
-	"rainte modifiée\x02routage modifié\x02longueur minimale\x02longueur maxi" +
-	"male\x02motif\x02format\x02minimum\x02maximum\x02nombre minimal d’élémen" +
-	"ts\x02nombre maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, versi" +
-	"on %[2]s\x02Occurrence %[1]s\x02Dates\x02Politique d’exécution\x02Tentat" +
-	"ives\x02Toutes les tentatives, les plus anciennes d’abord\x02Consommateu" +
-	"r\x02Identifiant de l’exécutant\x02Réservée le\x02Finie le\x02Durée\x02R" +
-	"éponse de la destination\x02Résultat\x02Message d’erreur\x02Aucun exécu" +
-	"tant n’a encore réservé cette occurrence.\x02en cours\x02Message entier" +
-	"\x02Aucun exécutant n’a jamais réservé cette occurrence\u202f: elle a pr" +
-	"is fin avant toute tentative.\x02Destination\x02Réplique\x02Relais n’a p" +
-	"as encore appelé la destination.\x02Relais n’a jamais appelé la destinat" +
-	"ion\u202f: l’occurrence a pris fin avant tout appel.\x02Relais ne conser" +
-	"ve le code de statut de la destination que lorsqu’elle a refusé l’appel " +
-	"(destination_http_NNN)\u202f; un appel terminé a reçu une réponse 2xx. L" +
-	"a durée va de la prise en charge de l’appel à son règlement.\x02Maintena" +
-	"nt\x02La reprendre ou l’abandonner depuis son instance\x02Mode\x02Motif " +
-	"donné par l’exécutant\x02Nombre maximal de tentatives\x02Délai avant nou" +
-	"velle tentative\x02Nouvelles tentatives\x02aucune\u202f: un appel en éch" +
-	"ec suit le chemin d’erreur du nœud\x02Échéance\x02Priorité\x02%[1]d (0 l" +
-	"a plus basse, 9 la plus haute)\x02Délai d’appel\x02au plus %[1]d\x02au p" +
-	"lus %[1]d depuis la dernière reprise par un opérateur\x14\x01\x81\x01" +
-	"\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14\x01\x81" +
-	"\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes\x02Entrées" +
-	", nommées d’après le contrat de la révision %[1]d\x02Ce contrat n’a aucu" +
-	"ne entrée.\x02Sorties, nommées d’après le contrat de la révision %[1]d" +
-	"\x02Pas encore de sorties\u202f: l’occurrence n’est pas terminée.\x02Ce " +
-	"contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occurrence s’est te" +
-	"rminée sans aboutir.\x02Révéler — cette action est enregistrée\x02Dispon" +
-	"ible à partir du\x02Prochaine tentative\x02Dernière réservation\x02Fin d" +
-	"u verrou\x02Différée\x02Dernière erreur (tentative %[1]d)\x02Erreur (ava" +
-	"nt toute tentative)\x02Son message\x02Message de Relais (en anglais)\x02" +
-	"Message de l’exécutant (ses propres termes, valeurs protégées masquées)" +
-	"\x02Nouvelle tentative possible\x02non\u202f: l’exécutant a signalé cet " +
-	"échec comme définitif (tentatives restantes non utilisées\u202f: %[1]d)" +
-	"\x02La destination n’a pas répondu dans le délai de l’appel (%[1]s).\x02" +
-	"La destination n’a pas répondu dans le délai de l’appel.\x02L’échéance e" +
-	"st passée avant l’arrivée d’un résultat.\x02Le résultat ne respectait pa" +
-	"s le contrat de sorties de la révision.\x02Relais s’est arrêté pendant l" +
-	"’appel\u202f: on ignore si la destination a agi, elle n’est donc pas r" +
-	"appelée.\x02L’appel n’a pas pu être préparé.\x02La destination était inj" +
-	"oignable.\x02La réponse de la destination était trop volumineuse.\x02Le " +
-	"verrou de la dernière tentative a expiré sans tentative restante.\x02Les" +
-	" entrées n’ont pas pu être construites à partir des liaisons du processu" +
-	"s.\x02Un opérateur a abandonné l’instance.\x02Un exécutant Camunda 7 a s" +
-	"ignalé un échec sans nouvelle tentative restante (retries\u202f: 0, ou u" +
-	"n budget déjà épuisé)\u202f: l’occurrence n’est pas relancée.\x02La dest" +
-	"ination a répondu HTTP %[1]s.\x02Nouvelle tentative à %[1]s — %[2]s.\x02" +
-	"Proposée à partir de %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en attent" +
-	"e d’être proposée de nouveau.\x02En attente de l’appel de Relais à la de" +
-	"stination depuis %[1]s (%[2]s).\x02En attente d’un exécutant depuis %[1]" +
-	"s (%[2]s).\x02(exécutant %[1]s)\x02Relais appelle la destination (depuis" +
-	" %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02R" +
-	"éservée par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un exécutant" +
-	" du même consommateur, ou une interface munie d’un jeton de règlement, l" +
-	"a terminera plus tard.\x02Terminée (%[1]s).\x02Son instance est bloquée " +
-	"ici, en attente d’un opérateur.\x02Son instance a continué par le chemin" +
-	" d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée\u202f: l’instance a é" +
-	"té arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulée\u202f: l’" +
-	"instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consommateur n° %[" +
-	"1]s\x02%[1]s (différée\u202f; réglée avec son jeton de règlement)\x02%[1" +
-	"]s (différée\u202f; réglée avec son jeton de règlement, en tant que %[2]" +
-	"s)\x02%[1]s (différée\u202f; réglée par %[2]s)\x02en attente\x02HTTP 2xx" +
-	", corps inutilisable\x02pas de réponse dans le délai\x02pas de connexion" +
-	"\x02réponse trop volumineuse\x02inconnue\x02[masqué]\x02La révision doit" +
-	" être un nombre entier, 1 ou plus.\x02Consommateur inconnu.\x02Date de r" +
-	"èglement\x02Plus de filtres\u202f: instance, révision, consommateur, da" +
-	"tes\x02identifiant d’instance\x02Décomptes par statut\x02Occurrences, le" +
-	"s plus récentes d’abord\x02Processus et nœud\x02Erreur\x02Consommateur e" +
-	"t exécutant\x02Prochaine tentative ou règlement\x02Aucune occurrence ne " +
-	"correspond à ces filtres.\x02Tous les consommateurs\x02Totaux de la défi" +
-	"nition %[1]s, sans les autres filtres\x02Totaux de toutes les définition" +
-	"s, sans les autres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurren" +
-	"ce\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; les décomptes" +
-	" sont actualisés toutes les quelques secondes.\x02révision %[1]d\x02régl" +
-	"ée\x02prochaine tentative\x02disponible depuis\x02appel en cours depuis" +
-	"\x02verrou jusqu’à\x02différée depuis\x02Pages\x02Page précédente\x02Pag" +
-	"e suivante\x02Première page\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une " +
-	"date s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour vient après le " +
-	"dernier.\x02Ces réglages sont conservés dans ce navigateur seulement." +
-	"\x02Afficher les heures en\x02La console n’exécute aucun script et ne pe" +
-	"ut donc pas lire le fuseau horaire de votre ordinateur\u202f: choisissez" +
-	" son décalage par rapport à UTC. Les décalages ne suivent pas l’heure d’" +
-	"été.\x02Recharger les listes et les pages de détail\x02Les pages qui co" +
-	"ntiennent un formulaire, comme une confirmation, ne se rechargent jamais" +
-	" d’elles-mêmes.\x02Enregistrer les réglages\x02Revenir sans enregistrer" +
-	"\x02UTC (temps universel coordonné)\x02Heure locale à %[1]s\x02Jamais" +
-	"\x02Toutes les %[1]d secondes\x02Les versions de processus publiées" +
-	"\u202f: leurs nœuds, routes et révisions épinglées, dessinés, avec l’emp" +
-	"lacement actuel de leurs occurrences.\x02Processus par clé\x02Versions, " +
-	"les plus récentes d’abord\x02Aucun processus n’est encore publié.\x02ver" +
-	"sion %[1]d\x02Processus %[1]s\x02Version\x02Nœud de départ\x02Graphe\x02" +
-	"Les colonnes suivent le plus long chemin depuis le nœud de départ. Les f" +
-	"lèches pleines sont les réussites (étiquetées par leur route), les point" +
-	"illées les échecs (étiquetées par leurs codes d’erreur). Chaque case ind" +
-	"ique combien d’occurrences de cette version se trouvent à ce nœud mainte" +
-	"nant.\x02Nœuds\x02Nœuds de cette version, avec leurs occurrences actuell" +
-	"es\x02Type\x02Révision épinglée\x02En cas de réussite\x02En cas d’erreur" +
-	"\x02Occurrences actuelles\x02Instances de ce processus\x02Décomptes au %" +
-	"[1]s (%[2]s)\u202f; actualisés toutes les quelques secondes.\x02Cette ve" +
-	"rsion a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plus %" +
-	"[2]d). Le tableau ci-dessous donne chaque nœud avec ses routes et ses dé" +
-	"comptes.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à pa" +
-	"rtir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes et " +
-	"décomptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous" +
-	" reprend les mêmes nœuds, routes et décomptes.\x02pull\x02push vers %[1]" +
-	"s\x02fin (termine)\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02bloc" +
-	"age (un incident pour un opérateur)\x02tout autre code → %[1]s\x02met l’" +
-	"instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle " +
-	"tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle" +
-	" tentative après %[2]s, priorité %[3]d\x02échéance %[1]s\x02délai %[1]s" +
-	"\x02Seuls les administrateurs peuvent révéler une valeur sensible.\x02Ré" +
-	"vélé par %[1]s le %[2]s\u202f; consigné dans le journal d’audit.\x02Révé" +
-	"lation impossible\x02Seule une valeur que cette page affiche masquée (se" +
-	"nsible) peut être révélée.\x02Les valeurs secrètes ne peuvent jamais êtr" +
-	"e révélées.\x02Cette page n’accepte pas cette requête.\x02Recherche\x02S" +
-	"aisissez un identifiant d’instance ou d’occurrence (un UUID, que les pag" +
-	"es affichent au survol) ou une clé métier.\x02Rien à chercher\u202f: le " +
-	"champ de recherche est vide.\x02C’est trop long pour être un identifiant" +
-	" ou une clé métier.\x02Aucune instance ni occurrence n’a l’identifiant «" +
-	"\u202f%[1]s\u202f», et aucune instance ne l’a pour clé métier.\x02Aucune" +
-	" instance n’a «\u202f%[1]s\u202f» pour clé métier, et ce n’est pas un id" +
-	"entifiant entier\u202f: les listes montrent la fin de chaque identifiant" +
-	". Ouvrez la ligne, ou copiez son lien, pour l’identifiant entier.\x02Vou" +
-	"s êtes déconnecté.\x02Votre session avait pris fin (inactivité, déconnex" +
-	"ion ailleurs, jeton révoqué ou redémarrage du serveur)\u202f: votre dern" +
-	"ière action n’a pas été appliquée. Reconnectez-vous, puis refaites-la." +
-	"\x02Votre session a pris fin (inactivité, déconnexion ailleurs, jeton ré" +
-	"voqué ou redémarrage du serveur). Reconnectez-vous.\x02Se connecter\x02C" +
-	"onnectez-vous avec un jeton d’opérateur, de concepteur ou d’administrate" +
-	"ur.\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais conservé d" +
-	"ans votre navigateur\u202f; un cookie de session le remplace jusqu’à 8 h" +
-	"eures d’inactivité.\x02Trop de connexions échouées depuis votre adresse." +
-	" Réessayez dans %[1]d secondes.\x02Ce jeton est inconnu ou a été révoqué" +
-	".\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: connect" +
-	"ez-vous avec un jeton d’opérateur, de concepteur ou d’administrateur." +
-	"\x02Seuls les administrateurs gèrent les jetons.\x02Jetons du personnel " +
-	"(administrateurs, concepteurs, opérateurs) non révoqués. Les jetons des " +
-	"consommateurs se gèrent avec leurs consommateurs. Révoquer un jeton refu" +
-	"se sa requête suivante.\x02ID\x02Rôle\x02Créé le\x02Dernière utilisation" +
-	"\x02Expiration\x02Jetons du personnel, les plus anciens d’abord\x02jamai" +
-	"s\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Aucun j" +
-	"eton.\x02Le jeton a été révoqué.\x02Révoquer le jeton %[1]d\x02Révoquer " +
-	"le jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante est ref" +
-	"usée et les sessions de console ouvertes avec lui prennent fin. C’est ir" +
-	"réversible\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoq" +
-	"uer le jeton\x02Le garder\x02C’est le jeton avec lequel vous êtes connec" +
-	"té\u202f: le révoquer vous déconnecte. Sa requête suivante est refusée. " +
-	"C’est irréversible.\x02C’est le dernier jeton administrateur utilisable" +
-	"\u202f: créez-en un autre avant de le révoquer.\x02sortie de routage\x02" +
-	"(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère" +
-	"\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au " +
-	"plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02motif %[1]s" +
-	"\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s" +
-	"\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moi" +
-	"ns %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément" +
-	"\x00\x19\x02au plus %[1]d éléments\x02%[1]d autres valeurs ne sont pas a" +
-	"ffichées\u202f: la page montre les %[2]d premières, le détail de l’API l" +
-	"es donne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élém" +
-	"ent\x00\x11\x02%[1]d éléments\x02(%[1]d caractères en tout)\x02nul\x02va" +
-	"leur inattendue\x02Page invalide\x02Ce lien de page ne vient pas de la c" +
-	"onsole.\x02Les exécutants connectés par un flux, et ceux qui interrogent" +
-	" par leur dernière demande. Un exécutant est listé tant qu’il s’est mani" +
-	"festé dans les trois derniers battements de cœur.\x02Exécutants vus dans" +
-	" les trois derniers battements\x02Exécutant\x02Protocole\x02Définitions " +
-	"servies\x02En cours\x02Connexion\x02Dernier signe\x02Aucun exécutant n’e" +
-	"st connecté.\x02Exécutants servant %[1]s\x02Tous les exécutants\x02Aucun" +
-	" exécutant ne sert cette définition.\x02flux\x02interrogation longue\x02" +
-	"façade Camunda 7\x02toutes les révisions accordées à son consommateur" +
-	"\x02révisions %[1]s\x02Aucun exécutant ne sert cette définition\u202f: s" +
-	"es occurrences attendent qu’un exécutant se connecte ou interroge.\x02Au" +
-	"cun processus ne tire cette définition\u202f: Relais appelle ses destina" +
-	"tions (push), elle n’a besoin d’aucun exécutant.\x02Aucun exécutant n’es" +
-	"t connecté pour cette définition\u202f; aucune de ses occurrences n’en a" +
-	"ttend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d" +
-	"\x02Servie par %[1]d exécutants\x02Révisions prises en charge\u202f: %[1" +
-	"]s\u202f; certains prennent toutes les révisions accordées à leur consom" +
-	"mateur.\x02Ils prennent toutes les révisions accordées à leur consommate" +
-	"ur.\x02Ils ne prennent que la révision %[1]d.\x02Ils ne prennent que les" +
-	" révisions %[1]s."
+	"ue %[1]s (%[2]s)\x02Se déconnecter\x02Réglages d’affichage\x04\x00\x01 " +
+	"\x1c\x02Réglages d’affichage\u202f:\x02Heures en %[1]s · rechargement to" +
+	"utes les %[2]d s\x02Heures en %[1]s · sans rechargement automatique\x02C" +
+	"ette page se recharge toutes les %[1]d secondes.\x02Non autorisé\x02Votr" +
+	"e rôle ne permet de lire que les définitions\u202f: les tâches externes " +
+	"et les instances de processus sont réservées aux opérateurs et aux admin" +
+	"istrateurs.\x02Requête invalide\x02Le champ «\u202f%[1]s\u202f» contient" +
+	" le caractère NUL ou des octets qui ne sont pas du texte UTF-8\u202f: co" +
+	"rrigez-le et réessayez.\x02Retour aux tâches externes\x02Retour aux défi" +
+	"nitions\x02Cette adresse ne mène à rien, ou à rien que vous puissiez voi" +
+	"r.\x02Cette adresse ne mène à rien, ou à rien que vous puissiez voir. Un" +
+	"e instance terminée est supprimée, avec ses occurrences et ses tentative" +
+	"s, une fois la durée de conservation (RELAIS_RETENTION) écoulée\u202f; l" +
+	"e journal d’audit garde les actions d’opérateur menées sur elle.\x02Intr" +
+	"ouvable\x02Formulaire refusé\x02Ce formulaire n’a pas été envoyé depuis " +
+	"cette session de la console, ou il a expiré. Rechargez la page et réessa" +
+	"yez.\x02Temporairement indisponible\x02La base de données est injoignabl" +
+	"e pour le moment. Réessayez dans quelques secondes.\x02Une erreur est su" +
+	"rvenue\x02La console n’a pas pu afficher cette page. Réessayez\u202f; si" +
+	" le problème persiste, donnez à votre administrateur l’identifiant de re" +
+	"quête %[1]s.\x02Décompte des occurrences en cours\u202f; les décomptes s" +
+	"’afficheront quand vous rechargerez la page.\x02Les décomptes sont ind" +
+	"isponibles pour le moment.\x02Champ\x02Type\x02Obligatoire\x02Classifica" +
+	"tion\x02Contraintes\x02Description\x02Définition %[1]s\x02Copie de trava" +
+	"il\x02La seule partie modifiable d’une définition. Les processus ne l’ut" +
+	"ilisent jamais directement\u202f: ils épinglent une révision.\x02Nom\x02" +
+	"Sortie de routage\x02Dernier enregistrement\x02Révisions\x02Aucune révis" +
+	"ion pour l’instant\u202f: la copie de travail n’a jamais été figée.\x02P" +
+	"ublications\x02Aucune publication pour l’instant.\x02Publication\x02Révi" +
+	"sion\x02Notes\x02Publiée le\x02Comparer des révisions\x02Liste chaque ch" +
+	"angement d’une révision à l’autre et ce qu’il peut casser.\x02De la révi" +
+	"sion\x02À la révision\x02Comparer\x02Changement\x02Détail\x02Incompatibl" +
+	"e avec les processus\x02Incompatible avec les exécutants\x02Ces révision" +
+	"s ont les mêmes contrats.\x02Entrées\x02Aucune entrée.\x02Entrées de la " +
+	"copie de travail\x02Sorties\x02Aucune sortie.\x02Sorties de la copie de " +
+	"travail\x02Publications, les plus anciennes d’abord\x02Changements entre" +
+	" les deux révisions\x02Révision %[1]d\x02Figée le\x02Empreinte\x02Entrée" +
+	"s de la révision %[1]d\x02Sorties de la révision %[1]d\x02La copie de tr" +
+	"avail a des changements pas encore figés\u202f: ils ne sont dans aucune " +
+	"révision (exécutants et processus utilisent au plus la révision %[1]d) t" +
+	"ant qu’un figement n’en fait pas la révision %[2]d.\x02Depuis la révisio" +
+	"n %[1]d\u202f:\x02les contrats sont les mêmes (le nom ou une description" +
+	" a changé).\x02Changements de la copie de travail depuis la révision %[1" +
+	"]d\x02Choisissez deux révisions existantes à comparer.\x02De la révision" +
+	" %[1]d à la révision %[2]d\u202f:\x14\x01\x81\x01\x00\x02\x11\x02%[1]d c" +
+	"hangement\x00\x12\x02%[1]d changements\x14\x01\x81\x01\x00\x02\x13\x02%[" +
+	"1]d incompatible\x00\x14\x02%[1]d incompatibles\x02sortie de routage %[1" +
+	"]s → %[2]s\x02facultatif → obligatoire\x02obligatoire → facultatif\x02va" +
+	"leurs ajoutées\u202f: %[1]s\x02valeurs retirées\u202f: %[1]s\x02valeurs " +
+	"réordonnées\x02%[1]s\u202f: %[2]s → %[3]s\x02champ obligatoire de type %" +
+	"[2]s (classification %[1]s)\x02champ facultatif de type %[2]s (classific" +
+	"ation %[1]s)\x02champ obligatoire de type %[1]s\x02champ facultatif de t" +
+	"ype %[1]s\x02aucune\x02Contrats de tâches\u202f: leur copie de travail, " +
+	"leurs révisions immuables et leurs publications nommées.\x02Définitions " +
+	"par clé\x02Clé\x02Dernière révision\x02aucune pour l’instant\x02Aucune d" +
+	"éfinition pour l’instant.\x14\x01\x81\x01\x00\x02\x12\x02%[1]d publicat" +
+	"ion\x00\x13\x02%[1]d publications\x02en cas d’erreur\x02toute autre erre" +
+	"ur\x02bloquée pour un opérateur\x02incident\u202f: reprendre, abandonner" +
+	", arrêter\x02fin\u202f: termine l’instance\x02fin\u202f: met l’instance " +
+	"en échec\x02push %[1]s\x02pull %[1]s\x02Nœud %[1]s\x02La file d’attente " +
+	"et les incidents de chaque définition maintenant, et ce que ses exécutan" +
+	"ts ont terminé dans la dernière heure\u202f: les occurrences terminées a" +
+	"vec succès ou en échec. Une occurrence relancée depuis compte là où elle" +
+	" se termine ensuite\u202f; un échec qui laisse des tentatives n’est pas " +
+	"compté, la page de son occurrence le montre.\x02Réussites et échecs, der" +
+	"nière heure\x02Définitions, celles qui demandent de l’attention d’abord" +
+	"\x02Définition\x02Ouvertes\x02Instances bloquées\x02En échec\x02Attente " +
+	"de la plus ancienne disponible\x02Terminées, dernière heure\x02En échec," +
+	" dernière heure\x02Aucune définition n’a encore d’occurrence.\x02Au %[1]" +
+	"s (%[2]s)\u202f; actualisé toutes les quelques secondes.\x02disponible d" +
+	"epuis le %[1]s\x02attente longue\x02Afficher toutes les définitions\x02T" +
+	"outes les définitions\x02Réussites et échecs par tranche de 5 min, derni" +
+	"ère heure\u202f: %[1]s\x02Dans la dernière heure\u202f: %[1]s, %[2]s. L" +
+	"e tableau qui suit le graphique donne chaque tranche de 5\u00a0min.\x02t" +
+	"erminée\x02en échec\x02Les chiffres du graphique\x02Réussites et échecs " +
+	"par tranche de 5 min, les plus anciennes d’abord\x02Tranche\x02Terminées" +
+	"\x02%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1" +
+	"]d terminée\x00\x11\x02%[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[" +
+	"1]d en échec\x00\x10\x02%[1]d en échec\x02%[1]s\u202f; %[2]s\x02%[2]s %[" +
+	"1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dan" +
+	"s %[1]s\x02il y a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d " +
+	"h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil." +
+	"\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01" +
+	"\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00" +
+	"\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02" +
+	"\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02" +
+	"\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02Instance " +
+	"de processus %[1]s\x02Résumé\x02Actions d’opérateurs\x02Parcours\x02Les " +
+	"nœuds atteints par cette instance, dans l’ordre, chacun avec son occurre" +
+	"nce.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02Occurrence\x02Route\x02N" +
+	"œud suivant\x02Créée le\x02Réglée le\x02Cette instance n’a encore attei" +
+	"nt aucune tâche.\x02Actions d’opérateurs consignées\x02Aucun opérateur n" +
+	"’a agi sur cette instance.\x02Actions d’opérateurs sur cette instance," +
+	" les plus récentes d’abord\x02Valeur\x02Entrées du processus\x02Entrées " +
+	"avec lesquelles l’instance a démarré, nommées d’après le contrat de la v" +
+	"ersion %[1]d du processus\x02Ce processus ne prend aucune entrée.\x02Cet" +
+	"te instance est bloquée à un nœud en échec\u202f: c’est un incident. Ell" +
+	"e ne peut pas être reprise\u202f: son occurrence au nœud %[1]s a échoué " +
+	"avant toute tentative (ses entrées n’ont pas pu être construites), une r" +
+	"eprise échouerait donc de la même façon. L’abandon met l’instance en éch" +
+	"ec\u202f; l’arrêt l’annule. Chacun demande un motif, consigné dans le jo" +
+	"urnal d’audit.\x02Cette instance est bloquée à un nœud en échec\u202f: c" +
+	"’est un incident. La reprise propose de nouveau l’occurrence en échec" +
+	"\u202f; l’abandon met l’instance en échec\u202f; l’arrêt l’annule. Chacu" +
+	"ne demande un motif, consigné dans le journal d’audit.\x02L’arrêt annule" +
+	" l’instance et ses occurrences ouvertes. Il ne termine rien.\x02Arrêtée " +
+	"par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Abandonnée par %[1]s le %[2]" +
+	"s — «\u202f%[3]s\u202f»\x02Reprise par %[1]s le %[2]s — «\u202f%[3]s" +
+	"\u202f»\x02Démarrée le\x02Terminée le\x02Bloquée au nœud\x02Occurrence e" +
+	"n échec\x02Code d’erreur\x02Nœud de fin\x02Abandonnée au nœud\x02En éche" +
+	"c au nœud\x02Statut inconnu\u202f: %[1]q.\x02Date de création\x02La tail" +
+	"le de page doit être comprise entre 1 et %[1]d.\x02Instances de processu" +
+	"s\x02du\x02au\x02Agir sur toutes les instances que ce filtre retient\x02" +
+	"La page suivante les compte et demande un motif avant que rien ne change" +
+	".\x02Instances de processus, les plus récentes d’abord\x02Instance\x02Nœ" +
+	"ud de fin ou erreur\x02Aucune instance ne correspond à ces filtres.\x02T" +
+	"ous les processus\x02Tous les statuts\x02disponible\x02réservée\x02diffé" +
+	"rée\x02annulée\x02en cours\x02bloquée\x02expirée\x02rejetée\x02rendue" +
+	"\x02déconnectée\x02texte\x02entier\x02nombre\x02booléen\x02date\x02date " +
+	"et heure\x02choix\x02objet\x02liste\x02normale\x02sensible\x02secrète" +
+	"\x02••• masqué (sensible)\x02••• masqué (secret)\x02pull (un exécutant l" +
+	"a récupère)\x02push (Relais appelle le service)\x02administrateur\x02opé" +
+	"rateur\x02concepteur\x02consommateur\x02oui\x02non\x02champ ajouté\x02ch" +
+	"amp retiré\x02type modifié\x02caractère obligatoire modifié\x02valeurs m" +
+	"odifiées\x02classification modifiée\x02contrainte modifiée\x02routage mo" +
+	"difié\x02longueur minimale\x02longueur maximale\x02motif\x02format\x02mi" +
+	"nimum\x02maximum\x02nombre minimal d’éléments\x02nombre maximal d’élémen" +
+	"ts\x02%[1]s, révision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s" +
+	"\x02Dates\x02Politique d’exécution\x02Tentatives\x02Toutes les tentative" +
+	"s, les plus anciennes d’abord\x02Consommateur\x02Identifiant de l’exécut" +
+	"ant\x02Réservée le\x02Finie le\x02Durée\x02Réponse de la destination\x02" +
+	"Résultat\x02Message d’erreur\x02Aucun exécutant n’a encore réservé cette" +
+	" occurrence.\x02en cours\x02Message entier\x02Aucun exécutant n’a jamais" +
+	" réservé cette occurrence\u202f: elle a pris fin avant toute tentative." +
+	"\x02Destination\x02Réplique\x02Relais n’a pas encore appelé la destinati" +
+	"on.\x02Relais n’a jamais appelé la destination\u202f: l’occurrence a pri" +
+	"s fin avant tout appel.\x02Relais ne conserve le code de statut de la de" +
+	"stination que lorsqu’elle a refusé l’appel (destination_http_NNN)\u202f;" +
+	" un appel terminé a reçu une réponse 2xx. La durée va de la prise en cha" +
+	"rge de l’appel à son règlement.\x02Maintenant\x02La reprendre ou l’aband" +
+	"onner depuis son instance\x02Mode\x02Motif donné par l’exécutant\x02Nomb" +
+	"re maximal de tentatives\x02Délai avant nouvelle tentative\x02Nouvelles " +
+	"tentatives\x02aucune\u202f: un appel en échec suit le chemin d’erreur du" +
+	" nœud\x02Échéance\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute" +
+	")\x02Délai d’appel\x02au plus %[1]d\x02au plus %[1]d depuis la dernière " +
+	"reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentative" +
+	"\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restan" +
+	"te\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’après le contrat de " +
+	"la révision %[1]d\x02Ce contrat n’a aucune entrée.\x02Sorties, nommées d" +
+	"’après le contrat de la révision %[1]d\x02Pas encore de sorties\u202f:" +
+	" l’occurrence n’est pas terminée.\x02Ce contrat n’a aucune sortie.\x02Au" +
+	"cune sortie\u202f: l’occurrence s’est terminée sans aboutir.\x02Révéler " +
+	"— cette action est enregistrée\x02Disponible à partir du\x02Prochaine " +
+	"tentative\x02Dernière réservation\x02Fin du verrou\x02Différée\x02Derniè" +
+	"re erreur (tentative %[1]d)\x02Erreur (avant toute tentative)\x02Son mes" +
+	"sage\x02Message de Relais (en anglais)\x02Message de l’exécutant (ses pr" +
+	"opres termes, valeurs protégées masquées)\x02Nouvelle tentative possible" +
+	"\x02non\u202f: l’exécutant a signalé cet échec comme définitif (tentativ" +
+	"es restantes non utilisées\u202f: %[1]d)\x02La destination n’a pas répon" +
+	"du dans le délai de l’appel (%[1]s).\x02La destination n’a pas répondu d" +
+	"ans le délai de l’appel.\x02L’échéance est passée avant l’arrivée d’un r" +
+	"ésultat.\x02Le résultat ne respectait pas le contrat de sorties de la r" +
+	"évision.\x02Relais s’est arrêté pendant l’appel\u202f: on ignore si la " +
+	"destination a agi, elle n’est donc pas rappelée.\x02L’appel n’a pas pu ê" +
+	"tre préparé.\x02La destination était injoignable.\x02La réponse de la de" +
+	"stination était trop volumineuse.\x02Le verrou de la dernière tentative " +
+	"a expiré sans tentative restante.\x02Les entrées n’ont pas pu être const" +
+	"ruites à partir des liaisons du processus.\x02Un opérateur a abandonné l" +
+	"’instance.\x02Un exécutant Camunda 7 a signalé un échec sans nouvelle " +
+	"tentative restante (retries\u202f: 0, ou un budget déjà épuisé)\u202f: l" +
+	"’occurrence n’est pas relancée.\x02La destination a répondu HTTP %[1]s" +
+	".\x02Nouvelle tentative à %[1]s — %[2]s.\x02Proposée à partir de %[1]s —" +
+	" %[2]s.\x02Verrou expiré à %[1]s — en attente d’être proposée de nouveau" +
+	".\x02En attente de l’appel de Relais à la destination depuis %[1]s (%[2]" +
+	"s).\x02En attente d’un exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1" +
+	"]s)\x02Relais appelle la destination (depuis %[1]s).\x02Réservée par %[1" +
+	"]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différ" +
+	"ée depuis %[1]s (%[2]s)\u202f: un exécutant du même consommateur, ou un" +
+	"e interface munie d’un jeton de règlement, la terminera plus tard.\x02Te" +
+	"rminée (%[1]s).\x02Son instance est bloquée ici, en attente d’un opérate" +
+	"ur.\x02Son instance a continué par le chemin d’erreur du nœud.\x02En éch" +
+	"ec (%[1]s).\x02Annulée\u202f: l’instance a été arrêtée par %[1]s à %[2]s" +
+	" — «\u202f%[3]s\u202f».\x02Annulée\u202f: l’instance a été arrêtée (%[1]" +
+	"s).\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (différée\u202f" +
+	"; réglée avec son jeton de règlement)\x02%[1]s (différée\u202f; réglée a" +
+	"vec son jeton de règlement, en tant que %[2]s)\x02%[1]s (différée\u202f;" +
+	" réglée par %[2]s)\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas " +
+	"de réponse dans le délai\x02pas de connexion\x02réponse trop volumineuse" +
+	"\x02inconnue\x02[masqué]\x02La révision doit être un nombre entier, 1 ou" +
+	" plus.\x02Consommateur inconnu.\x02Date de règlement\x02Plus de filtres" +
+	"\u202f: instance, révision, consommateur, dates\x02identifiant d’instanc" +
+	"e\x02Décomptes par statut\x02Occurrences, les plus récentes d’abord\x02P" +
+	"rocessus et nœud\x02Erreur\x02Consommateur et exécutant\x02Prochaine ten" +
+	"tative ou règlement\x02Aucune occurrence ne correspond à ces filtres." +
+	"\x02Tous les consommateurs\x02Totaux de la définition %[1]s, sans les au" +
+	"tres filtres\x02Totaux de toutes les définitions, sans les autres filtre" +
+	"s\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occur" +
+	"rences\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés toutes l" +
+	"es quelques secondes.\x02révision %[1]d\x02réglée\x02prochaine tentative" +
+	"\x02disponible depuis\x02appel en cours depuis\x02verrou jusqu’à\x02diff" +
+	"érée depuis\x02Pages\x02Page précédente\x02Page suivante\x02Première pa" +
+	"ge\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01." +
+	"\x02%[1]s\u202f: le premier jour vient après le dernier.\x02Ces réglages" +
+	" sont conservés dans ce navigateur seulement.\x02Afficher les heures en" +
+	"\x02La console n’exécute aucun script et ne peut donc pas lire le fuseau" +
+	" horaire de votre ordinateur\u202f: choisissez son décalage par rapport " +
+	"à UTC. Les décalages ne suivent pas l’heure d’été.\x02Recharger les lis" +
+	"tes et les pages de détail\x02Les pages qui contiennent un formulaire, c" +
+	"omme une confirmation, ne se rechargent jamais d’elles-mêmes.\x02Enregis" +
+	"trer les réglages\x02Revenir sans enregistrer\x02UTC (temps universel co" +
+	"ordonné)\x02Heure locale à %[1]s\x02Jamais\x02Toutes les %[1]d secondes" +
+	"\x02Les versions de processus publiées\u202f: leurs nœuds, routes et rév" +
+	"isions épinglées, dessinés, avec l’emplacement actuel de leurs occurrenc" +
+	"es.\x02Processus par clé\x02Versions, les plus récentes d’abord\x02Aucun" +
+	" processus n’est encore publié.\x02version %[1]d\x02Processus %[1]s\x02V" +
+	"ersion\x02Nœud de départ\x02Graphe\x02Les colonnes suivent le plus long " +
+	"chemin depuis le nœud de départ. Les flèches pleines sont les réussites " +
+	"(étiquetées par leur route), les pointillées les échecs (étiquetées par " +
+	"leurs codes d’erreur). Chaque case indique combien d’occurrences de cett" +
+	"e version se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette v" +
+	"ersion, avec leurs occurrences actuelles\x02Type\x02Révision épinglée" +
+	"\x02En cas de réussite\x02En cas d’erreur\x02Occurrences actuelles\x02In" +
+	"stances de ce processus\x02Décomptes au %[1]s (%[2]s)\u202f; actualisés " +
+	"toutes les quelques secondes.\x02Cette version a %[1]d nœuds\u202f: trop" +
+	" pour les dessiner lisiblement (au plus %[2]d). Le tableau ci-dessous do" +
+	"nne chaque nœud avec ses routes et ses décomptes.\x02Graphe de %[1]s\x14" +
+	"\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-de" +
+	"ssous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d nœuds," +
+	" à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, route" +
+	"s et décomptes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin (en é" +
+	"chec)\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident pour un opérat" +
+	"eur)\x02tout autre code → %[1]s\x02met l’instance en échec\x14\x01\x81" +
+	"\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative après %[2]s, priori" +
+	"té %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après %[2]s, prior" +
+	"ité %[3]d\x02échéance %[1]s\x02délai %[1]s\x02Seuls les administrateurs " +
+	"peuvent révéler une valeur sensible.\x02Révélé par %[1]s le %[2]s\u202f;" +
+	" consigné dans le journal d’audit.\x02Révélation impossible\x02Seule une" +
+	" valeur que cette page affiche masquée (sensible) peut être révélée.\x02" +
+	"Les valeurs secrètes ne peuvent jamais être révélées.\x02Cette page n’ac" +
+	"cepte pas cette requête.\x02Recherche\x02Saisissez un identifiant d’inst" +
+	"ance ou d’occurrence (un UUID, que les pages affichent au survol) ou une" +
+	" clé métier.\x02Rien à chercher\u202f: le champ de recherche est vide." +
+	"\x02C’est trop long pour être un identifiant ou une clé métier.\x02Aucun" +
+	"e instance ni occurrence n’a l’identifiant «\u202f%[1]s\u202f», et aucun" +
+	"e instance ne l’a pour clé métier.\x02Aucune instance n’a «\u202f%[1]s" +
+	"\u202f» pour clé métier, et ce n’est pas un identifiant entier\u202f: le" +
+	"s listes montrent la fin de chaque identifiant. Ouvrez la ligne, ou copi" +
+	"ez son lien, pour l’identifiant entier.\x02Vous êtes déconnecté.\x02Votr" +
+	"e session avait pris fin (inactivité, déconnexion ailleurs, jeton révoqu" +
+	"é ou redémarrage du serveur)\u202f: votre dernière action n’a pas été a" +
+	"ppliquée. Reconnectez-vous, puis refaites-la.\x02Votre session a pris fi" +
+	"n (inactivité, déconnexion ailleurs, jeton révoqué ou redémarrage du ser" +
+	"veur). Reconnectez-vous.\x02Se connecter\x02Connectez-vous avec un jeton" +
+	" d’opérateur, de concepteur ou d’administrateur.\x02Jeton\x02Le jeton es" +
+	"t vérifié une fois et n’est jamais conservé dans votre navigateur\u202f;" +
+	" un cookie de session le remplace jusqu’à 8 heures d’inactivité.\x02Trop" +
+	" de connexions échouées depuis votre adresse. Réessayez dans %[1]d secon" +
+	"des.\x02Ce jeton est inconnu ou a été révoqué.\x02Un jeton de rôle %[1]s" +
+	" ne peut pas ouvrir la console\u202f: connectez-vous avec un jeton d’opé" +
+	"rateur, de concepteur ou d’administrateur.\x02Seuls les administrateurs " +
+	"gèrent les jetons.\x02Jetons du personnel (administrateurs, concepteurs," +
+	" opérateurs) non révoqués. Les jetons des consommateurs se gèrent avec l" +
+	"eurs consommateurs. Révoquer un jeton refuse sa requête suivante.\x02ID" +
+	"\x02Rôle\x02Créé le\x02Dernière utilisation\x02Expiration\x02Jetons du p" +
+	"ersonnel, les plus anciens d’abord\x02jamais\x02pas encore\x02Jeton expi" +
+	"ré\x02Révoquer…\x02cette session\x02Aucun jeton.\x02Le jeton a été révoq" +
+	"ué.\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s" +
+	"\u202f»\u202f?\x02Sa requête suivante est refusée et les sessions de con" +
+	"sole ouvertes avec lui prennent fin. C’est irréversible\u202f: qui l’uti" +
+	"lise aura besoin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder" +
+	"\x02C’est le jeton avec lequel vous êtes connecté\u202f: le révoquer vou" +
+	"s déconnecte. Sa requête suivante est refusée. C’est irréversible.\x02C’" +
+	"est le dernier jeton administrateur utilisable\u202f: créez-en un autre " +
+	"avant de le révoquer.\x02sortie de routage\x02(chaque élément)\x14\x01" +
+	"\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1" +
+	"]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00" +
+	"\x1a\x02au plus %[1]d caractères\x02motif %[1]s\x02format %[1]s\x02minim" +
+	"um %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02" +
+	"\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d éléments\x14" +
+	"\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1" +
+	"]d éléments\x02%[1]d autres valeurs ne sont pas affichées\u202f: la page" +
+	" montre les %[2]d premières, le détail de l’API les donne toutes.\x02non" +
+	" fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d él" +
+	"éments\x02(%[1]d caractères en tout)\x02nul\x02valeur inattendue\x02Pag" +
+	"e invalide\x02Ce lien de page ne vient pas de la console.\x02Les exécuta" +
+	"nts connectés par un flux, et ceux qui interrogent par leur dernière dem" +
+	"ande. Un exécutant est listé tant qu’il s’est manifesté dans les trois d" +
+	"erniers battements de cœur.\x02Exécutants vus dans les trois derniers ba" +
+	"ttements\x02Exécutant\x02Protocole\x02Définitions servies\x02En cours" +
+	"\x02Connexion\x02Dernier signe\x02Aucun exécutant n’est connecté.\x02Exé" +
+	"cutants servant %[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert " +
+	"cette définition.\x02flux\x02interrogation longue\x02façade Camunda 7" +
+	"\x02toutes les révisions accordées à son consommateur\x02révisions %[1]s" +
+	"\x02Aucun exécutant ne sert cette définition\u202f: ses occurrences atte" +
+	"ndent qu’un exécutant se connecte ou interroge.\x02Aucun processus ne ti" +
+	"re cette définition\u202f: Relais appelle ses destinations (push), elle " +
+	"n’a besoin d’aucun exécutant.\x02Aucun exécutant n’est connecté pour cet" +
+	"te définition\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81" +
+	"\x01\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1" +
+	"]d exécutants\x02Révisions prises en charge\u202f: %[1]s\u202f; certains" +
+	" prennent toutes les révisions accordées à leur consommateur.\x02Ils pre" +
+	"nnent toutes les révisions accordées à leur consommateur.\x02Ils ne pren" +
+	"nent que la révision %[1]d.\x02Ils ne prennent que les révisions %[1]s."
 
-	// Total table size 54351 bytes (53KiB); checksum: EF36AE31
+	// Total table size 54415 bytes (53KiB); checksum: 2390FD08

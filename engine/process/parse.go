@@ -11,6 +11,7 @@ import (
 	"github.com/relais/relais/contracts"
 	"github.com/relais/relais/internal/isoduration"
 	"github.com/relais/relais/internal/jsontree"
+	"github.com/relais/relais/internal/suggest"
 )
 
 // maxJSONDepth bounds document nesting so that hostile input cannot drive
@@ -92,7 +93,7 @@ func (c *collector) members(n *jsontree.Node, path string, allowed ...string) {
 			}
 		}
 		if !known {
-			c.vs = append(c.vs, contracts.Violation{Path: jsontree.Pointer(path, k), Message: fmt.Sprintf("unknown key %q", k), Cause: contracts.UnknownKey})
+			c.vs = append(c.vs, contracts.Violation{Path: jsontree.Pointer(path, k), Message: fmt.Sprintf("unknown key %q", k) + suggest.Hint(k, allowed), Cause: contracts.UnknownKey})
 		}
 	}
 }

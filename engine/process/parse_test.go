@@ -166,6 +166,8 @@ func TestParseViolations(t *testing.T) {
 			[]want{{"/nodes/crm/policy/priority", "priority must be between 0 and 9"}}},
 		{"unknown policy key", ed(func(m map[string]any) { sub(node(m, "crm"), "policy")["backoff"] = "exponential" }),
 			[]want{{"/nodes/crm/policy/backoff", `unknown key "backoff"`}}},
+		{"misspelt policy key", ed(func(m map[string]any) { sub(node(m, "crm"), "policy")["max_attempt"] = 2 }),
+			[]want{{"/nodes/crm/policy/max_attempt", `unknown key "max_attempt" (did you mean "max_attempts"?)`}}},
 		{"policy not an object", ed(func(m map[string]any) { node(m, "crm")["policy"] = "fast" }),
 			[]want{{"/nodes/crm/policy", "policy must be an object, not string"}}},
 		{"destination on a pull node", ed(func(m map[string]any) { node(m, "crm")["destination"] = "payments" }),

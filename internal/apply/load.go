@@ -11,10 +11,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -25,6 +27,7 @@ import (
 	"github.com/relais/relais/engine/process"
 	"github.com/relais/relais/internal/isoduration"
 	"github.com/relais/relais/internal/jsontree"
+	"github.com/relais/relais/internal/suggest"
 )
 
 // Kinds, in the order they are applied: what a document refers to is
@@ -546,10 +549,11 @@ func unknownKeys(d Document, allowed map[string]bool) []Problem {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
+	known := slices.Sorted(maps.Keys(allowed))
 	var ps []Problem
 	for _, k := range keys {
 		if !allowed[k] {
-			ps = append(ps, Problem{Doc: d, Pointer: jsontree.Pointer("", k), Message: fmt.Sprintf("unknown key %q", k)})
+			ps = append(ps, Problem{Doc: d, Pointer: jsontree.Pointer("", k), Message: fmt.Sprintf("unknown key %q", k) + suggest.Hint(k, known)})
 		}
 	}
 	return ps

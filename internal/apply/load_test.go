@@ -124,7 +124,7 @@ max_timeout: PT1S
 `)
 	got := problemLines(t, p)
 	want := []string{
-		`4: /header: unknown key "header"`,
+		`4: /header: unknown key "header" (did you mean "headers"?)`,
 		// A missing member is placed at its document's first line; a
 		// document's problems go in line order.
 		`8: /max_timeout: is required (an ISO-8601 duration above zero, at most PT10S)`,
@@ -155,7 +155,7 @@ revision: 1
 notes: [not, text]
 `)
 	got := problemLines(t, p)
-	want := []string{`5: /note: unknown key "note"`, `11: /notes: must be a string`}
+	want := []string{`5: /note: unknown key "note" (did you mean "notes"?)`, `11: /notes: must be a string`}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
