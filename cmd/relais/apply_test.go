@@ -252,3 +252,36 @@ func TestApplyChecksTheTokenFirst(t *testing.T) {
 		t.Errorf("a designer applying definitions: %v\n%s", err, errOut.String())
 	}
 }
+
+// TestApplySaysWhatARevisionBreaks: a definition updated into a revision
+// that breaks processes or workers says so as it is applied (and in a dry
+// run), with where to read the changes; a compatible one says nothing.
+func TestApplySaysWhatARevisionBreaks(t *testing.T) {
+	t.Parallel()
+	r := startServe(t, map[string]string{"RELAIS_DATABASE_URL": dbtest.URL(t), "RELAIS_BOOTSTRAP_TOKEN": bootstrap})
+	doc := filepath.Join(t.TempDir(), "claim.yaml")
+	write := func(inputs string) {
+		t.Helper()
+		body := "kind: Definition\nkey: assess_claim\nname: Assess a claim\ninputs:\n  fields:\n" + inputs + "outputs:\n  fields: []\n"
+		if err := os.WriteFile(doc, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("    - {name: amount, type: integer, required: true}\n")
+	if out, stderr, err := applyRun(t, r.base, "-f", doc); err != nil || !strings.Contains(out, "created (revision 1)") {
+		t.Fatalf("first apply: %q, %v\n%s", out, err, stderr)
+	}
+	// Compatible: an optional input added.
+	write("    - {name: amount, type: integer, required: true}\n    - {name: note, type: text}\n")
+	if out, _, err := applyRun(t, r.base, "-f", doc); err != nil || !strings.Contains(out, "updated (revision 2)") || strings.Contains(out, "breaking") {
+		t.Errorf("a compatible update: %q, %v; want revision 2 and no breaking change", out, err)
+	}
+	// Breaking: amount removed (both), a required input added (processes).
+	write("    - {name: note, type: text}\n    - {name: policy, type: text, required: true}\n")
+	want := "; 2 breaking change(s) against revision 2 (2 may break processes, 1 workers): GET /api/v1/definitions/assess_claim/revisions/2/diff/3 lists them"
+	for _, args := range [][]string{{"-f", doc, "--dry-run"}, {"-f", doc}} {
+		if out, _, err := applyRun(t, r.base, args...); err != nil || !strings.Contains(out, "revision 3"+want) {
+			t.Errorf("apply %v of a breaking update: %q, %v; want %q", args, out, err, want)
+		}
+	}
+}

@@ -193,8 +193,9 @@ func (c *Client) definition(ctx context.Context, d Document, dryRun bool) (Resul
 	// sent as it is, and the server's refusal names each problem with its
 	// pointer (which the file's line then locates).
 	var digest string
+	var working *contracts.Working
 	if w, violations := contracts.ParseWorking(js); len(violations) == 0 {
-		digest = w.Digest()
+		digest, working = w.Digest(), &w
 	}
 	base := "/api/v1/definitions/" + esc(d.ID)
 	var cur struct {
@@ -221,7 +222,13 @@ func (c *Client) definition(ctx context.Context, d Document, dryRun bool) (Resul
 	case latestDigest == digest:
 		action, next = "working restored", latest
 	}
-	planned, err := c.expect(d, Result{Doc: d, Action: action, Detail: fmt.Sprintf("revision %d", next)}, next)
+	breaking := ""
+	if action == "updated" && latest > 0 && working != nil {
+		if breaking, err = c.breakingChanges(ctx, base, latest, *working); err != nil {
+			return Result{}, err
+		}
+	}
+	planned, err := c.expect(d, Result{Doc: d, Action: action, Detail: fmt.Sprintf("revision %d", next) + breaking}, next)
 	if dryRun && err == nil {
 		// The server's own checks (the key, the body's size), nothing
 		// stored; a server older than this client would store the Working.
@@ -246,7 +253,41 @@ func (c *Client) definition(ctx context.Context, d Document, dryRun bool) (Resul
 	if _, err := c.call(ctx, "POST", base+"/revisions", nil, &snap); err != nil {
 		return Result{}, err
 	}
-	return c.expect(d, Result{Doc: d, Action: action, Detail: fmt.Sprintf("revision %d", snap.Revision)}, snap.Revision)
+	return c.expect(d, Result{Doc: d, Action: action, Detail: fmt.Sprintf("revision %d", snap.Revision) + breaking}, snap.Revision)
+}
+
+// breakingChanges says, for a detail, what the new contract breaks
+// against revision latest, read from the server: a designer sees it as
+// the revision is made, not later in a diff nobody opened. It is "" when
+// nothing breaks.
+func (c *Client) breakingChanges(ctx context.Context, base string, latest int, next contracts.Working) (string, error) {
+	var rev struct {
+		Document json.RawMessage `json:"document"`
+	}
+	if _, err := c.call(ctx, "GET", fmt.Sprintf("%s/revisions/%d", base, latest), nil, &rev); err != nil {
+		return "", err
+	}
+	old, violations := contracts.ParseWorking(rev.Document)
+	if len(violations) > 0 {
+		return "", nil // a revision this client cannot read: the server's diff tells
+	}
+	var all, processes, workers int
+	for _, ch := range contracts.Diff(old, next) {
+		if ch.BreaksProcesses || ch.BreaksWorkers {
+			all++
+		}
+		if ch.BreaksProcesses {
+			processes++
+		}
+		if ch.BreaksWorkers {
+			workers++
+		}
+	}
+	if all == 0 {
+		return "", nil
+	}
+	return fmt.Sprintf("; %d breaking change(s) against revision %d (%d may break processes, %d workers): GET %s/revisions/%d/diff/%d lists them",
+		all, latest, processes, workers, base, latest, latest+1), nil
 }
 
 // serverChecksWorking reports whether the server takes PUT
