@@ -30,6 +30,15 @@ type definitionJSON struct {
 	Changes        []contracts.Change `json:"unsnapshotted_changes,omitempty"`
 }
 
+// definitionDetailJSON is a definition as GET /definitions/{key} shows
+// it: its revisions and releases always listed, [] when there are none
+// (the list leaves them out).
+type definitionDetailJSON struct {
+	definitionJSON
+	Revisions []revisionSummary `json:"revisions"`
+	Releases  []releaseJSON     `json:"releases"`
+}
+
 type revisionSummary struct {
 	Revision  int       `json:"revision"`
 	Digest    string    `json:"digest"`
@@ -121,8 +130,8 @@ func (a *API) getDefinition() http.Handler {
 		if err != nil {
 			return err
 		}
-		out := definitionJSON{Key: d.Key, Name: d.Working.Name, Working: d.Working.Canonical(), WorkingDigest: d.WorkingDigest,
-			LatestRevision: d.LatestRevision, CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt,
+		out := definitionDetailJSON{definitionJSON: definitionJSON{Key: d.Key, Name: d.Working.Name, Working: d.Working.Canonical(), WorkingDigest: d.WorkingDigest,
+			LatestRevision: d.LatestRevision, CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt},
 			Revisions: []revisionSummary{}, Releases: []releaseJSON{}}
 		for _, rv := range revs {
 			out.Revisions = append(out.Revisions, revisionSummary{Revision: rv.Revision, Digest: rv.Digest, CreatedAt: rv.CreatedAt})

@@ -46,6 +46,10 @@ func TestDefinitionLifecycleAsANewUser(t *testing.T) {
 
 	env.Must(201, "PUT", base+"/working", env.Designer, working)
 	env.Must(200, "PUT", base+"/working", env.Designer, working)
+	// A definition's page lists its revisions and releases, [] before any.
+	if d := env.Must(200, "GET", base, env.Designer, nil).JSON(t); fmt.Sprint(d["revisions"], d["releases"]) != "[] []" {
+		t.Errorf("a new definition: revisions %v, releases %v; want [] and []", d["revisions"], d["releases"])
+	}
 	r1 := env.Must(201, "POST", base+"/revisions", env.Designer, nil).JSON(t)
 	if r1["revision"] != 1.0 || !strings.HasPrefix(r1["digest"].(string), "sha256:") {
 		t.Fatalf("first snapshot = %v", r1)
