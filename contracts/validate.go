@@ -282,7 +282,9 @@ func (v *Validator) collect(ve *jsonschema.ValidationError, doc any, vs *[]Viola
 	case "maxLength":
 		add(fmt.Sprintf("must be at most %s", plural(derefCount(f.MaxLength), "character")))
 	case "pattern":
-		add(fmt.Sprintf("must match pattern %q", f.Pattern))
+		// Quoted as written: %q would double every backslash of \d,
+		// and the message would show a pattern nobody wrote.
+		add(`must match pattern "` + f.Pattern + `"`)
 	case "minimum":
 		add("must be at least " + derefNumber(f.Minimum))
 	case "maximum":

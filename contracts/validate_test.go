@@ -77,6 +77,7 @@ func TestValidateTypesAndOptions(t *testing.T) {
 		{"max_length invalid", `{"type":"text","max_length":3}`, `"abcd"`, "/v", "must be at most 3 characters"},
 		{"pattern valid", `{"type":"text","pattern":"^[a-z]+$"}`, `"abc"`, "", ""},
 		{"pattern invalid", `{"type":"text","pattern":"^[a-z]+$"}`, `"ABC"`, "/v", `must match pattern "^[a-z]+$"`},
+		{"pattern with a backslash", `{"type":"text","pattern":"^CLM-\\d{8}$"}`, `"CLM-1"`, "/v", `must match pattern "^CLM-\d{8}$"`},
 		{"pattern is unanchored", `{"type":"text","pattern":"[0-9]"}`, `"ab1cd"`, "", ""},
 		{"pattern on escaped", `{"type":"text","pattern":"^a\\nb$"}`, `"a\nb"`, "", ""},
 		{"email valid", `{"type":"text","format":"email"}`, `"jane@example.com"`, "", ""},
