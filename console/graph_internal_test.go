@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/relais/relais/engine/process"
 )
@@ -121,6 +122,22 @@ func TestGraphLabelsIntoOneBoxDoNotOverlap(t *testing.T) {
 	for i, b := range boxes {
 		if b[1] < 0 || b[3] > height {
 			t.Errorf("label %q at %v is outside the drawing (height %d)", texts[i], b, height)
+		}
+	}
+}
+
+// A push node without a timeout of its own shows the one it runs with,
+// the configured default, said to be so.
+func TestPushPolicyShowsTheTimeoutItRunsWith(t *testing.T) {
+	p := &process.Process{Start: "call", Nodes: map[string]*process.Node{
+		"call": {Kind: process.KindPush, Definition: "d", Revision: 1, Destination: "x", Next: "done"},
+		"set":  {Kind: process.KindPush, Definition: "d", Revision: 1, Destination: "x", Next: "done", Timeout: 2 * time.Second},
+		"done": {Kind: process.KindEnd},
+	}}
+	lim := process.Limits{DefaultPushTimeout: 3 * time.Second}
+	for node, want := range map[string]string{"call": "timeout 3 seconds (the default)", "set": "timeout 2 seconds"} {
+		if got := nodeRowOf(context.Background(), p, node, nil, "k", lim).Policy; got != want {
+			t.Errorf("%s: policy %q, want %q", node, got, want)
 		}
 	}
 }

@@ -184,7 +184,7 @@ func (c *Console) processVersion(w http.ResponseWriter, r *http.Request) {
 		v.Graph.Desc = T(ctx, "%d nodes, starting at %s. The table below lists the same nodes, routes and counts.", len(p.Nodes), p.Start)
 	}
 	for _, node := range slices.Sorted(maps.Keys(p.Nodes)) {
-		v.Nodes = append(v.Nodes, nodeRowOf(ctx, p, node, byNode[node], key))
+		v.Nodes = append(v.Nodes, nodeRowOf(ctx, p, node, byNode[node], key, c.eng.ProcessLimits()))
 	}
 	// The start node first, then by name.
 	slices.SortStableFunc(v.Nodes, func(a, b nodeRow) int {
@@ -199,7 +199,7 @@ func (c *Console) processVersion(w http.ResponseWriter, r *http.Request) {
 	c.render(w, r, http.StatusOK, processVersionPage(v))
 }
 
-func nodeRowOf(ctx context.Context, p *process.Process, name string, byStatus map[string]int64, key string) nodeRow {
+func nodeRowOf(ctx context.Context, p *process.Process, name string, byStatus map[string]int64, key string, lim process.Limits) nodeRow {
 	n := p.Nodes[name]
 	row := nodeRow{Name: name, Anchor: "node-" + name, Start: name == p.Start}
 	switch n.Kind {
@@ -256,9 +256,13 @@ func nodeRowOf(ctx context.Context, p *process.Process, name string, byStatus ma
 			deadline := formatDuration(ctx, n.Policy.Deadline)
 			row.Policy = semicolonList(ctx, []string{row.Policy, T(ctx, "deadline %s", deadline)})
 		}
-	} else if n.Kind == process.KindPush && n.Timeout > 0 {
-		timeout := formatDuration(ctx, n.Timeout)
+	} else if n.Kind == process.KindPush {
+		timeout := formatDuration(ctx, n.PushTimeout(lim))
 		row.Policy = T(ctx, "timeout %s", timeout)
+		if n.Timeout == 0 {
+			// The node sets none: the configured default applies.
+			row.Policy = T(ctx, "timeout %s (the default)", timeout)
+		}
 	}
 	for _, s := range occurrenceStatuses {
 		if cnt := byStatus[s]; cnt > 0 {

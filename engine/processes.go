@@ -69,6 +69,10 @@ func refuseDocument(what, code string, vs []contracts.Violation) error {
 	return violations(code, what+" is invalid", vs)
 }
 
+// ProcessLimits are the operator's limits process versions are judged and
+// run by (the push timeout a node without one gets, for one).
+func (e *Engine) ProcessLimits() process.Limits { return e.processLimits() }
+
 func (e *Engine) processLimits() process.Limits {
 	return process.Limits{MaxRetryDelay: e.limits.MaxRetryDelay, DefaultPushTimeout: e.limits.DefaultPushTimeout, MaxPushTimeout: e.limits.MaxPushTimeout}
 }

@@ -55,12 +55,12 @@ var messageKeyToIndex = map[string]int{
 	"%d h":                                     253,
 	"%d held instances match now.":             52,
 	"%d hours":                                 269,
-	"%d items":                                 602,
+	"%d items":                                 603,
 	"%d left":                                  408,
 	"%d min":                                   252,
 	"%d minutes":                               270,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 72,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              600,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              601,
 	"%d ms": 272,
 	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 532,
 	"%d occurrences":                          484,
@@ -84,11 +84,11 @@ var messageKeyToIndex = map[string]int{
 	"%s: a date is written 2026-12-01.":                   498,
 	"%s: the first day comes after the last.":             499,
 	"%s–%s":                                               240,
-	"(%d characters in all)":                              603,
-	"(each item)":                                         590,
+	"(%d characters in all)":                              604,
+	"(each item)":                                         591,
 	"(worker %s)":                                         446,
 	"0 seconds":                                           267,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           566,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           567,
 	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 439,
 	"Abandon %d instances":                                           56,
 	"Abandon every held instance this filter matches":                54,
@@ -107,7 +107,7 @@ var messageKeyToIndex = map[string]int{
 	"All definitions":                     231,
 	"All processes":                       319,
 	"All statuses":                        320,
-	"All workers":                         618,
+	"All workers":                         619,
 	"An operator abandoned the instance.": 438,
 	"Apply filters":                       90,
 	"Apr":                                 258,
@@ -127,11 +127,11 @@ var messageKeyToIndex = map[string]int{
 	"Bulk action":                      85,
 	"Business key":                     69,
 	"Call timeout":                     404,
-	"Camunda 7 facade":                 622,
+	"Camunda 7 facade":                 623,
 	"Cancelled: the instance was stopped (%s).":               456,
 	"Cancelled: the instance was stopped by %s at %s — “%s”.": 455,
 	"Cannot act on this filter":                               73,
-	"Cannot reveal":                                           547,
+	"Cannot reveal":                                           548,
 	"Change":                                                  162,
 	"Changes between the two revisions":                       174,
 	"Changes of the Working copy since revision %d":           183,
@@ -147,7 +147,7 @@ var messageKeyToIndex = map[string]int{
 	"Completions and failures per 5 minutes, last hour: %s":    232,
 	"Completions and failures per 5-minute slot, oldest first": 237,
 	"Completions and failures, last hour":                      217,
-	"Connected":                                                614,
+	"Connected":                                                615,
 	"Constraints":                                              141,
 	"Consumer":                                                 376,
 	"Consumer and worker":                                      478,
@@ -157,7 +157,7 @@ var messageKeyToIndex = map[string]int{
 	"Counts by status": 474,
 	"Created":          283,
 	"Created from":     70,
-	"Created on":       571,
+	"Created on":       572,
 	"Created to":       71,
 	"Creation date":    308,
 	"Dates":            372,
@@ -169,7 +169,7 @@ var messageKeyToIndex = map[string]int{
 	"Definition %s":      143,
 	"Definitions":        110,
 	"Definitions by key": 201,
-	"Definitions served": 612,
+	"Definitions served": 613,
 	"Definitions, those needing attention first": 218,
 	"Description":          142,
 	"Destination":          388,
@@ -193,8 +193,8 @@ var messageKeyToIndex = map[string]int{
 	"Every %d seconds":            510,
 	"Every attempt, oldest first": 375,
 	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log (GET /api/v1/audit/reveals).": 88,
-	"Expired token":                        577,
-	"Expires":                              573,
+	"Expired token":                        578,
+	"Expires":                              574,
 	"External tasks":                       104,
 	"Failed":                               222,
 	"Failed (%s).":                         454,
@@ -220,8 +220,8 @@ var messageKeyToIndex = map[string]int{
 	"Health":                  103,
 	"Held at node":            301,
 	"Held instances":          221,
-	"ID":                      569,
-	"In flight":               613,
+	"ID":                      570,
+	"In flight":               614,
 	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 233,
 	"Inputs":                     167,
 	"Inputs of revision %d":      178,
@@ -231,18 +231,18 @@ var messageKeyToIndex = map[string]int{
 	"Instance":                  316,
 	"Instances":                 105,
 	"Instances of this process": 528,
-	"Invalid page":              606,
+	"Invalid page":              607,
 	"Invalid request":           122,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.": 21,
 	"Its instance is held here, waiting for an operator.":                                                                   452,
 	"Its instance went on along the node’s error path.":                                                                     453,
 	"Its message": 423,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      584,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      585,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 34,
 	"Jan":                     255,
 	"Jul":                     261,
 	"Jun":                     260,
-	"Keep it":                 586,
+	"Keep it":                 587,
 	"Keep it held":            14,
 	"Keep it running":         13,
 	"Key":                     202,
@@ -251,8 +251,8 @@ var messageKeyToIndex = map[string]int{
 	"Last error (attempt %d)": 421,
 	"Last reserved":           418,
 	"Last saved":              148,
-	"Last seen":               615,
-	"Last used":               572,
+	"Last seen":               616,
+	"Last used":               573,
 	"Latest revision":         203,
 	"Lists every change from one revision to another, and whom it may break.": 158,
 	"Local time at %s": 508,
@@ -275,9 +275,9 @@ var messageKeyToIndex = map[string]int{
 	"No definition has occurrences yet.": 226,
 	"No definition yet.":                 205,
 	"No inputs.":                         168,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 556,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 557,
 	"No instance matches these filters.": 318,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 555,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 556,
 	"No occurrence matches these filters.":                                                   480,
 	"No operator action matches.":                                                            92,
 	"No operator has acted on this instance.":                                                287,
@@ -285,17 +285,17 @@ var messageKeyToIndex = map[string]int{
 	"No outputs.": 171,
 	"No outputs: the occurrence ended without completing.":                                                         414,
 	"No process is published yet.":                                                                                 514,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":              626,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":              627,
 	"No process, business key or creation date narrows this filter: it applies to the instances of every process.": 65,
 	"No release yet.": 152,
 	"No revision yet: the Working copy has never been snapshotted.":          150,
 	"No service ever reserved this occurrence: it ended before any attempt.": 387,
 	"No service has reserved this occurrence yet.":                           384,
-	"No token.": 580,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 627,
-	"No worker is connected.":           616,
-	"No worker serves this definition.": 619,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 625,
+	"No token.": 581,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 628,
+	"No worker is connected.":           617,
+	"No worker serves this definition.": 620,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 626,
 	"Node":    279,
 	"Node %s": 215,
 	"Nodes":   521,
@@ -307,7 +307,7 @@ var messageKeyToIndex = map[string]int{
 	"Nothing exists at this address, or it is not visible to you.": 126,
 	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 127,
 	"Nothing to do: no instance this action applies to matches the filter.": 64,
-	"Nothing to find: the search box is empty.":                             553,
+	"Nothing to find: the search box is empty.":                             554,
 	"Nov":                       265,
 	"Now":                       393,
 	"Occurrence":                280,
@@ -320,9 +320,9 @@ var messageKeyToIndex = map[string]int{
 	"Oldest claimable waits":    223,
 	"On error":                  526,
 	"On success":                525,
-	"Only a value this page shows as hidden (sensitive) can be revealed.": 548,
-	"Only administrators manage tokens.":                                  567,
-	"Only administrators may reveal a sensitive value.":                   545,
+	"Only a value this page shows as hidden (sensitive) can be revealed.": 549,
+	"Only administrators manage tokens.":                                  568,
+	"Only administrators may reveal a sensitive value.":                   546,
 	"Open":             220,
 	"Operator actions": 275,
 	"Operator actions on this instance, newest first": 288,
@@ -349,7 +349,7 @@ var messageKeyToIndex = map[string]int{
 	"Process instances, newest first": 315,
 	"Processes":                       106,
 	"Processes by key":                512,
-	"Protocol":                        611,
+	"Protocol":                        612,
 	"Published":                       156,
 	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 511,
 	"Reason": 82,
@@ -389,33 +389,33 @@ var messageKeyToIndex = map[string]int{
 	"Retrying and abandoning apply to held instances, not %s ones.": 44,
 	"Retry…":                    0,
 	"Reveal — this is recorded": 415,
-	"Revealed by %s at %s; recorded in the audit log.": 546,
+	"Revealed by %s at %s; recorded in the audit log.": 547,
 	"Revision":    154,
 	"Revision %d": 175,
 	"Revisions":   149,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 629,
-	"Revoke the %s token “%s”?": 583,
-	"Revoke the token":          585,
-	"Revoke token %d":           582,
-	"Revoke…":                   578,
-	"Role":                      570,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 630,
+	"Revoke the %s token “%s”?": 584,
+	"Revoke the token":          586,
+	"Revoke token %d":           583,
+	"Revoke…":                   579,
+	"Role":                      571,
 	"Route":                     281,
 	"Routing output":            147,
 	"Rows %s–%s":                497,
 	"Save settings":             505,
 	"Say why, for whoever reads the log later: at most %d characters.": 11,
-	"Search":                               551,
-	"Secret values can never be revealed.": 549,
+	"Search":                               552,
+	"Secret values can never be revealed.": 550,
 	"Sep":                                  263,
-	"Served by %d workers":                 628,
+	"Served by %d workers":                 629,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 25,
 	"Settled":              284,
 	"Settlement date":      471,
 	"Show all definitions": 230,
 	"Show times in":        501,
 	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 98,
-	"Sign in": 560,
-	"Sign in with an operator, designer or administrator token.": 561,
+	"Sign in": 561,
+	"Sign in with an operator, designer or administrator token.": 562,
 	"Sign out":             114,
 	"Signed in as %s (%s)": 113,
 	"Since revision %d:":   181,
@@ -423,8 +423,8 @@ var messageKeyToIndex = map[string]int{
 	"Slot":                 238,
 	"Snapshotted":          176,
 	"Something went wrong": 133,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 568,
-	"Staff tokens, oldest first": 574,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 569,
+	"Staff tokens, oldest first": 575,
 	"Start node":                 518,
 	"Started":                    299,
 	"Status":                     68,
@@ -446,7 +446,7 @@ var messageKeyToIndex = map[string]int{
 	"Summary": 274,
 	"Task contracts: their Working copy, immutable revisions and named releases.": 200,
 	"Temporarily unavailable":                         131,
-	"That is too long to be an id or a business key.": 554,
+	"That is too long to be an id or a business key.": 555,
 	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.": 180,
 	"The bulk action must be its id (a UUID).":                   95,
 	"The call could not be prepared.":                            433,
@@ -474,13 +474,13 @@ var messageKeyToIndex = map[string]int{
 	"The reason you gave, not recorded:":                                                                                          31,
 	"The result did not match the revision's outputs contract.":                                                                   431,
 	"The revision must be a whole number, 1 or more.":                                                                             469,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 563,
-	"The token was revoked.":                                                                                                      581,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 564,
+	"The token was revoked.":                                                                                                      582,
 	"These revisions have the same contracts.":                                                                                    166,
 	"These settings are kept in this browser only.":                                                                               500,
-	"They take every revision their consumer is granted.":                                                                         630,
-	"They take revision %d only.":                                                                                                 631,
-	"They take revisions %s only.":                                                                                                632,
+	"They take every revision their consumer is granted.":                                                                         631,
+	"They take revision %d only.":                                                                                                 632,
+	"They take revisions %s only.":                                                                                                633,
 	"This contract has no inputs.":                                                                                                410,
 	"This contract has no outputs.":                                                                                               413,
 	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                         130,
@@ -494,25 +494,25 @@ var messageKeyToIndex = map[string]int{
 	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 294,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          33,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   38,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            588,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           587,
-	"This page does not accept that request.":     550,
-	"This page link is not one the console made.": 607,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            589,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           588,
+	"This page does not accept that request.":     551,
+	"This page link is not one the console made.": 608,
 	"This page reloads every %d seconds.":         119,
 	"This process takes no inputs.":               292,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 48,
-	"This token is unknown or has been revoked.": 565,
+	"This token is unknown or has been revoked.": 566,
 	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 530,
 	"Times in %s · no auto-reload":    118,
 	"Times in %s · reload every %d s": 117,
 	"To revision":                     160,
-	"Token":                           562,
+	"Token":                           563,
 	"Tokens":                          112,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 564,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 565,
 	"Totals of all definitions, not narrowed by the other filters":         483,
 	"Totals of definition %s, not narrowed by the other filters":           482,
 	"Type": 138,
-	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 552,
+	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 553,
 	"UTC (coordinated universal time)": 507,
 	"Unknown action.":                  42,
 	"Unknown consumer.":                470,
@@ -525,18 +525,18 @@ var messageKeyToIndex = map[string]int{
 	"When":                                                      79,
 	"Who":                                                       80,
 	"Whole message":                                             386,
-	"Worker":                                                    610,
+	"Worker":                                                    611,
 	"Worker id":                                                 377,
 	"Workers":                                                   111,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        608,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        609,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 17,
-	"Workers seen within three heartbeats": 609,
-	"Workers serving %s":                   617,
+	"Workers seen within three heartbeats": 610,
+	"Workers serving %s":                   618,
 	"Working copy":                         144,
-	"You are signed out.":                  557,
+	"You are signed out.":                  558,
 	"Your role can read definitions only: external tasks and process instances are for operators and administrators.":                                                            121,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 558,
-	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      559,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 559,
+	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      560,
 	"[redacted]":                          468,
 	"abandon":                             4,
 	"administrator":                       347,
@@ -546,11 +546,11 @@ var messageKeyToIndex = map[string]int{
 	"any other code → %s":                 540,
 	"any other error":                     208,
 	"as of %s (%s); counts are refreshed every few seconds.": 485,
-	"at least %d characters":                                 591,
-	"at least %d items":                                      598,
+	"at least %d characters":                                 592,
+	"at least %d items":                                      599,
 	"at most %d":                                             405,
-	"at most %d characters":                                  592,
-	"at most %d items":                                       599,
+	"at most %d characters":                                  593,
+	"at most %d items":                                       600,
 	"at most %d since the last operator retry":               406,
 	"available":                                              321,
 	"boolean":                                                334,
@@ -576,14 +576,14 @@ var messageKeyToIndex = map[string]int{
 	"end (fails)":                                            536,
 	"end: completes the instance":                            211,
 	"end: fails the instance":                                212,
-	"every revision its consumer is granted":                 623,
+	"every revision its consumer is granted":                 624,
 	"expired":                                                327,
 	"failed":                                                 235,
 	"fails the instance":                                     541,
 	"field added":                                            353,
 	"field removed":                                          354,
 	"format":                                                 364,
-	"format %s":                                              594,
+	"format %s":                                              595,
 	"from":                                                   311,
 	"held":                                                   326,
 	"held for an operator":                                   209,
@@ -596,17 +596,17 @@ var messageKeyToIndex = map[string]int{
 	"just now":                                               250,
 	"list":                                                   339,
 	"lock until":                                             491,
-	"long polling":                                           621,
+	"long polling":                                           622,
 	"long wait":                                              229,
 	"maximum":                                                366,
-	"maximum %s":                                             596,
+	"maximum %s":                                             597,
 	"maximum items":                                          368,
 	"maximum length":                                         362,
 	"minimum":                                                365,
-	"minimum %s":                                             595,
+	"minimum %s":                                             596,
 	"minimum items":                                          367,
 	"minimum length":                                         361,
-	"never":                                                  575,
+	"never":                                                  576,
 	"next attempt":                                           488,
 	"no":                                                     352,
 	"no answer within the timeout":                           464,
@@ -616,19 +616,19 @@ var messageKeyToIndex = map[string]int{
 	"none yet": 204,
 	"none: a failed call takes the node’s error path": 400,
 	"normal":                          340,
-	"not provided":                    601,
-	"not yet":                         576,
-	"null":                            604,
+	"not provided":                    602,
+	"not yet":                         577,
+	"null":                            605,
 	"number":                          333,
 	"object":                          338,
 	"on error":                        207,
-	"one of: %s":                      597,
+	"one of: %s":                      598,
 	"operator":                        348,
 	"optional %s field of type %s":    196,
 	"optional field of type %s":       198,
 	"optional → required":             189,
 	"pattern":                         363,
-	"pattern %s":                      593,
+	"pattern %s":                      594,
 	"pull":                            533,
 	"pull %s":                         214,
 	"pull (the service fetches it)":   345,
@@ -644,37 +644,38 @@ var messageKeyToIndex = map[string]int{
 	"reserved":                        322,
 	"retry":                           3,
 	"revision %d":                     486,
-	"revisions %s":                    624,
+	"revisions %s":                    625,
 	"routing changed":                 360,
-	"routing output":                  589,
+	"routing output":                  590,
 	"routing output %s → %s":          188,
 	"running":                         325,
 	"secret":                          342,
 	"sensitive":                       341,
 	"settled":                         487,
 	"stop":                            5,
-	"stream":                          620,
+	"stream":                          621,
 	"text":                            331,
 	"the contracts are the same (the name or a description changed).": 182,
-	"this session":           579,
-	"timeout %s":             544,
-	"to":                     312,
-	"type changed":           355,
-	"unexpected value":       605,
-	"unknown":                467,
-	"values added: %s":       191,
-	"values changed":         357,
-	"values removed: %s":     192,
-	"values reordered":       193,
-	"version %d":             515,
-	"waiting":                462,
-	"yes":                    351,
-	"••• hidden (secret)":    344,
-	"••• hidden (sensitive)": 343,
-	"→ %s":                   538,
+	"this session":             580,
+	"timeout %s":               544,
+	"timeout %s (the default)": 545,
+	"to":                       312,
+	"type changed":             355,
+	"unexpected value":         606,
+	"unknown":                  467,
+	"values added: %s":         191,
+	"values changed":           357,
+	"values removed: %s":       192,
+	"values reordered":         193,
+	"version %d":               515,
+	"waiting":                  462,
+	"yes":                      351,
+	"••• hidden (secret)":      344,
+	"••• hidden (sensitive)":   343,
+	"→ %s":                     538,
 }
 
-var enIndex = []uint32{ // 634 elements
+var enIndex = []uint32{ // 635 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x0000005a,
@@ -829,34 +830,34 @@ var enIndex = []uint32{ // 634 elements
 	0x0000456b, 0x00004577, 0x00004587, 0x00004591,
 	0x000045b4, 0x000045cd, 0x000045e0, 0x0000464c,
 	// Entry 220 - 23F
-	0x0000465b, 0x00004669, 0x0000469b, 0x000046d2,
-	0x000046e0, 0x00004724, 0x00004749, 0x00004771,
-	0x00004778, 0x000047d3, 0x000047fd, 0x0000482d,
-	0x0000488b, 0x0000492b, 0x0000493f, 0x000049ea,
-	0x00004a60, 0x00004a68, 0x00004aa3, 0x00004aa9,
-	0x00004b25, 0x00004b6d, 0x00004b98, 0x00004bfa,
-	0x00004c1d, 0x00004cc4, 0x00004cc7, 0x00004ccc,
-	0x00004cd7, 0x00004ce1, 0x00004ce9, 0x00004d04,
+	0x0000465b, 0x00004669, 0x00004685, 0x000046b7,
+	0x000046ee, 0x000046fc, 0x00004740, 0x00004765,
+	0x0000478d, 0x00004794, 0x000047ef, 0x00004819,
+	0x00004849, 0x000048a7, 0x00004947, 0x0000495b,
+	0x00004a06, 0x00004a7c, 0x00004a84, 0x00004abf,
+	0x00004ac5, 0x00004b41, 0x00004b89, 0x00004bb4,
+	0x00004c16, 0x00004c39, 0x00004ce0, 0x00004ce3,
+	0x00004ce8, 0x00004cf3, 0x00004cfd, 0x00004d05,
 	// Entry 240 - 25F
-	0x00004d0a, 0x00004d12, 0x00004d20, 0x00004d2a,
-	0x00004d37, 0x00004d41, 0x00004d58, 0x00004d6b,
-	0x00004d8f, 0x00004e0f, 0x00004e20, 0x00004e28,
-	0x00004e9d, 0x00004ef1, 0x00004f00, 0x00004f0c,
-	0x00004f48, 0x00004f82, 0x00004f90, 0x00004f9d,
-	0x00004fab, 0x00004fb9, 0x00004fc7, 0x00004ff9,
-	0x00005029, 0x00005085, 0x00005092, 0x000050b2,
-	0x000050cc, 0x000050d1, 0x000050e2, 0x000050ef,
+	0x00004d20, 0x00004d26, 0x00004d2e, 0x00004d3c,
+	0x00004d46, 0x00004d53, 0x00004d5d, 0x00004d74,
+	0x00004d87, 0x00004dab, 0x00004e2b, 0x00004e3c,
+	0x00004e44, 0x00004eb9, 0x00004f0d, 0x00004f1c,
+	0x00004f28, 0x00004f64, 0x00004f9e, 0x00004fac,
+	0x00004fb9, 0x00004fc7, 0x00004fd5, 0x00004fe3,
+	0x00005015, 0x00005045, 0x000050a1, 0x000050ae,
+	0x000050ce, 0x000050e8, 0x000050ed, 0x000050fe,
 	// Entry 260 - 27F
-	0x0000511b, 0x000051a1, 0x000051c6, 0x000051cd,
-	0x000051d6, 0x000051e9, 0x000051f3, 0x000051fd,
-	0x00005207, 0x0000521f, 0x00005235, 0x00005241,
-	0x00005263, 0x0000526a, 0x00005277, 0x00005288,
-	0x000052af, 0x000052bf, 0x00005313, 0x00005373,
-	0x000053c6, 0x000053fe, 0x0000544e, 0x00005482,
-	0x000054a1, 0x000054c1,
-} // Size: 2560 bytes
+	0x0000510b, 0x00005137, 0x000051bd, 0x000051e2,
+	0x000051e9, 0x000051f2, 0x00005205, 0x0000520f,
+	0x00005219, 0x00005223, 0x0000523b, 0x00005251,
+	0x0000525d, 0x0000527f, 0x00005286, 0x00005293,
+	0x000052a4, 0x000052cb, 0x000052db, 0x0000532f,
+	0x0000538f, 0x000053e2, 0x0000541a, 0x0000546a,
+	0x0000549e, 0x000054bd, 0x000054dd,
+} // Size: 2564 bytes
 
-const enData string = "" + // Size: 21697 bytes
+const enData string = "" + // Size: 21725 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every held instance…\x02Stop every running instance…\x02Stop every runni" +
@@ -1138,66 +1139,66 @@ const enData string = "" + // Size: 21697 bytes
 	" operator)\x02any other code → %[1]s\x02fails the instance\x14\x01\x81" +
 	"\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, priority %[3]d\x002" +
 	"\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02deadline %[1]s" +
-	"\x02timeout %[1]s\x02Only administrators may reveal a sensitive value." +
-	"\x02Revealed by %[1]s at %[2]s; recorded in the audit log.\x02Cannot rev" +
-	"eal\x02Only a value this page shows as hidden (sensitive) can be reveale" +
-	"d.\x02Secret values can never be revealed.\x02This page does not accept " +
-	"that request.\x02Search\x02Type an instance or occurrence id (a UUID, as" +
-	" the pages show on hover), or a business key.\x02Nothing to find: the se" +
-	"arch box is empty.\x02That is too long to be an id or a business key." +
-	"\x02No instance or occurrence has the id “%[1]s”, and no instance has it" +
-	" as its business key.\x02No instance has “%[1]s” as its business key, an" +
-	"d it is not a whole id: the lists show the end of each id. Open the row," +
-	" or copy its link, for the whole id.\x02You are signed out.\x02Your sess" +
-	"ion had ended (inactivity, a sign-out elsewhere, a revoked token or a re" +
-	"start of the server), so your last action was not applied. Sign in again" +
-	", then repeat it.\x02Your session has ended (inactivity, a sign-out else" +
-	"where, a revoked token or a restart of the server). Sign in again.\x02Si" +
-	"gn in\x02Sign in with an operator, designer or administrator token.\x02T" +
-	"oken\x02The token is checked once and never stored in your browser; a se" +
-	"ssion cookie stands for it for up to 8 hours of inactivity.\x02Too many " +
-	"failed sign-ins from your address. Try again in %[1]d seconds.\x02This t" +
-	"oken is unknown or has been revoked.\x02A %[1]s token cannot open the co" +
-	"nsole: sign in with an operator, designer or administrator token.\x02Onl" +
-	"y administrators manage tokens.\x02Staff tokens (administrators, designe" +
-	"rs, operators) that are not revoked. Consumer tokens are managed with th" +
-	"eir consumers. Revoking a token refuses its next request.\x02ID\x02Role" +
-	"\x02Created on\x02Last used\x02Expires\x02Staff tokens, oldest first\x02" +
-	"never\x02not yet\x02Expired token\x02Revoke…\x02this session\x02No token" +
-	".\x02The token was revoked.\x02Revoke token %[1]d\x02Revoke the %[1]s to" +
-	"ken “%[2]s”?\x02Its next request is refused, and console sessions opened" +
-	" with it end. This cannot be undone: whoever uses it needs a new token." +
-	"\x02Revoke the token\x02Keep it\x02This is the token you signed in with:" +
-	" revoking it signs you out. Its next request is refused. This cannot be " +
-	"undone.\x02This is the last usable administrator token: create another o" +
-	"ne before revoking it.\x02routing output\x02(each item)\x14\x01\x81\x01" +
-	"\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d chara" +
-	"cters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02" +
-	"at most %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1" +
-	"]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at l" +
-	"east %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02" +
-	"\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02%[1]d more " +
-	"values not shown: the page shows the first %[2]d, the API's detail has t" +
-	"hem all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00" +
-	"\x0c\x02%[1]d items\x02(%[1]d characters in all)\x02null\x02unexpected v" +
-	"alue\x02Invalid page\x02This page link is not one the console made.\x02W" +
-	"orkers connected by a stream, and polling workers by their last fetch. A" +
-	" worker is listed while it was seen within three heartbeats.\x02Workers " +
-	"seen within three heartbeats\x02Worker\x02Protocol\x02Definitions served" +
-	"\x02In flight\x02Connected\x02Last seen\x02No worker is connected.\x02Wo" +
-	"rkers serving %[1]s\x02All workers\x02No worker serves this definition." +
-	"\x02stream\x02long polling\x02Camunda 7 facade\x02every revision its con" +
-	"sumer is granted\x02revisions %[1]s\x02No worker serves this definition:" +
-	" its occurrences wait until one connects or polls.\x02No process pulls t" +
-	"his definition: Relais calls its destinations (push), and it needs no wo" +
-	"rker.\x02No worker is connected for this definition; none of its occurre" +
-	"nces waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worke" +
-	"r\x00\x18\x02Served by %[1]d workers\x02Revisions they take: %[1]s; some" +
-	" take every revision their consumer is granted.\x02They take every revis" +
-	"ion their consumer is granted.\x02They take revision %[1]d only.\x02They" +
-	" take revisions %[1]s only."
+	"\x02timeout %[1]s\x02timeout %[1]s (the default)\x02Only administrators " +
+	"may reveal a sensitive value.\x02Revealed by %[1]s at %[2]s; recorded in" +
+	" the audit log.\x02Cannot reveal\x02Only a value this page shows as hidd" +
+	"en (sensitive) can be revealed.\x02Secret values can never be revealed." +
+	"\x02This page does not accept that request.\x02Search\x02Type an instanc" +
+	"e or occurrence id (a UUID, as the pages show on hover), or a business k" +
+	"ey.\x02Nothing to find: the search box is empty.\x02That is too long to " +
+	"be an id or a business key.\x02No instance or occurrence has the id “%[1" +
+	"]s”, and no instance has it as its business key.\x02No instance has “%[1" +
+	"]s” as its business key, and it is not a whole id: the lists show the en" +
+	"d of each id. Open the row, or copy its link, for the whole id.\x02You a" +
+	"re signed out.\x02Your session had ended (inactivity, a sign-out elsewhe" +
+	"re, a revoked token or a restart of the server), so your last action was" +
+	" not applied. Sign in again, then repeat it.\x02Your session has ended (" +
+	"inactivity, a sign-out elsewhere, a revoked token or a restart of the se" +
+	"rver). Sign in again.\x02Sign in\x02Sign in with an operator, designer o" +
+	"r administrator token.\x02Token\x02The token is checked once and never s" +
+	"tored in your browser; a session cookie stands for it for up to 8 hours " +
+	"of inactivity.\x02Too many failed sign-ins from your address. Try again " +
+	"in %[1]d seconds.\x02This token is unknown or has been revoked.\x02A %[1" +
+	"]s token cannot open the console: sign in with an operator, designer or " +
+	"administrator token.\x02Only administrators manage tokens.\x02Staff toke" +
+	"ns (administrators, designers, operators) that are not revoked. Consumer" +
+	" tokens are managed with their consumers. Revoking a token refuses its n" +
+	"ext request.\x02ID\x02Role\x02Created on\x02Last used\x02Expires\x02Staf" +
+	"f tokens, oldest first\x02never\x02not yet\x02Expired token\x02Revoke…" +
+	"\x02this session\x02No token.\x02The token was revoked.\x02Revoke token " +
+	"%[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request is refused," +
+	" and console sessions opened with it end. This cannot be undone: whoever" +
+	" uses it needs a new token.\x02Revoke the token\x02Keep it\x02This is th" +
+	"e token you signed in with: revoking it signs you out. Its next request " +
+	"is refused. This cannot be undone.\x02This is the last usable administra" +
+	"tor token: create another one before revoking it.\x02routing output\x02(" +
+	"each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00" +
+	"\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most" +
+	" %[1]d character\x00\x19\x02at most %[1]d characters\x02pattern %[1]s" +
+	"\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14" +
+	"\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]" +
+	"d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at " +
+	"most %[1]d items\x02%[1]d more values not shown: the page shows the firs" +
+	"t %[2]d, the API's detail has them all.\x02not provided\x14\x01\x81\x01" +
+	"\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(%[1]d characters i" +
+	"n all)\x02null\x02unexpected value\x02Invalid page\x02This page link is " +
+	"not one the console made.\x02Workers connected by a stream, and polling " +
+	"workers by their last fetch. A worker is listed while it was seen within" +
+	" three heartbeats.\x02Workers seen within three heartbeats\x02Worker\x02" +
+	"Protocol\x02Definitions served\x02In flight\x02Connected\x02Last seen" +
+	"\x02No worker is connected.\x02Workers serving %[1]s\x02All workers\x02N" +
+	"o worker serves this definition.\x02stream\x02long polling\x02Camunda 7 " +
+	"facade\x02every revision its consumer is granted\x02revisions %[1]s\x02N" +
+	"o worker serves this definition: its occurrences wait until one connects" +
+	" or polls.\x02No process pulls this definition: Relais calls its destina" +
+	"tions (push), and it needs no worker.\x02No worker is connected for this" +
+	" definition; none of its occurrences waits for one.\x14\x01\x81\x01\x00" +
+	"\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d workers" +
+	"\x02Revisions they take: %[1]s; some take every revision their consumer " +
+	"is granted.\x02They take every revision their consumer is granted.\x02Th" +
+	"ey take revision %[1]d only.\x02They take revisions %[1]s only."
 
-var frIndex = []uint32{ // 634 elements
+var frIndex = []uint32{ // 635 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000079,
@@ -1352,34 +1353,34 @@ var frIndex = []uint32{ // 634 elements
 	0x0000588d, 0x0000589d, 0x000058ad, 0x000058b7,
 	0x000058e0, 0x000058fa, 0x00005915, 0x000059a3,
 	// Entry 220 - 23F
-	0x000059b4, 0x000059c1, 0x00005a02, 0x00005a48,
-	0x00005a60, 0x00005ab3, 0x00005aee, 0x00005b19,
-	0x00005b23, 0x00005b9d, 0x00005bd2, 0x00005c13,
-	0x00005c87, 0x00005d60, 0x00005d79, 0x00005e42,
-	0x00005ebf, 0x00005ecc, 0x00005f1e, 0x00005f24,
-	0x00005fc0, 0x00006014, 0x0000603f, 0x000060cb,
-	0x000060f9, 0x000061bb, 0x000061be, 0x000061c4,
-	0x000061ce, 0x000061e4, 0x000061ef, 0x0000621f,
+	0x000059b4, 0x000059c1, 0x000059dc, 0x00005a1d,
+	0x00005a63, 0x00005a7b, 0x00005ace, 0x00005b09,
+	0x00005b34, 0x00005b3e, 0x00005bb8, 0x00005bed,
+	0x00005c2e, 0x00005ca2, 0x00005d7b, 0x00005d94,
+	0x00005e5d, 0x00005eda, 0x00005ee7, 0x00005f39,
+	0x00005f3f, 0x00005fdb, 0x0000602f, 0x0000605a,
+	0x000060e6, 0x00006114, 0x000061d6, 0x000061d9,
+	0x000061df, 0x000061e9, 0x000061ff, 0x0000620a,
 	// Entry 240 - 25F
-	0x00006226, 0x00006231, 0x0000623f, 0x0000624c,
-	0x0000625a, 0x00006267, 0x00006283, 0x0000629c,
-	0x000062c9, 0x00006372, 0x00006385, 0x0000638f,
-	0x0000641e, 0x0000647f, 0x00006491, 0x000064a4,
-	0x000064e2, 0x0000651e, 0x0000652a, 0x00006537,
-	0x00006545, 0x00006553, 0x00006563, 0x0000659f,
-	0x000065d9, 0x00006656, 0x00006661, 0x0000668b,
-	0x000066a7, 0x000066ab, 0x000066bd, 0x000066cb,
+	0x0000623a, 0x00006241, 0x0000624c, 0x0000625a,
+	0x00006267, 0x00006275, 0x00006282, 0x0000629e,
+	0x000062b7, 0x000062e4, 0x0000638d, 0x000063a0,
+	0x000063aa, 0x00006439, 0x0000649a, 0x000064ac,
+	0x000064bf, 0x000064fd, 0x00006539, 0x00006545,
+	0x00006552, 0x00006560, 0x0000656e, 0x0000657e,
+	0x000065ba, 0x000065f4, 0x00006671, 0x0000667c,
+	0x000066a6, 0x000066c2, 0x000066c6, 0x000066d8,
 	// Entry 260 - 27F
-	0x000066f7, 0x000067b9, 0x000067ec, 0x000067f7,
-	0x00006801, 0x00006816, 0x0000681f, 0x00006829,
-	0x00006837, 0x0000685b, 0x00006875, 0x0000688a,
-	0x000068b6, 0x000068bb, 0x000068d0, 0x000068e2,
-	0x00006917, 0x00006928, 0x0000699e, 0x00006a1c,
-	0x00006a83, 0x00006ac5, 0x00006b38, 0x00006b7c,
-	0x00006ba4, 0x00006bce,
-} // Size: 2560 bytes
+	0x000066e6, 0x00006712, 0x000067d4, 0x00006807,
+	0x00006812, 0x0000681c, 0x00006831, 0x0000683a,
+	0x00006844, 0x00006852, 0x00006876, 0x00006890,
+	0x000068a5, 0x000068d1, 0x000068d6, 0x000068eb,
+	0x000068fd, 0x00006932, 0x00006943, 0x000069b9,
+	0x00006a37, 0x00006a9e, 0x00006ae0, 0x00006b53,
+	0x00006b97, 0x00006bbf, 0x00006be9,
+} // Size: 2564 bytes
 
-const frData string = "" + // Size: 27598 bytes
+const frData string = "" + // Size: 27625 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances bloquées…\x02Abandonne" +
 	"r toutes les instances bloquées…\x02Arrêter toutes les instances bloquée" +
@@ -1719,74 +1720,75 @@ const frData string = "" + // Size: 27598 bytes
 	"eur)\x02tout autre code → %[1]s\x02met l’instance en échec\x14\x01\x81" +
 	"\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative après %[2]s, priori" +
 	"té %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après %[2]s, prior" +
-	"ité %[3]d\x02échéance %[1]s\x02délai %[1]s\x02Seuls les administrateurs " +
-	"peuvent révéler une valeur sensible.\x02Révélé par %[1]s le %[2]s\u202f;" +
-	" consigné dans le journal d’audit.\x02Révélation impossible\x02Seule une" +
-	" valeur que cette page affiche masquée (sensible) peut être révélée.\x02" +
-	"Les valeurs secrètes ne peuvent jamais être révélées.\x02Cette page n’ac" +
-	"cepte pas cette requête.\x02Recherche\x02Saisissez un identifiant d’inst" +
-	"ance ou d’occurrence (un UUID, que les pages affichent au survol) ou une" +
-	" clé métier.\x02Rien à chercher\u202f: le champ de recherche est vide." +
-	"\x02C’est trop long pour être un identifiant ou une clé métier.\x02Aucun" +
-	"e instance ni occurrence n’a l’identifiant «\u202f%[1]s\u202f», et aucun" +
-	"e instance ne l’a pour clé métier.\x02Aucune instance n’a «\u202f%[1]s" +
-	"\u202f» pour clé métier, et ce n’est pas un identifiant entier\u202f: le" +
-	"s listes montrent la fin de chaque identifiant. Ouvrez la ligne, ou copi" +
-	"ez son lien, pour l’identifiant entier.\x02Vous êtes déconnecté.\x02Votr" +
-	"e session avait pris fin (inactivité, déconnexion ailleurs, jeton révoqu" +
-	"é ou redémarrage du serveur)\u202f: votre dernière action n’a pas été a" +
-	"ppliquée. Reconnectez-vous, puis refaites-la.\x02Votre session a pris fi" +
-	"n (inactivité, déconnexion ailleurs, jeton révoqué ou redémarrage du ser" +
-	"veur). Reconnectez-vous.\x02Se connecter\x02Connectez-vous avec un jeton" +
-	" d’opérateur, de concepteur ou d’administrateur.\x02Jeton\x02Le jeton es" +
-	"t vérifié une fois et n’est jamais conservé dans votre navigateur\u202f;" +
-	" un cookie de session le remplace jusqu’à 8 heures d’inactivité.\x02Trop" +
-	" de connexions échouées depuis votre adresse. Réessayez dans %[1]d secon" +
-	"des.\x02Ce jeton est inconnu ou a été révoqué.\x02Un jeton de rôle %[1]s" +
-	" ne peut pas ouvrir la console\u202f: connectez-vous avec un jeton d’opé" +
-	"rateur, de concepteur ou d’administrateur.\x02Seuls les administrateurs " +
-	"gèrent les jetons.\x02Jetons du personnel (administrateurs, concepteurs," +
-	" opérateurs) non révoqués. Les jetons des consommateurs se gèrent avec l" +
-	"eurs consommateurs. Révoquer un jeton refuse sa requête suivante.\x02ID" +
-	"\x02Rôle\x02Créé le\x02Dernière utilisation\x02Expiration\x02Jetons du p" +
-	"ersonnel, les plus anciens d’abord\x02jamais\x02pas encore\x02Jeton expi" +
-	"ré\x02Révoquer…\x02cette session\x02Aucun jeton.\x02Le jeton a été révoq" +
-	"ué.\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s" +
-	"\u202f»\u202f?\x02Sa requête suivante est refusée et les sessions de con" +
-	"sole ouvertes avec lui prennent fin. C’est irréversible\u202f: qui l’uti" +
-	"lise aura besoin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder" +
-	"\x02C’est le jeton avec lequel vous êtes connecté\u202f: le révoquer vou" +
-	"s déconnecte. Sa requête suivante est refusée. C’est irréversible.\x02C’" +
-	"est le dernier jeton administrateur utilisable\u202f: créez-en un autre " +
-	"avant de le révoquer.\x02sortie de routage\x02(chaque élément)\x14\x01" +
-	"\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1" +
-	"]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00" +
-	"\x1a\x02au plus %[1]d caractères\x02motif %[1]s\x02format %[1]s\x02minim" +
-	"um %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02" +
-	"\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d éléments\x14" +
-	"\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1" +
-	"]d éléments\x02%[1]d autres valeurs ne sont pas affichées\u202f: la page" +
-	" montre les %[2]d premières, le détail de l’API les donne toutes.\x02non" +
-	" fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d él" +
-	"éments\x02(%[1]d caractères en tout)\x02nul\x02valeur inattendue\x02Pag" +
-	"e invalide\x02Ce lien de page ne vient pas de la console.\x02Les exécuta" +
-	"nts connectés par un flux, et ceux qui interrogent par leur dernière dem" +
-	"ande. Un exécutant est listé tant qu’il s’est manifesté dans les trois d" +
-	"erniers battements de cœur.\x02Exécutants vus dans les trois derniers ba" +
-	"ttements\x02Exécutant\x02Protocole\x02Définitions servies\x02En cours" +
-	"\x02Connexion\x02Dernier signe\x02Aucun exécutant n’est connecté.\x02Exé" +
-	"cutants servant %[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert " +
-	"cette définition.\x02flux\x02interrogation longue\x02façade Camunda 7" +
-	"\x02toutes les révisions accordées à son consommateur\x02révisions %[1]s" +
-	"\x02Aucun exécutant ne sert cette définition\u202f: ses occurrences atte" +
-	"ndent qu’un exécutant se connecte ou interroge.\x02Aucun processus ne ti" +
-	"re cette définition\u202f: Relais appelle ses destinations (push), elle " +
-	"n’a besoin d’aucun exécutant.\x02Aucun exécutant n’est connecté pour cet" +
-	"te définition\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81" +
-	"\x01\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1" +
-	"]d exécutants\x02Révisions prises en charge\u202f: %[1]s\u202f; certains" +
-	" prennent toutes les révisions accordées à leur consommateur.\x02Ils pre" +
-	"nnent toutes les révisions accordées à leur consommateur.\x02Ils ne pren" +
-	"nent que la révision %[1]d.\x02Ils ne prennent que les révisions %[1]s."
+	"ité %[3]d\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s (par défaut)" +
+	"\x02Seuls les administrateurs peuvent révéler une valeur sensible.\x02Ré" +
+	"vélé par %[1]s le %[2]s\u202f; consigné dans le journal d’audit.\x02Révé" +
+	"lation impossible\x02Seule une valeur que cette page affiche masquée (se" +
+	"nsible) peut être révélée.\x02Les valeurs secrètes ne peuvent jamais êtr" +
+	"e révélées.\x02Cette page n’accepte pas cette requête.\x02Recherche\x02S" +
+	"aisissez un identifiant d’instance ou d’occurrence (un UUID, que les pag" +
+	"es affichent au survol) ou une clé métier.\x02Rien à chercher\u202f: le " +
+	"champ de recherche est vide.\x02C’est trop long pour être un identifiant" +
+	" ou une clé métier.\x02Aucune instance ni occurrence n’a l’identifiant «" +
+	"\u202f%[1]s\u202f», et aucune instance ne l’a pour clé métier.\x02Aucune" +
+	" instance n’a «\u202f%[1]s\u202f» pour clé métier, et ce n’est pas un id" +
+	"entifiant entier\u202f: les listes montrent la fin de chaque identifiant" +
+	". Ouvrez la ligne, ou copiez son lien, pour l’identifiant entier.\x02Vou" +
+	"s êtes déconnecté.\x02Votre session avait pris fin (inactivité, déconnex" +
+	"ion ailleurs, jeton révoqué ou redémarrage du serveur)\u202f: votre dern" +
+	"ière action n’a pas été appliquée. Reconnectez-vous, puis refaites-la." +
+	"\x02Votre session a pris fin (inactivité, déconnexion ailleurs, jeton ré" +
+	"voqué ou redémarrage du serveur). Reconnectez-vous.\x02Se connecter\x02C" +
+	"onnectez-vous avec un jeton d’opérateur, de concepteur ou d’administrate" +
+	"ur.\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais conservé d" +
+	"ans votre navigateur\u202f; un cookie de session le remplace jusqu’à 8 h" +
+	"eures d’inactivité.\x02Trop de connexions échouées depuis votre adresse." +
+	" Réessayez dans %[1]d secondes.\x02Ce jeton est inconnu ou a été révoqué" +
+	".\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: connect" +
+	"ez-vous avec un jeton d’opérateur, de concepteur ou d’administrateur." +
+	"\x02Seuls les administrateurs gèrent les jetons.\x02Jetons du personnel " +
+	"(administrateurs, concepteurs, opérateurs) non révoqués. Les jetons des " +
+	"consommateurs se gèrent avec leurs consommateurs. Révoquer un jeton refu" +
+	"se sa requête suivante.\x02ID\x02Rôle\x02Créé le\x02Dernière utilisation" +
+	"\x02Expiration\x02Jetons du personnel, les plus anciens d’abord\x02jamai" +
+	"s\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Aucun j" +
+	"eton.\x02Le jeton a été révoqué.\x02Révoquer le jeton %[1]d\x02Révoquer " +
+	"le jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante est ref" +
+	"usée et les sessions de console ouvertes avec lui prennent fin. C’est ir" +
+	"réversible\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoq" +
+	"uer le jeton\x02Le garder\x02C’est le jeton avec lequel vous êtes connec" +
+	"té\u202f: le révoquer vous déconnecte. Sa requête suivante est refusée. " +
+	"C’est irréversible.\x02C’est le dernier jeton administrateur utilisable" +
+	"\u202f: créez-en un autre avant de le révoquer.\x02sortie de routage\x02" +
+	"(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère" +
+	"\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au " +
+	"plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02motif %[1]s" +
+	"\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s" +
+	"\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moi" +
+	"ns %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément" +
+	"\x00\x19\x02au plus %[1]d éléments\x02%[1]d autres valeurs ne sont pas a" +
+	"ffichées\u202f: la page montre les %[2]d premières, le détail de l’API l" +
+	"es donne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élém" +
+	"ent\x00\x11\x02%[1]d éléments\x02(%[1]d caractères en tout)\x02nul\x02va" +
+	"leur inattendue\x02Page invalide\x02Ce lien de page ne vient pas de la c" +
+	"onsole.\x02Les exécutants connectés par un flux, et ceux qui interrogent" +
+	" par leur dernière demande. Un exécutant est listé tant qu’il s’est mani" +
+	"festé dans les trois derniers battements de cœur.\x02Exécutants vus dans" +
+	" les trois derniers battements\x02Exécutant\x02Protocole\x02Définitions " +
+	"servies\x02En cours\x02Connexion\x02Dernier signe\x02Aucun exécutant n’e" +
+	"st connecté.\x02Exécutants servant %[1]s\x02Tous les exécutants\x02Aucun" +
+	" exécutant ne sert cette définition.\x02flux\x02interrogation longue\x02" +
+	"façade Camunda 7\x02toutes les révisions accordées à son consommateur" +
+	"\x02révisions %[1]s\x02Aucun exécutant ne sert cette définition\u202f: s" +
+	"es occurrences attendent qu’un exécutant se connecte ou interroge.\x02Au" +
+	"cun processus ne tire cette définition\u202f: Relais appelle ses destina" +
+	"tions (push), elle n’a besoin d’aucun exécutant.\x02Aucun exécutant n’es" +
+	"t connecté pour cette définition\u202f; aucune de ses occurrences n’en a" +
+	"ttend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d" +
+	"\x02Servie par %[1]d exécutants\x02Révisions prises en charge\u202f: %[1" +
+	"]s\u202f; certains prennent toutes les révisions accordées à leur consom" +
+	"mateur.\x02Ils prennent toutes les révisions accordées à leur consommate" +
+	"ur.\x02Ils ne prennent que la révision %[1]d.\x02Ils ne prennent que les" +
+	" révisions %[1]s."
 
-	// Total table size 54415 bytes (53KiB); checksum: 2390FD08
+	// Total table size 54478 bytes (53KiB); checksum: CB27AC01
