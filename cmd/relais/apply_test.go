@@ -100,6 +100,16 @@ nodes:
 		t.Fatalf("err %v, stderr %q", err, stderr)
 	}
 
+	// A key the server refuses travels in the request's path: placed at
+	// the document's key line all the same.
+	badKey := filepath.Join(dir, "badkey.yaml")
+	if err := os.WriteFile(badKey, []byte("# A process.\nkind: Process\nkey: Claim-Triage\ninputs: {fields: []}\nstart: done\nnodes:\n  done: {kind: end}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, err := applyRun(t, r.base, "-f", badKey); err == nil || !strings.Contains(stderr, badKey+":3: /key: process key \"Claim-Triage\" must match") {
+		t.Errorf("a process key the server refuses: err %v, stderr %q; want it at line 3, /key", err, stderr)
+	}
+
 	// A dry run asks the server to check a process whose definitions exist,
 	// and changes nothing.
 	if _, stderr, err := applyRun(t, r.base, "-f", "../../examples/definitions"); err != nil {

@@ -74,10 +74,24 @@ func problems(d Document, err error) []Problem {
 			}
 			return out
 		}
-		return []Problem{{Doc: d, Message: fmt.Sprintf("%s (%s)", ae.Detail, ae.Code)}}
+		return []Problem{{Doc: d, Pointer: envelopePointer(d, ae.Code), Message: fmt.Sprintf("%s (%s)", ae.Detail, ae.Code)}}
 	}
 	var ue *unanswered
 	return []Problem{{Doc: d, Message: err.Error(), Unknown: errors.As(err, &ue) && ue.write}}
+}
+
+// envelopePointer places a refusal about the document's identity, which
+// travels in the request's path rather than its body (so the server names
+// no pointer), at the envelope member it is about: its line is then the
+// one an editor jumps to.
+func envelopePointer(d Document, code string) string {
+	switch {
+	case code == "invalid_key" && (d.Kind == KindDefinition || d.Kind == KindProcess):
+		return "/key"
+	case code == "invalid_name" && d.Kind == KindDestination, code == "release_exists" && d.Kind == KindRelease:
+		return "/name"
+	}
+	return ""
 }
 
 // unanswered is a request that got no answer: a write's outcome is then
